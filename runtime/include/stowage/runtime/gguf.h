@@ -1,0 +1,155 @@
+// GGUF container: reader (memory-mapped, validated) and the in-memory model of a file.
+//
+// Format: GGUF v2/v3 spec (ggml/docs/gguf.md), little-endian only. Layout: magic "GGUF", u32
+// version, u64 n_tensors, u64 n_kv, n_kv key/value pairs, n_tensors tensor infos (name, u32
+// n_dims, n_dims x i64 ne, u32 type, u64 offset relative to the data section), padding to
+// `general.alignment` (default 32), then the data section.
+//
+// Validation follows what ggml's gguf_init_from_file checks, with overflow-safe arithmetic:
+// counts and lengths bounded by the file size, n_dims in 1..4, dims positive, no byte-size
+// overflow, ne0 divisible by the block size, tensor data inside the file and aligned, no
+// overlapping tensors, no duplicate keys or tensor names. Every failure is a kDataLoss Status whose
+// message is one line: "<file>: offset <N>: <field>: expected <...>, found <...>".
+//
+// Thread-safety: a GgufFile is immutable after Open and may be read from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "stowage/runtime/ggml_types.h"
+#include "stowage/runtime/status.h"
+
+namespace stowage {
+
+/// GGUF metadata value types (GGUF spec `gguf_metadata_value_type`).
+enum class GgufValueType : uint32_t {
+  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7,
+  STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+};
+inline constexpr uint32_t kGgufValueTypeCount = 13;
+
+/// Spec name of a value type ("u32", "str", "arr", ...), as gguf-dump prints it.
+const char* GgufValueTypeName(GgufValueType type);
+
+/// One metadata value. Scalars are widened into `u`/`i`/`f`; strings and string arrays are views
+/// into the file mapping (valid while the GgufFile lives); numeric arrays keep their raw
+/// little-endian bytes (`raw`, `count` elements of `elem_type`); nested arrays are in `nested`.
+struct GgufValue {
+  GgufValueType type = GgufValueType::UINT8;
+  uint64_t u = 0;          ///< UINT8/16/32/64, BOOL
+  int64_t i = 0;           ///< INT8/16/32/64 (also set for unsigned values that fit)
+  double f = 0;            ///< FLOAT32/64
+  std::string_view str;    ///< STRING
+  // ARRAY:
+  GgufValueType elem_type = GgufValueType::UINT8;
+  uint64_t count = 0;
+  const uint8_t* raw = nullptr;             ///< numeric arrays: count * elem size bytes
+  std::vector<std::string_view> strings;    ///< string arrays
+  std::vector<GgufValue> nested;            ///< arrays of arrays
+
+  bool is_array() const { return type == GgufValueType::ARRAY; }
+  /// Element `idx` of a numeric array converted to double / int64 (no bounds check beyond assert).
+  double ArrayF64(uint64_t idx) const;
+  int64_t ArrayI64(uint64_t idx) const;
+};
+
+struct GgufKV {
+  std::string key;
+  GgufValue value;
+  uint64_t offset = 0;  ///< byte offset of the key in the file
+};
+
+/// A tensor info record. Shapes are in ggml order: ne[0] is the innermost (contiguous) dimension;
+/// unused dimensions are 1.
+struct GgufTensorInfo {
+  std::string name;
+  uint32_t n_dims = 0;
+  int64_t ne[4] = {1, 1, 1, 1};
+  GgmlType type = GgmlType::F32;
+  uint64_t offset = 0;   ///< relative to the start of the data section (bytes)
+  uint64_t nbytes = 0;   ///< ggml_nbytes of the contiguous tensor
+  uint64_t info_offset = 0;  ///< byte offset of this tensor info in the file
+
+  int64_t nelements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+};
+
+/// A parsed, validated GGUF file. Holds the memory mapping (or the caller's buffer) alive.
+class GgufFile {
+ public:
+  /// Memory-maps and parses `path`. Errors: kIoError (cannot open/map), kDataLoss (malformed),
+  /// kUnimplemented (v1 or big-endian files).
+  static Result<std::unique_ptr<GgufFile>> Open(const std::string& path);
+
+  /// Parses `size` bytes at `data` (not copied: must outlive the GgufFile). `name` is used in
+  /// messages in place of a path. Used by the fuzzer and tests.
+  static Result<std::unique_ptr<GgufFile>> Parse(const uint8_t* data, size_t size, std::string name);
+
+  ~GgufFile();
+  GgufFile(const GgufFile&) = delete;
+  GgufFile& operator=(const GgufFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  uint32_t version() const { return version_; }
+  uint64_t file_size() const { return size_; }
+  uint32_t alignment() const { return alignment_; }
+  /// Absolute byte offset of the data section.
+  uint64_t data_offset() const { return data_offset_; }
+  /// Bytes of the header: magic through the padding before the data section (= data_offset()).
+  /// The model identity hash of a plan covers [0, header_size()).
+  uint64_t header_size() const { return data_offset_; }
+  /// The whole file's bytes (mapping).
+  const uint8_t* bytes() const { return data_; }
+
+  const std::vector<GgufKV>& kvs() const { return kvs_; }
+  const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+
+  /// Lookup; nullptr when absent.
+  const GgufValue* Find(std::string_view key) const;
+  const GgufTensorInfo* FindTensor(std::string_view name) const;
+  /// Pointer to a tensor's data in the mapping.
+  const uint8_t* TensorData(const GgufTensorInfo& t) const { return data_ + data_offset_ + t.offset; }
+
+  // Typed accessors. Integer getters accept any integer type whose value fits (llama.cpp
+  // accepts u32/i32 interchangeably for hparams). Errors: kNotFound "<file>: missing key 'k'",
+  // kInvalidArgument "<file>: key 'k': expected <type>, found <type>".
+  Result<uint64_t> GetU64(std::string_view key) const;
+  Result<uint32_t> GetU32(std::string_view key) const;
+  Result<int64_t> GetI64(std::string_view key) const;
+  Result<float> GetF32(std::string_view key) const;
+  Result<bool> GetBool(std::string_view key) const;
+  Result<std::string> GetString(std::string_view key) const;
+  /// Array accessors: the whole array converted. Errors as above, plus element type mismatch.
+  Result<std::vector<std::string_view>> GetStringArray(std::string_view key) const;
+  Result<std::vector<float>> GetF32Array(std::string_view key) const;
+  Result<std::vector<int32_t>> GetI32Array(std::string_view key) const;
+
+  // Defaulted variants: return `def` when the key is absent (but still report a wrong type).
+  Result<uint32_t> GetU32Or(std::string_view key, uint32_t def) const;
+  Result<float> GetF32Or(std::string_view key, float def) const;
+  Result<bool> GetBoolOr(std::string_view key, bool def) const;
+  Result<std::string> GetStringOr(std::string_view key, std::string def) const;
+
+ private:
+  GgufFile() = default;
+  friend class GgufParser;
+
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+  void* mapping_ = nullptr;  // munmap on destruction when non-null
+  uint32_t version_ = 0;
+  uint32_t alignment_ = 32;
+  uint64_t data_offset_ = 0;
+  std::vector<GgufKV> kvs_;
+  std::vector<GgufTensorInfo> tensors_;
+  std::unordered_map<std::string_view, size_t> kv_index_;
+  std::unordered_map<std::string_view, size_t> tensor_index_;
+};
+
+}  // namespace stowage

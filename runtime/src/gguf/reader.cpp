@@ -1,0 +1,482 @@
+// GGUF reader: see gguf.h for the format and the validation rules.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+#include "stowage/runtime/gguf.h"
+
+namespace stowage {
+
+namespace {
+constexpr uint32_t kMaxNestingDepth = 8;
+
+size_t ScalarSize(GgufValueType t) {
+  switch (t) {
+    case GgufValueType::UINT8: case GgufValueType::INT8: case GgufValueType::BOOL: return 1;
+    case GgufValueType::UINT16: case GgufValueType::INT16: return 2;
+    case GgufValueType::UINT32: case GgufValueType::INT32: case GgufValueType::FLOAT32: return 4;
+    case GgufValueType::UINT64: case GgufValueType::INT64: case GgufValueType::FLOAT64: return 8;
+    default: return 0;
+  }
+}
+
+template <typename T>
+T LoadLE(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+}  // namespace
+
+const char* GgufValueTypeName(GgufValueType type) {
+  switch (type) {
+    case GgufValueType::UINT8: return "u8";
+    case GgufValueType::INT8: return "i8";
+    case GgufValueType::UINT16: return "u16";
+    case GgufValueType::INT16: return "i16";
+    case GgufValueType::UINT32: return "u32";
+    case GgufValueType::INT32: return "i32";
+    case GgufValueType::FLOAT32: return "f32";
+    case GgufValueType::BOOL: return "bool";
+    case GgufValueType::STRING: return "str";
+    case GgufValueType::ARRAY: return "arr";
+    case GgufValueType::UINT64: return "u64";
+    case GgufValueType::INT64: return "i64";
+    case GgufValueType::FLOAT64: return "f64";
+  }
+  return "?";
+}
+
+double GgufValue::ArrayF64(uint64_t idx) const {
+  const uint8_t* p = raw + idx * ScalarSize(elem_type);
+  switch (elem_type) {
+    case GgufValueType::FLOAT32: return LoadLE<float>(p);
+    case GgufValueType::FLOAT64: return LoadLE<double>(p);
+    default: return static_cast<double>(ArrayI64(idx));
+  }
+}
+
+int64_t GgufValue::ArrayI64(uint64_t idx) const {
+  const uint8_t* p = raw + idx * ScalarSize(elem_type);
+  switch (elem_type) {
+    case GgufValueType::UINT8: case GgufValueType::BOOL: return *p;
+    case GgufValueType::INT8: return static_cast<int8_t>(*p);
+    case GgufValueType::UINT16: return LoadLE<uint16_t>(p);
+    case GgufValueType::INT16: return LoadLE<int16_t>(p);
+    case GgufValueType::UINT32: return LoadLE<uint32_t>(p);
+    case GgufValueType::INT32: return LoadLE<int32_t>(p);
+    case GgufValueType::UINT64: return static_cast<int64_t>(LoadLE<uint64_t>(p));
+    case GgufValueType::INT64: return LoadLE<int64_t>(p);
+    case GgufValueType::FLOAT32: return static_cast<int64_t>(LoadLE<float>(p));
+    case GgufValueType::FLOAT64: return static_cast<int64_t>(LoadLE<double>(p));
+    default: return 0;
+  }
+}
+
+// Bounds-checked cursor over the file bytes; every read reports the offset on failure.
+class GgufParser {
+ public:
+  GgufParser(GgufFile& f) : f_(f), p_(f.data_), n_(f.size_) {}
+
+  Status Run() {
+    STOWAGE_RETURN_IF_ERROR(Need(4, "magic"));
+    if (std::memcmp(p_, "GGUF", 4) != 0) {
+      return Err(0, "magic", "\"GGUF\"", Printable(p_, 4));
+    }
+    pos_ = 4;
+    uint32_t version;
+    STOWAGE_RETURN_IF_ERROR(ReadU32(&version, "version"));
+    if (version == 1) {
+      return Status(StatusCode::kUnimplemented,
+                    f_.path_ + ": offset 4: version: GGUF v1 is not supported (expected 2 or 3)");
+    }
+    if ((version & 0xFFFF) == 0 && version != 0) {
+      return Status(StatusCode::kUnimplemented,
+                    f_.path_ + ": offset 4: version: big-endian GGUF files are not supported (found 0x" +
+                        Hex(version) + ")");
+    }
+    if (version != 2 && version != 3) return Err(4, "version", "2 or 3", std::to_string(version));
+    f_.version_ = version;
+
+    uint64_t n_tensors, n_kv;
+    STOWAGE_RETURN_IF_ERROR(ReadU64(&n_tensors, "n_tensors"));
+    STOWAGE_RETURN_IF_ERROR(ReadU64(&n_kv, "n_kv"));
+    // Each KV needs >= 12 bytes (key length + type), each tensor info >= 8+4+8+4+8 bytes.
+    if (n_kv > (n_ - pos_) / 12) return Err(16, "n_kv", "at most " + std::to_string((n_ - pos_) / 12) + " (bounded by file size)", std::to_string(n_kv));
+    if (n_tensors > (n_ - pos_) / 32) return Err(8, "n_tensors", "at most " + std::to_string((n_ - pos_) / 32) + " (bounded by file size)", std::to_string(n_tensors));
+
+    f_.kvs_.reserve(n_kv);
+    for (uint64_t i = 0; i < n_kv; ++i) {
+      GgufKV kv;
+      kv.offset = pos_;
+      STOWAGE_RETURN_IF_ERROR(ReadString(&kv.key, "key of kv #" + std::to_string(i)));
+      uint32_t t;
+      const uint64_t type_off = pos_;
+      STOWAGE_RETURN_IF_ERROR(ReadU32(&t, "type of key '" + kv.key + "'"));
+      if (t >= kGgufValueTypeCount)
+        return Err(type_off, "type of key '" + kv.key + "'", "a value type 0..12", std::to_string(t));
+      STOWAGE_RETURN_IF_ERROR(ReadValue(static_cast<GgufValueType>(t), &kv.value, kv.key, 0));
+      f_.kvs_.push_back(std::move(kv));
+    }
+    for (size_t i = 0; i < f_.kvs_.size(); ++i) {
+      if (!f_.kv_index_.emplace(f_.kvs_[i].key, i).second)
+        return Err(f_.kvs_[i].offset, "key '" + f_.kvs_[i].key + "'", "unique keys", "a duplicate");
+    }
+
+    if (const GgufValue* a = f_.Find("general.alignment")) {
+      if (a->type != GgufValueType::UINT32)
+        return Err(f_.kvs_[f_.kv_index_["general.alignment"]].offset, "general.alignment", "type u32",
+                   GgufValueTypeName(a->type));
+      if (a->u == 0 || (a->u & (a->u - 1)) != 0)
+        return Err(f_.kvs_[f_.kv_index_["general.alignment"]].offset, "general.alignment",
+                   "a non-zero power of two", std::to_string(a->u));
+      f_.alignment_ = static_cast<uint32_t>(a->u);
+    }
+
+    f_.tensors_.reserve(n_tensors);
+    for (uint64_t i = 0; i < n_tensors; ++i) {
+      GgufTensorInfo ti;
+      ti.info_offset = pos_;
+      STOWAGE_RETURN_IF_ERROR(ReadString(&ti.name, "name of tensor #" + std::to_string(i)));
+      const std::string what = "tensor '" + ti.name + "'";
+      const uint64_t nd_off = pos_;
+      STOWAGE_RETURN_IF_ERROR(ReadU32(&ti.n_dims, what + " n_dims"));
+      if (ti.n_dims < 1 || ti.n_dims > 4)
+        return Err(nd_off, what + " n_dims", "1..4", std::to_string(ti.n_dims));
+      for (uint32_t d = 0; d < ti.n_dims; ++d) {
+        const uint64_t off = pos_;
+        uint64_t v;
+        STOWAGE_RETURN_IF_ERROR(ReadU64(&v, what + " ne" + std::to_string(d)));
+        if (v == 0 || v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+          return Err(off, what + " ne" + std::to_string(d), "a positive dimension", std::to_string(static_cast<int64_t>(v)));
+        ti.ne[d] = static_cast<int64_t>(v);
+      }
+      const uint64_t type_off = pos_;
+      uint32_t type;
+      STOWAGE_RETURN_IF_ERROR(ReadU32(&type, what + " type"));
+      if (!IsValidGgmlType(type)) return Err(type_off, what + " type", "a ggml type id", std::to_string(type));
+      ti.type = static_cast<GgmlType>(type);
+      auto bytes = TensorBytesChecked(ti.type, ti.ne);
+      if (!bytes.ok()) return Err(nd_off, what + " shape", "a valid " + std::string(GgmlTypeName(ti.type)) + " shape", bytes.status().message());
+      ti.nbytes = *bytes;
+      const uint64_t off_off = pos_;
+      STOWAGE_RETURN_IF_ERROR(ReadU64(&ti.offset, what + " offset"));
+      if (ti.offset % f_.alignment_ != 0)
+        return Err(off_off, what + " offset", "a multiple of the alignment " + std::to_string(f_.alignment_), std::to_string(ti.offset));
+      f_.tensors_.push_back(std::move(ti));
+    }
+    for (size_t i = 0; i < f_.tensors_.size(); ++i) {
+      if (!f_.tensor_index_.emplace(f_.tensors_[i].name, i).second)
+        return Err(f_.tensors_[i].info_offset, "tensor '" + f_.tensors_[i].name + "'", "unique tensor names", "a duplicate");
+    }
+
+    // Data section: aligned start.
+    uint64_t data_off = pos_;
+    const uint64_t rem = data_off % f_.alignment_;
+    if (rem != 0) data_off += f_.alignment_ - rem;
+    if (!f_.tensors_.empty() && data_off > n_)
+      return Err(pos_, "data section", "padding up to byte " + std::to_string(data_off), "end of file at " + std::to_string(n_));
+    f_.data_offset_ = std::min<uint64_t>(data_off, n_);
+
+    // Tensor data inside the file and not overlapping.
+    const uint64_t data_size = n_ - f_.data_offset_;
+    std::vector<size_t> order(f_.tensors_.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    for (const auto& t : f_.tensors_) {
+      if (t.offset > data_size || t.nbytes > data_size - t.offset)
+        return Err(t.info_offset, "tensor '" + t.name + "' data",
+                   "within the file (data section of " + std::to_string(data_size) + " bytes)",
+                   "bytes " + std::to_string(t.offset) + ".." + std::to_string(t.offset + t.nbytes));
+    }
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return f_.tensors_[a].offset < f_.tensors_[b].offset; });
+    for (size_t k = 1; k < order.size(); ++k) {
+      const auto& prev = f_.tensors_[order[k - 1]];
+      const auto& cur = f_.tensors_[order[k]];
+      if (prev.offset + prev.nbytes > cur.offset)
+        return Err(cur.info_offset, "tensor '" + cur.name + "' data",
+                   "no overlap with tensor '" + prev.name + "' (ends at data byte " + std::to_string(prev.offset + prev.nbytes) + ")",
+                   "start at data byte " + std::to_string(cur.offset));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  static std::string Hex(uint32_t v) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%08x", v);
+    return buf;
+  }
+  static std::string Printable(const uint8_t* p, size_t n) {
+    std::string s = "\"";
+    for (size_t i = 0; i < n; ++i) {
+      if (p[i] >= 32 && p[i] < 127) s += static_cast<char>(p[i]);
+      else { char b[8]; std::snprintf(b, sizeof b, "\\x%02x", p[i]); s += b; }
+    }
+    return s + "\"";
+  }
+  Status Err(uint64_t off, const std::string& field, const std::string& expected, const std::string& found) {
+    return DataLoss(f_.path_ + ": offset " + std::to_string(off) + ": " + field + ": expected " + expected + ", found " + found);
+  }
+  Status Need(uint64_t k, const std::string& field) {
+    if (k > n_ - pos_)
+      return Err(pos_, field, std::to_string(k) + " more bytes", "end of file (file is " + std::to_string(n_) + " bytes)");
+    return Status::Ok();
+  }
+  Status ReadU32(uint32_t* v, const std::string& field) {
+    STOWAGE_RETURN_IF_ERROR(Need(4, field));
+    *v = LoadLE<uint32_t>(p_ + pos_);
+    pos_ += 4;
+    return Status::Ok();
+  }
+  Status ReadU64(uint64_t* v, const std::string& field) {
+    STOWAGE_RETURN_IF_ERROR(Need(8, field));
+    *v = LoadLE<uint64_t>(p_ + pos_);
+    pos_ += 8;
+    return Status::Ok();
+  }
+  Status ReadStringView(std::string_view* s, const std::string& field) {
+    uint64_t len;
+    const uint64_t off = pos_;
+    STOWAGE_RETURN_IF_ERROR(ReadU64(&len, field + " length"));
+    if (len > n_ - pos_)
+      return Err(off, field + " length", "at most " + std::to_string(n_ - pos_) + " (bytes left in file)", std::to_string(len));
+    *s = std::string_view(reinterpret_cast<const char*>(p_ + pos_), len);
+    pos_ += len;
+    return Status::Ok();
+  }
+  Status ReadString(std::string* s, const std::string& field) {
+    std::string_view v;
+    STOWAGE_RETURN_IF_ERROR(ReadStringView(&v, field));
+    *s = std::string(v);
+    return Status::Ok();
+  }
+  Status ReadValue(GgufValueType t, GgufValue* v, const std::string& key, uint32_t depth) {
+    v->type = t;
+    const std::string field = "value of key '" + key + "'";
+    if (t == GgufValueType::STRING) return ReadStringView(&v->str, field);
+    if (t == GgufValueType::ARRAY) {
+      if (depth >= kMaxNestingDepth) return Err(pos_, field, "array nesting depth <= " + std::to_string(kMaxNestingDepth), "deeper nesting");
+      uint32_t et;
+      const uint64_t et_off = pos_;
+      STOWAGE_RETURN_IF_ERROR(ReadU32(&et, field + " element type"));
+      if (et >= kGgufValueTypeCount) return Err(et_off, field + " element type", "a value type 0..12", std::to_string(et));
+      v->elem_type = static_cast<GgufValueType>(et);
+      const uint64_t cnt_off = pos_;
+      STOWAGE_RETURN_IF_ERROR(ReadU64(&v->count, field + " element count"));
+      const size_t es = ScalarSize(v->elem_type);
+      // Strings need >= 8 bytes each, arrays >= 12, scalars es.
+      const uint64_t min_elem = es ? es : (v->elem_type == GgufValueType::STRING ? 8 : 12);
+      if (v->count > (n_ - pos_) / min_elem)
+        return Err(cnt_off, field + " element count", "at most " + std::to_string((n_ - pos_) / min_elem) + " (bounded by file size)", std::to_string(v->count));
+      if (es) {
+        v->raw = p_ + pos_;
+        pos_ += v->count * es;
+      } else if (v->elem_type == GgufValueType::STRING) {
+        v->strings.resize(v->count);
+        for (uint64_t i = 0; i < v->count; ++i)
+          STOWAGE_RETURN_IF_ERROR(ReadStringView(&v->strings[i], field + "[" + std::to_string(i) + "]"));
+      } else {
+        v->nested.resize(v->count);
+        for (uint64_t i = 0; i < v->count; ++i) {
+          uint32_t nt;
+          const uint64_t nt_off = pos_;
+          // Nested arrays carry their own element type and count (the element type is ARRAY).
+          (void)nt_off; (void)nt;
+          STOWAGE_RETURN_IF_ERROR(ReadValue(GgufValueType::ARRAY, &v->nested[i], key, depth + 1));
+        }
+      }
+      return Status::Ok();
+    }
+    const size_t es = ScalarSize(t);
+    STOWAGE_RETURN_IF_ERROR(Need(es, field));
+    const uint8_t* p = p_ + pos_;
+    switch (t) {
+      case GgufValueType::UINT8: v->u = *p; v->i = *p; break;
+      case GgufValueType::INT8: v->i = static_cast<int8_t>(*p); break;
+      case GgufValueType::UINT16: v->u = LoadLE<uint16_t>(p); v->i = static_cast<int64_t>(v->u); break;
+      case GgufValueType::INT16: v->i = LoadLE<int16_t>(p); break;
+      case GgufValueType::UINT32: v->u = LoadLE<uint32_t>(p); v->i = static_cast<int64_t>(v->u); break;
+      case GgufValueType::INT32: v->i = LoadLE<int32_t>(p); break;
+      case GgufValueType::FLOAT32: v->f = LoadLE<float>(p); break;
+      case GgufValueType::BOOL:
+        if (*p > 1) return Err(pos_, field, "a bool (0 or 1)", std::to_string(*p));
+        v->u = *p; break;
+      case GgufValueType::UINT64: v->u = LoadLE<uint64_t>(p); v->i = static_cast<int64_t>(v->u); break;
+      case GgufValueType::INT64: v->i = LoadLE<int64_t>(p); break;
+      case GgufValueType::FLOAT64: v->f = LoadLE<double>(p); break;
+      default: break;
+    }
+    pos_ += es;
+    return Status::Ok();
+  }
+
+  GgufFile& f_;
+  const uint8_t* p_;
+  uint64_t n_;
+  uint64_t pos_ = 0;
+};
+
+GgufFile::~GgufFile() {
+  if (mapping_ != nullptr) munmap(mapping_, size_);
+}
+
+Result<std::unique_ptr<GgufFile>> GgufFile::Parse(const uint8_t* data, size_t size, std::string name) {
+  std::unique_ptr<GgufFile> f(new GgufFile());
+  f->path_ = std::move(name);
+  f->data_ = data;
+  f->size_ = size;
+  GgufParser parser(*f);
+  STOWAGE_RETURN_IF_ERROR(parser.Run());
+  return f;
+}
+
+Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return IoError(path + ": cannot open: " + std::strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return IoError(path + ": not a regular file");
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  void* map = nullptr;
+  if (size > 0) {
+    map = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+      const int e = errno;
+      ::close(fd);
+      return IoError(path + ": cannot map: " + std::strerror(e));
+    }
+  }
+  ::close(fd);
+  std::unique_ptr<GgufFile> f(new GgufFile());
+  f->path_ = path;
+  f->mapping_ = map;
+  f->data_ = static_cast<const uint8_t*>(map);
+  f->size_ = size;
+  if (size == 0) return DataLoss(path + ": offset 0: magic: expected \"GGUF\", found an empty file");
+  GgufParser parser(*f);
+  STOWAGE_RETURN_IF_ERROR(parser.Run());
+  return f;
+}
+
+const GgufValue* GgufFile::Find(std::string_view key) const {
+  auto it = kv_index_.find(key);
+  return it == kv_index_.end() ? nullptr : &kvs_[it->second].value;
+}
+
+const GgufTensorInfo* GgufFile::FindTensor(std::string_view name) const {
+  auto it = tensor_index_.find(name);
+  return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
+}
+
+namespace {
+bool IsInteger(GgufValueType t) {
+  switch (t) {
+    case GgufValueType::UINT8: case GgufValueType::INT8: case GgufValueType::UINT16:
+    case GgufValueType::INT16: case GgufValueType::UINT32: case GgufValueType::INT32:
+    case GgufValueType::UINT64: case GgufValueType::INT64: return true;
+    default: return false;
+  }
+}
+bool IsSigned(GgufValueType t) {
+  return t == GgufValueType::INT8 || t == GgufValueType::INT16 || t == GgufValueType::INT32 || t == GgufValueType::INT64;
+}
+}  // namespace
+
+#define STOWAGE_GGUF_FIND(v, key)                                                      \
+  const GgufValue* v = Find(key);                                                      \
+  if (v == nullptr) return NotFound(path_ + ": missing key '" + std::string(key) + "'")
+
+static Status WrongType(const std::string& path, std::string_view key, const char* expected, const GgufValue& v) {
+  std::string found = GgufValueTypeName(v.type);
+  if (v.is_array()) found += std::string(" of ") + GgufValueTypeName(v.elem_type);
+  return InvalidArgument(path + ": key '" + std::string(key) + "': expected " + expected + ", found " + found);
+}
+
+Result<int64_t> GgufFile::GetI64(std::string_view key) const {
+  STOWAGE_GGUF_FIND(v, key);
+  if (!IsInteger(v->type)) return WrongType(path_, key, "an integer", *v);
+  if (v->type == GgufValueType::UINT64 && v->u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    return InvalidArgument(path_ + ": key '" + std::string(key) + "': value " + std::to_string(v->u) + " does not fit in i64");
+  return v->i;
+}
+
+Result<uint64_t> GgufFile::GetU64(std::string_view key) const {
+  STOWAGE_GGUF_FIND(v, key);
+  if (!IsInteger(v->type)) return WrongType(path_, key, "an integer", *v);
+  if (IsSigned(v->type)) {
+    if (v->i < 0) return InvalidArgument(path_ + ": key '" + std::string(key) + "': expected a non-negative value, found " + std::to_string(v->i));
+    return static_cast<uint64_t>(v->i);
+  }
+  return v->u;
+}
+
+Result<uint32_t> GgufFile::GetU32(std::string_view key) const {
+  STOWAGE_ASSIGN_OR_RETURN(uint64_t u, GetU64(key));
+  if (u > std::numeric_limits<uint32_t>::max())
+    return InvalidArgument(path_ + ": key '" + std::string(key) + "': value " + std::to_string(u) + " does not fit in u32");
+  return static_cast<uint32_t>(u);
+}
+
+Result<float> GgufFile::GetF32(std::string_view key) const {
+  STOWAGE_GGUF_FIND(v, key);
+  if (v->type == GgufValueType::FLOAT32 || v->type == GgufValueType::FLOAT64) return static_cast<float>(v->f);
+  return WrongType(path_, key, "f32", *v);
+}
+
+Result<bool> GgufFile::GetBool(std::string_view key) const {
+  STOWAGE_GGUF_FIND(v, key);
+  if (v->type != GgufValueType::BOOL) return WrongType(path_, key, "bool", *v);
+  return v->u != 0;
+}
+
+Result<std::string> GgufFile::GetString(std::string_view key) const {
+  STOWAGE_GGUF_FIND(v, key);
+  if (v->type != GgufValueType::STRING) return WrongType(path_, key, "str", *v);
+  return std::string(v->str);
+}
+
+Result<std::vector<std::string_view>> GgufFile::GetStringArray(std::string_view key) const {
+  STOWAGE_GGUF_FIND(v, key);
+  if (!v->is_array() || v->elem_type != GgufValueType::STRING) return WrongType(path_, key, "arr of str", *v);
+  return v->strings;
+}
+
+Result<std::vector<float>> GgufFile::GetF32Array(std::string_view key) const {
+  STOWAGE_GGUF_FIND(v, key);
+  if (!v->is_array() || (v->elem_type != GgufValueType::FLOAT32 && v->elem_type != GgufValueType::FLOAT64))
+    return WrongType(path_, key, "arr of f32", *v);
+  std::vector<float> out(v->count);
+  for (uint64_t i = 0; i < v->count; ++i) out[i] = static_cast<float>(v->ArrayF64(i));
+  return out;
+}
+
+Result<std::vector<int32_t>> GgufFile::GetI32Array(std::string_view key) const {
+  STOWAGE_GGUF_FIND(v, key);
+  if (!v->is_array() || !IsInteger(v->elem_type)) return WrongType(path_, key, "arr of i32", *v);
+  std::vector<int32_t> out(v->count);
+  for (uint64_t i = 0; i < v->count; ++i) out[i] = static_cast<int32_t>(v->ArrayI64(i));
+  return out;
+}
+
+Result<uint32_t> GgufFile::GetU32Or(std::string_view key, uint32_t def) const {
+  return Find(key) ? GetU32(key) : Result<uint32_t>(def);
+}
+Result<float> GgufFile::GetF32Or(std::string_view key, float def) const {
+  return Find(key) ? GetF32(key) : Result<float>(def);
+}
+Result<bool> GgufFile::GetBoolOr(std::string_view key, bool def) const {
+  return Find(key) ? GetBool(key) : Result<bool>(def);
+}
+Result<std::string> GgufFile::GetStringOr(std::string_view key, std::string def) const {
+  return Find(key) ? GetString(key) : Result<std::string>(std::move(def));
+}
+
+}  // namespace stowage

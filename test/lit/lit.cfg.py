@@ -1,0 +1,30 @@
+# lit configuration for Stowage: FileCheck tests of the tools' output.
+import os
+import lit.formats
+
+config.name = "Stowage"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".test", ".mlir"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(os.path.dirname(config.stowage_bin_dir), "test", "lit-out")
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py.in", "Inputs", "README.md"]
+
+config.environment["PATH"] = os.pathsep.join(
+    [config.stowage_bin_dir, os.path.dirname(config.filecheck), config.environment.get("PATH", "")])
+config.substitutions.append(("%models", config.stowage_models_dir))
+config.substitutions.append(("%golden", config.stowage_golden_dir))
+config.substitutions.append(("%registry", os.path.join(config.stowage_src_root, "planner", "registry")))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+
+# Features: tests that need the shared models say `REQUIRES: models`; lit reports them UNSUPPORTED
+# (skipped, with the reason in the summary) where ../shared/models is absent.
+if os.path.isfile(os.path.join(config.stowage_models_dir, "stories260K.gguf")):
+    config.available_features.add("models")
+else:
+    lit_config.note("shared models not found at %s: tests that need them are skipped" % config.stowage_models_dir)
+if config.have_mlir:
+    config.available_features.add("mlir")
+if config.have_onednn:
+    config.available_features.add("onednn")
+if config.have_cuda:
+    config.available_features.add("cuda")

@@ -1,0 +1,134 @@
+// gguf-dump FILE [--json]: prints a GGUF file's metadata (with types; arrays summarised) and its
+// tensor infos (type, shape in ggml order, data offset), then totals. Exit status 1 with a one-line
+// error on a bad file.
+#include <cstdio>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "stowage/runtime/gguf.h"
+
+namespace {
+using stowage::GgufValue;
+using stowage::GgufValueType;
+
+std::string Scalar(const GgufValue& v) {
+  switch (v.type) {
+    case GgufValueType::FLOAT32: case GgufValueType::FLOAT64: {
+      char b[64]; std::snprintf(b, sizeof b, "%g", v.f); return b;
+    }
+    case GgufValueType::BOOL: return v.u ? "true" : "false";
+    case GgufValueType::STRING: return "\"" + std::string(v.str.substr(0, 120)) + (v.str.size() > 120 ? "...\"" : "\"");
+    case GgufValueType::UINT64: return std::to_string(v.u);
+    default: return std::to_string(v.i);
+  }
+}
+
+std::string Summary(const GgufValue& v) {
+  if (!v.is_array()) return Scalar(v);
+  std::string s = "[" + std::string(stowage::GgufValueTypeName(v.elem_type)) + " x " + std::to_string(v.count) + "]";
+  std::string items;
+  const uint64_t n = std::min<uint64_t>(v.count, 6);
+  for (uint64_t i = 0; i < n; ++i) {
+    if (i) items += ", ";
+    if (v.elem_type == GgufValueType::STRING) items += "\"" + std::string(v.strings[i].substr(0, 24)) + "\"";
+    else if (v.elem_type == GgufValueType::ARRAY) items += "[...]";
+    else if (v.elem_type == GgufValueType::FLOAT32 || v.elem_type == GgufValueType::FLOAT64) { char b[32]; std::snprintf(b, sizeof b, "%g", v.ArrayF64(i)); items += b; }
+    else items += std::to_string(v.ArrayI64(i));
+  }
+  return s + " " + items + (v.count > n ? ", ..." : "");
+}
+
+nlohmann::json ToJson(const GgufValue& v) {
+  if (v.is_array()) {
+    nlohmann::json a = nlohmann::json::array();
+    for (uint64_t i = 0; i < v.count; ++i) {
+      if (v.elem_type == GgufValueType::STRING) a.push_back(std::string(v.strings[i]));
+      else if (v.elem_type == GgufValueType::ARRAY) a.push_back(ToJson(v.nested[i]));
+      else if (v.elem_type == GgufValueType::FLOAT32 || v.elem_type == GgufValueType::FLOAT64) a.push_back(v.ArrayF64(i));
+      else a.push_back(v.ArrayI64(i));
+    }
+    return a;
+  }
+  switch (v.type) {
+    case GgufValueType::FLOAT32: case GgufValueType::FLOAT64: return v.f;
+    case GgufValueType::BOOL: return v.u != 0;
+    case GgufValueType::STRING: return std::string(v.str);
+    case GgufValueType::UINT64: return v.u;
+    default: return v.i;
+  }
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gguf-dump: print a GGUF file's metadata and tensor infos"};
+  std::string path;
+  bool json = false;
+  app.add_option("file", path, "GGUF file")->required();
+  app.add_flag("--json", json, "print JSON instead of text");
+  CLI11_PARSE(app, argc, argv);
+
+  auto file = stowage::GgufFile::Open(path);
+  if (!file.ok()) {
+    std::fprintf(stderr, "gguf-dump: %s\n", file.status().message().c_str());
+    return 1;
+  }
+  const auto& f = **file;
+  uint64_t total_bytes = 0, total_elems = 0;
+  for (const auto& t : f.tensors()) { total_bytes += t.nbytes; total_elems += t.nelements(); }
+
+  if (json) {
+    nlohmann::json j;
+    j["file"] = path;
+    j["version"] = f.version();
+    j["alignment"] = f.alignment();
+    j["data_offset"] = f.data_offset();
+    j["file_size"] = f.file_size();
+    nlohmann::json md = nlohmann::json::array();
+    for (const auto& kv : f.kvs()) {
+      nlohmann::json e;
+      e["key"] = kv.key;
+      e["type"] = stowage::GgufValueTypeName(kv.value.type);
+      if (kv.value.is_array()) e["element_type"] = stowage::GgufValueTypeName(kv.value.elem_type);
+      e["value"] = ToJson(kv.value);
+      md.push_back(e);
+    }
+    j["metadata"] = md;
+    nlohmann::json ts = nlohmann::json::array();
+    for (const auto& t : f.tensors()) {
+      nlohmann::json e;
+      e["name"] = t.name;
+      e["type"] = stowage::GgmlTypeName(t.type);
+      e["ne"] = std::vector<int64_t>(t.ne, t.ne + t.n_dims);
+      e["offset"] = t.offset;
+      e["nbytes"] = t.nbytes;
+      ts.push_back(e);
+    }
+    j["tensors"] = ts;
+    j["n_tensors"] = f.tensors().size();
+    j["n_kv"] = f.kvs().size();
+    j["total_bytes"] = total_bytes;
+    j["total_elements"] = total_elems;
+    std::printf("%s\n", j.dump(1).c_str());
+    return 0;
+  }
+
+  std::printf("%s: GGUF v%u, %zu key/value pairs, %zu tensors, alignment %u, data section at byte %llu, file size %llu bytes\n",
+              path.c_str(), f.version(), f.kvs().size(), f.tensors().size(), f.alignment(),
+              static_cast<unsigned long long>(f.data_offset()), static_cast<unsigned long long>(f.file_size()));
+  std::printf("metadata:\n");
+  for (const auto& kv : f.kvs())
+    std::printf("  %-40s %-4s = %s\n", kv.key.c_str(), stowage::GgufValueTypeName(kv.value.type), Summary(kv.value).c_str());
+  std::printf("tensors:\n");
+  for (const auto& t : f.tensors()) {
+    std::string shape;
+    for (uint32_t d = 0; d < t.n_dims; ++d) shape += (d ? ", " : "") + std::to_string(t.ne[d]);
+    std::printf("  %-32s %-7s [%s] offset %llu, %llu bytes\n", t.name.c_str(), stowage::GgmlTypeName(t.type), shape.c_str(),
+                static_cast<unsigned long long>(t.offset), static_cast<unsigned long long>(t.nbytes));
+  }
+  std::printf("total: %zu tensors, %llu elements, %llu bytes (%.2f MiB)\n", f.tensors().size(),
+              static_cast<unsigned long long>(total_elems), static_cast<unsigned long long>(total_bytes),
+              total_bytes / 1048576.0);
+  return 0;
+}
