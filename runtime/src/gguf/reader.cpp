@@ -15,6 +15,7 @@ namespace stowage {
 
 namespace {
 constexpr uint32_t kMaxNestingDepth = 8;
+constexpr size_t kMaxTensorName = 64;  // ggml's GGML_MAX_NAME
 
 size_t ScalarSize(GgufValueType t) {
   switch (t) {
@@ -139,11 +140,17 @@ class GgufParser {
       f_.alignment_ = static_cast<uint32_t>(a->u);
     }
 
+    f_.tensor_info_offset_ = pos_;
     f_.tensors_.reserve(n_tensors);
     for (uint64_t i = 0; i < n_tensors; ++i) {
       GgufTensorInfo ti;
       ti.info_offset = pos_;
       STOWAGE_RETURN_IF_ERROR(ReadString(&ti.name, "name of tensor #" + std::to_string(i)));
+      // ggml gguf_init_from_file: names must fit GGML_MAX_NAME (64) with their terminator.
+      if (ti.name.size() >= kMaxTensorName)
+        return Err(ti.info_offset, "name of tensor #" + std::to_string(i),
+                   "at most " + std::to_string(kMaxTensorName - 1) + " bytes (GGML_MAX_NAME)",
+                   std::to_string(ti.name.size()) + " bytes");
       const std::string what = "tensor '" + ti.name + "'";
       const uint64_t nd_off = pos_;
       STOWAGE_RETURN_IF_ERROR(ReadU32(&ti.n_dims, what + " n_dims"));
@@ -283,13 +290,9 @@ class GgufParser {
           STOWAGE_RETURN_IF_ERROR(ReadStringView(&v->strings[i], field + "[" + std::to_string(i) + "]"));
       } else {
         v->nested.resize(v->count);
-        for (uint64_t i = 0; i < v->count; ++i) {
-          uint32_t nt;
-          const uint64_t nt_off = pos_;
-          // Nested arrays carry their own element type and count (the element type is ARRAY).
-          (void)nt_off; (void)nt;
+        // Nested arrays carry their own element type and count (GGUF spec gguf_metadata_value_t).
+        for (uint64_t i = 0; i < v->count; ++i)
           STOWAGE_RETURN_IF_ERROR(ReadValue(GgufValueType::ARRAY, &v->nested[i], key, depth + 1));
-        }
       }
       return Status::Ok();
     }

@@ -8,7 +8,8 @@
 // Validation follows what ggml's gguf_init_from_file checks, with overflow-safe arithmetic:
 // counts and lengths bounded by the file size, n_dims in 1..4, dims positive, no byte-size
 // overflow, ne0 divisible by the block size, tensor data inside the file and aligned, no
-// overlapping tensors, no duplicate keys or tensor names. Every failure is a kDataLoss Status whose
+// overlapping tensors, no duplicate keys or tensor names, tensor names shorter than 64 bytes
+// (GGML_MAX_NAME), general.alignment a u32 power of two, array nesting at most 8 deep. Every failure is a kDataLoss Status whose
 // message is one line: "<file>: offset <N>: <field>: expected <...>, found <...>".
 //
 // Thread-safety: a GgufFile is immutable after Open and may be read from any thread.
@@ -103,6 +104,8 @@ class GgufFile {
   /// Bytes of the header: magic through the padding before the data section (= data_offset()).
   /// The model identity hash of a plan covers [0, header_size()).
   uint64_t header_size() const { return data_offset_; }
+  /// Absolute byte offset of the first tensor info (= end of the key/value section).
+  uint64_t tensor_info_offset() const { return tensor_info_offset_; }
   /// The whole file's bytes (mapping).
   const uint8_t* bytes() const { return data_; }
 
@@ -146,6 +149,7 @@ class GgufFile {
   uint32_t version_ = 0;
   uint32_t alignment_ = 32;
   uint64_t data_offset_ = 0;
+  uint64_t tensor_info_offset_ = 0;
   std::vector<GgufKV> kvs_;
   std::vector<GgufTensorInfo> tensors_;
   std::unordered_map<std::string_view, size_t> kv_index_;

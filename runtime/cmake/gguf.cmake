@@ -1,0 +1,3 @@
+# GGUF container (owner: gguf). The reader is listed in runtime/CMakeLists.txt; the writer joins the
+# same dependency-free library, stowage_base.
+target_sources(stowage_base PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../src/gguf/writer.cpp)
