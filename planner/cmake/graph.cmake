@@ -1,0 +1,10 @@
+# Graph IR and per-architecture graph builders (llama.cpp load_tensors + build_<arch>).
+add_library(stowage_graph STATIC
+  ${CMAKE_CURRENT_SOURCE_DIR}/lib/graph/graph_builder.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/lib/graph/model_loader.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/lib/graph/model_graphs.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/lib/graph/arch_llama.cpp
+)
+target_include_directories(stowage_graph PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
+target_link_libraries(stowage_graph PUBLIC stowage_base)
+stowage_warnings(stowage_graph)

@@ -1,0 +1,161 @@
+// The model graph IR of the planner: plain C++ (no MLIR), mirroring a ggml compute graph.
+//
+// A ModelGraphs holds the global tensors (weights from the GGUF file, KV cache tensors) and two
+// graphs: `prefill` (n_tokens = n_ubatch, the "pp" graph) and `decode` (n_tokens = 1, the "tg"
+// graph), both built for the worst case n_kv = n_ctx, as llama.cpp reserves them
+// (llama_init_from_model). Shapes are DimExpr: affine in the symbols n_tokens, n_kv, kv_head and
+// n_outputs, so that the runtime can bind them per call while the plan stays static.
+//
+// GraphBuilder mirrors ggml's tensor constructors (ggml_mul_mat, ggml_view_3d, ggml_cpy, ...):
+// result shapes, view strides and the `src` order follow ggml.h, and Expand() orders nodes as
+// ggml_build_forward_expand does (depth-first, sources left to right, post-order), so node names
+// ("attn_norm-0", "kq-0", "l_out-3") and node order match llama.cpp's graph and split counts can be
+// compared with llama.cpp's.
+//
+// The placement passes fill the `placement` fields (buffer, offset, backend, cause); the plan
+// exporter serializes everything.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stowage/runtime/ggml_ops.h"
+#include "stowage/runtime/ggml_types.h"
+
+namespace stowage::planner {
+
+/// Value = c + tokens*n_tokens + kv*n_kv + kv_head*kv_head + outputs*n_outputs.
+struct DimExpr {
+  int64_t c = 0, tokens = 0, kv = 0, kv_head = 0, outputs = 0;
+
+  static DimExpr Const(int64_t v) { return {v, 0, 0, 0, 0}; }
+  static DimExpr Tokens(int64_t k = 1) { return {0, k, 0, 0, 0}; }
+  static DimExpr Kv(int64_t k = 1) { return {0, 0, k, 0, 0}; }
+  static DimExpr KvHead(int64_t k = 1) { return {0, 0, 0, k, 0}; }
+  static DimExpr Outputs(int64_t k = 1) { return {0, 0, 0, 0, k}; }
+  bool is_const() const { return tokens == 0 && kv == 0 && kv_head == 0 && outputs == 0; }
+  DimExpr operator+(const DimExpr& o) const { return {c + o.c, tokens + o.tokens, kv + o.kv, kv_head + o.kv_head, outputs + o.outputs}; }
+  /// Scales by a constant.
+  DimExpr operator*(int64_t k) const { return {c * k, tokens * k, kv * k, kv_head * k, outputs * k}; }
+  bool operator==(const DimExpr& o) const {
+    return c == o.c && tokens == o.tokens && kv == o.kv && kv_head == o.kv_head && outputs == o.outputs;
+  }
+  bool operator!=(const DimExpr& o) const { return !(*this == o); }
+};
+
+/// Concrete values of the symbols.
+struct Bindings {
+  int64_t n_tokens = 1, n_kv = 1, kv_head = 0, n_outputs = 1;
+  int64_t Eval(const DimExpr& e) const {
+    return e.c + e.tokens * n_tokens + e.kv * n_kv + e.kv_head * kv_head + e.outputs * n_outputs;
+  }
+};
+
+using Shape = std::array<DimExpr, 4>;
+
+/// llama.cpp's layer classes of a weight (llm_tensor_info layer, LLM_TENSOR_LAYER_*).
+enum class LayerClass : uint8_t { kInput, kRepeating, kOutput };
+
+enum class TensorKind : uint8_t { kWeight = 0, kKvCache = 1, kInput = 2, kIntermediate = 3, kSplitCopy = 4 };
+
+/// A weight or KV cache tensor, shared by both graphs.
+struct GlobalTensor {
+  std::string name;            ///< GGUF name for weights ("blk.0.attn_q.weight"); "cache_k_l0" for KV
+  TensorKind kind = TensorKind::kWeight;
+  GgmlType type = GgmlType::F32;
+  int64_t ne[4] = {1, 1, 1, 1};
+  uint64_t nbytes = 0;
+  uint64_t gguf_offset = 0;    ///< weights: absolute file offset of the data
+  int layer = -1;              ///< -1: input layer; n_layer: output layer; else the block
+  LayerClass layer_class = LayerClass::kRepeating;
+  GgmlOp consumer_op = GgmlOp::NONE;  ///< the op that reads it (llm_tensor_info op; bias -> ADD)
+  bool duplicated = false;     ///< requested again under another role (tied output, rope_freqs)
+  // Placement (filled by passes):
+  int buffer = -1;
+  uint64_t offset = 0;
+};
+
+/// One tensor of a graph.
+struct Tensor {
+  std::string name;
+  TensorKind kind = TensorKind::kIntermediate;
+  int global = -1;             ///< index into ModelGraphs::globals for weights and KV
+  GgmlType type = GgmlType::F32;
+  Shape ne{DimExpr::Const(1), DimExpr::Const(1), DimExpr::Const(1), DimExpr::Const(1)};
+  GgmlOp op = GgmlOp::NONE;
+  std::vector<int> srcs;       ///< graph tensor ids in ggml src order; -1 = absent optional src
+  std::vector<int32_t> iparams;
+  std::vector<float> fparams;
+  int view_src = -1;           ///< memory owner for views (RESHAPE/VIEW/PERMUTE/TRANSPOSE/CPY result)
+  DimExpr view_offset;         ///< VIEW only: byte offset into view_src
+  std::array<DimExpr, 3> view_nb{};  ///< VIEW only: nb1..nb3 in bytes
+  int layer = -1;              ///< il of the callback that named it (-1: none)
+  bool is_output = false;      ///< graph output (result_output)
+  // Placement (filled by passes):
+  int backend = -1;
+  std::string cause;
+  int buffer = -1;
+  uint64_t offset = 0;
+};
+
+struct Split {
+  int backend = -1;
+  int node_begin = 0, node_end = 0;            ///< indices into Graph::nodes
+  std::vector<std::pair<int, int>> inputs;     ///< (source tensor, its copy in this backend)
+};
+
+struct Graph {
+  std::string name;            ///< "pp" or "tg"
+  int64_t max_tokens = 1, max_kv = 1, max_outputs = 1;
+  std::vector<Tensor> tensors;
+  std::vector<int> nodes;      ///< ggml graph order (op results, views included)
+  std::vector<int> leafs;      ///< weights, KV caches, inputs
+  std::vector<Split> splits;
+
+  Bindings WorstCase() const { return {max_tokens, max_kv, 0, max_outputs}; }
+  /// Finds a tensor by name; -1 when absent.
+  int Find(const std::string& name) const;
+};
+
+/// Hyper-parameters the graph builders read (llama.cpp llama_hparams subset), from GGUF keys
+/// "<arch>.*" (llama.cpp llama-arch.cpp LLM_KV names).
+struct HParams {
+  std::string arch;
+  uint32_t n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, n_ff = 0, n_vocab = 0;
+  uint32_t n_embd_head_k = 0, n_embd_head_v = 0, n_rot = 0, n_ctx_train = 0;
+  uint32_t n_expert = 0, n_expert_used = 0;
+  float f_norm_eps = 1e-5f, f_norm_rms_eps = 1e-5f;
+  float rope_freq_base = 10000.f, rope_freq_scale = 1.f;
+  int rope_type = 0;           ///< 0 normal, 2 NEOX (llama_model_rope_type)
+  float f_attention_scale = 0.f;
+  float f_max_alibi_bias = 0.f;
+  // SSM (mamba)
+  uint32_t ssm_d_conv = 0, ssm_d_inner = 0, ssm_d_state = 0, ssm_dt_rank = 0;
+  uint32_t n_embd_k_gqa() const { return n_embd_head_k * n_head_kv; }
+  uint32_t n_embd_v_gqa() const { return n_embd_head_v * n_head_kv; }
+};
+
+/// Context parameters that shape the graphs (llama_context_params subset).
+struct ContextConfig {
+  uint32_t n_ctx = 0;          ///< 0: the model's n_ctx_train (as llama.cpp)
+  uint32_t n_batch = 2048;
+  uint32_t n_ubatch = 512;
+  GgmlType type_k = GgmlType::F16;
+  GgmlType type_v = GgmlType::F16;
+  bool offload_kqv = true;
+};
+
+struct ModelGraphs {
+  HParams hp;
+  ContextConfig cfg;           ///< resolved (n_ctx filled in)
+  std::vector<GlobalTensor> globals;
+  Graph prefill;               ///< "pp": n_tokens = min(n_ctx, n_ubatch)
+  Graph decode;                ///< "tg": n_tokens = 1
+  std::vector<std::string> unused_tensors;  ///< GGUF tensors the architecture did not consume
+
+  int FindGlobal(const std::string& name) const;
+};
+
+}  // namespace stowage::planner

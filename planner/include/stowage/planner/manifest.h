@@ -1,0 +1,310 @@
+// Device capability manifests: what the planner knows about one device, and the questions
+// llama.cpp's loader and scheduler ask a ggml backend device, answered from that description.
+//
+// A manifest is one JSON file (format: planner/registry/README.md, "manifest_version": 1) that
+// describes a device the way ggml-backend exposes it (reference/llamacpp-placement.md §1):
+//   * identity: name ("CUDA0", "CPU", "RPC[127.0.0.1:50052]"), description, type CPU | GPU | ACCEL,
+//     and the backend (ggml "reg") it belongs to ("CUDA", "CPU", "BLAS", "RPC", "ONEDNN");
+//   * memory: total and free bytes (ggml_backend_dev_memory) plus a reserve the planner keeps free;
+//   * caps (ggml_backend_dev_caps): async, host_buffer, buffer_from_host_ptr, events;
+//   * buffer types: the default one (ggml_backend_dev_buffer_type), an optional host/pinned one
+//     (get_host_buffer_type), an optional split one (`-sm row`), and extra ones such as the CPU's
+//     CPU_REPACK (ggml_backend_dev_get_extra_bufts), each extra with its own supports_op rules;
+//   * supports_buft: which buffer types the device can read;
+//   * supports_op: an ordered rule table (op x tensor types x shape/contiguity/buffer constraints);
+//   * offload_op: the minimum batch for "run this op here although its weight is in host memory";
+//   * performance figures for a cost model, each with its public source.
+//
+// Names in templates: a manifest may contain "{index}" in its device and buffer-type names
+// ("CUDA{index}", "CUDA{index}_Split"); the registry replaces it by the device's index among the
+// devices of the same backend, as ggml numbers CUDA0, CUDA1, ... (see registry.h).
+//
+// Shapes are in ggml order: ne[0] is the innermost (contiguous) dimension, unused dims are 1.
+// Sizes are bytes. Thread-safety: a DeviceManifest is a plain value; const methods are safe to call
+// from any thread.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stowage/runtime/ggml_types.h"
+#include "stowage/runtime/status.h"
+
+namespace stowage::planner {
+
+// ---- ggml ops ----------------------------------------------------------------------------------
+
+/// The graph operations, named exactly as ggml names them (ggml.h `enum ggml_op`, order of
+/// ggml-org/ggml 2026-08). ggml's generic GGML_OP_UNARY and GGML_OP_GLU are not members: their
+/// sub-ops are members of their own, named as `ggml_op_desc` prints them (ggml_unary_op: SILU,
+/// GELU, ...; ggml_glu_op: SWIGLU, GEGLU, ...). The numeric values are Stowage's, not ggml's (ggml
+/// renumbers between versions); files and plans store the names.
+enum class GgmlOp : uint16_t {
+  NONE, DUP, ADD, ADD_ID, ADD1, ACC, SUB, MUL, DIV, SQR, SQRT, LOG, SIN, COS, SUM, SUM_ROWS,
+  CUMSUM, MEAN, ARGMAX, COUNT_EQUAL, REPEAT, REPEAT_BACK, CONCAT, SILU_BACK, NORM, RMS_NORM,
+  RMS_NORM_BACK, GROUP_NORM, L2_NORM, MUL_MAT, MUL_MAT_ID, OUT_PROD, SCALE, SET, CPY, CONT,
+  RESHAPE, VIEW, PERMUTE, TRANSPOSE, GET_ROWS, GET_ROWS_BACK, SET_ROWS, DIAG, DIAG_MASK_INF,
+  DIAG_MASK_ZERO, SOFT_MAX, SOFT_MAX_BACK, ROPE, ROPE_BACK, CLAMP, CONV_TRANSPOSE_1D, IM2COL,
+  IM2COL_BACK, IM2COL_3D, CONV_2D, CONV_3D, CONV_2D_DW, CONV_TRANSPOSE_2D, POOL_1D, POOL_2D,
+  POOL_2D_BACK, UPSCALE, PAD, PAD_REFLECT_1D, ROLL, ARANGE, TIMESTEP_EMBEDDING, ARGSORT, TOP_K,
+  LEAKY_RELU, TRI, FILL, FLASH_ATTN_EXT, FLASH_ATTN_BACK, SSM_CONV, SSM_SCAN, WIN_PART,
+  WIN_UNPART, GET_REL_POS, ADD_REL_POS, RWKV_WKV6, GATED_LINEAR_ATTN, RWKV_WKV7, SOLVE_TRI,
+  GATED_DELTA_NET, MAP_CUSTOM1, MAP_CUSTOM2, MAP_CUSTOM3, CUSTOM, CROSS_ENTROPY_LOSS,
+  CROSS_ENTROPY_LOSS_BACK, OPT_STEP_ADAMW, OPT_STEP_SGD,
+  // ggml_unary_op (a GGML_OP_UNARY node)
+  ABS, SGN, NEG, STEP, TANH, ELU, RELU, SIGMOID, GELU, GELU_QUICK, SILU, HARDSWISH, HARDSIGMOID,
+  EXP, EXPM1, SOFTPLUS, GELU_ERF, XIELU, FLOOR, CEIL, ROUND, TRUNC,
+  // ggml_glu_op (a GGML_OP_GLU node)
+  REGLU, GEGLU, SWIGLU, SWIGLU_OAI, GEGLU_ERF, GEGLU_QUICK,
+  kCount
+};
+
+/// Number of GgmlOp values (excluding kCount).
+inline constexpr size_t kGgmlOpCount = static_cast<size_t>(GgmlOp::kCount);
+
+/// ggml's name of `op` ("MUL_MAT", "SILU", "SWIGLU"). Returns "?" for kCount.
+const char* GgmlOpName(GgmlOp op);
+
+/// Parses a ggml op name, ASCII case-insensitively ("mul_mat", "SWIGLU").
+/// Errors: kInvalidArgument "unknown ggml op 'X'".
+Result<GgmlOp> ParseGgmlOp(std::string_view name);
+
+/// True for ggml_unary_op members (the ops of a GGML_OP_UNARY node).
+bool IsUnaryOp(GgmlOp op);
+/// True for ggml_glu_op members (the ops of a GGML_OP_GLU node).
+bool IsGluOp(GgmlOp op);
+/// True for NONE, RESHAPE, VIEW, PERMUTE, TRANSPOSE: ops that create no data (ggml_is_view_op
+/// plus NONE); every ggml CPU-side device accepts them (ggml-cpu.cpp supports_op).
+bool IsViewOrNoneOp(GgmlOp op);
+
+/// The vec_dot type of `type` in ggml's CPU backend (type_traits_cpu[].vec_dot_type): the type
+/// MUL_MAT converts src1 to. F32->F32, F16->F16, BF16->BF16, Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4->Q8_0,
+/// Q4_1/Q5_1->Q8_1, K-quants, IQ2/IQ3/IQ1/IQ4_XS/TQ->Q8_K. Other types return themselves.
+GgmlType VecDotType(GgmlType type);
+
+// ---- op queries ---------------------------------------------------------------------------------
+
+/// One tensor of an op query: a node's destination or one of its sources.
+struct TensorDesc {
+  GgmlType type = GgmlType::F32;
+  std::array<int64_t, 4> ne = {1, 1, 1, 1};  ///< shape, ggml order (ne[0] innermost)
+  bool contiguous = true;                    ///< ggml_is_contiguous
+  /// Name of the buffer type of the buffer the tensor (or its view source) lives in; empty when the
+  /// tensor is not allocated yet (an intermediate the scheduler has not placed).
+  std::string buft;
+  /// is_host of that buffer type (ggml_backend_buft_is_host); ignored when `buft` is empty.
+  bool buft_is_host = false;
+
+  /// ggml_n_dims: 1 + index of the last dimension with ne > 1 (1 for a scalar).
+  int NumDims() const;
+  /// ggml_nrows: ne[1] * ne[2] * ne[3].
+  int64_t NumRows() const { return ne[1] * ne[2] * ne[3]; }
+  /// True when the tensor is in a buffer whose type is not host memory.
+  bool InNonHostBuffer() const { return !buft.empty() && !buft_is_host; }
+};
+
+/// A node as ggml_backend_dev_supports_op sees it: op, destination and sources in ggml's src order
+/// (MUL_MAT: src[0] = weight/matrix A [K, N, ...], src[1] = activations B [K, M, ...];
+/// dst = [N, M, ...]; GET_ROWS: src[0] = table, src[1] = I32 row ids; ROPE: src[0] = x, src[1] =
+/// positions, src[2] = optional freq factors).
+struct OpQuery {
+  GgmlOp op = GgmlOp::NONE;
+  TensorDesc dst;
+  std::vector<TensorDesc> src;
+};
+
+/// The batch size ggml's CUDA backend uses in offload_op (ggml-cuda.cu get_op_batch_size):
+/// 0 for GET_ROWS, dst ne[1] for MUL_MAT, dst ne[2] for MUL_MAT_ID / ROPE / ROPE_BACK, dst nrows
+/// otherwise.
+int64_t OpBatchSize(const OpQuery& q);
+
+// ---- the manifest -------------------------------------------------------------------------------
+
+/// ggml_backend_dev_type (the three kinds Stowage plans for).
+enum class DeviceType { kCpu, kGpu, kAccel };
+
+/// "CPU", "GPU", "ACCEL".
+const char* DeviceTypeName(DeviceType t);
+/// Parses "CPU" / "GPU" / "ACCEL" (exact). Errors: kInvalidArgument.
+Result<DeviceType> ParseDeviceType(std::string_view s);
+
+/// ggml_backend_dev_caps.
+struct DeviceCaps {
+  bool async = false;                 ///< asynchronous compute and copies
+  bool host_buffer = false;           ///< has a pinned host buffer type
+  bool buffer_from_host_ptr = false;  ///< can wrap host memory (mmap'ed weights: CPU_Mapped)
+  bool events = false;                ///< event synchronisation
+  bool operator==(const DeviceCaps& o) const;
+};
+
+/// Conditions on one tensor of a rule. Every present condition must hold for the rule to match.
+struct TensorConstraint {
+  /// The tensor must exist (default). With `present == false` the rule matches only when the source
+  /// is absent and every other field is ignored.
+  bool present = true;
+  std::vector<GgmlType> types;      ///< allowed types; empty = any
+  std::optional<bool> contiguous;   ///< required ggml_is_contiguous value
+  /// true: not in a non-host buffer (unallocated or host buft); false: in a non-host buffer.
+  std::optional<bool> host;
+  std::optional<std::string> buft;  ///< must live in the buffer type of this name
+  int max_dims = 0;                 ///< ggml_n_dims <= max_dims (0 = no limit)
+  std::array<int64_t, 4> min_ne = {0, 0, 0, 0};   ///< ne[i] >= min_ne[i]
+  std::array<int64_t, 4> max_ne = {0, 0, 0, 0};   ///< ne[i] <= max_ne[i] (0 = no limit)
+  std::array<int64_t, 4> ne_multiple_of = {1, 1, 1, 1};  ///< ne[i] % m[i] == 0
+
+  /// True when `t` (nullptr = absent) satisfies every condition.
+  bool Matches(const TensorDesc* t) const;
+  bool operator==(const TensorConstraint& o) const;
+};
+
+/// One row of an op-support table: when `ops` contains the query's op (empty = every op) and every
+/// condition holds, the answer is `supported`. Rules are tried in order; the first match decides.
+struct OpRule {
+  std::vector<GgmlOp> ops;          ///< empty = every op ("*" in JSON)
+  bool supported = true;
+  /// true: no source is in a non-host buffer; false: at least one is (ggml-cpu's "any src in a
+  /// non-host buffer -> unsupported").
+  std::optional<bool> all_srcs_host;
+  /// src[1].type must be F32 or VecDotType(src[0].type) (ggml-cpu MUL_MAT rule).
+  bool src1_f32_or_vec_dot = false;
+  int64_t min_batch = 0;            ///< OpBatchSize(query) >= min_batch
+  std::optional<TensorConstraint> dst;
+  /// Constraint i applies to src[i]; nullopt entries impose nothing.
+  std::vector<std::optional<TensorConstraint>> src;
+  std::string note;                 ///< why / source of the rule (free text, kept for --explain)
+
+  bool AppliesTo(GgmlOp op) const;
+  /// True when the rule covers `q.op` and all its conditions hold for `q`.
+  bool Matches(const OpQuery& q) const;
+  bool operator==(const OpRule& o) const;
+};
+
+/// An op-support table: ordered rules and the answer when none matches.
+struct OpSupportTable {
+  bool default_supported = true;
+  std::vector<OpRule> rules;
+
+  /// The first matching rule's `supported`, else `default_supported`. If `decided_by` is not
+  /// null it receives the index of the deciding rule, or -1 for the default.
+  bool Evaluate(const OpQuery& q, int* decided_by = nullptr) const;
+  bool operator==(const OpSupportTable& o) const;
+};
+
+/// A ggml buffer type (ggml_backend_buffer_type).
+struct BufferType {
+  std::string name;                   ///< "CPU", "CUDA0", "CUDA_Host", "CPU_REPACK", ...
+  uint64_t alignment = 32;            ///< get_alignment, bytes (power of two)
+  uint64_t max_size = UINT64_MAX;     ///< get_max_size, bytes (ggml default SIZE_MAX)
+  bool is_host = false;               ///< is_host: CPU code can read it directly
+  /// Extra buffer types only: the ops this buft's own supports_op accepts (rules; no match ->
+  /// not accepted), e.g. CPU_REPACK: MUL_MAT with a 2-D Q4_0 src0 in CPU_REPACK, ne1 % 8 == 0.
+  std::vector<OpRule> supports_op;
+  std::string note;
+  bool operator==(const BufferType& o) const;
+};
+
+/// supports_buft: besides its own default, split and extra buffer types, which buffer types a
+/// device can read.
+struct SupportsBuftRule {
+  bool any_host = false;            ///< every is_host buft (ggml-cpu, ggml-blas)
+  std::vector<std::string> names;   ///< these named bufts as well
+  bool operator==(const SupportsBuftRule& o) const;
+};
+
+/// offload_op: present on devices that implement it (CUDA: min batch 32, llama.cpp FEB25;
+/// configurable with GGML_OP_OFFLOAD_MIN_BATCH since llama/18535).
+struct OffloadRule {
+  int64_t min_batch = 32;
+  bool operator==(const OffloadRule& o) const { return min_batch == o.min_batch; }
+};
+
+/// A performance figure with its public source.
+struct PerfFigure {
+  double value = 0;     ///< bytes/s for bandwidths, FLOP/s (or OP/s for integer types) for peaks
+  std::string source;   ///< where the number comes from (document, table, formula)
+  bool operator==(const PerfFigure& o) const { return value == o.value && source == o.source; }
+};
+
+/// Cost-model figures (all optional).
+struct Performance {
+  std::optional<PerfFigure> memory_bandwidth;     ///< device memory, bytes/s
+  std::optional<PerfFigure> host_link_bandwidth;  ///< host <-> device, one direction, bytes/s
+  std::map<std::string, PerfFigure> peak_flops;   ///< key: ggml type name ("f16", "bf16", "i8")
+  bool operator==(const Performance& o) const;
+};
+
+/// Current manifest format version.
+inline constexpr int kManifestVersion = 1;
+
+/// One device, as described by a manifest (names possibly still holding "{index}").
+struct DeviceManifest {
+  int manifest_version = kManifestVersion;
+  std::string backend;        ///< ggml reg name: "CPU", "CUDA", "BLAS", "RPC", "ONEDNN"
+  std::string name;           ///< device name ("CUDA{index}", "CPU", "RPC[127.0.0.1:50052]")
+  std::string description;    ///< model name ("NVIDIA H200")
+  DeviceType type = DeviceType::kCpu;
+  uint64_t memory_total = 0;  ///< bytes; 0 = not reported (ggml-cpu FEB25 reports 0/0)
+  uint64_t memory_free = 0;   ///< bytes, <= memory_total
+  uint64_t memory_reserve = 0;  ///< bytes the planner must leave free (context, workspaces)
+  DeviceCaps caps;
+  BufferType default_buft;
+  std::optional<BufferType> host_buft;
+  std::optional<BufferType> split_buft;
+  std::vector<BufferType> extra_bufts;
+  SupportsBuftRule supports_buft;
+  OpSupportTable op_support;
+  std::optional<OffloadRule> offload_op;
+  Performance performance;
+  std::string notes;          ///< free text
+  std::string source_path;    ///< file it was read from (not serialized)
+
+  /// ggml_backend_dev_supports_op: true when any extra buft's rules accept `q` (ggml-cpu asks its
+  /// extra bufts first), else the device's op-support table decides.
+  bool SupportsOp(const OpQuery& q) const;
+  /// ggml_backend_dev_supports_buft: own default / split / extra bufts (by name), any host buft
+  /// when supports_buft.any_host, and the names listed in supports_buft.names. Note: like CUDA in
+  /// llama.cpp, a device does not read its own host buft unless it says so.
+  bool SupportsBuft(std::string_view buft_name, bool buft_is_host) const;
+  bool SupportsBuft(const BufferType& buft) const { return SupportsBuft(buft.name, buft.is_host); }
+  /// ggml_backend_dev_offload_op: false without an offload rule, else batch >= min_batch.
+  bool OffloadOp(GgmlOp op, int64_t batch) const;
+  /// Same, with the batch computed by OpBatchSize(q).
+  bool OffloadOp(const OpQuery& q) const { return OffloadOp(q.op, OpBatchSize(q)); }
+  /// memory_free - memory_reserve (0 when the reserve exceeds free memory).
+  uint64_t UsableMemory() const;
+  /// The buffer type of this device with that name (default, host, split or extra), or nullptr.
+  const BufferType* FindBuft(std::string_view name) const;
+
+  /// A copy with "{index}" replaced by `index` in the device name and every buffer-type name
+  /// (including names referenced by rules and supports_buft).
+  DeviceManifest WithIndex(int index) const;
+  /// True when the name contains "{index}" (an indexed device family such as CUDA).
+  bool IsIndexed() const;
+
+  bool operator==(const DeviceManifest& o) const;  ///< all fields except source_path
+};
+
+/// Parses a manifest from JSON text. `file` names the source in error messages.
+/// Errors (kDataLoss for syntax, kInvalidArgument for content), one line each:
+///   "<file>: byte N: JSON syntax error: ..."
+///   "<file>: $.memory: unknown key 'fre' (expected one of: total, free, reserve)"
+///   "<file>: $: missing required field 'type' (CPU | GPU | ACCEL)"
+///   "<file>: $.memory.free: expected an unsigned integer (bytes), got string"
+///   "<file>: $.memory.free: 2000 is out of range (must be <= memory.total = 1000)"
+///   "<file>: $.manifest_version: unsupported version 7 (this build reads 1)"
+Result<DeviceManifest> ParseManifest(std::string_view json_text, const std::string& file);
+
+/// Reads and parses a manifest file. Errors: kIoError when it cannot be read, else ParseManifest's.
+Result<DeviceManifest> LoadManifestFile(const std::string& path);
+
+/// Serializes `m` as a version-1 manifest (pretty-printed JSON, 2-space indent, trailing newline).
+/// ParseManifest(SerializeManifest(m)) == m.
+std::string SerializeManifest(const DeviceManifest& m);
+
+}  // namespace stowage::planner

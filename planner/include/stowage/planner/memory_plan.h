@@ -1,0 +1,52 @@
+// Static memory planning: every buffer of the plan with its exact size, and the offset of every
+// weight, KV cache tensor and intermediate inside it.
+//
+// Rules (llama.cpp load_tensors / llama_kv_cache_init / ggml-alloc, reference §2.5–2.7):
+// - Weights: one buffer per buft. With mmap, a weight whose buft is the default buft of a device
+//   with buffer_from_host_ptr (the CPU) lives in a mapped buffer "<DEV>_Mapped" covering the file
+//   range [first, last) spanned by that buft's tensors (bytes of other tensors in between count).
+//   Otherwise tensors are laid out in load order, each padded to the buft alignment.
+//   Duplicated globals (tied output, rope_freqs) share one copy per buft.
+// - KV cache: one buffer per buft, K and V per layer, each padded to the alignment.
+// - Compute: one arena per distinct compute buft of the backends; each graph's intermediates get
+//   offsets from a liveness scan of the worst-case graph (a tensor is live from its producer to its
+//   last consumer; views alias their owner); the arena is the max over the pp and tg graphs.
+// - Output: logits buffer n_vocab * n_outputs(max) * 4 bytes on the CPU (host).
+// Zero-size buffers are not created.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stowage/planner/graph.h"
+#include "stowage/planner/placement.h"
+#include "stowage/runtime/gguf.h"
+#include "stowage/runtime/status.h"
+
+namespace stowage::planner {
+
+enum class BufferUsage : uint8_t { kWeights = 0, kKvCache = 1, kCompute = 2, kOutput = 3 };
+
+struct PlannedBuffer {
+  std::string name;        ///< as llama.cpp prints it: "CPU_Mapped", "CPU_REPACK", "CUDA0"
+  int buft = 0;            ///< index into Placement::bufts
+  int device = 0;
+  BufferUsage usage = BufferUsage::kWeights;
+  uint64_t size = 0;       ///< bytes
+  uint64_t alignment = 32;
+  bool mapped = false;
+  uint64_t file_offset = 0;  ///< mapped: absolute GGUF offset of byte 0
+};
+
+struct MemoryPlan {
+  std::vector<PlannedBuffer> buffers;
+  /// Bytes per (device, usage), for the fit check and the summary lines.
+  uint64_t DeviceBytes(int device) const;
+};
+
+/// Lays out all buffers and fills GlobalTensor::buffer/offset and Tensor::buffer/offset of every
+/// graph tensor that owns memory. Errors: kInternal on inconsistent placement (unplaced tensor).
+Status PlanMemory(ModelGraphs& m, const Placement& p, MemoryPlan* out);
+
+}  // namespace stowage::planner

@@ -1,0 +1,74 @@
+// Placement decisions: devices, buffer types, backends, and the per-weight buffer type, as
+// llama.cpp's model loader and ggml_backend_sched decide them (reference:
+// ../shared/reference/llamacpp-placement.md §2, §3, §8).
+//
+// The placement passes (layer map, buft lists, weight buft selection, KV placement, scheduler)
+// fill a Placement and the `backend`/`cause` fields and `splits` of both graphs in ModelGraphs.
+// PlanMemory (memory_plan.h) then turns the decisions into buffers with exact sizes and offsets.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stowage/planner/graph.h"
+
+namespace stowage::planner {
+
+enum class DeviceKind : uint8_t { kCpu = 0, kGpu = 1, kAccel = 2 };
+
+struct PlacedDevice {
+  std::string name;           ///< "CPU", "CUDA0", "RPC[127.0.0.1:50052]"
+  std::string description;
+  DeviceKind type = DeviceKind::kCpu;
+  uint64_t memory_total = 0;  ///< bytes
+  uint64_t memory_free = 0;   ///< bytes
+  uint64_t memory_reserve = 0;
+  bool buffer_from_host_ptr = false;  ///< caps: can wrap the file mapping (mmap'ed weights)
+  std::string manifest_digest;
+};
+
+/// A buffer type used by the plan.
+struct PlacedBuft {
+  std::string name;           ///< "CPU", "CPU_REPACK", "CUDA0", "CUDA_Host", "CUDA0_Split"
+  int device = 0;             ///< index into Placement::devices
+  bool is_host = false;
+  bool is_default = true;     ///< the device's default buft (mmap wrapping applies only to it)
+  uint64_t alignment = 32;    ///< bytes (ggml_backend_buft_get_alignment)
+  std::string repack;         ///< layout weights are converted into on upload ("" or "q4_0x8")
+};
+
+struct PlacedBackend {
+  std::string name;           ///< backend name as GGML_SCHED_DEBUG prints it (device name)
+  int device = 0;
+  int compute_buft = 0;       ///< index into Placement::bufts
+};
+
+/// --explain record for a weight or node.
+struct ExplainEntry {
+  std::string subject, graph, device, buft, rule;
+  std::vector<std::string> rejected;  ///< "<buft>: <reason>"
+};
+
+struct Placement {
+  std::vector<PlacedDevice> devices;
+  std::vector<PlacedBuft> bufts;
+  std::vector<PlacedBackend> backends;  ///< scheduler priority order; the CPU backend is last
+  std::vector<int> global_buft;         ///< per ModelGraphs::globals entry: index into bufts
+  bool use_mmap = true;
+  std::vector<ExplainEntry> explain;
+  std::vector<std::string> log;         ///< llama.cpp-style lines ("layer   0 assigned to device CPU", ...)
+
+  int FindBuft(const std::string& name) const {
+    for (size_t i = 0; i < bufts.size(); ++i)
+      if (bufts[i].name == name) return static_cast<int>(i);
+    return -1;
+  }
+};
+
+/// The degenerate placement of a CPU-only machine without repack buffer types: every weight and
+/// KV tensor in the CPU buffer type, every node on the CPU backend, one split per graph.
+/// (The full placement engine reproduces this for a CPU manifest without extra bufts.)
+Placement PlaceAllOnCpu(ModelGraphs& m, bool use_mmap);
+
+}  // namespace stowage::planner

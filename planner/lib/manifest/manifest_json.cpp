@@ -1,0 +1,517 @@
+// Manifest JSON reader and writer (format: planner/registry/README.md, version 1).
+// nlohmann::json does the syntax; this file checks the schema: unknown keys, missing fields,
+// types and ranges, each reported as "<file>: <JSON path>: <expectation>" on one line.
+#include <fstream>
+#include <initializer_list>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "stowage/planner/manifest.h"
+
+namespace stowage::planner {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string KeyList(std::initializer_list<const char*> keys) {
+  std::string s;
+  for (const char* k : keys) {
+    if (!s.empty()) s += ", ";
+    s += k;
+  }
+  return s;
+}
+
+class Reader {
+ public:
+  explicit Reader(const std::string& file) : file_(file) {}
+  const Status& status() const { return status_; }
+
+  bool Fail(const std::string& path, const std::string& msg) {
+    if (status_.ok()) status_ = InvalidArgument(file_ + ": " + path + ": " + msg);
+    return false;
+  }
+  bool Expect(const std::string& path, const json& j, const std::string& what) {
+    return Fail(path, "expected " + what + ", got " + std::string(j.type_name()));
+  }
+
+  /// `j` must be an object whose keys are all in `allowed`.
+  bool Object(const json& j, const std::string& path, std::initializer_list<const char*> allowed) {
+    if (!j.is_object()) return Expect(path, j, "an object");
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      bool known = false;
+      for (const char* k : allowed) known = known || it.key() == k;
+      if (!known) return Fail(path, "unknown key '" + it.key() + "' (expected one of: " + KeyList(allowed) + ")");
+    }
+    return true;
+  }
+  /// Looks up `key`; missing + required -> error. Returns nullptr when absent.
+  const json* Field(const json& obj, const std::string& path, const char* key, bool required, const char* what) {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      if (required) Fail(path, std::string("missing required field '") + key + "' (" + what + ")");
+      return nullptr;
+    }
+    return &*it;
+  }
+  static std::string Sub(const std::string& path, const char* key) { return path + "." + key; }
+  static std::string Idx(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
+
+  bool U64(const json& obj, const std::string& path, const char* key, bool required, uint64_t* out,
+           const char* what) {
+    const json* j = Field(obj, path, key, required, what);
+    if (!j) return status_.ok();
+    if (!j->is_number_unsigned()) {
+      if (j->is_number_integer()) return Fail(Sub(path, key), std::to_string(j->get<int64_t>()) + " is out of range (expected " + what + ", >= 0)");
+      return Expect(Sub(path, key), *j, std::string("an unsigned integer (") + what + ")");
+    }
+    *out = j->get<uint64_t>();
+    return true;
+  }
+  bool Bool(const json& obj, const std::string& path, const char* key, bool required, bool* out) {
+    const json* j = Field(obj, path, key, required, "true or false");
+    if (!j) return status_.ok();
+    if (!j->is_boolean()) return Expect(Sub(path, key), *j, "true or false");
+    *out = j->get<bool>();
+    return true;
+  }
+  bool OptBool(const json& obj, const std::string& path, const char* key, std::optional<bool>* out) {
+    bool v = false;
+    if (obj.find(key) == obj.end()) return true;
+    if (!Bool(obj, path, key, false, &v)) return false;
+    *out = v;
+    return true;
+  }
+  bool Str(const json& obj, const std::string& path, const char* key, bool required, std::string* out,
+           const char* what, bool allow_empty = false) {
+    const json* j = Field(obj, path, key, required, what);
+    if (!j) return status_.ok();
+    if (!j->is_string()) return Expect(Sub(path, key), *j, std::string("a string (") + what + ")");
+    *out = j->get<std::string>();
+    if (out->empty() && !allow_empty) return Fail(Sub(path, key), std::string("expected a non-empty string (") + what + ")");
+    return true;
+  }
+  bool Positive(const json& obj, const std::string& path, const char* key, double* out, const char* what) {
+    const json* j = Field(obj, path, key, true, what);
+    if (!j) return false;
+    if (!j->is_number()) return Expect(Sub(path, key), *j, std::string("a number (") + what + ")");
+    *out = j->get<double>();
+    if (!(*out > 0)) return Fail(Sub(path, key), "expected a positive number (" + std::string(what) + ")");
+    return true;
+  }
+  bool NeArray(const json& obj, const std::string& path, const char* key, std::array<int64_t, 4>* out, int64_t min_value) {
+    auto it = obj.find(key);
+    if (it == obj.end()) return true;
+    std::string p = Sub(path, key);
+    if (!it->is_array() || it->empty() || it->size() > 4) return Expect(p, *it, "an array of 1 to 4 integers (ne0 first)");
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& e = (*it)[i];
+      if (!e.is_number_integer()) return Expect(Idx(p, i), e, "an integer");
+      int64_t v = e.get<int64_t>();
+      if (v < min_value) return Fail(Idx(p, i), std::to_string(v) + " is out of range (must be >= " + std::to_string(min_value) + ")");
+      (*out)[i] = v;
+    }
+    return true;
+  }
+
+  bool Types(const json& j, const std::string& p, std::vector<GgmlType>* out) {
+    if (!j.is_array()) return Expect(p, j, "an array of ggml type names");
+    for (size_t i = 0; i < j.size(); ++i) {
+      if (!j[i].is_string()) return Expect(Idx(p, i), j[i], "a ggml type name (\"f32\", \"q4_0\", ...)");
+      auto t = ParseGgmlType(j[i].get<std::string>());
+      if (!t.ok()) return Fail(Idx(p, i), "unknown ggml type '" + j[i].get<std::string>() + "'");
+      out->push_back(*t);
+    }
+    return true;
+  }
+
+  bool Constraint(const json& j, const std::string& p, TensorConstraint* c) {
+    if (!Object(j, p, {"present", "types", "contiguous", "host", "buft", "max_dims", "min_ne", "max_ne", "ne_multiple_of"}))
+      return false;
+    if (!Bool(j, p, "present", false, &c->present)) return false;
+    if (auto it = j.find("types"); it != j.end() && !Types(*it, Sub(p, "types"), &c->types)) return false;
+    if (!OptBool(j, p, "contiguous", &c->contiguous) || !OptBool(j, p, "host", &c->host)) return false;
+    std::string buft;
+    if (j.find("buft") != j.end()) {
+      if (!Str(j, p, "buft", false, &buft, "buffer type name")) return false;
+      c->buft = buft;
+    }
+    uint64_t max_dims = 0;
+    if (!U64(j, p, "max_dims", false, &max_dims, "number of dims")) return false;
+    if (max_dims > 4) return Fail(Sub(p, "max_dims"), std::to_string(max_dims) + " is out of range (must be 1..4)");
+    c->max_dims = static_cast<int>(max_dims);
+    return NeArray(j, p, "min_ne", &c->min_ne, 0) && NeArray(j, p, "max_ne", &c->max_ne, 0) &&
+           NeArray(j, p, "ne_multiple_of", &c->ne_multiple_of, 1);
+  }
+
+  bool Rule(const json& j, const std::string& p, OpRule* r) {
+    if (!Object(j, p, {"ops", "supported", "all_srcs_host", "src1_f32_or_vec_dot", "min_batch", "dst", "src", "note"}))
+      return false;
+    const json* ops = Field(j, p, "ops", true, "\"*\" or an array of ggml op names");
+    if (!ops) return false;
+    if (ops->is_string()) {
+      if (ops->get<std::string>() != "*") return Fail(Sub(p, "ops"), "expected \"*\" or an array of ggml op names, got \"" + ops->get<std::string>() + "\"");
+    } else if (ops->is_array()) {
+      if (ops->empty()) return Fail(Sub(p, "ops"), "expected at least one op (use \"*\" for every op)");
+      for (size_t i = 0; i < ops->size(); ++i) {
+        const json& e = (*ops)[i];
+        if (!e.is_string()) return Expect(Idx(Sub(p, "ops"), i), e, "a ggml op name");
+        auto op = ParseGgmlOp(e.get<std::string>());
+        if (!op.ok()) return Fail(Idx(Sub(p, "ops"), i), "unknown ggml op '" + e.get<std::string>() + "'");
+        r->ops.push_back(*op);
+      }
+    } else {
+      return Expect(Sub(p, "ops"), *ops, "\"*\" or an array of ggml op names");
+    }
+    if (!Bool(j, p, "supported", true, &r->supported)) return false;
+    if (!OptBool(j, p, "all_srcs_host", &r->all_srcs_host)) return false;
+    if (!Bool(j, p, "src1_f32_or_vec_dot", false, &r->src1_f32_or_vec_dot)) return false;
+    uint64_t mb = 0;
+    if (!U64(j, p, "min_batch", false, &mb, "batch size")) return false;
+    if (mb > static_cast<uint64_t>(INT64_MAX)) return Fail(Sub(p, "min_batch"), "out of range");
+    r->min_batch = static_cast<int64_t>(mb);
+    if (auto it = j.find("dst"); it != j.end()) {
+      TensorConstraint c;
+      if (!Constraint(*it, Sub(p, "dst"), &c)) return false;
+      r->dst = c;
+    }
+    if (auto it = j.find("src"); it != j.end()) {
+      std::string sp = Sub(p, "src");
+      if (!it->is_array() || it->size() > 10) return Expect(sp, *it, "an array of up to 10 tensor constraints (null = none)");
+      for (size_t i = 0; i < it->size(); ++i) {
+        if ((*it)[i].is_null()) { r->src.emplace_back(); continue; }
+        TensorConstraint c;
+        if (!Constraint((*it)[i], Idx(sp, i), &c)) return false;
+        r->src.emplace_back(c);
+      }
+    }
+    return Str(j, p, "note", false, &r->note, "text", true);
+  }
+
+  bool Rules(const json& j, const std::string& p, std::vector<OpRule>* out) {
+    if (!j.is_array()) return Expect(p, j, "an array of rules");
+    for (size_t i = 0; i < j.size(); ++i) {
+      OpRule r;
+      if (!Rule(j[i], Idx(p, i), &r)) return false;
+      out->push_back(std::move(r));
+    }
+    return true;
+  }
+
+  bool Buft(const json& j, const std::string& p, bool is_extra, BufferType* b) {
+    if (is_extra) {
+      if (!Object(j, p, {"name", "alignment", "max_size", "is_host", "supports_op", "note"})) return false;
+    } else if (!Object(j, p, {"name", "alignment", "max_size", "is_host", "note"})) {
+      return false;
+    }
+    if (!Str(j, p, "name", true, &b->name, "buffer type name")) return false;
+    if (!U64(j, p, "alignment", true, &b->alignment, "bytes")) return false;
+    if (b->alignment == 0 || (b->alignment & (b->alignment - 1)) != 0)
+      return Fail(Sub(p, "alignment"), std::to_string(b->alignment) + " is out of range (must be a power of two)");
+    if (!U64(j, p, "max_size", false, &b->max_size, "bytes")) return false;
+    if (b->max_size == 0) return Fail(Sub(p, "max_size"), "0 is out of range (must be > 0; omit for no limit)");
+    if (!Bool(j, p, "is_host", true, &b->is_host)) return false;
+    if (is_extra) {
+      const json* r = Field(j, p, "supports_op", true, "rules of this buffer type's supports_op");
+      if (!r || !Rules(*r, Sub(p, "supports_op"), &b->supports_op)) return false;
+    }
+    return Str(j, p, "note", false, &b->note, "text", true);
+  }
+
+  bool Figure(const json& j, const std::string& p, const char* value_key, PerfFigure* f) {
+    if (!Object(j, p, {value_key, "source"})) return false;
+    if (!Positive(j, p, value_key, &f->value, value_key)) return false;
+    return Str(j, p, "source", true, &f->source, "where the figure comes from");
+  }
+
+  bool Perf(const json& j, const std::string& p, Performance* perf) {
+    if (!Object(j, p, {"memory_bandwidth", "host_link_bandwidth", "peak_flops"})) return false;
+    for (const char* key : {"memory_bandwidth", "host_link_bandwidth"}) {
+      auto it = j.find(key);
+      if (it == j.end()) continue;
+      PerfFigure f;
+      if (!Figure(*it, Sub(p, key), "bytes_per_second", &f)) return false;
+      (std::string(key) == "memory_bandwidth" ? perf->memory_bandwidth : perf->host_link_bandwidth) = f;
+    }
+    if (auto it = j.find("peak_flops"); it != j.end()) {
+      std::string pp = Sub(p, "peak_flops");
+      if (!it->is_object()) return Expect(pp, *it, "an object keyed by ggml type name");
+      for (auto e = it->begin(); e != it->end(); ++e) {
+        auto t = ParseGgmlType(e.key());
+        if (!t.ok()) return Fail(pp, "unknown key '" + e.key() + "' (expected a ggml type name such as f16, bf16, f32, i8)");
+        PerfFigure f;
+        if (!Figure(e.value(), pp + "." + e.key(), "flops_per_second", &f)) return false;
+        perf->peak_flops[GgmlTypeName(*t)] = f;
+      }
+    }
+    return true;
+  }
+
+  bool Manifest(const json& j, DeviceManifest* m) {
+    const std::string p = "$";
+    if (!Object(j, p, {"manifest_version", "backend", "name", "description", "type", "memory", "caps", "buffer_types",
+                       "supports_buft", "op_support", "offload_op", "performance", "notes"}))
+      return false;
+    uint64_t version = 0;
+    if (!U64(j, p, "manifest_version", true, &version, "format version")) return false;
+    if (version != static_cast<uint64_t>(kManifestVersion))
+      return Fail(Sub(p, "manifest_version"), "unsupported version " + std::to_string(version) + " (this build reads " + std::to_string(kManifestVersion) + ")");
+    m->manifest_version = kManifestVersion;
+    if (!Str(j, p, "backend", true, &m->backend, "ggml backend name: CPU, CUDA, BLAS, RPC, ONEDNN, ...")) return false;
+    if (!Str(j, p, "name", true, &m->name, "device name")) return false;
+    if (!Str(j, p, "description", true, &m->description, "device model name")) return false;
+    std::string type;
+    if (!Str(j, p, "type", true, &type, "CPU | GPU | ACCEL")) return false;
+    auto t = ParseDeviceType(type);
+    if (!t.ok()) return Fail(Sub(p, "type"), "expected CPU, GPU or ACCEL, got \"" + type + "\"");
+    m->type = *t;
+
+    const json* mem = Field(j, p, "memory", true, "object with total, free, reserve in bytes");
+    if (!mem) return false;
+    std::string mp = Sub(p, "memory");
+    if (!Object(*mem, mp, {"total", "free", "reserve"})) return false;
+    if (!U64(*mem, mp, "total", true, &m->memory_total, "bytes") || !U64(*mem, mp, "free", true, &m->memory_free, "bytes") ||
+        !U64(*mem, mp, "reserve", false, &m->memory_reserve, "bytes"))
+      return false;
+    if (m->memory_free > m->memory_total)
+      return Fail(Sub(mp, "free"), std::to_string(m->memory_free) + " is out of range (must be <= memory.total = " + std::to_string(m->memory_total) + ")");
+    if (m->memory_total > 0 && m->memory_reserve > m->memory_total)
+      return Fail(Sub(mp, "reserve"), std::to_string(m->memory_reserve) + " is out of range (must be <= memory.total = " + std::to_string(m->memory_total) + ")");
+
+    const json* caps = Field(j, p, "caps", true, "object with async, host_buffer, buffer_from_host_ptr, events");
+    if (!caps) return false;
+    std::string cp = Sub(p, "caps");
+    if (!Object(*caps, cp, {"async", "host_buffer", "buffer_from_host_ptr", "events"})) return false;
+    if (!Bool(*caps, cp, "async", true, &m->caps.async) || !Bool(*caps, cp, "host_buffer", true, &m->caps.host_buffer) ||
+        !Bool(*caps, cp, "buffer_from_host_ptr", true, &m->caps.buffer_from_host_ptr) || !Bool(*caps, cp, "events", true, &m->caps.events))
+      return false;
+
+    const json* bt = Field(j, p, "buffer_types", true, "object with default, host, split, extra");
+    if (!bt) return false;
+    std::string bp = Sub(p, "buffer_types");
+    if (!Object(*bt, bp, {"default", "host", "split", "extra"})) return false;
+    const json* def = Field(*bt, bp, "default", true, "the device's default buffer type");
+    if (!def || !Buft(*def, Sub(bp, "default"), false, &m->default_buft)) return false;
+    for (const char* key : {"host", "split"}) {
+      auto it = bt->find(key);
+      if (it == bt->end()) continue;
+      BufferType b;
+      if (!Buft(*it, Sub(bp, key), false, &b)) return false;
+      (std::string(key) == "host" ? m->host_buft : m->split_buft) = b;
+    }
+    if (m->host_buft && !m->host_buft->is_host) return Fail(Sub(Sub(bp, "host"), "is_host"), "expected true (a host buffer type is host memory)");
+    if (m->caps.host_buffer != m->host_buft.has_value())
+      return Fail(Sub(cp, "host_buffer"), std::string("expected ") + (m->host_buft ? "true" : "false") + " (must match whether buffer_types.host is given)");
+    if (auto it = bt->find("extra"); it != bt->end()) {
+      std::string ep = Sub(bp, "extra");
+      if (!it->is_array()) return Expect(ep, *it, "an array of buffer types");
+      for (size_t i = 0; i < it->size(); ++i) {
+        BufferType b;
+        if (!Buft((*it)[i], Idx(ep, i), true, &b)) return false;
+        m->extra_bufts.push_back(std::move(b));
+      }
+    }
+    // Buffer-type names identify buffer types: they must be unique within the device.
+    std::vector<std::pair<std::string, std::string>> names = {{m->default_buft.name, Sub(bp, "default")}};
+    if (m->host_buft) names.push_back({m->host_buft->name, Sub(bp, "host")});
+    if (m->split_buft) names.push_back({m->split_buft->name, Sub(bp, "split")});
+    for (size_t i = 0; i < m->extra_bufts.size(); ++i) names.push_back({m->extra_bufts[i].name, Idx(Sub(bp, "extra"), i)});
+    for (size_t a = 0; a < names.size(); ++a)
+      for (size_t b = 0; b < a; ++b)
+        if (names[a].first == names[b].first)
+          return Fail(Sub(names[a].second, "name"), "duplicate buffer type name '" + names[a].first + "' (also " + names[b].second + ")");
+
+    if (auto it = j.find("supports_buft"); it != j.end()) {
+      std::string sp = Sub(p, "supports_buft");
+      if (!Object(*it, sp, {"any_host", "names"})) return false;
+      if (!Bool(*it, sp, "any_host", false, &m->supports_buft.any_host)) return false;
+      if (auto n = it->find("names"); n != it->end()) {
+        if (!n->is_array()) return Expect(Sub(sp, "names"), *n, "an array of buffer type names");
+        for (size_t i = 0; i < n->size(); ++i) {
+          if (!(*n)[i].is_string()) return Expect(Idx(Sub(sp, "names"), i), (*n)[i], "a buffer type name");
+          m->supports_buft.names.push_back((*n)[i].get<std::string>());
+        }
+      }
+    }
+
+    const json* os = Field(j, p, "op_support", true, "object with default and rules");
+    if (!os) return false;
+    std::string op = Sub(p, "op_support");
+    if (!Object(*os, op, {"default", "rules"})) return false;
+    std::string def_s;
+    if (!Str(*os, op, "default", true, &def_s, "\"supported\" or \"unsupported\"")) return false;
+    if (def_s != "supported" && def_s != "unsupported")
+      return Fail(Sub(op, "default"), "expected \"supported\" or \"unsupported\", got \"" + def_s + "\"");
+    m->op_support.default_supported = def_s == "supported";
+    if (auto it = os->find("rules"); it != os->end() && !Rules(*it, Sub(op, "rules"), &m->op_support.rules)) return false;
+
+    if (auto it = j.find("offload_op"); it != j.end()) {
+      std::string fp = Sub(p, "offload_op");
+      if (!Object(*it, fp, {"min_batch"})) return false;
+      uint64_t mb = 32;
+      if (!U64(*it, fp, "min_batch", false, &mb, "batch size")) return false;
+      if (mb == 0 || mb > (1u << 30)) return Fail(Sub(fp, "min_batch"), std::to_string(mb) + " is out of range (must be 1..2^30)");
+      m->offload_op = OffloadRule{static_cast<int64_t>(mb)};
+    }
+    if (auto it = j.find("performance"); it != j.end() && !Perf(*it, Sub(p, "performance"), &m->performance)) return false;
+    return Str(j, p, "notes", false, &m->notes, "text", true);
+  }
+
+ private:
+  const std::string& file_;
+  Status status_;
+};
+
+// ---- writer ----------------------------------------------------------------------------------
+
+json ConstraintJson(const TensorConstraint& c) {
+  json j = json::object();
+  if (!c.present) {
+    j["present"] = false;
+    return j;
+  }
+  if (!c.types.empty()) {
+    json t = json::array();
+    for (GgmlType ty : c.types) t.push_back(GgmlTypeName(ty));
+    j["types"] = t;
+  }
+  if (c.contiguous) j["contiguous"] = *c.contiguous;
+  if (c.host) j["host"] = *c.host;
+  if (c.buft) j["buft"] = *c.buft;
+  if (c.max_dims > 0) j["max_dims"] = c.max_dims;
+  auto ne = [&](const char* key, const std::array<int64_t, 4>& a, int64_t neutral) {
+    int last = -1;
+    for (int i = 0; i < 4; ++i) if (a[i] != neutral) last = i;
+    if (last < 0) return;
+    json arr = json::array();
+    for (int i = 0; i <= last; ++i) arr.push_back(a[i]);
+    j[key] = arr;
+  };
+  ne("min_ne", c.min_ne, 0);
+  ne("max_ne", c.max_ne, 0);
+  ne("ne_multiple_of", c.ne_multiple_of, 1);
+  return j;
+}
+
+json RulesJson(const std::vector<OpRule>& rules) {
+  json arr = json::array();
+  for (const auto& r : rules) {
+    json j = json::object();
+    if (r.ops.empty()) {
+      j["ops"] = "*";
+    } else {
+      json ops = json::array();
+      for (GgmlOp op : r.ops) ops.push_back(GgmlOpName(op));
+      j["ops"] = ops;
+    }
+    j["supported"] = r.supported;
+    if (r.all_srcs_host) j["all_srcs_host"] = *r.all_srcs_host;
+    if (r.src1_f32_or_vec_dot) j["src1_f32_or_vec_dot"] = true;
+    if (r.min_batch > 0) j["min_batch"] = r.min_batch;
+    if (r.dst) j["dst"] = ConstraintJson(*r.dst);
+    if (!r.src.empty()) {
+      json s = json::array();
+      for (const auto& c : r.src) s.push_back(c ? ConstraintJson(*c) : json(nullptr));
+      j["src"] = s;
+    }
+    if (!r.note.empty()) j["note"] = r.note;
+    arr.push_back(j);
+  }
+  return arr;
+}
+
+json BuftJson(const BufferType& b, bool is_extra) {
+  json j = json::object();
+  j["name"] = b.name;
+  j["alignment"] = b.alignment;
+  if (b.max_size != UINT64_MAX) j["max_size"] = b.max_size;
+  j["is_host"] = b.is_host;
+  if (is_extra) j["supports_op"] = RulesJson(b.supports_op);
+  if (!b.note.empty()) j["note"] = b.note;
+  return j;
+}
+
+json FigureJson(const PerfFigure& f, const char* key) {
+  json j = json::object();
+  j[key] = f.value;
+  j["source"] = f.source;
+  return j;
+}
+
+}  // namespace
+
+Result<DeviceManifest> ParseManifest(std::string_view text, const std::string& file) {
+  json j;
+  try {
+    j = json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    // nlohmann's message: "[json.exception.parse_error.101] parse error at line L, column C: ..."
+    if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
+    return DataLoss(file + ": byte " + std::to_string(e.byte) + ": JSON syntax error: " + what);
+  }
+  DeviceManifest m;
+  Reader r(file);
+  if (!r.Manifest(j, &m)) return r.status();
+  m.source_path = file;
+  return m;
+}
+
+Result<DeviceManifest> LoadManifestFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return IoError(path + ": cannot open manifest file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return IoError(path + ": read error");
+  return ParseManifest(ss.str(), path);
+}
+
+std::string SerializeManifest(const DeviceManifest& m) {
+  json j = json::object();
+  j["manifest_version"] = kManifestVersion;
+  j["backend"] = m.backend;
+  j["name"] = m.name;
+  j["description"] = m.description;
+  j["type"] = DeviceTypeName(m.type);
+  j["memory"] = {{"total", m.memory_total}, {"free", m.memory_free}, {"reserve", m.memory_reserve}};
+  j["caps"] = {{"async", m.caps.async},
+               {"host_buffer", m.caps.host_buffer},
+               {"buffer_from_host_ptr", m.caps.buffer_from_host_ptr},
+               {"events", m.caps.events}};
+  json bt = json::object();
+  bt["default"] = BuftJson(m.default_buft, false);
+  if (m.host_buft) bt["host"] = BuftJson(*m.host_buft, false);
+  if (m.split_buft) bt["split"] = BuftJson(*m.split_buft, false);
+  if (!m.extra_bufts.empty()) {
+    json e = json::array();
+    for (const auto& b : m.extra_bufts) e.push_back(BuftJson(b, true));
+    bt["extra"] = e;
+  }
+  j["buffer_types"] = bt;
+  if (m.supports_buft.any_host || !m.supports_buft.names.empty()) {
+    json sb = json::object();
+    if (m.supports_buft.any_host) sb["any_host"] = true;
+    if (!m.supports_buft.names.empty()) sb["names"] = m.supports_buft.names;
+    j["supports_buft"] = sb;
+  }
+  j["op_support"] = {{"default", m.op_support.default_supported ? "supported" : "unsupported"},
+                     {"rules", RulesJson(m.op_support.rules)}};
+  if (m.offload_op) j["offload_op"] = {{"min_batch", m.offload_op->min_batch}};
+  const Performance& p = m.performance;
+  if (p.memory_bandwidth || p.host_link_bandwidth || !p.peak_flops.empty()) {
+    json pj = json::object();
+    if (p.memory_bandwidth) pj["memory_bandwidth"] = FigureJson(*p.memory_bandwidth, "bytes_per_second");
+    if (p.host_link_bandwidth) pj["host_link_bandwidth"] = FigureJson(*p.host_link_bandwidth, "bytes_per_second");
+    if (!p.peak_flops.empty()) {
+      json pf = json::object();
+      for (const auto& [k, f] : p.peak_flops) pf[k] = FigureJson(f, "flops_per_second");
+      pj["peak_flops"] = pf;
+    }
+    j["performance"] = pj;
+  }
+  if (!m.notes.empty()) j["notes"] = m.notes;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace stowage::planner

@@ -1,0 +1,248 @@
+#include "stowage/planner/memory_plan.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+namespace stowage::planner {
+namespace {
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return a <= 1 ? v : (v + a - 1) / a * a; }
+
+/// Contiguous bytes of a graph tensor at the worst-case binding.
+uint64_t TensorBytesAt(const Tensor& t, const Bindings& b) {
+  int64_t ne[4];
+  for (int i = 0; i < 4; ++i) ne[i] = std::max<int64_t>(b.Eval(t.ne[i]), 0);
+  return TensorBytes(t.type, ne);
+}
+
+/// True when the tensor owns memory in a compute arena.
+bool OwnsArenaMemory(const Tensor& t) {
+  if (t.kind == TensorKind::kWeight || t.kind == TensorKind::kKvCache) return false;
+  if (t.view_src >= 0) return false;  // views and CPY results alias their owner
+  return true;
+}
+
+/// Best-fit allocator over one arena (ggml-alloc's dynamic tensor allocator, simplified).
+class Arena {
+ public:
+  explicit Arena(uint64_t align) : align_(align) {}
+  uint64_t Alloc(uint64_t size) {
+    size = AlignUp(std::max<uint64_t>(size, 1), align_);
+    auto best = free_.end();
+    for (auto it = free_.begin(); it != free_.end(); ++it)
+      if (it->second >= size && (best == free_.end() || it->second < best->second)) best = it;
+    if (best != free_.end()) {
+      const uint64_t off = best->first;
+      const uint64_t rest = best->second - size;
+      free_.erase(best);
+      if (rest) free_[off + size] = rest;
+      return off;
+    }
+    // Grow at the end (merging a trailing free block).
+    uint64_t off = top_;
+    if (!free_.empty()) {
+      auto last = std::prev(free_.end());
+      if (last->first + last->second == top_) {
+        off = last->first;
+        free_.erase(last);
+      }
+    }
+    top_ = off + size;
+    peak_ = std::max(peak_, top_);
+    return off;
+  }
+  void Free(uint64_t off, uint64_t size) {
+    size = AlignUp(std::max<uint64_t>(size, 1), align_);
+    auto it = free_.emplace(off, size).first;
+    auto next = std::next(it);
+    if (next != free_.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      free_.erase(next);
+    }
+    if (it != free_.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        free_.erase(it);
+      }
+    }
+  }
+  uint64_t peak() const { return peak_; }
+
+ private:
+  uint64_t align_;
+  uint64_t top_ = 0, peak_ = 0;
+  std::map<uint64_t, uint64_t> free_;
+};
+
+Status PlanGraphArenas(Graph& g, const Placement& p, const std::vector<int>& buft_buffer,
+                       std::vector<uint64_t>* arena_size) {
+  const Bindings wc = g.WorstCase();
+  const size_t n = g.tensors.size();
+  auto owner = [&](int t) { return g.tensors[t].view_src >= 0 ? g.tensors[t].view_src : t; };
+  // Order of first definition and last use, in node order (leafs/inputs are defined at -1).
+  std::vector<int> last_use(n, -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Tensor& t = g.tensors[g.nodes[i]];
+    for (int s : t.srcs)
+      if (s >= 0) last_use[owner(s)] = static_cast<int>(i);
+    last_use[owner(g.nodes[i])] = std::max(last_use[owner(g.nodes[i])], static_cast<int>(i));
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (g.tensors[i].is_output) last_use[i] = std::numeric_limits<int>::max();
+
+  std::map<int, Arena> arenas;  // by compute buft
+  auto arena_for = [&](const Tensor& t) -> Arena* {
+    if (t.backend < 0) return nullptr;
+    const int buft = p.backends[t.backend].compute_buft;
+    auto it = arenas.find(buft);
+    if (it == arenas.end()) it = arenas.emplace(buft, Arena(p.bufts[buft].alignment)).first;
+    return &it->second;
+  };
+  auto alloc = [&](int id) -> Status {
+    Tensor& t = g.tensors[id];
+    Arena* a = arena_for(t);
+    if (a == nullptr) return Internal("memory plan: tensor '" + t.name + "' of graph " + g.name + " has no backend");
+    t.buffer = buft_buffer[p.backends[t.backend].compute_buft];
+    t.offset = a->Alloc(TensorBytesAt(t, wc));
+    return Status::Ok();
+  };
+  // Inputs first (ggml allocates graph inputs before the nodes).
+  for (int l : g.leafs)
+    if (OwnsArenaMemory(g.tensors[l])) STOWAGE_RETURN_IF_ERROR(alloc(l));
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const int id = g.nodes[i];
+    if (OwnsArenaMemory(g.tensors[id])) STOWAGE_RETURN_IF_ERROR(alloc(id));
+    // Free sources whose last use is this node.
+    std::vector<int> done;
+    for (int s : g.tensors[id].srcs)
+      if (s >= 0) done.push_back(owner(s));
+    std::sort(done.begin(), done.end());
+    done.erase(std::unique(done.begin(), done.end()), done.end());
+    for (int o : done) {
+      const Tensor& t = g.tensors[o];
+      if (!OwnsArenaMemory(t) || last_use[o] != static_cast<int>(i)) continue;
+      arena_for(t)->Free(t.offset, TensorBytesAt(t, wc));
+    }
+  }
+  for (auto& [buft, a] : arenas) (*arena_size)[buft] = std::max((*arena_size)[buft], a.peak());
+  return Status::Ok();
+}
+
+}  // namespace
+
+uint64_t MemoryPlan::DeviceBytes(int device) const {
+  uint64_t s = 0;
+  for (const auto& b : buffers)
+    if (b.device == device && !b.mapped) s += b.size;
+  return s;
+}
+
+Status PlanMemory(ModelGraphs& m, const Placement& p, MemoryPlan* out) {
+  out->buffers.clear();
+  if (p.global_buft.size() != m.globals.size()) return Internal("memory plan: placement does not cover every weight");
+
+  // Weights, one buffer per buft (or one mapped range), in load order.
+  for (size_t b = 0; b < p.bufts.size(); ++b) {
+    const PlacedBuft& buft = p.bufts[b];
+    const PlacedDevice& dev = p.devices[buft.device];
+    std::vector<size_t> members;
+    for (size_t i = 0; i < m.globals.size(); ++i)
+      if (m.globals[i].kind == TensorKind::kWeight && p.global_buft[i] == static_cast<int>(b)) members.push_back(i);
+    if (members.empty()) continue;
+    PlannedBuffer pb;
+    pb.buft = static_cast<int>(b);
+    pb.device = buft.device;
+    pb.usage = BufferUsage::kWeights;
+    pb.alignment = buft.alignment;
+    const int buffer_id = static_cast<int>(out->buffers.size());
+    std::map<std::string, size_t> first_copy;  // dedup of duplicated tensors within the buft
+    const bool mapped = p.use_mmap && buft.is_default && dev.buffer_from_host_ptr && buft.repack.empty();
+    if (mapped) {
+      uint64_t lo = std::numeric_limits<uint64_t>::max(), hi = 0;
+      for (size_t i : members) {
+        lo = std::min(lo, m.globals[i].gguf_offset);
+        hi = std::max(hi, m.globals[i].gguf_offset + m.globals[i].nbytes);
+      }
+      pb.name = dev.name + "_Mapped";
+      pb.mapped = true;
+      pb.file_offset = lo;
+      pb.size = hi - lo;
+      for (size_t i : members) {
+        m.globals[i].buffer = buffer_id;
+        m.globals[i].offset = m.globals[i].gguf_offset - lo;
+      }
+    } else {
+      pb.name = buft.name;
+      uint64_t off = 0;
+      for (size_t i : members) {
+        GlobalTensor& g = m.globals[i];
+        auto it = first_copy.find(g.name);
+        if (it != first_copy.end()) {
+          g.buffer = buffer_id;
+          g.offset = m.globals[it->second].offset;
+          continue;
+        }
+        first_copy[g.name] = i;
+        g.buffer = buffer_id;
+        g.offset = off;
+        off += AlignUp(g.nbytes, buft.alignment);
+      }
+      pb.size = off;
+    }
+    if (pb.size > 0) out->buffers.push_back(pb);
+  }
+
+  // KV cache, one buffer per buft.
+  for (size_t b = 0; b < p.bufts.size(); ++b) {
+    PlannedBuffer pb;
+    pb.name = p.bufts[b].name;
+    pb.buft = static_cast<int>(b);
+    pb.device = p.bufts[b].device;
+    pb.usage = BufferUsage::kKvCache;
+    pb.alignment = p.bufts[b].alignment;
+    const int buffer_id = static_cast<int>(out->buffers.size());
+    for (size_t i = 0; i < m.globals.size(); ++i) {
+      GlobalTensor& g = m.globals[i];
+      if (g.kind != TensorKind::kKvCache || p.global_buft[i] != static_cast<int>(b)) continue;
+      g.buffer = buffer_id;
+      g.offset = pb.size;
+      pb.size += AlignUp(g.nbytes, pb.alignment);
+    }
+    if (pb.size > 0) out->buffers.push_back(pb);
+  }
+
+  // Compute arenas: one per distinct compute buft.
+  std::vector<int> buft_buffer(p.bufts.size(), -1);
+  std::vector<uint64_t> arena_size(p.bufts.size(), 0);
+  for (const auto& be : p.backends) {
+    if (buft_buffer[be.compute_buft] >= 0) continue;
+    PlannedBuffer pb;
+    pb.name = p.bufts[be.compute_buft].name;
+    pb.buft = be.compute_buft;
+    pb.device = p.bufts[be.compute_buft].device;
+    pb.usage = BufferUsage::kCompute;
+    pb.alignment = p.bufts[be.compute_buft].alignment;
+    buft_buffer[be.compute_buft] = static_cast<int>(out->buffers.size());
+    out->buffers.push_back(pb);
+  }
+  for (Graph* g : {&m.prefill, &m.decode}) STOWAGE_RETURN_IF_ERROR(PlanGraphArenas(*g, p, buft_buffer, &arena_size));
+  for (size_t b = 0; b < p.bufts.size(); ++b)
+    if (buft_buffer[b] >= 0) out->buffers[buft_buffer[b]].size = arena_size[b];
+
+  // Output (logits) buffer on the host: n_vocab floats per output row of a ubatch.
+  PlannedBuffer ob;
+  ob.name = "CPU";
+  ob.buft = 0;
+  for (size_t b = 0; b < p.bufts.size(); ++b)
+    if (p.devices[p.bufts[b].device].type == DeviceKind::kCpu && p.bufts[b].is_default) { ob.buft = static_cast<int>(b); break; }
+  ob.name = p.bufts[ob.buft].name;
+  ob.device = p.bufts[ob.buft].device;
+  ob.usage = BufferUsage::kOutput;
+  ob.size = uint64_t(m.hp.n_vocab) * static_cast<uint64_t>(m.prefill.max_outputs) * sizeof(float);
+  out->buffers.push_back(ob);
+  return Status::Ok();
+}
+
+}  // namespace stowage::planner
