@@ -1,0 +1,130 @@
+#include "stowage/planner/plan_export.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "stowage/plan/plan_generated.h"
+#include "stowage/runtime/model_identity.h"
+
+namespace stowage::planner {
+namespace fb = ::stowage::plan;
+
+namespace {
+
+constexpr uint32_t kSchemaVersion = 1;
+
+fb::DimExpr ToFb(const DimExpr& e) { return fb::DimExpr(e.c, e.tokens, e.kv, e.kv_head, e.outputs); }
+
+flatbuffers::Offset<fb::Graph> SerializeGraph(flatbuffers::FlatBufferBuilder& b, const Graph& g) {
+  std::vector<flatbuffers::Offset<fb::GraphTensor>> tensors;
+  tensors.reserve(g.tensors.size());
+  for (const Tensor& t : g.tensors) {
+    std::vector<fb::DimExpr> ne;
+    for (const auto& d : t.ne) ne.push_back(ToFb(d));
+    std::vector<fb::DimExpr> vnb;
+    if (t.op == GgmlOp::VIEW)
+      for (const auto& d : t.view_nb) vnb.push_back(ToFb(d));
+    const auto voff = ToFb(t.view_offset);
+    tensors.push_back(fb::CreateGraphTensorDirect(
+        b, t.name.c_str(), static_cast<fb::TensorKind>(t.kind), t.global, static_cast<uint32_t>(t.type), &ne,
+        static_cast<uint16_t>(t.op), &t.srcs, &t.iparams, &t.fparams, t.view_src, &voff, vnb.empty() ? nullptr : &vnb,
+        t.buffer, t.offset, t.backend, t.cause.c_str(), t.layer));
+  }
+  std::vector<flatbuffers::Offset<fb::Split>> splits;
+  for (const Split& s : g.splits) {
+    std::vector<flatbuffers::Offset<fb::SplitInput>> inputs;
+    for (const auto& [src, copy] : s.inputs) inputs.push_back(fb::CreateSplitInput(b, src, copy));
+    splits.push_back(fb::CreateSplitDirect(b, s.backend, static_cast<uint32_t>(s.node_begin),
+                                           static_cast<uint32_t>(s.node_end), &inputs));
+  }
+  return fb::CreateGraphDirect(b, g.name.c_str(), g.max_tokens, g.max_kv, g.max_outputs, &tensors, &g.nodes, &g.leafs,
+                               &splits);
+}
+
+}  // namespace
+
+std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, const Placement& p,
+                                   const MemoryPlan& mem, const std::string& flags) {
+  flatbuffers::FlatBufferBuilder b(1 << 16);
+  const ModelIdentity id = ComputeModelIdentity(gguf);
+  std::string name = "";
+  if (auto n = gguf.GetStringOr("general.name", ""); n.ok()) name = *n;
+  uint64_t n_params = 0;
+  for (const auto& g : m.globals)
+    if (g.kind == TensorKind::kWeight && !g.duplicated) n_params += uint64_t(g.ne[0]) * g.ne[1] * g.ne[2] * g.ne[3];
+  auto model = fb::CreateModelIdentityDirect(b, gguf.path().c_str(), id.file_size, id.header_size, id.header_xxh64,
+                                             m.hp.arch.c_str(), name.c_str(), n_params);
+  auto ctx = fb::CreateContextParams(b, m.cfg.n_ctx, m.cfg.n_batch, m.cfg.n_ubatch, static_cast<uint32_t>(m.cfg.type_k),
+                                     static_cast<uint32_t>(m.cfg.type_v), m.cfg.offload_kqv, m.hp.n_layer, m.hp.n_vocab,
+                                     m.hp.n_embd);
+  std::vector<flatbuffers::Offset<fb::Device>> devices;
+  for (const auto& d : p.devices)
+    devices.push_back(fb::CreateDeviceDirect(b, d.name.c_str(), d.description.c_str(), static_cast<fb::DeviceType>(d.type),
+                                             d.manifest_digest.c_str(), d.memory_total, d.memory_free));
+  // Backend -> its compute buffer index.
+  std::vector<flatbuffers::Offset<fb::Backend>> backends;
+  for (const auto& be : p.backends) {
+    int cb = -1;
+    for (size_t i = 0; i < mem.buffers.size(); ++i)
+      if (mem.buffers[i].usage == BufferUsage::kCompute && mem.buffers[i].buft == be.compute_buft) cb = static_cast<int>(i);
+    backends.push_back(fb::CreateBackendDirect(b, be.name.c_str(), be.device, cb));
+  }
+  std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
+  for (const auto& pb : mem.buffers)
+    buffers.push_back(fb::CreateBufferDirect(b, pb.name.c_str(), p.bufts[pb.buft].name.c_str(), pb.device,
+                                             static_cast<fb::BufferUsage>(pb.usage), pb.size, pb.alignment, pb.mapped,
+                                             pb.file_offset, p.bufts[pb.buft].repack.c_str()));
+  std::vector<flatbuffers::Offset<fb::GlobalTensor>> tensors;
+  for (const auto& g : m.globals) {
+    std::vector<int64_t> ne(g.ne, g.ne + 4);
+    tensors.push_back(fb::CreateGlobalTensorDirect(b, g.name.c_str(), static_cast<fb::TensorKind>(g.kind),
+                                                   static_cast<uint32_t>(g.type), &ne, g.buffer, g.offset, g.nbytes,
+                                                   g.gguf_offset, g.layer));
+  }
+  std::vector<flatbuffers::Offset<fb::Graph>> graphs{SerializeGraph(b, m.prefill), SerializeGraph(b, m.decode)};
+  std::vector<flatbuffers::Offset<fb::ExplainRecord>> explain;
+  for (const auto& e : p.explain) {
+    std::vector<flatbuffers::Offset<flatbuffers::String>> rej;
+    for (const auto& r : e.rejected) rej.push_back(b.CreateString(r));
+    explain.push_back(fb::CreateExplainRecordDirect(b, e.subject.c_str(), e.graph.c_str(), e.device.c_str(),
+                                                    e.buft.c_str(), e.rule.c_str(), &rej));
+  }
+  auto plan = fb::CreatePlanDirect(b, kSchemaVersion, "stowage plan-model 0.1", model, ctx, &devices, &backends, &buffers,
+                                   &tensors, &graphs, &explain, flags.c_str());
+  fb::FinishPlanBuffer(b, plan);
+  return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+}
+
+Status WriteFileAtomic(const std::string& path, const std::vector<uint8_t>& bytes) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return IoError(path + ": cannot create temporary file " + tmp + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      const int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return IoError(path + ": write failed: " + std::strerror(e));
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    return IoError(path + ": cannot flush: " + std::strerror(e));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    return IoError(path + ": cannot rename the temporary file into place: " + std::strerror(e));
+  }
+  return Status::Ok();
+}
+
+}  // namespace stowage::planner

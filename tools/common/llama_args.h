@@ -1,0 +1,37 @@
+// llama.cpp-style short options with several letters ("-ngl 99", "-ub 256", "-ctk q8_0") are not
+// accepted by CLI11 2.1 (Debian 12), which allows one-letter short names only. Tools declare the
+// long form with CLI11 and translate the llama.cpp spellings to it before parsing.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace stowage::tools {
+
+/// (llama.cpp short spelling, long option) pairs, e.g. {"-ngl", "--n-gpu-layers"}.
+using OptionAliases = std::vector<std::pair<std::string, std::string>>;
+
+/// Parses argv with `app` after replacing each alias (also in "-ngl=99" form). Returns the exit
+/// code CLI11 asks for (help, error) through `app.exit`, or -1 when parsing succeeded.
+inline int ParseWithAliases(CLI::App& app, int argc, char** argv, const OptionAliases& aliases) {
+  std::vector<std::string> args;
+  for (int i = argc - 1; i >= 1; --i) {  // CLI11 takes the arguments in reverse order
+    std::string a = argv[i];
+    for (const auto& [shortname, longname] : aliases) {
+      if (a == shortname) { a = longname; break; }
+      if (a.rfind(shortname + "=", 0) == 0) { a = longname + a.substr(shortname.size()); break; }
+    }
+    args.push_back(a);
+  }
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return -1;
+}
+
+}  // namespace stowage::tools
