@@ -1,0 +1,199 @@
+#include "pre_tokenizer.h"
+
+#include <functional>
+
+#include "unicode.h"
+
+namespace stowage::tokenizer {
+namespace {
+
+// A word of the text under way: [begin, end) in code points.
+struct Span { size_t begin, end; };
+
+class Text {
+ public:
+  explicit Text(std::string_view utf8) : cps_(DecodeUtf8(utf8)) {
+    flags_.reserve(cps_.size());
+    for (uint32_t cp : cps_) flags_.push_back(FlagsOf(cp));
+  }
+  size_t size() const { return cps_.size(); }
+  const std::vector<uint32_t>& cps() const { return cps_; }
+  // Code point / flags at `pos` of the span ending at `end`; 0 / no flags past it, so that a
+  // match never reaches into the next word (each word is matched as a text of its own).
+  uint32_t cp(size_t pos, size_t end) const { return pos < end ? cps_[pos] : 0xFFFFFFFF; }
+  CpFlags flags(size_t pos, size_t end) const { return pos < end ? flags_[pos] : CpFlags{}; }
+
+ private:
+  std::vector<uint32_t> cps_;
+  std::vector<CpFlags> flags_;
+};
+
+// A matcher returns the length of the match that starts at `pos` (0: no match there).
+using Matcher = std::function<size_t(const Text&, size_t pos, size_t end)>;
+
+bool IsOther(CpFlags f) { return !f.whitespace() && !f.letter() && !f.number() && f.defined(); }
+
+bool IsCrLf(uint32_t c) { return c == '\r' || c == '\n'; }
+
+size_t RunWhile(const Text& t, size_t pos, size_t end, bool (*pred)(CpFlags)) {
+  size_t p = pos;
+  while (p < end && pred(t.flags(p, end))) ++p;
+  return p - pos;
+}
+
+bool IsLetter(CpFlags f) { return f.letter(); }
+bool IsNumber(CpFlags f) { return f.number(); }
+bool IsSpace(CpFlags f) { return f.whitespace(); }
+
+// 's|'t|'re|'ve|'m|'ll|'d ; `fold` makes the letters case-insensitive (ASCII: [sS] ...).
+size_t MatchContraction(const Text& t, size_t pos, size_t end, bool fold) {
+  if (t.cp(pos, end) != '\'') return 0;
+  auto lower = [&](size_t p) {
+    uint32_t c = t.cp(p, end);
+    return (fold && c >= 'A' && c <= 'Z') ? c + 32 : c;
+  };
+  const uint32_t a = lower(pos + 1);
+  if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+  const uint32_t b = lower(pos + 2);
+  if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
+  return 0;
+}
+
+// \s+(?!\S) then, when `plain_fallback`, \s+ : a whitespace run keeps its last character for the
+// next word unless the run ends the text.
+size_t MatchTrailingSpace(const Text& t, size_t pos, size_t end, bool plain_fallback) {
+  const size_t n = RunWhile(t, pos, end, IsSpace);
+  if (n == 0) return 0;
+  if (pos + n == end) return n;
+  if (n >= 2) return n - 1;
+  return plain_fallback ? n : 0;
+}
+
+// GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)
+size_t MatchGpt2(const Text& t, size_t pos, size_t end) {
+  if (size_t n = MatchContraction(t, pos, end, false)) return n;
+  const size_t lead = t.cp(pos, end) == ' ' ? 1 : 0;
+  const CpFlags f = t.flags(pos + lead, end);
+  if (f.letter()) return lead + RunWhile(t, pos + lead, end, IsLetter);
+  if (f.number()) return lead + RunWhile(t, pos + lead, end, IsNumber);
+  if (IsOther(f)) return lead + RunWhile(t, pos + lead, end, IsOther);
+  return MatchTrailingSpace(t, pos, end, false);
+}
+
+// Llama 3 / Qwen2 family; `max_digits` is 3 for \p{N}{1,3} and 1 for \p{N}.
+size_t MatchLlama3(const Text& t, size_t pos, size_t end, size_t max_digits) {
+  if (size_t n = MatchContraction(t, pos, end, true)) return n;
+  const uint32_t c = t.cp(pos, end);
+  const CpFlags f = t.flags(pos, end);
+  // [^\r\n\p{L}\p{N}]?\p{L}+
+  if (f.letter()) return RunWhile(t, pos, end, IsLetter);
+  if (!IsCrLf(c) && !f.number() && t.flags(pos + 1, end).letter()) {
+    return 1 + RunWhile(t, pos + 1, end, IsLetter);
+  }
+  // \p{N}{1,max}
+  if (f.number()) return std::min(max_digits, RunWhile(t, pos, end, IsNumber));
+  // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+  const size_t lead = c == ' ' ? 1 : 0;
+  if (IsOther(t.flags(pos + lead, end))) {
+    size_t p = pos + lead + RunWhile(t, pos + lead, end, IsOther);
+    while (IsCrLf(t.cp(p, end))) ++p;
+    return p - pos;
+  }
+  // \s*[\r\n]+ : the whitespace run up to its last CR/LF.
+  const size_t n = RunWhile(t, pos, end, IsSpace);
+  for (size_t k = n; k > 0; --k) {
+    if (IsCrLf(t.cp(pos + k - 1, end))) return k;
+  }
+  // \s+(?!\S) | \s+
+  return MatchTrailingSpace(t, pos, end, true);
+}
+
+// One or more code points of a class: [class]+ (or exactly one when `single`).
+Matcher ClassRun(std::function<bool(uint32_t, CpFlags)> in_class, bool single) {
+  return [in_class, single](const Text& t, size_t pos, size_t end) -> size_t {
+    size_t p = pos;
+    while (p < end && in_class(t.cp(p, end), t.flags(p, end))) {
+      ++p;
+      if (single) break;
+    }
+    return p - pos;
+  };
+}
+
+// [0-9][0-9][0-9]
+size_t MatchThreeDigits(const Text& t, size_t pos, size_t end) {
+  for (size_t k = 0; k < 3; ++k) {
+    const uint32_t c = t.cp(pos + k, end);
+    if (c < '0' || c > '9') return 0;
+  }
+  return 3;
+}
+
+bool IsAsciiIn(uint32_t c, const char* set) {
+  for (const char* s = set; *s; ++s) {
+    if (c == static_cast<uint8_t>(*s)) return true;
+  }
+  return false;
+}
+
+std::vector<Matcher> MatchersFor(PreTokenizer type) {
+  const Matcher gpt2 = MatchGpt2;
+  const Matcher digit = ClassRun([](uint32_t, CpFlags f) { return f.number(); }, true);
+  switch (type) {
+    case PreTokenizer::kGpt2:
+      return {gpt2};
+    case PreTokenizer::kLlama3:
+      return {[](const Text& t, size_t p, size_t e) { return MatchLlama3(t, p, e, 3); }};
+    case PreTokenizer::kQwen2:
+      return {[](const Text& t, size_t p, size_t e) { return MatchLlama3(t, p, e, 1); }};
+    case PreTokenizer::kStarcoder:
+      return {digit, gpt2};
+    case PreTokenizer::kFalcon:
+      return {ClassRun([](uint32_t c, CpFlags f) { return f.punctuation() || IsAsciiIn(c, "$+<=>^~|`"); },
+                       false),
+              gpt2, MatchThreeDigits};
+    case PreTokenizer::kDefault:
+      break;
+  }
+  return {ClassRun([](uint32_t c, CpFlags f) { return f.punctuation() || IsAsciiIn(c, "$+<=>^~|"); }, false),
+          gpt2, ClassRun([](uint32_t, CpFlags f) { return f.number(); }, false), MatchThreeDigits};
+}
+
+}  // namespace
+
+std::vector<std::string> PreTokenize(std::string_view text, PreTokenizer type) {
+  const Text t(text);
+  std::vector<Span> words;
+  if (t.size() > 0) words.push_back({0, t.size()});
+  for (const Matcher& match : MatchersFor(type)) {
+    std::vector<Span> next;
+    next.reserve(words.size() * 2);
+    for (const Span& w : words) {
+      size_t gap = w.begin;  // start of text not covered by a match yet
+      size_t pos = w.begin;
+      while (pos < w.end) {
+        const size_t n = match(t, pos, w.end);
+        if (n == 0) {
+          ++pos;
+          continue;
+        }
+        if (gap < pos) next.push_back({gap, pos});
+        next.push_back({pos, pos + n});
+        pos += n;
+        gap = pos;
+      }
+      if (gap < w.end) next.push_back({gap, w.end});
+    }
+    words = std::move(next);
+  }
+  std::vector<std::string> out;
+  out.reserve(words.size());
+  for (const Span& w : words) {
+    std::string s;
+    for (size_t i = w.begin; i < w.end; ++i) AppendUtf8(t.cps()[i], s);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace stowage::tokenizer

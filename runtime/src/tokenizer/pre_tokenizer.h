@@ -1,0 +1,29 @@
+// BPE pre-tokenizer (internal): splits text into words before the merges run, as the regexes of
+// the model's tokenizer.json do. Each regex of llama.cpp's list for a `tokenizer.ggml.pre` value
+// (llama.cpp llm_tokenizer_bpe) is implemented as a hand-written matcher with the semantics of an
+// ECMAScript/PCRE match (leftmost alternative, greedy quantifiers); a list of regexes is applied
+// in order, each one to every word the previous one produced, and the text between two matches
+// becomes a word of its own (like llama.cpp unicode_regex_split).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stowage::tokenizer {
+
+/// The regex lists (by llama.cpp's LLAMA_VOCAB_PRE_TYPE_* name).
+enum class PreTokenizer {
+  kDefault,    ///< [\p{P}\$\+<=>\^~\|]+ , GPT-2 , \p{N}+ , [0-9][0-9][0-9]
+  kGpt2,       ///< 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)
+  kLlama3,     ///< (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+  kQwen2,      ///< as kLlama3 with \p{N} (one digit per word)
+  kStarcoder,  ///< \p{N} , GPT-2
+  kFalcon,     ///< [\p{P}\$\+<=>\^~\|`]+ , GPT-2 , [0-9][0-9][0-9]
+};
+
+/// Splits UTF-8 `text` into words (UTF-8, concatenating to `text` up to invalid bytes, which
+/// become U+FFFD).
+std::vector<std::string> PreTokenize(std::string_view text, PreTokenizer type);
+
+}  // namespace stowage::tokenizer

@@ -1,0 +1,311 @@
+// Tokenizer on small hand-made vocabularies (GGUF built in memory): the algorithms' rules and the
+// errors of FromGguf on bad metadata.
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "stowage/runtime/tokenizer.h"
+
+namespace stowage {
+namespace {
+
+// Writes a tensor-less GGUF v3 file with the given metadata.
+class GgufBuilder {
+ public:
+  GgufBuilder& Str(const std::string& key, const std::string& value) {
+    Key(key, GgufValueType::STRING);
+    PutStr(value);
+    return *this;
+  }
+  GgufBuilder& U32(const std::string& key, uint32_t value) {
+    Key(key, GgufValueType::UINT32);
+    Put(value);
+    return *this;
+  }
+  GgufBuilder& Bool(const std::string& key, bool value) {
+    Key(key, GgufValueType::BOOL);
+    Put(static_cast<uint8_t>(value));
+    return *this;
+  }
+  GgufBuilder& StrArray(const std::string& key, const std::vector<std::string>& values) {
+    Key(key, GgufValueType::ARRAY);
+    Put(static_cast<uint32_t>(GgufValueType::STRING));
+    Put(static_cast<uint64_t>(values.size()));
+    for (const auto& v : values) PutStr(v);
+    return *this;
+  }
+  GgufBuilder& F32Array(const std::string& key, const std::vector<float>& values) {
+    Key(key, GgufValueType::ARRAY);
+    Put(static_cast<uint32_t>(GgufValueType::FLOAT32));
+    Put(static_cast<uint64_t>(values.size()));
+    for (float v : values) Put(v);
+    return *this;
+  }
+  GgufBuilder& I32Array(const std::string& key, const std::vector<int32_t>& values) {
+    Key(key, GgufValueType::ARRAY);
+    Put(static_cast<uint32_t>(GgufValueType::INT32));
+    Put(static_cast<uint64_t>(values.size()));
+    for (int32_t v : values) Put(v);
+    return *this;
+  }
+
+  Result<Tokenizer> Build() {
+    std::vector<uint8_t> file;
+    auto put = [&](const void* p, size_t n) {
+      file.insert(file.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+    };
+    put("GGUF", 4);
+    const uint32_t version = 3;
+    const uint64_t n_tensors = 0;
+    put(&version, 4);
+    put(&n_tensors, 8);
+    put(&n_kv_, 8);
+    file.insert(file.end(), body_.begin(), body_.end());
+    while (file.size() % 32 != 0) file.push_back(0);
+    bytes_ = std::move(file);
+    auto g = GgufFile::Parse(bytes_.data(), bytes_.size(), "test.gguf");
+    if (!g.ok()) return g.status();
+    return Tokenizer::FromGguf(**g);
+  }
+
+ private:
+  template <typename T>
+  void Put(T v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    body_.insert(body_.end(), p, p + sizeof(T));
+  }
+  void PutStr(const std::string& s) {
+    Put(static_cast<uint64_t>(s.size()));
+    body_.insert(body_.end(), s.begin(), s.end());
+  }
+  void Key(const std::string& key, GgufValueType type) {
+    PutStr(key);
+    Put(static_cast<uint32_t>(type));
+    ++n_kv_;
+  }
+  std::vector<uint8_t> body_;
+  std::vector<uint8_t> bytes_;
+  uint64_t n_kv_ = 0;
+};
+
+// A small SPM vocabulary: <unk> <s> </s>, the 256 byte tokens, then pieces with scores.
+GgufBuilder SpmVocab(const std::vector<std::pair<std::string, float>>& pieces) {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<float> scores = {0, 0, 0};
+  std::vector<int32_t> types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    tokens.push_back(name);
+    scores.push_back(0);
+    types.push_back(6);
+  }
+  for (const auto& [text, score] : pieces) {
+    tokens.push_back(text);
+    scores.push_back(score);
+    types.push_back(1);
+  }
+  GgufBuilder b;
+  b.Str("tokenizer.ggml.model", "llama").StrArray("tokenizer.ggml.tokens", tokens)
+      .F32Array("tokenizer.ggml.scores", scores).I32Array("tokenizer.ggml.token_type", types);
+  return b;
+}
+
+constexpr int32_t kFirstPiece = 3 + 256;
+
+TEST(Spm, MergesByScoreAndFallsBackToBytes) {
+  // "▁ab" can be built as ("▁a" + "b") or ("▁" + "ab"); the higher-scored bigram merges first.
+  auto tok = SpmVocab({{"\xE2\x96\x81", -1}, {"a", -1}, {"b", -1}, {"\xE2\x96\x81" "a", -2},
+                       {"ab", -0.5f}, {"\xE2\x96\x81" "ab", -3}})
+                 .Build();
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_EQ(tok->Tokenize("ab", false, false), (std::vector<int32_t>{kFirstPiece + 5}));
+  // "c" is no token: its byte token <0x63> = id 3 + 0x63.
+  EXPECT_EQ(tok->Tokenize("abc", false, false), (std::vector<int32_t>{kFirstPiece + 5, 3 + 0x63}));
+  // Multi-byte characters fall back to one byte token per UTF-8 byte.
+  EXPECT_EQ(tok->Tokenize("\xC3\xA9", false, false),
+            (std::vector<int32_t>{kFirstPiece + 0, 3 + 0xC3, 3 + 0xA9}));
+  EXPECT_EQ(tok->Tokenize("ab", true, false), (std::vector<int32_t>{1, kFirstPiece + 5}));
+  EXPECT_EQ(tok->TokenToPiece(kFirstPiece + 5), " ab");
+  EXPECT_EQ(tok->TokenToPiece(3 + 0x0A), "\n");
+  // llama.cpp keeps the leading space when it removes the BOS (detokenize: remove_space = false).
+  EXPECT_EQ(tok->Detokenize({1, kFirstPiece + 5, 3 + 0x63}, true), " abc");
+  EXPECT_EQ(tok->Detokenize({kFirstPiece + 5, 3 + 0x63}, true), "abc");
+  EXPECT_EQ(tok->Detokenize({1, kFirstPiece + 5, 3 + 0x63}, false), " abc");  // <s> renders as ""
+  EXPECT_EQ(tok->Detokenize({1, kFirstPiece + 5}, false, true), "<s> ab");
+  EXPECT_EQ(tok->TokenToPiece(1), "<s>");
+  EXPECT_EQ(tok->TokenToPiece(1, false), "");
+  EXPECT_EQ(tok->TokenToPiece(-1), "");
+  EXPECT_EQ(tok->TokenToPiece(tok->n_vocab()), "");
+}
+
+TEST(Spm, AddSpacePrefixCanBeTurnedOff) {
+  auto b = SpmVocab({{"\xE2\x96\x81", -1}, {"a", -1}, {"\xE2\x96\x81" "a", -2}});
+  b.Bool("tokenizer.ggml.add_space_prefix", false);
+  auto tok = b.Build();
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_EQ(tok->Tokenize("a", false, false), (std::vector<int32_t>{kFirstPiece + 1}));
+  EXPECT_EQ(tok->Tokenize(" a", false, false), (std::vector<int32_t>{kFirstPiece + 2}));
+}
+
+GgufBuilder BpeVocab(const std::string& pre) {
+  // Byte-level BPE over "hello world" pieces: "Ġ" is the GPT-2 code point of ' '.
+  std::vector<std::string> tokens = {"h", "e", "l", "o", "w", "r", "d", "\xC4\xA0", "he", "ll", "llo",
+                                     "hello", "\xC4\xA0w", "or", "\xC4\xA0wor", "\xC4\xA0world", "1", "2",
+                                     "3", "12", "123", "<|end|>"};
+  std::vector<int32_t> types(tokens.size(), 1);
+  types.back() = 3;
+  GgufBuilder b;
+  b.Str("tokenizer.ggml.model", "gpt2").StrArray("tokenizer.ggml.tokens", tokens)
+      .I32Array("tokenizer.ggml.token_type", types)
+      .StrArray("tokenizer.ggml.merges", {"h e", "l l", "ll o", "he llo", "\xC4\xA0 w", "o r", "\xC4\xA0w or",
+                                          "\xC4\xA0wor l", "1 2", "12 3"})
+      .U32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(tokens.size() - 1));
+  if (!pre.empty()) b.Str("tokenizer.ggml.pre", pre);
+  return b;
+}
+
+TEST(Bpe, MergesByRank) {
+  auto tok = BpeVocab("gpt-2").Build();
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  // "Ġworld" needs "Ġwor"+"l" then +"d", but only "Ġwor l" is a merge: "Ġworl" is no token, so
+  // its bytes are looked up one by one and dropped when they are no token (llama.cpp).
+  const auto ids = tok->Tokenize("hello world", false, false);
+  ASSERT_GE(ids.size(), 1u);
+  EXPECT_EQ(ids[0], 11);  // "hello"
+  EXPECT_EQ(tok->TokenToPiece(11), "hello");
+  EXPECT_EQ(tok->TokenToPiece(15), " world");
+  EXPECT_EQ(tok->TokenToPiece(21), "<|end|>");
+  EXPECT_TRUE(tok->IsEog(21));
+}
+
+TEST(Bpe, PreTokenizersSplitDigitsDifferently) {
+  auto gpt2 = BpeVocab("gpt-2").Build();
+  auto qwen2 = BpeVocab("qwen2").Build();
+  auto llama3 = BpeVocab("llama-bpe").Build();
+  ASSERT_TRUE(gpt2.ok() && qwen2.ok() && llama3.ok());
+  EXPECT_EQ(gpt2->Tokenize("123", false, false), (std::vector<int32_t>{20}));        // \p{N}+
+  EXPECT_EQ(llama3->Tokenize("123", false, false), (std::vector<int32_t>{20}));      // \p{N}{1,3}
+  EXPECT_EQ(qwen2->Tokenize("123", false, false), (std::vector<int32_t>{16, 17, 18}));  // \p{N}
+  EXPECT_TRUE(llama3->add_bos());
+  EXPECT_FALSE(gpt2->add_bos());
+}
+
+TEST(Bpe, ParseSpecial) {
+  auto tok = BpeVocab("gpt-2").Build();
+  ASSERT_TRUE(tok.ok());
+  EXPECT_EQ(tok->Tokenize("hello<|end|>", false, true), (std::vector<int32_t>{11, 21}));
+  const auto plain = tok->Tokenize("hello<|end|>", false, false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 21), 0);
+}
+
+TEST(Wpm, GreedyLongestMatchAndUnknown) {
+  std::vector<std::string> tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "\xE2\x96\x81" "hello",
+                                     "\xE2\x96\x81" "he", "llo", "\xE2\x96\x81" "!", "\xE2\x96\x81" "cafe"};
+  std::vector<int32_t> types = {3, 3, 3, 3, 3, 1, 1, 1, 1, 1};
+  GgufBuilder b;
+  b.Str("tokenizer.ggml.model", "bert").StrArray("tokenizer.ggml.tokens", tokens)
+      .I32Array("tokenizer.ggml.token_type", types).U32("tokenizer.ggml.unknown_token_id", 1)
+      .U32("tokenizer.ggml.cls_token_id", 2).U32("tokenizer.ggml.bos_token_id", 2)
+      .U32("tokenizer.ggml.seperator_token_id", 3).U32("tokenizer.ggml.padding_token_id", 0);
+  auto tok = b.Build();
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  // Lowercased; "!" is a word of its own; "Café" loses its accent; "xyz" is [UNK].
+  EXPECT_EQ(tok->Tokenize("HELLO! Caf\xC3\xA9 xyz", false, false), (std::vector<int32_t>{5, 8, 9, 1}));
+  EXPECT_EQ(tok->Tokenize("hello", true, false), (std::vector<int32_t>{2, 5, 3}));
+}
+
+TEST(FromGguf, Errors) {
+  {
+    GgufBuilder b;
+    b.Str("tokenizer.ggml.model", "llama");
+    auto r = b.Build();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+    EXPECT_NE(r.status().message().find("tokenizer.ggml.tokens"), std::string::npos) << r.status().message();
+  }
+  {
+    GgufBuilder b;
+    b.Str("tokenizer.ggml.model", "t5").StrArray("tokenizer.ggml.tokens", {"a"});
+    auto r = b.Build();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+    EXPECT_NE(r.status().message().find("'t5'"), std::string::npos) << r.status().message();
+  }
+  {
+    auto r = BpeVocab("no-such-pre").Build();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+    EXPECT_NE(r.status().message().find("test.gguf: tokenizer.ggml.pre"), std::string::npos) << r.status().message();
+  }
+  {
+    GgufBuilder b;
+    b.Str("tokenizer.ggml.model", "gpt2").StrArray("tokenizer.ggml.tokens", {"a", "b"});
+    auto r = b.Build();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+    EXPECT_NE(r.status().message().find("tokenizer.ggml.merges"), std::string::npos) << r.status().message();
+  }
+  {
+    GgufBuilder b;
+    b.Str("tokenizer.ggml.model", "llama").StrArray("tokenizer.ggml.tokens", {"a", "b", "a"});
+    auto r = b.Build();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("duplicate token 'a'"), std::string::npos) << r.status().message();
+  }
+  {
+    GgufBuilder b;
+    b.Str("tokenizer.ggml.model", "llama").StrArray("tokenizer.ggml.tokens", {"a", "b", "c"})
+        .F32Array("tokenizer.ggml.scores", {0.0f});
+    auto r = b.Build();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("tokenizer.ggml.scores"), std::string::npos) << r.status().message();
+  }
+  {
+    // SPM adds BOS by default, but a 1-token vocabulary has no id 1 for it.
+    GgufBuilder b;
+    b.Str("tokenizer.ggml.model", "llama").StrArray("tokenizer.ggml.tokens", {"a"});
+    auto r = b.Build();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("add_bos_token"), std::string::npos) << r.status().message();
+  }
+  {
+    GgufBuilder b;
+    b.Str("tokenizer.ggml.model", "llama").StrArray("tokenizer.ggml.tokens", {"a", "b", "c"})
+        .Str("tokenizer.ggml.bos_token_id", "one");
+    auto r = b.Build();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("bos_token_id"), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(FromGguf, OutOfRangeSpecialIdKeepsDefault) {
+  auto b = SpmVocab({{"a", -1}});
+  b.U32("tokenizer.ggml.bos_token_id", 4294967295u).U32("tokenizer.ggml.padding_token_id", 4294967295u);
+  auto tok = b.Build();
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_EQ(tok->bos(), 1);
+  EXPECT_EQ(tok->pad(), kTokenNull);
+}
+
+TEST(Tokenize, InvalidUtf8DoesNotCrash) {
+  auto tok = BpeVocab("llama-bpe").Build();
+  ASSERT_TRUE(tok.ok());
+  const std::string bad = std::string("he\xFF\xC3llo\xE2\x82", 9);
+  const auto ids = tok->Tokenize(bad, true, true);
+  for (int32_t id : ids) EXPECT_TRUE(id >= 0 && id < tok->n_vocab());
+  auto spm = SpmVocab({{"\xE2\x96\x81", -1}, {"a", -1}}).Build();
+  ASSERT_TRUE(spm.ok());
+  const auto ids2 = spm->Tokenize(bad, false, false);
+  EXPECT_FALSE(ids2.empty());
+  std::string back;
+  for (int32_t id : ids2) back += spm->TokenToPiece(id);
+  EXPECT_EQ(back, " " + bad);  // byte fallback keeps every byte
+}
+
+}  // namespace
+}  // namespace stowage
