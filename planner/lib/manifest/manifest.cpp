@@ -52,7 +52,7 @@ bool DeviceCaps::operator==(const DeviceCaps& o) const {
 
 bool TensorConstraint::Matches(const TensorDesc* t) const {
   if (!present) return t == nullptr;
-  if (t == nullptr) return false;
+  if (t == nullptr) return optional;
   if (!types.empty() && std::find(types.begin(), types.end(), t->type) == types.end()) return false;
   if (contiguous && *contiguous != t->contiguous) return false;
   if (host && *host == t->InNonHostBuffer()) return false;
@@ -67,7 +67,7 @@ bool TensorConstraint::Matches(const TensorDesc* t) const {
 }
 
 bool TensorConstraint::operator==(const TensorConstraint& o) const {
-  return present == o.present && types == o.types && contiguous == o.contiguous && host == o.host &&
+  return present == o.present && optional == o.optional && types == o.types && contiguous == o.contiguous && host == o.host &&
          buft == o.buft && max_dims == o.max_dims && min_ne == o.min_ne && max_ne == o.max_ne &&
          ne_multiple_of == o.ne_multiple_of;
 }

@@ -127,9 +127,9 @@ class Reader {
   }
 
   bool Constraint(const json& j, const std::string& p, TensorConstraint* c) {
-    if (!Object(j, p, {"present", "types", "contiguous", "host", "buft", "max_dims", "min_ne", "max_ne", "ne_multiple_of"}))
+    if (!Object(j, p, {"present", "optional", "types", "contiguous", "host", "buft", "max_dims", "min_ne", "max_ne", "ne_multiple_of"}))
       return false;
-    if (!Bool(j, p, "present", false, &c->present)) return false;
+    if (!Bool(j, p, "present", false, &c->present) || !Bool(j, p, "optional", false, &c->optional)) return false;
     if (auto it = j.find("types"); it != j.end() && !Types(*it, Sub(p, "types"), &c->types)) return false;
     if (!OptBool(j, p, "contiguous", &c->contiguous) || !OptBool(j, p, "host", &c->host)) return false;
     std::string buft;
@@ -371,6 +371,7 @@ json ConstraintJson(const TensorConstraint& c) {
     j["present"] = false;
     return j;
   }
+  if (c.optional) j["optional"] = true;
   if (!c.types.empty()) {
     json t = json::array();
     for (GgmlType ty : c.types) t.push_back(GgmlTypeName(ty));

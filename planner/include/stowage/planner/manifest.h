@@ -148,6 +148,8 @@ struct TensorConstraint {
   /// The tensor must exist (default). With `present == false` the rule matches only when the source
   /// is absent and every other field is ignored.
   bool present = true;
+  /// The source may be absent (ROPE's freq factors); when present, the other fields apply.
+  bool optional = false;
   std::vector<GgmlType> types;      ///< allowed types; empty = any
   std::optional<bool> contiguous;   ///< required ggml_is_contiguous value
   /// true: not in a non-host buffer (unallocated or host buft); false: in a non-host buffer.

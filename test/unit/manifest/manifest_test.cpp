@@ -1,0 +1,246 @@
+// Manifest parsing: every shipped and test manifest parses and round-trips; each kind of bad
+// manifest is rejected with file, JSON path and expectation.
+#include <dirent.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "stowage/planner/manifest.h"
+
+namespace stowage::planner {
+namespace {
+
+std::vector<std::string> JsonFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string f = e->d_name;
+      if (f.size() > 5 && f.substr(f.size() - 5) == ".json") out.push_back(dir + "/" + f);
+    }
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(GgmlOp, NamesRoundTrip) {
+  for (size_t i = 0; i < kGgmlOpCount; ++i) {
+    auto op = static_cast<GgmlOp>(i);
+    auto parsed = ParseGgmlOp(GgmlOpName(op));
+    ASSERT_TRUE(parsed.ok()) << GgmlOpName(op);
+    EXPECT_EQ(*parsed, op);
+  }
+  EXPECT_EQ(*ParseGgmlOp("mul_mat"), GgmlOp::MUL_MAT);
+  EXPECT_EQ(*ParseGgmlOp("SwiGlu"), GgmlOp::SWIGLU);
+  EXPECT_STREQ(GgmlOpName(GgmlOp::SSM_SCAN), "SSM_SCAN");
+  auto bad = ParseGgmlOp("MULMAT");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "unknown ggml op 'MULMAT'");
+  EXPECT_TRUE(IsUnaryOp(GgmlOp::SILU));
+  EXPECT_FALSE(IsUnaryOp(GgmlOp::SWIGLU));
+  EXPECT_TRUE(IsGluOp(GgmlOp::SWIGLU));
+  EXPECT_TRUE(IsViewOrNoneOp(GgmlOp::PERMUTE));
+  EXPECT_FALSE(IsViewOrNoneOp(GgmlOp::CPY));
+}
+
+TEST(GgmlOp, BatchSizeFollowsGgmlCuda) {
+  OpQuery q;
+  q.dst.ne = {256, 7, 5, 1};
+  q.op = GgmlOp::GET_ROWS;
+  EXPECT_EQ(OpBatchSize(q), 0);
+  q.op = GgmlOp::MUL_MAT;
+  EXPECT_EQ(OpBatchSize(q), 7);
+  q.op = GgmlOp::ROPE;
+  EXPECT_EQ(OpBatchSize(q), 5);
+  q.op = GgmlOp::MUL_MAT_ID;
+  EXPECT_EQ(OpBatchSize(q), 5);
+  q.op = GgmlOp::ADD;
+  EXPECT_EQ(OpBatchSize(q), 35);
+}
+
+TEST(GgmlOp, VecDotType) {
+  EXPECT_EQ(VecDotType(GgmlType::Q4_0), GgmlType::Q8_0);
+  EXPECT_EQ(VecDotType(GgmlType::Q4_1), GgmlType::Q8_1);
+  EXPECT_EQ(VecDotType(GgmlType::Q6_K), GgmlType::Q8_K);
+  EXPECT_EQ(VecDotType(GgmlType::F16), GgmlType::F16);
+}
+
+void ExpectAllParseAndRoundTrip(const std::string& dir, size_t min_count) {
+  auto files = JsonFiles(dir);
+  ASSERT_GE(files.size(), min_count) << dir;
+  for (const auto& f : files) {
+    auto m = LoadManifestFile(f);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    std::string text = SerializeManifest(*m);
+    auto again = ParseManifest(text, f + " (reserialized)");
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_TRUE(*again == *m) << f << " does not round-trip:\n" << text;
+    EXPECT_EQ(SerializeManifest(*again), text) << f;
+  }
+}
+
+TEST(Manifest, ShippedRegistryParsesAndRoundTrips) {
+  ExpectAllParseAndRoundTrip(STOWAGE_SHIPPED_REGISTRY_DIR, 8);
+}
+
+TEST(Manifest, TestInputsParseAndRoundTrip) { ExpectAllParseAndRoundTrip(STOWAGE_TEST_MANIFESTS_DIR, 6); }
+
+TEST(Manifest, ShippedFiguresHaveSources) {
+  for (const auto& f : JsonFiles(STOWAGE_SHIPPED_REGISTRY_DIR)) {
+    auto m = LoadManifestFile(f);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    const Performance& p = m->performance;
+    EXPECT_TRUE(p.memory_bandwidth || p.host_link_bandwidth) << f << ": no bandwidth figure";
+    if (p.memory_bandwidth) EXPECT_FALSE(p.memory_bandwidth->source.empty());
+    for (const auto& [k, fig] : p.peak_flops) EXPECT_GT(fig.source.size(), 10u) << f << " " << k;
+  }
+}
+
+TEST(Manifest, H200Fields) {
+  auto m = LoadManifestFile(std::string(STOWAGE_SHIPPED_REGISTRY_DIR) + "/h200.json");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->type, DeviceType::kGpu);
+  EXPECT_EQ(m->backend, "CUDA");
+  EXPECT_EQ(m->memory_total, 141ull << 30);
+  EXPECT_TRUE(m->caps.async);
+  EXPECT_TRUE(m->caps.host_buffer);
+  ASSERT_TRUE(m->host_buft.has_value());
+  EXPECT_EQ(m->host_buft->name, "CUDA_Host");
+  EXPECT_EQ(m->default_buft.alignment, 128u);
+  ASSERT_TRUE(m->offload_op.has_value());
+  EXPECT_EQ(m->offload_op->min_batch, 32);
+  EXPECT_DOUBLE_EQ(m->performance.memory_bandwidth->value, 4.8e12);
+  EXPECT_TRUE(m->IsIndexed());
+  DeviceManifest d1 = m->WithIndex(1);
+  EXPECT_EQ(d1.name, "CUDA1");
+  EXPECT_EQ(d1.default_buft.name, "CUDA1");
+  EXPECT_EQ(d1.split_buft->name, "CUDA1_Split");
+  EXPECT_EQ(d1.host_buft->name, "CUDA_Host");
+}
+
+// ---- bad manifests ----------------------------------------------------------------------------
+
+const char* kMinimal = R"({
+  "manifest_version": 1, "backend": "RPC", "name": "RPC[x]", "description": "d", "type": "GPU",
+  "memory": {"total": 1000, "free": 500},
+  "caps": {"async": false, "host_buffer": false, "buffer_from_host_ptr": false, "events": false},
+  "buffer_types": {"default": {"name": "RPC[x]", "alignment": 32, "is_host": false}},
+  "op_support": {"default": "supported"}
+})";
+
+std::string Replace(std::string s, const std::string& from, const std::string& to) {
+  auto pos = s.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  if (pos != std::string::npos) s.replace(pos, from.size(), to);
+  return s;
+}
+
+std::string ErrorOf(const std::string& text) {
+  auto m = ParseManifest(text, "bad.json");
+  if (m.ok()) return "(parsed)";
+  return m.status().message();
+}
+
+TEST(ManifestErrors, MinimalIsValid) {
+  auto m = ParseManifest(kMinimal, "min.json");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->memory_reserve, 0u);
+  EXPECT_FALSE(m->offload_op.has_value());
+  EXPECT_TRUE(m->op_support.default_supported);
+}
+
+TEST(ManifestErrors, Syntax) {
+  auto m = ParseManifest("{\"manifest_version\": 1,,}", "bad.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(m.status().message().find("bad.json: byte 24: JSON syntax error"), std::string::npos) << m.status().message();
+  EXPECT_EQ(m.status().message().find('\n'), std::string::npos);
+}
+
+TEST(ManifestErrors, UnknownKeys) {
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"free\": 500", "\"fre\": 500")),
+            "bad.json: $.memory: unknown key 'fre' (expected one of: total, free, reserve)");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"type\": \"GPU\"", "\"type\": \"GPU\", \"colour\": 1")).substr(0, 36),
+            "bad.json: $: unknown key 'colour' (e");
+  // supports_op is only allowed on extra buffer types.
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"is_host\": false}}", "\"is_host\": false, \"supports_op\": []}}")),
+            "bad.json: $.buffer_types.default: unknown key 'supports_op' (expected one of: name, alignment, max_size, is_host, note)");
+}
+
+TEST(ManifestErrors, MissingFields) {
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"type\": \"GPU\",", "")),
+            "bad.json: $: missing required field 'type' (CPU | GPU | ACCEL)");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"events\": false", "\"event\": false")),
+            "bad.json: $.caps: unknown key 'event' (expected one of: async, host_buffer, buffer_from_host_ptr, events)");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"alignment\": 32, ", "")),
+            "bad.json: $.buffer_types.default: missing required field 'alignment' (bytes)");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"manifest_version\": 1, ", "")),
+            "bad.json: $: missing required field 'manifest_version' (format version)");
+}
+
+TEST(ManifestErrors, WrongTypes) {
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"free\": 500", "\"free\": \"500\"")),
+            "bad.json: $.memory.free: expected an unsigned integer (bytes), got string");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"async\": false", "\"async\": 0")),
+            "bad.json: $.caps.async: expected true or false, got number");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"total\": 1000", "\"total\": 1e3")),
+            "bad.json: $.memory.total: expected an unsigned integer (bytes), got number");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"default\": \"supported\"}", "\"default\": \"supported\", \"rules\": {}}")),
+            "bad.json: $.op_support.rules: expected an array of rules, got object");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"type\": \"GPU\"", "\"type\": \"NPU\"")),
+            "bad.json: $.type: expected CPU, GPU or ACCEL, got \"NPU\"");
+}
+
+TEST(ManifestErrors, OutOfRange) {
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"free\": 500", "\"free\": 2000")),
+            "bad.json: $.memory.free: 2000 is out of range (must be <= memory.total = 1000)");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"free\": 500", "\"free\": -5")),
+            "bad.json: $.memory.free: -5 is out of range (expected bytes, >= 0)");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"alignment\": 32", "\"alignment\": 48")),
+            "bad.json: $.buffer_types.default.alignment: 48 is out of range (must be a power of two)");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"manifest_version\": 1", "\"manifest_version\": 7")),
+            "bad.json: $.manifest_version: unsupported version 7 (this build reads 1)");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"op_support\": {\"default\": \"supported\"}",
+                            "\"op_support\": {\"default\": \"supported\"}, \"offload_op\": {\"min_batch\": 0}")),
+            "bad.json: $.offload_op.min_batch: 0 is out of range (must be 1..2^30)");
+}
+
+TEST(ManifestErrors, RuleContents) {
+  auto with_rules = [](const std::string& rules) {
+    return Replace(kMinimal, "\"default\": \"supported\"}", "\"default\": \"supported\", \"rules\": " + rules + "}");
+  };
+  EXPECT_EQ(ErrorOf(with_rules(R"([{"ops": ["MUL_MAT", "MULMAT"], "supported": true}])")),
+            "bad.json: $.op_support.rules[0].ops[1]: unknown ggml op 'MULMAT'");
+  EXPECT_EQ(ErrorOf(with_rules(R"([{"ops": "*", "supported": true, "src": [null, {"types": ["q4_9"]}]}])")),
+            "bad.json: $.op_support.rules[0].src[1].types[0]: unknown ggml type 'q4_9'");
+  EXPECT_EQ(ErrorOf(with_rules(R"([{"ops": "*"}])")),
+            "bad.json: $.op_support.rules[0]: missing required field 'supported' (true or false)");
+  EXPECT_EQ(ErrorOf(with_rules(R"([{"ops": "*", "supported": true, "dst": {"max_dims": 5}}])")),
+            "bad.json: $.op_support.rules[0].dst.max_dims: 5 is out of range (must be 1..4)");
+  EXPECT_EQ(ErrorOf(with_rules(R"([{"ops": "*", "supported": true, "dst": {"ne_multiple_of": [1, 0]}}])")),
+            "bad.json: $.op_support.rules[0].dst.ne_multiple_of[1]: 0 is out of range (must be >= 1)");
+  EXPECT_EQ(ErrorOf(with_rules(R"([{"ops": "all", "supported": true}])")),
+            "bad.json: $.op_support.rules[0].ops: expected \"*\" or an array of ggml op names, got \"all\"");
+}
+
+TEST(ManifestErrors, Consistency) {
+  // caps.host_buffer must match the presence of a host buffer type.
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"host_buffer\": false", "\"host_buffer\": true")),
+            "bad.json: $.caps.host_buffer: expected false (must match whether buffer_types.host is given)");
+  std::string dup = Replace(kMinimal, "\"is_host\": false}}",
+                            "\"is_host\": false}, \"split\": {\"name\": \"RPC[x]\", \"alignment\": 32, \"is_host\": false}}");
+  EXPECT_EQ(ErrorOf(dup), "bad.json: $.buffer_types.split.name: duplicate buffer type name 'RPC[x]' (also $.buffer_types.default)");
+}
+
+TEST(ManifestErrors, MissingFile) {
+  auto m = LoadManifestFile("/nonexistent/x.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kIoError);
+  EXPECT_EQ(m.status().message(), "/nonexistent/x.json: cannot open manifest file");
+}
+
+}  // namespace
+}  // namespace stowage::planner

@@ -1,0 +1,156 @@
+// Registry lookups: by name (case-insensitive), by path, extra folders, device lists with ggml's
+// numbering, memory overrides, and the errors for unknown names.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "stowage/planner/registry.h"
+
+namespace stowage::planner {
+namespace {
+
+const std::string kShipped = STOWAGE_SHIPPED_REGISTRY_DIR;
+const std::string kInputs = STOWAGE_TEST_MANIFESTS_DIR;
+
+Registry Open(std::vector<std::string> dirs) {
+  auto r = Registry::Open(dirs);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r).value() : Registry{};
+}
+
+TEST(Registry, ShippedNames) {
+  Registry r = Open({kShipped});
+  auto names = r.Names();
+  for (const char* n : {"cpu", "cpu-avx2", "cpu-avx512", "onednn", "h200", "h100", "rtx4090", "rtx3090", "rpc"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  }
+}
+
+TEST(Registry, DeviceListNamesLikeGgml) {
+  Registry r = Open({kShipped});
+  auto devs = r.MakeDevices("h200,H200,cpu");
+  ASSERT_TRUE(devs.ok()) << devs.status().ToString();
+  ASSERT_EQ(devs->size(), 3u);
+  EXPECT_EQ((*devs)[0].name, "CUDA0");
+  EXPECT_EQ((*devs)[1].name, "CUDA1");
+  EXPECT_EQ((*devs)[2].name, "CPU");
+  EXPECT_EQ((*devs)[1].default_buft.name, "CUDA1");
+  EXPECT_EQ((*devs)[1].split_buft->name, "CUDA1_Split");
+  EXPECT_EQ((*devs)[0].host_buft->name, "CUDA_Host");
+  EXPECT_EQ((*devs)[2].extra_bufts[0].name, "CPU_REPACK");
+  // Different CUDA models share the numbering.
+  auto mixed = r.MakeDevices("rtx4090,rtx3090");
+  ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+  EXPECT_EQ((*mixed)[0].name, "CUDA0");
+  EXPECT_EQ((*mixed)[0].description, "NVIDIA GeForce RTX 4090");
+  EXPECT_EQ((*mixed)[1].name, "CUDA1");
+  EXPECT_EQ((*mixed)[1].description, "NVIDIA GeForce RTX 3090");
+}
+
+TEST(Registry, UnknownNameListsKnownOnes) {
+  Registry r = Open({kShipped});
+  auto devs = r.MakeDevices("h200,a100");
+  ASSERT_FALSE(devs.ok());
+  EXPECT_EQ(devs.status().code(), StatusCode::kNotFound);
+  const std::string msg = devs.status().message();
+  EXPECT_EQ(msg.rfind("unknown device 'a100' (known: ", 0), 0u) << msg;
+  EXPECT_NE(msg.find("h200"), std::string::npos);
+  EXPECT_NE(msg.find("rtx3090"), std::string::npos);
+}
+
+TEST(Registry, DuplicateDeviceNameAndEmptyItems) {
+  Registry r = Open({kShipped});
+  auto dup = r.MakeDevices("cpu,cpu-avx512");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(dup.status().message().find("device name 'CPU' appears twice"), std::string::npos);
+  EXPECT_FALSE(r.MakeDevices("").ok());
+  EXPECT_FALSE(r.MakeDevices("h200,,cpu").ok());
+}
+
+TEST(Registry, PathsAndExtraFolders) {
+  Registry r = Open({kInputs, kShipped});
+  auto devs = r.MakeDevices("rpc0,rpc1," + kInputs + "/llamacpp-cpu.json");
+  ASSERT_TRUE(devs.ok()) << devs.status().ToString();
+  EXPECT_EQ((*devs)[0].name, "RPC[127.0.0.1:50052]");
+  EXPECT_EQ((*devs)[1].name, "RPC[127.0.0.1:50053]");
+  EXPECT_EQ((*devs)[2].description, "llama.cpp CPU (build 4748, x86-64 AVX-512)");
+  // The earlier folder wins for equal keys: test inputs' onednn.json has no performance figures.
+  auto one = r.Load("onednn");
+  ASSERT_TRUE(one.ok());
+  EXPECT_FALSE(one->performance.memory_bandwidth.has_value());
+  Registry shipped_first = Open({kShipped, kInputs});
+  EXPECT_TRUE(shipped_first.Load("ONEDNN")->performance.memory_bandwidth.has_value());
+  // A missing folder and a missing file are clear errors.
+  auto missing = Registry::Open({"/nonexistent/registry"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().message(), "/nonexistent/registry: registry folder not found");
+  auto nofile = r.Load("./nope.json");
+  ASSERT_FALSE(nofile.ok());
+  EXPECT_EQ(nofile.status().code(), StatusCode::kIoError);
+}
+
+TEST(Registry, BrokenManifestOnlyFailsItsLookup) {
+  char tmpl[] = "/tmp/stowage-registry-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string dir = tmpl;
+  { std::ofstream(dir + "/broken.json") << "{\"manifest_version\": 1, \"nam\": 3}"; }
+  Registry r = Open({dir, kShipped});
+  EXPECT_TRUE(r.MakeDevices("h200").ok());
+  auto b = r.MakeDevices("broken");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), dir + "/broken.json: $: unknown key 'nam' (expected one of: manifest_version, backend, name, description, type, memory, caps, buffer_types, supports_buft, op_support, offload_op, performance, notes)");
+  std::remove((dir + "/broken.json").c_str());
+  rmdir(dir.c_str());
+}
+
+TEST(Registry, MemoryOverrides) {
+  Registry r = Open({kShipped});
+  auto ov = ParseMemoryOverrides("cuda1=10GiB, CUDA0=512MiB");
+  ASSERT_TRUE(ov.ok()) << ov.status().ToString();
+  auto devs = r.MakeDevices("h200,h200,cpu", *ov);
+  ASSERT_TRUE(devs.ok()) << devs.status().ToString();
+  EXPECT_EQ((*devs)[0].memory_free, 512ull << 20);
+  EXPECT_EQ((*devs)[1].memory_free, 10ull << 30);
+  EXPECT_EQ((*devs)[1].memory_total, 141ull << 30);
+  // The CPU reports no total, so any free value is accepted.
+  auto cpu = r.MakeDevices("cpu", *ParseMemoryOverrides("CPU=64GiB"));
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ((*cpu)[0].memory_free, 64ull << 30);
+  auto too_big = r.MakeDevices("rtx4090", *ParseMemoryOverrides("CUDA0=25GiB"));
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(too_big.status().code(), StatusCode::kOutOfRange);
+  auto nodev = r.MakeDevices("rtx4090", *ParseMemoryOverrides("CUDA1=1GiB"));
+  ASSERT_FALSE(nodev.ok());
+  EXPECT_EQ(nodev.status().message(), "memory override for 'CUDA1': no such device in the device list (devices: CUDA0)");
+  // RPC names contain ':' and '[', the size follows the last '='.
+  auto rpc = ParseMemoryOverrides("RPC[127.0.0.1:50052]=1GiB");
+  ASSERT_TRUE(rpc.ok());
+  EXPECT_EQ((*rpc)[0].device, "RPC[127.0.0.1:50052]");
+  EXPECT_FALSE(ParseMemoryOverrides("CUDA0").ok());
+  EXPECT_FALSE(ParseMemoryOverrides("CUDA0=lots").ok());
+}
+
+TEST(ByteSize, Units) {
+  EXPECT_EQ(*ParseByteSize("512MiB"), 512ull << 20);
+  EXPECT_EQ(*ParseByteSize("512M"), 512ull << 20);
+  EXPECT_EQ(*ParseByteSize("1.5GiB"), 3ull << 29);
+  EXPECT_EQ(*ParseByteSize("80GB"), 80000000000ull);
+  EXPECT_EQ(*ParseByteSize("123"), 123u);
+  EXPECT_EQ(*ParseByteSize(" 4 kib "), 4096u);
+  EXPECT_FALSE(ParseByteSize("").ok());
+  EXPECT_FALSE(ParseByteSize("-1GiB").ok());
+  EXPECT_FALSE(ParseByteSize("1..5G").ok());
+  EXPECT_FALSE(ParseByteSize("12XB").ok());
+  auto big = ParseByteSize("99999999999TiB");
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), StatusCode::kOutOfRange);
+}
+
+}  // namespace
+}  // namespace stowage::planner
