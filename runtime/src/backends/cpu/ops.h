@@ -22,11 +22,21 @@
 
 namespace stowage::cpu {
 
+/// Weight layouts a TensorView may carry (TensorView::layout).
+enum : int {
+  kLayoutPlain = 0,   ///< ggml's layout: rows of blocks as in the GGUF file
+  /// CPU_REPACK Q4_0 (see RepackQ4_0): groups of 8 rows interleaved block by block; only MulMat
+  /// (as src0) reads it. nb[] keep describing the plain layout's strides (row = RowSize(Q4_0, ne0)),
+  /// and the repacked tensor has exactly the plain tensor's size.
+  kLayoutQ4_0x8 = 1,
+};
+
 struct TensorView {
   void* data = nullptr;
   GgmlType type = GgmlType::F32;
   int64_t ne[4] = {1, 1, 1, 1};
   size_t nb[4] = {0, 0, 0, 0};
+  int layout = kLayoutPlain;  ///< kLayoutPlain or kLayoutQ4_0x8 (weights repacked by RepackQ4_0)
 
   int64_t nelements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t nrows() const { return ne[1] * ne[2] * ne[3]; }
@@ -36,10 +46,25 @@ struct TensorView {
 /// Fills nb[] for a contiguous tensor of `type` and shape ne[].
 void SetContiguousStrides(TensorView& t);
 
+/// Instruction-set levels of the kernels, chosen at run time from CPUID.
+enum class IsaLevel : int {
+  kScalar = 0,  ///< baseline x86-64 (or any other CPU): the reference code
+  kAvx2 = 1,    ///< AVX2 + FMA + F16C
+  kAvx512 = 2,  ///< AVX-512 F/BW/VL (+ VNNI when the CPU has it)
+};
+
+/// The best level this CPU supports (CPUID + XGETBV; cached after the first call).
+IsaLevel DetectIsa();
+/// True when the CPU has AVX-512 VNNI (vpdpbusd); the AVX-512 integer dots use it then.
+bool CpuHasAvx512Vnni();
+
 /// Per-call execution context: thread count and a reusable scratch buffer.
 struct ComputeContext {
   int n_threads = 1;
   std::vector<uint8_t> work;
+  /// Highest kernel level to use: the detected level is capped by this (tests force kScalar to
+  /// compare SIMD paths against the reference).
+  IsaLevel max_isa = IsaLevel::kAvx512;
 };
 
 // ---- Ops (ggml semantics; shapes in ggml order) -------------------------------------------
@@ -108,7 +133,32 @@ Status DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);
 /// quantize_row_*_ref). Supported targets: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q8_K.
 Status QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n);
 
+/// IEEE binary16 <-> binary32 (round-to-nearest-even; NaN stays NaN, overflow gives infinity).
 float Fp16ToFp32(uint16_t h);
 uint16_t Fp32ToFp16(float f);
+
+/// The vec_dot type MUL_MAT converts src1 to for weights of `type` (ggml's type_traits_cpu
+/// vec_dot_type). Errors: kUnimplemented for weight types this backend cannot multiply.
+Result<GgmlType> VecDotType(GgmlType type);
+
+/// True when MulMat accepts src0 of `type` (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,
+/// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS), for the backend's supports_op.
+bool SupportsMulMatType(GgmlType type);
+
+// ---- CPU_REPACK ---------------------------------------------------------------------------------
+
+/// True when `src` (a Q4_0 weight, plain layout, contiguous) can be repacked: ne1 % 8 == 0 and
+/// ne0 % 32 == 0 (llama.cpp's CPU_REPACK rule for Q4_0 8x8 on AVX2, ggml-cpu/repack.cpp).
+bool CanRepackQ4_0(const TensorView& src);
+
+/// Repacks a Q4_0 weight [K, N, ne2, ne3] into the Q4_0x8 layout at `dst` (RowSize(Q4_0, K) * N *
+/// ne2 * ne3 bytes, must not alias src). Each group of 8 consecutive rows g (rows 8g .. 8g+7 of one
+/// (i2, i3) matrix) becomes K/32 consecutive 144-byte blocks, one per block column b:
+///   { uint16 d[8] (fp16 scale of row 8g+r, block b); uint8 qs[8][16] (row 8g+r's qs of block b) }
+/// so the 8 rows' blocks of one column sit side by side (a 32-byte load holds two rows' quants).
+/// Group g of matrix (i2, i3) starts at i3*nb[3] + i2*nb[2] + 8g*nb[1]: the repacked tensor has the
+/// plain tensor's size and strides. The result views as a TensorView with the same type/ne/nb and
+/// layout = kLayoutQ4_0x8. Errors: kInvalidArgument when !CanRepackQ4_0(src) (names the reason).
+Status RepackQ4_0(const TensorView& src, void* dst);
 
 }  // namespace stowage::cpu

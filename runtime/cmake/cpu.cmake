@@ -1,0 +1,26 @@
+# CPU backend kernels (runtime/src/backends/cpu): library stowage_cpu.
+# The generic sources stay baseline x86-64; the SIMD translation units get their own -m flags and
+# are chosen at run time by CPUID (cpu_features.cpp), so one binary runs on any x86-64 CPU.
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+
+set(stowage_cpu_dir ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cpu)
+add_library(stowage_cpu STATIC
+  ${stowage_cpu_dir}/cpu_features.cpp
+  ${stowage_cpu_dir}/quants.cpp
+  ${stowage_cpu_dir}/kquants.cpp
+  ${stowage_cpu_dir}/ops.cpp
+  ${stowage_cpu_dir}/matmul.cpp
+)
+target_include_directories(stowage_cpu PUBLIC ${stowage_cpu_dir})
+target_link_libraries(stowage_cpu PUBLIC stowage_base OpenMP::OpenMP_CXX)
+stowage_warnings(stowage_cpu)
+
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+  target_sources(stowage_cpu PRIVATE ${stowage_cpu_dir}/simd_avx2.cpp ${stowage_cpu_dir}/simd_avx512.cpp)
+  set_source_files_properties(${stowage_cpu_dir}/simd_avx2.cpp PROPERTIES
+    COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
+  set_source_files_properties(${stowage_cpu_dir}/simd_avx512.cpp PROPERTIES
+    COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-Wno-uninitialized;-Wno-maybe-uninitialized")
+  # (GCC 12 warns about its own avx512fintrin.h reductions; the warnings are not about this code.)
+  target_compile_definitions(stowage_cpu PRIVATE STOWAGE_CPU_HAVE_X86_SIMD=1)
+endif()

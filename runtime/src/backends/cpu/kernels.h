@@ -1,0 +1,51 @@
+// Kernel dispatch of the CPU backend: per weight type, its vec_dot type, the vec_dot and the
+// F32 -> vec_dot-type row conversion, for a given instruction-set level. Internal.
+#pragma once
+
+#include "ops.h"
+#include "quants.h"
+
+namespace stowage::cpu {
+
+struct TypeKernels {
+  GgmlType vec_dot_type;   ///< the type src1 is converted to (ggml's vec_dot_type)
+  VecDotFn vec_dot;        ///< dot(weight row, converted src1 row); nullptr: unsupported type
+  FromFloatFn from_float;  ///< F32 -> vec_dot_type (nullptr when vec_dot_type is F32)
+};
+
+/// Kernels for weights of `type` at the best available level <= `isa`; nullptr when MulMat does
+/// not support `type`.
+const TypeKernels* GetTypeKernels(GgmlType type, IsaLevel isa);
+
+/// min(ctx.max_isa, DetectIsa()).
+IsaLevel EffectiveIsa(const ComputeContext& ctx);
+
+/// Row converters F32 -> F16 / BF16 (n elements).
+void FromFloatF16(const float* x, void* y, int64_t n);
+void FromFloatBF16(const float* x, void* y, int64_t n);
+
+// SIMD translation units (compiled with their own -m flags; call only when the CPU has them).
+namespace avx2 {
+void VecDotF32(int64_t n, float* s, const void* x, const void* y);
+void VecDotF16(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ8_0Q8_0(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ4_0Q8_0(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ4_KQ8_K(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ6_KQ8_K(int64_t n, float* s, const void* x, const void* y);
+void FromFloatF16(const float* x, void* y, int64_t n);
+/// Q4_0x8 repacked group (8 rows, nb blocks) times one Q8_0 row: s[0..7].
+void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
+}  // namespace avx2
+namespace avx512 {
+void VecDotF32(int64_t n, float* s, const void* x, const void* y);
+void VecDotF16(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ8_0Q8_0(int64_t n, float* s, const void* x, const void* y);      // VNNI when present
+void VecDotQ4_0Q8_0(int64_t n, float* s, const void* x, const void* y);      // VNNI when present
+}  // namespace avx512
+
+namespace scalar {
+/// Reference for the repacked layout: s[r] = dot(row r of the 8-row group, y), r = 0..7.
+void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
+}  // namespace scalar
+
+}  // namespace stowage::cpu

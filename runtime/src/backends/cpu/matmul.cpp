@@ -1,0 +1,270 @@
+// MUL_MAT driver and kernel dispatch. Like ggml_compute_forward_mul_mat: src1 is converted once per
+// call into the weight type's vec_dot type (into ctx.work), then (rows of src0) x (rows of src1)
+// tiles are spread over the threads and each dst element is one vec_dot.
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <string>
+
+#include "kernels.h"
+#include "ops.h"
+#include "quants.h"
+
+namespace stowage::cpu {
+namespace {
+
+void FromFloatQ8_0(const float* x, void* y, int64_t n) { QuantizeRowQ8_0(x, static_cast<BlockQ8_0*>(y), n); }
+void FromFloatQ8_1(const float* x, void* y, int64_t n) { QuantizeRowQ8_1(x, static_cast<BlockQ8_1*>(y), n); }
+void FromFloatQ8_K(const float* x, void* y, int64_t n) { QuantizeRowQ8_K(x, static_cast<BlockQ8_K*>(y), n); }
+
+constexpr int kLevels = 3;
+using Table = std::array<TypeKernels, kGgmlTypeCount>;
+
+std::array<Table, kLevels> BuildTables() {
+  std::array<Table, kLevels> t{};
+  Table& s = t[0];
+  auto set = [&](GgmlType w, GgmlType vdt, VecDotFn f, FromFloatFn ff) { s[size_t(w)] = {vdt, f, ff}; };
+  set(GgmlType::F32, GgmlType::F32, scalar::VecDotF32, nullptr);
+  set(GgmlType::F16, GgmlType::F16, scalar::VecDotF16, FromFloatF16);
+  set(GgmlType::BF16, GgmlType::BF16, scalar::VecDotBF16, FromFloatBF16);
+  set(GgmlType::Q4_0, GgmlType::Q8_0, scalar::VecDotQ4_0Q8_0, FromFloatQ8_0);
+  set(GgmlType::Q4_1, GgmlType::Q8_1, scalar::VecDotQ4_1Q8_1, FromFloatQ8_1);
+  set(GgmlType::Q5_0, GgmlType::Q8_0, scalar::VecDotQ5_0Q8_0, FromFloatQ8_0);
+  set(GgmlType::Q5_1, GgmlType::Q8_1, scalar::VecDotQ5_1Q8_1, FromFloatQ8_1);
+  set(GgmlType::Q8_0, GgmlType::Q8_0, scalar::VecDotQ8_0Q8_0, FromFloatQ8_0);
+  set(GgmlType::Q2_K, GgmlType::Q8_K, scalar::VecDotQ2_KQ8_K, FromFloatQ8_K);
+  set(GgmlType::Q3_K, GgmlType::Q8_K, scalar::VecDotQ3_KQ8_K, FromFloatQ8_K);
+  set(GgmlType::Q4_K, GgmlType::Q8_K, scalar::VecDotQ4_KQ8_K, FromFloatQ8_K);
+  set(GgmlType::Q5_K, GgmlType::Q8_K, scalar::VecDotQ5_KQ8_K, FromFloatQ8_K);
+  set(GgmlType::Q6_K, GgmlType::Q8_K, scalar::VecDotQ6_KQ8_K, FromFloatQ8_K);
+  set(GgmlType::IQ4_NL, GgmlType::Q8_0, scalar::VecDotIQ4_NLQ8_0, FromFloatQ8_0);
+  set(GgmlType::IQ4_XS, GgmlType::Q8_K, scalar::VecDotIQ4_XSQ8_K, FromFloatQ8_K);
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+  Table& a2 = t[1];
+  a2 = s;
+  a2[size_t(GgmlType::F32)].vec_dot = avx2::VecDotF32;
+  a2[size_t(GgmlType::F16)] = {GgmlType::F16, avx2::VecDotF16, avx2::FromFloatF16};
+  a2[size_t(GgmlType::Q8_0)].vec_dot = avx2::VecDotQ8_0Q8_0;
+  a2[size_t(GgmlType::Q4_0)].vec_dot = avx2::VecDotQ4_0Q8_0;
+  a2[size_t(GgmlType::Q4_K)].vec_dot = avx2::VecDotQ4_KQ8_K;
+  a2[size_t(GgmlType::Q6_K)].vec_dot = avx2::VecDotQ6_KQ8_K;
+  Table& a5 = t[2];
+  a5 = a2;
+  a5[size_t(GgmlType::F32)].vec_dot = avx512::VecDotF32;
+  a5[size_t(GgmlType::F16)].vec_dot = avx512::VecDotF16;
+  if (CpuHasAvx512Vnni()) {
+    a5[size_t(GgmlType::Q8_0)].vec_dot = avx512::VecDotQ8_0Q8_0;
+    a5[size_t(GgmlType::Q4_0)].vec_dot = avx512::VecDotQ4_0Q8_0;
+  }
+#else
+  t[1] = s;
+  t[2] = s;
+#endif
+  return t;
+}
+
+std::string ShapeStr(const TensorView& t) {
+  return std::string(GgmlTypeName(t.type)) + "[" + std::to_string(t.ne[0]) + "," + std::to_string(t.ne[1]) + "," +
+         std::to_string(t.ne[2]) + "," + std::to_string(t.ne[3]) + "]";
+}
+
+}  // namespace
+
+const TypeKernels* GetTypeKernels(GgmlType type, IsaLevel isa) {
+  static const std::array<Table, kLevels> tables = BuildTables();  // immutable after first use
+  if (uint32_t(type) >= kGgmlTypeCount) return nullptr;
+  const TypeKernels& k = tables[size_t(isa)][size_t(type)];
+  return k.vec_dot ? &k : nullptr;
+}
+
+IsaLevel EffectiveIsa(const ComputeContext& ctx) {
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+  return IsaLevel(std::min(int(ctx.max_isa), int(DetectIsa())));
+#else
+  return IsaLevel::kScalar;
+#endif
+}
+
+void FromFloatF16(const float* x, void* y, int64_t n) {
+  fp16_t* d = static_cast<fp16_t*>(y);
+  for (int64_t i = 0; i < n; ++i) d[i] = FloatToHalf(x[i]);
+}
+
+void FromFloatBF16(const float* x, void* y, int64_t n) {
+  bf16_t* d = static_cast<bf16_t*>(y);
+  for (int64_t i = 0; i < n; ++i) d[i] = FloatToBf16(x[i]);
+}
+
+Result<GgmlType> VecDotType(GgmlType type) {
+  const TypeKernels* k = GetTypeKernels(type, IsaLevel::kScalar);
+  if (!k) {
+    return Unimplemented(std::string("MUL_MAT: weight type ") +
+                         (IsValidGgmlType(uint32_t(type)) ? GgmlTypeName(type) : "(invalid)") +
+                         " is not supported by the CPU backend");
+  }
+  return k->vec_dot_type;
+}
+
+bool SupportsMulMatType(GgmlType type) { return GetTypeKernels(type, IsaLevel::kScalar) != nullptr; }
+
+// ---- CPU_REPACK Q4_0x8 -------------------------------------------------------------------------
+
+namespace {
+constexpr size_t kQ4_0x8BlockBytes = 8 * sizeof(BlockQ4_0);  // 16 bytes of scales + 8 x 16 quants
+}
+
+bool CanRepackQ4_0(const TensorView& src) {
+  return src.type == GgmlType::Q4_0 && src.layout == kLayoutPlain && src.ne[1] % 8 == 0 && src.ne[0] % kQK4_0 == 0 &&
+         src.ne[0] > 0 && src.is_contiguous();
+}
+
+Status RepackQ4_0(const TensorView& src, void* dst) {
+  if (!CanRepackQ4_0(src)) {
+    return InvalidArgument("RepackQ4_0: " + ShapeStr(src) +
+                           " cannot be repacked (needs a contiguous plain Q4_0 tensor with ne1 % 8 == 0)");
+  }
+  if (dst == nullptr || src.data == nullptr) return InvalidArgument("RepackQ4_0: null data pointer");
+  const int64_t nblocks = src.ne[0] / kQK4_0;
+  const int64_t ngroups = src.nrows() / 8;  // ne1 % 8 == 0, so groups never straddle matrices
+  const size_t row_bytes = src.nb[1];
+  for (int64_t g = 0; g < ngroups; ++g) {
+    const uint8_t* rows = static_cast<const uint8_t*>(src.data) + size_t(g) * 8 * row_bytes;
+    uint8_t* out = static_cast<uint8_t*>(dst) + size_t(g) * 8 * row_bytes;
+    for (int64_t b = 0; b < nblocks; ++b, out += kQ4_0x8BlockBytes) {
+      for (int r = 0; r < 8; ++r) {
+        const BlockQ4_0* blk = reinterpret_cast<const BlockQ4_0*>(rows + size_t(r) * row_bytes) + b;
+        std::memcpy(out + 2 * r, &blk->d, 2);
+        std::memcpy(out + 16 + 16 * r, blk->qs, 16);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+namespace scalar {
+void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  const uint8_t* x = static_cast<const uint8_t*>(vx);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
+  float sumf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t b = 0; b < n / kQK8_0; ++b, x += kQ4_0x8BlockBytes) {
+    const float dy = HalfToFloat(y[b].d);
+    for (int r = 0; r < 8; ++r) {
+      uint16_t dh;
+      std::memcpy(&dh, x + 2 * r, 2);
+      const uint8_t* qs = x + 16 + 16 * r;
+      int sumi0 = 0, sumi1 = 0;
+      for (int j = 0; j < 16; ++j) {
+        sumi0 += ((qs[j] & 0x0F) - 8) * y[b].qs[j];
+        sumi1 += ((qs[j] >> 4) - 8) * y[b].qs[j + 16];
+      }
+      sumf[r] += float(sumi0 + sumi1) * HalfToFloat(dh) * dy;
+    }
+  }
+  std::memcpy(s, sumf, sizeof sumf);
+}
+}  // namespace scalar
+
+// ---- MUL_MAT -----------------------------------------------------------------------------------
+
+Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst) {
+  auto bad = [&](const std::string& why) {
+    return InvalidArgument("MUL_MAT: src0 " + ShapeStr(src0) + ", src1 " + ShapeStr(src1) + ", dst " +
+                           ShapeStr(dst) + ": " + why);
+  };
+  const IsaLevel isa = EffectiveIsa(ctx);
+  const TypeKernels* kern = GetTypeKernels(src0.type, isa);
+  if (!kern) return VecDotType(src0.type).status();
+  if (src1.type != GgmlType::F32) return bad("src1 must be F32");
+  if (dst.type != GgmlType::F32) return bad("dst must be F32");
+  const int64_t K = src0.ne[0], N = src0.ne[1], M = src1.ne[1];
+  const int64_t ne12 = src1.ne[2], ne13 = src1.ne[3];
+  if (src1.ne[0] != K) return bad("src0 and src1 differ in ne0");
+  if (dst.ne[0] != N || dst.ne[1] != M || dst.ne[2] != ne12 || dst.ne[3] != ne13) return bad("dst has the wrong shape");
+  if (src0.ne[2] <= 0 || src0.ne[3] <= 0 || ne12 % src0.ne[2] != 0 || ne13 % src0.ne[3] != 0)
+    return bad("src0 cannot be broadcast over src1's dims 2, 3");
+  const GgmlTypeTraits& t0 = GetTypeTraits(src0.type);
+  const GgmlType vdt = kern->vec_dot_type;
+  if (K % t0.block_size != 0 || K % GetTypeTraits(vdt).block_size != 0)
+    return bad("ne0 is not a multiple of the block size");
+  if (src0.nb[0] != t0.type_size) return bad("src0 rows must be contiguous");
+  if (dst.nb[0] != sizeof(float)) return bad("dst rows must be contiguous");
+  const bool repacked = src0.layout == kLayoutQ4_0x8;
+  if (src0.layout != kLayoutPlain && !repacked) return bad("unknown src0 layout " + std::to_string(src0.layout));
+  if (repacked && (src0.type != GgmlType::Q4_0 || N % 8 != 0 || src0.nb[1] != RowSize(GgmlType::Q4_0, K)))
+    return bad("the Q4_0x8 layout needs a Q4_0 src0 with ne1 % 8 == 0 and plain row strides");
+  if (src0.data == nullptr || src1.data == nullptr || dst.data == nullptr) {
+    if (N * M * ne12 * ne13 == 0) return Status::Ok();
+    return bad("null data pointer");
+  }
+  if (N * M * ne12 * ne13 == 0) return Status::Ok();
+
+  const int nt = std::max(1, ctx.n_threads);
+  // 1) src1 -> vec_dot_type, rows laid out contiguously in (i11, i12, i13) order.
+  const bool direct = vdt == GgmlType::F32 && src1.nb[0] == sizeof(float);
+  const size_t vrow = RowSize(vdt, K);
+  const int64_t nrows1 = M * ne12 * ne13;
+  const size_t conv_bytes = direct ? 0 : vrow * size_t(nrows1);
+  const bool gather = src1.nb[0] != sizeof(float);
+  const size_t scratch_bytes = gather ? size_t(nt) * size_t(K) * sizeof(float) : 0;
+  if (ctx.work.size() < conv_bytes + scratch_bytes + 64) ctx.work.resize(conv_bytes + scratch_bytes + 64);
+  uint8_t* wbase = ctx.work.data();
+  uint8_t* conv = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(wbase) + 63) & ~uintptr_t(63));
+  float* scratch = reinterpret_cast<float*>(conv + conv_bytes);
+  if (!direct) {
+    const FromFloatFn from_float = kern->from_float;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t r = 0; r < nrows1; ++r) {
+      const int64_t i11 = r % M, i12 = (r / M) % ne12, i13 = r / (M * ne12);
+      const char* row = static_cast<const char*>(src1.data) + i11 * src1.nb[1] + i12 * src1.nb[2] + i13 * src1.nb[3];
+      const float* x = reinterpret_cast<const float*>(row);
+      if (gather) {
+        float* buf = scratch + size_t(omp_get_thread_num()) * size_t(K);
+        for (int64_t k = 0; k < K; ++k) std::memcpy(&buf[k], row + k * src1.nb[0], 4);
+        x = buf;
+      }
+      if (from_float) from_float(x, conv + size_t(r) * vrow, K);
+      else std::memcpy(conv + size_t(r) * vrow, x, size_t(K) * 4);
+    }
+  }
+
+  // 2) tiles of (kBlockN src0 rows) x (kBlockM src1 rows) per (i12, i13).
+  constexpr int64_t kBlockN = 16, kBlockM = 16;
+  const int64_t tiles_n = (N + kBlockN - 1) / kBlockN, tiles_m = (M + kBlockM - 1) / kBlockM;
+  const int64_t ntiles = tiles_n * tiles_m * ne12 * ne13;
+  const int64_t r2 = ne12 / src0.ne[2], r3 = ne13 / src0.ne[3];
+  const VecDotFn vec_dot = kern->vec_dot;
+  const VecDotFn gemv8 = isa >= IsaLevel::kAvx2 ?
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+      avx2::GemvQ4_0x8Q8_0
+#else
+      scalar::GemvQ4_0x8Q8_0
+#endif
+      : scalar::GemvQ4_0x8Q8_0;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+  for (int64_t t = 0; t < ntiles; ++t) {
+    const int64_t tn = t % tiles_n;
+    const int64_t tm = (t / tiles_n) % tiles_m;
+    const int64_t i12 = (t / (tiles_n * tiles_m)) % ne12;
+    const int64_t i13 = t / (tiles_n * tiles_m * ne12);
+    const char* w = static_cast<const char*>(src0.data) + (i12 / r2) * src0.nb[2] + (i13 / r3) * src0.nb[3];
+    const int64_t n0 = tn * kBlockN, n1 = std::min(N, n0 + kBlockN);
+    const int64_t m0 = tm * kBlockM, m1 = std::min(M, m0 + kBlockM);
+    for (int64_t m = m0; m < m1; ++m) {
+      const void* y = direct ? static_cast<const void*>(static_cast<const char*>(src1.data) + m * src1.nb[1] +
+                                                        i12 * src1.nb[2] + i13 * src1.nb[3])
+                             : static_cast<const void*>(conv + size_t(m + M * (i12 + ne12 * i13)) * vrow);
+      float* out = reinterpret_cast<float*>(static_cast<char*>(dst.data) + m * dst.nb[1] + i12 * dst.nb[2] +
+                                            i13 * dst.nb[3]);
+      if (repacked) {
+        for (int64_t n = n0; n < n1; n += 8) gemv8(K, out + n, w + n * src0.nb[1], y);
+      } else {
+        for (int64_t n = n0; n < n1; ++n) vec_dot(K, out + n, w + n * src0.nb[1], y);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace stowage::cpu

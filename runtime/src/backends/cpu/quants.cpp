@@ -1,0 +1,349 @@
+// FP16/BF16 conversions, legacy block quants (Q4_0..Q8_1) and their scalar vec_dots.
+// Numerics: ggml's quantize_row_*_ref / dequantize_row_* (ggml-quants.c) and the generic vec_dots
+// of ggml-cpu/quants.c and vec.cpp.
+#include "quants.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+namespace stowage::cpu {
+namespace {
+inline uint32_t Bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+inline float FromBits(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+}  // namespace
+
+const int8_t kValuesIQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+float HalfToFloat(fp16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu;
+  const uint32_t mant = h & 0x3FFu;
+  if (exp == 0) {
+    // Zero or subnormal: mant * 2^-24, exact in binary32.
+    const float v = float(mant) * 5.9604644775390625e-08f;
+    return FromBits(Bits(v) | sign);
+  }
+  if (exp == 31) return FromBits(sign | 0x7F800000u | (mant << 13));
+  return FromBits(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+fp16_t FloatToHalf(float f) {
+  uint32_t x = Bits(f);
+  const uint16_t sign = uint16_t((x >> 16) & 0x8000u);
+  x &= 0x7FFFFFFFu;
+  if (x > 0x7F800000u) return sign | 0x7E00u;      // NaN -> quiet NaN
+  if (x >= 0x477FF000u) return sign | 0x7C00u;     // >= 65520 rounds to infinity
+  if (x < 0x38800000u) {
+    // Below the smallest normal half (2^-14): adding 0.5 makes the FPU round to a multiple of
+    // 2^-24 (half's subnormal step) with round-to-nearest-even; the low bits are the mantissa.
+    const float a = FromBits(x) + 0.5f;
+    return uint16_t(sign | (Bits(a) - 0x3F000000u));
+  }
+  x += 0xFFFu + ((x >> 13) & 1u);                  // round to nearest even at bit 13
+  return uint16_t(sign | ((x - 0x38000000u) >> 13));  // rebias exponent 127 -> 15
+}
+
+bf16_t FloatToBf16(float f) {
+  const uint32_t u = Bits(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return bf16_t((u >> 16) | 64u);  // quiet NaN
+  return bf16_t((u + (0x7FFFu + ((u >> 16) & 1u))) >> 16);
+}
+
+// ---- quantize (reference) ----------------------------------------------------------------------
+
+void QuantizeRowQ4_0(const float* x, BlockQ4_0* y, int64_t n) {
+  const int qk = kQK4_0;
+  for (int64_t i = 0; i < n / qk; ++i, x += qk) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < qk; ++j) {
+      if (amax < std::fabs(x[j])) { amax = std::fabs(x[j]); max = x[j]; }
+    }
+    const float d = max / -8;
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = FloatToHalf(d);
+    for (int j = 0; j < qk / 2; ++j) {
+      const float x0 = x[j] * id, x1 = x[qk / 2 + j] * id;
+      const uint8_t xi0 = uint8_t(std::min<int8_t>(15, int8_t(x0 + 8.5f)));
+      const uint8_t xi1 = uint8_t(std::min<int8_t>(15, int8_t(x1 + 8.5f)));
+      y[i].qs[j] = uint8_t(xi0 | (xi1 << 4));
+    }
+  }
+}
+
+void QuantizeRowQ4_1(const float* x, BlockQ4_1* y, int64_t n) {
+  const int qk = kQK4_1;
+  for (int64_t i = 0; i < n / qk; ++i, x += qk) {
+    float min = FLT_MAX, max = -FLT_MAX;
+    for (int j = 0; j < qk; ++j) { min = std::min(min, x[j]); max = std::max(max, x[j]); }
+    const float d = (max - min) / ((1 << 4) - 1);
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = FloatToHalf(d);
+    y[i].m = FloatToHalf(min);
+    for (int j = 0; j < qk / 2; ++j) {
+      const float x0 = (x[j] - min) * id, x1 = (x[qk / 2 + j] - min) * id;
+      const uint8_t xi0 = uint8_t(std::min<int8_t>(15, int8_t(x0 + 0.5f)));
+      const uint8_t xi1 = uint8_t(std::min<int8_t>(15, int8_t(x1 + 0.5f)));
+      y[i].qs[j] = uint8_t(xi0 | (xi1 << 4));
+    }
+  }
+}
+
+void QuantizeRowQ5_0(const float* x, BlockQ5_0* y, int64_t n) {
+  const int qk = kQK5_0;
+  for (int64_t i = 0; i < n / qk; ++i, x += qk) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < qk; ++j) {
+      if (amax < std::fabs(x[j])) { amax = std::fabs(x[j]); max = x[j]; }
+    }
+    const float d = max / -16;
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = FloatToHalf(d);
+    uint32_t qh = 0;
+    for (int j = 0; j < qk / 2; ++j) {
+      const float x0 = x[j] * id, x1 = x[qk / 2 + j] * id;
+      const uint8_t xi0 = uint8_t(std::min<int8_t>(31, int8_t(x0 + 16.5f)));
+      const uint8_t xi1 = uint8_t(std::min<int8_t>(31, int8_t(x1 + 16.5f)));
+      y[i].qs[j] = uint8_t((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+      qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
+      qh |= ((xi1 & 0x10u) >> 4) << (j + qk / 2);
+    }
+    std::memcpy(y[i].qh, &qh, sizeof qh);
+  }
+}
+
+void QuantizeRowQ5_1(const float* x, BlockQ5_1* y, int64_t n) {
+  const int qk = kQK5_1;
+  for (int64_t i = 0; i < n / qk; ++i, x += qk) {
+    float min = FLT_MAX, max = -FLT_MAX;
+    for (int j = 0; j < qk; ++j) { min = std::min(min, x[j]); max = std::max(max, x[j]); }
+    const float d = (max - min) / ((1 << 5) - 1);
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = FloatToHalf(d);
+    y[i].m = FloatToHalf(min);
+    uint32_t qh = 0;
+    for (int j = 0; j < qk / 2; ++j) {
+      const float x0 = (x[j] - min) * id, x1 = (x[qk / 2 + j] - min) * id;
+      const uint8_t xi0 = uint8_t(x0 + 0.5f), xi1 = uint8_t(x1 + 0.5f);
+      y[i].qs[j] = uint8_t((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+      qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
+      qh |= ((xi1 & 0x10u) >> 4) << (j + qk / 2);
+    }
+    std::memcpy(y[i].qh, &qh, sizeof qh);
+  }
+}
+
+void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n) {
+  const int qk = kQK8_0;
+  for (int64_t i = 0; i < n / qk; ++i, x += qk) {
+    float amax = 0.0f;
+    for (int j = 0; j < qk; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / ((1 << 7) - 1);
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = FloatToHalf(d);
+    for (int j = 0; j < qk; ++j) y[i].qs[j] = int8_t(std::roundf(x[j] * id));
+  }
+}
+
+void QuantizeRowQ8_1(const float* x, BlockQ8_1* y, int64_t n) {
+  const int qk = kQK8_1;
+  for (int64_t i = 0; i < n / qk; ++i, x += qk) {
+    float amax = 0.0f;
+    for (int j = 0; j < qk; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / ((1 << 7) - 1);
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = FloatToHalf(d);
+    int sum = 0;
+    for (int j = 0; j < qk / 2; ++j) {
+      y[i].qs[j] = int8_t(std::roundf(x[j] * id));
+      y[i].qs[qk / 2 + j] = int8_t(std::roundf(x[qk / 2 + j] * id));
+      sum += y[i].qs[j] + y[i].qs[qk / 2 + j];
+    }
+    y[i].s = FloatToHalf(float(sum) * d);
+  }
+}
+
+// ---- dequantize --------------------------------------------------------------------------------
+
+void DequantizeRowQ4_0(const BlockQ4_0* x, float* y, int64_t n) {
+  const int qk = kQK4_0;
+  for (int64_t i = 0; i < n / qk; ++i, y += qk) {
+    const float d = HalfToFloat(x[i].d);
+    for (int j = 0; j < qk / 2; ++j) {
+      y[j] = float((x[i].qs[j] & 0x0F) - 8) * d;
+      y[j + qk / 2] = float((x[i].qs[j] >> 4) - 8) * d;
+    }
+  }
+}
+
+void DequantizeRowQ4_1(const BlockQ4_1* x, float* y, int64_t n) {
+  const int qk = kQK4_1;
+  for (int64_t i = 0; i < n / qk; ++i, y += qk) {
+    const float d = HalfToFloat(x[i].d), m = HalfToFloat(x[i].m);
+    for (int j = 0; j < qk / 2; ++j) {
+      y[j] = float(x[i].qs[j] & 0x0F) * d + m;
+      y[j + qk / 2] = float(x[i].qs[j] >> 4) * d + m;
+    }
+  }
+}
+
+void DequantizeRowQ5_0(const BlockQ5_0* x, float* y, int64_t n) {
+  const int qk = kQK5_0;
+  for (int64_t i = 0; i < n / qk; ++i, y += qk) {
+    const float d = HalfToFloat(x[i].d);
+    uint32_t qh;
+    std::memcpy(&qh, x[i].qh, sizeof qh);
+    for (int j = 0; j < qk / 2; ++j) {
+      const uint8_t xh0 = uint8_t(((qh >> (j + 0)) << 4) & 0x10);
+      const uint8_t xh1 = uint8_t(((qh >> (j + 12))) & 0x10);
+      y[j] = float(((x[i].qs[j] & 0x0F) | xh0) - 16) * d;
+      y[j + qk / 2] = float(((x[i].qs[j] >> 4) | xh1) - 16) * d;
+    }
+  }
+}
+
+void DequantizeRowQ5_1(const BlockQ5_1* x, float* y, int64_t n) {
+  const int qk = kQK5_1;
+  for (int64_t i = 0; i < n / qk; ++i, y += qk) {
+    const float d = HalfToFloat(x[i].d), m = HalfToFloat(x[i].m);
+    uint32_t qh;
+    std::memcpy(&qh, x[i].qh, sizeof qh);
+    for (int j = 0; j < qk / 2; ++j) {
+      const uint8_t xh0 = uint8_t(((qh >> (j + 0)) << 4) & 0x10);
+      const uint8_t xh1 = uint8_t(((qh >> (j + 12))) & 0x10);
+      y[j] = float((x[i].qs[j] & 0x0F) | xh0) * d + m;
+      y[j + qk / 2] = float((x[i].qs[j] >> 4) | xh1) * d + m;
+    }
+  }
+}
+
+void DequantizeRowQ8_0(const BlockQ8_0* x, float* y, int64_t n) {
+  const int qk = kQK8_0;
+  for (int64_t i = 0; i < n / qk; ++i, y += qk) {
+    const float d = HalfToFloat(x[i].d);
+    for (int j = 0; j < qk; ++j) y[j] = float(x[i].qs[j]) * d;
+  }
+}
+
+// ---- scalar vec_dots ---------------------------------------------------------------------------
+
+namespace scalar {
+
+void VecDotF32(int64_t n, float* s, const void* vx, const void* vy) {
+  const float* x = static_cast<const float*>(vx);
+  const float* y = static_cast<const float*>(vy);
+  double sum = 0.0;  // ggml_float accumulation, as ggml_vec_dot_f32's scalar path
+  for (int64_t i = 0; i < n; ++i) sum += double(x[i] * y[i]);
+  *s = float(sum);
+}
+
+void VecDotF16(int64_t n, float* s, const void* vx, const void* vy) {
+  const fp16_t* x = static_cast<const fp16_t*>(vx);
+  const fp16_t* y = static_cast<const fp16_t*>(vy);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += double(HalfToFloat(x[i]) * HalfToFloat(y[i]));
+  *s = float(sum);
+}
+
+void VecDotBF16(int64_t n, float* s, const void* vx, const void* vy) {
+  const bf16_t* x = static_cast<const bf16_t*>(vx);
+  const bf16_t* y = static_cast<const bf16_t*>(vy);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += double(Bf16ToFloat(x[i]) * Bf16ToFloat(y[i]));
+  *s = float(sum);
+}
+
+void VecDotQ4_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockQ4_0* x = static_cast<const BlockQ4_0*>(vx);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
+  const int qk = kQK8_0;
+  float sumf = 0;
+  for (int64_t ib = 0; ib < n / qk; ++ib) {
+    int sumi0 = 0, sumi1 = 0;
+    for (int j = 0; j < qk / 2; ++j) {
+      const int v0 = (x[ib].qs[j] & 0x0F) - 8;
+      const int v1 = (x[ib].qs[j] >> 4) - 8;
+      sumi0 += v0 * y[ib].qs[j];
+      sumi1 += v1 * y[ib].qs[j + qk / 2];
+    }
+    sumf += float(sumi0 + sumi1) * HalfToFloat(x[ib].d) * HalfToFloat(y[ib].d);
+  }
+  *s = sumf;
+}
+
+void VecDotQ4_1Q8_1(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockQ4_1* x = static_cast<const BlockQ4_1*>(vx);
+  const BlockQ8_1* y = static_cast<const BlockQ8_1*>(vy);
+  const int qk = kQK8_1;
+  float sumf = 0;
+  for (int64_t ib = 0; ib < n / qk; ++ib) {
+    int sumi0 = 0, sumi1 = 0;
+    for (int j = 0; j < qk / 2; ++j) {
+      sumi0 += (x[ib].qs[j] & 0x0F) * y[ib].qs[j];
+      sumi1 += (x[ib].qs[j] >> 4) * y[ib].qs[j + qk / 2];
+    }
+    sumf += (HalfToFloat(x[ib].d) * HalfToFloat(y[ib].d)) * float(sumi0 + sumi1) +
+            HalfToFloat(x[ib].m) * HalfToFloat(y[ib].s);
+  }
+  *s = sumf;
+}
+
+void VecDotQ5_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockQ5_0* x = static_cast<const BlockQ5_0*>(vx);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
+  const int qk = kQK8_0;
+  float sumf = 0;
+  for (int64_t ib = 0; ib < n / qk; ++ib) {
+    uint32_t qh;
+    std::memcpy(&qh, x[ib].qh, sizeof qh);
+    int sumi0 = 0, sumi1 = 0;
+    for (int j = 0; j < qk / 2; ++j) {
+      const uint8_t xh0 = uint8_t(((qh & (1u << (j + 0))) >> (j + 0)) << 4);
+      const uint8_t xh1 = uint8_t((qh & (1u << (j + 16))) >> (j + 12));
+      const int x0 = int8_t(((x[ib].qs[j] & 0x0F) | xh0) - 16);
+      const int x1 = int8_t(((x[ib].qs[j] >> 4) | xh1) - 16);
+      sumi0 += x0 * y[ib].qs[j];
+      sumi1 += x1 * y[ib].qs[j + qk / 2];
+    }
+    sumf += (HalfToFloat(x[ib].d) * HalfToFloat(y[ib].d)) * float(sumi0 + sumi1);
+  }
+  *s = sumf;
+}
+
+void VecDotQ5_1Q8_1(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockQ5_1* x = static_cast<const BlockQ5_1*>(vx);
+  const BlockQ8_1* y = static_cast<const BlockQ8_1*>(vy);
+  const int qk = kQK8_1;
+  float sumf = 0;
+  for (int64_t ib = 0; ib < n / qk; ++ib) {
+    uint32_t qh;
+    std::memcpy(&qh, x[ib].qh, sizeof qh);
+    int sumi0 = 0, sumi1 = 0;
+    for (int j = 0; j < qk / 2; ++j) {
+      const uint8_t xh0 = uint8_t(((qh >> (j + 0)) << 4) & 0x10);
+      const uint8_t xh1 = uint8_t(((qh >> (j + 12))) & 0x10);
+      sumi0 += ((x[ib].qs[j] & 0x0F) | xh0) * y[ib].qs[j];
+      sumi1 += ((x[ib].qs[j] >> 4) | xh1) * y[ib].qs[j + qk / 2];
+    }
+    sumf += (HalfToFloat(x[ib].d) * HalfToFloat(y[ib].d)) * float(sumi0 + sumi1) +
+            HalfToFloat(x[ib].m) * HalfToFloat(y[ib].s);
+  }
+  *s = sumf;
+}
+
+void VecDotQ8_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockQ8_0* x = static_cast<const BlockQ8_0*>(vx);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
+  const int qk = kQK8_0;
+  float sumf = 0;
+  for (int64_t ib = 0; ib < n / qk; ++ib) {
+    int sumi = 0;
+    for (int j = 0; j < qk; ++j) sumi += x[ib].qs[j] * y[ib].qs[j];
+    sumf += float(sumi) * (HalfToFloat(x[ib].d) * HalfToFloat(y[ib].d));
+  }
+  *s = sumf;
+}
+
+}  // namespace scalar
+}  // namespace stowage::cpu

@@ -1,0 +1,124 @@
+// Block layouts, reference quantizers/dequantizers and vec_dot kernels of the CPU backend.
+//
+// Internal to the CPU backend (and its tests). Block layouts are ggml's on-disk layouts
+// (ggml-common.h: block_q4_0 ... block_iq4_xs); they must match byte for byte because weights are
+// read straight from the GGUF mapping. Reference quantizers follow ggml's quantize_row_*_ref and
+// vec_dots follow ggml-cpu's generic quants.c, so results agree with llama.cpp's CPU backend.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "stowage/runtime/ggml_types.h"
+
+namespace stowage::cpu {
+
+inline constexpr int kQK4_0 = 32, kQK4_1 = 32, kQK5_0 = 32, kQK5_1 = 32, kQK8_0 = 32, kQK8_1 = 32;
+inline constexpr int kQK_K = 256;        ///< super-block size of the K-quants
+inline constexpr int kKScaleSize = 12;   ///< packed 6-bit scales/mins of Q4_K/Q5_K
+inline constexpr int kQK4_NL = 32;
+
+using fp16_t = uint16_t;  ///< IEEE binary16 bits
+using bf16_t = uint16_t;  ///< bfloat16 bits (upper half of an IEEE binary32)
+
+struct BlockQ4_0 { fp16_t d; uint8_t qs[kQK4_0 / 2]; };
+struct BlockQ4_1 { fp16_t d; fp16_t m; uint8_t qs[kQK4_1 / 2]; };
+struct BlockQ5_0 { fp16_t d; uint8_t qh[4]; uint8_t qs[kQK5_0 / 2]; };
+struct BlockQ5_1 { fp16_t d; fp16_t m; uint8_t qh[4]; uint8_t qs[kQK5_1 / 2]; };
+struct BlockQ8_0 { fp16_t d; int8_t qs[kQK8_0]; };
+/// Q8_1: `s` = d * sum(qs), used by the Q4_1/Q5_1 dots for the min term.
+struct BlockQ8_1 { fp16_t d; fp16_t s; int8_t qs[kQK8_1]; };
+struct BlockQ2_K { uint8_t scales[kQK_K / 16]; uint8_t qs[kQK_K / 4]; fp16_t d; fp16_t dmin; };
+struct BlockQ3_K { uint8_t hmask[kQK_K / 8]; uint8_t qs[kQK_K / 4]; uint8_t scales[12]; fp16_t d; };
+struct BlockQ4_K { fp16_t d; fp16_t dmin; uint8_t scales[kKScaleSize]; uint8_t qs[kQK_K / 2]; };
+struct BlockQ5_K { fp16_t d; fp16_t dmin; uint8_t scales[kKScaleSize]; uint8_t qh[kQK_K / 8]; uint8_t qs[kQK_K / 2]; };
+struct BlockQ6_K { uint8_t ql[kQK_K / 2]; uint8_t qh[kQK_K / 4]; int8_t scales[kQK_K / 16]; fp16_t d; };
+/// Q8_K: activations of the K-quant dots; bsums[j] = sum of qs[16j .. 16j+15].
+struct BlockQ8_K { float d; int8_t qs[kQK_K]; int16_t bsums[kQK_K / 16]; };
+struct BlockIQ4_NL { fp16_t d; uint8_t qs[kQK4_NL / 2]; };
+struct BlockIQ4_XS { fp16_t d; uint16_t scales_h; uint8_t scales_l[kQK_K / 64]; uint8_t qs[kQK_K / 2]; };
+
+static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
+              sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ8_1) == 36, "legacy blocks");
+static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
+              sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292, "k blocks");
+static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136, "iq4 blocks");
+
+/// The 16 non-linear levels of IQ4_NL / IQ4_XS (ggml-common.h kvalues_iq4nl).
+extern const int8_t kValuesIQ4NL[16];
+
+// ---- Scalar conversions ------------------------------------------------------------------------
+
+/// binary16 -> binary32, exact (subnormals, inf, NaN preserved).
+float HalfToFloat(fp16_t h);
+/// binary32 -> binary16, IEEE round-to-nearest-even (as F16C's _cvtss_sh with rounding mode 0).
+fp16_t FloatToHalf(float f);
+/// bfloat16 -> binary32 (exact).
+inline float Bf16ToFloat(bf16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+/// binary32 -> bfloat16, round-to-nearest-even; NaNs are quieted (ggml_compute_fp32_to_bf16).
+bf16_t FloatToBf16(float f);
+
+// ---- Row conversions (n elements; n % block size == 0) ----------------------------------------
+
+void QuantizeRowQ4_0(const float* x, BlockQ4_0* y, int64_t n);
+void QuantizeRowQ4_1(const float* x, BlockQ4_1* y, int64_t n);
+void QuantizeRowQ5_0(const float* x, BlockQ5_0* y, int64_t n);
+void QuantizeRowQ5_1(const float* x, BlockQ5_1* y, int64_t n);
+void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n);
+void QuantizeRowQ8_1(const float* x, BlockQ8_1* y, int64_t n);
+void QuantizeRowQ8_K(const float* x, BlockQ8_K* y, int64_t n);
+
+void DequantizeRowQ4_0(const BlockQ4_0* x, float* y, int64_t n);
+void DequantizeRowQ4_1(const BlockQ4_1* x, float* y, int64_t n);
+void DequantizeRowQ5_0(const BlockQ5_0* x, float* y, int64_t n);
+void DequantizeRowQ5_1(const BlockQ5_1* x, float* y, int64_t n);
+void DequantizeRowQ8_0(const BlockQ8_0* x, float* y, int64_t n);
+void DequantizeRowQ2_K(const BlockQ2_K* x, float* y, int64_t n);
+void DequantizeRowQ3_K(const BlockQ3_K* x, float* y, int64_t n);
+void DequantizeRowQ4_K(const BlockQ4_K* x, float* y, int64_t n);
+void DequantizeRowQ5_K(const BlockQ5_K* x, float* y, int64_t n);
+void DequantizeRowQ6_K(const BlockQ6_K* x, float* y, int64_t n);
+void DequantizeRowIQ4_NL(const BlockIQ4_NL* x, float* y, int64_t n);
+void DequantizeRowIQ4_XS(const BlockIQ4_XS* x, float* y, int64_t n);
+
+/// Q4_K/Q5_K packed 6-bit scale `j` (0..7) and min (ggml get_scale_min_k4).
+inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
+  }
+}
+
+// ---- vec_dot: *s = dot(x, y) over n elements; x of the weight type, y of its vec_dot type -----
+
+using VecDotFn = void (*)(int64_t n, float* s, const void* x, const void* y);
+/// Converts n F32 values into a vec_dot type row.
+using FromFloatFn = void (*)(const float* x, void* y, int64_t n);
+
+namespace scalar {
+void VecDotF32(int64_t n, float* s, const void* x, const void* y);
+void VecDotF16(int64_t n, float* s, const void* x, const void* y);
+void VecDotBF16(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ4_0Q8_0(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ4_1Q8_1(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ5_0Q8_0(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ5_1Q8_1(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ8_0Q8_0(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ2_KQ8_K(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ3_KQ8_K(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ4_KQ8_K(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ5_KQ8_K(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ6_KQ8_K(int64_t n, float* s, const void* x, const void* y);
+void VecDotIQ4_NLQ8_0(int64_t n, float* s, const void* x, const void* y);
+void VecDotIQ4_XSQ8_K(int64_t n, float* s, const void* x, const void* y);
+}  // namespace scalar
+
+}  // namespace stowage::cpu

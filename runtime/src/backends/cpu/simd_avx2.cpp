@@ -1,0 +1,215 @@
+// AVX2 + FMA + F16C kernels (this file alone is compiled with -mavx2 -mfma -mf16c; it is only
+// called when DetectIsa() >= kAvx2). Integer parts are exact, so results match the scalar
+// reference up to the float accumulation order.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels.h"
+#include "quants.h"
+
+namespace stowage::cpu::avx2 {
+namespace {
+
+inline float HsumPs(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int HsumEpi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline float H2F(fp16_t h) { return _cvtsh_ss(h); }
+
+// Sum of 8 int32 lanes of (x * y) over 32 int8 pairs, x and y signed (|x| <= 127 or y != -128).
+inline __m256i DotI8(__m256i x, __m256i y) {
+  const __m256i ax = _mm256_sign_epi8(x, x);
+  const __m256i sy = _mm256_sign_epi8(y, x);
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
+}
+
+// 32 nibbles of a Q4_0-style block: elements 0..15 (low nibbles) then 16..31 (high nibbles).
+inline __m256i Nibbles32(const uint8_t* qs) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(v, 4), v);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+}  // namespace
+
+void VecDotF32(int64_t n, float* s, const void* vx, const void* vy) {
+  const float* x = static_cast<const float*>(vx);
+  const float* y = static_cast<const float*>(vy);
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
+    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
+    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
+  }
+  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+  float sum = HsumPs(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (; i < n; ++i) sum += x[i] * y[i];
+  *s = sum;
+}
+
+void VecDotF16(int64_t n, float* s, const void* vx, const void* vy) {
+  const fp16_t* x = static_cast<const fp16_t*>(vx);
+  const fp16_t* y = static_cast<const fp16_t*>(vy);
+  auto ld = [](const fp16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); };
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_fmadd_ps(ld(x + i), ld(y + i), a0);
+    a1 = _mm256_fmadd_ps(ld(x + i + 8), ld(y + i + 8), a1);
+    a2 = _mm256_fmadd_ps(ld(x + i + 16), ld(y + i + 16), a2);
+    a3 = _mm256_fmadd_ps(ld(x + i + 24), ld(y + i + 24), a3);
+  }
+  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(ld(x + i), ld(y + i), a0);
+  float sum = HsumPs(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (; i < n; ++i) sum += H2F(x[i]) * H2F(y[i]);
+  *s = sum;
+}
+
+void FromFloatF16(const float* x, void* vy, int64_t n) {
+  fp16_t* y = static_cast<fp16_t*>(vy);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), h);
+  }
+  for (; i < n; ++i) y[i] = FloatToHalf(x[i]);
+}
+
+void VecDotQ8_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockQ8_0* x = static_cast<const BlockQ8_0*>(vx);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n / kQK8_0; ++ib) {
+    const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[ib].qs));
+    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[ib].qs));
+    const __m256 d = _mm256_set1_ps(H2F(x[ib].d) * H2F(y[ib].d));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(DotI8(qx, qy)), acc);
+  }
+  *s = HsumPs(acc);
+}
+
+void VecDotQ4_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockQ4_0* x = static_cast<const BlockQ4_0*>(vx);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
+  const __m256i off = _mm256_set1_epi8(8);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n / kQK8_0; ++ib) {
+    const __m256i qx = _mm256_sub_epi8(Nibbles32(x[ib].qs), off);
+    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[ib].qs));
+    const __m256 d = _mm256_set1_ps(H2F(x[ib].d) * H2F(y[ib].d));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(DotI8(qx, qy)), acc);
+  }
+  *s = HsumPs(acc);
+}
+
+void VecDotQ4_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockQ4_K* x = static_cast<const BlockQ4_K*>(vx);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  float sumf = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) GetScaleMinK4(j, x[i].scales, &sc[j], &mn[j]);
+    int summs = 0;
+    for (int j = 0; j < 16; ++j) summs += y[i].bsums[j] * mn[j / 2];
+    __m256i isum = _mm256_setzero_si256();
+    const uint8_t* q4 = x[i].qs;
+    const int8_t* q8 = y[i].qs;
+    for (int j = 0; j < 4; ++j, q4 += 32, q8 += 64) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4));
+      const __m256i lo = _mm256_and_si256(v, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8));
+      const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32));
+      const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), _mm256_set1_epi16(sc[2 * j]));
+      const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), _mm256_set1_epi16(sc[2 * j + 1]));
+      isum = _mm256_add_epi32(isum, _mm256_add_epi32(p0, p1));
+    }
+    const float d = H2F(x[i].d) * y[i].d;
+    const float dmin = H2F(x[i].dmin) * y[i].d;
+    sumf += d * float(HsumEpi32(isum)) - dmin * float(summs);
+  }
+  *s = sumf;
+}
+
+void VecDotQ6_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockQ6_K* x = static_cast<const BlockQ6_K*>(vx);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+  float sumf = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    // q = a - 32 with a in 0..63: dot(q, y) = dot(a, y) - 32 * bsum.
+    int corr = 0;
+    for (int g = 0; g < 16; ++g) corr += x[i].scales[g] * y[i].bsums[g];
+    __m256i isum = _mm256_setzero_si256();
+    const uint8_t* ql = x[i].ql;
+    const uint8_t* qh = x[i].qh;
+    const int8_t* q8 = y[i].qs;
+    const int8_t* sc = x[i].scales;
+    for (int half = 0; half < 2; ++half, ql += 64, qh += 32, q8 += 128, sc += 8) {
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+      __m256i a[4];
+      a[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
+      a[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4));
+      a[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4));
+      a[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
+      for (int k = 0; k < 4; ++k) {
+        const __m256i yk = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32 * k));
+        const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[2 * k + 1]), _mm_set1_epi16(sc[2 * k]));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(a[k], yk), scales));
+      }
+    }
+    sumf += H2F(x[i].d) * y[i].d * float(HsumEpi32(isum) - 32 * corr);
+  }
+  *s = sumf;
+}
+
+void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  const uint8_t* x = static_cast<const uint8_t*>(vx);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / kQK8_0; ++b, x += 8 * sizeof(BlockQ4_0)) {
+    const __m128i y0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs));
+    const __m128i y1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs + 16));
+    const __m256i ylo = _mm256_broadcastsi128_si256(y0), yhi = _mm256_broadcastsi128_si256(y1);
+    // sum(y) for the -8 offset of the nibbles.
+    const __m256i ysum16 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1),
+                                                                  _mm256_set_m128i(y1, y0)), ones);
+    const int ysum = HsumEpi32(ysum16);
+    __m256i p[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * k));
+      const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi));
+      p[k] = _mm256_madd_epi16(s16, ones);
+    }
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    const __m256i sumi = _mm256_sub_epi32(_mm256_permutevar8x32_epi32(h, perm), _mm256_set1_epi32(8 * ysum));
+    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))),
+                                   _mm256_set1_ps(H2F(y[b].d)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), d, acc);
+  }
+  _mm256_storeu_ps(s, acc);
+}
+
+}  // namespace stowage::cpu::avx2

@@ -1,0 +1,357 @@
+// CPU kernels, F32/F16 ops: each op against a straightforward double-precision reference on odd
+// shapes, broadcast and strided views, plus error paths.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "test_util.h"
+
+namespace stowage::cpu {
+namespace {
+using test::Fill;
+using test::Tensor;
+
+ComputeContext Ctx(int n_threads = 2) {
+  ComputeContext c;
+  c.n_threads = n_threads;
+  return c;
+}
+
+TEST(CpuFp16, RoundTripAndNearestEven) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = Fp16ToFp32(uint16_t(h));
+    if (std::isnan(f)) { EXPECT_TRUE(std::isnan(Fp16ToFp32(Fp32ToFp16(f)))); continue; }
+    EXPECT_EQ(Fp32ToFp16(f), uint16_t(h)) << h;
+  }
+  EXPECT_EQ(Fp32ToFp16(1.0f), 0x3C00);
+  EXPECT_EQ(Fp32ToFp16(65504.f), 0x7BFF);
+  EXPECT_EQ(Fp32ToFp16(65520.f), 0x7C00);  // ties to even -> infinity
+  EXPECT_EQ(Fp32ToFp16(-1e9f), 0xFC00);
+  EXPECT_EQ(Fp32ToFp16(1.0f + 1.0f / 2048), 0x3C00);          // tie -> even (down)
+  EXPECT_EQ(Fp32ToFp16(1.0f + 3.0f / 2048), 0x3C02);          // tie -> even (up)
+  EXPECT_EQ(Fp32ToFp16(std::ldexp(1.0f, -25)), 0x0000);       // tie between 0 and min subnormal
+  EXPECT_EQ(Fp32ToFp16(std::ldexp(1.5f, -25)), 0x0001);
+  // Random floats: the result is the nearest half.
+  std::vector<float> x(20000);
+  test::FillUniform(x, 7, -70000.f, 70000.f);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float f = x[i] * (i % 3 == 0 ? 1e-6f : 1.0f);
+    const uint16_t h = Fp32ToFp16(f);
+    const double e = std::fabs(double(Fp16ToFp32(h)) - f);
+    if (std::isinf(Fp16ToFp32(h))) continue;
+    EXPECT_LE(e, std::fabs(double(Fp16ToFp32(uint16_t(h + 1))) - f)) << f;
+    if ((h & 0x7FFF) != 0) EXPECT_LE(e, std::fabs(double(Fp16ToFp32(uint16_t(h - 1))) - f)) << f;
+  }
+}
+
+TEST(CpuTensorView, Contiguity) {
+  Tensor t(GgmlType::Q4_0, 64, 3, 2);
+  EXPECT_EQ(t.v.nb[0], 18u);
+  EXPECT_EQ(t.v.nb[1], 36u);
+  EXPECT_TRUE(t.v.is_contiguous());
+  std::swap(t.v.nb[1], t.v.nb[2]);
+  std::swap(t.v.ne[1], t.v.ne[2]);
+  EXPECT_FALSE(t.v.is_contiguous());
+}
+
+// dst[n, m] reference in double, with src1 optionally rounded to fp16 (F16 weights).
+void RefMulMat(const Tensor& a, const Tensor& b, bool round_b, std::vector<double>& out) {
+  const int64_t K = a.v.ne[0], N = a.v.ne[1], M = b.v.ne[1], ne12 = b.v.ne[2], ne13 = b.v.ne[3];
+  out.assign(size_t(N * M * ne12 * ne13), 0.0);
+  for (int64_t i3 = 0; i3 < ne13; ++i3)
+    for (int64_t i2 = 0; i2 < ne12; ++i2)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double s = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            double y = b.at(k, m, i2, i3);
+            if (round_b) y = test::RoundF16(float(y));
+            s += a.at(k, n, i2 / (ne12 / a.v.ne[2]), i3 / (ne13 / a.v.ne[3])) * y;
+          }
+          out[size_t(((i3 * ne12 + i2) * M + m) * N + n)] = s;
+        }
+}
+
+void CheckMulMat(GgmlType wtype, IsaLevel isa) {
+  const int64_t K = 67, N = 13, M = 5;
+  Tensor a(wtype, K, N, 2, 1), b(GgmlType::F32, K, M, 4, 1), d(GgmlType::F32, N, M, 4, 1);
+  Fill(a, 1);
+  Fill(b, 2);
+  ComputeContext ctx = Ctx(3);
+  ctx.max_isa = isa;
+  ASSERT_TRUE(MulMat(ctx, a.v, b.v, d.v).ok());
+  std::vector<double> ref;
+  RefMulMat(a, b, wtype == GgmlType::F16, ref);
+  for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(d.f32()[i], ref[i], 1e-4) << i;
+}
+
+TEST(CpuMulMat, F32AndF16WeightsAllIsaLevels) {
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+    CheckMulMat(GgmlType::F32, isa);
+    CheckMulMat(GgmlType::F16, isa);
+  }
+}
+
+TEST(CpuMulMat, PermutedAndStridedSrc1) {
+  // src1 stored as [K, ne2=3, M=4] and viewed as [K, M, ne2] (ggml_permute(q, 0, 2, 1, 3)).
+  const int64_t K = 40, N = 7, M = 4, H = 3;
+  for (GgmlType wt : {GgmlType::F32, GgmlType::F16}) {
+    Tensor a(wt, K, N, H), store(GgmlType::F32, K, H, M), d(GgmlType::F32, N, M, H);
+    Fill(a, 3);
+    Fill(store, 4);
+    Tensor view = store;
+    view.v.data = view.buf.data();
+    view.v.ne[1] = M; view.v.ne[2] = H;
+    view.v.nb[1] = store.v.nb[2]; view.v.nb[2] = store.v.nb[1];
+    ComputeContext ctx = Ctx(2);
+    ASSERT_TRUE(MulMat(ctx, a.v, view.v, d.v).ok());
+    std::vector<double> ref;
+    RefMulMat(a, view, wt == GgmlType::F16, ref);
+    for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(d.f32()[i], ref[i], 1e-4) << i;
+  }
+  // src1 with nb0 != 4: a transposed view (ggml_transpose) of a [M, K] matrix.
+  Tensor a(GgmlType::F32, 9, 5), store(GgmlType::F32, 6, 9), d(GgmlType::F32, 5, 6);
+  Fill(a, 5);
+  Fill(store, 6);
+  Tensor tv = store;
+  tv.v.data = tv.buf.data();
+  tv.v.ne[0] = 9; tv.v.ne[1] = 6;
+  tv.v.nb[0] = store.v.nb[1]; tv.v.nb[1] = store.v.nb[0];
+  ComputeContext ctx = Ctx(2);
+  ASSERT_TRUE(MulMat(ctx, a.v, tv.v, d.v).ok());
+  std::vector<double> ref;
+  RefMulMat(a, tv, false, ref);
+  for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(d.f32()[i], ref[i], 1e-5);
+}
+
+TEST(CpuMulMat, Errors) {
+  Tensor a(GgmlType::F32, 8, 4), b(GgmlType::F32, 9, 2), d(GgmlType::F32, 4, 2);
+  ComputeContext ctx = Ctx();
+  Status s = MulMat(ctx, a.v, b.v, d.v);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("differ in ne0"), std::string::npos) << s.message();
+  Tensor q(GgmlType::IQ2_XXS, 256, 4), b2(GgmlType::F32, 256, 2);
+  EXPECT_EQ(MulMat(ctx, q.v, b2.v, d.v).code(), StatusCode::kUnimplemented);
+}
+
+TEST(CpuNorm, RmsNormAndNorm) {
+  Tensor x(GgmlType::F32, 37, 3, 2), y(GgmlType::F32, 37, 3, 2), z(GgmlType::F32, 37, 3, 2);
+  Fill(x, 8, -3, 5);
+  ComputeContext ctx = Ctx();
+  ASSERT_TRUE(RmsNorm(ctx, x.v, y.v, 1e-5f).ok());
+  ASSERT_TRUE(Norm(ctx, x.v, z.v, 1e-5f).ok());
+  for (int64_t r = 0; r < 6; ++r) {
+    double ss = 0, s = 0;
+    for (int i = 0; i < 37; ++i) { ss += x.at(i, r) * x.at(i, r); s += x.at(i, r); }
+    const double mean = s / 37;
+    double var = 0;
+    for (int i = 0; i < 37; ++i) var += (x.at(i, r) - mean) * (x.at(i, r) - mean);
+    var /= 37;
+    for (int i = 0; i < 37; ++i) {
+      EXPECT_NEAR(y.at(i, r), x.at(i, r) / std::sqrt(ss / 37 + 1e-5), 1e-5);
+      EXPECT_NEAR(z.at(i, r), (x.at(i, r) - mean) / std::sqrt(var + 1e-5), 1e-5);
+    }
+  }
+}
+
+TEST(CpuBinary, AddMulBroadcastF16Src1) {
+  Tensor a(GgmlType::F32, 10, 6, 4), b(GgmlType::F16, 10, 3, 1), c(GgmlType::F32, 10, 6, 4), m(GgmlType::F32, 10, 6, 4);
+  Fill(a, 9);
+  Fill(b, 10);
+  ComputeContext ctx = Ctx();
+  ASSERT_TRUE(Add(ctx, a.v, b.v, c.v).ok());
+  ASSERT_TRUE(Mul(ctx, a.v, b.v, m.v).ok());
+  for (int i2 = 0; i2 < 4; ++i2)
+    for (int i1 = 0; i1 < 6; ++i1)
+      for (int i0 = 0; i0 < 10; ++i0) {
+        EXPECT_FLOAT_EQ(c.at(i0, i1, i2), float(a.at(i0, i1, i2) + b.at(i0, i1 % 3)));
+        EXPECT_FLOAT_EQ(m.at(i0, i1, i2), float(a.at(i0, i1, i2) * b.at(i0, i1 % 3)));
+      }
+  Tensor bad(GgmlType::F32, 10, 4);
+  EXPECT_EQ(Add(ctx, a.v, bad.v, c.v).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CpuUnary, ScaleSiluGeluGlu) {
+  Tensor x(GgmlType::F32, 33, 5), g(GgmlType::F32, 33, 5), y(GgmlType::F32, 33, 5);
+  Fill(x, 11, -12, 12);
+  Fill(g, 12);
+  ComputeContext ctx = Ctx();
+  auto silu = [](double v) { return v / (1 + std::exp(-v)); };
+  auto gelu = [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * v * (1 + 0.044715 * v * v))); };
+  ASSERT_TRUE(Scale(ctx, x.v, y.v, 0.5f, 2.f).ok());
+  for (int i = 0; i < 165; ++i) EXPECT_FLOAT_EQ(y.f32()[i], x.f32()[i] * 0.5f + 2.f);
+  ASSERT_TRUE(Silu(ctx, x.v, y.v).ok());
+  for (int i = 0; i < 165; ++i) EXPECT_NEAR(y.f32()[i], silu(x.f32()[i]), 1e-5);
+  ASSERT_TRUE(Gelu(ctx, x.v, y.v).ok());  // fp16-table precision, like ggml
+  for (int i = 0; i < 165; ++i) EXPECT_NEAR(y.f32()[i], gelu(x.f32()[i]), 2e-3 * (1 + std::fabs(x.f32()[i])));
+  ASSERT_TRUE(SwiGlu(ctx, x.v, g.v, y.v).ok());
+  for (int i = 0; i < 165; ++i) EXPECT_NEAR(y.f32()[i], silu(x.f32()[i]) * g.f32()[i], 1e-5);
+  ASSERT_TRUE(GeGlu(ctx, x.v, g.v, y.v).ok());
+  for (int i = 0; i < 165; ++i) EXPECT_NEAR(y.f32()[i], gelu(x.f32()[i]) * g.f32()[i], 2e-3 * (1 + std::fabs(x.f32()[i])));
+}
+
+// ggml_rope_ext reference in double (same angle recurrence, YaRN ramp and mscale).
+void RefRope(const Tensor& x, const std::vector<int32_t>& pos, const float* ff, const RopeParams& p,
+             std::vector<double>& out) {
+  const int64_t ne0 = x.v.ne[0], ne1 = x.v.ne[1], ne2 = x.v.ne[2];
+  out.assign(size_t(ne0 * ne1 * ne2), 0);
+  auto corr = [&](double beta) {
+    return p.n_dims * std::log(p.n_ctx_orig / (beta * 2 * M_PI)) / (2 * std::log(double(p.freq_base)));
+  };
+  const double lo = std::max(0.0, std::floor(corr(p.beta_fast)));
+  const double hi = std::min(double(p.n_dims - 1), std::ceil(corr(p.beta_slow)));
+  for (int64_t i2 = 0; i2 < ne2; ++i2)
+    for (int64_t i1 = 0; i1 < ne1; ++i1) {
+      for (int64_t i0 = 0; i0 < ne0; ++i0) out[size_t((i2 * ne1 + i1) * ne0 + i0)] = x.at(i0, i1, i2);
+      for (int64_t i0 = 0; i0 < p.n_dims; i0 += 2) {
+        const double extrap = pos[size_t(i2)] * std::pow(double(p.freq_base), -double(i0) / p.n_dims) /
+                              (ff ? ff[i0 / 2] : 1.0);
+        const double interp = p.freq_scale * extrap;
+        double theta = interp, mscale = p.attn_factor;
+        if (p.ext_factor != 0) {
+          const double y = (i0 / 2 - lo) / std::max(0.001, hi - lo);
+          const double mix = (1 - std::min(1.0, std::max(0.0, y))) * p.ext_factor;
+          theta = interp * (1 - mix) + extrap * mix;
+          mscale *= 1 + 0.1 * std::log(1 / double(p.freq_scale));
+        }
+        const int64_t a = p.mode == 2 ? i0 / 2 : i0, b = p.mode == 2 ? i0 / 2 + p.n_dims / 2 : i0 + 1;
+        const double x0 = x.at(a, i1, i2), x1 = x.at(b, i1, i2);
+        out[size_t((i2 * ne1 + i1) * ne0 + a)] = (x0 * std::cos(theta) - x1 * std::sin(theta)) * mscale;
+        out[size_t((i2 * ne1 + i1) * ne0 + b)] = (x0 * std::sin(theta) + x1 * std::cos(theta)) * mscale;
+      }
+    }
+}
+
+TEST(CpuRope, NormalNeoxFreqFactorsYarn) {
+  const int64_t hd = 12, nh = 3, nt = 5;
+  Tensor x(GgmlType::F32, hd, nh, nt), y(GgmlType::F32, hd, nh, nt), pos(GgmlType::I32, nt), ff(GgmlType::F32, 4);
+  Fill(x, 13);
+  std::vector<int32_t> p = {0, 1, 7, 100, 4095};
+  std::copy(p.begin(), p.end(), pos.i32());
+  const float ffv[4] = {1.0f, 1.5f, 4.0f, 8.0f};
+  std::copy(ffv, ffv + 4, ff.f32());
+  for (int mode : {0, 2}) {
+    for (bool yarn : {false, true}) {
+      for (bool use_ff : {false, true}) {
+        RopeParams rp;
+        rp.n_dims = 8;
+        rp.mode = mode;
+        rp.n_ctx_orig = 4096;
+        rp.freq_base = 10000.f;
+        rp.freq_scale = yarn ? 0.25f : 1.f;
+        rp.ext_factor = yarn ? 1.f : 0.f;
+        TensorView none;
+        none.data = nullptr;
+        ComputeContext ctx = Ctx();
+        ASSERT_TRUE(Rope(ctx, x.v, pos.v, use_ff ? ff.v : none, y.v, rp).ok());
+        std::vector<double> ref;
+        RefRope(x, p, use_ff ? ffv : nullptr, rp, ref);
+        // float angle recurrence vs exact pow: error grows with the position (4095 rad).
+        for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(y.f32()[i], ref[i], 3e-3) << mode << yarn << use_ff << i;
+      }
+    }
+  }
+}
+
+TEST(CpuSoftMax, MaskScaleAlibi) {
+  const int64_t nkv = 11, nt = 3, nh = 5;
+  Tensor x(GgmlType::F32, nkv, nt, nh), y(GgmlType::F32, nkv, nt, nh), mask(GgmlType::F16, nkv, 4);
+  Fill(x, 14, -4, 4);
+  for (int64_t t = 0; t < 4; ++t)
+    for (int64_t k = 0; k < nkv; ++k) mask.u16()[t * nkv + k] = Fp32ToFp16(k > 5 + t ? -INFINITY : -0.25f * float(k % 3));
+  for (float max_bias : {0.0f, 8.0f}) {
+    ComputeContext ctx = Ctx();
+    ASSERT_TRUE(SoftMax(ctx, x.v, mask.v, y.v, 0.7f, max_bias).ok());
+    const int n_head_log2 = 4;
+    const double m0 = std::pow(2.0, -max_bias / n_head_log2), m1 = std::pow(2.0, -max_bias / 2 / n_head_log2);
+    for (int64_t h = 0; h < nh; ++h) {
+      const double slope = max_bias > 0 ? (h < n_head_log2 ? std::pow(m0, h + 1) : std::pow(m1, 2 * (h - n_head_log2) + 1)) : 1.0;
+      for (int64_t t = 0; t < nt; ++t) {
+        std::vector<double> w(static_cast<size_t>(nkv));
+        double mx = -INFINITY, sum = 0;
+        for (int64_t k = 0; k < nkv; ++k) { w[size_t(k)] = x.at(k, t, h) * 0.7 + slope * mask.at(k, t); mx = std::max(mx, w[size_t(k)]); }
+        for (auto& v : w) { v = std::exp(v - mx); sum += v; }
+        for (int64_t k = 0; k < nkv; ++k) EXPECT_NEAR(y.at(k, t, h), w[size_t(k)] / sum, 1e-6);
+      }
+    }
+  }
+  Tensor small_mask(GgmlType::F32, nkv, 2);
+  ComputeContext ctx = Ctx();
+  EXPECT_EQ(SoftMax(ctx, x.v, small_mask.v, y.v, 1.f, 0.f).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CpuCpy, KvStoreF16StridedAndBack) {
+  // K cache [head_dim * n_head_kv, n_ctx] F16; store 3 tokens at cell 4 through a strided view.
+  const int64_t hd = 8, nh = 2, nctx = 10, nt = 3;
+  Tensor k(GgmlType::F32, hd, nh, nt), cache(GgmlType::F16, hd * nh, nctx);
+  Fill(k, 15);
+  TensorView view = cache.v;
+  view.ne[0] = hd; view.ne[1] = nh; view.ne[2] = nt;
+  view.nb[1] = hd * 2; view.nb[2] = cache.v.nb[1];
+  view.data = cache.buf.data() + 4 * cache.v.nb[1];
+  ComputeContext ctx = Ctx();
+  ASSERT_TRUE(Cpy(ctx, k.v, view).ok());
+  for (int64_t t = 0; t < nctx; ++t)
+    for (int64_t i = 0; i < hd * nh; ++i) {
+      const double expect = (t >= 4 && t < 4 + nt) ? test::RoundF16(float(k.at(i % hd, i / hd, t - 4))) : 0.0;
+      EXPECT_EQ(cache.at(i, t), expect);
+    }
+  // V cache transposed store: dst view [1 .. ] element (i, t) at cell t, row i (nb0 = n_ctx * 2).
+  Tensor v(GgmlType::F32, hd, nt), vcache(GgmlType::F16, nctx, hd);
+  Fill(v, 16);
+  TensorView vt = vcache.v;
+  vt.ne[0] = hd; vt.ne[1] = nt;
+  vt.nb[0] = vcache.v.nb[1]; vt.nb[1] = 2;
+  vt.data = vcache.buf.data() + 2 * 2;
+  ASSERT_TRUE(Cpy(ctx, v.v, vt).ok());
+  for (int64_t i = 0; i < hd; ++i)
+    for (int64_t t = 0; t < nt; ++t) EXPECT_EQ(vcache.at(2 + t, i), test::RoundF16(float(v.at(i, t))));
+  // F16 -> F32 and F32 -> F32 transposed (CONT of a transposed view), reshaping copy.
+  Tensor back(GgmlType::F32, hd * nh, nctx);
+  ASSERT_TRUE(Cpy(ctx, cache.v, back.v).ok());
+  for (int64_t i = 0; i < hd * nh * nctx; ++i) EXPECT_EQ(back.f32()[i], Fp16ToFp32(cache.u16()[i]));
+  Tensor m(GgmlType::F32, 5, 7), mt(GgmlType::F32, 7, 5), flat(GgmlType::F32, 35);
+  Fill(m, 17);
+  TensorView tv = m.v;
+  tv.ne[0] = 7; tv.ne[1] = 5; tv.nb[0] = m.v.nb[1]; tv.nb[1] = 4;
+  ASSERT_TRUE(Cpy(ctx, tv, mt.v).ok());
+  for (int i = 0; i < 7; ++i)
+    for (int j = 0; j < 5; ++j) EXPECT_EQ(mt.at(i, j), m.at(j, i));
+  ASSERT_TRUE(Cpy(ctx, tv, flat.v).ok());
+  for (int l = 0; l < 35; ++l) EXPECT_EQ(flat.f32()[l], m.at(l / 7, l % 7));
+  Tensor wrong(GgmlType::F32, 34);
+  EXPECT_EQ(Cpy(ctx, m.v, wrong.v).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CpuGetRows, F32F16Q8_0) {
+  Tensor idx(GgmlType::I32, 4);
+  const int32_t ids[4] = {3, 0, 3, 6};
+  std::copy(ids, ids + 4, idx.i32());
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16}) {
+    Tensor w(t, 21, 7), out(GgmlType::F32, 21, 4);
+    Fill(w, 18);
+    ComputeContext ctx = Ctx();
+    ASSERT_TRUE(GetRows(ctx, w.v, idx.v, out.v).ok());
+    for (int r = 0; r < 4; ++r)
+      for (int i = 0; i < 21; ++i) EXPECT_EQ(out.at(i, r), w.at(i, ids[r]));
+  }
+  Tensor wq(GgmlType::Q8_0, 64, 7), out(GgmlType::F32, 64, 4);
+  std::vector<float> src(64 * 7);
+  test::FillUniform(src, 19);
+  for (int r = 0; r < 7; ++r) ASSERT_TRUE(QuantizeRow(GgmlType::Q8_0, &src[size_t(r) * 64], wq.buf.data() + r * wq.v.nb[1], 64).ok());
+  ComputeContext ctx = Ctx();
+  ASSERT_TRUE(GetRows(ctx, wq.v, idx.v, out.v).ok());
+  std::vector<float> deq(64);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_TRUE(DequantizeRow(GgmlType::Q8_0, wq.buf.data() + ids[r] * wq.v.nb[1], deq.data(), 64).ok());
+    for (int i = 0; i < 64; ++i) EXPECT_EQ(out.at(i, r), deq[size_t(i)]);
+  }
+  idx.i32()[2] = 7;
+  Status s = GetRows(ctx, wq.v, idx.v, out.v);
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(s.message().find("idx[2,0,0] = 7"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace stowage::cpu
