@@ -1,0 +1,116 @@
+// gguf-synth: writes a random-weight GGUF model (seeded) for one of Stowage's architectures, or a
+// header-only stand-in at a real size. See synth.h for names, shapes, keys and values.
+//
+//   gguf-synth --arch qwen2 --n-layer 2 --n-embd 64 -o qwen2.gguf
+//   gguf-synth --preset llama3-405b --type q4_K --header-only -o llama3-405b.gguf
+//
+// Exit status 1 with a one-line error on bad options or a failed write (nothing is written then).
+#include <cstdio>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "stowage/runtime/gguf_writer.h"
+#include "synth.h"
+
+int main(int argc, char** argv) {
+  using stowage::synth::ModelSpec;
+  CLI::App app{"gguf-synth: write a random-weight GGUF model (llama.cpp names, shapes and keys)"};
+  std::string out, preset, arch, type = "f32", name, vocab_from;
+  ModelSpec d;  // option storage; applied over the preset only when given
+  bool list = false, header_only = false, tied = false, untied = false, rope_freqs = false;
+  app.add_option("-o,--output", out, "output GGUF file (written atomically)");
+  app.add_flag("--list-presets", list, "print the presets and exit");
+  app.add_option("--preset", preset, "real-size preset: llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3-like, mamba-2.8b");
+  auto* o_arch = app.add_option("--arch", arch, "llama, qwen2, phi3, gemma, mamba, qwen2moe, mixtral");
+  auto* o_layer = app.add_option("--n-layer", d.n_layer, "layers (blocks)");
+  auto* o_embd = app.add_option("--n-embd", d.n_embd, "embedding width");
+  auto* o_head = app.add_option("--n-head", d.n_head, "attention heads");
+  auto* o_head_kv = app.add_option("--n-head-kv", d.n_head_kv, "key/value heads (GQA)");
+  auto* o_head_dim = app.add_option("--head-dim", d.head_dim, "head size (default n_embd / n_head)");
+  auto* o_ff = app.add_option("--n-ff", d.n_ff, "feed-forward width");
+  auto* o_vocab = app.add_option("--n-vocab", d.n_vocab, "vocabulary size (generated SPM vocab)");
+  auto* o_ctx = app.add_option("--n-ctx", d.n_ctx, "<arch>.context_length");
+  auto* o_exp = app.add_option("--n-expert", d.n_expert, "experts per layer (mixtral, qwen2moe)");
+  auto* o_exp_used = app.add_option("--n-expert-used", d.n_expert_used, "experts used per token");
+  auto* o_ff_exp = app.add_option("--n-ff-exp", d.n_ff_exp, "qwen2moe: expert feed-forward width");
+  auto* o_ff_shexp = app.add_option("--n-ff-shexp", d.n_ff_shexp, "qwen2moe: shared expert feed-forward width");
+  auto* o_base = app.add_option("--rope-freq-base", d.rope_freq_base, "rope.freq_base");
+  auto* o_d_state = app.add_option("--ssm-d-state", d.ssm_d_state, "mamba: state size");
+  auto* o_d_inner = app.add_option("--ssm-d-inner", d.ssm_d_inner, "mamba: inner size (default 2 n_embd)");
+  auto* o_d_conv = app.add_option("--ssm-d-conv", d.ssm_d_conv, "mamba: convolution kernel");
+  auto* o_dt_rank = app.add_option("--ssm-dt-rank", d.ssm_dt_rank, "mamba: time step rank (default ceil(n_embd/16))");
+  auto* o_type = app.add_option("--type", type, "weight type: f32, f16, bf16, q8_0, q4_0 (any ggml type with --header-only)");
+  auto* o_seed = app.add_option("--seed", d.seed, "random seed");
+  app.add_option("--name", name, "general.name");
+  app.add_option("--vocab-from", vocab_from, "copy the tokenizer.* keys of this GGUF (n_vocab follows it)");
+  app.add_flag("--tied", tied, "no output.weight (the output reuses token_embd)");
+  app.add_flag("--untied", untied, "write output.weight");
+  app.add_flag("--rope-freqs", rope_freqs, "llama: add rope_freqs.weight (Llama-3.1 rope scaling)");
+  app.add_flag("--header-only", header_only, "leave the data region a sparse hole (costs no disk)");
+  CLI11_PARSE(app, argc, argv);
+
+  auto fail = [](const std::string& msg) {
+    std::fprintf(stderr, "%s%s\n", msg.rfind("gguf-synth: ", 0) == 0 ? "" : "gguf-synth: ", msg.c_str());
+    return 1;
+  };
+  if (list) {
+    for (const auto& p : stowage::synth::PresetNames()) {
+      auto s = stowage::synth::Resolve(*stowage::synth::Preset(p));
+      std::printf("%-18s arch %-8s %3u layers, n_embd %5u, n_head %3u/%3u, n_ff %5u, n_expert %3u/%u, n_vocab %u\n",
+                  p.c_str(), s->arch.c_str(), s->n_layer, s->n_embd, s->n_head, s->n_head_kv, s->n_ff, s->n_expert,
+                  s->n_expert_used, s->n_vocab);
+    }
+    return 0;
+  }
+  if (out.empty()) return fail("an output file is required (-o FILE)");
+  if (tied && untied) return fail("--tied and --untied exclude each other");
+
+  ModelSpec s;
+  if (!preset.empty()) {
+    auto p = stowage::synth::Preset(preset);
+    if (!p.ok()) return fail(p.status().message());
+    s = *p;
+  }
+  auto given = [](CLI::Option* o) { return o->count() > 0; };
+  if (given(o_arch)) s.arch = arch;
+  if (given(o_layer)) s.n_layer = d.n_layer;
+  if (given(o_embd)) s.n_embd = d.n_embd;
+  if (given(o_head)) s.n_head = d.n_head;
+  if (given(o_head_kv)) s.n_head_kv = d.n_head_kv;
+  if (given(o_head_dim)) s.head_dim = d.head_dim;
+  if (given(o_ff)) s.n_ff = d.n_ff;
+  if (given(o_vocab)) s.n_vocab = d.n_vocab;
+  if (given(o_ctx)) s.n_ctx = d.n_ctx;
+  if (given(o_exp)) s.n_expert = d.n_expert;
+  if (given(o_exp_used)) s.n_expert_used = d.n_expert_used;
+  if (given(o_ff_exp)) s.n_ff_exp = d.n_ff_exp;
+  if (given(o_ff_shexp)) s.n_ff_shexp = d.n_ff_shexp;
+  if (given(o_base)) s.rope_freq_base = d.rope_freq_base;
+  if (given(o_d_state)) s.ssm_d_state = d.ssm_d_state;
+  if (given(o_d_inner)) s.ssm_d_inner = d.ssm_d_inner;
+  if (given(o_d_conv)) s.ssm_d_conv = d.ssm_d_conv;
+  if (given(o_dt_rank)) s.ssm_dt_rank = d.ssm_dt_rank;
+  if (given(o_seed)) s.seed = d.seed;
+  if (given(o_type) || preset.empty()) {
+    auto t = stowage::ParseGgmlType(type);
+    if (!t.ok()) return fail(t.status().message());
+    s.weight_type = *t;
+  }
+  if (!name.empty()) s.name = name;
+  if (!vocab_from.empty()) s.vocab_from = vocab_from;
+  if (s.arch == "mamba" && preset.empty() && !untied) s.tied_output = true;  // mamba ties by default
+  if (tied) s.tied_output = true;
+  if (untied) s.tied_output = false;
+  if (rope_freqs) s.rope_freqs = true;
+  if (header_only) s.header_only = true;
+
+  stowage::GgufWriter w;
+  stowage::Status st = stowage::synth::BuildModel(s, &w);
+  if (st.ok()) st = w.WriteFile(out);
+  if (!st.ok()) return fail(st.message());
+  std::printf("gguf-synth: wrote %s: %zu key/value pairs, %zu tensors, header %llu bytes, file %llu bytes%s\n",
+              out.c_str(), w.n_kv(), w.n_tensors(), static_cast<unsigned long long>(w.HeaderSize()),
+              static_cast<unsigned long long>(w.FileSize()), s.header_only ? " (data region sparse)" : "");
+  return 0;
+}

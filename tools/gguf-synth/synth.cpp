@@ -1,0 +1,511 @@
+// Synthetic GGUF models: see synth.h for the sources of names, shapes, keys and values.
+#include "synth.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "stowage/runtime/gguf.h"
+
+namespace stowage::synth {
+namespace {
+
+// --- random numbers: one splitmix64 stream per tensor --------------------------------------------
+
+uint64_t SplitMix(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t StreamSeed(uint64_t seed, std::string_view name) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+  for (char c : name) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  uint64_t s = seed ^ h;
+  return SplitMix(s);
+}
+
+// Uniform in [-1, 1).
+float Uniform(uint64_t& s) { return static_cast<float>(static_cast<double>(SplitMix(s) >> 11) * 0x1.0p-52 - 1.0); }
+
+// --- how each tensor's values are made ----------------------------------------------------------
+
+enum class Init { kWeight, kNorm, kBias, kSsmA, kOnes, kRopeFreqs };
+
+struct TensorPlan {
+  std::string name;
+  std::vector<int64_t> ne;
+  GgmlType type;
+  Init init;
+};
+
+bool CanGenerate(GgmlType t) {
+  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || t == GgmlType::Q8_0 ||
+         t == GgmlType::Q4_0;
+}
+
+// llama.cpp llama_ftype for a model whose weights are mostly `t` (llama.h LLAMA_FTYPE_*); -1 when
+// there is no single matching value.
+int FileType(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return 0;
+    case GgmlType::F16: return 1;
+    case GgmlType::Q4_0: return 2;
+    case GgmlType::Q4_1: return 3;
+    case GgmlType::Q8_0: return 7;
+    case GgmlType::Q5_0: return 8;
+    case GgmlType::Q5_1: return 9;
+    case GgmlType::Q2_K: return 10;
+    case GgmlType::Q3_K: return 11;  // Q3_K_S
+    case GgmlType::Q4_K: return 14;  // Q4_K_S
+    case GgmlType::Q5_K: return 16;  // Q5_K_S
+    case GgmlType::Q6_K: return 18;
+    case GgmlType::IQ2_XXS: return 19;
+    case GgmlType::IQ2_XS: return 20;
+    case GgmlType::IQ3_XXS: return 23;
+    case GgmlType::IQ1_S: return 24;
+    case GgmlType::IQ4_NL: return 25;
+    case GgmlType::IQ3_S: return 26;
+    case GgmlType::IQ2_S: return 28;
+    case GgmlType::IQ4_XS: return 30;
+    case GgmlType::IQ1_M: return 31;
+    case GgmlType::BF16: return 32;
+    case GgmlType::TQ1_0: return 36;
+    case GgmlType::TQ2_0: return 37;
+    default: return -1;
+  }
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& e : v) s += (s.empty() ? "" : ", ") + e;
+  return s;
+}
+
+bool IsMoe(const std::string& arch) { return arch == "mixtral" || arch == "qwen2moe"; }
+
+void Fill(const TensorPlan& p, const ModelSpec& s, float* x, int64_t n) {
+  uint64_t rng = StreamSeed(s.seed, p.name);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(p.ne[0]));
+  switch (p.init) {
+    case Init::kWeight: for (int64_t i = 0; i < n; ++i) x[i] = scale * Uniform(rng); break;
+    case Init::kNorm: for (int64_t i = 0; i < n; ++i) x[i] = 1.0f + 0.05f * Uniform(rng); break;
+    case Init::kBias: for (int64_t i = 0; i < n; ++i) x[i] = 0.02f * Uniform(rng); break;
+    case Init::kOnes: for (int64_t i = 0; i < n; ++i) x[i] = 1.0f; break;
+    case Init::kSsmA:
+      for (int64_t i = 0; i < n; ++i) x[i] = -static_cast<float>(i % p.ne[0] + 1);
+      break;
+    case Init::kRopeFreqs: {
+      const uint32_t hd = s.head_dim;
+      std::vector<float> f = Llama3RopeFactors(hd, s.rope_freq_base, s.rope_scaling_factor, s.rope_low_freq_factor,
+                                               s.rope_high_freq_factor, s.rope_original_ctx);
+      for (int64_t i = 0; i < n; ++i) x[i] = f[static_cast<size_t>(i)];
+      break;
+    }
+  }
+}
+
+Status Encode(const TensorPlan& p, const ModelSpec& s, uint8_t* dst, uint64_t nbytes) {
+  int64_t n = 1;
+  for (int64_t d : p.ne) n *= d;
+  std::unique_ptr<float[]> x(new (std::nothrow) float[static_cast<size_t>(n)]);
+  if (!x) return ResourceExhausted("gguf-synth: tensor '" + p.name + "': cannot allocate " + std::to_string(n) + " floats");
+  Fill(p, s, x.get(), n);
+  switch (p.type) {
+    case GgmlType::F32: std::memcpy(dst, x.get(), static_cast<size_t>(n) * 4); break;
+    case GgmlType::F16:
+    case GgmlType::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = p.type == GgmlType::F16 ? Fp32ToFp16(x[i]) : Fp32ToBf16(x[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      break;
+    case GgmlType::Q8_0: QuantizeQ8_0(x.get(), dst, n); break;
+    case GgmlType::Q4_0: QuantizeQ4_0(x.get(), dst, n); break;
+    default: return Internal("gguf-synth: no generator for type " + std::string(GgmlTypeName(p.type)));
+  }
+  (void)nbytes;
+  return Status::Ok();
+}
+
+// The tensor list of one model, in llama.cpp's converter order (token_embd, output_norm, output,
+// then each layer).
+std::vector<TensorPlan> PlanTensors(const ModelSpec& s) {
+  std::vector<TensorPlan> t;
+  const int64_t E = s.n_embd, V = s.n_vocab, hd = s.head_dim;
+  const int64_t nq = hd * s.n_head, nkv = hd * s.n_head_kv;
+  auto weight = [&](std::string name, std::vector<int64_t> ne) {
+    GgmlType ty = s.weight_type;
+    if (ne[0] % GetTypeTraits(ty).block_size != 0) ty = GgmlType::F16;  // llama-quant's fallback
+    t.push_back({std::move(name), std::move(ne), ty, Init::kWeight});
+  };
+  auto f32 = [&](std::string name, std::vector<int64_t> ne, Init init) {
+    t.push_back({std::move(name), std::move(ne), GgmlType::F32, init});
+  };
+  weight("token_embd.weight", {E, V});
+  f32("output_norm.weight", {E}, Init::kNorm);
+  if (!s.tied_output) weight("output.weight", {E, V});
+  if (s.rope_freqs) f32("rope_freqs.weight", {hd / 2}, Init::kRopeFreqs);
+
+  for (uint32_t il = 0; il < s.n_layer; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    f32(b + "attn_norm.weight", {E}, Init::kNorm);
+    if (s.arch == "mamba") {
+      const int64_t di = s.ssm_d_inner, ds = s.ssm_d_state, dr = s.ssm_dt_rank;
+      weight(b + "ssm_in.weight", {E, 2 * di});
+      f32(b + "ssm_conv1d.weight", {static_cast<int64_t>(s.ssm_d_conv), di}, Init::kWeight);
+      f32(b + "ssm_conv1d.bias", {di}, Init::kBias);
+      weight(b + "ssm_x.weight", {di, dr + 2 * ds});
+      weight(b + "ssm_dt.weight", {dr, di});
+      f32(b + "ssm_dt.bias", {di}, Init::kBias);
+      f32(b + "ssm_a", {ds, di}, Init::kSsmA);
+      f32(b + "ssm_d", {di}, Init::kOnes);
+      weight(b + "ssm_out.weight", {di, E});
+      continue;
+    }
+    if (s.arch == "phi3") {
+      weight(b + "attn_qkv.weight", {E, nq + 2 * nkv});
+      weight(b + "attn_output.weight", {nq, E});
+    } else {
+      weight(b + "attn_q.weight", {E, nq});
+      weight(b + "attn_k.weight", {E, nkv});
+      weight(b + "attn_v.weight", {E, nkv});
+      if (s.arch == "qwen2" || s.arch == "qwen2moe") {
+        f32(b + "attn_q.bias", {nq}, Init::kBias);
+        f32(b + "attn_k.bias", {nkv}, Init::kBias);
+        f32(b + "attn_v.bias", {nkv}, Init::kBias);
+      }
+      weight(b + "attn_output.weight", {nq, E});
+    }
+    f32(b + "ffn_norm.weight", {E}, Init::kNorm);
+    if (s.arch == "phi3") {
+      weight(b + "ffn_up.weight", {E, 2 * static_cast<int64_t>(s.n_ff)});
+      weight(b + "ffn_down.weight", {s.n_ff, E});
+    } else if (IsMoe(s.arch)) {
+      const int64_t X = s.n_expert;
+      const int64_t ff = s.arch == "qwen2moe" ? s.n_ff_exp : s.n_ff;
+      f32(b + "ffn_gate_inp.weight", {E, X}, Init::kWeight);
+      weight(b + "ffn_gate_exps.weight", {E, ff, X});
+      weight(b + "ffn_down_exps.weight", {ff, E, X});
+      weight(b + "ffn_up_exps.weight", {E, ff, X});
+      if (s.arch == "qwen2moe") {
+        const int64_t sh = s.n_ff_shexp;
+        f32(b + "ffn_gate_inp_shexp.weight", {E}, Init::kWeight);
+        weight(b + "ffn_gate_shexp.weight", {E, sh});
+        weight(b + "ffn_down_shexp.weight", {sh, E});
+        weight(b + "ffn_up_shexp.weight", {E, sh});
+      }
+    } else {
+      weight(b + "ffn_gate.weight", {E, s.n_ff});
+      weight(b + "ffn_down.weight", {s.n_ff, E});
+      weight(b + "ffn_up.weight", {E, s.n_ff});
+    }
+  }
+  return t;
+}
+
+// A generated SPM vocabulary (see synth.h).
+Status AddGeneratedVocab(const ModelSpec& s, GgufWriter* w) {
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  tokens.reserve(s.n_vocab);
+  auto push = [&](std::string tok, float score, int32_t type) {
+    if (tokens.size() < s.n_vocab) { tokens.push_back(std::move(tok)); scores.push_back(score); types.push_back(type); }
+  };
+  // llama.cpp llama_token_type: 1 normal, 2 unknown, 3 control, 6 byte.
+  push("<unk>", 0.0f, 2);
+  push("<s>", 0.0f, 3);
+  push("</s>", 0.0f, 3);
+  for (int b = 0; b < 256; ++b) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    push(buf, 0.0f, 6);
+  }
+  for (uint32_t i = 0; tokens.size() < s.n_vocab; ++i) {
+    std::string word;
+    for (uint32_t k = i;; k = k / 26 - 1) {
+      word.insert(word.begin(), static_cast<char>('a' + k % 26));
+      if (k < 26) break;
+    }
+    push("\xE2\x96\x81" + word, -static_cast<float>(i + 1), 1);  // "▁" (U+2581) marks a word start
+  }
+  STOWAGE_RETURN_IF_ERROR(w->AddKV("tokenizer.ggml.model", GgufMetaValue::Str("llama")));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV("tokenizer.ggml.tokens", GgufMetaValue::ArrayStr(tokens)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV("tokenizer.ggml.scores", GgufMetaValue::ArrayF32(scores)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV("tokenizer.ggml.token_type", GgufMetaValue::ArrayI32(types)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV("tokenizer.ggml.unknown_token_id", GgufMetaValue::U32(0)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV("tokenizer.ggml.bos_token_id", GgufMetaValue::U32(1)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV("tokenizer.ggml.eos_token_id", GgufMetaValue::U32(2)));
+  return Status::Ok();
+}
+
+}  // namespace
+
+// --- numeric building blocks --------------------------------------------------------------------
+
+uint16_t Fp32ToFp16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t mant = x & 0x7FFFFFu;
+  const int32_t exp = static_cast<int32_t>((x >> 23) & 0xFFu);
+  if (exp == 0xFF) return static_cast<uint16_t>(sign | 0x7C00u | (mant ? 0x200u : 0u));  // inf / nan
+  const int32_t e = exp - 127 + 15;
+  if (e >= 0x1F) return static_cast<uint16_t>(sign | 0x7C00u);  // overflow -> inf
+  if (e <= 0) {  // subnormal half (or zero)
+    if (e < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000u;
+    const uint32_t shift = static_cast<uint32_t>(14 - e);
+    uint32_t h = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1u))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = (static_cast<uint32_t>(e) << 10) | (mant >> 13);
+  const uint32_t rem = mant & 0x1FFFu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry into the exponent is correct
+  return static_cast<uint16_t>(sign | h);
+}
+
+uint16_t Fp32ToBf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet nan
+  return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
+}
+
+void QuantizeQ8_0(const float* x, uint8_t* out, int64_t n) {
+  for (int64_t b = 0; b < n / 32; ++b, x += 32, out += 34) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t dh = Fp32ToFp16(d);
+    std::memcpy(out, &dh, 2);
+    for (int j = 0; j < 32; ++j) out[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(x[j] * id)));
+  }
+}
+
+void QuantizeQ4_0(const float* x, uint8_t* out, int64_t n) {
+  for (int64_t b = 0; b < n / 32; ++b, x += 32, out += 18) {
+    float amax = 0.0f, max = 0.0f;  // the value of largest magnitude, with its sign
+    for (int j = 0; j < 32; ++j)
+      if (std::fabs(x[j]) > amax) { amax = std::fabs(x[j]); max = x[j]; }
+    const float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t dh = Fp32ToFp16(d);
+    std::memcpy(out, &dh, 2);
+    for (int j = 0; j < 16; ++j) {
+      const int q0 = std::min(15, static_cast<int>(x[j] * id + 8.5f));
+      const int q1 = std::min(15, static_cast<int>(x[j + 16] * id + 8.5f));
+      out[2 + j] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+std::vector<float> Llama3RopeFactors(uint32_t n_rot, float freq_base, float factor, float low_freq_factor,
+                                     float high_freq_factor, uint32_t original_ctx) {
+  const double pi = 3.14159265358979323846;
+  const double low_wavelen = original_ctx / static_cast<double>(low_freq_factor);
+  const double high_wavelen = original_ctx / static_cast<double>(high_freq_factor);
+  std::vector<float> out;
+  for (uint32_t i = 0; i < n_rot; i += 2) {
+    const double freq = 1.0 / std::pow(static_cast<double>(freq_base), static_cast<double>(i) / n_rot);
+    const double wavelen = 2 * pi / freq;
+    if (wavelen < high_wavelen) {
+      out.push_back(1.0f);
+    } else if (wavelen > low_wavelen) {
+      out.push_back(factor);
+    } else {
+      const double smooth = (original_ctx / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      out.push_back(static_cast<float>(1.0 / ((1 - smooth) / factor + smooth)));
+    }
+  }
+  return out;
+}
+
+// --- specs ----------------------------------------------------------------------------------------
+
+const std::vector<std::string>& SupportedArchs() {
+  static const std::vector<std::string> archs = {"llama", "qwen2", "phi3", "gemma", "mamba", "qwen2moe", "mixtral"};
+  return archs;
+}
+
+const std::vector<std::string>& PresetNames() {
+  static const std::vector<std::string> names = {"llama3-8b", "llama3-70b", "llama3-405b",
+                                                 "mixtral-8x7b", "deepseek-v3-like", "mamba-2.8b"};
+  return names;
+}
+
+Result<ModelSpec> Preset(std::string_view name) {
+  ModelSpec s;
+  s.weight_type = GgmlType::F16;
+  s.name = std::string(name);
+  auto llama3 = [&](uint32_t layers, uint32_t embd, uint32_t heads, uint32_t ff) {
+    s.arch = "llama";
+    s.n_layer = layers; s.n_embd = embd; s.n_head = heads; s.n_head_kv = 8; s.n_ff = ff;
+    s.n_vocab = 128256; s.n_ctx = 8192; s.rope_freq_base = 500000.0f;
+  };
+  if (name == "llama3-8b") {
+    llama3(32, 4096, 32, 14336);
+  } else if (name == "llama3-70b") {
+    llama3(80, 8192, 64, 28672);
+  } else if (name == "llama3-405b") {
+    llama3(126, 16384, 128, 53248);  // Llama 3.1 405B: 131072 context via rope_freqs scaling
+    s.n_ctx = 131072;
+    s.rope_freqs = true;
+  } else if (name == "mixtral-8x7b") {
+    s.arch = "mixtral";
+    s.n_layer = 32; s.n_embd = 4096; s.n_head = 32; s.n_head_kv = 8; s.n_ff = 14336;
+    s.n_vocab = 32000; s.n_ctx = 32768; s.rope_freq_base = 1e6f; s.n_expert = 8; s.n_expert_used = 2;
+  } else if (name == "deepseek-v3-like") {
+    s.arch = "qwen2moe";
+    s.n_layer = 61; s.n_embd = 7168; s.n_head = 128; s.n_head_kv = 128; s.n_ff = 18432;
+    s.n_vocab = 129280; s.n_ctx = 163840; s.n_expert = 256; s.n_expert_used = 8;
+    s.n_ff_exp = 2048; s.n_ff_shexp = 2048; s.rms_eps = 1e-6f;
+  } else if (name == "mamba-2.8b") {
+    s.arch = "mamba";
+    s.n_layer = 64; s.n_embd = 2560; s.n_head = 0; s.n_head_kv = 0; s.n_ff = 0;
+    s.n_vocab = 50280; s.n_ctx = 1048576; s.ssm_d_inner = 5120; s.ssm_d_state = 16; s.ssm_d_conv = 4;
+    s.ssm_dt_rank = 160; s.tied_output = true;
+  } else {
+    return InvalidArgument("gguf-synth: unknown preset '" + std::string(name) + "' (known: " + Join(PresetNames()) + ")");
+  }
+  return s;
+}
+
+Result<ModelSpec> Resolve(ModelSpec s) {
+  const auto& archs = SupportedArchs();
+  if (std::find(archs.begin(), archs.end(), s.arch) == archs.end())
+    return InvalidArgument("gguf-synth: unknown architecture '" + s.arch + "' (supported: " + Join(archs) + ")");
+  if (s.name.empty()) s.name = "synthetic-" + s.arch;
+  auto positive = [&](const char* what, uint32_t v) -> Status {
+    if (v == 0) return InvalidArgument(std::string("gguf-synth: ") + what + " must be positive for " + s.arch);
+    return Status::Ok();
+  };
+  STOWAGE_RETURN_IF_ERROR(positive("n_layer", s.n_layer));
+  STOWAGE_RETURN_IF_ERROR(positive("n_embd", s.n_embd));
+  STOWAGE_RETURN_IF_ERROR(positive("n_ctx", s.n_ctx));
+  if (s.vocab_from.empty() && s.n_vocab < 3)
+    return InvalidArgument("gguf-synth: n_vocab must be at least 3 (<unk>, <s>, </s>), found " + std::to_string(s.n_vocab));
+  if (s.arch == "gemma") s.tied_output = true;  // llama.cpp: gemma's output is token_embd
+  if (s.arch == "mamba") {
+    if (s.ssm_d_inner == 0) s.ssm_d_inner = 2 * s.n_embd;
+    if (s.ssm_dt_rank == 0) s.ssm_dt_rank = (s.n_embd + 15) / 16;
+    STOWAGE_RETURN_IF_ERROR(positive("ssm_d_state", s.ssm_d_state));
+    STOWAGE_RETURN_IF_ERROR(positive("ssm_d_conv", s.ssm_d_conv));
+    s.n_head = s.n_head_kv = 0;
+    s.n_ff = 0;
+    s.head_dim = 0;
+    s.n_expert = s.n_expert_used = 0;
+    if (s.rope_freqs) return InvalidArgument("gguf-synth: rope_freqs needs an attention architecture, not mamba");
+  } else {
+    STOWAGE_RETURN_IF_ERROR(positive("n_head", s.n_head));
+    STOWAGE_RETURN_IF_ERROR(positive("n_head_kv", s.n_head_kv));
+    STOWAGE_RETURN_IF_ERROR(positive("n_ff", s.n_ff));
+    if (s.head_dim == 0) {
+      if (s.n_embd % s.n_head != 0)
+        return InvalidArgument("gguf-synth: n_embd " + std::to_string(s.n_embd) + " is not a multiple of n_head " + std::to_string(s.n_head));
+      s.head_dim = s.n_embd / s.n_head;
+    }
+    if (s.head_dim % 2 != 0) return InvalidArgument("gguf-synth: head_dim must be even for RoPE, found " + std::to_string(s.head_dim));
+    if (s.n_head % s.n_head_kv != 0)
+      return InvalidArgument("gguf-synth: n_head " + std::to_string(s.n_head) + " is not a multiple of n_head_kv " + std::to_string(s.n_head_kv));
+    if (s.rope_freqs && s.arch != "llama" && s.arch != "mixtral")
+      return InvalidArgument("gguf-synth: rope_freqs (Llama-3 rope scaling) applies to llama, not " + s.arch);
+    if (IsMoe(s.arch)) {
+      if (s.n_expert == 0) s.n_expert = s.arch == "mixtral" ? 8 : 4;
+      if (s.n_expert_used == 0) s.n_expert_used = std::min<uint32_t>(2, s.n_expert);
+      if (s.n_expert_used > s.n_expert)
+        return InvalidArgument("gguf-synth: n_expert_used " + std::to_string(s.n_expert_used) + " exceeds n_expert " + std::to_string(s.n_expert));
+      if (s.arch == "qwen2moe") {
+        if (s.n_ff_exp == 0) s.n_ff_exp = std::max<uint32_t>(1, s.n_ff / s.n_expert_used);
+        if (s.n_ff_shexp == 0) s.n_ff_shexp = s.n_ff;
+      }
+    } else if (s.n_expert != 0 || s.n_expert_used != 0) {
+      return InvalidArgument("gguf-synth: experts need a mixture-of-experts architecture (mixtral or qwen2moe), not " + s.arch);
+    }
+  }
+  if (!IsValidGgmlType(static_cast<uint32_t>(s.weight_type)))
+    return InvalidArgument("gguf-synth: invalid weight type id " + std::to_string(static_cast<uint32_t>(s.weight_type)));
+  if (!s.header_only && !CanGenerate(s.weight_type))
+    return InvalidArgument(std::string("gguf-synth: weight type ") + GgmlTypeName(s.weight_type) +
+                           " has no generator (f32, f16, bf16, q8_0, q4_0); use --header-only for other types");
+  return s;
+}
+
+Status BuildModel(const ModelSpec& in, GgufWriter* w) {
+  if (w->n_kv() != 0 || w->n_tensors() != 0) return InvalidArgument("gguf-synth: BuildModel needs an empty writer");
+  STOWAGE_ASSIGN_OR_RETURN(ModelSpec s, Resolve(in));
+
+  std::unique_ptr<GgufFile> vocab;
+  if (!s.vocab_from.empty()) {
+    STOWAGE_ASSIGN_OR_RETURN(vocab, GgufFile::Open(s.vocab_from));
+    STOWAGE_ASSIGN_OR_RETURN(std::vector<std::string_view> toks, vocab->GetStringArray("tokenizer.ggml.tokens"));
+    s.n_vocab = static_cast<uint32_t>(toks.size());
+    if (s.n_vocab == 0) return InvalidArgument("gguf-synth: " + s.vocab_from + ": tokenizer.ggml.tokens is empty");
+  }
+
+  const std::string a = s.arch == "mixtral" ? std::string("llama") : s.arch;  // llama.cpp's name
+  auto key = [&](const char* k) { return a + "." + k; };
+  STOWAGE_RETURN_IF_ERROR(w->AddKV("general.architecture", GgufMetaValue::Str(a)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV("general.name", GgufMetaValue::Str(s.name)));
+  const int ftype = FileType(s.weight_type);
+  if (ftype >= 0) STOWAGE_RETURN_IF_ERROR(w->AddKV("general.file_type", GgufMetaValue::U32(static_cast<uint32_t>(ftype))));
+  if (GetTypeTraits(s.weight_type).is_quantized)
+    STOWAGE_RETURN_IF_ERROR(w->AddKV("general.quantization_version", GgufMetaValue::U32(2)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("context_length"), GgufMetaValue::U32(s.n_ctx)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("embedding_length"), GgufMetaValue::U32(s.n_embd)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("block_count"), GgufMetaValue::U32(s.n_layer)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("feed_forward_length"), GgufMetaValue::U32(s.n_ff)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.head_count"), GgufMetaValue::U32(s.n_head)));
+  if (s.arch == "mamba") {
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("ssm.conv_kernel"), GgufMetaValue::U32(s.ssm_d_conv)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("ssm.inner_size"), GgufMetaValue::U32(s.ssm_d_inner)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("ssm.state_size"), GgufMetaValue::U32(s.ssm_d_state)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("ssm.time_step_rank"), GgufMetaValue::U32(s.ssm_dt_rank)));
+  } else {
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.head_count_kv"), GgufMetaValue::U32(s.n_head_kv)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("rope.dimension_count"), GgufMetaValue::U32(s.head_dim)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("rope.freq_base"), GgufMetaValue::F32(s.rope_freq_base)));
+    if (s.arch == "gemma" || s.head_dim * s.n_head != s.n_embd) {
+      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.key_length"), GgufMetaValue::U32(s.head_dim)));
+      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.value_length"), GgufMetaValue::U32(s.head_dim)));
+    }
+  }
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.layer_norm_rms_epsilon"), GgufMetaValue::F32(s.rms_eps)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("vocab_size"), GgufMetaValue::U32(s.n_vocab)));
+  if (IsMoe(s.arch)) {
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_count"), GgufMetaValue::U32(s.n_expert)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_used_count"), GgufMetaValue::U32(s.n_expert_used)));
+    if (s.arch == "qwen2moe") {
+      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_feed_forward_length"), GgufMetaValue::U32(s.n_ff_exp)));
+      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_shared_feed_forward_length"), GgufMetaValue::U32(s.n_ff_shexp)));
+    }
+  }
+  if (vocab) {
+    for (const auto& kv : vocab->kvs())
+      if (kv.key.rfind("tokenizer.", 0) == 0)
+        STOWAGE_RETURN_IF_ERROR(w->AddKV(kv.key, GgufMetaValue::FromValue(kv.value)));
+  } else {
+    STOWAGE_RETURN_IF_ERROR(AddGeneratedVocab(s, w));
+  }
+
+  for (TensorPlan& p : PlanTensors(s)) {
+    GgufTensorFill fill;
+    if (!s.header_only) {
+      fill = [p, s](uint8_t* dst, uint64_t nbytes) { return Encode(p, s, dst, nbytes); };
+    }
+    STOWAGE_RETURN_IF_ERROR(w->AddTensor(p.name, p.type, p.ne, std::move(fill)));
+  }
+  return Status::Ok();
+}
+
+Status WriteModel(const ModelSpec& spec, const std::string& path) {
+  GgufWriter w;
+  STOWAGE_RETURN_IF_ERROR(BuildModel(spec, &w));
+  return w.WriteFile(path);
+}
+
+}  // namespace stowage::synth

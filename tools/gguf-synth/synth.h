@@ -1,0 +1,136 @@
+// Synthetic GGUF models: random weights (seeded, reproducible) with llama.cpp's metadata keys and
+// tensor names and shapes, for every architecture Stowage supports, at any size. Tests and
+// benchmarks use them; --header-only files at real sizes (Llama-3-405B, DeepSeek-V3-like 671B)
+// keep the data region a sparse hole and cost no disk.
+//
+// Sources of the rules:
+//   tensor names       llama.cpp src/llama-arch.cpp (LLM_TENSOR_NAMES): token_embd, output_norm,
+//                      output, rope_freqs, blk.N.attn_{norm,q,k,v,qkv,output}, blk.N.ffn_{norm,gate,
+//                      up,down}, blk.N.ffn_{gate,up,down}_exps, blk.N.ffn_gate_inp, blk.N.ffn_*_shexp,
+//                      blk.N.ssm_{in,conv1d,x,dt,a,d,out} (ssm_a / ssm_d have no ".weight" suffix)
+//   tensor shapes      llama.cpp src/llama-model.cpp load_tensors (ggml order, ne0 first):
+//     llama     attn_q {n_embd, n_head*hd}, attn_k/v {n_embd, n_head_kv*hd}, attn_output
+//               {n_head*hd, n_embd}, ffn_gate/up {n_embd, n_ff}, ffn_down {n_ff, n_embd}; output
+//               absent when tied; rope_freqs {hd/2}; experts (mixtral): ffn_gate_inp {n_embd,
+//               n_expert}, ffn_gate/up_exps {n_embd, n_ff, n_expert}, ffn_down_exps {n_ff, n_embd,
+//               n_expert}
+//     qwen2     llama + attn_q.bias {n_head*hd}, attn_k.bias / attn_v.bias {n_head_kv*hd}
+//     phi3      attn_qkv {n_embd, n_embd + 2*n_head_kv*hd}, attn_output {n_embd, n_embd},
+//               ffn_up {n_embd, 2*n_ff} (gate and up fused), ffn_down {n_ff, n_embd}
+//     gemma     llama layout, output always tied (gemma has no output.weight)
+//     qwen2moe  qwen2 attention; ffn_gate_inp {n_embd, n_expert}, *_exps with n_ff_exp,
+//               ffn_gate_inp_shexp {n_embd}, ffn_{gate,up}_shexp {n_embd, n_ff_shexp},
+//               ffn_down_shexp {n_ff_shexp, n_embd}
+//     mamba     attn_norm {n_embd}, ssm_in {n_embd, 2*d_inner}, ssm_conv1d {d_conv, d_inner} +
+//               .bias {d_inner}, ssm_x {d_inner, dt_rank + 2*d_state}, ssm_dt {dt_rank, d_inner} +
+//               .bias {d_inner}, ssm_a {d_state, d_inner}, ssm_d {d_inner}, ssm_out {d_inner,
+//               n_embd}; output tied by default (mamba-2.8b ties its embeddings)
+//   metadata keys      llama.cpp LLM_KV_NAMES: general.architecture, general.name,
+//                      general.file_type, <arch>.context_length, .embedding_length, .block_count,
+//                      .feed_forward_length, .attention.head_count(_kv), .attention.key_length /
+//                      value_length, .attention.layer_norm_rms_epsilon, .rope.dimension_count,
+//                      .rope.freq_base, .vocab_size, .expert_count, .expert_used_count,
+//                      .expert_feed_forward_length, .expert_shared_feed_forward_length,
+//                      .ssm.{conv_kernel,inner_size,state_size,time_step_rank}, tokenizer.ggml.*
+//
+// Tensor types (as llama.cpp's quantizer does, llama-quant.cpp): 1-D tensors (norms, biases,
+// ssm_d), ssm_a, ssm_conv1d, ffn_gate_inp (the router) and rope_freqs stay F32; every other weight
+// gets `weight_type`, falling back to F16 where ne0 is not a multiple of the type's block size.
+// Data is produced for F32, F16, BF16, Q8_0 and Q4_0 (reference quantizers in ggml's scheme:
+// quantize_row_q8_0_ref / quantize_row_q4_0_ref); any other ggml type needs header_only (its
+// bytes are a hole, i.e. all-zero blocks).
+//
+// Values: weights uniform in +-1/sqrt(ne0) (fan-in), norms 1 +- 0.05, biases +-0.02, ssm_a =
+// -(1..d_state) per row (Mamba's A init, stored as -exp(A_log)), ssm_d = 1, rope_freqs = Llama-3.1
+// scaling factors (deterministic, from rope_scaling_*). Each tensor draws from its own splitmix64
+// stream seeded by (seed, tensor name), so a tensor's bytes do not depend on the others.
+//
+// Vocabulary: with `vocab_from` the tokenizer.* keys of that GGUF are copied and n_vocab becomes its
+// token count (e.g. stories260K.gguf's SPM vocab); otherwise a generated SPM ("llama") vocab:
+// <unk>, <s>, </s>, the byte tokens <0x00>..<0xFF>, then pieces "▁a", "▁b", ... up to n_vocab.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stowage/runtime/ggml_types.h"
+#include "stowage/runtime/gguf_writer.h"
+#include "stowage/runtime/status.h"
+
+namespace stowage::synth {
+
+/// Everything that defines a synthetic model. Zero means "derive the default" where noted.
+struct ModelSpec {
+  /// llama, qwen2, phi3, gemma, mamba, qwen2moe, or mixtral (written as architecture "llama" with
+  /// merged expert tensors, as llama.cpp's Mixtral files are).
+  std::string arch = "llama";
+  std::string name;            ///< general.name; default "synthetic-<arch>"
+  uint32_t n_layer = 2;
+  uint32_t n_embd = 64;
+  uint32_t n_head = 4;
+  uint32_t n_head_kv = 2;
+  uint32_t head_dim = 0;       ///< 0: n_embd / n_head
+  uint32_t n_ff = 128;
+  uint32_t n_vocab = 512;      ///< ignored with vocab_from
+  uint32_t n_ctx = 2048;       ///< <arch>.context_length
+  uint32_t n_expert = 0;       ///< MoE archs: experts per layer (mixtral/qwen2moe default 8 / 4)
+  uint32_t n_expert_used = 0;  ///< MoE archs: experts per token (default 2)
+  uint32_t n_ff_exp = 0;       ///< qwen2moe: expert FFN width (default n_ff / n_expert_used)
+  uint32_t n_ff_shexp = 0;     ///< qwen2moe: shared expert FFN width (default n_ff)
+  float rope_freq_base = 10000.0f;
+  float rms_eps = 1e-5f;
+  bool tied_output = false;    ///< no output.weight (gemma: always; mamba: default)
+  bool rope_freqs = false;     ///< llama: add rope_freqs.weight with Llama-3.1 scaling factors
+  float rope_scaling_factor = 8.0f;
+  float rope_low_freq_factor = 1.0f;
+  float rope_high_freq_factor = 4.0f;
+  uint32_t rope_original_ctx = 8192;
+  uint32_t ssm_d_conv = 4;     ///< mamba
+  uint32_t ssm_d_inner = 0;    ///< mamba: default 2 * n_embd
+  uint32_t ssm_d_state = 16;   ///< mamba
+  uint32_t ssm_dt_rank = 0;    ///< mamba: default ceil(n_embd / 16)
+  GgmlType weight_type = GgmlType::F32;
+  uint64_t seed = 1;
+  bool header_only = false;    ///< data region left a sparse hole (any ggml type allowed)
+  std::string vocab_from;      ///< GGUF whose tokenizer.* keys are copied ("" = generated vocab)
+};
+
+/// The architectures `arch` accepts, in the order of the messages ("llama, qwen2, ...").
+const std::vector<std::string>& SupportedArchs();
+
+/// Presets at real sizes: llama3-8b, llama3-70b, llama3-405b (126 layers, rope_freqs),
+/// mixtral-8x7b, deepseek-v3-like (qwen2moe layout at DeepSeek-V3's sizes: 61 layers, n_embd 7168,
+/// 128 heads, 256 experts of width 2048, 8 used, one shared expert; about 700B parameters; plain
+/// GQA attention instead of MLA), mamba-2.8b. Weight type F16 unless the caller changes it.
+/// Errors: kInvalidArgument naming the preset and listing the known ones.
+Result<ModelSpec> Preset(std::string_view name);
+const std::vector<std::string>& PresetNames();
+
+/// Fills the derived defaults (head_dim, MoE counts, mamba sizes, name) and checks the spec:
+/// known arch, positive sizes, n_embd % n_head, n_head % n_head_kv, n_expert_used <= n_expert,
+/// a data type that can be generated unless header_only. Errors: kInvalidArgument, one line.
+Result<ModelSpec> Resolve(ModelSpec spec);
+
+/// Adds the model's metadata and tensors (with generators, or holes when header_only) to `w`,
+/// which must be empty. `spec` is resolved first. Errors: as Resolve; kIoError / kDataLoss when
+/// vocab_from cannot be read.
+Status BuildModel(const ModelSpec& spec, GgufWriter* w);
+
+/// BuildModel + GgufWriter::WriteFile (atomic).
+Status WriteModel(const ModelSpec& spec, const std::string& path);
+
+// Building blocks, exposed for tests.
+/// IEEE binary16 / bfloat16 bits of `f`, round to nearest even (ggml_fp32_to_fp16 / _bf16).
+uint16_t Fp32ToFp16(float f);
+uint16_t Fp32ToBf16(float f);
+/// Reference quantizers in ggml's block layout: `n` floats (a multiple of 32) into n/32 blocks of
+/// 34 bytes (Q8_0: fp16 d, 32 x int8) or 18 bytes (Q4_0: fp16 d, 16 bytes of nibbles).
+void QuantizeQ8_0(const float* x, uint8_t* out, int64_t n);
+void QuantizeQ4_0(const float* x, uint8_t* out, int64_t n);
+/// Llama-3.1 rope scaling factors (n_rot / 2 values) as convert_hf_to_gguf.py computes them.
+std::vector<float> Llama3RopeFactors(uint32_t n_rot, float freq_base, float factor, float low_freq_factor,
+                                     float high_freq_factor, uint32_t original_ctx);
+
+}  // namespace stowage::synth
