@@ -1,0 +1,312 @@
+// gguf-synth's library: numeric building blocks, every architecture's names/shapes/keys, seeds,
+// header-only presets at real sizes, and its errors.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "stowage/runtime/gguf.h"
+#include "stowage/runtime/gguf_writer.h"
+#include "synth.h"
+#include "test_paths.h"
+
+namespace stowage {
+namespace {
+
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu;
+  float f;
+  if (exp == 0) {
+    f = std::ldexp(static_cast<float>(mant), -24);
+  } else if (exp == 31) {
+    f = mant ? NAN : INFINITY;
+  } else {
+    f = std::ldexp(static_cast<float>(mant | 0x400u), static_cast<int>(exp) - 25);
+  }
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  bits |= sign;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+TEST(GgufSynth, Fp16EveryHalfRoundTrips) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const uint16_t bits = static_cast<uint16_t>(h);
+    if (((bits >> 10) & 0x1F) == 0x1F && (bits & 0x3FF)) continue;  // NaN payloads
+    ASSERT_EQ(synth::Fp32ToFp16(HalfToFloat(bits)), bits) << std::hex << h;
+  }
+}
+
+TEST(GgufSynth, Fp16Rounding) {
+  EXPECT_EQ(synth::Fp32ToFp16(0.1f), 0x2E66);
+  EXPECT_EQ(synth::Fp32ToFp16(65520.0f), 0x7C00);                   // rounds up to inf
+  EXPECT_EQ(synth::Fp32ToFp16(65519.0f), 0x7BFF);
+  EXPECT_EQ(synth::Fp32ToFp16(std::ldexp(1.0f, -25)), 0x0000);      // tie -> even (0)
+  EXPECT_EQ(synth::Fp32ToFp16(std::ldexp(3.0f, -25)), 0x0002);      // tie -> even (2)
+  EXPECT_EQ(synth::Fp32ToFp16(std::ldexp(1.0f, -30)), 0x0000);
+  EXPECT_EQ(synth::Fp32ToFp16(1.0f + std::ldexp(1.0f, -11)), 0x3C00);  // tie -> even
+  EXPECT_EQ(synth::Fp32ToFp16(1.0f + std::ldexp(3.0f, -11)), 0x3C02);
+  EXPECT_EQ(synth::Fp32ToFp16(-2.0f), 0xC000);
+  EXPECT_EQ(synth::Fp32ToFp16(NAN) & 0x7C00, 0x7C00);
+  EXPECT_NE(synth::Fp32ToFp16(NAN) & 0x3FF, 0);
+  EXPECT_EQ(synth::Fp32ToBf16(1.0f), 0x3F80);
+  EXPECT_EQ(synth::Fp32ToBf16(-3.0f), 0xC040);
+  EXPECT_EQ(synth::Fp32ToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3F80);   // tie -> even
+  EXPECT_EQ(synth::Fp32ToBf16(1.0f + std::ldexp(3.0f, -8)), 0x3F82);
+}
+
+TEST(GgufSynth, ReferenceQuantizers) {
+  float x[64];
+  for (int i = 0; i < 64; ++i) x[i] = std::sin(0.37f * i) * (i < 32 ? 1.0f : 0.01f);
+  uint8_t q8[68];
+  synth::QuantizeQ8_0(x, q8, 64);
+  uint8_t q4[36];
+  synth::QuantizeQ4_0(x, q4, 64);
+  for (int b = 0; b < 2; ++b) {
+    uint16_t dh;
+    std::memcpy(&dh, q8 + 34 * b, 2);
+    const float d8 = HalfToFloat(dh);
+    std::memcpy(&dh, q4 + 18 * b, 2);
+    const float d4 = HalfToFloat(dh);
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * b + j]));
+    EXPECT_NEAR(d8, amax / 127, amax / 127 * 1e-3);
+    EXPECT_NEAR(std::fabs(d4), amax / 8, amax / 8 * 1e-3);
+    for (int j = 0; j < 32; ++j) {
+      const float v = x[32 * b + j];
+      const float y8 = d8 * static_cast<int8_t>(q8[34 * b + 2 + j]);
+      EXPECT_LE(std::fabs(y8 - v), d8 * 0.5f + amax * 1e-3f) << j;
+      const uint8_t byte = q4[18 * b + 2 + (j % 16)];
+      const int nib = j < 16 ? (byte & 0x0F) : (byte >> 4);
+      const float y4 = d4 * (nib - 8);
+      // Q4_0's range is -8..7 steps: the value opposite the extreme is off by up to one step.
+      EXPECT_LE(std::fabs(y4 - v), std::fabs(d4) + amax * 1e-3f) << j;
+    }
+  }
+}
+
+TEST(GgufSynth, Llama3RopeFactors) {
+  // Llama 3.1: head dim 128, base 500000, factor 8, low 1, high 4, original context 8192.
+  std::vector<float> f = synth::Llama3RopeFactors(128, 500000.0f, 8.0f, 1.0f, 4.0f, 8192);
+  ASSERT_EQ(f.size(), 64u);
+  EXPECT_EQ(f.front(), 1.0f);
+  EXPECT_EQ(f.back(), 8.0f);
+  for (size_t i = 1; i < f.size(); ++i) EXPECT_GE(f[i], f[i - 1]);
+  int smooth = 0;
+  for (float v : f) smooth += (v > 1.0f && v < 8.0f);
+  EXPECT_GT(smooth, 0);  // the band between the two wavelengths is interpolated
+}
+
+struct Built {
+  std::vector<uint8_t> bytes;
+  std::unique_ptr<GgufFile> file;
+};
+
+Built Build(const synth::ModelSpec& s) {
+  Built b;
+  GgufWriter w;
+  Status st = synth::BuildModel(s, &w);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  auto buf = w.WriteToBuffer();
+  EXPECT_TRUE(buf.ok()) << buf.status().ToString();
+  if (!buf.ok()) return b;
+  b.bytes = std::move(*buf);
+  auto f = GgufFile::Parse(b.bytes.data(), b.bytes.size(), "synth");
+  EXPECT_TRUE(f.ok()) << f.status().ToString();
+  if (f.ok()) b.file = std::move(*f);
+  return b;
+}
+
+std::vector<int64_t> Shape(const GgufFile& f, const std::string& name) {
+  const GgufTensorInfo* t = f.FindTensor(name);
+  if (t == nullptr) return {};
+  return std::vector<int64_t>(t->ne, t->ne + t->n_dims);
+}
+
+using V = std::vector<int64_t>;
+
+TEST(GgufSynth, LlamaTiedUntiedRopeFreqs) {
+  synth::ModelSpec s;
+  s.n_layer = 3;
+  Built untied = Build(s);
+  ASSERT_TRUE(untied.file);
+  const GgufFile& f = *untied.file;
+  EXPECT_EQ(*f.GetString("general.architecture"), "llama");
+  EXPECT_EQ(*f.GetU32("llama.block_count"), 3u);
+  EXPECT_EQ(*f.GetU32("llama.attention.head_count_kv"), 2u);
+  EXPECT_EQ(*f.GetU32("llama.rope.dimension_count"), 16u);
+  EXPECT_EQ(f.tensors().size(), 3u + 3u * 9u);
+  EXPECT_EQ(Shape(f, "token_embd.weight"), (V{64, 512}));
+  EXPECT_EQ(Shape(f, "output.weight"), (V{64, 512}));
+  EXPECT_EQ(Shape(f, "blk.2.attn_q.weight"), (V{64, 64}));
+  EXPECT_EQ(Shape(f, "blk.2.attn_k.weight"), (V{64, 32}));
+  EXPECT_EQ(Shape(f, "blk.2.attn_output.weight"), (V{64, 64}));
+  EXPECT_EQ(Shape(f, "blk.2.ffn_down.weight"), (V{128, 64}));
+  EXPECT_EQ(Shape(f, "blk.2.ffn_up.weight"), (V{64, 128}));
+  EXPECT_EQ(f.GetStringArray("tokenizer.ggml.tokens")->size(), 512u);
+  EXPECT_EQ(f.GetStringArray("tokenizer.ggml.tokens")->at(259), "\xE2\x96\x81" "a");
+
+  s.tied_output = true;
+  s.rope_freqs = true;
+  Built tied = Build(s);
+  ASSERT_TRUE(tied.file);
+  EXPECT_EQ(tied.file->FindTensor("output.weight"), nullptr);
+  EXPECT_EQ(Shape(*tied.file, "rope_freqs.weight"), (V{8}));
+}
+
+TEST(GgufSynth, EveryArchitecture) {
+  struct Want { std::string arch, tensor; V shape; std::string gguf_arch; };
+  const std::vector<Want> wants = {
+      {"qwen2", "blk.1.attn_k.bias", {32}, "qwen2"},
+      {"phi3", "blk.0.attn_qkv.weight", {64, 128}, "phi3"},
+      {"phi3", "blk.0.ffn_up.weight", {64, 256}, "phi3"},
+      {"gemma", "blk.0.ffn_gate.weight", {64, 128}, "gemma"},
+      {"mamba", "blk.1.ssm_x.weight", {128, 4 + 32}, "mamba"},
+      {"mamba", "blk.1.ssm_a", {16, 128}, "mamba"},
+      {"mamba", "blk.0.ssm_conv1d.weight", {4, 128}, "mamba"},
+      {"qwen2moe", "blk.0.ffn_gate_exps.weight", {64, 64, 4}, "qwen2moe"},
+      {"qwen2moe", "blk.0.ffn_gate_inp_shexp.weight", {64}, "qwen2moe"},
+      {"qwen2moe", "blk.0.ffn_down_shexp.weight", {128, 64}, "qwen2moe"},
+      {"mixtral", "blk.1.ffn_down_exps.weight", {128, 64, 8}, "llama"},
+      {"mixtral", "blk.1.ffn_gate_inp.weight", {64, 8}, "llama"},
+  };
+  for (const Want& w : wants) {
+    SCOPED_TRACE(w.arch + " " + w.tensor);
+    synth::ModelSpec s;
+    s.arch = w.arch;
+    s.weight_type = GgmlType::Q8_0;
+    Built b = Build(s);
+    ASSERT_TRUE(b.file);
+    EXPECT_EQ(*b.file->GetString("general.architecture"), w.gguf_arch);
+    EXPECT_EQ(Shape(*b.file, w.tensor), w.shape);
+    // Routers, norms, biases and SSM A/D/conv stay F32; weights take the requested type.
+    for (const auto& t : b.file->tensors()) {
+      const bool f32 = t.n_dims == 1 || t.name.find("ssm_a") != std::string::npos ||
+                       t.name.find("ssm_conv1d") != std::string::npos || t.name.find("ffn_gate_inp.") != std::string::npos;
+      const GgmlType want = f32 ? GgmlType::F32 : (t.ne[0] % 32 == 0 ? GgmlType::Q8_0 : GgmlType::F16);
+      EXPECT_EQ(t.type, want) << t.name;
+    }
+  }
+  synth::ModelSpec gemma;
+  gemma.arch = "gemma";
+  Built g = Build(gemma);
+  ASSERT_TRUE(g.file);
+  EXPECT_EQ(g.file->FindTensor("output.weight"), nullptr);  // gemma ties its output
+  EXPECT_EQ(*g.file->GetU32("gemma.attention.key_length"), 16u);
+  synth::ModelSpec moe;
+  moe.arch = "qwen2moe";
+  Built m = Build(moe);
+  EXPECT_EQ(*m.file->GetU32("qwen2moe.expert_count"), 4u);
+  EXPECT_EQ(*m.file->GetU32("qwen2moe.expert_used_count"), 2u);
+  EXPECT_EQ(*m.file->GetU32("qwen2moe.expert_feed_forward_length"), 64u);
+}
+
+TEST(GgufSynth, SeedsAndPerTensorStreams) {
+  synth::ModelSpec s;
+  s.weight_type = GgmlType::F16;
+  Built a = Build(s), b = Build(s);
+  EXPECT_TRUE(a.bytes == b.bytes);
+  s.seed = 2;
+  Built c = Build(s);
+  ASSERT_EQ(a.bytes.size(), c.bytes.size());
+  EXPECT_FALSE(a.bytes == c.bytes);
+  // A tensor's bytes do not depend on the rest of the model.
+  synth::ModelSpec deeper;
+  deeper.weight_type = GgmlType::F16;
+  deeper.n_layer = 4;
+  Built d = Build(deeper);
+  const GgufTensorInfo* t0 = a.file->FindTensor("blk.1.ffn_up.weight");
+  const GgufTensorInfo* t1 = d.file->FindTensor("blk.1.ffn_up.weight");
+  ASSERT_TRUE(t0 && t1);
+  EXPECT_EQ(std::memcmp(a.file->TensorData(*t0), d.file->TensorData(*t1), t0->nbytes), 0);
+  // Values: weights within +-1/sqrt(ne0), norms near 1.
+  const auto* h = reinterpret_cast<const uint16_t*>(a.file->TensorData(*t0));
+  float amax = 0;
+  for (int64_t i = 0; i < t0->nelements(); ++i) amax = std::max(amax, std::fabs(HalfToFloat(h[i])));
+  EXPECT_LE(amax, 0.126f);
+  EXPECT_GT(amax, 0.1f);
+  const auto* norm = reinterpret_cast<const float*>(a.file->TensorData(*a.file->FindTensor("output_norm.weight")));
+  EXPECT_NEAR(norm[0], 1.0f, 0.05f);
+}
+
+TEST(GgufSynth, HeaderOnlyPresetsAtRealSize) {
+  const char* t = std::getenv("TMPDIR");
+  const std::string path = std::string(t ? t : "/tmp") + "/stowage-synth-" + std::to_string(getpid()) + ".gguf";
+  struct P { std::string name; size_t n_tensors; uint64_t min_bytes; };
+  for (const P& p : {P{"llama3-405b", 4 + 126 * 9, uint64_t{750} << 30}, P{"deepseek-v3-like", 3 + 61 * 17, uint64_t{1250} << 30},
+                     P{"mamba-2.8b", 2 + 64 * 10, uint64_t{5} << 30}}) {
+    SCOPED_TRACE(p.name);
+    auto s = synth::Preset(p.name);
+    ASSERT_TRUE(s.ok());
+    s->header_only = true;
+    ASSERT_TRUE(synth::WriteModel(*s, path).ok());
+    struct stat st;
+    ASSERT_EQ(stat(path.c_str(), &st), 0);
+    EXPECT_GE(static_cast<uint64_t>(st.st_size), p.min_bytes);
+    EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, uint64_t{16} << 20);  // only the header is on disk
+    auto f = GgufFile::Open(path);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EXPECT_EQ((*f)->tensors().size(), p.n_tensors);
+    unlink(path.c_str());
+  }
+  auto q = synth::Preset("llama3-8b");
+  ASSERT_TRUE(q.ok());
+  q->weight_type = GgmlType::Q4_K;
+  q->header_only = true;
+  GgufWriter w;
+  ASSERT_TRUE(synth::BuildModel(*q, &w).ok());
+  EXPECT_EQ(w.n_tensors(), 3u + 32u * 9u);
+}
+
+TEST(GgufSynth, Errors) {
+  synth::ModelSpec s;
+  s.arch = "gpt5";
+  EXPECT_EQ(synth::Resolve(s).status().message(),
+            "gguf-synth: unknown architecture 'gpt5' (supported: llama, qwen2, phi3, gemma, mamba, qwen2moe, mixtral)");
+  s = synth::ModelSpec();
+  s.n_head = 5;
+  EXPECT_EQ(synth::Resolve(s).status().message(), "gguf-synth: n_embd 64 is not a multiple of n_head 5");
+  s = synth::ModelSpec();
+  s.n_head_kv = 3;
+  EXPECT_EQ(synth::Resolve(s).status().message(), "gguf-synth: n_head 4 is not a multiple of n_head_kv 3");
+  s = synth::ModelSpec();
+  s.weight_type = GgmlType::Q4_K;
+  EXPECT_EQ(synth::Resolve(s).status().message(),
+            "gguf-synth: weight type q4_K has no generator (f32, f16, bf16, q8_0, q4_0); use --header-only for other types");
+  s = synth::ModelSpec();
+  s.arch = "qwen2moe";
+  s.n_expert = 2;
+  s.n_expert_used = 3;
+  EXPECT_EQ(synth::Resolve(s).status().message(), "gguf-synth: n_expert_used 3 exceeds n_expert 2");
+  s = synth::ModelSpec();
+  s.n_expert = 4;
+  EXPECT_EQ(synth::Resolve(s).status().message(),
+            "gguf-synth: experts need a mixture-of-experts architecture (mixtral or qwen2moe), not llama");
+  EXPECT_EQ(synth::Preset("llama4").status().message(),
+            "gguf-synth: unknown preset 'llama4' (known: llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3-like, mamba-2.8b)");
+}
+
+TEST(GgufSynth, VocabFromStories) {
+  const std::string stories = test::ModelPath("stories260K.gguf");
+  STOWAGE_REQUIRE_FILE(stories);
+  synth::ModelSpec s;
+  s.vocab_from = stories;
+  s.n_vocab = 7;  // ignored: the copied vocab decides
+  Built b = Build(s);
+  ASSERT_TRUE(b.file);
+  auto src = GgufFile::Open(stories);
+  ASSERT_TRUE(src.ok());
+  EXPECT_EQ(*b.file->GetStringArray("tokenizer.ggml.tokens"), *(*src)->GetStringArray("tokenizer.ggml.tokens"));
+  EXPECT_EQ(*b.file->GetF32Array("tokenizer.ggml.scores"), *(*src)->GetF32Array("tokenizer.ggml.scores"));
+  EXPECT_EQ(Shape(*b.file, "token_embd.weight"), (V{64, 512}));
+  EXPECT_EQ(*b.file->GetU32("llama.vocab_size"), 512u);
+}
+
+}  // namespace
+}  // namespace stowage
