@@ -1,0 +1,10 @@
+# The runtime library: plan loader, executor, backends (CPU; ACCEL/GPU when built).
+add_library(stowage_runtime STATIC
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/plan/plan_file.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/executor/session.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/executor/cpu_backend.cpp
+)
+target_include_directories(stowage_runtime PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
+  PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src/executor)
+target_link_libraries(stowage_runtime PUBLIC stowage_base PRIVATE stowage_cpu stowage_plan_schema)
+stowage_warnings(stowage_runtime)

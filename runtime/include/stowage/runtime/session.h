@@ -1,0 +1,71 @@
+// A Session executes a plan: it loads and verifies the plan, checks that the GGUF file is the one
+// the plan was made for, instantiates the planned backends, allocates every buffer with exactly the
+// planned size (mapping the file where the plan says so), uploads weights, keeps the KV cache, and
+// evaluates token batches split by split (DESIGN.md "Runtime").
+//
+// Single sequence: tokens are appended at position n_past(); Reset() clears the cache.
+// Thread-safety: a Session is not thread-safe; use one per thread. Memory: all memory is owned by
+// the session and released by its destructor.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stowage/runtime/status.h"
+
+namespace stowage {
+
+struct SessionOptions {
+  int n_threads = 0;  ///< CPU threads; 0 = all hardware threads
+};
+
+/// One buffer as planned and as allocated (bytes).
+struct BufferReport {
+  std::string name;      ///< "CPU_Mapped", "CPU_REPACK", "CPU", "CUDA0"
+  std::string usage;     ///< "model", "KV", "compute", "output"
+  std::string device;
+  uint64_t planned = 0;
+  uint64_t allocated = 0;
+  bool mapped = false;
+};
+
+class Session {
+ public:
+  /// Opens `plan_path` for `model_path`. Errors: those of PlanFile::Load and GgufFile::Open;
+  /// kFailedPrecondition when the model's identity differs from the plan's ("... was planned for a
+  /// file of N bytes with header hash H, found ..."); kUnavailable when a planned device is absent;
+  /// kResourceExhausted when a buffer cannot be allocated.
+  static Result<std::unique_ptr<Session>> Create(const std::string& plan_path, const std::string& model_path,
+                                                 const SessionOptions& opts = {});
+  /// Same, with the plan already in memory (e.g. planned on the fly).
+  static Result<std::unique_ptr<Session>> CreateFromPlanBytes(std::vector<uint8_t> plan_bytes,
+                                                              const std::string& model_path,
+                                                              const SessionOptions& opts = {});
+  ~Session();
+
+  /// Evaluates `tokens` at positions n_past() .. n_past()+n-1, in ubatches of the plan's n_ubatch.
+  /// When `all_logits`, `logits` receives n * n_vocab floats (row i = logits after token i);
+  /// otherwise n_vocab floats for the last token. Errors: kInvalidArgument (empty batch, token id
+  /// out of range), kOutOfRange (the context would exceed n_ctx: "context full"), and kernel errors.
+  Status Decode(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* logits);
+
+  /// Clears the KV cache (n_past() = 0).
+  void Reset();
+  int64_t n_past() const;
+  int64_t n_ctx() const;
+  int64_t n_vocab() const;
+  /// Every buffer, planned vs allocated bytes ("planned == allocated" is a test invariant).
+  std::vector<BufferReport> Buffers() const;
+  /// Seconds spent in Create (plan verification, mapping, uploads).
+  double load_seconds() const;
+
+  class Impl;
+
+ private:
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stowage

@@ -1,0 +1,110 @@
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "backend.h"
+
+namespace stowage::exec {
+
+Result<std::unique_ptr<HostBuffer>> HostBuffer::Allocate(uint64_t size, uint64_t alignment) {
+  std::unique_ptr<HostBuffer> b(new HostBuffer());
+  const uint64_t align = alignment < 64 ? 64 : alignment;
+  const uint64_t padded = (std::max<uint64_t>(size, 1) + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, padded);
+  if (p == nullptr)
+    return ResourceExhausted("cannot allocate " + std::to_string(size) + " bytes of host memory");
+  std::memset(p, 0, padded);
+  b->data_ = static_cast<uint8_t*>(p);
+  b->size_ = size;
+  b->owned_ = true;
+  return b;
+}
+
+std::unique_ptr<HostBuffer> HostBuffer::Wrap(const uint8_t* data, uint64_t size) {
+  std::unique_ptr<HostBuffer> b(new HostBuffer());
+  b->data_ = const_cast<uint8_t*>(data);  // mapped read-only: kernels never write weights
+  b->size_ = size;
+  return b;
+}
+
+HostBuffer::~HostBuffer() {
+  if (owned_) std::free(data_);
+}
+
+Status HostBuffer::Write(uint64_t offset, const void* src, uint64_t n) {
+  if (!owned_) return Internal("write into a mapped (read-only) buffer");
+  if (offset > size_ || n > size_ - offset) return OutOfRange("buffer write outside the buffer");
+  std::memcpy(data_ + offset, src, n);
+  return Status::Ok();
+}
+
+Status HostBuffer::Read(uint64_t offset, void* dst, uint64_t n) const {
+  if (offset > size_ || n > size_ - offset) return OutOfRange("buffer read outside the buffer");
+  std::memcpy(dst, data_ + offset, n);
+  return Status::Ok();
+}
+
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int n_threads) { ctx_.n_threads = n_threads; }
+  const std::string& name() const override { return name_; }
+
+  Result<std::unique_ptr<Buffer>> Allocate(const std::string&, uint64_t size, uint64_t alignment) override {
+    STOWAGE_ASSIGN_OR_RETURN(auto b, HostBuffer::Allocate(size, alignment));
+    return std::unique_ptr<Buffer>(std::move(b));
+  }
+
+  Status Compute(const NodeCall& c) override {
+    TensorView dst = c.dst;
+    auto fp = [&](size_t i, float def) { return i < c.n_fparams ? c.fparams[i] : def; };
+    auto ip = [&](size_t i, int def) { return i < c.n_iparams ? c.iparams[i] : def; };
+    switch (c.op) {
+      case GgmlOp::GET_ROWS: return cpu::GetRows(ctx_, c.src[0], c.src[1], dst);
+      case GgmlOp::MUL_MAT: return cpu::MulMat(ctx_, c.src[0], c.src[1], dst);
+      case GgmlOp::ADD: return cpu::Add(ctx_, c.src[0], c.src[1], dst);
+      case GgmlOp::MUL: return cpu::Mul(ctx_, c.src[0], c.src[1], dst);
+      case GgmlOp::SCALE: return cpu::Scale(ctx_, c.src[0], dst, fp(0, 1.f), fp(1, 0.f));
+      case GgmlOp::RMS_NORM: return cpu::RmsNorm(ctx_, c.src[0], dst, fp(0, 1e-5f));
+      case GgmlOp::NORM: return cpu::Norm(ctx_, c.src[0], dst, fp(0, 1e-5f));
+      case GgmlOp::SILU: return cpu::Silu(ctx_, c.src[0], dst);
+      case GgmlOp::GELU: return cpu::Gelu(ctx_, c.src[0], dst);
+      case GgmlOp::SWIGLU: return cpu::SwiGlu(ctx_, c.src[0], c.src[1], dst);
+      case GgmlOp::GEGLU: return cpu::GeGlu(ctx_, c.src[0], c.src[1], dst);
+      case GgmlOp::ROPE: {
+        cpu::RopeParams p;
+        p.n_dims = ip(0, 0);
+        p.mode = ip(1, 0);
+        p.n_ctx_orig = ip(2, 0);
+        p.freq_base = fp(0, 10000.f);
+        p.freq_scale = fp(1, 1.f);
+        p.ext_factor = fp(2, 0.f);
+        p.attn_factor = fp(3, 1.f);
+        p.beta_fast = fp(4, 32.f);
+        p.beta_slow = fp(5, 1.f);
+        TensorView none;
+        return cpu::Rope(ctx_, c.src[0], c.src[1], c.has_src[2] ? c.src[2] : none, dst, p);
+      }
+      case GgmlOp::SOFT_MAX: {
+        TensorView none;
+        return cpu::SoftMax(ctx_, c.src[0], c.has_src[1] ? c.src[1] : none, dst, fp(0, 1.f), fp(1, 0.f));
+      }
+      case GgmlOp::CPY:
+      case GgmlOp::CONT:
+      case GgmlOp::DUP: return cpu::Cpy(ctx_, c.src[0], dst);
+      default:
+        return Unimplemented(std::string("CPU backend: op ") + GgmlOpName(c.op) + " (node '" + c.name + "') is not implemented");
+    }
+  }
+
+ private:
+  std::string name_ = "CPU";
+  cpu::ComputeContext ctx_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> CreateCpuBackend(int n_threads) { return std::make_unique<CpuBackend>(n_threads); }
+
+}  // namespace stowage::exec

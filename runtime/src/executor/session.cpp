@@ -1,0 +1,518 @@
+// Session: plan + GGUF -> buffers -> graph execution (see session.h).
+#include "stowage/runtime/session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <thread>
+
+#include "backend.h"
+#include "stowage/plan/plan_generated.h"
+#include "stowage/runtime/gguf.h"
+#include "stowage/runtime/model_identity.h"
+#include "stowage/runtime/plan.h"
+
+namespace stowage {
+
+using exec::Backend;
+using exec::Buffer;
+using exec::NodeCall;
+using exec::TensorView;
+namespace fb = ::stowage::plan;
+
+namespace {
+
+struct Sym {
+  int64_t n_tokens, n_kv, kv_head, n_outputs;
+  int64_t Eval(const fb::DimExpr& e) const {
+    return e.c() + e.tokens() * n_tokens + e.kv() * n_kv + e.kv_head() * kv_head + e.outputs() * n_outputs;
+  }
+};
+
+// A graph tensor, decoded from the plan once.
+struct GTensor {
+  std::string name;
+  GgmlOp op = GgmlOp::NONE;
+  GgmlType type = GgmlType::F32;
+  fb::TensorKind kind = fb::TensorKind::Intermediate;
+  std::vector<fb::DimExpr> ne;
+  std::vector<int> srcs;
+  std::vector<int32_t> iparams;
+  std::vector<float> fparams;
+  fb::DimExpr view_offset{};
+  std::vector<fb::DimExpr> view_nb;
+  int global = -1;
+  int buffer = -1;
+  uint64_t offset = 0;
+  int backend = -1;
+  bool is_view = false;  // data aliases srcs[0] (RESHAPE/VIEW/PERMUTE/TRANSPOSE) or srcs[1] (CPY)
+};
+
+struct GSplit {
+  int backend;
+  uint32_t begin, end;
+  std::vector<std::pair<int, int>> inputs;
+};
+
+struct GGraph {
+  std::string name;
+  int64_t max_tokens = 0, max_kv = 0, max_outputs = 0;
+  std::vector<GTensor> tensors;
+  std::vector<int> nodes;
+  std::vector<GSplit> splits;
+  int inp_tokens = -1, inp_pos = -1, kq_mask = -1, inp_out_ids = -1, result = -1;
+};
+
+struct Bound {
+  TensorView v;
+  int buffer = -1;     // buffer holding the bytes (for extent checks and copies)
+  uint64_t offset = 0; // byte offset of v.data inside that buffer
+  bool done = false;
+};
+
+void ContiguousStrides(TensorView& t) {
+  const auto& tr = GetTypeTraits(t.type);
+  t.nb[0] = tr.type_size;
+  t.nb[1] = RowSize(t.type, t.ne[0]);
+  t.nb[2] = t.nb[1] * static_cast<size_t>(t.ne[1]);
+  t.nb[3] = t.nb[2] * static_cast<size_t>(t.ne[2]);
+}
+
+/// Bytes spanned by a (possibly strided) view: last element's offset + its size.
+uint64_t Extent(const TensorView& t) {
+  const auto& tr = GetTypeTraits(t.type);
+  uint64_t e = RowSize(t.type, t.ne[0]);
+  if (e == 0) e = tr.type_size;
+  for (int i = 1; i < 4; ++i) e += static_cast<uint64_t>(t.ne[i] - 1) * t.nb[i];
+  return e;
+}
+
+}  // namespace
+
+class Session::Impl {
+ public:
+  std::unique_ptr<PlanFile> plan;
+  std::unique_ptr<GgufFile> gguf;
+  std::vector<std::unique_ptr<Backend>> backends;
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<int> buffer_backend;  // backend that owns each buffer
+  std::vector<BufferReport> reports;
+  std::vector<GGraph> graphs;       // [0] = pp, [1] = tg
+  std::vector<TensorView> globals;  // bound weights / KV
+  std::vector<int> global_buffer;
+  std::vector<uint64_t> global_offset;
+  int64_t n_ctx = 0, n_ubatch = 0, n_vocab = 0, n_past = 0;
+  double load_seconds = 0;
+  std::vector<Bound> bound;         // scratch per call
+
+  Status Init(const SessionOptions& opts);
+  Status CheckIdentity();
+  Status CreateBackends(const SessionOptions& opts);
+  Status AllocateBuffers();
+  Status LoadWeights();
+  Status RunSplits(GGraph& g);
+  Status BindTensor(GGraph& g, int id, const Sym& s, int depth);
+  Status RunUbatch(const int32_t* tokens, int64_t n, bool all_logits, float* out);
+  Status WriteInput(GGraph& g, int id, const void* data, uint64_t n);
+  static Result<std::unique_ptr<Session>> Finish(std::unique_ptr<Impl> impl, const std::string& model_path,
+                                                 const SessionOptions& opts, std::chrono::steady_clock::time_point t0);
+};
+
+Status Session::Impl::CheckIdentity() {
+  const auto& m = *plan->root().model();
+  const ModelIdentity id = ComputeModelIdentity(*gguf);
+  if (id.file_size != m.file_size() || id.header_size != m.header_size() || id.header_xxh64 != m.header_xxh64()) {
+    return FailedPrecondition(gguf->path() + ": does not match plan " + plan->path() + ": the plan was made for a file of " +
+                              std::to_string(m.file_size()) + " bytes with header hash " + HashHex(m.header_xxh64()) +
+                              " (" + (m.path() ? m.path()->str() : "?") + "), found " + std::to_string(id.file_size) +
+                              " bytes with header hash " + HashHex(id.header_xxh64));
+  }
+  return Status::Ok();
+}
+
+Status Session::Impl::CreateBackends(const SessionOptions& opts) {
+  const auto& r = plan->root();
+  int n_threads = opts.n_threads > 0 ? opts.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (const auto* be : *r.backends()) {
+    const auto* dev = r.devices()->Get(be->device());
+    const std::string dname = dev->name() ? dev->name()->str() : "?";
+    if (dev->type() != fb::DeviceType::CPU) {
+      return Unavailable(plan->path() + ": planned device '" + dname + "' (" + fb::EnumNameDeviceType(dev->type()) +
+                         ") is not available in this runtime (available: CPU)");
+    }
+    backends.push_back(exec::CreateCpuBackend(n_threads));
+  }
+  return Status::Ok();
+}
+
+Status Session::Impl::AllocateBuffers() {
+  const auto& r = plan->root();
+  static const char* kUsage[] = {"model", "KV", "compute", "output"};
+  for (size_t i = 0; i < r.buffers()->size(); ++i) {
+    const auto* b = r.buffers()->Get(i);
+    // The backend of the buffer's device (the CPU backend for host buffers).
+    int be = static_cast<int>(backends.size()) - 1;
+    for (size_t k = 0; k < r.backends()->size(); ++k)
+      if (r.backends()->Get(k)->device() == b->device()) { be = static_cast<int>(k); break; }
+    BufferReport rep;
+    rep.name = b->name() ? b->name()->str() : "";
+    rep.usage = kUsage[static_cast<int>(b->usage()) & 3];
+    rep.device = r.devices()->Get(b->device())->name() ? r.devices()->Get(b->device())->name()->str() : "";
+    rep.planned = b->size();
+    rep.mapped = b->mapped();
+    if (b->mapped()) {
+      if (b->file_offset() > gguf->file_size() || b->size() > gguf->file_size() - b->file_offset())
+        return DataLoss(plan->path() + ": buffer '" + rep.name + "' maps bytes outside " + gguf->path());
+      buffers.push_back(exec::HostBuffer::Wrap(gguf->bytes() + b->file_offset(), b->size()));
+    } else {
+      STOWAGE_ASSIGN_OR_RETURN(auto buf, backends[be]->Allocate(b->buft() ? b->buft()->str() : "", b->size(), b->alignment()));
+      buffers.push_back(std::move(buf));
+    }
+    rep.allocated = buffers.back()->size();
+    buffer_backend.push_back(be);
+    reports.push_back(rep);
+  }
+  return Status::Ok();
+}
+
+Status Session::Impl::LoadWeights() {
+  const auto& r = plan->root();
+  const size_t n = r.tensors()->size();
+  globals.resize(n);
+  global_buffer.resize(n);
+  global_offset.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto* t = r.tensors()->Get(i);
+    const std::string name = t->name()->str();
+    TensorView v;
+    v.type = static_cast<GgmlType>(t->type());
+    for (int d = 0; d < 4; ++d) v.ne[d] = t->ne()->Get(d);
+    ContiguousStrides(v);
+    Buffer& buf = *buffers[t->buffer()];
+    v.data = buf.base() + t->offset();
+    globals[i] = v;
+    global_buffer[i] = t->buffer();
+    global_offset[i] = t->offset();
+    if (t->kind() != fb::TensorKind::Weight) continue;
+    // The model must hold this tensor with the planned type, shape and data offset.
+    const GgufTensorInfo* ti = gguf->FindTensor(name);
+    if (ti == nullptr) return FailedPrecondition(gguf->path() + ": tensor '" + name + "' of the plan is missing");
+    bool same = ti->type == v.type && gguf->data_offset() + ti->offset == t->gguf_offset();
+    for (int d = 0; d < 4; ++d) same = same && ti->ne[d] == v.ne[d];
+    if (!same) return FailedPrecondition(gguf->path() + ": tensor '" + name + "' differs from the plan (type, shape or offset)");
+    const auto* pb = r.buffers()->Get(t->buffer());
+    if (pb->mapped()) {
+      if (pb->file_offset() + t->offset() != t->gguf_offset())
+        return DataLoss(plan->path() + ": tensor '" + name + "': mapped offset does not point at its file data");
+      continue;
+    }
+    const uint8_t* src = gguf->bytes() + t->gguf_offset();
+    const std::string repack = pb->repack() ? pb->repack()->str() : "";
+    if (repack == "q4_0x8" && v.type == GgmlType::Q4_0 && cpu::CanRepackQ4_0(v)) {
+      TensorView s = v;
+      s.data = const_cast<uint8_t*>(src);
+      std::vector<uint8_t> tmp(t->nbytes());
+      STOWAGE_RETURN_IF_ERROR(cpu::RepackQ4_0(s, tmp.data()));
+      STOWAGE_RETURN_IF_ERROR(buf.Write(t->offset(), tmp.data(), tmp.size()));
+      globals[i].layout = cpu::kLayoutQ4_0x8;
+    } else {
+      STOWAGE_RETURN_IF_ERROR(buf.Write(t->offset(), src, t->nbytes()));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Session::Impl::Init(const SessionOptions& opts) {
+  STOWAGE_RETURN_IF_ERROR(CheckIdentity());
+  const auto& r = plan->root();
+  n_ctx = r.context()->n_ctx();
+  n_ubatch = r.context()->n_ubatch();
+  n_vocab = r.context()->n_vocab();
+  if (n_ctx <= 0 || n_ubatch <= 0 || n_vocab <= 0) return DataLoss(plan->path() + ": context: n_ctx, n_ubatch and n_vocab must be positive");
+  STOWAGE_RETURN_IF_ERROR(CreateBackends(opts));
+  STOWAGE_RETURN_IF_ERROR(AllocateBuffers());
+  STOWAGE_RETURN_IF_ERROR(LoadWeights());
+  for (const auto* g : *r.graphs()) {
+    GGraph gg;
+    gg.name = g->name() ? g->name()->str() : "";
+    gg.max_tokens = g->max_tokens();
+    gg.max_kv = g->max_kv();
+    gg.max_outputs = g->max_outputs();
+    for (size_t i = 0; i < g->tensors()->size(); ++i) {
+      const auto* t = g->tensors()->Get(i);
+      GTensor x;
+      x.name = t->name() ? t->name()->str() : "";
+      x.op = static_cast<GgmlOp>(t->op());
+      x.type = static_cast<GgmlType>(t->type());
+      x.kind = t->kind();
+      for (size_t d = 0; d < 4; ++d) x.ne.push_back(*t->ne()->Get(d));
+      if (t->srcs()) x.srcs.assign(t->srcs()->begin(), t->srcs()->end());
+      if (t->iparams()) x.iparams.assign(t->iparams()->begin(), t->iparams()->end());
+      if (t->fparams()) x.fparams.assign(t->fparams()->begin(), t->fparams()->end());
+      if (t->view_offset()) x.view_offset = *t->view_offset();
+      if (t->view_nb())
+        for (size_t d = 0; d < t->view_nb()->size(); ++d) x.view_nb.push_back(*t->view_nb()->Get(d));
+      x.global = t->global();
+      x.buffer = t->buffer();
+      x.offset = t->offset();
+      x.backend = t->backend();
+      x.is_view = IsViewOp(x.op) || x.op == GgmlOp::CPY;
+      const size_t need_src = x.op == GgmlOp::CPY ? 2 : (x.is_view ? 1 : 0);
+      if (x.srcs.size() < need_src || (need_src && x.srcs[need_src - 1] < 0))
+        return DataLoss(plan->path() + ": graph " + gg.name + " tensor '" + x.name + "': view without a source");
+      if (x.op == GgmlOp::VIEW && x.view_nb.size() != 3)
+        return DataLoss(plan->path() + ": graph " + gg.name + " tensor '" + x.name + "': VIEW needs 3 strides");
+      if (x.kind == fb::TensorKind::Weight || x.kind == fb::TensorKind::KvCache) {
+        if (x.global < 0) return DataLoss(plan->path() + ": graph " + gg.name + " tensor '" + x.name + "': no global tensor");
+      } else if (!x.is_view && x.buffer < 0) {
+        return DataLoss(plan->path() + ": graph " + gg.name + " tensor '" + x.name + "': no buffer");
+      }
+      if (x.kind == fb::TensorKind::Input) {
+        if (x.name == "inp_tokens") gg.inp_tokens = static_cast<int>(i);
+        else if (x.name == "inp_pos") gg.inp_pos = static_cast<int>(i);
+        else if (x.name == "KQ_mask") gg.kq_mask = static_cast<int>(i);
+        else if (x.name == "inp_out_ids") gg.inp_out_ids = static_cast<int>(i);
+      }
+      if (x.name == "result_output") gg.result = static_cast<int>(i);
+      gg.tensors.push_back(std::move(x));
+    }
+    gg.nodes.assign(g->nodes()->begin(), g->nodes()->end());
+    if (g->splits())
+      for (const auto* s : *g->splits()) {
+        GSplit gs{s->backend(), s->node_begin(), s->node_end(), {}};
+        if (s->inputs())
+          for (const auto* in : *s->inputs()) gs.inputs.emplace_back(in->tensor(), in->copy());
+        gg.splits.push_back(std::move(gs));
+      }
+    if (gg.inp_tokens < 0 || gg.result < 0)
+      return DataLoss(plan->path() + ": graph " + gg.name + ": expected inputs 'inp_tokens' and output 'result_output'");
+    graphs.push_back(std::move(gg));
+  }
+  if (graphs.size() < 2) return DataLoss(plan->path() + ": expected the pp and tg graphs");
+  return Status::Ok();
+}
+
+Status Session::Impl::BindTensor(GGraph& g, int id, const Sym& s, int depth) {
+  Bound& b = bound[id];
+  if (b.done) return Status::Ok();
+  if (depth > 64) return DataLoss(plan->path() + ": graph " + g.name + ": view chain too deep (cycle?) at '" + g.tensors[id].name + "'");
+  const GTensor& t = g.tensors[id];
+  TensorView v;
+  v.type = t.type;
+  for (int d = 0; d < 4; ++d) {
+    v.ne[d] = s.Eval(t.ne[d]);
+    if (v.ne[d] <= 0) return DataLoss(plan->path() + ": graph " + g.name + " tensor '" + t.name + "': dimension " + std::to_string(d) + " evaluates to " + std::to_string(v.ne[d]));
+  }
+  if (RowSize(v.type, v.ne[0]) == 0 && GetTypeTraits(v.type).block_size > 1)
+    return DataLoss(plan->path() + ": graph " + g.name + " tensor '" + t.name + "': ne0 not a multiple of the block size");
+  if (t.kind == fb::TensorKind::Weight || t.kind == fb::TensorKind::KvCache) {
+    v = globals[t.global];
+    b.buffer = global_buffer[t.global];
+    b.offset = global_offset[t.global];
+  } else if (t.is_view) {
+    const int src = t.op == GgmlOp::CPY ? t.srcs[1] : t.srcs[0];
+    STOWAGE_RETURN_IF_ERROR(BindTensor(g, src, s, depth + 1));
+    const Bound& sb = bound[src];
+    b.buffer = sb.buffer;
+    b.offset = sb.offset;
+    v.data = sb.v.data;
+    v.layout = sb.v.layout;
+    switch (t.op) {
+      case GgmlOp::CPY: v = sb.v; break;
+      case GgmlOp::RESHAPE: ContiguousStrides(v); break;
+      case GgmlOp::VIEW: {
+        const int64_t off = s.Eval(t.view_offset);
+        if (off < 0) return DataLoss(plan->path() + ": tensor '" + t.name + "': negative view offset");
+        v.data = static_cast<uint8_t*>(v.data) + off;
+        b.offset += static_cast<uint64_t>(off);
+        v.nb[0] = GetTypeTraits(v.type).type_size;
+        for (int d = 0; d < 3; ++d) v.nb[d + 1] = static_cast<size_t>(s.Eval(t.view_nb[d]));
+        // Unset strides (0) of a 1-D/2-D view: contiguous continuation.
+        for (int d = 1; d < 4; ++d)
+          if (v.nb[d] == 0) v.nb[d] = d == 1 ? RowSize(v.type, v.ne[0]) : v.nb[d - 1] * static_cast<size_t>(v.ne[d - 1]);
+        break;
+      }
+      case GgmlOp::PERMUTE: {
+        if (t.iparams.size() != 4) return DataLoss(plan->path() + ": tensor '" + t.name + "': PERMUTE needs 4 axes");
+        for (int d = 0; d < 4; ++d) {
+          const int ax = t.iparams[d];
+          if (ax < 0 || ax > 3) return DataLoss(plan->path() + ": tensor '" + t.name + "': bad permutation");
+          v.nb[ax] = sb.v.nb[d];
+        }
+        break;
+      }
+      case GgmlOp::TRANSPOSE:
+        v.nb[0] = sb.v.nb[1];
+        v.nb[1] = sb.v.nb[0];
+        v.nb[2] = sb.v.nb[2];
+        v.nb[3] = sb.v.nb[3];
+        break;
+      default: break;
+    }
+  } else {
+    ContiguousStrides(v);
+    b.buffer = t.buffer;
+    b.offset = t.offset;
+    v.data = buffers[t.buffer]->base() + t.offset;
+  }
+  // Memory safety against malformed plans: the bytes the view spans lie inside its buffer.
+  if (b.buffer < 0 || static_cast<size_t>(b.buffer) >= buffers.size())
+    return DataLoss(plan->path() + ": tensor '" + t.name + "': no buffer");
+  const uint64_t ext = v.layout == cpu::kLayoutPlain ? Extent(v) : 0;
+  if (b.offset > buffers[b.buffer]->size() || ext > buffers[b.buffer]->size() - b.offset)
+    return DataLoss(plan->path() + ": graph " + g.name + " tensor '" + t.name + "' (" + std::to_string(ext) +
+                    " bytes at offset " + std::to_string(b.offset) + ") does not fit in its buffer of " +
+                    std::to_string(buffers[b.buffer]->size()) + " bytes");
+  b.v = v;
+  b.done = true;
+  return Status::Ok();
+}
+
+Status Session::Impl::RunSplits(GGraph& g) {
+  for (const GSplit& sp : g.splits) {
+    Backend& be = *backends[sp.backend];
+    // Split inputs: copy each source into the split backend's memory (ggml_backend_sched).
+    for (const auto& [src, copy] : sp.inputs) {
+      NodeCall c;
+      c.op = GgmlOp::CPY;
+      c.name = g.tensors[copy].name.c_str();
+      c.src[0] = bound[src].v;
+      c.has_src[0] = true;
+      c.dst = bound[copy].v;
+      STOWAGE_RETURN_IF_ERROR(be.Compute(c));
+    }
+    for (uint32_t k = sp.begin; k < sp.end; ++k) {
+      const int id = g.nodes[k];
+      const GTensor& t = g.tensors[id];
+      if (IsViewOp(t.op) || t.op == GgmlOp::NONE) continue;
+      NodeCall c;
+      c.op = t.op;
+      c.name = t.name.c_str();
+      c.dst = bound[id].v;
+      for (size_t j = 0; j < t.srcs.size() && j < 4; ++j) {
+        if (t.srcs[j] < 0) continue;
+        c.src[j] = bound[t.srcs[j]].v;
+        c.has_src[j] = true;
+      }
+      c.iparams = t.iparams.data();
+      c.n_iparams = t.iparams.size();
+      c.fparams = t.fparams.data();
+      c.n_fparams = t.fparams.size();
+      Status st = be.Compute(c);
+      if (!st.ok()) return st.WithPrefix("graph " + g.name + " node '" + t.name + "'");
+    }
+    STOWAGE_RETURN_IF_ERROR(be.Synchronize());
+  }
+  return Status::Ok();
+}
+
+Status Session::Impl::WriteInput(GGraph& g, int id, const void* data, uint64_t n) {
+  if (id < 0) return Status::Ok();
+  const Bound& b = bound[id];
+  return buffers[b.buffer]->Write(b.offset, data, n);
+}
+
+Status Session::Impl::RunUbatch(const int32_t* tokens, int64_t n, bool all_logits, float* out) {
+  GGraph& g = n == 1 ? graphs[1] : graphs[0];
+  Sym s;
+  s.n_tokens = n;
+  s.kv_head = n_past;
+  s.n_kv = std::min<int64_t>(n_ctx, (n_past + n + 31) / 32 * 32);
+  s.n_outputs = all_logits ? n : 1;
+  if (n > g.max_tokens || s.n_kv > g.max_kv || s.n_outputs > g.max_outputs)
+    return Internal("ubatch exceeds the planned worst case of graph " + g.name);
+  bound.assign(g.tensors.size(), Bound{});
+  for (size_t i = 0; i < g.tensors.size(); ++i) STOWAGE_RETURN_IF_ERROR(BindTensor(g, static_cast<int>(i), s, 0));
+
+  STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_tokens, tokens, n * sizeof(int32_t)));
+  std::vector<int32_t> pos(n);
+  for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(n_past + i);
+  STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_pos, pos.data(), n * sizeof(int32_t)));
+  if (g.kq_mask >= 0) {
+    const TensorView& mv = bound[g.kq_mask].v;
+    std::vector<float> mask(static_cast<size_t>(mv.ne[0] * mv.ne[1]), -INFINITY);
+    for (int64_t i = 0; i < mv.ne[1] && i < n; ++i)
+      for (int64_t j = 0; j < mv.ne[0]; ++j)
+        if (j <= n_past + i) mask[i * mv.ne[0] + j] = 0.f;  // causal: cell j holds position j
+    STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.kq_mask, mask.data(), mask.size() * sizeof(float)));
+  }
+  if (g.inp_out_ids >= 0) {
+    std::vector<int32_t> ids(s.n_outputs);
+    for (int64_t i = 0; i < s.n_outputs; ++i) ids[i] = static_cast<int32_t>(all_logits ? i : n - 1);
+    STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_out_ids, ids.data(), ids.size() * sizeof(int32_t)));
+  }
+  STOWAGE_RETURN_IF_ERROR(RunSplits(g));
+  const Bound& rb = bound[g.result];
+  if (rb.v.ne[0] != n_vocab || rb.v.ne[1] != s.n_outputs)
+    return DataLoss(plan->path() + ": result_output has an unexpected shape");
+  STOWAGE_RETURN_IF_ERROR(buffers[rb.buffer]->Read(rb.offset, out, static_cast<uint64_t>(n_vocab * s.n_outputs) * sizeof(float)));
+  n_past += n;
+  return Status::Ok();
+}
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::~Session() = default;
+
+Result<std::unique_ptr<Session>> Session::Impl::Finish(std::unique_ptr<Impl> impl, const std::string& model_path,
+                                                       const SessionOptions& opts, std::chrono::steady_clock::time_point t0) {
+  STOWAGE_ASSIGN_OR_RETURN(impl->gguf, GgufFile::Open(model_path));
+  STOWAGE_RETURN_IF_ERROR(impl->Init(opts));
+  impl->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return std::unique_ptr<Session>(new Session(std::move(impl)));
+}
+
+Result<std::unique_ptr<Session>> Session::Create(const std::string& plan_path, const std::string& model_path,
+                                                 const SessionOptions& opts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto impl = std::make_unique<Impl>();
+  STOWAGE_ASSIGN_OR_RETURN(impl->plan, PlanFile::Load(plan_path));
+  return Impl::Finish(std::move(impl), model_path, opts, t0);
+}
+
+Result<std::unique_ptr<Session>> Session::CreateFromPlanBytes(std::vector<uint8_t> plan_bytes, const std::string& model_path,
+                                                              const SessionOptions& opts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto impl = std::make_unique<Impl>();
+  STOWAGE_ASSIGN_OR_RETURN(impl->plan, PlanFile::FromBytes(std::move(plan_bytes), "<plan in memory>"));
+  return Impl::Finish(std::move(impl), model_path, opts, t0);
+}
+
+Status Session::Decode(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* logits) {
+  Impl& s = *impl_;
+  if (tokens.empty()) return InvalidArgument("decode: empty batch (at least one token is needed)");
+  for (int32_t t : tokens)
+    if (t < 0 || t >= s.n_vocab)
+      return InvalidArgument("decode: token id " + std::to_string(t) + " out of range [0, " + std::to_string(s.n_vocab) + ")");
+  if (s.n_past + static_cast<int64_t>(tokens.size()) > s.n_ctx)
+    return OutOfRange("context full: " + std::to_string(s.n_past) + " tokens in the cache + " +
+                      std::to_string(tokens.size()) + " new > n_ctx " + std::to_string(s.n_ctx));
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  logits->assign(static_cast<size_t>((all_logits ? n : 1) * s.n_vocab), 0.f);
+  for (int64_t i = 0; i < n; i += s.n_ubatch) {
+    const int64_t m = std::min<int64_t>(s.n_ubatch, n - i);
+    const bool last = i + m == n;
+    std::vector<float> tmp;
+    float* out = nullptr;
+    if (all_logits) {
+      out = logits->data() + i * s.n_vocab;
+    } else {
+      tmp.resize(static_cast<size_t>(s.n_vocab));
+      out = tmp.data();
+    }
+    Status st = s.RunUbatch(tokens.data() + i, m, all_logits, out);
+    if (!st.ok()) return st;
+    if (!all_logits && last) std::copy(tmp.begin(), tmp.end(), logits->begin());
+  }
+  return Status::Ok();
+}
+
+void Session::Reset() { impl_->n_past = 0; }
+int64_t Session::n_past() const { return impl_->n_past; }
+int64_t Session::n_ctx() const { return impl_->n_ctx; }
+int64_t Session::n_vocab() const { return impl_->n_vocab; }
+std::vector<BufferReport> Session::Buffers() const { return impl_->reports; }
+double Session::load_seconds() const { return impl_->load_seconds; }
+
+}  // namespace stowage

@@ -1,0 +1,128 @@
+#include "stowage/runtime/plan.h"
+
+#include <fstream>
+#include <iterator>
+
+#include "stowage/plan/plan_generated.h"
+#include "stowage/runtime/ggml_ops.h"
+#include "stowage/runtime/ggml_types.h"
+
+namespace stowage {
+
+Result<std::unique_ptr<PlanFile>> PlanFile::Load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return IoError(path + ": cannot open plan file");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return IoError(path + ": read error");
+  return FromBytes(std::move(bytes), path);
+}
+
+Result<std::unique_ptr<PlanFile>> PlanFile::FromBytes(std::vector<uint8_t> bytes, std::string name) {
+  std::unique_ptr<PlanFile> p(new PlanFile());
+  p->path_ = std::move(name);
+  p->bytes_ = std::move(bytes);
+  STOWAGE_RETURN_IF_ERROR(p->Verify());
+  return p;
+}
+
+namespace {
+
+template <typename T>
+size_t Len(const flatbuffers::Vector<T>* v) {
+  return v ? v->size() : 0;
+}
+
+}  // namespace
+
+Status PlanFile::Verify() {
+  auto fail = [&](const std::string& field, const std::string& what) {
+    return DataLoss(path_ + ": " + field + ": " + what);
+  };
+  if (bytes_.size() < 8) return fail("header", "expected a plan file of at least 8 bytes, found " + std::to_string(bytes_.size()));
+  if (!plan::PlanBufferHasIdentifier(bytes_.data()))
+    return fail("file identifier", "expected \"STWP\" at byte 4, found \"" +
+                                       std::string(reinterpret_cast<const char*>(bytes_.data()) + 4, 4) + "\"");
+  flatbuffers::Verifier verifier(bytes_.data(), bytes_.size(), /*max_depth=*/64, /*max_tables=*/1u << 26);
+  if (!plan::VerifyPlanBuffer(verifier))
+    return fail("flatbuffer", "verification failed (corrupted or truncated plan)");
+  root_ = plan::GetPlan(bytes_.data());
+  const plan::Plan& r = *root_;
+  if (r.schema_version() == 0) return fail("schema_version", "expected >= 1, found 0");
+  if (r.schema_version() > kPlanSchemaVersion)
+    return Status(StatusCode::kUnimplemented, path_ + ": schema_version: this runtime reads plans up to version " +
+                                                  std::to_string(kPlanSchemaVersion) + ", found " +
+                                                  std::to_string(r.schema_version()));
+  if (!r.model() || !r.context()) return fail("model/context", "required table missing");
+  const size_t n_dev = Len(r.devices()), n_buf = Len(r.buffers()), n_ten = Len(r.tensors()), n_be = Len(r.backends());
+  if (n_dev == 0) return fail("devices", "expected at least one device");
+  if (n_be == 0) return fail("backends", "expected at least one backend");
+  for (size_t i = 0; i < n_be; ++i) {
+    const auto* be = r.backends()->Get(i);
+    if (be->device() < 0 || size_t(be->device()) >= n_dev) return fail("backends[" + std::to_string(i) + "].device", "index out of range");
+    if (be->compute_buffer() >= 0 && size_t(be->compute_buffer()) >= n_buf)
+      return fail("backends[" + std::to_string(i) + "].compute_buffer", "index out of range");
+  }
+  for (size_t i = 0; i < n_buf; ++i) {
+    const auto* b = r.buffers()->Get(i);
+    if (b->device() < 0 || size_t(b->device()) >= n_dev) return fail("buffers[" + std::to_string(i) + "].device", "index out of range");
+    if (b->mapped() && (b->file_offset() > r.model()->file_size() || b->size() > r.model()->file_size() - b->file_offset()))
+      return fail("buffers[" + std::to_string(i) + "]", "mapped range outside the model file");
+  }
+  for (size_t i = 0; i < n_ten; ++i) {
+    const auto* t = r.tensors()->Get(i);
+    const std::string f = "tensors[" + std::to_string(i) + "]";
+    if (!t->name() || !t->ne() || t->ne()->size() != 4) return fail(f, "expected a name and 4 dims");
+    if (!IsValidGgmlType(t->type())) return fail(f + ".type", "invalid ggml type " + std::to_string(t->type()));
+    int64_t ne[4];
+    for (int d = 0; d < 4; ++d) ne[d] = t->ne()->Get(d);
+    auto bytes = TensorBytesChecked(static_cast<GgmlType>(t->type()), ne);
+    if (!bytes.ok() || *bytes != t->nbytes()) return fail(f + " '" + t->name()->str() + "'", "nbytes does not match type and shape");
+    if (t->buffer() < 0 || size_t(t->buffer()) >= n_buf) return fail(f + ".buffer", "index out of range");
+    const auto* b = r.buffers()->Get(t->buffer());
+    if (t->offset() > b->size() || t->nbytes() > b->size() - t->offset())
+      return fail(f + " '" + t->name()->str() + "'", "extends past the end of buffer '" + (b->name() ? b->name()->str() : "") + "'");
+  }
+  if (Len(r.graphs()) == 0) return fail("graphs", "expected the pp and tg graphs");
+  for (size_t gi = 0; gi < Len(r.graphs()); ++gi) {
+    const auto* g = r.graphs()->Get(gi);
+    const std::string gf = "graphs[" + std::to_string(gi) + "]";
+    const size_t nt = Len(g->tensors());
+    if (nt == 0 || !g->nodes()) return fail(gf, "expected tensors and nodes");
+    for (size_t i = 0; i < nt; ++i) {
+      const auto* t = g->tensors()->Get(i);
+      const std::string f = gf + ".tensors[" + std::to_string(i) + "]";
+      if (!t->ne() || t->ne()->size() != 4) return fail(f, "expected 4 dims");
+      if (!IsValidGgmlType(t->type())) return fail(f + ".type", "invalid ggml type");
+      if (t->op() >= static_cast<uint16_t>(GgmlOp::kCount)) return fail(f + ".op", "unknown op " + std::to_string(t->op()));
+      if (t->global() >= 0 && size_t(t->global()) >= n_ten) return fail(f + ".global", "index out of range");
+      if (t->view_src() >= 0 && size_t(t->view_src()) >= nt) return fail(f + ".view_src", "index out of range");
+      if (t->buffer() >= 0 && size_t(t->buffer()) >= n_buf) return fail(f + ".buffer", "index out of range");
+      if (t->backend() >= 0 && size_t(t->backend()) >= n_be) return fail(f + ".backend", "index out of range");
+      if (t->srcs())
+        for (int32_t s : *t->srcs())
+          if (s >= 0 && (size_t(s) >= nt || size_t(s) == i)) return fail(f + ".srcs", "index out of range");
+    }
+    for (int32_t n : *g->nodes())
+      if (n < 0 || size_t(n) >= nt) return fail(gf + ".nodes", "index out of range");
+    if (g->leafs())
+      for (int32_t n : *g->leafs())
+        if (n < 0 || size_t(n) >= nt) return fail(gf + ".leafs", "index out of range");
+    uint32_t prev_end = 0;
+    for (size_t si = 0; si < Len(g->splits()); ++si) {
+      const auto* s = g->splits()->Get(si);
+      const std::string f = gf + ".splits[" + std::to_string(si) + "]";
+      if (s->backend() < 0 || size_t(s->backend()) >= n_be) return fail(f + ".backend", "index out of range");
+      if (s->node_begin() != prev_end || s->node_end() < s->node_begin() || s->node_end() > g->nodes()->size())
+        return fail(f, "node range [" + std::to_string(s->node_begin()) + ", " + std::to_string(s->node_end()) + ") is not contiguous with the previous split");
+      prev_end = s->node_end();
+      if (s->inputs())
+        for (const auto* in : *s->inputs())
+          if (in->tensor() < 0 || size_t(in->tensor()) >= nt || in->copy() < 0 || size_t(in->copy()) >= nt)
+            return fail(f + ".inputs", "index out of range");
+    }
+    if (prev_end != g->nodes()->size()) return fail(gf + ".splits", "do not cover every node");
+  }
+  return Status::Ok();
+}
+
+}  // namespace stowage
