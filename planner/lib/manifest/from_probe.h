@@ -1,0 +1,25 @@
+// Manifests of this machine's probed devices (list-devices --emit-manifest).
+//
+// Links the runtime's device probing (stowage_devices) with the manifest model; lives in its own
+// library target (stowage_manifest_probe) so stowage_manifest itself needs no runtime backends.
+#pragma once
+
+#include <string>
+
+#include "stowage/planner/manifest.h"
+#include "stowage/runtime/device_probe.h"
+
+namespace stowage::planner {
+
+/// The manifest of a probed device. Its op table is the device's runtime support table turned into
+/// rules, in the order ProbedDevice::SupportsOp asks, so that DeviceManifest::SupportsOp gives the
+/// same answer for every query. CUDA device names become "CUDA{index}" (and their buffer types
+/// likewise) so that a list of emitted GPUs is numbered like ggml numbers them.
+/// Errors: kInternal when a runtime table names an op that GgmlOp does not know.
+Result<DeviceManifest> ManifestFromProbe(const ProbedDevice& device);
+
+/// Registry key of an emitted manifest: "local-" + lower-case device name with characters other
+/// than [a-z0-9._-] replaced by '-' ("local-cpu", "local-cuda0", "local-onednn").
+std::string LocalManifestKey(const ProbedDevice& device);
+
+}  // namespace stowage::planner

@@ -1,0 +1,169 @@
+// Probing this machine's devices: the runtime's backend registry as `list-devices` shows it.
+//
+// What is probed (ggml-backend's device model, reference/llamacpp-placement.md §1):
+//   * the CPU: model name (/proc/cpuinfo "model name", else the CPUID brand string), logical and
+//     physical cores (/proc/cpuinfo "physical id"/"core id"), ISA features by CPUID (+ XGETBV for
+//     the OS-enabled register state: AVX, AVX-512 and AMX need it), memory by sysinfo(2)
+//     (total = totalram; free = MemAvailable from /proc/meminfo, else freeram);
+//   * oneDNN (only when built with STOWAGE_HAVE_ONEDNN): an ACCEL device reporting dnnl_version()
+//     and the effective CPU ISA (dnnl_get_effective_cpu_isa);
+//   * CUDA (only when built with STOWAGE_HAVE_CUDA): one GPU device per cudaGetDeviceCount, with
+//     cudaGetDeviceProperties and cudaMemGetInfo. "No CUDA device" (no driver, no GPU) is a note in
+//     the report, not an error.
+//
+// Each probed device carries what its backend in this build can run: a declarative op-support table
+// (ProbedDevice::ops, extra buffer types with their own tables). SupportsOp answers from those
+// tables; the planner's manifest writer (list-devices --emit-manifest) turns the same tables into
+// manifest rules, and a unit test checks both answers agree for every op and type pair.
+//
+// This header has no planner dependency: ops are named by ggml op names ("MUL_MAT", "SILU").
+// Shapes are in ggml order (ne[0] innermost); sizes in bytes. Probing reads /proc and CPUID and
+// keeps no global state; results are plain values (thread-compatible).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "stowage/runtime/ggml_types.h"
+#include "stowage/runtime/status.h"
+
+namespace stowage {
+
+/// x86 ISA features that matter to ggml-style kernels. All false on other architectures.
+/// Source of the bits: Intel SDM vol. 2A, CPUID leaves 1 and 7 (sub-leaves 0 and 1); a feature
+/// that needs OS-saved register state (AVX*, AVX-512*, AMX) is reported only when XCR0 enables it.
+struct CpuFeatures {
+  bool sse3 = false, ssse3 = false, fma = false, f16c = false, avx = false, avx2 = false;
+  bool avx_vnni = false;
+  bool avx512f = false, avx512dq = false, avx512cd = false, avx512bw = false, avx512vl = false;
+  bool avx512_vbmi = false, avx512_vnni = false, avx512_bf16 = false, avx512_fp16 = false;
+  bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
+
+  /// Names of the present features, lower-case, in the order above ("avx2", "avx512_vnni", ...).
+  std::vector<std::string> Names() const;
+};
+
+/// Facts about the host CPU and memory.
+struct CpuInfo {
+  std::string model_name;      ///< "AMD EPYC 9654 96-Core Processor" (empty if unknown)
+  std::string vendor;          ///< CPUID vendor string ("GenuineIntel", "AuthenticAMD")
+  int logical_cores = 0;       ///< online logical processors (sysconf _SC_NPROCESSORS_ONLN)
+  int physical_cores = 0;      ///< distinct (physical id, core id) pairs; = logical if unknown
+  CpuFeatures features;
+  uint64_t memory_total = 0;   ///< bytes (sysinfo totalram * mem_unit)
+  uint64_t memory_free = 0;    ///< bytes (MemAvailable, else sysinfo freeram)
+};
+
+/// Probes the CPU and host memory. Never fails: unknown fields stay empty/zero.
+CpuInfo ProbeCpu();
+
+/// Reads the CPU's ISA features (CPUID + XGETBV). All false on non-x86 builds.
+CpuFeatures ProbeCpuFeatures();
+
+// ---- what a probed device can run ---------------------------------------------------------------
+
+/// One tensor of a runtime op query (destination or source).
+struct RuntimeTensor {
+  GgmlType type = GgmlType::F32;
+  std::array<int64_t, 4> ne = {1, 1, 1, 1};  ///< ggml order
+  bool contiguous = true;
+  std::string buft;            ///< buffer type name; empty = not allocated
+  bool buft_is_host = false;   ///< is_host of that buffer type
+};
+
+/// A node as a backend's supports_op sees it (ggml src order; see planner/manifest.h OpQuery).
+struct RuntimeOpQuery {
+  std::string op;                 ///< ggml op name ("MUL_MAT", "SILU", "SWIGLU")
+  RuntimeTensor dst;
+  std::vector<RuntimeTensor> src;
+};
+
+/// Requirement on one source of an OpSupportEntry.
+struct SrcRequirement {
+  std::vector<GgmlType> types;  ///< allowed types (empty = any)
+  bool optional = false;        ///< may be absent (e.g. ROPE freq factors)
+  bool contiguous = false;      ///< must be contiguous
+  bool host = false;            ///< must not be in a non-host buffer
+  std::string buft;             ///< must live in this buffer type (extra bufts)
+  int max_dims = 0;             ///< ggml_n_dims <= max_dims (0 = any)
+  int64_t ne1_multiple_of = 1;  ///< ne[1] % m == 0 (repack layouts)
+};
+
+/// One row of a backend's support table: ops it runs with these source/destination types.
+struct OpSupportEntry {
+  std::vector<std::string> ops;       ///< ggml op names
+  std::vector<SrcRequirement> src;    ///< src[i] requirements; sources beyond are unconstrained
+  std::vector<GgmlType> dst_types;    ///< allowed dst types (empty = any)
+  int64_t min_batch = 0;              ///< ggml batch (ne1 for MUL_MAT) >= min_batch
+  std::string note;                   ///< why / source
+};
+
+/// True when `q` satisfies `e` (op listed, every source requirement, dst type, batch).
+bool EntryMatches(const OpSupportEntry& e, const RuntimeOpQuery& q);
+
+/// ggml's op batch (ggml-cuda get_op_batch_size): 0 for GET_ROWS, dst ne1 for MUL_MAT, dst ne2 for
+/// MUL_MAT_ID / ROPE / ROPE_BACK, dst nrows otherwise.
+int64_t RuntimeOpBatch(const RuntimeOpQuery& q);
+
+/// A buffer type of a probed device.
+struct ProbedBufferType {
+  std::string name;
+  uint64_t alignment = 32;
+  bool is_host = false;
+  std::vector<OpSupportEntry> supports_op;  ///< extra buffer types only
+};
+
+enum class ProbedDeviceType { kCpu, kGpu, kAccel };
+
+/// "CPU", "GPU", "ACCEL".
+const char* ProbedDeviceTypeName(ProbedDeviceType t);
+
+/// One device of this machine, as its backend in this build sees it.
+struct ProbedDevice {
+  std::string backend;      ///< "CPU", "ONEDNN", "CUDA"
+  std::string name;         ///< "CPU", "ONEDNN", "CUDA0"
+  std::string description;  ///< CPU model, "oneDNN v3.x (avx512_core)", GPU name
+  ProbedDeviceType type = ProbedDeviceType::kCpu;
+  uint64_t memory_total = 0;
+  uint64_t memory_free = 0;
+  bool caps_async = false, caps_host_buffer = false, caps_buffer_from_host_ptr = false, caps_events = false;
+  ProbedBufferType default_buft;
+  std::optional<ProbedBufferType> host_buft;
+  std::vector<ProbedBufferType> extra_bufts;
+  bool supports_any_host_buft = false;   ///< supports_buft accepts every host buffer type
+  /// supports_op, in the order ggml-cpu asks: (1) NONE/RESHAPE/VIEW/PERMUTE/TRANSPOSE are accepted
+  /// (with any sources when view_ops_any_buffer, else only when no source is in a non-host buffer);
+  /// (2) an extra buffer type whose table matches accepts; (3) when srcs_must_be_host, a source in
+  /// a non-host buffer refuses; (4) a matching row of `ops` accepts; (5) otherwise refused.
+  bool view_ops_any_buffer = true;
+  bool srcs_must_be_host = true;
+  std::vector<OpSupportEntry> ops;
+  int64_t offload_min_batch = 0;         ///< offload_op threshold; 0 = no offload_op
+  /// Facts for display and --json, in order (e.g. {"isa", "avx2 fma f16c"}, {"cores", "16"}).
+  std::vector<std::pair<std::string, std::string>> properties;
+
+  /// supports_op as documented above.
+  bool SupportsOp(const RuntimeOpQuery& q) const;
+};
+
+/// The result of probing: devices in ggml registry order (GPUs, then ACCEL, then the CPU last) and
+/// notes about backends that were built but found nothing ("CUDA: no CUDA device: ...") or not
+/// built at all ("oneDNN: not built").
+struct ProbeReport {
+  std::vector<ProbedDevice> devices;
+  std::vector<std::string> notes;
+};
+
+/// Probes every backend of this build. Never fails; problems become notes.
+ProbeReport ProbeDevices();
+
+/// The CPU device of this build for `cpu` (its op table follows the CPU backend's kernel contract,
+/// runtime/src/backends/cpu/ops.h; CPU_REPACK extra buffer type for Q4_0 MUL_MAT weights with
+/// ne1 % 8 == 0 when the CPU has AVX2, like ggml's 8x8 repack).
+ProbedDevice MakeCpuDevice(const CpuInfo& cpu);
+
+}  // namespace stowage

@@ -1,0 +1,135 @@
+// Declarative op support of the runtime's devices and its evaluation (see device_probe.h).
+#include <algorithm>
+
+#include "stowage/runtime/device_probe.h"
+
+namespace stowage {
+namespace {
+
+bool IsViewOrNone(const std::string& op) {
+  return op == "NONE" || op == "RESHAPE" || op == "VIEW" || op == "PERMUTE" || op == "TRANSPOSE";
+}
+
+bool InNonHostBuffer(const RuntimeTensor& t) { return !t.buft.empty() && !t.buft_is_host; }
+
+int NumDims(const RuntimeTensor& t) {
+  for (int i = 3; i >= 1; --i) {
+    if (t.ne[i] != 1) return i + 1;
+  }
+  return 1;
+}
+
+bool SrcMatches(const SrcRequirement& r, const RuntimeTensor* t) {
+  if (t == nullptr) return r.optional;
+  if (!r.types.empty() && std::find(r.types.begin(), r.types.end(), t->type) == r.types.end()) return false;
+  if (r.contiguous && !t->contiguous) return false;
+  if (r.host && InNonHostBuffer(*t)) return false;
+  if (!r.buft.empty() && r.buft != t->buft) return false;
+  if (r.max_dims > 0 && NumDims(*t) > r.max_dims) return false;
+  if (r.ne1_multiple_of > 1 && t->ne[1] % r.ne1_multiple_of != 0) return false;
+  return true;
+}
+
+SrcRequirement Src(std::vector<GgmlType> types, bool optional = false) {
+  SrcRequirement r;
+  r.types = std::move(types);
+  r.optional = optional;
+  return r;
+}
+
+}  // namespace
+
+const char* ProbedDeviceTypeName(ProbedDeviceType t) {
+  switch (t) {
+    case ProbedDeviceType::kCpu: return "CPU";
+    case ProbedDeviceType::kGpu: return "GPU";
+    case ProbedDeviceType::kAccel: return "ACCEL";
+  }
+  return "?";
+}
+
+int64_t RuntimeOpBatch(const RuntimeOpQuery& q) {
+  if (q.op == "GET_ROWS") return 0;
+  if (q.op == "MUL_MAT") return q.dst.ne[1];
+  if (q.op == "MUL_MAT_ID" || q.op == "ROPE" || q.op == "ROPE_BACK") return q.dst.ne[2];
+  return q.dst.ne[1] * q.dst.ne[2] * q.dst.ne[3];
+}
+
+bool EntryMatches(const OpSupportEntry& e, const RuntimeOpQuery& q) {
+  if (std::find(e.ops.begin(), e.ops.end(), q.op) == e.ops.end()) return false;
+  for (size_t i = 0; i < e.src.size(); ++i) {
+    if (!SrcMatches(e.src[i], i < q.src.size() ? &q.src[i] : nullptr)) return false;
+  }
+  if (!e.dst_types.empty() && std::find(e.dst_types.begin(), e.dst_types.end(), q.dst.type) == e.dst_types.end())
+    return false;
+  if (e.min_batch > 0 && RuntimeOpBatch(q) < e.min_batch) return false;
+  return true;
+}
+
+bool ProbedDevice::SupportsOp(const RuntimeOpQuery& q) const {
+  bool any_non_host = std::any_of(q.src.begin(), q.src.end(), InNonHostBuffer);
+  if (IsViewOrNone(q.op)) return view_ops_any_buffer || !any_non_host;
+  for (const auto& extra : extra_bufts) {
+    for (const auto& e : extra.supports_op) {
+      if (EntryMatches(e, q)) return true;
+    }
+  }
+  if (srcs_must_be_host && any_non_host) return false;
+  return std::any_of(ops.begin(), ops.end(), [&](const OpSupportEntry& e) { return EntryMatches(e, q); });
+}
+
+ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
+  using T = GgmlType;
+  ProbedDevice d;
+  d.backend = "CPU";
+  d.name = "CPU";
+  d.description = cpu.model_name.empty() ? "CPU" : cpu.model_name;
+  d.type = ProbedDeviceType::kCpu;
+  d.memory_total = cpu.memory_total;
+  d.memory_free = cpu.memory_free;
+  d.caps_buffer_from_host_ptr = true;  // mmap'ed weights become CPU_Mapped buffers
+  d.default_buft = {"CPU", 32, true, {}};
+  d.supports_any_host_buft = true;
+  d.view_ops_any_buffer = true;
+  d.srcs_must_be_host = true;
+
+  // The CPU backend's kernel contract (runtime/src/backends/cpu/ops.h).
+  const std::vector<T> weights = {T::F32,  T::F16,  T::BF16, T::Q4_0, T::Q4_1, T::Q5_0,   T::Q5_1, T::Q8_0,
+                                  T::Q2_K, T::Q3_K, T::Q4_K, T::Q5_K, T::Q6_K, T::IQ4_NL, T::IQ4_XS};
+  const SrcRequirement f32 = Src({T::F32});
+  const SrcRequirement f32_opt = Src({T::F32}, true);
+  const char* kOps = "runtime/src/backends/cpu/ops.h";
+  d.ops = {
+      {{"GET_ROWS"}, {Src(weights), Src({T::I32})}, {T::F32}, 0, kOps},
+      {{"MUL_MAT"}, {Src(weights), f32}, {T::F32}, 0, kOps},
+      {{"RMS_NORM", "NORM", "SCALE", "SILU", "GELU"}, {f32}, {T::F32}, 0, kOps},
+      {{"ADD", "MUL"}, {f32, Src({T::F32, T::F16})}, {T::F32}, 0, kOps},
+      {{"SWIGLU", "GEGLU"}, {f32, f32_opt}, {T::F32}, 0, kOps},
+      {{"ROPE"}, {f32, Src({T::I32}), f32_opt}, {T::F32}, 0, kOps},
+      {{"SOFT_MAX"}, {f32, Src({T::F16, T::F32}, true)}, {T::F32}, 0, kOps},
+      {{"CPY", "CONT"}, {f32}, {T::F32, T::F16, T::BF16, T::Q8_0, T::Q4_0}, 0, kOps},
+      {{"CPY", "CONT"}, {Src({T::F16})}, {T::F32}, 0, kOps},
+  };
+  d.properties.push_back({"cores", std::to_string(cpu.physical_cores) + " physical, " +
+                                       std::to_string(cpu.logical_cores) + " logical"});
+  std::string isa;
+  for (const auto& n : cpu.features.Names()) isa += (isa.empty() ? "" : " ") + n;
+  d.properties.push_back({"isa", isa.empty() ? "baseline" : isa});
+  if (!cpu.vendor.empty()) d.properties.push_back({"vendor", cpu.vendor});
+
+  // ggml's Q4_0 8x8 repack needs AVX2 and ne1 % 8 == 0 (ggml-cpu-aarch64.cpp, FEB25).
+  if (cpu.features.avx2) {
+    ProbedBufferType repack{"CPU_REPACK", 32, false, {}};
+    SrcRequirement w = Src({T::Q4_0});
+    w.buft = "CPU_REPACK";
+    w.max_dims = 2;
+    w.ne1_multiple_of = 8;
+    SrcRequirement act = Src({T::F32});
+    act.host = true;
+    repack.supports_op = {{{"MUL_MAT"}, {w, act}, {}, 0, "Q4_0 8x8 repack (AVX2), ne1 % 8 == 0"}};
+    d.extra_bufts.push_back(std::move(repack));
+  }
+  return d;
+}
+
+}  // namespace stowage
