@@ -2,7 +2,10 @@
 // tensor infos (type, shape in ggml order, data offset), then totals. Exit status 1 with a one-line
 // error on a bad file.
 #include <cstdio>
+#include <algorithm>
+#include <map>
 #include <string>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -13,13 +16,27 @@ namespace {
 using stowage::GgufValue;
 using stowage::GgufValueType;
 
+// A string for one line of text output: control characters escaped, cut after `max` bytes.
+std::string Quote(std::string_view s, size_t max) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size() && i < max; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '"' || c == '\\') { out += '\\'; out += static_cast<char>(c); }
+    else if (c < 32 || c == 127) { char b[8]; std::snprintf(b, sizeof b, "\\x%02x", c); out += b; }
+    else out += static_cast<char>(c);
+  }
+  return out + (s.size() > max ? "...\"" : "\"");
+}
+
 std::string Scalar(const GgufValue& v) {
   switch (v.type) {
     case GgufValueType::FLOAT32: case GgufValueType::FLOAT64: {
       char b[64]; std::snprintf(b, sizeof b, "%g", v.f); return b;
     }
     case GgufValueType::BOOL: return v.u ? "true" : "false";
-    case GgufValueType::STRING: return "\"" + std::string(v.str.substr(0, 120)) + (v.str.size() > 120 ? "...\"" : "\"");
+    case GgufValueType::STRING: return Quote(v.str, 120);
     case GgufValueType::UINT64: return std::to_string(v.u);
     default: return std::to_string(v.i);
   }
@@ -27,13 +44,17 @@ std::string Scalar(const GgufValue& v) {
 
 std::string Summary(const GgufValue& v) {
   if (!v.is_array()) return Scalar(v);
+  if (v.elem_type == GgufValueType::ARRAY) {  // arrays of arrays: each element's own summary
+    std::string s = "[arr x " + std::to_string(v.count) + "]";
+    for (uint64_t i = 0; i < v.count && i < 3; ++i) s += (i ? ", " : " ") + Summary(v.nested[i]);
+    return s + (v.count > 3 ? ", ..." : "");
+  }
   std::string s = "[" + std::string(stowage::GgufValueTypeName(v.elem_type)) + " x " + std::to_string(v.count) + "]";
   std::string items;
   const uint64_t n = std::min<uint64_t>(v.count, 6);
   for (uint64_t i = 0; i < n; ++i) {
     if (i) items += ", ";
-    if (v.elem_type == GgufValueType::STRING) items += "\"" + std::string(v.strings[i].substr(0, 24)) + "\"";
-    else if (v.elem_type == GgufValueType::ARRAY) items += "[...]";
+    if (v.elem_type == GgufValueType::STRING) items += Quote(v.strings[i], 24);
     else if (v.elem_type == GgufValueType::FLOAT32 || v.elem_type == GgufValueType::FLOAT64) { char b[32]; std::snprintf(b, sizeof b, "%g", v.ArrayF64(i)); items += b; }
     else items += std::to_string(v.ArrayI64(i));
   }
@@ -110,7 +131,7 @@ int main(int argc, char** argv) {
     j["n_kv"] = f.kvs().size();
     j["total_bytes"] = total_bytes;
     j["total_elements"] = total_elems;
-    std::printf("%s\n", j.dump(1).c_str());
+    std::printf("%s\n", j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
 
@@ -118,8 +139,10 @@ int main(int argc, char** argv) {
               path.c_str(), f.version(), f.kvs().size(), f.tensors().size(), f.alignment(),
               static_cast<unsigned long long>(f.data_offset()), static_cast<unsigned long long>(f.file_size()));
   std::printf("metadata:\n");
+  int key_width = 40;
+  for (const auto& kv : f.kvs()) key_width = std::max(key_width, static_cast<int>(std::min<size_t>(kv.key.size(), 80)));
   for (const auto& kv : f.kvs())
-    std::printf("  %-40s %-4s = %s\n", kv.key.c_str(), stowage::GgufValueTypeName(kv.value.type), Summary(kv.value).c_str());
+    std::printf("  %-*s %-4s = %s\n", key_width, kv.key.c_str(), stowage::GgufValueTypeName(kv.value.type), Summary(kv.value).c_str());
   std::printf("tensors:\n");
   for (const auto& t : f.tensors()) {
     std::string shape;
@@ -127,6 +150,14 @@ int main(int argc, char** argv) {
     std::printf("  %-32s %-7s [%s] offset %llu, %llu bytes\n", t.name.c_str(), stowage::GgmlTypeName(t.type), shape.c_str(),
                 static_cast<unsigned long long>(t.offset), static_cast<unsigned long long>(t.nbytes));
   }
+  std::map<std::string, std::pair<size_t, uint64_t>> by_type;  // type -> (tensors, bytes)
+  for (const auto& t : f.tensors()) {
+    auto& e = by_type[stowage::GgmlTypeName(t.type)];
+    ++e.first;
+    e.second += t.nbytes;
+  }
+  for (const auto& [type, e] : by_type)
+    std::printf("type %-7s %zu tensors, %llu bytes\n", type.c_str(), e.first, static_cast<unsigned long long>(e.second));
   std::printf("total: %zu tensors, %llu elements, %llu bytes (%.2f MiB)\n", f.tensors().size(),
               static_cast<unsigned long long>(total_elems), static_cast<unsigned long long>(total_bytes),
               total_bytes / 1048576.0);
