@@ -1,0 +1,36 @@
+//===- GGMLOps.h - ops of the ggml dialect ---------------------------------===//
+//
+// The generated op classes (see GGMLOps.td for each op's semantics, shapes and verifier rules)
+// and helpers shared by the importer and the passes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STOWAGE_DIALECT_GGML_IR_GGMLOPS_H
+#define STOWAGE_DIALECT_GGML_IR_GGMLOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "stowage/Dialect/GGML/IR/GGMLDialect.h"
+
+#define GET_OP_CLASSES
+#include "stowage/Dialect/GGML/IR/GGMLOps.h.inc"
+
+namespace stowage::ggml {
+
+/// Name of the optional string attribute that holds a node's ggml tensor name ("Qcur-0").
+inline constexpr llvm::StringLiteral kNodeNameAttr = "name";
+
+/// The ggml tensor name of `op` (its `name` attribute), or "" when it has none.
+llvm::StringRef getNodeName(mlir::Operation *op);
+
+/// True when `value` is known not to be contiguous in memory: the result of ggml.transpose, of
+/// ggml.permute with non-identity axes, or of ggml.view with strides other than the packed ones
+/// (ggml_is_contiguous would be false for it).
+bool isKnownNonContiguous(mlir::Value value);
+
+}  // namespace stowage::ggml
+
+#endif  // STOWAGE_DIALECT_GGML_IR_GGMLOPS_H

@@ -1,0 +1,577 @@
+//===- GGMLOps.td - ggml ops -----------------------------------*- tablegen -*-===//
+//
+// One op per ggml op. Shapes are written in ggml's order (ne0 innermost). Each verifier checks
+// what ggml's constructor in ggml/src/ggml.c asserts (cited per op), with symbolic dimensions
+// compared structurally (n_tokens equals n_tokens; n_tokens and n_kv are never assumed equal).
+// Every op may carry a `name` string attribute: the ggml tensor name llama.cpp gives the node
+// (`Qcur-0`, `ffn_out-3`, `result_output`).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STOWAGE_DIALECT_GGML_IR_GGMLOPS_TD
+#define STOWAGE_DIALECT_GGML_IR_GGMLOPS_TD
+
+include "stowage/Dialect/GGML/IR/GGMLTypes.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def GGML_RopeModeEnum : I32EnumAttr<"RopeMode", "ggml's rope mode (GGML_ROPE_TYPE_*)", [
+    I32EnumAttrCase<"normal", 0>,
+    I32EnumAttrCase<"neox", 2>]> {
+  let cppNamespace = "::stowage::ggml";
+  let genSpecializedAttr = 0;
+}
+def GGML_RopeModeAttr : EnumAttr<GGML_Dialect, GGML_RopeModeEnum, "rope_mode">;
+
+def GGML_GluOpEnum : I32EnumAttr<"GluKind", "ggml's gated linear unit (enum ggml_glu_op)", [
+    I32EnumAttrCase<"reglu", 0>,
+    I32EnumAttrCase<"geglu", 1>,
+    I32EnumAttrCase<"swiglu", 2>,
+    I32EnumAttrCase<"swiglu_oai", 3>,
+    I32EnumAttrCase<"geglu_erf", 4>,
+    I32EnumAttrCase<"geglu_quick", 5>]> {
+  let cppNamespace = "::stowage::ggml";
+  let genSpecializedAttr = 0;
+}
+def GGML_GluOpAttr : EnumAttr<GGML_Dialect, GGML_GluOpEnum, "glu_op">;
+
+def GGML_SortOrderEnum : I32EnumAttr<"SortOrder", "ggml's sort order (enum ggml_sort_order)", [
+    I32EnumAttrCase<"asc", 0>,
+    I32EnumAttrCase<"desc", 1>]> {
+  let cppNamespace = "::stowage::ggml";
+  let genSpecializedAttr = 0;
+}
+def GGML_SortOrderAttr : EnumAttr<GGML_Dialect, GGML_SortOrderEnum, "sort_order">;
+
+def GGML_CacheKindEnum : I32EnumAttr<"CacheKind", "kind of a per-layer cache tensor", [
+    I32EnumAttrCase<"k", 0>,
+    I32EnumAttrCase<"v", 1>,
+    I32EnumAttrCase<"r", 2>,
+    I32EnumAttrCase<"s", 3>]> {
+  let cppNamespace = "::stowage::ggml";
+  let genSpecializedAttr = 0;
+}
+def GGML_CacheKindAttr : EnumAttr<GGML_Dialect, GGML_CacheKindEnum, "cache_kind">;
+
+// Any !ggml.tensor. Declared as a plain constraint (not the TypeDef) so that the textual form
+// always spells `!ggml.tensor<...>` in full.
+def GGML_Tensor : Type<CPred<"::llvm::isa<::stowage::ggml::TensorType>($_self)">,
+                       "ggml tensor", "::stowage::ggml::TensorType">;
+
+//===----------------------------------------------------------------------===//
+// Base classes
+//===----------------------------------------------------------------------===//
+
+class GGML_Op<string mnemonic, list<Trait> traits = []>
+    : Op<GGML_Dialect, mnemonic, !listconcat(traits, [Pure])> {
+  let hasVerifier = 1;
+}
+
+// Ops with one tensor operand and a result of its shape and type (ggml_dup_tensor(a)).
+class GGML_UnaryOp<string mnemonic, string ggmlOp, string what>
+    : GGML_Op<mnemonic> {
+  let summary = ggmlOp # ": " # what;
+  let arguments = (ins GGML_Tensor:$a);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
+}
+
+// ADD, MUL, DIV: elementwise with b repeated over a (ggml_can_repeat(b, a)); result like a.
+class GGML_BinaryOp<string mnemonic, string ggmlOp, string what>
+    : GGML_Op<mnemonic> {
+  let summary = ggmlOp # ": " # what # " with broadcast of b over a";
+  let arguments = (ins GGML_Tensor:$a, GGML_Tensor:$b);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a `,` $b attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Leaves: weights, graph inputs, caches
+//===----------------------------------------------------------------------===//
+
+def GGML_WeightOp : GGML_Op<"weight"> {
+  let summary = "a model weight: the GGUF tensor `gguf_name`";
+  let description = [{
+    A leaf holding the data of GGUF tensor `gguf_name` (a tensor info of the model file), with
+    the file's type and ne[0..3]. The placement passes give it a buffer type; the runtime maps or
+    uploads its bytes from the GGUF data section.
+
+    Example:
+      %w = ggml.weight "blk.0.attn_q.weight" : !ggml.tensor<[4096, 4096], q4_K>
+  }];
+  let arguments = (ins StrAttr:$gguf_name);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$gguf_name attr-dict `:` qualified(type($result))";
+}
+
+def GGML_InputOp : GGML_Op<"input"> {
+  let summary = "a graph input set by the caller before each call (ggml_set_input)";
+  let description = [{
+    A leaf the runtime fills per call: llama.cpp's `inp_tokens` (i32 [n_tokens]), `inp_embd`,
+    `inp_pos` (i32 [n_tokens]), `KQ_mask` ([n_kv, n_tokens], f32 or f16), `inp_out_ids`
+    (i32 [n_outputs]), `inp_s_copy` (i32). The scheduler pins graph inputs to the CPU ("1.inp").
+
+    Example:
+      %tok = ggml.input "inp_tokens" : !ggml.tensor<[n_tokens], i32>
+  }];
+  let arguments = (ins StrAttr:$input_name);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$input_name attr-dict `:` qualified(type($result))";
+}
+
+def GGML_KvCacheOp : GGML_Op<"kv_cache"> {
+  let summary = "a per-layer cache tensor (K, V, or recurrent r/s state)";
+  let description = [{
+    The cache tensor `cache_name` of layer `layer`: llama.cpp's `cache_k_l<il>` / `cache_v_l<il>`
+    (llama_kv_cache: 1-D, (n_embd_k_gqa) * kv_size elements) or, for recurrent models, the conv
+    state `cache_r_l<il>` and the SSM state `cache_s_l<il>`. It lives on the layer's device
+    (or the CPU with -nkvo); graphs read it through views and write it with `ggml.cpy`.
+
+    Example:
+      %k = ggml.kv_cache k "cache_k_l0" layer 0 : !ggml.tensor<[n_ctx*4096], f16>
+  }];
+  let arguments = (ins GGML_CacheKindAttr:$kind, StrAttr:$cache_name, I32Attr:$layer);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$kind $cache_name `layer` $layer attr-dict `:` qualified(type($result))";
+}
+
+//===----------------------------------------------------------------------===//
+// Matrix products and lookups
+//===----------------------------------------------------------------------===//
+
+def GGML_GetRowsOp : GGML_Op<"get_rows"> {
+  let summary = "GET_ROWS: gather rows of a by the i32 indices b";
+  let description = [{
+    result[:, i, j, k] = a[:, b[i, j, k], j, k] (ggml_get_rows). Used for token embeddings
+    (a = token_embd, b = inp_tokens), for selecting outputs (b = inp_out_ids), for MoE routing
+    weights and for recurrent states.
+    Shapes: a [n, r, ne2, ne3], b i32 [m, ne2, ne3'] with a.ne2 == b.ne1 and b.ne3 == 1 ->
+    result [n, m, b.ne1, b.ne2]; result type f32 (i32 when a is i32).
+    Example:
+      %e = ggml.get_rows %tok_embd, %tok : (!ggml.tensor<[4096, 32000], q4_K>,
+             !ggml.tensor<[n_tokens], i32>) -> !ggml.tensor<[4096, n_tokens], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$a, GGML_Tensor:$b);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a `,` $b attr-dict `:` functional-type(operands, results)";
+}
+
+def GGML_MulMatOp : GGML_Op<"mul_mat"> {
+  let summary = "MUL_MAT: matrix product a^T b, a being the weight";
+  let description = [{
+    result[i, j, k, l] = sum_n a[n, i, k', l'] * b[n, j, k, l] with a broadcast over the batch
+    dimensions (ggml_mul_mat; k' = k / (b.ne2 / a.ne2)).
+    Shapes: a [K, M, ne2, ne3] (not transposed), b [K, N, ne2 * r2, ne3 * r3] -> result f32
+    [M, N, b.ne2, b.ne3]. For a linear layer, a is the weight [n_in, n_out] and b the
+    activations [n_in, n_tokens].
+    Example:
+      %q = ggml.mul_mat %wq, %x {name = "Qcur-0"} : (!ggml.tensor<[4096, 4096], q4_K>,
+             !ggml.tensor<[4096, n_tokens], f32>) -> !ggml.tensor<[4096, n_tokens], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$a, GGML_Tensor:$b);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a `,` $b attr-dict `:` functional-type(operands, results)";
+}
+
+def GGML_MulMatIdOp : GGML_Op<"mul_mat_id"> {
+  let summary = "MUL_MAT_ID: per-token expert matrix product (mixture of experts)";
+  let description = [{
+    result[:, e, t] = as[:, :, ids[e, t]]^T b[:, e % b.ne1, t] (ggml_mul_mat_id).
+    Shapes: as [K, M, n_expert] (merged expert tensor, e.g. ffn_up_exps), b [K, n_b, n_tokens]
+    with ids.ne0 % n_b == 0, ids i32 [n_expert_used, n_tokens] -> result f32
+    [M, n_expert_used, n_tokens].
+    Example:
+      %up = ggml.mul_mat_id %up_exps, %x, %sel : (!ggml.tensor<[4096, 14336, 8], q4_K>,
+              !ggml.tensor<[4096, 1, n_tokens], f32>, !ggml.tensor<[2, n_tokens], i32>)
+              -> !ggml.tensor<[14336, 2, n_tokens], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$as, GGML_Tensor:$b, GGML_Tensor:$ids);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$as `,` $b `,` $ids attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+def GGML_AddOp : GGML_BinaryOp<"add", "ADD", "a + b"> {
+  let description = [{
+    result = a + b, b repeated along every dimension where b.ne[i] divides a.ne[i]
+    (ggml_add; ggml_can_repeat(b, a)). Result: a's shape and type. Residual connections
+    (`ffn_inp-0`, `l_out-0`) and biases (b = `blk.0.attn_q.bias` [n]) are ADDs.
+    Example:
+      %r = ggml.add %cur, %inpSA {name = "ffn_inp-0"} : (!ggml.tensor<[4096, n_tokens], f32>,
+             !ggml.tensor<[4096, n_tokens], f32>) -> !ggml.tensor<[4096, n_tokens], f32>
+  }];
+}
+
+def GGML_MulOp : GGML_BinaryOp<"mul", "MUL", "a * b"> {
+  let description = [{
+    result = a * b elementwise, b repeated over a (ggml_mul; ggml_can_repeat(b, a)). Result:
+    a's shape and type. Norm weights are applied with MUL (`attn_norm-0` = rms_norm(x) * w).
+    Example:
+      %n = ggml.mul %x, %w : (!ggml.tensor<[4096, n_tokens], f32>, !ggml.tensor<[4096], f32>)
+             -> !ggml.tensor<[4096, n_tokens], f32>
+  }];
+}
+
+def GGML_DivOp : GGML_BinaryOp<"div", "DIV", "a / b"> {
+  let description = [{
+    result = a / b elementwise, b repeated over a (ggml_div). Result: a's shape and type. Used to
+    normalize MoE routing weights by their sum.
+    Example:
+      %w = ggml.div %p, %s : (!ggml.tensor<[1, 2, n_tokens], f32>,
+             !ggml.tensor<[1, 1, n_tokens], f32>) -> !ggml.tensor<[1, 2, n_tokens], f32>
+  }];
+}
+
+def GGML_ScaleOp : GGML_Op<"scale"> {
+  let summary = "SCALE: a * s + b for scalars s and b";
+  let description = [{
+    result = a * scale + bias (ggml_scale / ggml_scale_bias). Result: a's shape and type.
+    Gemma scales its input embeddings by sqrt(n_embd) with SCALE.
+    Example:
+      %s = ggml.scale %x {scale = 8.0 : f32} : (!ggml.tensor<[64, n_tokens], f32>)
+             -> !ggml.tensor<[64, n_tokens], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$a, F32Attr:$scale,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$bias);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
+}
+
+def GGML_SiluOp : GGML_UnaryOp<"silu", "UNARY(SILU)", "x * sigmoid(x)"> {
+  let description = [{
+    result = a / (1 + exp(-a)) elementwise (ggml_silu; rows must be contiguous). Result: a's
+    shape and type.
+    Example:
+      %s = ggml.silu %g : (!ggml.tensor<[11008, n_tokens], f32>)
+             -> !ggml.tensor<[11008, n_tokens], f32>
+  }];
+}
+
+def GGML_GeluOp : GGML_UnaryOp<"gelu", "UNARY(GELU)", "tanh-approximated GELU"> {
+  let description = [{
+    result = 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))) elementwise (ggml_gelu). Result: a's
+    shape and type.
+    Example:
+      %g = ggml.gelu %x : (!ggml.tensor<[16384, n_tokens], f32>)
+             -> !ggml.tensor<[16384, n_tokens], f32>
+  }];
+}
+
+def GGML_SigmoidOp : GGML_UnaryOp<"sigmoid", "UNARY(SIGMOID)", "1 / (1 + exp(-x))"> {
+  let description = [{
+    result = 1 / (1 + exp(-a)) elementwise (ggml_sigmoid). Result: a's shape and type. qwen2moe
+    gates its shared expert with it.
+    Example:
+      %s = ggml.sigmoid %g : (!ggml.tensor<[1, n_tokens], f32>) -> !ggml.tensor<[1, n_tokens], f32>
+  }];
+}
+
+def GGML_GluOp : GGML_Op<"glu"> {
+  let summary = "GLU: gated linear unit (swiglu, geglu, ...)";
+  let description = [{
+    With one operand (ggml_glu, e.g. ggml_swiglu): a = [x | g] along ne0, result =
+    act(x) * g, result [a.ne0 / 2, a.ne1, a.ne2, a.ne3] (halves swapped with `swapped = true`);
+    phi3's fused ffn_up uses this form. With two operands (ggml_glu_split, e.g.
+    ggml_swiglu_split(gate, up)): result = act(a) * b, a and b of the same shape and type,
+    result like a. act is relu, gelu, silu, ... per `op`.
+    Example:
+      %f = ggml.glu swiglu %gate, %up : (!ggml.tensor<[11008, n_tokens], f32>,
+             !ggml.tensor<[11008, n_tokens], f32>) -> !ggml.tensor<[11008, n_tokens], f32>
+  }];
+  let arguments = (ins GGML_GluOpAttr:$op, GGML_Tensor:$a,
+                       Optional<GGML_Tensor>:$b,
+                       DefaultValuedAttr<BoolAttr, "false">:$swapped);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$op $a (`,` $b^)? attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization, attention
+//===----------------------------------------------------------------------===//
+
+def GGML_RmsNormOp : GGML_Op<"rms_norm"> {
+  let summary = "RMS_NORM: a / sqrt(mean(a^2) + eps) over each row";
+  let description = [{
+    Normalizes each row (along ne0) by its root mean square (ggml_rms_norm). Result: a's shape
+    and type. The norm weight is applied afterwards with ggml.mul.
+    Example:
+      %n = ggml.rms_norm %x {eps = 1.0e-05 : f32} : (!ggml.tensor<[4096, n_tokens], f32>)
+             -> !ggml.tensor<[4096, n_tokens], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$a, F32Attr:$eps);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
+}
+
+def GGML_NormOp : GGML_Op<"norm"> {
+  let summary = "NORM: (a - mean(a)) / sqrt(var(a) + eps) over each row";
+  let description = [{
+    Layer normalization of each row (along ne0) without affine part (ggml_norm). Result: a's
+    shape and type. The weight and bias follow as ggml.mul and ggml.add.
+    Example:
+      %n = ggml.norm %x {eps = 1.0e-05 : f32} : (!ggml.tensor<[2560, n_tokens], f32>)
+             -> !ggml.tensor<[2560, n_tokens], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$a, F32Attr:$eps);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
+}
+
+def GGML_RopeOp : GGML_Op<"rope"> {
+  let summary = "ROPE: rotary position embedding (normal or neox), optional freq factors";
+  let description = [{
+    Rotates pairs of the first n_dims elements of each head by position-dependent angles
+    theta_i = pos * freq_base^(-2i/n_dims) / freq_factors[i] (ggml_rope_ext, with YaRN
+    parameters ext_factor, attn_factor, beta_fast, beta_slow and n_ctx_orig). `normal` rotates
+    adjacent pairs (x0, x1); `neox` rotates (x_i, x_{i + n_dims/2}).
+    Shapes: a [head_dim, n_head, n_tokens, 1], pos i32 [n_tokens] (a.ne2 == pos.ne0),
+    freq_factors f32 [>= n_dims / 2] (llama-3 rope_freqs, phi3 rope_factors_long/short);
+    result like a. The scheduler does not let freq_factors (a weight) decide ROPE's backend.
+    Example:
+      %q = ggml.rope neox %q0, %pos {n_dims = 128 : i32, freq_base = 1.0e+06 : f32}
+             : (!ggml.tensor<[128, 32, n_tokens], f32>, !ggml.tensor<[n_tokens], i32>)
+             -> !ggml.tensor<[128, 32, n_tokens], f32>
+  }];
+  let arguments = (ins GGML_RopeModeAttr:$mode, GGML_Tensor:$a, GGML_Tensor:$pos,
+                       Optional<GGML_Tensor>:$freq_factors,
+                       I32Attr:$n_dims,
+                       DefaultValuedAttr<I32Attr, "0">:$n_ctx_orig,
+                       DefaultValuedAttr<F32Attr, "10000.0f">:$freq_base,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$freq_scale,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$ext_factor,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$attn_factor,
+                       DefaultValuedAttr<F32Attr, "32.0f">:$beta_fast,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$beta_slow);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = [{
+    $mode $a `,` $pos (`,` `freq_factors` $freq_factors^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def GGML_SoftMaxOp : GGML_Op<"soft_max"> {
+  let summary = "SOFT_MAX: softmax(a * scale + mask) over each row";
+  let description = [{
+    result = softmax(a * scale + mask (+ ALiBi slope * mask when max_bias > 0)) along ne0
+    (ggml_soft_max_ext). llama.cpp's attention: kq_soft_max = soft_max(kq, KQ_mask,
+    1/sqrt(head_dim)).
+    Shapes: a [n, m, ne2, ne3]; mask f16 or f32 [n, >= m, ne2 / r2, ne3 / r3] (broadcast over
+    heads); result like a. max_bias > 0 requires a mask.
+    Example:
+      %p = ggml.soft_max %kq, mask %m {scale = 0.0883883461 : f32}
+             : (!ggml.tensor<[n_kv, n_tokens, 32], f32>, !ggml.tensor<[n_kv, n_tokens], f16>)
+             -> !ggml.tensor<[n_kv, n_tokens, 32], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$a, Optional<GGML_Tensor>:$mask,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$scale,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$max_bias);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = [{
+    $a (`,` `mask` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def GGML_SumRowsOp : GGML_Op<"sum_rows"> {
+  let summary = "SUM_ROWS: sum of each row";
+  let description = [{
+    result[0, i, j, k] = sum_n a[n, i, j, k] (ggml_sum_rows). Shapes: a [n, ne1, ne2, ne3] ->
+    result [1, ne1, ne2, ne3], a's type.
+    Example:
+      %s = ggml.sum_rows %w : (!ggml.tensor<[1, 2, n_tokens], f32>)
+             -> !ggml.tensor<[1, 1, n_tokens], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$a);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
+}
+
+def GGML_ArgsortOp : GGML_Op<"argsort"> {
+  let summary = "ARGSORT: indices that sort each row";
+  let description = [{
+    result[:, i, j, k] = the permutation sorting row a[:, i, j, k] in `order` (ggml_argsort).
+    Shapes: a f32 [n, ...] -> result i32 of a's shape.
+    Example:
+      %i = ggml.argsort desc %p : (!ggml.tensor<[8, n_tokens], f32>)
+             -> !ggml.tensor<[8, n_tokens], i32>
+  }];
+  let arguments = (ins GGML_SortOrderAttr:$order, GGML_Tensor:$a);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$order $a attr-dict `:` functional-type(operands, results)";
+}
+
+def GGML_TopKOp : GGML_Op<"top_k"> {
+  let summary = "TOP_K: indices of the k largest elements of each row";
+  let description = [{
+    result[:, i, j, l] = indices of the k largest values of row a[:, i, j, l], in descending
+    order (ggml_top_k; GGML_ASSERT(a->ne[0] >= k)). MoE routing selects n_expert_used experts
+    per token with it (`ffn_moe_topk-0`).
+    Shapes: a f32 [n, ne1, ne2, ne3] -> result i32 [k, ne1, ne2, ne3], k <= n.
+    Example:
+      %sel = ggml.top_k %probs {k = 2 : i32} : (!ggml.tensor<[8, n_tokens], f32>)
+               -> !ggml.tensor<[2, n_tokens], i32>
+  }];
+  let arguments = (ins GGML_Tensor:$a, I32Attr:$k);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement and views
+//===----------------------------------------------------------------------===//
+
+def GGML_CpyOp : GGML_Op<"cpy"> {
+  let summary = "CPY: copy a into b (converting the type); result is b";
+  let description = [{
+    Writes the elements of a into the destination b in row-major order, converting to b's type
+    (ggml_cpy; ggml_nelements(a) == ggml_nelements(b)). The result is (a view of) b: llama.cpp
+    stores K and V into views of the cache with it (`k_cache_view-0` ← Kcur-0).
+    Example:
+      %s = ggml.cpy %kcur, %kview : (!ggml.tensor<[128, 8, n_tokens], f32>,
+             !ggml.tensor<[n_tokens*1024], f16>) -> !ggml.tensor<[n_tokens*1024], f16>
+  }];
+  let arguments = (ins GGML_Tensor:$a, GGML_Tensor:$b);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a `,` $b attr-dict `:` functional-type(operands, results)";
+}
+
+def GGML_ContOp : GGML_Op<"cont"> {
+  let summary = "CONT: make a contiguous (optionally with a new shape)";
+  let description = [{
+    Copies a (possibly a permuted or strided view) into a new contiguous tensor of the result
+    shape (ggml_cont, ggml_cont_4d; same element count and type).
+    Example:
+      %c = ggml.cont %p {name = "kqv_merged_cont-0"} : (!ggml.tensor<[128, 32, n_tokens], f32>)
+             -> !ggml.tensor<[4096, n_tokens], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$a);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
+}
+
+def GGML_ViewOp : GGML_Op<"view"> {
+  let summary = "VIEW: a strided view of a's bytes";
+  let description = [{
+    The result shape is read from a's data at byte `offset` with byte strides nb1, nb2, nb3
+    (`nb`; nb0 is the element size) (ggml_view_1d..4d). No data moves. ggml requires the view to
+    stay within a: offset + bytes spanned <= ggml_nbytes(a) (checked when both are static).
+    Shapes: any a; result of a's element type.
+    Example (the K cache of one layer as [head_dim, n_head_kv, n_kv]):
+      %k = ggml.view %cache {nb = array<i64: 2048, 256, 8388608>, offset = 0 : i64}
+             : (!ggml.tensor<[4194304], f16>) -> !ggml.tensor<[128, 8, n_kv], f16>
+  }];
+  let arguments = (ins GGML_Tensor:$a, DenseI64ArrayAttr:$nb,
+                       DefaultValuedAttr<I64Attr, "0">:$offset);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
+}
+
+def GGML_ReshapeOp : GGML_Op<"reshape"> {
+  let summary = "RESHAPE: the contiguous a with another shape";
+  let description = [{
+    Reinterprets the contiguous tensor a with the result shape (ggml_reshape_1d..4d): same
+    element count and type, a must be contiguous (GGML_ASSERT(ggml_is_contiguous(a))), so the
+    output of a permute, transpose or strided view needs a ggml.cont first.
+    Example:
+      %q = ggml.reshape %q0 : (!ggml.tensor<[4096, n_tokens], f32>)
+             -> !ggml.tensor<[128, 32, n_tokens], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$a);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
+}
+
+def GGML_PermuteOp : GGML_Op<"permute"> {
+  let summary = "PERMUTE: move dimension i of a to position axes[i]";
+  let description = [{
+    result.ne[axes[i]] = a.ne[i] for i in 0..3 (ggml_permute; axes is a permutation of 0..3).
+    The result is a view (not contiguous unless axes is the identity).
+    Example (llama.cpp's q = permute(q, 0, 2, 1, 3)):
+      %p = ggml.permute %q {axes = array<i32: 0, 2, 1, 3>}
+             : (!ggml.tensor<[128, 32, n_tokens], f32>) -> !ggml.tensor<[128, n_tokens, 32], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$a, DenseI32ArrayAttr:$axes);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
+}
+
+def GGML_TransposeOp : GGML_Op<"transpose"> {
+  let summary = "TRANSPOSE: swap ne0 and ne1 (a view)";
+  let description = [{
+    ggml_transpose = ggml_permute(a, 1, 0, 2, 3): result [a.ne1, a.ne0, a.ne2, a.ne3], a's type.
+    Example:
+      %t = ggml.transpose %x : (!ggml.tensor<[5120, n_tokens], f32>)
+             -> !ggml.tensor<[n_tokens, 5120], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$a);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
+}
+
+def GGML_ConcatOp : GGML_Op<"concat"> {
+  let summary = "CONCAT: a and b joined along dimension dim";
+  let description = [{
+    ggml_concat: a and b have the same type and the same ne except along `dim`; result.ne[dim]
+    = a.ne[dim] + b.ne[dim]. Mamba joins its conv state and the new tokens with it.
+    Example:
+      %cx = ggml.concat %conv, %xt {dim = 0 : i32} : (!ggml.tensor<[3, 5120], f32>,
+              !ggml.tensor<[n_tokens, 5120], f32>) -> !ggml.tensor<[n_tokens+3, 5120], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$a, GGML_Tensor:$b, I32Attr:$dim);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a `,` $b attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// State-space models (mamba)
+//===----------------------------------------------------------------------===//
+
+def GGML_SsmConvOp : GGML_Op<"ssm_conv"> {
+  let summary = "SSM_CONV: mamba's depthwise causal 1-D convolution";
+  let description = [{
+    result[i, t, s] = sum_k sx[t + k, i, s] * c[k, i] (ggml_ssm_conv).
+    Shapes: sx [d_conv - 1 + n_t, d_inner, n_s] (conv state then the new tokens), c (the weight
+    blk.N.ssm_conv1d) [d_conv, d_inner] -> result f32 [d_inner, n_t, n_s].
+    Example:
+      %y = ggml.ssm_conv %cx, %w : (!ggml.tensor<[n_tokens+3, 5120], f32>,
+             !ggml.tensor<[4, 5120], f32>) -> !ggml.tensor<[5120, n_tokens], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$sx, GGML_Tensor:$c);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$sx `,` $c attr-dict `:` functional-type(operands, results)";
+}
+
+def GGML_SsmScanOp : GGML_Op<"ssm_scan"> {
+  let summary = "SSM_SCAN: mamba's selective scan; result = y then the final states";
+  let description = [{
+    Runs the selective state-space recurrence h_t = exp(dt_t A) h_{t-1} + dt_t B_t x_t,
+    y_t = C_t h_t (dt through softplus) for every sequence, starting from the states s[ids]
+    (ggml_ssm_scan). The result is one f32 vector: y (nelements(x) values) followed by the
+    final states (d_state * head_dim * n_head * n_seqs values); llama.cpp views both out of it.
+    Shapes: s [d_state, head_dim, n_head, *]; x [head_dim, n_head, n_seq_tokens, n_seqs];
+    dt [n_head, n_seq_tokens, n_seqs]; A [d_state or 1, n_head]; B, C [d_state, n_group,
+    n_seq_tokens, n_seqs]; ids i32 [n_seqs] -> result f32 [nelements(x) + d_state * head_dim *
+    n_head * n_seqs]. Mamba-1 has head_dim 1, n_head = d_inner, n_group 1 and A [d_state, d_inner].
+    Example (mamba-1, d_inner 5120, d_state 16, one sequence):
+      %y = ggml.ssm_scan %s, %x, %dt, %A, %B, %C, %ids
+             : (!ggml.tensor<[16, 1, 5120], f32>, !ggml.tensor<[1, 5120, n_tokens], f32>,
+                !ggml.tensor<[5120, n_tokens], f32>, !ggml.tensor<[16, 5120], f32>,
+                !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>,
+                !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*5120+81920], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$s, GGML_Tensor:$x, GGML_Tensor:$dt,
+                       GGML_Tensor:$A, GGML_Tensor:$B, GGML_Tensor:$C,
+                       GGML_Tensor:$ids);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = [{
+    $s `,` $x `,` $dt `,` $A `,` $B `,` $C `,` $ids attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+#endif // STOWAGE_DIALECT_GGML_IR_GGMLOPS_TD

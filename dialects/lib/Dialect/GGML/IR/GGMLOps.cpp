@@ -1,0 +1,511 @@
+//===- GGMLOps.cpp - ggml op verifiers ------------------------------------===//
+//
+// Each verifier checks what the ggml constructor of that op asserts (ggml/src/ggml.c), so that a
+// graph that verifies here can be built by ggml. Symbolic dimensions are compared structurally.
+//
+//===----------------------------------------------------------------------===//
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
+#include "mlir/IR/Builders.h"
+#include "stowage/Dialect/GGML/IR/GGMLOps.h"
+
+using namespace mlir;
+
+#define GET_OP_CLASSES
+#include "stowage/Dialect/GGML/IR/GGMLOps.cpp.inc"
+
+namespace stowage::ggml {
+
+StringRef getNodeName(Operation *op) {
+  if (auto name = op->getAttrOfType<StringAttr>(kNodeNameAttr)) return name.getValue();
+  return "";
+}
+
+static TensorType tensorOf(Value v) { return cast<TensorType>(v.getType()); }
+
+/// Packed byte strides nb1..nb3 of a contiguous tensor of `type`, when its shape is static.
+static std::optional<std::array<int64_t, 3>> packedStrides(TensorType type) {
+  if (!type.hasStaticShape()) return std::nullopt;
+  std::array<int64_t, 3> nb;
+  int64_t row = type.getNe(0).size() / type.getBlockSize() *
+                static_cast<int64_t>(type.getElementBytes());
+  nb[0] = row;
+  nb[1] = nb[0] * type.getNe(1).size();
+  nb[2] = nb[1] * type.getNe(2).size();
+  return nb;
+}
+
+bool isKnownNonContiguous(Value value) {
+  Operation *def = value.getDefiningOp();
+  if (!def) return false;
+  if (isa<TransposeOp>(def)) return true;
+  if (auto permute = dyn_cast<PermuteOp>(def))
+    return permute.getAxes() != ArrayRef<int32_t>{0, 1, 2, 3};
+  if (auto view = dyn_cast<ViewOp>(def)) {
+    auto packed = packedStrides(tensorOf(view.getResult()));
+    if (!packed) return false;
+    ArrayRef<int64_t> nb = view.getNb();
+    return nb.size() == 3 && (nb[0] != (*packed)[0] || nb[1] != (*packed)[1] ||
+                              nb[2] != (*packed)[2]);
+  }
+  return false;
+}
+
+namespace {
+
+std::string formatTensor(ArrayRef<Dim> shape, Type element) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  size_t n = shape.size();
+  while (n > 1 && shape[n - 1].is(1)) --n;
+  os << "!ggml.tensor<[";
+  for (size_t i = 0; i < n; ++i) os << (i ? ", " : "") << shape[i].str();
+  os << "], ";
+  if (auto block = llvm::dyn_cast<BlockType>(element)) os << block.getTypeName();
+  else element.print(os);
+  os << ">";
+  return s;
+}
+
+std::string shapeOf(TensorType t) { return t.shapeString(); }
+
+/// The result must have exactly `shape` and `element`; `rule` names ggml's rule for it.
+LogicalResult checkResult(Operation *op, ArrayRef<Dim> shape, Type element, StringRef rule) {
+  auto got = cast<TensorType>(op->getResult(0).getType());
+  if (got.getShape() == shape && got.getElementType() == element) return success();
+  return op->emitOpError() << "result must be " << formatTensor(shape, element) << " (" << rule
+                           << "), got " << got;
+}
+
+LogicalResult checkSameAsA(Operation *op, TensorType a, StringRef rule) {
+  return checkResult(op, a.getShape(), a.getElementType(), rule);
+}
+
+bool isI32(TensorType t) { return t.getElementType().isSignlessInteger(32); }
+bool isF32(TensorType t) { return t.getElementType().isF32(); }
+
+/// x.ne[i] is a multiple of y.ne[i] (ggml's broadcast rule for one dimension).
+bool dimRepeats(const Dim &y, const Dim &x) {
+  if (y.is(1) || y == x) return true;
+  if (x.isStatic() && y.isStatic()) return y.size() > 0 && x.size() % y.size() == 0;
+  return false;
+}
+
+/// ggml_can_repeat(b, a): every a.ne[i] is a multiple of b.ne[i].
+bool canRepeat(TensorType b, TensorType a) {
+  for (unsigned i = 0; i < 4; ++i)
+    if (!dimRepeats(b.getNe(i), a.getNe(i))) return false;
+  return true;
+}
+
+/// x >= y for every binding of the symbols (provable cases only).
+bool dimAtLeast(const Dim &x, const Dim &y) {
+  if (x.isStatic() && y.isStatic()) return x.size() >= y.size();
+  if (x.sym == y.sym && x.coeff == y.coeff) return x.offset >= y.offset;
+  return false;
+}
+
+/// ggml_is_transposed: the result of a transpose, or of a permute moving ne0 away.
+bool isTransposed(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (!def) return false;
+  if (isa<TransposeOp>(def)) return true;
+  if (auto permute = dyn_cast<PermuteOp>(def))
+    return !permute.getAxes().empty() && permute.getAxes()[0] != 0;
+  return false;
+}
+
+LogicalResult checkNonEmptyName(Operation *op, StringRef name, StringRef what) {
+  if (name.empty()) return op->emitOpError() << what << " must not be empty";
+  return success();
+}
+
+LogicalResult verifyBinary(Operation *op, StringRef ggmlName) {
+  TensorType a = tensorOf(op->getOperand(0)), b = tensorOf(op->getOperand(1));
+  if (!canRepeat(b, a))
+    return op->emitOpError() << "b " << shapeOf(b) << " cannot be repeated to a " << shapeOf(a)
+                             << " (" << ggmlName << ": ggml_can_repeat(b, a))";
+  return checkSameAsA(op, a, (ggmlName + ": like a").str());
+}
+
+LogicalResult verifyUnary(Operation *op, StringRef ggmlName) {
+  return checkSameAsA(op, tensorOf(op->getOperand(0)), (ggmlName + ": like a").str());
+}
+
+LogicalResult checkCount(Operation *op, TensorType from, TensorType to, StringRef what,
+                         StringRef rule) {
+  ElementCount n = from.getNumElements(), m = to.getNumElements();
+  if (n.overflow || m.overflow) return op->emitOpError() << "element count overflows int64";
+  if (n != m)
+    return op->emitOpError() << what << " have " << n.str() << " and " << m.str()
+                             << " elements; they must be equal (" << rule << ")";
+  return success();
+}
+
+}  // namespace
+
+//===----------------------------------------------------------------------===//
+// Leaves
+//===----------------------------------------------------------------------===//
+
+LogicalResult WeightOp::verify() {
+  return checkNonEmptyName(*this, getGgufName(), "the GGUF tensor name");
+}
+
+LogicalResult InputOp::verify() {
+  return checkNonEmptyName(*this, getInputName(), "the input name");
+}
+
+LogicalResult KvCacheOp::verify() {
+  if (getLayer() < 0) return emitOpError() << "layer must be >= 0, got " << getLayer();
+  return checkNonEmptyName(*this, getCacheName(), "the cache tensor name");
+}
+
+//===----------------------------------------------------------------------===//
+// Matrix products and lookups
+//===----------------------------------------------------------------------===//
+
+LogicalResult GetRowsOp::verify() {
+  TensorType a = tensorOf(getA()), b = tensorOf(getB());
+  if (!isI32(b))
+    return emitOpError() << "b (row indices) must be i32, got " << b.getElementTypeName();
+  if (!b.getNe(3).is(1))
+    return emitOpError() << "b must have ne3 == 1 (ggml_get_rows), got " << shapeOf(b);
+  if (a.getNe(2) != b.getNe(1))
+    return emitOpError() << "a.ne2 (" << a.getNe(2).str() << ") must equal b.ne1 ("
+                         << b.getNe(1).str() << ") (ggml_get_rows)";
+  Type element = isI32(a) ? a.getElementType() : Float32Type::get(getContext());
+  return checkResult(*this, {a.getNe(0), b.getNe(0), b.getNe(1), b.getNe(2)}, element,
+                     "ggml_get_rows: [a.ne0, b.ne0, b.ne1, b.ne2], f32");
+}
+
+LogicalResult MulMatOp::verify() {
+  TensorType a = tensorOf(getA()), b = tensorOf(getB());
+  if (isTransposed(getA()))
+    return emitOpError() << "a must not be transposed (ggml_mul_mat); use ggml.cont first";
+  if (a.getNe(0) != b.getNe(0))
+    return emitOpError() << "a.ne0 (" << a.getNe(0).str() << ") must equal b.ne0 ("
+                         << b.getNe(0).str() << ") (ggml_can_mul_mat)";
+  if (!dimRepeats(a.getNe(2), b.getNe(2)) || !dimRepeats(a.getNe(3), b.getNe(3)))
+    return emitOpError() << "a " << shapeOf(a) << " cannot be broadcast over the batch "
+                         << "dimensions of b " << shapeOf(b) << " (ggml_can_mul_mat)";
+  return checkResult(*this, {a.getNe(1), b.getNe(1), b.getNe(2), b.getNe(3)},
+                     Float32Type::get(getContext()),
+                     "ggml_mul_mat: [a.ne1, b.ne1, b.ne2, b.ne3], f32");
+}
+
+LogicalResult MulMatIdOp::verify() {
+  TensorType as = tensorOf(getAs()), b = tensorOf(getB()), ids = tensorOf(getIds());
+  if (isTransposed(getAs())) return emitOpError() << "as must not be transposed";
+  if (!isI32(ids))
+    return emitOpError() << "ids must be i32, got " << ids.getElementTypeName();
+  if (!as.getNe(3).is(1))
+    return emitOpError() << "as must be 3-D (one matrix per expert), got " << shapeOf(as);
+  if (!b.getNe(3).is(1)) return emitOpError() << "b must be 3-D, got " << shapeOf(b);
+  if (!ids.getNe(2).is(1) || !ids.getNe(3).is(1))
+    return emitOpError() << "ids must be 2-D [n_expert_used, n_tokens], got " << shapeOf(ids);
+  if (ids.getNe(1) != b.getNe(2))
+    return emitOpError() << "ids.ne1 (" << ids.getNe(1).str() << ") must equal b.ne2 ("
+                         << b.getNe(2).str() << "): one expert list per token";
+  if (as.getNe(0) != b.getNe(0))
+    return emitOpError() << "as.ne0 (" << as.getNe(0).str() << ") must equal b.ne0 ("
+                         << b.getNe(0).str() << ")";
+  if (!dimRepeats(b.getNe(1), ids.getNe(0)))
+    return emitOpError() << "ids.ne0 (" << ids.getNe(0).str() << ") must be a multiple of b.ne1 ("
+                         << b.getNe(1).str() << ")";
+  return checkResult(*this, {as.getNe(1), ids.getNe(0), b.getNe(2), Dim::of(1)},
+                     Float32Type::get(getContext()),
+                     "ggml_mul_mat_id: [as.ne1, ids.ne0, b.ne2], f32");
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult AddOp::verify() { return verifyBinary(*this, "ggml_add"); }
+LogicalResult MulOp::verify() { return verifyBinary(*this, "ggml_mul"); }
+LogicalResult DivOp::verify() { return verifyBinary(*this, "ggml_div"); }
+LogicalResult ScaleOp::verify() { return verifyUnary(*this, "ggml_scale"); }
+LogicalResult SiluOp::verify() { return verifyUnary(*this, "ggml_silu"); }
+LogicalResult GeluOp::verify() { return verifyUnary(*this, "ggml_gelu"); }
+LogicalResult SigmoidOp::verify() { return verifyUnary(*this, "ggml_sigmoid"); }
+
+LogicalResult GluOp::verify() {
+  TensorType a = tensorOf(getA());
+  if (getB()) {
+    TensorType b = tensorOf(getB());
+    if (a.getShape() != b.getShape() || a.getElementType() != b.getElementType())
+      return emitOpError() << "a " << a << " and b " << b
+                           << " must have the same shape and type (ggml_glu_split)";
+    if (getSwapped())
+      return emitOpError() << "swapped applies to the one-operand form only";
+    return checkSameAsA(*this, a, "ggml_glu_split: like a");
+  }
+  Dim ne0 = a.getNe(0);
+  if (!ne0.isStatic() || ne0.size() % 2 != 0)
+    return emitOpError() << "a.ne0 (" << ne0.str()
+                         << ") must be a static even size: it holds both halves (ggml_glu)";
+  SmallVector<Dim, 4> shape(a.getShape());
+  shape[0] = Dim::of(ne0.size() / 2);
+  return checkResult(*this, shape, a.getElementType(), "ggml_glu: [a.ne0 / 2, ...]");
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization, attention
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyNorm(Operation *op, float eps, StringRef ggmlName) {
+  if (!(eps >= 0.0f)) return op->emitOpError() << "eps must be >= 0, got " << eps;
+  return verifyUnary(op, ggmlName);
+}
+
+LogicalResult RmsNormOp::verify() {
+  return verifyNorm(*this, getEps().convertToFloat(), "ggml_rms_norm");
+}
+
+LogicalResult NormOp::verify() {
+  return verifyNorm(*this, getEps().convertToFloat(), "ggml_norm");
+}
+
+LogicalResult RopeOp::verify() {
+  TensorType a = tensorOf(getA()), pos = tensorOf(getPos());
+  if (!isF32(a) && !a.getElementType().isF16())
+    return emitOpError() << "a must be f32 or f16, got " << a.getElementTypeName();
+  if (!isI32(pos))
+    return emitOpError() << "pos must be i32, got " << pos.getElementTypeName();
+  if (!pos.getNe(1).is(1) || !pos.getNe(2).is(1) || !pos.getNe(3).is(1))
+    return emitOpError() << "pos must be a vector [n_tokens], got " << shapeOf(pos);
+  if (a.getNe(2) != pos.getNe(0))
+    return emitOpError() << "a.ne2 (" << a.getNe(2).str() << ") must equal pos.ne0 ("
+                         << pos.getNe(0).str() << "): one position per token (ggml_rope_ext)";
+  int32_t nDims = getNDims();
+  if (nDims <= 0 || nDims % 2 != 0)
+    return emitOpError() << "n_dims must be a positive even number, got " << nDims;
+  if (a.getNe(0).isStatic() && nDims > a.getNe(0).size())
+    return emitOpError() << "n_dims (" << nDims << ") must not exceed the head size a.ne0 ("
+                         << a.getNe(0).size() << ")";
+  if (getFreqFactors()) {
+    TensorType f = tensorOf(getFreqFactors());
+    if (!isF32(f))
+      return emitOpError() << "freq_factors must be f32, got " << f.getElementTypeName();
+    if (f.getNe(0).isStatic() && f.getNe(0).size() < nDims / 2)
+      return emitOpError() << "freq_factors.ne0 (" << f.getNe(0).size()
+                           << ") must be >= n_dims / 2 (" << nDims / 2 << ") (ggml_rope_ext)";
+  }
+  return checkSameAsA(*this, a, "ggml_rope_ext: like a");
+}
+
+LogicalResult SoftMaxOp::verify() {
+  TensorType a = tensorOf(getA());
+  if (getMask()) {
+    TensorType m = tensorOf(getMask());
+    if (!isF32(m) && !m.getElementType().isF16())
+      return emitOpError() << "mask must be f16 or f32, got " << m.getElementTypeName();
+    if (m.getNe(0) != a.getNe(0))
+      return emitOpError() << "mask.ne0 (" << m.getNe(0).str() << ") must equal a.ne0 ("
+                           << a.getNe(0).str() << ") (ggml_soft_max_ext)";
+    if (!dimAtLeast(m.getNe(1), a.getNe(1)))
+      return emitOpError() << "mask.ne1 (" << m.getNe(1).str() << ") must be >= a.ne1 ("
+                           << a.getNe(1).str() << ") (ggml_soft_max_ext)";
+    if (!dimRepeats(m.getNe(2), a.getNe(2)) || !dimRepeats(m.getNe(3), a.getNe(3)))
+      return emitOpError() << "mask " << shapeOf(m) << " cannot be broadcast over a "
+                           << shapeOf(a) << " (ggml_soft_max_ext)";
+  } else if (getMaxBias().convertToFloat() > 0.0f) {
+    return emitOpError() << "max_bias > 0 (ALiBi) requires a mask";
+  }
+  return checkSameAsA(*this, a, "ggml_soft_max_ext: like a");
+}
+
+LogicalResult SumRowsOp::verify() {
+  TensorType a = tensorOf(getA());
+  return checkResult(*this, {Dim::of(1), a.getNe(1), a.getNe(2), a.getNe(3)},
+                     a.getElementType(), "ggml_sum_rows: [1, a.ne1, a.ne2, a.ne3]");
+}
+
+LogicalResult ArgsortOp::verify() {
+  TensorType a = tensorOf(getA());
+  if (!isF32(a)) return emitOpError() << "a must be f32, got " << a.getElementTypeName();
+  return checkResult(*this, a.getShape(), IntegerType::get(getContext(), 32),
+                     "ggml_argsort: a's shape, i32");
+}
+
+LogicalResult TopKOp::verify() {
+  TensorType a = tensorOf(getA());
+  if (!isF32(a)) return emitOpError() << "a must be f32, got " << a.getElementTypeName();
+  int32_t k = getK();
+  if (k < 1) return emitOpError() << "k must be >= 1, got " << k;
+  if (a.getNe(0).isStatic() && a.getNe(0).size() < k)
+    return emitOpError() << "k (" << k << ") must not exceed a.ne0 (" << a.getNe(0).size()
+                         << ") (ggml_top_k)";
+  return checkResult(*this, {Dim::of(k), a.getNe(1), a.getNe(2), a.getNe(3)},
+                     IntegerType::get(getContext(), 32), "ggml_top_k: [k, a.ne1, a.ne2, a.ne3], i32");
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement and views
+//===----------------------------------------------------------------------===//
+
+LogicalResult CpyOp::verify() {
+  TensorType a = tensorOf(getA()), b = tensorOf(getB());
+  if (failed(checkCount(*this, a, b, "a and b", "ggml_cpy"))) return failure();
+  return checkResult(*this, b.getShape(), b.getElementType(), "ggml_cpy: like b");
+}
+
+LogicalResult ContOp::verify() {
+  TensorType a = tensorOf(getA()), r = tensorOf(getResult());
+  if (r.getElementType() != a.getElementType())
+    return emitOpError() << "result element type must be a's (" << a.getElementTypeName()
+                         << "), got " << r.getElementTypeName() << " (ggml_cont)";
+  return checkCount(*this, a, r, "a and the result", "ggml_cont_4d");
+}
+
+LogicalResult ViewOp::verify() {
+  TensorType a = tensorOf(getA()), r = tensorOf(getResult());
+  if (r.getElementType() != a.getElementType())
+    return emitOpError() << "result element type must be a's (" << a.getElementTypeName()
+                         << "), got " << r.getElementTypeName() << " (ggml_view)";
+  ArrayRef<int64_t> nb = getNb();
+  if (nb.size() != 3)
+    return emitOpError() << "nb must hold the 3 byte strides nb1, nb2, nb3, got " << nb.size();
+  if (llvm::any_of(nb, [](int64_t s) { return s < 0; }) || getOffset() < 0)
+    return emitOpError() << "strides and offset must be >= 0";
+  // ggml_view_impl: offset + bytes spanned by the view <= ggml_nbytes(a).
+  std::optional<uint64_t> aBytes = a.getStaticBytes();
+  if (!aBytes || !r.hasStaticShape()) return success();
+  bool empty = llvm::any_of(r.getShape(), [](const Dim &d) { return d.is(0); });
+  if (empty) return success();
+  uint64_t span = static_cast<uint64_t>(r.getNe(0).size() / r.getBlockSize()) * r.getElementBytes();
+  for (unsigned i = 1; i < 4; ++i)
+    span += static_cast<uint64_t>(r.getNe(i).size() - 1) * static_cast<uint64_t>(nb[i - 1]);
+  if (static_cast<uint64_t>(getOffset()) + span > *aBytes)
+    return emitOpError() << "view of " << span << " bytes at offset " << getOffset()
+                         << " exceeds a's " << *aBytes << " bytes (ggml_view)";
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  TensorType a = tensorOf(getA()), r = tensorOf(getResult());
+  if (r.getElementType() != a.getElementType())
+    return emitOpError() << "result element type must be a's (" << a.getElementTypeName()
+                         << "), got " << r.getElementTypeName();
+  if (isKnownNonContiguous(getA()))
+    return emitOpError() << "a must be contiguous (ggml_reshape asserts ggml_is_contiguous); "
+                            "insert ggml.cont after a permute, transpose or strided view";
+  return checkCount(*this, a, r, "a and the result", "ggml_reshape");
+}
+
+LogicalResult PermuteOp::verify() {
+  TensorType a = tensorOf(getA());
+  ArrayRef<int32_t> axes = getAxes();
+  if (axes.size() != 4)
+    return emitOpError() << "axes must list 4 positions, got " << axes.size();
+  bool seen[4] = {false, false, false, false};
+  for (int32_t ax : axes) {
+    if (ax < 0 || ax > 3 || seen[ax])
+      return emitOpError() << "axes must be a permutation of 0, 1, 2, 3 (ggml_permute)";
+    seen[ax] = true;
+  }
+  SmallVector<Dim, 4> shape(4);
+  for (unsigned i = 0; i < 4; ++i) shape[axes[i]] = a.getNe(i);
+  return checkResult(*this, shape, a.getElementType(), "ggml_permute: ne[axes[i]] = a.ne[i]");
+}
+
+LogicalResult TransposeOp::verify() {
+  TensorType a = tensorOf(getA());
+  return checkResult(*this, {a.getNe(1), a.getNe(0), a.getNe(2), a.getNe(3)},
+                     a.getElementType(), "ggml_transpose: [a.ne1, a.ne0, a.ne2, a.ne3]");
+}
+
+LogicalResult ConcatOp::verify() {
+  TensorType a = tensorOf(getA()), b = tensorOf(getB());
+  int32_t dim = getDim();
+  if (dim < 0 || dim > 3) return emitOpError() << "dim must be in [0, 3], got " << dim;
+  if (a.getElementType() != b.getElementType())
+    return emitOpError() << "a and b must have the same element type (ggml_concat)";
+  SmallVector<Dim, 4> shape(a.getShape());
+  for (int i = 0; i < 4; ++i) {
+    if (i == dim) continue;
+    if (a.getNe(i) != b.getNe(i))
+      return emitOpError() << "a " << shapeOf(a) << " and b " << shapeOf(b)
+                           << " must agree in every dimension but " << dim << " (ggml_concat)";
+  }
+  std::optional<Dim> sum = addDims(a.getNe(dim), b.getNe(dim));
+  if (!sum)
+    return emitOpError() << "cannot express " << a.getNe(dim).str() << " + "
+                         << b.getNe(dim).str() << " as one dimension";
+  shape[dim] = *sum;
+  return checkResult(*this, shape, a.getElementType(), "ggml_concat");
+}
+
+//===----------------------------------------------------------------------===//
+// State-space models
+//===----------------------------------------------------------------------===//
+
+LogicalResult SsmConvOp::verify() {
+  TensorType sx = tensorOf(getSx()), c = tensorOf(getC());
+  if (!sx.getNe(3).is(1)) return emitOpError() << "sx must be 3-D, got " << shapeOf(sx);
+  if (!c.getNe(2).is(1) || !c.getNe(3).is(1))
+    return emitOpError() << "c must be a matrix [d_conv, d_inner], got " << shapeOf(c);
+  if (!c.getNe(0).isStatic() || c.getNe(0).size() < 1)
+    return emitOpError() << "d_conv = c.ne0 must be a static size >= 1";
+  int64_t dConv = c.getNe(0).size();
+  if (sx.getNe(1) != c.getNe(1))
+    return emitOpError() << "sx.ne1 (" << sx.getNe(1).str() << ") must equal d_inner = c.ne1 ("
+                         << c.getNe(1).str() << ") (ggml_ssm_conv)";
+  Dim nT = *addDims(sx.getNe(0), Dim::of(-(dConv - 1)));
+  if (nT.isStatic() && nT.size() < 0)
+    return emitOpError() << "sx.ne0 (" << sx.getNe(0).str() << ") must be >= d_conv - 1 ("
+                         << dConv - 1 << ")";
+  return checkResult(*this, {c.getNe(1), nT, sx.getNe(2), Dim::of(1)},
+                     Float32Type::get(getContext()),
+                     "ggml_ssm_conv: [d_inner, sx.ne0 - d_conv + 1, sx.ne2], f32");
+}
+
+LogicalResult SsmScanOp::verify() {
+  TensorType s = tensorOf(getS()), x = tensorOf(getX()), dt = tensorOf(getDt());
+  TensorType A = tensorOf(getA()), B = tensorOf(getB()), C = tensorOf(getC());
+  TensorType ids = tensorOf(getIds());
+  Dim dState = s.getNe(0), headDim = x.getNe(0), nHead = x.getNe(1);
+  Dim nSeqTokens = x.getNe(2), nSeqs = x.getNe(3);
+  auto mismatch = [&](StringRef what, const Dim &got, StringRef name, const Dim &want) {
+    return emitOpError() << what << " (" << got.str() << ") must equal " << name << " ("
+                         << want.str() << ") (ggml_ssm_scan)";
+  };
+  if (B.getShape() != C.getShape())
+    return emitOpError() << "B " << shapeOf(B) << " and C " << shapeOf(C)
+                         << " must have the same shape";
+  if (!isI32(ids)) return emitOpError() << "ids must be i32, got " << ids.getElementTypeName();
+  if (dt.getNe(0) != nHead) return mismatch("dt.ne0", dt.getNe(0), "n_head = x.ne1", nHead);
+  if (dt.getNe(1) != nSeqTokens)
+    return mismatch("dt.ne1", dt.getNe(1), "n_seq_tokens = x.ne2", nSeqTokens);
+  if (dt.getNe(2) != nSeqs) return mismatch("dt.ne2", dt.getNe(2), "n_seqs = x.ne3", nSeqs);
+  if (!dt.getNe(3).is(1)) return emitOpError() << "dt must be 3-D, got " << shapeOf(dt);
+  if (s.getNe(1) != headDim) return mismatch("s.ne1", s.getNe(1), "head_dim = x.ne0", headDim);
+  if (s.getNe(2) != nHead) return mismatch("s.ne2", s.getNe(2), "n_head = x.ne1", nHead);
+  if (B.getNe(0) != dState) return mismatch("B.ne0", B.getNe(0), "d_state = s.ne0", dState);
+  if (B.getNe(2) != nSeqTokens)
+    return mismatch("B.ne2", B.getNe(2), "n_seq_tokens = x.ne2", nSeqTokens);
+  if (B.getNe(3) != nSeqs) return mismatch("B.ne3", B.getNe(3), "n_seqs = x.ne3", nSeqs);
+  if (!ids.getNe(1).is(1) || !ids.getNe(2).is(1) || !ids.getNe(3).is(1))
+    return emitOpError() << "ids must be a vector [n_seqs], got " << shapeOf(ids);
+  if (ids.getNe(0) != nSeqs) return mismatch("ids.ne0", ids.getNe(0), "n_seqs = x.ne3", nSeqs);
+  if (!A.getNe(2).is(1) || !A.getNe(3).is(1))
+    return emitOpError() << "A must be a matrix [d_state or 1, n_head], got " << shapeOf(A);
+  if (A.getNe(1) != nHead) return mismatch("A.ne1", A.getNe(1), "n_head = x.ne1", nHead);
+  if (!A.getNe(0).is(1) && A.getNe(0) != dState)
+    return mismatch("A.ne0", A.getNe(0), "1 or d_state = s.ne0", dState);
+  // Result: y (nelements(x)) then the final states (d_state * head_dim * n_head * n_seqs).
+  ElementCount states;
+  for (const Dim &d : {dState, headDim, nHead, ids.getNe(0)}) states.multiply(d);
+  std::optional<Dim> y = x.getNumElements().asDim(), st = states.asDim();
+  std::optional<Dim> total = (y && st) ? addDims(*y, *st) : std::nullopt;
+  if (!total)
+    return emitOpError() << "cannot express the result size " << x.getNumElements().str()
+                         << " + " << states.str() << " as one dimension";
+  return checkResult(*this, {*total, Dim::of(1), Dim::of(1), Dim::of(1)},
+                     Float32Type::get(getContext()),
+                     "ggml_ssm_scan: [nelements(x) + d_state*head_dim*n_head*n_seqs], f32");
+}
+
+}  // namespace stowage::ggml

@@ -1,0 +1,43 @@
+//===- PlaceOps.cpp - split / yield / copy --------------------------------===//
+
+#include "mlir/IR/Builders.h"
+#include "stowage/Dialect/Place/IR/PlaceDialect.h"
+
+using namespace mlir;
+using namespace stowage::place;
+
+#define GET_OP_CLASSES
+#include "stowage/Dialect/Place/IR/PlaceOps.cpp.inc"
+
+LogicalResult SplitOp::verify() {
+  if (getIndex() < 0) return emitOpError() << "index must be >= 0, got " << getIndex();
+  if ((*this)->getParentOfType<SplitOp>()) return emitOpError() << "splits do not nest";
+  // ggml_backend_sched numbers splits in graph order.
+  for (Operation *prev = (*this)->getPrevNode(); prev; prev = prev->getPrevNode()) {
+    if (auto split = dyn_cast<SplitOp>(prev)) {
+      if (split.getIndex() >= getIndex())
+        return emitOpError() << "split " << getIndex() << " follows split " << split.getIndex()
+                             << "; indices must increase in graph order";
+      break;
+    }
+  }
+  auto yield = cast<YieldOp>(getBody().front().getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError() << "yields " << yield.getValues().size()
+                         << " values whose types differ from the split's " << getNumResults()
+                         << " result types";
+  return success();
+}
+
+LogicalResult CopyOp::verify() {
+  auto split = (*this)->getParentOfType<SplitOp>();
+  if (!split) return success();
+  if (split.getBackend() != getBackend())
+    return emitOpError() << "copies to " << getBackend() << " inside a split on "
+                         << split.getBackend() << "; a split's inputs go to its backend";
+  if (Operation *def = getSource().getDefiningOp())
+    if (split->isAncestor(def))
+      return emitOpError() << "source is computed inside the same split; only values from "
+                              "earlier splits are split inputs";
+  return success();
+}
