@@ -111,7 +111,7 @@ class Session::Impl {
   Status CheckIdentity();
   Status CreateBackends(const SessionOptions& opts);
   Status AllocateBuffers();
-  Status LoadWeights();
+  Status LoadWeights(const SessionOptions& opts);
   Status RunSplits(GGraph& g);
   Status BindTensor(GGraph& g, int id, const Sym& s, int depth);
   Status RunUbatch(const int32_t* tokens, int64_t n, bool all_logits, float* out);
@@ -177,9 +177,11 @@ Status Session::Impl::AllocateBuffers() {
   return Status::Ok();
 }
 
-Status Session::Impl::LoadWeights() {
+Status Session::Impl::LoadWeights(const SessionOptions& opts) {
   const auto& r = plan->root();
   const size_t n = r.tensors()->size();
+  uint64_t total = 0, done = 0;
+  for (size_t i = 0; i < n; ++i) total += r.tensors()->Get(i)->nbytes();
   globals.resize(n);
   global_buffer.resize(n);
   global_offset.resize(n);
@@ -195,6 +197,8 @@ Status Session::Impl::LoadWeights() {
     globals[i] = v;
     global_buffer[i] = t->buffer();
     global_offset[i] = t->offset();
+    done += t->nbytes();
+    if (opts.progress && total > 0) opts.progress(static_cast<float>(done) / static_cast<float>(total));
     if (t->kind() != fb::TensorKind::Weight) continue;
     // The model must hold this tensor with the planned type, shape and data offset.
     const GgufTensorInfo* ti = gguf->FindTensor(name);
@@ -233,7 +237,7 @@ Status Session::Impl::Init(const SessionOptions& opts) {
   if (n_ctx <= 0 || n_ubatch <= 0 || n_vocab <= 0) return DataLoss(plan->path() + ": context: n_ctx, n_ubatch and n_vocab must be positive");
   STOWAGE_RETURN_IF_ERROR(CreateBackends(opts));
   STOWAGE_RETURN_IF_ERROR(AllocateBuffers());
-  STOWAGE_RETURN_IF_ERROR(LoadWeights());
+  STOWAGE_RETURN_IF_ERROR(LoadWeights(opts));
   for (const auto* g : *r.graphs()) {
     GGraph gg;
     gg.name = g->name() ? g->name()->str() : "";

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,8 @@ namespace stowage {
 
 struct SessionOptions {
   int n_threads = 0;  ///< CPU threads; 0 = all hardware threads
+  /// Called while weights are uploaded, with the fraction done (0..1]; may be empty.
+  std::function<void(float)> progress;
 };
 
 /// One buffer as planned and as allocated (bytes).

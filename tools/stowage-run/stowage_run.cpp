@@ -1,0 +1,257 @@
+// stowage-run: executes a plan (or plans on the fly for this machine) and generates text,
+// measures perplexity, or benchmarks prompt processing and generation (llama-bench style).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include "llama_args.h"
+#include "stowage/planner/memory_plan.h"
+#include "stowage/planner/model_graphs.h"
+#include "stowage/planner/placement.h"
+#include "stowage/planner/plan_export.h"
+#include "stowage/runtime/gguf.h"
+#include "stowage/runtime/sampler.h"
+#include "stowage/runtime/session.h"
+#include "stowage/runtime/tokenizer.h"
+
+using namespace stowage;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "stowage-run: %s\n", s.message().c_str());
+  return 1;
+}
+
+struct Common {
+  std::string model, plan;
+  int threads = 0;
+  uint32_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;
+};
+
+/// Plans the model for this machine's CPU (no plan file given).
+Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c) {
+  planner::ContextConfig cfg;
+  cfg.n_ctx = c.n_ctx;
+  cfg.n_batch = c.n_batch;
+  cfg.n_ubatch = c.n_ubatch;
+  STOWAGE_ASSIGN_OR_RETURN(planner::ModelGraphs m, planner::BuildModelGraphs(gguf, cfg));
+  planner::Placement p = planner::PlaceAllOnCpu(m, true);
+  planner::MemoryPlan mem;
+  STOWAGE_RETURN_IF_ERROR(planner::PlanMemory(m, p, &mem));
+  return planner::SerializePlan(gguf, m, p, mem, "stowage-run (planned on the fly)");
+}
+
+Result<std::unique_ptr<Session>> OpenSession(const Common& c, bool quiet) {
+  SessionOptions opts;
+  opts.n_threads = c.threads;
+  // A percentage on the terminal while weights load; nothing when stderr is not a terminal.
+  static int last_pct = -1;
+  if (!quiet && isatty(fileno(stderr)))
+    opts.progress = [](float f) {
+      const int pct = static_cast<int>(f * 100);
+      if (pct != last_pct) {
+        std::fprintf(stderr, "\rloading model: %3d%%%s", pct, pct >= 100 ? "\r                    \r" : "");
+        last_pct = pct;
+      }
+    };
+  if (!c.plan.empty()) return Session::Create(c.plan, c.model, opts);
+  STOWAGE_ASSIGN_OR_RETURN(auto gguf, GgufFile::Open(c.model));
+  STOWAGE_ASSIGN_OR_RETURN(auto bytes, PlanOnTheFly(*gguf, c));
+  return Session::CreateFromPlanBytes(std::move(bytes), c.model, opts);
+}
+
+void PrintBuffers(const Session& s) {
+  std::fprintf(stderr, "memory allocated per buffer (planned == allocated):\n");
+  for (const auto& b : s.Buffers())
+    std::fprintf(stderr, "  %-12s %-7s %-6s %10.2f MiB%s%s\n", b.name.c_str(), b.usage.c_str(), b.device.c_str(),
+                 b.allocated / 1048576.0, b.mapped ? " (mapped)" : "",
+                 b.planned == b.allocated ? "" : "  MISMATCH with the plan");
+}
+
+int Generate(const Common& c, const std::string& prompt, int n_predict, const SamplerParams& sp, bool quiet) {
+  auto gguf = GgufFile::Open(c.model);
+  if (!gguf.ok()) return Fail(gguf.status());
+  auto tok = Tokenizer::FromGguf(**gguf);
+  if (!tok.ok()) return Fail(tok.status());
+  auto session = OpenSession(c, quiet);
+  if (!session.ok()) return Fail(session.status());
+  Session& s = **session;
+  std::vector<int32_t> tokens = tok->Tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
+  if (tokens.empty()) return Fail(InvalidArgument("the prompt is empty (no tokens)"));
+  if (static_cast<int64_t>(tokens.size()) + n_predict > s.n_ctx())
+    return Fail(OutOfRange("prompt of " + std::to_string(tokens.size()) + " tokens + " + std::to_string(n_predict) +
+                           " to generate exceeds the context of " + std::to_string(s.n_ctx()) + " tokens (-c)"));
+  Sampler sampler(sp);
+  std::printf("%s", prompt.c_str());
+  std::fflush(stdout);
+  std::vector<float> logits;
+  const auto t0 = Clock::now();
+  if (Status st = s.Decode(tokens, false, &logits); !st.ok()) return Fail(st);
+  const auto t1 = Clock::now();
+  int generated = 0;
+  for (; generated < n_predict; ++generated) {
+    const int32_t next = sampler.Sample(logits.data(), static_cast<int>(s.n_vocab()));
+    if (tok->IsEog(next)) break;
+    std::printf("%s", tok->TokenToPiece(next, false).c_str());
+    std::fflush(stdout);
+    if (generated + 1 == n_predict) { ++generated; break; }
+    if (Status st = s.Decode({next}, false, &logits); !st.ok()) return Fail(st);
+  }
+  const auto t2 = Clock::now();
+  std::printf("\n");
+  if (!quiet) {
+    std::fprintf(stderr, "\nload time   = %8.2f ms\n", s.load_seconds() * 1e3);
+    std::fprintf(stderr, "prompt eval = %8.2f ms / %zu tokens (%8.2f tokens per second)\n", Seconds(t0, t1) * 1e3,
+                 tokens.size(), tokens.size() / std::max(Seconds(t0, t1), 1e-9));
+    std::fprintf(stderr, "generation  = %8.2f ms / %d tokens (%8.2f tokens per second)\n", Seconds(t1, t2) * 1e3,
+                 generated, generated / std::max(Seconds(t1, t2), 1e-9));
+    PrintBuffers(s);
+  }
+  return 0;
+}
+
+int Perplexity(const Common& c, const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return Fail(IoError(file + ": cannot open"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto gguf = GgufFile::Open(c.model);
+  if (!gguf.ok()) return Fail(gguf.status());
+  auto tok = Tokenizer::FromGguf(**gguf);
+  if (!tok.ok()) return Fail(tok.status());
+  auto session = OpenSession(c, true);
+  if (!session.ok()) return Fail(session.status());
+  Session& s = **session;
+  const std::vector<int32_t> all = tok->Tokenize(ss.str(), true, false);
+  const int64_t n_ctx = s.n_ctx();
+  const int64_t n_chunk = static_cast<int64_t>(all.size()) / n_ctx;
+  if (n_chunk == 0)
+    return Fail(InvalidArgument(file + ": " + std::to_string(all.size()) + " tokens is less than one context of " +
+                                std::to_string(n_ctx) + " tokens (use a longer text or a smaller -c)"));
+  // As llama-perplexity: each chunk starts with BOS; score the second half of every chunk.
+  double nll = 0;
+  int64_t count = 0;
+  std::vector<float> logits;
+  for (int64_t k = 0; k < n_chunk; ++k) {
+    std::vector<int32_t> chunk(all.begin() + k * n_ctx, all.begin() + (k + 1) * n_ctx);
+    if (tok->add_bos()) chunk[0] = tok->bos();
+    s.Reset();
+    if (Status st = s.Decode(chunk, true, &logits); !st.ok()) return Fail(st);
+    const int64_t nv = s.n_vocab();
+    for (int64_t i = n_ctx / 2; i + 1 < n_ctx; ++i) {
+      const float* row = logits.data() + i * nv;
+      const float mx = *std::max_element(row, row + nv);
+      double sum = 0;
+      for (int64_t v = 0; v < nv; ++v) sum += std::exp(double(row[v]) - mx);
+      nll += -(double(row[chunk[i + 1]]) - mx - std::log(sum));
+      ++count;
+    }
+    std::printf("[%lld]%.4f ", static_cast<long long>(k + 1), std::exp(nll / count));
+    std::fflush(stdout);
+  }
+  std::printf("\nFinal estimate: PPL = %.4f over %lld chunks of %lld tokens\n", std::exp(nll / count),
+              static_cast<long long>(n_chunk), static_cast<long long>(n_ctx));
+  return 0;
+}
+
+int Bench(Common c, int n_prompt, int n_gen, int reps) {
+  if (c.n_ctx == 0) c.n_ctx = static_cast<uint32_t>(std::max(n_prompt, n_gen) + 8);
+  auto gguf = GgufFile::Open(c.model);
+  if (!gguf.ok()) return Fail(gguf.status());
+  auto session = OpenSession(c, true);
+  if (!session.ok()) return Fail(session.status());
+  Session& s = **session;
+  uint64_t size = 0, params = 0;
+  for (const auto& t : (*gguf)->tensors()) { size += t.nbytes; params += static_cast<uint64_t>(t.nelements()); }
+  std::string arch = (*gguf)->GetStringOr("general.architecture", "?").value();
+  const int threads = c.threads > 0 ? c.threads : static_cast<int>(std::thread::hardware_concurrency());
+  std::printf("| model | size | params | backend | threads | test | t/s |\n");
+  std::printf("| ----- | ---: | -----: | ------- | ------: | ---: | --: |\n");
+  auto run = [&](const char* name, int n, bool prompt) -> int {
+    std::vector<double> tps;
+    std::vector<float> logits;
+    for (int r = 0; r < reps + 1; ++r) {  // first run is a warm-up
+      s.Reset();
+      std::vector<int32_t> toks(static_cast<size_t>(n), 1);
+      for (int i = 0; i < n; ++i) toks[i] = (i * 7 + 3) % static_cast<int>(s.n_vocab());
+      const auto t0 = Clock::now();
+      if (prompt) {
+        if (Status st = s.Decode(toks, false, &logits); !st.ok()) return Fail(st);
+      } else {
+        for (int i = 0; i < n; ++i)
+          if (Status st = s.Decode({toks[i]}, false, &logits); !st.ok()) return Fail(st);
+      }
+      if (r > 0) tps.push_back(n / Seconds(t0, Clock::now()));
+    }
+    double mean = 0, var = 0;
+    for (double v : tps) mean += v;
+    mean /= tps.size();
+    for (double v : tps) var += (v - mean) * (v - mean);
+    const double sd = tps.size() > 1 ? std::sqrt(var / (tps.size() - 1)) : 0;
+    std::printf("| %s | %.2f MiB | %.2f M | CPU | %d | %s%d | %.2f ± %.2f |\n", arch.c_str(), size / 1048576.0,
+                params / 1e6, threads, name, n, mean, sd);
+    return 0;
+  };
+  if (n_prompt > 0 && run("pp", n_prompt, true) != 0) return 1;
+  if (n_gen > 0 && run("tg", n_gen, false) != 0) return 1;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"stowage-run: execute a Stowage plan and generate text"};
+  app.require_subcommand(0, 1);
+  Common c;
+  std::string prompt;
+  int n_predict = 64;
+  SamplerParams sp;
+  bool quiet = false;
+  auto add_common = [&c](CLI::App* a) {
+    a->add_option("-m,--model", c.model, "GGUF model file")->required();
+    a->add_option("--plan", c.plan, "plan file made by plan-model (default: plan on the fly for this machine)");
+    a->add_option("-t,--threads", c.threads, "CPU threads (default: all)");
+    a->add_option("-c,--ctx-size", c.n_ctx, "context size when planning on the fly (0 = the model's)");
+    a->add_option("-b,--batch-size", c.n_batch, "logical batch size when planning on the fly");
+    a->add_option("--ubatch-size", c.n_ubatch, "physical batch size when planning on the fly");
+  };
+  add_common(&app);
+  app.add_option("-p,--prompt", prompt, "prompt text");
+  app.add_option("-n,--n-predict", n_predict, "tokens to generate")->check(CLI::NonNegativeNumber);
+  app.add_option("--temp", sp.temperature, "temperature (0 = greedy)");
+  app.add_option("--top-k", sp.top_k, "top-k (0 = off)");
+  app.add_option("--top-p", sp.top_p, "top-p (1 = off)");
+  app.add_option("--min-p", sp.min_p, "min-p (0 = off)");
+  app.add_option("-s,--seed", sp.seed, "random seed");
+  app.add_flag("-q,--quiet", quiet, "print only the text");
+
+  auto* ppl = app.add_subcommand("perplexity", "perplexity of a text file (llama-perplexity style)");
+  std::string text_file;
+  ppl->add_option("-f,--file", text_file, "text file")->required();
+  auto* bench = app.add_subcommand("bench", "llama-bench style table: pp and tg speed");
+  int n_prompt = 512, n_gen = 128, reps = 3;
+  bench->add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test)");
+  bench->add_option("-n,--n-gen", n_gen, "generated tokens (tg test)");
+  bench->add_option("-r,--repetitions", reps, "repetitions")->check(CLI::PositiveNumber);
+  ppl->fallthrough();
+  bench->fallthrough();
+
+  if (int rc = tools::ParseWithAliases(app, argc, argv, {{"-ub", "--ubatch-size"}, {"-ngl", "--n-gpu-layers"}}); rc >= 0) return rc;
+  if (*ppl) return Perplexity(c, text_file);
+  if (*bench) return Bench(c, n_prompt, n_gen, reps);
+  if (prompt.empty()) return Fail(InvalidArgument("-p/--prompt is required (an empty prompt has no tokens to evaluate)"));
+  return Generate(c, prompt, n_predict, sp, quiet);
+}
