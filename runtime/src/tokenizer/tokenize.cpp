@@ -10,7 +10,6 @@ namespace {
 using tokenizer::AppendUtf8;
 using tokenizer::CpFlags;
 using tokenizer::FlagsOf;
-using tokenizer::Utf8Len;
 
 constexpr char kSpaceMarker[] = "\xE2\x96\x81";  // U+2581, SentencePiece's escaped space
 
@@ -22,12 +21,19 @@ struct Symbol {
   size_t len;
 };
 
+// Byte length of a symbol by its lead byte's high nibble, without validation (llama.cpp
+// unicode_len_utf8), so that invalid input is cut into the same symbols as there.
+size_t SymbolLen(uint8_t lead) {
+  static constexpr uint8_t kLen[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+  return kLen[lead >> 4];
+}
+
 // Splits `word` into one symbol per UTF-8 character (a truncated sequence is one symbol).
 std::vector<Symbol> SplitChars(const std::string& word) {
   std::vector<Symbol> syms;
   size_t off = 0;
   while (off < word.size()) {
-    const size_t len = std::min(Utf8Len(static_cast<uint8_t>(word[off])), word.size() - off);
+    const size_t len = std::min(SymbolLen(static_cast<uint8_t>(word[off])), word.size() - off);
     const int idx = static_cast<int>(syms.size());
     syms.push_back({idx - 1, off + len < word.size() ? idx + 1 : -1, off, len});
     off += len;

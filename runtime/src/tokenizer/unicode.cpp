@@ -29,6 +29,15 @@ constexpr std::array<uint16_t, 256> MakeByteTable() {
 }
 constexpr std::array<uint16_t, 256> kByteToUnicode = MakeByteTable();
 
+// Byte length of the UTF-8 sequence that starts with lead byte `c` (1 for stray bytes).
+size_t Utf8Len(uint8_t c) {
+  if (c < 0x80) return 1;
+  if ((c & 0xE0) == 0xC0) return 2;
+  if ((c & 0xF0) == 0xE0) return 3;
+  if ((c & 0xF8) == 0xF0) return 4;
+  return 1;
+}
+
 }  // namespace
 
 CpFlags FlagsOf(uint32_t cp) {
@@ -55,14 +64,6 @@ uint32_t NfdBase(uint32_t cp) {
   if (it == std::begin(kNfdRanges)) return cp;
   --it;
   return (cp <= it->last) ? it->base : cp;
-}
-
-size_t Utf8Len(uint8_t c) {
-  if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) return 2;
-  if ((c & 0xF0) == 0xE0) return 3;
-  if ((c & 0xF8) == 0xF0) return 4;
-  return 1;
 }
 
 std::vector<uint32_t> DecodeUtf8(std::string_view s) {

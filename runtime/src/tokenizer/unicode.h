@@ -43,9 +43,6 @@ uint32_t ToLower(uint32_t cp);
 /// First code point of the canonical decomposition (NFD) of `cp`; `cp` when it has none.
 uint32_t NfdBase(uint32_t cp);
 
-/// Byte length of the UTF-8 sequence that starts with lead byte `c` (1 for stray bytes).
-size_t Utf8Len(uint8_t c);
-
 /// Decodes UTF-8 into code points. An invalid or truncated sequence yields U+FFFD for its first
 /// byte and decoding resumes at the next byte (llama.cpp unicode_cpts_from_utf8).
 std::vector<uint32_t> DecodeUtf8(std::string_view s);
