@@ -117,17 +117,18 @@ class GgufParser {
       GgufKV kv;
       kv.offset = pos_;
       STOWAGE_RETURN_IF_ERROR(ReadString(&kv.key, "key of kv #" + std::to_string(i)));
+      const std::string key = Esc(kv.key);
       uint32_t t;
       const uint64_t type_off = pos_;
-      STOWAGE_RETURN_IF_ERROR(ReadU32(&t, "type of key '" + kv.key + "'"));
+      STOWAGE_RETURN_IF_ERROR(ReadU32(&t, "type of key '" + key + "'"));
       if (t >= kGgufValueTypeCount)
-        return Err(type_off, "type of key '" + kv.key + "'", "a value type 0..12", std::to_string(t));
-      STOWAGE_RETURN_IF_ERROR(ReadValue(static_cast<GgufValueType>(t), &kv.value, kv.key, 0));
+        return Err(type_off, "type of key '" + key + "'", "a value type 0..12", std::to_string(t));
+      STOWAGE_RETURN_IF_ERROR(ReadValue(static_cast<GgufValueType>(t), &kv.value, key, 0));
       f_.kvs_.push_back(std::move(kv));
     }
     for (size_t i = 0; i < f_.kvs_.size(); ++i) {
       if (!f_.kv_index_.emplace(f_.kvs_[i].key, i).second)
-        return Err(f_.kvs_[i].offset, "key '" + f_.kvs_[i].key + "'", "unique keys", "a duplicate");
+        return Err(f_.kvs_[i].offset, "key '" + Esc(f_.kvs_[i].key) + "'", "unique keys", "a duplicate");
     }
 
     if (const GgufValue* a = f_.Find("general.alignment")) {
@@ -151,7 +152,7 @@ class GgufParser {
         return Err(ti.info_offset, "name of tensor #" + std::to_string(i),
                    "at most " + std::to_string(kMaxTensorName - 1) + " bytes (GGML_MAX_NAME)",
                    std::to_string(ti.name.size()) + " bytes");
-      const std::string what = "tensor '" + ti.name + "'";
+      const std::string what = "tensor '" + Esc(ti.name) + "'";
       const uint64_t nd_off = pos_;
       STOWAGE_RETURN_IF_ERROR(ReadU32(&ti.n_dims, what + " n_dims"));
       if (ti.n_dims < 1 || ti.n_dims > 4)
@@ -180,7 +181,7 @@ class GgufParser {
     }
     for (size_t i = 0; i < f_.tensors_.size(); ++i) {
       if (!f_.tensor_index_.emplace(f_.tensors_[i].name, i).second)
-        return Err(f_.tensors_[i].info_offset, "tensor '" + f_.tensors_[i].name + "'", "unique tensor names", "a duplicate");
+        return Err(f_.tensors_[i].info_offset, "tensor '" + Esc(f_.tensors_[i].name) + "'", "unique tensor names", "a duplicate");
     }
 
     // Data section: aligned start.
@@ -197,7 +198,7 @@ class GgufParser {
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     for (const auto& t : f_.tensors_) {
       if (t.offset > data_size || t.nbytes > data_size - t.offset)
-        return Err(t.info_offset, "tensor '" + t.name + "' data",
+        return Err(t.info_offset, "tensor '" + Esc(t.name) + "' data",
                    "within the file (data section of " + std::to_string(data_size) + " bytes)",
                    "bytes " + std::to_string(t.offset) + ".." + std::to_string(t.offset + t.nbytes));
     }
@@ -206,8 +207,8 @@ class GgufParser {
       const auto& prev = f_.tensors_[order[k - 1]];
       const auto& cur = f_.tensors_[order[k]];
       if (prev.offset + prev.nbytes > cur.offset)
-        return Err(cur.info_offset, "tensor '" + cur.name + "' data",
-                   "no overlap with tensor '" + prev.name + "' (ends at data byte " + std::to_string(prev.offset + prev.nbytes) + ")",
+        return Err(cur.info_offset, "tensor '" + Esc(cur.name) + "' data",
+                   "no overlap with tensor '" + Esc(prev.name) + "' (ends at data byte " + std::to_string(prev.offset + prev.nbytes) + ")",
                    "start at data byte " + std::to_string(cur.offset));
     }
     return Status::Ok();
@@ -218,6 +219,16 @@ class GgufParser {
     char buf[16];
     std::snprintf(buf, sizeof buf, "%08x", v);
     return buf;
+  }
+  // A name from the file, for a one-line message: control characters and backslashes escaped.
+  static std::string Esc(std::string_view s) {
+    std::string out;
+    for (char ch : s) {
+      const unsigned char c = static_cast<unsigned char>(ch);
+      if (c < 32 || c == 127 || c == '\\') { char b[8]; std::snprintf(b, sizeof b, "\\x%02x", c); out += b; }
+      else out += ch;
+    }
+    return out;
   }
   static std::string Printable(const uint8_t* p, size_t n) {
     std::string s = "\"";

@@ -204,8 +204,8 @@ Status GgufWriter::AddKV(std::string_view key, GgufMetaValue value) {
 Status GgufWriter::AddTensor(std::string_view name, GgmlType type, const std::vector<int64_t>& ne,
                              GgufTensorFill fill) {
   const std::string what = "gguf writer: tensor '" + std::string(name) + "'";
-  if (name.empty() || name.size() >= kMaxTensorName)
-    return InvalidArgument(what + ": name must be 1.." + std::to_string(kMaxTensorName - 1) + " bytes (GGML_MAX_NAME)");
+  if (name.size() >= kMaxTensorName)
+    return InvalidArgument(what + ": name must be at most " + std::to_string(kMaxTensorName - 1) + " bytes (GGML_MAX_NAME)");
   if (ne.empty() || ne.size() > 4)
     return InvalidArgument(what + ": n_dims must be 1..4, found " + std::to_string(ne.size()));
   if (!IsValidGgmlType(static_cast<uint32_t>(type)))

@@ -120,6 +120,11 @@ std::vector<Case> Corpus() {
     add("string-length-past-eof", b, F + ": offset " + std::to_string(at) + ": value of key 'general.name' length: expected at most 3 (bytes left in file), found 1099511627776");
   }
   {
+    // Names from the file are escaped so that the message stays one line.
+    Bytes b; b.header(0, 1).str("bad\nkey\\"); const uint64_t at = b.at(); b.u32(77).zeros(4);
+    add("control-characters-in-key", b, F + ": offset " + std::to_string(at) + ": type of key 'bad\\x0akey\\x5c': expected a value type 0..12, found 77");
+  }
+  {
     Bytes b; b.header(0, 1).str("a").u32(9); const uint64_t at = b.at(); b.u32(99).u64(1);
     add("bad-array-element-type", b, F + ": offset " + std::to_string(at) + ": value of key 'a' element type: expected a value type 0..12, found 99");
   }

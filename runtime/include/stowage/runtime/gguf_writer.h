@@ -109,7 +109,7 @@ class GgufWriter {
 
   /// Adds a tensor info (shape in ggml order: ne[0] innermost; n_dims = ne.size(), 1..4).
   /// `fill` produces its bytes at write time; an empty `fill` leaves the data a sparse hole (zeros).
-  /// Errors: kInvalidArgument for an empty/too long name (ggml: < 64 bytes, GGML_MAX_NAME), bad
+  /// Errors: kInvalidArgument for a name of 64 bytes or more (ggml's GGML_MAX_NAME), bad
   /// n_dims, a non-positive dimension, ne0 not a multiple of the type's block size, or a byte size
   /// that overflows; kAlreadyExists for a duplicate name.
   Status AddTensor(std::string_view name, GgmlType type, const std::vector<int64_t>& ne,
