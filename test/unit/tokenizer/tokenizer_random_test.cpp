@@ -1,6 +1,7 @@
 // Random and hostile inputs on the real vocabularies: no crash, ids in range, and byte-exact
 // round trips where the vocabulary can represent every byte (byte-level BPE, SPM byte fallback).
 #include <random>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -91,6 +92,33 @@ INSTANTIATE_TEST_SUITE_P(Vocabs, RandomInput,
                                            "vocab/ggml-vocab-gpt-2.gguf", "vocab/ggml-vocab-qwen2.gguf",
                                            "vocab/ggml-vocab-aquila.gguf", "vocab/ggml-vocab-bert-bge.gguf",
                                            "stories260K.gguf"));
+
+// A Tokenizer is immutable: threads sharing one get the results of a single thread (llama.cpp's
+// test-tokenizer-0 runs its vectors on every core for the same reason).
+TEST(Concurrency, ThreadsShareOneTokenizer) {
+  const std::string path = test::ModelPath("vocab/ggml-vocab-qwen2.gguf");
+  STOWAGE_REQUIRE_FILE(path);
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  auto tok = Tokenizer::FromGguf(**file);
+  ASSERT_TRUE(tok.ok());
+  file->reset();  // the tokenizer does not need the file any more
+  std::mt19937 rng(7);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 200; ++i) texts.push_back(RandomUtf8(rng, 60));
+  std::vector<std::vector<int32_t>> want;
+  for (const auto& t : texts) want.push_back(tok->Tokenize(t, true, true));
+  const Tokenizer shared = *tok;  // copies share the immutable state
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int th = 0; th < 4; ++th) {
+    threads.emplace_back([&, th] {
+      for (size_t i = 0; i < texts.size(); ++i) mismatches[th] += shared.Tokenize(texts[i], true, true) != want[i];
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int m : mismatches) EXPECT_EQ(m, 0);
+}
 
 TEST(LongInput, LinearEnough) {
   const std::string path = test::ModelPath("vocab/ggml-vocab-gpt-2.gguf");
