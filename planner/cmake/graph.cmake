@@ -3,7 +3,12 @@ add_library(stowage_graph STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/lib/graph/graph_builder.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/lib/graph/model_loader.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/lib/graph/model_graphs.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/lib/graph/arch_common.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/lib/graph/arch_llama.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/lib/graph/arch_qwen2.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/lib/graph/arch_phi3.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/lib/graph/arch_gemma.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/lib/graph/arch_mamba.cpp
 )
 target_include_directories(stowage_graph PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
 target_link_libraries(stowage_graph PUBLIC stowage_base)

@@ -1,5 +1,10 @@
-// Internal: per-architecture weight tables and graph builders.
+// Internal: per-architecture weight tables (llama.cpp llama_model::load_tensors) and graph
+// builders (llama.cpp Feb 2025 src/llama.cpp llm_build_context::build_<arch>), plus the shared
+// pieces of llm_build_context they are made of.
 #pragma once
+
+#include <string>
+#include <vector>
 
 #include "model_loader.h"
 #include "stowage/planner/graph_builder.h"
@@ -8,28 +13,106 @@ namespace stowage::planner {
 
 /// llama.cpp's llama_layer: global ids of a block's weights, -1 when absent.
 struct LayerWeights {
-  int attn_norm = -1, wq = -1, wk = -1, wv = -1, wo = -1, wqkv = -1, bq = -1, bk = -1, bv = -1, bo = -1, bqkv = -1;
-  int ffn_norm = -1, ffn_gate = -1, ffn_up = -1, ffn_down = -1;
+  int attn_norm = -1, attn_norm_b = -1;
+  int wq = -1, wk = -1, wv = -1, wo = -1, wqkv = -1, bq = -1, bk = -1, bv = -1, bo = -1, bqkv = -1;
+  int ffn_norm = -1, ffn_norm_b = -1;
+  int ffn_gate = -1, ffn_up = -1, ffn_down = -1, ffn_gate_b = -1, ffn_up_b = -1, ffn_down_b = -1;
+  // mixture of experts (merged ffn_*_exps tensors) and the shared expert (qwen2moe)
   int ffn_gate_inp = -1, ffn_gate_exps = -1, ffn_up_exps = -1, ffn_down_exps = -1;
-  int rope_freqs = -1;
+  int ffn_gate_inp_shexp = -1, ffn_gate_shexp = -1, ffn_up_shexp = -1, ffn_down_shexp = -1;
+  // rope frequency factors: rope_freqs (llama 3.1), or rope_factors_long/short (longrope, phi3)
+  int rope_freqs = -1, rope_long = -1, rope_short = -1;
+  // mamba
+  int ssm_in = -1, ssm_conv1d = -1, ssm_conv1d_b = -1, ssm_x = -1, ssm_dt = -1, ssm_dt_b = -1;
+  int ssm_a = -1, ssm_d = -1, ssm_out = -1;
 };
 
 struct ModelWeights {
-  int tok_embd = -1, output_norm = -1, output = -1;
+  int tok_embd = -1, output_norm = -1, output_norm_b = -1, output = -1, output_b = -1;
   std::vector<LayerWeights> layers;
 };
 
-/// Symbols of one graph (the worst case it is built for).
-struct GraphShape {
-  bool decode = false;  ///< tg graph (n_tokens = 1)
+using LoadWeightsFn = Status (*)(WeightLoader& wl, const HParams& hp, ModelWeights& w);
+using BuildGraphFn = Status (*)(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
+
+/// One supported architecture: its GGUF name (general.architecture), rope type
+/// (llama.cpp llama_model_rope_type: -1 none, 0 normal, 2 NEOX), loader and graph builder.
+struct ArchSpec {
+  const char* name;
+  int rope_type;
+  LoadWeightsFn load;
+  BuildGraphFn build;
 };
 
-/// llama family (llama, and the llama-like variants that share its graph).
+/// The table of supported architectures, in the order they are listed to users.
+const std::vector<ArchSpec>& Architectures();
+
+// Loaders (llama.cpp load_tensors cases) and builders (llm_build_context::build_<arch>).
 Status LoadLlamaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildLlamaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
+Status LoadQwen2Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
+Status BuildQwen2Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
+Status LoadQwen2MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
+Status BuildQwen2MoeGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
+Status LoadPhi3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
+Status BuildPhi3Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
+Status LoadGemmaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
+Status BuildGemmaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
+Status LoadMambaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
+Status BuildMambaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 
-/// Adds the KV cache globals cache_k_l<il> / cache_v_l<il> (llama.cpp llama_kv_cache_init):
-/// 1-D tensors of n_embd_{k,v}_gqa * n_ctx elements of type_k / type_v.
+/// Adds the cache globals cache_k_l<il> / cache_v_l<il> (llama.cpp llama_kv_cache_init): 1-D
+/// tensors of n_embd_{k,v}_gqa * n_ctx elements of type_k / type_v; for recurrent models the conv
+/// and ssm states, n_embd_{k,v}_s * max(1, n_seq_max) elements of F32.
 void AddKvCache(ModelGraphs& m);
+
+// ---- shared pieces of llm_build_context (arch_common.cpp) ----
+
+/// Kinds of llm_build_norm.
+enum class NormKind { kLayer, kRms };
+/// llm_ffn_op_type / llm_ffn_gate_type.
+enum class FfnOp { kSilu, kGelu, kSwiglu };
+enum class FfnGate { kSeq, kPar };
+
+/// llm_build_inp_embd: inp_tokens (I32 [n_tokens]) -> GET_ROWS(tok_embd) named "inp_embd".
+int BuildInpEmbd(GraphBuilder& b, int tok_embd);
+/// build_inp_pos: "inp_pos" I32 [n_tokens].
+int BuildInpPos(GraphBuilder& b);
+/// build_inp_KQ_mask(_swa): "KQ_mask" / "KQ_mask_swa" F32 [n_kv, n_tokens].
+/// Differs from llama.cpp: ne1 is n_tokens, not GGML_PAD(n_tokens, GGML_KQ_MASK_PAD) (DimExpr
+/// is affine; the padding only matters to flash-attention kernels, which are not planned).
+int BuildInpKqMask(GraphBuilder& b, bool swa);
+/// build_inp_out_ids: "inp_out_ids" I32 [n_outputs].
+int BuildInpOutIds(GraphBuilder& b);
+/// llm_build_norm: NORM or RMS_NORM, named "norm" when weighted, then MUL(w) ("norm_w" when a bias
+/// follows) and ADD(bias); the caller names the result.
+int BuildNorm(GraphBuilder& b, int x, int w, int bias, NormKind kind, float eps, int il);
+/// Weights-only helper: MUL_MAT(w, x) named `name`, then ADD(bias) named `name` again.
+int BuildMatMulBias(GraphBuilder& b, int w, int bias, int x, const char* name, int il);
+/// llm_build_ffn (node names ffn_up, ffn_up_b, ffn_gate, ffn_gate_b, ffn_silu/ffn_gelu/ffn_mul,
+/// ffn_gate_par, ffn_down); `gate` may be -1 (no gate); returns the unnamed result.
+int BuildFfn(GraphBuilder& b, int x, int up, int up_b, int gate, int gate_b, int down, int down_b, FfnOp op,
+             FfnGate type_gate, int il);
+/// llm_build_moe_ffn with softmax gating: logits -> probs -> top-k (argsort + view) ->
+/// GET_ROWS of the selected weights [1, n_used, n_tokens] (optionally normalized by their sum)
+/// -> MUL_MAT_ID up/gate -> act -> MUL -> MUL_MAT_ID down -> MUL(weights) -> sum of the n_used
+/// expert views. Returns the unnamed result.
+int BuildMoeFfn(GraphBuilder& b, int x, int gate_inp, int up_exps, int gate_exps, int down_exps, int64_t n_expert,
+                int64_t n_expert_used, FfnOp op, bool norm_w, int il);
+/// The rope configuration of llm_build_context (freq base/scale, yarn ext/attn factors, n_ctx_orig).
+RopeConfig MakeRopeConfig(const ModelGraphs& m);
+/// build_rope_factors: rope_freqs if present, else rope_long when n_ctx / n_seq_max exceeds
+/// n_ctx_orig_yarn, else rope_short; -1 when none (leaf id otherwise).
+int BuildRopeFactors(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& l);
+/// llm_build_kv: expands q, k, v; stores k and v (transposed) into cache_k/v_l<il> at kv_head
+/// (k_cache_view, v_cache_view); then llm_build_kqv (q, k, kq, kq_soft_max_ext, v, kqv,
+/// kqv_merged, kqv_merged_cont, wo, wo_b as kqv_wo) and names the result "kqv_out".
+int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, int v_cur, int q_cur, int kq_mask,
+            float kq_scale, int il);
+/// Final llm_build_norm (named "result_norm") and lm_head (named "result_output", graph output).
+int BuildOutput(GraphBuilder& b, const ModelGraphs& m, const ModelWeights& w, int x, NormKind kind);
+
+/// Global id of the cache tensor "cache_k_l<il>" (k = true) or "cache_v_l<il>".
+int CacheGlobal(const ModelGraphs& m, bool k, int il);
 
 }  // namespace stowage::planner

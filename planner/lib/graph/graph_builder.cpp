@@ -68,9 +68,35 @@ int GraphBuilder::Input(const std::string& name, GgmlType type, Shape ne) {
 
 static const DimExpr kOne = DimExpr::Const(1);
 
+static std::string DimStr(const DimExpr& d) {
+  if (d.is_const()) return std::to_string(d.c);
+  std::string s;
+  auto term = [&s](int64_t k, const char* sym) {
+    if (k == 0) return;
+    if (!s.empty()) s += k > 0 ? "+" : "-";
+    else if (k < 0) s += "-";
+    const int64_t m = k < 0 ? -k : k;
+    if (sym == nullptr) { s += std::to_string(m); return; }
+    if (m != 1) s += std::to_string(m) + "*";
+    s += sym;
+  };
+  term(d.tokens, "n_tokens");
+  term(d.kv, "n_kv");
+  term(d.kv_head, "kv_head");
+  term(d.outputs, "n_outputs");
+  term(d.c, nullptr);
+  return s;
+}
+
+static std::string ShapeStr(const Shape& ne) {
+  return "[" + DimStr(ne[0]) + ", " + DimStr(ne[1]) + ", " + DimStr(ne[2]) + ", " + DimStr(ne[3]) + "]";
+}
+
 int GraphBuilder::GetRows(int a, int rows) {
   const Tensor& A = g_.tensors[a];
   const Tensor& B = g_.tensors[rows];
+  if (A.ne[2] != B.ne[1]) Fail("get_rows: a.ne2 != rows.ne1 for " + A.name + " " + ShapeStr(A.ne) + " and " + B.name);
+  if (B.type != GgmlType::I32) Fail("get_rows: rows must be I32: " + B.name);
   const GgmlType out = A.type == GgmlType::I32 ? GgmlType::I32 : GgmlType::F32;
   return NewTensor(GgmlOp::GET_ROWS, out, {A.ne[0], B.ne[0], B.ne[1], B.ne[2]}, {a, rows});
 }
@@ -78,7 +104,8 @@ int GraphBuilder::GetRows(int a, int rows) {
 int GraphBuilder::MulMat(int a, int b) {
   const Tensor& A = g_.tensors[a];
   const Tensor& B = g_.tensors[b];
-  if (A.ne[0] != B.ne[0]) Fail("mul_mat: ne0 mismatch for " + A.name + " x " + B.name);
+  if (A.ne[0] != B.ne[0])
+    Fail("mul_mat: ne0 mismatch for " + A.name + " " + ShapeStr(A.ne) + " x " + B.name + " " + ShapeStr(B.ne));
   return NewTensor(GgmlOp::MUL_MAT, GgmlType::F32, {A.ne[1], B.ne[1], B.ne[2], B.ne[3]}, {a, b});
 }
 
@@ -87,15 +114,28 @@ int GraphBuilder::MulMatId(int as, int b, int ids) {
   const Tensor& B = g_.tensors[b];
   const Tensor& I = g_.tensors[ids];
   // ggml_mul_mat_id: as [K, N, n_expert], b [K, n_expert_used or 1, n_tokens], ids [n_used, n_tokens]
+  if (A.ne[0] != B.ne[0]) Fail("mul_mat_id: ne0 mismatch for " + A.name + " x " + B.name);
+  if (I.type != GgmlType::I32 || I.ne[1] != B.ne[2]) Fail("mul_mat_id: ids must be I32 [n_used, b.ne2]: " + I.name);
   return NewTensor(GgmlOp::MUL_MAT_ID, GgmlType::F32, {A.ne[1], I.ne[0], B.ne[2], kOne}, {as, b, ids});
 }
 
-int GraphBuilder::Add(int a, int b) {
-  return NewTensor(GgmlOp::ADD, g_.tensors[a].type, g_.tensors[a].ne, {a, b});
+int GraphBuilder::Binary(GgmlOp op, const char* what, int a, int b) {
+  const Tensor& A = g_.tensors[a];
+  const Tensor& B = g_.tensors[b];
+  for (int i = 0; i < 4; ++i)
+    if (B.ne[i] != A.ne[i] && B.ne[i] != kOne)
+      Fail(std::string(what) + ": cannot broadcast " + B.name + " " + ShapeStr(B.ne) + " to " + A.name + " " +
+           ShapeStr(A.ne));
+  return NewTensor(op, A.type, A.ne, {a, b});
 }
 
-int GraphBuilder::Mul(int a, int b) {
-  return NewTensor(GgmlOp::MUL, g_.tensors[a].type, g_.tensors[a].ne, {a, b});
+int GraphBuilder::Add(int a, int b) { return Binary(GgmlOp::ADD, "add", a, b); }
+int GraphBuilder::Mul(int a, int b) { return Binary(GgmlOp::MUL, "mul", a, b); }
+int GraphBuilder::Div(int a, int b) { return Binary(GgmlOp::DIV, "div", a, b); }
+
+int GraphBuilder::SumRows(int a) {
+  const Tensor& A = g_.tensors[a];
+  return NewTensor(GgmlOp::SUM_ROWS, A.type, {kOne, A.ne[1], A.ne[2], A.ne[3]}, {a});
 }
 
 int GraphBuilder::Scale(int a, float s) {
@@ -118,6 +158,7 @@ int GraphBuilder::Norm(int a, float eps) {
 
 int GraphBuilder::Silu(int a) { return NewTensor(GgmlOp::SILU, g_.tensors[a].type, g_.tensors[a].ne, {a}); }
 int GraphBuilder::Gelu(int a) { return NewTensor(GgmlOp::GELU, g_.tensors[a].type, g_.tensors[a].ne, {a}); }
+int GraphBuilder::Sigmoid(int a) { return NewTensor(GgmlOp::SIGMOID, g_.tensors[a].type, g_.tensors[a].ne, {a}); }
 int GraphBuilder::SwiGluSplit(int a, int b) {
   return NewTensor(GgmlOp::SWIGLU, g_.tensors[a].type, g_.tensors[a].ne, {a, b});
 }
@@ -142,6 +183,72 @@ int GraphBuilder::SoftMaxExt(int a, int mask, float scale, float max_bias) {
   return t;
 }
 
+int GraphBuilder::SoftMax(int a) { return SoftMaxExt(a, -1, 1.0f, 0.0f); }
+
+int GraphBuilder::Argsort(int a, int order) {
+  const int t = NewTensor(GgmlOp::ARGSORT, GgmlType::I32, g_.tensors[a].ne, {a});
+  g_.tensors[t].iparams = {order};
+  return t;
+}
+
+int GraphBuilder::TopK(int a, int k) {
+  const Tensor& A = g_.tensors[a];
+  if (!A.ne[0].is_const() || A.ne[0].c < k) Fail("top_k: k larger than ne0 of " + A.name);
+  const int sorted = Argsort(a, /*GGML_SORT_ORDER_DESC=*/1);
+  const auto nb = ContiguousStrides(GgmlType::I32, g_.tensors[sorted].ne);
+  const Shape src_ne = g_.tensors[sorted].ne;
+  return View(sorted, {DimExpr::Const(k), src_ne[1], src_ne[2], src_ne[3]}, {nb[1], nb[2], nb[3]}, DimExpr{});
+}
+
+int GraphBuilder::Concat(int a, int b, int dim) {
+  const Tensor& A = g_.tensors[a];
+  const Tensor& B = g_.tensors[b];
+  Shape ne = A.ne;
+  for (int d = 0; d < 4; ++d) {
+    if (d == dim) ne[d] = A.ne[d] + B.ne[d];
+    else if (A.ne[d] != B.ne[d]) Fail("concat: dim " + std::to_string(d) + " differs for " + A.name + " and " + B.name);
+  }
+  const int t = NewTensor(GgmlOp::CONCAT, A.type, ne, {a, b});
+  g_.tensors[t].iparams = {dim};
+  return t;
+}
+
+int GraphBuilder::SsmConv(int sx, int c) {
+  const Tensor& SX = g_.tensors[sx];
+  const Tensor& Cw = g_.tensors[c];
+  const DimExpr d_conv = Cw.ne[0], d_inner = Cw.ne[1];
+  const DimExpr n_t = SX.ne[0] + (d_conv * -1) + kOne;
+  if (SX.ne[1] != d_inner || SX.ne[3] != kOne || Cw.ne[2] != kOne)
+    Fail("ssm_conv: expected sx [d_conv-1+n_t, d_inner, n_s] and c [d_conv, d_inner], got " + SX.name + " " +
+         ShapeStr(SX.ne) + " and " + Cw.name + " " + ShapeStr(Cw.ne));
+  return NewTensor(GgmlOp::SSM_CONV, GgmlType::F32, {d_inner, n_t, SX.ne[2], kOne}, {sx, c});
+}
+
+int GraphBuilder::SsmScan(int s, int x, int dt, int A, int B, int C) {
+  const Tensor& S = g_.tensors[s];
+  const Tensor& X = g_.tensors[x];
+  const Tensor& DT = g_.tensors[dt];
+  const Tensor& AA = g_.tensors[A];
+  const Tensor& BB = g_.tensors[B];
+  const Tensor& CC = g_.tensors[C];
+  bool ok = X.ne == DT.ne && BB.ne == CC.ne && S.ne[2] == X.ne[2] && X.ne[0] == S.ne[1] && AA.ne[0] == S.ne[0] &&
+            AA.ne[1] == S.ne[1] && BB.ne[0] == S.ne[0] && BB.ne[1] == X.ne[1] && BB.ne[2] == X.ne[2];
+  if (!ok) Fail("ssm_scan: inconsistent shapes (s " + ShapeStr(S.ne) + ", x " + ShapeStr(X.ne) + ", A " + ShapeStr(AA.ne) +
+                ", B " + ShapeStr(BB.ne) + ")");
+  // nelements(x) + nelements(s); both have at most one symbolic factor (n_t) here.
+  auto nel = [this](const Shape& ne) {
+    DimExpr n = ne[0];
+    for (int i = 1; i < 4; ++i) {
+      if (ne[i].is_const()) n = n * ne[i].c;
+      else if (n.is_const()) n = ne[i] * n.c;
+      else Fail("ssm_scan: element count is not affine in the graph symbols");
+    }
+    return n;
+  };
+  const DimExpr n = nel(X.ne) + nel(S.ne);
+  return NewTensor(GgmlOp::SSM_SCAN, GgmlType::F32, {n, kOne, kOne, kOne}, {s, x, dt, A, B, C});
+}
+
 static int OwnerOf(const Graph& g, int a) { return g.tensors[a].view_src >= 0 ? g.tensors[a].view_src : a; }
 
 int GraphBuilder::Reshape(int a, Shape ne) {
@@ -158,6 +265,25 @@ int GraphBuilder::View(int a, Shape ne, std::array<DimExpr, 3> nb, DimExpr offse
   g_.tensors[t].view_offset = offset;
   g_.tensors[t].name = g_.tensors[a].name + " (view)";
   return t;
+}
+
+int GraphBuilder::View1d(int a, DimExpr ne0, DimExpr offset) {
+  return View(a, {ne0, kOne, kOne, kOne}, {DimExpr{}, DimExpr{}, DimExpr{}}, offset);
+}
+
+int GraphBuilder::View2d(int a, DimExpr ne0, DimExpr ne1, DimExpr nb1, DimExpr offset) {
+  return View(a, {ne0, ne1, kOne, kOne}, {nb1, DimExpr{}, DimExpr{}}, offset);
+}
+
+int GraphBuilder::View3d(int a, DimExpr ne0, DimExpr ne1, DimExpr ne2, DimExpr nb1, DimExpr nb2, DimExpr offset) {
+  return View(a, {ne0, ne1, ne2, kOne}, {nb1, nb2, DimExpr{}}, offset);
+}
+
+std::array<DimExpr, 4> GraphBuilder::Nb(int t) {
+  const Tensor& T = g_.tensors[t];
+  if (T.op == GgmlOp::VIEW || T.op == GgmlOp::PERMUTE || T.op == GgmlOp::TRANSPOSE)
+    Fail("strides of the non-contiguous view " + T.name + " are not tracked");
+  return ContiguousStrides(T.type, T.ne);
 }
 
 int GraphBuilder::Permute(int a, int ax0, int ax1, int ax2, int ax3) {

@@ -6,59 +6,170 @@
 
 namespace stowage::planner {
 
-std::vector<std::string> SupportedArchitectures() { return {"llama"}; }
+const std::vector<ArchSpec>& Architectures() {
+  // rope types: llama.cpp llama_model_rope_type (LLAMA_ROPE_TYPE_NONE -1, NORM 0, NEOX 2)
+  static const std::vector<ArchSpec> kArchs = {
+      {"llama", 0, LoadLlamaWeights, BuildLlamaGraph},
+      {"qwen2", 2, LoadQwen2Weights, BuildQwen2Graph},
+      {"qwen2moe", 2, LoadQwen2MoeWeights, BuildQwen2MoeGraph},
+      {"phi3", 2, LoadPhi3Weights, BuildPhi3Graph},
+      {"gemma", 2, LoadGemmaWeights, BuildGemmaGraph},
+      {"mamba", -1, LoadMambaWeights, BuildMambaGraph},
+  };
+  return kArchs;
+}
+
+std::vector<std::string> SupportedArchitectures() {
+  std::vector<std::string> out;
+  for (const ArchSpec& a : Architectures()) out.push_back(a.name);
+  return out;
+}
+
+namespace {
+
+const ArchSpec* FindArch(const std::string& name) {
+  for (const ArchSpec& a : Architectures())
+    if (name == a.name) return &a;
+  return nullptr;
+}
+
+// llama.cpp llama_rope_scaling_type_from_string; -1 for an unknown name.
+int RopeScalingType(const std::string& s) {
+  if (s == "none") return 0;
+  if (s == "linear") return 1;
+  if (s == "yarn") return 2;
+  if (s == "longrope") return 3;
+  return -1;
+}
+
+}  // namespace
 
 Result<HParams> ReadHParams(const GgufFile& f) {
   HParams hp;
   STOWAGE_ASSIGN_OR_RETURN(hp.arch, f.GetString("general.architecture"));
-  const auto archs = SupportedArchitectures();
-  if (std::find(archs.begin(), archs.end(), hp.arch) == archs.end()) {
+  const ArchSpec* spec = FindArch(hp.arch);
+  if (spec == nullptr) {
     std::string list;
-    for (const auto& a : archs) list += (list.empty() ? "" : ", ") + a;
+    for (const auto& a : SupportedArchitectures()) list += (list.empty() ? "" : ", ") + a;
     return Unimplemented(f.path() + ": unknown model architecture '" + hp.arch + "' (supported: " + list + ")");
   }
+  const bool attention = !hp.recurrent();
   const std::string p = hp.arch + ".";
-  STOWAGE_ASSIGN_OR_RETURN(hp.n_layer, f.GetU32(p + "block_count"));
-  STOWAGE_ASSIGN_OR_RETURN(hp.n_embd, f.GetU32(p + "embedding_length"));
-  STOWAGE_ASSIGN_OR_RETURN(hp.n_ff, f.GetU32(p + "feed_forward_length"));
-  STOWAGE_ASSIGN_OR_RETURN(hp.n_head, f.GetU32(p + "attention.head_count"));
-  STOWAGE_ASSIGN_OR_RETURN(hp.n_head_kv, f.GetU32Or(p + "attention.head_count_kv", hp.n_head));
+  // llama.cpp load_hparams: common keys (head counts and n_ff are optional for non-transformers)
   STOWAGE_ASSIGN_OR_RETURN(hp.n_ctx_train, f.GetU32(p + "context_length"));
-  if (hp.n_head == 0 || hp.n_embd % hp.n_head != 0)
-    return InvalidArgument(f.path() + ": " + p + "embedding_length " + std::to_string(hp.n_embd) +
-                           " is not a multiple of head_count " + std::to_string(hp.n_head));
-  if (hp.n_head_kv == 0 || hp.n_head % hp.n_head_kv != 0)
-    return InvalidArgument(f.path() + ": " + p + "attention.head_count_kv must divide head_count");
-  STOWAGE_ASSIGN_OR_RETURN(hp.n_embd_head_k, f.GetU32Or(p + "attention.key_length", hp.n_embd / hp.n_head));
-  STOWAGE_ASSIGN_OR_RETURN(hp.n_embd_head_v, f.GetU32Or(p + "attention.value_length", hp.n_embd / hp.n_head));
-  STOWAGE_ASSIGN_OR_RETURN(hp.n_rot, f.GetU32Or(p + "rope.dimension_count", hp.n_embd_head_k));
-  STOWAGE_ASSIGN_OR_RETURN(hp.f_norm_rms_eps, f.GetF32Or(p + "attention.layer_norm_rms_epsilon", 1e-5f));
-  STOWAGE_ASSIGN_OR_RETURN(hp.f_norm_eps, f.GetF32Or(p + "attention.layer_norm_epsilon", 1e-5f));
-  STOWAGE_ASSIGN_OR_RETURN(hp.rope_freq_base, f.GetF32Or(p + "rope.freq_base", 10000.f));
-  STOWAGE_ASSIGN_OR_RETURN(float scale_factor, f.GetF32Or(p + "rope.scaling.factor", 0.f));
-  if (scale_factor != 0.f) hp.rope_freq_scale = 1.f / scale_factor;
+  STOWAGE_ASSIGN_OR_RETURN(hp.n_embd, f.GetU32(p + "embedding_length"));
+  STOWAGE_ASSIGN_OR_RETURN(hp.n_layer, f.GetU32(p + "block_count"));
+  if (hp.n_layer == 0) return InvalidArgument(f.path() + ": " + p + "block_count must be positive");
   STOWAGE_ASSIGN_OR_RETURN(hp.n_expert, f.GetU32Or(p + "expert_count", 0));
   STOWAGE_ASSIGN_OR_RETURN(hp.n_expert_used, f.GetU32Or(p + "expert_used_count", 0));
   if (hp.n_expert > 0 && hp.n_expert_used == 0)
-    return InvalidArgument(f.path() + ": model has expert layers but no expert layers are used");
+    return InvalidArgument(f.path() + ": model has expert layers but no expert layers are used (" + p +
+                           "expert_used_count is 0)");
+  if (hp.n_expert_used > hp.n_expert)
+    return InvalidArgument(f.path() + ": " + p + "expert_used_count " + std::to_string(hp.n_expert_used) +
+                           " exceeds expert_count " + std::to_string(hp.n_expert));
+  if (attention) {
+    STOWAGE_ASSIGN_OR_RETURN(hp.n_ff, f.GetU32(p + "feed_forward_length"));
+    STOWAGE_ASSIGN_OR_RETURN(hp.n_head, f.GetU32(p + "attention.head_count"));
+  } else {
+    STOWAGE_ASSIGN_OR_RETURN(hp.n_ff, f.GetU32Or(p + "feed_forward_length", 0));
+    STOWAGE_ASSIGN_OR_RETURN(hp.n_head, f.GetU32Or(p + "attention.head_count", 0));
+  }
+  STOWAGE_ASSIGN_OR_RETURN(hp.n_head_kv, f.GetU32Or(p + "attention.head_count_kv", hp.n_head));
+
+  // rope scaling (llama.cpp load_hparams; the llama 3.1 scaling itself is the rope_freqs tensor)
+  STOWAGE_ASSIGN_OR_RETURN(hp.rope_finetuned, f.GetBoolOr(p + "rope.scaling.finetuned", false));
+  STOWAGE_ASSIGN_OR_RETURN(hp.n_ctx_orig_yarn, f.GetU32Or(p + "rope.scaling.original_context_length", hp.n_ctx_train));
+  STOWAGE_ASSIGN_OR_RETURN(hp.rope_freq_base, f.GetF32Or(p + "rope.freq_base", 10000.f));
+  STOWAGE_ASSIGN_OR_RETURN(std::string scaling, f.GetStringOr(p + "rope.scaling.type", "linear"));
+  hp.rope_scaling_type = RopeScalingType(scaling);
+  if (hp.rope_scaling_type < 0)
+    return InvalidArgument(f.path() + ": " + p + "rope.scaling.type: expected none, linear, yarn or longrope, found '" +
+                           scaling + "'");
+  float scale_factor = 0.f;
+  if (f.Find(p + "rope.scaling.factor") != nullptr) {
+    STOWAGE_ASSIGN_OR_RETURN(scale_factor, f.GetF32(p + "rope.scaling.factor"));
+  } else {  // the old key name
+    STOWAGE_ASSIGN_OR_RETURN(scale_factor, f.GetF32Or(p + "rope.scale_linear", 0.f));
+  }
+  hp.rope_freq_scale = scale_factor == 0.f ? 1.f : 1.f / scale_factor;
+  STOWAGE_ASSIGN_OR_RETURN(hp.rope_attn_factor, f.GetF32Or(p + "rope.scaling.attn_factor", 1.f));
+
+  if (hp.n_head > 0) {
+    if (hp.n_embd % hp.n_head != 0)
+      return InvalidArgument(f.path() + ": " + p + "embedding_length " + std::to_string(hp.n_embd) +
+                             " is not a multiple of head_count " + std::to_string(hp.n_head));
+    if (hp.n_head_kv == 0 || hp.n_head % hp.n_head_kv != 0)
+      return InvalidArgument(f.path() + ": " + p + "attention.head_count_kv must divide head_count");
+    STOWAGE_ASSIGN_OR_RETURN(hp.n_embd_head_k, f.GetU32Or(p + "attention.key_length", hp.n_embd / hp.n_head));
+    STOWAGE_ASSIGN_OR_RETURN(hp.n_embd_head_v, f.GetU32Or(p + "attention.value_length", hp.n_embd / hp.n_head));
+    STOWAGE_ASSIGN_OR_RETURN(hp.n_rot, f.GetU32Or(p + "rope.dimension_count", hp.n_embd_head_k));
+    if (hp.arch == "llama" && hp.n_rot != hp.n_embd_head_k)
+      return InvalidArgument(f.path() + ": " + p + "rope.dimension_count: invalid n_rot " + std::to_string(hp.n_rot) +
+                             ", expected " + std::to_string(hp.n_embd_head_k));
+    // build_llama/qwen2/qwen2moe/phi3 assert equal K and V head sizes (and qwen2 n_rot == head size)
+    if (hp.arch != "gemma" && hp.n_embd_head_k != hp.n_embd_head_v)
+      return InvalidArgument(f.path() + ": " + p + "attention.key_length " + std::to_string(hp.n_embd_head_k) +
+                             " differs from value_length " + std::to_string(hp.n_embd_head_v));
+    if ((hp.arch == "qwen2" || hp.arch == "qwen2moe") && hp.n_rot != hp.n_embd_head_k)
+      return InvalidArgument(f.path() + ": " + p + "rope.dimension_count " + std::to_string(hp.n_rot) +
+                             " differs from the head size " + std::to_string(hp.n_embd_head_k));
+  } else if (attention) {
+    return InvalidArgument(f.path() + ": " + p + "attention.head_count must be positive");
+  }
+
+  // arch-specific keys; every supported architecture requires the RMS norm epsilon
+  STOWAGE_ASSIGN_OR_RETURN(hp.f_norm_rms_eps, f.GetF32(p + "attention.layer_norm_rms_epsilon"));
+  STOWAGE_ASSIGN_OR_RETURN(hp.f_norm_eps, f.GetF32Or(p + "attention.layer_norm_epsilon", 1e-5f));
   STOWAGE_ASSIGN_OR_RETURN(hp.f_attention_scale, f.GetF32Or(p + "attention.scale", 0.f));
+  if (hp.arch == "qwen2moe") {
+    STOWAGE_ASSIGN_OR_RETURN(hp.n_ff_exp, f.GetU32Or(p + "expert_feed_forward_length", 0));
+    STOWAGE_ASSIGN_OR_RETURN(hp.n_ff_shexp, f.GetU32Or(p + "expert_shared_feed_forward_length", 0));
+  }
+  if (hp.arch == "phi3") {
+    // llama.cpp: defaults for Phi-3 files written before the key existed (PR #8931), else required
+    if ((hp.n_layer == 32 || hp.n_layer == 40) && hp.n_ctx_train == 4096) hp.n_swa = 2047;
+    else if (hp.n_layer == 32 && hp.n_head_kv == 32 && hp.n_ctx_train == 131072) hp.n_swa = 262144;
+    else if (hp.n_layer == 40 && hp.n_ctx_train == 131072) hp.n_swa = 131072;
+    const bool found = f.Find(p + "attention.sliding_window") != nullptr;
+    if (found) {
+      STOWAGE_ASSIGN_OR_RETURN(hp.n_swa, f.GetU32(p + "attention.sliding_window"));
+    }
+    if (!found && hp.n_swa == 0)
+      return InvalidArgument(f.path() + ": missing key '" + p + "attention.sliding_window' (invalid value for sliding_window)");
+  }
+  if (hp.arch == "mamba") {
+    STOWAGE_ASSIGN_OR_RETURN(hp.ssm_d_conv, f.GetU32(p + "ssm.conv_kernel"));
+    STOWAGE_ASSIGN_OR_RETURN(hp.ssm_d_inner, f.GetU32(p + "ssm.inner_size"));
+    STOWAGE_ASSIGN_OR_RETURN(hp.ssm_d_state, f.GetU32(p + "ssm.state_size"));
+    STOWAGE_ASSIGN_OR_RETURN(hp.ssm_dt_rank, f.GetU32(p + "ssm.time_step_rank"));
+    STOWAGE_ASSIGN_OR_RETURN(hp.ssm_dt_b_c_rms, f.GetBoolOr(p + "ssm.dt_b_c_rms", false));
+    if (hp.ssm_d_conv == 0 || hp.ssm_d_inner == 0 || hp.ssm_d_state == 0 || hp.ssm_dt_rank == 0)
+      return InvalidArgument(f.path() + ": " + p + "ssm.{conv_kernel,inner_size,state_size,time_step_rank} must be positive");
+  }
   if (const GgufValue* toks = f.Find("tokenizer.ggml.tokens"); toks && toks->is_array()) {
     hp.n_vocab = static_cast<uint32_t>(toks->count);
   } else {
     STOWAGE_ASSIGN_OR_RETURN(hp.n_vocab, f.GetU32(p + "vocab_size"));
   }
-  hp.rope_type = 0;  // LLAMA_ROPE_TYPE_NORM for llama
+  hp.rope_type = spec->rope_type;
   return hp;
 }
 
 void AddKvCache(ModelGraphs& m) {
+  // llama_init_from_model: recurrent models keep max(1, n_seq_max) F32 state cells (ggml_ssm_conv
+  // and ggml_ssm_scan need F32); attention models n_ctx cells of type_k / type_v.
+  const bool rec = m.hp.recurrent();
+  const int64_t kv_size = rec ? std::max<int64_t>(1, m.cfg.n_seq_max) : m.cfg.n_ctx;
   for (uint32_t il = 0; il < m.hp.n_layer; ++il) {
     for (int kv = 0; kv < 2; ++kv) {
       GlobalTensor g;
       g.name = (kv == 0 ? "cache_k_l" : "cache_v_l") + std::to_string(il);
       g.kind = TensorKind::kKvCache;
-      g.type = kv == 0 ? m.cfg.type_k : m.cfg.type_v;
-      g.ne[0] = int64_t(kv == 0 ? m.hp.n_embd_k_gqa() : m.hp.n_embd_v_gqa()) * m.cfg.n_ctx;
+      g.type = rec ? GgmlType::F32 : (kv == 0 ? m.cfg.type_k : m.cfg.type_v);
+      const int64_t width = rec ? (kv == 0 ? m.hp.n_embd_k_s() : m.hp.n_embd_v_s())
+                                : (kv == 0 ? m.hp.n_embd_k_gqa() : m.hp.n_embd_v_gqa());
+      g.ne[0] = width * kv_size;
       g.nbytes = RowSize(g.type, g.ne[0]);
       g.layer = static_cast<int>(il);
       g.consumer_op = GgmlOp::NONE;
@@ -70,37 +181,51 @@ void AddKvCache(ModelGraphs& m) {
 Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const ContextConfig& cfg) {
   ModelGraphs m;
   STOWAGE_ASSIGN_OR_RETURN(m.hp, ReadHParams(gguf));
+  const ArchSpec* spec = FindArch(m.hp.arch);
   m.cfg = cfg;
   if (m.cfg.n_ctx == 0) m.cfg.n_ctx = m.hp.n_ctx_train;
   if (m.cfg.n_ubatch == 0 || m.cfg.n_batch == 0) return InvalidArgument("n_batch and n_ubatch must be positive");
   m.cfg.n_ubatch = std::min(m.cfg.n_ubatch, m.cfg.n_batch);
-  for (GgmlType t : {m.cfg.type_k, m.cfg.type_v}) {
-    const int64_t bs = GetTypeTraits(t).block_size;
-    if ((m.hp.n_embd_head_k % bs) != 0)
-      return InvalidArgument(std::string("KV cache type ") + GgmlTypeName(t) + " needs head size divisible by " +
-                             std::to_string(bs));
+  m.cfg.n_seq_max = std::max<uint32_t>(1, m.cfg.n_seq_max);
+  if (m.hp.recurrent()) {
+    m.cfg.type_k = m.cfg.type_v = GgmlType::F32;  // llama_init_from_model forces F32 states
+  } else {
+    for (GgmlType t : {m.cfg.type_k, m.cfg.type_v}) {
+      const int64_t bs = GetTypeTraits(t).block_size;
+      if ((m.hp.n_embd_head_k % bs) != 0)
+        return InvalidArgument(std::string("KV cache type ") + GgmlTypeName(t) + " needs head size divisible by " +
+                               std::to_string(bs));
+    }
   }
   // Split-tensor MoE files (one tensor per expert, pre-2024 llama.cpp) are not supported.
-  if (m.hp.n_expert > 0 && gguf.FindTensor("blk.0.ffn_gate.0.weight") != nullptr)
-    return Unimplemented(gguf.path() + ": split-tensor MoE file (one tensor per expert, e.g. "
-                         "'blk.0.ffn_gate.0.weight'): re-convert it with merged ffn_*_exps tensors");
+  if (m.hp.n_expert > 0) {
+    for (const char* old : {"blk.0.ffn_gate.0.weight", "blk.0.ffn_up.0.weight", "blk.0.ffn_down.0.weight"}) {
+      if (gguf.FindTensor(old) != nullptr)
+        return Unimplemented(gguf.path() + ": split-tensor MoE file (one tensor per expert, e.g. '" + old +
+                             "'): re-convert it with merged ffn_*_exps tensors");
+    }
+  }
 
   WeightLoader wl(gguf, m);
   ModelWeights w;
-  STOWAGE_RETURN_IF_ERROR(LoadLlamaWeights(wl, m.hp, w));
+  if (Status s = spec->load(wl, m.hp, w); !s.ok()) {
+    if (s.message().rfind(gguf.path(), 0) == 0) return s;
+    return Status(s.code(), gguf.path() + ": " + s.message());
+  }
   m.unused_tensors = wl.Unused();
   AddKvCache(m);
 
   const int64_t n_ctx = m.cfg.n_ctx;
   const int64_t pp_tokens = std::min<int64_t>(n_ctx, m.cfg.n_ubatch);
+  const int64_t max_kv = m.hp.recurrent() ? m.cfg.n_seq_max : n_ctx;
   struct Spec { Graph* g; const char* name; int64_t tokens; };
   for (const Spec& s : {Spec{&m.prefill, "pp", pp_tokens}, Spec{&m.decode, "tg", 1}}) {
     s.g->name = s.name;
     s.g->max_tokens = s.tokens;
-    s.g->max_kv = n_ctx;
+    s.g->max_kv = max_kv;
     s.g->max_outputs = s.tokens;
     GraphBuilder b(*s.g, m);
-    STOWAGE_RETURN_IF_ERROR(BuildLlamaGraph(b, m, w));
+    STOWAGE_RETURN_IF_ERROR(spec->build(b, m, w));
   }
   return m;
 }

@@ -37,6 +37,19 @@ int WeightLoader::Create(const std::string& name, std::vector<int64_t> ne, int l
                               ShapeStr(want, std::max<size_t>(ne.size(), 1)) + ", got " + ShapeStr(ti->ne, ti->n_dims));
     return -1;
   }
+  // Types: F32 where ggml's consuming op needs it and llama.cpp's converter and quantizer always
+  // write it (convert_hf_to_gguf prepare_tensors: 1-D tensors, norms, non-".weight" tensors,
+  // ssm_conv1d; llama-quant keeps them); matrices take any float or quantized type.
+  const bool want_f32 = ne.size() <= 1 || EndsWith(name, "_norm.weight") || !EndsWith(name, ".weight") ||
+                        EndsWith(name, "ssm_conv1d.weight");
+  const auto& tr = GetTypeTraits(ti->type);
+  const bool int_type = ti->type == GgmlType::I8 || ti->type == GgmlType::I16 || ti->type == GgmlType::I32 ||
+                        ti->type == GgmlType::I64 || ti->type == GgmlType::F64;
+  if ((want_f32 && ti->type != GgmlType::F32) || (!want_f32 && (int_type || !tr.valid))) {
+    status_ = InvalidArgument(gguf_.path() + ": tensor '" + name + "' has wrong type; expected " +
+                              (want_f32 ? "f32" : "a float or quantized type") + ", got " + GgmlTypeName(ti->type));
+    return -1;
+  }
   GlobalTensor g;
   g.name = name;
   g.kind = TensorKind::kWeight;

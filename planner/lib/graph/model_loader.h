@@ -18,6 +18,9 @@ class WeightLoader {
   /// Registers weight `name` with the expected shape (ggml order, trailing 1s optional), its layer
   /// (-1 input, n_layer output, else block), class and consuming op; returns the global id, or -1
   /// when absent and kNotRequired. A suffix "bias" makes the op ADD (llama.cpp create_tensor).
+  /// Errors (kept in status(), one line naming the file and tensor): missing tensor; wrong shape
+  /// ("expected [64, 64], got [64, 32]"); wrong type: 1-D tensors, norms, biases and other
+  /// non-".weight" tensors and ssm_conv1d must be f32, matrices any float or quantized type.
   int Create(const std::string& name, std::vector<int64_t> ne, int layer, LayerClass cls, GgmlOp op,
              unsigned flags = kRequired);
   /// Tensors of the file that no Create() consumed.

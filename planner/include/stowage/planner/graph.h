@@ -3,7 +3,8 @@
 // A ModelGraphs holds the global tensors (weights from the GGUF file, KV cache tensors) and two
 // graphs: `prefill` (n_tokens = n_ubatch, the "pp" graph) and `decode` (n_tokens = 1, the "tg"
 // graph), both built for the worst case n_kv = n_ctx, as llama.cpp reserves them
-// (llama_init_from_model). Shapes are DimExpr: affine in the symbols n_tokens, n_kv, kv_head and
+// (llama_init_from_model). For recurrent models (mamba) n_kv counts state cells (worst case
+// max(1, n_seq_max)) and the ubatch is one sequence, as in llama.cpp's worst-case reserve. Shapes are DimExpr: affine in the symbols n_tokens, n_kv, kv_head and
 // n_outputs, so that the runtime can bind them per call while the plan stays static.
 //
 // GraphBuilder mirrors ggml's tensor constructors (ggml_mul_mat, ggml_view_3d, ggml_cpy, ...):
@@ -131,10 +132,26 @@ struct HParams {
   int rope_type = 0;           ///< 0 normal, 2 NEOX (llama_model_rope_type)
   float f_attention_scale = 0.f;
   float f_max_alibi_bias = 0.f;
+  // MoE (qwen2moe): expert and shared-expert FFN widths; 0 = derived as llama.cpp load_tensors does
+  uint32_t n_ff_exp = 0, n_ff_shexp = 0;
+  // Sliding-window attention (phi3): 0 = none; else the graph uses the KQ_mask_swa input
+  uint32_t n_swa = 0;
+  // RoPE scaling (llama.cpp llama_hparams *_train fields and llama_context's cparams rules)
+  int rope_scaling_type = 1;   ///< llama_rope_scaling_type: 0 none, 1 linear, 2 yarn, 3 longrope
+  uint32_t n_ctx_orig_yarn = 0;  ///< rope.scaling.original_context_length, else n_ctx_train
+  float rope_attn_factor = 1.f;  ///< rope.scaling.attn_factor
+  bool rope_finetuned = false;   ///< rope.scaling.finetuned
   // SSM (mamba)
   uint32_t ssm_d_conv = 0, ssm_d_inner = 0, ssm_d_state = 0, ssm_dt_rank = 0;
+  bool ssm_dt_b_c_rms = false;   ///< ssm.dt_b_c_rms (FalconMamba): RMS norm on dt, B and C
   uint32_t n_embd_k_gqa() const { return n_embd_head_k * n_head_kv; }
   uint32_t n_embd_v_gqa() const { return n_embd_head_v * n_head_kv; }
+  /// Recurrent conv-state width per cell (llama_hparams::n_embd_k_s): (d_conv - 1) * d_inner.
+  uint32_t n_embd_k_s() const { return (ssm_d_conv > 0 ? ssm_d_conv - 1 : 0) * ssm_d_inner; }
+  /// Recurrent ssm-state width per cell (llama_hparams::n_embd_v_s): d_state * d_inner.
+  uint32_t n_embd_v_s() const { return ssm_d_state * ssm_d_inner; }
+  /// True for architectures whose cache holds recurrent states instead of K/V (mamba).
+  bool recurrent() const { return arch == "mamba"; }
 };
 
 /// Context parameters that shape the graphs (llama_context_params subset).
@@ -145,6 +162,9 @@ struct ContextConfig {
   GgmlType type_k = GgmlType::F16;
   GgmlType type_v = GgmlType::F16;
   bool offload_kqv = true;
+  /// Sequences kept at once (llama_context_params n_seq_max). Recurrent models (mamba) get one
+  /// state cell per sequence: their cache size is max(1, n_seq_max) instead of n_ctx.
+  uint32_t n_seq_max = 1;
 };
 
 struct ModelGraphs {

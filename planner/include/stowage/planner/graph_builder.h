@@ -32,22 +32,55 @@ class GraphBuilder {
   /// Graph input leaf (llama.cpp ggml_set_input): inp_tokens, inp_pos, KQ_mask, inp_out_ids.
   int Input(const std::string& name, GgmlType type, Shape ne);
 
+  /// ggml_get_rows: a [ne0, n, ne2], rows I32 [m, ne2, ne3'] -> [ne0, m, ne2, ne3'] (F32, or I32 for an
+  /// I32 `a`). Checks a.ne2 == rows.ne1 as ggml does.
   int GetRows(int a, int rows);
   int MulMat(int a, int b);
   int MulMatId(int as, int b, int ids);
+  /// Element-wise ops (ggml_add, ggml_mul, ggml_div): b is broadcast over a (ggml_can_repeat:
+  /// every b.ne[i] is 1 or equal to a.ne[i]); the result has a's shape and type.
   int Add(int a, int b);
   int Mul(int a, int b);
+  int Div(int a, int b);
+  /// ggml_sum_rows: [ne0, ne1, ne2, ne3] -> [1, ne1, ne2, ne3].
+  int SumRows(int a);
   int Scale(int a, float s);
   int RmsNorm(int a, float eps);
   int Norm(int a, float eps);
   int Silu(int a);
   int Gelu(int a);
+  int Sigmoid(int a);
   int SwiGluSplit(int a, int b);
   int GeGluSplit(int a, int b);
   int RopeExt(int a, int pos, int freq_factors, const RopeConfig& rc);
   int SoftMaxExt(int a, int mask, float scale, float max_bias);
+  /// ggml_soft_max: SoftMaxExt without mask, scale 1, max_bias 0.
+  int SoftMax(int a);
+  /// ggml_argsort: I32 indices of a's rows sorted; order 0 = GGML_SORT_ORDER_ASC, 1 = DESC.
+  int Argsort(int a, int order);
+  /// ggml_top_k as of ggml Feb 2025: Argsort(a, DESC) and a view of its first k columns
+  /// ([k, ne1, ne2, ne3]); returns the view (its src is the ARGSORT node).
+  int TopK(int a, int k);
+  /// ggml_concat: a and b joined along `dim` (other dims equal); type of a.
+  int Concat(int a, int b, int dim);
+  /// ggml_ssm_conv(sx, c): sx [d_conv - 1 + n_t, d_inner, n_s], c [d_conv, d_inner]
+  /// -> F32 [d_inner, n_t, n_s] (mamba's depthwise causal conv1d).
+  int SsmConv(int sx, int c);
+  /// ggml_ssm_scan(s, x, dt, A, B, C): s [d_state, d_inner, n_s], x and dt [d_inner, n_t, n_s],
+  /// A [d_state, d_inner], B and C [d_state, n_t, n_s] -> 1-D F32 of nelements(x) + nelements(s)
+  /// (y followed by the last states).
+  int SsmScan(int s, int x, int dt, int A, int B, int C);
   int Reshape(int a, Shape ne);
+  /// ggml_view_4d: nb = nb1..nb3 in bytes (a zero stride means "contiguous continuation", as the
+  /// runtime reads it), offset in bytes into a's memory.
   int View(int a, Shape ne, std::array<DimExpr, 3> nb, DimExpr offset);
+  /// ggml_view_1d / _2d / _3d: the strides ggml derives (nb2 = nb1 * ne1, ...) stay implicit (0).
+  int View1d(int a, DimExpr ne0, DimExpr offset);
+  int View2d(int a, DimExpr ne0, DimExpr ne1, DimExpr nb1, DimExpr offset);
+  int View3d(int a, DimExpr ne0, DimExpr ne1, DimExpr ne2, DimExpr nb1, DimExpr nb2, DimExpr offset);
+  /// Byte strides nb0..nb3 of a contiguous (non-view) tensor `t` (ggml tensor->nb); reports an
+  /// error through status() for views, whose strides are not tracked here.
+  std::array<DimExpr, 4> Nb(int t);
   int Permute(int a, int ax0, int ax1, int ax2, int ax3);
   int Transpose(int a);
   /// ggml_cpy(a, b): result is a view of b named "<b> (copy of <a>)".
@@ -67,6 +100,7 @@ class GraphBuilder {
 
  private:
   int NewTensor(GgmlOp op, GgmlType type, Shape ne, std::vector<int> srcs);
+  int Binary(GgmlOp op, const char* what, int a, int b);
   void Fail(const std::string& msg);
   void Visit(int t, std::vector<char>& visited);
 

@@ -1,0 +1,252 @@
+// Shared pieces of llama.cpp's llm_build_context (Feb 2025 src/llama.cpp): graph inputs,
+// llm_build_norm, llm_build_ffn, llm_build_moe_ffn, llm_build_kv (+ kv_store, kqv), the output.
+#include <algorithm>
+#include <cmath>
+
+#include "arch.h"
+
+namespace stowage::planner {
+namespace {
+const DimExpr kT = DimExpr::Tokens(), kKV = DimExpr::Kv(), kC1 = DimExpr::Const(1);
+DimExpr K(int64_t v) { return DimExpr::Const(v); }
+}  // namespace
+
+int CacheGlobal(const ModelGraphs& m, bool k, int il) {
+  return m.FindGlobal((k ? "cache_k_l" : "cache_v_l") + std::to_string(il));
+}
+
+int BuildInpEmbd(GraphBuilder& b, int tok_embd) {
+  const int inp_tokens = b.Input("inp_tokens", GgmlType::I32, {kT, kC1, kC1, kC1});
+  const int cur = b.GetRows(b.Global(tok_embd), inp_tokens);
+  b.Name(cur, "inp_embd", -1);
+  return cur;
+}
+
+int BuildInpPos(GraphBuilder& b) { return b.Input("inp_pos", GgmlType::I32, {kT, kC1, kC1, kC1}); }
+
+int BuildInpKqMask(GraphBuilder& b, bool swa) {
+  return b.Input(swa ? "KQ_mask_swa" : "KQ_mask", GgmlType::F32, {kKV, kT, kC1, kC1});
+}
+
+int BuildInpOutIds(GraphBuilder& b) {
+  return b.Input("inp_out_ids", GgmlType::I32, {DimExpr::Outputs(), kC1, kC1, kC1});
+}
+
+int BuildNorm(GraphBuilder& b, int x, int w, int bias, NormKind kind, float eps, int il) {
+  int cur = kind == NormKind::kRms ? b.RmsNorm(x, eps) : b.Norm(x, eps);
+  if (w >= 0 || bias >= 0) b.Name(cur, "norm", il);
+  if (w >= 0) {
+    cur = b.Mul(cur, b.Global(w));
+    if (bias >= 0) b.Name(cur, "norm_w", il);
+  }
+  if (bias >= 0) cur = b.Add(cur, b.Global(bias));
+  return cur;
+}
+
+int BuildMatMulBias(GraphBuilder& b, int w, int bias, int x, const char* name, int il) {
+  int cur = b.MulMat(b.Global(w), x);
+  b.Name(cur, name, il);
+  if (bias >= 0) {
+    cur = b.Add(cur, b.Global(bias));
+    b.Name(cur, name, il);
+  }
+  return cur;
+}
+
+int BuildFfn(GraphBuilder& b, int x, int up, int up_b, int gate, int gate_b, int down, int down_b, FfnOp op,
+             FfnGate type_gate, int il) {
+  int tmp = up >= 0 ? b.MulMat(b.Global(up), x) : x;
+  b.Name(tmp, "ffn_up", il);
+  if (up_b >= 0) {
+    tmp = b.Add(tmp, b.Global(up_b));
+    b.Name(tmp, "ffn_up_b", il);
+  }
+  int cur = tmp;
+  if (gate >= 0) {
+    cur = b.MulMat(b.Global(gate), type_gate == FfnGate::kSeq ? tmp : x);
+    b.Name(cur, "ffn_gate", il);
+    if (gate_b >= 0) {
+      cur = b.Add(cur, b.Global(gate_b));
+      b.Name(cur, "ffn_gate_b", il);
+    }
+  }
+  switch (op) {
+    case FfnOp::kSilu:
+      cur = b.Silu(cur);
+      b.Name(cur, "ffn_silu", il);
+      break;
+    case FfnOp::kGelu:
+      cur = b.Gelu(cur);
+      b.Name(cur, "ffn_gelu", il);
+      break;
+    case FfnOp::kSwiglu: {
+      // Project to 2*n_ff and split in halves: x0 = cont(view(cur, 0)), x1 = cont(view(cur, n_ff)).
+      const Shape ne = b[cur].ne;
+      if (!ne[0].is_const()) return -1;
+      const int64_t split = ne[0].c / 2;
+      const DimExpr nb1 = b.Nb(cur)[1];
+      const int64_t el = static_cast<int64_t>(GetTypeTraits(b[cur].type).type_size);
+      const int v0 = b.View2d(cur, K(split), ne[1], nb1, DimExpr{});
+      int x0 = b.Cont(v0, b[v0].ne);
+      const int v1 = b.View2d(cur, K(split), ne[1], nb1, K(split * el));
+      const int x1 = b.Cont(v1, b[v1].ne);
+      x0 = b.Silu(x0);
+      b.Name(cur, "ffn_silu", il);  // llama.cpp names `cur` (the projection) here, not x0
+      cur = b.Mul(x0, x1);
+      b.Name(cur, "ffn_mul", il);
+      break;
+    }
+  }
+  if (type_gate == FfnGate::kPar) {
+    cur = b.Mul(cur, tmp);
+    b.Name(cur, "ffn_gate_par", il);
+  }
+  if (down >= 0) cur = b.MulMat(b.Global(down), cur);
+  if (down_b >= 0) {
+    b.Name(cur, "ffn_down", il);
+    cur = b.Add(cur, b.Global(down_b));
+  }
+  return cur;
+}
+
+int BuildMoeFfn(GraphBuilder& b, int x, int gate_inp, int up_exps, int gate_exps, int down_exps, int64_t n_expert,
+                int64_t n_expert_used, FfnOp op, bool norm_w, int il) {
+  const DimExpr n_embd = b[x].ne[0], n_tokens = b[x].ne[1];
+  const int logits = b.MulMat(b.Global(gate_inp), x);  // [n_expert, n_tokens]
+  b.Name(logits, "ffn_moe_logits", il);
+  const int probs = b.SoftMax(logits);  // [n_expert, n_tokens]
+  b.Name(probs, "ffn_moe_probs", il);
+  const int selected = b.TopK(probs, static_cast<int>(n_expert_used));  // [n_expert_used, n_tokens]
+  b.Name(b[selected].srcs[0], "ffn_moe_argsort", il);
+  b.Name(selected, "ffn_moe_topk", il);
+  int weights = b.GetRows(b.Reshape(probs, {kC1, K(n_expert), n_tokens, kC1}), selected);  // [1, n_used, n_tokens]
+  b.Name(weights, "ffn_moe_weights", il);
+  if (norm_w) {
+    weights = b.Reshape(weights, {K(n_expert_used), n_tokens, kC1, kC1});
+    const int sum = b.SumRows(weights);  // [1, n_tokens]
+    b.Name(sum, "ffn_moe_weights_sum", il);
+    weights = b.Div(weights, sum);  // [n_expert_used, n_tokens]
+    b.Name(weights, "ffn_moe_weights_norm", il);
+    weights = b.Reshape(weights, {kC1, K(n_expert_used), n_tokens, kC1});
+  }
+  const int cur = b.Reshape(x, {n_embd, kC1, n_tokens, kC1});
+  const int up = b.MulMatId(b.Global(up_exps), cur, selected);  // [n_ff, n_expert_used, n_tokens]
+  b.Name(up, "ffn_moe_up", il);
+  int gate = b.MulMatId(b.Global(gate_exps), cur, selected);  // [n_ff, n_expert_used, n_tokens]
+  b.Name(gate, "ffn_moe_gate", il);
+  if (op == FfnOp::kGelu) {
+    gate = b.Gelu(gate);
+    b.Name(gate, "ffn_moe_gelu", il);
+  } else {
+    gate = b.Silu(gate);
+    b.Name(gate, "ffn_moe_silu", il);
+  }
+  const int par = b.Mul(up, gate);  // [n_ff, n_expert_used, n_tokens]
+  b.Name(par, "ffn_moe_gate_par", il);
+  int experts = b.MulMatId(b.Global(down_exps), par, selected);  // [n_embd, n_expert_used, n_tokens]
+  b.Name(experts, "ffn_moe_down", il);
+  experts = b.Mul(experts, weights);
+  // aggregate experts: views [n_embd, n_tokens] with stride nb[2], offset i*nb[1]
+  const auto nb = b.Nb(experts);
+  int moe_out = -1;
+  for (int64_t i = 0; i < n_expert_used; ++i) {
+    const int cur_expert = b.View2d(experts, n_embd, n_tokens, nb[2], nb[1] * i);
+    moe_out = i == 0 ? cur_expert : b.Add(moe_out, cur_expert);
+  }
+  if (n_expert_used == 1) moe_out = b.Cont(moe_out, b[moe_out].ne);  // avoid a non-contiguous result
+  return moe_out;
+}
+
+RopeConfig MakeRopeConfig(const ModelGraphs& m) {
+  const HParams& hp = m.hp;
+  RopeConfig rc;
+  rc.n_dims = static_cast<int>(hp.n_rot);
+  rc.mode = hp.rope_type;
+  // llama_init_from_model: n_ctx_orig_yarn falls back to n_ctx_train; freq scale 1 when the
+  // scaling type is none; yarn_ext_factor 1 for yarn, else 0; attn factor times rope_attn_factor.
+  rc.n_ctx_orig = static_cast<int>(hp.n_ctx_orig_yarn != 0 ? hp.n_ctx_orig_yarn : hp.n_ctx_train);
+  rc.freq_base = hp.rope_freq_base;
+  rc.freq_scale = hp.rope_scaling_type == 0 ? 1.f : hp.rope_freq_scale;
+  rc.ext_factor = hp.rope_scaling_type == 2 ? 1.f : 0.f;
+  rc.attn_factor = 1.f * hp.rope_attn_factor;
+  rc.beta_fast = 32.f;
+  rc.beta_slow = 1.f;
+  return rc;
+}
+
+int BuildRopeFactors(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& l) {
+  if (l.rope_freqs >= 0) return b.Global(l.rope_freqs);
+  const uint32_t n_ctx_per_seq = m.cfg.n_ctx / std::max<uint32_t>(1, m.cfg.n_seq_max);
+  const uint32_t n_ctx_orig = m.hp.n_ctx_orig_yarn != 0 ? m.hp.n_ctx_orig_yarn : m.hp.n_ctx_train;
+  const int chosen = n_ctx_per_seq > n_ctx_orig ? l.rope_long : l.rope_short;
+  return chosen >= 0 ? b.Global(chosen) : -1;
+}
+
+int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, int v_cur, int q_cur, int kq_mask,
+            float kq_scale, int il) {
+  const HParams& hp = m.hp;
+  const int64_t n_ctx = m.cfg.n_ctx;
+  const int64_t hk = hp.n_embd_head_k, hv = hp.n_embd_head_v;
+  const int64_t n_head = hp.n_head, n_head_kv = hp.n_head_kv;
+  // these nodes are added to the graph together so that they are not reordered (fewer splits)
+  b.Expand(q_cur);
+  b.Expand(k_cur);
+  b.Expand(v_cur);
+
+  // llm_build_kv_store: K rows at kv_head; V transposed (no flash attention) at column kv_head.
+  const int kcache = b.Global(CacheGlobal(m, true, il));
+  const int vcache = b.Global(CacheGlobal(m, false, il));
+  const int64_t k_row = static_cast<int64_t>(RowSize(m.cfg.type_k, hp.n_embd_k_gqa()));
+  const int64_t v_el = static_cast<int64_t>(GetTypeTraits(m.cfg.type_v).type_size);
+  const int k_view = b.View1d(kcache, kT * hp.n_embd_k_gqa(), DimExpr::KvHead(k_row));
+  b.Name(k_view, "k_cache_view", il);
+  b.Expand(b.Cpy(k_cur, k_view));
+  const int v_view = b.View2d(vcache, kT, K(hp.n_embd_v_gqa()), K(n_ctx * v_el), DimExpr::KvHead(v_el));
+  const int vt = b.Transpose(v_cur);
+  b.Name(v_view, "v_cache_view", il);
+  b.Expand(b.Cpy(vt, v_view));
+
+  // llm_build_kqv
+  const int q = b.Permute(q_cur, 0, 2, 1, 3);
+  b.Name(q, "q", il);
+  const int k = b.View3d(kcache, K(hk), kKV, K(n_head_kv), K(k_row),
+                         K(static_cast<int64_t>(RowSize(m.cfg.type_k, hk))), DimExpr{});
+  b.Name(k, "k", il);
+  int kq = b.MulMat(k, q);
+  b.Name(kq, "kq", il);
+  kq = b.SoftMaxExt(kq, kq_mask, kq_scale, hp.f_max_alibi_bias);
+  b.Name(kq, "kq_soft_max_ext", il);
+  const int v = b.View3d(vcache, kKV, K(hv), K(n_head_kv), K(v_el * n_ctx), K(v_el * n_ctx * hv), DimExpr{});
+  b.Name(v, "v", il);
+  const int kqv = b.MulMat(v, kq);
+  b.Name(kqv, "kqv", il);
+  const int merged = b.Permute(kqv, 0, 2, 1, 3);
+  b.Name(merged, "kqv_merged", il);
+  int cur = b.Cont(merged, {K(hv * n_head), b[q_cur].ne[2], kC1, kC1});
+  b.Name(cur, "kqv_merged_cont", il);
+  b.Expand(cur);
+  if (wo >= 0) cur = b.MulMat(b.Global(wo), cur);
+  if (wo_b >= 0) {
+    b.Name(cur, "kqv_wo", il);
+    cur = b.Add(cur, b.Global(wo_b));
+  }
+  b.Name(cur, "kqv_out", il);
+  return cur;
+}
+
+int BuildOutput(GraphBuilder& b, const ModelGraphs& m, const ModelWeights& w, int x, NormKind kind) {
+  const float eps = kind == NormKind::kRms ? m.hp.f_norm_rms_eps : m.hp.f_norm_eps;
+  int cur = BuildNorm(b, x, w.output_norm, w.output_norm_b, kind, eps, -1);
+  b.Name(cur, "result_norm", -1);
+  cur = b.MulMat(b.Global(w.output), cur);
+  if (w.output_b >= 0) {
+    b.Name(cur, "result_output_no_bias", -1);
+    cur = b.Add(cur, b.Global(w.output_b));
+  }
+  b.Name(cur, "result_output", -1);
+  b[cur].is_output = true;
+  b.Expand(cur);
+  return cur;
+}
+
+}  // namespace stowage::planner

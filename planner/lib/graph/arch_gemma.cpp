@@ -1,0 +1,88 @@
+// gemma: weights as llama.cpp's load_tensors (LLM_ARCH_GEMMA) and the graph as build_gemma
+// (llama.cpp Feb 2025): the embeddings are scaled by sqrt(n_embd) ("inp_scaled"), NEOX rope, Q
+// scaled by 1/sqrt(n_embd_head_k) before attention (kq_scale 1), GELU FFN with a parallel gate,
+// and the output always reuses token_embd (duplicated so it can be offloaded).
+// Gemma's RMS norm multiplies by (1 + weight); llama.cpp's converter adds the 1 to every
+// "*norm.weight" (convert_hf_to_gguf GemmaModel.modify_tensors), so the graph is a plain MUL.
+#include <cmath>
+
+#include "arch.h"
+
+namespace stowage::planner {
+
+Status LoadGemmaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
+  const int64_t n_embd = hp.n_embd, n_vocab = hp.n_vocab, n_ff = hp.n_ff;
+  const int64_t n_embd_q = int64_t(hp.n_embd_head_k) * hp.n_head;
+  const int L = static_cast<int>(hp.n_layer);
+  const auto R = LayerClass::kRepeating;
+  w.tok_embd = wl.Create("token_embd.weight", {n_embd, n_vocab}, -1, LayerClass::kInput, GgmlOp::GET_ROWS);
+  w.output_norm = wl.Create("output_norm.weight", {n_embd}, L, LayerClass::kOutput, GgmlOp::MUL);
+  w.output = wl.Create("token_embd.weight", {n_embd, n_vocab}, L, LayerClass::kOutput, GgmlOp::MUL_MAT, kDuplicated);
+  w.layers.resize(hp.n_layer);
+  for (int il = 0; il < L; ++il) {
+    LayerWeights& l = w.layers[il];
+    l.attn_norm = wl.Create(Blk(il, "attn_norm.weight"), {n_embd}, il, R, GgmlOp::MUL);
+    l.wq = wl.Create(Blk(il, "attn_q.weight"), {n_embd, n_embd_q}, il, R, GgmlOp::MUL_MAT);
+    l.wk = wl.Create(Blk(il, "attn_k.weight"), {n_embd, hp.n_embd_k_gqa()}, il, R, GgmlOp::MUL_MAT);
+    l.wv = wl.Create(Blk(il, "attn_v.weight"), {n_embd, hp.n_embd_v_gqa()}, il, R, GgmlOp::MUL_MAT);
+    l.wo = wl.Create(Blk(il, "attn_output.weight"), {n_embd_q, n_embd}, il, R, GgmlOp::MUL_MAT);
+    l.ffn_norm = wl.Create(Blk(il, "ffn_norm.weight"), {n_embd}, il, R, GgmlOp::MUL);
+    l.ffn_gate = wl.Create(Blk(il, "ffn_gate.weight"), {n_embd, n_ff}, il, R, GgmlOp::MUL_MAT);
+    l.ffn_up = wl.Create(Blk(il, "ffn_up.weight"), {n_embd, n_ff}, il, R, GgmlOp::MUL_MAT);
+    l.ffn_down = wl.Create(Blk(il, "ffn_down.weight"), {n_ff, n_embd}, il, R, GgmlOp::MUL_MAT);
+  }
+  return wl.status();
+}
+
+Status BuildGemmaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
+  const HParams& hp = m.hp;
+  const int64_t hk = hp.n_embd_head_k;
+  const DimExpr T = DimExpr::Tokens(), C1 = DimExpr::Const(1);
+  auto K = [](int64_t v) { return DimExpr::Const(v); };
+  const RopeConfig rc = MakeRopeConfig(m);
+
+  int inpL = BuildInpEmbd(b, w.tok_embd);
+  inpL = b.Scale(inpL, std::sqrt(float(hp.n_embd)));
+  b.Name(inpL, "inp_scaled", -1);
+  const int inp_pos = BuildInpPos(b);
+  const int kq_mask = BuildInpKqMask(b, false);
+
+  const int L = static_cast<int>(hp.n_layer);
+  for (int il = 0; il < L; ++il) {
+    const LayerWeights& l = w.layers[il];
+    int cur = BuildNorm(b, inpL, l.attn_norm, -1, NormKind::kRms, hp.f_norm_rms_eps, il);
+    b.Name(cur, "attn_norm", il);
+    int Q = b.MulMat(b.Global(l.wq), cur);
+    b.Name(Q, "Qcur", il);
+    int Kc = b.MulMat(b.Global(l.wk), cur);
+    b.Name(Kc, "Kcur", il);
+    const int V = b.MulMat(b.Global(l.wv), cur);
+    b.Name(V, "Vcur", il);
+    Q = b.RopeExt(b.Reshape(Q, {K(hk), K(hp.n_head), T, C1}), inp_pos, -1, rc);
+    b.Name(Q, "Qcur", il);
+    Q = b.Scale(Q, 1.0f / std::sqrt(float(hk)));
+    b.Name(Q, "Qcur_scaled", il);
+    Kc = b.RopeExt(b.Reshape(Kc, {K(hk), K(hp.n_head_kv), T, C1}), inp_pos, -1, rc);
+    b.Name(Kc, "Kcur", il);
+    cur = BuildKv(b, m, l.wo, -1, Kc, V, Q, kq_mask, 1.0f, il);
+
+    if (il == L - 1) {  // skip computing output for unused tokens
+      const int ids = BuildInpOutIds(b);
+      cur = b.GetRows(cur, ids);
+      inpL = b.GetRows(inpL, ids);
+    }
+    const int sa_out = b.Add(cur, inpL);
+    b.Name(sa_out, "sa_out", il);
+    cur = BuildNorm(b, sa_out, l.ffn_norm, -1, NormKind::kRms, hp.f_norm_rms_eps, il);
+    b.Name(cur, "ffn_norm", il);
+    cur = BuildFfn(b, cur, l.ffn_up, -1, l.ffn_gate, -1, l.ffn_down, -1, FfnOp::kGelu, FfnGate::kPar, il);
+    b.Name(cur, "ffn_out", il);
+    cur = b.Add(cur, sa_out);
+    b.Name(cur, "l_out", il);
+    inpL = cur;
+  }
+  BuildOutput(b, m, w, inpL, NormKind::kRms);
+  return b.status();
+}
+
+}  // namespace stowage::planner

@@ -1,0 +1,98 @@
+// phi3: weights as llama.cpp's load_tensors (LLM_ARCH_PHI3) and the graph as build_phi3
+// (llama.cpp Feb 2025): fused attn_qkv split by three views (each made contiguous), NEOX rope with
+// rope_factors_long/short (chosen by context size), Q scaled before attention (kq_scale 1), the
+// KQ_mask_swa input when a sliding window is set, and a fused up projection [n_embd, 2*n_ff] split
+// by SWIGLU (llm_build_ffn LLM_FFN_SWIGLU, LLM_FFN_SEQ, no gate tensor).
+#include <cmath>
+
+#include "arch.h"
+
+namespace stowage::planner {
+
+Status LoadPhi3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
+  const int64_t n_embd = hp.n_embd, n_vocab = hp.n_vocab, n_ff = hp.n_ff;
+  const int64_t n_embd_gqa = hp.n_embd_v_gqa();
+  const int64_t n_embd_head = n_embd / hp.n_head;
+  const int L = static_cast<int>(hp.n_layer);
+  const auto R = LayerClass::kRepeating;
+  w.tok_embd = wl.Create("token_embd.weight", {n_embd, n_vocab}, -1, LayerClass::kInput, GgmlOp::GET_ROWS);
+  w.output_norm = wl.Create("output_norm.weight", {n_embd}, L, LayerClass::kOutput, GgmlOp::MUL);
+  w.output = wl.Create("output.weight", {n_embd, n_vocab}, L, LayerClass::kOutput, GgmlOp::MUL_MAT);
+  w.layers.resize(hp.n_layer);
+  for (int il = 0; il < L; ++il) {
+    LayerWeights& l = w.layers[il];
+    l.attn_norm = wl.Create(Blk(il, "attn_norm.weight"), {n_embd}, il, R, GgmlOp::MUL);
+    // llama.cpp marks attn_qkv not required but has no separate q/k/v path for phi3 (a missing
+    // one crashes there); it is required here so the error is a clear message.
+    l.wqkv = wl.Create(Blk(il, "attn_qkv.weight"), {n_embd, n_embd + 2 * n_embd_gqa}, il, R, GgmlOp::MUL_MAT);
+    l.wo = wl.Create(Blk(il, "attn_output.weight"), {n_embd, n_embd}, il, R, GgmlOp::MUL_MAT);
+    l.ffn_norm = wl.Create(Blk(il, "ffn_norm.weight"), {n_embd}, il, R, GgmlOp::MUL);
+    l.ffn_down = wl.Create(Blk(il, "ffn_down.weight"), {n_ff, n_embd}, il, R, GgmlOp::MUL_MAT);
+    l.ffn_up = wl.Create(Blk(il, "ffn_up.weight"), {n_embd, 2 * n_ff}, il, R, GgmlOp::MUL_MAT);
+    const unsigned dup = kNotRequired | (il != 0 ? unsigned{kDuplicated} : 0u);
+    l.rope_long = wl.Create("rope_factors_long.weight", {n_embd_head / 2}, il, R, GgmlOp::ROPE, dup);
+    l.rope_short = wl.Create("rope_factors_short.weight", {n_embd_head / 2}, il, R, GgmlOp::ROPE, dup);
+  }
+  return wl.status();
+}
+
+Status BuildPhi3Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
+  const HParams& hp = m.hp;
+  const int64_t n_embd = hp.n_embd, n_embd_gqa = hp.n_embd_v_gqa(), hd = hp.n_embd_head_v;
+  const DimExpr T = DimExpr::Tokens(), C1 = DimExpr::Const(1);
+  auto K = [](int64_t v) { return DimExpr::Const(v); };
+  const RopeConfig rc = MakeRopeConfig(m);
+
+  int inpL = BuildInpEmbd(b, w.tok_embd);
+  const int inp_pos = BuildInpPos(b);
+  // Phi-4 has no sliding window (n_swa == 0) and uses the plain mask.
+  const int kq_mask = BuildInpKqMask(b, hp.n_swa != 0);
+
+  const int L = static_cast<int>(hp.n_layer);
+  for (int il = 0; il < L; ++il) {
+    const LayerWeights& l = w.layers[il];
+    int residual = inpL;
+    const int rope_factors = BuildRopeFactors(b, m, l);
+    const int attn_norm = BuildNorm(b, inpL, l.attn_norm, l.attn_norm_b, NormKind::kRms, hp.f_norm_rms_eps, il);
+    b.Name(attn_norm, "attn_norm", il);
+
+    int cur = b.MulMat(b.Global(l.wqkv), attn_norm);
+    b.Name(cur, "wqkv", il);
+    const DimExpr nb1 = b.Nb(cur)[1];
+    const int64_t f = sizeof(float);
+    int Q = b.Cont(b.View2d(cur, K(n_embd), T, nb1, K(0)), {K(n_embd), T, C1, C1});
+    int Kc = b.Cont(b.View2d(cur, K(n_embd_gqa), T, nb1, K(f * n_embd)), {K(n_embd_gqa), T, C1, C1});
+    const int V = b.Cont(b.View2d(cur, K(n_embd_gqa), T, nb1, K(f * (n_embd + n_embd_gqa))), {K(n_embd_gqa), T, C1, C1});
+    b.Name(Q, "Qcur", il);
+    b.Name(Kc, "Kcur", il);
+    b.Name(V, "Vcur", il);
+    Q = b.Reshape(Q, {K(hd), K(hp.n_head), T, C1});
+    Kc = b.Reshape(Kc, {K(hd), K(hp.n_head_kv), T, C1});
+    Q = b.RopeExt(Q, inp_pos, rope_factors, rc);
+    b.Name(Q, "Qcur", il);
+    Q = b.Scale(Q, 1.0f / std::sqrt(float(hd)));
+    b.Name(Q, "Qcur", il);
+    Kc = b.RopeExt(Kc, inp_pos, rope_factors, rc);
+    b.Name(Kc, "Kcur", il);
+    cur = BuildKv(b, m, l.wo, l.bo, Kc, V, Q, kq_mask, 1.0f, il);
+
+    if (il == L - 1) {  // skip computing output for unused tokens
+      const int ids = BuildInpOutIds(b);
+      cur = b.GetRows(cur, ids);
+      residual = b.GetRows(residual, ids);
+    }
+    cur = b.Add(cur, residual);
+    residual = cur;
+    cur = BuildNorm(b, cur, l.ffn_norm, l.ffn_norm_b, NormKind::kRms, hp.f_norm_rms_eps, il);
+    b.Name(cur, "ffn_norm", il);
+    cur = BuildFfn(b, cur, l.ffn_up, -1, -1, -1, l.ffn_down, -1, FfnOp::kSwiglu, FfnGate::kSeq, il);
+    b.Name(cur, "ffn_out", il);
+    cur = b.Add(residual, cur);
+    b.Name(cur, "l_out", il);
+    inpL = cur;
+  }
+  BuildOutput(b, m, w, inpL, NormKind::kRms);
+  return b.status();
+}
+
+}  // namespace stowage::planner
