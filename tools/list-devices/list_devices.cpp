@@ -103,11 +103,16 @@ void PrintJson(const std::vector<Shown>& devices, const std::vector<std::string>
   std::printf("%s\n", out.dump(2).c_str());
 }
 
-Status MakeDir(const std::string& dir) {
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-    return stowage::IoError(dir + ": cannot create folder: " + std::strerror(errno));
+// mkdir -p.
+Status MakeDirs(const std::string& dir) {
+  for (size_t pos = dir.find('/', 1);; pos = dir.find('/', pos + 1)) {
+    std::string part = dir.substr(0, pos);
+    if (!part.empty() && mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
+      return stowage::IoError(part + ": cannot create folder: " + std::strerror(errno));
+    if (pos == std::string::npos) break;
+  }
   struct stat st;
-  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return stowage::IoError(dir + ": not a folder");
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return stowage::IoError(dir + ": cannot create folder: Not a directory");
   return Status::Ok();
 }
 
@@ -140,7 +145,7 @@ Status EmitManifests(const std::vector<stowage::ProbedDevice>& devices, const st
     if (!check.ok()) return stowage::Internal("emitted manifest does not parse: " + check.status().message());
     files.push_back({path, text});
   }
-  STOWAGE_RETURN_IF_ERROR(MakeDir(dir));
+  STOWAGE_RETURN_IF_ERROR(MakeDirs(dir));
   for (const auto& [path, text] : files) {
     STOWAGE_RETURN_IF_ERROR(WriteFileAtomically(path, text));
     written->push_back(path);

@@ -1,0 +1,238 @@
+// A backend's runtime supports_op agrees with the manifest it emits (DESIGN.md: "A backend's
+// runtime supports_op and its emitted manifest must agree"), for every op and type pair, over
+// buffer, shape, contiguity and batch variations. Also: emitted manifests parse and register.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "from_probe.h"
+#include "stowage/planner/registry.h"
+#include "stowage/runtime/device_probe.h"
+
+namespace stowage::planner {
+namespace {
+
+TensorDesc ToDesc(const RuntimeTensor& t) {
+  TensorDesc d;
+  d.type = t.type;
+  d.ne = t.ne;
+  d.contiguous = t.contiguous;
+  d.buft = t.buft;
+  d.buft_is_host = t.buft_is_host;
+  return d;
+}
+
+std::vector<GgmlType> AllTypes() {
+  std::vector<GgmlType> out;
+  for (uint32_t i = 0; i < kGgmlTypeCount; ++i) {
+    if (IsValidGgmlType(i)) out.push_back(static_cast<GgmlType>(i));
+  }
+  return out;
+}
+
+struct Comparison {
+  size_t queries = 0, supported = 0, mismatches = 0;
+  std::string first_mismatch;
+};
+
+void Compare(const ProbedDevice& dev, const DeviceManifest& m, GgmlOp op, const RuntimeOpQuery& rq, Comparison* c) {
+  OpQuery q;
+  q.op = op;
+  q.dst = ToDesc(rq.dst);
+  for (const auto& s : rq.src) q.src.push_back(ToDesc(s));
+  bool runtime = dev.SupportsOp(rq);
+  bool manifest = m.SupportsOp(q);
+  ++c->queries;
+  c->supported += runtime;
+  if (runtime != manifest && c->mismatches++ == 0) {
+    c->first_mismatch = dev.name + " " + rq.op + " dst " + GgmlTypeName(rq.dst.type) + ": runtime " +
+                        (runtime ? "yes" : "no") + ", manifest " + (manifest ? "yes" : "no") + "; srcs:";
+    for (const auto& s : rq.src) {
+      c->first_mismatch += std::string(" ") + GgmlTypeName(s.type) + "[" + std::to_string(s.ne[0]) + "," +
+                           std::to_string(s.ne[1]) + "," + std::to_string(s.ne[2]) + "]@" +
+                           (s.buft.empty() ? "-" : s.buft) + (s.contiguous ? "" : "(nc)");
+    }
+  }
+}
+
+RuntimeTensor Tensor(GgmlType type, std::array<int64_t, 4> ne, const std::string& buft = "", bool host = false) {
+  RuntimeTensor t;
+  t.type = type;
+  t.ne = ne;
+  t.buft = buft;
+  t.buft_is_host = host;
+  return t;
+}
+
+// Every op x src0 type x src1 type (each possibly absent) x four dst types, then every op over
+// buffer placements, shapes (ne1 % 8, 3-D), batch sizes, contiguity and an optional third source.
+Comparison CompareAll(const ProbedDevice& dev, const DeviceManifest& m) {
+  Comparison c;
+  const auto types = AllTypes();
+  const GgmlType dst_types[] = {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::IQ2_XXS};
+  for (size_t oi = 0; oi < kGgmlOpCount; ++oi) {
+    auto op = static_cast<GgmlOp>(oi);
+    RuntimeOpQuery rq;
+    rq.op = GgmlOpName(op);
+    for (int t0 = -1; t0 < static_cast<int>(types.size()); ++t0) {
+      for (int t1 = -1; t1 < static_cast<int>(types.size()); ++t1) {
+        if (t0 < 0 && t1 >= 0) continue;  // sources are filled in order
+        rq.src.clear();
+        if (t0 >= 0) rq.src.push_back(Tensor(types[t0], {256, 256, 1, 1}, "CPU", true));
+        if (t1 >= 0) rq.src.push_back(Tensor(types[t1], {256, 64, 1, 1}));
+        for (GgmlType dt : dst_types) {
+          rq.dst = Tensor(dt, {256, 64, 1, 1});
+          Compare(dev, m, op, rq, &c);
+        }
+      }
+    }
+    struct Placement {
+      const char* buft0;
+      bool host0;
+      const char* buft1;
+      bool host1;
+    };
+    const Placement placements[] = {
+        {"", false, "", false}, {"CPU", true, "", false}, {"CPU_REPACK", false, "", false},
+        {"CUDA0", false, "", false}, {"CPU", true, "CUDA0", false}, {"CUDA_Host", true, "CPU", true}};
+    const GgmlType t0s[] = {GgmlType::F32, GgmlType::BF16, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q6_K};
+    const GgmlType t1s[] = {GgmlType::F32, GgmlType::I32, GgmlType::F16};
+    for (const auto& p : placements) {
+      for (GgmlType a : t0s) {
+        for (GgmlType b : t1s) {
+          for (int64_t ne1 : {256, 260}) {
+            for (int64_t ne2 : {1, 4}) {
+              for (int64_t batch : {1, 31, 32, 169}) {
+                for (bool contiguous : {true, false}) {
+                  for (bool third : {false, true}) {
+                    rq.src = {Tensor(a, {256, ne1, ne2, 1}, p.buft0, p.host0),
+                              Tensor(b, {256, batch, ne2, 1}, p.buft1, p.host1)};
+                    rq.src[1].contiguous = contiguous;
+                    if (third) rq.src.push_back(Tensor(GgmlType::F32, {64, 1, 1, 1}));
+                    rq.dst = Tensor(GgmlType::F32, {ne1, batch, ne2, 1});
+                    Compare(dev, m, op, rq, &c);
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return c;
+}
+
+std::vector<ProbedDevice> DevicesUnderTest() {
+  std::vector<ProbedDevice> devs = ProbeDevices().devices;
+  CpuInfo no_avx2;  // a CPU without AVX2 has no CPU_REPACK
+  no_avx2.model_name = "baseline x86-64";
+  devs.push_back(MakeCpuDevice(no_avx2));
+  CpuInfo avx2 = no_avx2;
+  avx2.model_name = "AVX2 x86-64";
+  avx2.features.avx = avx2.features.avx2 = avx2.features.fma = true;
+  devs.push_back(MakeCpuDevice(avx2));
+  return devs;
+}
+
+TEST(ProbeAgreement, RuntimeSupportsOpEqualsEmittedManifest) {
+  for (const auto& dev : DevicesUnderTest()) {
+    auto m = ManifestFromProbe(dev);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    // Compare against the manifest as the planner would read it from disk.
+    auto parsed = ParseManifest(SerializeManifest(*m), LocalManifestKey(dev) + ".json");
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    DeviceManifest inst = parsed->WithIndex(0);
+    Comparison c = CompareAll(dev, inst);
+    EXPECT_EQ(c.mismatches, 0u) << c.first_mismatch;
+    EXPECT_GT(c.supported, 1000u) << dev.name << ": the comparison must exercise supported queries";
+    EXPECT_LT(c.supported, c.queries / 2) << dev.name << ": and unsupported ones";
+  }
+}
+
+TEST(ProbeAgreement, ComparisonDetectsADivergentManifest) {
+  CpuInfo avx2;
+  avx2.features.avx = avx2.features.avx2 = true;
+  ProbedDevice dev = MakeCpuDevice(avx2);
+  auto m = ManifestFromProbe(dev);
+  ASSERT_TRUE(m.ok());
+  // Drop the "source in a non-host buffer" refusal: the manifest now accepts ops on GPU buffers.
+  auto& rules = m->op_support.rules;
+  size_t before = rules.size();
+  rules.erase(std::remove_if(rules.begin(), rules.end(),
+                             [](const OpRule& r) { return r.all_srcs_host == false && !r.supported; }),
+              rules.end());
+  ASSERT_EQ(rules.size(), before - 1);
+  EXPECT_GT(CompareAll(dev, *m).mismatches, 0u);
+  // Drop the repack buffer type's rules: Q4_0 weights in CPU_REPACK are no longer accepted.
+  auto m2 = ManifestFromProbe(dev);
+  ASSERT_TRUE(m2.ok());
+  ASSERT_EQ(m2->extra_bufts.size(), 1u);
+  m2->extra_bufts[0].supports_op.clear();
+  EXPECT_GT(CompareAll(dev, *m2).mismatches, 0u);
+}
+
+TEST(ProbeAgreement, EmittedManifestsRegister) {
+  char tmpl[] = "/tmp/stowage-emit-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string dir = tmpl;
+  std::vector<std::string> keys;
+  for (const auto& dev : ProbeDevices().devices) {
+    auto m = ManifestFromProbe(dev);
+    ASSERT_TRUE(m.ok());
+    std::string key = LocalManifestKey(dev);
+    std::ofstream(dir + "/" + key + ".json") << SerializeManifest(*m);
+    keys.push_back(key);
+  }
+  ASSERT_FALSE(keys.empty());
+  EXPECT_EQ(keys.back(), "local-cpu");  // the CPU is probed last, like ggml's registry
+  auto reg = Registry::Open({dir});
+  ASSERT_TRUE(reg.ok());
+  std::string list;
+  for (const auto& k : keys) list += (list.empty() ? "" : ",") + k;
+  auto devs = reg->MakeDevices(list);
+  ASSERT_TRUE(devs.ok()) << devs.status().ToString();
+  EXPECT_EQ(devs->back().name, "CPU");
+  EXPECT_GT(devs->back().memory_total, 0u);
+  for (const auto& k : keys) std::remove((dir + "/" + k + ".json").c_str());
+  rmdir(dir.c_str());
+}
+
+TEST(CpuProbe, FeaturesAreConsistent) {
+  CpuInfo cpu = ProbeCpu();
+  EXPECT_GT(cpu.logical_cores, 0);
+  EXPECT_GE(cpu.logical_cores, cpu.physical_cores);
+  EXPECT_GT(cpu.memory_total, 0u);
+  EXPECT_LE(cpu.memory_free, cpu.memory_total);
+  const CpuFeatures& f = cpu.features;
+  // Implications the CPUID/XGETBV logic guarantees.
+  if (f.avx2) EXPECT_TRUE(f.avx);
+  if (f.avx512bw || f.avx512vl || f.avx512_vnni) EXPECT_TRUE(f.avx512f);
+  if (f.avx512f) EXPECT_TRUE(f.avx);
+  // The compiler's view of this machine agrees with CPUID for the common features.
+  __builtin_cpu_init();
+  EXPECT_EQ(f.avx2, __builtin_cpu_supports("avx2") != 0);
+  EXPECT_EQ(f.avx512f, __builtin_cpu_supports("avx512f") != 0);
+  EXPECT_EQ(f.fma, __builtin_cpu_supports("fma") != 0);
+  // /proc/cpuinfo flags agree as well.
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    line += " ";
+    EXPECT_EQ(f.avx2, line.find(" avx2 ") != std::string::npos);
+    EXPECT_EQ(f.avx512_vnni, line.find(" avx512_vnni ") != std::string::npos);
+    EXPECT_EQ(f.avx512_bf16, line.find(" avx512_bf16 ") != std::string::npos);
+    EXPECT_EQ(f.amx_int8, line.find(" amx_int8 ") != std::string::npos);
+    break;
+  }
+}
+
+}  // namespace
+}  // namespace stowage::planner
