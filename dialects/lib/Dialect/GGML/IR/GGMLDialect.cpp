@@ -11,21 +11,11 @@ using namespace stowage::ggml;
 #include "stowage/Dialect/GGML/IR/GGMLDialect.cpp.inc"
 #include "stowage/Dialect/GGML/IR/GGMLEnums.cpp.inc"
 
-#define GET_ATTRDEF_CLASSES
-#include "stowage/Dialect/GGML/IR/GGMLAttrs.cpp.inc"
-
 void GGMLDialect::initialize() {
   registerTypes();
-  registerAttributes();
   addOperations<
 #define GET_OP_LIST
 #include "stowage/Dialect/GGML/IR/GGMLOps.cpp.inc"
       >();
 }
 
-void GGMLDialect::registerAttributes() {
-  addAttributes<
-#define GET_ATTRDEF_LIST
-#include "stowage/Dialect/GGML/IR/GGMLAttrs.cpp.inc"
-      >();
-}

@@ -158,7 +158,9 @@ LogicalResult InputOp::verify() {
 }
 
 LogicalResult KvCacheOp::verify() {
-  if (getLayer() < 0) return emitOpError() << "layer must be >= 0, got " << getLayer();
+  // I32Attr is signless: read it as ggml's int32 layer index.
+  int32_t layer = static_cast<int32_t>(getLayer());
+  if (layer < 0) return emitOpError() << "layer must be >= 0, got " << layer;
   return checkNonEmptyName(*this, getCacheName(), "the cache tensor name");
 }
 
@@ -368,7 +370,8 @@ LogicalResult ViewOp::verify() {
   ArrayRef<int64_t> nb = getNb();
   if (nb.size() != 3)
     return emitOpError() << "nb must hold the 3 byte strides nb1, nb2, nb3, got " << nb.size();
-  if (llvm::any_of(nb, [](int64_t s) { return s < 0; }) || getOffset() < 0)
+  int64_t offset = static_cast<int64_t>(getOffset());
+  if (llvm::any_of(nb, [](int64_t s) { return s < 0; }) || offset < 0)
     return emitOpError() << "strides and offset must be >= 0";
   // ggml_view_impl: offset + bytes spanned by the view <= ggml_nbytes(a).
   std::optional<uint64_t> aBytes = a.getStaticBytes();
@@ -378,8 +381,8 @@ LogicalResult ViewOp::verify() {
   uint64_t span = static_cast<uint64_t>(r.getNe(0).size() / r.getBlockSize()) * r.getElementBytes();
   for (unsigned i = 1; i < 4; ++i)
     span += static_cast<uint64_t>(r.getNe(i).size() - 1) * static_cast<uint64_t>(nb[i - 1]);
-  if (static_cast<uint64_t>(getOffset()) + span > *aBytes)
-    return emitOpError() << "view of " << span << " bytes at offset " << getOffset()
+  if (static_cast<uint64_t>(offset) + span > *aBytes)
+    return emitOpError() << "view of " << span << " bytes at offset " << offset
                          << " exceeds a's " << *aBytes << " bytes (ggml_view)";
   return success();
 }

@@ -96,7 +96,8 @@ std::string ElementCount::str() const {
   for (const Dim &f : factors) {
     if (!first) os << "*";
     first = false;
-    if (f.offset != 0) os << "(" << f.str() << ")";
+    bool alone = coeff == 1 && factors.size() == 1;
+    if (f.offset != 0 && !alone) os << "(" << f.str() << ")";
     else os << f.str();
   }
   return s;

@@ -10,13 +10,16 @@ using namespace stowage::place;
 #include "stowage/Dialect/Place/IR/PlaceOps.cpp.inc"
 
 LogicalResult SplitOp::verify() {
-  if (getIndex() < 0) return emitOpError() << "index must be >= 0, got " << getIndex();
+  // I32Attr is signless: read the index as a signed number.
+  int32_t index = static_cast<int32_t>(getIndex());
+  if (index < 0) return emitOpError() << "index must be >= 0, got " << index;
   if ((*this)->getParentOfType<SplitOp>()) return emitOpError() << "splits do not nest";
   // ggml_backend_sched numbers splits in graph order.
   for (Operation *prev = (*this)->getPrevNode(); prev; prev = prev->getPrevNode()) {
     if (auto split = dyn_cast<SplitOp>(prev)) {
-      if (split.getIndex() >= getIndex())
-        return emitOpError() << "split " << getIndex() << " follows split " << split.getIndex()
+      if (static_cast<int32_t>(split.getIndex()) >= index)
+        return emitOpError() << "split " << index << " follows split "
+                             << static_cast<int32_t>(split.getIndex())
                              << "; indices must increase in graph order";
       break;
     }

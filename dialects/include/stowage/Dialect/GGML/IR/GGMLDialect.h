@@ -98,9 +98,6 @@ bool isGgmlElementType(mlir::Type type);
 #include "stowage/Dialect/GGML/IR/GGMLDialect.h.inc"
 #include "stowage/Dialect/GGML/IR/GGMLEnums.h.inc"
 
-#define GET_ATTRDEF_CLASSES
-#include "stowage/Dialect/GGML/IR/GGMLAttrs.h.inc"
-
 #define GET_TYPEDEF_CLASSES
 #include "stowage/Dialect/GGML/IR/GGMLTypes.h.inc"
 

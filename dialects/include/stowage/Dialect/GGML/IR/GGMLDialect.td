@@ -34,7 +34,6 @@ def GGML_Dialect : Dialect {
         each knows its block size (elements) and block bytes from ggml's type_traits table.
   }];
   let useDefaultTypePrinterParser = 0;
-  let useDefaultAttributePrinterParser = 1;
   let extraClassDeclaration = [{
     /// Parses `!ggml.<block type name>` and `!ggml.tensor<...>`.
     ::mlir::Type parseType(::mlir::DialectAsmParser &parser) const override;
@@ -43,7 +42,6 @@ def GGML_Dialect : Dialect {
 
   private:
     void registerTypes();
-    void registerAttributes();
   public:
   }];
 }

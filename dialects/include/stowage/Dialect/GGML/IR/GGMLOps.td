@@ -22,9 +22,7 @@ def GGML_RopeModeEnum : I32EnumAttr<"RopeMode", "ggml's rope mode (GGML_ROPE_TYP
     I32EnumAttrCase<"normal", 0>,
     I32EnumAttrCase<"neox", 2>]> {
   let cppNamespace = "::stowage::ggml";
-  let genSpecializedAttr = 0;
 }
-def GGML_RopeModeAttr : EnumAttr<GGML_Dialect, GGML_RopeModeEnum, "rope_mode">;
 
 def GGML_GluOpEnum : I32EnumAttr<"GluKind", "ggml's gated linear unit (enum ggml_glu_op)", [
     I32EnumAttrCase<"reglu", 0>,
@@ -34,17 +32,13 @@ def GGML_GluOpEnum : I32EnumAttr<"GluKind", "ggml's gated linear unit (enum ggml
     I32EnumAttrCase<"geglu_erf", 4>,
     I32EnumAttrCase<"geglu_quick", 5>]> {
   let cppNamespace = "::stowage::ggml";
-  let genSpecializedAttr = 0;
 }
-def GGML_GluOpAttr : EnumAttr<GGML_Dialect, GGML_GluOpEnum, "glu_op">;
 
 def GGML_SortOrderEnum : I32EnumAttr<"SortOrder", "ggml's sort order (enum ggml_sort_order)", [
     I32EnumAttrCase<"asc", 0>,
     I32EnumAttrCase<"desc", 1>]> {
   let cppNamespace = "::stowage::ggml";
-  let genSpecializedAttr = 0;
 }
-def GGML_SortOrderAttr : EnumAttr<GGML_Dialect, GGML_SortOrderEnum, "sort_order">;
 
 def GGML_CacheKindEnum : I32EnumAttr<"CacheKind", "kind of a per-layer cache tensor", [
     I32EnumAttrCase<"k", 0>,
@@ -52,9 +46,7 @@ def GGML_CacheKindEnum : I32EnumAttr<"CacheKind", "kind of a per-layer cache ten
     I32EnumAttrCase<"r", 2>,
     I32EnumAttrCase<"s", 3>]> {
   let cppNamespace = "::stowage::ggml";
-  let genSpecializedAttr = 0;
 }
-def GGML_CacheKindAttr : EnumAttr<GGML_Dialect, GGML_CacheKindEnum, "cache_kind">;
 
 // Any !ggml.tensor. Declared as a plain constraint (not the TypeDef) so that the textual form
 // always spells `!ggml.tensor<...>` in full.
@@ -133,7 +125,7 @@ def GGML_KvCacheOp : GGML_Op<"kv_cache"> {
     Example:
       %k = ggml.kv_cache k "cache_k_l0" layer 0 : !ggml.tensor<[n_ctx*4096], f16>
   }];
-  let arguments = (ins GGML_CacheKindAttr:$kind, StrAttr:$cache_name, I32Attr:$layer);
+  let arguments = (ins GGML_CacheKindEnum:$kind, StrAttr:$cache_name, I32Attr:$layer);
   let results = (outs GGML_Tensor:$result);
   let assemblyFormat = "$kind $cache_name `layer` $layer attr-dict `:` qualified(type($result))";
 }
@@ -284,7 +276,7 @@ def GGML_GluOp : GGML_Op<"glu"> {
       %f = ggml.glu swiglu %gate, %up : (!ggml.tensor<[11008, n_tokens], f32>,
              !ggml.tensor<[11008, n_tokens], f32>) -> !ggml.tensor<[11008, n_tokens], f32>
   }];
-  let arguments = (ins GGML_GluOpAttr:$op, GGML_Tensor:$a,
+  let arguments = (ins GGML_GluOpEnum:$op, GGML_Tensor:$a,
                        Optional<GGML_Tensor>:$b,
                        DefaultValuedAttr<BoolAttr, "false">:$swapped);
   let results = (outs GGML_Tensor:$result);
@@ -338,7 +330,7 @@ def GGML_RopeOp : GGML_Op<"rope"> {
              : (!ggml.tensor<[128, 32, n_tokens], f32>, !ggml.tensor<[n_tokens], i32>)
              -> !ggml.tensor<[128, 32, n_tokens], f32>
   }];
-  let arguments = (ins GGML_RopeModeAttr:$mode, GGML_Tensor:$a, GGML_Tensor:$pos,
+  let arguments = (ins GGML_RopeModeEnum:$mode, GGML_Tensor:$a, GGML_Tensor:$pos,
                        Optional<GGML_Tensor>:$freq_factors,
                        I32Attr:$n_dims,
                        DefaultValuedAttr<I32Attr, "0">:$n_ctx_orig,
@@ -400,7 +392,7 @@ def GGML_ArgsortOp : GGML_Op<"argsort"> {
       %i = ggml.argsort desc %p : (!ggml.tensor<[8, n_tokens], f32>)
              -> !ggml.tensor<[8, n_tokens], i32>
   }];
-  let arguments = (ins GGML_SortOrderAttr:$order, GGML_Tensor:$a);
+  let arguments = (ins GGML_SortOrderEnum:$order, GGML_Tensor:$a);
   let results = (outs GGML_Tensor:$result);
   let assemblyFormat = "$order $a attr-dict `:` functional-type(operands, results)";
 }
