@@ -151,7 +151,7 @@ def Place_SplitOp : Place_Op<"split", [
     backend, yielded types match the results.
     Example:
       %r = place.split 1 on #place.backend<"CUDA0", 0> -> !ggml.tensor<[64, n_tokens], f32> {
-        %x = place.copy %emb to #place.backend<"CUDA0", 0> : !ggml.tensor<[64, n_tokens], f32>
+        %x = place.copy %emb : !ggml.tensor<[64, n_tokens], f32> to #place.backend<"CUDA0", 0>
         %n = ggml.rms_norm %x {eps = 1.0e-05 : f32} : ...
         place.yield %n : !ggml.tensor<[64, n_tokens], f32>
       }
@@ -160,7 +160,7 @@ def Place_SplitOp : Place_Op<"split", [
   let results = (outs Variadic<AnyType>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $index `on` $backend (`->` type($results)^)? $body attr-dict
+    $index `on` qualified($backend) (`->` type($results)^)? $body attr-dict
   }];
   let hasVerifier = 1;
 }
@@ -184,13 +184,13 @@ def Place_CopyOp : Place_Op<"copy", [Pure, SameOperandsAndResultType]> {
     parallelism (n_copies > 1) `copy` numbers the copy; llama.cpp names it
     `<backend>#<source name>#<copy>` (e.g. `CUDA0#attn_norm-0#0`), kept in `name`.
     Example:
-      %c = place.copy %x to #place.backend<"CUDA0", 0> {name = "CUDA0#inp_embd#0"}
-             : !ggml.tensor<[64, n_tokens], f32>
+      %c = place.copy %x : !ggml.tensor<[64, n_tokens], f32> to #place.backend<"CUDA0", 0>
+             {name = "CUDA0#inp_embd#0"}
   }];
   let arguments = (ins AnyType:$source, Place_BackendAttr:$backend,
                        DefaultValuedAttr<I32Attr, "0">:$copy);
   let results = (outs AnyType:$result);
-  let assemblyFormat = "$source `to` $backend attr-dict `:` type($result)";
+  let assemblyFormat = "$source `:` type($result) `to` qualified($backend) attr-dict";
   let hasVerifier = 1;
 }
 
