@@ -1,45 +1,130 @@
-// plan-model: plans where every weight, KV cache tensor and graph node of a GGUF model goes, and
-// writes the plan file. Prints the placement in llama.cpp's log line formats.
+// plan-model: plans where every weight, KV cache tensor and graph node of a GGUF model goes on a
+// machine's devices (real or described by manifests), prints it in llama.cpp's log line formats and
+// writes the plan file.
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "llama_args.h"
 
-#include "stowage/planner/memory_plan.h"
+#include "stowage/planner/graph.h"  // first: graph.h names stowage::GgmlOp unqualified
+#include "from_probe.h"
+#include "stowage/planner/explain.h"
+#include "stowage/planner/fit.h"
 #include "stowage/planner/model_graphs.h"
-#include "stowage/planner/placement.h"
+#include "stowage/planner/place_model.h"
 #include "stowage/planner/plan_export.h"
+#include "stowage/planner/registry.h"
 
 using namespace stowage;
 using namespace stowage::planner;
 
 namespace {
 
-double MiB(uint64_t b) { return static_cast<double>(b) / 1048576.0; }
-
 int Fail(const Status& s) {
-  std::fprintf(stderr, "plan-model: %s\n", s.message().c_str());
+  std::fprintf(stderr, "plan-model: error: %s\n", s.message().c_str());
   return 1;
+}
+
+Result<std::vector<float>> ParseTensorSplit(const std::string& s) {
+  std::vector<float> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find_first_of(",/", start);
+    if (end == std::string::npos) end = s.size();
+    const std::string item = s.substr(start, end - start);
+    char* e = nullptr;
+    const float v = std::strtof(item.c_str(), &e);
+    if (item.empty() || e == nullptr || *e != '\0' || !(v >= 0.f))
+      return InvalidArgument("invalid -ts value '" + s + "' (expected non-negative proportions such as 3,1)");
+    out.push_back(v);
+    start = end + 1;
+  }
+  return out;
+}
+
+/// The machine: the --device list (registry keys or manifest files), else this machine's probed
+/// devices. A list without a CPU device gets this machine's CPU.
+Result<std::vector<DeviceManifest>> MachineDevices(const std::string& device_list, const std::vector<std::string>& registry_dirs,
+                                                   const std::string& free_overrides, const char* argv0) {
+  std::vector<MemoryOverride> ovr;
+  if (!free_overrides.empty()) {
+    STOWAGE_ASSIGN_OR_RETURN(ovr, ParseMemoryOverrides(free_overrides));
+  }
+  std::vector<DeviceManifest> devices;
+  if (!device_list.empty()) {
+    std::vector<std::string> dirs = registry_dirs;
+    dirs.push_back(ShippedRegistryDir(argv0));
+    STOWAGE_ASSIGN_OR_RETURN(Registry reg, Registry::Open(dirs));
+    STOWAGE_ASSIGN_OR_RETURN(devices, reg.MakeDevices(device_list));
+  }
+  const bool has_cpu = std::any_of(devices.begin(), devices.end(), [](const DeviceManifest& d) { return d.type == DeviceType::kCpu; });
+  if (devices.empty() || !has_cpu) {
+    const ProbeReport report = ProbeDevices();
+    for (const auto& d : report.devices) {
+      if (!device_list.empty() && d.type != ProbedDeviceType::kCpu) continue;
+      STOWAGE_ASSIGN_OR_RETURN(DeviceManifest m, ManifestFromProbe(d));
+      devices.push_back(m.IsIndexed() ? m.WithIndex(0) : m);
+    }
+  }
+  STOWAGE_RETURN_IF_ERROR(ApplyMemoryOverrides(devices, ovr));
+  return devices;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"plan-model: plan the placement and memory of a GGUF model ahead of time"};
-  std::string model_path, out_path, ctk = "f16", ctv = "f16";
+  CLI::App app{"plan-model: plan the placement and memory of a GGUF model ahead of time (llama.cpp semantics)"};
+  std::string model_path, out_path, ctk = "f16", ctv = "f16", device_list, free_ovr, sm = "layer", ts, explain;
+  std::vector<std::string> registry_dirs, ot;
   ContextConfig cfg;
-  bool no_mmap = false;
+  cfg.n_ctx = 4096;  // llama.cpp common default
+  PlacementOptions opt;
+  bool no_mmap = false, no_kv_offload = false, no_op_offload = false, fit = false, cpu_moe = false;
+  int n_cpu_moe = 0, debug_splits = 0;
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
-  app.add_option("-o,--output", out_path, "plan file to write (default: no file)");
-  app.add_option("-c,--ctx-size", cfg.n_ctx, "context size in tokens (0 = the model's training context)");
-  app.add_option("-b,--batch-size", cfg.n_batch, "logical batch size (tokens)")->check(CLI::PositiveNumber);
-  app.add_option("--ubatch-size", cfg.n_ubatch, "physical batch size (tokens)")->check(CLI::PositiveNumber);
-  app.add_option("--cache-type-k", ctk, "KV cache type for K");
+  app.add_option("-o,--output", out_path, "plan file to write (default: none)");
+  app.add_option("--device", device_list,
+                 "devices of the machine: registry keys or manifest files, comma-separated (default: this machine)");
+  app.add_option("--registry", registry_dirs, "extra folder of device manifests (searched before the shipped one)");
+  app.add_option("--free", free_ovr, "what-if free memory: NAME=SIZE[,NAME=SIZE...] (e.g. CUDA0=10GiB)");
+  app.add_option("-c,--ctx-size", cfg.n_ctx, "context size in tokens (0 = the model's training context)")->check(CLI::NonNegativeNumber);
+  app.add_option("-b,--batch-size", cfg.n_batch, "logical batch size")->check(CLI::PositiveNumber);
+  app.add_option("--ubatch-size", cfg.n_ubatch, "physical batch size")->check(CLI::PositiveNumber);
+  app.add_option("--cache-type-k", ctk, "KV cache type for K (f16, f32, q8_0, ...)");
   app.add_option("--cache-type-v", ctv, "KV cache type for V");
-  app.add_flag("--no-mmap", no_mmap, "do not memory-map the model (weights are loaded into allocated buffers)");
-  if (int rc = tools::ParseWithAliases(app, argc, argv, {{"-ub", "--ubatch-size"}, {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}}); rc >= 0)
+  app.add_option("--n-gpu-layers", opt.n_gpu_layers, "layers to offload (llama.cpp -ngl; default 0)")->check(CLI::NonNegativeNumber);
+  app.add_option("--split-mode", sm, "none, layer or row (llama.cpp -sm)");
+  app.add_option("--tensor-split", ts, "proportions per model device, e.g. 3,1 (llama.cpp -ts)");
+  app.add_option("--main-gpu", opt.main_gpu, "the model device used with -sm none (llama.cpp -mg)");
+  app.add_option("--override-tensor", ot, "REGEX=BUFFER_TYPE[,...] (llama.cpp -ot), repeatable");
+  app.add_flag("--cpu-moe", cpu_moe, "keep all MoE expert weights on the CPU");
+  app.add_option("--n-cpu-moe", n_cpu_moe, "keep the MoE expert weights of the first N layers on the CPU")->check(CLI::NonNegativeNumber);
+  app.add_flag("--no-kv-offload", no_kv_offload, "KV cache on the CPU (llama.cpp -nkvo)");
+  app.add_flag("--no-mmap", no_mmap, "load weights into allocated buffers instead of mapping the file");
+  app.add_flag("--no-repack", opt.no_repack, "no CPU extra buffer types (CPU_REPACK)");
+  app.add_flag("--no-host", opt.no_host, "no GPU host buffer type in the CPU list");
+  app.add_flag("--no-op-offload", no_op_offload, "do not offload large-batch ops of host weights to GPUs");
+  app.add_option("--explain", explain, "print why every weight and node is where it is: text or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--debug-splits", debug_splits, "print the scheduler's splits as GGML_SCHED_DEBUG=N does (0, 1, 2)")
+      ->check(CLI::Range(0, 2));
+  app.add_flag("--fit", fit, "search the largest -ngl that fits the devices' free memory and print it");
+  std::vector<std::string> args(argv, argv + argc);
+  for (auto& a : args)
+    if (a == "--explain") a = "--explain=text";
+  std::vector<char*> av;
+  for (auto& a : args) av.push_back(a.data());
+  if (int rc = tools::ParseWithAliases(app, argc, av.data(),
+                                       {{"-ub", "--ubatch-size"}, {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"},
+                                        {"-ngl", "--n-gpu-layers"}, {"-sm", "--split-mode"}, {"-ts", "--tensor-split"},
+                                        {"-mg", "--main-gpu"}, {"-ot", "--override-tensor"}, {"-cmoe", "--cpu-moe"},
+                                        {"-ncmoe", "--n-cpu-moe"}, {"-nkvo", "--no-kv-offload"}, {"-nr", "--no-repack"},
+                                        {"-dev", "--device"}, {"-nopo", "--no-op-offload"}});
+      rc >= 0)
     return rc;
 
   auto tk = ParseGgmlType(ctk);
@@ -48,35 +133,87 @@ int main(int argc, char** argv) {
   if (!tv.ok()) return Fail(InvalidArgument("--cache-type-v: " + tv.status().message()));
   cfg.type_k = *tk;
   cfg.type_v = *tv;
+  auto smode = ParseSplitMode(sm);
+  if (!smode.ok()) return Fail(smode.status());
+  opt.split_mode = *smode;
+  if (!ts.empty()) {
+    auto v = ParseTensorSplit(ts);
+    if (!v.ok()) return Fail(v.status());
+    opt.tensor_split = *v;
+  }
+  for (const auto& o : ot) {
+    auto v = ParseTensorOverrides(o);
+    if (!v.ok()) return Fail(v.status());
+    opt.overrides.insert(opt.overrides.end(), v->begin(), v->end());
+  }
+  opt.use_mmap = !no_mmap;
+  opt.offload_kqv = !no_kv_offload;
+  opt.op_offload = !no_op_offload;
+  cfg.offload_kqv = opt.offload_kqv;
+
+  auto machine = MachineDevices(device_list, registry_dirs, free_ovr, argv[0]);
+  if (!machine.ok()) return Fail(machine.status());
+  std::string cpu_buft = "CPU";
+  for (const auto& d : *machine)
+    if (d.type == DeviceType::kCpu) cpu_buft = d.default_buft.name;
+  const auto moe = CpuMoeOverrides(cpu_moe, n_cpu_moe, cpu_buft);
+  opt.overrides.insert(opt.overrides.end(), moe.begin(), moe.end());
 
   auto gguf = GgufFile::Open(model_path);
   if (!gguf.ok()) return Fail(gguf.status());
-  auto graphs = BuildModelGraphs(**gguf, cfg);
-  if (!graphs.ok()) return Fail(graphs.status());
-  ModelGraphs& m = *graphs;
+  auto hp = ReadHParams(**gguf);
+  if (!hp.ok()) return Fail(hp.status());
+  if ((cpu_moe || n_cpu_moe > 0) && hp->n_expert == 0)
+    std::fprintf(stderr, "plan-model: warning: --cpu-moe/--n-cpu-moe given but the model has no experts\n");
+  // llama_init_from_model (FEB25): n_ctx padded to 32 (no flash attention), n_batch <= n_ctx and
+  // >= GGML_KQ_MASK_PAD (32), n_ubatch <= n_batch.
+  if (cfg.n_ctx == 0) cfg.n_ctx = hp->n_ctx_train;
+  cfg.n_ctx = (cfg.n_ctx + 31) / 32 * 32;
+  cfg.n_batch = std::max<uint32_t>(std::min(cfg.n_ctx, cfg.n_batch), 32);
+  cfg.n_ubatch = std::min(cfg.n_batch, cfg.n_ubatch);
+
+  auto plan = [&](const PlacementOptions& o, ModelGraphs* graphs) -> Result<PlacementOutcome> {
+    STOWAGE_ASSIGN_OR_RETURN(*graphs, BuildModelGraphs(**gguf, cfg));
+    return PlaceModel(*graphs, *machine, o);
+  };
+
+  if (fit) {
+    auto ngl = FitGpuLayers(static_cast<int>(hp->n_layer) + 1, [&](int n, std::string* why) -> Result<bool> {
+      PlacementOptions o = opt;
+      o.n_gpu_layers = n;
+      ModelGraphs g;
+      STOWAGE_ASSIGN_OR_RETURN(PlacementOutcome out, plan(o, &g));
+      Status s = CheckFit(out);
+      if (s.ok()) return true;
+      if (s.code() != StatusCode::kResourceExhausted) return s;
+      *why = s.message();
+      return false;
+    });
+    if (!ngl.ok()) return Fail(ngl.status());
+    opt.n_gpu_layers = *ngl;
+    std::printf("plan-model: --fit: -ngl %d fits (of %u layers + output)\n", *ngl, hp->n_layer);
+  }
+
+  ModelGraphs m;
+  auto outcome = plan(opt, &m);
+  if (!outcome.ok()) return Fail(outcome.status());
   for (const auto& u : m.unused_tensors) std::printf("load_tensors: model has unused tensor %s -- ignoring\n", u.c_str());
-
-  Placement p = PlaceAllOnCpu(m, !no_mmap);
-  MemoryPlan mem;
-  if (Status s = PlanMemory(m, p, &mem); !s.ok()) return Fail(s);
-
-  for (uint32_t il = 0; il <= m.hp.n_layer; ++il) std::printf("load_tensors: layer %3u assigned to device CPU\n", il);
-  for (const auto& b : mem.buffers)
-    if (b.usage == BufferUsage::kWeights) std::printf("load_tensors: %12s model buffer size = %8.2f MiB\n", b.name.c_str(), MiB(b.size));
-  for (const auto& b : mem.buffers)
-    if (b.usage == BufferUsage::kKvCache) std::printf("llama_kv_cache_init: %10s KV buffer size = %8.2f MiB\n", b.name.c_str(), MiB(b.size));
-  for (const auto& b : mem.buffers)
-    if (b.usage == BufferUsage::kOutput) std::printf("llama_init_from_model: %10s  output buffer size = %8.2f MiB\n", b.name.c_str(), MiB(b.size));
-  for (const auto& b : mem.buffers)
-    if (b.usage == BufferUsage::kCompute) std::printf("llama_init_from_model: %10s compute buffer size = %8.2f MiB\n", b.name.c_str(), MiB(b.size));
-  std::printf("llama_init_from_model: graph nodes  = %zu\n", m.prefill.nodes.size());
-  std::printf("llama_init_from_model: graph splits = %zu (with bs=%lld), %zu (with bs=1)\n", m.prefill.splits.size(),
-              static_cast<long long>(m.prefill.max_tokens), m.decode.splits.size());
+  for (const auto& line : ReportLines(m, *outcome, opt)) std::printf("%s\n", line.c_str());
+  if (debug_splits > 0) {
+    for (const Graph* g : {&m.prefill, &m.decode}) {
+      std::printf("plan-model: scheduler splits of graph %s (n_tokens = %lld):", g->name.c_str(),
+                  static_cast<long long>(g->max_tokens));
+      std::printf("%s", FormatSchedDebug(*g, outcome->placement, debug_splits).c_str());
+    }
+  }
+  if (explain == "text") std::printf("%s", ExplainText(outcome->placement).c_str());
+  if (explain == "json") std::printf("%s", ExplainJson(outcome->placement).c_str());
+  if (Status s = CheckFit(*outcome); !s.ok()) return Fail(s);
 
   if (!out_path.empty()) {
     std::string flags;
     for (int i = 1; i < argc; ++i) flags += (i > 1 ? " " : "") + std::string(argv[i]);
-    const auto bytes = SerializePlan(**gguf, m, p, mem, flags);
+    const auto bytes = SerializePlan(**gguf, m, outcome->placement, outcome->memory, flags);
     if (Status s = WriteFileAtomic(out_path, bytes); !s.ok()) return Fail(s);
     std::printf("plan-model: wrote %s (%zu bytes)\n", out_path.c_str(), bytes.size());
   }

@@ -112,6 +112,11 @@ Status PlanGraphArenas(Graph& g, const Placement& p, const std::vector<int>& buf
   for (int l : g.leafs)
     if (OwnsArenaMemory(g.tensors[l])) STOWAGE_RETURN_IF_ERROR(alloc(l));
   for (size_t i = 0; i < g.nodes.size(); ++i) {
+    // Split input copies live in the split backend's arena from the split's first node on
+    // (ggml_backend_sched adds them to the graph before the split's nodes).
+    for (const Split& s : g.splits)
+      if (s.node_begin == static_cast<int>(i))
+        for (const auto& in : s.inputs) STOWAGE_RETURN_IF_ERROR(alloc(in.second));
     const int id = g.nodes[i];
     if (OwnsArenaMemory(g.tensors[id])) STOWAGE_RETURN_IF_ERROR(alloc(id));
     // Free sources whose last use is this node.

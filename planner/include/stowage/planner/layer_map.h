@@ -1,0 +1,90 @@
+// assign-layers: the model device list, the buffer-type preference lists and the layer map, as
+// llama.cpp's llama_model_load_from_file_impl and llama_model::load_tensors decide them
+// (reference/llamacpp-placement.md §2.1–2.3, FEB25 = llama.cpp build 4748).
+//
+// Device indices: a DeviceSet orders devices as the scheduler orders backends: the model devices
+// (GPU-type, RPC backends first), then ACCEL devices, then the CPU last. The same index is used for
+// Placement::devices and Placement::backends.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stowage/planner/graph.h"  // first: graph.h names stowage::GgmlOp unqualified
+#include "stowage/planner/manifest.h"
+#include "stowage/planner/placement.h"
+#include "stowage/runtime/status.h"
+
+namespace stowage::planner {
+
+/// llama_split_mode: -sm none | layer | row.
+enum class SplitMode { kNone, kLayer, kRow };
+
+/// Parses "none", "layer", "row". Errors: kInvalidArgument "invalid split mode 'x' (expected none,
+/// layer or row)".
+Result<SplitMode> ParseSplitMode(std::string_view s);
+
+/// The devices of a plan in scheduler priority order.
+struct DeviceSet {
+  std::vector<DeviceManifest> devices;  ///< model devices, ACCEL devices, CPU (last)
+  int n_model = 0;                      ///< devices [0, n_model) are the model devices
+  int cpu = -1;                         ///< index of the CPU device (== devices.size() - 1)
+  std::vector<std::string> unused;      ///< GPU devices left out by -sm none
+};
+
+/// Builds the device set from the machine's devices (any order, exactly one CPU device).
+/// Model devices (llama.cpp llama_model_load_from_file_impl): the GPU-type devices in the given
+/// order with RPC-backend devices moved to the front; with -sm none only model_devices[main_gpu].
+/// Errors: no or several CPU devices; -sm none with main_gpu outside [0, n)
+/// ("invalid value for main_gpu: 2 (available devices: 2)", as llama.cpp).
+Result<DeviceSet> MakeDeviceSet(const std::vector<DeviceManifest>& machine, SplitMode split_mode, int main_gpu);
+
+/// One entry of a buffer-type list: a buffer type and the device whose supports_op is asked.
+struct BuftRef {
+  int device = -1;   ///< index into DeviceSet::devices
+  std::string buft;  ///< buffer type name
+  bool operator==(const BuftRef& o) const { return device == o.device && buft == o.buft; }
+};
+using BuftList = std::vector<BuftRef>;
+
+/// make_cpu_buft_list, FEB25 order: each ACCEL device's default buft unless it is the CPU's own
+/// default buft (BLAS is skipped this way) -> the CPU's extra bufts (CPU_REPACK) unless no_extra ->
+/// the host buft of the first model device that has one unless no_host -> the CPU buft.
+BuftList MakeCpuBuftList(const DeviceSet& ds, bool no_host, bool no_extra);
+
+/// make_gpu_buft_list(d): [d's split buft when -sm row and d has one] -> d's default buft -> the
+/// CPU list.
+BuftList MakeGpuBuftList(const DeviceSet& ds, int device, SplitMode split_mode, const BuftList& cpu_list);
+
+/// Fills Placement::devices, ::bufts and ::backends from the device set: every buffer type of every
+/// device once (by name; ACCEL devices sharing the CPU buft add nothing), in the order model devices
+/// (split, default, host), ACCEL defaults, CPU extras, CPU default; one backend per device whose
+/// compute buft is its default buft, except the CPU backend, which uses the host buft of model device
+/// 0 when it has one (llama_init_from_model).
+void InitPlacement(const DeviceSet& ds, bool use_mmap, Placement* p);
+
+/// The manifest buffer type behind Placement::bufts[i] (never null for a buft InitPlacement made).
+const BufferType* FindManifestBuft(const DeviceSet& ds, const Placement& p, int buft);
+
+/// Result of the layer assignment.
+struct LayerMap {
+  /// Device of layer il for il in [0, n_layer]; il == n_layer is the output layer. The input layer
+  /// is always on the CPU list (not stored).
+  std::vector<int> device;
+  std::vector<float> splits;  ///< cumulative split points per model device (last = 1)
+  int n_gpu_layers = 0;       ///< as given (clamped below at 0)
+  int i_gpu_start = 0;        ///< max(n_layer - ngl, 0)
+  int act_gpu_layers = 0;     ///< min(ngl, n_layer + 1), 0 without model devices
+};
+
+/// llama_model::load_tensors' layer map: weights per model device from tensor_split (when given and
+/// not all zero) else each device's free memory; cumulative sums / total as float; layer il goes to
+/// the CPU when il < i_gpu_start or il - i_gpu_start >= act_gpu_layers, else to model device
+/// upper_bound(splits, float(il - i_gpu_start) / act_gpu_layers) (exact equality moves to the next
+/// device). Errors: tensor_split longer than the model device list, negative entries.
+Result<LayerMap> AssignLayers(const DeviceSet& ds, uint32_t n_layer, int n_gpu_layers,
+                              const std::vector<float>& tensor_split);
+
+}  // namespace stowage::planner

@@ -1,0 +1,56 @@
+// The placement pipeline of plan-model: assign-layers -> select-weight-buft -> place-kv ->
+// schedule (pp and tg graphs) -> plan-memory, and the llama.cpp-style report lines.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "stowage/planner/graph.h"  // first: graph.h names stowage::GgmlOp unqualified
+#include "stowage/planner/buft_select.h"
+#include "stowage/planner/layer_map.h"
+#include "stowage/planner/memory_plan.h"
+#include "stowage/planner/placement.h"
+#include "stowage/planner/scheduler.h"
+
+namespace stowage::planner {
+
+/// Placement flags with llama.cpp's defaults (FEB25: n_gpu_layers 0, split mode layer, main GPU 0,
+/// mmap on, KV offload on, op offload on).
+struct PlacementOptions {
+  int n_gpu_layers = 0;
+  SplitMode split_mode = SplitMode::kLayer;
+  int main_gpu = 0;
+  std::vector<float> tensor_split;
+  std::vector<TensorOverride> overrides;  ///< -ot first, then --cpu-moe / --n-cpu-moe patterns
+  bool use_mmap = true;
+  bool no_host = false;
+  bool no_repack = false;
+  bool op_offload = true;
+  bool offload_kqv = true;
+};
+
+/// Everything plan-model prints and exports.
+struct PlacementOutcome {
+  DeviceSet devices;
+  LayerMap layers;
+  Placement placement;
+  MemoryPlan memory;
+  MovedSummary moved;
+  int pp_nodes = 0, tg_nodes = 0;  ///< graph node counts before split copies
+};
+
+/// Runs the whole pipeline on `m` (its graphs are modified: backends, splits, copies, offsets).
+/// `machine` is every device of the (real or described) machine; see MakeDeviceSet.
+/// Errors: those of each pass, one line each.
+Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceManifest>& machine,
+                                    const PlacementOptions& opt);
+
+/// The load-time report in llama.cpp's formats (FEB25): "using device" lines (model devices),
+/// "layer %3d assigned to device %s", the "cannot be used with preferred buffer type" line,
+/// "offloading ..." lines (only when there are model devices), "%12s model buffer size = %8.2f MiB",
+/// "%10s KV buffer size", "KV self size", "%10s  output buffer size", "%10s compute buffer size"
+/// (backends with more than one byte, each buffer once), "graph nodes" and
+/// "graph splits = P (with bs=B), T (with bs=1)". One line per string, without newline.
+std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcome& o, const PlacementOptions& opt);
+
+}  // namespace stowage::planner

@@ -1,0 +1,57 @@
+// schedule: backend assignment of every node of a graph and its division into splits, as
+// ggml_backend_sched_split_graph does it (ggml-backend.cpp, FEB25; reference/llamacpp-placement.md
+// §3.2–3.3, §2.7 for llama.cpp's graph-callback pins):
+//   pins:   per-layer "norm" nodes to their layer's device when n_tokens < 32 or full offload;
+//           "kqv_merged_cont" to the CPU with -nkvo;
+//   pass 1: tensors in a buffer (weights, KV, views of them) -> the first backend supporting their
+//           buffer type and op; graph inputs -> CPU; nodes with a weight source -> that weight's
+//           backend (not for ROPE), or, for a host weight on the CPU, a higher-priority backend
+//           whose offload_op wants it (op offload, batch >= min_batch);
+//   pass 2: expand non-CPU backends down then up, then every backend down then up (only where the
+//           backend supports the op);
+//   pass 3: unassigned nodes -> the backend supporting the op with the most usable sources;
+//           assigned nodes -> a higher-priority backend with the same buffer type that supports the
+//           op and all sources' buffers;
+//   pass 4: remaining sources take their view source's or their consumer's backend;
+//   pass 5: a new split where the backend changes (or a weight in an unusable buffer arrives in a
+//           split that already has inputs); a source the split backend cannot read is copied into
+//           it once per (source, backend): a SplitCopy tensor named "<backend>#<src>#0" is added
+//           to the graph and the consumers' srcs are rewritten to it.
+#pragma once
+
+#include <string>
+
+#include "stowage/planner/graph.h"  // first: graph.h names stowage::GgmlOp unqualified
+#include "stowage/planner/layer_map.h"
+#include "stowage/planner/placement.h"
+#include "stowage/runtime/status.h"
+
+namespace stowage::planner {
+
+struct SchedulerOptions {
+  bool op_offload = true;   ///< --no-op-offload turns it off (llama.cpp #13386)
+  bool offload_kqv = true;  ///< false (-nkvo): pin kqv_merged_cont to the CPU
+  bool full_offload = false;  ///< n_gpu_layers > n_layer: pin norm nodes to their layer's device
+};
+
+/// Assigns Tensor::backend / Tensor::cause to every tensor of `g`, fills g.splits, adds the split
+/// input copies, and appends one ExplainEntry per non-view node (graph = g.name). Requires the
+/// weights and KV cache placed (Placement::global_buft). The graph is evaluated at its worst case
+/// (Graph::WorstCase) for shapes and batch sizes. Errors: a pre-allocated tensor no backend can run
+/// ("pre-allocated tensor (X) in a buffer (B) that cannot run the operation (OP)"), a node left
+/// without backend (no CPU fallback).
+Status ScheduleGraph(Graph& g, const ModelGraphs& m, const DeviceSet& ds, const LayerMap& lm, Placement* p,
+                     const SchedulerOptions& opt);
+
+/// Number of nodes of the graph as ggml counts them (every op result, views included; split input
+/// copies excluded).
+int GraphNodeCount(const Graph& g);
+
+/// The GGML_SCHED_DEBUG report of a scheduled graph: level 1 prints per split
+/// "## SPLIT #i: BACKEND # n inputs: [name ( size)] ..." (sizes as ggml's fmt_size: integer MiB
+/// "%zuM" from 1 MiB up, else integer KiB "%zuK", right-aligned in 5), level 2 also one line per
+/// non-view node: "node #  i (        OP):                 name ( size) [  BE         ]:" followed by
+/// its sources. Each split header is preceded by an empty line, as ggml prints it.
+std::string FormatSchedDebug(const Graph& g, const Placement& p, int level);
+
+}  // namespace stowage::planner

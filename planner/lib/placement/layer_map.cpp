@@ -1,0 +1,186 @@
+#include "stowage/planner/layer_map.h"
+
+#include <algorithm>
+
+namespace stowage::planner {
+
+Result<SplitMode> ParseSplitMode(std::string_view s) {
+  if (s == "none") return SplitMode::kNone;
+  if (s == "layer") return SplitMode::kLayer;
+  if (s == "row") return SplitMode::kRow;
+  return InvalidArgument("invalid split mode '" + std::string(s) + "' (expected none, layer or row)");
+}
+
+Result<DeviceSet> MakeDeviceSet(const std::vector<DeviceManifest>& machine, SplitMode split_mode, int main_gpu) {
+  DeviceSet ds;
+  std::vector<const DeviceManifest*> rpc, gpu, accel, cpu;
+  for (const auto& d : machine) {
+    switch (d.type) {
+      case DeviceType::kGpu: (d.backend == "RPC" ? rpc : gpu).push_back(&d); break;
+      case DeviceType::kAccel: accel.push_back(&d); break;
+      case DeviceType::kCpu: cpu.push_back(&d); break;
+    }
+  }
+  if (cpu.empty()) return InvalidArgument("no CPU device in the device list (the CPU backend is always needed)");
+  if (cpu.size() > 1)
+    return InvalidArgument("the device list has " + std::to_string(cpu.size()) + " CPU devices ('" + cpu[0]->name +
+                           "', '" + cpu[1]->name + "'); exactly one is expected");
+  // llama.cpp: RPC devices in front of the other GPUs.
+  std::vector<const DeviceManifest*> model = rpc;
+  model.insert(model.end(), gpu.begin(), gpu.end());
+  if (split_mode == SplitMode::kNone) {
+    if (main_gpu < 0 || main_gpu >= static_cast<int>(model.size()))
+      return InvalidArgument("invalid value for main_gpu: " + std::to_string(main_gpu) +
+                             " (available devices: " + std::to_string(model.size()) + ")");
+    for (size_t i = 0; i < model.size(); ++i)
+      if (static_cast<int>(i) != main_gpu) ds.unused.push_back(model[i]->name);
+    model = {model[main_gpu]};
+  }
+  for (const auto* d : model) ds.devices.push_back(*d);
+  ds.n_model = static_cast<int>(model.size());
+  for (const auto* d : accel) ds.devices.push_back(*d);
+  ds.devices.push_back(*cpu[0]);
+  ds.cpu = static_cast<int>(ds.devices.size()) - 1;
+  return ds;
+}
+
+BuftList MakeCpuBuftList(const DeviceSet& ds, bool no_host, bool no_extra) {
+  BuftList list;
+  const DeviceManifest& cpu = ds.devices[ds.cpu];
+  for (int i = ds.n_model; i < ds.cpu; ++i)
+    if (ds.devices[i].default_buft.name != cpu.default_buft.name) list.push_back({i, ds.devices[i].default_buft.name});
+  if (!no_extra)
+    for (const auto& e : cpu.extra_bufts) list.push_back({ds.cpu, e.name});
+  if (!no_host) {
+    for (int i = 0; i < ds.n_model; ++i) {
+      if (ds.devices[i].host_buft) {
+        list.push_back({i, ds.devices[i].host_buft->name});
+        break;
+      }
+    }
+  }
+  list.push_back({ds.cpu, cpu.default_buft.name});
+  return list;
+}
+
+BuftList MakeGpuBuftList(const DeviceSet& ds, int device, SplitMode split_mode, const BuftList& cpu_list) {
+  BuftList list;
+  const DeviceManifest& d = ds.devices[device];
+  if (split_mode == SplitMode::kRow && d.split_buft) list.push_back({device, d.split_buft->name});
+  list.push_back({device, d.default_buft.name});
+  list.insert(list.end(), cpu_list.begin(), cpu_list.end());
+  return list;
+}
+
+namespace {
+
+void AddBuft(Placement* p, const BufferType& bt, int device, bool is_default) {
+  if (p->FindBuft(bt.name) >= 0) return;
+  PlacedBuft pb;
+  pb.name = bt.name;
+  pb.device = device;
+  pb.is_host = bt.is_host;
+  pb.is_default = is_default;
+  pb.alignment = bt.alignment;
+  // Extra bufts of the CPU (CPU_REPACK) convert weights on upload; the runtime picks the layout per type.
+  if (!is_default && !bt.is_host && device >= 0 && p->devices[device].type == DeviceKind::kCpu) pb.repack = "repack";
+  p->bufts.push_back(pb);
+}
+
+DeviceKind KindOf(DeviceType t) {
+  switch (t) {
+    case DeviceType::kGpu: return DeviceKind::kGpu;
+    case DeviceType::kAccel: return DeviceKind::kAccel;
+    case DeviceType::kCpu: break;
+  }
+  return DeviceKind::kCpu;
+}
+
+}  // namespace
+
+void InitPlacement(const DeviceSet& ds, bool use_mmap, Placement* p) {
+  p->devices.clear();
+  p->bufts.clear();
+  p->backends.clear();
+  p->use_mmap = use_mmap;
+  for (const auto& d : ds.devices) {
+    PlacedDevice pd;
+    pd.name = d.name;
+    pd.description = d.description;
+    pd.type = KindOf(d.type);
+    pd.memory_total = d.memory_total;
+    pd.memory_free = d.memory_free;
+    pd.memory_reserve = d.memory_reserve;
+    pd.buffer_from_host_ptr = d.caps.buffer_from_host_ptr;
+    p->devices.push_back(pd);
+  }
+  const DeviceManifest& cpu = ds.devices[ds.cpu];
+  for (int i = 0; i < ds.n_model; ++i) {
+    const auto& d = ds.devices[i];
+    if (d.split_buft) AddBuft(p, *d.split_buft, i, false);
+    AddBuft(p, d.default_buft, i, true);
+    if (d.host_buft) AddBuft(p, *d.host_buft, i, false);
+  }
+  for (int i = ds.n_model; i < ds.cpu; ++i)
+    if (ds.devices[i].default_buft.name != cpu.default_buft.name) AddBuft(p, ds.devices[i].default_buft, i, true);
+  for (const auto& e : cpu.extra_bufts) AddBuft(p, e, ds.cpu, false);
+  AddBuft(p, cpu.default_buft, ds.cpu, true);
+  for (int i = 0; i < static_cast<int>(ds.devices.size()); ++i) {
+    PlacedBackend be;
+    be.name = ds.devices[i].name;
+    be.device = i;
+    std::string buft = ds.devices[i].default_buft.name;
+    if (i == ds.cpu && ds.n_model > 0 && ds.devices[0].host_buft) buft = ds.devices[0].host_buft->name;
+    be.compute_buft = p->FindBuft(buft);
+    p->backends.push_back(be);
+  }
+}
+
+const BufferType* FindManifestBuft(const DeviceSet& ds, const Placement& p, int buft) {
+  if (buft < 0 || static_cast<size_t>(buft) >= p.bufts.size()) return nullptr;
+  const PlacedBuft& pb = p.bufts[buft];
+  if (const BufferType* bt = ds.devices[pb.device].FindBuft(pb.name)) return bt;
+  for (const auto& d : ds.devices)
+    if (const BufferType* bt = d.FindBuft(pb.name)) return bt;
+  return nullptr;
+}
+
+Result<LayerMap> AssignLayers(const DeviceSet& ds, uint32_t n_layer, int n_gpu_layers,
+                              const std::vector<float>& tensor_split) {
+  LayerMap lm;
+  const int n = ds.n_model;
+  if (static_cast<int>(tensor_split.size()) > std::max(n, 1) && n > 0)
+    return InvalidArgument("-ts has " + std::to_string(tensor_split.size()) + " values but there are only " +
+                           std::to_string(n) + " model devices");
+  for (float f : tensor_split)
+    if (!(f >= 0.f)) return InvalidArgument("-ts: negative or invalid proportion " + std::to_string(f));
+  lm.n_gpu_layers = std::max(n_gpu_layers, 0);
+  // Split points: tensor_split when given and not all zero, else free memory (FEB25 load_tensors).
+  std::vector<float> w(n, 0.f);
+  bool all_zero = true;
+  for (int i = 0; i < n && i < static_cast<int>(tensor_split.size()); ++i) {
+    w[i] = tensor_split[i];
+    all_zero = all_zero && tensor_split[i] == 0.f;
+  }
+  if (all_zero)
+    for (int i = 0; i < n; ++i) w[i] = static_cast<float>(ds.devices[i].memory_free);
+  float sum = 0.f;
+  for (int i = 0; i < n; ++i) {
+    sum += w[i];
+    lm.splits.push_back(sum);
+  }
+  for (float& s : lm.splits) s = sum > 0.f ? s / sum : 1.f;
+  const int L = static_cast<int>(n_layer);
+  lm.i_gpu_start = std::max(L - lm.n_gpu_layers, 0);
+  lm.act_gpu_layers = n == 0 ? 0 : std::min(lm.n_gpu_layers, L + 1);
+  lm.device.assign(L + 1, ds.cpu);
+  for (int il = 0; il <= L; ++il) {
+    if (il < lm.i_gpu_start || il - lm.i_gpu_start >= lm.act_gpu_layers) continue;
+    const float f = static_cast<float>(il - lm.i_gpu_start) / static_cast<float>(lm.act_gpu_layers);
+    const int d = static_cast<int>(std::upper_bound(lm.splits.begin(), lm.splits.end(), f) - lm.splits.begin());
+    lm.device[il] = std::min(d, n - 1);
+  }
+  return lm;
+}
+
+}  // namespace stowage::planner

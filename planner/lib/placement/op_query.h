@@ -1,0 +1,36 @@
+// Internal: turning graph tensors and weights into the OpQuery a device manifest answers
+// (ggml_backend_dev_supports_op's view of a node), and the op-name bridge between the graph's
+// stowage::GgmlOp and the manifest's planner::GgmlOp.
+#pragma once
+
+#include <array>
+#include <string>
+
+#include "stowage/planner/graph.h"  // before manifest.h: graph.h names stowage::GgmlOp unqualified
+#include "stowage/planner/manifest.h"
+#include "stowage/planner/placement.h"
+
+namespace stowage::planner {
+
+/// The manifest op of the same ggml name; planner::GgmlOp::kCount when the manifest has none.
+planner::GgmlOp ToManifestOp(stowage::GgmlOp op);
+
+/// Byte strides of graph tensor `t` at binding `b` (ggml's nb[], views and permutes included).
+std::array<int64_t, 4> TensorStrides(const Graph& g, int t, const Bindings& b);
+
+/// ggml_is_contiguous for a tensor of `type`, shape ne and strides nb.
+bool IsContiguous(GgmlType type, const int64_t ne[4], const std::array<int64_t, 4>& nb);
+
+/// Where a tensor's memory lives, as the scheduler sees it before graph allocation: only weights and
+/// KV cache tensors (and views of them, through view_src) have a buffer.
+struct BufferInfo {
+  bool allocated = false;
+  std::string buft;    ///< buffer type name ("CPU_Mapped" for mmap'ed CPU weights)
+  bool is_host = false;
+  bool weights = false;  ///< ggml_backend_buffer usage WEIGHTS
+};
+
+/// Buffer of a global tensor (weights and KV) under placement `p`.
+BufferInfo GlobalBuffer(const ModelGraphs& m, const Placement& p, int global);
+
+}  // namespace stowage::planner

@@ -1,0 +1,101 @@
+#include "stowage/planner/place_model.h"
+
+#include <cstdio>
+
+#include "stowage/planner/kv_place.h"
+
+namespace stowage::planner {
+
+Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceManifest>& machine,
+                                    const PlacementOptions& opt) {
+  PlacementOutcome o;
+  STOWAGE_ASSIGN_OR_RETURN(o.devices, MakeDeviceSet(machine, opt.split_mode, opt.main_gpu));
+  STOWAGE_ASSIGN_OR_RETURN(o.layers, AssignLayers(o.devices, m.hp.n_layer, opt.n_gpu_layers, opt.tensor_split));
+  InitPlacement(o.devices, opt.use_mmap, &o.placement);
+  for (uint32_t il = 0; il <= m.hp.n_layer; ++il)
+    o.placement.log.push_back("layer " + std::to_string(il) + " -> " + o.devices.devices[o.layers.device[il]].name);
+  WeightBuftOptions wo;
+  wo.split_mode = opt.split_mode;
+  wo.no_host = opt.no_host;
+  wo.no_repack = opt.no_repack;
+  wo.overrides = opt.overrides;
+  STOWAGE_RETURN_IF_ERROR(SelectWeightBufts(m, o.devices, o.layers, wo, &o.placement, &o.moved));
+  STOWAGE_RETURN_IF_ERROR(PlaceKvCache(m, o.devices, o.layers, opt.offload_kqv, &o.placement));
+  SchedulerOptions so;
+  so.op_offload = opt.op_offload;
+  so.offload_kqv = opt.offload_kqv;
+  so.full_offload = opt.n_gpu_layers > static_cast<int>(m.hp.n_layer);
+  o.pp_nodes = GraphNodeCount(m.prefill);
+  o.tg_nodes = GraphNodeCount(m.decode);
+  STOWAGE_RETURN_IF_ERROR(ScheduleGraph(m.prefill, m, o.devices, o.layers, &o.placement, so));
+  STOWAGE_RETURN_IF_ERROR(ScheduleGraph(m.decode, m, o.devices, o.layers, &o.placement, so));
+  STOWAGE_RETURN_IF_ERROR(PlanMemory(m, o.placement, &o.memory));
+  return o;
+}
+
+namespace {
+
+double MiB(uint64_t b) { return static_cast<double>(b) / 1024.0 / 1024.0; }
+
+template <typename... A>
+std::string Fmt(const char* f, A... a) {
+  char buf[1024];
+  std::snprintf(buf, sizeof buf, f, a...);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcome& o, const PlacementOptions& opt) {
+  std::vector<std::string> out;
+  const DeviceSet& ds = o.devices;
+  for (int i = 0; i < ds.n_model; ++i)
+    out.push_back(Fmt("llama_model_load_from_file_impl: using device %s (%s) - %llu MiB free", ds.devices[i].name.c_str(),
+                      ds.devices[i].description.c_str(),
+                      static_cast<unsigned long long>(ds.devices[i].memory_free / 1024 / 1024)));
+  for (size_t il = 0; il < o.layers.device.size(); ++il)
+    out.push_back(Fmt("load_tensors: layer %3d assigned to device %s", static_cast<int>(il),
+                      ds.devices[o.layers.device[il]].name.c_str()));
+  if (o.moved.count > 0)
+    out.push_back(Fmt("load_tensors: tensor '%s' (%s) (and %d others) cannot be used with preferred buffer type %s, "
+                      "using %s instead",
+                      o.moved.tensor.c_str(), o.moved.type.c_str(), o.moved.count - 1, o.moved.from.c_str(),
+                      o.moved.to.c_str()));
+  if (ds.n_model > 0) {  // llama_supports_gpu_offload()
+    const int n_layer = static_cast<int>(m.hp.n_layer);
+    const int ngl = std::max(opt.n_gpu_layers, 0);
+    out.push_back(Fmt("load_tensors: offloading %d repeating layers to GPU", std::min(ngl, n_layer)));
+    if (ngl > n_layer) out.push_back("load_tensors: offloading output layer to GPU");
+    out.push_back(Fmt("load_tensors: offloaded %d/%d layers to GPU", std::min(ngl, n_layer + 1), n_layer + 1));
+  }
+  for (const auto& b : o.memory.buffers)
+    if (b.usage == BufferUsage::kWeights)
+      out.push_back(Fmt("load_tensors: %12s model buffer size = %8.2f MiB", b.name.c_str(), MiB(b.size)));
+  uint64_t k_bytes = 0, v_bytes = 0;
+  for (const auto& g : m.globals) {
+    if (g.kind != TensorKind::kKvCache) continue;
+    (g.name.rfind("cache_k", 0) == 0 ? k_bytes : v_bytes) += g.nbytes;
+  }
+  out.push_back(Fmt("llama_kv_cache_init: kv_size = %u, offload = %d, type_k = '%s', type_v = '%s', n_layer = %u, "
+                    "can_shift = 1",
+                    m.cfg.n_ctx, opt.offload_kqv ? 1 : 0, GgmlTypeName(m.cfg.type_k), GgmlTypeName(m.cfg.type_v),
+                    m.hp.n_layer));
+  for (const auto& b : o.memory.buffers)
+    if (b.usage == BufferUsage::kKvCache)
+      out.push_back(Fmt("llama_kv_cache_init: %10s KV buffer size = %8.2f MiB", b.name.c_str(), MiB(b.size)));
+  out.push_back(Fmt("llama_init_from_model: KV self size  = %7.2f MiB, K (%s): %7.2f MiB, V (%s): %7.2f MiB",
+                    MiB(k_bytes + v_bytes), GgmlTypeName(m.cfg.type_k), MiB(k_bytes), GgmlTypeName(m.cfg.type_v),
+                    MiB(v_bytes)));
+  for (const auto& b : o.memory.buffers)
+    if (b.usage == BufferUsage::kOutput)
+      out.push_back(Fmt("llama_init_from_model: %10s  output buffer size = %8.2f MiB", b.name.c_str(), MiB(b.size)));
+  for (const auto& b : o.memory.buffers)
+    if (b.usage == BufferUsage::kCompute && b.size > 1)
+      out.push_back(Fmt("llama_init_from_model: %10s compute buffer size = %8.2f MiB", b.name.c_str(), MiB(b.size)));
+  out.push_back(Fmt("llama_init_from_model: graph nodes  = %d", o.pp_nodes));
+  out.push_back(Fmt("llama_init_from_model: graph splits = %zu (with bs=%lld), %zu (with bs=1)", m.prefill.splits.size(),
+                    static_cast<long long>(m.prefill.max_tokens), m.decode.splits.size()));
+  return out;
+}
+
+}  // namespace stowage::planner

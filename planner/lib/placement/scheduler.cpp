@@ -1,0 +1,465 @@
+#include "stowage/planner/scheduler.h"
+
+#include <cstdio>
+#include <map>
+
+#include "op_query.h"
+
+namespace stowage::planner {
+namespace {
+
+const char* CauseText(const std::string& c) {
+  if (c == "1.dst") return "the tensor lives in a buffer of this backend's buffer type";
+  if (c == "1.vsrc") return "view of a tensor in a buffer of this backend's buffer type";
+  if (c == "1.inp") return "graph input, set on the CPU";
+  if (c.rfind("1.wgt", 0) == 0) return "runs where its weight is";
+  if (c == "1.off") return "op offload: weight in host memory, this backend's offload_op wants the batch";
+  if (c == "2.sup") return "expanded from the neighbouring node's backend";
+  if (c == "3.best") return "backend supporting the op with the most usable sources";
+  if (c == "3.upg") return "upgraded to a higher-priority backend sharing the buffer type";
+  if (c == "4.vsrc") return "view: backend of its view source";
+  if (c == "4.cur") return "source: backend of its consumer";
+  if (c == "4.cpy") return "split input copy";
+  if (c == "pin.norm") return "llama.cpp graph callback: norm pinned to its layer's device (n_tokens < 32 or full offload)";
+  if (c == "pin.nkvo") return "llama.cpp graph callback: -nkvo pins kqv_merged_cont to the CPU";
+  return "";
+}
+
+class Scheduler {
+ public:
+  Scheduler(Graph& g, const ModelGraphs& m, const DeviceSet& ds, const LayerMap& lm, Placement* p,
+            const SchedulerOptions& opt)
+      : g_(g), m_(m), ds_(ds), lm_(lm), p_(p), opt_(opt), wc_(g.WorstCase()), B_(static_cast<int>(ds.devices.size())),
+        cpu_(ds.cpu) {
+    const size_t n = g.tensors.size();
+    backend_.assign(n, -1);
+    cause_.assign(n, "");
+    supports_.assign(n * B_, -1);
+    queries_.resize(n);
+    have_query_.assign(n, 0);
+  }
+
+  Status Run() {
+    Pins();
+    STOWAGE_RETURN_IF_ERROR(Pass1());
+    Pass2();
+    Pass3();
+    Pass4();
+    STOWAGE_RETURN_IF_ERROR(Pass5());
+    Finish();
+    return Status::Ok();
+  }
+
+ private:
+  bool IsView(int t) const { return IsViewOp(g_.tensors[t].op); }
+  int Owner(int t) const { return g_.tensors[t].view_src >= 0 ? g_.tensors[t].view_src : t; }
+
+  BufferInfo OwnBuf(int t) const {
+    const Tensor& x = g_.tensors[t];
+    if (x.kind == TensorKind::kWeight || x.kind == TensorKind::kKvCache) return GlobalBuffer(m_, *p_, x.global);
+    return {};
+  }
+  BufferInfo BufOf(int t) const { return OwnBuf(Owner(t)); }
+
+  TensorDesc Desc(int t) const {
+    const Tensor& x = g_.tensors[t];
+    TensorDesc d;
+    d.type = x.type;
+    int64_t ne[4];
+    for (int i = 0; i < 4; ++i) d.ne[i] = ne[i] = wc_.Eval(x.ne[i]);
+    d.contiguous = IsContiguous(x.type, ne, TensorStrides(g_, t, wc_));
+    const BufferInfo bi = OwnBuf(t);
+    if (bi.allocated) {
+      d.buft = bi.buft;
+      d.buft_is_host = bi.is_host;
+    }
+    return d;
+  }
+
+  const OpQuery& Query(int t) {
+    if (!have_query_[t]) {
+      OpQuery q;
+      const Tensor& x = g_.tensors[t];
+      q.op = ToManifestOp(x.op);
+      q.dst = Desc(t);
+      for (int s : x.srcs)
+        if (s >= 0) q.src.push_back(Desc(s));
+      queries_[t] = std::move(q);
+      have_query_[t] = 1;
+    }
+    return queries_[t];
+  }
+
+  bool Supports(int b, int t) {
+    int8_t& c = supports_[static_cast<size_t>(t) * B_ + b];
+    if (c < 0) {
+      const OpQuery& q = Query(t);
+      c = q.op != planner::GgmlOp::kCount && ds_.devices[b].SupportsOp(q) ? 1 : 0;
+    }
+    return c == 1;
+  }
+  bool SupportsBuft(int b, const BufferInfo& bi) const { return ds_.devices[b].SupportsBuft(bi.buft, bi.is_host); }
+  const PlacedBuft& ComputeBuft(int b) const { return p_->bufts[p_->backends[b].compute_buft]; }
+
+  int BackendFromBuffer(int t, int op) {
+    const BufferInfo bi = BufOf(t);
+    if (!bi.allocated) return -1;
+    for (int b = 0; b < B_; ++b)
+      if (SupportsBuft(b, bi) && Supports(b, op)) return b;
+    return -1;
+  }
+
+  bool BufferSupported(int t, int b) const {
+    const BufferInfo bi = BufOf(t);
+    if (bi.allocated) return SupportsBuft(b, bi);
+    int tb = backend_[t];
+    if (tb == -1 && g_.tensors[t].view_src >= 0) tb = backend_[g_.tensors[t].view_src];
+    if (tb == -1) return false;
+    const PlacedBuft& cb = ComputeBuft(tb);
+    return ds_.devices[b].SupportsBuft(cb.name, cb.is_host);
+  }
+
+  void Pins() {
+    const bool pin_norm = g_.max_tokens < 32 || opt_.full_offload;
+    for (int n : g_.nodes) {
+      const Tensor& x = g_.tensors[n];
+      if (x.layer < 0) continue;
+      const std::string suffix = "-" + std::to_string(x.layer);
+      if (pin_norm && x.name == "norm" + suffix) {
+        const int dev = lm_.device.at(x.layer);
+        if (Supports(dev, n)) {
+          backend_[n] = dev;
+          cause_[n] = "pin.norm";
+        }
+      }
+      if (!opt_.offload_kqv && x.name == "kqv_merged_cont" + suffix) {
+        backend_[n] = cpu_;
+        cause_[n] = "pin.nkvo";
+      }
+    }
+  }
+
+  Status FromCur(int t, int* out, std::string* cause) {
+    *out = -1;
+    int r = BackendFromBuffer(t, t);
+    if (r != -1) {
+      *out = r;
+      *cause = "1.dst";
+      return Status::Ok();
+    }
+    const Tensor& x = g_.tensors[t];
+    if (x.view_src >= 0) {
+      r = BackendFromBuffer(x.view_src, t);
+      if (r != -1) {
+        *out = r;
+        *cause = "1.vsrc";
+        return Status::Ok();
+      }
+    }
+    const BufferInfo bi = BufOf(t);
+    if (bi.allocated)
+      return FailedPrecondition("pre-allocated tensor (" + x.name + ") in a buffer (" + bi.buft +
+                                ") that cannot run the operation (" + GgmlOpName(x.op) + ")");
+    if (x.kind == TensorKind::kInput) {
+      *out = cpu_;
+      *cause = "1.inp";
+      return Status::Ok();
+    }
+    for (size_t i = 0; i < x.srcs.size(); ++i) {
+      const int s = x.srcs[i];
+      if (s < 0) continue;
+      // ROPE is not dragged by its tiny freq-factors weight (llama.cpp PR #10026).
+      if (x.op == stowage::GgmlOp::ROPE) break;
+      const BufferInfo sb = OwnBuf(s);
+      if (!sb.allocated || !sb.weights) continue;
+      const int b = BackendFromBuffer(s, t);
+      if (b == cpu_ && sb.is_host && opt_.op_offload) {
+        for (int o = 0; o < b; ++o) {
+          if (Supports(o, t) && ds_.devices[o].OffloadOp(Query(t))) {
+            *out = o;
+            *cause = "1.off";
+            return Status::Ok();
+          }
+        }
+      }
+      *out = b;
+      *cause = "1.wgt" + std::to_string(i);
+      return Status::Ok();
+    }
+    return Status::Ok();
+  }
+
+  Status Pass1() {
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int t : pass == 0 ? g_.leafs : g_.nodes) {
+        if (backend_[t] != -1) continue;
+        STOWAGE_RETURN_IF_ERROR(FromCur(t, &backend_[t], &cause_[t]));
+      }
+    }
+    return Status::Ok();
+  }
+
+  void SetIfSupported(int t, int b) {
+    if (Supports(b, t)) {
+      backend_[t] = b;
+      cause_[t] = "2.sup";
+    }
+  }
+
+  void Expand(bool gpu_only, bool down) {
+    int cur = -1;
+    const int n = static_cast<int>(g_.nodes.size());
+    for (int k = 0; k < n; ++k) {
+      const int t = g_.nodes[down ? k : n - 1 - k];
+      if (IsView(t)) continue;
+      if (backend_[t] != -1) {
+        cur = gpu_only && backend_[t] == B_ - 1 ? -1 : backend_[t];
+      } else if (cur != -1) {
+        SetIfSupported(t, cur);
+      }
+    }
+  }
+
+  void Pass2() {
+    Expand(true, true);
+    Expand(true, false);
+    Expand(false, true);
+    Expand(false, false);
+  }
+
+  void Pass3() {
+    for (int t : g_.nodes) {
+      if (IsView(t)) continue;
+      const Tensor& x = g_.tensors[t];
+      if (backend_[t] == -1) {
+        int best = -1;
+        for (int b = 0; b < B_; ++b) {
+          if (!Supports(b, t)) continue;
+          int n_sup = 0;
+          for (int s : x.srcs) {
+            if (s < 0) continue;
+            const bool assigned = backend_[s] != -1 || (g_.tensors[s].view_src >= 0 && backend_[g_.tensors[s].view_src] != -1);
+            if (assigned && BufferSupported(s, b)) ++n_sup;
+          }
+          if (n_sup > best) {
+            best = n_sup;
+            backend_[t] = b;
+            cause_[t] = "3.best";
+          }
+        }
+      } else {
+        const int cur = backend_[t];
+        for (int b = 0; b < cur; ++b) {
+          if (p_->backends[b].compute_buft != p_->backends[cur].compute_buft || !Supports(b, t)) continue;
+          bool ok = true;
+          for (int s : x.srcs)
+            if (s >= 0 && !BufferSupported(s, b)) { ok = false; break; }
+          if (ok) {
+            backend_[t] = b;
+            cause_[t] = "3.upg";
+            break;
+          }
+        }
+      }
+    }
+  }
+
+  void Pass4() {
+    for (int t : g_.nodes) {
+      const Tensor& x = g_.tensors[t];
+      if (x.view_src >= 0 && backend_[t] == -1) {
+        backend_[t] = backend_[x.view_src];
+        cause_[t] = "4.vsrc";
+      }
+      for (int s : x.srcs) {
+        if (s < 0 || backend_[s] != -1) continue;
+        if (g_.tensors[s].view_src >= 0) {
+          backend_[s] = backend_[g_.tensors[s].view_src];
+          cause_[s] = "4.vsrc";
+        } else {
+          backend_[s] = backend_[t];
+          cause_[s] = "4.cur";
+        }
+      }
+    }
+  }
+
+  Status Pass5() {
+    g_.splits.clear();
+    const int n = static_cast<int>(g_.nodes.size());
+    int i = 0;
+    Split split;
+    for (; i < n; ++i)
+      if (!IsView(g_.nodes[i])) {
+        split.backend = backend_[g_.nodes[i]];
+        break;
+      }
+    split.node_begin = 0;
+    int cur = split.backend;
+    std::map<std::pair<int, int>, int> copies;  // (source, backend) -> copy tensor
+    const size_t kMaxInputs = 10;              // GGML_SCHED_MAX_SPLIT_INPUTS = GGML_MAX_SRC (FEB25)
+    for (; i < n; ++i) {
+      const int t = g_.nodes[i];
+      if (IsView(t)) continue;
+      const int nb = backend_[t];
+      if (nb == -1)
+        return FailedPrecondition("node '" + g_.tensors[t].name + "' (" + GgmlOpName(g_.tensors[t].op) +
+                                  ") of graph " + g_.name + " has no backend: no device supports it");
+      bool need_new = false;
+      if (nb == cur && !split.inputs.empty()) {
+        for (int s : g_.tensors[t].srcs) {
+          if (s < 0) continue;
+          const BufferInfo sb = OwnBuf(s);
+          if (sb.allocated && sb.weights && backend_[s] != cur && !BufferSupported(s, cur)) {
+            need_new = true;
+            break;
+          }
+          if (split.inputs.size() == kMaxInputs && backend_[s] != cur && !copies.count({s, cur}) &&
+              !BufferSupported(s, cur)) {
+            need_new = true;
+            break;
+          }
+        }
+      }
+      if (nb != cur || need_new) {
+        split.node_end = i;
+        g_.splits.push_back(split);
+        split = Split();
+        split.backend = nb;
+        split.node_begin = i;
+        cur = nb;
+      }
+      for (size_t j = 0; j < g_.tensors[t].srcs.size(); ++j) {
+        const int s = g_.tensors[t].srcs[j];
+        if (s < 0) continue;
+        if (backend_[s] == -1)
+          return Internal("source '" + g_.tensors[s].name + "' of '" + g_.tensors[t].name + "' has no backend");
+        if (backend_[s] == cur || BufferSupported(s, cur)) continue;
+        auto it = copies.find({s, cur});
+        if (it == copies.end()) {
+          Tensor c;
+          const Tensor& src = g_.tensors[s];
+          c.name = p_->backends[cur].name + "#" + src.name + "#0";
+          c.kind = TensorKind::kSplitCopy;
+          c.type = src.type;
+          c.ne = src.ne;
+          c.layer = src.layer;
+          c.backend = cur;
+          c.cause = "4.cpy";
+          g_.tensors.push_back(std::move(c));
+          const int id = static_cast<int>(g_.tensors.size()) - 1;
+          backend_.push_back(cur);
+          cause_.push_back("4.cpy");
+          it = copies.emplace(std::make_pair(s, cur), id).first;
+          split.inputs.push_back({s, id});
+        }
+        g_.tensors[t].srcs[j] = it->second;
+      }
+    }
+    split.node_end = n;
+    g_.splits.push_back(split);
+    return Status::Ok();
+  }
+
+  void Finish() {
+    for (size_t t = 0; t < g_.tensors.size(); ++t) {
+      g_.tensors[t].backend = backend_[t];
+      g_.tensors[t].cause = cause_[t];
+    }
+    for (int t : g_.nodes) {
+      if (IsView(t)) continue;
+      const Tensor& x = g_.tensors[t];
+      ExplainEntry ex;
+      ex.subject = x.name;
+      ex.graph = g_.name;
+      ex.device = x.backend >= 0 ? p_->backends[x.backend].name : "";
+      ex.buft = x.backend >= 0 ? ComputeBuft(x.backend).name : "";
+      ex.rule = x.cause + ": " + CauseText(x.cause.rfind("1.wgt", 0) == 0 ? "1.wgt" : x.cause);
+      for (int b = 0; b < x.backend; ++b)
+        if (!Supports(b, t))
+          ex.rejected.push_back(p_->backends[b].name + ": does not support " + GgmlOpName(x.op));
+      p_->explain.push_back(std::move(ex));
+    }
+  }
+
+  Graph& g_;
+  const ModelGraphs& m_;
+  const DeviceSet& ds_;
+  const LayerMap& lm_;
+  Placement* p_;
+  SchedulerOptions opt_;
+  Bindings wc_;
+  int B_, cpu_;
+  std::vector<int> backend_;
+  std::vector<std::string> cause_;
+  std::vector<int8_t> supports_;
+  std::vector<OpQuery> queries_;
+  std::vector<char> have_query_;
+};
+
+std::string FmtSize(uint64_t bytes) {
+  char buf[64];
+  if (bytes >= 1024 * 1024) std::snprintf(buf, sizeof buf, "%lluM", static_cast<unsigned long long>(bytes / 1024 / 1024));
+  else std::snprintf(buf, sizeof buf, "%lluK", static_cast<unsigned long long>(bytes / 1024));
+  return buf;
+}
+
+uint64_t NBytes(const Graph& g, int t) {
+  const Bindings wc = g.WorstCase();
+  int64_t ne[4];
+  for (int i = 0; i < 4; ++i) ne[i] = wc.Eval(g.tensors[t].ne[i]);
+  return TensorBytes(g.tensors[t].type, ne);
+}
+
+}  // namespace
+
+Status ScheduleGraph(Graph& g, const ModelGraphs& m, const DeviceSet& ds, const LayerMap& lm, Placement* p,
+                     const SchedulerOptions& opt) {
+  if (p->backends.size() != ds.devices.size()) return Internal("scheduler: placement backends do not match the devices");
+  Scheduler s(g, m, ds, lm, p, opt);
+  return s.Run();
+}
+
+int GraphNodeCount(const Graph& g) { return static_cast<int>(g.nodes.size()); }
+
+std::string FormatSchedDebug(const Graph& g, const Placement& p, int level) {
+  std::string out;
+  char line[512];
+  auto be_name = [&](int b) { return b >= 0 ? p.backends[b].name : std::string("NULL"); };
+  size_t cur_split = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (cur_split < g.splits.size() && static_cast<int>(i) == g.splits[cur_split].node_begin) {
+      const Split& s = g.splits[cur_split];
+      std::snprintf(line, sizeof line, "\n## SPLIT #%zu: %s # %zu inputs", cur_split, be_name(s.backend).c_str(),
+                    s.inputs.size());
+      out += line;
+      for (size_t j = 0; j < s.inputs.size(); ++j) {
+        if (j == 0) out += ": ";
+        std::snprintf(line, sizeof line, "[%s (%5.5s)] ", g.tensors[s.inputs[j].first].name.c_str(),
+                      FmtSize(NBytes(g, s.inputs[j].first)).c_str());
+        out += line;
+      }
+      out += "\n";
+      ++cur_split;
+    }
+    const int t = g.nodes[i];
+    const Tensor& x = g.tensors[t];
+    if (IsViewOp(x.op) || level < 2) continue;
+    std::snprintf(line, sizeof line, "node #%3zu (%10.10s): %20.20s (%5.5s) [%5.5s %8.8s]:", i, GgmlOpName(x.op),
+                  x.name.c_str(), FmtSize(NBytes(g, t)).c_str(), be_name(x.backend).c_str(), x.cause.c_str());
+    out += line;
+    for (int s : x.srcs) {
+      if (s < 0) continue;
+      const Tensor& y = g.tensors[s];
+      // ggml has not recorded a backend for split input copies when it prints (NULL).
+      const std::string b = y.kind == TensorKind::kSplitCopy ? std::string("NULL") : be_name(y.backend);
+      std::snprintf(line, sizeof line, " %20.20s (%5.5s) [%5.5s %8.8s]", y.name.c_str(), FmtSize(NBytes(g, s)).c_str(),
+                    b.c_str(), y.cause.c_str());
+      out += line;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace stowage::planner
