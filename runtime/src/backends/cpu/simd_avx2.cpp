@@ -43,20 +43,33 @@ inline __m256i Nibbles32(const uint8_t* qs) {
 
 }  // namespace
 
+// ggml_vec_dot_f32/_f16 structure (GGML_F32_STEP = 32 on AVX2): four 8-lane FMA accumulators over
+// the first n & ~31 elements, reduced pairwise (GGML_F32x8_REDUCE), leftovers added one by one
+// (F32: in float; F16: in double, like ggml). Keeping this order keeps results close to ggml's.
+namespace {
+inline float Reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  a0 = _mm256_add_ps(a0, a2);
+  a1 = _mm256_add_ps(a1, a3);
+  a0 = _mm256_add_ps(a0, a1);
+  const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(a0), _mm256_extractf128_ps(a0, 1));
+  const __m128 t1 = _mm_hadd_ps(t0, t0);
+  return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+}
+}  // namespace
+
 void VecDotF32(int64_t n, float* s, const void* vx, const void* vy) {
   const float* x = static_cast<const float*>(vx);
   const float* y = static_cast<const float*>(vy);
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
+  const int64_t np = n & ~int64_t(31);
+  for (int64_t i = 0; i < np; i += 32) {
     a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
     a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
     a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
     a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
   }
-  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
-  float sum = HsumPs(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  for (; i < n; ++i) sum += x[i] * y[i];
+  float sum = Reduce4(a0, a1, a2, a3);
+  for (int64_t i = np; i < n; ++i) sum += x[i] * y[i];
   *s = sum;
 }
 
@@ -65,17 +78,16 @@ void VecDotF16(int64_t n, float* s, const void* vx, const void* vy) {
   const fp16_t* y = static_cast<const fp16_t*>(vy);
   auto ld = [](const fp16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); };
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
+  const int64_t np = n & ~int64_t(31);
+  for (int64_t i = 0; i < np; i += 32) {
     a0 = _mm256_fmadd_ps(ld(x + i), ld(y + i), a0);
     a1 = _mm256_fmadd_ps(ld(x + i + 8), ld(y + i + 8), a1);
     a2 = _mm256_fmadd_ps(ld(x + i + 16), ld(y + i + 16), a2);
     a3 = _mm256_fmadd_ps(ld(x + i + 24), ld(y + i + 24), a3);
   }
-  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(ld(x + i), ld(y + i), a0);
-  float sum = HsumPs(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  for (; i < n; ++i) sum += H2F(x[i]) * H2F(y[i]);
-  *s = sum;
+  double sum = Reduce4(a0, a1, a2, a3);
+  for (int64_t i = np; i < n; ++i) sum += double(H2F(x[i]) * H2F(y[i]));
+  *s = float(sum);
 }
 
 void FromFloatF16(const float* x, void* vy, int64_t n) {

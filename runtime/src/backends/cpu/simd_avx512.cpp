@@ -20,23 +20,30 @@ inline float Hsum256(__m256 v) {
 
 }  // namespace
 
+// ggml_vec_dot_f32/_f16 structure (GGML_F32_STEP = 64 on AVX-512): four 16-lane accumulators
+// over n & ~63 elements, pairwise reduction, leftovers one by one (F32 in float, F16 in double).
+namespace {
+inline float Reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+  a0 = _mm512_add_ps(a0, a2);
+  a1 = _mm512_add_ps(a1, a3);
+  return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+}  // namespace
+
 void VecDotF32(int64_t n, float* s, const void* vx, const void* vy) {
   const float* x = static_cast<const float*>(vx);
   const float* y = static_cast<const float*>(vy);
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
+  const int64_t np = n & ~int64_t(63);
+  for (int64_t i = 0; i < np; i += 64) {
     a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
     a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
     a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32), a2);
     a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48), a3);
   }
-  for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
-  if (i < n) {
-    const __mmask16 m = __mmask16((1u << (n - i)) - 1);
-    a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i), a1);
-  }
-  *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  float sum = Reduce4(a0, a1, a2, a3);
+  for (int64_t i = np; i < n; ++i) sum += x[i] * y[i];
+  *s = sum;
 }
 
 void VecDotF16(int64_t n, float* s, const void* vx, const void* vy) {
@@ -44,20 +51,16 @@ void VecDotF16(int64_t n, float* s, const void* vx, const void* vy) {
   const fp16_t* y = static_cast<const fp16_t*>(vy);
   auto ld = [](const fp16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); };
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
+  const int64_t np = n & ~int64_t(63);
+  for (int64_t i = 0; i < np; i += 64) {
     a0 = _mm512_fmadd_ps(ld(x + i), ld(y + i), a0);
     a1 = _mm512_fmadd_ps(ld(x + i + 16), ld(y + i + 16), a1);
     a2 = _mm512_fmadd_ps(ld(x + i + 32), ld(y + i + 32), a2);
     a3 = _mm512_fmadd_ps(ld(x + i + 48), ld(y + i + 48), a3);
   }
-  for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(ld(x + i), ld(y + i), a0);
-  if (i < n) {
-    const __mmask16 m = __mmask16((1u << (n - i)) - 1);
-    auto ldm = [m](const fp16_t* p) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); };
-    a1 = _mm512_fmadd_ps(ldm(x + i), ldm(y + i), a1);
-  }
-  *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  double sum = Reduce4(a0, a1, a2, a3);
+  for (int64_t i = np; i < n; ++i) sum += double(H2F(x[i]) * H2F(y[i]));
+  *s = float(sum);
 }
 
 void VecDotQ8_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
