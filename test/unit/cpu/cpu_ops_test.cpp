@@ -9,8 +9,8 @@
 
 namespace stowage::cpu {
 namespace {
-using test::Fill;
-using test::Tensor;
+using kt::Fill;
+using kt::Tensor;
 
 ComputeContext Ctx(int n_threads = 2) {
   ComputeContext c;
@@ -34,7 +34,7 @@ TEST(CpuFp16, RoundTripAndNearestEven) {
   EXPECT_EQ(Fp32ToFp16(std::ldexp(1.5f, -25)), 0x0001);
   // Random floats: the result is the nearest half.
   std::vector<float> x(20000);
-  test::FillUniform(x, 7, -70000.f, 70000.f);
+  kt::FillUniform(x, 7, -70000.f, 70000.f);
   for (size_t i = 0; i < x.size(); ++i) {
     const float f = x[i] * (i % 3 == 0 ? 1e-6f : 1.0f);
     const uint16_t h = Fp32ToFp16(f);
@@ -66,7 +66,7 @@ void RefMulMat(const Tensor& a, const Tensor& b, bool round_b, std::vector<doubl
           double s = 0;
           for (int64_t k = 0; k < K; ++k) {
             double y = b.at(k, m, i2, i3);
-            if (round_b) y = test::RoundF16(float(y));
+            if (round_b) y = kt::RoundF16(float(y));
             s += a.at(k, n, i2 / (ne12 / a.v.ne[2]), i3 / (ne13 / a.v.ne[3])) * y;
           }
           out[size_t(((i3 * ne12 + i2) * M + m) * N + n)] = s;
@@ -294,7 +294,7 @@ TEST(CpuCpy, KvStoreF16StridedAndBack) {
   ASSERT_TRUE(Cpy(ctx, k.v, view).ok());
   for (int64_t t = 0; t < nctx; ++t)
     for (int64_t i = 0; i < hd * nh; ++i) {
-      const double expect = (t >= 4 && t < 4 + nt) ? test::RoundF16(float(k.at(i % hd, i / hd, t - 4))) : 0.0;
+      const double expect = (t >= 4 && t < 4 + nt) ? kt::RoundF16(float(k.at(i % hd, i / hd, t - 4))) : 0.0;
       EXPECT_EQ(cache.at(i, t), expect);
     }
   // V cache transposed store: dst view [1 .. ] element (i, t) at cell t, row i (nb0 = n_ctx * 2).
@@ -306,7 +306,7 @@ TEST(CpuCpy, KvStoreF16StridedAndBack) {
   vt.data = vcache.buf.data() + 2 * 2;
   ASSERT_TRUE(Cpy(ctx, v.v, vt).ok());
   for (int64_t i = 0; i < hd; ++i)
-    for (int64_t t = 0; t < nt; ++t) EXPECT_EQ(vcache.at(2 + t, i), test::RoundF16(float(v.at(i, t))));
+    for (int64_t t = 0; t < nt; ++t) EXPECT_EQ(vcache.at(2 + t, i), kt::RoundF16(float(v.at(i, t))));
   // F16 -> F32 and F32 -> F32 transposed (CONT of a transposed view), reshaping copy.
   Tensor back(GgmlType::F32, hd * nh, nctx);
   ASSERT_TRUE(Cpy(ctx, cache.v, back.v).ok());
@@ -338,7 +338,7 @@ TEST(CpuGetRows, F32F16Q8_0) {
   }
   Tensor wq(GgmlType::Q8_0, 64, 7), out(GgmlType::F32, 64, 4);
   std::vector<float> src(64 * 7);
-  test::FillUniform(src, 19);
+  kt::FillUniform(src, 19);
   for (int r = 0; r < 7; ++r) ASSERT_TRUE(QuantizeRow(GgmlType::Q8_0, &src[size_t(r) * 64], wq.buf.data() + r * wq.v.nb[1], 64).ok());
   ComputeContext ctx = Ctx();
   ASSERT_TRUE(GetRows(ctx, wq.v, idx.v, out.v).ok());

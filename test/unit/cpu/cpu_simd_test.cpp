@@ -13,7 +13,7 @@ namespace {
 // A random row of `type` holding n elements (quantized from uniform floats).
 std::vector<uint8_t> RandomRow(GgmlType type, int64_t n, uint32_t seed) {
   std::vector<float> x(static_cast<size_t>(n));
-  test::FillUniform(x, seed, -2.f, 2.f);
+  kt::FillUniform(x, seed, -2.f, 2.f);
   std::vector<uint8_t> out(RowSize(type, n) + 64);
   EXPECT_TRUE(QuantizeRow(type, x.data(), out.data(), n).ok());
   return out;
@@ -59,7 +59,7 @@ TEST(CpuSimd, VecDotsMatchScalar) {
         const bool kq = c.w == GgmlType::Q4_K || c.w == GgmlType::Q6_K;
         std::vector<uint8_t> x = kq ? RandomKBlocks(c.w, n, seed) : RandomRow(c.w, n, seed);
         std::vector<float> yf(static_cast<size_t>(n));
-        test::FillUniform(yf, seed + 100, -3.f, 3.f);
+        kt::FillUniform(yf, seed + 100, -3.f, 3.f);
         std::vector<uint8_t> y(RowSize(ref->vec_dot_type, n) + 64);
         if (ref->from_float) ref->from_float(yf.data(), y.data(), n);
         else std::memcpy(y.data(), yf.data(), size_t(n) * 4);
@@ -93,7 +93,7 @@ TEST(CpuSimd, VecDotsMatchScalar) {
 TEST(CpuSimd, FromFloatF16MatchesScalar) {
   if (DetectIsa() < IsaLevel::kAvx2) GTEST_SKIP() << "skipped: no AVX2 on this CPU";
   std::vector<float> x(1037);
-  test::FillUniform(x, 3, -70000.f, 70000.f);
+  kt::FillUniform(x, 3, -70000.f, 70000.f);
   for (size_t i = 0; i < x.size(); i += 3) x[i] *= 1e-8f;
   std::vector<uint16_t> a(x.size()), b(x.size());
   FromFloatF16(x.data(), a.data(), int64_t(x.size()));

@@ -9,7 +9,7 @@
 #include "ops.h"
 #include "quants.h"
 
-namespace stowage::cpu::test {
+namespace stowage::cpu::kt {
 
 /// A tensor that owns its bytes; `v` views them (contiguous unless the test changes nb).
 struct Tensor {
@@ -49,4 +49,4 @@ inline void Fill(Tensor& t, uint32_t seed, float lo = -1.f, float hi = 1.f) {
 
 inline float RoundF16(float x) { return Fp16ToFp32(Fp32ToFp16(x)); }
 
-}  // namespace stowage::cpu::test
+}  // namespace stowage::cpu::kt

@@ -234,6 +234,18 @@ Status DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::Q5_0: DequantizeRowQ5_0(static_cast<const BlockQ5_0*>(src), dst, n); break;
     case GgmlType::Q5_1: DequantizeRowQ5_1(static_cast<const BlockQ5_1*>(src), dst, n); break;
     case GgmlType::Q8_0: DequantizeRowQ8_0(static_cast<const BlockQ8_0*>(src), dst, n); break;
+    case GgmlType::Q8_1: {
+      const BlockQ8_1* b = static_cast<const BlockQ8_1*>(src);
+      for (int64_t i = 0; i < n / kQK8_1; ++i)
+        for (int j = 0; j < kQK8_1; ++j) dst[i * kQK8_1 + j] = float(b[i].qs[j]) * HalfToFloat(b[i].d);
+      break;
+    }
+    case GgmlType::Q8_K: {
+      const BlockQ8_K* b = static_cast<const BlockQ8_K*>(src);
+      for (int64_t i = 0; i < n / kQK_K; ++i)
+        for (int j = 0; j < kQK_K; ++j) dst[i * kQK_K + j] = b[i].d * float(b[i].qs[j]);
+      break;
+    }
     case GgmlType::Q2_K: DequantizeRowQ2_K(static_cast<const BlockQ2_K*>(src), dst, n); break;
     case GgmlType::Q3_K: DequantizeRowQ3_K(static_cast<const BlockQ3_K*>(src), dst, n); break;
     case GgmlType::Q4_K: DequantizeRowQ4_K(static_cast<const BlockQ4_K*>(src), dst, n); break;

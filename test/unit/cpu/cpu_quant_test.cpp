@@ -1,0 +1,306 @@
+// Block quants: reference quantizers (round trip bounds, hand-computed blocks, byte equality with
+// llama-quantize's output on the shared models), vec_dot vs the dequantized dot for every weight
+// type, K-quant / IQ4_XS dequantizers cross-checked between the synth models, and MUL_MAT on real
+// quantized tensors against the dequantized F32 product.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+
+#include "kernels.h"
+#include "stowage/runtime/gguf.h"
+#include "test_paths.h"
+#include "test_util.h"
+
+namespace stowage::cpu {
+namespace {
+
+double RelRms(const std::vector<float>& a, const std::vector<float>& ref) {
+  double e = 0, r = 0;
+  for (size_t i = 0; i < a.size(); ++i) { e += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]); r += double(ref[i]) * ref[i]; }
+  return std::sqrt(e / std::max(r, 1e-30));
+}
+
+struct Bound { GgmlType t; double levels; bool has_min; };
+
+TEST(CpuQuant, RoundTripErrorBounds) {
+  // Per block, |x - deq(q(x))| <= step/2 (+ fp16 rounding of d and m), step = range / levels.
+  const Bound bounds[] = {{GgmlType::Q4_0, 8, false}, {GgmlType::Q4_1, 15, true}, {GgmlType::Q5_0, 16, false},
+                          {GgmlType::Q5_1, 31, true}, {GgmlType::Q8_0, 127, false}, {GgmlType::Q8_1, 127, false}};
+  const int64_t n = 32 * 37;
+  std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+  kt::FillUniform(x, 21, -3.f, 5.f);
+  for (int i = 0; i < 32; ++i) x[size_t(64 + i)] = 0.0f;  // an all-zero block
+  for (const Bound& b : bounds) {
+    std::vector<uint8_t> q(RowSize(b.t, n));
+    ASSERT_TRUE(QuantizeRow(b.t, x.data(), q.data(), n).ok());
+    ASSERT_TRUE(DequantizeRow(b.t, q.data(), y.data(), n).ok());
+    for (int64_t blk = 0; blk < n / 32; ++blk) {
+      float lo = INFINITY, hi = -INFINITY, amax = 0;
+      for (int j = 0; j < 32; ++j) {
+        const float v = x[size_t(blk * 32 + j)];
+        lo = std::min(lo, v); hi = std::max(hi, v); amax = std::max(amax, std::fabs(v));
+      }
+      // Symmetric types: the largest |x| maps to -levels exactly; the other side may clip by one step.
+      const double step = b.has_min ? (hi - lo) / b.levels : amax / b.levels;
+      const double tol = (b.has_min ? 0.5 * step : (b.levels == 127 ? 0.5 : 1.0) * step) * 1.002 +
+                         (std::fabs(lo) + amax) * 1e-3 + 1e-7;
+      for (int j = 0; j < 32; ++j) {
+        const size_t i = size_t(blk * 32 + j);
+        ASSERT_NEAR(y[i], x[i], tol) << GgmlTypeName(b.t) << " block " << blk << " j " << j;
+      }
+    }
+  }
+  // BF16 / F16: relative rounding error.
+  for (GgmlType t : {GgmlType::BF16, GgmlType::F16}) {
+    std::vector<uint8_t> q(RowSize(t, n));
+    ASSERT_TRUE(QuantizeRow(t, x.data(), q.data(), n).ok());
+    ASSERT_TRUE(DequantizeRow(t, q.data(), y.data(), n).ok());
+    const double rel = t == GgmlType::BF16 ? 1.0 / 256 : 1.0 / 2048;
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_LE(std::fabs(y[i] - x[i]), std::fabs(x[i]) * rel);
+  }
+  // Q8_K: 256-blocks, bsums are the sums of 16 quants.
+  std::vector<float> xk(512);
+  kt::FillUniform(xk, 22, -1.f, 1.f);
+  std::vector<BlockQ8_K> qk(2);
+  ASSERT_TRUE(QuantizeRow(GgmlType::Q8_K, xk.data(), qk.data(), 512).ok());
+  for (const BlockQ8_K& b : qk)
+    for (int g = 0; g < 16; ++g) {
+      int s = 0;
+      for (int j = 0; j < 16; ++j) s += b.qs[g * 16 + j];
+      EXPECT_EQ(b.bsums[g], s);
+    }
+  std::vector<float> yk(512);
+  ASSERT_TRUE(DequantizeRow(GgmlType::Q8_K, qk.data(), yk.data(), 512).ok());
+  for (size_t i = 0; i < 512; ++i) EXPECT_NEAR(yk[i], xk[i], 0.5 / 127 + 1e-6);
+  EXPECT_EQ(QuantizeRow(GgmlType::Q4_0, x.data(), y.data(), 33).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(QuantizeRow(GgmlType::Q4_K, x.data(), y.data(), 256).code(), StatusCode::kUnimplemented);
+}
+
+TEST(CpuQuant, HandComputedBlocks) {
+  // Q8_0 of j/31: amax 1 -> d = 1/127, q_j = round(127 j / 31).
+  float x[32];
+  for (int j = 0; j < 32; ++j) x[j] = float(j) / 31.0f;
+  BlockQ8_0 q8;
+  ASSERT_TRUE(QuantizeRow(GgmlType::Q8_0, x, &q8, 32).ok());
+  EXPECT_EQ(q8.d, Fp32ToFp16(1.0f / 127));
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(q8.qs[j], int(std::lround(127.0 * j / 31))) << j;
+  // Q4_0 of j - 16: the largest magnitude is -16 -> d = -16 / -8 = 2; q = min(15, int(x/2 + 8.5)).
+  for (int j = 0; j < 32; ++j) x[j] = float(j - 16);
+  BlockQ4_0 q4;
+  ASSERT_TRUE(QuantizeRow(GgmlType::Q4_0, x, &q4, 32).ok());
+  EXPECT_EQ(Fp16ToFp32(q4.d), 2.0f);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(q4.qs[j] & 0xF, std::min(15, int((j - 16) / 2.0f + 8.5f))) << j;
+    EXPECT_EQ(q4.qs[j] >> 4, std::min(15, int((j + 16 - 16) / 2.0f + 8.5f))) << j;
+  }
+  // Q5_0: the fifth bit of element j lives in bit j of qh.
+  for (int j = 0; j < 32; ++j) x[j] = j == 0 ? -16.0f : float(j % 2 ? 15 : -15);
+  BlockQ5_0 q5;
+  ASSERT_TRUE(QuantizeRow(GgmlType::Q5_0, x, &q5, 32).ok());
+  float y[32];
+  ASSERT_TRUE(DequantizeRow(GgmlType::Q5_0, &q5, y, 32).ok());
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], x[j]) << j;
+  // IQ4_NL: d * kvalues[nibble].
+  BlockIQ4_NL nl;
+  nl.d = Fp32ToFp16(0.5f);
+  for (int j = 0; j < 16; ++j) nl.qs[j] = uint8_t(j | ((15 - j) << 4));
+  ASSERT_TRUE(DequantizeRow(GgmlType::IQ4_NL, &nl, y, 32).ok());
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], 0.5f * kValuesIQ4NL[j]);
+    EXPECT_EQ(y[j + 16], 0.5f * kValuesIQ4NL[15 - j]);
+  }
+}
+
+// Random bytes with sane fp16 scales at the places each type keeps them.
+std::vector<uint8_t> RandomBlocks(GgmlType type, int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const size_t bytes = RowSize(type, n), bs = GetTypeTraits(type).type_size;
+  std::vector<uint8_t> out(bytes);
+  for (auto& b : out) b = uint8_t(rng());
+  std::uniform_real_distribution<float> d(0.001f, 0.05f);
+  auto put = [&](size_t off, float v) { const uint16_t h = Fp32ToFp16(v); std::memcpy(&out[off], &h, 2); };
+  for (size_t o = 0; o < bytes; o += bs) {
+    switch (type) {
+      case GgmlType::Q2_K: put(o + 80, d(rng)); put(o + 82, d(rng)); break;
+      case GgmlType::Q3_K: put(o + 108, d(rng)); break;
+      case GgmlType::Q4_K: case GgmlType::Q5_K: put(o, d(rng)); put(o + 2, d(rng)); break;
+      case GgmlType::Q6_K: put(o + 208, d(rng)); break;
+      case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: put(o, d(rng)); break;
+      default: break;
+    }
+  }
+  return out;
+}
+
+TEST(CpuQuant, VecDotMatchesDequantizedDot) {
+  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
+                            GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
+                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+  const int64_t n = 768;
+  for (GgmlType t : types) {
+    for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+      if (isa > DetectIsa()) continue;
+      const TypeKernels* k = GetTypeKernels(t, isa);
+      ASSERT_NE(k, nullptr) << GgmlTypeName(t);
+      std::vector<float> xf(static_cast<size_t>(n)), yf(static_cast<size_t>(n));
+      kt::FillUniform(xf, 31, -2.f, 2.f);
+      kt::FillUniform(yf, 32, -3.f, 3.f);
+      std::vector<uint8_t> x;
+      if (QuantizeRow(t, xf.data(), nullptr, 0).ok()) {  // has a reference quantizer
+        x.resize(RowSize(t, n));
+        ASSERT_TRUE(QuantizeRow(t, xf.data(), x.data(), n).ok());
+      } else {
+        x = RandomBlocks(t, n, 33);
+      }
+      std::vector<uint8_t> y(RowSize(k->vec_dot_type, n));
+      if (k->from_float) k->from_float(yf.data(), y.data(), n);
+      else std::memcpy(y.data(), yf.data(), size_t(n) * 4);
+      std::vector<float> xd(static_cast<size_t>(n)), yd(static_cast<size_t>(n));
+      ASSERT_TRUE(DequantizeRow(t, x.data(), xd.data(), n).ok()) << GgmlTypeName(t);
+      ASSERT_TRUE(DequantizeRow(k->vec_dot_type, y.data(), yd.data(), n).ok());
+      double ref = 0, mag = 0;
+      for (int64_t i = 0; i < n; ++i) { ref += double(xd[size_t(i)]) * yd[size_t(i)]; mag += std::fabs(double(xd[size_t(i)]) * yd[size_t(i)]); }
+      if (k->vec_dot_type == GgmlType::Q8_1) {
+        // ggml's Q8_1 keeps s = d * sum(q) as fp16: the min term m * s carries its rounding.
+        const size_t xb = GetTypeTraits(t).type_size;
+        const BlockQ8_1* yb = reinterpret_cast<const BlockQ8_1*>(y.data());
+        for (int64_t b = 0; b < n / 32; ++b) {
+          uint16_t m;
+          std::memcpy(&m, x.data() + size_t(b) * xb + 2, 2);
+          mag += std::fabs(double(Fp16ToFp32(m)) * Fp16ToFp32(yb[b].s)) * (1.0 / 1024 / 2e-6);
+        }
+      }
+      float s = 0;
+      k->vec_dot(n, &s, x.data(), y.data());
+      EXPECT_NEAR(s, ref, 2e-6 * mag + 1e-6) << GgmlTypeName(t) << " isa " << int(isa);
+      EXPECT_GT(mag, 0.0);
+    }
+  }
+}
+
+// ---- real models -------------------------------------------------------------------------------
+
+struct Model {
+  std::unique_ptr<GgufFile> f;
+  static Model Open(const std::string& name) {
+    Model m;
+    auto r = GgufFile::Open(test::ModelPath(name));
+    if (r.ok()) m.f = std::move(r).value();
+    return m;
+  }
+  std::vector<float> Dequant(const std::string& tensor, GgmlType* type = nullptr) const {
+    const GgufTensorInfo* t = f->FindTensor(tensor);
+    EXPECT_NE(t, nullptr) << tensor;
+    if (!t) return {};
+    if (type) *type = t->type;
+    std::vector<float> out(size_t(t->nelements()));
+    const size_t row = RowSize(t->type, t->ne[0]);
+    for (int64_t r = 0; r < t->nelements() / t->ne[0]; ++r)
+      EXPECT_TRUE(DequantizeRow(t->type, f->TensorData(*t) + size_t(r) * row, out.data() + r * t->ne[0], t->ne[0]).ok());
+    return out;
+  }
+};
+
+TEST(CpuQuantModels, Stories260KQuantizedMatchesF32) {
+  const std::string base = test::ModelPath("stories260K.gguf");
+  STOWAGE_REQUIRE_FILE(base);
+  Model f32 = Model::Open("stories260K.gguf");
+  ASSERT_TRUE(f32.f);
+  struct Q { const char* file; double max_rel; };
+  for (const Q& q : {Q{"stories260K-Q8_0.gguf", 0.01}, Q{"stories260K-Q4_0.gguf", 0.15}, Q{"stories260K-Q4_K_M.gguf", 0.08},
+                     Q{"stories260K-F16.gguf", 0.001}}) {
+    STOWAGE_REQUIRE_FILE(test::ModelPath(q.file));
+    Model m = Model::Open(q.file);
+    ASSERT_TRUE(m.f);
+    int checked = 0, requantized = 0;
+    for (const GgufTensorInfo& t : m.f->tensors()) {
+      if (t.type == GgmlType::F32) continue;
+      GgmlType type;
+      const std::vector<float> deq = m.Dequant(t.name, &type);
+      const std::vector<float> ref = f32.Dequant(t.name);
+      ASSERT_EQ(deq.size(), ref.size());
+      EXPECT_LT(RelRms(deq, ref), q.max_rel) << q.file << " " << t.name << " " << GgmlTypeName(type);
+      ++checked;
+      // llama-quantize (no imatrix) uses the reference quantizers: re-quantizing the F32 weights
+      // must give the file's bytes.
+      if (type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q5_0 || type == GgmlType::F16) {
+        std::vector<uint8_t> mine(t.nbytes);
+        const size_t row = RowSize(type, t.ne[0]);
+        for (int64_t r = 0; r < t.nelements() / t.ne[0]; ++r)
+          ASSERT_TRUE(QuantizeRow(type, ref.data() + r * t.ne[0], mine.data() + size_t(r) * row, t.ne[0]).ok());
+        EXPECT_EQ(std::memcmp(mine.data(), m.f->TensorData(t), t.nbytes), 0) << q.file << " " << t.name;
+        ++requantized;
+      }
+    }
+    EXPECT_GT(checked, 0) << q.file;
+    EXPECT_GT(requantized, 0) << q.file;
+  }
+}
+
+TEST(CpuQuantModels, SynthKQuantsAgreeWithQ6K) {
+  // The four synth files quantize the same random weights; Q6_K is the most precise of them.
+  STOWAGE_REQUIRE_FILE(test::ModelPath("synth-Q6_K.gguf"));
+  Model q6 = Model::Open("synth-Q6_K.gguf");
+  ASSERT_TRUE(q6.f);
+  struct Q { const char* file; double max_rel; };
+  int seen[kGgmlTypeCount] = {};
+  for (const Q& q : {Q{"synth-Q4_K_M.gguf", 0.12}, Q{"synth-Q2_K.gguf", 0.45}, Q{"synth-IQ4_XS.gguf", 0.12}}) {
+    STOWAGE_REQUIRE_FILE(test::ModelPath(q.file));
+    Model m = Model::Open(q.file);
+    ASSERT_TRUE(m.f);
+    for (const GgufTensorInfo& t : m.f->tensors()) {
+      if (t.type == GgmlType::F32 || t.type == GgmlType::Q6_K) continue;
+      const std::vector<float> deq = m.Dequant(t.name);
+      const std::vector<float> ref = q6.Dequant(t.name);
+      ASSERT_EQ(deq.size(), ref.size());
+      EXPECT_LT(RelRms(deq, ref), q.max_rel) << q.file << " " << t.name << " " << GgmlTypeName(t.type);
+      ++seen[size_t(t.type)];
+    }
+  }
+  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::IQ4_XS})
+    EXPECT_GT(seen[size_t(t)], 0) << GgmlTypeName(t) << " not found in the synth models";
+}
+
+TEST(CpuQuantModels, MulMatMatchesDequantizedProduct) {
+  struct W { const char* file; const char* tensor; };
+  const W ws[] = {{"synth-Q4_K_M.gguf", "blk.0.ffn_gate.weight"}, {"synth-Q4_K_M.gguf", "output.weight"},
+                  {"synth-Q2_K.gguf", "blk.0.ffn_up.weight"},    {"synth-Q2_K.gguf", "blk.0.ffn_down.weight"},
+                  {"synth-IQ4_XS.gguf", "blk.0.attn_q.weight"},  {"tiny-tied-q4_0.gguf", "blk.0.ffn_up.weight"},
+                  {"stories260K-Q8_0.gguf", "output.weight"},     {"stories260K-Q4_K_M.gguf", "blk.0.attn_q.weight"}};
+  for (const W& w : ws) {
+    STOWAGE_REQUIRE_FILE(test::ModelPath(w.file));
+    Model m = Model::Open(w.file);
+    ASSERT_TRUE(m.f);
+    const GgufTensorInfo* t = m.f->FindTensor(w.tensor);
+    ASSERT_NE(t, nullptr) << w.tensor;
+    TensorView a;
+    a.type = t->type;
+    for (int i = 0; i < 4; ++i) a.ne[i] = t->ne[i];
+    SetContiguousStrides(a);
+    a.data = const_cast<uint8_t*>(m.f->TensorData(*t));
+    const int64_t K = a.ne[0], N = a.ne[1], M = 3;
+    kt::Tensor b(GgmlType::F32, K, M), d(GgmlType::F32, N, M);
+    kt::Fill(b, 41);
+    const std::vector<float> deq = m.Dequant(w.tensor);
+    for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512}) {
+      ComputeContext ctx;
+      ctx.n_threads = 2;
+      ctx.max_isa = isa;
+      ASSERT_TRUE(MulMat(ctx, a, b.v, d.v).ok());
+      double err = 0, scale = 0;
+      for (int64_t mm = 0; mm < M; ++mm)
+        for (int64_t n = 0; n < N; ++n) {
+          double ref = 0;
+          for (int64_t k = 0; k < K; ++k) ref += double(deq[size_t(n * K + k)]) * b.f32()[mm * K + k];
+          err = std::max(err, std::fabs(d.f32()[mm * N + n] - ref));
+          scale = std::max(scale, std::fabs(ref));
+        }
+      // The only difference is the 8-bit quantization of the activations (about 1%).
+      EXPECT_LT(err, 0.02 * scale + 1e-4) << w.file << " " << w.tensor << " isa " << int(isa);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace stowage::cpu
