@@ -38,7 +38,7 @@ func.func private @f(!ggml.tensor<[256], Q4_K>)
 
 // -----
 
-// expected-error @+1 {{unknown symbolic dimension 'n_batch' (expected n_tokens, n_kv, n_outputs or n_ctx)}}
+// expected-error @+1 {{unknown symbolic dimension 'n_batch' (expected n_tokens, n_kv, n_outputs, n_ctx or kv_head)}}
 func.func private @f(!ggml.tensor<[n_batch], f32>)
 
 // -----
@@ -53,12 +53,7 @@ func.func private @f(!ggml.tensor<[4, -2], f32>)
 
 // -----
 
-// expected-error @+1 {{ne0 = n_tokens*0: the multiplier must be >= 1}}
-func.func private @f(!ggml.tensor<[n_tokens*0], f32>)
-
-// -----
-
-// expected-error @+1 {{expected a dimension: an integer or one of n_tokens, n_kv, n_outputs, n_ctx}}
+// expected-error @+1 {{expected a dimension: an integer or one of n_tokens, n_kv, n_outputs, n_ctx, kv_head}}
 func.func private @f(!ggml.tensor<[?], f32>)
 
 // -----
@@ -71,3 +66,13 @@ func.func private @f(!ggml.q9_K)
 // Plain types are MLIR builtin types, not !ggml types.
 // expected-error @+1 {{unknown ggml type 'f16'}}
 func.func private @f(!ggml.f16)
+
+// -----
+
+// expected-error @+1 {{write a negative constant as `- n`, not `+ -n`}}
+func.func private @f(!ggml.tensor<[n_tokens + -3], f32>)
+
+// -----
+
+// expected-error @+1 {{expected integer value}}
+func.func private @f(!ggml.tensor<[n_tokens - n_kv], f32>)

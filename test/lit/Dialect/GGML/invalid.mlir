@@ -512,7 +512,7 @@ func.func @f(%a0: !ggml.tensor<[8, n_tokens], f32>) {
 // -----
 
 func.func @f(%a0: !ggml.tensor<[128, 8, n_tokens], f32>, %a1: !ggml.tensor<[n_tokens*2048], f16>) {
-  // expected-error @+1 {{a and b have 1024*n_tokens and 2048*n_tokens elements; they must be equal (ggml_cpy)}}
+  // expected-error @+1 {{a and b have n_tokens*1024 and n_tokens*2048 elements; they must be equal (ggml_cpy)}}
   %r = ggml.cpy %a0, %a1 : (!ggml.tensor<[128, 8, n_tokens], f32>, !ggml.tensor<[n_tokens*2048], f16>) -> !ggml.tensor<[n_tokens*2048], f16>
   return
 }
@@ -536,7 +536,7 @@ func.func @f(%a0: !ggml.tensor<[64, n_tokens], f32>) {
 // -----
 
 func.func @f(%a0: !ggml.tensor<[64, n_tokens], f32>) {
-  // expected-error @+1 {{a and the result have 64*n_tokens and 64*n_kv elements; they must be equal (ggml_cont_4d)}}
+  // expected-error @+1 {{a and the result have n_tokens*64 and n_kv*64 elements; they must be equal (ggml_cont_4d)}}
   %r = ggml.cont %a0 : (!ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_kv], f32>
   return
 }
@@ -545,7 +545,7 @@ func.func @f(%a0: !ggml.tensor<[64, n_tokens], f32>) {
 
 func.func @f(%a0: !ggml.tensor<[4096], f16>) {
   // expected-error @+1 {{result element type must be a's (f16), got f32 (ggml_view)}}
-  %r = ggml.view %a0 {nb = array<i64: 128, 128, 128>} : (!ggml.tensor<[4096], f16>) -> !ggml.tensor<[64], f32>
+  %r = ggml.view %a0 nb [128, 128, 128] : (!ggml.tensor<[4096], f16>) -> !ggml.tensor<[64], f32>
   return
 }
 
@@ -553,15 +553,23 @@ func.func @f(%a0: !ggml.tensor<[4096], f16>) {
 
 func.func @f(%a0: !ggml.tensor<[4096], f16>) {
   // expected-error @+1 {{nb must hold the 3 byte strides nb1, nb2, nb3, got 2}}
-  %r = ggml.view %a0 {nb = array<i64: 128, 128>} : (!ggml.tensor<[4096], f16>) -> !ggml.tensor<[64], f16>
+  %r = ggml.view %a0 nb [128, 128] : (!ggml.tensor<[4096], f16>) -> !ggml.tensor<[64], f16>
   return
 }
 
 // -----
 
 func.func @f(%a0: !ggml.tensor<[4096], f16>) {
-  // expected-error @+1 {{strides and offset must be >= 0}}
-  %r = ggml.view %a0 {nb = array<i64: 128, 128, 128>, offset = -2 : i64} : (!ggml.tensor<[4096], f16>) -> !ggml.tensor<[64], f16>
+  // expected-error @+1 {{strides must be >= 0}}
+  %r = ggml.view %a0 nb [128, -128, 128] : (!ggml.tensor<[4096], f16>) -> !ggml.tensor<[64], f16>
+  return
+}
+
+// -----
+
+func.func @f(%a0: !ggml.tensor<[4096], f16>) {
+  // expected-error @+1 {{offset must be >= 0, got -2}}
+  %r = ggml.view %a0 nb [128, 128, 128] offset -2 : (!ggml.tensor<[4096], f16>) -> !ggml.tensor<[64], f16>
   return
 }
 
@@ -569,7 +577,7 @@ func.func @f(%a0: !ggml.tensor<[4096], f16>) {
 
 func.func @f(%a0: !ggml.tensor<[4096], f16>) {
   // expected-error @+1 {{view of 8192 bytes at offset 2 exceeds a's 8192 bytes (ggml_view)}}
-  %r = ggml.view %a0 {nb = array<i64: 128, 8192, 8192>, offset = 2 : i64} : (!ggml.tensor<[4096], f16>) -> !ggml.tensor<[64, 64], f16>
+  %r = ggml.view %a0 nb [128, 8192, 8192] offset 2 : (!ggml.tensor<[4096], f16>) -> !ggml.tensor<[64, 64], f16>
   return
 }
 
@@ -578,7 +586,17 @@ func.func @f(%a0: !ggml.tensor<[4096], f16>) {
 // Block types know their bytes: 2048 q8_0 elements are 64 blocks of 34 bytes.
 func.func @f(%a0: !ggml.tensor<[2048, 1], q8_0>) {
   // expected-error @+1 {{view of 2312 bytes at offset 0 exceeds a's 2176 bytes (ggml_view)}}
-  %r = ggml.view %a0 {nb = array<i64: 34, 68, 68>} : (!ggml.tensor<[2048, 1], q8_0>) -> !ggml.tensor<[32, 68], q8_0>
+  %r = ggml.view %a0 nb [34, 68, 68] : (!ggml.tensor<[2048, 1], q8_0>) -> !ggml.tensor<[32, 68], q8_0>
+  return
+}
+
+// -----
+
+// A view whose rows are 256 bytes apart while a row holds 128 bytes is not contiguous.
+func.func @f(%a0: !ggml.tensor<[4096], f16>) {
+  %v = ggml.view %a0 nb [256, 256, 256] : (!ggml.tensor<[4096], f16>) -> !ggml.tensor<[64, 32], f16>
+  // expected-error @+1 {{a must be contiguous (ggml_reshape asserts ggml_is_contiguous); insert ggml.cont after a permute, transpose or strided view}}
+  %r = ggml.reshape %v : (!ggml.tensor<[64, 32], f16>) -> !ggml.tensor<[2048], f16>
   return
 }
 
@@ -602,17 +620,24 @@ func.func @f(%a0: !ggml.tensor<[8, 8, n_tokens], f32>) {
 // -----
 
 func.func @f(%a0: !ggml.tensor<[64, n_tokens], f32>) {
-  // expected-error @+1 {{a and the result have 64*n_tokens and 64*n_kv elements; they must be equal (ggml_reshape)}}
+  // expected-error @+1 {{a and the result have n_tokens*64 and n_kv*64 elements; they must be equal (ggml_reshape)}}
   %r = ggml.reshape %a0 : (!ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[8, 8, n_kv], f32>
   return
 }
 
 // -----
 
-// Equal for every n_tokens, but not provable structurally: the verifier is conservative.
 func.func @f(%a0: !ggml.tensor<[n_tokens+3, 4], f32>) {
-  // expected-error @+1 {{a and the result have 4*(n_tokens+3) and n_tokens*4+12 elements; they must be equal (ggml_reshape)}}
-  %r = ggml.reshape %a0 : (!ggml.tensor<[n_tokens+3, 4], f32>) -> !ggml.tensor<[n_tokens*4+12], f32>
+  // expected-error @+1 {{a and the result have n_tokens*4+12 and n_tokens*4+8 elements; they must be equal (ggml_reshape)}}
+  %r = ggml.reshape %a0 : (!ggml.tensor<[n_tokens+3, 4], f32>) -> !ggml.tensor<[n_tokens*4+8], f32>
+  return
+}
+
+// -----
+
+func.func @f(%a0: !ggml.tensor<[n_kv, n_tokens, 32], f32>) {
+  // expected-error @+1 {{a and the result have 32*n_kv*n_tokens and n_kv*32 elements; they must be equal (ggml_reshape)}}
+  %r = ggml.reshape %a0 : (!ggml.tensor<[n_kv, n_tokens, 32], f32>) -> !ggml.tensor<[n_kv, 32], f32>
   return
 }
 
@@ -675,7 +700,7 @@ func.func @f(%a0: !ggml.tensor<[3, 8], f32>, %a1: !ggml.tensor<[n_tokens, 16], f
 // -----
 
 func.func @f(%a0: !ggml.tensor<[n_kv, 8], f32>, %a1: !ggml.tensor<[n_tokens, 8], f32>) {
-  // expected-error @+1 {{cannot express n_kv + n_tokens as one dimension}}
+  // expected-error @+1 {{result must be !ggml.tensor<[n_tokens+n_kv, 8], f32> (ggml_concat), got '!ggml.tensor<[n_tokens, 8], f32>'}}
   %r = ggml.concat %a0, %a1 {dim = 0 : i32} : (!ggml.tensor<[n_kv, 8], f32>, !ggml.tensor<[n_tokens, 8], f32>) -> !ggml.tensor<[n_tokens, 8], f32>
   return
 }
@@ -740,7 +765,7 @@ func.func @f(%a0: !ggml.tensor<[n_tokens+3, 128], f32>, %a1: !ggml.tensor<[4, 12
 
 func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, 1, n_tokens], f32>, %a5: !ggml.tensor<[16, 2, n_tokens], f32>, %a6: !ggml.tensor<[1], i32>) {
   // expected-error @+1 {{B [16, 1, n_tokens, 1] and C [16, 2, n_tokens, 1] must have the same shape}}
-  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 2, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, ids %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 2, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return
 }
 
@@ -748,7 +773,7 @@ func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_
 
 func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, 1, n_tokens], f32>, %a5: !ggml.tensor<[16, 1, n_tokens], f32>, %a6: !ggml.tensor<[1], i64>) {
   // expected-error @+1 {{ids must be i32, got i64}}
-  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i64>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, ids %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i64>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return
 }
 
@@ -756,7 +781,7 @@ func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_
 
 func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_tokens], f32>, %a2: !ggml.tensor<[64, n_tokens], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, 1, n_tokens], f32>, %a5: !ggml.tensor<[16, 1, n_tokens], f32>, %a6: !ggml.tensor<[1], i32>) {
   // expected-error @+1 {{dt.ne0 (64) must equal n_head = x.ne1 (128) (ggml_ssm_scan)}}
-  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[64, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, ids %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[64, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return
 }
 
@@ -764,7 +789,7 @@ func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_
 
 func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_kv], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, 1, n_tokens], f32>, %a5: !ggml.tensor<[16, 1, n_tokens], f32>, %a6: !ggml.tensor<[1], i32>) {
   // expected-error @+1 {{dt.ne1 (n_kv) must equal n_seq_tokens = x.ne2 (n_tokens) (ggml_ssm_scan)}}
-  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_kv], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, ids %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_kv], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return
 }
 
@@ -772,7 +797,7 @@ func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_
 
 func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens, 2], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, 1, n_tokens], f32>, %a5: !ggml.tensor<[16, 1, n_tokens], f32>, %a6: !ggml.tensor<[1], i32>) {
   // expected-error @+1 {{dt.ne2 (2) must equal n_seqs = x.ne3 (1) (ggml_ssm_scan)}}
-  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens, 2], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, ids %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens, 2], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return
 }
 
@@ -780,7 +805,7 @@ func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_
 
 func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens, 1, 2], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, 1, n_tokens], f32>, %a5: !ggml.tensor<[16, 1, n_tokens], f32>, %a6: !ggml.tensor<[1], i32>) {
   // expected-error @+1 {{dt must be 3-D, got [128, n_tokens, 1, 2]}}
-  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens, 1, 2], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, ids %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens, 1, 2], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return
 }
 
@@ -788,7 +813,7 @@ func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_
 
 func.func @f(%a0: !ggml.tensor<[16, 2, 128], f32>, %a1: !ggml.tensor<[1, 128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, 1, n_tokens], f32>, %a5: !ggml.tensor<[16, 1, n_tokens], f32>, %a6: !ggml.tensor<[1], i32>) {
   // expected-error @+1 {{s.ne1 (2) must equal head_dim = x.ne0 (1) (ggml_ssm_scan)}}
-  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, %a6 : (!ggml.tensor<[16, 2, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, ids %a6 : (!ggml.tensor<[16, 2, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return
 }
 
@@ -796,7 +821,7 @@ func.func @f(%a0: !ggml.tensor<[16, 2, 128], f32>, %a1: !ggml.tensor<[1, 128, n_
 
 func.func @f(%a0: !ggml.tensor<[16, 1, 64], f32>, %a1: !ggml.tensor<[1, 128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, 1, n_tokens], f32>, %a5: !ggml.tensor<[16, 1, n_tokens], f32>, %a6: !ggml.tensor<[1], i32>) {
   // expected-error @+1 {{s.ne2 (64) must equal n_head = x.ne1 (128) (ggml_ssm_scan)}}
-  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, %a6 : (!ggml.tensor<[16, 1, 64], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, ids %a6 : (!ggml.tensor<[16, 1, 64], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return
 }
 
@@ -804,7 +829,7 @@ func.func @f(%a0: !ggml.tensor<[16, 1, 64], f32>, %a1: !ggml.tensor<[1, 128, n_t
 
 func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[8, 1, n_tokens], f32>, %a5: !ggml.tensor<[8, 1, n_tokens], f32>, %a6: !ggml.tensor<[1], i32>) {
   // expected-error @+1 {{B.ne0 (8) must equal d_state = s.ne0 (16) (ggml_ssm_scan)}}
-  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[8, 1, n_tokens], f32>, !ggml.tensor<[8, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, ids %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[8, 1, n_tokens], f32>, !ggml.tensor<[8, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return
 }
 
@@ -812,7 +837,7 @@ func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_
 
 func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, 1, n_kv], f32>, %a5: !ggml.tensor<[16, 1, n_kv], f32>, %a6: !ggml.tensor<[1], i32>) {
   // expected-error @+1 {{B.ne2 (n_kv) must equal n_seq_tokens = x.ne2 (n_tokens) (ggml_ssm_scan)}}
-  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_kv], f32>, !ggml.tensor<[16, 1, n_kv], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, ids %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_kv], f32>, !ggml.tensor<[16, 1, n_kv], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return
 }
 
@@ -820,7 +845,7 @@ func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_
 
 func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, 1, n_tokens, 2], f32>, %a5: !ggml.tensor<[16, 1, n_tokens, 2], f32>, %a6: !ggml.tensor<[1], i32>) {
   // expected-error @+1 {{B.ne3 (2) must equal n_seqs = x.ne3 (1) (ggml_ssm_scan)}}
-  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens, 2], f32>, !ggml.tensor<[16, 1, n_tokens, 2], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, ids %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens, 2], f32>, !ggml.tensor<[16, 1, n_tokens, 2], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return
 }
 
@@ -828,7 +853,7 @@ func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_
 
 func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, 1, n_tokens], f32>, %a5: !ggml.tensor<[16, 1, n_tokens], f32>, %a6: !ggml.tensor<[1, 2], i32>) {
   // expected-error @+1 {{ids must be a vector [n_seqs], got [1, 2, 1, 1]}}
-  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1, 2], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, ids %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1, 2], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return
 }
 
@@ -836,7 +861,7 @@ func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_
 
 func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, 1, n_tokens], f32>, %a5: !ggml.tensor<[16, 1, n_tokens], f32>, %a6: !ggml.tensor<[2], i32>) {
   // expected-error @+1 {{ids.ne0 (2) must equal n_seqs = x.ne3 (1) (ggml_ssm_scan)}}
-  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[2], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, ids %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[2], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return
 }
 
@@ -844,7 +869,7 @@ func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_
 
 func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 128, 2], f32>, %a4: !ggml.tensor<[16, 1, n_tokens], f32>, %a5: !ggml.tensor<[16, 1, n_tokens], f32>, %a6: !ggml.tensor<[1], i32>) {
   // expected-error @+1 {{A must be a matrix [d_state or 1, n_head], got [16, 128, 2, 1]}}
-  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128, 2], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, ids %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128, 2], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return
 }
 
@@ -852,7 +877,7 @@ func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_
 
 func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 64], f32>, %a4: !ggml.tensor<[16, 1, n_tokens], f32>, %a5: !ggml.tensor<[16, 1, n_tokens], f32>, %a6: !ggml.tensor<[1], i32>) {
   // expected-error @+1 {{A.ne1 (64) must equal n_head = x.ne1 (128) (ggml_ssm_scan)}}
-  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 64], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, ids %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 64], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return
 }
 
@@ -860,15 +885,15 @@ func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_
 
 func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[8, 128], f32>, %a4: !ggml.tensor<[16, 1, n_tokens], f32>, %a5: !ggml.tensor<[16, 1, n_tokens], f32>, %a6: !ggml.tensor<[1], i32>) {
   // expected-error @+1 {{A.ne0 (8) must equal 1 or d_state = s.ne0 (16) (ggml_ssm_scan)}}
-  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[8, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, ids %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[8, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return
 }
 
 // -----
 
 func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_tokens, n_kv], f32>, %a2: !ggml.tensor<[128, n_tokens, n_kv], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, 1, n_tokens, n_kv], f32>, %a5: !ggml.tensor<[16, 1, n_tokens, n_kv], f32>, %a6: !ggml.tensor<[n_kv], i32>) {
-  // expected-error @+1 {{cannot express the result size 128*n_tokens*n_kv + 2048*n_kv as one dimension}}
-  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens, n_kv], f32>, !ggml.tensor<[128, n_tokens, n_kv], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens, n_kv], f32>, !ggml.tensor<[16, 1, n_tokens, n_kv], f32>, !ggml.tensor<[n_kv], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  // expected-error @+1 {{cannot express the result size 128*n_kv*n_tokens + n_kv*2048 as one dimension}}
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, ids %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens, n_kv], f32>, !ggml.tensor<[128, n_tokens, n_kv], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens, n_kv], f32>, !ggml.tensor<[16, 1, n_tokens, n_kv], f32>, !ggml.tensor<[n_kv], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return
 }
 
@@ -876,6 +901,123 @@ func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_
 
 func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, 1, n_tokens], f32>, %a5: !ggml.tensor<[16, 1, n_tokens], f32>, %a6: !ggml.tensor<[1], i32>) {
   // expected-error @+1 {{result must be !ggml.tensor<[n_tokens*128+2048], f32> (ggml_ssm_scan: [nelements(x) + d_state*head_dim*n_head*n_seqs], f32), got '!ggml.tensor<[n_tokens*128], f32>'}}
-  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128], f32>
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, ids %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128], f32>
+  return
+}
+
+// -----
+
+// SSM_SCAN without ids: ggml's Feb 2025 form.
+func.func @f(%a0: !ggml.tensor<[16, 128], f32>, %a1: !ggml.tensor<[128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_kv], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, n_tokens], f32>, %a5: !ggml.tensor<[16, n_tokens], f32>) {
+  // expected-error @+1 {{x [128, n_tokens, 1, 1] and dt [128, n_kv, 1, 1] must have the same shape}}
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5 : (!ggml.tensor<[16, 128], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[128, n_kv], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, n_tokens], f32>, !ggml.tensor<[16, n_tokens], f32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  return
+}
+
+// -----
+
+// SSM_SCAN without ids: ggml's Feb 2025 form.
+func.func @f(%a0: !ggml.tensor<[16, 128], f32>, %a1: !ggml.tensor<[128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, n_tokens], f32>, %a5: !ggml.tensor<[8, n_tokens], f32>) {
+  // expected-error @+1 {{B [16, n_tokens, 1, 1] and C [8, n_tokens, 1, 1] must have the same shape}}
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5 : (!ggml.tensor<[16, 128], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, n_tokens], f32>, !ggml.tensor<[8, n_tokens], f32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  return
+}
+
+// -----
+
+// SSM_SCAN without ids: ggml's Feb 2025 form.
+func.func @f(%a0: !ggml.tensor<[16, 128, 1, 2], f32>, %a1: !ggml.tensor<[128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, n_tokens], f32>, %a5: !ggml.tensor<[16, n_tokens], f32>) {
+  // expected-error @+1 {{s, x and B must be 3-D without ids (ggml_ssm_scan)}}
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5 : (!ggml.tensor<[16, 128, 1, 2], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, n_tokens], f32>, !ggml.tensor<[16, n_tokens], f32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  return
+}
+
+// -----
+
+// SSM_SCAN without ids: ggml's Feb 2025 form.
+func.func @f(%a0: !ggml.tensor<[16, 128, 2], f32>, %a1: !ggml.tensor<[128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, n_tokens], f32>, %a5: !ggml.tensor<[16, n_tokens], f32>) {
+  // expected-error @+1 {{s.ne2 (2) must equal n_seqs = x.ne2 (1) (ggml_ssm_scan)}}
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5 : (!ggml.tensor<[16, 128, 2], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, n_tokens], f32>, !ggml.tensor<[16, n_tokens], f32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  return
+}
+
+// -----
+
+// SSM_SCAN without ids: ggml's Feb 2025 form.
+func.func @f(%a0: !ggml.tensor<[16, 128], f32>, %a1: !ggml.tensor<[64, n_tokens], f32>, %a2: !ggml.tensor<[64, n_tokens], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, n_tokens], f32>, %a5: !ggml.tensor<[16, n_tokens], f32>) {
+  // expected-error @+1 {{x.ne0 (64) must equal d_inner = s.ne1 (128) (ggml_ssm_scan)}}
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5 : (!ggml.tensor<[16, 128], f32>, !ggml.tensor<[64, n_tokens], f32>, !ggml.tensor<[64, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, n_tokens], f32>, !ggml.tensor<[16, n_tokens], f32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  return
+}
+
+// -----
+
+// SSM_SCAN without ids: ggml's Feb 2025 form.
+func.func @f(%a0: !ggml.tensor<[16, 128], f32>, %a1: !ggml.tensor<[128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 128, 2], f32>, %a4: !ggml.tensor<[16, n_tokens], f32>, %a5: !ggml.tensor<[16, n_tokens], f32>) {
+  // expected-error @+1 {{A must be a matrix [d_state, d_inner], got [16, 128, 2, 1]}}
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5 : (!ggml.tensor<[16, 128], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128, 2], f32>, !ggml.tensor<[16, n_tokens], f32>, !ggml.tensor<[16, n_tokens], f32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  return
+}
+
+// -----
+
+// SSM_SCAN without ids: ggml's Feb 2025 form.
+func.func @f(%a0: !ggml.tensor<[16, 128], f32>, %a1: !ggml.tensor<[128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[8, 128], f32>, %a4: !ggml.tensor<[16, n_tokens], f32>, %a5: !ggml.tensor<[16, n_tokens], f32>) {
+  // expected-error @+1 {{A.ne0 (8) must equal d_state = s.ne0 (16) (ggml_ssm_scan)}}
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5 : (!ggml.tensor<[16, 128], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[8, 128], f32>, !ggml.tensor<[16, n_tokens], f32>, !ggml.tensor<[16, n_tokens], f32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  return
+}
+
+// -----
+
+// SSM_SCAN without ids: ggml's Feb 2025 form.
+func.func @f(%a0: !ggml.tensor<[16, 128], f32>, %a1: !ggml.tensor<[128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 64], f32>, %a4: !ggml.tensor<[16, n_tokens], f32>, %a5: !ggml.tensor<[16, n_tokens], f32>) {
+  // expected-error @+1 {{A.ne1 (64) must equal d_inner = s.ne1 (128) (ggml_ssm_scan)}}
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5 : (!ggml.tensor<[16, 128], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 64], f32>, !ggml.tensor<[16, n_tokens], f32>, !ggml.tensor<[16, n_tokens], f32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  return
+}
+
+// -----
+
+// SSM_SCAN without ids: ggml's Feb 2025 form.
+func.func @f(%a0: !ggml.tensor<[16, 128], f32>, %a1: !ggml.tensor<[128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[8, n_tokens], f32>, %a5: !ggml.tensor<[8, n_tokens], f32>) {
+  // expected-error @+1 {{B.ne0 (8) must equal d_state = s.ne0 (16) (ggml_ssm_scan)}}
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5 : (!ggml.tensor<[16, 128], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[8, n_tokens], f32>, !ggml.tensor<[8, n_tokens], f32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  return
+}
+
+// -----
+
+// SSM_SCAN without ids: ggml's Feb 2025 form.
+func.func @f(%a0: !ggml.tensor<[16, 128], f32>, %a1: !ggml.tensor<[128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, n_kv], f32>, %a5: !ggml.tensor<[16, n_kv], f32>) {
+  // expected-error @+1 {{B.ne1 (n_kv) must equal n_seq_tokens = x.ne1 (n_tokens) (ggml_ssm_scan)}}
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5 : (!ggml.tensor<[16, 128], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, n_kv], f32>, !ggml.tensor<[16, n_kv], f32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  return
+}
+
+// -----
+
+// SSM_SCAN without ids: ggml's Feb 2025 form.
+func.func @f(%a0: !ggml.tensor<[16, 128], f32>, %a1: !ggml.tensor<[128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, n_tokens, 2], f32>, %a5: !ggml.tensor<[16, n_tokens, 2], f32>) {
+  // expected-error @+1 {{B.ne2 (2) must equal n_seqs = x.ne2 (1) (ggml_ssm_scan)}}
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5 : (!ggml.tensor<[16, 128], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, n_tokens, 2], f32>, !ggml.tensor<[16, n_tokens, 2], f32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  return
+}
+
+// -----
+
+// SSM_SCAN without ids: ggml's Feb 2025 form.
+func.func @f(%a0: !ggml.tensor<[16, 128, n_kv], f32>, %a1: !ggml.tensor<[128, n_tokens, n_kv], f32>, %a2: !ggml.tensor<[128, n_tokens, n_kv], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, n_tokens, n_kv], f32>, %a5: !ggml.tensor<[16, n_tokens, n_kv], f32>) {
+  // expected-error @+1 {{cannot express the result size 128*n_kv*n_tokens + n_kv*2048 as one dimension}}
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5 : (!ggml.tensor<[16, 128, n_kv], f32>, !ggml.tensor<[128, n_tokens, n_kv], f32>, !ggml.tensor<[128, n_tokens, n_kv], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, n_tokens, n_kv], f32>, !ggml.tensor<[16, n_tokens, n_kv], f32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  return
+}
+
+// -----
+
+// SSM_SCAN without ids: ggml's Feb 2025 form.
+func.func @f(%a0: !ggml.tensor<[16, 128], f32>, %a1: !ggml.tensor<[128, n_tokens], f32>, %a2: !ggml.tensor<[128, n_tokens], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, n_tokens], f32>, %a5: !ggml.tensor<[16, n_tokens], f32>) {
+  // expected-error @+1 {{result must be !ggml.tensor<[n_tokens*128+2048], f32> (ggml_ssm_scan: [nelements(x) + nelements(s)], f32), got '!ggml.tensor<[n_tokens*128], f32>'}}
+  %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5 : (!ggml.tensor<[16, 128], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, n_tokens], f32>, !ggml.tensor<[16, n_tokens], f32>) -> !ggml.tensor<[n_tokens*128], f32>
   return
 }

@@ -43,10 +43,10 @@ func.func @attention(%x: !ggml.tensor<[64, n_tokens], f32>, %pos: !ggml.tensor<[
   %qr = ggml.rope neox %q3, %pos, freq_factors %rf {n_dims = 8 : i32, freq_base = 1.0e+06 : f32} : (!ggml.tensor<[8, 8, n_tokens], f32>, !ggml.tensor<[n_tokens], i32>, !ggml.tensor<[4], f32>) -> !ggml.tensor<[8, 8, n_tokens], f32>
   // CHECK: ggml.rope normal %{{.*}}, %{{.*}} {n_dims = 8 : i32} : (!ggml.tensor<[8, 8, n_tokens], f32>, !ggml.tensor<[n_tokens], i32>) -> !ggml.tensor<[8, 8, n_tokens], f32>
   %kr = ggml.rope normal %q3, %pos {n_dims = 8 : i32} : (!ggml.tensor<[8, 8, n_tokens], f32>, !ggml.tensor<[n_tokens], i32>) -> !ggml.tensor<[8, 8, n_tokens], f32>
-  // CHECK: ggml.view %{{.*}} {nb = array<i64: 16, 128, 1048576>} : (!ggml.tensor<[n_ctx*64], f16>) -> !ggml.tensor<[8, 8, n_kv], f16>
-  %k = ggml.view %cache {nb = array<i64: 16, 128, 1048576>, offset = 0 : i64} : (!ggml.tensor<[n_ctx*64], f16>) -> !ggml.tensor<[8, 8, n_kv], f16>
-  // CHECK: ggml.view %{{.*}} {nb = array<i64: 128, 128, 128>, offset = 256 : i64}
-  %kv = ggml.view %cache {nb = array<i64: 128, 128, 128>, offset = 256 : i64} : (!ggml.tensor<[n_ctx*64], f16>) -> !ggml.tensor<[n_tokens*64], f16>
+  // CHECK: ggml.view %{{.*}} nb [16, 128, 1048576] offset 0 : (!ggml.tensor<[n_ctx*64], f16>) -> !ggml.tensor<[8, 8, n_kv], f16>
+  %k = ggml.view %cache nb [16, 128, 1048576] offset 0 : (!ggml.tensor<[n_ctx*64], f16>) -> !ggml.tensor<[8, 8, n_kv], f16>
+  // CHECK: ggml.view %{{.*}} nb [128, n_tokens*128, n_tokens*128] offset kv_head*128 : (!ggml.tensor<[n_ctx*64], f16>) -> !ggml.tensor<[n_tokens*64], f16>
+  %kv = ggml.view %cache nb [128, n_tokens * 128, n_tokens*128] offset kv_head * 128 : (!ggml.tensor<[n_ctx*64], f16>) -> !ggml.tensor<[n_tokens*64], f16>
   // CHECK: ggml.cpy %{{.*}}, %{{.*}} {name = "k_cache_view-0"} : (!ggml.tensor<[8, 8, n_tokens], f32>, !ggml.tensor<[n_tokens*64], f16>) -> !ggml.tensor<[n_tokens*64], f16>
   %st = ggml.cpy %kr, %kv {name = "k_cache_view-0"} : (!ggml.tensor<[8, 8, n_tokens], f32>, !ggml.tensor<[n_tokens*64], f16>) -> !ggml.tensor<[n_tokens*64], f16>
   // CHECK: ggml.permute %{{.*}} {axes = array<i32: 0, 2, 1, 3>} : (!ggml.tensor<[8, 8, n_tokens], f32>) -> !ggml.tensor<[8, n_tokens, 8], f32>
@@ -131,7 +131,29 @@ func.func @mamba(%conv: !ggml.tensor<[3, 128], f32>, %x: !ggml.tensor<[128, n_to
   %y = ggml.ssm_conv %cx, %w : (!ggml.tensor<[n_tokens+3, 128], f32>, !ggml.tensor<[4, 128], f32>) -> !ggml.tensor<[128, n_tokens], f32>
   %A = ggml.weight "blk.0.ssm_a" : !ggml.tensor<[16, 128], f32>
   %x4 = ggml.reshape %y : (!ggml.tensor<[128, n_tokens], f32>) -> !ggml.tensor<[1, 128, n_tokens], f32>
-  // CHECK: ggml.ssm_scan %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : ({{.*}}) -> !ggml.tensor<[n_tokens*128+2048], f32>
-  %r = ggml.ssm_scan %s, %x4, %dt, %A, %B, %C, %ids : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  // CHECK: ggml.ssm_scan %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, ids %{{.*}} : ({{.*}}) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  %r = ggml.ssm_scan %s, %x4, %dt, %A, %B, %C, ids %ids : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return %r : !ggml.tensor<[n_tokens*128+2048], f32>
+}
+
+// The Feb 2025 form of SSM_SCAN (no ids), as Stowage's planner builds mamba.
+// CHECK-LABEL: func.func @mamba_feb2025
+func.func @mamba_feb2025(%s: !ggml.tensor<[16, 128], f32>, %x: !ggml.tensor<[128, n_tokens], f32>,
+                         %A: !ggml.tensor<[16, 128], f32>, %B: !ggml.tensor<[16, n_tokens], f32>)
+    -> !ggml.tensor<[n_tokens*128+2048], f32> {
+  // CHECK: ggml.ssm_scan %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : ({{.*}}) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  %r = ggml.ssm_scan %s, %x, %x, %A, %B, %B : (!ggml.tensor<[16, 128], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, n_tokens], f32>, !ggml.tensor<[16, n_tokens], f32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
+  return %r : !ggml.tensor<[n_tokens*128+2048], f32>
+}
+
+// Element counts are compared after pulling out the gcd: 4 * (n_tokens+3) == n_tokens*4+12, and
+// a concat of two symbolic sizes is their sum.
+// CHECK-LABEL: func.func @affine
+func.func @affine(%a: !ggml.tensor<[n_tokens+3, 4], f32>, %k: !ggml.tensor<[n_kv, 8], f32>,
+                  %t: !ggml.tensor<[n_tokens, 8], f32>) -> !ggml.tensor<[n_tokens*4+12], f32> {
+  // CHECK: ggml.reshape %{{.*}} : (!ggml.tensor<[n_tokens+3, 4], f32>) -> !ggml.tensor<[n_tokens*4+12], f32>
+  %r = ggml.reshape %a : (!ggml.tensor<[n_tokens+3, 4], f32>) -> !ggml.tensor<[n_tokens*4+12], f32>
+  // CHECK: ggml.concat %{{.*}}, %{{.*}} {dim = 0 : i32} : (!ggml.tensor<[n_kv, 8], f32>, !ggml.tensor<[n_tokens, 8], f32>) -> !ggml.tensor<[n_tokens+n_kv, 8], f32>
+  %c = ggml.concat %k, %t {dim = 0 : i32} : (!ggml.tensor<[n_kv, 8], f32>, !ggml.tensor<[n_tokens, 8], f32>) -> !ggml.tensor<[n_kv+n_tokens, 8], f32>
+  return %r : !ggml.tensor<[n_tokens*4+12], f32>
 }

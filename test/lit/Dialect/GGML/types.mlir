@@ -73,13 +73,17 @@ func.func private @block_tensors(!ggml.tensor<[64, 3, 1, 1], q4_0>, !ggml.tensor
 // CHECK-SAME: !ggml.tensor<[7, 5, 3, 2], i64>)
 func.func private @plain_tensors(!ggml.tensor<[7, 5, 3, 2], f32>, !ggml.tensor<[7, 5, 3, 2], f16>, !ggml.tensor<[7, 5, 3, 2], bf16>, !ggml.tensor<[7, 5, 3, 2], f64>, !ggml.tensor<[7, 5, 3, 2], i8>, !ggml.tensor<[7, 5, 3, 2], i16>, !ggml.tensor<[7, 5, 3, 2], i32>, !ggml.tensor<[7, 5, 3, 2], i64>)
 
-// Symbolic dimensions: n_tokens, n_kv, n_outputs, n_ctx, with a multiplier and an offset.
+// Symbolic dimensions: affine forms of n_tokens, n_kv, n_outputs, n_ctx, kv_head; terms are
+// collected and printed in a canonical order.
 // CHECK-LABEL: func.func private @symbolic(
 // CHECK-SAME: !ggml.tensor<[n_tokens], i32>, !ggml.tensor<[n_kv, n_tokens], f16>,
 // CHECK-SAME: !ggml.tensor<[64, n_outputs], f32>, !ggml.tensor<[n_ctx*1024], f16>,
 // CHECK-SAME: !ggml.tensor<[n_tokens+3, 5120], f32>, !ggml.tensor<[n_tokens*128-2], f32>,
-// CHECK-SAME: !ggml.tensor<[0], f32>, !ggml.tensor<[1], f32>, !ggml.tensor<[1, 1, 1, 2], f32>)
+// CHECK-SAME: !ggml.tensor<[0], f32>, !ggml.tensor<[1], f32>, !ggml.tensor<[1, 1, 1, 2], f32>,
+// CHECK-SAME: !ggml.tensor<[n_tokens+n_kv+1], f32>, !ggml.tensor<[n_tokens*-2+8], f32>, !ggml.tensor<[0], f32>)
 func.func private @symbolic(!ggml.tensor<[n_tokens, 1], i32>, !ggml.tensor<[n_kv, n_tokens], f16>,
     !ggml.tensor<[64, n_outputs], f32>, !ggml.tensor<[n_ctx * 1024], f16>,
     !ggml.tensor<[n_tokens + 3, 5120], f32>, !ggml.tensor<[n_tokens*128-2], f32>,
-    !ggml.tensor<[0], f32>, !ggml.tensor<[1, 1, 1, 1], f32>, !ggml.tensor<[1, 1, 1, 2], f32>)
+    !ggml.tensor<[0], f32>, !ggml.tensor<[1, 1, 1, 1], f32>, !ggml.tensor<[1, 1, 1, 2], f32>,
+    !ggml.tensor<[n_kv + 1 + n_tokens], f32>, !ggml.tensor<[8 + n_tokens*-2], f32>,
+    !ggml.tensor<[n_tokens + n_tokens*-1], f32>)

@@ -61,7 +61,7 @@ func.func @placed(%x: !ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_
     %rc = ggml.cont %r {place.backend = #place.backend<"CUDA0", 0>, place.cause = #place.cause<"4.cur">} : (!ggml.tensor<[8, 8, n_tokens], f32>) -> !ggml.tensor<[64, n_tokens], f32>
     %a = ggml.add %rc, %c1 {place.backend = #place.backend<"CUDA0", 0>, place.cause = #place.cause<"3.upg">} : (!ggml.tensor<[64, n_tokens], f32>, !ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_tokens], f32>
     %sc = ggml.scale %a {scale = 0.5 : f32, place.backend = #place.backend<"CUDA0", 0>, place.cause = #place.cause<"1.dst">} : (!ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_tokens], f32>
-    %v = ggml.view %sc {nb = array<i64: 256, 256, 256>, place.backend = #place.backend<"CUDA0", 0>, place.cause = #place.cause<"1.vsrc">} : (!ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_tokens], f32>
+    %v = ggml.view %sc nb [256, 256, 256] {place.backend = #place.backend<"CUDA0", 0>, place.cause = #place.cause<"1.vsrc">} : (!ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_tokens], f32>
     %o = ggml.norm %v {eps = 1.0e-05 : f32, place.backend = #place.backend<"CUDA0", 0>, place.cause = #place.cause<"usr">} : (!ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_tokens], f32>
     place.yield %o : !ggml.tensor<[64, n_tokens], f32>
   }
@@ -69,7 +69,7 @@ func.func @placed(%x: !ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_
   // CHECK: place.split 2 on #place.backend<"CPU", 1> {
   // CHECK-NEXT: ggml.view
   place.split 2 on #place.backend<"CPU", 1> {
-    %kv = ggml.view %vc {nb = array<i64: 128, 128, 128>} : (!ggml.tensor<[n_ctx*64], f16>) -> !ggml.tensor<[n_tokens*64], f16>
+    %kv = ggml.view %vc nb [128, 128, 128] : (!ggml.tensor<[n_ctx*64], f16>) -> !ggml.tensor<[n_tokens*64], f16>
     place.yield
   }
   // CHECK: ggml.weight "x" {place.cause = #place.cause<"1.wgt9">}

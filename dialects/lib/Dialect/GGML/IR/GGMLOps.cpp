@@ -12,6 +12,12 @@
 
 using namespace mlir;
 
+namespace stowage::ggml {
+// Custom directive of ggml.view's assembly format (defined at the end of this file).
+ParseResult parseViewLayout(OpAsmParser &parser, DimsAttr &nb, DimAttr &offset);
+void printViewLayout(OpAsmPrinter &printer, ViewOp op, DimsAttr nb, DimAttr offset);
+}  // namespace stowage::ggml
+
 #define GET_OP_CLASSES
 #include "stowage/Dialect/GGML/IR/GGMLOps.cpp.inc"
 
@@ -24,15 +30,21 @@ StringRef getNodeName(Operation *op) {
 
 static TensorType tensorOf(Value v) { return cast<TensorType>(v.getType()); }
 
-/// Packed byte strides nb1..nb3 of a contiguous tensor of `type`, when its shape is static.
-static std::optional<std::array<int64_t, 3>> packedStrides(TensorType type) {
-  if (!type.hasStaticShape()) return std::nullopt;
-  std::array<int64_t, 3> nb;
-  int64_t row = type.getNe(0).size() / type.getBlockSize() *
-                static_cast<int64_t>(type.getElementBytes());
-  nb[0] = row;
-  nb[1] = nb[0] * type.getNe(1).size();
-  nb[2] = nb[1] * type.getNe(2).size();
+/// Packed byte strides nb1..nb3 of a contiguous tensor of `type` (ggml_nbytes-style), when they
+/// are affine in the symbols.
+static std::optional<std::array<Dim, 3>> packedStrides(TensorType type) {
+  if (!type.getNe(0).isStatic()) return std::nullopt;
+  std::array<Dim, 3> nb;
+  nb[0] = Dim::of(type.getNe(0).size() / type.getBlockSize() *
+                  static_cast<int64_t>(type.getElementBytes()));
+  for (unsigned i = 1; i < 3; ++i) {
+    ElementCount e;
+    e.multiply(nb[i - 1]);
+    e.multiply(type.getNe(i));
+    std::optional<Dim> d = e.asDim();
+    if (!d) return std::nullopt;
+    nb[i] = *d;
+  }
   return nb;
 }
 
@@ -45,9 +57,10 @@ bool isKnownNonContiguous(Value value) {
   if (auto view = dyn_cast<ViewOp>(def)) {
     auto packed = packedStrides(tensorOf(view.getResult()));
     if (!packed) return false;
-    ArrayRef<int64_t> nb = view.getNb();
-    return nb.size() == 3 && (nb[0] != (*packed)[0] || nb[1] != (*packed)[1] ||
-                              nb[2] != (*packed)[2]);
+    ArrayRef<Dim> nb = view.getNb().getValues();
+    // Strides of dimensions of size 1 never matter (ggml_is_contiguous skips them).
+    for (unsigned i = 0; i < nb.size() && i < 3; ++i)
+      if (!tensorOf(view.getResult()).getNe(i + 1).is(1) && nb[i] != (*packed)[i]) return true;
   }
   return false;
 }
@@ -99,11 +112,12 @@ bool canRepeat(TensorType b, TensorType a) {
   return true;
 }
 
-/// x >= y for every binding of the symbols (provable cases only).
+/// x >= y for every binding of the symbols (all symbols are >= 0): provable when every term of
+/// x - y is >= 0.
 bool dimAtLeast(const Dim &x, const Dim &y) {
-  if (x.isStatic() && y.isStatic()) return x.size() >= y.size();
-  if (x.sym == y.sym && x.coeff == y.coeff) return x.offset >= y.offset;
-  return false;
+  Dim d = x - y;
+  if (d.c < 0) return false;
+  return llvm::all_of(d.k, [](int64_t v) { return v >= 0; });
 }
 
 /// ggml_is_transposed: the result of a transpose, or of a permute moving ne0 away.
@@ -367,22 +381,25 @@ LogicalResult ViewOp::verify() {
   if (r.getElementType() != a.getElementType())
     return emitOpError() << "result element type must be a's (" << a.getElementTypeName()
                          << "), got " << r.getElementTypeName() << " (ggml_view)";
-  ArrayRef<int64_t> nb = getNb();
+  ArrayRef<Dim> nb = getNb().getValues();
   if (nb.size() != 3)
     return emitOpError() << "nb must hold the 3 byte strides nb1, nb2, nb3, got " << nb.size();
-  int64_t offset = static_cast<int64_t>(getOffset());
-  if (llvm::any_of(nb, [](int64_t s) { return s < 0; }) || offset < 0)
-    return emitOpError() << "strides and offset must be >= 0";
+  Dim offset = getOffset() ? getOffset()->getValue() : Dim::of(0);
+  for (const Dim &d : nb)
+    if (d.isStatic() && d.size() < 0) return emitOpError() << "strides must be >= 0";
+  if (offset.isStatic() && offset.size() < 0)
+    return emitOpError() << "offset must be >= 0, got " << offset.size();
   // ggml_view_impl: offset + bytes spanned by the view <= ggml_nbytes(a).
   std::optional<uint64_t> aBytes = a.getStaticBytes();
-  if (!aBytes || !r.hasStaticShape()) return success();
-  bool empty = llvm::any_of(r.getShape(), [](const Dim &d) { return d.is(0); });
-  if (empty) return success();
+  bool allStatic = r.hasStaticShape() && offset.isStatic() &&
+                   llvm::all_of(nb, [](const Dim &d) { return d.isStatic(); });
+  if (!aBytes || !allStatic) return success();
+  if (llvm::any_of(r.getShape(), [](const Dim &d) { return d.is(0); })) return success();
   uint64_t span = static_cast<uint64_t>(r.getNe(0).size() / r.getBlockSize()) * r.getElementBytes();
   for (unsigned i = 1; i < 4; ++i)
-    span += static_cast<uint64_t>(r.getNe(i).size() - 1) * static_cast<uint64_t>(nb[i - 1]);
-  if (static_cast<uint64_t>(offset) + span > *aBytes)
-    return emitOpError() << "view of " << span << " bytes at offset " << offset
+    span += static_cast<uint64_t>(r.getNe(i).size() - 1) * static_cast<uint64_t>(nb[i - 1].size());
+  if (static_cast<uint64_t>(offset.size()) + span > *aBytes)
+    return emitOpError() << "view of " << span << " bytes at offset " << offset.size()
                          << " exceeds a's " << *aBytes << " bytes (ggml_view)";
   return success();
 }
@@ -433,11 +450,7 @@ LogicalResult ConcatOp::verify() {
       return emitOpError() << "a " << shapeOf(a) << " and b " << shapeOf(b)
                            << " must agree in every dimension but " << dim << " (ggml_concat)";
   }
-  std::optional<Dim> sum = addDims(a.getNe(dim), b.getNe(dim));
-  if (!sum)
-    return emitOpError() << "cannot express " << a.getNe(dim).str() << " + "
-                         << b.getNe(dim).str() << " as one dimension";
-  shape[dim] = *sum;
+  shape[dim] = a.getNe(dim) + b.getNe(dim);
   return checkResult(*this, shape, a.getElementType(), "ggml_concat");
 }
 
@@ -456,7 +469,7 @@ LogicalResult SsmConvOp::verify() {
   if (sx.getNe(1) != c.getNe(1))
     return emitOpError() << "sx.ne1 (" << sx.getNe(1).str() << ") must equal d_inner = c.ne1 ("
                          << c.getNe(1).str() << ") (ggml_ssm_conv)";
-  Dim nT = *addDims(sx.getNe(0), Dim::of(-(dConv - 1)));
+  Dim nT = sx.getNe(0) - Dim::of(dConv - 1);
   if (nT.isStatic() && nT.size() < 0)
     return emitOpError() << "sx.ne0 (" << sx.getNe(0).str() << ") must be >= d_conv - 1 ("
                          << dConv - 1 << ")";
@@ -465,7 +478,45 @@ LogicalResult SsmConvOp::verify() {
                      "ggml_ssm_conv: [d_inner, sx.ne0 - d_conv + 1, sx.ne2], f32");
 }
 
+/// ggml_ssm_scan of ggml Feb 2025 (no ids): s [d_state, d_inner, n_seqs], x and dt
+/// [d_inner, n_seq_tokens, n_seqs], A [d_state, d_inner], B and C [d_state, n_seq_tokens, n_seqs].
+static LogicalResult verifySsmScanFeb2025(SsmScanOp op) {
+  TensorType s = tensorOf(op.getS()), x = tensorOf(op.getX()), dt = tensorOf(op.getDt());
+  TensorType A = tensorOf(op.getA()), B = tensorOf(op.getB()), C = tensorOf(op.getC());
+  auto mismatch = [&](StringRef what, const Dim &got, StringRef name, const Dim &want) {
+    return op.emitOpError() << what << " (" << got.str() << ") must equal " << name << " ("
+                            << want.str() << ") (ggml_ssm_scan)";
+  };
+  Dim dState = s.getNe(0), dInner = s.getNe(1), nSeqTokens = x.getNe(1), nSeqs = x.getNe(2);
+  if (x.getShape() != dt.getShape())
+    return op.emitOpError() << "x " << shapeOf(x) << " and dt " << shapeOf(dt)
+                            << " must have the same shape";
+  if (B.getShape() != C.getShape())
+    return op.emitOpError() << "B " << shapeOf(B) << " and C " << shapeOf(C)
+                            << " must have the same shape";
+  if (!s.getNe(3).is(1) || !x.getNe(3).is(1) || !B.getNe(3).is(1))
+    return op.emitOpError() << "s, x and B must be 3-D without ids (ggml_ssm_scan)";
+  if (s.getNe(2) != nSeqs) return mismatch("s.ne2", s.getNe(2), "n_seqs = x.ne2", nSeqs);
+  if (x.getNe(0) != dInner) return mismatch("x.ne0", x.getNe(0), "d_inner = s.ne1", dInner);
+  if (!A.getNe(2).is(1) || !A.getNe(3).is(1))
+    return op.emitOpError() << "A must be a matrix [d_state, d_inner], got " << shapeOf(A);
+  if (A.getNe(0) != dState) return mismatch("A.ne0", A.getNe(0), "d_state = s.ne0", dState);
+  if (A.getNe(1) != dInner) return mismatch("A.ne1", A.getNe(1), "d_inner = s.ne1", dInner);
+  if (B.getNe(0) != dState) return mismatch("B.ne0", B.getNe(0), "d_state = s.ne0", dState);
+  if (B.getNe(1) != nSeqTokens)
+    return mismatch("B.ne1", B.getNe(1), "n_seq_tokens = x.ne1", nSeqTokens);
+  if (B.getNe(2) != nSeqs) return mismatch("B.ne2", B.getNe(2), "n_seqs = x.ne2", nSeqs);
+  std::optional<Dim> y = x.getNumElements().asDim(), st = s.getNumElements().asDim();
+  if (!y || !st)
+    return op.emitOpError() << "cannot express the result size " << x.getNumElements().str()
+                            << " + " << s.getNumElements().str() << " as one dimension";
+  return checkResult(op, {*y + *st, Dim::of(1), Dim::of(1), Dim::of(1)},
+                     Float32Type::get(op.getContext()),
+                     "ggml_ssm_scan: [nelements(x) + nelements(s)], f32");
+}
+
 LogicalResult SsmScanOp::verify() {
+  if (!getIds()) return verifySsmScanFeb2025(*this);
   TensorType s = tensorOf(getS()), x = tensorOf(getX()), dt = tensorOf(getDt());
   TensorType A = tensorOf(getA()), B = tensorOf(getB()), C = tensorOf(getC());
   TensorType ids = tensorOf(getIds());
@@ -502,13 +553,38 @@ LogicalResult SsmScanOp::verify() {
   ElementCount states;
   for (const Dim &d : {dState, headDim, nHead, ids.getNe(0)}) states.multiply(d);
   std::optional<Dim> y = x.getNumElements().asDim(), st = states.asDim();
-  std::optional<Dim> total = (y && st) ? addDims(*y, *st) : std::nullopt;
-  if (!total)
+  if (!y || !st)
     return emitOpError() << "cannot express the result size " << x.getNumElements().str()
                          << " + " << states.str() << " as one dimension";
-  return checkResult(*this, {*total, Dim::of(1), Dim::of(1), Dim::of(1)},
+  return checkResult(*this, {*y + *st, Dim::of(1), Dim::of(1), Dim::of(1)},
                      Float32Type::get(getContext()),
                      "ggml_ssm_scan: [nelements(x) + d_state*head_dim*n_head*n_seqs], f32");
+}
+
+//===----------------------------------------------------------------------===//
+// Custom assembly: `nb [s1, s2, s3] (offset o)?` of ggml.view
+//===----------------------------------------------------------------------===//
+
+ParseResult parseViewLayout(OpAsmParser &parser, DimsAttr &nb, DimAttr &offset) {
+  SmallVector<Dim> strides;
+  if (parser.parseKeyword("nb") ||
+      parser.parseCommaSeparatedList(AsmParser::Delimiter::Square,
+                                     [&]() { return parseDim(parser, strides.emplace_back()); }))
+    return failure();
+  nb = DimsAttr::get(parser.getContext(), strides);
+  if (succeeded(parser.parseOptionalKeyword("offset"))) {
+    Dim o;
+    if (parseDim(parser, o)) return failure();
+    offset = DimAttr::get(parser.getContext(), o);
+  }
+  return success();
+}
+
+void printViewLayout(OpAsmPrinter &printer, ViewOp, DimsAttr nb, DimAttr offset) {
+  printer << "nb [";
+  for (auto [i, d] : llvm::enumerate(nb.getValues())) printer << (i ? ", " : "") << d.str();
+  printer << "]";
+  if (offset) printer << " offset " << offset.getValue().str();
 }
 
 }  // namespace stowage::ggml

@@ -1,6 +1,8 @@
 //===- GGMLTypes.cpp - ggml element and tensor types ----------------------===//
 
 #include <algorithm>
+#include <cstdlib>
+#include <numeric>
 #include <tuple>
 
 #include "llvm/ADT/STLExtras.h"
@@ -20,42 +22,61 @@ namespace stowage::ggml {
 
 StringRef symName(Sym sym) {
   switch (sym) {
-  case Sym::none: return "";
   case Sym::n_tokens: return "n_tokens";
   case Sym::n_kv: return "n_kv";
   case Sym::n_outputs: return "n_outputs";
   case Sym::n_ctx: return "n_ctx";
+  case Sym::kv_head: return "kv_head";
   }
   return "";
 }
 
 std::optional<Sym> symByName(StringRef name) {
-  for (Sym s : {Sym::n_tokens, Sym::n_kv, Sym::n_outputs, Sym::n_ctx})
-    if (symName(s) == name) return s;
+  for (unsigned i = 0; i < kNumSyms; ++i)
+    if (symName(static_cast<Sym>(i)) == name) return static_cast<Sym>(i);
   return std::nullopt;
 }
 
-bool Dim::operator<(const Dim &o) const {
-  return std::make_tuple(static_cast<int>(sym), coeff, offset) <
-         std::make_tuple(static_cast<int>(o.sym), o.coeff, o.offset);
+Dim Dim::operator+(const Dim &o) const {
+  Dim r;
+  r.c = c + o.c;
+  for (unsigned i = 0; i < kNumSyms; ++i) r.k[i] = k[i] + o.k[i];
+  return r;
+}
+
+Dim Dim::operator-(const Dim &o) const {
+  Dim r;
+  r.c = c - o.c;
+  for (unsigned i = 0; i < kNumSyms; ++i) r.k[i] = k[i] - o.k[i];
+  return r;
+}
+
+Dim Dim::scaled(int64_t f, bool &overflow) const {
+  Dim r;
+  overflow |= __builtin_mul_overflow(c, f, &r.c);
+  for (unsigned i = 0; i < kNumSyms; ++i) overflow |= __builtin_mul_overflow(k[i], f, &r.k[i]);
+  return r;
 }
 
 std::string Dim::str() const {
   std::string s;
   llvm::raw_string_ostream os(s);
-  if (isStatic()) {
-    os << offset;
-    return s;
+  bool first = true;
+  for (unsigned i = 0; i < kNumSyms; ++i) {
+    if (k[i] == 0) continue;
+    // A negative coefficient is written `sym*-k` (the parser reads `+ sym*-k`).
+    os << (first ? "" : "+") << symName(static_cast<Sym>(i));
+    if (k[i] != 1) os << "*" << k[i];
+    first = false;
   }
-  os << symName(sym);
-  if (coeff != 1) os << "*" << coeff;
-  if (offset > 0) os << "+" << offset;
-  if (offset < 0) os << offset;
+  if (first) os << c;
+  else if (c > 0) os << "+" << c;
+  else if (c < 0) os << c;
   return s;
 }
 
 llvm::hash_code hash_value(const Dim &dim) {
-  return llvm::hash_combine(static_cast<int>(dim.sym), dim.coeff, dim.offset);
+  return llvm::hash_combine(dim.c, llvm::hash_combine_range(dim.k.begin(), dim.k.end()));
 }
 
 void ElementCount::multiply(const Dim &dim) {
@@ -66,26 +87,36 @@ void ElementCount::multiply(const Dim &dim) {
     mul(dim.size());
     return;
   }
-  Dim factor = dim;
-  if (dim.offset == 0) {  // c * sym: pull c into the coefficient
-    mul(dim.coeff);
-    factor.coeff = 1;
+  // Pull the gcd of the terms (sign from the first symbolic term) into the coefficient.
+  int64_t g = std::llabs(dim.c);
+  int64_t sign = 0;
+  for (int64_t v : dim.k) {
+    if (v == 0) continue;
+    g = std::gcd(g, std::llabs(v));
+    if (sign == 0) sign = v < 0 ? -1 : 1;
   }
+  g *= sign;
+  Dim factor = dim;
+  factor.c /= g;
+  for (int64_t &v : factor.k) v /= g;
+  mul(g);
   factors.insert(llvm::upper_bound(factors, factor), factor);
 }
 
 std::optional<Dim> ElementCount::asDim() const {
   if (overflow || factors.size() > 1) return std::nullopt;
   if (factors.empty()) return Dim::of(coeff);
-  const Dim &f = factors.front();
-  int64_t c, o;
-  if (__builtin_mul_overflow(f.coeff, coeff, &c) || __builtin_mul_overflow(f.offset, coeff, &o))
-    return std::nullopt;
-  return Dim::symbolic(f.sym, c, o);
+  bool ovf = false;
+  Dim d = factors.front().scaled(coeff, ovf);
+  if (ovf) return std::nullopt;
+  return d;
 }
 
 std::string ElementCount::str() const {
   if (overflow) return "<overflow>";
+  // A single factor folds back into one affine form ("n_tokens*4+12").
+  if (factors.size() == 1)
+    if (std::optional<Dim> d = asDim()) return d->str();
   std::string s;
   llvm::raw_string_ostream os(s);
   bool first = true;
@@ -96,19 +127,11 @@ std::string ElementCount::str() const {
   for (const Dim &f : factors) {
     if (!first) os << "*";
     first = false;
-    bool alone = coeff == 1 && factors.size() == 1;
-    if (f.offset != 0 && !alone) os << "(" << f.str() << ")";
-    else os << f.str();
+    bool monomial = f.c == 0 && llvm::count_if(f.k, [](int64_t v) { return v != 0; }) == 1;
+    if (monomial) os << f.str();
+    else os << "(" << f.str() << ")";
   }
   return s;
-}
-
-std::optional<Dim> addDims(const Dim &a, const Dim &b) {
-  if (a.isStatic() && b.isStatic()) return Dim::of(a.size() + b.size());
-  if (b.isStatic()) return Dim::symbolic(a.sym, a.coeff, a.offset + b.size());
-  if (a.isStatic()) return Dim::symbolic(b.sym, b.coeff, b.offset + a.size());
-  if (a.sym == b.sym) return Dim::symbolic(a.sym, a.coeff + b.coeff, a.offset + b.offset);
-  return std::nullopt;
 }
 
 bool isGgmlElementType(Type type) {
@@ -177,12 +200,9 @@ LogicalResult TensorType::verify(function_ref<InFlightDiagnostic()> emitError,
                                  ArrayRef<Dim> shape, Type elementType) {
   if (shape.size() != 4)
     return emitError() << "a ggml tensor has 4 dimensions ne[0..3], got " << shape.size();
-  for (auto [i, d] : llvm::enumerate(shape)) {
+  for (auto [i, d] : llvm::enumerate(shape))
     if (d.isStatic() && d.size() < 0)
       return emitError() << "ne" << i << " = " << d.size() << " is negative";
-    if (!d.isStatic() && d.coeff < 1)
-      return emitError() << "ne" << i << " = " << d.str() << ": the multiplier must be >= 1";
-  }
   if (!isGgmlElementType(elementType))
     return emitError() << "element type " << elementType
                        << " is not a ggml type (f32, f16, bf16, f64, i8, i16, i32, i64 or a "
@@ -240,38 +260,49 @@ std::string TensorType::shapeString() const {
   return s + "]";
 }
 
-/// dim ::= integer | sym (`*` integer)? ((`+` integer) | negative-integer)?
-static ParseResult parseDim(AsmParser &parser, Dim &dim) {
+/// term ::= integer | sym (`*` integer)?
+static ParseResult parseTerm(AsmParser &parser, Dim &dim, bool allowNegative) {
   int64_t value;
+  SMLoc loc = parser.getCurrentLocation();
   OptionalParseResult intResult = parser.parseOptionalInteger(value);
   if (intResult.has_value()) {
     if (failed(*intResult)) return failure();
-    dim = Dim::of(value);
+    if (value < 0 && !allowNegative)
+      return parser.emitError(loc, "write a negative constant as `- n`, not `+ -n`");
+    dim.c += value;
     return success();
   }
-  SMLoc loc = parser.getCurrentLocation();
   StringRef name;
   if (parser.parseOptionalKeyword(&name))
     return parser.emitError(loc, "expected a dimension: an integer or one of n_tokens, n_kv, "
-                                 "n_outputs, n_ctx");
+                                 "n_outputs, n_ctx, kv_head");
   std::optional<Sym> sym = symByName(name);
   if (!sym)
     return parser.emitError(loc, "unknown symbolic dimension '")
-           << name << "' (expected n_tokens, n_kv, n_outputs or n_ctx)";
-  dim = Dim::symbolic(*sym);
-  if (succeeded(parser.parseOptionalStar()) && parser.parseInteger(dim.coeff)) return failure();
-  if (succeeded(parser.parseOptionalPlus())) {
-    if (parser.parseInteger(dim.offset)) return failure();
-  } else {
-    int64_t negative;
-    OptionalParseResult neg = parser.parseOptionalInteger(negative);
-    if (neg.has_value()) {
-      if (failed(*neg)) return failure();
-      if (negative >= 0) return parser.emitError(loc, "expected '+' or '-' before the offset");
-      dim.offset = negative;
-    }
-  }
+           << name << "' (expected n_tokens, n_kv, n_outputs, n_ctx or kv_head)";
+  int64_t coeff = 1;
+  if (succeeded(parser.parseOptionalStar()) && parser.parseInteger(coeff)) return failure();
+  dim.k[static_cast<unsigned>(*sym)] += coeff;
   return success();
+}
+
+/// dim ::= term ((`+` term) | negative-integer)*
+ParseResult parseDim(AsmParser &parser, Dim &dim) {
+  dim = Dim();
+  if (parseTerm(parser, dim, /*allowNegative=*/true)) return failure();
+  while (true) {
+    if (succeeded(parser.parseOptionalPlus())) {
+      if (parseTerm(parser, dim, /*allowNegative=*/false)) return failure();
+      continue;
+    }
+    int64_t negative;
+    SMLoc loc = parser.getCurrentLocation();
+    OptionalParseResult neg = parser.parseOptionalInteger(negative);
+    if (!neg.has_value()) return success();
+    if (failed(*neg)) return failure();
+    if (negative >= 0) return parser.emitError(loc, "expected '+' or '-' between terms");
+    dim.c += negative;
+  }
 }
 
 /// `<` `[` dim (`,` dim)* `]` `,` element-type `>`; trailing 1s may be omitted.

@@ -9,6 +9,7 @@
 #ifndef STOWAGE_DIALECT_GGML_IR_GGMLDIALECT_H
 #define STOWAGE_DIALECT_GGML_IR_GGMLDIALECT_H
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "mlir/IR/Attributes.h"
+#include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -24,53 +26,70 @@
 
 namespace stowage::ggml {
 
-/// A symbolic size that the runtime binds per call. `none` marks a static dimension.
-/// n_tokens: tokens of the ubatch (n_ubatch for @prefill, 1 for @decode); n_kv: KV cells the
-/// attention reads; n_outputs: tokens whose logits are returned; n_ctx: the KV cache size.
-enum class Sym : uint8_t { none = 0, n_tokens, n_kv, n_outputs, n_ctx };
+/// A symbolic size that the runtime binds per call. n_tokens: tokens of the ubatch (n_ubatch
+/// for @prefill, 1 for @decode); n_kv: KV cells the attention reads; n_outputs: tokens whose
+/// logits are returned; n_ctx: the KV cache size; kv_head: the first KV cell the ubatch writes
+/// (it appears in view offsets). Same symbols as the planner's DimExpr (planner/graph.h).
+enum class Sym : uint8_t { n_tokens = 0, n_kv, n_outputs, n_ctx, kv_head };
+inline constexpr unsigned kNumSyms = 5;
 
-/// The textual name of `sym` ("n_tokens"); "" for Sym::none.
+/// The textual name of `sym` ("n_tokens").
 llvm::StringRef symName(Sym sym);
 /// The symbol named `name`, or std::nullopt.
 std::optional<Sym> symByName(llvm::StringRef name);
 
-/// One dimension ne[i] of a ggml tensor: a static size (sym == none, size = offset) or the
-/// linear form coeff * sym + offset (coeff >= 1). Written `42`, `n_tokens`, `n_tokens*64`,
-/// `n_tokens+3`, `n_ctx*1024-8`.
+/// One dimension ne[i] of a ggml tensor (or a byte stride or offset of a view): an affine form
+/// c + sum_s k[s] * s of the symbols. Static when every k[s] is 0. Written `42`, `n_tokens`,
+/// `n_tokens*64`, `n_tokens+3`, `n_kv+n_tokens`, `kv_head*256`, `n_ctx*1024-8`.
 struct Dim {
-  Sym sym = Sym::none;
-  int64_t coeff = 0;
-  int64_t offset = 0;
+  int64_t c = 0;
+  std::array<int64_t, kNumSyms> k{};
 
   /// The static dimension `size`.
-  static Dim of(int64_t size) { return Dim{Sym::none, 0, size}; }
-  /// The symbolic dimension coeff * sym + offset.
+  static Dim of(int64_t size) {
+    Dim d;
+    d.c = size;
+    return d;
+  }
+  /// The dimension coeff * sym + offset.
   static Dim symbolic(Sym sym, int64_t coeff = 1, int64_t offset = 0) {
-    return Dim{sym, coeff, offset};
+    Dim d;
+    d.c = offset;
+    d.k[static_cast<unsigned>(sym)] = coeff;
+    return d;
   }
-  bool isStatic() const { return sym == Sym::none; }
-  /// The size of a static dimension (requires isStatic()).
-  int64_t size() const { return offset; }
+  bool isStatic() const {
+    for (int64_t v : k)
+      if (v != 0) return false;
+    return true;
+  }
+  /// The value of a static dimension (requires isStatic()).
+  int64_t size() const { return c; }
   /// True when this is the static size `n`.
-  bool is(int64_t n) const { return isStatic() && offset == n; }
-  bool operator==(const Dim &o) const {
-    return sym == o.sym && coeff == o.coeff && offset == o.offset;
-  }
+  bool is(int64_t n) const { return isStatic() && c == n; }
+  /// Coefficient of `sym`.
+  int64_t coeff(Sym sym) const { return k[static_cast<unsigned>(sym)]; }
+  bool operator==(const Dim &o) const { return c == o.c && k == o.k; }
   bool operator!=(const Dim &o) const { return !(*this == o); }
-  bool operator<(const Dim &o) const;
+  bool operator<(const Dim &o) const { return k != o.k ? k < o.k : c < o.c; }
+  Dim operator+(const Dim &o) const;
+  Dim operator-(const Dim &o) const;
+  /// Scales every term by `f`; sets `overflow` on int64 overflow.
+  Dim scaled(int64_t f, bool &overflow) const;
   /// The textual form (see above).
   std::string str() const;
 };
 
 llvm::hash_code hash_value(const Dim &dim);
 
-/// The product of dimensions, kept as coeff * (product of symbolic factors), each factor a Dim
-/// with a symbol. Two counts compare equal when coefficient and factor multiset are equal; this
-/// proves equality of element counts for every binding of the symbols (it may fail to prove
-/// equalities such as 2 * (n_tokens+1) == 2*n_tokens + 2, which ggml graphs do not need).
+/// The product of dimensions, kept as coeff * (product of symbolic factors); each factor is a
+/// symbolic Dim divided by the gcd of its terms (n_tokens*4+12 is 4 * (n_tokens+3)). Two counts
+/// compare equal when coefficient and factor multiset are equal: this proves equality for every
+/// binding of the symbols (and may fail to prove equalities that need expanding a product of
+/// two sums, which ggml graphs do not use).
 struct ElementCount {
   int64_t coeff = 1;
-  llvm::SmallVector<Dim, 4> factors;  // sorted; each has sym != none and, if offset is 0, coeff 1
+  llvm::SmallVector<Dim, 4> factors;  // sorted
   bool overflow = false;
 
   /// Multiplies by one dimension.
@@ -80,14 +99,14 @@ struct ElementCount {
     return !overflow && !o.overflow && coeff == o.coeff && factors == o.factors;
   }
   bool operator!=(const ElementCount &o) const { return !(*this == o); }
-  /// The count as one Dim when it is linear in one symbol (at most one factor), else nullopt.
+  /// The count as one Dim when it is affine (at most one symbolic factor), else std::nullopt.
   std::optional<Dim> asDim() const;
-  /// E.g. "4096*n_tokens", "32000", "n_kv*n_tokens*32".
+  /// E.g. "4096*n_tokens", "32000", "32*n_kv*n_tokens", "4*(n_tokens+3)".
   std::string str() const;
 };
 
-/// Sum of two dimensions when it is a Dim (static + anything, or the same symbol), else nullopt.
-std::optional<Dim> addDims(const Dim &a, const Dim &b);
+/// Parses a Dim in its textual form (see Dim).
+mlir::ParseResult parseDim(mlir::AsmParser &parser, Dim &dim);
 
 /// True when `type` is a valid element type of a ggml tensor: builtin f32, f16, bf16, f64,
 /// signless i8, i16, i32, i64, or a !ggml block type.
@@ -97,6 +116,9 @@ bool isGgmlElementType(mlir::Type type);
 
 #include "stowage/Dialect/GGML/IR/GGMLDialect.h.inc"
 #include "stowage/Dialect/GGML/IR/GGMLEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "stowage/Dialect/GGML/IR/GGMLAttrs.h.inc"
 
 #define GET_TYPEDEF_CLASSES
 #include "stowage/Dialect/GGML/IR/GGMLTypes.h.inc"

@@ -26,14 +26,16 @@ def GGML_Dialect : Dialect {
 
     Types:
       * `!ggml.tensor<[ne0, ne1, ne2, ne3], elt>`: a ggml tensor; trailing dimensions of 1 may be
-        omitted. A dimension is an integer or a linear form of one symbolic size known only when
-        the runtime binds a call: `n_tokens`, `n_kv`, `n_outputs`, `n_ctx` (e.g. `n_tokens+3`,
-        `n_tokens*64`). `elt` is a plain ggml type (`f32`, `f16`, `bf16`, `f64`, `i8`, `i16`,
-        `i32`, `i64`, as MLIR builtin types) or a quantized ggml block type (`q4_K`).
+        omitted. A dimension is an integer or an affine form of the symbolic sizes the runtime
+        binds per call: `n_tokens`, `n_kv`, `n_outputs`, `n_ctx`, `kv_head` (e.g. `n_tokens+3`,
+        `n_tokens*64`, `n_kv+n_tokens`), the same model as the planner's DimExpr. `elt` is a
+        plain ggml type (`f32`, `f16`, `bf16`, `f64`, `i8`, `i16`, `i32`, `i64`, as MLIR builtin
+        types) or a quantized ggml block type (`q4_K`).
       * `!ggml.q4_0`, `!ggml.q4_K`, `!ggml.iq4_xs`, ...: ggml's block-quantized element types;
         each knows its block size (elements) and block bytes from ggml's type_traits table.
   }];
   let useDefaultTypePrinterParser = 0;
+  let useDefaultAttributePrinterParser = 1;
   let extraClassDeclaration = [{
     /// Parses `!ggml.<block type name>` and `!ggml.tensor<...>`.
     ::mlir::Type parseType(::mlir::DialectAsmParser &parser) const override;
@@ -42,6 +44,7 @@ def GGML_Dialect : Dialect {
 
   private:
     void registerTypes();
+    void registerAttributes();
   public:
   }];
 }

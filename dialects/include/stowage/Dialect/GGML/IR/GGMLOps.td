@@ -449,18 +449,23 @@ def GGML_ContOp : GGML_Op<"cont"> {
 def GGML_ViewOp : GGML_Op<"view"> {
   let summary = "VIEW: a strided view of a's bytes";
   let description = [{
-    The result shape is read from a's data at byte `offset` with byte strides nb1, nb2, nb3
-    (`nb`; nb0 is the element size) (ggml_view_1d..4d). No data moves. ggml requires the view to
-    stay within a: offset + bytes spanned <= ggml_nbytes(a) (checked when both are static).
+    The result shape is read from a's data at byte `offset` (default 0) with byte strides
+    nb1, nb2, nb3 (`nb`; nb0 is the element size) (ggml_view_1d..4d). No data moves. Strides and
+    offset are affine forms like dimensions: llama.cpp stores the new K rows of a ubatch at
+    offset kv_head * row size. ggml requires the view to stay within a: offset + bytes spanned
+    <= ggml_nbytes(a) (checked when everything is static).
     Shapes: any a; result of a's element type.
-    Example (the K cache of one layer as [head_dim, n_head_kv, n_kv]):
-      %k = ggml.view %cache {nb = array<i64: 2048, 256, 8388608>, offset = 0 : i64}
+    Example (the K cache of one layer as [head_dim, n_head_kv, n_kv], and the K store target):
+      %k = ggml.view %cache nb [256, 2048, 8388608]
              : (!ggml.tensor<[4194304], f16>) -> !ggml.tensor<[128, 8, n_kv], f16>
+      %s = ggml.view %cache nb [2048, n_tokens*2048, n_tokens*2048] offset kv_head*2048
+             : (!ggml.tensor<[4194304], f16>) -> !ggml.tensor<[n_tokens*1024], f16>
   }];
-  let arguments = (ins GGML_Tensor:$a, DenseI64ArrayAttr:$nb,
-                       DefaultValuedAttr<I64Attr, "0">:$offset);
+  let arguments = (ins GGML_Tensor:$a, GGML_DimsAttr:$nb, OptionalAttr<GGML_DimAttr>:$offset);
   let results = (outs GGML_Tensor:$result);
-  let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $a custom<ViewLayout>($nb, $offset) attr-dict `:` functional-type(operands, results)
+  }];
 }
 
 def GGML_ReshapeOp : GGML_Op<"reshape"> {
@@ -542,26 +547,29 @@ def GGML_SsmScanOp : GGML_Op<"ssm_scan"> {
   let summary = "SSM_SCAN: mamba's selective scan; result = y then the final states";
   let description = [{
     Runs the selective state-space recurrence h_t = exp(dt_t A) h_{t-1} + dt_t B_t x_t,
-    y_t = C_t h_t (dt through softplus) for every sequence, starting from the states s[ids]
-    (ggml_ssm_scan). The result is one f32 vector: y (nelements(x) values) followed by the
-    final states (d_state * head_dim * n_head * n_seqs values); llama.cpp views both out of it.
-    Shapes: s [d_state, head_dim, n_head, *]; x [head_dim, n_head, n_seq_tokens, n_seqs];
-    dt [n_head, n_seq_tokens, n_seqs]; A [d_state or 1, n_head]; B, C [d_state, n_group,
-    n_seq_tokens, n_seqs]; ids i32 [n_seqs] -> result f32 [nelements(x) + d_state * head_dim *
-    n_head * n_seqs]. Mamba-1 has head_dim 1, n_head = d_inner, n_group 1 and A [d_state, d_inner].
-    Example (mamba-1, d_inner 5120, d_state 16, one sequence):
-      %y = ggml.ssm_scan %s, %x, %dt, %A, %B, %C, %ids
-             : (!ggml.tensor<[16, 1, 5120], f32>, !ggml.tensor<[1, 5120, n_tokens], f32>,
+    y_t = C_t h_t (dt through softplus) for every sequence (ggml_ssm_scan). The result is one
+    f32 vector: y (nelements(x) values) followed by the final states; llama.cpp views both out
+    of it. Two forms, as ggml had them:
+      * with `ids` (ggml since mid 2025, Mamba-2 capable): s [d_state, head_dim, n_head, *];
+        x [head_dim, n_head, n_seq_tokens, n_seqs]; dt [n_head, n_seq_tokens, n_seqs];
+        A [d_state or 1, n_head]; B, C [d_state, n_group, n_seq_tokens, n_seqs]; ids i32 [n_seqs]
+        -> f32 [nelements(x) + d_state * head_dim * n_head * n_seqs], the states gathered at ids;
+      * without `ids` (ggml Feb 2025, Mamba-1): s [d_state, d_inner, n_seqs]; x and dt
+        [d_inner, n_seq_tokens, n_seqs]; A [d_state, d_inner]; B, C [d_state, n_seq_tokens,
+        n_seqs] -> f32 [nelements(x) + nelements(s)].
+    Example (the Feb 2025 form, d_inner 5120, d_state 16, one sequence):
+      %y = ggml.ssm_scan %s, %x, %dt, %A, %B, %C
+             : (!ggml.tensor<[16, 5120], f32>, !ggml.tensor<[5120, n_tokens], f32>,
                 !ggml.tensor<[5120, n_tokens], f32>, !ggml.tensor<[16, 5120], f32>,
-                !ggml.tensor<[16, 1, n_tokens], f32>, !ggml.tensor<[16, 1, n_tokens], f32>,
-                !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*5120+81920], f32>
+                !ggml.tensor<[16, n_tokens], f32>, !ggml.tensor<[16, n_tokens], f32>)
+             -> !ggml.tensor<[n_tokens*5120+81920], f32>
   }];
   let arguments = (ins GGML_Tensor:$s, GGML_Tensor:$x, GGML_Tensor:$dt,
                        GGML_Tensor:$A, GGML_Tensor:$B, GGML_Tensor:$C,
-                       GGML_Tensor:$ids);
+                       Optional<GGML_Tensor>:$ids);
   let results = (outs GGML_Tensor:$result);
   let assemblyFormat = [{
-    $s `,` $x `,` $dt `,` $A `,` $B `,` $C `,` $ids attr-dict `:`
+    $s `,` $x `,` $dt `,` $A `,` $B `,` $C (`,` `ids` $ids^)? attr-dict `:`
     functional-type(operands, results)
   }];
 }

@@ -51,10 +51,11 @@ def GGML_TensorType : GGML_Type<"Tensor", "tensor"> {
       !ggml.tensor<[n_kv, n_tokens], f16>   // KQ_mask
       !ggml.tensor<[n_tokens+3, 5120], f32> // mamba's conv input (d_conv - 1 + n_tokens)
 
-    A dimension is a non-negative integer or `sym`, `sym*c`, `sym+o`, `sym*c+o` for one symbolic
-    size sym in {n_tokens, n_kv, n_outputs, n_ctx}. The element type is a builtin f32, f16, bf16,
-    f64, i8, i16, i32 or i64, or a !ggml block type; for a block type, ne0 must be a static
-    multiple of the block size (ggml_row_size).
+    A dimension is a non-negative integer or an affine form c + k1*s1 + k2*s2 ... of the
+    symbolic sizes n_tokens, n_kv, n_outputs, n_ctx and kv_head (written `n_tokens*64+3`; a
+    negative coefficient as `+ n_tokens*-2`). The element type is a builtin f32, f16, bf16, f64,
+    i8, i16, i32 or i64, or a !ggml block type; for a block type, ne0 must be a static multiple
+    of the block size (ggml_row_size).
   }];
   let parameters = (ins
     ArrayRefParameter<"::stowage::ggml::Dim", "ne[0..3]">:$shape,
@@ -84,6 +85,31 @@ def GGML_TensorType : GGML_Type<"Tensor", "tensor"> {
     /// Shape as text in the textual form's order, e.g. "[288, n_tokens, 1, 1]".
     std::string shapeString() const;
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes: affine dimensions for view strides and offsets
+//===----------------------------------------------------------------------===//
+
+def GGML_DimAttr : AttrDef<GGML_Dialect, "Dim"> {
+  let mnemonic = "dim";
+  let summary = "one affine size in bytes or elements (a view's offset)";
+  let description = [{
+    An affine form of the symbols n_tokens, n_kv, n_outputs, n_ctx, kv_head, as in a tensor
+    dimension. Written `#ggml.dim<kv_head*256>`; ggml.view prints it bare.
+  }];
+  let parameters = (ins "::stowage::ggml::Dim":$value);
+  let hasCustomAssemblyFormat = 1;
+}
+
+def GGML_DimsAttr : AttrDef<GGML_Dialect, "Dims"> {
+  let mnemonic = "dims";
+  let summary = "a list of affine sizes (a view's byte strides nb1..nb3)";
+  let description = [{
+    Written `#ggml.dims<[256, n_ctx*2, 8192]>`; ggml.view prints the list bare.
+  }];
+  let parameters = (ins ArrayRefParameter<"::stowage::ggml::Dim", "sizes">:$values);
+  let hasCustomAssemblyFormat = 1;
 }
 
 #endif // STOWAGE_DIALECT_GGML_IR_GGMLTYPES_TD
