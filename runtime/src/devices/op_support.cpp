@@ -132,4 +132,28 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
   return d;
 }
 
+ProbedDevice MakeCudaDevice(const CudaDeviceInfo& info) {
+  ProbedDevice d;
+  d.backend = "CUDA";
+  d.name = "CUDA" + std::to_string(info.index);
+  d.description = info.name;
+  d.type = ProbedDeviceType::kGpu;
+  d.memory_total = info.memory_total;
+  d.memory_free = info.memory_free;
+  d.caps_async = true;
+  d.caps_host_buffer = true;
+  d.caps_events = true;
+  d.default_buft = {d.name, 128, false, {}};
+  d.host_buft = ProbedBufferType{"CUDA_Host", 32, true, {}};
+  d.view_ops_any_buffer = true;
+  d.srcs_must_be_host = false;  // a GPU reads its own buffers; the scheduler copies the rest
+  d.ops = MakeCpuDevice(CpuInfo{}).ops;
+  for (auto& e : d.ops) e.note = "GPU backend op contract (the CPU kernels' op set)";
+  d.offload_min_batch = 32;
+  d.properties = {{"compute_capability", std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor)},
+                  {"multiprocessors", std::to_string(info.multiprocessors)}};
+  if (!info.pci_bus_id.empty()) d.properties.push_back({"pci_bus_id", info.pci_bus_id});
+  return d;
+}
+
 }  // namespace stowage

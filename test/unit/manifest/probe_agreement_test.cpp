@@ -138,6 +138,13 @@ std::vector<ProbedDevice> DevicesUnderTest() {
   avx2.model_name = "AVX2 x86-64";
   avx2.features.avx = avx2.features.avx2 = avx2.features.fma = true;
   devs.push_back(MakeCpuDevice(avx2));
+  CudaDeviceInfo gpu;  // what the CUDA probe would build for an H200 (tested without a GPU)
+  gpu.index = 1;
+  gpu.name = "NVIDIA H200";
+  gpu.memory_total = 150754820096ull;
+  gpu.memory_free = 150000000000ull;
+  gpu.cc_major = 9;
+  devs.push_back(MakeCudaDevice(gpu));
   return devs;
 }
 
@@ -154,6 +161,26 @@ TEST(ProbeAgreement, RuntimeSupportsOpEqualsEmittedManifest) {
     EXPECT_GT(c.supported, 1000u) << dev.name << ": the comparison must exercise supported queries";
     EXPECT_LT(c.supported, c.queries / 2) << dev.name << ": and unsupported ones";
   }
+}
+
+TEST(ProbeAgreement, CudaManifestIsIndexedLikeGgml) {
+  CudaDeviceInfo gpu;
+  gpu.index = 3;
+  gpu.name = "NVIDIA H200";
+  gpu.memory_total = 1000;
+  gpu.memory_free = 900;
+  auto m = ManifestFromProbe(MakeCudaDevice(gpu));
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->name, "CUDA{index}");
+  EXPECT_EQ(m->default_buft.name, "CUDA{index}");
+  EXPECT_EQ(m->host_buft->name, "CUDA_Host");
+  EXPECT_TRUE(m->caps.host_buffer);
+  ASSERT_TRUE(m->offload_op.has_value());
+  DeviceManifest d0 = m->WithIndex(0);
+  EXPECT_EQ(d0.name, "CUDA0");
+  EXPECT_TRUE(d0.SupportsBuft("CUDA0", false));
+  EXPECT_FALSE(d0.SupportsBuft("CPU", true));
+  EXPECT_EQ(LocalManifestKey(MakeCudaDevice(gpu)), "local-cuda3");
 }
 
 TEST(ProbeAgreement, ComparisonDetectsADivergentManifest) {

@@ -166,4 +166,21 @@ ProbeReport ProbeDevices();
 /// ne1 % 8 == 0 when the CPU has AVX2, like ggml's 8x8 repack).
 ProbedDevice MakeCpuDevice(const CpuInfo& cpu);
 
+/// What the CUDA probe reads for one GPU (cudaGetDeviceProperties + cudaMemGetInfo).
+struct CudaDeviceInfo {
+  int index = 0;               ///< CUDA device ordinal -> device name "CUDA<index>"
+  std::string name;            ///< cudaDeviceProp::name ("NVIDIA H200")
+  uint64_t memory_total = 0;   ///< bytes (cudaMemGetInfo total)
+  uint64_t memory_free = 0;    ///< bytes (cudaMemGetInfo free)
+  int cc_major = 0, cc_minor = 0;
+  int multiprocessors = 0;
+  std::string pci_bus_id;      ///< "domain:bus:device" (lower-case hex)
+};
+
+/// The GPU device of this build for one CUDA GPU: buffer types CUDA<i> (alignment 128) and
+/// CUDA_Host (pinned, host), caps async/host_buffer/events (ggml-cuda), offload_op for batches
+/// >= 32; its op table is the op contract the GPU backend implements (the CPU kernels' op set).
+/// Separate from the probe so it can be tested without a GPU.
+ProbedDevice MakeCudaDevice(const CudaDeviceInfo& info);
+
 }  // namespace stowage
