@@ -63,7 +63,8 @@ int32_t Sampler::Sample(const float* logits, int n_vocab) {
   const float max_logit = candidates_[0].first;
   std::vector<double> probs(n);
   double sum = 0.0;
-  for (size_t i = 0; i < n; ++i) sum += probs[i] = std::exp(static_cast<double>(candidates_[i].first - max_logit));
+  for (size_t i = 0; i < n; ++i)
+    sum += probs[i] = std::exp(static_cast<double>(candidates_[i].first - max_logit));
   if (params_.top_p < 1.0f) {
     double cum = 0.0;
     size_t keep = n;

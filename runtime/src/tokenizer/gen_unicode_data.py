@@ -38,8 +38,8 @@ def main():
             ranges.append((cp, f))
             prev = f
     out.write("static constexpr CategoryRange kCategoryRanges[] = {\n")
-    for i in range(0, len(ranges), 6):
-        out.write("  " + " ".join("{0x%06X, 0x%02X}," % r for r in ranges[i:i + 6]) + "\n")
+    for i in range(0, len(ranges), 5):
+        out.write("  " + " ".join("{0x%06X, 0x%02X}," % r for r in ranges[i:i + 5]) + "\n")
     out.write("};\n\n")
 
     out.write("static constexpr uint32_t kWhitespace[] = {\n  ")
@@ -62,12 +62,12 @@ def main():
             else:
                 nfd.append((cp, cp, d))
     out.write("static constexpr CodepointPair kLowercase[] = {\n")
-    for i in range(0, len(lower), 6):
-        out.write("  " + " ".join("{0x%06X, 0x%06X}," % p for p in lower[i:i + 6]) + "\n")
+    for i in range(0, len(lower), 4):
+        out.write("  " + " ".join("{0x%06X, 0x%06X}," % p for p in lower[i:i + 4]) + "\n")
     out.write("};\n\n")
     out.write("static constexpr NfdRange kNfdRanges[] = {\n")
-    for i in range(0, len(nfd), 4):
-        out.write("  " + " ".join("{0x%06X, 0x%06X, 0x%06X}," % t for t in nfd[i:i + 4]) + "\n")
+    for i in range(0, len(nfd), 3):
+        out.write("  " + " ".join("{0x%06X, 0x%06X, 0x%06X}," % t for t in nfd[i:i + 3]) + "\n")
     out.write("};\n")
 
 

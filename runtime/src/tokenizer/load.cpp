@@ -12,9 +12,14 @@ using tokenizer::PreTokenizer;
 
 bool IsIntegerType(GgufValueType t) {
   switch (t) {
-    case GgufValueType::UINT8: case GgufValueType::INT8: case GgufValueType::UINT16:
-    case GgufValueType::INT16: case GgufValueType::UINT32: case GgufValueType::INT32:
-    case GgufValueType::UINT64: case GgufValueType::INT64:
+    case GgufValueType::UINT8:
+    case GgufValueType::INT8:
+    case GgufValueType::UINT16:
+    case GgufValueType::INT16:
+    case GgufValueType::UINT32:
+    case GgufValueType::INT32:
+    case GgufValueType::UINT64:
+    case GgufValueType::INT64:
       return true;
     default:
       return false;
@@ -54,21 +59,41 @@ struct PreInfo {
 // tokenizer.ggml.pre -> regex list and flags (llama.cpp llama_vocab::impl::load).
 const PreInfo kPreInfos[] = {
     {{"default"}, PreTokenizer::kDefault, true, false, false, false, false},
-    {{"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0",
-      "mellum", "modern-bert", "mpt", "olmo", "jais", "exaone4"},
-     PreTokenizer::kGpt2, true, false, false, false, false},
+    {{"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
+      "modern-bert", "mpt", "olmo", "jais", "exaone4"},
+     PreTokenizer::kGpt2,
+     true,
+     false,
+     false,
+     false,
+     false},
     {{"trillion", "granite-docling"}, PreTokenizer::kGpt2, false, false, false, false, false},
     {{"jina-v1-en", "jina-v2-code", "roberta-bpe"}, PreTokenizer::kGpt2, true, false, false, true, false},
     {{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
       "jina-v5-nano"},
-     PreTokenizer::kLlama3, true, true, true, false, false},
+     PreTokenizer::kLlama3,
+     true,
+     true,
+     true,
+     false,
+     false},
     {{"dbrx", "smaug-bpe"}, PreTokenizer::kLlama3, true, false, false, false, false},
     {{"glm4", "chatglm-bpe"}, PreTokenizer::kLlama3, true, false, false, false, true},
-    {{"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan", "solar-open"}, PreTokenizer::kQwen2,
-     false, false, false, false, false},
+    {{"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan", "solar-open"},
+     PreTokenizer::kQwen2,
+     false,
+     false,
+     false,
+     false,
+     false},
     {{"stablelm2", "megrez"}, PreTokenizer::kQwen2, true, false, false, false, false},
-    {{"starcoder", "refact", "codeshell", "exaone", "minerva-7b", "mellum2"}, PreTokenizer::kStarcoder,
-     true, false, false, false, false},
+    {{"starcoder", "refact", "codeshell", "exaone", "minerva-7b", "mellum2"},
+     PreTokenizer::kStarcoder,
+     true,
+     false,
+     false,
+     false,
+     false},
     {{"command-r", "smollm"}, PreTokenizer::kStarcoder, false, false, false, false, false},
     {{"falcon"}, PreTokenizer::kFalcon, true, false, false, false, false},
 };
@@ -83,19 +108,44 @@ const PreInfo* FindPre(const std::string& pre) {
 }
 
 // Token texts llama.cpp recognises by text (llama_vocab::impl::load, "auto-detect special tokens").
-const char* const kEotTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                                 "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]",
-                                 "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+const char* const kEotTexts[] = {"<|eot_id|>",
+                                 "<|im_end|>",
+                                 "<|end|>",
+                                 "<end_of_turn>",
+                                 "<|endoftext|>",
+                                 "<|end_of_text|>",
+                                 "<EOT>",
+                                 "_<EOT>",
+                                 "[EOT]",
+                                 "<\xEF\xBD\x9C"
+                                 "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
                                  "<end_of_utterance>"};
 const char* const kEomTexts[] = {"<|eom_id|>"};
 const char* const kFimPadTexts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
 const char* const kFimRepTexts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"};
 const char* const kFimSepTexts[] = {"<|file_sep|>"};
-const char* const kEogTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>",
-                                 "<|flush|>", "<|calls|>", "<end_of_turn>", "<|endoftext|>", "</s>",
-                                 "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
-                                 "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-                                 "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+const char* const kEogTexts[] = {"<|eot_id|>",
+                                 "<|im_end|>",
+                                 "<|end|>",
+                                 "<|return|>",
+                                 "<|call|>",
+                                 "<|flush|>",
+                                 "<|calls|>",
+                                 "<end_of_turn>",
+                                 "<|endoftext|>",
+                                 "</s>",
+                                 "<|eom_id|>",
+                                 "<EOT>",
+                                 "_<EOT>",
+                                 "[EOT]",
+                                 "[EOS]",
+                                 "<|end_of_text|>",
+                                 "<end_of_utterance>",
+                                 "<eos>",
+                                 "<turn|>",
+                                 "<|tool_response>",
+                                 "<\xEF\xBD\x9C"
+                                 "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
                                  "[e~["};
 
 template <size_t N>
@@ -108,13 +158,20 @@ bool IsOneOf(const std::string& s, const char* const (&list)[N]) {
 
 uint32_t AttrFromTokenType(int32_t type) {
   switch (type) {
-    case 1: return kTokenAttrNormal;
-    case 2: return kTokenAttrUnknown;
-    case 3: return kTokenAttrControl;
-    case 4: return kTokenAttrUserDefined;
-    case 5: return kTokenAttrUnused;
-    case 6: return kTokenAttrByte;
-    default: return kTokenAttrUndefined;
+    case 1:
+      return kTokenAttrNormal;
+    case 2:
+      return kTokenAttrUnknown;
+    case 3:
+      return kTokenAttrControl;
+    case 4:
+      return kTokenAttrUserDefined;
+    case 5:
+      return kTokenAttrUnused;
+    case 6:
+      return kTokenAttrByte;
+    default:
+      return kTokenAttrUndefined;
   }
 }
 
@@ -135,7 +192,8 @@ Status ReadTokens(const GgufFile& g, Tokenizer::Impl& v) {
     }
     if (scores.size() < n) {
       return InvalidArgument(g.path() + ": key 'tokenizer.ggml.scores': expected at least " +
-                             std::to_string(n) + " scores (one per token), found " + std::to_string(scores.size()));
+                             std::to_string(n) + " scores (one per token), found " +
+                             std::to_string(scores.size()));
     }
   }
   std::vector<int32_t> types;
@@ -143,7 +201,8 @@ Status ReadTokens(const GgufFile& g, Tokenizer::Impl& v) {
     STOWAGE_ASSIGN_OR_RETURN(types, g.GetI32Array("tokenizer.ggml.token_type"));
     if (types.size() < n) {
       return InvalidArgument(g.path() + ": key 'tokenizer.ggml.token_type': expected at least " +
-                             std::to_string(n) + " entries (one per token), found " + std::to_string(types.size()));
+                             std::to_string(n) + " entries (one per token), found " +
+                             std::to_string(types.size()));
     }
   }
   v.tokens.resize(n);
@@ -198,7 +257,8 @@ void DetectSpecialTokens(Tokenizer::Impl& v) {
   }
   for (int32_t id = 0; id < n; ++id) {
     Tokenizer::Impl::Token& t = v.tokens[id];
-    if ((t.attr & kTokenAttrControl) && t.text.find("unused") != std::string::npos) t.attr |= kTokenAttrUnused;
+    if ((t.attr & kTokenAttrControl) && t.text.find("unused") != std::string::npos)
+      t.attr |= kTokenAttrUnused;
     if (IsOneOf(t.text, kEogTexts)) {
       v.eog.insert(id);
       make_control(id);
@@ -248,15 +308,25 @@ Result<Tokenizer> Tokenizer::FromGguf(const GgufFile& g) {
   // Defaults per vocabulary type (llama.cpp).
   if (model == "llama") {
     v->type = VocabType::kSpm;
-    v->bos = 1; v->eos = 2; v->unk = 0;
-    v->add_space_prefix = true; v->add_bos = true;
+    v->bos = 1;
+    v->eos = 2;
+    v->unk = 0;
+    v->add_space_prefix = true;
+    v->add_bos = true;
   } else if (model == "bert") {
     v->type = VocabType::kWpm;
-    v->bos = 101; v->unk = 100; v->sep = 102; v->pad = 0; v->mask = 103;
-    v->clean_spaces = true; v->add_bos = true; v->add_sep = true;
+    v->bos = 101;
+    v->unk = 100;
+    v->sep = 102;
+    v->pad = 0;
+    v->mask = 103;
+    v->clean_spaces = true;
+    v->add_bos = true;
+    v->add_sep = true;
   } else if (model == "gpt2") {
     v->type = VocabType::kBpe;
-    v->bos = 11; v->eos = 11;
+    v->bos = 11;
+    v->eos = 11;
     v->clean_spaces = true;
     v->pre = pre.empty() ? "default" : pre;
     const PreInfo* info = FindPre(v->pre);
@@ -279,10 +349,10 @@ Result<Tokenizer> Tokenizer::FromGguf(const GgufFile& g) {
 
   const size_t n_vocab = v->tokens.size();
   const std::pair<const char*, int32_t*> id_keys[] = {
-      {"tokenizer.ggml.bos_token_id", &v->bos},        {"tokenizer.ggml.eos_token_id", &v->eos},
-      {"tokenizer.ggml.eot_token_id", &v->eot},        {"tokenizer.ggml.eom_token_id", &v->eom},
-      {"tokenizer.ggml.unknown_token_id", &v->unk},    {"tokenizer.ggml.seperator_token_id", &v->sep},
-      {"tokenizer.ggml.padding_token_id", &v->pad},    {"tokenizer.ggml.mask_token_id", &v->mask},
+      {"tokenizer.ggml.bos_token_id", &v->bos},         {"tokenizer.ggml.eos_token_id", &v->eos},
+      {"tokenizer.ggml.eot_token_id", &v->eot},         {"tokenizer.ggml.eom_token_id", &v->eom},
+      {"tokenizer.ggml.unknown_token_id", &v->unk},     {"tokenizer.ggml.seperator_token_id", &v->sep},
+      {"tokenizer.ggml.padding_token_id", &v->pad},     {"tokenizer.ggml.mask_token_id", &v->mask},
       {"tokenizer.ggml.fim_pad_token_id", &v->fim_pad}, {"tokenizer.ggml.fim_rep_token_id", &v->fim_rep},
       {"tokenizer.ggml.fim_sep_token_id", &v->fim_sep},
   };
@@ -294,7 +364,8 @@ Result<Tokenizer> Tokenizer::FromGguf(const GgufFile& g) {
   STOWAGE_RETURN_IF_ERROR(ReadFlag(g, "tokenizer.ggml.add_bos_token", v->add_bos));
   STOWAGE_RETURN_IF_ERROR(ReadFlag(g, "tokenizer.ggml.add_eos_token", v->add_eos));
   STOWAGE_RETURN_IF_ERROR(ReadFlag(g, "tokenizer.ggml.add_sep_token", v->add_sep));
-  const std::pair<bool, int32_t> checks[] = {{v->add_bos, v->bos}, {v->add_eos, v->eos}, {v->add_sep, v->sep}};
+  const std::pair<bool, int32_t> checks[] = {
+      {v->add_bos, v->bos}, {v->add_eos, v->eos}, {v->add_sep, v->sep}};
   const char* const check_names[] = {"add_bos_token", "add_eos_token", "add_sep_token"};
   const char* const id_names[] = {"bos_token_id", "eos_token_id", "seperator_token_id"};
   for (int i = 0; i < 3; ++i) {
@@ -314,9 +385,8 @@ Result<Tokenizer> Tokenizer::FromGguf(const GgufFile& g) {
       v->special_tokens.push_back(id);
     }
   }
-  std::stable_sort(v->special_tokens.begin(), v->special_tokens.end(), [&](int32_t a, int32_t b) {
-    return v->tokens[a].text.size() > v->tokens[b].text.size();
-  });
+  std::stable_sort(v->special_tokens.begin(), v->special_tokens.end(),
+                   [&](int32_t a, int32_t b) { return v->tokens[a].text.size() > v->tokens[b].text.size(); });
   STOWAGE_RETURN_IF_ERROR(ApplyModelAttributes(g, *v));
 
   // Newline token (llama.cpp): SPM the byte token of '\n', WPM the padding token, BPE the first

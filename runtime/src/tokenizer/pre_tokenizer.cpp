@@ -8,7 +8,9 @@ namespace stowage::tokenizer {
 namespace {
 
 // A word of the text under way: [begin, end) in code points.
-struct Span { size_t begin, end; };
+struct Span {
+  size_t begin, end;
+};
 
 class Text {
  public:
@@ -149,9 +151,9 @@ std::vector<Matcher> MatchersFor(PreTokenizer type) {
     case PreTokenizer::kStarcoder:
       return {digit, gpt2};
     case PreTokenizer::kFalcon:
-      return {ClassRun([](uint32_t c, CpFlags f) { return f.punctuation() || IsAsciiIn(c, "$+<=>^~|`"); },
-                       false),
-              gpt2, MatchThreeDigits};
+      return {
+          ClassRun([](uint32_t c, CpFlags f) { return f.punctuation() || IsAsciiIn(c, "$+<=>^~|`"); }, false),
+          gpt2, MatchThreeDigits};
     case PreTokenizer::kDefault:
       break;
   }

@@ -16,7 +16,9 @@ namespace stowage::tokenizer {
 enum class PreTokenizer {
   kDefault,    ///< [\p{P}\$\+<=>\^~\|]+ , GPT-2 , \p{N}+ , [0-9][0-9][0-9]
   kGpt2,       ///< 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)
-  kLlama3,     ///< (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+  /// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
+  ///   | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+  kLlama3,
   kQwen2,      ///< as kLlama3 with \p{N} (one digit per word)
   kStarcoder,  ///< \p{N} , GPT-2
   kFalcon,     ///< [\p{P}\$\+<=>\^~\|`]+ , GPT-2 , [0-9][0-9][0-9]

@@ -292,7 +292,8 @@ void Tokenizer::Impl::TokenizeFragment(const std::string& text, bool prefix_spac
       break;
     }
     case VocabType::kBpe:
-      for (const std::string& word : tokenizer::PreTokenize(text, pre_type)) TokenizeBpeWord(*this, word, out);
+      for (const std::string& word : tokenizer::PreTokenize(text, pre_type))
+        TokenizeBpeWord(*this, word, out);
       break;
     case VocabType::kWpm:
       TokenizeWpm(*this, text, out);

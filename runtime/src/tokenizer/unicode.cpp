@@ -7,9 +7,19 @@
 namespace stowage::tokenizer {
 namespace {
 
-struct CategoryRange { uint32_t first; uint8_t flags; };
-struct CodepointPair { uint32_t from; uint32_t to; };
-struct NfdRange { uint32_t first; uint32_t last; uint32_t base; };
+struct CategoryRange {
+  uint32_t first;
+  uint8_t flags;
+};
+struct CodepointPair {
+  uint32_t from;
+  uint32_t to;
+};
+struct NfdRange {
+  uint32_t first;
+  uint32_t last;
+  uint32_t base;
+};
 
 #include "unicode_data.inc"
 

@@ -1,11 +1,11 @@
 // The BPE pre-tokenizer against an independent oracle: pretokenizer_cases.txt, the regexes of
 // llama.cpp run by Python's `re` (gen_pretokenizer_cases.py).
-#include <fstream>
-#include <sstream>
+#include "pre_tokenizer.h"
 
 #include <gtest/gtest.h>
 
-#include "pre_tokenizer.h"
+#include <fstream>
+#include <sstream>
 
 namespace stowage::tokenizer {
 namespace {
@@ -13,7 +13,8 @@ namespace {
 std::string FromHex(const std::string& hex) {
   if (hex == "-") return "";
   std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
   return out;
 }
 
@@ -46,8 +47,8 @@ std::string Show(const std::vector<std::string>& words) {
 
 TEST(PreTokenizer, MatchesRegexOracle) {
   const std::pair<const char*, PreTokenizer> types[] = {
-      {"gpt2", PreTokenizer::kGpt2},       {"llama3", PreTokenizer::kLlama3},
-      {"qwen2", PreTokenizer::kQwen2},     {"default", PreTokenizer::kDefault},
+      {"gpt2", PreTokenizer::kGpt2},           {"llama3", PreTokenizer::kLlama3},
+      {"qwen2", PreTokenizer::kQwen2},         {"default", PreTokenizer::kDefault},
       {"starcoder", PreTokenizer::kStarcoder}, {"falcon", PreTokenizer::kFalcon},
   };
   std::ifstream in(STOWAGE_TOKENIZER_TEST_DIR "/pretokenizer_cases.txt");

@@ -1,10 +1,10 @@
-#include <cmath>
-#include <map>
-#include <vector>
+#include "stowage/runtime/sampler.h"
 
 #include <gtest/gtest.h>
 
-#include "stowage/runtime/sampler.h"
+#include <cmath>
+#include <map>
+#include <vector>
 
 namespace stowage {
 namespace {

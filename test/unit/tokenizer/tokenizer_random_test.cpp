@@ -1,9 +1,9 @@
 // Random and hostile inputs on the real vocabularies: no crash, ids in range, and byte-exact
 // round trips where the vocabulary can represent every byte (byte-level BPE, SPM byte fallback).
+#include <gtest/gtest.h>
+
 #include <random>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "stowage/runtime/tokenizer.h"
 #include "test_paths.h"
@@ -16,11 +16,12 @@ namespace {
 // CJK, Khmer, emoji with ZWJ / variation selector, private use, unassigned, symbols. Not U+2581:
 // SPM reads it as an escaped space, so it does not round-trip there.
 const uint32_t kAlphabet[] = {
-    'a', 'Z', 'e', 's', 't', 'l', 'd', 'm', 'r', 'v', 'S', 'T', '0', '3', '9', '\'', '"', ' ', ' ',
-    ' ', '\t', '\n', '\r', '\v', '\f', '!', '?', '.', ',', '(', '<', '|', '>', '$', '+', '^', '~', '`',
-    '_', '#', 0x00, 0x01, 0x7F, 0x85, 0xA0, 0xBD, 0xC4, 0xE9, 0x301, 0x308, 0x430, 0x44F, 0x1780, 0x17B6,
-    0x3000, 0x2028, 0x200D, 0xFE0F, 0x4E00, 0x6211, 0xFF5E, 0x1F680, 0x1F999, 0xE000, 0x10FFFF,
-    0x0378, 0x2160, 0x00B2, 0x0660};
+    'a',    'Z',     'e',     's',    't',      'l',    'd',    'm',    'r',    'v',    'S',    'T',
+    '0',    '3',     '9',     '\'',   '"',      ' ',    ' ',    ' ',    '\t',   '\n',   '\r',   '\v',
+    '\f',   '!',     '?',     '.',    ',',      '(',    '<',    '|',    '>',    '$',    '+',    '^',
+    '~',    '`',     '_',     '#',    0x00,     0x01,   0x7F,   0x85,   0xA0,   0xBD,   0xC4,   0xE9,
+    0x301,  0x308,   0x430,   0x44F,  0x1780,   0x17B6, 0x3000, 0x2028, 0x200D, 0xFE0F, 0x4E00, 0x6211,
+    0xFF5E, 0x1F680, 0x1F999, 0xE000, 0x10FFFF, 0x0378, 0x2160, 0x00B2, 0x0660};
 
 std::string RandomUtf8(std::mt19937& rng, size_t max_len) {
   std::string s;
@@ -113,7 +114,8 @@ TEST(Concurrency, ThreadsShareOneTokenizer) {
   std::vector<std::thread> threads;
   for (int th = 0; th < 4; ++th) {
     threads.emplace_back([&, th] {
-      for (size_t i = 0; i < texts.size(); ++i) mismatches[th] += shared.Tokenize(texts[i], true, true) != want[i];
+      for (size_t i = 0; i < texts.size(); ++i)
+        mismatches[th] += shared.Tokenize(texts[i], true, true) != want[i];
     });
   }
   for (auto& t : threads) t.join();

@@ -1,12 +1,13 @@
 // Tokenizer on small hand-made vocabularies (GGUF built in memory): the algorithms' rules and the
 // errors of FromGguf on bad metadata.
-#include <algorithm>
-#include <cstdio>
+#include "stowage/runtime/tokenizer.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
+
 #include "stowage/runtime/gguf_writer.h"
-#include "stowage/runtime/tokenizer.h"
 
 namespace stowage {
 namespace {
@@ -14,7 +15,9 @@ namespace {
 // Metadata-only GGUF built in memory with GgufWriter, parsed back with GgufFile.
 class GgufBuilder {
  public:
-  GgufBuilder& Str(const std::string& key, const std::string& value) { return Add(key, GgufMetaValue::Str(value)); }
+  GgufBuilder& Str(const std::string& key, const std::string& value) {
+    return Add(key, GgufMetaValue::Str(value));
+  }
   GgufBuilder& U32(const std::string& key, uint32_t value) { return Add(key, GgufMetaValue::U32(value)); }
   GgufBuilder& Bool(const std::string& key, bool value) { return Add(key, GgufMetaValue::Bool(value)); }
   GgufBuilder& StrArray(const std::string& key, const std::vector<std::string>& v) {
@@ -64,8 +67,10 @@ GgufBuilder SpmVocab(const std::vector<std::pair<std::string, float>>& pieces) {
     types.push_back(1);
   }
   GgufBuilder b;
-  b.Str("tokenizer.ggml.model", "llama").StrArray("tokenizer.ggml.tokens", tokens)
-      .F32Array("tokenizer.ggml.scores", scores).I32Array("tokenizer.ggml.token_type", types);
+  b.Str("tokenizer.ggml.model", "llama")
+      .StrArray("tokenizer.ggml.tokens", tokens)
+      .F32Array("tokenizer.ggml.scores", scores)
+      .I32Array("tokenizer.ggml.token_type", types);
   return b;
 }
 
@@ -73,8 +78,16 @@ constexpr int32_t kFirstPiece = 3 + 256;
 
 TEST(Spm, MergesByScoreAndFallsBackToBytes) {
   // "▁ab" can be built as ("▁a" + "b") or ("▁" + "ab"); the higher-scored bigram merges first.
-  auto tok = SpmVocab({{"\xE2\x96\x81", -1}, {"a", -1}, {"b", -1}, {"\xE2\x96\x81" "a", -2},
-                       {"ab", -0.5f}, {"\xE2\x96\x81" "ab", -3}})
+  auto tok = SpmVocab({{"\xE2\x96\x81", -1},
+                       {"a", -1},
+                       {"b", -1},
+                       {"\xE2\x96\x81"
+                        "a",
+                        -2},
+                       {"ab", -0.5f},
+                       {"\xE2\x96\x81"
+                        "ab",
+                        -3}})
                  .Build();
   ASSERT_TRUE(tok.ok()) << tok.status().ToString();
   EXPECT_EQ(tok->Tokenize("ab", false, false), (std::vector<int32_t>{kFirstPiece + 5}));
@@ -98,7 +111,11 @@ TEST(Spm, MergesByScoreAndFallsBackToBytes) {
 }
 
 TEST(Spm, AddSpacePrefixCanBeTurnedOff) {
-  auto b = SpmVocab({{"\xE2\x96\x81", -1}, {"a", -1}, {"\xE2\x96\x81" "a", -2}});
+  auto b = SpmVocab({{"\xE2\x96\x81", -1},
+                     {"a", -1},
+                     {"\xE2\x96\x81"
+                      "a",
+                      -2}});
   b.Bool("tokenizer.ggml.add_space_prefix", false);
   auto tok = b.Build();
   ASSERT_TRUE(tok.ok()) << tok.status().ToString();
@@ -108,13 +125,15 @@ TEST(Spm, AddSpacePrefixCanBeTurnedOff) {
 
 GgufBuilder BpeVocab(const std::string& pre) {
   // Byte-level BPE over "hello world" pieces: "Ġ" is the GPT-2 code point of ' '.
-  std::vector<std::string> tokens = {"h", "e", "l", "o", "w", "r", "d", "\xC4\xA0", "he", "ll", "llo",
-                                     "hello", "\xC4\xA0w", "or", "\xC4\xA0wor", "\xC4\xA0world", "1", "2",
-                                     "3", "12", "123", "<|end|>"};
+  std::vector<std::string> tokens = {
+      "h",  "e",  "l",   "o",     "w",         "r",      "d",           "\xC4\xA0",
+      "he", "ll", "llo", "hello", "\xC4\xA0w", "or",     "\xC4\xA0wor", "\xC4\xA0world",
+      "1",  "2",  "3",   "12",    "123",       "<|end|>"};
   std::vector<int32_t> types(tokens.size(), 1);
   types.back() = 3;
   GgufBuilder b;
-  b.Str("tokenizer.ggml.model", "gpt2").StrArray("tokenizer.ggml.tokens", tokens)
+  b.Str("tokenizer.ggml.model", "gpt2")
+      .StrArray("tokenizer.ggml.tokens", tokens)
       .I32Array("tokenizer.ggml.token_type", types)
       .StrArray("tokenizer.ggml.merges", {"h e", "l l", "ll o", "he llo", "\xC4\xA0 w", "o r", "\xC4\xA0w or",
                                           "\xC4\xA0wor l", "1 2", "12 3"})
@@ -142,8 +161,8 @@ TEST(Bpe, PreTokenizersSplitDigitsDifferently) {
   auto qwen2 = BpeVocab("qwen2").Build();
   auto llama3 = BpeVocab("llama-bpe").Build();
   ASSERT_TRUE(gpt2.ok() && qwen2.ok() && llama3.ok());
-  EXPECT_EQ(gpt2->Tokenize("123", false, false), (std::vector<int32_t>{20}));        // \p{N}+
-  EXPECT_EQ(llama3->Tokenize("123", false, false), (std::vector<int32_t>{20}));      // \p{N}{1,3}
+  EXPECT_EQ(gpt2->Tokenize("123", false, false), (std::vector<int32_t>{20}));           // \p{N}+
+  EXPECT_EQ(llama3->Tokenize("123", false, false), (std::vector<int32_t>{20}));         // \p{N}{1,3}
   EXPECT_EQ(qwen2->Tokenize("123", false, false), (std::vector<int32_t>{16, 17, 18}));  // \p{N}
   EXPECT_TRUE(llama3->add_bos());
   EXPECT_FALSE(gpt2->add_bos());
@@ -158,14 +177,30 @@ TEST(Bpe, ParseSpecial) {
 }
 
 TEST(Wpm, GreedyLongestMatchAndUnknown) {
-  std::vector<std::string> tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "\xE2\x96\x81" "hello",
-                                     "\xE2\x96\x81" "he", "llo", "\xE2\x96\x81" "!", "\xE2\x96\x81" "cafe"};
+  std::vector<std::string> tokens = {"[PAD]",
+                                     "[UNK]",
+                                     "[CLS]",
+                                     "[SEP]",
+                                     "[MASK]",
+                                     "\xE2\x96\x81"
+                                     "hello",
+                                     "\xE2\x96\x81"
+                                     "he",
+                                     "llo",
+                                     "\xE2\x96\x81"
+                                     "!",
+                                     "\xE2\x96\x81"
+                                     "cafe"};
   std::vector<int32_t> types = {3, 3, 3, 3, 3, 1, 1, 1, 1, 1};
   GgufBuilder b;
-  b.Str("tokenizer.ggml.model", "bert").StrArray("tokenizer.ggml.tokens", tokens)
-      .I32Array("tokenizer.ggml.token_type", types).U32("tokenizer.ggml.unknown_token_id", 1)
-      .U32("tokenizer.ggml.cls_token_id", 2).U32("tokenizer.ggml.bos_token_id", 2)
-      .U32("tokenizer.ggml.seperator_token_id", 3).U32("tokenizer.ggml.padding_token_id", 0);
+  b.Str("tokenizer.ggml.model", "bert")
+      .StrArray("tokenizer.ggml.tokens", tokens)
+      .I32Array("tokenizer.ggml.token_type", types)
+      .U32("tokenizer.ggml.unknown_token_id", 1)
+      .U32("tokenizer.ggml.cls_token_id", 2)
+      .U32("tokenizer.ggml.bos_token_id", 2)
+      .U32("tokenizer.ggml.seperator_token_id", 3)
+      .U32("tokenizer.ggml.padding_token_id", 0);
   auto tok = b.Build();
   ASSERT_TRUE(tok.ok()) << tok.status().ToString();
   // Lowercased; "!" is a word of its own; "Café" loses its accent; "xyz" is [UNK].
@@ -194,7 +229,8 @@ TEST(FromGguf, Errors) {
     auto r = BpeVocab("no-such-pre").Build();
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
-    EXPECT_NE(r.status().message().find("test.gguf: tokenizer.ggml.pre"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("test.gguf: tokenizer.ggml.pre"), std::string::npos)
+        << r.status().message();
   }
   {
     GgufBuilder b;
@@ -214,7 +250,8 @@ TEST(FromGguf, Errors) {
   }
   {
     GgufBuilder b;
-    b.Str("tokenizer.ggml.model", "llama").StrArray("tokenizer.ggml.tokens", {"a", "b", "c"})
+    b.Str("tokenizer.ggml.model", "llama")
+        .StrArray("tokenizer.ggml.tokens", {"a", "b", "c"})
         .F32Array("tokenizer.ggml.scores", {0.0f});
     auto r = b.Build();
     ASSERT_FALSE(r.ok());
@@ -232,7 +269,8 @@ TEST(FromGguf, Errors) {
   }
   {
     GgufBuilder b;
-    b.Str("tokenizer.ggml.model", "llama").StrArray("tokenizer.ggml.tokens", {"a", "b", "c"})
+    b.Str("tokenizer.ggml.model", "llama")
+        .StrArray("tokenizer.ggml.tokens", {"a", "b", "c"})
         .Str("tokenizer.ggml.bos_token_id", "one");
     auto r = b.Build();
     ASSERT_FALSE(r.ok());

@@ -1,9 +1,9 @@
 // llama.cpp's tokenizer test vectors (test-tokenizer-0: add_special=false, parse_special=false)
 // on the vocab-only GGUF files of ../shared/models/vocab, plus the golden prompt/greedy texts.
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "stowage/runtime/tokenizer.h"
 #include "test_paths.h"
@@ -199,7 +199,8 @@ TEST(Stories260K, PromptWithBos) {
 
 std::string HexToBytes(const std::string& hex) {
   std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
   return out;
 }
 
@@ -210,7 +211,8 @@ std::vector<int32_t> JsonInts(const std::string& json, const std::string& key) {
   const size_t e = json.find(']', b);
   std::vector<int32_t> out;
   std::string body = json.substr(b + 1, e - b - 1);
-  for (char& c : body) if (c == ',') c = ' ';
+  for (char& c : body)
+    if (c == ',') c = ' ';
   std::istringstream ss(body);
   int32_t x;
   while (ss >> x) out.push_back(x);

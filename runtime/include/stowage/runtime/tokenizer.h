@@ -103,10 +103,12 @@ class Tokenizer {
   std::string TokenToPiece(int32_t token, bool special = true) const;
 
   /// Converts tokens back to text (llama.cpp llama_detokenize): the pieces concatenated, minus
-  /// the leading space that add_space_prefix inserted (SPM), with BOS/EOS dropped when
-  /// `remove_special` (and the vocabulary adds them), control tokens rendered when
+  /// one leading space of the first piece when add_space_prefix is set (SPM: the space Tokenize
+  /// inserted); with BOS/EOS dropped when `remove_special` (and the vocabulary adds them; a
+  /// dropped BOS keeps the following space, as in llama.cpp), control tokens rendered when
   /// `unparse_special`, and llama.cpp's clean-up of spaces before punctuation and contractions
-  /// for vocabularies with clean_spaces (BPE except qwen2 and a few others, WPM).
+  /// for vocabularies with clean_spaces (BPE except qwen2 and a few others, WPM). To stream
+  /// generated text, concatenate TokenToPiece of each new token instead.
   std::string Detokenize(const std::vector<int32_t>& tokens, bool remove_special = false,
                          bool unparse_special = false) const;
 
