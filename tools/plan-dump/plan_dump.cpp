@@ -1,0 +1,245 @@
+// plan-dump: prints a plan file (runtime/schema/plan.fbs) as text or JSON. The plan is verified
+// first (flatbuffers verifier, identifier, schema version, cross references: stowage::PlanFile);
+// a corrupted or truncated plan is a one-line error and exit status 1.
+#include <cstdio>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "stowage/plan/plan_generated.h"
+#include "stowage/runtime/ggml_ops.h"
+#include "stowage/runtime/ggml_types.h"
+#include "stowage/runtime/plan.h"
+
+namespace fb = stowage::plan;
+using nlohmann::ordered_json;
+
+namespace {
+
+std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+std::string TypeName(uint32_t t) { return stowage::GgmlTypeName(static_cast<stowage::GgmlType>(t)); }
+
+std::string OpName(uint16_t op) {
+  return op < static_cast<uint16_t>(stowage::GgmlOp::kCount) ? stowage::GgmlOpName(static_cast<stowage::GgmlOp>(op))
+                                                             : "op#" + std::to_string(op);
+}
+
+std::string Dim(const fb::DimExpr* d) {
+  if (!d) return "?";
+  std::string s;
+  auto term = [&](int64_t k, const char* sym) {
+    if (k == 0) return;
+    if (!s.empty()) s += k < 0 ? "-" : "+";
+    else if (k < 0) s += "-";
+    const int64_t a = k < 0 ? -k : k;
+    s += (a == 1 ? std::string() : std::to_string(a) + "*") + sym;
+  };
+  term(d->tokens(), "n_tokens");
+  term(d->kv(), "n_kv");
+  term(d->kv_head(), "kv_head");
+  term(d->outputs(), "n_outputs");
+  if (d->c() != 0 || s.empty()) s += (s.empty() ? "" : (d->c() < 0 ? "" : "+")) + std::to_string(d->c());
+  return s;
+}
+
+std::string Shape(const flatbuffers::Vector<const fb::DimExpr*>* ne) {
+  std::string s = "[";
+  if (ne)
+    for (flatbuffers::uoffset_t i = 0; i < ne->size(); ++i) s += (i ? ", " : "") + Dim(ne->Get(i));
+  return s + "]";
+}
+
+double MiB(uint64_t b) { return static_cast<double>(b) / 1048576.0; }
+
+std::string Text(const fb::Plan& p, bool nodes) {
+  std::string o;
+  char buf[1024];
+  auto line = [&](const char* fmt, auto... a) {
+    std::snprintf(buf, sizeof buf, fmt, a...);
+    o += buf;
+    o += "\n";
+  };
+  line("plan: schema %u, generator '%s'", p.schema_version(), Str(p.generator()).c_str());
+  if (const auto* m = p.model())
+    line("model: %s (%s, '%s', %llu parameters), file %llu bytes, header %llu bytes, xxh64 %016llx", Str(m->path()).c_str(),
+         Str(m->architecture()).c_str(), Str(m->name()).c_str(), static_cast<unsigned long long>(m->n_params()),
+         static_cast<unsigned long long>(m->file_size()), static_cast<unsigned long long>(m->header_size()),
+         static_cast<unsigned long long>(m->header_xxh64()));
+  if (const auto* c = p.context())
+    line("context: n_ctx %u, n_batch %u, n_ubatch %u, type_k %s, type_v %s, offload_kqv %d, n_layer %u, n_vocab %u, n_embd %u",
+         c->n_ctx(), c->n_batch(), c->n_ubatch(), TypeName(c->type_k()).c_str(), TypeName(c->type_v()).c_str(),
+         c->offload_kqv() ? 1 : 0, c->n_layer(), c->n_vocab(), c->n_embd());
+  if (p.flags()) line("flags: %s", p.flags()->c_str());
+  if (const auto* d = p.devices())
+    for (flatbuffers::uoffset_t i = 0; i < d->size(); ++i)
+      line("device %u: %s (%s) type %s, %.2f MiB free of %.2f MiB", i, Str(d->Get(i)->name()).c_str(),
+           Str(d->Get(i)->description()).c_str(), fb::EnumNameDeviceType(d->Get(i)->type()), MiB(d->Get(i)->memory_free()),
+           MiB(d->Get(i)->memory_total()));
+  if (const auto* b = p.backends())
+    for (flatbuffers::uoffset_t i = 0; i < b->size(); ++i)
+      line("backend %u: %s on device %d, compute buffer %d", i, Str(b->Get(i)->name()).c_str(), b->Get(i)->device(),
+           b->Get(i)->compute_buffer());
+  if (const auto* b = p.buffers())
+    for (flatbuffers::uoffset_t i = 0; i < b->size(); ++i) {
+      const auto* x = b->Get(i);
+      line("buffer %u: %-12s %-8s %10llu bytes (%8.2f MiB) buft %s device %d align %llu%s%s", i, Str(x->name()).c_str(),
+           fb::EnumNameBufferUsage(x->usage()), static_cast<unsigned long long>(x->size()), MiB(x->size()),
+           Str(x->buft()).c_str(), x->device(), static_cast<unsigned long long>(x->alignment()),
+           x->mapped() ? (" mapped at file offset " + std::to_string(x->file_offset())).c_str() : "",
+           Str(x->repack()).empty() ? "" : (" repack " + Str(x->repack())).c_str());
+    }
+  if (const auto* t = p.tensors())
+    for (flatbuffers::uoffset_t i = 0; i < t->size(); ++i) {
+      const auto* x = t->Get(i);
+      std::string ne = "[";
+      if (x->ne())
+        for (flatbuffers::uoffset_t k = 0; k < x->ne()->size(); ++k) ne += (k ? ", " : "") + std::to_string(x->ne()->Get(k));
+      line("tensor %u: %s %s %s %s buffer %d offset %llu (%llu bytes) layer %d", i, Str(x->name()).c_str(),
+           fb::EnumNameTensorKind(x->kind()), TypeName(x->type()).c_str(), (ne + "]").c_str(), x->buffer(),
+           static_cast<unsigned long long>(x->offset()), static_cast<unsigned long long>(x->nbytes()), x->layer());
+    }
+  if (const auto* gs = p.graphs())
+    for (const auto* g : *gs) {
+      const auto* ts = g->tensors();
+      const auto* be = p.backends();
+      auto bname = [&](int b) { return be && b >= 0 && b < static_cast<int>(be->size()) ? Str(be->Get(b)->name()) : std::string("NULL"); };
+      line("graph %s: max n_tokens %lld, n_kv %lld, n_outputs %lld; %u tensors, %u nodes, %u leafs, %u splits",
+           Str(g->name()).c_str(), static_cast<long long>(g->max_tokens()), static_cast<long long>(g->max_kv()),
+           static_cast<long long>(g->max_outputs()), ts ? ts->size() : 0u, g->nodes() ? g->nodes()->size() : 0u,
+           g->leafs() ? g->leafs()->size() : 0u, g->splits() ? g->splits()->size() : 0u);
+      if (!g->splits()) continue;
+      for (flatbuffers::uoffset_t s = 0; s < g->splits()->size(); ++s) {
+        const auto* sp = g->splits()->Get(s);
+        std::string in;
+        if (sp->inputs())
+          for (const auto* x : *sp->inputs()) in += " [" + Str(ts->Get(x->tensor())->name()) + " -> " + Str(ts->Get(x->copy())->name()) + "]";
+        line("  split %u: %s nodes [%u, %u) %u inputs%s", s, bname(sp->backend()).c_str(), sp->node_begin(), sp->node_end(),
+             sp->inputs() ? sp->inputs()->size() : 0u, in.c_str());
+        if (!nodes) continue;
+        for (uint32_t k = sp->node_begin(); k < sp->node_end(); ++k) {
+          const int id = g->nodes()->Get(k);
+          const auto* t = ts->Get(id);
+          std::string srcs;
+          if (t->srcs())
+            for (int sid : *t->srcs()) srcs += " " + (sid >= 0 ? Str(ts->Get(sid)->name()) : std::string("-"));
+          line("    node %u: %s = %s(%s) %s %s on %s buffer %d offset %llu [%s]", k, Str(t->name()).c_str(),
+               OpName(t->op()).c_str(), srcs.empty() ? "" : srcs.substr(1).c_str(), TypeName(t->type()).c_str(),
+               Shape(t->ne()).c_str(), bname(t->backend()).c_str(), t->buffer(),
+               static_cast<unsigned long long>(t->offset()), Str(t->cause()).c_str());
+        }
+      }
+    }
+  if (const auto* e = p.explain()) line("explain: %u records", e->size());
+  return o;
+}
+
+ordered_json Json(const fb::Plan& p, bool nodes) {
+  ordered_json j;
+  j["schema_version"] = p.schema_version();
+  j["generator"] = Str(p.generator());
+  if (const auto* m = p.model())
+    j["model"] = {{"path", Str(m->path())}, {"architecture", Str(m->architecture())}, {"name", Str(m->name())},
+                  {"n_params", m->n_params()}, {"file_size", m->file_size()}, {"header_size", m->header_size()},
+                  {"header_xxh64", m->header_xxh64()}};
+  if (const auto* c = p.context())
+    j["context"] = {{"n_ctx", c->n_ctx()}, {"n_batch", c->n_batch()}, {"n_ubatch", c->n_ubatch()},
+                    {"type_k", TypeName(c->type_k())}, {"type_v", TypeName(c->type_v())},
+                    {"offload_kqv", c->offload_kqv()}, {"n_layer", c->n_layer()}, {"n_vocab", c->n_vocab()},
+                    {"n_embd", c->n_embd()}};
+  j["flags"] = Str(p.flags());
+  j["devices"] = ordered_json::array();
+  if (p.devices())
+    for (const auto* d : *p.devices())
+      j["devices"].push_back({{"name", Str(d->name())}, {"description", Str(d->description())},
+                              {"type", fb::EnumNameDeviceType(d->type())}, {"memory_total", d->memory_total()},
+                              {"memory_free", d->memory_free()}});
+  j["backends"] = ordered_json::array();
+  if (p.backends())
+    for (const auto* b : *p.backends())
+      j["backends"].push_back({{"name", Str(b->name())}, {"device", b->device()}, {"compute_buffer", b->compute_buffer()}});
+  j["buffers"] = ordered_json::array();
+  if (p.buffers())
+    for (const auto* b : *p.buffers())
+      j["buffers"].push_back({{"name", Str(b->name())}, {"buft", Str(b->buft())}, {"device", b->device()},
+                              {"usage", fb::EnumNameBufferUsage(b->usage())}, {"size", b->size()},
+                              {"alignment", b->alignment()}, {"mapped", b->mapped()}, {"file_offset", b->file_offset()},
+                              {"repack", Str(b->repack())}});
+  j["tensors"] = ordered_json::array();
+  if (p.tensors())
+    for (const auto* t : *p.tensors()) {
+      ordered_json ne = ordered_json::array();
+      if (t->ne())
+        for (int64_t v : *t->ne()) ne.push_back(v);
+      j["tensors"].push_back({{"name", Str(t->name())}, {"kind", fb::EnumNameTensorKind(t->kind())},
+                              {"type", TypeName(t->type())}, {"ne", ne}, {"buffer", t->buffer()}, {"offset", t->offset()},
+                              {"nbytes", t->nbytes()}, {"gguf_offset", t->gguf_offset()}, {"layer", t->layer()}});
+    }
+  j["graphs"] = ordered_json::array();
+  if (p.graphs())
+    for (const auto* g : *p.graphs()) {
+      ordered_json jg;
+      jg["name"] = Str(g->name());
+      jg["max_tokens"] = g->max_tokens();
+      jg["max_kv"] = g->max_kv();
+      jg["max_outputs"] = g->max_outputs();
+      jg["n_tensors"] = g->tensors() ? g->tensors()->size() : 0;
+      jg["n_nodes"] = g->nodes() ? g->nodes()->size() : 0;
+      jg["splits"] = ordered_json::array();
+      if (g->splits())
+        for (const auto* s : *g->splits()) {
+          ordered_json in = ordered_json::array();
+          if (s->inputs())
+            for (const auto* x : *s->inputs())
+              in.push_back({{"tensor", Str(g->tensors()->Get(x->tensor())->name())},
+                            {"copy", Str(g->tensors()->Get(x->copy())->name())}});
+          jg["splits"].push_back({{"backend", s->backend()}, {"node_begin", s->node_begin()}, {"node_end", s->node_end()},
+                                  {"inputs", in}});
+        }
+      if (nodes && g->tensors()) {
+        jg["tensors"] = ordered_json::array();
+        for (const auto* t : *g->tensors()) {
+          ordered_json srcs = ordered_json::array();
+          if (t->srcs())
+            for (int s : *t->srcs()) srcs.push_back(s);
+          jg["tensors"].push_back({{"name", Str(t->name())}, {"kind", fb::EnumNameTensorKind(t->kind())},
+                                   {"op", OpName(t->op())}, {"type", TypeName(t->type())}, {"ne", Shape(t->ne())},
+                                   {"srcs", srcs}, {"backend", t->backend()}, {"cause", Str(t->cause())},
+                                   {"buffer", t->buffer()}, {"offset", t->offset()}});
+        }
+      }
+      j["graphs"].push_back(std::move(jg));
+    }
+  j["explain"] = ordered_json::array();
+  if (p.explain())
+    for (const auto* e : *p.explain()) {
+      ordered_json rej = ordered_json::array();
+      if (e->rejected())
+        for (const auto* r : *e->rejected()) rej.push_back(r->str());
+      j["explain"].push_back({{"subject", Str(e->subject())}, {"graph", Str(e->graph())}, {"device", Str(e->device())},
+                              {"buffer_type", Str(e->buft())}, {"rule", Str(e->rule())}, {"rejected", rej}});
+    }
+  return j;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"plan-dump: print a Stowage plan file (verified first)"};
+  std::string path;
+  bool json = false, nodes = false;
+  app.add_option("plan", path, "plan file written by plan-model -o")->required();
+  app.add_flag("--json", json, "print JSON instead of text");
+  app.add_flag("--nodes", nodes, "also print every node of every split (text) or every graph tensor (JSON)");
+  CLI11_PARSE(app, argc, argv);
+  auto plan = stowage::PlanFile::Load(path);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "plan-dump: error: %s\n", plan.status().message().c_str());
+    return 1;
+  }
+  const fb::Plan& p = (*plan)->root();
+  if (json) std::printf("%s\n", Json(p, nodes).dump(2).c_str());
+  else std::printf("%s", Text(p, nodes).c_str());
+  return 0;
+}
