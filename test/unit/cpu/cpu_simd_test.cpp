@@ -45,8 +45,8 @@ TEST(CpuSimd, VecDotsMatchScalar) {
       {GgmlType::F16, avx2::VecDotF16, avx512::VecDotF16, false},
       {GgmlType::Q8_0, avx2::VecDotQ8_0Q8_0, avx512::VecDotQ8_0Q8_0, true},
       {GgmlType::Q4_0, avx2::VecDotQ4_0Q8_0, avx512::VecDotQ4_0Q8_0, true},
-      {GgmlType::Q4_K, avx2::VecDotQ4_KQ8_K, nullptr, false},
-      {GgmlType::Q6_K, avx2::VecDotQ6_KQ8_K, nullptr, false},
+      {GgmlType::Q4_K, avx2::VecDotQ4_KQ8_K, avx512::VecDotQ4_KQ8_K, true},
+      {GgmlType::Q6_K, avx2::VecDotQ6_KQ8_K, avx512::VecDotQ6_KQ8_K, true},
   };
   for (const Case& c : cases) {
     const TypeKernels* ref = GetTypeKernels(c.w, IsaLevel::kScalar);

@@ -41,6 +41,8 @@ void VecDotF32(int64_t n, float* s, const void* x, const void* y);
 void VecDotF16(int64_t n, float* s, const void* x, const void* y);
 void VecDotQ8_0Q8_0(int64_t n, float* s, const void* x, const void* y);      // VNNI when present
 void VecDotQ4_0Q8_0(int64_t n, float* s, const void* x, const void* y);      // VNNI when present
+void VecDotQ4_KQ8_K(int64_t n, float* s, const void* x, const void* y);      // VNNI when present
+void VecDotQ6_KQ8_K(int64_t n, float* s, const void* x, const void* y);      // VNNI when present
 }  // namespace avx512
 
 namespace scalar {

@@ -57,6 +57,8 @@ std::array<Table, kLevels> BuildTables() {
   if (CpuHasAvx512Vnni()) {
     a5[size_t(GgmlType::Q8_0)].vec_dot = avx512::VecDotQ8_0Q8_0;
     a5[size_t(GgmlType::Q4_0)].vec_dot = avx512::VecDotQ4_0Q8_0;
+    a5[size_t(GgmlType::Q4_K)].vec_dot = avx512::VecDotQ4_KQ8_K;
+    a5[size_t(GgmlType::Q6_K)].vec_dot = avx512::VecDotQ6_KQ8_K;
   }
 #else
   t[1] = s;

@@ -94,4 +94,72 @@ void VecDotQ4_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
   *s = Hsum256(acc);
 }
 
+void VecDotQ4_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockQ4_K* x = static_cast<const BlockQ4_K*>(vx);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  float sumf = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) GetScaleMinK4(j, x[i].scales, &sc[j], &mn[j]);
+    int summs = 0;
+    for (int j = 0; j < 16; ++j) summs += y[i].bsums[j] * mn[j / 2];
+    __m256i isum = _mm256_setzero_si256();
+    const uint8_t* q4 = x[i].qs;
+    const int8_t* q8 = y[i].qs;
+    for (int j = 0; j < 4; ++j, q4 += 32, q8 += 64) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4));
+      const __m256i lo = _mm256_and_si256(v, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      const __m256i p0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), lo,
+                                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8)));
+      const __m256i p1 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), hi,
+                                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32)));
+      isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p0, _mm256_set1_epi32(sc[2 * j])));
+      isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p1, _mm256_set1_epi32(sc[2 * j + 1])));
+    }
+    const float d = H2F(x[i].d) * y[i].d;
+    const float dmin = H2F(x[i].dmin) * y[i].d;
+    sumf += d * float(_mm512_reduce_add_epi32(_mm512_castsi256_si512(isum)) ) - dmin * float(summs);
+  }
+  *s = sumf;
+}
+
+void VecDotQ6_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockQ6_K* x = static_cast<const BlockQ6_K*>(vx);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+  float sumf = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int corr = 0;  // q = a - 32: dot(q, y) = dot(a, y) - 32 * bsum
+    for (int g = 0; g < 16; ++g) corr += x[i].scales[g] * y[i].bsums[g];
+    __m256i isum = _mm256_setzero_si256();
+    const uint8_t* ql = x[i].ql;
+    const uint8_t* qh = x[i].qh;
+    const int8_t* q8 = y[i].qs;
+    const int8_t* sc = x[i].scales;
+    for (int half = 0; half < 2; ++half, ql += 64, qh += 32, q8 += 128, sc += 8) {
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+      __m256i a[4];
+      a[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
+      a[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4));
+      a[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4));
+      a[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
+      for (int k = 0; k < 4; ++k) {
+        const __m256i yk = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32 * k));
+        const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), a[k], yk);  // lanes 0-3: group 2k, 4-7: 2k+1
+        const __m256i scales = _mm256_set_m128i(_mm_set1_epi32(sc[2 * k + 1]), _mm_set1_epi32(sc[2 * k]));
+        isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p, scales));
+      }
+    }
+    sumf += H2F(x[i].d) * y[i].d * float(_mm512_reduce_add_epi32(_mm512_castsi256_si512(isum)) - 32 * corr);
+  }
+  *s = sumf;
+}
+
 }  // namespace stowage::cpu::avx512
