@@ -49,6 +49,35 @@ bool LooksLikePath(std::string_view item) {
          (item.size() > 5 && Lower(item.substr(item.size() - 5)) == ".json");
 }
 
+std::vector<const BufferType*> Bufts(const DeviceManifest& d) {
+  std::vector<const BufferType*> out = {&d.default_buft};
+  if (d.host_buft) out.push_back(&*d.host_buft);
+  if (d.split_buft) out.push_back(&*d.split_buft);
+  for (const auto& e : d.extra_bufts) out.push_back(&e);
+  return out;
+}
+
+// Buffer types are identified by name across devices (an ACCEL sharing the "CPU" buft, CUDA
+// devices sharing "CUDA_Host"): equal names must describe the same buffer type.
+Status CheckSharedBufts(const std::vector<DeviceManifest>& devices) {
+  for (size_t a = 0; a < devices.size(); ++a) {
+    for (size_t b = 0; b < a; ++b) {
+      for (const BufferType* x : Bufts(devices[a])) {
+        for (const BufferType* y : Bufts(devices[b])) {
+          if (x->name != y->name) continue;
+          if (x->alignment != y->alignment || x->is_host != y->is_host || x->max_size != y->max_size)
+            return InvalidArgument("buffer type '" + x->name + "' of device " + devices[a].name +
+                                   " differs from the one of device " + devices[b].name + " (alignment " +
+                                   std::to_string(x->alignment) + " vs " + std::to_string(y->alignment) +
+                                   ", is_host " + (x->is_host ? "true" : "false") + " vs " +
+                                   (y->is_host ? "true" : "false") + ")");
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<uint64_t> ParseByteSize(std::string_view text) {
@@ -199,6 +228,7 @@ Result<std::vector<DeviceManifest>> Registry::MakeDevices(std::string_view devic
     }
     devices.push_back(std::move(d));
   }
+  STOWAGE_RETURN_IF_ERROR(CheckSharedBufts(devices));
   STOWAGE_RETURN_IF_ERROR(ApplyMemoryOverrides(devices, overrides));
   return devices;
 }

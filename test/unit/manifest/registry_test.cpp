@@ -95,6 +95,27 @@ TEST(Registry, PathsAndExtraFolders) {
   EXPECT_EQ(nofile.status().code(), StatusCode::kIoError);
 }
 
+TEST(Registry, SharedBufferTypesMustAgree) {
+  Registry r = Open({kInputs, kShipped});
+  auto ok = r.MakeDevices("blas,llamacpp-cpu");  // BLAS shares the CPU buffer type
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ((*ok)[0].default_buft.name, (*ok)[1].default_buft.name);
+  char tmpl[] = "/tmp/stowage-registry-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string dir = tmpl;
+  auto blas = r.Load("blas");
+  ASSERT_TRUE(blas.ok());
+  DeviceManifest odd = *blas;
+  odd.default_buft.alignment = 64;
+  { std::ofstream(dir + "/odd.json") << SerializeManifest(odd); }
+  auto bad = r.MakeDevices(dir + "/odd.json,cpu");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "buffer type 'CPU' of device CPU differs from the one of device BLAS (alignment 32 vs 64, is_host true vs true)");
+  std::remove((dir + "/odd.json").c_str());
+  rmdir(dir.c_str());
+}
+
 TEST(Registry, BrokenManifestOnlyFailsItsLookup) {
   char tmpl[] = "/tmp/stowage-registry-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);

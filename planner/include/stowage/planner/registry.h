@@ -69,7 +69,9 @@ class Registry {
   /// and `overrides` applied (free memory replaced; an override naming no device of the list or
   /// exceeding the device's total memory is an error; total 0 means "not reported" and accepts any
   /// free value). Errors: an empty list or item, lookup and parse errors of Load, kAlreadyExists for
-  /// a duplicate device name ("device name 'CPU' appears twice in the device list").
+  /// a duplicate device name ("device name 'CPU' appears twice in the device list"),
+  /// kInvalidArgument when two devices name the same buffer type differently (alignment, is_host,
+  /// max_size): buffer types are identified by name across devices (BLAS shares "CPU").
   Result<std::vector<DeviceManifest>> MakeDevices(std::string_view device_list,
                                                   const std::vector<MemoryOverride>& overrides = {}) const;
 
