@@ -241,20 +241,23 @@ Status ReadMerges(const GgufFile& g, Tokenizer::Impl& v) {
 void DetectSpecialTokens(Tokenizer::Impl& v) {
   const int32_t n = static_cast<int32_t>(v.tokens.size());
   auto make_control = [&](int32_t id) { v.tokens[id].attr |= kTokenAttrControl; };
-  for (int32_t id = 0; id < n; ++id) {
-    const std::string& text = v.tokens[id].text;
-    auto detect = [&](int32_t& slot, const auto& list) {
-      if (slot == kTokenNull && IsOneOf(text, list)) {
-        slot = id;
-        make_control(id);
-      }
-    };
-    detect(v.eot, kEotTexts);
-    detect(v.eom, kEomTexts);
-    detect(v.fim_pad, kFimPadTexts);
-    detect(v.fim_rep, kFimRepTexts);
-    detect(v.fim_sep, kFimSepTexts);
-  }
+  // llama.cpp takes the first match in its hash map's order; the first text of the list that is
+  // in the vocabulary is deterministic and gives the ids llama.cpp reports for the common models
+  // (Qwen2: <|im_end|> before <|endoftext|>; phi-3: <|end|>).
+  auto detect = [&](int32_t& slot, const auto& list) {
+    for (const char* text : list) {
+      if (slot != kTokenNull) return;
+      const int32_t id = v.Find(text);
+      if (id == kTokenNull) continue;
+      slot = id;
+      make_control(id);
+    }
+  };
+  detect(v.eot, kEotTexts);
+  detect(v.eom, kEomTexts);
+  detect(v.fim_pad, kFimPadTexts);
+  detect(v.fim_rep, kFimRepTexts);
+  detect(v.fim_sep, kFimSepTexts);
   for (int32_t id = 0; id < n; ++id) {
     Tokenizer::Impl::Token& t = v.tokens[id];
     if ((t.attr & kTokenAttrControl) && t.text.find("unused") != std::string::npos)

@@ -144,6 +144,8 @@ TEST(VocabFiles, SpecialTokensAndEog) {
   const int32_t im_end = tok->TextToToken("<|im_end|>");
   ASSERT_NE(im_start, kTokenNull);
   EXPECT_TRUE(tok->IsEog(im_end));
+  EXPECT_EQ(tok->eot(), im_end);
+  EXPECT_EQ(tok->nl(), tok->TextToToken("\xC4\x8A"));  // "Ċ" = byte 0x0A
   EXPECT_TRUE(tok->IsEog(tok->eos()));
   EXPECT_FALSE(tok->IsEog(im_start));
   EXPECT_FALSE(tok->IsEog(kTokenNull));
@@ -174,6 +176,7 @@ TEST(VocabFiles, Phi3SpecialTokensStripTheSpaceToTheirRight) {
   EXPECT_EQ(tok->Tokenize("<|user|>Hi", true, true)[0], tok->bos());
   EXPECT_EQ(tok->Tokenize("<|user|>Hi", true, true)[1], user);
   EXPECT_TRUE(tok->IsEog(tok->TextToToken("<|end|>")));
+  EXPECT_EQ(tok->eot(), tok->TextToToken("<|end|>"));
   EXPECT_TRUE(tok->IsEog(32000));  // <|endoftext|>
 }
 

@@ -33,7 +33,8 @@
 //
 // Thread-safety: a Tokenizer is immutable after FromGguf; every method is const and may be called
 // from any number of threads at once. Copies are cheap (shared, immutable state) and independent
-// of the GgufFile, which may be closed after FromGguf returns.
+// of the GgufFile, which may be closed after FromGguf returns. There is no default constructor
+// (every Tokenizer holds a vocabulary): keep one in a std::optional when it is built later.
 #pragma once
 
 #include <cstdint>
@@ -121,7 +122,9 @@ class Tokenizer {
   // Special token ids; kTokenNull when the vocabulary has none.
   int32_t bos() const;   ///< beginning of sequence (WPM: [CLS])
   int32_t eos() const;   ///< end of sequence
-  int32_t eot() const;   ///< end of turn (from the key, else found by text, e.g. "<|im_end|>")
+  /// End of turn: tokenizer.ggml.eot_token_id, else the first of llama.cpp's end-of-turn texts
+  /// in the vocabulary ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", ...).
+  int32_t eot() const;
   int32_t unk() const;   ///< unknown
   int32_t sep() const;   ///< separator (WPM: [SEP])
   int32_t pad() const;   ///< padding
