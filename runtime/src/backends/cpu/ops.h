@@ -40,10 +40,13 @@ struct TensorView {
 
   int64_t nelements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t nrows() const { return ne[1] * ne[2] * ne[3]; }
+  /// True when the strides are the contiguous ones of SetContiguousStrides, ignoring the stride
+  /// of any dimension of size 1 (ggml_is_contiguous).
   bool is_contiguous() const;
 };
 
-/// Fills nb[] for a contiguous tensor of `type` and shape ne[].
+/// Fills nb[] for a contiguous tensor of `type` and shape ne[] (nb0 = type size, nb1 =
+/// RowSize(type, ne0), nb2 = nb1 * ne1, nb3 = nb2 * ne2). ne0 must be a multiple of the block size.
 void SetContiguousStrides(TensorView& t);
 
 /// Instruction-set levels of the kernels, chosen at run time from CPUID.
@@ -58,71 +61,101 @@ IsaLevel DetectIsa();
 /// True when the CPU has AVX-512 VNNI (vpdpbusd); the AVX-512 integer dots use it then.
 bool CpuHasAvx512Vnni();
 
-/// Per-call execution context: thread count and a reusable scratch buffer.
+/// Per-call execution context: thread count and a reusable scratch buffer. One context per
+/// concurrently running op (ops resize `work`); ops never keep pointers into it across calls.
 struct ComputeContext {
-  int n_threads = 1;
-  std::vector<uint8_t> work;
+  int n_threads = 1;           ///< OpenMP threads per op (values < 1 are treated as 1)
+  std::vector<uint8_t> work;   ///< scratch: MUL_MAT's converted src1, CPY's row buffers
   /// Highest kernel level to use: the detected level is capped by this (tests force kScalar to
   /// compare SIMD paths against the reference).
   IsaLevel max_isa = IsaLevel::kAvx512;
 };
 
 // ---- Ops (ggml semantics; shapes in ggml order) -------------------------------------------
+//
+// Common rules: F32 tensors may have any strides unless stated (rows need not be contiguous);
+// dst may alias a source of the same shape (in-place: ADD/MUL/SCALE/unary/GLU/RMS_NORM/NORM/ROPE/
+// SOFT_MAX read each element before writing it). Errors are kInvalidArgument with a one-line
+// message "<OP>: <what>" naming the offending tensor as type[ne0,ne1,ne2,ne3]; a null data pointer
+// of a non-empty tensor is an error. On error nothing has been written.
 
-/// GET_ROWS: dst[:, i, j] = src0[:, idx[i, j], j] converted to F32. src0 any supported weight type
-/// [ne0, n_rows, ne2], idx I32 [n, ne2], dst F32 [ne0, n, ne2].
+/// GET_ROWS (ggml_get_rows): dst[:, i10, i11, i12] = src0[:, idx[i10, i11, i12], i11, i12] as F32.
+/// src0 [ne00, n_rows, ne02, ne03] of any type DequantizeRow supports (plain layout; ne02/ne03 may
+/// be 1 and are then broadcast), idx I32 [n, ne11, ne12], dst F32 [ne00, n, ne11, ne12] with
+/// contiguous rows. Errors: kOutOfRange naming the first index outside [0, n_rows);
+/// kUnimplemented for types without a dequantizer.
 Status GetRows(ComputeContext& ctx, const TensorView& src0, const TensorView& idx, TensorView& dst);
 
-/// MUL_MAT: dst = src0^T-style product as ggml_mul_mat: src0 [K, N, ne02, ne03] (any supported
-/// type), src1 F32 [K, M, ne12, ne13] (may be non-contiguous: permuted views), dst F32 [N, M, ne12,
-/// ne13]; src0 is broadcast over dims 2,3 (ne12 % ne02 == 0). dst[n, m] = dot(src0 row n, src1 row m).
+/// MUL_MAT (ggml_mul_mat): dst[n, m, i2, i3] = dot(src0 row (n, i2 / (ne12/ne02), i3 / (ne13/ne03)),
+/// src1 row (m, i2, i3)). src0 [K, N, ne02, ne03] of a SupportsMulMatType type with contiguous rows
+/// (layout plain or kLayoutQ4_0x8), src1 F32 [K, M, ne12, ne13] with any strides (permuted views and
+/// nb10 != 4 are gathered), dst F32 [N, M, ne12, ne13] with nb0 = 4. ne12 % ne02 == 0 and
+/// ne13 % ne03 == 0 (GQA broadcast). src1 is converted once per call into ctx.work (ggml's
+/// vec_dot_type, see VecDotType), then dst tiles of 16 x 16 are spread over the threads.
+/// Errors: kUnimplemented for unsupported src0 types; kInvalidArgument for shape/type/stride
+/// mismatches (K % block size, dst shape, broadcast, layout).
 Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst);
 
-/// RMS_NORM over ne0: dst = x / sqrt(mean(x^2) + eps). F32 in/out.
+/// RMS_NORM over ne0 (ggml_rms_norm): dst = x * 1/sqrt(sum(x^2)/ne0 + eps), the sum in double as
+/// ggml_float. F32 src and dst of equal shape.
 Status RmsNorm(ComputeContext& ctx, const TensorView& src, TensorView& dst, float eps);
-/// NORM over ne0: dst = (x - mean) / sqrt(var + eps). F32.
+/// NORM over ne0 (ggml_norm): dst = (x - mean) / sqrt(var + eps), sums in double. F32.
 Status Norm(ComputeContext& ctx, const TensorView& src, TensorView& dst, float eps);
 
-/// Binary ops with ggml broadcasting (src1 repeated to src0's shape; src1 may be F32 or F16).
+/// ADD / MUL with ggml broadcasting: dst[i] = src0[i] op src1[i0 % ne10, i1 % ne11, i2 % ne12,
+/// i3 % ne13]. src0 and dst F32 of equal shape, src1 F32 or F16 with src0.ne[d] % src1.ne[d] == 0.
 Status Add(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst);
 Status Mul(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst);
 
-/// SCALE: dst = x * s + b.
+/// SCALE (ggml_scale_bias): dst = x * s + b. F32 src and dst of equal shape.
 Status Scale(ComputeContext& ctx, const TensorView& src, TensorView& dst, float s, float b);
 
-/// Unary ops (F32): SILU x*sigmoid(x), GELU (ggml's tanh approximation, as ggml_gelu).
+/// SILU: x / (1 + exp(-x)). GELU: ggml's tanh approximation 0.5x(1 + tanh(sqrt(2/pi) x (1 +
+/// 0.044715 x^2))) evaluated like GGML_GELU_FP16 (input and result rounded through fp16; x <= -10
+/// gives 0, x >= 10 gives x). F32 src and dst of equal shape.
 Status Silu(ComputeContext& ctx, const TensorView& src, TensorView& dst);
 Status Gelu(ComputeContext& ctx, const TensorView& src, TensorView& dst);
-/// GLU SWIGLU: dst = silu(a) * b (a, b same shape F32). GEGLU likewise with gelu.
+/// GLU (ggml_swiglu_split / ggml_geglu_split): dst = silu(a) * b, resp. gelu(a) * b; a, b, dst F32
+/// of equal shape.
 Status SwiGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst);
 Status GeGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst);
 
-/// ROPE parameters (ggml_rope_ext).
+/// ROPE parameters (the arguments of ggml_rope_ext, same names and meaning).
 struct RopeParams {
-  int n_dims = 0;           ///< rotated dims (<= ne0)
-  int mode = 0;             ///< 0 = normal (adjacent pairs), 2 = NEOX (halves)
-  int n_ctx_orig = 0;
+  int n_dims = 0;           ///< rotated dims (even, <= ne0); the rest of each row is copied
+  int mode = 0;             ///< 0 = normal (adjacent pairs, LLAMA_ROPE_TYPE_NORM), 2 = NEOX (halves)
+  int n_ctx_orig = 0;       ///< training context (YaRN correction dims)
   float freq_base = 10000.f;
-  float freq_scale = 1.f;
-  float ext_factor = 0.f;
-  float attn_factor = 1.f;
+  float freq_scale = 1.f;   ///< 1 / context scaling factor
+  float ext_factor = 0.f;   ///< YaRN extrapolation mix (0 = off)
+  float attn_factor = 1.f;  ///< magnitude scale (mscale)
   float beta_fast = 32.f;
   float beta_slow = 1.f;
 };
-/// ROPE: src F32 [head_dim, n_head, n_tokens], pos I32 [n_tokens], optional freq_factors F32
-/// [n_dims/2] (data == nullptr when absent), dst like src. Same math as ggml's rope_f32 (YaRN
-/// corrections included).
+/// ROPE (ggml_rope_ext): rotates pairs of src F32 [head_dim, n_head, n_tokens, ne3] by
+/// theta = pos[i2] * freq_base^(-i0/n_dims) / freq_factors[i0/2], with YaRN mixing/mscale as
+/// ggml's rope_yarn; angles follow ggml_rope_cache_init (theta multiplied by theta_scale in float
+/// step by step). pos I32 [>= n_tokens]; freq_factors F32 [>= n_dims/2] or data == nullptr;
+/// dst like src. Errors: mode other than 0/2 (M-RoPE/vision are not supported), odd or too large
+/// n_dims, short pos/freq_factors.
 Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, const TensorView& freq_factors,
             TensorView& dst, const RopeParams& p);
 
-/// SOFT_MAX_EXT: dst = softmax(x * scale + mask (+ ALiBi slope * mask when max_bias > 0)) over ne0.
-/// src F32 [n_kv, n_tokens, n_head], mask F16 or F32 [n_kv, >= n_tokens] (data == nullptr: none).
+/// SOFT_MAX_EXT (ggml_soft_max_ext): per row, w = x * scale + slope(h) * mask, dst = exp(w - max) /
+/// sum (sum in double). slope(h) = 1, or the ALiBi slope of head h = i2 when max_bias > 0
+/// (m0 = 2^(-max_bias / n_head_log2), m1 = 2^(-max_bias / 2 / n_head_log2)). src F32
+/// [n_kv, n_tokens, n_head, ne3]; mask F16 or F32 [n_kv, >= n_tokens, ne12, ne13] broadcast over
+/// dims 2, 3 (n_head % ne12 == 0), or data == nullptr for none; dst like src. A row whose w are
+/// all -inf yields NaN, as in ggml.
 Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mask, TensorView& dst, float scale,
                float max_bias);
 
-/// CPY / CONT: element-wise copy with conversion F32 -> F32/F16/BF16/Q8_0/Q4_0 (quantized targets
-/// need contiguous rows) and F16 -> F32; any strides on both sides; shapes must have equal element
-/// counts (CPY) — the copy walks src in row-major ggml order and writes dst in the same order.
+/// CPY / CONT (ggml_cpy, ggml_cont): element l of src in ggml order (i0 fastest) is written to
+/// element l of dst in ggml order; shapes may differ but element counts must be equal; any strides
+/// on both sides (KV stores into strided cache views, transposed V stores, CONT of permuted
+/// views). src F32, F16 or BF16; dst F32, F16, BF16 (any src) or Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (F32
+/// src only, dst rows of whole blocks with nb0 = block bytes, quantized with QuantizeRow).
+/// Conversions round to nearest even. Uses ctx.work (n_threads * ne0 floats).
 Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst);
 
 // ---- Quant helpers (also used by tests and other backends) ----------------------------------
