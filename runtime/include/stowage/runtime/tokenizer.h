@@ -120,8 +120,8 @@ class Tokenizer {
   const std::string& pre() const;
 
   // Special token ids; kTokenNull when the vocabulary has none.
-  int32_t bos() const;   ///< beginning of sequence (WPM: [CLS])
-  int32_t eos() const;   ///< end of sequence
+  int32_t bos() const;  ///< beginning of sequence (WPM: [CLS])
+  int32_t eos() const;  ///< end of sequence
   /// End of turn: tokenizer.ggml.eot_token_id, else the first of llama.cpp's end-of-turn texts
   /// in the vocabulary ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", ...).
   int32_t eot() const;
