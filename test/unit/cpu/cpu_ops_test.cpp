@@ -187,6 +187,17 @@ TEST(CpuUnary, ScaleSiluGeluGlu) {
   for (int i = 0; i < 165; ++i) EXPECT_NEAR(y.f32()[i], gelu(x.f32()[i]), 2e-3 * (1 + std::fabs(x.f32()[i])));
   ASSERT_TRUE(SwiGlu(ctx, x.v, g.v, y.v).ok());
   for (int i = 0; i < 165; ++i) EXPECT_NEAR(y.f32()[i], silu(x.f32()[i]) * g.f32()[i], 1e-5);
+  // Fused form: one tensor [2 * 33, 5], gate first.
+  kt::Tensor both(GgmlType::F32, 66, 5), half(GgmlType::F32, 33, 5);
+  for (int r = 0; r < 5; ++r)
+    for (int i = 0; i < 33; ++i) {
+      both.f32()[r * 66 + i] = x.f32()[r * 33 + i];
+      both.f32()[r * 66 + 33 + i] = g.f32()[r * 33 + i];
+    }
+  TensorView none;
+  ASSERT_TRUE(SwiGlu(ctx, both.v, none, half.v).ok());
+  for (int i = 0; i < 165; ++i) EXPECT_NEAR(half.f32()[i], silu(x.f32()[i]) * g.f32()[i], 1e-5);
+  EXPECT_EQ(SwiGlu(ctx, x.v, none, half.v).code(), StatusCode::kInvalidArgument);
   ASSERT_TRUE(GeGlu(ctx, x.v, g.v, y.v).ok());
   for (int i = 0; i < 165; ++i) EXPECT_NEAR(y.f32()[i], gelu(x.f32()[i]) * g.f32()[i], 2e-3 * (1 + std::fabs(x.f32()[i])));
 }

@@ -90,22 +90,28 @@ Status UnaryF32(ComputeContext& ctx, const TensorView& src, TensorView& dst, con
 template <typename F>
 Status GluF32(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst, const char* op, F&& f) {
   STOWAGE_RETURN_IF_ERROR(NeedType(a, GgmlType::F32, op, "a"));
-  STOWAGE_RETURN_IF_ERROR(NeedType(b, GgmlType::F32, op, "b"));
   STOWAGE_RETURN_IF_ERROR(NeedType(dst, GgmlType::F32, op, "dst"));
-  STOWAGE_RETURN_IF_ERROR(NeedSameShape(a, dst, op, "a", "dst"));
-  STOWAGE_RETURN_IF_ERROR(NeedSameShape(b, dst, op, "b", "dst"));
   STOWAGE_RETURN_IF_ERROR(NeedData(a, op, "a"));
-  STOWAGE_RETURN_IF_ERROR(NeedData(b, op, "b"));
   STOWAGE_RETURN_IF_ERROR(NeedData(dst, op, "dst"));
   const int64_t ne0 = dst.ne[0];
+  const bool fused = b.data == nullptr;  // ggml_swiglu(a): gate = first half of a's row, up = second
+  if (fused) {
+    STOWAGE_RETURN_IF_ERROR(Need(a.ne[0] == 2 * ne0 && a.ne[1] == dst.ne[1] && a.ne[2] == dst.ne[2] && a.ne[3] == dst.ne[3],
+                                 op, "fused form: a " + ShapeStr(a) + " must be dst " + ShapeStr(dst) + " with ne0 doubled"));
+  } else {
+    STOWAGE_RETURN_IF_ERROR(NeedType(b, GgmlType::F32, op, "b"));
+    STOWAGE_RETURN_IF_ERROR(NeedSameShape(a, dst, op, "a", "dst"));
+    STOWAGE_RETURN_IF_ERROR(NeedSameShape(b, dst, op, "b", "dst"));
+  }
   ParallelRows(ctx, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
     const char* pa = At(a, 0, i1, i2, i3);
-    const char* pb = At(b, 0, i1, i2, i3);
+    const char* pb = fused ? pa + ne0 * a.nb[0] : At(b, 0, i1, i2, i3);
+    const size_t nbb = fused ? a.nb[0] : b.nb[0];
     char* d = At(dst, 0, i1, i2, i3);
     for (int64_t i0 = 0; i0 < ne0; ++i0) {
       float x, g;
       std::memcpy(&x, pa + i0 * a.nb[0], 4);
-      std::memcpy(&g, pb + i0 * b.nb[0], 4);
+      std::memcpy(&g, pb + i0 * nbb, 4);
       const float y = f(x) * g;
       std::memcpy(d + i0 * dst.nb[0], &y, 4);
     }

@@ -116,7 +116,9 @@ Status Scale(ComputeContext& ctx, const TensorView& src, TensorView& dst, float 
 Status Silu(ComputeContext& ctx, const TensorView& src, TensorView& dst);
 Status Gelu(ComputeContext& ctx, const TensorView& src, TensorView& dst);
 /// GLU (ggml_swiglu_split / ggml_geglu_split): dst = silu(a) * b, resp. gelu(a) * b; a, b, dst F32
-/// of equal shape.
+/// of equal shape. Fused form (ggml_swiglu / ggml_geglu of one tensor, swapped = 0): b.data ==
+/// nullptr and a is [2 * ne0, ne1, ne2, ne3]; the first half of each row of a is the gate, the
+/// second half the value. In place only in the split form (dst may alias a or b).
 Status SwiGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst);
 Status GeGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst);
 
