@@ -1,0 +1,733 @@
+// Graph builders of every supported architecture, checked against llama.cpp's (Feb 2025)
+// load_tensors and build_<arch>: which op consumes which weight, node names and order of a layer,
+// shapes, the output, the cache, and the error messages of bad files.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "stowage/planner/graph_builder.h"
+#include "stowage/planner/model_graphs.h"
+#include "synth_gguf.h"
+
+namespace stowage::planner {
+namespace {
+
+using test::SynthGguf;
+using test::SynthParams;
+
+/// "OP name" for every node of `g` from the first node named `from` through the first node named
+/// `to` after it (inclusive).
+std::vector<std::string> NodeRange(const Graph& g, const std::string& from, const std::string& to) {
+  std::vector<std::string> out;
+  bool on = false;
+  for (int n : g.nodes) {
+    const Tensor& t = g.tensors[n];
+    if (!on && t.name == from) on = true;
+    if (on) out.push_back(std::string(GgmlOpName(t.op)) + " " + t.name);
+    if (on && t.name == to && out.size() > 1) break;
+  }
+  return out;
+}
+
+void Dump(const ModelGraphs& m, const Graph& g) {
+  if (std::getenv("STOWAGE_DUMP_GRAPH") == nullptr) return;
+  for (int n : g.nodes) {
+    const Tensor& t = g.tensors[n];
+    const Bindings b = g.WorstCase();
+    std::cerr << GgmlOpName(t.op) << " " << t.name << " [" << b.Eval(t.ne[0]) << "," << b.Eval(t.ne[1]) << ","
+              << b.Eval(t.ne[2]) << "," << b.Eval(t.ne[3]) << "] <-";
+    for (int s : t.srcs) std::cerr << " '" << (s >= 0 ? g.tensors[s].name : "-") << "'";
+    std::cerr << "\n";
+  }
+  for (const auto& gt : m.globals) std::cerr << "global " << gt.name << " " << GgmlOpName(gt.consumer_op) << "\n";
+}
+
+/// Node of `g` named `name` (the last one with that name: llama.cpp renames as it goes).
+const Tensor* Node(const Graph& g, const std::string& name) {
+  const Tensor* found = nullptr;
+  for (int n : g.nodes)
+    if (g.tensors[n].name == name) found = &g.tensors[n];
+  return found;
+}
+
+std::vector<int64_t> Shape(const Graph& g, const Tensor& t) {
+  const Bindings b = g.WorstCase();
+  return {b.Eval(t.ne[0]), b.Eval(t.ne[1]), b.Eval(t.ne[2]), b.Eval(t.ne[3])};
+}
+
+const GlobalTensor* Global(const ModelGraphs& m, const std::string& name) {
+  const int i = m.FindGlobal(name);
+  return i < 0 ? nullptr : &m.globals[i];
+}
+
+/// The graph nodes that read global `name` directly, as "OP node-name".
+std::vector<std::string> Consumers(const Graph& g, const std::string& name) {
+  std::vector<std::string> out;
+  for (int n : g.nodes) {
+    const Tensor& t = g.tensors[n];
+    for (int s : t.srcs)
+      if (s >= 0 && g.tensors[s].name == name && g.tensors[s].op == GgmlOp::NONE)
+        out.push_back(std::string(GgmlOpName(t.op)) + " " + t.name);
+  }
+  return out;
+}
+
+Result<ModelGraphs> Build(SynthGguf& s, ContextConfig cfg = {}) {
+  auto f = s.Parse();
+  auto m = BuildModelGraphs(*f, cfg);
+  if (m.ok()) {
+    Dump(*m, m->prefill);
+  }
+  return m;
+}
+
+// The attention block every llama-like builder shares (llm_build_kv: store K and V, then kqv),
+// as ggml_build_forward_expand orders it for layer `il`.
+std::vector<std::string> KvBlock(const std::string& kname, const std::string& vname, int il) {
+  const std::string s = "-" + std::to_string(il);
+  return {"VIEW k_cache_view" + s,
+          "CPY k_cache_view" + s + " (copy of " + kname + ")",
+          "TRANSPOSE " + vname + " (transposed)",
+          "VIEW v_cache_view" + s,
+          "CPY v_cache_view" + s + " (copy of " + vname + " (transposed))",
+          "VIEW v" + s,
+          "VIEW k" + s,
+          "PERMUTE q" + s,
+          "MUL_MAT kq" + s,
+          "SOFT_MAX kq_soft_max_ext" + s,
+          "MUL_MAT kqv" + s,
+          "PERMUTE kqv_merged" + s,
+          "CONT kqv_merged_cont" + s,
+          "MUL_MAT kqv_out" + s};
+}
+
+std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// llama
+
+TEST(LlamaGraph, LayerNodesInLlamaCppOrder) {
+  SynthGguf s = test::LlamaModel(SynthParams{});
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const std::vector<std::string> want = Concat(
+      Concat({"GET_ROWS inp_embd", "RMS_NORM norm-0", "MUL attn_norm-0", "MUL_MAT Qcur-0",
+              "RESHAPE Qcur-0 (reshaped)", "ROPE Qcur-0", "MUL_MAT Kcur-0", "RESHAPE Kcur-0 (reshaped)",
+              "ROPE Kcur-0", "MUL_MAT Vcur-0"},
+             KvBlock("Kcur-0", "Vcur-0", 0)),
+      {"ADD ffn_inp-0", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_gate-0", "SILU ffn_silu-0",
+       "MUL_MAT ffn_up-0", "MUL ffn_gate_par-0", "MUL_MAT ffn_out-0", "ADD l_out-0"});
+  EXPECT_EQ(NodeRange(m->prefill, "inp_embd", "l_out-0"), want);
+  EXPECT_EQ(NodeRange(m->decode, "inp_embd", "l_out-0"), want);
+}
+
+TEST(LlamaGraph, WeightsConsumersAndOutput) {
+  SynthParams p;
+  SynthGguf s = test::LlamaModel(p);
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_TRUE(m->unused_tensors.empty());
+  const GlobalTensor* q = Global(*m, "blk.1.attn_q.weight");
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->consumer_op, GgmlOp::MUL_MAT);
+  EXPECT_EQ(q->layer, 1);
+  EXPECT_EQ(q->layer_class, LayerClass::kRepeating);
+  const GlobalTensor* te = Global(*m, "token_embd.weight");
+  EXPECT_EQ(te->consumer_op, GgmlOp::GET_ROWS);
+  EXPECT_EQ(te->layer_class, LayerClass::kInput);
+  const GlobalTensor* out = Global(*m, "output.weight");
+  EXPECT_EQ(out->layer, 2);
+  EXPECT_EQ(out->layer_class, LayerClass::kOutput);
+  EXPECT_EQ(Consumers(m->prefill, "blk.0.ffn_down.weight"), std::vector<std::string>{"MUL_MAT ffn_out-0"});
+  EXPECT_EQ(Consumers(m->prefill, "blk.1.attn_norm.weight"), std::vector<std::string>{"MUL attn_norm-1"});
+  EXPECT_EQ(Consumers(m->prefill, "output.weight"), std::vector<std::string>{"MUL_MAT result_output"});
+  // the last layer keeps only the output rows (inp_out_ids) before its FFN
+  const Tensor* res = Node(m->prefill, "result_output");
+  ASSERT_NE(res, nullptr);
+  EXPECT_TRUE(res->is_output);
+  EXPECT_EQ(res->ne[1], DimExpr::Outputs());
+  EXPECT_EQ(Shape(m->prefill, *res), (std::vector<int64_t>{128, 256, 1, 1}));
+  EXPECT_EQ(Shape(m->decode, *Node(m->decode, "result_output")), (std::vector<int64_t>{128, 1, 1, 1}));
+  EXPECT_EQ(NodeRange(m->prefill, "kqv_out-1", "ffn_inp-1"),
+            (std::vector<std::string>{"MUL_MAT kqv_out-1", "GET_ROWS ", "GET_ROWS ", "ADD ffn_inp-1"}));
+  EXPECT_EQ(NodeRange(m->prefill, "l_out-1", "result_output"),
+            (std::vector<std::string>{"ADD l_out-1", "RMS_NORM norm", "MUL result_norm", "MUL_MAT result_output"}));
+  // nodes: inp_embd + 32 per layer + 2 GET_ROWS (inp_out_ids) + output norm, mul, lm_head
+  EXPECT_EQ(m->prefill.nodes.size(), 1u + 32u * p.n_layer + 2u + 3u);
+  EXPECT_EQ(m->decode.nodes.size(), m->prefill.nodes.size());
+  // KV cache: f16 K/V of n_embd_k_gqa * n_ctx per layer
+  const GlobalTensor* k1 = Global(*m, "cache_k_l1");
+  ASSERT_NE(k1, nullptr);
+  EXPECT_EQ(k1->kind, TensorKind::kKvCache);
+  EXPECT_EQ(k1->ne[0], 32 * 256);
+  EXPECT_EQ(k1->type, GgmlType::F16);
+  // normal rope (LLAMA_ROPE_TYPE_NORM), no freq factors
+  const Tensor* rope = Node(m->prefill, "Kcur-0");
+  ASSERT_EQ(rope->op, GgmlOp::ROPE);
+  EXPECT_EQ(rope->srcs.size(), 2u);
+  EXPECT_EQ(rope->iparams[1], 0);
+}
+
+TEST(LlamaGraph, TiedOutputReusesTokenEmbd) {
+  SynthParams p;
+  p.tied = true;
+  SynthGguf s = test::LlamaModel(p);
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  int n = 0;
+  for (const GlobalTensor& g : m->globals) {
+    if (g.name != "token_embd.weight") continue;
+    ++n;
+    if (g.duplicated) {
+      EXPECT_EQ(g.consumer_op, GgmlOp::MUL_MAT);
+      EXPECT_EQ(g.layer_class, LayerClass::kOutput);
+    } else {
+      EXPECT_EQ(g.consumer_op, GgmlOp::GET_ROWS);
+    }
+  }
+  EXPECT_EQ(n, 2);
+  EXPECT_EQ(Consumers(m->prefill, "token_embd.weight"),
+            (std::vector<std::string>{"GET_ROWS inp_embd", "MUL_MAT result_output"}));
+}
+
+TEST(LlamaGraph, RopeFreqsSharedByEveryLayer) {
+  SynthParams p;
+  SynthGguf s = test::LlamaModel(p);
+  s.Tensor("rope_freqs.weight", {8});  // n_rot / 2
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  int n = 0, dup = 0;
+  for (const GlobalTensor& g : m->globals)
+    if (g.name == "rope_freqs.weight") {
+      ++n;
+      dup += g.duplicated;
+      EXPECT_EQ(g.consumer_op, GgmlOp::ROPE);
+    }
+  EXPECT_EQ(n, 2);    // requested by layer 0 and layer 1
+  EXPECT_EQ(dup, 1);  // duplicated for il > 0 (llama.cpp TENSOR_DUPLICATED)
+  for (const char* name : {"Qcur-0", "Kcur-0", "Qcur-1", "Kcur-1"}) {
+    const Tensor* r = Node(m->prefill, name);
+    ASSERT_EQ(r->op, GgmlOp::ROPE) << name;
+    ASSERT_EQ(r->srcs.size(), 3u) << name;
+    EXPECT_EQ(m->prefill.tensors[r->srcs[2]].name, "rope_freqs.weight");
+  }
+}
+
+TEST(LlamaGraph, RopeScalingKeys) {
+  SynthParams p;
+  {
+    SynthGguf s = test::LlamaModel(p);
+    s.Str("llama.rope.scaling.type", "yarn");
+    s.F32("llama.rope.scaling.factor", 4.0f);
+    s.U32("llama.rope.scaling.original_context_length", 64);
+    s.F32("llama.rope.freq_base", 500000.f);
+    auto m = Build(s);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    const Tensor* r = Node(m->prefill, "Qcur-0");
+    ASSERT_EQ(r->op, GgmlOp::ROPE);
+    EXPECT_EQ(r->iparams[2], 64);             // n_ctx_orig
+    EXPECT_FLOAT_EQ(r->fparams[0], 500000.f);  // freq_base
+    EXPECT_FLOAT_EQ(r->fparams[1], 0.25f);     // freq_scale = 1 / factor
+    EXPECT_FLOAT_EQ(r->fparams[2], 1.0f);      // ext_factor: yarn
+  }
+  {
+    SynthGguf s = test::LlamaModel(p);
+    s.Str("llama.rope.scaling.type", "none");
+    s.F32("llama.rope.scale_linear", 2.0f);  // old key; ignored with scaling type none
+    auto m = Build(s);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    const Tensor* r = Node(m->prefill, "Qcur-0");
+    EXPECT_FLOAT_EQ(r->fparams[1], 1.0f);
+    EXPECT_FLOAT_EQ(r->fparams[2], 0.0f);
+  }
+  {
+    SynthGguf s = test::LlamaModel(p);
+    s.F32("llama.rope.scale_linear", 2.0f);  // linear by default
+    auto m = Build(s);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    EXPECT_FLOAT_EQ(Node(m->prefill, "Qcur-0")->fparams[1], 0.5f);
+  }
+  {
+    SynthGguf s = test::LlamaModel(p);
+    s.Str("llama.rope.scaling.type", "su");
+    auto m = Build(s);
+    ASSERT_FALSE(m.ok());
+    EXPECT_EQ(m.status().message(),
+              "llama.gguf: llama.rope.scaling.type: expected none, linear, yarn or longrope, found 'su'");
+  }
+}
+
+TEST(LlamaGraph, LongropeFactorsChosenByContext) {
+  SynthParams p;  // n_ctx_train 256
+  SynthGguf s = test::LlamaModel(p);
+  s.Str("llama.rope.scaling.type", "longrope");
+  s.U32("llama.rope.scaling.original_context_length", 128);
+  s.Tensor("rope_factors_long.weight", {8});
+  s.Tensor("rope_factors_short.weight", {8});
+  auto f = s.Parse();
+  for (uint32_t n_ctx : {256u, 128u}) {
+    ContextConfig cfg;
+    cfg.n_ctx = n_ctx;
+    auto m = BuildModelGraphs(*f, cfg);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    EXPECT_TRUE(m->unused_tensors.empty());
+    const Tensor* r = Node(m->prefill, "Kcur-1");
+    ASSERT_EQ(r->srcs.size(), 3u);
+    EXPECT_EQ(m->prefill.tensors[r->srcs[2]].name,
+              n_ctx > 128 ? "rope_factors_long.weight" : "rope_factors_short.weight");
+  }
+}
+
+TEST(LlamaGraph, MixtralMoeFfn) {
+  SynthParams p;
+  p.n_expert = 4;
+  p.n_expert_used = 2;
+  SynthGguf s = test::LlamaModel(p);
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const std::vector<std::string> want = {
+      "MUL ffn_norm-0",
+      "RESHAPE ffn_norm-0 (reshaped)",
+      "MUL_MAT ffn_moe_logits-0",
+      "SOFT_MAX ffn_moe_probs-0",
+      "ARGSORT ffn_moe_argsort-0",
+      "VIEW ffn_moe_topk-0",
+      "MUL_MAT_ID ffn_moe_up-0",
+      "MUL_MAT_ID ffn_moe_gate-0",
+      "SILU ffn_moe_silu-0",
+      "MUL ffn_moe_gate_par-0",
+      "MUL_MAT_ID ffn_moe_down-0",
+      "RESHAPE ffn_moe_probs-0 (reshaped)",
+      "GET_ROWS ffn_moe_weights-0",
+      "RESHAPE ffn_moe_weights-0 (reshaped)",
+      "SUM_ROWS ffn_moe_weights_sum-0",
+      "DIV ffn_moe_weights_norm-0",
+      "RESHAPE ffn_moe_weights_norm-0 (reshaped)",
+      "MUL ",
+      "VIEW  (view)",
+      "VIEW  (view)",
+      "ADD ffn_moe_out-0",
+      "ADD l_out-0"};
+  EXPECT_EQ(NodeRange(m->prefill, "ffn_norm-0", "l_out-0"), want);
+  const Graph& g = m->prefill;
+  EXPECT_EQ(Shape(g, *Node(g, "ffn_moe_topk-0")), (std::vector<int64_t>{2, 256, 1, 1}));
+  EXPECT_EQ(Node(g, "ffn_moe_topk-0")->type, GgmlType::I32);
+  EXPECT_EQ(Shape(g, *Node(g, "ffn_moe_weights-0")), (std::vector<int64_t>{1, 2, 256, 1}));
+  EXPECT_EQ(Shape(g, *Node(g, "ffn_moe_up-0")), (std::vector<int64_t>{96, 2, 256, 1}));
+  EXPECT_EQ(Shape(g, *Node(g, "ffn_moe_down-0")), (std::vector<int64_t>{64, 2, 256, 1}));
+  EXPECT_EQ(Shape(g, *Node(g, "ffn_moe_out-1")), (std::vector<int64_t>{64, 256, 1, 1}));
+  EXPECT_EQ(Node(g, "ffn_moe_argsort-0")->iparams, std::vector<int32_t>{1});  // descending
+  EXPECT_EQ(Consumers(g, "blk.0.ffn_gate_inp.weight"), std::vector<std::string>{"MUL_MAT ffn_moe_logits-0"});
+  EXPECT_EQ(Consumers(g, "blk.0.ffn_up_exps.weight"), std::vector<std::string>{"MUL_MAT_ID ffn_moe_up-0"});
+  EXPECT_EQ(Consumers(g, "blk.1.ffn_down_exps.weight"), std::vector<std::string>{"MUL_MAT_ID ffn_moe_down-1"});
+  EXPECT_EQ(Global(*m, "blk.0.ffn_gate_exps.weight")->consumer_op, GgmlOp::MUL_MAT_ID);
+  EXPECT_EQ(Global(*m, "blk.0.ffn_gate_inp.weight")->consumer_op, GgmlOp::MUL_MAT);
+  // the last layer routes only the output rows
+  EXPECT_EQ(Node(g, "ffn_moe_topk-1")->ne[1], DimExpr::Outputs());
+}
+
+// ---------------------------------------------------------------------------------------------
+// errors and reports
+
+TEST(ModelGraphsErrors, UnknownArchitectureListsSupported) {
+  SynthGguf s("falcon");
+  auto m = Build(s);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(m.status().message(), "falcon.gguf: unknown model architecture 'falcon' (supported: llama, qwen2, "
+                                  "qwen2moe, phi3, gemma, mamba)");
+  EXPECT_EQ(SupportedArchitectures().size(), 6u);
+}
+
+TEST(ModelGraphsErrors, SplitTensorMoeRejected) {
+  SynthParams p;
+  p.n_expert = 4;
+  p.n_expert_used = 2;
+  SynthGguf s = test::LlamaModel(p);
+  for (int il = 0; il < 2; ++il) {
+    s.Drop("blk." + std::to_string(il) + ".ffn_up_exps.weight");
+    for (int e = 0; e < 4; ++e) s.Tensor("blk." + std::to_string(il) + ".ffn_up." + std::to_string(e) + ".weight", {64, 96});
+  }
+  auto m = Build(s);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(),
+            "llama.gguf: split-tensor MoE file (one tensor per expert, e.g. 'blk.0.ffn_up.0.weight'): "
+            "re-convert it with merged ffn_*_exps tensors");
+}
+
+TEST(ModelGraphsErrors, MissingTensor) {
+  SynthGguf s = test::Qwen2Model(SynthParams{});
+  s.Drop("blk.1.attn_k.bias");
+  auto m = Build(s);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(), "qwen2.gguf: missing tensor 'blk.1.attn_k.bias'");
+}
+
+TEST(ModelGraphsErrors, WrongShape) {
+  SynthGguf s = test::LlamaModel(SynthParams{});
+  s.Replace("blk.0.attn_k.weight", {64, 64});
+  auto m = Build(s);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(),
+            "llama.gguf: tensor 'blk.0.attn_k.weight' has wrong shape; expected [64, 32], got [64, 64]");
+}
+
+TEST(ModelGraphsErrors, WrongType) {
+  {
+    SynthGguf s = test::LlamaModel(SynthParams{});
+    s.Replace("blk.1.ffn_norm.weight", {64}, GgmlType::F16);
+    auto m = Build(s);
+    ASSERT_FALSE(m.ok());
+    EXPECT_EQ(m.status().message(), "llama.gguf: tensor 'blk.1.ffn_norm.weight' has wrong type; expected f32, got f16");
+  }
+  {
+    SynthGguf s = test::LlamaModel(SynthParams{});
+    s.Replace("blk.0.ffn_up.weight", {64, 96}, GgmlType::I32);
+    auto m = Build(s);
+    ASSERT_FALSE(m.ok());
+    EXPECT_EQ(m.status().message(),
+              "llama.gguf: tensor 'blk.0.ffn_up.weight' has wrong type; expected a float or quantized type, got i32");
+  }
+  {  // quantized matrices are fine
+    SynthParams p;
+    p.wtype = GgmlType::Q4_0;
+    SynthGguf s = test::LlamaModel(p);
+    auto m = Build(s);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    EXPECT_EQ(Global(*m, "blk.0.ffn_down.weight")->type, GgmlType::Q4_0);
+  }
+}
+
+TEST(ModelGraphsErrors, UnusedTensorsReported) {
+  SynthGguf s = test::LlamaModel(SynthParams{});
+  s.Tensor("blk.0.attn_rot_embd", {8});
+  s.Tensor("mm.projector.weight", {64, 64});
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->unused_tensors, (std::vector<std::string>{"blk.0.attn_rot_embd", "mm.projector.weight"}));
+}
+
+TEST(ModelGraphsErrors, MissingHyperParameter) {
+  SynthGguf s("qwen2");
+  s.U32("qwen2.context_length", 128);
+  s.U32("qwen2.embedding_length", 64);
+  s.U32("qwen2.block_count", 1);
+  s.U32("qwen2.feed_forward_length", 96);
+  s.U32("qwen2.attention.head_count", 4);
+  s.U32("qwen2.vocab_size", 32);
+  auto m = Build(s);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(), "qwen2.gguf: missing key 'qwen2.attention.layer_norm_rms_epsilon'");
+}
+
+// ---------------------------------------------------------------------------------------------
+// qwen2, qwen2moe
+
+TEST(Qwen2Graph, BiasesAndNeoxRope) {
+  SynthGguf s = test::Qwen2Model(SynthParams{});
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const std::vector<std::string> want = Concat(
+      Concat({"GET_ROWS inp_embd", "RMS_NORM norm-0", "MUL attn_norm-0", "MUL_MAT Qcur-0", "ADD Qcur-0",
+              "RESHAPE Qcur-0 (reshaped)", "ROPE Qcur-0", "MUL_MAT Kcur-0", "ADD Kcur-0", "RESHAPE Kcur-0 (reshaped)",
+              "ROPE Kcur-0", "MUL_MAT Vcur-0", "ADD Vcur-0"},
+             KvBlock("Kcur-0", "Vcur-0", 0)),
+      {"ADD ffn_inp-0", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_gate-0", "SILU ffn_silu-0",
+       "MUL_MAT ffn_up-0", "MUL ffn_gate_par-0", "MUL_MAT ffn_out-0", "ADD l_out-0"});
+  EXPECT_EQ(NodeRange(m->prefill, "inp_embd", "l_out-0"), want);
+  EXPECT_EQ(Consumers(m->prefill, "blk.0.attn_q.bias"), std::vector<std::string>{"ADD Qcur-0"});
+  EXPECT_EQ(Global(*m, "blk.0.attn_v.bias")->consumer_op, GgmlOp::ADD);
+  const Tensor* r = Node(m->prefill, "Qcur-1");
+  ASSERT_EQ(r->op, GgmlOp::ROPE);
+  EXPECT_EQ(r->iparams[1], 2);  // GGML_ROPE_TYPE_NEOX
+  EXPECT_FLOAT_EQ(Node(m->prefill, "kq_soft_max_ext-0")->fparams[0], 0.25f);  // 1/sqrt(16)
+}
+
+TEST(Qwen2MoeGraph, RoutedAndSharedExperts) {
+  SynthParams p;
+  p.n_expert = 8;
+  p.n_expert_used = 2;
+  SynthGguf s = test::Qwen2MoeModel(p, 32, 64);
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  // llama.cpp names the ffn_norm output "ffn_moe_out" in build_qwen2moe; the routed sum stays unnamed
+  const std::vector<std::string> want = {
+      "MUL ffn_moe_out-0",
+      "RESHAPE ffn_norm-0 (reshaped)",
+      "MUL_MAT ffn_moe_logits-0",
+      "SOFT_MAX ffn_moe_probs-0",
+      "ARGSORT ffn_moe_argsort-0",
+      "VIEW ffn_moe_topk-0",
+      "MUL_MAT_ID ffn_moe_up-0",
+      "MUL_MAT_ID ffn_moe_gate-0",
+      "SILU ffn_moe_silu-0",
+      "MUL ffn_moe_gate_par-0",
+      "MUL_MAT_ID ffn_moe_down-0",
+      "RESHAPE ffn_moe_probs-0 (reshaped)",
+      "GET_ROWS ffn_moe_weights-0",  // not normalized (norm_w = false)
+      "MUL ",
+      "VIEW  (view)",
+      "VIEW  (view)",
+      "ADD ",
+      "MUL_MAT ffn_gate-0",
+      "SILU ffn_silu-0",
+      "MUL_MAT ffn_up-0",
+      "MUL ffn_gate_par-0",
+      "MUL_MAT ffn_shexp-0",
+      "MUL_MAT ffn_shexp_gate_inp-0",
+      "SILU ",
+      "DIV ffn_shexp_gate-0",
+      "MUL ffn_shexp_out-0",
+      "ADD ffn_out-0",
+      "ADD l_out-0"};
+  EXPECT_EQ(NodeRange(m->prefill, "ffn_moe_out-0", "l_out-0"), want);
+  const Graph& g = m->prefill;
+  EXPECT_EQ(Shape(g, *Node(g, "ffn_moe_up-0")), (std::vector<int64_t>{32, 2, 256, 1}));    // n_ff_exp
+  EXPECT_EQ(Shape(g, *Node(g, "ffn_gate_par-0")), (std::vector<int64_t>{64, 256, 1, 1}));  // n_ff_shexp
+  EXPECT_EQ(Shape(g, *Node(g, "ffn_shexp_gate-0")), (std::vector<int64_t>{1, 256, 1, 1}));
+  EXPECT_EQ(Consumers(g, "blk.0.ffn_gate_inp_shexp.weight"), std::vector<std::string>{"MUL_MAT ffn_shexp_gate_inp-0"});
+  EXPECT_EQ(Consumers(g, "blk.0.ffn_down_shexp.weight"), std::vector<std::string>{"MUL_MAT ffn_shexp-0"});
+  EXPECT_EQ(Global(*m, "blk.1.ffn_up_exps.weight")->consumer_op, GgmlOp::MUL_MAT_ID);
+}
+
+TEST(Qwen2MoeGraph, ExpertWidthDefaultsAsLlamaCpp) {
+  SynthParams p;
+  p.n_expert = 4;
+  p.n_expert_used = 2;
+  // without the expert_*_feed_forward_length keys: n_ff_exp = n_ff / n_expert_used, n_ff_shexp = n_ff
+  SynthGguf ok = test::Qwen2MoeModel(p, 48, 96, /*width_keys=*/false);
+  auto m = Build(ok);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(Global(*m, "blk.0.ffn_up_exps.weight")->ne[1], 48);
+  SynthGguf bad = test::Qwen2MoeModel(p, 32, 96, /*width_keys=*/false);
+  auto e = Build(bad);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().message(),
+            "qwen2moe.gguf: tensor 'blk.0.ffn_gate_exps.weight' has wrong shape; expected [64, 48, 4], got [64, 32, 4]");
+}
+
+// ---------------------------------------------------------------------------------------------
+// phi3
+
+TEST(Phi3Graph, FusedQkvViewsAndSwiglu) {
+  SynthGguf s = test::Phi3Model(SynthParams{}, /*rope_factors=*/true);
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_TRUE(m->unused_tensors.empty());
+  const std::vector<std::string> want = Concat(
+      Concat({"GET_ROWS inp_embd", "RMS_NORM norm-0", "MUL attn_norm-0", "MUL_MAT wqkv-0", "VIEW wqkv-0 (view)",
+              "CONT Qcur-0", "RESHAPE Qcur-0 (reshaped)", "ROPE Qcur-0", "SCALE Qcur-0", "VIEW wqkv-0 (view)",
+              "CONT Kcur-0", "RESHAPE Kcur-0 (reshaped)", "ROPE Kcur-0", "VIEW wqkv-0 (view)", "CONT Vcur-0"},
+             KvBlock("Kcur-0", "Vcur-0", 0)),
+      {"ADD ", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_silu-0", "VIEW ffn_up-0 (view)",
+       "CONT ffn_up-0 (view) (cont)", "SILU ", "VIEW ffn_up-0 (view)", "CONT ffn_up-0 (view) (cont)", "MUL ffn_mul-0",
+       "MUL_MAT ffn_out-0", "ADD l_out-0"});
+  EXPECT_EQ(NodeRange(m->prefill, "inp_embd", "l_out-0"), want);
+  const Graph& g = m->prefill;
+  // q, k, v views of wqkv [n_embd + 2 * n_embd_gqa, n_tokens] at byte offsets 0, 4*64, 4*(64+32)
+  std::vector<int64_t> offsets;
+  for (int n : g.nodes)
+    if (g.tensors[n].name == "wqkv-0 (view)") offsets.push_back(g.WorstCase().Eval(g.tensors[n].view_offset));
+  EXPECT_EQ(offsets, (std::vector<int64_t>{0, 256, 384}));
+  EXPECT_EQ(Shape(g, *Node(g, "wqkv-0")), (std::vector<int64_t>{128, 256, 1, 1}));
+  EXPECT_EQ(Shape(g, *Node(g, "ffn_silu-0")), (std::vector<int64_t>{192, 256, 1, 1}));  // fused 2 * n_ff
+  // sliding window: the mask input is KQ_mask_swa
+  EXPECT_EQ(m->prefill.tensors[Node(g, "kq_soft_max_ext-0")->srcs[1]].name, "KQ_mask_swa");
+  EXPECT_FLOAT_EQ(Node(g, "kq_soft_max_ext-0")->fparams[0], 1.0f);  // Q is scaled before attention
+  // n_ctx 256 > original context 128: the long factors
+  const Tensor* r = Node(g, "Kcur-1");
+  ASSERT_EQ(r->srcs.size(), 3u);
+  EXPECT_EQ(g.tensors[r->srcs[2]].name, "rope_factors_long.weight");
+  EXPECT_EQ(r->iparams[1], 2);  // NEOX
+  EXPECT_EQ(Global(*m, "rope_factors_short.weight")->consumer_op, GgmlOp::ROPE);
+  EXPECT_EQ(Consumers(g, "blk.0.attn_qkv.weight"), std::vector<std::string>{"MUL_MAT wqkv-0"});
+}
+
+TEST(Phi3Graph, SlidingWindowKeyRequired) {
+  SynthGguf s("phi3");
+  s.U32("phi3.context_length", 256);
+  s.U32("phi3.embedding_length", 64);
+  s.U32("phi3.block_count", 2);
+  s.U32("phi3.feed_forward_length", 96);
+  s.U32("phi3.attention.head_count", 4);
+  s.U32("phi3.vocab_size", 32);
+  s.F32("phi3.attention.layer_norm_rms_epsilon", 1e-5f);
+  auto m = Build(s);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(),
+            "phi3.gguf: missing key 'phi3.attention.sliding_window' (invalid value for sliding_window)");
+}
+
+// ---------------------------------------------------------------------------------------------
+// gemma
+
+TEST(GemmaGraph, ScaledEmbeddingsGeluAndTiedOutput) {
+  SynthGguf s = test::GemmaModel(SynthParams{}, /*head_dim=*/32);
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const Graph& g = m->prefill;
+  EXPECT_EQ(NodeRange(g, "inp_embd", "attn_norm-0"),
+            (std::vector<std::string>{"GET_ROWS inp_embd", "SCALE inp_scaled", "RMS_NORM norm-0", "MUL attn_norm-0"}));
+  EXPECT_FLOAT_EQ(Node(g, "inp_scaled")->fparams[0], 8.0f);  // sqrt(n_embd)
+  EXPECT_EQ(NodeRange(g, "Qcur-0 (reshaped)", "Kcur-0 (reshaped)"),
+            (std::vector<std::string>{"RESHAPE Qcur-0 (reshaped)", "ROPE Qcur-0", "SCALE Qcur_scaled-0",
+                                      "MUL_MAT Kcur-0", "RESHAPE Kcur-0 (reshaped)"}));
+  EXPECT_EQ(NodeRange(g, "kqv_out-0", "l_out-0"),
+            (std::vector<std::string>{"MUL_MAT kqv_out-0", "ADD sa_out-0", "RMS_NORM norm-0", "MUL ffn_norm-0",
+                                      "MUL_MAT ffn_gate-0", "GELU ffn_gelu-0", "MUL_MAT ffn_up-0",
+                                      "MUL ffn_gate_par-0", "MUL_MAT ffn_out-0", "ADD l_out-0"}));
+  // head_dim 32 (key_length) with 4 heads: q is 128 wide although n_embd is 64
+  EXPECT_EQ(Shape(g, *Node(g, "kqv_merged_cont-0")), (std::vector<int64_t>{128, 256, 1, 1}));
+  EXPECT_EQ(Global(*m, "cache_k_l0")->ne[0], 64 * 256);
+  EXPECT_EQ(Consumers(g, "token_embd.weight"), (std::vector<std::string>{"GET_ROWS inp_embd", "MUL_MAT result_output"}));
+  EXPECT_EQ(Node(g, "Kcur-0")->iparams[1], 2);  // NEOX
+}
+
+// ---------------------------------------------------------------------------------------------
+// mamba
+
+TEST(MambaGraph, RecurrentStatesAndSsmOps) {
+  SynthParams p;
+  SynthGguf s = test::MambaModel(p);
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_TRUE(m->unused_tensors.empty());
+  // states instead of KV: conv (d_conv-1)*d_inner and ssm d_state*d_inner per cell, F32, one cell
+  const GlobalTensor* k = Global(*m, "cache_k_l1");
+  const GlobalTensor* v = Global(*m, "cache_v_l1");
+  ASSERT_TRUE(k && v);
+  EXPECT_EQ(k->type, GgmlType::F32);
+  EXPECT_EQ(k->ne[0], 3 * 128);
+  EXPECT_EQ(v->ne[0], 16 * 128);
+  EXPECT_EQ(v->nbytes, 16u * 128u * 4u);
+  EXPECT_EQ(m->prefill.max_kv, 1);
+  const Graph& g = m->prefill;
+  EXPECT_EQ(Global(*m, "blk.0.ssm_conv1d.weight")->consumer_op, GgmlOp::SSM_CONV);
+  EXPECT_EQ(Global(*m, "blk.0.ssm_conv1d.bias")->consumer_op, GgmlOp::ADD);
+  EXPECT_EQ(Global(*m, "blk.0.ssm_a")->consumer_op, GgmlOp::SSM_SCAN);
+  EXPECT_EQ(Global(*m, "blk.0.ssm_d")->consumer_op, GgmlOp::MUL);
+  EXPECT_EQ(Global(*m, "blk.0.ssm_x.weight")->consumer_op, GgmlOp::MUL_MAT);
+  EXPECT_EQ(Consumers(g, "blk.0.ssm_conv1d.weight"), std::vector<std::string>{"SSM_CONV "});
+  EXPECT_EQ(Consumers(g, "blk.1.ssm_a"), std::vector<std::string>{"SSM_SCAN "});
+  // the graph starts with the state gathers of layer 0 (expanded before its norm)
+  EXPECT_EQ(NodeRange(g, "cache_k_l0 (reshaped)", "cache_k_l0 (view) (copy of  (view))"),
+            (std::vector<std::string>{"RESHAPE cache_k_l0 (reshaped)", "GET_ROWS ", "MUL ", "VIEW  (view)",
+                                      "VIEW cache_k_l0 (view)", "CPY cache_k_l0 (view) (copy of  (view))"}));
+  EXPECT_EQ(g.tensors[g.nodes[0]].name, "cache_k_l0 (reshaped)");
+  int conv = -1, scan = -1;
+  for (int n : g.nodes) {
+    if (g.tensors[n].op == GgmlOp::SSM_CONV && conv < 0) conv = n;
+    if (g.tensors[n].op == GgmlOp::SSM_SCAN && scan < 0) scan = n;
+  }
+  ASSERT_GE(conv, 0);
+  ASSERT_GE(scan, 0);
+  // ssm_conv: [d_conv - 1 + n_tokens, d_inner, 1] -> [d_inner, n_tokens, 1]
+  EXPECT_EQ(Shape(g, g.tensors[g.tensors[conv].srcs[0]]), (std::vector<int64_t>{259, 128, 1, 1}));
+  EXPECT_EQ(Shape(g, g.tensors[conv]), (std::vector<int64_t>{128, 256, 1, 1}));
+  // ssm_scan: y (d_inner * n_tokens) followed by the states (d_state * d_inner)
+  EXPECT_EQ(Shape(g, g.tensors[scan]), (std::vector<int64_t>{128 * 256 + 16 * 128, 1, 1, 1}));
+  EXPECT_EQ(g.tensors[scan].srcs.size(), 6u);
+  EXPECT_EQ(NodeRange(g, "mamba_out-0", "l_out-0"), (std::vector<std::string>{"RESHAPE mamba_out-0", "ADD l_out-0"}));
+  EXPECT_EQ(Shape(m->decode, *Node(m->decode, "result_output")), (std::vector<int64_t>{128, 1, 1, 1}));
+  // inputs of the recurrent cache
+  EXPECT_GE(g.Find("inp_s_copy"), 0);
+  EXPECT_GE(g.Find("inp_s_mask"), 0);
+  EXPECT_LT(g.Find("KQ_mask"), 0);
+}
+
+TEST(MambaGraph, StateCellsFollowSeqMax) {
+  SynthGguf s = test::MambaModel(SynthParams{});
+  auto f = s.Parse();
+  ContextConfig cfg;
+  cfg.n_seq_max = 4;
+  cfg.type_k = GgmlType::Q8_0;  // ignored: recurrent states are F32
+  auto m = BuildModelGraphs(*f, cfg);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(Global(*m, "cache_k_l0")->ne[0], 4 * 3 * 128);
+  EXPECT_EQ(Global(*m, "cache_k_l0")->type, GgmlType::F32);
+  EXPECT_EQ(m->decode.max_kv, 4);
+  // the states of the other cells are written back (n_state * (n_kv - 1) elements, after the
+  // first cell: offset (kv_head + 1) * n_state * 4), then the new conv state of the sequence
+  const Graph& g = m->prefill;
+  std::vector<std::vector<int64_t>> views;
+  std::vector<int64_t> offsets;
+  for (int n : g.nodes)
+    if (g.tensors[n].name == "cache_k_l0 (view)") {
+      views.push_back(Shape(g, g.tensors[n]));
+      offsets.push_back(g.WorstCase().Eval(g.tensors[n].view_offset));
+    }
+  EXPECT_EQ(views, (std::vector<std::vector<int64_t>>{{3 * 128 * 3, 1, 1, 1}, {3 * 128, 1, 1, 1}}));
+  EXPECT_EQ(offsets, (std::vector<int64_t>{3 * 128 * 4, 0}));
+}
+
+TEST(MambaGraph, ExpansionFactorChecked) {
+  SynthGguf t("mamba");
+  t.U32("mamba.context_length", 256);
+  t.U32("mamba.embedding_length", 64);
+  t.U32("mamba.block_count", 1);
+  t.U32("mamba.vocab_size", 32);
+  t.F32("mamba.attention.layer_norm_rms_epsilon", 1e-5f);
+  t.U32("mamba.ssm.conv_kernel", 4);
+  t.U32("mamba.ssm.inner_size", 96);
+  t.U32("mamba.ssm.state_size", 16);
+  t.U32("mamba.ssm.time_step_rank", 8);
+  auto m = Build(t);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(),
+            "mamba.gguf: mamba: ssm.inner_size 96 is not 2 * embedding_length 64 (only an expansion factor of 2 is "
+            "supported, as in llama.cpp)");
+}
+
+// ---------------------------------------------------------------------------------------------
+// GraphBuilder: ggml constructor shapes and the errors of inconsistent ones
+
+TEST(GraphBuilderOps, ShapesAsGgml) {
+  ModelGraphs m;
+  Graph g;
+  GraphBuilder b(g, m);
+  const DimExpr T = DimExpr::Tokens(), C1 = DimExpr::Const(1);
+  auto K = [](int64_t v) { return DimExpr::Const(v); };
+  const int probs = b.Input("probs", GgmlType::F32, {K(8), T, C1, C1});
+  const int top = b.TopK(probs, 2);
+  EXPECT_EQ(b[top].op, GgmlOp::VIEW);
+  EXPECT_EQ(b[b[top].srcs[0]].op, GgmlOp::ARGSORT);
+  EXPECT_EQ(b[top].ne[0], K(2));
+  EXPECT_EQ(b[top].ne[1], T);
+  EXPECT_EQ(b[top].view_nb[0], K(32));  // rows of the argsort result: 8 * sizeof(int32)
+  EXPECT_EQ(b[b.SumRows(probs)].ne[0], K(1));
+  const int x = b.Input("x", GgmlType::F32, {K(16), T, K(1), C1});
+  const int cat = b.Concat(b.Input("state", GgmlType::F32, {K(3), K(16), K(1), C1}), b.Transpose(x), 0);
+  EXPECT_EQ(b[cat].ne[0], T + K(3));
+  const int conv = b.SsmConv(cat, b.Input("w", GgmlType::F32, {K(4), K(16), C1, C1}));
+  EXPECT_EQ(b[conv].ne[0], K(16));
+  EXPECT_EQ(b[conv].ne[1], T);
+  EXPECT_TRUE(b.status().ok()) << b.status().message();
+  // strides of a contiguous [16, n_tokens, 1] F32 tensor: nb2 = 64 * n_tokens
+  EXPECT_EQ(b.Nb(conv)[2], DimExpr::Tokens(64));
+}
+
+TEST(GraphBuilderOps, InconsistentShapesReported) {
+  ModelGraphs m;
+  Graph g;
+  GraphBuilder b(g, m);
+  const DimExpr T = DimExpr::Tokens(), C1 = DimExpr::Const(1);
+  const int w = b.Input("w", GgmlType::F32, {DimExpr::Const(32), DimExpr::Const(8), C1, C1});
+  const int x = b.Input("x", GgmlType::F32, {DimExpr::Const(16), T, C1, C1});
+  b.MulMat(w, x);
+  EXPECT_EQ(b.status().message(), "graph builder: mul_mat: ne0 mismatch for w [32, 8, 1, 1] x x [16, n_tokens, 1, 1]");
+  GraphBuilder b2(g, m);
+  b2.Add(x, w);
+  EXPECT_EQ(b2.status().message(), "graph builder: add: cannot broadcast w [32, 8, 1, 1] to x [16, n_tokens, 1, 1]");
+  GraphBuilder b3(g, m);
+  b3.Nb(b3.Transpose(x));
+  EXPECT_EQ(b3.status().message(), "graph builder: strides of the non-contiguous view x (transposed) are not tracked");
+}
+
+}  // namespace
+}  // namespace stowage::planner

@@ -1,0 +1,127 @@
+// Every architecture gguf-synth writes (an independent writer of llama.cpp's names, shapes and
+// keys) builds, consumes every tensor, and every weight is read by nodes of the op its
+// GlobalTensor::consumer_op says (what placement relies on). Also the shared real models.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "stowage/planner/model_graphs.h"
+#include "stowage/runtime/gguf_writer.h"
+#include "synth.h"
+#include "test_paths.h"
+
+namespace stowage::planner {
+namespace {
+
+/// For every weight global: the ops of the nodes that read it in `g`. Errors are returned as text
+/// lines "<weight>: read by <OP> (<node>), expected <OP>".
+std::vector<std::string> ConsumerMismatches(const ModelGraphs& m, const Graph& g, std::map<int, int>* reads) {
+  std::vector<std::string> out;
+  for (int n : g.nodes) {
+    const Tensor& t = g.tensors[n];
+    for (int s : t.srcs) {
+      if (s < 0) continue;
+      const Tensor& src = g.tensors[s];
+      if (src.kind != TensorKind::kWeight) continue;
+      (*reads)[src.global]++;
+      const GlobalTensor& gt = m.globals[src.global];
+      if (gt.consumer_op != t.op)
+        out.push_back(gt.name + ": read by " + GgmlOpName(t.op) + " (" + t.name + "), expected " +
+                      GgmlOpName(gt.consumer_op));
+    }
+  }
+  return out;
+}
+
+void CheckModel(const GgufFile& f, const std::string& what) {
+  auto m = BuildModelGraphs(f, {});
+  ASSERT_TRUE(m.ok()) << what << ": " << m.status().message();
+  EXPECT_TRUE(m->unused_tensors.empty()) << what << ": " << m->unused_tensors.front();
+  for (const Graph* g : {&m->prefill, &m->decode}) {
+    std::map<int, int> reads;
+    EXPECT_EQ(ConsumerMismatches(*m, *g, &reads), std::vector<std::string>{}) << what << " " << g->name;
+    for (size_t i = 0; i < m->globals.size(); ++i) {
+      const GlobalTensor& gt = m->globals[i];
+      if (gt.kind != TensorKind::kWeight) continue;
+      // only one of the longrope factor pairs is used, chosen by the context size
+      const bool optional = gt.name == "rope_factors_long.weight" || gt.name == "rope_factors_short.weight";
+      if (!optional) EXPECT_GT(reads[static_cast<int>(i)], 0) << what << " " << g->name << ": " << gt.name << " unread";
+    }
+    // every node has a result and no symbolic dimension is negative at the worst case
+    const Bindings b = g->WorstCase();
+    for (int n : g->nodes)
+      for (int d = 0; d < 4; ++d) EXPECT_GE(b.Eval(g->tensors[n].ne[d]), 0) << what << " " << g->tensors[n].name;
+  }
+}
+
+TEST(GraphSynth, EveryArchitectureOfGgufSynth) {
+  for (const std::string& arch : synth::SupportedArchs()) {
+    for (bool tied : {false, true}) {
+      synth::ModelSpec spec;
+      spec.arch = arch;
+      spec.tied_output = tied;
+      spec.n_vocab = 64;
+      GgufWriter w;
+      ASSERT_TRUE(synth::BuildModel(spec, &w).ok()) << arch;
+      auto bytes = w.WriteToBuffer();
+      ASSERT_TRUE(bytes.ok()) << arch;
+      auto f = GgufFile::Parse(bytes->data(), bytes->size(), arch + ".gguf");
+      ASSERT_TRUE(f.ok()) << f.status().message();
+      // What llama.cpp (Feb 2025) refuses, refused the same way: phi3 and qwen2moe without
+      // output.weight (their load_tensors have no tied-output fallback), and phi3 without
+      // phi3.attention.sliding_window (convert_hf_to_gguf always writes it; 0 for Phi-4).
+      if ((arch == "qwen2moe" || arch == "phi3") && (*f)->FindTensor("output.weight") == nullptr) {
+        auto m = BuildModelGraphs(**f, {});
+        ASSERT_FALSE(m.ok());
+        const std::string want = arch + ".gguf: " +
+                                 (arch == "phi3" ? "missing key 'phi3.attention.sliding_window' (invalid value for "
+                                                   "sliding_window)"
+                                                 : "missing tensor 'output.weight'");
+        EXPECT_EQ(m.status().message(), want);
+        continue;
+      }
+      if (arch == "phi3" && (*f)->Find("phi3.attention.sliding_window") == nullptr) {
+        auto m = BuildModelGraphs(**f, {});
+        ASSERT_FALSE(m.ok());
+        EXPECT_EQ(m.status().message(),
+                  "phi3.gguf: missing key 'phi3.attention.sliding_window' (invalid value for sliding_window)");
+        ASSERT_TRUE(w.AddKV("phi3.attention.sliding_window", GgufMetaValue::U32(2047)).ok());
+        auto with_key = w.WriteToBuffer();
+        ASSERT_TRUE(with_key.ok());
+        auto f2 = GgufFile::Parse(with_key->data(), with_key->size(), "phi3-swa.gguf");
+        ASSERT_TRUE(f2.ok()) << f2.status().message();
+        CheckModel(**f2, arch + (tied ? " (tied, swa)" : " (swa)"));
+        continue;
+      }
+      CheckModel(**f, arch + (tied ? " (tied)" : ""));
+    }
+  }
+}
+
+TEST(GraphSynth, Llama31RopeFreqs) {
+  synth::ModelSpec spec;
+  spec.rope_freqs = true;
+  GgufWriter w;
+  ASSERT_TRUE(synth::BuildModel(spec, &w).ok());
+  auto bytes = w.WriteToBuffer();
+  ASSERT_TRUE(bytes.ok());
+  auto f = GgufFile::Parse(bytes->data(), bytes->size(), "llama31.gguf");
+  ASSERT_TRUE(f.ok());
+  CheckModel(**f, "llama rope_freqs");
+}
+
+TEST(GraphSynth, SharedModels) {
+  for (const char* name : {"stories260K.gguf", "stories260K-Q4_K_M.gguf", "tiny-tied-q4_0.gguf",
+                           "tiny8-untied-q4_0.gguf", "llama-2-tiny-random.gguf", "synth-IQ4_XS.gguf"}) {
+    const std::string path = test::ModelPath(name);
+    STOWAGE_REQUIRE_FILE(path);
+    auto f = GgufFile::Open(path);
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    CheckModel(**f, name);
+  }
+}
+
+}  // namespace
+}  // namespace stowage::planner

@@ -1,0 +1,60 @@
+// Test helper: small GGUF files of each supported architecture, written in memory with the GGUF
+// writer (tensor data left as zeros) and parsed back with GgufFile::Parse.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stowage/runtime/gguf.h"
+#include "stowage/runtime/gguf_writer.h"
+
+namespace stowage::test {
+
+/// Hyper-parameters of a synthetic model; defaults give a tiny but non-degenerate one.
+struct SynthParams {
+  uint32_t n_layer = 2, n_embd = 64, n_head = 4, n_head_kv = 2, n_ff = 96, n_vocab = 128, n_ctx = 256;
+  uint32_t n_expert = 0, n_expert_used = 0;
+  bool tied = false;            ///< omit output.weight
+  GgmlType wtype = GgmlType::F32;  ///< type of the matrices (1-D tensors stay F32)
+};
+
+/// A GGUF file being put together: keys and tensors in the order added.
+class SynthGguf {
+ public:
+  explicit SynthGguf(std::string arch);
+  void U32(const std::string& key, uint32_t v);
+  void F32(const std::string& key, float v);
+  void Str(const std::string& key, const std::string& v);
+  void Bool(const std::string& key, bool v);
+  /// Adds "<arch>.<suffix>" as u32.
+  void ArchU32(const std::string& suffix, uint32_t v) { U32(arch_ + "." + suffix, v); }
+  void Tensor(const std::string& name, std::vector<int64_t> ne, GgmlType type = GgmlType::F32);
+  /// Removes a tensor added earlier (to make a file with a missing tensor).
+  void Drop(const std::string& name);
+  /// Replaces the shape/type of a tensor added earlier.
+  void Replace(const std::string& name, std::vector<int64_t> ne, GgmlType type = GgmlType::F32);
+  /// Writes and parses the file (named "<arch>.gguf" in messages).
+  std::unique_ptr<GgufFile> Parse();
+
+ private:
+  struct T { std::string name; std::vector<int64_t> ne; GgmlType type; };
+  std::string arch_;
+  std::vector<std::pair<std::string, GgufMetaValue>> kvs_;
+  std::vector<T> tensors_;
+  std::vector<uint8_t> bytes_;
+  Status Fill(GgufWriter& w) const;
+};
+
+/// Files with every tensor llama.cpp's load_tensors asks for, per architecture.
+SynthGguf LlamaModel(const SynthParams& p);
+SynthGguf Qwen2Model(const SynthParams& p);
+/// qwen2moe with expert FFN width n_ff_exp and shared-expert width n_ff_shexp; `width_keys` writes
+/// them as qwen2moe.expert_{,shared_}feed_forward_length.
+SynthGguf Qwen2MoeModel(const SynthParams& p, uint32_t n_ff_exp, uint32_t n_ff_shexp, bool width_keys = true);
+SynthGguf Phi3Model(const SynthParams& p, bool rope_factors);
+SynthGguf GemmaModel(const SynthParams& p, uint32_t head_dim);
+/// mamba: d_inner = 2 * n_embd, d_conv 4, d_state 16, dt_rank 8.
+SynthGguf MambaModel(const SynthParams& p);
+
+}  // namespace stowage::test
