@@ -2,10 +2,14 @@
 // nlohmann::json does the syntax; this file checks the schema: unknown keys, missing fields,
 // types and ranges, each reported as "<file>: <JSON path>: <expectation>" on one line.
 #include <fstream>
+#include <cstdio>
 #include <initializer_list>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "stowage/planner/manifest.h"
 
@@ -443,15 +447,57 @@ json FigureJson(const PerfFigure& f, const char* key) {
 }  // namespace
 
 Result<DeviceManifest> ParseManifest(std::string_view text, const std::string& file) {
+  // nlohmann keeps the last of duplicate keys silently; a manifest must not have any. The parser
+  // callback sees every key; a stack of (JSON path, keys seen) per open object finds duplicates.
+  struct Frame {
+    std::string path;
+    std::set<std::string> keys;
+    std::string last_key;
+    size_t next_index = 0;
+    bool is_array = false;
+  };
+  std::vector<Frame> stack;
+  std::string duplicate;
+  auto child_path = [&]() -> std::string {
+    if (stack.empty()) return "$";
+    Frame& f = stack.back();
+    return f.is_array ? f.path + "[" + std::to_string(f.next_index++) + "]" : f.path + "." + f.last_key;
+  };
+  json::parser_callback_t cb = [&](int, json::parse_event_t ev, json& parsed) {
+    switch (ev) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start: {
+        std::string p = child_path();
+        stack.push_back({p, {}, {}, 0, ev == json::parse_event_t::array_start});
+        break;
+      }
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        if (!stack.empty()) stack.pop_back();
+        break;
+      case json::parse_event_t::key: {
+        Frame& f = stack.back();
+        f.last_key = parsed.get<std::string>();
+        if (!f.keys.insert(f.last_key).second && duplicate.empty())
+          duplicate = file + ": " + f.path + ": duplicate key '" + f.last_key + "'";
+        break;
+      }
+      case json::parse_event_t::value:
+        if (!stack.empty() && stack.back().is_array) stack.back().next_index++;
+        break;
+    }
+    return true;
+  };
   json j;
   try {
-    j = json::parse(text.begin(), text.end());
+    j = json::parse(text.begin(), text.end(), cb);
   } catch (const json::parse_error& e) {
     std::string what = e.what();
     // nlohmann's message: "[json.exception.parse_error.101] parse error at line L, column C: ..."
     if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
     return DataLoss(file + ": byte " + std::to_string(e.byte) + ": JSON syntax error: " + what);
   }
+  if (!duplicate.empty()) return InvalidArgument(duplicate);
   DeviceManifest m;
   Reader r(file);
   if (!r.Manifest(j, &m)) return r.status();
@@ -513,6 +559,13 @@ std::string SerializeManifest(const DeviceManifest& m) {
   }
   if (!m.notes.empty()) j["notes"] = m.notes;
   return j.dump(2) + "\n";
+}
+
+std::string ManifestDigest(const DeviceManifest& m) {
+  std::string text = SerializeManifest(m);
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(XXH64(text.data(), text.size(), 0)));
+  return std::string("xxh64:") + hex;
 }
 
 }  // namespace stowage::planner

@@ -235,6 +235,34 @@ TEST(ManifestErrors, Consistency) {
   EXPECT_EQ(ErrorOf(dup), "bad.json: $.buffer_types.split.name: duplicate buffer type name 'RPC[x]' (also $.buffer_types.default)");
 }
 
+TEST(ManifestErrors, DuplicateKeys) {
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"free\": 500", "\"free\": 500, \"free\": 600")),
+            "bad.json: $.memory: duplicate key 'free'");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"type\": \"GPU\",", "\"type\": \"GPU\", \"type\": \"CPU\",")),
+            "bad.json: $: duplicate key 'type'");
+  // Paths inside arrays are indexed.
+  std::string rules = Replace(kMinimal, "\"default\": \"supported\"}",
+                              "\"default\": \"supported\", \"rules\": [{\"ops\": \"*\", \"supported\": true}, "
+                              "{\"ops\": \"*\", \"supported\": true, \"supported\": false}]}");
+  EXPECT_EQ(ErrorOf(rules), "bad.json: $.op_support.rules[1]: duplicate key 'supported'");
+  // The same key in different objects is fine.
+  EXPECT_EQ(ErrorOf(kMinimal), "(parsed)");
+}
+
+TEST(Manifest, Digest) {
+  auto a = ParseManifest(kMinimal, "a.json");
+  ASSERT_TRUE(a.ok());
+  std::string d = ManifestDigest(*a);
+  EXPECT_EQ(d.size(), 6u + 16u);
+  EXPECT_EQ(d.rfind("xxh64:", 0), 0u);
+  auto b = ParseManifest(SerializeManifest(*a), "elsewhere/b.json");  // other path and formatting
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(ManifestDigest(*b), d);
+  DeviceManifest c = *a;
+  c.memory_free = 400;
+  EXPECT_NE(ManifestDigest(c), d);
+}
+
 TEST(ManifestErrors, MissingFile) {
   auto m = LoadManifestFile("/nonexistent/x.json");
   ASSERT_FALSE(m.ok());

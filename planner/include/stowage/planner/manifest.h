@@ -300,6 +300,7 @@ struct DeviceManifest {
 ///   "<file>: $.memory.free: expected an unsigned integer (bytes), got string"
 ///   "<file>: $.memory.free: 2000 is out of range (must be <= memory.total = 1000)"
 ///   "<file>: $.manifest_version: unsupported version 7 (this build reads 1)"
+///   "<file>: $.memory: duplicate key 'free'"
 Result<DeviceManifest> ParseManifest(std::string_view json_text, const std::string& file);
 
 /// Reads and parses a manifest file. Errors: kIoError when it cannot be read, else ParseManifest's.
@@ -308,5 +309,11 @@ Result<DeviceManifest> LoadManifestFile(const std::string& path);
 /// Serializes `m` as a version-1 manifest (pretty-printed JSON, 2-space indent, trailing newline).
 /// ParseManifest(SerializeManifest(m)) == m.
 std::string SerializeManifest(const DeviceManifest& m);
+
+/// Identity of a device description for plans ("devices: name, type, manifest digest"):
+/// "xxh64:" + 16 lower-case hex digits of XXH64 (seed 0) over SerializeManifest(m). Equal for
+/// manifests that compare equal (source_path and JSON formatting do not matter); names are
+/// hashed after "{index}" expansion, so CUDA0 and CUDA1 of the same model differ.
+std::string ManifestDigest(const DeviceManifest& m);
 
 }  // namespace stowage::planner
