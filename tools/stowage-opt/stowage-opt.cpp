@@ -2,22 +2,98 @@
 //
 // Parses, verifies, transforms and prints IR in the ggml and place dialects (plus func, which
 // holds @prefill / @decode). Usage as mlir-opt: `stowage-opt in.mlir`, `--emit-bytecode`,
-// `--verify-diagnostics`, `--split-input-file`.
+// `--verify-diagnostics`, `--split-input-file`, pass pipelines.
+//
+// `--import-gguf FILE` (when built with the compiler) imports a GGUF model instead of reading IR:
+// the module of func @prefill / func @decode then goes through the same pipeline and printer.
+// `--gguf-n-ctx`, `--gguf-n-ubatch`, `--gguf-n-batch` set the context the graphs are built for.
 //
 //===----------------------------------------------------------------------===//
 
+#include <string>
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "stowage/Dialect/GGML/IR/GGMLOps.h"
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
 
+#ifdef STOWAGE_HAVE_COMPILER
+#include "stowage/Compiler/Import/ImportModelGraphs.h"
+#endif
+
+namespace cl = llvm::cl;
+
+#ifdef STOWAGE_HAVE_COMPILER
+static cl::opt<std::string> importGguf(
+    "import-gguf", cl::desc("Import this GGUF model (func @prefill, func @decode) instead of "
+                            "reading IR from the input file"),
+    cl::value_desc("file"), cl::init(""));
+static cl::opt<unsigned> ggufNCtx("gguf-n-ctx",
+                                  cl::desc("--import-gguf: context size (0: n_ctx_train)"),
+                                  cl::init(0));
+static cl::opt<unsigned> ggufNUbatch("gguf-n-ubatch",
+                                     cl::desc("--import-gguf: ubatch size (n_tokens of @prefill)"),
+                                     cl::init(512));
+static cl::opt<unsigned> ggufNBatch("gguf-n-batch", cl::desc("--import-gguf: logical batch size"),
+                                    cl::init(2048));
+
+/// Imports the GGUF file as textual IR for MlirOptMain; null after reporting an error.
+static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry &registry) {
+  mlir::MLIRContext context(registry);
+  stowage::planner::ContextConfig config;
+  config.n_ctx = ggufNCtx;
+  config.n_ubatch = ggufNUbatch;
+  config.n_batch = ggufNBatch;
+  auto module = stowage::compiler::importGgufFile(&context, importGguf, config);
+  if (!module) return nullptr;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os, mlir::OpPrintingFlags().enableDebugInfo(/*enable=*/true, /*pretty=*/false));
+  return llvm::MemoryBuffer::getMemBufferCopy(text, importGguf);
+}
+#endif
+
 int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
   mlir::registerTransformsPasses();  // canonicalize, cse, ... for pipelines in tests
   mlir::DialectRegistry registry;
   registry.insert<mlir::func::FuncDialect, stowage::ggml::GGMLDialect,
                   stowage::place::PlaceDialect>();
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "Stowage optimizer driver (ggml + place dialects)\n", registry));
+  auto [inputFilename, outputFilename] = mlir::registerAndParseCLIOptions(
+      argc, argv, "Stowage optimizer driver (ggml + place dialects)\n", registry);
+  mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
+
+  std::unique_ptr<llvm::MemoryBuffer> input;
+#ifdef STOWAGE_HAVE_COMPILER
+  if (!importGguf.empty()) {
+    input = importToBuffer(registry);
+    if (!input) return EXIT_FAILURE;
+  }
+#endif
+  std::string error;
+  if (!input) {
+    input = mlir::openInputFile(inputFilename, &error);
+    if (!input) {
+      llvm::errs() << error << "\n";
+      return EXIT_FAILURE;
+    }
+  }
+  auto output = mlir::openOutputFile(outputFilename, &error);
+  if (!output) {
+    llvm::errs() << error << "\n";
+    return EXIT_FAILURE;
+  }
+  if (mlir::failed(mlir::MlirOptMain(output->os(), std::move(input), registry, config)))
+    return EXIT_FAILURE;
+  output->keep();
+  return EXIT_SUCCESS;
 }

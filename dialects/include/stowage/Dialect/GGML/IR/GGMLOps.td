@@ -62,6 +62,13 @@ class GGML_Op<string mnemonic, list<Trait> traits = []>
   let hasVerifier = 1;
 }
 
+// An op that writes memory it does not own (CPY into a view of the KV cache): never erased as
+// dead code.
+class GGML_WriteOp<string mnemonic, list<Trait> traits = []>
+    : Op<GGML_Dialect, mnemonic, !listconcat(traits, [MemoryEffects<[MemWrite]>])> {
+  let hasVerifier = 1;
+}
+
 // Ops with one tensor operand and a result of its shape and type (ggml_dup_tensor(a)).
 class GGML_UnaryOp<string mnemonic, string ggmlOp, string what>
     : GGML_Op<mnemonic> {
@@ -417,12 +424,13 @@ def GGML_TopKOp : GGML_Op<"top_k"> {
 // Data movement and views
 //===----------------------------------------------------------------------===//
 
-def GGML_CpyOp : GGML_Op<"cpy"> {
+def GGML_CpyOp : GGML_WriteOp<"cpy"> {
   let summary = "CPY: copy a into b (converting the type); result is b";
   let description = [{
     Writes the elements of a into the destination b in row-major order, converting to b's type
     (ggml_cpy; ggml_nelements(a) == ggml_nelements(b)). The result is (a view of) b: llama.cpp
-    stores K and V into views of the cache with it (`k_cache_view-0` ← Kcur-0).
+    stores K and V into views of the cache with it (`k_cache_view-0` ← Kcur-0). It writes b's
+    memory, so it is not erased when its result is unused.
     Example:
       %s = ggml.cpy %kcur, %kview : (!ggml.tensor<[128, 8, n_tokens], f32>,
              !ggml.tensor<[n_tokens*1024], f16>) -> !ggml.tensor<[n_tokens*1024], f16>

@@ -1,0 +1,57 @@
+//===- ImportModelGraphs.h - planner graphs / GGUF -> ggml dialect --------===//
+//
+// The importer: the planner's model graphs of a GGUF file (planner/graph.h, built from the GGUF
+// metadata alone by planner::BuildModelGraphs) become a module with two functions in the ggml
+// dialect:
+//
+//   module attributes {ggml.arch = "llama", ggml.n_layer = 5, ggml.n_ctx = 512, ...} {
+//     func.func @prefill() -> ... attributes {ggml.n_tokens = 512, ggml.n_kv = 512}
+//     func.func @decode() -> ...  attributes {ggml.n_tokens = 1, ggml.n_kv = 512}
+//   }
+//
+// @prefill keeps n_tokens and n_outputs symbolic (any ubatch up to n_ubatch; the bound is the
+// function's ggml.n_tokens attribute); @decode binds n_tokens = n_outputs = 1. n_kv and kv_head
+// stay symbolic in both. Each graph node becomes one op, in ggml's graph order, with llama.cpp's
+// node name in its `name` attribute; weights are ggml.weight leaves naming their GGUF tensor,
+// graph inputs ggml.input, KV cache tensors ggml.kv_cache. The functions return the graph outputs
+// (`result_output`); KV stores are ggml.cpy ops, which write memory and are never erased.
+//
+// Differences from llama.cpp's ggml graph are those of the planner's graph builders (see
+// planner/graph_builder.h); the importer itself adds none.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STOWAGE_COMPILER_IMPORT_IMPORTMODELGRAPHS_H
+#define STOWAGE_COMPILER_IMPORT_IMPORTMODELGRAPHS_H
+
+#include "llvm/ADT/StringRef.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "stowage/planner/graph.h"
+
+namespace stowage::compiler {
+
+/// Imports `graphs` into a new module (see the file comment). `loc` is used for diagnostics;
+/// each op gets a NameLoc with its node name inside it. Loads the ggml and func dialects into
+/// `context`.
+/// Errors (emitted on `context`'s diagnostic engine, result null): a node whose op has no ggml
+/// dialect op (naming the op and the node), a shape that is not affine in the symbols, and any
+/// verifier failure of the built module (which means the planner's graph and the dialect's
+/// ggml rules disagree, naming the node).
+mlir::OwningOpRef<mlir::ModuleOp> importModelGraphs(mlir::MLIRContext *context,
+                                                    const planner::ModelGraphs &graphs,
+                                                    mlir::Location loc);
+
+/// Opens the GGUF file `path`, builds its model graphs with `config` (planner::BuildModelGraphs:
+/// weights are not read) and imports them. Tensors of the file that the architecture does not use
+/// are reported as warnings ("model has unused tensor ..."), as llama.cpp does.
+/// Errors (emitted, result null): unreadable or malformed file, unknown architecture (listing the
+/// supported ones), missing tensor or wrong shape or type (naming the tensor), split-tensor MoE
+/// files, and the errors of importModelGraphs.
+mlir::OwningOpRef<mlir::ModuleOp> importGgufFile(mlir::MLIRContext *context, llvm::StringRef path,
+                                                 const planner::ContextConfig &config);
+
+}  // namespace stowage::compiler
+
+#endif  // STOWAGE_COMPILER_IMPORT_IMPORTMODELGRAPHS_H

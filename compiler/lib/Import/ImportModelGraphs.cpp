@@ -1,0 +1,407 @@
+//===- ImportModelGraphs.cpp - planner graphs / GGUF -> ggml dialect ------===//
+
+#include "stowage/Compiler/Import/ImportModelGraphs.h"
+
+#include <string>
+#include <vector>
+
+#include "llvm/ADT/StringExtras.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "stowage/Dialect/GGML/IR/GGMLOps.h"
+#include "stowage/planner/model_graphs.h"
+#include "stowage/runtime/gguf.h"
+
+using namespace mlir;
+
+namespace stowage::compiler {
+namespace {
+
+using ggml::Dim;
+using ggml::Sym;
+using planner::DimExpr;
+
+/// Element type of a ggml type in the dialect: builtin float/int types or a block type.
+Type elementType(MLIRContext *ctx, GgmlType type) {
+  switch (type) {
+  case GgmlType::F32: return Float32Type::get(ctx);
+  case GgmlType::F16: return Float16Type::get(ctx);
+  case GgmlType::BF16: return BFloat16Type::get(ctx);
+  case GgmlType::F64: return Float64Type::get(ctx);
+  case GgmlType::I8: return IntegerType::get(ctx, 8);
+  case GgmlType::I16: return IntegerType::get(ctx, 16);
+  case GgmlType::I32: return IntegerType::get(ctx, 32);
+  case GgmlType::I64: return IntegerType::get(ctx, 64);
+  default: return ggml::BlockType::get(ctx, static_cast<uint32_t>(type));
+  }
+}
+
+/// Imports one graph (pp or tg) into one function.
+class GraphImporter {
+public:
+  GraphImporter(const planner::ModelGraphs &model, const planner::Graph &graph, bool decode,
+                OpBuilder &builder, Location loc)
+      : m_(model), g_(graph), decode_(decode), b_(builder), loc_(loc),
+        values_(graph.tensors.size()) {}
+
+  /// Builds `func.func @<name>` at the builder's insertion point.
+  LogicalResult run(StringRef name);
+
+private:
+  MLIRContext *ctx() { return b_.getContext(); }
+  /// The dialect's form of a planner dimension; @decode binds n_tokens = n_outputs = 1.
+  Dim dim(const DimExpr &e) const {
+    Dim d;
+    d.c = e.c;
+    d.k[static_cast<unsigned>(Sym::n_kv)] = e.kv;
+    d.k[static_cast<unsigned>(Sym::kv_head)] = e.kv_head;
+    if (decode_) {
+      d.c += e.tokens + e.outputs;
+    } else {
+      d.k[static_cast<unsigned>(Sym::n_tokens)] = e.tokens;
+      d.k[static_cast<unsigned>(Sym::n_outputs)] = e.outputs;
+    }
+    return d;
+  }
+  FailureOr<ggml::TensorType> tensorType(const planner::Tensor &t, Location loc);
+  Location nodeLoc(const planner::Tensor &t) {
+    return NameLoc::get(StringAttr::get(ctx(), t.name), loc_);
+  }
+  LogicalResult importLeaf(int id);
+  LogicalResult importNode(int id);
+  FailureOr<ggml::DimsAttr> viewStrides(const planner::Tensor &t, ggml::TensorType type,
+                                        Location loc);
+
+  const planner::ModelGraphs &m_;
+  const planner::Graph &g_;
+  bool decode_;
+  OpBuilder &b_;
+  Location loc_;
+  std::vector<Value> values_;  // graph tensor id -> SSA value
+};
+
+FailureOr<ggml::TensorType> GraphImporter::tensorType(const planner::Tensor &t, Location loc) {
+  SmallVector<Dim, 4> shape;
+  for (const DimExpr &e : t.ne) shape.push_back(dim(e));
+  auto type = ggml::TensorType::getChecked([&] { return emitError(loc); }, ctx(),
+                                           ArrayRef<Dim>(shape), elementType(ctx(), t.type));
+  if (!type) return failure();
+  return type;
+}
+
+LogicalResult GraphImporter::importLeaf(int id) {
+  const planner::Tensor &t = g_.tensors[id];
+  Location loc = nodeLoc(t);
+  FailureOr<ggml::TensorType> type = tensorType(t, loc);
+  if (failed(type)) return failure();
+  Operation *op = nullptr;
+  switch (t.kind) {
+  case planner::TensorKind::kWeight: {
+    const planner::GlobalTensor &w = m_.globals[t.global];
+    op = b_.create<ggml::WeightOp>(loc, *type, b_.getStringAttr(w.name));
+    break;
+  }
+  case planner::TensorKind::kKvCache: {
+    const planner::GlobalTensor &c = m_.globals[t.global];
+    StringRef name(c.name);
+    ggml::CacheKind kind;
+    if (name.starts_with("cache_k_")) kind = ggml::CacheKind::k;
+    else if (name.starts_with("cache_v_")) kind = ggml::CacheKind::v;
+    else if (name.starts_with("cache_r_")) kind = ggml::CacheKind::r;
+    else if (name.starts_with("cache_s_")) kind = ggml::CacheKind::s;
+    else return emitError(loc) << "cache tensor '" << name << "' is not cache_{k,v,r,s}_l<il>";
+    op = b_.create<ggml::KvCacheOp>(loc, *type, ggml::CacheKindAttr::get(ctx(), kind),
+                                    b_.getStringAttr(name),
+                                    b_.getI32IntegerAttr(c.layer));
+    break;
+  }
+  case planner::TensorKind::kInput:
+    op = b_.create<ggml::InputOp>(loc, *type, b_.getStringAttr(t.name));
+    break;
+  default:
+    return emitError(loc) << "tensor '" << t.name << "' is listed as a leaf but is computed";
+  }
+  values_[id] = op->getResult(0);
+  return success();
+}
+
+FailureOr<ggml::DimsAttr> GraphImporter::viewStrides(const planner::Tensor &t,
+                                                     ggml::TensorType type, Location loc) {
+  // The planner leaves strides ggml_view_1d/_2d/_3d derive at 0: nb1 = row bytes,
+  // nb[i] = nb[i-1] * ne[i] (ggml.c ggml_view_2d/3d).
+  SmallVector<Dim, 3> nb;
+  for (unsigned i = 0; i < 3; ++i) {
+    Dim given = dim(t.view_nb[i]);
+    if (!given.is(0)) {
+      nb.push_back(given);
+      continue;
+    }
+    ggml::ElementCount e;
+    if (i == 0) {
+      if (type.getBlockSize() == 1) {
+        e.multiply(type.getNe(0));
+        e.multiply(Dim::of(static_cast<int64_t>(type.getElementBytes())));
+      } else if (type.getNe(0).isStatic()) {
+        e.multiply(Dim::of(type.getNe(0).size() / type.getBlockSize() *
+                           static_cast<int64_t>(type.getElementBytes())));
+      } else {
+        return emitError(loc) << "view '" << t.name << "' of a quantized type needs a static ne0";
+      }
+    } else {
+      e.multiply(nb[i - 1]);
+      e.multiply(type.getNe(i));
+    }
+    std::optional<Dim> d = e.asDim();
+    if (!d)
+      return emitError(loc) << "view '" << t.name << "': stride nb" << i + 1 << " = " << e.str()
+                            << " is not affine in the symbols";
+    nb.push_back(*d);
+  }
+  return ggml::DimsAttr::get(ctx(), nb);
+}
+
+LogicalResult GraphImporter::importNode(int id) {
+  const planner::Tensor &t = g_.tensors[id];
+  Location loc = nodeLoc(t);
+  FailureOr<ggml::TensorType> typeOr = tensorType(t, loc);
+  if (failed(typeOr)) return failure();
+  ggml::TensorType type = *typeOr;
+  SmallVector<Value, 4> src;
+  for (int s : t.srcs) {
+    if (s < 0) {
+      src.push_back(Value());
+      continue;
+    }
+    if (!values_[s])
+      return emitError(loc) << "node '" << t.name << "' uses '" << g_.tensors[s].name
+                            << "' before it is computed (graph order)";
+    src.push_back(values_[s]);
+  }
+  auto need = [&](size_t n) -> LogicalResult {
+    if (src.size() < n || llvm::any_of(ArrayRef<Value>(src).take_front(n), [](Value v) { return !v; }))
+      return emitError(loc) << "node '" << t.name << "' (" << GgmlOpName(t.op) << ") needs " << n
+                            << " sources, has " << src.size();
+    return success();
+  };
+  auto fparam = [&](size_t i, float dflt) { return i < t.fparams.size() ? t.fparams[i] : dflt; };
+  auto iparam = [&](size_t i, int32_t dflt) { return i < t.iparams.size() ? t.iparams[i] : dflt; };
+  Value opt2 = src.size() > 2 ? src[2] : Value();
+  Operation *op = nullptr;
+  switch (t.op) {
+  case GgmlOp::GET_ROWS:
+    if (failed(need(2))) return failure();
+    op = b_.create<ggml::GetRowsOp>(loc, type, src[0], src[1]);
+    break;
+  case GgmlOp::MUL_MAT:
+    if (failed(need(2))) return failure();
+    op = b_.create<ggml::MulMatOp>(loc, type, src[0], src[1]);
+    break;
+  case GgmlOp::MUL_MAT_ID:
+    if (failed(need(3))) return failure();
+    op = b_.create<ggml::MulMatIdOp>(loc, type, src[0], src[1], src[2]);
+    break;
+  case GgmlOp::ADD:
+    if (failed(need(2))) return failure();
+    op = b_.create<ggml::AddOp>(loc, type, src[0], src[1]);
+    break;
+  case GgmlOp::MUL:
+    if (failed(need(2))) return failure();
+    op = b_.create<ggml::MulOp>(loc, type, src[0], src[1]);
+    break;
+  case GgmlOp::DIV:
+    if (failed(need(2))) return failure();
+    op = b_.create<ggml::DivOp>(loc, type, src[0], src[1]);
+    break;
+  case GgmlOp::SUM_ROWS:
+    if (failed(need(1))) return failure();
+    op = b_.create<ggml::SumRowsOp>(loc, type, src[0]);
+    break;
+  case GgmlOp::SCALE:
+    if (failed(need(1))) return failure();
+    op = b_.create<ggml::ScaleOp>(loc, type, src[0], b_.getF32FloatAttr(fparam(0, 1.f)),
+                                  b_.getF32FloatAttr(fparam(1, 0.f)));
+    break;
+  case GgmlOp::RMS_NORM:
+    if (failed(need(1))) return failure();
+    op = b_.create<ggml::RmsNormOp>(loc, type, src[0], b_.getF32FloatAttr(fparam(0, 0.f)));
+    break;
+  case GgmlOp::NORM:
+    if (failed(need(1))) return failure();
+    op = b_.create<ggml::NormOp>(loc, type, src[0], b_.getF32FloatAttr(fparam(0, 0.f)));
+    break;
+  case GgmlOp::SILU:
+    if (failed(need(1))) return failure();
+    op = b_.create<ggml::SiluOp>(loc, type, src[0]);
+    break;
+  case GgmlOp::GELU:
+    if (failed(need(1))) return failure();
+    op = b_.create<ggml::GeluOp>(loc, type, src[0]);
+    break;
+  case GgmlOp::SIGMOID:
+    if (failed(need(1))) return failure();
+    op = b_.create<ggml::SigmoidOp>(loc, type, src[0]);
+    break;
+  case GgmlOp::SWIGLU:
+  case GgmlOp::GEGLU:
+  case GgmlOp::REGLU: {
+    if (failed(need(1))) return failure();
+    ggml::GluKind kind = t.op == GgmlOp::SWIGLU  ? ggml::GluKind::swiglu
+                         : t.op == GgmlOp::GEGLU ? ggml::GluKind::geglu
+                                                 : ggml::GluKind::reglu;
+    Value second = src.size() > 1 ? src[1] : Value();
+    op = b_.create<ggml::GluOp>(loc, type, ggml::GluKindAttr::get(ctx(), kind), src[0], second,
+                                b_.getBoolAttr(false));
+    break;
+  }
+  case GgmlOp::ROPE: {
+    if (failed(need(2))) return failure();
+    int32_t mode = iparam(1, 0);
+    if (mode != 0 && mode != 2)
+      return emitError(loc) << "node '" << t.name << "': rope mode " << mode
+                            << " is not normal (0) or neox (2)";
+    auto f32 = [&](float v) { return b_.getF32FloatAttr(v); };
+    op = b_.create<ggml::RopeOp>(
+        loc, type,
+        ggml::RopeModeAttr::get(ctx(), mode == 2 ? ggml::RopeMode::neox : ggml::RopeMode::normal),
+        src[0], src[1], opt2, b_.getI32IntegerAttr(iparam(0, 0)),
+        b_.getI32IntegerAttr(iparam(2, 0)), f32(fparam(0, 10000.f)), f32(fparam(1, 1.f)),
+        f32(fparam(2, 0.f)), f32(fparam(3, 1.f)), f32(fparam(4, 32.f)), f32(fparam(5, 1.f)));
+    break;
+  }
+  case GgmlOp::SOFT_MAX: {
+    if (failed(need(1))) return failure();
+    Value mask = src.size() > 1 ? src[1] : Value();
+    op = b_.create<ggml::SoftMaxOp>(loc, type, src[0], mask, b_.getF32FloatAttr(fparam(0, 1.f)),
+                                    b_.getF32FloatAttr(fparam(1, 0.f)));
+    break;
+  }
+  case GgmlOp::ARGSORT:
+    if (failed(need(1))) return failure();
+    op = b_.create<ggml::ArgsortOp>(loc, type, iparam(0, 0) == 1 ? ggml::SortOrder::desc
+                                                                 : ggml::SortOrder::asc,
+                                    src[0]);
+    break;
+  case GgmlOp::TOP_K:
+    if (failed(need(1))) return failure();
+    op = b_.create<ggml::TopKOp>(loc, type, src[0], iparam(0, static_cast<int32_t>(type.getNe(0).size())));
+    break;
+  case GgmlOp::CONCAT:
+    if (failed(need(2))) return failure();
+    op = b_.create<ggml::ConcatOp>(loc, type, src[0], src[1], iparam(0, 0));
+    break;
+  case GgmlOp::SSM_CONV:
+    if (failed(need(2))) return failure();
+    op = b_.create<ggml::SsmConvOp>(loc, type, src[0], src[1]);
+    break;
+  case GgmlOp::SSM_SCAN: {
+    if (failed(need(6))) return failure();
+    Value ids = src.size() > 6 ? src[6] : Value();
+    op = b_.create<ggml::SsmScanOp>(loc, type, src[0], src[1], src[2], src[3], src[4], src[5], ids);
+    break;
+  }
+  case GgmlOp::CPY:
+    if (failed(need(2))) return failure();
+    op = b_.create<ggml::CpyOp>(loc, type, src[0], src[1]);
+    break;
+  case GgmlOp::CONT:
+    if (failed(need(1))) return failure();
+    op = b_.create<ggml::ContOp>(loc, type, src[0]);
+    break;
+  case GgmlOp::RESHAPE:
+    if (failed(need(1))) return failure();
+    op = b_.create<ggml::ReshapeOp>(loc, type, src[0]);
+    break;
+  case GgmlOp::TRANSPOSE:
+    if (failed(need(1))) return failure();
+    op = b_.create<ggml::TransposeOp>(loc, type, src[0]);
+    break;
+  case GgmlOp::PERMUTE: {
+    if (failed(need(1))) return failure();
+    SmallVector<int32_t, 4> axes(t.iparams.begin(), t.iparams.end());
+    op = b_.create<ggml::PermuteOp>(loc, type, src[0], axes);
+    break;
+  }
+  case GgmlOp::VIEW: {
+    if (failed(need(1))) return failure();
+    FailureOr<ggml::DimsAttr> nb = viewStrides(t, type, loc);
+    if (failed(nb)) return failure();
+    Dim offset = dim(t.view_offset);
+    ggml::DimAttr offsetAttr = offset.is(0) ? ggml::DimAttr() : ggml::DimAttr::get(ctx(), offset);
+    op = b_.create<ggml::ViewOp>(loc, type, src[0], *nb, offsetAttr);
+    break;
+  }
+  default:
+    return emitError(loc) << "node '" << t.name << "': op " << GgmlOpName(t.op)
+                          << " has no op in the ggml dialect";
+  }
+  if (!t.name.empty()) op->setAttr(ggml::kNodeNameAttr, b_.getStringAttr(t.name));
+  values_[id] = op->getResult(0);
+  return success();
+}
+
+LogicalResult GraphImporter::run(StringRef name) {
+  SmallVector<Type> resultTypes;
+  SmallVector<int> outputs;
+  for (int id : g_.nodes)
+    if (g_.tensors[id].is_output) outputs.push_back(id);
+  auto func = b_.create<func::FuncOp>(loc_, name, b_.getFunctionType({}, {}));
+  func->setAttr("ggml.n_tokens", b_.getI64IntegerAttr(g_.max_tokens));
+  func->setAttr("ggml.n_kv", b_.getI64IntegerAttr(g_.max_kv));
+  func->setAttr("ggml.n_outputs", b_.getI64IntegerAttr(g_.max_outputs));
+  OpBuilder::InsertionGuard guard(b_);
+  b_.setInsertionPointToStart(func.addEntryBlock());
+  for (int id : g_.leafs)
+    if (failed(importLeaf(id))) return failure();
+  for (int id : g_.nodes)
+    if (failed(importNode(id))) return failure();
+  SmallVector<Value> results;
+  for (int id : outputs) {
+    results.push_back(values_[id]);
+    resultTypes.push_back(values_[id].getType());
+  }
+  b_.create<func::ReturnOp>(loc_, results);
+  func.setFunctionType(b_.getFunctionType({}, resultTypes));
+  return success();
+}
+
+}  // namespace
+
+OwningOpRef<ModuleOp> importModelGraphs(MLIRContext *context, const planner::ModelGraphs &graphs,
+                                        Location loc) {
+  context->loadDialect<ggml::GGMLDialect, func::FuncDialect>();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  OpBuilder builder(context);
+  const planner::HParams &hp = graphs.hp;
+  module->getOperation()->setAttr("ggml.arch", builder.getStringAttr(hp.arch));
+  module->getOperation()->setAttr("ggml.n_layer", builder.getI64IntegerAttr(hp.n_layer));
+  module->getOperation()->setAttr("ggml.n_ctx", builder.getI64IntegerAttr(graphs.cfg.n_ctx));
+  module->getOperation()->setAttr("ggml.n_ubatch", builder.getI64IntegerAttr(graphs.cfg.n_ubatch));
+  builder.setInsertionPointToEnd(module->getBody());
+  if (failed(GraphImporter(graphs, graphs.prefill, /*decode=*/false, builder, loc).run("prefill")) ||
+      failed(GraphImporter(graphs, graphs.decode, /*decode=*/true, builder, loc).run("decode")))
+    return nullptr;
+  if (failed(verify(*module))) return nullptr;
+  return module;
+}
+
+OwningOpRef<ModuleOp> importGgufFile(MLIRContext *context, StringRef path,
+                                     const planner::ContextConfig &config) {
+  Location loc = FileLineColLoc::get(context, path, 0, 0);
+  auto file = GgufFile::Open(path.str());
+  if (!file.ok()) {
+    emitError(loc) << file.status().message();
+    return nullptr;
+  }
+  auto graphs = planner::BuildModelGraphs(**file, config);
+  if (!graphs.ok()) {
+    emitError(loc) << graphs.status().message();
+    return nullptr;
+  }
+  for (const std::string &unused : graphs->unused_tensors)
+    emitWarning(loc) << "model has unused tensor " << unused << " -- ignoring";
+  return importModelGraphs(context, *graphs, loc);
+}
+
+}  // namespace stowage::compiler
