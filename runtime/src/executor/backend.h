@@ -50,8 +50,19 @@ class Backend {
   virtual Result<std::unique_ptr<Buffer>> Allocate(const std::string& buft, uint64_t size, uint64_t alignment) = 0;
   /// Runs one node. Errors: kUnimplemented for an op/type combination the backend lacks.
   virtual Status Compute(const NodeCall& call) = 0;
+  /// True when this backend's kernels can read and write `buf` in place (ggml supports_buft).
+  virtual bool CanAccess(const Buffer& buf) const = 0;
   /// Waits for queued work (no-op for synchronous backends).
   virtual Status Synchronize() { return Status::Ok(); }
+};
+
+/// Creates backends for plan devices that are not built into this runtime (test-only devices).
+/// Passed through SessionOptions::backend_factory; consulted before the built-in backends.
+class BackendFactory {
+ public:
+  virtual ~BackendFactory() = default;
+  /// A backend for device `name` of `type` ("CPU", "GPU", "ACCEL"), or nullptr to decline.
+  virtual std::unique_ptr<Backend> Create(const std::string& name, const std::string& type, int n_threads) = 0;
 };
 
 /// Host memory buffer (aligned allocation or a wrapped range of the file mapping).

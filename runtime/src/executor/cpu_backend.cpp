@@ -50,6 +50,7 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int n_threads) { ctx_.n_threads = n_threads; }
   const std::string& name() const override { return name_; }
+  bool CanAccess(const Buffer& buf) const override { return buf.is_host(); }
 
   Result<std::unique_ptr<Buffer>> Allocate(const std::string&, uint64_t size, uint64_t alignment) override {
     STOWAGE_ASSIGN_OR_RETURN(auto b, HostBuffer::Allocate(size, alignment));

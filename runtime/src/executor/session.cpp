@@ -113,6 +113,9 @@ class Session::Impl {
   Status AllocateBuffers();
   Status LoadWeights(const SessionOptions& opts);
   Status RunSplits(GGraph& g);
+  Status CopyTensor(GGraph& g, int src, int dst);
+  cpu::ComputeContext copy_ctx;     // host-side copies (split inputs)
+  std::vector<uint8_t> staging;
   Status BindTensor(GGraph& g, int id, const Sym& s, int depth);
   Status RunUbatch(const int32_t* tokens, int64_t n, bool all_logits, float* out);
   Status WriteInput(GGraph& g, int id, const void* data, uint64_t n);
@@ -138,11 +141,14 @@ Status Session::Impl::CreateBackends(const SessionOptions& opts) {
   for (const auto* be : *r.backends()) {
     const auto* dev = r.devices()->Get(be->device());
     const std::string dname = dev->name() ? dev->name()->str() : "?";
-    if (dev->type() != fb::DeviceType::CPU) {
-      return Unavailable(plan->path() + ": planned device '" + dname + "' (" + fb::EnumNameDeviceType(dev->type()) +
+    const std::string dtype = fb::EnumNameDeviceType(dev->type());
+    std::unique_ptr<Backend> b;
+    if (opts.backend_factory) b = opts.backend_factory->Create(dname, dtype, n_threads);
+    if (!b && dev->type() == fb::DeviceType::CPU) b = exec::CreateCpuBackend(n_threads);
+    if (!b)
+      return Unavailable(plan->path() + ": planned device '" + dname + "' (" + dtype +
                          ") is not available in this runtime (available: CPU)");
-    }
-    backends.push_back(exec::CreateCpuBackend(n_threads));
+    backends.push_back(std::move(b));
   }
   return Status::Ok();
 }
@@ -166,6 +172,9 @@ Status Session::Impl::AllocateBuffers() {
       if (b->file_offset() > gguf->file_size() || b->size() > gguf->file_size() - b->file_offset())
         return DataLoss(plan->path() + ": buffer '" + rep.name + "' maps bytes outside " + gguf->path());
       buffers.push_back(exec::HostBuffer::Wrap(gguf->bytes() + b->file_offset(), b->size()));
+      if (!backends[be]->CanAccess(*buffers.back()))
+        return Unimplemented(plan->path() + ": buffer '" + rep.name + "' maps the file on device '" + rep.device +
+                             "', whose backend cannot read host memory");
     } else {
       STOWAGE_ASSIGN_OR_RETURN(auto buf, backends[be]->Allocate(b->buft() ? b->buft()->str() : "", b->size(), b->alignment()));
       buffers.push_back(std::move(buf));
@@ -374,19 +383,37 @@ Status Session::Impl::BindTensor(GGraph& g, int id, const Sym& s, int depth) {
   return Status::Ok();
 }
 
+Status Session::Impl::CopyTensor(GGraph& g, int src, int dst) {
+  const Bound& s = bound[src];
+  const Bound& d = bound[dst];
+  Buffer& sb = *buffers[s.buffer];
+  Buffer& db = *buffers[d.buffer];
+  if (s.v.nelements() != d.v.nelements() || s.v.type != d.v.type)
+    return DataLoss(plan->path() + ": graph " + g.name + ": split input copy '" + g.tensors[dst].name +
+                    "' does not match its source '" + g.tensors[src].name + "'");
+  if (sb.is_host() && db.is_host()) {
+    TensorView dv = d.v;
+    return cpu::Cpy(copy_ctx, s.v, dv);
+  }
+  // Through host staging: read the source's bytes (keeping its strides), make them contiguous,
+  // write them into the destination (contiguous by construction).
+  const uint64_t ext = Extent(s.v);
+  staging.resize(ext);
+  STOWAGE_RETURN_IF_ERROR(sb.Read(s.offset, staging.data(), ext));
+  TensorView hs = s.v;
+  hs.data = staging.data();
+  TensorView hd = d.v;
+  std::vector<uint8_t> contiguous(Extent(d.v));
+  hd.data = contiguous.data();
+  STOWAGE_RETURN_IF_ERROR(cpu::Cpy(copy_ctx, hs, hd));
+  return db.Write(d.offset, contiguous.data(), contiguous.size());
+}
+
 Status Session::Impl::RunSplits(GGraph& g) {
   for (const GSplit& sp : g.splits) {
     Backend& be = *backends[sp.backend];
     // Split inputs: copy each source into the split backend's memory (ggml_backend_sched).
-    for (const auto& [src, copy] : sp.inputs) {
-      NodeCall c;
-      c.op = GgmlOp::CPY;
-      c.name = g.tensors[copy].name.c_str();
-      c.src[0] = bound[src].v;
-      c.has_src[0] = true;
-      c.dst = bound[copy].v;
-      STOWAGE_RETURN_IF_ERROR(be.Compute(c));
-    }
+    for (const auto& [src, copy] : sp.inputs) STOWAGE_RETURN_IF_ERROR(CopyTensor(g, src, copy));
     for (uint32_t k = sp.begin; k < sp.end; ++k) {
       const int id = g.nodes[k];
       const GTensor& t = g.tensors[id];
@@ -404,6 +431,14 @@ Status Session::Impl::RunSplits(GGraph& g) {
       c.n_iparams = t.iparams.size();
       c.fparams = t.fparams.data();
       c.n_fparams = t.fparams.size();
+      // The plan must only give a backend tensors it can access (else a split input copy is due).
+      if (!be.CanAccess(*buffers[bound[id].buffer]))
+        return DataLoss(plan->path() + ": graph " + g.name + " node '" + t.name + "' on backend " + be.name() +
+                        " writes a buffer it cannot access");
+      for (size_t j = 0; j < t.srcs.size() && j < 4; ++j)
+        if (t.srcs[j] >= 0 && !be.CanAccess(*buffers[bound[t.srcs[j]].buffer]))
+          return DataLoss(plan->path() + ": graph " + g.name + " node '" + t.name + "' on backend " + be.name() +
+                          " reads '" + g.tensors[t.srcs[j]].name + "' from a buffer it cannot access (no split input copy)");
       Status st = be.Compute(c);
       if (!st.ok()) return st.WithPrefix("graph " + g.name + " node '" + t.name + "'");
     }

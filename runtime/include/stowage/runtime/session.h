@@ -17,11 +17,16 @@
 #include "stowage/runtime/status.h"
 
 namespace stowage {
+namespace exec {
+class BackendFactory;
+}
 
 struct SessionOptions {
   int n_threads = 0;  ///< CPU threads; 0 = all hardware threads
   /// Called while weights are uploaded, with the fraction done (0..1]; may be empty.
   std::function<void(float)> progress;
+  /// Backends for planned devices this runtime does not build in (tests); may be empty.
+  std::shared_ptr<exec::BackendFactory> backend_factory;
 };
 
 /// One buffer as planned and as allocated (bytes).
