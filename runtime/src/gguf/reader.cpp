@@ -91,7 +91,7 @@ class GgufParser {
       return Err(0, "magic", "\"GGUF\"", Printable(p_, 4));
     }
     pos_ = 4;
-    uint32_t version;
+    uint32_t version = 0;
     STOWAGE_RETURN_IF_ERROR(ReadU32(&version, "version"));
     if (version == 1) {
       return Status(StatusCode::kUnimplemented,
@@ -105,7 +105,7 @@ class GgufParser {
     if (version != 2 && version != 3) return Err(4, "version", "2 or 3", std::to_string(version));
     f_.version_ = version;
 
-    uint64_t n_tensors, n_kv;
+    uint64_t n_tensors = 0, n_kv = 0;
     STOWAGE_RETURN_IF_ERROR(ReadU64(&n_tensors, "n_tensors"));
     STOWAGE_RETURN_IF_ERROR(ReadU64(&n_kv, "n_kv"));
     // Each KV needs >= 12 bytes (key length + type), each tensor info >= 8+4+8+4+8 bytes.
@@ -118,7 +118,7 @@ class GgufParser {
       kv.offset = pos_;
       STOWAGE_RETURN_IF_ERROR(ReadString(&kv.key, "key of kv #" + std::to_string(i)));
       const std::string key = Esc(kv.key);
-      uint32_t t;
+      uint32_t t = 0;
       const uint64_t type_off = pos_;
       STOWAGE_RETURN_IF_ERROR(ReadU32(&t, "type of key '" + key + "'"));
       if (t >= kGgufValueTypeCount)
@@ -159,14 +159,14 @@ class GgufParser {
         return Err(nd_off, what + " n_dims", "1..4", std::to_string(ti.n_dims));
       for (uint32_t d = 0; d < ti.n_dims; ++d) {
         const uint64_t off = pos_;
-        uint64_t v;
+        uint64_t v = 0;
         STOWAGE_RETURN_IF_ERROR(ReadU64(&v, what + " ne" + std::to_string(d)));
         if (v == 0 || v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
           return Err(off, what + " ne" + std::to_string(d), "a positive dimension", std::to_string(static_cast<int64_t>(v)));
         ti.ne[d] = static_cast<int64_t>(v);
       }
       const uint64_t type_off = pos_;
-      uint32_t type;
+      uint32_t type = 0;
       STOWAGE_RETURN_IF_ERROR(ReadU32(&type, what + " type"));
       if (!IsValidGgmlType(type)) return Err(type_off, what + " type", "a ggml type id", std::to_string(type));
       ti.type = static_cast<GgmlType>(type);
@@ -259,7 +259,7 @@ class GgufParser {
     return Status::Ok();
   }
   Status ReadStringView(std::string_view* s, const std::string& field) {
-    uint64_t len;
+    uint64_t len = 0;
     const uint64_t off = pos_;
     STOWAGE_RETURN_IF_ERROR(ReadU64(&len, field + " length"));
     if (len > n_ - pos_)
@@ -280,7 +280,7 @@ class GgufParser {
     if (t == GgufValueType::STRING) return ReadStringView(&v->str, field);
     if (t == GgufValueType::ARRAY) {
       if (depth >= kMaxNestingDepth) return Err(pos_, field, "array nesting depth <= " + std::to_string(kMaxNestingDepth), "deeper nesting");
-      uint32_t et;
+      uint32_t et = 0;
       const uint64_t et_off = pos_;
       STOWAGE_RETURN_IF_ERROR(ReadU32(&et, field + " element type"));
       if (et >= kGgufValueTypeCount) return Err(et_off, field + " element type", "a value type 0..12", std::to_string(et));
@@ -310,6 +310,7 @@ class GgufParser {
     const size_t es = ScalarSize(t);
     STOWAGE_RETURN_IF_ERROR(Need(es, field));
     const uint8_t* p = p_ + pos_;
+    v->raw = p;
     switch (t) {
       case GgufValueType::UINT8: v->u = *p; v->i = *p; break;
       case GgufValueType::INT8: v->i = static_cast<int8_t>(*p); break;

@@ -148,6 +148,12 @@ GgufMetaValue GgufMetaValue::ArrayOfArrays(const std::vector<GgufMetaValue>& v) 
 }
 
 GgufMetaValue GgufMetaValue::FromValue(const GgufValue& v) {
+  if (v.raw != nullptr && ScalarSize(v.type) != 0) {  // a scalar read from a file: its exact bytes
+    GgufMetaValue m;
+    m.type_ = m.elem_type_ = v.type;
+    m.bytes_.assign(v.raw, v.raw + ScalarSize(v.type));
+    return m;
+  }
   switch (v.type) {
     case GgufValueType::UINT8: return U8(static_cast<uint8_t>(v.u));
     case GgufValueType::INT8: return I8(static_cast<int8_t>(v.i));

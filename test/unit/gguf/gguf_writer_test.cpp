@@ -141,6 +141,26 @@ TEST(GgufWriter, EveryValueTypeRoundTrips) {
   EXPECT_TRUE(*buf2 == *buf);
 }
 
+// Scalars keep their exact bits through read + write (a signalling NaN would be quieted by a
+// float -> double -> float trip).
+TEST(GgufWriter, ScalarBitsSurviveRoundTrip) {
+  GgufWriter w;
+  float snan;
+  const uint32_t bits = 0x7F800001u;
+  std::memcpy(&snan, &bits, 4);
+  ASSERT_TRUE(w.AddKV("x.snan", GgufMetaValue::F32(snan)).ok());
+  ASSERT_TRUE(w.AddKV("x.neg_zero", GgufMetaValue::F64(-0.0)).ok());
+  auto buf = w.WriteToBuffer();
+  ASSERT_TRUE(buf.ok());
+  auto f = GgufFile::Parse(buf->data(), buf->size(), "mem");
+  ASSERT_TRUE(f.ok());
+  GgufWriter w2;
+  ASSERT_TRUE(w2.CopyFrom(**f).ok());
+  auto buf2 = w2.WriteToBuffer();
+  ASSERT_TRUE(buf2.ok());
+  EXPECT_TRUE(*buf2 == *buf);
+}
+
 TEST(GgufWriter, AlignmentKeyMovesOffsets) {
   GgufWriter w;
   std::vector<float> x(3, 1.0f);

@@ -50,7 +50,9 @@ struct GgufValue {
   // ARRAY:
   GgufValueType elem_type = GgufValueType::UINT8;
   uint64_t count = 0;
-  const uint8_t* raw = nullptr;             ///< numeric arrays: count * elem size bytes
+  /// Numeric arrays: count * elem size bytes; scalars: the value's own bytes (exact bits, e.g. NaN
+  /// payloads). Points into the file mapping.
+  const uint8_t* raw = nullptr;
   std::vector<std::string_view> strings;    ///< string arrays
   std::vector<GgufValue> nested;            ///< arrays of arrays
 
