@@ -32,6 +32,14 @@ void VecDotQ8_0Q8_0(int64_t n, float* s, const void* x, const void* y);
 void VecDotQ4_0Q8_0(int64_t n, float* s, const void* x, const void* y);
 void VecDotQ4_KQ8_K(int64_t n, float* s, const void* x, const void* y);
 void VecDotQ6_KQ8_K(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ4_1Q8_1(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ5_0Q8_0(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ5_1Q8_1(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ2_KQ8_K(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ3_KQ8_K(int64_t n, float* s, const void* x, const void* y);
+void VecDotQ5_KQ8_K(int64_t n, float* s, const void* x, const void* y);
+void VecDotIQ4_NLQ8_0(int64_t n, float* s, const void* x, const void* y);
+void VecDotIQ4_XSQ8_K(int64_t n, float* s, const void* x, const void* y);
 void FromFloatF16(const float* x, void* y, int64_t n);
 /// Q4_0x8 repacked group (8 rows, nb blocks) times one Q8_0 row: s[0..7].
 void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);

@@ -50,6 +50,14 @@ std::array<Table, kLevels> BuildTables() {
   a2[size_t(GgmlType::Q4_0)].vec_dot = avx2::VecDotQ4_0Q8_0;
   a2[size_t(GgmlType::Q4_K)].vec_dot = avx2::VecDotQ4_KQ8_K;
   a2[size_t(GgmlType::Q6_K)].vec_dot = avx2::VecDotQ6_KQ8_K;
+  a2[size_t(GgmlType::Q4_1)].vec_dot = avx2::VecDotQ4_1Q8_1;
+  a2[size_t(GgmlType::Q5_0)].vec_dot = avx2::VecDotQ5_0Q8_0;
+  a2[size_t(GgmlType::Q5_1)].vec_dot = avx2::VecDotQ5_1Q8_1;
+  a2[size_t(GgmlType::Q2_K)].vec_dot = avx2::VecDotQ2_KQ8_K;
+  a2[size_t(GgmlType::Q3_K)].vec_dot = avx2::VecDotQ3_KQ8_K;
+  a2[size_t(GgmlType::Q5_K)].vec_dot = avx2::VecDotQ5_KQ8_K;
+  a2[size_t(GgmlType::IQ4_NL)].vec_dot = avx2::VecDotIQ4_NLQ8_0;
+  a2[size_t(GgmlType::IQ4_XS)].vec_dot = avx2::VecDotIQ4_XSQ8_K;
   Table& a5 = t[2];
   a5 = a2;
   a5[size_t(GgmlType::F32)].vec_dot = avx512::VecDotF32;

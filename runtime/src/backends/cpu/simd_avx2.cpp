@@ -55,6 +55,21 @@ inline float Reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
   const __m128 t1 = _mm_hadd_ps(t0, t0);
   return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
 }
+// 32 bytes, 0xFF where bit j of the little-endian 32-bit word `bits` is set (byte j <-> bit j).
+inline __m256i BitsToBytes(uint32_t bits) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(int(bits)),
+      _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+  const __m256i sel = _mm256_set1_epi64x(int64_t(0x8040201008040201ULL));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, sel), sel);
+}
+
+// Signed 16-bit scale per 16-byte half: low lane a, high lane b (for maddubs -> madd by scale).
+inline __m256i Scales16(int a, int b) { return _mm256_set_m128i(_mm_set1_epi16(int16_t(b)), _mm_set1_epi16(int16_t(a))); }
+
+// sum over 32 pairs of u8 x s8 (u8 <= 127 so pairs never saturate), as 8 int32 lanes.
+inline __m256i DotU8I8(__m256i u, __m256i s) { return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)); }
+
 }  // namespace
 
 void VecDotF32(int64_t n, float* s, const void* vx, const void* vy) {
@@ -222,6 +237,180 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), d, acc);
   }
   _mm256_storeu_ps(s, acc);
+}
+
+void VecDotQ5_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockQ5_0* x = static_cast<const BlockQ5_0*>(vx);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
+  const __m256i bit4 = _mm256_set1_epi8(0x10), off = _mm256_set1_epi8(16);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n / kQK8_0; ++ib) {
+    uint32_t qh;
+    std::memcpy(&qh, x[ib].qh, 4);
+    const __m256i q = _mm256_or_si256(Nibbles32(x[ib].qs), _mm256_and_si256(BitsToBytes(qh), bit4));
+    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[ib].qs));
+    const __m256 d = _mm256_set1_ps(H2F(x[ib].d) * H2F(y[ib].d));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(DotI8(_mm256_sub_epi8(q, off), qy)), acc);
+  }
+  *s = HsumPs(acc);
+}
+
+void VecDotQ4_1Q8_1(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockQ4_1* x = static_cast<const BlockQ4_1*>(vx);
+  const BlockQ8_1* y = static_cast<const BlockQ8_1*>(vy);
+  __m256 acc = _mm256_setzero_ps();
+  float summ = 0;
+  for (int64_t ib = 0; ib < n / kQK8_1; ++ib) {
+    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[ib].qs));
+    const __m256 d = _mm256_set1_ps(H2F(x[ib].d) * H2F(y[ib].d));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(DotU8I8(Nibbles32(x[ib].qs), qy)), acc);
+    summ += H2F(x[ib].m) * H2F(y[ib].s);
+  }
+  *s = HsumPs(acc) + summ;
+}
+
+void VecDotQ5_1Q8_1(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockQ5_1* x = static_cast<const BlockQ5_1*>(vx);
+  const BlockQ8_1* y = static_cast<const BlockQ8_1*>(vy);
+  const __m256i bit4 = _mm256_set1_epi8(0x10);
+  __m256 acc = _mm256_setzero_ps();
+  float summ = 0;
+  for (int64_t ib = 0; ib < n / kQK8_1; ++ib) {
+    uint32_t qh;
+    std::memcpy(&qh, x[ib].qh, 4);
+    const __m256i q = _mm256_or_si256(Nibbles32(x[ib].qs), _mm256_and_si256(BitsToBytes(qh), bit4));
+    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[ib].qs));
+    const __m256 d = _mm256_set1_ps(H2F(x[ib].d) * H2F(y[ib].d));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(DotU8I8(q, qy)), acc);
+    summ += H2F(x[ib].m) * H2F(y[ib].s);
+  }
+  *s = HsumPs(acc) + summ;
+}
+
+namespace {
+// IQ4 levels of 32 nibbles (low nibbles = elements 0..15, high = 16..31) via a byte shuffle.
+inline __m256i IQ4Values(const uint8_t* qs) {
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL)));
+  return _mm256_shuffle_epi8(table, Nibbles32(qs));
+}
+}  // namespace
+
+void VecDotIQ4_NLQ8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockIQ4_NL* x = static_cast<const BlockIQ4_NL*>(vx);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n / kQK4_NL; ++ib) {
+    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[ib].qs));
+    const __m256 d = _mm256_set1_ps(H2F(x[ib].d) * H2F(y[ib].d));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(DotI8(IQ4Values(x[ib].qs), qy)), acc);
+  }
+  *s = HsumPs(acc);
+}
+
+void VecDotIQ4_XSQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockIQ4_XS* x = static_cast<const BlockIQ4_XS*>(vx);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
+  float sumf = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    __m256i isum = _mm256_setzero_si256();
+    for (int ib = 0; ib < kQK_K / 32; ++ib) {
+      const int ls = (((x[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) | (((x[i].scales_h >> 2 * ib) & 3) << 4)) - 32;
+      const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 32 * ib));
+      isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(DotI8(IQ4Values(x[i].qs + 16 * ib), qy), _mm256_set1_epi32(ls)));
+    }
+    sumf += H2F(x[i].d) * y[i].d * float(HsumEpi32(isum));
+  }
+  *s = sumf;
+}
+
+void VecDotQ2_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockQ2_K* x = static_cast<const BlockQ2_K*>(vx);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
+  const __m256i m3 = _mm256_set1_epi8(3);
+  float sumf = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const uint8_t* sc = x[i].scales;
+    int summs = 0;
+    for (int j = 0; j < 16; ++j) summs += y[i].bsums[j] * (sc[j] >> 4);
+    __m256i isum = _mm256_setzero_si256();
+    for (int k = 0; k < 2; ++k) {
+      const __m256i q2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs + 32 * k));
+      for (int j = 0; j < 4; ++j) {
+        const int is = 8 * k + 2 * j;
+        const __m256i v = _mm256_and_si256(_mm256_srli_epi16(q2, 2 * j), m3);
+        const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 128 * k + 32 * j));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(v, qy), Scales16(sc[is] & 0xF, sc[is + 1] & 0xF)));
+      }
+    }
+    const float dall = y[i].d * H2F(x[i].d), dmin = y[i].d * H2F(x[i].dmin);
+    sumf += dall * float(HsumEpi32(isum)) - dmin * float(summs);
+  }
+  *s = sumf;
+}
+
+void VecDotQ3_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockQ3_K* x = static_cast<const BlockQ3_K*>(vx);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
+  const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+  float sumf = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    // 16 scales (6 bits, minus 32), unpacked as in DequantizeRowQ3_K.
+    uint32_t aux[4];
+    std::memcpy(aux, x[i].scales, 12);
+    const uint32_t tmp = aux[2], k1 = 0x03030303, k2 = 0x0f0f0f0f;
+    aux[2] = ((aux[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4);
+    aux[3] = ((aux[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4);
+    aux[0] = (aux[0] & k2) | (((tmp >> 0) & k1) << 4);
+    aux[1] = (aux[1] & k2) | (((tmp >> 2) & k1) << 4);
+    int8_t sc[16];
+    std::memcpy(sc, aux, 16);
+    const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].hmask));
+    __m256i isum = _mm256_setzero_si256();
+    for (int k = 0; k < 2; ++k) {
+      const __m256i q3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs + 32 * k));
+      for (int j = 0; j < 4; ++j) {
+        const int bit = 4 * k + j, is = 8 * k + 2 * j;
+        const __m256i low = _mm256_and_si256(_mm256_srli_epi16(q3, 2 * j), m3);
+        const __m256i sel = _mm256_set1_epi8(char(1 << bit));
+        const __m256i hclear = _mm256_cmpeq_epi8(_mm256_and_si256(hm, sel), _mm256_setzero_si256());
+        const __m256i q = _mm256_sub_epi8(low, _mm256_and_si256(hclear, four));  // -4..3
+        const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 128 * k + 32 * j));
+        const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(qy, q));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p16, Scales16(sc[is] - 32, sc[is + 1] - 32)));
+      }
+    }
+    sumf += H2F(x[i].d) * y[i].d * float(HsumEpi32(isum));
+  }
+  *s = sumf;
+}
+
+void VecDotQ5_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockQ5_K* x = static_cast<const BlockQ5_K*>(vx);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+  float sumf = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) GetScaleMinK4(j, x[i].scales, &sc[j], &mn[j]);
+    int summs = 0;
+    for (int j = 0; j < 16; ++j) summs += y[i].bsums[j] * mn[j / 2];
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qh));
+    __m256i isum = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs + 32 * j));
+      const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one), 4);
+      const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one), 4);
+      const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), h0);
+      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), h1);
+      const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 64 * j));
+      const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 64 * j + 32));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), _mm256_set1_epi16(sc[2 * j])));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), _mm256_set1_epi16(sc[2 * j + 1])));
+    }
+    const float d = H2F(x[i].d) * y[i].d, dmin = H2F(x[i].dmin) * y[i].d;
+    sumf += d * float(HsumEpi32(isum)) - dmin * float(summs);
+  }
+  *s = sumf;
 }
 
 }  // namespace stowage::cpu::avx2
