@@ -367,6 +367,15 @@ class Reader {
   Status status_;
 };
 
+// nlohmann exception text without its "[json.exception.<kind>.<id>] " prefix.
+std::string WithoutId(std::string what) {
+  if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
+  for (auto& c : what) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return what;
+}
+
 // ---- writer ----------------------------------------------------------------------------------
 
 json ConstraintJson(const TensorConstraint& c) {
@@ -492,10 +501,11 @@ Result<DeviceManifest> ParseManifest(std::string_view text, const std::string& f
   try {
     j = json::parse(text.begin(), text.end(), cb);
   } catch (const json::parse_error& e) {
-    std::string what = e.what();
     // nlohmann's message: "[json.exception.parse_error.101] parse error at line L, column C: ..."
-    if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
-    return DataLoss(file + ": byte " + std::to_string(e.byte) + ": JSON syntax error: " + what);
+    return DataLoss(file + ": byte " + std::to_string(e.byte) + ": JSON syntax error: " + WithoutId(e.what()));
+  } catch (const json::exception& e) {
+    // e.g. out_of_range.406 "number overflow parsing '1e999'"
+    return DataLoss(file + ": JSON value error: " + WithoutId(e.what()));
   }
   if (!duplicate.empty()) return InvalidArgument(duplicate);
   DeviceManifest m;

@@ -3,6 +3,9 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <fstream>
+#include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -158,6 +161,9 @@ TEST(ManifestErrors, Syntax) {
   EXPECT_EQ(m.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(m.status().message().find("bad.json: byte 24: JSON syntax error"), std::string::npos) << m.status().message();
   EXPECT_EQ(m.status().message().find('\n'), std::string::npos);
+  auto overflow = ParseManifest("{\"manifest_version\": 1e999}", "bad.json");
+  ASSERT_FALSE(overflow.ok());
+  EXPECT_EQ(overflow.status().message(), "bad.json: JSON value error: number overflow parsing '1e999'");
 }
 
 TEST(ManifestErrors, UnknownKeys) {
@@ -261,6 +267,40 @@ TEST(Manifest, Digest) {
   DeviceManifest c = *a;
   c.memory_free = 400;
   EXPECT_NE(ManifestDigest(c), d);
+}
+
+// Bad input never crashes the reader: random byte edits of real manifests either parse or give a
+// one-line error naming the file.
+TEST(ManifestErrors, MutatedManifestsGiveOneLineErrors) {
+  std::mt19937 rng(12345);
+  const char kBytes[] = "{}[],:\"0123456789-.eE truefalsnul\\\x01\xff";
+  size_t rejected = 0;
+  for (const auto& f : JsonFiles(STOWAGE_TEST_MANIFESTS_DIR)) {
+    std::ifstream in(f);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string original = ss.str();
+    for (int iter = 0; iter < 300; ++iter) {
+      std::string text = original;
+      int edits = 1 + static_cast<int>(rng() % 3);
+      for (int e = 0; e < edits; ++e) {
+        size_t pos = rng() % text.size();
+        switch (rng() % 3) {
+          case 0: text[pos] = kBytes[rng() % (sizeof(kBytes) - 1)]; break;
+          case 1: text.erase(pos, 1 + rng() % 8); break;
+          default: text.insert(pos, 1, kBytes[rng() % (sizeof(kBytes) - 1)]); break;
+        }
+        if (text.empty()) text = "{";
+      }
+      auto m = ParseManifest(text, "mutated.json");
+      if (m.ok()) continue;
+      ++rejected;
+      const std::string msg = m.status().message();
+      EXPECT_EQ(msg.rfind("mutated.json: ", 0), 0u) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+  }
+  EXPECT_GT(rejected, 1000u);
 }
 
 TEST(ManifestErrors, MissingFile) {
