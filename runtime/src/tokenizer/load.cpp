@@ -95,6 +95,14 @@ const PreInfo kPreInfos[] = {
      false,
      false},
     {{"command-r", "smollm"}, PreTokenizer::kStarcoder, false, false, false, false, false},
+    {{"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"},
+     PreTokenizer::kGpt4o,
+     false,
+     false,
+     false,
+     false,
+     false},
+    {{"tekken"}, PreTokenizer::kTekken, false, true, true, false, false},
     {{"falcon"}, PreTokenizer::kFalcon, true, false, false, false, false},
 };
 

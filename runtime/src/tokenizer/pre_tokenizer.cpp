@@ -82,6 +82,23 @@ size_t MatchGpt2(const Text& t, size_t pos, size_t end) {
   return MatchTrailingSpace(t, pos, end, false);
 }
 
+// The alternatives the Llama 3 and GPT-4o families end with:
+//   ' ?[^\s\p{L}\p{N}]+[\r\n]*' (GPT-4o: '[\r\n/]*') | \s*[\r\n]+ | \s+(?!\S) | \s+
+size_t MatchSymbolsAndSpaces(const Text& t, size_t pos, size_t end, bool slash) {
+  const size_t lead = t.cp(pos, end) == ' ' ? 1 : 0;
+  if (IsOther(t.flags(pos + lead, end))) {
+    size_t p = pos + lead + RunWhile(t, pos + lead, end, IsOther);
+    for (uint32_t c = t.cp(p, end); IsCrLf(c) || (slash && c == '/'); c = t.cp(p, end)) ++p;
+    return p - pos;
+  }
+  // \s*[\r\n]+ : the whitespace run up to its last CR/LF.
+  const size_t n = RunWhile(t, pos, end, IsSpace);
+  for (size_t k = n; k > 0; --k) {
+    if (IsCrLf(t.cp(pos + k - 1, end))) return k;
+  }
+  return MatchTrailingSpace(t, pos, end, true);
+}
+
 // Llama 3 / Qwen2 family; `max_digits` is 3 for \p{N}{1,3} and 1 for \p{N}.
 size_t MatchLlama3(const Text& t, size_t pos, size_t end, size_t max_digits) {
   if (size_t n = MatchContraction(t, pos, end, true)) return n;
@@ -94,20 +111,50 @@ size_t MatchLlama3(const Text& t, size_t pos, size_t end, size_t max_digits) {
   }
   // \p{N}{1,max}
   if (f.number()) return std::min(max_digits, RunWhile(t, pos, end, IsNumber));
-  // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
-  const size_t lead = c == ' ' ? 1 : 0;
-  if (IsOther(t.flags(pos + lead, end))) {
-    size_t p = pos + lead + RunWhile(t, pos + lead, end, IsOther);
-    while (IsCrLf(t.cp(p, end))) ++p;
+  return MatchSymbolsAndSpaces(t, pos, end, false);
+}
+
+// GPT-4o / Tekken: words split at case changes. llama.cpp runs these regexes on text where every
+// non-ASCII letter is one placeholder, so "upper" is [A-Z] or a non-ASCII letter and "lower" is
+// [a-z] or a non-ASCII letter (its adapted regexes: (?=[\p{L}])([^a-z]) and (?=[\p{L}])([^A-Z])):
+//   [^\r\n\p{L}\p{N}]? upper* lower+ contraction? | [^\r\n\p{L}\p{N}]? upper+ lower* contraction?
+//   | \p{N}{1,max} | ' ?[^\s\p{L}\p{N}]+[\r\n/]*' | \s*[\r\n]+ | \s+(?!\S) | \s+
+bool IsAsciiUpper(uint32_t c) { return c >= 'A' && c <= 'Z'; }
+bool IsAsciiLower(uint32_t c) { return c >= 'a' && c <= 'z'; }
+
+size_t MatchCasedWords(const Text& t, size_t pos, size_t end, size_t max_digits, bool contractions) {
+  const uint32_t c = t.cp(pos, end);
+  const CpFlags f = t.flags(pos, end);
+  const bool prefix = !f.letter() && !f.number() && !IsCrLf(c) && pos < end;
+  const size_t s = prefix ? pos + 1 : pos;
+  auto upper = [&](size_t p) { return t.flags(p, end).letter() && !IsAsciiLower(t.cp(p, end)); };
+  auto lower = [&](size_t p) { return t.flags(p, end).letter() && !IsAsciiUpper(t.cp(p, end)); };
+  if (t.flags(s, end).letter()) {
+    size_t a = 0;  // greedy upper* (a backtracking engine then gives back what lower+ needs)
+    while (upper(s + a)) ++a;
+    size_t b_start = end;  // where lower+ starts
+    if (lower(s + a)) {
+      b_start = s + a;
+    } else {
+      for (size_t k = a; k > 0; --k) {
+        if (lower(s + k - 1)) {  // a non-ASCII letter: both upper and lower
+          b_start = s + k - 1;
+          break;
+        }
+      }
+    }
+    size_t p;
+    if (b_start != end) {
+      p = b_start;
+      while (lower(p)) ++p;
+    } else {
+      p = s + a;  // second alternative: upper+ (a >= 1 here) then lower* (none follows)
+    }
+    if (contractions) p += MatchContraction(t, p, end, true);
     return p - pos;
   }
-  // \s*[\r\n]+ : the whitespace run up to its last CR/LF.
-  const size_t n = RunWhile(t, pos, end, IsSpace);
-  for (size_t k = n; k > 0; --k) {
-    if (IsCrLf(t.cp(pos + k - 1, end))) return k;
-  }
-  // \s+(?!\S) | \s+
-  return MatchTrailingSpace(t, pos, end, true);
+  if (f.number()) return std::min(max_digits, RunWhile(t, pos, end, IsNumber));
+  return MatchSymbolsAndSpaces(t, pos, end, true);
 }
 
 // One or more code points of a class: [class]+ (or exactly one when `single`).
@@ -150,6 +197,10 @@ std::vector<Matcher> MatchersFor(PreTokenizer type) {
       return {[](const Text& t, size_t p, size_t e) { return MatchLlama3(t, p, e, 1); }};
     case PreTokenizer::kStarcoder:
       return {digit, gpt2};
+    case PreTokenizer::kGpt4o:
+      return {[](const Text& t, size_t p, size_t e) { return MatchCasedWords(t, p, e, 3, true); }};
+    case PreTokenizer::kTekken:
+      return {[](const Text& t, size_t p, size_t e) { return MatchCasedWords(t, p, e, 1, false); }};
     case PreTokenizer::kFalcon:
       return {
           ClassRun([](uint32_t c, CpFlags f) { return f.punctuation() || IsAsciiIn(c, "$+<=>^~|`"); }, false),

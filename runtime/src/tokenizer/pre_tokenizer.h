@@ -14,14 +14,21 @@ namespace stowage::tokenizer {
 
 /// The regex lists (by llama.cpp's LLAMA_VOCAB_PRE_TYPE_* name).
 enum class PreTokenizer {
-  kDefault,    ///< [\p{P}\$\+<=>\^~\|]+ , GPT-2 , \p{N}+ , [0-9][0-9][0-9]
-  kGpt2,       ///< 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)
+  kDefault,  ///< [\p{P}\$\+<=>\^~\|]+ , GPT-2 , \p{N}+ , [0-9][0-9][0-9]
+  kGpt2,     ///< 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)
   /// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
   ///   | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
   kLlama3,
   kQwen2,      ///< as kLlama3 with \p{N} (one digit per word)
   kStarcoder,  ///< \p{N} , GPT-2
   kFalcon,     ///< [\p{P}\$\+<=>\^~\|`]+ , GPT-2 , [0-9][0-9][0-9]
+  /// [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|...)?
+  ///   |[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|...)?
+  ///   |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+   (as llama.cpp runs it: see
+  ///   MatchCasedWords)
+  kGpt4o,
+  /// as kGpt4o without the contractions and with \p{N} (Mistral's tekken)
+  kTekken,
 };
 
 /// Splits UTF-8 `text` into words (UTF-8, concatenating to `text` up to invalid bytes, which

@@ -20,7 +20,7 @@ ALPHABET = [chr(c) for c in [
     0x22, 0x20, 0x20, 0x20, 0x09, 0x0A, 0x0D, 0x0B, 0x0C, 0x21, 0x3F, 0x2E, 0x2C, 0x28, 0x3C, 0x7C,
     0x3E, 0x24, 0x2B, 0x5E, 0x7E, 0x60, 0x5F, 0x23, 0x00, 0x01, 0x7F, 0x85, 0xA0, 0xBD, 0xC4, 0xE9,
     0x301, 0x308, 0x430, 0x44F, 0x1780, 0x17B6, 0x3000, 0x2028, 0x200D, 0xFE0F, 0x4E00, 0x6211,
-    0xFF5E, 0x1F680, 0x1F999, 0xE000, 0x10FFFF, 0x0378, 0x2160, 0xB2, 0x660, 0x2581, 0xFF10]]
+    0xFF5E, 0x1F680, 0x1F999, 0xE000, 0x10FFFF, 0x0378, 0x2160, 0xB2, 0x660, 0x2581, 0xFF10, 0x41, 0x42, 0x51, 0x63, 0xC9, 0xDF, 0x2F, 0x2F]]
 WHITE_SPACE = {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680, 0x2028, 0x2029, 0x202F,
                0x205F, 0x3000} | set(range(0x2000, 0x200B))
 
@@ -47,6 +47,15 @@ def llama3(digits):
             rf"|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+")
 
 
+# llama.cpp's adapted GPT-4o / Tekken regexes: "upper" = (?=[\p{L}])([^a-z]),
+# "lower" = (?=[\p{L}])([^A-Z]).
+UP = rf"(?:(?=[{L}])[^a-z])"
+LO = rf"(?:(?=[{L}])[^A-Z])"
+GPT4O = (rf"[^\r\n{L}{N}]?{UP}*{LO}+{CONTRACTIONS}?|[^\r\n{L}{N}]?{UP}+{LO}*{CONTRACTIONS}?"
+         rf"|[{N}]{{1,3}}| ?[^{S}{L}{N}]+[\r\n/]*|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+")
+TEKKEN = (rf"[^\r\n{L}{N}]?{UP}*{LO}+|[^\r\n{L}{N}]?{UP}+{LO}*"
+          rf"|[{N}]| ?[^{S}{L}{N}]+[\r\n/]*|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+")
+
 LISTS = {
     "gpt2": [GPT2],
     "llama3": [llama3("{1,3}")],
@@ -54,6 +63,8 @@ LISTS = {
     "default": [rf"[{P}\$\+<=>\^~\|]+", GPT2, rf"[{N}]+", r"[0-9][0-9][0-9]"],
     "starcoder": [rf"[{N}]", GPT2],
     "falcon": [rf"[{P}\$\+<=>\^~\|`]+", GPT2, r"[0-9][0-9][0-9]"],
+    "gpt4o": [GPT4O],
+    "tekken": [TEKKEN],
 }
 
 
@@ -82,7 +93,8 @@ def hexs(s):
 def main():
     rng = random.Random(20261130)
     fixed = ["", " ", "  ", "   Hello", "Hello world", "I'm", "y'ALL'S", "1234567", " 12 345\n\n\n  x",
-             "\t\tx", "a  \n  b", "!!!  ", "\u3000\u3000x", "3333333333"]
+             "\t\tx", "a  \n  b", "!!!  ", "\u3000\u3000x", "3333333333", "HelloWorld", "HTTPServer's",
+             "\u00c9COLE\u00e9t\u00e9 ABC\u00e9DEF", "a/b//\n", "iPhone XR", "'S'", "\u00e9AB C"]
     for name, regexes in LISTS.items():
         cases = fixed + ["".join(rng.choice(ALPHABET) for _ in range(rng.randrange(1, 25)))
                          for _ in range(150)]

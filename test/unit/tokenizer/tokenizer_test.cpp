@@ -164,6 +164,13 @@ TEST(Bpe, PreTokenizersSplitDigitsDifferently) {
   EXPECT_EQ(gpt2->Tokenize("123", false, false), (std::vector<int32_t>{20}));           // \p{N}+
   EXPECT_EQ(llama3->Tokenize("123", false, false), (std::vector<int32_t>{20}));         // \p{N}{1,3}
   EXPECT_EQ(qwen2->Tokenize("123", false, false), (std::vector<int32_t>{16, 17, 18}));  // \p{N}
+  auto tekken = BpeVocab("tekken").Build();
+  auto gpt4o = BpeVocab("gpt-4o").Build();
+  ASSERT_TRUE(tekken.ok() && gpt4o.ok());
+  EXPECT_EQ(tekken->Tokenize("123", false, false), (std::vector<int32_t>{16, 17, 18}));  // \p{N}
+  EXPECT_EQ(gpt4o->Tokenize("123", false, false), (std::vector<int32_t>{20}));           // \p{N}{1,3}
+  EXPECT_TRUE(tekken->add_bos());
+  EXPECT_FALSE(gpt4o->add_bos());
   EXPECT_TRUE(llama3->add_bos());
   EXPECT_FALSE(gpt2->add_bos());
 }

@@ -24,6 +24,8 @@
 //   Qwen2:     qwen2, deepseek-r1-qwen, kormo, f2llmv2, stablelm2, megrez, hunyuan, solar-open
 //   StarCoder: starcoder, refact, codeshell, exaone, minerva-7b, mellum2, command-r, smollm
 //   Falcon:    falcon
+//   GPT-4o:    gpt-4o, llama4, kanana2, talkie, minimax-m2 (words split at case changes)
+//   Tekken:    tekken
 // Any other value is kUnimplemented: "<file>: tokenizer.ggml.pre: unknown pre-tokenizer 'x'".
 //
 // Special tokens: every token whose `tokenizer.ggml.token_type` is CONTROL, USER_DEFINED or
