@@ -3,6 +3,7 @@ add_library(stowage_runtime STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/plan/plan_file.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/executor/session.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/executor/cpu_backend.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/executor/builtin_backends.cpp
 )
 target_include_directories(stowage_runtime PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
   PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src/executor)

@@ -87,4 +87,10 @@ class HostBuffer final : public Buffer {
 /// The CPU backend: stowage_cpu kernels, `n_threads` OpenMP threads.
 std::unique_ptr<Backend> CreateCpuBackend(int n_threads);
 
+/// The backend this build provides for a planned device (`type` "CPU", "GPU" or "ACCEL"; `name`
+/// as in the plan, e.g. "CUDA0"), or nullptr when it has none (builtin_backends.cpp).
+std::unique_ptr<Backend> CreateBuiltinBackend(const std::string& name, const std::string& type, int n_threads);
+/// Comma-separated names of the device kinds this build can run ("CPU, CUDA, oneDNN").
+std::string BuiltinBackendNames();
+
 }  // namespace stowage::exec

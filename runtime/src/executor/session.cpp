@@ -144,10 +144,10 @@ Status Session::Impl::CreateBackends(const SessionOptions& opts) {
     const std::string dtype = fb::EnumNameDeviceType(dev->type());
     std::unique_ptr<Backend> b;
     if (opts.backend_factory) b = opts.backend_factory->Create(dname, dtype, n_threads);
-    if (!b && dev->type() == fb::DeviceType::CPU) b = exec::CreateCpuBackend(n_threads);
+    if (!b) b = exec::CreateBuiltinBackend(dname, dtype, n_threads);
     if (!b)
       return Unavailable(plan->path() + ": planned device '" + dname + "' (" + dtype +
-                         ") is not available in this runtime (available: CPU)");
+                         ") is not available in this runtime (available: " + exec::BuiltinBackendNames() + ")");
     backends.push_back(std::move(b));
   }
   return Status::Ok();
