@@ -211,6 +211,17 @@ class GgufParser {
                    "no overlap with tensor '" + Esc(prev.name) + "' (ends at data byte " + std::to_string(prev.offset + prev.nbytes) + ")",
                    "start at data byte " + std::to_string(cur.offset));
     }
+    // ggml gguf_init_from_file: tensor i starts where the padded tensors 0..i-1 end (no gaps, info
+    // order). Sizes are bounded by the file here, so the sum cannot overflow.
+    uint64_t expect = 0;
+    for (const auto& t : f_.tensors_) {
+      if (t.offset != expect)
+        return Err(t.info_offset + 4 + 8 + t.name.size() + 8 * t.n_dims + 4, "tensor '" + Esc(t.name) + "' offset",
+                   std::to_string(expect) + " (ggml layout: the tensors before it, each padded to " +
+                       std::to_string(f_.alignment_) + " bytes)",
+                   std::to_string(t.offset));
+      expect += (t.nbytes + f_.alignment_ - 1) / f_.alignment_ * f_.alignment_;
+    }
     return Status::Ok();
   }
 

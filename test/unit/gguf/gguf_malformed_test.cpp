@@ -229,6 +229,14 @@ std::vector<Case> Corpus() {
     add("overlapping-tensors", b, F + ": offset " + std::to_string(at) + ": tensor 'b' data: expected no overlap with tensor 'a' (ends at data byte 64), found start at data byte 32");
   }
   {
+    Bytes b; b.header(2, 0).tensor("a", {8}, 0, 0).str("b").u32(1).u64(8).u32(0); const uint64_t at = b.at(); b.u64(64).pad(32).zeros(96);
+    add("gap-between-tensors", b, F + ": offset " + std::to_string(at) + ": tensor 'b' offset: expected 32 (ggml layout: the tensors before it, each padded to 32 bytes), found 64");
+  }
+  {
+    Bytes b; b.header(2, 0).str("a").u32(1).u64(8).u32(0); const uint64_t at = b.at(); b.u64(32).tensor("b", {8}, 0, 0).pad(32).zeros(64);
+    add("tensors-out-of-order", b, F + ": offset " + std::to_string(at) + ": tensor 'a' offset: expected 0 (ggml layout: the tensors before it, each padded to 32 bytes), found 32");
+  }
+  {
     Bytes b; b.header(2, 0).tensor("w", {8}, 0, 0); const uint64_t at = b.at(); b.tensor("w", {8}, 0, 32).pad(32).zeros(64);
     add("duplicate-tensor-name", b, F + ": offset " + std::to_string(at) + ": tensor 'w': expected unique tensor names, found a duplicate");
   }

@@ -8,7 +8,8 @@
 // Validation follows what ggml's gguf_init_from_file checks, with overflow-safe arithmetic:
 // counts and lengths bounded by the file size, n_dims in 1..4, dims positive, no byte-size
 // overflow, ne0 divisible by the block size, tensor data inside the file and aligned, no
-// overlapping tensors, no duplicate keys or tensor names, tensor names shorter than 64 bytes
+// overlapping tensors, ggml's contiguous layout (tensor i starts where the padded tensors before it
+// in info order end), no duplicate keys or tensor names, tensor names shorter than 64 bytes
 // (GGML_MAX_NAME), general.alignment a u32 power of two, array nesting at most 8 deep. Every failure is a kDataLoss Status whose
 // message is one line: "<file>: offset <N>: <field>: expected <...>, found <...>".
 //
