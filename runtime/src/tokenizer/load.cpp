@@ -103,6 +103,14 @@ const PreInfo kPreInfos[] = {
      false,
      false},
     {{"tekken"}, PreTokenizer::kTekken, false, true, true, false, false},
+    {{"deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4"},
+     PreTokenizer::kDeepseek3,
+     false,
+     false,
+     false,
+     false,
+     false},
+    {{"deepseek-coder"}, PreTokenizer::kDeepseekCoder, false, false, false, false, false},
     {{"falcon"}, PreTokenizer::kFalcon, true, false, false, false, false},
 };
 

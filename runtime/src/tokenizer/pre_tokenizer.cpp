@@ -157,17 +157,59 @@ size_t MatchCasedWords(const Text& t, size_t pos, size_t end, size_t max_digits,
   return MatchSymbolsAndSpaces(t, pos, end, true);
 }
 
-// One or more code points of a class: [class]+ (or exactly one when `single`).
-Matcher ClassRun(std::function<bool(uint32_t, CpFlags)> in_class, bool single) {
-  return [in_class, single](const Text& t, size_t pos, size_t end) -> size_t {
+// [class]+ , or [class]{1,max_len} when max_len > 0.
+Matcher ClassRun(std::function<bool(uint32_t, CpFlags)> in_class, size_t max_len = 0) {
+  return [in_class, max_len](const Text& t, size_t pos, size_t end) -> size_t {
     size_t p = pos;
-    while (p < end && in_class(t.cp(p, end), t.flags(p, end))) {
-      ++p;
-      if (single) break;
-    }
+    while (p < end && in_class(t.cp(p, end), t.flags(p, end)) && (max_len == 0 || p - pos < max_len)) ++p;
     return p - pos;
   };
 }
+
+// \s?[class]+ : one optional whitespace character, then the run (DeepSeek Coder).
+Matcher SpaceThenRun(bool (*in_class)(CpFlags)) {
+  return [in_class](const Text& t, size_t pos, size_t end) -> size_t {
+    const size_t lead = t.flags(pos, end).whitespace() && in_class(t.flags(pos + 1, end)) ? 1 : 0;
+    return in_class(t.flags(pos + lead, end)) ? lead + RunWhile(t, pos + lead, end, in_class) : 0;
+  };
+}
+
+bool IsAsciiPunctOrSymbol(uint32_t c) {
+  return (c >= '!' && c <= '/') || (c >= ':' && c <= '@') || (c >= '[' && c <= '`') || (c >= '{' && c <= '~');
+}
+bool IsAsciiLetter(uint32_t c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+bool IsLetterOrMark(CpFlags f) { return f.letter() || f.accent_mark(); }
+bool IsPunctOrSymbol(CpFlags f) { return f.punctuation() || f.symbol(); }
+bool IsPunct(CpFlags f) { return f.punctuation(); }
+
+// DeepSeek V3's main regex:
+//   [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+ | [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
+//   | ' ?[\p{P}\p{S}]+[\r\n]*' | \s*[\r\n]+ | \s+(?!\S) | \s+
+size_t MatchDeepseek3(const Text& t, size_t pos, size_t end) {
+  const uint32_t c = t.cp(pos, end);
+  const CpFlags f = t.flags(pos, end);
+  if (IsAsciiPunctOrSymbol(c) && IsAsciiLetter(t.cp(pos + 1, end))) {
+    size_t p = pos + 1;
+    while (IsAsciiLetter(t.cp(p, end))) ++p;
+    return p - pos;
+  }
+  const bool prefix = !IsCrLf(c) && !f.letter() && !IsPunctOrSymbol(f);
+  if (prefix && IsLetterOrMark(t.flags(pos + 1, end))) return 1 + RunWhile(t, pos + 1, end, IsLetterOrMark);
+  if (IsLetterOrMark(f)) return RunWhile(t, pos, end, IsLetterOrMark);
+  const size_t lead = c == ' ' ? 1 : 0;
+  if (IsPunctOrSymbol(t.flags(pos + lead, end))) {
+    size_t p = pos + lead + RunWhile(t, pos + lead, end, IsPunctOrSymbol);
+    while (IsCrLf(t.cp(p, end))) ++p;
+    return p - pos;
+  }
+  const size_t n = RunWhile(t, pos, end, IsSpace);
+  for (size_t k = n; k > 0; --k) {
+    if (IsCrLf(t.cp(pos + k - 1, end))) return k;
+  }
+  return MatchTrailingSpace(t, pos, end, true);
+}
+
+bool InRange(uint32_t c, uint32_t lo, uint32_t hi) { return c >= lo && c <= hi; }
 
 // [0-9][0-9][0-9]
 size_t MatchThreeDigits(const Text& t, size_t pos, size_t end) {
@@ -187,7 +229,7 @@ bool IsAsciiIn(uint32_t c, const char* set) {
 
 std::vector<Matcher> MatchersFor(PreTokenizer type) {
   const Matcher gpt2 = MatchGpt2;
-  const Matcher digit = ClassRun([](uint32_t, CpFlags f) { return f.number(); }, true);
+  const Matcher digit = ClassRun([](uint32_t, CpFlags f) { return f.number(); }, 1);
   switch (type) {
     case PreTokenizer::kGpt2:
       return {gpt2};
@@ -201,15 +243,25 @@ std::vector<Matcher> MatchersFor(PreTokenizer type) {
       return {[](const Text& t, size_t p, size_t e) { return MatchCasedWords(t, p, e, 3, true); }};
     case PreTokenizer::kTekken:
       return {[](const Text& t, size_t p, size_t e) { return MatchCasedWords(t, p, e, 1, false); }};
+    case PreTokenizer::kDeepseek3:
+      return {ClassRun([](uint32_t, CpFlags f) { return f.number(); }, 3), ClassRun([](uint32_t c, CpFlags) {
+                return InRange(c, 0x4E00, 0x9FA5) || InRange(c, 0x3040, 0x309F) || InRange(c, 0x30A0, 0x30FF);
+              }),
+              MatchDeepseek3};
+    case PreTokenizer::kDeepseekCoder:
+      return {ClassRun([](uint32_t c, CpFlags) { return IsCrLf(c); }, 1), SpaceThenRun(IsLetter),
+              SpaceThenRun(IsPunct), ClassRun([](uint32_t c, CpFlags) {
+                return InRange(c, 0x4E00, 0x9FA5) || InRange(c, 0x0800, 0x4E00) || InRange(c, 0xAC00, 0xD7FF);
+              }),
+              digit};
     case PreTokenizer::kFalcon:
-      return {
-          ClassRun([](uint32_t c, CpFlags f) { return f.punctuation() || IsAsciiIn(c, "$+<=>^~|`"); }, false),
-          gpt2, MatchThreeDigits};
+      return {ClassRun([](uint32_t c, CpFlags f) { return f.punctuation() || IsAsciiIn(c, "$+<=>^~|`"); }),
+              gpt2, MatchThreeDigits};
     case PreTokenizer::kDefault:
       break;
   }
-  return {ClassRun([](uint32_t c, CpFlags f) { return f.punctuation() || IsAsciiIn(c, "$+<=>^~|"); }, false),
-          gpt2, ClassRun([](uint32_t, CpFlags f) { return f.number(); }, false), MatchThreeDigits};
+  return {ClassRun([](uint32_t c, CpFlags f) { return f.punctuation() || IsAsciiIn(c, "$+<=>^~|"); }), gpt2,
+          ClassRun([](uint32_t, CpFlags f) { return f.number(); }), MatchThreeDigits};
 }
 
 }  // namespace

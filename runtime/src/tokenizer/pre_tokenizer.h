@@ -29,6 +29,11 @@ enum class PreTokenizer {
   kGpt4o,
   /// as kGpt4o without the contractions and with \p{N} (Mistral's tekken)
   kTekken,
+  /// \p{N}{1,3} , [一-龥぀-ゟ゠-ヿ]+ , [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+
+  ///   |[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+  kDeepseek3,
+  /// [\r\n] , \s?\p{L}+ , \s?\p{P}+ , [一-龥ࠀ-一가-퟿]+ , \p{N}
+  kDeepseekCoder,
 };
 
 /// Splits UTF-8 `text` into words (UTF-8, concatenating to `text` up to invalid bytes, which

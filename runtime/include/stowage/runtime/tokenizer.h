@@ -26,6 +26,7 @@
 //   Falcon:    falcon
 //   GPT-4o:    gpt-4o, llama4, kanana2, talkie, minimax-m2 (words split at case changes)
 //   Tekken:    tekken
+//   DeepSeek:  deepseek-v3, hunyuan-dense, joyai-llm, hy_v4; deepseek-coder
 // Any other value is kUnimplemented: "<file>: tokenizer.ggml.pre: unknown pre-tokenizer 'x'".
 //
 // Special tokens: every token whose `tokenizer.ggml.token_type` is CONTROL, USER_DEFINED or
