@@ -34,18 +34,31 @@ struct Buf {
 
 class LlamaGolden : public ::testing::TestWithParam<std::string> {};
 
-TensorView Weight(const GgufFile& f, const std::string& name) {
-  const GgufTensorInfo* t = f.FindTensor(name);
-  TensorView v;
-  if (!t) return v;
-  v.type = t->type;
-  for (int i = 0; i < 4; ++i) v.ne[i] = t->ne[i];
-  SetContiguousStrides(v);
-  v.data = const_cast<uint8_t*>(f.TensorData(*t));
-  return v;
-}
+// Weights as TensorViews over the mapping; with `repack`, Q4_0 matrices that llama.cpp's
+// CPU_REPACK takes (ne1 % 8 == 0) are repacked into `store` and viewed as kLayoutQ4_0x8.
+struct Weights {
+  const GgufFile& f;
+  bool repack;
+  std::vector<std::unique_ptr<std::vector<uint8_t>>> store;
+  TensorView operator()(const std::string& name, bool matmul = true) {
+    const GgufTensorInfo* t = f.FindTensor(name);
+    TensorView v;
+    if (!t) return v;
+    v.type = t->type;
+    for (int i = 0; i < 4; ++i) v.ne[i] = t->ne[i];
+    SetContiguousStrides(v);
+    v.data = const_cast<uint8_t*>(f.TensorData(*t));
+    if (repack && matmul && CanRepackQ4_0(v)) {
+      store.emplace_back(new std::vector<uint8_t>(t->nbytes));
+      if (!RepackQ4_0(v, store.back()->data()).ok()) return TensorView();
+      v.data = store.back()->data();
+      v.layout = kLayoutQ4_0x8;
+    }
+    return v;
+  }
+};
 
-void RunModel(const std::string& model, int n_threads, IsaLevel isa, double* max_err_out) {
+void RunModel(const std::string& model, int n_threads, IsaLevel isa, bool repack, double* max_err_out) {
   const std::string path = test::ModelPath(model + ".gguf");
   const std::string golden = test::GoldenDir() + "/logits/" + model + ".json";
   if (!test::FileExists(path) || !test::FileExists(golden)) GTEST_SKIP() << "skipped: " << path << " or golden absent";
@@ -72,9 +85,10 @@ void RunModel(const std::string& model, int n_threads, IsaLevel isa, double* max
   ComputeContext ctx;
   ctx.n_threads = n_threads;
   ctx.max_isa = isa;
-  TensorView tok_embd = Weight(f, "token_embd.weight");
-  TensorView out_w = Weight(f, "output.weight");
-  if (!out_w.data) out_w = tok_embd;  // tied embeddings
+  Weights Weight{f, repack, {}};
+  TensorView tok_embd = Weight("token_embd.weight", false);
+  TensorView out_w = Weight("output.weight");
+  if (!out_w.data) out_w = Weight("token_embd.weight");  // tied embeddings
   const int64_t V = out_w.ne[1];
 
   Buf ids_buf(T);
@@ -101,10 +115,10 @@ void RunModel(const std::string& model, int n_threads, IsaLevel isa, double* max
     const std::string p = "blk." + std::to_string(il) + ".";
     Buf cur(E, T), q(D * H, T), k(D * Hkv, T), v(D * Hkv, T);
     OK(RmsNorm(ctx, x.v, cur.v, eps));
-    OK(Mul(ctx, cur.v, Weight(f, p + "attn_norm.weight"), cur.v));
-    OK(MulMat(ctx, Weight(f, p + "attn_q.weight"), cur.v, q.v));
-    OK(MulMat(ctx, Weight(f, p + "attn_k.weight"), cur.v, k.v));
-    OK(MulMat(ctx, Weight(f, p + "attn_v.weight"), cur.v, v.v));
+    OK(Mul(ctx, cur.v, Weight(p + "attn_norm.weight"), cur.v));
+    OK(MulMat(ctx, Weight(p + "attn_q.weight"), cur.v, q.v));
+    OK(MulMat(ctx, Weight(p + "attn_k.weight"), cur.v, k.v));
+    OK(MulMat(ctx, Weight(p + "attn_v.weight"), cur.v, v.v));
     TensorView q3 = q.v, k3 = k.v;
     q3.ne[0] = D; q3.ne[1] = H; q3.ne[2] = T; SetContiguousStrides(q3);
     k3.ne[0] = D; k3.ne[1] = Hkv; k3.ne[2] = T; SetContiguousStrides(k3);
@@ -147,23 +161,23 @@ void RunModel(const std::string& model, int n_threads, IsaLevel isa, double* max
     kqvp.ne[1] = H; kqvp.ne[2] = T; kqvp.nb[1] = kqv.v.nb[2]; kqvp.nb[2] = kqv.v.nb[1];
     Buf attn(E, T), o(E, T);
     OK(Cpy(ctx, kqvp, attn.v));
-    OK(MulMat(ctx, Weight(f, p + "attn_output.weight"), attn.v, o.v));
+    OK(MulMat(ctx, Weight(p + "attn_output.weight"), attn.v, o.v));
     OK(Add(ctx, x.v, o.v, x.v));
     // FFN (SwiGLU).
-    const TensorView wg = Weight(f, p + "ffn_gate.weight");
+    const TensorView wg = Weight(p + "ffn_gate.weight");
     const int64_t F = wg.ne[1];
     Buf gate(F, T), up(F, T), hbuf(F, T), down(E, T);
     OK(RmsNorm(ctx, x.v, cur.v, eps));
-    OK(Mul(ctx, cur.v, Weight(f, p + "ffn_norm.weight"), cur.v));
+    OK(Mul(ctx, cur.v, Weight(p + "ffn_norm.weight"), cur.v));
     OK(MulMat(ctx, wg, cur.v, gate.v));
-    OK(MulMat(ctx, Weight(f, p + "ffn_up.weight"), cur.v, up.v));
+    OK(MulMat(ctx, Weight(p + "ffn_up.weight"), cur.v, up.v));
     OK(SwiGlu(ctx, gate.v, up.v, hbuf.v));
-    OK(MulMat(ctx, Weight(f, p + "ffn_down.weight"), hbuf.v, down.v));
+    OK(MulMat(ctx, Weight(p + "ffn_down.weight"), hbuf.v, down.v));
     OK(Add(ctx, x.v, down.v, x.v));
   }
   Buf cur(E, T), logits(V, T);
   OK(RmsNorm(ctx, x.v, cur.v, eps));
-  OK(Mul(ctx, cur.v, Weight(f, "output_norm.weight"), cur.v));
+  OK(Mul(ctx, cur.v, Weight("output_norm.weight"), cur.v));
   OK(MulMat(ctx, out_w, cur.v, logits.v));
 
   double max_err = 0;
@@ -184,12 +198,17 @@ bool IsQuantized(const std::string& m) {
 TEST_P(LlamaGolden, PromptLogitsMatchLlamaCpp) {
   const std::string model = GetParam();
   const double tol = IsQuantized(model) ? 0.25 : 0.02;
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
-    double err = -1;
-    RunModel(model, 2, isa, &err);
-    if (IsSkipped() || HasFatalFailure()) return;
-    EXPECT_LE(err, tol) << model << " isa " << int(isa);
-    std::printf("%-22s isa %d max |logit - llama.cpp| = %.5f\n", model.c_str(), int(isa), err);
+  for (bool repack : {false, true}) {
+    for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+      if (isa > DetectIsa()) continue;
+      double err = -1;
+      RunModel(model, 2, isa, repack, &err);
+      if (IsSkipped() || HasFatalFailure()) return;
+      EXPECT_LE(err, tol) << model << " isa " << int(isa) << (repack ? " CPU_REPACK" : "");
+      std::printf("%-22s isa %d %-10s max |logit - llama.cpp| = %.5f\n", model.c_str(), int(isa),
+                  repack ? "CPU_REPACK" : "plain", err);
+    }
+    if (model.find("q4_0") == std::string::npos && model.find("Q4_0") == std::string::npos) break;
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -15,8 +16,8 @@
 namespace stowage::cpu {
 namespace {
 
-void FromFloatQ8_0(const float* x, void* y, int64_t n) { QuantizeRowQ8_0(x, static_cast<BlockQ8_0*>(y), n); }
-void FromFloatQ8_1(const float* x, void* y, int64_t n) { QuantizeRowQ8_1(x, static_cast<BlockQ8_1*>(y), n); }
+void FromFloatQ8_0(const float* x, void* y, int64_t n) { QuantizeRowQ8_0Act(x, static_cast<BlockQ8_0*>(y), n); }
+void FromFloatQ8_1(const float* x, void* y, int64_t n) { QuantizeRowQ8_1Act(x, static_cast<BlockQ8_1*>(y), n); }
 void FromFloatQ8_K(const float* x, void* y, int64_t n) { QuantizeRowQ8_K(x, static_cast<BlockQ8_K*>(y), n); }
 
 constexpr int kLevels = 3;
@@ -169,7 +170,8 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
         sumi0 += ((qs[j] & 0x0F) - 8) * y[b].qs[j];
         sumi1 += ((qs[j] >> 4) - 8) * y[b].qs[j + 16];
       }
-      sumf[r] += float(sumi0 + sumi1) * HalfToFloat(dh) * dy;
+      // As ggml's AVX2 gemv/gemm_q4_0_8x8_q8_0: acc += float(sumi) * (d_x * d_y), fused.
+      sumf[r] = std::fma(float(sumi0 + sumi1), HalfToFloat(dh) * dy, sumf[r]);
     }
   }
   std::memcpy(s, sumf, sizeof sumf);

@@ -164,6 +164,39 @@ void QuantizeRowQ8_1(const float* x, BlockQ8_1* y, int64_t n) {
   }
 }
 
+// ggml-cpu's x86 quantize_row_q8_0 / _q8_1 (the from_float MUL_MAT uses for activations on
+// AVX/AVX2/AVX-512 builds): multiplier 127 / amax instead of 1 / (amax / 127), and
+// round-half-to-even (_mm256_round_ps(_MM_ROUND_NEAREST)) instead of roundf. On the shared models
+// this reproduces llama.cpp's logits exactly where the reference rounding does not: activations
+// that went through earlier quantized layers hit exact .5 ties often.
+void QuantizeRowQ8_0Act(const float* x, BlockQ8_0* y, int64_t n) {
+  const int qk = kQK8_0;
+  for (int64_t i = 0; i < n / qk; ++i, x += qk) {
+    float amax = 0.0f;
+    for (int j = 0; j < qk; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+    y[i].d = FloatToHalf(amax / 127.f);
+    for (int j = 0; j < qk; ++j) y[i].qs[j] = int8_t(std::nearbyint(x[j] * id));
+  }
+}
+
+void QuantizeRowQ8_1Act(const float* x, BlockQ8_1* y, int64_t n) {
+  const int qk = kQK8_1;
+  for (int64_t i = 0; i < n / qk; ++i, x += qk) {
+    float amax = 0.0f;
+    for (int j = 0; j < qk; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.f;
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+    y[i].d = FloatToHalf(d);
+    int sum = 0;
+    for (int j = 0; j < qk; ++j) {
+      y[i].qs[j] = int8_t(std::nearbyint(x[j] * id));
+      sum += y[i].qs[j];
+    }
+    y[i].s = FloatToHalf(d * float(sum));
+  }
+}
+
 // ---- dequantize --------------------------------------------------------------------------------
 
 void DequantizeRowQ4_0(const BlockQ4_0* x, float* y, int64_t n) {

@@ -72,6 +72,10 @@ void QuantizeRowQ5_1(const float* x, BlockQ5_1* y, int64_t n);
 void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n);
 void QuantizeRowQ8_1(const float* x, BlockQ8_1* y, int64_t n);
 void QuantizeRowQ8_K(const float* x, BlockQ8_K* y, int64_t n);
+/// Activation quantizers of MUL_MAT: ggml-cpu's x86 quantize_row_q8_0 / _q8_1 semantics
+/// (d = amax / 127, q = round_half_even(x * (127 / amax))); see quants.cpp for why.
+void QuantizeRowQ8_0Act(const float* x, BlockQ8_0* y, int64_t n);
+void QuantizeRowQ8_1Act(const float* x, BlockQ8_1* y, int64_t n);
 
 void DequantizeRowQ4_0(const BlockQ4_0* x, float* y, int64_t n);
 void DequantizeRowQ4_1(const BlockQ4_1* x, float* y, int64_t n);
