@@ -227,7 +227,7 @@ Status ReadTokens(const GgufFile& g, Tokenizer::Impl& v) {
     Tokenizer::Impl::Token& t = v.tokens[i];
     // llama.cpp renames empty tokens so that every token has a distinct, non-empty text.
     t.text = texts[i].empty() ? "[EMPTY_" + std::to_string(i) + "]" : std::string(texts[i]);
-    auto [it, inserted] = v.token_to_id.emplace(t.text, static_cast<int32_t>(i));
+    auto [it, inserted] = v.token_to_id.emplace(std::string_view(t.text), static_cast<int32_t>(i));
     if (!inserted) {
       return InvalidArgument(g.path() + ": key 'tokenizer.ggml.tokens': duplicate token '" + t.text +
                              "' at ids " + std::to_string(it->second) + " and " + std::to_string(i));
@@ -446,6 +446,6 @@ float Tokenizer::TokenScore(int32_t token) const {
 uint32_t Tokenizer::TokenAttrs(int32_t token) const {
   return impl_->InRange(token) ? impl_->tokens[token].attr : kTokenAttrUndefined;
 }
-int32_t Tokenizer::TextToToken(std::string_view text) const { return impl_->Find(std::string(text)); }
+int32_t Tokenizer::TextToToken(std::string_view text) const { return impl_->Find(text); }
 
 }  // namespace stowage

@@ -66,7 +66,7 @@ void TokenizeSpm(const Tokenizer::Impl& v, const std::string& text, std::vector<
   auto try_add = [&](int left, int right) {
     if (left < 0 || right < 0) return;
     const size_t len = syms[left].len + syms[right].len;
-    const int32_t id = v.Find(text.substr(syms[left].off, len));
+    const int32_t id = v.Find(std::string_view(text).substr(syms[left].off, len));
     if (id == kTokenNull) return;
     queue.push({left, right, v.tokens[id].score, len});
   };
@@ -82,7 +82,7 @@ void TokenizeSpm(const Tokenizer::Impl& v, const std::string& text, std::vector<
     try_add(b.left, syms[b.left].next);
   }
   for (int i = syms.empty() ? -1 : 0; i != -1; i = syms[i].next) {
-    const std::string piece = text.substr(syms[i].off, syms[i].len);
+    const std::string_view piece = std::string_view(text).substr(syms[i].off, syms[i].len);
     const int32_t id = v.Find(piece);
     if (id != kTokenNull) {
       out.push_back(id);
@@ -140,7 +140,7 @@ void TokenizeBpeWord(const Tokenizer::Impl& v, const std::string& raw_word, std:
     try_add(b.left, syms[b.left].next);
   }
   for (int i = syms.empty() ? -1 : 0; i != -1; i = syms[i].next) {
-    const std::string piece = word.substr(syms[i].off, syms[i].len);
+    const std::string_view piece = std::string_view(word).substr(syms[i].off, syms[i].len);
     const int32_t id = v.Find(piece);
     if (id != kTokenNull) {
       out.push_back(id);
@@ -148,7 +148,7 @@ void TokenizeBpeWord(const Tokenizer::Impl& v, const std::string& raw_word, std:
     }
     // llama.cpp looks the piece's bytes up one by one and drops those that are no token.
     for (char c : piece) {
-      const int32_t byte_id = v.Find(std::string(1, c));
+      const int32_t byte_id = v.Find(std::string_view(&c, 1));
       if (byte_id != kTokenNull) out.push_back(byte_id);
     }
   }
@@ -198,7 +198,7 @@ void TokenizeWpm(const Tokenizer::Impl& v, const std::string& text, std::vector<
     for (size_t i = 0; i < n;) {
       size_t matched = 0;
       for (size_t j = std::min(n, i + v.max_token_len + 1); j > i; --j) {
-        const int32_t id = v.Find(word.substr(i, j - i));
+        const int32_t id = v.Find(std::string_view(word).substr(i, j - i));
         if (id != kTokenNull) {
           out.push_back(id);
           matched = j - i;
@@ -272,7 +272,8 @@ int32_t Tokenizer::Impl::ByteToToken(uint8_t byte) const {
   static const char kHex[] = "0123456789ABCDEF";
   const char name[] = {'<', '0', 'x', kHex[byte >> 4], kHex[byte & 15], '>', 0};
   const int32_t id = Find(name);
-  return id != kTokenNull ? id : Find(std::string(1, static_cast<char>(byte)));
+  const char c = static_cast<char>(byte);
+  return id != kTokenNull ? id : Find(std::string_view(&c, 1));
 }
 
 void Tokenizer::Impl::TokenizeFragment(const std::string& text, bool prefix_space,

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -14,6 +15,10 @@
 namespace stowage {
 
 struct Tokenizer::Impl {
+  Impl() = default;
+  Impl(const Impl&) = delete;  // token_to_id views this object's token texts
+  Impl& operator=(const Impl&) = delete;
+
   struct Token {
     std::string text;
     float score = 0.0f;
@@ -25,7 +30,8 @@ struct Tokenizer::Impl {
   tokenizer::PreTokenizer pre_type = tokenizer::PreTokenizer::kDefault;
 
   std::vector<Token> tokens;
-  std::unordered_map<std::string, int32_t> token_to_id;
+  /// Keys view the `text` of `tokens` (sized once in FromGguf, never reallocated).
+  std::unordered_map<std::string_view, int32_t> token_to_id;
   /// BPE merges: "left right" -> rank (position in tokenizer.ggml.merges).
   std::unordered_map<std::string, int32_t> bpe_ranks;
   size_t max_token_len = 0;  ///< longest token text in bytes (WPM longest match)
@@ -49,7 +55,7 @@ struct Tokenizer::Impl {
   std::vector<int32_t> special_tokens;
 
   bool InRange(int32_t id) const { return id >= 0 && static_cast<size_t>(id) < tokens.size(); }
-  int32_t Find(const std::string& text) const {
+  int32_t Find(std::string_view text) const {
     auto it = token_to_id.find(text);
     return it == token_to_id.end() ? kTokenNull : it->second;
   }
