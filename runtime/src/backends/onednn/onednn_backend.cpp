@@ -1,0 +1,331 @@
+// oneDNN ACCEL backend (see onednn_backend.h). Uses oneDNN's C API, which reports errors by status
+// (the C++ API throws; the runtime has no exceptions).
+#include "onednn_backend.h"
+
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <new>
+#include <string>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "ops.h"
+
+namespace stowage::exec {
+namespace {
+
+std::string DnnlError(dnnl_status_t s) {
+  switch (s) {
+    case dnnl_out_of_memory: return "out of memory";
+    case dnnl_invalid_arguments: return "invalid arguments";
+    case dnnl_unimplemented: return "no implementation for these types/strides on this CPU";
+    case dnnl_runtime_error: return "runtime error";
+    default: return "status " + std::to_string(static_cast<int>(s));
+  }
+}
+
+std::string Shape(const TensorView& t) {
+  return std::string(GgmlTypeName(t.type)) + "[" + std::to_string(t.ne[0]) + "," + std::to_string(t.ne[1]) + "," +
+         std::to_string(t.ne[2]) + "," + std::to_string(t.ne[3]) + "]";
+}
+
+dnnl_data_type_t DnnlType(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return dnnl_f32;
+    case GgmlType::BF16: return dnnl_bf16;
+    case GgmlType::F16: return dnnl_f16;
+    default: return dnnl_data_type_undef;
+  }
+}
+
+/// Host memory of the ACCEL device (64-byte aligned, zeroed).
+class OneDnnBuffer final : public Buffer {
+ public:
+  ~OneDnnBuffer() override { std::free(data_); }
+  static Result<std::unique_ptr<Buffer>> Allocate(uint64_t size, uint64_t alignment) {
+    const uint64_t align = alignment < 64 ? 64 : alignment;
+    if ((align & (align - 1)) != 0) return InvalidArgument("ONEDNN: buffer alignment " + std::to_string(alignment) + " is not a power of two");
+    const uint64_t padded = (std::max<uint64_t>(size, 1) + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, padded);
+    if (p == nullptr) return ResourceExhausted("ONEDNN: cannot allocate " + std::to_string(size) + " bytes of host memory");
+    std::memset(p, 0, padded);
+    std::unique_ptr<OneDnnBuffer> b(new OneDnnBuffer());
+    b->data_ = static_cast<uint8_t*>(p);
+    b->size_ = size;
+    return std::unique_ptr<Buffer>(std::move(b));
+  }
+  uint8_t* base() override { return data_; }
+  uint64_t size() const override { return size_; }
+  bool is_host() const override { return true; }
+  Status Write(uint64_t offset, const void* src, uint64_t n) override {
+    if (offset > size_ || n > size_ - offset) return OutOfRange("ONEDNN: buffer write outside the buffer");
+    std::memcpy(data_ + offset, src, n);
+    return Status::Ok();
+  }
+  Status Read(uint64_t offset, void* dst, uint64_t n) const override {
+    if (offset > size_ || n > size_ - offset) return OutOfRange("ONEDNN: buffer read outside the buffer");
+    std::memcpy(dst, data_ + offset, n);
+    return Status::Ok();
+  }
+
+ private:
+  OneDnnBuffer() = default;
+  uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+/// A created matmul with its memory objects (data handles are set per execution).
+struct MatmulPrim {
+  dnnl_primitive_desc_t pd = nullptr;
+  dnnl_primitive_t prim = nullptr;
+  dnnl_memory_t src = nullptr, wei = nullptr, dst = nullptr;
+  void Release() {
+    if (src) dnnl_memory_destroy(src);
+    if (wei) dnnl_memory_destroy(wei);
+    if (dst) dnnl_memory_destroy(dst);
+    if (prim) dnnl_primitive_destroy(prim);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    *this = MatmulPrim();
+  }
+};
+
+/// Batch {b3, b2}, M x K activations times K x N weights (weights broadcast over the batch).
+struct MatmulKey {
+  dnnl_data_type_t wt;
+  dnnl_dim_t b3, b2, M, K, N;
+  dnnl_dim_t src_s[4], wei_s[2], dst_s[4];
+  bool operator<(const MatmulKey& o) const { return std::memcmp(this, &o, sizeof(*this)) < 0; }
+};
+
+/// Creates the matmul for `k` on `eng`. dnnl status on failure (prim left empty).
+dnnl_status_t CreateMatmul(dnnl_engine_t eng, const MatmulKey& k, MatmulPrim* out) {
+  dnnl_memory_desc_t src_md, wei_md, dst_md;
+  const dnnl_dims_t sd = {k.b3, k.b2, k.M, k.K};
+  const dnnl_dims_t wd = {1, 1, k.K, k.N};
+  const dnnl_dims_t dd = {k.b3, k.b2, k.M, k.N};
+  const dnnl_dims_t ws = {k.K * k.N, k.K * k.N, k.wei_s[0], k.wei_s[1]};
+  dnnl_status_t s = dnnl_memory_desc_init_by_strides(&src_md, 4, sd, k.wt, k.src_s);
+  if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&wei_md, 4, wd, k.wt, ws);
+  if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&dst_md, 4, dd, dnnl_f32, k.dst_s);
+  dnnl_matmul_desc_t desc;
+  if (s == dnnl_success) s = dnnl_matmul_desc_init(&desc, &src_md, &wei_md, nullptr, &dst_md);
+  MatmulPrim p;
+  if (s == dnnl_success) s = dnnl_primitive_desc_create(&p.pd, &desc, nullptr, eng, nullptr);
+  if (s == dnnl_success) s = dnnl_primitive_create(&p.prim, p.pd);
+  if (s == dnnl_success) s = dnnl_memory_create(&p.src, &src_md, eng, DNNL_MEMORY_NONE);
+  if (s == dnnl_success) s = dnnl_memory_create(&p.wei, &wei_md, eng, DNNL_MEMORY_NONE);
+  if (s == dnnl_success) s = dnnl_memory_create(&p.dst, &dst_md, eng, DNNL_MEMORY_NONE);
+  if (s != dnnl_success) {
+    p.Release();
+    return s;
+  }
+  *out = p;
+  return dnnl_success;
+}
+
+class OneDnnBackend final : public Backend {
+ public:
+  OneDnnBackend(std::string name, int n_threads) : name_(std::move(name)), n_threads_(n_threads < 1 ? 1 : n_threads) {
+    engine_status_ = dnnl_engine_create(&engine_, dnnl_cpu, 0);
+    if (engine_status_ == dnnl_success) engine_status_ = dnnl_stream_create(&stream_, engine_, dnnl_stream_default_flags);
+    cpu_.n_threads = n_threads_;
+  }
+  ~OneDnnBackend() override {
+    for (auto& [k, p] : prims_) p.Release();
+    if (stream_) dnnl_stream_destroy(stream_);
+    if (engine_) dnnl_engine_destroy(engine_);
+  }
+
+  const std::string& name() const override { return name_; }
+  bool CanAccess(const Buffer& buf) const override { return buf.is_host(); }
+
+  Result<std::unique_ptr<Buffer>> Allocate(const std::string&, uint64_t size, uint64_t alignment) override {
+    return OneDnnBuffer::Allocate(size, alignment);
+  }
+
+  Status Compute(const NodeCall& c) override {
+    if (c.op != GgmlOp::MUL_MAT)
+      return Unimplemented(name_ + ": op " + GgmlOpName(c.op) + " (node '" + c.name +
+                           "') runs on the CPU backend; the oneDNN backend only runs MUL_MAT");
+    if (!c.has_src[0] || !c.has_src[1]) return InvalidArgument(name_ + ": MUL_MAT needs two sources");
+    return MulMat(c.src[0], c.src[1], c.dst);
+  }
+
+ private:
+  Status MulMat(const TensorView& a, const TensorView& b, const TensorView& d);
+
+  std::string name_;
+  int n_threads_;
+  dnnl_engine_t engine_ = nullptr;
+  dnnl_stream_t stream_ = nullptr;
+  dnnl_status_t engine_status_ = dnnl_success;
+  std::map<MatmulKey, MatmulPrim> prims_;
+  std::vector<uint8_t> conv_;  // src1 converted to the weight type (BF16 / F16)
+  std::vector<float> gather_;  // src1 made row-contiguous when nb10 != 4
+  cpu::ComputeContext cpu_;
+};
+
+Status OneDnnBackend::MulMat(const TensorView& a, const TensorView& b, const TensorView& d) {
+  auto fail = [&](const std::string& what) {
+    return InvalidArgument("MUL_MAT: " + what + " (src0 " + Shape(a) + ", src1 " + Shape(b) + ", dst " + Shape(d) + ")");
+  };
+  if (engine_status_ != dnnl_success) return Unavailable(name_ + ": oneDNN CPU engine: " + DnnlError(engine_status_));
+  const dnnl_data_type_t wt = DnnlType(a.type);
+  if (wt == dnnl_data_type_undef)
+    return Unimplemented(name_ + ": MUL_MAT with src0 of type " + GgmlTypeName(a.type) + " (oneDNN runs F32, BF16, F16 weights)");
+  if (a.layout != cpu::kLayoutPlain) return fail("src0 must have the plain layout");
+  if (b.type != GgmlType::F32 || d.type != GgmlType::F32) return fail("src1 and dst must be F32");
+  const int64_t K = a.ne[0], N = a.ne[1], M = b.ne[1];
+  if (b.ne[0] != K) return fail("src0 ne0 != src1 ne0");
+  if (d.ne[0] != N || d.ne[1] != M || d.ne[2] != b.ne[2] || d.ne[3] != b.ne[3]) return fail("dst shape is not [ne01, ne11, ne12, ne13]");
+  if (a.ne[2] <= 0 || a.ne[3] <= 0 || b.ne[2] % a.ne[2] != 0 || b.ne[3] % a.ne[3] != 0)
+    return fail("src1 ne2/ne3 must be multiples of src0's (broadcast)");
+  const size_t wsz = GetTypeTraits(a.type).type_size;
+  if (a.nb[0] != wsz || a.nb[1] % wsz != 0 || a.nb[2] % wsz != 0 || a.nb[3] % wsz != 0)
+    return fail("src0 rows must be contiguous with element-aligned strides");
+  if (d.nb[0] != 4 || d.nb[1] % 4 || d.nb[2] % 4 || d.nb[3] % 4) return fail("dst must have nb0 = 4 and float-aligned strides");
+  if (b.nb[1] % 4 || b.nb[2] % 4 || b.nb[3] % 4 || b.nb[0] % 4) return fail("src1 strides must be float-aligned");
+  if (d.nelements() == 0) return Status::Ok();
+  if (a.data == nullptr || b.data == nullptr || d.data == nullptr) return fail("null data");
+  if (K == 0) {
+    for (int64_t i3 = 0; i3 < d.ne[3]; ++i3)
+      for (int64_t i2 = 0; i2 < d.ne[2]; ++i2)
+        for (int64_t i1 = 0; i1 < d.ne[1]; ++i1)
+          std::memset(static_cast<uint8_t*>(d.data) + i3 * d.nb[3] + i2 * d.nb[2] + i1 * d.nb[1], 0, N * 4);
+    return Status::Ok();
+  }
+
+  const int prev_threads = omp_get_max_threads();
+  omp_set_num_threads(n_threads_);
+  struct Restore {
+    int n;
+    ~Restore() { omp_set_num_threads(n); }
+  } restore{prev_threads};
+
+  // Activations as the matmul reads them: F32 with their strides (rows made contiguous when nb10 != 4),
+  // or converted to the weight type into a contiguous [K, M, ne12, ne13] scratch (ggml's vec_dot_type).
+  const int64_t ne12 = b.ne[2], ne13 = b.ne[3];
+  const uint8_t* src = static_cast<const uint8_t*>(b.data);
+  size_t sb[4] = {b.nb[0], b.nb[1], b.nb[2], b.nb[3]};
+  const int64_t rows = M * ne12 * ne13;
+  if (a.type != GgmlType::F32 || b.nb[0] != 4) {
+    const size_t esz = a.type == GgmlType::F32 ? 4 : 2;
+    std::vector<uint8_t>& buf = conv_;
+    if (a.type == GgmlType::F32) {
+      gather_.resize(static_cast<size_t>(rows * K));
+    } else {
+      buf.resize(static_cast<size_t>(rows * K) * esz);
+    }
+    uint8_t* out = a.type == GgmlType::F32 ? reinterpret_cast<uint8_t*>(gather_.data()) : buf.data();
+    int bad = 0;
+#pragma omp parallel for num_threads(n_threads_) reduction(| : bad) schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i1 = r % M, i2 = (r / M) % ne12, i3 = r / (M * ne12);
+      const uint8_t* row = src + i3 * b.nb[3] + i2 * b.nb[2] + i1 * b.nb[1];
+      std::vector<float> tmp;
+      const float* f = reinterpret_cast<const float*>(row);
+      if (b.nb[0] != 4) {
+        tmp.resize(static_cast<size_t>(K));
+        for (int64_t k = 0; k < K; ++k) std::memcpy(&tmp[k], row + k * b.nb[0], 4);
+        f = tmp.data();
+      }
+      uint8_t* o = out + static_cast<size_t>(r * K) * esz;
+      if (a.type == GgmlType::F32) {
+        std::memcpy(o, f, static_cast<size_t>(K) * 4);
+      } else if (!cpu::QuantizeRow(a.type, f, o, K).ok()) {
+        bad = 1;
+      }
+    }
+    if (bad) return Internal(name_ + ": MUL_MAT: converting src1 to " + GgmlTypeName(a.type) + " failed");
+    src = out;
+    sb[0] = esz;
+    sb[1] = static_cast<size_t>(K) * esz;
+    sb[2] = sb[1] * M;
+    sb[3] = sb[2] * ne12;
+  }
+  const size_t asz = a.type == GgmlType::F32 ? 4 : 2;
+  const int64_t r2 = ne12 / a.ne[2], r3 = ne13 / a.ne[3];
+  MatmulKey key;
+  std::memset(&key, 0, sizeof(key));
+  key.wt = wt;
+  key.b3 = r3;
+  key.b2 = r2;
+  key.M = M;
+  key.K = K;
+  key.N = N;
+  key.src_s[0] = static_cast<dnnl_dim_t>(sb[3] / asz);
+  key.src_s[1] = static_cast<dnnl_dim_t>(sb[2] / asz);
+  key.src_s[2] = static_cast<dnnl_dim_t>(sb[1] / asz);
+  key.src_s[3] = static_cast<dnnl_dim_t>(sb[0] / asz);
+  key.wei_s[0] = 1;
+  key.wei_s[1] = static_cast<dnnl_dim_t>(a.nb[1] / wsz);
+  key.dst_s[0] = static_cast<dnnl_dim_t>(d.nb[3] / 4);
+  key.dst_s[1] = static_cast<dnnl_dim_t>(d.nb[2] / 4);
+  key.dst_s[2] = static_cast<dnnl_dim_t>(d.nb[1] / 4);
+  key.dst_s[3] = 1;
+  auto it = prims_.find(key);
+  if (it == prims_.end()) {
+    if (prims_.size() >= 256) {  // bounded: shapes change with n_tokens / n_kv
+      for (auto& [k, p] : prims_) p.Release();
+      prims_.clear();
+    }
+    MatmulPrim p;
+    dnnl_status_t s = CreateMatmul(engine_, key, &p);
+    if (s != dnnl_success)
+      return Unimplemented(name_ + ": oneDNN matmul for src0 " + Shape(a) + " x src1 " + Shape(b) + ": " + DnnlError(s));
+    it = prims_.emplace(key, p).first;
+  }
+  MatmulPrim& p = it->second;
+  for (int64_t i03 = 0; i03 < a.ne[3]; ++i03) {
+    for (int64_t i02 = 0; i02 < a.ne[2]; ++i02) {
+      const uint8_t* w = static_cast<const uint8_t*>(a.data) + i03 * a.nb[3] + i02 * a.nb[2];
+      const uint8_t* s = src + i03 * r3 * sb[3] + i02 * r2 * sb[2];
+      uint8_t* o = static_cast<uint8_t*>(d.data) + i03 * r3 * d.nb[3] + i02 * r2 * d.nb[2];
+      dnnl_memory_set_data_handle(p.src, const_cast<uint8_t*>(s));
+      dnnl_memory_set_data_handle(p.wei, const_cast<uint8_t*>(w));
+      dnnl_memory_set_data_handle(p.dst, o);
+      const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.wei}, {DNNL_ARG_DST, p.dst}};
+      dnnl_status_t st = dnnl_primitive_execute(p.prim, stream_, 3, args);
+      if (st == dnnl_success) st = dnnl_stream_wait(stream_);
+      if (st != dnnl_success) return Internal(name_ + ": oneDNN matmul execution: " + DnnlError(st));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> CreateOneDnnBackend(const std::string& name, int n_threads) {
+  return std::make_unique<OneDnnBackend>(name, n_threads);
+}
+
+bool OneDnnSupportsMulMatType(GgmlType type) {
+  const dnnl_data_type_t wt = DnnlType(type);
+  if (wt == dnnl_data_type_undef) return false;
+  dnnl_engine_t eng = nullptr;
+  if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) return false;
+  MatmulKey k;
+  std::memset(&k, 0, sizeof(k));
+  k.wt = wt;
+  k.b3 = k.b2 = 1;
+  k.M = k.K = k.N = 32;
+  k.src_s[0] = k.src_s[1] = 32 * 32;
+  k.src_s[2] = 32;
+  k.src_s[3] = 1;
+  k.wei_s[0] = 1;
+  k.wei_s[1] = 32;
+  k.dst_s[0] = k.dst_s[1] = 32 * 32;
+  k.dst_s[2] = 32;
+  k.dst_s[3] = 1;
+  MatmulPrim p;
+  const bool ok = CreateMatmul(eng, k, &p) == dnnl_success;
+  p.Release();
+  dnnl_engine_destroy(eng);
+  return ok;
+}
+
+}  // namespace stowage::exec
