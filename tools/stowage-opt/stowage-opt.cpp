@@ -49,6 +49,18 @@ static cl::opt<unsigned> ggufNBatch("gguf-n-batch", cl::desc("--import-gguf: log
 /// Imports the GGUF file as textual IR for MlirOptMain; null after reporting an error.
 static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry &registry) {
   mlir::MLIRContext context(registry);
+  // One line per diagnostic ("stowage-opt: error: <file>: ..."); a node's name is in the message
+  // or its NameLoc. Warnings (unused tensors) are printed too.
+  context.getDiagEngine().registerHandler([](mlir::Diagnostic &diag) {
+    const char *severity = diag.getSeverity() == mlir::DiagnosticSeverity::Error     ? "error"
+                           : diag.getSeverity() == mlir::DiagnosticSeverity::Warning ? "warning"
+                                                                                     : "note";
+    llvm::errs() << "stowage-opt: " << severity << ": ";
+    if (auto name = llvm::dyn_cast<mlir::NameLoc>(diag.getLocation()))
+      llvm::errs() << "node '" << name.getName().getValue() << "': ";
+    llvm::errs() << diag.str() << "\n";
+    return mlir::success();
+  });
   stowage::planner::ContextConfig config;
   config.n_ctx = ggufNCtx;
   config.n_ubatch = ggufNUbatch;

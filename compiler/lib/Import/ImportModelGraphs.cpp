@@ -100,7 +100,9 @@ LogicalResult GraphImporter::importLeaf(int id) {
   switch (t.kind) {
   case planner::TensorKind::kWeight: {
     const planner::GlobalTensor &w = m_.globals[t.global];
-    op = b_.create<ggml::WeightOp>(loc, *type, b_.getStringAttr(w.name));
+    op = b_.create<ggml::WeightOp>(loc, *type, b_.getStringAttr(w.name),
+                                   b_.getI32IntegerAttr(w.layer),
+                                   w.duplicated ? b_.getUnitAttr() : UnitAttr());
     break;
   }
   case planner::TensorKind::kKvCache: {

@@ -1021,3 +1021,11 @@ func.func @f(%a0: !ggml.tensor<[16, 128], f32>, %a1: !ggml.tensor<[128, n_tokens
   %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5 : (!ggml.tensor<[16, 128], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, n_tokens], f32>, !ggml.tensor<[16, n_tokens], f32>) -> !ggml.tensor<[n_tokens*128], f32>
   return
 }
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{layer must be -1 (input layer), a block index or n_layer (output layer), got -2}}
+  %r = ggml.weight "token_embd.weight" {layer = -2 : i32} : !ggml.tensor<[4], f32>
+  return
+}

@@ -7,8 +7,10 @@
 // CHECK-LABEL: func.func @leaves
 func.func @leaves() -> (!ggml.tensor<[64, 512], q8_0>, !ggml.tensor<[n_tokens], i32>,
                         !ggml.tensor<[n_ctx*64], f16>) {
-  // CHECK: ggml.weight "token_embd.weight" : !ggml.tensor<[64, 512], q8_0>
-  %w = ggml.weight "token_embd.weight" : !ggml.tensor<[64, 512], q8_0>
+  // CHECK: ggml.weight "output.weight" {duplicated, layer = 5 : i32} : !ggml.tensor<[64, 512], q8_0>
+  %o = ggml.weight "output.weight" {duplicated, layer = 5 : i32} : !ggml.tensor<[64, 512], q8_0>
+  // CHECK: ggml.weight "token_embd.weight" {layer = -1 : i32} : !ggml.tensor<[64, 512], q8_0>
+  %w = ggml.weight "token_embd.weight" {layer = -1 : i32} : !ggml.tensor<[64, 512], q8_0>
   // CHECK: ggml.input "inp_tokens" : !ggml.tensor<[n_tokens], i32>
   %t = ggml.input "inp_tokens" : !ggml.tensor<[n_tokens], i32>
   // CHECK: ggml.kv_cache k "cache_k_l0" layer 0 : !ggml.tensor<[n_ctx*64], f16>

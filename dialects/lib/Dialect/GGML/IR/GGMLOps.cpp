@@ -164,6 +164,11 @@ LogicalResult checkCount(Operation *op, TensorType from, TensorType to, StringRe
 //===----------------------------------------------------------------------===//
 
 LogicalResult WeightOp::verify() {
+  if (std::optional<uint32_t> layer = getLayer())
+    if (static_cast<int32_t>(*layer) < -1)
+      return emitOpError() << "layer must be -1 (input layer), a block index or n_layer (output "
+                              "layer), got "
+                           << static_cast<int32_t>(*layer);
   return checkNonEmptyName(*this, getGgufName(), "the GGUF tensor name");
 }
 

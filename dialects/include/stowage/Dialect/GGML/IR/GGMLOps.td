@@ -98,10 +98,19 @@ def GGML_WeightOp : GGML_Op<"weight"> {
     the file's type and ne[0..3]. The placement passes give it a buffer type; the runtime maps or
     uploads its bytes from the GGUF data section.
 
+    `layer` is llama.cpp's layer of the weight (llm_tensor_info): -1 for the input layer
+    (token_embd), n_layer for the output layer (output, output_norm), the block index otherwise;
+    it selects the buffer-type list (reference/llamacpp-placement.md §2.4). `duplicated` marks a
+    second use of the same GGUF tensor in another role (llama.cpp's TENSOR_DUPLICATED: the tied
+    output matrix read from token_embd, rope_freqs of layers > 0): the loader shares it within
+    one buffer type and copies it across buffer types.
+
     Example:
-      %w = ggml.weight "blk.0.attn_q.weight" : !ggml.tensor<[4096, 4096], q4_K>
+      %w = ggml.weight "blk.0.attn_q.weight" {layer = 0 : i32} : !ggml.tensor<[4096, 4096], q4_K>
+      %o = ggml.weight "token_embd.weight" {duplicated, layer = 32 : i32}
+             : !ggml.tensor<[4096, 32000], q4_K>
   }];
-  let arguments = (ins StrAttr:$gguf_name);
+  let arguments = (ins StrAttr:$gguf_name, OptionalAttr<I32Attr>:$layer, UnitAttr:$duplicated);
   let results = (outs GGML_Tensor:$result);
   let assemblyFormat = "$gguf_name attr-dict `:` qualified(type($result))";
 }
