@@ -310,7 +310,9 @@ void VecDotIQ4_NLQ8_0(int64_t n, float* s, const void* vx, const void* vy) {
 void VecDotIQ4_XSQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   const BlockIQ4_XS* x = static_cast<const BlockIQ4_XS*>(vx);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
-  float sumf = 0;
+  // Per-lane float accumulation across super-blocks, reduced once at the end (as ggml's AVX2
+  // ggml_vec_dot_iq4_xs_q8_K).
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     __m256i isum = _mm256_setzero_si256();
     for (int ib = 0; ib < kQK_K / 32; ++ib) {
@@ -318,9 +320,9 @@ void VecDotIQ4_XSQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
       const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 32 * ib));
       isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(DotI8(IQ4Values(x[i].qs + 16 * ib), qy), _mm256_set1_epi32(ls)));
     }
-    sumf += H2F(x[i].d) * y[i].d * float(HsumEpi32(isum));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(H2F(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
   }
-  *s = sumf;
+  *s = HsumPs(acc);
 }
 
 void VecDotQ2_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
