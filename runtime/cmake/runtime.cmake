@@ -4,6 +4,7 @@ add_library(stowage_runtime STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/executor/session.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/executor/cpu_backend.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/executor/builtin_backends.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/executor/c_api.cpp
 )
 target_include_directories(stowage_runtime PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
   PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src/executor)

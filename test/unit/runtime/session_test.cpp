@@ -1,0 +1,185 @@
+// Runtime robustness: bad plans, wrong models, bad batches, the C API, and planned == allocated.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "stowage/planner/memory_plan.h"
+#include "stowage/planner/model_graphs.h"
+#include "stowage/planner/placement.h"
+#include "stowage/planner/plan_export.h"
+#include "stowage/runtime/c_api.h"
+#include "stowage/runtime/plan.h"
+#include "stowage/runtime/session.h"
+#include "test_paths.h"
+
+namespace stowage {
+namespace {
+
+std::vector<uint8_t> PlanCpu(const std::string& model, uint32_t n_ctx, bool gpu_device = false) {
+  auto gguf = GgufFile::Open(model);
+  EXPECT_TRUE(gguf.ok());
+  planner::ContextConfig cfg;
+  cfg.n_ctx = n_ctx;
+  auto m = planner::BuildModelGraphs(**gguf, cfg);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  planner::Placement p = planner::PlaceAllOnCpu(*m, true);
+  if (gpu_device) {
+    p.devices[0].name = "CUDA7";
+    p.devices[0].type = planner::DeviceKind::kGpu;
+  }
+  planner::MemoryPlan mem;
+  EXPECT_TRUE(planner::PlanMemory(*m, p, &mem).ok());
+  return planner::SerializePlan(**gguf, *m, p, mem, "test");
+}
+
+class SessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = test::ModelPath("stories260K.gguf");
+    if (!test::FileExists(model_)) GTEST_SKIP() << "skipped: " << model_ << " not found (shared models absent)";
+    plan_ = PlanCpu(model_, 32);
+  }
+  std::string model_;
+  std::vector<uint8_t> plan_;
+};
+
+TEST_F(SessionTest, PlannedEqualsAllocated) {
+  auto s = Session::CreateFromPlanBytes(plan_, model_);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto bufs = (*s)->Buffers();
+  ASSERT_FALSE(bufs.empty());
+  for (const auto& b : bufs) {
+    EXPECT_EQ(b.planned, b.allocated) << b.name << " " << b.usage;
+    EXPECT_GT(b.planned, 0u) << "zero-size buffers are never listed";
+  }
+}
+
+TEST_F(SessionTest, EveryTruncationIsRejected) {
+  for (size_t n = 0; n < plan_.size(); n += std::max<size_t>(1, plan_.size() / 97)) {
+    std::vector<uint8_t> cut(plan_.begin(), plan_.begin() + n);
+    auto p = PlanFile::FromBytes(cut, "cut.plan");
+    ASSERT_FALSE(p.ok()) << "truncated at " << n;
+    EXPECT_EQ(p.status().message().find('\n'), std::string::npos);
+    EXPECT_EQ(p.status().message().rfind("cut.plan: ", 0), 0u) << p.status().message();
+  }
+}
+
+TEST_F(SessionTest, CorruptedBytesNeverCrash) {
+  // Flip every byte in turn (sampled): the verifier or the cross-checks reject it, or the plan is
+  // still consistent and executes; it never crashes.
+  int rejected = 0;
+  SessionOptions opts;
+  opts.n_threads = 1;
+  const size_t step = plan_.size() / 211 + 1;
+  for (size_t i = 0; i < plan_.size(); i += step) {
+    std::vector<uint8_t> bad = plan_;
+    bad[i] ^= 0x5A;
+    auto s = Session::CreateFromPlanBytes(bad, model_, opts);
+    if (!s.ok()) {
+      ++rejected;
+      continue;
+    }
+    std::vector<float> logits;
+    (void)(*s)->Decode({1, 403, 407}, false, &logits);
+  }
+  EXPECT_GT(rejected, 0);
+}
+
+TEST_F(SessionTest, WrongIdentifier) {
+  std::vector<uint8_t> bad = plan_;
+  bad[4] = 'X';
+  auto p = PlanFile::FromBytes(bad, "x.plan");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("file identifier: expected \"STWP\""), std::string::npos) << p.status().message();
+}
+
+TEST_F(SessionTest, PlanForAnotherModel) {
+  const std::string other = test::ModelPath("stories260K-F16.gguf");
+  STOWAGE_REQUIRE_FILE(other);
+  auto s = Session::CreateFromPlanBytes(plan_, other);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.status().message().find("does not match plan"), std::string::npos) << s.status().message();
+}
+
+TEST_F(SessionTest, AbsentDevice) {
+  auto s = Session::CreateFromPlanBytes(PlanCpu(model_, 32, /*gpu_device=*/true), model_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.status().message().find("planned device 'CUDA7' (GPU) is not available"), std::string::npos)
+      << s.status().message();
+}
+
+TEST_F(SessionTest, BadBatches) {
+  auto s = Session::CreateFromPlanBytes(plan_, model_);
+  ASSERT_TRUE(s.ok());
+  std::vector<float> logits;
+  Status st = (*s)->Decode({}, false, &logits);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  st = (*s)->Decode({1, 100000}, false, &logits);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("token id 100000 out of range"), std::string::npos);
+  std::vector<int32_t> longp(33, 5);
+  st = (*s)->Decode(longp, false, &logits);
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(st.message().find("context full"), std::string::npos) << st.message();
+  EXPECT_EQ((*s)->n_past(), 0);
+  // Filling the context exactly works; one more token does not.
+  std::vector<int32_t> full(32, 5);
+  ASSERT_TRUE((*s)->Decode(full, false, &logits).ok());
+  EXPECT_EQ((*s)->Decode({5}, false, &logits).code(), StatusCode::kOutOfRange);
+  (*s)->Reset();
+  EXPECT_TRUE((*s)->Decode({5}, false, &logits).ok());
+}
+
+TEST_F(SessionTest, UbatchSplitMatchesOneBatch) {
+  // The same prompt in ubatches of 4 (pp graph with fewer tokens + tg graph) gives the same logits.
+  auto gguf = GgufFile::Open(model_);
+  planner::ContextConfig cfg;
+  cfg.n_ctx = 32;
+  cfg.n_ubatch = 4;
+  auto m = planner::BuildModelGraphs(**gguf, cfg);
+  ASSERT_TRUE(m.ok());
+  auto p = planner::PlaceAllOnCpu(*m, false);
+  planner::MemoryPlan mem;
+  ASSERT_TRUE(planner::PlanMemory(*m, p, &mem).ok());
+  auto small = Session::CreateFromPlanBytes(planner::SerializePlan(**gguf, *m, p, mem, ""), model_);
+  auto big = Session::CreateFromPlanBytes(plan_, model_);
+  ASSERT_TRUE(small.ok() && big.ok());
+  const std::vector<int32_t> prompt{1, 403, 407, 261, 378, 300, 301, 302, 303};
+  std::vector<float> a, b;
+  ASSERT_TRUE((*small)->Decode(prompt, true, &a).ok());
+  ASSERT_TRUE((*big)->Decode(prompt, true, &b).ok());
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-3) << i;
+}
+
+TEST_F(SessionTest, CApi) {
+  const std::string path = ::testing::TempDir() + "/capi.plan";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(plan_.data()), static_cast<std::streamsize>(plan_.size()));
+  }
+  char err[256] = "";
+  stowage_session* s = nullptr;
+  ASSERT_EQ(stowage_session_create(path.c_str(), model_.c_str(), 1, &s, err, sizeof err), STOWAGE_OK) << err;
+  const int32_t toks[] = {1, 403, 407, 261, 378};
+  ASSERT_EQ(stowage_decode(s, toks, 5, 1), STOWAGE_OK);
+  size_t rows = 0;
+  const float* l = stowage_get_logits(s, &rows);
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(rows, 5u);
+  EXPECT_EQ(stowage_n_vocab(s), 512u);
+  EXPECT_EQ(stowage_n_past(s), 5u);
+  EXPECT_EQ(stowage_decode(s, toks, 0, 0), STOWAGE_INVALID_ARGUMENT);
+  EXPECT_STRNE(stowage_last_error(s), "");
+  stowage_session_free(s);
+  EXPECT_EQ(stowage_session_create("/nonexistent.plan", model_.c_str(), 1, &s, err, sizeof err), STOWAGE_IO_ERROR);
+  EXPECT_EQ(s, nullptr);
+  EXPECT_NE(std::string(err).find("/nonexistent.plan"), std::string::npos);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace stowage
