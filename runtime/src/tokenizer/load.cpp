@@ -389,8 +389,10 @@ Result<Tokenizer> Tokenizer::FromGguf(const GgufFile& g) {
   const char* const id_names[] = {"bos_token_id", "eos_token_id", "seperator_token_id"};
   for (int i = 0; i < 3; ++i) {
     if (checks[i].first && checks[i].second == kTokenNull) {
-      return InvalidArgument(file + ": tokenizer.ggml." + check_names[i] + " is true, but tokenizer.ggml." +
-                             id_names[i] + " names no token of the vocabulary");
+      const std::string key = std::string("tokenizer.ggml.") + check_names[i];
+      const std::string origin = g.Find(key) ? "" : " (the default for model '" + model + "')";
+      return InvalidArgument(file + ": " + key + " is true" + origin + ", but tokenizer.ggml." + id_names[i] +
+                             " names no token of the " + std::to_string(n_vocab) + "-token vocabulary");
     }
   }
   STOWAGE_RETURN_IF_ERROR(ReadFlag(g, "tokenizer.ggml.normalizer.lowercase", v->lowercase));

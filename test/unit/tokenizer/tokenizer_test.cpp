@@ -284,6 +284,33 @@ TEST(FromGguf, Errors) {
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(r.status().message().find("bos_token_id"), std::string::npos) << r.status().message();
   }
+  {
+    GgufBuilder b;
+    b.Str("tokenizer.ggml.model", "llama")
+        .StrArray("tokenizer.ggml.tokens", {"a", "b", "c"})
+        .F32Array("tokenizer.ggml.token_type", {1, 1, 1});
+    auto r = b.Build();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("tokenizer.ggml.token_type"), std::string::npos)
+        << r.status().message();
+  }
+  {
+    GgufBuilder b;
+    b.Str("tokenizer.ggml.model", "llama").U32("tokenizer.ggml.tokens", 3);
+    auto r = b.Build();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("tokenizer.ggml.tokens"), std::string::npos) << r.status().message();
+  }
+  {
+    GgufBuilder b;
+    b.U32("tokenizer.ggml.model", 1).StrArray("tokenizer.ggml.tokens", {"a", "b", "c"});
+    auto r = b.Build();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("tokenizer.ggml.model"), std::string::npos) << r.status().message();
+  }
 }
 
 TEST(FromGguf, OutOfRangeSpecialIdKeepsDefault) {
