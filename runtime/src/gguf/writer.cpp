@@ -298,7 +298,7 @@ Result<std::vector<uint8_t>> GgufWriter::WriteToBuffer() const {
     return ResourceExhausted("gguf writer: " + std::to_string(total) + " bytes do not fit a memory buffer (use WriteFile)");
   out.resize(static_cast<size_t>(total), 0);
   for (const auto& t : tensors_) {
-    if (t.fill) STOWAGE_RETURN_IF_ERROR(t.fill(out.data() + header + t.offset, t.nbytes));
+    if (t.fill && !data_sparse_) STOWAGE_RETURN_IF_ERROR(t.fill(out.data() + header + t.offset, t.nbytes));
   }
   return out;
 }
@@ -318,7 +318,7 @@ Status GgufWriter::WriteFile(const std::string& path) const {
       return IoError(path + ": cannot extend to " + std::to_string(total) + " bytes: " + std::strerror(errno));
     STOWAGE_RETURN_IF_ERROR(WriteAll(fd, header.data(), header.size(), 0, path));
     for (const auto& t : tensors_) {
-      if (!t.fill) continue;
+      if (!t.fill || data_sparse_) continue;
       std::unique_ptr<uint8_t[]> buf(new (std::nothrow) uint8_t[t.nbytes ? t.nbytes : 1]);
       if (!buf) return ResourceExhausted(path + ": tensor '" + t.name + "': cannot allocate " + std::to_string(t.nbytes) + " bytes");
       std::memset(buf.get(), 0, t.nbytes);

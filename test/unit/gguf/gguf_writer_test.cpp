@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -243,6 +244,29 @@ TEST(GgufWriter, SparseHoleCostsNoDisk) {
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_EQ((*f)->tensors()[0].nbytes, uint64_t{8} << 30);
   unlink(path.c_str());
+  rmdir(dir.c_str());
+}
+
+// A real model turned into a header-only stand-in: same header bytes and size, data a hole.
+TEST(GgufWriter, HeaderOnlyCopyOfARealModel) {
+  const std::string path = test::ModelPath("stories260K.gguf");
+  STOWAGE_REQUIRE_FILE(path);
+  auto f = GgufFile::Open(path);
+  ASSERT_TRUE(f.ok());
+  GgufWriter w;
+  ASSERT_TRUE(w.CopyFrom(**f).ok());
+  w.set_data_sparse(true);
+  const std::string dir = TempDir();
+  const std::string out = dir + "/stories-header.gguf";
+  ASSERT_TRUE(w.WriteFile(out).ok());
+  const std::vector<uint8_t> a = ReadAll(path), b = ReadAll(out);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_TRUE(std::equal(a.begin(), a.begin() + 14176, b.begin()));
+  EXPECT_TRUE(std::all_of(b.begin() + 14176, b.end(), [](uint8_t c) { return c == 0; }));
+  struct stat st;
+  ASSERT_EQ(stat(out.c_str(), &st), 0);
+  EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, uint64_t{256} << 10);
+  unlink(out.c_str());
   rmdir(dir.c_str());
 }
 

@@ -130,6 +130,11 @@ class GgufWriter {
   /// files (llama.cpp's models/ggml-vocab-*.gguf). CopyFrom keeps the source's choice.
   void set_pad_without_tensors(bool pad) { pad_without_tensors_ = pad; }
 
+  /// When true, no tensor data is produced at all: fills are not called, the whole data region is
+  /// a sparse hole (WriteFile) or zeros (WriteToBuffer). Turns any model, e.g. CopyFrom of a real
+  /// file, into a header-only stand-in with the same header bytes and file size. Default false.
+  void set_data_sparse(bool sparse) { data_sparse_ = sparse; }
+
   /// The alignment in effect (general.alignment or 32).
   uint32_t alignment() const { return alignment_; }
   /// Bytes of the header including the padding before the data section (= data section offset).
@@ -169,6 +174,7 @@ class GgufWriter {
   uint32_t version_;
   uint32_t alignment_ = 32;
   bool pad_without_tensors_ = true;
+  bool data_sparse_ = false;
   std::vector<Kv> kvs_;
   std::vector<Tensor> tensors_;
 };
