@@ -14,15 +14,6 @@ TensorDesc Desc(GgmlType type, std::array<int64_t, 4> ne) {
   return d;
 }
 
-std::string DescStr(const TensorDesc& d) {
-  std::string s = std::string(GgmlTypeName(d.type)) + " [";
-  int n = d.NumDims();
-  for (int i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(d.ne[i]);
-  s += "]";
-  if (!d.buft.empty()) s += " in " + d.buft;
-  return s;
-}
-
 }  // namespace
 
 Result<std::vector<TensorOverride>> ParseTensorOverrides(std::string_view text) {
@@ -115,9 +106,7 @@ Result<bool> WeightBuftSupported(const HParams& hp, const GlobalTensor& w, stowa
     return Internal(std::string("op ") + stowage::GgmlOpName(op) + " has no device-manifest name");
   const bool ok = dev.SupportsOp(q);
   if (!ok && why) {
-    std::string s = dev.name + " does not support " + planner::GgmlOpName(q.op) + "(";
-    for (size_t i = 0; i < q.src.size(); ++i) s += (i ? ", " : "") + DescStr(q.src[i]);
-    *why = s + ")";
+    *why = dev.name + " does not support " + QueryString(q);
   }
   return ok;
 }

@@ -16,7 +16,7 @@ std::pair<std::string, std::string> SplitRejected(const std::string& r) {
 std::string ExplainText(const Placement& p) {
   std::string out;
   for (const auto& e : p.explain) {
-    out += (e.graph.empty() ? std::string("weight") : e.graph) + " " + e.subject + ": " + e.buft + " on " + e.device +
+    out += (e.graph.empty() ? std::string("tensor") : e.graph) + " " + e.subject + ": " + e.buft + " on " + e.device +
            " -- " + e.rule + "\n";
     for (const auto& r : e.rejected) out += "    rejected " + r + "\n";
   }

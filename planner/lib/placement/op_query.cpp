@@ -76,6 +76,19 @@ bool IsContiguous(GgmlType type, const int64_t ne[4], const std::array<int64_t, 
   return true;
 }
 
+std::string QueryString(const OpQuery& q) {
+  std::string s = std::string(planner::GgmlOpName(q.op)) + "(";
+  for (size_t i = 0; i < q.src.size(); ++i) {
+    const TensorDesc& d = q.src[i];
+    s += (i ? ", " : "") + std::string(GgmlTypeName(d.type)) + " [";
+    const int n = d.NumDims();
+    for (int k = 0; k < n; ++k) s += (k ? ", " : "") + std::to_string(d.ne[k]);
+    s += "]";
+    if (!d.buft.empty()) s += " in " + d.buft;
+  }
+  return s + ")";
+}
+
 BufferInfo GlobalBuffer(const ModelGraphs& m, const Placement& p, int global) {
   BufferInfo bi;
   if (global < 0 || static_cast<size_t>(global) >= p.global_buft.size() || p.global_buft[global] < 0) return bi;

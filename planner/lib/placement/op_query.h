@@ -30,6 +30,9 @@ struct BufferInfo {
   bool weights = false;  ///< ggml_backend_buffer usage WEIGHTS
 };
 
+/// "OP(type [ne0, ne1] in BUFT, ...)": an op query as --explain shows it (sources only).
+std::string QueryString(const OpQuery& q);
+
 /// Buffer of a global tensor (weights and KV) under placement `p`.
 BufferInfo GlobalBuffer(const ModelGraphs& m, const Placement& p, int global);
 

@@ -375,9 +375,20 @@ class Scheduler {
       ex.device = x.backend >= 0 ? p_->backends[x.backend].name : "";
       ex.buft = x.backend >= 0 ? ComputeBuft(x.backend).name : "";
       ex.rule = x.cause + ": " + CauseText(x.cause.rfind("1.wgt", 0) == 0 ? "1.wgt" : x.cause);
-      for (int b = 0; b < x.backend; ++b)
-        if (!Supports(b, t))
-          ex.rejected.push_back(p_->backends[b].name + ": does not support " + GgmlOpName(x.op));
+      for (int b = 0; b < x.backend; ++b) {
+        if (!Supports(b, t)) {
+          ex.rejected.push_back(p_->backends[b].name + ": does not support " + QueryString(Query(t)));
+          continue;
+        }
+        for (int s : x.srcs) {
+          const BufferInfo sb = s >= 0 ? BufOf(s) : BufferInfo{};
+          if (sb.allocated && !SupportsBuft(b, sb)) {
+            ex.rejected.push_back(p_->backends[b].name + ": cannot read buffer type " + sb.buft + " of " +
+                                  g_.tensors[Owner(s)].name);
+            break;
+          }
+        }
+      }
       p_->explain.push_back(std::move(ex));
     }
   }

@@ -9,7 +9,7 @@
 
 namespace stowage::planner {
 
-/// One line per record: "<graph or 'weight'> <subject>: <buft> on <device> -- <rule>" followed by
+/// One line per record: "<graph, or "tensor" for weights and KV> <subject>: <buft> on <device> -- <rule>" followed by
 /// one indented "rejected <candidate>: <reason>" line per rejected candidate.
 std::string ExplainText(const Placement& p);
 
