@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
   app.add_flag("--untied", untied, "write output.weight");
   app.add_flag("--rope-freqs", rope_freqs, "llama: add rope_freqs.weight (Llama-3.1 rope scaling)");
   app.add_flag("--header-only", header_only, "leave the data region a sparse hole (costs no disk)");
+  double max_gib = 16;
+  app.add_option("--max-gib", max_gib, "refuse to write more than this many GiB of weights (default 16)");
   CLI11_PARSE(app, argc, argv);
 
   auto fail = [](const std::string& msg) {
@@ -107,6 +109,10 @@ int main(int argc, char** argv) {
 
   stowage::GgufWriter w;
   stowage::Status st = stowage::synth::BuildModel(s, &w);
+  if (st.ok() && !s.header_only && static_cast<double>(w.FileSize()) > max_gib * 1073741824.0) {
+    return fail("the model would take " + std::to_string(w.FileSize()) + " bytes of random weights (over --max-gib " +
+                std::to_string(static_cast<long long>(max_gib)) + "); use --header-only or a larger --max-gib");
+  }
   if (st.ok()) st = w.WriteFile(out);
   if (!st.ok()) return fail(st.message());
   std::printf("gguf-synth: wrote %s: %zu key/value pairs, %zu tensors, header %llu bytes, file %llu bytes%s\n",

@@ -11,6 +11,8 @@
 namespace stowage::synth {
 namespace {
 
+constexpr uint32_t kMaxGeneratedVocab = 1u << 22;  // real vocabularies stay below 300k tokens
+
 // --- random numbers: one splitmix64 stream per tensor --------------------------------------------
 
 uint64_t SplitMix(uint64_t& s) {
@@ -387,8 +389,9 @@ Result<ModelSpec> Resolve(ModelSpec s) {
   STOWAGE_RETURN_IF_ERROR(positive("n_layer", s.n_layer));
   STOWAGE_RETURN_IF_ERROR(positive("n_embd", s.n_embd));
   STOWAGE_RETURN_IF_ERROR(positive("n_ctx", s.n_ctx));
-  if (s.vocab_from.empty() && s.n_vocab < 3)
-    return InvalidArgument("gguf-synth: n_vocab must be at least 3 (<unk>, <s>, </s>), found " + std::to_string(s.n_vocab));
+  if (s.vocab_from.empty() && (s.n_vocab < 3 || s.n_vocab > kMaxGeneratedVocab))
+    return InvalidArgument("gguf-synth: n_vocab must be 3.." + std::to_string(kMaxGeneratedVocab) +
+                           " for a generated vocab (<unk>, <s>, </s>, bytes, pieces), found " + std::to_string(s.n_vocab));
   if (s.arch == "gemma") s.tied_output = true;  // llama.cpp: gemma's output is token_embd
   if (s.arch == "mamba") {
     if (s.ssm_d_inner == 0) s.ssm_d_inner = 2 * s.n_embd;

@@ -24,7 +24,7 @@
 //     mamba     attn_norm {n_embd}, ssm_in {n_embd, 2*d_inner}, ssm_conv1d {d_conv, d_inner} +
 //               .bias {d_inner}, ssm_x {d_inner, dt_rank + 2*d_state}, ssm_dt {dt_rank, d_inner} +
 //               .bias {d_inner}, ssm_a {d_state, d_inner}, ssm_d {d_inner}, ssm_out {d_inner,
-//               n_embd}; output tied by default (mamba-2.8b ties its embeddings)
+//               n_embd}; output tied in the mamba-2.8b preset (mamba-2.8b ties its embeddings)
 //   metadata keys      llama.cpp LLM_KV_NAMES: general.architecture, general.name,
 //                      general.file_type, <arch>.context_length, .embedding_length, .block_count,
 //                      .feed_forward_length, .attention.head_count(_kv), .attention.key_length /
@@ -73,7 +73,7 @@ struct ModelSpec {
   uint32_t n_head_kv = 2;
   uint32_t head_dim = 0;       ///< 0: n_embd / n_head
   uint32_t n_ff = 128;
-  uint32_t n_vocab = 512;      ///< ignored with vocab_from
+  uint32_t n_vocab = 512;      ///< 3..4194304 for the generated vocab; ignored with vocab_from
   uint32_t n_ctx = 2048;       ///< <arch>.context_length
   uint32_t n_expert = 0;       ///< MoE archs: experts per layer (mixtral/qwen2moe default 8 / 4)
   uint32_t n_expert_used = 0;  ///< MoE archs: experts per token (default 2)
@@ -81,7 +81,8 @@ struct ModelSpec {
   uint32_t n_ff_shexp = 0;     ///< qwen2moe: shared expert FFN width (default n_ff)
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
-  bool tied_output = false;    ///< no output.weight (gemma: always; mamba: default)
+  bool tied_output = false;    ///< no output.weight (gemma: always; mamba: the mamba-2.8b preset
+                               ///< and the gguf-synth tool tie by default)
   bool rope_freqs = false;     ///< llama: add rope_freqs.weight with Llama-3.1 scaling factors
   float rope_scaling_factor = 8.0f;
   float rope_low_freq_factor = 1.0f;
