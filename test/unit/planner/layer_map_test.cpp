@@ -1,0 +1,140 @@
+// assign-layers: device set, buffer-type lists and the layer map on hand-written manifests.
+#include <gtest/gtest.h>
+
+#include "stowage/planner/graph.h"
+#include "stowage/planner/layer_map.h"
+#include "test_manifests.h"
+
+namespace stowage::planner {
+namespace {
+
+using testing::Accel;
+using testing::Cpu;
+using testing::Gpu;
+
+std::vector<std::string> Names(const DeviceSet& ds, const std::vector<int>& devs) {
+  std::vector<std::string> out;
+  for (int d : devs) out.push_back(ds.devices[d].name);
+  return out;
+}
+
+std::vector<std::string> BuftNames(const BuftList& l) {
+  std::vector<std::string> out;
+  for (const auto& e : l) out.push_back(e.buft);
+  return out;
+}
+
+TEST(DeviceSet, OrdersModelDevicesRpcFirstThenAccelThenCpu) {
+  auto ds = MakeDeviceSet({Cpu(), Gpu("CUDA0", 100, "CUDA"), Accel(), Gpu("RPC[a]", 100)}, SplitMode::kLayer, 0);
+  ASSERT_TRUE(ds.ok()) << ds.status().message();
+  ASSERT_EQ(ds->devices.size(), 4u);
+  EXPECT_EQ(ds->devices[0].name, "RPC[a]");
+  EXPECT_EQ(ds->devices[1].name, "CUDA0");
+  EXPECT_EQ(ds->devices[2].name, "BLAS");
+  EXPECT_EQ(ds->devices[3].name, "CPU");
+  EXPECT_EQ(ds->n_model, 2);
+  EXPECT_EQ(ds->cpu, 3);
+}
+
+TEST(DeviceSet, SplitModeNoneKeepsMainGpuOnly) {
+  auto ds = MakeDeviceSet({Gpu("A", 1), Gpu("B", 1), Cpu()}, SplitMode::kNone, 1);
+  ASSERT_TRUE(ds.ok());
+  EXPECT_EQ(ds->n_model, 1);
+  EXPECT_EQ(ds->devices[0].name, "B");
+  EXPECT_EQ(ds->unused, std::vector<std::string>{"A"});
+  auto bad = MakeDeviceSet({Gpu("A", 1), Cpu()}, SplitMode::kNone, 1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "invalid value for main_gpu: 1 (available devices: 1)");
+}
+
+TEST(DeviceSet, NeedsExactlyOneCpu) {
+  EXPECT_FALSE(MakeDeviceSet({Gpu("A", 1)}, SplitMode::kLayer, 0).ok());
+  EXPECT_FALSE(MakeDeviceSet({Cpu(), Cpu()}, SplitMode::kLayer, 0).ok());
+}
+
+TEST(BuftLists, CpuListIsAccelThenExtraThenFirstHostThenCpu) {
+  // The BLAS-like device shares the CPU buft and is skipped; the first model device with a host
+  // buft contributes it (FEB25 order: extra before host).
+  auto ds = MakeDeviceSet({Gpu("G0", 1, "CUDA"), Gpu("G1", 1, "CUDA", /*host=*/true), Accel(), Cpu()},
+                          SplitMode::kLayer, 0);
+  ASSERT_TRUE(ds.ok());
+  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, false, false)), (std::vector<std::string>{"CPU_REPACK", "G1_Host", "CPU"}));
+  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, true, false)), (std::vector<std::string>{"CPU_REPACK", "CPU"}));
+  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, true, true)), (std::vector<std::string>{"CPU"}));
+  const BuftList cpu = MakeCpuBuftList(*ds, false, false);
+  EXPECT_EQ(cpu[1].device, 1);  // the host buft is asked through its GPU
+}
+
+TEST(BuftLists, GpuListHasSplitBuftOnlyInRowMode) {
+  auto ds = MakeDeviceSet({Gpu("G0", 1, "CUDA", false, /*split=*/true), Cpu(false)}, SplitMode::kRow, 0);
+  ASSERT_TRUE(ds.ok());
+  const BuftList cpu = MakeCpuBuftList(*ds, false, false);
+  EXPECT_EQ(BuftNames(MakeGpuBuftList(*ds, 0, SplitMode::kRow, cpu)), (std::vector<std::string>{"G0_Split", "G0", "CPU"}));
+  EXPECT_EQ(BuftNames(MakeGpuBuftList(*ds, 0, SplitMode::kLayer, cpu)), (std::vector<std::string>{"G0", "CPU"}));
+}
+
+TEST(BuftLists, InitPlacementRegistersEachBuftOnceAndCpuComputeUsesHostBuft) {
+  auto ds = MakeDeviceSet({Gpu("G0", 1, "CUDA", true), Accel(), Cpu()}, SplitMode::kLayer, 0);
+  ASSERT_TRUE(ds.ok());
+  Placement p;
+  InitPlacement(*ds, true, &p);
+  std::vector<std::string> names;
+  for (const auto& b : p.bufts) names.push_back(b.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"G0", "G0_Host", "CPU_REPACK", "CPU"}));
+  ASSERT_EQ(p.backends.size(), 3u);
+  EXPECT_EQ(p.bufts[p.backends[0].compute_buft].name, "G0");
+  EXPECT_EQ(p.bufts[p.backends[1].compute_buft].name, "CPU");  // BLAS
+  EXPECT_EQ(p.bufts[p.backends[2].compute_buft].name, "G0_Host");  // CPU backend: host buft of device 0
+  EXPECT_FALSE(p.bufts[2].repack.empty());
+}
+
+struct LayerCase {
+  int ngl;
+  std::vector<float> ts;
+  std::vector<std::string> expect;  // layer 0..7, output
+};
+
+TEST(LayerMap, UpperBoundOnCumulativeFractions) {
+  // Two devices of 512 and 256 MiB free (splits 2/3, 1), 8 layers (reference §2.3 worked examples).
+  auto ds = MakeDeviceSet({Gpu("R0", 512), Gpu("R1", 256), Cpu()}, SplitMode::kLayer, 0);
+  ASSERT_TRUE(ds.ok());
+  const std::string C = "CPU", A = "R0", B = "R1";
+  const std::vector<LayerCase> cases = {
+      {0, {}, {C, C, C, C, C, C, C, C, C}},
+      {4, {}, {C, C, C, C, A, A, A, B, C}},
+      {99, {}, {A, A, A, A, A, A, B, B, B}},  // 6/9 == 512/768 exactly: layer 6 goes to the next device
+      {99, {1, 1}, {A, A, A, A, A, B, B, B, B}},
+      {9, {0, 1}, {B, B, B, B, B, B, B, B, B}},
+  };
+  for (const auto& c : cases) {
+    auto lm = AssignLayers(*ds, 8, c.ngl, c.ts);
+    ASSERT_TRUE(lm.ok());
+    EXPECT_EQ(Names(*ds, lm->device), c.expect) << "ngl " << c.ngl;
+  }
+}
+
+TEST(LayerMap, NoModelDevicesMeansEverythingOnCpu) {
+  auto ds = MakeDeviceSet({Cpu()}, SplitMode::kLayer, 0);
+  ASSERT_TRUE(ds.ok());
+  auto lm = AssignLayers(*ds, 3, 99, {});
+  ASSERT_TRUE(lm.ok());
+  EXPECT_EQ(lm->act_gpu_layers, 0);
+  EXPECT_EQ(Names(*ds, lm->device), (std::vector<std::string>{"CPU", "CPU", "CPU", "CPU"}));
+}
+
+TEST(LayerMap, RejectsTooManyProportions) {
+  auto ds = MakeDeviceSet({Gpu("R0", 1), Cpu()}, SplitMode::kLayer, 0);
+  ASSERT_TRUE(ds.ok());
+  auto lm = AssignLayers(*ds, 2, 9, {1, 1});
+  ASSERT_FALSE(lm.ok());
+  EXPECT_EQ(lm.status().message(), "-ts has 2 values but there are only 1 model devices");
+}
+
+TEST(SplitMode, Parses) {
+  EXPECT_EQ(*ParseSplitMode("row"), SplitMode::kRow);
+  EXPECT_EQ(*ParseSplitMode("none"), SplitMode::kNone);
+  EXPECT_FALSE(ParseSplitMode("Row").ok());
+}
+
+}  // namespace
+}  // namespace stowage::planner
