@@ -2,6 +2,7 @@
 // machine's devices (real or described by manifests), prints it in llama.cpp's log line formats and
 // writes the plan file.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
   ContextConfig cfg;
   cfg.n_ctx = 4096;  // llama.cpp common default
   PlacementOptions opt;
-  bool no_mmap = false, no_kv_offload = false, no_op_offload = false, fit = false, cpu_moe = false;
+  bool no_mmap = false, no_kv_offload = false, no_op_offload = false, fit = false, cpu_moe = false, timing = false;
   int n_cpu_moe = 0, debug_splits = 0;
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
   app.add_option("-o,--output", out_path, "plan file to write (default: none)");
@@ -112,6 +113,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json"}));
   app.add_option("--debug-splits", debug_splits, "print the scheduler's splits as GGML_SCHED_DEBUG=N does (0, 1, 2)")
       ->check(CLI::Range(0, 2));
+  app.add_flag("--timing", timing, "print the time spent building the graphs and placing them");
   app.add_flag("--fit", fit, "search the largest -ngl that fits the devices' free memory and print it");
   std::vector<std::string> args(argv, argv + argc);
   for (auto& a : args)
@@ -195,8 +197,13 @@ int main(int argc, char** argv) {
   }
 
   ModelGraphs m;
+  const auto t0 = std::chrono::steady_clock::now();
   auto outcome = plan(opt, &m);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!outcome.ok()) return Fail(outcome.status());
+  if (timing)
+    std::printf("plan-model: planning took %.1f ms (%u layers, %zu + %zu graph nodes)\n", ms, m.hp.n_layer,
+                m.prefill.nodes.size(), m.decode.nodes.size());
   for (const auto& u : m.unused_tensors) std::printf("load_tensors: model has unused tensor %s -- ignoring\n", u.c_str());
   for (const auto& line : ReportLines(m, *outcome, opt)) std::printf("%s\n", line.c_str());
   if (debug_splits > 0) {
