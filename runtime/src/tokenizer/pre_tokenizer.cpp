@@ -82,16 +82,28 @@ size_t MatchGpt2(const Text& t, size_t pos, size_t end) {
   return MatchTrailingSpace(t, pos, end, false);
 }
 
+// What may follow the symbol run of ' ?[^\s\p{L}\p{N}]+...'.
+enum class SymbolTail { kNone, kCrLf, kCrLfSlash };  // '' , [\r\n]* , [\r\n/]*
+
+bool IsOtherNoMark(CpFlags f) { return IsOther(f) && !f.accent_mark(); }
+bool IsLetterOrMark(CpFlags f) { return f.letter() || f.accent_mark(); }
+
 // The alternatives the Llama 3 and GPT-4o families end with:
-//   ' ?[^\s\p{L}\p{N}]+[\r\n]*' (GPT-4o: '[\r\n/]*') | \s*[\r\n]+ | \s+(?!\S) | \s+
-size_t MatchSymbolsAndSpaces(const Text& t, size_t pos, size_t end, bool slash) {
+//   ' ?[^\s\p{L}\p{N}]+<tail>' | \s*[\r\n]+ | \s+(?!\S) | \s+
+// (`marks`: the symbol class also excludes \p{M}, as Qwen3.5's [^\s\p{L}\p{M}\p{N}]).
+size_t MatchSymbolsAndSpaces(const Text& t, size_t pos, size_t end, SymbolTail tail, bool marks = false) {
+  bool (*other)(CpFlags) = marks ? IsOtherNoMark : IsOther;
   const size_t lead = t.cp(pos, end) == ' ' ? 1 : 0;
-  if (IsOther(t.flags(pos + lead, end))) {
-    size_t p = pos + lead + RunWhile(t, pos + lead, end, IsOther);
-    for (uint32_t c = t.cp(p, end); IsCrLf(c) || (slash && c == '/'); c = t.cp(p, end)) ++p;
+  if (other(t.flags(pos + lead, end))) {
+    size_t p = pos + lead + RunWhile(t, pos + lead, end, other);
+    for (uint32_t c = t.cp(p, end);
+         (tail != SymbolTail::kNone && IsCrLf(c)) || (tail == SymbolTail::kCrLfSlash && c == '/');
+         c = t.cp(p, end)) {
+      ++p;
+    }
     return p - pos;
   }
-  // \s*[\r\n]+ : the whitespace run up to its last CR/LF.
+  // \s*[\r\n]+ (and \s*[\r\n]) : the whitespace run up to its last CR/LF.
   const size_t n = RunWhile(t, pos, end, IsSpace);
   for (size_t k = n; k > 0; --k) {
     if (IsCrLf(t.cp(pos + k - 1, end))) return k;
@@ -99,19 +111,37 @@ size_t MatchSymbolsAndSpaces(const Text& t, size_t pos, size_t end, bool slash) 
   return MatchTrailingSpace(t, pos, end, true);
 }
 
-// Llama 3 / Qwen2 family; `max_digits` is 3 for \p{N}{1,3} and 1 for \p{N}.
-size_t MatchLlama3(const Text& t, size_t pos, size_t end, size_t max_digits) {
-  if (size_t n = MatchContraction(t, pos, end, true)) return n;
+// The Llama 3 regex and its relatives:
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d) | [^\r\n\p{L}\p{N}]?\p{L}+ | \p{N}{1,max_digits}
+//   | ' ?[^\s\p{L}\p{N}]+[\r\n]*' | \s*[\r\n]+ | \s+(?!\S) | \s+
+struct Llama3Style {
+  size_t max_digits = 3;  ///< 0: \p{N}+
+  bool contractions = true;
+  bool marks = false;  ///< Qwen3.5: [\p{L}\p{M}]+ words, [^\s\p{L}\p{M}\p{N}] symbols
+  SymbolTail tail = SymbolTail::kCrLf;
+};
+
+size_t MatchLlama3(const Text& t, size_t pos, size_t end, const Llama3Style& style) {
+  if (style.contractions) {
+    if (size_t n = MatchContraction(t, pos, end, true)) return n;
+  }
+  bool (*word)(CpFlags) = style.marks ? IsLetterOrMark : IsLetter;
   const uint32_t c = t.cp(pos, end);
   const CpFlags f = t.flags(pos, end);
-  // [^\r\n\p{L}\p{N}]?\p{L}+
-  if (f.letter()) return RunWhile(t, pos, end, IsLetter);
-  if (!IsCrLf(c) && !f.number() && t.flags(pos + 1, end).letter()) {
-    return 1 + RunWhile(t, pos + 1, end, IsLetter);
+  // [^\r\n\p{L}\p{N}]?\p{L}+ : an optional leading character, greedy (a mark can lead too).
+  if (!IsCrLf(c) && !f.letter() && !f.number() && word(t.flags(pos + 1, end))) {
+    return 1 + RunWhile(t, pos + 1, end, word);
   }
-  // \p{N}{1,max}
-  if (f.number()) return std::min(max_digits, RunWhile(t, pos, end, IsNumber));
-  return MatchSymbolsAndSpaces(t, pos, end, false);
+  if (word(f)) return RunWhile(t, pos, end, word);
+  if (f.number()) {
+    const size_t n = RunWhile(t, pos, end, IsNumber);
+    return style.max_digits == 0 ? n : std::min(style.max_digits, n);
+  }
+  return MatchSymbolsAndSpaces(t, pos, end, style.tail, style.marks);
+}
+
+Matcher Llama3Matcher(Llama3Style style) {
+  return [style](const Text& t, size_t p, size_t e) { return MatchLlama3(t, p, e, style); };
 }
 
 // GPT-4o / Tekken: words split at case changes. llama.cpp runs these regexes on text where every
@@ -154,7 +184,7 @@ size_t MatchCasedWords(const Text& t, size_t pos, size_t end, size_t max_digits,
     return p - pos;
   }
   if (f.number()) return std::min(max_digits, RunWhile(t, pos, end, IsNumber));
-  return MatchSymbolsAndSpaces(t, pos, end, true);
+  return MatchSymbolsAndSpaces(t, pos, end, SymbolTail::kCrLfSlash);
 }
 
 // [class]+ , or [class]{1,max_len} when max_len > 0.
@@ -178,7 +208,6 @@ bool IsAsciiPunctOrSymbol(uint32_t c) {
   return (c >= '!' && c <= '/') || (c >= ':' && c <= '@') || (c >= '[' && c <= '`') || (c >= '{' && c <= '~');
 }
 bool IsAsciiLetter(uint32_t c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
-bool IsLetterOrMark(CpFlags f) { return f.letter() || f.accent_mark(); }
 bool IsPunctOrSymbol(CpFlags f) { return f.punctuation() || f.symbol(); }
 bool IsPunct(CpFlags f) { return f.punctuation(); }
 
@@ -209,6 +238,24 @@ size_t MatchDeepseek3(const Text& t, size_t pos, size_t end) {
   return MatchTrailingSpace(t, pos, end, true);
 }
 
+// BLOOM / Poro / GPT-3 Finnish:  ?[^(\s|.,!?…。，、।۔،)]+
+bool IsBloomWordChar(uint32_t c, CpFlags f) {
+  static constexpr uint32_t kExcluded[] = {'(',    '|',    '.',    ',',    '!',    '?',    ')',
+                                           0x2026, 0x3002, 0xFF0C, 0x3001, 0x0964, 0x06D4, 0x060C};
+  if (f.whitespace() || !f.defined()) return false;
+  for (uint32_t x : kExcluded) {
+    if (c == x) return false;
+  }
+  return true;
+}
+
+size_t MatchBloom(const Text& t, size_t pos, size_t end) {
+  size_t p = pos;
+  if (t.cp(p, end) == ' ' && IsBloomWordChar(t.cp(p + 1, end), t.flags(p + 1, end))) ++p;
+  while (IsBloomWordChar(t.cp(p, end), t.flags(p, end))) ++p;
+  return p - pos;
+}
+
 bool InRange(uint32_t c, uint32_t lo, uint32_t hi) { return c >= lo && c <= hi; }
 
 // [0-9][0-9][0-9]
@@ -234,9 +281,25 @@ std::vector<Matcher> MatchersFor(PreTokenizer type) {
     case PreTokenizer::kGpt2:
       return {gpt2};
     case PreTokenizer::kLlama3:
-      return {[](const Text& t, size_t p, size_t e) { return MatchLlama3(t, p, e, 3); }};
+      return {Llama3Matcher({})};
     case PreTokenizer::kQwen2:
-      return {[](const Text& t, size_t p, size_t e) { return MatchLlama3(t, p, e, 1); }};
+      return {Llama3Matcher({1, true, false, SymbolTail::kCrLf})};
+    case PreTokenizer::kQwen35:
+      return {Llama3Matcher({1, true, true, SymbolTail::kCrLf})};
+    case PreTokenizer::kSeedCoder:
+      return {Llama3Matcher({1, true, false, SymbolTail::kNone})};
+    case PreTokenizer::kUfakzeka:
+      return {Llama3Matcher({1, false, false, SymbolTail::kCrLf})};
+    case PreTokenizer::kLaguna:
+      return {ClassRun([](uint32_t c, CpFlags) { return c != '\n'; }),
+              Llama3Matcher({1, true, false, SymbolTail::kCrLf})};
+    case PreTokenizer::kMinicpm5:
+      return {ClassRun([](uint32_t, CpFlags f) { return f.number(); }, 3),
+              Llama3Matcher({0, true, false, SymbolTail::kCrLf})};
+    case PreTokenizer::kBloom:
+      return {MatchBloom};
+    case PreTokenizer::kViking:
+      return {MatchBloom, digit};
     case PreTokenizer::kStarcoder:
       return {digit, gpt2};
     case PreTokenizer::kGpt4o:

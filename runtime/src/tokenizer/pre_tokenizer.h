@@ -34,6 +34,13 @@ enum class PreTokenizer {
   kDeepseek3,
   /// [\r\n] , \s?\p{L}+ , \s?\p{P}+ , [一-龥ࠀ-一가-퟿]+ , \p{N}
   kDeepseekCoder,
+  kQwen35,     ///< as kQwen2 with [\p{L}\p{M}]+ words and [^\s\p{L}\p{M}\p{N}] symbols
+  kSeedCoder,  ///< as kQwen2 without [\r\n]* after symbols
+  kUfakzeka,   ///< as kQwen2 without the contractions
+  kLaguna,     ///< [^\n]+|[\n]+ , Qwen2
+  kMinicpm5,   ///< \p{N}{1,3} , as kLlama3 with \p{N}+
+  kBloom,      ///<  ?[^(\s|.,!?…。，、।۔،)]+
+  kViking,     ///< kBloom , \p{N}
 };
 
 /// Splits UTF-8 `text` into words (UTF-8, concatenating to `text` up to invalid bytes, which

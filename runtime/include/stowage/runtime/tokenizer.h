@@ -6,7 +6,7 @@
 //              prepended to the text and after every special token (add_space_prefix, default
 //              true); text pieces that are not tokens fall back to byte tokens "<0xNN>".
 //   "gpt2"  -> BPE: byte-level BPE. The text is split into words by the pre-tokenizer regexes of
-//              `tokenizer.ggml.pre` (see PreTokenizer names below), every UTF-8 byte is mapped to
+//              `tokenizer.ggml.pre` (list below), every UTF-8 byte is mapped to
 //              GPT-2's printable code point, then `tokenizer.ggml.merges` are applied by rank.
 //   "bert"  -> WPM: BERT WordPiece. Lowercase + accent stripping (NFD, marks removed) unless
 //              `tokenizer.ggml.normalizer.lowercase` / `.strip_accents` say otherwise; words split
@@ -21,13 +21,21 @@
 //              jina-v2-code, roberta-bpe
 //   Llama 3:   llama3, llama-v3, llama-bpe, falcon3, falcon-h1, pixtral, midm-2.0, lfm2,
 //              jina-v5-nano, dbrx, smaug-bpe, glm4, chatglm-bpe
-//   Qwen2:     qwen2, deepseek-r1-qwen, kormo, f2llmv2, stablelm2, megrez, hunyuan, solar-open
+//   Qwen2:     qwen2, deepseek-r1-qwen, kormo, f2llmv2, stablelm2, megrez, hunyuan, solar-open,
+//              grok-2, bailingmoe, bailingmoe2, llada-moe; variants: qwen35, seed-coder, ufakzeka,
+//              laguna, minicpm5
 //   StarCoder: starcoder, refact, codeshell, exaone, minerva-7b, mellum2, command-r, smollm
 //   Falcon:    falcon
 //   GPT-4o:    gpt-4o, llama4, kanana2, talkie, minimax-m2 (words split at case changes)
 //   Tekken:    tekken
 //   DeepSeek:  deepseek-v3, hunyuan-dense, joyai-llm, hy_v4; deepseek-coder
-// Any other value is kUnimplemented: "<file>: tokenizer.ggml.pre: unknown pre-tokenizer 'x'".
+//   BLOOM:     bloom, gpt3-finnish, poro-chat; viking
+// Any other value is kUnimplemented: "<file>: tokenizer.ggml.pre: unknown pre-tokenizer 'x'"
+// (not implemented yet, among llama.cpp's: deepseek-llm, chameleon, jais-2, exaone-moe, kimi-k2,
+// afmoe, superbpe, tiny_aya, youtu, spark2_5, granite-embed-multi, gemma4, ...).
+//
+// Unicode: the category tables (\p{L}, \p{N}, ...; lowercase; NFD) are generated from Unicode 14
+// (runtime/src/tokenizer/gen_unicode_data.py); code points assigned later count as \p{C}.
 //
 // Special tokens: every token whose `tokenizer.ggml.token_type` is CONTROL, USER_DEFINED or
 // UNKNOWN is searched for verbatim in the text before the vocabulary algorithm runs (longest
