@@ -89,6 +89,9 @@ Status PlanGraphArenas(Graph& g, const Placement& p, const std::vector<int>& buf
       if (s >= 0) last_use[owner(s)] = static_cast<int>(i);
     last_use[owner(g.nodes[i])] = std::max(last_use[owner(g.nodes[i])], static_cast<int>(i));
   }
+  // A split input copy reads its source when the split starts: the source stays live until then.
+  for (const Split& sp : g.splits)
+    for (const auto& in : sp.inputs) last_use[owner(in.first)] = std::max(last_use[owner(in.first)], sp.node_begin);
   for (size_t i = 0; i < n; ++i)
     if (g.tensors[i].is_output) last_use[i] = std::numeric_limits<int>::max();
 
@@ -236,16 +239,30 @@ Status PlanMemory(ModelGraphs& m, const Placement& p, MemoryPlan* out) {
   for (size_t b = 0; b < p.bufts.size(); ++b)
     if (buft_buffer[b] >= 0) out->buffers[buft_buffer[b]].size = arena_size[b];
 
-  // Output (logits) buffer on the host: n_vocab floats per output row of a ubatch.
+  // Output (logits) buffer (llama.cpp llama_output_reserve): the host buft of the output layer's
+  // device when it has one (CUDA_Host), else the CPU buft; n_vocab floats per output row, with
+  // room for n_batch rows.
   PlannedBuffer ob;
-  ob.name = "CPU";
-  ob.buft = 0;
-  for (size_t b = 0; b < p.bufts.size(); ++b)
-    if (p.devices[p.bufts[b].device].type == DeviceKind::kCpu && p.bufts[b].is_default) { ob.buft = static_cast<int>(b); break; }
+  ob.buft = -1;
+  int out_dev = -1;
+  for (size_t i = 0; i < m.globals.size(); ++i)
+    if (m.globals[i].kind == TensorKind::kWeight && m.globals[i].layer_class == LayerClass::kOutput &&
+        m.globals[i].consumer_op == GgmlOp::MUL_MAT && p.global_buft[i] >= 0)
+      out_dev = p.bufts[p.global_buft[i]].device;
+  for (size_t b = 0; b < p.bufts.size() && out_dev >= 0; ++b)
+    if (p.bufts[b].device == out_dev && p.bufts[b].is_host && !p.bufts[b].is_default &&
+        p.devices[out_dev].type != DeviceKind::kCpu) {
+      ob.buft = static_cast<int>(b);
+      break;
+    }
+  for (size_t b = 0; b < p.bufts.size() && ob.buft < 0; ++b)
+    if (p.devices[p.bufts[b].device].type == DeviceKind::kCpu && p.bufts[b].is_default) ob.buft = static_cast<int>(b);
+  if (ob.buft < 0) ob.buft = 0;
   ob.name = p.bufts[ob.buft].name;
   ob.device = p.bufts[ob.buft].device;
   ob.usage = BufferUsage::kOutput;
-  ob.size = uint64_t(m.hp.n_vocab) * static_cast<uint64_t>(m.prefill.max_outputs) * sizeof(float);
+  const uint64_t rows = std::max<uint64_t>(m.cfg.n_batch, static_cast<uint64_t>(m.prefill.max_outputs));
+  ob.size = uint64_t(m.hp.n_vocab) * rows * sizeof(float);
   out->buffers.push_back(ob);
   return Status::Ok();
 }

@@ -391,6 +391,14 @@ Status Session::Impl::CopyTensor(GGraph& g, int src, int dst) {
   if (s.v.nelements() != d.v.nelements() || s.v.type != d.v.type)
     return DataLoss(plan->path() + ": graph " + g.name + ": split input copy '" + g.tensors[dst].name +
                     "' does not match its source '" + g.tensors[src].name + "'");
+  const bool both_contiguous = s.v.is_contiguous() && d.v.is_contiguous();
+  if (both_contiguous) {  // byte copy (any type, e.g. the I32 positions), staged when a side is private
+    const uint64_t n = RowSize(s.v.type, s.v.ne[0]) * static_cast<uint64_t>(s.v.nrows());
+    if (sb.is_host()) return db.Write(d.offset, s.v.data, n);
+    staging.resize(n);
+    STOWAGE_RETURN_IF_ERROR(sb.Read(s.offset, staging.data(), n));
+    return db.Write(d.offset, staging.data(), n);
+  }
   if (sb.is_host() && db.is_host()) {
     TensorView dv = d.v;
     return cpu::Cpy(copy_ctx, s.v, dv);
