@@ -5,7 +5,7 @@ add_library(stowage_devices STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/devices/probe.cpp
 )
 target_include_directories(stowage_devices PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
-target_link_libraries(stowage_devices PUBLIC stowage_base)
+target_link_libraries(stowage_devices PUBLIC stowage_base PRIVATE stowage_cpu)
 if(STOWAGE_HAVE_ONEDNN)
   target_sources(stowage_devices PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src/devices/onednn_probe.cpp)
   target_link_libraries(stowage_devices PRIVATE DNNL::dnnl)

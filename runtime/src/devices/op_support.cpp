@@ -1,6 +1,7 @@
 // Declarative op support of the runtime's devices and its evaluation (see device_probe.h).
 #include <algorithm>
 
+#include "ops.h"  // the CPU backend's kernel contract (runtime/src/backends/cpu)
 #include "stowage/runtime/device_probe.h"
 
 namespace stowage {
@@ -94,8 +95,12 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
   d.srcs_must_be_host = true;
 
   // The CPU backend's kernel contract (runtime/src/backends/cpu/ops.h).
-  const std::vector<T> weights = {T::F32,  T::F16,  T::BF16, T::Q4_0, T::Q4_1, T::Q5_0,   T::Q5_1, T::Q8_0,
-                                  T::Q2_K, T::Q3_K, T::Q4_K, T::Q5_K, T::Q6_K, T::IQ4_NL, T::IQ4_XS};
+  // Weight types: those the kernels can multiply (cpu::SupportsMulMatType); GET_ROWS is declared
+  // for the same set (every such type has a dequantizer).
+  std::vector<T> weights;
+  for (uint32_t id = 0; id < kGgmlTypeCount; ++id) {
+    if (IsValidGgmlType(id) && cpu::SupportsMulMatType(static_cast<T>(id))) weights.push_back(static_cast<T>(id));
+  }
   const SrcRequirement f32 = Src({T::F32});
   const SrcRequirement f32_opt = Src({T::F32}, true);
   const char* kOps = "runtime/src/backends/cpu/ops.h";
@@ -117,13 +122,15 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
   d.properties.push_back({"isa", isa.empty() ? "baseline" : isa});
   if (!cpu.vendor.empty()) d.properties.push_back({"vendor", cpu.vendor});
 
-  // ggml's Q4_0 8x8 repack needs AVX2 and ne1 % 8 == 0 (ggml-cpu-aarch64.cpp, FEB25).
+  // ggml's Q4_0 8x8 repack needs AVX2 and ne1 % 8 == 0 (ggml-cpu-aarch64.cpp, FEB25); the
+  // kernels' own condition is cpu::CanRepackQ4_0 (contiguous, ne1 % 8 == 0).
   if (cpu.features.avx2) {
     ProbedBufferType repack{"CPU_REPACK", 32, false, {}};
     SrcRequirement w = Src({T::Q4_0});
     w.buft = "CPU_REPACK";
     w.max_dims = 2;
     w.ne1_multiple_of = 8;
+    w.contiguous = true;  // cpu::CanRepackQ4_0
     SrcRequirement act = Src({T::F32});
     act.host = true;
     repack.supports_op = {{{"MUL_MAT"}, {w, act}, {}, 0, "Q4_0 8x8 repack (AVX2), ne1 % 8 == 0"}};
