@@ -112,27 +112,6 @@ TEST(CpuQuant, HandComputedBlocks) {
   }
 }
 
-// Random bytes with sane fp16 scales at the places each type keeps them.
-std::vector<uint8_t> RandomBlocks(GgmlType type, int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  const size_t bytes = RowSize(type, n), bs = GetTypeTraits(type).type_size;
-  std::vector<uint8_t> out(bytes);
-  for (auto& b : out) b = uint8_t(rng());
-  std::uniform_real_distribution<float> d(0.001f, 0.05f);
-  auto put = [&](size_t off, float v) { const uint16_t h = Fp32ToFp16(v); std::memcpy(&out[off], &h, 2); };
-  for (size_t o = 0; o < bytes; o += bs) {
-    switch (type) {
-      case GgmlType::Q2_K: put(o + 80, d(rng)); put(o + 82, d(rng)); break;
-      case GgmlType::Q3_K: put(o + 108, d(rng)); break;
-      case GgmlType::Q4_K: case GgmlType::Q5_K: put(o, d(rng)); put(o + 2, d(rng)); break;
-      case GgmlType::Q6_K: put(o + 208, d(rng)); break;
-      case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: put(o, d(rng)); break;
-      default: break;
-    }
-  }
-  return out;
-}
-
 TEST(CpuQuant, VecDotMatchesDequantizedDot) {
   const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
                             GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
@@ -151,7 +130,7 @@ TEST(CpuQuant, VecDotMatchesDequantizedDot) {
         x.resize(RowSize(t, n));
         ASSERT_TRUE(QuantizeRow(t, xf.data(), x.data(), n).ok());
       } else {
-        x = RandomBlocks(t, n, 33);
+        x = kt::RandomBlocks(t, n, 33);
       }
       std::vector<uint8_t> y(RowSize(k->vec_dot_type, n));
       if (k->from_float) k->from_float(yf.data(), y.data(), n);

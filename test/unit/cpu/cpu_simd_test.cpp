@@ -7,6 +7,7 @@
 #include "kernels.h"
 #include "test_util.h"
 
+#if defined(__x86_64__) || defined(_M_X64)  // the SIMD translation units exist on x86-64 only
 namespace stowage::cpu {
 namespace {
 
@@ -16,22 +17,6 @@ std::vector<uint8_t> RandomRow(GgmlType type, int64_t n, uint32_t seed) {
   kt::FillUniform(x, seed, -2.f, 2.f);
   std::vector<uint8_t> out(RowSize(type, n) + 64);
   EXPECT_TRUE(QuantizeRow(type, x.data(), out.data(), n).ok());
-  return out;
-}
-
-// Random K-quant blocks: random bytes with sane fp16 scales (the kernels must agree on any bits).
-std::vector<uint8_t> RandomKBlocks(GgmlType type, int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  const size_t bytes = RowSize(type, n);
-  std::vector<uint8_t> out(bytes + 64);
-  for (auto& b : out) b = uint8_t(rng());
-  const size_t bs = GetTypeTraits(type).type_size;
-  std::uniform_real_distribution<float> d(0.001f, 0.05f);
-  for (size_t off = 0; off < bytes; off += bs) {
-    const uint16_t h1 = Fp32ToFp16(d(rng)), h2 = Fp32ToFp16(d(rng));
-    if (type == GgmlType::Q4_K) { std::memcpy(&out[off], &h1, 2); std::memcpy(&out[off + 2], &h2, 2); }
-    if (type == GgmlType::Q6_K) std::memcpy(&out[off + 208], &h1, 2);
-  }
   return out;
 }
 
@@ -47,6 +32,14 @@ TEST(CpuSimd, VecDotsMatchScalar) {
       {GgmlType::Q4_0, avx2::VecDotQ4_0Q8_0, avx512::VecDotQ4_0Q8_0, true},
       {GgmlType::Q4_K, avx2::VecDotQ4_KQ8_K, avx512::VecDotQ4_KQ8_K, true},
       {GgmlType::Q6_K, avx2::VecDotQ6_KQ8_K, avx512::VecDotQ6_KQ8_K, true},
+      {GgmlType::Q4_1, avx2::VecDotQ4_1Q8_1, nullptr, false},
+      {GgmlType::Q5_0, avx2::VecDotQ5_0Q8_0, nullptr, false},
+      {GgmlType::Q5_1, avx2::VecDotQ5_1Q8_1, nullptr, false},
+      {GgmlType::Q2_K, avx2::VecDotQ2_KQ8_K, nullptr, false},
+      {GgmlType::Q3_K, avx2::VecDotQ3_KQ8_K, nullptr, false},
+      {GgmlType::Q5_K, avx2::VecDotQ5_KQ8_K, nullptr, false},
+      {GgmlType::IQ4_NL, avx2::VecDotIQ4_NLQ8_0, nullptr, false},
+      {GgmlType::IQ4_XS, avx2::VecDotIQ4_XSQ8_K, nullptr, false},
   };
   for (const Case& c : cases) {
     const TypeKernels* ref = GetTypeKernels(c.w, IsaLevel::kScalar);
@@ -56,8 +49,9 @@ TEST(CpuSimd, VecDotsMatchScalar) {
                                                : std::vector<int64_t>{bs, 2 * bs, 5 * bs, 33 * bs};
     for (int64_t n : sizes) {
       for (uint32_t seed = 1; seed <= 3; ++seed) {
-        const bool kq = c.w == GgmlType::Q4_K || c.w == GgmlType::Q6_K;
-        std::vector<uint8_t> x = kq ? RandomKBlocks(c.w, n, seed) : RandomRow(c.w, n, seed);
+        const bool has_quantizer = QuantizeRow(c.w, nullptr, nullptr, 0).ok();
+        std::vector<uint8_t> x = has_quantizer ? RandomRow(c.w, n, seed) : kt::RandomBlocks(c.w, n, seed);
+        x.resize(x.size() + 64);
         std::vector<float> yf(static_cast<size_t>(n));
         kt::FillUniform(yf, seed + 100, -3.f, 3.f);
         std::vector<uint8_t> y(RowSize(ref->vec_dot_type, n) + 64);
@@ -103,3 +97,4 @@ TEST(CpuSimd, FromFloatF16MatchesScalar) {
 
 }  // namespace
 }  // namespace stowage::cpu
+#endif

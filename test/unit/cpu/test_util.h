@@ -49,4 +49,26 @@ inline void Fill(Tensor& t, uint32_t seed, float lo = -1.f, float hi = 1.f) {
 
 inline float RoundF16(float x) { return Fp16ToFp32(Fp32ToFp16(x)); }
 
+/// Random bytes with sane fp16 scales where each block type keeps them (the kernels must agree on
+/// any bits; used for types without a reference quantizer here).
+inline std::vector<uint8_t> RandomBlocks(GgmlType type, int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const size_t bytes = RowSize(type, n), bs = GetTypeTraits(type).type_size;
+  std::vector<uint8_t> out(bytes);
+  for (auto& b : out) b = uint8_t(rng());
+  std::uniform_real_distribution<float> d(0.001f, 0.05f);
+  auto put = [&](size_t off, float v) { const uint16_t h = Fp32ToFp16(v); std::memcpy(&out[off], &h, 2); };
+  for (size_t o = 0; o < bytes; o += bs) {
+    switch (type) {
+      case GgmlType::Q2_K: put(o + 80, d(rng)); put(o + 82, d(rng)); break;
+      case GgmlType::Q3_K: put(o + 108, d(rng)); break;
+      case GgmlType::Q4_K: case GgmlType::Q5_K: put(o, d(rng)); put(o + 2, d(rng)); break;
+      case GgmlType::Q6_K: put(o + 208, d(rng)); break;
+      case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: put(o, d(rng)); break;
+      default: break;
+    }
+  }
+  return out;
+}
+
 }  // namespace stowage::cpu::kt

@@ -224,7 +224,7 @@ Status DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
                            GgmlTypeName(type) + "'s block size " + std::to_string(bs));
   }
   switch (type) {
-    case GgmlType::F32: std::memcpy(dst, src, size_t(n) * 4); break;
+    case GgmlType::F32: if (n > 0) std::memcpy(dst, src, size_t(n) * 4); break;
     case GgmlType::F16: {
       const fp16_t* s = static_cast<const fp16_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = HalfToFloat(s[i]);
@@ -273,7 +273,7 @@ Status QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n) {
                            GgmlTypeName(type) + "'s block size " + std::to_string(bs));
   }
   switch (type) {
-    case GgmlType::F32: std::memcpy(dst, src, size_t(n) * 4); break;
+    case GgmlType::F32: if (n > 0) std::memcpy(dst, src, size_t(n) * 4); break;
     case GgmlType::F16: {
       fp16_t* d = static_cast<fp16_t*>(dst);
       for (int64_t i = 0; i < n; ++i) d[i] = FloatToHalf(src[i]);
