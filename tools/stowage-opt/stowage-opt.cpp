@@ -12,11 +12,6 @@
 
 #include <string>
 
-#include "llvm/Support/CommandLine.h"
-#include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/ToolOutputFile.h"
-#include "llvm/Support/raw_ostream.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -25,6 +20,11 @@
 #include "mlir/Transforms/Passes.h"
 #include "stowage/Dialect/GGML/IR/GGMLOps.h"
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
 
 #ifdef STOWAGE_HAVE_COMPILER
 #include "stowage/Compiler/Import/ImportModelGraphs.h"
@@ -33,13 +33,13 @@
 namespace cl = llvm::cl;
 
 #ifdef STOWAGE_HAVE_COMPILER
-static cl::opt<std::string> importGguf(
-    "import-gguf", cl::desc("Import this GGUF model (func @prefill, func @decode) instead of "
-                            "reading IR from the input file"),
-    cl::value_desc("file"), cl::init(""));
-static cl::opt<unsigned> ggufNCtx("gguf-n-ctx",
-                                  cl::desc("--import-gguf: context size (0: n_ctx_train)"),
-                                  cl::init(0));
+static cl::opt<std::string>
+    importGguf("import-gguf",
+               cl::desc("Import this GGUF model (func @prefill, func @decode) instead of "
+                        "reading IR from the input file"),
+               cl::value_desc("file"), cl::init(""));
+static cl::opt<unsigned>
+    ggufNCtx("gguf-n-ctx", cl::desc("--import-gguf: context size (0: n_ctx_train)"), cl::init(0));
 static cl::opt<unsigned> ggufNUbatch("gguf-n-ubatch",
                                      cl::desc("--import-gguf: ubatch size (n_tokens of @prefill)"),
                                      cl::init(512));
@@ -66,7 +66,8 @@ static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry 
   config.n_ubatch = ggufNUbatch;
   config.n_batch = ggufNBatch;
   auto module = stowage::compiler::importGgufFile(&context, importGguf, config);
-  if (!module) return nullptr;
+  if (!module)
+    return nullptr;
   std::string text;
   llvm::raw_string_ostream os(text);
   module->print(os, mlir::OpPrintingFlags().enableDebugInfo(/*enable=*/true, /*pretty=*/false));
@@ -76,10 +77,10 @@ static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry 
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  mlir::registerTransformsPasses();  // canonicalize, cse, ... for pipelines in tests
+  mlir::registerTransformsPasses(); // canonicalize, cse, ... for pipelines in tests
   mlir::DialectRegistry registry;
-  registry.insert<mlir::func::FuncDialect, stowage::ggml::GGMLDialect,
-                  stowage::place::PlaceDialect>();
+  registry
+      .insert<mlir::func::FuncDialect, stowage::ggml::GGMLDialect, stowage::place::PlaceDialect>();
   auto [inputFilename, outputFilename] = mlir::registerAndParseCLIOptions(
       argc, argv, "Stowage optimizer driver (ggml + place dialects)\n", registry);
   mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
@@ -88,7 +89,8 @@ int main(int argc, char **argv) {
 #ifdef STOWAGE_HAVE_COMPILER
   if (!importGguf.empty()) {
     input = importToBuffer(registry);
-    if (!input) return EXIT_FAILURE;
+    if (!input)
+      return EXIT_FAILURE;
   }
 #endif
   std::string error;

@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "llvm/ADT/StringExtras.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -13,6 +12,7 @@
 #include "stowage/Dialect/GGML/IR/GGMLOps.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/runtime/gguf.h"
+#include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
 
@@ -26,15 +26,24 @@ using planner::DimExpr;
 /// Element type of a ggml type in the dialect: builtin float/int types or a block type.
 Type elementType(MLIRContext *ctx, GgmlType type) {
   switch (type) {
-  case GgmlType::F32: return Float32Type::get(ctx);
-  case GgmlType::F16: return Float16Type::get(ctx);
-  case GgmlType::BF16: return BFloat16Type::get(ctx);
-  case GgmlType::F64: return Float64Type::get(ctx);
-  case GgmlType::I8: return IntegerType::get(ctx, 8);
-  case GgmlType::I16: return IntegerType::get(ctx, 16);
-  case GgmlType::I32: return IntegerType::get(ctx, 32);
-  case GgmlType::I64: return IntegerType::get(ctx, 64);
-  default: return ggml::BlockType::get(ctx, static_cast<uint32_t>(type));
+  case GgmlType::F32:
+    return Float32Type::get(ctx);
+  case GgmlType::F16:
+    return Float16Type::get(ctx);
+  case GgmlType::BF16:
+    return BFloat16Type::get(ctx);
+  case GgmlType::F64:
+    return Float64Type::get(ctx);
+  case GgmlType::I8:
+    return IntegerType::get(ctx, 8);
+  case GgmlType::I16:
+    return IntegerType::get(ctx, 16);
+  case GgmlType::I32:
+    return IntegerType::get(ctx, 32);
+  case GgmlType::I64:
+    return IntegerType::get(ctx, 64);
+  default:
+    return ggml::BlockType::get(ctx, static_cast<uint32_t>(type));
   }
 }
 
@@ -79,15 +88,17 @@ private:
   bool decode_;
   OpBuilder &b_;
   Location loc_;
-  std::vector<Value> values_;  // graph tensor id -> SSA value
+  std::vector<Value> values_; // graph tensor id -> SSA value
 };
 
 FailureOr<ggml::TensorType> GraphImporter::tensorType(const planner::Tensor &t, Location loc) {
   SmallVector<Dim, 4> shape;
-  for (const DimExpr &e : t.ne) shape.push_back(dim(e));
+  for (const DimExpr &e : t.ne)
+    shape.push_back(dim(e));
   auto type = ggml::TensorType::getChecked([&] { return emitError(loc); }, ctx(),
                                            ArrayRef<Dim>(shape), elementType(ctx(), t.type));
-  if (!type) return failure();
+  if (!type)
+    return failure();
   return type;
 }
 
@@ -95,7 +106,8 @@ LogicalResult GraphImporter::importLeaf(int id) {
   const planner::Tensor &t = g_.tensors[id];
   Location loc = nodeLoc(t);
   FailureOr<ggml::TensorType> type = tensorType(t, loc);
-  if (failed(type)) return failure();
+  if (failed(type))
+    return failure();
   Operation *op = nullptr;
   switch (t.kind) {
   case planner::TensorKind::kWeight: {
@@ -109,14 +121,18 @@ LogicalResult GraphImporter::importLeaf(int id) {
     const planner::GlobalTensor &c = m_.globals[t.global];
     StringRef name(c.name);
     ggml::CacheKind kind;
-    if (name.starts_with("cache_k_")) kind = ggml::CacheKind::k;
-    else if (name.starts_with("cache_v_")) kind = ggml::CacheKind::v;
-    else if (name.starts_with("cache_r_")) kind = ggml::CacheKind::r;
-    else if (name.starts_with("cache_s_")) kind = ggml::CacheKind::s;
-    else return emitError(loc) << "cache tensor '" << name << "' is not cache_{k,v,r,s}_l<il>";
+    if (name.starts_with("cache_k_"))
+      kind = ggml::CacheKind::k;
+    else if (name.starts_with("cache_v_"))
+      kind = ggml::CacheKind::v;
+    else if (name.starts_with("cache_r_"))
+      kind = ggml::CacheKind::r;
+    else if (name.starts_with("cache_s_"))
+      kind = ggml::CacheKind::s;
+    else
+      return emitError(loc) << "cache tensor '" << name << "' is not cache_{k,v,r,s}_l<il>";
     op = b_.create<ggml::KvCacheOp>(loc, *type, ggml::CacheKindAttr::get(ctx(), kind),
-                                    b_.getStringAttr(name),
-                                    b_.getI32IntegerAttr(c.layer));
+                                    b_.getStringAttr(name), b_.getI32IntegerAttr(c.layer));
     break;
   }
   case planner::TensorKind::kInput:
@@ -168,7 +184,8 @@ LogicalResult GraphImporter::importNode(int id) {
   const planner::Tensor &t = g_.tensors[id];
   Location loc = nodeLoc(t);
   FailureOr<ggml::TensorType> typeOr = tensorType(t, loc);
-  if (failed(typeOr)) return failure();
+  if (failed(typeOr))
+    return failure();
   ggml::TensorType type = *typeOr;
   SmallVector<Value, 4> src;
   for (int s : t.srcs) {
@@ -182,7 +199,8 @@ LogicalResult GraphImporter::importNode(int id) {
     src.push_back(values_[s]);
   }
   auto need = [&](size_t n) -> LogicalResult {
-    if (src.size() < n || llvm::any_of(ArrayRef<Value>(src).take_front(n), [](Value v) { return !v; }))
+    if (src.size() < n ||
+        llvm::any_of(ArrayRef<Value>(src).take_front(n), [](Value v) { return !v; }))
       return emitError(loc) << "node '" << t.name << "' (" << GgmlOpName(t.op) << ") needs " << n
                             << " sources, has " << src.size();
     return success();
@@ -193,62 +211,76 @@ LogicalResult GraphImporter::importNode(int id) {
   Operation *op = nullptr;
   switch (t.op) {
   case GgmlOp::GET_ROWS:
-    if (failed(need(2))) return failure();
+    if (failed(need(2)))
+      return failure();
     op = b_.create<ggml::GetRowsOp>(loc, type, src[0], src[1]);
     break;
   case GgmlOp::MUL_MAT:
-    if (failed(need(2))) return failure();
+    if (failed(need(2)))
+      return failure();
     op = b_.create<ggml::MulMatOp>(loc, type, src[0], src[1]);
     break;
   case GgmlOp::MUL_MAT_ID:
-    if (failed(need(3))) return failure();
+    if (failed(need(3)))
+      return failure();
     op = b_.create<ggml::MulMatIdOp>(loc, type, src[0], src[1], src[2]);
     break;
   case GgmlOp::ADD:
-    if (failed(need(2))) return failure();
+    if (failed(need(2)))
+      return failure();
     op = b_.create<ggml::AddOp>(loc, type, src[0], src[1]);
     break;
   case GgmlOp::MUL:
-    if (failed(need(2))) return failure();
+    if (failed(need(2)))
+      return failure();
     op = b_.create<ggml::MulOp>(loc, type, src[0], src[1]);
     break;
   case GgmlOp::DIV:
-    if (failed(need(2))) return failure();
+    if (failed(need(2)))
+      return failure();
     op = b_.create<ggml::DivOp>(loc, type, src[0], src[1]);
     break;
   case GgmlOp::SUM_ROWS:
-    if (failed(need(1))) return failure();
+    if (failed(need(1)))
+      return failure();
     op = b_.create<ggml::SumRowsOp>(loc, type, src[0]);
     break;
   case GgmlOp::SCALE:
-    if (failed(need(1))) return failure();
+    if (failed(need(1)))
+      return failure();
     op = b_.create<ggml::ScaleOp>(loc, type, src[0], b_.getF32FloatAttr(fparam(0, 1.f)),
                                   b_.getF32FloatAttr(fparam(1, 0.f)));
     break;
   case GgmlOp::RMS_NORM:
-    if (failed(need(1))) return failure();
+    if (failed(need(1)))
+      return failure();
     op = b_.create<ggml::RmsNormOp>(loc, type, src[0], b_.getF32FloatAttr(fparam(0, 0.f)));
     break;
   case GgmlOp::NORM:
-    if (failed(need(1))) return failure();
+    if (failed(need(1)))
+      return failure();
     op = b_.create<ggml::NormOp>(loc, type, src[0], b_.getF32FloatAttr(fparam(0, 0.f)));
     break;
   case GgmlOp::SILU:
-    if (failed(need(1))) return failure();
+    if (failed(need(1)))
+      return failure();
     op = b_.create<ggml::SiluOp>(loc, type, src[0]);
     break;
   case GgmlOp::GELU:
-    if (failed(need(1))) return failure();
+    if (failed(need(1)))
+      return failure();
     op = b_.create<ggml::GeluOp>(loc, type, src[0]);
     break;
   case GgmlOp::SIGMOID:
-    if (failed(need(1))) return failure();
+    if (failed(need(1)))
+      return failure();
     op = b_.create<ggml::SigmoidOp>(loc, type, src[0]);
     break;
   case GgmlOp::SWIGLU:
   case GgmlOp::GEGLU:
   case GgmlOp::REGLU: {
-    if (failed(need(1))) return failure();
+    if (failed(need(1)))
+      return failure();
     ggml::GluKind kind = t.op == GgmlOp::SWIGLU  ? ggml::GluKind::swiglu
                          : t.op == GgmlOp::GEGLU ? ggml::GluKind::geglu
                                                  : ggml::GluKind::reglu;
@@ -258,7 +290,8 @@ LogicalResult GraphImporter::importNode(int id) {
     break;
   }
   case GgmlOp::ROPE: {
-    if (failed(need(2))) return failure();
+    if (failed(need(2)))
+      return failure();
     int32_t mode = iparam(1, 0);
     if (mode != 0 && mode != 2)
       return emitError(loc) << "node '" << t.name << "': rope mode " << mode
@@ -273,62 +306,75 @@ LogicalResult GraphImporter::importNode(int id) {
     break;
   }
   case GgmlOp::SOFT_MAX: {
-    if (failed(need(1))) return failure();
+    if (failed(need(1)))
+      return failure();
     Value mask = src.size() > 1 ? src[1] : Value();
     op = b_.create<ggml::SoftMaxOp>(loc, type, src[0], mask, b_.getF32FloatAttr(fparam(0, 1.f)),
                                     b_.getF32FloatAttr(fparam(1, 0.f)));
     break;
   }
   case GgmlOp::ARGSORT:
-    if (failed(need(1))) return failure();
-    op = b_.create<ggml::ArgsortOp>(loc, type, iparam(0, 0) == 1 ? ggml::SortOrder::desc
-                                                                 : ggml::SortOrder::asc,
-                                    src[0]);
+    if (failed(need(1)))
+      return failure();
+    op = b_.create<ggml::ArgsortOp>(
+        loc, type, iparam(0, 0) == 1 ? ggml::SortOrder::desc : ggml::SortOrder::asc, src[0]);
     break;
   case GgmlOp::TOP_K:
-    if (failed(need(1))) return failure();
-    op = b_.create<ggml::TopKOp>(loc, type, src[0], iparam(0, static_cast<int32_t>(type.getNe(0).size())));
+    if (failed(need(1)))
+      return failure();
+    op = b_.create<ggml::TopKOp>(loc, type, src[0],
+                                 iparam(0, static_cast<int32_t>(type.getNe(0).size())));
     break;
   case GgmlOp::CONCAT:
-    if (failed(need(2))) return failure();
+    if (failed(need(2)))
+      return failure();
     op = b_.create<ggml::ConcatOp>(loc, type, src[0], src[1], iparam(0, 0));
     break;
   case GgmlOp::SSM_CONV:
-    if (failed(need(2))) return failure();
+    if (failed(need(2)))
+      return failure();
     op = b_.create<ggml::SsmConvOp>(loc, type, src[0], src[1]);
     break;
   case GgmlOp::SSM_SCAN: {
-    if (failed(need(6))) return failure();
+    if (failed(need(6)))
+      return failure();
     Value ids = src.size() > 6 ? src[6] : Value();
     op = b_.create<ggml::SsmScanOp>(loc, type, src[0], src[1], src[2], src[3], src[4], src[5], ids);
     break;
   }
   case GgmlOp::CPY:
-    if (failed(need(2))) return failure();
+    if (failed(need(2)))
+      return failure();
     op = b_.create<ggml::CpyOp>(loc, type, src[0], src[1]);
     break;
   case GgmlOp::CONT:
-    if (failed(need(1))) return failure();
+    if (failed(need(1)))
+      return failure();
     op = b_.create<ggml::ContOp>(loc, type, src[0]);
     break;
   case GgmlOp::RESHAPE:
-    if (failed(need(1))) return failure();
+    if (failed(need(1)))
+      return failure();
     op = b_.create<ggml::ReshapeOp>(loc, type, src[0]);
     break;
   case GgmlOp::TRANSPOSE:
-    if (failed(need(1))) return failure();
+    if (failed(need(1)))
+      return failure();
     op = b_.create<ggml::TransposeOp>(loc, type, src[0]);
     break;
   case GgmlOp::PERMUTE: {
-    if (failed(need(1))) return failure();
+    if (failed(need(1)))
+      return failure();
     SmallVector<int32_t, 4> axes(t.iparams.begin(), t.iparams.end());
     op = b_.create<ggml::PermuteOp>(loc, type, src[0], axes);
     break;
   }
   case GgmlOp::VIEW: {
-    if (failed(need(1))) return failure();
+    if (failed(need(1)))
+      return failure();
     FailureOr<ggml::DimsAttr> nb = viewStrides(t, type, loc);
-    if (failed(nb)) return failure();
+    if (failed(nb))
+      return failure();
     Dim offset = dim(t.view_offset);
     ggml::DimAttr offsetAttr = offset.is(0) ? ggml::DimAttr() : ggml::DimAttr::get(ctx(), offset);
     op = b_.create<ggml::ViewOp>(loc, type, src[0], *nb, offsetAttr);
@@ -338,7 +384,8 @@ LogicalResult GraphImporter::importNode(int id) {
     return emitError(loc) << "node '" << t.name << "': op " << GgmlOpName(t.op)
                           << " has no op in the ggml dialect";
   }
-  if (!t.name.empty()) op->setAttr(ggml::kNodeNameAttr, b_.getStringAttr(t.name));
+  if (!t.name.empty())
+    op->setAttr(ggml::kNodeNameAttr, b_.getStringAttr(t.name));
   values_[id] = op->getResult(0);
   return success();
 }
@@ -347,7 +394,8 @@ LogicalResult GraphImporter::run(StringRef name) {
   SmallVector<Type> resultTypes;
   SmallVector<int> outputs;
   for (int id : g_.nodes)
-    if (g_.tensors[id].is_output) outputs.push_back(id);
+    if (g_.tensors[id].is_output)
+      outputs.push_back(id);
   auto func = b_.create<func::FuncOp>(loc_, name, b_.getFunctionType({}, {}));
   func->setAttr("ggml.n_tokens", b_.getI64IntegerAttr(g_.max_tokens));
   func->setAttr("ggml.n_kv", b_.getI64IntegerAttr(g_.max_kv));
@@ -355,9 +403,11 @@ LogicalResult GraphImporter::run(StringRef name) {
   OpBuilder::InsertionGuard guard(b_);
   b_.setInsertionPointToStart(func.addEntryBlock());
   for (int id : g_.leafs)
-    if (failed(importLeaf(id))) return failure();
+    if (failed(importLeaf(id)))
+      return failure();
   for (int id : g_.nodes)
-    if (failed(importNode(id))) return failure();
+    if (failed(importNode(id)))
+      return failure();
   SmallVector<Value> results;
   for (int id : outputs) {
     results.push_back(values_[id]);
@@ -368,7 +418,7 @@ LogicalResult GraphImporter::run(StringRef name) {
   return success();
 }
 
-}  // namespace
+} // namespace
 
 OwningOpRef<ModuleOp> importModelGraphs(MLIRContext *context, const planner::ModelGraphs &graphs,
                                         Location loc) {
@@ -381,10 +431,12 @@ OwningOpRef<ModuleOp> importModelGraphs(MLIRContext *context, const planner::Mod
   module->getOperation()->setAttr("ggml.n_ctx", builder.getI64IntegerAttr(graphs.cfg.n_ctx));
   module->getOperation()->setAttr("ggml.n_ubatch", builder.getI64IntegerAttr(graphs.cfg.n_ubatch));
   builder.setInsertionPointToEnd(module->getBody());
-  if (failed(GraphImporter(graphs, graphs.prefill, /*decode=*/false, builder, loc).run("prefill")) ||
+  if (failed(
+          GraphImporter(graphs, graphs.prefill, /*decode=*/false, builder, loc).run("prefill")) ||
       failed(GraphImporter(graphs, graphs.decode, /*decode=*/true, builder, loc).run("decode")))
     return nullptr;
-  if (failed(verify(*module))) return nullptr;
+  if (failed(verify(*module)))
+    return nullptr;
   return module;
 }
 
@@ -406,4 +458,4 @@ OwningOpRef<ModuleOp> importGgufFile(MLIRContext *context, StringRef path,
   return importModelGraphs(context, *graphs, loc);
 }
 
-}  // namespace stowage::compiler
+} // namespace stowage::compiler

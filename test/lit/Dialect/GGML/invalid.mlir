@@ -1029,3 +1029,31 @@ func.func @f() {
   %r = ggml.weight "token_embd.weight" {layer = -2 : i32} : !ggml.tensor<[4], f32>
   return
 }
+
+// -----
+
+func.func @f(%a0: !ggml.tensor<[4], f32>) {
+  // expected-error @+1 {{attribute 'name' (the ggml tensor name) must be a string, got 3 : i32}}
+  %r = ggml.silu %a0 {name = 3 : i32} : (!ggml.tensor<[4], f32>) -> !ggml.tensor<[4], f32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{attribute 'ggml.arch' must be a non-empty string, got 1 : i32}}
+module attributes {ggml.arch = 1 : i32} {}
+
+// -----
+
+// expected-error @+1 {{attribute 'ggml.n_tokens' must be an integer >= 0, got -1 : i64}}
+func.func private @prefill() attributes {ggml.n_tokens = -1 : i64}
+
+// -----
+
+// expected-error @+1 {{attribute 'ggml.n_kv' must be an integer >= 0, got "512"}}
+func.func private @prefill() attributes {ggml.n_kv = "512"}
+
+// -----
+
+// expected-error @+1 {{unknown ggml attribute 'ggml.n_batch' (expected ggml.arch, ggml.n_layer, ggml.n_ctx, ggml.n_ubatch, ggml.n_tokens, ggml.n_kv or ggml.n_outputs)}}
+func.func private @prefill() attributes {ggml.n_batch = 2048 : i64}

@@ -159,3 +159,10 @@ func.func @affine(%a: !ggml.tensor<[n_tokens+3, 4], f32>, %k: !ggml.tensor<[n_kv
   %c = ggml.concat %k, %t {dim = 0 : i32} : (!ggml.tensor<[n_kv, 8], f32>, !ggml.tensor<[n_tokens, 8], f32>) -> !ggml.tensor<[n_kv+n_tokens, 8], f32>
   return %r : !ggml.tensor<[n_tokens*4+12], f32>
 }
+
+// The discardable attributes the importer sets on the module and the functions.
+// CHECK-LABEL: module attributes {ggml.arch = "llama", ggml.n_ctx = 512 : i64, ggml.n_layer = 2 : i64, ggml.n_ubatch = 32 : i64}
+// CHECK: func.func private @bounds() attributes {ggml.n_kv = 512 : i64, ggml.n_outputs = 32 : i64, ggml.n_tokens = 32 : i64}
+module attributes {ggml.arch = "llama", ggml.n_ctx = 512 : i64, ggml.n_layer = 2 : i64, ggml.n_ubatch = 32 : i64} {
+  func.func private @bounds() attributes {ggml.n_kv = 512 : i64, ggml.n_outputs = 32 : i64, ggml.n_tokens = 32 : i64}
+}

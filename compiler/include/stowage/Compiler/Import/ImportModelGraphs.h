@@ -24,11 +24,11 @@
 #ifndef STOWAGE_COMPILER_IMPORT_IMPORTMODELGRAPHS_H
 #define STOWAGE_COMPILER_IMPORT_IMPORTMODELGRAPHS_H
 
-#include "llvm/ADT/StringRef.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "stowage/planner/graph.h"
+#include "llvm/ADT/StringRef.h"
 
 namespace stowage::compiler {
 
@@ -52,6 +52,6 @@ mlir::OwningOpRef<mlir::ModuleOp> importModelGraphs(mlir::MLIRContext *context,
 mlir::OwningOpRef<mlir::ModuleOp> importGgufFile(mlir::MLIRContext *context, llvm::StringRef path,
                                                  const planner::ContextConfig &config);
 
-}  // namespace stowage::compiler
+} // namespace stowage::compiler
 
-#endif  // STOWAGE_COMPILER_IMPORT_IMPORTMODELGRAPHS_H
+#endif // STOWAGE_COMPILER_IMPORT_IMPORTMODELGRAPHS_H

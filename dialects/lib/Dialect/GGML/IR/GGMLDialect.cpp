@@ -1,9 +1,9 @@
 //===- GGMLDialect.cpp - the ggml dialect ---------------------------------===//
 
-#include "llvm/ADT/TypeSwitch.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "stowage/Dialect/GGML/IR/GGMLOps.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace stowage::ggml;
@@ -23,7 +23,6 @@ void GGMLDialect::initialize() {
       >();
 }
 
-
 void GGMLDialect::registerAttributes() {
   addAttributes<
 #define GET_ATTRDEF_LIST
@@ -31,11 +30,36 @@ void GGMLDialect::registerAttributes() {
       >();
 }
 
+LogicalResult GGMLDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  Attribute value = attr.getValue();
+  if (name == "ggml.arch") {
+    auto s = dyn_cast<StringAttr>(value);
+    if (!s || s.getValue().empty())
+      return op->emitOpError() << "attribute 'ggml.arch' must be a non-empty string, got " << value;
+    return success();
+  }
+  static constexpr llvm::StringLiteral kCounts[] = {"ggml.n_layer",  "ggml.n_ctx",
+                                                    "ggml.n_ubatch", "ggml.n_tokens",
+                                                    "ggml.n_kv",     "ggml.n_outputs"};
+  if (llvm::is_contained(kCounts, name)) {
+    auto i = dyn_cast<IntegerAttr>(value);
+    if (!i || i.getValue().isNegative())
+      return op->emitOpError() << "attribute '" << name << "' must be an integer >= 0, got "
+                               << value;
+    return success();
+  }
+  return op->emitOpError() << "unknown ggml attribute '" << name
+                           << "' (expected ggml.arch, ggml.n_layer, ggml.n_ctx, ggml.n_ubatch, "
+                              "ggml.n_tokens, ggml.n_kv or ggml.n_outputs)";
+}
+
 namespace stowage::ggml {
 
 Attribute DimAttr::parse(AsmParser &parser, Type) {
   Dim value;
-  if (parser.parseLess() || parseDim(parser, value) || parser.parseGreater()) return {};
+  if (parser.parseLess() || parseDim(parser, value) || parser.parseGreater())
+    return {};
   return DimAttr::get(parser.getContext(), value);
 }
 
@@ -53,8 +77,9 @@ Attribute DimsAttr::parse(AsmParser &parser, Type) {
 
 void DimsAttr::print(AsmPrinter &printer) const {
   printer << "<[";
-  for (auto [i, d] : llvm::enumerate(getValues())) printer << (i ? ", " : "") << d.str();
+  for (auto [i, d] : llvm::enumerate(getValues()))
+    printer << (i ? ", " : "") << d.str();
   printer << "]>";
 }
 
-}  // namespace stowage::ggml
+} // namespace stowage::ggml

@@ -5,10 +5,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "stowage/Dialect/GGML/IR/GGMLOps.h"
+#include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"
-#include "mlir/IR/Builders.h"
-#include "stowage/Dialect/GGML/IR/GGMLOps.h"
 
 using namespace mlir;
 
@@ -16,7 +16,7 @@ namespace stowage::ggml {
 // Custom directive of ggml.view's assembly format (defined at the end of this file).
 ParseResult parseViewLayout(OpAsmParser &parser, DimsAttr &nb, DimAttr &offset);
 void printViewLayout(OpAsmPrinter &printer, ViewOp op, DimsAttr nb, DimAttr offset);
-}  // namespace stowage::ggml
+} // namespace stowage::ggml
 
 #define GET_OP_CLASSES
 #include "stowage/Dialect/GGML/IR/GGMLOps.cpp.inc"
@@ -24,7 +24,8 @@ void printViewLayout(OpAsmPrinter &printer, ViewOp op, DimsAttr nb, DimAttr offs
 namespace stowage::ggml {
 
 StringRef getNodeName(Operation *op) {
-  if (auto name = op->getAttrOfType<StringAttr>(kNodeNameAttr)) return name.getValue();
+  if (auto name = op->getAttrOfType<StringAttr>(kNodeNameAttr))
+    return name.getValue();
   return "";
 }
 
@@ -33,7 +34,8 @@ static TensorType tensorOf(Value v) { return cast<TensorType>(v.getType()); }
 /// Packed byte strides nb1..nb3 of a contiguous tensor of `type` (ggml_nbytes-style), when they
 /// are affine in the symbols.
 static std::optional<std::array<Dim, 3>> packedStrides(TensorType type) {
-  if (!type.getNe(0).isStatic()) return std::nullopt;
+  if (!type.getNe(0).isStatic())
+    return std::nullopt;
   std::array<Dim, 3> nb;
   nb[0] = Dim::of(type.getNe(0).size() / type.getBlockSize() *
                   static_cast<int64_t>(type.getElementBytes()));
@@ -42,7 +44,8 @@ static std::optional<std::array<Dim, 3>> packedStrides(TensorType type) {
     e.multiply(nb[i - 1]);
     e.multiply(type.getNe(i));
     std::optional<Dim> d = e.asDim();
-    if (!d) return std::nullopt;
+    if (!d)
+      return std::nullopt;
     nb[i] = *d;
   }
   return nb;
@@ -50,17 +53,21 @@ static std::optional<std::array<Dim, 3>> packedStrides(TensorType type) {
 
 bool isKnownNonContiguous(Value value) {
   Operation *def = value.getDefiningOp();
-  if (!def) return false;
-  if (isa<TransposeOp>(def)) return true;
+  if (!def)
+    return false;
+  if (isa<TransposeOp>(def))
+    return true;
   if (auto permute = dyn_cast<PermuteOp>(def))
     return permute.getAxes() != ArrayRef<int32_t>{0, 1, 2, 3};
   if (auto view = dyn_cast<ViewOp>(def)) {
     auto packed = packedStrides(tensorOf(view.getResult()));
-    if (!packed) return false;
+    if (!packed)
+      return false;
     ArrayRef<Dim> nb = view.getNb().getValues();
     // Strides of dimensions of size 1 never matter (ggml_is_contiguous skips them).
     for (unsigned i = 0; i < nb.size() && i < 3; ++i)
-      if (!tensorOf(view.getResult()).getNe(i + 1).is(1) && nb[i] != (*packed)[i]) return true;
+      if (!tensorOf(view.getResult()).getNe(i + 1).is(1) && nb[i] != (*packed)[i])
+        return true;
   }
   return false;
 }
@@ -71,12 +78,16 @@ std::string formatTensor(ArrayRef<Dim> shape, Type element) {
   std::string s;
   llvm::raw_string_ostream os(s);
   size_t n = shape.size();
-  while (n > 1 && shape[n - 1].is(1)) --n;
+  while (n > 1 && shape[n - 1].is(1))
+    --n;
   os << "!ggml.tensor<[";
-  for (size_t i = 0; i < n; ++i) os << (i ? ", " : "") << shape[i].str();
+  for (size_t i = 0; i < n; ++i)
+    os << (i ? ", " : "") << shape[i].str();
   os << "], ";
-  if (auto block = llvm::dyn_cast<BlockType>(element)) os << block.getTypeName();
-  else element.print(os);
+  if (auto block = llvm::dyn_cast<BlockType>(element))
+    os << block.getTypeName();
+  else
+    element.print(os);
   os << ">";
   return s;
 }
@@ -86,7 +97,8 @@ std::string shapeOf(TensorType t) { return t.shapeString(); }
 /// The result must have exactly `shape` and `element`; `rule` names ggml's rule for it.
 LogicalResult checkResult(Operation *op, ArrayRef<Dim> shape, Type element, StringRef rule) {
   auto got = cast<TensorType>(op->getResult(0).getType());
-  if (got.getShape() == shape && got.getElementType() == element) return success();
+  if (got.getShape() == shape && got.getElementType() == element)
+    return success();
   return op->emitOpError() << "result must be " << formatTensor(shape, element) << " (" << rule
                            << "), got " << got;
 }
@@ -100,15 +112,18 @@ bool isF32(TensorType t) { return t.getElementType().isF32(); }
 
 /// x.ne[i] is a multiple of y.ne[i] (ggml's broadcast rule for one dimension).
 bool dimRepeats(const Dim &y, const Dim &x) {
-  if (y.is(1) || y == x) return true;
-  if (x.isStatic() && y.isStatic()) return y.size() > 0 && x.size() % y.size() == 0;
+  if (y.is(1) || y == x)
+    return true;
+  if (x.isStatic() && y.isStatic())
+    return y.size() > 0 && x.size() % y.size() == 0;
   return false;
 }
 
 /// ggml_can_repeat(b, a): every a.ne[i] is a multiple of b.ne[i].
 bool canRepeat(TensorType b, TensorType a) {
   for (unsigned i = 0; i < 4; ++i)
-    if (!dimRepeats(b.getNe(i), a.getNe(i))) return false;
+    if (!dimRepeats(b.getNe(i), a.getNe(i)))
+      return false;
   return true;
 }
 
@@ -116,22 +131,26 @@ bool canRepeat(TensorType b, TensorType a) {
 /// x - y is >= 0.
 bool dimAtLeast(const Dim &x, const Dim &y) {
   Dim d = x - y;
-  if (d.c < 0) return false;
+  if (d.c < 0)
+    return false;
   return llvm::all_of(d.k, [](int64_t v) { return v >= 0; });
 }
 
 /// ggml_is_transposed: the result of a transpose, or of a permute moving ne0 away.
 bool isTransposed(Value v) {
   Operation *def = v.getDefiningOp();
-  if (!def) return false;
-  if (isa<TransposeOp>(def)) return true;
+  if (!def)
+    return false;
+  if (isa<TransposeOp>(def))
+    return true;
   if (auto permute = dyn_cast<PermuteOp>(def))
     return !permute.getAxes().empty() && permute.getAxes()[0] != 0;
   return false;
 }
 
 LogicalResult checkNonEmptyName(Operation *op, StringRef name, StringRef what) {
-  if (name.empty()) return op->emitOpError() << what << " must not be empty";
+  if (name.empty())
+    return op->emitOpError() << what << " must not be empty";
   return success();
 }
 
@@ -150,14 +169,15 @@ LogicalResult verifyUnary(Operation *op, StringRef ggmlName) {
 LogicalResult checkCount(Operation *op, TensorType from, TensorType to, StringRef what,
                          StringRef rule) {
   ElementCount n = from.getNumElements(), m = to.getNumElements();
-  if (n.overflow || m.overflow) return op->emitOpError() << "element count overflows int64";
+  if (n.overflow || m.overflow)
+    return op->emitOpError() << "element count overflows int64";
   if (n != m)
     return op->emitOpError() << what << " have " << n.str() << " and " << m.str()
                              << " elements; they must be equal (" << rule << ")";
   return success();
 }
 
-}  // namespace
+} // namespace
 
 //===----------------------------------------------------------------------===//
 // Leaves
@@ -179,7 +199,8 @@ LogicalResult InputOp::verify() {
 LogicalResult KvCacheOp::verify() {
   // I32Attr is signless: read it as ggml's int32 layer index.
   int32_t layer = static_cast<int32_t>(getLayer());
-  if (layer < 0) return emitOpError() << "layer must be >= 0, got " << layer;
+  if (layer < 0)
+    return emitOpError() << "layer must be >= 0, got " << layer;
   return checkNonEmptyName(*this, getCacheName(), "the cache tensor name");
 }
 
@@ -218,12 +239,14 @@ LogicalResult MulMatOp::verify() {
 
 LogicalResult MulMatIdOp::verify() {
   TensorType as = tensorOf(getAs()), b = tensorOf(getB()), ids = tensorOf(getIds());
-  if (isTransposed(getAs())) return emitOpError() << "as must not be transposed";
+  if (isTransposed(getAs()))
+    return emitOpError() << "as must not be transposed";
   if (!isI32(ids))
     return emitOpError() << "ids must be i32, got " << ids.getElementTypeName();
   if (!as.getNe(3).is(1))
     return emitOpError() << "as must be 3-D (one matrix per expert), got " << shapeOf(as);
-  if (!b.getNe(3).is(1)) return emitOpError() << "b must be 3-D, got " << shapeOf(b);
+  if (!b.getNe(3).is(1))
+    return emitOpError() << "b must be 3-D, got " << shapeOf(b);
   if (!ids.getNe(2).is(1) || !ids.getNe(3).is(1))
     return emitOpError() << "ids must be 2-D [n_expert_used, n_tokens], got " << shapeOf(ids);
   if (ids.getNe(1) != b.getNe(2))
@@ -277,7 +300,8 @@ LogicalResult GluOp::verify() {
 //===----------------------------------------------------------------------===//
 
 static LogicalResult verifyNorm(Operation *op, float eps, StringRef ggmlName) {
-  if (!(eps >= 0.0f)) return op->emitOpError() << "eps must be >= 0, got " << eps;
+  if (!(eps >= 0.0f))
+    return op->emitOpError() << "eps must be >= 0, got " << eps;
   return verifyUnary(op, ggmlName);
 }
 
@@ -285,9 +309,7 @@ LogicalResult RmsNormOp::verify() {
   return verifyNorm(*this, getEps().convertToFloat(), "ggml_rms_norm");
 }
 
-LogicalResult NormOp::verify() {
-  return verifyNorm(*this, getEps().convertToFloat(), "ggml_norm");
-}
+LogicalResult NormOp::verify() { return verifyNorm(*this, getEps().convertToFloat(), "ggml_norm"); }
 
 LogicalResult RopeOp::verify() {
   TensorType a = tensorOf(getA()), pos = tensorOf(getPos());
@@ -330,8 +352,8 @@ LogicalResult SoftMaxOp::verify() {
       return emitOpError() << "mask.ne1 (" << m.getNe(1).str() << ") must be >= a.ne1 ("
                            << a.getNe(1).str() << ") (ggml_soft_max_ext)";
     if (!dimRepeats(m.getNe(2), a.getNe(2)) || !dimRepeats(m.getNe(3), a.getNe(3)))
-      return emitOpError() << "mask " << shapeOf(m) << " cannot be broadcast over a "
-                           << shapeOf(a) << " (ggml_soft_max_ext)";
+      return emitOpError() << "mask " << shapeOf(m) << " cannot be broadcast over a " << shapeOf(a)
+                           << " (ggml_soft_max_ext)";
   } else if (getMaxBias().convertToFloat() > 0.0f) {
     return emitOpError() << "max_bias > 0 (ALiBi) requires a mask";
   }
@@ -340,27 +362,31 @@ LogicalResult SoftMaxOp::verify() {
 
 LogicalResult SumRowsOp::verify() {
   TensorType a = tensorOf(getA());
-  return checkResult(*this, {Dim::of(1), a.getNe(1), a.getNe(2), a.getNe(3)},
-                     a.getElementType(), "ggml_sum_rows: [1, a.ne1, a.ne2, a.ne3]");
+  return checkResult(*this, {Dim::of(1), a.getNe(1), a.getNe(2), a.getNe(3)}, a.getElementType(),
+                     "ggml_sum_rows: [1, a.ne1, a.ne2, a.ne3]");
 }
 
 LogicalResult ArgsortOp::verify() {
   TensorType a = tensorOf(getA());
-  if (!isF32(a)) return emitOpError() << "a must be f32, got " << a.getElementTypeName();
+  if (!isF32(a))
+    return emitOpError() << "a must be f32, got " << a.getElementTypeName();
   return checkResult(*this, a.getShape(), IntegerType::get(getContext(), 32),
                      "ggml_argsort: a's shape, i32");
 }
 
 LogicalResult TopKOp::verify() {
   TensorType a = tensorOf(getA());
-  if (!isF32(a)) return emitOpError() << "a must be f32, got " << a.getElementTypeName();
+  if (!isF32(a))
+    return emitOpError() << "a must be f32, got " << a.getElementTypeName();
   int32_t k = getK();
-  if (k < 1) return emitOpError() << "k must be >= 1, got " << k;
+  if (k < 1)
+    return emitOpError() << "k must be >= 1, got " << k;
   if (a.getNe(0).isStatic() && a.getNe(0).size() < k)
     return emitOpError() << "k (" << k << ") must not exceed a.ne0 (" << a.getNe(0).size()
                          << ") (ggml_top_k)";
   return checkResult(*this, {Dim::of(k), a.getNe(1), a.getNe(2), a.getNe(3)},
-                     IntegerType::get(getContext(), 32), "ggml_top_k: [k, a.ne1, a.ne2, a.ne3], i32");
+                     IntegerType::get(getContext(), 32),
+                     "ggml_top_k: [k, a.ne1, a.ne2, a.ne3], i32");
 }
 
 //===----------------------------------------------------------------------===//
@@ -369,7 +395,8 @@ LogicalResult TopKOp::verify() {
 
 LogicalResult CpyOp::verify() {
   TensorType a = tensorOf(getA()), b = tensorOf(getB());
-  if (failed(checkCount(*this, a, b, "a and b", "ggml_cpy"))) return failure();
+  if (failed(checkCount(*this, a, b, "a and b", "ggml_cpy")))
+    return failure();
   return checkResult(*this, b.getShape(), b.getElementType(), "ggml_cpy: like b");
 }
 
@@ -391,15 +418,18 @@ LogicalResult ViewOp::verify() {
     return emitOpError() << "nb must hold the 3 byte strides nb1, nb2, nb3, got " << nb.size();
   Dim offset = getOffset() ? getOffset()->getValue() : Dim::of(0);
   for (const Dim &d : nb)
-    if (d.isStatic() && d.size() < 0) return emitOpError() << "strides must be >= 0";
+    if (d.isStatic() && d.size() < 0)
+      return emitOpError() << "strides must be >= 0";
   if (offset.isStatic() && offset.size() < 0)
     return emitOpError() << "offset must be >= 0, got " << offset.size();
   // ggml_view_impl: offset + bytes spanned by the view <= ggml_nbytes(a).
   std::optional<uint64_t> aBytes = a.getStaticBytes();
   bool allStatic = r.hasStaticShape() && offset.isStatic() &&
                    llvm::all_of(nb, [](const Dim &d) { return d.isStatic(); });
-  if (!aBytes || !allStatic) return success();
-  if (llvm::any_of(r.getShape(), [](const Dim &d) { return d.is(0); })) return success();
+  if (!aBytes || !allStatic)
+    return success();
+  if (llvm::any_of(r.getShape(), [](const Dim &d) { return d.is(0); }))
+    return success();
   uint64_t span = static_cast<uint64_t>(r.getNe(0).size() / r.getBlockSize()) * r.getElementBytes();
   for (unsigned i = 1; i < 4; ++i)
     span += static_cast<uint64_t>(r.getNe(i).size() - 1) * static_cast<uint64_t>(nb[i - 1].size());
@@ -432,25 +462,28 @@ LogicalResult PermuteOp::verify() {
     seen[ax] = true;
   }
   SmallVector<Dim, 4> shape(4);
-  for (unsigned i = 0; i < 4; ++i) shape[axes[i]] = a.getNe(i);
+  for (unsigned i = 0; i < 4; ++i)
+    shape[axes[i]] = a.getNe(i);
   return checkResult(*this, shape, a.getElementType(), "ggml_permute: ne[axes[i]] = a.ne[i]");
 }
 
 LogicalResult TransposeOp::verify() {
   TensorType a = tensorOf(getA());
-  return checkResult(*this, {a.getNe(1), a.getNe(0), a.getNe(2), a.getNe(3)},
-                     a.getElementType(), "ggml_transpose: [a.ne1, a.ne0, a.ne2, a.ne3]");
+  return checkResult(*this, {a.getNe(1), a.getNe(0), a.getNe(2), a.getNe(3)}, a.getElementType(),
+                     "ggml_transpose: [a.ne1, a.ne0, a.ne2, a.ne3]");
 }
 
 LogicalResult ConcatOp::verify() {
   TensorType a = tensorOf(getA()), b = tensorOf(getB());
   int32_t dim = getDim();
-  if (dim < 0 || dim > 3) return emitOpError() << "dim must be in [0, 3], got " << dim;
+  if (dim < 0 || dim > 3)
+    return emitOpError() << "dim must be in [0, 3], got " << dim;
   if (a.getElementType() != b.getElementType())
     return emitOpError() << "a and b must have the same element type (ggml_concat)";
   SmallVector<Dim, 4> shape(a.getShape());
   for (int i = 0; i < 4; ++i) {
-    if (i == dim) continue;
+    if (i == dim)
+      continue;
     if (a.getNe(i) != b.getNe(i))
       return emitOpError() << "a " << shapeOf(a) << " and b " << shapeOf(b)
                            << " must agree in every dimension but " << dim << " (ggml_concat)";
@@ -465,7 +498,8 @@ LogicalResult ConcatOp::verify() {
 
 LogicalResult SsmConvOp::verify() {
   TensorType sx = tensorOf(getSx()), c = tensorOf(getC());
-  if (!sx.getNe(3).is(1)) return emitOpError() << "sx must be 3-D, got " << shapeOf(sx);
+  if (!sx.getNe(3).is(1))
+    return emitOpError() << "sx must be 3-D, got " << shapeOf(sx);
   if (!c.getNe(2).is(1) || !c.getNe(3).is(1))
     return emitOpError() << "c must be a matrix [d_conv, d_inner], got " << shapeOf(c);
   if (!c.getNe(0).isStatic() || c.getNe(0).size() < 1)
@@ -501,16 +535,22 @@ static LogicalResult verifySsmScanFeb2025(SsmScanOp op) {
                             << " must have the same shape";
   if (!s.getNe(3).is(1) || !x.getNe(3).is(1) || !B.getNe(3).is(1))
     return op.emitOpError() << "s, x and B must be 3-D without ids (ggml_ssm_scan)";
-  if (s.getNe(2) != nSeqs) return mismatch("s.ne2", s.getNe(2), "n_seqs = x.ne2", nSeqs);
-  if (x.getNe(0) != dInner) return mismatch("x.ne0", x.getNe(0), "d_inner = s.ne1", dInner);
+  if (s.getNe(2) != nSeqs)
+    return mismatch("s.ne2", s.getNe(2), "n_seqs = x.ne2", nSeqs);
+  if (x.getNe(0) != dInner)
+    return mismatch("x.ne0", x.getNe(0), "d_inner = s.ne1", dInner);
   if (!A.getNe(2).is(1) || !A.getNe(3).is(1))
     return op.emitOpError() << "A must be a matrix [d_state, d_inner], got " << shapeOf(A);
-  if (A.getNe(0) != dState) return mismatch("A.ne0", A.getNe(0), "d_state = s.ne0", dState);
-  if (A.getNe(1) != dInner) return mismatch("A.ne1", A.getNe(1), "d_inner = s.ne1", dInner);
-  if (B.getNe(0) != dState) return mismatch("B.ne0", B.getNe(0), "d_state = s.ne0", dState);
+  if (A.getNe(0) != dState)
+    return mismatch("A.ne0", A.getNe(0), "d_state = s.ne0", dState);
+  if (A.getNe(1) != dInner)
+    return mismatch("A.ne1", A.getNe(1), "d_inner = s.ne1", dInner);
+  if (B.getNe(0) != dState)
+    return mismatch("B.ne0", B.getNe(0), "d_state = s.ne0", dState);
   if (B.getNe(1) != nSeqTokens)
     return mismatch("B.ne1", B.getNe(1), "n_seq_tokens = x.ne1", nSeqTokens);
-  if (B.getNe(2) != nSeqs) return mismatch("B.ne2", B.getNe(2), "n_seqs = x.ne2", nSeqs);
+  if (B.getNe(2) != nSeqs)
+    return mismatch("B.ne2", B.getNe(2), "n_seqs = x.ne2", nSeqs);
   std::optional<Dim> y = x.getNumElements().asDim(), st = s.getNumElements().asDim();
   if (!y || !st)
     return op.emitOpError() << "cannot express the result size " << x.getNumElements().str()
@@ -521,7 +561,8 @@ static LogicalResult verifySsmScanFeb2025(SsmScanOp op) {
 }
 
 LogicalResult SsmScanOp::verify() {
-  if (!getIds()) return verifySsmScanFeb2025(*this);
+  if (!getIds())
+    return verifySsmScanFeb2025(*this);
   TensorType s = tensorOf(getS()), x = tensorOf(getX()), dt = tensorOf(getDt());
   TensorType A = tensorOf(getA()), B = tensorOf(getB()), C = tensorOf(getC());
   TensorType ids = tensorOf(getIds());
@@ -534,33 +575,44 @@ LogicalResult SsmScanOp::verify() {
   if (B.getShape() != C.getShape())
     return emitOpError() << "B " << shapeOf(B) << " and C " << shapeOf(C)
                          << " must have the same shape";
-  if (!isI32(ids)) return emitOpError() << "ids must be i32, got " << ids.getElementTypeName();
-  if (dt.getNe(0) != nHead) return mismatch("dt.ne0", dt.getNe(0), "n_head = x.ne1", nHead);
+  if (!isI32(ids))
+    return emitOpError() << "ids must be i32, got " << ids.getElementTypeName();
+  if (dt.getNe(0) != nHead)
+    return mismatch("dt.ne0", dt.getNe(0), "n_head = x.ne1", nHead);
   if (dt.getNe(1) != nSeqTokens)
     return mismatch("dt.ne1", dt.getNe(1), "n_seq_tokens = x.ne2", nSeqTokens);
-  if (dt.getNe(2) != nSeqs) return mismatch("dt.ne2", dt.getNe(2), "n_seqs = x.ne3", nSeqs);
-  if (!dt.getNe(3).is(1)) return emitOpError() << "dt must be 3-D, got " << shapeOf(dt);
-  if (s.getNe(1) != headDim) return mismatch("s.ne1", s.getNe(1), "head_dim = x.ne0", headDim);
-  if (s.getNe(2) != nHead) return mismatch("s.ne2", s.getNe(2), "n_head = x.ne1", nHead);
-  if (B.getNe(0) != dState) return mismatch("B.ne0", B.getNe(0), "d_state = s.ne0", dState);
+  if (dt.getNe(2) != nSeqs)
+    return mismatch("dt.ne2", dt.getNe(2), "n_seqs = x.ne3", nSeqs);
+  if (!dt.getNe(3).is(1))
+    return emitOpError() << "dt must be 3-D, got " << shapeOf(dt);
+  if (s.getNe(1) != headDim)
+    return mismatch("s.ne1", s.getNe(1), "head_dim = x.ne0", headDim);
+  if (s.getNe(2) != nHead)
+    return mismatch("s.ne2", s.getNe(2), "n_head = x.ne1", nHead);
+  if (B.getNe(0) != dState)
+    return mismatch("B.ne0", B.getNe(0), "d_state = s.ne0", dState);
   if (B.getNe(2) != nSeqTokens)
     return mismatch("B.ne2", B.getNe(2), "n_seq_tokens = x.ne2", nSeqTokens);
-  if (B.getNe(3) != nSeqs) return mismatch("B.ne3", B.getNe(3), "n_seqs = x.ne3", nSeqs);
+  if (B.getNe(3) != nSeqs)
+    return mismatch("B.ne3", B.getNe(3), "n_seqs = x.ne3", nSeqs);
   if (!ids.getNe(1).is(1) || !ids.getNe(2).is(1) || !ids.getNe(3).is(1))
     return emitOpError() << "ids must be a vector [n_seqs], got " << shapeOf(ids);
-  if (ids.getNe(0) != nSeqs) return mismatch("ids.ne0", ids.getNe(0), "n_seqs = x.ne3", nSeqs);
+  if (ids.getNe(0) != nSeqs)
+    return mismatch("ids.ne0", ids.getNe(0), "n_seqs = x.ne3", nSeqs);
   if (!A.getNe(2).is(1) || !A.getNe(3).is(1))
     return emitOpError() << "A must be a matrix [d_state or 1, n_head], got " << shapeOf(A);
-  if (A.getNe(1) != nHead) return mismatch("A.ne1", A.getNe(1), "n_head = x.ne1", nHead);
+  if (A.getNe(1) != nHead)
+    return mismatch("A.ne1", A.getNe(1), "n_head = x.ne1", nHead);
   if (!A.getNe(0).is(1) && A.getNe(0) != dState)
     return mismatch("A.ne0", A.getNe(0), "1 or d_state = s.ne0", dState);
   // Result: y (nelements(x)) then the final states (d_state * head_dim * n_head * n_seqs).
   ElementCount states;
-  for (const Dim &d : {dState, headDim, nHead, ids.getNe(0)}) states.multiply(d);
+  for (const Dim &d : {dState, headDim, nHead, ids.getNe(0)})
+    states.multiply(d);
   std::optional<Dim> y = x.getNumElements().asDim(), st = states.asDim();
   if (!y || !st)
-    return emitOpError() << "cannot express the result size " << x.getNumElements().str()
-                         << " + " << states.str() << " as one dimension";
+    return emitOpError() << "cannot express the result size " << x.getNumElements().str() << " + "
+                         << states.str() << " as one dimension";
   return checkResult(*this, {*y + *st, Dim::of(1), Dim::of(1), Dim::of(1)},
                      Float32Type::get(getContext()),
                      "ggml_ssm_scan: [nelements(x) + d_state*head_dim*n_head*n_seqs], f32");
@@ -579,7 +631,8 @@ ParseResult parseViewLayout(OpAsmParser &parser, DimsAttr &nb, DimAttr &offset) 
   nb = DimsAttr::get(parser.getContext(), strides);
   if (succeeded(parser.parseOptionalKeyword("offset"))) {
     Dim o;
-    if (parseDim(parser, o)) return failure();
+    if (parseDim(parser, o))
+      return failure();
     offset = DimAttr::get(parser.getContext(), o);
   }
   return success();
@@ -587,9 +640,11 @@ ParseResult parseViewLayout(OpAsmParser &parser, DimsAttr &nb, DimAttr &offset) 
 
 void printViewLayout(OpAsmPrinter &printer, ViewOp, DimsAttr nb, DimAttr offset) {
   printer << "nb [";
-  for (auto [i, d] : llvm::enumerate(nb.getValues())) printer << (i ? ", " : "") << d.str();
+  for (auto [i, d] : llvm::enumerate(nb.getValues()))
+    printer << (i ? ", " : "") << d.str();
   printer << "]";
-  if (offset) printer << " offset " << offset.getValue().str();
+  if (offset)
+    printer << " offset " << offset.getValue().str();
 }
 
-}  // namespace stowage::ggml
+} // namespace stowage::ggml

@@ -1,9 +1,9 @@
 //===- PlaceDialect.cpp - the placement dialect and its attributes --------===//
 
+#include "stowage/Dialect/Place/IR/PlaceDialect.h"
+#include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
-#include "mlir/IR/Builders.h"
-#include "stowage/Dialect/Place/IR/PlaceDialect.h"
 
 using namespace mlir;
 using namespace stowage::place;
@@ -33,7 +33,8 @@ namespace stowage::place {
 
 bool isKnownCauseCode(StringRef code) {
   // ggml-backend.cpp SET_CAUSE: "1.wgt%d" with the source index (< GGML_MAX_SRC = 10).
-  if (code.consume_front("1.wgt")) return code.size() == 1 && code[0] >= '0' && code[0] <= '9';
+  if (code.consume_front("1.wgt"))
+    return code.size() == 1 && code[0] >= '0' && code[0] <= '9';
   return llvm::StringSwitch<bool>(code)
       .Cases("1.dst", "1.vsrc", "1.inp", "1.off", "2.sup", true)
       .Cases("3.best", "3.upg", "4.vsrc", "4.cur", "usr", true)
@@ -42,24 +43,28 @@ bool isKnownCauseCode(StringRef code) {
       .Default(false);
 }
 
-}  // namespace stowage::place
+} // namespace stowage::place
 
 LogicalResult DeviceAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef name,
                                  DeviceType) {
-  if (name.empty()) return emitError() << "device name must not be empty";
+  if (name.empty())
+    return emitError() << "device name must not be empty";
   return success();
 }
 
-LogicalResult BufferTypeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                     StringRef name, StringRef device, BuftKind) {
-  if (name.empty()) return emitError() << "buffer type name must not be empty";
-  if (device.empty()) return emitError() << "buffer type '" << name << "' needs a device name";
+LogicalResult BufferTypeAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef name,
+                                     StringRef device, BuftKind) {
+  if (name.empty())
+    return emitError() << "buffer type name must not be empty";
+  if (device.empty())
+    return emitError() << "buffer type '" << name << "' needs a device name";
   return success();
 }
 
 LogicalResult BackendAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef name,
                                   int32_t priority) {
-  if (name.empty()) return emitError() << "backend name must not be empty";
+  if (name.empty())
+    return emitError() << "backend name must not be empty";
   // GGML_SCHED_MAX_BACKENDS = 16.
   if (priority < 0 || priority >= 16)
     return emitError() << "backend priority must be in [0, 16) (GGML_SCHED_MAX_BACKENDS), got "
@@ -80,14 +85,18 @@ LogicalResult PlaceDialect::verifyOperationAttribute(Operation *op, NamedAttribu
   StringRef name = attr.getName().getValue();
   Attribute value = attr.getValue();
   auto expect = [&](bool ok, StringRef what) -> LogicalResult {
-    if (ok) return success();
-    return op->emitOpError() << "attribute '" << name << "' must be " << what << ", got "
-                             << value;
+    if (ok)
+      return success();
+    return op->emitOpError() << "attribute '" << name << "' must be " << what << ", got " << value;
   };
-  if (name == kBuftAttr) return expect(isa<BufferTypeAttr>(value), "a #place.buft");
-  if (name == kBackendAttr) return expect(isa<BackendAttr>(value), "a #place.backend");
-  if (name == kCauseAttr) return expect(isa<CauseAttr>(value), "a #place.cause");
-  if (name == kDeviceAttr) return expect(isa<DeviceAttr>(value), "a #place.device");
+  if (name == kBuftAttr)
+    return expect(isa<BufferTypeAttr>(value), "a #place.buft");
+  if (name == kBackendAttr)
+    return expect(isa<BackendAttr>(value), "a #place.backend");
+  if (name == kCauseAttr)
+    return expect(isa<CauseAttr>(value), "a #place.cause");
+  if (name == kDeviceAttr)
+    return expect(isa<DeviceAttr>(value), "a #place.device");
   return op->emitOpError() << "unknown placement attribute '" << name
                            << "' (expected place.buft, place.backend, place.cause or "
                               "place.device)";

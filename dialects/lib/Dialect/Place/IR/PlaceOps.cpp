@@ -12,8 +12,10 @@ using namespace stowage::place;
 LogicalResult SplitOp::verify() {
   // I32Attr is signless: read the index as a signed number.
   int32_t index = static_cast<int32_t>(getIndex());
-  if (index < 0) return emitOpError() << "index must be >= 0, got " << index;
-  if ((*this)->getParentOfType<SplitOp>()) return emitOpError() << "splits do not nest";
+  if (index < 0)
+    return emitOpError() << "index must be >= 0, got " << index;
+  if ((*this)->getParentOfType<SplitOp>())
+    return emitOpError() << "splits do not nest";
   // ggml_backend_sched numbers splits in graph order.
   for (Operation *prev = (*this)->getPrevNode(); prev; prev = prev->getPrevNode()) {
     if (auto split = dyn_cast<SplitOp>(prev)) {
@@ -34,7 +36,8 @@ LogicalResult SplitOp::verify() {
 
 LogicalResult CopyOp::verify() {
   auto split = (*this)->getParentOfType<SplitOp>();
-  if (!split) return success();
+  if (!split)
+    return success();
   if (split.getBackend() != getBackend())
     return emitOpError() << "copies to " << getBackend() << " inside a split on "
                          << split.getBackend() << "; a split's inputs go to its backend";

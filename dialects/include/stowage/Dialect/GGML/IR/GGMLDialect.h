@@ -14,15 +14,15 @@
 #include <optional>
 #include <string>
 
-#include "llvm/ADT/Hashing.h"
-#include "llvm/ADT/SmallVector.h"
-#include "llvm/ADT/StringRef.h"
 #include "mlir/IR/Attributes.h"
-#include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/Types.h"
+#include "llvm/ADT/Hashing.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
 
 namespace stowage::ggml {
 
@@ -60,7 +60,8 @@ struct Dim {
   }
   bool isStatic() const {
     for (int64_t v : k)
-      if (v != 0) return false;
+      if (v != 0)
+        return false;
     return true;
   }
   /// The value of a static dimension (requires isStatic()).
@@ -89,7 +90,7 @@ llvm::hash_code hash_value(const Dim &dim);
 /// two sums, which ggml graphs do not use).
 struct ElementCount {
   int64_t coeff = 1;
-  llvm::SmallVector<Dim, 4> factors;  // sorted
+  llvm::SmallVector<Dim, 4> factors; // sorted
   bool overflow = false;
 
   /// Multiplies by one dimension.
@@ -112,7 +113,7 @@ mlir::ParseResult parseDim(mlir::AsmParser &parser, Dim &dim);
 /// signless i8, i16, i32, i64, or a !ggml block type.
 bool isGgmlElementType(mlir::Type type);
 
-}  // namespace stowage::ggml
+} // namespace stowage::ggml
 
 #include "stowage/Dialect/GGML/IR/GGMLDialect.h.inc"
 #include "stowage/Dialect/GGML/IR/GGMLEnums.h.inc"
@@ -123,4 +124,4 @@ bool isGgmlElementType(mlir::Type type);
 #define GET_TYPEDEF_CLASSES
 #include "stowage/Dialect/GGML/IR/GGMLTypes.h.inc"
 
-#endif  // STOWAGE_DIALECT_GGML_IR_GGMLDIALECT_H
+#endif // STOWAGE_DIALECT_GGML_IR_GGMLDIALECT_H

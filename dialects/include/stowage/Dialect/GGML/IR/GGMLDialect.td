@@ -33,9 +33,15 @@ def GGML_Dialect : Dialect {
         types) or a quantized ggml block type (`q4_K`).
       * `!ggml.q4_0`, `!ggml.q4_K`, `!ggml.iq4_xs`, ...: ggml's block-quantized element types;
         each knows its block size (elements) and block bytes from ggml's type_traits table.
+
+    Discardable attributes (set by the importer, checked by the dialect): on the module
+    `ggml.arch` (string, general.architecture), `ggml.n_layer`, `ggml.n_ctx`, `ggml.n_ubatch`;
+    on @prefill / @decode `ggml.n_tokens`, `ggml.n_kv`, `ggml.n_outputs` (the bounds of the
+    symbols); all integers >= 0.
   }];
   let useDefaultTypePrinterParser = 0;
   let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
   let extraClassDeclaration = [{
     /// Parses `!ggml.<block type name>` and `!ggml.tensor<...>`.
     ::mlir::Type parseType(::mlir::DialectAsmParser &parser) const override;

@@ -15,13 +15,30 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "stowage/Dialect/GGML/IR/GGMLDialect.h"
 
-#define GET_OP_CLASSES
-#include "stowage/Dialect/GGML/IR/GGMLOps.h.inc"
-
 namespace stowage::ggml {
 
 /// Name of the optional string attribute that holds a node's ggml tensor name ("Qcur-0").
 inline constexpr llvm::StringLiteral kNodeNameAttr = "name";
+
+/// Op trait of every ggml op: its optional `name` attribute is a string.
+template <typename ConcreteType>
+class NodeName : public mlir::OpTrait::TraitBase<ConcreteType, NodeName> {
+public:
+  static mlir::LogicalResult verifyTrait(mlir::Operation *op) {
+    mlir::Attribute name = op->getAttr(kNodeNameAttr);
+    if (name && !llvm::isa<mlir::StringAttr>(name))
+      return op->emitOpError() << "attribute 'name' (the ggml tensor name) must be a string, got "
+                               << name;
+    return mlir::success();
+  }
+};
+
+} // namespace stowage::ggml
+
+#define GET_OP_CLASSES
+#include "stowage/Dialect/GGML/IR/GGMLOps.h.inc"
+
+namespace stowage::ggml {
 
 /// The ggml tensor name of `op` (its `name` attribute), or "" when it has none.
 llvm::StringRef getNodeName(mlir::Operation *op);
@@ -31,6 +48,6 @@ llvm::StringRef getNodeName(mlir::Operation *op);
 /// (ggml_is_contiguous would be false for it).
 bool isKnownNonContiguous(mlir::Value value);
 
-}  // namespace stowage::ggml
+} // namespace stowage::ggml
 
-#endif  // STOWAGE_DIALECT_GGML_IR_GGMLOPS_H
+#endif // STOWAGE_DIALECT_GGML_IR_GGMLOPS_H

@@ -57,15 +57,21 @@ def GGML_Tensor : Type<CPred<"::llvm::isa<::stowage::ggml::TensorType>($_self)">
 // Base classes
 //===----------------------------------------------------------------------===//
 
+// Every ggml op may carry `name` (its ggml tensor name); the trait checks it is a string.
+def GGML_NodeName : NativeOpTrait<"NodeName"> {
+  let cppNamespace = "::stowage::ggml";
+}
+
 class GGML_Op<string mnemonic, list<Trait> traits = []>
-    : Op<GGML_Dialect, mnemonic, !listconcat(traits, [Pure])> {
+    : Op<GGML_Dialect, mnemonic, !listconcat(traits, [Pure, GGML_NodeName])> {
   let hasVerifier = 1;
 }
 
 // An op that writes memory it does not own (CPY into a view of the KV cache): never erased as
 // dead code.
 class GGML_WriteOp<string mnemonic, list<Trait> traits = []>
-    : Op<GGML_Dialect, mnemonic, !listconcat(traits, [MemoryEffects<[MemWrite]>])> {
+    : Op<GGML_Dialect, mnemonic,
+         !listconcat(traits, [MemoryEffects<[MemWrite]>, GGML_NodeName])> {
   let hasVerifier = 1;
 }
 
