@@ -331,6 +331,20 @@ TEST(CpuCpy, KvStoreF16StridedAndBack) {
     for (int j = 0; j < 5; ++j) EXPECT_EQ(mt.at(i, j), m.at(j, i));
   ASSERT_TRUE(Cpy(ctx, tv, flat.v).ok());
   for (int l = 0; l < 35; ++l) EXPECT_EQ(flat.f32()[l], m.at(l / 7, l % 7));
+  // F32 -> Q8_0 (quantized KV cache rows), and the type table.
+  Tensor q8(GgmlType::Q8_0, 64, 2), src(GgmlType::F32, 64, 2);
+  Fill(src, 20);
+  ASSERT_TRUE(Cpy(ctx, src.v, q8.v).ok());
+  std::vector<uint8_t> expect(q8.v.nb[1]);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(QuantizeRow(GgmlType::Q8_0, src.f32() + 64 * r, expect.data(), 64).ok());
+    EXPECT_EQ(std::memcmp(expect.data(), q8.buf.data() + r * q8.v.nb[1], expect.size()), 0);
+  }
+  EXPECT_TRUE(SupportsCpyTypes(GgmlType::F32, GgmlType::Q5_1));
+  EXPECT_TRUE(SupportsCpyTypes(GgmlType::BF16, GgmlType::F16));
+  EXPECT_FALSE(SupportsCpyTypes(GgmlType::F16, GgmlType::Q8_0));
+  EXPECT_FALSE(SupportsCpyTypes(GgmlType::Q8_0, GgmlType::F32));
+  EXPECT_EQ(Cpy(ctx, q8.v, src.v).code(), StatusCode::kInvalidArgument);
   Tensor wrong(GgmlType::F32, 34);
   EXPECT_EQ(Cpy(ctx, m.v, wrong.v).code(), StatusCode::kInvalidArgument);
 }
@@ -358,6 +372,10 @@ TEST(CpuGetRows, F32F16Q8_0) {
     ASSERT_TRUE(DequantizeRow(GgmlType::Q8_0, wq.buf.data() + ids[r] * wq.v.nb[1], deq.data(), 64).ok());
     for (int i = 0; i < 64; ++i) EXPECT_EQ(out.at(i, r), deq[size_t(i)]);
   }
+  Tensor iq(GgmlType::IQ2_XXS, 256, 8), out256(GgmlType::F32, 256, 4);
+  EXPECT_EQ(GetRows(ctx, iq.v, idx.v, out256.v).code(), StatusCode::kUnimplemented);
+  EXPECT_FALSE(SupportsGetRowsType(GgmlType::IQ2_XXS));
+  EXPECT_TRUE(SupportsGetRowsType(GgmlType::IQ4_XS));
   idx.i32()[2] = 7;
   Status s = GetRows(ctx, wq.v, idx.v, out.v);
   EXPECT_EQ(s.code(), StatusCode::kOutOfRange);

@@ -330,7 +330,9 @@ Status GetRows(ComputeContext& ctx, const TensorView& src0, const TensorView& id
                             std::to_string(src0.ne[1]) + ")");
         }
       }
-  STOWAGE_RETURN_IF_ERROR(DequantizeRow(src0.type, src0.data, nullptr, 0));  // type supported?
+  if (!SupportsGetRowsType(src0.type)) {
+    return Unimplemented(std::string("GET_ROWS: src0 type ") + GgmlTypeName(src0.type) + " is not supported by the CPU backend");
+  }
   const int64_t ne00 = src0.ne[0];
   ParallelRows(ctx, dst, [&](int64_t i10, int64_t i11, int64_t i12) {
     int32_t r;
@@ -556,16 +558,34 @@ Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mas
   return Status::Ok();
 }
 
+namespace {
+bool IsPlainFloat(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
+bool IsCpyQuantTarget(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q5_1;
+}
+}  // namespace
+
+bool SupportsCpyTypes(GgmlType src, GgmlType dst) {
+  return IsPlainFloat(src) && (IsPlainFloat(dst) || (src == GgmlType::F32 && IsCpyQuantTarget(dst)));
+}
+
+bool SupportsGetRowsType(GgmlType type) {
+  switch (type) {
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q4_0: case GgmlType::Q4_1:
+    case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0: case GgmlType::Q2_K: case GgmlType::Q3_K:
+    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: case GgmlType::IQ4_NL: case GgmlType::IQ4_XS:
+      return true;
+    default:
+      return false;
+  }
+}
+
 Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
   const char* op = "CPY";
   const GgmlType st = src.type, dt = dst.type;
-  STOWAGE_RETURN_IF_ERROR(Need(st == GgmlType::F32 || st == GgmlType::F16 || st == GgmlType::BF16, op,
-                               "src: expected F32, F16 or BF16, got " + ShapeStr(src)));
-  const bool dst_plain = dt == GgmlType::F32 || dt == GgmlType::F16 || dt == GgmlType::BF16;
-  const bool dst_quant = dt == GgmlType::Q8_0 || dt == GgmlType::Q4_0 || dt == GgmlType::Q4_1 ||
-                         dt == GgmlType::Q5_0 || dt == GgmlType::Q5_1;
-  STOWAGE_RETURN_IF_ERROR(Need(dst_plain || (dst_quant && st == GgmlType::F32), op,
+  STOWAGE_RETURN_IF_ERROR(Need(SupportsCpyTypes(st, dt), op,
                                "conversion " + ShapeStr(src) + " -> " + ShapeStr(dst) + " is not supported"));
+  const bool dst_quant = IsCpyQuantTarget(dt);
   STOWAGE_RETURN_IF_ERROR(Need(src.nelements() == dst.nelements(), op,
                                "src " + ShapeStr(src) + " and dst " + ShapeStr(dst) + " differ in element count"));
   const int64_t ne0 = dst.ne[0];

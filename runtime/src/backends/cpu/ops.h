@@ -186,6 +186,13 @@ Result<GgmlType> VecDotType(GgmlType type);
 /// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS), for the backend's supports_op.
 bool SupportsMulMatType(GgmlType type);
 
+/// True when GetRows accepts src0 of `type` (the weight types of SupportsMulMatType).
+bool SupportsGetRowsType(GgmlType type);
+
+/// True when Cpy converts `src` to `dst`: src F32/F16/BF16 -> dst F32/F16/BF16, and F32 ->
+/// Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 (quantized KV caches). For the backend's supports_op.
+bool SupportsCpyTypes(GgmlType src, GgmlType dst);
+
 // ---- CPU_REPACK ---------------------------------------------------------------------------------
 
 /// True when `src` (a Q4_0 weight, plain layout, contiguous) can be repacked: ne1 % 8 == 0 and
