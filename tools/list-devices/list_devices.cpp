@@ -7,16 +7,15 @@
 //                                        show devices made from registry manifests (what-ifs)
 #include <sys/stat.h>
 
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "from_probe.h"
 #include "stowage/planner/registry.h"
@@ -44,24 +43,50 @@ std::string BuftDesc(const char* kind, uint64_t alignment, bool is_host) {
 }
 
 Shown FromProbe(const stowage::ProbedDevice& d) {
-  Shown s{d.name, d.description, stowage::ProbedDeviceTypeName(d.type), d.backend, d.memory_total, d.memory_free,
-          d.caps_async, d.caps_host_buffer, d.caps_buffer_from_host_ptr, d.caps_events, {}, d.properties};
-  s.bufts.push_back({d.default_buft.name, BuftDesc("default", d.default_buft.alignment, d.default_buft.is_host)});
+  Shown s{d.name,
+          d.description,
+          stowage::ProbedDeviceTypeName(d.type),
+          d.backend,
+          d.memory_total,
+          d.memory_free,
+          d.caps_async,
+          d.caps_host_buffer,
+          d.caps_buffer_from_host_ptr,
+          d.caps_events,
+          {},
+          d.properties};
+  s.bufts.push_back(
+      {d.default_buft.name, BuftDesc("default", d.default_buft.alignment, d.default_buft.is_host)});
   if (d.host_buft) s.bufts.push_back({d.host_buft->name, BuftDesc("host", d.host_buft->alignment, false)});
   for (const auto& e : d.extra_bufts) s.bufts.push_back({e.name, BuftDesc("extra", e.alignment, e.is_host)});
   return s;
 }
 
 Shown FromManifest(const DeviceManifest& m) {
-  Shown s{m.name, m.description, stowage::planner::DeviceTypeName(m.type), m.backend, m.memory_total, m.memory_free,
-          m.caps.async, m.caps.host_buffer, m.caps.buffer_from_host_ptr, m.caps.events, {}, {}};
-  s.bufts.push_back({m.default_buft.name, BuftDesc("default", m.default_buft.alignment, m.default_buft.is_host)});
+  Shown s{m.name,
+          m.description,
+          stowage::planner::DeviceTypeName(m.type),
+          m.backend,
+          m.memory_total,
+          m.memory_free,
+          m.caps.async,
+          m.caps.host_buffer,
+          m.caps.buffer_from_host_ptr,
+          m.caps.events,
+          {},
+          {}};
+  s.bufts.push_back(
+      {m.default_buft.name, BuftDesc("default", m.default_buft.alignment, m.default_buft.is_host)});
   if (m.host_buft) s.bufts.push_back({m.host_buft->name, BuftDesc("host", m.host_buft->alignment, false)});
-  if (m.split_buft) s.bufts.push_back({m.split_buft->name, BuftDesc("split", m.split_buft->alignment, m.split_buft->is_host)});
+  if (m.split_buft)
+    s.bufts.push_back(
+        {m.split_buft->name, BuftDesc("split", m.split_buft->alignment, m.split_buft->is_host)});
   for (const auto& e : m.extra_bufts) s.bufts.push_back({e.name, BuftDesc("extra", e.alignment, e.is_host)});
   s.properties.push_back({"manifest", m.source_path});
-  if (m.memory_reserve > 0) s.properties.push_back({"reserve", std::to_string(MiB(m.memory_reserve)) + " MiB"});
-  if (m.offload_op) s.properties.push_back({"offload_op", "batch >= " + std::to_string(m.offload_op->min_batch)});
+  if (m.memory_reserve > 0)
+    s.properties.push_back({"reserve", std::to_string(MiB(m.memory_reserve)) + " MiB"});
+  if (m.offload_op)
+    s.properties.push_back({"offload_op", "batch >= " + std::to_string(m.offload_op->min_batch)});
   return s;
 }
 
@@ -73,8 +98,8 @@ void PrintText(const std::vector<Shown>& devices, const std::vector<std::string>
                 static_cast<unsigned long long>(MiB(d.total)), static_cast<unsigned long long>(MiB(d.free)));
     if (!verbose) continue;
     std::printf("    type: %s, backend: %s\n", d.type.c_str(), d.backend.c_str());
-    std::printf("    caps: async=%d host_buffer=%d buffer_from_host_ptr=%d events=%d\n", d.async, d.host_buffer,
-                d.from_host_ptr, d.events);
+    std::printf("    caps: async=%d host_buffer=%d buffer_from_host_ptr=%d events=%d\n", d.async,
+                d.host_buffer, d.from_host_ptr, d.events);
     for (const auto& [n, desc] : d.bufts) std::printf("    buffer type %s: %s\n", n.c_str(), desc.c_str());
     for (const auto& [k, v] : d.properties) std::printf("    %s: %s\n", k.c_str(), v.c_str());
   }
@@ -87,9 +112,17 @@ void PrintJson(const std::vector<Shown>& devices, const std::vector<std::string>
   json out = json::object();
   json arr = json::array();
   for (const auto& d : devices) {
-    json j = {{"name", d.name},           {"description", d.description}, {"type", d.type},
-              {"backend", d.backend},     {"memory_total", d.total},      {"memory_free", d.free},
-              {"caps", {{"async", d.async}, {"host_buffer", d.host_buffer}, {"buffer_from_host_ptr", d.from_host_ptr}, {"events", d.events}}}};
+    json j = {{"name", d.name},
+              {"description", d.description},
+              {"type", d.type},
+              {"backend", d.backend},
+              {"memory_total", d.total},
+              {"memory_free", d.free},
+              {"caps",
+               {{"async", d.async},
+                {"host_buffer", d.host_buffer},
+                {"buffer_from_host_ptr", d.from_host_ptr},
+                {"events", d.events}}}};
     json b = json::array();
     for (const auto& [n, desc] : d.bufts) b.push_back({{"name", n}, {"kind", desc}});
     j["buffer_types"] = b;
@@ -112,7 +145,8 @@ Status MakeDirs(const std::string& dir) {
     if (pos == std::string::npos) break;
   }
   struct stat st;
-  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return stowage::IoError(dir + ": cannot create folder: Not a directory");
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return stowage::IoError(dir + ": cannot create folder: Not a directory");
   return Status::Ok();
 }
 
@@ -161,23 +195,30 @@ int Fail(const Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"List this machine's devices (like llama.cpp --list-devices), or devices made from registry manifests"};
+  CLI::App app{
+      "List this machine's devices (like llama.cpp --list-devices), or devices made from registry manifests"};
   bool as_json = false, verbose = false;
   std::string emit_dir, device_list, free_spec;
   std::vector<std::string> registry_dirs;
   app.add_flag("--json", as_json, "print JSON instead of text");
   app.add_flag("-v,--verbose", verbose, "also print type, caps, buffer types, properties and notes");
-  app.add_option("--emit-manifest", emit_dir, "write a manifest per probed device into DIR (local-<device>.json)");
-  app.add_option("--device", device_list, "show devices made from registry manifests instead of probing (e.g. h200,h200,cpu)");
-  app.add_option("--registry", registry_dirs, "extra manifest folder, searched before the shipped registry (repeatable)");
-  app.add_option("--free", free_spec, "override free memory of registry devices: NAME=SIZE[,NAME=SIZE] (e.g. CUDA1=10GiB)");
+  app.add_option("--emit-manifest", emit_dir,
+                 "write a manifest per probed device into DIR (local-<device>.json)");
+  app.add_option("--device", device_list,
+                 "show devices made from registry manifests instead of probing (e.g. h200,h200,cpu)");
+  app.add_option("--registry", registry_dirs,
+                 "extra manifest folder, searched before the shipped registry (repeatable)");
+  app.add_option("--free", free_spec,
+                 "override free memory of registry devices: NAME=SIZE[,NAME=SIZE] (e.g. CUDA1=10GiB)");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<Shown> shown;
   std::vector<std::string> notes;
   if (!device_list.empty() || !registry_dirs.empty() || !free_spec.empty()) {
     if (device_list.empty()) return Fail(stowage::InvalidArgument("--registry and --free need --device"));
-    if (!emit_dir.empty()) return Fail(stowage::InvalidArgument("--emit-manifest writes probed devices; it cannot be combined with --device"));
+    if (!emit_dir.empty())
+      return Fail(stowage::InvalidArgument(
+          "--emit-manifest writes probed devices; it cannot be combined with --device"));
     auto overrides = stowage::planner::ParseMemoryOverrides(free_spec);
     if (!overrides.ok()) return Fail(overrides.status());
     std::vector<std::string> dirs = registry_dirs;

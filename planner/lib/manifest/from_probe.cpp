@@ -69,9 +69,9 @@ Result<DeviceManifest> ManifestFromProbe(const ProbedDevice& d) {
   m.backend = d.backend;
   m.name = d.name;
   m.description = d.description;
-  m.type = d.type == ProbedDeviceType::kCpu ? DeviceType::kCpu
+  m.type = d.type == ProbedDeviceType::kCpu   ? DeviceType::kCpu
            : d.type == ProbedDeviceType::kGpu ? DeviceType::kGpu
-                                               : DeviceType::kAccel;
+                                              : DeviceType::kAccel;
   m.memory_total = d.memory_total;
   m.memory_free = d.memory_free;
   m.caps = {d.caps_async, d.caps_host_buffer, d.caps_buffer_from_host_ptr, d.caps_events};

@@ -6,6 +6,7 @@
 namespace stowage::planner {
 namespace {
 
+// clang-format off
 constexpr const char* kOpNames[] = {
     "NONE", "DUP", "ADD", "ADD_ID", "ADD1", "ACC", "SUB", "MUL", "DIV", "SQR", "SQRT", "LOG", "SIN",
     "COS", "SUM", "SUM_ROWS", "CUMSUM", "MEAN", "ARGMAX", "COUNT_EQUAL", "REPEAT", "REPEAT_BACK",
@@ -27,8 +28,8 @@ constexpr const char* kOpNames[] = {
     // glu
     "REGLU", "GEGLU", "SWIGLU", "SWIGLU_OAI", "GEGLU_ERF", "GEGLU_QUICK",
 };
-static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == kGgmlOpCount,
-              "kOpNames must list every GgmlOp");
+// clang-format on
+static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == kGgmlOpCount, "kOpNames must list every GgmlOp");
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -63,15 +64,30 @@ bool IsViewOrNoneOp(GgmlOp op) {
 
 GgmlType VecDotType(GgmlType type) {
   switch (type) {
-    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: case GgmlType::IQ4_NL:
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q8_0:
+    case GgmlType::IQ4_NL:
     case GgmlType::MXFP4:
       return GgmlType::Q8_0;
-    case GgmlType::Q4_1: case GgmlType::Q5_1:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
       return GgmlType::Q8_1;
-    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
-    case GgmlType::Q6_K: case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS: case GgmlType::IQ2_S:
-    case GgmlType::IQ3_XXS: case GgmlType::IQ3_S: case GgmlType::IQ1_S: case GgmlType::IQ1_M:
-    case GgmlType::IQ4_XS: case GgmlType::TQ1_0: case GgmlType::TQ2_0:
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+    case GgmlType::IQ2_XXS:
+    case GgmlType::IQ2_XS:
+    case GgmlType::IQ2_S:
+    case GgmlType::IQ3_XXS:
+    case GgmlType::IQ3_S:
+    case GgmlType::IQ1_S:
+    case GgmlType::IQ1_M:
+    case GgmlType::IQ4_XS:
+    case GgmlType::TQ1_0:
+    case GgmlType::TQ2_0:
       return GgmlType::Q8_K;
     default:
       return type;
@@ -87,10 +103,16 @@ int TensorDesc::NumDims() const {
 
 int64_t OpBatchSize(const OpQuery& q) {
   switch (q.op) {
-    case GgmlOp::GET_ROWS: return 0;
-    case GgmlOp::MUL_MAT: return q.dst.ne[1];
-    case GgmlOp::MUL_MAT_ID: case GgmlOp::ROPE: case GgmlOp::ROPE_BACK: return q.dst.ne[2];
-    default: return q.dst.NumRows();
+    case GgmlOp::GET_ROWS:
+      return 0;
+    case GgmlOp::MUL_MAT:
+      return q.dst.ne[1];
+    case GgmlOp::MUL_MAT_ID:
+    case GgmlOp::ROPE:
+    case GgmlOp::ROPE_BACK:
+      return q.dst.ne[2];
+    default:
+      return q.dst.NumRows();
   }
 }
 

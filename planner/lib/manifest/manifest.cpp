@@ -1,7 +1,7 @@
 // DeviceManifest queries: supports_op / supports_buft / offload_op evaluated from the manifest.
-#include <algorithm>
-
 #include "stowage/planner/manifest.h"
+
+#include <algorithm>
 
 namespace stowage::planner {
 namespace {
@@ -31,9 +31,12 @@ void ReplaceIndexInBuft(BufferType& b, const std::string& index) {
 
 const char* DeviceTypeName(DeviceType t) {
   switch (t) {
-    case DeviceType::kCpu: return "CPU";
-    case DeviceType::kGpu: return "GPU";
-    case DeviceType::kAccel: return "ACCEL";
+    case DeviceType::kCpu:
+      return "CPU";
+    case DeviceType::kGpu:
+      return "GPU";
+    case DeviceType::kAccel:
+      return "ACCEL";
   }
   return "?";
 }
@@ -67,9 +70,9 @@ bool TensorConstraint::Matches(const TensorDesc* t) const {
 }
 
 bool TensorConstraint::operator==(const TensorConstraint& o) const {
-  return present == o.present && optional == o.optional && types == o.types && contiguous == o.contiguous && host == o.host &&
-         buft == o.buft && max_dims == o.max_dims && min_ne == o.min_ne && max_ne == o.max_ne &&
-         ne_multiple_of == o.ne_multiple_of;
+  return present == o.present && optional == o.optional && types == o.types && contiguous == o.contiguous &&
+         host == o.host && buft == o.buft && max_dims == o.max_dims && min_ne == o.min_ne &&
+         max_ne == o.max_ne && ne_multiple_of == o.ne_multiple_of;
 }
 
 bool OpRule::AppliesTo(GgmlOp op) const {
@@ -79,7 +82,8 @@ bool OpRule::AppliesTo(GgmlOp op) const {
 bool OpRule::Matches(const OpQuery& q) const {
   if (!AppliesTo(q.op)) return false;
   if (all_srcs_host) {
-    bool all_host = std::none_of(q.src.begin(), q.src.end(), [](const TensorDesc& t) { return t.InNonHostBuffer(); });
+    bool all_host =
+        std::none_of(q.src.begin(), q.src.end(), [](const TensorDesc& t) { return t.InNonHostBuffer(); });
     if (all_host != *all_srcs_host) return false;
   }
   if (src1_f32_or_vec_dot) {
@@ -152,7 +156,8 @@ bool DeviceManifest::SupportsBuft(std::string_view buft_name, bool buft_is_host)
     if (buft_name == e.name) return true;
   }
   if (supports_buft.any_host && buft_is_host) return true;
-  return std::find(supports_buft.names.begin(), supports_buft.names.end(), buft_name) != supports_buft.names.end();
+  return std::find(supports_buft.names.begin(), supports_buft.names.end(), buft_name) !=
+         supports_buft.names.end();
 }
 
 bool DeviceManifest::OffloadOp(GgmlOp op, int64_t batch) const {

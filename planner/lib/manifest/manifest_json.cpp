@@ -1,13 +1,12 @@
 // Manifest JSON reader and writer (format: planner/registry/README.md, version 1).
 // nlohmann::json does the syntax; this file checks the schema: unknown keys, missing fields,
 // types and ranges, each reported as "<file>: <JSON path>: <expectation>" on one line.
-#include <fstream>
 #include <cstdio>
+#include <fstream>
 #include <initializer_list>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
@@ -46,12 +45,14 @@ class Reader {
     for (auto it = j.begin(); it != j.end(); ++it) {
       bool known = false;
       for (const char* k : allowed) known = known || it.key() == k;
-      if (!known) return Fail(path, "unknown key '" + it.key() + "' (expected one of: " + KeyList(allowed) + ")");
+      if (!known)
+        return Fail(path, "unknown key '" + it.key() + "' (expected one of: " + KeyList(allowed) + ")");
     }
     return true;
   }
   /// Looks up `key`; missing + required -> error. Returns nullptr when absent.
-  const json* Field(const json& obj, const std::string& path, const char* key, bool required, const char* what) {
+  const json* Field(const json& obj, const std::string& path, const char* key, bool required,
+                    const char* what) {
     auto it = obj.find(key);
     if (it == obj.end()) {
       if (required) Fail(path, std::string("missing required field '") + key + "' (" + what + ")");
@@ -67,7 +68,9 @@ class Reader {
     const json* j = Field(obj, path, key, required, what);
     if (!j) return status_.ok();
     if (!j->is_number_unsigned()) {
-      if (j->is_number_integer()) return Fail(Sub(path, key), std::to_string(j->get<int64_t>()) + " is out of range (expected " + what + ", >= 0)");
+      if (j->is_number_integer())
+        return Fail(Sub(path, key),
+                    std::to_string(j->get<int64_t>()) + " is out of range (expected " + what + ", >= 0)");
       return Expect(Sub(path, key), *j, std::string("an unsigned integer (") + what + ")");
     }
     *out = j->get<uint64_t>();
@@ -93,7 +96,8 @@ class Reader {
     if (!j) return status_.ok();
     if (!j->is_string()) return Expect(Sub(path, key), *j, std::string("a string (") + what + ")");
     *out = j->get<std::string>();
-    if (out->empty() && !allow_empty) return Fail(Sub(path, key), std::string("expected a non-empty string (") + what + ")");
+    if (out->empty() && !allow_empty)
+      return Fail(Sub(path, key), std::string("expected a non-empty string (") + what + ")");
     return true;
   }
   bool Positive(const json& obj, const std::string& path, const char* key, double* out, const char* what) {
@@ -104,16 +108,20 @@ class Reader {
     if (!(*out > 0)) return Fail(Sub(path, key), "expected a positive number (" + std::string(what) + ")");
     return true;
   }
-  bool NeArray(const json& obj, const std::string& path, const char* key, std::array<int64_t, 4>* out, int64_t min_value) {
+  bool NeArray(const json& obj, const std::string& path, const char* key, std::array<int64_t, 4>* out,
+               int64_t min_value) {
     auto it = obj.find(key);
     if (it == obj.end()) return true;
     std::string p = Sub(path, key);
-    if (!it->is_array() || it->empty() || it->size() > 4) return Expect(p, *it, "an array of 1 to 4 integers (ne0 first)");
+    if (!it->is_array() || it->empty() || it->size() > 4)
+      return Expect(p, *it, "an array of 1 to 4 integers (ne0 first)");
     for (size_t i = 0; i < it->size(); ++i) {
       const json& e = (*it)[i];
       if (!e.is_number_integer()) return Expect(Idx(p, i), e, "an integer");
       int64_t v = e.get<int64_t>();
-      if (v < min_value) return Fail(Idx(p, i), std::to_string(v) + " is out of range (must be >= " + std::to_string(min_value) + ")");
+      if (v < min_value)
+        return Fail(Idx(p, i),
+                    std::to_string(v) + " is out of range (must be >= " + std::to_string(min_value) + ")");
       (*out)[i] = v;
     }
     return true;
@@ -131,9 +139,12 @@ class Reader {
   }
 
   bool Constraint(const json& j, const std::string& p, TensorConstraint* c) {
-    if (!Object(j, p, {"present", "optional", "types", "contiguous", "host", "buft", "max_dims", "min_ne", "max_ne", "ne_multiple_of"}))
+    if (!Object(j, p,
+                {"present", "optional", "types", "contiguous", "host", "buft", "max_dims", "min_ne", "max_ne",
+                 "ne_multiple_of"}))
       return false;
-    if (!Bool(j, p, "present", false, &c->present) || !Bool(j, p, "optional", false, &c->optional)) return false;
+    if (!Bool(j, p, "present", false, &c->present) || !Bool(j, p, "optional", false, &c->optional))
+      return false;
     if (auto it = j.find("types"); it != j.end() && !Types(*it, Sub(p, "types"), &c->types)) return false;
     if (!OptBool(j, p, "contiguous", &c->contiguous) || !OptBool(j, p, "host", &c->host)) return false;
     std::string buft;
@@ -143,19 +154,24 @@ class Reader {
     }
     uint64_t max_dims = 0;
     if (!U64(j, p, "max_dims", false, &max_dims, "number of dims")) return false;
-    if (max_dims > 4) return Fail(Sub(p, "max_dims"), std::to_string(max_dims) + " is out of range (must be 1..4)");
+    if (max_dims > 4)
+      return Fail(Sub(p, "max_dims"), std::to_string(max_dims) + " is out of range (must be 1..4)");
     c->max_dims = static_cast<int>(max_dims);
     return NeArray(j, p, "min_ne", &c->min_ne, 0) && NeArray(j, p, "max_ne", &c->max_ne, 0) &&
            NeArray(j, p, "ne_multiple_of", &c->ne_multiple_of, 1);
   }
 
   bool Rule(const json& j, const std::string& p, OpRule* r) {
-    if (!Object(j, p, {"ops", "supported", "all_srcs_host", "src1_f32_or_vec_dot", "min_batch", "dst", "src", "note"}))
+    if (!Object(
+            j, p,
+            {"ops", "supported", "all_srcs_host", "src1_f32_or_vec_dot", "min_batch", "dst", "src", "note"}))
       return false;
     const json* ops = Field(j, p, "ops", true, "\"*\" or an array of ggml op names");
     if (!ops) return false;
     if (ops->is_string()) {
-      if (ops->get<std::string>() != "*") return Fail(Sub(p, "ops"), "expected \"*\" or an array of ggml op names, got \"" + ops->get<std::string>() + "\"");
+      if (ops->get<std::string>() != "*")
+        return Fail(Sub(p, "ops"),
+                    "expected \"*\" or an array of ggml op names, got \"" + ops->get<std::string>() + "\"");
     } else if (ops->is_array()) {
       if (ops->empty()) return Fail(Sub(p, "ops"), "expected at least one op (use \"*\" for every op)");
       for (size_t i = 0; i < ops->size(); ++i) {
@@ -182,9 +198,13 @@ class Reader {
     }
     if (auto it = j.find("src"); it != j.end()) {
       std::string sp = Sub(p, "src");
-      if (!it->is_array() || it->size() > 10) return Expect(sp, *it, "an array of up to 10 tensor constraints (null = none)");
+      if (!it->is_array() || it->size() > 10)
+        return Expect(sp, *it, "an array of up to 10 tensor constraints (null = none)");
       for (size_t i = 0; i < it->size(); ++i) {
-        if ((*it)[i].is_null()) { r->src.emplace_back(); continue; }
+        if ((*it)[i].is_null()) {
+          r->src.emplace_back();
+          continue;
+        }
         TensorConstraint c;
         if (!Constraint((*it)[i], Idx(sp, i), &c)) return false;
         r->src.emplace_back(c);
@@ -212,9 +232,11 @@ class Reader {
     if (!Str(j, p, "name", true, &b->name, "buffer type name")) return false;
     if (!U64(j, p, "alignment", true, &b->alignment, "bytes")) return false;
     if (b->alignment == 0 || (b->alignment & (b->alignment - 1)) != 0)
-      return Fail(Sub(p, "alignment"), std::to_string(b->alignment) + " is out of range (must be a power of two)");
+      return Fail(Sub(p, "alignment"),
+                  std::to_string(b->alignment) + " is out of range (must be a power of two)");
     if (!U64(j, p, "max_size", false, &b->max_size, "bytes")) return false;
-    if (b->max_size == 0) return Fail(Sub(p, "max_size"), "0 is out of range (must be > 0; omit for no limit)");
+    if (b->max_size == 0)
+      return Fail(Sub(p, "max_size"), "0 is out of range (must be > 0; omit for no limit)");
     if (!Bool(j, p, "is_host", true, &b->is_host)) return false;
     if (is_extra) {
       const json* r = Field(j, p, "supports_op", true, "rules of this buffer type's supports_op");
@@ -243,7 +265,9 @@ class Reader {
       if (!it->is_object()) return Expect(pp, *it, "an object keyed by ggml type name");
       for (auto e = it->begin(); e != it->end(); ++e) {
         auto t = ParseGgmlType(e.key());
-        if (!t.ok()) return Fail(pp, "unknown key '" + e.key() + "' (expected a ggml type name such as f16, bf16, f32, i8)");
+        if (!t.ok())
+          return Fail(pp,
+                      "unknown key '" + e.key() + "' (expected a ggml type name such as f16, bf16, f32, i8)");
         PerfFigure f;
         if (!Figure(e.value(), pp + "." + e.key(), "flops_per_second", &f)) return false;
         perf->peak_flops[GgmlTypeName(*t)] = f;
@@ -254,15 +278,19 @@ class Reader {
 
   bool Manifest(const json& j, DeviceManifest* m) {
     const std::string p = "$";
-    if (!Object(j, p, {"manifest_version", "backend", "name", "description", "type", "memory", "caps", "buffer_types",
-                       "supports_buft", "op_support", "offload_op", "performance", "notes"}))
+    if (!Object(j, p,
+                {"manifest_version", "backend", "name", "description", "type", "memory", "caps",
+                 "buffer_types", "supports_buft", "op_support", "offload_op", "performance", "notes"}))
       return false;
     uint64_t version = 0;
     if (!U64(j, p, "manifest_version", true, &version, "format version")) return false;
     if (version != static_cast<uint64_t>(kManifestVersion))
-      return Fail(Sub(p, "manifest_version"), "unsupported version " + std::to_string(version) + " (this build reads " + std::to_string(kManifestVersion) + ")");
+      return Fail(Sub(p, "manifest_version"), "unsupported version " + std::to_string(version) +
+                                                  " (this build reads " + std::to_string(kManifestVersion) +
+                                                  ")");
     m->manifest_version = kManifestVersion;
-    if (!Str(j, p, "backend", true, &m->backend, "ggml backend name: CPU, CUDA, BLAS, RPC, ONEDNN, ...")) return false;
+    if (!Str(j, p, "backend", true, &m->backend, "ggml backend name: CPU, CUDA, BLAS, RPC, ONEDNN, ..."))
+      return false;
     if (!Str(j, p, "name", true, &m->name, "device name")) return false;
     if (!Str(j, p, "description", true, &m->description, "device model name")) return false;
     std::string type;
@@ -275,20 +303,28 @@ class Reader {
     if (!mem) return false;
     std::string mp = Sub(p, "memory");
     if (!Object(*mem, mp, {"total", "free", "reserve"})) return false;
-    if (!U64(*mem, mp, "total", true, &m->memory_total, "bytes") || !U64(*mem, mp, "free", true, &m->memory_free, "bytes") ||
+    if (!U64(*mem, mp, "total", true, &m->memory_total, "bytes") ||
+        !U64(*mem, mp, "free", true, &m->memory_free, "bytes") ||
         !U64(*mem, mp, "reserve", false, &m->memory_reserve, "bytes"))
       return false;
     if (m->memory_free > m->memory_total)
-      return Fail(Sub(mp, "free"), std::to_string(m->memory_free) + " is out of range (must be <= memory.total = " + std::to_string(m->memory_total) + ")");
+      return Fail(Sub(mp, "free"),
+                  std::to_string(m->memory_free) +
+                      " is out of range (must be <= memory.total = " + std::to_string(m->memory_total) + ")");
     if (m->memory_total > 0 && m->memory_reserve > m->memory_total)
-      return Fail(Sub(mp, "reserve"), std::to_string(m->memory_reserve) + " is out of range (must be <= memory.total = " + std::to_string(m->memory_total) + ")");
+      return Fail(Sub(mp, "reserve"),
+                  std::to_string(m->memory_reserve) +
+                      " is out of range (must be <= memory.total = " + std::to_string(m->memory_total) + ")");
 
-    const json* caps = Field(j, p, "caps", true, "object with async, host_buffer, buffer_from_host_ptr, events");
+    const json* caps =
+        Field(j, p, "caps", true, "object with async, host_buffer, buffer_from_host_ptr, events");
     if (!caps) return false;
     std::string cp = Sub(p, "caps");
     if (!Object(*caps, cp, {"async", "host_buffer", "buffer_from_host_ptr", "events"})) return false;
-    if (!Bool(*caps, cp, "async", true, &m->caps.async) || !Bool(*caps, cp, "host_buffer", true, &m->caps.host_buffer) ||
-        !Bool(*caps, cp, "buffer_from_host_ptr", true, &m->caps.buffer_from_host_ptr) || !Bool(*caps, cp, "events", true, &m->caps.events))
+    if (!Bool(*caps, cp, "async", true, &m->caps.async) ||
+        !Bool(*caps, cp, "host_buffer", true, &m->caps.host_buffer) ||
+        !Bool(*caps, cp, "buffer_from_host_ptr", true, &m->caps.buffer_from_host_ptr) ||
+        !Bool(*caps, cp, "events", true, &m->caps.events))
       return false;
 
     const json* bt = Field(j, p, "buffer_types", true, "object with default, host, split, extra");
@@ -304,9 +340,11 @@ class Reader {
       if (!Buft(*it, Sub(bp, key), false, &b)) return false;
       (std::string(key) == "host" ? m->host_buft : m->split_buft) = b;
     }
-    if (m->host_buft && !m->host_buft->is_host) return Fail(Sub(Sub(bp, "host"), "is_host"), "expected true (a host buffer type is host memory)");
+    if (m->host_buft && !m->host_buft->is_host)
+      return Fail(Sub(Sub(bp, "host"), "is_host"), "expected true (a host buffer type is host memory)");
     if (m->caps.host_buffer != m->host_buft.has_value())
-      return Fail(Sub(cp, "host_buffer"), std::string("expected ") + (m->host_buft ? "true" : "false") + " (must match whether buffer_types.host is given)");
+      return Fail(Sub(cp, "host_buffer"), std::string("expected ") + (m->host_buft ? "true" : "false") +
+                                              " (must match whether buffer_types.host is given)");
     if (auto it = bt->find("extra"); it != bt->end()) {
       std::string ep = Sub(bp, "extra");
       if (!it->is_array()) return Expect(ep, *it, "an array of buffer types");
@@ -320,11 +358,13 @@ class Reader {
     std::vector<std::pair<std::string, std::string>> names = {{m->default_buft.name, Sub(bp, "default")}};
     if (m->host_buft) names.push_back({m->host_buft->name, Sub(bp, "host")});
     if (m->split_buft) names.push_back({m->split_buft->name, Sub(bp, "split")});
-    for (size_t i = 0; i < m->extra_bufts.size(); ++i) names.push_back({m->extra_bufts[i].name, Idx(Sub(bp, "extra"), i)});
+    for (size_t i = 0; i < m->extra_bufts.size(); ++i)
+      names.push_back({m->extra_bufts[i].name, Idx(Sub(bp, "extra"), i)});
     for (size_t a = 0; a < names.size(); ++a)
       for (size_t b = 0; b < a; ++b)
         if (names[a].first == names[b].first)
-          return Fail(Sub(names[a].second, "name"), "duplicate buffer type name '" + names[a].first + "' (also " + names[b].second + ")");
+          return Fail(Sub(names[a].second, "name"),
+                      "duplicate buffer type name '" + names[a].first + "' (also " + names[b].second + ")");
 
     if (auto it = j.find("supports_buft"); it != j.end()) {
       std::string sp = Sub(p, "supports_buft");
@@ -348,17 +388,20 @@ class Reader {
     if (def_s != "supported" && def_s != "unsupported")
       return Fail(Sub(op, "default"), "expected \"supported\" or \"unsupported\", got \"" + def_s + "\"");
     m->op_support.default_supported = def_s == "supported";
-    if (auto it = os->find("rules"); it != os->end() && !Rules(*it, Sub(op, "rules"), &m->op_support.rules)) return false;
+    if (auto it = os->find("rules"); it != os->end() && !Rules(*it, Sub(op, "rules"), &m->op_support.rules))
+      return false;
 
     if (auto it = j.find("offload_op"); it != j.end()) {
       std::string fp = Sub(p, "offload_op");
       if (!Object(*it, fp, {"min_batch"})) return false;
       uint64_t mb = 32;
       if (!U64(*it, fp, "min_batch", false, &mb, "batch size")) return false;
-      if (mb == 0 || mb > (1u << 30)) return Fail(Sub(fp, "min_batch"), std::to_string(mb) + " is out of range (must be 1..2^30)");
+      if (mb == 0 || mb > (1u << 30))
+        return Fail(Sub(fp, "min_batch"), std::to_string(mb) + " is out of range (must be 1..2^30)");
       m->offload_op = OffloadRule{static_cast<int64_t>(mb)};
     }
-    if (auto it = j.find("performance"); it != j.end() && !Perf(*it, Sub(p, "performance"), &m->performance)) return false;
+    if (auto it = j.find("performance"); it != j.end() && !Perf(*it, Sub(p, "performance"), &m->performance))
+      return false;
     return Str(j, p, "notes", false, &m->notes, "text", true);
   }
 
@@ -396,7 +439,8 @@ json ConstraintJson(const TensorConstraint& c) {
   if (c.max_dims > 0) j["max_dims"] = c.max_dims;
   auto ne = [&](const char* key, const std::array<int64_t, 4>& a, int64_t neutral) {
     int last = -1;
-    for (int i = 0; i < 4; ++i) if (a[i] != neutral) last = i;
+    for (int i = 0; i < 4; ++i)
+      if (a[i] != neutral) last = i;
     if (last < 0) return;
     json arr = json::array();
     for (int i = 0; i <= last; ++i) arr.push_back(a[i]);
@@ -502,7 +546,8 @@ Result<DeviceManifest> ParseManifest(std::string_view text, const std::string& f
     j = json::parse(text.begin(), text.end(), cb);
   } catch (const json::parse_error& e) {
     // nlohmann's message: "[json.exception.parse_error.101] parse error at line L, column C: ..."
-    return DataLoss(file + ": byte " + std::to_string(e.byte) + ": JSON syntax error: " + WithoutId(e.what()));
+    return DataLoss(file + ": byte " + std::to_string(e.byte) +
+                    ": JSON syntax error: " + WithoutId(e.what()));
   } catch (const json::exception& e) {
     // e.g. out_of_range.406 "number overflow parsing '1e999'"
     return DataLoss(file + ": JSON value error: " + WithoutId(e.what()));
@@ -559,7 +604,8 @@ std::string SerializeManifest(const DeviceManifest& m) {
   if (p.memory_bandwidth || p.host_link_bandwidth || !p.peak_flops.empty()) {
     json pj = json::object();
     if (p.memory_bandwidth) pj["memory_bandwidth"] = FigureJson(*p.memory_bandwidth, "bytes_per_second");
-    if (p.host_link_bandwidth) pj["host_link_bandwidth"] = FigureJson(*p.host_link_bandwidth, "bytes_per_second");
+    if (p.host_link_bandwidth)
+      pj["host_link_bandwidth"] = FigureJson(*p.host_link_bandwidth, "bytes_per_second");
     if (!p.peak_flops.empty()) {
       json pf = json::object();
       for (const auto& [k, f] : p.peak_flops) pf[k] = FigureJson(f, "flops_per_second");
@@ -574,7 +620,8 @@ std::string SerializeManifest(const DeviceManifest& m) {
 std::string ManifestDigest(const DeviceManifest& m) {
   std::string text = SerializeManifest(m);
   char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(XXH64(text.data(), text.size(), 0)));
+  std::snprintf(hex, sizeof(hex), "%016llx",
+                static_cast<unsigned long long>(XXH64(text.data(), text.size(), 0)));
   return std::string("xxh64:") + hex;
 }
 

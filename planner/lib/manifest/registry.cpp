@@ -32,7 +32,8 @@ std::vector<std::string_view> SplitComma(std::string_view s) {
   size_t start = 0;
   while (true) {
     size_t pos = s.find(',', start);
-    out.push_back(Trim(s.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start)));
+    out.push_back(
+        Trim(s.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start)));
     if (pos == std::string_view::npos) break;
     start = pos + 1;
   }
@@ -89,14 +90,24 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
   size_t i = 0;
   while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
   std::string num(s.substr(0, i));
-  if (num.empty() || std::count(num.begin(), num.end(), '.') > 1 || num.front() == '.' || num.back() == '.') return bad();
+  if (num.empty() || std::count(num.begin(), num.end(), '.') > 1 || num.front() == '.' || num.back() == '.')
+    return bad();
   std::string unit = Lower(Trim(s.substr(i)));
   static const std::map<std::string, double> kUnits = {
-      {"", 1},          {"b", 1},
-      {"k", 1024.0},    {"kib", 1024.0},    {"kb", 1e3},
-      {"m", 1048576.0}, {"mib", 1048576.0}, {"mb", 1e6},
-      {"g", 1073741824.0}, {"gib", 1073741824.0}, {"gb", 1e9},
-      {"t", 1099511627776.0}, {"tib", 1099511627776.0}, {"tb", 1e12},
+      {"", 1},
+      {"b", 1},
+      {"k", 1024.0},
+      {"kib", 1024.0},
+      {"kb", 1e3},
+      {"m", 1048576.0},
+      {"mib", 1048576.0},
+      {"mb", 1e6},
+      {"g", 1073741824.0},
+      {"gib", 1073741824.0},
+      {"gb", 1e9},
+      {"t", 1099511627776.0},
+      {"tib", 1099511627776.0},
+      {"tb", 1e12},
   };
   auto it = kUnits.find(unit);
   if (it == kUnits.end()) return bad();
@@ -110,7 +121,8 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
     return static_cast<uint64_t>(v * mul);
   }
   double v = std::strtod(num.c_str(), nullptr) * it->second;
-  if (!(v < 18446744073709551615.0)) return OutOfRange("size '" + std::string(text) + "' does not fit in 64 bits");
+  if (!(v < 18446744073709551615.0))
+    return OutOfRange("size '" + std::string(text) + "' does not fit in 64 bits");
   return static_cast<uint64_t>(std::floor(v));
 }
 
@@ -120,7 +132,8 @@ Result<std::vector<MemoryOverride>> ParseMemoryOverrides(std::string_view text) 
   for (std::string_view item : SplitComma(text)) {
     size_t eq = item.rfind('=');
     if (eq == std::string_view::npos || eq == 0 || eq + 1 == item.size())
-      return InvalidArgument("invalid memory override '" + std::string(item) + "' (expected DEVICE=SIZE, e.g. CUDA0=40GiB)");
+      return InvalidArgument("invalid memory override '" + std::string(item) +
+                             "' (expected DEVICE=SIZE, e.g. CUDA0=40GiB)");
     auto size = ParseByteSize(item.substr(eq + 1));
     if (!size.ok()) return size.status().WithPrefix("memory override '" + std::string(item) + "'");
     out.push_back({std::string(Trim(item.substr(0, eq))), *size});
@@ -186,7 +199,8 @@ Result<std::string> Registry::PathOf(std::string_view key) const {
   }
   std::string known;
   for (const auto& n : Names()) known += (known.empty() ? "" : ", ") + n;
-  return NotFound("unknown device '" + std::string(key) + "' (known: " + (known.empty() ? "none" : known) + ")");
+  return NotFound("unknown device '" + std::string(key) + "' (known: " + (known.empty() ? "none" : known) +
+                  ")");
 }
 
 Result<DeviceManifest> Registry::Load(std::string_view key_or_path) const {
@@ -195,25 +209,28 @@ Result<DeviceManifest> Registry::Load(std::string_view key_or_path) const {
   return LoadManifestFile(path);
 }
 
-Status ApplyMemoryOverrides(std::vector<DeviceManifest>& devices, const std::vector<MemoryOverride>& overrides) {
+Status ApplyMemoryOverrides(std::vector<DeviceManifest>& devices,
+                            const std::vector<MemoryOverride>& overrides) {
   for (const auto& o : overrides) {
     auto it = std::find_if(devices.begin(), devices.end(),
                            [&](const DeviceManifest& d) { return Lower(d.name) == Lower(o.device); });
     if (it == devices.end()) {
       std::string names;
       for (const auto& d : devices) names += (names.empty() ? "" : ", ") + d.name;
-      return NotFound("memory override for '" + o.device + "': no such device in the device list (devices: " + names + ")");
+      return NotFound("memory override for '" + o.device +
+                      "': no such device in the device list (devices: " + names + ")");
     }
     if (it->memory_total > 0 && o.free_bytes > it->memory_total)
       return OutOfRange("memory override " + o.device + "=" + std::to_string(o.free_bytes) +
-                        " bytes exceeds the device's total memory (" + std::to_string(it->memory_total) + " bytes)");
+                        " bytes exceeds the device's total memory (" + std::to_string(it->memory_total) +
+                        " bytes)");
     it->memory_free = o.free_bytes;
   }
   return Status::Ok();
 }
 
-Result<std::vector<DeviceManifest>> Registry::MakeDevices(std::string_view device_list,
-                                                          const std::vector<MemoryOverride>& overrides) const {
+Result<std::vector<DeviceManifest>> Registry::MakeDevices(
+    std::string_view device_list, const std::vector<MemoryOverride>& overrides) const {
   if (Trim(device_list).empty()) return InvalidArgument("empty device list (expected e.g. h200,h200,cpu)");
   std::vector<DeviceManifest> devices;
   std::map<std::string, int> per_backend;
@@ -224,7 +241,8 @@ Result<std::vector<DeviceManifest>> Registry::MakeDevices(std::string_view devic
     DeviceManifest d = m.WithIndex(index);
     for (const auto& other : devices) {
       if (Lower(other.name) == Lower(d.name))
-        return AlreadyExists("device name '" + d.name + "' appears twice in the device list '" + std::string(device_list) + "'");
+        return AlreadyExists("device name '" + d.name + "' appears twice in the device list '" +
+                             std::string(device_list) + "'");
     }
     devices.push_back(std::move(d));
   }

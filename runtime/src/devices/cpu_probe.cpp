@@ -49,11 +49,24 @@ std::vector<std::string> CpuFeatures::Names() const {
   auto add = [&](bool on, const char* name) {
     if (on) n.push_back(name);
   };
-  add(sse3, "sse3"); add(ssse3, "ssse3"); add(fma, "fma"); add(f16c, "f16c"); add(avx, "avx");
-  add(avx2, "avx2"); add(avx_vnni, "avx_vnni"); add(avx512f, "avx512f"); add(avx512dq, "avx512dq");
-  add(avx512cd, "avx512cd"); add(avx512bw, "avx512bw"); add(avx512vl, "avx512vl");
-  add(avx512_vbmi, "avx512_vbmi"); add(avx512_vnni, "avx512_vnni"); add(avx512_bf16, "avx512_bf16");
-  add(avx512_fp16, "avx512_fp16"); add(amx_tile, "amx_tile"); add(amx_int8, "amx_int8");
+  add(sse3, "sse3");
+  add(ssse3, "ssse3");
+  add(fma, "fma");
+  add(f16c, "f16c");
+  add(avx, "avx");
+  add(avx2, "avx2");
+  add(avx_vnni, "avx_vnni");
+  add(avx512f, "avx512f");
+  add(avx512dq, "avx512dq");
+  add(avx512cd, "avx512cd");
+  add(avx512bw, "avx512bw");
+  add(avx512vl, "avx512vl");
+  add(avx512_vbmi, "avx512_vbmi");
+  add(avx512_vnni, "avx512_vnni");
+  add(avx512_bf16, "avx512_bf16");
+  add(avx512_fp16, "avx512_fp16");
+  add(amx_tile, "amx_tile");
+  add(amx_int8, "amx_int8");
   add(amx_bf16, "amx_bf16");
   return n;
 }
@@ -67,9 +80,9 @@ CpuFeatures ProbeCpuFeatures() {
   f.ssse3 = Bit(r1.c, 9);
   bool osxsave = Bit(r1.c, 27);
   uint64_t xcr0 = osxsave ? Xgetbv0() : 0;
-  bool avx_state = (xcr0 & 0x6) == 0x6;             // XMM + YMM
+  bool avx_state = (xcr0 & 0x6) == 0x6;                    // XMM + YMM
   bool avx512_state = avx_state && (xcr0 & 0xE0) == 0xE0;  // opmask, ZMM_Hi256, Hi16_ZMM
-  bool amx_state = (xcr0 & 0x60000) == 0x60000;     // XTILECFG + XTILEDATA
+  bool amx_state = (xcr0 & 0x60000) == 0x60000;            // XTILECFG + XTILEDATA
   f.avx = avx_state && Bit(r1.c, 28);
   f.fma = f.avx && Bit(r1.c, 12);
   f.f16c = f.avx && Bit(r1.c, 29);

@@ -1,9 +1,9 @@
 // CUDA devices: cudaGetDeviceCount / cudaGetDeviceProperties / cudaMemGetInfo. No device or no
 // driver is a note, not an error.
+#include <cuda_runtime_api.h>
+
 #include <cstdio>
 #include <string>
-
-#include <cuda_runtime_api.h>
 
 #include "probe_internal.h"
 
@@ -14,7 +14,8 @@ void ProbeCuda(ProbeReport& report) {
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
     report.notes.push_back(std::string("CUDA: no CUDA device (") +
-                           (err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount returned 0") + ")");
+                           (err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount returned 0") +
+                           ")");
     cudaGetLastError();  // clear the sticky error state for later callers
     return;
   }
@@ -33,7 +34,8 @@ void ProbeCuda(ProbeReport& report) {
       info.memory_total = total_b;
       info.memory_free = free_b;
     } else {
-      report.notes.push_back("CUDA" + std::to_string(i) + ": cudaMemGetInfo failed; free memory reported as 0");
+      report.notes.push_back("CUDA" + std::to_string(i) +
+                             ": cudaMemGetInfo failed; free memory reported as 0");
       cudaGetLastError();
     }
     info.cc_major = prop.major;

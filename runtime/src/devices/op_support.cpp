@@ -42,9 +42,12 @@ SrcRequirement Src(std::vector<GgmlType> types, bool optional = false) {
 
 const char* ProbedDeviceTypeName(ProbedDeviceType t) {
   switch (t) {
-    case ProbedDeviceType::kCpu: return "CPU";
-    case ProbedDeviceType::kGpu: return "GPU";
-    case ProbedDeviceType::kAccel: return "ACCEL";
+    case ProbedDeviceType::kCpu:
+      return "CPU";
+    case ProbedDeviceType::kGpu:
+      return "GPU";
+    case ProbedDeviceType::kAccel:
+      return "ACCEL";
   }
   return "?";
 }
@@ -61,7 +64,8 @@ bool EntryMatches(const OpSupportEntry& e, const RuntimeOpQuery& q) {
   for (size_t i = 0; i < e.src.size(); ++i) {
     if (!SrcMatches(e.src[i], i < q.src.size() ? &q.src[i] : nullptr)) return false;
   }
-  if (!e.dst_types.empty() && std::find(e.dst_types.begin(), e.dst_types.end(), q.dst.type) == e.dst_types.end())
+  if (!e.dst_types.empty() &&
+      std::find(e.dst_types.begin(), e.dst_types.end(), q.dst.type) == e.dst_types.end())
     return false;
   if (e.min_batch > 0 && RuntimeOpBatch(q) < e.min_batch) return false;
   return true;
@@ -99,7 +103,8 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
   // for the same set (every such type has a dequantizer).
   std::vector<T> weights;
   for (uint32_t id = 0; id < kGgmlTypeCount; ++id) {
-    if (IsValidGgmlType(id) && cpu::SupportsMulMatType(static_cast<T>(id))) weights.push_back(static_cast<T>(id));
+    if (IsValidGgmlType(id) && cpu::SupportsMulMatType(static_cast<T>(id)))
+      weights.push_back(static_cast<T>(id));
   }
   const SrcRequirement f32 = Src({T::F32});
   const SrcRequirement f32_opt = Src({T::F32}, true);

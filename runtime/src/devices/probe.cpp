@@ -1,6 +1,6 @@
 // ProbeDevices: the CPU, plus the oneDNN and CUDA backends when this build has them.
-#include "stowage/runtime/device_probe.h"
 #include "probe_internal.h"
+#include "stowage/runtime/device_probe.h"
 
 namespace stowage {
 

@@ -1,6 +1,9 @@
 // Manifest parsing: every shipped and test manifest parses and round-trips; each kind of bad
 // manifest is rejected with file, JSON path and expectation.
+#include "stowage/planner/manifest.h"
+
 #include <dirent.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <fstream>
@@ -8,10 +11,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-
-#include "stowage/planner/manifest.h"
 
 namespace stowage::planner {
 namespace {
@@ -159,7 +158,8 @@ TEST(ManifestErrors, Syntax) {
   auto m = ParseManifest("{\"manifest_version\": 1,,}", "bad.json");
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), StatusCode::kDataLoss);
-  EXPECT_NE(m.status().message().find("bad.json: byte 24: JSON syntax error"), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find("bad.json: byte 24: JSON syntax error"), std::string::npos)
+      << m.status().message();
   EXPECT_EQ(m.status().message().find('\n'), std::string::npos);
   auto overflow = ParseManifest("{\"manifest_version\": 1e999}", "bad.json");
   ASSERT_FALSE(overflow.ok());
@@ -173,14 +173,16 @@ TEST(ManifestErrors, UnknownKeys) {
             "bad.json: $: unknown key 'colour' (e");
   // supports_op is only allowed on extra buffer types.
   EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"is_host\": false}}", "\"is_host\": false, \"supports_op\": []}}")),
-            "bad.json: $.buffer_types.default: unknown key 'supports_op' (expected one of: name, alignment, max_size, is_host, note)");
+            "bad.json: $.buffer_types.default: unknown key 'supports_op' (expected one of: name, alignment, "
+            "max_size, is_host, note)");
 }
 
 TEST(ManifestErrors, MissingFields) {
   EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"type\": \"GPU\",", "")),
             "bad.json: $: missing required field 'type' (CPU | GPU | ACCEL)");
   EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"events\": false", "\"event\": false")),
-            "bad.json: $.caps: unknown key 'event' (expected one of: async, host_buffer, buffer_from_host_ptr, events)");
+            "bad.json: $.caps: unknown key 'event' (expected one of: async, host_buffer, "
+            "buffer_from_host_ptr, events)");
   EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"alignment\": 32, ", "")),
             "bad.json: $.buffer_types.default: missing required field 'alignment' (bytes)");
   EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"manifest_version\": 1, ", "")),
@@ -194,8 +196,9 @@ TEST(ManifestErrors, WrongTypes) {
             "bad.json: $.caps.async: expected true or false, got number");
   EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"total\": 1000", "\"total\": 1e3")),
             "bad.json: $.memory.total: expected an unsigned integer (bytes), got number");
-  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"default\": \"supported\"}", "\"default\": \"supported\", \"rules\": {}}")),
-            "bad.json: $.op_support.rules: expected an array of rules, got object");
+  EXPECT_EQ(
+      ErrorOf(Replace(kMinimal, "\"default\": \"supported\"}", "\"default\": \"supported\", \"rules\": {}}")),
+      "bad.json: $.op_support.rules: expected an array of rules, got object");
   EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"type\": \"GPU\"", "\"type\": \"NPU\"")),
             "bad.json: $.type: expected CPU, GPU or ACCEL, got \"NPU\"");
 }
@@ -209,14 +212,16 @@ TEST(ManifestErrors, OutOfRange) {
             "bad.json: $.buffer_types.default.alignment: 48 is out of range (must be a power of two)");
   EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"manifest_version\": 1", "\"manifest_version\": 7")),
             "bad.json: $.manifest_version: unsupported version 7 (this build reads 1)");
-  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"op_support\": {\"default\": \"supported\"}",
-                            "\"op_support\": {\"default\": \"supported\"}, \"offload_op\": {\"min_batch\": 0}")),
-            "bad.json: $.offload_op.min_batch: 0 is out of range (must be 1..2^30)");
+  EXPECT_EQ(
+      ErrorOf(Replace(kMinimal, "\"op_support\": {\"default\": \"supported\"}",
+                      "\"op_support\": {\"default\": \"supported\"}, \"offload_op\": {\"min_batch\": 0}")),
+      "bad.json: $.offload_op.min_batch: 0 is out of range (must be 1..2^30)");
 }
 
 TEST(ManifestErrors, RuleContents) {
   auto with_rules = [](const std::string& rules) {
-    return Replace(kMinimal, "\"default\": \"supported\"}", "\"default\": \"supported\", \"rules\": " + rules + "}");
+    return Replace(kMinimal, "\"default\": \"supported\"}",
+                   "\"default\": \"supported\", \"rules\": " + rules + "}");
   };
   EXPECT_EQ(ErrorOf(with_rules(R"([{"ops": ["MUL_MAT", "MULMAT"], "supported": true}])")),
             "bad.json: $.op_support.rules[0].ops[1]: unknown ggml op 'MULMAT'");
@@ -236,9 +241,12 @@ TEST(ManifestErrors, Consistency) {
   // caps.host_buffer must match the presence of a host buffer type.
   EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"host_buffer\": false", "\"host_buffer\": true")),
             "bad.json: $.caps.host_buffer: expected false (must match whether buffer_types.host is given)");
-  std::string dup = Replace(kMinimal, "\"is_host\": false}}",
-                            "\"is_host\": false}, \"split\": {\"name\": \"RPC[x]\", \"alignment\": 32, \"is_host\": false}}");
-  EXPECT_EQ(ErrorOf(dup), "bad.json: $.buffer_types.split.name: duplicate buffer type name 'RPC[x]' (also $.buffer_types.default)");
+  std::string dup = Replace(
+      kMinimal, "\"is_host\": false}}",
+      "\"is_host\": false}, \"split\": {\"name\": \"RPC[x]\", \"alignment\": 32, \"is_host\": false}}");
+  EXPECT_EQ(ErrorOf(dup),
+            "bad.json: $.buffer_types.split.name: duplicate buffer type name 'RPC[x]' (also "
+            "$.buffer_types.default)");
 }
 
 TEST(ManifestErrors, DuplicateKeys) {
@@ -247,9 +255,10 @@ TEST(ManifestErrors, DuplicateKeys) {
   EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"type\": \"GPU\",", "\"type\": \"GPU\", \"type\": \"CPU\",")),
             "bad.json: $: duplicate key 'type'");
   // Paths inside arrays are indexed.
-  std::string rules = Replace(kMinimal, "\"default\": \"supported\"}",
-                              "\"default\": \"supported\", \"rules\": [{\"ops\": \"*\", \"supported\": true}, "
-                              "{\"ops\": \"*\", \"supported\": true, \"supported\": false}]}");
+  std::string rules =
+      Replace(kMinimal, "\"default\": \"supported\"}",
+              "\"default\": \"supported\", \"rules\": [{\"ops\": \"*\", \"supported\": true}, "
+              "{\"ops\": \"*\", \"supported\": true, \"supported\": false}]}");
   EXPECT_EQ(ErrorOf(rules), "bad.json: $.op_support.rules[1]: duplicate key 'supported'");
   // The same key in different objects is fine.
   EXPECT_EQ(ErrorOf(kMinimal), "(parsed)");
@@ -286,9 +295,15 @@ TEST(ManifestErrors, MutatedManifestsGiveOneLineErrors) {
       for (int e = 0; e < edits; ++e) {
         size_t pos = rng() % text.size();
         switch (rng() % 3) {
-          case 0: text[pos] = kBytes[rng() % (sizeof(kBytes) - 1)]; break;
-          case 1: text.erase(pos, 1 + rng() % 8); break;
-          default: text.insert(pos, 1, kBytes[rng() % (sizeof(kBytes) - 1)]); break;
+          case 0:
+            text[pos] = kBytes[rng() % (sizeof(kBytes) - 1)];
+            break;
+          case 1:
+            text.erase(pos, 1 + rng() % 8);
+            break;
+          default:
+            text.insert(pos, 1, kBytes[rng() % (sizeof(kBytes) - 1)]);
+            break;
         }
         if (text.empty()) text = "{";
       }

@@ -1,6 +1,7 @@
 // A backend's runtime supports_op agrees with the manifest it emits (DESIGN.md: "A backend's
 // runtime supports_op and its emitted manifest must agree"), for every op and type pair, over
 // buffer, shape, contiguity and batch variations. Also: emitted manifests parse and register.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,8 +9,6 @@
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "from_probe.h"
 #include "stowage/planner/registry.h"
@@ -41,7 +40,8 @@ struct Comparison {
   std::string first_mismatch;
 };
 
-void Compare(const ProbedDevice& dev, const DeviceManifest& m, GgmlOp op, const RuntimeOpQuery& rq, Comparison* c) {
+void Compare(const ProbedDevice& dev, const DeviceManifest& m, GgmlOp op, const RuntimeOpQuery& rq,
+             Comparison* c) {
   OpQuery q;
   q.op = op;
   q.dst = ToDesc(rq.dst);
@@ -61,7 +61,8 @@ void Compare(const ProbedDevice& dev, const DeviceManifest& m, GgmlOp op, const 
   }
 }
 
-RuntimeTensor Tensor(GgmlType type, std::array<int64_t, 4> ne, const std::string& buft = "", bool host = false) {
+RuntimeTensor Tensor(GgmlType type, std::array<int64_t, 4> ne, const std::string& buft = "",
+                     bool host = false) {
   RuntimeTensor t;
   t.type = type;
   t.ne = ne;
@@ -98,9 +99,9 @@ Comparison CompareAll(const ProbedDevice& dev, const DeviceManifest& m) {
       const char* buft1;
       bool host1;
     };
-    const Placement placements[] = {
-        {"", false, "", false}, {"CPU", true, "", false}, {"CPU_REPACK", false, "", false},
-        {"CUDA0", false, "", false}, {"CPU", true, "CUDA0", false}, {"CUDA_Host", true, "CPU", true}};
+    const Placement placements[] = {{"", false, "", false},           {"CPU", true, "", false},
+                                    {"CPU_REPACK", false, "", false}, {"CUDA0", false, "", false},
+                                    {"CPU", true, "CUDA0", false},    {"CUDA_Host", true, "CPU", true}};
     const GgmlType t0s[] = {GgmlType::F32, GgmlType::BF16, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q6_K};
     const GgmlType t1s[] = {GgmlType::F32, GgmlType::I32, GgmlType::F16};
     for (const auto& p : placements) {

@@ -1,15 +1,14 @@
 // Registry lookups: by name (case-insensitive), by path, extra folders, device lists with ggml's
 // numbering, memory overrides, and the errors for unknown names.
+#include "stowage/planner/registry.h"
+
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <string>
-
-#include <gtest/gtest.h>
-
-#include "stowage/planner/registry.h"
 
 namespace stowage::planner {
 namespace {
@@ -26,7 +25,8 @@ Registry Open(std::vector<std::string> dirs) {
 TEST(Registry, ShippedNames) {
   Registry r = Open({kShipped});
   auto names = r.Names();
-  for (const char* n : {"cpu", "cpu-avx2", "cpu-avx512", "onednn", "h200", "h100", "rtx4090", "rtx3090", "rpc"}) {
+  for (const char* n :
+       {"cpu", "cpu-avx2", "cpu-avx512", "onednn", "h200", "h100", "rtx4090", "rtx3090", "rpc"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
   }
 }
@@ -111,7 +111,8 @@ TEST(Registry, SharedBufferTypesMustAgree) {
   auto bad = r.MakeDevices(dir + "/odd.json,cpu");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
-            "buffer type 'CPU' of device CPU differs from the one of device BLAS (alignment 32 vs 64, is_host true vs true)");
+            "buffer type 'CPU' of device CPU differs from the one of device BLAS (alignment 32 vs 64, "
+            "is_host true vs true)");
   std::remove((dir + "/odd.json").c_str());
   rmdir(dir.c_str());
 }
@@ -125,7 +126,11 @@ TEST(Registry, BrokenManifestOnlyFailsItsLookup) {
   EXPECT_TRUE(r.MakeDevices("h200").ok());
   auto b = r.MakeDevices("broken");
   ASSERT_FALSE(b.ok());
-  EXPECT_EQ(b.status().message(), dir + "/broken.json: $: unknown key 'nam' (expected one of: manifest_version, backend, name, description, type, memory, caps, buffer_types, supports_buft, op_support, offload_op, performance, notes)");
+  EXPECT_EQ(b.status().message(),
+            dir +
+                "/broken.json: $: unknown key 'nam' (expected one of: manifest_version, backend, name, "
+                "description, type, memory, caps, buffer_types, supports_buft, op_support, offload_op, "
+                "performance, notes)");
   std::remove((dir + "/broken.json").c_str());
   rmdir(dir.c_str());
 }
@@ -148,7 +153,8 @@ TEST(Registry, MemoryOverrides) {
   EXPECT_EQ(too_big.status().code(), StatusCode::kOutOfRange);
   auto nodev = r.MakeDevices("rtx4090", *ParseMemoryOverrides("CUDA1=1GiB"));
   ASSERT_FALSE(nodev.ok());
-  EXPECT_EQ(nodev.status().message(), "memory override for 'CUDA1': no such device in the device list (devices: CUDA0)");
+  EXPECT_EQ(nodev.status().message(),
+            "memory override for 'CUDA1': no such device in the device list (devices: CUDA0)");
   // RPC names contain ':' and '[', the size follows the last '='.
   auto rpc = ParseMemoryOverrides("RPC[127.0.0.1:50052]=1GiB");
   ASSERT_TRUE(rpc.ok());

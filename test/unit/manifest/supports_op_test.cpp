@@ -1,9 +1,9 @@
 // supports_op / supports_buft / offload_op of the test manifests that model the golden placement
 // configurations: llama.cpp's CPU with CPU_REPACK, the BLAS-like ACCEL, the seed-era CUDA GPU,
 // the RPC devices and the oneDNN ACCEL.
-#include <string>
-
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "stowage/planner/manifest.h"
 

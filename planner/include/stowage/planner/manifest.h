@@ -45,6 +45,7 @@ namespace stowage::planner {
 /// sub-ops are members of their own, named as `ggml_op_desc` prints them (ggml_unary_op: SILU,
 /// GELU, ...; ggml_glu_op: SWIGLU, GEGLU, ...). The numeric values are Stowage's, not ggml's (ggml
 /// renumbers between versions); files and plans store the names.
+// clang-format off
 enum class GgmlOp : uint16_t {
   NONE, DUP, ADD, ADD_ID, ADD1, ACC, SUB, MUL, DIV, SQR, SQRT, LOG, SIN, COS, SUM, SUM_ROWS,
   CUMSUM, MEAN, ARGMAX, COUNT_EQUAL, REPEAT, REPEAT_BACK, CONCAT, SILU_BACK, NORM, RMS_NORM,
@@ -64,6 +65,7 @@ enum class GgmlOp : uint16_t {
   REGLU, GEGLU, SWIGLU, SWIGLU_OAI, GEGLU_ERF, GEGLU_QUICK,
   kCount
 };
+// clang-format on
 
 /// Number of GgmlOp values (excluding kCount).
 inline constexpr size_t kGgmlOpCount = static_cast<size_t>(GgmlOp::kCount);
@@ -150,14 +152,14 @@ struct TensorConstraint {
   bool present = true;
   /// The source may be absent (ROPE's freq factors); when present, the other fields apply.
   bool optional = false;
-  std::vector<GgmlType> types;      ///< allowed types; empty = any
-  std::optional<bool> contiguous;   ///< required ggml_is_contiguous value
+  std::vector<GgmlType> types;     ///< allowed types; empty = any
+  std::optional<bool> contiguous;  ///< required ggml_is_contiguous value
   /// true: not in a non-host buffer (unallocated or host buft); false: in a non-host buffer.
   std::optional<bool> host;
-  std::optional<std::string> buft;  ///< must live in the buffer type of this name
-  int max_dims = 0;                 ///< ggml_n_dims <= max_dims (0 = no limit)
-  std::array<int64_t, 4> min_ne = {0, 0, 0, 0};   ///< ne[i] >= min_ne[i]
-  std::array<int64_t, 4> max_ne = {0, 0, 0, 0};   ///< ne[i] <= max_ne[i] (0 = no limit)
+  std::optional<std::string> buft;                       ///< must live in the buffer type of this name
+  int max_dims = 0;                                      ///< ggml_n_dims <= max_dims (0 = no limit)
+  std::array<int64_t, 4> min_ne = {0, 0, 0, 0};          ///< ne[i] >= min_ne[i]
+  std::array<int64_t, 4> max_ne = {0, 0, 0, 0};          ///< ne[i] <= max_ne[i] (0 = no limit)
   std::array<int64_t, 4> ne_multiple_of = {1, 1, 1, 1};  ///< ne[i] % m[i] == 0
 
   /// True when `t` (nullptr = absent) satisfies every condition.
@@ -168,18 +170,18 @@ struct TensorConstraint {
 /// One row of an op-support table: when `ops` contains the query's op (empty = every op) and every
 /// condition holds, the answer is `supported`. Rules are tried in order; the first match decides.
 struct OpRule {
-  std::vector<GgmlOp> ops;          ///< empty = every op ("*" in JSON)
+  std::vector<GgmlOp> ops;  ///< empty = every op ("*" in JSON)
   bool supported = true;
   /// true: no source is in a non-host buffer; false: at least one is (ggml-cpu's "any src in a
   /// non-host buffer -> unsupported").
   std::optional<bool> all_srcs_host;
   /// src[1].type must be F32 or VecDotType(src[0].type) (ggml-cpu MUL_MAT rule).
   bool src1_f32_or_vec_dot = false;
-  int64_t min_batch = 0;            ///< OpBatchSize(query) >= min_batch
+  int64_t min_batch = 0;  ///< OpBatchSize(query) >= min_batch
   std::optional<TensorConstraint> dst;
   /// Constraint i applies to src[i]; nullopt entries impose nothing.
   std::vector<std::optional<TensorConstraint>> src;
-  std::string note;                 ///< why / source of the rule (free text, kept for --explain)
+  std::string note;  ///< why / source of the rule (free text, kept for --explain)
 
   bool AppliesTo(GgmlOp op) const;
   /// True when the rule covers `q.op` and all its conditions hold for `q`.
@@ -200,10 +202,10 @@ struct OpSupportTable {
 
 /// A ggml buffer type (ggml_backend_buffer_type).
 struct BufferType {
-  std::string name;                   ///< "CPU", "CUDA0", "CUDA_Host", "CPU_REPACK", ...
-  uint64_t alignment = 32;            ///< get_alignment, bytes (power of two)
-  uint64_t max_size = UINT64_MAX;     ///< get_max_size, bytes (ggml default SIZE_MAX)
-  bool is_host = false;               ///< is_host: CPU code can read it directly
+  std::string name;                ///< "CPU", "CUDA0", "CUDA_Host", "CPU_REPACK", ...
+  uint64_t alignment = 32;         ///< get_alignment, bytes (power of two)
+  uint64_t max_size = UINT64_MAX;  ///< get_max_size, bytes (ggml default SIZE_MAX)
+  bool is_host = false;            ///< is_host: CPU code can read it directly
   /// Extra buffer types only: the ops this buft's own supports_op accepts (rules; no match ->
   /// not accepted), e.g. CPU_REPACK: MUL_MAT with a 2-D Q4_0 src0 in CPU_REPACK, ne1 % 8 == 0.
   std::vector<OpRule> supports_op;
@@ -214,8 +216,8 @@ struct BufferType {
 /// supports_buft: besides its own default, split and extra buffer types, which buffer types a
 /// device can read.
 struct SupportsBuftRule {
-  bool any_host = false;            ///< every is_host buft (ggml-cpu, ggml-blas)
-  std::vector<std::string> names;   ///< these named bufts as well
+  bool any_host = false;           ///< every is_host buft (ggml-cpu, ggml-blas)
+  std::vector<std::string> names;  ///< these named bufts as well
   bool operator==(const SupportsBuftRule& o) const;
 };
 
@@ -228,8 +230,8 @@ struct OffloadRule {
 
 /// A performance figure with its public source.
 struct PerfFigure {
-  double value = 0;     ///< bytes/s for bandwidths, FLOP/s (or OP/s for integer types) for peaks
-  std::string source;   ///< where the number comes from (document, table, formula)
+  double value = 0;    ///< bytes/s for bandwidths, FLOP/s (or OP/s for integer types) for peaks
+  std::string source;  ///< where the number comes from (document, table, formula)
   bool operator==(const PerfFigure& o) const { return value == o.value && source == o.source; }
 };
 
@@ -247,12 +249,12 @@ inline constexpr int kManifestVersion = 1;
 /// One device, as described by a manifest (names possibly still holding "{index}").
 struct DeviceManifest {
   int manifest_version = kManifestVersion;
-  std::string backend;        ///< ggml reg name: "CPU", "CUDA", "BLAS", "RPC", "ONEDNN"
-  std::string name;           ///< device name ("CUDA{index}", "CPU", "RPC[127.0.0.1:50052]")
-  std::string description;    ///< model name ("NVIDIA H200")
+  std::string backend;      ///< ggml reg name: "CPU", "CUDA", "BLAS", "RPC", "ONEDNN"
+  std::string name;         ///< device name ("CUDA{index}", "CPU", "RPC[127.0.0.1:50052]")
+  std::string description;  ///< model name ("NVIDIA H200")
   DeviceType type = DeviceType::kCpu;
-  uint64_t memory_total = 0;  ///< bytes; 0 = not reported (ggml-cpu FEB25 reports 0/0)
-  uint64_t memory_free = 0;   ///< bytes, <= memory_total
+  uint64_t memory_total = 0;    ///< bytes; 0 = not reported (ggml-cpu FEB25 reports 0/0)
+  uint64_t memory_free = 0;     ///< bytes, <= memory_total
   uint64_t memory_reserve = 0;  ///< bytes the planner must leave free (context, workspaces)
   DeviceCaps caps;
   BufferType default_buft;
@@ -263,8 +265,8 @@ struct DeviceManifest {
   OpSupportTable op_support;
   std::optional<OffloadRule> offload_op;
   Performance performance;
-  std::string notes;          ///< free text
-  std::string source_path;    ///< file it was read from (not serialized)
+  std::string notes;        ///< free text
+  std::string source_path;  ///< file it was read from (not serialized)
 
   /// ggml_backend_dev_supports_op: true when any extra buft's rules accept `q` (ggml-cpu asks its
   /// extra bufts first), else the device's op-support table decides.

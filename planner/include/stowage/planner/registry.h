@@ -28,7 +28,7 @@ namespace stowage::planner {
 
 /// A what-if override of one device's free memory ("CUDA1=10GiB").
 struct MemoryOverride {
-  std::string device;     ///< device name after instantiation ("CUDA1"), case-insensitive
+  std::string device;  ///< device name after instantiation ("CUDA1"), case-insensitive
   uint64_t free_bytes = 0;
 };
 
@@ -88,6 +88,7 @@ class Registry {
 };
 
 /// Applies free-memory overrides to already-made devices (what MakeDevices does). Errors as there.
-Status ApplyMemoryOverrides(std::vector<DeviceManifest>& devices, const std::vector<MemoryOverride>& overrides);
+Status ApplyMemoryOverrides(std::vector<DeviceManifest>& devices,
+                            const std::vector<MemoryOverride>& overrides);
 
 }  // namespace stowage::planner

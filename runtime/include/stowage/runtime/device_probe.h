@@ -49,13 +49,13 @@ struct CpuFeatures {
 
 /// Facts about the host CPU and memory.
 struct CpuInfo {
-  std::string model_name;      ///< "AMD EPYC 9654 96-Core Processor" (empty if unknown)
-  std::string vendor;          ///< CPUID vendor string ("GenuineIntel", "AuthenticAMD")
-  int logical_cores = 0;       ///< online logical processors (sysconf _SC_NPROCESSORS_ONLN)
-  int physical_cores = 0;      ///< distinct (physical id, core id) pairs; = logical if unknown
+  std::string model_name;  ///< "AMD EPYC 9654 96-Core Processor" (empty if unknown)
+  std::string vendor;      ///< CPUID vendor string ("GenuineIntel", "AuthenticAMD")
+  int logical_cores = 0;   ///< online logical processors (sysconf _SC_NPROCESSORS_ONLN)
+  int physical_cores = 0;  ///< distinct (physical id, core id) pairs; = logical if unknown
   CpuFeatures features;
-  uint64_t memory_total = 0;   ///< bytes (sysinfo totalram * mem_unit)
-  uint64_t memory_free = 0;    ///< bytes (MemAvailable, else sysinfo freeram)
+  uint64_t memory_total = 0;  ///< bytes (sysinfo totalram * mem_unit)
+  uint64_t memory_free = 0;   ///< bytes (MemAvailable, else sysinfo freeram)
 };
 
 /// Probes the CPU and host memory. Never fails: unknown fields stay empty/zero.
@@ -71,13 +71,13 @@ struct RuntimeTensor {
   GgmlType type = GgmlType::F32;
   std::array<int64_t, 4> ne = {1, 1, 1, 1};  ///< ggml order
   bool contiguous = true;
-  std::string buft;            ///< buffer type name; empty = not allocated
-  bool buft_is_host = false;   ///< is_host of that buffer type
+  std::string buft;           ///< buffer type name; empty = not allocated
+  bool buft_is_host = false;  ///< is_host of that buffer type
 };
 
 /// A node as a backend's supports_op sees it (ggml src order; see planner/manifest.h OpQuery).
 struct RuntimeOpQuery {
-  std::string op;                 ///< ggml op name ("MUL_MAT", "SILU", "SWIGLU")
+  std::string op;  ///< ggml op name ("MUL_MAT", "SILU", "SWIGLU")
   RuntimeTensor dst;
   std::vector<RuntimeTensor> src;
 };
@@ -95,11 +95,11 @@ struct SrcRequirement {
 
 /// One row of a backend's support table: ops it runs with these source/destination types.
 struct OpSupportEntry {
-  std::vector<std::string> ops;       ///< ggml op names
-  std::vector<SrcRequirement> src;    ///< src[i] requirements; sources beyond are unconstrained
-  std::vector<GgmlType> dst_types;    ///< allowed dst types (empty = any)
-  int64_t min_batch = 0;              ///< ggml batch (ne1 for MUL_MAT) >= min_batch
-  std::string note;                   ///< why / source
+  std::vector<std::string> ops;     ///< ggml op names
+  std::vector<SrcRequirement> src;  ///< src[i] requirements; sources beyond are unconstrained
+  std::vector<GgmlType> dst_types;  ///< allowed dst types (empty = any)
+  int64_t min_batch = 0;            ///< ggml batch (ne1 for MUL_MAT) >= min_batch
+  std::string note;                 ///< why / source
 };
 
 /// True when `q` satisfies `e` (op listed, every source requirement, dst type, batch).
@@ -134,7 +134,7 @@ struct ProbedDevice {
   ProbedBufferType default_buft;
   std::optional<ProbedBufferType> host_buft;
   std::vector<ProbedBufferType> extra_bufts;
-  bool supports_any_host_buft = false;   ///< supports_buft accepts every host buffer type
+  bool supports_any_host_buft = false;  ///< supports_buft accepts every host buffer type
   /// supports_op, in the order ggml-cpu asks: (1) NONE/RESHAPE/VIEW/PERMUTE/TRANSPOSE are accepted
   /// (with any sources when view_ops_any_buffer, else only when no source is in a non-host buffer);
   /// (2) an extra buffer type whose table matches accepts; (3) when srcs_must_be_host, a source in
@@ -142,7 +142,7 @@ struct ProbedDevice {
   bool view_ops_any_buffer = true;
   bool srcs_must_be_host = true;
   std::vector<OpSupportEntry> ops;
-  int64_t offload_min_batch = 0;         ///< offload_op threshold; 0 = no offload_op
+  int64_t offload_min_batch = 0;  ///< offload_op threshold; 0 = no offload_op
   /// Facts for display and --json, in order (e.g. {"isa", "avx2 fma f16c"}, {"cores", "16"}).
   std::vector<std::pair<std::string, std::string>> properties;
 
@@ -168,13 +168,13 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu);
 
 /// What the CUDA probe reads for one GPU (cudaGetDeviceProperties + cudaMemGetInfo).
 struct CudaDeviceInfo {
-  int index = 0;               ///< CUDA device ordinal -> device name "CUDA<index>"
-  std::string name;            ///< cudaDeviceProp::name ("NVIDIA H200")
-  uint64_t memory_total = 0;   ///< bytes (cudaMemGetInfo total)
-  uint64_t memory_free = 0;    ///< bytes (cudaMemGetInfo free)
+  int index = 0;              ///< CUDA device ordinal -> device name "CUDA<index>"
+  std::string name;           ///< cudaDeviceProp::name ("NVIDIA H200")
+  uint64_t memory_total = 0;  ///< bytes (cudaMemGetInfo total)
+  uint64_t memory_free = 0;   ///< bytes (cudaMemGetInfo free)
   int cc_major = 0, cc_minor = 0;
   int multiprocessors = 0;
-  std::string pci_bus_id;      ///< "domain:bus:device" (lower-case hex)
+  std::string pci_bus_id;  ///< "domain:bus:device" (lower-case hex)
 };
 
 /// The GPU device of this build for one CUDA GPU: buffer types CUDA<i> (alignment 128) and
