@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -167,7 +168,7 @@ int Perplexity(const Common& c, const std::string& file) {
   return 0;
 }
 
-int Bench(Common c, int n_prompt, int n_gen, int reps) {
+int Bench(Common c, int n_prompt, int n_gen, int reps, bool json) {
   if (c.n_ctx == 0) c.n_ctx = static_cast<uint32_t>(std::max(n_prompt, n_gen) + 8);
   auto gguf = GgufFile::Open(c.model);
   if (!gguf.ok()) return Fail(gguf.status());
@@ -178,8 +179,11 @@ int Bench(Common c, int n_prompt, int n_gen, int reps) {
   for (const auto& t : (*gguf)->tensors()) { size += t.nbytes; params += static_cast<uint64_t>(t.nelements()); }
   std::string arch = (*gguf)->GetStringOr("general.architecture", "?").value();
   const int threads = c.threads > 0 ? c.threads : static_cast<int>(std::thread::hardware_concurrency());
-  std::printf("| model | size | params | backend | threads | test | t/s |\n");
-  std::printf("| ----- | ---: | -----: | ------- | ------: | ---: | --: |\n");
+  if (!json) {
+    std::printf("| model | size | params | backend | threads | test | t/s |\n");
+    std::printf("| ----- | ---: | -----: | ------- | ------: | ---: | --: |\n");
+  }
+  double result[2][2] = {{0, 0}, {0, 0}};  // [pp|tg][mean|sd]
   auto run = [&](const char* name, int n, bool prompt) -> int {
     std::vector<double> tps;
     std::vector<float> logits;
@@ -201,12 +205,21 @@ int Bench(Common c, int n_prompt, int n_gen, int reps) {
     mean /= tps.size();
     for (double v : tps) var += (v - mean) * (v - mean);
     const double sd = tps.size() > 1 ? std::sqrt(var / (tps.size() - 1)) : 0;
+    result[prompt ? 0 : 1][0] = mean;
+    result[prompt ? 0 : 1][1] = sd;
+    if (json) return 0;
     std::printf("| %s | %.2f MiB | %.2f M | CPU | %d | %s%d | %.2f ± %.2f |\n", arch.c_str(), size / 1048576.0,
                 params / 1e6, threads, name, n, mean, sd);
     return 0;
   };
   if (n_prompt > 0 && run("pp", n_prompt, true) != 0) return 1;
   if (n_gen > 0 && run("tg", n_gen, false) != 0) return 1;
+  if (json) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    std::printf("{\"pp_tps\": %.3f, \"pp_sd\": %.3f, \"tg_tps\": %.3f, \"tg_sd\": %.3f, \"maxrss_kib\": %ld}\n",
+                result[0][0], result[0][1], result[1][0], result[1][1], ru.ru_maxrss);
+  }
   return 0;
 }
 
@@ -246,12 +259,14 @@ int main(int argc, char** argv) {
   bench->add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test)");
   bench->add_option("-n,--n-gen", n_gen, "generated tokens (tg test)");
   bench->add_option("-r,--repetitions", reps, "repetitions")->check(CLI::PositiveNumber);
+  bool bench_json = false;
+  bench->add_flag("--json", bench_json, "one JSON line: pp/tg tokens per second (mean, sd) and peak resident KiB");
   ppl->fallthrough();
   bench->fallthrough();
 
   if (int rc = tools::ParseWithAliases(app, argc, argv, {{"-ub", "--ubatch-size"}, {"-ngl", "--n-gpu-layers"}}); rc >= 0) return rc;
   if (*ppl) return Perplexity(c, text_file);
-  if (*bench) return Bench(c, n_prompt, n_gen, reps);
+  if (*bench) return Bench(c, n_prompt, n_gen, reps, bench_json);
   if (prompt.empty()) return Fail(InvalidArgument("-p/--prompt is required (an empty prompt has no tokens to evaluate)"));
   return Generate(c, prompt, n_predict, sp, quiet);
 }
