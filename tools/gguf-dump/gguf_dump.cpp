@@ -104,6 +104,7 @@ int main(int argc, char** argv) {
     j["file"] = path;
     j["version"] = f.version();
     j["alignment"] = f.alignment();
+    j["tensor_info_offset"] = f.tensor_info_offset();
     j["data_offset"] = f.data_offset();
     j["file_size"] = f.file_size();
     nlohmann::json md = nlohmann::json::array();
