@@ -186,3 +186,48 @@ TEST(OneDnnBackend, BuiltInForAccelDevices) {
 
 }  // namespace
 }  // namespace stowage
+
+// ---- whole models: CPU + ONEDNN plans against CPU-only plans (issue 7) --------------------------
+#include "e2e_util.h"
+#include "test_paths.h"
+
+namespace stowage {
+namespace {
+
+struct AccelCase {
+  const char* model;
+  bool accel_runs;  ///< the plan gives the ACCEL device MUL_MATs (F32 weights; not F16/Q4_0 here)
+};
+class OneDnnLogits : public ::testing::TestWithParam<AccelCase> {};
+
+TEST_P(OneDnnLogits, MatchCpu) {
+  const std::string model = test::ModelPath(GetParam().model);
+  STOWAGE_REQUIRE_FILE(model);
+  // 40 tokens: the ACCEL device takes MUL_MAT from a batch of 32 (its manifest's min_batch).
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back(1 + (i * 37) % 200);
+  test::E2eRun cpu = test::RunPlanned(model, prompt, nullptr, {});
+  test::E2eRun acc = test::RunPlanned(model, prompt, [](const ProbedDevice& d) { return d.type == ProbedDeviceType::kAccel; }, {});
+  ASSERT_FALSE(acc.logits.empty());
+  const float diff = test::MaxAbsDiff(cpu.logits, acc.logits);
+  EXPECT_LE(diff, 1e-3f) << "ACCEL+CPU logits differ from CPU-only";
+  const int n = acc.computes.count("ONEDNN") ? acc.computes.at("ONEDNN") : 0;
+  if (GetParam().accel_runs) EXPECT_GT(n, 0) << "the plan ran no node on the ONEDNN backend";
+  // F16 weights go to ACCEL only where oneDNN has an f16 matmul and the manifest lists F16.
+  if (!GetParam().accel_runs && std::string(GetParam().model).find("Q4_0") != std::string::npos) EXPECT_EQ(n, 0);
+  std::printf("[ %s ] ONEDNN+CPU vs CPU max |logit diff| = %.6f (%d nodes on ONEDNN)\n", GetParam().model, diff, n);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, OneDnnLogits,
+                         ::testing::Values(AccelCase{"stories260K.gguf", true}, AccelCase{"stories260K-F16.gguf", false},
+                                           AccelCase{"tiny-tied-f32.gguf", true}, AccelCase{"stories260K-Q4_0.gguf", false}),
+                         [](const ::testing::TestParamInfo<AccelCase>& i) {
+                           std::string n = i.param.model;
+                           n = n.substr(0, n.size() - 5);
+                           for (char& ch : n)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace stowage

@@ -1,0 +1,17 @@
+# CUDA GPU backend (runtime/src/backends/cuda): library stowage_cuda, linked into stowage_runtime
+# only when the top level found nvcc + the toolkit (STOWAGE_HAVE_CUDA). Owner: accel.
+# Two compile units: cuda_backend.cpp (host C++, g++) and kernels.cu (nvcc, architectures from
+# CMAKE_CUDA_ARCHITECTURES, 80;90 by default). cuBLAS is linked as a shared library.
+if(STOWAGE_HAVE_CUDA)
+  set(stowage_cuda_dir ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda)
+  add_library(stowage_cuda STATIC ${stowage_cuda_dir}/cuda_backend.cpp ${stowage_cuda_dir}/kernels.cu)
+  target_include_directories(stowage_cuda PUBLIC ${stowage_cuda_dir} ${CMAKE_CURRENT_SOURCE_DIR}/src/executor)
+  target_link_libraries(stowage_cuda PUBLIC stowage_base stowage_cpu CUDA::cudart PRIVATE CUDA::cublas)
+  target_compile_options(stowage_cuda PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
+    $<$<COMPILE_LANGUAGE:CUDA>:-O3>)
+  set_target_properties(stowage_cuda PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
+  # runtime.cmake (stowage_runtime) is included after this file: defer to the end of runtime/CMakeLists.txt.
+  cmake_language(DEFER CALL target_link_libraries stowage_runtime PRIVATE stowage_cuda)
+  cmake_language(DEFER CALL target_compile_definitions stowage_runtime PRIVATE STOWAGE_HAVE_CUDA=1)
+endif()

@@ -1,0 +1,673 @@
+// GPU backend (see cuda_backend.h): buffers, op dispatch with shape/type checks, cuBLAS matmuls and
+// the row-split weights. Host C++; the kernels are in kernels.cu.
+#include "cuda_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "kernels.h"
+#include "ops.h"
+
+namespace stowage::exec {
+namespace {
+
+using cuda::Tv;
+
+std::string Shape(const TensorView& t) {
+  return std::string(GgmlTypeName(t.type)) + "[" + std::to_string(t.ne[0]) + "," + std::to_string(t.ne[1]) + "," +
+         std::to_string(t.ne[2]) + "," + std::to_string(t.ne[3]) + "]";
+}
+
+Status CudaStatus(cudaError_t e, const std::string& where) {
+  if (e == cudaSuccess) return Status::Ok();
+  return Internal(where + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+Status CublasStatus(cublasStatus_t s, const std::string& where) {
+  if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
+  return Internal(where + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
+}
+
+Tv ToTv(const TensorView& t) {
+  Tv v;
+  v.data = t.data;
+  v.type = static_cast<int>(t.type);
+  for (int i = 0; i < 4; ++i) {
+    v.ne[i] = t.ne[i];
+    v.nb[i] = static_cast<int64_t>(t.nb[i]);
+  }
+  return v;
+}
+
+/// Per-device execution state: stream, cuBLAS handle, growable scratch (stream-ordered reuse).
+struct DeviceCtx {
+  enum { kConvX = 0, kDequantW = 1, kSplitX = 2, kSplitDst = 3, kSlots = 4 };
+  int device = 0;
+  std::string name;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  void* scratch[kSlots] = {};
+  size_t scratch_size[kSlots] = {};
+
+  ~DeviceCtx() {
+    cudaSetDevice(device);
+    if (stream) cudaStreamSynchronize(stream);
+    for (void* p : scratch)
+      if (p) cudaFree(p);
+    if (cublas) cublasDestroy(cublas);
+    if (stream) cudaStreamDestroy(stream);
+  }
+  static Result<std::shared_ptr<DeviceCtx>> Create(int device) {
+    auto c = std::make_shared<DeviceCtx>();
+    c->device = device;
+    c->name = "CUDA" + std::to_string(device);
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), c->name + ": cudaSetDevice"));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), c->name + ": cudaStreamCreate"));
+    STOWAGE_RETURN_IF_ERROR(CublasStatus(cublasCreate(&c->cublas), c->name + ": cublasCreate"));
+    STOWAGE_RETURN_IF_ERROR(CublasStatus(cublasSetStream(c->cublas, c->stream), c->name + ": cublasSetStream"));
+    return c;
+  }
+  /// Scratch slot `i` of at least `n` bytes (contents undefined). Growing waits for the stream.
+  Result<void*> Scratch(int i, size_t n) {
+    if (scratch_size[i] >= n && scratch[i]) return scratch[i];
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream), name + ": cudaStreamSynchronize"));
+    if (scratch[i]) cudaFree(scratch[i]);
+    scratch[i] = nullptr;
+    scratch_size[i] = 0;
+    const size_t want = std::max<size_t>(n, 1 << 20);
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&scratch[i], want), name + ": cudaMalloc of " + std::to_string(want) + " scratch bytes"));
+    scratch_size[i] = want;
+    return scratch[i];
+  }
+};
+
+/// CUDA<i>: device memory.
+class CudaBuffer final : public Buffer {
+ public:
+  CudaBuffer(std::shared_ptr<DeviceCtx> ctx, uint8_t* p, uint64_t n) : ctx_(std::move(ctx)), data_(p), size_(n) {}
+  ~CudaBuffer() override {
+    cudaSetDevice(ctx_->device);
+    cudaStreamSynchronize(ctx_->stream);
+    cudaFree(data_);
+  }
+  uint8_t* base() override { return data_; }
+  uint64_t size() const override { return size_; }
+  bool is_host() const override { return false; }
+  int device() const { return ctx_->device; }
+  Status Write(uint64_t offset, const void* src, uint64_t n) override {
+    if (offset > size_ || n > size_ - offset) return OutOfRange(ctx_->name + ": buffer write outside the buffer");
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), ctx_->name + ": cudaSetDevice"));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(data_ + offset, src, n, cudaMemcpyHostToDevice, ctx_->stream),
+                                       ctx_->name + ": cudaMemcpyAsync host to device"));
+    return CudaStatus(cudaStreamSynchronize(ctx_->stream), ctx_->name + ": cudaStreamSynchronize after a write");
+  }
+  Status Read(uint64_t offset, void* dst, uint64_t n) const override {
+    if (offset > size_ || n > size_ - offset) return OutOfRange(ctx_->name + ": buffer read outside the buffer");
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), ctx_->name + ": cudaSetDevice"));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(dst, data_ + offset, n, cudaMemcpyDeviceToHost, ctx_->stream),
+                                       ctx_->name + ": cudaMemcpyAsync device to host"));
+    return CudaStatus(cudaStreamSynchronize(ctx_->stream), ctx_->name + ": cudaStreamSynchronize after a read");
+  }
+
+ private:
+  std::shared_ptr<DeviceCtx> ctx_;
+  uint8_t* data_;
+  uint64_t size_;
+};
+
+/// CUDA_Host: pinned host memory.
+class CudaHostBuffer final : public Buffer {
+ public:
+  CudaHostBuffer(uint8_t* p, uint64_t n) : data_(p), size_(n) {}
+  ~CudaHostBuffer() override { cudaFreeHost(data_); }
+  uint8_t* base() override { return data_; }
+  uint64_t size() const override { return size_; }
+  bool is_host() const override { return true; }
+  Status Write(uint64_t offset, const void* src, uint64_t n) override {
+    if (offset > size_ || n > size_ - offset) return OutOfRange("CUDA_Host: buffer write outside the buffer");
+    std::memcpy(data_ + offset, src, n);
+    return Status::Ok();
+  }
+  Status Read(uint64_t offset, void* dst, uint64_t n) const override {
+    if (offset > size_ || n > size_ - offset) return OutOfRange("CUDA_Host: buffer read outside the buffer");
+    std::memcpy(dst, data_ + offset, n);
+    return Status::Ok();
+  }
+
+ private:
+  uint8_t* data_;
+  uint64_t size_;
+};
+
+/// One device's rows of a split weight.
+struct SplitSlice {
+  int device = 0;
+  int64_t lo = 0, hi = 0;
+  uint8_t* data = nullptr;  // (hi - lo) rows on `device`
+};
+
+/// CUDA<i>_Split: pinned host staging of the planned bytes; per-weight device slices made at first use.
+class CudaSplitBuffer;
+/// The split buffers a backend made (the backend finds them by address; each buffer removes itself).
+using SplitRegistry = std::vector<CudaSplitBuffer*>;
+
+class CudaSplitBuffer final : public Buffer {
+ public:
+  CudaSplitBuffer(std::string name, uint8_t* p, uint64_t n, std::shared_ptr<SplitRegistry> reg)
+      : name_(std::move(name)), data_(p), size_(n), reg_(std::move(reg)) {
+    reg_->push_back(this);
+  }
+  ~CudaSplitBuffer() override {
+    reg_->erase(std::remove(reg_->begin(), reg_->end(), this), reg_->end());
+    DropSlices(0, size_);
+    cudaFreeHost(data_);
+  }
+  uint8_t* base() override { return data_; }
+  uint64_t size() const override { return size_; }
+  bool is_host() const override { return false; }  // a device buffer type (ggml: not host)
+  bool Contains(const void* p) const {
+    const uint8_t* q = static_cast<const uint8_t*>(p);
+    return q >= data_ && q < data_ + size_;
+  }
+  Status Write(uint64_t offset, const void* src, uint64_t n) override {
+    if (offset > size_ || n > size_ - offset) return OutOfRange(name_ + ": buffer write outside the buffer");
+    DropSlices(offset, offset + n);
+    std::memcpy(data_ + offset, src, n);
+    return Status::Ok();
+  }
+  Status Read(uint64_t offset, void* dst, uint64_t n) const override {
+    if (offset > size_ || n > size_ - offset) return OutOfRange(name_ + ": buffer read outside the buffer");
+    std::memcpy(dst, data_ + offset, n);
+    return Status::Ok();
+  }
+  /// The slices of the weight at `offset` (rows of `row_bytes`, `nrows` rows), made on first use.
+  Result<const std::vector<SplitSlice>*> Slices(uint64_t offset, int64_t nrows, size_t row_bytes,
+                                                const std::vector<float>& cum, int64_t rounding) {
+    auto it = slices_.find(offset);
+    if (it != slices_.end()) return &it->second.parts;
+    Entry e;
+    e.bytes = static_cast<uint64_t>(nrows) * row_bytes;
+    for (int id = 0; id < static_cast<int>(cum.size()); ++id) {
+      SplitSlice s;
+      s.device = id;
+      RowSplit(nrows, cum, rounding, id, &s.lo, &s.hi);
+      if (s.hi <= s.lo) continue;
+      const size_t n = static_cast<size_t>(s.hi - s.lo) * row_bytes;
+      Status st = CudaStatus(cudaSetDevice(id), name_ + ": cudaSetDevice");
+      if (st.ok()) st = CudaStatus(cudaMalloc(&s.data, n), name_ + ": cudaMalloc of a split slice on CUDA" + std::to_string(id));
+      if (st.ok()) st = CudaStatus(cudaMemcpy(s.data, data_ + offset + s.lo * row_bytes, n, cudaMemcpyHostToDevice),
+                                   name_ + ": uploading a split slice to CUDA" + std::to_string(id));
+      if (!st.ok()) {
+        if (s.data) cudaFree(s.data);
+        for (auto& p : e.parts) cudaFree(p.data);
+        return st;
+      }
+      e.parts.push_back(s);
+    }
+    return &slices_.emplace(offset, std::move(e)).first->second.parts;
+  }
+
+ private:
+  struct Entry {
+    uint64_t bytes = 0;
+    std::vector<SplitSlice> parts;
+  };
+  void DropSlices(uint64_t lo, uint64_t hi) {
+    for (auto it = slices_.begin(); it != slices_.end();) {
+      if (it->first < hi && it->first + it->second.bytes > lo) {
+        for (auto& p : it->second.parts) {
+          cudaSetDevice(p.device);
+          cudaDeviceSynchronize();
+          cudaFree(p.data);
+        }
+        it = slices_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  std::string name_;
+  uint8_t* data_;
+  uint64_t size_;
+  std::map<uint64_t, Entry> slices_;
+  std::shared_ptr<SplitRegistry> reg_;
+};
+
+bool IsFloatType(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(std::shared_ptr<DeviceCtx> ctx, int n_devices) : ctx_(std::move(ctx)), name_(ctx_->name), n_devices_(n_devices) {}
+  ~CudaBackend() override {
+    for (auto& [d, e] : events_) {
+      cudaEventDestroy(e.first);
+      cudaEventDestroy(e.second);
+    }
+  }
+
+  const std::string& name() const override { return name_; }
+
+  bool CanAccess(const Buffer& buf) const override {
+    if (const auto* b = dynamic_cast<const CudaBuffer*>(&buf)) return b->device() == ctx_->device;
+    return dynamic_cast<const CudaSplitBuffer*>(&buf) != nullptr;
+  }
+
+  Result<std::unique_ptr<Buffer>> Allocate(const std::string& buft, uint64_t size, uint64_t alignment) override {
+    const uint64_t n = std::max<uint64_t>(size, 1);
+    if (alignment > 256) return InvalidArgument(name_ + ": buffer alignment " + std::to_string(alignment) + " exceeds cudaMalloc's 256");
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
+    if (buft == "CUDA_Host" || buft == name_ + "_Split") {
+      void* p = nullptr;
+      cudaError_t e = cudaMallocHost(&p, n);
+      if (e != cudaSuccess) return ResourceExhausted(name_ + ": cudaMallocHost of " + std::to_string(size) + " bytes: " + cudaGetErrorString(e));
+      std::memset(p, 0, n);
+      if (buft == "CUDA_Host") return std::unique_ptr<Buffer>(new CudaHostBuffer(static_cast<uint8_t*>(p), size));
+      return std::unique_ptr<Buffer>(new CudaSplitBuffer(buft, static_cast<uint8_t*>(p), size, splits_));
+    }
+    if (buft != name_ && !buft.empty())
+      return InvalidArgument(name_ + ": unknown buffer type '" + buft + "' (expected " + name_ + ", CUDA_Host or " + name_ + "_Split)");
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, n);
+    if (e != cudaSuccess) return ResourceExhausted(name_ + ": cudaMalloc of " + std::to_string(size) + " bytes: " + cudaGetErrorString(e));
+    e = cudaMemset(p, 0, n);
+    if (e != cudaSuccess) {
+      cudaFree(p);
+      return CudaStatus(e, name_ + ": cudaMemset");
+    }
+    return std::unique_ptr<Buffer>(new CudaBuffer(ctx_, static_cast<uint8_t*>(p), size));
+  }
+
+  Status Synchronize() override {
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
+    return CudaStatus(cudaStreamSynchronize(ctx_->stream), name_ + ": cudaStreamSynchronize");
+  }
+
+  Status Compute(const NodeCall& c) override;
+
+ private:
+  Status MulMat(DeviceCtx& ctx, const TensorView& a, const TensorView& b, const TensorView& d);
+  Status MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const TensorView& b, const TensorView& d);
+  Result<DeviceCtx*> Peer(int device);
+  CudaSplitBuffer* SplitOf(const void* p) const;
+
+  std::shared_ptr<DeviceCtx> ctx_;
+  std::string name_;
+  int n_devices_;
+  std::map<int, std::shared_ptr<DeviceCtx>> peers_;
+  std::map<int, std::pair<cudaEvent_t, cudaEvent_t>> events_;  // per peer: (main ready, peer done)
+  std::shared_ptr<SplitRegistry> splits_ = std::make_shared<SplitRegistry>();
+};
+
+Status Fail(const char* op, const std::string& what, const NodeCall& c) {
+  std::string shapes;
+  if (c.has_src[0]) shapes += " src0 " + Shape(c.src[0]);
+  if (c.has_src[1]) shapes += " src1 " + Shape(c.src[1]);
+  shapes += " dst " + Shape(c.dst);
+  return Unimplemented(std::string(op) + ": " + what + " (node '" + c.name + "':" + shapes + ")");
+}
+
+bool SameShape(const TensorView& a, const TensorView& b) {
+  return a.ne[0] == b.ne[0] && a.ne[1] == b.ne[1] && a.ne[2] == b.ne[2] && a.ne[3] == b.ne[3];
+}
+
+Status CudaBackend::Compute(const NodeCall& c) {
+  STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
+  const TensorView& d = c.dst;
+  const TensorView& a = c.src[0];
+  const TensorView& b = c.src[1];
+  const char* op = GgmlOpName(c.op);
+  auto fp = [&](size_t i, float def) { return i < c.n_fparams ? c.fparams[i] : def; };
+  auto ip = [&](size_t i, int def) { return i < c.n_iparams ? c.iparams[i] : def; };
+  const bool f32_dst = d.type == GgmlType::F32;
+  for (int i = 0; i < 4; ++i) {
+    if (c.has_src[i] && SplitOf(c.src[i].data) && !(c.op == GgmlOp::MUL_MAT && i == 0))
+      return Fail(op, "a row-split tensor can only be MUL_MAT's src0", c);
+  }
+  if (d.nelements() > 0 && d.data == nullptr) return InvalidArgument(std::string(op) + ": null dst data (node '" + c.name + "')");
+  cudaError_t e = cudaSuccess;
+  switch (c.op) {
+    case GgmlOp::GET_ROWS:
+      if (!cuda::KernelsCanDequantize(static_cast<int>(a.type)) || b.type != GgmlType::I32 || !f32_dst)
+        return Fail(op, "needs a dequantizable src0, I32 ids and an F32 dst", c);
+      if (d.ne[0] != a.ne[0] || d.ne[1] != b.ne[0] || d.ne[2] != b.ne[1] || d.ne[3] != b.ne[2])
+        return Fail(op, "dst shape must be [ne00, ne10, ne11, ne12]", c);
+      e = cuda::GetRows(ToTv(a), ToTv(b), ToTv(d), ctx_->stream);
+      break;
+    case GgmlOp::MUL_MAT: {
+      if (CudaSplitBuffer* sb = SplitOf(a.data)) return MulMatSplit(*sb, a, b, d);
+      return MulMat(*ctx_, a, b, d);
+    }
+    case GgmlOp::ADD:
+    case GgmlOp::MUL:
+      if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d) || (b.type != GgmlType::F32 && b.type != GgmlType::F16))
+        return Fail(op, "needs F32 src0/dst of equal shape and F32 or F16 src1", c);
+      for (int i = 0; i < 4; ++i)
+        if (b.ne[i] <= 0 || a.ne[i] % b.ne[i] != 0) return Fail(op, "src1 does not broadcast to src0", c);
+      e = cuda::BinaryOp(c.op == GgmlOp::ADD ? cuda::Binary::kAdd : cuda::Binary::kMul, ToTv(a), ToTv(b), ToTv(d), ctx_->stream);
+      break;
+    case GgmlOp::SCALE:
+    case GgmlOp::SILU:
+    case GgmlOp::GELU:
+      if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d)) return Fail(op, "needs F32 src and dst of equal shape", c);
+      e = cuda::UnaryOp(c.op == GgmlOp::SCALE ? cuda::Unary::kScale : c.op == GgmlOp::SILU ? cuda::Unary::kSilu : cuda::Unary::kGelu,
+                        ToTv(a), ToTv(d), fp(0, 1.f), fp(1, 0.f), ctx_->stream);
+      break;
+    case GgmlOp::SWIGLU:
+    case GgmlOp::GEGLU: {
+      const bool fused = !c.has_src[1] || b.data == nullptr;
+      if (a.type != GgmlType::F32 || !f32_dst) return Fail(op, "needs F32 tensors", c);
+      if (fused ? (a.ne[0] != 2 * d.ne[0] || a.ne[1] != d.ne[1] || a.ne[2] != d.ne[2] || a.ne[3] != d.ne[3])
+                : (b.type != GgmlType::F32 || !SameShape(a, d) || !SameShape(b, d)))
+        return Fail(op, fused ? "fused form needs src0 [2 * ne0, ...] of dst" : "split form needs equal F32 shapes", c);
+      Tv tb = fused ? Tv() : ToTv(b);
+      e = cuda::GluOp(c.op == GgmlOp::SWIGLU ? cuda::Glu::kSwiglu : cuda::Glu::kGeglu, ToTv(a), tb, ToTv(d), ctx_->stream);
+      break;
+    }
+    case GgmlOp::RMS_NORM:
+    case GgmlOp::NORM:
+      if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d)) return Fail(op, "needs F32 src and dst of equal shape", c);
+      e = cuda::NormOp(c.op == GgmlOp::RMS_NORM, ToTv(a), ToTv(d), fp(0, 1e-5f), ctx_->stream);
+      break;
+    case GgmlOp::ROPE: {
+      cuda::RopeArgs r;
+      r.n_dims = ip(0, 0);
+      r.mode = ip(1, 0);
+      const int n_ctx_orig = ip(2, 0);
+      const float freq_base = fp(0, 10000.f);
+      r.freq_scale = fp(1, 1.f);
+      r.ext_factor = fp(2, 0.f);
+      r.attn_factor = fp(3, 1.f);
+      const float beta_fast = fp(4, 32.f), beta_slow = fp(5, 1.f);
+      if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d) || b.type != GgmlType::I32 || b.ne[0] < a.ne[2] || b.nb[0] != 4)
+        return Fail(op, "needs F32 src/dst of equal shape and I32 positions [>= ne2]", c);
+      if (r.mode != 0 && r.mode != 2) return Fail(op, "mode " + std::to_string(r.mode) + " is not supported (0 = normal, 2 = NEOX)", c);
+      if (r.n_dims <= 0 || r.n_dims % 2 != 0 || r.n_dims > a.ne[0]) return Fail(op, "n_dims must be even and in (0, ne0]", c);
+      const float* ff = nullptr;
+      if (c.has_src[2] && c.src[2].data != nullptr) {
+        if (c.src[2].type != GgmlType::F32 || c.src[2].ne[0] < r.n_dims / 2 || c.src[2].nb[0] != 4)
+          return Fail(op, "freq_factors must be F32 [>= n_dims/2]", c);
+        ff = static_cast<const float*>(c.src[2].data);
+      }
+      // ggml_rope_yarn_corr_dims (ggml.c).
+      auto corr = [&](float n_rot) {
+        return r.n_dims * std::log(n_ctx_orig / (n_rot * 2 * float(M_PI))) / (2 * std::log(freq_base));
+      };
+      r.corr_dims[0] = std::max(0.0f, std::floor(corr(beta_fast)));
+      r.corr_dims[1] = std::min(float(r.n_dims - 1), std::ceil(corr(beta_slow)));
+      r.theta_scale = std::pow(freq_base, -2.0f / r.n_dims);
+      e = cuda::Rope(ToTv(a), static_cast<const int32_t*>(b.data), ff, ToTv(d), r, ctx_->stream);
+      break;
+    }
+    case GgmlOp::SOFT_MAX: {
+      if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d)) return Fail(op, "needs F32 src and dst of equal shape", c);
+      Tv mask;
+      if (c.has_src[1] && b.data != nullptr) {
+        if ((b.type != GgmlType::F32 && b.type != GgmlType::F16) || b.ne[0] != a.ne[0] || b.ne[1] < a.ne[1] ||
+            b.ne[2] <= 0 || a.ne[2] % b.ne[2] != 0 || b.ne[3] <= 0 || a.ne[3] % b.ne[3] != 0)
+          return Fail(op, "mask must be F16/F32 [ne0, >= ne1] broadcasting over dims 2 and 3", c);
+        mask = ToTv(b);
+      }
+      e = cuda::SoftMax(ToTv(a), mask, ToTv(d), fp(0, 1.f), fp(1, 0.f), ctx_->stream);
+      break;
+    }
+    case GgmlOp::CPY:
+    case GgmlOp::CONT:
+    case GgmlOp::DUP:
+      if (!IsFloatType(a.type) || !IsFloatType(d.type)) return Fail(op, "copies between F32, F16 and BF16 only", c);
+      if (a.nelements() != d.nelements()) return Fail(op, "element counts differ", c);
+      e = cuda::Cpy(ToTv(a), ToTv(d), ctx_->stream);
+      break;
+    default:
+      return Unimplemented(name_ + ": op " + op + " (node '" + c.name + "') is not implemented by the CUDA backend");
+  }
+  return CudaStatus(e, name_ + ": " + op + " kernel launch (node '" + c.name + "')");
+}
+
+Status CudaBackend::MulMat(DeviceCtx& ctx, const TensorView& a, const TensorView& b, const TensorView& d) {
+  const std::string where = ctx.name + ": MUL_MAT";
+  auto fail = [&](const std::string& what) {
+    return InvalidArgument("MUL_MAT: " + what + " (src0 " + Shape(a) + ", src1 " + Shape(b) + ", dst " + Shape(d) + ")");
+  };
+  const int wt = static_cast<int>(a.type);
+  if (!cuda::KernelsCanDequantize(wt))
+    return Unimplemented(where + ": weights of type " + GgmlTypeName(a.type) + " are not supported by the CUDA backend");
+  if (b.type != GgmlType::F32 || d.type != GgmlType::F32) return fail("src1 and dst must be F32");
+  if (a.layout != cpu::kLayoutPlain) return fail("src0 must have the plain layout");
+  const int64_t K = a.ne[0], N = a.ne[1], M = b.ne[1];
+  if (b.ne[0] != K) return fail("src0 ne0 != src1 ne0");
+  if (d.ne[0] != N || d.ne[1] != M || d.ne[2] != b.ne[2] || d.ne[3] != b.ne[3]) return fail("dst shape is not [ne01, ne11, ne12, ne13]");
+  if (a.ne[2] <= 0 || a.ne[3] <= 0 || b.ne[2] % a.ne[2] != 0 || b.ne[3] % a.ne[3] != 0) return fail("src1 ne2/ne3 must be multiples of src0's");
+  const auto& tr = GetTypeTraits(a.type);
+  if (K % tr.block_size != 0) return fail("ne00 must be a multiple of the block size");
+  if (d.nb[0] != 4 || d.nb[1] % 4 != 0) return fail("dst must have nb0 = 4");
+  if (d.nelements() == 0) return Status::Ok();
+  if (a.data == nullptr || b.data == nullptr || d.data == nullptr) return fail("null data");
+  const int64_t ne12 = b.ne[2], ne13 = b.ne[3], r2 = ne12 / a.ne[2], r3 = ne13 / a.ne[3];
+
+  // src1 with contiguous rows (nb10 == 4, float-aligned strides), else gathered.
+  TensorView x = b;
+  if (b.nb[0] != 4 || b.nb[1] % 4 != 0 || b.nb[2] % 4 != 0 || b.nb[3] % 4 != 0) {
+    STOWAGE_ASSIGN_OR_RETURN(void* p, ctx.Scratch(DeviceCtx::kConvX, static_cast<size_t>(b.nelements()) * 4));
+    x.data = p;
+    cpu::SetContiguousStrides(x);
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cuda::Cpy(ToTv(b), ToTv(x), ctx.stream), where + ": gathering src1"));
+  }
+  if (cuda::IsQuantized(wt) && M <= 8) {
+    return CudaStatus(cuda::MulMatVec(ToTv(a), ToTv(x), ToTv(d), ctx.stream), where + ": mat-vec kernel launch");
+  }
+
+  // cuBLAS: column-major C (N x M, ldc) = A^T (A: K x N, lda) * B (K x M, ldb).
+  const float alpha = 1.f, beta = 0.f;
+  cudaDataType_t at = CUDA_R_32F;
+  const uint8_t* xb = static_cast<const uint8_t*>(x.data);
+  size_t xnb[4] = {x.nb[0], x.nb[1], x.nb[2], x.nb[3]};
+  size_t xe = 4;
+  if (a.type != GgmlType::F32) {
+    // src1 converted to the weight's half type (F16 for F16 and quantized weights, BF16 for BF16).
+    const GgmlType ht = a.type == GgmlType::BF16 ? GgmlType::BF16 : GgmlType::F16;
+    at = ht == GgmlType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    TensorView h = x;
+    h.type = ht;
+    STOWAGE_ASSIGN_OR_RETURN(void* p, ctx.Scratch(DeviceCtx::kConvX, static_cast<size_t>(x.nelements()) * 2));
+    if (p == x.data) {  // x already lives in this slot: convert through the split-x slot
+      STOWAGE_ASSIGN_OR_RETURN(p, ctx.Scratch(DeviceCtx::kSplitDst, static_cast<size_t>(x.nelements()) * 2));
+    }
+    h.data = p;
+    cpu::SetContiguousStrides(h);
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cuda::Cpy(ToTv(x), ToTv(h), ctx.stream), where + ": converting src1"));
+    xb = static_cast<const uint8_t*>(p);
+    for (int i = 0; i < 4; ++i) xnb[i] = h.nb[i];
+    xe = 2;
+  }
+  const bool dequant = cuda::IsQuantized(wt);
+  const size_t ae = dequant ? 2 : GetTypeTraits(a.type).type_size;
+  for (int64_t i03 = 0; i03 < a.ne[3]; ++i03) {
+    for (int64_t i02 = 0; i02 < a.ne[2]; ++i02) {
+      const uint8_t* w = static_cast<const uint8_t*>(a.data) + i03 * a.nb[3] + i02 * a.nb[2];
+      int64_t lda = static_cast<int64_t>(a.nb[1] / ae);
+      if (dequant) {
+        STOWAGE_ASSIGN_OR_RETURN(void* p, ctx.Scratch(DeviceCtx::kDequantW, static_cast<size_t>(K * N) * 2));
+        STOWAGE_RETURN_IF_ERROR(CudaStatus(cuda::ToF16(wt, w, K, N, static_cast<int64_t>(a.nb[1]), p, ctx.stream), where + ": dequantizing src0"));
+        w = static_cast<const uint8_t*>(p);
+        lda = K;
+      }
+      if (N == 1 || lda < K) lda = K;
+      for (int64_t i13 = i03 * r3; i13 < (i03 + 1) * r3; ++i13) {
+        for (int64_t i12 = i02 * r2; i12 < (i02 + 1) * r2; ++i12) {
+          const uint8_t* xp = xb + i13 * xnb[3] + i12 * xnb[2];
+          uint8_t* dp = static_cast<uint8_t*>(d.data) + i13 * d.nb[3] + i12 * d.nb[2];
+          int64_t ldb = static_cast<int64_t>(xnb[1] / xe), ldc = static_cast<int64_t>(d.nb[1] / 4);
+          if (M == 1 || ldb < K) ldb = K;
+          if (M == 1 || ldc < N) ldc = N;
+          STOWAGE_RETURN_IF_ERROR(CublasStatus(
+              cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha,
+                           w, at, static_cast<int>(lda), xp, at, static_cast<int>(ldb), &beta, dp, CUDA_R_32F,
+                           static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              where + ": cublasGemmEx"));
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+CudaSplitBuffer* CudaBackend::SplitOf(const void* p) const {
+  if (p == nullptr) return nullptr;
+  for (CudaSplitBuffer* b : *splits_)
+    if (b->Contains(p)) return b;
+  return nullptr;
+}
+
+Result<DeviceCtx*> CudaBackend::Peer(int device) {
+  if (device == ctx_->device) return ctx_.get();
+  auto it = peers_.find(device);
+  if (it == peers_.end()) {
+    STOWAGE_ASSIGN_OR_RETURN(auto p, DeviceCtx::Create(device));
+    std::pair<cudaEvent_t, cudaEvent_t> ev{nullptr, nullptr};
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&ev.second, cudaEventDisableTiming), p->name + ": cudaEventCreate"));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&ev.first, cudaEventDisableTiming), name_ + ": cudaEventCreate"));
+    events_[device] = ev;
+    it = peers_.emplace(device, std::move(p)).first;
+  }
+  return it->second.get();
+}
+
+Status CudaBackend::MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const TensorView& b, const TensorView& d) {
+  const std::string where = name_ + ": MUL_MAT on a row-split weight";
+  if (a.ne[2] != 1 || a.ne[3] != 1) return Unimplemented(where + ": only 2-D weights are split (src0 " + Shape(a) + ")");
+  if (!cuda::KernelsCanDequantize(static_cast<int>(a.type)))
+    return Unimplemented(where + ": weights of type " + GgmlTypeName(a.type) + " are not supported");
+  if (b.type != GgmlType::F32 || d.type != GgmlType::F32 || b.ne[0] != a.ne[0] || d.ne[0] != a.ne[1] || d.ne[1] != b.ne[1] ||
+      d.ne[2] != b.ne[2] || d.ne[3] != b.ne[3] || d.nb[0] != 4)
+    return InvalidArgument("MUL_MAT: shapes do not match (src0 " + Shape(a) + ", src1 " + Shape(b) + ", dst " + Shape(d) + ")");
+  const int64_t N = a.ne[1], K = a.ne[0];
+  const int64_t M = b.ne[1] * b.ne[2] * b.ne[3];
+  // The device proportions: ggml-cuda's default tensor split (total memory of each device).
+  std::vector<float> props(static_cast<size_t>(n_devices_));
+  int64_t rounding = 64;
+  for (int i = 0; i < n_devices_; ++i) {
+    cudaDeviceProp prop;
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaGetDeviceProperties(&prop, i), where + ": cudaGetDeviceProperties"));
+    props[static_cast<size_t>(i)] = static_cast<float>(prop.totalGlobalMem);
+    if (prop.major >= 7) rounding = 128;
+  }
+  const uint64_t offset = static_cast<uint64_t>(static_cast<const uint8_t*>(a.data) - sb.base());
+  STOWAGE_ASSIGN_OR_RETURN(const std::vector<SplitSlice>* slices,
+                           sb.Slices(offset, N, a.nb[1], CumulativeSplit(props, n_devices_), rounding));
+  STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
+  // src1 as a contiguous F32 [K, M] matrix on the main device.
+  STOWAGE_ASSIGN_OR_RETURN(void* xm, ctx_->Scratch(DeviceCtx::kSplitX, static_cast<size_t>(K * M) * 4));
+  TensorView x = b;
+  x.data = xm;
+  cpu::SetContiguousStrides(x);
+  STOWAGE_RETURN_IF_ERROR(CudaStatus(cuda::Cpy(ToTv(b), ToTv(x), ctx_->stream), where + ": gathering src1"));
+  TensorView x2 = x;  // [K, M] as one matrix
+  x2.ne[1] = M;
+  x2.ne[2] = x2.ne[3] = 1;
+  cpu::SetContiguousStrides(x2);
+  const bool dst_flat = d.nb[2] == d.nb[1] * static_cast<size_t>(d.ne[1]) && d.nb[3] == d.nb[2] * static_cast<size_t>(d.ne[2]);
+  if (!dst_flat) return Unimplemented(where + ": dst must be contiguous over its rows (dst " + Shape(d) + ")");
+  for (const SplitSlice& s : *slices) {
+    TensorView w = a;
+    w.data = s.data;
+    w.ne[1] = s.hi - s.lo;
+    w.nb[2] = w.nb[1] * static_cast<size_t>(w.ne[1]);
+    w.nb[3] = w.nb[2];
+    TensorView dv = d;  // rows [lo, hi) of each dst row
+    dv.data = static_cast<uint8_t*>(d.data) + s.lo * 4;
+    dv.ne[0] = s.hi - s.lo;
+    dv.ne[1] = M;
+    dv.ne[2] = dv.ne[3] = 1;
+    dv.nb[2] = dv.nb[1] * static_cast<size_t>(M);
+    dv.nb[3] = dv.nb[2];
+    if (s.device == ctx_->device) {
+      STOWAGE_RETURN_IF_ERROR(MulMat(*ctx_, w, x2, dv));
+      continue;
+    }
+    STOWAGE_ASSIGN_OR_RETURN(DeviceCtx* peer, Peer(s.device));
+    auto& ev = events_[s.device];
+    // Main stream -> peer: src1 is ready.
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ev.first, ctx_->stream), name_ + ": cudaEventRecord"));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(peer->device), peer->name + ": cudaSetDevice"));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(peer->stream, ev.first, 0), peer->name + ": cudaStreamWaitEvent"));
+    STOWAGE_ASSIGN_OR_RETURN(void* xp, peer->Scratch(DeviceCtx::kSplitX, static_cast<size_t>(K * M) * 4));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMemcpyPeerAsync(xp, peer->device, xm, ctx_->device, static_cast<size_t>(K * M) * 4, peer->stream),
+                                       peer->name + ": cudaMemcpyPeerAsync of src1"));
+    STOWAGE_ASSIGN_OR_RETURN(void* dp, peer->Scratch(DeviceCtx::kSplitDst, static_cast<size_t>((s.hi - s.lo) * M) * 4));
+    TensorView xpv = x2;
+    xpv.data = xp;
+    TensorView dpv = dv;
+    dpv.data = dp;
+    dpv.nb[1] = static_cast<size_t>(s.hi - s.lo) * 4;
+    dpv.nb[2] = dpv.nb[3] = dpv.nb[1] * static_cast<size_t>(M);
+    STOWAGE_RETURN_IF_ERROR(MulMat(*peer, w, xpv, dpv));
+    // Peer rows -> dst columns [lo, hi) of every dst row on the main device.
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMemcpy2DAsync(dv.data, d.nb[1], dp, dpv.nb[1], dpv.nb[1], static_cast<size_t>(M),
+                                                         cudaMemcpyDefault, peer->stream),
+                                       peer->name + ": cudaMemcpy2DAsync of the partial result"));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ev.second, peer->stream), peer->name + ": cudaEventRecord"));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(ctx_->stream, ev.second, 0), name_ + ": cudaStreamWaitEvent"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int CudaDeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+std::unique_ptr<Backend> CreateCudaBackend(int device) {
+  const int n = CudaDeviceCount();
+  if (device < 0 || device >= n) return nullptr;
+  auto ctx = DeviceCtx::Create(device);
+  if (!ctx.ok()) return nullptr;
+  return std::make_unique<CudaBackend>(std::move(ctx).value(), n);
+}
+
+void RowSplit(int64_t nrows, const std::vector<float>& cum, int64_t rounding, int id, int64_t* lo, int64_t* hi) {
+  const int n = static_cast<int>(cum.size());
+  if (rounding < 1) rounding = 1;
+  *lo = id == 0 ? 0 : static_cast<int64_t>(static_cast<double>(nrows) * cum[static_cast<size_t>(id)]);
+  *lo -= *lo % rounding;
+  if (id == n - 1) {
+    *hi = nrows;
+  } else {
+    *hi = static_cast<int64_t>(static_cast<double>(nrows) * cum[static_cast<size_t>(id + 1)]);
+    *hi -= *hi % rounding;
+  }
+  if (*hi < *lo) *hi = *lo;
+}
+
+std::vector<float> CumulativeSplit(const std::vector<float>& proportions, int n) {
+  std::vector<float> p(static_cast<size_t>(n), 0.f);
+  for (int i = 0; i < n && i < static_cast<int>(proportions.size()); ++i) p[static_cast<size_t>(i)] = std::max(0.f, proportions[static_cast<size_t>(i)]);
+  float total = 0.f;
+  for (float v : p) total += v;
+  if (total <= 0.f) {
+    for (auto& v : p) v = 1.f;
+    total = static_cast<float>(n);
+  }
+  std::vector<float> cum(static_cast<size_t>(n), 0.f);
+  float acc = 0.f;
+  for (int i = 0; i < n; ++i) {
+    cum[static_cast<size_t>(i)] = acc / total;
+    acc += p[static_cast<size_t>(i)];
+  }
+  return cum;
+}
+
+}  // namespace stowage::exec

@@ -1,0 +1,48 @@
+// The GPU backend: CUDA kernels (kernels.cu) and cuBLAS on one device, like ggml-cuda.
+//
+// Buffer types (ggml-cuda's names):
+//   CUDA<i>        device memory of device i (cudaMalloc); not host-visible; Write/Read copy on the
+//                  backend's stream and wait.
+//   CUDA_Host      pinned host memory (cudaMallocHost): is_host, read by the CPU backend; the GPU
+//                  backend does not compute on it (ggml-cuda's supports_buft), the plan copies.
+//   CUDA<i>_Split  a row-split weight buffer (-sm row): weights are written into pinned host staging;
+//                  at their first MUL_MAT each 2-D weight's rows are distributed over the devices by
+//                  the tensor split (RowSplit) and each device multiplies its rows; results are
+//                  gathered into dst on the main device with events ordering the streams.
+// Ops (everything that the llama-family graphs need; each checked like the CPU kernels, other
+// combinations return kUnimplemented): GET_ROWS (F32/F16/BF16/Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q6_K
+// rows, I32 ids), RMS_NORM, NORM, ADD, MUL (F32 or F16 src1, ggml broadcasting), SCALE, SILU, GELU,
+// SWIGLU, GEGLU (split and fused), ROPE (modes 0 and 2, freq factors, YaRN), SOFT_MAX (F16/F32
+// mask, ALiBi), CPY/CONT/DUP between F32, F16, BF16 (any strides), MUL_MAT: F32 weights by cuBLAS
+// SGEMM-class GemmEx, F16/BF16 weights by GemmEx with src1 converted to the weight type, quantized
+// weights (the GET_ROWS types) by a warp-per-row mat-vec kernel for ne11 <= 8 and by dequantization to
+// F16 + GemmEx above (ggml-cuda's dequantize + cuBLAS path). Accumulation is F32 throughout.
+// Streams: one per backend (and one per peer device for split weights); Compute enqueues,
+// Synchronize waits. Errors name the CUDA call and cudaGetErrorString.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend.h"
+
+namespace stowage::exec {
+
+/// Number of CUDA devices; 0 when cudaGetDeviceCount fails (no driver, no GPU).
+int CudaDeviceCount();
+
+/// A backend for CUDA device `device` (named "CUDA<device>"), or nullptr when that device does not
+/// exist or cannot be initialized (stream / cuBLAS handle creation failed).
+std::unique_ptr<Backend> CreateCudaBackend(int device);
+
+/// ggml-cuda's row split (get_row_split): rows [*lo, *hi) of `nrows` that device `id` of
+/// `n_devices` holds, given cumulative split starts `cum` (cum[0] = 0, increasing, < 1; see
+/// CumulativeSplit) and the row `rounding` (ggml: mmq_y, 128 for compute capability >= 7.0, else
+/// 64). Boundaries are rounded down to multiples of `rounding`; the last device ends at nrows.
+void RowSplit(int64_t nrows, const std::vector<float>& cum, int64_t rounding, int id, int64_t* lo, int64_t* hi);
+
+/// Cumulative split starts from per-device proportions (llama.cpp -ts 3,1 -> {0, 0.75}); equal
+/// shares when every proportion is 0 or the list is empty (for `n` devices).
+std::vector<float> CumulativeSplit(const std::vector<float>& proportions, int n);
+
+}  // namespace stowage::exec

@@ -1,0 +1,69 @@
+// CUDA kernels of the GPU backend (kernels.cu), called by cuda_backend.cpp. Plain C++ header: no
+// CUDA syntax, so the host code compiles with the C++ compiler.
+//
+// Every launcher enqueues its kernel on `stream` and returns cudaGetLastError() (launch errors
+// only; execution errors surface at the next synchronization). Tensors are described by Tv in
+// ggml order (ne[0] innermost, nb[] byte strides); `data` is device memory (or mapped pinned host
+// memory) of the current device. Semantics match the CPU kernels of runtime/src/backends/cpu/ops.h
+// (same op names, same broadcasting and parameter rules); the launchers do not validate shapes:
+// cuda_backend.cpp checks them first.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace stowage::cuda {
+
+/// A tensor as the kernels see it: ggml type id, shape and byte strides.
+struct Tv {
+  void* data = nullptr;
+  int type = 0;  ///< GgmlType id (F32 = 0, F16 = 1, BF16 = 30, I32 = 26, quantized ids)
+  int64_t ne[4] = {1, 1, 1, 1};
+  int64_t nb[4] = {0, 0, 0, 0};
+};
+
+enum class Binary { kAdd, kMul };
+enum class Unary { kScale, kSilu, kGelu };
+enum class Glu { kSwiglu, kGeglu };
+
+/// True when the kernels can dequantize `type` (GET_ROWS source, MUL_MAT weight): F32, F16, BF16,
+/// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K (ggml's block layouts, ggml-common.h).
+bool KernelsCanDequantize(int type);
+/// True for the block-quantized types of KernelsCanDequantize (32-element chunks, see MulMatVecQ).
+bool IsQuantized(int type);
+
+/// GET_ROWS: dst[:, i10, i11, i12] = dequant(src0[:, idx[i10, i11, i12], i11 % ne02, i12 % ne03]).
+cudaError_t GetRows(const Tv& src0, const Tv& idx, const Tv& dst, cudaStream_t stream);
+/// ADD / MUL with ggml broadcasting of src1 (F32 or F16); src0, dst F32 of equal shape.
+cudaError_t BinaryOp(Binary op, const Tv& a, const Tv& b, const Tv& dst, cudaStream_t stream);
+/// SCALE (x * p0 + p1), SILU, GELU (tanh approximation). F32.
+cudaError_t UnaryOp(Unary op, const Tv& a, const Tv& dst, float p0, float p1, cudaStream_t stream);
+/// SWIGLU / GEGLU: split form (b.data != nullptr) or fused form (a holds [gate | value] per row).
+cudaError_t GluOp(Glu op, const Tv& a, const Tv& b, const Tv& dst, cudaStream_t stream);
+/// RMS_NORM (rms = true) or NORM over ne0. F32.
+cudaError_t NormOp(bool rms, const Tv& a, const Tv& dst, float eps, cudaStream_t stream);
+
+/// ROPE parameters (ggml_rope_ext; see cpu::RopeParams) plus the YaRN correction dims.
+struct RopeArgs {
+  int n_dims = 0, mode = 0;
+  float freq_scale = 1.f, ext_factor = 0.f, attn_factor = 1.f, theta_scale = 1.f;
+  float corr_dims[2] = {0.f, 0.f};
+};
+/// ROPE: pos I32 [>= ne2] on the device; freq_factors F32 [>= n_dims/2] or nullptr.
+cudaError_t Rope(const Tv& src, const int32_t* pos, const float* freq_factors, const Tv& dst, const RopeArgs& a,
+                 cudaStream_t stream);
+/// SOFT_MAX_EXT: mask.data == nullptr for none; mask F16 or F32 broadcast over dims 2 and 3.
+cudaError_t SoftMax(const Tv& src, const Tv& mask, const Tv& dst, float scale, float max_bias, cudaStream_t stream);
+/// CPY / CONT / DUP: element l (ggml order) of src to element l of dst; F32, F16, BF16 on both sides.
+cudaError_t Cpy(const Tv& src, const Tv& dst, cudaStream_t stream);
+
+/// Quantized (or F16/BF16/F32) mat-vec: dst[n, m, i12, i13] = dot(w row (n, i12 / r2, i13 / r3),
+/// x row (m, i12, i13)) with F32 activations (x.nb[0] == 4) and F32 accumulation. One warp per
+/// weight row computes up to 8 columns m at once; grid.y covers the columns, grid.z the batch.
+cudaError_t MulMatVec(const Tv& w, const Tv& x, const Tv& dst, cudaStream_t stream);
+/// Dequantizes/converts `nrows` rows of `ne0` elements (row stride `nb1` bytes) of `type` into a
+/// contiguous F16 matrix at `dst` (ne0 * nrows halves), for cuBLAS.
+cudaError_t ToF16(int type, const void* src, int64_t ne0, int64_t nrows, int64_t nb1, void* dst, cudaStream_t stream);
+
+}  // namespace stowage::cuda

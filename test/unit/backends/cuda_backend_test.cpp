@@ -1,0 +1,401 @@
+// The CUDA backend: every op against the CPU backend (or a double-precision reference for the
+// quantized matmuls), its buffer types, the row split rule, and the logits of whole models planned
+// onto the GPU against CPU-only plans. Without a CUDA device the device tests report
+// "skipped: no CUDA device"; the row split rule and the absence checks run everywhere.
+#include <gtest/gtest.h>
+
+#include "backend_test_util.h"
+#include "cuda_backend.h"
+#include "e2e_util.h"
+#include "test_paths.h"
+
+namespace stowage {
+namespace {
+
+using exec::Backend;
+using exec::Buffer;
+using test::HostTensor;
+
+// ---- without a device ---------------------------------------------------------------------------
+
+TEST(CudaRowSplit, CumulativeFromProportions) {
+  EXPECT_EQ(exec::CumulativeSplit({3, 1}, 2), (std::vector<float>{0.f, 0.75f}));
+  EXPECT_EQ(exec::CumulativeSplit({}, 4), (std::vector<float>{0.f, 0.25f, 0.5f, 0.75f}));
+  EXPECT_EQ(exec::CumulativeSplit({0, 0}, 2), (std::vector<float>{0.f, 0.5f}));
+  EXPECT_EQ(exec::CumulativeSplit({1, 0, 1}, 3), (std::vector<float>{0.f, 0.5f, 0.5f}));
+}
+
+TEST(CudaRowSplit, GgmlRoundingAndLastDevice) {
+  // -ts 3,1 on 1000 rows with mmq_y = 128: device 0 gets [0, 640), device 1 [640, 1000).
+  const std::vector<float> cum = exec::CumulativeSplit({3, 1}, 2);
+  int64_t lo, hi;
+  exec::RowSplit(1000, cum, 128, 0, &lo, &hi);
+  EXPECT_EQ(lo, 0);
+  EXPECT_EQ(hi, 640);
+  exec::RowSplit(1000, cum, 128, 1, &lo, &hi);
+  EXPECT_EQ(lo, 640);
+  EXPECT_EQ(hi, 1000);
+  // A device with a zero share gets no rows; the rows stay covered exactly once.
+  const std::vector<float> c3 = exec::CumulativeSplit({1, 0, 1}, 3);
+  int64_t covered = 0, prev_hi = 0;
+  for (int id = 0; id < 3; ++id) {
+    exec::RowSplit(4096, c3, 64, id, &lo, &hi);
+    EXPECT_EQ(lo, prev_hi) << "device " << id;
+    covered += hi - lo;
+    prev_hi = hi;
+  }
+  EXPECT_EQ(covered, 4096);
+  exec::RowSplit(4096, c3, 64, 1, &lo, &hi);
+  EXPECT_EQ(hi - lo, 0);
+}
+
+TEST(CudaBackend, AbsentDeviceGivesNoBackend) {
+  const int n = exec::CudaDeviceCount();
+  EXPECT_GE(n, 0);
+  EXPECT_EQ(exec::CreateCudaBackend(n), nullptr);  // one past the last device
+  EXPECT_EQ(exec::CreateCudaBackend(-1), nullptr);
+  EXPECT_EQ(exec::CreateBuiltinBackend("CUDA" + std::to_string(n), "GPU", 1), nullptr);
+  EXPECT_EQ(exec::CreateBuiltinBackend("CUDAx", "GPU", 1), nullptr);
+  EXPECT_NE(exec::BuiltinBackendNames().find("CUDA"), std::string::npos);
+}
+
+// ---- on a device --------------------------------------------------------------------------------
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (exec::CudaDeviceCount() == 0) GTEST_SKIP() << "skipped: no CUDA device";
+    gpu_ = exec::CreateCudaBackend(0);
+    ASSERT_NE(gpu_, nullptr);
+    cpu_ = exec::CreateCpuBackend(2);
+  }
+
+  // Copies a host tensor into a new CUDA0 buffer (same strides); returns the device view.
+  cpu::TensorView Upload(const cpu::TensorView& h, size_t bytes, const std::string& buft = "CUDA0") {
+    auto r = gpu_->Allocate(buft, bytes, 256);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return h;
+    bufs_.push_back(std::move(r).value());
+    EXPECT_TRUE(bufs_.back()->Write(0, h.data, bytes).ok());
+    cpu::TensorView d = h;
+    d.data = bufs_.back()->base();
+    return d;
+  }
+
+  // Runs `c` (host views, with the byte sizes of each source and of dst) on the GPU and on the CPU;
+  // returns the worst scaled error of the GPU's dst against the CPU's.
+  double Compare(exec::NodeCall c, const std::vector<size_t>& src_bytes, HostTensor& dst, double tol_abs, double tol_rel) {
+    exec::NodeCall g = c;
+    for (size_t i = 0; i < src_bytes.size(); ++i)
+      if (c.has_src[i] && c.src[i].data) g.src[i] = Upload(c.src[i], src_bytes[i]);
+    g.dst = Upload(dst.v, dst.bytes.size());
+    Status s = gpu_->Compute(g);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(gpu_->Synchronize().ok());
+    HostTensor back = dst;
+    back.v.data = back.bytes.data();
+    EXPECT_TRUE(bufs_.back()->Read(0, back.bytes.data(), back.bytes.size()).ok());
+    Status sc = cpu_->Compute(c);
+    EXPECT_TRUE(sc.ok()) << sc.ToString();
+    if (!s.ok() || !sc.ok()) return INFINITY;
+    return test::MaxScaledError(back.v, c.dst, tol_abs, tol_rel);
+  }
+
+  std::unique_ptr<Backend> gpu_, cpu_;
+  std::vector<std::unique_ptr<Buffer>> bufs_;
+};
+
+exec::NodeCall Call(GgmlOp op, const cpu::TensorView& d, std::initializer_list<cpu::TensorView> srcs) {
+  exec::NodeCall c;
+  c.op = op;
+  c.name = GgmlOpName(op);
+  c.dst = d;
+  int i = 0;
+  for (const auto& s : srcs) {
+    c.src[i] = s;
+    c.has_src[i] = true;
+    ++i;
+  }
+  return c;
+}
+
+TEST_F(CudaOps, BuffersAndAccess) {
+  auto dev = gpu_->Allocate("CUDA0", 1000, 256);
+  auto host = gpu_->Allocate("CUDA_Host", 1000, 32);
+  auto split = gpu_->Allocate("CUDA0_Split", 1000, 256);
+  ASSERT_TRUE(dev.ok() && host.ok() && split.ok());
+  EXPECT_FALSE((*dev)->is_host());
+  EXPECT_TRUE((*host)->is_host());
+  EXPECT_FALSE((*split)->is_host());
+  EXPECT_TRUE(gpu_->CanAccess(**dev));
+  EXPECT_TRUE(gpu_->CanAccess(**split));
+  EXPECT_FALSE(gpu_->CanAccess(**host));  // ggml-cuda: host buffers are copied, not computed on
+  EXPECT_TRUE(cpu_->CanAccess(**host));
+  EXPECT_FALSE(cpu_->CanAccess(**dev));
+  std::vector<uint8_t> pattern(1000), back(1000, 0);
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = uint8_t(i * 7);
+  ASSERT_TRUE((*dev)->Write(0, pattern.data(), 1000).ok());
+  ASSERT_TRUE((*dev)->Read(0, back.data(), 1000).ok());
+  EXPECT_EQ(back, pattern);
+  EXPECT_EQ((*dev)->Write(999, pattern.data(), 2).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(gpu_->Allocate("CUDA7", 10, 256).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(CudaOps, ElementwiseAndNorms) {
+  HostTensor a = test::RandomTensor(GgmlType::F32, {67, 5, 3, 2}, 1);
+  HostTensor b = test::RandomTensor(GgmlType::F32, {67, 1, 3, 1}, 2);
+  HostTensor h = test::RandomTensor(GgmlType::F16, {67, 5, 1, 1}, 3);
+  const size_t ab = a.bytes.size(), bb = b.bytes.size();
+  for (GgmlOp op : {GgmlOp::ADD, GgmlOp::MUL}) {
+    HostTensor d = test::ZeroF32({67, 5, 3, 2});
+    EXPECT_LT(Compare(Call(op, d.v, {a.v, b.v}), {ab, bb}, d, 1e-6, 1e-6), 1.0) << GgmlOpName(op);
+    HostTensor d2 = test::ZeroF32({67, 5, 3, 2});
+    EXPECT_LT(Compare(Call(op, d2.v, {a.v, h.v}), {ab, h.bytes.size()}, d2, 1e-6, 1e-6), 1.0) << GgmlOpName(op) << " F16 src1";
+  }
+  for (GgmlOp op : {GgmlOp::SILU, GgmlOp::GELU, GgmlOp::RMS_NORM, GgmlOp::NORM, GgmlOp::SCALE}) {
+    HostTensor d = test::ZeroF32({67, 5, 3, 2});
+    exec::NodeCall c = Call(op, d.v, {a.v});
+    const float params[2] = {op == GgmlOp::SCALE ? 0.37f : 1e-5f, 0.25f};
+    c.fparams = params;
+    c.n_fparams = 2;
+    EXPECT_LT(Compare(c, {ab}, d, 1e-5, 1e-4), 1.0) << GgmlOpName(op);
+  }
+  for (GgmlOp op : {GgmlOp::SWIGLU, GgmlOp::GEGLU}) {
+    HostTensor d = test::ZeroF32({67, 5, 3, 2});
+    HostTensor g = test::RandomTensor(GgmlType::F32, {67, 5, 3, 2}, 4);
+    EXPECT_LT(Compare(Call(op, d.v, {a.v, g.v}), {ab, g.bytes.size()}, d, 1e-5, 1e-4), 1.0) << GgmlOpName(op);
+    HostTensor f = test::RandomTensor(GgmlType::F32, {134, 5, 3, 2}, 5);
+    HostTensor d2 = test::ZeroF32({67, 5, 3, 2});
+    exec::NodeCall c = Call(op, d2.v, {f.v});
+    EXPECT_LT(Compare(c, {f.bytes.size()}, d2, 1e-5, 1e-4), 1.0) << GgmlOpName(op) << " fused";
+  }
+}
+
+TEST_F(CudaOps, RopeSoftMaxCpy) {
+  const int64_t hd = 64, nh = 4, nt = 7;
+  HostTensor x = test::RandomTensor(GgmlType::F32, {hd, nh, nt, 1}, 7);
+  HostTensor pos;
+  pos.v.type = GgmlType::I32;
+  pos.v.ne[0] = nt;
+  cpu::SetContiguousStrides(pos.v);
+  pos.bytes.resize(nt * 4);
+  for (int32_t i = 0; i < nt; ++i) {
+    const int32_t p = 100 * i + 3;
+    std::memcpy(pos.bytes.data() + 4 * i, &p, 4);
+  }
+  pos.v.data = pos.bytes.data();
+  HostTensor ff = test::RandomTensor(GgmlType::F32, {24, 1, 1, 1}, 8);
+  for (size_t i = 0; i < 24; ++i) reinterpret_cast<float*>(ff.bytes.data())[i] = 1.f + std::fabs(reinterpret_cast<float*>(ff.bytes.data())[i]);
+  for (int mode : {0, 2}) {
+    for (bool yarn : {false, true}) {
+      HostTensor d = test::ZeroF32({hd, nh, nt, 1});
+      exec::NodeCall c = Call(GgmlOp::ROPE, d.v, {x.v, pos.v, ff.v});
+      const int32_t ip[3] = {48, mode, 4096};
+      const float fp[6] = {10000.f, yarn ? 0.25f : 1.f, yarn ? 1.f : 0.f, 1.f, 32.f, 1.f};
+      c.iparams = ip;
+      c.n_iparams = 3;
+      c.fparams = fp;
+      c.n_fparams = 6;
+      EXPECT_LT(Compare(c, {x.bytes.size(), pos.bytes.size(), ff.bytes.size()}, d, 1e-4, 1e-3), 1.0)
+          << "mode " << mode << " yarn " << yarn;
+    }
+  }
+  HostTensor s = test::RandomTensor(GgmlType::F32, {37, 5, 4, 1}, 9);
+  HostTensor mask = test::RandomTensor(GgmlType::F16, {37, 8, 1, 1}, 10);
+  for (float max_bias : {0.f, 8.f}) {
+    HostTensor d = test::ZeroF32({37, 5, 4, 1});
+    exec::NodeCall c = Call(GgmlOp::SOFT_MAX, d.v, {s.v, mask.v});
+    const float fp[2] = {0.125f, max_bias};
+    c.fparams = fp;
+    c.n_fparams = 2;
+    EXPECT_LT(Compare(c, {s.bytes.size(), mask.bytes.size()}, d, 1e-6, 1e-4), 1.0) << "max_bias " << max_bias;
+  }
+  // CONT of a permuted view, and F32 -> F16 / F16 -> F32 copies.
+  HostTensor src = test::RandomTensor(GgmlType::F32, {6, 5, 4, 1}, 11);
+  cpu::TensorView perm = src.v;  // ggml_permute(src, 0, 2, 1, 3)
+  std::swap(perm.ne[1], perm.ne[2]);
+  std::swap(perm.nb[1], perm.nb[2]);
+  HostTensor d = test::ZeroF32({6, 4, 5, 1});
+  EXPECT_LT(Compare(Call(GgmlOp::CONT, d.v, {perm}), {src.bytes.size()}, d, 0, 1e-7), 1.0) << "CONT";
+  HostTensor h = test::RandomTensor(GgmlType::F16, {6, 5, 4, 1}, 12);
+  HostTensor d32 = test::ZeroF32({6, 5, 4, 1});
+  EXPECT_LT(Compare(Call(GgmlOp::CPY, d32.v, {h.v}), {h.bytes.size()}, d32, 0, 1e-7), 1.0) << "F16 -> F32";
+  // F32 -> F16: compare the halves bit for bit.
+  HostTensor h2 = test::RandomTensor(GgmlType::F16, {6, 5, 4, 1}, 13), h3 = h2;
+  h3.v.data = h3.bytes.data();
+  exec::NodeCall c = Call(GgmlOp::CPY, h2.v, {src.v});
+  exec::NodeCall g = c;
+  g.src[0] = Upload(src.v, src.bytes.size());
+  g.dst = Upload(h2.v, h2.bytes.size());
+  ASSERT_TRUE(gpu_->Compute(g).ok());
+  ASSERT_TRUE(bufs_.back()->Read(0, h3.bytes.data(), h3.bytes.size()).ok());
+  ASSERT_TRUE(cpu_->Compute(c).ok());
+  EXPECT_EQ(h2.bytes, h3.bytes) << "F32 -> F16 rounding differs from the CPU's";
+}
+
+// Random blocks of a type the test cannot quantize (K-quants): random bytes, sane scales.
+HostTensor RandomBlocks(GgmlType type, std::array<int64_t, 4> ne, uint32_t seed) {
+  HostTensor t = test::RandomTensor(GgmlType::F32, ne, seed);  // for the shape only
+  t.v.type = type;
+  cpu::SetContiguousStrides(t.v);
+  t.bytes.assign(t.v.nb[3] * ne[3] + 64, 0);
+  t.v.data = t.bytes.data();
+  std::mt19937 rng(seed);
+  for (auto& b : t.bytes) b = uint8_t(rng());
+  const auto& tr = GetTypeTraits(type);
+  const size_t nblocks = t.v.nb[3] * ne[3] / tr.type_size;
+  std::uniform_real_distribution<float> u(0.001f, 0.02f);
+  for (size_t i = 0; i < nblocks; ++i) {
+    uint8_t* blk = t.bytes.data() + i * tr.type_size;
+    auto put = [&](size_t off) {
+      const uint16_t h = cpu::Fp32ToFp16(u(rng));
+      std::memcpy(blk + off, &h, 2);
+    };
+    if (type == GgmlType::Q4_K) {
+      put(0);
+      put(2);
+    } else if (type == GgmlType::Q6_K) {
+      put(208);
+    }
+  }
+  return t;
+}
+
+TEST_F(CudaOps, GetRowsAllTypes) {
+  HostTensor ids;
+  ids.v.type = GgmlType::I32;
+  ids.v.ne[0] = 5;
+  cpu::SetContiguousStrides(ids.v);
+  const int32_t rows[5] = {3, 0, 6, 3, 1};
+  ids.bytes.assign(reinterpret_cast<const uint8_t*>(rows), reinterpret_cast<const uint8_t*>(rows) + 20);
+  ids.v.data = ids.bytes.data();
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+                     GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    HostTensor w = (t == GgmlType::Q4_K || t == GgmlType::Q6_K) ? RandomBlocks(t, {512, 7, 1, 1}, 20) : test::RandomTensor(t, {512, 7, 1, 1}, 20);
+    HostTensor d = test::ZeroF32({512, 5, 1, 1});
+    EXPECT_LT(Compare(Call(GgmlOp::GET_ROWS, d.v, {w.v, ids.v}), {w.bytes.size(), ids.bytes.size()}, d, 1e-6, 1e-6), 1.0)
+        << GgmlTypeName(t);
+  }
+}
+
+// GPU MUL_MAT against a double-precision dot of the dequantized weights with the F32 activations
+// (mat-vec kernel for ne11 <= 8 on quantized weights, cuBLAS otherwise).
+TEST_F(CudaOps, MulMatAllWeightTypes) {
+  struct S { int64_t K, N, M, ne02, ne12; };
+  const S shapes[] = {{256, 37, 1, 1, 1}, {512, 29, 5, 1, 1}, {256, 45, 33, 1, 1}, {256, 13, 3, 2, 6}, {768, 130, 64, 1, 1}};
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+                     GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    for (const S& s : shapes) {
+      HostTensor w = (t == GgmlType::Q4_K || t == GgmlType::Q6_K) ? RandomBlocks(t, {s.K, s.N, s.ne02, 1}, 30)
+                                                                  : test::RandomTensor(t, {s.K, s.N, s.ne02, 1}, 30);
+      HostTensor x = test::RandomTensor(GgmlType::F32, {s.K, s.M, s.ne12, 1}, 31);
+      HostTensor d = test::ZeroF32({s.N, s.M, s.ne12, 1});
+      exec::NodeCall g = Call(GgmlOp::MUL_MAT, d.v, {w.v, x.v});
+      g.src[0] = Upload(w.v, w.bytes.size());
+      g.src[1] = Upload(x.v, x.bytes.size());
+      g.dst = Upload(d.v, d.bytes.size());
+      Status st = gpu_->Compute(g);
+      ASSERT_TRUE(st.ok()) << GgmlTypeName(t) << ": " << st.ToString();
+      ASSERT_TRUE(bufs_.back()->Read(0, d.bytes.data(), d.bytes.size()).ok());
+      // Reference in double from dequantized rows; F16-rounded activations on the cuBLAS path.
+      const double rel = (t == GgmlType::F32) ? 1e-5 : (t == GgmlType::BF16 ? 1e-2 : 2e-3);
+      double worst = 0;
+      std::vector<float> row(s.K);
+      const int64_t r2 = s.ne12 / s.ne02;
+      for (int64_t i12 = 0; i12 < s.ne12; ++i12)
+        for (int64_t n = 0; n < s.N; ++n) {
+          ASSERT_TRUE(cpu::DequantizeRow(t, w.bytes.data() + (i12 / r2) * w.v.nb[2] + n * w.v.nb[1], row.data(), s.K).ok());
+          for (int64_t m = 0; m < s.M; ++m) {
+            const float* xr = reinterpret_cast<const float*>(x.bytes.data() + i12 * x.v.nb[2] + m * x.v.nb[1]);
+            double ref = 0, mag = 0;
+            for (int64_t k = 0; k < s.K; ++k) {
+              ref += double(row[k]) * xr[k];
+              mag += std::fabs(double(row[k]) * xr[k]);
+            }
+            const float got = reinterpret_cast<const float*>(d.bytes.data() + i12 * d.v.nb[2] + m * d.v.nb[1])[n];
+            worst = std::max(worst, std::fabs(got - ref) / (1e-6 + rel * mag));
+          }
+        }
+      EXPECT_LT(worst, 1.0) << GgmlTypeName(t) << " K=" << s.K << " N=" << s.N << " M=" << s.M << " ne12=" << s.ne12;
+    }
+  }
+}
+
+TEST_F(CudaOps, MulMatRowSplitWeights) {
+  for (GgmlType t : {GgmlType::F16, GgmlType::Q4_0}) {
+    const int64_t K = 256, N = 300, M = 3;
+    HostTensor w = test::RandomTensor(t, {K, N, 1, 1}, 40);
+    HostTensor x = test::RandomTensor(GgmlType::F32, {K, M, 1, 1}, 41);
+    HostTensor d = test::ZeroF32({N, M, 1, 1});
+    exec::NodeCall c = Call(GgmlOp::MUL_MAT, d.v, {w.v, x.v});
+    exec::NodeCall g = c;
+    g.src[0] = Upload(w.v, w.bytes.size(), "CUDA0_Split");
+    g.src[1] = Upload(x.v, x.bytes.size());
+    g.dst = Upload(d.v, d.bytes.size());
+    ASSERT_TRUE(gpu_->Compute(g).ok());
+    HostTensor back = d;
+    back.v.data = back.bytes.data();
+    ASSERT_TRUE(bufs_.back()->Read(0, back.bytes.data(), back.bytes.size()).ok());
+    ASSERT_TRUE(cpu_->Compute(c).ok());
+    // CPU: activations quantized to Q8_0 (Q4_0) or F16; GPU: F32 or F16 activations.
+    EXPECT_LT(test::MaxScaledError(back.v, d.v, 0.05, 0.02), 1.0) << GgmlTypeName(t);
+  }
+}
+
+TEST_F(CudaOps, RefusesWhatItCannotRun) {
+  HostTensor w = test::RandomTensor(GgmlType::IQ4_NL, {64, 4, 1, 1}, 50);
+  HostTensor x = test::RandomTensor(GgmlType::F32, {64, 2, 1, 1}, 51);
+  HostTensor d = test::ZeroF32({4, 2, 1, 1});
+  exec::NodeCall g = Call(GgmlOp::MUL_MAT, d.v, {w.v, x.v});
+  g.src[0] = Upload(w.v, w.bytes.size());
+  g.src[1] = Upload(x.v, x.bytes.size());
+  g.dst = Upload(d.v, d.bytes.size());
+  Status s = gpu_->Compute(g);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.ToString();
+  exec::NodeCall ssm;
+  ssm.op = GgmlOp::SSM_CONV;
+  ssm.name = "ssm";
+  EXPECT_EQ(gpu_->Compute(ssm).code(), StatusCode::kUnimplemented);
+}
+
+// ---- whole models: GPU plans (-ngl 99) against CPU-only plans ------------------------------------
+
+struct ModelCase {
+  const char* model;
+  float tol;
+};
+class CudaLogits : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(CudaLogits, MatchCpu) {
+  if (exec::CudaDeviceCount() == 0) GTEST_SKIP() << "skipped: no CUDA device";
+  const std::string model = test::ModelPath(GetParam().model);
+  STOWAGE_REQUIRE_FILE(model);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back(1 + (i * 37) % 200);
+  test::E2eRun cpu = test::RunPlanned(model, prompt, nullptr, {});
+  planner::PlacementOptions opt;
+  opt.n_gpu_layers = 99;
+  test::E2eRun gpu = test::RunPlanned(model, prompt, [](const ProbedDevice& d) { return d.type == ProbedDeviceType::kGpu; }, opt);
+  ASSERT_FALSE(gpu.logits.empty());
+  EXPECT_NE(std::find(gpu.devices.begin(), gpu.devices.end(), "CUDA0"), gpu.devices.end()) << "nothing was planned on CUDA0";
+  EXPECT_GT(gpu.computes["CUDA0"], 0) << "no node ran on CUDA0";
+  const float diff = test::MaxAbsDiff(cpu.logits, gpu.logits);
+  EXPECT_LE(diff, GetParam().tol);
+  std::printf("[ %s ] CUDA vs CPU max |logit diff| = %.5f\n", GetParam().model, diff);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaLogits,
+                         ::testing::Values(ModelCase{"stories260K.gguf", 0.02f}, ModelCase{"stories260K-F16.gguf", 0.05f},
+                                           ModelCase{"stories260K-Q8_0.gguf", 0.25f}, ModelCase{"stories260K-Q4_0.gguf", 0.25f},
+                                           ModelCase{"stories260K-Q4_K_M.gguf", 0.25f}, ModelCase{"llama-2-tiny-random.gguf", 0.05f},
+                                           ModelCase{"synth-Q6_K.gguf", 0.25f}),
+                         [](const ::testing::TestParamInfo<ModelCase>& i) {
+                           std::string n = i.param.model;
+                           n = n.substr(0, n.size() - 5);
+                           for (char& ch : n)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace stowage
