@@ -2,6 +2,8 @@
 // F32 -> vec_dot-type row conversion, for a given instruction-set level. Internal.
 #pragma once
 
+#include <string>
+
 #include "ops.h"
 #include "quants.h"
 
@@ -16,6 +18,9 @@ struct TypeKernels {
 /// Kernels for weights of `type` at the best available level <= `isa`; nullptr when MulMat does
 /// not support `type`.
 const TypeKernels* GetTypeKernels(GgmlType type, IsaLevel isa);
+
+/// "type[ne0,ne1,ne2,ne3]" for error messages.
+std::string ShapeString(const TensorView& t);
 
 /// min(ctx.max_isa, DetectIsa()).
 IsaLevel EffectiveIsa(const ComputeContext& ctx);

@@ -57,8 +57,6 @@ void DequantizeRowQ2_K(const BlockQ2_K* x, float* y, int64_t n) {
   }
 }
 
-namespace {
-// Unpacks Q3_K's twelve bytes of 6-bit scales into 16 signed scales (already minus 32).
 void UnpackQ3KScales(const uint8_t* packed, int8_t* out) {
   const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
   uint32_t aux[4];
@@ -72,6 +70,8 @@ void UnpackQ3KScales(const uint8_t* packed, int8_t* out) {
   for (int j = 0; j < 16; ++j) out[j] = int8_t(out[j] - 32);
 }
 
+namespace {
+
 // Q3_K weights of one super-block as 256 signed values in -4..3 (element order).
 void UnpackQ3K(const BlockQ3_K& b, int8_t* q8) {
   const uint8_t* q = b.qs;
@@ -80,7 +80,7 @@ void UnpackQ3K(const BlockQ3_K& b, int8_t* q8) {
     int shift = 0;
     for (int j = 0; j < 4; ++j) {
       for (int l = 0; l < 32; ++l)
-        *q8++ = int8_t(((q[l] >> shift) & 3) - ((b.hmask[l + nn / 128 * 0] & m) ? 0 : 4));
+        *q8++ = int8_t(((q[l] >> shift) & 3) - ((b.hmask[l] & m) ? 0 : 4));
       shift += 2;
       m = uint8_t(m << 1);
     }
@@ -174,12 +174,6 @@ void DequantizeRowIQ4_NL(const BlockIQ4_NL* x, float* y, int64_t n) {
     }
   }
 }
-
-namespace {
-inline int IQ4XSScale(const BlockIQ4_XS& b, int ib) {
-  return (((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) | (((b.scales_h >> 2 * ib) & 3) << 4)) - 32;
-}
-}  // namespace
 
 void DequantizeRowIQ4_XS(const BlockIQ4_XS* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK_K; ++i) {

@@ -76,11 +76,6 @@ std::array<Table, kLevels> BuildTables() {
   return t;
 }
 
-std::string ShapeStr(const TensorView& t) {
-  return std::string(GgmlTypeName(t.type)) + "[" + std::to_string(t.ne[0]) + "," + std::to_string(t.ne[1]) + "," +
-         std::to_string(t.ne[2]) + "," + std::to_string(t.ne[3]) + "]";
-}
-
 }  // namespace
 
 const TypeKernels* GetTypeKernels(GgmlType type, IsaLevel isa) {
@@ -133,7 +128,7 @@ bool CanRepackQ4_0(const TensorView& src) {
 
 Status RepackQ4_0(const TensorView& src, void* dst) {
   if (!CanRepackQ4_0(src)) {
-    return InvalidArgument("RepackQ4_0: " + ShapeStr(src) +
+    return InvalidArgument("RepackQ4_0: " + ShapeString(src) +
                            " cannot be repacked (needs a contiguous plain Q4_0 tensor with ne1 % 8 == 0)");
   }
   if (dst == nullptr || src.data == nullptr) return InvalidArgument("RepackQ4_0: null data pointer");
@@ -182,8 +177,8 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
 
 Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst) {
   auto bad = [&](const std::string& why) {
-    return InvalidArgument("MUL_MAT: src0 " + ShapeStr(src0) + ", src1 " + ShapeStr(src1) + ", dst " +
-                           ShapeStr(dst) + ": " + why);
+    return InvalidArgument("MUL_MAT: src0 " + ShapeString(src0) + ", src1 " + ShapeString(src1) + ", dst " +
+                           ShapeString(dst) + ": " + why);
   };
   const IsaLevel isa = EffectiveIsa(ctx);
   const TypeKernels* kern = GetTypeKernels(src0.type, isa);

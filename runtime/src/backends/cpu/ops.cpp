@@ -15,11 +15,6 @@
 namespace stowage::cpu {
 namespace {
 
-std::string ShapeStr(const TensorView& t) {
-  return std::string(GgmlTypeName(t.type)) + "[" + std::to_string(t.ne[0]) + "," + std::to_string(t.ne[1]) + "," +
-         std::to_string(t.ne[2]) + "," + std::to_string(t.ne[3]) + "]";
-}
-
 Status Need(bool cond, const char* op, const std::string& what) {
   if (cond) return Status::Ok();
   return InvalidArgument(std::string(op) + ": " + what);
@@ -27,13 +22,13 @@ Status Need(bool cond, const char* op, const std::string& what) {
 
 Status NeedType(const TensorView& t, GgmlType type, const char* op, const char* name) {
   return Need(t.type == type, op,
-              std::string(name) + ": expected type " + GgmlTypeName(type) + ", got " + ShapeStr(t));
+              std::string(name) + ": expected type " + GgmlTypeName(type) + ", got " + ShapeString(t));
 }
 
 Status NeedSameShape(const TensorView& a, const TensorView& b, const char* op, const char* an, const char* bn) {
   bool same = true;
   for (int i = 0; i < 4; ++i) same = same && a.ne[i] == b.ne[i];
-  return Need(same, op, std::string(an) + " " + ShapeStr(a) + " and " + bn + " " + ShapeStr(b) + " differ in shape");
+  return Need(same, op, std::string(an) + " " + ShapeString(a) + " and " + bn + " " + ShapeString(b) + " differ in shape");
 }
 
 Status NeedData(const TensorView& t, const char* op, const char* name) {
@@ -97,7 +92,7 @@ Status GluF32(ComputeContext& ctx, const TensorView& a, const TensorView& b, Ten
   const bool fused = b.data == nullptr;  // ggml_swiglu(a): gate = first half of a's row, up = second
   if (fused) {
     STOWAGE_RETURN_IF_ERROR(Need(a.ne[0] == 2 * ne0 && a.ne[1] == dst.ne[1] && a.ne[2] == dst.ne[2] && a.ne[3] == dst.ne[3],
-                                 op, "fused form: a " + ShapeStr(a) + " must be dst " + ShapeStr(dst) + " with ne0 doubled"));
+                                 op, "fused form: a " + ShapeString(a) + " must be dst " + ShapeString(dst) + " with ne0 doubled"));
   } else {
     STOWAGE_RETURN_IF_ERROR(NeedType(b, GgmlType::F32, op, "b"));
     STOWAGE_RETURN_IF_ERROR(NeedSameShape(a, dst, op, "a", "dst"));
@@ -139,11 +134,11 @@ Status BinaryBroadcast(ComputeContext& ctx, const TensorView& src0, const Tensor
   STOWAGE_RETURN_IF_ERROR(NeedType(src0, GgmlType::F32, op, "src0"));
   STOWAGE_RETURN_IF_ERROR(NeedType(dst, GgmlType::F32, op, "dst"));
   STOWAGE_RETURN_IF_ERROR(Need(src1.type == GgmlType::F32 || src1.type == GgmlType::F16, op,
-                               "src1: expected F32 or F16, got " + ShapeStr(src1)));
+                               "src1: expected F32 or F16, got " + ShapeString(src1)));
   STOWAGE_RETURN_IF_ERROR(NeedSameShape(src0, dst, op, "src0", "dst"));
   for (int i = 0; i < 4; ++i) {
     STOWAGE_RETURN_IF_ERROR(Need(src1.ne[i] > 0 && src0.ne[i] % src1.ne[i] == 0, op,
-                                 "src1 " + ShapeStr(src1) + " cannot be repeated to src0 " + ShapeStr(src0)));
+                                 "src1 " + ShapeString(src1) + " cannot be repeated to src0 " + ShapeString(src0)));
   }
   STOWAGE_RETURN_IF_ERROR(NeedData(src0, op, "src0"));
   STOWAGE_RETURN_IF_ERROR(NeedData(src1, op, "src1"));
@@ -191,6 +186,12 @@ void RopeYarn(float theta_extrap, float freq_scale, const float corr_dims[2], in
 }
 
 }  // namespace
+
+std::string ShapeString(const TensorView& t) {
+  return std::string(IsValidGgmlType(uint32_t(t.type)) ? GgmlTypeName(t.type) : "invalid") + "[" +
+         std::to_string(t.ne[0]) + "," + std::to_string(t.ne[1]) + "," + std::to_string(t.ne[2]) + "," +
+         std::to_string(t.ne[3]) + "]";
+}
 
 // ---- TensorView helpers ------------------------------------------------------------------------
 
@@ -306,15 +307,15 @@ Status GetRows(ComputeContext& ctx, const TensorView& src0, const TensorView& id
   STOWAGE_RETURN_IF_ERROR(Need(src0.layout == kLayoutPlain, op, "src0: repacked layouts cannot be read by GET_ROWS"));
   STOWAGE_RETURN_IF_ERROR(Need(dst.ne[0] == src0.ne[0] && dst.ne[1] == idx.ne[0] && dst.ne[2] == idx.ne[1] &&
                                    dst.ne[3] == idx.ne[2] && idx.ne[3] == 1,
-                               op, "dst " + ShapeStr(dst) + " does not match src0 " + ShapeStr(src0) + " and idx " +
-                                       ShapeStr(idx)));
+                               op, "dst " + ShapeString(dst) + " does not match src0 " + ShapeString(src0) + " and idx " +
+                                       ShapeString(idx)));
   STOWAGE_RETURN_IF_ERROR(Need(src0.ne[2] == idx.ne[1] || src0.ne[2] == 1, op,
-                               "src0 " + ShapeStr(src0) + " and idx " + ShapeStr(idx) + " differ in dim 2"));
+                               "src0 " + ShapeString(src0) + " and idx " + ShapeString(idx) + " differ in dim 2"));
   STOWAGE_RETURN_IF_ERROR(Need(src0.ne[3] == idx.ne[2] || src0.ne[3] == 1, op,
-                               "src0 " + ShapeStr(src0) + " and idx " + ShapeStr(idx) + " differ in dim 3"));
+                               "src0 " + ShapeString(src0) + " and idx " + ShapeString(idx) + " differ in dim 3"));
   STOWAGE_RETURN_IF_ERROR(Need(dst.nb[0] == sizeof(float), op, "dst rows must be contiguous"));
   STOWAGE_RETURN_IF_ERROR(Need(src0.ne[0] % GetTypeTraits(src0.type).block_size == 0, op,
-                               "src0 " + ShapeStr(src0) + ": ne0 is not a multiple of the block size"));
+                               "src0 " + ShapeString(src0) + ": ne0 is not a multiple of the block size"));
   STOWAGE_RETURN_IF_ERROR(NeedData(src0, op, "src0"));
   STOWAGE_RETURN_IF_ERROR(NeedData(idx, op, "idx"));
   STOWAGE_RETURN_IF_ERROR(NeedData(dst, op, "dst"));
@@ -451,11 +452,11 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
                                "n_dims " + std::to_string(p.n_dims) + " must be even and in (0, ne0 = " +
                                    std::to_string(src.ne[0]) + "]"));
   STOWAGE_RETURN_IF_ERROR(Need(pos.ne[0] >= src.ne[2] && pos.nb[0] == 4, op,
-                               "pos " + ShapeStr(pos) + " must hold ne2 = " + std::to_string(src.ne[2]) + " positions"));
+                               "pos " + ShapeString(pos) + " must hold ne2 = " + std::to_string(src.ne[2]) + " positions"));
   if (freq_factors.data != nullptr) {
     STOWAGE_RETURN_IF_ERROR(NeedType(freq_factors, GgmlType::F32, op, "freq_factors"));
     STOWAGE_RETURN_IF_ERROR(Need(freq_factors.ne[0] >= p.n_dims / 2 && freq_factors.nb[0] == 4, op,
-                                 "freq_factors " + ShapeStr(freq_factors) + " must hold n_dims/2 = " +
+                                 "freq_factors " + ShapeString(freq_factors) + " must hold n_dims/2 = " +
                                      std::to_string(p.n_dims / 2) + " values"));
   }
   STOWAGE_RETURN_IF_ERROR(NeedData(src, op, "src"));
@@ -511,10 +512,10 @@ Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mas
   const bool has_mask = mask.data != nullptr;
   if (has_mask) {
     STOWAGE_RETURN_IF_ERROR(Need(mask.type == GgmlType::F32 || mask.type == GgmlType::F16, op,
-                                 "mask: expected F32 or F16, got " + ShapeStr(mask)));
+                                 "mask: expected F32 or F16, got " + ShapeString(mask)));
     STOWAGE_RETURN_IF_ERROR(Need(mask.ne[0] == src.ne[0] && mask.ne[1] >= src.ne[1] && mask.ne[2] > 0 &&
                                      src.ne[2] % mask.ne[2] == 0 && mask.ne[3] > 0 && src.ne[3] % mask.ne[3] == 0,
-                                 op, "mask " + ShapeStr(mask) + " does not fit src " + ShapeStr(src)));
+                                 op, "mask " + ShapeString(mask) + " does not fit src " + ShapeString(src)));
   }
   const int64_t ne00 = src.ne[0];
   const uint32_t n_head = uint32_t(src.ne[2]);
@@ -584,14 +585,14 @@ Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
   const char* op = "CPY";
   const GgmlType st = src.type, dt = dst.type;
   STOWAGE_RETURN_IF_ERROR(Need(SupportsCpyTypes(st, dt), op,
-                               "conversion " + ShapeStr(src) + " -> " + ShapeStr(dst) + " is not supported"));
+                               "conversion " + ShapeString(src) + " -> " + ShapeString(dst) + " is not supported"));
   const bool dst_quant = IsCpyQuantTarget(dt);
   STOWAGE_RETURN_IF_ERROR(Need(src.nelements() == dst.nelements(), op,
-                               "src " + ShapeStr(src) + " and dst " + ShapeStr(dst) + " differ in element count"));
+                               "src " + ShapeString(src) + " and dst " + ShapeString(dst) + " differ in element count"));
   const int64_t ne0 = dst.ne[0];
   if (dst_quant) {
     STOWAGE_RETURN_IF_ERROR(Need(ne0 % GetTypeTraits(dt).block_size == 0 && dst.nb[0] == GetTypeTraits(dt).type_size,
-                                 op, "quantized dst " + ShapeStr(dst) + " needs contiguous rows of whole blocks"));
+                                 op, "quantized dst " + ShapeString(dst) + " needs contiguous rows of whole blocks"));
   }
   STOWAGE_RETURN_IF_ERROR(NeedData(src, op, "src"));
   STOWAGE_RETURN_IF_ERROR(NeedData(dst, op, "dst"));

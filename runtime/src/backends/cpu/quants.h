@@ -101,6 +101,16 @@ inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
   }
 }
 
+/// Q3_K: the twelve packed bytes of 6-bit scales -> 16 signed scales, already minus 32
+/// (ggml's kmask1/kmask2 unpacking in dequantize_row_q3_K).
+void UnpackQ3KScales(const uint8_t* packed, int8_t* out);
+
+/// IQ4_XS: signed scale (ls - 32) of sub-block ib (0..7): 4 low bits in scales_l, 2 high bits in
+/// scales_h (ggml dequantize_row_iq4_xs).
+inline int IQ4XSScale(const BlockIQ4_XS& b, int ib) {
+  return (((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) | (((b.scales_h >> 2 * ib) & 3) << 4)) - 32;
+}
+
 // ---- vec_dot: *s = dot(x, y) over n elements; x of the weight type, y of its vec_dot type -----
 
 using VecDotFn = void (*)(int64_t n, float* s, const void* x, const void* y);

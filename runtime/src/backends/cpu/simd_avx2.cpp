@@ -316,7 +316,7 @@ void VecDotIQ4_XSQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     __m256i isum = _mm256_setzero_si256();
     for (int ib = 0; ib < kQK_K / 32; ++ib) {
-      const int ls = (((x[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) | (((x[i].scales_h >> 2 * ib) & 3) << 4)) - 32;
+      const int ls = IQ4XSScale(x[i], ib);
       const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 32 * ib));
       isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(DotI8(IQ4Values(x[i].qs + 16 * ib), qy), _mm256_set1_epi32(ls)));
     }
@@ -356,16 +356,8 @@ void VecDotQ3_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
   float sumf = 0;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    // 16 scales (6 bits, minus 32), unpacked as in DequantizeRowQ3_K.
-    uint32_t aux[4];
-    std::memcpy(aux, x[i].scales, 12);
-    const uint32_t tmp = aux[2], k1 = 0x03030303, k2 = 0x0f0f0f0f;
-    aux[2] = ((aux[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4);
-    aux[3] = ((aux[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4);
-    aux[0] = (aux[0] & k2) | (((tmp >> 0) & k1) << 4);
-    aux[1] = (aux[1] & k2) | (((tmp >> 2) & k1) << 4);
     int8_t sc[16];
-    std::memcpy(sc, aux, 16);
+    UnpackQ3KScales(x[i].scales, sc);
     const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].hmask));
     __m256i isum = _mm256_setzero_si256();
     for (int k = 0; k < 2; ++k) {
@@ -378,7 +370,7 @@ void VecDotQ3_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
         const __m256i q = _mm256_sub_epi8(low, _mm256_and_si256(hclear, four));  // -4..3
         const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 128 * k + 32 * j));
         const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(qy, q));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p16, Scales16(sc[is] - 32, sc[is + 1] - 32)));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p16, Scales16(sc[is], sc[is + 1])));
       }
     }
     sumf += H2F(x[i].d) * y[i].d * float(HsumEpi32(isum));
