@@ -125,6 +125,25 @@ TEST(CpuMulMat, PermutedAndStridedSrc1) {
   for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(d.f32()[i], ref[i], 1e-5);
 }
 
+TEST(CpuMulMat, ResultDoesNotDependOnThreadCount) {
+  // Every dst element is one vec_dot, so the thread count cannot change any bit.
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_1}) {
+    Tensor a(t, 96, 37), b(GgmlType::F32, 96, 19), d1(GgmlType::F32, 37, 19), d4(GgmlType::F32, 37, 19);
+    if (t == GgmlType::F32 || t == GgmlType::F16) {
+      Fill(a, 50);
+    } else {
+      std::vector<float> x(96 * 37);
+      kt::FillUniform(x, 51);
+      for (int r = 0; r < 37; ++r) ASSERT_TRUE(QuantizeRow(t, &x[size_t(r) * 96], a.buf.data() + r * a.v.nb[1], 96).ok());
+    }
+    Fill(b, 52);
+    ComputeContext c1 = Ctx(1), c4 = Ctx(4);
+    ASSERT_TRUE(MulMat(c1, a.v, b.v, d1.v).ok());
+    ASSERT_TRUE(MulMat(c4, a.v, b.v, d4.v).ok());
+    EXPECT_EQ(std::memcmp(d1.buf.data(), d4.buf.data(), 37 * 19 * 4), 0) << GgmlTypeName(t);
+  }
+}
+
 TEST(CpuMulMat, Errors) {
   Tensor a(GgmlType::F32, 8, 4), b(GgmlType::F32, 9, 2), d(GgmlType::F32, 4, 2);
   ComputeContext ctx = Ctx();
