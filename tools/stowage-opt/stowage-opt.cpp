@@ -6,7 +6,10 @@
 //
 // `--import-gguf FILE` (when built with the compiler) imports a GGUF model instead of reading IR:
 // the module of func @prefill / func @decode then goes through the same pipeline and printer.
-// `--gguf-n-ctx`, `--gguf-n-ubatch`, `--gguf-n-batch` set the context the graphs are built for.
+// `--gguf-n-ctx`, `--gguf-n-ubatch`, `--gguf-n-batch` set the context the graphs are built for;
+// `--place-devices LIST [--place-ngl N] [--place-registry DIR]` also places the model
+// (planner::PlaceModel) and records devices, buffer types, backends, causes, splits and split
+// input copies in the place dialect.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,6 +46,16 @@ static cl::opt<unsigned>
 static cl::opt<unsigned> ggufNUbatch("gguf-n-ubatch",
                                      cl::desc("--import-gguf: ubatch size (n_tokens of @prefill)"),
                                      cl::init(512));
+static cl::opt<std::string>
+    placeDevices("place-devices",
+                 cl::desc("--import-gguf: place the model on these devices (registry keys or "
+                          "manifest files, comma-separated, with a CPU) and record the placement "
+                          "in the place dialect"),
+                 cl::init(""));
+static cl::list<std::string> placeRegistry("place-registry",
+                                           cl::desc("--place-devices: a registry folder"));
+static cl::opt<int> placeNgl("place-ngl", cl::desc("--place-devices: n_gpu_layers (-ngl)"),
+                            cl::init(0));
 static cl::opt<unsigned> ggufNBatch("gguf-n-batch", cl::desc("--import-gguf: logical batch size"),
                                     cl::init(2048));
 
@@ -65,7 +78,13 @@ static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry 
   config.n_ctx = ggufNCtx;
   config.n_ubatch = ggufNUbatch;
   config.n_batch = ggufNBatch;
-  auto module = stowage::compiler::importGgufFile(&context, importGguf, config);
+  stowage::compiler::ImportPlacement placement;
+  placement.devices = placeDevices;
+  placement.registry_dirs.assign(placeRegistry.begin(), placeRegistry.end());
+  placement.registry_dirs.push_back(STOWAGE_SHIPPED_REGISTRY_DIR);
+  placement.options.n_gpu_layers = placeNgl;
+  auto module = stowage::compiler::importGgufFile(&context, importGguf, config,
+                                                  placeDevices.empty() ? nullptr : &placement);
   if (!module)
     return nullptr;
   std::string text;

@@ -10,6 +10,8 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "stowage/Dialect/GGML/IR/GGMLOps.h"
+#include "stowage/Dialect/Place/IR/PlaceDialect.h"
+#include "stowage/planner/registry.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/runtime/gguf.h"
 #include "llvm/ADT/StringExtras.h"
@@ -47,12 +49,27 @@ Type elementType(MLIRContext *ctx, GgmlType type) {
   }
 }
 
+/// The place dialect's form of a planned buffer type.
+place::BufferTypeAttr buftAttr(MLIRContext *ctx, const planner::Placement &p, int index) {
+  const planner::PlacedBuft &b = p.bufts[index];
+  // CPU bufts are host memory too; `host` names a GPU's pinned host buffer type (CUDA_Host).
+  const bool onCpu = p.devices[b.device].type != planner::DeviceKind::kGpu;
+  place::BuftKind kind = place::BuftKind::extra;
+  if (StringRef(b.name).ends_with("_Split"))
+    kind = place::BuftKind::split;
+  else if (b.is_default)
+    kind = place::BuftKind::default_;
+  else if (b.is_host && !onCpu)
+    kind = place::BuftKind::host;
+  return place::BufferTypeAttr::get(ctx, b.name, p.devices[b.device].name, kind);
+}
+
 /// Imports one graph (pp or tg) into one function.
 class GraphImporter {
 public:
   GraphImporter(const planner::ModelGraphs &model, const planner::Graph &graph, bool decode,
-                OpBuilder &builder, Location loc)
-      : m_(model), g_(graph), decode_(decode), b_(builder), loc_(loc),
+                const planner::Placement *placement, OpBuilder &builder, Location loc)
+      : m_(model), g_(graph), decode_(decode), place_(placement), b_(builder), loc_(loc),
         values_(graph.tensors.size()) {}
 
   /// Builds `func.func @<name>` at the builder's insertion point.
@@ -83,9 +100,17 @@ private:
   FailureOr<ggml::DimsAttr> viewStrides(const planner::Tensor &t, ggml::TensorType type,
                                         Location loc);
 
+  /// place.backend / place.cause of a node or input, when placed.
+  void annotate(Operation *op, const planner::Tensor &t);
+  place::BackendAttr backendAttr(int backend);
+  /// Builds the place.split regions of a placed graph.
+  LogicalResult importSplits();
+  LogicalResult importCopy(int source, int copy, place::BackendAttr backend);
+
   const planner::ModelGraphs &m_;
   const planner::Graph &g_;
   bool decode_;
+  const planner::Placement *place_;
   OpBuilder &b_;
   Location loc_;
   std::vector<Value> values_; // graph tensor id -> SSA value
@@ -141,6 +166,13 @@ LogicalResult GraphImporter::importLeaf(int id) {
   default:
     return emitError(loc) << "tensor '" << t.name << "' is listed as a leaf but is computed";
   }
+  if (place_ && t.global >= 0 && t.global < static_cast<int>(place_->global_buft.size())) {
+    int buft = place_->global_buft[t.global];
+    if (buft >= 0 && buft < static_cast<int>(place_->bufts.size()))
+      op->setAttr(place::kBuftAttr, buftAttr(ctx(), *place_, buft));
+  }
+  if (t.kind == planner::TensorKind::kInput)
+    annotate(op, t);
   values_[id] = op->getResult(0);
   return success();
 }
@@ -386,7 +418,103 @@ LogicalResult GraphImporter::importNode(int id) {
   }
   if (!t.name.empty())
     op->setAttr(ggml::kNodeNameAttr, b_.getStringAttr(t.name));
+  annotate(op, t);
   values_[id] = op->getResult(0);
+  return success();
+}
+
+place::BackendAttr GraphImporter::backendAttr(int backend) {
+  return place::BackendAttr::get(ctx(), place_->backends[backend].name, backend);
+}
+
+void GraphImporter::annotate(Operation *op, const planner::Tensor &t) {
+  if (!place_)
+    return;
+  if (t.backend >= 0 && t.backend < static_cast<int>(place_->backends.size()))
+    op->setAttr(place::kBackendAttr, backendAttr(t.backend));
+  // Only ggml's cause codes; the planner's own markers (e.g. "cpu-only") are not causes.
+  if (place::isKnownCauseCode(t.cause))
+    op->setAttr(place::kCauseAttr, place::CauseAttr::get(ctx(), t.cause));
+}
+
+LogicalResult GraphImporter::importCopy(int source, int copy, place::BackendAttr backend) {
+  const planner::Tensor &c = g_.tensors[copy];
+  Location loc = nodeLoc(c);
+  if (!values_[source])
+    return emitError(loc) << "split input '" << c.name << "' copies '" << g_.tensors[source].name
+                          << "' before it is computed";
+  auto op = b_.create<place::CopyOp>(loc, values_[source].getType(), values_[source], backend,
+                                     b_.getI32IntegerAttr(0));
+  op->setAttr(ggml::kNodeNameAttr, b_.getStringAttr(c.name));
+  values_[copy] = op.getResult();
+  return success();
+}
+
+LogicalResult GraphImporter::importSplits() {
+  const size_t n = g_.tensors.size();
+  // The split that defines each node and split-input copy (a copy is made once per source and
+  // backend, so a later split on the same backend may use it too).
+  std::vector<int> splitOf(n, -1);
+  for (auto [j, split] : llvm::enumerate(g_.splits)) {
+    for (int i = split.node_begin; i < split.node_end; ++i)
+      splitOf[g_.nodes[i]] = static_cast<int>(j);
+    for (auto [source, copy] : split.inputs)
+      splitOf[copy] = static_cast<int>(j);
+  }
+  // Values a split must yield: those used by another split or returned.
+  std::vector<SmallVector<int>> yields(g_.splits.size());
+  std::vector<char> yielded(n, 0);
+  auto use = [&](int t, int user) {
+    if (t < 0 || splitOf[t] < 0 || splitOf[t] == user || yielded[t])
+      return;
+    yielded[t] = 1;
+    yields[splitOf[t]].push_back(t);
+  };
+  for (auto [j, split] : llvm::enumerate(g_.splits)) {
+    for (auto [source, copy] : split.inputs)
+      use(source, static_cast<int>(j));
+    for (int i = split.node_begin; i < split.node_end; ++i)
+      for (int s : g_.tensors[g_.nodes[i]].srcs)
+        use(s, static_cast<int>(j));
+  }
+  for (int id : g_.nodes)
+    if (g_.tensors[id].is_output)
+      use(id, -2);
+
+  for (auto [j, split] : llvm::enumerate(g_.splits)) {
+    if (split.backend < 0 || split.backend >= static_cast<int>(place_->backends.size()))
+      return emitError(loc_) << "split " << j << " of graph " << g_.name << " has no backend";
+    SmallVector<Type> types;
+    for (int t : yields[j]) {
+      FailureOr<ggml::TensorType> type = tensorType(g_.tensors[t], nodeLoc(g_.tensors[t]));
+      if (failed(type))
+        return failure();
+      types.push_back(*type);
+    }
+    place::BackendAttr backend = backendAttr(split.backend);
+    auto op = b_.create<place::SplitOp>(loc_, types, b_.getI32IntegerAttr(static_cast<int>(j)),
+                                        backend);
+    {
+      OpBuilder::InsertionGuard guard(b_);
+      b_.setInsertionPointToStart(&op.getBody().emplaceBlock());
+      for (auto [source, copy] : split.inputs)
+        if (failed(importCopy(source, copy, backend)))
+          return failure();
+      for (int i = split.node_begin; i < split.node_end; ++i)
+        if (failed(importNode(g_.nodes[i])))
+          return failure();
+      SmallVector<Value> results;
+      for (int t : yields[j])
+        results.push_back(values_[t]);
+      b_.create<place::YieldOp>(loc_, results);
+    }
+    // Outside the region only the split's results are visible.
+    for (size_t t = 0; t < n; ++t)
+      if (splitOf[t] == static_cast<int>(j))
+        values_[t] = Value();
+    for (auto [k, t] : llvm::enumerate(yields[j]))
+      values_[t] = op.getResult(k);
+  }
   return success();
 }
 
@@ -405,9 +533,14 @@ LogicalResult GraphImporter::run(StringRef name) {
   for (int id : g_.leafs)
     if (failed(importLeaf(id)))
       return failure();
-  for (int id : g_.nodes)
-    if (failed(importNode(id)))
+  if (place_ && !g_.splits.empty()) {
+    if (failed(importSplits()))
       return failure();
+  } else {
+    for (int id : g_.nodes)
+      if (failed(importNode(id)))
+        return failure();
+  }
   SmallVector<Value> results;
   for (int id : outputs) {
     results.push_back(values_[id]);
@@ -421,19 +554,31 @@ LogicalResult GraphImporter::run(StringRef name) {
 } // namespace
 
 OwningOpRef<ModuleOp> importModelGraphs(MLIRContext *context, const planner::ModelGraphs &graphs,
-                                        Location loc) {
-  context->loadDialect<ggml::GGMLDialect, func::FuncDialect>();
+                                        Location loc, const planner::Placement *placement) {
+  context->loadDialect<ggml::GGMLDialect, place::PlaceDialect, func::FuncDialect>();
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   OpBuilder builder(context);
   const planner::HParams &hp = graphs.hp;
-  module->getOperation()->setAttr("ggml.arch", builder.getStringAttr(hp.arch));
-  module->getOperation()->setAttr("ggml.n_layer", builder.getI64IntegerAttr(hp.n_layer));
-  module->getOperation()->setAttr("ggml.n_ctx", builder.getI64IntegerAttr(graphs.cfg.n_ctx));
-  module->getOperation()->setAttr("ggml.n_ubatch", builder.getI64IntegerAttr(graphs.cfg.n_ubatch));
+  Operation *m = module->getOperation();
+  m->setAttr("ggml.arch", builder.getStringAttr(hp.arch));
+  m->setAttr("ggml.n_layer", builder.getI64IntegerAttr(hp.n_layer));
+  m->setAttr("ggml.n_ctx", builder.getI64IntegerAttr(graphs.cfg.n_ctx));
+  m->setAttr("ggml.n_ubatch", builder.getI64IntegerAttr(graphs.cfg.n_ubatch));
+  if (placement) {
+    SmallVector<Attribute> devices;
+    for (const planner::PlacedDevice &d : placement->devices) {
+      place::DeviceType type = d.type == planner::DeviceKind::kGpu     ? place::DeviceType::gpu
+                               : d.type == planner::DeviceKind::kAccel ? place::DeviceType::accel
+                                                                       : place::DeviceType::cpu;
+      devices.push_back(place::DeviceAttr::get(context, d.name, type));
+    }
+    m->setAttr(place::kDevicesAttr, builder.getArrayAttr(devices));
+  }
   builder.setInsertionPointToEnd(module->getBody());
-  if (failed(
-          GraphImporter(graphs, graphs.prefill, /*decode=*/false, builder, loc).run("prefill")) ||
-      failed(GraphImporter(graphs, graphs.decode, /*decode=*/true, builder, loc).run("decode")))
+  if (failed(GraphImporter(graphs, graphs.prefill, /*decode=*/false, placement, builder, loc)
+                 .run("prefill")) ||
+      failed(GraphImporter(graphs, graphs.decode, /*decode=*/true, placement, builder, loc)
+                 .run("decode")))
     return nullptr;
   if (failed(verify(*module)))
     return nullptr;
@@ -441,7 +586,8 @@ OwningOpRef<ModuleOp> importModelGraphs(MLIRContext *context, const planner::Mod
 }
 
 OwningOpRef<ModuleOp> importGgufFile(MLIRContext *context, StringRef path,
-                                     const planner::ContextConfig &config) {
+                                     const planner::ContextConfig &config,
+                                     const ImportPlacement *placement) {
   Location loc = FileLineColLoc::get(context, path, 0, 0);
   auto file = GgufFile::Open(path.str());
   if (!file.ok()) {
@@ -455,7 +601,34 @@ OwningOpRef<ModuleOp> importGgufFile(MLIRContext *context, StringRef path,
   }
   for (const std::string &unused : graphs->unused_tensors)
     emitWarning(loc) << "model has unused tensor " << unused << " -- ignoring";
-  return importModelGraphs(context, *graphs, loc);
+  if (!placement)
+    return importModelGraphs(context, *graphs, loc);
+
+  auto registry = planner::Registry::Open(placement->registry_dirs);
+  if (!registry.ok()) {
+    emitError(loc) << registry.status().message();
+    return nullptr;
+  }
+  auto machine = registry->MakeDevices(placement->devices);
+  if (!machine.ok()) {
+    emitError(loc) << machine.status().message();
+    return nullptr;
+  }
+  // Without a CPU device the scheduler has no fallback backend; plan-model probes this machine's
+  // CPU then, an import must not depend on the machine it runs on.
+  if (llvm::none_of(*machine, [](const planner::DeviceManifest &d) {
+        return d.type == planner::DeviceType::kCpu;
+      })) {
+    emitError(loc) << "the device list '" << placement->devices
+                   << "' has no CPU device (the scheduler's last backend)";
+    return nullptr;
+  }
+  auto outcome = planner::PlaceModel(*graphs, *machine, placement->options);
+  if (!outcome.ok()) {
+    emitError(loc) << outcome.status().message();
+    return nullptr;
+  }
+  return importModelGraphs(context, *graphs, loc, &outcome->placement);
 }
 
 } // namespace stowage::compiler

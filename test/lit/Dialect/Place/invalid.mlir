@@ -93,7 +93,7 @@ func.func @f() {
 // -----
 
 func.func @f() {
-  // expected-error @+1 {{unknown placement attribute 'place.layer' (expected place.buft, place.backend, place.cause or place.device)}}
+  // expected-error @+1 {{unknown placement attribute 'place.layer' (expected place.buft, place.backend, place.cause, place.device or place.devices)}}
   %w = ggml.weight "w" {place.layer = 3 : i32} : !ggml.tensor<[4], f32>
   return
 }
@@ -173,3 +173,8 @@ func.func @f(%x: !ggml.tensor<[4], f32>) {
   }
   return
 }
+
+// -----
+
+// expected-error @+1 {{attribute 'place.devices' must be an array of #place.device, got [#place.device<"CPU", cpu>, "CUDA0"]}}
+module attributes {place.devices = [#place.device<"CPU", cpu>, "CUDA0"]} {}

@@ -49,6 +49,8 @@ func.func @placed(%x: !ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_
   // CHECK: ggml.scale {{.*}}place.cause = #place.cause<"1.dst">
   // CHECK: ggml.view {{.*}}place.cause = #place.cause<"1.vsrc">
   // CHECK: ggml.norm {{.*}}place.cause = #place.cause<"usr">
+  // CHECK: ggml.silu {{.*}}place.cause = #place.cause<"pin.norm">
+  // CHECK: ggml.silu {{.*}}place.cause = #place.cause<"pin.nkvo">
   %s1 = place.split 1 on #place.backend<"CUDA0", 0> -> !ggml.tensor<[64, n_tokens], f32> {
     %c = place.copy %s0 : !ggml.tensor<[64, n_tokens], f32> to #place.backend<"CUDA0", 0> {name = "CUDA0#inp_embd#0"}
     %c1 = place.copy %s0 : !ggml.tensor<[64, n_tokens], f32> to #place.backend<"CUDA0", 0> {copy = 1 : i32, name = "CUDA0#inp_embd#1"}
@@ -63,6 +65,8 @@ func.func @placed(%x: !ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_
     %sc = ggml.scale %a {scale = 0.5 : f32, place.backend = #place.backend<"CUDA0", 0>, place.cause = #place.cause<"1.dst">} : (!ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_tokens], f32>
     %v = ggml.view %sc nb [256, 256, 256] {place.backend = #place.backend<"CUDA0", 0>, place.cause = #place.cause<"1.vsrc">} : (!ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_tokens], f32>
     %o = ggml.norm %v {eps = 1.0e-05 : f32, place.backend = #place.backend<"CUDA0", 0>, place.cause = #place.cause<"usr">} : (!ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_tokens], f32>
+    %p1 = ggml.silu %o {place.cause = #place.cause<"pin.norm">} : (!ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_tokens], f32>
+    %p2 = ggml.silu %p1 {place.cause = #place.cause<"pin.nkvo">} : (!ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_tokens], f32>
     place.yield %o : !ggml.tensor<[64, n_tokens], f32>
   }
   // A split without results (its outputs are KV stores).
@@ -83,3 +87,7 @@ func.func @placed(%x: !ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_
   return %s1 : !ggml.tensor<[64, n_tokens], f32>
 }
 
+
+// The machine of a plan, on the module.
+// CHECK-LABEL: module attributes {place.devices = [#place.device<"CUDA0", gpu>, #place.device<"CPU", cpu>]}
+module attributes {place.devices = [#place.device<"CUDA0", gpu>, #place.device<"CPU", cpu>]} {}

@@ -28,29 +28,56 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "stowage/planner/graph.h"
+#include "stowage/planner/place_model.h"
+#include "stowage/planner/placement.h"
+#include <string>
+#include <vector>
+
 #include "llvm/ADT/StringRef.h"
 
 namespace stowage::compiler {
 
 /// Imports `graphs` into a new module (see the file comment). `loc` is used for diagnostics;
-/// each op gets a NameLoc with its node name inside it. Loads the ggml and func dialects into
-/// `context`.
+/// each op gets a NameLoc with its node name inside it. Loads the ggml, place and func dialects
+/// into `context`.
+///
+/// With `placement` (the result of planner::PlaceModel on `graphs`), the module also records the
+/// placement in the place dialect: `place.devices` on the module; `place.buft` on each weight and
+/// cache; `place.backend` and `place.cause` (the scheduler's cause code) on each node and input;
+/// and each graph's splits as `place.split` regions, in order, whose split inputs are `place.copy`
+/// ops (named `<backend>#<source>#0` as ggml names them) and whose values used later are yielded.
+///
 /// Errors (emitted on `context`'s diagnostic engine, result null): a node whose op has no ggml
 /// dialect op (naming the op and the node), a shape that is not affine in the symbols, and any
 /// verifier failure of the built module (which means the planner's graph and the dialect's
 /// ggml rules disagree, naming the node).
 mlir::OwningOpRef<mlir::ModuleOp> importModelGraphs(mlir::MLIRContext *context,
                                                     const planner::ModelGraphs &graphs,
-                                                    mlir::Location loc);
+                                                    mlir::Location loc,
+                                                    const planner::Placement *placement = nullptr);
+
+/// What to place an imported GGUF on (planner::PlaceModel), for importGgufFile.
+struct ImportPlacement {
+  /// Devices of the machine: registry keys or manifest files, comma-separated; must include a
+  /// CPU device (the scheduler's last backend).
+  std::string devices;
+  /// Registry folders searched for keys, in order.
+  std::vector<std::string> registry_dirs;
+  /// -ngl, -sm, -ts, -ot, mmap, ... with llama.cpp's defaults.
+  planner::PlacementOptions options;
+};
 
 /// Opens the GGUF file `path`, builds its model graphs with `config` (planner::BuildModelGraphs:
-/// weights are not read) and imports them. Tensors of the file that the architecture does not use
-/// are reported as warnings ("model has unused tensor ..."), as llama.cpp does.
+/// weights are not read), places them when `placement` is given, and imports them. Tensors of the
+/// file that the architecture does not use are reported as warnings ("model has unused tensor
+/// ..."), as llama.cpp does.
 /// Errors (emitted, result null): unreadable or malformed file, unknown architecture (listing the
 /// supported ones), missing tensor or wrong shape or type (naming the tensor), split-tensor MoE
-/// files, and the errors of importModelGraphs.
+/// files, a device list without a CPU or naming unknown devices, the placement's errors, and the
+/// errors of importModelGraphs.
 mlir::OwningOpRef<mlir::ModuleOp> importGgufFile(mlir::MLIRContext *context, llvm::StringRef path,
-                                                 const planner::ContextConfig &config);
+                                                 const planner::ContextConfig &config,
+                                                 const ImportPlacement *placement = nullptr);
 
 } // namespace stowage::compiler
 

@@ -38,6 +38,9 @@ bool isKnownCauseCode(StringRef code) {
   return llvm::StringSwitch<bool>(code)
       .Cases("1.dst", "1.vsrc", "1.inp", "1.off", "2.sup", true)
       .Cases("3.best", "3.upg", "4.vsrc", "4.cur", "usr", true)
+      // llama.cpp's graph-callback pins (ggml reports them as "usr"): per-layer norm nodes
+      // (n_tokens < 32 or full offload) and kqv_merged_cont with -nkvo.
+      .Cases("pin.norm", "pin.nkvo", true)
       .Cases("load.head", "load.fallback", "load.override", "load.override.cpu", true)
       .Cases("load.mmap", "load.dup", "kv.layer", "kv.nkvo", true)
       .Default(false);
@@ -76,7 +79,7 @@ LogicalResult CauseAttr::verify(function_ref<InFlightDiagnostic()> emitError, St
   if (!isKnownCauseCode(code))
     return emitError() << "unknown placement cause '" << code
                        << "' (expected 1.dst, 1.vsrc, 1.inp, 1.wgt<i>, 1.off, 2.sup, 3.best, "
-                          "3.upg, 4.vsrc, 4.cur, usr, load.head, load.fallback, load.override, "
+                          "3.upg, 4.vsrc, 4.cur, usr, pin.norm, pin.nkvo, load.head, load.fallback, load.override, "
                           "load.override.cpu, load.mmap, load.dup, kv.layer or kv.nkvo)";
   return success();
 }
@@ -97,7 +100,12 @@ LogicalResult PlaceDialect::verifyOperationAttribute(Operation *op, NamedAttribu
     return expect(isa<CauseAttr>(value), "a #place.cause");
   if (name == kDeviceAttr)
     return expect(isa<DeviceAttr>(value), "a #place.device");
+  if (name == kDevicesAttr) {
+    auto array = dyn_cast<ArrayAttr>(value);
+    return expect(array && llvm::all_of(array, [](Attribute a) { return isa<DeviceAttr>(a); }),
+                  "an array of #place.device");
+  }
   return op->emitOpError() << "unknown placement attribute '" << name
-                           << "' (expected place.buft, place.backend, place.cause or "
-                              "place.device)";
+                           << "' (expected place.buft, place.backend, place.cause, "
+                              "place.device or place.devices)";
 }

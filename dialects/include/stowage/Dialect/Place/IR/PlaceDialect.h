@@ -36,6 +36,7 @@ inline constexpr llvm::StringLiteral kBuftAttr = "place.buft";       ///< Buffer
 inline constexpr llvm::StringLiteral kBackendAttr = "place.backend"; ///< BackendAttr
 inline constexpr llvm::StringLiteral kCauseAttr = "place.cause";     ///< CauseAttr
 inline constexpr llvm::StringLiteral kDeviceAttr = "place.device";   ///< DeviceAttr
+inline constexpr llvm::StringLiteral kDevicesAttr = "place.devices"; ///< array of DeviceAttr
 
 /// True when `code` is one of the cause codes listed in CauseAttr's description ("1.wgt<i>"
 /// with a source index 0..9, ggml's GGML_MAX_SRC).

@@ -26,7 +26,9 @@ def Place_Dialect : Dialect {
     attributes, which this dialect verifies:
       * `place.buft = #place.buft<...>` on a ggml.weight or ggml.kv_cache: its buffer type;
       * `place.backend = #place.backend<...>` on a node: the backend that runs it;
-      * `place.cause = #place.cause<"...">` on either: the rule that decided.
+      * `place.cause = #place.cause<"...">` on either: the rule that decided;
+      * `place.device = #place.device<...>` on any op, `place.devices = [#place.device<...>, ...]`
+        on the module: the machine the plan is for.
     Ops cut a function into splits (`place.split`, a run of nodes on one backend) and copy the
     inputs a split's backend cannot read (`place.copy`), as ggml_backend_sched_split_graph does.
   }];
@@ -116,7 +118,10 @@ def Place_CauseAttr : Place_Attr<"Cause", "cause"> {
       offloaded to a higher-priority backend; `2.sup` expanded from a neighbour (pass 2);
       `3.best` the backend supporting most sources; `3.upg` upgraded to a higher-priority backend
       sharing the buffer type; `4.vsrc` a view takes its source's backend; `4.cur` a source takes
-      its consumer's backend; `usr` pinned by the caller (ggml_backend_sched_set_tensor_backend).
+      its consumer's backend; `usr` pinned by the caller (ggml_backend_sched_set_tensor_backend),
+      in particular by llama.cpp's graph callback: `pin.norm` (a layer's norm node on the layer's
+      device when n_tokens < 32 or at full offload) and `pin.nkvo` (kqv_merged_cont on the CPU
+      with -nkvo).
     and the loader's rules for weights and caches (llama.cpp load_tensors, llama_kv_cache):
       `load.head` first buffer type of the layer's list; `load.fallback` a later entry of the
       list because the earlier ones cannot run the consuming op (counted as "cannot be used with
