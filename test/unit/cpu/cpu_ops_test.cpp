@@ -150,6 +150,11 @@ TEST(CpuMulMat, Errors) {
   Status s = MulMat(ctx, a.v, b.v, d.v);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("differ in ne0"), std::string::npos) << s.message();
+  TensorView neg = b.v;
+  neg.ne[1] = -2;
+  s = MulMat(ctx, a.v, neg, d.v);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("negative dimension"), std::string::npos) << s.message();
   Tensor q(GgmlType::IQ2_XXS, 256, 4), b2(GgmlType::F32, 256, 2);
   EXPECT_EQ(MulMat(ctx, q.v, b2.v, d.v).code(), StatusCode::kUnimplemented);
 }

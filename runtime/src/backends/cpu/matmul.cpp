@@ -183,6 +183,8 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
   const IsaLevel isa = EffectiveIsa(ctx);
   const TypeKernels* kern = GetTypeKernels(src0.type, isa);
   if (!kern) return VecDotType(src0.type).status();
+  for (int i = 0; i < 4; ++i)
+    if (src0.ne[i] < 0 || src1.ne[i] < 0 || dst.ne[i] < 0) return bad("negative dimension");
   if (src1.type != GgmlType::F32) return bad("src1 must be F32");
   if (dst.type != GgmlType::F32) return bad("dst must be F32");
   const int64_t K = src0.ne[0], N = src0.ne[1], M = src1.ne[1];

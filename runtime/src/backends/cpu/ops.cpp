@@ -587,6 +587,9 @@ Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
   STOWAGE_RETURN_IF_ERROR(Need(SupportsCpyTypes(st, dt), op,
                                "conversion " + ShapeString(src) + " -> " + ShapeString(dst) + " is not supported"));
   const bool dst_quant = IsCpyQuantTarget(dt);
+  for (int i = 0; i < 4; ++i)
+    STOWAGE_RETURN_IF_ERROR(Need(src.ne[i] >= 0 && dst.ne[i] >= 0, op, "negative dimension in " + ShapeString(src) +
+                                                                           " -> " + ShapeString(dst)));
   STOWAGE_RETURN_IF_ERROR(Need(src.nelements() == dst.nelements(), op,
                                "src " + ShapeString(src) + " and dst " + ShapeString(dst) + " differ in element count"));
   const int64_t ne0 = dst.ne[0];
