@@ -120,14 +120,22 @@ class MiniLlama {
       STOWAGE_RETURN_IF_ERROR(Rope(ctx_, k3, pos, none, k3, rp_));
       uint16_t* kc = kcache_[size_t(il)].data();
       uint16_t* vc = vcache_[size_t(il)].data();
-      // K store: cells pos0.. of the K cache [D*Hkv, n_ctx] (ggml_cpy into a view).
-      TensorView kdst;
-      kdst.type = GgmlType::F16;
-      kdst.ne[0] = D; kdst.ne[1] = Hkv; kdst.ne[2] = T;
-      kdst.nb[0] = 2; kdst.nb[1] = size_t(D) * 2; kdst.nb[2] = size_t(D * Hkv) * 2; kdst.nb[3] = kdst.nb[2] * size_t(T);
-      kdst.data = kc + pos0 * D * Hkv;
-      STOWAGE_RETURN_IF_ERROR(Cpy(ctx_, k3, kdst));
-      // V store, transposed: V cache [n_ctx, D*Hkv]; element (c, t) at row c, column pos0 + t.
+      // K store: cells pos0.. of the K cache [D*Hkv, n_ctx] (ggml_set_rows with the cell indices).
+      TensorView kcv;
+      kcv.type = GgmlType::F16;
+      kcv.ne[0] = D * Hkv; kcv.ne[1] = n_ctx_;
+      SetContiguousStrides(kcv);
+      kcv.data = kc;
+      std::vector<int64_t> cells(static_cast<size_t>(T));
+      for (int64_t i = 0; i < T; ++i) cells[size_t(i)] = pos0 + i;
+      TensorView cidx;
+      cidx.type = GgmlType::I64;
+      cidx.ne[0] = T;
+      SetContiguousStrides(cidx);
+      cidx.data = cells.data();
+      STOWAGE_RETURN_IF_ERROR(SetRows(ctx_, k.v, cidx, kcv));
+      // V store, transposed (ggml_cpy into a strided view): V cache [n_ctx, D*Hkv]; element (c, t)
+      // at row c, column pos0 + t.
       TensorView vdst;
       vdst.type = GgmlType::F16;
       vdst.ne[0] = D * Hkv; vdst.ne[1] = T;

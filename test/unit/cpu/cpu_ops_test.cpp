@@ -373,6 +373,50 @@ TEST(CpuCpy, KvStoreF16StridedAndBack) {
   EXPECT_EQ(Cpy(ctx, m.v, wrong.v).code(), StatusCode::kInvalidArgument);
 }
 
+TEST(CpuSetRows, KvStoreF16Q8_0AndTransposedV) {
+  // K cache [8, 10] F16: rows 7, 2, 5 <- src rows 0, 1, 2 (I64 indices).
+  Tensor src(GgmlType::F32, 8, 3), k(GgmlType::F16, 8, 10), idx(GgmlType::I64, 3);
+  Fill(src, 60);
+  const int64_t rows[3] = {7, 2, 5};
+  std::memcpy(idx.buf.data(), rows, sizeof rows);
+  ComputeContext ctx = Ctx();
+  ASSERT_TRUE(SetRows(ctx, src.v, idx.v, k.v).ok());
+  for (int64_t r = 0; r < 10; ++r)
+    for (int64_t i = 0; i < 8; ++i) {
+      const int64_t from = r == 7 ? 0 : r == 2 ? 1 : r == 5 ? 2 : -1;
+      EXPECT_EQ(k.at(i, r), from < 0 ? 0.0 : kt::RoundF16(float(src.at(i, from))));
+    }
+  // Q8_0 cache rows of 32, I32 indices.
+  Tensor s32(GgmlType::F32, 32, 2), q(GgmlType::Q8_0, 32, 4), i32(GgmlType::I32, 2);
+  Fill(s32, 61);
+  i32.i32()[0] = 3; i32.i32()[1] = 0;
+  ASSERT_TRUE(SetRows(ctx, s32.v, i32.v, q.v).ok());
+  std::vector<uint8_t> expect(34);
+  ASSERT_TRUE(QuantizeRow(GgmlType::Q8_0, s32.f32(), expect.data(), 32).ok());
+  EXPECT_EQ(std::memcmp(expect.data(), q.buf.data() + 3 * 34, 34), 0);
+  // Transposed V store as llama.cpp does it: V cache [n_ctx = 6, 4] viewed as 24 rows of one
+  // element; element (c, t) goes to row c * 6 + cell(t).
+  Tensor v(GgmlType::F32, 4, 2), vc(GgmlType::F16, 6, 4), vidx(GgmlType::I64, 8);
+  Fill(v, 62);
+  TensorView vsrc = v.v;  // [1, 8]: 8 single-element rows in (c, t) order
+  vsrc.ne[0] = 1; vsrc.ne[1] = 8; vsrc.nb[1] = 4;
+  TensorView vdst = vc.v;  // [1, 24]
+  vdst.ne[0] = 1; vdst.ne[1] = 24; vdst.nb[1] = 2; vdst.nb[2] = vdst.nb[3] = 48;
+  int64_t vi[8];
+  for (int t = 0; t < 2; ++t)
+    for (int c = 0; c < 4; ++c) vi[t * 4 + c] = c * 6 + (3 + t);
+  std::memcpy(vidx.buf.data(), vi, sizeof vi);
+  ASSERT_TRUE(SetRows(ctx, vsrc, vidx.v, vdst).ok());
+  for (int t = 0; t < 2; ++t)
+    for (int c = 0; c < 4; ++c) EXPECT_EQ(vc.at(3 + t, c), kt::RoundF16(float(v.at(c, t))));
+  // Out-of-range index.
+  const int64_t bad[3] = {1, 10, 2};
+  std::memcpy(idx.buf.data(), bad, sizeof bad);
+  const Status st = SetRows(ctx, src.v, idx.v, k.v);
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(st.message().find("idx[1,0,0] = 10"), std::string::npos) << st.message();
+}
+
 TEST(CpuGetRows, F32F16Q8_0) {
   Tensor idx(GgmlType::I32, 4);
   const int32_t ids[4] = {3, 0, 3, 6};

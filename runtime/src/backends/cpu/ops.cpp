@@ -646,4 +646,71 @@ Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
   return Status::Ok();
 }
 
+Status SetRows(ComputeContext& ctx, const TensorView& src, const TensorView& idx, TensorView& dst) {
+  const char* op = "SET_ROWS";
+  STOWAGE_RETURN_IF_ERROR(NeedType(src, GgmlType::F32, op, "src"));
+  STOWAGE_RETURN_IF_ERROR(Need(idx.type == GgmlType::I64 || idx.type == GgmlType::I32, op,
+                               "idx: expected I64 or I32, got " + ShapeString(idx)));
+  STOWAGE_RETURN_IF_ERROR(Need(SupportsCpyTypes(GgmlType::F32, dst.type), op,
+                               "dst type " + ShapeString(dst) + " is not supported"));
+  for (int i = 0; i < 4; ++i)
+    STOWAGE_RETURN_IF_ERROR(Need(src.ne[i] >= 0 && dst.ne[i] >= 0 && idx.ne[i] >= 0, op, "negative dimension"));
+  STOWAGE_RETURN_IF_ERROR(Need(src.ne[0] == dst.ne[0] && src.ne[2] == dst.ne[2] && src.ne[3] == dst.ne[3], op,
+                               "src " + ShapeString(src) + " and dst " + ShapeString(dst) + " differ in dims 0, 2 or 3"));
+  STOWAGE_RETURN_IF_ERROR(Need(idx.ne[0] == src.ne[1] && idx.ne[3] == 1 && idx.ne[1] > 0 && idx.ne[2] > 0 &&
+                                   dst.ne[2] % idx.ne[1] == 0 && dst.ne[3] % idx.ne[2] == 0,
+                               op, "idx " + ShapeString(idx) + " does not fit src " + ShapeString(src)));
+  const GgmlTypeTraits& tt = GetTypeTraits(dst.type);
+  const int64_t ne0 = dst.ne[0];
+  if (tt.is_quantized) {
+    STOWAGE_RETURN_IF_ERROR(Need(ne0 % tt.block_size == 0 && dst.nb[0] == tt.type_size, op,
+                                 "quantized dst " + ShapeString(dst) + " needs contiguous rows of whole blocks"));
+  }
+  STOWAGE_RETURN_IF_ERROR(NeedData(src, op, "src"));
+  STOWAGE_RETURN_IF_ERROR(NeedData(idx, op, "idx"));
+  STOWAGE_RETURN_IF_ERROR(NeedData(dst, op, "dst"));
+  auto index_at = [&](int64_t i, int64_t j, int64_t k) {
+    const char* p = At(idx, i, j, k, 0);
+    if (idx.type == GgmlType::I32) { int32_t v; std::memcpy(&v, p, 4); return int64_t(v); }
+    int64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+  };
+  for (int64_t k = 0; k < idx.ne[2]; ++k)
+    for (int64_t j = 0; j < idx.ne[1]; ++j)
+      for (int64_t i = 0; i < idx.ne[0]; ++i) {
+        const int64_t r = index_at(i, j, k);
+        if (r < 0 || r >= dst.ne[1]) {
+          return OutOfRange("SET_ROWS: idx[" + std::to_string(i) + "," + std::to_string(j) + "," + std::to_string(k) +
+                            "] = " + std::to_string(r) + " is outside [0, " + std::to_string(dst.ne[1]) + ")");
+        }
+      }
+  const int nt = std::max(1, ctx.n_threads);
+  if (ctx.work.size() < size_t(nt) * size_t(ne0) * sizeof(float)) ctx.work.resize(size_t(nt) * size_t(ne0) * sizeof(float));
+  float* scratch = reinterpret_cast<float*>(ctx.work.data());
+  const FromFloatFn to_f16 = GetTypeKernels(GgmlType::F16, EffectiveIsa(ctx))->from_float;
+  const int64_t nr = src.nrows();
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int64_t r = 0; r < nr; ++r) {
+    const int64_t i1 = r % src.ne[1], i2 = (r / src.ne[1]) % src.ne[2], i3 = r / (src.ne[1] * src.ne[2]);
+    const int64_t row = index_at(i1, i2 % idx.ne[1], i3 % idx.ne[2]);
+    const char* s = At(src, 0, i1, i2, i3);
+    char* d = At(dst, 0, row, i2, i3);
+    float* buf = scratch + size_t(omp_get_thread_num()) * size_t(ne0);
+    for (int64_t i0 = 0; i0 < ne0; ++i0) std::memcpy(&buf[i0], s + i0 * src.nb[0], 4);
+    if (dst.type == GgmlType::F16 && dst.nb[0] == 2) {
+      to_f16(buf, d, ne0);
+    } else if (tt.is_quantized || dst.nb[0] == tt.type_size) {
+      (void)QuantizeRow(dst.type, buf, d, ne0);
+    } else {
+      for (int64_t i0 = 0; i0 < ne0; ++i0) {
+        char* p = d + i0 * dst.nb[0];
+        if (dst.type == GgmlType::F32) std::memcpy(p, &buf[i0], 4);
+        else { const uint16_t h = dst.type == GgmlType::F16 ? FloatToHalf(buf[i0]) : FloatToBf16(buf[i0]); std::memcpy(p, &h, 2); }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace stowage::cpu

@@ -160,6 +160,15 @@ Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mas
 /// Conversions round to nearest even. Uses ctx.work (n_threads * ne0 floats).
 Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst);
 
+/// SET_ROWS (ggml_set_rows, llama.cpp's KV-cache store): dst[:, idx[i, i2 % ne11, i3 % ne12], i2, i3]
+/// = src[:, i, i2, i3] converted to dst's type. dst [ne0, n_dst_rows, ne2, ne3] of a type
+/// SupportsCpyTypes(F32, type) accepts (rows of whole blocks with nb0 = block bytes when quantized;
+/// any nb0 otherwise), src F32 [ne0, n, ne2, ne3], idx I64 or I32 [n, ne11, ne12] with ne2 % ne11
+/// == 0 and ne3 % ne12 == 0. Rows not named by idx are untouched; two equal indices write the same
+/// row twice (undefined order, as in ggml). Errors: kOutOfRange naming the first index outside
+/// [0, n_dst_rows); kInvalidArgument for shape/type mismatches.
+Status SetRows(ComputeContext& ctx, const TensorView& src, const TensorView& idx, TensorView& dst);
+
 // ---- Quant helpers (also used by tests and other backends) ----------------------------------
 
 /// Dequantizes/converts `n` elements of one row of `type` into F32 (ggml's dequantize_row_* /
