@@ -11,7 +11,8 @@
 // - Compute: one arena per distinct compute buft of the backends; each graph's intermediates get
 //   offsets from a liveness scan of the worst-case graph (a tensor is live from its producer to its
 //   last consumer; views alias their owner); the arena is the max over the pp and tg graphs.
-// - Output: logits buffer n_vocab * n_outputs(max) * 4 bytes on the CPU (host).
+// - Output: logits buffer n_vocab * max(n_batch, n_outputs) * 4 bytes in the host buft of the output
+//   layer's device (CUDA_Host) when it has one, else the CPU buft (llama_output_reserve).
 // Zero-size buffers are not created.
 #pragma once
 
