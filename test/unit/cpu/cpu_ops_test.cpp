@@ -144,6 +144,38 @@ TEST(CpuMulMat, ResultDoesNotDependOnThreadCount) {
   }
 }
 
+TEST(CpuThreads, RowOpsBitIdenticalAcrossThreadCounts) {
+  // Large enough that the thread team is used (>= 8192 elements).
+  const int64_t ne0 = 128, ne1 = 12, ne2 = 9;
+  Tensor x(GgmlType::F32, ne0, ne1, ne2), g(GgmlType::F32, ne0, ne1, ne2), pos(GgmlType::I32, ne2),
+      mask(GgmlType::F16, ne0, ne1);
+  Fill(x, 70, -3, 3);
+  Fill(g, 71);
+  Fill(mask, 72, -2, 0);
+  for (int i = 0; i < ne2; ++i) pos.i32()[i] = 3 * i + 1;
+  auto run = [&](int threads, std::vector<std::vector<uint8_t>>& out) {
+    ComputeContext ctx = Ctx(threads);
+    Tensor a(GgmlType::F32, ne0, ne1, ne2), b(GgmlType::F32, ne0, ne1, ne2), c(GgmlType::F32, ne0, ne1, ne2),
+        d(GgmlType::F32, ne0, ne1, ne2), e(GgmlType::F16, ne0, ne1, ne2), f(GgmlType::F32, ne0, ne1, ne2);
+    RopeParams rp;
+    rp.n_dims = 64;
+    rp.n_ctx_orig = 4096;
+    TensorView none;
+    ASSERT_TRUE(RmsNorm(ctx, x.v, a.v, 1e-6f).ok());
+    ASSERT_TRUE(SwiGlu(ctx, x.v, g.v, b.v).ok());
+    ASSERT_TRUE(Rope(ctx, x.v, pos.v, none, c.v, rp).ok());
+    ASSERT_TRUE(SoftMax(ctx, x.v, mask.v, d.v, 0.3f, 0.0f).ok());
+    ASSERT_TRUE(Cpy(ctx, x.v, e.v).ok());
+    ASSERT_TRUE(Add(ctx, x.v, g.v, f.v).ok());
+    out = {a.buf, b.buf, c.buf, d.buf, e.buf, f.buf};
+  };
+  std::vector<std::vector<uint8_t>> one, three;
+  run(1, one);
+  run(3, three);
+  ASSERT_EQ(one.size(), three.size());
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_EQ(one[i], three[i]) << "op " << i;
+}
+
 TEST(CpuMulMat, Errors) {
   Tensor a(GgmlType::F32, 8, 4), b(GgmlType::F32, 9, 2), d(GgmlType::F32, 4, 2);
   ComputeContext ctx = Ctx();

@@ -223,7 +223,7 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
   float* scratch = reinterpret_cast<float*>(conv + conv_bytes);
   if (!direct) {
     const FromFloatFn from_float = kern->from_float;
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(nt) if (nt > 1 && nrows1 * K >= 8192) schedule(static)
     for (int64_t r = 0; r < nrows1; ++r) {
       const int64_t i11 = r % M, i12 = (r / M) % ne12, i13 = r / (M * ne12);
       const char* row = static_cast<const char*>(src1.data) + i11 * src1.nb[1] + i12 * src1.nb[2] + i13 * src1.nb[3];
@@ -251,7 +251,8 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
       scalar::GemvQ4_0x8Q8_0
 #endif
       : scalar::GemvQ4_0x8Q8_0;
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+  // A thread team only pays off with enough multiply-adds (tiny attention products run inline).
+#pragma omp parallel for num_threads(nt) if (nt > 1 && N * M * ne12 * ne13 * K >= 65536) schedule(dynamic, 1)
   for (int64_t t = 0; t < ntiles; ++t) {
     const int64_t tn = t % tiles_n;
     const int64_t tm = (t / tiles_n) % tiles_m;

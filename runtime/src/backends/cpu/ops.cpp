@@ -50,11 +50,19 @@ inline float LoadF(GgmlType type, const char* row, size_t nb0, int64_t i0) {
 }
 
 // Applies f(row index) for every row of `t` (i1, i2, i3), in parallel.
+// Below this many elements an op runs on the calling thread: a thread team costs more than it saves.
+constexpr int64_t kMinParallelElements = 8192;
+
+inline int Threads(const ComputeContext& ctx, int64_t elements) {
+  return elements < kMinParallelElements ? 1 : std::max(1, ctx.n_threads);
+}
+
 template <typename F>
 void ParallelRows(const ComputeContext& ctx, const TensorView& t, F&& f) {
   const int64_t nr = t.nrows();
   const int64_t ne1 = t.ne[1], ne2 = t.ne[2];
-#pragma omp parallel for num_threads(std::max(1, ctx.n_threads)) schedule(static)
+  const int nt = Threads(ctx, t.nelements());
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
   for (int64_t r = 0; r < nr; ++r) {
     const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
     f(i1, i2, i3);
@@ -471,8 +479,9 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
   const bool neox = p.mode == 2;
   const int n_dims = p.n_dims;
   const int64_t n_items = ne2 * ne3;
-  // One angle cache per (i2, i3): sized n_dims floats, kept on the stack of the worker.
-#pragma omp parallel for num_threads(std::max(1, ctx.n_threads)) schedule(static)
+  // One angle cache per (i2, i3), n_dims floats.
+  const int rope_threads = Threads(ctx, src.nelements());
+#pragma omp parallel for num_threads(rope_threads) if (rope_threads > 1) schedule(static)
   for (int64_t it = 0; it < n_items; ++it) {
     const int64_t i2 = it % ne2, i3 = it / ne2;
     std::vector<float> cache(static_cast<size_t>(n_dims));
@@ -606,7 +615,7 @@ Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
   const IsaLevel isa = EffectiveIsa(ctx);
   // Each dst row r (ggml order) takes the elements r*ne0 .. r*ne0+ne0-1 of src (ggml order).
   const int64_t nr = dst.nrows();
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(nt) if (nt > 1 && dst.nelements() >= kMinParallelElements) schedule(static)
   for (int64_t r = 0; r < nr; ++r) {
     float* buf = scratch + size_t(omp_get_thread_num()) * size_t(ne0);
     if (same_rows) {
@@ -690,7 +699,7 @@ Status SetRows(ComputeContext& ctx, const TensorView& src, const TensorView& idx
   float* scratch = reinterpret_cast<float*>(ctx.work.data());
   const FromFloatFn to_f16 = GetTypeKernels(GgmlType::F16, EffectiveIsa(ctx))->from_float;
   const int64_t nr = src.nrows();
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(nt) if (nt > 1 && src.nelements() >= kMinParallelElements) schedule(static)
   for (int64_t r = 0; r < nr; ++r) {
     const int64_t i1 = r % src.ne[1], i2 = (r / src.ne[1]) % src.ne[2], i3 = r / (src.ne[1] * src.ne[2]);
     const int64_t row = index_at(i1, i2 % idx.ne[1], i3 % idx.ne[2]);
