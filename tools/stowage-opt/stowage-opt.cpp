@@ -7,7 +7,8 @@
 // `--import-gguf FILE` (when built with the compiler) imports a GGUF model instead of reading IR:
 // the module of func @prefill / func @decode then goes through the same pipeline and printer.
 // `--gguf-n-ctx`, `--gguf-n-ubatch`, `--gguf-n-batch` set the context the graphs are built for;
-// `--place-devices LIST [--place-ngl N] [--place-registry DIR]` also places the model
+// `--place-devices LIST [--place-ngl N] [--place-ot REGEX=BUFT] [--place-no-kv-offload]
+// [--place-no-mmap] [--place-registry DIR]` also places the model
 // (planner::PlaceModel) and records devices, buffer types, backends, causes, splits and split
 // input copies in the place dialect.
 //
@@ -56,6 +57,16 @@ static cl::list<std::string> placeRegistry("place-registry",
                                            cl::desc("--place-devices: a registry folder"));
 static cl::opt<int> placeNgl("place-ngl", cl::desc("--place-devices: n_gpu_layers (-ngl)"),
                             cl::init(0));
+static cl::list<std::string>
+    placeOverrides("place-ot", cl::desc("--place-devices: tensor buffer-type overrides "
+                                        "REGEX=BUFT[,...] (-ot)"));
+static cl::opt<bool> placeNoKvOffload("place-no-kv-offload",
+                                      cl::desc("--place-devices: keep the KV cache and the "
+                                               "attention on the CPU (-nkvo)"),
+                                      cl::init(false));
+static cl::opt<bool> placeNoMmap("place-no-mmap",
+                                 cl::desc("--place-devices: load weights instead of mapping them"),
+                                 cl::init(false));
 static cl::opt<unsigned> ggufNBatch("gguf-n-batch", cl::desc("--import-gguf: logical batch size"),
                                     cl::init(2048));
 
@@ -83,6 +94,17 @@ static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry 
   placement.registry_dirs.assign(placeRegistry.begin(), placeRegistry.end());
   placement.registry_dirs.push_back(STOWAGE_SHIPPED_REGISTRY_DIR);
   placement.options.n_gpu_layers = placeNgl;
+  placement.options.offload_kqv = !placeNoKvOffload;
+  placement.options.use_mmap = !placeNoMmap;
+  for (const std::string &ot : placeOverrides) {
+    auto parsed = stowage::planner::ParseTensorOverrides(ot);
+    if (!parsed.ok()) {
+      llvm::errs() << "stowage-opt: error: " << parsed.status().message() << "\n";
+      return nullptr;
+    }
+    placement.options.overrides.insert(placement.options.overrides.end(), parsed->begin(),
+                                       parsed->end());
+  }
   auto module = stowage::compiler::importGgufFile(&context, importGguf, config,
                                                   placeDevices.empty() ? nullptr : &placement);
   if (!module)

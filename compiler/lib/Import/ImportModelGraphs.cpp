@@ -497,12 +497,25 @@ LogicalResult GraphImporter::importSplits() {
     {
       OpBuilder::InsertionGuard guard(b_);
       b_.setInsertionPointToStart(&op.getBody().emplaceBlock());
-      for (auto [source, copy] : split.inputs)
+      // Inputs whose source is ready are copied first (ggml copies them before running the
+      // split). A source can also be a view node inside this split's range (views compute
+      // nothing and are not split boundaries): its copy follows the view.
+      SmallVector<std::pair<int, int>> pending;
+      for (auto [source, copy] : split.inputs) {
+        if (!values_[source] && splitOf[source] == static_cast<int>(j)) {
+          pending.push_back({source, copy});
+          continue;
+        }
         if (failed(importCopy(source, copy, backend)))
           return failure();
-      for (int i = split.node_begin; i < split.node_end; ++i)
+      }
+      for (int i = split.node_begin; i < split.node_end; ++i) {
         if (failed(importNode(g_.nodes[i])))
           return failure();
+        for (auto [source, copy] : pending)
+          if (source == g_.nodes[i] && failed(importCopy(source, copy, backend)))
+            return failure();
+      }
       SmallVector<Value> results;
       for (int t : yields[j])
         results.push_back(values_[t]);

@@ -167,7 +167,7 @@ func.func @f(%x: !ggml.tensor<[4], f32>) {
 func.func @f(%x: !ggml.tensor<[4], f32>) {
   place.split 0 on #place.backend<"CUDA0", 0> {
     %s = ggml.silu %x : (!ggml.tensor<[4], f32>) -> !ggml.tensor<[4], f32>
-    // expected-error @+1 {{source is computed inside the same split; only values from earlier splits are split inputs}}
+    // expected-error @+1 {{source is computed inside the same split; only values from earlier splits (or views of them) are split inputs}}
     %c = place.copy %s : !ggml.tensor<[4], f32> to #place.backend<"CUDA0", 0>
     place.yield
   }
@@ -178,3 +178,17 @@ func.func @f(%x: !ggml.tensor<[4], f32>) {
 
 // expected-error @+1 {{attribute 'place.devices' must be an array of #place.device, got [#place.device<"CPU", cpu>, "CUDA0"]}}
 module attributes {place.devices = [#place.device<"CPU", cpu>, "CUDA0"]} {}
+
+// -----
+
+func.func @f(%x: !ggml.tensor<[4, 2], f32>) {
+  place.split 0 on #place.backend<"CUDA0", 0> {
+    %s = ggml.silu %x : (!ggml.tensor<[4, 2], f32>) -> !ggml.tensor<[4, 2], f32>
+    %t = ggml.transpose %s : (!ggml.tensor<[4, 2], f32>) -> !ggml.tensor<[2, 4], f32>
+    // A view of a value computed in the same split is not an input either.
+    // expected-error @+1 {{source is computed inside the same split; only values from earlier splits (or views of them) are split inputs}}
+    %c = place.copy %t : !ggml.tensor<[2, 4], f32> to #place.backend<"CUDA0", 0>
+    place.yield
+  }
+  return
+}

@@ -91,3 +91,21 @@ func.func @placed(%x: !ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_
 // The machine of a plan, on the module.
 // CHECK-LABEL: module attributes {place.devices = [#place.device<"CUDA0", gpu>, #place.device<"CPU", cpu>]}
 module attributes {place.devices = [#place.device<"CUDA0", gpu>, #place.device<"CPU", cpu>]} {}
+
+// A split input may be a view (computing nothing) of a value of an earlier split, made inside
+// the split's node range: ggml copies the bytes an earlier split wrote.
+// CHECK-LABEL: func.func @view_input
+// CHECK: %[[T:.*]] = ggml.transpose %{{.*}} : (!ggml.tensor<[8, n_tokens], f32>) -> !ggml.tensor<[n_tokens, 8], f32>
+// CHECK-NEXT: place.copy %[[T]] : !ggml.tensor<[n_tokens, 8], f32> to #place.backend<"CPU", 1>
+func.func @view_input(%x: !ggml.tensor<[8, n_tokens], f32>) {
+  %v = place.split 0 on #place.backend<"CUDA0", 0> -> !ggml.tensor<[8, n_tokens], f32> {
+    %s = ggml.silu %x : (!ggml.tensor<[8, n_tokens], f32>) -> !ggml.tensor<[8, n_tokens], f32>
+    place.yield %s : !ggml.tensor<[8, n_tokens], f32>
+  }
+  place.split 1 on #place.backend<"CPU", 1> {
+    %t = ggml.transpose %v : (!ggml.tensor<[8, n_tokens], f32>) -> !ggml.tensor<[n_tokens, 8], f32>
+    %c = place.copy %t : !ggml.tensor<[n_tokens, 8], f32> to #place.backend<"CPU", 1>
+    place.yield
+  }
+  return
+}

@@ -2,6 +2,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 using namespace mlir;
 using namespace stowage::place;
@@ -41,9 +42,17 @@ LogicalResult CopyOp::verify() {
   if (split.getBackend() != getBackend())
     return emitOpError() << "copies to " << getBackend() << " inside a split on "
                          << split.getBackend() << "; a split's inputs go to its backend";
-  if (Operation *def = getSource().getDefiningOp())
-    if (split->isAncestor(def))
+  // A split input comes from an earlier split, or is a view (which computes nothing) of such a
+  // value: ggml copies a view's bytes, which an earlier split wrote.
+  Value source = getSource();
+  while (Operation *def = source.getDefiningOp()) {
+    if (!split->isAncestor(def))
+      break;
+    auto view = dyn_cast<ViewLikeOpInterface>(def);
+    if (!view)
       return emitOpError() << "source is computed inside the same split; only values from "
-                              "earlier splits are split inputs";
+                              "earlier splits (or views of them) are split inputs";
+    source = view.getViewSource();
+  }
   return success();
 }

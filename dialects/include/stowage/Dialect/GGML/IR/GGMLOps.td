@@ -13,6 +13,7 @@
 
 include "stowage/Dialect/GGML/IR/GGMLTypes.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ViewLikeInterface.td"
 
 //===----------------------------------------------------------------------===//
 // Enums
@@ -469,7 +470,7 @@ def GGML_ContOp : GGML_Op<"cont"> {
   let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
 }
 
-def GGML_ViewOp : GGML_Op<"view"> {
+def GGML_ViewOp : GGML_Op<"view", [ViewLikeOpInterface]> {
   let summary = "VIEW: a strided view of a's bytes";
   let description = [{
     The result shape is read from a's data at byte `offset` (default 0) with byte strides
@@ -486,12 +487,16 @@ def GGML_ViewOp : GGML_Op<"view"> {
   }];
   let arguments = (ins GGML_Tensor:$a, GGML_DimsAttr:$nb, OptionalAttr<GGML_DimAttr>:$offset);
   let results = (outs GGML_Tensor:$result);
+  let extraClassDeclaration = [{
+    /// ViewLikeOpInterface: the tensor whose memory this op reinterprets (no data moves).
+    ::mlir::Value getViewSource() { return getA(); }
+  }];
   let assemblyFormat = [{
     $a custom<ViewLayout>($nb, $offset) attr-dict `:` functional-type(operands, results)
   }];
 }
 
-def GGML_ReshapeOp : GGML_Op<"reshape"> {
+def GGML_ReshapeOp : GGML_Op<"reshape", [ViewLikeOpInterface]> {
   let summary = "RESHAPE: the contiguous a with another shape";
   let description = [{
     Reinterprets the contiguous tensor a with the result shape (ggml_reshape_1d..4d): same
@@ -503,10 +508,14 @@ def GGML_ReshapeOp : GGML_Op<"reshape"> {
   }];
   let arguments = (ins GGML_Tensor:$a);
   let results = (outs GGML_Tensor:$result);
+  let extraClassDeclaration = [{
+    /// ViewLikeOpInterface: the tensor whose memory this op reinterprets (no data moves).
+    ::mlir::Value getViewSource() { return getA(); }
+  }];
   let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
 }
 
-def GGML_PermuteOp : GGML_Op<"permute"> {
+def GGML_PermuteOp : GGML_Op<"permute", [ViewLikeOpInterface]> {
   let summary = "PERMUTE: move dimension i of a to position axes[i]";
   let description = [{
     result.ne[axes[i]] = a.ne[i] for i in 0..3 (ggml_permute; axes is a permutation of 0..3).
@@ -517,10 +526,14 @@ def GGML_PermuteOp : GGML_Op<"permute"> {
   }];
   let arguments = (ins GGML_Tensor:$a, DenseI32ArrayAttr:$axes);
   let results = (outs GGML_Tensor:$result);
+  let extraClassDeclaration = [{
+    /// ViewLikeOpInterface: the tensor whose memory this op reinterprets (no data moves).
+    ::mlir::Value getViewSource() { return getA(); }
+  }];
   let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
 }
 
-def GGML_TransposeOp : GGML_Op<"transpose"> {
+def GGML_TransposeOp : GGML_Op<"transpose", [ViewLikeOpInterface]> {
   let summary = "TRANSPOSE: swap ne0 and ne1 (a view)";
   let description = [{
     ggml_transpose = ggml_permute(a, 1, 0, 2, 3): result [a.ne1, a.ne0, a.ne2, a.ne3], a's type.
@@ -530,6 +543,10 @@ def GGML_TransposeOp : GGML_Op<"transpose"> {
   }];
   let arguments = (ins GGML_Tensor:$a);
   let results = (outs GGML_Tensor:$result);
+  let extraClassDeclaration = [{
+    /// ViewLikeOpInterface: the tensor whose memory this op reinterprets (no data moves).
+    ::mlir::Value getViewSource() { return getA(); }
+  }];
   let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
 }
 
