@@ -3,9 +3,11 @@
 edits, for the importer's error tests:
 
   write_tiny_gguf.py OUT [--arch NAME] [--drop TENSOR] [--shape TENSOR=ne0,ne1]
-                         [--type TENSOR=f16] [--extra TENSOR] [--split-experts]
+                         [--type TENSOR=f16] [--extra TENSOR] [--split-experts] [--phi3 [--swa N]]
 
 --split-experts declares 2 experts and adds the pre-2024 per-expert tensor blk.0.ffn_gate.0.weight.
+--phi3 writes phi3's layout instead (fused attn_qkv, fused ffn_up of 2*n_ff, no ffn_gate) with
+phi3.attention.sliding_window = N (default 0: no sliding window).
 GGUF v3 layout: header, key/values, tensor infos, data aligned to 32 bytes.
 """
 import argparse
@@ -40,6 +42,8 @@ def main():
     p.add_argument('--type', action='append', default=[])
     p.add_argument('--extra', action='append', default=[])
     p.add_argument('--split-experts', action='store_true')
+    p.add_argument('--phi3', action='store_true')
+    p.add_argument('--swa', type=int, default=0)
     a = p.parse_args()
 
     n_embd, n_ff, n_vocab, n_head = 32, 64, 32, 4
@@ -57,6 +61,13 @@ def main():
         'blk.0.ffn_up.weight': [n_embd, n_ff],
         'blk.0.ffn_down.weight': [n_ff, n_embd],
     }
+    if a.phi3:
+        a.arch = 'phi3'
+        for n in ['blk.0.attn_q.weight', 'blk.0.attn_k.weight', 'blk.0.attn_v.weight',
+                  'blk.0.ffn_gate.weight']:
+            del tensors[n]
+        tensors['blk.0.attn_qkv.weight'] = [n_embd, 3 * n_embd]
+        tensors['blk.0.ffn_up.weight'] = [n_embd, 2 * n_ff]
     types = {name: GGML_F32 for name in tensors}
     for name in a.drop:
         del tensors[name]
@@ -85,6 +96,8 @@ def main():
         kv(arch + '.attention.layer_norm_rms_epsilon', 6, 1e-5),
         kv(arch + '.vocab_size', 4, n_vocab),
     ]
+    if a.phi3:
+        kvs.append(kv(arch + '.attention.sliding_window', 4, a.swa))
     if a.split_experts:
         kvs += [kv(arch + '.expert_count', 4, 2), kv(arch + '.expert_used_count', 4, 1)]
 
