@@ -76,3 +76,8 @@ func.func private @f(!ggml.tensor<[n_tokens + -3], f32>)
 
 // expected-error @+1 {{expected integer value}}
 func.func private @f(!ggml.tensor<[n_tokens - n_kv], f32>)
+
+// -----
+
+// expected-error @+1 {{block type 'q4_K' takes no parameters}}
+func.func private @f(!ggml.q4_K<3>)

@@ -421,8 +421,13 @@ Type GGMLDialect::parseType(DialectAsmParser &parser) const {
   OptionalParseResult result = generatedTypeParser(parser, &mnemonic, type);
   if (result.has_value())
     return succeeded(*result) ? type : Type();
-  if (BlockType block = BlockType::getByName(getContext(), mnemonic))
+  if (BlockType block = BlockType::getByName(getContext(), mnemonic)) {
+    if (succeeded(parser.parseOptionalLess())) {
+      parser.emitError(loc, "block type '") << mnemonic << "' takes no parameters";
+      return {};
+    }
     return block;
+  }
   parser.emitError(loc, "unknown ggml type '")
       << mnemonic << "' (expected 'tensor' or a quantized ggml type such as q4_K)";
   return {};
