@@ -418,8 +418,11 @@ Status CudaBackend::Compute(const NodeCall& c) {
     case GgmlOp::CPY:
     case GgmlOp::CONT:
     case GgmlOp::DUP:
-      if (!IsFloatType(a.type) || !IsFloatType(d.type)) return Fail(op, "copies between F32, F16 and BF16 only", c);
+      if (!IsFloatType(a.type) || !(IsFloatType(d.type) || d.type == GgmlType::Q8_0 || d.type == GgmlType::Q4_0))
+        return Fail(op, "copies F32/F16/BF16 into F32, F16, BF16, Q8_0 or Q4_0 only", c);
       if (a.nelements() != d.nelements()) return Fail(op, "element counts differ", c);
+      if (!IsFloatType(d.type) && (d.ne[0] % 32 != 0 || d.nb[0] != GetTypeTraits(d.type).type_size))
+        return Fail(op, "a quantized dst needs rows of whole blocks", c);
       e = cuda::Cpy(ToTv(a), ToTv(d), ctx_->stream);
       break;
     default:

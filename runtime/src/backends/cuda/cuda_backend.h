@@ -10,10 +10,11 @@
 //                  the tensor split (RowSplit) and each device multiplies its rows; results are
 //                  gathered into dst on the main device with events ordering the streams.
 // Ops (everything that the llama-family graphs need; each checked like the CPU kernels, other
-// combinations return kUnimplemented): GET_ROWS (F32/F16/BF16/Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q6_K
-// rows, I32 ids), RMS_NORM, NORM, ADD, MUL (F32 or F16 src1, ggml broadcasting), SCALE, SILU, GELU,
+// combinations return kUnimplemented): GET_ROWS (rows of F32/F16/BF16/Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q2_K/
+// Q3_K/Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS, the CPU backend's weight set; I32 ids), RMS_NORM, NORM, ADD, MUL (F32 or F16 src1, ggml broadcasting), SCALE, SILU, GELU,
 // SWIGLU, GEGLU (split and fused), ROPE (modes 0 and 2, freq factors, YaRN), SOFT_MAX (F16/F32
-// mask, ALiBi), CPY/CONT/DUP between F32, F16, BF16 (any strides), MUL_MAT: F32 weights by cuBLAS
+// mask, ALiBi), CPY/CONT/DUP between F32, F16, BF16 (any strides) and into Q8_0 / Q4_0 (quantized KV
+// cache, ggml's reference rounding), MUL_MAT: F32 weights by cuBLAS
 // SGEMM-class GemmEx, F16/BF16 weights by GemmEx with src1 converted to the weight type, quantized
 // weights (the GET_ROWS types) by a warp-per-row mat-vec kernel for ne11 <= 8 and by dequantization to
 // F16 + GemmEx above (ggml-cuda's dequantize + cuBLAS path). Accumulation is F32 throughout.

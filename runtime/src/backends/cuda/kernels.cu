@@ -10,8 +10,11 @@
 namespace stowage::cuda {
 namespace {
 
-constexpr int kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kQ6_K = 14,
-              kBF16 = 30;
+constexpr int kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ2_K = 10, kQ3_K = 11,
+              kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kIQ4_NL = 20, kIQ4_XS = 23, kBF16 = 30;
+
+// kvalues_iq4nl (ggml-common.h): the non-linear 4-bit grid of IQ4_NL / IQ4_XS.
+__constant__ int8_t kIq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 // ---- element access -------------------------------------------------------------------------------
 
@@ -103,6 +106,41 @@ __device__ __forceinline__ float Dq(const uint8_t* row, int64_t i) {
     ScaleMinK4(2 * c + sub, b + 4, &sc, &m);
     const uint8_t q = b[16 + 32 * c + l];
     return H2F(b) * sc * (sub ? q >> 4 : q & 0xF) - H2F(b + 2) * m;
+  } else if constexpr (T == kQ5_K) {  // {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}
+    const uint8_t* b = row + (i / 256) * 176;
+    const int r = i % 256, c = r / 64, sub = (r % 64) / 32, l = r % 32;
+    int sc, m;
+    ScaleMinK4(2 * c + sub, b + 4, &sc, &m);
+    const uint8_t q = b[48 + 32 * c + l];
+    const int v = (sub ? q >> 4 : q & 0xF) + (((b[16 + l] >> (2 * c + sub)) & 1) << 4);
+    return H2F(b) * sc * v - H2F(b + 2) * m;
+  } else if constexpr (T == kQ2_K) {  // {u8 scales[16]; u8 qs[64]; f16 d, dmin}
+    const uint8_t* b = row + (i / 256) * 84;
+    const int r = i % 256, n = r / 128, j = (r % 128) / 32, hf = (r % 32) / 16, l = r % 16;
+    const uint8_t sc = b[8 * n + 2 * j + hf];
+    const int v = (b[16 + 32 * n + 16 * hf + l] >> (2 * j)) & 3;
+    return H2F(b + 80) * (sc & 0xF) * v - H2F(b + 82) * (sc >> 4);
+  } else if constexpr (T == kQ3_K) {  // {u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d}
+    const uint8_t* b = row + (i / 256) * 110;
+    const int r = i % 256, n = r / 128, j = (r % 128) / 32, hf = (r % 32) / 16, l = r % 16;
+    const int is = 8 * n + 2 * j + hf;
+    const uint8_t* scales = b + 96;
+    const int lo = is < 8 ? scales[is] & 0xF : scales[is - 8] >> 4;
+    const int hi = (scales[8 + is % 4] >> (2 * (is / 4))) & 3;
+    const int v = (b[32 + 32 * n + 16 * hf + l] >> (2 * j)) & 3;
+    const bool hbit = b[16 * hf + l] & (1 << (4 * n + j));
+    return H2F(b + 108) * ((lo | hi << 4) - 32) * (v - (hbit ? 0 : 4));
+  } else if constexpr (T == kIQ4_NL) {  // {f16 d; u8 qs[16]}
+    const uint8_t* b = row + (i / 32) * 18;
+    const int j = i % 32;
+    return H2F(b) * kIq4nl[j < 16 ? b[2 + j] & 0xF : b[2 + j - 16] >> 4];
+  } else if constexpr (T == kIQ4_XS) {  // {f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]}
+    const uint8_t* b = row + (i / 256) * 136;
+    const int r = i % 256, ib = r / 32, j = r % 32;
+    const int sh = b[2] | b[3] << 8;
+    const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
+    const uint8_t* qs = b + 8 + 16 * ib;
+    return H2F(b) * (ls - 32) * kIq4nl[j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4];
   } else {  // kQ6_K: {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}, 256 per block
     const uint8_t* b = row + (i / 256) * 210;
     const int r = i % 256, n = r / 128, quarter = (r % 128) / 32, l = r % 32;
@@ -125,8 +163,13 @@ __device__ __forceinline__ float Dq(const uint8_t* row, int64_t i) {
     case kQ5_0: FN<kQ5_0><<<__VA_ARGS__; break;       \
     case kQ5_1: FN<kQ5_1><<<__VA_ARGS__; break;       \
     case kQ8_0: FN<kQ8_0><<<__VA_ARGS__; break;       \
+    case kQ2_K: FN<kQ2_K><<<__VA_ARGS__; break;       \
+    case kQ3_K: FN<kQ3_K><<<__VA_ARGS__; break;       \
     case kQ4_K: FN<kQ4_K><<<__VA_ARGS__; break;       \
+    case kQ5_K: FN<kQ5_K><<<__VA_ARGS__; break;       \
     case kQ6_K: FN<kQ6_K><<<__VA_ARGS__; break;       \
+    case kIQ4_NL: FN<kIQ4_NL><<<__VA_ARGS__; break;   \
+    case kIQ4_XS: FN<kIQ4_XS><<<__VA_ARGS__; break;   \
     default: return cudaErrorInvalidValue;            \
   }
 
@@ -255,8 +298,12 @@ __global__ void RopeK(Tv src, const int32_t* pos, const float* ff, Tv dst, RopeA
       *reinterpret_cast<float*>(d + k * dst.nb[0]) = *reinterpret_cast<const float*>(s + k * src.nb[0]);
     return;
   }
-  // rope_yarn (ggml): theta = pos * theta_scale^(i0/2) / freq_factor, YaRN ramp, mscale.
-  const float theta_extrap = float(pos[i2]) * powf(p.theta_scale, float(ip)) / (ff ? ff[ip] : 1.f);
+  // rope_yarn (ggml): theta = pos * theta_scale^(i0/2) / freq_factor, YaRN ramp, mscale. The power
+  // is built by repeated float products like ggml_rope_cache_init (and the CPU backend), so the
+  // angles agree bit for bit instead of drifting by a few ulps at large positions.
+  float theta_pos = float(pos[i2]);
+  for (int64_t k = 0; k < ip; ++k) theta_pos *= p.theta_scale;
+  const float theta_extrap = theta_pos / (ff ? ff[ip] : 1.f);
   const float theta_interp = p.freq_scale * theta_extrap;
   float theta = theta_interp, mscale = p.attn_factor;
   if (p.ext_factor != 0.f) {
@@ -311,6 +358,46 @@ __global__ void CpyK(Tv src, Tv dst, int64_t n) {
   StoreF(dst.type, At(dst, j[0], j[1], j[2], j[3]), LoadF(src.type, At(src, i[0], i[1], i[2], i[3])));
 }
 
+// CPY F32 -> Q8_0 / Q4_0 (quantize_row_q8_0_ref / quantize_row_q4_0_ref): one thread per dst block.
+// Element l of src (ggml order) goes to element l of dst; dst rows hold whole blocks.
+__global__ void CpyQK(Tv src, Tv dst, int64_t nblocks) {
+  const int64_t bidx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (bidx >= nblocks) return;
+  const int64_t per_row = dst.ne[0] / 32;
+  const int64_t k = bidx % per_row, row = bidx / per_row;
+  const int64_t j1 = row % dst.ne[1], j2 = (row / dst.ne[1]) % dst.ne[2], j3 = row / (dst.ne[1] * dst.ne[2]);
+  float x[32];
+  for (int e = 0; e < 32; ++e) {
+    int64_t i[4];
+    Unravel(row * dst.ne[0] + 32 * k + e, src.ne, i);
+    x[e] = LoadF(src.type, At(src, i[0], i[1], i[2], i[3]));
+  }
+  uint8_t* b = At(dst, 0, j1, j2, j3) + k * dst.nb[0];
+  if (dst.type == kQ8_0) {
+    float amax = 0.f;
+    for (int e = 0; e < 32; ++e) amax = fmaxf(amax, fabsf(x[e]));
+    const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+    const __half h = __float2half_rn(d);
+    memcpy(b, &h, 2);
+    for (int e = 0; e < 32; ++e) b[2 + e] = uint8_t(int8_t(roundf(x[e] * id)));
+  } else {  // Q4_0
+    float amax = 0.f, mx = 0.f;
+    for (int e = 0; e < 32; ++e)
+      if (fabsf(x[e]) > amax) {
+        amax = fabsf(x[e]);
+        mx = x[e];
+      }
+    const float d = mx / -8.f, id = d != 0.f ? 1.f / d : 0.f;
+    const __half h = __float2half_rn(d);
+    memcpy(b, &h, 2);
+    for (int e = 0; e < 16; ++e) {
+      const int q0 = min(15, int(int8_t(x[e] * id + 8.5f)));
+      const int q1 = min(15, int(int8_t(x[e + 16] * id + 8.5f)));
+      b[2 + e] = uint8_t(q0 | q1 << 4);
+    }
+  }
+}
+
 // Mat-vec: one warp per weight row n; lanes take 32-element chunks of the row; up to kCols columns
 // of x per warp (grid.y); batch (i12, i13) in grid.z.
 constexpr int kCols = 8, kWarps = 4;
@@ -360,8 +447,8 @@ int64_t Nelements(const Tv& t) { return t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3]; }
 
 bool KernelsCanDequantize(int type) {
   switch (type) {
-    case kF32: case kF16: case kBF16: case kQ4_0: case kQ4_1: case kQ5_0: case kQ5_1: case kQ8_0: case kQ4_K:
-    case kQ6_K: return true;
+    case kF32: case kF16: case kBF16: case kQ4_0: case kQ4_1: case kQ5_0: case kQ5_1: case kQ8_0: case kQ2_K:
+    case kQ3_K: case kQ4_K: case kQ5_K: case kQ6_K: case kIQ4_NL: case kIQ4_XS: return true;
     default: return false;
   }
 }
@@ -421,7 +508,13 @@ cudaError_t SoftMax(const Tv& src, const Tv& mask, const Tv& dst, float scale, f
 
 cudaError_t Cpy(const Tv& src, const Tv& dst, cudaStream_t stream) {
   const int64_t n = Nelements(src);
-  if (n > 0) CpyK<<<Blocks(n, kThreads), kThreads, 0, stream>>>(src, dst, n);
+  if (n == 0) return cudaSuccess;
+  if (dst.type == kQ8_0 || dst.type == kQ4_0) {
+    const int64_t nb = n / 32;
+    CpyQK<<<Blocks(nb, 128), 128, 0, stream>>>(src, dst, nb);
+  } else {
+    CpyK<<<Blocks(n, kThreads), kThreads, 0, stream>>>(src, dst, n);
+  }
   return cudaGetLastError();
 }
 

@@ -28,7 +28,8 @@ enum class Unary { kScale, kSilu, kGelu };
 enum class Glu { kSwiglu, kGeglu };
 
 /// True when the kernels can dequantize `type` (GET_ROWS source, MUL_MAT weight): F32, F16, BF16,
-/// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K (ggml's block layouts, ggml-common.h).
+/// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS (ggml's block layouts,
+/// ggml-common.h; the CPU backend's MUL_MAT weight set).
 bool KernelsCanDequantize(int type);
 /// True for the block-quantized types of KernelsCanDequantize (32-element chunks, see MulMatVecQ).
 bool IsQuantized(int type);
@@ -55,7 +56,9 @@ cudaError_t Rope(const Tv& src, const int32_t* pos, const float* freq_factors, c
                  cudaStream_t stream);
 /// SOFT_MAX_EXT: mask.data == nullptr for none; mask F16 or F32 broadcast over dims 2 and 3.
 cudaError_t SoftMax(const Tv& src, const Tv& mask, const Tv& dst, float scale, float max_bias, cudaStream_t stream);
-/// CPY / CONT / DUP: element l (ggml order) of src to element l of dst; F32, F16, BF16 on both sides.
+/// CPY / CONT / DUP: element l (ggml order) of src to element l of dst; F32, F16, BF16 on both sides,
+/// or F32/F16/BF16 src into Q8_0 / Q4_0 dst (rows of whole blocks; ggml's reference quantizers, as
+/// the CPU backend's QuantizeRow: quantized KV caches).
 cudaError_t Cpy(const Tv& src, const Tv& dst, cudaStream_t stream);
 
 /// Quantized (or F16/BF16/F32) mat-vec: dst[n, m, i12, i13] = dot(w row (n, i12 / r2, i13 / r3),
