@@ -56,7 +56,8 @@ Result<std::vector<DeviceManifest>> MachineDevices(const std::string& device_lis
     STOWAGE_ASSIGN_OR_RETURN(ovr, ParseMemoryOverrides(free_overrides));
   }
   std::vector<DeviceManifest> devices;
-  if (!device_list.empty()) {
+  // "--device none" (llama.cpp -dev none): no GPU or ACCEL device, only this machine's CPU.
+  if (!device_list.empty() && device_list != "none") {
     std::vector<std::string> dirs = registry_dirs;
     dirs.push_back(ShippedRegistryDir(argv0));
     STOWAGE_ASSIGN_OR_RETURN(Registry reg, Registry::Open(dirs));
@@ -66,7 +67,7 @@ Result<std::vector<DeviceManifest>> MachineDevices(const std::string& device_lis
   if (devices.empty() || !has_cpu) {
     const ProbeReport report = ProbeDevices();
     for (const auto& d : report.devices) {
-      if (!device_list.empty() && d.type != ProbedDeviceType::kCpu) continue;
+      if (!device_list.empty() && d.type != ProbedDeviceType::kCpu) continue;  // a list, or "none"
       STOWAGE_ASSIGN_OR_RETURN(DeviceManifest m, ManifestFromProbe(d));
       devices.push_back(m.IsIndexed() ? m.WithIndex(0) : m);
     }
@@ -89,7 +90,8 @@ int main(int argc, char** argv) {
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
   app.add_option("-o,--output", out_path, "plan file to write (default: none)");
   app.add_option("--device", device_list,
-                 "devices of the machine: registry keys or manifest files, comma-separated (default: this machine)");
+                 "devices of the machine: registry keys or manifest files, comma-separated; a list without a CPU "
+                 "device gets this machine's CPU; 'none': the CPU only (default: this machine's devices)");
   app.add_option("--registry", registry_dirs, "extra folder of device manifests (searched before the shipped one)");
   app.add_option("--free", free_ovr, "what-if free memory: NAME=SIZE[,NAME=SIZE...] (e.g. CUDA0=10GiB)");
   app.add_option("-c,--ctx-size", cfg.n_ctx, "context size in tokens (0 = the model's training context)")->check(CLI::Range(0, 1 << 24));

@@ -427,6 +427,9 @@ uint64_t NBytes(const Graph& g, int t) {
 Status ScheduleGraph(Graph& g, const ModelGraphs& m, const DeviceSet& ds, const LayerMap& lm, Placement* p,
                      const SchedulerOptions& opt) {
   if (p->backends.size() != ds.devices.size()) return Internal("scheduler: placement backends do not match the devices");
+  for (const Tensor& t : g.tensors)
+    if (t.kind == TensorKind::kSplitCopy)
+      return FailedPrecondition("graph " + g.name + " is already scheduled (it has split copies); build it again");
   Scheduler s(g, m, ds, lm, p, opt);
   return s.Run();
 }

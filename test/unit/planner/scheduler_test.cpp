@@ -127,3 +127,17 @@ TEST(Scheduler, PreallocatedTensorNoBackendCanRunIsAnError) {
 
 }  // namespace
 }  // namespace stowage::planner
+
+namespace stowage::planner {
+namespace {
+
+TEST(Scheduler, RefusesAGraphThatIsAlreadyScheduled) {
+  TwoMatmuls t({testing::Gpu("G", 100), testing::Cpu()}, "G", "CPU", 64);
+  ASSERT_TRUE(ScheduleGraph(t.m.prefill, t.m, t.ds, t.lm, &t.p, {}).ok());
+  Status again = ScheduleGraph(t.m.prefill, t.m, t.ds, t.lm, &t.p, {});
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.code(), StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace stowage::planner

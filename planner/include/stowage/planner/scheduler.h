@@ -34,7 +34,8 @@ struct SchedulerOptions {
   bool full_offload = false;  ///< n_gpu_layers > n_layer: pin norm nodes to their layer's device
 };
 
-/// Assigns Tensor::backend / Tensor::cause to every tensor of `g`, fills g.splits, adds the split
+/// Assigns Tensor::backend / Tensor::cause to every tensor of `g` (a freshly built graph: a graph
+/// that already has split copies is refused with kFailedPrecondition), fills g.splits, adds the split
 /// input copies, and appends one ExplainEntry per non-view node (graph = g.name). Requires the
 /// weights and KV cache placed (Placement::global_buft). The graph is evaluated at its worst case
 /// (Graph::WorstCase) for shapes and batch sizes. Errors: a pre-allocated tensor no backend can run
