@@ -32,6 +32,7 @@
 
 #ifdef STOWAGE_HAVE_COMPILER
 #include "stowage/Compiler/Import/ImportModelGraphs.h"
+#include "stowage/Compiler/Transforms/Passes.h"
 #endif
 
 namespace cl = llvm::cl;
@@ -56,7 +57,7 @@ static cl::opt<std::string>
 static cl::list<std::string> placeRegistry("place-registry",
                                            cl::desc("--place-devices: a registry folder"));
 static cl::opt<int> placeNgl("place-ngl", cl::desc("--place-devices: n_gpu_layers (-ngl)"),
-                            cl::init(0));
+                             cl::init(0));
 static cl::list<std::string>
     placeOverrides("place-ot", cl::desc("--place-devices: tensor buffer-type overrides "
                                         "REGEX=BUFT[,...] (-ot)"));
@@ -119,6 +120,9 @@ static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   mlir::registerTransformsPasses(); // canonicalize, cse, ... for pipelines in tests
+#ifdef STOWAGE_HAVE_COMPILER
+  stowage::compiler::registerStowageCompilerPasses();
+#endif
   mlir::DialectRegistry registry;
   registry
       .insert<mlir::func::FuncDialect, stowage::ggml::GGMLDialect, stowage::place::PlaceDialect>();

@@ -11,8 +11,8 @@
 #include "mlir/IR/Verifier.h"
 #include "stowage/Dialect/GGML/IR/GGMLOps.h"
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
-#include "stowage/planner/registry.h"
 #include "stowage/planner/model_graphs.h"
+#include "stowage/planner/registry.h"
 #include "stowage/runtime/gguf.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -492,8 +492,8 @@ LogicalResult GraphImporter::importSplits() {
       types.push_back(*type);
     }
     place::BackendAttr backend = backendAttr(split.backend);
-    auto op = b_.create<place::SplitOp>(loc_, types, b_.getI32IntegerAttr(static_cast<int>(j)),
-                                        backend);
+    auto op =
+        b_.create<place::SplitOp>(loc_, types, b_.getI32IntegerAttr(static_cast<int>(j)), backend);
     {
       OpBuilder::InsertionGuard guard(b_);
       b_.setInsertionPointToStart(&op.getBody().emplaceBlock());

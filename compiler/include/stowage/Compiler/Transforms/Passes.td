@@ -1,0 +1,35 @@
+//===- Passes.td - Stowage compiler passes ---------------------*- tablegen -*-===//
+
+#ifndef STOWAGE_COMPILER_TRANSFORMS_PASSES_TD
+#define STOWAGE_COMPILER_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def PlacePrintSplits : Pass<"place-print-splits", "::mlir::ModuleOp"> {
+  let summary = "Print each function's splits as GGML_SCHED_DEBUG=1 does";
+  let description = [{
+    A visibility pass: for every function with place.split ops it prints, to stdout, a header
+    `# @<function>: <n> splits (n_tokens = N, n_kv = K)` and then, per split, the line ggml's
+    scheduler prints at GGML_SCHED_DEBUG level 1 (ggml_backend_sched_print_assignments,
+    reference/llamacpp-placement.md §3.5):
+
+      ## SPLIT #<i>: <backend> # <n> inputs: [<name> (<size>)] ...
+
+    preceded by an empty line, where the inputs are the split's place.copy ops in order, named by
+    their source tensor, and <size> is ggml's fmt_size of the source's bytes (integer MiB "%zuM"
+    from 1 MiB up, else integer KiB "%zuK", right-aligned in 5 characters). Sizes are evaluated
+    with n_tokens, n_kv and n_outputs from the options, else from the function's ggml.n_tokens,
+    ggml.n_kv and ggml.n_outputs (the worst case llama.cpp reserves), n_ctx from the module's
+    ggml.n_ctx, and kv_head = 0. The IR is not changed.
+  }];
+  let options = [
+    Option<"nTokens", "n-tokens", "int64_t", "-1",
+           "n_tokens for sizes (default: the function's ggml.n_tokens)">,
+    Option<"nKv", "n-kv", "int64_t", "-1",
+           "n_kv for sizes (default: the function's ggml.n_kv)">,
+    Option<"nOutputs", "n-outputs", "int64_t", "-1",
+           "n_outputs for sizes (default: the function's ggml.n_outputs)">,
+  ];
+}
+
+#endif // STOWAGE_COMPILER_TRANSFORMS_PASSES_TD
