@@ -11,8 +11,20 @@
 
 #include "backend.h"
 #include "ops.h"
+#include "stowage/runtime/device_probe.h"
 
 namespace stowage::test {
+
+// RuntimeOpQuery::op is being changed from the op name to GgmlOp (devices area): accept both.
+inline void SetOp(std::string& o, GgmlOp op) { o = GgmlOpName(op); }
+inline void SetOp(GgmlOp& o, GgmlOp op) { o = op; }
+inline RuntimeOpQuery Query(GgmlOp op, RuntimeTensor dst, std::vector<RuntimeTensor> src) {
+  RuntimeOpQuery q;
+  SetOp(q.op, op);
+  q.dst = std::move(dst);
+  q.src = std::move(src);
+  return q;
+}
 
 /// A host tensor: owned bytes plus a contiguous ggml view over them.
 struct HostTensor {

@@ -4,6 +4,7 @@
 
 #include "backend_test_util.h"
 #include "onednn_backend.h"
+#include "stowage/runtime/device_probe.h"
 
 namespace stowage {
 namespace {
@@ -174,6 +175,28 @@ TEST(OneDnnBackend, BuffersAreHostMemory) {
   EXPECT_FALSE(dnn->CanAccess(dev));
   auto cpu = exec::CreateCpuBackend(1);
   EXPECT_TRUE(cpu->CanAccess(*buf));  // shares the CPU buffer type
+}
+
+// The probed ONEDNN device's op table (runtime/src/devices/onednn_probe.cpp) and the backend agree on
+// the MUL_MAT weight types, both ways: the table accepts a type exactly when oneDNN has the matmul.
+TEST(OneDnnBackend, AgreesWithTheProbedTable) {
+  const ProbeReport report = ProbeDevices();
+  const ProbedDevice* dev = nullptr;
+  for (const auto& d : report.devices)
+    if (d.type == ProbedDeviceType::kAccel && d.name == "ONEDNN") dev = &d;
+  ASSERT_NE(dev, nullptr) << "no ONEDNN device probed in a build with oneDNN";
+  auto tensor = [](GgmlType t, int64_t ne0, int64_t ne1) {
+    RuntimeTensor r;
+    r.type = t;
+    r.ne = {ne0, ne1, 1, 1};
+    r.buft = "CPU";
+    r.buft_is_host = true;
+    return r;
+  };
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
+    RuntimeOpQuery q = test::Query(GgmlOp::MUL_MAT, tensor(GgmlType::F32, 64, 64), {tensor(t, 256, 64), tensor(GgmlType::F32, 256, 64)});
+    EXPECT_EQ(dev->SupportsOp(q), exec::OneDnnSupportsMulMatType(t)) << "MUL_MAT with " << GgmlTypeName(t) << " weights";
+  }
 }
 
 TEST(OneDnnBackend, BuiltInForAccelDevices) {

@@ -332,7 +332,7 @@ Status CudaBackend::Compute(const NodeCall& c) {
   cudaError_t e = cudaSuccess;
   switch (c.op) {
     case GgmlOp::GET_ROWS:
-      if (!cuda::KernelsCanDequantize(static_cast<int>(a.type)) || b.type != GgmlType::I32 || !f32_dst)
+      if (!CudaSupportsWeightType(a.type) || b.type != GgmlType::I32 || !f32_dst)
         return Fail(op, "needs a dequantizable src0, I32 ids and an F32 dst", c);
       if (d.ne[0] != a.ne[0] || d.ne[1] != b.ne[0] || d.ne[2] != b.ne[1] || d.ne[3] != b.ne[2])
         return Fail(op, "dst shape must be [ne00, ne10, ne11, ne12]", c);
@@ -418,7 +418,7 @@ Status CudaBackend::Compute(const NodeCall& c) {
     case GgmlOp::CPY:
     case GgmlOp::CONT:
     case GgmlOp::DUP:
-      if (!IsFloatType(a.type) || !(IsFloatType(d.type) || d.type == GgmlType::Q8_0 || d.type == GgmlType::Q4_0))
+      if (!CudaSupportsCpy(a.type, d.type))
         return Fail(op, "copies F32/F16/BF16 into F32, F16, BF16, Q8_0 or Q4_0 only", c);
       if (a.nelements() != d.nelements()) return Fail(op, "element counts differ", c);
       if (!IsFloatType(d.type) && (d.ne[0] % 32 != 0 || d.nb[0] != GetTypeTraits(d.type).type_size))
@@ -623,6 +623,12 @@ Status CudaBackend::MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const 
 }
 
 }  // namespace
+
+bool CudaSupportsWeightType(GgmlType type) { return cuda::KernelsCanDequantize(static_cast<int>(type)); }
+
+bool CudaSupportsCpy(GgmlType src, GgmlType dst) {
+  return IsFloatType(src) && (IsFloatType(dst) || dst == GgmlType::Q8_0 || dst == GgmlType::Q4_0);
+}
 
 int CudaDeviceCount() {
   int n = 0;

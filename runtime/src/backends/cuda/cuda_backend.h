@@ -36,6 +36,14 @@ int CudaDeviceCount();
 /// exist or cannot be initialized (stream / cuBLAS handle creation failed).
 std::unique_ptr<Backend> CreateCudaBackend(int device);
 
+/// True when the CUDA backend runs MUL_MAT with src0 (weights) of `type`, F32 src1 and dst, and
+/// GET_ROWS from rows of `type` (the same dequantizers): F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
+/// Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS. Needs no device.
+bool CudaSupportsWeightType(GgmlType type);
+/// True when the CUDA backend's CPY/CONT/DUP copies `src` into `dst`: F32/F16/BF16 into F32, F16,
+/// BF16, Q8_0 or Q4_0. Needs no device.
+bool CudaSupportsCpy(GgmlType src, GgmlType dst);
+
 /// ggml-cuda's row split (get_row_split): rows [*lo, *hi) of `nrows` that device `id` of
 /// `n_devices` holds, given cumulative split starts `cum` (cum[0] = 0, increasing, < 1; see
 /// CumulativeSplit) and the row `rounding` (ggml: mmq_y, 128 for compute capability >= 7.0, else
