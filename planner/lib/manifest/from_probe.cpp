@@ -22,11 +22,7 @@ Result<std::vector<OpRule>> ToRules(const std::vector<OpSupportEntry>& entries) 
   std::vector<OpRule> rules;
   for (const auto& e : entries) {
     OpRule r;
-    for (const auto& name : e.ops) {
-      auto op = ParseGgmlOp(name);
-      if (!op.ok()) return Internal("runtime op table names an unknown op '" + name + "'");
-      r.ops.push_back(*op);
-    }
+    r.ops = e.ops;
     r.supported = true;
     r.min_batch = e.min_batch;
     if (!e.dst_types.empty()) {

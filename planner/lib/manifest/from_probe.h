@@ -15,7 +15,7 @@ namespace stowage::planner {
 /// rules, in the order ProbedDevice::SupportsOp asks, so that DeviceManifest::SupportsOp gives the
 /// same answer for every query. CUDA device names become "CUDA{index}" (and their buffer types
 /// likewise) so that a list of emitted GPUs is numbered like ggml numbers them.
-/// Errors: kInternal when a runtime table names an op that GgmlOp does not know.
+/// Errors: none today (Result kept for manifest validation to come).
 Result<DeviceManifest> ManifestFromProbe(const ProbedDevice& device);
 
 /// Registry key of an emitted manifest: "local-" + lower-case device name with characters other

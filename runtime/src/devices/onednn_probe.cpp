@@ -60,7 +60,7 @@ ProbedDevice MakeOneDnnDevice(const CpuInfo& cpu) {
   act.types = {T::F32};
   act.contiguous = true;
   act.host = true;
-  d.ops = {{{"MUL_MAT"}, {w, act}, {T::F32}, 32, "oneDNN matmul: F32/BF16 weights, batch >= 32"}};
+  d.ops = {{{GgmlOp::MUL_MAT}, {w, act}, {T::F32}, 32, "oneDNN matmul: F32/BF16 weights, batch >= 32"}};
   d.properties = {{"onednn_version", version}, {"onednn_isa", isa}};
   return d;
 }

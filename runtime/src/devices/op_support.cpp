@@ -7,8 +7,9 @@
 namespace stowage {
 namespace {
 
-bool IsViewOrNone(const std::string& op) {
-  return op == "NONE" || op == "RESHAPE" || op == "VIEW" || op == "PERMUTE" || op == "TRANSPOSE";
+bool IsViewOrNone(GgmlOp op) {
+  return op == GgmlOp::NONE || op == GgmlOp::RESHAPE || op == GgmlOp::VIEW || op == GgmlOp::PERMUTE ||
+         op == GgmlOp::TRANSPOSE;
 }
 
 bool InNonHostBuffer(const RuntimeTensor& t) { return !t.buft.empty() && !t.buft_is_host; }
@@ -53,9 +54,9 @@ const char* ProbedDeviceTypeName(ProbedDeviceType t) {
 }
 
 int64_t RuntimeOpBatch(const RuntimeOpQuery& q) {
-  if (q.op == "GET_ROWS") return 0;
-  if (q.op == "MUL_MAT") return q.dst.ne[1];
-  if (q.op == "MUL_MAT_ID" || q.op == "ROPE" || q.op == "ROPE_BACK") return q.dst.ne[2];
+  if (q.op == GgmlOp::GET_ROWS) return 0;
+  if (q.op == GgmlOp::MUL_MAT) return q.dst.ne[1];
+  if (q.op == GgmlOp::MUL_MAT_ID || q.op == GgmlOp::ROPE) return q.dst.ne[2];
   return q.dst.ne[1] * q.dst.ne[2] * q.dst.ne[3];
 }
 
@@ -85,6 +86,7 @@ bool ProbedDevice::SupportsOp(const RuntimeOpQuery& q) const {
 
 ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
   using T = GgmlType;
+  using O = GgmlOp;
   ProbedDevice d;
   d.backend = "CPU";
   d.name = "CPU";
@@ -110,15 +112,15 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
   const SrcRequirement f32_opt = Src({T::F32}, true);
   const char* kOps = "runtime/src/backends/cpu/ops.h";
   d.ops = {
-      {{"GET_ROWS"}, {Src(weights), Src({T::I32})}, {T::F32}, 0, kOps},
-      {{"MUL_MAT"}, {Src(weights), f32}, {T::F32}, 0, kOps},
-      {{"RMS_NORM", "NORM", "SCALE", "SILU", "GELU"}, {f32}, {T::F32}, 0, kOps},
-      {{"ADD", "MUL"}, {f32, Src({T::F32, T::F16})}, {T::F32}, 0, kOps},
-      {{"SWIGLU", "GEGLU"}, {f32, f32_opt}, {T::F32}, 0, kOps},
-      {{"ROPE"}, {f32, Src({T::I32}), f32_opt}, {T::F32}, 0, kOps},
-      {{"SOFT_MAX"}, {f32, Src({T::F16, T::F32}, true)}, {T::F32}, 0, kOps},
-      {{"CPY", "CONT"}, {f32}, {T::F32, T::F16, T::BF16, T::Q8_0, T::Q4_0}, 0, kOps},
-      {{"CPY", "CONT"}, {Src({T::F16})}, {T::F32}, 0, kOps},
+      {{O::GET_ROWS}, {Src(weights), Src({T::I32})}, {T::F32}, 0, kOps},
+      {{O::MUL_MAT}, {Src(weights), f32}, {T::F32}, 0, kOps},
+      {{O::RMS_NORM, O::NORM, O::SCALE, O::SILU, O::GELU}, {f32}, {T::F32}, 0, kOps},
+      {{O::ADD, O::MUL}, {f32, Src({T::F32, T::F16})}, {T::F32}, 0, kOps},
+      {{O::SWIGLU, O::GEGLU}, {f32, f32_opt}, {T::F32}, 0, kOps},
+      {{O::ROPE}, {f32, Src({T::I32}), f32_opt}, {T::F32}, 0, kOps},
+      {{O::SOFT_MAX}, {f32, Src({T::F16, T::F32}, true)}, {T::F32}, 0, kOps},
+      {{O::CPY, O::CONT}, {f32}, {T::F32, T::F16, T::BF16, T::Q8_0, T::Q4_0}, 0, kOps},
+      {{O::CPY, O::CONT}, {Src({T::F16})}, {T::F32}, 0, kOps},
   };
   d.properties.push_back({"cores", std::to_string(cpu.physical_cores) + " physical, " +
                                        std::to_string(cpu.logical_cores) + " logical"});
@@ -138,7 +140,7 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
     w.contiguous = true;  // cpu::CanRepackQ4_0
     SrcRequirement act = Src({T::F32});
     act.host = true;
-    repack.supports_op = {{{"MUL_MAT"}, {w, act}, {}, 0, "Q4_0 8x8 repack (AVX2), ne1 % 8 == 0"}};
+    repack.supports_op = {{{O::MUL_MAT}, {w, act}, {}, 0, "Q4_0 8x8 repack (AVX2), ne1 % 8 == 0"}};
     d.extra_bufts.push_back(std::move(repack));
   }
   return d;

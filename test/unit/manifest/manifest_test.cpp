@@ -35,8 +35,8 @@ TEST(GgmlOp, NamesRoundTrip) {
     ASSERT_TRUE(parsed.ok()) << GgmlOpName(op);
     EXPECT_EQ(*parsed, op);
   }
-  EXPECT_EQ(*ParseGgmlOp("mul_mat"), GgmlOp::MUL_MAT);
-  EXPECT_EQ(*ParseGgmlOp("SwiGlu"), GgmlOp::SWIGLU);
+  EXPECT_EQ(*ParseGgmlOp("MUL_MAT"), GgmlOp::MUL_MAT);
+  EXPECT_FALSE(ParseGgmlOp("mul_mat").ok());  // manifests spell ops as ggml prints them
   EXPECT_STREQ(GgmlOpName(GgmlOp::SSM_SCAN), "SSM_SCAN");
   auto bad = ParseGgmlOp("MULMAT");
   ASSERT_FALSE(bad.ok());

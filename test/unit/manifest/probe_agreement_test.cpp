@@ -51,8 +51,9 @@ void Compare(const ProbedDevice& dev, const DeviceManifest& m, GgmlOp op, const 
   ++c->queries;
   c->supported += runtime;
   if (runtime != manifest && c->mismatches++ == 0) {
-    c->first_mismatch = dev.name + " " + rq.op + " dst " + GgmlTypeName(rq.dst.type) + ": runtime " +
-                        (runtime ? "yes" : "no") + ", manifest " + (manifest ? "yes" : "no") + "; srcs:";
+    c->first_mismatch = dev.name + " " + GgmlOpName(rq.op) + " dst " + GgmlTypeName(rq.dst.type) +
+                        ": runtime " + (runtime ? "yes" : "no") + ", manifest " + (manifest ? "yes" : "no") +
+                        "; srcs:";
     for (const auto& s : rq.src) {
       c->first_mismatch += std::string(" ") + GgmlTypeName(s.type) + "[" + std::to_string(s.ne[0]) + "," +
                            std::to_string(s.ne[1]) + "," + std::to_string(s.ne[2]) + "]@" +
@@ -80,7 +81,7 @@ Comparison CompareAll(const ProbedDevice& dev, const DeviceManifest& m) {
   for (size_t oi = 0; oi < kGgmlOpCount; ++oi) {
     auto op = static_cast<GgmlOp>(oi);
     RuntimeOpQuery rq;
-    rq.op = GgmlOpName(op);
+    rq.op = op;
     for (int t0 = -1; t0 < static_cast<int>(types.size()); ++t0) {
       for (int t1 = -1; t1 < static_cast<int>(types.size()); ++t1) {
         if (t0 < 0 && t1 >= 0) continue;  // sources are filled in order

@@ -33,6 +33,7 @@
 #include <string_view>
 #include <vector>
 
+#include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/ggml_types.h"
 #include "stowage/runtime/status.h"
 
@@ -40,46 +41,19 @@ namespace stowage::planner {
 
 // ---- ggml ops ----------------------------------------------------------------------------------
 
-/// The graph operations, named exactly as ggml names them (ggml.h `enum ggml_op`, order of
-/// ggml-org/ggml 2026-08). ggml's generic GGML_OP_UNARY and GGML_OP_GLU are not members: their
-/// sub-ops are members of their own, named as `ggml_op_desc` prints them (ggml_unary_op: SILU,
-/// GELU, ...; ggml_glu_op: SWIGLU, GEGLU, ...). The numeric values are Stowage's, not ggml's (ggml
-/// renumbers between versions); files and plans store the names.
-// clang-format off
-enum class GgmlOp : uint16_t {
-  NONE, DUP, ADD, ADD_ID, ADD1, ACC, SUB, MUL, DIV, SQR, SQRT, LOG, SIN, COS, SUM, SUM_ROWS,
-  CUMSUM, MEAN, ARGMAX, COUNT_EQUAL, REPEAT, REPEAT_BACK, CONCAT, SILU_BACK, NORM, RMS_NORM,
-  RMS_NORM_BACK, GROUP_NORM, L2_NORM, MUL_MAT, MUL_MAT_ID, OUT_PROD, SCALE, SET, CPY, CONT,
-  RESHAPE, VIEW, PERMUTE, TRANSPOSE, GET_ROWS, GET_ROWS_BACK, SET_ROWS, DIAG, DIAG_MASK_INF,
-  DIAG_MASK_ZERO, SOFT_MAX, SOFT_MAX_BACK, ROPE, ROPE_BACK, CLAMP, CONV_TRANSPOSE_1D, IM2COL,
-  IM2COL_BACK, IM2COL_3D, CONV_2D, CONV_3D, CONV_2D_DW, CONV_TRANSPOSE_2D, POOL_1D, POOL_2D,
-  POOL_2D_BACK, UPSCALE, PAD, PAD_REFLECT_1D, ROLL, ARANGE, TIMESTEP_EMBEDDING, ARGSORT, TOP_K,
-  LEAKY_RELU, TRI, FILL, FLASH_ATTN_EXT, FLASH_ATTN_BACK, SSM_CONV, SSM_SCAN, WIN_PART,
-  WIN_UNPART, GET_REL_POS, ADD_REL_POS, RWKV_WKV6, GATED_LINEAR_ATTN, RWKV_WKV7, SOLVE_TRI,
-  GATED_DELTA_NET, MAP_CUSTOM1, MAP_CUSTOM2, MAP_CUSTOM3, CUSTOM, CROSS_ENTROPY_LOSS,
-  CROSS_ENTROPY_LOSS_BACK, OPT_STEP_ADAMW, OPT_STEP_SGD,
-  // ggml_unary_op (a GGML_OP_UNARY node)
-  ABS, SGN, NEG, STEP, TANH, ELU, RELU, SIGMOID, GELU, GELU_QUICK, SILU, HARDSWISH, HARDSIGMOID,
-  EXP, EXPM1, SOFTPLUS, GELU_ERF, XIELU, FLOOR, CEIL, ROUND, TRUNC,
-  // ggml_glu_op (a GGML_OP_GLU node)
-  REGLU, GEGLU, SWIGLU, SWIGLU_OAI, GEGLU_ERF, GEGLU_QUICK,
-  kCount
-};
-// clang-format on
+// Ops are the project's shared enum (runtime/include/stowage/runtime/ggml_ops.h): ggml's op names,
+// unary and GLU sub-ops flattened under their own names ("SILU", "SWIGLU"), as ggml_op_desc prints
+// them. Manifests name ops by these strings; an op the enum does not know is rejected.
+using GgmlOp = ::stowage::GgmlOp;
+using ::stowage::GgmlOpName;
+using ::stowage::ParseGgmlOp;
 
 /// Number of GgmlOp values (excluding kCount).
 inline constexpr size_t kGgmlOpCount = static_cast<size_t>(GgmlOp::kCount);
 
-/// ggml's name of `op` ("MUL_MAT", "SILU", "SWIGLU"). Returns "?" for kCount.
-const char* GgmlOpName(GgmlOp op);
-
-/// Parses a ggml op name, ASCII case-insensitively ("mul_mat", "SWIGLU").
-/// Errors: kInvalidArgument "unknown ggml op 'X'".
-Result<GgmlOp> ParseGgmlOp(std::string_view name);
-
-/// True for ggml_unary_op members (the ops of a GGML_OP_UNARY node).
+/// True for ggml_unary_op members (the ops of a GGML_OP_UNARY node: ABS .. SOFTPLUS).
 bool IsUnaryOp(GgmlOp op);
-/// True for ggml_glu_op members (the ops of a GGML_OP_GLU node).
+/// True for ggml_glu_op members (the ops of a GGML_OP_GLU node: REGLU, GEGLU, SWIGLU).
 bool IsGluOp(GgmlOp op);
 /// True for NONE, RESHAPE, VIEW, PERMUTE, TRANSPOSE: ops that create no data (ggml_is_view_op
 /// plus NONE); every ggml CPU-side device accepts them (ggml-cpu.cpp supports_op).
@@ -122,8 +96,8 @@ struct OpQuery {
 };
 
 /// The batch size ggml's CUDA backend uses in offload_op (ggml-cuda.cu get_op_batch_size):
-/// 0 for GET_ROWS, dst ne[1] for MUL_MAT, dst ne[2] for MUL_MAT_ID / ROPE / ROPE_BACK, dst nrows
-/// otherwise.
+/// 0 for GET_ROWS, dst ne[1] for MUL_MAT, dst ne[2] for MUL_MAT_ID / ROPE (and ROPE_BACK, which
+/// Stowage does not use), dst nrows otherwise.
 int64_t OpBatchSize(const OpQuery& q);
 
 // ---- the manifest -------------------------------------------------------------------------------

@@ -16,7 +16,7 @@
 // tables; the planner's manifest writer (list-devices --emit-manifest) turns the same tables into
 // manifest rules, and a unit test checks both answers agree for every op and type pair.
 //
-// This header has no planner dependency: ops are named by ggml op names ("MUL_MAT", "SILU").
+// This header has no planner dependency; ops are the shared GgmlOp (stowage/runtime/ggml_ops.h).
 // Shapes are in ggml order (ne[0] innermost); sizes in bytes. Probing reads /proc and CPUID and
 // keeps no global state; results are plain values (thread-compatible).
 #pragma once
@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/ggml_types.h"
 #include "stowage/runtime/status.h"
 
@@ -77,7 +78,7 @@ struct RuntimeTensor {
 
 /// A node as a backend's supports_op sees it (ggml src order; see planner/manifest.h OpQuery).
 struct RuntimeOpQuery {
-  std::string op;  ///< ggml op name ("MUL_MAT", "SILU", "SWIGLU")
+  GgmlOp op = GgmlOp::NONE;
   RuntimeTensor dst;
   std::vector<RuntimeTensor> src;
 };
@@ -95,7 +96,7 @@ struct SrcRequirement {
 
 /// One row of a backend's support table: ops it runs with these source/destination types.
 struct OpSupportEntry {
-  std::vector<std::string> ops;     ///< ggml op names
+  std::vector<GgmlOp> ops;
   std::vector<SrcRequirement> src;  ///< src[i] requirements; sources beyond are unconstrained
   std::vector<GgmlType> dst_types;  ///< allowed dst types (empty = any)
   int64_t min_batch = 0;            ///< ggml batch (ne1 for MUL_MAT) >= min_batch
@@ -106,7 +107,7 @@ struct OpSupportEntry {
 bool EntryMatches(const OpSupportEntry& e, const RuntimeOpQuery& q);
 
 /// ggml's op batch (ggml-cuda get_op_batch_size): 0 for GET_ROWS, dst ne1 for MUL_MAT, dst ne2 for
-/// MUL_MAT_ID / ROPE / ROPE_BACK, dst nrows otherwise.
+/// MUL_MAT_ID / ROPE, dst nrows otherwise.
 int64_t RuntimeOpBatch(const RuntimeOpQuery& q);
 
 /// A buffer type of a probed device.
