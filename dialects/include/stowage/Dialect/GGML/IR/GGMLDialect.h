@@ -1,8 +1,8 @@
 //===- GGMLDialect.h - the ggml dialect, its types and attributes ---------===//
 //
 // Declares the `ggml` dialect (see GGMLDialect.td for its description), the dimension model of
-// its tensor type (static sizes and linear forms of one symbolic size) and the generated types and
-// enum attributes. Ops are in GGMLOps.h.
+// its tensor type (static sizes and affine forms of the symbolic sizes n_tokens, n_kv, n_outputs,
+// n_ctx, kv_head), the generated types, enums and attributes. Ops are in GGMLOps.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,6 +58,7 @@ struct Dim {
     d.k[static_cast<unsigned>(sym)] = coeff;
     return d;
   }
+  /// True when no symbol appears (the size is known at compile time).
   bool isStatic() const {
     for (int64_t v : k)
       if (v != 0)
@@ -70,9 +71,12 @@ struct Dim {
   bool is(int64_t n) const { return isStatic() && c == n; }
   /// Coefficient of `sym`.
   int64_t coeff(Sym sym) const { return k[static_cast<unsigned>(sym)]; }
+  /// Structural equality: equal for every binding of the symbols.
   bool operator==(const Dim &o) const { return c == o.c && k == o.k; }
   bool operator!=(const Dim &o) const { return !(*this == o); }
+  /// A total order for canonical factor lists (not a comparison of sizes).
   bool operator<(const Dim &o) const { return k != o.k ? k < o.k : c < o.c; }
+  /// Term-wise sum and difference (e.g. concat sizes, d_conv - 1 + n_tokens).
   Dim operator+(const Dim &o) const;
   Dim operator-(const Dim &o) const;
   /// Scales every term by `f`; sets `overflow` on int64 overflow.
@@ -81,6 +85,7 @@ struct Dim {
   std::string str() const;
 };
 
+/// Hash for MLIR's type and attribute uniquing.
 llvm::hash_code hash_value(const Dim &dim);
 
 /// The product of dimensions, kept as coeff * (product of symbolic factors); each factor is a
@@ -93,8 +98,9 @@ struct ElementCount {
   llvm::SmallVector<Dim, 4> factors; // sorted
   bool overflow = false;
 
-  /// Multiplies by one dimension.
+  /// Multiplies by one dimension (sets `overflow` when the coefficient leaves int64).
   void multiply(const Dim &dim);
+  /// True when the count is the number `coeff`.
   bool isStatic() const { return factors.empty(); }
   bool operator==(const ElementCount &o) const {
     return !overflow && !o.overflow && coeff == o.coeff && factors == o.factors;
@@ -102,7 +108,8 @@ struct ElementCount {
   bool operator!=(const ElementCount &o) const { return !(*this == o); }
   /// The count as one Dim when it is affine (at most one symbolic factor), else std::nullopt.
   std::optional<Dim> asDim() const;
-  /// E.g. "4096*n_tokens", "32000", "32*n_kv*n_tokens", "4*(n_tokens+3)".
+  /// E.g. "n_tokens*4096", "32000", "32*n_kv*n_tokens", "4*(n_tokens+3)*n_kv"; a count with a
+  /// single factor prints as one affine form ("n_tokens*4+12").
   std::string str() const;
 };
 
