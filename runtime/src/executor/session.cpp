@@ -223,7 +223,9 @@ Status Session::Impl::LoadWeights(const SessionOptions& opts) {
     }
     const uint8_t* src = gguf->bytes() + t->gguf_offset();
     const std::string repack = pb->repack() ? pb->repack()->str() : "";
-    if (repack == "q4_0x8" && v.type == GgmlType::Q4_0 && cpu::CanRepackQ4_0(v)) {
+    // A repack buffer type (llama.cpp's CPU_REPACK) converts the weights it can into the kernels'
+    // interleaved layout on upload (ggml-cpu repack set_tensor); the others stay plain.
+    if (!repack.empty() && v.type == GgmlType::Q4_0 && cpu::CanRepackQ4_0(v)) {
       TensorView s = v;
       s.data = const_cast<uint8_t*>(src);
       std::vector<uint8_t> tmp(t->nbytes());
