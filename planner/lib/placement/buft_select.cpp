@@ -23,7 +23,7 @@ Result<std::vector<TensorOverride>> ParseTensorOverrides(std::string_view text) 
     size_t end = text.find(',', start);
     if (end == std::string_view::npos) end = text.size();
     const std::string item(text.substr(start, end - start));
-    const size_t eq = item.rfind('=');
+    const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
       return InvalidArgument("invalid -ot value '" + item + "' (expected REGEX=BUFFER_TYPE)");
     out.push_back({item.substr(0, eq), item.substr(eq + 1)});

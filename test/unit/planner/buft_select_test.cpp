@@ -142,6 +142,10 @@ TEST(TensorOverrides, ParseAndMoePatterns) {
   EXPECT_FALSE(ParseTensorOverrides("exps").ok());
   EXPECT_FALSE(ParseTensorOverrides("=CPU").ok());
   EXPECT_FALSE(ParseTensorOverrides("a=CPU,").ok());
+  auto first = ParseTensorOverrides("a=b=c");  // split at the first '=' as llama.cpp
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ((*first)[0].pattern, "a");
+  EXPECT_EQ((*first)[0].buft, "b=c");
   const auto moe = CpuMoeOverrides(false, 2, "CPU");
   ASSERT_EQ(moe.size(), 2u);
   const std::regex re(moe[1].pattern);

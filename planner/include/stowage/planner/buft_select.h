@@ -25,7 +25,7 @@ struct TensorOverride {
   std::string buft;  ///< a default buffer type name of a device ("CPU", "CUDA0", "RPC[...]")
 };
 
-/// Parses "-ot" values: "REGEX=BUFT[,REGEX=BUFT...]" (llama.cpp splits on ',' then on the last
+/// Parses "-ot" values: "REGEX=BUFT[,REGEX=BUFT...]" (llama.cpp common/arg.cpp splits on ',' then on the first
 /// '='). Errors: kInvalidArgument "invalid -ot value 'x' (expected REGEX=BUFFER_TYPE)".
 Result<std::vector<TensorOverride>> ParseTensorOverrides(std::string_view text);
 
