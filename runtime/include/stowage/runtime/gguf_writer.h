@@ -121,7 +121,8 @@ class GgufWriter {
                        const void* data, uint64_t nbytes);
 
   /// Copies every key/value pair (in file order) and tensor (info and data, in file order) of `src`.
-  /// Writing the result reproduces `src` byte for byte when `src` has ggml's canonical layout.
+  /// Writing the result reproduces `src` byte for byte when its padding bytes are zeros and its
+  /// last tensor is padded, as ggml and gguf-py write them (every file in ../shared/models).
   /// `src` must outlive Write. Errors: as AddKV/AddTensor.
   Status CopyFrom(const GgufFile& src);
 
