@@ -73,6 +73,7 @@ Result<DeviceManifest> ManifestFromProbe(const ProbedDevice& d) {
   m.caps = {d.caps_async, d.caps_host_buffer, d.caps_buffer_from_host_ptr, d.caps_events};
   m.default_buft = ToBuft(d.default_buft);
   if (d.host_buft) m.host_buft = ToBuft(*d.host_buft);
+  if (d.split_buft) m.split_buft = ToBuft(*d.split_buft);
   for (const auto& e : d.extra_bufts) {
     BufferType b = ToBuft(e);
     STOWAGE_ASSIGN_OR_RETURN(b.supports_op, ToRules(e.supports_op));
@@ -115,6 +116,7 @@ Result<DeviceManifest> ManifestFromProbe(const ProbedDevice& d) {
     const std::string concrete = d.name;
     Templatize(m.name, concrete, "CUDA{index}");
     Templatize(m.default_buft.name, concrete, "CUDA{index}");
+    if (m.split_buft) Templatize(m.split_buft->name, concrete + "_Split", "CUDA{index}_Split");
   }
   return m;
 }

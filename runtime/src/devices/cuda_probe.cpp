@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cuda_backend.h"  // exec::CudaSupportsWeightType / CudaSupportsCpy
 #include "probe_internal.h"
 
 namespace stowage::devices_internal {
@@ -44,6 +45,15 @@ void ProbeCuda(ProbeReport& report) {
     char bus[32];
     std::snprintf(bus, sizeof(bus), "%04x:%02x:%02x", prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
     info.pci_bus_id = bus;
+    // The backend's own answers for the types (runtime/src/backends/cuda).
+    for (uint32_t id = 0; id < kGgmlTypeCount; ++id) {
+      if (!IsValidGgmlType(id)) continue;
+      const auto t = static_cast<GgmlType>(id);
+      if (exec::CudaSupportsWeightType(t)) info.weight_types.push_back(t);
+      for (GgmlType from : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+        if (exec::CudaSupportsCpy(from, t)) info.cpy_types.push_back({from, t});
+      }
+    }
     ProbedDevice d = MakeCudaDevice(info);
     report.devices.push_back(std::move(d));
   }

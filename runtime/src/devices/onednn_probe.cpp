@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "onednn_backend.h"  // exec::OneDnnSupportsMulMatType
 #include "probe_internal.h"
 
 namespace stowage::devices_internal {
@@ -51,16 +52,20 @@ ProbedDevice MakeOneDnnDevice(const CpuInfo& cpu) {
   d.supports_any_host_buft = true;
   d.view_ops_any_buffer = false;
   d.srcs_must_be_host = true;
+  // The backend's MUL_MAT (runtime/src/backends/onednn): weights of the types oneDNN can multiply
+  // here with contiguous rows, F32 activations with any strides, F32 dst. Batches below 32 stay on
+  // the CPU, like ggml-blas (min_batch).
   SrcRequirement w;
-  w.types = {T::F32, T::BF16};
+  for (uint32_t id = 0; id < kGgmlTypeCount; ++id) {
+    if (IsValidGgmlType(id) && exec::OneDnnSupportsMulMatType(static_cast<T>(id)))
+      w.types.push_back(static_cast<T>(id));
+  }
   w.contiguous = true;
   w.host = true;
-  w.max_dims = 2;
   SrcRequirement act;
   act.types = {T::F32};
-  act.contiguous = true;
   act.host = true;
-  d.ops = {{{GgmlOp::MUL_MAT}, {w, act}, {T::F32}, 32, "oneDNN matmul: F32/BF16 weights, batch >= 32"}};
+  d.ops = {{{GgmlOp::MUL_MAT}, {w, act}, {T::F32}, 32, "oneDNN matmul, batch >= 32"}};
   d.properties = {{"onednn_version", version}, {"onednn_isa", isa}};
   return d;
 }

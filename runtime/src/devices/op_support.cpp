@@ -147,6 +147,8 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
 }
 
 ProbedDevice MakeCudaDevice(const CudaDeviceInfo& info) {
+  using T = GgmlType;
+  using O = GgmlOp;
   ProbedDevice d;
   d.backend = "CUDA";
   d.name = "CUDA" + std::to_string(info.index);
@@ -159,10 +161,40 @@ ProbedDevice MakeCudaDevice(const CudaDeviceInfo& info) {
   d.caps_events = true;
   d.default_buft = {d.name, 128, false, {}};
   d.host_buft = ProbedBufferType{"CUDA_Host", 32, true, {}};
+  d.split_buft = ProbedBufferType{d.name + "_Split", 128, false, {}};
   d.view_ops_any_buffer = true;
   d.srcs_must_be_host = false;  // a GPU reads its own buffers; the scheduler copies the rest
-  d.ops = MakeCpuDevice(CpuInfo{}).ops;
-  for (auto& e : d.ops) e.note = "GPU backend op contract (the CPU kernels' op set)";
+
+  const ProbedDevice cpu = MakeCpuDevice(CpuInfo{});
+  std::vector<T> weights = info.weight_types;
+  if (weights.empty()) weights = cpu.ops[0].src[0].types;  // the CPU's GET_ROWS / MUL_MAT set
+  const SrcRequirement f32 = Src({T::F32});
+  const SrcRequirement f32_opt = Src({T::F32}, true);
+  const char* kOps = "runtime/src/backends/cuda/cuda_backend.cpp";
+  d.ops = {
+      {{O::GET_ROWS}, {Src(weights), Src({T::I32})}, {T::F32}, 0, kOps},
+      {{O::MUL_MAT}, {Src(weights), f32}, {T::F32}, 0, kOps},
+      {{O::RMS_NORM, O::NORM, O::SCALE, O::SILU, O::GELU}, {f32}, {T::F32}, 0, kOps},
+      {{O::ADD, O::MUL}, {f32, Src({T::F32, T::F16})}, {T::F32}, 0, kOps},
+      {{O::SWIGLU, O::GEGLU}, {f32, f32_opt}, {T::F32}, 0, kOps},
+      {{O::ROPE}, {f32, Src({T::I32}), f32_opt}, {T::F32}, 0, kOps},
+      {{O::SOFT_MAX}, {f32, Src({T::F16, T::F32}, true)}, {T::F32}, 0, kOps},
+  };
+  if (info.cpy_types.empty()) {
+    for (const auto& e : cpu.ops) {
+      if (e.ops[0] == O::CPY) d.ops.push_back({e.ops, e.src, e.dst_types, 0, kOps});
+    }
+  } else {
+    // One row per source type: CPY/CONT/DUP from it into the listed destination types.
+    std::vector<std::pair<T, std::vector<T>>> by_src;
+    for (const auto& [from, to] : info.cpy_types) {
+      auto it = std::find_if(by_src.begin(), by_src.end(), [&](const auto& p) { return p.first == from; });
+      if (it == by_src.end()) it = by_src.insert(by_src.end(), {from, {}});
+      it->second.push_back(to);
+    }
+    for (const auto& [from, to] : by_src)
+      d.ops.push_back({{O::CPY, O::CONT, O::DUP}, {Src({from})}, to, 0, kOps});
+  }
   d.offload_min_batch = 32;
   d.properties = {{"compute_capability", std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor)},
                   {"multiprocessors", std::to_string(info.multiprocessors)}};

@@ -147,6 +147,11 @@ std::vector<ProbedDevice> DevicesUnderTest() {
   gpu.memory_free = 150000000000ull;
   gpu.cc_major = 9;
   devs.push_back(MakeCudaDevice(gpu));
+  gpu.index = 2;  // with explicit backend types: fewer weights, copies per source type
+  gpu.weight_types = {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0};
+  gpu.cpy_types = {
+      {GgmlType::F32, GgmlType::F16}, {GgmlType::F32, GgmlType::Q8_0}, {GgmlType::BF16, GgmlType::F32}};
+  devs.push_back(MakeCudaDevice(gpu));
   return devs;
 }
 
@@ -176,11 +181,13 @@ TEST(ProbeAgreement, CudaManifestIsIndexedLikeGgml) {
   EXPECT_EQ(m->name, "CUDA{index}");
   EXPECT_EQ(m->default_buft.name, "CUDA{index}");
   EXPECT_EQ(m->host_buft->name, "CUDA_Host");
+  EXPECT_EQ(m->split_buft->name, "CUDA{index}_Split");
   EXPECT_TRUE(m->caps.host_buffer);
   ASSERT_TRUE(m->offload_op.has_value());
   DeviceManifest d0 = m->WithIndex(0);
   EXPECT_EQ(d0.name, "CUDA0");
   EXPECT_TRUE(d0.SupportsBuft("CUDA0", false));
+  EXPECT_TRUE(d0.SupportsBuft("CUDA0_Split", false));
   EXPECT_FALSE(d0.SupportsBuft("CPU", true));
   EXPECT_EQ(LocalManifestKey(MakeCudaDevice(gpu)), "local-cuda3");
 }

@@ -134,6 +134,7 @@ struct ProbedDevice {
   bool caps_async = false, caps_host_buffer = false, caps_buffer_from_host_ptr = false, caps_events = false;
   ProbedBufferType default_buft;
   std::optional<ProbedBufferType> host_buft;
+  std::optional<ProbedBufferType> split_buft;  ///< row-split buffer type (-sm row), if the backend has one
   std::vector<ProbedBufferType> extra_bufts;
   bool supports_any_host_buft = false;  ///< supports_buft accepts every host buffer type
   /// supports_op, in the order ggml-cpu asks: (1) NONE/RESHAPE/VIEW/PERMUTE/TRANSPOSE are accepted
@@ -176,11 +177,17 @@ struct CudaDeviceInfo {
   int cc_major = 0, cc_minor = 0;
   int multiprocessors = 0;
   std::string pci_bus_id;  ///< "domain:bus:device" (lower-case hex)
+  /// Weight types the CUDA backend multiplies and gathers (exec::CudaSupportsWeightType);
+  /// empty = the CPU backend's set.
+  std::vector<GgmlType> weight_types;
+  /// (src, dst) type pairs its CPY/CONT/DUP convert (exec::CudaSupportsCpy); empty = the CPU's.
+  std::vector<std::pair<GgmlType, GgmlType>> cpy_types;
 };
 
-/// The GPU device of this build for one CUDA GPU: buffer types CUDA<i> (alignment 128) and
-/// CUDA_Host (pinned, host), caps async/host_buffer/events (ggml-cuda), offload_op for batches
-/// >= 32; its op table is the op contract the GPU backend implements (the CPU kernels' op set).
+/// The GPU device of this build for one CUDA GPU: buffer types CUDA<i> (alignment 128), CUDA_Host
+/// (pinned, host) and CUDA<i>_Split (-sm row), caps async/host_buffer/events (ggml-cuda),
+/// offload_op for batches >= 32; its op table lists the ops the CUDA backend runs
+/// (runtime/src/backends/cuda/cuda_backend.cpp) with `info`'s weight and copy types.
 /// Separate from the probe so it can be tested without a GPU.
 ProbedDevice MakeCudaDevice(const CudaDeviceInfo& info);
 
