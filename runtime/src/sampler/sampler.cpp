@@ -38,7 +38,10 @@ int32_t Sampler::Sample(const float* logits, int n_vocab) {
       best = i;
     }
   }
-  if (best < 0 || params_.temperature <= 0.0f || params_.top_k == 1) return best;
+  // Greedy when the temperature is not a positive number: `!(t > 0)` also catches a NaN
+  // temperature, which would otherwise turn every weight into NaN and make the draw below fall
+  // through to the least likely kept candidate.
+  if (best < 0 || !(params_.temperature > 0.0f) || params_.top_k == 1) return best;
   if (std::isinf(best_logit)) return best;  // +inf dominates every other token
 
   // Candidates sorted by logit, descending (ties: lower id first).
