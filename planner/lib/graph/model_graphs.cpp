@@ -184,6 +184,9 @@ Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const ContextConfig& 
   const ArchSpec* spec = FindArch(m.hp.arch);
   m.cfg = cfg;
   if (m.cfg.n_ctx == 0) m.cfg.n_ctx = m.hp.n_ctx_train;
+  // llama_init_from_model pads n_ctx to llama_kv_cache_get_padding (32 without flash attention)
+  // because kv_self.n is padded during inference.
+  m.cfg.n_ctx = (m.cfg.n_ctx + 31) / 32 * 32;
   if (m.cfg.n_ubatch == 0 || m.cfg.n_batch == 0) return InvalidArgument("n_batch and n_ubatch must be positive");
   m.cfg.n_ubatch = std::min(m.cfg.n_ubatch, m.cfg.n_batch);
   m.cfg.n_seq_max = std::max<uint32_t>(1, m.cfg.n_seq_max);

@@ -174,6 +174,20 @@ TEST(LlamaGraph, WeightsConsumersAndOutput) {
   EXPECT_EQ(rope->iparams[1], 0);
 }
 
+TEST(LlamaGraph, ContextPaddedAsLlamaCpp) {
+  SynthGguf s = test::LlamaModel(SynthParams{});
+  auto f = s.Parse();
+  ContextConfig cfg;
+  cfg.n_ctx = 100;  // llama_init_from_model: GGML_PAD(n_ctx, 32)
+  cfg.n_ubatch = 512;
+  auto m = BuildModelGraphs(*f, cfg);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->cfg.n_ctx, 128u);
+  EXPECT_EQ(m->prefill.max_kv, 128);
+  EXPECT_EQ(m->prefill.max_tokens, 128);  // min(n_ctx, n_ubatch)
+  EXPECT_EQ(Global(*m, "cache_v_l0")->ne[0], 32 * 128);
+}
+
 TEST(LlamaGraph, TiedOutputReusesTokenEmbd) {
   SynthParams p;
   p.tied = true;

@@ -156,7 +156,7 @@ struct HParams {
 
 /// Context parameters that shape the graphs (llama_context_params subset).
 struct ContextConfig {
-  uint32_t n_ctx = 0;          ///< 0: the model's n_ctx_train (as llama.cpp)
+  uint32_t n_ctx = 0;          ///< 0: the model's n_ctx_train; padded to a multiple of 32 (as llama.cpp)
   uint32_t n_batch = 2048;
   uint32_t n_ubatch = 512;
   GgmlType type_k = GgmlType::F16;
@@ -169,7 +169,7 @@ struct ContextConfig {
 
 struct ModelGraphs {
   HParams hp;
-  ContextConfig cfg;           ///< resolved (n_ctx filled in)
+  ContextConfig cfg;           ///< resolved (n_ctx filled in and padded, n_ubatch <= n_batch, F32 states for mamba)
   std::vector<GlobalTensor> globals;
   Graph prefill;               ///< "pp": n_tokens = min(n_ctx, n_ubatch)
   Graph decode;                ///< "tg": n_tokens = 1

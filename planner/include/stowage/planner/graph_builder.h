@@ -35,7 +35,11 @@ class GraphBuilder {
   /// ggml_get_rows: a [ne0, n, ne2], rows I32 [m, ne2, ne3'] -> [ne0, m, ne2, ne3'] (F32, or I32 for an
   /// I32 `a`). Checks a.ne2 == rows.ne1 as ggml does.
   int GetRows(int a, int rows);
+  /// ggml_mul_mat: a [K, M, ...] (the weight), b [K, N, ne2, ne3] -> F32 [M, N, ne2, ne3].
+  /// Reports a K mismatch naming both tensors and shapes.
   int MulMat(int a, int b);
+  /// ggml_mul_mat_id: as [K, M, n_expert] (one matrix per expert), b [K, n_b, n_tokens],
+  /// ids I32 [n_used, n_tokens] -> F32 [M, n_used, n_tokens] (llama.cpp llm_build_moe_ffn).
   int MulMatId(int as, int b, int ids);
   /// Element-wise ops (ggml_add, ggml_mul, ggml_div): b is broadcast over a (ggml_can_repeat:
   /// every b.ne[i] is 1 or equal to a.ne[i]); the result has a's shape and type.
@@ -44,15 +48,23 @@ class GraphBuilder {
   int Div(int a, int b);
   /// ggml_sum_rows: [ne0, ne1, ne2, ne3] -> [1, ne1, ne2, ne3].
   int SumRows(int a);
+  /// ggml_scale (fparams {s, 0}); shape and type of a.
   int Scale(int a, float s);
+  /// ggml_rms_norm / ggml_norm over ne0 (fparams {eps}); shape and type of a.
   int RmsNorm(int a, float eps);
   int Norm(int a, float eps);
+  /// Unary ops (ggml_silu, ggml_gelu, ggml_sigmoid); shape and type of a.
   int Silu(int a);
   int Gelu(int a);
   int Sigmoid(int a);
+  /// ggml_swiglu_split / ggml_geglu_split: act(a) * b, shape of a (newer ggml's fused GLU).
   int SwiGluSplit(int a, int b);
   int GeGluSplit(int a, int b);
+  /// ggml_rope_ext: a [head_dim, n_head, n_tokens], pos I32 [n_tokens], optional freq factors
+  /// (-1: none) [n_dims / 2]; iparams {n_dims, mode, n_ctx_orig}, fparams in RopeConfig order.
   int RopeExt(int a, int pos, int freq_factors, const RopeConfig& rc);
+  /// ggml_soft_max_ext: softmax over ne0 of a * scale + mask (optional, -1: none, [n_kv, n_tokens]
+  /// broadcast over heads) with ALiBi max_bias; fparams {scale, max_bias}.
   int SoftMaxExt(int a, int mask, float scale, float max_bias);
   /// ggml_soft_max: SoftMaxExt without mask, scale 1, max_bias 0.
   int SoftMax(int a);
@@ -70,6 +82,7 @@ class GraphBuilder {
   /// A [d_state, d_inner], B and C [d_state, n_t, n_s] -> 1-D F32 of nelements(x) + nelements(s)
   /// (y followed by the last states).
   int SsmScan(int s, int x, int dt, int A, int B, int C);
+  /// ggml_reshape_*: a view of a's memory with shape ne (same element count), "<a> (reshaped)".
   int Reshape(int a, Shape ne);
   /// ggml_view_4d: nb = nb1..nb3 in bytes (a zero stride means "contiguous continuation", as the
   /// runtime reads it), offset in bytes into a's memory.
@@ -81,10 +94,13 @@ class GraphBuilder {
   /// Byte strides nb0..nb3 of a contiguous (non-view) tensor `t` (ggml tensor->nb); reports an
   /// error through status() for views, whose strides are not tracked here.
   std::array<DimExpr, 4> Nb(int t);
+  /// ggml_permute: dimension i of a becomes dimension ax_i of the result (a view, "(permuted)").
   int Permute(int a, int ax0, int ax1, int ax2, int ax3);
+  /// ggml_transpose: swaps ne0 and ne1 (a view, "(transposed)").
   int Transpose(int a);
   /// ggml_cpy(a, b): result is a view of b named "<b> (copy of <a>)".
   int Cpy(int a, int b);
+  /// ggml_cont / ggml_cont_Nd: a contiguous copy of a with shape ne, "<a> (cont)".
   int Cont(int a, Shape ne);
 
   /// llama.cpp's graph callback: names `t` "name-il" (or "name" for il < 0) and records the layer.
@@ -92,7 +108,9 @@ class GraphBuilder {
   /// ggml_build_forward_expand: appends `t` and its not yet visited ancestors in ggml order.
   void Expand(int t);
 
+  /// The tensor `id` of the graph being built.
   Tensor& operator[](int id) { return g_.tensors[id]; }
+  /// Ok, or the first inconsistency found (kInternal, "graph builder: ...").
   const Status& status() const { return status_; }
 
   /// Byte strides of a contiguous tensor of `type` and shape ne (nb[0] = type size).

@@ -11,7 +11,8 @@
 
 namespace stowage::planner {
 
-/// Architectures with a graph builder ("llama", ...).
+/// Architectures with a graph builder, in the order error messages list them: llama (also
+/// mixtral: llama with merged ffn_*_exps), qwen2, qwen2moe, phi3, gemma, mamba.
 std::vector<std::string> SupportedArchitectures();
 
 /// Reads hyper-parameters (llama.cpp LLM_KV keys of `general.architecture`).
@@ -21,10 +22,18 @@ Result<HParams> ReadHParams(const GgufFile& gguf);
 
 /// Builds globals (weights with their role and consuming op, KV cache tensors), the "pp" graph
 /// (n_tokens = min(n_ctx, n_ubatch), n_outputs = n_tokens) and the "tg" graph (n_tokens = 1),
-/// both with n_kv = n_ctx, as llama.cpp reserves them.
-/// Errors (one line, naming the file and tensor): a missing tensor, a wrong shape or type
-/// ("tensor 'blk.0.attn_q.weight' has wrong shape; expected [64, 64], got [64, 32]"), split-tensor
-/// MoE files, unknown architectures. Tensors the architecture does not consume are listed in
+/// both with n_kv = n_ctx (n_ctx padded to 32), as llama.cpp reserves them. Each graph mirrors
+/// llama.cpp's (Feb 2025) build_<arch> op for op with its node names. Recurrent models (mamba):
+/// the cache holds F32 conv/ssm states, cache_k_l<il> / cache_v_l<il>, of max(1, n_seq_max) cells,
+/// and n_kv counts cells. Where the graphs differ from llama.cpp's: KQ_mask's ne1 is n_tokens, not
+/// padded to GGML_KQ_MASK_PAD; no LoRA, control-vector or flash-attention nodes; ggml_top_k is
+/// ARGSORT + VIEW as in ggml of Feb 2025 (newer ggml has a TOP_K op).
+/// Errors (one line, naming the file and tensor or key): a missing tensor, a wrong shape or type
+/// ("tensor 'blk.0.attn_q.weight' has wrong shape; expected [64, 64], got [64, 32]", "... has wrong
+/// type; expected f32, got f16"), split-tensor MoE files (kUnimplemented), unknown architectures
+/// (kUnimplemented, listing the supported ones), missing or inconsistent hyper-parameters
+/// (llama.cpp's load_hparams rules, e.g. phi3 without attention.sliding_window, mamba with
+/// ssm.inner_size != 2 * embedding_length). Tensors the architecture does not consume are listed in
 /// ModelGraphs::unused_tensors (llama.cpp: "wrong number of tensors").
 Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const ContextConfig& cfg);
 
