@@ -32,6 +32,7 @@ TEST(CpuSimd, VecDotsMatchScalar) {
       {GgmlType::Q4_0, avx2::VecDotQ4_0Q8_0, avx512::VecDotQ4_0Q8_0, true},
       {GgmlType::Q4_K, avx2::VecDotQ4_KQ8_K, avx512::VecDotQ4_KQ8_K, true},
       {GgmlType::Q6_K, avx2::VecDotQ6_KQ8_K, avx512::VecDotQ6_KQ8_K, true},
+      {GgmlType::BF16, avx2::VecDotBF16, nullptr, false},
       {GgmlType::Q4_1, avx2::VecDotQ4_1Q8_1, nullptr, false},
       {GgmlType::Q5_0, avx2::VecDotQ5_0Q8_0, nullptr, false},
       {GgmlType::Q5_1, avx2::VecDotQ5_1Q8_1, nullptr, false},

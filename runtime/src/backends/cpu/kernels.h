@@ -33,6 +33,7 @@ void FromFloatBF16(const float* x, void* y, int64_t n);
 namespace avx2 {
 void VecDotF32(int64_t n, float* s, const void* x, const void* y);
 void VecDotF16(int64_t n, float* s, const void* x, const void* y);
+void VecDotBF16(int64_t n, float* s, const void* x, const void* y);
 void VecDotQ8_0Q8_0(int64_t n, float* s, const void* x, const void* y);
 void VecDotQ4_0Q8_0(int64_t n, float* s, const void* x, const void* y);
 void VecDotQ4_KQ8_K(int64_t n, float* s, const void* x, const void* y);

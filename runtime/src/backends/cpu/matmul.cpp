@@ -47,6 +47,7 @@ std::array<Table, kLevels> BuildTables() {
   a2 = s;
   a2[size_t(GgmlType::F32)].vec_dot = avx2::VecDotF32;
   a2[size_t(GgmlType::F16)] = {GgmlType::F16, avx2::VecDotF16, avx2::FromFloatF16};
+  a2[size_t(GgmlType::BF16)].vec_dot = avx2::VecDotBF16;
   a2[size_t(GgmlType::Q8_0)].vec_dot = avx2::VecDotQ8_0Q8_0;
   a2[size_t(GgmlType::Q4_0)].vec_dot = avx2::VecDotQ4_0Q8_0;
   a2[size_t(GgmlType::Q4_K)].vec_dot = avx2::VecDotQ4_KQ8_K;

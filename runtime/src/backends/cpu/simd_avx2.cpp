@@ -105,6 +105,27 @@ void VecDotF16(int64_t n, float* s, const void* vx, const void* vy) {
   *s = float(sum);
 }
 
+void VecDotBF16(int64_t n, float* s, const void* vx, const void* vy) {
+  const bf16_t* x = static_cast<const bf16_t*>(vx);
+  const bf16_t* y = static_cast<const bf16_t*>(vy);
+  // bf16 -> f32 is a 16-bit left shift of the widened value.
+  auto ld = [](const bf16_t* p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  };
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  const int64_t np = n & ~int64_t(31);
+  for (int64_t i = 0; i < np; i += 32) {
+    a0 = _mm256_fmadd_ps(ld(x + i), ld(y + i), a0);
+    a1 = _mm256_fmadd_ps(ld(x + i + 8), ld(y + i + 8), a1);
+    a2 = _mm256_fmadd_ps(ld(x + i + 16), ld(y + i + 16), a2);
+    a3 = _mm256_fmadd_ps(ld(x + i + 24), ld(y + i + 24), a3);
+  }
+  double sum = Reduce4(a0, a1, a2, a3);
+  for (int64_t i = np; i < n; ++i) sum += double(Bf16ToFloat(x[i]) * Bf16ToFloat(y[i]));
+  *s = float(sum);
+}
+
 void FromFloatF16(const float* x, void* vy, int64_t n) {
   fp16_t* y = static_cast<fp16_t*>(vy);
   int64_t i = 0;
