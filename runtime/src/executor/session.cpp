@@ -137,7 +137,11 @@ Status Session::Impl::CheckIdentity() {
 
 Status Session::Impl::CreateBackends(const SessionOptions& opts) {
   const auto& r = plan->root();
-  int n_threads = opts.n_threads > 0 ? opts.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (opts.n_threads < 0 || opts.n_threads > 4 * hw)
+    return InvalidArgument("n_threads " + std::to_string(opts.n_threads) + " is outside [0, " + std::to_string(4 * hw) +
+                           "] (0 = all " + std::to_string(hw) + " hardware threads; at most 4x oversubscription)");
+  const int n_threads = opts.n_threads > 0 ? opts.n_threads : hw;
   for (const auto* be : *r.backends()) {
     const auto* dev = r.devices()->Get(be->device());
     const std::string dname = dev->name() ? dev->name()->str() : "?";

@@ -22,7 +22,7 @@ class BackendFactory;
 }
 
 struct SessionOptions {
-  int n_threads = 0;  ///< CPU threads; 0 = all hardware threads
+  int n_threads = 0;  ///< CPU threads; 0 = all hardware threads; more than 4x the hardware threads is an error
   /// Called while weights are uploaded, with the fraction done (0..1]; may be empty.
   std::function<void(float)> progress;
   /// Backends for planned devices this runtime does not build in (tests); may be empty.
