@@ -355,16 +355,15 @@ void VecDotIQ4_XSQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
     const float d4d8 = HalfToFloat(x[i].d) * y[i].d;
     const uint8_t* qs = x[i].qs;
     const int8_t* q8 = y[i].qs;
-    int sumi = 0;
+    // Float accumulation per sub-block of 32, as ggml's generic ggml_vec_dot_iq4_xs_q8_K.
     for (int ib = 0; ib < kQK_K / 32; ++ib, qs += 16, q8 += 32) {
       int s1 = 0, s2 = 0;
       for (int j = 0; j < 16; ++j) {
         s1 += q8[j] * kValuesIQ4NL[qs[j] & 0xF];
         s2 += q8[j + 16] * kValuesIQ4NL[qs[j] >> 4];
       }
-      sumi += IQ4XSScale(x[i], ib) * (s1 + s2);
+      sumf += d4d8 * float(IQ4XSScale(x[i], ib)) * float(s1 + s2);
     }
-    sumf += d4d8 * float(sumi);
   }
   *s = sumf;
 }
