@@ -379,6 +379,12 @@ LogicalResult GraphImporter::importNode(int id) {
       return failure();
     op = b_.create<ggml::CpyOp>(loc, type, src[0], src[1]);
     break;
+  case GgmlOp::SET_ROWS:
+    // ggml's src order is (b, c, a) (ggml_set_rows).
+    if (failed(need(3)))
+      return failure();
+    op = b_.create<ggml::SetRowsOp>(loc, type, src[2], src[0], src[1]);
+    break;
   case GgmlOp::CONT:
     if (failed(need(1)))
       return failure();

@@ -1057,3 +1057,84 @@ func.func private @prefill() attributes {ggml.n_kv = "512"}
 
 // expected-error @+1 {{unknown ggml attribute 'ggml.n_batch' (expected ggml.arch, ggml.n_layer, ggml.n_ctx, ggml.n_ubatch, ggml.n_tokens, ggml.n_kv or ggml.n_outputs)}}
 func.func private @prefill() attributes {ggml.n_batch = 2048 : i64}
+
+// -----
+
+func.func @f(%a0: !ggml.tensor<[64, 8], f16>, %a1: !ggml.tensor<[64, 2], f16>, %a2: !ggml.tensor<[2], i64>) {
+  // expected-error @+1 {{b (the rows) must be f32, got f16}}
+  %r = ggml.set_rows %a0, %a1, %a2 : (!ggml.tensor<[64, 8], f16>, !ggml.tensor<[64, 2], f16>, !ggml.tensor<[2], i64>) -> !ggml.tensor<[64, 8], f16>
+  return
+}
+
+// -----
+
+func.func @f(%a0: !ggml.tensor<[64, 8], f16>, %a1: !ggml.tensor<[64, 2], f32>, %a2: !ggml.tensor<[2], f32>) {
+  // expected-error @+1 {{c (the row indices) must be i64 or i32, got f32}}
+  %r = ggml.set_rows %a0, %a1, %a2 : (!ggml.tensor<[64, 8], f16>, !ggml.tensor<[64, 2], f32>, !ggml.tensor<[2], f32>) -> !ggml.tensor<[64, 8], f16>
+  return
+}
+
+// -----
+
+func.func @f(%a0: !ggml.tensor<[64, 8], f16>, %a1: !ggml.tensor<[32, 2], f32>, %a2: !ggml.tensor<[2], i64>) {
+  // expected-error @+1 {{a.ne0 (64) must equal b.ne0 (32) (ggml_set_rows)}}
+  %r = ggml.set_rows %a0, %a1, %a2 : (!ggml.tensor<[64, 8], f16>, !ggml.tensor<[32, 2], f32>, !ggml.tensor<[2], i64>) -> !ggml.tensor<[64, 8], f16>
+  return
+}
+
+// -----
+
+func.func @f(%a0: !ggml.tensor<[64, 8, 3], f16>, %a1: !ggml.tensor<[64, 2], f32>, %a2: !ggml.tensor<[2], i64>) {
+  // expected-error @+1 {{a.ne2 (3) must equal b.ne2 (1) (ggml_set_rows)}}
+  %r = ggml.set_rows %a0, %a1, %a2 : (!ggml.tensor<[64, 8, 3], f16>, !ggml.tensor<[64, 2], f32>, !ggml.tensor<[2], i64>) -> !ggml.tensor<[64, 8, 3], f16>
+  return
+}
+
+// -----
+
+func.func @f(%a0: !ggml.tensor<[64, 8, 1, 1], f16>, %a1: !ggml.tensor<[64, 2, 1, 2], f32>, %a2: !ggml.tensor<[2], i64>) {
+  // expected-error @+1 {{a.ne3 (1) must equal b.ne3 (2) (ggml_set_rows)}}
+  %r = ggml.set_rows %a0, %a1, %a2 : (!ggml.tensor<[64, 8, 1, 1], f16>, !ggml.tensor<[64, 2, 1, 2], f32>, !ggml.tensor<[2], i64>) -> !ggml.tensor<[64, 8, 1, 1], f16>
+  return
+}
+
+// -----
+
+func.func @f(%a0: !ggml.tensor<[64, n_ctx], f16>, %a1: !ggml.tensor<[64, n_tokens], f32>, %a2: !ggml.tensor<[n_kv], i64>) {
+  // expected-error @+1 {{b.ne1 (n_tokens) must equal c.ne0 (one index per row) (n_kv) (ggml_set_rows)}}
+  %r = ggml.set_rows %a0, %a1, %a2 : (!ggml.tensor<[64, n_ctx], f16>, !ggml.tensor<[64, n_tokens], f32>, !ggml.tensor<[n_kv], i64>) -> !ggml.tensor<[64, n_ctx], f16>
+  return
+}
+
+// -----
+
+func.func @f(%a0: !ggml.tensor<[64, 8, 4], f16>, %a1: !ggml.tensor<[64, 2, 4], f32>, %a2: !ggml.tensor<[2, 3], i64>) {
+  // expected-error @+1 {{c [2, 3, 1, 1] cannot be broadcast over b [64, 2, 4, 1] (ggml_set_rows)}}
+  %r = ggml.set_rows %a0, %a1, %a2 : (!ggml.tensor<[64, 8, 4], f16>, !ggml.tensor<[64, 2, 4], f32>, !ggml.tensor<[2, 3], i64>) -> !ggml.tensor<[64, 8, 4], f16>
+  return
+}
+
+// -----
+
+func.func @f(%a0: !ggml.tensor<[64, 8], f16>, %a1: !ggml.tensor<[64, 2], f32>, %a2: !ggml.tensor<[2, 1, 1, 2], i64>) {
+  // expected-error @+1 {{c must have ne3 == 1, got [2, 1, 1, 2]}}
+  %r = ggml.set_rows %a0, %a1, %a2 : (!ggml.tensor<[64, 8], f16>, !ggml.tensor<[64, 2], f32>, !ggml.tensor<[2, 1, 1, 2], i64>) -> !ggml.tensor<[64, 8], f16>
+  return
+}
+
+// -----
+
+func.func @f(%a0: !ggml.tensor<[64, 8], f16>, %a1: !ggml.tensor<[64, 2], f32>, %a2: !ggml.tensor<[2], i64>) {
+  // expected-error @+1 {{result must be !ggml.tensor<[64, 8], f16> (ggml_set_rows: like a), got '!ggml.tensor<[64, 2], f32>'}}
+  %r = ggml.set_rows %a0, %a1, %a2 : (!ggml.tensor<[64, 8], f16>, !ggml.tensor<[64, 2], f32>, !ggml.tensor<[2], i64>) -> !ggml.tensor<[64, 2], f32>
+  return
+}
+
+// -----
+
+func.func @f(%a0: !ggml.tensor<[8, 64], f16>, %a1: !ggml.tensor<[64, 2], f32>, %a2: !ggml.tensor<[2], i64>) {
+  %t = ggml.transpose %a0 : (!ggml.tensor<[8, 64], f16>) -> !ggml.tensor<[64, 8], f16>
+  // expected-error @+1 {{the rows of a and b must be contiguous (ggml_set_rows)}}
+  %r = ggml.set_rows %t, %a1, %a2 : (!ggml.tensor<[64, 8], f16>, !ggml.tensor<[64, 2], f32>, !ggml.tensor<[2], i64>) -> !ggml.tensor<[64, 8], f16>
+  return
+}

@@ -3,6 +3,10 @@
 // RUN: stowage-opt %s | stowage-opt | FileCheck %s
 // RUN: stowage-opt %s --emit-bytecode | stowage-opt | FileCheck %s
 // RUN: stowage-opt %s --mlir-print-op-generic | stowage-opt | FileCheck %s
+// Writes to memory survive dead-code elimination.
+// RUN: stowage-opt %s --canonicalize | FileCheck %s --check-prefix=DCE
+// DCE-LABEL: func.func @set_rows
+// DCE-COUNT-2: ggml.set_rows
 
 // CHECK-LABEL: func.func @leaves
 func.func @leaves() -> (!ggml.tensor<[64, 512], q8_0>, !ggml.tensor<[n_tokens], i32>,
@@ -165,4 +169,17 @@ func.func @affine(%a: !ggml.tensor<[n_tokens+3, 4], f32>, %k: !ggml.tensor<[n_kv
 // CHECK: func.func private @bounds() attributes {ggml.n_kv = 512 : i64, ggml.n_outputs = 32 : i64, ggml.n_tokens = 32 : i64}
 module attributes {ggml.arch = "llama", ggml.n_ctx = 512 : i64, ggml.n_layer = 2 : i64, ggml.n_ubatch = 32 : i64} {
   func.func private @bounds() attributes {ggml.n_kv = 512 : i64, ggml.n_outputs = 32 : i64, ggml.n_tokens = 32 : i64}
+}
+
+// SET_ROWS writes rows of b into a at indices c (llama.cpp's KV store since mid 2025); like CPY
+// it writes memory and is kept even when its result is unused.
+// CHECK-LABEL: func.func @set_rows
+// CHECK: ggml.set_rows %{{.*}}, %{{.*}}, %{{.*}} {name = "k_cache_store-0"} : (!ggml.tensor<[1024, n_ctx], f16>, !ggml.tensor<[1024, n_tokens], f32>, !ggml.tensor<[n_tokens], i64>) -> !ggml.tensor<[1024, n_ctx], f16>
+// CHECK: ggml.set_rows %{{.*}}, %{{.*}}, %{{.*}} : (!ggml.tensor<[64, 16, 4], q8_0>, !ggml.tensor<[64, 2, 4], f32>, !ggml.tensor<[2, 2], i32>) -> !ggml.tensor<[64, 16, 4], q8_0>
+func.func @set_rows(%cache: !ggml.tensor<[1024, n_ctx], f16>, %k: !ggml.tensor<[1024, n_tokens], f32>,
+                    %idx: !ggml.tensor<[n_tokens], i64>, %q: !ggml.tensor<[64, 16, 4], q8_0>,
+                    %r: !ggml.tensor<[64, 2, 4], f32>, %i: !ggml.tensor<[2, 2], i32>) {
+  %s = ggml.set_rows %cache, %k, %idx {name = "k_cache_store-0"} : (!ggml.tensor<[1024, n_ctx], f16>, !ggml.tensor<[1024, n_tokens], f32>, !ggml.tensor<[n_tokens], i64>) -> !ggml.tensor<[1024, n_ctx], f16>
+  %t = ggml.set_rows %q, %r, %i : (!ggml.tensor<[64, 16, 4], q8_0>, !ggml.tensor<[64, 2, 4], f32>, !ggml.tensor<[2, 2], i32>) -> !ggml.tensor<[64, 16, 4], q8_0>
+  return
 }

@@ -400,6 +400,36 @@ LogicalResult CpyOp::verify() {
   return checkResult(*this, b.getShape(), b.getElementType(), "ggml_cpy: like b");
 }
 
+LogicalResult SetRowsOp::verify() {
+  TensorType a = tensorOf(getA()), b = tensorOf(getB()), c = tensorOf(getC());
+  auto mismatch = [&](StringRef what, const Dim &got, StringRef name, const Dim &want) {
+    return emitOpError() << what << " (" << got.str() << ") must equal " << name << " ("
+                         << want.str() << ") (ggml_set_rows)";
+  };
+  if (!isF32(b))
+    return emitOpError() << "b (the rows) must be f32, got " << b.getElementTypeName();
+  Type ct = c.getElementType();
+  if (!ct.isSignlessInteger(64) && !ct.isSignlessInteger(32))
+    return emitOpError() << "c (the row indices) must be i64 or i32, got "
+                         << c.getElementTypeName();
+  if (isTransposed(getA()) || isTransposed(getB()))
+    return emitOpError() << "the rows of a and b must be contiguous (ggml_set_rows)";
+  if (a.getNe(0) != b.getNe(0))
+    return mismatch("a.ne0", a.getNe(0), "b.ne0", b.getNe(0));
+  if (a.getNe(2) != b.getNe(2))
+    return mismatch("a.ne2", a.getNe(2), "b.ne2", b.getNe(2));
+  if (a.getNe(3) != b.getNe(3))
+    return mismatch("a.ne3", a.getNe(3), "b.ne3", b.getNe(3));
+  if (b.getNe(1) != c.getNe(0))
+    return mismatch("b.ne1", b.getNe(1), "c.ne0 (one index per row)", c.getNe(0));
+  if (!dimRepeats(c.getNe(1), b.getNe(2)) || !dimRepeats(c.getNe(2), b.getNe(3)))
+    return emitOpError() << "c " << shapeOf(c) << " cannot be broadcast over b " << shapeOf(b)
+                         << " (ggml_set_rows)";
+  if (!c.getNe(3).is(1))
+    return emitOpError() << "c must have ne3 == 1, got " << shapeOf(c);
+  return checkSameAsA(*this, a, "ggml_set_rows: like a");
+}
+
 LogicalResult ContOp::verify() {
   TensorType a = tensorOf(getA()), r = tensorOf(getResult());
   if (r.getElementType() != a.getElementType())

@@ -456,6 +456,26 @@ def GGML_CpyOp : GGML_WriteOp<"cpy"> {
   let assemblyFormat = "$a `,` $b attr-dict `:` functional-type(operands, results)";
 }
 
+def GGML_SetRowsOp : GGML_WriteOp<"set_rows"> {
+  let summary = "SET_ROWS: write the rows of b into a at the row indices c; result is a";
+  let description = [{
+    a[:, c[i, j', k'], j, k] = b[:, i, j, k] (ggml_set_rows; j' = j % c.ne1, k' = k % c.ne2),
+    converting b's f32 rows to a's type. llama.cpp (since mid 2025) stores K and V into the cache
+    with it, at the cell indices of the ubatch. The result is (a view of) a; the op writes a's
+    memory, so it is never erased.
+    Shapes: a [n, rows_a, ne2, ne3] (contiguous rows), b f32 [n, m, ne2, ne3], c i64 or i32
+    [m, ne2 / r2, ne3 / r3, 1]; result like a. ggml's src order is (b, c, a); the textual form
+    follows the constructor ggml_set_rows(a, b, c).
+    Example:
+      %k = ggml.set_rows %cache, %kcur, %idx : (!ggml.tensor<[1024, n_ctx], f16>,
+             !ggml.tensor<[1024, n_tokens], f32>, !ggml.tensor<[n_tokens], i64>)
+             -> !ggml.tensor<[1024, n_ctx], f16>
+  }];
+  let arguments = (ins GGML_Tensor:$a, GGML_Tensor:$b, GGML_Tensor:$c);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a `,` $b `,` $c attr-dict `:` functional-type(operands, results)";
+}
+
 def GGML_ContOp : GGML_Op<"cont"> {
   let summary = "CONT: make a contiguous (optionally with a new shape)";
   let description = [{
