@@ -63,6 +63,7 @@ class CpuBackend final : public Backend {
     auto ip = [&](size_t i, int def) { return i < c.n_iparams ? c.iparams[i] : def; };
     switch (c.op) {
       case GgmlOp::GET_ROWS: return cpu::GetRows(ctx_, c.src[0], c.src[1], dst);
+      case GgmlOp::SET_ROWS: return cpu::SetRows(ctx_, c.src[0], c.src[1], dst);
       case GgmlOp::MUL_MAT: return cpu::MulMat(ctx_, c.src[0], c.src[1], dst);
       case GgmlOp::ADD: return cpu::Add(ctx_, c.src[0], c.src[1], dst);
       case GgmlOp::MUL: return cpu::Mul(ctx_, c.src[0], c.src[1], dst);

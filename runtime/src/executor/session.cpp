@@ -80,13 +80,27 @@ void ContiguousStrides(TensorView& t) {
   t.nb[3] = t.nb[2] * static_cast<size_t>(t.ne[2]);
 }
 
-/// Bytes spanned by a (possibly strided) view: last element's offset + its size.
+/// Bytes spanned by a (possibly strided) view: last element's offset + its size. Returns
+/// UINT64_MAX when the arithmetic overflows (a hostile plan), which no buffer can hold.
 uint64_t Extent(const TensorView& t) {
   const auto& tr = GetTypeTraits(t.type);
   uint64_t e = RowSize(t.type, t.ne[0]);
   if (e == 0) e = tr.type_size;
-  for (int i = 1; i < 4; ++i) e += static_cast<uint64_t>(t.ne[i] - 1) * t.nb[i];
+  for (int i = 1; i < 4; ++i) {
+    uint64_t term;
+    if (__builtin_mul_overflow(static_cast<uint64_t>(t.ne[i] - 1), static_cast<uint64_t>(t.nb[i]), &term) ||
+        __builtin_add_overflow(e, term, &e))
+      return UINT64_MAX;
+  }
   return e;
+}
+
+/// Element count of bound dims, or -1 when it exceeds 2^56 (no real tensor is that large).
+int64_t CheckedElements(const int64_t ne[4]) {
+  int64_t n = 1;
+  for (int i = 0; i < 4; ++i)
+    if (__builtin_mul_overflow(n, ne[i], &n) || n > (int64_t(1) << 56)) return -1;
+  return n;
 }
 
 }  // namespace
@@ -98,6 +112,7 @@ class Session::Impl {
   std::vector<std::unique_ptr<Backend>> backends;
   std::vector<std::unique_ptr<Buffer>> buffers;
   std::vector<int> buffer_backend;  // backend that owns each buffer
+  std::vector<bool> buffer_mapped;  // read-only ranges of the GGUF mapping
   std::vector<BufferReport> reports;
   std::vector<GGraph> graphs;       // [0] = pp, [1] = tg
   std::vector<TensorView> globals;  // bound weights / KV
@@ -114,6 +129,7 @@ class Session::Impl {
   Status LoadWeights(const SessionOptions& opts);
   Status RunSplits(GGraph& g);
   Status CopyTensor(GGraph& g, int src, int dst);
+  Status CheckDefinedBeforeUse(const GGraph& g);
   cpu::ComputeContext copy_ctx;     // host-side copies (split inputs)
   std::vector<uint8_t> staging;
   Status BindTensor(GGraph& g, int id, const Sym& s, int depth);
@@ -185,6 +201,7 @@ Status Session::Impl::AllocateBuffers() {
     }
     rep.allocated = buffers.back()->size();
     buffer_backend.push_back(be);
+    buffer_mapped.push_back(b->mapped());
     reports.push_back(rep);
   }
   return Status::Ok();
@@ -289,10 +306,18 @@ Status Session::Impl::Init(const SessionOptions& opts) {
         return DataLoss(plan->path() + ": graph " + gg.name + " tensor '" + x.name + "': no buffer");
       }
       if (x.kind == fb::TensorKind::Input) {
+        // The runtime fills these graph inputs (llama.cpp's set_inputs); any other is an error.
+        const GgmlType want = x.name == "KQ_mask" ? GgmlType::F32 : GgmlType::I32;
         if (x.name == "inp_tokens") gg.inp_tokens = static_cast<int>(i);
         else if (x.name == "inp_pos") gg.inp_pos = static_cast<int>(i);
         else if (x.name == "KQ_mask") gg.kq_mask = static_cast<int>(i);
         else if (x.name == "inp_out_ids") gg.inp_out_ids = static_cast<int>(i);
+        else
+          return DataLoss(plan->path() + ": graph " + gg.name + ": unknown graph input '" + x.name +
+                          "' (this runtime fills inp_tokens, inp_pos, KQ_mask and inp_out_ids)");
+        if (x.type != want)
+          return DataLoss(plan->path() + ": graph " + gg.name + " input '" + x.name + "': expected type " +
+                          GgmlTypeName(want) + ", found " + GgmlTypeName(x.type));
       }
       if (x.name == "result_output") gg.result = static_cast<int>(i);
       gg.tensors.push_back(std::move(x));
@@ -307,9 +332,17 @@ Status Session::Impl::Init(const SessionOptions& opts) {
       }
     if (gg.inp_tokens < 0 || gg.result < 0)
       return DataLoss(plan->path() + ": graph " + gg.name + ": expected inputs 'inp_tokens' and output 'result_output'");
+    if (gg.max_kv < n_ctx || gg.max_tokens < 1 || gg.max_outputs < 1)
+      return DataLoss(plan->path() + ": graph " + gg.name + ": max_kv " + std::to_string(gg.max_kv) +
+                      " is smaller than context.n_ctx " + std::to_string(n_ctx) + " (or max_tokens/max_outputs < 1)");
+    STOWAGE_RETURN_IF_ERROR(CheckDefinedBeforeUse(gg));
     graphs.push_back(std::move(gg));
   }
   if (graphs.size() < 2) return DataLoss(plan->path() + ": expected the pp and tg graphs");
+  if (graphs[0].max_tokens < std::min(n_ubatch, n_ctx) || graphs[0].max_outputs < graphs[0].max_tokens)
+    return DataLoss(plan->path() + ": graph pp: max_tokens " + std::to_string(graphs[0].max_tokens) +
+                    " / max_outputs " + std::to_string(graphs[0].max_outputs) + " below context.n_ubatch " +
+                    std::to_string(n_ubatch));
   return Status::Ok();
 }
 
@@ -324,6 +357,8 @@ Status Session::Impl::BindTensor(GGraph& g, int id, const Sym& s, int depth) {
     v.ne[d] = s.Eval(t.ne[d]);
     if (v.ne[d] <= 0) return DataLoss(plan->path() + ": graph " + g.name + " tensor '" + t.name + "': dimension " + std::to_string(d) + " evaluates to " + std::to_string(v.ne[d]));
   }
+  if (CheckedElements(v.ne) < 0)
+    return DataLoss(plan->path() + ": graph " + g.name + " tensor '" + t.name + "': element count overflows");
   if (RowSize(v.type, v.ne[0]) == 0 && GetTypeTraits(v.type).block_size > 1)
     return DataLoss(plan->path() + ": graph " + g.name + " tensor '" + t.name + "': ne0 not a multiple of the block size");
   if (t.kind == fb::TensorKind::Weight || t.kind == fb::TensorKind::KvCache) {
@@ -355,9 +390,12 @@ Status Session::Impl::BindTensor(GGraph& g, int id, const Sym& s, int depth) {
       }
       case GgmlOp::PERMUTE: {
         if (t.iparams.size() != 4) return DataLoss(plan->path() + ": tensor '" + t.name + "': PERMUTE needs 4 axes");
+        int seen = 0;
         for (int d = 0; d < 4; ++d) {
           const int ax = t.iparams[d];
-          if (ax < 0 || ax > 3) return DataLoss(plan->path() + ": tensor '" + t.name + "': bad permutation");
+          if (ax < 0 || ax > 3 || (seen & (1 << ax)))
+            return DataLoss(plan->path() + ": tensor '" + t.name + "': PERMUTE axes are not a permutation of 0..3");
+          seen |= 1 << ax;
           v.nb[ax] = sb.v.nb[d];
         }
         break;
@@ -389,9 +427,40 @@ Status Session::Impl::BindTensor(GGraph& g, int id, const Sym& s, int depth) {
   return Status::Ok();
 }
 
+// Every source a node reads must exist when it runs: a weight, KV cache or graph input, a split
+// input copy made at its split's start, or the result of an earlier node; and the graph must
+// compute result_output. (Refuses plans whose splits skip or reorder nodes.)
+Status Session::Impl::CheckDefinedBeforeUse(const GGraph& g) {
+  std::vector<char> defined(g.tensors.size(), 0);
+  for (size_t i = 0; i < g.tensors.size(); ++i) {
+    const auto k = g.tensors[i].kind;
+    defined[i] = k == fb::TensorKind::Weight || k == fb::TensorKind::KvCache || k == fb::TensorKind::Input;
+  }
+  for (const GSplit& sp : g.splits) {
+    for (const auto& [src, copy] : sp.inputs) {
+      if (!defined[src])
+        return DataLoss(plan->path() + ": graph " + g.name + ": split input '" + g.tensors[src].name + "' is copied before it is computed");
+      defined[copy] = 1;
+    }
+    for (uint32_t k = sp.begin; k < sp.end; ++k) {
+      const int id = g.nodes[k];
+      for (int s : g.tensors[id].srcs)
+        if (s >= 0 && !defined[s])
+          return DataLoss(plan->path() + ": graph " + g.name + ": node '" + g.tensors[id].name + "' reads '" +
+                          g.tensors[s].name + "' before any node computes it");
+      defined[id] = 1;
+    }
+  }
+  if (!defined[g.result]) return DataLoss(plan->path() + ": graph " + g.name + ": no node computes result_output");
+  return Status::Ok();
+}
+
 Status Session::Impl::CopyTensor(GGraph& g, int src, int dst) {
   const Bound& s = bound[src];
   const Bound& d = bound[dst];
+  if (buffer_mapped[d.buffer])
+    return DataLoss(plan->path() + ": graph " + g.name + ": split input copy '" + g.tensors[dst].name +
+                    "' targets the read-only mapping of the model file");
   Buffer& sb = *buffers[s.buffer];
   Buffer& db = *buffers[d.buffer];
   if (s.v.nelements() != d.v.nelements() || s.v.type != d.v.type)
@@ -445,6 +514,9 @@ Status Session::Impl::RunSplits(GGraph& g) {
       c.n_iparams = t.iparams.size();
       c.fparams = t.fparams.data();
       c.n_fparams = t.fparams.size();
+      if (buffer_mapped[bound[id].buffer])
+        return DataLoss(plan->path() + ": graph " + g.name + " node '" + t.name +
+                        "' writes into the read-only mapping of the model file");
       // The plan must only give a backend tensors it can access (else a split input copy is due).
       if (!be.CanAccess(*buffers[bound[id].buffer]))
         return DataLoss(plan->path() + ": graph " + g.name + " node '" + t.name + "' on backend " + be.name() +

@@ -1,7 +1,11 @@
 #include "stowage/runtime/plan.h"
 
-#include <fstream>
-#include <iterator>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "stowage/plan/plan_generated.h"
 #include "stowage/runtime/ggml_ops.h"
@@ -10,10 +14,26 @@
 namespace stowage {
 
 Result<std::unique_ptr<PlanFile>> PlanFile::Load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError(path + ": cannot open plan file");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return IoError(path + ": read error");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return IoError(path + ": cannot open plan file: " + std::strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return IoError(path + ": not a regular file (a directory?); expected a plan file written by plan-model");
+  }
+  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t r = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      const int e = errno;
+      ::close(fd);
+      return IoError(path + ": read error after " + std::to_string(done) + " bytes: " + std::strerror(e));
+    }
+    done += static_cast<size_t>(r);
+  }
+  ::close(fd);
   return FromBytes(std::move(bytes), path);
 }
 
@@ -39,9 +59,15 @@ Status PlanFile::Verify() {
     return DataLoss(path_ + ": " + field + ": " + what);
   };
   if (bytes_.size() < 8) return fail("header", "expected a plan file of at least 8 bytes, found " + std::to_string(bytes_.size()));
-  if (!plan::PlanBufferHasIdentifier(bytes_.data()))
-    return fail("file identifier", "expected \"STWP\" at byte 4, found \"" +
-                                       std::string(reinterpret_cast<const char*>(bytes_.data()) + 4, 4) + "\"");
+  if (!plan::PlanBufferHasIdentifier(bytes_.data())) {
+    std::string found;
+    for (int i = 4; i < 8; ++i) {
+      const uint8_t c = bytes_[i];
+      if (c >= 32 && c < 127 && c != '"' && c != '\\') found += static_cast<char>(c);
+      else { char b[8]; std::snprintf(b, sizeof b, "\\x%02x", c); found += b; }
+    }
+    return fail("file identifier", "expected \"STWP\" at byte 4, found \"" + found + "\" (not a Stowage plan)");
+  }
   flatbuffers::Verifier verifier(bytes_.data(), bytes_.size(), /*max_depth=*/64, /*max_tables=*/1u << 26);
   if (!plan::VerifyPlanBuffer(verifier))
     return fail("flatbuffer", "verification failed (corrupted or truncated plan)");
@@ -67,6 +93,10 @@ Status PlanFile::Verify() {
     if (b->device() < 0 || size_t(b->device()) >= n_dev) return fail("buffers[" + std::to_string(i) + "].device", "index out of range");
     if (b->mapped() && (b->file_offset() > r.model()->file_size() || b->size() > r.model()->file_size() - b->file_offset()))
       return fail("buffers[" + std::to_string(i) + "]", "mapped range outside the model file");
+    if (b->alignment() == 0 || (b->alignment() & (b->alignment() - 1)) != 0 || b->alignment() > (1u << 16))
+      return fail("buffers[" + std::to_string(i) + "].alignment", "expected a power of two in [1, 65536], found " + std::to_string(b->alignment()));
+    if (b->mapped() && b->usage() != plan::BufferUsage::Weights)
+      return fail("buffers[" + std::to_string(i) + "]", "only weights may live in a mapped (read-only) buffer");
   }
   for (size_t i = 0; i < n_ten; ++i) {
     const auto* t = r.tensors()->Get(i);
@@ -79,6 +109,8 @@ Status PlanFile::Verify() {
     if (!bytes.ok() || *bytes != t->nbytes()) return fail(f + " '" + t->name()->str() + "'", "nbytes does not match type and shape");
     if (t->buffer() < 0 || size_t(t->buffer()) >= n_buf) return fail(f + ".buffer", "index out of range");
     const auto* b = r.buffers()->Get(t->buffer());
+    if (t->kind() != plan::TensorKind::Weight && b->mapped())
+      return fail(f + " '" + t->name()->str() + "'", "a KV cache tensor cannot live in a mapped (read-only) buffer");
     if (t->offset() > b->size() || t->nbytes() > b->size() - t->offset())
       return fail(f + " '" + t->name()->str() + "'", "extends past the end of buffer '" + (b->name() ? b->name()->str() : "") + "'");
   }
