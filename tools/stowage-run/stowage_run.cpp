@@ -138,6 +138,9 @@ int Perplexity(const Common& c, const std::string& file) {
   Session& s = **session;
   const std::vector<int32_t> all = tok->Tokenize(ss.str(), true, false);
   const int64_t n_ctx = s.n_ctx();
+  if (n_ctx < 4)
+    return Fail(InvalidArgument("perplexity: a context of " + std::to_string(n_ctx) +
+                                " tokens is too small to score a token (the second half of each chunk is scored; use -c 4 or more)"));
   const int64_t n_chunk = static_cast<int64_t>(all.size()) / n_ctx;
   if (n_chunk == 0)
     return Fail(InvalidArgument(file + ": " + std::to_string(all.size()) + " tokens is less than one context of " +
