@@ -7,6 +7,11 @@
 # from the npm package @node-llama-cpp/linux-x64-cuda@3.21.1, unpacked beforehand: the GPU machine
 # may have no network).
 #
+# On a bare GPU machine without the build dependencies (flatbuffers, CLI11, nlohmann-json, gtest,
+# xxhash), build here instead (same x86-64; nvcc 13 here matches the driver there) and carry the
+# binaries: PREBUILT_BIN=<folder with cuda_backend_test, plan-model, stowage-run, gguf-synth,
+# list-devices> skips the build; LD_LIBRARY_PATH may point at carried shared libraries.
+#
 # Environment: BUILD_DIR (default build-cuda), CUDA_ARCHS (default "80;90"), JOBS (default nproc),
 # STOWAGE_MODELS_DIR (shared models for the logit tests; default ../shared/models, skipped when
 # absent), BENCH_LAYERS (default 16: synthetic model depth; 16 x 2048 wide ~ 1B parameters),
@@ -26,6 +31,10 @@ log "GPU"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$OUT/summary.txt" || {
   echo "cuda-check: nvidia-smi failed: no GPU visible" >&2; exit 2; }
 
+if [ -n "${PREBUILT_BIN:-}" ]; then
+  BIN=$PREBUILT_BIN
+  log "prebuilt binaries in $BIN"
+else
 log "configure + build ($BUILD_DIR, archs $CUDA_ARCHS)"
 t0=$(date +%s)
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTOWAGE_ENABLE_CUDA=ON -DSTOWAGE_ENABLE_MLIR=OFF \
@@ -36,6 +45,7 @@ ninja -C "$BUILD_DIR" -t targets all 2>/dev/null | grep -q '^onednn_backend_test
 ninja -C "$BUILD_DIR" -j "$JOBS" $targets >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 log "build took $(( $(date +%s) - t0 )) s"
 BIN=$BUILD_DIR/bin
+fi
 "$BIN/list-devices" | tee -a "$OUT/summary.txt"
 
 log "CUDA backend tests"

@@ -311,6 +311,12 @@ Status Fail(const char* op, const std::string& what, const NodeCall& c) {
   return Unimplemented(std::string(op) + ": " + what + " (node '" + c.name + "':" + shapes + ")");
 }
 
+/// A shape/stride/parameter error (the op and types are supported).
+Status Bad(const char* op, const std::string& what, const NodeCall& c) {
+  Status s = Fail(op, what, c);
+  return InvalidArgument(s.message());
+}
+
 bool SameShape(const TensorView& a, const TensorView& b) {
   return a.ne[0] == b.ne[0] && a.ne[1] == b.ne[1] && a.ne[2] == b.ne[2] && a.ne[3] == b.ne[3];
 }
@@ -335,7 +341,7 @@ Status CudaBackend::Compute(const NodeCall& c) {
       if (!CudaSupportsWeightType(a.type) || b.type != GgmlType::I32 || !f32_dst)
         return Fail(op, "needs a dequantizable src0, I32 ids and an F32 dst", c);
       if (d.ne[0] != a.ne[0] || d.ne[1] != b.ne[0] || d.ne[2] != b.ne[1] || d.ne[3] != b.ne[2])
-        return Fail(op, "dst shape must be [ne00, ne10, ne11, ne12]", c);
+        return Bad(op, "dst shape must be [ne00, ne10, ne11, ne12]", c);
       e = cuda::GetRows(ToTv(a), ToTv(b), ToTv(d), ctx_->stream);
       break;
     case GgmlOp::MUL_MAT: {
@@ -347,7 +353,7 @@ Status CudaBackend::Compute(const NodeCall& c) {
       if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d) || (b.type != GgmlType::F32 && b.type != GgmlType::F16))
         return Fail(op, "needs F32 src0/dst of equal shape and F32 or F16 src1", c);
       for (int i = 0; i < 4; ++i)
-        if (b.ne[i] <= 0 || a.ne[i] % b.ne[i] != 0) return Fail(op, "src1 does not broadcast to src0", c);
+        if (b.ne[i] <= 0 || a.ne[i] % b.ne[i] != 0) return Bad(op, "src1 does not broadcast to src0", c);
       e = cuda::BinaryOp(c.op == GgmlOp::ADD ? cuda::Binary::kAdd : cuda::Binary::kMul, ToTv(a), ToTv(b), ToTv(d), ctx_->stream);
       break;
     case GgmlOp::SCALE:
@@ -363,7 +369,7 @@ Status CudaBackend::Compute(const NodeCall& c) {
       if (a.type != GgmlType::F32 || !f32_dst) return Fail(op, "needs F32 tensors", c);
       if (fused ? (a.ne[0] != 2 * d.ne[0] || a.ne[1] != d.ne[1] || a.ne[2] != d.ne[2] || a.ne[3] != d.ne[3])
                 : (b.type != GgmlType::F32 || !SameShape(a, d) || !SameShape(b, d)))
-        return Fail(op, fused ? "fused form needs src0 [2 * ne0, ...] of dst" : "split form needs equal F32 shapes", c);
+        return Bad(op, fused ? "fused form needs src0 [2 * ne0, ...] of dst" : "split form needs equal F32 shapes", c);
       Tv tb = fused ? Tv() : ToTv(b);
       e = cuda::GluOp(c.op == GgmlOp::SWIGLU ? cuda::Glu::kSwiglu : cuda::Glu::kGeglu, ToTv(a), tb, ToTv(d), ctx_->stream);
       break;
@@ -386,11 +392,11 @@ Status CudaBackend::Compute(const NodeCall& c) {
       if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d) || b.type != GgmlType::I32 || b.ne[0] < a.ne[2] || b.nb[0] != 4)
         return Fail(op, "needs F32 src/dst of equal shape and I32 positions [>= ne2]", c);
       if (r.mode != 0 && r.mode != 2) return Fail(op, "mode " + std::to_string(r.mode) + " is not supported (0 = normal, 2 = NEOX)", c);
-      if (r.n_dims <= 0 || r.n_dims % 2 != 0 || r.n_dims > a.ne[0]) return Fail(op, "n_dims must be even and in (0, ne0]", c);
+      if (r.n_dims <= 0 || r.n_dims % 2 != 0 || r.n_dims > a.ne[0]) return Bad(op, "n_dims must be even and in (0, ne0]", c);
       const float* ff = nullptr;
       if (c.has_src[2] && c.src[2].data != nullptr) {
         if (c.src[2].type != GgmlType::F32 || c.src[2].ne[0] < r.n_dims / 2 || c.src[2].nb[0] != 4)
-          return Fail(op, "freq_factors must be F32 [>= n_dims/2]", c);
+          return Bad(op, "freq_factors must be F32 [>= n_dims/2]", c);
         ff = static_cast<const float*>(c.src[2].data);
       }
       // ggml_rope_yarn_corr_dims (ggml.c).
@@ -409,7 +415,7 @@ Status CudaBackend::Compute(const NodeCall& c) {
       if (c.has_src[1] && b.data != nullptr) {
         if ((b.type != GgmlType::F32 && b.type != GgmlType::F16) || b.ne[0] != a.ne[0] || b.ne[1] < a.ne[1] ||
             b.ne[2] <= 0 || a.ne[2] % b.ne[2] != 0 || b.ne[3] <= 0 || a.ne[3] % b.ne[3] != 0)
-          return Fail(op, "mask must be F16/F32 [ne0, >= ne1] broadcasting over dims 2 and 3", c);
+          return Bad(op, "mask must be F16/F32 [ne0, >= ne1] broadcasting over dims 2 and 3", c);
         mask = ToTv(b);
       }
       e = cuda::SoftMax(ToTv(a), mask, ToTv(d), fp(0, 1.f), fp(1, 0.f), ctx_->stream);
@@ -420,9 +426,9 @@ Status CudaBackend::Compute(const NodeCall& c) {
     case GgmlOp::DUP:
       if (!CudaSupportsCpy(a.type, d.type))
         return Fail(op, "copies F32/F16/BF16 into F32, F16, BF16, Q8_0 or Q4_0 only", c);
-      if (a.nelements() != d.nelements()) return Fail(op, "element counts differ", c);
+      if (a.nelements() != d.nelements()) return Bad(op, "element counts differ", c);
       if (!IsFloatType(d.type) && (d.ne[0] % 32 != 0 || d.nb[0] != GetTypeTraits(d.type).type_size))
-        return Fail(op, "a quantized dst needs rows of whole blocks", c);
+        return Bad(op, "a quantized dst needs rows of whole blocks", c);
       e = cuda::Cpy(ToTv(a), ToTv(d), ctx_->stream);
       break;
     default:
