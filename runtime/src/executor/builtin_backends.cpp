@@ -12,7 +12,8 @@
 
 namespace stowage::exec {
 
-std::unique_ptr<Backend> CreateBuiltinBackend(const std::string& name, const std::string& type, int n_threads) {
+std::unique_ptr<Backend> CreateBuiltinBackend(const std::string& name, const std::string& type,
+                                              int n_threads) {
   if (type == "CPU") return CreateCpuBackend(n_threads);
 #if STOWAGE_HAVE_ONEDNN
   // The oneDNN device is the only ACCEL device this build has (list-devices names it "ONEDNN").
@@ -23,7 +24,8 @@ std::unique_ptr<Backend> CreateBuiltinBackend(const std::string& name, const std
   if (type == "GPU" && name.rfind("CUDA", 0) == 0 && name.size() > 4) {
     char* end = nullptr;
     const long idx = std::strtol(name.c_str() + 4, &end, 10);
-    if (end != nullptr && *end == '\0' && idx >= 0 && idx < 1024) return CreateCudaBackend(static_cast<int>(idx));
+    if (end != nullptr && *end == '\0' && idx >= 0 && idx < 1024)
+      return CreateCudaBackend(static_cast<int>(idx));
   }
 #endif
   (void)name;

@@ -64,7 +64,8 @@ inline HostTensor ZeroF32(std::array<int64_t, 4> ne) {
   return t;
 }
 
-inline exec::NodeCall MulMatCall(const cpu::TensorView& a, const cpu::TensorView& b, const cpu::TensorView& d) {
+inline exec::NodeCall MulMatCall(const cpu::TensorView& a, const cpu::TensorView& b,
+                                 const cpu::TensorView& d) {
   exec::NodeCall c;
   c.op = GgmlOp::MUL_MAT;
   c.name = "mul_mat";
@@ -76,17 +77,23 @@ inline exec::NodeCall MulMatCall(const cpu::TensorView& a, const cpu::TensorView
 }
 
 /// Largest |x - y| / (tol_abs + tol_rel * |y|) over two F32 tensors of equal contiguous shape.
-inline double MaxScaledError(const cpu::TensorView& x, const cpu::TensorView& y, double tol_abs, double tol_rel) {
+inline double MaxScaledError(const cpu::TensorView& x, const cpu::TensorView& y, double tol_abs,
+                             double tol_rel) {
   double worst = 0;
   for (int64_t i3 = 0; i3 < x.ne[3]; ++i3)
     for (int64_t i2 = 0; i2 < x.ne[2]; ++i2)
       for (int64_t i1 = 0; i1 < x.ne[1]; ++i1)
         for (int64_t i0 = 0; i0 < x.ne[0]; ++i0) {
           float a, b;
-          std::memcpy(&a, static_cast<uint8_t*>(x.data) + i3 * x.nb[3] + i2 * x.nb[2] + i1 * x.nb[1] + i0 * x.nb[0], 4);
-          std::memcpy(&b, static_cast<uint8_t*>(y.data) + i3 * y.nb[3] + i2 * y.nb[2] + i1 * y.nb[1] + i0 * y.nb[0], 4);
+          std::memcpy(
+              &a, static_cast<uint8_t*>(x.data) + i3 * x.nb[3] + i2 * x.nb[2] + i1 * x.nb[1] + i0 * x.nb[0],
+              4);
+          std::memcpy(
+              &b, static_cast<uint8_t*>(y.data) + i3 * y.nb[3] + i2 * y.nb[2] + i1 * y.nb[1] + i0 * y.nb[0],
+              4);
           if (std::isnan(a) || std::isnan(b)) return INFINITY;
-          worst = std::max(worst, std::fabs(double(a) - double(b)) / (tol_abs + tol_rel * std::fabs(double(b))));
+          worst =
+              std::max(worst, std::fabs(double(a) - double(b)) / (tol_abs + tol_rel * std::fabs(double(b))));
         }
   return worst;
 }

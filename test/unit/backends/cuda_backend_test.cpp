@@ -2,10 +2,11 @@
 // quantized matmuls), its buffer types, the row split rule, and the logits of whole models planned
 // onto the GPU against CPU-only plans. Without a CUDA device the device tests report
 // "skipped: no CUDA device"; the row split rule and the absence checks run everywhere.
+#include "cuda_backend.h"
+
 #include <gtest/gtest.h>
 
 #include "backend_test_util.h"
-#include "cuda_backend.h"
 #include "e2e_util.h"
 #include "test_paths.h"
 
@@ -77,16 +78,19 @@ TEST(CudaBackend, RunsEverythingTheProbedTableAccepts) {
   };
   int accepted = 0;
   for (GgmlType t : all) {
-    RuntimeOpQuery mm = test::Query(GgmlOp::MUL_MAT, tensor(GgmlType::F32, 64, 64), {tensor(t, 256, 64), tensor(GgmlType::F32, 256, 64)});
+    RuntimeOpQuery mm = test::Query(GgmlOp::MUL_MAT, tensor(GgmlType::F32, 64, 64),
+                                    {tensor(t, 256, 64), tensor(GgmlType::F32, 256, 64)});
     if (dev.SupportsOp(mm)) {
       ++accepted;
       EXPECT_TRUE(exec::CudaSupportsWeightType(t)) << "MUL_MAT with " << GgmlTypeName(t) << " weights";
     }
-    RuntimeOpQuery gr = test::Query(GgmlOp::GET_ROWS, tensor(GgmlType::F32, 256, 4), {tensor(t, 256, 64), tensor(GgmlType::I32, 4, 1)});
+    RuntimeOpQuery gr = test::Query(GgmlOp::GET_ROWS, tensor(GgmlType::F32, 256, 4),
+                                    {tensor(t, 256, 64), tensor(GgmlType::I32, 4, 1)});
     if (dev.SupportsOp(gr)) EXPECT_TRUE(exec::CudaSupportsWeightType(t)) << "GET_ROWS of " << GgmlTypeName(t);
     for (GgmlType d : all) {
       RuntimeOpQuery cp = test::Query(GgmlOp::CPY, tensor(d, 256, 4), {tensor(t, 256, 4), tensor(d, 256, 4)});
-      if (dev.SupportsOp(cp)) EXPECT_TRUE(exec::CudaSupportsCpy(t, d)) << "CPY " << GgmlTypeName(t) << " -> " << GgmlTypeName(d);
+      if (dev.SupportsOp(cp))
+        EXPECT_TRUE(exec::CudaSupportsCpy(t, d)) << "CPY " << GgmlTypeName(t) << " -> " << GgmlTypeName(d);
     }
   }
   EXPECT_GT(accepted, 3);  // the table is not empty
@@ -117,7 +121,8 @@ class CudaOps : public ::testing::Test {
 
   // Runs `c` (host views, with the byte sizes of each source and of dst) on the GPU and on the CPU;
   // returns the worst scaled error of the GPU's dst against the CPU's.
-  double Compare(exec::NodeCall c, const std::vector<size_t>& src_bytes, HostTensor& dst, double tol_abs, double tol_rel) {
+  double Compare(exec::NodeCall c, const std::vector<size_t>& src_bytes, HostTensor& dst, double tol_abs,
+                 double tol_rel) {
     exec::NodeCall g = c;
     for (size_t i = 0; i < src_bytes.size(); ++i)
       if (c.has_src[i] && c.src[i].data) g.src[i] = Upload(c.src[i], src_bytes[i]);
@@ -183,7 +188,8 @@ TEST_F(CudaOps, ElementwiseAndNorms) {
     HostTensor d = test::ZeroF32({67, 5, 3, 2});
     EXPECT_LT(Compare(Call(op, d.v, {a.v, b.v}), {ab, bb}, d, 1e-6, 1e-6), 1.0) << GgmlOpName(op);
     HostTensor d2 = test::ZeroF32({67, 5, 3, 2});
-    EXPECT_LT(Compare(Call(op, d2.v, {a.v, h.v}), {ab, h.bytes.size()}, d2, 1e-6, 1e-6), 1.0) << GgmlOpName(op) << " F16 src1";
+    EXPECT_LT(Compare(Call(op, d2.v, {a.v, h.v}), {ab, h.bytes.size()}, d2, 1e-6, 1e-6), 1.0)
+        << GgmlOpName(op) << " F16 src1";
   }
   for (GgmlOp op : {GgmlOp::SILU, GgmlOp::GELU, GgmlOp::RMS_NORM, GgmlOp::NORM, GgmlOp::SCALE}) {
     HostTensor d = test::ZeroF32({67, 5, 3, 2});
@@ -221,7 +227,9 @@ TEST_F(CudaOps, RopeSoftMaxCpy) {
   }
   pos.v.data = pos.bytes.data();
   HostTensor ff = test::RandomTensor(GgmlType::F32, {24, 1, 1, 1}, 8);
-  for (size_t i = 0; i < 24; ++i) reinterpret_cast<float*>(ff.bytes.data())[i] = 1.f + std::fabs(reinterpret_cast<float*>(ff.bytes.data())[i]);
+  for (size_t i = 0; i < 24; ++i)
+    reinterpret_cast<float*>(ff.bytes.data())[i] =
+        1.f + std::fabs(reinterpret_cast<float*>(ff.bytes.data())[i]);
   for (int mode : {0, 2}) {
     for (bool yarn : {false, true}) {
       HostTensor d = test::ZeroF32({hd, nh, nt, 1});
@@ -303,25 +311,42 @@ HostTensor RandomBlocks(GgmlType type, std::array<int64_t, 4> ne, uint32_t seed)
       std::memcpy(blk + off, &h, 2);
     };
     switch (type) {  // offsets of the fp16 scales in ggml's block structs
-      case GgmlType::Q4_K: case GgmlType::Q5_K: put(0); put(2); break;
-      case GgmlType::Q6_K: put(208); break;
-      case GgmlType::Q2_K: put(80); put(82); break;
-      case GgmlType::Q3_K: put(108); break;
-      case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: put(0); break;
-      default: break;
+      case GgmlType::Q4_K:
+      case GgmlType::Q5_K:
+        put(0);
+        put(2);
+        break;
+      case GgmlType::Q6_K:
+        put(208);
+        break;
+      case GgmlType::Q2_K:
+        put(80);
+        put(82);
+        break;
+      case GgmlType::Q3_K:
+        put(108);
+        break;
+      case GgmlType::IQ4_NL:
+      case GgmlType::IQ4_XS:
+        put(0);
+        break;
+      default:
+        break;
     }
   }
   return t;
 }
 
 // The CPU backend's MUL_MAT weight types (cpu::SupportsMulMatType), all of which the GPU runs.
-const GgmlType kAllWeightTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,   GgmlType::Q4_1,
-                                    GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K,   GgmlType::Q3_K,
-                                    GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+const GgmlType kAllWeightTypes[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,  GgmlType::Q4_0,
+                                    GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1,  GgmlType::Q8_0,
+                                    GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,  GgmlType::Q5_K,
+                                    GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 
 HostTensor Weights(GgmlType t, std::array<int64_t, 4> ne, uint32_t seed) {
-  const bool quantizable = t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || t == GgmlType::Q4_0 ||
-                           t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q5_1 || t == GgmlType::Q8_0;
+  const bool quantizable = t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 ||
+                           t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 ||
+                           t == GgmlType::Q5_1 || t == GgmlType::Q8_0;
   return quantizable ? test::RandomTensor(t, ne, seed) : RandomBlocks(t, ne, seed);
 }
 
@@ -340,7 +365,9 @@ TEST_F(CudaOps, GetRowsAllTypes) {
   for (GgmlType t : kAllWeightTypes) {
     HostTensor w = Weights(t, {512, 7, 1, 1}, 20);
     HostTensor d = test::ZeroF32({512, 5, 1, 1});
-    EXPECT_LT(Compare(Call(GgmlOp::GET_ROWS, d.v, {w.v, ids.v}), {w.bytes.size(), ids.bytes.size()}, d, 1e-6, 1e-6), 1.0)
+    EXPECT_LT(
+        Compare(Call(GgmlOp::GET_ROWS, d.v, {w.v, ids.v}), {w.bytes.size(), ids.bytes.size()}, d, 1e-6, 1e-6),
+        1.0)
         << GgmlTypeName(t);
   }
 }
@@ -348,8 +375,11 @@ TEST_F(CudaOps, GetRowsAllTypes) {
 // GPU MUL_MAT against a double-precision dot of the dequantized weights with the F32 activations
 // (mat-vec kernel for ne11 <= 8 on quantized weights, cuBLAS otherwise).
 TEST_F(CudaOps, MulMatAllWeightTypes) {
-  struct S { int64_t K, N, M, ne02, ne12; };
-  const S shapes[] = {{256, 37, 1, 1, 1}, {512, 29, 5, 1, 1}, {256, 45, 33, 1, 1}, {256, 13, 3, 2, 6}, {768, 130, 64, 1, 1}};
+  struct S {
+    int64_t K, N, M, ne02, ne12;
+  };
+  const S shapes[] = {
+      {256, 37, 1, 1, 1}, {512, 29, 5, 1, 1}, {256, 45, 33, 1, 1}, {256, 13, 3, 2, 6}, {768, 130, 64, 1, 1}};
   for (GgmlType t : kAllWeightTypes) {
     for (const S& s : shapes) {
       HostTensor w = Weights(t, {s.K, s.N, s.ne02, 1}, 30);
@@ -369,19 +399,24 @@ TEST_F(CudaOps, MulMatAllWeightTypes) {
       const int64_t r2 = s.ne12 / s.ne02;
       for (int64_t i12 = 0; i12 < s.ne12; ++i12)
         for (int64_t n = 0; n < s.N; ++n) {
-          ASSERT_TRUE(cpu::DequantizeRow(t, w.bytes.data() + (i12 / r2) * w.v.nb[2] + n * w.v.nb[1], row.data(), s.K).ok());
+          ASSERT_TRUE(
+              cpu::DequantizeRow(t, w.bytes.data() + (i12 / r2) * w.v.nb[2] + n * w.v.nb[1], row.data(), s.K)
+                  .ok());
           for (int64_t m = 0; m < s.M; ++m) {
-            const float* xr = reinterpret_cast<const float*>(x.bytes.data() + i12 * x.v.nb[2] + m * x.v.nb[1]);
+            const float* xr =
+                reinterpret_cast<const float*>(x.bytes.data() + i12 * x.v.nb[2] + m * x.v.nb[1]);
             double ref = 0, mag = 0;
             for (int64_t k = 0; k < s.K; ++k) {
               ref += double(row[k]) * xr[k];
               mag += std::fabs(double(row[k]) * xr[k]);
             }
-            const float got = reinterpret_cast<const float*>(d.bytes.data() + i12 * d.v.nb[2] + m * d.v.nb[1])[n];
+            const float got =
+                reinterpret_cast<const float*>(d.bytes.data() + i12 * d.v.nb[2] + m * d.v.nb[1])[n];
             worst = std::max(worst, std::fabs(got - ref) / (1e-6 + rel * mag));
           }
         }
-      EXPECT_LT(worst, 1.0) << GgmlTypeName(t) << " K=" << s.K << " N=" << s.N << " M=" << s.M << " ne12=" << s.ne12;
+      EXPECT_LT(worst, 1.0) << GgmlTypeName(t) << " K=" << s.K << " N=" << s.N << " M=" << s.M
+                            << " ne12=" << s.ne12;
     }
   }
 }
@@ -440,27 +475,30 @@ TEST_P(CudaLogits, MatchCpu) {
   test::E2eRun cpu = test::RunPlanned(model, prompt, nullptr, {});
   planner::PlacementOptions opt;
   opt.n_gpu_layers = 99;
-  test::E2eRun gpu = test::RunPlanned(model, prompt, [](const ProbedDevice& d) { return d.type == ProbedDeviceType::kGpu; }, opt);
+  test::E2eRun gpu = test::RunPlanned(
+      model, prompt, [](const ProbedDevice& d) { return d.type == ProbedDeviceType::kGpu; }, opt);
   ASSERT_FALSE(gpu.logits.empty());
-  EXPECT_NE(std::find(gpu.devices.begin(), gpu.devices.end(), "CUDA0"), gpu.devices.end()) << "nothing was planned on CUDA0";
+  EXPECT_NE(std::find(gpu.devices.begin(), gpu.devices.end(), "CUDA0"), gpu.devices.end())
+      << "nothing was planned on CUDA0";
   EXPECT_GT(gpu.computes["CUDA0"], 0) << "no node ran on CUDA0";
   const float diff = test::MaxAbsDiff(cpu.logits, gpu.logits);
   EXPECT_LE(diff, GetParam().tol);
   std::printf("[ %s ] CUDA vs CPU max |logit diff| = %.5f\n", GetParam().model, diff);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, CudaLogits,
-                         ::testing::Values(ModelCase{"stories260K.gguf", 0.02f}, ModelCase{"stories260K-F16.gguf", 0.05f},
-                                           ModelCase{"stories260K-Q8_0.gguf", 0.25f}, ModelCase{"stories260K-Q4_0.gguf", 0.25f},
-                                           ModelCase{"stories260K-Q4_K_M.gguf", 0.25f}, ModelCase{"llama-2-tiny-random.gguf", 0.05f},
-                                           ModelCase{"synth-Q6_K.gguf", 0.25f}),
-                         [](const ::testing::TestParamInfo<ModelCase>& i) {
-                           std::string n = i.param.model;
-                           n = n.substr(0, n.size() - 5);
-                           for (char& ch : n)
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, CudaLogits,
+    ::testing::Values(ModelCase{"stories260K.gguf", 0.02f}, ModelCase{"stories260K-F16.gguf", 0.05f},
+                      ModelCase{"stories260K-Q8_0.gguf", 0.25f}, ModelCase{"stories260K-Q4_0.gguf", 0.25f},
+                      ModelCase{"stories260K-Q4_K_M.gguf", 0.25f},
+                      ModelCase{"llama-2-tiny-random.gguf", 0.05f}, ModelCase{"synth-Q6_K.gguf", 0.25f}),
+    [](const ::testing::TestParamInfo<ModelCase>& i) {
+      std::string n = i.param.model;
+      n = n.substr(0, n.size() - 5);
+      for (char& ch : n)
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return n;
+    });
 
 }  // namespace
 }  // namespace stowage

@@ -3,12 +3,12 @@
 // prompt; the same for a CPU-only plan, so a backend's logits can be compared with the CPU's.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "backend.h"
 #include "from_probe.h"
@@ -23,9 +23,9 @@
 namespace stowage::test {
 
 struct E2eRun {
-  std::vector<float> logits;        ///< all prompt positions, n_vocab each
+  std::vector<float> logits;  ///< all prompt positions, n_vocab each
   int n_vocab = 0;
-  std::vector<std::string> devices; ///< devices of the plan's buffers
+  std::vector<std::string> devices;     ///< devices of the plan's buffers
   std::map<std::string, int> computes;  ///< nodes computed per non-CPU backend
 };
 
@@ -35,7 +35,8 @@ class CountingBackend final : public exec::Backend {
   CountingBackend(std::unique_ptr<exec::Backend> inner, std::shared_ptr<std::map<std::string, int>> counts)
       : inner_(std::move(inner)), counts_(std::move(counts)) {}
   const std::string& name() const override { return inner_->name(); }
-  Result<std::unique_ptr<exec::Buffer>> Allocate(const std::string& buft, uint64_t size, uint64_t alignment) override {
+  Result<std::unique_ptr<exec::Buffer>> Allocate(const std::string& buft, uint64_t size,
+                                                 uint64_t alignment) override {
     return inner_->Allocate(buft, size, alignment);
   }
   Status Compute(const exec::NodeCall& call) override {
@@ -53,7 +54,8 @@ class CountingBackend final : public exec::Backend {
 class CountingFactory final : public exec::BackendFactory {
  public:
   std::shared_ptr<std::map<std::string, int>> counts = std::make_shared<std::map<std::string, int>>();
-  std::unique_ptr<exec::Backend> Create(const std::string& name, const std::string& type, int n_threads) override {
+  std::unique_ptr<exec::Backend> Create(const std::string& name, const std::string& type,
+                                        int n_threads) override {
     if (type == "CPU") return nullptr;
     auto b = exec::CreateBuiltinBackend(name, type, n_threads);
     if (!b) return nullptr;
@@ -65,7 +67,8 @@ class CountingFactory final : public exec::BackendFactory {
 /// via PlaceAllOnCpu), `opt` as given, and decodes `prompt` with all logits. Failures are gtest
 /// failures (ADD_FAILURE) and leave logits empty.
 inline E2eRun RunPlanned(const std::string& model, const std::vector<int32_t>& prompt,
-                         const std::function<bool(const ProbedDevice&)>& keep, planner::PlacementOptions opt) {
+                         const std::function<bool(const ProbedDevice&)>& keep,
+                         planner::PlacementOptions opt) {
   E2eRun out;
   auto gguf = GgufFile::Open(model);
   if (!gguf.ok()) {

@@ -1,9 +1,10 @@
 // The oneDNN ACCEL backend's MUL_MAT against the CPU backend's, on odd shapes (K, N, M not multiples
 // of 8), GQA-style broadcast dims, strided activations, and its refusals.
+#include "onednn_backend.h"
+
 #include <gtest/gtest.h>
 
 #include "backend_test_util.h"
-#include "onednn_backend.h"
 #include "stowage/runtime/device_probe.h"
 
 namespace stowage {
@@ -34,12 +35,12 @@ double CompareWithCpu(GgmlType wt, const Case& c, double tol_rel, uint32_t seed)
 }
 
 const Case kCases[] = {
-    {37, 29, 13, 1, 1, 1, 1},   // all odd
-    {1, 3, 5, 1, 1, 1, 1},      // K = 1
-    {67, 45, 33, 2, 1, 6, 1},   // GQA: src0 matrix i02 serves i12 / 3
-    {19, 7, 3, 1, 1, 4, 3},     // src0 broadcast over ne12 and ne13
-    {23, 11, 9, 2, 3, 4, 6},    // broadcast in both batch dims, both > 1
-    {257, 131, 41, 1, 1, 1, 1}, // larger than oneDNN's blocking
+    {37, 29, 13, 1, 1, 1, 1},    // all odd
+    {1, 3, 5, 1, 1, 1, 1},       // K = 1
+    {67, 45, 33, 2, 1, 6, 1},    // GQA: src0 matrix i02 serves i12 / 3
+    {19, 7, 3, 1, 1, 4, 3},      // src0 broadcast over ne12 and ne13
+    {23, 11, 9, 2, 3, 4, 6},     // broadcast in both batch dims, both > 1
+    {257, 131, 41, 1, 1, 1, 1},  // larger than oneDNN's blocking
 };
 
 TEST(OneDnnBackend, MulMatF32MatchesCpu) {
@@ -51,19 +52,23 @@ TEST(OneDnnBackend, MulMatF32MatchesCpu) {
 }
 
 TEST(OneDnnBackend, MulMatBf16MatchesCpu) {
-  if (!exec::OneDnnSupportsMulMatType(GgmlType::BF16)) GTEST_SKIP() << "skipped: oneDNN has no bf16 matmul on this CPU";
+  if (!exec::OneDnnSupportsMulMatType(GgmlType::BF16))
+    GTEST_SKIP() << "skipped: oneDNN has no bf16 matmul on this CPU";
   uint32_t seed = 100;
   for (const Case& c : kCases) {
     // Both sides convert src1 to BF16 with the same rounding; only the F32 summation order differs.
-    EXPECT_LT(CompareWithCpu(GgmlType::BF16, c, 1e-5, seed += 7), 1.0) << "K=" << c.K << " N=" << c.N << " M=" << c.M;
+    EXPECT_LT(CompareWithCpu(GgmlType::BF16, c, 1e-5, seed += 7), 1.0)
+        << "K=" << c.K << " N=" << c.N << " M=" << c.M;
   }
 }
 
 TEST(OneDnnBackend, MulMatF16MatchesCpuWhereSupported) {
-  if (!exec::OneDnnSupportsMulMatType(GgmlType::F16)) GTEST_SKIP() << "skipped: oneDNN has no f16 matmul on this CPU";
+  if (!exec::OneDnnSupportsMulMatType(GgmlType::F16))
+    GTEST_SKIP() << "skipped: oneDNN has no f16 matmul on this CPU";
   uint32_t seed = 200;
   for (const Case& c : kCases) {
-    EXPECT_LT(CompareWithCpu(GgmlType::F16, c, 1e-4, seed += 7), 1.0) << "K=" << c.K << " N=" << c.N << " M=" << c.M;
+    EXPECT_LT(CompareWithCpu(GgmlType::F16, c, 1e-4, seed += 7), 1.0)
+        << "K=" << c.K << " N=" << c.N << " M=" << c.M;
   }
 }
 
@@ -92,7 +97,7 @@ TEST(OneDnnBackend, MulMatStridedActivations) {
 
   // Element stride != 4 (a transposed view): gathered first.
   HostTensor t = test::RandomTensor(GgmlType::F32, {M, K, 1, 1}, 13);  // stored [M, K]
-  cpu::TensorView bt = t.v;                                           // viewed as [K, M]
+  cpu::TensorView bt = t.v;                                            // viewed as [K, M]
   bt.ne[0] = K;
   bt.ne[1] = M;
   bt.nb[0] = t.v.nb[1];
@@ -193,9 +198,12 @@ TEST(OneDnnBackend, AgreesWithTheProbedTable) {
     r.buft_is_host = true;
     return r;
   };
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
-    RuntimeOpQuery q = test::Query(GgmlOp::MUL_MAT, tensor(GgmlType::F32, 64, 64), {tensor(t, 256, 64), tensor(GgmlType::F32, 256, 64)});
-    EXPECT_EQ(dev->SupportsOp(q), exec::OneDnnSupportsMulMatType(t)) << "MUL_MAT with " << GgmlTypeName(t) << " weights";
+  for (GgmlType t :
+       {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
+    RuntimeOpQuery q = test::Query(GgmlOp::MUL_MAT, tensor(GgmlType::F32, 64, 64),
+                                   {tensor(t, 256, 64), tensor(GgmlType::F32, 256, 64)});
+    EXPECT_EQ(dev->SupportsOp(q), exec::OneDnnSupportsMulMatType(t))
+        << "MUL_MAT with " << GgmlTypeName(t) << " weights";
   }
 }
 
@@ -230,20 +238,25 @@ TEST_P(OneDnnLogits, MatchCpu) {
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(1 + (i * 37) % 200);
   test::E2eRun cpu = test::RunPlanned(model, prompt, nullptr, {});
-  test::E2eRun acc = test::RunPlanned(model, prompt, [](const ProbedDevice& d) { return d.type == ProbedDeviceType::kAccel; }, {});
+  test::E2eRun acc = test::RunPlanned(
+      model, prompt, [](const ProbedDevice& d) { return d.type == ProbedDeviceType::kAccel; }, {});
   ASSERT_FALSE(acc.logits.empty());
   const float diff = test::MaxAbsDiff(cpu.logits, acc.logits);
   EXPECT_LE(diff, 1e-3f) << "ACCEL+CPU logits differ from CPU-only";
   const int n = acc.computes.count("ONEDNN") ? acc.computes.at("ONEDNN") : 0;
   if (GetParam().accel_runs) EXPECT_GT(n, 0) << "the plan ran no node on the ONEDNN backend";
   // F16 weights go to ACCEL only where oneDNN has an f16 matmul and the manifest lists F16.
-  if (!GetParam().accel_runs && std::string(GetParam().model).find("Q4_0") != std::string::npos) EXPECT_EQ(n, 0);
-  std::printf("[ %s ] ONEDNN+CPU vs CPU max |logit diff| = %.6f (%d nodes on ONEDNN)\n", GetParam().model, diff, n);
+  if (!GetParam().accel_runs && std::string(GetParam().model).find("Q4_0") != std::string::npos)
+    EXPECT_EQ(n, 0);
+  std::printf("[ %s ] ONEDNN+CPU vs CPU max |logit diff| = %.6f (%d nodes on ONEDNN)\n", GetParam().model,
+              diff, n);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, OneDnnLogits,
-                         ::testing::Values(AccelCase{"stories260K.gguf", true}, AccelCase{"stories260K-F16.gguf", false},
-                                           AccelCase{"tiny-tied-f32.gguf", true}, AccelCase{"stories260K-Q4_0.gguf", false}),
+                         ::testing::Values(AccelCase{"stories260K.gguf", true},
+                                           AccelCase{"stories260K-F16.gguf", false},
+                                           AccelCase{"tiny-tied-f32.gguf", true},
+                                           AccelCase{"stories260K-Q4_0.gguf", false}),
                          [](const ::testing::TestParamInfo<AccelCase>& i) {
                            std::string n = i.param.model;
                            n = n.substr(0, n.size() - 5);

@@ -2,14 +2,14 @@
 // the row-split weights. Host C++; the kernels are in kernels.cu.
 #include "cuda_backend.h"
 
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <string>
-
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
 
 #include "kernels.h"
 #include "ops.h"
@@ -20,8 +20,8 @@ namespace {
 using cuda::Tv;
 
 std::string Shape(const TensorView& t) {
-  return std::string(GgmlTypeName(t.type)) + "[" + std::to_string(t.ne[0]) + "," + std::to_string(t.ne[1]) + "," +
-         std::to_string(t.ne[2]) + "," + std::to_string(t.ne[3]) + "]";
+  return std::string(GgmlTypeName(t.type)) + "[" + std::to_string(t.ne[0]) + "," + std::to_string(t.ne[1]) +
+         "," + std::to_string(t.ne[2]) + "," + std::to_string(t.ne[3]) + "]";
 }
 
 Status CudaStatus(cudaError_t e, const std::string& where) {
@@ -67,9 +67,11 @@ struct DeviceCtx {
     c->device = device;
     c->name = "CUDA" + std::to_string(device);
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), c->name + ": cudaSetDevice"));
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), c->name + ": cudaStreamCreate"));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking),
+                                       c->name + ": cudaStreamCreate"));
     STOWAGE_RETURN_IF_ERROR(CublasStatus(cublasCreate(&c->cublas), c->name + ": cublasCreate"));
-    STOWAGE_RETURN_IF_ERROR(CublasStatus(cublasSetStream(c->cublas, c->stream), c->name + ": cublasSetStream"));
+    STOWAGE_RETURN_IF_ERROR(
+        CublasStatus(cublasSetStream(c->cublas, c->stream), c->name + ": cublasSetStream"));
     return c;
   }
   /// Scratch slot `i` of at least `n` bytes (contents undefined). Growing waits for the stream.
@@ -80,7 +82,8 @@ struct DeviceCtx {
     scratch[i] = nullptr;
     scratch_size[i] = 0;
     const size_t want = std::max<size_t>(n, 1 << 20);
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&scratch[i], want), name + ": cudaMalloc of " + std::to_string(want) + " scratch bytes"));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&scratch[i], want),
+                                       name + ": cudaMalloc of " + std::to_string(want) + " scratch bytes"));
     scratch_size[i] = want;
     return scratch[i];
   }
@@ -89,7 +92,8 @@ struct DeviceCtx {
 /// CUDA<i>: device memory.
 class CudaBuffer final : public Buffer {
  public:
-  CudaBuffer(std::shared_ptr<DeviceCtx> ctx, uint8_t* p, uint64_t n) : ctx_(std::move(ctx)), data_(p), size_(n) {}
+  CudaBuffer(std::shared_ptr<DeviceCtx> ctx, uint8_t* p, uint64_t n)
+      : ctx_(std::move(ctx)), data_(p), size_(n) {}
   ~CudaBuffer() override {
     cudaSetDevice(ctx_->device);
     cudaStreamSynchronize(ctx_->stream);
@@ -100,18 +104,24 @@ class CudaBuffer final : public Buffer {
   bool is_host() const override { return false; }
   int device() const { return ctx_->device; }
   Status Write(uint64_t offset, const void* src, uint64_t n) override {
-    if (offset > size_ || n > size_ - offset) return OutOfRange(ctx_->name + ": buffer write outside the buffer");
+    if (offset > size_ || n > size_ - offset)
+      return OutOfRange(ctx_->name + ": buffer write outside the buffer");
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), ctx_->name + ": cudaSetDevice"));
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(data_ + offset, src, n, cudaMemcpyHostToDevice, ctx_->stream),
-                                       ctx_->name + ": cudaMemcpyAsync host to device"));
-    return CudaStatus(cudaStreamSynchronize(ctx_->stream), ctx_->name + ": cudaStreamSynchronize after a write");
+    STOWAGE_RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpyAsync(data_ + offset, src, n, cudaMemcpyHostToDevice, ctx_->stream),
+                   ctx_->name + ": cudaMemcpyAsync host to device"));
+    return CudaStatus(cudaStreamSynchronize(ctx_->stream),
+                      ctx_->name + ": cudaStreamSynchronize after a write");
   }
   Status Read(uint64_t offset, void* dst, uint64_t n) const override {
-    if (offset > size_ || n > size_ - offset) return OutOfRange(ctx_->name + ": buffer read outside the buffer");
+    if (offset > size_ || n > size_ - offset)
+      return OutOfRange(ctx_->name + ": buffer read outside the buffer");
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), ctx_->name + ": cudaSetDevice"));
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(dst, data_ + offset, n, cudaMemcpyDeviceToHost, ctx_->stream),
-                                       ctx_->name + ": cudaMemcpyAsync device to host"));
-    return CudaStatus(cudaStreamSynchronize(ctx_->stream), ctx_->name + ": cudaStreamSynchronize after a read");
+    STOWAGE_RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpyAsync(dst, data_ + offset, n, cudaMemcpyDeviceToHost, ctx_->stream),
+                   ctx_->name + ": cudaMemcpyAsync device to host"));
+    return CudaStatus(cudaStreamSynchronize(ctx_->stream),
+                      ctx_->name + ": cudaStreamSynchronize after a read");
   }
 
  private:
@@ -199,9 +209,12 @@ class CudaSplitBuffer final : public Buffer {
       if (s.hi <= s.lo) continue;
       const size_t n = static_cast<size_t>(s.hi - s.lo) * row_bytes;
       Status st = CudaStatus(cudaSetDevice(id), name_ + ": cudaSetDevice");
-      if (st.ok()) st = CudaStatus(cudaMalloc(&s.data, n), name_ + ": cudaMalloc of a split slice on CUDA" + std::to_string(id));
-      if (st.ok()) st = CudaStatus(cudaMemcpy(s.data, data_ + offset + s.lo * row_bytes, n, cudaMemcpyHostToDevice),
-                                   name_ + ": uploading a split slice to CUDA" + std::to_string(id));
+      if (st.ok())
+        st = CudaStatus(cudaMalloc(&s.data, n),
+                        name_ + ": cudaMalloc of a split slice on CUDA" + std::to_string(id));
+      if (st.ok())
+        st = CudaStatus(cudaMemcpy(s.data, data_ + offset + s.lo * row_bytes, n, cudaMemcpyHostToDevice),
+                        name_ + ": uploading a split slice to CUDA" + std::to_string(id));
       if (!st.ok()) {
         if (s.data) cudaFree(s.data);
         for (auto& p : e.parts) cudaFree(p.data);
@@ -242,7 +255,8 @@ bool IsFloatType(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 |
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(std::shared_ptr<DeviceCtx> ctx, int n_devices) : ctx_(std::move(ctx)), name_(ctx_->name), n_devices_(n_devices) {}
+  CudaBackend(std::shared_ptr<DeviceCtx> ctx, int n_devices)
+      : ctx_(std::move(ctx)), name_(ctx_->name), n_devices_(n_devices) {}
   ~CudaBackend() override {
     for (auto& [d, e] : events_) {
       cudaEventDestroy(e.first);
@@ -257,23 +271,32 @@ class CudaBackend final : public Backend {
     return dynamic_cast<const CudaSplitBuffer*>(&buf) != nullptr;
   }
 
-  Result<std::unique_ptr<Buffer>> Allocate(const std::string& buft, uint64_t size, uint64_t alignment) override {
+  Result<std::unique_ptr<Buffer>> Allocate(const std::string& buft, uint64_t size,
+                                           uint64_t alignment) override {
     const uint64_t n = std::max<uint64_t>(size, 1);
-    if (alignment > 256) return InvalidArgument(name_ + ": buffer alignment " + std::to_string(alignment) + " exceeds cudaMalloc's 256");
+    if (alignment > 256)
+      return InvalidArgument(name_ + ": buffer alignment " + std::to_string(alignment) +
+                             " exceeds cudaMalloc's 256");
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
     if (buft == "CUDA_Host" || buft == name_ + "_Split") {
       void* p = nullptr;
       cudaError_t e = cudaMallocHost(&p, n);
-      if (e != cudaSuccess) return ResourceExhausted(name_ + ": cudaMallocHost of " + std::to_string(size) + " bytes: " + cudaGetErrorString(e));
+      if (e != cudaSuccess)
+        return ResourceExhausted(name_ + ": cudaMallocHost of " + std::to_string(size) +
+                                 " bytes: " + cudaGetErrorString(e));
       std::memset(p, 0, n);
-      if (buft == "CUDA_Host") return std::unique_ptr<Buffer>(new CudaHostBuffer(static_cast<uint8_t*>(p), size));
+      if (buft == "CUDA_Host")
+        return std::unique_ptr<Buffer>(new CudaHostBuffer(static_cast<uint8_t*>(p), size));
       return std::unique_ptr<Buffer>(new CudaSplitBuffer(buft, static_cast<uint8_t*>(p), size, splits_));
     }
     if (buft != name_ && !buft.empty())
-      return InvalidArgument(name_ + ": unknown buffer type '" + buft + "' (expected " + name_ + ", CUDA_Host or " + name_ + "_Split)");
+      return InvalidArgument(name_ + ": unknown buffer type '" + buft + "' (expected " + name_ +
+                             ", CUDA_Host or " + name_ + "_Split)");
     void* p = nullptr;
     cudaError_t e = cudaMalloc(&p, n);
-    if (e != cudaSuccess) return ResourceExhausted(name_ + ": cudaMalloc of " + std::to_string(size) + " bytes: " + cudaGetErrorString(e));
+    if (e != cudaSuccess)
+      return ResourceExhausted(name_ + ": cudaMalloc of " + std::to_string(size) +
+                               " bytes: " + cudaGetErrorString(e));
     e = cudaMemset(p, 0, n);
     if (e != cudaSuccess) {
       cudaFree(p);
@@ -334,7 +357,8 @@ Status CudaBackend::Compute(const NodeCall& c) {
     if (c.has_src[i] && SplitOf(c.src[i].data) && !(c.op == GgmlOp::MUL_MAT && i == 0))
       return Fail(op, "a row-split tensor can only be MUL_MAT's src0", c);
   }
-  if (d.nelements() > 0 && d.data == nullptr) return InvalidArgument(std::string(op) + ": null dst data (node '" + c.name + "')");
+  if (d.nelements() > 0 && d.data == nullptr)
+    return InvalidArgument(std::string(op) + ": null dst data (node '" + c.name + "')");
   cudaError_t e = cudaSuccess;
   switch (c.op) {
     case GgmlOp::GET_ROWS:
@@ -350,17 +374,22 @@ Status CudaBackend::Compute(const NodeCall& c) {
     }
     case GgmlOp::ADD:
     case GgmlOp::MUL:
-      if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d) || (b.type != GgmlType::F32 && b.type != GgmlType::F16))
+      if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d) ||
+          (b.type != GgmlType::F32 && b.type != GgmlType::F16))
         return Fail(op, "needs F32 src0/dst of equal shape and F32 or F16 src1", c);
       for (int i = 0; i < 4; ++i)
         if (b.ne[i] <= 0 || a.ne[i] % b.ne[i] != 0) return Bad(op, "src1 does not broadcast to src0", c);
-      e = cuda::BinaryOp(c.op == GgmlOp::ADD ? cuda::Binary::kAdd : cuda::Binary::kMul, ToTv(a), ToTv(b), ToTv(d), ctx_->stream);
+      e = cuda::BinaryOp(c.op == GgmlOp::ADD ? cuda::Binary::kAdd : cuda::Binary::kMul, ToTv(a), ToTv(b),
+                         ToTv(d), ctx_->stream);
       break;
     case GgmlOp::SCALE:
     case GgmlOp::SILU:
     case GgmlOp::GELU:
-      if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d)) return Fail(op, "needs F32 src and dst of equal shape", c);
-      e = cuda::UnaryOp(c.op == GgmlOp::SCALE ? cuda::Unary::kScale : c.op == GgmlOp::SILU ? cuda::Unary::kSilu : cuda::Unary::kGelu,
+      if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d))
+        return Fail(op, "needs F32 src and dst of equal shape", c);
+      e = cuda::UnaryOp(c.op == GgmlOp::SCALE  ? cuda::Unary::kScale
+                        : c.op == GgmlOp::SILU ? cuda::Unary::kSilu
+                                               : cuda::Unary::kGelu,
                         ToTv(a), ToTv(d), fp(0, 1.f), fp(1, 0.f), ctx_->stream);
       break;
     case GgmlOp::SWIGLU:
@@ -369,14 +398,18 @@ Status CudaBackend::Compute(const NodeCall& c) {
       if (a.type != GgmlType::F32 || !f32_dst) return Fail(op, "needs F32 tensors", c);
       if (fused ? (a.ne[0] != 2 * d.ne[0] || a.ne[1] != d.ne[1] || a.ne[2] != d.ne[2] || a.ne[3] != d.ne[3])
                 : (b.type != GgmlType::F32 || !SameShape(a, d) || !SameShape(b, d)))
-        return Bad(op, fused ? "fused form needs src0 [2 * ne0, ...] of dst" : "split form needs equal F32 shapes", c);
+        return Bad(
+            op, fused ? "fused form needs src0 [2 * ne0, ...] of dst" : "split form needs equal F32 shapes",
+            c);
       Tv tb = fused ? Tv() : ToTv(b);
-      e = cuda::GluOp(c.op == GgmlOp::SWIGLU ? cuda::Glu::kSwiglu : cuda::Glu::kGeglu, ToTv(a), tb, ToTv(d), ctx_->stream);
+      e = cuda::GluOp(c.op == GgmlOp::SWIGLU ? cuda::Glu::kSwiglu : cuda::Glu::kGeglu, ToTv(a), tb, ToTv(d),
+                      ctx_->stream);
       break;
     }
     case GgmlOp::RMS_NORM:
     case GgmlOp::NORM:
-      if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d)) return Fail(op, "needs F32 src and dst of equal shape", c);
+      if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d))
+        return Fail(op, "needs F32 src and dst of equal shape", c);
       e = cuda::NormOp(c.op == GgmlOp::RMS_NORM, ToTv(a), ToTv(d), fp(0, 1e-5f), ctx_->stream);
       break;
     case GgmlOp::ROPE: {
@@ -389,10 +422,13 @@ Status CudaBackend::Compute(const NodeCall& c) {
       r.ext_factor = fp(2, 0.f);
       r.attn_factor = fp(3, 1.f);
       const float beta_fast = fp(4, 32.f), beta_slow = fp(5, 1.f);
-      if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d) || b.type != GgmlType::I32 || b.ne[0] < a.ne[2] || b.nb[0] != 4)
+      if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d) || b.type != GgmlType::I32 ||
+          b.ne[0] < a.ne[2] || b.nb[0] != 4)
         return Fail(op, "needs F32 src/dst of equal shape and I32 positions [>= ne2]", c);
-      if (r.mode != 0 && r.mode != 2) return Fail(op, "mode " + std::to_string(r.mode) + " is not supported (0 = normal, 2 = NEOX)", c);
-      if (r.n_dims <= 0 || r.n_dims % 2 != 0 || r.n_dims > a.ne[0]) return Bad(op, "n_dims must be even and in (0, ne0]", c);
+      if (r.mode != 0 && r.mode != 2)
+        return Fail(op, "mode " + std::to_string(r.mode) + " is not supported (0 = normal, 2 = NEOX)", c);
+      if (r.n_dims <= 0 || r.n_dims % 2 != 0 || r.n_dims > a.ne[0])
+        return Bad(op, "n_dims must be even and in (0, ne0]", c);
       const float* ff = nullptr;
       if (c.has_src[2] && c.src[2].data != nullptr) {
         if (c.src[2].type != GgmlType::F32 || c.src[2].ne[0] < r.n_dims / 2 || c.src[2].nb[0] != 4)
@@ -410,7 +446,8 @@ Status CudaBackend::Compute(const NodeCall& c) {
       break;
     }
     case GgmlOp::SOFT_MAX: {
-      if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d)) return Fail(op, "needs F32 src and dst of equal shape", c);
+      if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d))
+        return Fail(op, "needs F32 src and dst of equal shape", c);
       Tv mask;
       if (c.has_src[1] && b.data != nullptr) {
         if ((b.type != GgmlType::F32 && b.type != GgmlType::F16) || b.ne[0] != a.ne[0] || b.ne[1] < a.ne[1] ||
@@ -432,7 +469,8 @@ Status CudaBackend::Compute(const NodeCall& c) {
       e = cuda::Cpy(ToTv(a), ToTv(d), ctx_->stream);
       break;
     default:
-      return Unimplemented(name_ + ": op " + op + " (node '" + c.name + "') is not implemented by the CUDA backend");
+      return Unimplemented(name_ + ": op " + op + " (node '" + c.name +
+                           "') is not implemented by the CUDA backend");
   }
   return CudaStatus(e, name_ + ": " + op + " kernel launch (node '" + c.name + "')");
 }
@@ -440,17 +478,21 @@ Status CudaBackend::Compute(const NodeCall& c) {
 Status CudaBackend::MulMat(DeviceCtx& ctx, const TensorView& a, const TensorView& b, const TensorView& d) {
   const std::string where = ctx.name + ": MUL_MAT";
   auto fail = [&](const std::string& what) {
-    return InvalidArgument("MUL_MAT: " + what + " (src0 " + Shape(a) + ", src1 " + Shape(b) + ", dst " + Shape(d) + ")");
+    return InvalidArgument("MUL_MAT: " + what + " (src0 " + Shape(a) + ", src1 " + Shape(b) + ", dst " +
+                           Shape(d) + ")");
   };
   const int wt = static_cast<int>(a.type);
   if (!cuda::KernelsCanDequantize(wt))
-    return Unimplemented(where + ": weights of type " + GgmlTypeName(a.type) + " are not supported by the CUDA backend");
+    return Unimplemented(where + ": weights of type " + GgmlTypeName(a.type) +
+                         " are not supported by the CUDA backend");
   if (b.type != GgmlType::F32 || d.type != GgmlType::F32) return fail("src1 and dst must be F32");
   if (a.layout != cpu::kLayoutPlain) return fail("src0 must have the plain layout");
   const int64_t K = a.ne[0], N = a.ne[1], M = b.ne[1];
   if (b.ne[0] != K) return fail("src0 ne0 != src1 ne0");
-  if (d.ne[0] != N || d.ne[1] != M || d.ne[2] != b.ne[2] || d.ne[3] != b.ne[3]) return fail("dst shape is not [ne01, ne11, ne12, ne13]");
-  if (a.ne[2] <= 0 || a.ne[3] <= 0 || b.ne[2] % a.ne[2] != 0 || b.ne[3] % a.ne[3] != 0) return fail("src1 ne2/ne3 must be multiples of src0's");
+  if (d.ne[0] != N || d.ne[1] != M || d.ne[2] != b.ne[2] || d.ne[3] != b.ne[3])
+    return fail("dst shape is not [ne01, ne11, ne12, ne13]");
+  if (a.ne[2] <= 0 || a.ne[3] <= 0 || b.ne[2] % a.ne[2] != 0 || b.ne[3] % a.ne[3] != 0)
+    return fail("src1 ne2/ne3 must be multiples of src0's");
   const auto& tr = GetTypeTraits(a.type);
   if (K % tr.block_size != 0) return fail("ne00 must be a multiple of the block size");
   if (d.nb[0] != 4 || d.nb[1] % 4 != 0) return fail("dst must have nb0 = 4");
@@ -467,7 +509,8 @@ Status CudaBackend::MulMat(DeviceCtx& ctx, const TensorView& a, const TensorView
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cuda::Cpy(ToTv(b), ToTv(x), ctx.stream), where + ": gathering src1"));
   }
   if (cuda::IsQuantized(wt) && M <= 8) {
-    return CudaStatus(cuda::MulMatVec(ToTv(a), ToTv(x), ToTv(d), ctx.stream), where + ": mat-vec kernel launch");
+    return CudaStatus(cuda::MulMatVec(ToTv(a), ToTv(x), ToTv(d), ctx.stream),
+                      where + ": mat-vec kernel launch");
   }
 
   // cuBLAS: column-major C (N x M, ldc) = A^T (A: K x N, lda) * B (K x M, ldb).
@@ -501,7 +544,9 @@ Status CudaBackend::MulMat(DeviceCtx& ctx, const TensorView& a, const TensorView
       int64_t lda = static_cast<int64_t>(a.nb[1] / ae);
       if (dequant) {
         STOWAGE_ASSIGN_OR_RETURN(void* p, ctx.Scratch(DeviceCtx::kDequantW, static_cast<size_t>(K * N) * 2));
-        STOWAGE_RETURN_IF_ERROR(CudaStatus(cuda::ToF16(wt, w, K, N, static_cast<int64_t>(a.nb[1]), p, ctx.stream), where + ": dequantizing src0"));
+        STOWAGE_RETURN_IF_ERROR(
+            CudaStatus(cuda::ToF16(wt, w, K, N, static_cast<int64_t>(a.nb[1]), p, ctx.stream),
+                       where + ": dequantizing src0"));
         w = static_cast<const uint8_t*>(p);
         lda = K;
       }
@@ -514,9 +559,10 @@ Status CudaBackend::MulMat(DeviceCtx& ctx, const TensorView& a, const TensorView
           if (M == 1 || ldb < K) ldb = K;
           if (M == 1 || ldc < N) ldc = N;
           STOWAGE_RETURN_IF_ERROR(CublasStatus(
-              cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha,
-                           w, at, static_cast<int>(lda), xp, at, static_cast<int>(ldb), &beta, dp, CUDA_R_32F,
-                           static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+                           static_cast<int>(K), &alpha, w, at, static_cast<int>(lda), xp, at,
+                           static_cast<int>(ldb), &beta, dp, CUDA_R_32F, static_cast<int>(ldc),
+                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               where + ": cublasGemmEx"));
         }
       }
@@ -538,23 +584,28 @@ Result<DeviceCtx*> CudaBackend::Peer(int device) {
   if (it == peers_.end()) {
     STOWAGE_ASSIGN_OR_RETURN(auto p, DeviceCtx::Create(device));
     std::pair<cudaEvent_t, cudaEvent_t> ev{nullptr, nullptr};
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&ev.second, cudaEventDisableTiming), p->name + ": cudaEventCreate"));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&ev.second, cudaEventDisableTiming),
+                                       p->name + ": cudaEventCreate"));
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&ev.first, cudaEventDisableTiming), name_ + ": cudaEventCreate"));
+    STOWAGE_RETURN_IF_ERROR(
+        CudaStatus(cudaEventCreateWithFlags(&ev.first, cudaEventDisableTiming), name_ + ": cudaEventCreate"));
     events_[device] = ev;
     it = peers_.emplace(device, std::move(p)).first;
   }
   return it->second.get();
 }
 
-Status CudaBackend::MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const TensorView& b, const TensorView& d) {
+Status CudaBackend::MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const TensorView& b,
+                                const TensorView& d) {
   const std::string where = name_ + ": MUL_MAT on a row-split weight";
-  if (a.ne[2] != 1 || a.ne[3] != 1) return Unimplemented(where + ": only 2-D weights are split (src0 " + Shape(a) + ")");
+  if (a.ne[2] != 1 || a.ne[3] != 1)
+    return Unimplemented(where + ": only 2-D weights are split (src0 " + Shape(a) + ")");
   if (!cuda::KernelsCanDequantize(static_cast<int>(a.type)))
     return Unimplemented(where + ": weights of type " + GgmlTypeName(a.type) + " are not supported");
-  if (b.type != GgmlType::F32 || d.type != GgmlType::F32 || b.ne[0] != a.ne[0] || d.ne[0] != a.ne[1] || d.ne[1] != b.ne[1] ||
-      d.ne[2] != b.ne[2] || d.ne[3] != b.ne[3] || d.nb[0] != 4)
-    return InvalidArgument("MUL_MAT: shapes do not match (src0 " + Shape(a) + ", src1 " + Shape(b) + ", dst " + Shape(d) + ")");
+  if (b.type != GgmlType::F32 || d.type != GgmlType::F32 || b.ne[0] != a.ne[0] || d.ne[0] != a.ne[1] ||
+      d.ne[1] != b.ne[1] || d.ne[2] != b.ne[2] || d.ne[3] != b.ne[3] || d.nb[0] != 4)
+    return InvalidArgument("MUL_MAT: shapes do not match (src0 " + Shape(a) + ", src1 " + Shape(b) +
+                           ", dst " + Shape(d) + ")");
   const int64_t N = a.ne[1], K = a.ne[0];
   const int64_t M = b.ne[1] * b.ne[2] * b.ne[3];
   // The device proportions: ggml-cuda's default tensor split (total memory of each device).
@@ -562,7 +613,8 @@ Status CudaBackend::MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const 
   int64_t rounding = 64;
   for (int i = 0; i < n_devices_; ++i) {
     cudaDeviceProp prop;
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaGetDeviceProperties(&prop, i), where + ": cudaGetDeviceProperties"));
+    STOWAGE_RETURN_IF_ERROR(
+        CudaStatus(cudaGetDeviceProperties(&prop, i), where + ": cudaGetDeviceProperties"));
     props[static_cast<size_t>(i)] = static_cast<float>(prop.totalGlobalMem);
     if (prop.major >= 7) rounding = 128;
   }
@@ -580,8 +632,10 @@ Status CudaBackend::MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const 
   x2.ne[1] = M;
   x2.ne[2] = x2.ne[3] = 1;
   cpu::SetContiguousStrides(x2);
-  const bool dst_flat = d.nb[2] == d.nb[1] * static_cast<size_t>(d.ne[1]) && d.nb[3] == d.nb[2] * static_cast<size_t>(d.ne[2]);
-  if (!dst_flat) return Unimplemented(where + ": dst must be contiguous over its rows (dst " + Shape(d) + ")");
+  const bool dst_flat =
+      d.nb[2] == d.nb[1] * static_cast<size_t>(d.ne[1]) && d.nb[3] == d.nb[2] * static_cast<size_t>(d.ne[2]);
+  if (!dst_flat)
+    return Unimplemented(where + ": dst must be contiguous over its rows (dst " + Shape(d) + ")");
   for (const SplitSlice& s : *slices) {
     TensorView w = a;
     w.data = s.data;
@@ -599,17 +653,20 @@ Status CudaBackend::MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const 
       STOWAGE_RETURN_IF_ERROR(MulMat(*ctx_, w, x2, dv));
       continue;
     }
-    STOWAGE_ASSIGN_OR_RETURN(DeviceCtx* peer, Peer(s.device));
+    STOWAGE_ASSIGN_OR_RETURN(DeviceCtx * peer, Peer(s.device));
     auto& ev = events_[s.device];
     // Main stream -> peer: src1 is ready.
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ev.first, ctx_->stream), name_ + ": cudaEventRecord"));
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(peer->device), peer->name + ": cudaSetDevice"));
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(peer->stream, ev.first, 0), peer->name + ": cudaStreamWaitEvent"));
+    STOWAGE_RETURN_IF_ERROR(
+        CudaStatus(cudaStreamWaitEvent(peer->stream, ev.first, 0), peer->name + ": cudaStreamWaitEvent"));
     STOWAGE_ASSIGN_OR_RETURN(void* xp, peer->Scratch(DeviceCtx::kSplitX, static_cast<size_t>(K * M) * 4));
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMemcpyPeerAsync(xp, peer->device, xm, ctx_->device, static_cast<size_t>(K * M) * 4, peer->stream),
-                                       peer->name + ": cudaMemcpyPeerAsync of src1"));
-    STOWAGE_ASSIGN_OR_RETURN(void* dp, peer->Scratch(DeviceCtx::kSplitDst, static_cast<size_t>((s.hi - s.lo) * M) * 4));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpyPeerAsync(xp, peer->device, xm, ctx_->device, static_cast<size_t>(K * M) * 4, peer->stream),
+        peer->name + ": cudaMemcpyPeerAsync of src1"));
+    STOWAGE_ASSIGN_OR_RETURN(void* dp,
+                             peer->Scratch(DeviceCtx::kSplitDst, static_cast<size_t>((s.hi - s.lo) * M) * 4));
     TensorView xpv = x2;
     xpv.data = xp;
     TensorView dpv = dv;
@@ -618,12 +675,15 @@ Status CudaBackend::MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const 
     dpv.nb[2] = dpv.nb[3] = dpv.nb[1] * static_cast<size_t>(M);
     STOWAGE_RETURN_IF_ERROR(MulMat(*peer, w, xpv, dpv));
     // Peer rows -> dst columns [lo, hi) of every dst row on the main device.
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMemcpy2DAsync(dv.data, d.nb[1], dp, dpv.nb[1], dpv.nb[1], static_cast<size_t>(M),
-                                                         cudaMemcpyDefault, peer->stream),
-                                       peer->name + ": cudaMemcpy2DAsync of the partial result"));
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ev.second, peer->stream), peer->name + ": cudaEventRecord"));
+    STOWAGE_RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpy2DAsync(dv.data, d.nb[1], dp, dpv.nb[1], dpv.nb[1], static_cast<size_t>(M),
+                                     cudaMemcpyDefault, peer->stream),
+                   peer->name + ": cudaMemcpy2DAsync of the partial result"));
+    STOWAGE_RETURN_IF_ERROR(
+        CudaStatus(cudaEventRecord(ev.second, peer->stream), peer->name + ": cudaEventRecord"));
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(ctx_->stream, ev.second, 0), name_ + ": cudaStreamWaitEvent"));
+    STOWAGE_RETURN_IF_ERROR(
+        CudaStatus(cudaStreamWaitEvent(ctx_->stream, ev.second, 0), name_ + ": cudaStreamWaitEvent"));
   }
   return Status::Ok();
 }
@@ -653,7 +713,8 @@ std::unique_ptr<Backend> CreateCudaBackend(int device) {
   return std::make_unique<CudaBackend>(std::move(ctx).value(), n);
 }
 
-void RowSplit(int64_t nrows, const std::vector<float>& cum, int64_t rounding, int id, int64_t* lo, int64_t* hi) {
+void RowSplit(int64_t nrows, const std::vector<float>& cum, int64_t rounding, int id, int64_t* lo,
+              int64_t* hi) {
   const int n = static_cast<int>(cum.size());
   if (rounding < 1) rounding = 1;
   *lo = id == 0 ? 0 : static_cast<int64_t>(static_cast<double>(nrows) * cum[static_cast<size_t>(id)]);
@@ -669,7 +730,8 @@ void RowSplit(int64_t nrows, const std::vector<float>& cum, int64_t rounding, in
 
 std::vector<float> CumulativeSplit(const std::vector<float>& proportions, int n) {
   std::vector<float> p(static_cast<size_t>(n), 0.f);
-  for (int i = 0; i < n && i < static_cast<int>(proportions.size()); ++i) p[static_cast<size_t>(i)] = std::max(0.f, proportions[static_cast<size_t>(i)]);
+  for (int i = 0; i < n && i < static_cast<int>(proportions.size()); ++i)
+    p[static_cast<size_t>(i)] = std::max(0.f, proportions[static_cast<size_t>(i)]);
   float total = 0.f;
   for (float v : p) total += v;
   if (total <= 0.f) {

@@ -9,9 +9,9 @@
 // cuda_backend.cpp checks them first.
 #pragma once
 
-#include <cstdint>
-
 #include <cuda_runtime_api.h>
+
+#include <cstdint>
 
 namespace stowage::cuda {
 
@@ -52,10 +52,11 @@ struct RopeArgs {
   float corr_dims[2] = {0.f, 0.f};
 };
 /// ROPE: pos I32 [>= ne2] on the device; freq_factors F32 [>= n_dims/2] or nullptr.
-cudaError_t Rope(const Tv& src, const int32_t* pos, const float* freq_factors, const Tv& dst, const RopeArgs& a,
-                 cudaStream_t stream);
+cudaError_t Rope(const Tv& src, const int32_t* pos, const float* freq_factors, const Tv& dst,
+                 const RopeArgs& a, cudaStream_t stream);
 /// SOFT_MAX_EXT: mask.data == nullptr for none; mask F16 or F32 broadcast over dims 2 and 3.
-cudaError_t SoftMax(const Tv& src, const Tv& mask, const Tv& dst, float scale, float max_bias, cudaStream_t stream);
+cudaError_t SoftMax(const Tv& src, const Tv& mask, const Tv& dst, float scale, float max_bias,
+                    cudaStream_t stream);
 /// CPY / CONT / DUP: element l (ggml order) of src to element l of dst; F32, F16, BF16 on both sides,
 /// or F32/F16/BF16 src into Q8_0 / Q4_0 dst (rows of whole blocks; ggml's reference quantizers, as
 /// the CPU backend's QuantizeRow: quantized KV caches).
@@ -67,6 +68,7 @@ cudaError_t Cpy(const Tv& src, const Tv& dst, cudaStream_t stream);
 cudaError_t MulMatVec(const Tv& w, const Tv& x, const Tv& dst, cudaStream_t stream);
 /// Dequantizes/converts `nrows` rows of `ne0` elements (row stride `nb1` bytes) of `type` into a
 /// contiguous F16 matrix at `dst` (ne0 * nrows halves), for cuBLAS.
-cudaError_t ToF16(int type, const void* src, int64_t ne0, int64_t nrows, int64_t nb1, void* dst, cudaStream_t stream);
+cudaError_t ToF16(int type, const void* src, int64_t ne0, int64_t nrows, int64_t nb1, void* dst,
+                  cudaStream_t stream);
 
 }  // namespace stowage::cuda

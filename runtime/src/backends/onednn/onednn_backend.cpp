@@ -3,6 +3,7 @@
 #include "onednn_backend.h"
 
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -11,8 +12,6 @@
 #include <string>
 #include <vector>
 
-#include <oneapi/dnnl/dnnl.h>
-
 #include "ops.h"
 
 namespace stowage::exec {
@@ -20,25 +19,34 @@ namespace {
 
 std::string DnnlError(dnnl_status_t s) {
   switch (s) {
-    case dnnl_out_of_memory: return "out of memory";
-    case dnnl_invalid_arguments: return "invalid arguments";
-    case dnnl_unimplemented: return "no implementation for these types/strides on this CPU";
-    case dnnl_runtime_error: return "runtime error";
-    default: return "status " + std::to_string(static_cast<int>(s));
+    case dnnl_out_of_memory:
+      return "out of memory";
+    case dnnl_invalid_arguments:
+      return "invalid arguments";
+    case dnnl_unimplemented:
+      return "no implementation for these types/strides on this CPU";
+    case dnnl_runtime_error:
+      return "runtime error";
+    default:
+      return "status " + std::to_string(static_cast<int>(s));
   }
 }
 
 std::string Shape(const TensorView& t) {
-  return std::string(GgmlTypeName(t.type)) + "[" + std::to_string(t.ne[0]) + "," + std::to_string(t.ne[1]) + "," +
-         std::to_string(t.ne[2]) + "," + std::to_string(t.ne[3]) + "]";
+  return std::string(GgmlTypeName(t.type)) + "[" + std::to_string(t.ne[0]) + "," + std::to_string(t.ne[1]) +
+         "," + std::to_string(t.ne[2]) + "," + std::to_string(t.ne[3]) + "]";
 }
 
 dnnl_data_type_t DnnlType(GgmlType t) {
   switch (t) {
-    case GgmlType::F32: return dnnl_f32;
-    case GgmlType::BF16: return dnnl_bf16;
-    case GgmlType::F16: return dnnl_f16;
-    default: return dnnl_data_type_undef;
+    case GgmlType::F32:
+      return dnnl_f32;
+    case GgmlType::BF16:
+      return dnnl_bf16;
+    case GgmlType::F16:
+      return dnnl_f16;
+    default:
+      return dnnl_data_type_undef;
   }
 }
 
@@ -48,10 +56,13 @@ class OneDnnBuffer final : public Buffer {
   ~OneDnnBuffer() override { std::free(data_); }
   static Result<std::unique_ptr<Buffer>> Allocate(uint64_t size, uint64_t alignment) {
     const uint64_t align = alignment < 64 ? 64 : alignment;
-    if ((align & (align - 1)) != 0) return InvalidArgument("ONEDNN: buffer alignment " + std::to_string(alignment) + " is not a power of two");
+    if ((align & (align - 1)) != 0)
+      return InvalidArgument("ONEDNN: buffer alignment " + std::to_string(alignment) +
+                             " is not a power of two");
     const uint64_t padded = (std::max<uint64_t>(size, 1) + align - 1) / align * align;
     void* p = std::aligned_alloc(align, padded);
-    if (p == nullptr) return ResourceExhausted("ONEDNN: cannot allocate " + std::to_string(size) + " bytes of host memory");
+    if (p == nullptr)
+      return ResourceExhausted("ONEDNN: cannot allocate " + std::to_string(size) + " bytes of host memory");
     std::memset(p, 0, padded);
     std::unique_ptr<OneDnnBuffer> b(new OneDnnBuffer());
     b->data_ = static_cast<uint8_t*>(p);
@@ -129,9 +140,11 @@ dnnl_status_t CreateMatmul(dnnl_engine_t eng, const MatmulKey& k, MatmulPrim* ou
 
 class OneDnnBackend final : public Backend {
  public:
-  OneDnnBackend(std::string name, int n_threads) : name_(std::move(name)), n_threads_(n_threads < 1 ? 1 : n_threads) {
+  OneDnnBackend(std::string name, int n_threads)
+      : name_(std::move(name)), n_threads_(n_threads < 1 ? 1 : n_threads) {
     engine_status_ = dnnl_engine_create(&engine_, dnnl_cpu, 0);
-    if (engine_status_ == dnnl_success) engine_status_ = dnnl_stream_create(&stream_, engine_, dnnl_stream_default_flags);
+    if (engine_status_ == dnnl_success)
+      engine_status_ = dnnl_stream_create(&stream_, engine_, dnnl_stream_default_flags);
     cpu_.n_threads = n_threads_;
   }
   ~OneDnnBackend() override {
@@ -171,24 +184,30 @@ class OneDnnBackend final : public Backend {
 
 Status OneDnnBackend::MulMat(const TensorView& a, const TensorView& b, const TensorView& d) {
   auto fail = [&](const std::string& what) {
-    return InvalidArgument("MUL_MAT: " + what + " (src0 " + Shape(a) + ", src1 " + Shape(b) + ", dst " + Shape(d) + ")");
+    return InvalidArgument("MUL_MAT: " + what + " (src0 " + Shape(a) + ", src1 " + Shape(b) + ", dst " +
+                           Shape(d) + ")");
   };
-  if (engine_status_ != dnnl_success) return Unavailable(name_ + ": oneDNN CPU engine: " + DnnlError(engine_status_));
+  if (engine_status_ != dnnl_success)
+    return Unavailable(name_ + ": oneDNN CPU engine: " + DnnlError(engine_status_));
   const dnnl_data_type_t wt = DnnlType(a.type);
   if (wt == dnnl_data_type_undef)
-    return Unimplemented(name_ + ": MUL_MAT with src0 of type " + GgmlTypeName(a.type) + " (oneDNN runs F32, BF16, F16 weights)");
+    return Unimplemented(name_ + ": MUL_MAT with src0 of type " + GgmlTypeName(a.type) +
+                         " (oneDNN runs F32, BF16, F16 weights)");
   if (a.layout != cpu::kLayoutPlain) return fail("src0 must have the plain layout");
   if (b.type != GgmlType::F32 || d.type != GgmlType::F32) return fail("src1 and dst must be F32");
   const int64_t K = a.ne[0], N = a.ne[1], M = b.ne[1];
   if (b.ne[0] != K) return fail("src0 ne0 != src1 ne0");
-  if (d.ne[0] != N || d.ne[1] != M || d.ne[2] != b.ne[2] || d.ne[3] != b.ne[3]) return fail("dst shape is not [ne01, ne11, ne12, ne13]");
+  if (d.ne[0] != N || d.ne[1] != M || d.ne[2] != b.ne[2] || d.ne[3] != b.ne[3])
+    return fail("dst shape is not [ne01, ne11, ne12, ne13]");
   if (a.ne[2] <= 0 || a.ne[3] <= 0 || b.ne[2] % a.ne[2] != 0 || b.ne[3] % a.ne[3] != 0)
     return fail("src1 ne2/ne3 must be multiples of src0's (broadcast)");
   const size_t wsz = GetTypeTraits(a.type).type_size;
   if (a.nb[0] != wsz || a.nb[1] % wsz != 0 || a.nb[2] % wsz != 0 || a.nb[3] % wsz != 0)
     return fail("src0 rows must be contiguous with element-aligned strides");
-  if (d.nb[0] != 4 || d.nb[1] % 4 || d.nb[2] % 4 || d.nb[3] % 4) return fail("dst must have nb0 = 4 and float-aligned strides");
-  if (b.nb[1] % 4 || b.nb[2] % 4 || b.nb[3] % 4 || b.nb[0] % 4) return fail("src1 strides must be float-aligned");
+  if (d.nb[0] != 4 || d.nb[1] % 4 || d.nb[2] % 4 || d.nb[3] % 4)
+    return fail("dst must have nb0 = 4 and float-aligned strides");
+  if (b.nb[1] % 4 || b.nb[2] % 4 || b.nb[3] % 4 || b.nb[0] % 4)
+    return fail("src1 strides must be float-aligned");
   if (d.nelements() == 0) return Status::Ok();
   if (a.data == nullptr || b.data == nullptr || d.data == nullptr) return fail("null data");
   if (K == 0) {
@@ -276,7 +295,8 @@ Status OneDnnBackend::MulMat(const TensorView& a, const TensorView& b, const Ten
     MatmulPrim p;
     dnnl_status_t s = CreateMatmul(engine_, key, &p);
     if (s != dnnl_success)
-      return Unimplemented(name_ + ": oneDNN matmul for src0 " + Shape(a) + " x src1 " + Shape(b) + ": " + DnnlError(s));
+      return Unimplemented(name_ + ": oneDNN matmul for src0 " + Shape(a) + " x src1 " + Shape(b) + ": " +
+                           DnnlError(s));
     it = prims_.emplace(key, p).first;
   }
   MatmulPrim& p = it->second;
@@ -288,7 +308,8 @@ Status OneDnnBackend::MulMat(const TensorView& a, const TensorView& b, const Ten
       dnnl_memory_set_data_handle(p.src, const_cast<uint8_t*>(s));
       dnnl_memory_set_data_handle(p.wei, const_cast<uint8_t*>(w));
       dnnl_memory_set_data_handle(p.dst, o);
-      const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.wei}, {DNNL_ARG_DST, p.dst}};
+      const dnnl_exec_arg_t args[3] = {
+          {DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.wei}, {DNNL_ARG_DST, p.dst}};
       dnnl_status_t st = dnnl_primitive_execute(p.prim, stream_, 3, args);
       if (st == dnnl_success) st = dnnl_stream_wait(stream_);
       if (st != dnnl_success) return Internal(name_ + ": oneDNN matmul execution: " + DnnlError(st));
