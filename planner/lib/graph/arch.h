@@ -79,8 +79,9 @@ int BuildInpEmbd(GraphBuilder& b, int tok_embd);
 /// build_inp_pos: "inp_pos" I32 [n_tokens].
 int BuildInpPos(GraphBuilder& b);
 /// build_inp_KQ_mask(_swa): "KQ_mask" / "KQ_mask_swa" F32 [n_kv, n_tokens].
-/// Differs from llama.cpp: ne1 is n_tokens, not GGML_PAD(n_tokens, GGML_KQ_MASK_PAD) (DimExpr
-/// is affine; the padding only matters to flash-attention kernels, which are not planned).
+/// Differs from llama.cpp: ne1 is n_tokens, not GGML_PAD(n_tokens, GGML_KQ_MASK_PAD = 32)
+/// (DimExpr is affine). llama.cpp pads so GPU kernels do not read out of bounds (PR #5021); the
+/// mask of llama.cpp's tg graph is therefore [n_kv, 32], 31 rows more than planned here.
 int BuildInpKqMask(GraphBuilder& b, bool swa);
 /// build_inp_out_ids: "inp_out_ids" I32 [n_outputs].
 int BuildInpOutIds(GraphBuilder& b);
