@@ -15,10 +15,11 @@
 #include <CLI/CLI.hpp>
 
 #include "llama_args.h"
-#include "stowage/planner/memory_plan.h"
+#include "from_probe.h"
 #include "stowage/planner/model_graphs.h"
-#include "stowage/planner/placement.h"
+#include "stowage/planner/place_model.h"
 #include "stowage/planner/plan_export.h"
+#include "stowage/runtime/device_probe.h"
 #include "stowage/runtime/gguf.h"
 #include "stowage/runtime/sampler.h"
 #include "stowage/runtime/session.h"
@@ -40,19 +41,26 @@ struct Common {
   std::string model, plan;
   int threads = 0;
   uint32_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;
+  int n_gpu_layers = 0;
 };
 
-/// Plans the model for this machine's CPU (no plan file given).
+/// Plans the model for this machine (no plan file given): the probed devices (list-devices) as
+/// manifests, then the same placement pipeline as plan-model.
 Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c) {
   planner::ContextConfig cfg;
   cfg.n_ctx = c.n_ctx;
   cfg.n_batch = c.n_batch;
   cfg.n_ubatch = c.n_ubatch;
   STOWAGE_ASSIGN_OR_RETURN(planner::ModelGraphs m, planner::BuildModelGraphs(gguf, cfg));
-  planner::Placement p = planner::PlaceAllOnCpu(m, true);
-  planner::MemoryPlan mem;
-  STOWAGE_RETURN_IF_ERROR(planner::PlanMemory(m, p, &mem));
-  return planner::SerializePlan(gguf, m, p, mem, "stowage-run (planned on the fly)");
+  std::vector<planner::DeviceManifest> machine;
+  for (const ProbedDevice& d : ProbeDevices().devices) {
+    STOWAGE_ASSIGN_OR_RETURN(planner::DeviceManifest dm, planner::ManifestFromProbe(d));
+    machine.push_back(std::move(dm));
+  }
+  planner::PlacementOptions opt;
+  opt.n_gpu_layers = c.n_gpu_layers;
+  STOWAGE_ASSIGN_OR_RETURN(planner::PlacementOutcome o, planner::PlaceModel(m, machine, opt));
+  return planner::SerializePlan(gguf, m, o.placement, o.memory, "stowage-run (planned on the fly for this machine)");
 }
 
 Result<std::unique_ptr<Session>> OpenSession(const Common& c, bool quiet) {
@@ -243,6 +251,8 @@ int main(int argc, char** argv) {
     a->add_option("-c,--ctx-size", c.n_ctx, "context size when planning on the fly (0 = the model's)");
     a->add_option("-b,--batch-size", c.n_batch, "logical batch size when planning on the fly");
     a->add_option("--ubatch-size", c.n_ubatch, "physical batch size when planning on the fly");
+    a->add_option("--n-gpu-layers", c.n_gpu_layers, "layers to offload when planning on the fly (llama.cpp -ngl)")
+        ->check(CLI::NonNegativeNumber);
   };
   add_common(&app);
   app.add_option("-p,--prompt", prompt, "prompt text");
