@@ -76,6 +76,33 @@ class Arena {
   std::map<uint64_t, uint64_t> free_;
 };
 
+/// ggml-alloc's in-place reuse (ggml_gallocr_allocate_node): an op that ggml_op_can_inplace
+/// (elementwise ops, SCALE, RMS_NORM, SOFT_MAX, ROPE) takes over the memory of its first source
+/// when that source is a plain tensor of the same size in the same arena, not a graph output, and
+/// this node is its last use. Returns that source, or -1.
+int InPlaceParent(const Graph& g, int id, int node_index, const std::vector<int>& last_use, const Placement& p,
+                  const Bindings& wc) {
+  const Tensor& t = g.tensors[id];
+  switch (t.op) {
+    case GgmlOp::ADD: case GgmlOp::SUB: case GgmlOp::MUL: case GgmlOp::DIV: case GgmlOp::SCALE:
+    case GgmlOp::SQR: case GgmlOp::SQRT: case GgmlOp::RMS_NORM: case GgmlOp::SOFT_MAX: case GgmlOp::ROPE:
+    case GgmlOp::SILU: case GgmlOp::GELU: case GgmlOp::RELU: case GgmlOp::SIGMOID: case GgmlOp::TANH:
+      break;
+    default:
+      return -1;
+  }
+  if (t.srcs.empty() || t.srcs[0] < 0) return -1;
+  const int parent = t.srcs[0];
+  const Tensor& s = g.tensors[parent];
+  if (!OwnsArenaMemory(s) || s.is_output || s.kind != TensorKind::kIntermediate) return -1;
+  if (last_use[parent] != node_index || s.backend < 0 || t.backend < 0) return -1;
+  if (p.backends[s.backend].compute_buft != p.backends[t.backend].compute_buft) return -1;
+  if (s.type != t.type || TensorBytesAt(s, wc) != TensorBytesAt(t, wc)) return -1;
+  for (int k = 0; k < 4; ++k)
+    if (s.ne[k] != t.ne[k]) return -1;
+  return parent;
+}
+
 Status PlanGraphArenas(Graph& g, const Placement& p, const std::vector<int>& buft_buffer,
                        std::vector<uint64_t>* arena_size) {
   const Bindings wc = g.WorstCase();
@@ -121,8 +148,17 @@ Status PlanGraphArenas(Graph& g, const Placement& p, const std::vector<int>& buf
       if (s.node_begin == static_cast<int>(i))
         for (const auto& in : s.inputs) STOWAGE_RETURN_IF_ERROR(alloc(in.second));
     const int id = g.nodes[i];
-    if (OwnsArenaMemory(g.tensors[id])) STOWAGE_RETURN_IF_ERROR(alloc(id));
-    // Free sources whose last use is this node.
+    int inplace_parent = -1;
+    if (OwnsArenaMemory(g.tensors[id])) {
+      inplace_parent = InPlaceParent(g, id, static_cast<int>(i), last_use, p, wc);
+      if (inplace_parent >= 0) {
+        g.tensors[id].buffer = g.tensors[inplace_parent].buffer;
+        g.tensors[id].offset = g.tensors[inplace_parent].offset;
+      } else {
+        STOWAGE_RETURN_IF_ERROR(alloc(id));
+      }
+    }
+    // Free sources whose last use is this node (an in-place parent's memory now belongs to the node).
     std::vector<int> done;
     for (int s : g.tensors[id].srcs)
       if (s >= 0) done.push_back(owner(s));
@@ -130,7 +166,7 @@ Status PlanGraphArenas(Graph& g, const Placement& p, const std::vector<int>& buf
     done.erase(std::unique(done.begin(), done.end()), done.end());
     for (int o : done) {
       const Tensor& t = g.tensors[o];
-      if (!OwnsArenaMemory(t) || last_use[o] != static_cast<int>(i)) continue;
+      if (!OwnsArenaMemory(t) || last_use[o] != static_cast<int>(i) || o == inplace_parent) continue;
       arena_for(t)->Free(t.offset, TensorBytesAt(t, wc));
     }
   }
