@@ -122,6 +122,7 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses(); // canonicalize, cse, ... for pipelines in tests
 #ifdef STOWAGE_HAVE_COMPILER
   stowage::compiler::registerStowageCompilerPasses();
+  stowage::compiler::registerStowagePlanPipeline();
 #endif
   mlir::DialectRegistry registry;
   registry

@@ -19,6 +19,21 @@
 using namespace mlir;
 
 namespace stowage::compiler {
+
+place::BufferTypeAttr getBufferTypeAttr(MLIRContext *ctx, const planner::Placement &p, int index) {
+  const planner::PlacedBuft &b = p.bufts[index];
+  // CPU bufts are host memory too; `host` names a GPU's pinned host buffer type (CUDA_Host).
+  const bool onCpu = p.devices[b.device].type != planner::DeviceKind::kGpu;
+  place::BuftKind kind = place::BuftKind::extra;
+  if (StringRef(b.name).ends_with("_Split"))
+    kind = place::BuftKind::split;
+  else if (b.is_default)
+    kind = place::BuftKind::default_;
+  else if (b.is_host && !onCpu)
+    kind = place::BuftKind::host;
+  return place::BufferTypeAttr::get(ctx, b.name, p.devices[b.device].name, kind);
+}
+
 namespace {
 
 using ggml::Dim;
@@ -47,21 +62,6 @@ Type elementType(MLIRContext *ctx, GgmlType type) {
   default:
     return ggml::BlockType::get(ctx, static_cast<uint32_t>(type));
   }
-}
-
-/// The place dialect's form of a planned buffer type.
-place::BufferTypeAttr buftAttr(MLIRContext *ctx, const planner::Placement &p, int index) {
-  const planner::PlacedBuft &b = p.bufts[index];
-  // CPU bufts are host memory too; `host` names a GPU's pinned host buffer type (CUDA_Host).
-  const bool onCpu = p.devices[b.device].type != planner::DeviceKind::kGpu;
-  place::BuftKind kind = place::BuftKind::extra;
-  if (StringRef(b.name).ends_with("_Split"))
-    kind = place::BuftKind::split;
-  else if (b.is_default)
-    kind = place::BuftKind::default_;
-  else if (b.is_host && !onCpu)
-    kind = place::BuftKind::host;
-  return place::BufferTypeAttr::get(ctx, b.name, p.devices[b.device].name, kind);
 }
 
 /// Imports one graph (pp or tg) into one function.
@@ -169,7 +169,7 @@ LogicalResult GraphImporter::importLeaf(int id) {
   if (place_ && t.global >= 0 && t.global < static_cast<int>(place_->global_buft.size())) {
     int buft = place_->global_buft[t.global];
     if (buft >= 0 && buft < static_cast<int>(place_->bufts.size()))
-      op->setAttr(place::kBuftAttr, buftAttr(ctx(), *place_, buft));
+      op->setAttr(place::kBuftAttr, getBufferTypeAttr(ctx(), *place_, buft));
   }
   if (t.kind == planner::TensorKind::kInput)
     annotate(op, t);
@@ -604,6 +604,25 @@ OwningOpRef<ModuleOp> importModelGraphs(MLIRContext *context, const planner::Mod
   return module;
 }
 
+namespace {
+
+/// stowage.import: what the placement passes rebuild the graphs from (PlannerState.h).
+void recordImport(ModuleOp module, StringRef path, const planner::ContextConfig &cfg) {
+  Builder b(module.getContext());
+  auto count = [&](uint64_t v) { return b.getI64IntegerAttr(static_cast<int64_t>(v)); };
+  NamedAttrList d;
+  d.append("gguf", b.getStringAttr(path));
+  d.append("n_ctx", count(cfg.n_ctx));
+  d.append("n_batch", count(cfg.n_batch));
+  d.append("n_ubatch", count(cfg.n_ubatch));
+  d.append("n_seq_max", count(cfg.n_seq_max));
+  d.append("type_k", count(static_cast<uint64_t>(cfg.type_k)));
+  d.append("type_v", count(static_cast<uint64_t>(cfg.type_v)));
+  module->setAttr("stowage.import", d.getDictionary(module.getContext()));
+}
+
+} // namespace
+
 OwningOpRef<ModuleOp> importGgufFile(MLIRContext *context, StringRef path,
                                      const planner::ContextConfig &config,
                                      const ImportPlacement *placement) {
@@ -620,8 +639,12 @@ OwningOpRef<ModuleOp> importGgufFile(MLIRContext *context, StringRef path,
   }
   for (const std::string &unused : graphs->unused_tensors)
     emitWarning(loc) << "model has unused tensor " << unused << " -- ignoring";
-  if (!placement)
-    return importModelGraphs(context, *graphs, loc);
+  if (!placement) {
+    OwningOpRef<ModuleOp> module = importModelGraphs(context, *graphs, loc);
+    if (module)
+      recordImport(*module, path, graphs->cfg);
+    return module;
+  }
 
   auto registry = planner::Registry::Open(placement->registry_dirs);
   if (!registry.ok()) {
@@ -647,7 +670,10 @@ OwningOpRef<ModuleOp> importGgufFile(MLIRContext *context, StringRef path,
     emitError(loc) << outcome.status().message();
     return nullptr;
   }
-  return importModelGraphs(context, *graphs, loc, &outcome->placement);
+  OwningOpRef<ModuleOp> module = importModelGraphs(context, *graphs, loc, &outcome->placement);
+  if (module)
+    recordImport(*module, path, graphs->cfg);
+  return module;
 }
 
 } // namespace stowage::compiler

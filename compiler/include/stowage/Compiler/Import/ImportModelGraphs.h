@@ -27,6 +27,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "stowage/Dialect/Place/IR/PlaceDialect.h"
 #include "stowage/planner/graph.h"
 #include "stowage/planner/place_model.h"
 #include "stowage/planner/placement.h"
@@ -55,6 +56,12 @@ mlir::OwningOpRef<mlir::ModuleOp> importModelGraphs(mlir::MLIRContext *context,
                                                     const planner::ModelGraphs &graphs,
                                                     mlir::Location loc,
                                                     const planner::Placement *placement = nullptr);
+
+/// The place dialect's form of Placement::bufts[buft]: its kind is `split` for a "<dev>_Split"
+/// buffer type, `default` for a device's default, `host` for a GPU's pinned host buffer type
+/// (CUDA_Host), `extra` otherwise (CPU_REPACK).
+place::BufferTypeAttr getBufferTypeAttr(mlir::MLIRContext *context, const planner::Placement &p,
+                                        int buft);
 
 /// What to place an imported GGUF on (planner::PlaceModel), for importGgufFile.
 struct ImportPlacement {

@@ -32,4 +32,132 @@ def PlacePrintSplits : Pass<"place-print-splits", "::mlir::ModuleOp"> {
   ];
 }
 
+
+//===----------------------------------------------------------------------===//
+// The placement pipeline (issue 5): each pass calls one step of the planner (planner/) and
+// records its decisions on the IR. The planner's whole-model state is reconstructed from the
+// module at each pass (PlannerState.h): graphs from the GGUF file named by stowage.import, the
+// earlier steps re-run with the options they recorded in stowage.plan, and their outcome checked
+// against the attributes they wrote (an IR edited in between is an error, not silently replanned).
+//===----------------------------------------------------------------------===//
+
+def StowageAssignLayers : Pass<"stowage-assign-layers", "::mlir::ModuleOp"> {
+  let dependentDialects = ["::stowage::place::PlaceDialect", "::mlir::func::FuncDialect"];
+  let summary = "Model devices and layer map (planner::MakeDeviceSet, planner::AssignLayers)";
+  let description = [{
+    First placement pass, on a module imported with `stowage-opt --import-gguf` (it needs the
+    module's `stowage.import` record). Builds the device set from `devices` (registry keys or
+    manifest files, comma-separated, with one CPU device; llama.cpp's model device order) and the
+    layer map of llama_model::load_tensors (i_gpu_start = max(n_layer - ngl, 0), -ts or free
+    memory fractions, upper_bound on cumulative fractions; reference/llamacpp-placement.md §2.3).
+    Writes `place.devices` (scheduler order), `stowage.layers` (device name per layer 0..n_layer,
+    the last being the output layer), `place.device` on every weight (its layer's device; the
+    CPU for input-layer weights) and KV cache op, and its options in `stowage.plan`.
+    Errors: a module without `stowage.import` or already placed, a bad option value, an unknown
+    device or unreadable manifest, no CPU device, -mg out of range, -ts longer than the model
+    devices.
+  }];
+  let options = [
+    Option<"devices", "devices", "std::string", "\"\"",
+           "devices of the machine: registry keys or manifest files, comma-separated, with a CPU">,
+    ListOption<"registry", "registry", "std::string",
+               "registry folders searched for device keys before the shipped one">,
+    Option<"nGpuLayers", "n-gpu-layers", "int", "0", "layers offloaded to the GPUs (-ngl)">,
+    Option<"splitMode", "split-mode", "std::string", "\"layer\"",
+           "how layers are split across GPUs: none, layer or row (-sm)">,
+    Option<"tensorSplit", "tensor-split", "std::string", "\"\"",
+           "fraction of layers per model device, e.g. 3/1 (-ts; '/' separates)">,
+    Option<"mainGpu", "main-gpu", "int", "0", "the model device used with split-mode=none (-mg)">,
+  ];
+}
+
+def StowageSelectWeightBuft : Pass<"stowage-select-weight-buft", "::mlir::ModuleOp"> {
+  let dependentDialects = ["::stowage::place::PlaceDialect", "::mlir::func::FuncDialect"];
+  let summary = "Buffer type of every weight (planner::SelectWeightBufts)";
+  let description = [{
+    Runs after stowage-assign-layers. Per weight, as llama.cpp's load_tensors: overrides first,
+    else the first buffer type of its layer's list whose device supports the consuming op with
+    the weight in it, then the mmap rule and tied-tensor sharing (reference §2.4–2.5).
+    Writes `place.buft` and `place.cause` on every weight (load.head: the head of its list;
+    load.fallback: a later entry; load.override / load.override.cpu: an -ot pattern; load.mmap:
+    a host buffer type replaced by the mapping; load.dup: shares the copy of a tied tensor),
+    `stowage.moved` (llama.cpp's "cannot be used with preferred buffer type" summary) on the
+    module when a weight moved, and its options in `stowage.plan`.
+    Errors: run out of order, a bad override (not REGEX=BUFT, unknown buffer type, bad regex), a
+    weight without a compatible buffer type, an IR whose layer map differs from the recorded
+    options'.
+  }];
+  let options = [
+    ListOption<"overrides", "overrides", "std::string",
+               "tensor buffer-type overrides REGEX=BUFT, first match wins (-ot)">,
+    Option<"noHost", "no-host", "bool", "false", "no GPU host buffer type in the CPU list">,
+    Option<"noRepack", "no-repack", "bool", "false", "no CPU repack (extra) buffer types">,
+    Option<"noMmap", "no-mmap", "bool", "false", "load weights instead of mapping the file">,
+  ];
+}
+
+def StowagePlaceKv : Pass<"stowage-place-kv", "::mlir::ModuleOp"> {
+  let dependentDialects = ["::stowage::place::PlaceDialect", "::mlir::func::FuncDialect"];
+  let summary = "Buffer type of every KV cache tensor (planner::PlaceKvCache)";
+  let description = [{
+    Runs after stowage-select-weight-buft. cache_k_l<il> / cache_v_l<il> go to the default
+    buffer type of layer il's device, or to the CPU with `nkvo` (llama_kv_cache_init,
+    reference §2.6). Writes `place.buft` and `place.cause` (kv.layer or kv.nkvo) on every
+    ggml.kv_cache op and its option in `stowage.plan`.
+    Errors: run out of order, an IR whose weight buffer types differ from the recorded options'.
+  }];
+  let options = [
+    Option<"nkvo", "nkvo", "bool", "false",
+           "keep the KV cache and the attention on the CPU (-nkvo, --no-kv-offload)">,
+  ];
+}
+
+def StowageSchedule : Pass<"stowage-schedule", "::mlir::ModuleOp"> {
+  let dependentDialects = ["::stowage::place::PlaceDialect", "::mlir::func::FuncDialect"];
+  let summary = "Backends and splits of @prefill and @decode (planner::ScheduleGraph)";
+  let description = [{
+    Runs after stowage-place-kv. The five passes of ggml_backend_sched on each graph (with op
+    offload, the ROPE exception, the norm and -nkvo pins; reference §3). Each function is
+    rebuilt from the scheduled graph: every node and input gets `place.backend` and
+    `place.cause` (ggml's cause codes), each split is a `place.split` region in order and each
+    split input a `place.copy` op named `<backend>#<source>#0`. Weight and cache attributes
+    written by the earlier passes are kept. Records its option in `stowage.plan`.
+    Errors: run out of order, an IR whose KV placement differs from the recorded options', the
+    scheduler's errors (a pre-allocated tensor no backend can run).
+  }];
+  let options = [
+    Option<"noOpOffload", "no-op-offload", "bool", "false",
+           "do not offload large-batch ops whose weights are in host memory">,
+  ];
+}
+
+def StowagePlanMemory : Pass<"stowage-plan-memory", "::mlir::ModuleOp"> {
+  let dependentDialects = ["::stowage::place::PlaceDialect", "::mlir::func::FuncDialect"];
+  let summary = "Buffers with exact sizes and every tensor's offset (planner::PlanMemory)";
+  let description = [{
+    Runs after stowage-schedule. Weights laid out per buffer with the buffer type's alignment
+    (mapped CPU buffers cover their file range), KV exact, compute arenas from the liveness of the
+    worst-case graphs, the output buffer (reference §2.5–2.7). Writes `stowage.buffers` on the
+    module (per buffer: name, buft, device, usage, size in bytes, alignment, mapped) and
+    `stowage.buffer` / `stowage.offset` (bytes) on every weight, cache and node that owns memory.
+    Errors: run out of order, an IR whose splits differ from the planner's schedule.
+  }];
+}
+
+def StowageExportPlan : Pass<"stowage-export-plan", "::mlir::ModuleOp"> {
+  let dependentDialects = ["::stowage::place::PlaceDialect", "::mlir::func::FuncDialect"];
+  let summary = "Write the plan file (planner::SerializePlan, atomically)";
+  let description = [{
+    Runs after stowage-plan-memory. Serializes the placed, scheduled and memory-planned model
+    with the planner's exporter (the same bytes plan-model writes for the same configuration,
+    except the recorded command line, which is the module's stowage.plan record) and writes it
+    to `output` atomically (temporary file + rename). The IR is not changed.
+    Errors: no output path, run out of order, an IR whose buffers differ from the planner's, a
+    write error (naming the path).
+  }];
+  let options = [
+    Option<"output", "output", "std::string", "\"\"", "path of the plan file to write">,
+  ];
+}
+
 #endif // STOWAGE_COMPILER_TRANSFORMS_PASSES_TD

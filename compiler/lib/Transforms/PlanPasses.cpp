@@ -1,0 +1,419 @@
+//===- PlanPasses.cpp - the placement pipeline as MLIR passes -------------===//
+//
+// Each pass: parse its options, require its predecessor (stowage.stage), reconstruct the
+// planner's state (PlannerState.h), run its planner step, write its decisions on the IR.
+
+#include <algorithm>
+#include <map>
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "stowage/Compiler/Import/ImportModelGraphs.h"
+#include "stowage/Compiler/Transforms/Passes.h"
+#include "stowage/Compiler/Transforms/PlannerState.h"
+#include "stowage/Dialect/GGML/IR/GGMLOps.h"
+#include "stowage/Dialect/Place/IR/PlaceDialect.h"
+#include "stowage/planner/plan_export.h"
+
+using namespace mlir;
+
+namespace stowage::compiler {
+
+#define GEN_PASS_DEF_STOWAGEASSIGNLAYERS
+#define GEN_PASS_DEF_STOWAGESELECTWEIGHTBUFT
+#define GEN_PASS_DEF_STOWAGEPLACEKV
+#define GEN_PASS_DEF_STOWAGESCHEDULE
+#define GEN_PASS_DEF_STOWAGEPLANMEMORY
+#define GEN_PASS_DEF_STOWAGEEXPORTPLAN
+#include "stowage/Compiler/Transforms/Passes.h.inc"
+
+namespace {
+
+place::DeviceAttr deviceAttr(MLIRContext *ctx, const planner::DeviceManifest &d) {
+  place::DeviceType type = d.type == planner::DeviceType::kGpu     ? place::DeviceType::gpu
+                           : d.type == planner::DeviceType::kAccel ? place::DeviceType::accel
+                                                                   : place::DeviceType::cpu;
+  return place::DeviceAttr::get(ctx, d.name, type);
+}
+
+/// -ts: proportions separated by ',' or '/' (llama.cpp common/arg.cpp), each >= 0.
+FailureOr<std::vector<float>> parseTensorSplit(StringRef text, ModuleOp module, StringRef pass) {
+  std::vector<float> out;
+  if (text.empty())
+    return out;
+  std::string commas = text.str();
+  std::replace(commas.begin(), commas.end(), '/', ',');
+  SmallVector<StringRef> items;
+  StringRef(commas).split(items, ',', -1, /*KeepEmpty=*/true);
+  for (StringRef item : items) {
+    double v = 0;
+    if (item.trim().getAsDouble(v) || !(v >= 0)) {
+      emitError(module.getLoc()) << pass << ": invalid tensor-split value '" << text
+                                 << "' (expected non-negative proportions such as 3/1)";
+      return failure();
+    }
+    out.push_back(static_cast<float>(v));
+  }
+  return out;
+}
+
+/// The cause code of a weight's buffer type from its --explain record (SelectWeightBufts' rule
+/// text; the place dialect's load.* codes).
+StringRef weightCause(const planner::ExplainEntry &e) {
+  StringRef rule(e.rule);
+  if (rule.starts_with("override '"))
+    return rule.contains("first supported entry of the CPU list") ? "load.override.cpu"
+                                                                  : "load.override";
+  if (rule.contains("; mmap: "))
+    return "load.mmap";
+  if (rule.contains("; shares the copy already in "))
+    return "load.dup";
+  return e.rejected.empty() ? "load.head" : "load.fallback";
+}
+
+/// Every weight and cache op of `module` with its ModelGraphs::globals index.
+SmallVector<std::pair<Operation *, int>> globalOps(ModuleOp module,
+                                                   const planner::ModelGraphs &graphs) {
+  SmallVector<std::pair<Operation *, int>> out;
+  module.walk([&](Operation *op) {
+    if (auto w = dyn_cast<ggml::WeightOp>(op))
+      out.push_back({op, findGlobal(graphs, w.getGgufName(), w.getLayer().value_or(-1))});
+    else if (auto kv = dyn_cast<ggml::KvCacheOp>(op))
+      out.push_back({op, findGlobal(graphs, kv.getCacheName(), -1)});
+  });
+  return out;
+}
+
+struct AssignLayersPass : impl::StowageAssignLayersBase<AssignLayersPass> {
+  using StowageAssignLayersBase::StowageAssignLayersBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    StringRef pass = getArgument();
+    RecordedOptions r = readRecordedOptions(module);
+    auto mode = planner::ParseSplitMode(splitMode.getValue());
+    if (!mode.ok()) {
+      emitError(module.getLoc()) << pass << ": " << mode.status().message();
+      return signalPassFailure();
+    }
+    FailureOr<std::vector<float>> ts = parseTensorSplit(tensorSplit, module, pass);
+    if (failed(ts) || failed(requireStage(module, PlanStage::kImported, pass)))
+      return signalPassFailure();
+    r.devices = devices;
+    r.registry_dirs.assign(registry.begin(), registry.end());
+    r.placement.n_gpu_layers = nGpuLayers;
+    r.placement.split_mode = *mode;
+    r.placement.tensor_split = *ts;
+    r.placement.main_gpu = mainGpu;
+    auto st = reconstructPlannerState(module, PlanStage::kLayers, r, pass);
+    if (failed(st))
+      return signalPassFailure();
+    const planner::DeviceSet &ds = (*st)->devices;
+    const planner::LayerMap &lm = (*st)->layers;
+    MLIRContext *ctx = &getContext();
+    Builder b(ctx);
+    SmallVector<Attribute> devs, layers;
+    for (const planner::DeviceManifest &d : ds.devices)
+      devs.push_back(deviceAttr(ctx, d));
+    for (int d : lm.device)
+      layers.push_back(b.getStringAttr(ds.devices[d].name));
+    module->setAttr(place::kDevicesAttr, b.getArrayAttr(devs));
+    module->setAttr(kLayersAttr, b.getArrayAttr(layers));
+    for (auto [op, gi] : globalOps(module, (*st)->graphs)) {
+      if (gi < 0)
+        continue;
+      const planner::GlobalTensor &g = (*st)->graphs.globals[gi];
+      // llama.cpp load_tensors: input-layer weights stay on the CPU list.
+      int dev = g.layer_class == planner::LayerClass::kInput ||
+                        g.layer < 0 || g.layer >= static_cast<int>(lm.device.size())
+                    ? ds.cpu
+                    : lm.device[g.layer];
+      op->setAttr(place::kDeviceAttr, devs[dev]);
+    }
+    writeRecordedOptions(module, r);
+    setStage(module, PlanStage::kLayers);
+  }
+};
+
+struct SelectWeightBuftPass : impl::StowageSelectWeightBuftBase<SelectWeightBuftPass> {
+  using StowageSelectWeightBuftBase::StowageSelectWeightBuftBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    StringRef pass = getArgument();
+    RecordedOptions r = readRecordedOptions(module);
+    r.placement.overrides.clear();
+    for (const std::string &ot : overrides) {
+      auto parsed = planner::ParseTensorOverrides(ot);
+      if (!parsed.ok()) {
+        emitError(module.getLoc()) << pass << ": " << parsed.status().message();
+        return signalPassFailure();
+      }
+      r.placement.overrides.insert(r.placement.overrides.end(), parsed->begin(), parsed->end());
+    }
+    if (failed(requireStage(module, PlanStage::kLayers, pass)))
+      return signalPassFailure();
+    r.placement.no_host = noHost;
+    r.placement.no_repack = noRepack;
+    r.placement.use_mmap = !noMmap;
+    auto st = reconstructPlannerState(module, PlanStage::kWeights, r, pass);
+    if (failed(st))
+      return signalPassFailure();
+    const PlannerState &s = **st;
+    // SelectWeightBufts' --explain records follow the weights in globals order.
+    std::vector<int> explainOf(s.graphs.globals.size(), -1);
+    size_t next = s.weight_explain_begin;
+    for (size_t gi = 0; gi < s.graphs.globals.size(); ++gi)
+      if (s.graphs.globals[gi].kind == planner::TensorKind::kWeight &&
+          next < s.placement.explain.size())
+        explainOf[gi] = static_cast<int>(next++);
+    MLIRContext *ctx = &getContext();
+    for (auto [op, gi] : globalOps(module, s.graphs)) {
+      if (gi < 0 || !isa<ggml::WeightOp>(op) || s.placement.global_buft[gi] < 0)
+        continue;
+      op->setAttr(place::kBuftAttr, getBufferTypeAttr(ctx, s.placement, s.placement.global_buft[gi]));
+      if (explainOf[gi] >= 0)
+        op->setAttr(place::kCauseAttr,
+                    place::CauseAttr::get(ctx, weightCause(s.placement.explain[explainOf[gi]])));
+    }
+    if (s.moved.count > 0) {
+      Builder b(ctx);
+      module->setAttr(kMovedAttr,
+                      b.getDictionaryAttr({b.getNamedAttr("count", b.getI64IntegerAttr(s.moved.count)),
+                                           b.getNamedAttr("tensor", b.getStringAttr(s.moved.tensor)),
+                                           b.getNamedAttr("type", b.getStringAttr(s.moved.type)),
+                                           b.getNamedAttr("from", b.getStringAttr(s.moved.from)),
+                                           b.getNamedAttr("to", b.getStringAttr(s.moved.to))}));
+    }
+    writeRecordedOptions(module, r);
+    setStage(module, PlanStage::kWeights);
+  }
+};
+
+struct PlaceKvPass : impl::StowagePlaceKvBase<PlaceKvPass> {
+  using StowagePlaceKvBase::StowagePlaceKvBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    StringRef pass = getArgument();
+    if (failed(requireStage(module, PlanStage::kWeights, pass)))
+      return signalPassFailure();
+    RecordedOptions r = readRecordedOptions(module);
+    r.placement.offload_kqv = !nkvo;
+    auto st = reconstructPlannerState(module, PlanStage::kKvCache, r, pass);
+    if (failed(st))
+      return signalPassFailure();
+    const PlannerState &s = **st;
+    MLIRContext *ctx = &getContext();
+    for (auto [op, gi] : globalOps(module, s.graphs)) {
+      if (gi < 0 || !isa<ggml::KvCacheOp>(op) || s.placement.global_buft[gi] < 0)
+        continue;
+      op->setAttr(place::kBuftAttr, getBufferTypeAttr(ctx, s.placement, s.placement.global_buft[gi]));
+      op->setAttr(place::kCauseAttr, place::CauseAttr::get(ctx, nkvo ? "kv.nkvo" : "kv.layer"));
+    }
+    writeRecordedOptions(module, r);
+    setStage(module, PlanStage::kKvCache);
+  }
+};
+
+struct SchedulePass : impl::StowageScheduleBase<SchedulePass> {
+  using StowageScheduleBase::StowageScheduleBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    StringRef pass = getArgument();
+    if (failed(requireStage(module, PlanStage::kKvCache, pass)))
+      return signalPassFailure();
+    RecordedOptions r = readRecordedOptions(module);
+    r.placement.op_offload = !noOpOffload;
+    auto st = reconstructPlannerState(module, PlanStage::kScheduled, r, pass);
+    if (failed(st))
+      return signalPassFailure();
+    PlannerState &s = **st;
+    // The functions are rebuilt from the scheduled graphs by the importer (one builder of split
+    // regions and copies); what earlier passes wrote on weights and caches is carried over.
+    OwningOpRef<ModuleOp> fresh =
+        importModelGraphs(&getContext(), s.graphs, module.getLoc(), &s.placement);
+    if (!fresh) {
+      emitError(module.getLoc()) << pass << ": the scheduled graphs could not be imported";
+      return signalPassFailure();
+    }
+    std::map<std::pair<std::string, int>, DictionaryAttr> carried;
+    auto key = [](Operation *op) -> std::pair<std::string, int> {
+      if (auto w = dyn_cast<ggml::WeightOp>(op))
+        return {w.getGgufName().str(), w.getLayer().value_or(-1)};
+      if (auto kv = dyn_cast<ggml::KvCacheOp>(op))
+        return {kv.getCacheName().str(), -1};
+      return {"", 0};
+    };
+    for (auto [op, gi] : globalOps(module, s.graphs))
+      carried[key(op)] = op->getDiscardableAttrDictionary();
+    for (StringRef name : {"prefill", "decode"})
+      if (auto old = module.lookupSymbol<func::FuncOp>(name))
+        old.erase();
+    for (auto func : llvm::make_early_inc_range(fresh->getOps<func::FuncOp>())) {
+      func->remove();
+      module.getBody()->push_back(func);
+    }
+    for (auto [op, gi] : globalOps(module, s.graphs)) {
+      auto it = carried.find(key(op));
+      if (it == carried.end())
+        continue;
+      for (NamedAttribute a : it->second)
+        if (!op->hasAttr(a.getName()))
+          op->setAttr(a.getName(), a.getValue());
+    }
+    writeRecordedOptions(module, r);
+    setStage(module, PlanStage::kScheduled);
+  }
+};
+
+StringRef usageName(planner::BufferUsage u) {
+  switch (u) {
+  case planner::BufferUsage::kWeights:
+    return "weights";
+  case planner::BufferUsage::kKvCache:
+    return "kv_cache";
+  case planner::BufferUsage::kCompute:
+    return "compute";
+  case planner::BufferUsage::kOutput:
+    return "output";
+  }
+  return "?";
+}
+
+struct PlanMemoryPass : impl::StowagePlanMemoryBase<PlanMemoryPass> {
+  using StowagePlanMemoryBase::StowagePlanMemoryBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    StringRef pass = getArgument();
+    if (failed(requireStage(module, PlanStage::kScheduled, pass)))
+      return signalPassFailure();
+    RecordedOptions r = readRecordedOptions(module);
+    auto st = reconstructPlannerState(module, PlanStage::kMemory, r, pass);
+    if (failed(st))
+      return signalPassFailure();
+    const PlannerState &s = **st;
+    Builder b(&getContext());
+    SmallVector<Attribute> buffers;
+    for (const planner::PlannedBuffer &pb : s.memory.buffers) {
+      NamedAttrList d;
+      d.append("name", b.getStringAttr(pb.name));
+      d.append("buft", b.getStringAttr(s.placement.bufts[pb.buft].name));
+      d.append("device", b.getStringAttr(s.placement.devices[pb.device].name));
+      d.append("usage", b.getStringAttr(usageName(pb.usage)));
+      d.append("size", b.getI64IntegerAttr(static_cast<int64_t>(pb.size)));
+      d.append("alignment", b.getI64IntegerAttr(static_cast<int64_t>(pb.alignment)));
+      d.append("mapped", b.getBoolAttr(pb.mapped));
+      buffers.push_back(d.getDictionary(&getContext()));
+    }
+    module->setAttr(kBuffersAttr, b.getArrayAttr(buffers));
+    auto place = [&](Operation *op, int buffer, uint64_t offset) {
+      if (buffer < 0)
+        return;
+      op->setAttr(kBufferAttr, b.getI64IntegerAttr(buffer));
+      op->setAttr(kOffsetAttr, b.getI64IntegerAttr(static_cast<int64_t>(offset)));
+    };
+    for (auto [fname, g] : {std::pair<StringRef, const planner::Graph *>{"prefill", &s.graphs.prefill},
+                            std::pair<StringRef, const planner::Graph *>{"decode", &s.graphs.decode}}) {
+      auto func = module.lookupSymbol<func::FuncOp>(fname);
+      if (!func)
+        continue;
+      for (auto [op, id] : matchGraphTensors(func, *g)) {
+        const planner::Tensor &t = g->tensors[id];
+        if (t.global >= 0)
+          place(op, s.graphs.globals[t.global].buffer, s.graphs.globals[t.global].offset);
+        else
+          place(op, t.buffer, t.offset);
+      }
+    }
+    setStage(module, PlanStage::kMemory);
+  }
+};
+
+struct ExportPlanPass : impl::StowageExportPlanBase<ExportPlanPass> {
+  using StowageExportPlanBase::StowageExportPlanBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    StringRef pass = getArgument();
+    if (output.empty()) {
+      emitError(module.getLoc()) << pass << ": no output path (option output=FILE)";
+      return signalPassFailure();
+    }
+    if (failed(requireStage(module, PlanStage::kMemory, pass)))
+      return signalPassFailure();
+    RecordedOptions r = readRecordedOptions(module);
+    auto st = reconstructPlannerState(module, PlanStage::kMemory, r, pass);
+    if (failed(st))
+      return signalPassFailure();
+    const PlannerState &s = **st;
+    std::string flags;
+    llvm::raw_string_ostream os(flags);
+    os << "stowage-opt placement passes " << module->getAttr(kPlanOptionsAttr);
+    const std::vector<uint8_t> bytes =
+        planner::SerializePlan(*s.gguf, s.graphs, s.placement, s.memory, flags);
+    if (Status w = planner::WriteFileAtomic(output, bytes); !w.ok()) {
+      emitError(module.getLoc()) << pass << ": " << w.message();
+      return signalPassFailure();
+    }
+    markAllAnalysesPreserved();
+  }
+};
+
+/// Options of --stowage-plan-pipeline: those of every pass.
+struct PlanPipelineOptions : PassPipelineOptions<PlanPipelineOptions> {
+  Option<std::string> devices{*this, "devices",
+                              llvm::cl::desc("registry keys or manifest files, with a CPU")};
+  ListOption<std::string> registry{*this, "registry", llvm::cl::desc("registry folders")};
+  Option<int> nGpuLayers{*this, "n-gpu-layers", llvm::cl::desc("-ngl"), llvm::cl::init(0)};
+  Option<std::string> splitMode{*this, "split-mode", llvm::cl::desc("-sm none|layer|row"),
+                                llvm::cl::init("layer")};
+  Option<std::string> tensorSplit{*this, "tensor-split", llvm::cl::desc("-ts, e.g. 3/1")};
+  Option<int> mainGpu{*this, "main-gpu", llvm::cl::desc("-mg"), llvm::cl::init(0)};
+  ListOption<std::string> overrides{*this, "overrides", llvm::cl::desc("-ot REGEX=BUFT")};
+  Option<bool> noHost{*this, "no-host", llvm::cl::desc("--no-host"), llvm::cl::init(false)};
+  Option<bool> noRepack{*this, "no-repack", llvm::cl::desc("--no-repack"), llvm::cl::init(false)};
+  Option<bool> noMmap{*this, "no-mmap", llvm::cl::desc("--no-mmap"), llvm::cl::init(false)};
+  Option<bool> nkvo{*this, "nkvo", llvm::cl::desc("-nkvo"), llvm::cl::init(false)};
+  Option<bool> noOpOffload{*this, "no-op-offload", llvm::cl::desc("--no-op-offload"),
+                           llvm::cl::init(false)};
+  Option<std::string> output{*this, "output",
+                             llvm::cl::desc("plan file to write (none: no export)")};
+};
+
+} // namespace
+
+void registerStowagePlanPipeline() {
+  PassPipelineRegistration<PlanPipelineOptions>(
+      "stowage-plan-pipeline",
+      "All placement passes in order (assign-layers, select-weight-buft, place-kv, schedule, "
+      "plan-memory, and export-plan when output is given)",
+      [](OpPassManager &pm, const PlanPipelineOptions &o) {
+        StowageAssignLayersOptions a;
+        a.devices = o.devices;
+        a.registry = ArrayRef<std::string>(o.registry);
+        a.nGpuLayers = o.nGpuLayers;
+        a.splitMode = o.splitMode;
+        a.tensorSplit = o.tensorSplit;
+        a.mainGpu = o.mainGpu;
+        pm.addPass(createStowageAssignLayers(a));
+        StowageSelectWeightBuftOptions w;
+        w.overrides = ArrayRef<std::string>(o.overrides);
+        w.noHost = o.noHost;
+        w.noRepack = o.noRepack;
+        w.noMmap = o.noMmap;
+        pm.addPass(createStowageSelectWeightBuft(w));
+        StowagePlaceKvOptions k;
+        k.nkvo = o.nkvo;
+        pm.addPass(createStowagePlaceKv(k));
+        StowageScheduleOptions sc;
+        sc.noOpOffload = o.noOpOffload;
+        pm.addPass(createStowageSchedule(sc));
+        pm.addPass(createStowagePlanMemory());
+        if (!o.output.empty()) {
+          StowageExportPlanOptions e;
+          e.output = o.output;
+          pm.addPass(createStowageExportPlan(e));
+        }
+      });
+}
+
+} // namespace stowage::compiler

@@ -1,0 +1,448 @@
+//===- PlannerState.cpp - the planner's state, reconstructed from a module ===//
+
+#include "stowage/Compiler/Transforms/PlannerState.h"
+
+#include <map>
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "stowage/Dialect/GGML/IR/GGMLOps.h"
+#include "stowage/Dialect/Place/IR/PlaceDialect.h"
+#include "stowage/planner/kv_place.h"
+#include "stowage/planner/model_graphs.h"
+#include "stowage/planner/registry.h"
+
+using namespace mlir;
+
+namespace stowage::compiler {
+
+StringRef stageName(PlanStage stage) {
+  switch (stage) {
+  case PlanStage::kImported:
+    return "import";
+  case PlanStage::kLayers:
+    return "stowage-assign-layers";
+  case PlanStage::kWeights:
+    return "stowage-select-weight-buft";
+  case PlanStage::kKvCache:
+    return "stowage-place-kv";
+  case PlanStage::kScheduled:
+    return "stowage-schedule";
+  case PlanStage::kMemory:
+    return "stowage-plan-memory";
+  }
+  return "?";
+}
+
+namespace {
+
+/// The stage recorded on `module`; kImported when none (or unknown: requireStage reports it).
+PlanStage currentStage(ModuleOp module) {
+  auto s = module->getAttrOfType<StringAttr>(kStageAttr);
+  for (PlanStage st : {PlanStage::kLayers, PlanStage::kWeights, PlanStage::kKvCache,
+                       PlanStage::kScheduled, PlanStage::kMemory})
+    if (s && s.getValue() == stageName(st))
+      return st;
+  return PlanStage::kImported;
+}
+
+} // namespace
+
+RecordedOptions readRecordedOptions(ModuleOp module) {
+  RecordedOptions r;
+  auto d = module->getAttrOfType<DictionaryAttr>(kPlanOptionsAttr);
+  if (!d)
+    return r;
+  planner::PlacementOptions &o = r.placement;
+  if (auto s = d.getAs<StringAttr>("devices"))
+    r.devices = s.str();
+  if (auto a = d.getAs<ArrayAttr>("registry"))
+    for (Attribute e : a)
+      if (auto s = dyn_cast<StringAttr>(e))
+        r.registry_dirs.push_back(s.str());
+  auto getInt = [&](StringRef key, int &out) {
+    if (auto i = d.getAs<IntegerAttr>(key))
+      out = static_cast<int>(i.getInt());
+  };
+  auto getBool = [&](StringRef key, bool &out) {
+    if (auto b = d.getAs<BoolAttr>(key))
+      out = b.getValue();
+  };
+  getInt("n_gpu_layers", o.n_gpu_layers);
+  getInt("main_gpu", o.main_gpu);
+  if (auto s = d.getAs<StringAttr>("split_mode"))
+    if (auto m = planner::ParseSplitMode(s.getValue().str()); m.ok())
+      o.split_mode = *m;
+  if (auto a = d.getAs<ArrayAttr>("tensor_split"))
+    for (Attribute e : a)
+      if (auto f = dyn_cast<FloatAttr>(e))
+        o.tensor_split.push_back(static_cast<float>(f.getValueAsDouble()));
+  if (auto a = d.getAs<ArrayAttr>("overrides"))
+    for (Attribute e : a)
+      if (auto pair = dyn_cast<ArrayAttr>(e); pair && pair.size() == 2)
+        o.overrides.push_back({cast<StringAttr>(pair[0]).str(), cast<StringAttr>(pair[1]).str()});
+  getBool("no_host", o.no_host);
+  getBool("no_repack", o.no_repack);
+  getBool("use_mmap", o.use_mmap);
+  getBool("offload_kqv", o.offload_kqv);
+  getBool("op_offload", o.op_offload);
+  return r;
+}
+
+void writeRecordedOptions(ModuleOp module, const RecordedOptions &r) {
+  Builder b(module.getContext());
+  const planner::PlacementOptions &o = r.placement;
+  SmallVector<Attribute> registry, split, overrides;
+  for (const std::string &dir : r.registry_dirs)
+    registry.push_back(b.getStringAttr(dir));
+  for (float f : o.tensor_split)
+    split.push_back(b.getF32FloatAttr(f));
+  for (const planner::TensorOverride &ot : o.overrides)
+    overrides.push_back(
+        b.getArrayAttr({b.getStringAttr(ot.pattern), b.getStringAttr(ot.buft)}));
+  const char *mode = o.split_mode == planner::SplitMode::kNone    ? "none"
+                     : o.split_mode == planner::SplitMode::kRow ? "row"
+                                                                 : "layer";
+  NamedAttrList list;
+  list.append("devices", b.getStringAttr(r.devices));
+  list.append("registry", b.getArrayAttr(registry));
+  list.append("n_gpu_layers", b.getI64IntegerAttr(o.n_gpu_layers));
+  list.append("split_mode", b.getStringAttr(mode));
+  list.append("tensor_split", b.getArrayAttr(split));
+  list.append("main_gpu", b.getI64IntegerAttr(o.main_gpu));
+  list.append("overrides", b.getArrayAttr(overrides));
+  list.append("no_host", b.getBoolAttr(o.no_host));
+  list.append("no_repack", b.getBoolAttr(o.no_repack));
+  list.append("use_mmap", b.getBoolAttr(o.use_mmap));
+  list.append("offload_kqv", b.getBoolAttr(o.offload_kqv));
+  list.append("op_offload", b.getBoolAttr(o.op_offload));
+  module->setAttr(kPlanOptionsAttr, list.getDictionary(module.getContext()));
+}
+
+void setStage(ModuleOp module, PlanStage stage) {
+  module->setAttr(kStageAttr, StringAttr::get(module.getContext(), stageName(stage)));
+}
+
+LogicalResult requireStage(ModuleOp module, PlanStage previous, StringRef pass) {
+  if (!module->getAttrOfType<DictionaryAttr>(kImportAttr))
+    return emitError(module.getLoc())
+           << pass << ": the module was not imported with --import-gguf (no stowage.import)";
+  auto s = module->getAttrOfType<StringAttr>(kStageAttr);
+  StringRef last = s ? s.getValue() : stageName(PlanStage::kImported);
+  if (last != stageName(previous) && previous == PlanStage::kImported)
+    return emitError(module.getLoc())
+           << pass << ": the module is already placed (its last placement step is " << last
+           << "); start from a fresh import";
+  if (last != stageName(previous))
+    return emitError(module.getLoc())
+           << pass << ": run " << stageName(previous) << " first (the module's last placement step is "
+           << last << ")";
+  return success();
+}
+
+int findGlobal(const planner::ModelGraphs &graphs, StringRef name, int layer) {
+  for (size_t i = 0; i < graphs.globals.size(); ++i) {
+    const planner::GlobalTensor &g = graphs.globals[i];
+    if (g.name == name && (g.kind == planner::TensorKind::kKvCache || g.layer == layer))
+      return static_cast<int>(i);
+  }
+  return -1;
+}
+
+DenseMap<Operation *, int> matchGraphTensors(Operation *func, const planner::Graph &graph) {
+  // Tensor ids per name in the importer's creation order: leafs, then nodes (graph order, split
+  // by split), split copies last (a copy's name is unique, so its position does not matter).
+  std::map<std::string, SmallVector<int>> byName;
+  for (int id : graph.leafs)
+    byName[graph.tensors[id].name].push_back(id);
+  for (int id : graph.nodes)
+    byName[graph.tensors[id].name].push_back(id);
+  for (size_t id = 0; id < graph.tensors.size(); ++id)
+    if (graph.tensors[id].kind == planner::TensorKind::kSplitCopy)
+      byName[graph.tensors[id].name].push_back(static_cast<int>(id));
+  std::map<std::string, size_t> used;
+  DenseMap<Operation *, int> out;
+  func->walk<WalkOrder::PreOrder>([&](Operation *op) {
+    std::string name;
+    if (auto w = dyn_cast<ggml::WeightOp>(op))
+      name = w.getGgufName().str();
+    else if (auto in = dyn_cast<ggml::InputOp>(op))
+      name = in.getInputName().str();
+    else if (auto kv = dyn_cast<ggml::KvCacheOp>(op))
+      name = kv.getCacheName().str();
+    else if (auto s = op->getAttrOfType<StringAttr>(ggml::kNodeNameAttr))
+      name = s.str();
+    else
+      return;
+    auto it = byName.find(name);
+    if (it == byName.end())
+      return;
+    size_t &k = used[name];
+    if (k < it->second.size())
+      out[op] = it->second[k++];
+  });
+  return out;
+}
+
+namespace {
+
+/// Reconstruction of one module (see reconstructPlannerState).
+class Reconstructor {
+public:
+  Reconstructor(ModuleOp module, const RecordedOptions &options, StringRef pass)
+      : module_(module), opt_(options), pass_(pass), irStage_(currentStage(module)) {}
+
+  FailureOr<std::unique_ptr<PlannerState>> run(PlanStage upTo);
+
+private:
+  InFlightDiagnostic error() { return emitError(module_.getLoc()) << pass_ << ": "; }
+  LogicalResult fail(const Status &s) {
+    error() << s.message();
+    return failure();
+  }
+  /// "the IR differs from what <step> decides with the recorded options: <what>".
+  LogicalResult differs(PlanStage step, const std::string &what) {
+    error() << "the IR differs from what " << stageName(step)
+            << " decides with the recorded options: " << what;
+    return failure();
+  }
+  LogicalResult importGraphs();
+  LogicalResult layers();
+  LogicalResult weights();
+  LogicalResult kvCache();
+  LogicalResult schedule();
+  LogicalResult memory();
+  /// Compares place.buft of every weight (or cache) op with the placement.
+  LogicalResult checkBufts(PlanStage step, bool caches);
+
+  ModuleOp module_;
+  const RecordedOptions &opt_;
+  StringRef pass_;
+  PlanStage irStage_;
+  std::unique_ptr<PlannerState> st_ = std::make_unique<PlannerState>();
+};
+
+LogicalResult Reconstructor::importGraphs() {
+  auto imp = module_->getAttrOfType<DictionaryAttr>(kImportAttr);
+  if (!imp)
+    return error() << "the module was not imported with --import-gguf (no stowage.import)";
+  auto path = imp.getAs<StringAttr>("gguf");
+  planner::ContextConfig cfg;
+  auto count = [&](StringRef key, uint32_t &out) -> bool {
+    auto i = imp.getAs<IntegerAttr>(key);
+    if (!i || i.getInt() < 0)
+      return false;
+    out = static_cast<uint32_t>(i.getInt());
+    return true;
+  };
+  uint32_t type_k = 0, type_v = 0;
+  if (!path || !count("n_ctx", cfg.n_ctx) || !count("n_batch", cfg.n_batch) ||
+      !count("n_ubatch", cfg.n_ubatch) || !count("n_seq_max", cfg.n_seq_max) ||
+      !count("type_k", type_k) || !count("type_v", type_v))
+    return error() << "stowage.import must have gguf (string), n_ctx, n_batch, n_ubatch, "
+                      "n_seq_max, type_k and type_v (integers >= 0), got "
+                   << imp;
+  cfg.type_k = static_cast<GgmlType>(type_k);
+  cfg.type_v = static_cast<GgmlType>(type_v);
+  cfg.offload_kqv = opt_.placement.offload_kqv;
+  auto file = GgufFile::Open(path.str());
+  if (!file.ok())
+    return fail(file.status());
+  st_->gguf = std::move(*file);
+  auto graphs = planner::BuildModelGraphs(*st_->gguf, cfg);
+  if (!graphs.ok())
+    return fail(graphs.status());
+  st_->graphs = std::move(*graphs);
+  return success();
+}
+
+LogicalResult Reconstructor::layers() {
+  std::vector<std::string> dirs = opt_.registry_dirs;
+  dirs.push_back(STOWAGE_SHIPPED_REGISTRY_DIR);
+  auto registry = planner::Registry::Open(dirs);
+  if (!registry.ok())
+    return fail(registry.status());
+  if (opt_.devices.empty())
+    return error() << "no devices (option devices=KEY|MANIFEST,...)";
+  auto machine = registry->MakeDevices(opt_.devices);
+  if (!machine.ok())
+    return fail(machine.status());
+  // Without a CPU the scheduler has no fallback backend (plan-model would probe this machine's
+  // CPU; a pass must not depend on the machine it runs on).
+  if (llvm::none_of(*machine, [](const planner::DeviceManifest &d) {
+        return d.type == planner::DeviceType::kCpu;
+      }))
+    return error() << "the device list '" << opt_.devices
+                   << "' has no CPU device (the scheduler's last backend)";
+  const planner::PlacementOptions &o = opt_.placement;
+  auto ds = planner::MakeDeviceSet(*machine, o.split_mode, o.main_gpu);
+  if (!ds.ok())
+    return fail(ds.status());
+  st_->devices = std::move(*ds);
+  auto lm = planner::AssignLayers(st_->devices, st_->graphs.hp.n_layer, o.n_gpu_layers,
+                                  o.tensor_split);
+  if (!lm.ok())
+    return fail(lm.status());
+  st_->layers = std::move(*lm);
+  if (irStage_ < PlanStage::kLayers)
+    return success();
+  auto names = module_->getAttrOfType<ArrayAttr>(kLayersAttr);
+  if (!names || names.size() != st_->layers.device.size())
+    return differs(PlanStage::kLayers, "stowage.layers must list " +
+                                           std::to_string(st_->layers.device.size()) +
+                                           " device names");
+  for (auto [il, dev] : llvm::enumerate(st_->layers.device)) {
+    auto s = dyn_cast<StringAttr>(names[il]);
+    const std::string &want = st_->devices.devices[dev].name;
+    if (!s || s.getValue() != want)
+      return differs(PlanStage::kLayers, "layer " + std::to_string(il) + " is on " + want);
+  }
+  return success();
+}
+
+LogicalResult Reconstructor::checkBufts(PlanStage step, bool caches) {
+  const planner::Placement &p = st_->placement;
+  LogicalResult result = success();
+  module_.walk([&](Operation *op) {
+    if (failed(result))
+      return;
+    std::string name;
+    int layer = -1;
+    if (auto w = dyn_cast<ggml::WeightOp>(op); w && !caches) {
+      name = w.getGgufName().str();
+      layer = w.getLayer().value_or(-1);
+    } else if (auto kv = dyn_cast<ggml::KvCacheOp>(op); kv && caches) {
+      name = kv.getCacheName().str();
+    } else {
+      return;
+    }
+    int gi = findGlobal(st_->graphs, name, layer);
+    auto buft = op->getAttrOfType<place::BufferTypeAttr>(place::kBuftAttr);
+    if (gi < 0 || p.global_buft[gi] < 0) {
+      result = differs(step, "'" + name + "' is not a " + (caches ? "cache" : "weight") +
+                                 " of the model");
+      return;
+    }
+    const std::string &want = p.bufts[p.global_buft[gi]].name;
+    if (!buft || buft.getName() != want)
+      result = differs(step, "'" + name + "' is in buffer type " + want);
+  });
+  return result;
+}
+
+LogicalResult Reconstructor::weights() {
+  const planner::PlacementOptions &o = opt_.placement;
+  planner::Placement &p = st_->placement;
+  // PlaceModel's order: InitPlacement, the layer log, SelectWeightBufts.
+  planner::InitPlacement(st_->devices, o.use_mmap, &p);
+  for (size_t il = 0; il < st_->layers.device.size(); ++il)
+    p.log.push_back("layer " + std::to_string(il) + " -> " +
+                    st_->devices.devices[st_->layers.device[il]].name);
+  planner::WeightBuftOptions wo;
+  wo.split_mode = o.split_mode;
+  wo.no_host = o.no_host;
+  wo.no_repack = o.no_repack;
+  wo.overrides = o.overrides;
+  st_->weight_explain_begin = p.explain.size();
+  if (Status s = planner::SelectWeightBufts(st_->graphs, st_->devices, st_->layers, wo, &p,
+                                            &st_->moved);
+      !s.ok())
+    return fail(s);
+  if (irStage_ < PlanStage::kWeights)
+    return success();
+  return checkBufts(PlanStage::kWeights, /*caches=*/false);
+}
+
+LogicalResult Reconstructor::kvCache() {
+  if (Status s = planner::PlaceKvCache(st_->graphs, st_->devices, st_->layers,
+                                       opt_.placement.offload_kqv, &st_->placement);
+      !s.ok())
+    return fail(s);
+  if (irStage_ < PlanStage::kKvCache)
+    return success();
+  return checkBufts(PlanStage::kKvCache, /*caches=*/true);
+}
+
+LogicalResult Reconstructor::schedule() {
+  planner::ModelGraphs &m = st_->graphs;
+  planner::SchedulerOptions so;
+  so.op_offload = opt_.placement.op_offload;
+  so.offload_kqv = opt_.placement.offload_kqv;
+  so.full_offload = opt_.placement.n_gpu_layers > static_cast<int>(m.hp.n_layer);
+  st_->pp_nodes = planner::GraphNodeCount(m.prefill);
+  st_->tg_nodes = planner::GraphNodeCount(m.decode);
+  for (planner::Graph *g : {&m.prefill, &m.decode})
+    if (Status s = planner::ScheduleGraph(*g, m, st_->devices, st_->layers, &st_->placement, so);
+        !s.ok())
+      return fail(s);
+  if (irStage_ < PlanStage::kScheduled)
+    return success();
+  for (auto [fname, g] : {std::pair<StringRef, planner::Graph *>{"prefill", &m.prefill},
+                          std::pair<StringRef, planner::Graph *>{"decode", &m.decode}}) {
+    auto func = module_.lookupSymbol<func::FuncOp>(fname);
+    if (!func)
+      return differs(PlanStage::kScheduled, "there is no func @" + fname.str());
+    SmallVector<place::SplitOp> splits(func.getOps<place::SplitOp>());
+    if (splits.size() != g->splits.size())
+      return differs(PlanStage::kScheduled, "@" + fname.str() + " has " +
+                                                std::to_string(g->splits.size()) + " splits");
+    for (auto [j, split] : llvm::enumerate(splits)) {
+      const std::string &want = st_->placement.backends[g->splits[j].backend].name;
+      if (split.getBackend().getName() != want)
+        return differs(PlanStage::kScheduled,
+                       "split " + std::to_string(j) + " of @" + fname.str() + " runs on " + want);
+    }
+  }
+  return success();
+}
+
+LogicalResult Reconstructor::memory() {
+  if (Status s = planner::PlanMemory(st_->graphs, st_->placement, &st_->memory); !s.ok())
+    return fail(s);
+  if (irStage_ < PlanStage::kMemory)
+    return success();
+  auto buffers = module_->getAttrOfType<ArrayAttr>(kBuffersAttr);
+  const auto &want = st_->memory.buffers;
+  if (!buffers || buffers.size() != want.size())
+    return differs(PlanStage::kMemory,
+                   "stowage.buffers must list " + std::to_string(want.size()) + " buffers");
+  for (auto [i, b] : llvm::enumerate(want)) {
+    auto d = dyn_cast<DictionaryAttr>(buffers[i]);
+    auto name = d ? d.getAs<StringAttr>("name") : StringAttr();
+    auto size = d ? d.getAs<IntegerAttr>("size") : IntegerAttr();
+    if (!name || !size || name.getValue() != b.name ||
+        static_cast<uint64_t>(size.getInt()) != b.size)
+      return differs(PlanStage::kMemory, "buffer " + std::to_string(i) + " is " + b.name + " of " +
+                                             std::to_string(b.size) + " bytes");
+  }
+  return success();
+}
+
+FailureOr<std::unique_ptr<PlannerState>> Reconstructor::run(PlanStage upTo) {
+  if (failed(importGraphs()))
+    return failure();
+  using Step = LogicalResult (Reconstructor::*)();
+  const std::pair<PlanStage, Step> steps[] = {{PlanStage::kLayers, &Reconstructor::layers},
+                                              {PlanStage::kWeights, &Reconstructor::weights},
+                                              {PlanStage::kKvCache, &Reconstructor::kvCache},
+                                              {PlanStage::kScheduled, &Reconstructor::schedule},
+                                              {PlanStage::kMemory, &Reconstructor::memory}};
+  for (auto [stage, step] : steps) {
+    if (stage > upTo)
+      break;
+    if (failed((this->*step)()))
+      return failure();
+  }
+  return std::move(st_);
+}
+
+} // namespace
+
+FailureOr<std::unique_ptr<PlannerState>> reconstructPlannerState(ModuleOp module, PlanStage upTo,
+                                                                 const RecordedOptions &options,
+                                                                 StringRef pass) {
+  return Reconstructor(module, options, pass).run(upTo);
+}
+
+} // namespace stowage::compiler

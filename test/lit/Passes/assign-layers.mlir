@@ -1,0 +1,89 @@
+// stowage-assign-layers: model devices and llama.cpp's layer map (planner::MakeDeviceSet,
+// planner::AssignLayers) on the IR, for the golden configurations of
+// ../shared/golden/placement/README.md §2 (tiny8-untied-q4_0, two RPC devices of 512 and 256 MiB
+// free, the CPU; n_ctx 256).
+// REQUIRES: mlir, models
+
+// -ngl 4: layers 0-3 CPU, 4-6 RPC0, 7 RPC1, output CPU.
+// RUN: stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 \
+// RUN:   --stowage-assign-layers="devices=%inputs/manifests/rpc0.json,%inputs/manifests/rpc1.json,%inputs/manifests/llamacpp-cpu.json n-gpu-layers=4" \
+// RUN:   | FileCheck %s
+// CHECK: module attributes
+// CHECK-SAME: place.devices = [#place.device<"RPC[127.0.0.1:50052]", gpu>, #place.device<"RPC[127.0.0.1:50053]", gpu>, #place.device<"CPU", cpu>]
+// CHECK-SAME: stowage.layers = ["CPU", "CPU", "CPU", "CPU", "RPC[127.0.0.1:50052]", "RPC[127.0.0.1:50052]", "RPC[127.0.0.1:50052]", "RPC[127.0.0.1:50053]", "CPU"]
+// CHECK-SAME: n_gpu_layers = 4
+// CHECK-SAME: stowage.stage = "stowage-assign-layers"
+// CHECK-LABEL: func.func @prefill
+// CHECK-DAG: ggml.weight "token_embd.weight" {{.*}}place.device = #place.device<"CPU", cpu>
+// CHECK-DAG: ggml.weight "blk.3.attn_q.weight" {{.*}}place.device = #place.device<"CPU", cpu>
+// CHECK-DAG: ggml.weight "blk.4.attn_q.weight" {{.*}}place.device = #place.device<"RPC[127.0.0.1:50052]", gpu>
+// CHECK-DAG: ggml.weight "blk.7.ffn_down.weight" {{.*}}place.device = #place.device<"RPC[127.0.0.1:50053]", gpu>
+// CHECK-DAG: ggml.weight "output.weight" {{.*}}place.device = #place.device<"CPU", cpu>
+// CHECK-DAG: ggml.kv_cache k "cache_k_l6" {{.*}}place.device = #place.device<"RPC[127.0.0.1:50052]", gpu>
+// CHECK-LABEL: func.func @decode
+// CHECK: ggml.weight "blk.7.ffn_down.weight" {{.*}}place.device = #place.device<"RPC[127.0.0.1:50053]", gpu>
+
+// -ngl 99: 6/9 equals 512/768 exactly, so layer 6 goes to the next device (upper_bound).
+// RUN: stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 \
+// RUN:   --stowage-assign-layers="devices=%inputs/manifests/rpc0.json,%inputs/manifests/rpc1.json,%inputs/manifests/llamacpp-cpu.json n-gpu-layers=99" \
+// RUN:   | FileCheck %s --check-prefix=NGL99
+// NGL99: stowage.layers = ["RPC[127.0.0.1:50052]", "RPC[127.0.0.1:50052]", "RPC[127.0.0.1:50052]", "RPC[127.0.0.1:50052]", "RPC[127.0.0.1:50052]", "RPC[127.0.0.1:50052]", "RPC[127.0.0.1:50053]", "RPC[127.0.0.1:50053]", "RPC[127.0.0.1:50053]"]
+
+// -ngl 99 -sm none -mg 1: every layer on RPC1, the only model device.
+// RUN: stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 \
+// RUN:   --stowage-assign-layers="devices=%inputs/manifests/rpc0.json,%inputs/manifests/rpc1.json,%inputs/manifests/llamacpp-cpu.json n-gpu-layers=99 split-mode=none main-gpu=1" \
+// RUN:   | FileCheck %s --check-prefix=SMNONE
+// SMNONE: place.devices = [#place.device<"RPC[127.0.0.1:50053]", gpu>, #place.device<"CPU", cpu>]
+// SMNONE-SAME: stowage.layers = ["RPC[127.0.0.1:50053]", "RPC[127.0.0.1:50053]", "RPC[127.0.0.1:50053]", "RPC[127.0.0.1:50053]", "RPC[127.0.0.1:50053]", "RPC[127.0.0.1:50053]", "RPC[127.0.0.1:50053]", "RPC[127.0.0.1:50053]", "RPC[127.0.0.1:50053]"]
+
+// -ts 1/3 with -ngl 99: a quarter of the 9 layers on RPC0 (0.25 < f: layers 0-2), the rest on RPC1.
+// RUN: stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 \
+// RUN:   --stowage-assign-layers="devices=%inputs/manifests/rpc0.json,%inputs/manifests/rpc1.json,%inputs/manifests/llamacpp-cpu.json n-gpu-layers=99 tensor-split=1/3" \
+// RUN:   | FileCheck %s --check-prefix=TS
+// TS: stowage.layers = ["RPC[127.0.0.1:50052]", "RPC[127.0.0.1:50052]", "RPC[127.0.0.1:50052]", "RPC[127.0.0.1:50053]", "RPC[127.0.0.1:50053]", "RPC[127.0.0.1:50053]", "RPC[127.0.0.1:50053]", "RPC[127.0.0.1:50053]", "RPC[127.0.0.1:50053]"]
+
+// Bad option values: one line each, nothing printed.
+// RUN: not stowage-opt %s --stowage-assign-layers="devices=cpu split-mode=diagonal" 2>&1 | FileCheck %s --check-prefix=BADSM
+// BADSM: error: stowage-assign-layers: invalid split mode 'diagonal' (expected none, layer or row)
+// RUN: not stowage-opt %s --stowage-assign-layers="devices=cpu tensor-split=3/x" 2>&1 | FileCheck %s --check-prefix=BADTS
+// BADTS: error: stowage-assign-layers: invalid tensor-split value '3/x' (expected non-negative proportions such as 3/1)
+// RUN: not stowage-opt %s --stowage-assign-layers="devices=cpu tensor-split=-1" 2>&1 | FileCheck %s --check-prefix=NEGTS
+// NEGTS: error: stowage-assign-layers: invalid tensor-split value '-1'
+
+// The planner's errors on an imported model: no device, no CPU, -mg out of range, -ts too long.
+// RUN: not stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 --stowage-assign-layers 2>&1 | FileCheck %s --check-prefix=NODEV
+// NODEV: error: stowage-assign-layers: no devices (option devices=KEY|MANIFEST,...)
+// RUN: not stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 --stowage-assign-layers="devices=%inputs/manifests/rpc0.json" 2>&1 | FileCheck %s --check-prefix=NOCPU
+// NOCPU: error: stowage-assign-layers: the device list '{{.*}}rpc0.json' has no CPU device (the scheduler's last backend)
+// RUN: not stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 --stowage-assign-layers="devices=%inputs/manifests/rpc0.json,%inputs/manifests/rpc1.json,%inputs/manifests/llamacpp-cpu.json split-mode=none main-gpu=2" 2>&1 | FileCheck %s --check-prefix=MG
+// MG: error: stowage-assign-layers: invalid value for main_gpu: 2 (available devices: 2)
+// RUN: not stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 --stowage-assign-layers="devices=%inputs/manifests/rpc0.json,%inputs/manifests/rpc1.json,%inputs/manifests/llamacpp-cpu.json n-gpu-layers=9 tensor-split=1/1/1" 2>&1 | FileCheck %s --check-prefix=TSLONG
+// TSLONG: error: stowage-assign-layers: -ts has 3 values but there are only 2 model devices
+
+// Every other diagnostic, on hand-written modules (@MODELS@ and @INPUTS@ are substituted).
+// RUN: sed -e 's|@MODELS@|%models|g' -e 's|@INPUTS@|%inputs|g' %s > %t.mlir
+// RUN: stowage-opt %t.mlir -split-input-file -verify-diagnostics \
+// RUN:   --stowage-assign-layers="devices=%inputs/manifests/missing.json n-gpu-layers=4"
+
+// expected-error @below {{stowage-assign-layers: the module was not imported with --import-gguf (no stowage.import)}}
+module {}
+
+// -----
+
+// expected-error @below {{stowage-assign-layers: the module is already placed (its last placement step is stowage-schedule); start from a fresh import}}
+module attributes {stowage.import = {gguf = "@MODELS@/tiny8-untied-q4_0.gguf", n_ctx = 256, n_batch = 2048, n_ubatch = 512, n_seq_max = 1, type_k = 1, type_v = 1}, stowage.stage = "stowage-schedule"} {}
+
+// -----
+
+// expected-error @below {{stowage-assign-layers: stowage.import must have gguf (string), n_ctx, n_batch, n_ubatch, n_seq_max, type_k and type_v (integers >= 0)}}
+module attributes {stowage.import = {gguf = "@MODELS@/tiny8-untied-q4_0.gguf", n_ctx = 256}} {}
+
+// -----
+
+// expected-error @below {{no-such-model.gguf: cannot open: No such file or directory}}
+module attributes {stowage.import = {gguf = "@MODELS@/no-such-model.gguf", n_ctx = 256, n_batch = 2048, n_ubatch = 512, n_seq_max = 1, type_k = 1, type_v = 1}} {}
+
+// -----
+
+// expected-error @below {{missing.json}}
+module attributes {stowage.import = {gguf = "@MODELS@/tiny8-untied-q4_0.gguf", n_ctx = 256, n_batch = 2048, n_ubatch = 512, n_seq_max = 1, type_k = 1, type_v = 1}} {}
