@@ -47,7 +47,7 @@ Result<bool> WeightBuftSupported(const HParams& hp, const GlobalTensor& w, stowa
   wd.buft = buft.name;  // the zero-size dummy buffer of `buft`
   wd.buft_is_host = buft.is_host;
   OpQuery q;
-  q.op = ToManifestOp(op);
+  q.op = op;
   const int64_t N = 512;
   switch (op) {
     case stowage::GgmlOp::GET_ROWS:

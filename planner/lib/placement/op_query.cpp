@@ -4,20 +4,6 @@
 
 namespace stowage::planner {
 
-planner::GgmlOp ToManifestOp(stowage::GgmlOp op) {
-  // Both enums carry ggml's names; the bridge is by name, built once per process (immutable).
-  static const std::vector<planner::GgmlOp> table = [] {
-    std::vector<planner::GgmlOp> t(static_cast<size_t>(stowage::GgmlOp::kCount), planner::GgmlOp::kCount);
-    for (size_t i = 0; i < t.size(); ++i) {
-      auto r = planner::ParseGgmlOp(stowage::GgmlOpName(static_cast<stowage::GgmlOp>(i)));
-      if (r.ok()) t[i] = *r;
-    }
-    return t;
-  }();
-  const size_t i = static_cast<size_t>(op);
-  return i < table.size() ? table[i] : planner::GgmlOp::kCount;
-}
-
 namespace {
 
 std::array<int64_t, 4> ContiguousNb(GgmlType type, const int64_t ne[4]) {

@@ -12,9 +12,6 @@
 
 namespace stowage::planner {
 
-/// The manifest op of the same ggml name; planner::GgmlOp::kCount when the manifest has none.
-planner::GgmlOp ToManifestOp(stowage::GgmlOp op);
-
 /// Byte strides of graph tensor `t` at binding `b` (ggml's nb[], views and permutes included).
 std::array<int64_t, 4> TensorStrides(const Graph& g, int t, const Bindings& b);
 

@@ -80,7 +80,7 @@ class Scheduler {
     if (!have_query_[t]) {
       OpQuery q;
       const Tensor& x = g_.tensors[t];
-      q.op = ToManifestOp(x.op);
+      q.op = x.op;
       q.dst = Desc(t);
       for (int s : x.srcs)
         if (s >= 0) q.src.push_back(Desc(s));
