@@ -112,6 +112,7 @@ void InitPlacement(const DeviceSet& ds, bool use_mmap, Placement* p) {
     pd.memory_free = d.memory_free;
     pd.memory_reserve = d.memory_reserve;
     pd.buffer_from_host_ptr = d.caps.buffer_from_host_ptr;
+    pd.manifest_digest = ManifestDigest(d);  // the plan records which manifest described the device
     p->devices.push_back(pd);
   }
   const DeviceManifest& cpu = ds.devices[ds.cpu];
