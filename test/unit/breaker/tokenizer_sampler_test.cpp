@@ -59,7 +59,10 @@ TEST(BreakerTokenizer, HostileTextGivesIdsInsideTheVocabulary) {
       for (bool special : {false, true}) {
         const std::vector<int32_t> ids = tok->Tokenize(text, special, special);
         for (int32_t id : ids) ASSERT_TRUE(id >= 0 && id < tok->n_vocab()) << v << ": id " << id;
-        if (!text.empty()) EXPECT_FALSE(tok->Tokenize(text, false, false).empty()) << v << ": non-empty text, no tokens";
+        // SPM and byte-level BPE cover every byte (byte tokens / byte fallback); WPM drops
+        // whitespace, control characters and U+FFFD as llama.cpp does, so such text is empty.
+        if (!text.empty() && tok->type() != VocabType::kWpm)
+          EXPECT_FALSE(tok->Tokenize(text, false, false).empty()) << v << ": non-empty text, no tokens";
         // Pieces and detokenization of whatever came out must not fail either.
         for (int32_t id : ids) (void)tok->TokenToPiece(id, special);
         (void)tok->Detokenize(ids, special, special);
