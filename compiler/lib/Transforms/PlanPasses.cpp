@@ -143,13 +143,13 @@ struct SelectWeightBuftPass : impl::StowageSelectWeightBuftBase<SelectWeightBuft
     StringRef pass = getArgument();
     RecordedOptions r = readRecordedOptions(module);
     r.placement.overrides.clear();
-    for (const std::string &ot : overrides) {
-      auto parsed = planner::ParseTensorOverrides(ot);
+    if (!overrides.empty()) {
+      auto parsed = planner::ParseTensorOverrides(overrides.getValue());
       if (!parsed.ok()) {
         emitError(module.getLoc()) << pass << ": " << parsed.status().message();
         return signalPassFailure();
       }
-      r.placement.overrides.insert(r.placement.overrides.end(), parsed->begin(), parsed->end());
+      r.placement.overrides = std::move(*parsed);
     }
     if (failed(requireStage(module, PlanStage::kLayers, pass)))
       return signalPassFailure();
@@ -368,7 +368,7 @@ struct PlanPipelineOptions : PassPipelineOptions<PlanPipelineOptions> {
                                 llvm::cl::init("layer")};
   Option<std::string> tensorSplit{*this, "tensor-split", llvm::cl::desc("-ts, e.g. 3/1")};
   Option<int> mainGpu{*this, "main-gpu", llvm::cl::desc("-mg"), llvm::cl::init(0)};
-  ListOption<std::string> overrides{*this, "overrides", llvm::cl::desc("-ot REGEX=BUFT")};
+  Option<std::string> overrides{*this, "overrides", llvm::cl::desc("-ot REGEX=BUFT[,...]")};
   Option<bool> noHost{*this, "no-host", llvm::cl::desc("--no-host"), llvm::cl::init(false)};
   Option<bool> noRepack{*this, "no-repack", llvm::cl::desc("--no-repack"), llvm::cl::init(false)};
   Option<bool> noMmap{*this, "no-mmap", llvm::cl::desc("--no-mmap"), llvm::cl::init(false)};
@@ -396,7 +396,7 @@ void registerStowagePlanPipeline() {
         a.mainGpu = o.mainGpu;
         pm.addPass(createStowageAssignLayers(a));
         StowageSelectWeightBuftOptions w;
-        w.overrides = ArrayRef<std::string>(o.overrides);
+        w.overrides = o.overrides;
         w.noHost = o.noHost;
         w.noRepack = o.noRepack;
         w.noMmap = o.noMmap;

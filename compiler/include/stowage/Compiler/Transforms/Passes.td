@@ -88,8 +88,10 @@ def StowageSelectWeightBuft : Pass<"stowage-select-weight-buft", "::mlir::Module
     options'.
   }];
   let options = [
-    ListOption<"overrides", "overrides", "std::string",
-               "tensor buffer-type overrides REGEX=BUFT, first match wins (-ot)">,
+    // A plain string, split by planner::ParseTensorOverrides as llama.cpp splits -ot: MLIR 19's
+    // ListOption parser loops forever on an unbalanced '(' or '[' in a value (a bad regex).
+    Option<"overrides", "overrides", "std::string", "\"\"",
+           "tensor buffer-type overrides REGEX=BUFT[,REGEX=BUFT...], first match wins (-ot)">,
     Option<"noHost", "no-host", "bool", "false", "no GPU host buffer type in the CPU list">,
     Option<"noRepack", "no-repack", "bool", "false", "no CPU repack (extra) buffer types">,
     Option<"noMmap", "no-mmap", "bool", "false", "load weights instead of mapping the file">,
