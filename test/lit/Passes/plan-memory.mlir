@@ -1,0 +1,66 @@
+// stowage-plan-memory: exact buffers and offsets (planner::PlanMemory). Golden -ngl 4
+// configuration of ../shared/golden/placement/README.md §2: model buffers RPC0 0.96, RPC1 0.32,
+// CPU_REPACK 1.27, CPU_Mapped 1.38 MiB; KV RPC0 0.38, RPC1 0.12, CPU 0.50 MiB (the byte counts are
+// those plan-model exports for it, test/lit/tools/plan-dump/plan-dump.test).
+// REQUIRES: mlir, models
+
+// RUN: stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 \
+// RUN:   --stowage-assign-layers="devices=%inputs/manifests/rpc0.json,%inputs/manifests/rpc1.json,%inputs/manifests/llamacpp-cpu.json n-gpu-layers=4" \
+// RUN:   --stowage-select-weight-buft --stowage-place-kv --stowage-schedule --stowage-plan-memory | FileCheck %s
+// CHECK: stowage.buffers = [
+// CHECK-SAME: {alignment = 32 : i64, buft = "RPC[127.0.0.1:50052]", device = "RPC[127.0.0.1:50052]", mapped = false, name = "RPC[127.0.0.1:50052]", size = 1001472 : i64, usage = "weights"},
+// CHECK-SAME: {alignment = 32 : i64, buft = "RPC[127.0.0.1:50053]", device = "RPC[127.0.0.1:50053]", mapped = false, name = "RPC[127.0.0.1:50053]", size = 333824 : i64, usage = "weights"},
+// CHECK-SAME: {alignment = 32 : i64, buft = "CPU_REPACK", device = "CPU", mapped = false, name = "CPU_REPACK", size = 1327104 : i64, usage = "weights"},
+// CHECK-SAME: {alignment = 32 : i64, buft = "CPU", device = "CPU", mapped = true, name = "CPU_Mapped", size = 1443840 : i64, usage = "weights"},
+// CHECK-SAME: {alignment = 32 : i64, buft = "RPC[127.0.0.1:50052]", device = "RPC[127.0.0.1:50052]", mapped = false, name = "RPC[127.0.0.1:50052]", size = 393216 : i64, usage = "kv_cache"},
+// CHECK-SAME: {{.*}}size = 131072 : i64, usage = "kv_cache"},
+// CHECK-SAME: {alignment = 32 : i64, buft = "CPU", device = "CPU", mapped = false, name = "CPU", size = 524288 : i64, usage = "kv_cache"},
+// CHECK-SAME: usage = "compute"
+// CHECK-SAME: usage = "output"}]
+// CHECK-SAME: stowage.stage = "stowage-plan-memory"
+// CHECK-LABEL: func.func @prefill
+// Weights and caches: their buffer (index into stowage.buffers) and byte offset.
+// CHECK: ggml.weight "blk.4.attn_q.weight" {{.*}}stowage.buffer = 0 : i64, stowage.offset = {{[0-9]+}} : i64}
+// CHECK: ggml.kv_cache k "cache_k_l4" {{.*}}stowage.buffer = 4 : i64, stowage.offset = 0 : i64}
+// Intermediates: the compute arena of their backend (buffer 7 is RPC0's, as plan-dump --nodes shows).
+// CHECK: ggml.add {{.*}}name = "l_out-3"{{.*}}stowage.buffer = 7 : i64, stowage.offset = {{[0-9]+}} : i64}
+// CHECK-LABEL: func.func @decode
+// CHECK: stowage.buffer
+
+// Out of order, and an IR whose splits disagree with the planner's schedule.
+// RUN: sed -e 's|@MODELS@|%models|g' -e 's|@INPUTS@|%inputs|g' %s > %t.mlir
+// RUN: stowage-opt %t.mlir -split-input-file -verify-diagnostics --stowage-plan-memory
+
+// expected-error @below {{stowage-plan-memory: the module was not imported with --import-gguf (no stowage.import)}}
+module {}
+
+// -----
+
+// expected-error @below {{stowage-plan-memory: run stowage-schedule first (the module's last placement step is stowage-place-kv)}}
+module attributes {stowage.import = {gguf = "@MODELS@/tiny8-untied-q4_0.gguf", n_ctx = 256, n_batch = 2048, n_ubatch = 512, n_seq_max = 1, type_k = 1, type_v = 1}, stowage.stage = "stowage-place-kv"} {}
+
+// -----
+
+// expected-error @below {{stowage-plan-memory: the IR differs from what stowage-schedule decides with the recorded options: there is no func @prefill}}
+module attributes {stowage.import = {gguf = "@MODELS@/tiny8-untied-q4_0.gguf", n_ctx = 256, n_batch = 2048, n_ubatch = 512, n_seq_max = 1, type_k = 1, type_v = 1}, stowage.plan = {devices = "@INPUTS@/manifests/llamacpp-cpu.json"}, stowage.layers = ["CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU"], stowage.stage = "stowage-schedule"} {}
+
+// -----
+
+// expected-error @below {{stowage-plan-memory: the IR differs from what stowage-schedule decides with the recorded options: @prefill has 1 splits}}
+module attributes {stowage.import = {gguf = "@MODELS@/tiny8-untied-q4_0.gguf", n_ctx = 256, n_batch = 2048, n_ubatch = 512, n_seq_max = 1, type_k = 1, type_v = 1}, stowage.plan = {devices = "@INPUTS@/manifests/llamacpp-cpu.json"}, stowage.layers = ["CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU"], stowage.stage = "stowage-schedule"} {
+  func.func @prefill() {
+    return
+  }
+}
+
+// -----
+
+// expected-error @below {{stowage-plan-memory: the IR differs from what stowage-schedule decides with the recorded options: split 0 of @prefill runs on CPU}}
+module attributes {stowage.import = {gguf = "@MODELS@/tiny8-untied-q4_0.gguf", n_ctx = 256, n_batch = 2048, n_ubatch = 512, n_seq_max = 1, type_k = 1, type_v = 1}, stowage.plan = {devices = "@INPUTS@/manifests/llamacpp-cpu.json"}, stowage.layers = ["CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU"], stowage.stage = "stowage-schedule"} {
+  func.func @prefill() {
+    place.split 0 on #place.backend<"GPU", 0> {
+      place.yield
+    }
+    return
+  }
+}
