@@ -86,27 +86,47 @@ SmallVector<std::pair<Operation *, int>> globalOps(ModuleOp module,
   return out;
 }
 
+/// The frame of a placement pass that runs planner step `step`: its predecessor must be the last
+/// step run on `module`; `setOptions` puts the pass's options into the recorded ones (`r`); the
+/// planner's state after `step` is reconstructed (PlannerState.h).
+FailureOr<std::unique_ptr<PlannerState>>
+beginStep(ModuleOp module, PlanStage step, StringRef pass, RecordedOptions &r,
+          llvm::function_ref<void(RecordedOptions &)> setOptions) {
+  if (failed(requireStage(module, static_cast<PlanStage>(static_cast<int>(step) - 1), pass)))
+    return failure();
+  r = readRecordedOptions(module);
+  setOptions(r);
+  return reconstructPlannerState(module, step, r, pass);
+}
+
+/// Records the options `step` ran with and makes it the module's last step.
+void endStep(ModuleOp module, PlanStage step, const RecordedOptions &r) {
+  writeRecordedOptions(module, r);
+  setStage(module, step);
+}
+
 struct AssignLayersPass : impl::StowageAssignLayersBase<AssignLayersPass> {
   using StowageAssignLayersBase::StowageAssignLayersBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     StringRef pass = getArgument();
-    RecordedOptions r = readRecordedOptions(module);
     auto mode = planner::ParseSplitMode(splitMode.getValue());
     if (!mode.ok()) {
       emitError(module.getLoc()) << pass << ": " << mode.status().message();
       return signalPassFailure();
     }
     FailureOr<std::vector<float>> ts = parseTensorSplit(tensorSplit, module, pass);
-    if (failed(ts) || failed(requireStage(module, PlanStage::kImported, pass)))
+    if (failed(ts))
       return signalPassFailure();
-    r.devices = devices;
-    r.registry_dirs.assign(registry.begin(), registry.end());
-    r.placement.n_gpu_layers = nGpuLayers;
-    r.placement.split_mode = *mode;
-    r.placement.tensor_split = *ts;
-    r.placement.main_gpu = mainGpu;
-    auto st = reconstructPlannerState(module, PlanStage::kLayers, r, pass);
+    RecordedOptions r;
+    auto st = beginStep(module, PlanStage::kLayers, pass, r, [&](RecordedOptions &o) {
+      o.devices = devices;
+      o.registry_dirs.assign(registry.begin(), registry.end());
+      o.placement.n_gpu_layers = nGpuLayers;
+      o.placement.split_mode = *mode;
+      o.placement.tensor_split = *ts;
+      o.placement.main_gpu = mainGpu;
+    });
     if (failed(st))
       return signalPassFailure();
     const planner::DeviceSet &ds = (*st)->devices;
@@ -131,8 +151,7 @@ struct AssignLayersPass : impl::StowageAssignLayersBase<AssignLayersPass> {
                     : lm.device[g.layer];
       op->setAttr(place::kDeviceAttr, devs[dev]);
     }
-    writeRecordedOptions(module, r);
-    setStage(module, PlanStage::kLayers);
+    endStep(module, PlanStage::kLayers, r);
   }
 };
 
@@ -141,22 +160,22 @@ struct SelectWeightBuftPass : impl::StowageSelectWeightBuftBase<SelectWeightBuft
   void runOnOperation() override {
     ModuleOp module = getOperation();
     StringRef pass = getArgument();
-    RecordedOptions r = readRecordedOptions(module);
-    r.placement.overrides.clear();
+    std::vector<planner::TensorOverride> ots;
     if (!overrides.empty()) {
       auto parsed = planner::ParseTensorOverrides(overrides.getValue());
       if (!parsed.ok()) {
         emitError(module.getLoc()) << pass << ": " << parsed.status().message();
         return signalPassFailure();
       }
-      r.placement.overrides = std::move(*parsed);
+      ots = std::move(*parsed);
     }
-    if (failed(requireStage(module, PlanStage::kLayers, pass)))
-      return signalPassFailure();
-    r.placement.no_host = noHost;
-    r.placement.no_repack = noRepack;
-    r.placement.use_mmap = !noMmap;
-    auto st = reconstructPlannerState(module, PlanStage::kWeights, r, pass);
+    RecordedOptions r;
+    auto st = beginStep(module, PlanStage::kWeights, pass, r, [&](RecordedOptions &o) {
+      o.placement.overrides = ots;
+      o.placement.no_host = noHost;
+      o.placement.no_repack = noRepack;
+      o.placement.use_mmap = !noMmap;
+    });
     if (failed(st))
       return signalPassFailure();
     const PlannerState &s = **st;
@@ -185,8 +204,7 @@ struct SelectWeightBuftPass : impl::StowageSelectWeightBuftBase<SelectWeightBuft
                                            b.getNamedAttr("from", b.getStringAttr(s.moved.from)),
                                            b.getNamedAttr("to", b.getStringAttr(s.moved.to))}));
     }
-    writeRecordedOptions(module, r);
-    setStage(module, PlanStage::kWeights);
+    endStep(module, PlanStage::kWeights, r);
   }
 };
 
@@ -195,11 +213,9 @@ struct PlaceKvPass : impl::StowagePlaceKvBase<PlaceKvPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     StringRef pass = getArgument();
-    if (failed(requireStage(module, PlanStage::kWeights, pass)))
-      return signalPassFailure();
-    RecordedOptions r = readRecordedOptions(module);
-    r.placement.offload_kqv = !nkvo;
-    auto st = reconstructPlannerState(module, PlanStage::kKvCache, r, pass);
+    RecordedOptions r;
+    auto st = beginStep(module, PlanStage::kKvCache, pass, r,
+                        [&](RecordedOptions &o) { o.placement.offload_kqv = !nkvo; });
     if (failed(st))
       return signalPassFailure();
     const PlannerState &s = **st;
@@ -210,8 +226,7 @@ struct PlaceKvPass : impl::StowagePlaceKvBase<PlaceKvPass> {
       op->setAttr(place::kBuftAttr, getBufferTypeAttr(ctx, s.placement, s.placement.global_buft[gi]));
       op->setAttr(place::kCauseAttr, place::CauseAttr::get(ctx, nkvo ? "kv.nkvo" : "kv.layer"));
     }
-    writeRecordedOptions(module, r);
-    setStage(module, PlanStage::kKvCache);
+    endStep(module, PlanStage::kKvCache, r);
   }
 };
 
@@ -220,11 +235,9 @@ struct SchedulePass : impl::StowageScheduleBase<SchedulePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     StringRef pass = getArgument();
-    if (failed(requireStage(module, PlanStage::kKvCache, pass)))
-      return signalPassFailure();
-    RecordedOptions r = readRecordedOptions(module);
-    r.placement.op_offload = !noOpOffload;
-    auto st = reconstructPlannerState(module, PlanStage::kScheduled, r, pass);
+    RecordedOptions r;
+    auto st = beginStep(module, PlanStage::kScheduled, pass, r,
+                        [&](RecordedOptions &o) { o.placement.op_offload = !noOpOffload; });
     if (failed(st))
       return signalPassFailure();
     PlannerState &s = **st;
@@ -261,8 +274,7 @@ struct SchedulePass : impl::StowageScheduleBase<SchedulePass> {
         if (!op->hasAttr(a.getName()))
           op->setAttr(a.getName(), a.getValue());
     }
-    writeRecordedOptions(module, r);
-    setStage(module, PlanStage::kScheduled);
+    endStep(module, PlanStage::kScheduled, r);
   }
 };
 
@@ -285,10 +297,8 @@ struct PlanMemoryPass : impl::StowagePlanMemoryBase<PlanMemoryPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     StringRef pass = getArgument();
-    if (failed(requireStage(module, PlanStage::kScheduled, pass)))
-      return signalPassFailure();
-    RecordedOptions r = readRecordedOptions(module);
-    auto st = reconstructPlannerState(module, PlanStage::kMemory, r, pass);
+    RecordedOptions r;
+    auto st = beginStep(module, PlanStage::kMemory, pass, r, [](RecordedOptions &) {});
     if (failed(st))
       return signalPassFailure();
     const PlannerState &s = **st;
@@ -325,7 +335,7 @@ struct PlanMemoryPass : impl::StowagePlanMemoryBase<PlanMemoryPass> {
           place(op, t.buffer, t.offset);
       }
     }
-    setStage(module, PlanStage::kMemory);
+    endStep(module, PlanStage::kMemory, r);
   }
 };
 
