@@ -62,6 +62,12 @@
 // RUN:   --stowage-select-weight-buft='overrides=a[=CPU' 2>&1 | FileCheck %s --check-prefix=REGEX
 // REGEX: error: stowage-select-weight-buft: invalid regular expression 'a[' in -ot:
 
+// A weight no buffer type of its list accepts (a CPU manifest without GET_ROWS: token_embd).
+// RUN: not stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 \
+// RUN:   --stowage-assign-layers="devices=%S/Inputs/cpu-no-get-rows.json" \
+// RUN:   --stowage-select-weight-buft 2>&1 | FileCheck %s --check-prefix=NOBUFT
+// NOBUFT: error: stowage-select-weight-buft: failed to find a compatible buffer type for tensor token_embd.weight
+
 // Out of order and an IR that disagrees with the recorded options.
 // RUN: sed -e 's|@MODELS@|%models|g' -e 's|@INPUTS@|%inputs|g' %s > %t.mlir
 // RUN: stowage-opt %t.mlir -split-input-file -verify-diagnostics --stowage-select-weight-buft
