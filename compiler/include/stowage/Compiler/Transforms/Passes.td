@@ -42,7 +42,8 @@ def PlacePrintSplits : Pass<"place-print-splits", "::mlir::ModuleOp"> {
 //===----------------------------------------------------------------------===//
 
 def StowageAssignLayers : Pass<"stowage-assign-layers", "::mlir::ModuleOp"> {
-  let dependentDialects = ["::stowage::place::PlaceDialect", "::mlir::func::FuncDialect"];
+  let dependentDialects = ["::stowage::ggml::GGMLDialect", "::stowage::place::PlaceDialect",
+                           "::mlir::func::FuncDialect"];
   let summary = "Model devices and layer map (planner::MakeDeviceSet, planner::AssignLayers)";
   let description = [{
     First placement pass, on a module imported with `stowage-opt --import-gguf` (it needs the
@@ -72,7 +73,8 @@ def StowageAssignLayers : Pass<"stowage-assign-layers", "::mlir::ModuleOp"> {
 }
 
 def StowageSelectWeightBuft : Pass<"stowage-select-weight-buft", "::mlir::ModuleOp"> {
-  let dependentDialects = ["::stowage::place::PlaceDialect", "::mlir::func::FuncDialect"];
+  let dependentDialects = ["::stowage::ggml::GGMLDialect", "::stowage::place::PlaceDialect",
+                           "::mlir::func::FuncDialect"];
   let summary = "Buffer type of every weight (planner::SelectWeightBufts)";
   let description = [{
     Runs after stowage-assign-layers. Per weight, as llama.cpp's load_tensors: overrides first,
@@ -99,7 +101,8 @@ def StowageSelectWeightBuft : Pass<"stowage-select-weight-buft", "::mlir::Module
 }
 
 def StowagePlaceKv : Pass<"stowage-place-kv", "::mlir::ModuleOp"> {
-  let dependentDialects = ["::stowage::place::PlaceDialect", "::mlir::func::FuncDialect"];
+  let dependentDialects = ["::stowage::ggml::GGMLDialect", "::stowage::place::PlaceDialect",
+                           "::mlir::func::FuncDialect"];
   let summary = "Buffer type of every KV cache tensor (planner::PlaceKvCache)";
   let description = [{
     Runs after stowage-select-weight-buft. cache_k_l<il> / cache_v_l<il> go to the default
@@ -115,7 +118,8 @@ def StowagePlaceKv : Pass<"stowage-place-kv", "::mlir::ModuleOp"> {
 }
 
 def StowageSchedule : Pass<"stowage-schedule", "::mlir::ModuleOp"> {
-  let dependentDialects = ["::stowage::place::PlaceDialect", "::mlir::func::FuncDialect"];
+  let dependentDialects = ["::stowage::ggml::GGMLDialect", "::stowage::place::PlaceDialect",
+                           "::mlir::func::FuncDialect"];
   let summary = "Backends and splits of @prefill and @decode (planner::ScheduleGraph)";
   let description = [{
     Runs after stowage-place-kv. The five passes of ggml_backend_sched on each graph (with op
@@ -134,7 +138,8 @@ def StowageSchedule : Pass<"stowage-schedule", "::mlir::ModuleOp"> {
 }
 
 def StowagePlanMemory : Pass<"stowage-plan-memory", "::mlir::ModuleOp"> {
-  let dependentDialects = ["::stowage::place::PlaceDialect", "::mlir::func::FuncDialect"];
+  let dependentDialects = ["::stowage::ggml::GGMLDialect", "::stowage::place::PlaceDialect",
+                           "::mlir::func::FuncDialect"];
   let summary = "Buffers with exact sizes and every tensor's offset (planner::PlanMemory)";
   let description = [{
     Runs after stowage-schedule. Weights laid out per buffer with the buffer type's alignment
@@ -147,7 +152,8 @@ def StowagePlanMemory : Pass<"stowage-plan-memory", "::mlir::ModuleOp"> {
 }
 
 def StowageExportPlan : Pass<"stowage-export-plan", "::mlir::ModuleOp"> {
-  let dependentDialects = ["::stowage::place::PlaceDialect", "::mlir::func::FuncDialect"];
+  let dependentDialects = ["::stowage::ggml::GGMLDialect", "::stowage::place::PlaceDialect",
+                           "::mlir::func::FuncDialect"];
   let summary = "Write the plan file (planner::SerializePlan, atomically)";
   let description = [{
     Runs after stowage-plan-memory. Serializes the placed, scheduled and memory-planned model
