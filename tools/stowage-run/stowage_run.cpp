@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -133,6 +134,9 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, const Sa
 }
 
 int Perplexity(const Common& c, const std::string& file) {
+  struct stat st;
+  if (stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    return Fail(IoError(file + ": not a readable regular file (perplexity -f expects a text file)"));
   std::ifstream in(file, std::ios::binary);
   if (!in) return Fail(IoError(file + ": cannot open"));
   std::stringstream ss;

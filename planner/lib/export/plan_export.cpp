@@ -100,7 +100,8 @@ std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, c
 
 Status WriteFileAtomic(const std::string& path, const std::vector<uint8_t>& bytes) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ::unlink(tmp.c_str());  // a stale temporary of a killed run; O_EXCL below refuses symlinks
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return IoError(path + ": cannot create temporary file " + tmp + ": " + std::strerror(errno));
   size_t done = 0;
   while (done < bytes.size()) {
@@ -114,8 +115,10 @@ Status WriteFileAtomic(const std::string& path, const std::vector<uint8_t>& byte
     }
     done += static_cast<size_t>(w);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int e = errno;
+  const bool synced = ::fsync(fd) == 0;
+  const int sync_errno = errno;
+  if (::close(fd) != 0 || !synced) {
+    const int e = synced ? errno : sync_errno;
     ::unlink(tmp.c_str());
     return IoError(path + ": cannot flush: " + std::strerror(e));
   }

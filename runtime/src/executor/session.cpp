@@ -26,8 +26,16 @@ namespace {
 
 struct Sym {
   int64_t n_tokens, n_kv, kv_head, n_outputs;
-  int64_t Eval(const fb::DimExpr& e) const {
-    return e.c() + e.tokens() * n_tokens + e.kv() * n_kv + e.kv_head() * kv_head + e.outputs() * n_outputs;
+  /// c + tokens*n_tokens + kv*n_kv + kv_head*kv_head + outputs*n_outputs; false on int64 overflow
+  /// (coefficients come from the plan file, which may be hostile).
+  bool Eval(const fb::DimExpr& e, int64_t* out) const {
+    int64_t acc = e.c(), term;
+    const int64_t coef[4] = {e.tokens(), e.kv(), e.kv_head(), e.outputs()};
+    const int64_t val[4] = {n_tokens, n_kv, kv_head, n_outputs};
+    for (int i = 0; i < 4; ++i)
+      if (__builtin_mul_overflow(coef[i], val[i], &term) || __builtin_add_overflow(acc, term, &acc)) return false;
+    *out = acc;
+    return true;
   }
 };
 
@@ -353,8 +361,9 @@ Status Session::Impl::BindTensor(GGraph& g, int id, const Sym& s, int depth) {
   const GTensor& t = g.tensors[id];
   TensorView v;
   v.type = t.type;
+  const std::string where = plan->path() + ": graph " + g.name + " tensor '" + t.name + "'";
   for (int d = 0; d < 4; ++d) {
-    v.ne[d] = s.Eval(t.ne[d]);
+    if (!s.Eval(t.ne[d], &v.ne[d])) return DataLoss(where + ": dimension " + std::to_string(d) + " overflows int64");
     if (v.ne[d] <= 0) return DataLoss(plan->path() + ": graph " + g.name + " tensor '" + t.name + "': dimension " + std::to_string(d) + " evaluates to " + std::to_string(v.ne[d]));
   }
   if (CheckedElements(v.ne) < 0)
@@ -371,18 +380,21 @@ Status Session::Impl::BindTensor(GGraph& g, int id, const Sym& s, int depth) {
     const Bound& sb = bound[src];
     b.buffer = sb.buffer;
     b.offset = sb.offset;
-    v.data = sb.v.data;
     v.layout = sb.v.layout;
     switch (t.op) {
       case GgmlOp::CPY: v = sb.v; break;
       case GgmlOp::RESHAPE: ContiguousStrides(v); break;
       case GgmlOp::VIEW: {
-        const int64_t off = s.Eval(t.view_offset);
-        if (off < 0) return DataLoss(plan->path() + ": tensor '" + t.name + "': negative view offset");
-        v.data = static_cast<uint8_t*>(v.data) + off;
-        b.offset += static_cast<uint64_t>(off);
+        int64_t off = 0;
+        if (!s.Eval(t.view_offset, &off) || off < 0 ||
+            __builtin_add_overflow(b.offset, static_cast<uint64_t>(off), &b.offset))
+          return DataLoss(where + ": negative view offset, or the offset overflows");
         v.nb[0] = GetTypeTraits(v.type).type_size;
-        for (int d = 0; d < 3; ++d) v.nb[d + 1] = static_cast<size_t>(s.Eval(t.view_nb[d]));
+        for (int d = 0; d < 3; ++d) {
+          int64_t nb = 0;
+          if (!s.Eval(t.view_nb[d], &nb) || nb < 0) return DataLoss(where + ": view stride nb" + std::to_string(d + 1) + " is negative or overflows");
+          v.nb[d + 1] = static_cast<size_t>(nb);
+        }
         // Unset strides (0) of a 1-D/2-D view: contiguous continuation.
         for (int d = 1; d < 4; ++d)
           if (v.nb[d] == 0) v.nb[d] = d == 1 ? RowSize(v.type, v.ne[0]) : v.nb[d - 1] * static_cast<size_t>(v.ne[d - 1]);
@@ -412,16 +424,23 @@ Status Session::Impl::BindTensor(GGraph& g, int id, const Sym& s, int depth) {
     ContiguousStrides(v);
     b.buffer = t.buffer;
     b.offset = t.offset;
-    v.data = buffers[t.buffer]->base() + t.offset;
   }
-  // Memory safety against malformed plans: the bytes the view spans lie inside its buffer.
-  if (b.buffer < 0 || static_cast<size_t>(b.buffer) >= buffers.size())
-    return DataLoss(plan->path() + ": tensor '" + t.name + "': no buffer");
+  // Memory safety against malformed plans: the bytes the view spans lie inside its buffer (checked
+  // before any pointer is formed), and offsets and strides keep elements aligned for the kernels.
+  if (b.buffer < 0 || static_cast<size_t>(b.buffer) >= buffers.size()) return DataLoss(where + ": no buffer");
   const uint64_t ext = v.layout == cpu::kLayoutPlain ? Extent(v) : 0;
   if (b.offset > buffers[b.buffer]->size() || ext > buffers[b.buffer]->size() - b.offset)
-    return DataLoss(plan->path() + ": graph " + g.name + " tensor '" + t.name + "' (" + std::to_string(ext) +
-                    " bytes at offset " + std::to_string(b.offset) + ") does not fit in its buffer of " +
-                    std::to_string(buffers[b.buffer]->size()) + " bytes");
+    return DataLoss(where + " (" + std::to_string(ext) + " bytes at offset " + std::to_string(b.offset) +
+                    ") does not fit in its buffer of " + std::to_string(buffers[b.buffer]->size()) + " bytes");
+  const auto& tr = GetTypeTraits(v.type);
+  const uint64_t align = tr.is_quantized ? 2 : std::min<uint64_t>(tr.type_size, 4);
+  bool aligned = b.offset % align == 0;
+  for (int d = 1; d < 4; ++d) aligned = aligned && v.nb[d] % align == 0;
+  if (!aligned)
+    return DataLoss(where + ": offset " + std::to_string(b.offset) + " or strides are not multiples of " +
+                    std::to_string(align) + " bytes (the element alignment of " + tr.name + ")");
+  if (t.kind != fb::TensorKind::Weight && t.kind != fb::TensorKind::KvCache && t.op != GgmlOp::CPY)
+    v.data = buffers[b.buffer]->base() + b.offset;
   b.v = v;
   b.done = true;
   return Status::Ok();
