@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -135,8 +136,8 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, const Sa
 
 int Perplexity(const Common& c, const std::string& file) {
   struct stat st;
-  if (stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-    return Fail(IoError(file + ": not a readable regular file (perplexity -f expects a text file)"));
+  if (stat(file.c_str(), &st) != 0) return Fail(IoError(file + ": cannot open: " + std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) return Fail(IoError(file + ": not a regular file (perplexity -f expects a text file)"));
   std::ifstream in(file, std::ios::binary);
   if (!in) return Fail(IoError(file + ": cannot open"));
   std::stringstream ss;
@@ -150,9 +151,9 @@ int Perplexity(const Common& c, const std::string& file) {
   Session& s = **session;
   const std::vector<int32_t> all = tok->Tokenize(ss.str(), true, false);
   const int64_t n_ctx = s.n_ctx();
-  if (n_ctx < 4)
+  if (n_ctx < 3)
     return Fail(InvalidArgument("perplexity: a context of " + std::to_string(n_ctx) +
-                                " tokens is too small to score a token (the second half of each chunk is scored; use -c 4 or more)"));
+                                " tokens is too small to score a token (the second half of each chunk is scored; use -c 3 or more)"));
   const int64_t n_chunk = static_cast<int64_t>(all.size()) / n_ctx;
   if (n_chunk == 0)
     return Fail(InvalidArgument(file + ": " + std::to_string(all.size()) + " tokens is less than one context of " +
