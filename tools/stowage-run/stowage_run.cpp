@@ -283,6 +283,11 @@ int main(int argc, char** argv) {
   bench->fallthrough();
 
   if (int rc = tools::ParseWithAliases(app, argc, argv, {{"-ub", "--ubatch-size"}, {"-ngl", "--n-gpu-layers"}}); rc >= 0) return rc;
+  // With --plan the context, batch sizes and offload are the plan's: refuse flags that would be ignored.
+  if (!c.plan.empty())
+    for (const char* name : {"--ctx-size", "--batch-size", "--ubatch-size", "--n-gpu-layers"})
+      if (app.count(name) > 0)
+        return Fail(InvalidArgument(std::string(name) + " applies only when planning on the fly; the plan given with --plan fixes it (re-plan with plan-model)"));
   if (*ppl) return Perplexity(c, text_file);
   if (*bench) return Bench(c, n_prompt, n_gen, reps, bench_json);
   if (prompt.empty()) return Fail(InvalidArgument("-p/--prompt is required (an empty prompt has no tokens to evaluate)"));
