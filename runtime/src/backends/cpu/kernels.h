@@ -57,6 +57,9 @@ void VecDotQ8_0Q8_0(int64_t n, float* s, const void* x, const void* y);      // 
 void VecDotQ4_0Q8_0(int64_t n, float* s, const void* x, const void* y);      // VNNI when present
 void VecDotQ4_KQ8_K(int64_t n, float* s, const void* x, const void* y);      // VNNI when present
 void VecDotQ6_KQ8_K(int64_t n, float* s, const void* x, const void* y);      // VNNI when present
+/// Q4_0x8 repacked group (8 rows, n/32 blocks) times one Q8_0 row: s[0..7], bit-identical to
+/// avx2::/scalar::GemvQ4_0x8Q8_0. Needs AVX512-VNNI (call only when CpuHasAvx512Vnni()).
+void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
 }  // namespace avx512
 
 namespace scalar {

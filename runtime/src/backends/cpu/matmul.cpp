@@ -245,16 +245,12 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
   const int64_t ntiles = tiles_n * tiles_m * ne12 * ne13;
   const int64_t r2 = ne12 / src0.ne[2], r3 = ne13 / src0.ne[3];
   const VecDotFn vec_dot = kern->vec_dot;
-  const VecDotFn gemv8 = isa >= IsaLevel::kAvx2 ?
+  VecDotFn gemv8 = scalar::GemvQ4_0x8Q8_0;
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-      avx2::GemvQ4_0x8Q8_0
-#else
-      scalar::GemvQ4_0x8Q8_0
+  if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) gemv8 = avx512::GemvQ4_0x8Q8_0;
+  else if (isa >= IsaLevel::kAvx2) gemv8 = avx2::GemvQ4_0x8Q8_0;
 #endif
-      : scalar::GemvQ4_0x8Q8_0;
-  // A thread team only pays off with enough multiply-adds (tiny attention products run inline).
-#pragma omp parallel for num_threads(nt) if (nt > 1 && N * M * ne12 * ne13 * K >= 65536) schedule(dynamic, 1)
-  for (int64_t t = 0; t < ntiles; ++t) {
+  auto tile = [&](int64_t t) {
     const int64_t tn = t % tiles_n;
     const int64_t tm = (t / tiles_n) % tiles_m;
     const int64_t i12 = (t / (tiles_n * tiles_m)) % ne12;
@@ -274,6 +270,19 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
         for (int64_t n = n0; n < n1; ++n) vec_dot(K, out + n, w + n * src0.nb[1], y);
       }
     }
+  };
+  // A thread team only pays off with enough multiply-adds (tiny attention products run inline).
+  const bool team = nt > 1 && N * M * ne12 * ne13 * K >= 65536;
+  if (tiles_m == 1) {
+    // Token generation (M <= kBlockM): every tile costs the same, and the weights stream from
+    // memory once. Contiguous tile ranges per thread keep each thread's reads sequential, which the
+    // hardware prefetchers follow; interleaved tiles (dynamic, 1) halved the bandwidth we reached
+    // (measured: Q4_0x8 gemv, 2 threads, 288 MiB of weights: 14.6 GB/s dynamic vs 35.1 GB/s static).
+#pragma omp parallel for num_threads(nt) if (team) schedule(static)
+    for (int64_t t = 0; t < ntiles; ++t) tile(t);
+  } else {
+#pragma omp parallel for num_threads(nt) if (team) schedule(dynamic, 1)
+    for (int64_t t = 0; t < ntiles; ++t) tile(t);
   }
   return Status::Ok();
 }

@@ -162,4 +162,37 @@ void VecDotQ6_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   *s = sumf;
 }
 
+// Q4_0x8 (CPU_REPACK) gemv with vpdpbusd: each 64-byte load holds the 16 quant bytes of 4 rows, so
+// one vpdpbusd per nibble half yields 4 partial dwords per row; the -8 offset of the nibbles enters
+// as the accumulator's start value -8 * sum(y) (per dword position, identical for every row). The
+// integer sums are exact, and the float part is the scalar reference's fma(sumi, d_x * d_y, acc)
+// per block, so results are bit-identical to scalar::/avx2::GemvQ4_0x8Q8_0.
+void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  const uint8_t* x = static_cast<const uint8_t*>(vx);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8), zero = _mm512_setzero_si512();
+  // After the reduction, 128-bit lane L holds row L in dword 0 and row L + 4 in dword 1.
+  const __m512i rows = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / kQK8_0; ++b, x += 8 * sizeof(BlockQ4_0)) {
+    const __m512i ylo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs)));
+    const __m512i yhi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs + 16)));
+    const __m512i off = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, eight, ylo), eight, yhi);
+    const __m512i start = _mm512_sub_epi32(zero, off);
+    const __m512i v0 = _mm512_loadu_si512(x + 16), v1 = _mm512_loadu_si512(x + 80);  // rows 0-3, 4-7
+    __m512i p0 = _mm512_dpbusd_epi32(start, _mm512_and_si512(v0, m4), ylo);
+    p0 = _mm512_dpbusd_epi32(p0, _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4), yhi);
+    __m512i p1 = _mm512_dpbusd_epi32(start, _mm512_and_si512(v1, m4), ylo);
+    p1 = _mm512_dpbusd_epi32(p1, _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4), yhi);
+    // Per lane: [a0+a2, b0+b2, a1+a3, b1+b3], then add the swapped 64-bit halves.
+    const __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
+    const __m512i u = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, static_cast<_MM_PERM_ENUM>(0x4E)));
+    const __m256i sumi = _mm512_castsi512_si256(_mm512_permutexvar_epi32(rows, u));
+    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))),
+                                   _mm256_set1_ps(H2F(y[b].d)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), d, acc);
+  }
+  _mm256_storeu_ps(s, acc);
+}
+
 }  // namespace stowage::cpu::avx512
