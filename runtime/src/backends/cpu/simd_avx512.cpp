@@ -3,6 +3,8 @@
 // when CpuHasAvx512Vnni()). The integer dots use vpdpbusd (u8 x s8 -> s32, no saturation).
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "kernels.h"
 #include "quants.h"
 
@@ -98,16 +100,25 @@ void VecDotQ4_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   const BlockQ4_K* x = static_cast<const BlockQ4_K*>(vx);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
+  constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
   float sumf = 0;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    uint8_t sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) GetScaleMinK4(j, x[i].scales, &sc[j], &mn[j]);
-    int summs = 0;
-    for (int j = 0; j < 16; ++j) summs += y[i].bsums[j] * mn[j / 2];
+    // The 8 six-bit scales and mins (GetScaleMinK4 for j = 0..7), four bytes at a time as
+    // ggml's ggml_vec_dot_q4_K_q8_K: scales in sc[0..1], mins in mn[0..1].
+    uint32_t u[3];
+    std::memcpy(u, x[i].scales, 12);
+    const uint32_t sc[2] = {u[0] & kmask1, (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4)};
+    const uint32_t mn[2] = {u[1] & kmask1, ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4)};
+    // summs = sum_j bsums[j] * min[j / 2], as 8 partial dwords.
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(mn[1]), int(mn[0])));
+    const __m256i msum = _mm256_madd_epi16(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums)),
+        _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16)));
     __m256i isum = _mm256_setzero_si256();
     const uint8_t* q4 = x[i].qs;
     const int8_t* q8 = y[i].qs;
     for (int j = 0; j < 4; ++j, q4 += 32, q8 += 64) {
+      const uint32_t scw = sc[j / 2] >> (16 * (j % 2));  // scales 2j, 2j + 1 in bytes 0, 1
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4));
       const __m256i lo = _mm256_and_si256(v, m4);
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
@@ -115,12 +126,17 @@ void VecDotQ4_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
                                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8)));
       const __m256i p1 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), hi,
                                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32)));
-      isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p0, _mm256_set1_epi32(sc[2 * j])));
-      isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p1, _mm256_set1_epi32(sc[2 * j + 1])));
+      isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p0, _mm256_set1_epi32(int(scw & 0xFF))));
+      isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p1, _mm256_set1_epi32(int((scw >> 8) & 0xFF))));
     }
+    // One reduction for both integer sums: [isum, summs, isum, summs].
+    const __m256i h = _mm256_hadd_epi32(isum, msum);
+    __m128i r = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    r = _mm_hadd_epi32(r, r);
+    const int isum_s = _mm_cvtsi128_si32(r), summs = _mm_extract_epi32(r, 1);
     const float d = H2F(x[i].d) * y[i].d;
     const float dmin = H2F(x[i].dmin) * y[i].d;
-    sumf += d * float(_mm512_reduce_add_epi32(_mm512_castsi256_si512(isum)) ) - dmin * float(summs);
+    sumf += d * float(isum_s) - dmin * float(summs);
   }
   *s = sumf;
 }
