@@ -147,9 +147,11 @@ void VecDotQ6_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
   float sumf = 0;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    int corr = 0;  // q = a - 32: dot(q, y) = dot(a, y) - 32 * bsum
-    for (int g = 0; g < 16; ++g) corr += x[i].scales[g] * y[i].bsums[g];
-    __m256i isum = _mm256_setzero_si256();
+    // q = a - 32: dot(q, y) = dot(a, y) - 32 * sum_g scale[g] * bsums[g]; the correction starts
+    // the accumulator (8 partial dwords, bsums x scales by vpmaddwd).
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
+    const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums)), sc16);
+    __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
     const uint8_t* ql = x[i].ql;
     const uint8_t* qh = x[i].qh;
     const int8_t* q8 = y[i].qs;
@@ -158,6 +160,7 @@ void VecDotQ6_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
       const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
       const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
       const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+      const __m256i sc32 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)));  // 8 scales
       __m256i a[4];
       a[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
       a[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
@@ -169,11 +172,15 @@ void VecDotQ6_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
       for (int k = 0; k < 4; ++k) {
         const __m256i yk = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32 * k));
         const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), a[k], yk);  // lanes 0-3: group 2k, 4-7: 2k+1
-        const __m256i scales = _mm256_set_m128i(_mm_set1_epi32(sc[2 * k + 1]), _mm_set1_epi32(sc[2 * k]));
+        const __m256i scales = _mm256_permutevar8x32_epi32(sc32, _mm256_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1,
+                                                                                  2 * k + 1, 2 * k + 1, 2 * k + 1));
         isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p, scales));
       }
     }
-    sumf += H2F(x[i].d) * y[i].d * float(_mm512_reduce_add_epi32(_mm512_castsi256_si512(isum)) - 32 * corr);
+    __m128i r = _mm_add_epi32(_mm256_castsi256_si128(isum), _mm256_extracti128_si256(isum, 1));
+    r = _mm_hadd_epi32(r, r);
+    r = _mm_hadd_epi32(r, r);
+    sumf += H2F(x[i].d) * y[i].d * float(_mm_cvtsi128_si32(r));
   }
   *s = sumf;
 }
