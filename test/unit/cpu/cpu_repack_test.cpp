@@ -1,7 +1,9 @@
-// CPU_REPACK Q4_0x8: layout, MUL_MAT on the repacked layout equals the plain layout (scalar and
-// AVX2 gemv), on random and on the shared tiny Q4_0 model's weights; refusal of bad shapes.
+// CPU_REPACK Q4_0x8: layout, MUL_MAT on the repacked layout equals the plain layout (scalar, AVX2
+// and AVX-512 VNNI gemv), on random and on the shared tiny Q4_0 model's weights; token generation
+// covers every row whatever the thread count; refusal of bad shapes.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 
 #include "kernels.h"
@@ -66,6 +68,44 @@ TEST(CpuRepack, MulMatEqualsPlainLayout) {
   kt::Tensor w = RandomQ4_0(96, 24, 2, 5);
   CheckRepackedMulMat(w.v, 1);
   CheckRepackedMulMat(w.v, 7);
+}
+
+// Token generation (M = 1) splits the row tiles into one contiguous range per thread: with 37 groups
+// of 8 rows (19 tiles of 16, the last one 8 rows) over 1, 2 and 3 threads, every dst row is written
+// and equals the single-row reference (gemv or vec_dot on that row alone), at every ISA level.
+TEST(CpuRepack, TokenGenerationCoversEveryRow) {
+  const int64_t K = 256, N = 8 * 37;
+  kt::Tensor w = RandomQ4_0(K, N, 1, 21);
+  std::vector<uint8_t> packed(w.v.nb[3] * size_t(w.v.ne[3]));
+  ASSERT_TRUE(RepackQ4_0(w.v, packed.data()).ok());
+  TensorView rp = w.v;
+  rp.data = packed.data();
+  rp.layout = kLayoutQ4_0x8;
+  kt::Tensor b(GgmlType::F32, K, 1, 1);
+  kt::Fill(b, 4);
+  std::vector<BlockQ8_0> yq(size_t(K / 32));
+  QuantizeRowQ8_0Act(b.f32(), yq.data(), K);
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+    if (isa > DetectIsa()) continue;
+    const TypeKernels* k = GetTypeKernels(GgmlType::Q4_0, isa);
+    ASSERT_NE(k, nullptr);
+    for (int nt : {1, 2, 3}) {
+      ComputeContext ctx;
+      ctx.n_threads = nt;
+      ctx.max_isa = isa;
+      kt::Tensor d0(GgmlType::F32, N, 1, 1), d1(GgmlType::F32, N, 1, 1);
+      for (int64_t i = 0; i < N; ++i) d0.f32()[i] = d1.f32()[i] = std::nanf("");
+      ASSERT_TRUE(MulMat(ctx, w.v, b.v, d0.v).ok());
+      ASSERT_TRUE(MulMat(ctx, rp, b.v, d1.v).ok());
+      for (int64_t r = 0; r < N; ++r) {
+        float ref = 0;
+        k->vec_dot(K, &ref, w.buf.data() + size_t(r) * w.v.nb[1], yq.data());
+        ASSERT_EQ(d0.f32()[r], ref) << "row " << r << " isa " << int(isa) << " threads " << nt;
+        ASSERT_TRUE(std::isfinite(d1.f32()[r])) << "row " << r << " isa " << int(isa) << " threads " << nt;
+        ASSERT_NEAR(d1.f32()[r], ref, 1e-5f * (1.0f + std::fabs(ref))) << "row " << r << " isa " << int(isa);
+      }
+    }
+  }
 }
 
 TEST(CpuRepack, SharedModelWeights) {
