@@ -80,14 +80,6 @@ struct Bound {
   bool done = false;
 };
 
-void ContiguousStrides(TensorView& t) {
-  const auto& tr = GetTypeTraits(t.type);
-  t.nb[0] = tr.type_size;
-  t.nb[1] = RowSize(t.type, t.ne[0]);
-  t.nb[2] = t.nb[1] * static_cast<size_t>(t.ne[1]);
-  t.nb[3] = t.nb[2] * static_cast<size_t>(t.ne[2]);
-}
-
 /// Bytes spanned by a (possibly strided) view: last element's offset + its size. Returns
 /// UINT64_MAX when the arithmetic overflows (a hostile plan), which no buffer can hold.
 uint64_t Extent(const TensorView& t) {
@@ -229,7 +221,7 @@ Status Session::Impl::LoadWeights(const SessionOptions& opts) {
     TensorView v;
     v.type = static_cast<GgmlType>(t->type());
     for (int d = 0; d < 4; ++d) v.ne[d] = t->ne()->Get(d);
-    ContiguousStrides(v);
+    cpu::SetContiguousStrides(v);
     Buffer& buf = *buffers[t->buffer()];
     v.data = buf.base() + t->offset();
     globals[i] = v;
@@ -383,7 +375,7 @@ Status Session::Impl::BindTensor(GGraph& g, int id, const Sym& s, int depth) {
     v.layout = sb.v.layout;
     switch (t.op) {
       case GgmlOp::CPY: v = sb.v; break;
-      case GgmlOp::RESHAPE: ContiguousStrides(v); break;
+      case GgmlOp::RESHAPE: cpu::SetContiguousStrides(v); break;
       case GgmlOp::VIEW: {
         int64_t off = 0;
         if (!s.Eval(t.view_offset, &off) || off < 0 ||
@@ -421,7 +413,7 @@ Status Session::Impl::BindTensor(GGraph& g, int id, const Sym& s, int depth) {
       default: break;
     }
   } else {
-    ContiguousStrides(v);
+    cpu::SetContiguousStrides(v);
     b.buffer = t.buffer;
     b.offset = t.offset;
   }
