@@ -11,15 +11,24 @@ add_library(stowage_cpu STATIC
   ${stowage_cpu_dir}/ops.cpp
   ${stowage_cpu_dir}/matmul.cpp
 )
+# GEMM families (gemm.h): gemm_<family>.cpp is baseline code (lookup + scalar reference);
+# gemm_<family>_avx2.cpp / gemm_<family>_avx512.cpp get the SIMD flags below.
+file(GLOB stowage_cpu_gemm_generic CONFIGURE_DEPENDS ${stowage_cpu_dir}/gemm_*.cpp)
+list(FILTER stowage_cpu_gemm_generic EXCLUDE REGEX "_(avx2|avx512)\\.cpp$")
+target_sources(stowage_cpu PRIVATE ${stowage_cpu_gemm_generic})
 target_include_directories(stowage_cpu PUBLIC ${stowage_cpu_dir})
 target_link_libraries(stowage_cpu PUBLIC stowage_base OpenMP::OpenMP_CXX)
 stowage_warnings(stowage_cpu)
 
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
-  target_sources(stowage_cpu PRIVATE ${stowage_cpu_dir}/simd_avx2.cpp ${stowage_cpu_dir}/simd_avx512.cpp)
-  set_source_files_properties(${stowage_cpu_dir}/simd_avx2.cpp PROPERTIES
+  file(GLOB stowage_cpu_avx2_srcs CONFIGURE_DEPENDS ${stowage_cpu_dir}/gemm_*_avx2.cpp)
+  file(GLOB stowage_cpu_avx512_srcs CONFIGURE_DEPENDS ${stowage_cpu_dir}/gemm_*_avx512.cpp)
+  list(APPEND stowage_cpu_avx2_srcs ${stowage_cpu_dir}/simd_avx2.cpp)
+  list(APPEND stowage_cpu_avx512_srcs ${stowage_cpu_dir}/simd_avx512.cpp)
+  target_sources(stowage_cpu PRIVATE ${stowage_cpu_avx2_srcs} ${stowage_cpu_avx512_srcs})
+  set_source_files_properties(${stowage_cpu_avx2_srcs} PROPERTIES
     COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
-  set_source_files_properties(${stowage_cpu_dir}/simd_avx512.cpp PROPERTIES
+  set_source_files_properties(${stowage_cpu_avx512_srcs} PROPERTIES
     COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-Wno-uninitialized;-Wno-maybe-uninitialized")
   # (GCC 12 warns about its own avx512fintrin.h reductions; the warnings are not about this code.)
   target_compile_definitions(stowage_cpu PRIVATE STOWAGE_CPU_HAVE_X86_SIMD=1)
