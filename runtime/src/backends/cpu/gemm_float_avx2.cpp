@@ -1,0 +1,147 @@
+// GEMM family "float", AVX2 + FMA + F16C level (formats and numerics: gemm_float.cpp). Built with
+// -mavx2 -mfma -mf16c; called only when DetectIsa() >= kAvx2.
+//
+// Micro-kernel: the 16 panel rows are two ymm (rows 0..7, 8..15); per k two aligned panel loads and
+// one broadcast per column feed two fused multiply-adds per column (16 ymm: 12 accumulators for 6
+// columns, 2 panel vectors, 1 broadcast). Each dst element is one accumulator lane updated in
+// increasing k, bit-identical to the scalar reference.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "gemm.h"
+#include "quants.h"
+
+namespace stowage::cpu::avx2 {
+namespace {
+
+constexpr int kP = kGemmPanelRows;
+
+size_t ActRowBytes(int64_t K) { return (size_t(K) * sizeof(float) + 63) & ~size_t(63); }
+size_t PanelBytes(int64_t K) { return size_t(K) * kP * sizeof(float); }
+
+void FromFloatF32(const float* x, void* act, int64_t K) { std::memcpy(act, x, size_t(K) * sizeof(float)); }
+
+void FromFloatF16Rounded(const float* x, void* act, int64_t K) {
+  float* a = static_cast<float*>(act);
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + k), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_ps(a + k, _mm256_cvtph_ps(h));
+  }
+  for (; k < K; ++k) a[k] = HalfToFloat(FloatToHalf(x[k]));
+}
+
+void FromFloatBF16Rounded(const float* x, void* act, int64_t K) {
+  float* a = static_cast<float*>(act);
+  for (int64_t k = 0; k < K; ++k) a[k] = Bf16ToFloat(FloatToBf16(x[k]));
+}
+
+// Converts 8 consecutive elements of one weight row to F32.
+struct LoadF32 {
+  static __m256 Load(const uint8_t* row, int64_t k) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k); }
+  static float One(const uint8_t* row, int64_t k) { float v; std::memcpy(&v, row + 4 * k, 4); return v; }
+};
+struct LoadF16 {
+  static __m256 Load(const uint8_t* row, int64_t k) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k)));
+  }
+  static float One(const uint8_t* row, int64_t k) { fp16_t h; std::memcpy(&h, row + 2 * k, 2); return HalfToFloat(h); }
+};
+struct LoadBF16 {
+  static __m256 Load(const uint8_t* row, int64_t k) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static float One(const uint8_t* row, int64_t k) { bf16_t h; std::memcpy(&h, row + 2 * k, 2); return Bf16ToFloat(h); }
+};
+
+template <typename L>
+void Pack(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel) {
+  float* p = static_cast<float*>(panel);
+  if (nr < kP) std::memset(p, 0, PanelBytes(K));
+  const int64_t K8 = K & ~int64_t(7);
+  for (int r = 0; r < nr; ++r) {
+    const uint8_t* row = static_cast<const uint8_t*>(w) + size_t(r) * row_stride;
+    for (int64_t k = 0; k < K8; k += 8) {
+      alignas(32) float v[8];
+      _mm256_store_ps(v, L::Load(row, k));
+      for (int j = 0; j < 8; ++j) p[(k + j) * kP + r] = v[j];
+    }
+    for (int64_t k = K8; k < K; ++k) p[k * kP + r] = L::One(row, k);
+  }
+}
+
+template <int NC>
+inline void Tile(int64_t K, const float* __restrict p, const uint8_t* act, size_t act_stride, float* dst,
+                 size_t dst_stride, int nr) {
+  __m256 lo[NC], hi[NC];
+  const float* a[NC];
+  for (int c = 0; c < NC; ++c) {
+    lo[c] = _mm256_setzero_ps();
+    hi[c] = _mm256_setzero_ps();
+    a[c] = reinterpret_cast<const float*>(act + size_t(c) * act_stride);
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    const __m256 w0 = _mm256_load_ps(p + k * kP), w1 = _mm256_load_ps(p + k * kP + 8);
+    for (int c = 0; c < NC; ++c) {
+      const __m256 b = _mm256_broadcast_ss(a[c] + k);
+      lo[c] = _mm256_fmadd_ps(w0, b, lo[c]);
+      hi[c] = _mm256_fmadd_ps(w1, b, hi[c]);
+    }
+  }
+  for (int c = 0; c < NC; ++c) {
+    float* d = dst + size_t(c) * dst_stride;
+    if (nr >= kP) {
+      _mm256_storeu_ps(d, lo[c]);
+      _mm256_storeu_ps(d + 8, hi[c]);
+    } else {
+      alignas(32) float t[kP];
+      _mm256_store_ps(t, lo[c]);
+      _mm256_store_ps(t + 8, hi[c]);
+      std::memcpy(d, t, size_t(nr) * sizeof(float));
+    }
+  }
+}
+
+constexpr int kCols = 6;
+
+template <int NC>
+void TailTile(int n, int64_t K, const float* p, const uint8_t* act, size_t act_stride, float* dst, size_t dst_stride,
+              int nr) {
+  if constexpr (NC > 0) {
+    if (n == NC) return Tile<NC>(K, p, act, act_stride, dst, dst_stride, nr);
+    TailTile<NC - 1>(n, K, p, act, act_stride, dst, dst_stride, nr);
+  }
+}
+
+void Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst, size_t dst_stride,
+            int nr) {
+  const float* p = static_cast<const float*>(panel);
+  const uint8_t* a = static_cast<const uint8_t*>(act);
+  int c = 0;
+  for (; c + kCols <= nc; c += kCols) {
+    Tile<kCols>(K, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, nr);
+  }
+  if (c < nc) {
+    TailTile<kCols - 1>(nc - c, K, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride,
+                        nr);
+  }
+}
+
+const GemmKernels kF32 = {FromFloatF32, ActRowBytes, PanelBytes, Pack<LoadF32>, Kernel};
+const GemmKernels kF16 = {FromFloatF16Rounded, ActRowBytes, PanelBytes, Pack<LoadF16>, Kernel};
+const GemmKernels kBF16 = {FromFloatBF16Rounded, ActRowBytes, PanelBytes, Pack<LoadBF16>, Kernel};
+
+}  // namespace
+
+const GemmKernels* GemmKernelsFloat(GgmlType type) {
+  switch (type) {
+    case GgmlType::F32: return &kF32;
+    case GgmlType::F16: return &kF16;
+    case GgmlType::BF16: return &kBF16;
+    default: return nullptr;
+  }
+}
+
+}  // namespace stowage::cpu::avx2

@@ -1,0 +1,305 @@
+// GEMM family "float" (gemm_float*.cpp): F32, F16, BF16 weights.
+//
+// 1. The scalar reference GEMM against the existing vec_dot of the same weight row and activation
+//    row (GetTypeKernels(type, kScalar)). Both multiply the same F16/BF16-rounded (or F32) values;
+//    they differ only in summation: vec_dot sums the products in double (F32: products rounded to
+//    F32 first), the GEMM updates one F32 accumulator with one fma per k. A sequential F32 sum of K
+//    terms errs by at most K * 2^-24 * sum|p| (each step rounds a partial sum <= sum|p|); the double
+//    sum by K * 2^-53 * sum|p| plus 2^-24 |s| for the final rounding and, for F32, 2^-24 |p| per
+//    product: the bound used is (K + 2) * 2^-24 * sum|w * a|.
+// 2. Every SIMD level against the scalar reference: the activation rows and the packed panels must
+//    be byte-identical (the formats are shared), and the kernel outputs bit-identical (each dst
+//    element is one F32 accumulator updated by fma in increasing k at every level), for nr 1..16,
+//    nc 1..40 and several K (multiples of 16 and odd ones); dst elements outside r < nr, c < nc
+//    must stay untouched.
+// 3. DISABLED_Bench: prints the single-thread GFLOPS of pack + kernel (run with
+//    --gtest_also_run_disabled_tests; it asserts no time).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gemm.h"
+#include "kernels.h"
+#include "quants.h"
+
+namespace stowage::cpu {
+namespace {
+
+constexpr int kP = kGemmPanelRows;
+const GgmlType kTypes[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16};
+
+// 64-byte aligned byte buffer.
+struct Buf {
+  std::vector<uint8_t> v;
+  uint8_t* p;
+  explicit Buf(size_t n, uint8_t fill = 0) : v(n + 64, fill) {
+    p = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t(63));
+  }
+};
+
+std::vector<float> Uniform(size_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> x(n);
+  for (float& f : x) f = d(rng);
+  return x;
+}
+
+// `rows` weight rows of K elements of `type` (row stride = RowSize), from uniform floats.
+std::vector<uint8_t> WeightRows(GgmlType type, int64_t K, int rows, uint32_t seed) {
+  const std::vector<float> f = Uniform(size_t(K) * rows, seed, -1.f, 1.f);
+  const size_t rs = RowSize(type, K);
+  std::vector<uint8_t> out(rs * size_t(rows) + 64);
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (type == GgmlType::F32) {
+      std::memcpy(&out[4 * i], &f[i], 4);
+    } else {
+      const uint16_t h = type == GgmlType::F16 ? FloatToHalf(f[i]) : FloatToBf16(f[i]);
+      std::memcpy(&out[2 * i], &h, 2);
+    }
+  }
+  return out;
+}
+
+float WeightAt(GgmlType type, const uint8_t* row, int64_t k) {
+  if (type == GgmlType::F32) { float v; std::memcpy(&v, row + 4 * k, 4); return v; }
+  uint16_t h;
+  std::memcpy(&h, row + 2 * k, 2);
+  return type == GgmlType::F16 ? HalfToFloat(h) : Bf16ToFloat(h);
+}
+
+std::vector<IsaLevel> SimdLevels() {
+  std::vector<IsaLevel> l;
+#if defined(__x86_64__) || defined(_M_X64)
+  if (DetectIsa() >= IsaLevel::kAvx2) l.push_back(IsaLevel::kAvx2);
+  if (DetectIsa() >= IsaLevel::kAvx512) l.push_back(IsaLevel::kAvx512);
+#endif
+  return l;
+}
+
+TEST(GemmFloat, LookupCoversFloatTypesOnly) {
+  for (GgmlType t : kTypes) {
+    EXPECT_NE(GetGemmKernelsFloat(t, kLayoutPlain, IsaLevel::kScalar), nullptr) << GgmlTypeName(t);
+    EXPECT_EQ(GetGemmKernelsFloat(t, kLayoutQ4_0x8, IsaLevel::kAvx512), nullptr) << GgmlTypeName(t);
+  }
+  EXPECT_EQ(GetGemmKernelsFloat(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx512), nullptr);
+  EXPECT_EQ(GetGemmKernelsFloat(GgmlType::Q4_K, kLayoutPlain, IsaLevel::kScalar), nullptr);
+  // Levels above the CPU's are never returned: the lookup at kAvx512 on an AVX2-only CPU gives the
+  // AVX2 kernels (checked by the level tests below, which compare each level's output).
+  for (int64_t K : {1, 16, 17, 2048}) {
+    const GemmKernels* k = GetGemmKernelsFloat(GgmlType::F16, kLayoutPlain, IsaLevel::kScalar);
+    EXPECT_EQ(k->act_row_bytes(K) % 64, 0u);
+    EXPECT_GE(k->act_row_bytes(K), size_t(K) * 4);
+    EXPECT_GE(k->panel_bytes(K), size_t(K) * kP * 4);
+  }
+}
+
+TEST(GemmFloat, ScalarMatchesVecDot) {
+  for (GgmlType type : kTypes) {
+    const GemmKernels* g = GetGemmKernelsFloat(type, kLayoutPlain, IsaLevel::kScalar);
+    const TypeKernels* vd = GetTypeKernels(type, IsaLevel::kScalar);
+    ASSERT_NE(g, nullptr);
+    ASSERT_NE(vd, nullptr);
+    for (int64_t K : {1, 5, 16, 33, 256, 2048, 5632}) {
+      const int nc = 9, nr = 13;
+      const std::vector<uint8_t> w = WeightRows(type, K, nr, uint32_t(K) + 1);
+      const size_t rs = RowSize(type, K);
+      const std::vector<float> x = Uniform(size_t(K) * nc, uint32_t(K) + 7, -3.f, 3.f);
+      const size_t ars = g->act_row_bytes(K);
+      Buf act(ars * nc), panel(g->panel_bytes(K));
+      for (int c = 0; c < nc; ++c) g->from_float(&x[size_t(c) * K], act.p + c * ars, K);
+      g->pack(K, w.data(), rs, nr, kLayoutPlain, panel.p);
+      std::vector<float> dst(size_t(nc) * kP, 0.f);
+      g->kernel(K, panel.p, act.p, ars, nc, dst.data(), kP, nr);
+
+      const size_t vrs = RowSize(vd->vec_dot_type, K);
+      std::vector<uint8_t> y(vrs + 64);
+      for (int c = 0; c < nc; ++c) {
+        const float* xc = &x[size_t(c) * K];
+        if (vd->from_float) vd->from_float(xc, y.data(), K);
+        else std::memcpy(y.data(), xc, size_t(K) * 4);
+        const float* a = reinterpret_cast<const float*>(act.p + c * ars);
+        for (int r = 0; r < nr; ++r) {
+          float ref = 0.f;
+          vd->vec_dot(K, &ref, w.data() + r * rs, y.data());
+          double abs_sum = 0;
+          for (int64_t k = 0; k < K; ++k) abs_sum += std::fabs(double(WeightAt(type, w.data() + r * rs, k)) * a[k]);
+          const double tol = double(K + 2) * std::ldexp(1.0, -24) * abs_sum;
+          ASSERT_LE(std::fabs(double(dst[size_t(c) * kP + r]) - ref), tol)
+              << GgmlTypeName(type) << " K=" << K << " r=" << r << " c=" << c << " gemm " << dst[size_t(c) * kP + r]
+              << " vec_dot " << ref;
+        }
+      }
+    }
+  }
+}
+
+TEST(GemmFloat, FromFloatRoundsLikeVecDotType) {
+  // The activation values must be exactly the vec_dot type's rounding of x (ties, subnormals,
+  // overflow to inf, NaN), at every level.
+  std::vector<float> x = Uniform(100, 3, -70000.f, 70000.f);
+  const float specials[] = {0.f, -0.f, 1e-8f, -3e-6f, 6.1e-5f, 65504.f, 65519.f, 65520.f, -1e6f, 1e30f,
+                            std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(), 1.0f + std::ldexp(1.f, -11),
+                            1.0f + 3 * std::ldexp(1.f, -11), 1.0f + std::ldexp(1.f, -8), 1.0f + 3 * std::ldexp(1.f, -8),
+                            std::ldexp(1.f, -130), 3.3895314e38f};
+  for (float s : specials) x.push_back(s);
+  uint32_t snan = 0x7F800001u;
+  float fs;
+  std::memcpy(&fs, &snan, 4);
+  x.push_back(fs);
+  const int64_t K = int64_t(x.size());
+  for (GgmlType type : kTypes) {
+    std::vector<float> want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      want[i] = type == GgmlType::F32 ? x[i]
+                : type == GgmlType::F16 ? HalfToFloat(FloatToHalf(x[i]))
+                                        : Bf16ToFloat(FloatToBf16(x[i]));
+    }
+    std::vector<IsaLevel> levels = SimdLevels();
+    levels.insert(levels.begin(), IsaLevel::kScalar);
+    for (IsaLevel l : levels) {
+      const GemmKernels* g = GetGemmKernelsFloat(type, kLayoutPlain, l);
+      Buf act(g->act_row_bytes(K));
+      g->from_float(x.data(), act.p, K);
+      for (size_t i = 0; i < x.size(); ++i) {
+        uint32_t a, b;
+        std::memcpy(&a, act.p + 4 * i, 4);
+        std::memcpy(&b, &want[i], 4);
+        ASSERT_EQ(a, b) << GgmlTypeName(type) << " level " << int(l) << " x=" << x[i];
+      }
+    }
+  }
+}
+
+TEST(GemmFloat, SimdLevelsBitIdenticalToScalar) {
+  const std::vector<IsaLevel> levels = SimdLevels();
+  if (levels.empty()) GTEST_SKIP() << "skipped: no SIMD level on this CPU";
+  constexpr int kMaxCols = 40;
+  for (GgmlType type : kTypes) {
+    const GemmKernels* ref = GetGemmKernelsFloat(type, kLayoutPlain, IsaLevel::kScalar);
+    for (int64_t K : {1, 3, 15, 16, 17, 31, 48, 100, 513}) {
+      const size_t rs = RowSize(type, K) + 8;  // a row stride larger than the row
+      const std::vector<uint8_t> w0 = WeightRows(type, K * 2, kP, uint32_t(K) * 3 + 1);
+      std::vector<uint8_t> w(rs * kP);
+      for (int r = 0; r < kP; ++r) std::memcpy(&w[r * rs], &w0[r * RowSize(type, K)], RowSize(type, K));
+      const std::vector<float> x = Uniform(size_t(K) * kMaxCols, uint32_t(K) + 11, -2.f, 2.f);
+      const size_t ars = ref->act_row_bytes(K) + 64;  // act_stride larger than a row
+      Buf act(ars * kMaxCols, 0xCD), panel_ref(ref->panel_bytes(K));
+      for (int c = 0; c < kMaxCols; ++c) ref->from_float(&x[size_t(c) * K], act.p + c * ars, K);
+      ref->pack(K, w.data(), rs, kP, kLayoutPlain, panel_ref.p);
+      const size_t ds = kP + 3;
+      std::vector<float> want(ds * kMaxCols, 0.f);
+      ref->kernel(K, panel_ref.p, act.p, ars, kMaxCols, want.data(), ds, kP);
+
+      for (IsaLevel l : levels) {
+        const GemmKernels* g = GetGemmKernelsFloat(type, kLayoutPlain, l);
+        ASSERT_NE(g, ref);
+        ASSERT_EQ(g->panel_bytes(K), ref->panel_bytes(K));
+        ASSERT_EQ(g->act_row_bytes(K), ref->act_row_bytes(K));
+        Buf act2(ars, 0xCD);
+        g->from_float(&x[0], act2.p, K);
+        ASSERT_EQ(std::memcmp(act2.p, act.p, size_t(K) * 4), 0) << GgmlTypeName(type) << " K=" << K;
+        for (int nr = 1; nr <= kP; ++nr) {
+          Buf panel(g->panel_bytes(K), 0xAB), panel_nr(ref->panel_bytes(K));
+          g->pack(K, w.data(), rs, nr, kLayoutPlain, panel.p);
+          ref->pack(K, w.data(), rs, nr, kLayoutPlain, panel_nr.p);
+          ASSERT_EQ(std::memcmp(panel.p, panel_nr.p, g->panel_bytes(K)), 0)
+              << GgmlTypeName(type) << " level " << int(l) << " K=" << K << " nr=" << nr;
+          for (int nc = 1; nc <= kMaxCols; ++nc) {
+            if (nr != kP && nr != 1 && nr != 7 && nc > 17 && nc != kMaxCols) continue;  // keep it quick
+            const float sentinel = -12345.f;
+            std::vector<float> got(ds * kMaxCols, sentinel);
+            g->kernel(K, panel.p, act.p, ars, nc, got.data(), ds, nr);
+            for (int c = 0; c < kMaxCols; ++c) {
+              for (size_t r = 0; r < ds; ++r) {
+                const float v = got[c * ds + r];
+                if (c < nc && int(r) < nr) {
+                  ASSERT_EQ(std::memcmp(&v, &want[c * ds + r], 4), 0)
+                      << GgmlTypeName(type) << " level " << int(l) << " K=" << K << " nr=" << nr << " nc=" << nc
+                      << " r=" << r << " c=" << c << ": " << v << " vs " << want[c * ds + r];
+                } else {
+                  ASSERT_EQ(v, sentinel) << "wrote outside the tile: nr=" << nr << " nc=" << nc << " r=" << r
+                                         << " c=" << c;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+#if defined(__x86_64__)
+// Calibration for the benchmark: 2 * 16 * 14 flops per iteration of 14 independent register-only
+// 512-bit FMAs, i.e. the FMA-bound peak on this core under the machine's current load.
+__attribute__((target("avx512f"), noinline)) double PeakGflops() {
+  const int64_t iters = 20000000;
+  const auto t0 = std::chrono::steady_clock::now();
+  __asm__ volatile("vxorps %%xmm15, %%xmm15, %%xmm15\n" ::: "xmm15");
+  for (int64_t i = 0; i < iters; ++i) {
+    __asm__ volatile(
+        "vfmadd231ps %%zmm15, %%zmm15, %%zmm0\n vfmadd231ps %%zmm15, %%zmm15, %%zmm1\n"
+        "vfmadd231ps %%zmm15, %%zmm15, %%zmm2\n vfmadd231ps %%zmm15, %%zmm15, %%zmm3\n"
+        "vfmadd231ps %%zmm15, %%zmm15, %%zmm4\n vfmadd231ps %%zmm15, %%zmm15, %%zmm5\n"
+        "vfmadd231ps %%zmm15, %%zmm15, %%zmm6\n vfmadd231ps %%zmm15, %%zmm15, %%zmm7\n"
+        "vfmadd231ps %%zmm15, %%zmm15, %%zmm8\n vfmadd231ps %%zmm15, %%zmm15, %%zmm9\n"
+        "vfmadd231ps %%zmm15, %%zmm15, %%zmm10\n vfmadd231ps %%zmm15, %%zmm15, %%zmm11\n"
+        "vfmadd231ps %%zmm15, %%zmm15, %%zmm12\n vfmadd231ps %%zmm15, %%zmm15, %%zmm13\n" ::
+            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+              "xmm12", "xmm13");
+  }
+  const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return 2.0 * 16 * 14 * double(iters) / t * 1e-9;
+}
+#endif
+
+// Single-thread throughput of pack + kernel for an N x K weight matrix times M columns (the
+// 0.85B bench model's shapes), as 2*N*M*K / time. Prints; asserts nothing about time.
+TEST(GemmFloat, DISABLED_Bench) {
+  const int64_t K = std::getenv("GEMM_K") ? std::atoll(std::getenv("GEMM_K")) : 2048;
+  const int64_t N = 512, M = 512;
+  std::vector<IsaLevel> levels = SimdLevels();
+#if defined(__x86_64__)
+  if (DetectIsa() >= IsaLevel::kAvx512) std::printf("512-bit FMA peak now: %.1f GFLOPS\n", PeakGflops());
+#endif
+  for (GgmlType type : kTypes) {
+    for (IsaLevel l : levels) {
+      const GemmKernels* g = GetGemmKernelsFloat(type, kLayoutPlain, l);
+      const std::vector<uint8_t> w = WeightRows(type, K, int(N), 5);
+      const size_t rs = RowSize(type, K), ars = g->act_row_bytes(K);
+      const std::vector<float> x = Uniform(size_t(K) * M, 9, -1.f, 1.f);
+      Buf act(ars * M), panel(g->panel_bytes(K));
+      std::vector<float> dst(size_t(N) * M);
+      for (int64_t c = 0; c < M; ++c) g->from_float(&x[size_t(c) * K], act.p + c * ars, K);
+      double best = 1e30, best_pack = 1e30;
+      for (int rep = 0; rep < 3; ++rep) {
+        double tpack = 0;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int64_t n0 = 0; n0 < N; n0 += kP) {
+          const auto p0 = std::chrono::steady_clock::now();
+          g->pack(K, w.data() + n0 * rs, rs, kP, kLayoutPlain, panel.p);
+          tpack += std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
+          g->kernel(K, panel.p, act.p, ars, int(M), dst.data() + n0, size_t(N), kP);
+        }
+        const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        best = std::min(best, t);
+        best_pack = std::min(best_pack, tpack);
+      }
+      std::printf("%-5s level %d K=%lld N=%lld M=%lld: %.1f GFLOPS (pack %.1f%% of the time)\n", GgmlTypeName(type),
+                  int(l), (long long)K, (long long)N, (long long)M, 2.0 * N * M * K / best * 1e-9,
+                  100.0 * best_pack / best);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace stowage::cpu

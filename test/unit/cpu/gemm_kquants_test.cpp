@@ -1,0 +1,312 @@
+// GEMM family "kquants" (gemm.h, gemm_kquants*.cpp): Q4_K / Q5_K / Q6_K panels x Q8_K activations.
+//  - from_float stores exactly QuantizeRowQ8_K's integers and scale (the vec_dot path's activations);
+//  - the scalar GEMM equals the vec_dot of the same row and column up to float accumulation order;
+//  - every SIMD level equals the scalar GEMM up to float accumulation order;
+// on random blocks (all scale/min bit patterns), nr 1..16, nc 1..40 and several K.
+// Tolerance: both sides compute the same exact integer sums per super-block (isum, summ); each
+// super-block term d_x d_y isum - dmin_x d_y summ is formed with <= 4 roundings and nb terms are
+// summed, so each side is within (nb + 4) u S of the exact value, S = sum over super-blocks of
+// |d_x d_y isum| + |dmin_x d_y summ| (u = 2^-24), computed here independently in double.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <cstdlib>
+#include <memory>
+
+#include "gemm.h"
+#include "kernels.h"
+#include "cpu/test_util.h"
+
+namespace stowage::cpu {
+namespace {
+
+constexpr double kEps = 1.0 / (1 << 23);  // 2u
+
+struct AlignedBuf {
+  std::unique_ptr<uint8_t, void (*)(void*)> p{nullptr, std::free};
+  explicit AlignedBuf(size_t n) : p(static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64 + 64)), std::free) {
+    std::memset(p.get(), 0xCD, (n + 63) / 64 * 64 + 64);
+  }
+  uint8_t* get() const { return p.get(); }
+};
+
+// One super-block of a K-quant weight row in integer form: value_k = d * s[k] * (q[k] + off) -
+// dmin * m[k] (ggml's dequantize_row_q4_K / q5_K / q6_K).
+struct IntBlock {
+  int q[kQK_K], s[kQK_K], m[kQK_K];
+  int off = 0;
+  double d = 0, dmin = 0;
+};
+
+IntBlock Unpack(GgmlType type, const uint8_t* blk) {
+  IntBlock r;
+  if (type == GgmlType::Q4_K || type == GgmlType::Q5_K) {
+    const uint8_t* scales = type == GgmlType::Q4_K ? reinterpret_cast<const BlockQ4_K*>(blk)->scales
+                                                   : reinterpret_cast<const BlockQ5_K*>(blk)->scales;
+    fp16_t d, dmin;
+    std::memcpy(&d, blk, 2);
+    std::memcpy(&dmin, blk + 2, 2);
+    r.d = HalfToFloat(d);
+    r.dmin = HalfToFloat(dmin);
+    const uint8_t* qs = type == GgmlType::Q4_K ? reinterpret_cast<const BlockQ4_K*>(blk)->qs
+                                               : reinterpret_cast<const BlockQ5_K*>(blk)->qs;
+    for (int k = 0; k < kQK_K; ++k) {
+      const int j = k / 32;  // sub-block; element l of sub-block j is nibble (j & 1) of qs[32 (j/2) + l]
+      const int byte = qs[32 * (j / 2) + k % 32];
+      r.q[k] = (j & 1) ? byte >> 4 : byte & 0xF;
+      if (type == GgmlType::Q5_K) {
+        const uint8_t* qh = reinterpret_cast<const BlockQ5_K*>(blk)->qh;
+        r.q[k] += ((qh[k % 32] >> j) & 1) * 16;
+      }
+      uint8_t sc, mn;
+      GetScaleMinK4(j, scales, &sc, &mn);
+      r.s[k] = sc;
+      r.m[k] = mn;
+    }
+  } else {  // Q6_K: element 128 h + 32 i + l: low nibble of ql[64 h + 32 (i & 1) + l] (>> 4 when i >= 2),
+            // high bits (qh[32 h + l] >> 2 i) & 3
+    const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(blk);
+    r.d = HalfToFloat(b->d);
+    r.off = -32;
+    for (int k = 0; k < kQK_K; ++k) {
+      const int h = k / 128, i = (k % 128) / 32, l = k % 32;
+      const int ql = b->ql[64 * h + 32 * (i & 1) + l];
+      const int lo = i >= 2 ? ql >> 4 : ql & 0xF;
+      r.q[k] = lo | (((b->qh[32 * h + l] >> (2 * i)) & 3) << 4);
+      r.s[k] = b->scales[k / 16];
+      r.m[k] = 0;
+    }
+  }
+  return r;
+}
+
+size_t BlockBytes(GgmlType t) { return GetTypeTraits(t).type_size; }
+
+// Exact dot (as double) and its error scale S of weight row x and activation row y.
+void ExactDot(GgmlType type, const uint8_t* x, const BlockQ8_K* y, int64_t K, double* exact, double* scale) {
+  double e = 0, s = 0;
+  for (int64_t b = 0; b < K / kQK_K; ++b) {
+    const IntBlock w = Unpack(type, x + size_t(b) * BlockBytes(type));
+    int64_t isum = 0, summ = 0;
+    for (int k = 0; k < kQK_K; ++k) {
+      isum += int64_t(w.s[k]) * (w.q[k] + w.off) * y[b].qs[k];
+      summ += int64_t(w.m[k]) * y[b].qs[k];
+    }
+    const double t1 = w.d * y[b].d * double(isum), t2 = w.dmin * y[b].d * double(summ);
+    e += t1 - t2;
+    s += std::fabs(t1) + std::fabs(t2);
+  }
+  *exact = e;
+  *scale = s;
+}
+
+VecDotFn ScalarVecDot(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_K: return scalar::VecDotQ4_KQ8_K;
+    case GgmlType::Q5_K: return scalar::VecDotQ5_KQ8_K;
+    default: return scalar::VecDotQ6_KQ8_K;
+  }
+}
+
+// Random weights (nrows rows of K) and activations (ncols rows of K floats).
+struct Problem {
+  GgmlType type;
+  int64_t K;
+  int nrows, ncols;
+  std::vector<uint8_t> w;    // nrows * RowSize
+  std::vector<float> x;      // ncols * K
+  std::vector<BlockQ8_K> y;  // ncols * K/256: QuantizeRowQ8_K of x
+  size_t row_size;
+  Problem(GgmlType t, int64_t k, int nr, int nc, uint32_t seed) : type(t), K(k), nrows(nr), ncols(nc) {
+    row_size = RowSize(t, K);
+    w = kt::RandomBlocks(t, K * nr, seed);
+    x.resize(size_t(K) * nc);
+    kt::FillUniform(x, seed + 1, -2.f, 2.f);
+    y.resize(size_t(K / kQK_K) * nc);
+    for (int c = 0; c < nc; ++c) QuantizeRowQ8_K(&x[size_t(c) * K], &y[size_t(c) * (K / kQK_K)], K);
+  }
+};
+
+// Runs one GemmKernels over the whole problem: rows in panels of 16 (last may be short), all
+// columns in one kernel call per panel; returns dst [ncols][dst_stride].
+std::vector<float> RunGemm(const GemmKernels& g, const Problem& p, size_t dst_stride) {
+  const size_t act_bytes = g.act_row_bytes(p.K);
+  EXPECT_EQ(act_bytes % 64, 0u);
+  AlignedBuf act(act_bytes * size_t(p.ncols));
+  for (int c = 0; c < p.ncols; ++c) g.from_float(&p.x[size_t(c) * p.K], act.get() + size_t(c) * act_bytes, p.K);
+  AlignedBuf panel(g.panel_bytes(p.K));
+  std::vector<float> dst(size_t(p.ncols) * dst_stride, -12345.f);
+  for (int r0 = 0; r0 < p.nrows; r0 += kGemmPanelRows) {
+    const int nr = std::min(kGemmPanelRows, p.nrows - r0);
+    g.pack(p.K, p.w.data() + size_t(r0) * p.row_size, p.row_size, nr, kLayoutPlain, panel.get());
+    g.kernel(p.K, panel.get(), act.get(), act_bytes, p.ncols, dst.data() + r0, dst_stride, nr);
+  }
+  return dst;
+}
+
+const GgmlType kTypes[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+TEST(GemmKQuants, LookupLevels) {
+  for (GgmlType t : kTypes) {
+    EXPECT_NE(GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kScalar), nullptr) << GgmlTypeName(t);
+    EXPECT_EQ(GetGemmKernelsKQuants(t, kLayoutQ4_0x8, IsaLevel::kScalar), nullptr);
+    // AVX2 has no kernels of this family: the AVX2 vec_dots are faster than the scalar GEMM.
+    EXPECT_EQ(GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kAvx2), nullptr);
+    const GemmKernels* k5 = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kAvx512);
+    EXPECT_EQ(k5 != nullptr, CpuHasAvx512Vnni());
+  }
+  EXPECT_EQ(GetGemmKernelsKQuants(GgmlType::Q4_0, kLayoutPlain, IsaLevel::kScalar), nullptr);
+  EXPECT_EQ(GetGemmKernelsKQuants(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kScalar), nullptr);
+}
+
+TEST(GemmKQuants, FromFloatEqualsQuantizeRowQ8_K) {
+  const GemmKernels* g = GetGemmKernelsKQuants(GgmlType::Q4_K, kLayoutPlain, IsaLevel::kScalar);
+  ASSERT_NE(g, nullptr);
+  const int64_t K = 1024;
+  std::vector<float> x(K);
+  kt::FillUniform(x, 7, -3.f, 3.f);
+  for (int i = 0; i < 256; ++i) x[256 + i] = 0;  // an all-zero super-block (d = 0)
+  x[600] = 0.5f;                                 // exact .5 ties around
+  std::vector<BlockQ8_K> ref(K / kQK_K);
+  QuantizeRowQ8_K(x.data(), ref.data(), K);
+  AlignedBuf act(g->act_row_bytes(K));
+  g->from_float(x.data(), act.get(), K);
+  for (int64_t b = 0; b < K / kQK_K; ++b) {
+    const uint8_t* a = act.get() + size_t(b) * 320;
+    EXPECT_EQ(std::memcmp(a, ref[b].qs, 256), 0) << "block " << b;
+    EXPECT_EQ(std::memcmp(a + 256, ref[b].bsums, 32), 0) << "block " << b;
+    float d;
+    std::memcpy(&d, a + 304, 4);
+    EXPECT_EQ(d, ref[b].d) << "block " << b;
+    for (int j = 0; j < 8; ++j) {
+      int16_t s32;
+      std::memcpy(&s32, a + 288 + 2 * j, 2);
+      EXPECT_EQ(s32, ref[b].bsums[2 * j] + ref[b].bsums[2 * j + 1]);
+    }
+  }
+}
+
+// Scalar GEMM vs the scalar vec_dot (and both vs the exact value).
+TEST(GemmKQuants, ScalarGemmMatchesVecDot) {
+  uint32_t seed = 100;
+  for (GgmlType t : kTypes) {
+    const GemmKernels* g = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kScalar);
+    ASSERT_NE(g, nullptr);
+    for (int64_t K : {256, 768, 2048}) {
+      for (int nrows : {1, 7, 16, 19, 33}) {
+        const int ncols = 1 + int(seed % 40);
+        Problem p(t, K, nrows, ncols, seed++);
+        const size_t ds = size_t(nrows) + 3;
+        const std::vector<float> dst = RunGemm(*g, p, ds);
+        const int64_t nb = K / kQK_K;
+        for (int c = 0; c < ncols; ++c) {
+          for (int r = 0; r < nrows; ++r) {
+            float vd;
+            ScalarVecDot(t)(K, &vd, p.w.data() + size_t(r) * p.row_size, &p.y[size_t(c) * nb]);
+            double exact, S;
+            ExactDot(t, p.w.data() + size_t(r) * p.row_size, &p.y[size_t(c) * nb], K, &exact, &S);
+            const double tol = double(nb + 4) * kEps * S;
+            const float got = dst[size_t(c) * ds + r];
+            ASSERT_NEAR(got, exact, tol / 2) << GgmlTypeName(t) << " K " << K << " r " << r << " c " << c;
+            ASSERT_NEAR(vd, exact, tol / 2) << "vec_dot " << GgmlTypeName(t) << " K " << K;
+            ASSERT_NEAR(got, vd, tol) << GgmlTypeName(t) << " K " << K << " r " << r << " c " << c;
+          }
+          for (size_t r = size_t(nrows); r < ds; ++r) ASSERT_EQ(dst[size_t(c) * ds + r], -12345.f) << "wrote past nr";
+        }
+      }
+    }
+  }
+}
+
+// Every SIMD level vs the scalar GEMM: nr 1..16, nc 1..40.
+TEST(GemmKQuants, SimdMatchesScalar) {
+  if (!CpuHasAvx512Vnni() || DetectIsa() < IsaLevel::kAvx512) GTEST_SKIP() << "skipped: no AVX-512 VNNI on this CPU";
+  uint32_t seed = 500;
+  for (GgmlType t : kTypes) {
+    const GemmKernels* gs = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kScalar);
+    const GemmKernels* g5 = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kAvx512);
+    ASSERT_NE(g5, nullptr);
+    for (int64_t K : {256, 1280}) {
+      for (int nr = 1; nr <= 16; ++nr) {
+        for (int nc : {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 23, 40}) {
+          if ((nr + nc) % 3 != 0 && nr != 16 && nr != 1) continue;  // a spread of the grid, every nr and nc
+          Problem p(t, K, nr, nc, seed++);
+          const size_t ds = 21;
+          const std::vector<float> ref = RunGemm(*gs, p, ds);
+          const std::vector<float> got = RunGemm(*g5, p, ds);
+          const int64_t nb = K / kQK_K;
+          for (int c = 0; c < nc; ++c) {
+            for (int r = 0; r < nr; ++r) {
+              double exact, S;
+              ExactDot(t, p.w.data() + size_t(r) * p.row_size, &p.y[size_t(c) * nb], K, &exact, &S);
+              const double tol = double(nb + 4) * kEps * S;
+              ASSERT_NEAR(got[size_t(c) * ds + r], ref[size_t(c) * ds + r], tol)
+                  << GgmlTypeName(t) << " K " << K << " nr " << nr << " nc " << nc << " r " << r << " c " << c;
+            }
+            for (size_t r = size_t(nr); r < ds; ++r) ASSERT_EQ(got[size_t(c) * ds + r], -12345.f) << "wrote past nr";
+          }
+        }
+      }
+    }
+  }
+}
+
+// Rows nr..15 of a short panel compute finite values (the contract lets a kernel compute them).
+TEST(GemmKQuants, ShortPanelPaddingIsFinite) {
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512}) {
+    for (GgmlType t : kTypes) {
+      const GemmKernels* g = GetGemmKernelsKQuants(t, kLayoutPlain, isa);
+      if (!g) continue;
+      Problem p(t, 512, 5, 3, 77);
+      const size_t act_bytes = g->act_row_bytes(p.K);
+      AlignedBuf act(act_bytes * 3), panel(g->panel_bytes(p.K));
+      for (int c = 0; c < 3; ++c) g->from_float(&p.x[size_t(c) * p.K], act.get() + size_t(c) * act_bytes, p.K);
+      g->pack(p.K, p.w.data(), p.row_size, 5, kLayoutPlain, panel.get());
+      std::vector<float> dst(3 * 16, NAN);
+      g->kernel(p.K, panel.get(), act.get(), act_bytes, 3, dst.data(), 16, 16);
+      for (float v : dst) ASSERT_TRUE(std::isfinite(v)) << GgmlTypeName(t);
+    }
+  }
+}
+
+// Throughput of the kernels alone (prints; asserts nothing about time). Run with
+// --gtest_also_run_disabled_tests --gtest_filter='*Throughput*'.
+TEST(GemmKQuants, DISABLED_KernelThroughput) {
+  const int64_t K = 2048;
+  const int ncols = 512, nrows = 256;
+  for (IsaLevel isa : {IsaLevel::kAvx512}) {
+    for (GgmlType t : kTypes) {
+      const GemmKernels* g = GetGemmKernelsKQuants(t, kLayoutPlain, isa);
+      if (!g) continue;
+      Problem p(t, K, nrows, ncols, 3);
+      const size_t act_bytes = g->act_row_bytes(K);
+      AlignedBuf act(act_bytes * ncols), panel(g->panel_bytes(K));
+      for (int c = 0; c < ncols; ++c) g->from_float(&p.x[size_t(c) * K], act.get() + size_t(c) * act_bytes, K);
+      std::vector<float> dst(size_t(ncols) * nrows);
+      double best = 1e30, best_pack = 1e30;
+      for (int rep = 0; rep < 5; ++rep) {
+        double tk = 0, tp = 0;
+        for (int r0 = 0; r0 < nrows; r0 += 16) {
+          auto t0 = std::chrono::steady_clock::now();
+          g->pack(K, p.w.data() + size_t(r0) * p.row_size, p.row_size, 16, kLayoutPlain, panel.get());
+          auto t1 = std::chrono::steady_clock::now();
+          g->kernel(K, panel.get(), act.get(), act_bytes, ncols, dst.data() + r0, nrows, 16);
+          auto t2 = std::chrono::steady_clock::now();
+          tp += std::chrono::duration<double>(t1 - t0).count();
+          tk += std::chrono::duration<double>(t2 - t1).count();
+        }
+        best = std::min(best, tk);
+        best_pack = std::min(best_pack, tp);
+      }
+      const double ops = 2.0 * double(K) * ncols * nrows;
+      std::printf("%s K=%lld rows=%d cols=%d: kernel %.1f GOPS (%.2f ms), pack %.2f ms\n", GgmlTypeName(t),
+                  (long long)K, nrows, ncols, ops / best * 1e-9, best * 1e3, best_pack * 1e3);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace stowage::cpu
