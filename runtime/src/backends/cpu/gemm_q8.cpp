@@ -1,9 +1,239 @@
-// GEMM family "q8" (see gemm.h): lookup, scalar reference. Placeholder until the family lands:
-// no kernels yet, so MUL_MAT uses the vec_dot path for these types.
+// GEMM family "q8" (see gemm.h): weights whose values are one byte per element after unpacking
+// and whose vec_dot type is Q8_0 — Q8_0, Q4_0 (plain and kLayoutQ4_0x8), Q5_0, IQ4_NL. Lookup,
+// activation conversion, packing and the scalar reference kernel (baseline flags).
+//
+// Formats (shared with gemm_q8_avx512.cpp, which includes no header of ours: keep in sync):
+//   activation row (K elements, nb = K / 32 blocks): nb records of kActBlockBytes = 40 bytes
+//     { int8 qs[32]; float d; int32 corr }, padded to a multiple of 64 bytes.
+//     qs and d are QuantizeRowQ8_0Act's integers and fp16 scale (as float, exact);
+//     corr = -z * sum(qs) with z the weight type's zero point (below).
+//   packed panel (16 rows): nb records of kPanelBlockBytes = 576 bytes
+//     { uint8 w[8][16][4]; float dw[16] }: w[s][r][j] = u(row r, element 4s + j of the block),
+//     the weight value made unsigned: u = value + z, with z = 128 (Q8_0, IQ4_NL: int8 values),
+//     8 (Q4_0: nibbles as stored), 16 (Q5_0: 5-bit values as stored). dw[r] = the row's fp16
+//     block scale as float. Rows nr..15 have u = 0 and dw = 0 (finite, not stored).
+//   So sum_k u * a + corr = sum_k (u - z) * a = the vec_dot's integer block sum, exactly, and
+//   dot = sum over blocks of fma(float(isum), dw * d, acc), blocks in order (acc from 0). With
+//   AVX-512 VNNI: one vpdpbusd per k-step of 4 bytes multiplies the 16 rows' unsigned weights by a
+//   broadcast of 4 signed activation bytes (the zero point is why weights are stored unsigned).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
 #include "gemm.h"
+#include "quants.h"
 
 namespace stowage::cpu {
 
-const GemmKernels* GetGemmKernelsQ8(GgmlType, int, IsaLevel) { return nullptr; }
+namespace gemm_q8 {
+constexpr int kActBlockBytes = 40;
+constexpr int kPanelBlockBytes = 576;
+}  // namespace gemm_q8
+
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+namespace avx512 {
+/// gemm.h kernel on the formats above; AVX-512 F/BW/VL + VNNI (gemm_q8_avx512.cpp).
+void GemmQ8Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                  size_t dst_stride, int nr);
+}  // namespace avx512
+#endif
+
+namespace {
+using gemm_q8::kActBlockBytes;
+using gemm_q8::kPanelBlockBytes;
+
+size_t ActRowBytes(int64_t K) { return (size_t(K / 32) * kActBlockBytes + 63) & ~size_t(63); }
+size_t PanelBytes(int64_t K) { return size_t(K / 32) * kPanelBlockBytes; }
+
+template <int Z>
+void FromFloat(const float* x, void* act, int64_t K) {
+  constexpr int kChunk = 64;
+  BlockQ8_0 tmp[kChunk];
+  uint8_t* out = static_cast<uint8_t*>(act);
+  const int64_t nb = K / 32;
+  for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
+    const int n = int(std::min<int64_t>(kChunk, nb - b0));
+    QuantizeRowQ8_0Act(x + b0 * 32, tmp, int64_t(n) * 32);
+    for (int i = 0; i < n; ++i, out += kActBlockBytes) {
+      int sum = 0;
+      for (int j = 0; j < 32; ++j) sum += tmp[i].qs[j];
+      const float d = HalfToFloat(tmp[i].d);
+      const int32_t corr = -Z * sum;
+      std::memcpy(out, tmp[i].qs, 32);
+      std::memcpy(out + 32, &d, 4);
+      std::memcpy(out + 36, &corr, 4);
+    }
+  }
+  // Padding bytes: defined values (the row may be hashed or compared by tests).
+  const size_t used = size_t(nb) * kActBlockBytes;
+  std::memset(static_cast<uint8_t*>(act) + used, 0, ActRowBytes(K) - used);
+}
+
+// Unpacks block b of row r (plain layout) into 32 unsigned values u[] and its scale.
+using UnpackFn = void (*)(const uint8_t* row, int64_t b, uint8_t* u, uint16_t* d);
+
+void UnpackQ8_0(const uint8_t* row, int64_t b, uint8_t* u, uint16_t* d) {
+  const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
+  *d = blk->d;
+  for (int j = 0; j < 32; ++j) u[j] = uint8_t(int(blk->qs[j]) + 128);
+}
+void UnpackQ4_0Nibbles(const uint8_t* qs, uint8_t* u) {
+  for (int j = 0; j < 16; ++j) {
+    u[j] = qs[j] & 0x0F;
+    u[j + 16] = qs[j] >> 4;
+  }
+}
+void UnpackQ4_0(const uint8_t* row, int64_t b, uint8_t* u, uint16_t* d) {
+  const BlockQ4_0* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
+  *d = blk->d;
+  UnpackQ4_0Nibbles(blk->qs, u);
+}
+void UnpackQ5_0(const uint8_t* row, int64_t b, uint8_t* u, uint16_t* d) {
+  const BlockQ5_0* blk = reinterpret_cast<const BlockQ5_0*>(row) + b;
+  *d = blk->d;
+  uint32_t qh;
+  std::memcpy(&qh, blk->qh, 4);
+  for (int j = 0; j < 16; ++j) {
+    u[j] = uint8_t((blk->qs[j] & 0x0F) | (((qh >> j) & 1u) << 4));
+    u[j + 16] = uint8_t((blk->qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4));
+  }
+}
+void UnpackIQ4_NL(const uint8_t* row, int64_t b, uint8_t* u, uint16_t* d) {
+  const BlockIQ4_NL* blk = reinterpret_cast<const BlockIQ4_NL*>(row) + b;
+  *d = blk->d;
+  for (int j = 0; j < 16; ++j) {
+    u[j] = uint8_t(int(kValuesIQ4NL[blk->qs[j] & 0x0F]) + 128);
+    u[j + 16] = uint8_t(int(kValuesIQ4NL[blk->qs[j] >> 4]) + 128);
+  }
+}
+
+// Writes row r's block (u[32], scale d) into block record `rec` of a panel.
+inline void PutRow(uint8_t* rec, int r, const uint8_t* u, uint16_t d) {
+  for (int s = 0; s < 8; ++s) std::memcpy(rec + s * 64 + r * 4, u + 4 * s, 4);
+  const float df = HalfToFloat(d);
+  std::memcpy(rec + 512 + 4 * r, &df, 4);
+}
+
+template <UnpackFn Unpack>
+void PackPlain(int64_t K, const void* w, size_t row_stride, int nr, int /*layout*/, void* panel) {
+  const int64_t nb = K / 32;
+  uint8_t* p = static_cast<uint8_t*>(panel);
+  const uint8_t* rows = static_cast<const uint8_t*>(w);
+  uint8_t u[32];
+  uint16_t d;
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* rec = p + size_t(b) * kPanelBlockBytes;
+    for (int r = 0; r < nr; ++r) {
+      Unpack(rows + size_t(r) * row_stride, b, u, &d);
+      PutRow(rec, r, u, d);
+    }
+    if (nr < kGemmPanelRows) {
+      for (int s = 0; s < 8; ++s) std::memset(rec + s * 64 + nr * 4, 0, size_t(kGemmPanelRows - nr) * 4);
+      std::memset(rec + 512 + 4 * nr, 0, size_t(kGemmPanelRows - nr) * 4);
+    }
+  }
+}
+
+// Q4_0: plain rows, or the RepackQ4_0 layout (groups of 8 rows; block b of group G at
+// G + b * 144: uint16 d[8], then qs[8][16]; group g + 1 starts 8 * row_stride bytes later).
+void PackQ4_0(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel) {
+  if (layout != kLayoutQ4_0x8) return PackPlain<UnpackQ4_0>(K, w, row_stride, nr, layout, panel);
+  const int64_t nb = K / 32;
+  uint8_t* p = static_cast<uint8_t*>(panel);
+  const uint8_t* base = static_cast<const uint8_t*>(w);
+  uint8_t u[32];
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* rec = p + size_t(b) * kPanelBlockBytes;
+    for (int r = 0; r < nr; ++r) {
+      const uint8_t* blk = base + size_t(r / 8) * 8 * row_stride + size_t(b) * 144;
+      uint16_t d;
+      std::memcpy(&d, blk + 2 * (r % 8), 2);
+      UnpackQ4_0Nibbles(blk + 16 + 16 * (r % 8), u);
+      PutRow(rec, r, u, d);
+    }
+    if (nr < kGemmPanelRows) {
+      for (int s = 0; s < 8; ++s) std::memset(rec + s * 64 + nr * 4, 0, size_t(kGemmPanelRows - nr) * 4);
+      std::memset(rec + 512 + 4 * nr, 0, size_t(kGemmPanelRows - nr) * 4);
+    }
+  }
+}
+
+// The reference: per (row, column), blocks in order, the integer sum exactly as the SIMD lanes
+// form it and one fma per block with (dw * d) rounded first — the AVX-512 kernel's operations.
+void KernelScalar(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                  size_t dst_stride, int nr) {
+  const int64_t nb = K / 32;
+  const uint8_t* p = static_cast<const uint8_t*>(panel);
+  for (int c = 0; c < nc; ++c) {
+    const uint8_t* a = static_cast<const uint8_t*>(act) + size_t(c) * act_stride;
+    for (int r = 0; r < nr; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* rec = p + size_t(b) * kPanelBlockBytes;
+        const uint8_t* ab = a + size_t(b) * kActBlockBytes;
+        int32_t isum;
+        std::memcpy(&isum, ab + 36, 4);
+        for (int s = 0; s < 8; ++s)
+          for (int j = 0; j < 4; ++j) isum += int(rec[s * 64 + r * 4 + j]) * int(int8_t(ab[4 * s + j]));
+        float dw, da;
+        std::memcpy(&dw, rec + 512 + 4 * r, 4);
+        std::memcpy(&da, ab + 32, 4);
+        acc = std::fma(float(isum), dw * da, acc);
+      }
+      dst[size_t(c) * dst_stride + size_t(r)] = acc;
+    }
+  }
+}
+
+constexpr GemmKernels kScalarQ8_0 = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackQ8_0>, KernelScalar};
+constexpr GemmKernels kScalarQ4_0 = {FromFloat<8>, ActRowBytes, PanelBytes, PackQ4_0, KernelScalar};
+constexpr GemmKernels kScalarQ5_0 = {FromFloat<16>, ActRowBytes, PanelBytes, PackPlain<UnpackQ5_0>, KernelScalar};
+constexpr GemmKernels kScalarIQ4_NL = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
+                                       KernelScalar};
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+constexpr GemmKernels kVnniQ8_0 = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackQ8_0>,
+                                   avx512::GemmQ8Kernel};
+constexpr GemmKernels kVnniQ4_0 = {FromFloat<8>, ActRowBytes, PanelBytes, PackQ4_0, avx512::GemmQ8Kernel};
+constexpr GemmKernels kVnniQ5_0 = {FromFloat<16>, ActRowBytes, PanelBytes, PackPlain<UnpackQ5_0>,
+                                   avx512::GemmQ8Kernel};
+constexpr GemmKernels kVnniIQ4_NL = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
+                                     avx512::GemmQ8Kernel};
+#endif
+
+}  // namespace
+
+const GemmKernels* GetGemmKernelsQ8(GgmlType type, int layout, IsaLevel isa) {
+  if (layout != kLayoutPlain && !(layout == kLayoutQ4_0x8 && type == GgmlType::Q4_0)) return nullptr;
+  const GemmKernels* scalar_k = nullptr;
+  const GemmKernels* vnni_k = nullptr;
+  switch (type) {
+    case GgmlType::Q8_0: scalar_k = &kScalarQ8_0;
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+      vnni_k = &kVnniQ8_0;
+#endif
+      break;
+    case GgmlType::Q4_0: scalar_k = &kScalarQ4_0;
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+      vnni_k = &kVnniQ4_0;
+#endif
+      break;
+    case GgmlType::Q5_0: scalar_k = &kScalarQ5_0;
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+      vnni_k = &kVnniQ5_0;
+#endif
+      break;
+    case GgmlType::IQ4_NL: scalar_k = &kScalarIQ4_NL;
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+      vnni_k = &kVnniIQ4_NL;
+#endif
+      break;
+    default: return nullptr;
+  }
+  // Scalar level: the reference GEMM. AVX2: none yet (the AVX2 vec_dots are faster than the
+  // scalar GEMM). AVX-512: the VNNI kernel when the CPU has VNNI, else the vec_dot path.
+  if (isa == IsaLevel::kScalar) return scalar_k;
+  if (isa >= IsaLevel::kAvx512 && vnni_k != nullptr && CpuHasAvx512Vnni()) return vnni_k;
+  return nullptr;
+}
 
 }  // namespace stowage::cpu

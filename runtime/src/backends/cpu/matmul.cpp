@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "gemm.h"
 #include "kernels.h"
 #include "ops.h"
 #include "quants.h"
@@ -176,6 +177,93 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
 
 // ---- MUL_MAT -----------------------------------------------------------------------------------
 
+namespace {
+
+// GEMM path (gemm.h) of an already validated MUL_MAT.
+//
+// Work layout in ctx.work (64-byte aligned): the converted src1 rows (act_row_bytes(K) each, in
+// (i11, i12, i13) order), then one scratch per thread of kGemmGroupPanels packed panels, then one
+// K-float gather row per thread (only for src1 with nb0 != 4).
+//
+// Schedule: a work item is (i12, i13, a group of kGemmGroupPanels consecutive 16-row panels). The
+// thread packs the group's panels once into its scratch, then walks src1's columns in chunks of
+// kGemmColBlock and multiplies every packed panel of the group with the chunk, so the chunk's
+// activations stay in L1/L2 while the group's panels (a few tens of KB each) stay in L2.
+// Items are handed out dynamically (one at a time): they cost the same except the last short group.
+constexpr int kGemmGroupPanels = 4;
+constexpr int64_t kGemmColBlock = 64;
+
+size_t RoundUp64(size_t n) { return (n + 63) & ~size_t(63); }
+
+void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const TensorView& src0, const TensorView& src1,
+                TensorView& dst, int nt) {
+  const int64_t K = src0.ne[0], N = src0.ne[1], M = src1.ne[1];
+  const int64_t ne12 = src1.ne[2], ne13 = src1.ne[3];
+  const int64_t nrows1 = M * ne12 * ne13;
+  const size_t act_row = gk.act_row_bytes(K);
+  const size_t conv_bytes = RoundUp64(act_row * size_t(nrows1));
+  const size_t panel_b = RoundUp64(gk.panel_bytes(K));
+  const size_t thread_scratch = panel_b * kGemmGroupPanels;
+  const bool gather = src1.nb[0] != sizeof(float);
+  const size_t gather_bytes = gather ? size_t(nt) * size_t(K) * sizeof(float) : 0;
+  const size_t total = conv_bytes + thread_scratch * size_t(nt) + gather_bytes + 64;
+  if (ctx.work.size() < total) ctx.work.resize(total);
+  uint8_t* conv = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(ctx.work.data()) + 63) & ~uintptr_t(63));
+  uint8_t* panels = conv + conv_bytes;
+  float* gather_buf = reinterpret_cast<float*>(panels + thread_scratch * size_t(nt));
+
+  // 1) src1 -> the family's activation rows.
+#pragma omp parallel for num_threads(nt) if (nt > 1 && nrows1 * K >= 8192) schedule(static)
+  for (int64_t r = 0; r < nrows1; ++r) {
+    const int64_t i11 = r % M, i12 = (r / M) % ne12, i13 = r / (M * ne12);
+    const char* row = static_cast<const char*>(src1.data) + i11 * src1.nb[1] + i12 * src1.nb[2] + i13 * src1.nb[3];
+    const float* x = reinterpret_cast<const float*>(row);
+    if (gather) {
+      float* buf = gather_buf + size_t(omp_get_thread_num()) * size_t(K);
+      for (int64_t k = 0; k < K; ++k) std::memcpy(&buf[k], row + k * src1.nb[0], 4);
+      x = buf;
+    }
+    gk.from_float(x, conv + size_t(r) * act_row, K);
+  }
+
+  // 2) (matrix, panel group) items.
+  const int64_t npanels = (N + kGemmPanelRows - 1) / kGemmPanelRows;
+  const int64_t ngroups = (npanels + kGemmGroupPanels - 1) / kGemmGroupPanels;
+  const int64_t nitems = ngroups * ne12 * ne13;
+  const int64_t r2 = ne12 / src0.ne[2], r3 = ne13 / src0.ne[3];
+  const size_t dst_stride = dst.nb[1] / sizeof(float);
+  const bool team = nt > 1 && nitems > 1 && N * M * ne12 * ne13 * K >= 65536;
+#pragma omp parallel num_threads(nt) if (team)
+  {
+    uint8_t* mine = panels + thread_scratch * size_t(omp_get_thread_num());
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t it = 0; it < nitems; ++it) {
+      const int64_t g = it % ngroups;
+      const int64_t i12 = (it / ngroups) % ne12, i13 = it / (ngroups * ne12);
+      const char* w = static_cast<const char*>(src0.data) + (i12 / r2) * src0.nb[2] + (i13 / r3) * src0.nb[3];
+      const int64_t p0 = g * kGemmGroupPanels, p1 = std::min(npanels, p0 + kGemmGroupPanels);
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t n0 = p * kGemmPanelRows;
+        const int nr = int(std::min<int64_t>(kGemmPanelRows, N - n0));
+        gk.pack(K, w + n0 * src0.nb[1], src0.nb[1], nr, src0.layout, mine + size_t(p - p0) * panel_b);
+      }
+      const uint8_t* act = conv + size_t(M * (i12 + ne12 * i13)) * act_row;
+      char* out = static_cast<char*>(dst.data) + i12 * dst.nb[2] + i13 * dst.nb[3];
+      for (int64_t m0 = 0; m0 < M; m0 += kGemmColBlock) {
+        const int nc = int(std::min(kGemmColBlock, M - m0));
+        for (int64_t p = p0; p < p1; ++p) {
+          const int64_t n0 = p * kGemmPanelRows;
+          const int nr = int(std::min<int64_t>(kGemmPanelRows, N - n0));
+          gk.kernel(K, mine + size_t(p - p0) * panel_b, act + size_t(m0) * act_row, act_row, nc,
+                    reinterpret_cast<float*>(out + m0 * dst.nb[1]) + n0, dst_stride, nr);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst) {
   auto bad = [&](const std::string& why) {
     return InvalidArgument("MUL_MAT: src0 " + ShapeString(src0) + ", src1 " + ShapeString(src1) + ", dst " +
@@ -211,6 +299,12 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
   if (N * M * ne12 * ne13 == 0) return Status::Ok();
 
   const int nt = std::max(1, ctx.n_threads);
+  if (M >= kGemmMinCols && dst.nb[1] % sizeof(float) == 0) {
+    if (const GemmKernels* gk = GetGemmKernels(src0.type, src0.layout, isa)) {
+      MulMatGemm(ctx, *gk, src0, src1, dst, nt);
+      return Status::Ok();
+    }
+  }
   // 1) src1 -> vec_dot_type, rows laid out contiguously in (i11, i12, i13) order.
   const bool direct = vdt == GgmlType::F32 && src1.nb[0] == sizeof(float);
   const size_t vrow = RowSize(vdt, K);
