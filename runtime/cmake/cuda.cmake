@@ -2,11 +2,16 @@
 # only when the top level found nvcc + the toolkit (STOWAGE_HAVE_CUDA). Owner: accel.
 # Two compile units: cuda_backend.cpp (host C++, g++) and kernels.cu (nvcc, architectures from
 # CMAKE_CUDA_ARCHITECTURES, 80;90 by default). cuBLAS is linked as a shared library.
+# The row-split rules (row_split.cpp) are plain C++: built in every configuration, so their unit
+# test (test/unit/backends/row_split_test.cpp) runs on machines without CUDA.
+add_library(stowage_row_split STATIC ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/row_split.cpp)
+target_include_directories(stowage_row_split PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda)
+stowage_warnings(stowage_row_split)
 if(STOWAGE_HAVE_CUDA)
   set(stowage_cuda_dir ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda)
   add_library(stowage_cuda STATIC ${stowage_cuda_dir}/cuda_backend.cpp ${stowage_cuda_dir}/kernels.cu)
   target_include_directories(stowage_cuda PUBLIC ${stowage_cuda_dir} ${CMAKE_CURRENT_SOURCE_DIR}/src/executor)
-  target_link_libraries(stowage_cuda PUBLIC stowage_base stowage_cpu CUDA::cudart PRIVATE CUDA::cublas)
+  target_link_libraries(stowage_cuda PUBLIC stowage_base stowage_cpu stowage_row_split CUDA::cudart PRIVATE CUDA::cublas)
   target_compile_options(stowage_cuda PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
     $<$<COMPILE_LANGUAGE:CUDA>:-O3>)

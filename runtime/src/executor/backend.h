@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ops.h"
 #include "stowage/runtime/ggml_ops.h"
@@ -27,6 +28,14 @@ class Buffer {
   /// Host -> buffer and buffer -> host copies (bytes).
   virtual Status Write(uint64_t offset, const void* src, uint64_t n) = 0;
   virtual Status Read(uint64_t offset, void* dst, uint64_t n) const = 0;
+  /// Row-split buffer types (CUDA<i>_Split): the per-device proportions the plan gives the buffer
+  /// (plan Buffer.tensor_split, llama.cpp -ts as passed to ggml_backend_split_buffer_type; empty or
+  /// all zero = ggml's default, each device's total memory). Called once, before any upload.
+  /// Errors: kInvalidArgument for a negative or non-finite entry. Other buffers ignore it.
+  virtual Status SetTensorSplit(const std::vector<float>& proportions) {
+    (void)proportions;
+    return Status::Ok();
+  }
 };
 
 /// One node as the backend sees it: op, params, bound sources and destination.
@@ -42,6 +51,16 @@ struct NodeCall {
   size_t n_fparams = 0;
 };
 
+/// A point in a backend's queue (ggml_backend_event): everything queued on that backend before the
+/// event was recorded. Made by Backend::RecordEvent; may be waited on by any backend or the host.
+class Event {
+ public:
+  virtual ~Event() = default;
+  /// Blocks the calling thread until the recorded work has completed (ggml_backend_event_synchronize).
+  /// Errors: the backend's failure of that work (e.g. a CUDA error), as a one-line message.
+  virtual Status HostWait() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -54,6 +73,35 @@ class Backend {
   virtual bool CanAccess(const Buffer& buf) const = 0;
   /// Waits for queued work (no-op for synchronous backends).
   virtual Status Synchronize() { return Status::Ok(); }
+
+  // Asynchronous execution (ggml_backend's *_async calls and events). A synchronous backend (the
+  // CPU, oneDNN) keeps these defaults: everything is done when a call returns. An asynchronous
+  // backend (CUDA streams, the test backend's worker thread) runs Compute, WriteAsync and ReadAsync
+  // in the order they were issued, after the call returned; the session orders work across
+  // backends and the host with events (session.cpp RunSplits).
+
+  /// True when Compute / WriteAsync / ReadAsync may return before the work is done.
+  virtual bool is_async() const { return false; }
+  /// Queues a copy of `n` bytes from host memory `src` into `dst` (a buffer of this backend) at
+  /// byte `offset` (ggml_backend_tensor_set_async). `src` must stay unchanged and alive until an
+  /// event recorded after this call completes. Errors: kOutOfRange outside `dst`, backend errors.
+  /// Default: dst.Write (synchronous).
+  virtual Status WriteAsync(Buffer& dst, uint64_t offset, const void* src, uint64_t n) {
+    return dst.Write(offset, src, n);
+  }
+  /// Queues a copy of `n` bytes at byte `offset` of `src` (a buffer of this backend) into host
+  /// memory `dst` (ggml_backend_tensor_get_async), after the work queued before it. `dst` holds the
+  /// bytes once an event recorded after this call completes. Default: src.Read (synchronous).
+  virtual Status ReadAsync(Buffer& src, uint64_t offset, void* dst, uint64_t n) {
+    return src.Read(offset, dst, n);
+  }
+  /// Records an event after the work queued so far (ggml_backend_event_record). Returns nullptr
+  /// for a synchronous backend (nothing is pending). Errors: event creation failures.
+  virtual Result<std::shared_ptr<Event>> RecordEvent() { return std::shared_ptr<Event>(); }
+  /// Makes the work queued on this backend from now on wait for `ev` (ggml_backend_event_wait),
+  /// `ev` possibly from another backend. Default (and for events this backend cannot wait on in
+  /// its queue): the host waits for `ev`.
+  virtual Status WaitEvent(Event& ev) { return ev.HostWait(); }
 };
 
 /// Creates backends for plan devices that are not built into this runtime (test-only devices).

@@ -129,9 +129,16 @@ class Session::Impl {
   Status LoadWeights(const SessionOptions& opts);
   Status RunSplits(GGraph& g);
   Status CopyTensor(GGraph& g, int src, int dst);
+  Status WaitHostWrites();
+  Status WaitHostReads();
+  Status SyncAll();
+  // Asynchronous split execution (RunSplits): queued copies the host must wait for before it
+  // touches host memory again, and host staging kept alive until every queue has drained.
+  std::vector<std::shared_ptr<exec::Event>> host_reads;   // async writes whose source is host memory
+  std::vector<std::shared_ptr<exec::Event>> host_writes;  // async reads whose target is host memory
+  std::vector<std::vector<uint8_t>> stages;
   Status CheckDefinedBeforeUse(const GGraph& g);
   cpu::ComputeContext copy_ctx;     // host-side copies (split inputs)
-  std::vector<uint8_t> staging;
   Status BindTensor(GGraph& g, int id, const Sym& s, int depth);
   Status RunUbatch(const int32_t* tokens, int64_t n, bool all_logits, float* out);
   Status WriteInput(GGraph& g, int id, const void* data, uint64_t n);
@@ -197,6 +204,11 @@ Status Session::Impl::AllocateBuffers() {
                              "', whose backend cannot read host memory");
     } else {
       STOWAGE_ASSIGN_OR_RETURN(auto buf, backends[be]->Allocate(b->buft() ? b->buft()->str() : "", b->size(), b->alignment()));
+      if (b->tensor_split() && b->tensor_split()->size() > 0) {
+        const std::vector<float> ts(b->tensor_split()->begin(), b->tensor_split()->end());
+        Status st = buf->SetTensorSplit(ts);
+        if (!st.ok()) return st.WithPrefix(plan->path() + ": buffer '" + rep.name + "' tensor_split");
+      }
       buffers.push_back(std::move(buf));
     }
     rep.allocated = buffers.back()->size();
@@ -466,6 +478,48 @@ Status Session::Impl::CheckDefinedBeforeUse(const GGraph& g) {
   return Status::Ok();
 }
 
+Status Session::Impl::WaitHostWrites() {
+  for (auto& ev : host_writes) STOWAGE_RETURN_IF_ERROR(ev->HostWait());
+  host_writes.clear();
+  return Status::Ok();
+}
+
+Status Session::Impl::WaitHostReads() {
+  for (auto& ev : host_reads) STOWAGE_RETURN_IF_ERROR(ev->HostWait());
+  host_reads.clear();
+  return Status::Ok();
+}
+
+// Drains every backend's queue (ggml_backend_sched_synchronize); afterwards no queued work refers
+// to host memory or staging. Runs on errors too, keeping the first error. Any order is correct;
+// the reverse of the backend list drains the later devices of a layer chain first, so the lazy test
+// backend (test/unit/backends/async_private_backend.h) runs a destination queue before its source
+// queue and exposes a missing cross-backend event wait.
+Status Session::Impl::SyncAll() {
+  Status first = Status::Ok();
+  for (auto it = backends.rbegin(); it != backends.rend(); ++it) {
+    Status st = (*it)->Synchronize();
+    if (first.ok() && !st.ok()) first = st;
+  }
+  for (auto* evs : {&host_reads, &host_writes}) {
+    for (auto& ev : *evs) {
+      Status st = ev->HostWait();
+      if (first.ok() && !st.ok()) first = st;
+    }
+    evs->clear();
+  }
+  stages.clear();
+  return first;
+}
+
+// One split input copy (ggml_backend_sched_compute_splits). A copy into an asynchronous backend's
+// memory is queued on that (the destination) backend, so it runs after the work that backend
+// queued before it and before the split's nodes, with no wait; a copy out of an asynchronous
+// backend's memory is queued on the source backend, after the node that computed it. The host
+// waits only where host memory is involved: a host-side destination is written by a queued read
+// (host_writes: waited before the host reads it), a host-side source is read by a queued write
+// (host_reads: waited before host kernels may overwrite it). Device to device goes through host
+// staging: the destination backend waits on an event of the source backend's read.
 Status Session::Impl::CopyTensor(GGraph& g, int src, int dst) {
   const Bound& s = bound[src];
   const Bound& d = bound[dst];
@@ -474,33 +528,67 @@ Status Session::Impl::CopyTensor(GGraph& g, int src, int dst) {
                     "' targets the read-only mapping of the model file");
   Buffer& sb = *buffers[s.buffer];
   Buffer& db = *buffers[d.buffer];
+  Backend& from = *backends[buffer_backend[s.buffer]];
+  Backend& to = *backends[buffer_backend[d.buffer]];
   if (s.v.nelements() != d.v.nelements() || s.v.type != d.v.type)
     return DataLoss(plan->path() + ": graph " + g.name + ": split input copy '" + g.tensors[dst].name +
                     "' does not match its source '" + g.tensors[src].name + "'");
+  auto record = [](Backend& b, std::vector<std::shared_ptr<exec::Event>>* list) -> Status {
+    STOWAGE_ASSIGN_OR_RETURN(std::shared_ptr<exec::Event> ev, b.RecordEvent());
+    if (ev) list->push_back(std::move(ev));
+    return Status::Ok();
+  };
   const bool both_contiguous = s.v.is_contiguous() && d.v.is_contiguous();
-  if (both_contiguous) {  // byte copy (any type, e.g. the I32 positions), staged when a side is private
+  if (both_contiguous) {  // byte copy (any type, e.g. the I32 positions)
     const uint64_t n = RowSize(s.v.type, s.v.ne[0]) * static_cast<uint64_t>(s.v.nrows());
-    if (sb.is_host()) return db.Write(d.offset, s.v.data, n);
-    staging.resize(n);
-    STOWAGE_RETURN_IF_ERROR(sb.Read(s.offset, staging.data(), n));
-    return db.Write(d.offset, staging.data(), n);
+    if (sb.is_host() && db.is_host()) {
+      STOWAGE_RETURN_IF_ERROR(WaitHostWrites());
+      STOWAGE_RETURN_IF_ERROR(WaitHostReads());
+      return db.Write(d.offset, s.v.data, n);
+    }
+    if (sb.is_host()) {  // host -> device: queued on the destination backend
+      STOWAGE_RETURN_IF_ERROR(WaitHostWrites());
+      STOWAGE_RETURN_IF_ERROR(to.WriteAsync(db, d.offset, s.v.data, n));
+      return record(to, &host_reads);
+    }
+    if (db.is_host()) {  // device -> host: queued on the source backend, after its producer
+      STOWAGE_RETURN_IF_ERROR(WaitHostReads());
+      STOWAGE_RETURN_IF_ERROR(from.ReadAsync(sb, s.offset, d.v.data, n));
+      return record(from, &host_writes);
+    }
+    // device -> device through host staging (alive until SyncAll).
+    stages.emplace_back(n);
+    uint8_t* stage = stages.back().data();
+    STOWAGE_RETURN_IF_ERROR(from.ReadAsync(sb, s.offset, stage, n));
+    STOWAGE_ASSIGN_OR_RETURN(std::shared_ptr<exec::Event> ev, from.RecordEvent());
+    if (ev) STOWAGE_RETURN_IF_ERROR(to.WaitEvent(*ev));
+    return to.WriteAsync(db, d.offset, stage, n);
   }
   if (sb.is_host() && db.is_host()) {
+    STOWAGE_RETURN_IF_ERROR(WaitHostWrites());
+    STOWAGE_RETURN_IF_ERROR(WaitHostReads());
     TensorView dv = d.v;
     return cpu::Cpy(copy_ctx, s.v, dv);
   }
-  // Through host staging: read the source's bytes (keeping its strides), make them contiguous,
-  // write them into the destination (contiguous by construction).
+  // Strided and private on a side (rare): synchronously through host staging. Read the source's
+  // bytes (keeping its strides), make them contiguous, queue the write into the destination
+  // (contiguous by construction).
+  STOWAGE_RETURN_IF_ERROR(from.Synchronize());
+  STOWAGE_RETURN_IF_ERROR(WaitHostWrites());
   const uint64_t ext = Extent(s.v);
-  staging.resize(ext);
-  STOWAGE_RETURN_IF_ERROR(sb.Read(s.offset, staging.data(), ext));
+  std::vector<uint8_t> strided(ext);
+  STOWAGE_RETURN_IF_ERROR(sb.Read(s.offset, strided.data(), ext));
   TensorView hs = s.v;
-  hs.data = staging.data();
+  hs.data = strided.data();
   TensorView hd = d.v;
-  std::vector<uint8_t> contiguous(Extent(d.v));
-  hd.data = contiguous.data();
+  if (db.is_host()) {
+    STOWAGE_RETURN_IF_ERROR(WaitHostReads());
+    return cpu::Cpy(copy_ctx, hs, hd);
+  }
+  stages.emplace_back(Extent(d.v));
+  hd.data = stages.back().data();
   STOWAGE_RETURN_IF_ERROR(cpu::Cpy(copy_ctx, hs, hd));
-  return db.Write(d.offset, contiguous.data(), contiguous.size());
+  return to.WriteAsync(db, d.offset, stages.back().data(), stages.back().size());
 }
 
 Status Session::Impl::RunSplits(GGraph& g) {
@@ -508,6 +596,13 @@ Status Session::Impl::RunSplits(GGraph& g) {
     Backend& be = *backends[sp.backend];
     // Split inputs: copy each source into the split backend's memory (ggml_backend_sched).
     for (const auto& [src, copy] : sp.inputs) STOWAGE_RETURN_IF_ERROR(CopyTensor(g, src, copy));
+    // Host kernels read and write host memory: queued copies into it must have landed, and queued
+    // copies out of it must have read it before it may be overwritten. Asynchronous backends wait
+    // for nothing here: their copies were queued ahead of their nodes.
+    if (!be.is_async()) {
+      STOWAGE_RETURN_IF_ERROR(WaitHostWrites());
+      STOWAGE_RETURN_IF_ERROR(WaitHostReads());
+    }
     for (uint32_t k = sp.begin; k < sp.end; ++k) {
       const int id = g.nodes[k];
       const GTensor& t = g.tensors[id];
@@ -539,9 +634,10 @@ Status Session::Impl::RunSplits(GGraph& g) {
       Status st = be.Compute(c);
       if (!st.ok()) return st.WithPrefix("graph " + g.name + " node '" + t.name + "'");
     }
-    STOWAGE_RETURN_IF_ERROR(be.Synchronize());
   }
-  return Status::Ok();
+  // The end of the ubatch: every queue drains before the host reads the logits and writes the next
+  // ubatch's inputs (llama_decode synchronizes the scheduler before reading outputs).
+  return SyncAll();
 }
 
 Status Session::Impl::WriteInput(GGraph& g, int id, const void* data, uint64_t n) {
@@ -579,7 +675,11 @@ Status Session::Impl::RunUbatch(const int32_t* tokens, int64_t n, bool all_logit
     for (int64_t i = 0; i < s.n_outputs; ++i) ids[i] = static_cast<int32_t>(all_logits ? i : n - 1);
     STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_out_ids, ids.data(), ids.size() * sizeof(int32_t)));
   }
-  STOWAGE_RETURN_IF_ERROR(RunSplits(g));
+  Status run = RunSplits(g);
+  if (!run.ok()) {
+    (void)SyncAll();  // no queued work may outlive the failed call (it refers to this ubatch's memory)
+    return run;
+  }
   const Bound& rb = bound[g.result];
   if (rb.v.ne[0] != n_vocab || rb.v.ne[1] != s.n_outputs)
     return DataLoss(plan->path() + ": result_output has an unexpected shape");
@@ -625,6 +725,9 @@ Status Session::Decode(const std::vector<int32_t>& tokens, bool all_logits, std:
     return OutOfRange("context full: " + std::to_string(s.n_past) + " tokens in the cache + " +
                       std::to_string(tokens.size()) + " new > n_ctx " + std::to_string(s.n_ctx));
   const int64_t n = static_cast<int64_t>(tokens.size());
+  // A failed decode leaves the sequence as it was: n_past returns to its value before the call (the
+  // KV cells written by the ubatches that succeeded lie beyond it and are overwritten next time).
+  const int64_t n_past_before = s.n_past;
   logits->assign(static_cast<size_t>((all_logits ? n : 1) * s.n_vocab), 0.f);
   for (int64_t i = 0; i < n; i += s.n_ubatch) {
     const int64_t m = std::min<int64_t>(s.n_ubatch, n - i);
@@ -638,7 +741,10 @@ Status Session::Decode(const std::vector<int32_t>& tokens, bool all_logits, std:
       out = tmp.data();
     }
     Status st = s.RunUbatch(tokens.data() + i, m, all_logits, out);
-    if (!st.ok()) return st;
+    if (!st.ok()) {
+      s.n_past = n_past_before;
+      return st;
+    }
     if (!all_logits && last) std::copy(tmp.begin(), tmp.end(), logits->begin());
   }
   return Status::Ok();

@@ -19,36 +19,8 @@ using test::HostTensor;
 
 // ---- without a device ---------------------------------------------------------------------------
 
-TEST(CudaRowSplit, CumulativeFromProportions) {
-  EXPECT_EQ(exec::CumulativeSplit({3, 1}, 2), (std::vector<float>{0.f, 0.75f}));
-  EXPECT_EQ(exec::CumulativeSplit({}, 4), (std::vector<float>{0.f, 0.25f, 0.5f, 0.75f}));
-  EXPECT_EQ(exec::CumulativeSplit({0, 0}, 2), (std::vector<float>{0.f, 0.5f}));
-  EXPECT_EQ(exec::CumulativeSplit({1, 0, 1}, 3), (std::vector<float>{0.f, 0.5f, 0.5f}));
-}
-
-TEST(CudaRowSplit, GgmlRoundingAndLastDevice) {
-  // -ts 3,1 on 1000 rows with mmq_y = 128: device 0 gets [0, 640), device 1 [640, 1000).
-  const std::vector<float> cum = exec::CumulativeSplit({3, 1}, 2);
-  int64_t lo, hi;
-  exec::RowSplit(1000, cum, 128, 0, &lo, &hi);
-  EXPECT_EQ(lo, 0);
-  EXPECT_EQ(hi, 640);
-  exec::RowSplit(1000, cum, 128, 1, &lo, &hi);
-  EXPECT_EQ(lo, 640);
-  EXPECT_EQ(hi, 1000);
-  // A device with a zero share gets no rows; the rows stay covered exactly once.
-  const std::vector<float> c3 = exec::CumulativeSplit({1, 0, 1}, 3);
-  int64_t covered = 0, prev_hi = 0;
-  for (int id = 0; id < 3; ++id) {
-    exec::RowSplit(4096, c3, 64, id, &lo, &hi);
-    EXPECT_EQ(lo, prev_hi) << "device " << id;
-    covered += hi - lo;
-    prev_hi = hi;
-  }
-  EXPECT_EQ(covered, 4096);
-  exec::RowSplit(4096, c3, 64, 1, &lo, &hi);
-  EXPECT_EQ(hi - lo, 0);
-}
+// The row split rules (RowSplit, CumulativeSplit, RowRounding) are tested without CUDA in
+// row_split_test.cpp.
 
 TEST(CudaBackend, AbsentDeviceGivesNoBackend) {
   const int n = exec::CudaDeviceCount();

@@ -45,6 +45,15 @@ class CountingBackend final : public exec::Backend {
   }
   bool CanAccess(const exec::Buffer& buf) const override { return inner_->CanAccess(buf); }
   Status Synchronize() override { return inner_->Synchronize(); }
+  bool is_async() const override { return inner_->is_async(); }
+  Status WriteAsync(exec::Buffer& dst, uint64_t offset, const void* src, uint64_t n) override {
+    return inner_->WriteAsync(dst, offset, src, n);
+  }
+  Status ReadAsync(exec::Buffer& src, uint64_t offset, void* dst, uint64_t n) override {
+    return inner_->ReadAsync(src, offset, dst, n);
+  }
+  Result<std::shared_ptr<exec::Event>> RecordEvent() override { return inner_->RecordEvent(); }
+  Status WaitEvent(exec::Event& ev) override { return inner_->WaitEvent(ev); }
 
  private:
   std::unique_ptr<exec::Backend> inner_;

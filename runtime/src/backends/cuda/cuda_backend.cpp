@@ -154,6 +154,25 @@ class CudaHostBuffer final : public Buffer {
   uint64_t size_;
 };
 
+/// A cudaEvent_t recorded on a backend's stream (ggml-cuda's event_record / event_synchronize).
+class CudaEvent final : public Event {
+ public:
+  CudaEvent(int device, cudaEvent_t ev) : device_(device), ev_(ev) {}
+  ~CudaEvent() override {
+    cudaSetDevice(device_);
+    cudaEventDestroy(ev_);  // released by the driver once the recorded work completes
+  }
+  Status HostWait() override {
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), "CUDA" + std::to_string(device_) + ": cudaSetDevice"));
+    return CudaStatus(cudaEventSynchronize(ev_), "CUDA" + std::to_string(device_) + ": cudaEventSynchronize");
+  }
+  cudaEvent_t event() const { return ev_; }
+
+ private:
+  int device_;
+  cudaEvent_t ev_;
+};
+
 /// One device's rows of a split weight.
 struct SplitSlice {
   int device = 0;
@@ -180,6 +199,16 @@ class CudaSplitBuffer final : public Buffer {
   uint8_t* base() override { return data_; }
   uint64_t size() const override { return size_; }
   bool is_host() const override { return false; }  // a device buffer type (ggml: not host)
+  Status SetTensorSplit(const std::vector<float>& proportions) override {
+    for (float f : proportions)
+      if (!(f >= 0.f) || f > 1e30f)
+        return InvalidArgument(name_ + ": tensor split proportion " + std::to_string(f) + " is negative or not finite");
+    DropSlices(0, size_);  // slices follow the split
+    tensor_split_ = proportions;
+    return Status::Ok();
+  }
+  /// The plan's proportions (empty: ggml's default).
+  const std::vector<float>& tensor_split() const { return tensor_split_; }
   bool Contains(const void* p) const {
     const uint8_t* q = static_cast<const uint8_t*>(p);
     return q >= data_ && q < data_ + size_;
@@ -249,6 +278,7 @@ class CudaSplitBuffer final : public Buffer {
   uint64_t size_;
   std::map<uint64_t, Entry> slices_;
   std::shared_ptr<SplitRegistry> reg_;
+  std::vector<float> tensor_split_;
 };
 
 bool IsFloatType(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
@@ -311,6 +341,45 @@ class CudaBackend final : public Backend {
   }
 
   Status Compute(const NodeCall& c) override;
+
+  // Asynchronous copies and events on this backend's stream (ggml-cuda set_tensor_async /
+  // get_tensor_async / event_record / event_wait). Copies touch CUDA<i> buffers of this device;
+  // other buffers (the split buffer's pinned staging, CUDA_Host) take the synchronous path.
+  bool is_async() const override { return true; }
+  Status WriteAsync(Buffer& dst, uint64_t offset, const void* src, uint64_t n) override {
+    auto* b = dynamic_cast<CudaBuffer*>(&dst);
+    if (b == nullptr || b->device() != ctx_->device) return dst.Write(offset, src, n);
+    if (offset > b->size() || n > b->size() - offset)
+      return OutOfRange(name_ + ": asynchronous write outside the buffer");
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
+    return CudaStatus(cudaMemcpyAsync(b->base() + offset, src, n, cudaMemcpyHostToDevice, ctx_->stream),
+                      name_ + ": cudaMemcpyAsync host to device");
+  }
+  Status ReadAsync(Buffer& src, uint64_t offset, void* dst, uint64_t n) override {
+    auto* b = dynamic_cast<CudaBuffer*>(&src);
+    if (b == nullptr || b->device() != ctx_->device) return src.Read(offset, dst, n);
+    if (offset > b->size() || n > b->size() - offset)
+      return OutOfRange(name_ + ": asynchronous read outside the buffer");
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
+    return CudaStatus(cudaMemcpyAsync(dst, b->base() + offset, n, cudaMemcpyDeviceToHost, ctx_->stream),
+                      name_ + ": cudaMemcpyAsync device to host");
+  }
+  Result<std::shared_ptr<Event>> RecordEvent() override {
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
+    cudaEvent_t ev = nullptr;
+    STOWAGE_RETURN_IF_ERROR(
+        CudaStatus(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), name_ + ": cudaEventCreate"));
+    auto e = std::make_shared<CudaEvent>(ctx_->device, ev);  // owns ev from here on
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ev, ctx_->stream), name_ + ": cudaEventRecord"));
+    return std::shared_ptr<Event>(std::move(e));
+  }
+  Status WaitEvent(Event& ev) override {
+    auto* e = dynamic_cast<CudaEvent*>(&ev);
+    if (e == nullptr) return ev.HostWait();
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
+    // Works across devices: the stream waits for an event of another device's stream.
+    return CudaStatus(cudaStreamWaitEvent(ctx_->stream, e->event(), 0), name_ + ": cudaStreamWaitEvent");
+  }
 
  private:
   Status MulMat(DeviceCtx& ctx, const TensorView& a, const TensorView& b, const TensorView& d);
@@ -608,19 +677,24 @@ Status CudaBackend::MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const 
                            ", dst " + Shape(d) + ")");
   const int64_t N = a.ne[1], K = a.ne[0];
   const int64_t M = b.ne[1] * b.ne[2] * b.ne[3];
-  // The device proportions: ggml-cuda's default tensor split (total memory of each device).
-  std::vector<float> props(static_cast<size_t>(n_devices_));
-  int64_t rounding = 64;
+  // The device proportions: the plan's tensor split (-ts), else ggml-cuda's default (total memory
+  // of each device); the row rounding from the devices with a share (row_split.h).
+  std::vector<uint64_t> total(static_cast<size_t>(n_devices_));
+  std::vector<int> cc(static_cast<size_t>(n_devices_));
   for (int i = 0; i < n_devices_; ++i) {
     cudaDeviceProp prop;
     STOWAGE_RETURN_IF_ERROR(
         CudaStatus(cudaGetDeviceProperties(&prop, i), where + ": cudaGetDeviceProperties"));
-    props[static_cast<size_t>(i)] = static_cast<float>(prop.totalGlobalMem);
-    if (prop.major >= 7) rounding = 128;
+    total[static_cast<size_t>(i)] = prop.totalGlobalMem;
+    cc[static_cast<size_t>(i)] = prop.major * 100 + prop.minor * 10;
   }
+  if (static_cast<int>(sb.tensor_split().size()) > n_devices_)
+    return FailedPrecondition(where + ": the plan's tensor split has " + std::to_string(sb.tensor_split().size()) +
+                              " proportions but this machine has " + std::to_string(n_devices_) + " CUDA devices");
+  const std::vector<float> cum = CumulativeSplit(SplitProportions(sb.tensor_split(), total), n_devices_);
+  const int64_t rounding = RowRounding(cum, cc);
   const uint64_t offset = static_cast<uint64_t>(static_cast<const uint8_t*>(a.data) - sb.base());
-  STOWAGE_ASSIGN_OR_RETURN(const std::vector<SplitSlice>* slices,
-                           sb.Slices(offset, N, a.nb[1], CumulativeSplit(props, n_devices_), rounding));
+  STOWAGE_ASSIGN_OR_RETURN(const std::vector<SplitSlice>* slices, sb.Slices(offset, N, a.nb[1], cum, rounding));
   STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
   // src1 as a contiguous F32 [K, M] matrix on the main device.
   STOWAGE_ASSIGN_OR_RETURN(void* xm, ctx_->Scratch(DeviceCtx::kSplitX, static_cast<size_t>(K * M) * 4));
@@ -711,40 +785,6 @@ std::unique_ptr<Backend> CreateCudaBackend(int device) {
   auto ctx = DeviceCtx::Create(device);
   if (!ctx.ok()) return nullptr;
   return std::make_unique<CudaBackend>(std::move(ctx).value(), n);
-}
-
-void RowSplit(int64_t nrows, const std::vector<float>& cum, int64_t rounding, int id, int64_t* lo,
-              int64_t* hi) {
-  const int n = static_cast<int>(cum.size());
-  if (rounding < 1) rounding = 1;
-  *lo = id == 0 ? 0 : static_cast<int64_t>(static_cast<double>(nrows) * cum[static_cast<size_t>(id)]);
-  *lo -= *lo % rounding;
-  if (id == n - 1) {
-    *hi = nrows;
-  } else {
-    *hi = static_cast<int64_t>(static_cast<double>(nrows) * cum[static_cast<size_t>(id + 1)]);
-    *hi -= *hi % rounding;
-  }
-  if (*hi < *lo) *hi = *lo;
-}
-
-std::vector<float> CumulativeSplit(const std::vector<float>& proportions, int n) {
-  std::vector<float> p(static_cast<size_t>(n), 0.f);
-  for (int i = 0; i < n && i < static_cast<int>(proportions.size()); ++i)
-    p[static_cast<size_t>(i)] = std::max(0.f, proportions[static_cast<size_t>(i)]);
-  float total = 0.f;
-  for (float v : p) total += v;
-  if (total <= 0.f) {
-    for (auto& v : p) v = 1.f;
-    total = static_cast<float>(n);
-  }
-  std::vector<float> cum(static_cast<size_t>(n), 0.f);
-  float acc = 0.f;
-  for (int i = 0; i < n; ++i) {
-    cum[static_cast<size_t>(i)] = acc / total;
-    acc += p[static_cast<size_t>(i)];
-  }
-  return cum;
 }
 
 }  // namespace stowage::exec

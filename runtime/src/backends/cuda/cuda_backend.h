@@ -18,7 +18,10 @@
 // GemmEx, F16/BF16 weights by GemmEx with src1 converted to the weight type, quantized weights (the GET_ROWS
 // types) by a warp-per-row mat-vec kernel for ne11 <= 8 and by dequantization to F16 + GemmEx above
 // (ggml-cuda's dequantize + cuBLAS path). Accumulation is F32 throughout. Streams: one per backend (and one
-// per peer device for split weights); Compute enqueues, Synchronize waits. Errors name the CUDA call and
+// per peer device for split weights); Compute enqueues, Synchronize waits. Split-input copies are asynchronous
+// (Backend::WriteAsync / ReadAsync: cudaMemcpyAsync on the stream, for CUDA<i> buffers of this device) and
+// ordered with events (RecordEvent: a cudaEvent_t recorded on the stream; WaitEvent: cudaStreamWaitEvent,
+// also for another device's event; Event::HostWait: cudaEventSynchronize). Errors name the CUDA call and
 // cudaGetErrorString.
 #pragma once
 
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "row_split.h"  // RowSplit, CumulativeSplit, RowRounding, SplitProportions
 
 namespace stowage::exec {
 
@@ -43,16 +47,5 @@ bool CudaSupportsWeightType(GgmlType type);
 /// True when the CUDA backend's CPY/CONT/DUP copies `src` into `dst`: F32/F16/BF16 into F32, F16,
 /// BF16, Q8_0 or Q4_0. Needs no device.
 bool CudaSupportsCpy(GgmlType src, GgmlType dst);
-
-/// ggml-cuda's row split (get_row_split): rows [*lo, *hi) of `nrows` that device `id` of
-/// `n_devices` holds, given cumulative split starts `cum` (cum[0] = 0, increasing, < 1; see
-/// CumulativeSplit) and the row `rounding` (ggml: mmq_y, 128 for compute capability >= 7.0, else
-/// 64). Boundaries are rounded down to multiples of `rounding`; the last device ends at nrows.
-void RowSplit(int64_t nrows, const std::vector<float>& cum, int64_t rounding, int id, int64_t* lo,
-              int64_t* hi);
-
-/// Cumulative split starts from per-device proportions (llama.cpp -ts 3,1 -> {0, 0.75}); equal
-/// shares when every proportion is 0 or the list is empty (for `n` devices).
-std::vector<float> CumulativeSplit(const std::vector<float>& proportions, int n);
 
 }  // namespace stowage::exec
