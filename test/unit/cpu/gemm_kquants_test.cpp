@@ -162,29 +162,40 @@ TEST(GemmKQuants, LookupLevels) {
   EXPECT_EQ(GetGemmKernelsKQuants(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kScalar), nullptr);
 }
 
+// from_float of every level stores QuantizeRowQ8_K's bytes (random blocks, an all-zero block,
+// exact .5 ties, +amax before -amax, a block whose largest magnitude is negative).
 TEST(GemmKQuants, FromFloatEqualsQuantizeRowQ8_K) {
-  const GemmKernels* g = GetGemmKernelsKQuants(GgmlType::Q4_K, kLayoutPlain, IsaLevel::kScalar);
-  ASSERT_NE(g, nullptr);
-  const int64_t K = 1024;
+  const int64_t K = 2048;
   std::vector<float> x(K);
   kt::FillUniform(x, 7, -3.f, 3.f);
-  for (int i = 0; i < 256; ++i) x[256 + i] = 0;  // an all-zero super-block (d = 0)
-  x[600] = 0.5f;                                 // exact .5 ties around
+  for (int i = 0; i < 256; ++i) x[256 + i] = 0;  // block 1: all zero (d = 0)
+  for (int i = 0; i < 256; ++i) x[512 + i] = float(i % 200) - 99.5f;  // block 2: ties; max -99.5
+  x[512 + 40] = -127.f;                                             // iscale = 1: q = round(x)
+  for (int i = 0; i < 256; ++i) x[768 + i] = 0.25f * float(i % 9) - 1.0f;  // block 3: +1 at 8, -1 first
+  x[768 + 3] = 2.f;
+  x[768 + 9] = -2.f;  // same magnitude after: the first (+2) sets the sign
+  x[1024 + 255] = -50.f;  // block 4: largest magnitude last and negative
   std::vector<BlockQ8_K> ref(K / kQK_K);
   QuantizeRowQ8_K(x.data(), ref.data(), K);
-  AlignedBuf act(g->act_row_bytes(K));
-  g->from_float(x.data(), act.get(), K);
-  for (int64_t b = 0; b < K / kQK_K; ++b) {
-    const uint8_t* a = act.get() + size_t(b) * 320;
-    EXPECT_EQ(std::memcmp(a, ref[b].qs, 256), 0) << "block " << b;
-    EXPECT_EQ(std::memcmp(a + 256, ref[b].bsums, 32), 0) << "block " << b;
-    float d;
-    std::memcpy(&d, a + 304, 4);
-    EXPECT_EQ(d, ref[b].d) << "block " << b;
-    for (int j = 0; j < 8; ++j) {
-      int16_t s32;
-      std::memcpy(&s32, a + 288 + 2 * j, 2);
-      EXPECT_EQ(s32, ref[b].bsums[2 * j] + ref[b].bsums[2 * j + 1]);
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512}) {
+    const GemmKernels* g = GetGemmKernelsKQuants(GgmlType::Q4_K, kLayoutPlain, isa);
+    if (!g) continue;
+    for (GgmlType t : {GgmlType::Q5_K, GgmlType::Q6_K})  // one activation format for the family
+      EXPECT_EQ(GetGemmKernelsKQuants(t, kLayoutPlain, isa)->from_float, g->from_float);
+    AlignedBuf act(g->act_row_bytes(K));
+    g->from_float(x.data(), act.get(), K);
+    for (int64_t b = 0; b < K / kQK_K; ++b) {
+      const uint8_t* a = act.get() + size_t(b) * 320;
+      EXPECT_EQ(std::memcmp(a, ref[b].qs, 256), 0) << "isa " << int(isa) << " block " << b;
+      EXPECT_EQ(std::memcmp(a + 256, ref[b].bsums, 32), 0) << "isa " << int(isa) << " block " << b;
+      float d;
+      std::memcpy(&d, a + 304, 4);
+      EXPECT_EQ(d, ref[b].d) << "isa " << int(isa) << " block " << b;
+      for (int j = 0; j < 8; ++j) {
+        int16_t s32;
+        std::memcpy(&s32, a + 288 + 2 * j, 2);
+        EXPECT_EQ(s32, ref[b].bsums[2 * j] + ref[b].bsums[2 * j + 1]);
+      }
     }
   }
 }
@@ -277,7 +288,17 @@ TEST(GemmKQuants, ShortPanelPaddingIsFinite) {
 TEST(GemmKQuants, DISABLED_KernelThroughput) {
   const int64_t K = 2048;
   const int ncols = 512, nrows = 256;
-  for (IsaLevel isa : {IsaLevel::kAvx512}) {
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512}) {
+    if (const GemmKernels* g = GetGemmKernelsKQuants(GgmlType::Q4_K, kLayoutPlain, isa)) {
+      std::vector<float> x(size_t(K) * 64);
+      kt::FillUniform(x, 5);
+      AlignedBuf act(g->act_row_bytes(K) * 64);
+      auto t0 = std::chrono::steady_clock::now();
+      for (int c = 0; c < 64; ++c) g->from_float(&x[size_t(c) * K], act.get() + size_t(c) * g->act_row_bytes(K), K);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("isa %d from_float: %.2f ns/element\n", int(isa), s / double(x.size()) * 1e9);
+    }
+    if (isa == IsaLevel::kScalar) continue;
     for (GgmlType t : kTypes) {
       const GemmKernels* g = GetGemmKernelsKQuants(t, kLayoutPlain, isa);
       if (!g) continue;

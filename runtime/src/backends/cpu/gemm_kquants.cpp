@@ -38,6 +38,7 @@ namespace stowage::cpu {
 
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
 namespace avx512 {
+void FromFloatQ8_KAct(const float* x, void* act, int64_t K);
 void GemmKernelScaleMinVnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
                             size_t dst_stride, int nr);
 void GemmKernelQ6_KVnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
@@ -216,16 +217,16 @@ void KernelQ6_KScalar(int64_t K, const void* panel, const void* act, size_t act_
 
 using KernelFn = decltype(GemmKernels::kernel);
 
-constexpr GemmKernels MakeQ4_K(KernelFn k) {
-  return {FromFloatQ8_K, ActRowBytes, PanelBytes<BlockQ4_K, kSmBlockBytes>,
+constexpr GemmKernels MakeQ4_K(KernelFn k, FromFloatFn ff = FromFloatQ8_K) {
+  return {ff, ActRowBytes, PanelBytes<BlockQ4_K, kSmBlockBytes>,
           Pack<BlockQ4_K, kSmBlockBytes, PackScaleMinRow<BlockQ4_K>>, k};
 }
-constexpr GemmKernels MakeQ5_K(KernelFn k) {
-  return {FromFloatQ8_K, ActRowBytes, PanelBytes<BlockQ5_K, kSmBlockBytes>,
+constexpr GemmKernels MakeQ5_K(KernelFn k, FromFloatFn ff = FromFloatQ8_K) {
+  return {ff, ActRowBytes, PanelBytes<BlockQ5_K, kSmBlockBytes>,
           Pack<BlockQ5_K, kSmBlockBytes, PackScaleMinRow<BlockQ5_K>>, k};
 }
-constexpr GemmKernels MakeQ6_K(KernelFn k) {
-  return {FromFloatQ8_K, ActRowBytes, PanelBytes<BlockQ6_K, kQ6BlockBytes>, Pack<BlockQ6_K, kQ6BlockBytes, PackQ6_KRow>,
+constexpr GemmKernels MakeQ6_K(KernelFn k, FromFloatFn ff = FromFloatQ8_K) {
+  return {ff, ActRowBytes, PanelBytes<BlockQ6_K, kQ6BlockBytes>, Pack<BlockQ6_K, kQ6BlockBytes, PackQ6_KRow>,
           k};
 }
 
@@ -233,9 +234,9 @@ constexpr GemmKernels kScalarQ4_K = MakeQ4_K(KernelScaleMinScalar);
 constexpr GemmKernels kScalarQ5_K = MakeQ5_K(KernelScaleMinScalar);
 constexpr GemmKernels kScalarQ6_K = MakeQ6_K(KernelQ6_KScalar);
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-constexpr GemmKernels kVnniQ4_K = MakeQ4_K(avx512::GemmKernelScaleMinVnni);
-constexpr GemmKernels kVnniQ5_K = MakeQ5_K(avx512::GemmKernelScaleMinVnni);
-constexpr GemmKernels kVnniQ6_K = MakeQ6_K(avx512::GemmKernelQ6_KVnni);
+constexpr GemmKernels kVnniQ4_K = MakeQ4_K(avx512::GemmKernelScaleMinVnni, avx512::FromFloatQ8_KAct);
+constexpr GemmKernels kVnniQ5_K = MakeQ5_K(avx512::GemmKernelScaleMinVnni, avx512::FromFloatQ8_KAct);
+constexpr GemmKernels kVnniQ6_K = MakeQ6_K(avx512::GemmKernelQ6_KVnni, avx512::FromFloatQ8_KAct);
 #endif
 
 }  // namespace

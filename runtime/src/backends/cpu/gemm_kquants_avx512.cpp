@@ -136,6 +136,52 @@ constexpr ColsFn kQ6_KFns[] = {nullptr,     Q6_KCols<1>, Q6_KCols<2>, Q6_KCols<3
 
 }  // namespace
 
+// QuantizeRowQ8_K (kquants.cpp) into the activation layout, bit-identical to it: amax = max |x|,
+// `max` = the first element of that magnitude, iscale = -127 / max, q = min(127, round half to even
+// (iscale * x)) (vcvtps2dq in the default rounding mode = nearbyintf), d = 1 / iscale; all-zero
+// blocks get d = 0. (NaN inputs are not reproduced: the scalar loop skips them, vmaxps does not.)
+void FromFloatQ8_KAct(const float* x, void* act, int64_t K) {
+  uint8_t* out = static_cast<uint8_t*>(act);
+  for (int64_t b = 0; b < K / kQK; ++b, x += kQK, out += kActBlockBytes) {
+    __m512 v[16];
+    __m512 amax16 = _mm512_setzero_ps();
+    for (int i = 0; i < 16; ++i) {
+      v[i] = _mm512_loadu_ps(x + 16 * i);
+      amax16 = _mm512_max_ps(amax16, _mm512_abs_ps(v[i]));
+    }
+    const float amax = _mm512_reduce_max_ps(amax16);
+    std::memset(out + kActD + 4, 0, kActBlockBytes - kActD - 4);
+    if (!(amax > 0)) {
+      std::memset(out, 0, kActD + 4);
+      continue;
+    }
+    const __m512 am = _mm512_set1_ps(amax);
+    float max = 0;
+    for (int i = 0; i < 16; ++i) {
+      const __mmask16 m = _mm512_cmp_ps_mask(_mm512_abs_ps(v[i]), am, _CMP_EQ_OQ);
+      if (m) {
+        max = x[16 * i + __builtin_ctz(m)];
+        break;
+      }
+    }
+    const float iscale = -127.f / max;
+    const __m512 is = _mm512_set1_ps(iscale);
+    const __m512i lim = _mm512_set1_epi32(127);
+    int16_t bs16[16];
+    for (int i = 0; i < 16; ++i) {
+      const __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(is, v[i])), lim);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16 * i), _mm512_cvtepi32_epi8(q));
+      bs16[i] = int16_t(_mm512_reduce_add_epi32(q));
+    }
+    int16_t bs32[8];
+    for (int j = 0; j < 8; ++j) bs32[j] = int16_t(bs16[2 * j] + bs16[2 * j + 1]);
+    std::memcpy(out + kActBsums16, bs16, sizeof bs16);
+    std::memcpy(out + kActBsums32, bs32, sizeof bs32);
+    const float d = 1 / iscale;
+    std::memcpy(out + kActD, &d, 4);
+  }
+}
+
 void GemmKernelScaleMinVnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
                             size_t dst_stride, int nr) {
   RunCols<8>(kScaleMinFns, K, panel, act, act_stride, nc, dst, dst_stride, nr);
