@@ -30,23 +30,6 @@ int Fail(const Status& s) {
   return 1;
 }
 
-Result<std::vector<float>> ParseTensorSplit(const std::string& s) {
-  std::vector<float> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t end = s.find_first_of(",/", start);
-    if (end == std::string::npos) end = s.size();
-    const std::string item = s.substr(start, end - start);
-    char* e = nullptr;
-    const float v = std::strtof(item.c_str(), &e);
-    if (item.empty() || e == nullptr || *e != '\0' || !(v >= 0.f))
-      return InvalidArgument("invalid -ts value '" + s + "' (expected non-negative proportions such as 3,1)");
-    out.push_back(v);
-    start = end + 1;
-  }
-  return out;
-}
-
 /// The machine: the --device list (registry keys or manifest files), else this machine's probed
 /// devices. A list without a CPU device gets this machine's CPU.
 Result<std::vector<DeviceManifest>> MachineDevices(const std::string& device_list, const std::vector<std::string>& registry_dirs,
@@ -142,7 +125,7 @@ int main(int argc, char** argv) {
   opt.split_mode = *smode;
   if (!ts.empty()) {
     auto v = ParseTensorSplit(ts);
-    if (!v.ok()) return Fail(v.status());
+    if (!v.ok()) return Fail(InvalidArgument("--tensor-split: " + v.status().message()));
     opt.tensor_split = *v;
   }
   for (const auto& o : ot) {

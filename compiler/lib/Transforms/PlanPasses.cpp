@@ -38,27 +38,6 @@ place::DeviceAttr deviceAttr(MLIRContext *ctx, const planner::DeviceManifest &d)
   return place::DeviceAttr::get(ctx, d.name, type);
 }
 
-/// -ts: proportions separated by ',' or '/' (llama.cpp common/arg.cpp), each >= 0.
-FailureOr<std::vector<float>> parseTensorSplit(StringRef text, ModuleOp module, StringRef pass) {
-  std::vector<float> out;
-  if (text.empty())
-    return out;
-  std::string commas = text.str();
-  std::replace(commas.begin(), commas.end(), '/', ',');
-  SmallVector<StringRef> items;
-  StringRef(commas).split(items, ',', -1, /*KeepEmpty=*/true);
-  for (StringRef item : items) {
-    double v = 0;
-    if (item.trim().getAsDouble(v) || !(v >= 0)) {
-      emitError(module.getLoc()) << pass << ": invalid tensor-split value '" << text
-                                 << "' (expected non-negative proportions such as 3/1)";
-      return failure();
-    }
-    out.push_back(static_cast<float>(v));
-  }
-  return out;
-}
-
 /// The cause code of a weight's buffer type from its --explain record (SelectWeightBufts' rule
 /// text; the place dialect's load.* codes).
 StringRef weightCause(const planner::ExplainEntry &e) {
@@ -115,9 +94,11 @@ struct AssignLayersPass : impl::StowageAssignLayersBase<AssignLayersPass> {
       emitError(module.getLoc()) << pass << ": " << mode.status().message();
       return signalPassFailure();
     }
-    FailureOr<std::vector<float>> ts = parseTensorSplit(tensorSplit, module, pass);
-    if (failed(ts))
+    auto ts = planner::ParseTensorSplit(tensorSplit.getValue());
+    if (!ts.ok()) {
+      emitError(module.getLoc()) << pass << ": " << ts.status().message();
       return signalPassFailure();
+    }
     RecordedOptions r;
     auto st = beginStep(module, PlanStage::kLayers, pass, r, [&](RecordedOptions &o) {
       o.devices = devices;

@@ -1,6 +1,10 @@
 #include "stowage/planner/layer_map.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <string>
 
 namespace stowage::planner {
 
@@ -9,6 +13,29 @@ Result<SplitMode> ParseSplitMode(std::string_view s) {
   if (s == "layer") return SplitMode::kLayer;
   if (s == "row") return SplitMode::kRow;
   return InvalidArgument("invalid split mode '" + std::string(s) + "' (expected none, layer or row)");
+}
+
+Result<std::vector<float>> ParseTensorSplit(std::string_view s) {
+  std::vector<float> out;
+  if (s.empty()) return out;
+  size_t start = 0;
+  for (int index = 1;; ++index) {
+    size_t end = s.find_first_of(",/", start);
+    if (end == std::string_view::npos) end = s.size();
+    std::string_view item = s.substr(start, end - start);
+    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.front()))) item.remove_prefix(1);
+    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back()))) item.remove_suffix(1);
+    const std::string text(item);
+    char* e = nullptr;
+    const float v = text.empty() ? -1.f : std::strtof(text.c_str(), &e);
+    if (text.empty() || e != text.c_str() + text.size() || !std::isfinite(v) || !(v >= 0.f))
+      return InvalidArgument("invalid tensor split '" + std::string(s) + "': item " + std::to_string(index) + " '" + text +
+                             "' is not a non-negative number (expected proportions such as 3,1 or 3/1)");
+    out.push_back(v);
+    if (end == s.size()) break;
+    start = end + 1;
+  }
+  return out;
 }
 
 Result<DeviceSet> MakeDeviceSet(const std::vector<DeviceManifest>& machine, SplitMode split_mode, int main_gpu) {

@@ -46,9 +46,9 @@
 // RUN: not stowage-opt %s --stowage-assign-layers="devices=cpu split-mode=diagonal" 2>&1 | FileCheck %s --check-prefix=BADSM
 // BADSM: error: stowage-assign-layers: invalid split mode 'diagonal' (expected none, layer or row)
 // RUN: not stowage-opt %s --stowage-assign-layers="devices=cpu tensor-split=3/x" 2>&1 | FileCheck %s --check-prefix=BADTS
-// BADTS: error: stowage-assign-layers: invalid tensor-split value '3/x' (expected non-negative proportions such as 3/1)
+// BADTS: error: stowage-assign-layers: invalid tensor split '3/x': item 2 'x' is not a non-negative number (expected proportions such as 3,1 or 3/1)
 // RUN: not stowage-opt %s --stowage-assign-layers="devices=cpu tensor-split=-1" 2>&1 | FileCheck %s --check-prefix=NEGTS
-// NEGTS: error: stowage-assign-layers: invalid tensor-split value '-1'
+// NEGTS: error: stowage-assign-layers: invalid tensor split '-1': item 1 '-1' is not a non-negative number
 
 // The planner's errors on an imported model: no device, no CPU, -mg out of range, -ts too long.
 // RUN: not stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 --stowage-assign-layers 2>&1 | FileCheck %s --check-prefix=NODEV

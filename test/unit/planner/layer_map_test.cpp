@@ -136,5 +136,29 @@ TEST(SplitMode, Parses) {
   EXPECT_FALSE(ParseSplitMode("Row").ok());
 }
 
+TEST(TensorSplit, ParsesCommasAndSlashes) {
+  EXPECT_EQ(*ParseTensorSplit("3,1"), (std::vector<float>{3.f, 1.f}));
+  EXPECT_EQ(*ParseTensorSplit("1/3"), (std::vector<float>{1.f, 3.f}));
+  EXPECT_EQ(*ParseTensorSplit(" 0.5 ,0/2"), (std::vector<float>{0.5f, 0.f, 2.f}));
+  EXPECT_EQ(*ParseTensorSplit("7"), (std::vector<float>{7.f}));
+  EXPECT_TRUE(ParseTensorSplit("")->empty());
+}
+
+TEST(TensorSplit, RejectsWhatIsNotANonNegativeNumber) {
+  struct Bad {
+    const char* text;
+    const char* item;  // "item N 'x'"
+  };
+  for (const Bad& b : {Bad{"3,x", "item 2 'x'"}, Bad{"1,-1", "item 2 '-1'"}, Bad{"3,,1", "item 2 ''"},
+                       Bad{"3,", "item 2 ''"}, Bad{"/1", "item 1 ''"}, Bad{"3x", "item 1 '3x'"},
+                       Bad{"inf", "item 1 'inf'"}, Bad{"nan/1", "item 1 'nan'"}, Bad{"1e99", "item 1 '1e99'"}}) {
+    auto r = ParseTensorSplit(b.text);
+    ASSERT_FALSE(r.ok()) << b.text;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().message(), std::string("invalid tensor split '") + b.text + "': " + b.item +
+                                        " is not a non-negative number (expected proportions such as 3,1 or 3/1)");
+  }
+}
+
 }  // namespace
 }  // namespace stowage::planner

@@ -26,6 +26,14 @@ enum class SplitMode { kNone, kLayer, kRow };
 /// layer or row)".
 Result<SplitMode> ParseSplitMode(std::string_view s);
 
+/// Parses a tensor split as llama.cpp's -ts (common/arg.cpp, FEB25: items separated by ',' or '/'):
+/// one proportion per model device, each a finite number >= 0, e.g. "3,1" or "3/1" -> {3, 1}.
+/// Spaces around an item are ignored; "" gives an empty list (no tensor split). Stricter than
+/// llama.cpp's std::stof: an empty item ("3,,1") or trailing characters ("3x") are errors.
+/// Errors: kInvalidArgument "invalid tensor split '3,x': item 2 'x' is not a non-negative number
+/// (expected proportions such as 3,1 or 3/1)".
+Result<std::vector<float>> ParseTensorSplit(std::string_view s);
+
 /// The devices of a plan in scheduler priority order.
 struct DeviceSet {
   std::vector<DeviceManifest> devices;  ///< model devices, ACCEL devices, CPU (last)
