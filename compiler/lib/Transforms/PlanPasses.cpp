@@ -15,6 +15,7 @@
 #include "stowage/Compiler/Transforms/PlannerState.h"
 #include "stowage/Dialect/GGML/IR/GGMLOps.h"
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
+#include "stowage/planner/explain.h"
 #include "stowage/planner/plan_export.h"
 
 using namespace mlir;
@@ -36,20 +37,6 @@ place::DeviceAttr deviceAttr(MLIRContext *ctx, const planner::DeviceManifest &d)
                            : d.type == planner::DeviceType::kAccel ? place::DeviceType::accel
                                                                    : place::DeviceType::cpu;
   return place::DeviceAttr::get(ctx, d.name, type);
-}
-
-/// The cause code of a weight's buffer type from its --explain record (SelectWeightBufts' rule
-/// text; the place dialect's load.* codes).
-StringRef weightCause(const planner::ExplainEntry &e) {
-  StringRef rule(e.rule);
-  if (rule.starts_with("override '"))
-    return rule.contains("first supported entry of the CPU list") ? "load.override.cpu"
-                                                                  : "load.override";
-  if (rule.contains("; mmap: "))
-    return "load.mmap";
-  if (rule.contains("; shares the copy already in "))
-    return "load.dup";
-  return e.rejected.empty() ? "load.head" : "load.fallback";
 }
 
 /// Every weight and cache op of `module` with its ModelGraphs::globals index.
@@ -172,9 +159,17 @@ struct SelectWeightBuftPass : impl::StowageSelectWeightBuftBase<SelectWeightBuft
       if (gi < 0 || !isa<ggml::WeightOp>(op) || s.placement.global_buft[gi] < 0)
         continue;
       op->setAttr(place::kBuftAttr, getBufferTypeAttr(ctx, s.placement, s.placement.global_buft[gi]));
-      if (explainOf[gi] >= 0)
-        op->setAttr(place::kCauseAttr,
-                    place::CauseAttr::get(ctx, weightCause(s.placement.explain[explainOf[gi]])));
+      if (explainOf[gi] < 0)
+        continue;
+      // The place dialect's load.* cause code of the rule SelectWeightBufts recorded.
+      const planner::ExplainEntry &e = s.placement.explain[explainOf[gi]];
+      StringRef cause = planner::ExplainRuleCode(e.code);
+      if (!cause.starts_with("load.")) {
+        emitError(module.getLoc()) << pass << ": the explain record of weight '" << e.subject
+                                   << "' has no weight rule code ('" << cause << "')";
+        return signalPassFailure();
+      }
+      op->setAttr(place::kCauseAttr, place::CauseAttr::get(ctx, cause));
     }
     if (s.moved.count > 0) {
       Builder b(ctx);

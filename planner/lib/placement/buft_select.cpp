@@ -168,10 +168,12 @@ Status SelectWeightBufts(const ModelGraphs& m, const DeviceSet& ds, const LayerM
       if (ob.name == cpu_buft) {
         select_list = &cpu_list;  // llama.cpp #14990: an override to CPU selects from the CPU list
         ex.rule = "override '" + opt.overrides[ovr_index].pattern + "=" + ob.name + "': first supported entry of the CPU list";
+        ex.code = ExplainRule::kWeightOverrideCpu;
       } else {
         chosen = ob.name;
         chosen_dev = ob.device;
         ex.rule = "override '" + opt.overrides[ovr_index].pattern + "=" + ob.name + "' (no support check)";
+        ex.code = ExplainRule::kWeightOverride;
       }
     }
     if (chosen.empty()) {
@@ -188,15 +190,18 @@ Status SelectWeightBufts(const ModelGraphs& m, const DeviceSet& ds, const LayerM
         ex.rejected.push_back(e.buft + ": " + why);
       }
       if (chosen.empty()) return InvalidArgument("failed to find a compatible buffer type for tensor " + w.name);
-      if (ex.rule.empty())
+      if (ex.rule.empty()) {
         ex.rule = std::string("first entry of the ") + where + " list (" + ds.devices[dev].name +
                   ") whose device supports " + stowage::GgmlOpName(w.consumer_op) + " with it";
+        ex.code = ex.rejected.empty() ? ExplainRule::kWeightHead : ExplainRule::kWeightFallback;
+      }
     }
     // mmap: pinned host memory cannot wrap the file mapping; the CPU buft (mapped) is used instead.
     const DeviceManifest& cd = ds.devices[chosen_dev];
     if (p->use_mmap && cd.host_buft && cd.host_buft->name == chosen) {
       ex.rejected.push_back(chosen + ": host buffer type with mmap (the file mapping is used instead)");
       ex.rule += "; mmap: host buffer type -> " + cpu_buft;
+      if (ex.code == ExplainRule::kWeightHead || ex.code == ExplainRule::kWeightFallback) ex.code = ExplainRule::kWeightMmap;
       chosen = cpu_buft;
       chosen_dev = ds.cpu;
     }
@@ -215,6 +220,8 @@ Status SelectWeightBufts(const ModelGraphs& m, const DeviceSet& ds, const LayerM
       for (size_t j = 0; j < gi; ++j)
         if (m.globals[j].name == w.name && p->global_buft[j] == b) {
           ex.rule += "; shares the copy already in " + chosen;
+          if (ex.code == ExplainRule::kWeightHead || ex.code == ExplainRule::kWeightFallback)
+            ex.code = ExplainRule::kWeightShared;
           break;
         }
     }

@@ -13,6 +13,22 @@ std::pair<std::string, std::string> SplitRejected(const std::string& r) {
 
 }  // namespace
 
+const char* ExplainRuleCode(ExplainRule code) {
+  switch (code) {
+    case ExplainRule::kUnset: return "";
+    case ExplainRule::kWeightHead: return "load.head";
+    case ExplainRule::kWeightFallback: return "load.fallback";
+    case ExplainRule::kWeightOverride: return "load.override";
+    case ExplainRule::kWeightOverrideCpu: return "load.override.cpu";
+    case ExplainRule::kWeightMmap: return "load.mmap";
+    case ExplainRule::kWeightShared: return "load.dup";
+    case ExplainRule::kKvLayer: return "kv.layer";
+    case ExplainRule::kKvNoOffload: return "kv.nkvo";
+    case ExplainRule::kNode: return "node";
+  }
+  return "";
+}
+
 std::string ExplainText(const Placement& p) {
   std::string out;
   for (const auto& e : p.explain) {
@@ -32,6 +48,7 @@ std::string ExplainJson(const Placement& p) {
     j["device"] = e.device;
     j["buffer_type"] = e.buft;
     j["rule"] = e.rule;
+    j["code"] = ExplainRuleCode(e.code);
     j["rejected"] = nlohmann::ordered_json::array();
     for (const auto& r : e.rejected) {
       auto [cand, reason] = SplitRejected(r);

@@ -17,6 +17,7 @@ Status PlaceKvCache(const ModelGraphs& m, const DeviceSet& ds, const LayerMap& l
     ex.subject = g.name;
     ex.device = ds.devices[p->bufts[b].device].name;
     ex.buft = p->bufts[b].name;
+    ex.code = offload_kqv ? ExplainRule::kKvLayer : ExplainRule::kKvNoOffload;
     ex.rule = offload_kqv ? "KV cache of layer " + std::to_string(g.layer) + " on its layer's device (" +
                                 ds.devices[dev].name + ")"
                           : "-nkvo: KV cache on the CPU";

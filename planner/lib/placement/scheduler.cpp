@@ -374,6 +374,7 @@ class Scheduler {
       ex.graph = g_.name;
       ex.device = x.backend >= 0 ? p_->backends[x.backend].name : "";
       ex.buft = x.backend >= 0 ? ComputeBuft(x.backend).name : "";
+      ex.code = ExplainRule::kNode;
       ex.rule = x.cause + ": " + CauseText(x.cause.rfind("1.wgt", 0) == 0 ? "1.wgt" : x.cause);
       for (int b = 0; b < x.backend; ++b) {
         if (!Supports(b, t)) {

@@ -5,6 +5,7 @@
 
 #include "stowage/planner/graph.h"
 #include "stowage/planner/buft_select.h"
+#include "stowage/planner/explain.h"
 #include "stowage/planner/kv_place.h"
 #include "test_manifests.h"
 
@@ -163,6 +164,86 @@ TEST(PlaceKvCache, FollowsLayerDeviceOrCpuWithNkvo) {
     ASSERT_TRUE(PlaceKvCache(m, s.ds, s.lm, offload, &s.p).ok());
     EXPECT_EQ(BuftOf(s, 5), offload ? "G" : "CPU");
   }
+}
+
+/// The rule code as the text says it (how the MLIR pass derived it before ExplainEntry had a code):
+/// override > mmap > shared copy > head/fallback.
+const char* CodeFromText(const ExplainEntry& e) {
+  if (e.rule.rfind("override '", 0) == 0)
+    return e.rule.find("first supported entry of the CPU list") != std::string::npos ? "load.override.cpu" : "load.override";
+  if (e.rule.find("; mmap: ") != std::string::npos) return "load.mmap";
+  if (e.rule.find("; shares the copy already in ") != std::string::npos) return "load.dup";
+  if (e.rule.rfind("KV cache of layer", 0) == 0) return "kv.layer";
+  if (e.rule.rfind("-nkvo:", 0) == 0) return "kv.nkvo";
+  return e.rejected.empty() ? "load.head" : "load.fallback";
+}
+
+/// Codes of the weight and KV records in globals order (the token_embd copy of the output layer is
+/// subject "token_embd.weight (output)").
+std::vector<std::string> Codes(const Placement& p) {
+  std::vector<std::string> out;
+  for (const auto& e : p.explain) {
+    EXPECT_STREQ(ExplainRuleCode(e.code), CodeFromText(e)) << e.subject << ": " << e.rule;
+    out.push_back(ExplainRuleCode(e.code));
+  }
+  return out;
+}
+
+TEST(ExplainRule, EveryWeightAndKvRecordCarriesTheCodeItsTextSays) {
+  using V = std::vector<std::string>;
+  {  // CPU only: GET_ROWS and MUL skip CPU_REPACK (fallback), Q4_0 MUL_MATs take it (head).
+    ModelGraphs m = TinyModel();
+    Fixture s = Make({Cpu()}, 0, true);
+    MovedSummary moved;
+    ASSERT_TRUE(SelectWeightBufts(m, s.ds, s.lm, {}, &s.p, &moved).ok());
+    ASSERT_TRUE(PlaceKvCache(m, s.ds, s.lm, true, &s.p).ok());
+    EXPECT_EQ(Codes(s.p), (V{"load.fallback", "load.fallback", "load.head", "load.fallback", "load.head", "kv.layer"}));
+  }
+  {  // --no-repack: the tied output shares token_embd's CPU copy; -nkvo.
+    ModelGraphs m = TinyModel();
+    Fixture s = Make({Cpu()}, 0, true);
+    WeightBuftOptions o;
+    o.no_repack = true;
+    MovedSummary moved;
+    ASSERT_TRUE(SelectWeightBufts(m, s.ds, s.lm, o, &s.p, &moved).ok());
+    ASSERT_TRUE(PlaceKvCache(m, s.ds, s.lm, false, &s.p).ok());
+    EXPECT_EQ(Codes(s.p), (V{"load.head", "load.head", "load.head", "load.head", "load.dup", "kv.nkvo"}));
+  }
+  {  // A GPU host buft with mmap: the CPU-list weights that chose G_Host are mapped instead.
+    ModelGraphs m = TinyModel();
+    Fixture s = Make({Gpu("G", 100, "CUDA", /*host=*/true), Cpu()}, 0, true);
+    MovedSummary moved;
+    ASSERT_TRUE(SelectWeightBufts(m, s.ds, s.lm, {}, &s.p, &moved).ok());
+    EXPECT_EQ(Codes(s.p), (V{"load.mmap", "load.mmap", "load.head", "load.mmap", "load.head"}));
+  }
+  {  // Overrides win over every other reason, also when mmap then replaces a host buft.
+    ModelGraphs m = TinyModel();
+    Fixture s = Make({Gpu("G", 100, "CUDA", /*host=*/true), Cpu()}, 99, true);
+    WeightBuftOptions o;
+    o.overrides = {{"attn_q", "CPU"}, {"attn_norm", "G"}, {"output_norm", "CPU"}};
+    MovedSummary moved;
+    ASSERT_TRUE(SelectWeightBufts(m, s.ds, s.lm, o, &s.p, &moved).ok());
+    EXPECT_EQ(Codes(s.p), (V{"load.mmap", "load.override", "load.override.cpu", "load.override.cpu", "load.head"}));
+    EXPECT_EQ(BuftOf(s, 3), "CPU");  // output_norm: CPU list -> G_Host -> mmap -> CPU
+    EXPECT_NE(s.p.explain[3].rule.find("; mmap: "), std::string::npos);
+  }
+}
+
+TEST(ExplainRule, CodesAreNamedLikeThePlaceDialectAndShownInJson) {
+  EXPECT_STREQ(ExplainRuleCode(ExplainRule::kUnset), "");
+  EXPECT_STREQ(ExplainRuleCode(ExplainRule::kWeightOverrideCpu), "load.override.cpu");
+  EXPECT_STREQ(ExplainRuleCode(ExplainRule::kWeightShared), "load.dup");
+  EXPECT_STREQ(ExplainRuleCode(ExplainRule::kKvNoOffload), "kv.nkvo");
+  EXPECT_STREQ(ExplainRuleCode(ExplainRule::kNode), "node");
+  Placement p;
+  ExplainEntry e;
+  e.subject = "w";
+  e.rule = "first entry";
+  e.code = ExplainRule::kWeightFallback;
+  p.explain.push_back(e);
+  EXPECT_NE(ExplainJson(p).find("\"rule\": \"first entry\",\n      \"code\": \"load.fallback\""), std::string::npos)
+      << ExplainJson(p);
+  EXPECT_EQ(ExplainText(p), "tensor w:  on  -- first entry\n");  // the text is unchanged
 }
 
 }  // namespace

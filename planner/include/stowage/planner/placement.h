@@ -44,9 +44,28 @@ struct PlacedBackend {
   int compute_buft = 0;       ///< index into Placement::bufts
 };
 
-/// --explain record for a weight or node.
+/// The rule that decided an --explain record, as a code (the text of the record says the same in
+/// words). Weight codes follow llama.cpp's load_tensors (FEB25); when several apply, the first of
+/// override > mmap > shared > head/fallback is recorded. ExplainRuleCode (explain.h) names them as
+/// the place dialect's cause codes.
+enum class ExplainRule : uint8_t {
+  kUnset = 0,          ///< not set by the pass that made the record
+  kWeightHead,         ///< load.head: the first buffer type of the layer's list
+  kWeightFallback,     ///< load.fallback: a later entry of the list (earlier ones rejected)
+  kWeightOverride,     ///< load.override: a -ot pattern to a non-CPU buffer type (no support check)
+  kWeightOverrideCpu,  ///< load.override.cpu: a -ot pattern to the CPU buft, resolved through the CPU list
+  kWeightMmap,         ///< load.mmap: a host buffer type replaced by the CPU buft (the file mapping)
+  kWeightShared,       ///< load.dup: a duplicated weight sharing the copy already in its buffer type
+  kKvLayer,            ///< kv.layer: KV cache on its layer's device
+  kKvNoOffload,        ///< kv.nkvo: -nkvo keeps the KV cache on the CPU
+  kNode,               ///< a graph node: the scheduler's cause code is Tensor::cause ("1.wgt0", "2.sup", ...)
+};
+
+/// --explain record for a weight, KV cache tensor or node.
 struct ExplainEntry {
-  std::string subject, graph, device, buft, rule;
+  std::string subject, graph, device, buft;
+  std::string rule;                   ///< the rule in words
+  ExplainRule code = ExplainRule::kUnset;
   std::vector<std::string> rejected;  ///< "<buft>: <reason>"
 };
 
