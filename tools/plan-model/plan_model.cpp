@@ -13,6 +13,7 @@
 
 #include "stowage/planner/graph.h"  // first: graph.h names stowage::GgmlOp unqualified
 #include "from_probe.h"
+#include "probed_machine.h"
 #include "stowage/planner/explain.h"
 #include "stowage/planner/fit.h"
 #include "stowage/planner/model_graphs.h"
@@ -48,12 +49,12 @@ Result<std::vector<DeviceManifest>> MachineDevices(const std::string& device_lis
   }
   const bool has_cpu = std::any_of(devices.begin(), devices.end(), [](const DeviceManifest& d) { return d.type == DeviceType::kCpu; });
   if (devices.empty() || !has_cpu) {
-    const ProbeReport report = ProbeDevices();
-    for (const auto& d : report.devices) {
-      if (!device_list.empty() && d.type != ProbedDeviceType::kCpu) continue;  // a list, or "none"
-      STOWAGE_ASSIGN_OR_RETURN(DeviceManifest m, ManifestFromProbe(d));
-      devices.push_back(m.IsIndexed() ? m.WithIndex(0) : m);
-    }
+    // A list, or "none": only the CPU of this machine; else every probed device (CUDA0, CUDA1, ...).
+    STOWAGE_ASSIGN_OR_RETURN(std::vector<DeviceManifest> probed,
+                             tools::ProbedManifests(ProbeDevices().devices, [&](const ProbedDevice& d) {
+                               return device_list.empty() || d.type == ProbedDeviceType::kCpu;
+                             }));
+    devices.insert(devices.end(), probed.begin(), probed.end());
   }
   STOWAGE_RETURN_IF_ERROR(ApplyMemoryOverrides(devices, ovr));
   return devices;
