@@ -1,8 +1,94 @@
 #include "stowage/planner/fit.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace stowage::planner {
+
+std::vector<float> RowSplitStarts(const std::vector<float>& proportions, const std::vector<uint64_t>& memory_total) {
+  const size_t n = memory_total.size();
+  std::vector<double> w(n, 0.0);
+  bool all_zero = true;
+  for (size_t i = 0; i < n && i < proportions.size(); ++i) {
+    w[i] = proportions[i] > 0.f ? proportions[i] : 0.0;
+    all_zero = all_zero && w[i] == 0.0;
+  }
+  if (all_zero) {
+    for (size_t i = 0; i < n; ++i) w[i] = static_cast<double>(memory_total[i]);
+    bool none = true;
+    for (double v : w) none = none && v == 0.0;
+    if (none) std::fill(w.begin(), w.end(), 1.0);
+  }
+  double total = 0;
+  for (double v : w) total += v;
+  std::vector<float> starts(n, 0.f);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    starts[i] = static_cast<float>(sum / total);  // ggml keeps the split as float
+    sum += w[i];
+  }
+  return starts;
+}
+
+void RowSplitRange(int64_t nrows, const std::vector<float>& starts, int64_t rounding, int id, int64_t* lo, int64_t* hi) {
+  const int n = static_cast<int>(starts.size());
+  if (rounding < 1) rounding = 1;
+  *lo = id == 0 ? 0 : static_cast<int64_t>(static_cast<float>(nrows) * starts[id]);
+  *lo -= *lo % rounding;
+  if (id == n - 1) {
+    *hi = nrows;
+  } else {
+    *hi = static_cast<int64_t>(static_cast<float>(nrows) * starts[id + 1]);
+    *hi -= *hi % rounding;
+  }
+  if (*hi < *lo) *hi = *lo;
+}
+
+Result<std::vector<SplitBufferShare>> RowSplitShares(const ModelGraphs& m, const PlacementOutcome& o,
+                                                     const std::vector<float>& tensor_split) {
+  const DeviceSet& ds = o.devices;
+  std::vector<SplitBufferShare> out;
+  for (size_t bi = 0; bi < o.memory.buffers.size(); ++bi) {
+    const PlannedBuffer& b = o.memory.buffers[bi];
+    if (b.usage != BufferUsage::kWeights || b.mapped) continue;
+    const PlacedBuft& pb = o.placement.bufts[b.buft];
+    const DeviceManifest& owner = ds.devices[pb.device];
+    if (!owner.split_buft || owner.split_buft->name != pb.name) continue;
+    // The devices the split spreads over: the model devices of the owner's backend with a split buft.
+    std::vector<int> devs;
+    std::vector<float> proportions;
+    std::vector<uint64_t> totals;
+    for (int i = 0; i < ds.n_model; ++i) {
+      const DeviceManifest& d = ds.devices[i];
+      if (d.backend != owner.backend || !d.split_buft) continue;
+      devs.push_back(i);
+      proportions.push_back(static_cast<size_t>(i) < tensor_split.size() ? tensor_split[i] : 0.f);
+      totals.push_back(d.memory_total);
+    }
+    if (devs.empty()) return Internal("split buffer " + b.name + " has no model device of backend " + owner.backend);
+    const std::vector<float> starts = RowSplitStarts(proportions, totals);
+    SplitBufferShare share;
+    share.buffer = static_cast<int>(bi);
+    share.device_bytes.assign(ds.devices.size(), 0);
+    std::vector<uint64_t> seen;  // offsets of stored tensors (a duplicated weight shares one copy)
+    for (const GlobalTensor& g : m.globals) {
+      if (g.kind != TensorKind::kWeight || g.buffer != static_cast<int>(bi)) continue;
+      if (std::find(seen.begin(), seen.end(), g.offset) != seen.end()) continue;
+      seen.push_back(g.offset);
+      const int64_t nrows = g.ne[1] * g.ne[2] * g.ne[3];
+      const uint64_t row_bytes = RowSize(g.type, g.ne[0]);
+      const uint64_t pad =
+          g.ne[0] % kMatrixRowPadding != 0 ? RowSize(g.type, kMatrixRowPadding - g.ne[0] % kMatrixRowPadding) : 0;
+      for (size_t k = 0; k < devs.size(); ++k) {
+        int64_t lo = 0, hi = 0;
+        RowSplitRange(nrows, starts, kRowSplitRounding, static_cast<int>(k), &lo, &hi);
+        if (hi > lo) share.device_bytes[devs[k]] += static_cast<uint64_t>(hi - lo) * row_bytes + pad;
+      }
+    }
+    out.push_back(std::move(share));
+  }
+  return out;
+}
 
 std::vector<DeviceMemoryUse> DeviceMemory(const PlacementOutcome& o) {
   const DeviceSet& ds = o.devices;
@@ -14,8 +100,15 @@ std::vector<DeviceMemoryUse> DeviceMemory(const PlacementOutcome& o) {
     out[d].available = m.UsableMemory();
     out[d].reported = m.memory_total > 0;
   }
-  for (const auto& b : o.memory.buffers) {
+  for (size_t bi = 0; bi < o.memory.buffers.size(); ++bi) {
+    const PlannedBuffer& b = o.memory.buffers[bi];
     if (b.mapped) continue;
+    const auto share = std::find_if(o.split_shares.begin(), o.split_shares.end(),
+                                    [&](const SplitBufferShare& s) { return s.buffer == static_cast<int>(bi); });
+    if (share != o.split_shares.end()) {
+      for (size_t d = 0; d < out.size() && d < share->device_bytes.size(); ++d) out[d].needed += share->device_bytes[d];
+      continue;
+    }
     const PlacedBuft& pb = o.placement.bufts[b.buft];
     const int d = pb.is_host ? ds.cpu : pb.device;
     out[d].needed += b.size;

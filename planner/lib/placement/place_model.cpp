@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "stowage/planner/fit.h"
 #include "stowage/planner/kv_place.h"
 
 namespace stowage::planner {
@@ -30,6 +31,7 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
   STOWAGE_RETURN_IF_ERROR(ScheduleGraph(m.prefill, m, o.devices, o.layers, &o.placement, so));
   STOWAGE_RETURN_IF_ERROR(ScheduleGraph(m.decode, m, o.devices, o.layers, &o.placement, so));
   STOWAGE_RETURN_IF_ERROR(PlanMemory(m, o.placement, &o.memory));
+  STOWAGE_ASSIGN_OR_RETURN(o.split_shares, RowSplitShares(m, o, opt.tensor_split));
   return o;
 }
 

@@ -71,5 +71,114 @@ TEST(CheckFit, CountsDeviceBuffersNotMappedOrHostOnes) {
             "(free 10.00 MiB - reserve 0.00 MiB)");
 }
 
+TEST(RowSplit, StartsFollowTensorSplitElseTotalMemory) {
+  EXPECT_EQ(RowSplitStarts({3, 1}, {10, 10}), (std::vector<float>{0.f, 0.75f}));
+  EXPECT_EQ(RowSplitStarts({}, {30, 10}), (std::vector<float>{0.f, 0.75f}));    // ggml default_tensor_split
+  EXPECT_EQ(RowSplitStarts({0, 0}, {10, 30}), (std::vector<float>{0.f, 0.25f}));  // all zero: memory
+  EXPECT_EQ(RowSplitStarts({}, {0, 0}), (std::vector<float>{0.f, 0.5f}));
+  EXPECT_EQ(RowSplitStarts({0, 1}, {10, 10}), (std::vector<float>{0.f, 0.f}));    // device 0 holds nothing
+}
+
+TEST(RowSplit, RangesRoundDownToTheGranularityAndTheLastDeviceTakesTheRest) {
+  auto range = [](int64_t nrows, const std::vector<float>& starts, int id) {
+    int64_t lo = -1, hi = -1;
+    RowSplitRange(nrows, starts, kRowSplitRounding, id, &lo, &hi);
+    return std::pair<int64_t, int64_t>(lo, hi);
+  };
+  EXPECT_EQ(range(256, {0.f, 0.5f}, 0), (std::pair<int64_t, int64_t>(0, 128)));
+  EXPECT_EQ(range(256, {0.f, 0.5f}, 1), (std::pair<int64_t, int64_t>(128, 256)));
+  EXPECT_EQ(range(128, {0.f, 0.5f}, 0), (std::pair<int64_t, int64_t>(0, 0)));  // 64 rounds down to 0
+  EXPECT_EQ(range(128, {0.f, 0.5f}, 1), (std::pair<int64_t, int64_t>(0, 128)));
+  EXPECT_EQ(range(1000, {0.f, 0.25f, 0.5f}, 1), (std::pair<int64_t, int64_t>(128, 384)));  // 250 -> 128, 500 -> 384
+  EXPECT_EQ(range(1000, {0.f, 0.25f, 0.5f}, 2), (std::pair<int64_t, int64_t>(384, 1000)));
+}
+
+/// Two GPUs with split bufts (-sm row, 10 MiB free each) and a CPU; one weight buffer per split buft
+/// holding the given weights, and one plain G0 buffer of `g0_bytes`.
+struct RowFixture {
+  ModelGraphs m;
+  PlacementOutcome o;
+};
+
+RowFixture MakeRow(uint64_t g0_bytes) {
+  RowFixture f;
+  f.o.devices = *MakeDeviceSet({testing::Gpu("G0", 10, "CUDA", false, true), testing::Gpu("G1", 10, "CUDA", false, true),
+                                testing::Cpu()},
+                               SplitMode::kRow, 0);
+  InitPlacement(f.o.devices, true, &f.o.placement);
+  auto buffer = [&](const std::string& buft, uint64_t size) {
+    PlannedBuffer b;
+    b.buft = f.o.placement.FindBuft(buft);
+    b.device = f.o.placement.bufts[b.buft].device;
+    b.name = buft;
+    b.size = size;
+    f.o.memory.buffers.push_back(b);
+    return static_cast<int>(f.o.memory.buffers.size()) - 1;
+  };
+  auto weight = [&](const std::string& name, GgmlType type, int64_t ne0, int64_t ne1, int buf, uint64_t offset) {
+    GlobalTensor g;
+    g.name = name;
+    g.type = type;
+    g.ne[0] = ne0;
+    g.ne[1] = ne1;
+    g.nbytes = TensorBytes(type, g.ne);
+    g.buffer = buf;
+    g.offset = offset;
+    f.m.globals.push_back(g);
+  };
+  const int s0 = buffer("G0_Split", 36864 + 2 * 65536);
+  const int s1 = buffer("G1_Split", 2048 * 1024);
+  buffer("G0", g0_bytes);
+  weight("blk.0.attn_q.weight", GgmlType::Q4_0, 256, 256, s0, 0);     // rows of 144 bytes, padded by 144
+  weight("blk.0.ffn_up.weight", GgmlType::F32, 512, 64, s0, 36864);    // 64 rows: all on the last device
+  weight("blk.0.ffn_up.weight", GgmlType::F32, 512, 64, s0, 36864);    // a second role of it: counted once
+  weight("blk.1.ffn_down.weight", GgmlType::F16, 1024, 1024, s1, 0);  // ne0 % 512 == 0: no padding
+  return f;
+}
+
+TEST(RowSplit, EachDeviceHoldsItsRowsOfEverySplitBuffer) {
+  RowFixture f = MakeRow(1 << 20);
+  auto shares = RowSplitShares(f.m, f.o, {1, 1});
+  ASSERT_TRUE(shares.ok()) << shares.status().ToString();
+  ASSERT_EQ(shares->size(), 2u);  // the plain G0 buffer is not split
+  const SplitBufferShare& a = (*shares)[0];
+  EXPECT_EQ(a.buffer, 0);
+  EXPECT_EQ(a.device_bytes[0], 128u * 144 + 144);
+  EXPECT_EQ(a.device_bytes[1], 128u * 144 + 144 + 64u * 2048);
+  EXPECT_EQ(a.device_bytes[2], 0u);
+  const SplitBufferShare& b = (*shares)[1];
+  EXPECT_EQ(b.device_bytes[0], 512u * 2048);
+  EXPECT_EQ(b.device_bytes[1], 512u * 2048);
+  // -ts 3,1 moves rows to G0.
+  auto uneven = RowSplitShares(f.m, f.o, {3, 1});
+  ASSERT_TRUE(uneven.ok());
+  EXPECT_EQ((*uneven)[1].device_bytes[0], 768u * 2048);
+  EXPECT_EQ((*uneven)[1].device_bytes[1], 256u * 2048);
+}
+
+TEST(CheckFit, CountsEachDevicesShareOfASplitBufferNotTheWholeBuffer) {
+  // G0: 9 MiB of its own buffer + its rows of the split buffers (1.02 MiB) exceed its 10 MiB.
+  RowFixture f = MakeRow(9ull << 20);
+  auto shares = RowSplitShares(f.m, f.o, {1, 1});
+  ASSERT_TRUE(shares.ok());
+  // Without the shares, G0_Split and G1_Split count wholly for G0 and G1.
+  auto whole = DeviceMemory(f.o);
+  EXPECT_EQ(whole[0].needed, (9ull << 20) + 36864 + 2 * 65536);
+  EXPECT_EQ(whole[1].needed, 2048u * 1024);
+  f.o.split_shares = *shares;
+  auto use = DeviceMemory(f.o);
+  const uint64_t g0 = (9ull << 20) + 128 * 144 + 144 + 512 * 2048;
+  const uint64_t g1 = 128 * 144 + 144 + 64 * 2048 + 512 * 2048;
+  EXPECT_EQ(use[0].needed, g0);
+  EXPECT_EQ(use[1].needed, g1);
+  EXPECT_EQ(use[0].needed + use[1].needed, (9ull << 20) + 2 * (128 * 144 + 144) + 64 * 2048 + 1024 * 2048);
+  Status s = CheckFit(f.o);
+  ASSERT_FALSE(s.ok());  // G0: 9 MiB + 1.02 MiB > 10 MiB (the whole-buffer count said 9.16 MiB: fits)
+  EXPECT_NE(s.message().find("device G0 needs " + std::to_string(g0) + " bytes"), std::string::npos) << s.message();
+  RowFixture small = MakeRow(8ull << 20);
+  small.o.split_shares = *RowSplitShares(small.m, small.o, {1, 1});
+  EXPECT_TRUE(CheckFit(small.o).ok());
+}
+
 }  // namespace
 }  // namespace stowage::planner

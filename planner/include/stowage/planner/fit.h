@@ -22,9 +22,38 @@ struct DeviceMemoryUse {
   bool reported = true;    ///< false when the manifest reports no memory (total 0): never checked
 };
 
+/// ggml-cuda's row granularity of a split buffer (get_row_rounding: mmq_y = 128 on NVIDIA compute
+/// capability >= 7.0, FEB25). Manifests do not carry the compute capability; every GPU of the
+/// shipped registry is >= 7.0.
+inline constexpr int64_t kRowSplitRounding = 128;
+/// ggml-cuda MATRIX_ROW_PADDING: each device's slice of a matrix is padded by the bytes of
+/// (512 - ne0 % 512) elements when ne0 is not a multiple of 512.
+inline constexpr int64_t kMatrixRowPadding = 512;
+
+/// Cumulative split starts of a split buffer over `n` devices (ggml_backend_cuda_split_buffer_type,
+/// FEB25): from `proportions` (-ts, by device position) when given and not all zero, else from
+/// `memory_total` (ggml's default_tensor_split is proportional to each device's total memory; equal
+/// shares when that is 0 too). starts[0] = 0, non-decreasing, < 1 unless a share is empty.
+std::vector<float> RowSplitStarts(const std::vector<float>& proportions, const std::vector<uint64_t>& memory_total);
+
+/// Rows [*lo, *hi) of a matrix with `nrows` rows that device `id` of starts.size() holds (ggml-cuda
+/// get_row_split): lo = nrows * starts[id], hi = nrows * starts[id + 1] (nrows for the last
+/// device), both rounded down to a multiple of `rounding`; empty (hi == lo) when they meet.
+void RowSplitRange(int64_t nrows, const std::vector<float>& starts, int64_t rounding, int id, int64_t* lo, int64_t* hi);
+
+/// Per split weight buffer of `o` (a buffer whose buft is some device's split buft): the bytes each
+/// device holds, for the devices of that buft's backend among the model devices, in model order
+/// (the devices ggml-cuda's split buffer spreads over), split by RowSplitStarts(tensor_split, their
+/// memory totals). Per weight (each stored tensor once): rows = ne1 * ne2 * ne3, a device's bytes =
+/// its rows * RowSize(type, ne0) plus the MATRIX_ROW_PADDING bytes when it holds any row.
+/// Needs PlanMemory's buffers/offsets in `m`. Errors: kInternal when a split buffer has no device.
+Result<std::vector<SplitBufferShare>> RowSplitShares(const ModelGraphs& m, const PlacementOutcome& o,
+                                                     const std::vector<float>& tensor_split);
+
 /// Per device: the buffers of buffer types that are not host memory count for their device; host
 /// buffer types (CPU, CPU_REPACK, CUDA_Host) count for the CPU; mapped buffers count for nobody
-/// (file pages).
+/// (file pages); a -sm row split buffer counts for each device with its share
+/// (PlacementOutcome::split_shares) instead of wholly for its buft's device.
 std::vector<DeviceMemoryUse> DeviceMemory(const PlacementOutcome& o);
 
 /// kResourceExhausted naming the first device whose needed bytes exceed its available bytes:

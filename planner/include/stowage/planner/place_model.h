@@ -29,6 +29,13 @@ struct PlacementOptions {
   bool offload_kqv = true;
 };
 
+/// How a -sm row split buffer (CUDA<i>_Split) is spread over the devices: ggml-cuda's split buffer
+/// holds each matrix's rows on every device of its backend (see RowSplitShares, fit.h).
+struct SplitBufferShare {
+  int buffer = -1;                     ///< index into MemoryPlan::buffers
+  std::vector<uint64_t> device_bytes;  ///< per DeviceSet::devices index: bytes of its rows held there
+};
+
 /// Everything plan-model prints and exports.
 struct PlacementOutcome {
   DeviceSet devices;
@@ -37,6 +44,7 @@ struct PlacementOutcome {
   MemoryPlan memory;
   MovedSummary moved;
   int pp_nodes = 0, tg_nodes = 0;  ///< graph node counts before split copies
+  std::vector<SplitBufferShare> split_shares;  ///< one per split weight buffer (-sm row), for the fit check
 };
 
 /// Runs the whole pipeline on `m` (its graphs are modified: backends, splits, copies, offsets).
