@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "stowage/runtime/gguf.h"
+#include "stdout_check.h"
 
 namespace {
 using stowage::GgufValue;
@@ -82,7 +83,9 @@ nlohmann::json ToJson(const GgufValue& v) {
 }
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int Run(int argc, char** argv) {
   CLI::App app{"gguf-dump: print a GGUF file's metadata and tensor infos"};
   std::string path;
   bool json = false;
@@ -164,3 +167,7 @@ int main(int argc, char** argv) {
               total_bytes / 1048576.0);
   return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return stowage::tools::FinishStdout("gguf-dump", Run(argc, argv)); }

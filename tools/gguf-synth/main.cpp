@@ -12,14 +12,17 @@
 
 #include "stowage/runtime/gguf_writer.h"
 #include "synth.h"
+#include "stdout_check.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int Run(int argc, char** argv) {
   using stowage::synth::ModelSpec;
   CLI::App app{"gguf-synth: write a random-weight GGUF model (llama.cpp names, shapes and keys)"};
   std::string out, preset, arch, type = "f32", name, vocab_from;
   ModelSpec d;  // option storage; applied over the preset only when given
   bool list = false, header_only = false, tied = false, untied = false, rope_freqs = false;
-  app.add_option("-o,--output", out, "output GGUF file (written atomically)");
+  CLI::Option* o_out = app.add_option("-o,--output", out, "output GGUF file (written atomically)");
   app.add_flag("--list-presets", list, "print the presets and exit");
   app.add_option("--preset", preset, "real-size preset: llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3-like, mamba-2.8b");
   auto* o_arch = app.add_option("--arch", arch, "llama, qwen2, phi3, gemma, mamba, qwen2moe, mixtral");
@@ -65,6 +68,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  if (o_out->count() > 0 && out.empty()) return fail("-o/--output: empty file name (give the GGUF file to write)");
   if (out.empty()) return fail("an output file is required (-o FILE)");
   if (tied && untied) return fail("--tied and --untied exclude each other");
 
@@ -120,3 +124,7 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(w.FileSize()), s.header_only ? " (data region sparse)" : "");
   return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return stowage::tools::FinishStdout("gguf-synth", Run(argc, argv)); }

@@ -20,6 +20,7 @@
 #include "from_probe.h"
 #include "stowage/planner/registry.h"
 #include "stowage/runtime/device_probe.h"
+#include "stdout_check.h"
 
 namespace {
 
@@ -194,7 +195,9 @@ int Fail(const Status& s) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int Run(int argc, char** argv) {
   CLI::App app{
       "List this machine's devices (like llama.cpp --list-devices), or devices made from registry manifests"};
   bool as_json = false, verbose = false;
@@ -202,7 +205,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> registry_dirs;
   app.add_flag("--json", as_json, "print JSON instead of text");
   app.add_flag("-v,--verbose", verbose, "also print type, caps, buffer types, properties and notes");
-  app.add_option("--emit-manifest", emit_dir,
+  CLI::Option* emit_opt = app.add_option("--emit-manifest", emit_dir,
                  "write a manifest per probed device into DIR (local-<device>.json)");
   app.add_option("--device", device_list,
                  "show devices made from registry manifests instead of probing (e.g. h200,h200,cpu)");
@@ -212,6 +215,10 @@ int main(int argc, char** argv) {
                  "override free memory of registry devices: NAME=SIZE[,NAME=SIZE] (e.g. CUDA1=10GiB)");
   CLI11_PARSE(app, argc, argv);
 
+  if (emit_opt->count() > 0 && emit_dir.empty())
+    return Fail(stowage::InvalidArgument("--emit-manifest: empty folder name (give the folder to write manifests into)"));
+  for (const auto& dir : registry_dirs)
+    if (dir.empty()) return Fail(stowage::InvalidArgument("--registry: empty folder name"));
   std::vector<Shown> shown;
   std::vector<std::string> notes;
   if (!device_list.empty() || !registry_dirs.empty() || !free_spec.empty()) {
@@ -249,3 +256,7 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return stowage::tools::FinishStdout("list-devices", Run(argc, argv)); }

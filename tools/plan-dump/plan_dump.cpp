@@ -11,6 +11,7 @@
 #include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/ggml_types.h"
 #include "stowage/runtime/plan.h"
+#include "stdout_check.h"
 
 namespace fb = stowage::plan;
 using nlohmann::ordered_json;
@@ -225,7 +226,9 @@ ordered_json Json(const fb::Plan& p, bool nodes) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int Run(int argc, char** argv) {
   CLI::App app{"plan-dump: print a Stowage plan file (verified first)"};
   std::string path;
   bool json = false, nodes = false;
@@ -243,3 +246,7 @@ int main(int argc, char** argv) {
   else std::printf("%s", Text(p, nodes).c_str());
   return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return stowage::tools::FinishStdout("plan-dump", Run(argc, argv)); }

@@ -20,6 +20,7 @@
 #include "stowage/planner/place_model.h"
 #include "stowage/planner/plan_export.h"
 #include "stowage/planner/registry.h"
+#include "stdout_check.h"
 
 using namespace stowage;
 using namespace stowage::planner;
@@ -62,7 +63,9 @@ Result<std::vector<DeviceManifest>> MachineDevices(const std::string& device_lis
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int Run(int argc, char** argv) {
   CLI::App app{"plan-model: plan the placement and memory of a GGUF model ahead of time (llama.cpp semantics)"};
   std::string model_path, out_path, ctk = "f16", ctv = "f16", device_list, free_ovr, sm = "layer", ts, explain;
   std::vector<std::string> registry_dirs, ot;
@@ -72,7 +75,7 @@ int main(int argc, char** argv) {
   bool no_mmap = false, no_kv_offload = false, no_op_offload = false, fit = false, cpu_moe = false, timing = false;
   int n_cpu_moe = 0, debug_splits = 0;
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
-  app.add_option("-o,--output", out_path, "plan file to write (default: none)");
+  CLI::Option* out_opt = app.add_option("-o,--output", out_path, "plan file to write (default: none)");
   app.add_option("--device", device_list,
                  "devices of the machine: registry keys or manifest files, comma-separated; a list without a CPU "
                  "device gets this machine's CPU; 'none': the CPU only (default: this machine's devices)");
@@ -115,6 +118,14 @@ int main(int argc, char** argv) {
       rc >= 0)
     return rc;
 
+  if (out_opt->count() > 0 && out_path.empty())
+    return Fail(InvalidArgument("-o/--output: empty file name (give the plan file to write, or no -o for no plan)"));
+  for (const auto& dir : registry_dirs)
+    if (dir.empty()) return Fail(InvalidArgument("--registry: empty folder name"));
+  if (!registry_dirs.empty()) {  // checked even when no --device list reads it
+    auto reg = Registry::Open(registry_dirs);
+    if (!reg.ok()) return Fail(InvalidArgument("--registry: " + reg.status().message()));
+  }
   auto tk = ParseGgmlType(ctk);
   if (!tk.ok()) return Fail(InvalidArgument("--cache-type-k: " + tk.status().message()));
   auto tv = ParseGgmlType(ctv);
@@ -212,3 +223,7 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return stowage::tools::FinishStdout("plan-model", Run(argc, argv)); }

@@ -55,10 +55,18 @@ Result<DeviceSet> MakeDeviceSet(const std::vector<DeviceManifest>& machine, Spli
   // llama.cpp: RPC devices in front of the other GPUs.
   std::vector<const DeviceManifest*> model = rpc;
   model.insert(model.end(), gpu.begin(), gpu.end());
+  // llama.cpp checks main_gpu for -sm none only; here it must name a model device in every mode
+  // (or stay at its default 0 when there are none and the mode does not need one).
+  const int n_gpu = static_cast<int>(model.size());
+  const bool mg_default_without_gpu = split_mode != SplitMode::kNone && n_gpu == 0 && main_gpu == 0;
+  if (!mg_default_without_gpu && (main_gpu < 0 || main_gpu >= n_gpu)) {
+    std::string valid = n_gpu == 0   ? "" : n_gpu == 1 ? "; valid: 0 (" : "; valid: 0 to " + std::to_string(n_gpu - 1) + " (";
+    for (int i = 0; i < n_gpu; ++i) valid += (i > 0 ? ", " : "") + model[i]->name;
+    if (n_gpu > 0) valid += ")";
+    return InvalidArgument("invalid value for main_gpu: " + std::to_string(main_gpu) +
+                           " (available devices: " + std::to_string(n_gpu) + valid + ")");
+  }
   if (split_mode == SplitMode::kNone) {
-    if (main_gpu < 0 || main_gpu >= static_cast<int>(model.size()))
-      return InvalidArgument("invalid value for main_gpu: " + std::to_string(main_gpu) +
-                             " (available devices: " + std::to_string(model.size()) + ")");
     for (size_t i = 0; i < model.size(); ++i)
       if (static_cast<int>(i) != main_gpu) ds.unused.push_back(model[i]->name);
     model = {model[main_gpu]};

@@ -56,7 +56,7 @@
 // RUN: not stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 --stowage-assign-layers="devices=%inputs/manifests/rpc0.json" 2>&1 | FileCheck %s --check-prefix=NOCPU
 // NOCPU: error: stowage-assign-layers: the device list '{{.*}}rpc0.json' has no CPU device (the scheduler's last backend)
 // RUN: not stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 --stowage-assign-layers="devices=%inputs/manifests/rpc0.json,%inputs/manifests/rpc1.json,%inputs/manifests/llamacpp-cpu.json split-mode=none main-gpu=2" 2>&1 | FileCheck %s --check-prefix=MG
-// MG: error: stowage-assign-layers: invalid value for main_gpu: 2 (available devices: 2)
+// MG: error: stowage-assign-layers: invalid value for main_gpu: 2 (available devices: 2; valid: 0 to 1 (RPC[127.0.0.1:50052], RPC[127.0.0.1:50053]))
 // RUN: not stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 --stowage-assign-layers="devices=%inputs/manifests/rpc0.json,%inputs/manifests/rpc1.json,%inputs/manifests/llamacpp-cpu.json n-gpu-layers=9 tensor-split=1/1/1" 2>&1 | FileCheck %s --check-prefix=TSLONG
 // TSLONG: error: stowage-assign-layers: -ts has 3 values but there are only 2 model devices
 

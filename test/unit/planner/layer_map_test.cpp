@@ -44,7 +44,27 @@ TEST(DeviceSet, SplitModeNoneKeepsMainGpuOnly) {
   EXPECT_EQ(ds->unused, std::vector<std::string>{"A"});
   auto bad = MakeDeviceSet({Gpu("A", 1), Cpu()}, SplitMode::kNone, 1);
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(), "invalid value for main_gpu: 1 (available devices: 1)");
+  EXPECT_EQ(bad.status().message(), "invalid value for main_gpu: 1 (available devices: 1; valid: 0 (A))");
+}
+
+TEST(DeviceSet, MainGpuMustNameAModelDeviceInEveryMode) {
+  for (SplitMode mode : {SplitMode::kNone, SplitMode::kLayer, SplitMode::kRow}) {
+    EXPECT_TRUE(MakeDeviceSet({Gpu("A", 1), Gpu("B", 1), Cpu()}, mode, 1).ok());
+    auto bad = MakeDeviceSet({Gpu("A", 1), Gpu("B", 1), Cpu()}, mode, 7);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(bad.status().message(), "invalid value for main_gpu: 7 (available devices: 2; valid: 0 to 1 (A, B))");
+    auto negative = MakeDeviceSet({Gpu("A", 1), Cpu()}, mode, -1);
+    ASSERT_FALSE(negative.ok());
+    EXPECT_EQ(negative.status().message(), "invalid value for main_gpu: -1 (available devices: 1; valid: 0 (A))");
+    auto cpu_only = MakeDeviceSet({Cpu()}, mode, 3);
+    ASSERT_FALSE(cpu_only.ok());
+    EXPECT_EQ(cpu_only.status().message(), "invalid value for main_gpu: 3 (available devices: 0)");
+  }
+  // Without model devices the default 0 is fine unless -sm none needs one.
+  EXPECT_TRUE(MakeDeviceSet({Cpu()}, SplitMode::kLayer, 0).ok());
+  EXPECT_TRUE(MakeDeviceSet({Cpu()}, SplitMode::kRow, 0).ok());
+  EXPECT_FALSE(MakeDeviceSet({Cpu()}, SplitMode::kNone, 0).ok());
 }
 
 TEST(DeviceSet, NeedsExactlyOneCpu) {

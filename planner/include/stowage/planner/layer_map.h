@@ -45,8 +45,11 @@ struct DeviceSet {
 /// Builds the device set from the machine's devices (any order, exactly one CPU device).
 /// Model devices (llama.cpp llama_model_load_from_file_impl): the GPU-type devices in the given
 /// order with RPC-backend devices moved to the front; with -sm none only model_devices[main_gpu].
-/// Errors: no or several CPU devices; -sm none with main_gpu outside [0, n)
-/// ("invalid value for main_gpu: 2 (available devices: 2)", as llama.cpp).
+/// Errors: no or several CPU devices; main_gpu outside [0, n) for the n model devices, in every split
+/// mode (llama.cpp checks it for -sm none only), except the default 0 when there are no model
+/// devices and the mode is not none: "invalid value for main_gpu: 7 (available devices: 2; valid:
+/// 0 to 1 (CUDA0, CUDA1))", "invalid value for main_gpu: 0 (available devices: 0)" (llama.cpp's
+/// message with the valid range added).
 Result<DeviceSet> MakeDeviceSet(const std::vector<DeviceManifest>& machine, SplitMode split_mode, int main_gpu);
 
 /// One entry of a buffer-type list: a buffer type and the device whose supports_op is asked.
