@@ -35,6 +35,8 @@ namespace avx512 {
 /// gemm.h kernel on the formats above; AVX-512 F/BW/VL + VNNI (gemm_q8_avx512.cpp).
 void GemmQ8Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
                   size_t dst_stride, int nr);
+/// One activation row (format above) for zero point z, equal to FromFloat<z>'s bytes for finite x.
+void GemmQ8FromFloat(const float* x, void* act, int64_t K, int z);
 }  // namespace avx512
 #endif
 
@@ -68,6 +70,15 @@ void FromFloat(const float* x, void* act, int64_t K) {
   const size_t used = size_t(nb) * kActBlockBytes;
   std::memset(static_cast<uint8_t*>(act) + used, 0, ActRowBytes(K) - used);
 }
+
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+template <int Z>
+void FromFloatVnni(const float* x, void* act, int64_t K) {
+  avx512::GemmQ8FromFloat(x, act, K, Z);
+  const size_t used = size_t(K / 32) * kActBlockBytes;
+  std::memset(static_cast<uint8_t*>(act) + used, 0, ActRowBytes(K) - used);
+}
+#endif
 
 // Unpacks block b of row r (plain layout) into 32 unsigned values u[] and its scale.
 using UnpackFn = void (*)(const uint8_t* row, int64_t b, uint8_t* u, uint16_t* d);
@@ -191,12 +202,12 @@ constexpr GemmKernels kScalarQ5_0 = {FromFloat<16>, ActRowBytes, PanelBytes, Pac
 constexpr GemmKernels kScalarIQ4_NL = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
                                        KernelScalar};
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-constexpr GemmKernels kVnniQ8_0 = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackQ8_0>,
+constexpr GemmKernels kVnniQ8_0 = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackPlain<UnpackQ8_0>,
                                    avx512::GemmQ8Kernel};
-constexpr GemmKernels kVnniQ4_0 = {FromFloat<8>, ActRowBytes, PanelBytes, PackQ4_0, avx512::GemmQ8Kernel};
-constexpr GemmKernels kVnniQ5_0 = {FromFloat<16>, ActRowBytes, PanelBytes, PackPlain<UnpackQ5_0>,
+constexpr GemmKernels kVnniQ4_0 = {FromFloatVnni<8>, ActRowBytes, PanelBytes, PackQ4_0, avx512::GemmQ8Kernel};
+constexpr GemmKernels kVnniQ5_0 = {FromFloatVnni<16>, ActRowBytes, PanelBytes, PackPlain<UnpackQ5_0>,
                                    avx512::GemmQ8Kernel};
-constexpr GemmKernels kVnniIQ4_NL = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
+constexpr GemmKernels kVnniIQ4_NL = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
                                      avx512::GemmQ8Kernel};
 #endif
 

@@ -9,8 +9,11 @@
 // accumulator — the scalar reference's operations in the same order, so results are bit-identical.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+
+#include "quants.h"
 
 namespace stowage::cpu::avx512 {
 namespace {
@@ -29,13 +32,15 @@ inline float LoadF(const uint8_t* p) {
   return v;
 }
 
+// Blocks [0, nb) of `panel` / `act` for NC columns; the float accumulators start at 0 (first) or
+// at dst's values (a later K chunk: the same fma chain continued, so chunking changes no bit).
 template <int NC>
 void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_stride, float* dst,
-             size_t dst_stride, __mmask16 mask) {
+             size_t dst_stride, __mmask16 mask, bool first) {
   __m512 sum[NC];
   const uint8_t* a[NC];
   for (int c = 0; c < NC; ++c) {
-    sum[c] = _mm512_setzero_ps();
+    sum[c] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, dst + size_t(c) * dst_stride);
     a[c] = act + size_t(c) * act_stride;
   }
   const uint8_t* rec = panel;
@@ -57,30 +62,55 @@ void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_st
 }
 
 constexpr int kCols = 8;
+// Blocks per K chunk: the chunk of the panel (kChunkBlocks * 576 bytes) stays in L1 while every
+// column group of the call passes over it; the next chunk continues from the stored sums.
+constexpr int64_t kChunkBlocks = 32;
 
 }  // namespace
 
 void GemmQ8Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
                   size_t dst_stride, int nr) {
   const int64_t nb = K / 32;
-  const uint8_t* p = static_cast<const uint8_t*>(panel);
-  const uint8_t* a = static_cast<const uint8_t*>(act);
   const __mmask16 mask = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1u);
-  int c = 0;
-  for (; c + kCols <= nc; c += kCols)
-    Columns<kCols>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, mask);
-  const int rest = nc - c;
-  a += size_t(c) * act_stride;
-  dst += size_t(c) * dst_stride;
-  switch (rest) {
-    case 1: Columns<1>(nb, p, a, act_stride, dst, dst_stride, mask); break;
-    case 2: Columns<2>(nb, p, a, act_stride, dst, dst_stride, mask); break;
-    case 3: Columns<3>(nb, p, a, act_stride, dst, dst_stride, mask); break;
-    case 4: Columns<4>(nb, p, a, act_stride, dst, dst_stride, mask); break;
-    case 5: Columns<5>(nb, p, a, act_stride, dst, dst_stride, mask); break;
-    case 6: Columns<6>(nb, p, a, act_stride, dst, dst_stride, mask); break;
-    case 7: Columns<7>(nb, p, a, act_stride, dst, dst_stride, mask); break;
-    default: break;
+  for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
+    const int64_t cb = std::min(kChunkBlocks, nb - b0);
+    const bool first = b0 == 0;
+    const uint8_t* p = static_cast<const uint8_t*>(panel) + size_t(b0) * kPanelBlockBytes;
+    const uint8_t* a = static_cast<const uint8_t*>(act) + size_t(b0) * kActBlockBytes;
+    float* d = dst;
+    int c = 0;
+    for (; c + kCols <= nc; c += kCols, a += kCols * act_stride, d += kCols * dst_stride)
+      Columns<kCols>(cb, p, a, act_stride, d, dst_stride, mask, first);
+    switch (nc - c) {
+      case 1: Columns<1>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      case 2: Columns<2>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      case 3: Columns<3>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      case 4: Columns<4>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      case 5: Columns<5>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      case 6: Columns<6>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      case 7: Columns<7>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      default: break;
+    }
+  }
+}
+
+void GemmQ8FromFloat(const float* x, void* act, int64_t K, int z) {
+  uint8_t* out = static_cast<uint8_t*>(act);
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t b = 0; b < K / 32; ++b, x += 32, out += kActBlockBytes) {
+    const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+    const __m512 m = _mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1));
+    const float amax = _mm512_reduce_max_ps(m);
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+    const float d = HalfToFloat(FloatToHalf(amax / 127.f));
+    // cvtps2dq rounds to nearest even (default MXCSR), as nearbyint in QuantizeRowQ8_0Act.
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, _mm512_set1_ps(id)));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, _mm512_set1_ps(id)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm512_cvtepi32_epi8(q1));
+    const int32_t corr = -z * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    std::memcpy(out + 32, &d, 4);
+    std::memcpy(out + 36, &corr, 4);
   }
 }
 
