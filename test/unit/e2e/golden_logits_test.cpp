@@ -7,10 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "stowage/planner/memory_plan.h"
-#include "stowage/planner/model_graphs.h"
-#include "stowage/planner/placement.h"
-#include "stowage/planner/plan_export.h"
+#include "plan_cpu.h"
 #include "stowage/runtime/session.h"
 #include "test_paths.h"
 
@@ -21,20 +18,6 @@ struct Case {
   const char* model;
   float tol;  // max |logit - golden| (issue 6: 0.02 for F32/F16 models, 0.25 for quantized)
 };
-
-std::vector<uint8_t> PlanCpu(const std::string& model_path, uint32_t n_ctx) {
-  auto gguf = GgufFile::Open(model_path);
-  EXPECT_TRUE(gguf.ok()) << gguf.status().ToString();
-  planner::ContextConfig cfg;
-  cfg.n_ctx = n_ctx;
-  auto graphs = planner::BuildModelGraphs(**gguf, cfg);
-  EXPECT_TRUE(graphs.ok()) << graphs.status().ToString();
-  planner::Placement p = planner::PlaceAllOnCpu(*graphs, true);
-  planner::MemoryPlan mem;
-  Status st = planner::PlanMemory(*graphs, p, &mem);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  return planner::SerializePlan(**gguf, *graphs, p, mem, "test");
-}
 
 class GoldenLogits : public ::testing::TestWithParam<Case> {};
 
@@ -50,7 +33,9 @@ TEST_P(GoldenLogits, PromptLogitsAndGreedy) {
   const std::vector<int32_t> greedy = golden["greedy"].get<std::vector<int32_t>>();
   const int n_vocab = golden["n_vocab"].get<int>();
 
-  auto session = Session::CreateFromPlanBytes(PlanCpu(model, 64), model);
+  auto plan = test::PlanCpu(model, 64);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  auto session = Session::CreateFromPlanBytes(*plan, model);
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   Session& s = **session;
   ASSERT_EQ(s.n_vocab(), n_vocab);
