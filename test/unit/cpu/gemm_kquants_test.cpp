@@ -265,6 +265,26 @@ TEST(GemmKQuants, SimdMatchesScalar) {
   }
 }
 
+// Every level's pack writes the scalar pack's bytes (the kernels of all levels read one layout).
+TEST(GemmKQuants, SimdPackEqualsScalarPack) {
+  uint32_t seed = 900;
+  for (GgmlType t : kTypes) {
+    const GemmKernels* gs = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kScalar);
+    const GemmKernels* g5 = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kAvx512);
+    if (!g5) GTEST_SKIP() << "skipped: no AVX-512 VNNI on this CPU";
+    ASSERT_EQ(gs->panel_bytes(768), g5->panel_bytes(768));
+    for (int nr = 1; nr <= 16; ++nr) {
+      const int64_t K = 768;
+      Problem p(t, K, nr, 1, seed++);
+      AlignedBuf a(gs->panel_bytes(K)), b(g5->panel_bytes(K));
+      std::memset(b.get(), 0x5A, g5->panel_bytes(K));  // padding rows must be written too
+      gs->pack(K, p.w.data(), p.row_size, nr, kLayoutPlain, a.get());
+      g5->pack(K, p.w.data(), p.row_size, nr, kLayoutPlain, b.get());
+      ASSERT_EQ(std::memcmp(a.get(), b.get(), gs->panel_bytes(K)), 0) << GgmlTypeName(t) << " nr " << nr;
+    }
+  }
+}
+
 // Rows nr..15 of a short panel compute finite values (the contract lets a kernel compute them).
 TEST(GemmKQuants, ShortPanelPaddingIsFinite) {
   for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512}) {

@@ -36,9 +36,19 @@
 
 namespace stowage::cpu {
 
+namespace gemm_kquants {
+// Row r's scales (and mins), d (and dmin) of one super-block into a panel super-block (also used
+// by the SIMD packers, which unpack only the quants themselves).
+void PackScaleMinMeta(const uint8_t* scales, fp16_t d, fp16_t dmin, int r, uint8_t* blk);
+void PackQ6_KMeta(const int8_t* scales, fp16_t d, int r, uint8_t* blk);
+}  // namespace gemm_kquants
+
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
 namespace avx512 {
 void FromFloatQ8_KAct(const float* x, void* act, int64_t K);
+void PackQ4_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
+void PackQ5_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
+void PackQ6_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
 void GemmKernelScaleMinVnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
                             size_t dst_stride, int nr);
 void GemmKernelQ6_KVnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
@@ -84,6 +94,35 @@ void PutRowQs(uint8_t* blk, int r, const uint8_t* v) {
 template <typename T>
 void Put(uint8_t* p, T v) { std::memcpy(p, &v, sizeof v); }
 
+}  // namespace
+
+namespace gemm_kquants {
+
+void PackScaleMinMeta(const uint8_t* scales, fp16_t d, fp16_t dmin, int r, uint8_t* blk) {
+  uint8_t sc[8], mn[8];
+  for (int j = 0; j < 8; ++j) GetScaleMinK4(j, scales, &sc[j], &mn[j]);
+  for (int j = 0; j < 8; ++j) Put<int32_t>(blk + kSmSc + (size_t(j) * kRows + r) * 4, sc[j]);
+  for (int p = 0; p < 4; ++p) {
+    Put<int16_t>(blk + kSmMins + (size_t(p) * kRows + r) * 4, mn[2 * p]);
+    Put<int16_t>(blk + kSmMins + (size_t(p) * kRows + r) * 4 + 2, mn[2 * p + 1]);
+  }
+  Put<float>(blk + kSmD + size_t(r) * 4, HalfToFloat(d));
+  Put<float>(blk + kSmDmin + size_t(r) * 4, HalfToFloat(dmin));
+}
+
+void PackQ6_KMeta(const int8_t* scales, fp16_t d, int r, uint8_t* blk) {
+  for (int g = 0; g < 16; ++g) Put<int32_t>(blk + kQ6Sc + (size_t(g) * kRows + r) * 4, scales[g]);
+  for (int p = 0; p < 8; ++p) {
+    Put<int16_t>(blk + kQ6Nsc + (size_t(p) * kRows + r) * 4, int16_t(-32 * scales[2 * p]));
+    Put<int16_t>(blk + kQ6Nsc + (size_t(p) * kRows + r) * 4 + 2, int16_t(-32 * scales[2 * p + 1]));
+  }
+  Put<float>(blk + kQ6D + size_t(r) * 4, HalfToFloat(d));
+}
+
+}  // namespace gemm_kquants
+
+namespace {
+
 // Q4_K / Q5_K row r, super-block x -> the scale-min panel super-block.
 template <typename Block>
 void PackScaleMinRow(const Block& x, int r, uint8_t* blk) {
@@ -103,15 +142,7 @@ void PackScaleMinRow(const Block& x, int r, uint8_t* blk) {
       }
   }
   PutRowQs(blk, r, v);
-  uint8_t sc[8], mn[8];
-  for (int j = 0; j < 8; ++j) GetScaleMinK4(j, x.scales, &sc[j], &mn[j]);
-  for (int j = 0; j < 8; ++j) Put<int32_t>(blk + kSmSc + (size_t(j) * kRows + r) * 4, sc[j]);
-  for (int p = 0; p < 4; ++p) {
-    Put<int16_t>(blk + kSmMins + (size_t(p) * kRows + r) * 4, mn[2 * p]);
-    Put<int16_t>(blk + kSmMins + (size_t(p) * kRows + r) * 4 + 2, mn[2 * p + 1]);
-  }
-  Put<float>(blk + kSmD + size_t(r) * 4, HalfToFloat(x.d));
-  Put<float>(blk + kSmDmin + size_t(r) * 4, HalfToFloat(x.dmin));
+  gemm_kquants::PackScaleMinMeta(x.scales, x.d, x.dmin, r, blk);
 }
 
 void PackQ6_KRow(const BlockQ6_K& x, int r, uint8_t* blk) {
@@ -126,12 +157,7 @@ void PackQ6_KRow(const BlockQ6_K& x, int r, uint8_t* blk) {
       v[nn + l + 96] = uint8_t((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
     }
   PutRowQs(blk, r, v);
-  for (int g = 0; g < 16; ++g) Put<int32_t>(blk + kQ6Sc + (size_t(g) * kRows + r) * 4, x.scales[g]);
-  for (int p = 0; p < 8; ++p) {
-    Put<int16_t>(blk + kQ6Nsc + (size_t(p) * kRows + r) * 4, int16_t(-32 * x.scales[2 * p]));
-    Put<int16_t>(blk + kQ6Nsc + (size_t(p) * kRows + r) * 4 + 2, int16_t(-32 * x.scales[2 * p + 1]));
-  }
-  Put<float>(blk + kQ6D + size_t(r) * 4, HalfToFloat(x.d));
+  gemm_kquants::PackQ6_KMeta(x.scales, x.d, r, blk);
 }
 
 template <typename Block, size_t kBlockBytes>
@@ -217,26 +243,28 @@ void KernelQ6_KScalar(int64_t K, const void* panel, const void* act, size_t act_
 
 using KernelFn = decltype(GemmKernels::kernel);
 
-constexpr GemmKernels MakeQ4_K(KernelFn k, FromFloatFn ff = FromFloatQ8_K) {
-  return {ff, ActRowBytes, PanelBytes<BlockQ4_K, kSmBlockBytes>,
-          Pack<BlockQ4_K, kSmBlockBytes, PackScaleMinRow<BlockQ4_K>>, k};
+using PackFn = decltype(GemmKernels::pack);
+
+constexpr GemmKernels MakeQ4_K(KernelFn k, FromFloatFn ff = FromFloatQ8_K,
+                               PackFn pk = Pack<BlockQ4_K, kSmBlockBytes, PackScaleMinRow<BlockQ4_K>>) {
+  return {ff, ActRowBytes, PanelBytes<BlockQ4_K, kSmBlockBytes>, pk, k};
 }
-constexpr GemmKernels MakeQ5_K(KernelFn k, FromFloatFn ff = FromFloatQ8_K) {
-  return {ff, ActRowBytes, PanelBytes<BlockQ5_K, kSmBlockBytes>,
-          Pack<BlockQ5_K, kSmBlockBytes, PackScaleMinRow<BlockQ5_K>>, k};
+constexpr GemmKernels MakeQ5_K(KernelFn k, FromFloatFn ff = FromFloatQ8_K,
+                               PackFn pk = Pack<BlockQ5_K, kSmBlockBytes, PackScaleMinRow<BlockQ5_K>>) {
+  return {ff, ActRowBytes, PanelBytes<BlockQ5_K, kSmBlockBytes>, pk, k};
 }
-constexpr GemmKernels MakeQ6_K(KernelFn k, FromFloatFn ff = FromFloatQ8_K) {
-  return {ff, ActRowBytes, PanelBytes<BlockQ6_K, kQ6BlockBytes>, Pack<BlockQ6_K, kQ6BlockBytes, PackQ6_KRow>,
-          k};
+constexpr GemmKernels MakeQ6_K(KernelFn k, FromFloatFn ff = FromFloatQ8_K,
+                               PackFn pk = Pack<BlockQ6_K, kQ6BlockBytes, PackQ6_KRow>) {
+  return {ff, ActRowBytes, PanelBytes<BlockQ6_K, kQ6BlockBytes>, pk, k};
 }
 
 constexpr GemmKernels kScalarQ4_K = MakeQ4_K(KernelScaleMinScalar);
 constexpr GemmKernels kScalarQ5_K = MakeQ5_K(KernelScaleMinScalar);
 constexpr GemmKernels kScalarQ6_K = MakeQ6_K(KernelQ6_KScalar);
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-constexpr GemmKernels kVnniQ4_K = MakeQ4_K(avx512::GemmKernelScaleMinVnni, avx512::FromFloatQ8_KAct);
-constexpr GemmKernels kVnniQ5_K = MakeQ5_K(avx512::GemmKernelScaleMinVnni, avx512::FromFloatQ8_KAct);
-constexpr GemmKernels kVnniQ6_K = MakeQ6_K(avx512::GemmKernelQ6_KVnni, avx512::FromFloatQ8_KAct);
+constexpr GemmKernels kVnniQ4_K = MakeQ4_K(avx512::GemmKernelScaleMinVnni, avx512::FromFloatQ8_KAct, avx512::PackQ4_K);
+constexpr GemmKernels kVnniQ5_K = MakeQ5_K(avx512::GemmKernelScaleMinVnni, avx512::FromFloatQ8_KAct, avx512::PackQ5_K);
+constexpr GemmKernels kVnniQ6_K = MakeQ6_K(avx512::GemmKernelQ6_KVnni, avx512::FromFloatQ8_KAct, avx512::PackQ6_K);
 #endif
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "gemm.h"
+#include "quants.h"
 
 namespace stowage::cpu::avx512 {
 namespace {
@@ -134,7 +135,143 @@ constexpr ColsFn kScaleMinFns[] = {nullptr,         ScaleMinCols<1>, ScaleMinCol
 constexpr ColsFn kQ6_KFns[] = {nullptr,     Q6_KCols<1>, Q6_KCols<2>, Q6_KCols<3>, Q6_KCols<4>,
                                Q6_KCols<5>, Q6_KCols<6>, Q6_KCols<7>, Q6_KCols<8>};
 
+// ---- packing: quants unpacked per row into tmp[16][256] (one unsigned byte per element, element
+// order), then interleaved by 16x16 dword transposes (k-step s of the 16 rows -> 64 bytes).
+
+inline __m256i Ld256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline void St256(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+
+void UnpackQ4_K(const BlockQ4_K& x, uint8_t* v) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  for (int i = 0; i < 4; ++i) {
+    const __m256i q = Ld256(x.qs + 32 * i);
+    St256(v + 64 * i, _mm256_and_si256(q, m4));
+    St256(v + 64 * i + 32, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+  }
+}
+
+void UnpackQ5_K(const BlockQ5_K& x, uint8_t* v) {
+  const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
+  const __m256i qh = Ld256(x.qh);
+  for (int i = 0; i < 4; ++i) {
+    const __m256i q = Ld256(x.qs + 32 * i);
+    // bit j of qh[l] is the fifth bit of sub-block j (16-bit shifts: bits crossing into the lower
+    // byte sit above bit 0 and are masked off)
+    const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * i), one), 4);
+    const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * i + 1), one), 4);
+    St256(v + 64 * i, _mm256_or_si256(_mm256_and_si256(q, m4), h0));
+    St256(v + 64 * i + 32, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1));
+  }
+}
+
+void UnpackQ6_K(const BlockQ6_K& x, uint8_t* v) {
+  const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
+  for (int h = 0; h < 2; ++h, v += 128) {
+    const __m256i l0 = Ld256(x.ql + 64 * h), l1 = Ld256(x.ql + 64 * h + 32), qh = Ld256(x.qh + 32 * h);
+    auto hi = [&](int shift) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), m2), 4); };
+    St256(v + 0, _mm256_or_si256(_mm256_and_si256(l0, m4), hi(0)));
+    St256(v + 32, _mm256_or_si256(_mm256_and_si256(l1, m4), hi(2)));
+    St256(v + 64, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), hi(4)));
+    St256(v + 96, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), hi(6)));
+  }
+}
+
+// Scales/mins/d/dmin as gemm_kquants::PackScaleMinMeta writes them; the 6-bit scales and mins are
+// decoded four at a time (ggml's kmask form of get_scale_min_k4): bytes 0..7 of u = scales,
+// 8..15 = mins.
+template <typename Block>
+void MetaScaleMin(const Block& x, int r, uint8_t* blk) {
+  constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+  uint32_t u[4];
+  std::memcpy(u, x.scales, 12);
+  u[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
+  const uint32_t m0 = u[1] & kmask1;
+  u[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
+  u[2] = m0;
+  u[0] &= kmask1;
+  uint8_t b[16];
+  std::memcpy(b, u, 16);
+  for (int j = 0; j < 8; ++j) {
+    const int32_t sc = b[j];
+    std::memcpy(blk + kSmSc + (size_t(j) * kGemmPanelRows + r) * 4, &sc, 4);
+  }
+  for (int p = 0; p < 4; ++p) {
+    const uint32_t mm = uint32_t(b[8 + 2 * p]) | uint32_t(b[9 + 2 * p]) << 16;
+    std::memcpy(blk + kSmMins + (size_t(p) * kGemmPanelRows + r) * 4, &mm, 4);
+  }
+  const float d = _cvtsh_ss(x.d), dmin = _cvtsh_ss(x.dmin);
+  std::memcpy(blk + kSmD + size_t(r) * 4, &d, 4);
+  std::memcpy(blk + kSmDmin + size_t(r) * 4, &dmin, 4);
+}
+void MetaQ4_K(const BlockQ4_K& x, int r, uint8_t* blk) { MetaScaleMin(x, r, blk); }
+void MetaQ5_K(const BlockQ5_K& x, int r, uint8_t* blk) { MetaScaleMin(x, r, blk); }
+void MetaQ6_K(const BlockQ6_K& x, int r, uint8_t* blk) {
+  for (int g = 0; g < 16; ++g) {
+    const int32_t sc = x.scales[g];
+    std::memcpy(blk + kQ6Sc + (size_t(g) * kGemmPanelRows + r) * 4, &sc, 4);
+  }
+  for (int p = 0; p < 8; ++p) {
+    const uint32_t nsc = uint32_t(uint16_t(-32 * x.scales[2 * p])) | uint32_t(uint16_t(-32 * x.scales[2 * p + 1])) << 16;
+    std::memcpy(blk + kQ6Nsc + (size_t(p) * kGemmPanelRows + r) * 4, &nsc, 4);
+  }
+  const float d = _cvtsh_ss(x.d);
+  std::memcpy(blk + kQ6D + size_t(r) * 4, &d, 4);
+}
+
+// out + 64 s = dword s of the 16 rows in + kQK r (s = 0..15): a 16x16 transpose of 32-bit elements
+// (unpack 32 / unpack 64 within 128-bit lanes, then two 128-bit lane shuffles).
+inline void Transpose16x16(const uint8_t* in, uint8_t* out) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    const __m512i a = Ld(in + size_t(2 * i) * kQK), b = Ld(in + size_t(2 * i + 1) * kQK);
+    t[2 * i] = _mm512_unpacklo_epi32(a, b);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(a, b);
+  }
+  for (int g = 0; g < 4; ++g) {  // u[4g + e], lane l: rows 4g..4g+3 of element 4l + e
+    u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+  }
+  for (int e = 0; e < 4; ++e) {
+    const __m512i v0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x88), w0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xDD);
+    const __m512i v1 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x88), w1 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xDD);
+    _mm512_storeu_si512(out + 64 * (0 + e), _mm512_shuffle_i32x4(v0, v1, 0x88));
+    _mm512_storeu_si512(out + 64 * (8 + e), _mm512_shuffle_i32x4(v0, v1, 0xDD));
+    _mm512_storeu_si512(out + 64 * (4 + e), _mm512_shuffle_i32x4(w0, w1, 0x88));
+    _mm512_storeu_si512(out + 64 * (12 + e), _mm512_shuffle_i32x4(w0, w1, 0xDD));
+  }
+}
+
+// Same bytes as the scalar Pack of gemm_kquants.cpp (rows nr..15 all zero).
+template <typename Block, size_t kBlockBytes, void (*kUnpack)(const Block&, uint8_t*),
+          void (*kMeta)(const Block&, int, uint8_t*)>
+void PackRows(int64_t K, const void* w, size_t row_stride, int nr, void* panel) {
+  alignas(64) uint8_t tmp[kGemmPanelRows][kQK];
+  if (nr < kGemmPanelRows) std::memset(tmp[nr], 0, size_t(kGemmPanelRows - nr) * kQK);
+  uint8_t* blk = static_cast<uint8_t*>(panel);
+  for (int64_t b = 0; b < K / kQK; ++b, blk += kBlockBytes) {
+    if (nr < kGemmPanelRows) std::memset(blk + kQK * kGemmPanelRows, 0, kBlockBytes - kQK * kGemmPanelRows);
+    for (int r = 0; r < nr; ++r) {
+      const Block& x = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + size_t(r) * row_stride)[b];
+      kUnpack(x, tmp[r]);
+      kMeta(x, r, blk);
+    }
+    for (int s0 = 0; s0 < kQK / 4; s0 += 16) Transpose16x16(&tmp[0][4 * s0], blk + 64 * s0);
+  }
+}
+
 }  // namespace
+
+void PackQ4_K(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel) {
+  PackRows<BlockQ4_K, kSmBlockBytes, UnpackQ4_K, MetaQ4_K>(K, w, row_stride, nr, panel);
+}
+void PackQ5_K(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel) {
+  PackRows<BlockQ5_K, kSmBlockBytes, UnpackQ5_K, MetaQ5_K>(K, w, row_stride, nr, panel);
+}
+void PackQ6_K(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel) {
+  PackRows<BlockQ6_K, kQ6BlockBytes, UnpackQ6_K, MetaQ6_K>(K, w, row_stride, nr, panel);
+}
 
 // QuantizeRowQ8_K (kquants.cpp) into the activation layout, bit-identical to it: amax = max |x|,
 // `max` = the first element of that magnitude, iscale = -127 / max, q = min(127, round half to even
