@@ -34,6 +34,18 @@ inline float LoadF(const uint8_t* p) {
 
 // Blocks [0, nb) of `panel` / `act` for NC columns; the float accumulators start at 0 (first) or
 // at dst's values (a later K chunk: the same fma chain continued, so chunking changes no bit).
+// acc += the 16 lanes' 4 unsigned bytes of w times the 4 signed bytes at p (broadcast). GCC does not
+// fold _mm512_set1_epi32(load) into vpdpbusd's m32bcst operand (it emits a separate
+// vpbroadcastd), so the embedded-broadcast form is written out.
+inline __m512i DpbusdBcast(__m512i acc, __m512i w, const uint8_t* p) {
+#if defined(__GNUC__)
+  __asm__("vpdpbusd %[m]%{1to16%}, %[w], %[acc]" : [acc] "+v"(acc) : [w] "v"(w), [m] "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
+#else
+  return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(Load32(p)));
+#endif
+}
+
 template <int NC>
 void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_stride, float* dst,
              size_t dst_stride, __mmask16 mask, bool first) {
@@ -49,7 +61,7 @@ void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_st
     for (int c = 0; c < NC; ++c) acc[c] = _mm512_set1_epi32(Load32(a[c] + 36));
     for (int s = 0; s < 8; ++s) {
       const __m512i w = _mm512_load_si512(reinterpret_cast<const void*>(rec + 64 * s));
-      for (int c = 0; c < NC; ++c) acc[c] = _mm512_dpbusd_epi32(acc[c], w, _mm512_set1_epi32(Load32(a[c] + 4 * s)));
+      for (int c = 0; c < NC; ++c) acc[c] = DpbusdBcast(acc[c], w, a[c] + 4 * s);
     }
     const __m512 dw = _mm512_load_ps(reinterpret_cast<const float*>(rec + 512));
     for (int c = 0; c < NC; ++c) {
@@ -89,6 +101,12 @@ void GemmQ8Kernel(int64_t K, const void* panel, const void* act, size_t act_stri
       case 5: Columns<5>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
       case 6: Columns<6>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
       case 7: Columns<7>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      case 8: Columns<8>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      case 9: Columns<9>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      case 10: Columns<10>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      case 11: Columns<11>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      case 12: Columns<12>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      case 13: Columns<13>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
       default: break;
     }
   }
