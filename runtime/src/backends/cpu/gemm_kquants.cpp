@@ -1,4 +1,4 @@
-// GEMM family "kquants" (see gemm.h): Q4_K, Q5_K, Q6_K weights x Q8_K activations. This file has the
+// GEMM family "kquants" (see gemm.h): Q3_K, Q4_K, Q5_K, Q6_K weights x Q8_K activations. This file has the
 // baseline parts: activation conversion, panel packing, scalar reference kernels and the lookup;
 // gemm_kquants_avx512.cpp has the AVX-512 VNNI kernels on the same layouts.
 //
@@ -14,13 +14,14 @@
 //   Q4_K / Q5_K ("scale-min" panel, 4992 bytes per super-block), value = d sc_j q - dmin m_j:
 //     [4096, 4608) int32 sc[8][16]; [4608, 4864) int16 mins[4][16][2] = (m_2p, m_2p+1) of row r;
 //     [4864, 4928) float d[16]; [4928, 4992) float dmin[16]     (q in 0..15 for Q4_K, 0..31 Q5_K)
-//   Q6_K (5696 bytes per super-block), value = d sc_g (q - 32), q in 0..63, 16 groups of 16:
-//     [4096, 5120) int32 sc[16][16]; [5120, 5632) int16 nsc[8][16][2] = (-32 sc_2p, -32 sc_2p+1);
+//   Q6_K / Q3_K ("scale16" panel, 5696 bytes per super-block), value = d sc_g (q - z), 16 groups of
+//   16, signed scales; Q6_K: q in 0..63, z = 32; Q3_K: q = ggml's value + 4 in 0..7, z = 4:
+//     [4096, 5120) int32 sc[16][16]; [5120, 5632) int16 nsc[8][16][2] = (-z sc_2p, -z sc_2p+1);
 //     [5632, 5696) float d[16]
 // Integer sums per super-block and row/column are exact and equal the vec_dot's:
 //   scale-min: sumi = sum_j sc_j * dot_j(q, a), summ = sum_j m_j * bsums32_j;
 //              dst += (float(sumi) * d_row - float(summ) * dmin_row) * d_col
-//   Q6_K:      sumi = sum_g sc_g * dot_g(q, a) - 32 * sum_g sc_g * bsums16_g (= ggml's isum);
+//   scale16:   sumi = sum_g sc_g * dot_g(q, a) - z * sum_g sc_g * bsums16_g (= ggml's isum);
 //              dst += (d_row * d_col) * float(sumi)
 // Only the float expression differs from ggml's (d_row d_col sumi - dmin_row d_col summ); the
 // SIMD kernels use FMA where the scalar kernels round twice.
@@ -36,16 +37,10 @@
 
 namespace stowage::cpu {
 
-namespace gemm_kquants {
-// Row r's scales (and mins), d (and dmin) of one super-block into a panel super-block (also used
-// by the SIMD packers, which unpack only the quants themselves).
-void PackScaleMinMeta(const uint8_t* scales, fp16_t d, fp16_t dmin, int r, uint8_t* blk);
-void PackQ6_KMeta(const int8_t* scales, fp16_t d, int r, uint8_t* blk);
-}  // namespace gemm_kquants
-
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
 namespace avx512 {
 void FromFloatQ8_KAct(const float* x, void* act, int64_t K);
+void PackQ3_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
 void PackQ4_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
 void PackQ5_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
 void PackQ6_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
@@ -94,10 +89,7 @@ void PutRowQs(uint8_t* blk, int r, const uint8_t* v) {
 template <typename T>
 void Put(uint8_t* p, T v) { std::memcpy(p, &v, sizeof v); }
 
-}  // namespace
-
-namespace gemm_kquants {
-
+// Row r's scales and mins, d and dmin of one Q4_K/Q5_K super-block into a scale-min panel block.
 void PackScaleMinMeta(const uint8_t* scales, fp16_t d, fp16_t dmin, int r, uint8_t* blk) {
   uint8_t sc[8], mn[8];
   for (int j = 0; j < 8; ++j) GetScaleMinK4(j, scales, &sc[j], &mn[j]);
@@ -110,18 +102,15 @@ void PackScaleMinMeta(const uint8_t* scales, fp16_t d, fp16_t dmin, int r, uint8
   Put<float>(blk + kSmDmin + size_t(r) * 4, HalfToFloat(dmin));
 }
 
-void PackQ6_KMeta(const int8_t* scales, fp16_t d, int r, uint8_t* blk) {
+// Row r's 16 signed scales, zero-point terms (-zero * scale) and d into a scale16 panel block.
+void PackScale16Meta(const int8_t* scales, int zero, fp16_t d, int r, uint8_t* blk) {
   for (int g = 0; g < 16; ++g) Put<int32_t>(blk + kQ6Sc + (size_t(g) * kRows + r) * 4, scales[g]);
   for (int p = 0; p < 8; ++p) {
-    Put<int16_t>(blk + kQ6Nsc + (size_t(p) * kRows + r) * 4, int16_t(-32 * scales[2 * p]));
-    Put<int16_t>(blk + kQ6Nsc + (size_t(p) * kRows + r) * 4 + 2, int16_t(-32 * scales[2 * p + 1]));
+    Put<int16_t>(blk + kQ6Nsc + (size_t(p) * kRows + r) * 4, int16_t(-zero * scales[2 * p]));
+    Put<int16_t>(blk + kQ6Nsc + (size_t(p) * kRows + r) * 4 + 2, int16_t(-zero * scales[2 * p + 1]));
   }
   Put<float>(blk + kQ6D + size_t(r) * 4, HalfToFloat(d));
 }
-
-}  // namespace gemm_kquants
-
-namespace {
 
 // Q4_K / Q5_K row r, super-block x -> the scale-min panel super-block.
 template <typename Block>
@@ -142,7 +131,7 @@ void PackScaleMinRow(const Block& x, int r, uint8_t* blk) {
       }
   }
   PutRowQs(blk, r, v);
-  gemm_kquants::PackScaleMinMeta(x.scales, x.d, x.dmin, r, blk);
+  PackScaleMinMeta(x.scales, x.d, x.dmin, r, blk);
 }
 
 void PackQ6_KRow(const BlockQ6_K& x, int r, uint8_t* blk) {
@@ -157,7 +146,22 @@ void PackQ6_KRow(const BlockQ6_K& x, int r, uint8_t* blk) {
       v[nn + l + 96] = uint8_t((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
     }
   PutRowQs(blk, r, v);
-  gemm_kquants::PackQ6_KMeta(x.scales, x.d, r, blk);
+  PackScale16Meta(x.scales, 32, x.d, r, blk);
+}
+
+// Q3_K: q = 2 low bits + 4 * hmask bit (= ggml's value + 4, in 0..7), zero point 4.
+void PackQ3_KRow(const BlockQ3_K& x, int r, uint8_t* blk) {
+  uint8_t v[kQK_K];
+  const uint8_t* q = x.qs;
+  uint8_t* o = v;
+  int m = 0;
+  for (int nn = 0; nn < kQK_K; nn += 128, q += 32)
+    for (int shift = 0; shift < 8; shift += 2, ++m)
+      for (int l = 0; l < 32; ++l) *o++ = uint8_t(((q[l] >> shift) & 3) | (((x.hmask[l] >> m) & 1) << 2));
+  PutRowQs(blk, r, v);
+  int8_t sc[16];
+  UnpackQ3KScales(x.scales, sc);
+  PackScale16Meta(sc, 4, x.d, r, blk);
 }
 
 template <typename Block, size_t kBlockBytes>
@@ -258,10 +262,17 @@ constexpr GemmKernels MakeQ6_K(KernelFn k, FromFloatFn ff = FromFloatQ8_K,
   return {ff, ActRowBytes, PanelBytes<BlockQ6_K, kQ6BlockBytes>, pk, k};
 }
 
+constexpr GemmKernels MakeQ3_K(KernelFn k, FromFloatFn ff = FromFloatQ8_K,
+                               PackFn pk = Pack<BlockQ3_K, kQ6BlockBytes, PackQ3_KRow>) {
+  return {ff, ActRowBytes, PanelBytes<BlockQ3_K, kQ6BlockBytes>, pk, k};
+}
+
+constexpr GemmKernels kScalarQ3_K = MakeQ3_K(KernelQ6_KScalar);
 constexpr GemmKernels kScalarQ4_K = MakeQ4_K(KernelScaleMinScalar);
 constexpr GemmKernels kScalarQ5_K = MakeQ5_K(KernelScaleMinScalar);
 constexpr GemmKernels kScalarQ6_K = MakeQ6_K(KernelQ6_KScalar);
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+constexpr GemmKernels kVnniQ3_K = MakeQ3_K(avx512::GemmKernelQ6_KVnni, avx512::FromFloatQ8_KAct, avx512::PackQ3_K);
 constexpr GemmKernels kVnniQ4_K = MakeQ4_K(avx512::GemmKernelScaleMinVnni, avx512::FromFloatQ8_KAct, avx512::PackQ4_K);
 constexpr GemmKernels kVnniQ5_K = MakeQ5_K(avx512::GemmKernelScaleMinVnni, avx512::FromFloatQ8_KAct, avx512::PackQ5_K);
 constexpr GemmKernels kVnniQ6_K = MakeQ6_K(avx512::GemmKernelQ6_KVnni, avx512::FromFloatQ8_KAct, avx512::PackQ6_K);
@@ -275,6 +286,7 @@ const GemmKernels* GetGemmKernelsKQuants(GgmlType type, int layout, IsaLevel isa
   if (layout != kLayoutPlain) return nullptr;
   if (isa == IsaLevel::kScalar) {
     switch (type) {
+      case GgmlType::Q3_K: return &kScalarQ3_K;
       case GgmlType::Q4_K: return &kScalarQ4_K;
       case GgmlType::Q5_K: return &kScalarQ5_K;
       case GgmlType::Q6_K: return &kScalarQ6_K;
@@ -284,6 +296,7 @@ const GemmKernels* GetGemmKernelsKQuants(GgmlType type, int layout, IsaLevel isa
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
   if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) {
     switch (type) {
+      case GgmlType::Q3_K: return &kVnniQ3_K;
       case GgmlType::Q4_K: return &kVnniQ4_K;
       case GgmlType::Q5_K: return &kVnniQ5_K;
       case GgmlType::Q6_K: return &kVnniQ6_K;

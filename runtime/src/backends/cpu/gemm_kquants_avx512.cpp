@@ -205,17 +205,39 @@ void MetaScaleMin(const Block& x, int r, uint8_t* blk) {
 }
 void MetaQ4_K(const BlockQ4_K& x, int r, uint8_t* blk) { MetaScaleMin(x, r, blk); }
 void MetaQ5_K(const BlockQ5_K& x, int r, uint8_t* blk) { MetaScaleMin(x, r, blk); }
-void MetaQ6_K(const BlockQ6_K& x, int r, uint8_t* blk) {
+// Scale16 panel metadata as gemm_kquants.cpp's PackScale16Meta writes it.
+void MetaScale16(const int8_t* scales, int zero, fp16_t dh, int r, uint8_t* blk) {
   for (int g = 0; g < 16; ++g) {
-    const int32_t sc = x.scales[g];
+    const int32_t sc = scales[g];
     std::memcpy(blk + kQ6Sc + (size_t(g) * kGemmPanelRows + r) * 4, &sc, 4);
   }
   for (int p = 0; p < 8; ++p) {
-    const uint32_t nsc = uint32_t(uint16_t(-32 * x.scales[2 * p])) | uint32_t(uint16_t(-32 * x.scales[2 * p + 1])) << 16;
+    const uint32_t nsc =
+        uint32_t(uint16_t(-zero * scales[2 * p])) | uint32_t(uint16_t(-zero * scales[2 * p + 1])) << 16;
     std::memcpy(blk + kQ6Nsc + (size_t(p) * kGemmPanelRows + r) * 4, &nsc, 4);
   }
-  const float d = _cvtsh_ss(x.d);
+  const float d = _cvtsh_ss(dh);
   std::memcpy(blk + kQ6D + size_t(r) * 4, &d, 4);
+}
+void MetaQ6_K(const BlockQ6_K& x, int r, uint8_t* blk) { MetaScale16(x.scales, 32, x.d, r, blk); }
+void MetaQ3_K(const BlockQ3_K& x, int r, uint8_t* blk) {
+  int8_t sc[16];
+  UnpackQ3KScales(x.scales, sc);  // kquants.cpp (baseline code)
+  MetaScale16(sc, 4, x.d, r, blk);
+}
+
+// Q3_K: element 128 h + 32 j + l = bits 2j..2j+1 of qs[32 h + l] | bit (4 h + j) of hmask[l] << 2.
+void UnpackQ3_K(const BlockQ3_K& x, uint8_t* v) {
+  const __m256i m2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  const __m256i hm = Ld256(x.hmask);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i q = Ld256(x.qs + 32 * h);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m2);
+      const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), one), 2);
+      St256(v + 128 * h + 32 * j, _mm256_or_si256(lo, hi));
+    }
+  }
 }
 
 // out + 64 s = dword s of the 16 rows in + kQK r (s = 0..15): a 16x16 transpose of 32-bit elements
@@ -263,6 +285,9 @@ void PackRows(int64_t K, const void* w, size_t row_stride, int nr, void* panel) 
 
 }  // namespace
 
+void PackQ3_K(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel) {
+  PackRows<BlockQ3_K, kQ6BlockBytes, UnpackQ3_K, MetaQ3_K>(K, w, row_stride, nr, panel);
+}
 void PackQ4_K(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel) {
   PackRows<BlockQ4_K, kSmBlockBytes, UnpackQ4_K, MetaQ4_K>(K, w, row_stride, nr, panel);
 }
