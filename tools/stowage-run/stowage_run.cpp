@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -17,6 +18,7 @@
 #include <CLI/CLI.hpp>
 
 #include "llama_args.h"
+#include "stdout_check.h"
 #include "from_probe.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/place_model.h"
@@ -34,10 +36,53 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
+/// A CLI11 check: the value is a finite number in [lo, hi] (an integer when `integer`). CLI11 runs
+/// checks on the text before converting it, so a 300-digit value gets one line in CLI11's words,
+/// prefixed with the option's name ("--n-gen: Value 99999999999999999999... (300 characters) not in
+/// range 0 to 16777216"), instead of a conversion failure or a silently infinite float.
+CLI::Validator NumberIn(double lo, double hi, bool integer) {
+  auto fmt = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.15g", v);
+    return std::string(b);
+  };
+  const std::string range = fmt(lo) + " to " + fmt(hi);
+  return CLI::Validator(
+      [lo, hi, integer, range](std::string& v) -> std::string {
+        const std::string shown = v.size() > 24 ? v.substr(0, 20) + "... (" + std::to_string(v.size()) + " characters)" : v;
+        errno = 0;
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        if (v.empty() || end == v.c_str() || *end != '\0' || std::isnan(x))
+          return "Value " + shown + " is not " + (integer ? "an integer" : "a number");
+        if (errno == ERANGE || !std::isfinite(x) || x < lo || x > hi) return "Value " + shown + " not in range " + range;
+        if (integer && (std::floor(x) != x || v.find_first_of(".eExX") != std::string::npos))
+          return "Value " + shown + " is not an integer";
+        return "";
+      },
+      "[" + range + "]");
+}
+
+/// Flushes stdout; false after printing FinishStdout's one line when the text cannot be written
+/// (the stream's error state is then cleared, so main's FinishStdout does not print a second line).
+/// Generation stops at the first lost write instead of computing text nobody can read.
+bool FlushStdout() {
+  errno = 0;
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return true;
+  const int err = errno;
+  std::fprintf(stderr, "stowage-run: error: cannot write standard output: %s\n",
+               err != 0 ? std::strerror(err) : "an earlier write failed");
+  std::clearerr(stdout);
+  return false;
+}
+
 int Fail(const Status& s) {
   std::fprintf(stderr, "stowage-run: %s\n", s.message().c_str());
   return 1;
 }
+
+/// Upper bound of token counts on the command line (-c, -b, -ub, -n, -p): 2^24.
+constexpr double kMaxTokens = 16777216;
 
 struct Common {
   std::string model, plan;
@@ -107,7 +152,7 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, const Sa
                            " to generate exceeds the context of " + std::to_string(s.n_ctx()) + " tokens (-c)"));
   Sampler sampler(sp);
   std::printf("%s", prompt.c_str());
-  std::fflush(stdout);
+  if (!FlushStdout()) return 1;
   std::vector<float> logits;
   const auto t0 = Clock::now();
   if (Status st = s.Decode(tokens, false, &logits); !st.ok()) return Fail(st);
@@ -117,7 +162,7 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, const Sa
     const int32_t next = sampler.Sample(logits.data(), static_cast<int>(s.n_vocab()));
     if (tok->IsEog(next)) break;
     std::printf("%s", tok->TokenToPiece(next, false).c_str());
-    std::fflush(stdout);
+    if (!FlushStdout()) return 1;
     if (generated + 1 == n_predict) { ++generated; break; }
     if (Status st = s.Decode({next}, false, &logits); !st.ok()) return Fail(st);
   }
@@ -195,12 +240,13 @@ int Bench(Common c, int n_prompt, int n_gen, int reps, bool json) {
   for (const auto& t : (*gguf)->tensors()) { size += t.nbytes; params += static_cast<uint64_t>(t.nelements()); }
   std::string arch = (*gguf)->GetStringOr("general.architecture", "?").value();
   const int threads = c.threads > 0 ? c.threads : static_cast<int>(std::thread::hardware_concurrency());
-  if (!json) {
-    std::printf("| model | size | params | backend | threads | test | t/s |\n");
-    std::printf("| ----- | ---: | -----: | ------- | ------: | ---: | --: |\n");
-  }
+  for (const auto& [name, n] : {std::pair<const char*, int>{"-p/--n-prompt", n_prompt}, {"-n/--n-gen", n_gen}})
+    if (n > s.n_ctx())
+      return Fail(OutOfRange(std::string(name) + " " + std::to_string(n) + " exceeds the context of " +
+                             std::to_string(s.n_ctx()) + " tokens (-c)"));
+  // Every test runs before anything is printed: an error is then the only output.
   double result[2][2] = {{0, 0}, {0, 0}};  // [pp|tg][mean|sd]
-  auto run = [&](const char* name, int n, bool prompt) -> int {
+  auto run = [&](int n, bool prompt) -> Status {
     std::vector<double> tps;
     std::vector<float> logits;
     for (int r = 0; r < reps + 1; ++r) {  // first run is a warm-up
@@ -209,10 +255,9 @@ int Bench(Common c, int n_prompt, int n_gen, int reps, bool json) {
       for (int i = 0; i < n; ++i) toks[i] = (i * 7 + 3) % static_cast<int>(s.n_vocab());
       const auto t0 = Clock::now();
       if (prompt) {
-        if (Status st = s.Decode(toks, false, &logits); !st.ok()) return Fail(st);
+        STOWAGE_RETURN_IF_ERROR(s.Decode(toks, false, &logits));
       } else {
-        for (int i = 0; i < n; ++i)
-          if (Status st = s.Decode({toks[i]}, false, &logits); !st.ok()) return Fail(st);
+        for (int i = 0; i < n; ++i) STOWAGE_RETURN_IF_ERROR(s.Decode({toks[i]}, false, &logits));
       }
       if (r > 0) tps.push_back(n / Seconds(t0, Clock::now()));
     }
@@ -223,14 +268,22 @@ int Bench(Common c, int n_prompt, int n_gen, int reps, bool json) {
     const double sd = tps.size() > 1 ? std::sqrt(var / (tps.size() - 1)) : 0;
     result[prompt ? 0 : 1][0] = mean;
     result[prompt ? 0 : 1][1] = sd;
-    if (json) return 0;
-    std::printf("| %s | %.2f MiB | %.2f M | CPU | %d | %s%d | %.2f ± %.2f |\n", arch.c_str(), size / 1048576.0,
-                params / 1e6, threads, name, n, mean, sd);
-    return 0;
+    return Status::Ok();
   };
-  if (n_prompt > 0 && run("pp", n_prompt, true) != 0) return 1;
-  if (n_gen > 0 && run("tg", n_gen, false) != 0) return 1;
-  if (json) {
+  if (n_prompt > 0)
+    if (Status st = run(n_prompt, true); !st.ok()) return Fail(st.WithPrefix("pp" + std::to_string(n_prompt)));
+  if (n_gen > 0)
+    if (Status st = run(n_gen, false); !st.ok()) return Fail(st.WithPrefix("tg" + std::to_string(n_gen)));
+  if (!json) {
+    std::printf("| model | size | params | backend | threads | test | t/s |\n");
+    std::printf("| ----- | ---: | -----: | ------- | ------: | ---: | --: |\n");
+    for (int k = 0; k < 2; ++k) {
+      const int n = k == 0 ? n_prompt : n_gen;
+      if (n > 0)
+        std::printf("| %s | %.2f MiB | %.2f M | CPU | %d | %s%d | %.2f ± %.2f |\n", arch.c_str(), size / 1048576.0,
+                    params / 1e6, threads, k == 0 ? "pp" : "tg", n, result[k][0], result[k][1]);
+    }
+  } else {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     std::printf("{\"pp_tps\": %.3f, \"pp_sd\": %.3f, \"tg_tps\": %.3f, \"tg_sd\": %.3f, \"maxrss_kib\": %ld}\n",
@@ -241,7 +294,7 @@ int Bench(Common c, int n_prompt, int n_gen, int reps, bool json) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int Run(int argc, char** argv) {
   CLI::App app{"stowage-run: execute a Stowage plan and generate text"};
   app.require_subcommand(0, 1);
   Common c;
@@ -252,21 +305,24 @@ int main(int argc, char** argv) {
   auto add_common = [&c](CLI::App* a) {
     a->add_option("-m,--model", c.model, "GGUF model file")->required();
     a->add_option("--plan", c.plan, "plan file made by plan-model (default: plan on the fly for this machine)");
-    a->add_option("-t,--threads", c.threads, "CPU threads (default: all)");
-    a->add_option("-c,--ctx-size", c.n_ctx, "context size when planning on the fly (0 = the model's)");
-    a->add_option("-b,--batch-size", c.n_batch, "logical batch size when planning on the fly");
-    a->add_option("--ubatch-size", c.n_ubatch, "physical batch size when planning on the fly");
+    a->add_option("-t,--threads", c.threads, "CPU threads (default: all)")->check(NumberIn(0, 2147483647, true));
+    a->add_option("-c,--ctx-size", c.n_ctx, "context size when planning on the fly (0 = the model's)")
+        ->check(NumberIn(0, kMaxTokens, true));
+    a->add_option("-b,--batch-size", c.n_batch, "logical batch size when planning on the fly")
+        ->check(NumberIn(1, kMaxTokens, true));
+    a->add_option("--ubatch-size", c.n_ubatch, "physical batch size when planning on the fly")
+        ->check(NumberIn(1, kMaxTokens, true));
     a->add_option("--n-gpu-layers", c.n_gpu_layers, "layers to offload when planning on the fly (llama.cpp -ngl)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(NumberIn(0, 1 << 20, true));
   };
   add_common(&app);
   app.add_option("-p,--prompt", prompt, "prompt text");
-  app.add_option("-n,--n-predict", n_predict, "tokens to generate")->check(CLI::NonNegativeNumber);
-  app.add_option("--temp", sp.temperature, "temperature (0 = greedy)");
-  app.add_option("--top-k", sp.top_k, "top-k (0 = off)");
-  app.add_option("--top-p", sp.top_p, "top-p (1 = off)");
-  app.add_option("--min-p", sp.min_p, "min-p (0 = off)");
-  app.add_option("-s,--seed", sp.seed, "random seed");
+  app.add_option("-n,--n-predict", n_predict, "tokens to generate")->check(NumberIn(0, kMaxTokens, true));
+  app.add_option("--temp", sp.temperature, "temperature (<= 0 = greedy)")->check(NumberIn(-1e4, 1e4, false));
+  app.add_option("--top-k", sp.top_k, "top-k (0 = off)")->check(NumberIn(-2147483647, 2147483647, true));
+  app.add_option("--top-p", sp.top_p, "top-p (1 = off)")->check(NumberIn(0, 1, false));
+  app.add_option("--min-p", sp.min_p, "min-p (0 = off)")->check(NumberIn(0, 1, false));
+  app.add_option("-s,--seed", sp.seed, "random seed")->check(NumberIn(0, 4294967295.0, true));
   app.add_flag("-q,--quiet", quiet, "print only the text");
 
   auto* ppl = app.add_subcommand("perplexity", "perplexity of a text file (llama-perplexity style)");
@@ -274,9 +330,9 @@ int main(int argc, char** argv) {
   ppl->add_option("-f,--file", text_file, "text file")->required();
   auto* bench = app.add_subcommand("bench", "llama-bench style table: pp and tg speed");
   int n_prompt = 512, n_gen = 128, reps = 3;
-  bench->add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test)");
-  bench->add_option("-n,--n-gen", n_gen, "generated tokens (tg test)");
-  bench->add_option("-r,--repetitions", reps, "repetitions")->check(CLI::PositiveNumber);
+  bench->add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test; 0 = none)")->check(NumberIn(0, kMaxTokens, true));
+  bench->add_option("-n,--n-gen", n_gen, "generated tokens (tg test; 0 = none)")->check(NumberIn(0, kMaxTokens, true));
+  bench->add_option("-r,--repetitions", reps, "repetitions")->check(NumberIn(1, 1000000, true));
   bool bench_json = false;
   bench->add_flag("--json", bench_json, "one JSON line: pp/tg tokens per second (mean, sd) and peak resident KiB");
   ppl->fallthrough();
@@ -289,7 +345,12 @@ int main(int argc, char** argv) {
       if (app.count(name) > 0)
         return Fail(InvalidArgument(std::string(name) + " applies only when planning on the fly; the plan given with --plan fixes it (re-plan with plan-model)"));
   if (*ppl) return Perplexity(c, text_file);
+  if (*bench && n_prompt == 0 && n_gen == 0)
+    return Fail(InvalidArgument("bench: nothing to measure (-p/--n-prompt and -n/--n-gen are both 0)"));
   if (*bench) return Bench(c, n_prompt, n_gen, reps, bench_json);
   if (prompt.empty()) return Fail(InvalidArgument("-p/--prompt is required (an empty prompt has no tokens to evaluate)"));
   return Generate(c, prompt, n_predict, sp, quiet);
 }
+
+// A lost write to standard output (> /dev/full, a full disk) is exit status 1 with one line.
+int main(int argc, char** argv) { return tools::FinishStdout("stowage-run", Run(argc, argv)); }
