@@ -17,7 +17,12 @@ namespace {
 
 constexpr int kP = kGemmPanelRows;
 
-size_t ActRowBytes(int64_t K) { return (size_t(K) * sizeof(float) + 63) & ~size_t(63); }
+// An odd number of 64-byte lines: the kernels read one element of kCols rows at a time, and rows a
+// multiple of 4 KiB apart would all fall into the same L1 set (8 ways) and evict each other.
+size_t ActRowBytes(int64_t K) {
+  const size_t lines = (size_t(K) * sizeof(float) + 63) / 64;
+  return (lines | 1) * 64;
+}
 size_t PanelBytes(int64_t K) { return size_t(K) * kP * sizeof(float); }
 
 void FromFloatF32(const float* x, void* act, int64_t K) { std::memcpy(act, x, size_t(K) * sizeof(float)); }

@@ -18,7 +18,12 @@ namespace {
 constexpr int kP = kGemmPanelRows;
 static_assert(kP == 16, "one zmm per panel k");
 
-size_t ActRowBytes(int64_t K) { return (size_t(K) * sizeof(float) + 63) & ~size_t(63); }
+// An odd number of 64-byte lines: the kernels read one element of kCols rows at a time, and rows a
+// multiple of 4 KiB apart would all fall into the same L1 set (8 ways) and evict each other.
+size_t ActRowBytes(int64_t K) {
+  const size_t lines = (size_t(K) * sizeof(float) + 63) / 64;
+  return (lines | 1) * 64;
+}
 size_t PanelBytes(int64_t K) { return size_t(K) * kP * sizeof(float); }
 
 // ---- activations -------------------------------------------------------------------------------
@@ -137,7 +142,7 @@ inline void Tile(int64_t K, const float* __restrict p, const uint8_t* act, size_
   for (int c = 0; c < NC; ++c) _mm512_mask_storeu_ps(dst + size_t(c) * dst_stride, mask, acc[c]);
 }
 
-constexpr int kCols = 14;  // accumulators per tile (+ the panel vector; 32 zmm)
+constexpr int kCols = 8;  // accumulators per tile: 8..11 measured best (more columns spill the row pointers)
 
 template <int NC>
 void TailTile(int n, int64_t K, const float* p, const uint8_t* act, size_t act_stride, float* dst, size_t dst_stride,
