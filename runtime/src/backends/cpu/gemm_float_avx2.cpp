@@ -77,36 +77,70 @@ void Pack(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel)
   }
 }
 
+// dst[0..nr) = (lo, hi) lanes 0..nr-1.
+inline void Store16(float* d, __m256 lo, __m256 hi, int nr) {
+  if (nr >= kP) {
+    _mm256_storeu_ps(d, lo);
+    _mm256_storeu_ps(d + 8, hi);
+    return;
+  }
+  alignas(32) float t[kP];
+  _mm256_store_ps(t, lo);
+  _mm256_store_ps(t + 8, hi);
+  std::memcpy(d, t, size_t(nr) * sizeof(float));
+}
+
+// Up to 6 columns in named accumulators (GCC keeps arrays of __m256 accumulators in memory here,
+// storing all of them every k).
 template <int NC>
 inline void Tile(int64_t K, const float* __restrict p, const uint8_t* act, size_t act_stride, float* dst,
                  size_t dst_stride, int nr) {
-  __m256 lo[NC], hi[NC];
-  const float* a[NC];
-  for (int c = 0; c < NC; ++c) {
-    lo[c] = _mm256_setzero_ps();
-    hi[c] = _mm256_setzero_ps();
-    a[c] = reinterpret_cast<const float*>(act + size_t(c) * act_stride);
-  }
+  static_assert(NC >= 1 && NC <= 6, "16 ymm: 12 accumulators, 2 panel vectors, 1 broadcast");
+  const __m256 z = _mm256_setzero_ps();
+  __m256 l0 = z, h0 = z, l1 = z, h1 = z, l2 = z, h2 = z, l3 = z, h3 = z, l4 = z, h4 = z, l5 = z, h5 = z;
+  const float* a0 = reinterpret_cast<const float*>(act);
+  const float* a1 = reinterpret_cast<const float*>(act + act_stride * (NC > 1 ? 1 : 0));
+  const float* a2 = reinterpret_cast<const float*>(act + act_stride * (NC > 2 ? 2 : 0));
+  const float* a3 = reinterpret_cast<const float*>(act + act_stride * (NC > 3 ? 3 : 0));
+  const float* a4 = reinterpret_cast<const float*>(act + act_stride * (NC > 4 ? 4 : 0));
+  const float* a5 = reinterpret_cast<const float*>(act + act_stride * (NC > 5 ? 5 : 0));
   for (int64_t k = 0; k < K; ++k) {
     const __m256 w0 = _mm256_load_ps(p + k * kP), w1 = _mm256_load_ps(p + k * kP + 8);
-    for (int c = 0; c < NC; ++c) {
-      const __m256 b = _mm256_broadcast_ss(a[c] + k);
-      lo[c] = _mm256_fmadd_ps(w0, b, lo[c]);
-      hi[c] = _mm256_fmadd_ps(w1, b, hi[c]);
+    __m256 b = _mm256_broadcast_ss(a0 + k);
+    l0 = _mm256_fmadd_ps(w0, b, l0);
+    h0 = _mm256_fmadd_ps(w1, b, h0);
+    if constexpr (NC > 1) {
+      b = _mm256_broadcast_ss(a1 + k);
+      l1 = _mm256_fmadd_ps(w0, b, l1);
+      h1 = _mm256_fmadd_ps(w1, b, h1);
+    }
+    if constexpr (NC > 2) {
+      b = _mm256_broadcast_ss(a2 + k);
+      l2 = _mm256_fmadd_ps(w0, b, l2);
+      h2 = _mm256_fmadd_ps(w1, b, h2);
+    }
+    if constexpr (NC > 3) {
+      b = _mm256_broadcast_ss(a3 + k);
+      l3 = _mm256_fmadd_ps(w0, b, l3);
+      h3 = _mm256_fmadd_ps(w1, b, h3);
+    }
+    if constexpr (NC > 4) {
+      b = _mm256_broadcast_ss(a4 + k);
+      l4 = _mm256_fmadd_ps(w0, b, l4);
+      h4 = _mm256_fmadd_ps(w1, b, h4);
+    }
+    if constexpr (NC > 5) {
+      b = _mm256_broadcast_ss(a5 + k);
+      l5 = _mm256_fmadd_ps(w0, b, l5);
+      h5 = _mm256_fmadd_ps(w1, b, h5);
     }
   }
-  for (int c = 0; c < NC; ++c) {
-    float* d = dst + size_t(c) * dst_stride;
-    if (nr >= kP) {
-      _mm256_storeu_ps(d, lo[c]);
-      _mm256_storeu_ps(d + 8, hi[c]);
-    } else {
-      alignas(32) float t[kP];
-      _mm256_store_ps(t, lo[c]);
-      _mm256_store_ps(t + 8, hi[c]);
-      std::memcpy(d, t, size_t(nr) * sizeof(float));
-    }
-  }
+  Store16(dst, l0, h0, nr);
+  if constexpr (NC > 1) Store16(dst + dst_stride, l1, h1, nr);
+  if constexpr (NC > 2) Store16(dst + 2 * dst_stride, l2, h2, nr);
+  if constexpr (NC > 3) Store16(dst + 3 * dst_stride, l3, h3, nr);
+  if constexpr (NC > 4) Store16(dst + 4 * dst_stride, l4, h4, nr);
+  if constexpr (NC > 5) Store16(dst + 5 * dst_stride, l5, h5, nr);
 }
 
 constexpr int kCols = 6;
