@@ -1,7 +1,7 @@
 // GEMM family "float" (gemm_float*.cpp): F32, F16, BF16 weights.
 //
 // 1. The scalar reference GEMM against the existing vec_dot of the same weight row and activation
-//    row (GetTypeKernels(type, kScalar)). Both multiply the same F16/BF16-rounded (or F32) values;
+//    row (GetTypeKernels(type, level), every level; the SIMD ones with twice the bound below). Both multiply the same F16/BF16-rounded (or F32) values;
 //    they differ only in summation: vec_dot sums the products in double (F32: products rounded to
 //    F32 first), the GEMM updates one F32 accumulator with one fma per k. A sequential F32 sum of K
 //    terms errs by at most K * 2^-24 * sum|p| (each step rounds a partial sum <= sum|p|); the double
@@ -121,20 +121,26 @@ TEST(GemmFloat, ScalarMatchesVecDot) {
 
       const size_t vrs = RowSize(vd->vec_dot_type, K);
       std::vector<uint8_t> y(vrs + 64);
+      std::vector<IsaLevel> vd_levels = SimdLevels();
+      vd_levels.insert(vd_levels.begin(), IsaLevel::kScalar);
       for (int c = 0; c < nc; ++c) {
         const float* xc = &x[size_t(c) * K];
         if (vd->from_float) vd->from_float(xc, y.data(), K);
         else std::memcpy(y.data(), xc, size_t(K) * 4);
         const float* a = reinterpret_cast<const float*>(act.p + c * ars);
         for (int r = 0; r < nr; ++r) {
-          float ref = 0.f;
-          vd->vec_dot(K, &ref, w.data() + r * rs, y.data());
           double abs_sum = 0;
           for (int64_t k = 0; k < K; ++k) abs_sum += std::fabs(double(WeightAt(type, w.data() + r * rs, k)) * a[k]);
-          const double tol = double(K + 2) * std::ldexp(1.0, -24) * abs_sum;
-          ASSERT_LE(std::fabs(double(dst[size_t(c) * kP + r]) - ref), tol)
-              << GgmlTypeName(type) << " K=" << K << " r=" << r << " c=" << c << " gemm " << dst[size_t(c) * kP + r]
-              << " vec_dot " << ref;
+          for (IsaLevel l : vd_levels) {
+            // The SIMD vec_dots sum in F32 lanes too (ggml's 4 x 8/16 partial sums, then a
+            // reduction): their own error is bounded like the GEMM's, so the bound doubles.
+            float ref = 0.f;
+            GetTypeKernels(type, l)->vec_dot(K, &ref, w.data() + r * rs, y.data());
+            const double tol = (l == IsaLevel::kScalar ? 1 : 2) * double(K + 2) * std::ldexp(1.0, -24) * abs_sum;
+            ASSERT_LE(std::fabs(double(dst[size_t(c) * kP + r]) - ref), tol)
+                << GgmlTypeName(type) << " vec_dot level " << int(l) << " K=" << K << " r=" << r << " c=" << c
+                << " gemm " << dst[size_t(c) * kP + r] << " vec_dot " << ref;
+          }
         }
       }
     }
@@ -270,10 +276,13 @@ __attribute__((target("avx512f"), noinline)) double PeakGflops() {
 #endif
 
 // Single-thread throughput of pack + kernel for an N x K weight matrix times M columns (the
-// 0.85B bench model's shapes), as 2*N*M*K / time. Prints; asserts nothing about time.
+// 0.85B bench model's shapes; env GEMM_K, GEMM_GROUP panels per group, GEMM_CHUNK columns per
+// chunk), as 2*N*M*K / thread CPU time. Prints; asserts nothing about time.
 TEST(GemmFloat, DISABLED_Bench) {
   const int64_t K = std::getenv("GEMM_K") ? std::atoll(std::getenv("GEMM_K")) : 2048;
   const int64_t N = 512, M = 512;
+  const int kGroup = std::getenv("GEMM_GROUP") ? std::atoi(std::getenv("GEMM_GROUP")) : 4;
+  const int64_t kChunk = std::getenv("GEMM_CHUNK") ? std::atoll(std::getenv("GEMM_CHUNK")) : 64;
   std::vector<IsaLevel> levels = SimdLevels();
 #if defined(__x86_64__)
   if (DetectIsa() >= IsaLevel::kAvx512) std::printf("512-bit FMA peak now: %.1f GFLOPS\n", PeakGflops());
@@ -284,18 +293,23 @@ TEST(GemmFloat, DISABLED_Bench) {
       const std::vector<uint8_t> w = WeightRows(type, K, int(N), 5);
       const size_t rs = RowSize(type, K), ars = g->act_row_bytes(K);
       const std::vector<float> x = Uniform(size_t(K) * M, 9, -1.f, 1.f);
-      Buf act(ars * M), panel(g->panel_bytes(K));
+      Buf act(ars * M), panel(g->panel_bytes(K) * kGroup);
       std::vector<float> dst(size_t(N) * M);
       for (int64_t c = 0; c < M; ++c) g->from_float(&x[size_t(c) * K], act.p + c * ars, K);
       double best = 1e30, best_pack = 1e30;
       for (int rep = 0; rep < 3; ++rep) {
         double tpack = 0;
         const double t0 = ThreadSeconds();
-        for (int64_t n0 = 0; n0 < N; n0 += kP) {
+        // As the MUL_MAT driver: groups of kGroup panels packed once, then 64-column chunks.
+        for (int64_t n0 = 0; n0 < N; n0 += kP * kGroup) {
           const double p0 = ThreadSeconds();
-          g->pack(K, w.data() + n0 * rs, rs, kP, kLayoutPlain, panel.p);
+          for (int j = 0; j < kGroup; ++j)
+            g->pack(K, w.data() + (n0 + j * kP) * rs, rs, kP, kLayoutPlain, panel.p + j * g->panel_bytes(K));
           tpack += ThreadSeconds() - p0;
-          g->kernel(K, panel.p, act.p, ars, int(M), dst.data() + n0, size_t(N), kP);
+          for (int64_t m0 = 0; m0 < M; m0 += kChunk)
+            for (int j = 0; j < kGroup; ++j)
+              g->kernel(K, panel.p + j * g->panel_bytes(K), act.p + m0 * ars, ars, int(std::min(kChunk, M - m0)),
+                        dst.data() + m0 * N + n0 + j * kP, size_t(N), kP);
         }
         const double t = ThreadSeconds() - t0;
         best = std::min(best, t);
