@@ -219,6 +219,10 @@ int Run(int argc, char** argv) {
     return Fail(stowage::InvalidArgument("--emit-manifest: empty folder name (give the folder to write manifests into)"));
   for (const auto& dir : registry_dirs)
     if (dir.empty()) return Fail(stowage::InvalidArgument("--registry: empty folder name"));
+  if (!registry_dirs.empty()) {  // named when missing, before anything else is said about it
+    auto reg = stowage::planner::Registry::Open(registry_dirs);
+    if (!reg.ok()) return Fail(stowage::InvalidArgument("--registry: " + reg.status().message()));
+  }
   std::vector<Shown> shown;
   std::vector<std::string> notes;
   if (!device_list.empty() || !registry_dirs.empty() || !free_spec.empty()) {
