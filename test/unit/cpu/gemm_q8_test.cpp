@@ -311,6 +311,20 @@ TEST(GemmQ8, Bench) {
     }
     std::printf("GemmQ8 VNNI kernel 16 x %d x K=%lld: %.1f GOPS (1 thread)\n", nc, (long long)K,
                 2.0 * 16 * nc * double(K) * reps / best * 1e-9);
+    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+      std::vector<uint8_t> rows = RandomRows(t, K, 16, 7);
+      for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512}) {
+        const GemmKernels* pk = GetGemmKernelsQ8(t, kLayoutPlain, isa);
+        double pbest = 1e30;
+        for (int tr = 0; tr < 15; ++tr) {
+          const double t0 = cpu_now();
+          for (int i = 0; i < reps; ++i) pk->pack(K, rows.data(), RowSize(t, K), 16, kLayoutPlain, panel.p);
+          pbest = std::min(pbest, cpu_now() - t0);
+        }
+        std::printf("  pack %s 16 x K=%lld (%s): %.2f us per panel\n", GgmlTypeName(t), (long long)K,
+                    isa == IsaLevel::kScalar ? "scalar" : "avx512", pbest / reps * 1e6);
+      }
+    }
   }
 }
 

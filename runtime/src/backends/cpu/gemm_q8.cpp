@@ -37,6 +37,9 @@ void GemmQ8Kernel(int64_t K, const void* panel, const void* act, size_t act_stri
                   size_t dst_stride, int nr);
 /// One activation row (format above) for zero point z, equal to FromFloat<z>'s bytes for finite x.
 void GemmQ8FromFloat(const float* x, void* act, int64_t K, int z);
+/// gemm.h pack for Q8_0 (plain) and Q4_0 (plain or kLayoutQ4_0x8): the scalar packs' bytes.
+void GemmQ8PackQ8_0(int64_t K, const void* w, size_t row_stride, int nr, void* panel);
+void GemmQ8PackQ4_0(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
 }  // namespace avx512
 #endif
 
@@ -77,6 +80,9 @@ void FromFloatVnni(const float* x, void* act, int64_t K) {
   avx512::GemmQ8FromFloat(x, act, K, Z);
   const size_t used = size_t(K / 32) * kActBlockBytes;
   std::memset(static_cast<uint8_t*>(act) + used, 0, ActRowBytes(K) - used);
+}
+void PackQ8_0Vnni(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel) {
+  avx512::GemmQ8PackQ8_0(K, w, row_stride, nr, panel);
 }
 #endif
 
@@ -202,9 +208,10 @@ constexpr GemmKernels kScalarQ5_0 = {FromFloat<16>, ActRowBytes, PanelBytes, Pac
 constexpr GemmKernels kScalarIQ4_NL = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
                                        KernelScalar};
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-constexpr GemmKernels kVnniQ8_0 = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackPlain<UnpackQ8_0>,
+constexpr GemmKernels kVnniQ8_0 = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackQ8_0Vnni,
                                    avx512::GemmQ8Kernel};
-constexpr GemmKernels kVnniQ4_0 = {FromFloatVnni<8>, ActRowBytes, PanelBytes, PackQ4_0, avx512::GemmQ8Kernel};
+constexpr GemmKernels kVnniQ4_0 = {FromFloatVnni<8>, ActRowBytes, PanelBytes, avx512::GemmQ8PackQ4_0,
+                                   avx512::GemmQ8Kernel};
 constexpr GemmKernels kVnniQ5_0 = {FromFloatVnni<16>, ActRowBytes, PanelBytes, PackPlain<UnpackQ5_0>,
                                    avx512::GemmQ8Kernel};
 constexpr GemmKernels kVnniIQ4_NL = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,

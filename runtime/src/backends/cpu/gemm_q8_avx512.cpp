@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "ops.h"
 #include "quants.h"
 
 namespace stowage::cpu::avx512 {
@@ -129,6 +130,88 @@ void GemmQ8FromFloat(const float* x, void* act, int64_t K, int z) {
     const int32_t corr = -z * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
     std::memcpy(out + 32, &d, 4);
     std::memcpy(out + 36, &corr, 4);
+  }
+}
+
+}  // namespace stowage::cpu::avx512
+
+// ---- packing (same panel bytes as gemm_q8.cpp's scalar PackPlain / PackQ4_0) ------------------
+
+namespace stowage::cpu::avx512 {
+namespace {
+
+// Packs nb blocks of 16 rows: `row(r, b, &d)` returns row r's 32 unsigned values of block b (and
+// its fp16 scale); rows >= nr are zero (u = 0, dw = +0). The 16 x 8 dword transpose: Z_i holds rows
+// i (low half) and i + 8 (high half); two unpack rounds transpose 4 x 4 dwords inside each 128-bit
+// lane, a two-source qword permute assembles the 16 rows of each dword column s.
+template <class RowFn>
+void PackBlocks(int64_t nb, int nr, uint8_t* panel, RowFn row) {
+  alignas(32) uint16_t d16[16];
+  const __m512i idx_lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i idx_hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* rec = panel + size_t(b) * kPanelBlockBytes;
+    __m512i z[8];
+    for (int i = 0; i < 8; ++i) {
+      __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+      d16[i] = 0;
+      d16[i + 8] = 0;
+      if (i < nr) lo = row(i, b, &d16[i]);
+      if (i + 8 < nr) hi = row(i + 8, b, &d16[i + 8]);
+      z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    }
+    __m512i u[4], v[4];
+    for (int h = 0; h < 2; ++h) {
+      const __m512i* q = z + 4 * h;
+      const __m512i t0 = _mm512_unpacklo_epi32(q[0], q[1]), t1 = _mm512_unpackhi_epi32(q[0], q[1]);
+      const __m512i t2 = _mm512_unpacklo_epi32(q[2], q[3]), t3 = _mm512_unpackhi_epi32(q[2], q[3]);
+      __m512i* o = h == 0 ? u : v;
+      o[0] = _mm512_unpacklo_epi64(t0, t2);
+      o[1] = _mm512_unpackhi_epi64(t0, t2);
+      o[2] = _mm512_unpacklo_epi64(t1, t3);
+      o[3] = _mm512_unpackhi_epi64(t1, t3);
+    }
+    for (int j = 0; j < 4; ++j) {
+      _mm512_store_si512(reinterpret_cast<void*>(rec + 64 * j), _mm512_permutex2var_epi64(u[j], idx_lo, v[j]));
+      _mm512_store_si512(reinterpret_cast<void*>(rec + 64 * (4 + j)), _mm512_permutex2var_epi64(u[j], idx_hi, v[j]));
+    }
+    _mm512_store_ps(reinterpret_cast<float*>(rec + 512),
+                    _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d16))));
+  }
+}
+
+inline __m256i UnpackNibbles(const uint8_t* qs) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
+}
+
+}  // namespace
+
+void GemmQ8PackQ8_0(int64_t K, const void* w, size_t row_stride, int nr, void* panel) {
+  const uint8_t* base = static_cast<const uint8_t*>(w);
+  const __m256i flip = _mm256_set1_epi8(char(0x80));
+  PackBlocks(K / 32, nr, static_cast<uint8_t*>(panel), [&](int r, int64_t b, uint16_t* d) {
+    const uint8_t* blk = base + size_t(r) * row_stride + size_t(b) * 34;
+    std::memcpy(d, blk, 2);
+    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), flip);
+  });
+}
+
+void GemmQ8PackQ4_0(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel) {
+  const uint8_t* base = static_cast<const uint8_t*>(w);
+  if (layout == kLayoutQ4_0x8) {
+    PackBlocks(K / 32, nr, static_cast<uint8_t*>(panel), [&](int r, int64_t b, uint16_t* d) {
+      const uint8_t* blk = base + size_t(r / 8) * 8 * row_stride + size_t(b) * 144;
+      std::memcpy(d, blk + 2 * (r % 8), 2);
+      return UnpackNibbles(blk + 16 + 16 * (r % 8));
+    });
+  } else {
+    PackBlocks(K / 32, nr, static_cast<uint8_t*>(panel), [&](int r, int64_t b, uint16_t* d) {
+      const uint8_t* blk = base + size_t(r) * row_stride + size_t(b) * 18;
+      std::memcpy(d, blk, 2);
+      return UnpackNibbles(blk + 2);
+    });
   }
 }
 
