@@ -96,93 +96,109 @@ void VecDotQ4_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
   *s = Hsum256(acc);
 }
 
+// Q4_K . Q8_K with 512-bit registers. Per 32-byte chunk j of nibbles (sub-blocks 2j: low nibbles,
+// 2j + 1: high nibbles), one zmm holds [chunk j | chunk j >> 4] & 0x0F, which lines up with the 64
+// contiguous activations q8[64j .. 64j + 63]; vpmaddubsw gives int16 pair sums (|.| <= 2 * 15 * 128,
+// no saturation) and vpdpwssd multiplies them by the sub-block scale (words 0-15: scale 2j, 16-31:
+// scale 2j + 1) into int32 lanes, exactly. The mins term sum_j bsums[j] * min[j / 2] is 8 exact int32
+// lanes (vpmaddwd). Unlike the scalar code, the float part accumulates per lane over the whole row
+// (acc += d * float(isum lane), accm += dmin * float(msum lane)) and reduces once at the end, as
+// ggml's AVX2 ggml_vec_dot_q4_K_q8_K does; only the float rounding order differs from the scalar
+// reference.
 void VecDotQ4_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   const BlockQ4_K* x = static_cast<const BlockQ4_K*>(vx);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i shift = _mm512_setr_epi64(0, 0, 0, 0, 0x0004000400040004LL, 0x0004000400040004LL,
+                                          0x0004000400040004LL, 0x0004000400040004LL);
+  // Word permutations that spread scale 2j over words 0-15 and scale 2j + 1 over words 16-31.
+  __m512i sidx[4];
+  for (int j = 0; j < 4; ++j)
+    sidx[j] = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(short(2 * j)), _mm512_set1_epi16(short(2 * j + 1)));
   constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-  float sumf = 0;
+  __m512 acc = _mm512_setzero_ps();
+  __m256 accm = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    // The 8 six-bit scales and mins (GetScaleMinK4 for j = 0..7), four bytes at a time as
-    // ggml's ggml_vec_dot_q4_K_q8_K: scales in sc[0..1], mins in mn[0..1].
-    uint32_t u[3];
-    std::memcpy(u, x[i].scales, 12);
-    const uint32_t sc[2] = {u[0] & kmask1, (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4)};
-    const uint32_t mn[2] = {u[1] & kmask1, ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4)};
-    // summs = sum_j bsums[j] * min[j / 2], as 8 partial dwords.
-    const __m128i m16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(mn[1]), int(mn[0])));
-    const __m256i msum = _mm256_madd_epi16(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums)),
-        _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16)));
-    __m256i isum = _mm256_setzero_si256();
+    // The 8 six-bit scales and mins, four bytes at a time (ggml's kmask form).
+    uint64_t u01;
+    uint32_t u2;
+    std::memcpy(&u01, x[i].scales, 8);
+    std::memcpy(&u2, x[i].scales + 8, 4);
+    const uint32_t u0 = uint32_t(u01), u1 = uint32_t(u01 >> 32);
+    const uint64_t sc = (u0 & kmask1) | (uint64_t((u2 & kmask2) | (((u0 >> 6) & kmask3) << 4)) << 32);
+    const uint64_t mn = (u1 & kmask1) | (uint64_t(((u2 >> 4) & kmask2) | (((u1 >> 6) & kmask3) << 4)) << 32);
+    const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(sc))));
+    const __m128i mn8 = _mm_cvtsi64_si128(int64_t(mn));  // min j in byte j: widen [m0, m0, m1, m1, ..]
+    const __m256i msum = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums)),
+                                           _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8)));
     const uint8_t* q4 = x[i].qs;
     const int8_t* q8 = y[i].qs;
-    for (int j = 0; j < 4; ++j, q4 += 32, q8 += 64) {
-      const uint32_t scw = sc[j / 2] >> (16 * (j % 2));  // scales 2j, 2j + 1 in bytes 0, 1
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4));
-      const __m256i lo = _mm256_and_si256(v, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-      const __m256i p0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), lo,
-                                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8)));
-      const __m256i p1 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), hi,
-                                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32)));
-      isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p0, _mm256_set1_epi32(int(scw & 0xFF))));
-      isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p1, _mm256_set1_epi32(int((scw >> 8) & 0xFF))));
+    __m512i ia = _mm512_setzero_si512(), ib = _mm512_setzero_si512();
+    for (int j = 0; j < 4; j += 2) {
+      const __m512i w0 = _mm512_and_si512(
+          _mm512_srlv_epi16(_mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4 + 32 * j))), shift), m4);
+      const __m512i w1 = _mm512_and_si512(
+          _mm512_srlv_epi16(_mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4 + 32 * j + 32))), shift), m4);
+      const __m512i p0 = _mm512_maddubs_epi16(w0, _mm512_loadu_si512(q8 + 64 * j));
+      const __m512i p1 = _mm512_maddubs_epi16(w1, _mm512_loadu_si512(q8 + 64 * j + 64));
+      ia = _mm512_dpwssd_epi32(ia, p0, _mm512_permutexvar_epi16(sidx[j], sc16));
+      ib = _mm512_dpwssd_epi32(ib, p1, _mm512_permutexvar_epi16(sidx[j + 1], sc16));
     }
-    // One reduction for both integer sums: [isum, summs, isum, summs].
-    const __m256i h = _mm256_hadd_epi32(isum, msum);
-    __m128i r = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-    r = _mm_hadd_epi32(r, r);
-    const int isum_s = _mm_cvtsi128_si32(r), summs = _mm_extract_epi32(r, 1);
     const float d = H2F(x[i].d) * y[i].d;
     const float dmin = H2F(x[i].dmin) * y[i].d;
-    sumf += d * float(isum_s) - dmin * float(summs);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia, ib)), _mm512_set1_ps(d), acc);
+    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(dmin), accm);
   }
-  *s = sumf;
+  *s = _mm512_reduce_add_ps(acc) - Hsum256(accm);
 }
 
+// Q6_K . Q8_K with 512-bit registers. Per half (128 weights): one zmm of ql bytes 0-63 and the 32
+// qh bytes in both 256-bit halves give a01 = [a0 | a1] and a23 = [a2 | a3] (6-bit values 0..63),
+// which line up with q8[0..63] and q8[64..127] of the half. vpmaddubsw (|.| <= 2 * 63 * 128, no
+// saturation), then vpdpwssd by the group scales (16 weights per scale: words 8g .. 8g + 7) into
+// exact int32 lanes; q = a - 32 enters as -32 * sum_g scale[g] * bsums[g] (vpmaddwd, 8 lanes)
+// subtracted from the lanes. The float part is acc += d * float(isum lane) per super-block, one
+// reduction per row (float rounding order differs from the scalar reference only).
 void VecDotQ6_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   const BlockQ6_K* x = static_cast<const BlockQ6_K*>(vx);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
-  float sumf = 0;
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03);
+  const long long k2 = 0x0002000200020002LL, k4 = 0x0004000400040004LL, k6 = 0x0006000600060006LL;
+  const __m512i sh01 = _mm512_setr_epi64(0, 0, 0, 0, k2, k2, k2, k2);
+  const __m512i sh23 = _mm512_setr_epi64(k4, k4, k4, k4, k6, k6, k6, k6);
+  // Word permutations: for the zmm of groups 4q .. 4q + 3, words 8g' .. 8g' + 7 take scale 4q + g'.
+  __m512i sidx[4];
+  for (int q = 0; q < 4; ++q) {
+    alignas(64) int16_t idx[32];
+    for (int w = 0; w < 32; ++w) idx[w] = int16_t(4 * q + w / 8);
+    sidx[q] = _mm512_load_si512(idx);
+  }
+  __m512 acc = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    // q = a - 32: dot(q, y) = dot(a, y) - 32 * sum_g scale[g] * bsums[g]; the correction starts
-    // the accumulator (8 partial dwords, bsums x scales by vpmaddwd).
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
-    const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums)), sc16);
-    __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
+    const __m256i sc16y = _mm256_cvtepi8_epi16(sc8);
+    const __m512i sc16 = _mm512_castsi256_si512(sc16y);
+    const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums)), sc16y);
+    __m512i ia = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(_mm256_slli_epi32(corr, 5)));
+    __m512i ib = _mm512_setzero_si512();
     const uint8_t* ql = x[i].ql;
     const uint8_t* qh = x[i].qh;
     const int8_t* q8 = y[i].qs;
-    const int8_t* sc = x[i].scales;
-    for (int half = 0; half < 2; ++half, ql += 64, qh += 32, q8 += 128, sc += 8) {
-      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
-      const __m256i sc32 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)));  // 8 scales
-      __m256i a[4];
-      a[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
-      a[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4));
-      a[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4));
-      a[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
-      for (int k = 0; k < 4; ++k) {
-        const __m256i yk = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32 * k));
-        const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), a[k], yk);  // lanes 0-3: group 2k, 4-7: 2k+1
-        const __m256i scales = _mm256_permutevar8x32_epi32(sc32, _mm256_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1,
-                                                                                  2 * k + 1, 2 * k + 1, 2 * k + 1));
-        isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p, scales));
-      }
+    for (int half = 0; half < 2; ++half, ql += 64, qh += 32, q8 += 128) {
+      const __m512i l = _mm512_loadu_si512(ql);
+      const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)));
+      const __m512i a01 = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                          _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, sh01), m3), 4));
+      const __m512i a23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                          _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, sh23), m3), 4));
+      const __m512i p01 = _mm512_maddubs_epi16(a01, _mm512_loadu_si512(q8));
+      const __m512i p23 = _mm512_maddubs_epi16(a23, _mm512_loadu_si512(q8 + 64));
+      ia = _mm512_dpwssd_epi32(ia, p01, _mm512_permutexvar_epi16(sidx[2 * half], sc16));
+      ib = _mm512_dpwssd_epi32(ib, p23, _mm512_permutexvar_epi16(sidx[2 * half + 1], sc16));
     }
-    __m128i r = _mm_add_epi32(_mm256_castsi256_si128(isum), _mm256_extracti128_si256(isum, 1));
-    r = _mm_hadd_epi32(r, r);
-    r = _mm_hadd_epi32(r, r);
-    sumf += H2F(x[i].d) * y[i].d * float(_mm_cvtsi128_si32(r));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia, ib)), _mm512_set1_ps(H2F(x[i].d) * y[i].d), acc);
   }
-  *s = sumf;
+  *s = _mm512_reduce_add_ps(acc);
 }
 
 // Q4_0x8 (CPU_REPACK) gemv with vpdpbusd: each 64-byte load holds the 16 quant bytes of 4 rows, so
