@@ -1,4 +1,4 @@
-// GEMM family "kquants" (gemm.h, gemm_kquants*.cpp): Q3_K / Q4_K / Q5_K / Q6_K panels x Q8_K activations.
+// GEMM family "kquants" (gemm.h, gemm_kquants*.cpp): Q2_K..Q6_K and IQ4_XS panels x Q8_K activations.
 //  - from_float stores exactly QuantizeRowQ8_K's integers and scale (the vec_dot path's activations);
 //  - the scalar GEMM equals the vec_dot of the same row and column up to float accumulation order;
 //  - every SIMD level equals the scalar GEMM up to float accumulation order;
@@ -66,6 +66,27 @@ IntBlock Unpack(GgmlType type, const uint8_t* blk) {
       r.s[k] = sc;
       r.m[k] = mn;
     }
+  } else if (type == GgmlType::Q2_K) {  // value = d * (sc & 15) * q - dmin * (sc >> 4) per 16
+    const BlockQ2_K* b = reinterpret_cast<const BlockQ2_K*>(blk);
+    r.d = HalfToFloat(b->d);
+    r.dmin = HalfToFloat(b->dmin);
+    for (int k = 0; k < kQK_K; ++k) {
+      const int h = k / 128, j = (k % 128) / 32, l = k % 32;
+      r.q[k] = (b->qs[32 * h + l] >> (2 * j)) & 3;
+      r.s[k] = b->scales[k / 16] & 0xF;
+      r.m[k] = b->scales[k / 16] >> 4;
+    }
+  } else if (type == GgmlType::IQ4_XS) {  // value = d * (ls - 32) * kvalues_iq4nl[nibble]
+    const BlockIQ4_XS* b = reinterpret_cast<const BlockIQ4_XS*>(blk);
+    r.d = HalfToFloat(b->d);
+    r.off = -128;
+    for (int k = 0; k < kQK_K; ++k) {
+      const int ib = k / 32, j = k % 32;
+      const int byte = b->qs[16 * ib + j % 16];
+      r.q[k] = kValuesIQ4NL[j < 16 ? byte & 0xF : byte >> 4] + 128;
+      r.s[k] = IQ4XSScale(*b, ib);
+      r.m[k] = 0;
+    }
   } else if (type == GgmlType::Q3_K) {  // value = d * sc_g * (2 low bits - 4 * !hmask bit)
     const BlockQ3_K* b = reinterpret_cast<const BlockQ3_K*>(blk);
     int8_t sc[16];
@@ -97,15 +118,23 @@ IntBlock Unpack(GgmlType type, const uint8_t* blk) {
 
 size_t BlockBytes(GgmlType t) { return GetTypeTraits(t).type_size; }
 
-// Exact dot (as double) and its error scale S of weight row x and activation row y.
-void ExactDot(GgmlType type, const uint8_t* x, const BlockQ8_K* y, int64_t K, double* exact, double* scale) {
-  double e = 0, s = 0;
+// Exact dot (as double) and its error scale S of weight row x and activation row y. `group_scale`
+// (optional): the error scale of a dot that sums every group's term in float (ggml's IQ4_XS dot,
+// 8 terms per super-block): sum over groups of |d_x d_y sc_g dot_g|.
+void ExactDot(GgmlType type, const uint8_t* x, const BlockQ8_K* y, int64_t K, double* exact, double* scale,
+              double* group_scale = nullptr) {
+  double e = 0, s = 0, gs = 0;
   for (int64_t b = 0; b < K / kQK_K; ++b) {
     const IntBlock w = Unpack(type, x + size_t(b) * BlockBytes(type));
-    int64_t isum = 0, summ = 0;
+    int64_t isum = 0, summ = 0, gsum = 0;
     for (int k = 0; k < kQK_K; ++k) {
       isum += int64_t(w.s[k]) * (w.q[k] + w.off) * y[b].qs[k];
       summ += int64_t(w.m[k]) * y[b].qs[k];
+      gsum += int64_t(w.s[k]) * (w.q[k] + w.off) * y[b].qs[k];
+      if (k % 32 == 31) {
+        gs += std::fabs(w.d * y[b].d * double(gsum));
+        gsum = 0;
+      }
     }
     const double t1 = w.d * y[b].d * double(isum), t2 = w.dmin * y[b].d * double(summ);
     e += t1 - t2;
@@ -113,6 +142,7 @@ void ExactDot(GgmlType type, const uint8_t* x, const BlockQ8_K* y, int64_t K, do
   }
   *exact = e;
   *scale = s;
+  if (group_scale) *group_scale = gs;
 }
 
 VecDotFn ScalarVecDot(GgmlType t) {
@@ -120,6 +150,8 @@ VecDotFn ScalarVecDot(GgmlType t) {
     case GgmlType::Q4_K: return scalar::VecDotQ4_KQ8_K;
     case GgmlType::Q5_K: return scalar::VecDotQ5_KQ8_K;
     case GgmlType::Q3_K: return scalar::VecDotQ3_KQ8_K;
+    case GgmlType::Q2_K: return scalar::VecDotQ2_KQ8_K;
+    case GgmlType::IQ4_XS: return scalar::VecDotIQ4_XSQ8_K;
     default: return scalar::VecDotQ6_KQ8_K;
   }
 }
@@ -160,7 +192,8 @@ std::vector<float> RunGemm(const GemmKernels& g, const Problem& p, size_t dst_st
   return dst;
 }
 
-const GgmlType kTypes[] = {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+const GgmlType kTypes[] = {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
+                           GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS};
 
 TEST(GemmKQuants, LookupLevels) {
   for (GgmlType t : kTypes) {
@@ -193,7 +226,7 @@ TEST(GemmKQuants, FromFloatEqualsQuantizeRowQ8_K) {
   for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512}) {
     const GemmKernels* g = GetGemmKernelsKQuants(GgmlType::Q4_K, kLayoutPlain, isa);
     if (!g) continue;
-    for (GgmlType t : {GgmlType::Q3_K, GgmlType::Q5_K, GgmlType::Q6_K})  // one activation format for the family
+    for (GgmlType t : kTypes)  // one activation format for the family
       EXPECT_EQ(GetGemmKernelsKQuants(t, kLayoutPlain, isa)->from_float, g->from_float);
     AlignedBuf act(g->act_row_bytes(K));
     g->from_float(x.data(), act.get(), K);
@@ -230,13 +263,15 @@ TEST(GemmKQuants, ScalarGemmMatchesVecDot) {
           for (int r = 0; r < nrows; ++r) {
             float vd;
             ScalarVecDot(t)(K, &vd, p.w.data() + size_t(r) * p.row_size, &p.y[size_t(c) * nb]);
-            double exact, S;
-            ExactDot(t, p.w.data() + size_t(r) * p.row_size, &p.y[size_t(c) * nb], K, &exact, &S);
+            double exact, S, Sg;
+            ExactDot(t, p.w.data() + size_t(r) * p.row_size, &p.y[size_t(c) * nb], K, &exact, &S, &Sg);
             const double tol = double(nb + 4) * kEps * S;
+            // ggml's IQ4_XS dot adds each group's float term: 8 nb terms, scale Sg.
+            const double tol_vd = t == GgmlType::IQ4_XS ? double(8 * nb + 4) * kEps * Sg : tol;
             const float got = dst[size_t(c) * ds + r];
             ASSERT_NEAR(got, exact, tol / 2) << GgmlTypeName(t) << " K " << K << " r " << r << " c " << c;
-            ASSERT_NEAR(vd, exact, tol / 2) << "vec_dot " << GgmlTypeName(t) << " K " << K;
-            ASSERT_NEAR(got, vd, tol) << GgmlTypeName(t) << " K " << K << " r " << r << " c " << c;
+            ASSERT_NEAR(vd, exact, tol_vd / 2) << "vec_dot " << GgmlTypeName(t) << " K " << K;
+            ASSERT_NEAR(got, vd, (tol + tol_vd) / 2) << GgmlTypeName(t) << " K " << K << " r " << r << " c " << c;
           }
           for (size_t r = size_t(nrows); r < ds; ++r) ASSERT_EQ(dst[size_t(c) * ds + r], -12345.f) << "wrote past nr";
         }

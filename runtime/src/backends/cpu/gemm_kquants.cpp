@@ -1,6 +1,7 @@
-// GEMM family "kquants" (see gemm.h): Q3_K, Q4_K, Q5_K, Q6_K weights x Q8_K activations. This file has the
-// baseline parts: activation conversion, panel packing, scalar reference kernels and the lookup;
-// gemm_kquants_avx512.cpp has the AVX-512 VNNI kernels on the same layouts.
+// GEMM family "kquants" (see gemm.h): Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights x Q8_K
+// activations. This file has the baseline parts: activation conversion, panel packing, scalar
+// reference kernels and the lookup; gemm_kquants_avx512.cpp has the AVX-512 VNNI versions of the
+// conversion, the packing and the kernels on the same layouts.
 //
 // Activation row: one 320-byte record per 256-element super-block (kActBlockBytes), holding exactly
 // what QuantizeRowQ8_K produces (the vec_dot path's activations) plus the 32-element sums:
@@ -9,26 +10,28 @@
 //   [288, 304) int16 bsums32[8]    sum of qs[32 j .. 32 j + 31] (= bsums16[2j] + bsums16[2j+1])
 //   [304, 308) float d
 // Panels (16 rows; weights unpacked to one unsigned byte per element, because vpdpbusd multiplies
-// unsigned by signed bytes; "k-step" s covers elements 4 s .. 4 s + 3 of the super-block):
-//   qs at [0, 4096): byte (s * 16 + r) * 4 + e = unsigned weight of row r, element 4 s + e.
-//   Q4_K / Q5_K ("scale-min" panel, 4992 bytes per super-block), value = d sc_j q - dmin m_j:
-//     [4096, 4608) int32 sc[8][16]; [4608, 4864) int16 mins[4][16][2] = (m_2p, m_2p+1) of row r;
-//     [4864, 4928) float d[16]; [4928, 4992) float dmin[16]     (q in 0..15 for Q4_K, 0..31 Q5_K)
-//   Q6_K / Q3_K ("scale16" panel, 5696 bytes per super-block), value = d sc_g (q - z), 16 groups of
-//   16, signed scales; Q6_K: q in 0..63, z = 32; Q3_K: q = ggml's value + 4 in 0..7, z = 4:
-//     [4096, 5120) int32 sc[16][16]; [5120, 5632) int16 nsc[8][16][2] = (-z sc_2p, -z sc_2p+1);
-//     [5632, 5696) float d[16]
+// unsigned by signed bytes; "k-step" s covers elements 4 s .. 4 s + 3 of the super-block), per
+// super-block, with n = 256 / G groups of G elements (G = 16 or 32):
+//   [0, 4096)  qs: byte (s * 16 + r) * 4 + e = unsigned weight of row r, element 4 s + e
+//   [4096, +64 n)  int32 sc[n][16]: the rows' group scales
+//   then 32 n bytes of int16 pairs [n/2][16][2]: (t_2p, t_2p+1) of row r, the zero-point factors
+//   then float d[16] (and for scale-min panels float dmin[16]).
+//   "scale-min" panels, value = d sc_g q - dmin m_g, t = m (the mins):
+//     Q4_K / Q5_K: G = 32, q in 0..15 / 0..31 (4992 bytes);  Q2_K: G = 16, q in 0..3 (5760 bytes)
+//   "scale-zero" panels, value = d sc_g (q - z), t = -z sc (signed scales):
+//     Q6_K: G = 16, q in 0..63, z = 32;  Q3_K: G = 16, q = ggml's value + 4 in 0..7, z = 4 (5696
+//     bytes);  IQ4_XS: G = 32, q = kvalues_iq4nl[nibble] + 128, z = 128, sc = ls - 32 (4928 bytes)
 // Integer sums per super-block and row/column are exact and equal the vec_dot's:
-//   scale-min: sumi = sum_j sc_j * dot_j(q, a), summ = sum_j m_j * bsums32_j;
-//              dst += (float(sumi) * d_row - float(summ) * dmin_row) * d_col
-//   scale16:   sumi = sum_g sc_g * dot_g(q, a) - z * sum_g sc_g * bsums16_g (= ggml's isum);
-//              dst += (d_row * d_col) * float(sumi)
-// Only the float expression differs from ggml's (d_row d_col sumi - dmin_row d_col summ); the
-// SIMD kernels use FMA where the scalar kernels round twice.
+//   scale-min:  sumi = sum_g sc_g * dot_g(q, a), summ = sum_g m_g * bsums_g;
+//               dst += (float(sumi) * d_row - float(summ) * dmin_row) * d_col
+//   scale-zero: sumi = sum_g sc_g * dot_g(q, a) - z * sum_g sc_g * bsums_g (= ggml's isum);
+//               dst += (d_row * d_col) * float(sumi)
+// (bsums = bsums16 for G = 16, bsums32 for G = 32.) Only the float expression differs from ggml's;
+// the SIMD kernels use FMA where the scalar kernels round twice.
 //
 // The layout constants are repeated in gemm_kquants_avx512.cpp (a header would sit outside this
-// family's files); gemm_kquants_test checks every SIMD kernel against the scalar one, so a
-// mismatch fails there.
+// family's files); gemm_kquants_test checks every SIMD pack and kernel against the scalar ones, so
+// a mismatch fails there.
 #include <cstring>
 #include <type_traits>
 
@@ -40,14 +43,20 @@ namespace stowage::cpu {
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
 namespace avx512 {
 void FromFloatQ8_KAct(const float* x, void* act, int64_t K);
+void PackQ2_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
 void PackQ3_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
 void PackQ4_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
 void PackQ5_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
 void PackQ6_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
-void GemmKernelScaleMinVnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
-                            size_t dst_stride, int nr);
-void GemmKernelQ6_KVnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
-                        size_t dst_stride, int nr);
+void PackIQ4_XS(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
+void GemmKernelScaleMin32Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                              size_t dst_stride, int nr);
+void GemmKernelScaleMin16Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                              size_t dst_stride, int nr);
+void GemmKernelScaleZero16Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                               size_t dst_stride, int nr);
+void GemmKernelScaleZero32Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                               size_t dst_stride, int nr);
 }  // namespace avx512
 #endif
 
@@ -56,9 +65,27 @@ namespace {
 constexpr int kRows = kGemmPanelRows;
 constexpr size_t kActBlockBytes = 320;
 constexpr size_t kActBsums16 = 256, kActBsums32 = 288, kActD = 304;
-constexpr size_t kSmSc = 4096, kSmMins = 4608, kSmD = 4864, kSmDmin = 4928, kSmBlockBytes = 4992;
-constexpr size_t kQ6Sc = 4096, kQ6Nsc = 5120, kQ6D = 5632, kQ6BlockBytes = 5696;
-static_assert(kActBlockBytes % 64 == 0 && kSmBlockBytes % 64 == 0 && kQ6BlockBytes % 64 == 0, "alignment");
+
+// Panel super-block layout for groups of G elements (see the top of the file).
+template <int G, bool kHasMin>
+struct Layout {
+  static constexpr int kGroups = kQK_K / G;
+  static constexpr bool kMin = kHasMin;
+  static constexpr size_t kSc = 4096;
+  static constexpr size_t kPairs = kSc + size_t(kGroups) * 64;
+  static constexpr size_t kD = kPairs + size_t(kGroups / 2) * 64;
+  static constexpr size_t kDmin = kD + 64;  // scale-min only
+  static constexpr size_t kBytes = kD + (kHasMin ? 128 : 64);
+  static constexpr size_t kActBsums = G == 16 ? kActBsums16 : kActBsums32;
+};
+using SmLayout32 = Layout<32, true>;   // Q4_K, Q5_K
+using SmLayout16 = Layout<16, true>;   // Q2_K
+using SzLayout16 = Layout<16, false>;  // Q6_K, Q3_K
+using SzLayout32 = Layout<32, false>;  // IQ4_XS
+static_assert(SmLayout32::kBytes == 4992 && SmLayout16::kBytes == 5760 && SzLayout16::kBytes == 5696 &&
+                  SzLayout32::kBytes == 4928,
+              "layouts (repeated in gemm_kquants_avx512.cpp)");
+static_assert(kActBlockBytes % 64 == 0 && SmLayout16::kBytes % 64 == 0 && SzLayout32::kBytes % 64 == 0, "alignment");
 
 // ---- activations --------------------------------------------------------------------------------
 
@@ -89,27 +116,23 @@ void PutRowQs(uint8_t* blk, int r, const uint8_t* v) {
 template <typename T>
 void Put(uint8_t* p, T v) { std::memcpy(p, &v, sizeof v); }
 
-// Row r's scales and mins, d and dmin of one Q4_K/Q5_K super-block into a scale-min panel block.
-void PackScaleMinMeta(const uint8_t* scales, fp16_t d, fp16_t dmin, int r, uint8_t* blk) {
-  uint8_t sc[8], mn[8];
-  for (int j = 0; j < 8; ++j) GetScaleMinK4(j, scales, &sc[j], &mn[j]);
-  for (int j = 0; j < 8; ++j) Put<int32_t>(blk + kSmSc + (size_t(j) * kRows + r) * 4, sc[j]);
-  for (int p = 0; p < 4; ++p) {
-    Put<int16_t>(blk + kSmMins + (size_t(p) * kRows + r) * 4, mn[2 * p]);
-    Put<int16_t>(blk + kSmMins + (size_t(p) * kRows + r) * 4 + 2, mn[2 * p + 1]);
+// Row r's group scales sc[], zero-point factors t[] (mins, or -z * sc), d (and dmin).
+template <typename L, typename S, typename T>
+void PutMeta(const S* sc, const T* t, fp16_t d, fp16_t dmin, int r, uint8_t* blk) {
+  for (int g = 0; g < L::kGroups; ++g) Put<int32_t>(blk + L::kSc + (size_t(g) * kRows + r) * 4, int32_t(sc[g]));
+  for (int p = 0; p < L::kGroups / 2; ++p) {
+    Put<int16_t>(blk + L::kPairs + (size_t(p) * kRows + r) * 4, int16_t(t[2 * p]));
+    Put<int16_t>(blk + L::kPairs + (size_t(p) * kRows + r) * 4 + 2, int16_t(t[2 * p + 1]));
   }
-  Put<float>(blk + kSmD + size_t(r) * 4, HalfToFloat(d));
-  Put<float>(blk + kSmDmin + size_t(r) * 4, HalfToFloat(dmin));
+  Put<float>(blk + L::kD + size_t(r) * 4, HalfToFloat(d));
+  if (L::kMin) Put<float>(blk + L::kDmin + size_t(r) * 4, HalfToFloat(dmin));
 }
 
-// Row r's 16 signed scales, zero-point terms (-zero * scale) and d into a scale16 panel block.
-void PackScale16Meta(const int8_t* scales, int zero, fp16_t d, int r, uint8_t* blk) {
-  for (int g = 0; g < 16; ++g) Put<int32_t>(blk + kQ6Sc + (size_t(g) * kRows + r) * 4, scales[g]);
-  for (int p = 0; p < 8; ++p) {
-    Put<int16_t>(blk + kQ6Nsc + (size_t(p) * kRows + r) * 4, int16_t(-zero * scales[2 * p]));
-    Put<int16_t>(blk + kQ6Nsc + (size_t(p) * kRows + r) * 4 + 2, int16_t(-zero * scales[2 * p + 1]));
-  }
-  Put<float>(blk + kQ6D + size_t(r) * 4, HalfToFloat(d));
+template <typename L>
+void PutScaleZeroMeta(const int8_t* sc, int zero, fp16_t d, int r, uint8_t* blk) {
+  int t[L::kGroups];
+  for (int g = 0; g < L::kGroups; ++g) t[g] = -zero * sc[g];
+  PutMeta<L>(sc, t, d, 0, r, blk);
 }
 
 // Q4_K / Q5_K row r, super-block x -> the scale-min panel super-block.
@@ -131,7 +154,25 @@ void PackScaleMinRow(const Block& x, int r, uint8_t* blk) {
       }
   }
   PutRowQs(blk, r, v);
-  PackScaleMinMeta(x.scales, x.d, x.dmin, r, blk);
+  uint8_t sc[8], mn[8];
+  for (int j = 0; j < 8; ++j) GetScaleMinK4(j, x.scales, &sc[j], &mn[j]);
+  PutMeta<SmLayout32>(sc, mn, x.d, x.dmin, r, blk);
+}
+
+// Q2_K: element 128 h + 32 j + l = bits 2j..2j+1 of qs[32 h + l]; group g: scale = low nibble of
+// scales[g], min = high nibble (ggml dequantize_row_q2_K).
+void PackQ2_KRow(const BlockQ2_K& x, int r, uint8_t* blk) {
+  uint8_t v[kQK_K];
+  for (int h = 0; h < 2; ++h)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 32; ++l) v[128 * h + 32 * j + l] = (x.qs[32 * h + l] >> (2 * j)) & 3;
+  PutRowQs(blk, r, v);
+  uint8_t sc[16], mn[16];
+  for (int g = 0; g < 16; ++g) {
+    sc[g] = x.scales[g] & 0xF;
+    mn[g] = x.scales[g] >> 4;
+  }
+  PutMeta<SmLayout16>(sc, mn, x.d, x.dmin, r, blk);
 }
 
 void PackQ6_KRow(const BlockQ6_K& x, int r, uint8_t* blk) {
@@ -146,7 +187,7 @@ void PackQ6_KRow(const BlockQ6_K& x, int r, uint8_t* blk) {
       v[nn + l + 96] = uint8_t((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
     }
   PutRowQs(blk, r, v);
-  PackScale16Meta(x.scales, 32, x.d, r, blk);
+  PutScaleZeroMeta<SzLayout16>(x.scales, 32, x.d, r, blk);
 }
 
 // Q3_K: q = 2 low bits + 4 * hmask bit (= ggml's value + 4, in 0..7), zero point 4.
@@ -161,10 +202,25 @@ void PackQ3_KRow(const BlockQ3_K& x, int r, uint8_t* blk) {
   PutRowQs(blk, r, v);
   int8_t sc[16];
   UnpackQ3KScales(x.scales, sc);
-  PackScale16Meta(sc, 4, x.d, r, blk);
+  PutScaleZeroMeta<SzLayout16>(sc, 4, x.d, r, blk);
 }
 
-template <typename Block, size_t kBlockBytes>
+// IQ4_XS: q = kvalues_iq4nl[nibble] + 128 (element 32 ib + j: low nibble of qs[16 ib + j], 32 ib +
+// 16 + j: high nibble), zero point 128, signed scales ls - 32 per 32.
+void PackIQ4_XSRow(const BlockIQ4_XS& x, int r, uint8_t* blk) {
+  uint8_t v[kQK_K];
+  for (int ib = 0; ib < 8; ++ib)
+    for (int j = 0; j < 16; ++j) {
+      v[32 * ib + j] = uint8_t(kValuesIQ4NL[x.qs[16 * ib + j] & 0xF] + 128);
+      v[32 * ib + 16 + j] = uint8_t(kValuesIQ4NL[x.qs[16 * ib + j] >> 4] + 128);
+    }
+  PutRowQs(blk, r, v);
+  int8_t sc[8];
+  for (int ib = 0; ib < 8; ++ib) sc[ib] = int8_t(IQ4XSScale(x, ib));
+  PutScaleZeroMeta<SzLayout32>(sc, 128, x.d, r, blk);
+}
+
+template <size_t kBlockBytes>
 size_t PanelBytes(int64_t K) { return size_t(K / kQK_K) * kBlockBytes; }
 
 // Rows nr..15 stay all-zero (weights, scales and d), so they compute 0.
@@ -196,6 +252,22 @@ int DotSteps(const uint8_t* blk, const int8_t* a, int r, int s0, int n) {
   return dot;
 }
 
+// sum_g sc_g * dot_g and sum_g t_g * bsums_g of row r in one super-block.
+template <typename L>
+void BlockSums(const uint8_t* blk, const uint8_t* ab, int r, int* sumi, int* sumt) {
+  constexpr int kSteps = kQK_K / L::kGroups / 4;
+  const int8_t* a = reinterpret_cast<const int8_t*>(ab);
+  int s = 0, t = 0;
+  for (int g = 0; g < L::kGroups; ++g)
+    s += Get<int32_t>(blk + L::kSc + (size_t(g) * kRows + r) * 4) * DotSteps(blk, a, r, kSteps * g, kSteps);
+  for (int g = 0; g < L::kGroups; ++g)
+    t += Get<int16_t>(blk + L::kPairs + (size_t(g / 2) * kRows + r) * 4 + 2 * (g % 2)) *
+         Get<int16_t>(ab + L::kActBsums + 2 * g);
+  *sumi = s;
+  *sumt = t;
+}
+
+template <typename L>
 void KernelScaleMinScalar(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
                           size_t dst_stride, int nr) {
   const int64_t nb = K / kQK_K;
@@ -204,16 +276,11 @@ void KernelScaleMinScalar(int64_t K, const void* panel, const void* act, size_t 
     for (int r = 0; r < nr; ++r) {
       float acc = 0;
       for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = static_cast<const uint8_t*>(panel) + size_t(b) * kSmBlockBytes;
+        const uint8_t* blk = static_cast<const uint8_t*>(panel) + size_t(b) * L::kBytes;
         const uint8_t* ab = ac + size_t(b) * kActBlockBytes;
-        const int8_t* a = reinterpret_cast<const int8_t*>(ab);
-        int sumi = 0, summ = 0;
-        for (int j = 0; j < 8; ++j)
-          sumi += Get<int32_t>(blk + kSmSc + (size_t(j) * kRows + r) * 4) * DotSteps(blk, a, r, 8 * j, 8);
-        for (int j = 0; j < 8; ++j)
-          summ += Get<int16_t>(blk + kSmMins + (size_t(j / 2) * kRows + r) * 4 + 2 * (j % 2)) *
-                  Get<int16_t>(ab + kActBsums32 + 2 * j);
-        const float blk_f = float(sumi) * Get<float>(blk + kSmD + 4 * r) - float(summ) * Get<float>(blk + kSmDmin + 4 * r);
+        int sumi, summ;
+        BlockSums<L>(blk, ab, r, &sumi, &summ);
+        const float blk_f = float(sumi) * Get<float>(blk + L::kD + 4 * r) - float(summ) * Get<float>(blk + L::kDmin + 4 * r);
         acc += blk_f * Get<float>(ab + kActD);
       }
       dst[size_t(c) * dst_stride + r] = acc;
@@ -221,24 +288,20 @@ void KernelScaleMinScalar(int64_t K, const void* panel, const void* act, size_t 
   }
 }
 
-void KernelQ6_KScalar(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
-                      size_t dst_stride, int nr) {
+template <typename L>
+void KernelScaleZeroScalar(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                           size_t dst_stride, int nr) {
   const int64_t nb = K / kQK_K;
   for (int c = 0; c < nc; ++c) {
     const uint8_t* ac = static_cast<const uint8_t*>(act) + size_t(c) * act_stride;
     for (int r = 0; r < nr; ++r) {
       float acc = 0;
       for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = static_cast<const uint8_t*>(panel) + size_t(b) * kQ6BlockBytes;
+        const uint8_t* blk = static_cast<const uint8_t*>(panel) + size_t(b) * L::kBytes;
         const uint8_t* ab = ac + size_t(b) * kActBlockBytes;
-        const int8_t* a = reinterpret_cast<const int8_t*>(ab);
-        int sumi = 0;
-        for (int g = 0; g < 16; ++g)
-          sumi += Get<int16_t>(blk + kQ6Nsc + (size_t(g / 2) * kRows + r) * 4 + 2 * (g % 2)) *
-                  Get<int16_t>(ab + kActBsums16 + 2 * g);
-        for (int g = 0; g < 16; ++g)
-          sumi += Get<int32_t>(blk + kQ6Sc + (size_t(g) * kRows + r) * 4) * DotSteps(blk, a, r, 4 * g, 4);
-        acc += Get<float>(blk + kQ6D + 4 * r) * Get<float>(ab + kActD) * float(sumi);
+        int sumi, sumz;
+        BlockSums<L>(blk, ab, r, &sumi, &sumz);
+        acc += Get<float>(blk + L::kD + 4 * r) * Get<float>(ab + kActD) * float(sumi + sumz);
       }
       dst[size_t(c) * dst_stride + r] = acc;
     }
@@ -246,36 +309,38 @@ void KernelQ6_KScalar(int64_t K, const void* panel, const void* act, size_t act_
 }
 
 using KernelFn = decltype(GemmKernels::kernel);
-
 using PackFn = decltype(GemmKernels::pack);
 
-constexpr GemmKernels MakeQ4_K(KernelFn k, FromFloatFn ff = FromFloatQ8_K,
-                               PackFn pk = Pack<BlockQ4_K, kSmBlockBytes, PackScaleMinRow<BlockQ4_K>>) {
-  return {ff, ActRowBytes, PanelBytes<BlockQ4_K, kSmBlockBytes>, pk, k};
-}
-constexpr GemmKernels MakeQ5_K(KernelFn k, FromFloatFn ff = FromFloatQ8_K,
-                               PackFn pk = Pack<BlockQ5_K, kSmBlockBytes, PackScaleMinRow<BlockQ5_K>>) {
-  return {ff, ActRowBytes, PanelBytes<BlockQ5_K, kSmBlockBytes>, pk, k};
-}
-constexpr GemmKernels MakeQ6_K(KernelFn k, FromFloatFn ff = FromFloatQ8_K,
-                               PackFn pk = Pack<BlockQ6_K, kQ6BlockBytes, PackQ6_KRow>) {
-  return {ff, ActRowBytes, PanelBytes<BlockQ6_K, kQ6BlockBytes>, pk, k};
+template <typename Block, typename L, void (*kPackRow)(const Block&, int, uint8_t*)>
+constexpr GemmKernels Make(KernelFn k, FromFloatFn ff = FromFloatQ8_K, PackFn pk = Pack<Block, L::kBytes, kPackRow>) {
+  return {ff, ActRowBytes, PanelBytes<L::kBytes>, pk, k};
 }
 
-constexpr GemmKernels MakeQ3_K(KernelFn k, FromFloatFn ff = FromFloatQ8_K,
-                               PackFn pk = Pack<BlockQ3_K, kQ6BlockBytes, PackQ3_KRow>) {
-  return {ff, ActRowBytes, PanelBytes<BlockQ3_K, kQ6BlockBytes>, pk, k};
-}
-
-constexpr GemmKernels kScalarQ3_K = MakeQ3_K(KernelQ6_KScalar);
-constexpr GemmKernels kScalarQ4_K = MakeQ4_K(KernelScaleMinScalar);
-constexpr GemmKernels kScalarQ5_K = MakeQ5_K(KernelScaleMinScalar);
-constexpr GemmKernels kScalarQ6_K = MakeQ6_K(KernelQ6_KScalar);
+constexpr GemmKernels kScalarQ2_K =
+    Make<BlockQ2_K, SmLayout16, PackQ2_KRow>(KernelScaleMinScalar<SmLayout16>);
+constexpr GemmKernels kScalarQ3_K =
+    Make<BlockQ3_K, SzLayout16, PackQ3_KRow>(KernelScaleZeroScalar<SzLayout16>);
+constexpr GemmKernels kScalarQ4_K =
+    Make<BlockQ4_K, SmLayout32, PackScaleMinRow<BlockQ4_K>>(KernelScaleMinScalar<SmLayout32>);
+constexpr GemmKernels kScalarQ5_K =
+    Make<BlockQ5_K, SmLayout32, PackScaleMinRow<BlockQ5_K>>(KernelScaleMinScalar<SmLayout32>);
+constexpr GemmKernels kScalarQ6_K =
+    Make<BlockQ6_K, SzLayout16, PackQ6_KRow>(KernelScaleZeroScalar<SzLayout16>);
+constexpr GemmKernels kScalarIQ4_XS =
+    Make<BlockIQ4_XS, SzLayout32, PackIQ4_XSRow>(KernelScaleZeroScalar<SzLayout32>);
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-constexpr GemmKernels kVnniQ3_K = MakeQ3_K(avx512::GemmKernelQ6_KVnni, avx512::FromFloatQ8_KAct, avx512::PackQ3_K);
-constexpr GemmKernels kVnniQ4_K = MakeQ4_K(avx512::GemmKernelScaleMinVnni, avx512::FromFloatQ8_KAct, avx512::PackQ4_K);
-constexpr GemmKernels kVnniQ5_K = MakeQ5_K(avx512::GemmKernelScaleMinVnni, avx512::FromFloatQ8_KAct, avx512::PackQ5_K);
-constexpr GemmKernels kVnniQ6_K = MakeQ6_K(avx512::GemmKernelQ6_KVnni, avx512::FromFloatQ8_KAct, avx512::PackQ6_K);
+constexpr GemmKernels kVnniQ2_K = Make<BlockQ2_K, SmLayout16, PackQ2_KRow>(
+    avx512::GemmKernelScaleMin16Vnni, avx512::FromFloatQ8_KAct, avx512::PackQ2_K);
+constexpr GemmKernels kVnniQ3_K = Make<BlockQ3_K, SzLayout16, PackQ3_KRow>(
+    avx512::GemmKernelScaleZero16Vnni, avx512::FromFloatQ8_KAct, avx512::PackQ3_K);
+constexpr GemmKernels kVnniQ4_K = Make<BlockQ4_K, SmLayout32, PackScaleMinRow<BlockQ4_K>>(
+    avx512::GemmKernelScaleMin32Vnni, avx512::FromFloatQ8_KAct, avx512::PackQ4_K);
+constexpr GemmKernels kVnniQ5_K = Make<BlockQ5_K, SmLayout32, PackScaleMinRow<BlockQ5_K>>(
+    avx512::GemmKernelScaleMin32Vnni, avx512::FromFloatQ8_KAct, avx512::PackQ5_K);
+constexpr GemmKernels kVnniQ6_K = Make<BlockQ6_K, SzLayout16, PackQ6_KRow>(
+    avx512::GemmKernelScaleZero16Vnni, avx512::FromFloatQ8_KAct, avx512::PackQ6_K);
+constexpr GemmKernels kVnniIQ4_XS = Make<BlockIQ4_XS, SzLayout32, PackIQ4_XSRow>(
+    avx512::GemmKernelScaleZero32Vnni, avx512::FromFloatQ8_KAct, avx512::PackIQ4_XS);
 #endif
 
 }  // namespace
@@ -286,20 +351,24 @@ const GemmKernels* GetGemmKernelsKQuants(GgmlType type, int layout, IsaLevel isa
   if (layout != kLayoutPlain) return nullptr;
   if (isa == IsaLevel::kScalar) {
     switch (type) {
+      case GgmlType::Q2_K: return &kScalarQ2_K;
       case GgmlType::Q3_K: return &kScalarQ3_K;
       case GgmlType::Q4_K: return &kScalarQ4_K;
       case GgmlType::Q5_K: return &kScalarQ5_K;
       case GgmlType::Q6_K: return &kScalarQ6_K;
+      case GgmlType::IQ4_XS: return &kScalarIQ4_XS;
       default: return nullptr;
     }
   }
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
   if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) {
     switch (type) {
+      case GgmlType::Q2_K: return &kVnniQ2_K;
       case GgmlType::Q3_K: return &kVnniQ3_K;
       case GgmlType::Q4_K: return &kVnniQ4_K;
       case GgmlType::Q5_K: return &kVnniQ5_K;
       case GgmlType::Q6_K: return &kVnniQ6_K;
+      case GgmlType::IQ4_XS: return &kVnniIQ4_XS;
       default: return nullptr;
     }
   }

@@ -2,9 +2,10 @@
 // the lookup in gemm_kquants.cpp returns these only when CpuHasAvx512Vnni()). Layouts and integer
 // sums: see gemm_kquants.cpp. One zmm lane per panel row; per k-step of 4 elements one packed
 // weight zmm (16 rows x 4 unsigned bytes) feeds NC columns through
-// vpdpbusd(acc, w, {1to16} broadcast of 4 activation bytes); per sub-block the int32 dot is scaled
-// by the rows' scales (vpmulld) into a super-block int32 sum; the zero-point terms (Q4_K/Q5_K mins,
-// Q6_K's -32) come from vpdpwssd of packed int16 row pairs with the column's bsums.
+// vpdpbusd(acc, w, broadcast of 4 activation bytes); per group the int32 dot is scaled by the rows'
+// scales (vpmulld) into a super-block int32 sum; the zero-point terms (mins of Q2_K/Q4_K/Q5_K,
+// -z * scale of Q3_K/Q6_K/IQ4_XS) come from vpdpwssd of packed int16 row pairs with the column's
+// bsums.
 #include <immintrin.h>
 
 #include <cstring>
@@ -19,8 +20,23 @@ namespace {
 constexpr int kQK = 256;
 constexpr size_t kActBlockBytes = 320;
 constexpr size_t kActBsums16 = 256, kActBsums32 = 288, kActD = 304;
-constexpr size_t kSmSc = 4096, kSmMins = 4608, kSmD = 4864, kSmDmin = 4928, kSmBlockBytes = 4992;
-constexpr size_t kQ6Sc = 4096, kQ6Nsc = 5120, kQ6D = 5632, kQ6BlockBytes = 5696;
+template <int G, bool kHasMin>
+struct Layout {
+  static constexpr int kGroups = kQK / G;
+  static constexpr size_t kSc = 4096;
+  static constexpr size_t kPairs = kSc + size_t(kGroups) * 64;
+  static constexpr size_t kD = kPairs + size_t(kGroups / 2) * 64;
+  static constexpr size_t kDmin = kD + 64;
+  static constexpr size_t kBytes = kD + (kHasMin ? 128 : 64);
+  static constexpr size_t kActBsums = G == 16 ? kActBsums16 : kActBsums32;
+};
+using SmLayout32 = Layout<32, true>;
+using SmLayout16 = Layout<16, true>;
+using SzLayout16 = Layout<16, false>;
+using SzLayout32 = Layout<32, false>;
+static_assert(SmLayout32::kBytes == 4992 && SmLayout16::kBytes == 5760 && SzLayout16::kBytes == 5696 &&
+                  SzLayout32::kBytes == 4928,
+              "layouts of gemm_kquants.cpp");
 
 inline __m512i Bcast32(const uint8_t* p) {
   int32_t v;
@@ -44,33 +60,43 @@ inline void Store(const __m512* acc, float* dst, size_t dst_stride, int nr) {
   }
 }
 
-template <int NC>
+// One super-block of NC columns: sumi[c] += sum_g sc_g * dot_g(q, a[c]) (a[c]: the column's
+// activation record).
+template <int NC, typename L>
+inline void GroupDots(const uint8_t* panel, const uint8_t* const* a, __m512i* sumi) {
+  constexpr int kSteps = kQK / L::kGroups / 4;
+  for (int g = 0; g < L::kGroups; ++g) {
+    const uint8_t* wq = panel + size_t(g) * kSteps * 64;
+    __m512i dot[NC];
+    for (int c = 0; c < NC; ++c) dot[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int t = 0; t < kSteps; ++t) {
+      const __m512i w = Ld(wq + t * 64);
+      for (int c = 0; c < NC; ++c)
+        dot[c] = _mm512_dpbusd_epi32(dot[c], w, Bcast32(a[c] + g * (kQK / L::kGroups) + t * 4));
+    }
+    const __m512i sc = Ld(panel + L::kSc + size_t(g) * 64);
+    for (int c = 0; c < NC; ++c) sumi[c] = _mm512_add_epi32(sumi[c], _mm512_mullo_epi32(dot[c], sc));
+  }
+}
+
+// Scale-min panels (Q4_K/Q5_K: G = 32, Q2_K: G = 16).
+template <int NC, typename L>
 void ScaleMinCols(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_stride, float* dst,
                   size_t dst_stride, int nr) {
   const uint8_t* a[NC];
   for (int c = 0; c < NC; ++c) a[c] = act + size_t(c) * act_stride;
   __m512 acc[NC];
   for (int c = 0; c < NC; ++c) acc[c] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, panel += kSmBlockBytes) {
+  for (int64_t b = 0; b < nb; ++b, panel += L::kBytes) {
     __m512i sumi[NC];
     for (int c = 0; c < NC; ++c) sumi[c] = _mm512_setzero_si512();
-    for (int j = 0; j < 8; ++j) {
-      const uint8_t* wq = panel + size_t(j) * 8 * 64;
-      __m512i dot[NC];
-      for (int c = 0; c < NC; ++c) dot[c] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-      for (int t = 0; t < 8; ++t) {
-        const __m512i w = Ld(wq + t * 64);
-        for (int c = 0; c < NC; ++c) dot[c] = _mm512_dpbusd_epi32(dot[c], w, Bcast32(a[c] + j * 32 + t * 4));
-      }
-      const __m512i sc = Ld(panel + kSmSc + size_t(j) * 64);
-      for (int c = 0; c < NC; ++c) sumi[c] = _mm512_add_epi32(sumi[c], _mm512_mullo_epi32(dot[c], sc));
-    }
-    const __m512 d = _mm512_loadu_ps(panel + kSmD), dmin = _mm512_loadu_ps(panel + kSmDmin);
+    GroupDots<NC, L>(panel, a, sumi);
+    const __m512 d = _mm512_loadu_ps(panel + L::kD), dmin = _mm512_loadu_ps(panel + L::kDmin);
     for (int c = 0; c < NC; ++c) {
       __m512i summ = _mm512_setzero_si512();
-      for (int p = 0; p < 4; ++p)
-        summ = _mm512_dpwssd_epi32(summ, Ld(panel + kSmMins + p * 64), Bcast32(a[c] + kActBsums32 + p * 4));
+      for (int p = 0; p < L::kGroups / 2; ++p)
+        summ = _mm512_dpwssd_epi32(summ, Ld(panel + L::kPairs + p * 64), Bcast32(a[c] + L::kActBsums + p * 4));
       __m512 blk = _mm512_mul_ps(_mm512_cvtepi32_ps(sumi[c]), d);
       blk = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ), dmin, blk);
       acc[c] = _mm512_fmadd_ps(blk, BcastF(a[c] + kActD), acc[c]);
@@ -80,33 +106,23 @@ void ScaleMinCols(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t a
   Store<NC>(acc, dst, dst_stride, nr);
 }
 
-template <int NC>
-void Q6_KCols(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_stride, float* dst, size_t dst_stride,
-              int nr) {
+// Scale-zero panels (Q6_K/Q3_K: G = 16, IQ4_XS: G = 32): the zero-point term starts the sum.
+template <int NC, typename L>
+void ScaleZeroCols(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_stride, float* dst,
+                   size_t dst_stride, int nr) {
   const uint8_t* a[NC];
   for (int c = 0; c < NC; ++c) a[c] = act + size_t(c) * act_stride;
   __m512 acc[NC];
   for (int c = 0; c < NC; ++c) acc[c] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, panel += kQ6BlockBytes) {
+  for (int64_t b = 0; b < nb; ++b, panel += L::kBytes) {
     __m512i sumi[NC];
     for (int c = 0; c < NC; ++c) sumi[c] = _mm512_setzero_si512();
-    for (int p = 0; p < 8; ++p) {
-      const __m512i nsc = Ld(panel + kQ6Nsc + p * 64);
-      for (int c = 0; c < NC; ++c) sumi[c] = _mm512_dpwssd_epi32(sumi[c], nsc, Bcast32(a[c] + kActBsums16 + p * 4));
+    for (int p = 0; p < L::kGroups / 2; ++p) {
+      const __m512i t = Ld(panel + L::kPairs + p * 64);
+      for (int c = 0; c < NC; ++c) sumi[c] = _mm512_dpwssd_epi32(sumi[c], t, Bcast32(a[c] + L::kActBsums + p * 4));
     }
-    for (int g = 0; g < 16; ++g) {
-      const uint8_t* wq = panel + size_t(g) * 4 * 64;
-      __m512i dot[NC];
-      for (int c = 0; c < NC; ++c) dot[c] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-      for (int t = 0; t < 4; ++t) {
-        const __m512i w = Ld(wq + t * 64);
-        for (int c = 0; c < NC; ++c) dot[c] = _mm512_dpbusd_epi32(dot[c], w, Bcast32(a[c] + g * 16 + t * 4));
-      }
-      const __m512i sc = Ld(panel + kQ6Sc + size_t(g) * 64);
-      for (int c = 0; c < NC; ++c) sumi[c] = _mm512_add_epi32(sumi[c], _mm512_mullo_epi32(dot[c], sc));
-    }
-    const __m512 d = _mm512_loadu_ps(panel + kQ6D);
+    GroupDots<NC, L>(panel, a, sumi);
+    const __m512 d = _mm512_loadu_ps(panel + L::kD);
     for (int c = 0; c < NC; ++c) {
       acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(d, BcastF(a[c] + kActD)), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
       a[c] += kActBlockBytes;
@@ -130,10 +146,23 @@ void RunCols(const ColsFn* fns, int64_t K, const void* panel, const void* act, s
   if (c < nc) fns[nc - c](nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, nr);
 }
 
-constexpr ColsFn kScaleMinFns[] = {nullptr,         ScaleMinCols<1>, ScaleMinCols<2>, ScaleMinCols<3>, ScaleMinCols<4>,
-                                   ScaleMinCols<5>, ScaleMinCols<6>, ScaleMinCols<7>, ScaleMinCols<8>};
-constexpr ColsFn kQ6_KFns[] = {nullptr,     Q6_KCols<1>, Q6_KCols<2>, Q6_KCols<3>, Q6_KCols<4>,
-                               Q6_KCols<5>, Q6_KCols<6>, Q6_KCols<7>, Q6_KCols<8>};
+template <template <int, typename> class F, typename L>
+struct Fns {
+  static constexpr ColsFn kFns[] = {nullptr,      F<1, L>::Run, F<2, L>::Run, F<3, L>::Run, F<4, L>::Run,
+                                    F<5, L>::Run, F<6, L>::Run, F<7, L>::Run, F<8, L>::Run};
+};
+template <int NC, typename L>
+struct ScaleMin {
+  static void Run(int64_t nb, const uint8_t* p, const uint8_t* a, size_t as, float* d, size_t ds, int nr) {
+    ScaleMinCols<NC, L>(nb, p, a, as, d, ds, nr);
+  }
+};
+template <int NC, typename L>
+struct ScaleZero {
+  static void Run(int64_t nb, const uint8_t* p, const uint8_t* a, size_t as, float* d, size_t ds, int nr) {
+    ScaleZeroCols<NC, L>(nb, p, a, as, d, ds, nr);
+  }
+};
 
 // ---- packing: quants unpacked per row into tmp[16][256] (one unsigned byte per element, element
 // order), then interleaved by 16x16 dword transposes (k-step s of the 16 rows -> 64 bytes).
@@ -176,9 +205,28 @@ void UnpackQ6_K(const BlockQ6_K& x, uint8_t* v) {
   }
 }
 
-// Scales/mins/d/dmin as gemm_kquants::PackScaleMinMeta writes them; the 6-bit scales and mins are
-// decoded four at a time (ggml's kmask form of get_scale_min_k4): bytes 0..7 of u = scales,
-// 8..15 = mins.
+// Panel metadata of row r exactly as gemm_kquants.cpp's PutMeta writes it: group scales sc[] as
+// int32, zero-point factors t[] as int16 pairs, d (and dmin) as floats.
+template <typename L, typename S, typename T>
+inline void PutMeta(const S* sc, const T* t, fp16_t dh, fp16_t dminh, int r, uint8_t* blk) {
+  for (int g = 0; g < L::kGroups; ++g) {
+    const int32_t v = sc[g];
+    std::memcpy(blk + L::kSc + (size_t(g) * kGemmPanelRows + r) * 4, &v, 4);
+  }
+  for (int p = 0; p < L::kGroups / 2; ++p) {
+    const uint32_t v = uint32_t(uint16_t(t[2 * p])) | uint32_t(uint16_t(t[2 * p + 1])) << 16;
+    std::memcpy(blk + L::kPairs + (size_t(p) * kGemmPanelRows + r) * 4, &v, 4);
+  }
+  const float d = _cvtsh_ss(dh);
+  std::memcpy(blk + L::kD + size_t(r) * 4, &d, 4);
+  if (L::kBytes - L::kD == 128) {
+    const float dmin = _cvtsh_ss(dminh);
+    std::memcpy(blk + L::kDmin + size_t(r) * 4, &dmin, 4);
+  }
+}
+
+// Q4_K/Q5_K: the 6-bit scales and mins decoded four at a time (ggml's kmask form of
+// get_scale_min_k4): bytes 0..7 of u = scales, 8..15 = mins.
 template <typename Block>
 void MetaScaleMin(const Block& x, int r, uint8_t* blk) {
   constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
@@ -191,39 +239,58 @@ void MetaScaleMin(const Block& x, int r, uint8_t* blk) {
   u[0] &= kmask1;
   uint8_t b[16];
   std::memcpy(b, u, 16);
-  for (int j = 0; j < 8; ++j) {
-    const int32_t sc = b[j];
-    std::memcpy(blk + kSmSc + (size_t(j) * kGemmPanelRows + r) * 4, &sc, 4);
-  }
-  for (int p = 0; p < 4; ++p) {
-    const uint32_t mm = uint32_t(b[8 + 2 * p]) | uint32_t(b[9 + 2 * p]) << 16;
-    std::memcpy(blk + kSmMins + (size_t(p) * kGemmPanelRows + r) * 4, &mm, 4);
-  }
-  const float d = _cvtsh_ss(x.d), dmin = _cvtsh_ss(x.dmin);
-  std::memcpy(blk + kSmD + size_t(r) * 4, &d, 4);
-  std::memcpy(blk + kSmDmin + size_t(r) * 4, &dmin, 4);
+  PutMeta<SmLayout32>(b, b + 8, x.d, x.dmin, r, blk);
 }
 void MetaQ4_K(const BlockQ4_K& x, int r, uint8_t* blk) { MetaScaleMin(x, r, blk); }
 void MetaQ5_K(const BlockQ5_K& x, int r, uint8_t* blk) { MetaScaleMin(x, r, blk); }
-// Scale16 panel metadata as gemm_kquants.cpp's PackScale16Meta writes it.
-void MetaScale16(const int8_t* scales, int zero, fp16_t dh, int r, uint8_t* blk) {
+void MetaQ2_K(const BlockQ2_K& x, int r, uint8_t* blk) {
+  uint8_t sc[16], mn[16];
   for (int g = 0; g < 16; ++g) {
-    const int32_t sc = scales[g];
-    std::memcpy(blk + kQ6Sc + (size_t(g) * kGemmPanelRows + r) * 4, &sc, 4);
+    sc[g] = x.scales[g] & 0xF;
+    mn[g] = x.scales[g] >> 4;
   }
-  for (int p = 0; p < 8; ++p) {
-    const uint32_t nsc =
-        uint32_t(uint16_t(-zero * scales[2 * p])) | uint32_t(uint16_t(-zero * scales[2 * p + 1])) << 16;
-    std::memcpy(blk + kQ6Nsc + (size_t(p) * kGemmPanelRows + r) * 4, &nsc, 4);
-  }
-  const float d = _cvtsh_ss(dh);
-  std::memcpy(blk + kQ6D + size_t(r) * 4, &d, 4);
+  PutMeta<SmLayout16>(sc, mn, x.d, x.dmin, r, blk);
 }
-void MetaQ6_K(const BlockQ6_K& x, int r, uint8_t* blk) { MetaScale16(x.scales, 32, x.d, r, blk); }
+template <typename L>
+inline void MetaScaleZero(const int8_t* sc, int zero, fp16_t d, int r, uint8_t* blk) {
+  int t[L::kGroups];
+  for (int g = 0; g < L::kGroups; ++g) t[g] = -zero * sc[g];
+  PutMeta<L>(sc, t, d, 0, r, blk);
+}
+void MetaQ6_K(const BlockQ6_K& x, int r, uint8_t* blk) { MetaScaleZero<SzLayout16>(x.scales, 32, x.d, r, blk); }
 void MetaQ3_K(const BlockQ3_K& x, int r, uint8_t* blk) {
   int8_t sc[16];
   UnpackQ3KScales(x.scales, sc);  // kquants.cpp (baseline code)
-  MetaScale16(sc, 4, x.d, r, blk);
+  MetaScaleZero<SzLayout16>(sc, 4, x.d, r, blk);
+}
+void MetaIQ4_XS(const BlockIQ4_XS& x, int r, uint8_t* blk) {
+  int8_t sc[8];  // ls - 32: 4 low bits in scales_l, 2 high bits in scales_h (ggml dequantize_row_iq4_xs)
+  for (int ib = 0; ib < 8; ++ib)
+    sc[ib] = int8_t((((x.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) | (((x.scales_h >> 2 * ib) & 3) << 4)) - 32);
+  MetaScaleZero<SzLayout32>(sc, 128, x.d, r, blk);
+}
+
+// Q2_K: element 128 h + 32 j + l = bits 2j..2j+1 of qs[32 h + l].
+void UnpackQ2_K(const BlockQ2_K& x, uint8_t* v) {
+  const __m256i m2 = _mm256_set1_epi8(3);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i q = Ld256(x.qs + 32 * h);
+    for (int j = 0; j < 4; ++j) St256(v + 128 * h + 32 * j, _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m2));
+  }
+}
+
+// IQ4_XS: kvalues_iq4nl[nibble] + 128 by a byte shuffle (element 32 ib + j: low nibble of
+// qs[16 ib + j], 32 ib + 16 + j: high nibble).
+void UnpackIQ4_XS(const BlockIQ4_XS& x, uint8_t* v) {
+  alignas(16) uint8_t lut[16];
+  for (int i = 0; i < 16; ++i) lut[i] = uint8_t(kValuesIQ4NL[i] + 128);
+  const __m128i table = _mm_load_si128(reinterpret_cast<const __m128i*>(lut)), m4 = _mm_set1_epi8(0xF);
+  for (int ib = 0; ib < 8; ++ib) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs + 16 * ib));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(v + 32 * ib), _mm_shuffle_epi8(table, _mm_and_si128(q, m4)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(v + 32 * ib + 16),
+                     _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q, 4), m4)));
+  }
 }
 
 // Q3_K: element 128 h + 32 j + l = bits 2j..2j+1 of qs[32 h + l] | bit (4 h + j) of hmask[l] << 2.
@@ -285,17 +352,23 @@ void PackRows(int64_t K, const void* w, size_t row_stride, int nr, void* panel) 
 
 }  // namespace
 
+void PackQ2_K(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel) {
+  PackRows<BlockQ2_K, SmLayout16::kBytes, UnpackQ2_K, MetaQ2_K>(K, w, row_stride, nr, panel);
+}
 void PackQ3_K(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel) {
-  PackRows<BlockQ3_K, kQ6BlockBytes, UnpackQ3_K, MetaQ3_K>(K, w, row_stride, nr, panel);
+  PackRows<BlockQ3_K, SzLayout16::kBytes, UnpackQ3_K, MetaQ3_K>(K, w, row_stride, nr, panel);
 }
 void PackQ4_K(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel) {
-  PackRows<BlockQ4_K, kSmBlockBytes, UnpackQ4_K, MetaQ4_K>(K, w, row_stride, nr, panel);
+  PackRows<BlockQ4_K, SmLayout32::kBytes, UnpackQ4_K, MetaQ4_K>(K, w, row_stride, nr, panel);
 }
 void PackQ5_K(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel) {
-  PackRows<BlockQ5_K, kSmBlockBytes, UnpackQ5_K, MetaQ5_K>(K, w, row_stride, nr, panel);
+  PackRows<BlockQ5_K, SmLayout32::kBytes, UnpackQ5_K, MetaQ5_K>(K, w, row_stride, nr, panel);
 }
 void PackQ6_K(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel) {
-  PackRows<BlockQ6_K, kQ6BlockBytes, UnpackQ6_K, MetaQ6_K>(K, w, row_stride, nr, panel);
+  PackRows<BlockQ6_K, SzLayout16::kBytes, UnpackQ6_K, MetaQ6_K>(K, w, row_stride, nr, panel);
+}
+void PackIQ4_XS(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel) {
+  PackRows<BlockIQ4_XS, SzLayout32::kBytes, UnpackIQ4_XS, MetaIQ4_XS>(K, w, row_stride, nr, panel);
 }
 
 // QuantizeRowQ8_K (kquants.cpp) into the activation layout, bit-identical to it: amax = max |x|,
@@ -344,14 +417,21 @@ void FromFloatQ8_KAct(const float* x, void* act, int64_t K) {
   }
 }
 
-void GemmKernelScaleMinVnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
-                            size_t dst_stride, int nr) {
-  RunCols<8>(kScaleMinFns, K, panel, act, act_stride, nc, dst, dst_stride, nr);
+void GemmKernelScaleMin32Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                              size_t dst_stride, int nr) {
+  RunCols<8>(Fns<ScaleMin, SmLayout32>::kFns, K, panel, act, act_stride, nc, dst, dst_stride, nr);
 }
-
-void GemmKernelQ6_KVnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
-                        size_t dst_stride, int nr) {
-  RunCols<8>(kQ6_KFns, K, panel, act, act_stride, nc, dst, dst_stride, nr);
+void GemmKernelScaleMin16Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                              size_t dst_stride, int nr) {
+  RunCols<8>(Fns<ScaleMin, SmLayout16>::kFns, K, panel, act, act_stride, nc, dst, dst_stride, nr);
+}
+void GemmKernelScaleZero16Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                               size_t dst_stride, int nr) {
+  RunCols<8>(Fns<ScaleZero, SzLayout16>::kFns, K, panel, act, act_stride, nc, dst, dst_stride, nr);
+}
+void GemmKernelScaleZero32Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                               size_t dst_stride, int nr) {
+  RunCols<8>(Fns<ScaleZero, SzLayout32>::kFns, K, panel, act, act_stride, nc, dst, dst_stride, nr);
 }
 
 }  // namespace stowage::cpu::avx512
