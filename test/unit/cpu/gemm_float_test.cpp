@@ -1,7 +1,8 @@
 // GEMM family "float" (gemm_float*.cpp): F32, F16, BF16 weights.
 //
 // 1. The scalar reference GEMM against the existing vec_dot of the same weight row and activation
-//    row (GetTypeKernels(type, level), every level; the SIMD ones with twice the bound below). Both multiply the same F16/BF16-rounded (or F32) values;
+//    row (GetTypeKernels(type, level), every level; the SIMD ones with twice the bound below).
+//    Both multiply the same F16/BF16-rounded (or F32) values;
 //    they differ only in summation: vec_dot sums the products in double (F32: products rounded to
 //    F32 first), the GEMM updates one F32 accumulator with one fma per k. A sequential F32 sum of K
 //    terms errs by at most K * 2^-24 * sum|p| (each step rounds a partial sum <= sum|p|); the double
@@ -15,6 +16,7 @@
 // 3. DISABLED_Bench: prints the single-thread GFLOPS of pack + kernel (run with
 //    --gtest_also_run_disabled_tests; it asserts no time).
 #include <gtest/gtest.h>
+#include <time.h>
 
 #include <cmath>
 #include <cstdio>
@@ -22,7 +24,6 @@
 #include <cstring>
 #include <limits>
 #include <random>
-#include <time.h>
 #include <vector>
 
 #include "gemm.h"
@@ -69,7 +70,11 @@ std::vector<uint8_t> WeightRows(GgmlType type, int64_t K, int rows, uint32_t see
 }
 
 float WeightAt(GgmlType type, const uint8_t* row, int64_t k) {
-  if (type == GgmlType::F32) { float v; std::memcpy(&v, row + 4 * k, 4); return v; }
+  if (type == GgmlType::F32) {
+    float v;
+    std::memcpy(&v, row + 4 * k, 4);
+    return v;
+  }
   uint16_t h;
   std::memcpy(&h, row + 2 * k, 2);
   return type == GgmlType::F16 ? HalfToFloat(h) : Bf16ToFloat(h);
@@ -125,18 +130,22 @@ TEST(GemmFloat, ScalarMatchesVecDot) {
       vd_levels.insert(vd_levels.begin(), IsaLevel::kScalar);
       for (int c = 0; c < nc; ++c) {
         const float* xc = &x[size_t(c) * K];
-        if (vd->from_float) vd->from_float(xc, y.data(), K);
-        else std::memcpy(y.data(), xc, size_t(K) * 4);
+        if (vd->from_float)
+          vd->from_float(xc, y.data(), K);
+        else
+          std::memcpy(y.data(), xc, size_t(K) * 4);
         const float* a = reinterpret_cast<const float*>(act.p + c * ars);
         for (int r = 0; r < nr; ++r) {
           double abs_sum = 0;
-          for (int64_t k = 0; k < K; ++k) abs_sum += std::fabs(double(WeightAt(type, w.data() + r * rs, k)) * a[k]);
+          for (int64_t k = 0; k < K; ++k)
+            abs_sum += std::fabs(double(WeightAt(type, w.data() + r * rs, k)) * a[k]);
           for (IsaLevel l : vd_levels) {
             // The SIMD vec_dots sum in F32 lanes too (ggml's 4 x 8/16 partial sums, then a
             // reduction): their own error is bounded like the GEMM's, so the bound doubles.
             float ref = 0.f;
             GetTypeKernels(type, l)->vec_dot(K, &ref, w.data() + r * rs, y.data());
-            const double tol = (l == IsaLevel::kScalar ? 1 : 2) * double(K + 2) * std::ldexp(1.0, -24) * abs_sum;
+            const double tol =
+                (l == IsaLevel::kScalar ? 1 : 2) * double(K + 2) * std::ldexp(1.0, -24) * abs_sum;
             ASSERT_LE(std::fabs(double(dst[size_t(c) * kP + r]) - ref), tol)
                 << GgmlTypeName(type) << " vec_dot level " << int(l) << " K=" << K << " r=" << r << " c=" << c
                 << " gemm " << dst[size_t(c) * kP + r] << " vec_dot " << ref;
@@ -151,11 +160,25 @@ TEST(GemmFloat, FromFloatRoundsLikeVecDotType) {
   // The activation values must be exactly the vec_dot type's rounding of x (ties, subnormals,
   // overflow to inf, NaN), at every level.
   std::vector<float> x = Uniform(100, 3, -70000.f, 70000.f);
-  const float specials[] = {0.f, -0.f, 1e-8f, -3e-6f, 6.1e-5f, 65504.f, 65519.f, 65520.f, -1e6f, 1e30f,
-                            std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                            std::numeric_limits<float>::quiet_NaN(), 1.0f + std::ldexp(1.f, -11),
-                            1.0f + 3 * std::ldexp(1.f, -11), 1.0f + std::ldexp(1.f, -8), 1.0f + 3 * std::ldexp(1.f, -8),
-                            std::ldexp(1.f, -130), 3.3895314e38f};
+  const float specials[] = {0.f,
+                            -0.f,
+                            1e-8f,
+                            -3e-6f,
+                            6.1e-5f,
+                            65504.f,
+                            65519.f,
+                            65520.f,
+                            -1e6f,
+                            1e30f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            1.0f + std::ldexp(1.f, -11),
+                            1.0f + 3 * std::ldexp(1.f, -11),
+                            1.0f + std::ldexp(1.f, -8),
+                            1.0f + 3 * std::ldexp(1.f, -8),
+                            std::ldexp(1.f, -130),
+                            3.3895314e38f};
   for (float s : specials) x.push_back(s);
   uint32_t snan = 0x7F800001u;
   float fs;
@@ -165,7 +188,7 @@ TEST(GemmFloat, FromFloatRoundsLikeVecDotType) {
   for (GgmlType type : kTypes) {
     std::vector<float> want(x.size());
     for (size_t i = 0; i < x.size(); ++i) {
-      want[i] = type == GgmlType::F32 ? x[i]
+      want[i] = type == GgmlType::F32   ? x[i]
                 : type == GgmlType::F16 ? HalfToFloat(FloatToHalf(x[i]))
                                         : Bf16ToFloat(FloatToBf16(x[i]));
     }
@@ -229,11 +252,11 @@ TEST(GemmFloat, SimdLevelsBitIdenticalToScalar) {
                 const float v = got[c * ds + r];
                 if (c < nc && int(r) < nr) {
                   ASSERT_EQ(std::memcmp(&v, &want[c * ds + r], 4), 0)
-                      << GgmlTypeName(type) << " level " << int(l) << " K=" << K << " nr=" << nr << " nc=" << nc
-                      << " r=" << r << " c=" << c << ": " << v << " vs " << want[c * ds + r];
+                      << GgmlTypeName(type) << " level " << int(l) << " K=" << K << " nr=" << nr
+                      << " nc=" << nc << " r=" << r << " c=" << c << ": " << v << " vs " << want[c * ds + r];
                 } else {
-                  ASSERT_EQ(v, sentinel) << "wrote outside the tile: nr=" << nr << " nc=" << nc << " r=" << r
-                                         << " c=" << c;
+                  ASSERT_EQ(v, sentinel)
+                      << "wrote outside the tile: nr=" << nr << " nc=" << nc << " r=" << r << " c=" << c;
                 }
               }
             }
@@ -267,8 +290,8 @@ __attribute__((target("avx512f"), noinline)) double PeakGflops() {
         "vfmadd231ps %%zmm15, %%zmm15, %%zmm8\n vfmadd231ps %%zmm15, %%zmm15, %%zmm9\n"
         "vfmadd231ps %%zmm15, %%zmm15, %%zmm10\n vfmadd231ps %%zmm15, %%zmm15, %%zmm11\n"
         "vfmadd231ps %%zmm15, %%zmm15, %%zmm12\n vfmadd231ps %%zmm15, %%zmm15, %%zmm13\n" ::
-            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
-              "xmm12", "xmm13");
+            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+              "xmm11", "xmm12", "xmm13");
   }
   const double t = ThreadSeconds() - t0;
   return 2.0 * 16 * 14 * double(iters) / t * 1e-9;
@@ -308,8 +331,8 @@ TEST(GemmFloat, DISABLED_Bench) {
           tpack += ThreadSeconds() - p0;
           for (int64_t m0 = 0; m0 < M; m0 += kChunk)
             for (int j = 0; j < kGroup; ++j)
-              g->kernel(K, panel.p + j * g->panel_bytes(K), act.p + m0 * ars, ars, int(std::min(kChunk, M - m0)),
-                        dst.data() + m0 * N + n0 + j * kP, size_t(N), kP);
+              g->kernel(K, panel.p + j * g->panel_bytes(K), act.p + m0 * ars, ars,
+                        int(std::min(kChunk, M - m0)), dst.data() + m0 * N + n0 + j * kP, size_t(N), kP);
         }
         const double t = ThreadSeconds() - t0;
         best = std::min(best, t);
@@ -321,8 +344,10 @@ TEST(GemmFloat, DISABLED_Bench) {
       const size_t vrs = RowSize(vd->vec_dot_type, K);
       Buf y(vrs * M);
       for (int64_t c = 0; c < M; ++c) {
-        if (vd->from_float) vd->from_float(&x[size_t(c) * K], y.p + c * vrs, K);
-        else std::memcpy(y.p + c * vrs, &x[size_t(c) * K], size_t(K) * 4);
+        if (vd->from_float)
+          vd->from_float(&x[size_t(c) * K], y.p + c * vrs, K);
+        else
+          std::memcpy(y.p + c * vrs, &x[size_t(c) * K], size_t(K) * 4);
       }
       double best_vd = 1e30;
       for (int rep = 0; rep < 2; ++rep) {
@@ -330,12 +355,15 @@ TEST(GemmFloat, DISABLED_Bench) {
         for (int64_t n0 = 0; n0 < N; n0 += 16)
           for (int64_t m0 = 0; m0 < M; m0 += 16)
             for (int64_t m = m0; m < m0 + 16; ++m)
-              for (int64_t n = n0; n < n0 + 16; ++n) vd->vec_dot(K, &dst[size_t(m * N + n)], w.data() + n * rs, y.p + m * vrs);
+              for (int64_t n = n0; n < n0 + 16; ++n)
+                vd->vec_dot(K, &dst[size_t(m * N + n)], w.data() + n * rs, y.p + m * vrs);
         best_vd = std::min(best_vd, ThreadSeconds() - t0);
       }
-      std::printf("%-5s level %d K=%lld N=%lld M=%lld: GEMM %.1f GFLOPS (pack %.1f%% of the time), vec_dot %.1f GFLOPS\n",
-                  GgmlTypeName(type), int(l), (long long)K, (long long)N, (long long)M, 2.0 * N * M * K / best * 1e-9,
-                  100.0 * best_pack / best, 2.0 * N * M * K / best_vd * 1e-9);
+      std::printf(
+          "%-5s level %d K=%lld N=%lld M=%lld: GEMM %.1f GFLOPS (pack %.1f%% of the time), vec_dot %.1f "
+          "GFLOPS\n",
+          GgmlTypeName(type), int(l), (long long)K, (long long)N, (long long)M, 2.0 * N * M * K / best * 1e-9,
+          100.0 * best_pack / best, 2.0 * N * M * K / best_vd * 1e-9);
     }
   }
 }

@@ -14,12 +14,11 @@
 //                   them straight from memory), padded to a multiple of 64 bytes;
 //   packed panel:   K groups of kGemmPanelRows floats, group k = rows 0..15 at column k (one zmm);
 //                   rows nr..15 are zero.
-#include "gemm.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "gemm.h"
 #include "quants.h"
 
 namespace stowage::cpu {
@@ -49,9 +48,7 @@ size_t ActRowBytes(int64_t K) {
 }
 size_t PanelBytes(int64_t K) { return size_t(K) * kP * sizeof(float); }
 
-void FromFloatF32(const float* x, void* act, int64_t K) {
-  std::memcpy(act, x, size_t(K) * sizeof(float));
-}
+void FromFloatF32(const float* x, void* act, int64_t K) { std::memcpy(act, x, size_t(K) * sizeof(float)); }
 void FromFloatF16Rounded(const float* x, void* act, int64_t K) {
   float* a = static_cast<float*>(act);
   for (int64_t k = 0; k < K; ++k) a[k] = HalfToFloat(FloatToHalf(x[k]));
@@ -98,7 +95,8 @@ void KernelRef(int64_t K, const void* panel, const void* act, size_t act_stride,
                size_t dst_stride, int nr) {
   const float* p = static_cast<const float*>(panel);
   for (int c = 0; c < nc; ++c) {
-    const float* a = reinterpret_cast<const float*>(static_cast<const uint8_t*>(act) + size_t(c) * act_stride);
+    const float* a =
+        reinterpret_cast<const float*>(static_cast<const uint8_t*>(act) + size_t(c) * act_stride);
     float acc[kP] = {};
     for (int64_t k = 0; k < K; ++k) {
       const float ak = a[k];
@@ -129,9 +127,12 @@ const GemmKernels* GetGemmKernelsFloat(GgmlType type, int layout, IsaLevel isa) 
   (void)isa;
 #endif
   switch (type) {
-    case GgmlType::F32: return &kScalarF32;
-    case GgmlType::F16: return &kScalarF16;
-    default: return &kScalarBF16;
+    case GgmlType::F32:
+      return &kScalarF32;
+    case GgmlType::F16:
+      return &kScalarF16;
+    default:
+      return &kScalarBF16;
   }
 }
 

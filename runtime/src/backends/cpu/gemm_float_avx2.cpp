@@ -44,36 +44,72 @@ void FromFloatBF16Rounded(const float* x, void* act, int64_t K) {
 
 // Converts 8 consecutive elements of one weight row to F32.
 struct LoadF32 {
-  static __m256 Load(const uint8_t* row, int64_t k) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k); }
-  static float One(const uint8_t* row, int64_t k) { float v; std::memcpy(&v, row + 4 * k, 4); return v; }
+  static __m256 Load(const uint8_t* row, int64_t k) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
+  }
+  static float One(const uint8_t* row, int64_t k) {
+    float v;
+    std::memcpy(&v, row + 4 * k, 4);
+    return v;
+  }
 };
 struct LoadF16 {
   static __m256 Load(const uint8_t* row, int64_t k) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k)));
   }
-  static float One(const uint8_t* row, int64_t k) { fp16_t h; std::memcpy(&h, row + 2 * k, 2); return HalfToFloat(h); }
+  static float One(const uint8_t* row, int64_t k) {
+    fp16_t h;
+    std::memcpy(&h, row + 2 * k, 2);
+    return HalfToFloat(h);
+  }
 };
 struct LoadBF16 {
   static __m256 Load(const uint8_t* row, int64_t k) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
-  static float One(const uint8_t* row, int64_t k) { bf16_t h; std::memcpy(&h, row + 2 * k, 2); return Bf16ToFloat(h); }
+  static float One(const uint8_t* row, int64_t k) {
+    bf16_t h;
+    std::memcpy(&h, row + 2 * k, 2);
+    return Bf16ToFloat(h);
+  }
 };
+
+// In-register transpose: r[i] holds row i, columns 0..7 -> r[j] holds column j, rows 0..7.
+inline void Transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {  // within each 128-bit half H of u[4i + j]: rows 4i..4i+3 of column 4H + j
+    u[4 * i + 0] = _mm256_shuffle_ps(t[4 * i + 0], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i + 0], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+    r[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+  }
+}
 
 template <typename L>
 void Pack(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel) {
   float* p = static_cast<float*>(panel);
-  if (nr < kP) std::memset(p, 0, PanelBytes(K));
   const int64_t K8 = K & ~int64_t(7);
-  for (int r = 0; r < nr; ++r) {
-    const uint8_t* row = static_cast<const uint8_t*>(w) + size_t(r) * row_stride;
+  for (int h = 0; h < 2; ++h) {  // rows 8h..8h+7: one ymm per k
+    const uint8_t* rows[8];
+    for (int i = 0; i < 8; ++i)
+      rows[i] = static_cast<const uint8_t*>(w) + size_t(8 * h + i < nr ? 8 * h + i : 0) * row_stride;
     for (int64_t k = 0; k < K8; k += 8) {
-      alignas(32) float v[8];
-      _mm256_store_ps(v, L::Load(row, k));
-      for (int j = 0; j < 8; ++j) p[(k + j) * kP + r] = v[j];
+      __m256 v[8];
+      for (int i = 0; i < 8; ++i) v[i] = 8 * h + i < nr ? L::Load(rows[i], k) : _mm256_setzero_ps();
+      Transpose8(v);
+      for (int j = 0; j < 8; ++j) _mm256_store_ps(p + (k + j) * kP + 8 * h, v[j]);
     }
-    for (int64_t k = K8; k < K; ++k) p[k * kP + r] = L::One(row, k);
+    for (int64_t k = K8; k < K; ++k)
+      for (int i = 0; i < 8; ++i) p[k * kP + 8 * h + i] = 8 * h + i < nr ? L::One(rows[i], k) : 0.0f;
   }
 }
 
@@ -146,16 +182,16 @@ inline void Tile(int64_t K, const float* __restrict p, const uint8_t* act, size_
 constexpr int kCols = 6;
 
 template <int NC>
-void TailTile(int n, int64_t K, const float* p, const uint8_t* act, size_t act_stride, float* dst, size_t dst_stride,
-              int nr) {
+void TailTile(int n, int64_t K, const float* p, const uint8_t* act, size_t act_stride, float* dst,
+              size_t dst_stride, int nr) {
   if constexpr (NC > 0) {
     if (n == NC) return Tile<NC>(K, p, act, act_stride, dst, dst_stride, nr);
     TailTile<NC - 1>(n, K, p, act, act_stride, dst, dst_stride, nr);
   }
 }
 
-void Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst, size_t dst_stride,
-            int nr) {
+void Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+            size_t dst_stride, int nr) {
   const float* p = static_cast<const float*>(panel);
   const uint8_t* a = static_cast<const uint8_t*>(act);
   int c = 0;
@@ -163,8 +199,8 @@ void Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, in
     Tile<kCols>(K, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, nr);
   }
   if (c < nc) {
-    TailTile<kCols - 1>(nc - c, K, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride,
-                        nr);
+    TailTile<kCols - 1>(nc - c, K, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride,
+                        dst_stride, nr);
   }
 }
 
@@ -176,10 +212,14 @@ const GemmKernels kBF16 = {FromFloatBF16Rounded, ActRowBytes, PanelBytes, Pack<L
 
 const GemmKernels* GemmKernelsFloat(GgmlType type) {
   switch (type) {
-    case GgmlType::F32: return &kF32;
-    case GgmlType::F16: return &kF16;
-    case GgmlType::BF16: return &kBF16;
-    default: return nullptr;
+    case GgmlType::F32:
+      return &kF32;
+    case GgmlType::F16:
+      return &kF16;
+    case GgmlType::BF16:
+      return &kBF16;
+    default:
+      return nullptr;
   }
 }
 

@@ -75,8 +75,8 @@ inline void Transpose16(__m512 r[16]) {
     u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
   }
   for (int j = 0; j < 4; ++j) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);       // u[j].L0 L2, u[4+j].L0 L2
-    const __m512 v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);       // lanes 1, 3
+    const __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);  // u[j].L0 L2, u[4+j].L0 L2
+    const __m512 v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);  // lanes 1, 3
     const __m512 v2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
     const __m512 v3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
     r[j] = _mm512_shuffle_f32x4(v0, v2, 0x88);       // column j
@@ -88,21 +88,35 @@ inline void Transpose16(__m512 r[16]) {
 
 // Loads 16 consecutive elements of one weight row as F32.
 struct LoadF32 {
-  static __m512 Load(const uint8_t* row, int64_t k) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + k); }
-  static float One(const uint8_t* row, int64_t k) { float v; std::memcpy(&v, row + 4 * k, 4); return v; }
+  static __m512 Load(const uint8_t* row, int64_t k) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + k);
+  }
+  static float One(const uint8_t* row, int64_t k) {
+    float v;
+    std::memcpy(&v, row + 4 * k, 4);
+    return v;
+  }
 };
 struct LoadF16 {
   static __m512 Load(const uint8_t* row, int64_t k) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * k)));
   }
-  static float One(const uint8_t* row, int64_t k) { fp16_t h; std::memcpy(&h, row + 2 * k, 2); return HalfToFloat(h); }
+  static float One(const uint8_t* row, int64_t k) {
+    fp16_t h;
+    std::memcpy(&h, row + 2 * k, 2);
+    return HalfToFloat(h);
+  }
 };
 struct LoadBF16 {
   static __m512 Load(const uint8_t* row, int64_t k) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * k));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
-  static float One(const uint8_t* row, int64_t k) { bf16_t h; std::memcpy(&h, row + 2 * k, 2); return Bf16ToFloat(h); }
+  static float One(const uint8_t* row, int64_t k) {
+    bf16_t h;
+    std::memcpy(&h, row + 2 * k, 2);
+    return Bf16ToFloat(h);
+  }
 };
 
 template <typename L>
@@ -145,16 +159,16 @@ inline void Tile(int64_t K, const float* __restrict p, const uint8_t* act, size_
 constexpr int kCols = 8;  // accumulators per tile: 8..11 measured best (more columns spill the row pointers)
 
 template <int NC>
-void TailTile(int n, int64_t K, const float* p, const uint8_t* act, size_t act_stride, float* dst, size_t dst_stride,
-              __mmask16 mask) {
+void TailTile(int n, int64_t K, const float* p, const uint8_t* act, size_t act_stride, float* dst,
+              size_t dst_stride, __mmask16 mask) {
   if constexpr (NC > 0) {
     if (n == NC) return Tile<NC>(K, p, act, act_stride, dst, dst_stride, mask);
     TailTile<NC - 1>(n, K, p, act, act_stride, dst, dst_stride, mask);
   }
 }
 
-void Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst, size_t dst_stride,
-            int nr) {
+void Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+            size_t dst_stride, int nr) {
   const float* p = static_cast<const float*>(panel);
   const uint8_t* a = static_cast<const uint8_t*>(act);
   const __mmask16 mask = nr >= kP ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
@@ -163,8 +177,8 @@ void Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, in
     Tile<kCols>(K, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, mask);
   }
   if (c < nc) {
-    TailTile<kCols - 1>(nc - c, K, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride,
-                        mask);
+    TailTile<kCols - 1>(nc - c, K, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride,
+                        dst_stride, mask);
   }
 }
 
@@ -176,10 +190,14 @@ const GemmKernels kBF16 = {FromFloatBF16Rounded, ActRowBytes, PanelBytes, Pack<L
 
 const GemmKernels* GemmKernelsFloat(GgmlType type) {
   switch (type) {
-    case GgmlType::F32: return &kF32;
-    case GgmlType::F16: return &kF16;
-    case GgmlType::BF16: return &kBF16;
-    default: return nullptr;
+    case GgmlType::F32:
+      return &kF32;
+    case GgmlType::F16:
+      return &kF16;
+    case GgmlType::BF16:
+      return &kBF16;
+    default:
+      return nullptr;
   }
 }
 
