@@ -278,6 +278,7 @@ TEST(GemmQ8, MulMatDriver) {
     CheckMulMat(tc, 64, 40, 8, false, false, seed++);   // short last panel (8 rows), exactly kGemmMinCols
     CheckMulMat(tc, 96, 24, 70, true, true, seed++);    // two column chunks, gathered src1, padded dst
     CheckMulMat(tc, 256, 72, 19, false, true, seed++);  // several panel groups
+    CheckMulMat(tc, 64, 16, 200, false, false, seed++); // few panel groups: columns split over items
     CheckMulMat(tc, 32, 16, 3, false, false, seed++);   // below kGemmMinCols: vec_dot path
     if (HasFatalFailure()) return;
   }

@@ -185,11 +185,12 @@ namespace {
 // (i11, i12, i13) order), then one scratch per thread of kGemmGroupPanels packed panels, then one
 // K-float gather row per thread (only for src1 with nb0 != 4).
 //
-// Schedule: a work item is (i12, i13, a group of kGemmGroupPanels consecutive 16-row panels). The
-// thread packs the group's panels once into its scratch, then walks src1's columns in chunks of
-// kGemmColBlock and multiplies every packed panel of the group with the chunk, so the chunk's
-// activations stay in L1/L2 while the group's panels (a few tens of KB each) stay in L2.
-// Items are handed out dynamically (one at a time): they cost the same except the last short group.
+// Schedule: a work item is (i12, i13, a group of kGemmGroupPanels consecutive 16-row panels, and a
+// range of columns: all of them unless there are fewer than 4 groups per thread). The thread packs
+// the group's panels once into its scratch, then walks its columns in chunks of kGemmColBlock and
+// multiplies every packed panel of the group with the chunk, so the chunk's activations stay in
+// L1/L2 while the group's panels (a few tens of KB each) stay in L2. Items are handed out
+// dynamically, one at a time: on a shared machine a descheduled thread's share moves to the other.
 constexpr int kGemmGroupPanels = 4;
 constexpr int64_t kGemmColBlock = 64;
 
@@ -212,34 +213,45 @@ void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const TensorView& sr
   uint8_t* panels = conv + conv_bytes;
   float* gather_buf = reinterpret_cast<float*>(panels + thread_scratch * size_t(nt));
 
-  // 1) src1 -> the family's activation rows.
-#pragma omp parallel for num_threads(nt) if (nt > 1 && nrows1 * K >= 8192) schedule(static)
-  for (int64_t r = 0; r < nrows1; ++r) {
-    const int64_t i11 = r % M, i12 = (r / M) % ne12, i13 = r / (M * ne12);
-    const char* row = static_cast<const char*>(src1.data) + i11 * src1.nb[1] + i12 * src1.nb[2] + i13 * src1.nb[3];
-    const float* x = reinterpret_cast<const float*>(row);
-    if (gather) {
-      float* buf = gather_buf + size_t(omp_get_thread_num()) * size_t(K);
-      for (int64_t k = 0; k < K; ++k) std::memcpy(&buf[k], row + k * src1.nb[0], 4);
-      x = buf;
-    }
-    gk.from_float(x, conv + size_t(r) * act_row, K);
-  }
-
-  // 2) (matrix, panel group) items.
+  // One thread team for both phases (one fork/join per MUL_MAT; the implicit barrier of the
+  // first loop orders conversion before use).
   const int64_t npanels = (N + kGemmPanelRows - 1) / kGemmPanelRows;
   const int64_t ngroups = (npanels + kGemmGroupPanels - 1) / kGemmGroupPanels;
-  const int64_t nitems = ngroups * ne12 * ne13;
+  // Few panel groups (small N, one matrix): also split the columns so every thread has work (each
+  // split packs its panels itself).
+  const int64_t col_blocks = (M + kGemmColBlock - 1) / kGemmColBlock;
+  const int64_t base_items = ngroups * ne12 * ne13;
+  const int64_t nsplit = base_items >= 4 * nt ? 1 : std::min(col_blocks, (4 * nt + base_items - 1) / base_items);
+  const int64_t split_cols = (col_blocks + nsplit - 1) / nsplit * kGemmColBlock;
+  const int64_t nitems = base_items * nsplit;
   const int64_t r2 = ne12 / src0.ne[2], r3 = ne13 / src0.ne[3];
   const size_t dst_stride = dst.nb[1] / sizeof(float);
-  const bool team = nt > 1 && nitems > 1 && N * M * ne12 * ne13 * K >= 65536;
+  const bool team = nt > 1 && N * M * ne12 * ne13 * K >= 65536;
 #pragma omp parallel num_threads(nt) if (team)
   {
-    uint8_t* mine = panels + thread_scratch * size_t(omp_get_thread_num());
+    const int tid = omp_get_thread_num();
+    // 1) src1 -> the family's activation rows.
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < nrows1; ++r) {
+      const int64_t i11 = r % M, i12 = (r / M) % ne12, i13 = r / (M * ne12);
+      const char* row = static_cast<const char*>(src1.data) + i11 * src1.nb[1] + i12 * src1.nb[2] + i13 * src1.nb[3];
+      const float* x = reinterpret_cast<const float*>(row);
+      if (gather) {
+        float* buf = gather_buf + size_t(tid) * size_t(K);
+        for (int64_t k = 0; k < K; ++k) std::memcpy(&buf[k], row + k * src1.nb[0], 4);
+        x = buf;
+      }
+      gk.from_float(x, conv + size_t(r) * act_row, K);
+    }
+
+    // 2) (matrix, panel group) items.
+    uint8_t* mine = panels + thread_scratch * size_t(tid);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < nitems; ++it) {
-      const int64_t g = it % ngroups;
-      const int64_t i12 = (it / ngroups) % ne12, i13 = it / (ngroups * ne12);
+      const int64_t split = it % nsplit, gi = it / nsplit;
+      const int64_t g = gi % ngroups;
+      const int64_t i12 = (gi / ngroups) % ne12, i13 = gi / (ngroups * ne12);
+      const int64_t m_begin = split * split_cols, m_end = std::min(M, m_begin + split_cols);
       const char* w = static_cast<const char*>(src0.data) + (i12 / r2) * src0.nb[2] + (i13 / r3) * src0.nb[3];
       const int64_t p0 = g * kGemmGroupPanels, p1 = std::min(npanels, p0 + kGemmGroupPanels);
       for (int64_t p = p0; p < p1; ++p) {
@@ -249,8 +261,8 @@ void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const TensorView& sr
       }
       const uint8_t* act = conv + size_t(M * (i12 + ne12 * i13)) * act_row;
       char* out = static_cast<char*>(dst.data) + i12 * dst.nb[2] + i13 * dst.nb[3];
-      for (int64_t m0 = 0; m0 < M; m0 += kGemmColBlock) {
-        const int nc = int(std::min(kGemmColBlock, M - m0));
+      for (int64_t m0 = m_begin; m0 < m_end; m0 += kGemmColBlock) {
+        const int nc = int(std::min(kGemmColBlock, m_end - m0));
         for (int64_t p = p0; p < p1; ++p) {
           const int64_t n0 = p * kGemmPanelRows;
           const int nr = int(std::min<int64_t>(kGemmPanelRows, N - n0));
