@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
 
 #include "test_util.h"
 
@@ -174,6 +176,64 @@ TEST(CpuThreads, RowOpsBitIdenticalAcrossThreadCounts) {
   run(3, three);
   ASSERT_EQ(one.size(), three.size());
   for (size_t i = 0; i < one.size(); ++i) EXPECT_EQ(one[i], three[i]) << "op " << i;
+}
+
+// The element-wise ops take plain loops when rows are dense (nb0 = 4) and per-element strided
+// loads otherwise: both must give the same bits (token generation uses the dense form, views the other).
+TEST(CpuElementwise, DenseAndStridedRowsBitIdentical) {
+  const int64_t ne0 = 45, ne1 = 3;
+  Tensor a(GgmlType::F32, ne0, ne1), b(GgmlType::F32, ne0, ne1);
+  Fill(a, 80, -9, 9);
+  Fill(b, 81, -2, 2);
+  // Strided twins: every element at twice the distance (nb0 = 8), same values.
+  auto strided = [&](const Tensor& t, std::vector<uint8_t>& mem) {
+    mem.assign(size_t(ne0 * ne1) * 8 + 64, 0);
+    TensorView v = t.v;
+    v.nb[0] = 8; v.nb[1] = size_t(ne0) * 8; v.nb[2] = v.nb[1] * size_t(ne1); v.nb[3] = v.nb[2];
+    v.data = mem.data();
+    for (int64_t i = 0; i < ne0 * ne1; ++i) std::memcpy(mem.data() + 8 * i, &reinterpret_cast<const float*>(t.buf.data())[i], 4);
+    return v;
+  };
+  std::vector<uint8_t> ma, mb, mo;
+  const TensorView sa = strided(a, ma), sb = strided(b, mb);
+  Tensor o(GgmlType::F32, ne0, ne1);
+  const TensorView so = strided(o, mo);
+  ComputeContext ctx = Ctx(1);
+  using Op = std::function<Status(const TensorView&, const TensorView&, TensorView&)>;
+  const std::vector<std::pair<const char*, Op>> ops = {
+      {"add", [&](const TensorView& x, const TensorView& y, TensorView& d) { return Add(ctx, x, y, d); }},
+      {"mul", [&](const TensorView& x, const TensorView& y, TensorView& d) { return Mul(ctx, x, y, d); }},
+      {"silu", [&](const TensorView& x, const TensorView&, TensorView& d) { return Silu(ctx, x, d); }},
+      {"scale", [&](const TensorView& x, const TensorView&, TensorView& d) { return Scale(ctx, x, d, 0.3f, -1.f); }},
+      {"swiglu", [&](const TensorView& x, const TensorView& y, TensorView& d) { return SwiGlu(ctx, x, y, d); }},
+      {"geglu", [&](const TensorView& x, const TensorView& y, TensorView& d) { return GeGlu(ctx, x, y, d); }},
+  };
+  for (const auto& [name, op] : ops) {
+    TensorView dense_out = o.v, strided_out = so;
+    ASSERT_TRUE(op(a.v, b.v, dense_out).ok()) << name;
+    ASSERT_TRUE(op(sa, sb, strided_out).ok()) << name;
+    for (int64_t i = 0; i < ne0 * ne1; ++i) {
+      uint32_t u, w;
+      std::memcpy(&u, o.buf.data() + 4 * i, 4);
+      std::memcpy(&w, mo.data() + 8 * i, 4);
+      ASSERT_EQ(u, w) << name << " element " << i;
+    }
+  }
+}
+
+// CPY of short rows with equal shapes (the transposed V store of token generation: rows of one
+// element) converts element by element; F32 -> F16 / BF16 / F32 must match the row converters.
+TEST(CpuCpy, ShortRowsMatchRowConversion) {
+  const int64_t n = 37;
+  Tensor src(GgmlType::F32, 1, n);
+  Fill(src, 90, -70000, 70000);
+  for (GgmlType dt : {GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
+    Tensor dst(dt, 1, n), ref(dt, n);
+    ComputeContext ctx = Ctx(2);
+    ASSERT_TRUE(Cpy(ctx, src.v, dst.v).ok()) << GgmlTypeName(dt);
+    ASSERT_TRUE(QuantizeRow(dt, src.f32(), ref.buf.data(), n).ok());
+    EXPECT_EQ(std::memcmp(dst.buf.data(), ref.buf.data(), size_t(n) * GetTypeTraits(dt).type_size), 0) << GgmlTypeName(dt);
+  }
 }
 
 TEST(CpuMulMat, Errors) {

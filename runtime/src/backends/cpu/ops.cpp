@@ -15,24 +15,30 @@
 namespace stowage::cpu {
 namespace {
 
-Status Need(bool cond, const char* op, const std::string& what) {
-  if (cond) return Status::Ok();
-  return InvalidArgument(std::string(op) + ": " + what);
-}
+// Returns kInvalidArgument "<op>: <what>" from the calling function unless `cond` holds. The
+// message is built only on failure: ops run hundreds of times per generated token, and building
+// every message eagerly (ShapeString, std::to_string) cost ~1% of token-generation time.
+#define STOWAGE_CPU_NEED(cond, op, what)                                       \
+  do {                                                                         \
+    if (!(cond)) return InvalidArgument(std::string(op) + ": " + (what));      \
+  } while (0)
 
 Status NeedType(const TensorView& t, GgmlType type, const char* op, const char* name) {
-  return Need(t.type == type, op,
-              std::string(name) + ": expected type " + GgmlTypeName(type) + ", got " + ShapeString(t));
+  STOWAGE_CPU_NEED(t.type == type, op,
+                   std::string(name) + ": expected type " + GgmlTypeName(type) + ", got " + ShapeString(t));
+  return Status::Ok();
 }
 
 Status NeedSameShape(const TensorView& a, const TensorView& b, const char* op, const char* an, const char* bn) {
   bool same = true;
   for (int i = 0; i < 4; ++i) same = same && a.ne[i] == b.ne[i];
-  return Need(same, op, std::string(an) + " " + ShapeString(a) + " and " + bn + " " + ShapeString(b) + " differ in shape");
+  STOWAGE_CPU_NEED(same, op, std::string(an) + " " + ShapeString(a) + " and " + bn + " " + ShapeString(b) + " differ in shape");
+  return Status::Ok();
 }
 
 Status NeedData(const TensorView& t, const char* op, const char* name) {
-  return Need(t.data != nullptr || t.nelements() == 0, op, std::string(name) + ": data is null");
+  STOWAGE_CPU_NEED(t.data != nullptr || t.nelements() == 0, op, std::string(name) + ": data is null");
+  return Status::Ok();
 }
 
 inline char* At(const TensorView& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
@@ -77,9 +83,16 @@ Status UnaryF32(ComputeContext& ctx, const TensorView& src, TensorView& dst, con
   STOWAGE_RETURN_IF_ERROR(NeedData(src, op, "src"));
   STOWAGE_RETURN_IF_ERROR(NeedData(dst, op, "dst"));
   const int64_t ne0 = src.ne[0];
+  const bool dense = src.nb[0] == 4 && dst.nb[0] == 4;  // rows of adjacent floats: plain loops (vectorizable)
   ParallelRows(ctx, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
     const char* s = At(src, 0, i1, i2, i3);
     char* d = At(dst, 0, i1, i2, i3);
+    if (dense) {
+      const float* x = reinterpret_cast<const float*>(s);
+      float* y = reinterpret_cast<float*>(d);
+      for (int64_t i0 = 0; i0 < ne0; ++i0) y[i0] = f(x[i0]);
+      return;
+    }
     for (int64_t i0 = 0; i0 < ne0; ++i0) {
       float x;
       std::memcpy(&x, s + i0 * src.nb[0], 4);
@@ -99,8 +112,8 @@ Status GluF32(ComputeContext& ctx, const TensorView& a, const TensorView& b, Ten
   const int64_t ne0 = dst.ne[0];
   const bool fused = b.data == nullptr;  // ggml_swiglu(a): gate = first half of a's row, up = second
   if (fused) {
-    STOWAGE_RETURN_IF_ERROR(Need(a.ne[0] == 2 * ne0 && a.ne[1] == dst.ne[1] && a.ne[2] == dst.ne[2] && a.ne[3] == dst.ne[3],
-                                 op, "fused form: a " + ShapeString(a) + " must be dst " + ShapeString(dst) + " with ne0 doubled"));
+    STOWAGE_CPU_NEED(a.ne[0] == 2 * ne0 && a.ne[1] == dst.ne[1] && a.ne[2] == dst.ne[2] && a.ne[3] == dst.ne[3],
+                                 op, "fused form: a " + ShapeString(a) + " must be dst " + ShapeString(dst) + " with ne0 doubled");
   } else {
     STOWAGE_RETURN_IF_ERROR(NeedType(b, GgmlType::F32, op, "b"));
     STOWAGE_RETURN_IF_ERROR(NeedSameShape(a, dst, op, "a", "dst"));
@@ -111,6 +124,13 @@ Status GluF32(ComputeContext& ctx, const TensorView& a, const TensorView& b, Ten
     const char* pb = fused ? pa + ne0 * a.nb[0] : At(b, 0, i1, i2, i3);
     const size_t nbb = fused ? a.nb[0] : b.nb[0];
     char* d = At(dst, 0, i1, i2, i3);
+    if (a.nb[0] == 4 && nbb == 4 && dst.nb[0] == 4) {
+      const float* x = reinterpret_cast<const float*>(pa);
+      const float* g = reinterpret_cast<const float*>(pb);
+      float* y = reinterpret_cast<float*>(d);
+      for (int64_t i0 = 0; i0 < ne0; ++i0) y[i0] = f(x[i0]) * g[i0];
+      return;
+    }
     for (int64_t i0 = 0; i0 < ne0; ++i0) {
       float x, g;
       std::memcpy(&x, pa + i0 * a.nb[0], 4);
@@ -141,21 +161,30 @@ Status BinaryBroadcast(ComputeContext& ctx, const TensorView& src0, const Tensor
                        const char* op, F&& f) {
   STOWAGE_RETURN_IF_ERROR(NeedType(src0, GgmlType::F32, op, "src0"));
   STOWAGE_RETURN_IF_ERROR(NeedType(dst, GgmlType::F32, op, "dst"));
-  STOWAGE_RETURN_IF_ERROR(Need(src1.type == GgmlType::F32 || src1.type == GgmlType::F16, op,
-                               "src1: expected F32 or F16, got " + ShapeString(src1)));
+  STOWAGE_CPU_NEED(src1.type == GgmlType::F32 || src1.type == GgmlType::F16, op,
+                               "src1: expected F32 or F16, got " + ShapeString(src1));
   STOWAGE_RETURN_IF_ERROR(NeedSameShape(src0, dst, op, "src0", "dst"));
   for (int i = 0; i < 4; ++i) {
-    STOWAGE_RETURN_IF_ERROR(Need(src1.ne[i] > 0 && src0.ne[i] % src1.ne[i] == 0, op,
-                                 "src1 " + ShapeString(src1) + " cannot be repeated to src0 " + ShapeString(src0)));
+    STOWAGE_CPU_NEED(src1.ne[i] > 0 && src0.ne[i] % src1.ne[i] == 0, op,
+                                 "src1 " + ShapeString(src1) + " cannot be repeated to src0 " + ShapeString(src0));
   }
   STOWAGE_RETURN_IF_ERROR(NeedData(src0, op, "src0"));
   STOWAGE_RETURN_IF_ERROR(NeedData(src1, op, "src1"));
   STOWAGE_RETURN_IF_ERROR(NeedData(dst, op, "dst"));
   const int64_t ne0 = dst.ne[0], ne10 = src1.ne[0];
+  // Rows of adjacent F32 values, src1 as long as the row (residual adds, norm weights): plain loops.
+  const bool dense = src0.nb[0] == 4 && dst.nb[0] == 4 && src1.type == GgmlType::F32 && src1.nb[0] == 4 && ne10 == ne0;
   ParallelRows(ctx, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
     const char* a = At(src0, 0, i1, i2, i3);
     const char* b = At(src1, 0, i1 % src1.ne[1], i2 % src1.ne[2], i3 % src1.ne[3]);
     char* d = At(dst, 0, i1, i2, i3);
+    if (dense) {
+      const float* x = reinterpret_cast<const float*>(a);
+      const float* z = reinterpret_cast<const float*>(b);
+      float* y = reinterpret_cast<float*>(d);
+      for (int64_t i0 = 0; i0 < ne0; ++i0) y[i0] = f(x[i0], z[i0]);
+      return;
+    }
     for (int64_t i0 = 0; i0 < ne0; ++i0) {
       float x;
       std::memcpy(&x, a + i0 * src0.nb[0], 4);
@@ -312,18 +341,18 @@ Status GetRows(ComputeContext& ctx, const TensorView& src0, const TensorView& id
   const char* op = "GET_ROWS";
   STOWAGE_RETURN_IF_ERROR(NeedType(idx, GgmlType::I32, op, "idx"));
   STOWAGE_RETURN_IF_ERROR(NeedType(dst, GgmlType::F32, op, "dst"));
-  STOWAGE_RETURN_IF_ERROR(Need(src0.layout == kLayoutPlain, op, "src0: repacked layouts cannot be read by GET_ROWS"));
-  STOWAGE_RETURN_IF_ERROR(Need(dst.ne[0] == src0.ne[0] && dst.ne[1] == idx.ne[0] && dst.ne[2] == idx.ne[1] &&
+  STOWAGE_CPU_NEED(src0.layout == kLayoutPlain, op, "src0: repacked layouts cannot be read by GET_ROWS");
+  STOWAGE_CPU_NEED(dst.ne[0] == src0.ne[0] && dst.ne[1] == idx.ne[0] && dst.ne[2] == idx.ne[1] &&
                                    dst.ne[3] == idx.ne[2] && idx.ne[3] == 1,
                                op, "dst " + ShapeString(dst) + " does not match src0 " + ShapeString(src0) + " and idx " +
-                                       ShapeString(idx)));
-  STOWAGE_RETURN_IF_ERROR(Need(src0.ne[2] == idx.ne[1] || src0.ne[2] == 1, op,
-                               "src0 " + ShapeString(src0) + " and idx " + ShapeString(idx) + " differ in dim 2"));
-  STOWAGE_RETURN_IF_ERROR(Need(src0.ne[3] == idx.ne[2] || src0.ne[3] == 1, op,
-                               "src0 " + ShapeString(src0) + " and idx " + ShapeString(idx) + " differ in dim 3"));
-  STOWAGE_RETURN_IF_ERROR(Need(dst.nb[0] == sizeof(float), op, "dst rows must be contiguous"));
-  STOWAGE_RETURN_IF_ERROR(Need(src0.ne[0] % GetTypeTraits(src0.type).block_size == 0, op,
-                               "src0 " + ShapeString(src0) + ": ne0 is not a multiple of the block size"));
+                                       ShapeString(idx));
+  STOWAGE_CPU_NEED(src0.ne[2] == idx.ne[1] || src0.ne[2] == 1, op,
+                               "src0 " + ShapeString(src0) + " and idx " + ShapeString(idx) + " differ in dim 2");
+  STOWAGE_CPU_NEED(src0.ne[3] == idx.ne[2] || src0.ne[3] == 1, op,
+                               "src0 " + ShapeString(src0) + " and idx " + ShapeString(idx) + " differ in dim 3");
+  STOWAGE_CPU_NEED(dst.nb[0] == sizeof(float), op, "dst rows must be contiguous");
+  STOWAGE_CPU_NEED(src0.ne[0] % GetTypeTraits(src0.type).block_size == 0, op,
+                               "src0 " + ShapeString(src0) + ": ne0 is not a multiple of the block size");
   STOWAGE_RETURN_IF_ERROR(NeedData(src0, op, "src0"));
   STOWAGE_RETURN_IF_ERROR(NeedData(idx, op, "idx"));
   STOWAGE_RETURN_IF_ERROR(NeedData(dst, op, "dst"));
@@ -354,7 +383,7 @@ Status GetRows(ComputeContext& ctx, const TensorView& src0, const TensorView& id
 
 Status RmsNorm(ComputeContext& ctx, const TensorView& src, TensorView& dst, float eps) {
   const int64_t ne0 = src.ne[0];
-  STOWAGE_RETURN_IF_ERROR(Need(ne0 > 0, "RMS_NORM", "empty rows"));
+  STOWAGE_CPU_NEED(ne0 > 0, "RMS_NORM", "empty rows");
   STOWAGE_RETURN_IF_ERROR(NeedType(src, GgmlType::F32, "RMS_NORM", "src"));
   STOWAGE_RETURN_IF_ERROR(NeedType(dst, GgmlType::F32, "RMS_NORM", "dst"));
   STOWAGE_RETURN_IF_ERROR(NeedSameShape(src, dst, "RMS_NORM", "src", "dst"));
@@ -383,7 +412,7 @@ Status RmsNorm(ComputeContext& ctx, const TensorView& src, TensorView& dst, floa
 
 Status Norm(ComputeContext& ctx, const TensorView& src, TensorView& dst, float eps) {
   const int64_t ne0 = src.ne[0];
-  STOWAGE_RETURN_IF_ERROR(Need(ne0 > 0, "NORM", "empty rows"));
+  STOWAGE_CPU_NEED(ne0 > 0, "NORM", "empty rows");
   STOWAGE_RETURN_IF_ERROR(NeedType(src, GgmlType::F32, "NORM", "src"));
   STOWAGE_RETURN_IF_ERROR(NeedType(dst, GgmlType::F32, "NORM", "dst"));
   STOWAGE_RETURN_IF_ERROR(NeedSameShape(src, dst, "NORM", "src", "dst"));
@@ -454,18 +483,18 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
   STOWAGE_RETURN_IF_ERROR(NeedType(dst, GgmlType::F32, op, "dst"));
   STOWAGE_RETURN_IF_ERROR(NeedType(pos, GgmlType::I32, op, "pos"));
   STOWAGE_RETURN_IF_ERROR(NeedSameShape(src, dst, op, "src", "dst"));
-  STOWAGE_RETURN_IF_ERROR(Need(p.mode == 0 || p.mode == 2, op,
-                               "mode " + std::to_string(p.mode) + " is not supported (0 = normal, 2 = NEOX)"));
-  STOWAGE_RETURN_IF_ERROR(Need(p.n_dims > 0 && p.n_dims % 2 == 0 && p.n_dims <= src.ne[0], op,
+  STOWAGE_CPU_NEED(p.mode == 0 || p.mode == 2, op,
+                               "mode " + std::to_string(p.mode) + " is not supported (0 = normal, 2 = NEOX)");
+  STOWAGE_CPU_NEED(p.n_dims > 0 && p.n_dims % 2 == 0 && p.n_dims <= src.ne[0], op,
                                "n_dims " + std::to_string(p.n_dims) + " must be even and in (0, ne0 = " +
-                                   std::to_string(src.ne[0]) + "]"));
-  STOWAGE_RETURN_IF_ERROR(Need(pos.ne[0] >= src.ne[2] && pos.nb[0] == 4, op,
-                               "pos " + ShapeString(pos) + " must hold ne2 = " + std::to_string(src.ne[2]) + " positions"));
+                                   std::to_string(src.ne[0]) + "]");
+  STOWAGE_CPU_NEED(pos.ne[0] >= src.ne[2] && pos.nb[0] == 4, op,
+                               "pos " + ShapeString(pos) + " must hold ne2 = " + std::to_string(src.ne[2]) + " positions");
   if (freq_factors.data != nullptr) {
     STOWAGE_RETURN_IF_ERROR(NeedType(freq_factors, GgmlType::F32, op, "freq_factors"));
-    STOWAGE_RETURN_IF_ERROR(Need(freq_factors.ne[0] >= p.n_dims / 2 && freq_factors.nb[0] == 4, op,
+    STOWAGE_CPU_NEED(freq_factors.ne[0] >= p.n_dims / 2 && freq_factors.nb[0] == 4, op,
                                  "freq_factors " + ShapeString(freq_factors) + " must hold n_dims/2 = " +
-                                     std::to_string(p.n_dims / 2) + " values"));
+                                     std::to_string(p.n_dims / 2) + " values");
   }
   STOWAGE_RETURN_IF_ERROR(NeedData(src, op, "src"));
   STOWAGE_RETURN_IF_ERROR(NeedData(pos, op, "pos"));
@@ -520,11 +549,11 @@ Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mas
   STOWAGE_RETURN_IF_ERROR(NeedData(dst, op, "dst"));
   const bool has_mask = mask.data != nullptr;
   if (has_mask) {
-    STOWAGE_RETURN_IF_ERROR(Need(mask.type == GgmlType::F32 || mask.type == GgmlType::F16, op,
-                                 "mask: expected F32 or F16, got " + ShapeString(mask)));
-    STOWAGE_RETURN_IF_ERROR(Need(mask.ne[0] == src.ne[0] && mask.ne[1] >= src.ne[1] && mask.ne[2] > 0 &&
+    STOWAGE_CPU_NEED(mask.type == GgmlType::F32 || mask.type == GgmlType::F16, op,
+                                 "mask: expected F32 or F16, got " + ShapeString(mask));
+    STOWAGE_CPU_NEED(mask.ne[0] == src.ne[0] && mask.ne[1] >= src.ne[1] && mask.ne[2] > 0 &&
                                      src.ne[2] % mask.ne[2] == 0 && mask.ne[3] > 0 && src.ne[3] % mask.ne[3] == 0,
-                                 op, "mask " + ShapeString(mask) + " does not fit src " + ShapeString(src)));
+                                 op, "mask " + ShapeString(mask) + " does not fit src " + ShapeString(src));
   }
   const int64_t ne00 = src.ne[0];
   const uint32_t n_head = uint32_t(src.ne[2]);
@@ -593,22 +622,42 @@ bool SupportsGetRowsType(GgmlType type) {
 Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
   const char* op = "CPY";
   const GgmlType st = src.type, dt = dst.type;
-  STOWAGE_RETURN_IF_ERROR(Need(SupportsCpyTypes(st, dt), op,
-                               "conversion " + ShapeString(src) + " -> " + ShapeString(dst) + " is not supported"));
+  STOWAGE_CPU_NEED(SupportsCpyTypes(st, dt), op,
+                               "conversion " + ShapeString(src) + " -> " + ShapeString(dst) + " is not supported");
   const bool dst_quant = IsCpyQuantTarget(dt);
   for (int i = 0; i < 4; ++i)
-    STOWAGE_RETURN_IF_ERROR(Need(src.ne[i] >= 0 && dst.ne[i] >= 0, op, "negative dimension in " + ShapeString(src) +
-                                                                           " -> " + ShapeString(dst)));
-  STOWAGE_RETURN_IF_ERROR(Need(src.nelements() == dst.nelements(), op,
-                               "src " + ShapeString(src) + " and dst " + ShapeString(dst) + " differ in element count"));
+    STOWAGE_CPU_NEED(src.ne[i] >= 0 && dst.ne[i] >= 0, op, "negative dimension in " + ShapeString(src) +
+                                                                           " -> " + ShapeString(dst));
+  STOWAGE_CPU_NEED(src.nelements() == dst.nelements(), op,
+                               "src " + ShapeString(src) + " and dst " + ShapeString(dst) + " differ in element count");
   const int64_t ne0 = dst.ne[0];
   if (dst_quant) {
-    STOWAGE_RETURN_IF_ERROR(Need(ne0 % GetTypeTraits(dt).block_size == 0 && dst.nb[0] == GetTypeTraits(dt).type_size,
-                                 op, "quantized dst " + ShapeString(dst) + " needs contiguous rows of whole blocks"));
+    STOWAGE_CPU_NEED(ne0 % GetTypeTraits(dt).block_size == 0 && dst.nb[0] == GetTypeTraits(dt).type_size,
+                                 op, "quantized dst " + ShapeString(dst) + " needs contiguous rows of whole blocks");
   }
   STOWAGE_RETURN_IF_ERROR(NeedData(src, op, "src"));
   STOWAGE_RETURN_IF_ERROR(NeedData(dst, op, "dst"));
   const bool same_rows = src.ne[0] == dst.ne[0];
+  bool same_shape = true;
+  for (int i = 0; i < 4; ++i) same_shape = same_shape && src.ne[i] == dst.ne[i];
+  if (same_shape && !dst_quant && ne0 < 16 && dst.nelements() < kMinParallelElements) {
+    // Short rows (the transposed V store of token generation writes n_embd_v rows of one element):
+    // element by element, without a per-row buffer and converter call. Same conversions as below
+    // (FloatToHalf is the F16C conversion's IEEE round-to-nearest-even).
+    const int64_t nr = dst.nrows();
+    for (int64_t r = 0; r < nr; ++r) {
+      const int64_t i1 = r % dst.ne[1], i2 = (r / dst.ne[1]) % dst.ne[2], i3 = r / (dst.ne[1] * dst.ne[2]);
+      const char* s = At(src, 0, i1, i2, i3);
+      char* d = At(dst, 0, i1, i2, i3);
+      for (int64_t i0 = 0; i0 < ne0; ++i0) {
+        const float v = LoadF(st, s, src.nb[0], i0);
+        char* p = d + i0 * dst.nb[0];
+        if (dt == GgmlType::F32) std::memcpy(p, &v, 4);
+        else { const uint16_t h = dt == GgmlType::F16 ? FloatToHalf(v) : FloatToBf16(v); std::memcpy(p, &h, 2); }
+      }
+    }
+    return Status::Ok();
+  }
   const int nt = std::max(1, ctx.n_threads);
   if (ctx.work.size() < size_t(nt) * size_t(ne0) * sizeof(float)) ctx.work.resize(size_t(nt) * size_t(ne0) * sizeof(float));
   float* scratch = reinterpret_cast<float*>(ctx.work.data());
@@ -658,22 +707,22 @@ Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
 Status SetRows(ComputeContext& ctx, const TensorView& src, const TensorView& idx, TensorView& dst) {
   const char* op = "SET_ROWS";
   STOWAGE_RETURN_IF_ERROR(NeedType(src, GgmlType::F32, op, "src"));
-  STOWAGE_RETURN_IF_ERROR(Need(idx.type == GgmlType::I64 || idx.type == GgmlType::I32, op,
-                               "idx: expected I64 or I32, got " + ShapeString(idx)));
-  STOWAGE_RETURN_IF_ERROR(Need(SupportsCpyTypes(GgmlType::F32, dst.type), op,
-                               "dst type " + ShapeString(dst) + " is not supported"));
+  STOWAGE_CPU_NEED(idx.type == GgmlType::I64 || idx.type == GgmlType::I32, op,
+                               "idx: expected I64 or I32, got " + ShapeString(idx));
+  STOWAGE_CPU_NEED(SupportsCpyTypes(GgmlType::F32, dst.type), op,
+                               "dst type " + ShapeString(dst) + " is not supported");
   for (int i = 0; i < 4; ++i)
-    STOWAGE_RETURN_IF_ERROR(Need(src.ne[i] >= 0 && dst.ne[i] >= 0 && idx.ne[i] >= 0, op, "negative dimension"));
-  STOWAGE_RETURN_IF_ERROR(Need(src.ne[0] == dst.ne[0] && src.ne[2] == dst.ne[2] && src.ne[3] == dst.ne[3], op,
-                               "src " + ShapeString(src) + " and dst " + ShapeString(dst) + " differ in dims 0, 2 or 3"));
-  STOWAGE_RETURN_IF_ERROR(Need(idx.ne[0] == src.ne[1] && idx.ne[3] == 1 && idx.ne[1] > 0 && idx.ne[2] > 0 &&
+    STOWAGE_CPU_NEED(src.ne[i] >= 0 && dst.ne[i] >= 0 && idx.ne[i] >= 0, op, "negative dimension");
+  STOWAGE_CPU_NEED(src.ne[0] == dst.ne[0] && src.ne[2] == dst.ne[2] && src.ne[3] == dst.ne[3], op,
+                               "src " + ShapeString(src) + " and dst " + ShapeString(dst) + " differ in dims 0, 2 or 3");
+  STOWAGE_CPU_NEED(idx.ne[0] == src.ne[1] && idx.ne[3] == 1 && idx.ne[1] > 0 && idx.ne[2] > 0 &&
                                    dst.ne[2] % idx.ne[1] == 0 && dst.ne[3] % idx.ne[2] == 0,
-                               op, "idx " + ShapeString(idx) + " does not fit src " + ShapeString(src)));
+                               op, "idx " + ShapeString(idx) + " does not fit src " + ShapeString(src));
   const GgmlTypeTraits& tt = GetTypeTraits(dst.type);
   const int64_t ne0 = dst.ne[0];
   if (tt.is_quantized) {
-    STOWAGE_RETURN_IF_ERROR(Need(ne0 % tt.block_size == 0 && dst.nb[0] == tt.type_size, op,
-                                 "quantized dst " + ShapeString(dst) + " needs contiguous rows of whole blocks"));
+    STOWAGE_CPU_NEED(ne0 % tt.block_size == 0 && dst.nb[0] == tt.type_size, op,
+                                 "quantized dst " + ShapeString(dst) + " needs contiguous rows of whole blocks");
   }
   STOWAGE_RETURN_IF_ERROR(NeedData(src, op, "src"));
   STOWAGE_RETURN_IF_ERROR(NeedData(idx, op, "idx"));
