@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <memory>
+#include <string>
 
 #include "gemm.h"
 #include "kernels.h"
@@ -330,6 +331,85 @@ TEST(GemmKQuants, SimdPackEqualsScalarPack) {
       g5->pack(K, p.w.data(), p.row_size, nr, kLayoutPlain, b.get());
       ASSERT_EQ(std::memcmp(a.get(), b.get(), gs->panel_bytes(K)), 0) << GgmlTypeName(t) << " nr " << nr;
     }
+  }
+}
+
+// MUL_MAT through the driver (matmul.cpp) with this family's kernels: src0 [K, N, 2], src1 [K, M, 4]
+// (GQA broadcast), contiguous or permuted src1 (gathered), dst with padded rows; every level and
+// 1..3 threads against the vec_dot of the same row and column; at one level the result does not
+// depend on the thread count.
+void CheckMulMat(GgmlType t, int64_t K, int64_t N, int64_t M, bool permuted, uint32_t seed) {
+  SCOPED_TRACE(std::string(GgmlTypeName(t)) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
+               " M=" + std::to_string(M) + (permuted ? " permuted" : ""));
+  const int64_t ne02 = 2, ne12 = 4, pad = 3, nb = K / kQK_K;
+  Problem p(t, K, int(N * ne02), int(M * ne12), seed);  // weight rows (n, i02); columns (m, i12)
+  TensorView a;
+  a.type = t;
+  a.ne[0] = K; a.ne[1] = N; a.ne[2] = ne02; a.ne[3] = 1;
+  SetContiguousStrides(a);
+  a.data = p.w.data();
+  std::vector<float> src1(p.x.size());
+  TensorView b;
+  b.type = GgmlType::F32;
+  b.ne[0] = K; b.ne[1] = M; b.ne[2] = ne12; b.ne[3] = 1;
+  if (!permuted) {
+    SetContiguousStrides(b);
+    src1 = p.x;
+  } else {  // element (k, m, i2) at ((i2 * K + k) * M + m)
+    b.nb[0] = size_t(M) * 4; b.nb[1] = 4; b.nb[2] = size_t(K * M) * 4; b.nb[3] = b.nb[2] * size_t(ne12);
+    for (int64_t i2 = 0; i2 < ne12; ++i2)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = 0; k < K; ++k) src1[size_t((i2 * K + k) * M + m)] = p.x[size_t((i2 * M + m) * K + k)];
+  }
+  b.data = src1.data();
+  std::vector<float> out(size_t((N + pad) * M * ne12));
+  TensorView d;
+  d.type = GgmlType::F32;
+  d.ne[0] = N; d.ne[1] = M; d.ne[2] = ne12; d.ne[3] = 1;
+  d.nb[0] = 4; d.nb[1] = size_t(N + pad) * 4; d.nb[2] = d.nb[1] * size_t(M); d.nb[3] = d.nb[2] * size_t(ne12);
+  d.data = out.data();
+  ASSERT_GE(M, kGemmMinCols);
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512}) {
+    if (isa > DetectIsa() || !GetGemmKernels(t, kLayoutPlain, isa)) continue;  // GEMM path only
+    std::vector<float> first;
+    for (int nt : {1, 2, 3}) {
+      std::fill(out.begin(), out.end(), -9.f);
+      ComputeContext ctx;
+      ctx.n_threads = nt;
+      ctx.max_isa = isa;
+      ASSERT_TRUE(MulMat(ctx, a, b, d).ok());
+      for (int64_t i2 = 0; i2 < ne12; ++i2)
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N + pad; ++n) {
+            const float got = out[size_t((i2 * M + m) * (N + pad) + n)];
+            if (n >= N) {
+              ASSERT_EQ(got, -9.f) << "padding written";
+              continue;
+            }
+            const uint8_t* wrow = p.w.data() + size_t((i2 / 2) * N + n) * p.row_size;
+            const BlockQ8_K* y = &p.y[size_t(i2 * M + m) * nb];
+            float vd;
+            ScalarVecDot(t)(K, &vd, wrow, y);
+            double exact, S, Sg;
+            ExactDot(t, wrow, y, K, &exact, &S, &Sg);
+            const double tol = double(nb + 4) * kEps * S;
+            const double tol_vd = t == GgmlType::IQ4_XS ? double(8 * nb + 4) * kEps * Sg : tol;
+            ASSERT_NEAR(got, vd, (tol + tol_vd) / 2)
+                << "n " << n << " m " << m << " i2 " << i2 << " isa " << int(isa) << " nt " << nt;
+          }
+      if (first.empty()) first = out;
+      else ASSERT_EQ(std::memcmp(first.data(), out.data(), out.size() * 4), 0) << "depends on threads, isa " << int(isa);
+    }
+  }
+}
+
+TEST(GemmKQuants, MulMatDriver) {
+  uint32_t seed = 3000;
+  for (GgmlType t : kTypes) {
+    CheckMulMat(t, 256, 40, 8, false, seed++);  // short last panel, exactly kGemmMinCols
+    CheckMulMat(t, 512, 24, 70, true, seed++);  // column chunks, gathered src1
+    CheckMulMat(t, 256, 72, 19, false, seed++); // several panel groups
+    if (HasFatalFailure()) return;
   }
 }
 
