@@ -13,7 +13,11 @@
 //    element is one F32 accumulator updated by fma in increasing k at every level), for nr 1..16,
 //    nc 1..40 and several K (multiples of 16 and odd ones); dst elements outside r < nr, c < nc
 //    must stay untouched.
-// 3. DISABLED_Bench: prints the single-thread GFLOPS of pack + kernel (run with
+// 3. MUL_MAT with enough src1 columns for the GEMM path (M >= kGemmMinCols), GQA broadcast, N not
+//    a multiple of 16, more columns than one driver chunk, permuted and element-strided src1: every
+//    level within the summation bound of a double reference on the rounded values, and every
+//    level bit-identical to the scalar level.
+// 4. DISABLED_Bench: prints the single-thread GFLOPS of pack + kernel (run with
 //    --gtest_also_run_disabled_tests; it asserts no time).
 #include <gtest/gtest.h>
 #include <time.h>
@@ -29,6 +33,7 @@
 #include "gemm.h"
 #include "kernels.h"
 #include "quants.h"
+#include "test_util.h"
 
 namespace stowage::cpu {
 namespace {
@@ -272,6 +277,86 @@ double ThreadSeconds() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// dst of MUL_MAT in double from the weights and the activations rounded like the family's
+// from_float; also sum |w * a| per element for the bound.
+void RefMulMat(const kt::Tensor& a, const kt::Tensor& b, std::vector<double>& out,
+               std::vector<double>& abs_out) {
+  const int64_t K = a.v.ne[0], N = a.v.ne[1], M = b.v.ne[1], ne12 = b.v.ne[2];
+  out.assign(size_t(N * M * ne12), 0.0);
+  abs_out.assign(out.size(), 0.0);
+  for (int64_t i2 = 0; i2 < ne12; ++i2)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0, sa = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          float y;
+          std::memcpy(
+              &y, static_cast<const uint8_t*>(b.v.data) + k * b.v.nb[0] + m * b.v.nb[1] + i2 * b.v.nb[2], 4);
+          const uint8_t* wrow =
+              static_cast<const uint8_t*>(a.v.data) + n * a.v.nb[1] + (i2 / (ne12 / a.v.ne[2])) * a.v.nb[2];
+          const double w = WeightAt(a.v.type, wrow, k);
+          const double ya = a.v.type == GgmlType::F16    ? HalfToFloat(FloatToHalf(y))
+                            : a.v.type == GgmlType::BF16 ? Bf16ToFloat(FloatToBf16(y))
+                                                         : y;
+          s += w * ya;
+          sa += std::fabs(w * ya);
+        }
+        out[size_t((i2 * M + m) * N + n)] = s;
+        abs_out[size_t((i2 * M + m) * N + n)] = sa;
+      }
+}
+
+TEST(GemmFloat, MulMatUsesTheFamilyAtEveryLevel) {
+  std::vector<IsaLevel> levels = SimdLevels();
+  levels.insert(levels.begin(), IsaLevel::kScalar);
+  struct Shape {
+    int64_t K, N, M;
+    int src1;  // 0 contiguous, 1 permuted rows (ggml_permute 0 2 1 3), 2 element stride 8 bytes
+  };
+  for (GgmlType type : kTypes) {
+    for (const Shape& sh :
+         {Shape{67, 37, 21, 0}, Shape{300, 16, 130, 0}, Shape{33, 20, 9, 1}, Shape{48, 18, 11, 2}}) {
+      const int64_t H = 4;
+      kt::Tensor a(type, sh.K, sh.N, 2, 1), d(GgmlType::F32, sh.N, sh.M, H, 1);
+      const std::vector<uint8_t> w = WeightRows(type, sh.K, int(sh.N * 2), uint32_t(sh.K + sh.N));
+      std::memcpy(a.buf.data(), w.data(), RowSize(type, sh.K) * size_t(sh.N) * 2);
+      // src1: [K, M, H]; permuted: stored [K, H, M]; strided: every element 8 bytes apart.
+      const int64_t stride_el = sh.src1 == 2 ? 2 : 1;
+      kt::Tensor b(GgmlType::F32, sh.K * stride_el, sh.M, H, 1);
+      const std::vector<float> x = Uniform(size_t(sh.K * stride_el * sh.M * H), uint32_t(sh.M), -2.f, 2.f);
+      std::memcpy(b.buf.data(), x.data(), x.size() * 4);
+      b.v.ne[0] = sh.K;
+      b.v.nb[0] = 4 * size_t(stride_el);
+      if (sh.src1 == 1) {  // the same bytes viewed with M and H swapped
+        b.v.nb[1] = size_t(sh.K) * 4 * size_t(H);
+        b.v.nb[2] = size_t(sh.K) * 4;
+      }
+      std::vector<double> ref, abs_ref;
+      RefMulMat(a, b, ref, abs_ref);
+      std::vector<float> first;
+      for (IsaLevel l : levels) {
+        ComputeContext ctx;
+        ctx.n_threads = 2;
+        ctx.max_isa = l;
+        ASSERT_TRUE(MulMat(ctx, a.v, b.v, d.v).ok());
+        const float* got = d.f32();
+        for (size_t i = 0; i < ref.size(); ++i) {
+          const double tol = double(sh.K + 1) * std::ldexp(1.0, -24) * abs_ref[i];
+          ASSERT_LE(std::fabs(got[i] - ref[i]), tol)
+              << GgmlTypeName(type) << " level " << int(l) << " K=" << sh.K << " N=" << sh.N << " M=" << sh.M
+              << " i=" << i;
+        }
+        if (first.empty()) {
+          first.assign(got, got + ref.size());
+        } else {
+          ASSERT_EQ(std::memcmp(first.data(), got, ref.size() * 4), 0)
+              << GgmlTypeName(type) << " level " << int(l) << " differs from the scalar level";
+        }
+      }
+    }
+  }
 }
 
 #if defined(__x86_64__)
