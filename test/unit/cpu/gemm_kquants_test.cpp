@@ -200,10 +200,12 @@ TEST(GemmKQuants, LookupLevels) {
   for (GgmlType t : kTypes) {
     EXPECT_NE(GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kScalar), nullptr) << GgmlTypeName(t);
     EXPECT_EQ(GetGemmKernelsKQuants(t, kLayoutQ4_0x8, IsaLevel::kScalar), nullptr);
-    // AVX2 has no kernels of this family: the AVX2 vec_dots are faster than the scalar GEMM.
-    EXPECT_EQ(GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kAvx2), nullptr);
+    // AVX2: every type but IQ4_XS (its vpmaddubsw products could saturate).
+    const GemmKernels* k2 = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kAvx2);
+    EXPECT_EQ(k2 != nullptr, t != GgmlType::IQ4_XS) << GgmlTypeName(t);
     const GemmKernels* k5 = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kAvx512);
-    EXPECT_EQ(k5 != nullptr, CpuHasAvx512Vnni());
+    EXPECT_EQ(k5 != nullptr, CpuHasAvx512Vnni() || t != GgmlType::IQ4_XS);
+    if (k5 && k2 && !CpuHasAvx512Vnni()) EXPECT_EQ(k5, k2);
   }
   EXPECT_EQ(GetGemmKernelsKQuants(GgmlType::Q4_0, kLayoutPlain, IsaLevel::kScalar), nullptr);
   EXPECT_EQ(GetGemmKernelsKQuants(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kScalar), nullptr);
@@ -224,11 +226,11 @@ TEST(GemmKQuants, FromFloatEqualsQuantizeRowQ8_K) {
   x[1024 + 255] = -50.f;  // block 4: largest magnitude last and negative
   std::vector<BlockQ8_K> ref(K / kQK_K);
   QuantizeRowQ8_K(x.data(), ref.data(), K);
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512}) {
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
     const GemmKernels* g = GetGemmKernelsKQuants(GgmlType::Q4_K, kLayoutPlain, isa);
-    if (!g) continue;
+    if (!g || isa > DetectIsa()) continue;
     for (GgmlType t : kTypes)  // one activation format for the family
-      EXPECT_EQ(GetGemmKernelsKQuants(t, kLayoutPlain, isa)->from_float, g->from_float);
+      if (const GemmKernels* k = GetGemmKernelsKQuants(t, kLayoutPlain, isa)) EXPECT_EQ(k->from_float, g->from_float);
     AlignedBuf act(g->act_row_bytes(K));
     g->from_float(x.data(), act.get(), K);
     for (int64_t b = 0; b < K / kQK_K; ++b) {
@@ -283,12 +285,14 @@ TEST(GemmKQuants, ScalarGemmMatchesVecDot) {
 
 // Every SIMD level vs the scalar GEMM: nr 1..16, nc 1..40.
 TEST(GemmKQuants, SimdMatchesScalar) {
-  if (!CpuHasAvx512Vnni() || DetectIsa() < IsaLevel::kAvx512) GTEST_SKIP() << "skipped: no AVX-512 VNNI on this CPU";
   uint32_t seed = 500;
+  for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512})
   for (GgmlType t : kTypes) {
+    if (DetectIsa() < isa) continue;
     const GemmKernels* gs = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kScalar);
-    const GemmKernels* g5 = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kAvx512);
-    ASSERT_NE(g5, nullptr);
+    const GemmKernels* g5 = GetGemmKernelsKQuants(t, kLayoutPlain, isa);
+    if (!g5) continue;  // (checked by LookupLevels)
+    SCOPED_TRACE("isa " + std::to_string(int(isa)));
     for (int64_t K : {256, 1280}) {
       for (int nr = 1; nr <= 16; ++nr) {
         for (int nc : {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 23, 40}) {
@@ -317,10 +321,11 @@ TEST(GemmKQuants, SimdMatchesScalar) {
 // Every level's pack writes the scalar pack's bytes (the kernels of all levels read one layout).
 TEST(GemmKQuants, SimdPackEqualsScalarPack) {
   uint32_t seed = 900;
+  for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512})
   for (GgmlType t : kTypes) {
     const GemmKernels* gs = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kScalar);
-    const GemmKernels* g5 = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kAvx512);
-    if (!g5) GTEST_SKIP() << "skipped: no AVX-512 VNNI on this CPU";
+    const GemmKernels* g5 = GetGemmKernelsKQuants(t, kLayoutPlain, isa);
+    if (!g5 || DetectIsa() < isa) continue;
     ASSERT_EQ(gs->panel_bytes(768), g5->panel_bytes(768));
     for (int nr = 1; nr <= 16; ++nr) {
       const int64_t K = 768;
@@ -369,7 +374,7 @@ void CheckMulMat(GgmlType t, int64_t K, int64_t N, int64_t M, bool permuted, uin
   d.nb[0] = 4; d.nb[1] = size_t(N + pad) * 4; d.nb[2] = d.nb[1] * size_t(M); d.nb[3] = d.nb[2] * size_t(ne12);
   d.data = out.data();
   ASSERT_GE(M, kGemmMinCols);
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512}) {
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
     if (isa > DetectIsa() || !GetGemmKernels(t, kLayoutPlain, isa)) continue;  // GEMM path only
     std::vector<float> first;
     for (int nt : {1, 2, 3}) {
@@ -415,7 +420,8 @@ TEST(GemmKQuants, MulMatDriver) {
 
 // Rows nr..15 of a short panel compute finite values (the contract lets a kernel compute them).
 TEST(GemmKQuants, ShortPanelPaddingIsFinite) {
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512}) {
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+    if (isa > DetectIsa()) continue;
     for (GgmlType t : kTypes) {
       const GemmKernels* g = GetGemmKernelsKQuants(t, kLayoutPlain, isa);
       if (!g) continue;
@@ -443,7 +449,7 @@ double ThreadSeconds() {
 TEST(GemmKQuants, DISABLED_KernelThroughput) {
   const int64_t K = 2048;
   const int ncols = 512, nrows = 256;
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512}) {
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
     if (const GemmKernels* g = GetGemmKernelsKQuants(GgmlType::Q4_K, kLayoutPlain, isa)) {
       std::vector<float> x(size_t(K) * 64);
       kt::FillUniform(x, 5);
@@ -456,10 +462,11 @@ TEST(GemmKQuants, DISABLED_KernelThroughput) {
       }
       std::printf("isa %d from_float: %.2f ns/element\n", int(isa), s / double(x.size()) * 1e9);
     }
-    if (isa == IsaLevel::kScalar) continue;
+    if (isa == IsaLevel::kScalar || isa > DetectIsa()) continue;
     for (GgmlType t : kTypes) {
       const GemmKernels* g = GetGemmKernelsKQuants(t, kLayoutPlain, isa);
       if (!g) continue;
+      if (isa == IsaLevel::kAvx512 && !CpuHasAvx512Vnni()) continue;
       Problem p(t, K, nrows, ncols, 3);
       const size_t act_bytes = g->act_row_bytes(K);
       AlignedBuf act(act_bytes * ncols), panel(g->panel_bytes(K));
@@ -480,9 +487,20 @@ TEST(GemmKQuants, DISABLED_KernelThroughput) {
         best = std::min(best, tk);
         best_pack = std::min(best_pack, tp);
       }
+      // the vec_dot path of the same level on the same rows and columns (Q8_K activations)
+      const TypeKernels* tk = GetTypeKernels(t, isa);
+      double best_vd = 1e30;
+      for (int rep = 0; rep < 2; ++rep) {
+        const double t0 = ThreadSeconds();
+        for (int r = 0; r < nrows; ++r)
+          for (int c = 0; c < ncols; ++c)
+            tk->vec_dot(K, &dst[size_t(c) * nrows + r], p.w.data() + size_t(r) * p.row_size, &p.y[size_t(c) * (K / kQK_K)]);
+        best_vd = std::min(best_vd, ThreadSeconds() - t0);
+      }
       const double ops = 2.0 * double(K) * ncols * nrows;
-      std::printf("%s K=%lld rows=%d cols=%d: kernel %.1f GOPS (%.2f ms), pack %.2f ms\n", GgmlTypeName(t),
-                  (long long)K, nrows, ncols, ops / best * 1e-9, best * 1e3, best_pack * 1e3);
+      std::printf("isa %d %s K=%lld rows=%d cols=%d: kernel %.1f GOPS (%.2f ms), pack %.2f ms; vec_dot %.1f GOPS\n",
+                  int(isa), GgmlTypeName(t), (long long)K, nrows, ncols, ops / best * 1e-9, best * 1e3,
+                  best_pack * 1e3, ops / best_vd * 1e-9);
     }
   }
 }

@@ -1,7 +1,7 @@
 // GEMM family "kquants" (see gemm.h): Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights x Q8_K
 // activations. This file has the baseline parts: activation conversion, panel packing, scalar
 // reference kernels and the lookup; gemm_kquants_avx512.cpp has the AVX-512 VNNI versions of the
-// conversion, the packing and the kernels on the same layouts.
+// conversion, the packing and the kernels on the same layouts, gemm_kquants_avx2.cpp AVX2 kernels.
 //
 // Activation row: one 320-byte record per 256-element super-block (kActBlockBytes), holding exactly
 // what QuantizeRowQ8_K produces (the vec_dot path's activations) plus the 32-element sums:
@@ -58,6 +58,19 @@ void GemmKernelScaleZero16Vnni(int64_t K, const void* panel, const void* act, si
 void GemmKernelScaleZero32Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
                                size_t dst_stride, int nr);
 }  // namespace avx512
+namespace avx2 {
+void FromFloatQ8_KAct(const float* x, void* act, int64_t K);
+void GemmKernelQ2_K(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                    size_t dst_stride, int nr);
+void GemmKernelQ3_K(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                    size_t dst_stride, int nr);
+void GemmKernelQ4_K(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                    size_t dst_stride, int nr);
+void GemmKernelQ5_K(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                    size_t dst_stride, int nr);
+void GemmKernelQ6_K(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                    size_t dst_stride, int nr);
+}  // namespace avx2
 #endif
 
 namespace {
@@ -329,6 +342,16 @@ constexpr GemmKernels kScalarQ6_K =
 constexpr GemmKernels kScalarIQ4_XS =
     Make<BlockIQ4_XS, SzLayout32, PackIQ4_XSRow>(KernelScaleZeroScalar<SzLayout32>);
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+constexpr GemmKernels kAvx2Q2_K =
+    Make<BlockQ2_K, SmLayout16, PackQ2_KRow>(avx2::GemmKernelQ2_K, avx2::FromFloatQ8_KAct);
+constexpr GemmKernels kAvx2Q3_K =
+    Make<BlockQ3_K, SzLayout16, PackQ3_KRow>(avx2::GemmKernelQ3_K, avx2::FromFloatQ8_KAct);
+constexpr GemmKernels kAvx2Q4_K =
+    Make<BlockQ4_K, SmLayout32, PackScaleMinRow<BlockQ4_K>>(avx2::GemmKernelQ4_K, avx2::FromFloatQ8_KAct);
+constexpr GemmKernels kAvx2Q5_K =
+    Make<BlockQ5_K, SmLayout32, PackScaleMinRow<BlockQ5_K>>(avx2::GemmKernelQ5_K, avx2::FromFloatQ8_KAct);
+constexpr GemmKernels kAvx2Q6_K =
+    Make<BlockQ6_K, SzLayout16, PackQ6_KRow>(avx2::GemmKernelQ6_K, avx2::FromFloatQ8_KAct);
 constexpr GemmKernels kVnniQ2_K = Make<BlockQ2_K, SmLayout16, PackQ2_KRow>(
     avx512::GemmKernelScaleMin16Vnni, avx512::FromFloatQ8_KAct, avx512::PackQ2_K);
 constexpr GemmKernels kVnniQ3_K = Make<BlockQ3_K, SzLayout16, PackQ3_KRow>(
@@ -345,8 +368,8 @@ constexpr GemmKernels kVnniIQ4_XS = Make<BlockIQ4_XS, SzLayout32, PackIQ4_XSRow>
 
 }  // namespace
 
-// kScalar: the scalar reference kernels. kAvx512 with VNNI: the vpdpbusd kernels. kAvx2 and
-// AVX-512 without VNNI: nullptr, because the scalar GEMM is slower than those levels' vec_dots.
+// kScalar: the scalar reference kernels. kAvx512 with VNNI: the vpdpbusd kernels. kAvx2 (and
+// AVX-512 without VNNI): the vpmaddubsw kernels, except IQ4_XS (nullptr: MUL_MAT uses its vec_dot).
 const GemmKernels* GetGemmKernelsKQuants(GgmlType type, int layout, IsaLevel isa) {
   if (layout != kLayoutPlain) return nullptr;
   if (isa == IsaLevel::kScalar) {
@@ -370,6 +393,16 @@ const GemmKernels* GetGemmKernelsKQuants(GgmlType type, int layout, IsaLevel isa
       case GgmlType::Q6_K: return &kVnniQ6_K;
       case GgmlType::IQ4_XS: return &kVnniIQ4_XS;
       default: return nullptr;
+    }
+  }
+  if (isa >= IsaLevel::kAvx2) {  // also AVX-512 without VNNI
+    switch (type) {
+      case GgmlType::Q2_K: return &kAvx2Q2_K;
+      case GgmlType::Q3_K: return &kAvx2Q3_K;
+      case GgmlType::Q4_K: return &kAvx2Q4_K;
+      case GgmlType::Q5_K: return &kAvx2Q5_K;
+      case GgmlType::Q6_K: return &kAvx2Q6_K;
+      default: return nullptr;  // IQ4_XS: vpmaddubsw would saturate (see gemm_kquants_avx2.cpp)
     }
   }
 #endif
