@@ -318,6 +318,46 @@ TEST(GemmKQuants, SimdMatchesScalar) {
   }
 }
 
+// Worst case for the int16 sums of the AVX2 kernels and the int32 sums: every weight at its largest
+// unsigned value (all quant bits set), every activation at +-127; SIMD levels equal the scalar GEMM.
+TEST(GemmKQuants, ExtremeValuesMatchScalar) {
+  const int64_t K = 512;
+  for (GgmlType t : kTypes) {
+    Problem p(t, K, 16, 2, 4242);
+    const size_t bs = BlockBytes(t);
+    for (size_t o = 0; o < p.w.size(); o += bs) {  // quant bytes all ones; scales/d keep random values
+      uint8_t* b = p.w.data() + o;
+      switch (t) {
+        case GgmlType::Q2_K: std::memset(b + 16, 0xFF, 64); break;
+        case GgmlType::Q3_K: std::memset(b, 0xFF, 96); break;
+        case GgmlType::Q4_K: std::memset(b + 16, 0xFF, 128); break;
+        case GgmlType::Q5_K: std::memset(b + 16, 0xFF, 160); break;
+        case GgmlType::Q6_K: std::memset(b, 0xFF, 192); break;
+        default: std::memset(b + 8, 0xFF, 128); break;  // IQ4_XS: nibble 15 = 113 (+128: 241)
+      }
+    }
+    for (int64_t k = 0; k < K; ++k) {
+      p.x[size_t(k)] = 1.f;   // column 0: all -127 after quantization
+      p.x[size_t(K + k)] = (k % 2) ? 1.f : -1.f;  // column 1: -127 / +127 alternating
+    }
+    for (int c = 0; c < 2; ++c) QuantizeRowQ8_K(&p.x[size_t(c) * K], &p.y[size_t(c) * (K / kQK_K)], K);
+    const std::vector<float> ref = RunGemm(*GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kScalar), p, 16);
+    for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+      const GemmKernels* g = GetGemmKernelsKQuants(t, kLayoutPlain, isa);
+      if (!g || isa > DetectIsa()) continue;
+      const std::vector<float> got = RunGemm(*g, p, 16);
+      for (int c = 0; c < 2; ++c)
+        for (int r = 0; r < 16; ++r) {
+          double exact, S;
+          ExactDot(t, p.w.data() + size_t(r) * p.row_size, &p.y[size_t(c) * (K / kQK_K)], K, &exact, &S);
+          ASSERT_NEAR(got[size_t(c) * 16 + r], ref[size_t(c) * 16 + r], double(K / kQK_K + 4) * kEps * S)
+              << GgmlTypeName(t) << " isa " << int(isa) << " r " << r << " c " << c;
+          ASSERT_NEAR(got[size_t(c) * 16 + r], exact, double(K / kQK_K + 4) * kEps * S / 2);
+        }
+    }
+  }
+}
+
 // Every level's pack writes the scalar pack's bytes (the kernels of all levels read one layout).
 TEST(GemmKQuants, SimdPackEqualsScalarPack) {
   uint32_t seed = 900;
