@@ -13,6 +13,8 @@
 //    element is one F32 accumulator updated by fma in increasing k at every level), for nr 1..16,
 //    nc 1..40 and several K (multiples of 16 and odd ones); dst elements outside r < nr, c < nc
 //    must stay untouched.
+//    Also on values of every magnitude (subnormal and overflowing products, inf, NaN), where the
+//    scalar reference's multiply-add shortcut for exact products must still equal fma.
 // 3. MUL_MAT with enough src1 columns for the GEMM path (M >= kGemmMinCols), GQA broadcast, N not
 //    a multiple of 16, more columns than one driver chunk, permuted and element-strided src1: every
 //    level within the summation bound of a double reference on the rounded values, and every
@@ -279,6 +281,62 @@ double ThreadSeconds() {
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
+// Values of every magnitude (products from below F32's subnormals to beyond FLT_MAX, sums
+// overflowing to inf and inf - inf = NaN): the scalar reference's multiply-then-add shortcut
+// (exact products, gemm_float.cpp) must still equal the SIMD levels' fma bit for bit.
+TEST(GemmFloat, ExtremeMagnitudesBitIdenticalToScalar) {
+  const std::vector<IsaLevel> levels = SimdLevels();
+  if (levels.empty()) GTEST_SKIP() << "skipped: no SIMD level on this CPU";
+  const int64_t K = 45;
+  const int nc = 11;
+  for (GgmlType type : kTypes) {
+    const int emax = type == GgmlType::F16 ? 10 : 70;  // F16: subnormals (2^-24) to 2^11
+    std::mt19937 rng(uint32_t(type) + 99);
+    auto value = [&]() {
+      const float m = std::uniform_real_distribution<float>(1.f, 2.f)(rng);
+      const int e = std::uniform_int_distribution<int>(type == GgmlType::F16 ? -26 : -emax - 10, emax)(rng);
+      return (rng() & 1 ? -1.f : 1.f) * std::ldexp(m, e);
+    };
+    std::vector<float> wf(size_t(K) * kP), x(size_t(K) * nc);
+    for (float& f : wf) f = value();
+    for (float& f : x) f = value();
+    const size_t rs = RowSize(type, K);
+    std::vector<uint8_t> w(rs * kP);
+    for (size_t i = 0; i < wf.size(); ++i) {
+      if (type == GgmlType::F32) {
+        std::memcpy(&w[4 * i], &wf[i], 4);
+      } else {
+        const uint16_t h = type == GgmlType::F16 ? FloatToHalf(wf[i]) : FloatToBf16(wf[i]);
+        std::memcpy(&w[2 * i], &h, 2);
+      }
+    }
+    const GemmKernels* ref = GetGemmKernelsFloat(type, kLayoutPlain, IsaLevel::kScalar);
+    const size_t ars = ref->act_row_bytes(K);
+    Buf act(ars * nc), panel(ref->panel_bytes(K));
+    for (int c = 0; c < nc; ++c) ref->from_float(&x[size_t(c) * K], act.p + c * ars, K);
+    ref->pack(K, w.data(), rs, kP, kLayoutPlain, panel.p);
+    std::vector<float> want(size_t(nc) * kP);
+    ref->kernel(K, panel.p, act.p, ars, nc, want.data(), kP, kP);
+    int special = 0;
+    for (float v : want) special += !std::isnormal(v);
+    for (IsaLevel l : levels) {
+      const GemmKernels* g = GetGemmKernelsFloat(type, kLayoutPlain, l);
+      std::vector<float> got(want.size());
+      g->kernel(K, panel.p, act.p, ars, nc, got.data(), kP, kP);
+      for (size_t i = 0; i < want.size(); ++i) {
+        if (std::isnan(want[i])) {
+          ASSERT_TRUE(std::isnan(got[i])) << GgmlTypeName(type) << " level " << int(l) << " i=" << i;
+        } else {
+          ASSERT_EQ(std::memcmp(&got[i], &want[i], 4), 0)
+              << GgmlTypeName(type) << " level " << int(l) << " i=" << i << ": " << got[i] << " vs "
+              << want[i];
+        }
+      }
+    }
+    std::printf("%s: %d of %zu results inf/NaN/subnormal/zero\n", GgmlTypeName(type), special, want.size());
+  }
+}
+
 // dst of MUL_MAT in double from the weights and the activations rounded like the family's
 // from_float; also sum |w * a| per element for the bound.
 void RefMulMat(const kt::Tensor& a, const kt::Tensor& b, std::vector<double>& out,
@@ -385,13 +443,15 @@ __attribute__((target("avx512f"), noinline)) double PeakGflops() {
 
 // Single-thread throughput of pack + kernel for an N x K weight matrix times M columns (the
 // 0.85B bench model's shapes; env GEMM_K, GEMM_GROUP panels per group, GEMM_CHUNK columns per
-// chunk), as 2*N*M*K / thread CPU time. Prints; asserts nothing about time.
+// chunk, GEMM_SCALAR=1 adds the scalar level), as 2*N*M*K / thread CPU time. Prints; asserts nothing about
+// time.
 TEST(GemmFloat, DISABLED_Bench) {
   const int64_t K = std::getenv("GEMM_K") ? std::atoll(std::getenv("GEMM_K")) : 2048;
   const int64_t N = 512, M = 512;
   const int kGroup = std::getenv("GEMM_GROUP") ? std::atoi(std::getenv("GEMM_GROUP")) : 4;
   const int64_t kChunk = std::getenv("GEMM_CHUNK") ? std::atoll(std::getenv("GEMM_CHUNK")) : 64;
   std::vector<IsaLevel> levels = SimdLevels();
+  if (std::getenv("GEMM_SCALAR")) levels.insert(levels.begin(), IsaLevel::kScalar);
 #if defined(__x86_64__)
   if (DetectIsa() >= IsaLevel::kAvx512) std::printf("512-bit FMA peak now: %.1f GFLOPS\n", PeakGflops());
 #endif
