@@ -442,12 +442,12 @@ __attribute__((target("avx512f"), noinline)) double PeakGflops() {
 #endif
 
 // Single-thread throughput of pack + kernel for an N x K weight matrix times M columns (the
-// 0.85B bench model's shapes; env GEMM_K, GEMM_GROUP panels per group, GEMM_CHUNK columns per
+// 0.85B bench model's shapes; env GEMM_K, GEMM_M, GEMM_GROUP panels per group, GEMM_CHUNK columns per
 // chunk, GEMM_SCALAR=1 adds the scalar level), as 2*N*M*K / thread CPU time. Prints; asserts nothing about
 // time.
 TEST(GemmFloat, DISABLED_Bench) {
   const int64_t K = std::getenv("GEMM_K") ? std::atoll(std::getenv("GEMM_K")) : 2048;
-  const int64_t N = 512, M = 512;
+  const int64_t N = 512, M = std::getenv("GEMM_M") ? std::atoll(std::getenv("GEMM_M")) : 512;
   const int kGroup = std::getenv("GEMM_GROUP") ? std::atoi(std::getenv("GEMM_GROUP")) : 4;
   const int64_t kChunk = std::getenv("GEMM_CHUNK") ? std::atoll(std::getenv("GEMM_CHUNK")) : 64;
   std::vector<IsaLevel> levels = SimdLevels();
@@ -499,7 +499,7 @@ TEST(GemmFloat, DISABLED_Bench) {
         const double t0 = ThreadSeconds();
         for (int64_t n0 = 0; n0 < N; n0 += 16)
           for (int64_t m0 = 0; m0 < M; m0 += 16)
-            for (int64_t m = m0; m < m0 + 16; ++m)
+            for (int64_t m = m0; m < std::min(m0 + 16, M); ++m)
               for (int64_t n = n0; n < n0 + 16; ++n)
                 vd->vec_dot(K, &dst[size_t(m * N + n)], w.data() + n * rs, y.p + m * vrs);
         best_vd = std::min(best_vd, ThreadSeconds() - t0);
