@@ -343,6 +343,10 @@ void PackRows(int64_t K, const void* w, size_t row_stride, int nr, void* panel) 
     if (nr < kGemmPanelRows) std::memset(blk + kQK * kGemmPanelRows, 0, kBlockBytes - kQK * kGemmPanelRows);
     for (int r = 0; r < nr; ++r) {
       const Block& x = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + size_t(r) * row_stride)[b];
+      // 16 row streams at once: prefetch each ~3 super-blocks ahead (the hardware prefetchers do
+      // not follow that many; the weights come from DRAM once per MUL_MAT)
+      const char* ahead = reinterpret_cast<const char*>(&x + 3);
+      for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
       kUnpack(x, tmp[r]);
       kMeta(x, r, blk);
     }
