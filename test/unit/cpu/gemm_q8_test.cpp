@@ -329,5 +329,31 @@ TEST(GemmQ8, Bench) {
   }
 }
 
+// MUL_MAT through the driver on the benchmark model's shapes (0.85B llama, 512-token ubatch), one
+// thread, thread CPU time (best of 3): conversion + packing + kernel together.
+TEST(GemmQ8, BenchMulMat) {
+  if (!(DetectIsa() >= IsaLevel::kAvx512 && CpuHasAvx512Vnni())) GTEST_SKIP() << "no AVX512-VNNI";
+  struct Shape { int64_t K, N; };
+  for (const TypeCase& tc : {kCases[0], kCases[2]})
+    for (Shape sh : {Shape{2048, 2048}, Shape{2048, 5632}, Shape{5632, 2048}}) {
+      const int64_t M = 512;
+      Weights w(tc, sh.K, sh.N, 1, 77);
+      kt::Tensor b(GgmlType::F32, sh.K, M), d(GgmlType::F32, sh.N, M);
+      kt::Fill(b, 78);
+      ComputeContext ctx;
+      ctx.n_threads = 1;
+      double best = 1e30;
+      for (int t = 0; t < 3; ++t) {
+        timespec t0, t1;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+        ASSERT_TRUE(MulMat(ctx, w.v, b.v, d.v).ok());
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+        best = std::min(best, double(t1.tv_sec - t0.tv_sec) + 1e-9 * double(t1.tv_nsec - t0.tv_nsec));
+      }
+      std::printf("MulMat %s K=%lld N=%lld M=%lld: %.1f GOPS (1 thread, %.2f ms)\n", Name(tc).c_str(), (long long)sh.K,
+                  (long long)sh.N, (long long)M, 2.0 * double(sh.K * sh.N * M) / best * 1e-9, best * 1e3);
+    }
+}
+
 }  // namespace
 }  // namespace stowage::cpu
