@@ -11,9 +11,10 @@
 //
 // Formats (the same at every level, so a panel packed by one level feeds any level's kernel):
 //   activation row: K floats (the F16/BF16-rounded values stored as F32, so the kernels broadcast
-//                   them straight from memory), padded to a multiple of 64 bytes;
+//                   them straight from memory), padded to an odd number of 64-byte lines;
 //   packed panel:   K groups of kGemmPanelRows floats, group k = rows 0..15 at column k (one zmm);
-//                   rows nr..15 are zero.
+//                   rows nr..15 are zero (finite results unless an activation is inf/NaN; those
+//                   rows are never stored).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
