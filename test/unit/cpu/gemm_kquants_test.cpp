@@ -11,15 +11,15 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <memory>
 #include <string>
 
+#include "cpu/test_util.h"
 #include "gemm.h"
 #include "kernels.h"
-#include "cpu/test_util.h"
 
 namespace stowage::cpu {
 namespace {
@@ -28,7 +28,8 @@ constexpr double kEps = 1.0 / (1 << 23);  // 2u
 
 struct AlignedBuf {
   std::unique_ptr<uint8_t, void (*)(void*)> p{nullptr, std::free};
-  explicit AlignedBuf(size_t n) : p(static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64 + 64)), std::free) {
+  explicit AlignedBuf(size_t n)
+      : p(static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64 + 64)), std::free) {
     std::memset(p.get(), 0xCD, (n + 63) / 64 * 64 + 64);
   }
   uint8_t* get() const { return p.get(); }
@@ -148,12 +149,18 @@ void ExactDot(GgmlType type, const uint8_t* x, const BlockQ8_K* y, int64_t K, do
 
 VecDotFn ScalarVecDot(GgmlType t) {
   switch (t) {
-    case GgmlType::Q4_K: return scalar::VecDotQ4_KQ8_K;
-    case GgmlType::Q5_K: return scalar::VecDotQ5_KQ8_K;
-    case GgmlType::Q3_K: return scalar::VecDotQ3_KQ8_K;
-    case GgmlType::Q2_K: return scalar::VecDotQ2_KQ8_K;
-    case GgmlType::IQ4_XS: return scalar::VecDotIQ4_XSQ8_K;
-    default: return scalar::VecDotQ6_KQ8_K;
+    case GgmlType::Q4_K:
+      return scalar::VecDotQ4_KQ8_K;
+    case GgmlType::Q5_K:
+      return scalar::VecDotQ5_KQ8_K;
+    case GgmlType::Q3_K:
+      return scalar::VecDotQ3_KQ8_K;
+    case GgmlType::Q2_K:
+      return scalar::VecDotQ2_KQ8_K;
+    case GgmlType::IQ4_XS:
+      return scalar::VecDotIQ4_XSQ8_K;
+    default:
+      return scalar::VecDotQ6_KQ8_K;
   }
 }
 
@@ -182,7 +189,8 @@ std::vector<float> RunGemm(const GemmKernels& g, const Problem& p, size_t dst_st
   const size_t act_bytes = g.act_row_bytes(p.K);
   EXPECT_EQ(act_bytes % 64, 0u);
   AlignedBuf act(act_bytes * size_t(p.ncols));
-  for (int c = 0; c < p.ncols; ++c) g.from_float(&p.x[size_t(c) * p.K], act.get() + size_t(c) * act_bytes, p.K);
+  for (int c = 0; c < p.ncols; ++c)
+    g.from_float(&p.x[size_t(c) * p.K], act.get() + size_t(c) * act_bytes, p.K);
   AlignedBuf panel(g.panel_bytes(p.K));
   std::vector<float> dst(size_t(p.ncols) * dst_stride, -12345.f);
   for (int r0 = 0; r0 < p.nrows; r0 += kGemmPanelRows) {
@@ -217,12 +225,12 @@ TEST(GemmKQuants, FromFloatEqualsQuantizeRowQ8_K) {
   const int64_t K = 2048;
   std::vector<float> x(K);
   kt::FillUniform(x, 7, -3.f, 3.f);
-  for (int i = 0; i < 256; ++i) x[256 + i] = 0;  // block 1: all zero (d = 0)
-  for (int i = 0; i < 256; ++i) x[512 + i] = float(i % 200) - 99.5f;  // block 2: ties; max -99.5
-  x[512 + 40] = -127.f;                                             // iscale = 1: q = round(x)
+  for (int i = 0; i < 256; ++i) x[256 + i] = 0;                            // block 1: all zero (d = 0)
+  for (int i = 0; i < 256; ++i) x[512 + i] = float(i % 200) - 99.5f;       // block 2: ties; max -99.5
+  x[512 + 40] = -127.f;                                                    // iscale = 1: q = round(x)
   for (int i = 0; i < 256; ++i) x[768 + i] = 0.25f * float(i % 9) - 1.0f;  // block 3: +1 at 8, -1 first
   x[768 + 3] = 2.f;
-  x[768 + 9] = -2.f;  // same magnitude after: the first (+2) sets the sign
+  x[768 + 9] = -2.f;      // same magnitude after: the first (+2) sets the sign
   x[1024 + 255] = -50.f;  // block 4: largest magnitude last and negative
   std::vector<BlockQ8_K> ref(K / kQK_K);
   QuantizeRowQ8_K(x.data(), ref.data(), K);
@@ -230,7 +238,8 @@ TEST(GemmKQuants, FromFloatEqualsQuantizeRowQ8_K) {
     const GemmKernels* g = GetGemmKernelsKQuants(GgmlType::Q4_K, kLayoutPlain, isa);
     if (!g || isa > DetectIsa()) continue;
     for (GgmlType t : kTypes)  // one activation format for the family
-      if (const GemmKernels* k = GetGemmKernelsKQuants(t, kLayoutPlain, isa)) EXPECT_EQ(k->from_float, g->from_float);
+      if (const GemmKernels* k = GetGemmKernelsKQuants(t, kLayoutPlain, isa))
+        EXPECT_EQ(k->from_float, g->from_float);
     AlignedBuf act(g->act_row_bytes(K));
     g->from_float(x.data(), act.get(), K);
     for (int64_t b = 0; b < K / kQK_K; ++b) {
@@ -274,9 +283,11 @@ TEST(GemmKQuants, ScalarGemmMatchesVecDot) {
             const float got = dst[size_t(c) * ds + r];
             ASSERT_NEAR(got, exact, tol / 2) << GgmlTypeName(t) << " K " << K << " r " << r << " c " << c;
             ASSERT_NEAR(vd, exact, tol_vd / 2) << "vec_dot " << GgmlTypeName(t) << " K " << K;
-            ASSERT_NEAR(got, vd, (tol + tol_vd) / 2) << GgmlTypeName(t) << " K " << K << " r " << r << " c " << c;
+            ASSERT_NEAR(got, vd, (tol + tol_vd) / 2)
+                << GgmlTypeName(t) << " K " << K << " r " << r << " c " << c;
           }
-          for (size_t r = size_t(nrows); r < ds; ++r) ASSERT_EQ(dst[size_t(c) * ds + r], -12345.f) << "wrote past nr";
+          for (size_t r = size_t(nrows); r < ds; ++r)
+            ASSERT_EQ(dst[size_t(c) * ds + r], -12345.f) << "wrote past nr";
         }
       }
     }
@@ -287,35 +298,37 @@ TEST(GemmKQuants, ScalarGemmMatchesVecDot) {
 TEST(GemmKQuants, SimdMatchesScalar) {
   uint32_t seed = 500;
   for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512})
-  for (GgmlType t : kTypes) {
-    if (DetectIsa() < isa) continue;
-    const GemmKernels* gs = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kScalar);
-    const GemmKernels* g5 = GetGemmKernelsKQuants(t, kLayoutPlain, isa);
-    if (!g5) continue;  // (checked by LookupLevels)
-    SCOPED_TRACE("isa " + std::to_string(int(isa)));
-    for (int64_t K : {256, 1280}) {
-      for (int nr = 1; nr <= 16; ++nr) {
-        for (int nc : {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 23, 40}) {
-          if ((nr + nc) % 3 != 0 && nr != 16 && nr != 1) continue;  // a spread of the grid, every nr and nc
-          Problem p(t, K, nr, nc, seed++);
-          const size_t ds = 21;
-          const std::vector<float> ref = RunGemm(*gs, p, ds);
-          const std::vector<float> got = RunGemm(*g5, p, ds);
-          const int64_t nb = K / kQK_K;
-          for (int c = 0; c < nc; ++c) {
-            for (int r = 0; r < nr; ++r) {
-              double exact, S;
-              ExactDot(t, p.w.data() + size_t(r) * p.row_size, &p.y[size_t(c) * nb], K, &exact, &S);
-              const double tol = double(nb + 4) * kEps * S;
-              ASSERT_NEAR(got[size_t(c) * ds + r], ref[size_t(c) * ds + r], tol)
-                  << GgmlTypeName(t) << " K " << K << " nr " << nr << " nc " << nc << " r " << r << " c " << c;
+    for (GgmlType t : kTypes) {
+      if (DetectIsa() < isa) continue;
+      const GemmKernels* gs = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kScalar);
+      const GemmKernels* g5 = GetGemmKernelsKQuants(t, kLayoutPlain, isa);
+      if (!g5) continue;  // (checked by LookupLevels)
+      SCOPED_TRACE("isa " + std::to_string(int(isa)));
+      for (int64_t K : {256, 1280}) {
+        for (int nr = 1; nr <= 16; ++nr) {
+          for (int nc : {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 23, 40}) {
+            if ((nr + nc) % 3 != 0 && nr != 16 && nr != 1) continue;  // a spread of the grid, every nr and nc
+            Problem p(t, K, nr, nc, seed++);
+            const size_t ds = 21;
+            const std::vector<float> ref = RunGemm(*gs, p, ds);
+            const std::vector<float> got = RunGemm(*g5, p, ds);
+            const int64_t nb = K / kQK_K;
+            for (int c = 0; c < nc; ++c) {
+              for (int r = 0; r < nr; ++r) {
+                double exact, S;
+                ExactDot(t, p.w.data() + size_t(r) * p.row_size, &p.y[size_t(c) * nb], K, &exact, &S);
+                const double tol = double(nb + 4) * kEps * S;
+                ASSERT_NEAR(got[size_t(c) * ds + r], ref[size_t(c) * ds + r], tol)
+                    << GgmlTypeName(t) << " K " << K << " nr " << nr << " nc " << nc << " r " << r << " c "
+                    << c;
+              }
+              for (size_t r = size_t(nr); r < ds; ++r)
+                ASSERT_EQ(got[size_t(c) * ds + r], -12345.f) << "wrote past nr";
             }
-            for (size_t r = size_t(nr); r < ds; ++r) ASSERT_EQ(got[size_t(c) * ds + r], -12345.f) << "wrote past nr";
           }
         }
       }
     }
-  }
 }
 
 // Worst case for the int16 sums of the AVX2 kernels and the int32 sums: every weight at its largest
@@ -328,16 +341,28 @@ TEST(GemmKQuants, ExtremeValuesMatchScalar) {
     for (size_t o = 0; o < p.w.size(); o += bs) {  // quant bytes all ones; scales/d keep random values
       uint8_t* b = p.w.data() + o;
       switch (t) {
-        case GgmlType::Q2_K: std::memset(b + 16, 0xFF, 64); break;
-        case GgmlType::Q3_K: std::memset(b, 0xFF, 96); break;
-        case GgmlType::Q4_K: std::memset(b + 16, 0xFF, 128); break;
-        case GgmlType::Q5_K: std::memset(b + 16, 0xFF, 160); break;
-        case GgmlType::Q6_K: std::memset(b, 0xFF, 192); break;
-        default: std::memset(b + 8, 0xFF, 128); break;  // IQ4_XS: nibble 15 = 113 (+128: 241)
+        case GgmlType::Q2_K:
+          std::memset(b + 16, 0xFF, 64);
+          break;
+        case GgmlType::Q3_K:
+          std::memset(b, 0xFF, 96);
+          break;
+        case GgmlType::Q4_K:
+          std::memset(b + 16, 0xFF, 128);
+          break;
+        case GgmlType::Q5_K:
+          std::memset(b + 16, 0xFF, 160);
+          break;
+        case GgmlType::Q6_K:
+          std::memset(b, 0xFF, 192);
+          break;
+        default:
+          std::memset(b + 8, 0xFF, 128);
+          break;  // IQ4_XS: nibble 15 = 113 (+128: 241)
       }
     }
     for (int64_t k = 0; k < K; ++k) {
-      p.x[size_t(k)] = 1.f;   // column 0: all -127 after quantization
+      p.x[size_t(k)] = 1.f;                       // column 0: all -127 after quantization
       p.x[size_t(K + k)] = (k % 2) ? 1.f : -1.f;  // column 1: -127 / +127 alternating
     }
     for (int c = 0; c < 2; ++c) QuantizeRowQ8_K(&p.x[size_t(c) * K], &p.y[size_t(c) * (K / kQK_K)], K);
@@ -362,21 +387,21 @@ TEST(GemmKQuants, ExtremeValuesMatchScalar) {
 TEST(GemmKQuants, SimdPackEqualsScalarPack) {
   uint32_t seed = 900;
   for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512})
-  for (GgmlType t : kTypes) {
-    const GemmKernels* gs = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kScalar);
-    const GemmKernels* g5 = GetGemmKernelsKQuants(t, kLayoutPlain, isa);
-    if (!g5 || DetectIsa() < isa) continue;
-    ASSERT_EQ(gs->panel_bytes(768), g5->panel_bytes(768));
-    for (int nr = 1; nr <= 16; ++nr) {
-      const int64_t K = 768;
-      Problem p(t, K, nr, 1, seed++);
-      AlignedBuf a(gs->panel_bytes(K)), b(g5->panel_bytes(K));
-      std::memset(b.get(), 0x5A, g5->panel_bytes(K));  // padding rows must be written too
-      gs->pack(K, p.w.data(), p.row_size, nr, kLayoutPlain, a.get());
-      g5->pack(K, p.w.data(), p.row_size, nr, kLayoutPlain, b.get());
-      ASSERT_EQ(std::memcmp(a.get(), b.get(), gs->panel_bytes(K)), 0) << GgmlTypeName(t) << " nr " << nr;
+    for (GgmlType t : kTypes) {
+      const GemmKernels* gs = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kScalar);
+      const GemmKernels* g5 = GetGemmKernelsKQuants(t, kLayoutPlain, isa);
+      if (!g5 || DetectIsa() < isa) continue;
+      ASSERT_EQ(gs->panel_bytes(768), g5->panel_bytes(768));
+      for (int nr = 1; nr <= 16; ++nr) {
+        const int64_t K = 768;
+        Problem p(t, K, nr, 1, seed++);
+        AlignedBuf a(gs->panel_bytes(K)), b(g5->panel_bytes(K));
+        std::memset(b.get(), 0x5A, g5->panel_bytes(K));  // padding rows must be written too
+        gs->pack(K, p.w.data(), p.row_size, nr, kLayoutPlain, a.get());
+        g5->pack(K, p.w.data(), p.row_size, nr, kLayoutPlain, b.get());
+        ASSERT_EQ(std::memcmp(a.get(), b.get(), gs->panel_bytes(K)), 0) << GgmlTypeName(t) << " nr " << nr;
+      }
     }
-  }
 }
 
 // MUL_MAT through the driver (matmul.cpp) with this family's kernels: src0 [K, N, 2], src1 [K, M, 4]
@@ -390,28 +415,44 @@ void CheckMulMat(GgmlType t, int64_t K, int64_t N, int64_t M, bool permuted, uin
   Problem p(t, K, int(N * ne02), int(M * ne12), seed);  // weight rows (n, i02); columns (m, i12)
   TensorView a;
   a.type = t;
-  a.ne[0] = K; a.ne[1] = N; a.ne[2] = ne02; a.ne[3] = 1;
+  a.ne[0] = K;
+  a.ne[1] = N;
+  a.ne[2] = ne02;
+  a.ne[3] = 1;
   SetContiguousStrides(a);
   a.data = p.w.data();
   std::vector<float> src1(p.x.size());
   TensorView b;
   b.type = GgmlType::F32;
-  b.ne[0] = K; b.ne[1] = M; b.ne[2] = ne12; b.ne[3] = 1;
+  b.ne[0] = K;
+  b.ne[1] = M;
+  b.ne[2] = ne12;
+  b.ne[3] = 1;
   if (!permuted) {
     SetContiguousStrides(b);
     src1 = p.x;
   } else {  // element (k, m, i2) at ((i2 * K + k) * M + m)
-    b.nb[0] = size_t(M) * 4; b.nb[1] = 4; b.nb[2] = size_t(K * M) * 4; b.nb[3] = b.nb[2] * size_t(ne12);
+    b.nb[0] = size_t(M) * 4;
+    b.nb[1] = 4;
+    b.nb[2] = size_t(K * M) * 4;
+    b.nb[3] = b.nb[2] * size_t(ne12);
     for (int64_t i2 = 0; i2 < ne12; ++i2)
       for (int64_t m = 0; m < M; ++m)
-        for (int64_t k = 0; k < K; ++k) src1[size_t((i2 * K + k) * M + m)] = p.x[size_t((i2 * M + m) * K + k)];
+        for (int64_t k = 0; k < K; ++k)
+          src1[size_t((i2 * K + k) * M + m)] = p.x[size_t((i2 * M + m) * K + k)];
   }
   b.data = src1.data();
   std::vector<float> out(size_t((N + pad) * M * ne12));
   TensorView d;
   d.type = GgmlType::F32;
-  d.ne[0] = N; d.ne[1] = M; d.ne[2] = ne12; d.ne[3] = 1;
-  d.nb[0] = 4; d.nb[1] = size_t(N + pad) * 4; d.nb[2] = d.nb[1] * size_t(M); d.nb[3] = d.nb[2] * size_t(ne12);
+  d.ne[0] = N;
+  d.ne[1] = M;
+  d.ne[2] = ne12;
+  d.ne[3] = 1;
+  d.nb[0] = 4;
+  d.nb[1] = size_t(N + pad) * 4;
+  d.nb[2] = d.nb[1] * size_t(M);
+  d.nb[3] = d.nb[2] * size_t(ne12);
   d.data = out.data();
   ASSERT_GE(M, kGemmMinCols);
   for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
@@ -442,8 +483,11 @@ void CheckMulMat(GgmlType t, int64_t K, int64_t N, int64_t M, bool permuted, uin
             ASSERT_NEAR(got, vd, (tol + tol_vd) / 2)
                 << "n " << n << " m " << m << " i2 " << i2 << " isa " << int(isa) << " nt " << nt;
           }
-      if (first.empty()) first = out;
-      else ASSERT_EQ(std::memcmp(first.data(), out.data(), out.size() * 4), 0) << "depends on threads, isa " << int(isa);
+      if (first.empty())
+        first = out;
+      else
+        ASSERT_EQ(std::memcmp(first.data(), out.data(), out.size() * 4), 0)
+            << "depends on threads, isa " << int(isa);
     }
   }
 }
@@ -451,9 +495,9 @@ void CheckMulMat(GgmlType t, int64_t K, int64_t N, int64_t M, bool permuted, uin
 TEST(GemmKQuants, MulMatDriver) {
   uint32_t seed = 3000;
   for (GgmlType t : kTypes) {
-    CheckMulMat(t, 256, 40, 8, false, seed++);  // short last panel, exactly kGemmMinCols
-    CheckMulMat(t, 512, 24, 70, true, seed++);  // column chunks, gathered src1
-    CheckMulMat(t, 256, 72, 19, false, seed++); // several panel groups
+    CheckMulMat(t, 256, 40, 8, false, seed++);   // short last panel, exactly kGemmMinCols
+    CheckMulMat(t, 512, 24, 70, true, seed++);   // column chunks, gathered src1
+    CheckMulMat(t, 256, 72, 19, false, seed++);  // several panel groups
     if (HasFatalFailure()) return;
   }
 }
@@ -468,7 +512,8 @@ TEST(GemmKQuants, ShortPanelPaddingIsFinite) {
       Problem p(t, 512, 5, 3, 77);
       const size_t act_bytes = g->act_row_bytes(p.K);
       AlignedBuf act(act_bytes * 3), panel(g->panel_bytes(p.K));
-      for (int c = 0; c < 3; ++c) g->from_float(&p.x[size_t(c) * p.K], act.get() + size_t(c) * act_bytes, p.K);
+      for (int c = 0; c < 3; ++c)
+        g->from_float(&p.x[size_t(c) * p.K], act.get() + size_t(c) * act_bytes, p.K);
       g->pack(p.K, p.w.data(), p.row_size, 5, kLayoutPlain, panel.get());
       std::vector<float> dst(3 * 16, NAN);
       g->kernel(p.K, panel.get(), act.get(), act_bytes, 3, dst.data(), 16, 16);
@@ -497,7 +542,8 @@ TEST(GemmKQuants, DISABLED_KernelThroughput) {
       double s = 1e30;
       for (int rep = 0; rep < 5; ++rep) {
         const double t0 = ThreadSeconds();
-        for (int c = 0; c < 64; ++c) g->from_float(&x[size_t(c) * K], act.get() + size_t(c) * g->act_row_bytes(K), K);
+        for (int c = 0; c < 64; ++c)
+          g->from_float(&x[size_t(c) * K], act.get() + size_t(c) * g->act_row_bytes(K), K);
         s = std::min(s, ThreadSeconds() - t0);
       }
       std::printf("isa %d from_float: %.2f ns/element\n", int(isa), s / double(x.size()) * 1e9);
@@ -510,7 +556,8 @@ TEST(GemmKQuants, DISABLED_KernelThroughput) {
       Problem p(t, K, nrows, ncols, 3);
       const size_t act_bytes = g->act_row_bytes(K);
       AlignedBuf act(act_bytes * ncols), panel(g->panel_bytes(K));
-      for (int c = 0; c < ncols; ++c) g->from_float(&p.x[size_t(c) * K], act.get() + size_t(c) * act_bytes, K);
+      for (int c = 0; c < ncols; ++c)
+        g->from_float(&p.x[size_t(c) * K], act.get() + size_t(c) * act_bytes, K);
       std::vector<float> dst(size_t(ncols) * nrows);
       double best = 1e30, best_pack = 1e30;
       for (int rep = 0; rep < 5; ++rep) {
@@ -534,13 +581,15 @@ TEST(GemmKQuants, DISABLED_KernelThroughput) {
         const double t0 = ThreadSeconds();
         for (int r = 0; r < nrows; ++r)
           for (int c = 0; c < ncols; ++c)
-            tk->vec_dot(K, &dst[size_t(c) * nrows + r], p.w.data() + size_t(r) * p.row_size, &p.y[size_t(c) * (K / kQK_K)]);
+            tk->vec_dot(K, &dst[size_t(c) * nrows + r], p.w.data() + size_t(r) * p.row_size,
+                        &p.y[size_t(c) * (K / kQK_K)]);
         best_vd = std::min(best_vd, ThreadSeconds() - t0);
       }
       const double ops = 2.0 * double(K) * ncols * nrows;
-      std::printf("isa %d %s K=%lld rows=%d cols=%d: kernel %.1f GOPS (%.2f ms), pack %.2f ms; vec_dot %.1f GOPS\n",
-                  int(isa), GgmlTypeName(t), (long long)K, nrows, ncols, ops / best * 1e-9, best * 1e3,
-                  best_pack * 1e3, ops / best_vd * 1e-9);
+      std::printf(
+          "isa %d %s K=%lld rows=%d cols=%d: kernel %.1f GOPS (%.2f ms), pack %.2f ms; vec_dot %.1f GOPS\n",
+          int(isa), GgmlTypeName(t), (long long)K, nrows, ncols, ops / best * 1e-9, best * 1e3,
+          best_pack * 1e3, ops / best_vd * 1e-9);
     }
   }
 }

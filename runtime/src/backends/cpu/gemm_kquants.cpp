@@ -49,14 +49,14 @@ void PackQ4_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, v
 void PackQ5_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
 void PackQ6_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
 void PackIQ4_XS(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
-void GemmKernelScaleMin32Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
-                              size_t dst_stride, int nr);
-void GemmKernelScaleMin16Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
-                              size_t dst_stride, int nr);
-void GemmKernelScaleZero16Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
-                               size_t dst_stride, int nr);
-void GemmKernelScaleZero32Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
-                               size_t dst_stride, int nr);
+void GemmKernelScaleMin32Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc,
+                              float* dst, size_t dst_stride, int nr);
+void GemmKernelScaleMin16Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc,
+                              float* dst, size_t dst_stride, int nr);
+void GemmKernelScaleZero16Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc,
+                               float* dst, size_t dst_stride, int nr);
+void GemmKernelScaleZero32Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc,
+                               float* dst, size_t dst_stride, int nr);
 }  // namespace avx512
 namespace avx2 {
 void FromFloatQ8_KAct(const float* x, void* act, int64_t K);
@@ -98,7 +98,8 @@ using SzLayout32 = Layout<32, false>;  // IQ4_XS
 static_assert(SmLayout32::kBytes == 4992 && SmLayout16::kBytes == 5760 && SzLayout16::kBytes == 5696 &&
                   SzLayout32::kBytes == 4928,
               "layouts (repeated in gemm_kquants_avx512.cpp)");
-static_assert(kActBlockBytes % 64 == 0 && SmLayout16::kBytes % 64 == 0 && SzLayout32::kBytes % 64 == 0, "alignment");
+static_assert(kActBlockBytes % 64 == 0 && SmLayout16::kBytes % 64 == 0 && SzLayout32::kBytes % 64 == 0,
+              "alignment");
 
 // ---- activations --------------------------------------------------------------------------------
 
@@ -127,12 +128,15 @@ void PutRowQs(uint8_t* blk, int r, const uint8_t* v) {
 }
 
 template <typename T>
-void Put(uint8_t* p, T v) { std::memcpy(p, &v, sizeof v); }
+void Put(uint8_t* p, T v) {
+  std::memcpy(p, &v, sizeof v);
+}
 
 // Row r's group scales sc[], zero-point factors t[] (mins, or -z * sc), d (and dmin).
 template <typename L, typename S, typename T>
 void PutMeta(const S* sc, const T* t, fp16_t d, fp16_t dmin, int r, uint8_t* blk) {
-  for (int g = 0; g < L::kGroups; ++g) Put<int32_t>(blk + L::kSc + (size_t(g) * kRows + r) * 4, int32_t(sc[g]));
+  for (int g = 0; g < L::kGroups; ++g)
+    Put<int32_t>(blk + L::kSc + (size_t(g) * kRows + r) * 4, int32_t(sc[g]));
   for (int p = 0; p < L::kGroups / 2; ++p) {
     Put<int16_t>(blk + L::kPairs + (size_t(p) * kRows + r) * 4, int16_t(t[2 * p]));
     Put<int16_t>(blk + L::kPairs + (size_t(p) * kRows + r) * 4 + 2, int16_t(t[2 * p + 1]));
@@ -234,7 +238,9 @@ void PackIQ4_XSRow(const BlockIQ4_XS& x, int r, uint8_t* blk) {
 }
 
 template <size_t kBlockBytes>
-size_t PanelBytes(int64_t K) { return size_t(K / kQK_K) * kBlockBytes; }
+size_t PanelBytes(int64_t K) {
+  return size_t(K / kQK_K) * kBlockBytes;
+}
 
 // Rows nr..15 stay all-zero (weights, scales and d), so they compute 0.
 template <typename Block, size_t kBlockBytes, void (*kPackRow)(const Block&, int, uint8_t*)>
@@ -281,8 +287,8 @@ void BlockSums(const uint8_t* blk, const uint8_t* ab, int r, int* sumi, int* sum
 }
 
 template <typename L>
-void KernelScaleMinScalar(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
-                          size_t dst_stride, int nr) {
+void KernelScaleMinScalar(int64_t K, const void* panel, const void* act, size_t act_stride, int nc,
+                          float* dst, size_t dst_stride, int nr) {
   const int64_t nb = K / kQK_K;
   for (int c = 0; c < nc; ++c) {
     const uint8_t* ac = static_cast<const uint8_t*>(act) + size_t(c) * act_stride;
@@ -293,7 +299,8 @@ void KernelScaleMinScalar(int64_t K, const void* panel, const void* act, size_t 
         const uint8_t* ab = ac + size_t(b) * kActBlockBytes;
         int sumi, summ;
         BlockSums<L>(blk, ab, r, &sumi, &summ);
-        const float blk_f = float(sumi) * Get<float>(blk + L::kD + 4 * r) - float(summ) * Get<float>(blk + L::kDmin + 4 * r);
+        const float blk_f =
+            float(sumi) * Get<float>(blk + L::kD + 4 * r) - float(summ) * Get<float>(blk + L::kDmin + 4 * r);
         acc += blk_f * Get<float>(ab + kActD);
       }
       dst[size_t(c) * dst_stride + r] = acc;
@@ -302,8 +309,8 @@ void KernelScaleMinScalar(int64_t K, const void* panel, const void* act, size_t 
 }
 
 template <typename L>
-void KernelScaleZeroScalar(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
-                           size_t dst_stride, int nr) {
+void KernelScaleZeroScalar(int64_t K, const void* panel, const void* act, size_t act_stride, int nc,
+                           float* dst, size_t dst_stride, int nr) {
   const int64_t nb = K / kQK_K;
   for (int c = 0; c < nc; ++c) {
     const uint8_t* ac = static_cast<const uint8_t*>(act) + size_t(c) * act_stride;
@@ -325,7 +332,8 @@ using KernelFn = decltype(GemmKernels::kernel);
 using PackFn = decltype(GemmKernels::pack);
 
 template <typename Block, typename L, void (*kPackRow)(const Block&, int, uint8_t*)>
-constexpr GemmKernels Make(KernelFn k, FromFloatFn ff = FromFloatQ8_K, PackFn pk = Pack<Block, L::kBytes, kPackRow>) {
+constexpr GemmKernels Make(KernelFn k, FromFloatFn ff = FromFloatQ8_K,
+                           PackFn pk = Pack<Block, L::kBytes, kPackRow>) {
   return {ff, ActRowBytes, PanelBytes<L::kBytes>, pk, k};
 }
 
@@ -374,35 +382,55 @@ const GemmKernels* GetGemmKernelsKQuants(GgmlType type, int layout, IsaLevel isa
   if (layout != kLayoutPlain) return nullptr;
   if (isa == IsaLevel::kScalar) {
     switch (type) {
-      case GgmlType::Q2_K: return &kScalarQ2_K;
-      case GgmlType::Q3_K: return &kScalarQ3_K;
-      case GgmlType::Q4_K: return &kScalarQ4_K;
-      case GgmlType::Q5_K: return &kScalarQ5_K;
-      case GgmlType::Q6_K: return &kScalarQ6_K;
-      case GgmlType::IQ4_XS: return &kScalarIQ4_XS;
-      default: return nullptr;
+      case GgmlType::Q2_K:
+        return &kScalarQ2_K;
+      case GgmlType::Q3_K:
+        return &kScalarQ3_K;
+      case GgmlType::Q4_K:
+        return &kScalarQ4_K;
+      case GgmlType::Q5_K:
+        return &kScalarQ5_K;
+      case GgmlType::Q6_K:
+        return &kScalarQ6_K;
+      case GgmlType::IQ4_XS:
+        return &kScalarIQ4_XS;
+      default:
+        return nullptr;
     }
   }
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
   if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) {
     switch (type) {
-      case GgmlType::Q2_K: return &kVnniQ2_K;
-      case GgmlType::Q3_K: return &kVnniQ3_K;
-      case GgmlType::Q4_K: return &kVnniQ4_K;
-      case GgmlType::Q5_K: return &kVnniQ5_K;
-      case GgmlType::Q6_K: return &kVnniQ6_K;
-      case GgmlType::IQ4_XS: return &kVnniIQ4_XS;
-      default: return nullptr;
+      case GgmlType::Q2_K:
+        return &kVnniQ2_K;
+      case GgmlType::Q3_K:
+        return &kVnniQ3_K;
+      case GgmlType::Q4_K:
+        return &kVnniQ4_K;
+      case GgmlType::Q5_K:
+        return &kVnniQ5_K;
+      case GgmlType::Q6_K:
+        return &kVnniQ6_K;
+      case GgmlType::IQ4_XS:
+        return &kVnniIQ4_XS;
+      default:
+        return nullptr;
     }
   }
   if (isa >= IsaLevel::kAvx2) {  // also AVX-512 without VNNI
     switch (type) {
-      case GgmlType::Q2_K: return &kAvx2Q2_K;
-      case GgmlType::Q3_K: return &kAvx2Q3_K;
-      case GgmlType::Q4_K: return &kAvx2Q4_K;
-      case GgmlType::Q5_K: return &kAvx2Q5_K;
-      case GgmlType::Q6_K: return &kAvx2Q6_K;
-      default: return nullptr;  // IQ4_XS: vpmaddubsw would saturate (see gemm_kquants_avx2.cpp)
+      case GgmlType::Q2_K:
+        return &kAvx2Q2_K;
+      case GgmlType::Q3_K:
+        return &kAvx2Q3_K;
+      case GgmlType::Q4_K:
+        return &kAvx2Q4_K;
+      case GgmlType::Q5_K:
+        return &kAvx2Q5_K;
+      case GgmlType::Q6_K:
+        return &kAvx2Q6_K;
+      default:
+        return nullptr;  // IQ4_XS: vpmaddubsw would saturate (see gemm_kquants_avx2.cpp)
     }
   }
 #endif

@@ -53,8 +53,8 @@ inline __m256 BcastF(const uint8_t* p) {
 
 // NC columns x 16 rows (two halves of 8 rows). kChunk: k-steps summed in int16 before vpmaddwd.
 template <int NC, typename L, int kChunk>
-void Cols(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_stride, float* dst, size_t dst_stride,
-          int nr) {
+void Cols(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_stride, float* dst,
+          size_t dst_stride, int nr) {
   constexpr int kSteps = kQK / L::kGroups / 4;
   static_assert(kSteps % kChunk == 0, "chunks tile a group");
   const uint8_t* a[NC];
@@ -80,7 +80,8 @@ void Cols(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_strid
             for (int h = 0; h < 2; ++h)
               p16[h] = _mm256_add_epi16(p16[h], _mm256_maddubs_epi16(Ld(wq + t * 64 + h * 32), av));
           }
-          for (int h = 0; h < 2; ++h) sumi[c][h] = _mm256_add_epi32(sumi[c][h], _mm256_madd_epi16(p16[h], scp[h]));
+          for (int h = 0; h < 2; ++h)
+            sumi[c][h] = _mm256_add_epi32(sumi[c][h], _mm256_madd_epi16(p16[h], scp[h]));
         }
       }
     }
@@ -90,8 +91,8 @@ void Cols(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_strid
         // zero-point term: sum over group pairs of (t_2p, t_2p+1) . (bsum_2p, bsum_2p+1)
         __m256i sumt = _mm256_setzero_si256();
         for (int p = 0; p < L::kGroups / 2; ++p)
-          sumt = _mm256_add_epi32(
-              sumt, _mm256_madd_epi16(Ld(panel + L::kPairs + p * 64 + h * 32), Bcast32(a[c] + L::kActBsums + p * 4)));
+          sumt = _mm256_add_epi32(sumt, _mm256_madd_epi16(Ld(panel + L::kPairs + p * 64 + h * 32),
+                                                          Bcast32(a[c] + L::kActBsums + p * 4)));
         const __m256 d = _mm256_loadu_ps(reinterpret_cast<const float*>(panel + L::kD) + 8 * h);
         if constexpr (L::kMin) {
           const __m256 dmin = _mm256_loadu_ps(reinterpret_cast<const float*>(panel + L::kDmin) + 8 * h);
@@ -121,15 +122,18 @@ void Cols(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_strid
 }
 
 template <typename L, int kChunk>
-void Run(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst, size_t dst_stride,
-         int nr) {
+void Run(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+         size_t dst_stride, int nr) {
   const int64_t nb = K / kQK;
   const uint8_t* p = static_cast<const uint8_t*>(panel);
   const uint8_t* a = static_cast<const uint8_t*>(act);
   int c = 0;
   for (; c + 2 <= nc; c += 2)
-    Cols<2, L, kChunk>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, nr);
-  if (c < nc) Cols<1, L, kChunk>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, nr);
+    Cols<2, L, kChunk>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride,
+                       dst_stride, nr);
+  if (c < nc)
+    Cols<1, L, kChunk>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride,
+                       dst_stride, nr);
 }
 
 inline int HsumEpi32(__m256i v) {
@@ -162,7 +166,8 @@ void FromFloatQ8_KAct(const float* x, void* act, int64_t K) {
     const __m256 am = _mm256_set1_ps(amax);
     float max = 0;
     for (int i = 0; i < 32; ++i) {
-      const int m = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * i)), am, _CMP_EQ_OQ));
+      const int m = _mm256_movemask_ps(
+          _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * i)), am, _CMP_EQ_OQ));
       if (m) {
         max = x[8 * i + __builtin_ctz(unsigned(m))];
         break;
@@ -175,7 +180,8 @@ void FromFloatQ8_KAct(const float* x, void* act, int64_t K) {
     for (int i = 0; i < 8; ++i) {  // 32 elements: 4 x 8 int32 -> 32 int8
       __m256i q[4];
       for (int j = 0; j < 4; ++j)
-        q[j] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(x + 32 * i + 8 * j))), lim);
+        q[j] =
+            _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(x + 32 * i + 8 * j))), lim);
       const __m256i p8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * i), _mm256_permutevar8x32_epi32(p8, order));
       bs16[2 * i] = int16_t(HsumEpi32(_mm256_add_epi32(q[0], q[1])));

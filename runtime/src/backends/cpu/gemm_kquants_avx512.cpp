@@ -96,7 +96,8 @@ void ScaleMinCols(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t a
     for (int c = 0; c < NC; ++c) {
       __m512i summ = _mm512_setzero_si512();
       for (int p = 0; p < L::kGroups / 2; ++p)
-        summ = _mm512_dpwssd_epi32(summ, Ld(panel + L::kPairs + p * 64), Bcast32(a[c] + L::kActBsums + p * 4));
+        summ =
+            _mm512_dpwssd_epi32(summ, Ld(panel + L::kPairs + p * 64), Bcast32(a[c] + L::kActBsums + p * 4));
       __m512 blk = _mm512_mul_ps(_mm512_cvtepi32_ps(sumi[c]), d);
       blk = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ), dmin, blk);
       acc[c] = _mm512_fmadd_ps(blk, BcastF(a[c] + kActD), acc[c]);
@@ -119,7 +120,8 @@ void ScaleZeroCols(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t 
     for (int c = 0; c < NC; ++c) sumi[c] = _mm512_setzero_si512();
     for (int p = 0; p < L::kGroups / 2; ++p) {
       const __m512i t = Ld(panel + L::kPairs + p * 64);
-      for (int c = 0; c < NC; ++c) sumi[c] = _mm512_dpwssd_epi32(sumi[c], t, Bcast32(a[c] + L::kActBsums + p * 4));
+      for (int c = 0; c < NC; ++c)
+        sumi[c] = _mm512_dpwssd_epi32(sumi[c], t, Bcast32(a[c] + L::kActBsums + p * 4));
     }
     GroupDots<NC, L>(panel, a, sumi);
     const __m512 d = _mm512_loadu_ps(panel + L::kD);
@@ -135,15 +137,16 @@ using ColsFn = void (*)(int64_t, const uint8_t*, const uint8_t*, size_t, float*,
 
 // Column chunks of kMaxNc, then one chunk of the remainder.
 template <int kMaxNc>
-void RunCols(const ColsFn* fns, int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
-             size_t dst_stride, int nr) {
+void RunCols(const ColsFn* fns, int64_t K, const void* panel, const void* act, size_t act_stride, int nc,
+             float* dst, size_t dst_stride, int nr) {
   const int64_t nb = K / kQK;
   const uint8_t* p = static_cast<const uint8_t*>(panel);
   const uint8_t* a = static_cast<const uint8_t*>(act);
   int c = 0;
   for (; c + kMaxNc <= nc; c += kMaxNc)
     fns[kMaxNc](nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, nr);
-  if (c < nc) fns[nc - c](nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, nr);
+  if (c < nc)
+    fns[nc - c](nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, nr);
 }
 
 template <template <int, typename> class F, typename L>
@@ -197,7 +200,9 @@ void UnpackQ6_K(const BlockQ6_K& x, uint8_t* v) {
   const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
   for (int h = 0; h < 2; ++h, v += 128) {
     const __m256i l0 = Ld256(x.ql + 64 * h), l1 = Ld256(x.ql + 64 * h + 32), qh = Ld256(x.qh + 32 * h);
-    auto hi = [&](int shift) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), m2), 4); };
+    auto hi = [&](int shift) {
+      return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), m2), 4);
+    };
     St256(v + 0, _mm256_or_si256(_mm256_and_si256(l0, m4), hi(0)));
     St256(v + 32, _mm256_or_si256(_mm256_and_si256(l1, m4), hi(2)));
     St256(v + 64, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), hi(4)));
@@ -257,7 +262,9 @@ inline void MetaScaleZero(const int8_t* sc, int zero, fp16_t d, int r, uint8_t* 
   for (int g = 0; g < L::kGroups; ++g) t[g] = -zero * sc[g];
   PutMeta<L>(sc, t, d, 0, r, blk);
 }
-void MetaQ6_K(const BlockQ6_K& x, int r, uint8_t* blk) { MetaScaleZero<SzLayout16>(x.scales, 32, x.d, r, blk); }
+void MetaQ6_K(const BlockQ6_K& x, int r, uint8_t* blk) {
+  MetaScaleZero<SzLayout16>(x.scales, 32, x.d, r, blk);
+}
 void MetaQ3_K(const BlockQ3_K& x, int r, uint8_t* blk) {
   int8_t sc[16];
   UnpackQ3KScales(x.scales, sc);  // kquants.cpp (baseline code)
@@ -266,7 +273,8 @@ void MetaQ3_K(const BlockQ3_K& x, int r, uint8_t* blk) {
 void MetaIQ4_XS(const BlockIQ4_XS& x, int r, uint8_t* blk) {
   int8_t sc[8];  // ls - 32: 4 low bits in scales_l, 2 high bits in scales_h (ggml dequantize_row_iq4_xs)
   for (int ib = 0; ib < 8; ++ib)
-    sc[ib] = int8_t((((x.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) | (((x.scales_h >> 2 * ib) & 3) << 4)) - 32);
+    sc[ib] =
+        int8_t((((x.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) | (((x.scales_h >> 2 * ib) & 3) << 4)) - 32);
   MetaScaleZero<SzLayout32>(sc, 128, x.d, r, blk);
 }
 
@@ -275,7 +283,8 @@ void UnpackQ2_K(const BlockQ2_K& x, uint8_t* v) {
   const __m256i m2 = _mm256_set1_epi8(3);
   for (int h = 0; h < 2; ++h) {
     const __m256i q = Ld256(x.qs + 32 * h);
-    for (int j = 0; j < 4; ++j) St256(v + 128 * h + 32 * j, _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m2));
+    for (int j = 0; j < 4; ++j)
+      St256(v + 128 * h + 32 * j, _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m2));
   }
 }
 
@@ -323,8 +332,10 @@ inline void Transpose16x16(const uint8_t* in, uint8_t* out) {
     u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
   }
   for (int e = 0; e < 4; ++e) {
-    const __m512i v0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x88), w0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xDD);
-    const __m512i v1 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x88), w1 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xDD);
+    const __m512i v0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x88),
+                  w0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xDD);
+    const __m512i v1 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x88),
+                  w1 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xDD);
     _mm512_storeu_si512(out + 64 * (0 + e), _mm512_shuffle_i32x4(v0, v1, 0x88));
     _mm512_storeu_si512(out + 64 * (8 + e), _mm512_shuffle_i32x4(v0, v1, 0xDD));
     _mm512_storeu_si512(out + 64 * (4 + e), _mm512_shuffle_i32x4(w0, w1, 0x88));
@@ -342,7 +353,8 @@ void PackRows(int64_t K, const void* w, size_t row_stride, int nr, void* panel) 
   for (int64_t b = 0; b < K / kQK; ++b, blk += kBlockBytes) {
     if (nr < kGemmPanelRows) std::memset(blk + kQK * kGemmPanelRows, 0, kBlockBytes - kQK * kGemmPanelRows);
     for (int r = 0; r < nr; ++r) {
-      const Block& x = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + size_t(r) * row_stride)[b];
+      const Block& x =
+          reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + size_t(r) * row_stride)[b];
       // 16 row streams at once: prefetch each ~3 super-blocks ahead (the hardware prefetchers do
       // not follow that many; the weights come from DRAM once per MUL_MAT)
       const char* ahead = reinterpret_cast<const char*>(&x + 3);
@@ -421,20 +433,20 @@ void FromFloatQ8_KAct(const float* x, void* act, int64_t K) {
   }
 }
 
-void GemmKernelScaleMin32Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
-                              size_t dst_stride, int nr) {
+void GemmKernelScaleMin32Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc,
+                              float* dst, size_t dst_stride, int nr) {
   RunCols<8>(Fns<ScaleMin, SmLayout32>::kFns, K, panel, act, act_stride, nc, dst, dst_stride, nr);
 }
-void GemmKernelScaleMin16Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
-                              size_t dst_stride, int nr) {
+void GemmKernelScaleMin16Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc,
+                              float* dst, size_t dst_stride, int nr) {
   RunCols<8>(Fns<ScaleMin, SmLayout16>::kFns, K, panel, act, act_stride, nc, dst, dst_stride, nr);
 }
-void GemmKernelScaleZero16Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
-                               size_t dst_stride, int nr) {
+void GemmKernelScaleZero16Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc,
+                               float* dst, size_t dst_stride, int nr) {
   RunCols<8>(Fns<ScaleZero, SzLayout16>::kFns, K, panel, act, act_stride, nc, dst, dst_stride, nr);
 }
-void GemmKernelScaleZero32Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
-                               size_t dst_stride, int nr) {
+void GemmKernelScaleZero32Vnni(int64_t K, const void* panel, const void* act, size_t act_stride, int nc,
+                               float* dst, size_t dst_stride, int nr) {
   RunCols<8>(Fns<ScaleZero, SzLayout32>::kFns, K, panel, act, act_stride, nc, dst, dst_stride, nr);
 }
 
