@@ -63,8 +63,13 @@ std::vector<uint8_t> RandomRows(GgmlType type, int64_t K, int64_t rows, uint32_t
 struct Weights {
   std::vector<uint8_t> plain, packed;
   TensorView v;
-  Weights(const TypeCase& tc, int64_t K, int64_t N, int64_t ne2, uint32_t seed) {
+  Weights(const TypeCase& tc, int64_t K, int64_t N, int64_t ne2, uint32_t seed, bool all_ones = false) {
     plain = RandomRows(tc.type, K, N * ne2, seed);
+    if (all_ones) {  // every quant bit set (Q8_0: 0x7F = +127, the largest unsigned u = 255)
+      const size_t bs = GetTypeTraits(tc.type).type_size;
+      for (size_t o = 0; o < plain.size(); o += bs)
+        std::memset(&plain[o + 2], tc.type == GgmlType::Q8_0 ? 0x7F : 0xFF, bs - 2);
+    }
     v.type = tc.type;
     v.ne[0] = K; v.ne[1] = N; v.ne[2] = ne2; v.ne[3] = 1;
     SetContiguousStrides(v);
@@ -109,14 +114,18 @@ struct Aligned {
 
 // Scalar kernel vs vec_dot, and (when the CPU has VNNI) VNNI kernel vs scalar kernel, on one panel of
 // nr rows (starting at a row multiple of 16 so the Q4_0x8 groups line up) and nc columns.
-void CheckKernels(const TypeCase& tc, int64_t K, int nr, int nc, uint32_t seed) {
-  SCOPED_TRACE(Name(tc) + " K=" + std::to_string(K) + " nr=" + std::to_string(nr) + " nc=" + std::to_string(nc));
+// extreme: every weight at its largest stored value and every activation +127 (x = +1) or -127
+// (x = -1): the largest integer sums, where a saturating int16 chain would show.
+void CheckKernels(const TypeCase& tc, int64_t K, int nr, int nc, uint32_t seed, float extreme = 0.f) {
+  SCOPED_TRACE(Name(tc) + " K=" + std::to_string(K) + " nr=" + std::to_string(nr) + " nc=" + std::to_string(nc) +
+               " extreme=" + std::to_string(extreme));
   const GemmKernels* sk = GetGemmKernelsQ8(tc.type, tc.layout, IsaLevel::kScalar);
   ASSERT_NE(sk, nullptr);
   const int64_t N = 32;  // the panel is rows 16..16+nr of a 32-row matrix
-  Weights w(tc, K, N, 1, seed);
+  Weights w(tc, K, N, 1, seed, extreme != 0.f);
   std::vector<float> x(size_t(K) * size_t(nc));
   kt::FillUniform(x, seed + 1, -2.f, 2.f);
+  if (extreme != 0.f) std::fill(x.begin(), x.end(), extreme);
   const size_t arow = sk->act_row_bytes(K);
   ASSERT_EQ(arow % 64, 0u);
   Aligned act(arow * size_t(nc)), panel(sk->panel_bytes(K));
@@ -136,16 +145,19 @@ void CheckKernels(const TypeCase& tc, int64_t K, int nr, int nc, uint32_t seed) 
       const Ref ref = RefDot(tc, w.PlainRow(16 + r), x.data() + size_t(c) * size_t(K), K);
       ASSERT_LE(std::fabs(got - ref.value), ref.bound) << "row " << r << " col " << c << " ref " << ref.value;
     }
-  if (DetectIsa() >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) {
-    const GemmKernels* vk = GetGemmKernelsQ8(tc.type, tc.layout, IsaLevel::kAvx512);
+  for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+    if (DetectIsa() < isa) continue;
+    SCOPED_TRACE("isa " + std::to_string(int(isa)));
+    const GemmKernels* vk = GetGemmKernelsQ8(tc.type, tc.layout, isa);
     ASSERT_NE(vk, nullptr);
+    std::fill(d1.begin(), d1.end(), -7.f);
     Aligned act2(vk->act_row_bytes(K) * size_t(nc)), panel2(vk->panel_bytes(K));
     for (int c = 0; c < nc; ++c) vk->from_float(x.data() + size_t(c) * size_t(K), act2.p + size_t(c) * arow, K);
     ASSERT_EQ(std::memcmp(act2.p, act.p, arow * size_t(nc)), 0) << "activation rows differ";
     vk->pack(K, wbase, w.v.nb[1], nr, tc.layout, panel2.p);
     ASSERT_EQ(std::memcmp(panel2.p, panel.p, vk->panel_bytes(K)), 0) << "panels differ";
     vk->kernel(K, panel2.p, act2.p, arow, nc, d1.data(), ds, nr);
-    for (size_t i = 0; i < d0.size(); ++i) ASSERT_EQ(d1[i], d0[i]) << "VNNI != scalar at " << i;
+    for (size_t i = 0; i < d0.size(); ++i) ASSERT_EQ(d1[i], d0[i]) << "SIMD != scalar at " << i;
   }
 }
 
@@ -159,6 +171,14 @@ TEST(GemmQ8, KernelsMatchVecDotAndScalar) {
           CheckKernels(tc, K, nr, nc, seed++);
           if (HasFatalFailure()) return;
         }
+}
+
+TEST(GemmQ8, KernelsExtremeValues) {
+  for (const TypeCase& tc : kCases)
+    for (float x : {1.f, -1.f}) {
+      CheckKernels(tc, 256, 16, 3, 7, x);
+      if (HasFatalFailure()) return;
+    }
 }
 
 TEST(GemmQ8, ActivationsEqualQuantizeRowQ8_0Act) {
@@ -195,7 +215,7 @@ TEST(GemmQ8, LookupLevels) {
   EXPECT_EQ(GetGemmKernelsQ8(GgmlType::Q4_K, kLayoutPlain, IsaLevel::kScalar), nullptr);
   EXPECT_EQ(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutQ4_0x8, IsaLevel::kScalar), nullptr);
   EXPECT_NE(GetGemmKernelsQ8(GgmlType::Q4_0, kLayoutQ4_0x8, IsaLevel::kScalar), nullptr);
-  EXPECT_EQ(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx2), nullptr);  // no AVX2 kernel yet
+  if (DetectIsa() >= IsaLevel::kAvx2) EXPECT_NE(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx2), nullptr);
   EXPECT_NE(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx512) != nullptr, !CpuHasAvx512Vnni());
 }
 
@@ -233,7 +253,7 @@ void CheckMulMat(const TypeCase& tc, int64_t K, int64_t N, int64_t M, bool permu
   d.data = out.data();
 
   std::vector<float> scalar_out;
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512})
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512})
     for (int nt : {1, 2, 3}) {
       if (isa > DetectIsa()) continue;
       std::fill(out.begin(), out.end(), -9.f);
@@ -286,16 +306,18 @@ TEST(GemmQ8, MulMatDriver) {
 
 TEST(GemmQ8, Bench) {
   if (!(DetectIsa() >= IsaLevel::kAvx512 && CpuHasAvx512Vnni())) GTEST_SKIP() << "no AVX512-VNNI";
-  for (int64_t K : {2048, 5632, 2048, 5632}) {
-    const GemmKernels* k = GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx512);
+  for (int64_t K : {2048, 5632}) {
+    for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512})
+    for (GgmlType kt_type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+    const GemmKernels* k = GetGemmKernelsQ8(kt_type, kLayoutPlain, isa);
     const int nc = 64;
-    std::vector<uint8_t> wrows = RandomRows(GgmlType::Q8_0, K, 16, 5);
+    std::vector<uint8_t> wrows = RandomRows(kt_type, K, 16, 5);
     std::vector<float> x(size_t(K) * nc);
     kt::FillUniform(x, 6);
     const size_t arow = k->act_row_bytes(K);
     Aligned act(arow * nc), panel(k->panel_bytes(K));
     for (int c = 0; c < nc; ++c) k->from_float(x.data() + size_t(c) * size_t(K), act.p + size_t(c) * arow, K);
-    k->pack(K, wrows.data(), RowSize(GgmlType::Q8_0, K), 16, kLayoutPlain, panel.p);
+    k->pack(K, wrows.data(), RowSize(kt_type, K), 16, kLayoutPlain, panel.p);
     std::vector<float> d(16 * nc);
     // Thread CPU time (the machine is shared: time spent descheduled does not count), best of 15.
     const int reps = 40;
@@ -310,8 +332,25 @@ TEST(GemmQ8, Bench) {
       for (int i = 0; i < reps; ++i) k->kernel(K, panel.p, act.p, arow, nc, d.data(), 16, 16);
       best = std::min(best, cpu_now() - t0);
     }
-    std::printf("GemmQ8 VNNI kernel 16 x %d x K=%lld: %.1f GOPS (1 thread)\n", nc, (long long)K,
+    std::printf("GemmQ8 %s kernel %s 16 x %d x K=%lld: %.1f GOPS (1 thread)\n",
+                isa == IsaLevel::kAvx2 ? "AVX2" : "VNNI", GgmlTypeName(kt_type), nc, (long long)K,
                 2.0 * 16 * nc * double(K) * reps / best * 1e-9);
+    {  // baseline: the vec_dot path's per-element dots of the same level on the same data
+      const TypeKernels* tk = GetTypeKernels(kt_type, isa);
+      std::vector<BlockQ8_0> q(size_t(K / 32) * nc);
+      for (int c = 0; c < nc; ++c) QuantizeRowQ8_0Act(x.data() + size_t(c) * size_t(K), q.data() + size_t(c) * size_t(K / 32), K);
+      const size_t rs = RowSize(kt_type, K);
+      double vbest = 1e30;
+      for (int t = 0; t < 15; ++t) {
+        const double t0 = cpu_now();
+        for (int i = 0; i < reps / 4; ++i)
+          for (int c = 0; c < nc; ++c)
+            for (int r = 0; r < 16; ++r) tk->vec_dot(K, &d[size_t(c) * 16 + size_t(r)], wrows.data() + size_t(r) * rs, q.data() + size_t(c) * size_t(K / 32));
+        vbest = std::min(vbest, cpu_now() - t0);
+      }
+      std::printf("  vec_dot path, same level: %.1f GOPS\n", 2.0 * 16 * nc * double(K) * (reps / 4) / vbest * 1e-9);
+    }
+    if (isa != IsaLevel::kAvx512 || kt_type != GgmlType::Q8_0) continue;
     for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
       std::vector<uint8_t> rows = RandomRows(t, K, 16, 7);
       for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512}) {
@@ -325,6 +364,7 @@ TEST(GemmQ8, Bench) {
         std::printf("  pack %s 16 x K=%lld (%s): %.2f us per panel\n", GgmlTypeName(t), (long long)K,
                     isa == IsaLevel::kScalar ? "scalar" : "avx512", pbest / reps * 1e6);
       }
+    }
     }
   }
 }

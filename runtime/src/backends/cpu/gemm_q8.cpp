@@ -41,6 +41,16 @@ void GemmQ8FromFloat(const float* x, void* act, int64_t K, int z);
 void GemmQ8PackQ8_0(int64_t K, const void* w, size_t row_stride, int nr, void* panel);
 void GemmQ8PackQ4_0(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
 }  // namespace avx512
+namespace avx2 {
+/// gemm.h kernels on the formats above, AVX2 (gemm_q8_avx2.cpp), for weights u < 16 (Q4_0),
+/// u < 32 (Q5_0) and any byte (Q8_0, IQ4_NL).
+void GemmQ8KernelU4(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                    size_t dst_stride, int nr);
+void GemmQ8KernelU5(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                    size_t dst_stride, int nr);
+void GemmQ8KernelU8(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                    size_t dst_stride, int nr);
+}  // namespace avx2
 #endif
 
 namespace {
@@ -214,6 +224,13 @@ constexpr GemmKernels kVnniQ4_0 = {FromFloatVnni<8>, ActRowBytes, PanelBytes, av
                                    avx512::GemmQ8Kernel};
 constexpr GemmKernels kVnniQ5_0 = {FromFloatVnni<16>, ActRowBytes, PanelBytes, PackPlain<UnpackQ5_0>,
                                    avx512::GemmQ8Kernel};
+constexpr GemmKernels kAvx2Q8_0 = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackQ8_0>,
+                                   avx2::GemmQ8KernelU8};
+constexpr GemmKernels kAvx2Q4_0 = {FromFloat<8>, ActRowBytes, PanelBytes, PackQ4_0, avx2::GemmQ8KernelU4};
+constexpr GemmKernels kAvx2Q5_0 = {FromFloat<16>, ActRowBytes, PanelBytes, PackPlain<UnpackQ5_0>,
+                                   avx2::GemmQ8KernelU5};
+constexpr GemmKernels kAvx2IQ4_NL = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
+                                     avx2::GemmQ8KernelU8};
 constexpr GemmKernels kVnniIQ4_NL = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
                                      avx512::GemmQ8Kernel};
 #endif
@@ -222,36 +239,31 @@ constexpr GemmKernels kVnniIQ4_NL = {FromFloatVnni<128>, ActRowBytes, PanelBytes
 
 const GemmKernels* GetGemmKernelsQ8(GgmlType type, int layout, IsaLevel isa) {
   if (layout != kLayoutPlain && !(layout == kLayoutQ4_0x8 && type == GgmlType::Q4_0)) return nullptr;
-  const GemmKernels* scalar_k = nullptr;
-  const GemmKernels* vnni_k = nullptr;
+  struct Levels {
+    const GemmKernels* scalar;
+    const GemmKernels* avx2;
+    const GemmKernels* vnni;
+  };
+  Levels k{};
   switch (type) {
-    case GgmlType::Q8_0: scalar_k = &kScalarQ8_0;
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-      vnni_k = &kVnniQ8_0;
+    case GgmlType::Q8_0: k = {&kScalarQ8_0, &kAvx2Q8_0, &kVnniQ8_0}; break;
+    case GgmlType::Q4_0: k = {&kScalarQ4_0, &kAvx2Q4_0, &kVnniQ4_0}; break;
+    case GgmlType::Q5_0: k = {&kScalarQ5_0, &kAvx2Q5_0, &kVnniQ5_0}; break;
+    case GgmlType::IQ4_NL: k = {&kScalarIQ4_NL, &kAvx2IQ4_NL, &kVnniIQ4_NL}; break;
+#else
+    case GgmlType::Q8_0: k = {&kScalarQ8_0, nullptr, nullptr}; break;
+    case GgmlType::Q4_0: k = {&kScalarQ4_0, nullptr, nullptr}; break;
+    case GgmlType::Q5_0: k = {&kScalarQ5_0, nullptr, nullptr}; break;
+    case GgmlType::IQ4_NL: k = {&kScalarIQ4_NL, nullptr, nullptr}; break;
 #endif
-      break;
-    case GgmlType::Q4_0: scalar_k = &kScalarQ4_0;
-#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-      vnni_k = &kVnniQ4_0;
-#endif
-      break;
-    case GgmlType::Q5_0: scalar_k = &kScalarQ5_0;
-#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-      vnni_k = &kVnniQ5_0;
-#endif
-      break;
-    case GgmlType::IQ4_NL: scalar_k = &kScalarIQ4_NL;
-#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-      vnni_k = &kVnniIQ4_NL;
-#endif
-      break;
     default: return nullptr;
   }
-  // Scalar level: the reference GEMM. AVX2: none yet (the AVX2 vec_dots are faster than the
-  // scalar GEMM). AVX-512: the VNNI kernel when the CPU has VNNI, else the vec_dot path.
-  if (isa == IsaLevel::kScalar) return scalar_k;
-  if (isa >= IsaLevel::kAvx512 && vnni_k != nullptr && CpuHasAvx512Vnni()) return vnni_k;
-  return nullptr;
+  // Scalar level: the reference GEMM. AVX-512: the VNNI kernels when the CPU has VNNI, else the
+  // AVX2 ones (an AVX-512 CPU has AVX2).
+  if (isa == IsaLevel::kScalar) return k.scalar;
+  if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni() && k.vnni != nullptr) return k.vnni;
+  return k.avx2;
 }
 
 }  // namespace stowage::cpu
