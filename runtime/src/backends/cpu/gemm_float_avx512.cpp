@@ -140,23 +140,40 @@ void Pack(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel)
 
 // ---- micro-kernel ------------------------------------------------------------------------------
 
+// Up to 8 columns in named accumulators: with arrays GCC zeroes a stack copy (rep stos) and
+// stores and reloads every accumulator around the loop, ~15% of a K = 64 (attention) tile.
 template <int NC>
 inline void Tile(int64_t K, const float* __restrict p, const uint8_t* act, size_t act_stride, float* dst,
                  size_t dst_stride, __mmask16 mask) {
-  __m512 acc[NC];
-  const float* a[NC];
-  for (int c = 0; c < NC; ++c) {
-    acc[c] = _mm512_setzero_ps();
-    a[c] = reinterpret_cast<const float*>(act + size_t(c) * act_stride);
-  }
+  static_assert(NC >= 1 && NC <= 8, "8 accumulators");
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+  auto row = [&](int c) { return reinterpret_cast<const float*>(act + act_stride * size_t(c < NC ? c : 0)); };
+  const float *a0 = row(0), *a1 = row(1), *a2 = row(2), *a3 = row(3), *a4 = row(4), *a5 = row(5),
+              *a6 = row(6), *a7 = row(7);
   for (int64_t k = 0; k < K; ++k) {
     const __m512 w = _mm512_load_ps(p + k * kP);
-    for (int c = 0; c < NC; ++c) acc[c] = _mm512_fmadd_ps(w, _mm512_set1_ps(a[c][k]), acc[c]);
+    c0 = _mm512_fmadd_ps(w, _mm512_set1_ps(a0[k]), c0);
+    if constexpr (NC > 1) c1 = _mm512_fmadd_ps(w, _mm512_set1_ps(a1[k]), c1);
+    if constexpr (NC > 2) c2 = _mm512_fmadd_ps(w, _mm512_set1_ps(a2[k]), c2);
+    if constexpr (NC > 3) c3 = _mm512_fmadd_ps(w, _mm512_set1_ps(a3[k]), c3);
+    if constexpr (NC > 4) c4 = _mm512_fmadd_ps(w, _mm512_set1_ps(a4[k]), c4);
+    if constexpr (NC > 5) c5 = _mm512_fmadd_ps(w, _mm512_set1_ps(a5[k]), c5);
+    if constexpr (NC > 6) c6 = _mm512_fmadd_ps(w, _mm512_set1_ps(a6[k]), c6);
+    if constexpr (NC > 7) c7 = _mm512_fmadd_ps(w, _mm512_set1_ps(a7[k]), c7);
   }
-  for (int c = 0; c < NC; ++c) _mm512_mask_storeu_ps(dst + size_t(c) * dst_stride, mask, acc[c]);
+  _mm512_mask_storeu_ps(dst, mask, c0);
+  if constexpr (NC > 1) _mm512_mask_storeu_ps(dst + dst_stride, mask, c1);
+  if constexpr (NC > 2) _mm512_mask_storeu_ps(dst + 2 * dst_stride, mask, c2);
+  if constexpr (NC > 3) _mm512_mask_storeu_ps(dst + 3 * dst_stride, mask, c3);
+  if constexpr (NC > 4) _mm512_mask_storeu_ps(dst + 4 * dst_stride, mask, c4);
+  if constexpr (NC > 5) _mm512_mask_storeu_ps(dst + 5 * dst_stride, mask, c5);
+  if constexpr (NC > 6) _mm512_mask_storeu_ps(dst + 6 * dst_stride, mask, c6);
+  if constexpr (NC > 7) _mm512_mask_storeu_ps(dst + 7 * dst_stride, mask, c7);
 }
 
-constexpr int kCols = 8;  // accumulators per tile: 8..11 measured best (more columns spill the row pointers)
+// 16 rows x 8 columns: 8 accumulators (8..11 columns measured best with the row pointers in GPRs;
+// 14/20/24 columns spilled them and fell from 110 to 94/77/72 GFLOPS).
+constexpr int kCols = 8;
 
 template <int NC>
 void TailTile(int n, int64_t K, const float* p, const uint8_t* act, size_t act_stride, float* dst,
