@@ -1,5 +1,5 @@
 // GEMM family "q8" (see gemm.h): weights whose values are one byte per element after unpacking
-// and whose vec_dot type is Q8_0 — Q8_0, Q4_0 (plain and kLayoutQ4_0x8), Q5_0, IQ4_NL. Lookup,
+// — Q8_0, Q4_0 (plain and kLayoutQ4_0x8), Q5_0, IQ4_NL (vec_dot type Q8_0) and Q4_1, Q5_1 (Q8_1). Lookup,
 // activation conversion, packing and the scalar reference kernel (baseline flags).
 //
 // Formats (shared with gemm_q8_avx512.cpp, which includes no header of ours: keep in sync):
@@ -12,6 +12,10 @@
 //     the weight value made unsigned: u = value + z, with z = 128 (Q8_0, IQ4_NL: int8 values),
 //     8 (Q4_0: nibbles as stored), 16 (Q5_0: 5-bit values as stored). dw[r] = the row's fp16
 //     block scale as float. Rows nr..15 have u = 0 and dw = 0 (finite, not stored).
+//   Q4_1 / Q5_1 ("min" types, vec_dot type Q8_1): activation records hold QuantizeRowQ8_1Act's
+//     { qs[32]; float d; float s } (s = its fp16 d * sum(qs), as float); panel records are
+//     kPanelBlockBytesMin = 640 bytes: the above + float m[16] (the rows' fp16 mins), z = 0, and
+//     dot = sum over blocks of acc = fma(m, s, fma(float(isum), dw * d, acc)).
 //   So sum_k u * a + corr = sum_k (u - z) * a = the vec_dot's integer block sum, exactly, and
 //   dot = sum over blocks of fma(float(isum), dw * d, acc), blocks in order (acc from 0). With
 //   AVX-512 VNNI: one vpdpbusd per k-step of 4 bytes multiplies the 16 rows' unsigned weights by a
@@ -28,6 +32,7 @@ namespace stowage::cpu {
 namespace gemm_q8 {
 constexpr int kActBlockBytes = 40;
 constexpr int kPanelBlockBytes = 576;
+constexpr int kPanelBlockBytesMin = 640;
 }  // namespace gemm_q8
 
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
@@ -35,6 +40,9 @@ namespace avx512 {
 /// gemm.h kernel on the formats above; AVX-512 F/BW/VL + VNNI (gemm_q8_avx512.cpp).
 void GemmQ8Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
                   size_t dst_stride, int nr);
+/// The same for the min types (Q4_1/Q5_1, 640-byte panel records).
+void GemmQ8KernelMin(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                     size_t dst_stride, int nr);
 /// One activation row (format above) for zero point z, equal to FromFloat<z>'s bytes for finite x.
 void GemmQ8FromFloat(const float* x, void* act, int64_t K, int z);
 /// gemm.h pack for Q8_0 (plain) and Q4_0 (plain or kLayoutQ4_0x8): the scalar packs' bytes.
@@ -50,15 +58,42 @@ void GemmQ8KernelU5(int64_t K, const void* panel, const void* act, size_t act_st
                     size_t dst_stride, int nr);
 void GemmQ8KernelU8(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
                     size_t dst_stride, int nr);
+/// The same for the min types (640-byte panel records): Q4_1 (u < 16), Q5_1 (u < 32).
+void GemmQ8KernelMinU4(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                       size_t dst_stride, int nr);
+void GemmQ8KernelMinU5(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                       size_t dst_stride, int nr);
 }  // namespace avx2
 #endif
 
 namespace {
 using gemm_q8::kActBlockBytes;
 using gemm_q8::kPanelBlockBytes;
+using gemm_q8::kPanelBlockBytesMin;
 
 size_t ActRowBytes(int64_t K) { return (size_t(K / 32) * kActBlockBytes + 63) & ~size_t(63); }
 size_t PanelBytes(int64_t K) { return size_t(K / 32) * kPanelBlockBytes; }
+size_t PanelBytesMin(int64_t K) { return size_t(K / 32) * kPanelBlockBytesMin; }
+
+// Q8_1 activations of the min types: QuantizeRowQ8_1Act's qs, d and s.
+void FromFloatQ8_1(const float* x, void* act, int64_t K) {
+  constexpr int kChunk = 64;
+  BlockQ8_1 tmp[kChunk];
+  uint8_t* out = static_cast<uint8_t*>(act);
+  const int64_t nb = K / 32;
+  for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
+    const int n = int(std::min<int64_t>(kChunk, nb - b0));
+    QuantizeRowQ8_1Act(x + b0 * 32, tmp, int64_t(n) * 32);
+    for (int i = 0; i < n; ++i, out += kActBlockBytes) {
+      const float d = HalfToFloat(tmp[i].d), sa = HalfToFloat(tmp[i].s);
+      std::memcpy(out, tmp[i].qs, 32);
+      std::memcpy(out + 32, &d, 4);
+      std::memcpy(out + 36, &sa, 4);
+    }
+  }
+  const size_t used = size_t(nb) * kActBlockBytes;
+  std::memset(static_cast<uint8_t*>(act) + used, 0, ActRowBytes(K) - used);
+}
 
 template <int Z>
 void FromFloat(const float* x, void* act, int64_t K) {
@@ -134,6 +169,27 @@ void UnpackIQ4_NL(const uint8_t* row, int64_t b, uint8_t* u, uint16_t* d) {
   }
 }
 
+// Min types: block b of row r -> 32 unsigned values (the stored q), scale d and min m.
+using UnpackMinFn = void (*)(const uint8_t* row, int64_t b, uint8_t* u, uint16_t* d, uint16_t* m);
+
+void UnpackQ4_1(const uint8_t* row, int64_t b, uint8_t* u, uint16_t* d, uint16_t* m) {
+  const BlockQ4_1* blk = reinterpret_cast<const BlockQ4_1*>(row) + b;
+  *d = blk->d;
+  *m = blk->m;
+  UnpackQ4_0Nibbles(blk->qs, u);
+}
+void UnpackQ5_1(const uint8_t* row, int64_t b, uint8_t* u, uint16_t* d, uint16_t* m) {
+  const BlockQ5_1* blk = reinterpret_cast<const BlockQ5_1*>(row) + b;
+  *d = blk->d;
+  *m = blk->m;
+  uint32_t qh;
+  std::memcpy(&qh, blk->qh, 4);
+  for (int j = 0; j < 16; ++j) {
+    u[j] = uint8_t((blk->qs[j] & 0x0F) | (((qh >> j) & 1u) << 4));
+    u[j + 16] = uint8_t((blk->qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4));
+  }
+}
+
 // Writes row r's block (u[32], scale d) into block record `rec` of a panel.
 inline void PutRow(uint8_t* rec, int r, const uint8_t* u, uint16_t d) {
   for (int s = 0; s < 8; ++s) std::memcpy(rec + s * 64 + r * 4, u + 4 * s, 4);
@@ -157,6 +213,29 @@ void PackPlain(int64_t K, const void* w, size_t row_stride, int nr, int /*layout
     if (nr < kGemmPanelRows) {
       for (int s = 0; s < 8; ++s) std::memset(rec + s * 64 + nr * 4, 0, size_t(kGemmPanelRows - nr) * 4);
       std::memset(rec + 512 + 4 * nr, 0, size_t(kGemmPanelRows - nr) * 4);
+    }
+  }
+}
+
+template <UnpackMinFn Unpack>
+void PackPlainMin(int64_t K, const void* w, size_t row_stride, int nr, int /*layout*/, void* panel) {
+  const int64_t nb = K / 32;
+  uint8_t* p = static_cast<uint8_t*>(panel);
+  const uint8_t* rows = static_cast<const uint8_t*>(w);
+  uint8_t u[32];
+  uint16_t d, m;
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* rec = p + size_t(b) * kPanelBlockBytesMin;
+    for (int r = 0; r < nr; ++r) {
+      Unpack(rows + size_t(r) * row_stride, b, u, &d, &m);
+      PutRow(rec, r, u, d);
+      const float mf = HalfToFloat(m);
+      std::memcpy(rec + 576 + 4 * r, &mf, 4);
+    }
+    if (nr < kGemmPanelRows) {
+      for (int s = 0; s < 8; ++s) std::memset(rec + s * 64 + nr * 4, 0, size_t(kGemmPanelRows - nr) * 4);
+      std::memset(rec + 512 + 4 * nr, 0, size_t(kGemmPanelRows - nr) * 4);
+      std::memset(rec + 576 + 4 * nr, 0, size_t(kGemmPanelRows - nr) * 4);
     }
   }
 }
@@ -212,6 +291,38 @@ void KernelScalar(int64_t K, const void* panel, const void* act, size_t act_stri
   }
 }
 
+// Min types' reference: the same integer sum (z = 0), then fma(m, s, ...) after the block's fma.
+void KernelScalarMin(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                     size_t dst_stride, int nr) {
+  const int64_t nb = K / 32;
+  const uint8_t* p = static_cast<const uint8_t*>(panel);
+  for (int c = 0; c < nc; ++c) {
+    const uint8_t* a = static_cast<const uint8_t*>(act) + size_t(c) * act_stride;
+    for (int r = 0; r < nr; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* rec = p + size_t(b) * kPanelBlockBytesMin;
+        const uint8_t* ab = a + size_t(b) * kActBlockBytes;
+        int32_t isum = 0;
+        for (int s = 0; s < 8; ++s)
+          for (int j = 0; j < 4; ++j) isum += int(rec[s * 64 + r * 4 + j]) * int(int8_t(ab[4 * s + j]));
+        float dw, da, mw, sa;
+        std::memcpy(&dw, rec + 512 + 4 * r, 4);
+        std::memcpy(&mw, rec + 576 + 4 * r, 4);
+        std::memcpy(&da, ab + 32, 4);
+        std::memcpy(&sa, ab + 36, 4);
+        acc = std::fma(float(isum), dw * da, acc);
+        acc = std::fma(mw, sa, acc);
+      }
+      dst[size_t(c) * dst_stride + size_t(r)] = acc;
+    }
+  }
+}
+
+constexpr GemmKernels kScalarQ4_1 = {FromFloatQ8_1, ActRowBytes, PanelBytesMin, PackPlainMin<UnpackQ4_1>,
+                                     KernelScalarMin};
+constexpr GemmKernels kScalarQ5_1 = {FromFloatQ8_1, ActRowBytes, PanelBytesMin, PackPlainMin<UnpackQ5_1>,
+                                     KernelScalarMin};
 constexpr GemmKernels kScalarQ8_0 = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackQ8_0>, KernelScalar};
 constexpr GemmKernels kScalarQ4_0 = {FromFloat<8>, ActRowBytes, PanelBytes, PackQ4_0, KernelScalar};
 constexpr GemmKernels kScalarQ5_0 = {FromFloat<16>, ActRowBytes, PanelBytes, PackPlain<UnpackQ5_0>, KernelScalar};
@@ -231,6 +342,14 @@ constexpr GemmKernels kAvx2Q5_0 = {FromFloat<16>, ActRowBytes, PanelBytes, PackP
                                    avx2::GemmQ8KernelU5};
 constexpr GemmKernels kAvx2IQ4_NL = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
                                      avx2::GemmQ8KernelU8};
+constexpr GemmKernels kAvx2Q4_1 = {FromFloatQ8_1, ActRowBytes, PanelBytesMin, PackPlainMin<UnpackQ4_1>,
+                                   avx2::GemmQ8KernelMinU4};
+constexpr GemmKernels kAvx2Q5_1 = {FromFloatQ8_1, ActRowBytes, PanelBytesMin, PackPlainMin<UnpackQ5_1>,
+                                   avx2::GemmQ8KernelMinU5};
+constexpr GemmKernels kVnniQ4_1 = {FromFloatQ8_1, ActRowBytes, PanelBytesMin, PackPlainMin<UnpackQ4_1>,
+                                   avx512::GemmQ8KernelMin};
+constexpr GemmKernels kVnniQ5_1 = {FromFloatQ8_1, ActRowBytes, PanelBytesMin, PackPlainMin<UnpackQ5_1>,
+                                   avx512::GemmQ8KernelMin};
 constexpr GemmKernels kVnniIQ4_NL = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
                                      avx512::GemmQ8Kernel};
 #endif
@@ -251,11 +370,15 @@ const GemmKernels* GetGemmKernelsQ8(GgmlType type, int layout, IsaLevel isa) {
     case GgmlType::Q4_0: k = {&kScalarQ4_0, &kAvx2Q4_0, &kVnniQ4_0}; break;
     case GgmlType::Q5_0: k = {&kScalarQ5_0, &kAvx2Q5_0, &kVnniQ5_0}; break;
     case GgmlType::IQ4_NL: k = {&kScalarIQ4_NL, &kAvx2IQ4_NL, &kVnniIQ4_NL}; break;
+    case GgmlType::Q4_1: k = {&kScalarQ4_1, &kAvx2Q4_1, &kVnniQ4_1}; break;
+    case GgmlType::Q5_1: k = {&kScalarQ5_1, &kAvx2Q5_1, &kVnniQ5_1}; break;
 #else
     case GgmlType::Q8_0: k = {&kScalarQ8_0, nullptr, nullptr}; break;
     case GgmlType::Q4_0: k = {&kScalarQ4_0, nullptr, nullptr}; break;
     case GgmlType::Q5_0: k = {&kScalarQ5_0, nullptr, nullptr}; break;
     case GgmlType::IQ4_NL: k = {&kScalarIQ4_NL, nullptr, nullptr}; break;
+    case GgmlType::Q4_1: k = {&kScalarQ4_1, nullptr, nullptr}; break;
+    case GgmlType::Q5_1: k = {&kScalarQ5_1, nullptr, nullptr}; break;
 #endif
     default: return nullptr;
   }

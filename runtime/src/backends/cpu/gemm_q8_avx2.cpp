@@ -21,6 +21,7 @@ namespace {
 
 constexpr int kActBlockBytes = 40;     // gemm_q8.cpp
 constexpr int kPanelBlockBytes = 576;  // gemm_q8.cpp
+constexpr int kPanelBlockBytesMin = 640;  // gemm_q8.cpp (Q4_1/Q5_1: + float m[16])
 
 inline __m256i Bcast32(const uint8_t* p) {
   int32_t v;
@@ -35,9 +36,11 @@ inline float LoadF(const uint8_t* p) {
 
 enum Mode { kU4 = 0, kU5 = 1, kU8 = 2 };
 
-template <int M, int NC>
+// kMin (Q4_1/Q5_1): no zero point, and the rows' mins times the column's s added per block.
+template <int M, int NC, bool kMin>
 void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_stride, float* dst,
              size_t dst_stride, int nr) {
+  constexpr int kRec = kMin ? kPanelBlockBytesMin : kPanelBlockBytes;
   __m256 sum[NC][2];
   const uint8_t* a[NC];
   for (int c = 0; c < NC; ++c) {
@@ -49,9 +52,9 @@ void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_st
   const __m256i sixteen = _mm256_set1_epi16(16);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const uint8_t* rec = panel;
-  for (int64_t b = 0; b < nb; ++b, rec += kPanelBlockBytes) {
+  for (int64_t b = 0; b < nb; ++b, rec += kRec) {
     __m256i acc[NC][2];
-    for (int c = 0; c < NC; ++c) acc[c][0] = acc[c][1] = Bcast32(a[c] + 36);
+    for (int c = 0; c < NC; ++c) acc[c][0] = acc[c][1] = kMin ? _mm256_setzero_si256() : Bcast32(a[c] + 36);
     constexpr int kChain = M == kU5 ? 4 : 8;
     for (int s0 = 0; s0 < 8; s0 += kChain) {
       __m256i lo[NC][2], hi[NC][2];
@@ -91,6 +94,11 @@ void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_st
       const __m256 d = _mm256_set1_ps(LoadF(a[c] + 32));
       sum[c][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[c][0]), _mm256_mul_ps(dw0, d), sum[c][0]);
       sum[c][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[c][1]), _mm256_mul_ps(dw1, d), sum[c][1]);
+      if (kMin) {
+        const __m256 sa = _mm256_set1_ps(LoadF(a[c] + 36));
+        sum[c][0] = _mm256_fmadd_ps(_mm256_load_ps(reinterpret_cast<const float*>(rec + 576)), sa, sum[c][0]);
+        sum[c][1] = _mm256_fmadd_ps(_mm256_load_ps(reinterpret_cast<const float*>(rec + 576 + 32)), sa, sum[c][1]);
+      }
       a[c] += kActBlockBytes;
     }
   }
@@ -108,7 +116,7 @@ void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_st
   }
 }
 
-template <int M>
+template <int M, bool kMin = false>
 void Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
             size_t dst_stride, int nr) {
   constexpr int kCols = M == kU8 ? 2 : 3;  // measured: U8 1 -> 2 columns 89 -> 94, U4 2 -> 3: 168 -> 186 GOPS
@@ -117,11 +125,11 @@ void Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, in
   const uint8_t* a = static_cast<const uint8_t*>(act);
   int c = 0;
   for (; c + kCols <= nc; c += kCols)
-    Columns<M, kCols>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, nr);
+    Columns<M, kCols, kMin>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, nr);
   if (nc - c == 2)
-    Columns<M, 2>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, nr);
+    Columns<M, 2, kMin>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, nr);
   else if (nc - c == 1)
-    Columns<M, 1>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, nr);
+    Columns<M, 1, kMin>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, nr);
 }
 
 }  // namespace
@@ -137,6 +145,15 @@ void GemmQ8KernelU5(int64_t K, const void* panel, const void* act, size_t act_st
 void GemmQ8KernelU8(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
                     size_t dst_stride, int nr) {
   Kernel<kU8>(K, panel, act, act_stride, nc, dst, dst_stride, nr);
+}
+
+void GemmQ8KernelMinU4(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                       size_t dst_stride, int nr) {
+  Kernel<kU4, true>(K, panel, act, act_stride, nc, dst, dst_stride, nr);
+}
+void GemmQ8KernelMinU5(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                       size_t dst_stride, int nr) {
+  Kernel<kU5, true>(K, panel, act, act_stride, nc, dst, dst_stride, nr);
 }
 
 }  // namespace stowage::cpu::avx2

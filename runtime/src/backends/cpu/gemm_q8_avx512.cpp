@@ -21,6 +21,7 @@ namespace {
 
 constexpr int kActBlockBytes = 40;     // gemm_q8.cpp
 constexpr int kPanelBlockBytes = 576;  // gemm_q8.cpp
+constexpr int kPanelBlockBytesMin = 640;  // gemm_q8.cpp (Q4_1/Q5_1: + float m[16])
 
 inline int32_t Load32(const uint8_t* p) {
   int32_t v;
@@ -47,9 +48,12 @@ inline __m512i DpbusdBcast(__m512i acc, __m512i w, const uint8_t* p) {
 #endif
 }
 
-template <int NC>
+// kMin (Q4_1/Q5_1 records of 640 bytes): no zero point (the accumulator starts at 0), and after the
+// block's fma a second one adds the rows' mins times the column's s (Q8_1's d * sum(qs)).
+template <int NC, bool kMin>
 void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_stride, float* dst,
              size_t dst_stride, __mmask16 mask, bool first) {
+  constexpr int kRec = kMin ? kPanelBlockBytesMin : kPanelBlockBytes;
   __m512 sum[NC];
   const uint8_t* a[NC];
   for (int c = 0; c < NC; ++c) {
@@ -57,9 +61,9 @@ void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_st
     a[c] = act + size_t(c) * act_stride;
   }
   const uint8_t* rec = panel;
-  for (int64_t b = 0; b < nb; ++b, rec += kPanelBlockBytes) {
+  for (int64_t b = 0; b < nb; ++b, rec += kRec) {
     __m512i acc[NC];
-    for (int c = 0; c < NC; ++c) acc[c] = _mm512_set1_epi32(Load32(a[c] + 36));
+    for (int c = 0; c < NC; ++c) acc[c] = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(Load32(a[c] + 36));
     for (int s = 0; s < 8; ++s) {
       const __m512i w = _mm512_load_si512(reinterpret_cast<const void*>(rec + 64 * s));
       for (int c = 0; c < NC; ++c) acc[c] = DpbusdBcast(acc[c], w, a[c] + 4 * s);
@@ -68,6 +72,9 @@ void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_st
     for (int c = 0; c < NC; ++c) {
       const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(LoadF(a[c] + 32)));
       sum[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[c]), scale, sum[c]);
+      if (kMin)
+        sum[c] = _mm512_fmadd_ps(_mm512_load_ps(reinterpret_cast<const float*>(rec + 576)),
+                                 _mm512_set1_ps(LoadF(a[c] + 36)), sum[c]);
       a[c] += kActBlockBytes;
     }
   }
@@ -79,38 +86,44 @@ constexpr int kCols = 8;
 // column group of the call passes over it; the next chunk continues from the stored sums.
 constexpr int64_t kChunkBlocks = 32;
 
-}  // namespace
 
-void GemmQ8Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
-                  size_t dst_stride, int nr) {
+template <bool kMin>
+void Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+            size_t dst_stride, int nr) {
+  constexpr int kRec = kMin ? kPanelBlockBytesMin : kPanelBlockBytes;
   const int64_t nb = K / 32;
   const __mmask16 mask = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1u);
   for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
     const int64_t cb = std::min(kChunkBlocks, nb - b0);
     const bool first = b0 == 0;
-    const uint8_t* p = static_cast<const uint8_t*>(panel) + size_t(b0) * kPanelBlockBytes;
+    const uint8_t* p = static_cast<const uint8_t*>(panel) + size_t(b0) * kRec;
     const uint8_t* a = static_cast<const uint8_t*>(act) + size_t(b0) * kActBlockBytes;
     float* d = dst;
     int c = 0;
     for (; c + kCols <= nc; c += kCols, a += kCols * act_stride, d += kCols * dst_stride)
-      Columns<kCols>(cb, p, a, act_stride, d, dst_stride, mask, first);
+      Columns<kCols, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first);
     switch (nc - c) {
-      case 1: Columns<1>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
-      case 2: Columns<2>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
-      case 3: Columns<3>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
-      case 4: Columns<4>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
-      case 5: Columns<5>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
-      case 6: Columns<6>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
-      case 7: Columns<7>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
-      case 8: Columns<8>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
-      case 9: Columns<9>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
-      case 10: Columns<10>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
-      case 11: Columns<11>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
-      case 12: Columns<12>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
-      case 13: Columns<13>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      case 1: Columns<1, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      case 2: Columns<2, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      case 3: Columns<3, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      case 4: Columns<4, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      case 5: Columns<5, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      case 6: Columns<6, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
+      case 7: Columns<7, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
       default: break;
     }
   }
+}
+
+}  // namespace
+
+void GemmQ8Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                  size_t dst_stride, int nr) {
+  Kernel<false>(K, panel, act, act_stride, nc, dst, dst_stride, nr);
+}
+void GemmQ8KernelMin(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                     size_t dst_stride, int nr) {
+  Kernel<true>(K, panel, act, act_stride, nc, dst, dst_stride, nr);
 }
 
 void GemmQ8FromFloat(const float* x, void* act, int64_t K, int z) {
