@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <new>
 
@@ -22,6 +23,90 @@ uint64_t PageSize() {
 // The mapped length of a buffer of `size` bytes: whole pages, at least one.
 uint64_t MappedLength(uint64_t size, uint64_t page) { return (std::max<uint64_t>(size, 1) + page - 1) / page * page; }
 
+// Memory the kernel reports as available (MemAvailable of /proc/meminfo), 0 when unknown.
+uint64_t AvailableBytes() {
+  FILE* f = std::fopen("/proc/meminfo", "re");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+  std::fclose(f);
+  return uint64_t(kib) * 1024;
+}
+
+// True when [a, b) lies inside one readable, non-writable, file-backed mapping of this process
+// (/proc/self/maps: perms r-?, inode != 0), i.e. a range of a read-only file mapping such as the
+// GgufFile's.
+bool InsideReadOnlyFileMapping(uintptr_t a, uintptr_t b) {
+  FILE* f = std::fopen("/proc/self/maps", "re");
+  if (!f) return false;
+  char line[512];
+  bool found = false, at_line_start = true;
+  while (std::fgets(line, sizeof line, f)) {
+    const bool starts = at_line_start;
+    at_line_start = std::strchr(line, '\n') != nullptr;  // long paths span several reads
+    if (!starts) continue;
+    unsigned long lo = 0, hi = 0, off = 0, inode = 0;
+    unsigned dmaj = 0, dmin = 0;
+    char perms[8] = {0};
+    if (std::sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &lo, &hi, perms, &off, &dmaj, &dmin, &inode) != 7) continue;
+    if (lo <= a && b <= hi) {
+      found = perms[0] == 'r' && perms[1] == '-' && inode != 0;
+      break;
+    }
+  }
+  std::fclose(f);
+  return found;
+}
+
+// Maps `len` bytes of zeroed anonymous memory at a multiple of `align` (a power of two >= the page
+// size), or returns nullptr. Exactly [result, result + len) stays mapped.
+uint8_t* MapAnonymous(uint64_t len, uint64_t align, uint64_t page) {
+  const uint64_t span = len + align - page;
+  void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  const uintptr_t raw = reinterpret_cast<uintptr_t>(m);
+  const uintptr_t base = (raw + align - 1) / align * align;
+  if (base > raw) munmap(m, base - raw);
+  const uintptr_t end = raw + span;
+  if (end > base + len) munmap(reinterpret_cast<void*>(base + len), end - (base + len));
+  if (len >= kHugePage) (void)madvise(reinterpret_cast<void*>(base), len, MADV_HUGEPAGE);  // a hint
+  return reinterpret_cast<uint8_t*>(base);
+}
+
+// Weights mapped from the file sit in the page cache in 4 KiB pages, and token generation streams
+// them once per token: the TLB misses cost a lot (0.85B Q4_K_M, 1 thread: 31 ms of CPU per token
+// from the file mapping, 18 ms from a copy in huge pages). This replaces the 2 MiB-aligned interior
+// of [data, data + size) — when it lies in a read-only file mapping and takes at most half the
+// available memory — by an anonymous, read-only copy in transparent huge pages, at the same
+// addresses (mremap over the file pages). Readers see the same bytes; the owner's munmap of the file
+// mapping unmaps the copy too. The file pages leave this process's resident set (they stay in the
+// page cache), so resident memory does not grow. On any failure the file mapping stays as it was.
+void MoveToAnonymousHugePages(const uint8_t* data, uint64_t size) {
+  const uintptr_t a = (reinterpret_cast<uintptr_t>(data) + kHugePage - 1) / kHugePage * kHugePage;
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(data) + size) / kHugePage * kHugePage;
+  if (b <= a) return;
+  const uint64_t len = b - a;
+  const uint64_t avail = AvailableBytes();
+  if (avail == 0 || len > avail / 2 || !InsideReadOnlyFileMapping(a, b)) return;
+  // 32 MiB at a time, so the peak resident set grows by one chunk, not by the whole range.
+  constexpr uint64_t kChunk = uint64_t(32) << 20;
+  for (uint64_t off = 0; off < len; off += kChunk) {
+    const uint64_t n = std::min(kChunk, len - off);
+    void* const at = reinterpret_cast<void*>(a + off);
+    uint8_t* copy = MapAnonymous(n, kHugePage, PageSize());
+    if (copy == nullptr) return;
+    std::memcpy(copy, at, n);
+    void* moved = MAP_FAILED;
+    if (mprotect(copy, n, PROT_READ) == 0) moved = mremap(copy, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, at);
+    if (moved == MAP_FAILED) {
+      munmap(copy, n);
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 // Anonymous private mapping instead of aligned_alloc + memset: the kernel hands out zeroed pages on
@@ -40,18 +125,11 @@ Result<std::unique_ptr<HostBuffer>> HostBuffer::Allocate(uint64_t size, uint64_t
   const uint64_t len = MappedLength(size, page);
   uint64_t align = std::max(alignment, page);
   if (len >= kHugePage) align = std::max(align, kHugePage);
-  // Over-map by align - page bytes, then trim the head and the tail so exactly [base, base + len)
-  // stays mapped with base % align == 0 (the destructor unmaps MappedLength(size) bytes at base).
-  const uint64_t span = len + align - page;
-  void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m == MAP_FAILED)
+  // The destructor unmaps MappedLength(size) bytes at base.
+  uint8_t* const mem = MapAnonymous(len, align, page);
+  if (mem == nullptr)
     return ResourceExhausted("cannot allocate " + std::to_string(size) + " bytes of host memory: " + std::strerror(errno));
-  const uintptr_t raw = reinterpret_cast<uintptr_t>(m);
-  const uintptr_t base = (raw + align - 1) / align * align;
-  if (base > raw) munmap(m, base - raw);
-  const uintptr_t end = raw + span;
-  if (end > base + len) munmap(reinterpret_cast<void*>(base + len), end - (base + len));
-  if (len >= kHugePage) (void)madvise(reinterpret_cast<void*>(base), len, MADV_HUGEPAGE);  // a hint: failure is harmless
+  const uintptr_t base = reinterpret_cast<uintptr_t>(mem);
   std::unique_ptr<HostBuffer> b(new (std::nothrow) HostBuffer());
   if (!b) {
     munmap(reinterpret_cast<void*>(base), len);
@@ -64,6 +142,7 @@ Result<std::unique_ptr<HostBuffer>> HostBuffer::Allocate(uint64_t size, uint64_t
 }
 
 std::unique_ptr<HostBuffer> HostBuffer::Wrap(const uint8_t* data, uint64_t size) {
+  MoveToAnonymousHugePages(data, size);
   std::unique_ptr<HostBuffer> b(new HostBuffer());
   b->data_ = const_cast<uint8_t*>(data);  // mapped read-only: kernels never write weights
   b->size_ = size;

@@ -2,8 +2,15 @@
 // only where written (anonymous mapping, no memset of the whole buffer).
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "backend.h"
@@ -66,6 +73,76 @@ TEST(HostBuffer, UntouchedPagesAreNotResident) {
   EXPECT_LT(grown, int64_t(64) << 20) << "resident memory grew by " << grown << " bytes";
   EXPECT_EQ((*b)->base()[(uint64_t(100) << 20) + 5], 1);
   EXPECT_EQ((*b)->base()[(uint64_t(200) << 20)], 0);
+}
+
+}  // namespace
+}  // namespace stowage::exec
+
+namespace stowage::exec {
+namespace {
+
+// The /proc/self/maps line of the mapping holding `p` ("" when none).
+std::string MapsLine(const void* p) {
+  FILE* f = std::fopen("/proc/self/maps", "re");
+  if (!f) return "";
+  char line[1024];
+  std::string found;
+  const unsigned long a = reinterpret_cast<unsigned long>(p);
+  while (std::fgets(line, sizeof line, f)) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line, "%lx-%lx", &lo, &hi) == 2 && lo <= a && a < hi) {
+      found = line;
+      break;
+    }
+  }
+  std::fclose(f);
+  return found;
+}
+
+// Wrap of a read-only file mapping: the bytes stay the same at the same addresses, the 2 MiB-aligned
+// interior becomes anonymous memory (huge pages, no longer file pages), writes stay refused, and the
+// owner's munmap of the whole file mapping still works.
+TEST(HostBuffer, WrapOfFileMappingKeepsBytesAndAddresses) {
+  char path[] = "/tmp/stowage_host_buffer_XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const size_t size = (size_t(9) << 20) + 12345;
+  std::vector<uint8_t> bytes(size);
+  for (size_t i = 0; i < size; ++i) bytes[i] = uint8_t((i * 2654435761u) >> 13);
+  ASSERT_EQ(write(fd, bytes.data(), size), ssize_t(size));
+  void* map = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  unlink(path);
+  ASSERT_NE(map, MAP_FAILED);
+  const uint8_t* data = static_cast<const uint8_t*>(map) + 777;
+  const uint64_t n = size - 777 - 100;
+  std::unique_ptr<HostBuffer> b = HostBuffer::Wrap(data, n);
+  EXPECT_EQ(b->base(), data);
+  EXPECT_EQ(b->size(), n);
+  EXPECT_EQ(std::memcmp(b->base(), bytes.data() + 777, n), 0);
+  // An aligned address inside: no longer the file (no path in the maps line) when the machine had
+  // the memory; either way its bytes are the file's.
+  const uintptr_t inner = (reinterpret_cast<uintptr_t>(data) + (uint64_t(2) << 20) - 1) / (uint64_t(2) << 20) * (uint64_t(2) << 20);
+  const std::string line = MapsLine(reinterpret_cast<const void*>(inner));
+  EXPECT_EQ(line.find("stowage_host_buffer_"), std::string::npos) << line;
+  uint8_t x = 1;
+  EXPECT_FALSE(b->Write(0, &x, 1).ok());
+  uint8_t r = 0;
+  ASSERT_TRUE(b->Read(n - 1, &r, 1).ok());
+  EXPECT_EQ(r, bytes[777 + n - 1]);
+  b.reset();
+  EXPECT_EQ(munmap(map, size), 0);
+}
+
+// Wrap of memory that is not a file mapping (a heap vector) leaves it alone.
+TEST(HostBuffer, WrapOfHeapMemoryIsUntouched) {
+  std::vector<uint8_t> v(size_t(5) << 20, 7);
+  const std::string before = MapsLine(v.data());
+  std::unique_ptr<HostBuffer> b = HostBuffer::Wrap(v.data(), v.size());
+  EXPECT_EQ(b->base(), v.data());
+  EXPECT_EQ(MapsLine(v.data()), before);
+  v[123] = 9;  // still our writable heap memory
+  EXPECT_EQ(b->base()[123], 9);
 }
 
 }  // namespace
