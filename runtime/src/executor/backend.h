@@ -98,6 +98,17 @@ class Backend {
   /// Records an event after the work queued so far (ggml_backend_event_record). Returns nullptr
   /// for a synchronous backend (nothing is pending). Errors: event creation failures.
   virtual Result<std::shared_ptr<Event>> RecordEvent() { return std::shared_ptr<Event>(); }
+  /// Queues a copy of `n` bytes from `src` (a buffer of backend `from`, another backend) at
+  /// `src_offset` into `dst` (a buffer of this backend) at `dst_offset` without host staging
+  /// (ggml's cpy_tensor_async, e.g. a CUDA peer copy). The copy runs after the work queued so far on
+  /// both backends, and work queued later on either backend runs after it. Returns false, queuing
+  /// nothing, when this backend cannot copy from `from` directly (the caller stages through host
+  /// memory). Errors: kOutOfRange outside a buffer, backend errors.
+  virtual Result<bool> CopyFromAsync(Backend& from, Buffer& src, uint64_t src_offset, Buffer& dst, uint64_t dst_offset,
+                                     uint64_t n) {
+    (void)from, (void)src, (void)src_offset, (void)dst, (void)dst_offset, (void)n;
+    return false;
+  }
   /// Makes the work queued on this backend from now on wait for `ev` (ggml_backend_event_wait),
   /// `ev` possibly from another backend. Default (and for events this backend cannot wait on in
   /// its queue): the host waits for `ev`.

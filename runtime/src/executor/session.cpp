@@ -518,8 +518,9 @@ Status Session::Impl::SyncAll() {
 // backend's memory is queued on the source backend, after the node that computed it. The host
 // waits only where host memory is involved: a host-side destination is written by a queued read
 // (host_writes: waited before the host reads it), a host-side source is read by a queued write
-// (host_reads: waited before host kernels may overwrite it). Device to device goes through host
-// staging: the destination backend waits on an event of the source backend's read.
+// (host_reads: waited before host kernels may overwrite it). Device to device: a direct copy
+// ordered on both queues (Backend::CopyFromAsync) where the backends have one, else through host
+// staging, the destination backend waiting on an event of the source backend's read.
 Status Session::Impl::CopyTensor(GGraph& g, int src, int dst) {
   const Bound& s = bound[src];
   const Bound& d = bound[dst];
@@ -556,7 +557,12 @@ Status Session::Impl::CopyTensor(GGraph& g, int src, int dst) {
       STOWAGE_RETURN_IF_ERROR(from.ReadAsync(sb, s.offset, d.v.data, n));
       return record(from, &host_writes);
     }
-    // device -> device through host staging (alive until SyncAll).
+    // device -> device: directly when the destination backend can (peer copy), else through host
+    // staging (alive until SyncAll), the destination waiting on an event of the source's read.
+    if (&from != &to) {
+      STOWAGE_ASSIGN_OR_RETURN(const bool direct, to.CopyFromAsync(from, sb, s.offset, db, d.offset, n));
+      if (direct) return Status::Ok();
+    }
     stages.emplace_back(n);
     uint8_t* stage = stages.back().data();
     STOWAGE_RETURN_IF_ERROR(from.ReadAsync(sb, s.offset, stage, n));

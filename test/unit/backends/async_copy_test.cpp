@@ -28,6 +28,7 @@ struct Config {
   planner::SplitMode sm;
   int main_gpu;
   bool device_to_device;  // the plan copies between the two GPU-type devices
+  bool direct = true;     // device -> device copies by CopyFromAsync (else staged through the host)
 };
 
 Result<std::vector<uint8_t>> Plan(const std::string& model, const Config& c, bool cpu_only, uint32_t n_ubatch) {
@@ -76,6 +77,7 @@ TEST_P(AsyncCopies, SameLogitsAsCpuOnly) {
   auto stats = std::make_shared<test::AsyncStats>();
   SessionOptions opts;
   opts.n_threads = 1;
+  stats->allow_direct = c.direct;
   opts.backend_factory = test::MakeAsyncPrivateBackendFactory(stats);
   auto multi = Session::CreateFromPlanBytes(*plan, model, opts);
   ASSERT_TRUE(multi.ok()) << multi.status().ToString();
@@ -105,14 +107,18 @@ TEST_P(AsyncCopies, SameLogitsAsCpuOnly) {
     EXPECT_GT(stats->write_async.load(), 0);
   }
   if (c.ngl > 0 && c.ngl < 99) EXPECT_GT(stats->read_async.load(), 0);  // back to CPU layers
-  if (c.device_to_device) EXPECT_GT(stats->event_waits.load(), 0);
+  if (c.device_to_device && c.direct) EXPECT_GT(stats->direct_copies.load(), 0);
+  if (c.device_to_device && !c.direct) EXPECT_GT(stats->event_waits.load(), 0);
+  if (!c.direct) EXPECT_EQ(stats->direct_copies.load(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(GoldenPlacement, AsyncCopies,
                          ::testing::Values(Config{"ngl0", 0, planner::SplitMode::kLayer, 0, false},
                                            Config{"ngl4", 4, planner::SplitMode::kLayer, 0, true},
                                            Config{"ngl99", 99, planner::SplitMode::kLayer, 0, true},
-                                           Config{"ngl99_sm_none_mg1", 99, planner::SplitMode::kNone, 1, false}),
+                                           Config{"ngl99_sm_none_mg1", 99, planner::SplitMode::kNone, 1, false},
+                                           Config{"ngl4_staged", 4, planner::SplitMode::kLayer, 0, true, false},
+                                           Config{"ngl99_staged", 99, planner::SplitMode::kLayer, 0, true, false}),
                          [](const ::testing::TestParamInfo<Config>& i) { return std::string(i.param.name); });
 
 // A decode whose second ubatch fails (injected compute fault on the GPU-type device) leaves n_past

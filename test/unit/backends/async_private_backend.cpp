@@ -177,6 +177,30 @@ class AsyncBackend final : public exec::Backend {
   Result<std::shared_ptr<exec::Event>> RecordEvent() override {
     return std::shared_ptr<exec::Event>(std::make_shared<AsyncEvent>(&q_, q_.issued(), stats_.get()));
   }
+  Result<bool> CopyFromAsync(exec::Backend& from, exec::Buffer& src, uint64_t src_offset, exec::Buffer& dst,
+                             uint64_t dst_offset, uint64_t n) override {
+    if (stats_ && !stats_->allow_direct) return false;
+    auto* fa = dynamic_cast<AsyncBackend*>(&from);
+    AsyncBuffer* sb = fa != nullptr ? fa->Mine(src) : nullptr;
+    AsyncBuffer* db = Mine(dst);
+    if (sb == nullptr || db == nullptr) return false;
+    if (!sb->InRange(src_offset, n) || !db->InRange(dst_offset, n)) return OutOfRange(name_ + ": direct copy outside a buffer");
+    if (stats_) ++stats_->direct_copies;
+    LazyQueue* fq = &fa->q_;
+    const uint64_t produced = fq->issued();
+    const uint8_t* p_src = sb->base() + src_offset;
+    uint8_t* p_dst = db->base() + dst_offset;
+    // On this queue: wait for the source queue's work so far, then copy.
+    const uint64_t copied = q_.Push([fq, produced, p_src, p_dst, n] {
+      STOWAGE_RETURN_IF_ERROR(fq->WaitFor(produced));
+      std::memcpy(p_dst, p_src, n);
+      return Status::Ok();
+    });
+    // On the source queue: later work (which may overwrite the source) waits for the copy.
+    LazyQueue* mq = &q_;
+    fq->Push([mq, copied] { return mq->WaitFor(copied); });
+    return true;
+  }
   Status WaitEvent(exec::Event& ev) override {
     auto* e = dynamic_cast<AsyncEvent*>(&ev);
     if (e == nullptr) return ev.HostWait();

@@ -10,7 +10,8 @@
 //   - WriteAsync reads its host source only when it runs: host kernels that overwrite the source
 //     before its event completes change what is copied;
 //   - device -> device copies stage through host memory that the source backend fills lazily: a
-//     destination queue that does not wait the source's event copies 0xFF bytes.
+//     destination queue that does not wait the source's event copies 0xFF bytes; direct copies
+//     (CopyFromAsync) order the two queues themselves, as a CUDA peer copy with two events does.
 #pragma once
 
 #include <atomic>
@@ -29,6 +30,10 @@ struct AsyncStats {
   std::atomic<int> write_async{0};   ///< host -> device copies queued
   std::atomic<int> read_async{0};    ///< device -> host copies queued
   std::atomic<int> event_waits{0};   ///< cross-queue waits (Backend::WaitEvent on a queue)
+  std::atomic<int> direct_copies{0}; ///< device -> device copies without host staging (CopyFromAsync)
+  /// When false, CopyFromAsync declines and the session stages device -> device copies through host
+  /// memory (both paths are tested).
+  std::atomic<bool> allow_direct{true};
   std::atomic<int> host_waits{0};    ///< Event::HostWait calls
   /// Fault injection: when >= 0, the Compute call that makes `computes` exceed it fails
   /// (kInternal "injected fault") instead of queuing the node.

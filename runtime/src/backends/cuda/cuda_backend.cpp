@@ -373,6 +373,36 @@ class CudaBackend final : public Backend {
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ev, ctx_->stream), name_ + ": cudaEventRecord"));
     return std::shared_ptr<Event>(std::move(e));
   }
+  // Device to device (ggml-cuda cpy_tensor_async): on this (the destination) stream after an event
+  // of the source stream; the source stream then waits for the copy before its later work, which
+  // may overwrite the source. cudaMemcpyPeerAsync between devices (staged by the driver when peer
+  // access is off), cudaMemcpyAsync within one.
+  Result<bool> CopyFromAsync(Backend& from, Buffer& src, uint64_t src_offset, Buffer& dst, uint64_t dst_offset,
+                             uint64_t n) override {
+    auto* fb = dynamic_cast<CudaBackend*>(&from);
+    auto* sb = dynamic_cast<CudaBuffer*>(&src);
+    auto* db = dynamic_cast<CudaBuffer*>(&dst);
+    if (fb == nullptr || sb == nullptr || db == nullptr || db->device() != ctx_->device ||
+        sb->device() != fb->ctx_->device)
+      return false;
+    if (src_offset > sb->size() || n > sb->size() - src_offset || dst_offset > db->size() || n > db->size() - dst_offset)
+      return OutOfRange(name_ + ": device to device copy outside a buffer");
+    STOWAGE_ASSIGN_OR_RETURN(std::shared_ptr<Event> produced, fb->RecordEvent());
+    STOWAGE_RETURN_IF_ERROR(WaitEvent(*produced));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
+    if (sb->device() == db->device()) {
+      STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(db->base() + dst_offset, sb->base() + src_offset, n,
+                                                         cudaMemcpyDeviceToDevice, ctx_->stream),
+                                         name_ + ": cudaMemcpyAsync device to device"));
+    } else {
+      STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMemcpyPeerAsync(db->base() + dst_offset, db->device(),
+                                                             sb->base() + src_offset, sb->device(), n, ctx_->stream),
+                                         name_ + ": cudaMemcpyPeerAsync from " + fb->name()));
+    }
+    STOWAGE_ASSIGN_OR_RETURN(std::shared_ptr<Event> copied, RecordEvent());
+    STOWAGE_RETURN_IF_ERROR(fb->WaitEvent(*copied));
+    return true;
+  }
   Status WaitEvent(Event& ev) override {
     auto* e = dynamic_cast<CudaEvent*>(&ev);
     if (e == nullptr) return ev.HostWait();
