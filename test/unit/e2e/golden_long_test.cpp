@@ -1,0 +1,161 @@
+// Long prompts: a 96-token prompt (70 tokens for the 32000-word vocab) so that prompt processing
+// goes through MUL_MAT's GEMM path (gemm.h: >= kGemmMinCols columns, more than one 64-column chunk)
+// rather than the vec_dot path the 5-token prompts of ../shared/golden exercise.
+//
+// 1. Against llama.cpp: test/data/golden-long/*.json come from the reference llama.cpp of
+//    ../shared/tools/llamacpp-ref (node-llama-cpp@3.21.1, llama.cpp of Sep 2026, CPU, n_ctx =
+//    n_batch = n_ubatch = 256, 1 thread), reduced to keep the repository small: the top 5 tokens
+//    (id, logit) of every prompt position, the logits of 256 evenly spaced vocabulary ids at every
+//    8th position and the last one, and 24 greedy tokens. Tolerances: 0.02 for F32/F16 models as
+//    issue 6; 0.30 for quantized ones, because the goldens' llama.cpp is newer than the one our
+//    numerics follow (Feb 2025, ../shared/golden, matched to 1e-3): the two releases already differ
+//    by up to 0.22 on 5-token prompts, and on this prompt our vec_dot path (token by token, no GEMM)
+//    differs from the Sep 2026 build by up to 0.269 (stories260K-Q4_K_M). Top-1: ours must be the
+//    golden's top-1 or a near-tie within the tolerance (the tiny random models have logits a few
+//    thousandths apart). The greedy continuation must be identical for the stories260K variants.
+// 2. GEMM path against the vec_dot path of this runtime: the same prompt decoded at once (GEMM) and
+//    token by token (M = 1: vec_dot/gemv). Activations are quantized identically and integer sums
+//    are exact, but the float accumulation order differs (also in the F16 attention products), and
+//    these small models amplify rounding differences through the layers: measured max differences
+//    are 0.010 (stories260K F32), 0.024 (F16), 0.28-0.31 (stories260K quantized), <= 0.08 (synth
+//    K-quants), <= 0.016 (tiny Q4_0). The bounds, 0.05 and 0.40, catch a wrong kernel (errors of
+//    whole units), not rounding; the kernels' own tests (test/unit/cpu/gemm_*_test) bound rounding.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "plan_cpu.h"
+#include "stowage/runtime/session.h"
+#include "test_paths.h"
+
+namespace stowage {
+namespace {
+
+struct Case {
+  const char* name;  // model file without .gguf
+  bool quantized;
+};
+
+float Tol(const Case& c) { return c.quantized ? 0.30f : 0.02f; }
+
+class GoldenLongPrompt : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    const Case c = GetParam();
+    model_ = test::ModelPath(std::string(c.name) + ".gguf");
+    if (!test::FileExists(model_)) GTEST_SKIP() << "skipped: " << model_ << " not found (shared models absent)";
+    const std::string golden_path = std::string(STOWAGE_TEST_DATA_DIR) + "/golden-long/" + c.name + ".json";
+    std::ifstream in(golden_path);
+    ASSERT_TRUE(in.good()) << golden_path;
+    golden_ = nlohmann::json::parse(in);
+    prompt_ = golden_["prompt_tokens"].get<std::vector<int32_t>>();
+    n_vocab_ = golden_["n_vocab"].get<int>();
+    ASSERT_GE(prompt_.size(), 64u);
+  }
+  std::unique_ptr<Session> NewSession() {
+    auto plan = test::PlanCpu(model_, 256);
+    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+    if (!plan.ok()) return nullptr;
+    auto session = Session::CreateFromPlanBytes(*plan, model_);
+    EXPECT_TRUE(session.ok()) << session.status().ToString();
+    if (!session.ok()) return nullptr;
+    EXPECT_EQ((*session)->n_vocab(), n_vocab_);
+    return std::move(*session);
+  }
+  std::string model_;
+  nlohmann::json golden_;
+  std::vector<int32_t> prompt_;
+  int n_vocab_ = 0;
+};
+
+TEST_P(GoldenLongPrompt, MatchesLlamaCpp) {
+  const Case c = GetParam();
+  const float tol = Tol(c);
+  auto s = NewSession();
+  ASSERT_TRUE(s);
+  std::vector<float> logits;
+  Status st = s->Decode(prompt_, /*all_logits=*/true, &logits);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(logits.size(), prompt_.size() * size_t(n_vocab_));
+
+  const auto& top5 = golden_["top5"];
+  ASSERT_EQ(top5.size(), prompt_.size());
+  for (size_t i = 0; i < prompt_.size(); ++i) {
+    const float* row = logits.data() + i * n_vocab_;
+    const int ours = int(std::max_element(row, row + n_vocab_) - row);
+    const int want = top5[i][0][0].get<int>();
+    if (ours == want) continue;
+    const float best = top5[i][0][1].get<float>();
+    bool near_tie = false;
+    for (const auto& e : top5[i])
+      if (e[0].get<int>() == ours && best - e[1].get<float>() <= tol) near_tie = true;
+    EXPECT_TRUE(near_tie) << "prompt position " << i << ": top-1 " << ours << ", llama.cpp " << want
+                          << " (not a near-tie within " << tol << ")";
+  }
+  const auto ids = golden_["ids"].get<std::vector<int>>();
+  const auto positions = golden_["positions"].get<std::vector<size_t>>();
+  float max_diff = 0;
+  for (size_t j = 0; j < positions.size(); ++j) {
+    const auto want = golden_["logits"][j].get<std::vector<float>>();
+    ASSERT_EQ(want.size(), ids.size());
+    const float* row = logits.data() + positions[j] * n_vocab_;
+    for (size_t v = 0; v < ids.size(); ++v) max_diff = std::max(max_diff, std::fabs(row[ids[v]] - want[v]));
+  }
+  EXPECT_LE(max_diff, tol) << "max |logit difference| over the stored positions and ids";
+  std::printf("[ %s ] max |logit diff| vs llama.cpp = %.5f\n", c.name, max_diff);
+
+  if (std::string(c.name).rfind("stories260K", 0) != 0) return;
+  const auto greedy = golden_["greedy"].get<std::vector<int32_t>>();
+  const float* last = logits.data() + (prompt_.size() - 1) * n_vocab_;
+  int32_t next = int32_t(std::max_element(last, last + n_vocab_) - last);
+  std::vector<int32_t> got;
+  for (size_t k = 0; k < greedy.size(); ++k) {
+    got.push_back(next);
+    std::vector<float> l;
+    st = s->Decode({next}, false, &l);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    next = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+  }
+  EXPECT_EQ(got, greedy);
+}
+
+TEST_P(GoldenLongPrompt, GemmPathMatchesTokenByToken) {
+  const Case c = GetParam();
+  auto batch = NewSession();
+  auto single = NewSession();
+  ASSERT_TRUE(batch && single);
+  std::vector<float> a, b;
+  ASSERT_TRUE(batch->Decode(prompt_, true, &a).ok());
+  for (int32_t t : prompt_) {
+    std::vector<float> l;
+    ASSERT_TRUE(single->Decode({t}, true, &l).ok());
+    b.insert(b.end(), l.begin(), l.end());
+  }
+  ASSERT_EQ(a.size(), b.size());
+  float max_diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
+  const float tol = c.quantized ? 0.40f : 0.05f;
+  EXPECT_LE(max_diff, tol) << "prompt at once (GEMM) vs token by token (vec_dot)";
+  std::printf("[ %s ] max |logit diff| GEMM vs token by token = %.5f\n", c.name, max_diff);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, GoldenLongPrompt,
+    ::testing::Values(Case{"stories260K", false}, Case{"stories260K-F16", false}, Case{"stories260K-Q8_0", true},
+                      Case{"stories260K-Q4_0", true}, Case{"stories260K-Q4_K_M", true},
+                      Case{"llama-2-tiny-random", false}, Case{"tiny-tied-f32", false}, Case{"tiny-tied-q4_0", true},
+                      Case{"tiny-untied-q4_0", true}, Case{"tiny8-untied-q4_0", true}, Case{"synth-Q4_K_M", true},
+                      Case{"synth-Q6_K", true}, Case{"synth-Q2_K", true}, Case{"synth-IQ4_XS", true}),
+    [](const ::testing::TestParamInfo<Case>& i) {
+      std::string n = i.param.name;
+      for (char& ch : n)
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return n;
+    });
+
+}  // namespace
+}  // namespace stowage
