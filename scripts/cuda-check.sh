@@ -40,7 +40,7 @@ t0=$(date +%s)
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTOWAGE_ENABLE_CUDA=ON -DSTOWAGE_ENABLE_MLIR=OFF \
   -DSTOWAGE_ENABLE_ONEDNN=AUTO "-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS" >"$OUT/configure.log" 2>&1 || {
   tail -30 "$OUT/configure.log"; exit 1; }
-targets="cuda_backend_test plan-model stowage-run list-devices gguf-synth"
+targets="cuda_backend_test async_copy_test row_split_test plan-model stowage-run list-devices gguf-synth"
 ninja -C "$BUILD_DIR" -t targets all 2>/dev/null | grep -q '^onednn_backend_test:' && targets="$targets onednn_backend_test"
 ninja -C "$BUILD_DIR" -j "$JOBS" $targets >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 log "build took $(( $(date +%s) - t0 )) s"
@@ -57,6 +57,12 @@ if grep -q 'skipped: no CUDA device' "$OUT/cuda_backend_test.log"; then
   log "cuda_backend_test skipped its device tests: the CUDA runtime sees no device"; exit 2
 fi
 grep -E 'CUDA vs CPU max' "$OUT/cuda_backend_test.log" | tee -a "$OUT/summary.txt" || true
+# The executor's asynchronous copies and the row split rules (no GPU needed; cheap).
+for t in async_copy_test row_split_test; do
+  if [ -x "$BIN/$t" ]; then
+    "$BIN/$t" >"$OUT/$t.log" 2>&1 || { log "$t FAILED (see $OUT/$t.log)"; exit 1; }
+  fi
+done
 if [ -x "$BIN/onednn_backend_test" ]; then
   "$BIN/onednn_backend_test" >"$OUT/onednn_backend_test.log" 2>&1 || { log "onednn_backend_test FAILED"; exit 1; }
 fi
@@ -78,6 +84,13 @@ for t in f16 q8_0 q4_0; do
   a=$("$BIN/stowage-run" -m "$M/synth-$t.gguf" --plan "$M/cpu-$t.plan" -p "a b c d" -n 16 --temp 0 -q 2>/dev/null)
   b=$("$BIN/stowage-run" -m "$M/synth-$t.gguf" --plan "$M/gpu-$t.plan" -p "a b c d" -n 16 --temp 0 -q 2>/dev/null)
   if [ "$a" = "$b" ]; then log "$t: same greedy text"; else log "$t: greedy text differs (CPU '$a' vs GPU '$b'; random weights make near-ties likely)"; fi
+  # Half the layers on the GPU: split inputs cross in both directions every ubatch (asynchronous
+  # cudaMemcpyAsync copies ordered by events, session.cpp RunSplits).
+  half=$(( BENCH_LAYERS / 2 ))
+  "$BIN/plan-model" -m "$M/synth-$t.gguf" -c 1024 --n-gpu-layers "$half" -o "$M/half-$t.plan" >"$OUT/plan-half-$t.log" 2>&1
+  grep -E 'graph splits' "$OUT/plan-half-$t.log" | tee -a "$OUT/summary.txt" || true
+  h=$("$BIN/stowage-run" -m "$M/synth-$t.gguf" --plan "$M/half-$t.plan" -p "a b c d" -n 16 --temp 0 -q 2>/dev/null)
+  if [ "$a" = "$h" ]; then log "$t: -ngl $half same greedy text"; else log "$t: -ngl $half greedy text differs (CPU '$a' vs '$h')"; fi
 done
 
 log "benchmark: pp512 / tg128, stowage CPU (-ngl 0) vs stowage CUDA (-ngl 99)"
