@@ -230,8 +230,9 @@ void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const TensorView& sr
 #pragma omp parallel num_threads(nt) if (team)
   {
     const int tid = omp_get_thread_num();
-    // 1) src1 -> the family's activation rows.
-#pragma omp for schedule(static)
+    // 1) src1 -> the family's activation rows (dynamic chunks: a descheduled thread on a shared
+    // machine does not hold the other at the barrier with its static share).
+#pragma omp for schedule(dynamic, 16)
     for (int64_t r = 0; r < nrows1; ++r) {
       const int64_t i11 = r % M, i12 = (r / M) % ne12, i13 = r / (M * ne12);
       const char* row = static_cast<const char*>(src1.data) + i11 * src1.nb[1] + i12 * src1.nb[2] + i13 * src1.nb[3];
