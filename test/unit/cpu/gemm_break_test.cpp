@@ -123,10 +123,11 @@ std::vector<uint8_t> MakeWeights(GgmlType t, int64_t K, int64_t rows, uint32_t s
 
 // Weights [K, N, ne02, ne03], contiguous; repacked to Q4_0x8 when asked.
 struct Weights {
-  std::vector<uint8_t> plain, packed;
+  std::vector<uint8_t> plain, packed, strided;
   std::vector<float> deq;  // dequantized, row-major (row = n + N * (i2 + ne02 * i3))
   TensorView v;
-  Weights(const TypeCase& tc, int64_t K, int64_t N, int64_t ne02, int64_t ne03, uint32_t seed, bool extreme = false) {
+  Weights(const TypeCase& tc, int64_t K, int64_t N, int64_t ne02, int64_t ne03, uint32_t seed, bool extreme = false,
+          size_t row_pad = 0) {
     plain = MakeWeights(tc.type, K, N * ne02 * ne03, seed, extreme);
     v.type = tc.type;
     v.ne[0] = K; v.ne[1] = N; v.ne[2] = ne02; v.ne[3] = ne03;
@@ -136,6 +137,16 @@ struct Weights {
     const size_t rs = RowSize(tc.type, K);
     for (int64_t r = 0; r < N * ne02 * ne03; ++r)
       EXPECT_TRUE(DequantizeRow(tc.type, plain.data() + size_t(r) * rs, &deq[size_t(r * K)], K).ok());
+    if (row_pad > 0) {  // the same rows, row_pad bytes (and one more row per matrix) apart
+      strided.assign((v.nb[1] + row_pad) * size_t(N + 1) * size_t(ne02 * ne03), 0xFF);
+      for (int64_t r = 0; r < N * ne02 * ne03; ++r)
+        std::memcpy(&strided[(v.nb[1] + row_pad) * size_t(r % N + (N + 1) * (r / N))], &plain[v.nb[1] * size_t(r)],
+                    v.nb[1]);
+      v.nb[1] += row_pad;
+      v.nb[2] = v.nb[1] * size_t(N + 1);
+      v.nb[3] = v.nb[2] * size_t(ne02);
+      v.data = strided.data();
+    }
     if (tc.layout == kLayoutQ4_0x8) {
       packed.resize(plain.size());
       EXPECT_TRUE(RepackQ4_0(v, packed.data()).ok());
@@ -174,7 +185,8 @@ struct Act {
         v.nb[0] = 4; v.nb[1] = 4 * (K + 5); v.nb[2] = v.nb[1] * (M + 3); v.nb[3] = v.nb[2] * ne12;
         break;
     }
-    buf.assign(v.nb[3] * size_t(ne13) + offset_bytes + 64, 0xAB);  // padding: a NaN-free odd pattern
+    // No slack after the last element (ASan sees any read past it); padding bytes 0xAB (finite).
+    buf.assign(v.nb[3] * size_t(ne13) + offset_bytes, 0xAB);
     v.data = buf.data() + offset_bytes;
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> u(-2.f, 2.f);
@@ -251,6 +263,7 @@ struct Problem {
   Layout layout = Layout::kContig;
   size_t offset = 0;
   int64_t pad1 = 0, pad2 = 0;
+  size_t src0_row_pad = 0;  ///< plain layout only: src0 rows this many bytes apart beyond RowSize
 };
 
 std::string Describe(const Problem& p, IsaLevel isa, int nt) {
@@ -266,7 +279,7 @@ std::string Describe(const Problem& p, IsaLevel isa, int nt) {
 // per-column reference, the dst padding, and (optionally) `poison` columns for non-finite rules.
 void Check(const Problem& p, const std::vector<int>& threads, const std::vector<IsaLevel>& levels, uint32_t seed,
            bool extreme = false, void (*mutate)(Act&) = nullptr) {
-  Weights w(p.tc, p.K, p.N, p.ne02, p.ne03, seed, extreme);
+  Weights w(p.tc, p.K, p.N, p.ne02, p.ne03, seed, extreme, p.src0_row_pad);
   Act a(p.K, p.M, p.ne12, p.ne13, p.layout, p.offset, seed + 7);
   if (extreme) {
     // Every activation -2 except one +2 per block: Q8_0/Q8_1 give qs = -127, Q8_K gives -128
@@ -386,6 +399,18 @@ TEST(GemmBreak, ViewsBroadcastThreads) {
       p.pad1 = 3; p.pad2 = 2;
       Check(p, {1, 3, 7}, {IsaLevel::kScalar, DetectIsa()}, uint32_t(seed++));
     }
+  }
+}
+
+// src0 a view with padded strides (nb01 > RowSize, nb02 with a spare row): pack must follow nb01.
+TEST(GemmBreak, StridedSrc0) {
+  for (const TypeCase& tc : Cases()) {
+    if (tc.layout != kLayoutPlain) continue;  // Q4_0x8 requires plain row strides (checked by MulMat)
+    const int64_t bs = BlockSize(tc.type);
+    Problem p{tc, bs == 1 ? 40 : bs * 2, 20, 10};
+    p.ne02 = 2; p.ne12 = 4;
+    p.src0_row_pad = 2 * GetTypeTraits(tc.type).type_size;
+    Check(p, {1, 2}, {IsaLevel::kScalar, DetectIsa()}, 77);
   }
 }
 
