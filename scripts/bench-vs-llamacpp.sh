@@ -6,7 +6,8 @@
 # the peak resident memory of both.
 # Usage: scripts/bench-vs-llamacpp.sh [THREADS] [TYPES...]   (default: 2 threads; f16 q8_0 q4_0 q4_k_m)
 # Env: BENCH_DIR (models and tools, default ~/.cache/stowage-bench), REPS (default 3),
-#      N_PROMPT (512), N_GEN (128), SMALL=1 for a quick 4-layer model.
+#      N_PROMPT (512; 0 = generation only), N_GEN (128), SMALL=1 for a quick 4-layer model,
+#      BUILD (the build directory whose bin/ holds stowage-run, gguf-synth, gguf-dump; default build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -19,6 +20,8 @@ REPS=${REPS:-3}
 N_PROMPT=${N_PROMPT:-512}
 N_GEN=${N_GEN:-128}
 REF=$BENCH_DIR/llamacpp-ref
+BUILD=${BUILD:-build}
+[ -x "$BUILD/bin/stowage-run" ] || { echo "bench-vs-llamacpp: $BUILD/bin/stowage-run not found (set BUILD)" >&2; exit 1; }
 mkdir -p "$BENCH_DIR"
 
 # 1. llama.cpp reference (npm) and the two small harnesses.
@@ -32,7 +35,7 @@ gcc -O2 -fopenmp -march=native tools/bench/membw.c -o "$BENCH_DIR/membw"
 # 2. Models: a 0.85B llama (n_embd 2048, 16 layers, GQA 32:8, n_ff 5632, vocab 32000).
 LAYERS=16
 [ "${SMALL:-0}" = 1 ] && LAYERS=4
-SYNTH="./build/bin/gguf-synth --arch llama --n-layer $LAYERS --n-embd 2048 --n-head 32 --n-head-kv 8 --n-ff 5632 --n-vocab 32000 --seed 7 --untied"
+SYNTH="./$BUILD/bin/gguf-synth --arch llama --n-layer $LAYERS --n-embd 2048 --n-head 32 --n-head-kv 8 --n-ff 5632 --n-vocab 32000 --seed 7 --untied"
 model_for() {
   local t=$1 f="$BENCH_DIR/llama-0.85b-L$LAYERS-$1.gguf"
   if [ ! -f "$f" ]; then
@@ -53,18 +56,19 @@ printf "| type | size GiB | stowage pp%d | llama.cpp pp%d | ratio | stowage tg%d
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for t in "${TYPES[@]}"; do
   M=$(model_for "$t")
-  S=$(./build/bin/stowage-run bench -m "$M" -p "$N_PROMPT" -n "$N_GEN" -r "$REPS" -t "$THREADS" --json)
+  S=$(./$BUILD/bin/stowage-run bench -m "$M" -p "$N_PROMPT" -n "$N_GEN" -r "$REPS" -t "$THREADS" --json)
   L=$("$BENCH_DIR/llama_bench_ref" "$M" "$N_PROMPT" "$N_GEN" "$THREADS" "$REPS")
-  python3 - "$t" "$M" "$BW" "$S" "$L" <<'PY'
+  python3 - "$t" "$M" "$BW" "$S" "$L" "$BUILD" <<'PY'
 import json, os, sys, subprocess
 t, m, bw, s, l = sys.argv[1], sys.argv[2], float(sys.argv[3]), json.loads(sys.argv[4]), json.loads(sys.argv[5])
-d = json.loads(subprocess.run(["./build/bin/gguf-dump", "--json", m], capture_output=True, text=True, check=True).stdout)
+d = json.loads(subprocess.run([sys.argv[6] + "/bin/gguf-dump", "--json", m], capture_output=True, text=True, check=True).stdout)
 # weight bytes read per generated token: every weight but the token embeddings (one row via GET_ROWS)
 per_tok = sum(x["nbytes"] for x in d["tensors"] if x["name"] != "token_embd.weight")
 bound = bw * 1e9 / per_tok
 size = os.path.getsize(m) / 2**30
-print(f"| {t} | {size:.2f} | {s['pp_tps']:.2f} ± {s['pp_sd']:.2f} | {l['pp_tps']:.2f} ± {l['pp_sd']:.2f} | {s['pp_tps']/l['pp_tps']:.2f} "
-      f"| {s['tg_tps']:.2f} ± {s['tg_sd']:.2f} | {l['tg_tps']:.2f} ± {l['tg_sd']:.2f} | {s['tg_tps']/l['tg_tps']:.2f} "
+ratio = lambda a, b: f"{a / b:.2f}" if b > 0 else "-"
+print(f"| {t} | {size:.2f} | {s['pp_tps']:.2f} ± {s['pp_sd']:.2f} | {l['pp_tps']:.2f} ± {l['pp_sd']:.2f} | {ratio(s['pp_tps'], l['pp_tps'])} "
+      f"| {s['tg_tps']:.2f} ± {s['tg_sd']:.2f} | {l['tg_tps']:.2f} ± {l['tg_sd']:.2f} | {ratio(s['tg_tps'], l['tg_tps'])} "
       f"| {bound:.2f} | {100*s['tg_tps']/bound:.0f}% | {100*l['tg_tps']/bound:.0f}% | {s['maxrss_kib']/1024:.0f} / {l['maxrss_kib']/1024:.0f} |")
 PY
 done

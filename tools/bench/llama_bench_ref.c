@@ -61,8 +61,8 @@ int main(int argc, char** argv) {
   const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
   struct llama_context_params cp = llama_context_default_params();
   cp.n_ctx = n_prompt + n_gen + 16;
-  cp.n_batch = n_prompt;
-  cp.n_ubatch = n_prompt;
+  cp.n_batch = n_prompt > 0 ? n_prompt : 512;  /* N_PROMPT 0: generation only */
+  cp.n_ubatch = cp.n_batch;
   cp.n_threads = n_thr;
   cp.n_threads_batch = n_thr;
   struct llama_context* ctx = llama_init_from_model(model, cp);
