@@ -414,6 +414,71 @@ TEST(GemmBreak, StridedSrc0) {
   }
 }
 
+// K across the q8 family's chunks (avx512 kernel: 32 blocks per K chunk, the partial sums go
+// through dst between chunks; from_float: 64 blocks per chunk) and long float / k-quant rows.
+TEST(GemmBreak, KChunkBoundaries) {
+  for (const TypeCase& tc : Cases()) {
+    const int64_t bs = BlockSize(tc.type);
+    std::vector<int64_t> Ks;
+    if (bs == 1) Ks = {1023, 1025, 2049};
+    else if (bs == 32) Ks = {32 * 31, 32 * 32, 32 * 33, 32 * 64, 32 * 65, 32 * 97};
+    else Ks = {256 * 7, 256 * 13};
+    for (int64_t K : Ks) {
+      Problem p{tc, K, 16, 9};
+      Check(p, {1}, Levels(), uint32_t(K));
+    }
+  }
+}
+
+// Column splits that end up empty (M = 300: 5 column blocks in 4 splits of 2 blocks, the last one
+// starting past M) and uneven ones.
+TEST(GemmBreak, EmptyColumnSplits) {
+  for (const TypeCase& tc : Cases()) {
+    const int64_t bs = BlockSize(tc.type);
+    for (int64_t M : {300, 257, 190}) {
+      Problem p{tc, bs == 1 ? 24 : bs, 16, M};
+      Check(p, {1, 2, 3}, {DetectIsa()}, uint32_t(M));
+    }
+  }
+}
+
+// K = 0: an empty dot is 0 (ggml), on both paths, with no read of the (empty) rows. DISABLED:
+// fails at the AVX-512 VNNI level for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL with M >= kGemmMinCols:
+// avx512 Kernel<kMin> (gemm_q8_avx512.cpp:97) loops over K chunks `for (b0 = 0; b0 < nb; ...)` and
+// stores only inside that loop, so with nb = 0 dst is never written (keeps -7777 here; stale
+// memory in a graph). The vec_dot path, the scalar/AVX2 GEMM kernels and the float and k-quant
+// families write 0.
+TEST(GemmBreak, DISABLED_ZeroK) {
+  for (const TypeCase& tc : Cases()) {
+    if (tc.layout != kLayoutPlain) continue;  // RepackQ4_0 needs ne0 > 0
+    for (IsaLevel isa : Levels()) {
+      for (int64_t M : {int64_t(1), kGemmMinCols, int64_t(70)}) {
+        TensorView w;
+        w.type = tc.type;
+        w.ne[0] = 0; w.ne[1] = 20;
+        SetContiguousStrides(w);
+        uint8_t dummy[64] = {};
+        w.data = dummy;
+        TensorView a;
+        a.type = GgmlType::F32;
+        a.ne[0] = 0; a.ne[1] = M;
+        SetContiguousStrides(a);
+        a.data = dummy;
+        Dst d(20, M, 1, 1, 0, 0);
+        ComputeContext ctx;
+        ctx.max_isa = isa;
+        ctx.n_threads = 2;
+        const Status s = MulMat(ctx, w, a, d.v);
+        ASSERT_TRUE(s.ok()) << Name(tc) << ": " << s.ToString();
+        int64_t bad = 0;
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < 20; ++n) bad += !(d.At(n, m, 0, 0) == 0.0f);
+        EXPECT_EQ(bad, 0) << Name(tc) << " isa=" << int(isa) << " M=" << M << ": dst[0,0] = " << d.At(0, 0, 0, 0);
+      }
+    }
+  }
+}
+
 // More threads than work items, right at the team threshold (N*M*K = 65536) and above it.
 TEST(GemmBreak, MoreThreadsThanWork) {
   for (const TypeCase& tc : Cases()) {
