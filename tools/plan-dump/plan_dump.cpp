@@ -27,6 +27,19 @@ std::string OpName(uint16_t op) {
                                                              : "op#" + std::to_string(op);
 }
 
+/// " tensor_split [0.75, 0.25]" for a buffer whose plan entry carries Buffer.tensor_split (a
+/// row-split buft planned with -ts; proportions per device of the split, %g), else "".
+std::string SplitText(const fb::Buffer* b) {
+  if (!b->tensor_split()) return "";
+  std::string s = " tensor_split [";
+  for (flatbuffers::uoffset_t i = 0; i < b->tensor_split()->size(); ++i) {
+    char v[32];
+    std::snprintf(v, sizeof v, "%g", static_cast<double>(b->tensor_split()->Get(i)));
+    s += (i ? ", " : "") + std::string(v);
+  }
+  return s + "]";
+}
+
 std::string Dim(const fb::DimExpr* d) {
   if (!d) return "?";
   std::string s;
@@ -85,11 +98,11 @@ std::string Text(const fb::Plan& p, bool nodes) {
   if (const auto* b = p.buffers())
     for (flatbuffers::uoffset_t i = 0; i < b->size(); ++i) {
       const auto* x = b->Get(i);
-      line("buffer %u: %-12s %-8s %10llu bytes (%8.2f MiB) buft %s device %d align %llu%s%s", i, Str(x->name()).c_str(),
+      line("buffer %u: %-12s %-8s %10llu bytes (%8.2f MiB) buft %s device %d align %llu%s%s%s", i, Str(x->name()).c_str(),
            fb::EnumNameBufferUsage(x->usage()), static_cast<unsigned long long>(x->size()), MiB(x->size()),
            Str(x->buft()).c_str(), x->device(), static_cast<unsigned long long>(x->alignment()),
            x->mapped() ? (" mapped at file offset " + std::to_string(x->file_offset())).c_str() : "",
-           Str(x->repack()).empty() ? "" : (" repack " + Str(x->repack())).c_str());
+           Str(x->repack()).empty() ? "" : (" repack " + Str(x->repack())).c_str(), SplitText(x).c_str());
     }
   if (const auto* t = p.tensors())
     for (flatbuffers::uoffset_t i = 0; i < t->size(); ++i) {
@@ -162,11 +175,17 @@ ordered_json Json(const fb::Plan& p, bool nodes) {
       j["backends"].push_back({{"name", Str(b->name())}, {"device", b->device()}, {"compute_buffer", b->compute_buffer()}});
   j["buffers"] = ordered_json::array();
   if (p.buffers())
-    for (const auto* b : *p.buffers())
+    for (const auto* b : *p.buffers()) {
       j["buffers"].push_back({{"name", Str(b->name())}, {"buft", Str(b->buft())}, {"device", b->device()},
                               {"usage", fb::EnumNameBufferUsage(b->usage())}, {"size", b->size()},
                               {"alignment", b->alignment()}, {"mapped", b->mapped()}, {"file_offset", b->file_offset()},
                               {"repack", Str(b->repack())}});
+      if (b->tensor_split()) {  // row-split bufts with -ts only (absent: ggml's default split)
+        ordered_json ts = ordered_json::array();
+        for (float f : *b->tensor_split()) ts.push_back(f);
+        j["buffers"].back()["tensor_split"] = ts;
+      }
+    }
   j["tensors"] = ordered_json::array();
   if (p.tensors())
     for (const auto* t : *p.tensors()) {

@@ -73,10 +73,13 @@ std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, c
     backends.push_back(fb::CreateBackendDirect(b, be.name.c_str(), be.device, cb));
   }
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
-  for (const auto& pb : mem.buffers)
+  for (const auto& pb : mem.buffers) {
+    // Row-split bufts carry the normalized -ts (RecordTensorSplit); absent = ggml's default split.
+    const std::vector<float>& ts = p.bufts[pb.buft].tensor_split;
     buffers.push_back(fb::CreateBufferDirect(b, pb.name.c_str(), p.bufts[pb.buft].name.c_str(), pb.device,
                                              static_cast<fb::BufferUsage>(pb.usage), pb.size, pb.alignment, pb.mapped,
-                                             pb.file_offset, p.bufts[pb.buft].repack.c_str()));
+                                             pb.file_offset, p.bufts[pb.buft].repack.c_str(), ts.empty() ? nullptr : &ts));
+  }
   std::vector<flatbuffers::Offset<fb::GlobalTensor>> tensors;
   for (const auto& g : m.globals) {
     std::vector<int64_t> ne(g.ne, g.ne + 4);

@@ -1,5 +1,6 @@
 #include "stowage/planner/place_model.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "stowage/planner/fit.h"
@@ -13,6 +14,7 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
   STOWAGE_ASSIGN_OR_RETURN(o.devices, MakeDeviceSet(machine, opt.split_mode, opt.main_gpu));
   STOWAGE_ASSIGN_OR_RETURN(o.layers, AssignLayers(o.devices, m.hp.n_layer, opt.n_gpu_layers, opt.tensor_split));
   InitPlacement(o.devices, opt.use_mmap, &o.placement);
+  RecordTensorSplit(o.devices, opt.tensor_split, &o.placement);
   for (uint32_t il = 0; il <= m.hp.n_layer; ++il)
     o.placement.log.push_back("layer " + std::to_string(il) + " -> " + o.devices.devices[o.layers.device[il]].name);
   WeightBuftOptions wo;
@@ -33,6 +35,29 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
   STOWAGE_RETURN_IF_ERROR(PlanMemory(m, o.placement, &o.memory));
   STOWAGE_ASSIGN_OR_RETURN(o.split_shares, RowSplitShares(m, o, opt.tensor_split));
   return o;
+}
+
+void RecordTensorSplit(const DeviceSet& ds, const std::vector<float>& tensor_split, Placement* p) {
+  for (PlacedBuft& pb : p->bufts) {
+    pb.tensor_split.clear();
+    if (pb.device < 0 || pb.device >= ds.n_model) continue;
+    const DeviceManifest& owner = ds.devices[pb.device];
+    if (!owner.split_buft || owner.split_buft->name != pb.name) continue;
+    // The devices the split spreads over (as RowSplitShares, fit.h): model devices of the owner's
+    // backend with a split buft, in model order.
+    std::vector<float> share;
+    float sum = 0.f;
+    for (int i = 0; i < ds.n_model; ++i) {
+      const DeviceManifest& d = ds.devices[i];
+      if (d.backend != owner.backend || !d.split_buft) continue;
+      const float v = static_cast<size_t>(i) < tensor_split.size() ? std::max(tensor_split[i], 0.f) : 0.f;
+      share.push_back(v);
+      sum += v;
+    }
+    if (!(sum > 0.f)) continue;  // absent or all zero: ggml's default (total memory), left to the runtime
+    for (float& v : share) v /= sum;
+    pb.tensor_split = std::move(share);
+  }
 }
 
 namespace {

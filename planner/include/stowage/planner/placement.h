@@ -36,6 +36,15 @@ struct PlacedBuft {
   bool is_default = true;     ///< the device's default buft (mmap wrapping applies only to it)
   uint64_t alignment = 32;    ///< bytes (ggml_backend_buft_get_alignment)
   std::string repack;         ///< layout weights are converted into on upload ("" or "q4_0x8")
+  /// Row-split buffer types only (CUDA<i>_Split, -sm row): llama.cpp's -ts as the split buffer
+  /// type uses it (ggml_backend_cuda_split_buffer_type normalizes by the sum), one proportion per
+  /// device of the split — the model devices of this buft's backend that have a split buft, in
+  /// model order (for CUDA: CUDA0, CUDA1, ..., the CUDA device ordinals the runtime indexes by) —
+  /// divided by their sum, so the entries add up to 1 (-ts 3,1 -> {0.75, 0.25}). Empty for every
+  /// other buft, and when -ts is absent or all zero for the split's devices: ggml's default then
+  /// splits by each device's total memory, which the runtime reads from the machine it runs on
+  /// (ggml_cuda_info().default_tensor_split), so the plan does not pin it. Set by RecordTensorSplit.
+  std::vector<float> tensor_split;
 };
 
 struct PlacedBackend {
@@ -84,6 +93,18 @@ struct Placement {
     return -1;
   }
 };
+
+struct DeviceSet;  // layer_map.h
+
+/// Fills PlacedBuft::tensor_split of every row-split buft of `p` (a buft that is the split buft of
+/// its device in `ds`) from `tensor_split` (the -ts values, indexed like DeviceSet's model devices,
+/// as planner::ParseTensorSplit returns them; missing entries count as 0): the proportions of the
+/// split's devices divided by their sum, or empty when that sum is 0 (ggml's default split). Other
+/// bufts are left empty. (InitPlacement lists the split bufts in every split mode; only -sm row puts
+/// weights, hence plan buffers, in them.) Requires InitPlacement(ds, ...) to have made `p`'s bufts. Source: llama.cpp
+/// make_gpu_buft_list (FEB25) passes the model's tensor_split to ggml_backend_split_buffer_type,
+/// which normalizes it per device ordinal.
+void RecordTensorSplit(const DeviceSet& ds, const std::vector<float>& tensor_split, Placement* p);
 
 /// The degenerate placement of a CPU-only machine without repack buffer types: every weight and
 /// KV tensor in the CPU buffer type, every node on the CPU backend, one split per graph.
