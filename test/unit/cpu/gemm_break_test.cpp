@@ -399,6 +399,31 @@ TEST(GemmBreak, ViewsBroadcastThreads) {
       p.pad1 = 3; p.pad2 = 2;
       Check(p, {1, 3, 7}, {IsaLevel::kScalar, DetectIsa()}, uint32_t(seed++));
     }
+    Problem q{tc, K, 40, 8};  // broadcast over dim 3 (ne13 / ne03 = 3), gathered src1
+    q.ne02 = 1; q.ne03 = 1; q.ne12 = 2; q.ne13 = 3;
+    q.layout = Layout::kGathered;
+    Check(q, {2}, {DetectIsa()}, 123);
+  }
+}
+
+// The result does not depend on the thread count (each dst element is computed by one kernel call
+// whatever the schedule): bit-identical for 1, 2, 3, 7 threads.
+TEST(GemmBreak, ThreadCountBitIdentical) {
+  for (const TypeCase& tc : Cases()) {
+    const int64_t bs = BlockSize(tc.type);
+    const int64_t K = bs == 1 ? 200 : bs * 4;
+    Weights w(tc, K, 72, 2, 1, 9);
+    Act a(K, 70, 2, 1, Layout::kContig, 0, 10);
+    Dst d1(72, 70, 2, 1, 0, 0);
+    ComputeContext c1;
+    ASSERT_TRUE(MulMat(c1, w.v, a.v, d1.v).ok());
+    for (int nt : {2, 3, 7}) {
+      Dst d(72, 70, 2, 1, 0, 0);
+      ComputeContext c;
+      c.n_threads = nt;
+      ASSERT_TRUE(MulMat(c, w.v, a.v, d.v).ok());
+      EXPECT_EQ(0, std::memcmp(d.buf.data(), d1.buf.data(), d.buf.size() * 4)) << Name(tc) << " nt=" << nt;
+    }
   }
 }
 
@@ -543,11 +568,37 @@ void PoisonInf(Act& a) {
     }
 }
 
+// avx512::GemmQ8FromFloat (the AVX-512 VNNI activation quantizer of Q8_0, Q4_0, Q4_0x8, Q5_0,
+// IQ4_NL) on an inf/NaN activation: vcvtps2dq gives INT_MIN for the non-finite lane and the zero
+// point correction `-z * _mm512_reduce_add_epi32(q0 + q1)` (gemm_q8_avx512.cpp:143) overflows int:
+// undefined behaviour (UBSan: "signed integer overflow: -128 * -2147483648"), and the correction no
+// longer matches the stored int8 (the truncated INT_MIN is 0). See DISABLED_InfiniteActivationsQ8Vnni.
+bool Q8VnniNonFiniteUb(const TypeCase& tc, IsaLevel isa) {
+  const bool q8 = tc.type == GgmlType::Q8_0 || tc.type == GgmlType::Q4_0 || tc.type == GgmlType::Q5_0 ||
+                  tc.type == GgmlType::IQ4_NL;
+  return q8 && isa == IsaLevel::kAvx512 && DetectIsa() >= IsaLevel::kAvx512 && CpuHasAvx512Vnni();
+}
+
 TEST(GemmBreak, InfiniteAndHugeActivationsAsVecDot) {
   for (const TypeCase& tc : Cases()) {
     const int64_t bs = BlockSize(tc.type);
     Problem p{tc, bs == 1 ? 64 : bs * 2, 24, 9};
-    Check(p, {1, 2}, Levels(), 11, false, PoisonInf);
+    std::vector<IsaLevel> levels;
+    for (IsaLevel isa : Levels())
+      if (!Q8VnniNonFiniteUb(tc, isa)) levels.push_back(isa);
+    Check(p, {1, 2}, levels, 11, false, PoisonInf);
+  }
+}
+
+// The levels left out above. DISABLED: undefined behaviour (signed overflow) at
+// gemm_q8_avx512.cpp:143, aborts under scripts/test-sanitizers.sh; in a plain build the values
+// happen to agree with the vec_dot path (non-finite where it is non-finite).
+TEST(GemmBreak, DISABLED_InfiniteActivationsQ8Vnni) {
+  for (const TypeCase& tc : Cases()) {
+    if (!Q8VnniNonFiniteUb(tc, IsaLevel::kAvx512)) continue;
+    const int64_t bs = BlockSize(tc.type);
+    Problem p{tc, bs * 2, 24, 9};
+    Check(p, {1}, {IsaLevel::kAvx512}, 11, false, PoisonInf);
   }
 }
 
