@@ -99,8 +99,11 @@ std::vector<uint8_t> MakeWeights(GgmlType t, int64_t K, int64_t rows, uint32_t s
   };
   for (size_t o = 0; o < out.size(); o += bs) {
     if (extreme) {
-      // Every byte of the block 0xFF (Q8_0 0x80 = -128), then the scales put back.
-      std::memset(&out[o], t == GgmlType::Q8_0 ? 0x80 : 0xFF, bs);
+      // Even rows: every byte of the block 0xFF (Q8_0: 0x7F = +127), the largest unsigned value u
+      // of the SIMD kernels' offset form; odd rows 0x00 (Q8_0: 0x80 = -128), the most negative
+      // signed value. Then the scales are put back.
+      const bool even = (o / RowSize(t, K)) % 2 == 0;
+      std::memset(&out[o], t == GgmlType::Q8_0 ? (even ? 0x7F : 0x80) : (even ? 0xFF : 0x00), bs);
     }
     switch (t) {
       case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: case GgmlType::IQ4_NL:
@@ -423,6 +426,43 @@ TEST(GemmBreak, ThreadCountBitIdentical) {
       c.n_threads = nt;
       ASSERT_TRUE(MulMat(c, w.v, a.v, d.v).ok());
       EXPECT_EQ(0, std::memcmp(d.buf.data(), d1.buf.data(), d.buf.size() * 4)) << Name(tc) << " nt=" << nt;
+    }
+  }
+}
+
+// The q8 and float families claim SIMD results bit-identical to their scalar reference
+// (gemm_q8_avx2.cpp, gemm_q8_avx512.cpp, gemm_float*.cpp headers): through the driver, with a
+// short last panel, a K across the AVX-512 q8 kernel's 32-block chunks, GQA broadcast, gathered
+// src1 and a padded dst, also at the extremes of the quantized ranges.
+TEST(GemmBreak, LevelsBitIdenticalThroughDriver) {
+  const std::vector<IsaLevel> levels = Levels();
+  if (levels.size() < 2) GTEST_SKIP() << "no SIMD level on this CPU";
+  for (const TypeCase& tc : Cases()) {
+    const int64_t bs = BlockSize(tc.type);
+    if (bs == 256) continue;  // k-quants: SIMD vs scalar only within the order bound (Check)
+    for (bool extreme : {false, true}) {
+      const int64_t K = bs == 1 ? 1029 : 32 * 35, N = 40, M = 19;
+      Weights w(tc, K, N, 2, 1, 31, extreme);
+      Act a(K, M, 4, 1, Layout::kGathered, 0, 32);
+      if (extreme)
+        for (int64_t i2 = 0; i2 < 4; ++i2)
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t k = 0; k < K; ++k) a.Set(k, m, i2, 0, (k % 32 == 5) ? 2.f : -2.f);
+      Dst ref(N, M, 4, 1, 3, 1);
+      ComputeContext c0;
+      c0.max_isa = IsaLevel::kScalar;
+      c0.n_threads = 2;
+      ASSERT_TRUE(MulMat(c0, w.v, a.v, ref.v).ok());
+      for (size_t l = 1; l < levels.size(); ++l) {
+        Dst got(N, M, 4, 1, 3, 1);
+        ComputeContext c;
+        c.max_isa = levels[l];
+        c.n_threads = 3;
+        ASSERT_TRUE(MulMat(c, w.v, a.v, got.v).ok());
+        int64_t diff = 0;
+        for (size_t i = 0; i < got.buf.size(); ++i) diff += std::memcmp(&got.buf[i], &ref.buf[i], 4) != 0;
+        EXPECT_EQ(diff, 0) << Name(tc) << " level " << int(levels[l]) << (extreme ? " extreme" : "");
+      }
     }
   }
 }
