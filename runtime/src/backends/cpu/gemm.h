@@ -36,8 +36,9 @@ namespace stowage::cpu {
 
 /// Rows per packed weight panel (one AVX-512 register of int32/f32 lanes).
 inline constexpr int kGemmPanelRows = 16;
-/// Fewest src1 columns (M * ne12 * ne13 per broadcast matrix) for which the driver uses the GEMM
-/// path; below it (token generation, tiny attention products) the vec_dot/gemv path runs.
+/// Fewest src1 columns M (= src1.ne[1], per src1 matrix; ne12 and ne13 do not count) for which the
+/// driver uses the GEMM path; below it (token generation, including its GQA-broadcast attention
+/// products) the vec_dot/gemv path runs.
 inline constexpr int64_t kGemmMinCols = 8;
 
 struct GemmKernels {

@@ -90,8 +90,12 @@ Status GetRows(ComputeContext& ctx, const TensorView& src0, const TensorView& id
 /// src1 row (m, i2, i3)). src0 [K, N, ne02, ne03] of a SupportsMulMatType type with contiguous rows
 /// (layout plain or kLayoutQ4_0x8), src1 F32 [K, M, ne12, ne13] with any strides (permuted views and
 /// nb10 != 4 are gathered), dst F32 [N, M, ne12, ne13] with nb0 = 4. ne12 % ne02 == 0 and
-/// ne13 % ne03 == 0 (GQA broadcast). src1 is converted once per call into ctx.work (ggml's
-/// vec_dot_type, see VecDotType), then dst tiles of 16 x 16 are spread over the threads.
+/// ne13 % ne03 == 0 (GQA broadcast). With M >= kGemmMinCols (8) columns per src1 matrix and a
+/// weight type that has GEMM kernels (gemm.h: every type above at AVX-512 VNNI, all but IQ4_XS at
+/// AVX2, all at the scalar level), src1 is converted into the kernel family's activation rows and
+/// packed 16-row weight panels are multiplied with column chunks (prompt processing). Otherwise src1
+/// is converted once per call into ctx.work (ggml's vec_dot_type, see VecDotType) and each dst
+/// element is one vec_dot (token generation: contiguous row ranges per thread; Q4_0x8 gemv).
 /// Errors: kUnimplemented for unsupported src0 types; kInvalidArgument for shape/type/stride
 /// mismatches (K % block size, dst shape, broadcast, layout).
 Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst);
