@@ -164,7 +164,8 @@ struct Weights {
 //   kGathered: stored transposed ([M, K]: nb0 = M*4, nb1 = 4), so nb10 != 4;
 //   kPadded: rows of K + 5 floats, matrices padded by 3 rows.
 // `offset_bytes` moves the data pointer off the 64-byte alignment of the buffer.
-enum class Layout { kContig, kPermuted, kGathered, kPadded };
+//   kOverlap: rows 8 floats apart (nb1 = 32 < K * 4: a sliding-window view, rows share memory).
+enum class Layout { kContig, kPermuted, kGathered, kPadded, kOverlap };
 
 struct Act {
   std::vector<uint8_t> buf;
@@ -186,6 +187,9 @@ struct Act {
         break;
       case Layout::kPadded:
         v.nb[0] = 4; v.nb[1] = 4 * (K + 5); v.nb[2] = v.nb[1] * (M + 3); v.nb[3] = v.nb[2] * ne12;
+        break;
+      case Layout::kOverlap:
+        v.nb[0] = 4; v.nb[1] = 32; v.nb[2] = 32 * size_t(M - 1) + 4 * size_t(K); v.nb[3] = v.nb[2] * ne12;
         break;
     }
     // No slack after the last element (ASan sees any read past it); padding bytes 0xAB (finite).
@@ -394,7 +398,7 @@ TEST(GemmBreak, ViewsBroadcastThreads) {
     const int64_t bs = BlockSize(tc.type);
     const int64_t K = bs == 1 ? 45 : bs * 2;
     int seed = 1;
-    for (Layout l : {Layout::kContig, Layout::kPermuted, Layout::kGathered, Layout::kPadded}) {
+    for (Layout l : {Layout::kContig, Layout::kPermuted, Layout::kGathered, Layout::kPadded, Layout::kOverlap}) {
       Problem p{tc, K, 24, 11};
       p.ne02 = 2; p.ne03 = 2; p.ne12 = 6; p.ne13 = 2;
       p.layout = l;
