@@ -103,7 +103,10 @@ struct DeviceSet;  // layer_map.h
 /// bufts are left empty. (InitPlacement lists the split bufts in every split mode; only -sm row puts
 /// weights, hence plan buffers, in them.) Requires InitPlacement(ds, ...) to have made `p`'s bufts. Source: llama.cpp
 /// make_gpu_buft_list (FEB25) passes the model's tensor_split to ggml_backend_split_buffer_type,
-/// which normalizes it per device ordinal.
+/// which normalizes it per device ordinal. With RPC devices before the CUDA ones (RPC moves to the
+/// front), llama.cpp hands the split the whole model-indexed array, so CUDA0 would read the RPC
+/// device's entry; here each device takes its own entry, as RowSplitShares (fit.h) does, so the
+/// recorded split is the one the fit check used.
 void RecordTensorSplit(const DeviceSet& ds, const std::vector<float>& tensor_split, Placement* p);
 
 /// The degenerate placement of a CPU-only machine without repack buffer types: every weight and
