@@ -35,6 +35,17 @@ uint64_t AvailableBytes() {
   return uint64_t(kib) * 1024;
 }
 
+// False when transparent huge pages are off ("[never]" in /sys/kernel/mm/transparent_hugepage/
+// enabled): a copy of mapped weights would then gain nothing.
+bool TransparentHugePagesUsable() {
+  FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
+  if (!f) return false;
+  char line[128] = {0};
+  const bool read = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  return read && std::strstr(line, "[never]") == nullptr;
+}
+
 // True when [a, b) lies inside one readable, non-writable, file-backed mapping of this process
 // (/proc/self/maps: perms r-?, inode != 0), i.e. a range of a read-only file mapping such as the
 // GgufFile's.
@@ -82,14 +93,15 @@ uint8_t* MapAnonymous(uint64_t len, uint64_t align, uint64_t page) {
 // available memory — by an anonymous, read-only copy in transparent huge pages, at the same
 // addresses (mremap over the file pages). Readers see the same bytes; the owner's munmap of the file
 // mapping unmaps the copy too. The file pages leave this process's resident set (they stay in the
-// page cache), so resident memory does not grow. On any failure the file mapping stays as it was.
+// page cache), so resident memory does not grow. Nothing is copied when THP is off. On any failure
+// the rest of the file mapping stays as it was (chunks already moved hold the same bytes).
 void MoveToAnonymousHugePages(const uint8_t* data, uint64_t size) {
   const uintptr_t a = (reinterpret_cast<uintptr_t>(data) + kHugePage - 1) / kHugePage * kHugePage;
   const uintptr_t b = (reinterpret_cast<uintptr_t>(data) + size) / kHugePage * kHugePage;
   if (b <= a) return;
   const uint64_t len = b - a;
   const uint64_t avail = AvailableBytes();
-  if (avail == 0 || len > avail / 2 || !InsideReadOnlyFileMapping(a, b)) return;
+  if (avail == 0 || len > avail / 2 || !TransparentHugePagesUsable() || !InsideReadOnlyFileMapping(a, b)) return;
   // 32 MiB at a time, so the peak resident set grows by one chunk, not by the whole range.
   constexpr uint64_t kChunk = uint64_t(32) << 20;
   for (uint64_t off = 0; off < len; off += kChunk) {
