@@ -511,13 +511,11 @@ TEST(GemmBreak, EmptyColumnSplits) {
   }
 }
 
-// K = 0: an empty dot is 0 (ggml), on both paths, with no read of the (empty) rows. DISABLED:
-// fails at the AVX-512 VNNI level for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL with M >= kGemmMinCols:
-// avx512 Kernel<kMin> (gemm_q8_avx512.cpp:97) loops over K chunks `for (b0 = 0; b0 < nb; ...)` and
-// stores only inside that loop, so with nb = 0 dst is never written (keeps -7777 here; stale
-// memory in a graph). The vec_dot path, the scalar/AVX2 GEMM kernels and the float and k-quant
-// families write 0.
-TEST(GemmBreak, DISABLED_ZeroK) {
+// K = 0: an empty dot is 0 (ggml), on both paths, with no read of the (empty) rows. (Was broken at
+// the AVX-512 VNNI level for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL with M >= kGemmMinCols: avx512
+// Kernel<kMin> in gemm_q8_avx512.cpp stored only inside its K-chunk loop, so with nb = 0 dst kept
+// its old values.)
+TEST(GemmBreak, ZeroK) {
   for (const TypeCase& tc : Cases()) {
     if (tc.layout != kLayoutPlain) continue;  // RepackQ4_0 needs ne0 > 0
     for (IsaLevel isa : Levels()) {
@@ -612,12 +610,12 @@ void PoisonInf(Act& a) {
     }
 }
 
-// avx512::GemmQ8FromFloat (the AVX-512 VNNI activation quantizer of Q8_0, Q4_0, Q4_0x8, Q5_0,
-// IQ4_NL) on an inf/NaN activation: vcvtps2dq gives INT_MIN for the non-finite lane and the zero
-// point correction `-z * _mm512_reduce_add_epi32(q0 + q1)` (gemm_q8_avx512.cpp:143) overflows int:
-// undefined behaviour (UBSan: "signed integer overflow: -128 * -2147483648"), and the correction no
-// longer matches the stored int8 (the truncated INT_MIN is 0). See DISABLED_InfiniteActivationsQ8Vnni.
-bool Q8VnniNonFiniteUb(const TypeCase& tc, IsaLevel isa) {
+// The AVX-512 VNNI activation quantizer of Q8_0, Q4_0, Q4_0x8, Q5_0, IQ4_NL (avx512::GemmQ8FromFloat).
+// It used to convert inf * 0 = NaN with vcvtps2dq (INT_MIN) and overflow int in the zero-point
+// correction `-z * sum(q)` (UBSan: "signed integer overflow: -128 * -2147483648"); now a block with a
+// non-finite element gets d = NaN, qs = 0 and a zero correction (QuantizeRowQ8_0Act's rule) and the
+// int32 lanes are clamped to [-128, 127] before narrowing.
+bool IsQ8Vnni(const TypeCase& tc, IsaLevel isa) {
   const bool q8 = tc.type == GgmlType::Q8_0 || tc.type == GgmlType::Q4_0 || tc.type == GgmlType::Q5_0 ||
                   tc.type == GgmlType::IQ4_NL;
   return q8 && isa == IsaLevel::kAvx512 && DetectIsa() >= IsaLevel::kAvx512 && CpuHasAvx512Vnni();
@@ -627,19 +625,15 @@ TEST(GemmBreak, InfiniteAndHugeActivationsAsVecDot) {
   for (const TypeCase& tc : Cases()) {
     const int64_t bs = BlockSize(tc.type);
     Problem p{tc, bs == 1 ? 64 : bs * 2, 24, 9};
-    std::vector<IsaLevel> levels;
-    for (IsaLevel isa : Levels())
-      if (!Q8VnniNonFiniteUb(tc, isa)) levels.push_back(isa);
-    Check(p, {1, 2}, levels, 11, false, PoisonInf);
+    Check(p, {1, 2}, Levels(), 11, false, PoisonInf);
   }
 }
 
-// The levels left out above. DISABLED: undefined behaviour (signed overflow) at
-// gemm_q8_avx512.cpp:143, aborts under scripts/test-sanitizers.sh; in a plain build the values
-// happen to agree with the vec_dot path (non-finite where it is non-finite).
-TEST(GemmBreak, DISABLED_InfiniteActivationsQ8Vnni) {
+// The VNNI q8 levels alone (the former UB site, gemm_q8_avx512.cpp GemmQ8FromFloat); run under
+// scripts/test-sanitizers.sh.
+TEST(GemmBreak, InfiniteActivationsQ8Vnni) {
   for (const TypeCase& tc : Cases()) {
-    if (!Q8VnniNonFiniteUb(tc, IsaLevel::kAvx512)) continue;
+    if (!IsQ8Vnni(tc, IsaLevel::kAvx512)) continue;
     const int64_t bs = BlockSize(tc.type);
     Problem p{tc, bs * 2, 24, 9};
     Check(p, {1}, {IsaLevel::kAvx512}, 11, false, PoisonInf);
@@ -647,24 +641,13 @@ TEST(GemmBreak, DISABLED_InfiniteActivationsQ8Vnni) {
 }
 
 // NaN activations: column 1 has a NaN at k = 3 (first half of a 32-block), column 5 at k = 20
-// (second half). FAILS (see the report / comments): for every quantized weight type neither path
-// gives NaN out — the activation quantizers drop the NaN (QuantizeRowQ8_0Act / Q8_1Act / Q8_K: the
-// NaN loses the amax comparison, then int8_t(nearbyint(NaN)) is an undefined conversion that gives
-// 0 on x86) — and the GEMM path's SIMD quantizers drop it differently from the vec_dot path's
-// scalar ones, so the two paths give different finite values:
-//   AVX-512 VNNI Q8_0 / Q4_0 / Q4_0x8 / Q5_0 / IQ4_NL (avx512::GemmQ8FromFloat,
-//     gemm_q8_avx512.cpp:134-135: _mm512_max_ps(|x0|, |x1|) returns the NaN of its second operand,
-//     so a NaN in elements 16..31 of a block changes amax/d and the whole block's qs; column 5);
-//   AVX2 Q2_K / Q3_K / Q4_K / Q5_K / Q6_K (avx2::FromFloatQ8_KAct, gemm_kquants_avx2.cpp:156-165:
-//     _mm256_max_ps(am8, NaN) makes amax NaN, `!(amax > 0)` then zeroes the whole 256-block;
-//     columns 1 and 5).
-// Expected (the brief: as the vec_dot path, NaN in -> NaN out): every dst element of a column with
-// a NaN activation is NaN on both paths at every level.
-// Under UBSan (scripts/test-sanitizers.sh) both NaN tests also abort on signed overflow: at
-// gemm_q8_avx512.cpp:143 (see Q8VnniNonFiniteUb) and, with the VNNI q8 levels left out, at
-// gemm_kquants_avx512.cpp:425 (avx512::FromFloatQ8_KAct: a NaN amax makes iscale NaN, every lane
-// of vcvtps2dq is INT_MIN, `_mm512_reduce_add_epi32(q)` for bsums overflows; the bsums then also
-// disagree with the stored int8, which truncate INT_MIN to 0).
+// (second half). The rule (cpu/README.md, QuantizeRowQ8_0Act): every activation quantizer — the
+// vec_dot path's QuantizeRowQ8_0Act / Q8_1Act / Q8_K and every GEMM family's from_float at every
+// level — gives a block with a NaN (or inf) d = NaN and qs = 0, so NaN in -> NaN out for every dst
+// element of that column, on both paths, with no float->int conversion of NaN. (ggml drops the NaN:
+// it loses the amax comparison and int8(nearbyint(NaN)) is undefined; our SIMD quantizers used to
+// drop it differently from the scalar ones, and the AVX-512 ones overflowed int on vcvtps2dq's
+// INT_MIN.)
 void PoisonNaN(Act& a) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (int64_t i3 = 0; i3 < a.ne13; ++i3)
@@ -674,9 +657,8 @@ void PoisonNaN(Act& a) {
     }
 }
 
-// GEMM vs vec_dot on NaN activations (the finite garbage must at least agree). DISABLED: fails for
-// the (type, level) pairs listed above.
-TEST(GemmBreak, DISABLED_NanActivationsAsVecDot) {
+// GEMM vs vec_dot on NaN activations: the same NaN columns, the other columns unaffected.
+TEST(GemmBreak, NanActivationsAsVecDot) {
   for (const TypeCase& tc : Cases()) {
     const int64_t bs = BlockSize(tc.type);
     Problem p{tc, bs == 1 ? 64 : bs * 2, 24, 9};
@@ -684,9 +666,8 @@ TEST(GemmBreak, DISABLED_NanActivationsAsVecDot) {
   }
 }
 
-// NaN in -> NaN out on both paths. DISABLED: fails for every quantized weight type at every level
-// (the float types F32/F16/BF16 pass).
-TEST(GemmBreak, DISABLED_NanActivationsGiveNaN) {
+// NaN in -> NaN out on both paths, at every level, for every weight type.
+TEST(GemmBreak, NanActivationsGiveNaN) {
   for (const TypeCase& tc : Cases()) {
     const int64_t bs = BlockSize(tc.type);
     const int64_t K = bs == 1 ? 64 : bs * 2, N = 24, M = 9;
@@ -708,6 +689,12 @@ TEST(GemmBreak, DISABLED_NanActivationsGiveNaN) {
         EXPECT_EQ(finite_ref, 0) << Name(tc) << " isa=" << int(isa) << " column " << m << ": vec_dot path";
         EXPECT_EQ(finite_got, 0) << Name(tc) << " isa=" << int(isa) << " column " << m << ": GEMM path";
       }
+      // The NaN stays in its column: every other column is finite on both paths.
+      int64_t nonfinite_other = 0;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n)
+          if (m != 1 && m != 5) nonfinite_other += !std::isfinite(ref.At(n, m, 0, 0)) + !std::isfinite(got.At(n, m, 0, 0));
+      EXPECT_EQ(nonfinite_other, 0) << Name(tc) << " isa=" << int(isa);
     }
   }
 }

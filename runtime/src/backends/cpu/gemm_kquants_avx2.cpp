@@ -11,7 +11,9 @@
 // (IQ4_XS: q up to 241) have no AVX2 kernel.
 #include <immintrin.h>
 
+#include <cfloat>
 #include <cstring>
+#include <limits>
 
 #include "gemm.h"
 
@@ -147,13 +149,24 @@ inline int HsumEpi32(__m256i v) {
 
 // QuantizeRowQ8_K (kquants.cpp) into the activation layout, bit-identical to it (same rules as
 // avx512::FromFloatQ8_KAct: first element of the largest magnitude sets the sign, vcvtps2dq rounds
-// half to even like nearbyintf, min 127; NaN inputs are not reproduced).
+// half to even like nearbyintf, min 127; a block with a NaN or +-inf gets d = NaN, qs = bsums = 0).
 void FromFloatQ8_KAct(const float* x, void* act, int64_t K) {
   uint8_t* out = static_cast<uint8_t*>(act);
   const __m256 sign = _mm256_set1_ps(-0.f);
+  const __m256 big = _mm256_set1_ps(FLT_MAX);
   for (int64_t b = 0; b < K / kQK; ++b, x += kQK, out += kActBlockBytes) {
-    __m256 am8 = _mm256_setzero_ps();
-    for (int i = 0; i < 32; ++i) am8 = _mm256_max_ps(am8, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * i)));
+    __m256 am8 = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    for (int i = 0; i < 32; ++i) {
+      const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * i));
+      am8 = _mm256_max_ps(am8, a);
+      bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, big, _CMP_NLE_UQ));  // NaN (unordered) or inf
+    }
+    if (_mm256_movemask_ps(bad)) {
+      const float d = std::numeric_limits<float>::quiet_NaN();
+      std::memset(out, 0, kActBlockBytes);
+      std::memcpy(out + kActD, &d, 4);
+      continue;
+    }
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(am8), _mm256_extractf128_ps(am8, 1));
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
@@ -175,13 +188,16 @@ void FromFloatQ8_KAct(const float* x, void* act, int64_t K) {
     }
     const float iscale = -127.f / max;
     const __m256 is = _mm256_set1_ps(iscale);
-    const __m256i lim = _mm256_set1_epi32(127), order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i lim = _mm256_set1_epi32(127), low = _mm256_set1_epi32(-128);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     int16_t bs16[16];
     for (int i = 0; i < 8; ++i) {  // 32 elements: 4 x 8 int32 -> 32 int8
       __m256i q[4];
+      // Clamped to [-128, 127] (the lower bound a no-op for finite x; defensive against
+      // vcvtps2dq's INT_MIN) so bsums are sums of exactly the stored (saturated) int8.
       for (int j = 0; j < 4; ++j)
-        q[j] =
-            _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(x + 32 * i + 8 * j))), lim);
+        q[j] = _mm256_max_epi32(
+            _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(x + 32 * i + 8 * j))), lim), low);
       const __m256i p8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * i), _mm256_permutevar8x32_epi32(p8, order));
       bs16[2 * i] = int16_t(HsumEpi32(_mm256_add_epi32(q[0], q[1])));

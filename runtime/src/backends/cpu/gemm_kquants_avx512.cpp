@@ -8,7 +8,9 @@
 // bsums.
 #include <immintrin.h>
 
+#include <cfloat>
 #include <cstring>
+#include <limits>
 
 #include "gemm.h"
 #include "quants.h"
@@ -390,18 +392,29 @@ void PackIQ4_XS(int64_t K, const void* w, size_t row_stride, int nr, int, void* 
 // QuantizeRowQ8_K (kquants.cpp) into the activation layout, bit-identical to it: amax = max |x|,
 // `max` = the first element of that magnitude, iscale = -127 / max, q = min(127, round half to even
 // (iscale * x)) (vcvtps2dq in the default rounding mode = nearbyintf), d = 1 / iscale; all-zero
-// blocks get d = 0. (NaN inputs are not reproduced: the scalar loop skips them, vmaxps does not.)
+// blocks get d = 0; a block with a NaN or +-inf gets d = NaN and qs = bsums = 0, as in
+// QuantizeRowQ8_K.
 void FromFloatQ8_KAct(const float* x, void* act, int64_t K) {
   uint8_t* out = static_cast<uint8_t*>(act);
+  const __m512 big = _mm512_set1_ps(FLT_MAX);
   for (int64_t b = 0; b < K / kQK; ++b, x += kQK, out += kActBlockBytes) {
     __m512 v[16];
     __m512 amax16 = _mm512_setzero_ps();
+    __mmask16 nonfinite = 0;
     for (int i = 0; i < 16; ++i) {
       v[i] = _mm512_loadu_ps(x + 16 * i);
-      amax16 = _mm512_max_ps(amax16, _mm512_abs_ps(v[i]));
+      const __m512 a = _mm512_abs_ps(v[i]);
+      amax16 = _mm512_max_ps(amax16, a);
+      nonfinite |= _mm512_cmp_ps_mask(a, big, _CMP_NLE_UQ);  // NaN (unordered) or inf
+    }
+    std::memset(out + kActD + 4, 0, kActBlockBytes - kActD - 4);
+    if (nonfinite) {
+      const float d = std::numeric_limits<float>::quiet_NaN();
+      std::memset(out, 0, kActD);
+      std::memcpy(out + kActD, &d, 4);
+      continue;
     }
     const float amax = _mm512_reduce_max_ps(amax16);
-    std::memset(out + kActD + 4, 0, kActBlockBytes - kActD - 4);
     if (!(amax > 0)) {
       std::memset(out, 0, kActD + 4);
       continue;
@@ -417,10 +430,12 @@ void FromFloatQ8_KAct(const float* x, void* act, int64_t K) {
     }
     const float iscale = -127.f / max;
     const __m512 is = _mm512_set1_ps(iscale);
-    const __m512i lim = _mm512_set1_epi32(127);
+    const __m512i lim = _mm512_set1_epi32(127), low = _mm512_set1_epi32(-128);
     int16_t bs16[16];
     for (int i = 0; i < 16; ++i) {
-      const __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(is, v[i])), lim);
+      // Clamped to [-128, 127] (the lower bound a no-op for finite x; defensive against
+      // vcvtps2dq's INT_MIN), so bsums are sums of exactly the stored int8.
+      const __m512i q = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(is, v[i])), lim), low);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16 * i), _mm512_cvtepi32_epi8(q));
       bs16[i] = int16_t(_mm512_reduce_add_epi32(q));
     }

@@ -10,8 +10,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "ops.h"
 #include "quants.h"
@@ -93,6 +95,10 @@ void Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, in
   constexpr int kRec = kMin ? kPanelBlockBytesMin : kPanelBlockBytes;
   const int64_t nb = K / 32;
   const __mmask16 mask = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1u);
+  if (nb == 0) {  // K = 0: an empty dot is 0 (the chunk loop below would store nothing)
+    for (int c = 0; c < nc; ++c) _mm512_mask_storeu_ps(dst + size_t(c) * dst_stride, mask, _mm512_setzero_ps());
+    return;
+  }
   for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
     const int64_t cb = std::min(kChunkBlocks, nb - b0);
     const bool first = b0 == 0;
@@ -126,18 +132,36 @@ void GemmQ8KernelMin(int64_t K, const void* panel, const void* act, size_t act_s
   Kernel<true>(K, panel, act, act_stride, nc, dst, dst_stride, nr);
 }
 
+// Non-finite blocks as QuantizeRowQ8_0Act (quants.cpp): a NaN or +-inf element gives d = NaN,
+// qs = 0 and a zero correction, so every dot with the block is NaN.
 void GemmQ8FromFloat(const float* x, void* act, int64_t K, int z) {
   uint8_t* out = static_cast<uint8_t*>(act);
   const __m512 sign = _mm512_set1_ps(-0.0f);
+  const __m512 big = _mm512_set1_ps(FLT_MAX);
+  const __m512i lo = _mm512_set1_epi32(-128), hi = _mm512_set1_epi32(127);
   for (int64_t b = 0; b < K / 32; ++b, x += 32, out += kActBlockBytes) {
     const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
-    const __m512 m = _mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1));
+    const __m512 a0 = _mm512_andnot_ps(sign, x0), a1 = _mm512_andnot_ps(sign, x1);
+    // !(|x| <= FLT_MAX): NaN (unordered) or inf.
+    if (_mm512_cmp_ps_mask(a0, big, _CMP_NLE_UQ) | _mm512_cmp_ps_mask(a1, big, _CMP_NLE_UQ)) {
+      const float d = std::numeric_limits<float>::quiet_NaN();
+      const int32_t corr = 0;
+      std::memset(out, 0, 32);
+      std::memcpy(out + 32, &d, 4);
+      std::memcpy(out + 36, &corr, 4);
+      continue;
+    }
+    const __m512 m = _mm512_max_ps(a0, a1);
     const float amax = _mm512_reduce_max_ps(m);
     const float id = amax != 0.0f ? 127.f / amax : 0.0f;
     const float d = HalfToFloat(FloatToHalf(amax / 127.f));
     // cvtps2dq rounds to nearest even (default MXCSR), as nearbyint in QuantizeRowQ8_0Act.
-    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, _mm512_set1_ps(id)));
-    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, _mm512_set1_ps(id)));
+    // Clamped to the int8 range before narrowing (a no-op for finite x: |q| <= 127; defensive
+    // against vcvtps2dq's INT_MIN), so the correction is the sum of exactly the stored int8.
+    const __m512i q0 =
+        _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(x0, _mm512_set1_ps(id))), lo), hi);
+    const __m512i q1 =
+        _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(x1, _mm512_set1_ps(id))), lo), hi);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm512_cvtepi32_epi8(q1));
     const int32_t corr = -z * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));

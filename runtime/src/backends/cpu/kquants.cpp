@@ -2,8 +2,10 @@
 // and scalar vec_dots. Numerics: ggml-quants.c (dequantize_row_*, quantize_row_q8_K_ref) and
 // ggml-cpu/quants.c (ggml_vec_dot_*_q8_K_generic). Integer parts are exact; only the float
 // accumulation order may differ from ggml's SIMD paths.
+#include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "quants.h"
 
@@ -12,9 +14,20 @@ namespace stowage::cpu {
 void QuantizeRowQ8_K(const float* x, BlockQ8_K* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
     float max = 0, amax = 0;
+    bool nonfinite = false;
     for (int j = 0; j < kQK_K; ++j) {
       const float ax = std::fabs(x[j]);
       if (ax > amax) { amax = ax; max = x[j]; }
+      nonfinite |= !(ax <= FLT_MAX);
+    }
+    if (nonfinite) {
+      // Not ggml (quantize_row_q8_K_ref skips a NaN in the comparison, then converts NaN to int):
+      // a block with a NaN or +-inf gets d = NaN and qs = bsums = 0, so every dot with it is NaN
+      // (see QuantizeRowQ8_0Act in quants.cpp).
+      y[i].d = std::numeric_limits<float>::quiet_NaN();
+      std::memset(y[i].qs, 0, sizeof y[i].qs);
+      std::memset(y[i].bsums, 0, sizeof y[i].bsums);
+      continue;
     }
     if (!amax) {
       y[i].d = 0;

@@ -7,6 +7,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace stowage::cpu {
 namespace {
@@ -169,11 +170,27 @@ void QuantizeRowQ8_1(const float* x, BlockQ8_1* y, int64_t n) {
 // round-half-to-even (_mm256_round_ps(_MM_ROUND_NEAREST)) instead of roundf. On the shared models
 // this reproduces llama.cpp's logits exactly where the reference rounding does not: activations
 // that went through earlier quantized layers hit exact .5 ties often.
+//
+// Non-finite activations (not ggml: its quantizers drop a NaN in the amax comparison and convert
+// it to int8 by an undefined float->int conversion): a block with a NaN or +-inf element gets
+// d = NaN and qs = 0 (Q8_1: s = NaN), so every dot with it is NaN (NaN in -> NaN out, per block;
+// an inf block gave NaN before too: inf * 0). The GEMM families' SIMD from_float follow the same
+// rule (gemm.h).
 void QuantizeRowQ8_0Act(const float* x, BlockQ8_0* y, int64_t n) {
   const int qk = kQK8_0;
   for (int64_t i = 0; i < n / qk; ++i, x += qk) {
     float amax = 0.0f;
-    for (int j = 0; j < qk; ++j) amax = std::max(amax, std::fabs(x[j]));
+    bool nonfinite = false;
+    for (int j = 0; j < qk; ++j) {
+      const float ax = std::fabs(x[j]);
+      amax = std::max(amax, ax);
+      nonfinite |= !(ax <= FLT_MAX);
+    }
+    if (nonfinite) {
+      y[i].d = FloatToHalf(std::numeric_limits<float>::quiet_NaN());
+      std::memset(y[i].qs, 0, sizeof y[i].qs);
+      continue;
+    }
     const float id = amax != 0.0f ? 127.f / amax : 0.0f;
     y[i].d = FloatToHalf(amax / 127.f);
     for (int j = 0; j < qk; ++j) y[i].qs[j] = int8_t(std::nearbyint(x[j] * id));
@@ -184,7 +201,17 @@ void QuantizeRowQ8_1Act(const float* x, BlockQ8_1* y, int64_t n) {
   const int qk = kQK8_1;
   for (int64_t i = 0; i < n / qk; ++i, x += qk) {
     float amax = 0.0f;
-    for (int j = 0; j < qk; ++j) amax = std::max(amax, std::fabs(x[j]));
+    bool nonfinite = false;
+    for (int j = 0; j < qk; ++j) {
+      const float ax = std::fabs(x[j]);
+      amax = std::max(amax, ax);
+      nonfinite |= !(ax <= FLT_MAX);
+    }
+    if (nonfinite) {  // see QuantizeRowQ8_0Act
+      y[i].d = y[i].s = FloatToHalf(std::numeric_limits<float>::quiet_NaN());
+      std::memset(y[i].qs, 0, sizeof y[i].qs);
+      continue;
+    }
     const float d = amax / 127.f;
     const float id = amax != 0.0f ? 127.f / amax : 0.0f;
     y[i].d = FloatToHalf(d);
