@@ -1,6 +1,8 @@
 // plan-dump: prints a plan file (runtime/schema/plan.fbs) as text or JSON. The plan is verified
 // first (flatbuffers verifier, identifier, schema version, cross references: stowage::PlanFile);
-// a corrupted or truncated plan is a one-line error and exit status 1.
+// a corrupted or truncated plan is a one-line error and exit status 1. A buffer line ends with
+// "tensor_split [0.75, 0.25]" (JSON: "tensor_split": [0.75, 0.25]) when the plan carries the -ts
+// proportions of a row-split buffer (Buffer.tensor_split).
 #include <cstdio>
 #include <string>
 

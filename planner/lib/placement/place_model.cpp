@@ -46,7 +46,7 @@ void RecordTensorSplit(const DeviceSet& ds, const std::vector<float>& tensor_spl
     // The devices the split spreads over (as RowSplitShares, fit.h): model devices of the owner's
     // backend with a split buft, in model order.
     std::vector<float> share;
-    float sum = 0.f;
+    double sum = 0.0;  // double: -ts 3e38,3e38 must not overflow to inf (and record zeros)
     for (int i = 0; i < ds.n_model; ++i) {
       const DeviceManifest& d = ds.devices[i];
       if (d.backend != owner.backend || !d.split_buft) continue;
@@ -54,8 +54,8 @@ void RecordTensorSplit(const DeviceSet& ds, const std::vector<float>& tensor_spl
       share.push_back(v);
       sum += v;
     }
-    if (!(sum > 0.f)) continue;  // absent or all zero: ggml's default (total memory), left to the runtime
-    for (float& v : share) v /= sum;
+    if (!(sum > 0.0)) continue;  // absent or all zero: ggml's default (total memory), left to the runtime
+    for (float& v : share) v = static_cast<float>(static_cast<double>(v) / sum);
     pb.tensor_split = std::move(share);
   }
 }

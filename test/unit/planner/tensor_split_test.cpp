@@ -38,6 +38,8 @@ TEST(RecordTensorSplit, SplitBuftsCarryTheNormalizedProportions) {
   EXPECT_EQ(SplitOf(TwoGpus({0.6f, 0.2f}), "G1_Split"), (std::vector<float>{0.75f, 0.25f}));
   // A device left out (-ts 1,0) keeps a 0 entry: the split has two devices, the second gets no rows.
   EXPECT_EQ(SplitOf(TwoGpus({1, 0}), "G0_Split"), (std::vector<float>{1.f, 0.f}));
+  // Huge values do not overflow the sum.
+  EXPECT_EQ(SplitOf(TwoGpus({3e38f, 3e38f}), "G0_Split"), (std::vector<float>{0.5f, 0.5f}));
   // Fewer values than devices: the missing ones are 0 (llama.cpp's tensor_split array is zeroed).
   EXPECT_EQ(SplitOf(TwoGpus({2}), "G1_Split"), (std::vector<float>{1.f, 0.f}));
 }
