@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <memory>
 
 #include "kernels.h"
@@ -109,6 +111,53 @@ TEST(CpuQuant, HandComputedBlocks) {
   for (int j = 0; j < 16; ++j) {
     EXPECT_EQ(y[j], 0.5f * kValuesIQ4NL[j]);
     EXPECT_EQ(y[j + 16], 0.5f * kValuesIQ4NL[15 - j]);
+  }
+}
+
+// The activation quantizers' non-finite rule (cpu/README.md): a block with a NaN or +-inf gets
+// d = NaN and qs = 0 (Q8_1 s = NaN, Q8_K bsums = 0); the finite blocks around it keep the bytes
+// they get when quantized alone.
+TEST(CpuQuant, NonFiniteActivationBlocks) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (int bs : {32, 256}) {
+    const int64_t n = 4 * bs;  // blocks: finite, NaN (last element), +inf (first), -inf and NaN
+    std::vector<float> x(static_cast<size_t>(n));
+    kt::FillUniform(x, 5, -2.f, 2.f);
+    x[size_t(2 * bs - 1)] = nan;
+    x[size_t(2 * bs)] = inf;
+    x[size_t(3 * bs + 7)] = -inf;
+    x[size_t(3 * bs + 9)] = nan;
+    const bool finite[4] = {true, false, false, false};
+    if (bs == 32) {
+      std::vector<BlockQ8_0> q0(4), a0(1);
+      std::vector<BlockQ8_1> q1(4), a1(1);
+      QuantizeRowQ8_0Act(x.data(), q0.data(), n);
+      QuantizeRowQ8_1Act(x.data(), q1.data(), n);
+      QuantizeRowQ8_0Act(x.data(), a0.data(), 32);
+      QuantizeRowQ8_1Act(x.data(), a1.data(), 32);
+      EXPECT_EQ(0, std::memcmp(&q0[0], &a0[0], sizeof(BlockQ8_0)));
+      EXPECT_EQ(0, std::memcmp(&q1[0], &a1[0], sizeof(BlockQ8_1)));
+      for (int b = 0; b < 4; ++b) {
+        if (finite[b]) continue;
+        EXPECT_TRUE(std::isnan(HalfToFloat(q0[size_t(b)].d))) << "Q8_0 block " << b;
+        EXPECT_TRUE(std::isnan(HalfToFloat(q1[size_t(b)].d))) << "Q8_1 block " << b;
+        EXPECT_TRUE(std::isnan(HalfToFloat(q1[size_t(b)].s))) << "Q8_1 block " << b;
+        for (int j = 0; j < 32; ++j) {
+          EXPECT_EQ(q0[size_t(b)].qs[j], 0) << "Q8_0 block " << b << " j " << j;
+          EXPECT_EQ(q1[size_t(b)].qs[j], 0) << "Q8_1 block " << b << " j " << j;
+        }
+      }
+    } else {
+      std::vector<BlockQ8_K> qk(4), ak(1);
+      QuantizeRowQ8_K(x.data(), qk.data(), n);
+      QuantizeRowQ8_K(x.data(), ak.data(), 256);
+      EXPECT_EQ(0, std::memcmp(&qk[0], &ak[0], sizeof(BlockQ8_K)));
+      for (int b = 1; b < 4; ++b) {
+        EXPECT_TRUE(std::isnan(qk[size_t(b)].d)) << "Q8_K block " << b;
+        for (int j = 0; j < 256; ++j) EXPECT_EQ(qk[size_t(b)].qs[j], 0) << "Q8_K block " << b << " j " << j;
+        for (int j = 0; j < 16; ++j) EXPECT_EQ(qk[size_t(b)].bsums[j], 0) << "Q8_K block " << b << " j " << j;
+      }
+    }
   }
 }
 

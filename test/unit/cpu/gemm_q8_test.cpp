@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <ctime>
 
@@ -223,12 +224,16 @@ TEST(GemmQ8, KernelsExtremeValues) {
 }
 
 TEST(GemmQ8, ActivationsEqualQuantizeRowQ8_0Act) {
-  const int64_t K = 160;
+  const int64_t K = 224;
   std::vector<float> x(static_cast<size_t>(K));
   kt::FillUniform(x, 3, -3.f, 3.f);
   // Exact ties x * (127 / amax) = n + 0.5 are rounded half to even by both: block 1 has amax 127.
   x[32] = 127.f; x[33] = 0.5f; x[34] = 1.5f; x[35] = -2.5f; x[36] = -0.5f;
   for (int j = 64; j < 96; ++j) x[size_t(j)] = 0.f;  // an all-zero block
+  // Non-finite blocks (d = NaN, qs = 0, correction 0): block 5 a NaN in its second half, block 6
+  // an inf first (the AVX-512 quantizer used to overflow the correction on vcvtps2dq's INT_MIN).
+  x[5 * 32 + 20] = std::numeric_limits<float>::quiet_NaN();
+  x[6 * 32] = std::numeric_limits<float>::infinity();
   std::vector<BlockQ8_0> q(size_t(K / 32));
   QuantizeRowQ8_0Act(x.data(), q.data(), K);
   for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512}) {
@@ -244,7 +249,8 @@ TEST(GemmQ8, ActivationsEqualQuantizeRowQ8_0Act) {
     int32_t corr;
     std::memcpy(&d, rec + 32, 4);
     std::memcpy(&corr, rec + 36, 4);
-    EXPECT_EQ(d, HalfToFloat(q[size_t(b)].d)) << b;
+    if (b >= 5) EXPECT_TRUE(std::isnan(d) && std::isnan(HalfToFloat(q[size_t(b)].d))) << b;
+    else EXPECT_EQ(d, HalfToFloat(q[size_t(b)].d)) << b;
     int sum = 0;
     for (int j = 0; j < 32; ++j) sum += q[size_t(b)].qs[j];
     EXPECT_EQ(corr, -8 * sum) << b;  // Q4_0's zero point
@@ -253,9 +259,10 @@ TEST(GemmQ8, ActivationsEqualQuantizeRowQ8_0Act) {
 }
 
 TEST(GemmQ8, ActivationsEqualQuantizeRowQ8_1Act) {  // Q4_1/Q5_1: qs, d and s of Q8_1
-  const int64_t K = 96;
+  const int64_t K = 128;
   std::vector<float> x(static_cast<size_t>(K));
   kt::FillUniform(x, 4, -3.f, 3.f);
+  x[3 * 32 + 31] = std::numeric_limits<float>::quiet_NaN();  // block 3: d = s = NaN, qs = 0
   std::vector<BlockQ8_1> q(size_t(K / 32));
   QuantizeRowQ8_1Act(x.data(), q.data(), K);
   for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
@@ -269,6 +276,10 @@ TEST(GemmQ8, ActivationsEqualQuantizeRowQ8_1Act) {  // Q4_1/Q5_1: qs, d and s of
       std::memcpy(&d, rec + 32, 4);
       std::memcpy(&sa, rec + 36, 4);
       EXPECT_EQ(std::memcmp(rec, q[size_t(b)].qs, 32), 0) << b;
+      if (b == 3) {
+        EXPECT_TRUE(std::isnan(d) && std::isnan(sa) && std::isnan(HalfToFloat(q[size_t(b)].d))) << b;
+        continue;
+      }
       EXPECT_EQ(d, HalfToFloat(q[size_t(b)].d)) << b;
       EXPECT_EQ(sa, HalfToFloat(q[size_t(b)].s)) << b;
     }
