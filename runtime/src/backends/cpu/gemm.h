@@ -17,8 +17,9 @@
 //      then runs `kernel` over column chunks of the converted src1;
 //   3. `kernel` writes dst[c * dst_stride + r] for r < nr, c < nc.
 // Numerics: activation quantization equals ggml's (the same quantized integers and the same scale
-// values as the vec_dot path's QuantizeRowQ8_0Act / QuantizeRowQ8_1Act / QuantizeRowQ8_K, or the
-// same fp16/bf16 rounding for F16/BF16 weights); integer sums are exact; only the float
+// values as the vec_dot path's QuantizeRowQ8_0Act / QuantizeRowQ8_1Act / QuantizeRowQ8_K, including
+// their rule for blocks with a NaN/inf: d = NaN, qs = 0; or the same fp16/bf16 rounding for F16/BF16
+// weights); integer sums are exact; only the float
 // accumulation order may differ from the vec_dot path (tests bound the difference).
 //
 // Families (each in its own files, each with a scalar reference and SIMD levels):

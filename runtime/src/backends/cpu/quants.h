@@ -71,9 +71,13 @@ void QuantizeRowQ5_0(const float* x, BlockQ5_0* y, int64_t n);
 void QuantizeRowQ5_1(const float* x, BlockQ5_1* y, int64_t n);
 void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n);
 void QuantizeRowQ8_1(const float* x, BlockQ8_1* y, int64_t n);
+/// Q8_K (MUL_MAT's activations for K-quants, ggml's quantize_row_q8_K). A 256-block holding a NaN
+/// or +-inf gets d = NaN, qs = 0, bsums = 0 (ggml converts the NaN to an integer, undefined; we
+/// propagate it: every dot with the block is NaN; see README "Non-finite activations").
 void QuantizeRowQ8_K(const float* x, BlockQ8_K* y, int64_t n);
 /// Activation quantizers of MUL_MAT: ggml-cpu's x86 quantize_row_q8_0 / _q8_1 semantics
-/// (d = amax / 127, q = round_half_even(x * (127 / amax))); see quants.cpp for why.
+/// (d = amax / 127, q = round_half_even(x * (127 / amax))); see quants.cpp for why. A 32-block
+/// holding a NaN or +-inf gets d = NaN (and s = NaN for Q8_1), qs = 0.
 void QuantizeRowQ8_0Act(const float* x, BlockQ8_0* y, int64_t n);
 void QuantizeRowQ8_1Act(const float* x, BlockQ8_1* y, int64_t n);
 
