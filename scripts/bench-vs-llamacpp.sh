@@ -7,7 +7,8 @@
 # Usage: scripts/bench-vs-llamacpp.sh [THREADS] [TYPES...]   (default: 2 threads; f16 q8_0 q4_0 q4_k_m)
 # Env: BENCH_DIR (models and tools, default ~/.cache/stowage-bench), REPS (default 3),
 #      N_PROMPT (512; 0 = generation only), N_GEN (128), SMALL=1 for a quick 4-layer model,
-#      BUILD (the build directory whose bin/ holds stowage-run, gguf-synth, gguf-dump; default build).
+#      BUILD (the build directory whose bin/ holds stowage-run, gguf-synth, gguf-dump; default build),
+#      STOWAGE_FLAGS (extra stowage-run flags, e.g. --huge-pages; printed with the table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -50,13 +51,14 @@ model_for() {
 }
 
 BW=$("$BENCH_DIR/membw" "$THREADS" 1024)
-echo "threads: $THREADS   measured read bandwidth: $BW GB/s   reps: $REPS"
+STOWAGE_FLAGS=${STOWAGE_FLAGS:-}
+echo "threads: $THREADS   measured read bandwidth: $BW GB/s   reps: $REPS   stowage-run flags: ${STOWAGE_FLAGS:-(none)}"
 printf "| type | size GiB | stowage pp%d | llama.cpp pp%d | ratio | stowage tg%d | llama.cpp tg%d | ratio | tg bound | stowage %% of bound | llama.cpp %% of bound | peak RSS MiB (stowage / llama.cpp) |\n" \
   "$N_PROMPT" "$N_PROMPT" "$N_GEN" "$N_GEN"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for t in "${TYPES[@]}"; do
   M=$(model_for "$t")
-  S=$(./$BUILD/bin/stowage-run bench -m "$M" -p "$N_PROMPT" -n "$N_GEN" -r "$REPS" -t "$THREADS" --json)
+  S=$(./$BUILD/bin/stowage-run bench -m "$M" -p "$N_PROMPT" -n "$N_GEN" -r "$REPS" -t "$THREADS" $STOWAGE_FLAGS --json)
   L=$("$BENCH_DIR/llama_bench_ref" "$M" "$N_PROMPT" "$N_GEN" "$THREADS" "$REPS")
   python3 - "$t" "$M" "$BW" "$S" "$L" "$BUILD" <<'PY'
 import json, os, sys, subprocess

@@ -20,6 +20,7 @@
 #include "llama_args.h"
 #include "stdout_check.h"
 #include "from_probe.h"
+#include "probed_machine.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/place_model.h"
 #include "stowage/planner/plan_export.h"
@@ -89,6 +90,7 @@ struct Common {
   int threads = 0;
   uint32_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;
   int n_gpu_layers = 0;
+  bool huge_pages = false;
 };
 
 /// Plans the model for this machine (no plan file given): the probed devices (list-devices) as
@@ -99,11 +101,9 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c)
   cfg.n_batch = c.n_batch;
   cfg.n_ubatch = c.n_ubatch;
   STOWAGE_ASSIGN_OR_RETURN(planner::ModelGraphs m, planner::BuildModelGraphs(gguf, cfg));
-  std::vector<planner::DeviceManifest> machine;
-  for (const ProbedDevice& d : ProbeDevices().devices) {
-    STOWAGE_ASSIGN_OR_RETURN(planner::DeviceManifest dm, planner::ManifestFromProbe(d));
-    machine.push_back(std::move(dm));
-  }
+  // Probed GPUs numbered in probe order (CUDA0, CUDA1, ...), as plan-model does.
+  STOWAGE_ASSIGN_OR_RETURN(std::vector<planner::DeviceManifest> machine,
+                           tools::ProbedManifests(ProbeDevices().devices, [](const ProbedDevice&) { return true; }));
   planner::PlacementOptions opt;
   opt.n_gpu_layers = c.n_gpu_layers;
   STOWAGE_ASSIGN_OR_RETURN(planner::PlacementOutcome o, planner::PlaceModel(m, machine, opt));
@@ -113,6 +113,7 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c)
 Result<std::unique_ptr<Session>> OpenSession(const Common& c, bool quiet) {
   SessionOptions opts;
   opts.n_threads = c.threads;
+  opts.copy_mapped_weights_to_huge_pages = c.huge_pages;
   // A percentage on the terminal while weights load; nothing when stderr is not a terminal.
   static int last_pct = -1;
   if (!quiet && isatty(fileno(stderr)))
@@ -314,6 +315,9 @@ int Run(int argc, char** argv) {
         ->check(NumberIn(1, kMaxTokens, true));
     a->add_option("--n-gpu-layers", c.n_gpu_layers, "layers to offload when planning on the fly (llama.cpp -ngl)")
         ->check(NumberIn(0, 1 << 20, true));
+    a->add_flag("--huge-pages", c.huge_pages,
+                "copy mapped weights into transparent huge pages at load (faster token generation; the weights "
+                "then take anonymous memory instead of the shared page cache)");
   };
   add_common(&app);
   app.add_option("-p,--prompt", prompt, "prompt text");

@@ -128,7 +128,13 @@ class BackendFactory {
 class HostBuffer final : public Buffer {
  public:
   static Result<std::unique_ptr<HostBuffer>> Allocate(uint64_t size, uint64_t alignment);
-  static std::unique_ptr<HostBuffer> Wrap(const uint8_t* data, uint64_t size);
+  /// Wraps [data, data + size) of the model's read-only file mapping (a mapped buffer of the plan)
+  /// without copying it; the 2 MiB-aligned interior is madvise(MADV_HUGEPAGE)d, a hint that lets
+  /// kernels whose page cache holds large folios map it with huge pages. With
+  /// `copy_to_huge_pages`, that interior is instead replaced in place by a read-only anonymous copy
+  /// in transparent huge pages (same addresses and bytes; skipped when THP is off, when it would
+  /// take more than half of MemAvailable, or when the range is not a read-only file mapping).
+  static std::unique_ptr<HostBuffer> Wrap(const uint8_t* data, uint64_t size, bool copy_to_huge_pages = false);
   ~HostBuffer() override;
   uint8_t* base() override { return data_; }
   uint64_t size() const override { return size_; }

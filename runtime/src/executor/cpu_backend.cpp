@@ -153,8 +153,17 @@ Result<std::unique_ptr<HostBuffer>> HostBuffer::Allocate(uint64_t size, uint64_t
   return b;
 }
 
-std::unique_ptr<HostBuffer> HostBuffer::Wrap(const uint8_t* data, uint64_t size) {
-  MoveToAnonymousHugePages(data, size);
+std::unique_ptr<HostBuffer> HostBuffer::Wrap(const uint8_t* data, uint64_t size, bool copy_to_huge_pages) {
+  if (copy_to_huge_pages) {
+    MoveToAnonymousHugePages(data, size);
+  } else {
+    // Mapped in place, as planned (llama.cpp's mmap). The hint costs nothing; on kernels whose page
+    // cache uses large folios for the file system (Linux 6.18 ext4 here: FilePmdMapped), faults in
+    // a VM_HUGEPAGE range map whole 2 MiB folios.
+    const uintptr_t a = (reinterpret_cast<uintptr_t>(data) + kHugePage - 1) / kHugePage * kHugePage;
+    const uintptr_t b = (reinterpret_cast<uintptr_t>(data) + size) / kHugePage * kHugePage;
+    if (b > a && InsideReadOnlyFileMapping(a, b)) (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_HUGEPAGE);
+  }
   std::unique_ptr<HostBuffer> b(new HostBuffer());
   b->data_ = const_cast<uint8_t*>(data);  // mapped read-only: kernels never write weights
   b->size_ = size;

@@ -125,7 +125,7 @@ class Session::Impl {
   Status Init(const SessionOptions& opts);
   Status CheckIdentity();
   Status CreateBackends(const SessionOptions& opts);
-  Status AllocateBuffers();
+  Status AllocateBuffers(const SessionOptions& opts);
   Status LoadWeights(const SessionOptions& opts);
   Status RunSplits(GGraph& g);
   Status CopyTensor(GGraph& g, int src, int dst);
@@ -180,7 +180,7 @@ Status Session::Impl::CreateBackends(const SessionOptions& opts) {
   return Status::Ok();
 }
 
-Status Session::Impl::AllocateBuffers() {
+Status Session::Impl::AllocateBuffers(const SessionOptions& opts) {
   const auto& r = plan->root();
   static const char* kUsage[] = {"model", "KV", "compute", "output"};
   for (size_t i = 0; i < r.buffers()->size(); ++i) {
@@ -198,7 +198,8 @@ Status Session::Impl::AllocateBuffers() {
     if (b->mapped()) {
       if (b->file_offset() > gguf->file_size() || b->size() > gguf->file_size() - b->file_offset())
         return DataLoss(plan->path() + ": buffer '" + rep.name + "' maps bytes outside " + gguf->path());
-      buffers.push_back(exec::HostBuffer::Wrap(gguf->bytes() + b->file_offset(), b->size()));
+      buffers.push_back(exec::HostBuffer::Wrap(gguf->bytes() + b->file_offset(), b->size(),
+                                                     opts.copy_mapped_weights_to_huge_pages));
       if (!backends[be]->CanAccess(*buffers.back()))
         return Unimplemented(plan->path() + ": buffer '" + rep.name + "' maps the file on device '" + rep.device +
                              "', whose backend cannot read host memory");
@@ -280,7 +281,7 @@ Status Session::Impl::Init(const SessionOptions& opts) {
   n_vocab = r.context()->n_vocab();
   if (n_ctx <= 0 || n_ubatch <= 0 || n_vocab <= 0) return DataLoss(plan->path() + ": context: n_ctx, n_ubatch and n_vocab must be positive");
   STOWAGE_RETURN_IF_ERROR(CreateBackends(opts));
-  STOWAGE_RETURN_IF_ERROR(AllocateBuffers());
+  STOWAGE_RETURN_IF_ERROR(AllocateBuffers(opts));
   STOWAGE_RETURN_IF_ERROR(LoadWeights(opts));
   for (const auto* g : *r.graphs()) {
     GGraph gg;

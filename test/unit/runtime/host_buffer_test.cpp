@@ -116,7 +116,7 @@ TEST(HostBuffer, WrapOfFileMappingKeepsBytesAndAddresses) {
   ASSERT_NE(map, MAP_FAILED);
   const uint8_t* data = static_cast<const uint8_t*>(map) + 777;
   const uint64_t n = size - 777 - 100;
-  std::unique_ptr<HostBuffer> b = HostBuffer::Wrap(data, n);
+  std::unique_ptr<HostBuffer> b = HostBuffer::Wrap(data, n, /*copy_to_huge_pages=*/true);
   EXPECT_EQ(b->base(), data);
   EXPECT_EQ(b->size(), n);
   EXPECT_EQ(std::memcmp(b->base(), bytes.data() + 777, n), 0);
@@ -141,11 +141,33 @@ TEST(HostBuffer, WrapOfFileMappingKeepsBytesAndAddresses) {
   EXPECT_EQ(munmap(map, size), 0);
 }
 
+// Wrap without the copy option (the default) keeps the file mapping: no byte is copied.
+TEST(HostBuffer, WrapOfFileMappingDefaultKeepsTheFilePages) {
+  char path[] = "/tmp/stowage_host_buffer_XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const size_t size = size_t(9) << 20;
+  std::vector<uint8_t> bytes(size, 0x5a);
+  ASSERT_EQ(write(fd, bytes.data(), size), ssize_t(size));
+  void* map = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  ASSERT_NE(map, MAP_FAILED);
+  const uint8_t* data = static_cast<const uint8_t*>(map);
+  std::unique_ptr<HostBuffer> b = HostBuffer::Wrap(data, size);
+  const uintptr_t inner = (reinterpret_cast<uintptr_t>(data) + (uint64_t(2) << 20) - 1) / (uint64_t(2) << 20) * (uint64_t(2) << 20);
+  EXPECT_NE(MapsLine(reinterpret_cast<const void*>(inner)).find("stowage_host_buffer_"), std::string::npos);
+  EXPECT_EQ(b->base(), data);
+  EXPECT_EQ(b->base()[size - 1], 0x5a);
+  b.reset();
+  EXPECT_EQ(munmap(map, size), 0);
+  unlink(path);
+}
+
 // Wrap of memory that is not a file mapping (a heap vector) leaves it alone.
 TEST(HostBuffer, WrapOfHeapMemoryIsUntouched) {
   std::vector<uint8_t> v(size_t(5) << 20, 7);
   const std::string before = MapsLine(v.data());
-  std::unique_ptr<HostBuffer> b = HostBuffer::Wrap(v.data(), v.size());
+  std::unique_ptr<HostBuffer> b = HostBuffer::Wrap(v.data(), v.size(), /*copy_to_huge_pages=*/true);
   EXPECT_EQ(b->base(), v.data());
   EXPECT_EQ(MapsLine(v.data()), before);
   v[123] = 9;  // still our writable heap memory

@@ -27,6 +27,14 @@ struct SessionOptions {
   std::function<void(float)> progress;
   /// Backends for planned devices this runtime does not build in (tests); may be empty.
   std::shared_ptr<exec::BackendFactory> backend_factory;
+  /// Mapped weight buffers (the plan's CPU_Mapped: weights used in place from the file mapping, as
+  /// llama.cpp's mmap) are never copied unless this is set. When set, their 2 MiB-aligned interior
+  /// is copied at load into anonymous transparent huge pages at the same addresses (skipped when
+  /// THP is off or the copy would take more than half of MemAvailable): token generation then
+  /// streams the weights with far fewer TLB misses (0.85B Q4_K_M, 1 thread: 31 -> 18 ms of CPU per
+  /// token on the dev machine) at the cost of the copy and of memory no longer shared through the
+  /// page cache. stowage-run: --huge-pages.
+  bool copy_mapped_weights_to_huge_pages = false;
 };
 
 /// One buffer as planned and as allocated (bytes).
