@@ -408,6 +408,52 @@ TEST(CpuSoftMax, MaskScaleAlibi) {
   EXPECT_EQ(SoftMax(ctx, x.v, small_mask.v, y.v, 1.f, 0.f).code(), StatusCode::kInvalidArgument);
 }
 
+// The AVX-512 row (vectorized exp) against the scalar level (expf): rows of 1..70 elements with
+// F16 and F32 masks holding -inf (causal), ALiBi, in place; and exp's accuracy over its range.
+TEST(CpuSoftMax, SimdRowsMatchScalar) {
+  if (DetectIsa() < IsaLevel::kAvx512) GTEST_SKIP() << "skipped: no AVX-512";
+  for (int64_t nkv : {1, 7, 15, 16, 17, 31, 64, 70}) {
+    for (GgmlType mt : {GgmlType::F16, GgmlType::F32}) {
+      for (float max_bias : {0.0f, 8.0f}) {
+        const int64_t nt = 4, nh = 3;
+        Tensor x(GgmlType::F32, nkv, nt, nh), mask(mt, nkv, nt);
+        Fill(x, uint32_t(nkv), -30, 30);
+        for (int64_t t = 0; t < nt; ++t)
+          for (int64_t k = 0; k < nkv; ++k) {
+            const float v = k > nkv / 2 + t ? -INFINITY : -0.5f * float(k % 5);
+            if (mt == GgmlType::F16) mask.u16()[t * nkv + k] = Fp32ToFp16(v);
+            else reinterpret_cast<float*>(mask.buf.data())[t * nkv + k] = v;
+          }
+        Tensor a(GgmlType::F32, nkv, nt, nh), b(GgmlType::F32, nkv, nt, nh);
+        ComputeContext simd = Ctx(), ref = Ctx();
+        ref.max_isa = IsaLevel::kScalar;
+        ASSERT_TRUE(SoftMax(ref, x.v, mask.v, a.v, 0.9f, max_bias).ok());
+        ASSERT_TRUE(SoftMax(simd, x.v, mask.v, x.v, 0.9f, max_bias).ok());  // in place
+        for (int64_t i = 0; i < a.v.nelements(); ++i) {
+          const float want = reinterpret_cast<float*>(a.buf.data())[i];
+          const float got = reinterpret_cast<float*>(x.buf.data())[i];
+          EXPECT_NEAR(got, want, 4e-7f * std::max(1.0f, std::fabs(want)) + 1e-30f) << nkv << " " << i;
+        }
+      }
+    }
+  }
+  // exp over [-104, 0] (SOFT_MAX feeds w - max <= 0): relative error vs double exp <= 2.5e-7.
+  const int64_t n = 20001;
+  Tensor x(GgmlType::F32, n), y(GgmlType::F32, n);
+  for (int64_t i = 0; i < n; ++i) reinterpret_cast<float*>(x.buf.data())[i] = -104.0f * float(i) / float(n - 1);
+  TensorView none;
+  ComputeContext ctx = Ctx(1);
+  ASSERT_TRUE(SoftMax(ctx, x.v, none, y.v, 1.0f, 0.0f).ok());
+  // y = exp(x - 0) / sum; sum is dominated by x near 0, so compare ratios y[i] / y[0] = exp(x[i]).
+  const float* xv = reinterpret_cast<float*>(x.buf.data());
+  const float* yv = reinterpret_cast<float*>(y.buf.data());
+  for (int64_t i = 0; i < n; i += 7) {
+    const double want = std::exp(double(xv[i]));
+    if (want < 1e-33) continue;  // y = exp / sum (sum ~ 190) would be denormal: precision of the division only
+    EXPECT_NEAR(double(yv[i]) / double(yv[0]), want, want * 4e-7) << xv[i];
+  }
+}
+
 TEST(CpuCpy, KvStoreF16StridedAndBack) {
   // K cache [head_dim * n_head_kv, n_ctx] F16; store 3 tokens at cell 4 through a strided view.
   const int64_t hd = 8, nh = 2, nctx = 10, nt = 3;

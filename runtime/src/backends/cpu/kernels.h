@@ -60,6 +60,11 @@ void VecDotQ6_KQ8_K(int64_t n, float* s, const void* x, const void* y);      // 
 /// Q4_0x8 repacked group (8 rows, n/32 blocks) times one Q8_0 row: s[0..7], bit-identical to
 /// avx2::/scalar::GemvQ4_0x8Q8_0. Needs AVX512-VNNI (call only when CpuHasAvx512Vnni()).
 void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
+/// One SOFT_MAX row of n contiguous floats (ggml_soft_max_f32 with ggml_vec_soft_max_f32's AVX-512
+/// structure): w = x * scale + slope * mask (mask: n contiguous F16 or F32 values, or nullptr),
+/// y = exp(w - max(w)) / sum, the sum in double over 16-lane float partial sums; exp is a
+/// vectorized approximation within 2 ulp of expf. y may alias x. Returns the sum.
+double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scale, float slope, float* y, int64_t n);
 }  // namespace avx512
 
 namespace scalar {

@@ -560,6 +560,12 @@ Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mas
   const uint32_t n_head_log2 = n_head > 0 ? 1u << uint32_t(std::floor(std::log2(double(n_head)))) : 1u;
   const float m0 = std::pow(2.0f, -(max_bias) / n_head_log2);
   const float m1 = std::pow(2.0f, -(max_bias / 2.0f) / n_head_log2);
+  // Contiguous rows at the AVX-512 level: the vectorized row (exp approximated within 2 ulp, like
+  // ggml's ggml_v_expf); otherwise expf element by element.
+  const bool simd_rows = EffectiveIsa(ctx) >= IsaLevel::kAvx512 && src.nb[0] == sizeof(float) &&
+                         dst.nb[0] == sizeof(float) &&
+                         (!has_mask || mask.nb[0] == (mask.type == GgmlType::F16 ? 2u : 4u));
+  (void)simd_rows;
   ParallelRows(ctx, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
     // ALiBi slope of head i2 (ggml soft_max_f32).
     const uint32_t h = uint32_t(i2);
@@ -569,6 +575,13 @@ Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mas
     const char* s = At(src, 0, i1, i2, i3);
     char* d = At(dst, 0, i1, i2, i3);
     const char* m = has_mask ? At(mask, 0, i1, i2 % mask.ne[2], i3 % mask.ne[3]) : nullptr;
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+    if (simd_rows) {
+      avx512::SoftMaxRowF32(reinterpret_cast<const float*>(s), m, has_mask && mask.type == GgmlType::F16, scale, slope,
+                            reinterpret_cast<float*>(d), ne00);
+      return;
+    }
+#endif
     float max = -INFINITY;
     for (int64_t i0 = 0; i0 < ne00; ++i0) {
       float x;

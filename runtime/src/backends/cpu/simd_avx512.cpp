@@ -3,6 +3,8 @@
 // when CpuHasAvx512Vnni()). The integer dots use vpdpbusd (u8 x s8 -> s32, no saturation).
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels.h"
@@ -232,6 +234,82 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), d, acc);
   }
   _mm256_storeu_ps(s, acc);
+}
+
+}  // namespace stowage::cpu::avx512
+
+// ---- SOFT_MAX row (contiguous) ------------------------------------------------------------------
+
+namespace stowage::cpu::avx512 {
+namespace {
+
+// exp(x) for 16 lanes: x = k ln2 + r with k = round(x / ln2) and |r| <= ln2 / 2 (ln2 split in two
+// parts so k ln2 is exact enough), exp(r) by its Taylor polynomial to degree 7 (truncation error
+// < 2.5e-8 relative over |r| <= 0.347), then scaled by 2^k with vscalefps, which underflows to 0
+// gracefully. Inputs are clamped to >= -104 (exp(-104) < the smallest float denormal), so -inf
+// gives 0; a NaN input stays NaN (max_ps returns its second operand when either is NaN).
+inline __m512 Exp16(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145751953125f), x);  // ln2 high part (exact k * hi)
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.428606765330187e-06f), r);      // ln2 low part
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, k);
+}
+
+}  // namespace
+
+double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scale, float slope, float* y,
+                     int64_t n) {
+  // 1) w = x * scale + slope * mask, and the row max.
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  const __m512 vs = _mm512_set1_ps(scale), vsl = _mm512_set1_ps(slope);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 w = _mm512_mul_ps(_mm512_loadu_ps(x + i), vs);
+    if (mask) {
+      const __m512 m = mask_f16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                      static_cast<const uint16_t*>(mask) + i)))
+                                : _mm512_loadu_ps(static_cast<const float*>(mask) + i);
+      w = _mm512_add_ps(w, _mm512_mul_ps(vsl, m));
+    }
+    _mm512_storeu_ps(y + i, w);
+    vmax = _mm512_max_ps(vmax, w);
+  }
+  float max = _mm512_reduce_max_ps(vmax);
+  for (; i < n; ++i) {
+    float w = x[i] * scale;
+    if (mask) w += slope * (mask_f16 ? HalfToFloat(static_cast<const uint16_t*>(mask)[i]) : static_cast<const float*>(mask)[i]);
+    y[i] = w;
+    max = std::max(max, w);
+  }
+  // 2) y = exp(w - max); the sum in double over 16-lane float partial sums (as ggml_vec_soft_max_f32).
+  double sum = 0.0;
+  const __m512 vm = _mm512_set1_ps(max);
+  for (i = 0; i + 16 <= n; i += 16) {
+    const __m512 e = Exp16(_mm512_sub_ps(_mm512_loadu_ps(y + i), vm));
+    _mm512_storeu_ps(y + i, e);
+    sum += double(_mm512_reduce_add_ps(e));
+  }
+  if (i < n) {
+    const __mmask16 k = __mmask16((1u << (n - i)) - 1u);
+    const __m512 e = Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, y + i), vm));
+    _mm512_mask_storeu_ps(y + i, k, e);
+    sum += double(_mm512_reduce_add_ps(_mm512_maskz_mov_ps(k, e)));
+  }
+  // 3) normalize.
+  const __m512 inv = _mm512_set1_ps(float(1.0 / sum));
+  for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(y + i), inv));
+  for (; i < n; ++i) y[i] *= float(1.0 / sum);
+  return sum;
 }
 
 }  // namespace stowage::cpu::avx512
