@@ -36,6 +36,7 @@
 #include <type_traits>
 
 #include "gemm.h"
+#include "gemm_kquants_layout.h"
 #include "quants.h"
 
 namespace stowage::cpu {
@@ -76,30 +77,15 @@ void GemmKernelQ6_K(int64_t K, const void* panel, const void* act, size_t act_st
 namespace {
 
 constexpr int kRows = kGemmPanelRows;
-constexpr size_t kActBlockBytes = 320;
-constexpr size_t kActBsums16 = 256, kActBsums32 = 288, kActD = 304;
-
-// Panel super-block layout for groups of G elements (see the top of the file).
-template <int G, bool kHasMin>
-struct Layout {
-  static constexpr int kGroups = kQK_K / G;
-  static constexpr bool kMin = kHasMin;
-  static constexpr size_t kSc = 4096;
-  static constexpr size_t kPairs = kSc + size_t(kGroups) * 64;
-  static constexpr size_t kD = kPairs + size_t(kGroups / 2) * 64;
-  static constexpr size_t kDmin = kD + 64;  // scale-min only
-  static constexpr size_t kBytes = kD + (kHasMin ? 128 : 64);
-  static constexpr size_t kActBsums = G == 16 ? kActBsums16 : kActBsums32;
-};
-using SmLayout32 = Layout<32, true>;   // Q4_K, Q5_K
-using SmLayout16 = Layout<16, true>;   // Q2_K
-using SzLayout16 = Layout<16, false>;  // Q6_K, Q3_K
-using SzLayout32 = Layout<32, false>;  // IQ4_XS
-static_assert(SmLayout32::kBytes == 4992 && SmLayout16::kBytes == 5760 && SzLayout16::kBytes == 5696 &&
-                  SzLayout32::kBytes == 4928,
-              "layouts (repeated in gemm_kquants_avx512.cpp)");
-static_assert(kActBlockBytes % 64 == 0 && SmLayout16::kBytes % 64 == 0 && SzLayout32::kBytes % 64 == 0,
-              "alignment");
+using gemm_kq::kActBlockBytes;
+using gemm_kq::kActBsums16;
+using gemm_kq::kActBsums32;
+using gemm_kq::kActD;
+using gemm_kq::Layout;
+using gemm_kq::SmLayout16;
+using gemm_kq::SmLayout32;
+using gemm_kq::SzLayout16;
+using gemm_kq::SzLayout32;
 
 // ---- activations --------------------------------------------------------------------------------
 

@@ -13,32 +13,22 @@
 #include <limits>
 
 #include "gemm.h"
+#include "gemm_kquants_layout.h"
 #include "quants.h"
 
 namespace stowage::cpu::avx512 {
 namespace {
 
-// Must match gemm_kquants.cpp.
-constexpr int kQK = 256;
-constexpr size_t kActBlockBytes = 320;
-constexpr size_t kActBsums16 = 256, kActBsums32 = 288, kActD = 304;
-template <int G, bool kHasMin>
-struct Layout {
-  static constexpr int kGroups = kQK / G;
-  static constexpr size_t kSc = 4096;
-  static constexpr size_t kPairs = kSc + size_t(kGroups) * 64;
-  static constexpr size_t kD = kPairs + size_t(kGroups / 2) * 64;
-  static constexpr size_t kDmin = kD + 64;
-  static constexpr size_t kBytes = kD + (kHasMin ? 128 : 64);
-  static constexpr size_t kActBsums = G == 16 ? kActBsums16 : kActBsums32;
-};
-using SmLayout32 = Layout<32, true>;
-using SmLayout16 = Layout<16, true>;
-using SzLayout16 = Layout<16, false>;
-using SzLayout32 = Layout<32, false>;
-static_assert(SmLayout32::kBytes == 4992 && SmLayout16::kBytes == 5760 && SzLayout16::kBytes == 5696 &&
-                  SzLayout32::kBytes == 4928,
-              "layouts of gemm_kquants.cpp");
+using gemm_kq::kQK;
+using gemm_kq::kActBlockBytes;
+using gemm_kq::kActBsums16;
+using gemm_kq::kActBsums32;
+using gemm_kq::kActD;
+using gemm_kq::Layout;
+using gemm_kq::SmLayout16;
+using gemm_kq::SmLayout32;
+using gemm_kq::SzLayout16;
+using gemm_kq::SzLayout32;
 
 inline __m512i Bcast32(const uint8_t* p) {
   int32_t v;
