@@ -366,61 +366,34 @@ constexpr GemmKernels kVnniIQ4_XS = Make<BlockIQ4_XS, SzLayout32, PackIQ4_XSRow>
 // AVX-512 without VNNI): the vpmaddubsw kernels, except IQ4_XS (nullptr: MUL_MAT uses its vec_dot).
 const GemmKernels* GetGemmKernelsKQuants(GgmlType type, int layout, IsaLevel isa) {
   if (layout != kLayoutPlain) return nullptr;
-  if (isa == IsaLevel::kScalar) {
-    switch (type) {
-      case GgmlType::Q2_K:
-        return &kScalarQ2_K;
-      case GgmlType::Q3_K:
-        return &kScalarQ3_K;
-      case GgmlType::Q4_K:
-        return &kScalarQ4_K;
-      case GgmlType::Q5_K:
-        return &kScalarQ5_K;
-      case GgmlType::Q6_K:
-        return &kScalarQ6_K;
-      case GgmlType::IQ4_XS:
-        return &kScalarIQ4_XS;
-      default:
-        return nullptr;
-    }
-  }
+  struct Levels {
+    const GemmKernels* scalar;
+    const GemmKernels* avx2;
+    const GemmKernels* vnni;
+  };
+  Levels k{};
+  switch (type) {
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-  if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) {
-    switch (type) {
-      case GgmlType::Q2_K:
-        return &kVnniQ2_K;
-      case GgmlType::Q3_K:
-        return &kVnniQ3_K;
-      case GgmlType::Q4_K:
-        return &kVnniQ4_K;
-      case GgmlType::Q5_K:
-        return &kVnniQ5_K;
-      case GgmlType::Q6_K:
-        return &kVnniQ6_K;
-      case GgmlType::IQ4_XS:
-        return &kVnniIQ4_XS;
-      default:
-        return nullptr;
-    }
-  }
-  if (isa >= IsaLevel::kAvx2) {  // also AVX-512 without VNNI
-    switch (type) {
-      case GgmlType::Q2_K:
-        return &kAvx2Q2_K;
-      case GgmlType::Q3_K:
-        return &kAvx2Q3_K;
-      case GgmlType::Q4_K:
-        return &kAvx2Q4_K;
-      case GgmlType::Q5_K:
-        return &kAvx2Q5_K;
-      case GgmlType::Q6_K:
-        return &kAvx2Q6_K;
-      default:
-        return nullptr;  // IQ4_XS: vpmaddubsw would saturate (see gemm_kquants_avx2.cpp)
-    }
-  }
+    case GgmlType::Q2_K: k = {&kScalarQ2_K, &kAvx2Q2_K, &kVnniQ2_K}; break;
+    case GgmlType::Q3_K: k = {&kScalarQ3_K, &kAvx2Q3_K, &kVnniQ3_K}; break;
+    case GgmlType::Q4_K: k = {&kScalarQ4_K, &kAvx2Q4_K, &kVnniQ4_K}; break;
+    case GgmlType::Q5_K: k = {&kScalarQ5_K, &kAvx2Q5_K, &kVnniQ5_K}; break;
+    case GgmlType::Q6_K: k = {&kScalarQ6_K, &kAvx2Q6_K, &kVnniQ6_K}; break;
+    // IQ4_XS has no AVX2 kernel: vpmaddubsw would saturate (see gemm_kquants_avx2.cpp).
+    case GgmlType::IQ4_XS: k = {&kScalarIQ4_XS, nullptr, &kVnniIQ4_XS}; break;
+#else
+    case GgmlType::Q2_K: k = {&kScalarQ2_K, nullptr, nullptr}; break;
+    case GgmlType::Q3_K: k = {&kScalarQ3_K, nullptr, nullptr}; break;
+    case GgmlType::Q4_K: k = {&kScalarQ4_K, nullptr, nullptr}; break;
+    case GgmlType::Q5_K: k = {&kScalarQ5_K, nullptr, nullptr}; break;
+    case GgmlType::Q6_K: k = {&kScalarQ6_K, nullptr, nullptr}; break;
+    case GgmlType::IQ4_XS: k = {&kScalarIQ4_XS, nullptr, nullptr}; break;
 #endif
-  return nullptr;
+    default: return nullptr;
+  }
+  if (isa == IsaLevel::kScalar) return k.scalar;
+  if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) return k.vnni;
+  return isa >= IsaLevel::kAvx2 ? k.avx2 : nullptr;  // AVX2, and AVX-512 without VNNI
 }
 
 }  // namespace stowage::cpu
