@@ -15,6 +15,7 @@
 #include "accel_plan_generated.h"
 #include "stowage/planner/plan_export.h"
 #include "stowage/runtime/session.h"
+#include "golden_placement_plan.h"
 #include "test_paths.h"
 
 namespace stowage {
@@ -32,25 +33,7 @@ struct Config {
 };
 
 Result<std::vector<uint8_t>> Plan(const std::string& model, const Config& c, bool cpu_only, uint32_t n_ubatch) {
-  STOWAGE_ASSIGN_OR_RETURN(auto gguf, GgufFile::Open(model));
-  planner::ContextConfig cfg;
-  cfg.n_ctx = 256;
-  cfg.n_ubatch = n_ubatch;
-  STOWAGE_ASSIGN_OR_RETURN(planner::ModelGraphs m, planner::BuildModelGraphs(*gguf, cfg));
-  std::vector<planner::DeviceManifest> machine;
-  if (!cpu_only)
-    for (const char* f : {"rpc0.json", "rpc1.json"}) {
-      STOWAGE_ASSIGN_OR_RETURN(auto d, planner::LoadManifestFile(std::string(kManifestDir) + "/" + f));
-      machine.push_back(std::move(d));
-    }
-  STOWAGE_ASSIGN_OR_RETURN(auto cpu, planner::LoadManifestFile(std::string(kManifestDir) + "/llamacpp-cpu.json"));
-  machine.push_back(std::move(cpu));
-  planner::PlacementOptions opt;
-  opt.n_gpu_layers = c.ngl;
-  opt.split_mode = c.sm;
-  opt.main_gpu = c.main_gpu;
-  STOWAGE_ASSIGN_OR_RETURN(auto outcome, planner::PlaceModel(m, machine, opt));
-  return planner::SerializePlan(*gguf, m, outcome.placement, outcome.memory, c.name);
+  return test::PlanGoldenPlacement(kManifestDir, model, c.ngl, c.sm, c.main_gpu, c.name, cpu_only, n_ubatch);
 }
 
 float MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
