@@ -259,13 +259,14 @@ Status Session::Impl::LoadWeights(const SessionOptions& opts) {
     const std::string repack = pb->repack() ? pb->repack()->str() : "";
     // A repack buffer type (llama.cpp's CPU_REPACK) converts the weights it can into the kernels'
     // interleaved layout on upload (ggml-cpu repack set_tensor); the others stay plain.
-    if (!repack.empty() && v.type == GgmlType::Q4_0 && cpu::CanRepackQ4_0(v)) {
+    const int layout = repack.empty() ? cpu::kLayoutPlain : cpu::RepackLayoutFor(v);
+    if (layout != cpu::kLayoutPlain) {
       TensorView s = v;
       s.data = const_cast<uint8_t*>(src);
       std::vector<uint8_t> tmp(t->nbytes());
-      STOWAGE_RETURN_IF_ERROR(cpu::RepackQ4_0(s, tmp.data()));
+      STOWAGE_RETURN_IF_ERROR(cpu::RepackWeight(s, layout, tmp.data()));
       STOWAGE_RETURN_IF_ERROR(buf.Write(t->offset(), tmp.data(), tmp.size()));
-      globals[i].layout = cpu::kLayoutQ4_0x8;
+      globals[i].layout = layout;
     } else {
       STOWAGE_RETURN_IF_ERROR(buf.Write(t->offset(), src, t->nbytes()));
     }

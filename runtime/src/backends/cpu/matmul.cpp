@@ -151,6 +151,18 @@ Status RepackQ4_0(const TensorView& src, void* dst) {
   return Status::Ok();
 }
 
+int RepackLayoutFor(const TensorView& src) { return CanRepackQ4_0(src) ? kLayoutQ4_0x8 : kLayoutPlain; }
+
+Status RepackWeight(const TensorView& src, int layout, void* dst) {
+  if (layout == kLayoutQ4_0x8) return RepackQ4_0(src, dst);
+  if (layout != kLayoutPlain) return InvalidArgument("RepackWeight: unknown layout " + std::to_string(layout));
+  if (src.layout != kLayoutPlain || !src.is_contiguous())
+    return InvalidArgument("RepackWeight: " + ShapeString(src) + " is not a contiguous plain tensor");
+  if (dst == nullptr || src.data == nullptr) return InvalidArgument("RepackWeight: null data pointer");
+  std::memcpy(dst, src.data, RowSize(src.type, src.ne[0]) * size_t(src.nrows()));
+  return Status::Ok();
+}
+
 namespace scalar {
 void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
   const uint8_t* x = static_cast<const uint8_t*>(vx);

@@ -222,4 +222,14 @@ bool CanRepackQ4_0(const TensorView& src);
 /// layout = kLayoutQ4_0x8. Errors: kInvalidArgument when !CanRepackQ4_0(src) (names the reason).
 Status RepackQ4_0(const TensorView& src, void* dst);
 
+/// The layout a weight uploaded into a CPU_REPACK buffer gets (ggml-cpu repack's set_tensor picks
+/// the repacked layout per type): kLayoutQ4_0x8 for a tensor CanRepackQ4_0 accepts; kLayoutPlain
+/// (uploaded as is) for every other tensor. `src` describes the plain tensor (layout kLayoutPlain).
+int RepackLayoutFor(const TensorView& src);
+
+/// Writes the plain tensor `src` in layout `layout` (a value RepackLayoutFor(src) returned) to `dst`
+/// (exactly the plain tensor's bytes, RowSize(type, ne0) * nrows; must not alias src); kLayoutPlain
+/// copies. Errors: kInvalidArgument when `src` cannot take `layout` (names the tensor shape).
+Status RepackWeight(const TensorView& src, int layout, void* dst);
+
 }  // namespace stowage::cpu
