@@ -3,7 +3,9 @@
 # prebuilt CPU library (npm node-llama-cpp@3.21.1) on the same synthetic models and thread count,
 # in one run. Prints pp512 / tg128 tokens/s of both, the ratio stowage / llama.cpp, tg as a fraction
 # of the memory-bandwidth bound (read bandwidth measured now / weight bytes read per token), and
-# the peak resident memory of both.
+# the peak resident memory of both. Before each model is measured, its file is put into the page
+# cache as huge folios (tools/bench/hugewarm.c), so both runtimes map it with 2 MiB pages whatever
+# the cache held before (tg speed follows that state: up to ~20% on this machine).
 # Usage: scripts/bench-vs-llamacpp.sh [THREADS] [TYPES...]   (default: 2 threads; f16 q8_0 q4_0 q4_k_m)
 # Env: BENCH_DIR (models and tools, default ~/.cache/stowage-bench), REPS (default 3),
 #      N_PROMPT (512; 0 = generation only), N_GEN (128), SMALL=1 for a quick 4-layer model,
@@ -32,6 +34,7 @@ B=$REF_BACKEND_DIR
 gcc -O2 -std=gnu11 tools/bench/llama_bench_ref.c -o "$BENCH_DIR/llama_bench_ref" -I"$REF/include" -I"$REF/ggml/include" \
   -L"$B" -l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so -Wl,-rpath,"$B" -lm
 gcc -O2 -fopenmp -march=native tools/bench/membw.c -o "$BENCH_DIR/membw"
+gcc -O2 tools/bench/hugewarm.c -o "$BENCH_DIR/hugewarm"
 
 # 2. Models: a 0.85B llama (n_embd 2048, 16 layers, GQA 32:8, n_ff 5632, vocab 32000).
 LAYERS=16
@@ -57,6 +60,8 @@ STOWAGE_FLAGS=${STOWAGE_FLAGS:-}
 ROWS=()
 for t in "${TYPES[@]}"; do
   M=$(model_for "$t")
+  # The same page-cache state for every file and run (huge folios; see tools/bench/hugewarm.c).
+  "$BENCH_DIR/hugewarm" "$M" >&2
   S=$(./$BUILD/bin/stowage-run bench -m "$M" -p "$N_PROMPT" -n "$N_GEN" -r "$REPS" -t "$THREADS" $STOWAGE_FLAGS --json)
   L=$("$BENCH_DIR/llama_bench_ref" "$M" "$N_PROMPT" "$N_GEN" "$THREADS" "$REPS")
   ROWS+=("$t" "$M" "$S" "$L")
