@@ -18,6 +18,24 @@
 
 namespace stowage::test {
 
+/// The serialized CPU-only plan of the GGUF model at `model_path` for the context `cfg` (n_ctx,
+/// n_batch, n_ubatch, ...; BuildModelGraphs clamps n_batch and n_ubatch), weights mapped from the
+/// file when `use_mmap` (else in an allocated CPU buffer), generator flags `flags`. `edit`, when
+/// given, changes the placement before memory planning (e.g. a test that renames the device).
+/// Errors: opening the GGUF, building the graphs, planning memory.
+inline Result<std::vector<uint8_t>> PlanCpu(const std::string& model_path, const planner::ContextConfig& cfg,
+                                            bool use_mmap,
+                                            const std::function<void(planner::Placement&)>& edit = nullptr,
+                                            const std::string& flags = "test") {
+  STOWAGE_ASSIGN_OR_RETURN(auto gguf, GgufFile::Open(model_path));
+  STOWAGE_ASSIGN_OR_RETURN(planner::ModelGraphs graphs, planner::BuildModelGraphs(*gguf, cfg));
+  planner::Placement p = planner::PlaceAllOnCpu(graphs, use_mmap);
+  if (edit) edit(p);
+  planner::MemoryPlan mem;
+  STOWAGE_RETURN_IF_ERROR(planner::PlanMemory(graphs, p, &mem));
+  return planner::SerializePlan(*gguf, graphs, p, mem, flags);
+}
+
 /// The serialized CPU-only plan of the GGUF model at `model_path` with context `n_ctx` (n_batch and
 /// n_ubatch: planner::ContextConfig's defaults, clamped as BuildModelGraphs does), mmap on, generator
 /// flags `flags`. `edit`, when given, changes the placement before memory planning (e.g. a test that
@@ -25,15 +43,9 @@ namespace stowage::test {
 inline Result<std::vector<uint8_t>> PlanCpu(const std::string& model_path, uint32_t n_ctx,
                                             const std::function<void(planner::Placement&)>& edit = nullptr,
                                             const std::string& flags = "test") {
-  STOWAGE_ASSIGN_OR_RETURN(auto gguf, GgufFile::Open(model_path));
   planner::ContextConfig cfg;
   cfg.n_ctx = n_ctx;
-  STOWAGE_ASSIGN_OR_RETURN(planner::ModelGraphs graphs, planner::BuildModelGraphs(*gguf, cfg));
-  planner::Placement p = planner::PlaceAllOnCpu(graphs, /*use_mmap=*/true);
-  if (edit) edit(p);
-  planner::MemoryPlan mem;
-  STOWAGE_RETURN_IF_ERROR(planner::PlanMemory(graphs, p, &mem));
-  return planner::SerializePlan(*gguf, graphs, p, mem, flags);
+  return PlanCpu(model_path, cfg, /*use_mmap=*/true, edit, flags);
 }
 
 }  // namespace stowage::test

@@ -3,11 +3,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <utility>
 
-#include "stowage/planner/memory_plan.h"
-#include "stowage/planner/model_graphs.h"
-#include "stowage/planner/placement.h"
-#include "stowage/planner/plan_export.h"
+#include "plan_cpu.h"
 #include "stowage/runtime/c_api.h"
 #include "stowage/runtime/plan.h"
 #include "stowage/runtime/session.h"
@@ -16,29 +14,14 @@
 namespace stowage {
 namespace {
 
-std::vector<uint8_t> PlanCpu(const std::string& model, uint32_t n_ctx, bool gpu_device = false) {
-  auto gguf = GgufFile::Open(model);
-  EXPECT_TRUE(gguf.ok());
-  planner::ContextConfig cfg;
-  cfg.n_ctx = n_ctx;
-  auto m = planner::BuildModelGraphs(**gguf, cfg);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  planner::Placement p = planner::PlaceAllOnCpu(*m, true);
-  if (gpu_device) {
-    p.devices[0].name = "CUDA7";
-    p.devices[0].type = planner::DeviceKind::kGpu;
-  }
-  planner::MemoryPlan mem;
-  EXPECT_TRUE(planner::PlanMemory(*m, p, &mem).ok());
-  return planner::SerializePlan(**gguf, *m, p, mem, "test");
-}
-
 class SessionTest : public ::testing::Test {
  protected:
   void SetUp() override {
     model_ = test::ModelPath("stories260K.gguf");
     if (!test::FileExists(model_)) GTEST_SKIP() << "skipped: " << model_ << " not found (shared models absent)";
-    plan_ = PlanCpu(model_, 32);
+    auto plan = test::PlanCpu(model_, 32);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    plan_ = std::move(*plan);
   }
   std::string model_;
   std::vector<uint8_t> plan_;
@@ -104,7 +87,12 @@ TEST_F(SessionTest, PlanForAnotherModel) {
 }
 
 TEST_F(SessionTest, AbsentDevice) {
-  auto s = Session::CreateFromPlanBytes(PlanCpu(model_, 32, /*gpu_device=*/true), model_);
+  auto plan = test::PlanCpu(model_, 32, [](planner::Placement& p) {
+    p.devices[0].name = "CUDA7";
+    p.devices[0].type = planner::DeviceKind::kGpu;
+  });
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  auto s = Session::CreateFromPlanBytes(*plan, model_);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(s.status().message().find("planned device 'CUDA7' (GPU) is not available"), std::string::npos)
@@ -135,16 +123,12 @@ TEST_F(SessionTest, BadBatches) {
 
 TEST_F(SessionTest, UbatchSplitMatchesOneBatch) {
   // The same prompt in ubatches of 4 (pp graph with fewer tokens + tg graph) gives the same logits.
-  auto gguf = GgufFile::Open(model_);
   planner::ContextConfig cfg;
   cfg.n_ctx = 32;
   cfg.n_ubatch = 4;
-  auto m = planner::BuildModelGraphs(**gguf, cfg);
-  ASSERT_TRUE(m.ok());
-  auto p = planner::PlaceAllOnCpu(*m, false);
-  planner::MemoryPlan mem;
-  ASSERT_TRUE(planner::PlanMemory(*m, p, &mem).ok());
-  auto small = Session::CreateFromPlanBytes(planner::SerializePlan(**gguf, *m, p, mem, ""), model_);
+  auto small_plan = test::PlanCpu(model_, cfg, /*use_mmap=*/false, nullptr, "");
+  ASSERT_TRUE(small_plan.ok()) << small_plan.status().ToString();
+  auto small = Session::CreateFromPlanBytes(*small_plan, model_);
   auto big = Session::CreateFromPlanBytes(plan_, model_);
   ASSERT_TRUE(small.ok() && big.ok());
   const std::vector<int32_t> prompt{1, 403, 407, 261, 378, 300, 301, 302, 303};
