@@ -9,23 +9,15 @@
 #include <cstring>
 #include <limits>
 
+#include "gguf_rules.h"
 #include "stowage/runtime/gguf.h"
 
 namespace stowage {
 
 namespace {
 constexpr uint32_t kMaxNestingDepth = 8;
-constexpr size_t kMaxTensorName = 64;  // ggml's GGML_MAX_NAME
-
-size_t ScalarSize(GgufValueType t) {
-  switch (t) {
-    case GgufValueType::UINT8: case GgufValueType::INT8: case GgufValueType::BOOL: return 1;
-    case GgufValueType::UINT16: case GgufValueType::INT16: return 2;
-    case GgufValueType::UINT32: case GgufValueType::INT32: case GgufValueType::FLOAT32: return 4;
-    case GgufValueType::UINT64: case GgufValueType::INT64: case GgufValueType::FLOAT64: return 8;
-    default: return 0;
-  }
-}
+using gguf_rules::kMaxTensorName;
+using gguf_rules::ScalarSize;
 
 template <typename T>
 T LoadLE(const uint8_t* p) {

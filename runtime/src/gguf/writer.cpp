@@ -12,20 +12,13 @@
 #include <memory>
 #include <new>
 
+#include "gguf_rules.h"
+
 namespace stowage {
 
 namespace {
-constexpr size_t kMaxTensorName = 64;  // ggml's GGML_MAX_NAME (name + terminator)
-
-size_t ScalarSize(GgufValueType t) {
-  switch (t) {
-    case GgufValueType::UINT8: case GgufValueType::INT8: case GgufValueType::BOOL: return 1;
-    case GgufValueType::UINT16: case GgufValueType::INT16: return 2;
-    case GgufValueType::UINT32: case GgufValueType::INT32: case GgufValueType::FLOAT32: return 4;
-    case GgufValueType::UINT64: case GgufValueType::INT64: case GgufValueType::FLOAT64: return 8;
-    default: return 0;
-  }
-}
+using gguf_rules::kMaxTensorName;
+using gguf_rules::ScalarSize;
 
 template <typename T>
 void Put(std::vector<uint8_t>& out, T v) {
