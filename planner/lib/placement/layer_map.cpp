@@ -167,6 +167,12 @@ void InitPlacement(const DeviceSet& ds, bool use_mmap, Placement* p) {
     be.device = i;
     std::string buft = ds.devices[i].default_buft.name;
     if (i == ds.cpu && ds.n_model > 0 && ds.devices[0].host_buft) buft = ds.devices[0].host_buft->name;
+    // An ACCEL device whose default buft holds only its weights (not host memory) but that reads
+    // every host buft computes into the CPU's compute buft: its results are host memory the CPU
+    // reads in place, and pass 3 may move large host-weight matmuls to it (same compute buft).
+    const DeviceManifest& d = ds.devices[i];
+    if (d.type == DeviceType::kAccel && !d.default_buft.is_host && d.supports_buft.any_host)
+      buft = cpu.default_buft.name;
     be.compute_buft = p->FindBuft(buft);
     p->backends.push_back(be);
   }

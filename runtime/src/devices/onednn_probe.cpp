@@ -47,25 +47,44 @@ ProbedDevice MakeOneDnnDevice(const CpuInfo& cpu) {
   d.type = ProbedDeviceType::kAccel;
   d.memory_total = cpu.memory_total;
   d.memory_free = cpu.memory_free;
-  d.caps_buffer_from_host_ptr = true;
-  d.default_buft = {"CPU", 32, true, {}};  // shares the CPU buffer type, like ggml-blas
+  // No buffer_from_host_ptr: its weight buffer cannot wrap the file mapping (weights are reordered
+  // on upload), so with mmap its weights are still loaded into an ONEDNN buffer (llama.cpp maps a
+  // device's default buft only when the device has this cap).
+  d.caps_buffer_from_host_ptr = false;
+  // Its own weight buffer type (runtime/src/backends/onednn: weights reordered at load into the
+  // layout oneDNN's matmul prefers), not host memory: only this device reads it, so the CPU list
+  // puts it first for the weights this device's MUL_MAT takes (llama.cpp make_cpu_buft_list: ACCEL
+  // default bufts lead) and the scheduler gives their MUL_MATs to this device (pass 1). It also
+  // reads every host buffer (activations, and weights of other buffer types).
+  d.default_buft = {exec::kOneDnnBuft, 64, false, {}};
   d.supports_any_host_buft = true;
   d.view_ops_any_buffer = false;
-  d.srcs_must_be_host = true;
-  // The backend's MUL_MAT (runtime/src/backends/onednn): weights of the types oneDNN can multiply
-  // here with contiguous rows, F32 activations with any strides, F32 dst. Batches below 32 stay on
-  // the CPU, like ggml-blas (min_batch).
-  SrcRequirement w;
+  // Sources in non-host buffers are checked per rule below (the weight may be in ONEDNN).
+  d.srcs_must_be_host = false;
+  // MUL_MAT: weights of the types oneDNN can multiply here (F32 always; BF16 / F16 when oneDNN has
+  // that matmul on this CPU) with contiguous rows, F32 activations in host memory, F32 dst.
+  std::vector<T> types;
   for (uint32_t id = 0; id < kGgmlTypeCount; ++id) {
-    if (IsValidGgmlType(id) && exec::OneDnnSupportsMulMatType(static_cast<T>(id)))
-      w.types.push_back(static_cast<T>(id));
+    if (IsValidGgmlType(id) && exec::OneDnnSupportsMulMatType(static_cast<T>(id))) types.push_back(static_cast<T>(id));
   }
-  w.contiguous = true;
-  w.host = true;
   SrcRequirement act;
   act.types = {T::F32};
   act.host = true;
-  d.ops = {{{GgmlOp::MUL_MAT}, {w, act}, {T::F32}, 32, "oneDNN matmul, batch >= 32"}};
+  //  (1) a 2-D weight in the ONEDNN buffer type: every batch (tg too), since no other backend can
+  //      read that buffer;
+  SrcRequirement own;
+  own.types = types;
+  own.contiguous = true;
+  own.buft = exec::kOneDnnBuft;
+  own.max_dims = 2;
+  //  (2) a weight in host memory (another buffer type): batches >= 32 only, like ggml-blas; smaller
+  //      ones stay on the CPU.
+  SrcRequirement host;
+  host.types = types;
+  host.contiguous = true;
+  host.host = true;
+  d.ops = {{{GgmlOp::MUL_MAT}, {own, act}, {T::F32}, 0, "oneDNN matmul, weights in the ONEDNN buffer type, any batch"},
+           {{GgmlOp::MUL_MAT}, {host, act}, {T::F32}, 32, "oneDNN matmul, weights in host memory, batch >= 32"}};
   d.properties = {{"onednn_version", version}, {"onednn_isa", isa}};
   return d;
 }

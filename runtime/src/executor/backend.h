@@ -36,6 +36,19 @@ class Buffer {
     (void)proportions;
     return Status::Ok();
   }
+  /// Uploads one whole weight (ggml's set_tensor of a buffer type that converts on upload, such as
+  /// the CPU repack buffer or llama.cpp's AMX buffer): `view` describes the tensor in ggml's plain
+  /// layout (type, ne, contiguous nb; view.data = base() + offset), `data` holds its
+  /// RowSize(type, ne0) * nrows plain bytes. The buffer may store it in another layout of at most
+  /// that many bytes at `offset`; it returns the layout it stored (TensorView::layout for the
+  /// kernels of its backend: cpu::kLayoutPlain, or a backend-specific value such as
+  /// exec::kLayoutOneDnnBlocked). Default: Write(offset, data, nbytes), kLayoutPlain.
+  /// Errors: kOutOfRange outside the buffer; the buffer's conversion errors.
+  virtual Result<int> WriteTensor(const TensorView& view, uint64_t offset, const void* data) {
+    const uint64_t n = RowSize(view.type, view.ne[0]) * static_cast<uint64_t>(view.nrows());
+    STOWAGE_RETURN_IF_ERROR(Write(offset, data, n));
+    return static_cast<int>(cpu::kLayoutPlain);
+  }
 };
 
 /// One node as the backend sees it: op, params, bound sources and destination.

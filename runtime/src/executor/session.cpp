@@ -258,8 +258,15 @@ Status Session::Impl::LoadWeights(const SessionOptions& opts) {
     const uint8_t* src = gguf->bytes() + t->gguf_offset();
     const std::string repack = pb->repack() ? pb->repack()->str() : "";
     // A repack buffer type (llama.cpp's CPU_REPACK) converts the weights it can into the kernels'
-    // interleaved layout on upload (ggml-cpu repack set_tensor); the others stay plain.
-    const int layout = repack.empty() ? cpu::kLayoutPlain : cpu::RepackLayoutFor(v);
+    // interleaved layout on upload (ggml-cpu repack set_tensor); every other buffer stores the
+    // tensor through its WriteTensor hook, which may keep it in its backend's preferred layout
+    // (the ONEDNN buffer type reorders matmul weights into oneDNN's blocked layout) and reports it.
+    if (repack.empty()) {
+      STOWAGE_ASSIGN_OR_RETURN(const int stored, buf.WriteTensor(v, t->offset(), src));
+      globals[i].layout = stored;
+      continue;
+    }
+    const int layout = cpu::RepackLayoutFor(v);
     if (layout != cpu::kLayoutPlain) {
       TensorView s = v;
       s.data = const_cast<uint8_t*>(src);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "backend_test_util.h"
 #include "stowage/runtime/device_probe.h"
 
@@ -204,7 +206,22 @@ TEST(OneDnnBackend, AgreesWithTheProbedTable) {
                                    {tensor(t, 256, 64), tensor(GgmlType::F32, 256, 64)});
     EXPECT_EQ(dev->SupportsOp(q), exec::OneDnnSupportsMulMatType(t))
         << "MUL_MAT with " << GgmlTypeName(t) << " weights";
+    // Weights in its own buffer type: every batch, tg's 1 included; host weights from 32 rows.
+    for (int64_t batch : {1, 31, 32}) {
+      RuntimeTensor w = tensor(t, 256, 64);
+      w.buft = exec::kOneDnnBuft;
+      w.buft_is_host = false;
+      RuntimeOpQuery own = test::Query(GgmlOp::MUL_MAT, tensor(GgmlType::F32, 64, batch),
+                                       {w, tensor(GgmlType::F32, 256, batch)});
+      EXPECT_EQ(dev->SupportsOp(own), exec::OneDnnSupportsMulMatType(t)) << GgmlTypeName(t) << " batch " << batch;
+      RuntimeOpQuery host = test::Query(GgmlOp::MUL_MAT, tensor(GgmlType::F32, 64, batch),
+                                        {tensor(t, 256, 64), tensor(GgmlType::F32, 256, batch)});
+      EXPECT_EQ(dev->SupportsOp(host), exec::OneDnnSupportsMulMatType(t) && batch >= 32)
+          << GgmlTypeName(t) << " batch " << batch;
+    }
   }
+  EXPECT_EQ(dev->default_buft.name, exec::kOneDnnBuft);
+  EXPECT_FALSE(dev->default_buft.is_host);
 }
 
 TEST(OneDnnBackend, BuiltInForAccelDevices) {
@@ -234,7 +251,8 @@ class OneDnnLogits : public ::testing::TestWithParam<AccelCase> {};
 TEST_P(OneDnnLogits, MatchCpu) {
   const std::string model = test::ModelPath(GetParam().model);
   STOWAGE_REQUIRE_FILE(model);
-  // 40 tokens: the ACCEL device takes MUL_MAT from a batch of 32 (its manifest's min_batch).
+  // 40 tokens (a batch the ACCEL device would also take from host memory; its ONEDNN weights it
+  // takes at any batch).
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(1 + (i * 37) % 200);
   test::E2eRun cpu = test::RunPlanned(model, prompt, nullptr, {});
@@ -244,7 +262,12 @@ TEST_P(OneDnnLogits, MatchCpu) {
   const float diff = test::MaxAbsDiff(cpu.logits, acc.logits);
   EXPECT_LE(diff, 1e-3f) << "ACCEL+CPU logits differ from CPU-only";
   const int n = acc.computes.count("ONEDNN") ? acc.computes.at("ONEDNN") : 0;
-  if (GetParam().accel_runs) EXPECT_GT(n, 0) << "the plan ran no node on the ONEDNN backend";
+  if (GetParam().accel_runs) {
+    EXPECT_GT(n, 0) << "the plan ran no node on the ONEDNN backend";
+    // Its weights live in the ONEDNN buffer type, allocated exactly as planned (RunPlanned checks
+    // planned == allocated for every buffer).
+    EXPECT_NE(std::find(acc.devices.begin(), acc.devices.end(), "ONEDNN"), acc.devices.end());
+  }
   // F16 weights go to ACCEL only where oneDNN has an f16 matmul and the manifest lists F16.
   if (!GetParam().accel_runs && std::string(GetParam().model).find("Q4_0") != std::string::npos)
     EXPECT_EQ(n, 0);

@@ -102,7 +102,9 @@ Comparison CompareAll(const ProbedDevice& dev, const DeviceManifest& m) {
     };
     const Placement placements[] = {{"", false, "", false},           {"CPU", true, "", false},
                                     {"CPU_REPACK", false, "", false}, {"CUDA0", false, "", false},
-                                    {"CPU", true, "CUDA0", false},    {"CUDA_Host", true, "CPU", true}};
+                                    {"CPU", true, "CUDA0", false},    {"CUDA_Host", true, "CPU", true},
+                                    {"ONEDNN", false, "", false},     {"ONEDNN", false, "CPU", true},
+                                    {"CPU", true, "ONEDNN", false}};
     const GgmlType t0s[] = {GgmlType::F32, GgmlType::BF16, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q6_K};
     const GgmlType t1s[] = {GgmlType::F32, GgmlType::I32, GgmlType::F16};
     for (const auto& p : placements) {

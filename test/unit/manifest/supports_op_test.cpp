@@ -1,6 +1,7 @@
 // supports_op / supports_buft / offload_op of the test manifests that model the golden placement
 // configurations: llama.cpp's CPU with CPU_REPACK, the BLAS-like ACCEL, the seed-era CUDA GPU,
-// the RPC devices and the oneDNN ACCEL.
+// the RPC devices and the oneDNN ACCEL (the BLAS-like test manifest sharing the CPU buft, and the
+// shipped one with its own ONEDNN weight buft).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -199,6 +200,43 @@ TEST(OneDnnManifest, F32Bf16MatmulOnly) {
   silu.op = GgmlOp::SILU;
   silu.src = {T(GgmlType::F32, {64, 64, 1, 1})};
   EXPECT_FALSE(d.SupportsOp(silu));
+}
+
+// The shipped oneDNN manifest (planner/registry/onednn.json): its own weight buffer type ONEDNN
+// (not host memory), MUL_MAT of F32/BF16 weights in it at any batch (tg too), host weights only
+// from a batch of 32, nothing else; the CPU cannot read ONEDNN.
+TEST(OneDnnManifest, ShippedManifestHasItsOwnWeightBuftype) {
+  auto r = LoadManifestFile(std::string(STOWAGE_SHIPPED_REGISTRY_DIR) + "/onednn.json");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const DeviceManifest& d = *r;
+  EXPECT_EQ(d.type, DeviceType::kAccel);
+  EXPECT_EQ(d.default_buft.name, "ONEDNN");
+  EXPECT_FALSE(d.default_buft.is_host);
+  EXPECT_TRUE(d.SupportsBuft("ONEDNN", false));
+  EXPECT_TRUE(d.SupportsBuft("CPU", true));
+  EXPECT_FALSE(d.SupportsBuft("CPU_REPACK", false));
+  for (int64_t batch : {1, 7, 32, 512}) {
+    EXPECT_TRUE(d.SupportsOp(MulMat(GgmlType::F32, 256, 256, batch, "ONEDNN", false))) << batch;
+    EXPECT_TRUE(d.SupportsOp(MulMat(GgmlType::BF16, 256, 256, batch, "ONEDNN", false))) << batch;
+    EXPECT_FALSE(d.SupportsOp(MulMat(GgmlType::Q4_0, 256, 256, batch, "ONEDNN", false))) << batch;
+    EXPECT_FALSE(d.SupportsOp(MulMat(GgmlType::F16, 256, 256, batch, "ONEDNN", false))) << batch;
+    EXPECT_EQ(d.SupportsOp(MulMat(GgmlType::F32, 256, 256, batch, "CPU", true)), batch >= 32) << batch;
+  }
+  EXPECT_FALSE(d.SupportsOp(MulMat(GgmlType::F32, 256, 256, 512, "CPU_REPACK", false)));
+  EXPECT_FALSE(d.SupportsOp(GetRows(GgmlType::F32, "ONEDNN", false)));  // token_embd never goes there
+  // A 3-D weight in ONEDNN is not taken (the blocked layout is per 2-D matrix).
+  OpQuery q3 = MulMat(GgmlType::F32, 256, 256, 64, "ONEDNN", false);
+  q3.src[0].ne[2] = 4;
+  q3.src[1].ne[2] = 4;
+  q3.dst.ne[2] = 4;
+  EXPECT_FALSE(d.SupportsOp(q3));
+  // Activations must be host memory.
+  OpQuery dev = MulMat(GgmlType::F32, 256, 256, 64, "ONEDNN", false);
+  dev.src[1].buft = "CUDA0";
+  EXPECT_FALSE(d.SupportsOp(dev));
+  // The CPU (llama.cpp's CPU device) cannot read it.
+  DeviceManifest cpu = Load("llamacpp-cpu.json");
+  EXPECT_FALSE(cpu.SupportsBuft("ONEDNN", false));
 }
 
 TEST(OpSupportTable, FirstMatchingRuleDecides) {

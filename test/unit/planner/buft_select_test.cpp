@@ -104,6 +104,63 @@ TEST(SelectWeightBufts, OffloadedOutputGetsItsOwnCopyOfTiedEmbeddings) {
   EXPECT_EQ(moved.count, 1);  // only token_embd (input layer: CPU list, GET_ROWS)
 }
 
+// An ACCEL device with its own weight buft (the shipped oneDNN manifest's shape): F32 MUL_MAT
+// weights at any batch in ONEDNN.
+DeviceManifest OneDnnLike() {
+  auto m = ParseManifest(R"({"manifest_version": 1, "backend": "ONEDNN", "name": "ONEDNN", "description": "test",
+    "type": "ACCEL", "memory": {"total": 0, "free": 0},
+    "caps": {"async": false, "host_buffer": false, "buffer_from_host_ptr": false, "events": false},
+    "buffer_types": {"default": {"name": "ONEDNN", "alignment": 64, "is_host": false}},
+    "supports_buft": {"any_host": true},
+    "op_support": {"default": "unsupported", "rules": [
+      {"ops": ["NONE", "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE"], "all_srcs_host": true, "supported": true},
+      {"ops": ["MUL_MAT"], "supported": true,
+       "src": [{"types": ["f32"], "contiguous": true, "buft": "ONEDNN", "max_dims": 2}, {"types": ["f32"], "host": true}]}]}})",
+                         "onednn");
+  if (!m.ok()) std::abort();
+  return *m;
+}
+
+/// TinyModel with F32 matmul weights (attn_q and the tied token_embd).
+ModelGraphs TinyF32Model() {
+  ModelGraphs m = TinyModel();
+  for (auto& g : m.globals)
+    if (g.kind == TensorKind::kWeight) {
+      g.type = GgmlType::F32;
+      g.nbytes = TensorBytes(g.type, g.ne);
+    }
+  return m;
+}
+
+TEST(SelectWeightBufts, AccelBuftTakesTheMatmulWeightsItSupports) {
+  ModelGraphs m = TinyF32Model();
+  Fixture s = Make({OneDnnLike(), Cpu()}, 0, true);
+  MovedSummary moved;
+  ASSERT_TRUE(SelectWeightBufts(m, s.ds, s.lm, {}, &s.p, &moved).ok());
+  EXPECT_EQ(BuftOf(s, 0), "CPU");     // GET_ROWS table: never in ONEDNN
+  EXPECT_EQ(BuftOf(s, 1), "CPU");     // MUL norm
+  EXPECT_EQ(BuftOf(s, 2), "ONEDNN");  // F32 MUL_MAT
+  EXPECT_EQ(BuftOf(s, 3), "CPU");
+  // Tied embeddings: the output's MUL_MAT copy in ONEDNN, the input's GET_ROWS table in CPU; two
+  // bufts, two copies (llama.cpp shares a duplicated tensor only within one buft).
+  EXPECT_EQ(BuftOf(s, 4), "ONEDNN");
+  EXPECT_EQ(moved.count, 3);
+  EXPECT_EQ(moved.from, "ONEDNN");
+  // Q4_0 weights: the ACCEL refuses them, CPU_REPACK takes the matmul.
+  ModelGraphs q = TinyModel();
+  Fixture s2 = Make({OneDnnLike(), Cpu()}, 0, true);
+  ASSERT_TRUE(SelectWeightBufts(q, s2.ds, s2.lm, {}, &s2.p, &moved).ok());
+  EXPECT_EQ(BuftOf(s2, 2), "CPU_REPACK");
+  EXPECT_EQ(BuftOf(s2, 4), "CPU_REPACK");
+  EXPECT_EQ(BuftOf(s2, 0), "CPU");
+  // Without the ACCEL device (--device excluding it): today's choice.
+  ModelGraphs f = TinyF32Model();
+  Fixture s3 = Make({Cpu()}, 0, true);
+  ASSERT_TRUE(SelectWeightBufts(f, s3.ds, s3.lm, {}, &s3.p, &moved).ok());
+  EXPECT_EQ(BuftOf(s3, 2), "CPU");
+  EXPECT_EQ(BuftOf(s3, 4), "CPU");
+}
+
 TEST(SelectWeightBufts, OverridesDecideFirst) {
   ModelGraphs m = TinyModel();
   Fixture s = Make({Gpu("G", 100), Cpu()}, 99, true);

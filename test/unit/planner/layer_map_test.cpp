@@ -108,6 +108,47 @@ TEST(BuftLists, InitPlacementRegistersEachBuftOnceAndCpuComputeUsesHostBuft) {
   EXPECT_FALSE(p.bufts[2].repack.empty());
 }
 
+// An ACCEL device with its own weight-only buffer type (the shipped oneDNN manifest's shape):
+// ONEDNN (not host) for F32 MUL_MAT weights at any batch, reads every host buft.
+DeviceManifest OneDnnLike() {
+  auto m = ParseManifest(R"({"manifest_version": 1, "backend": "ONEDNN", "name": "ONEDNN", "description": "test",
+    "type": "ACCEL", "memory": {"total": 0, "free": 0},
+    "caps": {"async": false, "host_buffer": false, "buffer_from_host_ptr": false, "events": false},
+    "buffer_types": {"default": {"name": "ONEDNN", "alignment": 64, "is_host": false}},
+    "supports_buft": {"any_host": true},
+    "op_support": {"default": "unsupported", "rules": [
+      {"ops": ["NONE", "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE"], "all_srcs_host": true, "supported": true},
+      {"ops": ["MUL_MAT"], "supported": true,
+       "src": [{"types": ["f32"], "contiguous": true, "buft": "ONEDNN", "max_dims": 2}, {"types": ["f32"], "host": true}]}]}})",
+                         "onednn");
+  if (!m.ok()) std::abort();
+  return *m;
+}
+
+TEST(BuftLists, AccelWithItsOwnBuftLeadsTheCpuListAndComputesIntoTheCpuBuft) {
+  auto ds = MakeDeviceSet({OneDnnLike(), Cpu()}, SplitMode::kLayer, 0);
+  ASSERT_TRUE(ds.ok());
+  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, false, false)), (std::vector<std::string>{"ONEDNN", "CPU_REPACK", "CPU"}));
+  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, false, true)), (std::vector<std::string>{"ONEDNN", "CPU"}));
+  Placement p;
+  InitPlacement(*ds, true, &p);
+  std::vector<std::string> names;
+  for (const auto& b : p.bufts) names.push_back(b.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"ONEDNN", "CPU_REPACK", "CPU"}));
+  EXPECT_FALSE(p.bufts[0].is_host);
+  EXPECT_TRUE(p.bufts[0].repack.empty());  // the ACCEL backend converts on upload itself (WriteTensor)
+  EXPECT_EQ(p.devices[p.bufts[0].device].name, "ONEDNN");
+  ASSERT_EQ(p.backends.size(), 2u);
+  // Both backends compute into the CPU buft: the ACCEL results are host memory the CPU reads.
+  EXPECT_EQ(p.bufts[p.backends[0].compute_buft].name, "CPU");
+  EXPECT_EQ(p.bufts[p.backends[1].compute_buft].name, "CPU");
+  // With a GPU in front, the CPU list still starts with the ACCEL buft (FEB25: ACCEL first).
+  auto ds2 = MakeDeviceSet({Gpu("G0", 1, "CUDA", /*host=*/true), OneDnnLike(), Cpu()}, SplitMode::kLayer, 0);
+  ASSERT_TRUE(ds2.ok());
+  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds2, false, false)),
+            (std::vector<std::string>{"ONEDNN", "CPU_REPACK", "G0_Host", "CPU"}));
+}
+
 struct LayerCase {
   int ngl;
   std::vector<float> ts;

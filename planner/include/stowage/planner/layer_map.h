@@ -72,8 +72,12 @@ BuftList MakeGpuBuftList(const DeviceSet& ds, int device, SplitMode split_mode, 
 /// Fills Placement::devices, ::bufts and ::backends from the device set: every buffer type of every
 /// device once (by name; ACCEL devices sharing the CPU buft add nothing), in the order model devices
 /// (split, default, host), ACCEL defaults, CPU extras, CPU default; one backend per device whose
-/// compute buft is its default buft, except the CPU backend, which uses the host buft of model device
-/// 0 when it has one (llama_init_from_model).
+/// compute buft is its default buft, except (a) the CPU backend, which uses the host buft of model
+/// device 0 when it has one (llama_init_from_model), and (b) an ACCEL device whose default buft is
+/// not host memory (a weight-only buffer type such as ONEDNN, weights kept in the accelerator's
+/// layout) but which reads every host buft: it computes into the CPU's default buft, so its results
+/// need no copy back and it shares the CPU's compute buffer (Stowage's rule; llama.cpp moved its
+/// AMX weights into a CPU extra buft, whose nodes run on the CPU backend, for the same effect).
 void InitPlacement(const DeviceSet& ds, bool use_mmap, Placement* p);
 
 /// The manifest buffer type behind Placement::bufts[i] (never null for a buft InitPlacement made).

@@ -10,6 +10,7 @@
 #include <map>
 #include <new>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ops.h"
@@ -50,11 +51,113 @@ dnnl_data_type_t DnnlType(GgmlType t) {
   }
 }
 
-/// Host memory of the ACCEL device (64-byte aligned, zeroed).
+/// oneDNN's CPU engine and stream, shared by a backend and the buffers it allocates (the buffers
+/// reorder weights on upload).
+struct Dnnl {
+  dnnl_engine_t engine = nullptr;
+  dnnl_stream_t stream = nullptr;
+  dnnl_status_t status = dnnl_success;
+  Dnnl() {
+    status = dnnl_engine_create(&engine, dnnl_cpu, 0);
+    if (status == dnnl_success) status = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
+  }
+  ~Dnnl() {
+    if (stream) dnnl_stream_destroy(stream);
+    if (engine) dnnl_engine_destroy(engine);
+  }
+  Dnnl(const Dnnl&) = delete;
+  Dnnl& operator=(const Dnnl&) = delete;
+};
+
+/// Sets the calling thread's OpenMP thread count for oneDNN and restores it on scope exit.
+class OmpThreads {
+ public:
+  explicit OmpThreads(int n) : prev_(omp_get_max_threads()) { omp_set_num_threads(n); }
+  ~OmpThreads() { omp_set_num_threads(prev_); }
+  OmpThreads(const OmpThreads&) = delete;
+  OmpThreads& operator=(const OmpThreads&) = delete;
+
+ private:
+  int prev_;
+};
+
+/// Rows of activations of the matmul whose weight layout is queried (any fixed M gives the same
+/// layout in oneDNN 2.x; see OneDnnWeightLayoutFor).
+constexpr dnnl_dim_t kLayoutQueryRows = 512;
+
+/// ggml's plain layout of weights [K, N] as oneDNN's K x N matrix: row n holds K contiguous values.
+dnnl_status_t PlainWeightsMd(dnnl_data_type_t dt, dnnl_dim_t K, dnnl_dim_t N, dnnl_memory_desc_t* md) {
+  const dnnl_dims_t dims = {K, N};
+  const dnnl_dims_t strides = {1, K};
+  return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides);
+}
+
+/// The weights memory descriptor oneDNN's matmul chooses for K x N weights of `dt` (format_tag::any,
+/// M = kLayoutQueryRows, F32 dst).
+dnnl_status_t PreferredWeightsMd(dnnl_engine_t eng, dnnl_data_type_t dt, dnnl_dim_t K, dnnl_dim_t N,
+                                 dnnl_memory_desc_t* out) {
+  dnnl_memory_desc_t src_md, wei_md, dst_md;
+  const dnnl_dims_t sd = {kLayoutQueryRows, K}, wd = {K, N}, dd = {kLayoutQueryRows, N};
+  dnnl_status_t s = dnnl_memory_desc_init_by_tag(&src_md, 2, sd, dt, dnnl_ab);
+  if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&wei_md, 2, wd, dt, dnnl_format_tag_any);
+  if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&dst_md, 2, dd, dnnl_f32, dnnl_ab);
+  dnnl_matmul_desc_t desc;
+  if (s == dnnl_success) s = dnnl_matmul_desc_init(&desc, &src_md, &wei_md, nullptr, &dst_md);
+  dnnl_primitive_desc_t pd = nullptr;
+  if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &desc, nullptr, eng, nullptr);
+  if (s != dnnl_success) return s;
+  const dnnl_memory_desc_t* w = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  if (w == nullptr) s = dnnl_runtime_error;
+  else *out = *w;
+  dnnl_primitive_desc_destroy(pd);
+  return s;
+}
+
+/// A weight layout decision with the descriptor behind it.
+struct LayoutChoice {
+  OneDnnWeightLayout info;
+  dnnl_memory_desc_t md{};  ///< oneDNN's preferred weights descriptor (valid when info.blocked)
+};
+
+std::string DescribeMd(const dnnl_memory_desc_t& md) {
+  if (md.format_kind != dnnl_blocked) return "format kind " + std::to_string(static_cast<int>(md.format_kind));
+  const auto& b = md.format_desc.blocking;
+  std::string out = "blocked: strides";
+  for (int i = 0; i < md.ndims; ++i) out += " " + std::to_string(b.strides[i]);
+  out += ", inner blocks";
+  if (b.inner_nblks == 0) out += " none";
+  for (int i = 0; i < b.inner_nblks; ++i)
+    out += " " + std::to_string(b.inner_blks[i]) + static_cast<char>('a' + b.inner_idxs[i]);
+  return out;
+}
+
+LayoutChoice ChooseLayout(dnnl_engine_t eng, GgmlType type, int64_t K, int64_t N) {
+  LayoutChoice c;
+  const dnnl_data_type_t dt = DnnlType(type);
+  if (dt == dnnl_data_type_undef || K < 1 || N < 1) return c;
+  c.info.plain_bytes = RowSize(type, K) * static_cast<uint64_t>(N);
+  dnnl_memory_desc_t md, plain;
+  if (PreferredWeightsMd(eng, dt, K, N, &md) != dnnl_success) return c;
+  if (PlainWeightsMd(dt, K, N, &plain) != dnnl_success) return c;
+  c.info.blocked_bytes = dnnl_memory_desc_get_size(&md);
+  if (dnnl_memory_desc_equal(&md, &plain)) {
+    c.info.format = "plain";
+    return c;
+  }
+  c.info.format = DescribeMd(md);
+  c.info.blocked = md.format_kind == dnnl_blocked && c.info.blocked_bytes <= c.info.plain_bytes;
+  c.md = md;
+  return c;
+}
+
+/// Memory of the ACCEL device, 64-byte aligned, zeroed: the ONEDNN weight buffer type (`weights`,
+/// not host memory to the rest of the runtime; WriteTensor reorders matmul weights) or a host
+/// buffer for any other buffer type.
 class OneDnnBuffer final : public Buffer {
  public:
   ~OneDnnBuffer() override { std::free(data_); }
-  static Result<std::unique_ptr<Buffer>> Allocate(uint64_t size, uint64_t alignment) {
+  static Result<std::unique_ptr<Buffer>> Allocate(uint64_t size, uint64_t alignment, bool weights,
+                                                  std::shared_ptr<Dnnl> dnnl, int n_threads) {
     const uint64_t align = alignment < 64 ? 64 : alignment;
     if ((align & (align - 1)) != 0)
       return InvalidArgument("ONEDNN: buffer alignment " + std::to_string(alignment) +
@@ -67,11 +170,15 @@ class OneDnnBuffer final : public Buffer {
     std::unique_ptr<OneDnnBuffer> b(new OneDnnBuffer());
     b->data_ = static_cast<uint8_t*>(p);
     b->size_ = size;
+    b->weights_ = weights;
+    b->dnnl_ = std::move(dnnl);
+    b->n_threads_ = n_threads;
     return std::unique_ptr<Buffer>(std::move(b));
   }
   uint8_t* base() override { return data_; }
   uint64_t size() const override { return size_; }
-  bool is_host() const override { return true; }
+  bool is_host() const override { return !weights_; }
+  bool is_weight_buffer() const { return weights_; }
   Status Write(uint64_t offset, const void* src, uint64_t n) override {
     if (offset > size_ || n > size_ - offset) return OutOfRange("ONEDNN: buffer write outside the buffer");
     std::memcpy(data_ + offset, src, n);
@@ -82,12 +189,58 @@ class OneDnnBuffer final : public Buffer {
     std::memcpy(dst, data_ + offset, n);
     return Status::Ok();
   }
+  Result<int> WriteTensor(const TensorView& view, uint64_t offset, const void* data) override;
 
  private:
   OneDnnBuffer() = default;
   uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
+  bool weights_ = false;
+  std::shared_ptr<Dnnl> dnnl_;
+  int n_threads_ = 1;
 };
+
+Result<int> OneDnnBuffer::WriteTensor(const TensorView& view, uint64_t offset, const void* data) {
+  const uint64_t n = RowSize(view.type, view.ne[0]) * static_cast<uint64_t>(view.nrows());
+  if (offset > size_ || n > size_ - offset)
+    return OutOfRange("ONEDNN: tensor " + Shape(view) + " at offset " + std::to_string(offset) + " (" +
+                      std::to_string(n) + " bytes) lies outside the buffer of " + std::to_string(size_) + " bytes");
+  const bool matrix = view.ne[2] == 1 && view.ne[3] == 1 && view.is_contiguous();
+  if (!weights_ || !matrix || dnnl_->status != dnnl_success) {
+    STOWAGE_RETURN_IF_ERROR(Write(offset, data, n));
+    return static_cast<int>(cpu::kLayoutPlain);
+  }
+  const LayoutChoice c = ChooseLayout(dnnl_->engine, view.type, view.ne[0], view.ne[1]);
+  if (!c.info.blocked) {
+    STOWAGE_RETURN_IF_ERROR(Write(offset, data, n));
+    return static_cast<int>(cpu::kLayoutPlain);
+  }
+  // Reorder the plain rows into oneDNN's layout (ggml's repack set_tensor, done by oneDNN).
+  const dnnl_data_type_t dt = DnnlType(view.type);
+  dnnl_memory_desc_t plain;
+  dnnl_status_t s = PlainWeightsMd(dt, view.ne[0], view.ne[1], &plain);
+  dnnl_memory_t from = nullptr, to = nullptr;
+  dnnl_primitive_desc_t pd = nullptr;
+  dnnl_primitive_t reorder = nullptr;
+  if (s == dnnl_success) s = dnnl_memory_create(&from, &plain, dnnl_->engine, const_cast<void*>(data));
+  if (s == dnnl_success) s = dnnl_memory_create(&to, &c.md, dnnl_->engine, data_ + offset);
+  if (s == dnnl_success)
+    s = dnnl_reorder_primitive_desc_create(&pd, &plain, dnnl_->engine, &c.md, dnnl_->engine, nullptr);
+  if (s == dnnl_success) s = dnnl_primitive_create(&reorder, pd);
+  if (s == dnnl_success) {
+    OmpThreads threads(n_threads_);
+    const dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    s = dnnl_primitive_execute(reorder, dnnl_->stream, 2, args);
+    if (s == dnnl_success) s = dnnl_stream_wait(dnnl_->stream);
+  }
+  if (reorder) dnnl_primitive_destroy(reorder);
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (to) dnnl_memory_destroy(to);
+  if (from) dnnl_memory_destroy(from);
+  if (s != dnnl_success)
+    return Internal("ONEDNN: reordering weight " + Shape(view) + " into " + c.info.format + ": " + DnnlError(s));
+  return kLayoutOneDnnBlocked;
+}
 
 /// A created matmul with its memory objects (data handles are set per execution).
 struct MatmulPrim {
@@ -106,6 +259,7 @@ struct MatmulPrim {
 
 /// Batch {b3, b2}, M x K activations times K x N weights (weights broadcast over the batch).
 struct MatmulKey {
+  int64_t layout;  // cpu::kLayoutPlain or kLayoutOneDnnBlocked (then b3 = b2 = 1, 2-D strides)
   dnnl_data_type_t wt;
   dnnl_dim_t b3, b2, M, K, N;
   dnnl_dim_t src_s[4], wei_s[2], dst_s[4];
@@ -138,26 +292,54 @@ dnnl_status_t CreateMatmul(dnnl_engine_t eng, const MatmulKey& k, MatmulPrim* ou
   return dnnl_success;
 }
 
+/// The matmul of `k` (layout kLayoutOneDnnBlocked) for M x K activations with row stride
+/// k.src_s[2], the K x N weights in `wei_md` (oneDNN's blocked layout) and M x N F32 results with
+/// row stride k.dst_s[2]. dnnl status on failure (prim left empty).
+dnnl_status_t CreateBlockedMatmul(dnnl_engine_t eng, const MatmulKey& k, const dnnl_memory_desc_t& wei_md,
+                                  MatmulPrim* out) {
+  dnnl_memory_desc_t src_md, dst_md;
+  const dnnl_dims_t sd = {k.M, k.K}, dd = {k.M, k.N};
+  const dnnl_dims_t ss = {k.src_s[2], 1}, ds = {k.dst_s[2], 1};
+  dnnl_status_t s = dnnl_memory_desc_init_by_strides(&src_md, 2, sd, k.wt, ss);
+  if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&dst_md, 2, dd, dnnl_f32, ds);
+  dnnl_matmul_desc_t desc;
+  if (s == dnnl_success) s = dnnl_matmul_desc_init(&desc, &src_md, &wei_md, nullptr, &dst_md);
+  MatmulPrim p;
+  if (s == dnnl_success) s = dnnl_primitive_desc_create(&p.pd, &desc, nullptr, eng, nullptr);
+  if (s == dnnl_success) s = dnnl_primitive_create(&p.prim, p.pd);
+  if (s == dnnl_success) s = dnnl_memory_create(&p.src, &src_md, eng, DNNL_MEMORY_NONE);
+  if (s == dnnl_success) s = dnnl_memory_create(&p.wei, &wei_md, eng, DNNL_MEMORY_NONE);
+  if (s == dnnl_success) s = dnnl_memory_create(&p.dst, &dst_md, eng, DNNL_MEMORY_NONE);
+  if (s != dnnl_success) {
+    p.Release();
+    return s;
+  }
+  *out = p;
+  return dnnl_success;
+}
+
 class OneDnnBackend final : public Backend {
  public:
   OneDnnBackend(std::string name, int n_threads)
-      : name_(std::move(name)), n_threads_(n_threads < 1 ? 1 : n_threads) {
-    engine_status_ = dnnl_engine_create(&engine_, dnnl_cpu, 0);
-    if (engine_status_ == dnnl_success)
-      engine_status_ = dnnl_stream_create(&stream_, engine_, dnnl_stream_default_flags);
+      : name_(std::move(name)), n_threads_(n_threads < 1 ? 1 : n_threads), dnnl_(std::make_shared<Dnnl>()) {
+    engine_ = dnnl_->engine;
+    stream_ = dnnl_->stream;
+    engine_status_ = dnnl_->status;
     cpu_.n_threads = n_threads_;
   }
   ~OneDnnBackend() override {
     for (auto& [k, p] : prims_) p.Release();
-    if (stream_) dnnl_stream_destroy(stream_);
-    if (engine_) dnnl_engine_destroy(engine_);
   }
 
   const std::string& name() const override { return name_; }
-  bool CanAccess(const Buffer& buf) const override { return buf.is_host(); }
+  bool CanAccess(const Buffer& buf) const override {
+    if (buf.is_host()) return true;
+    const auto* own = dynamic_cast<const OneDnnBuffer*>(&buf);
+    return own != nullptr && own->is_weight_buffer();
+  }
 
-  Result<std::unique_ptr<Buffer>> Allocate(const std::string&, uint64_t size, uint64_t alignment) override {
-    return OneDnnBuffer::Allocate(size, alignment);
+  Result<std::unique_ptr<Buffer>> Allocate(const std::string& buft, uint64_t size, uint64_t alignment) override {
+    return OneDnnBuffer::Allocate(size, alignment, buft == kOneDnnBuft, dnnl_, n_threads_);
   }
 
   Status Compute(const NodeCall& c) override {
@@ -170,9 +352,13 @@ class OneDnnBackend final : public Backend {
 
  private:
   Status MulMat(const TensorView& a, const TensorView& b, const TensorView& d);
+  /// The blocked weights descriptor of src0 `a` (cached per type and shape).
+  Result<const dnnl_memory_desc_t*> BlockedMd(const TensorView& a);
 
   std::string name_;
   int n_threads_;
+  std::shared_ptr<Dnnl> dnnl_;
+  std::map<std::tuple<int, int64_t, int64_t>, dnnl_memory_desc_t> blocked_mds_;
   dnnl_engine_t engine_ = nullptr;
   dnnl_stream_t stream_ = nullptr;
   dnnl_status_t engine_status_ = dnnl_success;
@@ -193,7 +379,10 @@ Status OneDnnBackend::MulMat(const TensorView& a, const TensorView& b, const Ten
   if (wt == dnnl_data_type_undef)
     return Unimplemented(name_ + ": MUL_MAT with src0 of type " + GgmlTypeName(a.type) +
                          " (oneDNN runs F32, BF16, F16 weights)");
-  if (a.layout != cpu::kLayoutPlain) return fail("src0 must have the plain layout");
+  const bool blocked = a.layout == kLayoutOneDnnBlocked;
+  if (a.layout != cpu::kLayoutPlain && !blocked)
+    return fail("src0 layout " + std::to_string(a.layout) + " is not one this backend reads (plain, oneDNN blocked)");
+  if (blocked && (a.ne[2] != 1 || a.ne[3] != 1)) return fail("a oneDNN-blocked src0 must be 2-D");
   if (b.type != GgmlType::F32 || d.type != GgmlType::F32) return fail("src1 and dst must be F32");
   const int64_t K = a.ne[0], N = a.ne[1], M = b.ne[1];
   if (b.ne[0] != K) return fail("src0 ne0 != src1 ne0");
@@ -218,12 +407,7 @@ Status OneDnnBackend::MulMat(const TensorView& a, const TensorView& b, const Ten
     return Status::Ok();
   }
 
-  const int prev_threads = omp_get_max_threads();
-  omp_set_num_threads(n_threads_);
-  struct Restore {
-    int n;
-    ~Restore() { omp_set_num_threads(n); }
-  } restore{prev_threads};
+  OmpThreads threads(n_threads_);
 
   // Activations as the matmul reads them: F32 with their strides (rows made contiguous when nb10 != 4),
   // or converted to the weight type into a contiguous [K, M, ne12, ne13] scratch (ggml's vec_dot_type).
@@ -231,7 +415,9 @@ Status OneDnnBackend::MulMat(const TensorView& a, const TensorView& b, const Ten
   const uint8_t* src = static_cast<const uint8_t*>(b.data);
   size_t sb[4] = {b.nb[0], b.nb[1], b.nb[2], b.nb[3]};
   const int64_t rows = M * ne12 * ne13;
-  if (a.type != GgmlType::F32 || b.nb[0] != 4) {
+  // The blocked path reads each src1 matrix as M rows of K values, rows at least K apart.
+  const bool gather = a.type != GgmlType::F32 || b.nb[0] != 4 || (blocked && b.nb[1] < static_cast<size_t>(K) * 4);
+  if (gather) {
     const size_t esz = a.type == GgmlType::F32 ? 4 : 2;
     std::vector<uint8_t>& buf = conv_;
     if (a.type == GgmlType::F32) {
@@ -267,6 +453,46 @@ Status OneDnnBackend::MulMat(const TensorView& a, const TensorView& b, const Ten
     sb[3] = sb[2] * ne12;
   }
   const size_t asz = a.type == GgmlType::F32 ? 4 : 2;
+  if (blocked) {
+    // oneDNN's blocked weights: one 2-D matmul (M x K) x (K x N) per src1 matrix (i12, i13).
+    STOWAGE_ASSIGN_OR_RETURN(const dnnl_memory_desc_t* wmd, BlockedMd(a));
+    MatmulKey key;
+    std::memset(&key, 0, sizeof(key));
+    key.layout = kLayoutOneDnnBlocked;
+    key.wt = wt;
+    key.b3 = key.b2 = 1;
+    key.M = M;
+    key.K = K;
+    key.N = N;
+    key.src_s[2] = static_cast<dnnl_dim_t>(sb[1] / asz);
+    key.dst_s[2] = static_cast<dnnl_dim_t>(d.nb[1] / 4);
+    auto it = prims_.find(key);
+    if (it == prims_.end()) {
+      if (prims_.size() >= 256) {
+        for (auto& [k, p] : prims_) p.Release();
+        prims_.clear();
+      }
+      MatmulPrim p;
+      dnnl_status_t s = CreateBlockedMatmul(engine_, key, *wmd, &p);
+      if (s != dnnl_success)
+        return Unimplemented(name_ + ": oneDNN matmul for blocked src0 " + Shape(a) + " x src1 " + Shape(b) + ": " +
+                             DnnlError(s));
+      it = prims_.emplace(key, p).first;
+    }
+    MatmulPrim& p = it->second;
+    dnnl_memory_set_data_handle(p.wei, a.data);
+    for (int64_t i3 = 0; i3 < ne13; ++i3) {
+      for (int64_t i2 = 0; i2 < ne12; ++i2) {
+        dnnl_memory_set_data_handle(p.src, const_cast<uint8_t*>(src + i3 * sb[3] + i2 * sb[2]));
+        dnnl_memory_set_data_handle(p.dst, static_cast<uint8_t*>(d.data) + i3 * d.nb[3] + i2 * d.nb[2]);
+        const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.wei}, {DNNL_ARG_DST, p.dst}};
+        dnnl_status_t st = dnnl_primitive_execute(p.prim, stream_, 3, args);
+        if (st == dnnl_success) st = dnnl_stream_wait(stream_);
+        if (st != dnnl_success) return Internal(name_ + ": oneDNN matmul execution: " + DnnlError(st));
+      }
+    }
+    return Status::Ok();
+  }
   const int64_t r2 = ne12 / a.ne[2], r3 = ne13 / a.ne[3];
   MatmulKey key;
   std::memset(&key, 0, sizeof(key));
@@ -318,7 +544,27 @@ Status OneDnnBackend::MulMat(const TensorView& a, const TensorView& b, const Ten
   return Status::Ok();
 }
 
+Result<const dnnl_memory_desc_t*> OneDnnBackend::BlockedMd(const TensorView& a) {
+  const auto key = std::make_tuple(static_cast<int>(a.type), a.ne[0], a.ne[1]);
+  auto it = blocked_mds_.find(key);
+  if (it == blocked_mds_.end()) {
+    const LayoutChoice c = ChooseLayout(engine_, a.type, a.ne[0], a.ne[1]);
+    if (!c.info.blocked)
+      return FailedPrecondition(name_ + ": src0 " + Shape(a) +
+                                " is marked oneDNN-blocked but oneDNN prefers no blocked layout for it here (" +
+                                (c.info.format.empty() ? "no matmul" : c.info.format) + ")");
+    it = blocked_mds_.emplace(key, c.md).first;
+  }
+  return &it->second;
+}
+
 }  // namespace
+
+OneDnnWeightLayout OneDnnWeightLayoutFor(GgmlType type, int64_t K, int64_t N) {
+  Dnnl dnnl;
+  if (dnnl.status != dnnl_success) return {};
+  return ChooseLayout(dnnl.engine, type, K, N).info;
+}
 
 std::unique_ptr<Backend> CreateOneDnnBackend(const std::string& name, int n_threads) {
   return std::make_unique<OneDnnBackend>(name, n_threads);
