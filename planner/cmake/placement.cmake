@@ -10,5 +10,8 @@ add_library(stowage_placement STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/lib/placement/fit.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/lib/placement/explain.cpp
 )
-target_link_libraries(stowage_placement PUBLIC stowage_memory stowage_manifest PRIVATE nlohmann_json::nlohmann_json)
+# stowage_row_split (runtime/cmake/cuda.cmake): the CUDA backend's row split rules, plain C++ built in
+# every configuration; the fit check counts split weights with them (no CUDA is linked).
+target_link_libraries(stowage_placement PUBLIC stowage_memory stowage_manifest
+  PRIVATE stowage_row_split nlohmann_json::nlohmann_json)
 stowage_warnings(stowage_placement)

@@ -3,46 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "row_split.h"  // runtime/src/backends/cuda: the split rules the CUDA backend applies
+
 namespace stowage::planner {
-
-std::vector<float> RowSplitStarts(const std::vector<float>& proportions, const std::vector<uint64_t>& memory_total) {
-  const size_t n = memory_total.size();
-  std::vector<double> w(n, 0.0);
-  bool all_zero = true;
-  for (size_t i = 0; i < n && i < proportions.size(); ++i) {
-    w[i] = proportions[i] > 0.f ? proportions[i] : 0.0;
-    all_zero = all_zero && w[i] == 0.0;
-  }
-  if (all_zero) {
-    for (size_t i = 0; i < n; ++i) w[i] = static_cast<double>(memory_total[i]);
-    bool none = true;
-    for (double v : w) none = none && v == 0.0;
-    if (none) std::fill(w.begin(), w.end(), 1.0);
-  }
-  double total = 0;
-  for (double v : w) total += v;
-  std::vector<float> starts(n, 0.f);
-  double sum = 0;
-  for (size_t i = 0; i < n; ++i) {
-    starts[i] = static_cast<float>(sum / total);  // ggml keeps the split as float
-    sum += w[i];
-  }
-  return starts;
-}
-
-void RowSplitRange(int64_t nrows, const std::vector<float>& starts, int64_t rounding, int id, int64_t* lo, int64_t* hi) {
-  const int n = static_cast<int>(starts.size());
-  if (rounding < 1) rounding = 1;
-  *lo = id == 0 ? 0 : static_cast<int64_t>(static_cast<float>(nrows) * starts[id]);
-  *lo -= *lo % rounding;
-  if (id == n - 1) {
-    *hi = nrows;
-  } else {
-    *hi = static_cast<int64_t>(static_cast<float>(nrows) * starts[id + 1]);
-    *hi -= *hi % rounding;
-  }
-  if (*hi < *lo) *hi = *lo;
-}
 
 Result<std::vector<SplitBufferShare>> RowSplitShares(const ModelGraphs& m, const PlacementOutcome& o,
                                                      const std::vector<float>& tensor_split) {
@@ -66,7 +29,7 @@ Result<std::vector<SplitBufferShare>> RowSplitShares(const ModelGraphs& m, const
       totals.push_back(d.memory_total);
     }
     if (devs.empty()) return Internal("split buffer " + b.name + " has no model device of backend " + owner.backend);
-    const std::vector<float> starts = RowSplitStarts(proportions, totals);
+    const std::vector<float> starts = exec::RowSplitStarts(proportions, totals);
     SplitBufferShare share;
     share.buffer = static_cast<int>(bi);
     share.device_bytes.assign(ds.devices.size(), 0);
@@ -81,7 +44,7 @@ Result<std::vector<SplitBufferShare>> RowSplitShares(const ModelGraphs& m, const
           g.ne[0] % kMatrixRowPadding != 0 ? RowSize(g.type, kMatrixRowPadding - g.ne[0] % kMatrixRowPadding) : 0;
       for (size_t k = 0; k < devs.size(); ++k) {
         int64_t lo = 0, hi = 0;
-        RowSplitRange(nrows, starts, kRowSplitRounding, static_cast<int>(k), &lo, &hi);
+        exec::RowSplit(nrows, starts, kRowSplitRounding, static_cast<int>(k), &lo, &hi);
         if (hi > lo) share.device_bytes[devs[k]] += static_cast<uint64_t>(hi - lo) * row_bytes + pad;
       }
     }

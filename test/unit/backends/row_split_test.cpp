@@ -1,6 +1,9 @@
 // The CUDA<i>_Split row split (row_split.h), checked against ggml-cuda's rules
-// (ggml_backend_cuda_split_buffer_type, get_row_rounding, get_row_split) on any machine.
+// (ggml_backend_cuda_split_buffer_type, get_row_rounding, get_row_split) on any machine. The
+// planner's fit check (RowSplitShares, fit_test) counts split weights with the same functions.
 #include <gtest/gtest.h>
+
+#include <utility>
 
 #include "row_split.h"
 
@@ -22,6 +25,40 @@ TEST(RowSplit, PlanProportionsElseTotalMemory) {
   // -ts absent or all zero: ggml's default_tensor_split, the devices' total memory.
   EXPECT_EQ(CumulativeSplit(SplitProportions({}, mem), 2), (std::vector<float>{0.f, 2.f / 3.f}));
   EXPECT_EQ(CumulativeSplit(SplitProportions({0, 0}, mem), 2), (std::vector<float>{0.f, 2.f / 3.f}));
+}
+
+TEST(RowSplit, StartsFollowTensorSplitElseTotalMemory) {
+  EXPECT_EQ(RowSplitStarts({3, 1}, {10, 10}), (std::vector<float>{0.f, 0.75f}));
+  EXPECT_EQ(RowSplitStarts({}, {30, 10}), (std::vector<float>{0.f, 0.75f}));    // ggml default_tensor_split
+  EXPECT_EQ(RowSplitStarts({0, 0}, {10, 30}), (std::vector<float>{0.f, 0.25f}));  // all zero: memory
+  EXPECT_EQ(RowSplitStarts({}, {0, 0}), (std::vector<float>{0.f, 0.5f}));
+  EXPECT_EQ(RowSplitStarts({0, 1}, {10, 10}), (std::vector<float>{0.f, 0.f}));    // device 0 holds nothing
+  // Only the first total_memory.size() proportions count: a positive one past them leaves the memory split.
+  EXPECT_EQ(RowSplitStarts({0, 0, 5}, {10, 30}), (std::vector<float>{0.f, 0.25f}));
+  EXPECT_TRUE(RowSplitStarts({1}, {}).empty());
+}
+
+TEST(RowSplit, StartsSumInDouble) {
+  // -ts 3e38,3e38: a float sum overflows to inf (device 0's start of device 1 would be 0).
+  EXPECT_EQ(RowSplitStarts({3e38f, 3e38f}, {10, 10}), (std::vector<float>{0.f, 0.5f}));
+  EXPECT_EQ(CumulativeSplit({3e38f, 3e38f}, 2), (std::vector<float>{0.f, 0.5f}));
+  // Total memory enters exactly: 2^25 + 3 and 2^25 - 1 bytes split in halves; converted to float
+  // first (2^25 + 4 and 2^25) and divided in float, device 1 would start at 0.50000006.
+  EXPECT_EQ(RowSplitStarts({}, {(1ull << 25) + 3, (1ull << 25) - 1}), (std::vector<float>{0.f, 0.5f}));
+}
+
+TEST(RowSplit, RangesRoundDownToTheGranularityAndTheLastDeviceTakesTheRest) {
+  auto range = [](int64_t nrows, const std::vector<float>& starts, int id) {
+    int64_t lo = -1, hi = -1;
+    RowSplit(nrows, starts, 128, id, &lo, &hi);
+    return std::pair<int64_t, int64_t>(lo, hi);
+  };
+  EXPECT_EQ(range(256, {0.f, 0.5f}, 0), (std::pair<int64_t, int64_t>(0, 128)));
+  EXPECT_EQ(range(256, {0.f, 0.5f}, 1), (std::pair<int64_t, int64_t>(128, 256)));
+  EXPECT_EQ(range(128, {0.f, 0.5f}, 0), (std::pair<int64_t, int64_t>(0, 0)));  // 64 rounds down to 0
+  EXPECT_EQ(range(128, {0.f, 0.5f}, 1), (std::pair<int64_t, int64_t>(0, 128)));
+  EXPECT_EQ(range(1000, {0.f, 0.25f, 0.5f}, 1), (std::pair<int64_t, int64_t>(128, 384)));  // 250 -> 128, 500 -> 384
+  EXPECT_EQ(range(1000, {0.f, 0.25f, 0.5f}, 2), (std::pair<int64_t, int64_t>(384, 1000)));
 }
 
 TEST(RowSplit, RoundingFromDevicesWithAShare) {

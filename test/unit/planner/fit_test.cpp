@@ -71,28 +71,6 @@ TEST(CheckFit, CountsDeviceBuffersNotMappedOrHostOnes) {
             "(free 10.00 MiB - reserve 0.00 MiB)");
 }
 
-TEST(RowSplit, StartsFollowTensorSplitElseTotalMemory) {
-  EXPECT_EQ(RowSplitStarts({3, 1}, {10, 10}), (std::vector<float>{0.f, 0.75f}));
-  EXPECT_EQ(RowSplitStarts({}, {30, 10}), (std::vector<float>{0.f, 0.75f}));    // ggml default_tensor_split
-  EXPECT_EQ(RowSplitStarts({0, 0}, {10, 30}), (std::vector<float>{0.f, 0.25f}));  // all zero: memory
-  EXPECT_EQ(RowSplitStarts({}, {0, 0}), (std::vector<float>{0.f, 0.5f}));
-  EXPECT_EQ(RowSplitStarts({0, 1}, {10, 10}), (std::vector<float>{0.f, 0.f}));    // device 0 holds nothing
-}
-
-TEST(RowSplit, RangesRoundDownToTheGranularityAndTheLastDeviceTakesTheRest) {
-  auto range = [](int64_t nrows, const std::vector<float>& starts, int id) {
-    int64_t lo = -1, hi = -1;
-    RowSplitRange(nrows, starts, kRowSplitRounding, id, &lo, &hi);
-    return std::pair<int64_t, int64_t>(lo, hi);
-  };
-  EXPECT_EQ(range(256, {0.f, 0.5f}, 0), (std::pair<int64_t, int64_t>(0, 128)));
-  EXPECT_EQ(range(256, {0.f, 0.5f}, 1), (std::pair<int64_t, int64_t>(128, 256)));
-  EXPECT_EQ(range(128, {0.f, 0.5f}, 0), (std::pair<int64_t, int64_t>(0, 0)));  // 64 rounds down to 0
-  EXPECT_EQ(range(128, {0.f, 0.5f}, 1), (std::pair<int64_t, int64_t>(0, 128)));
-  EXPECT_EQ(range(1000, {0.f, 0.25f, 0.5f}, 1), (std::pair<int64_t, int64_t>(128, 384)));  // 250 -> 128, 500 -> 384
-  EXPECT_EQ(range(1000, {0.f, 0.25f, 0.5f}, 2), (std::pair<int64_t, int64_t>(384, 1000)));
-}
-
 /// Two GPUs with split bufts (-sm row, 10 MiB free each) and a CPU; one weight buffer per split buft
 /// holding the given weights, and one plain G0 buffer of `g0_bytes`.
 struct RowFixture {

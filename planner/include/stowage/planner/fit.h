@@ -30,22 +30,13 @@ inline constexpr int64_t kRowSplitRounding = 128;
 /// (512 - ne0 % 512) elements when ne0 is not a multiple of 512.
 inline constexpr int64_t kMatrixRowPadding = 512;
 
-/// Cumulative split starts of a split buffer over `n` devices (ggml_backend_cuda_split_buffer_type,
-/// FEB25): from `proportions` (-ts, by device position) when given and not all zero, else from
-/// `memory_total` (ggml's default_tensor_split is proportional to each device's total memory; equal
-/// shares when that is 0 too). starts[0] = 0, non-decreasing, < 1 unless a share is empty.
-std::vector<float> RowSplitStarts(const std::vector<float>& proportions, const std::vector<uint64_t>& memory_total);
-
-/// Rows [*lo, *hi) of a matrix with `nrows` rows that device `id` of starts.size() holds (ggml-cuda
-/// get_row_split): lo = nrows * starts[id], hi = nrows * starts[id + 1] (nrows for the last
-/// device), both rounded down to a multiple of `rounding`; empty (hi == lo) when they meet.
-void RowSplitRange(int64_t nrows, const std::vector<float>& starts, int64_t rounding, int id, int64_t* lo, int64_t* hi);
-
 /// Per split weight buffer of `o` (a buffer whose buft is some device's split buft): the bytes each
 /// device holds, for the devices of that buft's backend among the model devices, in model order
-/// (the devices ggml-cuda's split buffer spreads over), split by RowSplitStarts(tensor_split, their
-/// memory totals). Per weight (each stored tensor once): rows = ne1 * ne2 * ne3, a device's bytes =
-/// its rows * RowSize(type, ne0) plus the MATRIX_ROW_PADDING bytes when it holds any row.
+/// (the devices ggml-cuda's split buffer spreads over), split as the CUDA backend splits them
+/// (runtime/src/backends/cuda/row_split.h, ggml-cuda get_row_split / ggml_backend_cuda_split_buffer_type
+/// rules): starts from RowSplitStarts(tensor_split, their memory totals), each device's rows from
+/// RowSplit with kRowSplitRounding. Per weight (each stored tensor once): rows = ne1 * ne2 * ne3, a
+/// device's bytes = its rows * RowSize(type, ne0) plus the MATRIX_ROW_PADDING bytes when it holds any row.
 /// Needs PlanMemory's buffers/offsets in `m`. Errors: kInternal when a split buffer has no device.
 Result<std::vector<SplitBufferShare>> RowSplitShares(const ModelGraphs& m, const PlacementOutcome& o,
                                                      const std::vector<float>& tensor_split);

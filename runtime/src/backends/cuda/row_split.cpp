@@ -1,31 +1,56 @@
 #include "row_split.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace stowage::exec {
 
-std::vector<float> CumulativeSplit(const std::vector<float>& proportions, int n) {
-  std::vector<float> p(static_cast<size_t>(std::max(n, 0)), 0.f);
-  for (int i = 0; i < n && i < static_cast<int>(proportions.size()); ++i)
-    p[static_cast<size_t>(i)] = std::max(0.f, proportions[static_cast<size_t>(i)]);
-  float total = 0.f;
-  for (float v : p) total += v;
-  if (total <= 0.f) {
-    for (auto& v : p) v = 1.f;
-    total = static_cast<float>(n);
+namespace {
+
+// cum[i] = sum(w[0..i)) / sum(w) in double, stored as float; equal shares when sum(w) is 0.
+std::vector<float> StartsFromWeights(std::vector<double> w) {
+  double total = 0.0;
+  for (double v : w) total += v;
+  if (!(total > 0.0)) {
+    std::fill(w.begin(), w.end(), 1.0);
+    total = static_cast<double>(w.size());
   }
-  std::vector<float> cum(p.size(), 0.f);
-  float acc = 0.f;
-  for (size_t i = 0; i < p.size(); ++i) {
-    cum[i] = acc / total;
-    acc += p[i];
+  std::vector<float> cum(w.size(), 0.f);
+  double acc = 0.0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    cum[i] = static_cast<float>(acc / total);  // ggml keeps the split as float
+    acc += w[i];
   }
   return cum;
 }
 
+// The first n proportions, missing and negative ones as 0.
+std::vector<double> ClampedProportions(const std::vector<float>& proportions, size_t n) {
+  std::vector<double> w(n, 0.0);
+  for (size_t i = 0; i < n && i < proportions.size(); ++i) w[i] = proportions[i] > 0.f ? proportions[i] : 0.0;
+  return w;
+}
+
+bool AnyPositive(const std::vector<double>& w) {
+  return std::any_of(w.begin(), w.end(), [](double v) { return v > 0.0; });
+}
+
+}  // namespace
+
+std::vector<float> RowSplitStarts(const std::vector<float>& tensor_split, const std::vector<uint64_t>& total_memory) {
+  std::vector<double> w = ClampedProportions(tensor_split, total_memory.size());
+  if (!AnyPositive(w))
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<double>(total_memory[i]);
+  return StartsFromWeights(std::move(w));
+}
+
+std::vector<float> CumulativeSplit(const std::vector<float>& proportions, int n) {
+  return StartsFromWeights(ClampedProportions(proportions, static_cast<size_t>(std::max(n, 0))));
+}
+
 std::vector<float> SplitProportions(const std::vector<float>& tensor_split, const std::vector<uint64_t>& total_memory) {
-  const bool all_zero = std::all_of(tensor_split.begin(), tensor_split.end(), [](float x) { return x == 0.f; });
-  if (!all_zero) return tensor_split;
+  const bool any_positive = std::any_of(tensor_split.begin(), tensor_split.end(), [](float x) { return x > 0.f; });
+  if (any_positive) return tensor_split;
   std::vector<float> p;
   for (uint64_t m : total_memory) p.push_back(static_cast<float>(m));
   return p;
