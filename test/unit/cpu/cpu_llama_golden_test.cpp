@@ -35,8 +35,9 @@ struct Buf {
 
 class LlamaGolden : public ::testing::TestWithParam<std::string> {};
 
-// Weights as TensorViews over the mapping; with `repack`, Q4_0 matrices that llama.cpp's
-// CPU_REPACK takes (ne1 % 8 == 0) are repacked into `store` and viewed as kLayoutQ4_0x8.
+// Weights as TensorViews over the mapping; with `repack`, the matrices that llama.cpp's CPU_REPACK
+// takes (Q4_0 and Q4_K with ne1 % 8 == 0) are repacked into `store` as the runtime does
+// (RepackLayoutFor / RepackWeight) and viewed as kLayoutQ4_0x8 / kLayoutQ4_Kx8.
 struct Weights {
   const GgufFile& f;
   bool repack;
@@ -49,11 +50,12 @@ struct Weights {
     for (int i = 0; i < 4; ++i) v.ne[i] = t->ne[i];
     SetContiguousStrides(v);
     v.data = const_cast<uint8_t*>(f.TensorData(*t));
-    if (repack && matmul && CanRepackQ4_0(v)) {
+    const int layout = repack && matmul ? RepackLayoutFor(v) : kLayoutPlain;
+    if (layout != kLayoutPlain) {
       store.emplace_back(new std::vector<uint8_t>(t->nbytes));
-      if (!RepackQ4_0(v, store.back()->data()).ok()) return TensorView();
+      if (!RepackWeight(v, layout, store.back()->data()).ok()) return TensorView();
       v.data = store.back()->data();
-      v.layout = kLayoutQ4_0x8;
+      v.layout = layout;
     }
     return v;
   }
@@ -249,14 +251,17 @@ bool IsQuantized(const std::string& m) {
 TEST_P(LlamaGolden, LogitsAndGreedyTokensMatchLlamaCpp) {
   const std::string model = GetParam();
   const double tol = IsQuantized(model) ? 0.25 : 0.02;  // the kernel issue's tolerances
-  const bool q4_0 = model.find("q4_0") != std::string::npos || model.find("Q4_0") != std::string::npos;
+  // Models with weights CPU_REPACK takes (Q4_0, Q4_K).
+  const bool q4_0 = model.find("q4_0") != std::string::npos || model.find("Q4_0") != std::string::npos ||
+                    model.find("Q4_K") != std::string::npos;
   const IsaLevel best = DetectIsa();
   for (bool repack : {false, true}) {
     if (repack && !q4_0) break;
     for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
       if (isa > best) continue;
       // Greedy decoding (24 single-token steps) once per model, on the best level, 2 threads;
-      // llama.cpp repacks Q4_0 weights with ne1 % 8 == 0 on AVX2, so Q4_0 models decode repacked.
+      // llama.cpp repacks Q4_0 and (since mid-2025) Q4_K weights with ne1 % 8 == 0 on AVX2, so those
+      // models decode repacked.
       const bool decode = isa == best && (repack || !q4_0);
       RunResult r;
       RunModel(model, decode ? 2 : 1, isa, repack, decode, &r);

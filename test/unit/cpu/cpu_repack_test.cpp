@@ -1,11 +1,19 @@
-// CPU_REPACK Q4_0x8: layout, MUL_MAT on the repacked layout equals the plain layout (scalar, AVX2
-// and AVX-512 VNNI gemv), on random and on the shared tiny Q4_0 model's weights; token generation
-// covers every row whatever the thread count; refusal of bad shapes.
+// CPU_REPACK Q4_0x8 and Q4_Kx8: layout, MUL_MAT on the repacked layout equals the plain layout
+// (scalar, AVX2 and AVX-512 VNNI gemv; the GEMM path's pack), on random and on the shared models'
+// weights; token generation covers every row whatever the thread count; refusal of bad shapes.
 #include <gtest/gtest.h>
 
+#include <time.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <memory>
 
+#include "gemm.h"
 #include "kernels.h"
 #include "stowage/runtime/gguf.h"
 #include "test_paths.h"
@@ -151,6 +159,363 @@ TEST(CpuRepack, Refusals) {
   TensorView r8 = w8.v;
   r8.layout = kLayoutQ4_0x8;
   EXPECT_EQ(GetRows(ctx, r8, idx.v, rows.v).code(), StatusCode::kInvalidArgument);
+}
+
+
+// ---- Q4_Kx8 -------------------------------------------------------------------------------------
+
+constexpr double kEps2u = 1.0 / (1 << 23);  // 2u, u = 2^-24
+
+// Random Q4_K weights [K, N, ne2]: every byte random (all scale/min bit patterns), sane fp16 d/dmin.
+kt::Tensor RandomQ4_K(int64_t K, int64_t N, int64_t ne2, uint32_t seed) {
+  kt::Tensor w(GgmlType::Q4_K, K, N, ne2);
+  const std::vector<uint8_t> b = kt::RandomBlocks(GgmlType::Q4_K, K * N * ne2, seed);
+  std::memcpy(w.buf.data(), b.data(), b.size());
+  return w;
+}
+
+TensorView Repacked(const TensorView& plain, std::vector<uint8_t>* store) {
+  store->assign(plain.nb[3] * size_t(plain.ne[3]), 0);
+  EXPECT_TRUE(RepackWeight(plain, kLayoutQ4_Kx8, store->data()).ok());
+  TensorView rp = plain;
+  rp.data = store->data();
+  rp.layout = kLayoutQ4_Kx8;
+  return rp;
+}
+
+// The exact dot (double) of one plain Q4_K row with a Q8_K row, and two error scales: S = sum over
+// super-blocks of |d d_y sumi| + |dmin d_y summ| (the gemv and the scalar vec_dot round only sums of
+// such terms: within (nb + c) u S of the exact value), and `abs_scale` = the same over every single
+// product (the SIMD vec_dots accumulate per lane over partial sums, whose magnitudes S does not bound).
+void ExactQ4_K(const uint8_t* row, const BlockQ8_K* y, int64_t K, double* exact, double* scale,
+               double* abs_scale = nullptr) {
+  double e = 0, s = 0, sa = 0;
+  for (int64_t b = 0; b < K / kQK_K; ++b) {
+    const BlockQ4_K& x = reinterpret_cast<const BlockQ4_K*>(row)[b];
+    int64_t sumi = 0, summ = 0;
+    for (int k = 0; k < kQK_K; ++k) {
+      const int j = k / 32, byte = x.qs[32 * (j / 2) + k % 32];
+      uint8_t sc, mn;
+      GetScaleMinK4(j, x.scales, &sc, &mn);
+      const int64_t p = int64_t(sc) * ((j & 1) ? byte >> 4 : byte & 15) * y[b].qs[k], pm = int64_t(mn) * y[b].qs[k];
+      sumi += p;
+      summ += pm;
+      sa += std::fabs(double(HalfToFloat(x.d)) * y[b].d * double(p)) +
+            std::fabs(double(HalfToFloat(x.dmin)) * y[b].d * double(pm));
+    }
+    const double t1 = double(HalfToFloat(x.d)) * y[b].d * double(sumi);
+    const double t2 = double(HalfToFloat(x.dmin)) * y[b].d * double(summ);
+    e += t1 - t2;
+    s += std::fabs(t1) + std::fabs(t2);
+  }
+  *exact = e;
+  *scale = s;
+  if (abs_scale) *abs_scale = sa;
+}
+
+std::vector<BlockQ8_K> QuantizeQ8_K(const float* x, int64_t K) {
+  std::vector<BlockQ8_K> y(size_t(K / kQK_K));
+  QuantizeRowQ8_K(x, y.data(), K);
+  return y;
+}
+
+struct GemvLevel {
+  IsaLevel isa;
+  VecDotFn gemv;
+};
+std::vector<GemvLevel> Q4_KGemvLevels() {
+  std::vector<GemvLevel> out = {{IsaLevel::kScalar, scalar::GemvQ4_Kx8Q8_K}};
+  if (DetectIsa() >= IsaLevel::kAvx2) out.push_back({IsaLevel::kAvx2, avx2::GemvQ4_Kx8Q8_K});
+  if (DetectIsa() >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) out.push_back({IsaLevel::kAvx512, avx512::GemvQ4_Kx8Q8_K});
+  return out;
+}
+
+// The layout as documented in ops.h (RepackQ4_K), and Q4_Kx8ToBlock is its exact inverse (random
+// bytes: every 6-bit scale/min pattern).
+TEST(CpuRepackQ4_K, LayoutAndInverse) {
+  const int64_t K = 768, N = 16;
+  kt::Tensor w = RandomQ4_K(K, N, 1, 11);
+  std::vector<uint8_t> store;
+  const TensorView rp = Repacked(w.v, &store);
+  ASSERT_EQ(store.size(), RowSize(GgmlType::Q4_K, K) * N);  // exactly the plain size
+  for (int64_t g = 0; g < N / 8; ++g)
+    for (int64_t b = 0; b < K / kQK_K; ++b) {
+      const uint8_t* col = store.data() + size_t(g) * 8 * w.v.nb[1] + size_t(b) * 1152;
+      uint8_t sc[8][8], mn[8][8];
+      Q4_Kx8Scales(col, sc, mn);
+      for (int r = 0; r < 8; ++r) {
+        const BlockQ4_K& x = reinterpret_cast<const BlockQ4_K*>(w.buf.data() + size_t(8 * g + r) * w.v.nb[1])[b];
+        EXPECT_EQ(std::memcmp(col + 2 * r, &x.d, 2), 0);
+        EXPECT_EQ(std::memcmp(col + 16 + 2 * r, &x.dmin, 2), 0);
+        for (int t = 0; t < 16; ++t) EXPECT_EQ(std::memcmp(col + 128 + 64 * t + 8 * r, x.qs + 8 * t, 8), 0);
+        for (int j = 0; j < 8; ++j) {
+          uint8_t s6, m6;
+          GetScaleMinK4(j, x.scales, &s6, &m6);
+          ASSERT_EQ(sc[r][j], s6) << "r " << r << " j " << j;
+          ASSERT_EQ(mn[r][j], m6) << "r " << r << " j " << j;
+          // ops.h: lo[8j + r] low nibble = scale & 15, lo[8r + j] high nibble = min & 15
+          EXPECT_EQ(col[32 + 8 * j + r] & 15, s6 & 15);
+          EXPECT_EQ(col[32 + 8 * r + j] >> 4, m6 & 15);
+        }
+        BlockQ4_K back;
+        Q4_Kx8ToBlock(col, r, &back);
+        ASSERT_EQ(std::memcmp(&back, &x, sizeof x), 0) << "g " << g << " b " << b << " r " << r;
+      }
+    }
+  EXPECT_EQ(rp.layout, kLayoutQ4_Kx8);
+  EXPECT_EQ(RepackLayoutFor(w.v), kLayoutQ4_Kx8);
+}
+
+// Every gemv level: bit-identical to the scalar gemv, and equal to the plain Q4_K vec_dot of each
+// level within float rounding (both near the exact value), for 1, 3 and 11 super-blocks.
+TEST(CpuRepackQ4_K, GemvEqualsScalarAndVecDot) {
+  uint32_t seed = 40;
+  for (int64_t K : {256, 768, 2816}) {
+    kt::Tensor w = RandomQ4_K(K, 8, 1, seed++);
+    std::vector<uint8_t> store;
+    const TensorView rp = Repacked(w.v, &store);
+    std::vector<float> x(static_cast<size_t>(K));
+    kt::FillUniform(x, seed++, -3.f, 3.f);
+    const std::vector<BlockQ8_K> y = QuantizeQ8_K(x.data(), K);
+    float ref[8];
+    scalar::GemvQ4_Kx8Q8_K(K, ref, rp.data, y.data());
+    const double nb = double(K / kQK_K);
+    for (const GemvLevel& lv : Q4_KGemvLevels()) {
+      float got[8];
+      lv.gemv(K, got, rp.data, y.data());
+      const TypeKernels* tk = GetTypeKernels(GgmlType::Q4_K, lv.isa);
+      for (int r = 0; r < 8; ++r) {
+        ASSERT_EQ(std::memcmp(&got[r], &ref[r], 4), 0) << "K " << K << " isa " << int(lv.isa) << " r " << r;
+        const uint8_t* row = w.buf.data() + size_t(r) * w.v.nb[1];
+        double exact, S, Sabs;
+        ExactQ4_K(row, y.data(), K, &exact, &S, &Sabs);
+        float plain_scalar, plain_level;
+        scalar::VecDotQ4_KQ8_K(K, &plain_scalar, row, y.data());
+        tk->vec_dot(K, &plain_level, row, y.data());
+        const double tol = (nb + 8) * kEps2u * S;
+        ASSERT_NEAR(got[r], exact, tol / 2) << "K " << K << " r " << r;
+        ASSERT_NEAR(got[r], plain_scalar, tol) << "K " << K << " r " << r;
+        ASSERT_NEAR(got[r], plain_level, tol / 2 + (nb + 8) * kEps2u * Sabs)
+            << "K " << K << " isa " << int(lv.isa) << " r " << r;
+      }
+    }
+  }
+}
+
+// Largest sums: every nibble 15, every scale and min 63, activations all -127 or alternating
+// +-127 (the int16 sums of the AVX2 gemv and the vpdpwssd lanes of the AVX-512 gemv at their
+// maximum); and a non-finite activation block gives NaN at every level.
+TEST(CpuRepackQ4_K, ExtremeValuesAndNan) {
+  const int64_t K = 512;
+  kt::Tensor w = RandomQ4_K(K, 8, 1, 77);
+  for (int64_t r = 0; r < 8; ++r)
+    for (int64_t b = 0; b < K / kQK_K; ++b) {
+      BlockQ4_K& x = reinterpret_cast<BlockQ4_K*>(w.buf.data() + size_t(r) * w.v.nb[1])[b];
+      std::memset(x.scales, 0xFF, sizeof x.scales);
+      std::memset(x.qs, 0xFF, sizeof x.qs);
+    }
+  std::vector<uint8_t> store;
+  const TensorView rp = Repacked(w.v, &store);
+  std::vector<float> x(static_cast<size_t>(K));
+  for (int pattern = 0; pattern < 3; ++pattern) {
+    for (int64_t k = 0; k < K; ++k) x[size_t(k)] = pattern == 1 ? ((k % 2) ? 1.f : -1.f) : 1.f;
+    if (pattern == 2) x[300] = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<BlockQ8_K> y = QuantizeQ8_K(x.data(), K);
+    float ref[8];
+    scalar::GemvQ4_Kx8Q8_K(K, ref, rp.data, y.data());
+    for (const GemvLevel& lv : Q4_KGemvLevels()) {
+      float got[8];
+      lv.gemv(K, got, rp.data, y.data());
+      for (int r = 0; r < 8; ++r) {
+        if (pattern == 2) {
+          ASSERT_TRUE(std::isnan(got[r])) << "isa " << int(lv.isa) << " r " << r;
+          continue;
+        }
+        ASSERT_EQ(std::memcmp(&got[r], &ref[r], 4), 0) << "pattern " << pattern << " isa " << int(lv.isa);
+        double exact, S;
+        ExactQ4_K(w.buf.data() + size_t(r) * w.v.nb[1], y.data(), K, &exact, &S);
+        ASSERT_NEAR(got[r], exact, 6 * kEps2u * S) << "pattern " << pattern << " r " << r;
+      }
+    }
+  }
+}
+
+// MUL_MAT through the driver on the repacked layout, src0 [K, N, 2] with GQA broadcast to src1
+// [K, M, 4]:
+// - M < kGemmMinCols (gemv path): each dst element equals the scalar gemv of its group bit for bit
+//   and the plain layout's MUL_MAT within float rounding, at every level and 1, 2, 3 threads (37
+//   groups of 8 rows: an odd number of groups, a last 16-row tile of 8 rows);
+// - M >= kGemmMinCols (GEMM path): the same bits as the plain layout's MUL_MAT (the pack reads the
+//   repacked rows back exactly).
+void CheckQ4_KMulMat(int64_t K, int64_t N, int64_t M, uint32_t seed) {
+  SCOPED_TRACE("K=" + std::to_string(K) + " N=" + std::to_string(N) + " M=" + std::to_string(M));
+  const int64_t ne02 = 2, ne12 = 4, nb = K / kQK_K;
+  kt::Tensor w = RandomQ4_K(K, N, ne02, seed);
+  std::vector<uint8_t> store;
+  const TensorView rp = Repacked(w.v, &store);
+  kt::Tensor b(GgmlType::F32, K, M, ne12);
+  kt::Fill(b, seed + 1, -2.f, 2.f);
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+    if (isa > DetectIsa()) continue;
+    for (int nt : {1, 2, 3}) {
+      ComputeContext ctx;
+      ctx.n_threads = nt;
+      ctx.max_isa = isa;
+      kt::Tensor d0(GgmlType::F32, N, M, ne12), d1(GgmlType::F32, N, M, ne12);
+      for (int64_t i = 0; i < N * M * ne12; ++i) d0.f32()[i] = d1.f32()[i] = std::nanf("");
+      ASSERT_TRUE(MulMat(ctx, w.v, b.v, d0.v).ok());
+      ASSERT_TRUE(MulMat(ctx, rp, b.v, d1.v).ok());
+      for (int64_t i2 = 0; i2 < ne12; ++i2)
+        for (int64_t m = 0; m < M; ++m) {
+          const std::vector<BlockQ8_K> y = QuantizeQ8_K(b.f32() + (i2 * M + m) * K, K);
+          for (int64_t n = 0; n < N; ++n) {
+            const size_t i = size_t((i2 * M + m) * N + n);
+            const float got = d1.f32()[i];
+            if (M >= kGemmMinCols) {
+              ASSERT_EQ(std::memcmp(&got, &d0.f32()[i], 4), 0) << "n " << n << " isa " << int(isa) << " nt " << nt;
+              continue;
+            }
+            float ref[8];
+            const uint8_t* group = static_cast<const uint8_t*>(rp.data) + (i2 / 2) * rp.nb[2] + (n / 8) * 8 * rp.nb[1];
+            scalar::GemvQ4_Kx8Q8_K(K, ref, group, y.data());
+            ASSERT_EQ(std::memcmp(&got, &ref[n % 8], 4), 0) << "n " << n << " m " << m << " isa " << int(isa) << " nt " << nt;
+            double exact, S, Sabs;
+            ExactQ4_K(w.buf.data() + (i2 / 2) * w.v.nb[2] + size_t(n) * w.v.nb[1], y.data(), K, &exact, &S, &Sabs);
+            ASSERT_NEAR(got, exact, (double(nb) + 8) * kEps2u * S / 2) << "n " << n << " isa " << int(isa);
+            ASSERT_NEAR(got, d0.f32()[i], (double(nb) + 8) * kEps2u * (S / 2 + Sabs)) << "n " << n << " isa " << int(isa);
+          }
+        }
+    }
+  }
+}
+
+TEST(CpuRepackQ4_K, MulMatEqualsPlainLayout) {
+  CheckQ4_KMulMat(512, 8 * 37, 1, 300);  // token generation
+  CheckQ4_KMulMat(256, 24, 3, 301);      // a few columns: still the gemv
+  CheckQ4_KMulMat(768, 40, 9, 302);      // GEMM path, short last panel (N % 16 == 8)
+  CheckQ4_KMulMat(256, 32, 20, 303);     // GEMM path
+}
+
+// Real Q4_K weights of the shared synth-Q4_K_M model (the only shared model with Q4_K tensors): repacked MUL_MAT at M = 1 (gemv) and M = 9 (GEMM)
+// agrees with the plain layout.
+TEST(CpuRepackQ4_K, SharedModelWeights) {
+  int n = 0;
+  for (const char* model : {"synth-Q4_K_M.gguf"}) {
+    const std::string path = test::ModelPath(model);
+    STOWAGE_REQUIRE_FILE(path);
+    auto f = GgufFile::Open(path);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    int per_model = 0;
+    for (const GgufTensorInfo& t : (*f)->tensors()) {
+      if (t.type != GgmlType::Q4_K || per_model >= 3) continue;
+      TensorView v;
+      v.type = t.type;
+      for (int i = 0; i < 4; ++i) v.ne[i] = t.ne[i];
+      SetContiguousStrides(v);
+      v.data = const_cast<uint8_t*>((*f)->TensorData(t));
+      if (!CanRepackQ4_K(v)) continue;
+      std::vector<uint8_t> store;
+      const TensorView rp = Repacked(v, &store);
+      for (int64_t M : {1, 9}) {
+        kt::Tensor b(GgmlType::F32, v.ne[0], M), d0(GgmlType::F32, v.ne[1], M), d1(GgmlType::F32, v.ne[1], M);
+        kt::Fill(b, 5);
+        ComputeContext ctx;
+        ctx.n_threads = 2;
+        ASSERT_TRUE(MulMat(ctx, v, b.v, d0.v).ok());
+        ASSERT_TRUE(MulMat(ctx, rp, b.v, d1.v).ok());
+        for (int64_t i = 0; i < v.ne[1] * M; ++i)
+          ASSERT_NEAR(d1.f32()[i], d0.f32()[i], 1e-4f * (1.0f + std::fabs(d0.f32()[i]))) << t.name << " M " << M;
+      }
+      ++per_model;
+      ++n;
+    }
+    EXPECT_GT(per_model, 0) << model;
+  }
+  EXPECT_EQ(n, 3);
+}
+
+TEST(CpuRepackQ4_K, Refusals) {
+  std::vector<uint8_t> out(RowSize(GgmlType::Q4_K, 256) * 16);
+  kt::Tensor w12 = RandomQ4_K(256, 12, 1, 3);  // 12 rows: not a multiple of 8
+  EXPECT_FALSE(CanRepackQ4_K(w12.v));
+  EXPECT_EQ(RepackLayoutFor(w12.v), kLayoutPlain);
+  const Status s = RepackQ4_K(w12.v, out.data());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("ne1 % 8"), std::string::npos) << s.message();
+  EXPECT_EQ(RepackWeight(w12.v, kLayoutQ4_Kx8, out.data()).code(), StatusCode::kInvalidArgument);
+  kt::Tensor q4_0 = RandomQ4_0(256, 8, 1, 4);
+  EXPECT_FALSE(CanRepackQ4_K(q4_0.v));
+  EXPECT_EQ(RepackWeight(q4_0.v, kLayoutQ4_Kx8, out.data()).code(), StatusCode::kInvalidArgument);
+  // A non-contiguous view (every other row) is refused.
+  kt::Tensor w16 = RandomQ4_K(256, 16, 1, 5);
+  TensorView strided = w16.v;
+  strided.ne[1] = 8;
+  strided.nb[1] *= 2;
+  strided.nb[2] = strided.nb[1] * 8;
+  strided.nb[3] = strided.nb[2];
+  EXPECT_FALSE(CanRepackQ4_K(strided));
+  // MUL_MAT refuses the Q4_Kx8 layout on another type, on ne1 % 8 != 0 and on padded rows.
+  ComputeContext ctx;
+  kt::Tensor b(GgmlType::F32, 256, 1), d8(GgmlType::F32, 8, 1), d12(GgmlType::F32, 12, 1);
+  TensorView bad = q4_0.v;
+  bad.layout = kLayoutQ4_Kx8;
+  EXPECT_EQ(MulMat(ctx, bad, b.v, d8.v).code(), StatusCode::kInvalidArgument);
+  TensorView bad12 = w12.v;
+  bad12.layout = kLayoutQ4_Kx8;
+  EXPECT_EQ(MulMat(ctx, bad12, b.v, d12.v).code(), StatusCode::kInvalidArgument);
+  TensorView bad_stride = strided;
+  bad_stride.layout = kLayoutQ4_Kx8;
+  EXPECT_EQ(MulMat(ctx, bad_stride, b.v, d8.v).code(), StatusCode::kInvalidArgument);
+  // GET_ROWS cannot read the repacked layout.
+  kt::Tensor idx(GgmlType::I32, 1), rows(GgmlType::F32, 256, 1);
+  TensorView r8 = w16.v;
+  r8.layout = kLayoutQ4_Kx8;
+  EXPECT_EQ(GetRows(ctx, r8, idx.v, rows.v).code(), StatusCode::kInvalidArgument);
+}
+
+// Token-generation speed of one thread (thread CPU time, best of 5; prints, asserts nothing about
+// time): the plain Q4_K vec_dot and the Q4_Kx8 gemv of each level over a [K, N] matrix in cache
+// (~1.1 MiB) and streamed from memory (STREAM_MIB, default 256). Run with
+// --gtest_also_run_disabled_tests --gtest_filter='*Q4_KThroughput*'.
+double ThreadSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+TEST(CpuRepackQ4_K, DISABLED_Q4_KThroughput) {
+  const int64_t K = 2048;
+  const char* env = std::getenv("STREAM_MIB");
+  const int64_t stream_mib = env ? std::atoll(env) : 256;
+  for (int64_t N : {int64_t(1024), (stream_mib << 20) / int64_t(RowSize(GgmlType::Q4_K, K)) / 8 * 8}) {
+    kt::Tensor w = RandomQ4_K(K, N, 1, 9);
+    std::vector<uint8_t> store;
+    const TensorView rp = Repacked(w.v, &store);
+    std::vector<float> x(static_cast<size_t>(K));
+    kt::FillUniform(x, 3);
+    const std::vector<BlockQ8_K> y = QuantizeQ8_K(x.data(), K);
+    std::vector<float> out(static_cast<size_t>(N));
+    const double bytes = double(RowSize(GgmlType::Q4_K, K)) * double(N);
+    const int reps = N <= 1024 ? 50 : 1;
+    for (const GemvLevel& lv : Q4_KGemvLevels()) {
+      const TypeKernels* tk = GetTypeKernels(GgmlType::Q4_K, lv.isa);
+      double best_vd = 1e30, best_gemv = 1e30;
+      for (int it = 0; it < 5; ++it) {
+        double t0 = ThreadSeconds();
+        for (int rep = 0; rep < reps; ++rep)
+          for (int64_t n = 0; n < N; ++n) tk->vec_dot(K, &out[size_t(n)], w.buf.data() + size_t(n) * w.v.nb[1], y.data());
+        best_vd = std::min(best_vd, (ThreadSeconds() - t0) / reps);
+        t0 = ThreadSeconds();
+        for (int rep = 0; rep < reps; ++rep)
+          for (int64_t n = 0; n < N; n += 8)
+            lv.gemv(K, &out[size_t(n)], static_cast<const uint8_t*>(rp.data) + size_t(n) * rp.nb[1], y.data());
+        best_gemv = std::min(best_gemv, (ThreadSeconds() - t0) / reps);
+      }
+      std::printf("isa %d, %s (%.1f MiB): Q4_K vec_dot %.1f GB/s, Q4_Kx8 gemv %.1f GB/s\n", int(lv.isa),
+                  N <= 1024 ? "in cache" : "streamed", bytes / 1048576.0, bytes / best_vd * 1e-9,
+                  bytes / best_gemv * 1e-9);
+    }
+  }
 }
 
 }  // namespace

@@ -209,6 +209,11 @@ TEST(GemmKQuants, LookupLevels) {
   for (GgmlType t : kTypes) {
     EXPECT_NE(GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kScalar), nullptr) << GgmlTypeName(t);
     EXPECT_EQ(GetGemmKernelsKQuants(t, kLayoutQ4_0x8, IsaLevel::kScalar), nullptr);
+    // The Q4_Kx8 layout (RepackQ4_K) is read by the Q4_K kernels only, at every level.
+    for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512})
+      EXPECT_EQ(GetGemmKernelsKQuants(t, kLayoutQ4_Kx8, isa),
+                t == GgmlType::Q4_K ? GetGemmKernelsKQuants(t, kLayoutPlain, isa) : nullptr)
+          << GgmlTypeName(t);
     // AVX2: every type but IQ4_XS (its vpmaddubsw products could saturate).
     const GemmKernels* k2 = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kAvx2);
     EXPECT_EQ(k2 != nullptr, t != GgmlType::IQ4_XS) << GgmlTypeName(t);
@@ -407,6 +412,40 @@ TEST(GemmKQuants, SimdPackEqualsScalarPack) {
         ASSERT_EQ(std::memcmp(a.get(), b.get(), gs->panel_bytes(K)), 0) << GgmlTypeName(t) << " nr " << nr;
       }
     }
+}
+
+// Q4_K in the Q4_Kx8 layout (RepackQ4_K): every level's pack of repacked rows (w at an 8-row group,
+// nr = 8 or 16: a repacked N is a multiple of 8) writes the scalar pack's bytes of the plain rows, so
+// the kernels, and MUL_MAT's GEMM path, give the same results on both layouts.
+TEST(GemmKQuants, PackQ4_Kx8EqualsPlainPack) {
+  uint32_t seed = 950;
+  const GemmKernels* gs = GetGemmKernelsKQuants(GgmlType::Q4_K, kLayoutPlain, IsaLevel::kScalar);
+  for (int64_t K : {256, 768}) {
+    for (int nr : {8, 16}) {
+      Problem p(GgmlType::Q4_K, K, 32, 1, seed++);
+      TensorView v;
+      v.type = GgmlType::Q4_K;
+      v.ne[0] = K;
+      v.ne[1] = 32;
+      SetContiguousStrides(v);
+      v.data = p.w.data();
+      std::vector<uint8_t> x8(p.w.size());
+      ASSERT_TRUE(RepackQ4_K(v, x8.data()).ok());
+      for (int64_t r0 : {0, 16}) {  // panels start at multiples of 16 rows (two 8-row groups)
+        AlignedBuf ref(gs->panel_bytes(K));
+        gs->pack(K, p.w.data() + size_t(r0) * p.row_size, p.row_size, nr, kLayoutPlain, ref.get());
+        for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+          const GemmKernels* g = GetGemmKernelsKQuants(GgmlType::Q4_K, kLayoutQ4_Kx8, isa);
+          if (!g || isa > DetectIsa()) continue;
+          AlignedBuf got(g->panel_bytes(K));
+          std::memset(got.get(), 0x5A, g->panel_bytes(K));
+          g->pack(K, x8.data() + size_t(r0) * p.row_size, p.row_size, nr, kLayoutQ4_Kx8, got.get());
+          ASSERT_EQ(std::memcmp(ref.get(), got.get(), gs->panel_bytes(K)), 0)
+              << "K " << K << " nr " << nr << " r0 " << r0 << " isa " << int(isa);
+        }
+      }
+    }
+  }
 }
 
 // MUL_MAT through the driver (matmul.cpp) with this family's kernels: src0 [K, N, 2], src1 [K, M, 4]

@@ -24,7 +24,7 @@
 //
 // Families (each in its own files, each with a scalar reference and SIMD levels):
 //   gemm_q8*.cpp      Q8_0, Q4_0 (plain and kLayoutQ4_0x8), Q5_0, IQ4_NL, Q4_1, Q5_1
-//   gemm_kquants*.cpp Q4_K, Q6_K (Q5_K, Q3_K, Q2_K, IQ4_XS when done)
+//   gemm_kquants*.cpp Q2_K, Q3_K, Q4_K (plain and kLayoutQ4_Kx8), Q5_K, Q6_K, IQ4_XS
 //   gemm_float*.cpp   F32, F16, BF16
 #pragma once
 
@@ -50,8 +50,9 @@ struct GemmKernels {
   /// Bytes of one packed panel of kGemmPanelRows rows of K elements.
   size_t (*panel_bytes)(int64_t K);
   /// Packs nr (1..kGemmPanelRows) rows of src0 into `panel`. `w` points at the first row in the
-  /// layout `layout` (kLayoutPlain: ggml rows `row_stride` bytes apart; kLayoutQ4_0x8: the
-  /// RepackQ4_0 layout, `w` at the start of an 8-row group, row_stride = RowSize(Q4_0, K)). Rows
+  /// layout `layout` (kLayoutPlain: ggml rows `row_stride` bytes apart; kLayoutQ4_0x8 / kLayoutQ4_Kx8:
+  /// the RepackQ4_0 / RepackQ4_K layout, `w` at the start of an 8-row group, row_stride = the plain
+  /// RowSize(type, K)). Rows
   /// nr..15 of the panel are filled so that they compute finite values (they are not stored).
   void (*pack)(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
   /// dst[c * dst_stride + r] = dot(panel row r, activation row c) for r < nr, c < nc (any nc >= 1).

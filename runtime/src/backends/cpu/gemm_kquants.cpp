@@ -37,6 +37,7 @@
 
 #include "gemm.h"
 #include "gemm_kquants_layout.h"
+#include "kernels.h"
 #include "quants.h"
 
 namespace stowage::cpu {
@@ -240,6 +241,28 @@ void Pack(int64_t K, const void* w, size_t row_stride, int nr, int /*layout*/, v
   }
 }
 
+// Q4_K from the Q4_Kx8 layout (RepackQ4_K): w is the start of an 8-row group, row r's super-block b
+// is row r % 8 of column b of group r / 8 (groups are 8 * row_stride bytes apart).
+void PackQ4_Kx8(int64_t K, const void* w, size_t row_stride, int nr, void* panel) {
+  const int64_t nb = K / kQK_K;
+  uint8_t* p = static_cast<uint8_t*>(panel);
+  std::memset(p, 0, size_t(nb) * SmLayout32::kBytes);
+  for (int r = 0; r < nr; ++r) {
+    const uint8_t* group = static_cast<const uint8_t*>(w) + size_t(r / 8) * 8 * row_stride;
+    for (int64_t b = 0; b < nb; ++b) {
+      BlockQ4_K x;
+      Q4_Kx8ToBlock(group + size_t(b) * q4_kx8::kColBytes, r % 8, &x);
+      PackScaleMinRow(x, r, p + size_t(b) * SmLayout32::kBytes);
+    }
+  }
+}
+
+// gemm.h pack for Q4_K at the scalar and AVX2 levels: plain rows or the Q4_Kx8 layout.
+void PackQ4_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel) {
+  if (layout == kLayoutQ4_Kx8) return PackQ4_Kx8(K, w, row_stride, nr, panel);
+  Pack<BlockQ4_K, SmLayout32::kBytes, PackScaleMinRow<BlockQ4_K>>(K, w, row_stride, nr, layout, panel);
+}
+
 // ---- scalar reference kernels -------------------------------------------------------------------
 
 template <typename T>
@@ -327,8 +350,8 @@ constexpr GemmKernels kScalarQ2_K =
     Make<BlockQ2_K, SmLayout16, PackQ2_KRow>(KernelScaleMinScalar<SmLayout16>);
 constexpr GemmKernels kScalarQ3_K =
     Make<BlockQ3_K, SzLayout16, PackQ3_KRow>(KernelScaleZeroScalar<SzLayout16>);
-constexpr GemmKernels kScalarQ4_K =
-    Make<BlockQ4_K, SmLayout32, PackScaleMinRow<BlockQ4_K>>(KernelScaleMinScalar<SmLayout32>);
+constexpr GemmKernels kScalarQ4_K = Make<BlockQ4_K, SmLayout32, PackScaleMinRow<BlockQ4_K>>(
+    KernelScaleMinScalar<SmLayout32>, FromFloatQ8_K, PackQ4_K);
 constexpr GemmKernels kScalarQ5_K =
     Make<BlockQ5_K, SmLayout32, PackScaleMinRow<BlockQ5_K>>(KernelScaleMinScalar<SmLayout32>);
 constexpr GemmKernels kScalarQ6_K =
@@ -341,7 +364,7 @@ constexpr GemmKernels kAvx2Q2_K =
 constexpr GemmKernels kAvx2Q3_K =
     Make<BlockQ3_K, SzLayout16, PackQ3_KRow>(avx2::GemmKernelQ3_K, avx2::FromFloatQ8_KAct);
 constexpr GemmKernels kAvx2Q4_K =
-    Make<BlockQ4_K, SmLayout32, PackScaleMinRow<BlockQ4_K>>(avx2::GemmKernelQ4_K, avx2::FromFloatQ8_KAct);
+    Make<BlockQ4_K, SmLayout32, PackScaleMinRow<BlockQ4_K>>(avx2::GemmKernelQ4_K, avx2::FromFloatQ8_KAct, PackQ4_K);
 constexpr GemmKernels kAvx2Q5_K =
     Make<BlockQ5_K, SmLayout32, PackScaleMinRow<BlockQ5_K>>(avx2::GemmKernelQ5_K, avx2::FromFloatQ8_KAct);
 constexpr GemmKernels kAvx2Q6_K =
@@ -364,8 +387,9 @@ constexpr GemmKernels kVnniIQ4_XS = Make<BlockIQ4_XS, SzLayout32, PackIQ4_XSRow>
 
 // kScalar: the scalar reference kernels. kAvx512 with VNNI: the vpdpbusd kernels. kAvx2 (and
 // AVX-512 without VNNI): the vpmaddubsw kernels, except IQ4_XS (nullptr: MUL_MAT uses its vec_dot).
+// Layouts: plain for every type, and kLayoutQ4_Kx8 for Q4_K (the packs read both).
 const GemmKernels* GetGemmKernelsKQuants(GgmlType type, int layout, IsaLevel isa) {
-  if (layout != kLayoutPlain) return nullptr;
+  if (layout != kLayoutPlain && !(layout == kLayoutQ4_Kx8 && type == GgmlType::Q4_K)) return nullptr;
   struct Levels {
     const GemmKernels* scalar;
     const GemmKernels* avx2;

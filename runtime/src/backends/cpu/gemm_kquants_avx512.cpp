@@ -11,9 +11,11 @@
 #include <cfloat>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "gemm.h"
 #include "gemm_kquants_layout.h"
+#include "kernels.h"
 #include "quants.h"
 
 namespace stowage::cpu::avx512 {
@@ -336,8 +338,10 @@ inline void Transpose16x16(const uint8_t* in, uint8_t* out) {
 }
 
 // Same bytes as the scalar Pack of gemm_kquants.cpp (rows nr..15 all zero).
+// kQ4_Kx8: `w` is in the Q4_Kx8 layout (RepackQ4_K; an 8-row group per 8 * row_stride bytes), whose
+// rows are read back as plain blocks (Q4_Kx8ToBlock).
 template <typename Block, size_t kBlockBytes, void (*kUnpack)(const Block&, uint8_t*),
-          void (*kMeta)(const Block&, int, uint8_t*)>
+          void (*kMeta)(const Block&, int, uint8_t*), bool kQ4_Kx8 = false>
 void PackRows(int64_t K, const void* w, size_t row_stride, int nr, void* panel) {
   alignas(64) uint8_t tmp[kGemmPanelRows][kQK];
   if (nr < kGemmPanelRows) std::memset(tmp[nr], 0, size_t(kGemmPanelRows - nr) * kQK);
@@ -345,14 +349,27 @@ void PackRows(int64_t K, const void* w, size_t row_stride, int nr, void* panel) 
   for (int64_t b = 0; b < K / kQK; ++b, blk += kBlockBytes) {
     if (nr < kGemmPanelRows) std::memset(blk + kQK * kGemmPanelRows, 0, kBlockBytes - kQK * kGemmPanelRows);
     for (int r = 0; r < nr; ++r) {
-      const Block& x =
-          reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + size_t(r) * row_stride)[b];
-      // 16 row streams at once: prefetch each ~3 super-blocks ahead (the hardware prefetchers do
-      // not follow that many; the weights come from DRAM once per MUL_MAT)
-      const char* ahead = reinterpret_cast<const char*>(&x + 3);
-      for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
-      kUnpack(x, tmp[r]);
-      kMeta(x, r, blk);
+      if constexpr (kQ4_Kx8) {
+        static_assert(std::is_same_v<Block, BlockQ4_K>, "Q4_Kx8 holds Q4_K rows");
+        const uint8_t* col =
+            static_cast<const uint8_t*>(w) + size_t(r / 8) * 8 * row_stride + size_t(b) * q4_kx8::kColBytes;
+        if (r % 8 == 0)  // one stream per 8-row group: prefetch ~3 columns ahead
+          for (size_t off = 0; off < q4_kx8::kColBytes; off += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(col) + 3 * q4_kx8::kColBytes + off, _MM_HINT_T0);
+        BlockQ4_K x;
+        Q4_Kx8ToBlock(col, r % 8, &x);
+        kUnpack(x, tmp[r]);
+        kMeta(x, r, blk);
+      } else {
+        const Block& x =
+            reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + size_t(r) * row_stride)[b];
+        // 16 row streams at once: prefetch each ~3 super-blocks ahead (the hardware prefetchers do
+        // not follow that many; the weights come from DRAM once per MUL_MAT)
+        const char* ahead = reinterpret_cast<const char*>(&x + 3);
+        for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+        kUnpack(x, tmp[r]);
+        kMeta(x, r, blk);
+      }
     }
     for (int s0 = 0; s0 < kQK / 4; s0 += 16) Transpose16x16(&tmp[0][4 * s0], blk + 64 * s0);
   }
@@ -366,7 +383,11 @@ void PackQ2_K(int64_t K, const void* w, size_t row_stride, int nr, int, void* pa
 void PackQ3_K(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel) {
   PackRows<BlockQ3_K, SzLayout16::kBytes, UnpackQ3_K, MetaQ3_K>(K, w, row_stride, nr, panel);
 }
-void PackQ4_K(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel) {
+void PackQ4_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel) {
+  if (layout == kLayoutQ4_Kx8) {
+    PackRows<BlockQ4_K, SmLayout32::kBytes, UnpackQ4_K, MetaQ4_K, true>(K, w, row_stride, nr, panel);
+    return;
+  }
   PackRows<BlockQ4_K, SmLayout32::kBytes, UnpackQ4_K, MetaQ4_K>(K, w, row_stride, nr, panel);
 }
 void PackQ5_K(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel) {

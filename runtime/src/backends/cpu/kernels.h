@@ -25,6 +25,17 @@ std::string ShapeString(const TensorView& t);
 /// min(ctx.max_isa, DetectIsa()).
 IsaLevel EffectiveIsa(const ComputeContext& ctx);
 
+/// Byte offsets within one column of the Q4_Kx8 layout (ops.h RepackQ4_K: 8 rows x one super-block).
+namespace q4_kx8 {
+inline constexpr size_t kColBytes = 8 * sizeof(BlockQ4_K);  ///< 1152
+inline constexpr size_t kD = 0, kDmin = 16, kScLo = 32, kScHi = 96, kQs = 128;
+}  // namespace q4_kx8
+/// The 6-bit scales sc[r][j] and mins mn[r][j] (row r, sub-block j) of one Q4_Kx8 column.
+void Q4_Kx8Scales(const uint8_t* col, uint8_t sc[8][8], uint8_t mn[8][8]);
+/// Row r (0..7) of one Q4_Kx8 column as the plain ggml block it was repacked from (exact inverse of
+/// RepackQ4_K; the GEMM path's pack reads the repacked layout through it).
+void Q4_Kx8ToBlock(const uint8_t* col, int r, BlockQ4_K* out);
+
 /// Row converters F32 -> F16 / BF16 (n elements).
 void FromFloatF16(const float* x, void* y, int64_t n);
 void FromFloatBF16(const float* x, void* y, int64_t n);
@@ -49,6 +60,9 @@ void VecDotIQ4_XSQ8_K(int64_t n, float* s, const void* x, const void* y);
 void FromFloatF16(const float* x, void* y, int64_t n);
 /// Q4_0x8 repacked group (8 rows, nb blocks) times one Q8_0 row: s[0..7].
 void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
+/// Q4_Kx8 repacked group (8 rows, n/256 columns) times one Q8_K row: s[0..7], bit-identical to
+/// scalar::GemvQ4_Kx8Q8_K.
+void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* x, const void* y);
 }  // namespace avx2
 namespace avx512 {
 void VecDotF32(int64_t n, float* s, const void* x, const void* y);
@@ -60,6 +74,9 @@ void VecDotQ6_KQ8_K(int64_t n, float* s, const void* x, const void* y);      // 
 /// Q4_0x8 repacked group (8 rows, n/32 blocks) times one Q8_0 row: s[0..7], bit-identical to
 /// avx2::/scalar::GemvQ4_0x8Q8_0. Needs AVX512-VNNI (call only when CpuHasAvx512Vnni()).
 void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
+/// Q4_Kx8 repacked group times one Q8_K row: s[0..7], bit-identical to scalar::GemvQ4_Kx8Q8_K.
+/// Needs AVX512-VNNI (call only when CpuHasAvx512Vnni()).
+void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* x, const void* y);
 /// One SOFT_MAX row of n contiguous floats (ggml_soft_max_f32 with ggml_vec_soft_max_f32's AVX-512
 /// structure): w = x * scale + slope * mask (mask: n contiguous F16 or F32 values, or nullptr),
 /// y = exp(w - max(w)) / sum, the sum in double over 16-lane float partial sums; exp is a
@@ -70,6 +87,9 @@ double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scal
 namespace scalar {
 /// Reference for the repacked layout: s[r] = dot(row r of the 8-row group, y), r = 0..7.
 void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
+/// Reference for the Q4_Kx8 layout: s[r] = dot(row r of the 8-row group, y), r = 0..7, from the plain
+/// vec_dot's exact integer sums (float part: see repack.cpp).
+void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* x, const void* y);
 }  // namespace scalar
 
 }  // namespace stowage::cpu

@@ -117,76 +117,6 @@ Result<GgmlType> VecDotType(GgmlType type) {
 
 bool SupportsMulMatType(GgmlType type) { return GetTypeKernels(type, IsaLevel::kScalar) != nullptr; }
 
-// ---- CPU_REPACK Q4_0x8 -------------------------------------------------------------------------
-
-namespace {
-constexpr size_t kQ4_0x8BlockBytes = 8 * sizeof(BlockQ4_0);  // 16 bytes of scales + 8 x 16 quants
-}
-
-bool CanRepackQ4_0(const TensorView& src) {
-  return src.type == GgmlType::Q4_0 && src.layout == kLayoutPlain && src.ne[1] % 8 == 0 && src.ne[0] % kQK4_0 == 0 &&
-         src.ne[0] > 0 && src.is_contiguous();
-}
-
-Status RepackQ4_0(const TensorView& src, void* dst) {
-  if (!CanRepackQ4_0(src)) {
-    return InvalidArgument("RepackQ4_0: " + ShapeString(src) +
-                           " cannot be repacked (needs a contiguous plain Q4_0 tensor with ne1 % 8 == 0)");
-  }
-  if (dst == nullptr || src.data == nullptr) return InvalidArgument("RepackQ4_0: null data pointer");
-  const int64_t nblocks = src.ne[0] / kQK4_0;
-  const int64_t ngroups = src.nrows() / 8;  // ne1 % 8 == 0, so groups never straddle matrices
-  const size_t row_bytes = src.nb[1];
-  for (int64_t g = 0; g < ngroups; ++g) {
-    const uint8_t* rows = static_cast<const uint8_t*>(src.data) + size_t(g) * 8 * row_bytes;
-    uint8_t* out = static_cast<uint8_t*>(dst) + size_t(g) * 8 * row_bytes;
-    for (int64_t b = 0; b < nblocks; ++b, out += kQ4_0x8BlockBytes) {
-      for (int r = 0; r < 8; ++r) {
-        const BlockQ4_0* blk = reinterpret_cast<const BlockQ4_0*>(rows + size_t(r) * row_bytes) + b;
-        std::memcpy(out + 2 * r, &blk->d, 2);
-        std::memcpy(out + 16 + 16 * r, blk->qs, 16);
-      }
-    }
-  }
-  return Status::Ok();
-}
-
-int RepackLayoutFor(const TensorView& src) { return CanRepackQ4_0(src) ? kLayoutQ4_0x8 : kLayoutPlain; }
-
-Status RepackWeight(const TensorView& src, int layout, void* dst) {
-  if (layout == kLayoutQ4_0x8) return RepackQ4_0(src, dst);
-  if (layout != kLayoutPlain) return InvalidArgument("RepackWeight: unknown layout " + std::to_string(layout));
-  if (src.layout != kLayoutPlain || !src.is_contiguous())
-    return InvalidArgument("RepackWeight: " + ShapeString(src) + " is not a contiguous plain tensor");
-  if (dst == nullptr || src.data == nullptr) return InvalidArgument("RepackWeight: null data pointer");
-  std::memcpy(dst, src.data, RowSize(src.type, src.ne[0]) * size_t(src.nrows()));
-  return Status::Ok();
-}
-
-namespace scalar {
-void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
-  const uint8_t* x = static_cast<const uint8_t*>(vx);
-  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
-  float sumf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int64_t b = 0; b < n / kQK8_0; ++b, x += kQ4_0x8BlockBytes) {
-    const float dy = HalfToFloat(y[b].d);
-    for (int r = 0; r < 8; ++r) {
-      uint16_t dh;
-      std::memcpy(&dh, x + 2 * r, 2);
-      const uint8_t* qs = x + 16 + 16 * r;
-      int sumi0 = 0, sumi1 = 0;
-      for (int j = 0; j < 16; ++j) {
-        sumi0 += ((qs[j] & 0x0F) - 8) * y[b].qs[j];
-        sumi1 += ((qs[j] >> 4) - 8) * y[b].qs[j + 16];
-      }
-      // As ggml's AVX2 gemv/gemm_q4_0_8x8_q8_0: acc += float(sumi) * (d_x * d_y), fused.
-      sumf[r] = std::fma(float(sumi0 + sumi1), HalfToFloat(dh) * dy, sumf[r]);
-    }
-  }
-  std::memcpy(s, sumf, sizeof sumf);
-}
-}  // namespace scalar
-
 // ---- MUL_MAT -----------------------------------------------------------------------------------
 
 namespace {
@@ -315,10 +245,14 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
     return bad("ne0 is not a multiple of the block size");
   if (src0.nb[0] != t0.type_size) return bad("src0 rows must be contiguous");
   if (dst.nb[0] != sizeof(float)) return bad("dst rows must be contiguous");
-  const bool repacked = src0.layout == kLayoutQ4_0x8;
+  const bool repacked = src0.layout == kLayoutQ4_0x8 || src0.layout == kLayoutQ4_Kx8;
   if (src0.layout != kLayoutPlain && !repacked) return bad("unknown src0 layout " + std::to_string(src0.layout));
-  if (repacked && (src0.type != GgmlType::Q4_0 || N % 8 != 0 || src0.nb[1] != RowSize(GgmlType::Q4_0, K)))
+  if (src0.layout == kLayoutQ4_0x8 &&
+      (src0.type != GgmlType::Q4_0 || N % 8 != 0 || src0.nb[1] != RowSize(GgmlType::Q4_0, K)))
     return bad("the Q4_0x8 layout needs a Q4_0 src0 with ne1 % 8 == 0 and plain row strides");
+  if (src0.layout == kLayoutQ4_Kx8 &&
+      (src0.type != GgmlType::Q4_K || N % 8 != 0 || src0.nb[1] != RowSize(GgmlType::Q4_K, K)))
+    return bad("the Q4_Kx8 layout needs a Q4_K src0 with ne1 % 8 == 0 and plain row strides");
   if (src0.data == nullptr || src1.data == nullptr || dst.data == nullptr) {
     if (N * M * ne12 * ne13 == 0) return Status::Ok();
     return bad("null data pointer");
@@ -366,10 +300,12 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
   const int64_t ntiles = tiles_n * tiles_m * ne12 * ne13;
   const int64_t r2 = ne12 / src0.ne[2], r3 = ne13 / src0.ne[3];
   const VecDotFn vec_dot = kern->vec_dot;
-  VecDotFn gemv8 = scalar::GemvQ4_0x8Q8_0;
+  // 8-row gemv of the repacked layouts (one call per group of 8 rows, writes 8 dst elements).
+  const bool q4k = src0.layout == kLayoutQ4_Kx8;
+  VecDotFn gemv8 = q4k ? scalar::GemvQ4_Kx8Q8_K : scalar::GemvQ4_0x8Q8_0;
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-  if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) gemv8 = avx512::GemvQ4_0x8Q8_0;
-  else if (isa >= IsaLevel::kAvx2) gemv8 = avx2::GemvQ4_0x8Q8_0;
+  if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) gemv8 = q4k ? avx512::GemvQ4_Kx8Q8_K : avx512::GemvQ4_0x8Q8_0;
+  else if (isa >= IsaLevel::kAvx2) gemv8 = q4k ? avx2::GemvQ4_Kx8Q8_K : avx2::GemvQ4_0x8Q8_0;
 #endif
   auto tile = [&](int64_t t) {
     const int64_t tn = t % tiles_n;

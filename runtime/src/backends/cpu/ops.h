@@ -29,6 +29,10 @@ enum : int {
   /// (as src0) reads it. nb[] keep describing the plain layout's strides (row = RowSize(Q4_0, ne0)),
   /// and the repacked tensor has exactly the plain tensor's size.
   kLayoutQ4_0x8 = 1,
+  /// CPU_REPACK Q4_K (see RepackQ4_K): groups of 8 rows interleaved super-block by super-block, the
+  /// 6-bit scales/mins of the 8 rows regrouped so that one decode serves all 8; only MulMat (as src0)
+  /// reads it. Like kLayoutQ4_0x8: nb[] describe the plain strides, the size is the plain size.
+  kLayoutQ4_Kx8 = 2,
 };
 
 struct TensorView {
@@ -36,7 +40,7 @@ struct TensorView {
   GgmlType type = GgmlType::F32;
   int64_t ne[4] = {1, 1, 1, 1};
   size_t nb[4] = {0, 0, 0, 0};
-  int layout = kLayoutPlain;  ///< kLayoutPlain or kLayoutQ4_0x8 (weights repacked by RepackQ4_0)
+  int layout = kLayoutPlain;  ///< kLayoutPlain, kLayoutQ4_0x8 or kLayoutQ4_Kx8 (RepackWeight's output)
 
   int64_t nelements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t nrows() const { return ne[1] * ne[2] * ne[3]; }
@@ -88,14 +92,15 @@ Status GetRows(ComputeContext& ctx, const TensorView& src0, const TensorView& id
 
 /// MUL_MAT (ggml_mul_mat): dst[n, m, i2, i3] = dot(src0 row (n, i2 / (ne12/ne02), i3 / (ne13/ne03)),
 /// src1 row (m, i2, i3)). src0 [K, N, ne02, ne03] of a SupportsMulMatType type with contiguous rows
-/// (layout plain or kLayoutQ4_0x8), src1 F32 [K, M, ne12, ne13] with any strides (permuted views and
+/// (layout plain, kLayoutQ4_0x8 or kLayoutQ4_Kx8), src1 F32 [K, M, ne12, ne13] with any strides (permuted views and
 /// nb10 != 4 are gathered), dst F32 [N, M, ne12, ne13] with nb0 = 4. ne12 % ne02 == 0 and
 /// ne13 % ne03 == 0 (GQA broadcast). With M >= kGemmMinCols (8) columns per src1 matrix and a
 /// weight type that has GEMM kernels (gemm.h: every type above at AVX-512 VNNI, all but IQ4_XS at
 /// AVX2, all at the scalar level), src1 is converted into the kernel family's activation rows and
 /// packed 16-row weight panels are multiplied with column chunks (prompt processing). Otherwise src1
 /// is converted once per call into ctx.work (ggml's vec_dot_type, see VecDotType) and each dst
-/// element is one vec_dot (token generation: contiguous row ranges per thread; Q4_0x8 gemv).
+/// element is one vec_dot (token generation: contiguous row ranges per thread; the repacked layouts
+/// use an 8-row gemv: Q4_0x8 x Q8_0, Q4_Kx8 x Q8_K).
 /// Errors: kUnimplemented for unsupported src0 types; kInvalidArgument for shape/type/stride
 /// mismatches (K % block size, dst shape, broadcast, layout).
 Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst);
@@ -222,9 +227,35 @@ bool CanRepackQ4_0(const TensorView& src);
 /// layout = kLayoutQ4_0x8. Errors: kInvalidArgument when !CanRepackQ4_0(src) (names the reason).
 Status RepackQ4_0(const TensorView& src, void* dst);
 
+/// True when `src` (a Q4_K weight, plain layout, contiguous) can be repacked: ne1 % 8 == 0 (and
+/// ne0 % 256 == 0, which every Q4_K tensor has). llama.cpp's CPU_REPACK rule for Q4_K 8x8 on AVX2
+/// (ggml-cpu/repack.cpp, ggml_repack_get_optimal_repack_type, Aug 2026: ne[1] % 8 == 0).
+bool CanRepackQ4_K(const TensorView& src);
+
+/// Repacks a Q4_K weight [K, N, ne2, ne3] into the Q4_Kx8 layout at `dst` (RowSize(Q4_K, K) * N *
+/// ne2 * ne3 bytes, must not alias src). Each group of 8 consecutive rows g (rows 8g .. 8g+7 of one
+/// (i2, i3) matrix) becomes K/256 consecutive 1152-byte columns (= 8 x 144, the 8 rows' super-blocks
+/// b), and column b holds, with r the row in the group, j the 32-element sub-block (0..7), sc/mn the
+/// 6-bit scale/min of ggml's get_scale_min_k4:
+///   [0, 16)     uint16 d[8]     fp16 d of row r
+///   [16, 32)    uint16 dmin[8]  fp16 dmin of row r
+///   [32, 96)    uint8 lo[64]    lo[k] = (S[k] & 15) | (M[k] & 15) << 4
+///   [96, 128)   uint8 hi[32]    hi[k] = S[k] >> 4 | (S[k+32] >> 4) << 2 | (M[k] >> 4) << 4 | (M[k+32] >> 4) << 6
+///               with S[8j + r] = sc of (row r, sub-block j) and M[8r + j] = mn of (row r, sub-block j)
+///               (the scales ordered sub-block-major, the mins row-major: the order each is used in)
+///   [128, 1152) 16 chunks t of 64 bytes: bytes 8r .. 8r+7 of chunk t = row r's qs[8t .. 8t+7]
+///               (low nibbles: elements 64(t/4) + 8(t%4) + 0..7, high nibbles: the same + 32)
+/// so the 6-bit scales and mins of the 8 rows decode with a few vector operations and each 64-byte
+/// load of quants feeds 8 rows. Group g of matrix (i2, i3) starts at i3*nb[3] + i2*nb[2] + 8g*nb[1]
+/// (the plain tensor's size and strides); the result views as a TensorView with the same type/ne/nb
+/// and layout = kLayoutQ4_Kx8. Errors: kInvalidArgument when !CanRepackQ4_K(src) (names the reason).
+Status RepackQ4_K(const TensorView& src, void* dst);
+
 /// The layout a weight uploaded into a CPU_REPACK buffer gets (ggml-cpu repack's set_tensor picks
-/// the repacked layout per type): kLayoutQ4_0x8 for a tensor CanRepackQ4_0 accepts; kLayoutPlain
-/// (uploaded as is) for every other tensor. `src` describes the plain tensor (layout kLayoutPlain).
+/// the repacked layout per type): kLayoutQ4_0x8 for a tensor CanRepackQ4_0 accepts, kLayoutQ4_Kx8
+/// for one CanRepackQ4_K accepts; kLayoutPlain (uploaded as is) for every other tensor. `src`
+/// describes the plain tensor (layout kLayoutPlain). The probed CPU device's CPU_REPACK rule
+/// (devices/op_support.cpp, MakeCpuDevice) states the same conditions.
 int RepackLayoutFor(const TensorView& src);
 
 /// Writes the plain tensor `src` in layout `layout` (a value RepackLayoutFor(src) returned) to `dst`

@@ -260,6 +260,78 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
   _mm256_storeu_ps(s, acc);
 }
 
+// Q4_Kx8 (CPU_REPACK, ops.h RepackQ4_K) gemv with vpmaddubsw: each 64-byte chunk of a column holds 8
+// bytes per row (low nibbles: sub-block 2i, high nibbles: 2i + 1, i = chunk / 4); the matching 8
+// activation bytes are broadcast to every row, and the int16 pair sums of the four chunks of a
+// sub-block (|.| <= 4 * 2 * 15 * 128 < 2^15) are multiplied by the row's scale (vpmaddwd with the
+// scale in every word of the row) into exact int32 lanes. Scales and mins decode as in the AVX-512
+// gemv (two ymm each); the mins term is vpmaddwd of the row-major mins with the 32-element sums. The
+// float part is the scalar reference's, so the result is bit-identical to scalar::GemvQ4_Kx8Q8_K.
+void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* vx, const void* vy) {
+  namespace L = q4_kx8;
+  const uint8_t* x = static_cast<const uint8_t*>(vx);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+  // Bytes of one sub-block's 8 scales -> words 4r' + w = scale of row r' (rows 0-3 / rows 4-7).
+  const __m128i spread0 = _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  const __m128i spread1 = _mm_setr_epi8(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
+  const __m256i perm_m = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / kQK_K; ++b, x += L::kColBytes) {
+    const __m256i lo0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + L::kScLo));
+    const __m256i lo1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + L::kScLo + 32));
+    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + L::kScHi));
+    auto high2 = [&](int shift) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hi, shift), m2), 4); };
+    alignas(32) uint8_t sc[64];  // byte 8j + r
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sc), _mm256_or_si256(_mm256_and_si256(lo0, m4), high2(0)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sc + 32), _mm256_or_si256(_mm256_and_si256(lo1, m4), high2(2)));
+    const __m256i mn0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo0, 4), m4), high2(4));  // rows 0-3
+    const __m256i mn1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo1, 4), m4), high2(6));  // rows 4-7
+    // Mins: the 32-element activation sums as 8 words, in both 128-bit lanes.
+    const __m256i bs32 = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].bsums)),
+                                           _mm256_set1_epi16(1));
+    const __m256i bsv = _mm256_permute4x64_epi64(_mm256_packs_epi32(bs32, bs32), 0x88);
+    auto mins = [&](__m128i m) { return _mm256_madd_epi16(_mm256_cvtepu8_epi16(m), bsv); };  // 2 rows x 4
+    const __m256i h1 = _mm256_hadd_epi32(mins(_mm256_castsi256_si128(mn0)), mins(_mm256_extracti128_si256(mn0, 1)));
+    const __m256i h2 = _mm256_hadd_epi32(mins(_mm256_castsi256_si128(mn1)), mins(_mm256_extracti128_si256(mn1, 1)));
+    const __m256i summ = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(h1, h2), perm_m);
+
+    const uint8_t* q = x + L::kQs;
+    const int8_t* a = y[b].qs;
+    __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();  // rows 0-3 / 4-7, lane 2r' + h
+    for (int i = 0; i < 4; ++i) {
+      __m256i l0 = _mm256_setzero_si256(), l1 = l0, h0 = l0, hh1 = l0;
+      for (int c = 0; c < 4; ++c) {
+        const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * (4 * i + c)));
+        const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * (4 * i + c) + 32));
+        long long al, ah;
+        std::memcpy(&al, a + 64 * i + 8 * c, 8);
+        std::memcpy(&ah, a + 64 * i + 32 + 8 * c, 8);
+        const __m256i yl = _mm256_set1_epi64x(al), yh = _mm256_set1_epi64x(ah);
+        l0 = _mm256_add_epi16(l0, _mm256_maddubs_epi16(_mm256_and_si256(v0, m4), yl));
+        l1 = _mm256_add_epi16(l1, _mm256_maddubs_epi16(_mm256_and_si256(v1, m4), yl));
+        h0 = _mm256_add_epi16(h0, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), yh));
+        hh1 = _mm256_add_epi16(hh1, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), yh));
+      }
+      const __m128i sl = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8 * (2 * i)));
+      const __m128i sh = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8 * (2 * i + 1)));
+      acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(l0, _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sl, spread0))));
+      acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(l1, _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sl, spread1))));
+      acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(h0, _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sh, spread0))));
+      acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(hh1, _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sh, spread1))));
+    }
+    // hadd: [r0 r1 r4 r5 | r2 r3 r6 r7] -> rows in order.
+    const __m256i sumi = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc0, acc1), 0xD8);
+    const __m256 dy = _mm256_set1_ps(y[b].d);
+    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + L::kD))), dy);
+    const __m256 dm =
+        _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + L::kDmin))), dy);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), d, acc);
+    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summ), dm, accm);
+  }
+  _mm256_storeu_ps(s, _mm256_sub_ps(acc, accm));
+}
+
 void VecDotQ5_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
   const BlockQ5_0* x = static_cast<const BlockQ5_0*>(vx);
   const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);

@@ -236,6 +236,87 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
   _mm256_storeu_ps(s, acc);
 }
 
+// Q4_Kx8 (CPU_REPACK, ops.h RepackQ4_K) gemv with vpdpbusd. Per column (super-block b of 8 rows):
+// - the 64 scales and 64 mins decode in two zmm: lo & 15 | ((hi >> {0,2}) & 3) << 4 (scales, byte
+//   8j + r) and lo >> 4 | ((hi >> {4,6}) & 3) << 4 (mins, byte 8r + j);
+// - each 64-byte chunk t holds 8 bytes of each row: its low nibbles are 8 consecutive elements of
+//   sub-block 2i (i = t / 4), its high nibbles the same positions of sub-block 2i + 1, so one
+//   vpdpbusd per nibble half with the matching 8 activation bytes broadcast to every row gives dword
+//   lane 2r + h (row r, element half h). Four chunks complete a sub-block pair; a lane then holds 16
+//   products (|.| <= 16 * 15 * 128 < 2^15), so vpdpwssd with the row's scale in the low word of the
+//   lane (high word 0) adds scale * dot exactly;
+// - the mins term sum_j mn[r][j] * (bsums[2j] + bsums[2j+1]) is vpmaddwd of the row-major mins
+//   with the eight 32-element sums, reduced to one dword per row.
+// The float part is the scalar reference's (acc = fma(sumi, d * d_y, acc), accm likewise with dmin)
+// on 8 lanes, so the result is bit-identical to scalar::GemvQ4_Kx8Q8_K.
+void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* vx, const void* vy) {
+  namespace L = q4_kx8;
+  const uint8_t* x = static_cast<const uint8_t*>(vx);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03), zero = _mm512_setzero_si512();
+  const long long k2 = 0x0002000200020002LL, k4 = 0x0004000400040004LL, k6 = 0x0006000600060006LL;
+  const __m512i sh_sc = _mm512_setr_epi64(0, 0, 0, 0, k2, k2, k2, k2);
+  const __m512i sh_mn = _mm512_setr_epi64(k4, k4, k4, k4, k6, k6, k6, k6);
+  // Word permutations: dword lane 2r + h takes scale word 8j' + r (j' = j % 4) in its low word.
+  __m512i sidx[4];
+  for (int jj = 0; jj < 4; ++jj) {
+    alignas(64) int16_t idx[32];
+    for (int w = 0; w < 32; ++w) idx[w] = int16_t(w % 2 == 0 ? 8 * jj + w / 4 : 0);
+    sidx[jj] = _mm512_load_si512(idx);
+  }
+  constexpr __mmask32 kLowWords = 0x55555555u;
+  // After the mins reduction, 128-bit lane q holds row q in dword 0 and row q + 4 in dword 1.
+  const __m512i rows = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / kQK_K; ++b, x += L::kColBytes) {
+    const __m512i lo = _mm512_loadu_si512(x + L::kScLo);
+    const __m512i hi = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + L::kScHi)));
+    const __m512i sc = _mm512_or_si512(_mm512_and_si512(lo, m4),
+                                       _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hi, sh_sc), m2), 4));
+    const __m512i mn = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo, 4), m4),
+                                       _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hi, sh_mn), m2), 4));
+    const __m512i sc16[2] = {_mm512_cvtepu8_epi16(_mm512_castsi512_si256(sc)),
+                             _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(sc, 1))};
+    // Mins: the 32-element activation sums as 8 words, repeated in each 128-bit lane.
+    const __m256i bs32 = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].bsums)),
+                                           _mm256_set1_epi16(1));
+    const __m256i bsw = _mm256_permute4x64_epi64(_mm256_packs_epi32(bs32, bs32), 0x08);
+    const __m512i bsv = _mm512_broadcast_i32x4(_mm256_castsi256_si128(bsw));
+    const __m512i p0 = _mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(mn)), bsv);  // rows 0-3
+    const __m512i p1 = _mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(mn, 1)), bsv);  // 4-7
+    const __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
+    const __m512i u = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, static_cast<_MM_PERM_ENUM>(0x4E)));
+    const __m256i summ = _mm512_castsi512_si256(_mm512_permutexvar_epi32(rows, u));
+
+    const uint8_t* q = x + L::kQs;
+    const int8_t* a = y[b].qs;
+    __m512i isl = zero, ish = zero;
+    for (int i = 0; i < 4; ++i) {
+      __m512i zl = zero, zh = zero;
+      for (int c = 0; c < 4; ++c) {
+        const __m512i v = _mm512_loadu_si512(q + 64 * (4 * i + c));
+        long long al, ah;
+        std::memcpy(&al, a + 64 * i + 8 * c, 8);
+        std::memcpy(&ah, a + 64 * i + 32 + 8 * c, 8);
+        zl = _mm512_dpbusd_epi32(zl, _mm512_and_si512(v, m4), _mm512_set1_epi64(al));
+        zh = _mm512_dpbusd_epi32(zh, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), _mm512_set1_epi64(ah));
+      }
+      const __m512i& s16 = sc16[i / 2];
+      isl = _mm512_dpwssd_epi32(isl, zl, _mm512_maskz_permutexvar_epi16(kLowWords, sidx[(2 * i) % 4], s16));
+      ish = _mm512_dpwssd_epi32(ish, zh, _mm512_maskz_permutexvar_epi16(kLowWords, sidx[(2 * i + 1) % 4], s16));
+    }
+    const __m512i is = _mm512_add_epi32(isl, ish);
+    const __m256i sumi = _mm512_cvtepi64_epi32(_mm512_add_epi32(is, _mm512_srli_epi64(is, 32)));
+    const __m256 dy = _mm256_set1_ps(y[b].d);
+    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + L::kD))), dy);
+    const __m256 dm =
+        _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + L::kDmin))), dy);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), d, acc);
+    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summ), dm, accm);
+  }
+  _mm256_storeu_ps(s, _mm256_sub_ps(acc, accm));
+}
+
 }  // namespace stowage::cpu::avx512
 
 // ---- SOFT_MAX row (contiguous) ------------------------------------------------------------------

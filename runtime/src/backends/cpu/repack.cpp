@@ -1,0 +1,215 @@
+// CPU_REPACK layouts (ops.h: RepackQ4_0, RepackQ4_K, RepackLayoutFor, RepackWeight) and the scalar
+// reference gemvs on them. Like ggml-cpu's repack buffer type (ggml-cpu/repack.cpp), a weight of a
+// CPU_REPACK buffer is rewritten once at upload into groups of 8 interleaved rows, so that token
+// generation's gemv decodes per-block metadata once for 8 rows and streams the quants of 8 rows with
+// wide loads. Our layouts are our own (see ops.h); each keeps the plain tensor's exact size.
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "kernels.h"
+#include "ops.h"
+#include "quants.h"
+
+namespace stowage::cpu {
+
+namespace {
+constexpr size_t kQ4_0x8BlockBytes = 8 * sizeof(BlockQ4_0);  // 16 bytes of scales + 8 x 16 quants
+}
+
+// ---- Q4_0x8 ---------------------------------------------------------------------------------------
+
+bool CanRepackQ4_0(const TensorView& src) {
+  return src.type == GgmlType::Q4_0 && src.layout == kLayoutPlain && src.ne[1] % 8 == 0 && src.ne[0] % kQK4_0 == 0 &&
+         src.ne[0] > 0 && src.is_contiguous();
+}
+
+Status RepackQ4_0(const TensorView& src, void* dst) {
+  if (!CanRepackQ4_0(src)) {
+    return InvalidArgument("RepackQ4_0: " + ShapeString(src) +
+                           " cannot be repacked (needs a contiguous plain Q4_0 tensor with ne1 % 8 == 0)");
+  }
+  if (dst == nullptr || src.data == nullptr) return InvalidArgument("RepackQ4_0: null data pointer");
+  const int64_t nblocks = src.ne[0] / kQK4_0;
+  const int64_t ngroups = src.nrows() / 8;  // ne1 % 8 == 0, so groups never straddle matrices
+  const size_t row_bytes = src.nb[1];
+  for (int64_t g = 0; g < ngroups; ++g) {
+    const uint8_t* rows = static_cast<const uint8_t*>(src.data) + size_t(g) * 8 * row_bytes;
+    uint8_t* out = static_cast<uint8_t*>(dst) + size_t(g) * 8 * row_bytes;
+    for (int64_t b = 0; b < nblocks; ++b, out += kQ4_0x8BlockBytes) {
+      for (int r = 0; r < 8; ++r) {
+        const BlockQ4_0* blk = reinterpret_cast<const BlockQ4_0*>(rows + size_t(r) * row_bytes) + b;
+        std::memcpy(out + 2 * r, &blk->d, 2);
+        std::memcpy(out + 16 + 16 * r, blk->qs, 16);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// ---- Q4_Kx8 ---------------------------------------------------------------------------------------
+
+namespace {
+
+using namespace q4_kx8;  // NOLINT(google-build-using-namespace): the layout's offsets
+
+static_assert(kColBytes == 1152 && kQs + 16 * 64 == kColBytes, "Q4_Kx8 column = 8 plain super-blocks");
+
+// Plain 12-byte K4 scales <-> the 6-bit scales and mins of the 8 sub-blocks (ggml get_scale_min_k4
+// and its inverse; the 12 bytes hold exactly 16 x 6 bits, so the round trip is exact for any bytes).
+void EncodeK4Scales(const uint8_t* sc, const uint8_t* mn, uint8_t* q) {
+  for (int j = 0; j < 4; ++j) {
+    q[j] = uint8_t((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    q[j + 4] = uint8_t((mn[j] & 63) | ((mn[j + 4] >> 4) << 6));
+    q[j + 8] = uint8_t((sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4));
+  }
+}
+
+}  // namespace
+
+void Q4_Kx8Scales(const uint8_t* col, uint8_t sc[8][8], uint8_t mn[8][8]) {
+  const uint8_t* lo = col + kScLo;
+  const uint8_t* hi = col + kScHi;
+  for (int k = 0; k < 64; ++k) {
+    const int h = (hi[k % 32] >> (2 * (k / 32))) & 3;          // S[k]: bits 0-1 (k < 32) or 2-3
+    const int hm = (hi[k % 32] >> (4 + 2 * (k / 32))) & 3;     // M[k]: bits 4-5 or 6-7
+    sc[k % 8][k / 8] = uint8_t((lo[k] & 15) | (h << 4));       // S[8j + r]
+    mn[k / 8][k % 8] = uint8_t((lo[k] >> 4) | (hm << 4));      // M[8r + j]
+  }
+}
+
+void Q4_Kx8ToBlock(const uint8_t* col, int r, BlockQ4_K* out) {
+  std::memcpy(&out->d, col + kD + 2 * r, 2);
+  std::memcpy(&out->dmin, col + kDmin + 2 * r, 2);
+  uint8_t sc[8][8], mn[8][8];
+  Q4_Kx8Scales(col, sc, mn);
+  EncodeK4Scales(sc[r], mn[r], out->scales);
+  for (int t = 0; t < 16; ++t) std::memcpy(out->qs + 8 * t, col + kQs + 64 * t + 8 * r, 8);
+}
+
+bool CanRepackQ4_K(const TensorView& src) {
+  return src.type == GgmlType::Q4_K && src.layout == kLayoutPlain && src.ne[1] % 8 == 0 && src.ne[0] % kQK_K == 0 &&
+         src.ne[0] > 0 && src.is_contiguous();
+}
+
+Status RepackQ4_K(const TensorView& src, void* dst) {
+  if (!CanRepackQ4_K(src)) {
+    return InvalidArgument("RepackQ4_K: " + ShapeString(src) +
+                           " cannot be repacked (needs a contiguous plain Q4_K tensor with ne1 % 8 == 0)");
+  }
+  if (dst == nullptr || src.data == nullptr) return InvalidArgument("RepackQ4_K: null data pointer");
+  const int64_t nb = src.ne[0] / kQK_K;
+  const int64_t ngroups = src.nrows() / 8;  // ne1 % 8 == 0, so groups never straddle matrices
+  const size_t row_bytes = src.nb[1];
+  for (int64_t g = 0; g < ngroups; ++g) {
+    const uint8_t* rows = static_cast<const uint8_t*>(src.data) + size_t(g) * 8 * row_bytes;
+    uint8_t* col = static_cast<uint8_t*>(dst) + size_t(g) * 8 * row_bytes;
+    for (int64_t b = 0; b < nb; ++b, col += kColBytes) {
+      uint8_t lo[64] = {}, hi[32] = {};
+      for (int r = 0; r < 8; ++r) {
+        const BlockQ4_K& x = reinterpret_cast<const BlockQ4_K*>(rows + size_t(r) * row_bytes)[b];
+        std::memcpy(col + kD + 2 * r, &x.d, 2);
+        std::memcpy(col + kDmin + 2 * r, &x.dmin, 2);
+        for (int j = 0; j < 8; ++j) {
+          uint8_t sc, mn;
+          GetScaleMinK4(j, x.scales, &sc, &mn);
+          const int ks = 8 * j + r, km = 8 * r + j;  // S[8j + r], M[8r + j]
+          lo[ks] = uint8_t(lo[ks] | (sc & 15));
+          lo[km] = uint8_t(lo[km] | ((mn & 15) << 4));
+          hi[ks % 32] = uint8_t(hi[ks % 32] | ((sc >> 4) << (2 * (ks / 32))));
+          hi[km % 32] = uint8_t(hi[km % 32] | ((mn >> 4) << (4 + 2 * (km / 32))));
+        }
+        for (int t = 0; t < 16; ++t) std::memcpy(col + kQs + 64 * t + 8 * r, x.qs + 8 * t, 8);
+      }
+      std::memcpy(col + kScLo, lo, sizeof lo);
+      std::memcpy(col + kScHi, hi, sizeof hi);
+    }
+  }
+  return Status::Ok();
+}
+
+// ---- layout choice --------------------------------------------------------------------------------
+
+int RepackLayoutFor(const TensorView& src) {
+  if (CanRepackQ4_0(src)) return kLayoutQ4_0x8;
+  if (CanRepackQ4_K(src)) return kLayoutQ4_Kx8;
+  return kLayoutPlain;
+}
+
+Status RepackWeight(const TensorView& src, int layout, void* dst) {
+  if (layout == kLayoutQ4_0x8) return RepackQ4_0(src, dst);
+  if (layout == kLayoutQ4_Kx8) return RepackQ4_K(src, dst);
+  if (layout != kLayoutPlain) return InvalidArgument("RepackWeight: unknown layout " + std::to_string(layout));
+  if (src.layout != kLayoutPlain || !src.is_contiguous())
+    return InvalidArgument("RepackWeight: " + ShapeString(src) + " is not a contiguous plain tensor");
+  if (dst == nullptr || src.data == nullptr) return InvalidArgument("RepackWeight: null data pointer");
+  std::memcpy(dst, src.data, RowSize(src.type, src.ne[0]) * size_t(src.nrows()));
+  return Status::Ok();
+}
+
+// ---- scalar reference gemvs -----------------------------------------------------------------------
+
+namespace scalar {
+
+void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  const uint8_t* x = static_cast<const uint8_t*>(vx);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
+  float sumf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t b = 0; b < n / kQK8_0; ++b, x += kQ4_0x8BlockBytes) {
+    const float dy = HalfToFloat(y[b].d);
+    for (int r = 0; r < 8; ++r) {
+      uint16_t dh;
+      std::memcpy(&dh, x + 2 * r, 2);
+      const uint8_t* qs = x + 16 + 16 * r;
+      int sumi0 = 0, sumi1 = 0;
+      for (int j = 0; j < 16; ++j) {
+        sumi0 += ((qs[j] & 0x0F) - 8) * y[b].qs[j];
+        sumi1 += ((qs[j] >> 4) - 8) * y[b].qs[j + 16];
+      }
+      // As ggml's AVX2 gemv/gemm_q4_0_8x8_q8_0: acc += float(sumi) * (d_x * d_y), fused.
+      sumf[r] = std::fma(float(sumi0 + sumi1), HalfToFloat(dh) * dy, sumf[r]);
+    }
+  }
+  std::memcpy(s, sumf, sizeof sumf);
+}
+
+// Per row r and super-block: sumi = sum_j sc_j * dot_j(q, a), summ = sum_j mn_j * (bsums[2j] +
+// bsums[2j+1]) -- the plain vec_dot's integers -- then acc_r = fma(sumi, d_r * d_y, acc_r) and
+// accm_r = fma(summ, dmin_r * d_y, accm_r); s[r] = acc_r - accm_r. The SIMD gemvs perform the same
+// float operations on 8 lanes, so every level gives the same bits.
+void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* vx, const void* vy) {
+  const uint8_t* x = static_cast<const uint8_t*>(vx);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
+  float acc[8] = {}, accm[8] = {};
+  for (int64_t b = 0; b < n / kQK_K; ++b, x += q4_kx8::kColBytes) {
+    uint8_t sc[8][8], mn[8][8];
+    Q4_Kx8Scales(x, sc, mn);
+    int bs32[8];
+    for (int j = 0; j < 8; ++j) bs32[j] = y[b].bsums[2 * j] + y[b].bsums[2 * j + 1];
+    const float dy = y[b].d;
+    for (int r = 0; r < 8; ++r) {
+      int sumi = 0, summ = 0;
+      for (int j = 0; j < 8; ++j) {
+        const int i = j / 2, shift = 4 * (j % 2);
+        int dot = 0;
+        for (int c = 0; c < 4; ++c) {
+          const uint8_t* q = x + q4_kx8::kQs + 64 * (4 * i + c) + 8 * r;
+          const int8_t* a = y[b].qs + 64 * i + 32 * (j % 2) + 8 * c;
+          for (int e = 0; e < 8; ++e) dot += ((q[e] >> shift) & 15) * a[e];
+        }
+        sumi += sc[r][j] * dot;
+        summ += mn[r][j] * bs32[j];
+      }
+      uint16_t dh, mh;
+      std::memcpy(&dh, x + q4_kx8::kD + 2 * r, 2);
+      std::memcpy(&mh, x + q4_kx8::kDmin + 2 * r, 2);
+      acc[r] = std::fma(float(sumi), HalfToFloat(dh) * dy, acc[r]);
+      accm[r] = std::fma(float(summ), HalfToFloat(mh) * dy, accm[r]);
+    }
+  }
+  for (int r = 0; r < 8; ++r) s[r] = acc[r] - accm[r];
+}
+
+}  // namespace scalar
+
+}  // namespace stowage::cpu
