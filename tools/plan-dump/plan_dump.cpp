@@ -2,7 +2,11 @@
 // first (flatbuffers verifier, identifier, schema version, cross references: stowage::PlanFile);
 // a corrupted or truncated plan is a one-line error and exit status 1. A buffer line ends with
 // "tensor_split [0.75, 0.25]" (JSON: "tensor_split": [0.75, 0.25]) when the plan carries the -ts
-// proportions of a row-split buffer (Buffer.tensor_split).
+// proportions of a row-split buffer (Buffer.tensor_split). "scheduler: n_copies N" (JSON "n_copies")
+// is ggml_backend_sched's n_copies; with pipeline parallelism (N > 1) a split input lists every
+// instance ("[src -> copy0, copy1, ...]", JSON "copies") and each graph prints
+// "  input copies: INPUT on BACKEND -> INPUT (buffer B offset O), BACKEND#INPUT#1 (...), ..."
+// (JSON "input_copies").
 #include <cstdio>
 #include <string>
 
@@ -87,6 +91,7 @@ std::string Text(const fb::Plan& p, bool nodes) {
     line("context: n_ctx %u, n_batch %u, n_ubatch %u, type_k %s, type_v %s, offload_kqv %d, n_layer %u, n_vocab %u, n_embd %u",
          c->n_ctx(), c->n_batch(), c->n_ubatch(), TypeName(c->type_k()).c_str(), TypeName(c->type_v()).c_str(),
          c->offload_kqv() ? 1 : 0, c->n_layer(), c->n_vocab(), c->n_embd());
+  line("scheduler: n_copies %u%s", p.n_copies(), p.n_copies() > 1 ? " (pipeline parallelism)" : "");
   if (p.flags()) line("flags: %s", p.flags()->c_str());
   if (const auto* d = p.devices())
     for (flatbuffers::uoffset_t i = 0; i < d->size(); ++i)
@@ -125,12 +130,30 @@ std::string Text(const fb::Plan& p, bool nodes) {
            Str(g->name()).c_str(), static_cast<long long>(g->max_tokens()), static_cast<long long>(g->max_kv()),
            static_cast<long long>(g->max_outputs()), ts ? ts->size() : 0u, g->nodes() ? g->nodes()->size() : 0u,
            g->leafs() ? g->leafs()->size() : 0u, g->splits() ? g->splits()->size() : 0u);
+      if (g->input_copies())
+        for (const auto* ic : *g->input_copies()) {
+          std::string cs;
+          if (ic->copies())
+            for (int c : *ic->copies()) {
+              const auto* t = ts->Get(c);
+              cs += std::string(cs.empty() ? "" : ", ") + Str(t->name()) + " (buffer " + std::to_string(t->buffer()) +
+                    " offset " + std::to_string(t->offset()) + ")";
+            }
+          line("  input copies: %s on %s -> %s", Str(ts->Get(ic->tensor())->name()).c_str(),
+               bname(ts->Get(ic->tensor())->backend()).c_str(), cs.c_str());
+        }
       if (!g->splits()) continue;
       for (flatbuffers::uoffset_t s = 0; s < g->splits()->size(); ++s) {
         const auto* sp = g->splits()->Get(s);
         std::string in;
         if (sp->inputs())
-          for (const auto* x : *sp->inputs()) in += " [" + Str(ts->Get(x->tensor())->name()) + " -> " + Str(ts->Get(x->copy())->name()) + "]";
+          for (const auto* x : *sp->inputs()) {
+            in += " [" + Str(ts->Get(x->tensor())->name()) + " -> " + Str(ts->Get(x->copy())->name());
+            // Pipeline parallelism: the other instances (copy 0 is the one the nodes read).
+            if (x->copies())
+              for (flatbuffers::uoffset_t c = 1; c < x->copies()->size(); ++c) in += ", " + Str(ts->Get(x->copies()->Get(c))->name());
+            in += "]";
+          }
         line("  split %u: %s nodes [%u, %u) %u inputs%s", s, bname(sp->backend()).c_str(), sp->node_begin(), sp->node_end(),
              sp->inputs() ? sp->inputs()->size() : 0u, in.c_str());
         if (!nodes) continue;
@@ -165,6 +188,7 @@ ordered_json Json(const fb::Plan& p, bool nodes) {
                     {"offload_kqv", c->offload_kqv()}, {"n_layer", c->n_layer()}, {"n_vocab", c->n_vocab()},
                     {"n_embd", c->n_embd()}};
   j["flags"] = Str(p.flags());
+  j["n_copies"] = p.n_copies();
   j["devices"] = ordered_json::array();
   if (p.devices())
     for (const auto* d : *p.devices())
@@ -213,12 +237,29 @@ ordered_json Json(const fb::Plan& p, bool nodes) {
         for (const auto* s : *g->splits()) {
           ordered_json in = ordered_json::array();
           if (s->inputs())
-            for (const auto* x : *s->inputs())
+            for (const auto* x : *s->inputs()) {
               in.push_back({{"tensor", Str(g->tensors()->Get(x->tensor())->name())},
                             {"copy", Str(g->tensors()->Get(x->copy())->name())}});
+              if (x->copies()) {  // pipeline parallelism: every instance
+                ordered_json cs = ordered_json::array();
+                for (int c : *x->copies()) cs.push_back(Str(g->tensors()->Get(c)->name()));
+                in.back()["copies"] = cs;
+              }
+            }
           jg["splits"].push_back({{"backend", s->backend()}, {"node_begin", s->node_begin()}, {"node_end", s->node_end()},
                                   {"inputs", in}});
         }
+      if (g->input_copies()) {
+        jg["input_copies"] = ordered_json::array();
+        for (const auto* ic : *g->input_copies()) {
+          ordered_json cs = ordered_json::array();
+          if (ic->copies())
+            for (int c : *ic->copies())
+              cs.push_back({{"name", Str(g->tensors()->Get(c)->name())}, {"buffer", g->tensors()->Get(c)->buffer()},
+                            {"offset", g->tensors()->Get(c)->offset()}});
+          jg["input_copies"].push_back({{"tensor", Str(g->tensors()->Get(ic->tensor())->name())}, {"copies", cs}});
+        }
+      }
       if (nodes && g->tensors()) {
         jg["tensors"] = ordered_json::array();
         for (const auto* t : *g->tensors()) {

@@ -105,7 +105,12 @@ private:
   place::BackendAttr backendAttr(int backend);
   /// Builds the place.split regions of a placed graph.
   LogicalResult importSplits();
-  LogicalResult importCopy(int source, int copy, place::BackendAttr backend);
+  /// A place.copy of `source` to `backend` standing for graph tensor `copy`, numbered `index`
+  /// (the pipeline-parallelism copy number; 0 without it).
+  LogicalResult importCopy(int source, int copy, place::BackendAttr backend, int index = 0);
+  /// Pipeline parallelism (n_copies > 1): copies 1..n-1 of every graph input, at function level
+  /// after the leafs (ggml makes them on the input's own backend); no op uses them.
+  LogicalResult importInputCopies();
 
   const planner::ModelGraphs &m_;
   const planner::Graph &g_;
@@ -443,14 +448,26 @@ void GraphImporter::annotate(Operation *op, const planner::Tensor &t) {
     op->setAttr(place::kCauseAttr, place::CauseAttr::get(ctx(), t.cause));
 }
 
-LogicalResult GraphImporter::importCopy(int source, int copy, place::BackendAttr backend) {
+LogicalResult GraphImporter::importInputCopies() {
+  const planner::GraphCopies *gc = place_ ? place_->FindCopies(g_.name) : nullptr;
+  if (!gc)
+    return success();
+  for (const planner::TensorCopies &tc : gc->inputs)
+    for (size_t c = 1; c < tc.copies.size(); ++c)
+      if (failed(importCopy(tc.tensor, tc.copies[c], backendAttr(tc.backend), static_cast<int>(c))))
+        return failure();
+  return success();
+}
+
+LogicalResult GraphImporter::importCopy(int source, int copy, place::BackendAttr backend,
+                                        int index) {
   const planner::Tensor &c = g_.tensors[copy];
   Location loc = nodeLoc(c);
   if (!values_[source])
     return emitError(loc) << "split input '" << c.name << "' copies '" << g_.tensors[source].name
                           << "' before it is computed";
   auto op = b_.create<place::CopyOp>(loc, values_[source].getType(), values_[source], backend,
-                                     b_.getI32IntegerAttr(0));
+                                     b_.getI32IntegerAttr(index));
   op->setAttr(ggml::kNodeNameAttr, b_.getStringAttr(c.name));
   values_[copy] = op.getResult();
   return success();
@@ -461,11 +478,22 @@ LogicalResult GraphImporter::importSplits() {
   // The split that defines each node and split-input copy (a copy is made once per source and
   // backend, so a later split on the same backend may use it too).
   std::vector<int> splitOf(n, -1);
+  // Pipeline parallelism: the other instances of each split input (copies[0] is the input's copy).
+  const planner::GraphCopies *gc = place_->FindCopies(g_.name);
+  auto extraCopies = [&](size_t j, size_t k) -> ArrayRef<int> {
+    if (!gc || j >= gc->splits.size() || k >= gc->splits[j].size() ||
+        gc->splits[j][k].copies.size() < 2)
+      return {};
+    return ArrayRef<int>(gc->splits[j][k].copies).drop_front();
+  };
   for (auto [j, split] : llvm::enumerate(g_.splits)) {
     for (int i = split.node_begin; i < split.node_end; ++i)
       splitOf[g_.nodes[i]] = static_cast<int>(j);
-    for (auto [source, copy] : split.inputs)
-      splitOf[copy] = static_cast<int>(j);
+    for (auto [k, in] : llvm::enumerate(split.inputs)) {
+      splitOf[in.second] = static_cast<int>(j);
+      for (int c : extraCopies(j, k))
+        splitOf[c] = static_cast<int>(j);
+    }
   }
   // Values a split must yield: those used by another split or returned.
   std::vector<SmallVector<int>> yields(g_.splits.size());
@@ -506,20 +534,32 @@ LogicalResult GraphImporter::importSplits() {
       // Inputs whose source is ready are copied first (ggml copies them before running the
       // split). A source can also be a view node inside this split's range (views compute
       // nothing and are not split boundaries): its copy follows the view.
-      SmallVector<std::pair<int, int>> pending;
-      for (auto [source, copy] : split.inputs) {
+      // Copy 0 (the one the nodes read), then with pipeline parallelism copies 1..n-1.
+      const size_t splitIndex = j;  // (a structured binding cannot be captured in C++17)
+      auto copyAll = [&](size_t k, int source, int copy) -> LogicalResult {
+        if (failed(importCopy(source, copy, backend)))
+          return failure();
+        for (auto [c, extra] : llvm::enumerate(extraCopies(splitIndex, k)))
+          if (failed(importCopy(source, extra, backend, static_cast<int>(c) + 1)))
+            return failure();
+        return success();
+      };
+      SmallVector<size_t> pending;
+      for (auto [k, in] : llvm::enumerate(split.inputs)) {
+        auto [source, copy] = in;
         if (!values_[source] && splitOf[source] == static_cast<int>(j)) {
-          pending.push_back({source, copy});
+          pending.push_back(k);
           continue;
         }
-        if (failed(importCopy(source, copy, backend)))
+        if (failed(copyAll(k, source, copy)))
           return failure();
       }
       for (int i = split.node_begin; i < split.node_end; ++i) {
         if (failed(importNode(g_.nodes[i])))
           return failure();
-        for (auto [source, copy] : pending)
-          if (source == g_.nodes[i] && failed(importCopy(source, copy, backend)))
+        for (size_t k : pending)
+          if (split.inputs[k].first == g_.nodes[i] &&
+              failed(copyAll(k, split.inputs[k].first, split.inputs[k].second)))
             return failure();
       }
       SmallVector<Value> results;
@@ -553,7 +593,7 @@ LogicalResult GraphImporter::run(StringRef name) {
     if (failed(importLeaf(id)))
       return failure();
   if (place_ && !g_.splits.empty()) {
-    if (failed(importSplits()))
+    if (failed(importInputCopies()) || failed(importSplits()))
       return failure();
   } else {
     for (int id : g_.nodes)

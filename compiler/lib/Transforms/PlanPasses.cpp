@@ -250,6 +250,8 @@ struct SchedulePass : impl::StowageScheduleBase<SchedulePass> {
         if (!op->hasAttr(a.getName()))
           op->setAttr(a.getName(), a.getValue());
     }
+    module->setAttr(kNCopiesAttr, IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                                   s.placement.n_copies));
     endStep(module, PlanStage::kScheduled, r);
   }
 };

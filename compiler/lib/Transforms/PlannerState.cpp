@@ -371,12 +371,18 @@ LogicalResult Reconstructor::schedule() {
   so.op_offload = opt_.placement.op_offload;
   so.offload_kqv = opt_.placement.offload_kqv;
   so.full_offload = opt_.placement.n_gpu_layers > static_cast<int>(m.hp.n_layer);
+  // PlaceModel's order: the pipeline-parallelism decision, both graphs, its --explain record.
+  const planner::PipelineDecision pipeline = planner::PipelineParallelism(
+      st_->devices, m.hp.n_layer, opt_.placement.n_gpu_layers, opt_.placement.split_mode,
+      opt_.placement.offload_kqv);
+  so.n_copies = pipeline.n_copies;
   st_->pp_nodes = planner::GraphNodeCount(m.prefill);
   st_->tg_nodes = planner::GraphNodeCount(m.decode);
   for (planner::Graph *g : {&m.prefill, &m.decode})
     if (Status s = planner::ScheduleGraph(*g, m, st_->devices, st_->layers, &st_->placement, so);
         !s.ok())
       return fail(s);
+  st_->placement.explain.push_back(planner::PipelineExplain(pipeline));
   if (irStage_ < PlanStage::kScheduled)
     return success();
   for (auto [fname, g] : {std::pair<StringRef, planner::Graph *>{"prefill", &m.prefill},
@@ -395,6 +401,10 @@ LogicalResult Reconstructor::schedule() {
                        "split " + std::to_string(j) + " of @" + fname.str() + " runs on " + want);
     }
   }
+  auto nCopies = module_->getAttrOfType<IntegerAttr>(kNCopiesAttr);
+  if (!nCopies || nCopies.getInt() != pipeline.n_copies)
+    return differs(PlanStage::kScheduled,
+                   "stowage.n_copies must be " + std::to_string(pipeline.n_copies));
   return success();
 }
 

@@ -18,7 +18,9 @@ constexpr uint32_t kSchemaVersion = 1;
 
 fb::DimExpr ToFb(const DimExpr& e) { return fb::DimExpr(e.c, e.tokens, e.kv, e.kv_head, e.outputs); }
 
-flatbuffers::Offset<fb::Graph> SerializeGraph(flatbuffers::FlatBufferBuilder& b, const Graph& g) {
+flatbuffers::Offset<fb::Graph> SerializeGraph(flatbuffers::FlatBufferBuilder& b, const Graph& g, const Placement& p) {
+  // Pipeline parallelism: every instance of the split inputs and graph inputs (absent with n_copies 1).
+  const GraphCopies* gc = p.FindCopies(g.name);
   std::vector<flatbuffers::Offset<fb::GraphTensor>> tensors;
   tensors.reserve(g.tensors.size());
   for (const Tensor& t : g.tensors) {
@@ -34,14 +36,23 @@ flatbuffers::Offset<fb::Graph> SerializeGraph(flatbuffers::FlatBufferBuilder& b,
         t.buffer, t.offset, t.backend, t.cause.c_str(), t.layer));
   }
   std::vector<flatbuffers::Offset<fb::Split>> splits;
-  for (const Split& s : g.splits) {
+  for (size_t si = 0; si < g.splits.size(); ++si) {
+    const Split& s = g.splits[si];
     std::vector<flatbuffers::Offset<fb::SplitInput>> inputs;
-    for (const auto& [src, copy] : s.inputs) inputs.push_back(fb::CreateSplitInput(b, src, copy));
+    for (size_t k = 0; k < s.inputs.size(); ++k) {
+      const auto& [src, copy] = s.inputs[k];
+      const std::vector<int>* all = nullptr;
+      if (gc && si < gc->splits.size() && k < gc->splits[si].size()) all = &gc->splits[si][k].copies;
+      inputs.push_back(fb::CreateSplitInputDirect(b, src, copy, all));
+    }
     splits.push_back(fb::CreateSplitDirect(b, s.backend, static_cast<uint32_t>(s.node_begin),
                                            static_cast<uint32_t>(s.node_end), &inputs));
   }
+  std::vector<flatbuffers::Offset<fb::InputCopies>> input_copies;
+  if (gc)
+    for (const TensorCopies& tc : gc->inputs) input_copies.push_back(fb::CreateInputCopiesDirect(b, tc.tensor, &tc.copies));
   return fb::CreateGraphDirect(b, g.name.c_str(), g.max_tokens, g.max_kv, g.max_outputs, &tensors, &g.nodes, &g.leafs,
-                               &splits);
+                               &splits, gc ? &input_copies : nullptr);
 }
 
 }  // namespace
@@ -87,7 +98,7 @@ std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, c
                                                    static_cast<uint32_t>(g.type), &ne, g.buffer, g.offset, g.nbytes,
                                                    g.gguf_offset, g.layer));
   }
-  std::vector<flatbuffers::Offset<fb::Graph>> graphs{SerializeGraph(b, m.prefill), SerializeGraph(b, m.decode)};
+  std::vector<flatbuffers::Offset<fb::Graph>> graphs{SerializeGraph(b, m.prefill, p), SerializeGraph(b, m.decode, p)};
   std::vector<flatbuffers::Offset<fb::ExplainRecord>> explain;
   for (const auto& e : p.explain) {
     std::vector<flatbuffers::Offset<flatbuffers::String>> rej;
@@ -96,7 +107,7 @@ std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, c
                                                     e.buft.c_str(), e.rule.c_str(), &rej));
   }
   auto plan = fb::CreatePlanDirect(b, kSchemaVersion, "stowage plan-model 0.1", model, ctx, &devices, &backends, &buffers,
-                                   &tensors, &graphs, &explain, flags.c_str());
+                                   &tensors, &graphs, &explain, flags.c_str(), static_cast<uint32_t>(p.n_copies));
   fb::FinishPlanBuffer(b, plan);
   return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
 }

@@ -121,6 +121,23 @@ Status PlanGraphArenas(Graph& g, const Placement& p, const std::vector<int>& buf
     for (const auto& in : sp.inputs) last_use[owner(in.first)] = std::max(last_use[owner(in.first)], sp.node_begin);
   for (size_t i = 0; i < n; ++i)
     if (g.tensors[i].is_output) last_use[i] = std::numeric_limits<int>::max();
+  // Pipeline parallelism (n_copies > 1): ggml_backend_sched flags every instance of a graph input
+  // (the input itself included) and of a split input INPUT and OUTPUT ("prevent ggml-alloc from
+  // overwriting the tensor"): never freed, and added to the graph copy as leafs before the
+  // original leafs, graph inputs first, then the split inputs split by split, each copy 0..n-1
+  // (ggml_backend_sched_split_graph), so ggml-alloc allocates them first (leafs before nodes).
+  std::vector<int> first_leafs;
+  if (const GraphCopies* gc = p.FindCopies(g.name)) {
+    for (const TensorCopies& tc : gc->inputs)
+      for (int c : tc.copies) first_leafs.push_back(c);
+    for (const auto& sp : gc->splits)
+      for (const TensorCopies& tc : sp)
+        for (int c : tc.copies) first_leafs.push_back(c);
+    for (int c : first_leafs) {
+      if (c < 0 || static_cast<size_t>(c) >= n) return Internal("memory plan: graph " + g.name + ": copy index out of range");
+      last_use[c] = std::numeric_limits<int>::max();
+    }
+  }
 
   std::map<int, Arena> arenas;  // by compute buft
   auto arena_for = [&](const Tensor& t) -> Arena* {
@@ -130,7 +147,10 @@ Status PlanGraphArenas(Graph& g, const Placement& p, const std::vector<int>& buf
     if (it == arenas.end()) it = arenas.emplace(buft, Arena(p.bufts[buft].alignment)).first;
     return &it->second;
   };
+  std::vector<char> allocated(n, 0);
   auto alloc = [&](int id) -> Status {
+    if (allocated[id]) return Status::Ok();
+    allocated[id] = 1;
     Tensor& t = g.tensors[id];
     Arena* a = arena_for(t);
     if (a == nullptr) return Internal("memory plan: tensor '" + t.name + "' of graph " + g.name + " has no backend");
@@ -138,7 +158,9 @@ Status PlanGraphArenas(Graph& g, const Placement& p, const std::vector<int>& buf
     t.offset = a->Alloc(TensorBytesAt(t, wc));
     return Status::Ok();
   };
-  // Inputs first (ggml allocates graph inputs before the nodes).
+  // Inputs first (ggml allocates graph inputs before the nodes); with n_copies > 1 every copy
+  // before them.
+  for (int l : first_leafs) STOWAGE_RETURN_IF_ERROR(alloc(l));
   for (int l : g.leafs)
     if (OwnsArenaMemory(g.tensors[l])) STOWAGE_RETURN_IF_ERROR(alloc(l));
   for (size_t i = 0; i < g.nodes.size(); ++i) {

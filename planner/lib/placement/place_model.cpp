@@ -28,10 +28,14 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
   so.op_offload = opt.op_offload;
   so.offload_kqv = opt.offload_kqv;
   so.full_offload = opt.n_gpu_layers > static_cast<int>(m.hp.n_layer);
+  const PipelineDecision pipeline =
+      PipelineParallelism(o.devices, m.hp.n_layer, opt.n_gpu_layers, opt.split_mode, opt.offload_kqv);
+  so.n_copies = pipeline.n_copies;
   o.pp_nodes = GraphNodeCount(m.prefill);
   o.tg_nodes = GraphNodeCount(m.decode);
   STOWAGE_RETURN_IF_ERROR(ScheduleGraph(m.prefill, m, o.devices, o.layers, &o.placement, so));
   STOWAGE_RETURN_IF_ERROR(ScheduleGraph(m.decode, m, o.devices, o.layers, &o.placement, so));
+  o.placement.explain.push_back(PipelineExplain(pipeline));
   STOWAGE_RETURN_IF_ERROR(PlanMemory(m, o.placement, &o.memory));
   STOWAGE_ASSIGN_OR_RETURN(o.split_shares, RowSplitShares(m, o, opt.tensor_split));
   return o;
@@ -116,6 +120,8 @@ std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcom
   for (const auto& b : o.memory.buffers)
     if (b.usage == BufferUsage::kOutput)
       out.push_back(Fmt("llama_init_from_model: %10s  output buffer size = %8.2f MiB", b.name.c_str(), MiB(b.size)));
+  if (o.placement.n_copies > 1)  // llama_init_from_model, after creating the scheduler
+    out.push_back(Fmt("llama_init_from_model: pipeline parallelism enabled (n_copies=%d)", o.placement.n_copies));
   for (const auto& b : o.memory.buffers)
     if (b.usage == BufferUsage::kCompute && b.size > 1)
       out.push_back(Fmt("llama_init_from_model: %10s compute buffer size = %8.2f MiB", b.name.c_str(), MiB(b.size)));

@@ -296,8 +296,28 @@ class Scheduler {
       }
     split.node_begin = 0;
     int cur = split.backend;
-    std::map<std::pair<int, int>, int> copies;  // (source, backend) -> copy tensor
+    std::map<std::pair<int, int>, int> copies;  // (source, backend) -> copy tensor (copy 0)
     const size_t kMaxInputs = 10;              // GGML_SCHED_MAX_SPLIT_INPUTS = GGML_MAX_SRC (FEB25)
+    const int n_copies = opt_.n_copies;
+    GraphCopies gc;  // with n_copies > 1: every instance, for Placement::copies
+    gc.graph = g_.name;
+    std::vector<TensorCopies> split_copies;  // of the current split, parallel to split.inputs
+    std::map<int, bool> input_seen;          // graph inputs that already have their instances
+    auto new_copy = [&](int s, int backend, int c) {
+      Tensor t;
+      const Tensor& src = g_.tensors[s];
+      t.name = p_->backends[backend].name + "#" + src.name + "#" + std::to_string(c);
+      t.kind = TensorKind::kSplitCopy;
+      t.type = src.type;
+      t.ne = src.ne;
+      t.layer = src.layer;
+      t.backend = backend;
+      t.cause = "4.cpy";
+      g_.tensors.push_back(std::move(t));
+      backend_.push_back(backend);
+      cause_.push_back("4.cpy");
+      return static_cast<int>(g_.tensors.size()) - 1;
+    };
     for (; i < n; ++i) {
       const int t = g_.nodes[i];
       if (IsView(t)) continue;
@@ -324,6 +344,8 @@ class Scheduler {
       if (nb != cur || need_new) {
         split.node_end = i;
         g_.splits.push_back(split);
+        gc.splits.push_back(std::move(split_copies));
+        split_copies.clear();
         split = Split();
         split.backend = nb;
         split.node_begin = i;
@@ -334,30 +356,41 @@ class Scheduler {
         if (s < 0) continue;
         if (backend_[s] == -1)
           return Internal("source '" + g_.tensors[s].name + "' of '" + g_.tensors[t].name + "' has no backend");
+        // A graph input read by a node gets n_copies instances on its own backend; the input
+        // itself is the current copy (cur_copy = 0 when llama.cpp reserves).
+        if (n_copies > 1 && g_.tensors[s].kind == TensorKind::kInput && !input_seen[s]) {
+          input_seen[s] = true;
+          TensorCopies tc;
+          tc.tensor = s;
+          tc.backend = backend_[s];
+          tc.copies.push_back(s);
+          for (int c = 1; c < n_copies; ++c) tc.copies.push_back(new_copy(s, backend_[s], c));
+          gc.inputs.push_back(std::move(tc));
+        }
         if (backend_[s] == cur || BufferSupported(s, cur)) continue;
         auto it = copies.find({s, cur});
         if (it == copies.end()) {
-          Tensor c;
-          const Tensor& src = g_.tensors[s];
-          c.name = p_->backends[cur].name + "#" + src.name + "#0";
-          c.kind = TensorKind::kSplitCopy;
-          c.type = src.type;
-          c.ne = src.ne;
-          c.layer = src.layer;
-          c.backend = cur;
-          c.cause = "4.cpy";
-          g_.tensors.push_back(std::move(c));
-          const int id = static_cast<int>(g_.tensors.size()) - 1;
-          backend_.push_back(cur);
-          cause_.push_back("4.cpy");
-          it = copies.emplace(std::make_pair(s, cur), id).first;
-          split.inputs.push_back({s, id});
+          TensorCopies tc;
+          tc.tensor = s;
+          tc.backend = cur;
+          for (int c = 0; c < n_copies; ++c) tc.copies.push_back(new_copy(s, cur, c));
+          it = copies.emplace(std::make_pair(s, cur), tc.copies[0]).first;
+          split.inputs.push_back({s, tc.copies[0]});
+          split_copies.push_back(std::move(tc));
         }
         g_.tensors[t].srcs[j] = it->second;
       }
     }
     split.node_end = n;
     g_.splits.push_back(split);
+    gc.splits.push_back(std::move(split_copies));
+    p_->n_copies = n_copies;
+    for (size_t k = 0; k < p_->copies.size(); ++k)
+      if (p_->copies[k].graph == g_.name) {
+        p_->copies.erase(p_->copies.begin() + static_cast<long>(k));
+        break;
+      }
+    if (n_copies > 1) p_->copies.push_back(std::move(gc));
     return Status::Ok();
   }
 
@@ -431,8 +464,56 @@ Status ScheduleGraph(Graph& g, const ModelGraphs& m, const DeviceSet& ds, const 
   for (const Tensor& t : g.tensors)
     if (t.kind == TensorKind::kSplitCopy)
       return FailedPrecondition("graph " + g.name + " is already scheduled (it has split copies); build it again");
+  if (opt.n_copies < 1 || opt.n_copies > 4)
+    return InvalidArgument("scheduler: n_copies " + std::to_string(opt.n_copies) +
+                           " outside [1, 4] (GGML_SCHED_MAX_COPIES = 4)");
   Scheduler s(g, m, ds, lm, p, opt);
   return s.Run();
+}
+
+PipelineDecision PipelineParallelism(const DeviceSet& ds, uint32_t n_layer, int n_gpu_layers, SplitMode split_mode,
+                                     bool offload_kqv) {
+  PipelineDecision d;
+  if (ds.n_model <= 1) {
+    d.reason = std::to_string(ds.n_model) + " model device" + (ds.n_model == 1 ? "" : "s") + " (needs more than one)";
+    return d;
+  }
+  if (n_gpu_layers <= static_cast<int>(n_layer)) {
+    d.reason = "n_gpu_layers " + std::to_string(n_gpu_layers) + " <= n_layer " + std::to_string(n_layer) +
+               " (the output layer is not offloaded)";
+    return d;
+  }
+  if (split_mode != SplitMode::kLayer) {
+    d.reason = std::string("split mode ") + (split_mode == SplitMode::kRow ? "row" : "none") + " (needs layer)";
+    return d;
+  }
+  if (!offload_kqv) {
+    d.reason = "KV offload is off (-nkvo)";
+    return d;
+  }
+  for (const DeviceManifest& dev : ds.devices) {
+    if (dev.type == DeviceType::kCpu) continue;  // llama.cpp ignores the CPU backend
+    if (!dev.caps.async || !dev.caps.events) {
+      d.reason = "device " + dev.name + " lacks caps " +
+                 (!dev.caps.async && !dev.caps.events ? "async and events" : !dev.caps.async ? "async" : "events");
+      return d;
+    }
+  }
+  d.n_copies = 4;  // GGML_SCHED_MAX_COPIES
+  d.reason = std::to_string(ds.n_model) + " model devices, all layers and the output offloaded, split mode layer, "
+             "KV offload, every non-CPU device has caps async and events";
+  return d;
+}
+
+ExplainEntry PipelineExplain(const PipelineDecision& d) {
+  ExplainEntry e;
+  e.subject = "n_copies";
+  e.graph = "sched";
+  e.device = "all backends";
+  e.buft = std::to_string(d.n_copies);
+  e.rule = std::string(d.n_copies > 1 ? "pipeline parallelism enabled" : "pipeline parallelism off") +
+           " (n_copies=" + std::to_string(d.n_copies) + "): " + d.reason;
+  return e;
 }
 
 int GraphNodeCount(const Graph& g) { return static_cast<int>(g.nodes.size()); }

@@ -115,11 +115,32 @@ Status PlanFile::Verify() {
       return fail(f + " '" + t->name()->str() + "'", "extends past the end of buffer '" + (b->name() ? b->name()->str() : "") + "'");
   }
   if (Len(r.graphs()) == 0) return fail("graphs", "expected the pp and tg graphs");
+  // Pipeline parallelism (schema additions within version 1, COMPATIBILITY.md).
+  const uint32_t n_copies = r.n_copies();
+  if (n_copies < 1 || n_copies > 4)
+    return fail("n_copies", "expected 1 to 4 (GGML_SCHED_MAX_COPIES), found " + std::to_string(n_copies));
   for (size_t gi = 0; gi < Len(r.graphs()); ++gi) {
     const auto* g = r.graphs()->Get(gi);
     const std::string gf = "graphs[" + std::to_string(gi) + "]";
     const size_t nt = Len(g->tensors());
     if (nt == 0 || !g->nodes()) return fail(gf, "expected tensors and nodes");
+    // n_copies in-range instances; copies[0] == first (of kind first_kind), the others SplitCopy.
+    auto check_copies = [&](const flatbuffers::Vector<int32_t>* copies, int32_t first, plan::TensorKind first_kind,
+                            const std::string& f) -> Status {
+      if (Len(copies) != n_copies)
+        return fail(f, "expected n_copies = " + std::to_string(n_copies) + " entries, found " + std::to_string(Len(copies)));
+      for (uint32_t c = 0; c < n_copies; ++c) {
+        const int32_t id = copies->Get(c);
+        if (id < 0 || size_t(id) >= nt) return fail(f, "index out of range");
+        if (c == 0 && id != first) return fail(f, "copies[0] must be the tensor the nodes read (" + std::to_string(first) + "), found " + std::to_string(id));
+        const plan::TensorKind want = c == 0 ? first_kind : plan::TensorKind::SplitCopy;
+        if (g->tensors()->Get(id)->kind() != want)
+          return fail(f, "copy " + std::to_string(c) + " (tensor " + std::to_string(id) + ") has the wrong kind (expected " +
+                             (want == plan::TensorKind::Input ? "Input" : "SplitCopy") + ")");
+        if (c > 0 && g->tensors()->Get(id)->buffer() < 0) return fail(f, "copy " + std::to_string(c) + " has no buffer");
+      }
+      return Status::Ok();
+    };
     for (size_t i = 0; i < nt; ++i) {
       const auto* t = g->tensors()->Get(i);
       const std::string f = gf + ".tensors[" + std::to_string(i) + "]";
@@ -148,11 +169,29 @@ Status PlanFile::Verify() {
         return fail(f, "node range [" + std::to_string(s->node_begin()) + ", " + std::to_string(s->node_end()) + ") is not contiguous with the previous split");
       prev_end = s->node_end();
       if (s->inputs())
-        for (const auto* in : *s->inputs())
+        for (size_t k = 0; k < s->inputs()->size(); ++k) {
+          const auto* in = s->inputs()->Get(k);
           if (in->tensor() < 0 || size_t(in->tensor()) >= nt || in->copy() < 0 || size_t(in->copy()) >= nt)
             return fail(f + ".inputs", "index out of range");
+          const std::string fk = f + ".inputs[" + std::to_string(k) + "].copies";
+          if (n_copies == 1) {
+            if (Len(in->copies()) > 1) return fail(fk, "n_copies is 1 but " + std::to_string(Len(in->copies())) + " copies are listed");
+            continue;
+          }
+          STOWAGE_RETURN_IF_ERROR(check_copies(in->copies(), in->copy(), plan::TensorKind::SplitCopy, fk));
+        }
     }
     if (prev_end != g->nodes()->size()) return fail(gf + ".splits", "do not cover every node");
+    if (n_copies == 1 && Len(g->input_copies()) > 0)
+      return fail(gf + ".input_copies", "n_copies is 1 but graph inputs have copies");
+    for (size_t k = 0; k < Len(g->input_copies()); ++k) {
+      const auto* ic = g->input_copies()->Get(k);
+      const std::string fk = gf + ".input_copies[" + std::to_string(k) + "]";
+      if (ic->tensor() < 0 || size_t(ic->tensor()) >= nt) return fail(fk + ".tensor", "index out of range");
+      if (g->tensors()->Get(ic->tensor())->kind() != plan::TensorKind::Input)
+        return fail(fk + ".tensor", "expected a graph input (kind Input)");
+      STOWAGE_RETURN_IF_ERROR(check_copies(ic->copies(), ic->tensor(), plan::TensorKind::Input, fk + ".copies"));
+    }
   }
   return Status::Ok();
 }

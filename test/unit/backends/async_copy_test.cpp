@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "async_private_backend.h"
 #include "stowage/planner/manifest.h"
@@ -14,6 +15,7 @@
 #include "stowage/planner/place_model.h"
 #include "accel_plan_generated.h"
 #include "stowage/planner/plan_export.h"
+#include "stowage/runtime/plan.h"
 #include "stowage/runtime/session.h"
 #include "golden_placement_plan.h"
 #include "test_paths.h"
@@ -181,6 +183,131 @@ TEST(TensorSplit, PlanProportionsReachTheBuffer) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("tensor_split"), std::string::npos) << bad.status().ToString();
   EXPECT_NE(bad.status().message().find("-2"), std::string::npos) << bad.status().ToString();
+}
+
+// Pipeline parallelism (n_copies = 4): the golden placement machine with both GPU-type devices
+// given caps async and events (as CUDA devices have) and -ngl 99 is the case where llama.cpp enables
+// it (llama_init_from_model, FEB25). The plan then holds 4 instances of every graph input and split
+// input, and its nodes read copy 0. The runtime executes such a plan without any change (it runs
+// every graph on copy 0, which is correct: rotating ggml's cur_copy only lets graph computes
+// overlap), with the same logits as the CPU-only plan, and allocates exactly the larger buffers.
+Result<std::vector<uint8_t>> PlanPipelineParallel(const std::string& model, int ngl, bool async_events, int* n_copies) {
+  STOWAGE_ASSIGN_OR_RETURN(auto gguf, GgufFile::Open(model));
+  planner::ContextConfig cfg;
+  cfg.n_ctx = 256;
+  STOWAGE_ASSIGN_OR_RETURN(planner::ModelGraphs m, planner::BuildModelGraphs(*gguf, cfg));
+  std::vector<planner::DeviceManifest> machine;
+  for (const char* f : {"rpc0.json", "rpc1.json"}) {
+    STOWAGE_ASSIGN_OR_RETURN(auto d, planner::LoadManifestFile(std::string(kManifestDir) + "/" + f));
+    d.caps.async = d.caps.events = async_events;
+    machine.push_back(std::move(d));
+  }
+  STOWAGE_ASSIGN_OR_RETURN(auto cpu, planner::LoadManifestFile(std::string(kManifestDir) + "/llamacpp-cpu.json"));
+  machine.push_back(std::move(cpu));
+  planner::PlacementOptions opt;
+  opt.n_gpu_layers = ngl;
+  STOWAGE_ASSIGN_OR_RETURN(auto outcome, planner::PlaceModel(m, machine, opt));
+  *n_copies = outcome.placement.n_copies;
+  return planner::SerializePlan(*gguf, m, outcome.placement, outcome.memory, "pipeline");
+}
+
+uint64_t ComputeBytes(const std::vector<uint8_t>& plan) {
+  std::unique_ptr<::accel::plan::PlanT> p = ::accel::plan::UnPackPlan(plan.data());
+  uint64_t s = 0;
+  for (const auto& b : p->buffers)
+    if (b->usage == ::accel::plan::BufferUsage::Compute) s += b->size;
+  return s;
+}
+
+TEST(PipelineParallel, FourCopiesSameLogitsAsCpuOnly) {
+  const std::string model = test::ModelPath("tiny8-untied-q4_0.gguf");
+  STOWAGE_REQUIRE_FILE(model);
+  int n_copies = 0, n_copies_off = 0;
+  auto plan = PlanPipelineParallel(model, 99, true, &n_copies);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(n_copies, 4);
+  // Without the caps the same placement has one copy and smaller compute buffers.
+  auto plan1 = PlanPipelineParallel(model, 99, false, &n_copies_off);
+  ASSERT_TRUE(plan1.ok()) << plan1.status().ToString();
+  ASSERT_EQ(n_copies_off, 1);
+  EXPECT_GT(ComputeBytes(*plan), ComputeBytes(*plan1));
+  {
+    std::unique_ptr<::accel::plan::PlanT> p = ::accel::plan::UnPackPlan(plan->data());
+    EXPECT_EQ(p->n_copies, 4u);
+    size_t with_copies = 0;
+    for (const auto& g : p->graphs) {
+      EXPECT_FALSE(g->input_copies.empty()) << g->name;
+      for (const auto& sp : g->splits)
+        for (const auto& in : sp->inputs) {
+          ASSERT_EQ(in->copies.size(), 4u);
+          EXPECT_EQ(in->copies[0], in->copy);
+          ++with_copies;
+        }
+    }
+    EXPECT_GT(with_copies, 0u);
+  }
+  auto ref_plan = Plan(model, Config{"cpu", 0, planner::SplitMode::kLayer, 0, false}, true, 512);
+  ASSERT_TRUE(ref_plan.ok()) << ref_plan.status().ToString();
+  auto stats = std::make_shared<test::AsyncStats>();
+  SessionOptions opts;
+  opts.n_threads = 1;
+  opts.backend_factory = test::MakeAsyncPrivateBackendFactory(stats);
+  auto multi = Session::CreateFromPlanBytes(*plan, model, opts);
+  ASSERT_TRUE(multi.ok()) << multi.status().ToString();
+  for (const auto& b : (*multi)->Buffers()) EXPECT_EQ(b.planned, b.allocated) << b.name;
+  SessionOptions cpu_opts;
+  cpu_opts.n_threads = 1;
+  auto ref = Session::CreateFromPlanBytes(*ref_plan, model, cpu_opts);
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 300, 42, 7};
+  std::vector<float> a, b;
+  ASSERT_TRUE((*multi)->Decode(prompt, true, &a).ok());
+  ASSERT_TRUE((*ref)->Decode(prompt, true, &b).ok());
+  for (int step = 0; step < 4; ++step) {  // several graph computes: ggml would rotate cur_copy here
+    EXPECT_LE(MaxDiff(a, b), 0.03f) << "step " << step;
+    const int32_t next = static_cast<int32_t>(std::max_element(b.end() - (*ref)->n_vocab(), b.end()) -
+                                              (b.end() - (*ref)->n_vocab()));
+    Status st = (*multi)->Decode({next}, false, &a);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_TRUE((*ref)->Decode({next}, false, &b).ok());
+  }
+  EXPECT_GT(stats->computes.load(), 0);
+  EXPECT_GT(stats->direct_copies.load(), 0);  // CUDA0-side layers -> CUDA1-side layers
+}
+
+// The verifier checks the pipeline-parallelism fields (COMPATIBILITY.md): n_copies in [1, 4], n_copies
+// entries per list, copies[0] the tensor the nodes read, the others of kind SplitCopy.
+TEST(PipelineParallel, VerifierRefusesInconsistentCopies) {
+  const std::string model = test::ModelPath("tiny8-untied-q4_0.gguf");
+  STOWAGE_REQUIRE_FILE(model);
+  int n_copies = 0;
+  auto plan = PlanPipelineParallel(model, 99, true, &n_copies);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  auto edit = [&](const std::function<void(::accel::plan::PlanT&)>& f) {
+    std::unique_ptr<::accel::plan::PlanT> p = ::accel::plan::UnPackPlan(plan->data());
+    f(*p);
+    flatbuffers::FlatBufferBuilder fbb;
+    ::accel::plan::FinishPlanBuffer(fbb, ::accel::plan::Plan::Pack(fbb, p.get()));
+    return PlanFile::FromBytes(std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()), "p.plan");
+  };
+  auto first_input = [](::accel::plan::PlanT& p) -> ::accel::plan::SplitInputT& {
+    for (auto& g : p.graphs)
+      for (auto& sp : g->splits)
+        if (!sp->inputs.empty()) return *sp->inputs[0];
+    std::abort();
+  };
+  ASSERT_TRUE(edit([](::accel::plan::PlanT&) {}).ok());
+  auto expect_error = [](const Result<std::unique_ptr<PlanFile>>& r, const std::string& what) {
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().ToString();
+  };
+  expect_error(edit([](::accel::plan::PlanT& p) { p.n_copies = 5; }), "n_copies: expected 1 to 4");
+  expect_error(edit([&](::accel::plan::PlanT& p) { first_input(p).copies.pop_back(); }), "expected n_copies = 4 entries, found 3");
+  expect_error(edit([&](::accel::plan::PlanT& p) { std::swap(first_input(p).copies[0], first_input(p).copies[1]); }),
+               "copies[0] must be the tensor the nodes read");
+  expect_error(edit([&](::accel::plan::PlanT& p) { first_input(p).copies[2] = first_input(p).tensor; }), "has the wrong kind");
+  expect_error(edit([](::accel::plan::PlanT& p) { p.n_copies = 1; }), "n_copies is 1 but 4 copies are listed");
+  expect_error(edit([](::accel::plan::PlanT& p) { p.graphs[0]->input_copies[0]->copies[0] += 1; }), "input_copies[0].copies");
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 // schedule: the scheduler passes and split inputs on hand-built graphs.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "stowage/planner/graph.h"
 #include "stowage/planner/graph_builder.h"
+#include "stowage/planner/memory_plan.h"
 #include "stowage/planner/scheduler.h"
 #include "test_manifests.h"
 
@@ -137,6 +140,126 @@ TEST(Scheduler, RefusesAGraphThatIsAlreadyScheduled) {
   Status again = ScheduleGraph(t.m.prefill, t.m, t.ds, t.lm, &t.p, {});
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.code(), StatusCode::kFailedPrecondition);
+}
+
+// Pipeline parallelism (llama_init_from_model FEB25, reference §2.7): n_copies = 4 only with more
+// than one model device, ngl > n_layer, -sm layer, KV offload, and caps async + events on every
+// non-CPU device; each failing condition alone turns it off.
+DeviceManifest AsyncGpu(const std::string& name, bool async = true, bool events = true) {
+  DeviceManifest d = testing::Gpu(name, 100, "CUDA", /*host=*/true, /*split=*/true);
+  d.caps.async = async;
+  d.caps.events = events;
+  return d;
+}
+
+TEST(PipelineParallelism, LlamaCppRule) {
+  auto decide = [](std::vector<DeviceManifest> devs, int ngl, SplitMode sm = SplitMode::kLayer, bool kqv = true) {
+    auto ds = MakeDeviceSet(devs, sm, 0);
+    EXPECT_TRUE(ds.ok()) << ds.status().ToString();
+    return PipelineParallelism(*ds, /*n_layer=*/8, ngl, sm, kqv);
+  };
+  const auto two = [] { return std::vector<DeviceManifest>{AsyncGpu("G0"), AsyncGpu("G1"), testing::Cpu()}; };
+  PipelineDecision on = decide(two(), 99);
+  EXPECT_EQ(on.n_copies, 4) << on.reason;
+  EXPECT_EQ(decide(two(), 9).n_copies, 4);  // n_layer + 1: the output layer is offloaded
+  PipelineDecision d = decide(two(), 8);    // output layer on the CPU
+  EXPECT_EQ(d.n_copies, 1);
+  EXPECT_NE(d.reason.find("n_gpu_layers 8 <= n_layer 8"), std::string::npos) << d.reason;
+  EXPECT_EQ(decide(two(), 99, SplitMode::kRow).n_copies, 1);
+  EXPECT_EQ(decide(two(), 99, SplitMode::kNone).n_copies, 1);  // -sm none keeps one model device
+  EXPECT_EQ(decide(two(), 99, SplitMode::kLayer, /*kqv=*/false).n_copies, 1);
+  EXPECT_EQ(decide({AsyncGpu("G0"), testing::Cpu()}, 99).n_copies, 1);
+  d = decide({AsyncGpu("G0"), AsyncGpu("G1", true, false), testing::Cpu()}, 99);
+  EXPECT_EQ(d.n_copies, 1);
+  EXPECT_EQ(d.reason, "device G1 lacks caps events");
+  EXPECT_EQ(decide({AsyncGpu("G0", false, true), AsyncGpu("G1"), testing::Cpu()}, 99).n_copies, 1);
+  // An ACCEL backend (BLAS: no async, no events) counts; the CPU (no caps either) does not.
+  d = decide({AsyncGpu("G0"), AsyncGpu("G1"), testing::Accel(), testing::Cpu()}, 99);
+  EXPECT_EQ(d.n_copies, 1);
+  EXPECT_EQ(d.reason, "device BLAS lacks caps async and events");
+  ExplainEntry e = PipelineExplain(on);
+  EXPECT_EQ(e.graph, "sched");
+  EXPECT_EQ(e.buft, "4");
+  EXPECT_EQ(e.rule.rfind("pipeline parallelism enabled (n_copies=4): ", 0), 0u) << e.rule;
+}
+
+// n_copies = 4 on TwoMatmuls (x on the CPU -> y = w1 x on G -> z = w2 y on the CPU): the graph input
+// x gets copies 1..3 on the CPU ("CPU#x#c"), each split input 4 copies on the split's backend
+// ("G#x#c", "CPU#y-0#c"); the nodes read copy 0; the memory plan allocates every copy first and
+// never frees it, so the compute buffers hold them all.
+TEST(PipelineParallelism, CopiesAndComputeBuffers) {
+  auto run = [](int n_copies, TwoMatmuls& t, MemoryPlan* mem) {
+    SchedulerOptions so;
+    so.n_copies = n_copies;
+    ASSERT_TRUE(ScheduleGraph(t.m.prefill, t.m, t.ds, t.lm, &t.p, so).ok());
+    t.m.decode.name = "tg";
+    ASSERT_TRUE(PlanMemory(t.m, t.p, mem).ok());
+  };
+  auto compute = [](const TwoMatmuls& t, const MemoryPlan& mem, const std::string& name) -> uint64_t {
+    for (const auto& b : mem.buffers)
+      if (b.usage == BufferUsage::kCompute && b.name == name) return b.size;
+    ADD_FAILURE() << "no compute buffer " << name;
+    return 0;
+  };
+  TwoMatmuls one({Gpu("G", 100), Cpu()}, "G", "CPU", 64);
+  MemoryPlan mem1;
+  run(1, one, &mem1);
+  EXPECT_EQ(one.p.n_copies, 1);
+  EXPECT_EQ(one.p.FindCopies("pp"), nullptr);
+  TwoMatmuls t({Gpu("G", 100), Cpu()}, "G", "CPU", 64);
+  MemoryPlan mem4;
+  run(4, t, &mem4);
+  const Graph& g = t.m.prefill;
+  EXPECT_EQ(t.p.n_copies, 4);
+  const GraphCopies* gc = t.p.FindCopies("pp");
+  ASSERT_NE(gc, nullptr);
+  ASSERT_EQ(gc->inputs.size(), 1u);
+  EXPECT_EQ(gc->inputs[0].tensor, t.x);
+  ASSERT_EQ(gc->inputs[0].copies.size(), 4u);
+  EXPECT_EQ(gc->inputs[0].copies[0], t.x);
+  for (int c = 1; c < 4; ++c) {
+    const Tensor& x = g.tensors[gc->inputs[0].copies[c]];
+    EXPECT_EQ(x.name, "CPU#x#" + std::to_string(c));
+    EXPECT_EQ(x.kind, TensorKind::kSplitCopy);
+    EXPECT_EQ(t.p.backends[x.backend].name, "CPU");
+  }
+  ASSERT_EQ(g.splits.size(), 2u);
+  ASSERT_EQ(gc->splits.size(), 2u);
+  for (size_t s = 0; s < 2; ++s) {
+    ASSERT_EQ(gc->splits[s].size(), 1u);
+    const TensorCopies& tc = gc->splits[s][0];
+    EXPECT_EQ(tc.tensor, g.splits[s].inputs[0].first);
+    ASSERT_EQ(tc.copies.size(), 4u);
+    EXPECT_EQ(tc.copies[0], g.splits[s].inputs[0].second);
+    const std::string prefix = s == 0 ? "G#x#" : "CPU#y-0#";
+    for (int c = 0; c < 4; ++c) EXPECT_EQ(g.tensors[tc.copies[c]].name, prefix + std::to_string(c));
+  }
+  EXPECT_EQ(g.tensors[t.y].srcs[1], gc->splits[0][0].copies[0]);  // nodes read copy 0
+  // Sizes by hand: x, its copies, y and z are [64, 64] F32 = 16384 bytes (alignment 32).
+  // n_copies 1: G holds G#x#0 and y (32768); the CPU x (never freed: its last reader is the copy),
+  // CPU#y-0#0 and z (49152).
+  EXPECT_EQ(compute(one, mem1, "G"), 32768u);
+  EXPECT_EQ(compute(one, mem1, "CPU"), 49152u);
+  // n_copies 4: G holds G#x#0..3 and y (5 * 16384); the CPU x and CPU#x#1..3, CPU#y-0#0..3 and
+  // z (9 * 16384).
+  EXPECT_EQ(compute(t, mem4, "G"), 5u * 16384);
+  EXPECT_EQ(compute(t, mem4, "CPU"), 9u * 16384);
+  // Every copy has its own bytes: the four instances of x are at distinct offsets of the same buffer.
+  std::set<uint64_t> offsets;
+  for (int c : gc->inputs[0].copies) {
+    EXPECT_EQ(g.tensors[c].buffer, g.tensors[t.x].buffer);
+    offsets.insert(g.tensors[c].offset);
+  }
+  EXPECT_EQ(offsets.size(), 4u);
+}
+
+TEST(PipelineParallelism, RefusesMoreThanFourCopies) {
+  TwoMatmuls t({Gpu("G", 100), Cpu()}, "G", "CPU", 64);
+  SchedulerOptions so;
+  so.n_copies = 5;
+  Status s = ScheduleGraph(t.m.prefill, t.m, t.ds, t.lm, &t.p, so);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("n_copies 5"), std::string::npos) << s.message();
 }
 
 }  // namespace

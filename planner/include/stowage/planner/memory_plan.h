@@ -11,6 +11,10 @@
 // - Compute: one arena per distinct compute buft of the backends; each graph's intermediates get
 //   offsets from a liveness scan of the worst-case graph (a tensor is live from its producer to its
 //   last consumer; views alias their owner); the arena is the max over the pp and tg graphs.
+//   With pipeline parallelism (Placement::n_copies > 1, ggml_backend_sched_new(parallel = true)),
+//   every instance of every graph input and split input (Placement::copies) is allocated first,
+//   graph inputs before split inputs, copy 0..n-1 each, and never freed (ggml flags them INPUT and
+//   OUTPUT), so the compute buffers hold all copies at once (ggml-alloc's reserve, FEB25).
 // - Output: logits buffer n_vocab * max(n_batch, n_outputs) * 4 bytes in the host buft of the output
 //   layer's device (CUDA_Host) when it has one, else the CPU buft (llama_output_reserve).
 // Zero-size buffers are not created.

@@ -48,6 +48,8 @@ struct PlacementOutcome {
 };
 
 /// Runs the whole pipeline on `m` (its graphs are modified: backends, splits, copies, offsets).
+/// Pipeline parallelism follows llama.cpp's rule (PipelineParallelism, scheduler.h); its decision
+/// is the last --explain record (PipelineExplain) and Placement::n_copies.
 /// `machine` is every device of the (real or described) machine; see MakeDeviceSet.
 /// Errors: those of each pass, one line each.
 Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceManifest>& machine,
@@ -56,7 +58,8 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
 /// The load-time report in llama.cpp's formats (FEB25): "using device" lines (model devices),
 /// "layer %3d assigned to device %s", the "cannot be used with preferred buffer type" line,
 /// "offloading ..." lines (only when there are model devices), "%12s model buffer size = %8.2f MiB",
-/// "%10s KV buffer size", "KV self size", "%10s  output buffer size", "%10s compute buffer size"
+/// "%10s KV buffer size", "KV self size", "%10s  output buffer size", "pipeline parallelism enabled
+/// (n_copies=%d)" (only when n_copies > 1), "%10s compute buffer size"
 /// (backends with more than one byte, each buffer once), "graph nodes" and
 /// "graph splits = P (with bs=B), T (with bs=1)". One line per string, without newline.
 std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcome& o, const PlacementOptions& opt);

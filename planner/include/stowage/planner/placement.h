@@ -78,6 +78,30 @@ struct ExplainEntry {
   std::vector<std::string> rejected;  ///< "<buft>: <reason>"
 };
 
+/// Pipeline-parallelism copies of one tensor of a graph (ggml_backend_sched with n_copies > 1,
+/// ggml_backend_sched_split_graph pass 5, FEB25; reference/llamacpp-placement.md §3.3): ggml keeps
+/// n_copies instances so that graph compute i+1 can fill its inputs while graph compute i still
+/// reads copy i % n_copies. All instances have the source's type and shape (ggml_dup_tensor_layout),
+/// live in `backend`'s compute buffer for the whole graph (ggml flags them INPUT and OUTPUT: never
+/// freed) and are allocated before every other tensor of the graph.
+struct TensorCopies {
+  int tensor = -1;          ///< graph tensor id of the source (a graph input, or a split input's source)
+  int backend = -1;         ///< index into Placement::backends: the backend whose buffer holds them
+  std::vector<int> copies;  ///< n_copies graph tensor ids; copies[c] is copy c (cur_copy 0 when
+                            ///< the plan was made: the nodes read copies[0]). For a graph input,
+                            ///< copies[0] is the input itself and copy c > 0 is a kSplitCopy tensor
+                            ///< named "<backend>#<input>#<c>"; for a split input, every copy is a
+                            ///< kSplitCopy named "<split backend>#<source>#<c>" and copies[0] is
+                            ///< Split::inputs[k].second.
+};
+
+/// The copies the scheduler made for one graph when n_copies > 1 (empty lists when n_copies is 1).
+struct GraphCopies {
+  std::string graph;                             ///< Graph::name ("pp", "tg")
+  std::vector<TensorCopies> inputs;              ///< graph inputs in the order pass 5 meets them
+  std::vector<std::vector<TensorCopies>> splits; ///< per split, per Split::inputs entry
+};
+
 struct Placement {
   std::vector<PlacedDevice> devices;
   std::vector<PlacedBuft> bufts;
@@ -86,6 +110,17 @@ struct Placement {
   bool use_mmap = true;
   std::vector<ExplainEntry> explain;
   std::vector<std::string> log;         ///< llama.cpp-style lines ("layer   0 assigned to device CPU", ...)
+  /// ggml_backend_sched's n_copies: 4 (GGML_SCHED_MAX_COPIES) with pipeline parallelism, else 1
+  /// (PipelineParallelism, scheduler.h). Set by ScheduleGraph from SchedulerOptions::n_copies.
+  int n_copies = 1;
+  std::vector<GraphCopies> copies;      ///< one per scheduled graph when n_copies > 1
+
+  /// The copies of graph `graph` ("pp", "tg"); null when it has none (n_copies 1).
+  const GraphCopies* FindCopies(const std::string& graph) const {
+    for (const auto& c : copies)
+      if (c.graph == graph) return &c;
+    return nullptr;
+  }
 
   int FindBuft(const std::string& name) const {
     for (size_t i = 0; i < bufts.size(); ++i)

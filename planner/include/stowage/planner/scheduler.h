@@ -16,7 +16,11 @@
 //   pass 5: a new split where the backend changes (or a weight in an unusable buffer arrives in a
 //           split that already has inputs); a source the split backend cannot read is copied into
 //           it once per (source, backend): a SplitCopy tensor named "<backend>#<src>#0" is added
-//           to the graph and the consumers' srcs are rewritten to it.
+//           to the graph and the consumers' srcs are rewritten to it. With n_copies > 1 (pipeline
+//           parallelism) every such copy exists n_copies times ("<backend>#<src>#<c>", c = 0..3)
+//           and every graph input a node reads gets n_copies - 1 more instances on its own
+//           backend ("<backend>#<input>#<c>", c = 1..3; the input itself is copy 0); the nodes
+//           read copy 0 (ggml's cur_copy when llama.cpp reserves). Placement::copies lists them.
 #pragma once
 
 #include <string>
@@ -32,7 +36,31 @@ struct SchedulerOptions {
   bool op_offload = true;   ///< --no-op-offload turns it off (llama.cpp #13386)
   bool offload_kqv = true;  ///< false (-nkvo): pin kqv_merged_cont to the CPU
   bool full_offload = false;  ///< n_gpu_layers > n_layer: pin norm nodes to their layer's device
+  /// ggml_backend_sched n_copies: 1, or 4 with pipeline parallelism (PipelineParallelism below).
+  /// Valid: 1 to 4 (GGML_SCHED_MAX_COPIES); ScheduleGraph refuses other values.
+  int n_copies = 1;
 };
+
+/// Whether llama.cpp enables pipeline parallelism, and the resulting n_copies.
+struct PipelineDecision {
+  int n_copies = 1;    ///< 4 (GGML_SCHED_MAX_COPIES) when enabled, else 1
+  std::string reason;  ///< in words: the first condition that fails, or the conditions that hold
+};
+
+/// llama.cpp's rule (llama_init_from_model, FEB25 src/llama.cpp; reference §2.7): pipeline
+/// parallelism (n_copies = 4) iff more than one model device (ds.n_model > 1), n_gpu_layers >
+/// n_layer (the output layer is offloaded too), split mode layer, offload_kqv (no -nkvo), and the
+/// device of every backend that is not of type CPU (model devices and ACCEL devices such as BLAS)
+/// has caps async and events. FEB25 has no tensor-override condition; DEC25 also turns it off
+/// when -ot is given, and retries without it when the pp reserve fails — neither is followed
+/// (plans are FEB25's). Never fails.
+PipelineDecision PipelineParallelism(const DeviceSet& ds, uint32_t n_layer, int n_gpu_layers, SplitMode split_mode,
+                                     bool offload_kqv);
+
+/// The --explain record of a decision, appended after the node records: graph "sched", subject
+/// "n_copies", buft the number ("4"), device "all backends", rule "pipeline parallelism enabled
+/// (n_copies=4): ..." or "pipeline parallelism off (n_copies=1): <reason>", code kUnset.
+ExplainEntry PipelineExplain(const PipelineDecision& d);
 
 /// Assigns Tensor::backend / Tensor::cause to every tensor of `g` (a freshly built graph: a graph
 /// that already has split copies is refused with kFailedPrecondition), fills g.splits, adds the split
@@ -40,7 +68,9 @@ struct SchedulerOptions {
 /// weights and KV cache placed (Placement::global_buft). The graph is evaluated at its worst case
 /// (Graph::WorstCase) for shapes and batch sizes. Errors: a pre-allocated tensor no backend can run
 /// ("pre-allocated tensor (X) in a buffer (B) that cannot run the operation (OP)"), a node left
-/// without backend (no CPU fallback).
+/// without backend (no CPU fallback), opt.n_copies outside [1, 4] (kInvalidArgument). Sets
+/// p->n_copies = opt.n_copies and, when it is > 1, replaces p->copies' entry of g.name with the
+/// graph's copies (ggml_backend_sched_split_graph, FEB25).
 Status ScheduleGraph(Graph& g, const ModelGraphs& m, const DeviceSet& ds, const LayerMap& lm, Placement* p,
                      const SchedulerOptions& opt);
 

@@ -14,8 +14,8 @@
 //
 // The earlier steps are re-run with their recorded options (the planner is deterministic) and
 // their outcome is checked against what they wrote on the IR (stowage.layers, place.buft of
-// weights and caches, the place.split regions, stowage.buffers): an IR edited between passes is
-// an error naming the first difference, never silently replanned.
+// weights and caches, the place.split regions, stowage.n_copies, stowage.buffers): an IR edited
+// between passes is an error naming the first difference, never silently replanned.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +40,9 @@ inline constexpr llvm::StringLiteral kPlanOptionsAttr = "stowage.plan";
 inline constexpr llvm::StringLiteral kLayersAttr = "stowage.layers";
 inline constexpr llvm::StringLiteral kMovedAttr = "stowage.moved";
 inline constexpr llvm::StringLiteral kBuffersAttr = "stowage.buffers";
+/// Written by stowage-schedule: ggml_backend_sched's n_copies (4 with pipeline parallelism,
+/// planner::PipelineParallelism, else 1).
+inline constexpr llvm::StringLiteral kNCopiesAttr = "stowage.n_copies";
 /// Op attributes of stowage-plan-memory: index into stowage.buffers and byte offset in it.
 inline constexpr llvm::StringLiteral kBufferAttr = "stowage.buffer";
 inline constexpr llvm::StringLiteral kOffsetAttr = "stowage.offset";
