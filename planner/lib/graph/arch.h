@@ -74,6 +74,17 @@ enum class NormKind { kLayer, kRms };
 enum class FfnOp { kSilu, kGelu, kSwiglu };
 enum class FfnGate { kSeq, kPar };
 
+/// The attention weights of a llama-style block (load_tensors, LLM_ARCH_LLAMA / GEMMA / QWEN2), created
+/// in this order: attn_norm [n_embd] (consumed by MUL), attn_q [n_embd, n_embd_q], attn_k
+/// [n_embd, n_embd_k], attn_v [n_embd, n_embd_v], attn_output [n_embd_q, n_embd] (MUL_MAT), all
+/// required, layer il (repeating). The caller passes each architecture's widths (llama: n_embd_q =
+/// n_embd_head_k * n_head, k/v: n_embd_{k,v}_gqa; qwen2: n_embd and n_embd_v_gqa for both k and v).
+void LoadAttentionWeights(WeightLoader& wl, LayerWeights& l, int il, int64_t n_embd, int64_t n_embd_q,
+                          int64_t n_embd_k, int64_t n_embd_v);
+/// The q/k/v biases in this order: attn_q.bias [n_embd], attn_k.bias and attn_v.bias [n_embd_gqa]
+/// (load_tensors: optional for llama, `flags` kNotRequired; required for qwen2, `flags` 0).
+void LoadQkvBiases(WeightLoader& wl, LayerWeights& l, int il, int64_t n_embd, int64_t n_embd_gqa, unsigned flags);
+
 /// llm_build_inp_embd: inp_tokens (I32 [n_tokens]) -> GET_ROWS(tok_embd) named "inp_embd".
 int BuildInpEmbd(GraphBuilder& b, int tok_embd);
 /// build_inp_pos: "inp_pos" I32 [n_tokens].
@@ -110,6 +121,25 @@ int BuildRopeFactors(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& 
 /// kqv_merged, kqv_merged_cont, wo, wo_b as kqv_wo) and names the result "kqv_out".
 int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, int v_cur, int q_cur, int kq_mask,
             float kq_scale, int il);
+/// The q, k, v projections of build_llama / build_gemma / build_qwen2 in this order:
+/// BuildMatMulBias(wq, bq) "Qcur", (wk, bk) "Kcur", (wv, bv) "Vcur" of `cur` (a bias of -1: none).
+void BuildQkv(GraphBuilder& b, const LayerWeights& l, int cur, int il, int* q, int* k, int* v);
+/// ROPE_EXT of `x` reshaped to [head_dim, n_heads, n_tokens, 1] at positions `inp_pos` with freq
+/// factors `rope_factors` (-1: none), named `name`: the Qcur / Kcur rope of the llama-style builders.
+int BuildRopeHeads(GraphBuilder& b, int x, int64_t head_dim, int64_t n_heads, int inp_pos, int rope_factors,
+                   const RopeConfig& rc, const char* name, int il);
+/// The last layer's "skip computing output for unused tokens" of every build_<arch>: when il is the
+/// last layer, *cur and then *residual become GET_ROWS of themselves by the inp_out_ids input
+/// (BuildInpOutIds); other layers leave both unchanged.
+void SkipUnusedOutputs(GraphBuilder& b, const ModelGraphs& m, int il, int* cur, int* residual);
+/// The layer of build_llama and build_qwen2 up to the FFN norm, node for node: attn_norm (RMS),
+/// the rope factors (BuildRopeFactors, after attn_norm: -1 when the layer has none, as qwen2), BuildQkv,
+/// BuildRopeHeads of Q (n_head heads) and K (n_head_kv heads) of `head_dim`, BuildKv with l.wo, l.bo
+/// and `kq_scale`, SkipUnusedOutputs, ffn_inp = ADD(attention, layer input) named "ffn_inp", and
+/// ffn_norm (RMS). Returns ffn_norm; *ffn_inp gets the residual for the FFN.
+int BuildLlamaAttentionBlock(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& l, int il, int inpL,
+                             int inp_pos, int kq_mask, const RopeConfig& rc, int64_t head_dim, float kq_scale,
+                             int* ffn_inp);
 /// Final llm_build_norm (named "result_norm") and lm_head (named "result_output", graph output).
 int BuildOutput(GraphBuilder& b, const ModelGraphs& m, const ModelWeights& w, int x, NormKind kind);
 

@@ -1,5 +1,7 @@
 // Shared pieces of llama.cpp's llm_build_context (Feb 2025 src/llama.cpp): graph inputs,
-// llm_build_norm, llm_build_ffn, llm_build_moe_ffn, llm_build_kv (+ kv_store, kqv), the output.
+// llm_build_norm, llm_build_ffn, llm_build_moe_ffn, llm_build_kv (+ kv_store, kqv), the output; and
+// the pieces several build_<arch> / load_tensors cases repeat (attention weights, q/k/v + rope, the
+// last layer's output rows, the llama/qwen2 attention block).
 #include <algorithm>
 #include <cmath>
 
@@ -13,6 +15,23 @@ DimExpr K(int64_t v) { return DimExpr::Const(v); }
 
 int CacheGlobal(const ModelGraphs& m, bool k, int il) {
   return m.FindGlobal((k ? "cache_k_l" : "cache_v_l") + std::to_string(il));
+}
+
+void LoadAttentionWeights(WeightLoader& wl, LayerWeights& l, int il, int64_t n_embd, int64_t n_embd_q,
+                          int64_t n_embd_k, int64_t n_embd_v) {
+  const auto R = LayerClass::kRepeating;
+  l.attn_norm = wl.Create(Blk(il, "attn_norm.weight"), {n_embd}, il, R, GgmlOp::MUL);
+  l.wq = wl.Create(Blk(il, "attn_q.weight"), {n_embd, n_embd_q}, il, R, GgmlOp::MUL_MAT);
+  l.wk = wl.Create(Blk(il, "attn_k.weight"), {n_embd, n_embd_k}, il, R, GgmlOp::MUL_MAT);
+  l.wv = wl.Create(Blk(il, "attn_v.weight"), {n_embd, n_embd_v}, il, R, GgmlOp::MUL_MAT);
+  l.wo = wl.Create(Blk(il, "attn_output.weight"), {n_embd_q, n_embd}, il, R, GgmlOp::MUL_MAT);
+}
+
+void LoadQkvBiases(WeightLoader& wl, LayerWeights& l, int il, int64_t n_embd, int64_t n_embd_gqa, unsigned flags) {
+  const auto R = LayerClass::kRepeating;
+  l.bq = wl.Create(Blk(il, "attn_q.bias"), {n_embd}, il, R, GgmlOp::MUL_MAT, flags);
+  l.bk = wl.Create(Blk(il, "attn_k.bias"), {n_embd_gqa}, il, R, GgmlOp::MUL_MAT, flags);
+  l.bv = wl.Create(Blk(il, "attn_v.bias"), {n_embd_gqa}, il, R, GgmlOp::MUL_MAT, flags);
 }
 
 int BuildInpEmbd(GraphBuilder& b, int tok_embd) {
@@ -231,6 +250,48 @@ int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, 
     cur = b.Add(cur, b.Global(wo_b));
   }
   b.Name(cur, "kqv_out", il);
+  return cur;
+}
+
+void BuildQkv(GraphBuilder& b, const LayerWeights& l, int cur, int il, int* q, int* k, int* v) {
+  *q = BuildMatMulBias(b, l.wq, l.bq, cur, "Qcur", il);
+  *k = BuildMatMulBias(b, l.wk, l.bk, cur, "Kcur", il);
+  *v = BuildMatMulBias(b, l.wv, l.bv, cur, "Vcur", il);
+}
+
+int BuildRopeHeads(GraphBuilder& b, int x, int64_t head_dim, int64_t n_heads, int inp_pos, int rope_factors,
+                   const RopeConfig& rc, const char* name, int il) {
+  const int cur = b.RopeExt(b.Reshape(x, {K(head_dim), K(n_heads), kT, kC1}), inp_pos, rope_factors, rc);
+  b.Name(cur, name, il);
+  return cur;
+}
+
+void SkipUnusedOutputs(GraphBuilder& b, const ModelGraphs& m, int il, int* cur, int* residual) {
+  if (il != static_cast<int>(m.hp.n_layer) - 1) return;
+  const int ids = BuildInpOutIds(b);
+  *cur = b.GetRows(*cur, ids);
+  *residual = b.GetRows(*residual, ids);
+}
+
+int BuildLlamaAttentionBlock(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& l, int il, int inpL,
+                             int inp_pos, int kq_mask, const RopeConfig& rc, int64_t head_dim, float kq_scale,
+                             int* ffn_inp) {
+  const HParams& hp = m.hp;
+  int inpSA = inpL;
+  int cur = BuildNorm(b, inpL, l.attn_norm, -1, NormKind::kRms, hp.f_norm_rms_eps, il);
+  b.Name(cur, "attn_norm", il);
+  // self-attention; rope freq factors for llama 3 (none for llama 2 and qwen2)
+  const int rope_factors = BuildRopeFactors(b, m, l);
+  int Q = -1, Kc = -1, V = -1;
+  BuildQkv(b, l, cur, il, &Q, &Kc, &V);
+  Q = BuildRopeHeads(b, Q, head_dim, hp.n_head, inp_pos, rope_factors, rc, "Qcur", il);
+  Kc = BuildRopeHeads(b, Kc, head_dim, hp.n_head_kv, inp_pos, rope_factors, rc, "Kcur", il);
+  cur = BuildKv(b, m, l.wo, l.bo, Kc, V, Q, kq_mask, kq_scale, il);
+  SkipUnusedOutputs(b, m, il, &cur, &inpSA);
+  *ffn_inp = b.Add(cur, inpSA);
+  b.Name(*ffn_inp, "ffn_inp", il);
+  cur = BuildNorm(b, *ffn_inp, l.ffn_norm, -1, NormKind::kRms, hp.f_norm_rms_eps, il);
+  b.Name(cur, "ffn_norm", il);
   return cur;
 }
 

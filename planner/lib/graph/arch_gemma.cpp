@@ -21,11 +21,7 @@ Status LoadGemmaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
   w.layers.resize(hp.n_layer);
   for (int il = 0; il < L; ++il) {
     LayerWeights& l = w.layers[il];
-    l.attn_norm = wl.Create(Blk(il, "attn_norm.weight"), {n_embd}, il, R, GgmlOp::MUL);
-    l.wq = wl.Create(Blk(il, "attn_q.weight"), {n_embd, n_embd_q}, il, R, GgmlOp::MUL_MAT);
-    l.wk = wl.Create(Blk(il, "attn_k.weight"), {n_embd, hp.n_embd_k_gqa()}, il, R, GgmlOp::MUL_MAT);
-    l.wv = wl.Create(Blk(il, "attn_v.weight"), {n_embd, hp.n_embd_v_gqa()}, il, R, GgmlOp::MUL_MAT);
-    l.wo = wl.Create(Blk(il, "attn_output.weight"), {n_embd_q, n_embd}, il, R, GgmlOp::MUL_MAT);
+    LoadAttentionWeights(wl, l, il, n_embd, n_embd_q, hp.n_embd_k_gqa(), hp.n_embd_v_gqa());
     l.ffn_norm = wl.Create(Blk(il, "ffn_norm.weight"), {n_embd}, il, R, GgmlOp::MUL);
     l.ffn_gate = wl.Create(Blk(il, "ffn_gate.weight"), {n_embd, n_ff}, il, R, GgmlOp::MUL_MAT);
     l.ffn_up = wl.Create(Blk(il, "ffn_up.weight"), {n_embd, n_ff}, il, R, GgmlOp::MUL_MAT);
@@ -37,8 +33,6 @@ Status LoadGemmaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
 Status BuildGemmaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
   const HParams& hp = m.hp;
   const int64_t hk = hp.n_embd_head_k;
-  const DimExpr T = DimExpr::Tokens(), C1 = DimExpr::Const(1);
-  auto K = [](int64_t v) { return DimExpr::Const(v); };
   const RopeConfig rc = MakeRopeConfig(m);
 
   int inpL = BuildInpEmbd(b, w.tok_embd);
@@ -52,25 +46,14 @@ Status BuildGemmaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
     const LayerWeights& l = w.layers[il];
     int cur = BuildNorm(b, inpL, l.attn_norm, -1, NormKind::kRms, hp.f_norm_rms_eps, il);
     b.Name(cur, "attn_norm", il);
-    int Q = b.MulMat(b.Global(l.wq), cur);
-    b.Name(Q, "Qcur", il);
-    int Kc = b.MulMat(b.Global(l.wk), cur);
-    b.Name(Kc, "Kcur", il);
-    const int V = b.MulMat(b.Global(l.wv), cur);
-    b.Name(V, "Vcur", il);
-    Q = b.RopeExt(b.Reshape(Q, {K(hk), K(hp.n_head), T, C1}), inp_pos, -1, rc);
-    b.Name(Q, "Qcur", il);
+    int Q = -1, Kc = -1, V = -1;
+    BuildQkv(b, l, cur, il, &Q, &Kc, &V);  // no biases: plain MUL_MATs
+    Q = BuildRopeHeads(b, Q, hk, hp.n_head, inp_pos, -1, rc, "Qcur", il);
     Q = b.Scale(Q, 1.0f / std::sqrt(float(hk)));
     b.Name(Q, "Qcur_scaled", il);
-    Kc = b.RopeExt(b.Reshape(Kc, {K(hk), K(hp.n_head_kv), T, C1}), inp_pos, -1, rc);
-    b.Name(Kc, "Kcur", il);
+    Kc = BuildRopeHeads(b, Kc, hk, hp.n_head_kv, inp_pos, -1, rc, "Kcur", il);
     cur = BuildKv(b, m, l.wo, -1, Kc, V, Q, kq_mask, 1.0f, il);
-
-    if (il == L - 1) {  // skip computing output for unused tokens
-      const int ids = BuildInpOutIds(b);
-      cur = b.GetRows(cur, ids);
-      inpL = b.GetRows(inpL, ids);
-    }
+    SkipUnusedOutputs(b, m, il, &cur, &inpL);
     const int sa_out = b.Add(cur, inpL);
     b.Name(sa_out, "sa_out", il);
     cur = BuildNorm(b, sa_out, l.ffn_norm, -1, NormKind::kRms, hp.f_norm_rms_eps, il);

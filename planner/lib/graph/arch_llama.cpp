@@ -21,15 +21,9 @@ Status LoadLlamaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
   w.layers.resize(hp.n_layer);
   for (int il = 0; il < L; ++il) {
     LayerWeights& l = w.layers[il];
-    l.attn_norm = wl.Create(Blk(il, "attn_norm.weight"), {n_embd}, il, R, GgmlOp::MUL);
-    l.wq = wl.Create(Blk(il, "attn_q.weight"), {n_embd, n_embd_q}, il, R, GgmlOp::MUL_MAT);
-    l.wk = wl.Create(Blk(il, "attn_k.weight"), {n_embd, hp.n_embd_k_gqa()}, il, R, GgmlOp::MUL_MAT);
-    l.wv = wl.Create(Blk(il, "attn_v.weight"), {n_embd, hp.n_embd_v_gqa()}, il, R, GgmlOp::MUL_MAT);
-    l.wo = wl.Create(Blk(il, "attn_output.weight"), {n_embd_q, n_embd}, il, R, GgmlOp::MUL_MAT);
+    LoadAttentionWeights(wl, l, il, n_embd, n_embd_q, hp.n_embd_k_gqa(), hp.n_embd_v_gqa());
     // optional bias tensors (shapes as llama.cpp: n_embd for q/o, n_embd_gqa for k/v)
-    l.bq = wl.Create(Blk(il, "attn_q.bias"), {n_embd}, il, R, GgmlOp::MUL_MAT, kNotRequired);
-    l.bk = wl.Create(Blk(il, "attn_k.bias"), {n_embd_gqa}, il, R, GgmlOp::MUL_MAT, kNotRequired);
-    l.bv = wl.Create(Blk(il, "attn_v.bias"), {n_embd_gqa}, il, R, GgmlOp::MUL_MAT, kNotRequired);
+    LoadQkvBiases(wl, l, il, n_embd, n_embd_gqa, kNotRequired);
     l.bo = wl.Create(Blk(il, "attn_output.bias"), {n_embd}, il, R, GgmlOp::MUL_MAT, kNotRequired);
     l.ffn_norm = wl.Create(Blk(il, "ffn_norm.weight"), {n_embd}, il, R, GgmlOp::MUL);
     // Rope factors are requested by every layer and duplicated for il > 0 (llama.cpp PR #7447,
@@ -63,8 +57,6 @@ Status LoadLlamaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
 Status BuildLlamaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
   const HParams& hp = m.hp;
   const int64_t hk = hp.n_embd_head_k;
-  const DimExpr T = DimExpr::Tokens(), C1 = DimExpr::Const(1);
-  auto K = [](int64_t v) { return DimExpr::Const(v); };
   const float kq_scale = hp.f_attention_scale == 0.f ? 1.f / std::sqrt(float(hk)) : hp.f_attention_scale;
   const RopeConfig rc = MakeRopeConfig(m);
 
@@ -75,31 +67,8 @@ Status BuildLlamaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
   const int L = static_cast<int>(hp.n_layer);
   for (int il = 0; il < L; ++il) {
     const LayerWeights& l = w.layers[il];
-    int inpSA = inpL;
-    int cur = BuildNorm(b, inpL, l.attn_norm, -1, NormKind::kRms, hp.f_norm_rms_eps, il);
-    b.Name(cur, "attn_norm", il);
-
-    // self-attention; rope freq factors for llama 3 (none for llama 2)
-    const int rope_factors = BuildRopeFactors(b, m, l);
-    int Q = BuildMatMulBias(b, l.wq, l.bq, cur, "Qcur", il);
-    int Kc = BuildMatMulBias(b, l.wk, l.bk, cur, "Kcur", il);
-    const int V = BuildMatMulBias(b, l.wv, l.bv, cur, "Vcur", il);
-    Q = b.RopeExt(b.Reshape(Q, {K(hk), K(hp.n_head), T, C1}), inp_pos, rope_factors, rc);
-    b.Name(Q, "Qcur", il);
-    Kc = b.RopeExt(b.Reshape(Kc, {K(hk), K(hp.n_head_kv), T, C1}), inp_pos, rope_factors, rc);
-    b.Name(Kc, "Kcur", il);
-    cur = BuildKv(b, m, l.wo, l.bo, Kc, V, Q, kq_mask, kq_scale, il);
-
-    if (il == L - 1) {  // skip computing output for unused tokens
-      const int ids = BuildInpOutIds(b);
-      cur = b.GetRows(cur, ids);
-      inpSA = b.GetRows(inpSA, ids);
-    }
-    const int ffn_inp = b.Add(cur, inpSA);
-    b.Name(ffn_inp, "ffn_inp", il);
-
-    cur = BuildNorm(b, ffn_inp, l.ffn_norm, -1, NormKind::kRms, hp.f_norm_rms_eps, il);
-    b.Name(cur, "ffn_norm", il);
+    int ffn_inp = -1;
+    int cur = BuildLlamaAttentionBlock(b, m, l, il, inpL, inp_pos, kq_mask, rc, hk, kq_scale, &ffn_inp);
     if (l.ffn_gate_inp < 0) {
       cur = BuildFfn(b, cur, l.ffn_up, l.ffn_up_b, l.ffn_gate, l.ffn_gate_b, l.ffn_down, l.ffn_down_b, FfnOp::kSilu,
                      FfnGate::kPar, il);

@@ -130,11 +130,7 @@ Status BuildMambaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
     b.Name(cur, "mamba_out", il);
     // ---- end llm_build_mamba ----
 
-    if (il == L - 1) {  // skip computing output for unused tokens
-      const int ids = BuildInpOutIds(b);
-      cur = b.GetRows(cur, ids);
-      inpL = b.GetRows(inpL, ids);
-    }
+    SkipUnusedOutputs(b, m, il, &cur, &inpL);
     cur = b.Add(cur, inpL);
     b.Name(cur, "l_out", il);
     inpL = cur;

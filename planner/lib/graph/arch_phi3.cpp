@@ -76,11 +76,7 @@ Status BuildPhi3Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
     b.Name(Kc, "Kcur", il);
     cur = BuildKv(b, m, l.wo, l.bo, Kc, V, Q, kq_mask, 1.0f, il);
 
-    if (il == L - 1) {  // skip computing output for unused tokens
-      const int ids = BuildInpOutIds(b);
-      cur = b.GetRows(cur, ids);
-      residual = b.GetRows(residual, ids);
-    }
+    SkipUnusedOutputs(b, m, il, &cur, &residual);
     cur = b.Add(cur, residual);
     residual = cur;
     cur = BuildNorm(b, cur, l.ffn_norm, l.ffn_norm_b, NormKind::kRms, hp.f_norm_rms_eps, il);

@@ -13,44 +13,31 @@ namespace {
 void LoadQwen2Attention(WeightLoader& wl, const HParams& hp, LayerWeights& l, int il) {
   const int64_t n_embd = hp.n_embd, n_embd_gqa = hp.n_embd_v_gqa();
   const auto R = LayerClass::kRepeating;
-  l.attn_norm = wl.Create(Blk(il, "attn_norm.weight"), {n_embd}, il, R, GgmlOp::MUL);
-  l.wq = wl.Create(Blk(il, "attn_q.weight"), {n_embd, n_embd}, il, R, GgmlOp::MUL_MAT);
-  l.wk = wl.Create(Blk(il, "attn_k.weight"), {n_embd, n_embd_gqa}, il, R, GgmlOp::MUL_MAT);
-  l.wv = wl.Create(Blk(il, "attn_v.weight"), {n_embd, n_embd_gqa}, il, R, GgmlOp::MUL_MAT);
-  l.wo = wl.Create(Blk(il, "attn_output.weight"), {n_embd, n_embd}, il, R, GgmlOp::MUL_MAT);
-  l.bq = wl.Create(Blk(il, "attn_q.bias"), {n_embd}, il, R, GgmlOp::MUL_MAT);
-  l.bk = wl.Create(Blk(il, "attn_k.bias"), {n_embd_gqa}, il, R, GgmlOp::MUL_MAT);
-  l.bv = wl.Create(Blk(il, "attn_v.bias"), {n_embd_gqa}, il, R, GgmlOp::MUL_MAT);
+  LoadAttentionWeights(wl, l, il, n_embd, n_embd, n_embd_gqa, n_embd_gqa);
+  LoadQkvBiases(wl, l, il, n_embd, n_embd_gqa, kRequired);
   l.ffn_norm = wl.Create(Blk(il, "ffn_norm.weight"), {n_embd}, il, R, GgmlOp::MUL);
 }
 
-// build_qwen2 / build_qwen2moe up to the FFN norm: returns ffn_norm; *ffn_inp gets the residual.
-int BuildQwen2Attention(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& l, int il, int& inpL,
-                        int inp_pos, int kq_mask, const RopeConfig& rc, int* ffn_inp) {
-  const HParams& hp = m.hp;
-  const int64_t hd = hp.n_embd_head_v;
-  const DimExpr T = DimExpr::Tokens(), C1 = DimExpr::Const(1);
-  int inpSA = inpL;
-  int cur = BuildNorm(b, inpL, l.attn_norm, -1, NormKind::kRms, hp.f_norm_rms_eps, il);
-  b.Name(cur, "attn_norm", il);
-  int Q = BuildMatMulBias(b, l.wq, l.bq, cur, "Qcur", il);
-  int Kc = BuildMatMulBias(b, l.wk, l.bk, cur, "Kcur", il);
-  const int V = BuildMatMulBias(b, l.wv, l.bv, cur, "Vcur", il);
-  Q = b.RopeExt(b.Reshape(Q, {DimExpr::Const(hd), DimExpr::Const(hp.n_head), T, C1}), inp_pos, -1, rc);
-  b.Name(Q, "Qcur", il);
-  Kc = b.RopeExt(b.Reshape(Kc, {DimExpr::Const(hd), DimExpr::Const(hp.n_head_kv), T, C1}), inp_pos, -1, rc);
-  b.Name(Kc, "Kcur", il);
-  cur = BuildKv(b, m, l.wo, l.bo, Kc, V, Q, kq_mask, 1.0f / std::sqrt(float(hd)), il);
-  if (il == static_cast<int>(hp.n_layer) - 1) {  // skip computing output for unused tokens
-    const int ids = BuildInpOutIds(b);
-    cur = b.GetRows(cur, ids);
-    inpSA = b.GetRows(inpSA, ids);
+// build_qwen2 / build_qwen2moe, which differ only in the FFN: the inputs; per layer the attention
+// block up to the FFN norm (BuildLlamaAttentionBlock without rope factors, head size n_embd_head_v,
+// kq_scale 1/sqrt(head size)), then `ffn(l, cur = ffn_norm output, ffn_inp = residual, il)`, which
+// returns the layer output l_out; then the output.
+template <typename Ffn>
+Status BuildQwen2Layers(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w, Ffn ffn) {
+  const int64_t hd = m.hp.n_embd_head_v;
+  const RopeConfig rc = MakeRopeConfig(m);
+  int inpL = BuildInpEmbd(b, w.tok_embd);
+  const int inp_pos = BuildInpPos(b);
+  const int kq_mask = BuildInpKqMask(b, false);
+  for (int il = 0; il < static_cast<int>(m.hp.n_layer); ++il) {
+    const LayerWeights& l = w.layers[il];
+    int ffn_inp = -1;
+    const int cur = BuildLlamaAttentionBlock(b, m, l, il, inpL, inp_pos, kq_mask, rc, hd, 1.0f / std::sqrt(float(hd)),
+                                             &ffn_inp);
+    inpL = ffn(l, cur, ffn_inp, il);
   }
-  *ffn_inp = b.Add(cur, inpSA);
-  b.Name(*ffn_inp, "ffn_inp", il);
-  cur = BuildNorm(b, *ffn_inp, l.ffn_norm, -1, NormKind::kRms, hp.f_norm_rms_eps, il);
-  b.Name(cur, "ffn_norm", il);
-  return cur;
+  BuildOutput(b, m, w, inpL, NormKind::kRms);
+  return b.status();
 }
 
 }  // namespace
@@ -76,22 +63,13 @@ Status LoadQwen2Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
 }
 
 Status BuildQwen2Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
-  const RopeConfig rc = MakeRopeConfig(m);
-  int inpL = BuildInpEmbd(b, w.tok_embd);
-  const int inp_pos = BuildInpPos(b);
-  const int kq_mask = BuildInpKqMask(b, false);
-  for (int il = 0; il < static_cast<int>(m.hp.n_layer); ++il) {
-    const LayerWeights& l = w.layers[il];
-    int ffn_inp = -1;
-    int cur = BuildQwen2Attention(b, m, l, il, inpL, inp_pos, kq_mask, rc, &ffn_inp);
+  return BuildQwen2Layers(b, m, w, [&b](const LayerWeights& l, int cur, int ffn_inp, int il) {
     cur = BuildFfn(b, cur, l.ffn_up, -1, l.ffn_gate, -1, l.ffn_down, -1, FfnOp::kSilu, FfnGate::kPar, il);
     b.Name(cur, "ffn_out", il);
     cur = b.Add(cur, ffn_inp);
     b.Name(cur, "l_out", il);
-    inpL = cur;
-  }
-  BuildOutput(b, m, w, inpL, NormKind::kRms);
-  return b.status();
+    return cur;
+  });
 }
 
 Status LoadQwen2MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
@@ -123,16 +101,10 @@ Status LoadQwen2MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w)
 }
 
 Status BuildQwen2MoeGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
-  const RopeConfig rc = MakeRopeConfig(m);
-  int inpL = BuildInpEmbd(b, w.tok_embd);
-  const int inp_pos = BuildInpPos(b);
-  const int kq_mask = BuildInpKqMask(b, false);
-  for (int il = 0; il < static_cast<int>(m.hp.n_layer); ++il) {
-    const LayerWeights& l = w.layers[il];
-    int ffn_inp = -1;
-    const int cur = BuildQwen2Attention(b, m, l, il, inpL, inp_pos, kq_mask, rc, &ffn_inp);
-    int moe_out = BuildMoeFfn(b, cur, l.ffn_gate_inp, l.ffn_up_exps, l.ffn_gate_exps, l.ffn_down_exps, m.hp.n_expert,
-                              m.hp.n_expert_used, FfnOp::kSilu, /*norm_w=*/false, il);
+  const HParams& hp = m.hp;
+  return BuildQwen2Layers(b, m, w, [&b, &hp](const LayerWeights& l, int cur, int ffn_inp, int il) {
+    int moe_out = BuildMoeFfn(b, cur, l.ffn_gate_inp, l.ffn_up_exps, l.ffn_gate_exps, l.ffn_down_exps, hp.n_expert,
+                              hp.n_expert_used, FfnOp::kSilu, /*norm_w=*/false, il);
     // llama.cpp names `cur` (the ffn_norm output) "ffn_moe_out" here, not moe_out; mirrored.
     b.Name(cur, "ffn_moe_out", il);
     // FFN shared expert
@@ -149,10 +121,8 @@ Status BuildQwen2MoeGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w
     b.Name(moe_out, "ffn_out", il);
     const int out = b.Add(moe_out, ffn_inp);
     b.Name(out, "l_out", il);
-    inpL = out;
-  }
-  BuildOutput(b, m, w, inpL, NormKind::kRms);
-  return b.status();
+    return out;
+  });
 }
 
 }  // namespace stowage::planner
