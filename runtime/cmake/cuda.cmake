@@ -7,11 +7,17 @@
 add_library(stowage_row_split STATIC ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/row_split.cpp)
 target_include_directories(stowage_row_split PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda)
 stowage_warnings(stowage_row_split)
+# The kernels' per-element arithmetic and indexing (cuda_math.h, __host__ __device__ inline
+# functions): header-only, built by the C++ compiler too, so test/unit/backends/cuda_math_test.cpp
+# checks it against the CPU backend on machines without CUDA.
+add_library(stowage_cuda_math INTERFACE)
+target_include_directories(stowage_cuda_math INTERFACE ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda)
 if(STOWAGE_HAVE_CUDA)
   set(stowage_cuda_dir ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda)
   add_library(stowage_cuda STATIC ${stowage_cuda_dir}/cuda_backend.cpp ${stowage_cuda_dir}/kernels.cu)
   target_include_directories(stowage_cuda PUBLIC ${stowage_cuda_dir} ${CMAKE_CURRENT_SOURCE_DIR}/src/executor)
-  target_link_libraries(stowage_cuda PUBLIC stowage_base stowage_cpu stowage_row_split CUDA::cudart PRIVATE CUDA::cublas)
+  target_link_libraries(stowage_cuda PUBLIC stowage_base stowage_cpu stowage_row_split stowage_cuda_math CUDA::cudart
+    PRIVATE CUDA::cublas)
   target_compile_options(stowage_cuda PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
     $<$<COMPILE_LANGUAGE:CUDA>:-O3>)

@@ -414,6 +414,119 @@ TEST_F(CudaOps, MulMatRowSplitWeights) {
   }
 }
 
+// Review fixes (each also emulated on the host by cuda_math_test):
+// - NORM in two passes: rows with a large mean lost their variance to E[x^2] - mean^2.
+// - Row kernels on a 1-D grid: more than 65535 rows in ne2 failed to launch with a (ne1, ne2, ne3) grid.
+TEST_F(CudaOps, NormLargeMeanAndManyRows) {
+  HostTensor a = test::RandomTensor(GgmlType::F32, {4096, 3, 1, 1}, 60);
+  for (int64_t i = 0; i < 3 * 4096; ++i) reinterpret_cast<float*>(a.bytes.data())[i] += 300.f;
+  HostTensor d = test::ZeroF32({4096, 3, 1, 1});
+  exec::NodeCall c = Call(GgmlOp::NORM, d.v, {a.v});
+  const float eps[1] = {1e-5f};
+  c.fparams = eps;
+  c.n_fparams = 1;
+  EXPECT_LT(Compare(c, {a.bytes.size()}, d, 1e-4, 1e-4), 1.0) << "NORM of rows with mean 300";
+  HostTensor many = test::RandomTensor(GgmlType::F32, {8, 2, 70000, 1}, 61);
+  for (GgmlOp op : {GgmlOp::RMS_NORM, GgmlOp::SOFT_MAX}) {
+    HostTensor dm = test::ZeroF32({8, 2, 70000, 1});
+    exec::NodeCall cm = Call(op, dm.v, {many.v});
+    const float fp[2] = {op == GgmlOp::SOFT_MAX ? 0.5f : 1e-5f, 0.f};
+    cm.fparams = fp;
+    cm.n_fparams = 2;
+    EXPECT_LT(Compare(cm, {many.bytes.size()}, dm, 1e-5, 1e-4), 1.0) << GgmlOpName(op) << " with 140000 rows";
+  }
+}
+
+// The mat-vec with more batch matrices than gridDim.z allows (several launches).
+TEST_F(CudaOps, MulMatVecBatchBeyondGridZ) {
+  HostTensor w = test::RandomTensor(GgmlType::Q8_0, {32, 3, 1, 1}, 62);
+  HostTensor x = test::RandomTensor(GgmlType::F32, {32, 1, 70001, 1}, 63);
+  HostTensor d = test::ZeroF32({3, 1, 70001, 1});
+  for (size_t i = 0; i < d.bytes.size() / 4; ++i) reinterpret_cast<float*>(d.bytes.data())[i] = NAN;
+  exec::NodeCall g = Call(GgmlOp::MUL_MAT, d.v, {w.v, x.v});
+  g.src[0] = Upload(w.v, w.bytes.size());
+  g.src[1] = Upload(x.v, x.bytes.size());
+  g.dst = Upload(d.v, d.bytes.size());
+  Status st = gpu_->Compute(g);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_TRUE(bufs_.back()->Read(0, d.bytes.data(), d.bytes.size()).ok());
+  std::vector<float> row(32);
+  ASSERT_TRUE(cpu::DequantizeRow(GgmlType::Q8_0, w.bytes.data() + 2 * w.v.nb[1], row.data(), 32).ok());
+  const float* xl = reinterpret_cast<const float*>(x.bytes.data() + 70000 * x.v.nb[2]);
+  double ref = 0;
+  for (int k = 0; k < 32; ++k) ref += double(row[k]) * xl[k];
+  const float got = reinterpret_cast<const float*>(d.bytes.data() + 70000 * d.v.nb[2])[2];
+  EXPECT_NEAR(got, ref, 1e-4) << "last batch matrix, last row";
+}
+
+// GET_ROWS with an index outside src0: a NaN row, and the device stays usable (no illegal address).
+TEST_F(CudaOps, GetRowsOutOfRangeIndex) {
+  HostTensor w = test::RandomTensor(GgmlType::Q8_0, {64, 2, 1, 1}, 64);
+  HostTensor ids;
+  ids.v.type = GgmlType::I32;
+  ids.v.ne[0] = 2;
+  cpu::SetContiguousStrides(ids.v);
+  const int32_t rows[2] = {1, 1000000};
+  ids.bytes.assign(reinterpret_cast<const uint8_t*>(rows), reinterpret_cast<const uint8_t*>(rows) + 8);
+  ids.v.data = ids.bytes.data();
+  HostTensor d = test::ZeroF32({64, 2, 1, 1});
+  exec::NodeCall g = Call(GgmlOp::GET_ROWS, d.v, {w.v, ids.v});
+  g.src[0] = Upload(w.v, w.bytes.size());
+  g.src[1] = Upload(ids.v, ids.bytes.size());
+  g.dst = Upload(d.v, d.bytes.size());
+  ASSERT_TRUE(gpu_->Compute(g).ok());
+  ASSERT_TRUE(gpu_->Synchronize().ok());
+  ASSERT_TRUE(bufs_.back()->Read(0, d.bytes.data(), d.bytes.size()).ok());
+  const float* out = reinterpret_cast<const float*>(d.bytes.data());
+  EXPECT_FALSE(std::isnan(out[0]));
+  EXPECT_TRUE(std::isnan(out[64]));
+}
+
+// New CUDA0 buffers are zeroed on the backend's stream (a cudaMemset on the legacy stream could land
+// after a Write on the non-blocking stream and erase it).
+TEST_F(CudaOps, NewBufferZeroedBeforeWrites) {
+  for (int rep = 0; rep < 20; ++rep) {
+    auto buf = gpu_->Allocate("CUDA0", 64 << 20, 256);
+    ASSERT_TRUE(buf.ok());
+    std::vector<uint8_t> pattern(4096, uint8_t(rep + 1)), back(8192, 0xEE);
+    ASSERT_TRUE((*buf)->Write((64 << 20) - 4096, pattern.data(), pattern.size()).ok());
+    ASSERT_TRUE((*buf)->Read((64 << 20) - 8192, back.data(), back.size()).ok());
+    for (size_t i = 0; i < 4096; ++i) ASSERT_EQ(back[i], 0) << "byte " << i << " not zeroed";
+    for (size_t i = 4096; i < 8192; ++i) ASSERT_EQ(back[i], uint8_t(rep + 1)) << "written byte " << i << " lost";
+  }
+}
+
+// The KV cache's transposed V store: F32 [n_tokens, n_embd] (a transposed view) into an F16 cache
+// view with nb0 = n_ctx * 2, bit for bit as the CPU.
+TEST_F(CudaOps, TransposedF16CacheStore) {
+  const int64_t n_embd = 24, n_tokens = 3, n_ctx = 32, kv_head = 7;
+  HostTensor v = test::RandomTensor(GgmlType::F32, {n_embd, n_tokens, 1, 1}, 65);
+  cpu::TensorView src = v.v;
+  src.ne[0] = n_tokens;
+  src.ne[1] = n_embd;
+  src.nb[0] = size_t(n_embd) * 4;
+  src.nb[1] = 4;
+  HostTensor cache = test::RandomTensor(GgmlType::F16, {n_ctx, n_embd, 1, 1}, 66), back = cache;
+  back.v.data = back.bytes.data();
+  cpu::TensorView view = cache.v;
+  view.ne[0] = n_tokens;
+  view.data = cache.bytes.data() + kv_head * 2;
+  exec::NodeCall c = Call(GgmlOp::CPY, view, {src});
+  exec::NodeCall g = c;
+  g.src[0] = Upload(v.v, v.bytes.size());
+  g.src[0].ne[0] = n_tokens;
+  g.src[0].ne[1] = n_embd;
+  g.src[0].nb[0] = src.nb[0];
+  g.src[0].nb[1] = 4;
+  cpu::TensorView dev_cache = Upload(cache.v, cache.bytes.size());
+  g.dst = view;
+  g.dst.data = static_cast<uint8_t*>(dev_cache.data) + kv_head * 2;
+  ASSERT_TRUE(gpu_->Compute(g).ok());
+  ASSERT_TRUE(bufs_.back()->Read(0, back.bytes.data(), back.bytes.size()).ok());
+  ASSERT_TRUE(cpu_->Compute(c).ok());
+  EXPECT_TRUE(back.bytes == cache.bytes) << "the GPU's F16 cache differs from the CPU's";
+}
+
 TEST_F(CudaOps, RefusesWhatItCannotRun) {
   HostTensor w = test::RandomTensor(GgmlType::IQ2_XXS, {256, 4, 1, 1}, 50);
   HostTensor x = test::RandomTensor(GgmlType::F32, {256, 2, 1, 1}, 51);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <string>
@@ -31,6 +32,21 @@ Status CudaStatus(cudaError_t e, const std::string& where) {
 Status CublasStatus(cublasStatus_t s, const std::string& where) {
   if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
   return Internal(where + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
+}
+
+/// A 2-D copy (`height` rows of `width` bytes at pitches dpitch / spitch) from device src_dev to
+/// device dst_dev on `stream`. There is no cudaMemcpy2DPeerAsync, and cudaMemcpy2DAsync between two
+/// devices needs peer access (which this backend does not enable): cudaMemcpy3DPeerAsync with depth
+/// 1, as ggml-cuda does for its split-buffer gathers.
+cudaError_t Memcpy2DPeerAsync(void* dst, int dst_dev, size_t dpitch, const void* src, int src_dev, size_t spitch,
+                              size_t width, size_t height, cudaStream_t stream) {
+  cudaMemcpy3DPeerParms p = {};
+  p.dstDevice = dst_dev;
+  p.dstPtr = make_cudaPitchedPtr(dst, dpitch, width, height);
+  p.srcDevice = src_dev;
+  p.srcPtr = make_cudaPitchedPtr(const_cast<void*>(src), spitch, width, height);
+  p.extent = make_cudaExtent(width, height, 1);
+  return cudaMemcpy3DPeerAsync(&p, stream);
 }
 
 Tv ToTv(const TensorView& t) {
@@ -77,6 +93,8 @@ struct DeviceCtx {
   /// Scratch slot `i` of at least `n` bytes (contents undefined). Growing waits for the stream.
   Result<void*> Scratch(int i, size_t n) {
     if (scratch_size[i] >= n && scratch[i]) return scratch[i];
+    // cudaMalloc / cudaFree act on the current device: make it this one whatever the caller set.
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), name + ": cudaSetDevice"));
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream), name + ": cudaStreamSynchronize"));
     if (scratch[i]) cudaFree(scratch[i]);
     scratch[i] = nullptr;
@@ -327,10 +345,14 @@ class CudaBackend final : public Backend {
     if (e != cudaSuccess)
       return ResourceExhausted(name_ + ": cudaMalloc of " + std::to_string(size) +
                                " bytes: " + cudaGetErrorString(e));
-    e = cudaMemset(p, 0, n);
+    // Zeroed on this backend's stream and waited for: a plain cudaMemset runs on the legacy default
+    // stream, which does not order against the non-blocking streams of the backends, so a later
+    // Write or kernel could run before the zeros land (and be overwritten by them).
+    e = cudaMemsetAsync(p, 0, n, ctx_->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(ctx_->stream);
     if (e != cudaSuccess) {
       cudaFree(p);
-      return CudaStatus(e, name_ + ": cudaMemset");
+      return CudaStatus(e, name_ + ": zeroing a new buffer (cudaMemsetAsync)");
     }
     return std::unique_ptr<Buffer>(new CudaBuffer(ctx_, static_cast<uint8_t*>(p), size));
   }
@@ -463,8 +485,12 @@ Status CudaBackend::Compute(const NodeCall& c) {
     case GgmlOp::GET_ROWS:
       if (!CudaSupportsWeightType(a.type) || b.type != GgmlType::I32 || !f32_dst)
         return Fail(op, "needs a dequantizable src0, I32 ids and an F32 dst", c);
-      if (d.ne[0] != a.ne[0] || d.ne[1] != b.ne[0] || d.ne[2] != b.ne[1] || d.ne[3] != b.ne[2])
-        return Bad(op, "dst shape must be [ne00, ne10, ne11, ne12]", c);
+      if (d.ne[0] != a.ne[0] || d.ne[1] != b.ne[0] || d.ne[2] != b.ne[1] || d.ne[3] != b.ne[2] || b.ne[3] != 1)
+        return Bad(op, "dst shape must be [ne00, ne10, ne11, ne12] with 3-D ids", c);
+      if ((a.ne[2] != b.ne[1] && a.ne[2] != 1) || (a.ne[3] != b.ne[2] && a.ne[3] != 1))
+        return Bad(op, "src0 dims 2 and 3 must equal the ids' dims 1 and 2, or be 1", c);
+      if (a.nb[0] != GetTypeTraits(a.type).type_size || a.ne[0] % GetTypeTraits(a.type).block_size != 0)
+        return Bad(op, "src0 rows must be contiguous whole blocks", c);
       e = cuda::GetRows(ToTv(a), ToTv(b), ToTv(d), ctx_->stream);
       break;
     case GgmlOp::MUL_MAT: {
@@ -534,13 +560,8 @@ Status CudaBackend::Compute(const NodeCall& c) {
           return Bad(op, "freq_factors must be F32 [>= n_dims/2]", c);
         ff = static_cast<const float*>(c.src[2].data);
       }
-      // ggml_rope_yarn_corr_dims (ggml.c).
-      auto corr = [&](float n_rot) {
-        return r.n_dims * std::log(n_ctx_orig / (n_rot * 2 * float(M_PI))) / (2 * std::log(freq_base));
-      };
-      r.corr_dims[0] = std::max(0.0f, std::floor(corr(beta_fast)));
-      r.corr_dims[1] = std::min(float(r.n_dims - 1), std::ceil(corr(beta_slow)));
-      r.theta_scale = std::pow(freq_base, -2.0f / r.n_dims);
+      cuda::RopeCorrDims(r.n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow, r.corr_dims);
+      r.theta_scale = cuda::RopeThetaScale(freq_base, r.n_dims);
       e = cuda::Rope(ToTv(a), static_cast<const int32_t*>(b.data), ff, ToTv(d), r, ctx_->stream);
       break;
     }
@@ -594,6 +615,13 @@ Status CudaBackend::MulMat(DeviceCtx& ctx, const TensorView& a, const TensorView
     return fail("src1 ne2/ne3 must be multiples of src0's");
   const auto& tr = GetTypeTraits(a.type);
   if (K % tr.block_size != 0) return fail("ne00 must be a multiple of the block size");
+  // The kernels and cuBLAS read each src0 row as consecutive elements / blocks (the permuted K and V
+  // views of the KV cache keep nb0 = element size; only their nb1, nb2 differ).
+  if (a.nb[0] != tr.type_size) return fail("src0 rows must be contiguous (nb00 = type size)");
+  constexpr uint64_t kIntMax = 2147483647;
+  if (uint64_t(K) > kIntMax || uint64_t(N) > kIntMax || uint64_t(M) > kIntMax ||
+      uint64_t(a.nb[1] / tr.type_size) > kIntMax || uint64_t(b.nb[1] / 4) > kIntMax || uint64_t(d.nb[1] / 4) > kIntMax)
+    return fail("dimensions or row strides beyond cuBLAS's int range");
   if (d.nb[0] != 4 || d.nb[1] % 4 != 0) return fail("dst must have nb0 = 4");
   if (d.nelements() == 0) return Status::Ok();
   if (a.data == nullptr || b.data == nullptr || d.data == nullptr) return fail("null data");
@@ -740,26 +768,33 @@ Status CudaBackend::MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const 
       d.nb[2] == d.nb[1] * static_cast<size_t>(d.ne[1]) && d.nb[3] == d.nb[2] * static_cast<size_t>(d.ne[2]);
   if (!dst_flat)
     return Unimplemented(where + ": dst must be contiguous over its rows (dst " + Shape(d) + ")");
+  // Peers first, the main device's own rows last, the main stream's waits for the peers after that:
+  // the peers start as soon as src1 is gathered and run while the main device multiplies its rows
+  // (issuing the waits inside the loop would serialize the devices). Every peer reads xm and writes
+  // its columns of dst; the main stream waits for all of them before later work (which may
+  // overwrite xm, or read dst) is queued.
+  auto slice_views = [&](const SplitSlice& s, TensorView* w, TensorView* dv) {
+    *w = a;
+    w->data = s.data;
+    w->ne[1] = s.hi - s.lo;
+    w->nb[2] = w->nb[1] * static_cast<size_t>(w->ne[1]);
+    w->nb[3] = w->nb[2];
+    *dv = d;  // columns [lo, hi) of each of the M dst rows
+    dv->data = static_cast<uint8_t*>(d.data) + s.lo * 4;
+    dv->ne[0] = s.hi - s.lo;
+    dv->ne[1] = M;
+    dv->ne[2] = dv->ne[3] = 1;
+    dv->nb[2] = dv->nb[1] * static_cast<size_t>(M);
+    dv->nb[3] = dv->nb[2];
+  };
+  std::vector<int> peers_used;
   for (const SplitSlice& s : *slices) {
-    TensorView w = a;
-    w.data = s.data;
-    w.ne[1] = s.hi - s.lo;
-    w.nb[2] = w.nb[1] * static_cast<size_t>(w.ne[1]);
-    w.nb[3] = w.nb[2];
-    TensorView dv = d;  // rows [lo, hi) of each dst row
-    dv.data = static_cast<uint8_t*>(d.data) + s.lo * 4;
-    dv.ne[0] = s.hi - s.lo;
-    dv.ne[1] = M;
-    dv.ne[2] = dv.ne[3] = 1;
-    dv.nb[2] = dv.nb[1] * static_cast<size_t>(M);
-    dv.nb[3] = dv.nb[2];
-    if (s.device == ctx_->device) {
-      STOWAGE_RETURN_IF_ERROR(MulMat(*ctx_, w, x2, dv));
-      continue;
-    }
+    if (s.device == ctx_->device) continue;
+    TensorView w, dv;
+    slice_views(s, &w, &dv);
     STOWAGE_ASSIGN_OR_RETURN(DeviceCtx * peer, Peer(s.device));
     auto& ev = events_[s.device];
-    // Main stream -> peer: src1 is ready.
+    // Main stream -> peer: src1 is gathered.
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ev.first, ctx_->stream), name_ + ": cudaEventRecord"));
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(peer->device), peer->name + ": cudaSetDevice"));
@@ -780,15 +815,23 @@ Status CudaBackend::MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const 
     STOWAGE_RETURN_IF_ERROR(MulMat(*peer, w, xpv, dpv));
     // Peer rows -> dst columns [lo, hi) of every dst row on the main device.
     STOWAGE_RETURN_IF_ERROR(
-        CudaStatus(cudaMemcpy2DAsync(dv.data, d.nb[1], dp, dpv.nb[1], dpv.nb[1], static_cast<size_t>(M),
-                                     cudaMemcpyDefault, peer->stream),
-                   peer->name + ": cudaMemcpy2DAsync of the partial result"));
+        CudaStatus(Memcpy2DPeerAsync(dv.data, ctx_->device, d.nb[1], dp, peer->device, dpv.nb[1], dpv.nb[1],
+                                     static_cast<size_t>(M), peer->stream),
+                   peer->name + ": cudaMemcpy3DPeerAsync of the partial result to " + name_));
     STOWAGE_RETURN_IF_ERROR(
         CudaStatus(cudaEventRecord(ev.second, peer->stream), peer->name + ": cudaEventRecord"));
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
-    STOWAGE_RETURN_IF_ERROR(
-        CudaStatus(cudaStreamWaitEvent(ctx_->stream, ev.second, 0), name_ + ": cudaStreamWaitEvent"));
+    peers_used.push_back(s.device);
   }
+  STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
+  for (const SplitSlice& s : *slices) {
+    if (s.device != ctx_->device) continue;
+    TensorView w, dv;
+    slice_views(s, &w, &dv);
+    STOWAGE_RETURN_IF_ERROR(MulMat(*ctx_, w, x2, dv));
+  }
+  for (int id : peers_used)
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(ctx_->stream, events_[id].second, 0),
+                                       name_ + ": cudaStreamWaitEvent for CUDA" + std::to_string(id)));
   return Status::Ok();
 }
 

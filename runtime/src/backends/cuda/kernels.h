@@ -2,9 +2,10 @@
 // CUDA syntax, so the host code compiles with the C++ compiler.
 //
 // Every launcher enqueues its kernel on `stream` and returns cudaGetLastError() (launch errors
-// only; execution errors surface at the next synchronization). Tensors are described by Tv in
-// ggml order (ne[0] innermost, nb[] byte strides); `data` is device memory (or mapped pinned host
-// memory) of the current device. Semantics match the CPU kernels of runtime/src/backends/cpu/ops.h
+// only; execution errors surface at the next synchronization), or cudaErrorInvalidConfiguration
+// without launching when the work exceeds CUDA's grid limits (2^31 - 1 blocks in x). Tensors are
+// described by Tv (cuda_math.h) in ggml order (ne[0] innermost, nb[] byte strides); `data` is
+// device memory (or mapped pinned host memory) of the current device. Semantics match the CPU kernels of runtime/src/backends/cpu/ops.h
 // (same op names, same broadcasting and parameter rules); the launchers do not validate shapes:
 // cuda_backend.cpp checks them first.
 #pragma once
@@ -13,28 +14,19 @@
 
 #include <cstdint>
 
+#include "cuda_math.h"  // Tv, Binary, Unary, Glu, RopeArgs and the per-element arithmetic
+
 namespace stowage::cuda {
-
-/// A tensor as the kernels see it: ggml type id, shape and byte strides.
-struct Tv {
-  void* data = nullptr;
-  int type = 0;  ///< GgmlType id (F32 = 0, F16 = 1, BF16 = 30, I32 = 26, quantized ids)
-  int64_t ne[4] = {1, 1, 1, 1};
-  int64_t nb[4] = {0, 0, 0, 0};
-};
-
-enum class Binary { kAdd, kMul };
-enum class Unary { kScale, kSilu, kGelu };
-enum class Glu { kSwiglu, kGeglu };
 
 /// True when the kernels can dequantize `type` (GET_ROWS source, MUL_MAT weight): F32, F16, BF16,
 /// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS (ggml's block layouts,
 /// ggml-common.h; the CPU backend's MUL_MAT weight set).
 bool KernelsCanDequantize(int type);
-/// True for the block-quantized types of KernelsCanDequantize (32-element chunks, see MulMatVecQ).
+/// True for the block-quantized types of KernelsCanDequantize (32-element chunks, see MulMatVec).
 bool IsQuantized(int type);
 
-/// GET_ROWS: dst[:, i10, i11, i12] = dequant(src0[:, idx[i10, i11, i12], i11 % ne02, i12 % ne03]).
+/// GET_ROWS: dst[:, i10, i11, i12] = dequant(src0[:, idx[i10, i11, i12], i11 % ne02, i12 % ne03]);
+/// an index outside [0, ne01) yields a row of NaN (GetRowsElement), never a read outside src0.
 cudaError_t GetRows(const Tv& src0, const Tv& idx, const Tv& dst, cudaStream_t stream);
 /// ADD / MUL with ggml broadcasting of src1 (F32 or F16); src0, dst F32 of equal shape.
 cudaError_t BinaryOp(Binary op, const Tv& a, const Tv& b, const Tv& dst, cudaStream_t stream);
@@ -42,15 +34,10 @@ cudaError_t BinaryOp(Binary op, const Tv& a, const Tv& b, const Tv& dst, cudaStr
 cudaError_t UnaryOp(Unary op, const Tv& a, const Tv& dst, float p0, float p1, cudaStream_t stream);
 /// SWIGLU / GEGLU: split form (b.data != nullptr) or fused form (a holds [gate | value] per row).
 cudaError_t GluOp(Glu op, const Tv& a, const Tv& b, const Tv& dst, cudaStream_t stream);
-/// RMS_NORM (rms = true) or NORM over ne0. F32.
+/// RMS_NORM (rms = true) or NORM (two passes: mean, then centered squares) over ne0. F32. One
+/// thread block per row, rows on grid.x.
 cudaError_t NormOp(bool rms, const Tv& a, const Tv& dst, float eps, cudaStream_t stream);
 
-/// ROPE parameters (ggml_rope_ext; see cpu::RopeParams) plus the YaRN correction dims.
-struct RopeArgs {
-  int n_dims = 0, mode = 0;
-  float freq_scale = 1.f, ext_factor = 0.f, attn_factor = 1.f, theta_scale = 1.f;
-  float corr_dims[2] = {0.f, 0.f};
-};
 /// ROPE: pos I32 [>= ne2] on the device; freq_factors F32 [>= n_dims/2] or nullptr.
 cudaError_t Rope(const Tv& src, const int32_t* pos, const float* freq_factors, const Tv& dst,
                  const RopeArgs& a, cudaStream_t stream);
@@ -64,7 +51,8 @@ cudaError_t Cpy(const Tv& src, const Tv& dst, cudaStream_t stream);
 
 /// Quantized (or F16/BF16/F32) mat-vec: dst[n, m, i12, i13] = dot(w row (n, i12 / r2, i13 / r3),
 /// x row (m, i12, i13)) with F32 activations (x.nb[0] == 4) and F32 accumulation. One warp per
-/// weight row computes up to 8 columns m at once; grid.y covers the columns, grid.z the batch.
+/// weight row computes up to 8 columns m at once; grid.y covers the columns, grid.z the batch, in
+/// several launches when either exceeds 65535 (ForEachMulMatVecLaunch).
 cudaError_t MulMatVec(const Tv& w, const Tv& x, const Tv& dst, cudaStream_t stream);
 /// Dequantizes/converts `nrows` rows of `ne0` elements (row stride `nb1` bytes) of `type` into a
 /// contiguous F16 matrix at `dst` (ne0 * nrows halves), for cuBLAS.

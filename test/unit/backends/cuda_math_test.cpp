@@ -1,0 +1,741 @@
+// The CUDA kernels' arithmetic and indexing (runtime/src/backends/cuda/cuda_math.h), run on the host
+// without CUDA and compared with the CPU backend: bit for bit where both compute the same IEEE
+// operations in the same order (fp16/bf16 conversions, dequantization, the KV-cache quantizers,
+// GET_ROWS, CPY, the element-wise ops, ROPE), within float rounding where the GPU sums in a different
+// order (norms, softmax, the mat-vec). Kernels are emulated by looping over their grid (blockIdx,
+// threadIdx, lanes) and calling the same per-thread functions the kernels call, so layout and stride
+// mistakes show up here. What only a GPU can check (the intrinsics, warp shuffles, block reductions,
+// streams, cuBLAS) is listed in runtime/src/backends/cuda/README.md.
+#include "cuda_math.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "ops.h"
+#include "quants.h"
+
+namespace stowage {
+namespace {
+
+using cuda::Tv;
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// A host tensor: bytes plus its CPU view (contiguous unless a test changes the strides).
+struct Host {
+  std::vector<uint8_t> bytes;
+  cpu::TensorView v;
+};
+
+Host Make(GgmlType type, std::array<int64_t, 4> ne) {
+  Host h;
+  h.v.type = type;
+  for (int i = 0; i < 4; ++i) h.v.ne[i] = ne[i];
+  cpu::SetContiguousStrides(h.v);
+  h.bytes.assign(h.v.nb[3] * size_t(ne[3]) + 64, 0);
+  h.v.data = h.bytes.data();
+  return h;
+}
+
+// Random F32 values in [-1, 1).
+Host RandomF32(std::array<int64_t, 4> ne, uint32_t seed, float scale = 1.f) {
+  Host h = Make(GgmlType::F32, ne);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  float* p = reinterpret_cast<float*>(h.bytes.data());
+  for (int64_t i = 0; i < h.v.nelements(); ++i) p[i] = u(rng);
+  return h;
+}
+
+// Random blocks of `type`: random bytes everywhere, then every fp16 scale field set to a sane value
+// (random bytes there would be inf/NaN half the time); offsets from ggml's block structs.
+Host RandomBlocks(GgmlType type, std::array<int64_t, 4> ne, uint32_t seed) {
+  Host h = Make(type, ne);
+  std::mt19937 rng(seed);
+  for (auto& b : h.bytes) b = uint8_t(rng());
+  const auto& tr = GetTypeTraits(type);
+  const size_t nblocks = h.v.nb[3] * size_t(ne[3]) / tr.type_size;
+  std::uniform_real_distribution<float> u(0.001f, 0.05f);
+  auto put = [&](uint8_t* blk, size_t off, bool signed_value) {
+    const float v = u(rng) * (signed_value && (rng() & 1) ? -1.f : 1.f);
+    const uint16_t x = cpu::Fp32ToFp16(v);
+    std::memcpy(blk + off, &x, 2);
+  };
+  for (size_t i = 0; i < nblocks; ++i) {
+    uint8_t* blk = h.bytes.data() + i * tr.type_size;
+    switch (type) {
+      case GgmlType::F32: {
+        std::uniform_real_distribution<float> f(-2.f, 2.f);
+        const float v = f(rng);
+        std::memcpy(blk, &v, 4);
+        break;
+      }
+      case GgmlType::F16: put(blk, 0, true); break;
+      case GgmlType::BF16: {
+        std::uniform_real_distribution<float> f(-2.f, 2.f);
+        const uint16_t x = cpu::FloatToBf16(f(rng));
+        std::memcpy(blk, &x, 2);
+        break;
+      }
+      case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: case GgmlType::IQ4_NL: case GgmlType::IQ4_XS:
+        put(blk, 0, true);
+        break;
+      case GgmlType::Q4_1: case GgmlType::Q5_1: put(blk, 0, false); put(blk, 2, true); break;
+      case GgmlType::Q4_K: case GgmlType::Q5_K: put(blk, 0, false); put(blk, 2, false); break;
+      case GgmlType::Q2_K: put(blk, 80, false); put(blk, 82, false); break;
+      case GgmlType::Q3_K: put(blk, 108, true); break;
+      case GgmlType::Q6_K: put(blk, 208, true); break;
+      default: break;
+    }
+  }
+  return h;
+}
+
+Tv ToTv(const cpu::TensorView& t) {
+  Tv v;
+  v.data = t.data;
+  v.type = int(t.type);
+  for (int i = 0; i < 4; ++i) {
+    v.ne[i] = t.ne[i];
+    v.nb[i] = int64_t(t.nb[i]);
+  }
+  return v;
+}
+
+// Byte-for-byte comparison of two F32 tensors' elements (NaNs equal when their bits are).
+void ExpectSameF32(const cpu::TensorView& a, const cpu::TensorView& b, const char* what) {
+  int bad = 0;
+  for (int64_t i3 = 0; i3 < a.ne[3]; ++i3)
+    for (int64_t i2 = 0; i2 < a.ne[2]; ++i2)
+      for (int64_t i1 = 0; i1 < a.ne[1]; ++i1)
+        for (int64_t i0 = 0; i0 < a.ne[0]; ++i0) {
+          float x, y;
+          std::memcpy(&x, static_cast<const uint8_t*>(a.data) + i0 * a.nb[0] + i1 * a.nb[1] + i2 * a.nb[2] + i3 * a.nb[3], 4);
+          std::memcpy(&y, static_cast<const uint8_t*>(b.data) + i0 * b.nb[0] + i1 * b.nb[1] + i2 * b.nb[2] + i3 * b.nb[3], 4);
+          if (Bits(x) != Bits(y) && ++bad <= 3)
+            ADD_FAILURE() << what << ": element [" << i0 << "," << i1 << "," << i2 << "," << i3 << "] " << x
+                          << " (GPU math) vs " << y << " (CPU)";
+        }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+// Calls f(std::integral_constant<int, T>) for the kernels' type `type` (kernels.cu's dispatch).
+template <typename F>
+void Dispatch(int type, F&& f) {
+  switch (type) {
+    case cuda::kF32: f(std::integral_constant<int, cuda::kF32>()); break;
+    case cuda::kF16: f(std::integral_constant<int, cuda::kF16>()); break;
+    case cuda::kBF16: f(std::integral_constant<int, cuda::kBF16>()); break;
+    case cuda::kQ4_0: f(std::integral_constant<int, cuda::kQ4_0>()); break;
+    case cuda::kQ4_1: f(std::integral_constant<int, cuda::kQ4_1>()); break;
+    case cuda::kQ5_0: f(std::integral_constant<int, cuda::kQ5_0>()); break;
+    case cuda::kQ5_1: f(std::integral_constant<int, cuda::kQ5_1>()); break;
+    case cuda::kQ8_0: f(std::integral_constant<int, cuda::kQ8_0>()); break;
+    case cuda::kQ2_K: f(std::integral_constant<int, cuda::kQ2_K>()); break;
+    case cuda::kQ3_K: f(std::integral_constant<int, cuda::kQ3_K>()); break;
+    case cuda::kQ4_K: f(std::integral_constant<int, cuda::kQ4_K>()); break;
+    case cuda::kQ5_K: f(std::integral_constant<int, cuda::kQ5_K>()); break;
+    case cuda::kQ6_K: f(std::integral_constant<int, cuda::kQ6_K>()); break;
+    case cuda::kIQ4_NL: f(std::integral_constant<int, cuda::kIQ4_NL>()); break;
+    case cuda::kIQ4_XS: f(std::integral_constant<int, cuda::kIQ4_XS>()); break;
+    default: FAIL() << "not a kernels' type: " << type;
+  }
+}
+
+// The CPU backend's MUL_MAT / GET_ROWS weight types: the GPU kernels' dequantizable set.
+const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
+                           GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+
+// ---- conversions, tables --------------------------------------------------------------------------
+
+TEST(CudaMath, TypeIdsAndBlockSizesAreGgmls) {
+  for (GgmlType t : kTypes) {
+    EXPECT_EQ(cuda::BlockBytes(int(t)), int(GetTypeTraits(t).type_size)) << GgmlTypeName(t);
+    EXPECT_EQ(cuda::BlockElements(int(t)), int(GetTypeTraits(t).block_size)) << GgmlTypeName(t);
+    EXPECT_TRUE(cpu::SupportsGetRowsType(t)) << GgmlTypeName(t);
+  }
+  EXPECT_EQ(cuda::kBF16, int(GgmlType::BF16));
+  EXPECT_EQ(cuda::kIQ4_XS, int(GgmlType::IQ4_XS));
+  EXPECT_EQ(cuda::BlockBytes(int(GgmlType::IQ2_XXS)), 0);
+}
+
+TEST(CudaMath, HalfToFloatAllValues) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float a = cuda::H2F(uint16_t(h)), b = cpu::Fp16ToFp32(uint16_t(h));
+    ASSERT_EQ(Bits(a), Bits(b)) << "half 0x" << std::hex << h;
+  }
+}
+
+TEST(CudaMath, FloatToHalfRoundsToNearestEven) {
+  auto check = [](float f) {
+    const uint16_t a = cuda::F2H(f), b = cpu::Fp32ToFp16(f);
+    if (a != b) ADD_FAILURE() << "float 0x" << std::hex << Bits(f) << " (" << f << "): 0x" << a << " vs CPU 0x" << b;
+    return a == b;
+  };
+  // Every exact half value, the midpoints between neighbours (ties: round to even) and the floats
+  // next to each midpoint, both signs; then a sweep over all float bit patterns.
+  int bad = 0;
+  for (uint32_t h = 0; h < 0x7C00; ++h) {
+    for (float sign : {1.f, -1.f}) {
+      const double lo = cpu::Fp16ToFp32(uint16_t(h)), hi = cpu::Fp16ToFp32(uint16_t(h + 1));
+      const float mid = float((lo + hi) / 2);  // exact: 12 significant bits at most
+      for (float f : {float(lo), mid, std::nextafter(mid, 0.f), std::nextafter(mid, 1e30f)})
+        bad += !check(sign * f);
+      if (bad > 5) return;
+    }
+  }
+  for (uint64_t u = 0; u <= 0xFFFFFFFFull; u += 251) {
+    bad += !check(FromBits(uint32_t(u)));
+    if (bad > 5) return;
+  }
+}
+
+TEST(CudaMath, Bf16Conversions) {
+  int bad = 0;
+  for (uint64_t u = 0; u <= 0xFFFFFFFFull && bad < 5; u += 241) {
+    const float f = FromBits(uint32_t(u));
+    if (cuda::F2Bf(f) != cpu::FloatToBf16(f)) ++bad, ADD_FAILURE() << "float bits 0x" << std::hex << u;
+  }
+  for (uint32_t b = 0; b < 65536; ++b) ASSERT_EQ(Bits(cuda::Bf2F(uint16_t(b))), Bits(cpu::Bf16ToFloat(uint16_t(b))));
+}
+
+TEST(CudaMath, Iq4nlGridAndPackedScales) {
+  for (int q = 0; q < 16; ++q) EXPECT_EQ(cuda::Iq4nl(q), int(cpu::kValuesIQ4NL[q])) << q;
+  std::mt19937 rng(5);
+  for (int rep = 0; rep < 2000; ++rep) {
+    uint8_t p[12];
+    for (auto& b : p) b = uint8_t(rng());
+    int8_t q3[16];
+    cpu::UnpackQ3KScales(p, q3);
+    for (int is = 0; is < 16; ++is) ASSERT_EQ(cuda::Q3KScale(p, is), int(q3[is])) << "Q3_K scale " << is;
+    for (int j = 0; j < 8; ++j) {
+      int d, m;
+      uint8_t d2, m2;
+      cuda::ScaleMinK4(j, p, &d, &m);
+      cpu::GetScaleMinK4(j, p, &d2, &m2);
+      ASSERT_EQ(d, int(d2));
+      ASSERT_EQ(m, int(m2));
+    }
+  }
+}
+
+// ---- dequantization ------------------------------------------------------------------------------
+
+TEST(CudaMath, DequantizeMatchesCpuBitForBit) {
+  const int64_t K = 1024, rows = 6;
+  for (GgmlType t : kTypes) {
+    Host w = RandomBlocks(t, {K, rows, 1, 1}, 10 + uint32_t(t));
+    std::vector<float> ref(K);
+    Dispatch(int(t), [&](auto tag) {
+      constexpr int T = decltype(tag)::value;
+      int bad = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* row = w.bytes.data() + r * w.v.nb[1];
+        ASSERT_TRUE(cpu::DequantizeRow(t, row, ref.data(), K).ok());
+        for (int64_t i = 0; i < K; ++i) {
+          const float g = cuda::Dq<T>(row, i);
+          if (Bits(g) != Bits(ref[i]) && ++bad <= 3)
+            ADD_FAILURE() << GgmlTypeName(t) << " row " << r << " element " << i << ": " << g << " vs CPU " << ref[i];
+        }
+      }
+      EXPECT_EQ(bad, 0) << GgmlTypeName(t);
+    });
+  }
+}
+
+// ToF16 (the cuBLAS path's weight conversion): rows at a padded stride, element l of the [ne0, nrows]
+// result = fp16 of the CPU's dequantized value.
+TEST(CudaMath, ToF16Emulation) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::BF16}) {
+    const int64_t K = 512, rows = 5;
+    Host w = RandomBlocks(t, {K, 2 * rows, 1, 1}, 30);  // rows at a stride of one row plus two blocks
+    const int64_t nb1 = int64_t(w.v.nb[1]) + int64_t(GetTypeTraits(t).type_size) * 2;
+    ASSERT_LE(nb1 * (rows - 1) + int64_t(w.v.nb[1]), int64_t(w.bytes.size()));
+    std::vector<float> ref(K);
+    Dispatch(int(t), [&](auto tag) {
+      constexpr int T = decltype(tag)::value;
+      for (int64_t l = 0; l < K * rows; ++l) {
+        if (l % K == 0) ASSERT_TRUE(cpu::DequantizeRow(t, w.bytes.data() + (l / K) * nb1, ref.data(), K).ok());
+        ASSERT_EQ(cuda::ToF16Element<T>(w.bytes.data(), K, nb1, l), cpu::Fp32ToFp16(ref[l % K]))
+            << GgmlTypeName(t) << " element " << l;
+      }
+    });
+  }
+}
+
+// ---- quantized KV-cache copies -------------------------------------------------------------------
+
+TEST(CudaMath, QuantizeBlocksMatchCpuReference) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-3.f, 3.f);
+  std::vector<std::array<float, 32>> blocks;
+  for (int i = 0; i < 4000; ++i) {
+    std::array<float, 32> b;
+    for (auto& x : b) x = u(rng) * (i % 7 == 0 ? 1e-6f : 1.f);
+    blocks.push_back(b);
+  }
+  // Edge cases: zeros, one non-zero, the largest value negative or positive, exact ties of the
+  // Q4_0 rounding (x / d + 8.5 an integer) and of Q8_0's roundf (x / d = k + 0.5).
+  std::array<float, 32> z{};
+  blocks.push_back(z);
+  z[5] = -2.f;
+  blocks.push_back(z);
+  for (int i = 0; i < 32; ++i) z[i] = float(i - 16) * 0.25f;  // max |x| = 4 at i = 0 (negative)
+  blocks.push_back(z);
+  for (int i = 0; i < 32; ++i) z[i] = float(16 - i) * 0.5f + 0.25f;
+  blocks.push_back(z);
+  for (int i = 0; i < 32; ++i) z[i] = (float(i) - 15.5f) * (127.f / 15.5f) / 127.f;
+  blocks.push_back(z);
+  for (const auto& b : blocks) {
+    uint8_t g8[34], c8[34], g4[18], c4[18];
+    cuda::QuantizeBlockQ8_0(b.data(), g8);
+    ASSERT_TRUE(cpu::QuantizeRow(GgmlType::Q8_0, b.data(), c8, 32).ok());
+    ASSERT_EQ(std::memcmp(g8, c8, 34), 0) << "Q8_0 block differs (first value " << b[0] << ")";
+    cuda::QuantizeBlockQ4_0(b.data(), g4);
+    ASSERT_TRUE(cpu::QuantizeRow(GgmlType::Q4_0, b.data(), c4, 32).ok());
+    ASSERT_EQ(std::memcmp(g4, c4, 18), 0) << "Q4_0 block differs (first value " << b[0] << ")";
+  }
+}
+
+// CPY F32 -> Q8_0 / Q4_0 into a view of a larger cache (rows at the cache's stride), from a permuted
+// source (ggml_permute(x, 0, 2, 1, 3)): one emulated thread per dst block, as CpyQK.
+TEST(CudaMath, CpyIntoQuantizedCacheViewEmulation) {
+  Host x = RandomF32({64, 3, 5, 1}, 40);
+  cpu::TensorView perm = x.v;
+  std::swap(perm.ne[1], perm.ne[2]);
+  std::swap(perm.nb[1], perm.nb[2]);  // [64, 5, 3]
+  for (GgmlType qt : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+    Host cache_g = Make(qt, {64, 16, 3, 1}), cache_c = Make(qt, {64, 16, 3, 1});
+    for (size_t i = 0; i < cache_g.bytes.size(); ++i) cache_g.bytes[i] = cache_c.bytes[i] = uint8_t(i * 13);
+    auto view = [&](Host& c) {  // rows 4 .. 8 of each of the 3 heads
+      cpu::TensorView v = c.v;
+      v.ne[1] = 5;
+      v.data = c.bytes.data() + 4 * c.v.nb[1];
+      return v;
+    };
+    cpu::TensorView dg = view(cache_g), dc = view(cache_c);
+    cpu::ComputeContext ctx;
+    ASSERT_TRUE(cpu::Cpy(ctx, perm, dc).ok());
+    const Tv s = ToTv(perm), d = ToTv(dg);
+    const int64_t nblocks = cuda::Nelements(s) / 32;
+    for (int64_t bx = 0; bx * 128 < nblocks; ++bx)
+      for (int tx = 0; tx < 128; ++tx)
+        if (bx * 128 + tx < nblocks) cuda::CpyQuantBlock(s, d, bx * 128 + tx);
+    EXPECT_TRUE(cache_g.bytes == cache_c.bytes) << "CPY F32 -> " << GgmlTypeName(qt) << ": the bytes differ";
+  }
+}
+
+// CPY / CONT between F32, F16 and BF16 with any strides: CONT of a permuted view, the transposed V
+// store of the KV cache (F32 [n_tokens, n_embd] into an F16 view with nb0 = n_ctx * 2), F16 -> F32.
+TEST(CudaMath, CpyEmulation) {
+  cpu::ComputeContext ctx;
+  auto run = [&](const cpu::TensorView& src, cpu::TensorView dg, cpu::TensorView dc, std::vector<uint8_t>& g,
+                 std::vector<uint8_t>& c, const char* what) {
+    ASSERT_TRUE(cpu::Cpy(ctx, src, dc).ok()) << what;
+    const Tv s = ToTv(src), d = ToTv(dg);
+    const int64_t n = cuda::Nelements(s);
+    for (int64_t l = 0; l < n; ++l) cuda::CpyElement(s, d, l);
+    EXPECT_TRUE(g == c) << what << ": the bytes differ";
+  };
+  {  // CONT of permute(0, 2, 1, 3)
+    Host x = RandomF32({6, 5, 4, 2}, 50);
+    cpu::TensorView perm = x.v;
+    std::swap(perm.ne[1], perm.ne[2]);
+    std::swap(perm.nb[1], perm.nb[2]);
+    Host g = Make(GgmlType::F32, {6, 4, 5, 2}), c = Make(GgmlType::F32, {6, 4, 5, 2});
+    run(perm, g.v, c.v, g.bytes, c.bytes, "CONT of a permuted view");
+  }
+  for (GgmlType ct : {GgmlType::F16, GgmlType::BF16}) {  // transposed V store
+    const int64_t n_embd = 24, n_tokens = 3, n_ctx = 32, kv_head = 7;
+    Host v = RandomF32({n_embd * n_tokens, 1, 1, 1}, 51, 100.f);
+    cpu::TensorView src = v.v;  // [n_embd, n_tokens] then transposed: ne = [n_tokens, n_embd]
+    src.ne[0] = n_tokens;
+    src.ne[1] = n_embd;
+    src.nb[0] = size_t(n_embd) * 4;
+    src.nb[1] = 4;
+    src.nb[2] = src.nb[3] = size_t(n_embd * n_tokens) * 4;
+    Host g = Make(ct, {n_ctx, n_embd, 1, 1}), c = Make(ct, {n_ctx, n_embd, 1, 1});
+    auto view = [&](Host& h) {
+      cpu::TensorView d = h.v;
+      d.ne[0] = n_tokens;
+      d.data = h.bytes.data() + kv_head * 2;
+      return d;
+    };
+    run(src, view(g), view(c), g.bytes, c.bytes, ct == GgmlType::F16 ? "V store F32 -> F16" : "V store F32 -> BF16");
+  }
+  {  // CPY between different shapes of equal element count (element l to element l, ggml order)
+    Host x = RandomF32({6, 20, 1, 1}, 53);
+    Host g = Make(GgmlType::F16, {12, 5, 2, 1}), c = Make(GgmlType::F16, {12, 5, 2, 1});
+    run(x.v, g.v, c.v, g.bytes, c.bytes, "CPY [6,20] -> F16 [12,5,2]");
+  }
+  {  // F16 -> F32, strided source rows
+    Host h = RandomBlocks(GgmlType::F16, {16, 6, 1, 1}, 52);
+    cpu::TensorView src = h.v;
+    src.ne[1] = 3;
+    src.nb[1] *= 2;
+    Host g = Make(GgmlType::F32, {16, 3, 1, 1}), c = Make(GgmlType::F32, {16, 3, 1, 1});
+    run(src, g.v, c.v, g.bytes, c.bytes, "F16 -> F32");
+  }
+}
+
+// ---- GET_ROWS ------------------------------------------------------------------------------------
+
+TEST(CudaMath, GetRowsEmulation) {
+  const int32_t ids[2][3] = {{3, 0, 6}, {6, 1, 1}};
+  for (GgmlType t : kTypes) {
+    for (int64_t ne02 : {1, 2}) {  // src0 broadcast over the ids' dim 1, or one matrix per id row
+      Host w = RandomBlocks(t, {256, 7, ne02, 1}, 60);
+      Host idx = Make(GgmlType::I32, {3, 2, 1, 1});
+      std::memcpy(idx.bytes.data(), ids, sizeof ids);
+      Host g = Make(GgmlType::F32, {256, 3, 2, 1}), c = Make(GgmlType::F32, {256, 3, 2, 1});
+      cpu::ComputeContext ctx;
+      ASSERT_TRUE(cpu::GetRows(ctx, w.v, idx.v, c.v).ok());
+      const Tv s = ToTv(w.v), i = ToTv(idx.v), d = ToTv(g.v);
+      Dispatch(int(t), [&](auto tag) {
+        constexpr int T = decltype(tag)::value;
+        for (int64_t l = 0; l < cuda::Nelements(d); ++l) cuda::GetRowsElement<T>(s, i, d, l);
+      });
+      ExpectSameF32(g.v, c.v, GgmlTypeName(t));
+    }
+  }
+  // An index outside the rows gives NaN (no read outside src0; the CPU backend reports kOutOfRange).
+  Host w = RandomBlocks(GgmlType::Q8_0, {64, 2, 1, 1}, 61);
+  Host idx = Make(GgmlType::I32, {2, 1, 1, 1});
+  const int32_t bad[2] = {1, 2};
+  std::memcpy(idx.bytes.data(), bad, 8);
+  Host g = Make(GgmlType::F32, {64, 2, 1, 1});
+  const Tv s = ToTv(w.v), i = ToTv(idx.v), d = ToTv(g.v);
+  for (int64_t l = 0; l < 128; ++l) cuda::GetRowsElement<cuda::kQ8_0>(s, i, d, l);
+  const float* out = reinterpret_cast<const float*>(g.bytes.data());
+  EXPECT_FALSE(std::isnan(out[0]));
+  EXPECT_TRUE(std::isnan(out[64]));
+  EXPECT_TRUE(std::isnan(out[127]));
+}
+
+// ---- element-wise ops ------------------------------------------------------------------------------
+
+TEST(CudaMath, ElementwiseEmulation) {
+  cpu::ComputeContext ctx;
+  Host a = RandomF32({67, 5, 3, 2}, 70, 12.f);
+  Host b = RandomF32({67, 1, 3, 1}, 71);
+  Host h = RandomBlocks(GgmlType::F16, {67, 5, 1, 1}, 72);
+  auto emulate = [](const Tv& d, auto&& f) {
+    for (int64_t l = 0; l < cuda::Nelements(d); ++l) f(l);
+  };
+  for (bool add : {true, false}) {
+    for (const Host* src1 : {&b, &h}) {
+      Host g = Make(GgmlType::F32, {67, 5, 3, 2}), c = Make(GgmlType::F32, {67, 5, 3, 2});
+      ASSERT_TRUE((add ? cpu::Add(ctx, a.v, src1->v, c.v) : cpu::Mul(ctx, a.v, src1->v, c.v)).ok());
+      const Tv ta = ToTv(a.v), tb = ToTv(src1->v), td = ToTv(g.v);
+      emulate(td, [&](int64_t l) { cuda::BinaryElement(add ? cuda::Binary::kAdd : cuda::Binary::kMul, ta, tb, td, l); });
+      ExpectSameF32(g.v, c.v, add ? "ADD" : "MUL");
+    }
+  }
+  for (cuda::Unary op : {cuda::Unary::kScale, cuda::Unary::kSilu, cuda::Unary::kGelu}) {
+    Host g = Make(GgmlType::F32, {67, 5, 3, 2}), c = Make(GgmlType::F32, {67, 5, 3, 2});
+    ASSERT_TRUE((op == cuda::Unary::kScale ? cpu::Scale(ctx, a.v, c.v, 0.37f, 0.25f)
+                 : op == cuda::Unary::kSilu ? cpu::Silu(ctx, a.v, c.v)
+                                            : cpu::Gelu(ctx, a.v, c.v))
+                    .ok());
+    const Tv ta = ToTv(a.v), td = ToTv(g.v);
+    emulate(td, [&](int64_t l) { cuda::UnaryElement(op, ta, td, 0.37f, 0.25f, l); });
+    ExpectSameF32(g.v, c.v, op == cuda::Unary::kScale ? "SCALE" : op == cuda::Unary::kSilu ? "SILU" : "GELU");
+  }
+  Host up = RandomF32({67, 5, 3, 2}, 73, 4.f);
+  Host fused = RandomF32({134, 5, 3, 2}, 74, 4.f);
+  for (cuda::Glu op : {cuda::Glu::kSwiglu, cuda::Glu::kGeglu}) {
+    for (bool is_fused : {false, true}) {
+      Host g = Make(GgmlType::F32, {67, 5, 3, 2}), c = Make(GgmlType::F32, {67, 5, 3, 2});
+      const cpu::TensorView& ga = is_fused ? fused.v : a.v;
+      cpu::TensorView gb = up.v;
+      if (is_fused) gb.data = nullptr;
+      ASSERT_TRUE((op == cuda::Glu::kSwiglu ? cpu::SwiGlu(ctx, ga, gb, c.v) : cpu::GeGlu(ctx, ga, gb, c.v)).ok());
+      const Tv ta = ToTv(ga), tb = is_fused ? Tv() : ToTv(gb), td = ToTv(g.v);
+      emulate(td, [&](int64_t l) { cuda::GluElement(op, ta, tb, td, l); });
+      ExpectSameF32(g.v, c.v, op == cuda::Glu::kSwiglu ? (is_fused ? "SWIGLU fused" : "SWIGLU") : (is_fused ? "GEGLU fused" : "GEGLU"));
+    }
+  }
+}
+
+// ---- ROPE ------------------------------------------------------------------------------------------
+
+TEST(CudaMath, RopeEmulation) {
+  const int64_t ne0 = 80, nh = 3, nt = 5;  // n_dims 64 < ne0: the tail is copied
+  Host x = RandomF32({ne0, nh, nt, 1}, 80);
+  Host pos = Make(GgmlType::I32, {nt, 1, 1, 1});
+  const int32_t p[nt] = {0, 7, 511, 4096, 131071};
+  std::memcpy(pos.bytes.data(), p, sizeof p);
+  Host ff = RandomF32({32, 1, 1, 1}, 81);
+  for (int i = 0; i < 32; ++i) reinterpret_cast<float*>(ff.bytes.data())[i] = 1.f + 8.f * std::fabs(reinterpret_cast<float*>(ff.bytes.data())[i]);
+  for (int mode : {0, 2}) {
+    for (bool yarn : {false, true}) {
+      for (bool freq_factors : {false, true}) {
+        for (bool in_place : {false, true}) {
+          cpu::RopeParams rp;
+          rp.n_dims = 64;
+          rp.mode = mode;
+          rp.n_ctx_orig = 4096;
+          rp.freq_base = yarn ? 500000.f : 10000.f;
+          rp.freq_scale = yarn ? 0.25f : 1.f;
+          rp.ext_factor = yarn ? 1.f : 0.f;
+          rp.attn_factor = yarn ? 1.1f : 1.f;
+          Host c = Make(GgmlType::F32, {ne0, nh, nt, 1});
+          Host g = x;  // in place: the emulation writes over its own copy of src
+          g.v.data = g.bytes.data();
+          Host gd = Make(GgmlType::F32, {ne0, nh, nt, 1});
+          cpu::TensorView ffv = ff.v;
+          if (!freq_factors) ffv.data = nullptr;
+          cpu::ComputeContext ctx;
+          ASSERT_TRUE(cpu::Rope(ctx, x.v, pos.v, ffv, c.v, rp).ok());
+          cuda::RopeArgs a;  // as cuda_backend.cpp fills it
+          a.n_dims = rp.n_dims;
+          a.mode = rp.mode;
+          a.freq_scale = rp.freq_scale;
+          a.ext_factor = rp.ext_factor;
+          a.attn_factor = rp.attn_factor;
+          cuda::RopeCorrDims(rp.n_dims, rp.n_ctx_orig, rp.freq_base, rp.beta_fast, rp.beta_slow, a.corr_dims);
+          a.theta_scale = cuda::RopeThetaScale(rp.freq_base, rp.n_dims);
+          const Tv s = ToTv(g.v), d = in_place ? ToTv(g.v) : ToTv(gd.v);
+          const int64_t n = cuda::RopeItems(s);
+          EXPECT_EQ(n, ne0 / 2 * nh * nt);
+          for (int64_t bx = 0; bx * 256 < n; ++bx)
+            for (int tx = 0; tx < 256; ++tx)
+              if (bx * 256 + tx < n)
+                cuda::RopeThread(s, reinterpret_cast<const int32_t*>(pos.bytes.data()),
+                                 freq_factors ? reinterpret_cast<const float*>(ff.bytes.data()) : nullptr, d, a,
+                                 bx * 256 + tx);
+          ExpectSameF32(in_place ? g.v : gd.v, c.v, "ROPE");
+          if (HasFailure()) {
+            ADD_FAILURE() << "mode " << mode << " yarn " << yarn << " freq_factors " << freq_factors << " in place " << in_place;
+            return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- rows: norms, softmax, the 1-D row grid --------------------------------------------------------
+
+// The row kernels' grid: one block per row on grid.x, whatever ne1/ne2/ne3 are (a (ne1, ne2, ne3)
+// grid would fail to launch beyond 65535 rows in y or z).
+TEST(CudaMath, RowGridCoversRowsBeyondGridYZLimits) {
+  const int64_t ne[4] = {8, 3, 70000, 2};
+  const int64_t rows = ne[1] * ne[2] * ne[3];
+  ASSERT_LE(rows, cuda::kMaxGridX);
+  std::vector<uint8_t> seen(size_t(rows), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t i1, i2, i3;
+    cuda::RowIndex(r, ne, &i1, &i2, &i3);
+    ASSERT_TRUE(i1 < ne[1] && i2 < ne[2] && i3 < ne[3]);
+    const int64_t flat = i1 + ne[1] * (i2 + ne[2] * i3);
+    ASSERT_EQ(seen[size_t(flat)], 0);
+    seen[size_t(flat)] = 1;
+  }
+}
+
+// BlockSum of kernels.cu on the host: per-warp xor-shuffle butterflies (lane l adds lane l ^ o for
+// o = 16, 8, 4, 2, 1), then the same over the warps' sums.
+float BlockSumEmulated(const std::vector<float>& v) {
+  auto warp = [](std::array<float, 32> x) {
+    for (int o = 16; o > 0; o >>= 1) {
+      std::array<float, 32> y;
+      for (int l = 0; l < 32; ++l) y[size_t(l)] = x[size_t(l)] + x[size_t(l ^ o)];
+      x = y;
+    }
+    return x[0];
+  };
+  const size_t nwarps = v.size() / 32;
+  std::array<float, 32> sums{};
+  for (size_t w = 0; w < nwarps; ++w) {
+    std::array<float, 32> x;
+    for (size_t l = 0; l < 32; ++l) x[l] = v[32 * w + l];
+    sums[w] = warp(x);
+  }
+  return warp(sums);
+}
+
+// NormK's arithmetic emulated with its thread-strided float partial sums and BlockSum, against the
+// CPU's double sums. Rows with a large mean: the single-pass E[x^2] - mean^2 the kernel used before
+// loses the variance there (kept below as the counter-example the test must distinguish).
+TEST(CudaMath, NormRowsEmulation) {
+  const int64_t ne0 = 4096;
+  for (float mean : {0.f, 300.f}) {
+    Host x = RandomF32({ne0, 3, 1, 1}, 90);
+    float* xs = reinterpret_cast<float*>(x.bytes.data());
+    for (int64_t i = 0; i < x.v.nelements(); ++i) xs[i] += mean;
+    for (bool rms : {true, false}) {
+      Host c = Make(GgmlType::F32, {ne0, 3, 1, 1});
+      cpu::ComputeContext ctx;
+      ASSERT_TRUE((rms ? cpu::RmsNorm(ctx, x.v, c.v, 1e-5f) : cpu::Norm(ctx, x.v, c.v, 1e-5f)).ok());
+      const float* cs = reinterpret_cast<const float*>(c.bytes.data());
+      const int threads = 1024;  // NormK uses 1024 threads for ne0 >= 1024
+      double worst = 0, worst_single_pass = 0;
+      for (int64_t r = 0; r < 3; ++r) {
+        const float* row = xs + r * ne0;
+        auto block_sum = [&](auto&& term) {
+          std::vector<float> part(threads, 0.f);
+          for (int t = 0; t < threads; ++t)
+            for (int64_t k = t; k < ne0; k += threads) part[size_t(t)] += term(row[k]);
+          return BlockSumEmulated(part);
+        };
+        float mu = 0, scale;
+        if (rms) {
+          scale = cuda::RmsNormScale(block_sum([](float v) { return v * v; }), ne0, 1e-5f);
+        } else {
+          mu = block_sum([](float v) { return v; }) / float(ne0);
+          scale = cuda::NormScale(block_sum([&](float v) { return (v - mu) * (v - mu); }), ne0, 1e-5f);
+          const float var1 = block_sum([](float v) { return v * v; }) / float(ne0) - mu * mu;
+          const float scale1 = 1.f / std::sqrt(std::max(var1, 0.f) + 1e-5f);
+          for (int64_t k = 0; k < ne0; ++k)
+            worst_single_pass = std::max(worst_single_pass, double(std::fabs((row[k] - mu) * scale1 - cs[r * ne0 + k])));
+        }
+        for (int64_t k = 0; k < ne0; ++k)
+          worst = std::max(worst, double(std::fabs((row[k] - mu) * scale - cs[r * ne0 + k])));
+      }
+      EXPECT_LT(worst, 1e-4) << (rms ? "RMS_NORM" : "NORM") << " mean " << mean;  // outputs ~1
+      if (!rms && mean > 0) EXPECT_GT(worst_single_pass, 1e-3) << "the single-pass variance should have failed here";
+    }
+  }
+}
+
+TEST(CudaMath, SoftMaxAlibiAndRows) {
+  for (uint32_t n_head : {1u, 2u, 3u, 8u, 12u, 32u, 40u, 64u, 100u}) {
+    const cuda::SoftMaxAlibi a = cuda::MakeSoftMaxAlibi(n_head, 8.f);
+    EXPECT_EQ(a.n_head_log2, 1u << uint32_t(std::floor(std::log2(double(n_head))))) << n_head;
+    EXPECT_TRUE(a.on);
+    EXPECT_EQ(cuda::AlibiSlope(cuda::MakeSoftMaxAlibi(n_head, 0.f), 3), 1.f);
+  }
+  // Rows with an F16 mask and ALiBi, emulated with the kernel's per-element terms and float sums.
+  const int64_t nkv = 37, nt = 5, nh = 12;
+  Host s = RandomF32({nkv, nt, nh, 1}, 91, 4.f);
+  Host mask = RandomBlocks(GgmlType::F16, {nkv, 8, 1, 1}, 92);
+  for (float max_bias : {0.f, 8.f}) {
+    Host c = Make(GgmlType::F32, {nkv, nt, nh, 1});
+    cpu::ComputeContext ctx;
+    ctx.max_isa = cpu::IsaLevel::kScalar;
+    ASSERT_TRUE(cpu::SoftMax(ctx, s.v, mask.v, c.v, 0.125f, max_bias).ok());
+    const cuda::SoftMaxAlibi alibi = cuda::MakeSoftMaxAlibi(uint32_t(nh), max_bias);
+    const Tv ts = ToTv(s.v), tm = ToTv(mask.v);
+    double worst = 0;
+    for (int64_t r = 0; r < nt * nh; ++r) {
+      int64_t i1, i2, i3;
+      cuda::RowIndex(r, ts.ne, &i1, &i2, &i3);
+      const float slope = cuda::AlibiSlope(alibi, uint32_t(i2));
+      std::vector<float> w(nkv);
+      float mx = -INFINITY, sum = 0;
+      for (int64_t k = 0; k < nkv; ++k) {
+        w[k] = cuda::MulRn(cuda::LoadF32(cuda::At(ts, k, i1, i2, i3)), 0.125f) +
+               cuda::MulRn(slope, cuda::LoadF(tm.type, cuda::At(tm, k, i1, 0, 0)));
+        mx = std::max(mx, w[k]);
+      }
+      for (auto& v : w) sum += (v = std::exp(v - mx));
+      for (int64_t k = 0; k < nkv; ++k) {
+        const float ref = reinterpret_cast<const float*>(c.bytes.data())[r * nkv + k];
+        worst = std::max(worst, double(std::fabs(w[k] / sum - ref)) / (1e-7 + std::fabs(ref)));
+      }
+    }
+    EXPECT_LT(worst, 1e-5) << "max_bias " << max_bias;
+  }
+}
+
+// ---- quantized mat-vec --------------------------------------------------------------------------
+
+// The mat-vec kernel emulated launch by launch, block by block, warp by warp, lane by lane (the warp
+// sum as a plain sum), against a double-precision dot of the CPU's dequantized rows with x.
+void CheckMulMatVec(GgmlType t, int64_t K, int64_t N, int64_t M, int64_t ne02, int64_t ne12, int64_t ne13,
+                    bool permuted_x) {
+  Host w = RandomBlocks(t, {K, N, ne02, 1}, 100 + uint32_t(t));
+  // x [K, M, ne12, ne13]; permuted: stored as [K, ne12, M, ne13] and viewed with dims 1, 2 swapped.
+  Host xs = RandomF32({K, permuted_x ? ne12 : M, permuted_x ? M : ne12, ne13}, 101);
+  cpu::TensorView xv = xs.v;
+  if (permuted_x) {
+    std::swap(xv.ne[1], xv.ne[2]);
+    std::swap(xv.nb[1], xv.nb[2]);
+  }
+  Host d = Make(GgmlType::F32, {N, M, ne12, ne13});
+  float* dp = reinterpret_cast<float*>(d.bytes.data());
+  for (int64_t i = 0; i < d.v.nelements(); ++i) dp[i] = NAN;  // every element must be written
+  const Tv tw = ToTv(w.v), tx = ToTv(xv), td = ToTv(d.v);
+  int launches = 0;
+  Dispatch(int(t), [&](auto tag) {
+    constexpr int T = decltype(tag)::value;
+    cuda::ForEachMulMatVecLaunch(N, M, ne12 * ne13, [&](int64_t gx, int64_t gy, int64_t gz, int64_t y0, int64_t z0) {
+      ++launches;
+      ASSERT_LE(gx, cuda::kMaxGridX);
+      ASSERT_LE(gy, cuda::kMaxGridYZ);
+      ASSERT_LE(gz, cuda::kMaxGridYZ);
+      for (int64_t bz = 0; bz < gz; ++bz)
+        for (int64_t by = 0; by < gy; ++by)
+          for (int64_t bx = 0; bx < gx; ++bx)
+            for (int warp = 0; warp < cuda::kMmvWarps; ++warp) {
+              const int64_t n = bx * cuda::kMmvWarps + warp;
+              if (n >= N) continue;
+              const int64_t m0 = (y0 + by) * cuda::kMmvCols, z = z0 + bz;
+              float sum[cuda::kMmvCols] = {};
+              for (int lane = 0; lane < 32; ++lane) {
+                float acc[cuda::kMmvCols];
+                cuda::MulMatVecLane<T>(tw, tx, td, n, m0, z, lane, acc);
+                for (int c = 0; c < cuda::kMmvCols; ++c) sum[c] += acc[c];
+              }
+              const int ncols = int(std::min<int64_t>(cuda::kMmvCols, M - m0));
+              for (int c = 0; c < ncols; ++c)
+                cuda::StoreF32(cuda::At(td, n, m0 + c, z % ne12, z / ne12), sum[c]);
+            }
+    });
+  });
+  EXPECT_EQ(launches, int((ne12 * ne13 + cuda::kMaxGridYZ - 1) / cuda::kMaxGridYZ));
+  std::vector<float> row(K);
+  double worst = 0;
+  const int64_t r2 = ne12 / ne02;
+  for (int64_t i13 = 0; i13 < ne13; ++i13)
+    for (int64_t i12 = 0; i12 < ne12; ++i12)
+      for (int64_t n = 0; n < N; ++n) {
+        ASSERT_TRUE(cpu::DequantizeRow(t, w.bytes.data() + (i12 / r2) * w.v.nb[2] + n * w.v.nb[1], row.data(), K).ok());
+        for (int64_t m = 0; m < M; ++m) {
+          const uint8_t* xr = static_cast<const uint8_t*>(xv.data) + m * xv.nb[1] + i12 * xv.nb[2] + i13 * xv.nb[3];
+          double ref = 0, mag = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            float xk;
+            std::memcpy(&xk, xr + 4 * k, 4);
+            ref += double(row[k]) * xk;
+            mag += std::fabs(double(row[k]) * xk);
+          }
+          const float got = dp[((i13 * ne12 + i12) * M + m) * N + n];
+          ASSERT_FALSE(std::isnan(got)) << GgmlTypeName(t) << " dst[" << n << "," << m << "," << i12 << "," << i13 << "] not written";
+          worst = std::max(worst, std::fabs(got - ref) / (1e-6 + 1e-5 * mag));
+        }
+      }
+  EXPECT_LT(worst, 1.0) << GgmlTypeName(t) << " K=" << K << " N=" << N << " M=" << M << " ne02=" << ne02
+                        << " ne12=" << ne12 << " ne13=" << ne13 << (permuted_x ? " permuted x" : "");
+}
+
+TEST(CudaMath, MulMatVecEmulation) {
+  for (GgmlType t : kTypes) {
+    if (GetTypeTraits(t).block_size == 1) continue;  // F32/F16/BF16 weights go to cuBLAS
+    CheckMulMatVec(t, 1280, 9, 1, 1, 1, 1, false);  // 40 chunks: lanes 0..7 take two
+    CheckMulMatVec(t, 512, 6, 8, 2, 6, 1, true);    // GQA broadcast (r2 = 3), permuted src1
+    CheckMulMatVec(t, 256, 5, 3, 1, 2, 2, false);   // ne13 > 1
+  }
+}
+
+// More batch entries than gridDim.z allows: several launches, every dst element written once.
+TEST(CudaMath, MulMatVecBatchBeyondGridZ) { CheckMulMatVec(GgmlType::Q8_0, 32, 1, 1, 1, 70001, 1, false); }
+
+}  // namespace
+}  // namespace stowage
