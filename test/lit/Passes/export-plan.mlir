@@ -23,6 +23,18 @@
 // LS-NEXT: planned.mlir
 // LS-NOT: {{.}}
 
+// With pipeline parallelism (two H200, -ngl 99) the plan records n_copies = 4 and every copy.
+// RUN: stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 --gguf-n-batch 256 --gguf-n-ubatch 256 \
+// RUN:   --stowage-plan-pipeline="devices=%registry/h200.json,%registry/h200.json,%inputs/manifests/llamacpp-cpu.json n-gpu-layers=99" \
+// RUN:   -o %t.dir/pp.mlir
+// RUN: stowage-opt %t.dir/pp.mlir --stowage-export-plan=output=%t.dir/pp.plan -o /dev/null
+// RUN: plan-dump %t.dir/pp.plan | FileCheck %s --check-prefix=PP
+// PP: scheduler: n_copies 4 (pipeline parallelism)
+// PP: buffer 7: CUDA_Host    Compute     1323008 bytes
+// PP: input copies: KQ_mask on CPU -> KQ_mask (buffer 7 offset 8192), CPU#KQ_mask#1 (buffer 7 offset 270336), CPU#KQ_mask#2 (buffer 7 offset 532480), CPU#KQ_mask#3 (buffer 7 offset 794624)
+// PP: split 1: CUDA0 nodes [1, 161) 3 inputs [inp_embd -> CUDA0#inp_embd#0, CUDA0#inp_embd#1, CUDA0#inp_embd#2, CUDA0#inp_embd#3]
+// RUN: rm %t.dir/pp.mlir %t.dir/pp.plan
+
 // A write error names the path; nothing is written.
 // RUN: not stowage-opt %t.dir/planned.mlir --stowage-export-plan=output=%t.dir/no-such-dir/model.plan -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=WRITE

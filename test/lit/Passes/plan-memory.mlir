@@ -27,6 +27,30 @@
 // CHECK-LABEL: func.func @decode
 // CHECK: stowage.buffer
 
+// Pipeline parallelism (two H200, -ngl 99: n_copies = 4): the compute buffers hold every copy of
+// every graph input and split input (allocated first, never freed), with the bytes plan-model
+// prints for this machine (test/lit/tools/plan-model/pipeline-parallel.test works CUDA_Host's
+// 1323008 out by hand: 4 * (1024 + 1024 + 262144 + 1024) + 262144); each copy gets its own offset.
+// RUN: stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 --gguf-n-batch 256 --gguf-n-ubatch 256 \
+// RUN:   --stowage-assign-layers="devices=%registry/h200.json,%registry/h200.json,%inputs/manifests/llamacpp-cpu.json n-gpu-layers=99" \
+// RUN:   --stowage-select-weight-buft --stowage-place-kv --stowage-schedule -o %t.pp.mlir
+// RUN: stowage-opt %t.pp.mlir --stowage-plan-memory | FileCheck %s --check-prefix=PP
+// PP: name = "CUDA0", size = 4198400 : i64, usage = "compute"}
+// PP-SAME: name = "CUDA1", size = 4202496 : i64, usage = "compute"}
+// PP-SAME: name = "CUDA_Host", size = 1323008 : i64, usage = "compute"}
+// PP-LABEL: func.func @prefill
+// PP: name = "CPU#KQ_mask#1", stowage.buffer = 7 : i64, stowage.offset = 270336 : i64}
+// PP-NEXT: name = "CPU#KQ_mask#2", stowage.buffer = 7 : i64, stowage.offset = 532480 : i64}
+// PP-NEXT: name = "CPU#KQ_mask#3", stowage.buffer = 7 : i64, stowage.offset = 794624 : i64}
+// PP: name = "CUDA0#inp_embd#0", stowage.buffer = 5 : i64, stowage.offset = 0 : i64}
+// PP-NEXT: name = "CUDA0#inp_embd#1", stowage.buffer = 5 : i64, stowage.offset = 262144 : i64}
+// The first node of split 1 comes after CUDA0's copies: 4 * (262144 + 1024 + 262144) = 2101248.
+// PP: name = "norm-0"{{.*}}stowage.buffer = 5 : i64, stowage.offset = 2101248 : i64}
+// An IR whose recorded n_copies disagrees with the schedule's is refused.
+// RUN: sed -e 's|stowage.n_copies = 4|stowage.n_copies = 1|' %t.pp.mlir > %t.pp1.mlir
+// RUN: not stowage-opt %t.pp1.mlir --stowage-plan-memory -o /dev/null 2>&1 | FileCheck %s --check-prefix=NCOPIES
+// NCOPIES: error: stowage-plan-memory: the IR differs from what stowage-schedule decides with the recorded options: stowage.n_copies must be 4
+
 // Out of order, and an IR whose splits disagree with the planner's schedule.
 // RUN: sed -e 's|@MODELS@|%models|g' -e 's|@INPUTS@|%inputs|g' %s > %t.mlir
 // RUN: stowage-opt %t.mlir -split-input-file -verify-diagnostics --stowage-plan-memory

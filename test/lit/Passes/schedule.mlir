@@ -45,6 +45,38 @@
 // RUN:   --place-print-splits -o /dev/null | FileCheck %s --check-prefix=NKVO
 // NKVO: # @prefill: 19 splits
 
+// Pipeline parallelism (planner::PipelineParallelism, llama.cpp FEB25): two H200 (caps async and
+// events) with -ngl 99 give n_copies = 4. The module records stowage.n_copies; every graph input a
+// node reads gets place.copy ops numbered 1..3 on its own backend (the CPU) at function level (the
+// input itself is copy 0), and every split input copies 1..3 right after copy 0, the one the
+// nodes read. No op uses copies 1..3.
+// RUN: stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 --gguf-n-batch 256 --gguf-n-ubatch 256 \
+// RUN:   --stowage-assign-layers="devices=%registry/h200.json,%registry/h200.json,%inputs/manifests/llamacpp-cpu.json n-gpu-layers=99" \
+// RUN:   --stowage-select-weight-buft --stowage-place-kv --stowage-schedule | FileCheck %s --check-prefix=PP
+// PP: stowage.n_copies = 4 : i64
+// PP-LABEL: func.func @prefill
+// PP: %[[TOK:.*]] = ggml.input "inp_tokens"
+// PP: place.copy %[[TOK]] : !ggml.tensor<[n_tokens], i32> to #place.backend<"CPU", 2> {copy = 1 : i32, name = "CPU#inp_tokens#1"}
+// PP-NEXT: place.copy %[[TOK]] : !ggml.tensor<[n_tokens], i32> to #place.backend<"CPU", 2> {copy = 2 : i32, name = "CPU#inp_tokens#2"}
+// PP-NEXT: place.copy %[[TOK]] : !ggml.tensor<[n_tokens], i32> to #place.backend<"CPU", 2> {copy = 3 : i32, name = "CPU#inp_tokens#3"}
+// PP: place.split 1 on #place.backend<"CUDA0", 0>
+// PP-NEXT: %[[E0:.*]] = place.copy %[[EMBD:.*]] : {{.*}} to #place.backend<"CUDA0", 0> {name = "CUDA0#inp_embd#0"}
+// PP-NEXT: place.copy %[[EMBD]] : {{.*}} {copy = 1 : i32, name = "CUDA0#inp_embd#1"}
+// PP-NEXT: place.copy %[[EMBD]] : {{.*}} {copy = 2 : i32, name = "CUDA0#inp_embd#2"}
+// PP-NEXT: place.copy %[[EMBD]] : {{.*}} {copy = 3 : i32, name = "CUDA0#inp_embd#3"}
+// PP: ggml.rms_norm %[[E0]] {{.*}}name = "norm-0"
+// PP: place.split 2 on #place.backend<"CUDA1", 1>
+// PP-LABEL: func.func @decode
+// PP: {copy = 3 : i32, name = "CPU#inp_tokens#3"}
+// -ngl 8 (output layer on the CPU): n_copies = 1, no numbered copies.
+// RUN: stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 --gguf-n-batch 256 --gguf-n-ubatch 256 \
+// RUN:   --stowage-assign-layers="devices=%registry/h200.json,%registry/h200.json,%inputs/manifests/llamacpp-cpu.json n-gpu-layers=8" \
+// RUN:   --stowage-select-weight-buft --stowage-place-kv --stowage-schedule | FileCheck %s --check-prefix=NOPP
+// NOPP: stowage.n_copies = 1 : i64
+// NOPP-NOT: copy =
+// NOPP: name = "CUDA0#inp_embd#0"
+// NOPP-NOT: copy =
+
 // Out of order, and an IR whose caches disagree with the recorded options.
 // RUN: sed -e 's|@MODELS@|%models|g' -e 's|@INPUTS@|%inputs|g' %s > %t.mlir
 // RUN: stowage-opt %t.mlir -split-input-file -verify-diagnostics --stowage-schedule
