@@ -9,8 +9,10 @@
 #
 # On a bare GPU machine without the build dependencies (flatbuffers, CLI11, nlohmann-json, gtest,
 # xxhash), build here instead (same x86-64; nvcc 13 here matches the driver there) and carry the
-# binaries: PREBUILT_BIN=<folder with cuda_backend_test, plan-model, stowage-run, gguf-synth,
-# list-devices> skips the build; LD_LIBRARY_PATH may point at carried shared libraries.
+# binaries: PREBUILT_BIN=<folder with cuda_backend_test, cuda_math_test, plan-model, stowage-run,
+# gguf-synth, list-devices> skips the build; LD_LIBRARY_PATH may point at carried shared libraries.
+# cuda_math_test (the kernels' arithmetic on the host, no GPU needed) runs first: when it fails, the
+# GPU results below are not worth reading.
 #
 # Environment: BUILD_DIR (default build-cuda), CUDA_ARCHS (default "80;90"), JOBS (default nproc),
 # STOWAGE_MODELS_DIR (shared models for the logit tests; default ../shared/models, skipped when
@@ -40,13 +42,19 @@ t0=$(date +%s)
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTOWAGE_ENABLE_CUDA=ON -DSTOWAGE_ENABLE_MLIR=OFF \
   -DSTOWAGE_ENABLE_ONEDNN=AUTO "-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS" >"$OUT/configure.log" 2>&1 || {
   tail -30 "$OUT/configure.log"; exit 1; }
-targets="cuda_backend_test async_copy_test row_split_test plan-model stowage-run list-devices gguf-synth"
+targets="cuda_backend_test cuda_math_test async_copy_test row_split_test plan-model stowage-run list-devices gguf-synth"
 ninja -C "$BUILD_DIR" -t targets all 2>/dev/null | grep -q '^onednn_backend_test:' && targets="$targets onednn_backend_test"
 ninja -C "$BUILD_DIR" -j "$JOBS" $targets >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 log "build took $(( $(date +%s) - t0 )) s"
 BIN=$BUILD_DIR/bin
 fi
 "$BIN/list-devices" | tee -a "$OUT/summary.txt"
+
+log "CUDA kernel arithmetic on the host (cuda_math_test)"
+if [ -x "$BIN/cuda_math_test" ]; then
+  "$BIN/cuda_math_test" >"$OUT/cuda_math_test.log" 2>&1 || { log "cuda_math_test FAILED (see $OUT/cuda_math_test.log)"; exit 1; }
+  grep -E '^\[  PASSED' "$OUT/cuda_math_test.log" | tee -a "$OUT/summary.txt"
+fi
 
 log "CUDA backend tests"
 "$BIN/cuda_backend_test" --gtest_brief=0 2>&1 | tee "$OUT/cuda_backend_test.log" | grep -E '^\[ |max \|logit' | grep -vE 'RUN|       OK' || true

@@ -459,7 +459,8 @@ TEST_F(CudaOps, MulMatVecBatchBeyondGridZ) {
   EXPECT_NEAR(got, ref, 1e-4) << "last batch matrix, last row";
 }
 
-// GET_ROWS with an index outside src0: a NaN row, and the device stays usable (no illegal address).
+// GET_ROWS with an index outside src0: Synchronize reports it (kOutOfRange, naming the index), the
+// row is NaN, and the device stays usable (no illegal address): the next run is clean.
 TEST_F(CudaOps, GetRowsOutOfRangeIndex) {
   HostTensor w = test::RandomTensor(GgmlType::Q8_0, {64, 2, 1, 1}, 64);
   HostTensor ids;
@@ -475,11 +476,17 @@ TEST_F(CudaOps, GetRowsOutOfRangeIndex) {
   g.src[1] = Upload(ids.v, ids.bytes.size());
   g.dst = Upload(d.v, d.bytes.size());
   ASSERT_TRUE(gpu_->Compute(g).ok());
-  ASSERT_TRUE(gpu_->Synchronize().ok());
+  Status st = gpu_->Synchronize();
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.ToString();
+  EXPECT_NE(st.message().find("index 1000000 is outside [0, 2)"), std::string::npos) << st.ToString();
   ASSERT_TRUE(bufs_.back()->Read(0, d.bytes.data(), d.bytes.size()).ok());
   const float* out = reinterpret_cast<const float*>(d.bytes.data());
   EXPECT_FALSE(std::isnan(out[0]));
   EXPECT_TRUE(std::isnan(out[64]));
+  const int32_t good[2] = {1, 0};
+  ASSERT_TRUE(bufs_[1]->Write(0, good, 8).ok());
+  ASSERT_TRUE(gpu_->Compute(g).ok());
+  EXPECT_TRUE(gpu_->Synchronize().ok()) << "the error record was not cleared";
 }
 
 // New CUDA0 buffers are zeroed on the backend's stream (a cudaMemset on the legacy stream could land

@@ -408,7 +408,8 @@ TEST(CudaMath, GetRowsEmulation) {
       const Tv s = ToTv(w.v), i = ToTv(idx.v), d = ToTv(g.v);
       Dispatch(int(t), [&](auto tag) {
         constexpr int T = decltype(tag)::value;
-        for (int64_t l = 0; l < cuda::Nelements(d); ++l) cuda::GetRowsElement<T>(s, i, d, l);
+        int32_t bad = -1;
+        for (int64_t l = 0; l < cuda::Nelements(d); ++l) ASSERT_TRUE(cuda::GetRowsElement<T>(s, i, d, l, &bad));
       });
       ExpectSameF32(g.v, c.v, GgmlTypeName(t));
     }
@@ -420,7 +421,9 @@ TEST(CudaMath, GetRowsEmulation) {
   std::memcpy(idx.bytes.data(), bad, 8);
   Host g = Make(GgmlType::F32, {64, 2, 1, 1});
   const Tv s = ToTv(w.v), i = ToTv(idx.v), d = ToTv(g.v);
-  for (int64_t l = 0; l < 128; ++l) cuda::GetRowsElement<cuda::kQ8_0>(s, i, d, l);
+  int32_t bad_index = -1;
+  for (int64_t l = 0; l < 128; ++l) EXPECT_EQ(cuda::GetRowsElement<cuda::kQ8_0>(s, i, d, l, &bad_index), l < 64);
+  EXPECT_EQ(bad_index, 2);
   const float* out = reinterpret_cast<const float*>(g.bytes.data());
   EXPECT_FALSE(std::isnan(out[0]));
   EXPECT_TRUE(std::isnan(out[64]));

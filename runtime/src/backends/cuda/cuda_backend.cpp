@@ -69,12 +69,15 @@ struct DeviceCtx {
   cublasHandle_t cublas = nullptr;
   void* scratch[kSlots] = {};
   size_t scratch_size[kSlots] = {};
+  /// Device-side error record of the GET_ROWS kernels (cuda::GetRows): {set, index, launch id}.
+  int32_t* errors = nullptr;
 
   ~DeviceCtx() {
     cudaSetDevice(device);
     if (stream) cudaStreamSynchronize(stream);
     for (void* p : scratch)
       if (p) cudaFree(p);
+    if (errors) cudaFree(errors);
     if (cublas) cublasDestroy(cublas);
     if (stream) cudaStreamDestroy(stream);
   }
@@ -88,6 +91,10 @@ struct DeviceCtx {
     STOWAGE_RETURN_IF_ERROR(CublasStatus(cublasCreate(&c->cublas), c->name + ": cublasCreate"));
     STOWAGE_RETURN_IF_ERROR(
         CublasStatus(cublasSetStream(c->cublas, c->stream), c->name + ": cublasSetStream"));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&c->errors, 3 * sizeof(int32_t)), c->name + ": cudaMalloc"));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(c->errors, 0, 3 * sizeof(int32_t), c->stream),
+                                       c->name + ": cudaMemsetAsync"));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(c->stream), c->name + ": cudaStreamSynchronize"));
     return c;
   }
   /// Scratch slot `i` of at least `n` bytes (contents undefined). Growing waits for the stream.
@@ -357,9 +364,12 @@ class CudaBackend final : public Backend {
     return std::unique_ptr<Buffer>(new CudaBuffer(ctx_, static_cast<uint8_t*>(p), size));
   }
 
+  // Waits for the stream, then reports the first out-of-range GET_ROWS index recorded by the kernels
+  // since the last Synchronize (kOutOfRange, as the CPU backend's GET_ROWS; the rows got NaN).
   Status Synchronize() override {
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
-    return CudaStatus(cudaStreamSynchronize(ctx_->stream), name_ + ": cudaStreamSynchronize");
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(ctx_->stream), name_ + ": cudaStreamSynchronize"));
+    return CheckGetRowsErrors();
   }
 
   Status Compute(const NodeCall& c) override;
@@ -438,6 +448,24 @@ class CudaBackend final : public Backend {
   Status MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const TensorView& b, const TensorView& d);
   Result<DeviceCtx*> Peer(int device);
   CudaSplitBuffer* SplitOf(const void* p) const;
+  /// Reads (after the stream is idle) and clears the GET_ROWS error record of ctx_.
+  Status CheckGetRowsErrors() {
+    if (getrows_launches_.empty()) return Status::Ok();
+    int32_t rec[3] = {0, 0, 0};
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMemcpy(rec, ctx_->errors, sizeof rec, cudaMemcpyDeviceToHost),
+                                       name_ + ": reading the GET_ROWS error record"));
+    std::vector<std::pair<std::string, int64_t>> launches;
+    launches.swap(getrows_launches_);
+    if (rec[0] == 0) return Status::Ok();
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(ctx_->errors, 0, sizeof rec, ctx_->stream),
+                                       name_ + ": clearing the GET_ROWS error record"));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(ctx_->stream), name_ + ": cudaStreamSynchronize"));
+    const size_t id = static_cast<size_t>(rec[2]);
+    const std::string node = id < launches.size() ? launches[id].first : "?";
+    const std::string rows = id < launches.size() ? std::to_string(launches[id].second) : "?";
+    return OutOfRange(name_ + ": GET_ROWS (node '" + node + "'): index " + std::to_string(rec[1]) +
+                      " is outside [0, " + rows + "); its row was set to NaN");
+  }
 
   std::shared_ptr<DeviceCtx> ctx_;
   std::string name_;
@@ -445,6 +473,9 @@ class CudaBackend final : public Backend {
   std::map<int, std::shared_ptr<DeviceCtx>> peers_;
   std::map<int, std::pair<cudaEvent_t, cudaEvent_t>> events_;  // per peer: (main ready, peer done)
   std::shared_ptr<SplitRegistry> splits_ = std::make_shared<SplitRegistry>();
+  /// GET_ROWS launches since the last Synchronize (node name, src0 rows), indexed by launch id.
+  static constexpr size_t kMaxUncheckedGetRows = 1 << 16;
+  std::vector<std::pair<std::string, int64_t>> getrows_launches_;
 };
 
 Status Fail(const char* op, const std::string& what, const NodeCall& c) {
@@ -491,7 +522,10 @@ Status CudaBackend::Compute(const NodeCall& c) {
         return Bad(op, "src0 dims 2 and 3 must equal the ids' dims 1 and 2, or be 1", c);
       if (a.nb[0] != GetTypeTraits(a.type).type_size || a.ne[0] % GetTypeTraits(a.type).block_size != 0)
         return Bad(op, "src0 rows must be contiguous whole blocks", c);
-      e = cuda::GetRows(ToTv(a), ToTv(b), ToTv(d), ctx_->stream);
+      if (getrows_launches_.size() >= kMaxUncheckedGetRows) STOWAGE_RETURN_IF_ERROR(Synchronize());
+      getrows_launches_.push_back({c.name, a.ne[1]});
+      e = cuda::GetRows(ToTv(a), ToTv(b), ToTv(d), ctx_->errors, static_cast<int32_t>(getrows_launches_.size() - 1),
+                        ctx_->stream);
       break;
     case GgmlOp::MUL_MAT: {
       if (CudaSplitBuffer* sb = SplitOf(a.data)) return MulMatSplit(*sb, a, b, d);

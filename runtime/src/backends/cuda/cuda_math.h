@@ -479,9 +479,10 @@ STOWAGE_HD void RowIndex(int64_t r, const int64_t ne[4], int64_t* i1, int64_t* i
 
 /// GET_ROWS element l of dst (F32): dst[i0, i1, i2, i3] = Dq(src0 row idx[i1, i2, i3] of matrix
 /// (i2 % ne02, i3 % ne03))[i0]. An index outside [0, ne01) writes NaN instead of reading outside
-/// src0 (the host cannot check device-resident ids before the launch; ggml-cuda reads anyway).
+/// src0 (the host cannot check device-resident ids before the launch; ggml-cuda reads anyway) and
+/// returns false with the index in *bad (the kernel records it for CudaBackend::Synchronize).
 template <int T>
-STOWAGE_HD void GetRowsElement(const Tv& src, const Tv& idx, const Tv& dst, int64_t l) {
+STOWAGE_HD bool GetRowsElement(const Tv& src, const Tv& idx, const Tv& dst, int64_t l, int32_t* bad) {
   int64_t i[4];
   Unravel(l, dst.ne, i);
   int32_t r;
@@ -489,9 +490,11 @@ STOWAGE_HD void GetRowsElement(const Tv& src, const Tv& idx, const Tv& dst, int6
   uint8_t* o = At(dst, i[0], i[1], i[2], i[3]);
   if (r < 0 || r >= src.ne[1]) {
     StoreF32(o, F32FromBits(0x7FC00000u));
-    return;
+    *bad = r;
+    return false;
   }
   StoreF32(o, Dq<T>(At(src, 0, r, i[2] % src.ne[2], i[3] % src.ne[3]), i[0]));
+  return true;
 }
 
 /// ADD / MUL element l of dst with ggml broadcasting of b (F32 or F16).

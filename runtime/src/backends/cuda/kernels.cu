@@ -45,10 +45,15 @@ __device__ __forceinline__ int64_t GlobalThread() { return blockIdx.x * int64_t(
 
 // ---- element-wise kernels (bodies in cuda_math.h) -------------------------------------------------
 
+// err (device memory, 3 int32: set flag, bad index, launch id): the first out-of-range index wins.
 template <int T>
-__global__ void GetRowsK(Tv src, Tv idx, Tv dst, int64_t n) {
+__global__ void GetRowsK(Tv src, Tv idx, Tv dst, int64_t n, int32_t* err, int32_t launch_id) {
   const int64_t l = GlobalThread();
-  if (l < n) GetRowsElement<T>(src, idx, dst, l);
+  int32_t bad = 0;
+  if (l < n && !GetRowsElement<T>(src, idx, dst, l, &bad) && err != nullptr && atomicCAS(err, 0, 1) == 0) {
+    err[1] = bad;
+    err[2] = launch_id;
+  }
 }
 
 __global__ void BinaryK(Binary op, Tv a, Tv b, Tv d, int64_t n) {
@@ -210,12 +215,13 @@ bool KernelsCanDequantize(int type) {
 
 bool IsQuantized(int type) { return KernelsCanDequantize(type) && type != kF32 && type != kF16 && type != kBF16; }
 
-cudaError_t GetRows(const Tv& src0, const Tv& idx, const Tv& dst, cudaStream_t stream) {
+cudaError_t GetRows(const Tv& src0, const Tv& idx, const Tv& dst, int32_t* error, int32_t launch_id,
+                    cudaStream_t stream) {
   const int64_t n = Nelements(dst);
   if (n == 0) return cudaSuccess;
   const unsigned g = Blocks(n, kThreads);
   if (g == 0) return cudaErrorInvalidConfiguration;
-  STOWAGE_DISPATCH_TYPE(src0.type, GetRowsK, g, kThreads, 0, stream>>>(src0, idx, dst, n))
+  STOWAGE_DISPATCH_TYPE(src0.type, GetRowsK, g, kThreads, 0, stream>>>(src0, idx, dst, n, error, launch_id))
   return cudaGetLastError();
 }
 

@@ -26,8 +26,11 @@ bool KernelsCanDequantize(int type);
 bool IsQuantized(int type);
 
 /// GET_ROWS: dst[:, i10, i11, i12] = dequant(src0[:, idx[i10, i11, i12], i11 % ne02, i12 % ne03]);
-/// an index outside [0, ne01) yields a row of NaN (GetRowsElement), never a read outside src0.
-cudaError_t GetRows(const Tv& src0, const Tv& idx, const Tv& dst, cudaStream_t stream);
+/// an index outside [0, ne01) yields a row of NaN (GetRowsElement), never a read outside src0, and
+/// when `error` (device memory, 3 int32, zero when clear) is not null the first such index is
+/// recorded there: error[0] = 1, error[1] = the index, error[2] = launch_id.
+cudaError_t GetRows(const Tv& src0, const Tv& idx, const Tv& dst, int32_t* error, int32_t launch_id,
+                    cudaStream_t stream);
 /// ADD / MUL with ggml broadcasting of src1 (F32 or F16); src0, dst F32 of equal shape.
 cudaError_t BinaryOp(Binary op, const Tv& a, const Tv& b, const Tv& dst, cudaStream_t stream);
 /// SCALE (x * p0 + p1), SILU, GELU (tanh approximation). F32.
