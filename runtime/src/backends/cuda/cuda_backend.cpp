@@ -323,7 +323,10 @@ class CudaBackend final : public Backend {
 
   bool CanAccess(const Buffer& buf) const override {
     if (const auto* b = dynamic_cast<const CudaBuffer*>(&buf)) return b->device() == ctx_->device;
-    return dynamic_cast<const CudaSplitBuffer*>(&buf) != nullptr;
+    // Only this backend's split buffers: another backend's (CUDA<j>_Split) is not in splits_, and
+    // its pinned staging would be read as if it were device memory.
+    const auto* sb = dynamic_cast<const CudaSplitBuffer*>(&buf);
+    return sb != nullptr && std::find(splits_->begin(), splits_->end(), sb) != splits_->end();
   }
 
   Result<std::unique_ptr<Buffer>> Allocate(const std::string& buft, uint64_t size,
@@ -509,8 +512,25 @@ Status CudaBackend::Compute(const NodeCall& c) {
     if (c.has_src[i] && SplitOf(c.src[i].data) && !(c.op == GgmlOp::MUL_MAT && i == 0))
       return Fail(op, "a row-split tensor can only be MUL_MAT's src0", c);
   }
+  switch (c.op) {  // the ops of the switch below: anything else is unimplemented, whatever its tensors
+    case GgmlOp::GET_ROWS: case GgmlOp::MUL_MAT: case GgmlOp::ADD: case GgmlOp::MUL: case GgmlOp::SCALE:
+    case GgmlOp::SILU: case GgmlOp::GELU: case GgmlOp::SWIGLU: case GgmlOp::GEGLU: case GgmlOp::RMS_NORM:
+    case GgmlOp::NORM: case GgmlOp::ROPE: case GgmlOp::SOFT_MAX: case GgmlOp::CPY: case GgmlOp::CONT:
+    case GgmlOp::DUP:
+      break;
+    default:
+      return Unimplemented(name_ + ": op " + op + " (node '" + c.name + "') is not implemented by the CUDA backend");
+  }
   if (d.nelements() > 0 && d.data == nullptr)
     return InvalidArgument(std::string(op) + ": null dst data (node '" + c.name + "')");
+  // Required sources (the optional ones, SOFT_MAX's mask, ROPE's freq factors, GLU's second half,
+  // are absent with null data): a null pointer would be an illegal address on the device.
+  const bool needs_src1 = c.op == GgmlOp::GET_ROWS || c.op == GgmlOp::ADD || c.op == GgmlOp::MUL ||
+                          c.op == GgmlOp::ROPE || c.op == GgmlOp::MUL_MAT;
+  for (int i = 0; i < (needs_src1 ? 2 : 1); ++i)
+    if (d.nelements() > 0 && (!c.has_src[i] || c.src[i].data == nullptr))
+      return InvalidArgument(std::string(op) + ": src" + std::to_string(i) + " is missing or has null data (node '" +
+                             c.name + "')");
   cudaError_t e = cudaSuccess;
   switch (c.op) {
     case GgmlOp::GET_ROWS:
