@@ -337,6 +337,7 @@ LogicalResult Reconstructor::weights() {
   // PlaceModel's order: InitPlacement, the layer log, SelectWeightBufts.
   planner::InitPlacement(st_->devices, o.use_mmap, &p);
   planner::RecordTensorSplit(st_->devices, o.tensor_split, &p);
+  planner::RecordHostBufts(st_->devices, &p);
   for (size_t il = 0; il < st_->layers.device.size(); ++il)
     p.log.push_back("layer " + std::to_string(il) + " -> " +
                     st_->devices.devices[st_->layers.device[il]].name);

@@ -307,7 +307,12 @@ Status PlanMemory(ModelGraphs& m, const Placement& p, MemoryPlan* out) {
     if (m.globals[i].kind == TensorKind::kWeight && m.globals[i].layer_class == LayerClass::kOutput &&
         m.globals[i].consumer_op == GgmlOp::MUL_MAT && p.global_buft[i] >= 0)
       out_dev = p.bufts[p.global_buft[i]].device;
-  for (size_t b = 0; b < p.bufts.size() && out_dev >= 0; ++b)
+  // The output device's own host buft (CUDA_Host for CUDA1 too: InitPlacement lists a shared
+  // buft once, under its first device), when RecordHostBufts ran; else a host buft listed under it.
+  if (out_dev >= 0 && static_cast<size_t>(out_dev) < p.device_host_buft.size() &&
+      p.devices[out_dev].type != DeviceKind::kCpu)
+    ob.buft = p.device_host_buft[out_dev];
+  for (size_t b = 0; b < p.bufts.size() && out_dev >= 0 && ob.buft < 0; ++b)
     if (p.bufts[b].device == out_dev && p.bufts[b].is_host && !p.bufts[b].is_default &&
         p.devices[out_dev].type != DeviceKind::kCpu) {
       ob.buft = static_cast<int>(b);

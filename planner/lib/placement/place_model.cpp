@@ -15,6 +15,7 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
   STOWAGE_ASSIGN_OR_RETURN(o.layers, AssignLayers(o.devices, m.hp.n_layer, opt.n_gpu_layers, opt.tensor_split));
   InitPlacement(o.devices, opt.use_mmap, &o.placement);
   RecordTensorSplit(o.devices, opt.tensor_split, &o.placement);
+  RecordHostBufts(o.devices, &o.placement);
   for (uint32_t il = 0; il <= m.hp.n_layer; ++il)
     o.placement.log.push_back("layer " + std::to_string(il) + " -> " + o.devices.devices[o.layers.device[il]].name);
   WeightBuftOptions wo;
@@ -39,6 +40,12 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
   STOWAGE_RETURN_IF_ERROR(PlanMemory(m, o.placement, &o.memory));
   STOWAGE_ASSIGN_OR_RETURN(o.split_shares, RowSplitShares(m, o, opt.tensor_split));
   return o;
+}
+
+void RecordHostBufts(const DeviceSet& ds, Placement* p) {
+  p->device_host_buft.assign(p->devices.size(), -1);
+  for (size_t i = 0; i < p->devices.size() && i < ds.devices.size(); ++i)
+    if (ds.devices[i].host_buft) p->device_host_buft[i] = p->FindBuft(ds.devices[i].host_buft->name);
 }
 
 void RecordTensorSplit(const DeviceSet& ds, const std::vector<float>& tensor_split, Placement* p) {

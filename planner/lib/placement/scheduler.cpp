@@ -366,6 +366,10 @@ class Scheduler {
           tc.copies.push_back(s);
           for (int c = 1; c < n_copies; ++c) tc.copies.push_back(new_copy(s, backend_[s], c));
           gc.inputs.push_back(std::move(tc));
+          if (gc.inputs.size() > kMaxInputs)  // ggml asserts n_graph_inputs < GGML_SCHED_MAX_SPLIT_INPUTS (FEB25)
+            return FailedPrecondition("graph " + g_.name + " has more than " + std::to_string(kMaxInputs) +
+                                      " graph inputs with n_copies > 1 (GGML_SCHED_MAX_SPLIT_INPUTS): '" +
+                                      g_.tensors[s].name + "' is one too many");
         }
         if (backend_[s] == cur || BufferSupported(s, cur)) continue;
         auto it = copies.find({s, cur});

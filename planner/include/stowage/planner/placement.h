@@ -114,6 +114,10 @@ struct Placement {
   /// (PipelineParallelism, scheduler.h). Set by ScheduleGraph from SchedulerOptions::n_copies.
   int n_copies = 1;
   std::vector<GraphCopies> copies;      ///< one per scheduled graph when n_copies > 1
+  /// Per `devices` entry: index into `bufts` of the device's host buffer type
+  /// (ggml_backend_dev_host_buffer_type: CUDA_Host for every CUDA device), -1 when it has none.
+  /// Filled by RecordHostBufts; empty before.
+  std::vector<int> device_host_buft;
 
   /// The copies of graph `graph` ("pp", "tg"); null when it has none (n_copies 1).
   const GraphCopies* FindCopies(const std::string& graph) const {
@@ -143,6 +147,13 @@ struct DeviceSet;  // layer_map.h
 /// device's entry; here each device takes its own entry, as RowSplitShares (fit.h) does, so the
 /// recorded split is the one the fit check used.
 void RecordTensorSplit(const DeviceSet& ds, const std::vector<float>& tensor_split, Placement* p);
+
+/// Fills Placement::device_host_buft from the manifests' host buffer types (by name among the
+/// bufts InitPlacement made, which lists a buft shared by several devices once, under the first).
+/// PlanMemory puts the logits buffer in the output device's host buft (llama_output_reserve), so
+/// with the output layer on CUDA1 it is CUDA_Host although InitPlacement attributes CUDA_Host to
+/// CUDA0. Requires InitPlacement(ds, ...) to have made `p`'s bufts.
+void RecordHostBufts(const DeviceSet& ds, Placement* p);
 
 /// The degenerate placement of a CPU-only machine without repack buffer types: every weight and
 /// KV tensor in the CPU buffer type, every node on the CPU backend, one split per graph.
