@@ -18,6 +18,8 @@
 
 #include "ops.h"
 #include "quants.h"
+#include "row_split.h"
+#include "split_views.h"
 
 namespace stowage {
 namespace {
@@ -739,6 +741,62 @@ TEST(CudaMath, MulMatVecEmulation) {
 
 // More batch entries than gridDim.z allows: several launches, every dst element written once.
 TEST(CudaMath, MulMatVecBatchBeyondGridZ) { CheckMulMatVec(GgmlType::Q8_0, 32, 1, 1, 1, 70001, 1, false); }
+
+// ---- row-split weights (CUDA<i>_Split) -------------------------------------------------------------
+
+// CudaBackend::MulMatSplit on the CPU backend: the rows of each device (row_split.h), each device's
+// MUL_MAT on its slice (the main device straight into dst, a peer into its packed scratch, then the
+// 2-D gather into dst's columns [lo, hi)) against the unsplit MUL_MAT, bit for bit.
+TEST(CudaMath, RowSplitMulMatEmulation) {
+  struct Case {
+    GgmlType type;
+    std::vector<float> split;
+    std::vector<int> cc;
+    int main;
+  };
+  const Case cases[] = {{GgmlType::Q4_0, {3, 1, 2}, {900, 800, 900}, 0},  // rounding 128: device 1 gets no rows
+                        {GgmlType::F16, {1, 1}, {600, 600}, 1},            // rounding 64, main device 1
+                        {GgmlType::Q6_K, {}, {900, 900, 900, 900}, 2}};    // default split (memory), 4 devices
+  for (const Case& cs : cases) {
+    const int64_t K = 256, N = 300, ne11 = 3, ne12 = 2, M = ne11 * ne12;
+    Host a = RandomBlocks(cs.type, {K, N, 1, 1}, 110);
+    Host x = RandomF32({K, ne11, ne12, 1}, 111);
+    Host ref = Make(GgmlType::F32, {N, ne11, ne12, 1}), d = Make(GgmlType::F32, {N, ne11, ne12, 1});
+    cpu::ComputeContext ctx;
+    ASSERT_TRUE(cpu::MulMat(ctx, a.v, x.v, ref.v).ok());
+    const int n_dev = int(cs.cc.size());
+    const std::vector<uint64_t> memory(size_t(n_dev), uint64_t(80) << 30);
+    const std::vector<float> cum = exec::CumulativeSplit(exec::SplitProportions(cs.split, memory), n_dev);
+    const int64_t rounding = exec::RowRounding(cum, cs.cc);
+    cpu::TensorView x2 = x.v;  // src1 gathered as one [K, M] matrix
+    x2.ne[1] = M;
+    x2.ne[2] = 1;
+    cpu::SetContiguousStrides(x2);
+    int64_t covered = 0;
+    for (int id = 0; id < n_dev; ++id) {
+      int64_t lo, hi;
+      exec::RowSplit(N, cum, rounding, id, &lo, &hi);
+      if (hi <= lo) continue;
+      EXPECT_EQ(lo, covered) << "device " << id;
+      covered = hi;
+      std::vector<uint8_t> slice(a.bytes.begin() + lo * int64_t(a.v.nb[1]), a.bytes.begin() + hi * int64_t(a.v.nb[1]));
+      std::vector<uint8_t> packed(size_t(hi - lo) * size_t(M) * 4, 0xFF);
+      const exec::SplitPartViews v = exec::MakeSplitPartViews(a.v, d.v, M, lo, hi, slice.data(), packed.data());
+      if (id == cs.main) {
+        cpu::TensorView out = v.dst;
+        ASSERT_TRUE(cpu::MulMat(ctx, v.w, x2, out).ok()) << "device " << id;
+        continue;
+      }
+      cpu::TensorView out = v.packed;
+      ASSERT_TRUE(cpu::MulMat(ctx, v.w, x2, out).ok()) << "device " << id;
+      for (size_t r = 0; r < v.gather_rows; ++r)
+        std::memcpy(static_cast<uint8_t*>(v.dst.data) + r * v.dst_pitch, packed.data() + r * v.packed_pitch,
+                    v.gather_width);
+    }
+    EXPECT_EQ(covered, N);
+    ExpectSameF32(d.v, ref.v, GgmlTypeName(cs.type));
+  }
+}
 
 }  // namespace
 }  // namespace stowage

@@ -14,6 +14,7 @@
 
 #include "kernels.h"
 #include "ops.h"
+#include "split_views.h"
 
 namespace stowage::exec {
 namespace {
@@ -827,25 +828,9 @@ Status CudaBackend::MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const 
   // (issuing the waits inside the loop would serialize the devices). Every peer reads xm and writes
   // its columns of dst; the main stream waits for all of them before later work (which may
   // overwrite xm, or read dst) is queued.
-  auto slice_views = [&](const SplitSlice& s, TensorView* w, TensorView* dv) {
-    *w = a;
-    w->data = s.data;
-    w->ne[1] = s.hi - s.lo;
-    w->nb[2] = w->nb[1] * static_cast<size_t>(w->ne[1]);
-    w->nb[3] = w->nb[2];
-    *dv = d;  // columns [lo, hi) of each of the M dst rows
-    dv->data = static_cast<uint8_t*>(d.data) + s.lo * 4;
-    dv->ne[0] = s.hi - s.lo;
-    dv->ne[1] = M;
-    dv->ne[2] = dv->ne[3] = 1;
-    dv->nb[2] = dv->nb[1] * static_cast<size_t>(M);
-    dv->nb[3] = dv->nb[2];
-  };
   std::vector<int> peers_used;
   for (const SplitSlice& s : *slices) {
     if (s.device == ctx_->device) continue;
-    TensorView w, dv;
-    slice_views(s, &w, &dv);
     STOWAGE_ASSIGN_OR_RETURN(DeviceCtx * peer, Peer(s.device));
     auto& ev = events_[s.device];
     // Main stream -> peer: src1 is gathered.
@@ -860,18 +845,15 @@ Status CudaBackend::MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const 
         peer->name + ": cudaMemcpyPeerAsync of src1"));
     STOWAGE_ASSIGN_OR_RETURN(void* dp,
                              peer->Scratch(DeviceCtx::kSplitDst, static_cast<size_t>((s.hi - s.lo) * M) * 4));
+    const SplitPartViews v = MakeSplitPartViews(a, d, M, s.lo, s.hi, s.data, dp);
     TensorView xpv = x2;
     xpv.data = xp;
-    TensorView dpv = dv;
-    dpv.data = dp;
-    dpv.nb[1] = static_cast<size_t>(s.hi - s.lo) * 4;
-    dpv.nb[2] = dpv.nb[3] = dpv.nb[1] * static_cast<size_t>(M);
-    STOWAGE_RETURN_IF_ERROR(MulMat(*peer, w, xpv, dpv));
+    STOWAGE_RETURN_IF_ERROR(MulMat(*peer, v.w, xpv, v.packed));
     // Peer rows -> dst columns [lo, hi) of every dst row on the main device.
-    STOWAGE_RETURN_IF_ERROR(
-        CudaStatus(Memcpy2DPeerAsync(dv.data, ctx_->device, d.nb[1], dp, peer->device, dpv.nb[1], dpv.nb[1],
-                                     static_cast<size_t>(M), peer->stream),
-                   peer->name + ": cudaMemcpy3DPeerAsync of the partial result to " + name_));
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(
+        Memcpy2DPeerAsync(v.dst.data, ctx_->device, v.dst_pitch, dp, peer->device, v.packed_pitch, v.gather_width,
+                          v.gather_rows, peer->stream),
+        peer->name + ": cudaMemcpy3DPeerAsync of the partial result to " + name_));
     STOWAGE_RETURN_IF_ERROR(
         CudaStatus(cudaEventRecord(ev.second, peer->stream), peer->name + ": cudaEventRecord"));
     peers_used.push_back(s.device);
@@ -879,9 +861,8 @@ Status CudaBackend::MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const 
   STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
   for (const SplitSlice& s : *slices) {
     if (s.device != ctx_->device) continue;
-    TensorView w, dv;
-    slice_views(s, &w, &dv);
-    STOWAGE_RETURN_IF_ERROR(MulMat(*ctx_, w, x2, dv));
+    const SplitPartViews v = MakeSplitPartViews(a, d, M, s.lo, s.hi, s.data, nullptr);
+    STOWAGE_RETURN_IF_ERROR(MulMat(*ctx_, v.w, x2, v.dst));
   }
   for (int id : peers_used)
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(ctx_->stream, events_[id].second, 0),
