@@ -95,6 +95,10 @@ __global__ void ToF16K(const uint8_t* src, int64_t ne0, int64_t nrows, int64_t n
 
 // ---- row kernels: one thread block per row, rows on grid.x (RowIndex) ---------------------------
 
+// Up to 1024 threads per row block: __launch_bounds__ keeps the register count within what a
+// 1024-thread block may use (64 per thread; ptxas reports 26 for NormK, 32 for SoftMaxK on sm_90).
+constexpr int kRowThreads = 1024;
+
 // Block-wide sum / max (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
 __device__ float BlockSum(float v) {
   __shared__ float part[32];
@@ -121,7 +125,7 @@ __device__ float BlockMax(float v) {
 
 // RMS_NORM: x * RmsNormScale(sum x^2). NORM: two passes like the CPU (mean, then the centered sum of
 // squares), not E[x^2] - mean^2, which cancels catastrophically for rows with a large mean.
-__global__ void NormK(bool rms, Tv a, Tv d, float eps) {
+__global__ void __launch_bounds__(kRowThreads) NormK(bool rms, Tv a, Tv d, float eps) {
   int64_t i1, i2, i3;
   RowIndex(blockIdx.x, a.ne, &i1, &i2, &i3);
   const int64_t ne0 = a.ne[0];
@@ -151,7 +155,7 @@ __global__ void NormK(bool rms, Tv a, Tv d, float eps) {
 }
 
 // SOFT_MAX: w = x * scale + slope * mask, then exp(w - max) / sum. dst may alias src.
-__global__ void SoftMaxK(Tv src, Tv mask, Tv dst, float scale, SoftMaxAlibi alibi) {
+__global__ void __launch_bounds__(kRowThreads) SoftMaxK(Tv src, Tv mask, Tv dst, float scale, SoftMaxAlibi alibi) {
   int64_t i1, i2, i3;
   RowIndex(blockIdx.x, src.ne, &i1, &i2, &i3);
   const int64_t ne0 = src.ne[0];
@@ -256,7 +260,7 @@ cudaError_t NormOp(bool rms, const Tv& a, const Tv& dst, float eps, cudaStream_t
   if (Nelements(dst) == 0) return cudaSuccess;
   const int64_t rows = a.ne[1] * a.ne[2] * a.ne[3];
   if (rows > kMaxGridX) return cudaErrorInvalidConfiguration;
-  NormK<<<unsigned(rows), a.ne[0] >= 1024 ? 1024 : 256, 0, stream>>>(rms, a, dst, eps);
+  NormK<<<unsigned(rows), a.ne[0] >= kRowThreads ? kRowThreads : 256, 0, stream>>>(rms, a, dst, eps);
   return cudaGetLastError();
 }
 
@@ -275,7 +279,7 @@ cudaError_t SoftMax(const Tv& src, const Tv& mask, const Tv& dst, float scale, f
   const int64_t rows = src.ne[1] * src.ne[2] * src.ne[3];
   if (rows > kMaxGridX) return cudaErrorInvalidConfiguration;
   const SoftMaxAlibi alibi = MakeSoftMaxAlibi(uint32_t(src.ne[2]), max_bias);
-  SoftMaxK<<<unsigned(rows), src.ne[0] >= 1024 ? 1024 : 256, 0, stream>>>(src, mask, dst, scale, alibi);
+  SoftMaxK<<<unsigned(rows), src.ne[0] >= kRowThreads ? kRowThreads : 256, 0, stream>>>(src, mask, dst, scale, alibi);
   return cudaGetLastError();
 }
 
