@@ -74,6 +74,17 @@ enum class NormKind { kLayer, kRms };
 enum class FfnOp { kSilu, kGelu, kSwiglu };
 enum class FfnGate { kSeq, kPar };
 
+/// Where an architecture's load_tensors takes the output matrix from.
+enum class OutputWeight {
+  kRequired,         ///< output.weight, required (phi3, qwen2moe)
+  kTokEmbdIfAbsent,  ///< output.weight, else token_embd duplicated: tied embeddings (llama, qwen2, mamba)
+  kTokEmbd,          ///< always token_embd duplicated (gemma)
+};
+/// The model-level weights every loader starts with, in this order: token_embd [n_embd, n_vocab]
+/// (input layer, GET_ROWS), output_norm [n_embd] (output layer n_layer, MUL), the output matrix
+/// [n_embd, n_vocab] (output layer, MUL_MAT) as `output` says. token_embd as the output is created
+/// kDuplicated (llama.cpp TENSOR_DUPLICATED), so it can be placed with the output layer.
+void LoadEmbeddingsAndOutput(WeightLoader& wl, const HParams& hp, ModelWeights& w, OutputWeight output);
 /// The attention weights of a llama-style block (load_tensors, LLM_ARCH_LLAMA / GEMMA / QWEN2), created
 /// in this order: attn_norm [n_embd] (consumed by MUL), attn_q [n_embd, n_embd_q], attn_k
 /// [n_embd, n_embd_k], attn_v [n_embd, n_embd_v], attn_output [n_embd_q, n_embd] (MUL_MAT), all

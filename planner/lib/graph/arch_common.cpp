@@ -17,6 +17,18 @@ int CacheGlobal(const ModelGraphs& m, bool k, int il) {
   return m.FindGlobal((k ? "cache_k_l" : "cache_v_l") + std::to_string(il));
 }
 
+void LoadEmbeddingsAndOutput(WeightLoader& wl, const HParams& hp, ModelWeights& w, OutputWeight output) {
+  const int64_t n_embd = hp.n_embd, n_vocab = hp.n_vocab;
+  const int L = static_cast<int>(hp.n_layer);
+  w.tok_embd = wl.Create("token_embd.weight", {n_embd, n_vocab}, -1, LayerClass::kInput, GgmlOp::GET_ROWS);
+  w.output_norm = wl.Create("output_norm.weight", {n_embd}, L, LayerClass::kOutput, GgmlOp::MUL);
+  if (output != OutputWeight::kTokEmbd)
+    w.output = wl.Create("output.weight", {n_embd, n_vocab}, L, LayerClass::kOutput, GgmlOp::MUL_MAT,
+                         output == OutputWeight::kRequired ? kRequired : kNotRequired);
+  if (output == OutputWeight::kTokEmbd || (output == OutputWeight::kTokEmbdIfAbsent && w.output < 0 && wl.status().ok()))
+    w.output = wl.Create("token_embd.weight", {n_embd, n_vocab}, L, LayerClass::kOutput, GgmlOp::MUL_MAT, kDuplicated);
+}
+
 void LoadAttentionWeights(WeightLoader& wl, LayerWeights& l, int il, int64_t n_embd, int64_t n_embd_q,
                           int64_t n_embd_k, int64_t n_embd_v) {
   const auto R = LayerClass::kRepeating;

@@ -11,13 +11,11 @@
 namespace stowage::planner {
 
 Status LoadGemmaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
-  const int64_t n_embd = hp.n_embd, n_vocab = hp.n_vocab, n_ff = hp.n_ff;
+  const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff;
   const int64_t n_embd_q = int64_t(hp.n_embd_head_k) * hp.n_head;
   const int L = static_cast<int>(hp.n_layer);
   const auto R = LayerClass::kRepeating;
-  w.tok_embd = wl.Create("token_embd.weight", {n_embd, n_vocab}, -1, LayerClass::kInput, GgmlOp::GET_ROWS);
-  w.output_norm = wl.Create("output_norm.weight", {n_embd}, L, LayerClass::kOutput, GgmlOp::MUL);
-  w.output = wl.Create("token_embd.weight", {n_embd, n_vocab}, L, LayerClass::kOutput, GgmlOp::MUL_MAT, kDuplicated);
+  LoadEmbeddingsAndOutput(wl, hp, w, OutputWeight::kTokEmbd);
   w.layers.resize(hp.n_layer);
   for (int il = 0; il < L; ++il) {
     LayerWeights& l = w.layers[il];

@@ -8,16 +8,12 @@
 namespace stowage::planner {
 
 Status LoadLlamaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
-  const int64_t n_embd = hp.n_embd, n_vocab = hp.n_vocab, n_ff = hp.n_ff;
+  const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff;
   const int64_t n_embd_q = int64_t(hp.n_embd_head_k) * hp.n_head;
   const int64_t n_embd_gqa = hp.n_embd_v_gqa();
   const int L = static_cast<int>(hp.n_layer);
   const auto R = LayerClass::kRepeating;
-  w.tok_embd = wl.Create("token_embd.weight", {n_embd, n_vocab}, -1, LayerClass::kInput, GgmlOp::GET_ROWS);
-  w.output_norm = wl.Create("output_norm.weight", {n_embd}, L, LayerClass::kOutput, GgmlOp::MUL);
-  w.output = wl.Create("output.weight", {n_embd, n_vocab}, L, LayerClass::kOutput, GgmlOp::MUL_MAT, kNotRequired);
-  if (w.output < 0 && wl.status().ok())  // tied embeddings: the output reuses token_embd
-    w.output = wl.Create("token_embd.weight", {n_embd, n_vocab}, L, LayerClass::kOutput, GgmlOp::MUL_MAT, kDuplicated);
+  LoadEmbeddingsAndOutput(wl, hp, w, OutputWeight::kTokEmbdIfAbsent);  // tied embeddings: the output reuses token_embd
   w.layers.resize(hp.n_layer);
   for (int il = 0; il < L; ++il) {
     LayerWeights& l = w.layers[il];

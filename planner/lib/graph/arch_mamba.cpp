@@ -31,18 +31,14 @@ int CopyMaskState(GraphBuilder& b, int s, int state_copy, int state_mask, int64_
 }  // namespace
 
 Status LoadMambaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
-  const int64_t n_embd = hp.n_embd, n_vocab = hp.n_vocab;
+  const int64_t n_embd = hp.n_embd;
   const int64_t d_conv = hp.ssm_d_conv, d_inner = hp.ssm_d_inner, d_state = hp.ssm_d_state, dt_rank = hp.ssm_dt_rank;
   if (2 * n_embd != d_inner)
     return InvalidArgument("mamba: ssm.inner_size " + std::to_string(d_inner) + " is not 2 * embedding_length " +
                            std::to_string(n_embd) + " (only an expansion factor of 2 is supported, as in llama.cpp)");
   const int L = static_cast<int>(hp.n_layer);
   const auto R = LayerClass::kRepeating;
-  w.tok_embd = wl.Create("token_embd.weight", {n_embd, n_vocab}, -1, LayerClass::kInput, GgmlOp::GET_ROWS);
-  w.output_norm = wl.Create("output_norm.weight", {n_embd}, L, LayerClass::kOutput, GgmlOp::MUL);
-  w.output = wl.Create("output.weight", {n_embd, n_vocab}, L, LayerClass::kOutput, GgmlOp::MUL_MAT, kNotRequired);
-  if (w.output < 0 && wl.status().ok())  // tied embeddings, duplicated to allow offloading
-    w.output = wl.Create("token_embd.weight", {n_embd, n_vocab}, L, LayerClass::kOutput, GgmlOp::MUL_MAT, kDuplicated);
+  LoadEmbeddingsAndOutput(wl, hp, w, OutputWeight::kTokEmbdIfAbsent);  // tied embeddings, duplicated to allow offloading
   w.layers.resize(hp.n_layer);
   for (int il = 0; il < L; ++il) {
     LayerWeights& l = w.layers[il];

@@ -43,14 +43,10 @@ Status BuildQwen2Layers(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w, 
 }  // namespace
 
 Status LoadQwen2Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
-  const int64_t n_embd = hp.n_embd, n_vocab = hp.n_vocab, n_ff = hp.n_ff;
+  const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff;
   const int L = static_cast<int>(hp.n_layer);
   const auto R = LayerClass::kRepeating;
-  w.tok_embd = wl.Create("token_embd.weight", {n_embd, n_vocab}, -1, LayerClass::kInput, GgmlOp::GET_ROWS);
-  w.output_norm = wl.Create("output_norm.weight", {n_embd}, L, LayerClass::kOutput, GgmlOp::MUL);
-  w.output = wl.Create("output.weight", {n_embd, n_vocab}, L, LayerClass::kOutput, GgmlOp::MUL_MAT, kNotRequired);
-  if (w.output < 0 && wl.status().ok())  // tied embeddings (Qwen2-0.5B/1.5B)
-    w.output = wl.Create("token_embd.weight", {n_embd, n_vocab}, L, LayerClass::kOutput, GgmlOp::MUL_MAT, kDuplicated);
+  LoadEmbeddingsAndOutput(wl, hp, w, OutputWeight::kTokEmbdIfAbsent);  // tied embeddings (Qwen2-0.5B/1.5B)
   w.layers.resize(hp.n_layer);
   for (int il = 0; il < L; ++il) {
     LayerWeights& l = w.layers[il];
@@ -73,7 +69,7 @@ Status BuildQwen2Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
 }
 
 Status LoadQwen2MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
-  const int64_t n_embd = hp.n_embd, n_vocab = hp.n_vocab, E = hp.n_expert;
+  const int64_t n_embd = hp.n_embd, E = hp.n_expert;
   const int L = static_cast<int>(hp.n_layer);
   const auto R = LayerClass::kRepeating;
   if (hp.n_expert == 0) return InvalidArgument("qwen2moe: n_expert must be > 0 (qwen2moe.expert_count)");
@@ -81,9 +77,7 @@ Status LoadQwen2MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w)
   // llama.cpp load_tensors: expert width n_ff_exp (else n_ff / n_expert_used), shared n_ff_shexp (else n_ff)
   const int64_t n_ff_exp = hp.n_ff_exp ? hp.n_ff_exp : hp.n_ff / hp.n_expert_used;
   const int64_t n_ff_shexp = hp.n_ff_shexp ? hp.n_ff_shexp : hp.n_ff;
-  w.tok_embd = wl.Create("token_embd.weight", {n_embd, n_vocab}, -1, LayerClass::kInput, GgmlOp::GET_ROWS);
-  w.output_norm = wl.Create("output_norm.weight", {n_embd}, L, LayerClass::kOutput, GgmlOp::MUL);
-  w.output = wl.Create("output.weight", {n_embd, n_vocab}, L, LayerClass::kOutput, GgmlOp::MUL_MAT);
+  LoadEmbeddingsAndOutput(wl, hp, w, OutputWeight::kRequired);
   w.layers.resize(hp.n_layer);
   for (int il = 0; il < L; ++il) {
     LayerWeights& l = w.layers[il];
