@@ -111,5 +111,15 @@ TEST(GoldenRepack, Tiny8UntiedQ4_0) {
   EXPECT_EQ(MiB(Place("tiny8-untied-q4_0.gguf").repack_bytes), "2.53");
 }
 
+// The llama.cpp manifest models build 4748 (FEB25), whose CPU_REPACK took Q4_0 only: every weight of
+// a Q4_K_M model falls back to CPU (a newer llama.cpp, and the probed CPU device of this runtime,
+// repack Q4_K with ne1 % 8 == 0 too: runtime/src/devices/op_support.cpp MakeCpuDevice).
+TEST(GoldenRepack, SynthQ4_K_MNotRepackedByFeb25) {
+  STOWAGE_REQUIRE_FILE(test::ModelPath("synth-Q4_K_M.gguf"));
+  RepackOutcome o = Place("synth-Q4_K_M.gguf");
+  EXPECT_TRUE(o.Moved("blk.0.attn_q.weight (q4_K)"));
+  EXPECT_EQ(o.repack_bytes, 0u);
+}
+
 }  // namespace
 }  // namespace stowage::planner
