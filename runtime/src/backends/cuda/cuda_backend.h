@@ -7,8 +7,10 @@
 //                  backend does not compute on it (ggml-cuda's supports_buft), the plan copies.
 //   CUDA<i>_Split  a row-split weight buffer (-sm row): weights are written into pinned host staging;
 //                  at their first MUL_MAT each 2-D weight's rows are distributed over the devices by
-//                  the tensor split (RowSplit) and each device multiplies its rows; results are
-//                  gathered into dst on the main device with events ordering the streams.
+//                  the tensor split (RowSplit) and each device multiplies its rows (split_views.h):
+//                  the peers first (src1 copied with cudaMemcpyPeerAsync after an event of the main
+//                  stream, results gathered into dst's columns with cudaMemcpy3DPeerAsync), then the
+//                  main device's rows, then the main stream waits for every peer's event.
 // Ops (everything that the llama-family graphs need; each checked like the CPU kernels, other
 // combinations return kUnimplemented): GET_ROWS (rows of F32/F16/BF16/Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q2_K/
 // Q3_K/Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS, the CPU backend's weight set; I32 ids), RMS_NORM, NORM, ADD, MUL (F32 or
@@ -22,7 +24,10 @@
 // (Backend::WriteAsync / ReadAsync: cudaMemcpyAsync on the stream, for CUDA<i> buffers of this device) and
 // ordered with events (RecordEvent: a cudaEvent_t recorded on the stream; WaitEvent: cudaStreamWaitEvent,
 // also for another device's event; Event::HostWait: cudaEventSynchronize). Errors name the CUDA call and
-// cudaGetErrorString.
+// cudaGetErrorString. An out-of-range GET_ROWS index cannot be seen before the kernel runs (the ids are
+// on the device): its row becomes NaN and the next Synchronize returns kOutOfRange naming the node and
+// the index. The kernels' arithmetic is in cuda_math.h, tested on the CPU by cuda_math_test; see
+// README.md for what only a GPU run verifies.
 #pragma once
 
 #include <memory>

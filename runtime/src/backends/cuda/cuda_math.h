@@ -130,7 +130,15 @@ STOWAGE_HD float MulRn(float a, float b) {
 
 // ---- element access -----------------------------------------------------------------------------
 
-STOWAGE_HD uint16_t LoadU16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
+/// 16-bit little-endian value at p. On the device one 2-byte load: every fp16/bf16 element and every
+/// fp16 field of ggml's blocks is 2-byte aligned (all block sizes are even, tensors are aligned).
+STOWAGE_HD uint16_t LoadU16(const uint8_t* p) {
+#if defined(__CUDA_ARCH__)
+  return *reinterpret_cast<const uint16_t*>(p);
+#else
+  return uint16_t(p[0] | (p[1] << 8));
+#endif
+}
 STOWAGE_HD float LoadF32(const uint8_t* p) {
 #if defined(__CUDA_ARCH__)
   return *reinterpret_cast<const float*>(p);
