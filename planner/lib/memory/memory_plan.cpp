@@ -166,10 +166,24 @@ Status PlanGraphArenas(Graph& g, const Placement& p, const std::vector<int>& buf
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     // Split input copies live in the split backend's arena from the split's first node on
     // (ggml_backend_sched adds them to the graph before the split's nodes).
-    for (const Split& s : g.splits)
-      if (s.node_begin == static_cast<int>(i))
-        for (const auto& in : s.inputs) STOWAGE_RETURN_IF_ERROR(alloc(in.second));
+    // The source of each input is freed there when the copy was its last reader (ggml's
+    // "input_dep" view node keeps it until then), unless this split's first node reads it too.
     const int id = g.nodes[i];
+    for (const Split& s : g.splits) {
+      if (s.node_begin != static_cast<int>(i)) continue;
+      for (const auto& in : s.inputs) {
+        STOWAGE_RETURN_IF_ERROR(alloc(in.second));
+        const int o = owner(in.first);
+        const Tensor& t = g.tensors[o];
+        bool read_here = false;
+        for (int src : g.tensors[id].srcs)
+          if (src >= 0 && owner(src) == o) read_here = true;
+        if (!read_here && allocated[o] && OwnsArenaMemory(t) && last_use[o] == static_cast<int>(i)) {
+          arena_for(t)->Free(t.offset, TensorBytesAt(t, wc));
+          last_use[o] = -1;  // freed once
+        }
+      }
+    }
     int inplace_parent = -1;
     if (OwnsArenaMemory(g.tensors[id])) {
       inplace_parent = InPlaceParent(g, id, static_cast<int>(i), last_use, p, wc);

@@ -236,10 +236,11 @@ TEST(PipelineParallelism, CopiesAndComputeBuffers) {
   }
   EXPECT_EQ(g.tensors[t.y].srcs[1], gc->splits[0][0].copies[0]);  // nodes read copy 0
   // Sizes by hand: x, its copies, y and z are [64, 64] F32 = 16384 bytes (alignment 32).
-  // n_copies 1: G holds G#x#0 and y (32768); the CPU x (never freed: its last reader is the copy),
-  // CPU#y-0#0 and z (49152).
+  // n_copies 1: G holds G#x#0 and y (32768); on the CPU x is freed when split 0 starts (its copy
+  // was its last reader: ggml's input_dep node), CPU#y-0#0 reuses its bytes, then z (32768).
   EXPECT_EQ(compute(one, mem1, "G"), 32768u);
-  EXPECT_EQ(compute(one, mem1, "CPU"), 49152u);
+  EXPECT_EQ(compute(one, mem1, "CPU"), 32768u);
+  EXPECT_EQ(one.m.prefill.tensors[one.m.prefill.splits[1].inputs[0].second].offset, one.T(one.x).offset);
   // n_copies 4: G holds G#x#0..3 and y (5 * 16384); the CPU x and CPU#x#1..3, CPU#y-0#0..3 and
   // z (9 * 16384).
   EXPECT_EQ(compute(t, mem4, "G"), 5u * 16384);

@@ -10,7 +10,9 @@
 // - KV cache: one buffer per buft, K and V per layer, each padded to the alignment.
 // - Compute: one arena per distinct compute buft of the backends; each graph's intermediates get
 //   offsets from a liveness scan of the worst-case graph (a tensor is live from its producer to its
-//   last consumer; views alias their owner); the arena is the max over the pp and tg graphs.
+//   last consumer, a split input's source until the split that copies it starts, as ggml's
+//   input_dep node keeps it; views alias their owner); the arena is the max over the pp and tg
+//   graphs.
 //   With pipeline parallelism (Placement::n_copies > 1, ggml_backend_sched_new(parallel = true)),
 //   every instance of every graph input and split input (Placement::copies) is allocated first,
 //   graph inputs before split inputs, copy 0..n-1 each, and never freed (ggml flags them INPUT and
