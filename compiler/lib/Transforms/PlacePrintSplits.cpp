@@ -91,7 +91,11 @@ struct PlacePrintSplitsPass : impl::PlacePrintSplitsBase<PlacePrintSplitsPass> {
       os << "# @" << func.getSymName() << ": " << splits.size()
          << " splits (n_tokens = " << b.n_tokens << ", n_kv = " << b.n_kv << ")\n";
       for (place::SplitOp split : splits) {
-        SmallVector<place::CopyOp> inputs(split.getBody().front().getOps<place::CopyOp>());
+        // One input per source: with pipeline parallelism the copies 1..n-1 follow copy 0.
+        SmallVector<place::CopyOp> inputs;
+        for (place::CopyOp copy : split.getBody().front().getOps<place::CopyOp>())
+          if (copy.getCopy() == 0)
+            inputs.push_back(copy);
         os << "\n## SPLIT #" << split.getIndex() << ": " << split.getBackend().getName() << " # "
            << inputs.size() << " inputs";
         if (!inputs.empty())
