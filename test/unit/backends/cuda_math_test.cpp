@@ -645,8 +645,8 @@ TEST(CudaMath, SoftMaxAlibiAndRows) {
       std::vector<float> w(nkv);
       float mx = -INFINITY, sum = 0;
       for (int64_t k = 0; k < nkv; ++k) {
-        w[k] = cuda::MulRn(cuda::LoadF32(cuda::At(ts, k, i1, i2, i3)), 0.125f) +
-               cuda::MulRn(slope, cuda::LoadF(tm.type, cuda::At(tm, k, i1, 0, 0)));
+        w[k] = cuda::SoftMaxLogit(cuda::LoadF32(cuda::At(ts, k, i1, i2, i3)), 0.125f, slope, cuda::At(tm, k, i1, 0, 0),
+                                  tm.type);
         mx = std::max(mx, w[k]);
       }
       for (auto& v : w) sum += (v = std::exp(v - mx));

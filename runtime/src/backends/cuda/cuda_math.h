@@ -473,6 +473,13 @@ STOWAGE_HD float AlibiSlope(const SoftMaxAlibi& a, uint32_t h) {
   return h < a.n_head_log2 ? powf(a.m0, float(h + 1)) : powf(a.m1, float(2 * (h - a.n_head_log2) + 1));
 }
 
+/// SOFT_MAX's logit of element k: x * scale + slope * mask (each product rounded, as the CPU does;
+/// `mask` null for none; mask_type F16 or F32).
+STOWAGE_HD float SoftMaxLogit(float x, float scale, float slope, const uint8_t* mask, int mask_type) {
+  const float w = MulRn(x, scale);
+  return mask ? w + MulRn(slope, LoadF(mask_type, mask)) : w;
+}
+
 /// Row r (< ne1 * ne2 * ne3) of a tensor as (i1, i2, i3): the row kernels (NORM, RMS_NORM,
 /// SOFT_MAX) take one thread block per row on a 1-D grid (gridDim.x up to 2^31 - 1, where a
 /// (ne1, ne2, ne3) grid would be limited to 65535 in y and z).

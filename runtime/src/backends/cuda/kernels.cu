@@ -165,8 +165,7 @@ __global__ void __launch_bounds__(kRowThreads) SoftMaxK(Tv src, Tv mask, Tv dst,
   const uint8_t* m = mask.data ? At(mask, 0, i1, i2 % mask.ne[2], i3 % mask.ne[3]) : nullptr;
   float mx = -INFINITY;
   for (int64_t k = threadIdx.x; k < ne0; k += blockDim.x) {
-    float w = MulRn(LoadF32(s + k * src.nb[0]), scale);
-    if (m) w += MulRn(slope, LoadF(mask.type, m + k * mask.nb[0]));
+    const float w = SoftMaxLogit(LoadF32(s + k * src.nb[0]), scale, slope, m ? m + k * mask.nb[0] : nullptr, mask.type);
     StoreF32(o + k * dst.nb[0], w);
     mx = fmaxf(mx, w);
   }
