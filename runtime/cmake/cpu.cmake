@@ -11,6 +11,7 @@ add_library(stowage_cpu STATIC
   ${stowage_cpu_dir}/ops.cpp
   ${stowage_cpu_dir}/matmul.cpp
   ${stowage_cpu_dir}/repack.cpp
+  ${stowage_cpu_dir}/host_memory.cpp
 )
 # GEMM families (gemm.h): gemm_<family>.cpp is baseline code (lookup + scalar reference);
 # gemm_<family>_avx2.cpp / gemm_<family>_avx512.cpp get the SIMD flags below.

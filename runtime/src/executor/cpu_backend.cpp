@@ -8,6 +8,7 @@
 #include <new>
 
 #include "backend.h"
+#include "host_memory.h"
 
 namespace stowage::exec {
 
@@ -46,31 +47,6 @@ bool TransparentHugePagesUsable() {
   return read && std::strstr(line, "[never]") == nullptr;
 }
 
-// True when [a, b) lies inside one readable, non-writable, file-backed mapping of this process
-// (/proc/self/maps: perms r-?, inode != 0), i.e. a range of a read-only file mapping such as the
-// GgufFile's.
-bool InsideReadOnlyFileMapping(uintptr_t a, uintptr_t b) {
-  FILE* f = std::fopen("/proc/self/maps", "re");
-  if (!f) return false;
-  char line[512];
-  bool found = false, at_line_start = true;
-  while (std::fgets(line, sizeof line, f)) {
-    const bool starts = at_line_start;
-    at_line_start = std::strchr(line, '\n') != nullptr;  // long paths span several reads
-    if (!starts) continue;
-    unsigned long lo = 0, hi = 0, off = 0, inode = 0;
-    unsigned dmaj = 0, dmin = 0;
-    char perms[8] = {0};
-    if (std::sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &lo, &hi, perms, &off, &dmaj, &dmin, &inode) != 7) continue;
-    if (lo <= a && b <= hi) {
-      found = perms[0] == 'r' && perms[1] == '-' && inode != 0;
-      break;
-    }
-  }
-  std::fclose(f);
-  return found;
-}
-
 // Maps `len` bytes of zeroed anonymous memory at a multiple of `align` (a power of two >= the page
 // size), or returns nullptr. Exactly [result, result + len) stays mapped.
 uint8_t* MapAnonymous(uint64_t len, uint64_t align, uint64_t page) {
@@ -101,7 +77,7 @@ void MoveToAnonymousHugePages(const uint8_t* data, uint64_t size) {
   if (b <= a) return;
   const uint64_t len = b - a;
   const uint64_t avail = AvailableBytes();
-  if (avail == 0 || len > avail / 2 || !TransparentHugePagesUsable() || !InsideReadOnlyFileMapping(a, b)) return;
+  if (avail == 0 || len > avail / 2 || !TransparentHugePagesUsable() || !cpu::InsideReadOnlyFileMapping(a, b)) return;
   // 32 MiB at a time, so the peak resident set grows by one chunk, not by the whole range.
   constexpr uint64_t kChunk = uint64_t(32) << 20;
   for (uint64_t off = 0; off < len; off += kChunk) {
@@ -162,7 +138,7 @@ std::unique_ptr<HostBuffer> HostBuffer::Wrap(const uint8_t* data, uint64_t size,
     // a VM_HUGEPAGE range map whole 2 MiB folios.
     const uintptr_t a = (reinterpret_cast<uintptr_t>(data) + kHugePage - 1) / kHugePage * kHugePage;
     const uintptr_t b = (reinterpret_cast<uintptr_t>(data) + size) / kHugePage * kHugePage;
-    if (b > a && InsideReadOnlyFileMapping(a, b)) (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_HUGEPAGE);
+    if (b > a && cpu::InsideReadOnlyFileMapping(a, b)) (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_HUGEPAGE);
   }
   std::unique_ptr<HostBuffer> b(new HostBuffer());
   b->data_ = const_cast<uint8_t*>(data);  // mapped read-only: kernels never write weights

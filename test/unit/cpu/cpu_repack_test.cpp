@@ -3,7 +3,9 @@
 // weights; token generation covers every row whatever the thread count; refusal of bad shapes.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -471,6 +473,65 @@ TEST(CpuRepackQ4_K, Refusals) {
   TensorView r8 = w16.v;
   r8.layout = kLayoutQ4_Kx8;
   EXPECT_EQ(GetRows(ctx, r8, idx.v, rows.v).code(), StatusCode::kInvalidArgument);
+}
+
+// Resident KiB of this process's mapping that starts at `addr` (/proc/self/smaps "Rss:"), -1 if absent.
+long MappingRssKiB(const void* addr) {
+  FILE* f = std::fopen("/proc/self/smaps", "re");
+  if (!f) return -1;
+  char line[512];
+  bool in = false;
+  long rss = -1;
+  while (std::fgets(line, sizeof line, f)) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, '-') < std::strchr(line, ' ')) {
+      in = lo == reinterpret_cast<uintptr_t>(addr);
+      continue;
+    }
+    long kib = 0;
+    if (in && std::sscanf(line, "Rss: %ld kB", &kib) == 1) {
+      rss = kib;
+      break;
+    }
+  }
+  std::fclose(f);
+  return rss;
+}
+
+// RepackWeight from a read-only file mapping (as the session uploads CPU_REPACK weights) drops the
+// source's pages from this process afterwards; the mapping still reads the same bytes, and the
+// repacked result equals the one made from a heap copy (whose bytes stay untouched).
+TEST(CpuRepackQ4_K, RepackReleasesMappedSourcePages) {
+  const int64_t K = 4096, N = 512;
+  kt::Tensor w = RandomQ4_K(K, N, 1, 61);
+  const size_t bytes = w.v.nb[1] * size_t(N);
+  char path[] = "/tmp/stowage-repack-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, w.buf.data(), bytes), ssize_t(bytes));
+  void* m = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  unlink(path);
+  ASSERT_NE(m, MAP_FAILED);
+  volatile uint8_t sink = 0;
+  for (size_t o = 0; o < bytes; o += 4096) sink = uint8_t(sink + static_cast<const uint8_t*>(m)[o]);
+  const long before = MappingRssKiB(m);
+  TensorView mapped = w.v;
+  mapped.data = m;
+  std::vector<uint8_t> from_map(bytes), from_heap(bytes);
+  ASSERT_TRUE(RepackWeight(mapped, kLayoutQ4_Kx8, from_map.data()).ok());
+  const long after = MappingRssKiB(m);
+  ASSERT_TRUE(RepackWeight(w.v, kLayoutQ4_Kx8, from_heap.data()).ok());
+  EXPECT_EQ(from_map, from_heap);
+  EXPECT_EQ(std::memcmp(m, w.buf.data(), bytes), 0);  // still readable, same bytes
+  if (before >= 0) {  // /proc/self/smaps readable
+    EXPECT_GE(before, long(bytes / 1024) - 8) << "the test touched every page";
+    EXPECT_LE(after, 8) << "pages of the source left resident after the repack";
+  }
+  munmap(m, bytes);
+  // The heap source is left as it was (MADV_DONTNEED there would have zeroed it).
+  kt::Tensor again = RandomQ4_K(K, N, 1, 61);
+  EXPECT_EQ(std::memcmp(again.buf.data(), w.buf.data(), bytes), 0);
 }
 
 // Token-generation speed of one thread (thread CPU time, best of 5; prints, asserts nothing about

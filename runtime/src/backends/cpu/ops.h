@@ -260,7 +260,11 @@ int RepackLayoutFor(const TensorView& src);
 
 /// Writes the plain tensor `src` in layout `layout` (a value RepackLayoutFor(src) returned) to `dst`
 /// (exactly the plain tensor's bytes, RowSize(type, ne0) * nrows; must not alias src); kLayoutPlain
-/// copies. Errors: kInvalidArgument when `src` cannot take `layout` (names the tensor shape).
+/// copies. When src lies in a read-only file mapping (the GGUF mapping the session uploads from),
+/// the pages wholly inside it are then dropped from this process (madvise MADV_DONTNEED; the bytes
+/// stay readable from the file), so a repacked weight does not also keep its source resident; other
+/// memory is left alone. Errors: kInvalidArgument when `src` cannot take `layout` (names the tensor
+/// shape).
 Status RepackWeight(const TensorView& src, int layout, void* dst);
 
 }  // namespace stowage::cpu

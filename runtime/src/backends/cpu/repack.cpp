@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "host_memory.h"
 #include "kernels.h"
 #include "ops.h"
 #include "quants.h"
@@ -136,7 +137,8 @@ int RepackLayoutFor(const TensorView& src) {
   return kLayoutPlain;
 }
 
-Status RepackWeight(const TensorView& src, int layout, void* dst) {
+namespace {
+Status RepackInto(const TensorView& src, int layout, void* dst) {
   if (layout == kLayoutQ4_0x8) return RepackQ4_0(src, dst);
   if (layout == kLayoutQ4_Kx8) return RepackQ4_K(src, dst);
   if (layout != kLayoutPlain) return InvalidArgument("RepackWeight: unknown layout " + std::to_string(layout));
@@ -144,6 +146,16 @@ Status RepackWeight(const TensorView& src, int layout, void* dst) {
     return InvalidArgument("RepackWeight: " + ShapeString(src) + " is not a contiguous plain tensor");
   if (dst == nullptr || src.data == nullptr) return InvalidArgument("RepackWeight: null data pointer");
   std::memcpy(dst, src.data, RowSize(src.type, src.ne[0]) * size_t(src.nrows()));
+  return Status::Ok();
+}
+}  // namespace
+
+Status RepackWeight(const TensorView& src, int layout, void* dst) {
+  STOWAGE_RETURN_IF_ERROR(RepackInto(src, layout, dst));
+  // The session repacks straight from the model's file mapping: without this, every page read here
+  // stayed resident next to its repacked copy (0.85B Q4_0: ~400 MiB; llama.cpp's mmap load has the
+  // same cost). The kernels never read the source again.
+  ReleaseFileMappedPages(src.data, RowSize(src.type, src.ne[0]) * size_t(src.nrows()));
   return Status::Ok();
 }
 
