@@ -219,7 +219,7 @@ class CudaSplitBuffer final : public Buffer {
   }
   ~CudaSplitBuffer() override {
     reg_->erase(std::remove(reg_->begin(), reg_->end(), this), reg_->end());
-    DropSlices(0, size_);
+    (void)DropSlices(0, size_);  // nothing to report to in a destructor
     cudaFreeHost(data_);
   }
   uint8_t* base() override { return data_; }
@@ -229,7 +229,7 @@ class CudaSplitBuffer final : public Buffer {
     for (float f : proportions)
       if (!(f >= 0.f) || f > 1e30f)
         return InvalidArgument(name_ + ": tensor split proportion " + std::to_string(f) + " is negative or not finite");
-    DropSlices(0, size_);  // slices follow the split
+    STOWAGE_RETURN_IF_ERROR(DropSlices(0, size_));  // slices follow the split
     tensor_split_ = proportions;
     return Status::Ok();
   }
@@ -241,7 +241,7 @@ class CudaSplitBuffer final : public Buffer {
   }
   Status Write(uint64_t offset, const void* src, uint64_t n) override {
     if (offset > size_ || n > size_ - offset) return OutOfRange(name_ + ": buffer write outside the buffer");
-    DropSlices(offset, offset + n);
+    STOWAGE_RETURN_IF_ERROR(DropSlices(offset, offset + n));
     std::memcpy(data_ + offset, src, n);
     return Status::Ok();
   }
@@ -285,19 +285,28 @@ class CudaSplitBuffer final : public Buffer {
     uint64_t bytes = 0;
     std::vector<SplitSlice> parts;
   };
-  void DropSlices(uint64_t lo, uint64_t hi) {
+  /// Frees the device slices of the weights overlapping bytes [lo, hi) after their devices are idle
+  /// (work queued on them may still read the slices). Goes on after an error; returns the first.
+  Status DropSlices(uint64_t lo, uint64_t hi) {
+    Status first = Status::Ok();
     for (auto it = slices_.begin(); it != slices_.end();) {
       if (it->first < hi && it->first + it->second.bytes > lo) {
         for (auto& p : it->second.parts) {
-          cudaSetDevice(p.device);
-          cudaDeviceSynchronize();
-          cudaFree(p.data);
+          const std::string dev = "CUDA" + std::to_string(p.device);
+          Status st = CudaStatus(cudaSetDevice(p.device), name_ + ": cudaSetDevice(" + dev + ")");
+          if (st.ok()) {
+            const Status sync = CudaStatus(cudaDeviceSynchronize(), name_ + ": cudaDeviceSynchronize on " + dev);
+            const Status freed = CudaStatus(cudaFree(p.data), name_ + ": cudaFree of a split slice on " + dev);
+            st = sync.ok() ? freed : sync;
+          }
+          if (first.ok() && !st.ok()) first = st;
         }
         it = slices_.erase(it);
       } else {
         ++it;
       }
     }
+    return first;
   }
   std::string name_;
   uint8_t* data_;
