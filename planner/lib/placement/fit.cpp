@@ -7,8 +7,7 @@
 
 namespace stowage::planner {
 
-Result<std::vector<SplitBufferShare>> RowSplitShares(const ModelGraphs& m, const PlacementOutcome& o,
-                                                     const std::vector<float>& tensor_split) {
+Result<std::vector<SplitBufferShare>> RowSplitShares(const ModelGraphs& m, const PlacementOutcome& o) {
   const DeviceSet& ds = o.devices;
   std::vector<SplitBufferShare> out;
   for (size_t bi = 0; bi < o.memory.buffers.size(); ++bi) {
@@ -19,17 +18,18 @@ Result<std::vector<SplitBufferShare>> RowSplitShares(const ModelGraphs& m, const
     if (!owner.split_buft || owner.split_buft->name != pb.name) continue;
     // The devices the split spreads over: the model devices of the owner's backend with a split buft.
     std::vector<int> devs;
-    std::vector<float> proportions;
     std::vector<uint64_t> totals;
     for (int i = 0; i < ds.n_model; ++i) {
       const DeviceManifest& d = ds.devices[i];
       if (d.backend != owner.backend || !d.split_buft) continue;
       devs.push_back(i);
-      proportions.push_back(static_cast<size_t>(i) < tensor_split.size() ? tensor_split[i] : 0.f);
       totals.push_back(d.memory_total);
     }
     if (devs.empty()) return Internal("split buffer " + b.name + " has no model device of backend " + owner.backend);
-    const std::vector<float> starts = exec::RowSplitStarts(proportions, totals);
+    // The split the plan records for this buft (RecordTensorSplit: one proportion per device above,
+    // or empty for ggml's default), which is what the runtime's split buffer receives: the fit check
+    // counts the rows the runtime will really put on each device.
+    const std::vector<float> starts = exec::RowSplitStarts(pb.tensor_split, totals);
     SplitBufferShare share;
     share.buffer = static_cast<int>(bi);
     share.device_bytes.assign(ds.devices.size(), 0);

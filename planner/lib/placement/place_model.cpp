@@ -38,7 +38,7 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
   STOWAGE_RETURN_IF_ERROR(ScheduleGraph(m.decode, m, o.devices, o.layers, &o.placement, so));
   o.placement.explain.push_back(PipelineExplain(pipeline));
   STOWAGE_RETURN_IF_ERROR(PlanMemory(m, o.placement, &o.memory));
-  STOWAGE_ASSIGN_OR_RETURN(o.split_shares, RowSplitShares(m, o, opt.tensor_split));
+  STOWAGE_ASSIGN_OR_RETURN(o.split_shares, RowSplitShares(m, o));
   return o;
 }
 

@@ -78,6 +78,12 @@ struct RowFixture {
   PlacementOutcome o;
 };
 
+/// Sets the split both split bufts record (RecordTensorSplit's normalized -ts).
+void SetSplit(RowFixture& f, std::vector<float> ts) {
+  for (PlacedBuft& pb : f.o.placement.bufts)
+    if (pb.name == "G0_Split" || pb.name == "G1_Split") pb.tensor_split = ts;
+}
+
 RowFixture MakeRow(uint64_t g0_bytes) {
   RowFixture f;
   f.o.devices = *MakeDeviceSet({testing::Gpu("G0", 10, "CUDA", false, true), testing::Gpu("G1", 10, "CUDA", false, true),
@@ -116,7 +122,8 @@ RowFixture MakeRow(uint64_t g0_bytes) {
 
 TEST(RowSplit, EachDeviceHoldsItsRowsOfEverySplitBuffer) {
   RowFixture f = MakeRow(1 << 20);
-  auto shares = RowSplitShares(f.m, f.o, {1, 1});
+  SetSplit(f, {0.5f, 0.5f});
+  auto shares = RowSplitShares(f.m, f.o);
   ASSERT_TRUE(shares.ok()) << shares.status().ToString();
   ASSERT_EQ(shares->size(), 2u);  // the plain G0 buffer is not split
   const SplitBufferShare& a = (*shares)[0];
@@ -128,7 +135,8 @@ TEST(RowSplit, EachDeviceHoldsItsRowsOfEverySplitBuffer) {
   EXPECT_EQ(b.device_bytes[0], 512u * 2048);
   EXPECT_EQ(b.device_bytes[1], 512u * 2048);
   // -ts 3,1 moves rows to G0.
-  auto uneven = RowSplitShares(f.m, f.o, {3, 1});
+  SetSplit(f, {0.75f, 0.25f});
+  auto uneven = RowSplitShares(f.m, f.o);
   ASSERT_TRUE(uneven.ok());
   EXPECT_EQ((*uneven)[1].device_bytes[0], 768u * 2048);
   EXPECT_EQ((*uneven)[1].device_bytes[1], 256u * 2048);
@@ -137,7 +145,7 @@ TEST(RowSplit, EachDeviceHoldsItsRowsOfEverySplitBuffer) {
 TEST(CheckFit, CountsEachDevicesShareOfASplitBufferNotTheWholeBuffer) {
   // G0: 9 MiB of its own buffer + its rows of the split buffers (1.02 MiB) exceed its 10 MiB.
   RowFixture f = MakeRow(9ull << 20);
-  auto shares = RowSplitShares(f.m, f.o, {1, 1});
+  auto shares = RowSplitShares(f.m, f.o);  // nothing recorded: equal totals split evenly
   ASSERT_TRUE(shares.ok());
   // Without the shares, G0_Split and G1_Split count wholly for G0 and G1.
   auto whole = DeviceMemory(f.o);
@@ -154,7 +162,7 @@ TEST(CheckFit, CountsEachDevicesShareOfASplitBufferNotTheWholeBuffer) {
   ASSERT_FALSE(s.ok());  // G0: 9 MiB + 1.02 MiB > 10 MiB (the whole-buffer count said 9.16 MiB: fits)
   EXPECT_NE(s.message().find("device G0 needs " + std::to_string(g0) + " bytes"), std::string::npos) << s.message();
   RowFixture small = MakeRow(8ull << 20);
-  small.o.split_shares = *RowSplitShares(small.m, small.o, {1, 1});
+  small.o.split_shares = *RowSplitShares(small.m, small.o);
   EXPECT_TRUE(CheckFit(small.o).ok());
 }
 

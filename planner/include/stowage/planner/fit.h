@@ -34,12 +34,12 @@ inline constexpr int64_t kMatrixRowPadding = 512;
 /// device holds, for the devices of that buft's backend among the model devices, in model order
 /// (the devices ggml-cuda's split buffer spreads over), split as the CUDA backend splits them
 /// (runtime/src/backends/cuda/row_split.h, ggml-cuda get_row_split / ggml_backend_cuda_split_buffer_type
-/// rules): starts from RowSplitStarts(tensor_split, their memory totals), each device's rows from
+/// rules): starts from RowSplitStarts(the buft's recorded PlacedBuft::tensor_split — the split the
+/// plan hands the runtime, see RecordTensorSplit —, their memory totals), each device's rows from
 /// RowSplit with kRowSplitRounding. Per weight (each stored tensor once): rows = ne1 * ne2 * ne3, a
 /// device's bytes = its rows * RowSize(type, ne0) plus the MATRIX_ROW_PADDING bytes when it holds any row.
 /// Needs PlanMemory's buffers/offsets in `m`. Errors: kInternal when a split buffer has no device.
-Result<std::vector<SplitBufferShare>> RowSplitShares(const ModelGraphs& m, const PlacementOutcome& o,
-                                                     const std::vector<float>& tensor_split);
+Result<std::vector<SplitBufferShare>> RowSplitShares(const ModelGraphs& m, const PlacementOutcome& o);
 
 /// Per device: the buffers of buffer types that are not host memory count for their device; host
 /// buffer types (CPU, CPU_REPACK, CUDA_Host) count for the CPU; mapped buffers count for nobody
