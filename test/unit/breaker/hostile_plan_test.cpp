@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "breaker_plan_generated.h"
+#include "plan_cpu.h"
 #include "private_backend.h"
 #include "stowage/planner/memory_plan.h"
 #include "stowage/planner/model_graphs.h"
@@ -31,19 +32,15 @@ namespace {
 
 namespace bp = ::breaker::plan;
 
+/// The CPU-only plan (test/unit/plan_cpu.h) with n_batch = n_ubatch = 32, generator flags "breaker".
 std::vector<uint8_t> PlanCpu(const std::string& model, uint32_t n_ctx) {
-  auto gguf = GgufFile::Open(model);
-  EXPECT_TRUE(gguf.ok()) << gguf.status().ToString();
   planner::ContextConfig cfg;
   cfg.n_ctx = n_ctx;
   cfg.n_batch = 32;
   cfg.n_ubatch = 32;
-  auto m = planner::BuildModelGraphs(**gguf, cfg);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  planner::Placement p = planner::PlaceAllOnCpu(*m, /*use_mmap=*/true);
-  planner::MemoryPlan mem;
-  EXPECT_TRUE(planner::PlanMemory(*m, p, &mem).ok());
-  return planner::SerializePlan(**gguf, *m, p, mem, "breaker");
+  auto plan = test::PlanCpu(model, cfg, /*use_mmap=*/true, nullptr, "breaker");
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  return plan.ok() ? *plan : std::vector<uint8_t>{};
 }
 
 bp::DimExpr Const(int64_t c) { return bp::DimExpr(c, 0, 0, 0, 0); }
