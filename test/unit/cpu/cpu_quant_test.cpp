@@ -161,6 +161,50 @@ TEST(CpuQuant, NonFiniteActivationBlocks) {
   }
 }
 
+// MUL_MAT's vec_dot-path activation conversion at every level (GetTypeKernels(type, isa)->from_float:
+// the SIMD levels use the GEMM families' SIMD quantizers) writes exactly the scalar quantizer's
+// bytes: random values, exact .5 ties, an all-zero block, a negative largest magnitude, NaN / inf
+// blocks, a short row of one block.
+TEST(CpuQuant, ActivationQuantizersOfEveryLevelEqualScalar) {
+  const int64_t n = 2048;
+  std::vector<float> x(static_cast<size_t>(n));
+  kt::FillUniform(x, 17, -3.f, 3.f);
+  for (int i = 0; i < 256; ++i) x[size_t(256 + i)] = 0;                       // zero block(s)
+  for (int i = 0; i < 256; ++i) x[size_t(512 + i)] = float(i % 200) - 99.5f;  // ties
+  x[512 + 40] = -127.f;
+  x[1024 + 255] = -50.f;                                      // largest magnitude last, negative
+  x[1536 + 130] = std::numeric_limits<float>::quiet_NaN();    // non-finite blocks
+  x[1792 + 31] = -std::numeric_limits<float>::infinity();
+  const GgmlType types[] = {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::Q4_1,
+                            GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                            GgmlType::IQ4_XS};
+  for (GgmlType t : types) {
+    const GgmlType vdt = *VecDotType(t);
+    for (int64_t len : {n, int64_t(GetTypeTraits(vdt).block_size)}) {
+      const size_t bytes = RowSize(vdt, len);
+      std::vector<uint8_t> ref(bytes, 0xAB);
+      ASSERT_TRUE(GetTypeKernels(t, IsaLevel::kScalar)->from_float != nullptr);
+      GetTypeKernels(t, IsaLevel::kScalar)->from_float(x.data(), ref.data(), len);
+      for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+        if (isa > DetectIsa()) continue;
+        std::vector<uint8_t> got(bytes, 0xCD);
+        GetTypeKernels(t, isa)->from_float(x.data(), got.data(), len);
+        if (vdt == GgmlType::Q8_K) {  // compare field by field (NaN d: compare as NaN)
+          for (int64_t b = 0; b < len / 256; ++b) {
+            const BlockQ8_K& r = reinterpret_cast<const BlockQ8_K*>(ref.data())[b];
+            const BlockQ8_K& g = reinterpret_cast<const BlockQ8_K*>(got.data())[b];
+            EXPECT_EQ(std::memcmp(r.qs, g.qs, sizeof r.qs), 0) << GgmlTypeName(t) << " isa " << int(isa) << " b " << b;
+            EXPECT_EQ(std::memcmp(r.bsums, g.bsums, sizeof r.bsums), 0) << GgmlTypeName(t) << " b " << b;
+            EXPECT_TRUE(r.d == g.d || (std::isnan(r.d) && std::isnan(g.d))) << GgmlTypeName(t) << " b " << b;
+          }
+        } else {
+          EXPECT_EQ(std::memcmp(ref.data(), got.data(), bytes), 0) << GgmlTypeName(t) << " isa " << int(isa);
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuQuant, VecDotMatchesDequantizedDot) {
   const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
                             GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,

@@ -44,7 +44,6 @@ namespace stowage::cpu {
 
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
 namespace avx512 {
-void FromFloatQ8_KAct(const float* x, void* act, int64_t K);
 void PackQ2_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
 void PackQ3_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
 void PackQ4_K(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
@@ -61,7 +60,6 @@ void GemmKernelScaleZero32Vnni(int64_t K, const void* panel, const void* act, si
                                float* dst, size_t dst_stride, int nr);
 }  // namespace avx512
 namespace avx2 {
-void FromFloatQ8_KAct(const float* x, void* act, int64_t K);
 void GemmKernelQ2_K(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
                     size_t dst_stride, int nr);
 void GemmKernelQ3_K(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,

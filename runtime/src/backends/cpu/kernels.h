@@ -58,6 +58,9 @@ void VecDotQ5_KQ8_K(int64_t n, float* s, const void* x, const void* y);
 void VecDotIQ4_NLQ8_0(int64_t n, float* s, const void* x, const void* y);
 void VecDotIQ4_XSQ8_K(int64_t n, float* s, const void* x, const void* y);
 void FromFloatF16(const float* x, void* y, int64_t n);
+/// QuantizeRowQ8_K of K floats into the kquants GEMM activation layout (gemm_kquants_layout.h:
+/// 320 bytes per 256 elements), bit-identical to it (gemm_kquants_avx2.cpp).
+void FromFloatQ8_KAct(const float* x, void* act, int64_t K);
 /// Q4_0x8 repacked group (8 rows, nb blocks) times one Q8_0 row: s[0..7].
 void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
 /// Q4_Kx8 repacked group (8 rows, n/256 columns) times one Q8_K row: s[0..7], bit-identical to
@@ -77,6 +80,11 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
 /// Q4_Kx8 repacked group times one Q8_K row: s[0..7], bit-identical to scalar::GemvQ4_Kx8Q8_K.
 /// Needs AVX512-VNNI (call only when CpuHasAvx512Vnni()).
 void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* x, const void* y);
+/// The same as avx2::FromFloatQ8_KAct with 512-bit registers (gemm_kquants_avx512.cpp).
+void FromFloatQ8_KAct(const float* x, void* act, int64_t K);
+/// QuantizeRowQ8_0Act of K floats as the q8 GEMM's 40-byte records { int8 qs[32]; float d (its
+/// fp16 value); int32 -z * sum(qs) } (gemm_q8_avx512.cpp), bit-identical to it.
+void GemmQ8FromFloat(const float* x, void* act, int64_t K, int z);
 /// One SOFT_MAX row of n contiguous floats (ggml_soft_max_f32 with ggml_vec_soft_max_f32's AVX-512
 /// structure): w = x * scale + slope * mask (mask: n contiguous F16 or F32 values, or nullptr),
 /// y = exp(w - max(w)) / sum, the sum in double over 16-lane float partial sums; exp is a

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "gemm.h"
+#include "gemm_kquants_layout.h"
 #include "kernels.h"
 #include "ops.h"
 #include "quants.h"
@@ -20,6 +21,41 @@ namespace {
 void FromFloatQ8_0(const float* x, void* y, int64_t n) { QuantizeRowQ8_0Act(x, static_cast<BlockQ8_0*>(y), n); }
 void FromFloatQ8_1(const float* x, void* y, int64_t n) { QuantizeRowQ8_1Act(x, static_cast<BlockQ8_1*>(y), n); }
 void FromFloatQ8_K(const float* x, void* y, int64_t n) { QuantizeRowQ8_K(x, static_cast<BlockQ8_K*>(y), n); }
+
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+// SIMD activation quantizers of the vec_dot path: the GEMM families' SIMD from_float, which store
+// exactly QuantizeRowQ8_K's / QuantizeRowQ8_0Act's integers, scales and sums (non-finite blocks
+// included; gemm_kquants_test / gemm_q8_test), written per chunk into a record on the stack and
+// moved into the vec_dot type's blocks. The scalar quantizers (nearbyintf is a libm call at
+// baseline flags) were ~4% of token generation.
+template <void (*kAct)(const float*, void*, int64_t)>
+void FromFloatQ8_KVia(const float* x, void* vy, int64_t n) {
+  BlockQ8_K* y = static_cast<BlockQ8_K*>(vy);
+  alignas(64) uint8_t rec[gemm_kq::kActBlockBytes];
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    kAct(x + b * kQK_K, rec, kQK_K);
+    std::memcpy(y[b].qs, rec, kQK_K);
+    std::memcpy(y[b].bsums, rec + gemm_kq::kActBsums16, sizeof y[b].bsums);
+    std::memcpy(&y[b].d, rec + gemm_kq::kActD, sizeof y[b].d);
+  }
+}
+
+void FromFloatQ8_0Vnni(const float* x, void* vy, int64_t n) {
+  BlockQ8_0* y = static_cast<BlockQ8_0*>(vy);
+  constexpr int kRec = 40, kChunk = 8;  // gemm_q8.cpp's activation record, 8 blocks at a time
+  alignas(64) uint8_t rec[kRec * kChunk];
+  for (int64_t b0 = 0; b0 < n / kQK8_0; b0 += kChunk) {
+    const int nb = int(std::min<int64_t>(kChunk, n / kQK8_0 - b0));
+    avx512::GemmQ8FromFloat(x + b0 * kQK8_0, rec, int64_t(nb) * kQK8_0, 0);
+    for (int i = 0; i < nb; ++i) {
+      float d;
+      std::memcpy(&d, rec + kRec * i + 32, 4);
+      y[b0 + i].d = FloatToHalf(d);  // exact: d is the fp16 scale's value (or NaN)
+      std::memcpy(y[b0 + i].qs, rec + kRec * i, kQK8_0);
+    }
+  }
+}
+#endif
 
 constexpr int kLevels = 3;
 using Table = std::array<TypeKernels, kGgmlTypeCount>;
@@ -46,6 +82,8 @@ std::array<Table, kLevels> BuildTables() {
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
   Table& a2 = t[1];
   a2 = s;
+  for (GgmlType k : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS})
+    a2[size_t(k)].from_float = FromFloatQ8_KVia<avx2::FromFloatQ8_KAct>;
   a2[size_t(GgmlType::F32)].vec_dot = avx2::VecDotF32;
   a2[size_t(GgmlType::F16)] = {GgmlType::F16, avx2::VecDotF16, avx2::FromFloatF16};
   a2[size_t(GgmlType::BF16)].vec_dot = avx2::VecDotBF16;
@@ -66,6 +104,11 @@ std::array<Table, kLevels> BuildTables() {
   a5[size_t(GgmlType::F32)].vec_dot = avx512::VecDotF32;
   a5[size_t(GgmlType::F16)].vec_dot = avx512::VecDotF16;
   if (CpuHasAvx512Vnni()) {
+    // (the AVX-512 translation units are compiled with -mavx512vnni: called only where VNNI exists)
+    for (GgmlType k : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS})
+      a5[size_t(k)].from_float = FromFloatQ8_KVia<avx512::FromFloatQ8_KAct>;
+    for (GgmlType k : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL})
+      a5[size_t(k)].from_float = FromFloatQ8_0Vnni;
     a5[size_t(GgmlType::Q8_0)].vec_dot = avx512::VecDotQ8_0Q8_0;
     a5[size_t(GgmlType::Q4_0)].vec_dot = avx512::VecDotQ4_0Q8_0;
     a5[size_t(GgmlType::Q4_K)].vec_dot = avx512::VecDotQ4_KQ8_K;
