@@ -813,7 +813,7 @@ Status CudaBackend::MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const 
   if (static_cast<int>(sb.tensor_split().size()) > n_devices_)
     return FailedPrecondition(where + ": the plan's tensor split has " + std::to_string(sb.tensor_split().size()) +
                               " proportions but this machine has " + std::to_string(n_devices_) + " CUDA devices");
-  const std::vector<float> cum = CumulativeSplit(SplitProportions(sb.tensor_split(), total), n_devices_);
+  const std::vector<float> cum = RowSplitStarts(sb.tensor_split(), total);  // as the planner's fit check (fit.cpp)
   const int64_t rounding = RowRounding(cum, cc);
   const uint64_t offset = static_cast<uint64_t>(static_cast<const uint8_t*>(a.data) - sb.base());
   STOWAGE_ASSIGN_OR_RETURN(const std::vector<SplitSlice>* slices, sb.Slices(offset, N, a.nb[1], cum, rounding));

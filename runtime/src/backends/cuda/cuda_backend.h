@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "backend.h"
-#include "row_split.h"  // RowSplit, CumulativeSplit, RowRounding, SplitProportions
+#include "row_split.h"  // RowSplit, RowSplitStarts, RowRounding
 
 namespace stowage::exec {
 

@@ -2,10 +2,11 @@
 // functions, built without CUDA (library stowage_row_split) so the rules are unit-tested on any
 // machine (row_split_test) and shared by the CUDA backend, which splits the weights, and the
 // planner's fit check (planner/lib/placement/fit.cpp RowSplitShares), which counts each device's
-// bytes of them with RowSplitStarts and RowSplit. (Given the same inputs the two agree row for row;
-// the fit check starts from the -ts values and the manifests' memory, the backend from the plan's
-// normalized split or the probed memory through SplitProportions, which can move a boundary by one
-// rounding step: for 0.5% of 100000 random -ts splits over 2-4 devices, checked on 6 row counts.)
+// bytes of them with RowSplitStarts and RowSplit. Both start from the split the plan records on the
+// split buffer (planner RecordTensorSplit: -ts normalized per device, or empty for ggml's default of
+// each device's total memory), so they count the same rows per device. (ggml starts from the raw
+// -ts; normalizing first can move a boundary by one rounding step against llama.cpp in rare cases:
+// 0.5% of 100000 random -ts splits over 2-4 devices, checked on 6 row counts.)
 //
 // ggml (ggml-cuda.cu ggml_backend_cuda_split_buffer_type, get_row_rounding, get_row_split): the
 // buffer type is made with the user's tensor split (llama.cpp -ts, one proportion per device); when
