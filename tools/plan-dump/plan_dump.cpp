@@ -7,6 +7,9 @@
 // instance ("[src -> copy0, copy1, ...]", JSON "copies") and each graph prints
 // "  input copies: INPUT on BACKEND -> INPUT (buffer B offset O), BACKEND#INPUT#1 (...), ..."
 // (JSON "input_copies").
+// --check-memory: instead of printing, checks that no two graph tensors live at the same time share
+// bytes of a compute buffer (plan_check.h, liveness re-derived from the plan); prints
+// "plan-dump: compute memory OK (N tensors checked)" and exits 0, or one line per conflict and exits 1.
 #include <cstdio>
 #include <string>
 
@@ -17,6 +20,7 @@
 #include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/ggml_types.h"
 #include "stowage/runtime/plan.h"
+#include "plan_check.h"
 #include "stdout_check.h"
 
 namespace fb = stowage::plan;
@@ -293,10 +297,12 @@ namespace {
 int Run(int argc, char** argv) {
   CLI::App app{"plan-dump: print a Stowage plan file (verified first)"};
   std::string path;
-  bool json = false, nodes = false;
+  bool json = false, nodes = false, check_memory = false;
   app.add_option("plan", path, "plan file written by plan-model -o")->required();
   app.add_flag("--json", json, "print JSON instead of text");
   app.add_flag("--nodes", nodes, "also print every node of every split (text) or every graph tensor (JSON)");
+  app.add_flag("--check-memory", check_memory,
+               "check that no two tensors live at the same time share compute-buffer bytes (exit 1 if any do)");
   CLI11_PARSE(app, argc, argv);
   auto plan = stowage::PlanFile::Load(path);
   if (!plan.ok()) {
@@ -304,6 +310,13 @@ int Run(int argc, char** argv) {
     return 1;
   }
   const fb::Plan& p = (*plan)->root();
+  if (check_memory) {
+    const stowage::tools::MemoryCheckReport rep = stowage::tools::CheckComputeMemory(p);
+    for (const auto& c : rep.conflicts) std::printf("plan-dump: conflict: %s\n", c.c_str());
+    if (!rep.conflicts.empty()) return 1;
+    std::printf("plan-dump: compute memory OK (%d tensors checked)\n", rep.tensors_checked);
+    return 0;
+  }
   if (json) std::printf("%s\n", Json(p, nodes).dump(2).c_str());
   else std::printf("%s", Text(p, nodes).c_str());
   return 0;

@@ -1,0 +1,190 @@
+#include "plan_check.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "stowage/runtime/ggml_ops.h"
+#include "stowage/runtime/ggml_types.h"
+
+namespace stowage::tools {
+namespace {
+
+constexpr int64_t kStart = -1;
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+
+std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+std::string Time(int64_t t) {
+  if (t == kStart) return "start";
+  if (t == kNever) return "end";
+  return (t % 2 ? "node " : "split start at node ") + std::to_string(t / 2);
+}
+
+/// ggml_op_can_inplace's ops that the planner writes in place (memory_plan.cpp InPlaceParent) and
+/// the other elementwise ones: the result may take over its first source's bytes.
+bool CanInplace(uint16_t op) {
+  switch (static_cast<GgmlOp>(op)) {
+    case GgmlOp::ADD: case GgmlOp::SUB: case GgmlOp::MUL: case GgmlOp::DIV: case GgmlOp::SCALE: case GgmlOp::SQR:
+    case GgmlOp::SQRT: case GgmlOp::RMS_NORM: case GgmlOp::SOFT_MAX: case GgmlOp::ROPE: case GgmlOp::SILU:
+    case GgmlOp::GELU: case GgmlOp::RELU: case GgmlOp::SIGMOID: case GgmlOp::TANH: case GgmlOp::ADD1:
+    case GgmlOp::DIAG_MASK_INF: case GgmlOp::ABS: case GgmlOp::NEG: case GgmlOp::ELU: case GgmlOp::GELU_QUICK:
+    case GgmlOp::HARDSWISH: case GgmlOp::EXP: case GgmlOp::SOFTPLUS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+struct Owned {
+  int id = -1;
+  int buffer = -1;
+  uint64_t begin = 0, end = 0;  // bytes [begin, end)
+  int64_t born = kStart, dies = kNever;
+};
+
+}  // namespace
+
+MemoryCheckReport CheckComputeMemory(const plan::Plan& p, size_t max_conflicts) {
+  MemoryCheckReport rep;
+  size_t dropped = 0;
+  auto conflict = [&](const std::string& s) {
+    if (rep.conflicts.size() < max_conflicts) rep.conflicts.push_back(s);
+    else ++dropped;
+  };
+  const auto* buffers = p.buffers();
+  const size_t n_buf = buffers ? buffers->size() : 0;
+  const uint32_t n_copies = p.n_copies();
+  if (!p.graphs()) return rep;
+  for (const auto* g : *p.graphs()) {
+    const std::string gname = Str(g->name());
+    const auto* ts = g->tensors();
+    const size_t nt = ts ? ts->size() : 0;
+    if (nt == 0 || !g->nodes()) continue;
+    // The tensor owning a tensor's memory (views resolved; a cycle or a bad index ends the walk).
+    auto owner = [&](int t) {
+      for (size_t step = 0; step <= nt; ++step) {
+        const int v = ts->Get(t)->view_src();
+        if (v < 0 || static_cast<size_t>(v) >= nt) return t;
+        t = v;
+      }
+      return t;
+    };
+    std::vector<int64_t> born(nt, kStart), last_read(nt, -2);
+    std::vector<char> pinned(nt, 0);  // never freed (n_copies > 1 instances)
+    std::vector<int> node_pos(nt, -1);
+    const auto* nodes = g->nodes();
+    for (uint32_t i = 0; i < nodes->size(); ++i) {
+      const int id = nodes->Get(i);
+      if (id < 0 || static_cast<size_t>(id) >= nt) continue;
+      if (node_pos[id] < 0) {
+        node_pos[id] = static_cast<int>(i);
+        born[id] = 2 * int64_t(i) + 1;
+      }
+      if (const auto* srcs = ts->Get(id)->srcs())
+        for (int32_t s : *srcs)
+          if (s >= 0 && static_cast<size_t>(s) < nt) {
+            const int o = owner(s);
+            last_read[o] = std::max<int64_t>(last_read[o], 2 * int64_t(i) + 1);
+          }
+    }
+    if (g->leafs())
+      for (int32_t l : *g->leafs())
+        if (l >= 0 && static_cast<size_t>(l) < nt) born[l] = kStart;
+    for (size_t t = 0; t < nt; ++t)
+      if (ts->Get(t)->kind() == plan::TensorKind::Input) born[t] = kStart;
+    if (g->splits())
+      for (const auto* sp : *g->splits()) {
+        if (!sp->inputs()) continue;
+        const int64_t at = 2 * int64_t(sp->node_begin());
+        for (const auto* in : *sp->inputs()) {
+          if (in->tensor() >= 0 && static_cast<size_t>(in->tensor()) < nt) {
+            const int o = owner(in->tensor());
+            last_read[o] = std::max(last_read[o], at);
+          }
+          if (in->copy() >= 0 && static_cast<size_t>(in->copy()) < nt && node_pos[in->copy()] < 0)
+            born[in->copy()] = n_copies > 1 ? kStart : at;
+          if (n_copies > 1 && in->copies())
+            for (int32_t c : *in->copies())
+              if (c >= 0 && static_cast<size_t>(c) < nt) {
+                born[c] = kStart;
+                pinned[c] = 1;
+              }
+        }
+      }
+    if (n_copies > 1 && g->input_copies())
+      for (const auto* ic : *g->input_copies())
+        if (ic->copies())
+          for (int32_t c : *ic->copies())
+            if (c >= 0 && static_cast<size_t>(c) < nt) {
+              born[c] = kStart;
+              pinned[c] = 1;
+            }
+
+    int64_t bind[5] = {1, g->max_tokens(), g->max_kv(), 0, g->max_outputs()};
+    std::vector<Owned> owned;
+    for (size_t t = 0; t < nt; ++t) {
+      const auto* x = ts->Get(t);
+      if (x->buffer() < 0 || static_cast<size_t>(x->buffer()) >= n_buf) continue;
+      if (buffers->Get(x->buffer())->usage() != plan::BufferUsage::Compute) continue;
+      if (x->view_src() >= 0 || x->global() >= 0) continue;
+      const std::string what = gname + ": tensor '" + Str(x->name()) + "'";
+      int64_t ne[4] = {0, 0, 0, 0};
+      bool dims_ok = x->ne() && x->ne()->size() == 4;
+      for (int d = 0; dims_ok && d < 4; ++d) {
+        const auto* e = x->ne()->Get(d);
+        const __int128 v = __int128(e->c()) * bind[0] + __int128(e->tokens()) * bind[1] + __int128(e->kv()) * bind[2] +
+                           __int128(e->kv_head()) * bind[3] + __int128(e->outputs()) * bind[4];
+        if (v < 0 || v > std::numeric_limits<int32_t>::max() * __int128(1 << 20)) dims_ok = false;
+        else ne[d] = static_cast<int64_t>(v);
+      }
+      auto bytes = dims_ok && IsValidGgmlType(x->type()) ? TensorBytesChecked(static_cast<GgmlType>(x->type()), ne)
+                                                         : Result<size_t>(InvalidArgument("bad shape"));
+      if (!bytes.ok()) {
+        conflict(what + ": size cannot be computed at the worst case");
+        continue;
+      }
+      Owned o;
+      o.id = static_cast<int>(t);
+      o.buffer = x->buffer();
+      o.begin = x->offset();
+      o.end = x->offset() + *bytes;
+      if (o.end < o.begin || o.end > buffers->Get(x->buffer())->size()) {
+        conflict(what + ": bytes [" + std::to_string(o.begin) + ", " + std::to_string(o.end) + ") outside its buffer of " +
+                 std::to_string(buffers->Get(x->buffer())->size()));
+        continue;
+      }
+      if (*bytes == 0) continue;
+      o.born = born[t];
+      o.dies = pinned[t] || last_read[t] < o.born ? kNever : last_read[t];
+      owned.push_back(o);
+    }
+    rep.tensors_checked += static_cast<int>(owned.size());
+    std::sort(owned.begin(), owned.end(), [](const Owned& a, const Owned& b) {
+      return a.buffer != b.buffer ? a.buffer < b.buffer : a.begin < b.begin;
+    });
+    for (size_t a = 0; a < owned.size(); ++a)
+      for (size_t b = a + 1; b < owned.size() && owned[b].buffer == owned[a].buffer && owned[b].begin < owned[a].end; ++b) {
+        const Owned& A = owned[a];
+        const Owned& B = owned[b];
+        if (std::max(A.born, B.born) > std::min(A.dies, B.dies)) continue;  // never live together
+        // In place: the node overwrites its first source, whose last read it is, byte for byte.
+        auto inplace = [&](const Owned& src, const Owned& dst) {
+          const auto* d = ts->Get(dst.id);
+          return node_pos[dst.id] >= 0 && CanInplace(d->op()) && d->srcs() && d->srcs()->size() > 0 &&
+                 d->srcs()->Get(0) >= 0 && static_cast<size_t>(d->srcs()->Get(0)) < nt &&
+                 owner(d->srcs()->Get(0)) == src.id && src.dies == dst.born && src.begin == dst.begin &&
+                 src.end == dst.end;
+        };
+        if (inplace(A, B) || inplace(B, A)) continue;
+        conflict(gname + ": buffer " + std::to_string(A.buffer) + " '" + Str(buffers->Get(A.buffer)->name()) + "': '" +
+                 Str(ts->Get(A.id)->name()) + "' [" + std::to_string(A.begin) + ", " + std::to_string(A.end) + ") live " +
+                 Time(A.born) + " .. " + Time(A.dies) + " overlaps '" + Str(ts->Get(B.id)->name()) + "' [" +
+                 std::to_string(B.begin) + ", " + std::to_string(B.end) + ") live " + Time(B.born) + " .. " + Time(B.dies));
+      }
+  }
+  if (dropped > 0) rep.conflicts.push_back("... and " + std::to_string(dropped) + " more");
+  return rep;
+}
+
+}  // namespace stowage::tools
