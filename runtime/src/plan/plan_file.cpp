@@ -124,7 +124,11 @@ Status PlanFile::Verify() {
     const std::string gf = "graphs[" + std::to_string(gi) + "]";
     const size_t nt = Len(g->tensors());
     if (nt == 0 || !g->nodes()) return fail(gf, "expected tensors and nodes");
-    // n_copies in-range instances; copies[0] == first (of kind first_kind), the others SplitCopy.
+    // n_copies in-range instances; copies[0] == first (of kind first_kind), the others SplitCopy
+    // tensors of copy 0's type and shape in copy 0's buffer (ggml_dup_tensor_layout on the same
+    // backend), every instance of the graph listed once (ggml makes each one for one (tensor,
+    // backend, c)).
+    std::vector<char> listed(nt, 0);
     auto check_copies = [&](const flatbuffers::Vector<int32_t>* copies, int32_t first, plan::TensorKind first_kind,
                             const std::string& f) -> Status {
       if (Len(copies) != n_copies)
@@ -134,10 +138,26 @@ Status PlanFile::Verify() {
         if (id < 0 || size_t(id) >= nt) return fail(f, "index out of range");
         if (c == 0 && id != first) return fail(f, "copies[0] must be the tensor the nodes read (" + std::to_string(first) + "), found " + std::to_string(id));
         const plan::TensorKind want = c == 0 ? first_kind : plan::TensorKind::SplitCopy;
-        if (g->tensors()->Get(id)->kind() != want)
+        const auto* t = g->tensors()->Get(id);
+        if (t->kind() != want)
           return fail(f, "copy " + std::to_string(c) + " (tensor " + std::to_string(id) + ") has the wrong kind (expected " +
                              (want == plan::TensorKind::Input ? "Input" : "SplitCopy") + ")");
-        if (c > 0 && g->tensors()->Get(id)->buffer() < 0) return fail(f, "copy " + std::to_string(c) + " has no buffer");
+        if (c > 0 && t->buffer() < 0) return fail(f, "copy " + std::to_string(c) + " has no buffer");
+        if (listed[id]) return fail(f, "copy " + std::to_string(c) + " (tensor " + std::to_string(id) + ") is listed twice");
+        listed[id] = static_cast<char>(c + 1);
+        if (c == 0) continue;
+        const auto* t0 = g->tensors()->Get(first);
+        bool same = t->type() == t0->type() && t->buffer() == t0->buffer() && t->backend() == t0->backend() &&
+                    t->ne() && t0->ne() && t->ne()->size() == t0->ne()->size();
+        for (flatbuffers::uoffset_t d = 0; same && d < t->ne()->size(); ++d) {
+          const auto* a = t->ne()->Get(d);
+          const auto* b = t0->ne()->Get(d);
+          same = a->c() == b->c() && a->tokens() == b->tokens() && a->kv() == b->kv() && a->kv_head() == b->kv_head() &&
+                 a->outputs() == b->outputs();
+        }
+        if (!same)
+          return fail(f, "copy " + std::to_string(c) + " (tensor " + std::to_string(id) +
+                             ") differs from copy 0 in type, shape, buffer or backend");
       }
       return Status::Ok();
     };
@@ -175,7 +195,11 @@ Status PlanFile::Verify() {
             return fail(f + ".inputs", "index out of range");
           const std::string fk = f + ".inputs[" + std::to_string(k) + "].copies";
           if (n_copies == 1) {
+            // A one-entry list is allowed (the copy itself); readers such as plan-dump index it.
             if (Len(in->copies()) > 1) return fail(fk, "n_copies is 1 but " + std::to_string(Len(in->copies())) + " copies are listed");
+            if (Len(in->copies()) == 1 && in->copies()->Get(0) != in->copy())
+              return fail(fk, "copies[0] must be the tensor the nodes read (" + std::to_string(in->copy()) + "), found " +
+                                  std::to_string(in->copies()->Get(0)));
             continue;
           }
           STOWAGE_RETURN_IF_ERROR(check_copies(in->copies(), in->copy(), plan::TensorKind::SplitCopy, fk));
@@ -191,6 +215,29 @@ Status PlanFile::Verify() {
       if (g->tensors()->Get(ic->tensor())->kind() != plan::TensorKind::Input)
         return fail(fk + ".tensor", "expected a graph input (kind Input)");
       STOWAGE_RETURN_IF_ERROR(check_copies(ic->copies(), ic->tensor(), plan::TensorKind::Input, fk + ".copies"));
+    }
+    // Only copy 0 is filled (the runtime does not rotate ggml's cur_copy): the other instances are
+    // memory nobody writes, so no node and no split input may read them.
+    if (n_copies > 1) {
+      auto extra = [&](int32_t id) { return id >= 0 && size_t(id) < nt && listed[id] > 1; };
+      auto name = [&](int32_t id) {
+        const auto* n = g->tensors()->Get(id)->name();
+        return n ? n->str() : std::string();
+      };
+      for (int32_t n : *g->nodes())
+        if (const auto* srcs = g->tensors()->Get(n)->srcs())
+          for (int32_t s : *srcs)
+            if (extra(s))
+              return fail(gf + ".tensors[" + std::to_string(n) + "].srcs",
+                          "node '" + name(n) + "' reads '" + name(s) + "', copy " + std::to_string(listed[s] - 1) +
+                              " of a pipeline-parallel input (only copy 0 is ever filled)");
+      for (size_t si = 0; si < Len(g->splits()); ++si)
+        if (const auto* ins = g->splits()->Get(si)->inputs())
+          for (size_t k = 0; k < ins->size(); ++k)
+            if (extra(ins->Get(k)->tensor()))
+              return fail(gf + ".splits[" + std::to_string(si) + "].inputs[" + std::to_string(k) + "].tensor",
+                          "copies '" + name(ins->Get(k)->tensor()) + "', copy " + std::to_string(listed[ins->Get(k)->tensor()] - 1) +
+                              " of a pipeline-parallel input (only copy 0 is ever filled)");
     }
   }
   return Status::Ok();

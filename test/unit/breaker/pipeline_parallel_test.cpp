@@ -274,5 +274,143 @@ TEST_F(PipelineTiny8, LivenessCheckFindsACopyMovedOntoALiveTensor) {
   EXPECT_TRUE(named) << Join(c);
 }
 
+// ---- the verifier and the pipeline fields -----------------------------------------------------
+
+/// The verifier's message for `bytes`, or "" when it accepts the plan.
+std::string VerifierError(const std::vector<uint8_t>& bytes) {
+  auto pf = PlanFile::FromBytes(bytes, "p.plan");
+  return pf.ok() ? std::string() : pf.status().message();
+}
+
+bp::SplitInputT& FirstSplitInput(bp::PlanT& p, size_t k = 0) {
+  for (auto& g : p.graphs)
+    for (auto& sp : g->splits)
+      if (sp->inputs.size() > k) return *sp->inputs[k];
+  std::abort();
+}
+
+bp::GraphT& GraphOfFirstSplitInput(bp::PlanT& p) {
+  for (auto& g : p.graphs)
+    for (auto& sp : g->splits)
+      if (!sp->inputs.empty()) return *g;
+  std::abort();
+}
+
+// breaker-18: with n_copies 1 a one-entry SplitInput.copies list was not checked at all (only
+// "more than one entry" was refused): an out-of-range index passed the verifier and plan-dump
+// --json read graph tensor 99999 of a much shorter vector (flatbuffers Vector::Get out of bounds).
+TEST(PipelineVerifier, OneEntryCopiesListIsCheckedWithOneCopy) {
+  const std::string model = test::ModelPath("tiny8-untied-q4_0.gguf");
+  STOWAGE_REQUIRE_FILE(model);
+  auto p = PlanOn(model, "rpc0,rpc1,llamacpp-cpu", 4);  // golden -ngl 4: n_copies 1, split inputs
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->n_copies, 1);
+  EXPECT_EQ(VerifierError(p->bytes), "");
+  // The copy itself as the one entry is fine (old writers may list it).
+  EXPECT_EQ(VerifierError(Edit(p->bytes, [](bp::PlanT& x) {
+              FirstSplitInput(x).copies = {FirstSplitInput(x).copy};
+            })),
+            "");
+  const std::string e = VerifierError(Edit(p->bytes, [](bp::PlanT& x) { FirstSplitInput(x).copies = {99999}; }));
+  EXPECT_NE(e.find(".copies: copies[0] must be the tensor the nodes read"), std::string::npos) << e;
+}
+
+// breaker-19: copies c > 0 were only checked for kind SplitCopy and a buffer: another type, shape,
+// buffer or backend than copy 0 (ggml_dup_tensor_layout on the same backend) passed.
+TEST_F(PipelineTiny8, CopyUnlikeCopy0IsRefused) {
+  auto expect = [&](const std::function<void(bp::PlanT&)>& f, const std::string& what) {
+    const std::string e = VerifierError(Edit(plan_, f));
+    EXPECT_NE(e.find(what), std::string::npos) << "got: '" << e << "'";
+  };
+  const std::string differs = "differs from copy 0 in type, shape, buffer or backend";
+  expect([](bp::PlanT& p) {
+    bp::GraphT& g = GraphOfFirstSplitInput(p);
+    g.tensors[FirstSplitInput(p).copies[1]]->type = static_cast<uint32_t>(GgmlType::F16);
+  }, differs);
+  expect([](bp::PlanT& p) {
+    bp::GraphT& g = GraphOfFirstSplitInput(p);
+    g.tensors[FirstSplitInput(p).copies[2]]->ne[0] = bp::DimExpr(7, 0, 0, 0, 0);
+  }, differs);
+  expect([](bp::PlanT& p) {
+    bp::GraphT& g = GraphOfFirstSplitInput(p);
+    auto& t = *g.tensors[FirstSplitInput(p).copies[3]];
+    t.buffer = 0;  // a weights buffer
+  }, differs);
+  expect([](bp::PlanT& p) {  // a graph input's instance on another backend
+    auto& g = *p.graphs[0];
+    auto& t = *g.tensors[g.input_copies[0]->copies[1]];
+    t.backend = 0;
+  }, differs);
+}
+
+// breaker-20: an instance listed twice (two copies of one input sharing a tensor, or one tensor
+// serving two inputs) passed: ggml makes one tensor per (input, backend, copy).
+TEST_F(PipelineTiny8, CopyListedTwiceIsRefused) {
+  auto expect = [&](const std::function<void(bp::PlanT&)>& f) {
+    const std::string e = VerifierError(Edit(plan_, f));
+    EXPECT_NE(e.find("is listed twice"), std::string::npos) << "got: '" << e << "'";
+  };
+  expect([](bp::PlanT& p) { FirstSplitInput(p).copies[3] = FirstSplitInput(p).copies[2]; });
+  expect([](bp::PlanT& p) { FirstSplitInput(p, 1).copies[1] = FirstSplitInput(p, 0).copies[1]; });
+  expect([](bp::PlanT& p) {
+    auto& g = *p.graphs[0];
+    auto dup = std::make_unique<bp::InputCopiesT>(*g.input_copies[0]);
+    g.input_copies.push_back(std::move(dup));
+  });
+}
+
+// Regression guards: weights as copies, n_copies 0 / 5 / 2^32-1, copies naming a non-input.
+TEST_F(PipelineTiny8, CopiesPointingElsewhereAreRefused) {
+  auto err = [&](const std::function<void(bp::PlanT&)>& f) { return VerifierError(Edit(plan_, f)); };
+  EXPECT_NE(err([](bp::PlanT& p) {
+              bp::GraphT& g = GraphOfFirstSplitInput(p);
+              for (size_t i = 0; i < g.tensors.size(); ++i)
+                if (g.tensors[i]->kind == bp::TensorKind::Weight) {
+                  FirstSplitInput(p).copies[1] = static_cast<int>(i);
+                  return;
+                }
+            }).find("has the wrong kind"),
+            std::string::npos);
+  for (uint32_t n : {0u, 5u, 0xffffffffu})
+    EXPECT_NE(err([n](bp::PlanT& p) { p.n_copies = n; }).find("n_copies: expected 1 to 4"), std::string::npos) << n;
+  EXPECT_NE(err([](bp::PlanT& p) {
+              auto& g = *p.graphs[0];
+              g.input_copies[0]->tensor = g.nodes[3];
+            }).find("expected a graph input"),
+            std::string::npos);
+  EXPECT_NE(err([](bp::PlanT& p) { FirstSplitInput(p).copies[2] = 1 << 30; }).find("index out of range"), std::string::npos);
+}
+
+// A node (or split input) reading copy c > 0 of a pipeline-parallel input: the runtime fills copy 0
+// only. Not a wrong run before (the session's data-flow check refused it at the first Decode:
+// "node 'norm-0' reads 'CUDA0#inp_embd#1' before any node computes it"); the verifier now refuses
+// it at load, naming the field, as COMPATIBILITY.md states the rule.
+TEST_F(PipelineTiny8, NodeReadingAnUnfilledCopyIsRefused) {
+  auto e = VerifierError(Edit(plan_, [](bp::PlanT& p) {
+    bp::GraphT& g = GraphOfFirstSplitInput(p);
+    const auto& in = FirstSplitInput(p);
+    for (int n : g.nodes)
+      for (int& s : g.tensors[n]->srcs)
+        if (s == in.copy) {
+          s = in.copies[1];
+          return;
+        }
+    FAIL() << "no node reads the first split input's copy";
+  }));
+  EXPECT_NE(e.find("of a pipeline-parallel input (only copy 0 is ever filled)"), std::string::npos) << e;
+  e = VerifierError(Edit(plan_, [](bp::PlanT& p) {  // a split input copying an unfilled instance
+    auto& g = *p.graphs[0];
+    for (auto& sp : g.splits)
+      for (auto& in : sp->inputs)
+        for (const auto& ic : g.input_copies)
+          if (in->tensor == ic->tensor) {
+            in->tensor = ic->copies[2];
+            return;
+          }
+    FAIL() << "no split input copies a graph input";
+  }));
+  EXPECT_NE(e.find("of a pipeline-parallel input (only copy 0 is ever filled)"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace stowage
