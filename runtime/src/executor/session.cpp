@@ -536,6 +536,13 @@ Status Session::Impl::CopyTensor(GGraph& g, int src, int dst) {
   if (buffer_mapped[d.buffer])
     return DataLoss(plan->path() + ": graph " + g.name + ": split input copy '" + g.tensors[dst].name +
                     "' targets the read-only mapping of the model file");
+  // A weight stored in a backend's own layout (CPU_REPACK's interleaved blocks, ONEDNN's blocked
+  // matmul layout) is only readable by that backend's kernels: its bytes copied elsewhere would be
+  // read as ggml's plain layout (llama.cpp's repack buffers refuse get_tensor for the same reason).
+  if (s.v.layout != cpu::kLayoutPlain)
+    return DataLoss(plan->path() + ": graph " + g.name + ": split input copy '" + g.tensors[dst].name + "' reads '" +
+                    g.tensors[src].name + "', stored in a backend-specific layout (" + std::to_string(s.v.layout) +
+                    ") that only its own backend reads");
   Buffer& sb = *buffers[s.buffer];
   Buffer& db = *buffers[d.buffer];
   Backend& from = *backends[buffer_backend[s.buffer]];

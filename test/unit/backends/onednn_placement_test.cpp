@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -164,9 +165,11 @@ TEST(OneDnnPlacement, WithoutTheAccelDeviceNothingChanges) {
   EXPECT_EQ(p.graphs.decode.splits.size(), 1u);
 }
 
-/// Writes a copy of tiny-tied-f32 whose attention matrices are Q4_0 (the rest stays F32): a mixed
-/// model whose Q4_0 weights go to CPU_REPACK and F32 matmul weights to ONEDNN.
-std::string WriteMixedModel(const std::string& src_path) {
+/// Writes a copy of the F32 model `src_path` in which every F32 tensor gets the type `type_of`
+/// returns for it (converted with the CPU backend's QuantizeRow), to the test temp dir as `out_name`.
+/// Returns the path, or "" on failure.
+std::string WriteConverted(const std::string& src_path, const std::function<GgmlType(const GgufTensorInfo&)>& type_of,
+                           const std::string& out_name) {
   auto src = GgufFile::Open(src_path);
   if (!src.ok()) return "";
   GgufWriter w;
@@ -175,24 +178,38 @@ std::string WriteMixedModel(const std::string& src_path) {
   }
   std::vector<std::vector<uint8_t>> keep;
   for (const auto& t : (*src)->tensors()) {
-    const bool attn = t.name.find(".attn_q.") != std::string::npos || t.name.find(".attn_k.") != std::string::npos ||
-                      t.name.find(".attn_v.") != std::string::npos || t.name.find(".attn_output.") != std::string::npos;
     std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
     const float* f = reinterpret_cast<const float*>((*src)->TensorData(t));
-    if (attn && t.type == GgmlType::F32 && t.ne[0] % 32 == 0) {
-      const uint64_t row = RowSize(GgmlType::Q4_0, t.ne[0]);
+    const GgmlType to = t.type == GgmlType::F32 ? type_of(t) : t.type;
+    if (to != t.type) {
+      const uint64_t row = RowSize(to, t.ne[0]);
       const int64_t rows = t.nelements() / t.ne[0];
+      if (row == 0) return "";
       keep.emplace_back(row * rows);
       for (int64_t r = 0; r < rows; ++r)
-        if (!cpu::QuantizeRow(GgmlType::Q4_0, f + r * t.ne[0], keep.back().data() + r * row, t.ne[0]).ok()) return "";
-      if (!w.AddTensorData(t.name, GgmlType::Q4_0, ne, keep.back().data(), keep.back().size()).ok()) return "";
+        if (!cpu::QuantizeRow(to, f + r * t.ne[0], keep.back().data() + r * row, t.ne[0]).ok()) return "";
+      if (!w.AddTensorData(t.name, to, ne, keep.back().data(), keep.back().size()).ok()) return "";
     } else {
       if (!w.AddTensorData(t.name, t.type, ne, (*src)->TensorData(t), t.nbytes).ok()) return "";
     }
   }
-  const std::string out = ::testing::TempDir() + "onednn-mixed-q4_0-f32.gguf";
+  const std::string out = ::testing::TempDir() + out_name;
   if (!w.WriteFile(out).ok()) return "";
   return out;
+}
+
+/// tiny-tied-f32 with Q4_0 attention matrices (the rest stays F32): a mixed model whose Q4_0
+/// weights go to CPU_REPACK and F32 matmul weights to ONEDNN.
+std::string WriteMixedModel(const std::string& src_path) {
+  return WriteConverted(
+      src_path,
+      [](const GgufTensorInfo& t) {
+        const bool attn = t.name.find(".attn_q.") != std::string::npos || t.name.find(".attn_k.") != std::string::npos ||
+                          t.name.find(".attn_v.") != std::string::npos ||
+                          t.name.find(".attn_output.") != std::string::npos;
+        return attn && t.ne[0] % 32 == 0 ? GgmlType::Q4_0 : GgmlType::F32;
+      },
+      "onednn-mixed-q4_0-f32.gguf");
 }
 
 TEST(OneDnnPlacement, MixedQ4_0AndF32ModelSplits) {
@@ -265,6 +282,40 @@ std::vector<std::vector<float>> DecodeSteps(std::vector<uint8_t> bytes, const st
   }
   *computes = *factory->counts;  // tg calls only
   return out;
+}
+
+// BF16 matrices (where oneDNN has a bf16 matmul here): all in ONEDNN, blocked; logits equal the
+// CPU backend's BF16 path (both round src1 to BF16 and accumulate in F32), prompt and tg.
+TEST(OneDnnPlacement, Bf16ModelRunsOnTheAccelDevice) {
+  if (!exec::OneDnnSupportsMulMatType(GgmlType::BF16)) GTEST_SKIP() << "skipped: no bf16 matmul on this CPU";
+  const std::string base = test::ModelPath("tiny-tied-f32.gguf");
+  STOWAGE_REQUIRE_FILE(base);
+  const std::string model = WriteConverted(
+      base, [](const GgufTensorInfo& t) { return t.n_dims == 2 ? GgmlType::BF16 : GgmlType::F32; },
+      "onednn-bf16.gguf");
+  ASSERT_FALSE(model.empty());
+  Planned p = Plan(model, true);
+  ASSERT_TRUE(p.ok);
+  for (size_t gi = 0; gi < p.graphs.globals.size(); ++gi) {
+    const auto& w = p.graphs.globals[gi];
+    if (w.kind == planner::TensorKind::kWeight && w.consumer_op == GgmlOp::MUL_MAT)
+      EXPECT_EQ(BuftOf(p, static_cast<int>(gi)), exec::kOneDnnBuft) << w.name;
+  }
+  const auto n = CheckOnednnNodes(p);
+  EXPECT_GT(n.at("tg"), 0);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back(1 + (i * 37) % 200);
+  test::E2eRun cpu = test::RunPlanned(model, prompt, nullptr, {});
+  test::E2eRun acc = test::RunPlanned(
+      model, prompt, [](const ProbedDevice& d) { return d.type == ProbedDeviceType::kAccel; }, {});
+  ASSERT_FALSE(acc.logits.empty());
+  // Both sides round each layer's activations to BF16 (8-bit mantissa); a last-bit difference of the
+  // F32 sums can flip such a rounding, so the bound is BF16's relative step on logits of magnitude
+  // ~1 rather than the F32 tolerance (measured here: 9e-4).
+  const float diff = test::MaxAbsDiff(cpu.logits, acc.logits);
+  EXPECT_LE(diff, 1e-2f);
+  std::printf("[ bf16 ] ONEDNN+CPU vs CPU max |logit diff| = %.6f\n", diff);
+  std::remove(model.c_str());
 }
 
 class OneDnnTg : public ::testing::TestWithParam<const char*> {};
