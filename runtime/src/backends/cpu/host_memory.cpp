@@ -20,7 +20,8 @@ bool InsideReadOnlyFileMapping(uintptr_t a, uintptr_t b) {
     unsigned long lo = 0, hi = 0, off = 0, inode = 0;
     unsigned dmaj = 0, dmin = 0;
     char perms[8] = {0};
-    if (std::sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &lo, &hi, perms, &off, &dmaj, &dmin, &inode) != 7) continue;
+    if (std::sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &lo, &hi, perms, &off, &dmaj, &dmin, &inode) != 7)
+      continue;
     if (lo <= a && b <= hi) {
       found = perms[0] == 'r' && perms[1] == '-' && inode != 0;
       break;

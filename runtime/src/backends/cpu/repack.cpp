@@ -21,8 +21,8 @@ constexpr size_t kQ4_0x8BlockBytes = 8 * sizeof(BlockQ4_0);  // 16 bytes of scal
 // ---- Q4_0x8 ---------------------------------------------------------------------------------------
 
 bool CanRepackQ4_0(const TensorView& src) {
-  return src.type == GgmlType::Q4_0 && src.layout == kLayoutPlain && src.ne[1] % 8 == 0 && src.ne[0] % kQK4_0 == 0 &&
-         src.ne[0] > 0 && src.is_contiguous();
+  return src.type == GgmlType::Q4_0 && src.layout == kLayoutPlain && src.ne[1] % 8 == 0 &&
+         src.ne[0] % kQK4_0 == 0 && src.ne[0] > 0 && src.is_contiguous();
 }
 
 Status RepackQ4_0(const TensorView& src, void* dst) {
@@ -72,10 +72,10 @@ void Q4_Kx8Scales(const uint8_t* col, uint8_t sc[8][8], uint8_t mn[8][8]) {
   const uint8_t* lo = col + kScLo;
   const uint8_t* hi = col + kScHi;
   for (int k = 0; k < 64; ++k) {
-    const int h = (hi[k % 32] >> (2 * (k / 32))) & 3;          // S[k]: bits 0-1 (k < 32) or 2-3
-    const int hm = (hi[k % 32] >> (4 + 2 * (k / 32))) & 3;     // M[k]: bits 4-5 or 6-7
-    sc[k % 8][k / 8] = uint8_t((lo[k] & 15) | (h << 4));       // S[8j + r]
-    mn[k / 8][k % 8] = uint8_t((lo[k] >> 4) | (hm << 4));      // M[8r + j]
+    const int h = (hi[k % 32] >> (2 * (k / 32))) & 3;       // S[k]: bits 0-1 (k < 32) or 2-3
+    const int hm = (hi[k % 32] >> (4 + 2 * (k / 32))) & 3;  // M[k]: bits 4-5 or 6-7
+    sc[k % 8][k / 8] = uint8_t((lo[k] & 15) | (h << 4));    // S[8j + r]
+    mn[k / 8][k % 8] = uint8_t((lo[k] >> 4) | (hm << 4));   // M[8r + j]
   }
 }
 
@@ -89,8 +89,8 @@ void Q4_Kx8ToBlock(const uint8_t* col, int r, BlockQ4_K* out) {
 }
 
 bool CanRepackQ4_K(const TensorView& src) {
-  return src.type == GgmlType::Q4_K && src.layout == kLayoutPlain && src.ne[1] % 8 == 0 && src.ne[0] % kQK_K == 0 &&
-         src.ne[0] > 0 && src.is_contiguous();
+  return src.type == GgmlType::Q4_K && src.layout == kLayoutPlain && src.ne[1] % 8 == 0 &&
+         src.ne[0] % kQK_K == 0 && src.ne[0] > 0 && src.is_contiguous();
 }
 
 Status RepackQ4_K(const TensorView& src, void* dst) {
@@ -141,7 +141,8 @@ namespace {
 Status RepackInto(const TensorView& src, int layout, void* dst) {
   if (layout == kLayoutQ4_0x8) return RepackQ4_0(src, dst);
   if (layout == kLayoutQ4_Kx8) return RepackQ4_K(src, dst);
-  if (layout != kLayoutPlain) return InvalidArgument("RepackWeight: unknown layout " + std::to_string(layout));
+  if (layout != kLayoutPlain)
+    return InvalidArgument("RepackWeight: unknown layout " + std::to_string(layout));
   if (src.layout != kLayoutPlain || !src.is_contiguous())
     return InvalidArgument("RepackWeight: " + ShapeString(src) + " is not a contiguous plain tensor");
   if (dst == nullptr || src.data == nullptr) return InvalidArgument("RepackWeight: null data pointer");
