@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Fuzzes the GGUF reader (and the writer on what the reader accepts) with libFuzzer for
-# FUZZ_SECONDS (default 60) on a seed corpus of the shared models, copied into a temporary folder.
-# Fails (non-zero exit) on a crash, a leak, undefined behaviour, a timeout or a violated property
-# (see test/fuzz/gguf_reader_fuzz.cpp); the reproducer is left in build-fuzz/.
+# Fuzzes with libFuzzer, FUZZ_SECONDS in all (default 60) shared evenly by the targets in
+# FUZZ_TARGETS (default "gguf plan"), each on a seed corpus copied into a temporary folder:
+#   gguf  the GGUF reader (and the writer on what the reader accepts), seeds: the shared models
+#         (test/fuzz/gguf_reader_fuzz.cpp);
+#   plan  the plan verifier and plan-dump (text, JSON, --nodes, --check-memory) on every plan it
+#         accepts, seeds: scripts/fuzz-corpus/plan/ (an n_copies = 4 pipeline-parallel plan and an
+#         n_copies = 1 plan with split inputs; test/unit/breaker/plan_verify_fuzz.cpp).
+# Fails (non-zero exit) on a crash, a leak, undefined behaviour, a timeout or a violated property;
+# the reproducer is left in build-fuzz/.
 #
-# Needs clang-19 with libFuzzer (apt-get install clang-19 libclang-rt-19-dev). Builds into
-# ./build-fuzz with a direct compiler call (no CMake): the reader has no dependencies.
+# Needs clang-19 with libFuzzer (apt-get install clang-19 libclang-rt-19-dev), and flatc, CLI11,
+# nlohmann-json and flatbuffers headers for the plan target. Builds into ./build-fuzz with direct
+# compiler calls (no CMake).
 #   FUZZ_SECONDS=300 scripts/fuzz.sh       # longer run
-#   MODELS=/path/to/models scripts/fuzz.sh  # other seeds
+#   FUZZ_TARGETS=plan scripts/fuzz.sh      # one target
+#   MODELS=/path/to/models scripts/fuzz.sh  # other GGUF seeds
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -21,38 +28,84 @@ fi
 
 OUT=$ROOT/build-fuzz
 mkdir -p "$OUT"
-SRCS=(test/fuzz/gguf_reader_fuzz.cpp runtime/src/gguf/reader.cpp runtime/src/gguf/writer.cpp
-      runtime/src/base/status.cpp runtime/src/base/ggml_types.cpp)
-BIN=$OUT/gguf_reader_fuzz
-# Rebuild only when a source is newer than the binary.
-rebuild=0
-[ -x "$BIN" ] || rebuild=1
-for s in "${SRCS[@]}" runtime/include/stowage/runtime/*.h; do [ "$s" -nt "$BIN" ] && rebuild=1; done
-if [ $rebuild = 1 ]; then
-  echo "fuzz.sh: building $BIN with $CXX"
-  "$CXX" -std=c++17 -O1 -g -fno-omit-frame-pointer \
-    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I runtime/include "${SRCS[@]}" -o "$BIN"
-fi
+TARGETS=${FUZZ_TARGETS:-gguf plan}
+n_targets=$(echo $TARGETS | wc -w)
+PER_TARGET=$(( SECONDS_TO_RUN / n_targets ))
+[ "$PER_TARGET" -ge 1 ] || PER_TARGET=1
 
-CORPUS=$(mktemp -d "${TMPDIR:-/tmp}/stowage-gguf-fuzz.XXXXXX")
-trap 'rm -rf "$CORPUS"' EXIT
-n_seeds=0
-if [ -d "$MODELS" ]; then
-  while IFS= read -r -d '' f; do
-    cp "$f" "$CORPUS/"
-    n_seeds=$((n_seeds + 1))
-  done < <(find "$MODELS" -name '*.gguf' -type f -print0)
-fi
-if [ $n_seeds = 0 ]; then
-  # No shared models: seed with a minimal valid file (header of a v3 file without keys or tensors).
-  printf 'GGUF\003\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000' > "$CORPUS/empty-v3.gguf"
-  echo "fuzz.sh: $MODELS not found: seeding with a minimal file only" >&2
-fi
-echo "fuzz.sh: fuzzing for ${SECONDS_TO_RUN}s on $n_seeds seed files"
-cd "$OUT"
-# -max_len: enough for the header of stories260K-sized models and the first part of the
-# large vocab arrays; longer inputs only slow the mutations down.
-"$BIN" "$CORPUS" -max_total_time="$SECONDS_TO_RUN" -max_len=65536 -timeout=20 -rss_limit_mb=2560 \
-  -print_final_stats=1 -detect_leaks=1
-echo "fuzz.sh: no crash, leak or property violation in ${SECONDS_TO_RUN}s"
+# Rebuilds $1 from the sources $2.. (and the runtime headers) when one is newer than the binary.
+needs_build() {
+  local bin=$1; shift
+  [ -x "$bin" ] || return 0
+  for s in "$@" runtime/include/stowage/runtime/*.h; do [ "$s" -nt "$bin" ] && return 0; done
+  return 1
+}
+
+fuzz_gguf() {
+  local SRCS=(test/fuzz/gguf_reader_fuzz.cpp runtime/src/gguf/reader.cpp runtime/src/gguf/writer.cpp
+        runtime/src/base/status.cpp runtime/src/base/ggml_types.cpp)
+  local BIN=$OUT/gguf_reader_fuzz
+  if needs_build "$BIN" "${SRCS[@]}"; then
+    echo "fuzz.sh: building $BIN with $CXX"
+    "$CXX" -std=c++17 -O1 -g -fno-omit-frame-pointer \
+      -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+      -I runtime/include "${SRCS[@]}" -o "$BIN"
+  fi
+  local CORPUS
+  CORPUS=$(mktemp -d "${TMPDIR:-/tmp}/stowage-gguf-fuzz.XXXXXX")
+  trap 'rm -rf "$CORPUS"' RETURN
+  local n_seeds=0
+  if [ -d "$MODELS" ]; then
+    while IFS= read -r -d '' f; do
+      cp "$f" "$CORPUS/"
+      n_seeds=$((n_seeds + 1))
+    done < <(find "$MODELS" -name '*.gguf' -type f -print0)
+  fi
+  if [ $n_seeds = 0 ]; then
+    # No shared models: seed with a minimal valid file (header of a v3 file without keys or tensors).
+    printf 'GGUF\003\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000' > "$CORPUS/empty-v3.gguf"
+    echo "fuzz.sh: $MODELS not found: seeding with a minimal file only" >&2
+  fi
+  echo "fuzz.sh: gguf: fuzzing for ${PER_TARGET}s on $n_seeds seed files"
+  # -max_len: enough for the header of stories260K-sized models and the first part of the
+  # large vocab arrays; longer inputs only slow the mutations down.
+  (cd "$OUT" && "$BIN" "$CORPUS" -max_total_time="$PER_TARGET" -max_len=65536 -timeout=20 -rss_limit_mb=2560 \
+    -print_final_stats=1 -detect_leaks=1)
+}
+
+fuzz_plan() {
+  command -v flatc > /dev/null || { echo "fuzz.sh: flatc not found (apt-get install flatbuffers-compiler)" >&2; return 2; }
+  local GEN=$OUT/gen/stowage/plan
+  mkdir -p "$GEN"
+  if [ ! -f "$GEN/plan_generated.h" ] || [ runtime/schema/plan.fbs -nt "$GEN/plan_generated.h" ]; then
+    flatc --cpp --scoped-enums -o "$GEN" runtime/schema/plan.fbs
+  fi
+  local SRCS=(test/unit/breaker/plan_verify_fuzz.cpp runtime/src/plan/plan_file.cpp runtime/src/base/status.cpp
+        runtime/src/base/ggml_types.cpp runtime/src/base/ggml_ops.cpp tools/plan-dump/plan_check.cpp
+        tools/plan-dump/plan_dump.cpp)
+  local BIN=$OUT/plan_verify_fuzz
+  if needs_build "$BIN" "${SRCS[@]}" runtime/schema/plan.fbs tools/plan-dump/plan_check.h; then
+    echo "fuzz.sh: building $BIN with $CXX"
+    # plan_dump.cpp's main becomes plan_dump_main, called by the target on every accepted plan.
+    "$CXX" -std=c++17 -O1 -g -fno-omit-frame-pointer \
+      -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+      -I runtime/include -I "$OUT/gen" -I tools/common -I tools/plan-dump \
+      -Dmain=plan_dump_main "${SRCS[@]}" -o "$BIN"
+  fi
+  local CORPUS
+  CORPUS=$(mktemp -d "${TMPDIR:-/tmp}/stowage-plan-fuzz.XXXXXX")
+  trap 'rm -rf "$CORPUS"' RETURN
+  cp scripts/fuzz-corpus/plan/*.plan "$CORPUS/"
+  echo "fuzz.sh: plan: fuzzing for ${PER_TARGET}s on $(ls "$CORPUS" | wc -l) seed plans"
+  (cd "$OUT" && "$BIN" "$CORPUS" -max_total_time="$PER_TARGET" -max_len=131072 -timeout=20 -rss_limit_mb=2560 \
+    -print_final_stats=1 -detect_leaks=1)
+}
+
+for t in $TARGETS; do
+  case $t in
+    gguf) fuzz_gguf ;;
+    plan) fuzz_plan ;;
+    *) echo "fuzz.sh: unknown target '$t' in FUZZ_TARGETS (known: gguf plan)" >&2; exit 2 ;;
+  esac
+done
+echo "fuzz.sh: no crash, leak or property violation in ${SECONDS_TO_RUN}s ($TARGETS)"

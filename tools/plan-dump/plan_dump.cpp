@@ -317,7 +317,9 @@ int Run(int argc, char** argv) {
     std::printf("plan-dump: compute memory OK (%d tensors checked)\n", rep.tensors_checked);
     return 0;
   }
-  if (json) std::printf("%s\n", Json(p, nodes).dump(2).c_str());
+  // Strings in a plan are bytes from the GGUF (general.name, tensor names) and the command line:
+  // not necessarily UTF-8. JSON output replaces invalid sequences by U+FFFD instead of throwing.
+  if (json) std::printf("%s\n", Json(p, nodes).dump(2, ' ', false, ordered_json::error_handler_t::replace).c_str());
   else std::printf("%s", Text(p, nodes).c_str());
   return 0;
 }
