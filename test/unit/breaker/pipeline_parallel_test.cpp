@@ -156,27 +156,17 @@ struct Case {
   const char* model;
   const char* devices;
   int ngl;
+  int n_copies = 4;
+  const char* flags = "";  // "nkvo" (-nkvo), or an -ot override "REGEX=BUFT"
   bool run = true;  // false: the runtime cannot execute the architecture yet (mamba: graph input
                     // inp_s_copy; phi3: KQ_mask_swa; MoE: ARGSORT) -- only the plan is checked
 };
 
-class PipelinePlans : public ::testing::TestWithParam<Case> {};
-
-TEST_P(PipelinePlans, AllCopiesLiveAndLogitsEqualCpuOnly) {
-  const Case c = GetParam();
-  const std::string model = ModelFile(c.model);
-  STOWAGE_REQUIRE_FILE(model);
-  for (bool no_host : {false, true}) {
-    auto plan = PlanOn(model, c.devices, c.ngl, no_host);
-    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-    EXPECT_EQ(plan->n_copies, 4);
-    const auto conflicts = Conflicts(plan->bytes);
-    EXPECT_TRUE(conflicts.empty()) << (no_host ? "without host bufts\n" : "") << Join(conflicts);
-  }
-  if (!c.run) return;
-  auto plan = PlanOn(model, c.devices, c.ngl, /*no_host_buft=*/true);
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-
+/// Runs `bytes` (a plan of `model`) with its GPU-type devices on the asynchronous test backend and
+/// the CPU-only plan of the same model (n_ctx 256): an 8-token prompt then 4 greedy tokens (several
+/// graph computes, where ggml would rotate cur_copy); logits within 0.03 (CPU_REPACK vs plain Q4_0
+/// accumulation order, as multi_device_test); every buffer allocated exactly as planned.
+void RunAgainstCpuOnly(const std::string& model, const std::vector<uint8_t>& bytes) {
   planner::ContextConfig cfg;
   cfg.n_ctx = 256;
   auto ref_plan = test::PlanCpu(model, cfg, /*use_mmap=*/true);
@@ -185,7 +175,7 @@ TEST_P(PipelinePlans, AllCopiesLiveAndLogitsEqualCpuOnly) {
   SessionOptions opts;
   opts.n_threads = 1;
   opts.backend_factory = test::MakeAsyncPrivateBackendFactory(stats);
-  auto multi = Session::CreateFromPlanBytes(plan->bytes, model, opts);
+  auto multi = Session::CreateFromPlanBytes(bytes, model, opts);
   ASSERT_TRUE(multi.ok()) << multi.status().ToString();
   for (const auto& b : (*multi)->Buffers()) EXPECT_EQ(b.planned, b.allocated) << b.name;
   SessionOptions cpu_opts;
@@ -208,20 +198,53 @@ TEST_P(PipelinePlans, AllCopiesLiveAndLogitsEqualCpuOnly) {
   EXPECT_GT(stats->computes.load(), 0);
 }
 
+class PipelinePlans : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PipelinePlans, AllCopiesLiveAndLogitsEqualCpuOnly) {
+  const Case c = GetParam();
+  const std::string model = ModelFile(c.model);
+  STOWAGE_REQUIRE_FILE(model);
+  auto flags = [&](planner::PlacementOptions& o) {
+    const std::string f = c.flags;
+    if (f == "nkvo") o.offload_kqv = false;
+    else if (!f.empty()) o.overrides.push_back({f.substr(0, f.find('=')), f.substr(f.find('=') + 1)});
+  };
+  for (bool no_host : {false, true}) {
+    auto plan = PlanOn(model, c.devices, c.ngl, no_host, flags);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    EXPECT_EQ(plan->n_copies, c.n_copies);
+    const auto conflicts = Conflicts(plan->bytes);
+    EXPECT_TRUE(conflicts.empty()) << (no_host ? "without host bufts\n" : "") << Join(conflicts);
+  }
+  if (!c.run) return;
+  auto plan = PlanOn(model, c.devices, c.ngl, /*no_host_buft=*/true, flags);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+
+  RunAgainstCpuOnly(model, plan->bytes);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Models, PipelinePlans,
     ::testing::Values(Case{"tiny8_untied", "shared:tiny8-untied-q4_0.gguf", "h200,h200,llamacpp-cpu", 99},
                       Case{"tiny_tied_f32", "shared:tiny-tied-f32.gguf", "h200,h200,llamacpp-cpu", 99},
                       Case{"stories260K_three_gpus", "shared:stories260K.gguf", "h200,h100,rtx4090,llamacpp-cpu", 99},
                       Case{"stories260K_ngl_n_layer_plus_1", "shared:stories260K.gguf", "h200,h200,llamacpp-cpu", -1},
+                      // -ot keeps pipeline parallelism in FEB25's rule (DEC25 turns it off)
+                      Case{"stories260K_ot_ffn_down_cpu", "shared:stories260K.gguf", "h200,h200,llamacpp-cpu", 99, 4,
+                           "ffn_down=CPU"},
+                      // n_copies 1: -ngl n_layer (the output layer stays on the CPU); -nkvo: see
+                      // DISABLED_NkvoWithOffloadedLayersRuns
+                      Case{"tiny8_ngl_n_layer", "shared:tiny8-untied-q4_0.gguf", "h200,h200,llamacpp-cpu", 8, 1},
                       Case{"synth_llama", "synth:llama", "h200,h200,llamacpp-cpu", 99},
                       Case{"synth_llama_tied_rope_freqs", "synth:llama-tied", "h200,h200,llamacpp-cpu", 99},
                       Case{"synth_qwen2", "synth:qwen2", "h200,h200,llamacpp-cpu", 99},
-                      Case{"synth_phi3", "synth:phi3", "h200,h200,llamacpp-cpu", 99, false},
+                      Case{"synth_phi3", "synth:phi3", "h200,h200,llamacpp-cpu", 99, 4, "", false},
                       Case{"synth_gemma", "synth:gemma", "h200,h200,llamacpp-cpu", 99},
-                      Case{"synth_mamba", "synth:mamba", "h200,h200,llamacpp-cpu", 99, false},
-                      Case{"synth_qwen2moe", "synth:qwen2moe", "h200,h200,llamacpp-cpu", 99, false},
-                      Case{"synth_mixtral", "synth:mixtral", "h200,h100,rtx4090,llamacpp-cpu", 99, false}),
+                      Case{"synth_mamba", "synth:mamba", "h200,h200,llamacpp-cpu", 99, 4, "", false},
+                      Case{"synth_qwen2moe", "synth:qwen2moe", "h200,h200,llamacpp-cpu", 99, 4, "", false},
+                      Case{"synth_qwen2moe_cpu_moe", "synth:qwen2moe", "h200,h200,llamacpp-cpu", 99, 4,
+                           "\\.ffn_(up|down|gate)_exps=CPU", false},
+                      Case{"synth_mixtral", "synth:mixtral", "h200,h100,rtx4090,llamacpp-cpu", 99, 4, "", false}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // ---- the liveness check can fail -------------------------------------------------------------
@@ -410,6 +433,33 @@ TEST_F(PipelineTiny8, NodeReadingAnUnfilledCopyIsRefused) {
     FAIL() << "no split input copies a graph input";
   }));
   EXPECT_NE(e.find("of a pipeline-parallel input (only copy 0 is ever filled)"), std::string::npos) << e;
+}
+
+// breaker-24 (runtime/src/executor/session.cpp, owner "onednn"; not today's change, the
+// defined-before-use check of a00cedd): no plan with -nkvo and offloaded layers runs. With the KV
+// cache on the CPU, the CPU split copies views computed on the GPU ("Vcur-0 (transposed)", "q-0":
+// TRANSPOSE / PERMUTE of GPU results), and ggml places a view node at its consumer, after the
+// split's start: Session::Impl::CheckDefinedBeforeUse refuses the plan at the first Decode with
+// "split input 'Vcur-0 (transposed)' is copied before it is computed", although the view's memory
+// (its view_src) was computed earlier. Relaxing only that check (tried on a copy of session.cpp:
+// follow is_view to the owner) is not enough: the logits become NaN, because the copy reads the
+// view's binding before the view node has bound it (the runtime binds a view when its node comes,
+// ggml binds every view at allocation, ggml_backend_view_init). A fix needs both: split inputs
+// defined through their view chain, and views bound before their split's input copies (or bound
+// on demand in CopyTensor). Two RPC devices and two H200, -ngl 4 and 99, fail the same way.
+TEST(BreakerSession, DISABLED_NkvoWithOffloadedLayersRuns) {
+  const std::string model = test::ModelPath("tiny8-untied-q4_0.gguf");
+  STOWAGE_REQUIRE_FILE(model);
+  for (const char* devices : {"rpc0,rpc1,llamacpp-cpu", "h200,h200,llamacpp-cpu"})
+    for (int ngl : {4, 99}) {
+      SCOPED_TRACE(std::string(devices) + " -ngl " + std::to_string(ngl) + " -nkvo");
+      auto plan = PlanOn(model, devices, ngl, /*no_host_buft=*/true,
+                         [](planner::PlacementOptions& o) { o.offload_kqv = false; });
+      ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+      EXPECT_EQ(plan->n_copies, 1);
+      EXPECT_TRUE(Conflicts(plan->bytes).empty()) << Join(Conflicts(plan->bytes));
+      RunAgainstCpuOnly(model, plan->bytes);
+    }
 }
 
 }  // namespace
