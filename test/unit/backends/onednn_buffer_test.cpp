@@ -190,3 +190,43 @@ TEST(OneDnnBuffer, RefusesAMislabelledLayout) {
 
 }  // namespace
 }  // namespace stowage
+
+// ---- timing (not run by default: --gtest_also_run_disabled_tests) ------------------------------
+#include <chrono>
+
+namespace stowage {
+namespace {
+
+// MUL_MAT time of a blocked ONEDNN weight vs the CPU backend's plain one, alternating, for the
+// batch sizes of tg (1) and a prompt (512): [K, N] as the 0.85B-class F32 bench model's FFN.
+TEST(OneDnnBuffer, DISABLED_TimingBlockedVsCpu) {
+  const int64_t K = 2048, N = 5632;
+  auto dnn = exec::CreateOneDnnBackend("ONEDNN", 2);
+  auto cpu = exec::CreateCpuBackend(2);
+  HostTensor w = test::RandomTensor(GgmlType::F32, {K, N, 1, 1}, 41);
+  Uploaded u = Upload(*dnn, w);
+  ASSERT_EQ(u.layout, exec::kLayoutOneDnnBlocked);
+  for (int64_t M : {1, 512}) {
+    HostTensor b = test::RandomTensor(GgmlType::F32, {K, M, 1, 1}, 42);
+    HostTensor d = test::ZeroF32({N, M, 1, 1});
+    double t[3] = {0, 0, 0};  // ONEDNN blocked, ONEDNN plain (host weights), CPU
+    const int reps = M == 1 ? 50 : 3;
+    for (int r = 0; r < reps + 1; ++r) {
+      for (int which = 0; which < 3; ++which) {
+        const auto t0 = std::chrono::steady_clock::now();
+        Status s = which == 0   ? dnn->Compute(test::MulMatCall(u.v, b.v, d.v))
+                   : which == 1 ? dnn->Compute(test::MulMatCall(w.v, b.v, d.v))
+                                : cpu->Compute(test::MulMatCall(w.v, b.v, d.v));
+        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        if (r > 0) t[which] += dt;  // the first round warms up
+      }
+    }
+    std::printf("[ timing ] M=%lld K=%lld N=%lld: ONEDNN blocked %.3f ms, ONEDNN plain %.3f ms, CPU %.3f ms (mean of %d)\n",
+                static_cast<long long>(M), static_cast<long long>(K), static_cast<long long>(N), 1e3 * t[0] / reps,
+                1e3 * t[1] / reps, 1e3 * t[2] / reps, reps);
+  }
+}
+
+}  // namespace
+}  // namespace stowage
