@@ -2,7 +2,10 @@
 
 #include "stowage/Compiler/Transforms/PlannerState.h"
 
+#include <algorithm>
+#include <iterator>
 #include <map>
+#include <tuple>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -406,6 +409,42 @@ LogicalResult Reconstructor::schedule() {
   if (!nCopies || nCopies.getInt() != pipeline.n_copies)
     return differs(PlanStage::kScheduled,
                    "stowage.n_copies must be " + std::to_string(pipeline.n_copies));
+  // The split input copies (and, with n_copies > 1, every instance of the graph inputs): one
+  // place.copy per kSplitCopy tensor, same name, copy number and backend. (An edited, dropped or
+  // extra copy op would otherwise be ignored: the plan is made from the reconstruction.)
+  for (auto [fname, g] : {std::pair<StringRef, planner::Graph *>{"prefill", &m.prefill},
+                          std::pair<StringRef, planner::Graph *>{"decode", &m.decode}}) {
+    using Copy = std::tuple<std::string, int64_t, std::string>; // name, copy, backend
+    std::vector<Copy> want, have;
+    for (const planner::Tensor &t : g->tensors) {
+      if (t.kind != planner::TensorKind::kSplitCopy)
+        continue;
+      const size_t hash = t.name.rfind('#');
+      const int64_t c = hash == std::string::npos ? 0 : std::atoll(t.name.c_str() + hash + 1);
+      want.emplace_back(t.name, c, t.backend >= 0 ? st_->placement.backends[t.backend].name : "");
+    }
+    module_.lookupSymbol<func::FuncOp>(fname).walk([&](place::CopyOp op) {
+      auto name = op->getAttrOfType<StringAttr>(ggml::kNodeNameAttr);
+      auto copy = op->getAttrOfType<IntegerAttr>("copy"); // signed: an edited -1 prints as -1
+      have.emplace_back(name ? name.str() : "", copy ? copy.getInt() : 0, op.getBackend().getName().str());
+    });
+    std::sort(want.begin(), want.end());
+    std::sort(have.begin(), have.end());
+    if (want == have)
+      continue;
+    std::vector<Copy> missing, extra;
+    std::set_difference(want.begin(), want.end(), have.begin(), have.end(), std::back_inserter(missing));
+    std::set_difference(have.begin(), have.end(), want.begin(), want.end(), std::back_inserter(extra));
+    auto show = [](const Copy &c) {
+      return "'" + std::get<0>(c) + "' (copy " + std::to_string(std::get<1>(c)) + " on " + std::get<2>(c) + ")";
+    };
+    std::string what = "@" + fname.str() + " has " + std::to_string(want.size()) + " place.copy ops";
+    if (!missing.empty())
+      what += "; missing " + show(missing.front());
+    if (!extra.empty())
+      what += "; not made by the schedule: " + show(extra.front());
+    return differs(PlanStage::kScheduled, what);
+  }
   return success();
 }
 
