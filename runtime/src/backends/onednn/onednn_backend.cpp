@@ -4,7 +4,11 @@
 
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -152,23 +156,40 @@ LayoutChoice ChooseLayout(dnnl_engine_t eng, GgmlType type, int64_t K, int64_t N
 
 /// Memory of the ACCEL device, 64-byte aligned, zeroed: the ONEDNN weight buffer type (`weights`,
 /// not host memory to the rest of the runtime; WriteTensor reorders matmul weights) or a host
-/// buffer for any other buffer type.
+/// buffer for any other buffer type. An anonymous private mapping (zero pages on first touch);
+/// from 2 MiB on it starts on a 2 MiB boundary and is madvise(MADV_HUGEPAGE)d, as the CPU
+/// backend's host buffers: token generation streams every weight once per token, and 4 KiB pages
+/// cost TLB misses there (THP "madvise" mode gives huge pages only to advised ranges).
 class OneDnnBuffer final : public Buffer {
  public:
-  ~OneDnnBuffer() override { std::free(data_); }
+  ~OneDnnBuffer() override {
+    if (map_ != nullptr) munmap(map_, map_len_);
+  }
   static Result<std::unique_ptr<Buffer>> Allocate(uint64_t size, uint64_t alignment, bool weights,
                                                   std::shared_ptr<Dnnl> dnnl, int n_threads) {
-    const uint64_t align = alignment < 64 ? 64 : alignment;
-    if ((align & (align - 1)) != 0)
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > (uint64_t(1) << 30))
       return InvalidArgument("ONEDNN: buffer alignment " + std::to_string(alignment) +
-                             " is not a power of two");
-    const uint64_t padded = (std::max<uint64_t>(size, 1) + align - 1) / align * align;
-    void* p = std::aligned_alloc(align, padded);
-    if (p == nullptr)
-      return ResourceExhausted("ONEDNN: cannot allocate " + std::to_string(size) + " bytes of host memory");
-    std::memset(p, 0, padded);
+                             " is not a power of two in [1, 2^30]");
+    if (size > (uint64_t(1) << 56))
+      return ResourceExhausted("ONEDNN: cannot allocate " + std::to_string(size) + " bytes (more than 2^56)");
+    constexpr uint64_t kHugePage = uint64_t(2) << 20;
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    const uint64_t len = (std::max<uint64_t>(size, 1) + page - 1) / page * page;
+    const uint64_t align = std::max({alignment, page, len >= kHugePage ? kHugePage : page});
+    const uint64_t span = len + align - page;
+    void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+      return ResourceExhausted("ONEDNN: cannot allocate " + std::to_string(size) + " bytes of host memory: " +
+                               std::strerror(errno));
+    const uintptr_t raw = reinterpret_cast<uintptr_t>(m);
+    const uintptr_t base = (raw + align - 1) / align * align;
+    if (base > raw) munmap(m, base - raw);
+    if (raw + span > base + len) munmap(reinterpret_cast<void*>(base + len), raw + span - (base + len));
+    if (len >= kHugePage) (void)madvise(reinterpret_cast<void*>(base), len, MADV_HUGEPAGE);  // a hint
     std::unique_ptr<OneDnnBuffer> b(new OneDnnBuffer());
-    b->data_ = static_cast<uint8_t*>(p);
+    b->map_ = reinterpret_cast<void*>(base);
+    b->map_len_ = len;
+    b->data_ = reinterpret_cast<uint8_t*>(base);
     b->size_ = size;
     b->weights_ = weights;
     b->dnnl_ = std::move(dnnl);
@@ -193,6 +214,8 @@ class OneDnnBuffer final : public Buffer {
 
  private:
   OneDnnBuffer() = default;
+  void* map_ = nullptr;
+  uint64_t map_len_ = 0;
   uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
   bool weights_ = false;
