@@ -4,8 +4,9 @@
 #   gguf  the GGUF reader (and the writer on what the reader accepts), seeds: the shared models
 #         (test/fuzz/gguf_reader_fuzz.cpp);
 #   plan  the plan verifier and plan-dump (text, JSON, --nodes, --check-memory) on every plan it
-#         accepts, seeds: scripts/fuzz-corpus/plan/ (an n_copies = 4 pipeline-parallel plan and an
-#         n_copies = 1 plan with split inputs; test/unit/breaker/plan_verify_fuzz.cpp).
+#         accepts, seeds: scripts/fuzz-corpus/plan/ (an n_copies = 4 pipeline-parallel plan, an
+#         n_copies = 1 plan with split inputs, and regression-*.plan: inputs that once failed;
+#         test/unit/breaker/plan_verify_fuzz.cpp).
 # Fails (non-zero exit) on a crash, a leak, undefined behaviour, a timeout or a violated property;
 # the reproducer is left in build-fuzz/.
 #
@@ -32,6 +33,8 @@ TARGETS=${FUZZ_TARGETS:-gguf plan}
 n_targets=$(echo $TARGETS | wc -w)
 PER_TARGET=$(( SECONDS_TO_RUN / n_targets ))
 [ "$PER_TARGET" -ge 1 ] || PER_TARGET=1
+CORPORA=()  # temporary seed folders, removed on exit
+trap 'rm -rf "${CORPORA[@]}"' EXIT
 
 # Rebuilds $1 from the sources $2.. (and the runtime headers) when one is newer than the binary.
 needs_build() {
@@ -53,7 +56,7 @@ fuzz_gguf() {
   fi
   local CORPUS
   CORPUS=$(mktemp -d "${TMPDIR:-/tmp}/stowage-gguf-fuzz.XXXXXX")
-  trap 'rm -rf "$CORPUS"' RETURN
+  CORPORA+=("$CORPUS")
   local n_seeds=0
   if [ -d "$MODELS" ]; then
     while IFS= read -r -d '' f; do
@@ -94,7 +97,7 @@ fuzz_plan() {
   fi
   local CORPUS
   CORPUS=$(mktemp -d "${TMPDIR:-/tmp}/stowage-plan-fuzz.XXXXXX")
-  trap 'rm -rf "$CORPUS"' RETURN
+  CORPORA+=("$CORPUS")
   cp scripts/fuzz-corpus/plan/*.plan "$CORPUS/"
   echo "fuzz.sh: plan: fuzzing for ${PER_TARGET}s on $(ls "$CORPUS" | wc -l) seed plans"
   (cd "$OUT" && "$BIN" "$CORPUS" -max_total_time="$PER_TARGET" -max_len=131072 -timeout=20 -rss_limit_mb=2560 \

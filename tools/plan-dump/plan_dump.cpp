@@ -57,7 +57,8 @@ std::string Dim(const fb::DimExpr* d) {
     if (k == 0) return;
     if (!s.empty()) s += k < 0 ? "-" : "+";
     else if (k < 0) s += "-";
-    const int64_t a = k < 0 ? -k : k;
+    // |k| in uint64: -k overflows for INT64_MIN (a verified plan may hold any coefficient).
+    const uint64_t a = k < 0 ? 0 - static_cast<uint64_t>(k) : static_cast<uint64_t>(k);
     s += (a == 1 ? std::string() : std::to_string(a) + "*") + sym;
   };
   term(d->tokens(), "n_tokens");

@@ -21,16 +21,13 @@ int plan_dump_main(int argc, char** argv);
 
 namespace {
 
-std::string TempPath() {
+std::string& TempPath() {
   static std::string path;
-  if (path.empty()) {
-    char tmpl[] = "/tmp/stowage-plan-fuzz-XXXXXX";
-    const int fd = mkstemp(tmpl);
-    if (fd < 0) std::abort();
-    close(fd);
-    path = tmpl;
-  }
   return path;
+}
+
+void RemoveTemp() {
+  if (!TempPath().empty()) unlink(TempPath().c_str());
 }
 
 int Dump(const std::string& path, std::vector<std::string> args) {
@@ -46,13 +43,21 @@ int Dump(const std::string& path, std::vector<std::string> args) {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   if (!std::freopen("/dev/null", "w", stdout)) std::abort();
+  // One temporary file per process, for plan-dump to load; removed at exit (a crash leaves it).
+  const char* dir = std::getenv("TMPDIR");
+  std::string tmpl = std::string(dir && *dir ? dir : "/tmp") + "/stowage-plan-fuzz-XXXXXX";
+  const int fd = mkstemp(tmpl.data());
+  if (fd < 0) std::abort();
+  close(fd);
+  TempPath() = tmpl;
+  std::atexit(RemoveTemp);
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto plan = stowage::PlanFile::FromBytes(std::vector<uint8_t>(data, data + size), "fuzz.plan");
   if (!plan.ok()) return 0;
-  const std::string path = TempPath();
+  const std::string& path = TempPath();
   FILE* f = std::fopen(path.c_str(), "wb");
   if (!f || std::fwrite(data, 1, size, f) != size || std::fclose(f) != 0) std::abort();
   for (const auto& args : std::vector<std::vector<std::string>>{{}, {"--nodes"}, {"--json", "--nodes"}})
