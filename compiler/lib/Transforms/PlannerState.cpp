@@ -378,7 +378,7 @@ LogicalResult Reconstructor::schedule() {
   // PlaceModel's order: the pipeline-parallelism decision, both graphs, its --explain record.
   const planner::PipelineDecision pipeline = planner::PipelineParallelism(
       st_->devices, m.hp.n_layer, opt_.placement.n_gpu_layers, opt_.placement.split_mode,
-      opt_.placement.offload_kqv);
+      opt_.placement.offload_kqv, !opt_.placement.overrides.empty());
   so.n_copies = pipeline.n_copies;
   st_->pp_nodes = planner::GraphNodeCount(m.prefill);
   st_->tg_nodes = planner::GraphNodeCount(m.decode);

@@ -30,7 +30,8 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
   so.offload_kqv = opt.offload_kqv;
   so.full_offload = opt.n_gpu_layers > static_cast<int>(m.hp.n_layer);
   const PipelineDecision pipeline =
-      PipelineParallelism(o.devices, m.hp.n_layer, opt.n_gpu_layers, opt.split_mode, opt.offload_kqv);
+      PipelineParallelism(o.devices, m.hp.n_layer, opt.n_gpu_layers, opt.split_mode, opt.offload_kqv,
+                          !opt.overrides.empty());
   so.n_copies = pipeline.n_copies;
   o.pp_nodes = GraphNodeCount(m.prefill);
   o.tg_nodes = GraphNodeCount(m.decode);

@@ -476,7 +476,7 @@ Status ScheduleGraph(Graph& g, const ModelGraphs& m, const DeviceSet& ds, const 
 }
 
 PipelineDecision PipelineParallelism(const DeviceSet& ds, uint32_t n_layer, int n_gpu_layers, SplitMode split_mode,
-                                     bool offload_kqv) {
+                                     bool offload_kqv, bool has_tensor_overrides) {
   PipelineDecision d;
   if (ds.n_model <= 1) {
     d.reason = std::to_string(ds.n_model) + " model device" + (ds.n_model == 1 ? "" : "s") + " (needs more than one)";
@@ -495,6 +495,10 @@ PipelineDecision PipelineParallelism(const DeviceSet& ds, uint32_t n_layer, int 
     d.reason = "KV offload is off (-nkvo)";
     return d;
   }
+  if (has_tensor_overrides) {
+    d.reason = "tensor buffer type overrides are given (-ot, --cpu-moe, --n-cpu-moe)";
+    return d;
+  }
   for (const DeviceManifest& dev : ds.devices) {
     if (dev.type == DeviceType::kCpu) continue;  // llama.cpp ignores the CPU backend
     if (!dev.caps.async || !dev.caps.events) {
@@ -505,7 +509,7 @@ PipelineDecision PipelineParallelism(const DeviceSet& ds, uint32_t n_layer, int 
   }
   d.n_copies = 4;  // GGML_SCHED_MAX_COPIES
   d.reason = std::to_string(ds.n_model) + " model devices, all layers and the output offloaded, split mode layer, "
-             "KV offload, every non-CPU device has caps async and events";
+             "KV offload, no tensor overrides, every non-CPU device has caps async and events";
   return d;
 }
 

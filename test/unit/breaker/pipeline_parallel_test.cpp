@@ -230,7 +230,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny_tied_f32", "shared:tiny-tied-f32.gguf", "h200,h200,llamacpp-cpu", 99},
                       Case{"stories260K_three_gpus", "shared:stories260K.gguf", "h200,h100,rtx4090,llamacpp-cpu", 99},
                       Case{"stories260K_ngl_n_layer_plus_1", "shared:stories260K.gguf", "h200,h200,llamacpp-cpu", -1},
-                      // -ot / --cpu-moe: n_copies should be 1 (DISABLED_TensorOverridesTurnPipelineParallelismOff)
+                      // -ot / --cpu-moe: n_copies 1 (TensorOverridesTurnPipelineParallelismOff)
                       // n_copies 1: -ngl n_layer (the output layer stays on the CPU); -nkvo: see
                       // DISABLED_NkvoWithOffloadedLayersRuns
                       Case{"tiny8_ngl_n_layer", "shared:tiny8-untied-q4_0.gguf", "h200,h200,llamacpp-cpu", 8, 1},
@@ -459,8 +459,8 @@ TEST(BreakerSession, DISABLED_NkvoWithOffloadedLayersRuns) {
     }
 }
 
-// breaker-26 (planner PipelineParallelism, scheduler.h / place_model.cpp, owner "pipe"): with a
-// tensor override (-ot, --cpu-moe, --n-cpu-moe) the plan enables pipeline parallelism (n_copies 4,
+// breaker-26 (fixed: PipelineParallelism takes has_tensor_overrides): with a
+// tensor override (-ot, --cpu-moe, --n-cpu-moe) the plan enabled pipeline parallelism (n_copies 4,
 // four times the input copies in every compute buffer), but no llama.cpp version does: -ot arrived
 // with `!model.has_tensor_overrides()` in the pipeline_parallel condition (llama.cpp PR 11397;
 // reference/llamacpp-placement.md §4.1 "Pipeline parallelism is disabled when any override
@@ -468,7 +468,7 @@ TEST(BreakerSession, DISABLED_NkvoWithOffloadedLayersRuns) {
 // rule, which predates -ot, so the combination it plans never existed. Fix: PipelineParallelism
 // takes "has overrides" (PlacementOptions::overrides non-empty, after --cpu-moe patterns) and says
 // "tensor overrides given"; callers place_model.cpp and compiler PlannerState.cpp.
-TEST(BreakerPlanner, DISABLED_TensorOverridesTurnPipelineParallelismOff) {
+TEST(BreakerPlanner, TensorOverridesTurnPipelineParallelismOff) {
   const std::string model = test::ModelPath("stories260K.gguf");
   STOWAGE_REQUIRE_FILE(model);
   auto ot = PlanOn(model, "h200,h200,llamacpp-cpu", 99, false, [](planner::PlacementOptions& o) {

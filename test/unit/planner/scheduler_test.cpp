@@ -153,10 +153,11 @@ DeviceManifest AsyncGpu(const std::string& name, bool async = true, bool events 
 }
 
 TEST(PipelineParallelism, LlamaCppRule) {
-  auto decide = [](std::vector<DeviceManifest> devs, int ngl, SplitMode sm = SplitMode::kLayer, bool kqv = true) {
+  auto decide = [](std::vector<DeviceManifest> devs, int ngl, SplitMode sm = SplitMode::kLayer, bool kqv = true,
+                   bool overrides = false) {
     auto ds = MakeDeviceSet(devs, sm, 0);
     EXPECT_TRUE(ds.ok()) << ds.status().ToString();
-    return PipelineParallelism(*ds, /*n_layer=*/8, ngl, sm, kqv);
+    return PipelineParallelism(*ds, /*n_layer=*/8, ngl, sm, kqv, overrides);
   };
   const auto two = [] { return std::vector<DeviceManifest>{AsyncGpu("G0"), AsyncGpu("G1"), testing::Cpu()}; };
   PipelineDecision on = decide(two(), 99);
@@ -168,6 +169,9 @@ TEST(PipelineParallelism, LlamaCppRule) {
   EXPECT_EQ(decide(two(), 99, SplitMode::kRow).n_copies, 1);
   EXPECT_EQ(decide(two(), 99, SplitMode::kNone).n_copies, 1);  // -sm none keeps one model device
   EXPECT_EQ(decide(two(), 99, SplitMode::kLayer, /*kqv=*/false).n_copies, 1);
+  d = decide(two(), 99, SplitMode::kLayer, true, /*overrides=*/true);  // -ot / --cpu-moe
+  EXPECT_EQ(d.n_copies, 1);
+  EXPECT_NE(d.reason.find("tensor buffer type overrides"), std::string::npos) << d.reason;
   EXPECT_EQ(decide({AsyncGpu("G0"), testing::Cpu()}, 99).n_copies, 1);
   d = decide({AsyncGpu("G0"), AsyncGpu("G1", true, false), testing::Cpu()}, 99);
   EXPECT_EQ(d.n_copies, 1);

@@ -51,11 +51,13 @@ struct PipelineDecision {
 /// parallelism (n_copies = 4) iff more than one model device (ds.n_model > 1), n_gpu_layers >
 /// n_layer (the output layer is offloaded too), split mode layer, offload_kqv (no -nkvo), and the
 /// device of every backend that is not of type CPU (model devices and ACCEL devices such as BLAS)
-/// has caps async and events. FEB25 has no tensor-override condition; DEC25 also turns it off
-/// when -ot is given, and retries without it when the pp reserve fails — neither is followed
-/// (plans are FEB25's). Never fails.
+/// has caps async and events; and no tensor buffer type override is given
+/// (`has_tensor_overrides`: -ot, --cpu-moe, --n-cpu-moe — FEB25 has no -ot; every llama.cpp that
+/// has it turns pipeline parallelism off with overrides, llama_context's has_tensor_overrides,
+/// reference §4.1). DEC25's retry without it when the pp reserve fails is not followed (plans
+/// never fail a reserve). Never fails.
 PipelineDecision PipelineParallelism(const DeviceSet& ds, uint32_t n_layer, int n_gpu_layers, SplitMode split_mode,
-                                     bool offload_kqv);
+                                     bool offload_kqv, bool has_tensor_overrides);
 
 /// The --explain record of a decision, appended after the node records: graph "sched", subject
 /// "n_copies", buft the number ("4"), device "all backends", rule "pipeline parallelism enabled
