@@ -3,7 +3,7 @@
 #   1. ctest: every GoogleTest binary and the lit suite (FileCheck on the tools' output);
 #   2. the GGUF container, runtime, tokenizer and CPU kernel suites again under ASan+UBSan
 #      (build-asan, scripts/test-sanitizers.sh);
-#   3. 60 s of libFuzzer on the GGUF reader (scripts/fuzz.sh, clang-19).
+#   3. 60 s of libFuzzer shared by the GGUF reader and the plan verifier + plan-dump (scripts/fuzz.sh, clang-19).
 # SKIP_SANITIZERS=1 / SKIP_FUZZ=1 leave out steps 2 / 3 (for quick local runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
