@@ -84,6 +84,8 @@ STOWAGE_HD float H2F(uint16_t h) {
 
 /// binary32 -> binary16 bits, IEEE round to nearest even (NaN -> quiet NaN, >= 65520 -> inf),
 /// as cpu::FloatToHalf and CUDA's __float2half_rn. Integer-only on the host (no FPU rounding mode).
+/// Bit-identical on device and host except for NaN: the host gives sign | 0x7E00 (as the CPU
+/// backend), the device's __float2half_rn the canonical 0x7FFF; both are quiet NaNs.
 STOWAGE_HD uint16_t F2H(float f) {
 #if defined(__CUDA_ARCH__)
   return __half_as_ushort(__float2half_rn(f));
