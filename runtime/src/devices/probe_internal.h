@@ -5,8 +5,10 @@
 
 namespace stowage::devices_internal {
 
-/// The oneDNN ACCEL device: shares the CPU buffer type; runs MUL_MAT with contiguous F32/BF16
-/// weights and F32 activations for batches >= 32 (the ACCEL backend's contract, DESIGN.md).
+/// The oneDNN ACCEL device: its own weight buffer type ONEDNN (not host; weights reordered at load
+/// into oneDNN's blocked matmul layout) whose contiguous F32/BF16 MUL_MAT weights it runs at any
+/// batch; MUL_MAT with host weights from batch 32 on (offload_op); F32 activations (the ACCEL
+/// backend's contract, runtime/src/backends/onednn).
 ProbedDevice MakeOneDnnDevice(const CpuInfo& cpu);
 
 /// Appends one device per CUDA GPU, or a note ("CUDA: no CUDA device (...)").
