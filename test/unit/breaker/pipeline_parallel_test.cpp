@@ -444,7 +444,7 @@ TEST_F(PipelineTiny8, NodeReadingAnUnfilledCopyIsRefused) {
 // ggml binds every view at allocation, ggml_backend_view_init). A fix needs both: split inputs
 // defined through their view chain, and views bound before their split's input copies (or bound
 // on demand in CopyTensor). Two RPC devices and two H200, -ngl 4 and 99, fail the same way.
-TEST(BreakerSession, DISABLED_NkvoWithOffloadedLayersRuns) {
+TEST(BreakerSession, NkvoWithOffloadedLayersRuns) {
   const std::string model = test::ModelPath("tiny8-untied-q4_0.gguf");
   STOWAGE_REQUIRE_FILE(model);
   for (const char* devices : {"rpc0,rpc1,llamacpp-cpu", "h200,h200,llamacpp-cpu"})
