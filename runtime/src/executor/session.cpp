@@ -86,6 +86,14 @@ uint64_t Extent(const TensorView& t) {
   const auto& tr = GetTypeTraits(t.type);
   uint64_t e = RowSize(t.type, t.ne[0]);
   if (e == 0) e = tr.type_size;
+  // Dim 0 strided (a TRANSPOSE or PERMUTE of a matrix: nb0 is a row, not an element): the span of
+  // dim 0 is (ne0-1)*nb0 + type_size, as ggml_nbytes counts it for a block size of 1. (Counting
+  // ne0 contiguous elements instead under-sized the staging of a strided split input copy from
+  // private memory, and cpu::Cpy read past it: NaN logits with -nkvo, breaker-24.)
+  if (tr.block_size == 1 && t.nb[0] != tr.type_size &&
+      (__builtin_mul_overflow(static_cast<uint64_t>(t.ne[0] - 1), static_cast<uint64_t>(t.nb[0]), &e) ||
+       __builtin_add_overflow(e, static_cast<uint64_t>(tr.type_size), &e)))
+    return UINT64_MAX;
   for (int i = 1; i < 4; ++i) {
     uint64_t term;
     if (__builtin_mul_overflow(static_cast<uint64_t>(t.ne[i] - 1), static_cast<uint64_t>(t.nb[i]), &term) ||
@@ -101,6 +109,20 @@ int64_t CheckedElements(const int64_t ne[4]) {
   for (int i = 0; i < 4; ++i)
     if (__builtin_mul_overflow(n, ne[i], &n) || n > (int64_t(1) << 56)) return -1;
   return n;
+}
+
+/// The tensor that owns the memory of graph tensor `id`: `id` itself unless it is a view op
+/// (RESHAPE/VIEW/PERMUTE/TRANSPOSE), else the end of its source chain (ggml's view_src). A CPY is
+/// not followed: its result exists once the CPY node ran. -1 when the chain is deeper than 64
+/// (BindTensor's limit; a cycle in a hostile plan) or a view has no source.
+int ViewOwner(const GGraph& g, int id) {
+  for (int depth = 0; depth <= 64; ++depth) {
+    const GTensor& t = g.tensors[id];
+    if (!IsViewOp(t.op)) return id;
+    if (t.srcs.empty() || t.srcs[0] < 0 || static_cast<size_t>(t.srcs[0]) >= g.tensors.size()) return -1;
+    id = t.srcs[0];
+  }
+  return -1;
 }
 
 }  // namespace
@@ -470,7 +492,13 @@ Status Session::Impl::CheckDefinedBeforeUse(const GGraph& g) {
   }
   for (const GSplit& sp : g.splits) {
     for (const auto& [src, copy] : sp.inputs) {
-      if (!defined[src])
+      // A split input that is a view (with -nkvo the CPU split copies "Vcur-0 (transposed)" and
+      // "q-0", views of GPU results that ggml places at their consumer, after the split's start)
+      // is copied as the view, reading its owner's bytes through it (ggml_backend_sched_compute_
+      // splits; views are bound before the first split, as ggml_backend_view_init binds them at
+      // allocation): defined once its owner is, i.e. computed by an earlier split or stored.
+      const int owner = ViewOwner(g, src);
+      if (!defined[src] && (owner < 0 || !defined[owner]))
         return DataLoss(plan->path() + ": graph " + g.name + ": split input '" + g.tensors[src].name + "' is copied before it is computed");
       defined[copy] = 1;
     }

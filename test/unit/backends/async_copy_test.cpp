@@ -15,6 +15,7 @@
 #include "stowage/planner/place_model.h"
 #include "accel_plan_generated.h"
 #include "stowage/planner/plan_export.h"
+#include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/plan.h"
 #include "stowage/runtime/session.h"
 #include "golden_placement_plan.h"
@@ -274,6 +275,108 @@ TEST(PipelineParallel, FourCopiesSameLogitsAsCpuOnly) {
   EXPECT_GT(stats->computes.load(), 0);
   EXPECT_GT(stats->direct_copies.load(), 0);  // CUDA0-side layers -> CUDA1-side layers
 }
+
+// -nkvo (KV cache on the host) with offloaded layers (breaker-24): the CPU split of every offloaded
+// layer's attention copies views of device results as split inputs ("Vcur-N (transposed)", a
+// TRANSPOSE whose dim 0 is strided, and "q-N", a PERMUTE), which ggml places at their consumer, after
+// the split's start. The session must count them as defined through the tensor that owns their
+// memory (computed by an earlier split) and copy them through the view (the staging of a strided
+// view out of private memory spans (ne0-1)*nb0 + type_size bytes of dim 0). Before the fix: "split
+// input 'Vcur-4 (transposed)' is copied before it is computed", then NaN logits. n_copies 1 (the
+// RPC manifests have no async/events caps); pp (8 tokens, all logits) and tg (4 steps) against the
+// CPU-only plan, with device -> device copies direct and staged.
+Result<std::vector<uint8_t>> PlanNoKvOffload(const std::string& model, int ngl, int* n_copies) {
+  STOWAGE_ASSIGN_OR_RETURN(auto gguf, GgufFile::Open(model));
+  planner::ContextConfig cfg;
+  cfg.n_ctx = 256;
+  STOWAGE_ASSIGN_OR_RETURN(planner::ModelGraphs m, planner::BuildModelGraphs(*gguf, cfg));
+  std::vector<planner::DeviceManifest> machine;
+  for (const char* f : {"rpc0.json", "rpc1.json", "llamacpp-cpu.json"}) {
+    STOWAGE_ASSIGN_OR_RETURN(auto d, planner::LoadManifestFile(std::string(kManifestDir) + "/" + f));
+    machine.push_back(std::move(d));
+  }
+  planner::PlacementOptions opt;
+  opt.n_gpu_layers = ngl;
+  opt.offload_kqv = false;  // -nkvo
+  STOWAGE_ASSIGN_OR_RETURN(auto outcome, planner::PlaceModel(m, machine, opt));
+  *n_copies = outcome.placement.n_copies;
+  return planner::SerializePlan(*gguf, m, outcome.placement, outcome.memory, "nkvo");
+}
+
+struct NkvoCase {
+  const char* name;
+  int ngl;
+  bool direct;  // device -> device copies by CopyFromAsync (else staged through the host)
+};
+
+class AsyncNoKvOffload : public ::testing::TestWithParam<NkvoCase> {};
+
+TEST_P(AsyncNoKvOffload, SameLogitsAsCpuOnly) {
+  const NkvoCase c = GetParam();
+  const std::string model = test::ModelPath("tiny8-untied-q4_0.gguf");
+  STOWAGE_REQUIRE_FILE(model);
+  int n_copies = 0;
+  auto plan = PlanNoKvOffload(model, c.ngl, &n_copies);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(n_copies, 1);
+  // The plan has what this test is about: in both graphs, split inputs that are TRANSPOSE and
+  // PERMUTE views of tensors computed on a GPU-type backend, copied into a CPU split.
+  {
+    std::unique_ptr<::accel::plan::PlanT> p = ::accel::plan::UnPackPlan(plan->data());
+    ASSERT_EQ(p->graphs.size(), 2u);
+    for (const auto& g : p->graphs) {
+      int transposed = 0, permuted = 0;
+      for (const auto& sp : g->splits)
+        for (const auto& in : sp->inputs) {
+          const auto& t = *g->tensors[in->tensor];
+          const GgmlOp op = static_cast<GgmlOp>(t.op);
+          if (op != GgmlOp::TRANSPOSE && op != GgmlOp::PERMUTE) continue;
+          ASSERT_FALSE(t.srcs.empty()) << t.name;
+          EXPECT_NE(g->tensors[t.srcs[0]]->backend, sp->backend) << t.name << ": a view of another backend's result";
+          (op == GgmlOp::TRANSPOSE ? transposed : permuted)++;
+        }
+      EXPECT_GT(transposed, 0) << g->name;
+      EXPECT_GT(permuted, 0) << g->name;
+    }
+  }
+  auto ref_plan = Plan(model, Config{"cpu", 0, planner::SplitMode::kLayer, 0, false}, true, 512);
+  ASSERT_TRUE(ref_plan.ok()) << ref_plan.status().ToString();
+  auto stats = std::make_shared<test::AsyncStats>();
+  stats->allow_direct = c.direct;
+  SessionOptions opts;
+  opts.n_threads = 1;
+  opts.backend_factory = test::MakeAsyncPrivateBackendFactory(stats);
+  auto multi = Session::CreateFromPlanBytes(*plan, model, opts);
+  ASSERT_TRUE(multi.ok()) << multi.status().ToString();
+  for (const auto& b : (*multi)->Buffers()) EXPECT_EQ(b.planned, b.allocated) << b.name;
+  SessionOptions cpu_opts;
+  cpu_opts.n_threads = 1;
+  auto ref = Session::CreateFromPlanBytes(*ref_plan, model, cpu_opts);
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 300, 42, 7};
+  std::vector<float> a, b;
+  Status st = (*multi)->Decode(prompt, true, &a);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_TRUE((*ref)->Decode(prompt, true, &b).ok());
+  EXPECT_LE(MaxDiff(a, b), 0.03f) << "pp (8 tokens, all logits)";
+  for (int step = 0; step < 4; ++step) {
+    const int32_t next = static_cast<int32_t>(std::max_element(b.end() - (*ref)->n_vocab(), b.end()) -
+                                              (b.end() - (*ref)->n_vocab()));
+    st = (*multi)->Decode({next}, false, &a);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_TRUE((*ref)->Decode({next}, false, &b).ok());
+    EXPECT_LE(MaxDiff(a, b), 0.03f) << "tg step " << step;
+  }
+  EXPECT_EQ((*multi)->n_past(), 12);
+  EXPECT_GT(stats->computes.load(), 0);
+  EXPECT_GT(stats->read_async.load() + stats->host_waits.load(), 0);  // device results reached the CPU splits
+  if (!c.direct) EXPECT_EQ(stats->direct_copies.load(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Nkvo, AsyncNoKvOffload,
+                         ::testing::Values(NkvoCase{"ngl4", 4, true}, NkvoCase{"ngl99", 99, true},
+                                           NkvoCase{"ngl4_staged", 4, false}, NkvoCase{"ngl99_staged", 99, false}),
+                         [](const ::testing::TestParamInfo<NkvoCase>& i) { return std::string(i.param.name); });
 
 // The verifier checks the pipeline-parallelism fields (COMPATIBILITY.md): n_copies in [1, 4], n_copies
 // entries per list, copies[0] the tensor the nodes read, the others of kind SplitCopy.

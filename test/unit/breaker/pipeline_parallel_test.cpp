@@ -232,7 +232,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"stories260K_ngl_n_layer_plus_1", "shared:stories260K.gguf", "h200,h200,llamacpp-cpu", -1},
                       // -ot / --cpu-moe: n_copies 1 (TensorOverridesTurnPipelineParallelismOff)
                       // n_copies 1: -ngl n_layer (the output layer stays on the CPU); -nkvo: see
-                      // DISABLED_NkvoWithOffloadedLayersRuns
+                      // NkvoWithOffloadedLayersRuns
                       Case{"tiny8_ngl_n_layer", "shared:tiny8-untied-q4_0.gguf", "h200,h200,llamacpp-cpu", 8, 1},
                       Case{"synth_llama", "synth:llama", "h200,h200,llamacpp-cpu", 99},
                       Case{"synth_llama_tied_rope_freqs", "synth:llama-tied", "h200,h200,llamacpp-cpu", 99},
@@ -432,19 +432,19 @@ TEST_F(PipelineTiny8, NodeReadingAnUnfilledCopyIsRefused) {
   EXPECT_NE(e.find("of a pipeline-parallel input (only copy 0 is ever filled)"), std::string::npos) << e;
 }
 
-// breaker-24 (runtime/src/executor/session.cpp, owner "onednn"; not today's change, the
-// defined-before-use check of a00cedd): no plan with -nkvo and offloaded layers runs. With the KV
-// cache on the CPU, the CPU split copies views computed on the GPU ("Vcur-0 (transposed)", "q-0":
-// TRANSPOSE / PERMUTE of GPU results), and ggml places a view node at its consumer, after the
-// split's start: Session::Impl::CheckDefinedBeforeUse refuses the plan at the first Decode with
-// "split input 'Vcur-0 (transposed)' is copied before it is computed", although the view's memory
-// (its view_src) was computed earlier. Relaxing only that check (tried on a copy of session.cpp:
-// follow is_view to the owner) is not enough: the logits become NaN, because the copy reads the
-// view's binding before the view node has bound it (the runtime binds a view when its node comes,
-// ggml binds every view at allocation, ggml_backend_view_init). A fix needs both: split inputs
-// defined through their view chain, and views bound before their split's input copies (or bound
-// on demand in CopyTensor). Two RPC devices and two H200, -ngl 4 and 99, fail the same way.
-TEST(BreakerSession, DISABLED_NkvoWithOffloadedLayersRuns) {
+// breaker-24 (fixed; runtime/src/executor/session.cpp, the defined-before-use check of a00cedd): no
+// plan with -nkvo and offloaded layers ran. With the KV cache on the CPU, the CPU split copies views
+// computed on the GPU ("Vcur-0 (transposed)", "q-0": TRANSPOSE / PERMUTE of GPU results), and ggml
+// places a view node at its consumer, after the split's start: Session::Impl::CheckDefinedBeforeUse
+// refused the plan at the first Decode with "split input 'Vcur-0 (transposed)' is copied before it
+// is computed", although the view's memory (its view_src) was computed earlier. Relaxing only that
+// check gave NaN logits. The breaker blamed view binding; the session binds every tensor, views
+// included, before the first split (RunUbatch), and the NaN came from Extent: it counted dim 0 of a
+// view as ne0 contiguous elements, so the host staging of a TRANSPOSE (nb0 = a row) read out of
+// private memory was too small and cpu::Cpy read past it. Fix: a split input is defined once the
+// tensor owning its memory is (ViewOwner), and Extent spans a strided dim 0 as ggml_nbytes does.
+// Two RPC devices and two H200, -ngl 4 and 99 (test/unit/backends/async_copy_test: AsyncNoKvOffload).
+TEST(BreakerSession, NkvoWithOffloadedLayersRuns) {
   const std::string model = test::ModelPath("tiny8-untied-q4_0.gguf");
   STOWAGE_REQUIRE_FILE(model);
   for (const char* devices : {"rpc0,rpc1,llamacpp-cpu", "h200,h200,llamacpp-cpu"})
