@@ -122,6 +122,15 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
       {{O::CPY, O::CONT}, {f32}, {T::F32, T::F16, T::BF16, T::Q8_0, T::Q4_0}, 0, kOps},
       {{O::CPY, O::CONT}, {Src({T::F16})}, {T::F32}, 0, kOps},
   };
+  // Mixture of experts (runtime/src/backends/cpu/ops_moe.cpp; DIV / SIGMOID in ops.cpp).
+  {
+    SrcRequirement experts = Src(weights);
+    experts.contiguous = true;  // plain expert matrices (cpu::MulMatId), never repacked
+    d.ops.push_back({{O::MUL_MAT_ID}, {experts, f32, Src({T::I32})}, {T::F32}, 0, kOps});
+    d.ops.push_back({{O::ARGSORT}, {f32}, {T::I32}, 0, kOps});
+    d.ops.push_back({{O::SUM_ROWS, O::SIGMOID}, {f32}, {T::F32}, 0, kOps});
+    d.ops.push_back({{O::DIV}, {f32, Src({T::F32, T::F16})}, {T::F32}, 0, kOps});
+  }
   d.properties.push_back({"cores", std::to_string(cpu.physical_cores) + " physical, " +
                                        std::to_string(cpu.logical_cores) + " logical"});
   std::string isa;

@@ -211,6 +211,12 @@ class CpuBackend final : public Backend {
         TensorView none;
         return cpu::SoftMax(ctx_, c.src[0], c.has_src[1] ? c.src[1] : none, dst, fp(0, 1.f), fp(1, 0.f));
       }
+      // Mixture of experts (ops_moe.cpp).
+      case GgmlOp::MUL_MAT_ID: return cpu::MulMatId(ctx_, c.src[0], c.src[1], c.src[2], dst);
+      case GgmlOp::ARGSORT: return cpu::ArgSort(ctx_, c.src[0], dst, ip(0, 0));
+      case GgmlOp::SUM_ROWS: return cpu::SumRows(ctx_, c.src[0], dst);
+      case GgmlOp::DIV: return cpu::Div(ctx_, c.src[0], c.src[1], dst);
+      case GgmlOp::SIGMOID: return cpu::Sigmoid(ctx_, c.src[0], dst);
       case GgmlOp::CPY:
       case GgmlOp::CONT:
       case GgmlOp::DUP: return cpu::Cpy(ctx_, c.src[0], dst);

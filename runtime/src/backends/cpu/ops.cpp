@@ -456,6 +456,14 @@ Status Mul(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, 
   return BinaryBroadcast(ctx, src0, src1, dst, "MUL", [](float a, float b) { return a * b; });
 }
 
+Status Div(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst) {
+  return BinaryBroadcast(ctx, src0, src1, dst, "DIV", [](float a, float b) { return a / b; });
+}
+
+Status Sigmoid(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
+  return UnaryF32(ctx, src, dst, "SIGMOID", [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
+}
+
 Status Scale(ComputeContext& ctx, const TensorView& src, TensorView& dst, float s, float b) {
   return UnaryF32(ctx, src, dst, "SCALE", [s, b](float x) { return x * s + b; });
 }

@@ -178,6 +178,38 @@ Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst);
 /// [0, n_dst_rows); kInvalidArgument for shape/type mismatches.
 Status SetRows(ComputeContext& ctx, const TensorView& src, const TensorView& idx, TensorView& dst);
 
+// ---- Mixture of experts (ops_moe.cpp; DIV and SIGMOID in ops.cpp) ---------------------------
+
+/// MUL_MAT_ID (ggml_mul_mat_id, mixtral / qwen2moe expert FFNs): dst[:, s, t] = as[ids[s, t]] x
+/// b[:, s % ne11, t], i.e. slot s of token t multiplies the column of b (broadcast over slots when
+/// b.ne1 == 1) with the expert ids[s, t]'s matrix. as [K, N, n_expert] of a SupportsMulMatType type
+/// (plain layout, contiguous rows), b F32 [K, ne11, n_tokens] with any strides and n_used % ne11 == 0,
+/// ids I32 [n_used, n_tokens], dst F32 [N, n_used, n_tokens] with nb0 = 4. Each expert's columns
+/// are gathered and multiplied by MulMat (same vec_dot / GEMM kernels and src1 quantization as
+/// MUL_MAT; ggml-cpu ops.cpp likewise groups rows per expert). Uses temporary buffers beside
+/// ctx.work. Errors: kOutOfRange naming the first id outside [0, n_expert); kInvalidArgument for
+/// shape/type mismatches; MulMat's errors for the expert weights.
+Status MulMatId(ComputeContext& ctx, const TensorView& as, const TensorView& b, const TensorView& ids,
+                TensorView& dst);
+
+/// ARGSORT (ggml_argsort): per row of src F32 [ne0, ne1, ne2, ne3] (any strides), dst I32 of the
+/// same shape gets the indices 0..ne0-1 ordered by value, ascending (order 0, GGML_SORT_ORDER_ASC)
+/// or descending (order 1, GGML_SORT_ORDER_DESC). Ties keep index order (stable). TOP_K as the
+/// graph builds it (ggml_top_k of Feb 2025) is a view of the first k columns of the descending
+/// argsort. Errors: kInvalidArgument for types, shapes or another order.
+Status ArgSort(ComputeContext& ctx, const TensorView& src, TensorView& dst, int order);
+
+/// SUM_ROWS (ggml_sum_rows): dst[0, i1, i2, i3] = sum over i0 of src[i0, i1, i2, i3], accumulated
+/// in double (ggml_vec_sum_f32's ggml_float). src F32 any strides, dst F32 [1, ne1, ne2, ne3].
+Status SumRows(ComputeContext& ctx, const TensorView& src, TensorView& dst);
+
+/// DIV with ggml broadcasting (as ADD / MUL): dst[i] = src0[i] / src1[i mod src1.ne]. Used by
+/// mixtral's expert-weight normalization and qwen2moe's shared-expert gate (silu(x) / x).
+Status Div(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst);
+
+/// SIGMOID (ggml_sigmoid): dst = 1 / (1 + exp(-x)). F32 src and dst of equal shape.
+Status Sigmoid(ComputeContext& ctx, const TensorView& src, TensorView& dst);
+
 // ---- Quant helpers (also used by tests and other backends) ----------------------------------
 
 /// Dequantizes/converts `n` elements of one row of `type` into F32 (ggml's dequantize_row_* /

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Regenerates the goldens of this folder (see README.md). Needs gguf-synth (a build's bin/) on PATH
+# and the reference llama.cpp of ../shared/tools/llamacpp-ref (fetch.sh) in $REF (default
+# ~/.cache/llamacpp-ref). Usage: make_goldens.sh [NAME...]   (default: every model below)
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REF=${REF:-$HOME/.cache/llamacpp-ref}
+export REF_BACKEND_DIR=${REF_BACKEND_DIR:-$REF/bin/package/bins/linux-x64}
+PROMPT="Once upon a time, there was a little girl named Lily. She loved to play outside in the park."
+# name -> gguf-synth arguments (the e2e test builds the same models with gguf-synth's library)
+declare -A ARGS=(
+  [mixtral-f32]="--arch mixtral --type f32"
+  [mixtral-q4_0]="--arch mixtral --type q4_0"
+  [qwen2moe-f32]="--arch qwen2moe --type f32"
+  [qwen2moe-q8_0]="--arch qwen2moe --type q8_0"
+  [phi3-f32]="--arch phi3 --type f32"
+  [phi3-q4_0]="--arch phi3 --type q4_0"
+  [mamba-f32]="--arch mamba --type f32"
+  [mamba-q8_0]="--arch mamba --type q8_0"
+)
+NAMES=("$@")
+[ ${#NAMES[@]} -eq 0 ] && NAMES=(mixtral-f32 mixtral-q4_0 qwen2moe-f32 qwen2moe-q8_0 phi3-f32 phi3-q4_0 mamba-f32 mamba-q8_0)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+for n in "${NAMES[@]}"; do
+  gguf-synth ${ARGS[$n]} -o "$TMP/$n.gguf" >/dev/null
+  "$REF/refdump" "$TMP/$n.gguf" "$PROMPT" 24 1 > "$TMP/$n.ref.json"
+  python3 "$HERE/reduce.py" "$TMP/$n.ref.json" "$TMP/$n.gguf" "${ARGS[$n]}" > "$HERE/$n.json"
+  echo "wrote $HERE/$n.json"
+done

@@ -1,0 +1,219 @@
+// CPU kernels of the mixture-of-experts graphs (ops_moe.cpp, DIV / SIGMOID in ops.cpp): each against
+// a double-precision scalar reference on random odd shapes, broadcast and strided sources, both the
+// vec_dot (few columns per expert) and the GEMM (>= 8 columns per expert) paths of MUL_MAT_ID, plus
+// error paths.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "test_util.h"
+
+namespace stowage::cpu {
+namespace {
+using kt::Fill;
+using kt::Tensor;
+
+ComputeContext Ctx(int n_threads = 2) {
+  ComputeContext c;
+  c.n_threads = n_threads;
+  return c;
+}
+
+// Random expert ids [n_used, n_tokens]: distinct per token (as top-k gives), from [0, n_expert).
+void FillIds(Tensor& ids, int64_t n_expert, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t n_used = ids.v.ne[0];
+  for (int64_t t = 0; t < ids.v.ne[1]; ++t) {
+    std::vector<int32_t> p(static_cast<size_t>(n_expert));
+    for (int64_t e = 0; e < n_expert; ++e) p[e] = int32_t(e);
+    std::shuffle(p.begin(), p.end(), rng);
+    for (int64_t s = 0; s < n_used; ++s) ids.i32()[t * n_used + s] = p[s];
+  }
+}
+
+struct MoeCase {
+  GgmlType type;
+  int64_t K, N, n_expert, n_used, n_tokens;
+  bool b_broadcast;  // b.ne1 == 1 (the FFN input shared by all slots) instead of n_used
+  bool b_strided;    // b as a non-contiguous view (rows padded)
+};
+
+void RunMoeCase(const MoeCase& c, uint32_t seed) {
+  SCOPED_TRACE(std::string(GgmlTypeName(c.type)) + " K=" + std::to_string(c.K) + " N=" + std::to_string(c.N) +
+               " E=" + std::to_string(c.n_expert) + " used=" + std::to_string(c.n_used) +
+               " T=" + std::to_string(c.n_tokens) + (c.b_broadcast ? " bcast" : "") + (c.b_strided ? " strided" : ""));
+  // Expert weights: random F32, stored as c.type; the reference uses the dequantized values.
+  Tensor as(c.type, c.K, c.N, c.n_expert);
+  std::vector<float> w(size_t(c.K * c.N * c.n_expert));
+  kt::FillUniform(w, seed, -1.f, 1.f);
+  const size_t row = RowSize(c.type, c.K);
+  std::vector<float> wd(w.size());
+  for (int64_t r = 0; r < c.N * c.n_expert; ++r) {
+    ASSERT_TRUE(QuantizeRow(c.type, w.data() + r * c.K, as.buf.data() + r * row, c.K).ok());
+    ASSERT_TRUE(DequantizeRow(c.type, as.buf.data() + r * row, wd.data() + r * c.K, c.K).ok());
+  }
+  const int64_t ne11 = c.b_broadcast ? 1 : c.n_used;
+  const int64_t pad = c.b_strided ? 3 : 0;
+  Tensor bstore(GgmlType::F32, c.K + pad, ne11, c.n_tokens);
+  Fill(bstore, seed + 1);
+  TensorView b = bstore.v;
+  b.ne[0] = c.K;  // rows of K values inside rows of K + pad
+  Tensor ids(GgmlType::I32, c.n_used, c.n_tokens);
+  FillIds(ids, c.n_expert, seed + 2);
+  Tensor dst(GgmlType::F32, c.N, c.n_used, c.n_tokens);
+  auto ctx = Ctx();
+  Status st = MulMatId(ctx, as.v, b, ids.v, dst.v);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+
+  // The activation is quantized to the vec_dot type (Q8_0 for Q8_0/Q4_0 weights): scale the
+  // tolerance with the magnitude of the products.
+  const double tol = c.type == GgmlType::F32 ? 1e-4 : c.type == GgmlType::F16 ? 2e-2 : 6e-2;
+  double max_err = 0;
+  for (int64_t t = 0; t < c.n_tokens; ++t)
+    for (int64_t s = 0; s < c.n_used; ++s) {
+      const int32_t e = ids.i32()[t * c.n_used + s];
+      for (int64_t n = 0; n < c.N; ++n) {
+        double ref = 0, mag = 0;
+        for (int64_t k = 0; k < c.K; ++k) {
+          const double x = bstore.at(k, s % ne11, t);
+          const double a = wd[size_t((e * c.N + n) * c.K + k)];
+          ref += a * x;
+          mag += std::fabs(a * x);
+        }
+        const double got = dst.at(n, s, t);
+        max_err = std::max(max_err, std::fabs(got - ref) / std::max(1.0, mag));
+        ASSERT_LE(std::fabs(got - ref), tol * std::max(1.0, mag)) << "n=" << n << " slot=" << s << " token=" << t;
+      }
+    }
+}
+
+TEST(CpuMulMatId, F32RandomShapes) {
+  std::mt19937 rng(11);
+  for (int i = 0; i < 24; ++i) {
+    MoeCase c;
+    c.type = GgmlType::F32;
+    c.K = 1 + int64_t(rng() % 70);
+    c.N = 1 + int64_t(rng() % 37);
+    c.n_expert = 1 + int64_t(rng() % 9);
+    c.n_used = 1 + int64_t(rng() % c.n_expert);
+    c.n_tokens = 1 + int64_t(rng() % 29);  // up to 28 tokens: experts reach the GEMM path (>= 8 columns)
+    c.b_broadcast = rng() % 2;
+    c.b_strided = rng() % 2;
+    RunMoeCase(c, 100 + i);
+  }
+}
+
+TEST(CpuMulMatId, QuantizedAndF16Experts) {
+  for (GgmlType t : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0}) {
+    RunMoeCase({t, 64, 7, 4, 2, 1, true, false}, 7);     // one token (token generation: vec_dot)
+    RunMoeCase({t, 96, 19, 5, 3, 23, true, true}, 8);    // prompt: GEMM for the busy experts
+    RunMoeCase({t, 32, 33, 3, 3, 17, false, false}, 9);  // b per slot (the down projection)
+  }
+}
+
+TEST(CpuMulMatId, Errors) {
+  Tensor as(GgmlType::F32, 8, 4, 3);
+  Tensor b(GgmlType::F32, 8, 1, 2);
+  Tensor ids(GgmlType::I32, 2, 2);
+  Tensor dst(GgmlType::F32, 4, 2, 2);
+  ids.i32()[0] = 0; ids.i32()[1] = 1; ids.i32()[2] = 2; ids.i32()[3] = 3;  // 3 is out of range
+  auto ctx = Ctx();
+  Status st = MulMatId(ctx, as.v, b.v, ids.v, dst.v);
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.ToString();
+  EXPECT_NE(st.message().find("ids[1, 1] = 3"), std::string::npos) << st.message();
+  ids.i32()[3] = -1;
+  EXPECT_EQ(MulMatId(ctx, as.v, b.v, ids.v, dst.v).code(), StatusCode::kOutOfRange);
+  ids.i32()[3] = 0;
+  EXPECT_TRUE(MulMatId(ctx, as.v, b.v, ids.v, dst.v).ok());
+  Tensor wrong_dst(GgmlType::F32, 4, 1, 2);
+  EXPECT_EQ(MulMatId(ctx, as.v, b.v, ids.v, wrong_dst.v).code(), StatusCode::kInvalidArgument);
+  Tensor b3(GgmlType::F32, 8, 3, 2);  // n_used 2 is not a multiple of b.ne1 3
+  EXPECT_EQ(MulMatId(ctx, as.v, b3.v, ids.v, dst.v).code(), StatusCode::kInvalidArgument);
+  Tensor bk(GgmlType::F32, 9, 1, 2);
+  EXPECT_EQ(MulMatId(ctx, as.v, bk.v, ids.v, dst.v).code(), StatusCode::kInvalidArgument);
+  Tensor fids(GgmlType::F32, 2, 2);
+  EXPECT_EQ(MulMatId(ctx, as.v, b.v, fids.v, dst.v).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CpuArgSort, RandomShapesBothOrders) {
+  std::mt19937 rng(5);
+  for (int i = 0; i < 20; ++i) {
+    const int64_t ne0 = 1 + int64_t(rng() % 41), ne1 = 1 + int64_t(rng() % 5), ne2 = 1 + int64_t(rng() % 3);
+    const bool strided = rng() % 2;
+    Tensor store(GgmlType::F32, ne0 + (strided ? 2 : 0), ne1, ne2);
+    Fill(store, 300 + i, -3.f, 3.f);
+    if (i % 4 == 0) store.f32()[0] = store.f32()[1 % (ne0 + (strided ? 2 : 0))];  // a tie
+    TensorView src = store.v;
+    src.ne[0] = ne0;
+    for (int order : {0, 1}) {
+      Tensor dst(GgmlType::I32, ne0, ne1, ne2);
+      auto ctx = Ctx();
+      ASSERT_TRUE(ArgSort(ctx, src, dst.v, order).ok());
+      for (int64_t i2 = 0; i2 < ne2; ++i2)
+        for (int64_t i1 = 0; i1 < ne1; ++i1) {
+          const int32_t* d = dst.i32() + (i2 * ne1 + i1) * ne0;
+          std::vector<int32_t> sorted(d, d + ne0);
+          std::sort(sorted.begin(), sorted.end());
+          for (int64_t k = 0; k < ne0; ++k) ASSERT_EQ(sorted[k], k) << "not a permutation";
+          for (int64_t k = 1; k < ne0; ++k) {
+            const double a = store.at(d[k - 1], i1, i2), b = store.at(d[k], i1, i2);
+            if (order == 0) ASSERT_LE(a, b); else ASSERT_GE(a, b);
+            if (a == b) ASSERT_LT(d[k - 1], d[k]) << "ties keep index order";
+          }
+        }
+    }
+  }
+  Tensor s(GgmlType::F32, 4), d(GgmlType::I32, 4), df(GgmlType::F32, 4);
+  auto ctx = Ctx();
+  EXPECT_EQ(ArgSort(ctx, s.v, d.v, 2).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ArgSort(ctx, s.v, df.v, 0).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CpuSumRows, RandomShapes) {
+  std::mt19937 rng(6);
+  for (int i = 0; i < 16; ++i) {
+    const int64_t ne0 = 1 + int64_t(rng() % 300), ne1 = 1 + int64_t(rng() % 6), ne2 = 1 + int64_t(rng() % 3);
+    Tensor store(GgmlType::F32, ne0 + 1, ne1, ne2);
+    Fill(store, 400 + i);
+    TensorView src = store.v;
+    src.ne[0] = ne0;
+    Tensor dst(GgmlType::F32, 1, ne1, ne2);
+    auto ctx = Ctx();
+    ASSERT_TRUE(SumRows(ctx, src, dst.v).ok());
+    for (int64_t i2 = 0; i2 < ne2; ++i2)
+      for (int64_t i1 = 0; i1 < ne1; ++i1) {
+        double ref = 0;
+        for (int64_t k = 0; k < ne0; ++k) ref += store.at(k, i1, i2);
+        EXPECT_EQ(dst.at(0, i1, i2), double(float(ref)));  // double accumulation, rounded once
+      }
+  }
+  Tensor s(GgmlType::F32, 4, 3), d(GgmlType::F32, 1, 2);
+  auto ctx = Ctx();
+  EXPECT_EQ(SumRows(ctx, s.v, d.v).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CpuDivSigmoid, BroadcastAndValues) {
+  Tensor a(GgmlType::F32, 7, 5, 3), b(GgmlType::F32, 1, 5, 3), d(GgmlType::F32, 7, 5, 3);
+  Fill(a, 1);
+  Fill(b, 2, 0.5f, 2.f);
+  auto ctx = Ctx();
+  ASSERT_TRUE(Div(ctx, a.v, b.v, d.v).ok());
+  for (int64_t i2 = 0; i2 < 3; ++i2)
+    for (int64_t i1 = 0; i1 < 5; ++i1)
+      for (int64_t i0 = 0; i0 < 7; ++i0)
+        EXPECT_EQ(d.at(i0, i1, i2), double(float(a.at(i0, i1, i2)) / float(b.at(0, i1, i2))));
+  Tensor bad(GgmlType::F32, 2, 5, 3);
+  EXPECT_EQ(Div(ctx, a.v, bad.v, d.v).code(), StatusCode::kInvalidArgument);
+  Fill(a, 3, -20.f, 20.f);
+  ASSERT_TRUE(Sigmoid(ctx, a.v, d.v).ok());
+  for (int64_t i = 0; i < 7 * 5 * 3; ++i) {
+    const double x = a.f32()[i];
+    EXPECT_NEAR(d.f32()[i], 1.0 / (1.0 + std::exp(-x)), 1e-6);
+  }
+}
+
+}  // namespace
+}  // namespace stowage::cpu
