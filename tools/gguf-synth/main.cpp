@@ -39,6 +39,9 @@ int Run(int argc, char** argv) {
   auto* o_ff_exp = app.add_option("--n-ff-exp", d.n_ff_exp, "qwen2moe: expert feed-forward width");
   auto* o_ff_shexp = app.add_option("--n-ff-shexp", d.n_ff_shexp, "qwen2moe: shared expert feed-forward width");
   auto* o_base = app.add_option("--rope-freq-base", d.rope_freq_base, "rope.freq_base");
+  auto* o_swa = app.add_option("--sliding-window", d.n_swa, "phi3: attention.sliding_window (default 2047; 0 = none)");
+  bool no_swa_key = false;
+  app.add_flag("--no-sliding-window-key", no_swa_key, "phi3: omit attention.sliding_window (as files converted before llama.cpp PR #8931)");
   auto* o_d_state = app.add_option("--ssm-d-state", d.ssm_d_state, "mamba: state size");
   auto* o_d_inner = app.add_option("--ssm-d-inner", d.ssm_d_inner, "mamba: inner size (default 2 n_embd)");
   auto* o_d_conv = app.add_option("--ssm-d-conv", d.ssm_d_conv, "mamba: convolution kernel");
@@ -93,6 +96,8 @@ int Run(int argc, char** argv) {
   if (given(o_ff_exp)) s.n_ff_exp = d.n_ff_exp;
   if (given(o_ff_shexp)) s.n_ff_shexp = d.n_ff_shexp;
   if (given(o_base)) s.rope_freq_base = d.rope_freq_base;
+  if (given(o_swa)) s.n_swa = d.n_swa;
+  if (no_swa_key) s.swa_key = false;
   if (given(o_d_state)) s.ssm_d_state = d.ssm_d_state;
   if (given(o_d_inner)) s.ssm_d_inner = d.ssm_d_inner;
   if (given(o_d_conv)) s.ssm_d_conv = d.ssm_d_conv;

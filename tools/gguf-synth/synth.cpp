@@ -478,6 +478,8 @@ Status BuildModel(const ModelSpec& in, GgufWriter* w) {
     }
   }
   STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.layer_norm_rms_epsilon"), GgufMetaValue::F32(s.rms_eps)));
+  if (s.arch == "phi3" && s.swa_key)
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.sliding_window"), GgufMetaValue::U32(s.n_swa)));
   STOWAGE_RETURN_IF_ERROR(w->AddKV(key("vocab_size"), GgufMetaValue::U32(s.n_vocab)));
   if (IsMoe(s.arch)) {
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_count"), GgufMetaValue::U32(s.n_expert)));

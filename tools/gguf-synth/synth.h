@@ -28,7 +28,7 @@
 //   metadata keys      llama.cpp LLM_KV_NAMES: general.architecture, general.name,
 //                      general.file_type, <arch>.context_length, .embedding_length, .block_count,
 //                      .feed_forward_length, .attention.head_count(_kv), .attention.key_length /
-//                      value_length, .attention.layer_norm_rms_epsilon, .rope.dimension_count,
+//                      value_length, .attention.layer_norm_rms_epsilon, .attention.sliding_window (phi3), .rope.dimension_count,
 //                      .rope.freq_base, .vocab_size, .expert_count, .expert_used_count,
 //                      .expert_feed_forward_length, .expert_shared_feed_forward_length,
 //                      .ssm.{conv_kernel,inner_size,state_size,time_step_rank}, tokenizer.ggml.*
@@ -88,6 +88,10 @@ struct ModelSpec {
   float rope_low_freq_factor = 1.0f;
   float rope_high_freq_factor = 4.0f;
   uint32_t rope_original_ctx = 8192;
+  /// phi3: <arch>.attention.sliding_window. convert_hf_to_gguf always writes it (Phi-3-mini-4k:
+  /// 2047, 0 for Phi-4) and llama.cpp (Feb 2025 load_hparams) refuses a phi3 file without it.
+  uint32_t n_swa = 2047;
+  bool swa_key = true;         ///< phi3: false omits the key (files converted before llama.cpp PR #8931)
   uint32_t ssm_d_conv = 4;     ///< mamba
   uint32_t ssm_d_inner = 0;    ///< mamba: default 2 * n_embd
   uint32_t ssm_d_state = 16;   ///< mamba

@@ -71,6 +71,7 @@ struct GGraph {
   std::vector<int> nodes;
   std::vector<GSplit> splits;
   int inp_tokens = -1, inp_pos = -1, kq_mask = -1, inp_out_ids = -1, result = -1;
+  int kq_mask_swa = -1;  // phi3 with a sliding window (llama.cpp's inp_KQ_mask_swa)
 };
 
 struct Bound {
@@ -141,10 +142,12 @@ class Session::Impl {
   std::vector<int> global_buffer;
   std::vector<uint64_t> global_offset;
   int64_t n_ctx = 0, n_ubatch = 0, n_vocab = 0, n_past = 0;
+  int64_t n_swa = 0;                // sliding window of KQ_mask_swa (<arch>.attention.sliding_window)
   double load_seconds = 0;
   std::vector<Bound> bound;         // scratch per call
 
   Status Init(const SessionOptions& opts);
+  Status ReadSlidingWindow();
   Status CheckIdentity();
   Status CreateBackends(const SessionOptions& opts);
   Status AllocateBuffers(const SessionOptions& opts);
@@ -350,14 +353,15 @@ Status Session::Impl::Init(const SessionOptions& opts) {
       }
       if (x.kind == fb::TensorKind::Input) {
         // The runtime fills these graph inputs (llama.cpp's set_inputs); any other is an error.
-        const GgmlType want = x.name == "KQ_mask" ? GgmlType::F32 : GgmlType::I32;
+        const GgmlType want = x.name == "KQ_mask" || x.name == "KQ_mask_swa" ? GgmlType::F32 : GgmlType::I32;
         if (x.name == "inp_tokens") gg.inp_tokens = static_cast<int>(i);
         else if (x.name == "inp_pos") gg.inp_pos = static_cast<int>(i);
         else if (x.name == "KQ_mask") gg.kq_mask = static_cast<int>(i);
+        else if (x.name == "KQ_mask_swa") gg.kq_mask_swa = static_cast<int>(i);
         else if (x.name == "inp_out_ids") gg.inp_out_ids = static_cast<int>(i);
         else
           return DataLoss(plan->path() + ": graph " + gg.name + ": unknown graph input '" + x.name +
-                          "' (this runtime fills inp_tokens, inp_pos, KQ_mask and inp_out_ids)");
+                          "' (this runtime fills inp_tokens, inp_pos, KQ_mask, KQ_mask_swa and inp_out_ids)");
         if (x.type != want)
           return DataLoss(plan->path() + ": graph " + gg.name + " input '" + x.name + "': expected type " +
                           GgmlTypeName(want) + ", found " + GgmlTypeName(x.type));
@@ -382,10 +386,32 @@ Status Session::Impl::Init(const SessionOptions& opts) {
     graphs.push_back(std::move(gg));
   }
   if (graphs.size() < 2) return DataLoss(plan->path() + ": expected the pp and tg graphs");
+  if (std::any_of(graphs.begin(), graphs.end(), [](const GGraph& g) { return g.kq_mask_swa >= 0; }))
+    STOWAGE_RETURN_IF_ERROR(ReadSlidingWindow());
   if (graphs[0].max_tokens < std::min(n_ubatch, n_ctx) || graphs[0].max_outputs < graphs[0].max_tokens)
     return DataLoss(plan->path() + ": graph pp: max_tokens " + std::to_string(graphs[0].max_tokens) +
                     " / max_outputs " + std::to_string(graphs[0].max_outputs) + " below context.n_ubatch " +
                     std::to_string(n_ubatch));
+  return Status::Ok();
+}
+
+// n_swa as llama.cpp's load_hparams (Feb 2025, LLM_ARCH_PHI3) reads it: <arch>.attention.sliding_window,
+// or for Phi-3 files converted before the key existed (PR #8931) the defaults of their sizes.
+Status Session::Impl::ReadSlidingWindow() {
+  STOWAGE_ASSIGN_OR_RETURN(const std::string arch, gguf->GetString("general.architecture"));
+  STOWAGE_ASSIGN_OR_RETURN(const uint32_t n_layer, gguf->GetU32Or(arch + ".block_count", 0));
+  STOWAGE_ASSIGN_OR_RETURN(const uint32_t n_ctx_train, gguf->GetU32Or(arch + ".context_length", 0));
+  STOWAGE_ASSIGN_OR_RETURN(const uint32_t n_head, gguf->GetU32Or(arch + ".attention.head_count", 0));
+  STOWAGE_ASSIGN_OR_RETURN(const uint32_t n_head_kv, gguf->GetU32Or(arch + ".attention.head_count_kv", n_head));
+  uint32_t def = 0;
+  if ((n_layer == 32 || n_layer == 40) && n_ctx_train == 4096) def = 2047;
+  else if (n_layer == 32 && n_head_kv == 32 && n_ctx_train == 131072) def = 262144;
+  else if (n_layer == 40 && n_ctx_train == 131072) def = 131072;
+  STOWAGE_ASSIGN_OR_RETURN(const uint32_t swa, gguf->GetU32Or(arch + ".attention.sliding_window", def));
+  if (swa == 0)
+    return DataLoss(plan->path() + ": the graphs read KQ_mask_swa but " + gguf->path() + " has no sliding window (" +
+                    arch + ".attention.sliding_window)");
+  n_swa = swa;
   return Status::Ok();
 }
 
@@ -712,13 +738,20 @@ Status Session::Impl::RunUbatch(const int32_t* tokens, int64_t n, bool all_logit
   std::vector<int32_t> pos(n);
   for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(n_past + i);
   STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_pos, pos.data(), n * sizeof(int32_t)));
-  if (g.kq_mask >= 0) {
-    const TensorView& mv = bound[g.kq_mask].v;
+  // KQ_mask: causal (cell j holds position j). KQ_mask_swa also hides cells that fell out of the
+  // sliding window: llama_set_inputs (Feb 2025) masks cell j for the token at position p when
+  // p - j >= n_swa.
+  for (const int id : {g.kq_mask, g.kq_mask_swa}) {
+    if (id < 0) continue;
+    const int64_t window = id == g.kq_mask_swa ? n_swa : 0;
+    const TensorView& mv = bound[id].v;
     std::vector<float> mask(static_cast<size_t>(mv.ne[0] * mv.ne[1]), -INFINITY);
     for (int64_t i = 0; i < mv.ne[1] && i < n; ++i)
-      for (int64_t j = 0; j < mv.ne[0]; ++j)
-        if (j <= n_past + i) mask[i * mv.ne[0] + j] = 0.f;  // causal: cell j holds position j
-    STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.kq_mask, mask.data(), mask.size() * sizeof(float)));
+      for (int64_t j = 0; j < mv.ne[0]; ++j) {
+        const int64_t p = n_past + i;
+        if (j <= p && (window == 0 || p - j < window)) mask[i * mv.ne[0] + j] = 0.f;
+      }
+    STOWAGE_RETURN_IF_ERROR(WriteInput(g, id, mask.data(), mask.size() * sizeof(float)));
   }
   if (g.inp_out_ids >= 0) {
     std::vector<int32_t> ids(s.n_outputs);

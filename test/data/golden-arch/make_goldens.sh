@@ -7,14 +7,16 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REF=${REF:-$HOME/.cache/llamacpp-ref}
 export REF_BACKEND_DIR=${REF_BACKEND_DIR:-$REF/bin/package/bins/linux-x64}
 PROMPT="Once upon a time, there was a little girl named Lily. She loved to play outside in the park."
-# name -> gguf-synth arguments (the e2e test builds the same models with gguf-synth's library)
+# name -> gguf-synth arguments (the e2e test builds the same models with gguf-synth's library).
+# phi3: general.name must not contain "phi3"/"phi-3": llama.cpp's vocab loader then sets attributes
+# of Phi-3's special tokens (<|endoftext|> ...), which the generated vocabulary lacks (load fails).
 declare -A ARGS=(
   [mixtral-f32]="--arch mixtral --type f32"
   [mixtral-q4_0]="--arch mixtral --type q4_0"
   [qwen2moe-f32]="--arch qwen2moe --type f32"
   [qwen2moe-q8_0]="--arch qwen2moe --type q8_0"
-  [phi3-f32]="--arch phi3 --type f32"
-  [phi3-q4_0]="--arch phi3 --type q4_0"
+  [phi3-f32]="--arch phi3 --type f32 --name synthetic-phi"
+  [phi3-q4_0]="--arch phi3 --type q4_0 --name synthetic-phi"
   [mamba-f32]="--arch mamba --type f32"
   [mamba-q8_0]="--arch mamba --type q8_0"
 )

@@ -114,8 +114,8 @@ class SynthModels : public ::testing::Environment {
       bool tied;
       uint32_t n_layer, n_ctx;
     };
-    // phi3 needs attention.sliding_window unless n_layer 32 / n_ctx_train 4096 gives llama.cpp's
-    // default (gguf-synth does not write the key: reported as breaker-21).
+    // phi3: gguf-synth writes attention.sliding_window (2047); n_layer 32 / n_ctx_train 4096 would
+    // also give llama.cpp's pre-key default (breaker-21).
     for (const M& m : {M{"llama", "llama", false, 4, 2048}, M{"llama-tied", "llama", true, 3, 2048},
                        M{"qwen2", "qwen2", false, 4, 2048}, M{"phi3", "phi3", false, 32, 4096},
                        M{"gemma", "gemma", true, 4, 2048}, M{"mamba", "mamba", true, 4, 2048},

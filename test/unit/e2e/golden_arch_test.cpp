@@ -32,6 +32,7 @@ struct Case {
   const char* name;  // golden file without .json
   const char* arch;
   GgmlType type;
+  const char* model_name = nullptr;  // gguf-synth --name (nullptr: the default)
 };
 
 bool Quantized(const Case& c) { return c.type != GgmlType::F32 && c.type != GgmlType::F16; }
@@ -65,6 +66,7 @@ class GoldenArch : public ::testing::TestWithParam<Case> {
     spec.arch = c.arch;
     spec.weight_type = c.type;
     spec.tied_output = spec.arch == "mamba";
+    if (c.model_name) spec.name = c.model_name;
     model_ = ::testing::TempDir() + "golden_arch_" + c.name + "_" + std::to_string(getpid()) + ".gguf";
     Status st = synth::WriteModel(spec, model_);
     ASSERT_TRUE(st.ok()) << st.ToString();
@@ -166,11 +168,59 @@ TEST_P(GoldenArch, PromptAtOnceMatchesTokenByToken) {
   std::printf("[ %s ] max |logit diff| prompt at once vs token by token = %.5f\n", c.name, max_diff);
 }
 
+// phi3's sliding window (KQ_mask_swa; the goldens' window of 2047 never bites, and llama.cpp of Sep
+// 2026 disables Phi SWA): with one layer and n_swa = 4, the token at position p attends to positions
+// p-3 .. p only (llama_set_inputs, Feb 2025: masked when p - j >= n_swa). So its logits ignore a
+// change of the token at p-4 and follow a change at p-3, at once and token by token.
+TEST(GoldenArchSwa, Phi3WindowHidesOlderTokens) {
+  synth::ModelSpec spec;
+  spec.arch = "phi3";
+  spec.n_layer = 1;
+  spec.n_swa = 4;
+  const std::string model = ::testing::TempDir() + "golden_arch_swa_" + std::to_string(getpid()) + ".gguf";
+  ASSERT_TRUE(synth::WriteModel(spec, model).ok());
+  auto run = [&](const std::vector<int32_t>& prompt, bool at_once) {
+    std::vector<float> out;
+    auto plan = test::PlanCpu(model, 64);
+    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+    if (!plan.ok()) return out;
+    auto s = Session::CreateFromPlanBytes(*plan, model);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (!s.ok()) return out;
+    if (at_once) {
+      EXPECT_TRUE((*s)->Decode(prompt, false, &out).ok());
+    } else {
+      for (int32_t t : prompt) EXPECT_TRUE((*s)->Decode({t}, false, &out).ok());
+    }
+    return out;
+  };
+  const std::vector<int32_t> base = {1, 300, 301, 302, 303, 304, 305, 306, 307, 308};  // last position p = 9
+  std::vector<int32_t> old_changed = base, recent_changed = base;
+  old_changed[5] = 400;     // p - 4: outside the window
+  recent_changed[6] = 400;  // p - 3: inside
+  for (bool at_once : {true, false}) {
+    const auto a = run(base, at_once), b = run(old_changed, at_once), c = run(recent_changed, at_once);
+    ASSERT_FALSE(a.empty());
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_EQ(a.size(), c.size());
+    float diff_old = 0, diff_recent = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      diff_old = std::max(diff_old, std::fabs(a[i] - b[i]));
+      diff_recent = std::max(diff_recent, std::fabs(a[i] - c[i]));
+    }
+    EXPECT_EQ(diff_old, 0.f) << (at_once ? "at once" : "token by token") << ": a token outside the window changed the logits";
+    EXPECT_GT(diff_recent, 1e-4f) << (at_once ? "at once" : "token by token") << ": a token inside the window did not count";
+  }
+  std::remove(model.c_str());
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, GoldenArch,
                          ::testing::Values(Case{"mixtral-f32", "mixtral", GgmlType::F32},
                                            Case{"mixtral-q4_0", "mixtral", GgmlType::Q4_0},
                                            Case{"qwen2moe-f32", "qwen2moe", GgmlType::F32},
-                                           Case{"qwen2moe-q8_0", "qwen2moe", GgmlType::Q8_0}),
+                                           Case{"qwen2moe-q8_0", "qwen2moe", GgmlType::Q8_0},
+                                           Case{"phi3-f32", "phi3", GgmlType::F32, "synthetic-phi"},
+                                           Case{"phi3-q4_0", "phi3", GgmlType::Q4_0, "synthetic-phi"}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            std::string n = i.param.name;
                            for (char& ch : n)
