@@ -131,6 +131,9 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
     d.ops.push_back({{O::SUM_ROWS, O::SIGMOID}, {f32}, {T::F32}, 0, kOps});
     d.ops.push_back({{O::DIV}, {f32, Src({T::F32, T::F16})}, {T::F32}, 0, kOps});
   }
+  // Mamba (runtime/src/backends/cpu/ops_ssm.cpp).
+  d.ops.push_back({{O::CONCAT, O::SSM_CONV}, {f32, f32}, {T::F32}, 0, kOps});
+  d.ops.push_back({{O::SSM_SCAN}, {f32, f32, f32, f32, f32, f32}, {T::F32}, 0, kOps});
   d.properties.push_back({"cores", std::to_string(cpu.physical_cores) + " physical, " +
                                        std::to_string(cpu.logical_cores) + " logical"});
   std::string isa;

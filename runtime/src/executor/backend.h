@@ -56,8 +56,9 @@ struct NodeCall {
   GgmlOp op = GgmlOp::NONE;
   const char* name = "";
   TensorView dst;
-  TensorView src[4];
-  bool has_src[4] = {false, false, false, false};
+  static constexpr int kMaxSrc = 6;  ///< SSM_SCAN has six sources (ggml's GGML_MAX_SRC is 10)
+  TensorView src[kMaxSrc];
+  bool has_src[kMaxSrc] = {false, false, false, false, false, false};
   const int32_t* iparams = nullptr;
   size_t n_iparams = 0;
   const float* fparams = nullptr;

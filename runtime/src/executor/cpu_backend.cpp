@@ -217,6 +217,13 @@ class CpuBackend final : public Backend {
       case GgmlOp::SUM_ROWS: return cpu::SumRows(ctx_, c.src[0], dst);
       case GgmlOp::DIV: return cpu::Div(ctx_, c.src[0], c.src[1], dst);
       case GgmlOp::SIGMOID: return cpu::Sigmoid(ctx_, c.src[0], dst);
+      // Mamba (ops_ssm.cpp).
+      case GgmlOp::CONCAT: return cpu::Concat(ctx_, c.src[0], c.src[1], dst, ip(0, 0));
+      case GgmlOp::SSM_CONV: return cpu::SsmConv(ctx_, c.src[0], c.src[1], dst);
+      case GgmlOp::SSM_SCAN:
+        for (int i = 0; i < 6; ++i)
+          if (!c.has_src[i]) return InvalidArgument(std::string("SSM_SCAN (node '") + c.name + "'): needs 6 sources");
+        return cpu::SsmScan(ctx_, c.src[0], c.src[1], c.src[2], c.src[3], c.src[4], c.src[5], dst);
       case GgmlOp::CPY:
       case GgmlOp::CONT:
       case GgmlOp::DUP: return cpu::Cpy(ctx_, c.src[0], dst);

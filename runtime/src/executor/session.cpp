@@ -72,6 +72,10 @@ struct GGraph {
   std::vector<GSplit> splits;
   int inp_tokens = -1, inp_pos = -1, kq_mask = -1, inp_out_ids = -1, result = -1;
   int kq_mask_swa = -1;  // phi3 with a sliding window (llama.cpp's inp_KQ_mask_swa)
+  // Recurrent models (mamba, llm_build_copy_mask_state): which cell each used cell's state comes
+  // from, and 0/1 to clear the states of new sequences. Their "KV" cells are sequences.
+  int inp_s_copy = -1, inp_s_mask = -1;
+  bool recurrent() const { return inp_s_copy >= 0 || inp_s_mask >= 0; }
 };
 
 struct Bound {
@@ -84,6 +88,7 @@ struct Bound {
 /// Bytes spanned by a (possibly strided) view: last element's offset + its size. Returns
 /// UINT64_MAX when the arithmetic overflows (a hostile plan), which no buffer can hold.
 uint64_t Extent(const TensorView& t) {
+  if (t.nelements() == 0) return 0;  // an empty view spans no bytes (mamba's state copy with one cell)
   const auto& tr = GetTypeTraits(t.type);
   uint64_t e = RowSize(t.type, t.ne[0]);
   if (e == 0) e = tr.type_size;
@@ -344,6 +349,9 @@ Status Session::Impl::Init(const SessionOptions& opts) {
       const size_t need_src = x.op == GgmlOp::CPY ? 2 : (x.is_view ? 1 : 0);
       if (x.srcs.size() < need_src || (need_src && x.srcs[need_src - 1] < 0))
         return DataLoss(plan->path() + ": graph " + gg.name + " tensor '" + x.name + "': view without a source");
+      if (x.srcs.size() > size_t(NodeCall::kMaxSrc))
+        return DataLoss(plan->path() + ": graph " + gg.name + " tensor '" + x.name + "': more than " +
+                        std::to_string(NodeCall::kMaxSrc) + " sources");
       if (x.op == GgmlOp::VIEW && x.view_nb.size() != 3)
         return DataLoss(plan->path() + ": graph " + gg.name + " tensor '" + x.name + "': VIEW needs 3 strides");
       if (x.kind == fb::TensorKind::Weight || x.kind == fb::TensorKind::KvCache) {
@@ -353,15 +361,18 @@ Status Session::Impl::Init(const SessionOptions& opts) {
       }
       if (x.kind == fb::TensorKind::Input) {
         // The runtime fills these graph inputs (llama.cpp's set_inputs); any other is an error.
-        const GgmlType want = x.name == "KQ_mask" || x.name == "KQ_mask_swa" ? GgmlType::F32 : GgmlType::I32;
+        const GgmlType want =
+            x.name == "KQ_mask" || x.name == "KQ_mask_swa" || x.name == "inp_s_mask" ? GgmlType::F32 : GgmlType::I32;
         if (x.name == "inp_tokens") gg.inp_tokens = static_cast<int>(i);
         else if (x.name == "inp_pos") gg.inp_pos = static_cast<int>(i);
         else if (x.name == "KQ_mask") gg.kq_mask = static_cast<int>(i);
         else if (x.name == "KQ_mask_swa") gg.kq_mask_swa = static_cast<int>(i);
+        else if (x.name == "inp_s_copy") gg.inp_s_copy = static_cast<int>(i);
+        else if (x.name == "inp_s_mask") gg.inp_s_mask = static_cast<int>(i);
         else if (x.name == "inp_out_ids") gg.inp_out_ids = static_cast<int>(i);
         else
           return DataLoss(plan->path() + ": graph " + gg.name + ": unknown graph input '" + x.name +
-                          "' (this runtime fills inp_tokens, inp_pos, KQ_mask, KQ_mask_swa and inp_out_ids)");
+                          "' (this runtime fills inp_tokens, inp_pos, KQ_mask, KQ_mask_swa, inp_out_ids, inp_s_copy and inp_s_mask)");
         if (x.type != want)
           return DataLoss(plan->path() + ": graph " + gg.name + " input '" + x.name + "': expected type " +
                           GgmlTypeName(want) + ", found " + GgmlTypeName(x.type));
@@ -379,7 +390,8 @@ Status Session::Impl::Init(const SessionOptions& opts) {
       }
     if (gg.inp_tokens < 0 || gg.result < 0)
       return DataLoss(plan->path() + ": graph " + gg.name + ": expected inputs 'inp_tokens' and output 'result_output'");
-    if (gg.max_kv < n_ctx || gg.max_tokens < 1 || gg.max_outputs < 1)
+    // A recurrent model's cells are sequences (one here), not tokens: any max_kv >= 1 will do.
+    if (gg.max_kv < (gg.recurrent() ? 1 : n_ctx) || gg.max_tokens < 1 || gg.max_outputs < 1)
       return DataLoss(plan->path() + ": graph " + gg.name + ": max_kv " + std::to_string(gg.max_kv) +
                       " is smaller than context.n_ctx " + std::to_string(n_ctx) + " (or max_tokens/max_outputs < 1)");
     STOWAGE_RETURN_IF_ERROR(CheckDefinedBeforeUse(gg));
@@ -425,7 +437,9 @@ Status Session::Impl::BindTensor(GGraph& g, int id, const Sym& s, int depth) {
   const std::string where = plan->path() + ": graph " + g.name + " tensor '" + t.name + "'";
   for (int d = 0; d < 4; ++d) {
     if (!s.Eval(t.ne[d], &v.ne[d])) return DataLoss(where + ": dimension " + std::to_string(d) + " overflows int64");
-    if (v.ne[d] <= 0) return DataLoss(plan->path() + ": graph " + g.name + " tensor '" + t.name + "': dimension " + std::to_string(d) + " evaluates to " + std::to_string(v.ne[d]));
+    // 0 is allowed: ggml tensors may be empty (mamba's llm_build_copy_mask_state copies the states
+    // of n_kv - n_seqs cells, none with one sequence); their nodes are skipped.
+    if (v.ne[d] < 0) return DataLoss(plan->path() + ": graph " + g.name + " tensor '" + t.name + "': dimension " + std::to_string(d) + " evaluates to " + std::to_string(v.ne[d]));
   }
   if (CheckedElements(v.ne) < 0)
     return DataLoss(plan->path() + ": graph " + g.name + " tensor '" + t.name + "': element count overflows");
@@ -683,11 +697,12 @@ Status Session::Impl::RunSplits(GGraph& g) {
       const int id = g.nodes[k];
       const GTensor& t = g.tensors[id];
       if (IsViewOp(t.op) || t.op == GgmlOp::NONE) continue;
+      if (bound[id].v.nelements() == 0) continue;  // an empty node computes nothing (ggml skips it too)
       NodeCall c;
       c.op = t.op;
       c.name = t.name.c_str();
       c.dst = bound[id].v;
-      for (size_t j = 0; j < t.srcs.size() && j < 4; ++j) {
+      for (size_t j = 0; j < t.srcs.size() && j < size_t(NodeCall::kMaxSrc); ++j) {
         if (t.srcs[j] < 0) continue;
         c.src[j] = bound[t.srcs[j]].v;
         c.has_src[j] = true;
@@ -703,7 +718,7 @@ Status Session::Impl::RunSplits(GGraph& g) {
       if (!be.CanAccess(*buffers[bound[id].buffer]))
         return DataLoss(plan->path() + ": graph " + g.name + " node '" + t.name + "' on backend " + be.name() +
                         " writes a buffer it cannot access");
-      for (size_t j = 0; j < t.srcs.size() && j < 4; ++j)
+      for (size_t j = 0; j < t.srcs.size() && j < size_t(NodeCall::kMaxSrc); ++j)
         if (t.srcs[j] >= 0 && !be.CanAccess(*buffers[bound[t.srcs[j]].buffer]))
           return DataLoss(plan->path() + ": graph " + g.name + " node '" + t.name + "' on backend " + be.name() +
                           " reads '" + g.tensors[t.srcs[j]].name + "' from a buffer it cannot access (no split input copy)");
@@ -728,6 +743,12 @@ Status Session::Impl::RunUbatch(const int32_t* tokens, int64_t n, bool all_logit
   s.n_tokens = n;
   s.kv_head = n_past;
   s.n_kv = std::min<int64_t>(n_ctx, (n_past + n + 31) / 32 * 32);
+  if (g.recurrent()) {
+    // One sequence in cell 0 (llama_kv_cache_find_slot for recurrent models: n_kv = cells in use,
+    // head = the first of them).
+    s.kv_head = 0;
+    s.n_kv = 1;
+  }
   s.n_outputs = all_logits ? n : 1;
   if (n > g.max_tokens || s.n_kv > g.max_kv || s.n_outputs > g.max_outputs)
     return Internal("ubatch exceeds the planned worst case of graph " + g.name);
@@ -752,6 +773,14 @@ Status Session::Impl::RunUbatch(const int32_t* tokens, int64_t n, bool all_logit
         if (j <= p && (window == 0 || p - j < window)) mask[i * mv.ne[0] + j] = 0.f;
       }
     STOWAGE_RETURN_IF_ERROR(WriteInput(g, id, mask.data(), mask.size() * sizeof(float)));
+  }
+  if (g.inp_s_copy >= 0) {
+    const int32_t copy_from = 0;  // cell 0 keeps its own state
+    STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_s_copy, &copy_from, sizeof copy_from));
+  }
+  if (g.inp_s_mask >= 0) {
+    const float keep = n_past > 0 ? 1.0f : 0.0f;  // a new sequence starts from zero states
+    STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_s_mask, &keep, sizeof keep));
   }
   if (g.inp_out_ids >= 0) {
     std::vector<int32_t> ids(s.n_outputs);

@@ -220,7 +220,9 @@ INSTANTIATE_TEST_SUITE_P(Archs, GoldenArch,
                                            Case{"qwen2moe-f32", "qwen2moe", GgmlType::F32},
                                            Case{"qwen2moe-q8_0", "qwen2moe", GgmlType::Q8_0},
                                            Case{"phi3-f32", "phi3", GgmlType::F32, "synthetic-phi"},
-                                           Case{"phi3-q4_0", "phi3", GgmlType::Q4_0, "synthetic-phi"}),
+                                           Case{"phi3-q4_0", "phi3", GgmlType::Q4_0, "synthetic-phi"},
+                                           Case{"mamba-f32", "mamba", GgmlType::F32},
+                                           Case{"mamba-q8_0", "mamba", GgmlType::Q8_0}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            std::string n = i.param.name;
                            for (char& ch : n)

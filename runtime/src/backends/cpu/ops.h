@@ -210,6 +210,29 @@ Status Div(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, 
 /// SIGMOID (ggml_sigmoid): dst = 1 / (1 + exp(-x)). F32 src and dst of equal shape.
 Status Sigmoid(ComputeContext& ctx, const TensorView& src, TensorView& dst);
 
+// ---- Mamba (ops_ssm.cpp) ---------------------------------------------------------------------
+
+/// CONCAT (ggml_concat): dst = a followed by b along `dim` (0..3); a, b, dst F32 with any strides
+/// (4-byte multiples), equal in every other dim; dst.ne[dim] = a.ne[dim] + b.ne[dim]. Mamba joins the
+/// conv state [d_conv - 1, d_inner, n_s] with the transposed new columns along dim 0.
+Status Concat(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst, int dim);
+
+/// SSM_CONV (ggml_ssm_conv, Feb 2025): the depthwise causal convolution of Mamba.
+/// dst[r, t, s] = sum_{k < d_conv} sx[t + k, r, s] * c[k, r] (float sum in k order). sx F32
+/// [d_conv - 1 + n_t, d_inner, n_s] (conv state then new columns), c F32 [d_conv, d_inner],
+/// dst F32 [d_inner, n_t, n_s]; any strides (4-byte multiples).
+Status SsmConv(ComputeContext& ctx, const TensorView& sx, const TensorView& c, TensorView& dst);
+
+/// SSM_SCAN (ggml_ssm_scan, Feb 2025: s, x, dt, A, B, C): Mamba's selective scan. Per sequence q,
+/// token t, channel r: dt+ = softplus(dt[r, t, q]) (dt itself above 20), h[:, r] = h[:, r] *
+/// exp(dt+ * A[:, r]) + B[:, t, q] * x[r, t, q] * dt+, y[r, t, q] = sum_i h[i, r] * C[i, t, q], with h
+/// starting at s[:, :, q]. s F32 [d_state, d_inner, n_s], x and dt F32 [d_inner, n_t, n_s], A F32
+/// [d_state, d_inner] (stored as -exp(A_log)), B and C F32 [d_state, n_t, n_s], any strides. dst F32,
+/// contiguous, nelements(x) + nelements(s) floats (ggml's 1-D result): y [d_inner, n_t, n_s], then the
+/// final states [d_state, d_inner, n_s]. Errors: kInvalidArgument for types and shapes.
+Status SsmScan(ComputeContext& ctx, const TensorView& s, const TensorView& x, const TensorView& dt, const TensorView& A,
+               const TensorView& B, const TensorView& C, TensorView& dst);
+
 // ---- Quant helpers (also used by tests and other backends) ----------------------------------
 
 /// Dequantizes/converts `n` elements of one row of `type` into F32 (ggml's dequantize_row_* /
