@@ -530,6 +530,18 @@ Status Session::Impl::CheckDefinedBeforeUse(const GGraph& g) {
     const auto k = g.tensors[i].kind;
     defined[i] = k == fb::TensorKind::Weight || k == fb::TensorKind::KvCache || k == fb::TensorKind::Input;
   }
+  // A view (RESHAPE/VIEW/PERMUTE/TRANSPOSE) of a weight, KV cache tensor or input holds its bytes
+  // before any node runs (mamba's reshaped recurrent-state caches are split inputs of another
+  // device's GET_ROWS). Views may precede their sources in the tensor list: iterate to a fixed point.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < g.tensors.size(); ++i) {
+      const GTensor& t = g.tensors[i];
+      if (defined[i] || !IsViewOp(t.op) || t.srcs.empty() || t.srcs[0] < 0 || !defined[t.srcs[0]]) continue;
+      defined[i] = 1;
+      changed = true;
+    }
+  }
   for (const GSplit& sp : g.splits) {
     for (const auto& [src, copy] : sp.inputs) {
       // A split input that is a view (with -nkvo the CPU split copies "Vcur-0 (transposed)" and
