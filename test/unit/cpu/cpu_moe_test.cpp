@@ -51,8 +51,15 @@ void RunMoeCase(const MoeCase& c, uint32_t seed) {
   kt::FillUniform(w, seed, -1.f, 1.f);
   const size_t row = RowSize(c.type, c.K);
   std::vector<float> wd(w.size());
+  const bool has_quantizer = GetTypeTraits(c.type).block_size == 1 || c.type == GgmlType::Q8_0 ||
+                             c.type == GgmlType::Q4_0;
   for (int64_t r = 0; r < c.N * c.n_expert; ++r) {
-    ASSERT_TRUE(QuantizeRow(c.type, w.data() + r * c.K, as.buf.data() + r * row, c.K).ok());
+    if (has_quantizer) {
+      ASSERT_TRUE(QuantizeRow(c.type, w.data() + r * c.K, as.buf.data() + r * row, c.K).ok());
+    } else {  // K-quants: random blocks with sane scales (no reference quantizer here)
+      const auto blocks = kt::RandomBlocks(c.type, c.K, seed * 1000 + uint32_t(r));
+      std::memcpy(as.buf.data() + r * row, blocks.data(), row);
+    }
     ASSERT_TRUE(DequantizeRow(c.type, as.buf.data() + r * row, wd.data() + r * c.K, c.K).ok());
   }
   const int64_t ne11 = c.b_broadcast ? 1 : c.n_used;
@@ -111,6 +118,14 @@ TEST(CpuMulMatId, QuantizedAndF16Experts) {
     RunMoeCase({t, 64, 7, 4, 2, 1, true, false}, 7);     // one token (token generation: vec_dot)
     RunMoeCase({t, 96, 19, 5, 3, 23, true, true}, 8);    // prompt: GEMM for the busy experts
     RunMoeCase({t, 32, 33, 3, 3, 17, false, false}, 9);  // b per slot (the down projection)
+  }
+}
+
+TEST(CpuMulMatId, KQuantExperts) {
+  // Experts of K-quant types multiply through MUL_MAT's Q8_K kernels (vec_dot and GEMM).
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+    RunMoeCase({t, 256, 9, 4, 2, 1, true, false}, 21);
+    RunMoeCase({t, 512, 17, 3, 2, 19, true, true}, 22);
   }
 }
 

@@ -77,7 +77,9 @@ TEST(CpuConcat, EveryDimWithStridedSources) {
 TEST(CpuSsmConv, RandomShapes) {
   std::mt19937 rng(4);
   for (int i = 0; i < 16; ++i) {
-    const int64_t d_conv = 1 + int64_t(rng() % 5), d_inner = 1 + int64_t(rng() % 37), n_t = 1 + int64_t(rng() % 11),
+    // The last case is large enough for the threaded path (>= 8192 multiply-adds).
+    const int64_t d_conv = 1 + int64_t(rng() % 5), d_inner = i == 15 ? 901 : 1 + int64_t(rng() % 37),
+                  n_t = 1 + int64_t(rng() % 11),
                   n_s = 1 + int64_t(rng() % 3);
     Tensor sx(GgmlType::F32, d_conv - 1 + n_t + 1, d_inner, n_s);  // one column of padding per row
     Tensor c(GgmlType::F32, d_conv, d_inner);
@@ -105,7 +107,8 @@ TEST(CpuSsmConv, RandomShapes) {
 TEST(CpuSsmScan, RandomShapesAgainstTheRecurrence) {
   std::mt19937 rng(5);
   for (int i = 0; i < 12; ++i) {
-    const int64_t d_state = 1 + int64_t(rng() % 17), d_inner = 1 + int64_t(rng() % 13), n_t = 1 + int64_t(rng() % 9),
+    const int64_t d_state = 1 + int64_t(rng() % 17), d_inner = i == 11 ? 777 : 1 + int64_t(rng() % 13),
+                  n_t = 1 + int64_t(rng() % 9),
                   n_s = 1 + int64_t(rng() % 3);
     Tensor s(GgmlType::F32, d_state, d_inner, n_s);
     Tensor x(GgmlType::F32, d_inner, n_t, n_s);

@@ -1,6 +1,7 @@
 // Mamba ops of the CPU backend (ops.h): CONCAT, SSM_CONV, SSM_SCAN. Semantics follow ggml of Feb 2025
 // (ggml.c ggml_concat / ggml_ssm_conv / ggml_ssm_scan and ggml-cpu's forward functions, as
 // llama.cpp's llm_build_mamba uses them); the code is this project's own.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -19,6 +20,9 @@ inline float* Fw(const TensorView& t, int64_t i0, int64_t i1, int64_t i2, int64_
   return reinterpret_cast<float*>(static_cast<char*>(t.data) + i0 * t.nb[0] + i1 * t.nb[1] + i2 * t.nb[2] +
                                   i3 * t.nb[3]);
 }
+// Threads for `work` independent element updates: one below 8192 (a team costs more than it saves).
+inline int Threads(const ComputeContext& ctx, int64_t work) { return work < 8192 ? 1 : std::max(1, ctx.n_threads); }
+
 inline bool AllF32(std::initializer_list<const TensorView*> ts) {
   for (const TensorView* t : ts)
     if (t->type != GgmlType::F32) return false;
@@ -65,7 +69,6 @@ Status Concat(ComputeContext& ctx, const TensorView& a, const TensorView& b, Ten
 }
 
 Status SsmConv(ComputeContext& ctx, const TensorView& sx, const TensorView& c, TensorView& dst) {
-  (void)ctx;
   auto bad = [&](const std::string& why) {
     return InvalidArgument("SSM_CONV: sx " + ShapeString(sx) + ", c " + ShapeString(c) + ", dst " + ShapeString(dst) +
                            ": " + why);
@@ -82,9 +85,12 @@ Status SsmConv(ComputeContext& ctx, const TensorView& sx, const TensorView& c, T
   if (!FloatAligned(sx) || !FloatAligned(c) || !FloatAligned(dst)) return bad("strides must be multiples of 4 bytes");
   // dst[r, t, s] = sum_k sx[t + k, r, s] * c[k, r]: a sliding window of d_conv columns (float sum
   // in k order, as ggml's ssm_conv row loop).
-  for (int64_t s = 0; s < n_s; ++s)
-    for (int64_t t = 0; t < n_t; ++t)
-      for (int64_t r = 0; r < d_inner; ++r) {
+  // Channels are independent: threads split them.
+  const int nt = Threads(ctx, d_inner * n_t * n_s * d_conv);
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+  for (int64_t r = 0; r < d_inner; ++r)
+    for (int64_t s = 0; s < n_s; ++s)
+      for (int64_t t = 0; t < n_t; ++t) {
         float sum = 0.0f;
         for (int64_t k = 0; k < d_conv; ++k) sum += *F(sx, t + k, r, s) * *F(c, k, r, 0);
         *Fw(dst, r, t, s) = sum;
@@ -94,7 +100,6 @@ Status SsmConv(ComputeContext& ctx, const TensorView& sx, const TensorView& c, T
 
 Status SsmScan(ComputeContext& ctx, const TensorView& s, const TensorView& x, const TensorView& dt, const TensorView& A,
                const TensorView& B, const TensorView& C, TensorView& dst) {
-  (void)ctx;
   auto bad = [&](const std::string& why) {
     return InvalidArgument("SSM_SCAN: s " + ShapeString(s) + ", x " + ShapeString(x) + ", dt " + ShapeString(dt) +
                            ", A " + ShapeString(A) + ", B " + ShapeString(B) + ", C " + ShapeString(C) + ": " + why);
@@ -122,25 +127,25 @@ Status SsmScan(ComputeContext& ctx, const TensorView& s, const TensorView& x, co
   // Selective scan (Mamba): per sequence, token by token, for every inner channel r:
   //   dt+ = softplus(dt) (= dt above 20, as ggml), h = h * exp(dt+ * A[:, r]) + B[:, t] * (x * dt+),
   //   y[r, t] = sum_i h[i] * C[i, t]. The state starts from s and is left in dst after y.
-  for (int64_t q = 0; q < n_s; ++q) {
-    for (int64_t r = 0; r < d_inner; ++r) {
-      float* h = state + (q * d_inner + r) * d_state;
-      for (int64_t i = 0; i < d_state; ++i) h[i] = *F(s, i, r, q);
-    }
+  // Channels (q, r) are independent recurrences: threads split them; each runs its tokens in order.
+  // The initial state is read before the channel's first write, so s may alias dst's state part.
+  const int nt = Threads(ctx, n_s * d_inner * n_t * d_state);
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+  for (int64_t qr = 0; qr < n_s * d_inner; ++qr) {
+    const int64_t q = qr / d_inner, r = qr % d_inner;
+    float* h = state + (q * d_inner + r) * d_state;
+    for (int64_t i = 0; i < d_state; ++i) h[i] = *F(s, i, r, q);
     for (int64_t t = 0; t < n_t; ++t) {
-      for (int64_t r = 0; r < d_inner; ++r) {
-        const float dtv = *F(dt, r, t, q);
-        const float dt_soft_plus = dtv <= 20.0f ? std::log1p(std::exp(dtv)) : dtv;
-        const float x_dt = *F(x, r, t, q) * dt_soft_plus;
-        float* h = state + (q * d_inner + r) * d_state;
-        float sum = 0.0f;
-        for (int64_t i = 0; i < d_state; ++i) {
-          const float v = h[i] * std::exp(dt_soft_plus * *F(A, i, r, 0)) + *F(B, i, t, q) * x_dt;
-          sum += v * *F(C, i, t, q);
-          h[i] = v;
-        }
-        y[(q * n_t + t) * d_inner + r] = sum;
+      const float dtv = *F(dt, r, t, q);
+      const float dt_soft_plus = dtv <= 20.0f ? std::log1p(std::exp(dtv)) : dtv;
+      const float x_dt = *F(x, r, t, q) * dt_soft_plus;
+      float sum = 0.0f;
+      for (int64_t i = 0; i < d_state; ++i) {
+        const float v = h[i] * std::exp(dt_soft_plus * *F(A, i, r, 0)) + *F(B, i, t, q) * x_dt;
+        sum += v * *F(C, i, t, q);
+        h[i] = v;
       }
+      y[(q * n_t + t) * d_inner + r] = sum;
     }
   }
   return Status::Ok();
