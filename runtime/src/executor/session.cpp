@@ -533,13 +533,44 @@ Status Session::Impl::CheckDefinedBeforeUse(const GGraph& g) {
   // A view (RESHAPE/VIEW/PERMUTE/TRANSPOSE) of a weight, KV cache tensor or input holds its bytes
   // before any node runs (mamba's reshaped recurrent-state caches are split inputs of another
   // device's GET_ROWS). Views may precede their sources in the tensor list: iterate to a fixed point.
+  // Copied at its split's start, a view of a KV cache tensor is only right when no node of that
+  // split writes the cache before the copy is read (checked below; breaker-24's -nkvo attention
+  // reads the cache after this ubatch's store in the same split, and stays refused).
+  std::vector<char> view_of_stored(g.tensors.size(), 0);
   for (bool changed = true; changed;) {
     changed = false;
     for (size_t i = 0; i < g.tensors.size(); ++i) {
       const GTensor& t = g.tensors[i];
       if (defined[i] || !IsViewOp(t.op) || t.srcs.empty() || t.srcs[0] < 0 || !defined[t.srcs[0]]) continue;
       defined[i] = 1;
+      view_of_stored[i] = 1;
       changed = true;
+    }
+  }
+  // The weight / KV cache / input a view chain (or a CPY's destination) ends at; -1 if none.
+  auto root = [&g](int t) {
+    for (int depth = 0; t >= 0 && depth < 64; ++depth) {
+      const GTensor& x = g.tensors[t];
+      if (x.kind == fb::TensorKind::Weight || x.kind == fb::TensorKind::KvCache || x.kind == fb::TensorKind::Input) return t;
+      if (!x.is_view) return -1;
+      const size_t k = x.op == GgmlOp::CPY ? 1 : 0;
+      t = k < x.srcs.size() ? x.srcs[k] : -1;
+    }
+    return -1;
+  };
+  for (const GSplit& sp : g.splits) {
+    for (const auto& [src, copy] : sp.inputs) {
+      if (!view_of_stored[src]) continue;
+      const int r = root(src);
+      if (r < 0 || g.tensors[r].kind != fb::TensorKind::KvCache) continue;
+      for (uint32_t k = sp.begin; k < sp.end; ++k) {
+        const GTensor& n = g.tensors[g.nodes[k]];
+        if (std::find(n.srcs.begin(), n.srcs.end(), copy) != n.srcs.end()) break;  // read before any write
+        if (n.op == GgmlOp::CPY && n.srcs.size() > 1 && root(n.srcs[1]) == r)
+          return DataLoss(plan->path() + ": graph " + g.name + ": split input '" + g.tensors[src].name +
+                          "' is copied before node '" + n.name + "' of the same split stores into '" +
+                          g.tensors[r].name + "'");
+      }
     }
   }
   for (const GSplit& sp : g.splits) {
