@@ -52,7 +52,7 @@ int Run(int argc, char** argv) {
   app.add_option("--vocab-from", vocab_from, "copy the tokenizer.* keys of this GGUF (n_vocab follows it)");
   app.add_flag("--tied", tied, "no output.weight (the output reuses token_embd)");
   app.add_flag("--untied", untied, "write output.weight");
-  app.add_flag("--rope-freqs", rope_freqs, "llama: add rope_freqs.weight (Llama-3.1 rope scaling)");
+  app.add_flag("--rope-freqs", rope_freqs, "llama: add rope_freqs.weight (Llama-3.1 rope scaling); phi3: rope_factors_long/short.weight");
   app.add_flag("--header-only", header_only, "leave the data region a sparse hole (costs no disk)");
   double max_gib = 16;
   app.add_option("--max-gib", max_gib, "refuse to write more than this many GiB of weights (default 16)");

@@ -34,7 +34,7 @@ float Uniform(uint64_t& s) { return static_cast<float>(static_cast<double>(Split
 
 // --- how each tensor's values are made ----------------------------------------------------------
 
-enum class Init { kWeight, kNorm, kBias, kSsmA, kOnes, kRopeFreqs };
+enum class Init { kWeight, kNorm, kBias, kSsmA, kOnes, kRopeFreqs, kRopeLong, kRopeShort };
 
 struct TensorPlan {
   std::string name;
@@ -106,6 +106,14 @@ void Fill(const TensorPlan& p, const ModelSpec& s, float* x, int64_t n) {
       for (int64_t i = 0; i < n; ++i) x[i] = f[static_cast<size_t>(i)];
       break;
     }
+    // phi3 LongRoPE factors (Phi-3.5 style: 1 for the fastest dims, growing for the slow ones;
+    // long factors grow far more): long 1 .. 4, short 1 .. 1.5, linear over the n_rot/2 dims.
+    case Init::kRopeLong:
+    case Init::kRopeShort: {
+      const float top = p.init == Init::kRopeLong ? 3.0f : 0.5f;
+      for (int64_t i = 0; i < n; ++i) x[i] = 1.0f + top * static_cast<float>(i) / static_cast<float>(std::max<int64_t>(1, n - 1));
+      break;
+    }
   }
 }
 
@@ -149,7 +157,12 @@ std::vector<TensorPlan> PlanTensors(const ModelSpec& s) {
   weight("token_embd.weight", {E, V});
   f32("output_norm.weight", {E}, Init::kNorm);
   if (!s.tied_output) weight("output.weight", {E, V});
-  if (s.rope_freqs) f32("rope_freqs.weight", {hd / 2}, Init::kRopeFreqs);
+  if (s.rope_freqs && s.arch == "phi3") {  // LongRoPE: long factors beyond n_ctx_train, else short
+    f32("rope_factors_long.weight", {hd / 2}, Init::kRopeLong);
+    f32("rope_factors_short.weight", {hd / 2}, Init::kRopeShort);
+  } else if (s.rope_freqs) {
+    f32("rope_freqs.weight", {hd / 2}, Init::kRopeFreqs);
+  }
 
   for (uint32_t il = 0; il < s.n_layer; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
@@ -415,8 +428,8 @@ Result<ModelSpec> Resolve(ModelSpec s) {
     if (s.head_dim % 2 != 0) return InvalidArgument("gguf-synth: head_dim must be even for RoPE, found " + std::to_string(s.head_dim));
     if (s.n_head % s.n_head_kv != 0)
       return InvalidArgument("gguf-synth: n_head " + std::to_string(s.n_head) + " is not a multiple of n_head_kv " + std::to_string(s.n_head_kv));
-    if (s.rope_freqs && s.arch != "llama" && s.arch != "mixtral")
-      return InvalidArgument("gguf-synth: rope_freqs (Llama-3 rope scaling) applies to llama, not " + s.arch);
+    if (s.rope_freqs && s.arch != "llama" && s.arch != "mixtral" && s.arch != "phi3")
+      return InvalidArgument("gguf-synth: rope_freqs (Llama-3 rope scaling; phi3: LongRoPE factors) applies to llama and phi3, not " + s.arch);
     if (IsMoe(s.arch)) {
       if (s.n_expert == 0) s.n_expert = s.arch == "mixtral" ? 8 : 4;
       if (s.n_expert_used == 0) s.n_expert_used = std::min<uint32_t>(2, s.n_expert);

@@ -83,7 +83,10 @@ struct ModelSpec {
   float rms_eps = 1e-5f;
   bool tied_output = false;    ///< no output.weight (gemma: always; mamba: the mamba-2.8b preset
                                ///< and the gguf-synth tool tie by default)
-  bool rope_freqs = false;     ///< llama: add rope_freqs.weight with Llama-3.1 scaling factors
+  bool rope_freqs = false;     ///< llama: add rope_freqs.weight with Llama-3.1 scaling factors;
+                               ///< phi3: rope_factors_long/short.weight {hd/2} (LongRoPE; long
+                               ///< 1 .. 4, short 1 .. 1.5, linear; llama.cpp uses long when n_ctx
+                               ///< per sequence exceeds the training context)
   float rope_scaling_factor = 8.0f;
   float rope_low_freq_factor = 1.0f;
   float rope_high_freq_factor = 4.0f;

@@ -17,11 +17,14 @@ declare -A ARGS=(
   [qwen2moe-q8_0]="--arch qwen2moe --type q8_0"
   [phi3-f32]="--arch phi3 --type f32 --name synthetic-phi"
   [phi3-q4_0]="--arch phi3 --type q4_0 --name synthetic-phi"
+  [phi3-ropefactors-short-f32]="--arch phi3 --type f32 --name synthetic-phi --rope-freqs"
+  [phi3-ropefactors-long-f32]="--arch phi3 --type f32 --name synthetic-phi --rope-freqs --n-ctx 128"
   [mamba-f32]="--arch mamba --type f32"
   [mamba-q8_0]="--arch mamba --type q8_0"
 )
 NAMES=("$@")
-[ ${#NAMES[@]} -eq 0 ] && NAMES=(mixtral-f32 mixtral-q4_0 qwen2moe-f32 qwen2moe-q8_0 phi3-f32 phi3-q4_0 mamba-f32 mamba-q8_0)
+[ ${#NAMES[@]} -eq 0 ] && NAMES=(mixtral-f32 mixtral-q4_0 qwen2moe-f32 qwen2moe-q8_0 phi3-f32 phi3-q4_0 phi3-ropefactors-short-f32
+                            phi3-ropefactors-long-f32 mamba-f32 mamba-q8_0)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 for n in "${NAMES[@]}"; do

@@ -33,6 +33,8 @@ struct Case {
   const char* arch;
   GgmlType type;
   const char* model_name = nullptr;  // gguf-synth --name (nullptr: the default)
+  bool rope_freqs = false;           // gguf-synth --rope-freqs (phi3: LongRoPE long/short factors)
+  uint32_t n_ctx_train = 0;          // gguf-synth --n-ctx (0: the default, 2048)
 };
 
 bool Quantized(const Case& c) { return c.type != GgmlType::F32 && c.type != GgmlType::F16; }
@@ -67,6 +69,8 @@ class GoldenArch : public ::testing::TestWithParam<Case> {
     spec.weight_type = c.type;
     spec.tied_output = spec.arch == "mamba";
     if (c.model_name) spec.name = c.model_name;
+    spec.rope_freqs = c.rope_freqs;
+    if (c.n_ctx_train) spec.n_ctx = c.n_ctx_train;
     model_ = ::testing::TempDir() + "golden_arch_" + c.name + "_" + std::to_string(getpid()) + ".gguf";
     Status st = synth::WriteModel(spec, model_);
     ASSERT_TRUE(st.ok()) << st.ToString();
@@ -221,6 +225,10 @@ INSTANTIATE_TEST_SUITE_P(Archs, GoldenArch,
                                            Case{"qwen2moe-q8_0", "qwen2moe", GgmlType::Q8_0},
                                            Case{"phi3-f32", "phi3", GgmlType::F32, "synthetic-phi"},
                                            Case{"phi3-q4_0", "phi3", GgmlType::Q4_0, "synthetic-phi"},
+                                           // LongRoPE: n_ctx 256 within the training context (2048)
+                                           // takes the short factors, beyond it (128) the long ones
+                                           Case{"phi3-ropefactors-short-f32", "phi3", GgmlType::F32, "synthetic-phi", true},
+                                           Case{"phi3-ropefactors-long-f32", "phi3", GgmlType::F32, "synthetic-phi", true, 128},
                                            Case{"mamba-f32", "mamba", GgmlType::F32},
                                            Case{"mamba-q8_0", "mamba", GgmlType::Q8_0}),
                          [](const ::testing::TestParamInfo<Case>& i) {
