@@ -172,6 +172,22 @@ TEST_P(GoldenArch, PromptAtOnceMatchesTokenByToken) {
   std::printf("[ %s ] max |logit diff| prompt at once vs token by token = %.5f\n", c.name, max_diff);
 }
 
+// Reset() starts a new sequence: the same prompt gives the same logits again. For mamba this is
+// inp_s_mask clearing the recurrent states (they still hold the first run's).
+TEST_P(GoldenArch, ResetStartsOver) {
+  auto s = NewSession();
+  ASSERT_TRUE(s);
+  const std::vector<int32_t> head(prompt_.begin(), prompt_.begin() + std::min<size_t>(prompt_.size(), 12));
+  std::vector<float> a, b;
+  ASSERT_TRUE(s->Decode(head, true, &a).ok());
+  s->Reset();
+  ASSERT_TRUE(s->Decode(head, true, &b).ok());
+  ASSERT_EQ(a.size(), b.size());
+  float max_diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
+  EXPECT_EQ(max_diff, 0.f);
+}
+
 // phi3's sliding window (KQ_mask_swa; the goldens' window of 2047 never bites, and llama.cpp of Sep
 // 2026 disables Phi SWA): with one layer and n_swa = 4, the token at position p attends to positions
 // p-3 .. p only (llama_set_inputs, Feb 2025: masked when p - j >= n_swa). So its logits ignore a
