@@ -817,6 +817,10 @@ Status Session::Impl::RunUbatch(const int32_t* tokens, int64_t n, bool all_logit
       }
     STOWAGE_RETURN_IF_ERROR(WriteInput(g, id, mask.data(), mask.size() * sizeof(float)));
   }
+  for (const int id : {g.inp_s_copy, g.inp_s_mask})
+    if (id >= 0 && bound[id].v.nelements() != s.n_kv)
+      return DataLoss(plan->path() + ": graph " + g.name + " input '" + g.tensors[id].name + "' has " +
+                      std::to_string(bound[id].v.nelements()) + " elements, expected n_kv = " + std::to_string(s.n_kv));
   if (g.inp_s_copy >= 0) {
     const int32_t copy_from = 0;  // cell 0 keeps its own state
     STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_s_copy, &copy_from, sizeof copy_from));
