@@ -125,7 +125,7 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
   // Mixture of experts (runtime/src/backends/cpu/ops_moe.cpp; DIV / SIGMOID in ops.cpp).
   {
     SrcRequirement experts = Src(weights);
-    experts.contiguous = true;  // plain expert matrices (cpu::MulMatId), never repacked
+    experts.contiguous = true;  // cpu::MulMatId: contiguous expert matrices
     d.ops.push_back({{O::MUL_MAT_ID}, {experts, f32, Src({T::I32})}, {T::F32}, 0, kOps});
     d.ops.push_back({{O::ARGSORT}, {f32}, {T::I32}, 0, kOps});
     d.ops.push_back({{O::SUM_ROWS, O::SIGMOID}, {f32}, {T::F32}, 0, kOps});
@@ -156,7 +156,13 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
     w.contiguous = true;  // cpu::CanRepackQ4_0 / CanRepackQ4_K
     SrcRequirement act = Src({T::F32});
     act.host = true;
-    repack.supports_op = {{{O::MUL_MAT}, {w, act}, {}, 0, "Q4_0 / Q4_K 8x8 repack (AVX2), ne1 % 8 == 0"}};
+    // MUL_MAT_ID of 3-D experts likewise (llama.cpp's supports_op: ggml_n_dims(src0) == 3; here at
+    // most 3, so a single-expert 2-D tensor is accepted too; cpu::MulMatId reads each expert's
+    // repacked slice).
+    SrcRequirement experts = w;
+    experts.max_dims = 3;
+    repack.supports_op = {{{O::MUL_MAT}, {w, act}, {}, 0, "Q4_0 / Q4_K 8x8 repack (AVX2), ne1 % 8 == 0"},
+                          {{O::MUL_MAT_ID}, {experts, act}, {}, 0, "Q4_0 / Q4_K 8x8 repacked experts (AVX2), ne1 % 8 == 0"}};
     d.extra_bufts.push_back(std::move(repack));
   }
   return d;

@@ -129,6 +129,48 @@ TEST(CpuMulMatId, KQuantExperts) {
   }
 }
 
+// CPU_REPACK experts: a [K, N, n_expert] Q4_0 / Q4_K tensor repacked as a whole (RepackWeight) gives
+// the plain tensor's results (the repacked kernels sum the same integer products; only the float
+// accumulation order may differ).
+TEST(CpuMulMatId, RepackedExpertsEqualPlain) {
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_K}) {
+    for (int64_t n_tokens : {1, 21}) {
+      const int64_t K = type == GgmlType::Q4_0 ? 96 : 512, N = 24, E = 5, used = 2;
+      Tensor as(type, K, N, E);
+      const size_t row = RowSize(type, K);
+      if (type == GgmlType::Q4_0) {
+        std::vector<float> w(size_t(K * N * E));
+        kt::FillUniform(w, 31);
+        for (int64_t r = 0; r < N * E; ++r) ASSERT_TRUE(QuantizeRow(type, w.data() + r * K, as.buf.data() + r * row, K).ok());
+      } else {
+        const auto blocks = kt::RandomBlocks(type, K * N * E, 32);
+        std::memcpy(as.buf.data(), blocks.data(), blocks.size());
+      }
+      ASSERT_EQ(RepackLayoutFor(as.v), type == GgmlType::Q4_0 ? kLayoutQ4_0x8 : kLayoutQ4_Kx8);
+      std::vector<uint8_t> packed(row * size_t(N * E) + 64);
+      ASSERT_TRUE(RepackWeight(as.v, RepackLayoutFor(as.v), packed.data()).ok());
+      TensorView rv = as.v;
+      rv.data = packed.data();
+      rv.layout = RepackLayoutFor(as.v);
+      Tensor b(GgmlType::F32, K, 1, n_tokens);
+      Fill(b, 33);
+      Tensor ids(GgmlType::I32, used, n_tokens);
+      FillIds(ids, E, 34);
+      Tensor plain(GgmlType::F32, N, used, n_tokens), repacked(GgmlType::F32, N, used, n_tokens);
+      for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512}) {
+        auto ctx = Ctx();
+        ctx.max_isa = isa;
+        ASSERT_TRUE(MulMatId(ctx, as.v, b.v, ids.v, plain.v).ok());
+        Status st = MulMatId(ctx, rv, b.v, ids.v, repacked.v);
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        for (int64_t i = 0; i < N * used * n_tokens; ++i)
+          ASSERT_NEAR(repacked.f32()[i], plain.f32()[i], 1e-3 * (1 + std::fabs(plain.f32()[i])))
+              << GgmlTypeName(type) << " tokens " << n_tokens << " element " << i;
+      }
+    }
+  }
+}
+
 TEST(CpuMulMatId, Errors) {
   Tensor as(GgmlType::F32, 8, 4, 3);
   Tensor b(GgmlType::F32, 8, 1, 2);

@@ -21,7 +21,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "from_probe.h"
 #include "plan_cpu.h"
+#include "stowage/planner/place_model.h"
+#include "stowage/runtime/device_probe.h"
 #include "stowage/runtime/session.h"
 #include "synth.h"
 
@@ -186,6 +189,67 @@ TEST_P(GoldenArch, ResetStartsOver) {
   float max_diff = 0;
   for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
   EXPECT_EQ(max_diff, 0.f);
+}
+
+// The probed CPU device of an AVX2 machine (as stowage-run plans on the fly; the repacked kernels
+// also run at the scalar level, so any CPU runs this): Q4_0 experts go to CPU_REPACK
+// (llama.cpp's repack takes MUL_MAT_ID of 3-D Q4_0 / Q4_K experts) and MUL_MAT_ID reads the repacked
+// slices; the logits still match llama.cpp and the plain CPU-only plan.
+TEST(GoldenArchRepack, MixtralQ4_0ExpertsInCpuRepack) {
+  CpuInfo avx2;
+  avx2.model_name = "AVX2 x86-64";
+  avx2.features.avx = avx2.features.avx2 = avx2.features.fma = true;
+  std::ifstream in(std::string(STOWAGE_TEST_DATA_DIR) + "/golden-arch/mixtral-q4_0.json");
+  ASSERT_TRUE(in.good());
+  const auto golden = nlohmann::json::parse(in);
+  synth::ModelSpec spec;
+  spec.arch = "mixtral";
+  spec.weight_type = GgmlType::Q4_0;
+  const std::string model = ::testing::TempDir() + "golden_arch_repack_" + std::to_string(getpid()) + ".gguf";
+  ASSERT_TRUE(synth::WriteModel(spec, model).ok());
+  auto gguf = GgufFile::Open(model);
+  ASSERT_TRUE(gguf.ok());
+  planner::ContextConfig cfg;
+  cfg.n_ctx = 256;
+  auto graphs = planner::BuildModelGraphs(**gguf, cfg);
+  ASSERT_TRUE(graphs.ok()) << graphs.status().ToString();
+  auto manifest = planner::ManifestFromProbe(MakeCpuDevice(avx2));
+  ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
+  auto placed = planner::PlaceModel(*graphs, {*manifest}, planner::PlacementOptions{});
+  ASSERT_TRUE(placed.ok()) << placed.status().ToString();
+  auto session = Session::CreateFromPlanBytes(
+      planner::SerializePlan(**gguf, *graphs, placed->placement, placed->memory, "test repack"), model);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  uint64_t repack_bytes = 0;
+  for (const auto& b : (*session)->Buffers())
+    if (b.name.find("CPU_REPACK") != std::string::npos) repack_bytes += b.allocated;
+  // Every Q4_0 matrix with ne1 % 8 == 0: the experts (3 x 8 x 2 layers x 64 x 128 Q4_0) are most of it.
+  const uint64_t experts = 3ull * 8 * 2 * RowSize(GgmlType::Q4_0, 64) * 128;
+  EXPECT_GE(repack_bytes, experts) << "the Q4_0 experts are not in CPU_REPACK";
+  const auto prompt = golden["prompt_tokens"].get<std::vector<int32_t>>();
+  const int n_vocab = golden["n_vocab"].get<int>();
+  std::vector<float> logits, plain;
+  ASSERT_TRUE((*session)->Decode(prompt, true, &logits).ok());
+  auto cpu_plan = test::PlanCpu(model, 256);
+  ASSERT_TRUE(cpu_plan.ok());
+  auto cpu = Session::CreateFromPlanBytes(*cpu_plan, model);
+  ASSERT_TRUE(cpu.ok());
+  ASSERT_TRUE((*cpu)->Decode(prompt, true, &plain).ok());
+  ASSERT_EQ(logits.size(), plain.size());
+  float vs_plain = 0, vs_golden = 0;
+  for (size_t i = 0; i < logits.size(); ++i) vs_plain = std::max(vs_plain, std::fabs(logits[i] - plain[i]));
+  const auto ids = golden["ids"].get<std::vector<int>>();
+  const auto positions = golden["positions"].get<std::vector<size_t>>();
+  for (size_t j = 0; j < positions.size(); ++j) {
+    const auto want = golden["logits"][j].get<std::vector<float>>();
+    for (size_t v = 0; v < ids.size(); ++v)
+      vs_golden = std::max(vs_golden, std::fabs(logits[positions[j] * n_vocab + ids[v]] - want[v]));
+  }
+  EXPECT_LE(vs_plain, 0.05f) << "CPU_REPACK experts vs plain experts";
+  EXPECT_LE(vs_golden, 0.30f) << "CPU_REPACK experts vs llama.cpp";
+  std::printf("[ mixtral-q4_0 CPU_REPACK ] %.2f MiB repacked, max |logit diff| vs plain %.5f, vs llama.cpp %.5f\n",
+              repack_bytes / 1048576.0, vs_plain, vs_golden);
+  std::remove(model.c_str());
 }
 
 // phi3's sliding window (KQ_mask_swa; the goldens' window of 2047 never bites, and llama.cpp of Sep

@@ -28,7 +28,10 @@ Status MulMatId(ComputeContext& ctx, const TensorView& as, const TensorView& b, 
   const int64_t K = as.ne[0], N = as.ne[1], n_as = as.ne[2];
   const int64_t n_used = ids.ne[0], n_tokens = ids.ne[1];
   if (as.ne[3] != 1) return bad("as must be 3-D [K, N, n_expert]");
-  if (as.layout != kLayoutPlain) return bad("as must have the plain layout");
+  // CPU_REPACK experts: each expert's [K, N] slice of a repacked [K, N, n_expert] tensor is itself a
+  // repacked matrix (groups of 8 rows never straddle matrices), which MulMat reads.
+  if (as.layout != kLayoutPlain && as.layout != kLayoutQ4_0x8 && as.layout != kLayoutQ4_Kx8)
+    return bad("unknown as layout " + std::to_string(as.layout));
   if (b.type != GgmlType::F32) return bad("b must be F32");
   if (ids.type != GgmlType::I32) return bad("ids must be I32");
   if (dst.type != GgmlType::F32) return bad("dst must be F32");
