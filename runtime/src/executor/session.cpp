@@ -532,20 +532,19 @@ Status Session::Impl::CheckDefinedBeforeUse(const GGraph& g) {
   }
   // A view (RESHAPE/VIEW/PERMUTE/TRANSPOSE) of a weight, KV cache tensor or input holds its bytes
   // before any node runs (mamba's reshaped recurrent-state caches are split inputs of another
-  // device's GET_ROWS). Views may precede their sources in the tensor list: iterate to a fixed point.
-  // Copied at its split's start, a view of a KV cache tensor is only right when no node of that
-  // split writes the cache before the copy is read (checked below; breaker-24's -nkvo attention
-  // reads the cache after this ubatch's store in the same split, and stays refused).
+  // device's GET_ROWS). Copied at its split's start, a view of a KV cache tensor is only right when
+  // no node of that split stores into the cache before the copy is read (checked below).
+  // View chains are followed at most 64 deep (BindTensor's limit): linear in the tensor count.
   std::vector<char> view_of_stored(g.tensors.size(), 0);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t i = 0; i < g.tensors.size(); ++i) {
-      const GTensor& t = g.tensors[i];
-      if (defined[i] || !IsViewOp(t.op) || t.srcs.empty() || t.srcs[0] < 0 || !defined[t.srcs[0]]) continue;
-      defined[i] = 1;
-      view_of_stored[i] = 1;
-      changed = true;
-    }
+  for (size_t i = 0; i < g.tensors.size(); ++i) {
+    if (defined[i] || !IsViewOp(g.tensors[i].op)) continue;
+    int t = static_cast<int>(i);
+    for (int depth = 0; depth < 64 && t >= 0 && IsViewOp(g.tensors[t].op); ++depth)
+      t = g.tensors[t].srcs.empty() ? -1 : g.tensors[t].srcs[0];
+    if (t < 0 || IsViewOp(g.tensors[t].op)) continue;
+    const auto k = g.tensors[t].kind;
+    if (k == fb::TensorKind::Weight || k == fb::TensorKind::KvCache || k == fb::TensorKind::Input)
+      defined[i] = view_of_stored[i] = 1;
   }
   // The weight / KV cache / input a view chain (or a CPY's destination) ends at; -1 if none.
   auto root = [&g](int t) {
