@@ -530,22 +530,9 @@ Status Session::Impl::CheckDefinedBeforeUse(const GGraph& g) {
     const auto k = g.tensors[i].kind;
     defined[i] = k == fb::TensorKind::Weight || k == fb::TensorKind::KvCache || k == fb::TensorKind::Input;
   }
-  // A view (RESHAPE/VIEW/PERMUTE/TRANSPOSE) of a weight, KV cache tensor or input holds its bytes
-  // before any node runs (mamba's reshaped recurrent-state caches are split inputs of another
-  // device's GET_ROWS). Copied at its split's start, a view of a KV cache tensor is only right when
-  // no node of that split stores into the cache before the copy is read (checked below).
-  // View chains are followed at most 64 deep (BindTensor's limit): linear in the tensor count.
-  std::vector<char> view_of_stored(g.tensors.size(), 0);
-  for (size_t i = 0; i < g.tensors.size(); ++i) {
-    if (defined[i] || !IsViewOp(g.tensors[i].op)) continue;
-    int t = static_cast<int>(i);
-    for (int depth = 0; depth < 64 && t >= 0 && IsViewOp(g.tensors[t].op); ++depth)
-      t = g.tensors[t].srcs.empty() ? -1 : g.tensors[t].srcs[0];
-    if (t < 0 || IsViewOp(g.tensors[t].op)) continue;
-    const auto k = g.tensors[t].kind;
-    if (k == fb::TensorKind::Weight || k == fb::TensorKind::KvCache || k == fb::TensorKind::Input)
-      defined[i] = view_of_stored[i] = 1;
-  }
+  // A split input that views a KV cache tensor (mamba's reshaped recurrent-state caches, read by
+  // another device's GET_ROWS) is copied at its split's start: only right when no node of that split
+  // stores into the cache before the copy is read.
   // The weight / KV cache / input a view chain (or a CPY's destination) ends at; -1 if none.
   auto root = [&g](int t) {
     for (int depth = 0; t >= 0 && depth < 64; ++depth) {
@@ -559,7 +546,6 @@ Status Session::Impl::CheckDefinedBeforeUse(const GGraph& g) {
   };
   for (const GSplit& sp : g.splits) {
     for (const auto& [src, copy] : sp.inputs) {
-      if (!view_of_stored[src]) continue;
       const int r = root(src);
       if (r < 0 || g.tensors[r].kind != fb::TensorKind::KvCache) continue;
       for (uint32_t k = sp.begin; k < sp.end; ++k) {
