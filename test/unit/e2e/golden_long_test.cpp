@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "plan_cpu.h"
+#include "reduced_golden.h"
 #include "stowage/runtime/session.h"
 #include "test_paths.h"
 
@@ -56,16 +57,7 @@ class GoldenLongPrompt : public ::testing::TestWithParam<Case> {
     n_vocab_ = golden_["n_vocab"].get<int>();
     ASSERT_GE(prompt_.size(), 64u);
   }
-  std::unique_ptr<Session> NewSession() {
-    auto plan = test::PlanCpu(model_, 256);
-    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
-    if (!plan.ok()) return nullptr;
-    auto session = Session::CreateFromPlanBytes(*plan, model_);
-    EXPECT_TRUE(session.ok()) << session.status().ToString();
-    if (!session.ok()) return nullptr;
-    EXPECT_EQ((*session)->n_vocab(), n_vocab_);
-    return std::move(*session);
-  }
+  std::unique_ptr<Session> NewSession() { return test::NewGoldenSession(model_, n_vocab_); }
   std::string model_;
   nlohmann::json golden_;
   std::vector<int32_t> prompt_;
@@ -80,47 +72,10 @@ TEST_P(GoldenLongPrompt, MatchesLlamaCpp) {
   std::vector<float> logits;
   Status st = s->Decode(prompt_, /*all_logits=*/true, &logits);
   ASSERT_TRUE(st.ok()) << st.ToString();
-  ASSERT_EQ(logits.size(), prompt_.size() * size_t(n_vocab_));
-
-  const auto& top5 = golden_["top5"];
-  ASSERT_EQ(top5.size(), prompt_.size());
-  for (size_t i = 0; i < prompt_.size(); ++i) {
-    const float* row = logits.data() + i * n_vocab_;
-    const int ours = int(std::max_element(row, row + n_vocab_) - row);
-    const int want = top5[i][0][0].get<int>();
-    if (ours == want) continue;
-    const float best = top5[i][0][1].get<float>();
-    bool near_tie = false;
-    for (const auto& e : top5[i])
-      if (e[0].get<int>() == ours && best - e[1].get<float>() <= tol) near_tie = true;
-    EXPECT_TRUE(near_tie) << "prompt position " << i << ": top-1 " << ours << ", llama.cpp " << want
-                          << " (not a near-tie within " << tol << ")";
-  }
-  const auto ids = golden_["ids"].get<std::vector<int>>();
-  const auto positions = golden_["positions"].get<std::vector<size_t>>();
-  float max_diff = 0;
-  for (size_t j = 0; j < positions.size(); ++j) {
-    const auto want = golden_["logits"][j].get<std::vector<float>>();
-    ASSERT_EQ(want.size(), ids.size());
-    const float* row = logits.data() + positions[j] * n_vocab_;
-    for (size_t v = 0; v < ids.size(); ++v) max_diff = std::max(max_diff, std::fabs(row[ids[v]] - want[v]));
-  }
-  EXPECT_LE(max_diff, tol) << "max |logit difference| over the stored positions and ids";
-  std::printf("[ %s ] max |logit diff| vs llama.cpp = %.5f\n", c.name, max_diff);
+  test::ExpectMatchesReducedGolden(golden_, logits, prompt_.size(), n_vocab_, tol, c.name);
 
   if (std::string(c.name).rfind("stories260K", 0) != 0) return;
-  const auto greedy = golden_["greedy"].get<std::vector<int32_t>>();
-  const float* last = logits.data() + (prompt_.size() - 1) * n_vocab_;
-  int32_t next = int32_t(std::max_element(last, last + n_vocab_) - last);
-  std::vector<int32_t> got;
-  for (size_t k = 0; k < greedy.size(); ++k) {
-    got.push_back(next);
-    std::vector<float> l;
-    st = s->Decode({next}, false, &l);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    next = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
-  }
-  EXPECT_EQ(got, greedy);
+  test::ExpectGreedyMatchesGolden(golden_, *s, logits.data() + (prompt_.size() - 1) * n_vocab_, n_vocab_);
 }
 
 TEST_P(GoldenLongPrompt, GemmPathMatchesTokenByToken) {

@@ -1,0 +1,86 @@
+// Shared checks of the reduced llama.cpp goldens (test/data/golden-long, test/data/golden-arch: the
+// top 5 (id, logit) of every prompt position, the logits of some vocabulary ids at some positions,
+// greedy tokens; made by ../shared/tools/llamacpp-ref's refdump, see golden_long_test.cpp) against a
+// runtime Session on a CPU-only plan (test/unit/plan_cpu.h). Header-only, for the e2e tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "plan_cpu.h"
+#include "stowage/runtime/session.h"
+
+namespace stowage::test {
+
+/// A session of `model` on its CPU-only plan with n_ctx 256 (null after a reported failure); its
+/// n_vocab must be `n_vocab`.
+inline std::unique_ptr<Session> NewGoldenSession(const std::string& model, int n_vocab) {
+  auto plan = PlanCpu(model, 256);
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  if (!plan.ok()) return nullptr;
+  auto session = Session::CreateFromPlanBytes(*plan, model);
+  EXPECT_TRUE(session.ok()) << session.status().ToString();
+  if (!session.ok()) return nullptr;
+  EXPECT_EQ((*session)->n_vocab(), n_vocab);
+  return std::move(*session);
+}
+
+/// Checks `logits` (n_prompt rows of n_vocab, ggml order: row i = prompt position i) against the
+/// reduced golden: top-1 of every position equal to llama.cpp's or a near-tie (our top-1 among its
+/// top 5 within `tol` of its best), and the stored logits (ids x positions) within `tol`. Prints the
+/// max difference under `name`.
+inline void ExpectMatchesReducedGolden(const nlohmann::json& golden, const std::vector<float>& logits,
+                                       size_t n_prompt, int n_vocab, float tol, const char* name) {
+  ASSERT_EQ(logits.size(), n_prompt * size_t(n_vocab));
+  const auto& top5 = golden["top5"];
+  ASSERT_EQ(top5.size(), n_prompt);
+  for (size_t i = 0; i < n_prompt; ++i) {
+    const float* row = logits.data() + i * n_vocab;
+    const int ours = int(std::max_element(row, row + n_vocab) - row);
+    const int want = top5[i][0][0].get<int>();
+    if (ours == want) continue;
+    const float best = top5[i][0][1].get<float>();
+    bool near_tie = false;
+    for (const auto& e : top5[i])
+      if (e[0].get<int>() == ours && best - e[1].get<float>() <= tol) near_tie = true;
+    EXPECT_TRUE(near_tie) << "prompt position " << i << ": top-1 " << ours << ", llama.cpp " << want
+                          << " (not a near-tie within " << tol << ")";
+  }
+  const auto ids = golden["ids"].get<std::vector<int>>();
+  const auto positions = golden["positions"].get<std::vector<size_t>>();
+  float max_diff = 0;
+  for (size_t j = 0; j < positions.size(); ++j) {
+    const auto want = golden["logits"][j].get<std::vector<float>>();
+    ASSERT_EQ(want.size(), ids.size());
+    const float* row = logits.data() + positions[j] * n_vocab;
+    for (size_t v = 0; v < ids.size(); ++v) max_diff = std::max(max_diff, std::fabs(row[ids[v]] - want[v]));
+  }
+  EXPECT_LE(max_diff, tol) << "max |logit difference| over the stored positions and ids";
+  std::printf("[ %s ] max |logit diff| vs llama.cpp = %.5f\n", name, max_diff);
+}
+
+/// Greedy continuation after the prompt whose last logits row is `last` (n_vocab values): decodes
+/// golden["greedy"].size() tokens one by one on `s` and expects them equal to the golden's.
+inline void ExpectGreedyMatchesGolden(const nlohmann::json& golden, Session& s, const float* last, int n_vocab) {
+  const auto greedy = golden["greedy"].get<std::vector<int32_t>>();
+  int32_t next = int32_t(std::max_element(last, last + n_vocab) - last);
+  std::vector<int32_t> got;
+  for (size_t k = 0; k < greedy.size(); ++k) {
+    got.push_back(next);
+    std::vector<float> l;
+    Status st = s.Decode({next}, false, &l);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    next = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+  }
+  EXPECT_EQ(got, greedy);
+}
+
+}  // namespace stowage::test
