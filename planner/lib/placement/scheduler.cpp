@@ -374,6 +374,20 @@ class Scheduler {
         if (backend_[s] == cur || BufferSupported(s, cur)) continue;
         auto it = copies.find({s, cur});
         if (it == copies.end()) {
+          // A weight stored in a layout its buffer type converts it into on upload (CPU_REPACK,
+          // an ACCEL device's own buft such as ONEDNN) cannot be copied to another backend: the
+          // copy would be read as the plain layout (ggml's AMX/repack buffers have no get_tensor
+          // either). The runtime refuses such a plan too; say it here, naming the node.
+          if (const int w = Owner(s); g_.tensors[w].kind == TensorKind::kWeight && g_.tensors[w].global >= 0) {
+            const PlacedBuft& wb = p_->bufts[p_->global_buft[g_.tensors[w].global]];
+            const bool converts = !wb.repack.empty() ||
+                                  (!wb.is_host && p_->devices[wb.device].type == DeviceKind::kAccel);
+            if (converts)
+              return FailedPrecondition("node '" + g_.tensors[t].name + "' (" + GgmlOpName(g_.tensors[t].op) +
+                                        ") on backend " + p_->backends[cur].name + " reads weight '" +
+                                        g_.tensors[w].name + "' in buffer type " + wb.name +
+                                        ", which stores it in a converted layout: it cannot be copied to another backend");
+          }
           TensorCopies tc;
           tc.tensor = s;
           tc.backend = cur;

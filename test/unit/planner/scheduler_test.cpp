@@ -59,6 +59,28 @@ struct TwoMatmuls {
   std::string Backend(int id) const { return p.backends[T(id).backend].name; }
 };
 
+// A weight in a buffer type that converts it on upload (an ACCEL device's own non-host buft, as
+// ONEDNN) read by a node no backend holding that buft can run: the node falls back to the CPU and
+// would need a copy of the weight, which would be read as the plain layout — refused by name.
+TEST(Scheduler, RefusesToCopyAWeightStoredInAConvertedLayout) {
+  auto accel = ParseManifest(R"({"manifest_version": 1, "backend": "XDNN", "name": "XDNN", "description": "test ACCEL",
+    "type": "ACCEL", "memory": {"total": 0, "free": 0},
+    "caps": {"async": false, "host_buffer": false, "buffer_from_host_ptr": false, "events": false},
+    "buffer_types": {"default": {"name": "XDNN", "alignment": 64, "is_host": false}},
+    "supports_buft": {"any_host": true},
+    "op_support": {"default": "unsupported", "rules": [
+      {"ops": ["NONE", "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE"], "supported": true}]}})",
+                             "xdnn");
+  ASSERT_TRUE(accel.ok()) << accel.status().ToString();
+  TwoMatmuls t({*accel, Cpu()}, "XDNN", "CPU", 64);
+  Status s = ScheduleGraph(t.m.prefill, t.m, t.ds, t.lm, &t.p, {});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("reads weight 'w1' in buffer type XDNN, which stores it in a converted layout"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST(Scheduler, NodesFollowWeightsAndInputsAreCopied) {
   TwoMatmuls t({Gpu("G", 100), Cpu()}, "G", "CPU", 64);
   ASSERT_TRUE(ScheduleGraph(t.m.prefill, t.m, t.ds, t.lm, &t.p, {}).ok());
