@@ -289,18 +289,12 @@ struct MatmulKey {
   bool operator<(const MatmulKey& o) const { return std::memcmp(this, &o, sizeof(*this)) < 0; }
 };
 
-/// Creates the matmul for `k` on `eng`. dnnl status on failure (prim left empty).
-dnnl_status_t CreateMatmul(dnnl_engine_t eng, const MatmulKey& k, MatmulPrim* out) {
-  dnnl_memory_desc_t src_md, wei_md, dst_md;
-  const dnnl_dims_t sd = {k.b3, k.b2, k.M, k.K};
-  const dnnl_dims_t wd = {1, 1, k.K, k.N};
-  const dnnl_dims_t dd = {k.b3, k.b2, k.M, k.N};
-  const dnnl_dims_t ws = {k.K * k.N, k.K * k.N, k.wei_s[0], k.wei_s[1]};
-  dnnl_status_t s = dnnl_memory_desc_init_by_strides(&src_md, 4, sd, k.wt, k.src_s);
-  if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&wei_md, 4, wd, k.wt, ws);
-  if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&dst_md, 4, dd, dnnl_f32, k.dst_s);
+/// The matmul primitive of src_md x wei_md -> dst_md (no bias) and its three memory objects (no
+/// data handle yet). dnnl status on failure (out left empty).
+dnnl_status_t FinishMatmul(dnnl_engine_t eng, const dnnl_memory_desc_t& src_md, const dnnl_memory_desc_t& wei_md,
+                           const dnnl_memory_desc_t& dst_md, MatmulPrim* out) {
   dnnl_matmul_desc_t desc;
-  if (s == dnnl_success) s = dnnl_matmul_desc_init(&desc, &src_md, &wei_md, nullptr, &dst_md);
+  dnnl_status_t s = dnnl_matmul_desc_init(&desc, &src_md, &wei_md, nullptr, &dst_md);
   MatmulPrim p;
   if (s == dnnl_success) s = dnnl_primitive_desc_create(&p.pd, &desc, nullptr, eng, nullptr);
   if (s == dnnl_success) s = dnnl_primitive_create(&p.prim, p.pd);
@@ -315,6 +309,20 @@ dnnl_status_t CreateMatmul(dnnl_engine_t eng, const MatmulKey& k, MatmulPrim* ou
   return dnnl_success;
 }
 
+/// Creates the matmul for `k` on `eng`. dnnl status on failure (prim left empty).
+dnnl_status_t CreateMatmul(dnnl_engine_t eng, const MatmulKey& k, MatmulPrim* out) {
+  dnnl_memory_desc_t src_md, wei_md, dst_md;
+  const dnnl_dims_t sd = {k.b3, k.b2, k.M, k.K};
+  const dnnl_dims_t wd = {1, 1, k.K, k.N};
+  const dnnl_dims_t dd = {k.b3, k.b2, k.M, k.N};
+  const dnnl_dims_t ws = {k.K * k.N, k.K * k.N, k.wei_s[0], k.wei_s[1]};
+  dnnl_status_t s = dnnl_memory_desc_init_by_strides(&src_md, 4, sd, k.wt, k.src_s);
+  if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&wei_md, 4, wd, k.wt, ws);
+  if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&dst_md, 4, dd, dnnl_f32, k.dst_s);
+  if (s != dnnl_success) return s;
+  return FinishMatmul(eng, src_md, wei_md, dst_md, out);
+}
+
 /// The matmul of `k` (layout kLayoutOneDnnBlocked) for M x K activations with row stride
 /// k.src_s[2], the K x N weights in `wei_md` (oneDNN's blocked layout) and M x N F32 results with
 /// row stride k.dst_s[2]. dnnl status on failure (prim left empty).
@@ -325,20 +333,8 @@ dnnl_status_t CreateBlockedMatmul(dnnl_engine_t eng, const MatmulKey& k, const d
   const dnnl_dims_t ss = {k.src_s[2], 1}, ds = {k.dst_s[2], 1};
   dnnl_status_t s = dnnl_memory_desc_init_by_strides(&src_md, 2, sd, k.wt, ss);
   if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&dst_md, 2, dd, dnnl_f32, ds);
-  dnnl_matmul_desc_t desc;
-  if (s == dnnl_success) s = dnnl_matmul_desc_init(&desc, &src_md, &wei_md, nullptr, &dst_md);
-  MatmulPrim p;
-  if (s == dnnl_success) s = dnnl_primitive_desc_create(&p.pd, &desc, nullptr, eng, nullptr);
-  if (s == dnnl_success) s = dnnl_primitive_create(&p.prim, p.pd);
-  if (s == dnnl_success) s = dnnl_memory_create(&p.src, &src_md, eng, DNNL_MEMORY_NONE);
-  if (s == dnnl_success) s = dnnl_memory_create(&p.wei, &wei_md, eng, DNNL_MEMORY_NONE);
-  if (s == dnnl_success) s = dnnl_memory_create(&p.dst, &dst_md, eng, DNNL_MEMORY_NONE);
-  if (s != dnnl_success) {
-    p.Release();
-    return s;
-  }
-  *out = p;
-  return dnnl_success;
+  if (s != dnnl_success) return s;
+  return FinishMatmul(eng, src_md, wei_md, dst_md, out);
 }
 
 class OneDnnBackend final : public Backend {
