@@ -14,6 +14,7 @@ namespace {
 
 using testing::Cpu;
 using testing::Gpu;
+using testing::OneDnnLike;
 
 GlobalTensor W(const std::string& name, GgmlType type, std::vector<int64_t> ne, int layer, LayerClass cls, stowage::GgmlOp op,
                bool dup = false) {
@@ -102,23 +103,6 @@ TEST(SelectWeightBufts, OffloadedOutputGetsItsOwnCopyOfTiedEmbeddings) {
   EXPECT_EQ(BuftOf(s, 4), "G");
   EXPECT_EQ(BuftOf(s, 2), "G");
   EXPECT_EQ(moved.count, 1);  // only token_embd (input layer: CPU list, GET_ROWS)
-}
-
-// An ACCEL device with its own weight buft (the shipped oneDNN manifest's shape): F32 MUL_MAT
-// weights at any batch in ONEDNN.
-DeviceManifest OneDnnLike() {
-  auto m = ParseManifest(R"({"manifest_version": 1, "backend": "ONEDNN", "name": "ONEDNN", "description": "test",
-    "type": "ACCEL", "memory": {"total": 0, "free": 0},
-    "caps": {"async": false, "host_buffer": false, "buffer_from_host_ptr": false, "events": false},
-    "buffer_types": {"default": {"name": "ONEDNN", "alignment": 64, "is_host": false}},
-    "supports_buft": {"any_host": true},
-    "op_support": {"default": "unsupported", "rules": [
-      {"ops": ["NONE", "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE"], "all_srcs_host": true, "supported": true},
-      {"ops": ["MUL_MAT"], "supported": true,
-       "src": [{"types": ["f32"], "contiguous": true, "buft": "ONEDNN", "max_dims": 2}, {"types": ["f32"], "host": true}]}]}})",
-                         "onednn");
-  if (!m.ok()) std::abort();
-  return *m;
 }
 
 /// TinyModel with F32 matmul weights (attn_q and the tied token_embd).

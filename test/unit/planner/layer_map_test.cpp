@@ -10,6 +10,7 @@ namespace {
 
 using testing::Accel;
 using testing::Cpu;
+using testing::OneDnnLike;
 using testing::Gpu;
 
 std::vector<std::string> Names(const DeviceSet& ds, const std::vector<int>& devs) {
@@ -106,23 +107,6 @@ TEST(BuftLists, InitPlacementRegistersEachBuftOnceAndCpuComputeUsesHostBuft) {
   EXPECT_EQ(p.bufts[p.backends[1].compute_buft].name, "CPU");  // BLAS
   EXPECT_EQ(p.bufts[p.backends[2].compute_buft].name, "G0_Host");  // CPU backend: host buft of device 0
   EXPECT_FALSE(p.bufts[2].repack.empty());
-}
-
-// An ACCEL device with its own weight-only buffer type (the shipped oneDNN manifest's shape):
-// ONEDNN (not host) for F32 MUL_MAT weights at any batch, reads every host buft.
-DeviceManifest OneDnnLike() {
-  auto m = ParseManifest(R"({"manifest_version": 1, "backend": "ONEDNN", "name": "ONEDNN", "description": "test",
-    "type": "ACCEL", "memory": {"total": 0, "free": 0},
-    "caps": {"async": false, "host_buffer": false, "buffer_from_host_ptr": false, "events": false},
-    "buffer_types": {"default": {"name": "ONEDNN", "alignment": 64, "is_host": false}},
-    "supports_buft": {"any_host": true},
-    "op_support": {"default": "unsupported", "rules": [
-      {"ops": ["NONE", "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE"], "all_srcs_host": true, "supported": true},
-      {"ops": ["MUL_MAT"], "supported": true,
-       "src": [{"types": ["f32"], "contiguous": true, "buft": "ONEDNN", "max_dims": 2}, {"types": ["f32"], "host": true}]}]}})",
-                         "onednn");
-  if (!m.ok()) std::abort();
-  return *m;
 }
 
 TEST(BuftLists, AccelWithItsOwnBuftLeadsTheCpuListAndComputesIntoTheCpuBuft) {
