@@ -100,4 +100,44 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
 void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* x, const void* y);
 }  // namespace scalar
 
+
+// ---- SILU / SWIGLU rows ---------------------------------------------------------------------------
+// One contiguous F32 row: silu(x) = x / (1 + exp(-x)) (ggml_silu_f32), and GLU's y = silu(a) * b
+// (ggml_swiglu_split: silu on the gate a, times the up projection b). n >= 0 elements; y may alias
+// x (resp. a or b) exactly (in-place); partial overlap is not supported. Special values at every
+// level: NaN -> NaN, +inf -> +inf, -inf -> -0, x >= 88 -> x, x < -88.72 -> -0 (the scalar formula
+// underflows there; the SIMD levels give -0 or a value below 3e-37 in magnitude), never an
+// overflow to inf/NaN for finite x. The SIMD levels stay within 2e-6 relative (or 1e-30
+// absolute) of the scalar reference (test/unit/cpu/cpu_simd_test.cpp measures it).
+
+/// Row kernel: y[i] = silu(x[i]), i < n.
+using SiluRowFn = void (*)(int64_t n, const float* x, float* y);
+/// Row kernel: y[i] = silu(a[i]) * b[i], i < n.
+using SwiGluRowFn = void (*)(int64_t n, const float* a, const float* b, float* y);
+
+/// The SILU row kernel of the best level <= min(isa, DetectIsa()) (never nullptr).
+SiluRowFn GetSiluRow(IsaLevel isa);
+/// The SWIGLU row kernel of the best level <= min(isa, DetectIsa()) (never nullptr).
+SwiGluRowFn GetSwiGluRow(IsaLevel isa);
+
+namespace scalar {
+/// Reference: x / (1.0f + expf(-x)) per element, exactly ops.cpp's SiluF32, except x = -inf gives
+/// -0 (the formula gives -inf / inf = NaN there).
+void SiluRowF32(int64_t n, const float* x, float* y);
+/// Reference: SiluRowF32's value of a[i], times b[i] (one float multiply).
+void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y);
+}  // namespace scalar
+namespace avx2 {
+/// 8 lanes, masked tail; vectorized exp (degree-7 polynomial, exponent-field scaling) and a true
+/// divide (simd_avx2.cpp). Needs AVX2 + FMA.
+void SiluRowF32(int64_t n, const float* x, float* y);
+void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y);
+}  // namespace avx2
+namespace avx512 {
+/// 16 lanes, tail by mask; SoftMaxRowF32's exp (vscalefps scaling) and a true divide
+/// (simd_avx512.cpp). Needs AVX-512 F/DQ.
+void SiluRowF32(int64_t n, const float* x, float* y);
+void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y);
+}  // namespace avx512
+
 }  // namespace stowage::cpu

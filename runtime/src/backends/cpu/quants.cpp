@@ -407,3 +407,49 @@ void VecDotQ8_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
 
 }  // namespace scalar
 }  // namespace stowage::cpu
+
+// ---- SILU / SWIGLU rows: scalar reference and level dispatch (kernels.h) ------------------------
+
+#include "kernels.h"
+
+namespace stowage::cpu {
+namespace scalar {
+namespace {
+inline float SiluRef(float x) {
+  if (x == -std::numeric_limits<float>::infinity()) return -0.0f;  // the formula: -inf / inf = NaN
+  return x / (1.0f + std::exp(-x));
+}
+}  // namespace
+
+void SiluRowF32(int64_t n, const float* x, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = SiluRef(x[i]);
+}
+
+void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = SiluRef(a[i]) * b[i];
+}
+}  // namespace scalar
+
+SiluRowFn GetSiluRow(IsaLevel isa) {
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+  const IsaLevel level = IsaLevel(std::min(int(isa), int(DetectIsa())));
+  if (level >= IsaLevel::kAvx512) return avx512::SiluRowF32;
+  if (level >= IsaLevel::kAvx2) return avx2::SiluRowF32;
+#else
+  (void)isa;
+#endif
+  return scalar::SiluRowF32;
+}
+
+SwiGluRowFn GetSwiGluRow(IsaLevel isa) {
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+  const IsaLevel level = IsaLevel(std::min(int(isa), int(DetectIsa())));
+  if (level >= IsaLevel::kAvx512) return avx512::SwiGluRowF32;
+  if (level >= IsaLevel::kAvx2) return avx2::SwiGluRowF32;
+#else
+  (void)isa;
+#endif
+  return scalar::SwiGluRowF32;
+}
+
+}  // namespace stowage::cpu

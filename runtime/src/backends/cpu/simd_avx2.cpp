@@ -501,3 +501,72 @@ void VecDotQ5_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
 }
 
 }  // namespace stowage::cpu::avx2
+
+// ---- SILU / SWIGLU rows (contiguous) ------------------------------------------------------------
+
+namespace stowage::cpu::avx2 {
+namespace {
+
+// exp(a) for 8 lanes with a already in [-87.3, 88.3]: a = k ln2 + r with k = round(a / ln2) in
+// [-126, 127] and |r| <= ln2 / 2 (ln2 split in a 16-bit high part and a low part, both subtracted
+// by FMA), exp(r) by its degree-7 Taylor polynomial (truncation < 5.2e-9, i.e. < 0.1 ulp relative
+// to exp(r) >= 0.70), times 2^k built in the exponent field (k + 127 in [1, 254]: a normal float,
+// so no overflow or denormal handling is needed in this range). A NaN lane stays NaN (r and the
+// polynomial are NaN; 2^k's bits are then garbage but finite).
+inline __m256 ExpInRange8(__m256 a) {
+  const __m256 k = _mm256_round_ps(_mm256_mul_ps(a, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693145751953125f), a);  // ln2 high part
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(1.4286068203094172e-06f), r);     // ln2 - high part
+  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127));
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(e, 23)));
+}
+
+// silu(x) = x / (1 + exp(-x)) for 8 lanes, the scalar reference's formula (ggml_silu_f32). -x is
+// clamped to [-87.3, 88.3] (ExpInRange8's range; NaN kept: min/max return their second operand
+// when either is NaN): for x >= 87.3, exp(-x) < 1.2e-38 changes nothing next to 1, so y = x (and
+// +inf -> +inf); for x < -88.3 the true result is below 3e-37 in magnitude (the scalar
+// x / (1 + expf(-x)) is -0 below -88.72), and those lanes get -0, which also makes silu(-inf) = -0.
+inline __m256 Silu8(__m256 x) {
+  __m256 a = _mm256_xor_ps(x, _mm256_set1_ps(-0.0f));
+  a = _mm256_min_ps(_mm256_set1_ps(88.3f), _mm256_max_ps(_mm256_set1_ps(-87.3f), a));
+  const __m256 y = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), ExpInRange8(a)));
+  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-88.3f), _CMP_LT_OQ);  // false for NaN
+  return _mm256_blendv_ps(y, _mm256_set1_ps(-0.0f), tiny);
+}
+
+// Lanes [0, rem) of an 8-lane mask for maskload / maskstore (rem in 1..7).
+inline __m256i TailMask8(int64_t rem) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(rem)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+}  // namespace
+
+void SiluRowF32(int64_t n, const float* x, float* y) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, Silu8(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    const __m256i m = TailMask8(n - i);
+    _mm256_maskstore_ps(y + i, m, Silu8(_mm256_maskload_ps(x + i, m)));
+  }
+}
+
+void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(Silu8(_mm256_loadu_ps(a + i)), _mm256_loadu_ps(b + i)));
+  if (i < n) {
+    const __m256i m = TailMask8(n - i);
+    _mm256_maskstore_ps(y + i, m, _mm256_mul_ps(Silu8(_mm256_maskload_ps(a + i, m)), _mm256_maskload_ps(b + i, m)));
+  }
+}
+
+}  // namespace stowage::cpu::avx2
