@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "kernels.h"
 #include "ops.h"
@@ -75,8 +76,10 @@ void ParallelRows(const ComputeContext& ctx, const TensorView& t, F&& f) {
   }
 }
 
+// `row` (optional): the same function over a contiguous row (a SIMD kernel), used for dense rows.
 template <typename F>
-Status UnaryF32(ComputeContext& ctx, const TensorView& src, TensorView& dst, const char* op, F&& f) {
+Status UnaryF32(ComputeContext& ctx, const TensorView& src, TensorView& dst, const char* op, F&& f,
+                SiluRowFn row = nullptr) {
   STOWAGE_RETURN_IF_ERROR(NeedType(src, GgmlType::F32, op, "src"));
   STOWAGE_RETURN_IF_ERROR(NeedType(dst, GgmlType::F32, op, "dst"));
   STOWAGE_RETURN_IF_ERROR(NeedSameShape(src, dst, op, "src", "dst"));
@@ -90,7 +93,15 @@ Status UnaryF32(ComputeContext& ctx, const TensorView& src, TensorView& dst, con
     if (dense) {
       const float* x = reinterpret_cast<const float*>(s);
       float* y = reinterpret_cast<float*>(d);
+      if (row) return row(ne0, x, y);
       for (int64_t i0 = 0; i0 < ne0; ++i0) y[i0] = f(x[i0]);
+      return;
+    }
+    if (row) {  // strided rows: gathered, so that they get the same bits as dense ones
+      std::vector<float> buf(static_cast<size_t>(ne0));
+      for (int64_t i0 = 0; i0 < ne0; ++i0) std::memcpy(&buf[size_t(i0)], s + i0 * src.nb[0], 4);
+      row(ne0, buf.data(), buf.data());
+      for (int64_t i0 = 0; i0 < ne0; ++i0) std::memcpy(d + i0 * dst.nb[0], &buf[size_t(i0)], 4);
       return;
     }
     for (int64_t i0 = 0; i0 < ne0; ++i0) {
@@ -104,7 +115,8 @@ Status UnaryF32(ComputeContext& ctx, const TensorView& src, TensorView& dst, con
 }
 
 template <typename F>
-Status GluF32(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst, const char* op, F&& f) {
+Status GluF32(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst, const char* op, F&& f,
+              SwiGluRowFn row = nullptr) {
   STOWAGE_RETURN_IF_ERROR(NeedType(a, GgmlType::F32, op, "a"));
   STOWAGE_RETURN_IF_ERROR(NeedType(dst, GgmlType::F32, op, "dst"));
   STOWAGE_RETURN_IF_ERROR(NeedData(a, op, "a"));
@@ -128,7 +140,18 @@ Status GluF32(ComputeContext& ctx, const TensorView& a, const TensorView& b, Ten
       const float* x = reinterpret_cast<const float*>(pa);
       const float* g = reinterpret_cast<const float*>(pb);
       float* y = reinterpret_cast<float*>(d);
+      if (row) return row(ne0, x, g, y);
       for (int64_t i0 = 0; i0 < ne0; ++i0) y[i0] = f(x[i0]) * g[i0];
+      return;
+    }
+    if (row) {  // strided rows: gathered, so that they get the same bits as dense ones
+      std::vector<float> buf(static_cast<size_t>(2 * ne0));
+      for (int64_t i0 = 0; i0 < ne0; ++i0) {
+        std::memcpy(&buf[size_t(i0)], pa + i0 * a.nb[0], 4);
+        std::memcpy(&buf[size_t(ne0 + i0)], pb + i0 * nbb, 4);
+      }
+      row(ne0, buf.data(), buf.data() + ne0, buf.data());
+      for (int64_t i0 = 0; i0 < ne0; ++i0) std::memcpy(d + i0 * dst.nb[0], &buf[size_t(i0)], 4);
       return;
     }
     for (int64_t i0 = 0; i0 < ne0; ++i0) {
@@ -142,7 +165,8 @@ Status GluF32(ComputeContext& ctx, const TensorView& a, const TensorView& b, Ten
   return Status::Ok();
 }
 
-inline float SiluF32(float x) { return x / (1.0f + std::exp(-x)); }
+// SiLU of one element: the row kernels' scalar reference (kernels.h SiluRowF32), -inf -> -0.
+inline float SiluF32(float x) { return x == -INFINITY ? -0.0f : x / (1.0f + std::exp(-x)); }
 
 // ggml_gelu_f32 (tanh approximation) evaluated through fp16 like ggml's GGML_GELU_FP16 table:
 // the input is rounded to fp16, the table entry is stored as fp16.
@@ -469,7 +493,7 @@ Status Scale(ComputeContext& ctx, const TensorView& src, TensorView& dst, float 
 }
 
 Status Silu(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
-  return UnaryF32(ctx, src, dst, "SILU", SiluF32);
+  return UnaryF32(ctx, src, dst, "SILU", SiluF32, GetSiluRow(EffectiveIsa(ctx)));
 }
 
 Status Gelu(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
@@ -477,7 +501,7 @@ Status Gelu(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
 }
 
 Status SwiGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst) {
-  return GluF32(ctx, a, b, dst, "SWIGLU", SiluF32);
+  return GluF32(ctx, a, b, dst, "SWIGLU", SiluF32, GetSwiGluRow(EffectiveIsa(ctx)));
 }
 
 Status GeGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst) {

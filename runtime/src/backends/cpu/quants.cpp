@@ -3,6 +3,8 @@
 // of ggml-cpu/quants.c and vec.cpp.
 #include "quants.h"
 
+#include "kernels.h"
+
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -409,8 +411,6 @@ void VecDotQ8_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
 }  // namespace stowage::cpu
 
 // ---- SILU / SWIGLU rows: scalar reference and level dispatch (kernels.h) ------------------------
-
-#include "kernels.h"
 
 namespace stowage::cpu {
 namespace scalar {
