@@ -2,15 +2,35 @@
 # Benchmark (run on demand, not part of the tests): Stowage's CPU runtime against llama.cpp's
 # prebuilt CPU library (npm node-llama-cpp@3.21.1) on the same synthetic models and thread count,
 # in one run. Prints pp512 / tg128 tokens/s of both, the ratio stowage / llama.cpp, tg as a fraction
-# of the memory-bandwidth bound (read bandwidth measured now / weight bytes read per token), and
-# the peak resident memory of both. Before each model is measured, its file is put into the page
-# cache as huge folios (tools/bench/hugewarm.c), so both runtimes map it with 2 MiB pages whatever
-# the cache held before (tg speed follows that state: up to ~20% on this machine).
+# of the memory-bandwidth bound, and the peak resident memory of both. Before each model is
+# measured, its file is put into the page cache as huge folios (tools/bench/hugewarm.c), so both
+# runtimes map it with 2 MiB pages whatever the cache held before (tg speed follows that state: up
+# to ~20% on this machine).
+#
+# The bound. % of bound = tg t/s * weight bytes read per token (every weight but token_embd, from
+# gguf-dump) / read bandwidth (tools/bench/membw.c: best of 5 reads of 512 MiB, ~50-100 ms, from
+# one `membw THREADS 512 5 serve` process whose buffer is faulted in once). This VM's
+# bandwidth is bimodal and changes every few seconds: a probe reads ~34 GB/s or ~58-62 GB/s with 2
+# threads (probably the two vCPUs on the same vs. different CCDs of the host EPYC), and tg of both
+# runtimes follows it (q4_0: 65 t/s at 34 GB/s, 92 t/s at 61 GB/s). One probe for the whole run
+# would make the % a draw of which mode the probe and each run saw, so every tg run is bracketed by
+# probes: probe, one tg run (one process, -r 1: a warm-up tg then the measured one), probe, one tg
+# run of the other runtime, probe, ... (the runtime that goes first alternates per repetition). A
+# run's bound uses the mean of its two adjacent probes. A run is left out (and listed) when those
+# probes differ by more than 15% (the mode changed during it) or when other processes used more
+# than 10% of the CPUs during it and its probes (/proc/stat minus the run's own CPU time: someone's
+# build). A flip and back within one run (~3-5 s) is not seen. Kept runs are classed slow/fast by
+# their probe: split at the midpoint between the lowest and highest probe adjacent to a kept run
+# when those differ by more than 25%, else one class. The table gives, per type and mode, tg of
+# both runtimes, their ratio and the % of bound (mean ± sd and count over that mode's runs), and a
+# row 'all' with the medians over every kept run. pp has no bound: it runs in separate processes
+# (REPS repetitions each, no probes). The measuring loop is tools/bench/bench_vs_llamacpp.py.
 # Usage: scripts/bench-vs-llamacpp.sh [THREADS] [TYPES...]   (default: 2 threads; f16 q8_0 q4_0 q4_k_m)
-# Env: BENCH_DIR (models and tools, default ~/.cache/stowage-bench), REPS (default 3),
-#      N_PROMPT (512; 0 = generation only), N_GEN (128), SMALL=1 for a quick 4-layer model,
-#      BUILD (the build directory whose bin/ holds stowage-run, gguf-synth, gguf-dump; default build),
-#      STOWAGE_FLAGS (extra stowage-run flags, e.g. --huge-pages; printed with the table).
+# Env: BENCH_DIR (models and tools, default ~/.cache/stowage-bench), REPS (tg runs per runtime and
+#      pp repetitions, default 3), N_PROMPT (512; 0 = generation only), N_GEN (128), SMALL=1 for a
+#      quick 4-layer model, BUILD (the build directory whose bin/ holds stowage-run, gguf-synth,
+#      gguf-dump; default build), STOWAGE_FLAGS (extra stowage-run flags, e.g. --huge-pages;
+#      printed with the table), RAW (a file: every run and probe as CSV).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -53,38 +73,8 @@ model_for() {
   echo "$f"
 }
 
-# The bound uses the best of two probes (before and after the runs): the machine's bandwidth at its
-# best, not whatever a noisy moment gave.
-BW1=$("$BENCH_DIR/membw" "$THREADS" 1024)
 STOWAGE_FLAGS=${STOWAGE_FLAGS:-}
-ROWS=()
-for t in "${TYPES[@]}"; do
-  M=$(model_for "$t")
-  # The same page-cache state for every file and run (huge folios; see tools/bench/hugewarm.c).
-  "$BENCH_DIR/hugewarm" "$M" >&2
-  S=$(./$BUILD/bin/stowage-run bench -m "$M" -p "$N_PROMPT" -n "$N_GEN" -r "$REPS" -t "$THREADS" $STOWAGE_FLAGS --json)
-  L=$("$BENCH_DIR/llama_bench_ref" "$M" "$N_PROMPT" "$N_GEN" "$THREADS" "$REPS")
-  ROWS+=("$t" "$M" "$S" "$L")
-done
-BW2=$("$BENCH_DIR/membw" "$THREADS" 1024)
-BW=$(python3 -c "print(max($BW1, $BW2))")
-echo "threads: $THREADS   read bandwidth (tools/bench/membw.c, before / after the runs): $BW1 / $BW2 GB/s, bound uses $BW   reps: $REPS   stowage-run flags: ${STOWAGE_FLAGS:-(none)}"
-printf "| type | size GiB | stowage pp%d | llama.cpp pp%d | ratio | stowage tg%d | llama.cpp tg%d | ratio | tg bound | stowage %% of bound | llama.cpp %% of bound | peak RSS MiB (stowage / llama.cpp) |\n" \
-  "$N_PROMPT" "$N_PROMPT" "$N_GEN" "$N_GEN"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-for ((i = 0; i < ${#ROWS[@]}; i += 4)); do
-  t=${ROWS[i]} M=${ROWS[i+1]} S=${ROWS[i+2]} L=${ROWS[i+3]}
-  python3 - "$t" "$M" "$BW" "$S" "$L" "$BUILD" <<'PY'
-import json, os, sys, subprocess
-t, m, bw, s, l = sys.argv[1], sys.argv[2], float(sys.argv[3]), json.loads(sys.argv[4]), json.loads(sys.argv[5])
-d = json.loads(subprocess.run([sys.argv[6] + "/bin/gguf-dump", "--json", m], capture_output=True, text=True, check=True).stdout)
-# weight bytes read per generated token: every weight but the token embeddings (one row via GET_ROWS)
-per_tok = sum(x["nbytes"] for x in d["tensors"] if x["name"] != "token_embd.weight")
-bound = bw * 1e9 / per_tok
-size = os.path.getsize(m) / 2**30
-ratio = lambda a, b: f"{a / b:.2f}" if b > 0 else "-"
-print(f"| {t} | {size:.2f} | {s['pp_tps']:.2f} ± {s['pp_sd']:.2f} | {l['pp_tps']:.2f} ± {l['pp_sd']:.2f} | {ratio(s['pp_tps'], l['pp_tps'])} "
-      f"| {s['tg_tps']:.2f} ± {s['tg_sd']:.2f} | {l['tg_tps']:.2f} ± {l['tg_sd']:.2f} | {ratio(s['tg_tps'], l['tg_tps'])} "
-      f"| {bound:.2f} | {100*s['tg_tps']/bound:.0f}% | {100*l['tg_tps']/bound:.0f}% | {s['maxrss_kib']/1024:.0f} / {l['maxrss_kib']/1024:.0f} |")
-PY
-done
+MODELS=()
+for t in "${TYPES[@]}"; do M=$(model_for "$t"); MODELS+=("$t=$M"); done
+exec python3 tools/bench/bench_vs_llamacpp.py --build "$BUILD" --bench-dir "$BENCH_DIR" --threads "$THREADS" \
+  --reps "$REPS" --n-prompt "$N_PROMPT" --n-gen "$N_GEN" --stowage-flags "$STOWAGE_FLAGS" --raw "${RAW:-}" "${MODELS[@]}"
