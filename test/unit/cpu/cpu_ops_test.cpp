@@ -454,6 +454,46 @@ TEST(CpuSoftMax, SimdRowsMatchScalar) {
   }
 }
 
+// CONT of a permuted view into rows of another length (kqv_merged: [hd, n_head, n_tokens] permuted
+// -> [hd * n_head, n_tokens]): dst element l is src element l in ggml order, for every type pair
+// and for team-sized copies (>= 8192 elements, split across threads).
+TEST(CpuCpy, PermutedIntoOtherRowLength) {
+  for (const int64_t nt : {int64_t(3), int64_t(80)}) {
+    const int64_t hd = 64, nh = 5;
+    Tensor x(GgmlType::F32, hd, nt, nh);  // [hd, n_tokens, n_head] as kqv
+    Fill(x, 31);
+    TensorView pv = x.v;  // permute(0, 2, 1): [hd, n_head, n_tokens]
+    pv.ne[1] = nh; pv.ne[2] = nt;
+    pv.nb[1] = x.v.nb[2]; pv.nb[2] = x.v.nb[1];
+    for (GgmlType st : {GgmlType::F32, GgmlType::F16}) {
+      Tensor xs(st, hd, nt, nh);
+      TensorView sv = pv;
+      if (st == GgmlType::F16) {
+        ComputeContext c1 = Ctx(1);
+        ASSERT_TRUE(Cpy(c1, x.v, xs.v).ok());
+        sv.type = GgmlType::F16;
+        sv.nb[0] = 2; sv.nb[1] = xs.v.nb[2]; sv.nb[2] = xs.v.nb[1];
+        sv.data = xs.v.data;
+      }
+      for (GgmlType dt : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+        Tensor out(dt, hd * nh, nt);
+        ComputeContext ctx = Ctx(2);
+        ASSERT_TRUE(Cpy(ctx, sv, out.v).ok());
+        for (int64_t l = 0; l < hd * nh * nt; ++l) {
+          const int64_t i0 = l % hd, i1 = (l / hd) % nh, i2 = l / (hd * nh);
+          float v = float(x.at(i0, i2, i1));
+          if (st == GgmlType::F16) v = kt::RoundF16(v);
+          const double want = dt == GgmlType::F16 ? double(kt::RoundF16(v))
+                              : dt == GgmlType::BF16 ? double(Bf16ToFloat(FloatToBf16(v))) : double(v);
+          const double got = dt == GgmlType::BF16 ? double(Bf16ToFloat(out.u16()[l])) : out.at(l % (hd * nh), l / (hd * nh));
+          ASSERT_EQ(got, want)
+              << GgmlTypeName(st) << " -> " << GgmlTypeName(dt) << " n_tokens " << nt << " element " << l;
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuCpy, KvStoreF16StridedAndBack) {
   // K cache [head_dim * n_head_kv, n_ctx] F16; store 3 tokens at cell 4 through a strided view.
   const int64_t hd = 8, nh = 2, nctx = 10, nt = 3;

@@ -704,6 +704,31 @@ Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
     return Status::Ok();
   }
   const int nt = std::max(1, ctx.n_threads);
+  const size_t es = GetTypeTraits(dt).type_size;
+  bool dst_dense = !dst_quant && dst.nb[0] == es;
+  for (int i = 1; i < 4; ++i) dst_dense = dst_dense && dst.nb[i] == dst.nb[i - 1] * size_t(dst.ne[i - 1]);
+  if (!same_rows && dst_dense && src.ne[0] > 0) {
+    // Rows of different length into a contiguous dst (CONT of a permuted view, e.g. kqv_merged):
+    // dst element l is src element l in ggml order, so each src row fills ne00 consecutive dst
+    // elements. Per src row instead of per element index arithmetic; same conversions as below.
+    const int64_t ne00 = src.ne[0], nr = src.nrows();
+#pragma omp parallel for num_threads(nt) if (nt > 1 && dst.nelements() >= kMinParallelElements) schedule(static)
+    for (int64_t r = 0; r < nr; ++r) {
+      const int64_t i1 = r % src.ne[1], i2 = (r / src.ne[1]) % src.ne[2], i3 = r / (src.ne[1] * src.ne[2]);
+      const char* s = At(src, 0, i1, i2, i3);
+      char* d = static_cast<char*>(dst.data) + size_t(r) * size_t(ne00) * es;
+      if (st == dt && src.nb[0] == es) {
+        std::memcpy(d, s, size_t(ne00) * es);
+        continue;
+      }
+      for (int64_t i0 = 0; i0 < ne00; ++i0) {
+        const float v = LoadF(st, s, src.nb[0], i0);
+        if (dt == GgmlType::F32) std::memcpy(d + i0 * 4, &v, 4);
+        else { const uint16_t h = dt == GgmlType::F16 ? FloatToHalf(v) : FloatToBf16(v); std::memcpy(d + i0 * 2, &h, 2); }
+      }
+    }
+    return Status::Ok();
+  }
   if (ctx.work.size() < size_t(nt) * size_t(ne0) * sizeof(float)) ctx.work.resize(size_t(nt) * size_t(ne0) * sizeof(float));
   float* scratch = reinterpret_cast<float*>(ctx.work.data());
   const IsaLevel isa = EffectiveIsa(ctx);
@@ -731,7 +756,6 @@ Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
     }
     const int64_t i1 = r % dst.ne[1], i2 = (r / dst.ne[1]) % dst.ne[2], i3 = r / (dst.ne[1] * dst.ne[2]);
     char* d = At(dst, 0, i1, i2, i3);
-    const size_t es = GetTypeTraits(dt).type_size;
     if (dst_quant || dst.nb[0] == es) {
       if (dt == GgmlType::F16) {
         GetTypeKernels(GgmlType::F16, isa)->from_float(buf, d, ne0);  // F16C when available
