@@ -198,8 +198,9 @@ def main():
           ("one mode (kept runs' probes within "
            f"{100 * a.mode_split:.0f}%)" if split is None else f"modes split at {split:.1f} GB/s"))
     print("% of bound = tg t/s * weight bytes per token / mean of the two probes adjacent to the run; "
-          "mode rows: mean ± sd over that mode's kept runs (count); 'all': median over all kept runs")
-    P, N = a.n_prompt, a.n_gen
+          "mode rows: mean ± sd over that mode's kept runs (count); 'all': median over all kept runs "
+          "(ratio: over repetitions whose two runs were kept in the same mode)")
+    P, N = (a.n_prompt if a.n_prompt > 0 else " (not run)"), a.n_gen
     print(f"| type | size GiB | stowage pp{P} | llama.cpp pp{P} | ratio | tg mode (probe GB/s) | stowage tg{N} "
           f"| llama.cpp tg{N} | ratio | stowage % of bound | llama.cpp % of bound | peak RSS MiB (stowage / llama.cpp) |")
     print("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -216,7 +217,7 @@ def main():
 
     for md in models:
         pp = md["pp"]
-        if P > 0:
+        if a.n_prompt > 0:
             s, l = pp["stowage"], pp["llama.cpp"]
             ppcells = [f"{s['tps']:.2f} ± {s['sd']:.2f}", f"{l['tps']:.2f} ± {l['sd']:.2f}",
                        f"{s['tps'] / l['tps']:.2f}" if l["tps"] > 0 else "-"]
@@ -232,10 +233,16 @@ def main():
             bws = [x for r in rs for x in (r["probe_before"], r["probe_after"])]
             bwcell = f"{statistics.mean(bws):.1f}" if bws else "-"
             if mode == "all":
-                sv, lv = [r["tps"] for r in st], [r["tps"] for r in ll]
+                # tg medians over both modes would compare different mode mixes; the ratio is the
+                # median over repetitions whose two runs were both kept and in the same mode.
+                pairs = []
+                for rep in range(1, a.reps + 1):
+                    pr = {r["rt"]: r for r in rs if r["rep"] == rep}
+                    if len(pr) == 2 and pr["stowage"]["mode"] == pr["llama.cpp"]["mode"]:
+                        pairs.append(pr["stowage"]["tps"] / pr["llama.cpp"]["tps"])
                 med = lambda v, f: (f.format(statistics.median(v)) + f" ({len(v)})") if v else "-"
-                cells = [f"all, median ({bwcell})" if rs else "all: no kept run", med(sv, "{:.2f}"), med(lv, "{:.2f}"),
-                         f"{statistics.median(sv) / statistics.median(lv):.2f}" if sv and lv else "-",
+                cells = ["all: median" if rs else "all: no kept run", "", "",
+                         med(pairs, "{:.2f}") + (" same-mode pairs" if pairs else ""),
                          med([r["pct"] for r in st], "{:.0f}%"), med([r["pct"] for r in ll], "{:.0f}%")]
             else:
                 sv, lv = [r["tps"] for r in st], [r["tps"] for r in ll]
