@@ -140,4 +140,30 @@ void SiluRowF32(int64_t n, const float* x, float* y);
 void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y);
 }  // namespace avx512
 
+// ---- Attention-shaped F16 gemv (token generation: KQ and KQV of an F16 KV cache) ----------------
+// s[h * lds + i] = sum_k x_i[k] * y_h[k] for rows i < nrows and heads h < nh: x_i = the K F16 values
+// at (const char*)x + i * ldx (one K-cache row for KQ, one V-cache row of a head for KQV), y_h = the
+// K floats at y + h * ldy (the query / softmax row of q head h, already rounded to F16 -- ggml's
+// vec_dot_type for F16 weights is F16 -- and held as F32), s: F32 with lds floats between heads.
+// The nh heads share the rows (GQA: the q heads of one kv head): a row is read from memory once
+// per call for all of them (converted once per group of up to 4 heads). Products and sums in F32:
+// FMA accumulation over 16-lane (AVX-512) / 8-lane (AVX2) chunks, the K tail zero-padded, then one
+// transpose/add tree per 16 / 8 dots; the result differs from VecDotF16's (ggml_vec_dot_f16: 4
+// accumulators, leftovers in double) by summation order only. Any K >= 0 and nrows >= 0; x rows
+// need no alignment. Call only at a level the CPU has.
+using GemvF16HeadsFn = void (*)(int64_t K, int64_t nrows, const void* x, size_t ldx, int64_t nh, const float* y,
+                                size_t ldy, float* s, size_t lds);
+namespace avx2 {
+/// AVX2 + FMA + F16C: 8 dots (rows x heads = 2x4, 4x2 or 8x1) per pass.
+void GemvF16Heads(int64_t K, int64_t nrows, const void* x, size_t ldx, int64_t nh, const float* y, size_t ldy,
+                  float* s, size_t lds);
+/// y[i] = x[i] rounded to F16 (round to nearest even, as FromFloatF16) and widened back, i < n.
+void RoundRowF16(const float* x, float* y, int64_t n);
+}  // namespace avx2
+namespace avx512 {
+/// AVX-512 F/BW/VL: 16 dots (rows x heads = 4x4, 8x2 or 16x1) per pass, masked K tail.
+void GemvF16Heads(int64_t K, int64_t nrows, const void* x, size_t ldx, int64_t nh, const float* y, size_t ldy,
+                  float* s, size_t lds);
+}  // namespace avx512
+
 }  // namespace stowage::cpu

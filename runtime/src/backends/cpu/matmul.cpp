@@ -262,6 +262,70 @@ void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const TensorView& sr
   }
 }
 
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+// Token-generation attention products on an F16 KV cache (kernels.h GemvF16Heads): src0 F16 plain,
+// one src1 row per matrix (M == 1). A work item is (i13, kv head i02, a block of kHeadsRows rows);
+// its kernel call multiplies the block with the q rows of all r2 q heads of that kv head (i12 =
+// i02 * r2 .. i02 * r2 + r2 - 1), so each K / V row is read from memory once per token instead of
+// once per q head. src1 rows are rounded to F16 (ggml's vec_dot_type) and held as F32 in ctx.work.
+// Items are handed out as contiguous ranges (like the M == 1 tiles of MulMat), and consecutive items
+// of one kv head in a range make one kernel call.
+constexpr int64_t kHeadsRows = 16;
+
+void MulMatF16Heads(ComputeContext& ctx, GemvF16HeadsFn gemv, const TensorView& src0, const TensorView& src1,
+                    TensorView& dst, int nt) {
+  const int64_t K = src0.ne[0], N = src0.ne[1];
+  const int64_t ne02 = src0.ne[2], ne12 = src1.ne[2], ne13 = src1.ne[3];
+  const int64_t r2 = ne12 / ne02, r3 = ne13 / src0.ne[3];
+  const int64_t nrows1 = ne12 * ne13;
+  const size_t yrow = RoundUp64(size_t(K) * sizeof(float));
+  const bool gather = src1.nb[0] != sizeof(float);
+  const size_t gather_bytes = gather ? size_t(nt) * yrow : 0;
+  const size_t total = yrow * size_t(nrows1) + gather_bytes + 64;
+  if (ctx.work.size() < total) ctx.work.resize(total);
+  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(ctx.work.data()) + 63) & ~uintptr_t(63));
+  float* ys = reinterpret_cast<float*>(base);
+  float* gather_buf = reinterpret_cast<float*>(base + yrow * size_t(nrows1));
+  const size_t ldy = yrow / sizeof(float), lds = dst.nb[2] / sizeof(float);
+
+  const int64_t nblk = (N + kHeadsRows - 1) / kHeadsRows;
+  const int64_t nitems = nblk * ne02 * ne13;
+  const int64_t chunk = std::max<int64_t>(1, nitems / (int64_t(nt) * 4));
+  const int64_t nchunks = (nitems + chunk - 1) / chunk;
+  const bool team = nt > 1 && N * ne12 * ne13 * K >= 65536;
+#pragma omp parallel num_threads(nt) if (team)
+  {
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < nrows1; ++r) {
+      const int64_t i12 = r % ne12, i13 = r / ne12;
+      const char* row = static_cast<const char*>(src1.data) + i12 * src1.nb[2] + i13 * src1.nb[3];
+      const float* x = reinterpret_cast<const float*>(row);
+      if (gather) {
+        float* buf = gather_buf + size_t(omp_get_thread_num()) * ldy;
+        for (int64_t k = 0; k < K; ++k) std::memcpy(&buf[k], row + k * src1.nb[0], 4);
+        x = buf;
+      }
+      avx2::RoundRowF16(x, ys + size_t(r) * ldy, K);
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t c = 0; c < nchunks; ++c) {
+      for (int64_t it = c * chunk, e = std::min(nitems, it + chunk); it < e;) {
+        const int64_t blk = it % nblk, mat = it / nblk;  // mat = i02 + ne02 * i13
+        const int64_t nb_here = std::min(e - it, nblk - blk);  // items of this kv head in the range
+        const int64_t i02 = mat % ne02, i13 = mat / ne02;
+        const int64_t n0 = blk * kHeadsRows, n1 = std::min(N, (blk + nb_here) * kHeadsRows);
+        const char* w = static_cast<const char*>(src0.data) + i02 * src0.nb[2] + (i13 / r3) * src0.nb[3] +
+                        n0 * src0.nb[1];
+        const int64_t i12 = i02 * r2;
+        float* out = reinterpret_cast<float*>(static_cast<char*>(dst.data) + i12 * dst.nb[2] + i13 * dst.nb[3]) + n0;
+        gemv(K, n1 - n0, w, src0.nb[1], r2, ys + size_t(i12 + ne12 * i13) * ldy, ldy, out, lds);
+        it += nb_here;
+      }
+    }
+  }
+}
+#endif
+
 }  // namespace
 
 Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst) {
@@ -309,6 +373,15 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
       return Status::Ok();
     }
   }
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+  // Token-generation attention (KQ: K = head_dim, one row per cache cell; KQV: K = n_kv, rows =
+  // head_dim, several heads): F16 rows against one F16-rounded src1 row per matrix.
+  if (src0.type == GgmlType::F16 && src0.layout == kLayoutPlain && M == 1 && isa >= IsaLevel::kAvx2 &&
+      dst.nb[2] % sizeof(float) == 0 && ((K <= 256 && K % 16 == 0) || ne12 * ne13 > 1)) {
+    MulMatF16Heads(ctx, isa >= IsaLevel::kAvx512 ? avx512::GemvF16Heads : avx2::GemvF16Heads, src0, src1, dst, nt);
+    return Status::Ok();
+  }
+#endif
   // 1) src1 -> vec_dot_type, rows laid out contiguously in (i11, i12, i13) order.
   const bool direct = vdt == GgmlType::F32 && src1.nb[0] == sizeof(float);
   const size_t vrow = RowSize(vdt, K);

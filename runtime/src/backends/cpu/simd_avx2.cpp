@@ -3,6 +3,7 @@
 // reference up to the float accumulation order.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels.h"
@@ -567,6 +568,95 @@ void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y) {
     const __m256i m = TailMask8(n - i);
     _mm256_maskstore_ps(y + i, m, _mm256_mul_ps(Silu8(_mm256_maskload_ps(a + i, m)), _mm256_maskload_ps(b + i, m)));
   }
+}
+
+}  // namespace stowage::cpu::avx2
+
+// ---- attention-shaped F16 gemv (token generation) -------------------------------------------------
+
+namespace stowage::cpu::avx2 {
+namespace {
+
+// Lane c of the result = horizontal sum of v[c] (c < 8), by a transpose/add tree (7 adds, 14
+// shuffles for 8 dots). Per dot the 8 lanes are added in a fixed pairwise order (lane q + q+4, then
+// +2, +1). Level 3 leaves input slot 2e + q in output lane 4q + e, so the inputs are read transposed.
+inline __m256 Reduce8(const __m256* v) {
+  auto slot = [&](int s) { return v[(s % 2) * 4 + s / 2]; };
+  __m256 w[4];
+  for (int i = 0; i < 4; ++i) {  // 128-bit halves: slot 2i low, 2i+1 high
+    const __m256 a = slot(2 * i), b = slot(2 * i + 1);
+    w[i] = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+  }
+  __m256 t[2];
+  for (int i = 0; i < 2; ++i)  // half q: 2 partials of slot 4i + q, 2 of slot 4i + 2 + q
+    t[i] = _mm256_add_ps(_mm256_shuffle_ps(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm256_shuffle_ps(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_add_ps(_mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// R rows x H heads = 8 dots per pass; accumulator c = r * H + h. Rows past nrows reuse the last row
+// (results dropped). The K tail (K % 8) goes through zero-padded copies.
+template <int R, int H>
+void GemvF16HeadsRH(int64_t K, int64_t nrows, const char* x, size_t ldx, const float* y, size_t ldy, float* s,
+                    size_t lds) {
+  static_assert(R * H == 8, "8 accumulators");
+  const int64_t kfull = K & ~int64_t(7);
+  const int rem = int(K & 7);
+  alignas(32) float ytail[H][8] = {};
+  for (int h = 0; h < H; ++h)
+    for (int k = 0; k < rem; ++k) ytail[h][k] = y[size_t(h) * ldy + size_t(kfull + k)];
+  for (int64_t i0 = 0; i0 < nrows; i0 += R) {
+    const fp16_t* xr[R];
+    for (int r = 0; r < R; ++r)
+      xr[r] = reinterpret_cast<const fp16_t*>(x + size_t(std::min<int64_t>(i0 + r, nrows - 1)) * ldx);
+    __m256 acc[8];
+    for (int c = 0; c < 8; ++c) acc[c] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kfull; k += 8) {
+      __m256 xv[R];
+      for (int r = 0; r < R; ++r) xv[r] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xr[r] + k)));
+      for (int h = 0; h < H; ++h) {
+        const __m256 yv = _mm256_loadu_ps(y + size_t(h) * ldy + k);
+        for (int r = 0; r < R; ++r) acc[r * H + h] = _mm256_fmadd_ps(xv[r], yv, acc[r * H + h]);
+      }
+    }
+    if (rem) {
+      __m256 xv[R];
+      for (int r = 0; r < R; ++r) {
+        alignas(16) fp16_t xt[8] = {};
+        std::memcpy(xt, xr[r] + kfull, size_t(rem) * sizeof(fp16_t));
+        xv[r] = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(xt)));
+      }
+      for (int h = 0; h < H; ++h) {
+        const __m256 yv = _mm256_load_ps(ytail[h]);
+        for (int r = 0; r < R; ++r) acc[r * H + h] = _mm256_fmadd_ps(xv[r], yv, acc[r * H + h]);
+      }
+    }
+    alignas(32) float tmp[8];
+    _mm256_store_ps(tmp, Reduce8(acc));
+    const int64_t nr = std::min<int64_t>(R, nrows - i0);
+    for (int h = 0; h < H; ++h)
+      for (int64_t r = 0; r < nr; ++r) s[size_t(h) * lds + size_t(i0 + r)] = tmp[r * H + h];
+  }
+}
+
+}  // namespace
+
+void GemvF16Heads(int64_t K, int64_t nrows, const void* x, size_t ldx, int64_t nh, const float* y, size_t ldy,
+                  float* s, size_t lds) {
+  const char* xb = static_cast<const char*>(x);
+  int64_t h = 0;
+  for (; h + 4 <= nh; h += 4) GemvF16HeadsRH<2, 4>(K, nrows, xb, ldx, y + size_t(h) * ldy, ldy, s + size_t(h) * lds, lds);
+  for (; h + 2 <= nh; h += 2) GemvF16HeadsRH<4, 2>(K, nrows, xb, ldx, y + size_t(h) * ldy, ldy, s + size_t(h) * lds, lds);
+  for (; h < nh; ++h) GemvF16HeadsRH<8, 1>(K, nrows, xb, ldx, y + size_t(h) * ldy, ldy, s + size_t(h) * lds, lds);
+}
+
+// y = x rounded to F16 and back (FromFloatF16's rounding: vcvtps2ph to nearest even), n floats.
+void RoundRowF16(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+  for (; i < n; ++i) y[i] = H2F(FloatToHalf(x[i]));
 }
 
 }  // namespace stowage::cpu::avx2

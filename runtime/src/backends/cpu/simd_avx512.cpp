@@ -437,3 +437,87 @@ void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y) {
 }
 
 }  // namespace stowage::cpu::avx512
+
+// ---- attention-shaped F16 gemv (token generation) -------------------------------------------------
+
+namespace stowage::cpu::avx512 {
+namespace {
+
+// Lane c of the result = horizontal sum of v[c] (c < 16), by a transpose/add tree: 15 adds and 30
+// shuffles for 16 dots instead of one 4-step reduction each. Summation order per dot: the 16 lanes
+// are added pairwise (lane q + q+8 at level 1, then +4, +2, +1), a fixed order at every call.
+// Level 4 leaves input slot 4e + q in output lane 4q + e, so the inputs are read transposed.
+inline __m512 Reduce16(const __m512* v) {
+  auto slot = [&](int s) { return v[(s % 4) * 4 + s / 4]; };
+  __m512 w[8];
+  for (int i = 0; i < 8; ++i) {  // 256-bit halves: slot 2i in the low half, 2i+1 in the high one
+    const __m512 a = slot(2 * i), b = slot(2 * i + 1);
+    w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+  }
+  __m512 u[4];
+  for (int i = 0; i < 4; ++i)  // 128-bit lane q: slot 4i + q
+    u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0xDD));
+  __m512 t[2];
+  for (int i = 0; i < 2; ++i)  // lane q: 2 partials of slot 8i + q, 2 of slot 8i + 4 + q
+    t[i] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_ps(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_ps(t[0], t[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// R rows x H heads = 16 dots per pass; accumulator c = r * H + h. Rows past nrows reuse the last
+// row (their results are dropped). The K tail (K % 16) is loaded with zero-masking.
+template <int R, int H>
+void GemvF16HeadsRH(int64_t K, int64_t nrows, const char* x, size_t ldx, const float* y, size_t ldy, float* s,
+                    size_t lds) {
+  static_assert(R * H == 16, "16 accumulators");
+  const int64_t kfull = K & ~int64_t(15);
+  const __mmask16 tail = __mmask16((1u << (K & 15)) - 1u);
+  for (int64_t i0 = 0; i0 < nrows; i0 += R) {
+    const fp16_t* xr[R];
+    for (int r = 0; r < R; ++r)
+      xr[r] = reinterpret_cast<const fp16_t*>(x + size_t(std::min<int64_t>(i0 + r, nrows - 1)) * ldx);
+    __m512 acc[16];
+    for (int c = 0; c < 16; ++c) acc[c] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kfull; k += 16) {
+      __m512 xv[R];
+      for (int r = 0; r < R; ++r) xv[r] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[r] + k)));
+      for (int h = 0; h < H; ++h) {
+        const __m512 yv = _mm512_loadu_ps(y + size_t(h) * ldy + k);
+        for (int r = 0; r < R; ++r) acc[r * H + h] = _mm512_fmadd_ps(xv[r], yv, acc[r * H + h]);
+      }
+    }
+    if (tail) {
+      __m512 xv[R];
+      for (int r = 0; r < R; ++r) xv[r] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail, xr[r] + kfull));
+      for (int h = 0; h < H; ++h) {
+        const __m512 yv = _mm512_maskz_loadu_ps(tail, y + size_t(h) * ldy + kfull);
+        for (int r = 0; r < R; ++r) acc[r * H + h] = _mm512_fmadd_ps(xv[r], yv, acc[r * H + h]);
+      }
+    }
+    const __m512 res = Reduce16(acc);
+    const int64_t nr = std::min<int64_t>(R, nrows - i0);
+    if (H == 1) {
+      _mm512_mask_storeu_ps(s + i0, __mmask16((1u << nr) - 1u), res);
+    } else {
+      alignas(64) float tmp[16];
+      _mm512_store_ps(tmp, res);
+      for (int h = 0; h < H; ++h)
+        for (int64_t r = 0; r < nr; ++r) s[size_t(h) * lds + size_t(i0 + r)] = tmp[r * H + h];
+    }
+  }
+}
+
+}  // namespace
+
+void GemvF16Heads(int64_t K, int64_t nrows, const void* x, size_t ldx, int64_t nh, const float* y, size_t ldy,
+                  float* s, size_t lds) {
+  const char* xb = static_cast<const char*>(x);
+  int64_t h = 0;
+  for (; h + 4 <= nh; h += 4) GemvF16HeadsRH<4, 4>(K, nrows, xb, ldx, y + size_t(h) * ldy, ldy, s + size_t(h) * lds, lds);
+  for (; h + 2 <= nh; h += 2) GemvF16HeadsRH<8, 2>(K, nrows, xb, ldx, y + size_t(h) * ldy, ldy, s + size_t(h) * lds, lds);
+  for (; h < nh; ++h) GemvF16HeadsRH<16, 1>(K, nrows, xb, ldx, y + size_t(h) * ldy, ldy, s + size_t(h) * lds, lds);
+}
+
+}  // namespace stowage::cpu::avx512
