@@ -595,7 +595,7 @@ inline __m256 Reduce8(const __m256* v) {
                        _mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-// R rows x H heads = 8 dots per pass; accumulator c = r * H + h. Rows past nrows reuse the last row
+// R rows x H heads = 8 dots per pass; accumulator c = h * R + r. Rows past nrows reuse the last row
 // (results dropped). The K tail (K % 8) goes through zero-padded copies.
 template <int R, int H>
 void GemvF16HeadsRH(int64_t K, int64_t nrows, const char* x, size_t ldx, const float* y, size_t ldy, float* s,
@@ -617,7 +617,7 @@ void GemvF16HeadsRH(int64_t K, int64_t nrows, const char* x, size_t ldx, const f
       for (int r = 0; r < R; ++r) xv[r] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xr[r] + k)));
       for (int h = 0; h < H; ++h) {
         const __m256 yv = _mm256_loadu_ps(y + size_t(h) * ldy + k);
-        for (int r = 0; r < R; ++r) acc[r * H + h] = _mm256_fmadd_ps(xv[r], yv, acc[r * H + h]);
+        for (int r = 0; r < R; ++r) acc[h * R + r] = _mm256_fmadd_ps(xv[r], yv, acc[h * R + r]);
       }
     }
     if (rem) {
@@ -629,14 +629,18 @@ void GemvF16HeadsRH(int64_t K, int64_t nrows, const char* x, size_t ldx, const f
       }
       for (int h = 0; h < H; ++h) {
         const __m256 yv = _mm256_load_ps(ytail[h]);
-        for (int r = 0; r < R; ++r) acc[r * H + h] = _mm256_fmadd_ps(xv[r], yv, acc[r * H + h]);
+        for (int r = 0; r < R; ++r) acc[h * R + r] = _mm256_fmadd_ps(xv[r], yv, acc[h * R + r]);
       }
     }
-    alignas(32) float tmp[8];
+    alignas(32) float tmp[8];  // head h's R results: lanes h * R .. h * R + R - 1, in row order
     _mm256_store_ps(tmp, Reduce8(acc));
     const int64_t nr = std::min<int64_t>(R, nrows - i0);
-    for (int h = 0; h < H; ++h)
-      for (int64_t r = 0; r < nr; ++r) s[size_t(h) * lds + size_t(i0 + r)] = tmp[r * H + h];
+    if (nr == R) {
+      for (int h = 0; h < H; ++h) std::memcpy(s + size_t(h) * lds + size_t(i0), tmp + h * R, R * sizeof(float));
+    } else {
+      for (int h = 0; h < H; ++h)
+        for (int64_t r = 0; r < nr; ++r) s[size_t(h) * lds + size_t(i0 + r)] = tmp[h * R + r];
+    }
   }
 }
 

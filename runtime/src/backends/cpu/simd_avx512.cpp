@@ -466,7 +466,7 @@ inline __m512 Reduce16(const __m512* v) {
                        _mm512_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-// R rows x H heads = 16 dots per pass; accumulator c = r * H + h. Rows past nrows reuse the last
+// R rows x H heads = 16 dots per pass; accumulator c = h * R + r. Rows past nrows reuse the last
 // row (their results are dropped). The K tail (K % 16) is loaded with zero-masking.
 template <int R, int H>
 void GemvF16HeadsRH(int64_t K, int64_t nrows, const char* x, size_t ldx, const float* y, size_t ldy, float* s,
@@ -485,7 +485,7 @@ void GemvF16HeadsRH(int64_t K, int64_t nrows, const char* x, size_t ldx, const f
       for (int r = 0; r < R; ++r) xv[r] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[r] + k)));
       for (int h = 0; h < H; ++h) {
         const __m512 yv = _mm512_loadu_ps(y + size_t(h) * ldy + k);
-        for (int r = 0; r < R; ++r) acc[r * H + h] = _mm512_fmadd_ps(xv[r], yv, acc[r * H + h]);
+        for (int r = 0; r < R; ++r) acc[h * R + r] = _mm512_fmadd_ps(xv[r], yv, acc[h * R + r]);
       }
     }
     if (tail) {
@@ -493,18 +493,22 @@ void GemvF16HeadsRH(int64_t K, int64_t nrows, const char* x, size_t ldx, const f
       for (int r = 0; r < R; ++r) xv[r] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail, xr[r] + kfull));
       for (int h = 0; h < H; ++h) {
         const __m512 yv = _mm512_maskz_loadu_ps(tail, y + size_t(h) * ldy + kfull);
-        for (int r = 0; r < R; ++r) acc[r * H + h] = _mm512_fmadd_ps(xv[r], yv, acc[r * H + h]);
+        for (int r = 0; r < R; ++r) acc[h * R + r] = _mm512_fmadd_ps(xv[r], yv, acc[h * R + r]);
       }
     }
     const __m512 res = Reduce16(acc);
     const int64_t nr = std::min<int64_t>(R, nrows - i0);
     if (H == 1) {
       _mm512_mask_storeu_ps(s + i0, __mmask16((1u << nr) - 1u), res);
-    } else {
+    } else {  // head h's R results are lanes h * R .. h * R + R - 1, in row order
       alignas(64) float tmp[16];
       _mm512_store_ps(tmp, res);
-      for (int h = 0; h < H; ++h)
-        for (int64_t r = 0; r < nr; ++r) s[size_t(h) * lds + size_t(i0 + r)] = tmp[r * H + h];
+      if (nr == R) {
+        for (int h = 0; h < H; ++h) std::memcpy(s + size_t(h) * lds + size_t(i0), tmp + h * R, R * sizeof(float));
+      } else {
+        for (int h = 0; h < H; ++h)
+          for (int64_t r = 0; r < nr; ++r) s[size_t(h) * lds + size_t(i0 + r)] = tmp[h * R + r];
+      }
     }
   }
 }
