@@ -110,8 +110,9 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c)
   return planner::SerializePlan(gguf, m, o.placement, o.memory, "stowage-run (planned on the fly for this machine)");
 }
 
-Result<std::unique_ptr<Session>> OpenSession(const Common& c, bool quiet) {
+Result<std::unique_ptr<Session>> OpenSession(const Common& c, bool quiet, bool profile_ops = false) {
   SessionOptions opts;
+  opts.profile_ops = profile_ops;
   opts.n_threads = c.threads;
   opts.copy_mapped_weights_to_huge_pages = c.huge_pages;
   // A percentage on the terminal while weights load; nothing when stderr is not a terminal.
@@ -230,13 +231,31 @@ int Perplexity(const Common& c, const std::string& file) {
   return 0;
 }
 
-int Bench(Common c, int n_prompt, int n_gen, int reps, bool json) {
+// The op profile of one bench test as a markdown table (per token, largest first).
+void PrintProfile(const std::vector<OpProfileEntry>& rows, const std::string& graph, const char* test, int n,
+                  int reps) {
+  double total = 0;
+  for (const auto& e : rows)
+    if (e.graph == graph && e.op == "(ubatch)") total = e.seconds;
+  if (total <= 0) return;
+  const double tokens = double(n) * reps;
+  std::printf("\nprofile %s%d (host wall time per token, mean of %d repetitions; %% of the ubatch time):\n", test, n, reps);
+  std::printf("| op | backend | calls/token | us/token | %% |\n| -- | ------- | ----------: | -------: | --: |\n");
+  for (const auto& e : rows) {
+    if (e.graph != graph) continue;
+    std::printf("| %s | %s | %.2f | %.2f | %.1f |\n", e.op.c_str(), e.backend.empty() ? "-" : e.backend.c_str(),
+                e.calls / tokens, e.seconds / tokens * 1e6, 100.0 * e.seconds / total);
+  }
+}
+
+int Bench(Common c, int n_prompt, int n_gen, int reps, bool json, bool profile) {
   if (c.n_ctx == 0) c.n_ctx = static_cast<uint32_t>(std::max(n_prompt, n_gen) + 8);
   auto gguf = GgufFile::Open(c.model);
   if (!gguf.ok()) return Fail(gguf.status());
-  auto session = OpenSession(c, true);
+  auto session = OpenSession(c, true, profile);
   if (!session.ok()) return Fail(session.status());
   Session& s = **session;
+  std::vector<OpProfileEntry> prof[2];  // [pp|tg]
   uint64_t size = 0, params = 0;
   for (const auto& t : (*gguf)->tensors()) { size += t.nbytes; params += static_cast<uint64_t>(t.nelements()); }
   std::string arch = (*gguf)->GetStringOr("general.architecture", "?").value();
@@ -252,6 +271,7 @@ int Bench(Common c, int n_prompt, int n_gen, int reps, bool json) {
     std::vector<float> logits;
     for (int r = 0; r < reps + 1; ++r) {  // first run is a warm-up
       s.Reset();
+      if (r == 1) s.ResetOpProfile();
       std::vector<int32_t> toks(static_cast<size_t>(n), 1);
       for (int i = 0; i < n; ++i) toks[i] = (i * 7 + 3) % static_cast<int>(s.n_vocab());
       const auto t0 = Clock::now();
@@ -269,6 +289,7 @@ int Bench(Common c, int n_prompt, int n_gen, int reps, bool json) {
     const double sd = tps.size() > 1 ? std::sqrt(var / (tps.size() - 1)) : 0;
     result[prompt ? 0 : 1][0] = mean;
     result[prompt ? 0 : 1][1] = sd;
+    prof[prompt ? 0 : 1] = s.OpProfile();
     return Status::Ok();
   };
   if (n_prompt > 0)
@@ -283,6 +304,11 @@ int Bench(Common c, int n_prompt, int n_gen, int reps, bool json) {
       if (n > 0)
         std::printf("| %s | %.2f MiB | %.2f M | CPU | %d | %s%d | %.2f ± %.2f |\n", arch.c_str(), size / 1048576.0,
                     params / 1e6, threads, k == 0 ? "pp" : "tg", n, result[k][0], result[k][1]);
+    }
+    if (profile) {
+      // A prompt of n tokens runs the "pp" graph (one token: "tg", as llama.cpp's graphs).
+      if (n_prompt > 0) PrintProfile(prof[0], n_prompt == 1 ? "tg" : "pp", "pp", n_prompt, reps);
+      if (n_gen > 0) PrintProfile(prof[1], "tg", "tg", n_gen, reps);
     }
   } else {
     struct rusage ru;
@@ -339,6 +365,10 @@ int Run(int argc, char** argv) {
   bench->add_option("-r,--repetitions", reps, "repetitions")->check(NumberIn(1, 1000000, true));
   bool bench_json = false;
   bench->add_flag("--json", bench_json, "one JSON line: pp/tg tokens per second (mean, sd) and peak resident KiB");
+  bool bench_profile = false;
+  bench->add_flag("--profile", bench_profile,
+                  "after the table, host time per op and per token of each test (every node timed; not with --json)")
+      ->excludes("--json");
   ppl->fallthrough();
   bench->fallthrough();
 
@@ -351,7 +381,7 @@ int Run(int argc, char** argv) {
   if (*ppl) return Perplexity(c, text_file);
   if (*bench && n_prompt == 0 && n_gen == 0)
     return Fail(InvalidArgument("bench: nothing to measure (-p/--n-prompt and -n/--n-gen are both 0)"));
-  if (*bench) return Bench(c, n_prompt, n_gen, reps, bench_json);
+  if (*bench) return Bench(c, n_prompt, n_gen, reps, bench_json, bench_profile);
   if (prompt.empty()) return Fail(InvalidArgument("-p/--prompt is required (an empty prompt has no tokens to evaluate)"));
   return Generate(c, prompt, n_predict, sp, quiet);
 }

@@ -150,6 +150,16 @@ class Session::Impl {
   int64_t n_swa = 0;                // sliding window of KQ_mask_swa (<arch>.attention.sliding_window)
   double load_seconds = 0;
   std::vector<Bound> bound;         // scratch per call
+  // Op profile (SessionOptions::profile_ops): rows, and per graph the row of each tensor (-1: not
+  // yet looked up).
+  bool profile = false;
+  std::vector<OpProfileEntry> prof_rows;
+  std::vector<std::vector<int>> prof_slot;
+  int ProfRow(const std::string& graph, const std::string& backend, const std::string& op);
+  void ProfAdd(int row, std::chrono::steady_clock::time_point t0) {
+    prof_rows[size_t(row)].calls += 1;
+    prof_rows[size_t(row)].seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
 
   Status Init(const SessionOptions& opts);
   Status ReadSlidingWindow();
@@ -171,6 +181,7 @@ class Session::Impl {
   cpu::ComputeContext copy_ctx;     // host-side copies (split inputs)
   Status BindTensor(GGraph& g, int id, const Sym& s, int depth);
   Status RunUbatch(const int32_t* tokens, int64_t n, bool all_logits, float* out);
+  Status RunUbatchOn(GGraph& g, const int32_t* tokens, int64_t n, bool all_logits, float* out);
   Status WriteInput(GGraph& g, int id, const void* data, uint64_t n);
   static Result<std::unique_ptr<Session>> Finish(std::unique_ptr<Impl> impl, const std::string& model_path,
                                                  const SessionOptions& opts, std::chrono::steady_clock::time_point t0);
@@ -311,7 +322,19 @@ Status Session::Impl::LoadWeights(const SessionOptions& opts) {
   return Status::Ok();
 }
 
+int Session::Impl::ProfRow(const std::string& graph, const std::string& backend, const std::string& op) {
+  for (size_t i = 0; i < prof_rows.size(); ++i)
+    if (prof_rows[i].graph == graph && prof_rows[i].backend == backend && prof_rows[i].op == op) return int(i);
+  OpProfileEntry e;
+  e.graph = graph;
+  e.backend = backend;
+  e.op = op;
+  prof_rows.push_back(e);
+  return int(prof_rows.size() - 1);
+}
+
 Status Session::Impl::Init(const SessionOptions& opts) {
+  profile = opts.profile_ops;
   STOWAGE_RETURN_IF_ERROR(CheckIdentity());
   const auto& r = plan->root();
   n_ctx = r.context()->n_ctx();
@@ -710,10 +733,16 @@ Status Session::Impl::CopyTensor(GGraph& g, int src, int dst) {
 }
 
 Status Session::Impl::RunSplits(GGraph& g) {
+  using ProfClock = std::chrono::steady_clock;
+  const size_t gi = size_t(&g - graphs.data());
+  if (profile && prof_slot.size() < graphs.size()) prof_slot.resize(graphs.size());
+  if (profile && prof_slot[gi].size() != g.tensors.size()) prof_slot[gi].assign(g.tensors.size(), -1);
   for (const GSplit& sp : g.splits) {
     Backend& be = *backends[sp.backend];
     // Split inputs: copy each source into the split backend's memory (ggml_backend_sched).
+    const auto tc = ProfClock::now();
     for (const auto& [src, copy] : sp.inputs) STOWAGE_RETURN_IF_ERROR(CopyTensor(g, src, copy));
+    if (profile && !sp.inputs.empty()) ProfAdd(ProfRow(g.name, "", "(split input copies)"), tc);
     // Host kernels read and write host memory: queued copies into it must have landed, and queued
     // copies out of it must have read it before it may be overwritten. Asynchronous backends wait
     // for nothing here: their copies were queued ahead of their nodes.
@@ -750,13 +779,27 @@ Status Session::Impl::RunSplits(GGraph& g) {
         if (t.srcs[j] >= 0 && !be.CanAccess(*buffers[bound[t.srcs[j]].buffer]))
           return DataLoss(plan->path() + ": graph " + g.name + " node '" + t.name + "' on backend " + be.name() +
                           " reads '" + g.tensors[t.srcs[j]].name + "' from a buffer it cannot access (no split input copy)");
+      const auto t0 = profile ? ProfClock::now() : ProfClock::time_point();
       Status st = be.Compute(c);
       if (!st.ok()) return st.WithPrefix("graph " + g.name + " node '" + t.name + "'");
+      if (profile) {
+        int& row = prof_slot[gi][size_t(id)];
+        if (row < 0) {
+          std::string label = GgmlOpName(t.op);
+          if ((t.op == GgmlOp::MUL_MAT || t.op == GgmlOp::MUL_MAT_ID) && c.has_src[0])
+            label += std::string(" ") + GgmlTypeName(c.src[0].type);
+          row = ProfRow(g.name, be.name(), label);
+        }
+        ProfAdd(row, t0);
+      }
     }
   }
   // The end of the ubatch: every queue drains before the host reads the logits and writes the next
   // ubatch's inputs (llama_decode synchronizes the scheduler before reading outputs).
-  return SyncAll();
+  const auto ts = ProfClock::now();
+  Status synced = SyncAll();
+  if (profile) ProfAdd(ProfRow(g.name, "", "(sync)"), ts);
+  return synced;
 }
 
 Status Session::Impl::WriteInput(GGraph& g, int id, const void* data, uint64_t n) {
@@ -767,6 +810,13 @@ Status Session::Impl::WriteInput(GGraph& g, int id, const void* data, uint64_t n
 
 Status Session::Impl::RunUbatch(const int32_t* tokens, int64_t n, bool all_logits, float* out) {
   GGraph& g = n == 1 ? graphs[1] : graphs[0];
+  const auto t_ubatch = std::chrono::steady_clock::now();
+  Status st = RunUbatchOn(g, tokens, n, all_logits, out);
+  if (profile && st.ok()) ProfAdd(ProfRow(g.name, "", "(ubatch)"), t_ubatch);
+  return st;
+}
+
+Status Session::Impl::RunUbatchOn(GGraph& g, const int32_t* tokens, int64_t n, bool all_logits, float* out) {
   Sym s;
   s.n_tokens = n;
   s.kv_head = n_past;
@@ -900,5 +950,22 @@ int64_t Session::n_ctx() const { return impl_->n_ctx; }
 int64_t Session::n_vocab() const { return impl_->n_vocab; }
 std::vector<BufferReport> Session::Buffers() const { return impl_->reports; }
 double Session::load_seconds() const { return impl_->load_seconds; }
+
+std::vector<OpProfileEntry> Session::OpProfile() const {
+  std::vector<OpProfileEntry> rows;
+  for (const OpProfileEntry& e : impl_->prof_rows)
+    if (e.calls > 0) rows.push_back(e);
+  std::stable_sort(rows.begin(), rows.end(), [](const OpProfileEntry& a, const OpProfileEntry& b) {
+    return a.graph != b.graph ? a.graph < b.graph : a.seconds > b.seconds;
+  });
+  return rows;
+}
+
+void Session::ResetOpProfile() {
+  for (OpProfileEntry& e : impl_->prof_rows) {
+    e.calls = 0;
+    e.seconds = 0;
+  }
+}
 
 }  // namespace stowage

@@ -38,6 +38,59 @@ TEST_F(SessionTest, PlannedEqualsAllocated) {
   }
 }
 
+// SessionOptions::profile_ops: one row per (graph, backend, op) with the calls of the graph's nodes,
+// ubatches counted, times that add up within the ubatch time; nothing when off; reset clears.
+TEST_F(SessionTest, OpProfile) {
+  SessionOptions off;
+  off.n_threads = 1;
+  auto plain = Session::CreateFromPlanBytes(plan_, model_, off);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  std::vector<float> logits;
+  ASSERT_TRUE((*plain)->Decode({1, 403, 407}, false, &logits).ok());
+  EXPECT_TRUE((*plain)->OpProfile().empty());
+
+  SessionOptions on = off;
+  on.profile_ops = true;
+  auto s = Session::CreateFromPlanBytes(plan_, model_, on);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE((*s)->Decode({1, 403, 407}, false, &logits).ok());  // one pp ubatch
+  for (int32_t t : {5, 6, 7}) ASSERT_TRUE((*s)->Decode({t}, false, &logits).ok());  // three tg ubatches
+  const auto rows = (*s)->OpProfile();
+  auto find = [&](const std::string& graph, const std::string& op) -> const OpProfileEntry* {
+    for (const auto& e : rows)
+      if (e.graph == graph && e.op == op) return &e;
+    return nullptr;
+  };
+  for (const char* g : {"pp", "tg"}) {
+    const OpProfileEntry* ub = find(g, "(ubatch)");
+    ASSERT_NE(ub, nullptr) << g;
+    EXPECT_EQ(ub->calls, std::string(g) == "pp" ? 1u : 3u) << g;
+    double nodes = 0;
+    for (const auto& e : rows)
+      if (e.graph == g && e.op != "(ubatch)") {
+        EXPECT_GT(e.calls, 0u) << e.op;
+        EXPECT_GE(e.seconds, 0.0) << e.op;
+        nodes += e.seconds;
+      }
+    EXPECT_LE(nodes, ub->seconds) << g;
+    // stories260K (F32 weights, 5 layers): per ubatch one GET_ROWS of the embeddings at least, and
+    // 7 weight products per layer plus the output.
+    const OpProfileEntry* mm = find(g, "MUL_MAT f32");
+    ASSERT_NE(mm, nullptr) << g;
+    EXPECT_EQ(mm->backend, "CPU");
+    EXPECT_GE(mm->calls, ub->calls * 36) << g;
+    EXPECT_NE(find(g, "RMS_NORM"), nullptr) << g;
+  }
+  // Largest first within a graph.
+  for (size_t i = 1; i < rows.size(); ++i)
+    if (rows[i].graph == rows[i - 1].graph) EXPECT_LE(rows[i].seconds, rows[i - 1].seconds);
+  (*s)->ResetOpProfile();
+  EXPECT_TRUE((*s)->OpProfile().empty());
+  ASSERT_TRUE((*s)->Decode({8}, false, &logits).ok());
+  ASSERT_NE((*s)->OpProfile().size(), 0u);
+  EXPECT_EQ((*s)->OpProfile().front().graph, "tg");
+}
+
 TEST_F(SessionTest, EveryTruncationIsRejected) {
   for (size_t n = 0; n < plan_.size(); n += std::max<size_t>(1, plan_.size() / 97)) {
     std::vector<uint8_t> cut(plan_.begin(), plan_.begin() + n);

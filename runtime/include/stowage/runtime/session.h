@@ -35,6 +35,23 @@ struct SessionOptions {
   /// token on the dev machine) at the cost of the copy and of memory no longer shared through the
   /// page cache. stowage-run: --huge-pages.
   bool copy_mapped_weights_to_huge_pages = false;
+  /// Times every node, split input copy and ubatch on the host clock (Session::OpProfile); costs
+  /// two clock reads per node. stowage-run: bench --profile.
+  bool profile_ops = false;
+};
+
+/// One row of Session::OpProfile: host wall time of one kind of work in one graph ("pp" or "tg"),
+/// summed over the calls since the session was created or ResetOpProfile.
+struct OpProfileEntry {
+  std::string graph;    ///< "pp" / "tg" (the plan's graph names)
+  std::string backend;  ///< "CPU", "CUDA0", ...; empty for session-level rows
+  /// The ggml op name ("RMS_NORM"), with the weight type for matrix products ("MUL_MAT q4_0"), or
+  /// one of the session-level rows: "(split input copies)", "(sync)" (waiting for queued work at
+  /// the end of a ubatch), "(ubatch)" (whole ubatches: calls = ubatches run, seconds = their wall
+  /// time, which includes every other row plus binding, inputs and logits).
+  std::string op;
+  uint64_t calls = 0;
+  double seconds = 0;   ///< host wall time; for asynchronous backends (CUDA) the time to queue
 };
 
 /// One buffer as planned and as allocated (bytes).
@@ -76,6 +93,11 @@ class Session {
   std::vector<BufferReport> Buffers() const;
   /// Seconds spent in Create (plan verification, mapping, uploads).
   double load_seconds() const;
+  /// The op profile (SessionOptions::profile_ops; empty when off), largest time first within each
+  /// graph.
+  std::vector<OpProfileEntry> OpProfile() const;
+  /// Starts the op profile afresh (e.g. after a warm-up run).
+  void ResetOpProfile();
 
   class Impl;
 
