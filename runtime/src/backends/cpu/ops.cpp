@@ -416,12 +416,22 @@ Status RmsNorm(ComputeContext& ctx, const TensorView& src, TensorView& dst, floa
   ParallelRows(ctx, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
     const char* s = At(src, 0, i1, i2, i3);
     char* d = At(dst, 0, i1, i2, i3);
-    double sum = 0.0;  // ggml_float
-    for (int64_t i0 = 0; i0 < ne0; ++i0) {
+    // ggml_float (double) sums of x*x; eight partial sums (element i0 into sum i0 % 8), added at
+    // the end: the additions no longer wait for each other (the sequential sum was 2 us of latency
+    // per 2048-element row), the result is as accurate.
+    double part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i0 = 0;
+    if (src.nb[0] == 4) {
+      const float* x = reinterpret_cast<const float*>(s);
+      for (; i0 + 8 <= ne0; i0 += 8)
+        for (int k = 0; k < 8; ++k) part[k] += double(x[i0 + k] * x[i0 + k]);
+    }
+    for (; i0 < ne0; ++i0) {
       float x;
       std::memcpy(&x, s + i0 * src.nb[0], 4);
-      sum += double(x * x);
+      part[i0 % 8] += double(x * x);
     }
+    const double sum = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
     const float mean = float(sum / double(ne0));
     const float scale = 1.0f / std::sqrt(mean + eps);
     for (int64_t i0 = 0; i0 < ne0; ++i0) {
