@@ -264,12 +264,14 @@ void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const TensorView& sr
 
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
 // Token-generation attention products on an F16 KV cache (kernels.h GemvF16Heads): src0 F16 plain,
-// one src1 row per matrix (M == 1). A work item is (i13, kv head i02, a block of kHeadsRows rows);
-// its kernel call multiplies the block with the q rows of all r2 q heads of that kv head (i12 =
-// i02 * r2 .. i02 * r2 + r2 - 1), so each K / V row is read from memory once per token instead of
-// once per q head. src1 rows are rounded to F16 (ggml's vec_dot_type) and held as F32 in ctx.work.
-// Items are handed out as contiguous ranges (like the M == 1 tiles of MulMat), and consecutive items
-// of one kv head in a range make one kernel call.
+// one src1 row per matrix (M == 1). A work item is (i13, a block of kHeadsRows rows, kv head i02),
+// kv head innermost; its kernel call multiplies the block with the q rows of all r2 q heads of that
+// kv head (i12 = i02 * r2 .. i02 * r2 + r2 - 1), so each K / V row is read from memory once per
+// token instead of once per q head. Kv head innermost: the K cache keeps a cell's heads side by side
+// (row stride D * n_head_kv), so a block's heads together read the cache sequentially, which the
+// hardware prefetchers follow (head-outer order read 128 of every 512 bytes per pass). src1 rows
+// are rounded to F16 (ggml's vec_dot_type) and held as F32 in ctx.work. Items are handed out as
+// contiguous ranges (like the M == 1 tiles of MulMat).
 constexpr int64_t kHeadsRows = 16;
 
 void MulMatF16Heads(ComputeContext& ctx, GemvF16HeadsFn gemv, const TensorView& src0, const TensorView& src1,
@@ -309,17 +311,14 @@ void MulMatF16Heads(ComputeContext& ctx, GemvF16HeadsFn gemv, const TensorView& 
     }
 #pragma omp for schedule(dynamic, 1)
     for (int64_t c = 0; c < nchunks; ++c) {
-      for (int64_t it = c * chunk, e = std::min(nitems, it + chunk); it < e;) {
-        const int64_t blk = it % nblk, mat = it / nblk;  // mat = i02 + ne02 * i13
-        const int64_t nb_here = std::min(e - it, nblk - blk);  // items of this kv head in the range
-        const int64_t i02 = mat % ne02, i13 = mat / ne02;
-        const int64_t n0 = blk * kHeadsRows, n1 = std::min(N, (blk + nb_here) * kHeadsRows);
+      for (int64_t it = c * chunk, e = std::min(nitems, it + chunk); it < e; ++it) {
+        const int64_t i02 = it % ne02, blk = (it / ne02) % nblk, i13 = it / (ne02 * nblk);
+        const int64_t n0 = blk * kHeadsRows, n1 = std::min(N, n0 + kHeadsRows);
         const char* w = static_cast<const char*>(src0.data) + i02 * src0.nb[2] + (i13 / r3) * src0.nb[3] +
                         n0 * src0.nb[1];
         const int64_t i12 = i02 * r2;
         float* out = reinterpret_cast<float*>(static_cast<char*>(dst.data) + i12 * dst.nb[2] + i13 * dst.nb[3]) + n0;
         gemv(K, n1 - n0, w, src0.nb[1], r2, ys + size_t(i12 + ne12 * i13) * ldy, ldy, out, lds);
-        it += nb_here;
       }
     }
   }
