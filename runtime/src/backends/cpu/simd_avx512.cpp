@@ -466,7 +466,8 @@ inline __m512 Reduce16(const __m512* v) {
                        _mm512_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-// Rows are prefetched kPfRows ahead at the offset being read: the next block of KQ rows, the next
+// Rows are prefetched (into L2: _MM_HINT_T1 measured better than T0, cold KQ n_kv 2000 333 -> 229
+// us) kPfRows ahead at the offset being read: the next block of KQ rows, the next
 // row groups of KQV's long rows (the cache data comes from memory: the weights streamed through the
 // caches since the previous token). Prefetches past the last row are harmless (they never fault).
 constexpr size_t kPfRows = 16;
@@ -488,7 +489,7 @@ void GemvF16HeadsRH(int64_t K, int64_t nrows, const char* x, size_t ldx, const f
     for (int c = 0; c < 16; ++c) acc[c] = _mm512_setzero_ps();
     for (int64_t k = 0; k < kfull; k += 16) {
       if ((k & 31) == 0)  // one prefetch per 64 bytes of the rows kPfRows ahead
-        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(xr[r] + k) + pf, _MM_HINT_T0);
+        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(xr[r] + k) + pf, _MM_HINT_T1);
       __m512 xv[R];
       for (int r = 0; r < R; ++r) xv[r] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[r] + k)));
       for (int h = 0; h < H; ++h) {
