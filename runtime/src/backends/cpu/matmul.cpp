@@ -264,14 +264,16 @@ void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const TensorView& sr
 
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
 // Token-generation attention products on an F16 KV cache (kernels.h GemvF16Heads): src0 F16 plain,
-// one src1 row per matrix (M == 1). A work item is (i13, a block of kHeadsRows rows, kv head i02),
-// kv head innermost; its kernel call multiplies the block with the q rows of all r2 q heads of that
-// kv head (i12 = i02 * r2 .. i02 * r2 + r2 - 1), so each K / V row is read from memory once per
-// token instead of once per q head. Kv head innermost: the K cache keeps a cell's heads side by side
-// (row stride D * n_head_kv), so a block's heads together read the cache sequentially, which the
-// hardware prefetchers follow (head-outer order read 128 of every 512 bytes per pass). src1 rows
-// are rounded to F16 (ggml's vec_dot_type) and held as F32 in ctx.work. Items are handed out as
-// contiguous ranges (like the M == 1 tiles of MulMat).
+// one src1 row per matrix (M == 1). A work item is (i13, kv head i02, a block of kHeadsRows rows);
+// its kernel call multiplies the block with the q rows of all r2 q heads of that kv head (i12 =
+// i02 * r2 .. i02 * r2 + r2 - 1), so each K / V row is read from memory once per token instead of
+// once per q head. Item order: where a row holds all kv heads side by side (nb02 < nb01: the K
+// cache, row stride D * n_head_kv) the kv head is innermost, so a block's heads together read the
+// cache sequentially (head-outer read 128 of every 512 bytes per pass: small-q40 tg2000 ~563 ->
+// ~594 t/s); otherwise (the transposed V cache, one long row per head and dim) the row block is
+// innermost, so the kernels' prefetch 16 rows ahead lands on the next item (cold KQV at n_kv 2000:
+// 227 -> 175 us). src1 rows are rounded to F16 (ggml's vec_dot_type) and held as F32 in ctx.work.
+// Items are handed out as contiguous ranges (like the M == 1 tiles of MulMat).
 constexpr int64_t kHeadsRows = 16;
 
 void MulMatF16Heads(ComputeContext& ctx, GemvF16HeadsFn gemv, const TensorView& src0, const TensorView& src1,
@@ -295,6 +297,7 @@ void MulMatF16Heads(ComputeContext& ctx, GemvF16HeadsFn gemv, const TensorView& 
   const int64_t chunk = std::max<int64_t>(1, nitems / (int64_t(nt) * 4));
   const int64_t nchunks = (nitems + chunk - 1) / chunk;
   const bool team = nt > 1 && N * ne12 * ne13 * K >= 65536;
+  const bool head_inner = src0.nb[2] < src0.nb[1];
 #pragma omp parallel num_threads(nt) if (team)
   {
 #pragma omp for schedule(static)
@@ -312,7 +315,10 @@ void MulMatF16Heads(ComputeContext& ctx, GemvF16HeadsFn gemv, const TensorView& 
 #pragma omp for schedule(dynamic, 1)
     for (int64_t c = 0; c < nchunks; ++c) {
       for (int64_t it = c * chunk, e = std::min(nitems, it + chunk); it < e; ++it) {
-        const int64_t i02 = it % ne02, blk = (it / ne02) % nblk, i13 = it / (ne02 * nblk);
+        int64_t i02, blk;
+        if (head_inner) i02 = it % ne02, blk = (it / ne02) % nblk;
+        else blk = it % nblk, i02 = (it / nblk) % ne02;
+        const int64_t i13 = it / (ne02 * nblk);
         const int64_t n0 = blk * kHeadsRows, n1 = std::min(N, n0 + kHeadsRows);
         const char* w = static_cast<const char*>(src0.data) + i02 * src0.nb[2] + (i13 / r3) * src0.nb[3] +
                         n0 * src0.nb[1];
