@@ -99,8 +99,11 @@ Status GetRows(ComputeContext& ctx, const TensorView& src0, const TensorView& id
 /// AVX2, all at the scalar level), src1 is converted into the kernel family's activation rows and
 /// packed 16-row weight panels are multiplied with column chunks (prompt processing). Otherwise src1
 /// is converted once per call into ctx.work (ggml's vec_dot_type, see VecDotType) and each dst
-/// element is one vec_dot (token generation: contiguous row ranges per thread; the repacked layouts
-/// use an 8-row gemv: Q4_0x8 x Q8_0, Q4_Kx8 x Q8_K).
+/// element is one vec_dot (token generation: contiguous chunks of row tiles taken dynamically; the
+/// repacked layouts use an 8-row gemv: Q4_0x8 x Q8_0, Q4_Kx8 x Q8_K). F16 src0 with M == 1 at
+/// AVX2/AVX-512 (K <= 256 and K % 16 == 0, or several src1 matrices: the attention products of
+/// token generation) uses GemvF16Heads: 16-row blocks of one kv head against every q head sharing
+/// it, F32 sums in another order than VecDotF16's.
 /// Errors: kUnimplemented for unsupported src0 types; kInvalidArgument for shape/type/stride
 /// mismatches (K % block size, dst shape, broadcast, layout).
 Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst);
