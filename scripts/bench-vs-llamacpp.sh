@@ -9,22 +9,27 @@
 #
 # The bound. % of bound = tg t/s * weight bytes read per token (every weight but token_embd, from
 # gguf-dump) / read bandwidth (tools/bench/membw.c: best of 5 reads of 512 MiB, ~50-100 ms, from
-# one `membw THREADS 512 5 serve` process whose buffer is faulted in once). This VM's
-# bandwidth is bimodal and changes every few seconds: a probe reads ~34 GB/s or ~58-62 GB/s with 2
-# threads (probably the two vCPUs on the same vs. different CCDs of the host EPYC), and tg of both
-# runtimes follows it (q4_0: 65 t/s at 34 GB/s, 92 t/s at 61 GB/s). One probe for the whole run
-# would make the % a draw of which mode the probe and each run saw, so every tg run is bracketed by
-# probes: probe, one tg run (one process, -r 1: a warm-up tg then the measured one), probe, one tg
+# one `membw THREADS 512 5 serve` process whose buffer is faulted in once). This VM's bandwidth is
+# bimodal: a probe reads ~35-37 GB/s or ~58-62 GB/s with 2 threads (probably the two vCPUs on the
+# same vs. different CCDs of the host EPYC), and a mode lasted from a few seconds to ~30 s in the
+# runs seen. tg follows the mode where a runtime is bandwidth-bound (stowage q4_0, one build: 65 t/s at
+# 34 GB/s, 92 t/s at 61 GB/s) and not where it is not (llama.cpp q4_0, 2 threads: ~62 t/s in both),
+# so the % of bound depends on the mode. One probe for the whole run would make the % a draw of
+# which mode the probe and each run saw, so every tg run is bracketed by probes: probe, one tg run
+# (one process, -r 1: a warm-up tg then the measured one, ~4 s for the 0.85B models), probe, one tg
 # run of the other runtime, probe, ... (the runtime that goes first alternates per repetition). A
 # run's bound uses the mean of its two adjacent probes. A run is left out (and listed) when those
 # probes differ by more than 15% (the mode changed during it) or when other processes used more
 # than 10% of the CPUs during it and its probes (/proc/stat minus the run's own CPU time: someone's
-# build). A flip and back within one run (~3-5 s) is not seen. Kept runs are classed slow/fast by
-# their probe: split at the midpoint between the lowest and highest probe adjacent to a kept run
-# when those differ by more than 25%, else one class. The table gives, per type and mode, tg of
-# both runtimes, their ratio and the % of bound (mean ± sd and count over that mode's runs), and a
-# row 'all' with the medians over every kept run. pp has no bound: it runs in separate processes
-# (REPS repetitions each, no probes). The measuring loop is tools/bench/bench_vs_llamacpp.py.
+# build; both runtimes then drop by up to 10x with 2 threads on 2 cores). A flip and back within
+# one run is not seen. Kept runs are classed slow/fast by their probe: split at the midpoint
+# between the lowest and highest probe adjacent to a kept run when those differ by more than 25%,
+# else one class. The table gives, per type and mode, tg of both runtimes, their ratio and the % of
+# bound (mean ± sd and count over that mode's runs), and a row 'all': the median % of bound over
+# every kept run (mixing the modes) and the median tg ratio over repetitions whose two runs were
+# kept in the same mode. pp has no bound: it runs in separate processes (REPS repetitions each, no
+# probes; a note is printed when others used the CPUs meanwhile). The measuring loop is
+# tools/bench/bench_vs_llamacpp.py.
 # Usage: scripts/bench-vs-llamacpp.sh [THREADS] [TYPES...]   (default: 2 threads; f16 q8_0 q4_0 q4_k_m)
 # Env: BENCH_DIR (models and tools, default ~/.cache/stowage-bench), REPS (tg runs per runtime and
 #      pp repetitions, default 3), N_PROMPT (512; 0 = generation only), N_GEN (128), SMALL=1 for a
