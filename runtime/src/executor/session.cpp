@@ -457,9 +457,10 @@ Status Session::Impl::BindTensor(GGraph& g, int id, const Sym& s, int depth) {
   const GTensor& t = g.tensors[id];
   TensorView v;
   v.type = t.type;
-  const std::string where = plan->path() + ": graph " + g.name + " tensor '" + t.name + "'";
+  // Built only for an error message (this runs for every tensor of every ubatch).
+  auto where = [&] { return plan->path() + ": graph " + g.name + " tensor '" + t.name + "'"; };
   for (int d = 0; d < 4; ++d) {
-    if (!s.Eval(t.ne[d], &v.ne[d])) return DataLoss(where + ": dimension " + std::to_string(d) + " overflows int64");
+    if (!s.Eval(t.ne[d], &v.ne[d])) return DataLoss(where() + ": dimension " + std::to_string(d) + " overflows int64");
     // 0 is allowed: ggml tensors may be empty (mamba's llm_build_copy_mask_state copies the states
     // of n_kv - n_seqs cells, none with one sequence); their nodes are skipped.
     if (v.ne[d] < 0) return DataLoss(plan->path() + ": graph " + g.name + " tensor '" + t.name + "': dimension " + std::to_string(d) + " evaluates to " + std::to_string(v.ne[d]));
@@ -486,11 +487,11 @@ Status Session::Impl::BindTensor(GGraph& g, int id, const Sym& s, int depth) {
         int64_t off = 0;
         if (!s.Eval(t.view_offset, &off) || off < 0 ||
             __builtin_add_overflow(b.offset, static_cast<uint64_t>(off), &b.offset))
-          return DataLoss(where + ": negative view offset, or the offset overflows");
+          return DataLoss(where() + ": negative view offset, or the offset overflows");
         v.nb[0] = GetTypeTraits(v.type).type_size;
         for (int d = 0; d < 3; ++d) {
           int64_t nb = 0;
-          if (!s.Eval(t.view_nb[d], &nb) || nb < 0) return DataLoss(where + ": view stride nb" + std::to_string(d + 1) + " is negative or overflows");
+          if (!s.Eval(t.view_nb[d], &nb) || nb < 0) return DataLoss(where() + ": view stride nb" + std::to_string(d + 1) + " is negative or overflows");
           v.nb[d + 1] = static_cast<size_t>(nb);
         }
         // Unset strides (0) of a 1-D/2-D view: contiguous continuation.
@@ -525,17 +526,17 @@ Status Session::Impl::BindTensor(GGraph& g, int id, const Sym& s, int depth) {
   }
   // Memory safety against malformed plans: the bytes the view spans lie inside its buffer (checked
   // before any pointer is formed), and offsets and strides keep elements aligned for the kernels.
-  if (b.buffer < 0 || static_cast<size_t>(b.buffer) >= buffers.size()) return DataLoss(where + ": no buffer");
+  if (b.buffer < 0 || static_cast<size_t>(b.buffer) >= buffers.size()) return DataLoss(where() + ": no buffer");
   const uint64_t ext = v.layout == cpu::kLayoutPlain ? Extent(v) : 0;
   if (b.offset > buffers[b.buffer]->size() || ext > buffers[b.buffer]->size() - b.offset)
-    return DataLoss(where + " (" + std::to_string(ext) + " bytes at offset " + std::to_string(b.offset) +
+    return DataLoss(where() + " (" + std::to_string(ext) + " bytes at offset " + std::to_string(b.offset) +
                     ") does not fit in its buffer of " + std::to_string(buffers[b.buffer]->size()) + " bytes");
   const auto& tr = GetTypeTraits(v.type);
   const uint64_t align = tr.is_quantized ? 2 : std::min<uint64_t>(tr.type_size, 4);
   bool aligned = b.offset % align == 0;
   for (int d = 1; d < 4; ++d) aligned = aligned && v.nb[d] % align == 0;
   if (!aligned)
-    return DataLoss(where + ": offset " + std::to_string(b.offset) + " or strides are not multiples of " +
+    return DataLoss(where() + ": offset " + std::to_string(b.offset) + " or strides are not multiples of " +
                     std::to_string(align) + " bytes (the element alignment of " + tr.name + ")");
   if (t.kind != fb::TensorKind::Weight && t.kind != fb::TensorKind::KvCache && t.op != GgmlOp::CPY)
     v.data = buffers[b.buffer]->base() + b.offset;
@@ -922,24 +923,27 @@ Status Session::Decode(const std::vector<int32_t>& tokens, bool all_logits, std:
   // A failed decode leaves the sequence as it was: n_past returns to its value before the call (the
   // KV cells written by the ubatches that succeeded lie beyond it and are overwritten next time).
   const int64_t n_past_before = s.n_past;
-  logits->assign(static_cast<size_t>((all_logits ? n : 1) * s.n_vocab), 0.f);
+  // Every element is written by the ubatches below (resize: no work when the caller reuses the
+  // vector, as a generation loop does).
+  logits->resize(static_cast<size_t>((all_logits ? n : 1) * s.n_vocab));
+  std::vector<float> discard;  // logits of the last token of a ubatch that is not the last one
   for (int64_t i = 0; i < n; i += s.n_ubatch) {
     const int64_t m = std::min<int64_t>(s.n_ubatch, n - i);
     const bool last = i + m == n;
-    std::vector<float> tmp;
     float* out = nullptr;
     if (all_logits) {
       out = logits->data() + i * s.n_vocab;
+    } else if (last) {
+      out = logits->data();
     } else {
-      tmp.resize(static_cast<size_t>(s.n_vocab));
-      out = tmp.data();
+      discard.resize(static_cast<size_t>(s.n_vocab));
+      out = discard.data();
     }
     Status st = s.RunUbatch(tokens.data() + i, m, all_logits, out);
     if (!st.ok()) {
       s.n_past = n_past_before;
       return st;
     }
-    if (!all_logits && last) std::copy(tmp.begin(), tmp.end(), logits->begin());
   }
   return Status::Ok();
 }
