@@ -13,6 +13,7 @@
 #include "gemm_kquants_layout.h"
 #include "kernels.h"
 #include "ops.h"
+#include "parallel.h"
 #include "quants.h"
 
 namespace stowage::cpu {
@@ -214,51 +215,59 @@ void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const TensorView& sr
   const int64_t r2 = ne12 / src0.ne[2], r3 = ne13 / src0.ne[3];
   const size_t dst_stride = dst.nb[1] / sizeof(float);
   const bool team = nt > 1 && N * M * ne12 * ne13 * K >= 65536;
-#pragma omp parallel num_threads(nt) if (team)
-  {
-    const int tid = omp_get_thread_num();
-    // 1) src1 -> the family's activation rows (dynamic chunks: a descheduled thread on a shared
-    // machine does not hold the other at the barrier with its static share).
-#pragma omp for schedule(dynamic, 16)
-    for (int64_t r = 0; r < nrows1; ++r) {
-      const int64_t i11 = r % M, i12 = (r / M) % ne12, i13 = r / (M * ne12);
-      const char* row = static_cast<const char*>(src1.data) + i11 * src1.nb[1] + i12 * src1.nb[2] + i13 * src1.nb[3];
-      const float* x = reinterpret_cast<const float*>(row);
-      if (gather) {
-        float* buf = gather_buf + size_t(tid) * size_t(K);
-        for (int64_t k = 0; k < K; ++k) std::memcpy(&buf[k], row + k * src1.nb[0], 4);
-        x = buf;
-      }
-      gk.from_float(x, conv + size_t(r) * act_row, K);
+  // 1) src1 -> the family's activation rows.
+  auto convert = [&](int64_t r, int tid) {
+    const int64_t i11 = r % M, i12 = (r / M) % ne12, i13 = r / (M * ne12);
+    const char* row = static_cast<const char*>(src1.data) + i11 * src1.nb[1] + i12 * src1.nb[2] + i13 * src1.nb[3];
+    const float* x = reinterpret_cast<const float*>(row);
+    if (gather) {
+      float* buf = gather_buf + size_t(tid) * size_t(K);
+      for (int64_t k = 0; k < K; ++k) std::memcpy(&buf[k], row + k * src1.nb[0], 4);
+      x = buf;
     }
-
-    // 2) (matrix, panel group) items.
+    gk.from_float(x, conv + size_t(r) * act_row, K);
+  };
+  // 2) (matrix, panel group) items.
+  auto item = [&](int64_t it, int tid) {
     uint8_t* mine = panels + thread_scratch * size_t(tid);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t it = 0; it < nitems; ++it) {
-      const int64_t split = it % nsplit, gi = it / nsplit;
-      const int64_t g = gi % ngroups;
-      const int64_t i12 = (gi / ngroups) % ne12, i13 = gi / (ngroups * ne12);
-      const int64_t m_begin = split * split_cols, m_end = std::min(M, m_begin + split_cols);
-      const char* w = static_cast<const char*>(src0.data) + (i12 / r2) * src0.nb[2] + (i13 / r3) * src0.nb[3];
-      const int64_t p0 = g * kGemmGroupPanels, p1 = std::min(npanels, p0 + kGemmGroupPanels);
+    const int64_t split = it % nsplit, gi = it / nsplit;
+    const int64_t g = gi % ngroups;
+    const int64_t i12 = (gi / ngroups) % ne12, i13 = gi / (ngroups * ne12);
+    const int64_t m_begin = split * split_cols, m_end = std::min(M, m_begin + split_cols);
+    const char* w = static_cast<const char*>(src0.data) + (i12 / r2) * src0.nb[2] + (i13 / r3) * src0.nb[3];
+    const int64_t p0 = g * kGemmGroupPanels, p1 = std::min(npanels, p0 + kGemmGroupPanels);
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t n0 = p * kGemmPanelRows;
+      const int nr = int(std::min<int64_t>(kGemmPanelRows, N - n0));
+      gk.pack(K, w + n0 * src0.nb[1], src0.nb[1], nr, src0.layout, mine + size_t(p - p0) * panel_b);
+    }
+    const uint8_t* act = conv + size_t(M * (i12 + ne12 * i13)) * act_row;
+    char* out = static_cast<char*>(dst.data) + i12 * dst.nb[2] + i13 * dst.nb[3];
+    for (int64_t m0 = m_begin; m0 < m_end; m0 += kGemmColBlock) {
+      const int nc = int(std::min(kGemmColBlock, m_end - m0));
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t n0 = p * kGemmPanelRows;
         const int nr = int(std::min<int64_t>(kGemmPanelRows, N - n0));
-        gk.pack(K, w + n0 * src0.nb[1], src0.nb[1], nr, src0.layout, mine + size_t(p - p0) * panel_b);
-      }
-      const uint8_t* act = conv + size_t(M * (i12 + ne12 * i13)) * act_row;
-      char* out = static_cast<char*>(dst.data) + i12 * dst.nb[2] + i13 * dst.nb[3];
-      for (int64_t m0 = m_begin; m0 < m_end; m0 += kGemmColBlock) {
-        const int nc = int(std::min(kGemmColBlock, m_end - m0));
-        for (int64_t p = p0; p < p1; ++p) {
-          const int64_t n0 = p * kGemmPanelRows;
-          const int nr = int(std::min<int64_t>(kGemmPanelRows, N - n0));
-          gk.kernel(K, mine + size_t(p - p0) * panel_b, act + size_t(m0) * act_row, act_row, nc,
-                    reinterpret_cast<float*>(out + m0 * dst.nb[1]) + n0, dst_stride, nr);
-        }
+        gk.kernel(K, mine + size_t(p - p0) * panel_b, act + size_t(m0) * act_row, act_row, nc,
+                  reinterpret_cast<float*>(out + m0 * dst.nb[1]) + n0, dst_stride, nr);
       }
     }
+  };
+  if (!team) {  // no OpenMP construct at all (parallel.h: ParallelFor)
+    for (int64_t r = 0; r < nrows1; ++r) convert(r, 0);
+    for (int64_t it = 0; it < nitems; ++it) item(it, 0);
+    return;
+  }
+  // One thread team for both phases (the implicit barrier of the first loop orders conversion
+  // before use). Dynamic chunks: a descheduled thread on a shared machine does not hold the other
+  // at the barrier with its static share.
+#pragma omp parallel num_threads(nt)
+  {
+    const int tid = omp_get_thread_num();
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t r = 0; r < nrows1; ++r) convert(r, tid);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t it = 0; it < nitems; ++it) item(it, tid);
   }
 }
 
@@ -298,35 +307,43 @@ void MulMatF16Heads(ComputeContext& ctx, GemvF16HeadsFn gemv, const TensorView& 
   const int64_t nchunks = (nitems + chunk - 1) / chunk;
   const bool team = nt > 1 && N * ne12 * ne13 * K >= 65536;
   const bool head_inner = src0.nb[2] < src0.nb[1];
-#pragma omp parallel num_threads(nt) if (team)
+  auto round_row = [&](int64_t r, int tid) {
+    const int64_t i12 = r % ne12, i13 = r / ne12;
+    const char* row = static_cast<const char*>(src1.data) + i12 * src1.nb[2] + i13 * src1.nb[3];
+    const float* x = reinterpret_cast<const float*>(row);
+    if (gather) {
+      float* buf = gather_buf + size_t(tid) * ldy;
+      for (int64_t k = 0; k < K; ++k) std::memcpy(&buf[k], row + k * src1.nb[0], 4);
+      x = buf;
+    }
+    avx2::RoundRowF16(x, ys + size_t(r) * ldy, K);
+  };
+  auto chunk_items = [&](int64_t c) {
+    for (int64_t it = c * chunk, e = std::min(nitems, it + chunk); it < e; ++it) {
+      int64_t i02, blk;
+      if (head_inner) i02 = it % ne02, blk = (it / ne02) % nblk;
+      else blk = it % nblk, i02 = (it / nblk) % ne02;
+      const int64_t i13 = it / (ne02 * nblk);
+      const int64_t n0 = blk * kHeadsRows, n1 = std::min(N, n0 + kHeadsRows);
+      const char* w = static_cast<const char*>(src0.data) + i02 * src0.nb[2] + (i13 / r3) * src0.nb[3] +
+                      n0 * src0.nb[1];
+      const int64_t i12 = i02 * r2;
+      float* out = reinterpret_cast<float*>(static_cast<char*>(dst.data) + i12 * dst.nb[2] + i13 * dst.nb[3]) + n0;
+      gemv(K, n1 - n0, w, src0.nb[1], r2, ys + size_t(i12 + ne12 * i13) * ldy, ldy, out, lds);
+    }
+  };
+  if (!team) {  // no OpenMP construct at all (parallel.h: ParallelFor)
+    for (int64_t r = 0; r < nrows1; ++r) round_row(r, 0);
+    for (int64_t c = 0; c < nchunks; ++c) chunk_items(c);
+    return;
+  }
+#pragma omp parallel num_threads(nt)
   {
+    const int tid = omp_get_thread_num();
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < nrows1; ++r) {
-      const int64_t i12 = r % ne12, i13 = r / ne12;
-      const char* row = static_cast<const char*>(src1.data) + i12 * src1.nb[2] + i13 * src1.nb[3];
-      const float* x = reinterpret_cast<const float*>(row);
-      if (gather) {
-        float* buf = gather_buf + size_t(omp_get_thread_num()) * ldy;
-        for (int64_t k = 0; k < K; ++k) std::memcpy(&buf[k], row + k * src1.nb[0], 4);
-        x = buf;
-      }
-      avx2::RoundRowF16(x, ys + size_t(r) * ldy, K);
-    }
+    for (int64_t r = 0; r < nrows1; ++r) round_row(r, tid);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t c = 0; c < nchunks; ++c) {
-      for (int64_t it = c * chunk, e = std::min(nitems, it + chunk); it < e; ++it) {
-        int64_t i02, blk;
-        if (head_inner) i02 = it % ne02, blk = (it / ne02) % nblk;
-        else blk = it % nblk, i02 = (it / nblk) % ne02;
-        const int64_t i13 = it / (ne02 * nblk);
-        const int64_t n0 = blk * kHeadsRows, n1 = std::min(N, n0 + kHeadsRows);
-        const char* w = static_cast<const char*>(src0.data) + i02 * src0.nb[2] + (i13 / r3) * src0.nb[3] +
-                        n0 * src0.nb[1];
-        const int64_t i12 = i02 * r2;
-        float* out = reinterpret_cast<float*>(static_cast<char*>(dst.data) + i12 * dst.nb[2] + i13 * dst.nb[3]) + n0;
-        gemv(K, n1 - n0, w, src0.nb[1], r2, ys + size_t(i12 + ne12 * i13) * ldy, ldy, out, lds);
-      }
-    }
+    for (int64_t c = 0; c < nchunks; ++c) chunk_items(c);
   }
 }
 #endif
@@ -400,19 +417,18 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
   float* scratch = reinterpret_cast<float*>(conv + conv_bytes);
   if (!direct) {
     const FromFloatFn from_float = kern->from_float;
-#pragma omp parallel for num_threads(nt) if (nt > 1 && nrows1 * K >= 8192) schedule(static)
-    for (int64_t r = 0; r < nrows1; ++r) {
+    ParallelFor(nt, nrows1 * K >= 8192, nrows1, Schedule::kStatic, 1, [&](int64_t r, int tid) {
       const int64_t i11 = r % M, i12 = (r / M) % ne12, i13 = r / (M * ne12);
       const char* row = static_cast<const char*>(src1.data) + i11 * src1.nb[1] + i12 * src1.nb[2] + i13 * src1.nb[3];
       const float* x = reinterpret_cast<const float*>(row);
       if (gather) {
-        float* buf = scratch + size_t(omp_get_thread_num()) * size_t(K);
+        float* buf = scratch + size_t(tid) * size_t(K);
         for (int64_t k = 0; k < K; ++k) std::memcpy(&buf[k], row + k * src1.nb[0], 4);
         x = buf;
       }
       if (from_float) from_float(x, conv + size_t(r) * vrow, K);
       else std::memcpy(conv + size_t(r) * vrow, x, size_t(K) * 4);
-    }
+    });
   }
 
   // 2) tiles of (kBlockN src0 rows) x (kBlockM src1 rows) per (i12, i13).
@@ -460,11 +476,9 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
     // towards the end, so neither thread waits long for the other at the join: a static split waited
     // for the slower thread, fixed chunks of 1/8 for up to a whole chunk (0.85B, 2 threads, fast
     // mode of this VM: q4_0 tg128 ~88 -> ~92 t/s, q4_k_m ~83 -> ~89; 4-layer in-cache model +7%).
-#pragma omp parallel for num_threads(nt) if (team) schedule(guided, 2)
-    for (int64_t t = 0; t < ntiles; ++t) tile(t);
+    ParallelFor(nt, team, ntiles, Schedule::kGuided, 2, [&](int64_t t, int) { tile(t); });
   } else {
-#pragma omp parallel for num_threads(nt) if (team) schedule(dynamic, 1)
-    for (int64_t t = 0; t < ntiles; ++t) tile(t);
+    ParallelFor(nt, team, ntiles, Schedule::kDynamic, 1, [&](int64_t t, int) { tile(t); });
   }
   return Status::Ok();
 }

@@ -11,6 +11,7 @@
 
 #include "kernels.h"
 #include "ops.h"
+#include "parallel.h"
 #include "quants.h"
 
 namespace stowage::cpu {
@@ -69,11 +70,10 @@ void ParallelRows(const ComputeContext& ctx, const TensorView& t, F&& f) {
   const int64_t nr = t.nrows();
   const int64_t ne1 = t.ne[1], ne2 = t.ne[2];
   const int nt = Threads(ctx, t.nelements());
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
-  for (int64_t r = 0; r < nr; ++r) {
+  ParallelFor(nt, nt > 1, nr, Schedule::kStatic, 1, [&](int64_t r, int) {
     const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
     f(i1, i2, i3);
-  }
+  });
 }
 
 // `row` (optional): the same function over a contiguous row (a SIMD kernel), used for dense rows.
@@ -552,8 +552,7 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
   const int64_t n_items = ne2 * ne3;
   // One angle cache per (i2, i3), n_dims floats.
   const int rope_threads = Threads(ctx, src.nelements());
-#pragma omp parallel for num_threads(rope_threads) if (rope_threads > 1) schedule(static)
-  for (int64_t it = 0; it < n_items; ++it) {
+  ParallelFor(rope_threads, rope_threads > 1, n_items, Schedule::kStatic, 1, [&](int64_t it, int) {
     const int64_t i2 = it % ne2, i3 = it / ne2;
     std::vector<float> cache(static_cast<size_t>(n_dims));
     float theta = float(positions[i2]);
@@ -577,7 +576,7 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
       }
       for (int64_t i0 = n_dims; i0 < ne0; ++i0) st(i0, ld(i0));
     }
-  }
+  });
   return Status::Ok();
 }
 
@@ -722,21 +721,20 @@ Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
     // dst element l is src element l in ggml order, so each src row fills ne00 consecutive dst
     // elements. Per src row instead of per element index arithmetic; same conversions as below.
     const int64_t ne00 = src.ne[0], nr = src.nrows();
-#pragma omp parallel for num_threads(nt) if (nt > 1 && dst.nelements() >= kMinParallelElements) schedule(static)
-    for (int64_t r = 0; r < nr; ++r) {
+    ParallelFor(nt, dst.nelements() >= kMinParallelElements, nr, Schedule::kStatic, 1, [&](int64_t r, int) {
       const int64_t i1 = r % src.ne[1], i2 = (r / src.ne[1]) % src.ne[2], i3 = r / (src.ne[1] * src.ne[2]);
       const char* s = At(src, 0, i1, i2, i3);
       char* d = static_cast<char*>(dst.data) + size_t(r) * size_t(ne00) * es;
       if (st == dt && src.nb[0] == es) {
         std::memcpy(d, s, size_t(ne00) * es);
-        continue;
+        return;
       }
       for (int64_t i0 = 0; i0 < ne00; ++i0) {
         const float v = LoadF(st, s, src.nb[0], i0);
         if (dt == GgmlType::F32) std::memcpy(d + i0 * 4, &v, 4);
         else { const uint16_t h = dt == GgmlType::F16 ? FloatToHalf(v) : FloatToBf16(v); std::memcpy(d + i0 * 2, &h, 2); }
       }
-    }
+    });
     return Status::Ok();
   }
   if (ctx.work.size() < size_t(nt) * size_t(ne0) * sizeof(float)) ctx.work.resize(size_t(nt) * size_t(ne0) * sizeof(float));
@@ -744,9 +742,8 @@ Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
   const IsaLevel isa = EffectiveIsa(ctx);
   // Each dst row r (ggml order) takes the elements r*ne0 .. r*ne0+ne0-1 of src (ggml order).
   const int64_t nr = dst.nrows();
-#pragma omp parallel for num_threads(nt) if (nt > 1 && dst.nelements() >= kMinParallelElements) schedule(static)
-  for (int64_t r = 0; r < nr; ++r) {
-    float* buf = scratch + size_t(omp_get_thread_num()) * size_t(ne0);
+  ParallelFor(nt, dst.nelements() >= kMinParallelElements, nr, Schedule::kStatic, 1, [&](int64_t r, int tid) {
+    float* buf = scratch + size_t(tid) * size_t(ne0);
     if (same_rows) {
       const int64_t i1 = r % src.ne[1], i2 = (r / src.ne[1]) % src.ne[2], i3 = r / (src.ne[1] * src.ne[2]);
       const char* s = At(src, 0, i1, i2, i3);
@@ -779,7 +776,7 @@ Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
         else { const uint16_t h = dt == GgmlType::F16 ? FloatToHalf(buf[i0]) : FloatToBf16(buf[i0]); std::memcpy(p, &h, 2); }
       }
     }
-  }
+  });
   return Status::Ok();
 }
 
@@ -827,13 +824,12 @@ Status SetRows(ComputeContext& ctx, const TensorView& src, const TensorView& idx
   float* scratch = reinterpret_cast<float*>(ctx.work.data());
   const FromFloatFn to_f16 = GetTypeKernels(GgmlType::F16, EffectiveIsa(ctx))->from_float;
   const int64_t nr = src.nrows();
-#pragma omp parallel for num_threads(nt) if (nt > 1 && src.nelements() >= kMinParallelElements) schedule(static)
-  for (int64_t r = 0; r < nr; ++r) {
+  ParallelFor(nt, src.nelements() >= kMinParallelElements, nr, Schedule::kStatic, 1, [&](int64_t r, int tid) {
     const int64_t i1 = r % src.ne[1], i2 = (r / src.ne[1]) % src.ne[2], i3 = r / (src.ne[1] * src.ne[2]);
     const int64_t row = index_at(i1, i2 % idx.ne[1], i3 % idx.ne[2]);
     const char* s = At(src, 0, i1, i2, i3);
     char* d = At(dst, 0, row, i2, i3);
-    float* buf = scratch + size_t(omp_get_thread_num()) * size_t(ne0);
+    float* buf = scratch + size_t(tid) * size_t(ne0);
     for (int64_t i0 = 0; i0 < ne0; ++i0) std::memcpy(&buf[i0], s + i0 * src.nb[0], 4);
     if (dst.type == GgmlType::F16 && dst.nb[0] == 2) {
       to_f16(buf, d, ne0);
@@ -846,7 +842,7 @@ Status SetRows(ComputeContext& ctx, const TensorView& src, const TensorView& idx
         else { const uint16_t h = dst.type == GgmlType::F16 ? FloatToHalf(buf[i0]) : FloatToBf16(buf[i0]); std::memcpy(p, &h, 2); }
       }
     }
-  }
+  });
   return Status::Ok();
 }
 

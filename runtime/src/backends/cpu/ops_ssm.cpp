@@ -8,6 +8,7 @@
 
 #include "kernels.h"
 #include "ops.h"
+#include "parallel.h"
 
 namespace stowage::cpu {
 namespace {
@@ -87,14 +88,14 @@ Status SsmConv(ComputeContext& ctx, const TensorView& sx, const TensorView& c, T
   // in k order, as ggml's ssm_conv row loop).
   // Channels are independent: threads split them.
   const int nt = Threads(ctx, d_inner * n_t * n_s * d_conv);
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
-  for (int64_t r = 0; r < d_inner; ++r)
+  ParallelFor(nt, nt > 1, d_inner, Schedule::kStatic, 1, [&](int64_t r, int) {
     for (int64_t s = 0; s < n_s; ++s)
       for (int64_t t = 0; t < n_t; ++t) {
         float sum = 0.0f;
         for (int64_t k = 0; k < d_conv; ++k) sum += *F(sx, t + k, r, s) * *F(c, k, r, 0);
         *Fw(dst, r, t, s) = sum;
       }
+  });
   return Status::Ok();
 }
 
@@ -130,8 +131,7 @@ Status SsmScan(ComputeContext& ctx, const TensorView& s, const TensorView& x, co
   // Channels (q, r) are independent recurrences: threads split them; each runs its tokens in order.
   // The initial state is read before the channel's first write, so s may alias dst's state part.
   const int nt = Threads(ctx, n_s * d_inner * n_t * d_state);
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
-  for (int64_t qr = 0; qr < n_s * d_inner; ++qr) {
+  ParallelFor(nt, nt > 1, n_s * d_inner, Schedule::kStatic, 1, [&](int64_t qr, int) {
     const int64_t q = qr / d_inner, r = qr % d_inner;
     float* h = state + (q * d_inner + r) * d_state;
     for (int64_t i = 0; i < d_state; ++i) h[i] = *F(s, i, r, q);
@@ -147,7 +147,7 @@ Status SsmScan(ComputeContext& ctx, const TensorView& s, const TensorView& x, co
       }
       y[(q * n_t + t) * d_inner + r] = sum;
     }
-  }
+  });
   return Status::Ok();
 }
 
