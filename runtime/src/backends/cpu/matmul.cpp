@@ -285,6 +285,8 @@ void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const TensorView& sr
 // Items are handed out as contiguous ranges (like the M == 1 tiles of MulMat).
 constexpr int64_t kHeadsRows = 16;
 
+constexpr int64_t kHeadsTeamBytes = int64_t(256) << 10;
+
 void MulMatF16Heads(ComputeContext& ctx, GemvF16HeadsFn gemv, const TensorView& src0, const TensorView& src1,
                     TensorView& dst, int nt) {
   const int64_t K = src0.ne[0], N = src0.ne[1];
@@ -305,7 +307,12 @@ void MulMatF16Heads(ComputeContext& ctx, GemvF16HeadsFn gemv, const TensorView& 
   const int64_t nitems = nblk * ne02 * ne13;
   const int64_t chunk = std::max<int64_t>(1, nitems / (int64_t(nt) * 4));
   const int64_t nchunks = (nitems + chunk - 1) / chunk;
-  const bool team = nt > 1 && N * ne12 * ne13 * K >= 65536;
+  // A thread team only when the F16 rows read are large: below 256 KiB (n_kv < 256 for 8 kv heads
+  // of 64) the K/V cache and q sit in the cache of the thread that wrote them, and a second
+  // thread's share arrives slower than the first computes it when the two vCPUs are far apart
+  // (0.85B q4_k_m tg128: attention 297 us per token on 1 thread, 526-562 us on 2 with a team from
+  // 64 Ki multiply-adds, 337-371 us with this threshold; tg1024 unchanged).
+  const bool team = nt > 1 && N * K * src0.ne[2] * src0.ne[3] * int64_t(sizeof(uint16_t)) >= kHeadsTeamBytes;
   const bool head_inner = src0.nb[2] < src0.nb[1];
   auto round_row = [&](int64_t r, int tid) {
     const int64_t i12 = r % ne12, i13 = r / ne12;
