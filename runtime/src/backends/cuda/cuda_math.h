@@ -361,8 +361,9 @@ STOWAGE_HD void QuantizeBlockQ4_0(const float* x, uint8_t* b) {
 
 // ---- element-wise math ---------------------------------------------------------------------------
 
-/// SILU: x / (1 + exp(-x)).
-STOWAGE_HD float Silu(float x) { return x / (1.f + expf(-x)); }
+/// SILU: x / (1 + exp(-x)); -inf -> -0 (the formula gives -inf / inf = NaN), as the CPU backend's
+/// scalar reference (kernels.h SiluRowF32).
+STOWAGE_HD float Silu(float x) { return x == -INFINITY ? -0.f : x / (1.f + expf(-x)); }
 /// ggml's GELU tanh approximation evaluated like GGML_GELU_FP16 (input and result through fp16;
 /// x <= -10 gives 0, x >= 10 gives x), as cpu::Gelu.
 STOWAGE_HD float Gelu(float x) {
