@@ -14,13 +14,8 @@
 namespace stowage::cpu {
 namespace {
 using kt::Fill;
+using kt::Ctx;
 using kt::Tensor;
-
-ComputeContext Ctx(int n_threads = 2) {
-  ComputeContext c;
-  c.n_threads = n_threads;
-  return c;
-}
 
 // Random expert ids [n_used, n_tokens]: distinct per token (as top-k gives), from [0, n_expert).
 void FillIds(Tensor& ids, int64_t n_expert, uint32_t seed) {

@@ -12,13 +12,8 @@
 namespace stowage::cpu {
 namespace {
 using kt::Fill;
+using kt::Ctx;
 using kt::Tensor;
-
-ComputeContext Ctx(int n_threads = 2) {
-  ComputeContext c;
-  c.n_threads = n_threads;
-  return c;
-}
 
 TEST(CpuFp16, RoundTripAndNearestEven) {
   for (uint32_t h = 0; h < 65536; ++h) {

@@ -71,4 +71,12 @@ inline std::vector<uint8_t> RandomBlocks(GgmlType type, int64_t n, uint32_t seed
   return out;
 }
 
+/// A compute context with `n_threads` OpenMP threads per op (the kernels' tests run 2 unless they
+/// compare thread counts).
+inline ComputeContext Ctx(int n_threads = 2) {
+  ComputeContext c;
+  c.n_threads = n_threads;
+  return c;
+}
+
 }  // namespace stowage::cpu::kt
