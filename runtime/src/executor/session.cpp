@@ -463,12 +463,12 @@ Status Session::Impl::BindTensor(GGraph& g, int id, const Sym& s, int depth) {
     if (!s.Eval(t.ne[d], &v.ne[d])) return DataLoss(where() + ": dimension " + std::to_string(d) + " overflows int64");
     // 0 is allowed: ggml tensors may be empty (mamba's llm_build_copy_mask_state copies the states
     // of n_kv - n_seqs cells, none with one sequence); their nodes are skipped.
-    if (v.ne[d] < 0) return DataLoss(plan->path() + ": graph " + g.name + " tensor '" + t.name + "': dimension " + std::to_string(d) + " evaluates to " + std::to_string(v.ne[d]));
+    if (v.ne[d] < 0) return DataLoss(where() + ": dimension " + std::to_string(d) + " evaluates to " + std::to_string(v.ne[d]));
   }
   if (CheckedElements(v.ne) < 0)
-    return DataLoss(plan->path() + ": graph " + g.name + " tensor '" + t.name + "': element count overflows");
+    return DataLoss(where() + ": element count overflows");
   if (RowSize(v.type, v.ne[0]) == 0 && GetTypeTraits(v.type).block_size > 1)
-    return DataLoss(plan->path() + ": graph " + g.name + " tensor '" + t.name + "': ne0 not a multiple of the block size");
+    return DataLoss(where() + ": ne0 not a multiple of the block size");
   if (t.kind == fb::TensorKind::Weight || t.kind == fb::TensorKind::KvCache) {
     v = globals[t.global];
     b.buffer = global_buffer[t.global];
@@ -741,7 +741,7 @@ Status Session::Impl::RunSplits(GGraph& g) {
   for (const GSplit& sp : g.splits) {
     Backend& be = *backends[sp.backend];
     // Split inputs: copy each source into the split backend's memory (ggml_backend_sched).
-    const auto tc = ProfClock::now();
+    const auto tc = profile ? ProfClock::now() : ProfClock::time_point();
     for (const auto& [src, copy] : sp.inputs) STOWAGE_RETURN_IF_ERROR(CopyTensor(g, src, copy));
     if (profile && !sp.inputs.empty()) ProfAdd(ProfRow(g.name, "", "(split input copies)"), tc);
     // Host kernels read and write host memory: queued copies into it must have landed, and queued
@@ -797,7 +797,7 @@ Status Session::Impl::RunSplits(GGraph& g) {
   }
   // The end of the ubatch: every queue drains before the host reads the logits and writes the next
   // ubatch's inputs (llama_decode synchronizes the scheduler before reading outputs).
-  const auto ts = ProfClock::now();
+  const auto ts = profile ? ProfClock::now() : ProfClock::time_point();
   Status synced = SyncAll();
   if (profile) ProfAdd(ProfRow(g.name, "", "(sync)"), ts);
   return synced;
@@ -811,7 +811,7 @@ Status Session::Impl::WriteInput(GGraph& g, int id, const void* data, uint64_t n
 
 Status Session::Impl::RunUbatch(const int32_t* tokens, int64_t n, bool all_logits, float* out) {
   GGraph& g = n == 1 ? graphs[1] : graphs[0];
-  const auto t_ubatch = std::chrono::steady_clock::now();
+  const auto t_ubatch = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   Status st = RunUbatchOn(g, tokens, n, all_logits, out);
   if (profile && st.ok()) ProfAdd(ProfRow(g.name, "", "(ubatch)"), t_ubatch);
   return st;
