@@ -184,6 +184,15 @@ constexpr int64_t kGemmColBlock = 64;
 
 size_t RoundUp64(size_t n) { return (n + 63) & ~size_t(63); }
 
+// Row (i11, i12, i13) of src1 (F32) as K contiguous floats: the row in place when its elements are
+// adjacent (nb0 == 4), else gathered into buf (K floats; permuted views, e.g. a transposed src1).
+const float* Src1Row(const TensorView& src1, int64_t i11, int64_t i12, int64_t i13, int64_t K, float* buf) {
+  const char* row = static_cast<const char*>(src1.data) + i11 * src1.nb[1] + i12 * src1.nb[2] + i13 * src1.nb[3];
+  if (src1.nb[0] == sizeof(float)) return reinterpret_cast<const float*>(row);
+  for (int64_t k = 0; k < K; ++k) std::memcpy(&buf[k], row + k * src1.nb[0], 4);
+  return buf;
+}
+
 void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const TensorView& src0, const TensorView& src1,
                 TensorView& dst, int nt) {
   const int64_t K = src0.ne[0], N = src0.ne[1], M = src1.ne[1];
@@ -218,13 +227,7 @@ void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const TensorView& sr
   // 1) src1 -> the family's activation rows.
   auto convert = [&](int64_t r, int tid) {
     const int64_t i11 = r % M, i12 = (r / M) % ne12, i13 = r / (M * ne12);
-    const char* row = static_cast<const char*>(src1.data) + i11 * src1.nb[1] + i12 * src1.nb[2] + i13 * src1.nb[3];
-    const float* x = reinterpret_cast<const float*>(row);
-    if (gather) {
-      float* buf = gather_buf + size_t(tid) * size_t(K);
-      for (int64_t k = 0; k < K; ++k) std::memcpy(&buf[k], row + k * src1.nb[0], 4);
-      x = buf;
-    }
+    const float* x = Src1Row(src1, i11, i12, i13, K, gather_buf + size_t(tid) * size_t(K));
     gk.from_float(x, conv + size_t(r) * act_row, K);
   };
   // 2) (matrix, panel group) items.
@@ -316,13 +319,7 @@ void MulMatF16Heads(ComputeContext& ctx, GemvF16HeadsFn gemv, const TensorView& 
   const bool head_inner = src0.nb[2] < src0.nb[1];
   auto round_row = [&](int64_t r, int tid) {
     const int64_t i12 = r % ne12, i13 = r / ne12;
-    const char* row = static_cast<const char*>(src1.data) + i12 * src1.nb[2] + i13 * src1.nb[3];
-    const float* x = reinterpret_cast<const float*>(row);
-    if (gather) {
-      float* buf = gather_buf + size_t(tid) * ldy;
-      for (int64_t k = 0; k < K; ++k) std::memcpy(&buf[k], row + k * src1.nb[0], 4);
-      x = buf;
-    }
+    const float* x = Src1Row(src1, 0, i12, i13, K, gather_buf + size_t(tid) * ldy);
     avx2::RoundRowF16(x, ys + size_t(r) * ldy, K);
   };
   auto chunk_items = [&](int64_t c) {
@@ -426,13 +423,7 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
     const FromFloatFn from_float = kern->from_float;
     ParallelFor(nt, nrows1 * K >= 8192, nrows1, Schedule::kStatic, 1, [&](int64_t r, int tid) {
       const int64_t i11 = r % M, i12 = (r / M) % ne12, i13 = r / (M * ne12);
-      const char* row = static_cast<const char*>(src1.data) + i11 * src1.nb[1] + i12 * src1.nb[2] + i13 * src1.nb[3];
-      const float* x = reinterpret_cast<const float*>(row);
-      if (gather) {
-        float* buf = scratch + size_t(tid) * size_t(K);
-        for (int64_t k = 0; k < K; ++k) std::memcpy(&buf[k], row + k * src1.nb[0], 4);
-        x = buf;
-      }
+      const float* x = Src1Row(src1, i11, i12, i13, K, scratch + size_t(tid) * size_t(K));
       if (from_float) from_float(x, conv + size_t(r) * vrow, K);
       else std::memcpy(conv + size_t(r) * vrow, x, size_t(K) * 4);
     });
