@@ -151,22 +151,19 @@ void CheckShape(int64_t D, int64_t n_kv, int64_t Hkv, int64_t r2, uint32_t seed)
         ASSERT_TRUE(std::isnan(kqv.f32()[D * H + i]));
       }
       int bad = 0;
-      for (size_t i = 0; i < kq_ex.size(); ++i) {
-        const double err = std::fabs(double(kq.f32()[i]) - kq_ex[i]);
-        if (!(err <= kq_b[i]) && bad++ < 5)
-          ADD_FAILURE() << "KQ[" << i << "] = " << kq.f32()[i] << ", exact " << kq_ex[i] << ", bound " << kq_b[i];
-        for (const auto& prev : kq_prev)
-          if (!(std::fabs(double(kq.f32()[i]) - prev[i]) <= kq_b[i]) && bad++ < 5)
-            ADD_FAILURE() << "KQ[" << i << "] = " << kq.f32()[i] << " vs an earlier level's " << prev[i];
-      }
-      for (size_t i = 0; i < kqv_ex.size(); ++i) {
-        const double err = std::fabs(double(kqv.f32()[i]) - kqv_ex[i]);
-        if (!(err <= kqv_b[i]) && bad++ < 5)
-          ADD_FAILURE() << "KQV[" << i << "] = " << kqv.f32()[i] << ", exact " << kqv_ex[i] << ", bound " << kqv_b[i];
-        for (const auto& prev : kqv_prev)
-          if (!(std::fabs(double(kqv.f32()[i]) - prev[i]) <= kqv_b[i]) && bad++ < 5)
-            ADD_FAILURE() << "KQV[" << i << "] = " << kqv.f32()[i] << " vs an earlier level's " << prev[i];
-      }
+      // Every element within its bound of the exact value and of every earlier level's result.
+      auto check = [&](const char* what, const float* got, const std::vector<double>& exact,
+                       const std::vector<double>& bound, const std::vector<std::vector<float>>& earlier) {
+        for (size_t i = 0; i < exact.size(); ++i) {
+          if (!(std::fabs(double(got[i]) - exact[i]) <= bound[i]) && bad++ < 5)
+            ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", exact " << exact[i] << ", bound " << bound[i];
+          for (const auto& prev : earlier)
+            if (!(std::fabs(double(got[i]) - prev[i]) <= bound[i]) && bad++ < 5)
+              ADD_FAILURE() << what << "[" << i << "] = " << got[i] << " vs an earlier level's " << prev[i];
+        }
+      };
+      check("KQ", kq.f32(), kq_ex, kq_b, kq_prev);
+      check("KQV", kqv.f32(), kqv_ex, kqv_b, kqv_prev);
       ASSERT_EQ(bad, 0);
       kq_prev.emplace_back(kq.f32(), kq.f32() + n_kv * H);
       kqv_prev.emplace_back(kqv.f32(), kqv.f32() + D * H);
