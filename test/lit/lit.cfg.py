@@ -1,5 +1,6 @@
 # lit configuration for Stowage: FileCheck tests of the tools' output.
 import os
+import sys
 import lit.formats
 
 config.name = "Stowage"
@@ -15,6 +16,7 @@ config.substitutions.append(("%models", config.stowage_models_dir))
 config.substitutions.append(("%golden", config.stowage_golden_dir))
 config.substitutions.append(("%registry", os.path.join(config.stowage_src_root, "planner", "registry")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+config.substitutions.append(("%python", sys.executable))
 
 # Features: tests that need the shared models say `REQUIRES: models`; lit reports them UNSUPPORTED
 # (skipped, with the reason in the summary) where ../shared/models is absent.

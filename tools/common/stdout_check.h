@@ -1,12 +1,15 @@
 // A tool's exit status must say when its output was lost: a write to standard output can fail (a full
 // disk, `> /dev/full`, a file size limit) without the tool noticing, because stdio buffers the text
-// and reports the failure only through ferror/fflush.
+// and reports the failure only through ferror/fflush. RunTool also turns an escaping standard
+// exception (out of memory) into one error line instead of an abort.
 #pragma once
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <iostream>
+#include <new>
 
 namespace stowage::tools {
 
@@ -23,6 +26,26 @@ inline int FinishStdout(const char* tool, int rc) {
   std::fprintf(stderr, "%s: error: cannot write standard output: %s\n", tool,
                err != 0 ? std::strerror(err) : "an earlier write failed");
   return 1;
+}
+
+/// The whole of a tool's main: runs `run(argc, argv)` and returns FinishStdout(tool, its status).
+/// Libraries report errors as Status; what can still escape is the standard library's own
+/// exceptions (std::bad_alloc when a request exceeds memory). Those end in one line
+/// "<tool>: error: out of memory" or "<tool>: error: internal error: <what>" and exit status 1,
+/// never an abort.
+template <typename Run>
+int RunTool(const char* tool, Run run, int argc, char** argv) {
+  int rc = 1;
+  try {
+    rc = run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: error: out of memory\n", tool);
+    rc = 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: internal error: %s\n", tool, e.what());
+    rc = 1;
+  }
+  return FinishStdout(tool, rc);
 }
 
 }  // namespace stowage::tools

@@ -170,4 +170,4 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return stowage::tools::FinishStdout("gguf-dump", Run(argc, argv)); }
+int main(int argc, char** argv) { return stowage::tools::RunTool("gguf-dump", Run, argc, argv); }

@@ -5,6 +5,7 @@
 //   gguf-synth --preset llama3-405b --type q4_K --header-only -o llama3-405b.gguf
 //
 // Exit status 1 with a one-line error on bad options or a failed write (nothing is written then).
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -116,11 +117,15 @@ int Run(int argc, char** argv) {
   if (rope_freqs) s.rope_freqs = true;
   if (header_only) s.header_only = true;
 
+  if (!(max_gib > 0) || !std::isfinite(max_gib))
+    return fail("--max-gib: expected a positive number of GiB, found " + std::to_string(max_gib));
   stowage::GgufWriter w;
   stowage::Status st = stowage::synth::BuildModel(s, &w);
   if (st.ok() && !s.header_only && static_cast<double>(w.FileSize()) > max_gib * 1073741824.0) {
+    char limit[32];
+    std::snprintf(limit, sizeof limit, "%g", max_gib);
     return fail("the model would take " + std::to_string(w.FileSize()) + " bytes of random weights (over --max-gib " +
-                std::to_string(static_cast<long long>(max_gib)) + "); use --header-only or a larger --max-gib");
+                limit + "); use --header-only or a larger --max-gib");
   }
   if (st.ok()) st = w.WriteFile(out);
   if (!st.ok()) return fail(st.message());
@@ -132,4 +137,4 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return stowage::tools::FinishStdout("gguf-synth", Run(argc, argv)); }
+int main(int argc, char** argv) { return stowage::tools::RunTool("gguf-synth", Run, argc, argv); }

@@ -400,6 +400,12 @@ Result<ModelSpec> Resolve(ModelSpec s) {
     return Status::Ok();
   };
   STOWAGE_RETURN_IF_ERROR(positive("n_layer", s.n_layer));
+  if (s.n_layer > 512)  // llama.cpp's LLAMA_MAX_LAYERS: a deeper model would not load
+    return InvalidArgument("gguf-synth: n_layer " + std::to_string(s.n_layer) +
+                           " exceeds llama.cpp's maximum of 512 layers (LLAMA_MAX_LAYERS)");
+  if (!(s.rope_freq_base > 0.f) || !std::isfinite(s.rope_freq_base))
+    return InvalidArgument("gguf-synth: rope_freq_base must be a positive finite number, found " +
+                           std::to_string(s.rope_freq_base));
   STOWAGE_RETURN_IF_ERROR(positive("n_embd", s.n_embd));
   STOWAGE_RETURN_IF_ERROR(positive("n_ctx", s.n_ctx));
   if (s.vocab_from.empty() && (s.n_vocab < 3 || s.n_vocab > kMaxGeneratedVocab))

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "from_probe.h"
+#include "stowage/runtime/atomic_file.h"
 #include "stowage/planner/registry.h"
 #include "stowage/runtime/device_probe.h"
 #include "stdout_check.h"
@@ -151,21 +152,6 @@ Status MakeDirs(const std::string& dir) {
   return Status::Ok();
 }
 
-Status WriteFileAtomically(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return stowage::IoError(path + ": cannot write: " + std::strerror(errno));
-    out << text;
-    if (!out.flush()) return stowage::IoError(path + ": write failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return stowage::IoError(path + ": cannot rename into place: " + std::strerror(errno));
-  }
-  return Status::Ok();
-}
-
 // Builds every manifest first, then writes them: a failure writes nothing.
 Status EmitManifests(const std::vector<stowage::ProbedDevice>& devices, const std::string& dir,
                      std::vector<std::string>* written) {
@@ -182,7 +168,7 @@ Status EmitManifests(const std::vector<stowage::ProbedDevice>& devices, const st
   }
   STOWAGE_RETURN_IF_ERROR(MakeDirs(dir));
   for (const auto& [path, text] : files) {
-    STOWAGE_RETURN_IF_ERROR(WriteFileAtomically(path, text));
+    STOWAGE_RETURN_IF_ERROR(stowage::WriteFileAtomic(path, text.data(), text.size()));
     written->push_back(path);
   }
   return Status::Ok();
@@ -263,4 +249,4 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return stowage::tools::FinishStdout("list-devices", Run(argc, argv)); }
+int main(int argc, char** argv) { return stowage::tools::RunTool("list-devices", Run, argc, argv); }

@@ -327,4 +327,4 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return stowage::tools::FinishStdout("plan-dump", Run(argc, argv)); }
+int main(int argc, char** argv) { return stowage::tools::RunTool("plan-dump", Run, argc, argv); }

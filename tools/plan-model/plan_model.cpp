@@ -20,6 +20,7 @@
 #include "stowage/planner/place_model.h"
 #include "stowage/planner/plan_export.h"
 #include "stowage/planner/registry.h"
+#include "stowage/runtime/atomic_file.h"
 #include "stdout_check.h"
 
 using namespace stowage;
@@ -158,18 +159,15 @@ int Run(int argc, char** argv) {
   const auto moe = CpuMoeOverrides(cpu_moe, n_cpu_moe, cpu_buft);
   opt.overrides.insert(opt.overrides.end(), moe.begin(), moe.end());
 
+  if (!out_path.empty() && SameFile(out_path, model_path))
+    return Fail(InvalidArgument("-o " + out_path + ": is the model file given with -m (writing the plan would replace it)"));
   auto gguf = GgufFile::Open(model_path);
   if (!gguf.ok()) return Fail(gguf.status());
   auto hp = ReadHParams(**gguf);
   if (!hp.ok()) return Fail(hp.status());
   if ((cpu_moe || n_cpu_moe > 0) && hp->n_expert == 0)
     std::fprintf(stderr, "plan-model: warning: --cpu-moe/--n-cpu-moe given but the model has no experts\n");
-  // llama_init_from_model (FEB25): n_ctx padded to 32 (no flash attention), n_batch <= n_ctx and
-  // >= GGML_KQ_MASK_PAD (32), n_ubatch <= n_batch.
-  if (cfg.n_ctx == 0) cfg.n_ctx = hp->n_ctx_train;
-  cfg.n_ctx = (cfg.n_ctx + 31) / 32 * 32;
-  cfg.n_batch = std::max<uint32_t>(std::min(cfg.n_ctx, cfg.n_batch), 32);
-  cfg.n_ubatch = std::min(cfg.n_batch, cfg.n_ubatch);
+  if (Status s = ResolveContext(*hp, model_path, &cfg); !s.ok()) return Fail(s);
 
   auto plan = [&](const PlacementOptions& o, ModelGraphs* graphs) -> Result<PlacementOutcome> {
     STOWAGE_ASSIGN_OR_RETURN(*graphs, BuildModelGraphs(**gguf, cfg));
@@ -226,4 +224,4 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return stowage::tools::FinishStdout("plan-model", Run(argc, argv)); }
+int main(int argc, char** argv) { return stowage::tools::RunTool("plan-model", Run, argc, argv); }

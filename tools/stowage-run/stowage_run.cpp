@@ -157,16 +157,28 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, const Sa
   if (!FlushStdout()) return 1;
   std::vector<float> logits;
   const auto t0 = Clock::now();
-  if (Status st = s.Decode(tokens, false, &logits); !st.ok()) return Fail(st);
+  if (Status st = s.Decode(tokens, false, &logits); !st.ok()) {
+    std::printf("\n");  // end the streamed prompt before the error line
+    return Fail(st);
+  }
   const auto t1 = Clock::now();
   int generated = 0;
   for (; generated < n_predict; ++generated) {
     const int32_t next = sampler.Sample(logits.data(), static_cast<int>(s.n_vocab()));
+    if (next < 0) {  // Sampler: no logit is a number above -inf
+      std::printf("\n");
+      return Fail(DataLoss(c.model + ": the logits at position " + std::to_string(tokens.size() + generated - 1) +
+                           " are all NaN or -inf, so no token can be sampled (the model's weights or "
+                           "hyper-parameters produce non-finite values)"));
+    }
     if (tok->IsEog(next)) break;
     std::printf("%s", tok->TokenToPiece(next, false).c_str());
     if (!FlushStdout()) return 1;
     if (generated + 1 == n_predict) { ++generated; break; }
-    if (Status st = s.Decode({next}, false, &logits); !st.ok()) return Fail(st);
+    if (Status st = s.Decode({next}, false, &logits); !st.ok()) {
+      std::printf("\n");  // end the streamed text before the error line
+      return Fail(st);
+    }
   }
   const auto t2 = Clock::now();
   std::printf("\n");
@@ -387,4 +399,4 @@ int Run(int argc, char** argv) {
 }
 
 // A lost write to standard output (> /dev/full, a full disk) is exit status 1 with one line.
-int main(int argc, char** argv) { return tools::FinishStdout("stowage-run", Run(argc, argv)); }
+int main(int argc, char** argv) { return tools::RunTool("stowage-run", Run, argc, argv); }

@@ -17,6 +17,7 @@
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
 #include "stowage/planner/explain.h"
 #include "stowage/planner/plan_export.h"
+#include "stowage/runtime/atomic_file.h"
 
 using namespace mlir;
 
@@ -338,7 +339,7 @@ struct ExportPlanPass : impl::StowageExportPlanBase<ExportPlanPass> {
     os << "stowage-opt placement passes " << module->getAttr(kPlanOptionsAttr);
     const std::vector<uint8_t> bytes =
         planner::SerializePlan(*s.gguf, s.graphs, s.placement, s.memory, flags);
-    if (Status w = planner::WriteFileAtomic(output, bytes); !w.ok()) {
+    if (Status w = WriteFileAtomic(output, bytes); !w.ok()) {
       emitError(module.getLoc()) << pass << ": " << w.message();
       return signalPassFailure();
     }

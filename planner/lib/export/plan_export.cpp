@@ -1,11 +1,5 @@
 #include "stowage/planner/plan_export.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-
 #include "stowage/plan/plan_generated.h"
 #include "stowage/runtime/model_identity.h"
 
@@ -110,38 +104,6 @@ std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, c
                                    &tensors, &graphs, &explain, flags.c_str(), static_cast<uint32_t>(p.n_copies));
   fb::FinishPlanBuffer(b, plan);
   return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
-}
-
-Status WriteFileAtomic(const std::string& path, const std::vector<uint8_t>& bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  ::unlink(tmp.c_str());  // a stale temporary of a killed run; O_EXCL below refuses symlinks
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) return IoError(path + ": cannot create temporary file " + tmp + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      const int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return IoError(path + ": write failed: " + std::strerror(e));
-    }
-    done += static_cast<size_t>(w);
-  }
-  const bool synced = ::fsync(fd) == 0;
-  const int sync_errno = errno;
-  if (::close(fd) != 0 || !synced) {
-    const int e = synced ? errno : sync_errno;
-    ::unlink(tmp.c_str());
-    return IoError(path + ": cannot flush: " + std::strerror(e));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    return IoError(path + ": cannot rename the temporary file into place: " + std::strerror(e));
-  }
-  return Status::Ok();
 }
 
 }  // namespace stowage::planner

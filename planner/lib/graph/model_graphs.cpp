@@ -60,6 +60,9 @@ Result<HParams> ReadHParams(const GgufFile& f) {
   STOWAGE_ASSIGN_OR_RETURN(hp.n_embd, f.GetU32(p + "embedding_length"));
   STOWAGE_ASSIGN_OR_RETURN(hp.n_layer, f.GetU32(p + "block_count"));
   if (hp.n_layer == 0) return InvalidArgument(f.path() + ": " + p + "block_count must be positive");
+  if (hp.n_layer > kMaxLayers)
+    return InvalidArgument(f.path() + ": " + p + "block_count " + std::to_string(hp.n_layer) +
+                           " exceeds llama.cpp's maximum of " + std::to_string(kMaxLayers) + " layers (LLAMA_MAX_LAYERS)");
   STOWAGE_ASSIGN_OR_RETURN(hp.n_expert, f.GetU32Or(p + "expert_count", 0));
   STOWAGE_ASSIGN_OR_RETURN(hp.n_expert_used, f.GetU32Or(p + "expert_used_count", 0));
   if (hp.n_expert > 0 && hp.n_expert_used == 0)
@@ -178,17 +181,32 @@ void AddKvCache(ModelGraphs& m) {
   }
 }
 
+Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig* cfg) {
+  if (cfg->n_ubatch == 0 || cfg->n_batch == 0) return InvalidArgument("n_batch and n_ubatch must be positive");
+  if (cfg->n_ctx == 0) {
+    if (hp.n_ctx_train > kMaxContextTokens)
+      return InvalidArgument(path + ": " + hp.arch + ".context_length " + std::to_string(hp.n_ctx_train) +
+                             " exceeds the largest context Stowage plans (" + std::to_string(kMaxContextTokens) +
+                             " tokens); give a context size with -c");
+    cfg->n_ctx = hp.n_ctx_train;
+  }
+  if (cfg->n_ctx > kMaxContextTokens)
+    return InvalidArgument("context size " + std::to_string(cfg->n_ctx) + " exceeds the largest Stowage plans (" +
+                           std::to_string(kMaxContextTokens) + " tokens)");
+  // llama_init_from_model pads n_ctx to llama_kv_cache_get_padding (32 without flash attention)
+  // because kv_self.n is padded during inference; n_batch <= n_ctx and >= GGML_KQ_MASK_PAD (32).
+  cfg->n_ctx = (cfg->n_ctx + 31) / 32 * 32;
+  cfg->n_batch = std::max<uint32_t>(std::min(cfg->n_ctx, cfg->n_batch), 32);
+  cfg->n_ubatch = std::min(cfg->n_ubatch, cfg->n_batch);
+  return Status::Ok();
+}
+
 Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const ContextConfig& cfg) {
   ModelGraphs m;
   STOWAGE_ASSIGN_OR_RETURN(m.hp, ReadHParams(gguf));
   const ArchSpec* spec = FindArch(m.hp.arch);
   m.cfg = cfg;
-  if (m.cfg.n_ctx == 0) m.cfg.n_ctx = m.hp.n_ctx_train;
-  // llama_init_from_model pads n_ctx to llama_kv_cache_get_padding (32 without flash attention)
-  // because kv_self.n is padded during inference.
-  m.cfg.n_ctx = (m.cfg.n_ctx + 31) / 32 * 32;
-  if (m.cfg.n_ubatch == 0 || m.cfg.n_batch == 0) return InvalidArgument("n_batch and n_ubatch must be positive");
-  m.cfg.n_ubatch = std::min(m.cfg.n_ubatch, m.cfg.n_batch);
+  STOWAGE_RETURN_IF_ERROR(ResolveContext(m.hp, gguf.path(), &m.cfg));
   m.cfg.n_seq_max = std::max<uint32_t>(1, m.cfg.n_seq_max);
   if (m.hp.recurrent()) {
     m.cfg.type_k = m.cfg.type_v = GgmlType::F32;  // llama_init_from_model forces F32 states

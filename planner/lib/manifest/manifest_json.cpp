@@ -1,6 +1,8 @@
 // Manifest JSON reader and writer (format: planner/registry/README.md, version 1).
 // nlohmann::json does the syntax; this file checks the schema: unknown keys, missing fields,
 // types and ranges, each reported as "<file>: <JSON path>: <expectation>" on one line.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <fstream>
 #include <initializer_list>
@@ -11,6 +13,7 @@
 #include <xxhash.h>
 
 #include "stowage/planner/manifest.h"
+#include "stowage/runtime/plan.h"
 
 namespace stowage::planner {
 namespace {
@@ -231,9 +234,9 @@ class Reader {
     }
     if (!Str(j, p, "name", true, &b->name, "buffer type name")) return false;
     if (!U64(j, p, "alignment", true, &b->alignment, "bytes")) return false;
-    if (b->alignment == 0 || (b->alignment & (b->alignment - 1)) != 0)
-      return Fail(Sub(p, "alignment"),
-                  std::to_string(b->alignment) + " is out of range (must be a power of two)");
+    if (b->alignment == 0 || (b->alignment & (b->alignment - 1)) != 0 || b->alignment > kMaxBufferAlignment)
+      return Fail(Sub(p, "alignment"), std::to_string(b->alignment) + " is out of range (must be a power of two up to " +
+                                           std::to_string(kMaxBufferAlignment) + ", the most a plan records)");
     if (!U64(j, p, "max_size", false, &b->max_size, "bytes")) return false;
     if (b->max_size == 0)
       return Fail(Sub(p, "max_size"), "0 is out of range (must be > 0; omit for no limit)");
@@ -516,10 +519,15 @@ Result<DeviceManifest> ParseManifest(std::string_view text, const std::string& f
     Frame& f = stack.back();
     return f.is_array ? f.path + "[" + std::to_string(f.next_index++) + "]" : f.path + "." + f.last_key;
   };
-  json::parser_callback_t cb = [&](int, json::parse_event_t ev, json& parsed) {
+  // Manifests nest at most about 10 levels; a far deeper document is not one (its paths would cost
+  // memory quadratic in the depth), so the parse stops there.
+  constexpr int kMaxDepth = 32;
+  struct TooDeep {};
+  json::parser_callback_t cb = [&](int depth, json::parse_event_t ev, json& parsed) {
     switch (ev) {
       case json::parse_event_t::object_start:
       case json::parse_event_t::array_start: {
+        if (depth >= kMaxDepth) throw TooDeep{};
         std::string p = child_path();
         stack.push_back({p, {}, {}, 0, ev == json::parse_event_t::array_start});
         break;
@@ -551,6 +559,9 @@ Result<DeviceManifest> ParseManifest(std::string_view text, const std::string& f
   } catch (const json::exception& e) {
     // e.g. out_of_range.406 "number overflow parsing '1e999'"
     return DataLoss(file + ": JSON value error: " + WithoutId(e.what()));
+  } catch (const TooDeep&) {
+    return DataLoss(file + ": " + stack.back().path + ": JSON nested deeper than " + std::to_string(kMaxDepth) +
+                    " levels (device manifests nest at most about 10)");
   }
   if (!duplicate.empty()) return InvalidArgument(duplicate);
   DeviceManifest m;
@@ -561,6 +572,9 @@ Result<DeviceManifest> ParseManifest(std::string_view text, const std::string& f
 }
 
 Result<DeviceManifest> LoadManifestFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return IoError(path + ": is a folder, expected a manifest file (.json)");
   std::ifstream in(path, std::ios::binary);
   if (!in) return IoError(path + ": cannot open manifest file");
   std::ostringstream ss;

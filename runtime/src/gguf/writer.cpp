@@ -13,6 +13,7 @@
 #include <new>
 
 #include "gguf_rules.h"
+#include "stowage/runtime/atomic_file.h"
 
 namespace stowage {
 
@@ -299,35 +300,23 @@ Result<std::vector<uint8_t>> GgufWriter::WriteToBuffer() const {
 Status GgufWriter::WriteFile(const std::string& path) const {
   if (version_ != 2 && version_ != 3)
     return InvalidArgument("gguf writer: version must be 2 or 3, found " + std::to_string(version_));
-  std::string tmp = path + ".tmp.XXXXXX";
-  const int fd = ::mkstemp(&tmp[0]);
-  if (fd < 0) return IoError(path + ": cannot create a temporary file: " + std::strerror(errno));
-
-  auto body = [&]() -> Status {
-    const std::vector<uint8_t> header = SerializeHeader();
-    const uint64_t total = header.size() + DataSize();
-    // The whole file first, as a hole: tensors without data and all padding stay sparse.
-    if (::ftruncate(fd, static_cast<off_t>(total)) != 0)
-      return IoError(path + ": cannot extend to " + std::to_string(total) + " bytes: " + std::strerror(errno));
-    STOWAGE_RETURN_IF_ERROR(WriteAll(fd, header.data(), header.size(), 0, path));
-    for (const auto& t : tensors_) {
-      if (!t.fill || data_sparse_) continue;
-      std::unique_ptr<uint8_t[]> buf(new (std::nothrow) uint8_t[t.nbytes ? t.nbytes : 1]);
-      if (!buf) return ResourceExhausted(path + ": tensor '" + t.name + "': cannot allocate " + std::to_string(t.nbytes) + " bytes");
-      std::memset(buf.get(), 0, t.nbytes);
-      STOWAGE_RETURN_IF_ERROR(t.fill(buf.get(), t.nbytes));
-      STOWAGE_RETURN_IF_ERROR(WriteAll(fd, buf.get(), t.nbytes, header.size() + t.offset, path));
-    }
-    if (::fchmod(fd, 0644) != 0) return IoError(path + ": cannot set permissions: " + std::strerror(errno));
-    if (::fsync(fd) != 0) return IoError(path + ": cannot sync: " + std::strerror(errno));
-    return Status::Ok();
-  };
-  Status st = body();
-  if (::close(fd) != 0 && st.ok()) st = IoError(path + ": cannot close: " + std::strerror(errno));
-  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
-    st = IoError(path + ": cannot rename the temporary file into place: " + std::strerror(errno));
-  if (!st.ok()) ::unlink(tmp.c_str());
-  return st;
+  STOWAGE_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path));
+  const int fd = file.fd();
+  const std::vector<uint8_t> header = SerializeHeader();
+  const uint64_t total = header.size() + DataSize();
+  // The whole file first, as a hole: tensors without data and all padding stay sparse.
+  if (::ftruncate(fd, static_cast<off_t>(total)) != 0)
+    return IoError(path + ": cannot extend to " + std::to_string(total) + " bytes: " + std::strerror(errno));
+  STOWAGE_RETURN_IF_ERROR(WriteAll(fd, header.data(), header.size(), 0, path));
+  for (const auto& t : tensors_) {
+    if (!t.fill || data_sparse_) continue;
+    std::unique_ptr<uint8_t[]> buf(new (std::nothrow) uint8_t[t.nbytes ? t.nbytes : 1]);
+    if (!buf) return ResourceExhausted(path + ": tensor '" + t.name + "': cannot allocate " + std::to_string(t.nbytes) + " bytes");
+    std::memset(buf.get(), 0, t.nbytes);
+    STOWAGE_RETURN_IF_ERROR(t.fill(buf.get(), t.nbytes));
+    STOWAGE_RETURN_IF_ERROR(WriteAll(fd, buf.get(), t.nbytes, header.size() + t.offset, path));
+  }
+  return file.Commit();
 }
 
 }  // namespace stowage

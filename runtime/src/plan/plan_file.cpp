@@ -93,8 +93,9 @@ Status PlanFile::Verify() {
     if (b->device() < 0 || size_t(b->device()) >= n_dev) return fail("buffers[" + std::to_string(i) + "].device", "index out of range");
     if (b->mapped() && (b->file_offset() > r.model()->file_size() || b->size() > r.model()->file_size() - b->file_offset()))
       return fail("buffers[" + std::to_string(i) + "]", "mapped range outside the model file");
-    if (b->alignment() == 0 || (b->alignment() & (b->alignment() - 1)) != 0 || b->alignment() > (1u << 16))
-      return fail("buffers[" + std::to_string(i) + "].alignment", "expected a power of two in [1, 65536], found " + std::to_string(b->alignment()));
+    if (b->alignment() == 0 || (b->alignment() & (b->alignment() - 1)) != 0 || b->alignment() > kMaxBufferAlignment)
+      return fail("buffers[" + std::to_string(i) + "].alignment", "expected a power of two in [1, " +
+                  std::to_string(kMaxBufferAlignment) + "], found " + std::to_string(b->alignment()));
     if (b->mapped() && b->usage() != plan::BufferUsage::Weights)
       return fail("buffers[" + std::to_string(i) + "]", "only weights may live in a mapped (read-only) buffer");
   }

@@ -111,5 +111,78 @@ TEST(GraphSynth, SharedModels) {
   }
 }
 
+// A copy of a small gguf-synth llama model whose `key` (a u32) is set to `value`, header only.
+std::string WithU32(const std::string& key, uint32_t value) {
+  synth::ModelSpec spec;
+  spec.arch = "llama";
+  spec.n_layer = 2;
+  spec.n_embd = 64;
+  spec.n_head = 4;
+  spec.n_head_kv = 4;
+  spec.n_ff = 128;
+  spec.n_vocab = 64;
+  spec.header_only = true;
+  const std::string dir = ::testing::TempDir();
+  GgufWriter base;
+  EXPECT_TRUE(synth::BuildModel(spec, &base).ok());
+  EXPECT_TRUE(base.WriteFile(dir + "/hp-base.gguf").ok());
+  auto f = GgufFile::Open(dir + "/hp-base.gguf");
+  EXPECT_TRUE(f.ok()) << f.status().message();
+  GgufWriter w;
+  for (const auto& kv : (*f)->kvs())
+    EXPECT_TRUE(w.AddKV(kv.key, kv.key == key ? GgufMetaValue::U32(value) : GgufMetaValue::FromValue(kv.value)).ok());
+  const std::string path = dir + "/hp-" + key + ".gguf";
+  EXPECT_TRUE(w.WriteFile(path).ok());
+  return path;
+}
+
+TEST(HParams, LayerCountAboveLlamaCppMaximumIsRefused) {
+  // breaker: block_count 2^32-1 made the planner allocate per-layer tables until std::bad_alloc.
+  for (uint32_t n : {513u, 10000000u, 4294967295u}) {
+    const std::string path = WithU32("llama.block_count", n);
+    auto f = GgufFile::Open(path);
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    auto hp = ReadHParams(**f);
+    ASSERT_FALSE(hp.ok());
+    EXPECT_EQ(hp.status().message(), path + ": llama.block_count " + std::to_string(n) +
+                                         " exceeds llama.cpp's maximum of 512 layers (LLAMA_MAX_LAYERS)");
+  }
+  auto f = GgufFile::Open(WithU32("llama.block_count", 512));
+  ASSERT_TRUE(f.ok());
+  EXPECT_TRUE(ReadHParams(**f).ok());
+}
+
+TEST(HParams, ResolveContextAsLlamaInitFromModel) {
+  HParams hp;
+  hp.arch = "llama";
+  hp.n_ctx_train = 1000;
+  ContextConfig cfg;  // n_ctx 0: the model's, padded to 32; n_batch clamped to n_ctx
+  ASSERT_TRUE(ResolveContext(hp, "m.gguf", &cfg).ok());
+  EXPECT_EQ(cfg.n_ctx, 1024u);
+  EXPECT_EQ(cfg.n_batch, 1024u);
+  EXPECT_EQ(cfg.n_ubatch, 512u);
+  cfg = ContextConfig{};
+  cfg.n_ctx = 64;
+  cfg.n_batch = 16;  // below GGML_KQ_MASK_PAD: raised to 32
+  cfg.n_ubatch = 512;
+  ASSERT_TRUE(ResolveContext(hp, "m.gguf", &cfg).ok());
+  EXPECT_EQ(cfg.n_ctx, 64u);
+  EXPECT_EQ(cfg.n_batch, 32u);
+  EXPECT_EQ(cfg.n_ubatch, 32u);
+
+  // breaker: context_length 2^32-1 wrapped to n_ctx 0 in the padding and gave an unusable plan.
+  hp.n_ctx_train = 4294967295u;
+  cfg = ContextConfig{};
+  Status s = ResolveContext(hp, "m.gguf", &cfg);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "m.gguf: llama.context_length 4294967295 exceeds the largest context Stowage plans "
+                         "(16777216 tokens); give a context size with -c");
+  cfg.n_ctx = 4096;  // an explicit -c overrides the model's value
+  EXPECT_TRUE(ResolveContext(hp, "m.gguf", &cfg).ok());
+  cfg = ContextConfig{};
+  cfg.n_ctx = kMaxContextTokens + 1;
+  EXPECT_EQ(ResolveContext(hp, "m.gguf", &cfg).code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace stowage::planner

@@ -18,7 +18,22 @@ std::vector<std::string> SupportedArchitectures();
 /// Reads hyper-parameters (llama.cpp LLM_KV keys of `general.architecture`).
 /// Errors: kNotFound (missing key, naming it), kUnimplemented (unknown architecture, listing the
 /// supported ones), kInvalidArgument (inconsistent values such as n_embd % n_head != 0).
+/// block_count above llama.cpp's LLAMA_MAX_LAYERS (512) is kInvalidArgument, as llama.cpp refuses
+/// it when it reads the per-layer keys (load_hparams, get_key_or_arr: "n > N_MAX").
 Result<HParams> ReadHParams(const GgufFile& gguf);
+
+/// llama.cpp's LLAMA_MAX_LAYERS (llama-hparams.h): the most layers a model may have.
+inline constexpr uint32_t kMaxLayers = 512;
+
+/// The largest context (tokens) Stowage plans: the range of -c in plan-model and stowage-run.
+inline constexpr uint32_t kMaxContextTokens = 1u << 24;
+
+/// Resolves `cfg` in place as llama_init_from_model (Feb 2025) does: n_ctx 0 takes the model's
+/// n_ctx_train, then n_ctx is padded up to a multiple of 32 (llama_kv_cache_get_padding without
+/// flash attention); n_batch is clamped to [32 (GGML_KQ_MASK_PAD), n_ctx] and n_ubatch to n_batch.
+/// Errors (kInvalidArgument): n_ctx (given or the model's context_length) above kMaxContextTokens,
+/// naming `path`; n_batch or n_ubatch 0.
+Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig* cfg);
 
 /// Builds globals (weights with their role and consuming op, KV cache tensors), the "pp" graph
 /// (n_tokens = min(n_ctx, n_ubatch), n_outputs = n_tokens) and the "tg" graph (n_tokens = 1),

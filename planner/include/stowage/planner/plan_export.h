@@ -17,8 +17,6 @@ namespace stowage::planner {
 std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, const Placement& p,
                                    const MemoryPlan& mem, const std::string& flags);
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same folder, fsync, rename.
-/// Never leaves a partly written file. Errors: kIoError naming the path and the OS error.
-Status WriteFileAtomic(const std::string& path, const std::vector<uint8_t>& bytes);
+// Plan files are written with stowage::WriteFileAtomic (stowage/runtime/atomic_file.h).
 
 }  // namespace stowage::planner

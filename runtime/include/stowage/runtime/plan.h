@@ -24,6 +24,10 @@ struct Plan;
 /// Highest plan schema version this runtime reads.
 inline constexpr uint32_t kPlanSchemaVersion = 1;
 
+/// Largest buffer alignment (bytes) a plan may record, and so a device manifest may declare:
+/// 64 KiB (ggml backends ask for 32 to 4096; a page is the most any allocator needs).
+inline constexpr uint64_t kMaxBufferAlignment = 65536;
+
 class PlanFile {
  public:
   /// Reads and verifies `path`. Errors: kIoError (cannot read), kDataLoss (corrupted, truncated,

@@ -1,0 +1,77 @@
+// Writing an output file so that no reader, and no interrupted run, ever leaves a partly written
+// file at its path: the bytes go to an unnamed file (Linux O_TMPFILE) in the destination's folder,
+// which is given its name only when everything is written and synced. A process killed before that
+// (SIGINT, SIGKILL, out of memory) leaves nothing behind. On a file system without O_TMPFILE a
+// named temporary `<path>.tmp.XXXXXX` is used instead (removed on every error; a killed process
+// can leave it).
+//
+// How the destination is resolved (as `cp` writes to its target):
+//   - a symbolic link is followed (up to 40 links); the link itself stays and points to the new file;
+//   - an existing non-regular file that is not a folder (a FIFO, a character device such as
+//     /dev/stdout or /dev/null, a socket) is opened and written in place: there is no file to
+//     replace, and renaming over it would destroy the device node;
+//   - a folder is an error.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stowage/runtime/status.h"
+
+namespace stowage {
+
+class AtomicFile {
+ public:
+  /// Opens the temporary file for `path` (or `path` itself, for a FIFO or device).
+  /// Errors (kIoError, naming `path`): the folder does not exist or is not writable, `path` is a
+  /// folder, a symbolic link loop, or the OS error of open.
+  static Result<AtomicFile> Create(const std::string& path);
+
+  AtomicFile(AtomicFile&& other) noexcept;
+  AtomicFile& operator=(AtomicFile&& other) noexcept;
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  /// Discards what was written unless Commit() succeeded.
+  ~AtomicFile();
+
+  /// The descriptor to write to (write, pwrite, ftruncate); owned by this object.
+  int fd() const { return fd_; }
+  /// The path given to Create, for messages.
+  const std::string& path() const { return path_; }
+
+  /// Writes `size` bytes at the current position, retrying short writes and EINTR.
+  /// Errors: kIoError with the OS error (e.g. "No space left on device").
+  Status Write(const void* data, size_t size);
+
+  /// Makes the file visible at the destination: fsync, permissions 0644, then rename over the
+  /// destination in one step (the old file, if any, stays whole until then). After an error the
+  /// destination is as it was before. For a FIFO or device: only closes it. Call once.
+  Status Commit();
+
+ private:
+  AtomicFile() = default;
+  void Discard();
+
+  std::string path_;         // as given
+  std::string dest_;         // the destination after following symbolic links
+  std::string named_tmp_;    // the named temporary (fallback without O_TMPFILE), else empty
+  int fd_ = -1;
+  bool in_place_ = false;    // FIFO / device: written directly
+  bool unnamed_ = false;     // O_TMPFILE
+  bool committed_ = false;
+};
+
+/// Writes `size` bytes to `path` through an AtomicFile. Errors: as AtomicFile.
+Status WriteFileAtomic(const std::string& path, const void* data, size_t size);
+inline Status WriteFileAtomic(const std::string& path, const std::vector<uint8_t>& bytes) {
+  return WriteFileAtomic(path, bytes.data(), bytes.size());
+}
+
+/// True when `a` and `b` name the same existing file (same device and inode, after following
+/// symbolic links); false when either does not exist. Tools use it to refuse an output path that
+/// is one of their inputs (plan-model -o M.gguf -m M.gguf would replace the model).
+bool SameFile(const std::string& a, const std::string& b);
+
+}  // namespace stowage
