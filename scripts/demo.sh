@@ -9,6 +9,10 @@ MODEL=${1:-../shared/models/stories260K.gguf}
 PROMPT=${2:-Once upon a time}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
+if [ $# -ge 1 ] && [ ! -f "$MODEL" ]; then
+  echo "demo: $MODEL: no such model file" >&2
+  exit 1
+fi
 if [ ! -f "$MODEL" ]; then
   echo "demo: $MODEL not found; generating a small random-weight llama model with gguf-synth" >&2
   MODEL=$OUT/synth-llama.gguf
@@ -17,5 +21,6 @@ fi
 echo "== plan-model -m $MODEL -c 256 -o model.plan"
 $BIN/plan-model -m "$MODEL" -c 256 -o "$OUT/model.plan"
 echo
-echo "== stowage-run --plan model.plan -p \"$PROMPT\" -n 64 --temp 0"
+# One thread: the model is tiny (260K parameters), a second thread only adds synchronization.
+echo "== stowage-run -m $MODEL --plan model.plan -p \"$PROMPT\" -n 64 --temp 0 -t 1"
 $BIN/stowage-run -m "$MODEL" --plan "$OUT/model.plan" -p "$PROMPT" -n 64 --temp 0 -t 1

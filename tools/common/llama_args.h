@@ -14,9 +14,19 @@ namespace stowage::tools {
 /// (llama.cpp short spelling, long option) pairs, e.g. {"-ngl", "--n-gpu-layers"}.
 using OptionAliases = std::vector<std::pair<std::string, std::string>>;
 
-/// Parses argv with `app` after replacing each alias (also in "-ngl=99" form). Returns the exit
+/// Parses argv with `app` after replacing each alias (also in "-ngl=99" form); --help names the
+/// program (argv[0]'s file name) and lists each alias after its long option's description. Returns the exit
 /// code CLI11 asks for (help, error) through `app.exit`, or -1 when parsing succeeded.
 inline int ParseWithAliases(CLI::App& app, int argc, char** argv, const OptionAliases& aliases) {
+  // --help shows the program's name and each llama.cpp spelling next to its long option.
+  if (app.get_name().empty() && argc > 0) {
+    const std::string self = argv[0];
+    app.name(self.substr(self.find_last_of('/') == std::string::npos ? 0 : self.find_last_of('/') + 1));
+  }
+  for (const auto& [shortname, longname] : aliases) {
+    CLI::Option* o = app.get_option_no_throw(longname);
+    if (o != nullptr) o->description(o->get_description() + " (also " + shortname + ")");
+  }
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i) {  // CLI11 takes the arguments in reverse order
     std::string a = argv[i];

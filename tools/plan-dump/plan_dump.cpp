@@ -100,9 +100,13 @@ std::string Text(const fb::Plan& p, bool nodes) {
   if (p.flags()) line("flags: %s", p.flags()->c_str());
   if (const auto* d = p.devices())
     for (flatbuffers::uoffset_t i = 0; i < d->size(); ++i)
-      line("device %u: %s (%s) type %s, %.2f MiB free of %.2f MiB", i, Str(d->Get(i)->name()).c_str(),
-           Str(d->Get(i)->description()).c_str(), fb::EnumNameDeviceType(d->Get(i)->type()), MiB(d->Get(i)->memory_free()),
-           MiB(d->Get(i)->memory_total()));
+      if (d->Get(i)->memory_total() == 0)  // a registry CPU: host memory is not part of the manifest
+        line("device %u: %s (%s) type %s, memory not given (host memory)", i, Str(d->Get(i)->name()).c_str(),
+             Str(d->Get(i)->description()).c_str(), fb::EnumNameDeviceType(d->Get(i)->type()));
+      else
+        line("device %u: %s (%s) type %s, %.2f MiB free of %.2f MiB", i, Str(d->Get(i)->name()).c_str(),
+             Str(d->Get(i)->description()).c_str(), fb::EnumNameDeviceType(d->Get(i)->type()),
+             MiB(d->Get(i)->memory_free()), MiB(d->Get(i)->memory_total()));
   if (const auto* b = p.backends())
     for (flatbuffers::uoffset_t i = 0; i < b->size(); ++i)
       line("backend %u: %s on device %d, compute buffer %d", i, Str(b->Get(i)->name()).c_str(), b->Get(i)->device(),
@@ -114,7 +118,10 @@ std::string Text(const fb::Plan& p, bool nodes) {
            fb::EnumNameBufferUsage(x->usage()), static_cast<unsigned long long>(x->size()), MiB(x->size()),
            Str(x->buft()).c_str(), x->device(), static_cast<unsigned long long>(x->alignment()),
            x->mapped() ? (" mapped at file offset " + std::to_string(x->file_offset())).c_str() : "",
-           Str(x->repack()).empty() ? "" : (" repack " + Str(x->repack())).c_str(), SplitText(x).c_str());
+           Str(x->repack()).empty()        ? ""
+           : Str(x->repack()) == "repack" ? " (repacked on upload)"
+                                           : (" repack " + Str(x->repack())).c_str(),
+           SplitText(x).c_str());
     }
   if (const auto* t = p.tensors())
     for (flatbuffers::uoffset_t i = 0; i < t->size(); ++i) {

@@ -105,12 +105,19 @@ int Run(int argc, char** argv) {
       ->check(CLI::Range(0, 2));
   app.add_flag("--timing", timing, "print the time spent building the graphs and placing them");
   app.add_flag("--fit", fit, "search the largest -ngl that fits the devices' free memory and print it");
-  std::vector<std::string> args(argv, argv + argc);
-  for (auto& a : args)
-    if (a == "--explain") a = "--explain=text";
+  // --explain takes an optional value: "--explain", "--explain json" and "--explain=json".
+  std::vector<std::string> args;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--explain") {
+      const bool valued = i + 1 < argc && (std::string(argv[i + 1]) == "text" || std::string(argv[i + 1]) == "json");
+      a = "--explain=" + std::string(valued ? argv[++i] : "text");
+    }
+    args.push_back(a);
+  }
   std::vector<char*> av;
   for (auto& a : args) av.push_back(a.data());
-  if (int rc = tools::ParseWithAliases(app, argc, av.data(),
+  if (int rc = tools::ParseWithAliases(app, static_cast<int>(av.size()), av.data(),
                                        {{"-ub", "--ubatch-size"}, {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"},
                                         {"-ngl", "--n-gpu-layers"}, {"-sm", "--split-mode"}, {"-ts", "--tensor-split"},
                                         {"-mg", "--main-gpu"}, {"-ot", "--override-tensor"}, {"-cmoe", "--cpu-moe"},

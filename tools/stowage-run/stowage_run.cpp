@@ -8,6 +8,7 @@
 #include <limits>
 #include <fstream>
 #include <sstream>
+#include <random>
 #include <string>
 #include <thread>
 
@@ -84,6 +85,10 @@ int Fail(const Status& s) {
 
 /// Upper bound of token counts on the command line (-c, -b, -ub, -n, -p): 2^24.
 constexpr double kMaxTokens = 16777216;
+/// --seed's default, as llama.cpp's LLAMA_DEFAULT_SEED: a random seed for each run (printed).
+constexpr uint32_t kRandomSeed = 0xFFFFFFFFu;
+/// Context of a generation planned on the fly without -c: llama-cli's default (common_params n_ctx).
+constexpr uint32_t kDefaultGenerationContext = 4096;
 
 struct Common {
   std::string model, plan;
@@ -133,13 +138,18 @@ Result<std::unique_ptr<Session>> OpenSession(const Common& c, bool quiet, bool p
 
 void PrintBuffers(const Session& s) {
   std::fprintf(stderr, "memory allocated per buffer (planned == allocated):\n");
+  std::fprintf(stderr, "  %-12s %-7s %-6s %14s\n", "buffer", "usage", "device", "size");
   for (const auto& b : s.Buffers())
     std::fprintf(stderr, "  %-12s %-7s %-6s %10.2f MiB%s%s\n", b.name.c_str(), b.usage.c_str(), b.device.c_str(),
                  b.allocated / 1048576.0, b.mapped ? " (mapped)" : "",
                  b.planned == b.allocated ? "" : "  MISMATCH with the plan");
 }
 
-int Generate(const Common& c, const std::string& prompt, int n_predict, const SamplerParams& sp, bool quiet) {
+int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerParams sp, bool quiet) {
+  if (sp.seed == kRandomSeed) {
+    sp.seed = std::random_device{}();
+    if (!quiet && sp.temperature > 0) std::fprintf(stderr, "sampler seed: %u\n", sp.seed);
+  }
   auto gguf = GgufFile::Open(c.model);
   if (!gguf.ok()) return Fail(gguf.status());
   auto tok = Tokenizer::FromGguf(**gguf);
@@ -149,6 +159,8 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, const Sa
   Session& s = **session;
   std::vector<int32_t> tokens = tok->Tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
   if (tokens.empty()) return Fail(InvalidArgument("the prompt is empty (no tokens)"));
+  // -n -1 (llama-cli's "until the end of text"): until an end-of-generation token or a full context.
+  if (n_predict < 0) n_predict = static_cast<int>(std::max<int64_t>(0, s.n_ctx() - static_cast<int64_t>(tokens.size())));
   if (static_cast<int64_t>(tokens.size()) + n_predict > s.n_ctx())
     return Fail(OutOfRange("prompt of " + std::to_string(tokens.size()) + " tokens + " + std::to_string(n_predict) +
                            " to generate exceeds the context of " + std::to_string(s.n_ctx()) + " tokens (-c)"));
@@ -334,24 +346,28 @@ int Bench(Common c, int n_prompt, int n_gen, int reps, bool json, bool profile) 
 }  // namespace
 
 int Run(int argc, char** argv) {
-  CLI::App app{"stowage-run: execute a Stowage plan and generate text"};
+  CLI::App app{"stowage-run: execute a Stowage plan and generate text", "stowage-run"};
+  app.option_defaults()->always_capture_default();
   app.require_subcommand(0, 1);
   Common c;
   std::string prompt;
   int n_predict = 64;
   SamplerParams sp;
+  sp.seed = kRandomSeed;
   bool quiet = false;
   auto add_common = [&c](CLI::App* a) {
     a->add_option("-m,--model", c.model, "GGUF model file")->required();
     a->add_option("--plan", c.plan, "plan file made by plan-model (default: plan on the fly for this machine)");
-    a->add_option("-t,--threads", c.threads, "CPU threads (default: all)")->check(NumberIn(0, 2147483647, true));
-    a->add_option("-c,--ctx-size", c.n_ctx, "context size when planning on the fly (0 = the model's)")
+    a->add_option("-t,--threads", c.threads, "CPU threads (0 = all)")->check(NumberIn(0, 2147483647, true));
+    a->add_option("-c,--ctx-size", c.n_ctx,
+                  "context size when planning on the fly (0 = the model's training context; default: 4096 "
+                  "tokens to generate text, as llama-cli; the model's for perplexity; -p + -n for bench)")
         ->check(NumberIn(0, kMaxTokens, true));
     a->add_option("-b,--batch-size", c.n_batch, "logical batch size when planning on the fly")
         ->check(NumberIn(1, kMaxTokens, true));
     a->add_option("--ubatch-size", c.n_ubatch, "physical batch size when planning on the fly")
         ->check(NumberIn(1, kMaxTokens, true));
-    a->add_option("--n-gpu-layers", c.n_gpu_layers, "layers to offload when planning on the fly (llama.cpp -ngl)")
+    a->add_option("--n-gpu-layers", c.n_gpu_layers, "layers to offload when planning on the fly")
         ->check(NumberIn(0, 1 << 20, true));
     a->add_flag("--huge-pages", c.huge_pages,
                 "copy mapped weights into transparent huge pages at load (faster token generation; the weights "
@@ -359,12 +375,14 @@ int Run(int argc, char** argv) {
   };
   add_common(&app);
   app.add_option("-p,--prompt", prompt, "prompt text");
-  app.add_option("-n,--n-predict", n_predict, "tokens to generate")->check(NumberIn(0, kMaxTokens, true));
+  app.add_option("-n,--n-predict", n_predict, "tokens to generate (-1 = until the end of text or a full context)")
+      ->check(NumberIn(-1, kMaxTokens, true));
   app.add_option("--temp", sp.temperature, "temperature (<= 0 = greedy)")->check(NumberIn(-1e4, 1e4, false));
   app.add_option("--top-k", sp.top_k, "top-k (0 = off)")->check(NumberIn(-2147483647, 2147483647, true));
   app.add_option("--top-p", sp.top_p, "top-p (1 = off)")->check(NumberIn(0, 1, false));
   app.add_option("--min-p", sp.min_p, "min-p (0 = off)")->check(NumberIn(0, 1, false));
-  app.add_option("-s,--seed", sp.seed, "random seed")->check(NumberIn(0, 4294967295.0, true));
+  app.add_option("-s,--seed", sp.seed, "random seed (4294967295 = a random seed, printed)")
+      ->check(NumberIn(0, 4294967295.0, true));
   app.add_flag("-q,--quiet", quiet, "print only the text");
 
   auto* ppl = app.add_subcommand("perplexity", "perplexity of a text file (llama-perplexity style)");
@@ -395,6 +413,7 @@ int Run(int argc, char** argv) {
     return Fail(InvalidArgument("bench: nothing to measure (-p/--n-prompt and -n/--n-gen are both 0)"));
   if (*bench) return Bench(c, n_prompt, n_gen, reps, bench_json, bench_profile);
   if (prompt.empty()) return Fail(InvalidArgument("-p/--prompt is required (an empty prompt has no tokens to evaluate)"));
+  if (c.plan.empty() && app.count("--ctx-size") == 0) c.n_ctx = kDefaultGenerationContext;
   return Generate(c, prompt, n_predict, sp, quiet);
 }
 

@@ -183,6 +183,25 @@ void AddKvCache(ModelGraphs& m) {
 
 Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig* cfg) {
   if (cfg->n_ubatch == 0 || cfg->n_batch == 0) return InvalidArgument("n_batch and n_ubatch must be positive");
+  // llama.cpp common/arg.cpp kv_cache_types: the types -ctk / -ctv accept.
+  for (GgmlType t : {cfg->type_k, cfg->type_v}) {
+    switch (t) {
+      case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q8_0: case GgmlType::Q4_0:
+      case GgmlType::Q4_1: case GgmlType::IQ4_NL: case GgmlType::Q5_0: case GgmlType::Q5_1:
+        break;
+      default:
+        return InvalidArgument(std::string("unsupported KV cache type ") + GgmlTypeName(t) +
+                               " (llama.cpp accepts f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)");
+    }
+  }
+  if (cfg->type_k == GgmlType::IQ4_NL)  // no IQ4_NL quantizer (ggml's quantize_row_iq4_nl) in the backends yet
+    return Unimplemented("KV cache type iq4_nl is not supported by Stowage's backends yet (f32, f16, bf16, q8_0, "
+                         "q4_0, q4_1, q5_0 and q5_1 are)");
+  // llama_init_from_model (Feb 2025): a quantized V cache needs flash attention, which Stowage's
+  // graphs (llama.cpp's without -fa) do not use.
+  if (!hp.recurrent() && GetTypeTraits(cfg->type_v).block_size > 1)
+    return InvalidArgument(std::string("V cache quantization requires flash_attn (llama.cpp); -ctv ") +
+                           GgmlTypeName(cfg->type_v) + " needs -fa, which Stowage does not plan: use f16, bf16 or f32");
   if (cfg->n_ctx == 0) {
     if (hp.n_ctx_train > kMaxContextTokens)
       return InvalidArgument(path + ": " + hp.arch + ".context_length " + std::to_string(hp.n_ctx_train) +

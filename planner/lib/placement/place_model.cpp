@@ -115,6 +115,11 @@ std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcom
     if (g.kind != TensorKind::kKvCache) continue;
     (g.name.rfind("cache_k", 0) == 0 ? k_bytes : v_bytes) += g.nbytes;
   }
+  // llama_init_from_model's warning for a context beyond the one the model was trained with.
+  const uint32_t n_ctx_per_seq = m.cfg.n_ctx / std::max<uint32_t>(1, m.cfg.n_seq_max);
+  if (!m.hp.recurrent() && n_ctx_per_seq > m.hp.n_ctx_train)
+    out.push_back(Fmt("llama_init_from_model: n_ctx_per_seq (%u) > n_ctx_train (%u) -- possible training context overflow",
+                      n_ctx_per_seq, m.hp.n_ctx_train));
   out.push_back(Fmt("llama_kv_cache_init: kv_size = %u, offload = %d, type_k = '%s', type_v = '%s', n_layer = %u, "
                     "can_shift = 1",
                     m.cfg.n_ctx, opt.offload_kqv ? 1 : 0, GgmlTypeName(m.cfg.type_k), GgmlTypeName(m.cfg.type_v),

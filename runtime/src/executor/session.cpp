@@ -215,7 +215,8 @@ Status Session::Impl::CreateBackends(const SessionOptions& opts) {
     if (!b) b = exec::CreateBuiltinBackend(dname, dtype, n_threads);
     if (!b)
       return Unavailable(plan->path() + ": planned device '" + dname + "' (" + dtype +
-                         ") is not available in this runtime (available: " + exec::BuiltinBackendNames() + ")");
+                         ") is not on this machine or its backend is not built (backends built: " +
+                         exec::BuiltinBackendNames() + "; list-devices shows this machine's devices)");
     backends.push_back(std::move(b));
   }
   return Status::Ok();
