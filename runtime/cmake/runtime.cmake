@@ -1,6 +1,7 @@
 # The runtime library: plan loader, executor, backends (CPU; ACCEL/GPU when built).
 add_library(stowage_runtime STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/plan/plan_file.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/plan/plan_check.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/executor/session.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/executor/cpu_backend.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/executor/builtin_backends.cpp

@@ -8,7 +8,7 @@
 // "  input copies: INPUT on BACKEND -> INPUT (buffer B offset O), BACKEND#INPUT#1 (...), ..."
 // (JSON "input_copies").
 // --check-memory: instead of printing, checks that no two graph tensors live at the same time share
-// bytes of a compute buffer (plan_check.h, liveness re-derived from the plan); prints
+// bytes of a compute buffer (stowage::CheckComputeMemory, liveness re-derived from the plan); prints
 // "plan-dump: compute memory OK (N tensors checked)" and exits 0, or one line per conflict and exits 1.
 #include <cstdio>
 #include <string>
@@ -20,7 +20,6 @@
 #include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/ggml_types.h"
 #include "stowage/runtime/plan.h"
-#include "plan_check.h"
 #include "stdout_check.h"
 
 namespace fb = stowage::plan;
@@ -319,7 +318,7 @@ int Run(int argc, char** argv) {
   }
   const fb::Plan& p = (*plan)->root();
   if (check_memory) {
-    const stowage::tools::MemoryCheckReport rep = stowage::tools::CheckComputeMemory(p);
+    const stowage::MemoryCheckReport rep = stowage::CheckComputeMemory(**plan);
     for (const auto& c : rep.conflicts) std::printf("plan-dump: conflict: %s\n", c.c_str());
     if (!rep.conflicts.empty()) return 1;
     std::printf("plan-dump: compute memory OK (%d tensors checked)\n", rep.tensors_checked);

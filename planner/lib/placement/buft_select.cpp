@@ -189,7 +189,13 @@ Status SelectWeightBufts(const ModelGraphs& m, const DeviceSet& ds, const LayerM
         }
         ex.rejected.push_back(e.buft + ": " + why);
       }
-      if (chosen.empty()) return InvalidArgument("failed to find a compatible buffer type for tensor " + w.name);
+      if (chosen.empty()) {
+        // llama.cpp's message, then what each candidate said (e.g. the type no device supports).
+        std::string why;
+        for (const std::string& r : ex.rejected) why += (why.empty() ? "" : "; ") + r;
+        return InvalidArgument("failed to find a compatible buffer type for tensor " + w.name + " (" +
+                               GgmlTypeName(w.type) + (why.empty() ? "" : ": " + why) + ")");
+      }
       if (ex.rule.empty()) {
         ex.rule = std::string("first entry of the ") + where + " list (" + ds.devices[dev].name +
                   ") whose device supports " + stowage::GgmlOpName(w.consumer_op) + " with it";

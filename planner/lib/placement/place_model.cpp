@@ -8,6 +8,47 @@
 
 namespace stowage::planner {
 
+namespace {
+
+const char* UsageName(BufferUsage u) {
+  switch (u) {
+    case BufferUsage::kWeights: return "weights";
+    case BufferUsage::kKvCache: return "KV cache";
+    case BufferUsage::kCompute: return "compute";
+    case BufferUsage::kOutput: return "output";
+  }
+  return "?";
+}
+
+// ggml_backend_buft_get_max_size: llama.cpp allocates a buft's weights (and KV cache) in several
+// buffers of at most max_size bytes each (ggml_backend_alloc_ctx_tensors_from_buft) and fails on a
+// single tensor larger than that. A plan holds one buffer per buft and usage, so a buffer above
+// its buft's max_size is refused here rather than planned as a buffer the device cannot allocate.
+Status CheckMaxBufferSizes(const PlacementOutcome& o) {
+  for (const PlannedBuffer& b : o.memory.buffers) {
+    if (b.mapped || b.buft < 0 || static_cast<size_t>(b.buft) >= o.placement.bufts.size()) continue;
+    const PlacedBuft& pb = o.placement.bufts[b.buft];
+    if (pb.device < 0 || static_cast<size_t>(pb.device) >= o.devices.devices.size()) continue;
+    const DeviceManifest& d = o.devices.devices[pb.device];
+    uint64_t max_size = UINT64_MAX;
+    auto consider = [&](const BufferType& bt) {
+      if (bt.name == pb.name) max_size = std::min(max_size, bt.max_size);
+    };
+    consider(d.default_buft);
+    if (d.host_buft) consider(*d.host_buft);
+    if (d.split_buft) consider(*d.split_buft);
+    for (const BufferType& bt : d.extra_bufts) consider(bt);
+    if (b.size > max_size)
+      return ResourceExhausted("buffer '" + b.name + "' (" + UsageName(b.usage) + ") needs " + std::to_string(b.size) +
+                               " bytes but buffer type " + pb.name + " of device " + d.name + " allocates at most " +
+                               std::to_string(max_size) + " bytes per buffer (manifest max_size); llama.cpp would use "
+                               "several buffers, which Stowage plans do not yet");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceManifest>& machine,
                                     const PlacementOptions& opt) {
   PlacementOutcome o;
@@ -39,9 +80,11 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
   STOWAGE_RETURN_IF_ERROR(ScheduleGraph(m.decode, m, o.devices, o.layers, &o.placement, so));
   o.placement.explain.push_back(PipelineExplain(pipeline));
   STOWAGE_RETURN_IF_ERROR(PlanMemory(m, o.placement, &o.memory));
+  STOWAGE_RETURN_IF_ERROR(CheckMaxBufferSizes(o));
   STOWAGE_ASSIGN_OR_RETURN(o.split_shares, RowSplitShares(m, o));
   return o;
 }
+
 
 void RecordHostBufts(const DeviceSet& ds, Placement* p) {
   p->device_host_buft.assign(p->devices.size(), -1);

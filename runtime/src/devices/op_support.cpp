@@ -203,9 +203,10 @@ ProbedDevice MakeCudaDevice(const CudaDeviceInfo& info) {
       {{O::SOFT_MAX}, {f32, Src({T::F16, T::F32}, true)}, {T::F32}, 0, kOps},
   };
   if (info.cpy_types.empty()) {
-    for (const auto& e : cpu.ops) {
-      if (e.ops[0] == O::CPY) d.ops.push_back({e.ops, e.src, e.dst_types, 0, kOps});
-    }
+    // The conversions the CUDA kernels have (exec::CudaSupportsCpy, which the probe lists): the
+    // CPU's table also stores q4_1 / q5_0 / q5_1.
+    d.ops.push_back({{O::CPY, O::CONT}, {f32}, {T::F32, T::F16, T::BF16, T::Q8_0, T::Q4_0}, 0, kOps});
+    d.ops.push_back({{O::CPY, O::CONT}, {Src({T::F16})}, {T::F32}, 0, kOps});
   } else {
     // One row per source type: CPY/CONT/DUP from it into the listed destination types.
     std::vector<std::pair<T, std::vector<T>>> by_src;

@@ -891,6 +891,13 @@ Result<std::unique_ptr<Session>> Session::Impl::Finish(std::unique_ptr<Impl> imp
                                                        const SessionOptions& opts, std::chrono::steady_clock::time_point t0) {
   STOWAGE_ASSIGN_OR_RETURN(impl->gguf, GgufFile::Open(model_path));
   STOWAGE_RETURN_IF_ERROR(impl->Init(opts));
+  // The verifier and Init check each tensor (shapes, views, offsets within buffers); this checks
+  // the compute-buffer offsets together: a plan whose live tensors share bytes (edited or
+  // corrupted) would compute wrong values without an error. Nothing has run yet.
+  const MemoryCheckReport mem = CheckComputeMemory(*impl->plan, 1, /*overlaps_only=*/true);
+  if (!mem.conflicts.empty())
+    return DataLoss(impl->plan->path() + ": compute buffer offsets overlap (plan-dump --check-memory lists all): " +
+                    mem.conflicts.front());
   impl->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }

@@ -144,6 +144,9 @@ class GgufParser {
         return Err(ti.info_offset, "name of tensor #" + std::to_string(i),
                    "at most " + std::to_string(kMaxTensorName - 1) + " bytes (GGML_MAX_NAME)",
                    std::to_string(ti.name.size()) + " bytes");
+      // ggml keeps names as C strings: a NUL would cut the name short (another tensor's name).
+      if (ti.name.find('\0') != std::string::npos)
+        return Err(ti.info_offset, "name of tensor #" + std::to_string(i), "no NUL byte", "'" + Esc(ti.name) + "'");
       const std::string what = "tensor '" + Esc(ti.name) + "'";
       const uint64_t nd_off = pos_;
       STOWAGE_RETURN_IF_ERROR(ReadU32(&ti.n_dims, what + " n_dims"));

@@ -19,7 +19,8 @@ Result<std::unique_ptr<PlanFile>> PlanFile::Load(const std::string& path) {
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return IoError(path + ": not a regular file (a directory?); expected a plan file written by plan-model");
+    const char* what = S_ISDIR(st.st_mode) ? "is a folder" : "is not a regular file (a device, FIFO or socket)";
+    return IoError(path + ": " + what + "; expected a plan file written by plan-model");
   }
   std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
   size_t done = 0;

@@ -4,7 +4,7 @@
 //    also three GPUs of different kinds, and -ngl n_layer + 1) for the shared models and a
 //    synthetic model of every supported architecture (gguf-synth's library: MoE, tied
 //    embeddings, mamba, phi3's fused QKV, gemma) must: load (PlanFile::Verify), have no two live
-//    tensors sharing compute-buffer bytes (tools/plan-dump/plan_check.h, liveness re-derived from
+//    tensors sharing compute-buffer bytes (CheckComputeMemory in stowage/runtime/plan.h, liveness re-derived from
 //    the plan file: all copies stay live), allocate exactly the planned bytes and give the CPU-only
 //    plan's logits when the GPU-type devices are the asynchronous test backend (copy 0 executed).
 //  - The liveness check itself finds an overlap that is edited in (it can fail).
@@ -20,7 +20,6 @@
 
 #include "async_private_backend.h"
 #include "breaker_plan_generated.h"
-#include "plan_check.h"
 #include "plan_cpu.h"
 #include "stowage/planner/buft_select.h"
 #include "stowage/planner/manifest.h"
@@ -89,7 +88,7 @@ float MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
 std::vector<std::string> Conflicts(const std::vector<uint8_t>& bytes) {
   auto pf = PlanFile::FromBytes(bytes, "p.plan");
   if (!pf.ok()) return {"verifier: " + pf.status().ToString()};
-  auto rep = tools::CheckComputeMemory((*pf)->root(), 1000);
+  auto rep = CheckComputeMemory(**pf, 1000);
   if (rep.tensors_checked == 0) rep.conflicts.push_back("nothing checked");
   return rep.conflicts;
 }

@@ -240,6 +240,11 @@ std::vector<Case> Corpus() {
     Bytes b; b.header(2, 0).tensor("w", {8}, 0, 0); const uint64_t at = b.at(); b.tensor("w", {8}, 0, 32).pad(32).zeros(64);
     add("duplicate-tensor-name", b, F + ": offset " + std::to_string(at) + ": tensor 'w': expected unique tensor names, found a duplicate");
   }
+  {
+    // ggml keeps names as C strings: "w\0x" would read as "w".
+    Bytes b; b.header(1, 0); const uint64_t at = b.at(); b.tensor(std::string("w\0x", 3), {8}, 0, 0).pad(32).zeros(32);
+    add("tensor-name-with-nul", b, F + ": offset " + std::to_string(at) + ": name of tensor #0: expected no NUL byte, found 'w\\x00x'");
+  }
   return c;
 }
 

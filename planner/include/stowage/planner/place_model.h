@@ -51,7 +51,9 @@ struct PlacementOutcome {
 /// Pipeline parallelism follows llama.cpp's rule (PipelineParallelism, scheduler.h); its decision
 /// is the last --explain record (PipelineExplain) and Placement::n_copies.
 /// `machine` is every device of the (real or described) machine; see MakeDeviceSet.
-/// Errors: those of each pass, one line each.
+/// Errors: those of each pass, one line each; kResourceExhausted when a planned buffer is larger
+/// than its buffer type's max_size (ggml_backend_buft_get_max_size: llama.cpp would split it into
+/// several buffers, a plan holds one per buffer type and usage).
 Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceManifest>& machine,
                                     const PlacementOptions& opt);
 

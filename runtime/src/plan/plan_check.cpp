@@ -1,4 +1,5 @@
-#include "plan_check.h"
+#include "stowage/plan/plan_generated.h"
+#include "stowage/runtime/plan.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -7,7 +8,7 @@
 #include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/ggml_types.h"
 
-namespace stowage::tools {
+namespace stowage {
 namespace {
 
 constexpr int64_t kStart = -1;
@@ -45,7 +46,8 @@ struct Owned {
 
 }  // namespace
 
-MemoryCheckReport CheckComputeMemory(const plan::Plan& p, size_t max_conflicts) {
+MemoryCheckReport CheckComputeMemory(const PlanFile& plan, size_t max_conflicts, bool overlaps_only) {
+  const plan::Plan& p = plan.root();
   MemoryCheckReport rep;
   size_t dropped = 0;
   auto conflict = [&](const std::string& s) {
@@ -141,7 +143,7 @@ MemoryCheckReport CheckComputeMemory(const plan::Plan& p, size_t max_conflicts) 
       auto bytes = dims_ok && IsValidGgmlType(x->type()) ? TensorBytesChecked(static_cast<GgmlType>(x->type()), ne)
                                                          : Result<size_t>(InvalidArgument("bad shape"));
       if (!bytes.ok()) {
-        conflict(what + ": size cannot be computed at the worst case");
+        if (!overlaps_only) conflict(what + ": size cannot be computed at the worst case");
         continue;
       }
       Owned o;
@@ -150,7 +152,7 @@ MemoryCheckReport CheckComputeMemory(const plan::Plan& p, size_t max_conflicts) 
       o.begin = x->offset();
       o.end = x->offset() + *bytes;
       if (o.end < o.begin || o.end > buffers->Get(x->buffer())->size()) {
-        conflict(what + ": bytes [" + std::to_string(o.begin) + ", " + std::to_string(o.end) + ") outside its buffer of " +
+        if (!overlaps_only) conflict(what + ": bytes [" + std::to_string(o.begin) + ", " + std::to_string(o.end) + ") outside its buffer of " +
                  std::to_string(buffers->Get(x->buffer())->size()));
         continue;
       }
@@ -187,4 +189,4 @@ MemoryCheckReport CheckComputeMemory(const plan::Plan& p, size_t max_conflicts) 
   return rep;
 }
 
-}  // namespace stowage::tools
+}  // namespace stowage
