@@ -66,7 +66,7 @@
 // RUN: not stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 \
 // RUN:   --stowage-assign-layers="devices=%S/Inputs/cpu-no-get-rows.json" \
 // RUN:   --stowage-select-weight-buft 2>&1 | FileCheck %s --check-prefix=NOBUFT
-// NOBUFT: error: stowage-select-weight-buft: failed to find a compatible buffer type for tensor token_embd.weight (q4_0: CPU: {{.+}})
+// NOBUFT: error: stowage-select-weight-buft: failed to find a compatible buffer type for tensor token_embd.weight (q4_0: CPU_REPACK: CPU does not support GET_ROWS({{.+}}); CPU: CPU does not support GET_ROWS({{.+}}))
 
 // Out of order and an IR that disagrees with the recorded options.
 // RUN: sed -e 's|@MODELS@|%models|g' -e 's|@INPUTS@|%inputs|g' %s > %t.mlir
