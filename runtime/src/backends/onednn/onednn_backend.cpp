@@ -73,6 +73,9 @@ struct Dnnl {
   Dnnl& operator=(const Dnnl&) = delete;
 };
 
+/// Multiply-accumulates below which a MUL_MAT runs on one thread (~20 us of F32 arithmetic).
+constexpr int64_t kMinParallelMacs = int64_t{1} << 20;
+
 /// Sets the calling thread's OpenMP thread count for oneDNN and restores it on scope exit.
 class OmpThreads {
  public:
@@ -426,7 +429,14 @@ Status OneDnnBackend::MulMat(const TensorView& a, const TensorView& b, const Ten
     return Status::Ok();
   }
 
-  OmpThreads threads(n_threads_);
+  // Small products (a tiny model's, or tg of narrow layers) run on the calling thread: a oneDNN
+  // parallel region costs more than their arithmetic, and on a loaded machine every region waits
+  // for a descheduled team member (stories260K at 2 threads next to two other jobs: 198 t/s
+  // instead of 4235 with one thread). The CPU backend's ParallelFor has the same rule. Creation
+  // and execution of a primitive run under the same count (the shape decides it).
+  const int64_t macs = M * N * K * b.ne[2] * b.ne[3];
+  const int nt = macs < kMinParallelMacs ? 1 : n_threads_;
+  OmpThreads threads(nt);
 
   // Activations as the matmul reads them: F32 with their strides (rows made contiguous when nb10 != 4),
   // or converted to the weight type into a contiguous [K, M, ne12, ne13] scratch (ggml's vec_dot_type).
@@ -446,7 +456,7 @@ Status OneDnnBackend::MulMat(const TensorView& a, const TensorView& b, const Ten
     }
     uint8_t* out = a.type == GgmlType::F32 ? reinterpret_cast<uint8_t*>(gather_.data()) : buf.data();
     int bad = 0;
-#pragma omp parallel for num_threads(n_threads_) reduction(| : bad) schedule(static)
+#pragma omp parallel for num_threads(nt) reduction(| : bad) schedule(static) if (nt > 1 && rows * K >= 8192)
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i1 = r % M, i2 = (r / M) % ne12, i3 = r / (M * ne12);
       const uint8_t* row = src + i3 * b.nb[3] + i2 * b.nb[2] + i1 * b.nb[1];
