@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "stowage/runtime/atomic_file.h"
 #include "stowage/runtime/gguf_writer.h"
 #include "synth.h"
 #include "stdout_check.h"
@@ -74,6 +75,8 @@ int Run(int argc, char** argv) {
   }
   if (o_out->count() > 0 && out.empty()) return fail("-o/--output: empty file name (give the GGUF file to write)");
   if (out.empty()) return fail("an output file is required (-o FILE)");
+  if (!vocab_from.empty() && stowage::SameFile(out, vocab_from))
+    return fail("-o " + out + ": is the model given with --vocab-from (writing would replace it)");
   if (tied && untied) return fail("--tied and --untied exclude each other");
 
   ModelSpec s;

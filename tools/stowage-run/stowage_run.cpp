@@ -171,6 +171,7 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
   const auto t0 = Clock::now();
   if (Status st = s.Decode(tokens, false, &logits); !st.ok()) {
     std::printf("\n");  // end the streamed prompt before the error line
+    FlushStdout();
     return Fail(st);
   }
   const auto t1 = Clock::now();
@@ -179,6 +180,7 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
     const int32_t next = sampler.Sample(logits.data(), static_cast<int>(s.n_vocab()));
     if (next < 0) {  // Sampler: no logit is a number above -inf
       std::printf("\n");
+      FlushStdout();  // the text's last line before the error line (stderr is unbuffered)
       return Fail(DataLoss(c.model + ": the logits at position " + std::to_string(tokens.size() + generated - 1) +
                            " are all NaN or -inf, so no token can be sampled (the model's weights or "
                            "hyper-parameters produce non-finite values)"));
@@ -189,6 +191,7 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
     if (generated + 1 == n_predict) { ++generated; break; }
     if (Status st = s.Decode({next}, false, &logits); !st.ok()) {
       std::printf("\n");  // end the streamed text before the error line
+      FlushStdout();
       return Fail(st);
     }
   }
@@ -244,7 +247,15 @@ int Perplexity(const Common& c, const std::string& file) {
       const float mx = *std::max_element(row, row + nv);
       double sum = 0;
       for (int64_t v = 0; v < nv; ++v) sum += std::exp(double(row[v]) - mx);
-      nll += -(double(row[chunk[i + 1]]) - mx - std::log(sum));
+      const double token_nll = -(double(row[chunk[i + 1]]) - mx - std::log(sum));
+      if (!std::isfinite(token_nll)) {  // NaN or inf logits: a PPL of nan/inf says nothing
+        std::printf("\n");
+        FlushStdout();
+        return Fail(DataLoss(c.model + ": chunk " + std::to_string(k + 1) + ", position " + std::to_string(i) +
+                             ": the logits are not finite numbers (the model's weights or hyper-parameters produce "
+                             "NaN or inf)"));
+      }
+      nll += token_nll;
       ++count;
     }
     std::printf("[%lld]%.4f ", static_cast<long long>(k + 1), std::exp(nll / count));

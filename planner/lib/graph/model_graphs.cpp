@@ -207,6 +207,8 @@ Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig*
       return InvalidArgument(path + ": " + hp.arch + ".context_length " + std::to_string(hp.n_ctx_train) +
                              " exceeds the largest context Stowage plans (" + std::to_string(kMaxContextTokens) +
                              " tokens); give a context size with -c");
+    if (hp.n_ctx_train == 0)
+      return InvalidArgument(path + ": " + hp.arch + ".context_length is 0; give a context size with -c");
     cfg->n_ctx = hp.n_ctx_train;
   }
   if (cfg->n_ctx > kMaxContextTokens)

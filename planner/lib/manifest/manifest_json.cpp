@@ -575,6 +575,8 @@ Result<DeviceManifest> LoadManifestFile(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     return IoError(path + ": is a folder, expected a manifest file (.json)");
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))  // a FIFO would block the read
+    return IoError(path + ": not a regular file (a device, FIFO or socket), expected a manifest file (.json)");
   std::ifstream in(path, std::ios::binary);
   if (!in) return IoError(path + ": cannot open manifest file");
   std::ostringstream ss;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -38,39 +39,84 @@ Result<std::string> ResolveLinks(const std::string& path) {
   return IoError(path + ": too many levels of symbolic links");
 }
 
+// "/dev/stdout", "/dev/fd/N", "/proc/self/fd/N": the descriptor the path names, else -1. Such a
+// path is this process's open file, wherever it points (a pipe, or a log opened with >>).
+int OwnDescriptor(const std::string& p) {
+  if (p == "/dev/stdout") return 1;
+  if (p == "/dev/stderr") return 2;
+  for (const char* prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    const size_t n = std::strlen(prefix);
+    if (p.compare(0, n, prefix) != 0 || p.size() == n || p.size() > n + 9) continue;
+    int fd = 0;
+    for (size_t i = n; i < p.size(); ++i) {
+      if (p[i] < '0' || p[i] > '9') return -1;
+      fd = fd * 10 + (p[i] - '0');
+    }
+    return fd;
+  }
+  return -1;
+}
+
+// The process's umask, without changing it (/proc/self/status "Umask:", Linux 4.7+); 022 else.
+mode_t CurrentUmask() {
+  FILE* f = std::fopen("/proc/self/status", "re");
+  unsigned mask = 022;
+  if (f != nullptr) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f) != nullptr)
+      if (std::sscanf(line, "Umask: %o", &mask) == 1) break;
+    std::fclose(f);
+  }
+  return static_cast<mode_t>(mask & 0777);
+}
+
 }  // namespace
 
 Result<AtomicFile> AtomicFile::Create(const std::string& path) {
   if (path.empty()) return IoError("output path is empty");
   AtomicFile f;
   f.path_ = path;
-  STOWAGE_ASSIGN_OR_RETURN(f.dest_, ResolveLinks(path));
+  if (const int own = OwnDescriptor(path); own >= 0) {  // this process's own descriptor: in place
+    f.fd_ = ::fcntl(own, F_DUPFD_CLOEXEC, 0);
+    if (f.fd_ < 0) return OsError(path, "cannot use the descriptor", errno);
+    f.in_place_ = true;
+    return f;
+  }
   struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    // FIFO, character or block device, socket (also through links): written in place.
+    f.fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (f.fd_ < 0) return OsError(path, "cannot open for writing", errno);
+    f.in_place_ = true;
+    return f;
+  }
+  STOWAGE_ASSIGN_OR_RETURN(f.dest_, ResolveLinks(path));
   if (::stat(f.dest_.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) return IoError(path + ": is a folder, expected a file name");
-    if (!S_ISREG(st.st_mode)) {  // FIFO, character or block device, socket: write in place
-      f.fd_ = ::open(f.dest_.c_str(), O_WRONLY | O_CLOEXEC);
-      if (f.fd_ < 0) return OsError(path, "cannot open for writing", errno);
-      f.in_place_ = true;
-      return f;
-    }
+    f.replaces_ = true;  // keep the replaced file's permissions and owner
+    f.old_mode_ = st.st_mode & 07777;
+    f.old_uid_ = st.st_uid;
+    f.old_gid_ = st.st_gid;
   }
   const std::string dir = Dirname(f.dest_);
-  f.fd_ = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  f.fd_ = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);  // 0666 minus the umask
   if (f.fd_ >= 0) {
     f.unnamed_ = true;
     return f;
   }
   const int e = errno;
   if (e == ENOENT || e == ENOTDIR) return OsError(path, "cannot create a file in the folder " + dir, e);
-  // No O_TMPFILE on this file system (EOPNOTSUPP, EISDIR on old kernels, ...): a named temporary.
-  f.named_tmp_ = f.dest_ + ".tmp.XXXXXX";
+  // No O_TMPFILE on this file system (EOPNOTSUPP, EISDIR on old kernels, ...): a named temporary,
+  // with a short name (a destination name near NAME_MAX must still leave room for it).
+  f.named_tmp_ = dir + "/.stowage-tmp-XXXXXX";
   f.fd_ = ::mkostemp(&f.named_tmp_[0], O_CLOEXEC);
   if (f.fd_ < 0) {
     const int e2 = errno;
     f.named_tmp_.clear();
     return OsError(path, "cannot create a temporary file in " + dir, e2);
   }
+  if (!f.replaces_ && ::fchmod(f.fd_, 0666 & ~CurrentUmask()) != 0)  // mkostemp made it 0600
+    return OsError(path, "cannot set permissions", errno);
   return f;
 }
 
@@ -86,6 +132,10 @@ AtomicFile& AtomicFile::operator=(AtomicFile&& o) noexcept {
     in_place_ = o.in_place_;
     unnamed_ = o.unnamed_;
     committed_ = o.committed_;
+    replaces_ = o.replaces_;
+    old_mode_ = o.old_mode_;
+    old_uid_ = o.old_uid_;
+    old_gid_ = o.old_gid_;
     o.fd_ = -1;
     o.named_tmp_.clear();
     o.committed_ = true;
@@ -126,14 +176,18 @@ Status AtomicFile::Commit() {
     return Status::Ok();
   }
   if (::fsync(fd_) != 0) return OsError(path_, "cannot flush", errno);
-  if (::fchmod(fd_, 0644) != 0) return OsError(path_, "cannot set permissions", errno);
+  if (replaces_) {  // as cp into an existing file: its permissions (and owner, where allowed) stay
+    if (::fchmod(fd_, old_mode_) != 0) return OsError(path_, "cannot set permissions", errno);
+    (void)!::fchown(fd_, old_uid_, old_gid_);  // only root may give a file away; not an error
+  }
   if (unnamed_) {
-    // Give the unnamed file a unique temporary name, then rename it over the destination:
+    // Give the unnamed file a unique, short temporary name, then rename it over the destination:
     // linkat cannot replace an existing file.
     std::random_device rd;
     const std::string proc = "/proc/self/fd/" + std::to_string(fd_);
+    const std::string dir = Dirname(dest_);
     for (int attempt = 0; attempt < 100 && named_tmp_.empty(); ++attempt) {
-      const std::string name = dest_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rd() & 0xffffff);
+      const std::string name = dir + "/.stowage-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd() & 0xffffff);
       if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) {
         named_tmp_ = name;
       } else if (errno != EEXIST) {

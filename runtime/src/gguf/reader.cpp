@@ -358,12 +358,15 @@ Result<std::unique_ptr<GgufFile>> GgufFile::Parse(const uint8_t* data, size_t si
 }
 
 Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO nobody writes to returns at once (it is refused below) instead of
+  // blocking; it changes nothing for a regular file.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return IoError(path + ": cannot open: " + std::strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return IoError(path + ": not a regular file");
+    return IoError(path + (S_ISDIR(st.st_mode) ? ": is a folder" : ": not a regular file (a device, FIFO or socket)") +
+                   "; expected a GGUF file");
   }
   const size_t size = static_cast<size_t>(st.st_size);
   void* map = nullptr;

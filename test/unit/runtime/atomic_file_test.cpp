@@ -58,9 +58,51 @@ TEST_F(AtomicFileTest, WritesANewFileAndReplacesAnOldOneWhole) {
   ASSERT_TRUE(Write(Path("a.plan"), "v2").ok());
   EXPECT_EQ(Read(Path("a.plan")), "v2");
   EXPECT_EQ(Entries(), (std::set<std::string>{"a.plan"}));  // no temporary left
+}
+
+TEST_F(AtomicFileTest, NewFilesFollowTheUmaskAndReplacedFilesKeepTheirMode) {
+  const mode_t old = ::umask(077);
+  ASSERT_TRUE(Write(Path("private.plan"), "x").ok());
+  ::umask(022);
+  ASSERT_TRUE(Write(Path("shared.plan"), "x").ok());
+  ::umask(old);
   struct stat st;
-  ASSERT_EQ(::stat(Path("a.plan").c_str(), &st), 0);
+  ASSERT_EQ(::stat(Path("private.plan").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat(Path("shared.plan").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0644u);
+  ASSERT_EQ(::chmod(Path("shared.plan").c_str(), 0640), 0);
+  ASSERT_TRUE(Write(Path("shared.plan"), "replaced").ok());  // a replaced file keeps its 0640
+  ASSERT_EQ(::stat(Path("shared.plan").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(Read(Path("shared.plan")), "replaced");
+}
+
+TEST_F(AtomicFileTest, ANameNearNameMaxWorks) {
+  const std::string name(250, 'x');  // NAME_MAX is 255: the temporary must not be longer
+  ASSERT_TRUE(Write(Path(name), "long").ok());
+  EXPECT_EQ(Read(Path(name)), "long");
+  EXPECT_EQ(Entries(), (std::set<std::string>{name}));
+}
+
+TEST_F(AtomicFileTest, OwnDescriptorPathsWriteToTheDescriptor) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  // /proc/self/fd/N of a pipe: written into the pipe (it resolved to "pipe:[...]" as a path before).
+  const Status s = Write("/proc/self/fd/" + std::to_string(fds[1]), "into the pipe");
+  ASSERT_TRUE(s.ok()) << s.message();
+  ::close(fds[1]);
+  char buf[64] = {};
+  const ssize_t n = ::read(fds[0], buf, sizeof buf);
+  ::close(fds[0]);
+  EXPECT_EQ(std::string(buf, n > 0 ? static_cast<size_t>(n) : 0), "into the pipe");
+  // /dev/fd/N of a file opened for appending (as `>> log`): appended, the log is kept.
+  const int log = ::open(Path("log.txt").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  ASSERT_GE(log, 0);
+  ASSERT_EQ(::write(log, "earlier\n", 8), 8);
+  ASSERT_TRUE(Write("/dev/fd/" + std::to_string(log), "plan").ok());
+  ::close(log);
+  EXPECT_EQ(Read(Path("log.txt")), "earlier\nplan");
 }
 
 TEST_F(AtomicFileTest, UncommittedWriteLeavesTheOldFileAndNoTemporary) {

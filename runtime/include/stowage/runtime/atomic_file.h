@@ -2,15 +2,20 @@
 // file at its path: the bytes go to an unnamed file (Linux O_TMPFILE) in the destination's folder,
 // which is given its name only when everything is written and synced. A process killed before that
 // (SIGINT, SIGKILL, out of memory) leaves nothing behind. On a file system without O_TMPFILE a
-// named temporary `<path>.tmp.XXXXXX` is used instead (removed on every error; a killed process
+// named temporary `.stowage-tmp-XXXXXX` in that folder is used instead (removed on every error; a killed process
 // can leave it).
 //
 // How the destination is resolved (as `cp` writes to its target):
-//   - a symbolic link is followed (up to 40 links); the link itself stays and points to the new file;
+//   - /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N are this process's descriptor N,
+//     written in place (a pipe, or a log opened with >>, keeps its offset and append mode);
 //   - an existing non-regular file that is not a folder (a FIFO, a character device such as
-//     /dev/stdout or /dev/null, a socket) is opened and written in place: there is no file to
-//     replace, and renaming over it would destroy the device node;
+//     /dev/null, a socket), also through links, is opened and written in place: there is no file
+//     to replace, and renaming over it would destroy the device node;
+//   - a symbolic link is followed (up to 40 links); the link itself stays and points to the new file;
 //   - a folder is an error.
+// Permissions: a new file gets 0666 minus the umask (as open(2) with O_CREAT); a replaced file
+// keeps its permissions, and its owner where the process may set it. Temporary names are short
+// (".stowage-tmp-<pid>-<n>" in the destination's folder), so any valid destination name works.
 #pragma once
 
 #include <cstddef>
@@ -45,7 +50,7 @@ class AtomicFile {
   /// Errors: kIoError with the OS error (e.g. "No space left on device").
   Status Write(const void* data, size_t size);
 
-  /// Makes the file visible at the destination: fsync, permissions 0644, then rename over the
+  /// Makes the file visible at the destination: fsync, permissions (see above), then rename over the
   /// destination in one step (the old file, if any, stays whole until then). After an error the
   /// destination is as it was before. For a FIFO or device: only closes it. Call once.
   Status Commit();
@@ -58,9 +63,12 @@ class AtomicFile {
   std::string dest_;         // the destination after following symbolic links
   std::string named_tmp_;    // the named temporary (fallback without O_TMPFILE), else empty
   int fd_ = -1;
-  bool in_place_ = false;    // FIFO / device: written directly
+  bool in_place_ = false;    // FIFO / device / own descriptor: written directly
   bool unnamed_ = false;     // O_TMPFILE
   bool committed_ = false;
+  bool replaces_ = false;    // an existing regular file is replaced: keep its mode and owner
+  unsigned old_mode_ = 0;
+  unsigned old_uid_ = 0, old_gid_ = 0;
 };
 
 /// Writes `size` bytes to `path` through an AtomicFile. Errors: as AtomicFile.
