@@ -1,6 +1,7 @@
 #include "stowage/planner/model_graphs.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "arch.h"
 
@@ -255,6 +256,19 @@ Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const ContextConfig& 
     return Status(s.code(), gguf.path() + ": " + s.message());
   }
   m.unused_tensors = wl.Unused();
+  // Tensors of blocks past block_count: the metadata and the tensors disagree about the model's
+  // depth. llama.cpp's load_tensors creates only n_layer blocks and then refuses the file
+  // (done_getting_tensors: "wrong number of tensors").
+  for (const std::string& u : m.unused_tensors) {
+    unsigned long block = 0;
+    char* end = nullptr;
+    if (u.rfind("blk.", 0) != 0) continue;
+    block = std::strtoul(u.c_str() + 4, &end, 10);
+    if (end == u.c_str() + 4 || *end != '.' || block < m.hp.n_layer) continue;
+    return InvalidArgument(gguf.path() + ": wrong number of tensors: tensor '" + u + "' belongs to block " +
+                           std::to_string(block) + " but " + m.hp.arch + ".block_count is " +
+                           std::to_string(m.hp.n_layer));
+  }
   AddKvCache(m);
 
   const int64_t n_ctx = m.cfg.n_ctx;

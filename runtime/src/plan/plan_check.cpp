@@ -57,6 +57,37 @@ MemoryCheckReport CheckComputeMemory(const PlanFile& plan, size_t max_conflicts,
   const auto* buffers = p.buffers();
   const size_t n_buf = buffers ? buffers->size() : 0;
   const uint32_t n_copies = p.n_copies();
+
+  // Weights and KV cache live for the whole run: in an allocated (not mapped) buffer no two may
+  // share a byte, unless they are the same data (one weight listed twice, same file offset).
+  if (const auto* gt = p.tensors()) {
+    struct Range {
+      uint64_t begin, end, gguf;
+      int id;
+    };
+    std::vector<std::vector<Range>> per_buffer(n_buf);
+    for (flatbuffers::uoffset_t i = 0; i < gt->size(); ++i) {
+      const auto* t = gt->Get(i);
+      if (t->buffer() < 0 || static_cast<size_t>(t->buffer()) >= n_buf || buffers->Get(t->buffer())->mapped()) continue;
+      if (t->nbytes() == 0 || t->offset() + t->nbytes() < t->offset()) continue;  // the verifier bounds the rest
+      per_buffer[t->buffer()].push_back({t->offset(), t->offset() + t->nbytes(), t->gguf_offset(), static_cast<int>(i)});
+    }
+    for (size_t b = 0; b < n_buf; ++b) {
+      auto& v = per_buffer[b];
+      std::sort(v.begin(), v.end(), [](const Range& x, const Range& y) { return x.begin < y.begin; });
+      size_t far = 0;  // among the ranges before i, the one reaching furthest
+      for (size_t i = 1; i < v.size(); ++i) {
+        if (v[i - 1].end > v[far].end) far = i - 1;
+        const Range* prev = &v[far];
+        if (v[i].begin >= prev->end) continue;
+        if (v[i].begin == prev->begin && v[i].end == prev->end && v[i].gguf == prev->gguf) continue;
+        conflict("tensors: buffer " + std::to_string(b) + " '" + Str(buffers->Get(b)->name()) + "': '" +
+                 Str(gt->Get(prev->id)->name()) + "' [" + std::to_string(prev->begin) + ", " +
+                 std::to_string(prev->end) + ") overlaps '" + Str(gt->Get(v[i].id)->name()) + "' [" +
+                 std::to_string(v[i].begin) + ", " + std::to_string(v[i].end) + ")");
+      }
+    }
+  }
   if (!p.graphs()) return rep;
   for (const auto* g : *p.graphs()) {
     const std::string gname = Str(g->name());

@@ -370,6 +370,25 @@ TEST_F(HostilePlan, ComputeTensorsThatOverlapWhileLiveAreRejectedAtLoad) {
   EXPECT_EQ(CheckComputeMemory(**PlanFile::FromBytes(plan_, "unedited"), 5).conflicts, std::vector<std::string>{});
 }
 
+// breaker (fixed): a weight or KV cache tensor moved onto another in an allocated buffer ran and
+// printed other text; the load-time check now covers Plan.tensors of non-mapped buffers too.
+TEST_F(HostilePlan, KvCacheTensorsThatOverlapAreRejectedAtLoad) {
+  auto bytes = Edit([](bp::PlanT& p) {
+    int k = -1, v = -1;
+    for (size_t i = 0; i < p.tensors.size(); ++i) {
+      if (p.tensors[i]->name == "cache_k_l0") k = static_cast<int>(i);
+      if (p.tensors[i]->name == "cache_v_l0") v = static_cast<int>(i);
+    }
+    ASSERT_GE(k, 0);
+    ASSERT_GE(v, 0);
+    p.tensors[v]->offset = p.tensors[k]->offset + 64;
+  });
+  auto s = Session::CreateFromPlanBytes(bytes, model_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("overlap"), std::string::npos) << s.status().message();
+  EXPECT_NE(s.status().message().find("'cache_k_l0'"), std::string::npos) << s.status().message();
+}
+
 // breaker-8 (fixed): PERMUTE axes were only range-checked (0..3), not checked to be a
 // permutation: [0,0,0,0] left strides unset and the run succeeded with wrong attention.
 TEST_F(HostilePlan, PermuteWithRepeatedAxesIsRejected) {

@@ -427,6 +427,18 @@ TEST(ModelGraphsErrors, UnusedTensorsReported) {
   EXPECT_EQ(m->unused_tensors, (std::vector<std::string>{"blk.0.attn_rot_embd", "mm.projector.weight"}));
 }
 
+TEST(ModelGraphsErrors, TensorsOfBlocksPastBlockCountAreRefused) {
+  // breaker: stories260K with block_count 4 (5 blocks of tensors) ran with the last block ignored.
+  SynthGguf s = test::LlamaModel(SynthParams{});
+  s.Tensor("blk.7.attn_norm.weight", {64});
+  auto m = Build(s);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("wrong number of tensors: tensor 'blk.7.attn_norm.weight' belongs to block 7 but "
+                                      "llama.block_count is"),
+            std::string::npos)
+      << m.status().message();
+}
+
 TEST(ModelGraphsErrors, MissingHyperParameter) {
   SynthGguf s("qwen2");
   s.U32("qwen2.context_length", 128);

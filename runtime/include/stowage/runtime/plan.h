@@ -56,9 +56,10 @@ struct MemoryCheckReport {
   std::vector<std::string> conflicts;   ///< one line each: graph, buffer, the two tensors, bytes, lifetimes
 };
 
-/// An independent check of a verified plan's compute-buffer offsets (plan-dump --check-memory,
-/// and Session::Create at every load): no two graph tensors live at the same time share a byte
-/// of a compute buffer.
+/// An independent check of a verified plan's buffer offsets (plan-dump --check-memory, and
+/// Session::Create at every load): no two weights / KV cache tensors (Plan.tensors) share a byte
+/// of an allocated (not mapped) buffer unless they are the same file data, and no two graph
+/// tensors live at the same time share a byte of a compute buffer.
 ///
 /// It re-derives liveness from the plan file alone (not from the planner's memory pass), with
 /// ggml-alloc's rules as the planner documents them (memory_plan.h; ggml-alloc.c
