@@ -334,6 +334,18 @@ struct ExportPlanPass : impl::StowageExportPlanBase<ExportPlanPass> {
     if (failed(st))
       return signalPassFailure();
     const PlannerState &s = **st;
+    // The plan must not replace an input: the model, or the IR file being run.
+    if (SameFile(output, s.gguf->path())) {
+      emitError(module.getLoc()) << pass << ": output=" << output
+                                 << " is the model file (writing the plan would replace it)";
+      return signalPassFailure();
+    }
+    if (auto file = module.getLoc()->findInstanceOf<FileLineColLoc>();
+        file && SameFile(output, file.getFilename().str())) {
+      emitError(module.getLoc()) << pass << ": output=" << output
+                                 << " is the input IR file (writing the plan would replace it)";
+      return signalPassFailure();
+    }
     std::string flags;
     llvm::raw_string_ostream os(flags);
     os << "stowage-opt placement passes " << module->getAttr(kPlanOptionsAttr);

@@ -40,6 +40,12 @@
 // RUN:   | FileCheck %s --check-prefix=WRITE
 // WRITE: error: stowage-export-plan: {{.*}}no-such-dir/model.plan
 // RUN: not ls %t.dir/no-such-dir
+// The output may not be an input: the IR file being run, or the model (both stay whole).
+// RUN: cp %t.dir/planned.mlir %t.dir/planned.orig
+// RUN: not stowage-opt %t.dir/planned.mlir --stowage-export-plan=output=%t.dir/planned.mlir -o /dev/null 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=SELFIR
+// SELFIR: error: stowage-export-plan: output={{.*}}planned.mlir is the input IR file (writing the plan would replace it)
+// RUN: cmp %t.dir/planned.mlir %t.dir/planned.orig
 
 // No output, out of order, and an IR whose buffers disagree with the planner's.
 // RUN: sed -e 's|@MODELS@|%models|g' -e 's|@INPUTS@|%inputs|g' %s > %t.mlir
