@@ -168,6 +168,13 @@ Status PlanFile::Verify() {
       const auto* t = g->tensors()->Get(i);
       const std::string f = gf + ".tensors[" + std::to_string(i) + "]";
       if (!t->ne() || t->ne()->size() != 4) return fail(f, "expected 4 dims");
+      // A dimension that is 0 whatever the batch (all of its terms 0): llama.cpp's graphs have none,
+      // and a node of no elements is skipped, leaving its readers with stale memory.
+      for (flatbuffers::uoffset_t d = 0; d < 4; ++d) {
+        const auto* e = t->ne()->Get(d);
+        if (e->c() == 0 && e->tokens() == 0 && e->kv() == 0 && e->kv_head() == 0 && e->outputs() == 0)
+          return fail(f + ".ne[" + std::to_string(d) + "]", "a dimension that is always 0");
+      }
       if (!IsValidGgmlType(t->type())) return fail(f + ".type", "invalid ggml type");
       if (t->op() >= static_cast<uint16_t>(GgmlOp::kCount)) return fail(f + ".op", "unknown op " + std::to_string(t->op()));
       if (t->global() >= 0 && size_t(t->global()) >= n_ten) return fail(f + ".global", "index out of range");

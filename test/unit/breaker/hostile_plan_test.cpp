@@ -164,6 +164,14 @@ TEST_F(HostilePlan, NegativeDimensionIsRejected) {
   EXPECT_NE(st.message().find("evaluates to -64"), std::string::npos) << st.message();
 }
 
+// breaker (fixed): a node whose ne0 was edited to 0 was skipped (no elements) and its readers
+// used stale memory: the run printed other text with exit status 0.
+TEST_F(HostilePlan, DimensionThatIsAlwaysZeroIsRejected) {
+  Status st = Run(EditBothGraphs("kqv-0", [](bp::GraphT&, bp::GraphTensorT& t) { t.ne[0] = Const(0); }));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("a dimension that is always 0"), std::string::npos) << st.message();
+}
+
 TEST_F(HostilePlan, HugeDimensionIsRejected) {
   Status st = Run(EditBothGraphs("inp_embd", [](bp::GraphT&, bp::GraphTensorT& t) { t.ne[0] = Const(int64_t{1} << 62); }));
   EXPECT_FALSE(st.ok());
