@@ -46,7 +46,7 @@ needs_build() {
 
 fuzz_gguf() {
   local SRCS=(test/fuzz/gguf_reader_fuzz.cpp runtime/src/gguf/reader.cpp runtime/src/gguf/writer.cpp
-        runtime/src/base/status.cpp runtime/src/base/ggml_types.cpp)
+        runtime/src/base/status.cpp runtime/src/base/ggml_types.cpp runtime/src/base/atomic_file.cpp)
   local BIN=$OUT/gguf_reader_fuzz
   if needs_build "$BIN" "${SRCS[@]}"; then
     echo "fuzz.sh: building $BIN with $CXX"
@@ -84,10 +84,10 @@ fuzz_plan() {
     flatc --cpp --scoped-enums -o "$GEN" runtime/schema/plan.fbs
   fi
   local SRCS=(test/unit/breaker/plan_verify_fuzz.cpp runtime/src/plan/plan_file.cpp runtime/src/base/status.cpp
-        runtime/src/base/ggml_types.cpp runtime/src/base/ggml_ops.cpp tools/plan-dump/plan_check.cpp
+        runtime/src/base/ggml_types.cpp runtime/src/base/ggml_ops.cpp runtime/src/plan/plan_check.cpp
         tools/plan-dump/plan_dump.cpp)
   local BIN=$OUT/plan_verify_fuzz
-  if needs_build "$BIN" "${SRCS[@]}" runtime/schema/plan.fbs tools/plan-dump/plan_check.h; then
+  if needs_build "$BIN" "${SRCS[@]}" runtime/schema/plan.fbs; then
     echo "fuzz.sh: building $BIN with $CXX"
     # plan_dump.cpp's main becomes plan_dump_main, called by the target on every accepted plan.
     "$CXX" -std=c++17 -O1 -g -fno-omit-frame-pointer \

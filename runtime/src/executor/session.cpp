@@ -898,6 +898,19 @@ Result<std::unique_ptr<Session>> Session::Impl::Finish(std::unique_ptr<Impl> imp
   if (!mem.conflicts.empty())
     return DataLoss(impl->plan->path() + ": compute buffer offsets overlap (plan-dump --check-memory lists all): " +
                     mem.conflicts.front());
+  // Every tensor of every graph binds (shape, view, buffer extent, alignment) at the graph's worst
+  // case, so a malformed plan fails here rather than after a prompt has been streamed.
+  for (GGraph& g : impl->graphs) {
+    Sym worst;
+    worst.n_tokens = g.max_tokens;
+    worst.n_kv = g.max_kv;
+    worst.kv_head = 0;
+    worst.n_outputs = g.max_outputs;
+    impl->bound.assign(g.tensors.size(), Bound{});
+    for (size_t i = 0; i < g.tensors.size(); ++i)
+      STOWAGE_RETURN_IF_ERROR(impl->BindTensor(g, static_cast<int>(i), worst, 0));
+  }
+  impl->bound.clear();
   impl->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }

@@ -117,6 +117,22 @@ TEST_F(HostilePlan, ViewOffsetPastItsBufferIsRejected) {
   EXPECT_NE(st.message().find("does not fit in its buffer"), std::string::npos) << st.message();
 }
 
+// breaker (fixed): the tg graph was first bound when it first ran, so a bad tensor in it was
+// reported after the prompt's text had been streamed. Every graph now binds at load.
+TEST_F(HostilePlan, BadTensorOfTheTgGraphIsRejectedAtLoad) {
+  auto bytes = Edit([](bp::PlanT& p) {
+    for (auto& g : p.graphs) {
+      if (g->name != "tg") continue;
+      const int i = Find(*g, "k_cache_view-0");
+      ASSERT_GE(i, 0);
+      g->tensors[i]->view_offset = std::make_unique<bp::DimExpr>(Const(int64_t{1} << 40));
+    }
+  });
+  auto s = Session::CreateFromPlanBytes(bytes, model_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("graph tg tensor 'k_cache_view-0'"), std::string::npos) << s.status().message();
+}
+
 TEST_F(HostilePlan, NegativeViewOffsetIsRejected) {
   Status st = Run(EditBothGraphs("k_cache_view-0", [](bp::GraphT&, bp::GraphTensorT& t) {
     t.view_offset = std::make_unique<bp::DimExpr>(Const(-64));
