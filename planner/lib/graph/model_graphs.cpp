@@ -195,9 +195,6 @@ Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig*
                                " (llama.cpp accepts f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)");
     }
   }
-  if (cfg->type_k == GgmlType::IQ4_NL)  // no IQ4_NL quantizer (ggml's quantize_row_iq4_nl) in the backends yet
-    return Unimplemented("KV cache type iq4_nl is not supported by Stowage's backends yet (f32, f16, bf16, q8_0, "
-                         "q4_0, q4_1, q5_0 and q5_1 are)");
   // llama_init_from_model (Feb 2025): a quantized V cache needs flash attention, which Stowage's
   // graphs (llama.cpp's without -fa) do not use.
   if (!hp.recurrent() && GetTypeTraits(cfg->type_v).block_size > 1)

@@ -119,7 +119,8 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
       {{O::SWIGLU, O::GEGLU}, {f32, f32_opt}, {T::F32}, 0, kOps},
       {{O::ROPE}, {f32, Src({T::I32}), f32_opt}, {T::F32}, 0, kOps},
       {{O::SOFT_MAX}, {f32, Src({T::F16, T::F32}, true)}, {T::F32}, 0, kOps},
-      {{O::CPY, O::CONT}, {f32}, {T::F32, T::F16, T::BF16, T::Q8_0, T::Q4_0, T::Q4_1, T::Q5_0, T::Q5_1}, 0, kOps},
+      {{O::CPY, O::CONT}, {f32}, {T::F32, T::F16, T::BF16, T::Q8_0, T::Q4_0, T::Q4_1, T::Q5_0, T::Q5_1, T::IQ4_NL}, 0,
+       kOps},
       {{O::CPY, O::CONT}, {Src({T::F16})}, {T::F32}, 0, kOps},
   };
   // Mixture of experts (runtime/src/backends/cpu/ops_moe.cpp; DIV / SIGMOID in ops.cpp).

@@ -274,6 +274,34 @@ struct Model {
   }
 };
 
+// QuantizeRow to IQ4_NL (the K cache's CPY with -ctk iq4_nl) is byte-identical to llama.cpp's own
+// quantizer, which runs the same ggml function without an importance matrix (test/data/iq4nl).
+TEST(CpuQuant, IQ4_NLEqualsLlamaCppQuantizer) {
+  const std::string dir = std::string(STOWAGE_TEST_DATA_DIR) + "/iq4nl";
+  auto f32 = GgufFile::Open(dir + "/f32.gguf");
+  auto ref = GgufFile::Open(dir + "/iq4nl.gguf");
+  ASSERT_TRUE(f32.ok()) << f32.status().message();
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  int checked = 0;
+  for (const auto& t : (*ref)->tensors()) {
+    if (t.type != GgmlType::IQ4_NL) continue;
+    const GgufTensorInfo* src = (*f32)->FindTensor(t.name);
+    ASSERT_NE(src, nullptr) << t.name;
+    ASSERT_EQ(src->type, GgmlType::F32);
+    const int64_t ne0 = t.ne[0], rows = t.nelements() / ne0;
+    const size_t row_bytes = static_cast<size_t>(ne0 / 32) * sizeof(BlockIQ4_NL);
+    std::vector<uint8_t> out(row_bytes);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* x = reinterpret_cast<const float*>((*f32)->TensorData(*src)) + r * ne0;
+      ASSERT_TRUE(QuantizeRow(GgmlType::IQ4_NL, x, out.data(), ne0).ok());
+      ASSERT_EQ(std::memcmp(out.data(), (*ref)->TensorData(t) + r * row_bytes, row_bytes), 0)
+          << t.name << " row " << r;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 9);
+}
+
 TEST(CpuQuantModels, Stories260KQuantizedMatchesF32) {
   const std::string base = test::ModelPath("stories260K.gguf");
   STOWAGE_REQUIRE_FILE(base);

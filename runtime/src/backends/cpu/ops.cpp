@@ -350,6 +350,7 @@ Status QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n) {
     case GgmlType::Q4_1: QuantizeRowQ4_1(src, static_cast<BlockQ4_1*>(dst), n); break;
     case GgmlType::Q5_0: QuantizeRowQ5_0(src, static_cast<BlockQ5_0*>(dst), n); break;
     case GgmlType::Q5_1: QuantizeRowQ5_1(src, static_cast<BlockQ5_1*>(dst), n); break;
+    case GgmlType::IQ4_NL: QuantizeRowIQ4_NL(src, static_cast<BlockIQ4_NL*>(dst), n); break;
     case GgmlType::Q8_0: QuantizeRowQ8_0(src, static_cast<BlockQ8_0*>(dst), n); break;
     case GgmlType::Q8_1: QuantizeRowQ8_1(src, static_cast<BlockQ8_1*>(dst), n); break;
     case GgmlType::Q8_K: QuantizeRowQ8_K(src, static_cast<BlockQ8_K*>(dst), n); break;
@@ -654,7 +655,8 @@ Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mas
 namespace {
 bool IsPlainFloat(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
 bool IsCpyQuantTarget(GgmlType t) {
-  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q5_1;
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q5_1 ||
+         t == GgmlType::IQ4_NL;
 }
 }  // namespace
 

@@ -75,6 +75,77 @@ void QuantizeRowQ4_0(const float* x, BlockQ4_0* y, int64_t n) {
   }
 }
 
+namespace {
+
+// Index of the IQ4_NL level nearest to x (levels ascending; a tie goes to the upper one unless x
+// is strictly closer to the lower), as ggml's best_index_int8.
+int NearestIQ4NL(float x) {
+  const int8_t* v = kValuesIQ4NL;
+  if (x <= v[0]) return 0;
+  if (x >= v[15]) return 15;
+  int lo = 0, hi = 15;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (x < v[mid]) hi = mid;
+    else lo = mid;
+  }
+  return x - v[hi - 1] < v[hi] - x ? hi - 1 : hi;
+}
+
+}  // namespace
+
+// One block of 32: weights x^2 (no importance matrix), a first scale from the element of largest
+// magnitude, then 2*7+1 trial scales around it keeping the one of least weighted squared error,
+// the final levels chosen with that scale (ggml quantize_row_iq4_nl_ref -> quantize_iq4_nl, ntry 7).
+void QuantizeRowIQ4_NL(const float* x, BlockIQ4_NL* y, int64_t n) {
+  constexpr int qk = kQK4_NL;
+  constexpr int ntry = 7;
+  const int8_t* v = kValuesIQ4NL;
+  for (int64_t ib = 0; ib < n / qk; ++ib, x += qk) {
+    float w[qk];
+    uint8_t l[qk];
+    float amax = 0.f, max = 0.f;
+    for (int j = 0; j < qk; ++j) {
+      w[j] = x[j] * x[j];
+      const float ax = std::fabs(x[j]);
+      if (ax > amax) {
+        amax = ax;
+        max = x[j];
+      }
+    }
+    float d = 0.f;
+    if (amax >= 1e-15f) {  // ggml's GROUP_MAX_EPS: an all-zero block keeps scale 0
+      d = -max / v[0];
+      float id = 1.f / d;
+      float sumqx = 0.f, sumq2 = 0.f;
+      for (int j = 0; j < qk; ++j) {
+        const float q = v[NearestIQ4NL(id * x[j])];
+        sumqx += w[j] * q * x[j];
+        sumq2 += w[j] * q * q;
+      }
+      d = sumqx / sumq2;
+      float best = d * sumqx;
+      for (int itry = -ntry; itry <= ntry; ++itry) {
+        id = (itry + v[0]) / max;
+        sumqx = sumq2 = 0.f;
+        for (int j = 0; j < qk; ++j) {
+          const float q = v[NearestIQ4NL(id * x[j])];
+          sumqx += w[j] * q * x[j];
+          sumq2 += w[j] * q * q;
+        }
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+          d = sumqx / sumq2;
+          best = d * sumqx;
+        }
+      }
+    }
+    y[ib].d = FloatToHalf(d);
+    const float id = d != 0.f ? 1.f / d : 0.f;
+    for (int j = 0; j < qk; ++j) l[j] = static_cast<uint8_t>(NearestIQ4NL(id * x[j]));
+    for (int j = 0; j < qk / 2; ++j) y[ib].qs[j] = static_cast<uint8_t>(l[j] | (l[j + qk / 2] << 4));
+  }
+}
+
 void QuantizeRowQ4_1(const float* x, BlockQ4_1* y, int64_t n) {
   const int qk = kQK4_1;
   for (int64_t i = 0; i < n / qk; ++i, x += qk) {

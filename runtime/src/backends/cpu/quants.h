@@ -69,6 +69,8 @@ void QuantizeRowQ4_0(const float* x, BlockQ4_0* y, int64_t n);
 void QuantizeRowQ4_1(const float* x, BlockQ4_1* y, int64_t n);
 void QuantizeRowQ5_0(const float* x, BlockQ5_0* y, int64_t n);
 void QuantizeRowQ5_1(const float* x, BlockQ5_1* y, int64_t n);
+/// IQ4_NL with ggml's best-scale search (quantize_row_iq4_nl_ref, no importance matrix).
+void QuantizeRowIQ4_NL(const float* x, BlockIQ4_NL* y, int64_t n);
 void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n);
 void QuantizeRowQ8_1(const float* x, BlockQ8_1* y, int64_t n);
 /// Q8_K (MUL_MAT's activations for K-quants, ggml's quantize_row_q8_K). A 256-block holding a NaN
