@@ -8,7 +8,9 @@
 // "  input copies: INPUT on BACKEND -> INPUT (buffer B offset O), BACKEND#INPUT#1 (...), ..."
 // (JSON "input_copies").
 // --check-memory: instead of printing, checks that no two graph tensors live at the same time share
-// bytes of a compute buffer (stowage::CheckComputeMemory, liveness re-derived from the plan); prints
+// bytes of a compute buffer, and no two weights / KV cache tensors share bytes of an allocated
+// buffer (stowage::CheckComputeMemory, liveness re-derived from the plan; Session runs the same
+// check at every load); prints
 // "plan-dump: compute memory OK (N tensors checked)" and exits 0, or one line per conflict and exits 1.
 #include <cstdio>
 #include <string>
@@ -309,7 +311,8 @@ int Run(int argc, char** argv) {
   app.add_flag("--json", json, "print JSON instead of text");
   app.add_flag("--nodes", nodes, "also print every node of every split (text) or every graph tensor (JSON)");
   app.add_flag("--check-memory", check_memory,
-               "check that no two tensors live at the same time share compute-buffer bytes (exit 1 if any do)");
+               "check that no two tensors live at the same time share buffer bytes (compute buffers; weights and "
+               "KV cache of allocated buffers); exit 1 if any do");
   CLI11_PARSE(app, argc, argv);
   auto plan = stowage::PlanFile::Load(path);
   if (!plan.ok()) {
