@@ -39,7 +39,9 @@ inline int ParseWithAliases(CLI::App& app, int argc, char** argv, const OptionAl
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help / --version exit 0; a command-line error exits 1 as every other error (CLI11's own
+    // codes, 105 and up, mean nothing to a shell script).
+    return app.exit(e) == 0 ? 0 : 1;
   }
   return -1;
 }

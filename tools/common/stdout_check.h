@@ -10,6 +10,9 @@
 #include <exception>
 #include <iostream>
 #include <new>
+#include <string>
+
+#include <sys/stat.h>
 
 namespace stowage::tools {
 
@@ -26,6 +29,16 @@ inline int FinishStdout(const char* tool, int rc) {
   std::fprintf(stderr, "%s: error: cannot write standard output: %s\n", tool,
                err != 0 ? std::strerror(err) : "an earlier write failed");
   return 1;
+}
+
+/// True when `path` is this process's standard output: /dev/stdout, /dev/fd/1, /proc/self/fd/1,
+/// or the file standard output is redirected to. A tool writing its result there prints its log
+/// and status lines on standard error instead, so that the result stays whole.
+inline bool IsStandardOutput(const std::string& path) {
+  if (path == "/dev/stdout" || path == "/dev/fd/1" || path == "/proc/self/fd/1") return true;
+  struct stat a, b;
+  return ::stat(path.c_str(), &a) == 0 && ::fstat(1, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
+         S_ISREG(a.st_mode);
 }
 
 /// The whole of a tool's main: runs `run(argc, argv)` and returns FinishStdout(tool, its status).

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "stowage/runtime/gguf.h"
+#include "llama_args.h"
 #include "stdout_check.h"
 
 namespace {
@@ -91,7 +92,7 @@ int Run(int argc, char** argv) {
   bool json = false;
   app.add_option("file", path, "GGUF file")->required();
   app.add_flag("--json", json, "print JSON instead of text");
-  CLI11_PARSE(app, argc, argv);
+  if (int rc = stowage::tools::ParseWithAliases(app, argc, argv, {}); rc >= 0) return rc;
 
   auto file = stowage::GgufFile::Open(path);
   if (!file.ok()) {

@@ -14,6 +14,7 @@
 #include "stowage/runtime/atomic_file.h"
 #include "stowage/runtime/gguf_writer.h"
 #include "synth.h"
+#include "llama_args.h"
 #include "stdout_check.h"
 
 namespace {
@@ -58,7 +59,7 @@ int Run(int argc, char** argv) {
   app.add_flag("--header-only", header_only, "leave the data region a sparse hole (costs no disk)");
   double max_gib = 16;
   app.add_option("--max-gib", max_gib, "refuse to write more than this many GiB of weights (default 16)");
-  CLI11_PARSE(app, argc, argv);
+  if (int rc = stowage::tools::ParseWithAliases(app, argc, argv, {}); rc >= 0) return rc;
 
   auto fail = [](const std::string& msg) {
     std::fprintf(stderr, "%s%s\n", msg.rfind("gguf-synth: ", 0) == 0 ? "" : "gguf-synth: ", msg.c_str());
@@ -132,7 +133,9 @@ int Run(int argc, char** argv) {
   }
   if (st.ok()) st = w.WriteFile(out);
   if (!st.ok()) return fail(st.message());
-  std::printf("gguf-synth: wrote %s: %zu key/value pairs, %zu tensors, header %llu bytes, file %llu bytes%s\n",
+  // The status line must not land in the model when the model goes to standard output.
+  std::fprintf(stowage::tools::IsStandardOutput(out) ? stderr : stdout,
+               "gguf-synth: wrote %s: %zu key/value pairs, %zu tensors, header %llu bytes, file %llu bytes%s\n",
               out.c_str(), w.n_kv(), w.n_tensors(), static_cast<unsigned long long>(w.HeaderSize()),
               static_cast<unsigned long long>(w.FileSize()), s.header_only ? " (data region sparse)" : "");
   return 0;

@@ -21,6 +21,7 @@
 #include "stowage/runtime/atomic_file.h"
 #include "stowage/planner/registry.h"
 #include "stowage/runtime/device_probe.h"
+#include "llama_args.h"
 #include "stdout_check.h"
 
 namespace {
@@ -199,7 +200,7 @@ int Run(int argc, char** argv) {
                  "extra manifest folder, searched before the shipped registry (repeatable)");
   app.add_option("--free", free_spec,
                  "override free memory of registry devices: NAME=SIZE[,NAME=SIZE] (e.g. CUDA1=10GiB)");
-  CLI11_PARSE(app, argc, argv);
+  if (int rc = stowage::tools::ParseWithAliases(app, argc, argv, {}); rc >= 0) return rc;
 
   if (emit_opt->count() > 0 && emit_dir.empty())
     return Fail(stowage::InvalidArgument("--emit-manifest: empty folder name (give the folder to write manifests into)"));

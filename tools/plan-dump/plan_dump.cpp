@@ -22,6 +22,7 @@
 #include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/ggml_types.h"
 #include "stowage/runtime/plan.h"
+#include "llama_args.h"
 #include "stdout_check.h"
 
 namespace fb = stowage::plan;
@@ -313,7 +314,7 @@ int Run(int argc, char** argv) {
   app.add_flag("--check-memory", check_memory,
                "check that no two tensors live at the same time share buffer bytes (compute buffers; weights and "
                "KV cache of allocated buffers); exit 1 if any do");
-  CLI11_PARSE(app, argc, argv);
+  if (int rc = stowage::tools::ParseWithAliases(app, argc, argv, {}); rc >= 0) return rc;
   auto plan = stowage::PlanFile::Load(path);
   if (!plan.ok()) {
     std::fprintf(stderr, "plan-dump: error: %s\n", plan.status().message().c_str());

@@ -166,6 +166,9 @@ int Run(int argc, char** argv) {
   const auto moe = CpuMoeOverrides(cpu_moe, n_cpu_moe, cpu_buft);
   opt.overrides.insert(opt.overrides.end(), moe.begin(), moe.end());
 
+  // Log lines go to standard output as plan-model always printed them, except when standard output
+  // carries the result: the plan itself (-o /dev/stdout) or --explain=json.
+  FILE* log = (explain == "json" || (!out_path.empty() && tools::IsStandardOutput(out_path))) ? stderr : stdout;
   if (!out_path.empty() && SameFile(out_path, model_path))
     return Fail(InvalidArgument("-o " + out_path + ": is the model file given with -m (writing the plan would replace it)"));
   auto gguf = GgufFile::Open(model_path);
@@ -195,7 +198,7 @@ int Run(int argc, char** argv) {
     });
     if (!ngl.ok()) return Fail(ngl.status());
     opt.n_gpu_layers = *ngl;
-    std::printf("plan-model: --fit: -ngl %d fits (of %u layers + output)\n", *ngl, hp->n_layer);
+    std::fprintf(log, "plan-model: --fit: -ngl %d fits (of %u layers + output)\n", *ngl, hp->n_layer);
   }
 
   ModelGraphs m;
@@ -204,15 +207,15 @@ int Run(int argc, char** argv) {
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!outcome.ok()) return Fail(outcome.status());
   if (timing)
-    std::printf("plan-model: planning took %.1f ms (%u layers, %zu + %zu graph nodes)\n", ms, m.hp.n_layer,
+    std::fprintf(log, "plan-model: planning took %.1f ms (%u layers, %zu + %zu graph nodes)\n", ms, m.hp.n_layer,
                 m.prefill.nodes.size(), m.decode.nodes.size());
-  for (const auto& u : m.unused_tensors) std::printf("load_tensors: model has unused tensor %s -- ignoring\n", u.c_str());
-  for (const auto& line : ReportLines(m, *outcome, opt)) std::printf("%s\n", line.c_str());
+  for (const auto& u : m.unused_tensors) std::fprintf(log, "load_tensors: model has unused tensor %s -- ignoring\n", u.c_str());
+  for (const auto& line : ReportLines(m, *outcome, opt)) std::fprintf(log, "%s\n", line.c_str());
   if (debug_splits > 0) {
     for (const Graph* g : {&m.prefill, &m.decode}) {
-      std::printf("plan-model: scheduler splits of graph %s (n_tokens = %lld):", g->name.c_str(),
+      std::fprintf(log, "plan-model: scheduler splits of graph %s (n_tokens = %lld):", g->name.c_str(),
                   static_cast<long long>(g->max_tokens));
-      std::printf("%s", FormatSchedDebug(*g, outcome->placement, debug_splits).c_str());
+      std::fprintf(log, "%s", FormatSchedDebug(*g, outcome->placement, debug_splits).c_str());
     }
   }
   if (explain == "text") std::printf("%s", ExplainText(outcome->placement).c_str());
@@ -224,7 +227,7 @@ int Run(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) flags += (i > 1 ? " " : "") + std::string(argv[i]);
     const auto bytes = SerializePlan(**gguf, m, outcome->placement, outcome->memory, flags);
     if (Status s = WriteFileAtomic(out_path, bytes); !s.ok()) return Fail(s);
-    std::printf("plan-model: wrote %s (%zu bytes)\n", out_path.c_str(), bytes.size());
+    std::fprintf(log, "plan-model: wrote %s (%zu bytes)\n", out_path.c_str(), bytes.size());
   }
   return 0;
 }

@@ -95,20 +95,34 @@ struct Common {
   int threads = 0;
   uint32_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;
   int n_gpu_layers = 0;
+  std::string cache_type_k = "f16", cache_type_v = "f16";
   bool huge_pages = false;
 };
 
 /// Plans the model for this machine (no plan file given): the probed devices (list-devices) as
 /// manifests, then the same placement pipeline as plan-model.
-Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c) {
+Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c, bool quiet) {
   planner::ContextConfig cfg;
   cfg.n_ctx = c.n_ctx;
   cfg.n_batch = c.n_batch;
   cfg.n_ubatch = c.n_ubatch;
+  auto tk = ParseGgmlType(c.cache_type_k);
+  if (!tk.ok()) return InvalidArgument("--cache-type-k: " + tk.status().message());
+  auto tv = ParseGgmlType(c.cache_type_v);
+  if (!tv.ok()) return InvalidArgument("--cache-type-v: " + tv.status().message());
+  cfg.type_k = *tk;
+  cfg.type_v = *tv;
   STOWAGE_ASSIGN_OR_RETURN(planner::ModelGraphs m, planner::BuildModelGraphs(gguf, cfg));
+  // llama_init_from_model's warnings, as plan-model prints them.
+  if (!quiet && !m.hp.recurrent() && m.cfg.n_ctx > m.hp.n_ctx_train)
+    std::fprintf(stderr, "stowage-run: warning: n_ctx_per_seq (%u) > n_ctx_train (%u) -- possible training context overflow\n",
+                 m.cfg.n_ctx, m.hp.n_ctx_train);
   // Probed GPUs numbered in probe order (CUDA0, CUDA1, ...), as plan-model does.
   STOWAGE_ASSIGN_OR_RETURN(std::vector<planner::DeviceManifest> machine,
                            tools::ProbedManifests(ProbeDevices().devices, [](const ProbedDevice&) { return true; }));
+  if (!quiet && c.n_gpu_layers > 0 &&
+      std::none_of(machine.begin(), machine.end(), [](const planner::DeviceManifest& d) { return d.type == planner::DeviceType::kGpu; }))
+    std::fprintf(stderr, "stowage-run: warning: no usable GPU found, --n-gpu-layers option will be ignored\n");
   planner::PlacementOptions opt;
   opt.n_gpu_layers = c.n_gpu_layers;
   STOWAGE_ASSIGN_OR_RETURN(planner::PlacementOutcome o, planner::PlaceModel(m, machine, opt));
@@ -132,7 +146,7 @@ Result<std::unique_ptr<Session>> OpenSession(const Common& c, bool quiet, bool p
     };
   if (!c.plan.empty()) return Session::Create(c.plan, c.model, opts);
   STOWAGE_ASSIGN_OR_RETURN(auto gguf, GgufFile::Open(c.model));
-  STOWAGE_ASSIGN_OR_RETURN(auto bytes, PlanOnTheFly(*gguf, c));
+  STOWAGE_ASSIGN_OR_RETURN(auto bytes, PlanOnTheFly(*gguf, c, quiet));
   return Session::CreateFromPlanBytes(std::move(bytes), c.model, opts);
 }
 
@@ -146,10 +160,7 @@ void PrintBuffers(const Session& s) {
 }
 
 int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerParams sp, bool quiet) {
-  if (sp.seed == kRandomSeed) {
-    sp.seed = std::random_device{}();
-    if (!quiet && sp.temperature > 0) std::fprintf(stderr, "sampler seed: %u\n", sp.seed);
-  }
+  if (sp.seed == kRandomSeed) sp.seed = std::random_device{}();
   auto gguf = GgufFile::Open(c.model);
   if (!gguf.ok()) return Fail(gguf.status());
   auto tok = Tokenizer::FromGguf(**gguf);
@@ -163,8 +174,10 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
   if (n_predict < 0) n_predict = static_cast<int>(std::max<int64_t>(0, s.n_ctx() - static_cast<int64_t>(tokens.size())));
   if (static_cast<int64_t>(tokens.size()) + n_predict > s.n_ctx())
     return Fail(OutOfRange("prompt of " + std::to_string(tokens.size()) + " tokens + " + std::to_string(n_predict) +
-                           " to generate exceeds the context of " + std::to_string(s.n_ctx()) + " tokens (-c)"));
+                           " to generate exceeds the context of " + std::to_string(s.n_ctx()) + " tokens (" +
+                           (c.plan.empty() ? "-c" : "the plan's; re-plan with plan-model -c") + ")"));
   Sampler sampler(sp);
+  if (!quiet && sp.temperature > 0) std::fprintf(stderr, "sampler seed: %u\n", sp.seed);  // as llama.cpp
   std::printf("%s", prompt.c_str());
   if (!FlushStdout()) return 1;
   std::vector<float> logits;
@@ -364,7 +377,6 @@ int Run(int argc, char** argv) {
   std::string prompt;
   int n_predict = 64;
   SamplerParams sp;
-  sp.seed = kRandomSeed;
   bool quiet = false;
   auto add_common = [&c](CLI::App* a) {
     a->add_option("-m,--model", c.model, "GGUF model file")->required();
@@ -380,6 +392,8 @@ int Run(int argc, char** argv) {
         ->check(NumberIn(1, kMaxTokens, true));
     a->add_option("--n-gpu-layers", c.n_gpu_layers, "layers to offload when planning on the fly")
         ->check(NumberIn(0, 1 << 20, true));
+    a->add_option("--cache-type-k", c.cache_type_k, "KV cache type for K when planning on the fly (f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)");
+    a->add_option("--cache-type-v", c.cache_type_v, "KV cache type for V when planning on the fly (f16, f32, bf16; quantized V needs flash attention)");
     a->add_flag("--huge-pages", c.huge_pages,
                 "copy mapped weights into transparent huge pages at load (faster token generation; the weights "
                 "then take anonymous memory instead of the shared page cache)");
@@ -392,8 +406,9 @@ int Run(int argc, char** argv) {
   app.add_option("--top-k", sp.top_k, "top-k (0 = off)")->check(NumberIn(-2147483647, 2147483647, true));
   app.add_option("--top-p", sp.top_p, "top-p (1 = off)")->check(NumberIn(0, 1, false));
   app.add_option("--min-p", sp.min_p, "min-p (0 = off)")->check(NumberIn(0, 1, false));
-  app.add_option("-s,--seed", sp.seed, "random seed (4294967295 = a random seed, printed)")
-      ->check(NumberIn(0, 4294967295.0, true));
+  int64_t seed = -1;
+  app.add_option("-s,--seed", seed, "random seed (-1 or 4294967295: a random seed, printed)")
+      ->check(NumberIn(-1, 4294967295.0, true));
   app.add_flag("-q,--quiet", quiet, "print only the text");
 
   auto* ppl = app.add_subcommand("perplexity", "perplexity of a text file (llama-perplexity style)");
@@ -413,10 +428,15 @@ int Run(int argc, char** argv) {
   ppl->fallthrough();
   bench->fallthrough();
 
-  if (int rc = tools::ParseWithAliases(app, argc, argv, {{"-ub", "--ubatch-size"}, {"-ngl", "--n-gpu-layers"}}); rc >= 0) return rc;
+  if (int rc = tools::ParseWithAliases(app, argc, argv,
+                                       {{"-ub", "--ubatch-size"}, {"-ngl", "--n-gpu-layers"}, {"-ctk", "--cache-type-k"},
+                                        {"-ctv", "--cache-type-v"}});
+      rc >= 0)
+    return rc;
+  sp.seed = seed < 0 ? kRandomSeed : static_cast<uint32_t>(seed);
   // With --plan the context, batch sizes and offload are the plan's: refuse flags that would be ignored.
   if (!c.plan.empty())
-    for (const char* name : {"--ctx-size", "--batch-size", "--ubatch-size", "--n-gpu-layers"})
+    for (const char* name : {"--ctx-size", "--batch-size", "--ubatch-size", "--n-gpu-layers", "--cache-type-k", "--cache-type-v"})
       if (app.count(name) > 0)
         return Fail(InvalidArgument(std::string(name) + " applies only when planning on the fly; the plan given with --plan fixes it (re-plan with plan-model)"));
   if (*ppl) return Perplexity(c, text_file);

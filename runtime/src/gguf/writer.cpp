@@ -304,6 +304,35 @@ Status GgufWriter::WriteFile(const std::string& path) const {
   const int fd = file.fd();
   const std::vector<uint8_t> header = SerializeHeader();
   const uint64_t total = header.size() + DataSize();
+  if (file.in_place()) {
+    // A pipe, a device or this process's standard output (possibly a log opened with >>): no
+    // seeking, so the bytes go out in file order, padding and data-less tensors as zeros.
+    std::vector<const Tensor*> order;
+    for (const auto& t : tensors_) order.push_back(&t);
+    std::sort(order.begin(), order.end(), [](const Tensor* a, const Tensor* b) { return a->offset < b->offset; });
+    STOWAGE_RETURN_IF_ERROR(file.Write(header.data(), header.size()));
+    uint64_t at = 0;  // bytes of the data section written
+    std::vector<uint8_t> buf;
+    auto zeros = [&](uint64_t n) -> Status {
+      static const uint8_t kZero[4096] = {};
+      for (; n > 0; n -= std::min<uint64_t>(n, sizeof kZero))
+        STOWAGE_RETURN_IF_ERROR(file.Write(kZero, static_cast<size_t>(std::min<uint64_t>(n, sizeof kZero))));
+      return Status::Ok();
+    };
+    for (const Tensor* t : order) {
+      STOWAGE_RETURN_IF_ERROR(zeros(t->offset - at));
+      if (t->fill && !data_sparse_) {
+        buf.assign(static_cast<size_t>(t->nbytes), 0);
+        STOWAGE_RETURN_IF_ERROR(t->fill(buf.data(), t->nbytes));
+        STOWAGE_RETURN_IF_ERROR(file.Write(buf.data(), buf.size()));
+      } else {
+        STOWAGE_RETURN_IF_ERROR(zeros(t->nbytes));
+      }
+      at = t->offset + t->nbytes;
+    }
+    STOWAGE_RETURN_IF_ERROR(zeros(DataSize() - at));
+    return file.Commit();
+  }
   // The whole file first, as a hole: tensors without data and all padding stay sparse.
   if (::ftruncate(fd, static_cast<off_t>(total)) != 0)
     return IoError(path + ": cannot extend to " + std::to_string(total) + " bytes: " + std::strerror(errno));

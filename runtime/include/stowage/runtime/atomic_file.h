@@ -43,6 +43,9 @@ class AtomicFile {
 
   /// The descriptor to write to (write, pwrite, ftruncate); owned by this object.
   int fd() const { return fd_; }
+  /// True when the bytes go straight to their destination (a FIFO, device or own descriptor):
+  /// only sequential Write()s work there (no seeking, no ftruncate).
+  bool in_place() const { return in_place_; }
   /// The path given to Create, for messages.
   const std::string& path() const { return path_; }
 
