@@ -345,13 +345,17 @@ int Bench(Common c, int n_prompt, int n_gen, int reps, bool json, bool profile) 
   if (n_gen > 0)
     if (Status st = run(n_gen, false); !st.ok()) return Fail(st.WithPrefix("tg" + std::to_string(n_gen)));
   if (!json) {
+    // The devices holding the plan's buffers, in plan order ("CPU", "ONEDNN,CPU", "CUDA0,CPU").
+    std::string backend;
+    for (const auto& b : s.Buffers())
+      if (("," + backend + ",").find("," + b.device + ",") == std::string::npos) backend += (backend.empty() ? "" : ",") + b.device;
     std::printf("| model | size | params | backend | threads | test | t/s |\n");
     std::printf("| ----- | ---: | -----: | ------- | ------: | ---: | --: |\n");
     for (int k = 0; k < 2; ++k) {
       const int n = k == 0 ? n_prompt : n_gen;
       if (n > 0)
-        std::printf("| %s | %.2f MiB | %.2f M | CPU | %d | %s%d | %.2f ± %.2f |\n", arch.c_str(), size / 1048576.0,
-                    params / 1e6, threads, k == 0 ? "pp" : "tg", n, result[k][0], result[k][1]);
+        std::printf("| %s | %.2f MiB | %.2f M | %s | %d | %s%d | %.2f ± %.2f |\n", arch.c_str(), size / 1048576.0,
+                    params / 1e6, backend.c_str(), threads, k == 0 ? "pp" : "tg", n, result[k][0], result[k][1]);
     }
     if (profile) {
       // A prompt of n tokens runs the "pp" graph (one token: "tg", as llama.cpp's graphs).
