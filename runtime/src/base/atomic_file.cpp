@@ -77,16 +77,16 @@ Result<AtomicFile> AtomicFile::Create(const std::string& path) {
   AtomicFile f;
   f.path_ = path;
   if (const int own = OwnDescriptor(path); own >= 0) {  // this process's own descriptor: in place
-    f.fd_ = ::fcntl(own, F_DUPFD_CLOEXEC, 0);
-    if (f.fd_ < 0) return OsError(path, "cannot use the descriptor", errno);
+    f.fd_.v = ::fcntl(own, F_DUPFD_CLOEXEC, 0);
+    if (f.fd_.v < 0) return OsError(path, "cannot use the descriptor", errno);
     f.in_place_ = true;
     return f;
   }
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
     // FIFO, character or block device, socket (also through links): written in place.
-    f.fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (f.fd_ < 0) return OsError(path, "cannot open for writing", errno);
+    f.fd_.v = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (f.fd_.v < 0) return OsError(path, "cannot open for writing", errno);
     f.in_place_ = true;
     return f;
   }
@@ -99,8 +99,8 @@ Result<AtomicFile> AtomicFile::Create(const std::string& path) {
     f.old_gid_ = st.st_gid;
   }
   const std::string dir = Dirname(f.dest_);
-  f.fd_ = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);  // 0666 minus the umask
-  if (f.fd_ >= 0) {
+  f.fd_.v = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);  // 0666 minus the umask
+  if (f.fd_.v >= 0) {
     f.unnamed_ = true;
     return f;
   }
@@ -108,55 +108,49 @@ Result<AtomicFile> AtomicFile::Create(const std::string& path) {
   if (e == ENOENT || e == ENOTDIR) return OsError(path, "cannot create a file in the folder " + dir, e);
   // No O_TMPFILE on this file system (EOPNOTSUPP, EISDIR on old kernels, ...): a named temporary,
   // with a short name (a destination name near NAME_MAX must still leave room for it).
-  f.named_tmp_ = dir + "/.stowage-tmp-XXXXXX";
-  f.fd_ = ::mkostemp(&f.named_tmp_[0], O_CLOEXEC);
-  if (f.fd_ < 0) {
-    const int e2 = errno;
-    f.named_tmp_.clear();
-    return OsError(path, "cannot create a temporary file in " + dir, e2);
-  }
-  if (!f.replaces_ && ::fchmod(f.fd_, 0666 & ~CurrentUmask()) != 0)  // mkostemp made it 0600
+  std::string tmpl = dir + "/.stowage-tmp-XXXXXX";
+  f.fd_.v = ::mkostemp(&tmpl[0], O_CLOEXEC);
+  if (f.fd_.v < 0) return OsError(path, "cannot create a temporary file in " + dir, errno);
+  f.named_tmp_.path = tmpl;
+  if (!f.replaces_ && ::fchmod(f.fd_.v, 0666 & ~CurrentUmask()) != 0)  // mkostemp made it 0600
     return OsError(path, "cannot set permissions", errno);
   return f;
 }
 
-AtomicFile::AtomicFile(AtomicFile&& o) noexcept { *this = std::move(o); }
-
-AtomicFile& AtomicFile::operator=(AtomicFile&& o) noexcept {
+AtomicFile::Fd& AtomicFile::Fd::operator=(Fd&& o) noexcept {
   if (this != &o) {
-    Discard();
-    path_ = std::move(o.path_);
-    dest_ = std::move(o.dest_);
-    named_tmp_ = std::move(o.named_tmp_);
-    fd_ = o.fd_;
-    in_place_ = o.in_place_;
-    unnamed_ = o.unnamed_;
-    committed_ = o.committed_;
-    replaces_ = o.replaces_;
-    old_mode_ = o.old_mode_;
-    old_uid_ = o.old_uid_;
-    old_gid_ = o.old_gid_;
-    o.fd_ = -1;
-    o.named_tmp_.clear();
-    o.committed_ = true;
+    Close();
+    v = o.v;
+    o.v = -1;
   }
   return *this;
 }
 
-AtomicFile::~AtomicFile() { Discard(); }
+int AtomicFile::Fd::Close() {
+  const int rc = v >= 0 ? ::close(v) : 0;
+  v = -1;
+  return rc;
+}
 
-void AtomicFile::Discard() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-  if (!committed_ && !named_tmp_.empty()) ::unlink(named_tmp_.c_str());
-  named_tmp_.clear();
+AtomicFile::TempName& AtomicFile::TempName::operator=(TempName&& o) noexcept {
+  if (this != &o) {
+    Remove();
+    path = std::move(o.path);
+    o.path.clear();
+  }
+  return *this;
+}
+
+void AtomicFile::TempName::Remove() {
+  if (!path.empty()) ::unlink(path.c_str());
+  path.clear();
 }
 
 Status AtomicFile::Write(const void* data, size_t size) {
   const uint8_t* p = static_cast<const uint8_t*>(data);
   size_t done = 0;
   while (done < size) {
-    const ssize_t w = ::write(fd_, p + done, size - done);
+    const ssize_t w = ::write(fd_.v, p + done, size - done);
     if (w < 0) {
       if (errno == EINTR) continue;
       return OsError(path_, "write failed", errno);
@@ -167,49 +161,41 @@ Status AtomicFile::Write(const void* data, size_t size) {
 }
 
 Status AtomicFile::Commit() {
-  if (fd_ < 0 || committed_) return FailedPrecondition(path_ + ": AtomicFile::Commit called twice");
+  if (fd_.v < 0) return FailedPrecondition(path_ + ": AtomicFile::Commit called twice");
   if (in_place_) {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    committed_ = true;
-    if (rc != 0) return OsError(path_, "cannot close", errno);
+    if (fd_.Close() != 0) return OsError(path_, "cannot close", errno);
     return Status::Ok();
   }
-  if (::fsync(fd_) != 0) return OsError(path_, "cannot flush", errno);
+  if (::fsync(fd_.v) != 0) return OsError(path_, "cannot flush", errno);
   if (replaces_) {  // as cp into an existing file: its permissions (and owner, where allowed) stay
-    if (::fchmod(fd_, old_mode_) != 0) return OsError(path_, "cannot set permissions", errno);
-    (void)!::fchown(fd_, old_uid_, old_gid_);  // only root may give a file away; not an error
+    if (::fchmod(fd_.v, old_mode_) != 0) return OsError(path_, "cannot set permissions", errno);
+    (void)!::fchown(fd_.v, old_uid_, old_gid_);  // only root may give a file away; not an error
   }
   if (unnamed_) {
     // Give the unnamed file a unique, short temporary name, then rename it over the destination:
     // linkat cannot replace an existing file.
     std::random_device rd;
-    const std::string proc = "/proc/self/fd/" + std::to_string(fd_);
+    const std::string proc = "/proc/self/fd/" + std::to_string(fd_.v);
     const std::string dir = Dirname(dest_);
-    for (int attempt = 0; attempt < 100 && named_tmp_.empty(); ++attempt) {
+    for (int attempt = 0; attempt < 100 && named_tmp_.path.empty(); ++attempt) {
       const std::string name = dir + "/.stowage-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd() & 0xffffff);
       if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) {
-        named_tmp_ = name;
+        named_tmp_.path = name;
       } else if (errno != EEXIST) {
         // Without /proc: AT_EMPTY_PATH (needs CAP_DAC_READ_SEARCH).
-        if (::linkat(fd_, "", AT_FDCWD, name.c_str(), AT_EMPTY_PATH) == 0) {
-          named_tmp_ = name;
+        if (::linkat(fd_.v, "", AT_FDCWD, name.c_str(), AT_EMPTY_PATH) == 0) {
+          named_tmp_.path = name;
         } else if (errno != EEXIST) {
           return OsError(path_, "cannot link the finished file into its folder", errno);
         }
       }
     }
-    if (named_tmp_.empty()) return IoError(path_ + ": cannot find a free temporary name");
+    if (named_tmp_.path.empty()) return IoError(path_ + ": cannot find a free temporary name");
   }
-  if (::close(fd_) != 0) {
-    fd_ = -1;
-    return OsError(path_, "cannot close", errno);
-  }
-  fd_ = -1;
-  if (::rename(named_tmp_.c_str(), dest_.c_str()) != 0)
+  if (fd_.Close() != 0) return OsError(path_, "cannot close", errno);
+  if (::rename(named_tmp_.path.c_str(), dest_.c_str()) != 0)
     return OsError(path_, "cannot rename the temporary file into place", errno);
-  named_tmp_.clear();
-  committed_ = true;
+  named_tmp_.path.clear();  // it is the destination now
   return Status::Ok();
 }
 

@@ -34,15 +34,16 @@ class AtomicFile {
   /// folder, a symbolic link loop, or the OS error of open.
   static Result<AtomicFile> Create(const std::string& path);
 
-  AtomicFile(AtomicFile&& other) noexcept;
-  AtomicFile& operator=(AtomicFile&& other) noexcept;
+  AtomicFile(AtomicFile&&) noexcept = default;
+  AtomicFile& operator=(AtomicFile&&) noexcept = default;
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
-  /// Discards what was written unless Commit() succeeded.
-  ~AtomicFile();
+  /// Discards what was written unless Commit() succeeded (closes the descriptor, removes a
+  /// named temporary).
+  ~AtomicFile() = default;
 
   /// The descriptor to write to (write, pwrite, ftruncate); owned by this object.
-  int fd() const { return fd_; }
+  int fd() const { return fd_.v; }
   /// True when the bytes go straight to their destination (a FIFO, device or own descriptor):
   /// only sequential Write()s work there (no seeking, no ftruncate).
   bool in_place() const { return in_place_; }
@@ -59,16 +60,33 @@ class AtomicFile {
   Status Commit();
 
  private:
+  /// A descriptor closed when it goes (moved-from: -1).
+  struct Fd {
+    int v = -1;
+    Fd() = default;
+    Fd(Fd&& o) noexcept : v(o.v) { o.v = -1; }
+    Fd& operator=(Fd&& o) noexcept;
+    ~Fd() { Close(); }
+    int Close();  ///< close(2)'s result; 0 when already closed
+  };
+  /// A temporary file's name, removed when it goes unless released (moved-from: empty).
+  struct TempName {
+    std::string path;
+    TempName() = default;
+    TempName(TempName&& o) noexcept : path(std::move(o.path)) { o.path.clear(); }
+    TempName& operator=(TempName&& o) noexcept;
+    ~TempName() { Remove(); }
+    void Remove();
+  };
+
   AtomicFile() = default;
-  void Discard();
 
   std::string path_;         // as given
   std::string dest_;         // the destination after following symbolic links
-  std::string named_tmp_;    // the named temporary (fallback without O_TMPFILE), else empty
-  int fd_ = -1;
+  TempName named_tmp_;       // the named temporary (fallback without O_TMPFILE, or linked at Commit)
+  Fd fd_;                    // closed once committed
   bool in_place_ = false;    // FIFO / device / own descriptor: written directly
   bool unnamed_ = false;     // O_TMPFILE
-  bool committed_ = false;
   bool replaces_ = false;    // an existing regular file is replaced: keep its mode and owner
   unsigned old_mode_ = 0;
   unsigned old_uid_ = 0, old_gid_ = 0;
