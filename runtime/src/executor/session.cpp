@@ -178,6 +178,7 @@ class Session::Impl {
   std::vector<std::shared_ptr<exec::Event>> host_writes;  // async reads whose target is host memory
   std::vector<std::vector<uint8_t>> stages;
   Status CheckDefinedBeforeUse(const GGraph& g);
+  Status CheckNodeShapes(const GGraph& g);
   cpu::ComputeContext copy_ctx;     // host-side copies (split inputs)
   Status BindTensor(GGraph& g, int id, const Sym& s, int depth);
   Status RunUbatch(const int32_t* tokens, int64_t n, bool all_logits, float* out);
@@ -546,6 +547,46 @@ Status Session::Impl::BindTensor(GGraph& g, int id, const Sym& s, int depth) {
   return Status::Ok();
 }
 
+// The result shapes of the ops whose rule is simple, at the bound (worst-case) shapes: MUL_MAT
+// [ne01, ne11, ne12, ne13] with ne00 == ne10 (ggml_mul_mat), and the ops whose result has their
+// first source's shape (ggml_add/mul/scale/rms_norm/norm/silu/gelu/soft_max_ext/rope). The kernels
+// check the same when they run; here an edited plan fails at load, before any text is streamed.
+Status Session::Impl::CheckNodeShapes(const GGraph& g) {
+  auto shape = [](const TensorView& v) {
+    return "[" + std::to_string(v.ne[0]) + ", " + std::to_string(v.ne[1]) + ", " + std::to_string(v.ne[2]) + ", " +
+           std::to_string(v.ne[3]) + "]";
+  };
+  for (int id : g.nodes) {
+    const GTensor& t = g.tensors[id];
+    if (t.srcs.empty() || t.srcs[0] < 0) continue;
+    const TensorView& d = bound[id].v;
+    const TensorView& a = bound[t.srcs[0]].v;
+    auto fail = [&](const std::string& want) {
+      return DataLoss(plan->path() + ": graph " + g.name + " node '" + t.name + "' (" + GgmlOpName(t.op) + ") is " +
+                      shape(d) + "; its sources make it " + want);
+    };
+    switch (t.op) {
+      case GgmlOp::MUL_MAT: {
+        if (t.srcs.size() < 2 || t.srcs[1] < 0) break;
+        const TensorView& b = bound[t.srcs[1]].v;
+        const int64_t want[4] = {a.ne[1], b.ne[1], b.ne[2], b.ne[3]};
+        if (a.ne[0] != b.ne[0] || d.ne[0] != want[0] || d.ne[1] != want[1] || d.ne[2] != want[2] || d.ne[3] != want[3])
+          return fail("[" + std::to_string(want[0]) + ", " + std::to_string(want[1]) + ", " + std::to_string(want[2]) +
+                      ", " + std::to_string(want[3]) + "] (src0 ne0 " + std::to_string(a.ne[0]) + ", src1 ne0 " +
+                      std::to_string(b.ne[0]) + ")");
+        break;
+      }
+      case GgmlOp::ADD: case GgmlOp::MUL: case GgmlOp::SCALE: case GgmlOp::RMS_NORM: case GgmlOp::NORM:
+      case GgmlOp::SILU: case GgmlOp::GELU: case GgmlOp::SOFT_MAX: case GgmlOp::ROPE:
+        for (int k = 0; k < 4; ++k)
+          if (d.ne[k] != a.ne[k]) return fail(shape(a) + " (the shape of its first source)");
+        break;
+      default: break;
+    }
+  }
+  return Status::Ok();
+}
+
 // Every source a node reads must exist when it runs: a weight, KV cache or graph input, a split
 // input copy made at its split's start, or the result of an earlier node; and the graph must
 // compute result_output. (Refuses plans whose splits skip or reorder nodes.)
@@ -909,6 +950,7 @@ Result<std::unique_ptr<Session>> Session::Impl::Finish(std::unique_ptr<Impl> imp
     impl->bound.assign(g.tensors.size(), Bound{});
     for (size_t i = 0; i < g.tensors.size(); ++i)
       STOWAGE_RETURN_IF_ERROR(impl->BindTensor(g, static_cast<int>(i), worst, 0));
+    STOWAGE_RETURN_IF_ERROR(impl->CheckNodeShapes(g));
   }
   impl->bound.clear();
   impl->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

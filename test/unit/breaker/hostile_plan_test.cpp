@@ -188,6 +188,17 @@ TEST_F(HostilePlan, DimensionThatIsAlwaysZeroIsRejected) {
   EXPECT_NE(st.message().find("a dimension that is always 0"), std::string::npos) << st.message();
 }
 
+// breaker (fixed): a MUL_MAT result edited to another shape ([4, ...] where the sources make
+// [8, ...]) was refused by the kernel only when the node first ran, after the prompt had been
+// printed. The result shapes of MUL_MAT and the same-shape ops are checked at load.
+TEST_F(HostilePlan, MulMatResultOfTheWrongShapeIsRejectedAtLoad) {
+  auto bytes = EditBothGraphs("kqv-0", [](bp::GraphT&, bp::GraphTensorT& t) { t.ne[0] = Const(4); });
+  auto s = Session::CreateFromPlanBytes(bytes, model_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("node 'kqv-0' (MUL_MAT) is [4, "), std::string::npos) << s.status().message();
+  EXPECT_NE(s.status().message().find("its sources make it [8, "), std::string::npos) << s.status().message();
+}
+
 TEST_F(HostilePlan, HugeDimensionIsRejected) {
   Status st = Run(EditBothGraphs("inp_embd", [](bp::GraphT&, bp::GraphTensorT& t) { t.ne[0] = Const(int64_t{1} << 62); }));
   EXPECT_FALSE(st.ok());
