@@ -12,6 +12,11 @@
 #include "stowage/runtime/ggml_types.h"
 
 namespace stowage {
+namespace {
+
+bool Aligned8(const void* p) { return reinterpret_cast<uintptr_t>(p) % 8 == 0; }
+
+}  // namespace
 
 Result<std::unique_ptr<PlanFile>> PlanFile::Load(const std::string& path) {
   // O_NONBLOCK: a FIFO nobody writes to is refused below instead of blocking the open.
@@ -105,6 +110,7 @@ Status PlanFile::Verify() {
     const auto* t = r.tensors()->Get(i);
     const std::string f = "tensors[" + std::to_string(i) + "]";
     if (!t->name() || !t->ne() || t->ne()->size() != 4) return fail(f, "expected a name and 4 dims");
+    if (!Aligned8(t->ne()->Data())) return fail(f + ".ne", "vector not aligned to 8 bytes");
     if (!IsValidGgmlType(t->type())) return fail(f + ".type", "invalid ggml type " + std::to_string(t->type()));
     int64_t ne[4];
     for (int d = 0; d < 4; ++d) ne[d] = t->ne()->Get(d);
@@ -127,6 +133,13 @@ Status PlanFile::Verify() {
     const std::string gf = "graphs[" + std::to_string(gi) + "]";
     const size_t nt = Len(g->tensors());
     if (nt == 0 || !g->nodes()) return fail(gf, "expected tensors and nodes");
+    // flatbuffers' verifier aligns a vector of structs to 4 bytes only: DimExpr (int64 fields)
+    // needs 8, or every read of it is a misaligned load (the fuzzer found such a file).
+    for (size_t i = 0; i < nt; ++i) {
+      const auto* t = g->tensors()->Get(i);
+      if ((t->ne() && !Aligned8(t->ne()->Data())) || (t->view_nb() && !Aligned8(t->view_nb()->Data())))
+        return fail(gf + ".tensors[" + std::to_string(i) + "]", "ne or view_nb vector not aligned to 8 bytes");
+    }
     // n_copies in-range instances; copies[0] == first (of kind first_kind), the others SplitCopy
     // tensors of copy 0's type and shape in copy 0's buffer (ggml_dup_tensor_layout on the same
     // backend), every instance of the graph listed once (ggml makes each one for one (tensor,
