@@ -78,6 +78,12 @@ bool FlushStdout() {
   return false;
 }
 
+// Ends the streamed text's line and flushes it before an error line on (unbuffered) stderr.
+void EndStreamedLine() {
+  std::printf("\n");
+  FlushStdout();
+}
+
 int Fail(const Status& s) {
   std::fprintf(stderr, "stowage-run: %s\n", s.message().c_str());
   return 1;
@@ -183,8 +189,7 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
   std::vector<float> logits;
   const auto t0 = Clock::now();
   if (Status st = s.Decode(tokens, false, &logits); !st.ok()) {
-    std::printf("\n");  // end the streamed prompt before the error line
-    FlushStdout();
+    EndStreamedLine();
     return Fail(st);
   }
   const auto t1 = Clock::now();
@@ -192,8 +197,7 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
   for (; generated < n_predict; ++generated) {
     const int32_t next = sampler.Sample(logits.data(), static_cast<int>(s.n_vocab()));
     if (next < 0) {  // Sampler: no logit is a number above -inf
-      std::printf("\n");
-      FlushStdout();  // the text's last line before the error line (stderr is unbuffered)
+      EndStreamedLine();
       return Fail(DataLoss(c.model + ": the logits at position " + std::to_string(tokens.size() + generated - 1) +
                            " are all NaN or -inf, so no token can be sampled (the model's weights or "
                            "hyper-parameters produce non-finite values)"));
@@ -203,8 +207,7 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
     if (!FlushStdout()) return 1;
     if (generated + 1 == n_predict) { ++generated; break; }
     if (Status st = s.Decode({next}, false, &logits); !st.ok()) {
-      std::printf("\n");  // end the streamed text before the error line
-      FlushStdout();
+      EndStreamedLine();
       return Fail(st);
     }
   }
@@ -262,8 +265,7 @@ int Perplexity(const Common& c, const std::string& file) {
       for (int64_t v = 0; v < nv; ++v) sum += std::exp(double(row[v]) - mx);
       const double token_nll = -(double(row[chunk[i + 1]]) - mx - std::log(sum));
       if (!std::isfinite(token_nll)) {  // NaN or inf logits: a PPL of nan/inf says nothing
-        std::printf("\n");
-        FlushStdout();
+        EndStreamedLine();
         return Fail(DataLoss(c.model + ": chunk " + std::to_string(k + 1) + ", position " + std::to_string(i) +
                              ": the logits are not finite numbers (the model's weights or hyper-parameters produce "
                              "NaN or inf)"));

@@ -181,6 +181,7 @@ class Session::Impl {
   Status CheckNodeShapes(const GGraph& g);
   cpu::ComputeContext copy_ctx;     // host-side copies (split inputs)
   Status BindTensor(GGraph& g, int id, const Sym& s, int depth);
+  Status BindAll(GGraph& g, const Sym& s);
   Status RunUbatch(const int32_t* tokens, int64_t n, bool all_logits, float* out);
   Status RunUbatchOn(GGraph& g, const int32_t* tokens, int64_t n, bool all_logits, float* out);
   Status WriteInput(GGraph& g, int id, const void* data, uint64_t n);
@@ -547,6 +548,13 @@ Status Session::Impl::BindTensor(GGraph& g, int id, const Sym& s, int depth) {
   return Status::Ok();
 }
 
+// Binds every tensor of `g` for the symbol values `s` (bound[] starts empty).
+Status Session::Impl::BindAll(GGraph& g, const Sym& s) {
+  bound.assign(g.tensors.size(), Bound{});
+  for (size_t i = 0; i < g.tensors.size(); ++i) STOWAGE_RETURN_IF_ERROR(BindTensor(g, static_cast<int>(i), s, 0));
+  return Status::Ok();
+}
+
 // The result shapes of the ops whose rule is simple, at the bound (worst-case) shapes: MUL_MAT
 // [ne01, ne11, ne12, ne13] with ne00 == ne10 (ggml_mul_mat), and the ops whose result has their
 // first source's shape (ggml_add/mul/scale/rms_norm/norm/silu/gelu/soft_max_ext/rope). The kernels
@@ -873,8 +881,7 @@ Status Session::Impl::RunUbatchOn(GGraph& g, const int32_t* tokens, int64_t n, b
   s.n_outputs = all_logits ? n : 1;
   if (n > g.max_tokens || s.n_kv > g.max_kv || s.n_outputs > g.max_outputs)
     return Internal("ubatch exceeds the planned worst case of graph " + g.name);
-  bound.assign(g.tensors.size(), Bound{});
-  for (size_t i = 0; i < g.tensors.size(); ++i) STOWAGE_RETURN_IF_ERROR(BindTensor(g, static_cast<int>(i), s, 0));
+  STOWAGE_RETURN_IF_ERROR(BindAll(g, s));
 
   STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_tokens, tokens, n * sizeof(int32_t)));
   std::vector<int32_t> pos(n);
@@ -947,9 +954,7 @@ Result<std::unique_ptr<Session>> Session::Impl::Finish(std::unique_ptr<Impl> imp
     worst.n_kv = g.max_kv;
     worst.kv_head = 0;
     worst.n_outputs = g.max_outputs;
-    impl->bound.assign(g.tensors.size(), Bound{});
-    for (size_t i = 0; i < g.tensors.size(); ++i)
-      STOWAGE_RETURN_IF_ERROR(impl->BindTensor(g, static_cast<int>(i), worst, 0));
+    STOWAGE_RETURN_IF_ERROR(impl->BindAll(g, worst));
     STOWAGE_RETURN_IF_ERROR(impl->CheckNodeShapes(g));
   }
   impl->bound.clear();
