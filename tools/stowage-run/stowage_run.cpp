@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 
 #include "llama_args.h"
+#include "prompt_escapes.h"
 #include "stdout_check.h"
 #include "from_probe.h"
 #include "probed_machine.h"
@@ -165,7 +166,21 @@ void PrintBuffers(const Session& s) {
                  b.planned == b.allocated ? "" : "  MISMATCH with the plan");
 }
 
-int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerParams sp, bool quiet) {
+/// Reads a text file given with -f (prompt or perplexity text) whole: a missing file, a folder or a
+/// FIFO is one error naming it and `what` it should be.
+Result<std::string> ReadTextFile(const std::string& file, const char* what) {
+  struct stat st;
+  if (stat(file.c_str(), &st) != 0) return IoError(file + ": cannot open: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return IoError(file + ": not a regular file (" + what + ")");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return IoError(file + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return IoError(file + ": read error");
+  return ss.str();
+}
+
+int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerParams sp, bool ignore_eos, bool quiet) {
   if (sp.seed == kRandomSeed) sp.seed = std::random_device{}();
   auto gguf = GgufFile::Open(c.model);
   if (!gguf.ok()) return Fail(gguf.status());
@@ -178,11 +193,19 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
   if (tokens.empty()) return Fail(InvalidArgument("the prompt is empty (no tokens)"));
   // -n -1 (llama-cli's "until the end of text"): until an end-of-generation token or a full context.
   if (n_predict < 0) n_predict = static_cast<int>(std::max<int64_t>(0, s.n_ctx() - static_cast<int64_t>(tokens.size())));
+  // --repeat-last-n -1: the whole context (llama.cpp common).
+  if (sp.penalty_last_n < 0) sp.penalty_last_n = static_cast<int32_t>(std::min<int64_t>(s.n_ctx(), INT32_MAX));
+  // --ignore-eos: end-of-generation tokens are never sampled (llama.cpp: a logit bias of -inf).
+  std::vector<int32_t> eog;
+  if (ignore_eos)
+    for (int32_t id = 0; id < tok->n_vocab() && id < s.n_vocab(); ++id)
+      if (tok->IsEog(id)) eog.push_back(id);
   if (static_cast<int64_t>(tokens.size()) + n_predict > s.n_ctx())
     return Fail(OutOfRange("prompt of " + std::to_string(tokens.size()) + " tokens + " + std::to_string(n_predict) +
                            " to generate exceeds the context of " + std::to_string(s.n_ctx()) + " tokens (" +
                            (c.plan.empty() ? "-c" : "the plan's; re-plan with plan-model -c") + ")"));
   Sampler sampler(sp);
+  for (int32_t t : tokens) sampler.Accept(t);  // the prompt counts for the penalties, as in llama-cli
   if (!quiet && sp.temperature > 0) std::fprintf(stderr, "sampler seed: %u\n", sp.seed);  // as llama.cpp
   std::printf("%s", prompt.c_str());
   if (!FlushStdout()) return 1;
@@ -195,6 +218,7 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
   const auto t1 = Clock::now();
   int generated = 0;
   for (; generated < n_predict; ++generated) {
+    for (int32_t id : eog) logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
     const int32_t next = sampler.Sample(logits.data(), static_cast<int>(s.n_vocab()));
     if (next < 0) {  // Sampler: no logit is a number above -inf
       EndStreamedLine();
@@ -202,6 +226,7 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
                            " are all NaN or -inf, so no token can be sampled (the model's weights or "
                            "hyper-parameters produce non-finite values)"));
     }
+    sampler.Accept(next);
     if (tok->IsEog(next)) break;
     std::printf("%s", tok->TokenToPiece(next, false).c_str());
     if (!FlushStdout()) return 1;
@@ -225,13 +250,8 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
 }
 
 int Perplexity(const Common& c, const std::string& file) {
-  struct stat st;
-  if (stat(file.c_str(), &st) != 0) return Fail(IoError(file + ": cannot open: " + std::strerror(errno)));
-  if (!S_ISREG(st.st_mode)) return Fail(IoError(file + ": not a regular file (perplexity -f expects a text file)"));
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return Fail(IoError(file + ": cannot open"));
-  std::stringstream ss;
-  ss << in.rdbuf();
+  auto text = ReadTextFile(file, "perplexity -f expects a text file");
+  if (!text.ok()) return Fail(text.status());
   auto gguf = GgufFile::Open(c.model);
   if (!gguf.ok()) return Fail(gguf.status());
   auto tok = Tokenizer::FromGguf(**gguf);
@@ -239,7 +259,7 @@ int Perplexity(const Common& c, const std::string& file) {
   auto session = OpenSession(c, true);
   if (!session.ok()) return Fail(session.status());
   Session& s = **session;
-  const std::vector<int32_t> all = tok->Tokenize(ss.str(), true, false);
+  const std::vector<int32_t> all = tok->Tokenize(*text, true, false);
   const int64_t n_ctx = s.n_ctx();
   if (n_ctx < 3)
     return Fail(InvalidArgument("perplexity: a context of " + std::to_string(n_ctx) +
@@ -405,13 +425,29 @@ int Run(int argc, char** argv) {
                 "then take anonymous memory instead of the shared page cache)");
   };
   add_common(&app);
-  app.add_option("-p,--prompt", prompt, "prompt text");
+  auto* prompt_opt = app.add_option("-p,--prompt", prompt, "prompt text");
+  std::string prompt_file;
+  app.add_option("-f,--file", prompt_file, "a file whose text is the prompt (one final newline is dropped, as llama-cli)")
+      ->excludes(prompt_opt);
+  bool escape = true;
+  app.add_flag("-e,--escape,!--no-escape", escape,
+               "expand \\n, \\r, \\t, \\', \\\", \\\\ and \\xHH in the prompt (llama.cpp's default; --no-escape keeps them)");
+  bool ignore_eos = false;
+  app.add_flag("--ignore-eos", ignore_eos, "never sample an end-of-generation token (generate -n tokens)");
   app.add_option("-n,--n-predict", n_predict, "tokens to generate (-1 = until the end of text or a full context)")
       ->check(NumberIn(-1, kMaxTokens, true));
   app.add_option("--temp", sp.temperature, "temperature (<= 0 = greedy)")->check(NumberIn(-1e4, 1e4, false));
   app.add_option("--top-k", sp.top_k, "top-k (0 = off)")->check(NumberIn(-2147483647, 2147483647, true));
   app.add_option("--top-p", sp.top_p, "top-p (1 = off)")->check(NumberIn(0, 1, false));
   app.add_option("--min-p", sp.min_p, "min-p (0 = off)")->check(NumberIn(0, 1, false));
+  app.add_option("--repeat-last-n", sp.penalty_last_n, "last n tokens (prompt included) the penalties look at (0 = off, -1 = the context)")
+      ->check(NumberIn(-1, 2147483647, true));
+  app.add_option("--repeat-penalty", sp.penalty_repeat, "divide the logit of a repeated token by this (when negative: multiply; 1 = off)")
+      ->check(NumberIn(-1e4, 1e4, false));
+  app.add_option("--presence-penalty", sp.penalty_present, "subtract this from the logit of a repeated token (0 = off)")
+      ->check(NumberIn(-1e4, 1e4, false));
+  app.add_option("--frequency-penalty", sp.penalty_freq, "subtract this times its count from the logit of a repeated token (0 = off)")
+      ->check(NumberIn(-1e4, 1e4, false));
   int64_t seed = -1;
   app.add_option("-s,--seed", seed, "random seed (-1 or 4294967295: a random seed, printed)")
       ->check(NumberIn(-1, 4294967295.0, true));
@@ -449,9 +485,18 @@ int Run(int argc, char** argv) {
   if (*bench && n_prompt == 0 && n_gen == 0)
     return Fail(InvalidArgument("bench: nothing to measure (-p/--n-prompt and -n/--n-gen are both 0)"));
   if (*bench) return Bench(c, n_prompt, n_gen, reps, bench_json, bench_profile);
-  if (prompt.empty()) return Fail(InvalidArgument("-p/--prompt is required (an empty prompt has no tokens to evaluate)"));
+  if (!prompt_file.empty()) {
+    auto text = ReadTextFile(prompt_file, "-f expects a text file with the prompt");
+    if (!text.ok()) return Fail(text.status());
+    prompt = std::move(*text);
+    if (!prompt.empty() && prompt.back() == '\n') prompt.pop_back();
+  }
+  if (escape) prompt = tools::ProcessEscapes(prompt);
+  if (prompt.empty())
+    return Fail(InvalidArgument(prompt_file.empty() ? "-p/--prompt is required (an empty prompt has no tokens to evaluate)"
+                                                    : prompt_file + ": the prompt file is empty (no tokens to evaluate)"));
   if (c.plan.empty() && app.count("--ctx-size") == 0) c.n_ctx = kDefaultGenerationContext;
-  return Generate(c, prompt, n_predict, sp, quiet);
+  return Generate(c, prompt, n_predict, sp, ignore_eos, quiet);
 }
 
 // A lost write to standard output (> /dev/full, a full disk) is exit status 1 with one line.

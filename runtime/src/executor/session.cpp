@@ -940,11 +940,12 @@ Result<std::unique_ptr<Session>> Session::Impl::Finish(std::unique_ptr<Impl> imp
   STOWAGE_ASSIGN_OR_RETURN(impl->gguf, GgufFile::Open(model_path));
   STOWAGE_RETURN_IF_ERROR(impl->Init(opts));
   // The verifier and Init check each tensor (shapes, views, offsets within buffers); this checks
-  // the compute-buffer offsets together: a plan whose live tensors share bytes (edited or
-  // corrupted) would compute wrong values without an error. Nothing has run yet.
+  // the offsets together (weights and KV cache in their buffers, live compute tensors in theirs):
+  // a plan whose tensors share bytes (edited or corrupted) would compute wrong values without an
+  // error. Nothing has run yet.
   const MemoryCheckReport mem = CheckComputeMemory(*impl->plan, 1, /*overlaps_only=*/true);
   if (!mem.conflicts.empty())
-    return DataLoss(impl->plan->path() + ": compute buffer offsets overlap (plan-dump --check-memory lists all): " +
+    return DataLoss(impl->plan->path() + ": buffer offsets overlap (plan-dump --check-memory lists all): " +
                     mem.conflicts.front());
   // Every tensor of every graph binds (shape, view, buffer extent, alignment) at the graph's worst
   // case, so a malformed plan fails here rather than after a prompt has been streamed.

@@ -13,6 +13,27 @@ float Sanitize(float x) { return std::isnan(x) ? -std::numeric_limits<float>::in
 
 Sampler::Sampler(SamplerParams params) : params_(params), rng_(params.seed) {}
 
+bool Sampler::PenaltiesOn() const {
+  return params_.penalty_last_n > 0 &&
+         (params_.penalty_repeat != 1.0f || params_.penalty_freq != 0.0f || params_.penalty_present != 0.0f);
+}
+
+void Sampler::Accept(int32_t token) {
+  if (!PenaltiesOn()) return;
+  history_.push_back(token);
+  ++counts_[token];
+  while (history_.size() > static_cast<size_t>(params_.penalty_last_n)) {
+    auto it = counts_.find(history_.front());
+    if (--it->second == 0) counts_.erase(it);
+    history_.pop_front();
+  }
+}
+
+void Sampler::ResetHistory() {
+  history_.clear();
+  counts_.clear();
+}
+
 void Sampler::Reseed(uint32_t seed) {
   params_.seed = seed;
   rng_.seed(seed);
@@ -27,6 +48,18 @@ double Sampler::Uniform() {
 int32_t Sampler::Sample(const float* logits, int n_vocab) {
   if (logits == nullptr || n_vocab <= 0) return -1;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+  // Repetition penalties on a copy of the row (llama.cpp llama_sampler_penalties_apply).
+  if (PenaltiesOn() && !counts_.empty()) {
+    penalized_.assign(logits, logits + n_vocab);
+    for (const auto& [id, count] : counts_) {
+      if (id < 0 || id >= n_vocab) continue;
+      float& l = penalized_[static_cast<size_t>(id)];
+      l = l <= 0.0f ? l * params_.penalty_repeat : l / params_.penalty_repeat;
+      l -= static_cast<float>(count) * params_.penalty_freq + params_.penalty_present;
+    }
+    logits = penalized_.data();
+  }
 
   // Greedy: first maximum (llama.cpp llama_sampler_greedy).
   int32_t best = -1;

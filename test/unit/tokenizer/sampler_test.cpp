@@ -109,6 +109,96 @@ TEST(Sampler, TruncationKeepsOnlyAllowedTokens) {
   EXPECT_GT(h[2], 0);
 }
 
+// Repetition penalties, probed through greedy picks (llama.cpp applies them before the
+// temperature step, so they decide greedy decoding too). Logits: id 1 = 2.0, id 3 = 1.9.
+TEST(Sampler, RepeatPenaltyDividesPositiveLogits) {
+  SamplerParams p;
+  p.temperature = 0.0f;
+  p.penalty_repeat = 1.1f;  // 2.0 / 1.1 = 1.82 < 1.9
+  Sampler s(p);
+  const auto l = Logits();
+  const int n = static_cast<int>(l.size());
+  EXPECT_EQ(s.Sample(l.data(), n), 1);
+  s.Accept(1);
+  EXPECT_EQ(s.Sample(l.data(), n), 3);
+  s.Accept(3);  // 1.9 / 1.1 = 1.73 < 1.82
+  EXPECT_EQ(s.Sample(l.data(), n), 1);
+  EXPECT_EQ(l, Logits());  // the caller's row is not modified
+  s.ResetHistory();
+  EXPECT_EQ(s.Sample(l.data(), n), 1);
+}
+
+TEST(Sampler, RepeatPenaltyMultipliesNegativeLogits) {
+  SamplerParams p;
+  p.temperature = 0.0f;
+  p.penalty_repeat = 1.1f;
+  Sampler s(p);
+  const std::vector<float> l = {-1.0f, -1.05f};
+  s.Accept(0);  // -1.0 * 1.1 = -1.1 < -1.05 (dividing would raise it to -0.91)
+  EXPECT_EQ(s.Sample(l.data(), 2), 1);
+}
+
+TEST(Sampler, FrequencyAndPresencePenalties) {
+  SamplerParams p;
+  p.temperature = 0.0f;
+  p.penalty_freq = 0.04f;  // per occurrence
+  const auto l = Logits();
+  const int n = static_cast<int>(l.size());
+  Sampler f(p);
+  f.Accept(1);
+  EXPECT_EQ(f.Sample(l.data(), n), 1);  // 2.0 - 0.04 = 1.96 > 1.9
+  f.Accept(1);
+  f.Accept(1);
+  EXPECT_EQ(f.Sample(l.data(), n), 3);  // 2.0 - 0.12 = 1.88 < 1.9
+  p.penalty_freq = 0.0f;
+  p.penalty_present = 0.15f;  // once, whatever the count
+  Sampler pr(p);
+  pr.Accept(1);
+  EXPECT_EQ(pr.Sample(l.data(), n), 3);  // 1.85
+  pr.Accept(3);                          // 1.75 < 1.85
+  pr.Accept(3);
+  EXPECT_EQ(pr.Sample(l.data(), n), 1);
+}
+
+TEST(Sampler, PenaltyWindowIsTheLastNTokens) {
+  SamplerParams p;
+  p.temperature = 0.0f;
+  p.penalty_repeat = 1.5f;
+  p.penalty_last_n = 2;
+  const auto l = Logits();
+  const int n = static_cast<int>(l.size());
+  Sampler s(p);
+  s.Accept(1);
+  s.Accept(0);
+  EXPECT_EQ(s.Sample(l.data(), n), 3);  // 1 is in the window
+  s.Accept(4);                          // 1 leaves it
+  EXPECT_EQ(s.Sample(l.data(), n), 1);
+  s.Accept(1);
+  s.Accept(1);  // counted twice, still one division by penalty_repeat: 1.33
+  EXPECT_EQ(s.Sample(l.data(), n), 3);
+  // Disabled: a window of 0, or the neutral values (llama.cpp's defaults).
+  p.penalty_last_n = 0;
+  Sampler off(p);
+  off.Accept(1);
+  EXPECT_EQ(off.Sample(l.data(), n), 1);
+  Sampler neutral(SamplerParams{});
+  neutral.Reseed(3);
+  SamplerParams d;
+  d.seed = 3;
+  Sampler plain(d);
+  for (int i = 0; i < 50; ++i) {
+    const int32_t t = neutral.Sample(l.data(), n);
+    EXPECT_EQ(t, plain.Sample(l.data(), n));
+    neutral.Accept(t);
+  }
+  // Ids outside the row (another vocabulary) are ignored.
+  p.penalty_last_n = 4;
+  Sampler s2(p);
+  s2.Accept(-5);
+  s2.Accept(1000);
+  EXPECT_EQ(s2.Sample(l.data(), n), 1);
+}
+
 TEST(Sampler, BadInput) {
   Sampler s(SamplerParams{});
   EXPECT_EQ(s.Sample(nullptr, 4), -1);
