@@ -3,6 +3,8 @@
 // long form with CLI11 and translate the llama.cpp spellings to it before parsing.
 #pragma once
 
+#include <cctype>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,10 +16,37 @@ namespace stowage::tools {
 /// (llama.cpp short spelling, long option) pairs, e.g. {"-ngl", "--n-gpu-layers"}.
 using OptionAliases = std::vector<std::pair<std::string, std::string>>;
 
+/// Lets the last of a repeated single-value option win, as in llama.cpp's tools ("-n 8 -n 16" is
+/// -n 16; CLI11 refuses the second by default). Options that collect values (-ot, --device lists
+/// given as vectors) keep every occurrence. Applies to `app` and its subcommands.
+inline void LastOccurrenceWins(CLI::App& app) {
+  for (CLI::Option* o : app.get_options())
+    if (o->get_items_expected_max() == 1 && o->get_multi_option_policy() == CLI::MultiOptionPolicy::Throw)
+      o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  for (CLI::App* sub : app.get_subcommands({})) LastOccurrenceWins(*sub);
+}
+
+/// True for a single-dash word of two or more letters ("-fa", "-sm", "-no-cnv"): llama.cpp's
+/// multi-letter flags. CLI11 would read "-fa" as "-f a" (a prompt file named "a") or "-sm" as
+/// "-s m"; such a word is refused instead unless it is one of the tool's aliases. Short options
+/// with an attached value ("-n8", "-t2", "-c512") do not match.
+inline bool IsMultiLetterFlag(const std::string& a) {
+  if (a.size() < 3 || a[0] != '-' || !std::isalpha(static_cast<unsigned char>(a[1])) ||
+      !std::isalpha(static_cast<unsigned char>(a[2])))
+    return false;
+  for (size_t i = 3; i < a.size(); ++i)
+    if (!std::isalnum(static_cast<unsigned char>(a[i])) && a[i] != '-') return false;
+  return true;
+}
+
 /// Parses argv with `app` after replacing each alias (also in "-ngl=99" form); --help names the
-/// program (argv[0]'s file name) and lists each alias after its long option's description. Returns the exit
-/// code CLI11 asks for (help, error) through `app.exit`, or -1 when parsing succeeded.
+/// program (argv[0]'s file name) and lists each alias after its long option's description. A
+/// repeated single-value option takes its last value (LastOccurrenceWins); a llama.cpp
+/// multi-letter flag the tool does not know ("-fa") is refused with one line naming it rather
+/// than split into one-letter options. Returns the exit code CLI11 asks for (help: 0, a
+/// command-line error: 1), or -1 when parsing succeeded.
 inline int ParseWithAliases(CLI::App& app, int argc, char** argv, const OptionAliases& aliases) {
+  LastOccurrenceWins(app);
   // --help shows the program's name and each llama.cpp spelling next to its long option.
   if (app.get_name().empty() && argc > 0) {
     const std::string self = argv[0];
@@ -30,9 +59,22 @@ inline int ParseWithAliases(CLI::App& app, int argc, char** argv, const OptionAl
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i) {  // CLI11 takes the arguments in reverse order
     std::string a = argv[i];
+    bool aliased = false;
     for (const auto& [shortname, longname] : aliases) {
-      if (a == shortname) { a = longname; break; }
-      if (a.rfind(shortname + "=", 0) == 0) { a = longname + a.substr(shortname.size()); break; }
+      if (a == shortname) { a = longname; aliased = true; break; }
+      if (a.rfind(shortname + "=", 0) == 0) { a = longname + a.substr(shortname.size()); aliased = true; break; }
+    }
+    // A value of the option before it ("-p -abc" is a prompt) is left to CLI11, which reads a
+    // dash-led word as an option anyway.
+    // "--file=" with nothing after '=': CLI11 would take the next argument as the value.
+    if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=' && a.find('=') == a.size() - 1) {
+      std::fprintf(stderr, "%s: error: '%s' gives the option no value\n", app.get_name().c_str(), a.c_str());
+      return 1;
+    }
+    if (!aliased && IsMultiLetterFlag(a)) {
+      std::fprintf(stderr, "%s: error: unknown argument '%s' (a llama.cpp flag %s does not have; see --help)\n",
+                   app.get_name().c_str(), a.c_str(), app.get_name().c_str());
+      return 1;
     }
     args.push_back(a);
   }

@@ -7,8 +7,10 @@
 namespace stowage::tools {
 
 /// Returns `in` with \n, \r, \t, \', \", \\ and \xHH (exactly two hex digits: one byte) replaced by
-/// the characters they name. Any other backslash sequence, a trailing backslash and a \x without
-/// two hex digits are kept as written (llama.cpp does the same).
+/// the characters they name. Any other backslash sequence and a trailing backslash are kept as
+/// written, as llama.cpp keeps them; so is a \x without two hex digits (llama.cpp reads the two
+/// characters with strtol, which also takes a sign or a space: its "\x-1" is byte 0xff, here it
+/// stays "\x-1").
 inline std::string ProcessEscapes(const std::string& in) {
   auto hex = [](char ch) -> int {
     if (ch >= '0' && ch <= '9') return ch - '0';

@@ -176,6 +176,7 @@ Status EmitManifests(const std::vector<stowage::ProbedDevice>& devices, const st
 }
 
 int Fail(const Status& s) {
+  std::fflush(stdout);  // what was printed comes before the error line when both go to one file
   std::fprintf(stderr, "list-devices: error: %s\n", s.message().c_str());
   return 1;
 }

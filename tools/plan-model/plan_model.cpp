@@ -29,6 +29,7 @@ using namespace stowage::planner;
 namespace {
 
 int Fail(const Status& s) {
+  std::fflush(stdout);  // what was printed comes before the error line when both go to one file
   std::fprintf(stderr, "plan-model: error: %s\n", s.message().c_str());
   return 1;
 }
@@ -190,7 +191,7 @@ int Run(int argc, char** argv) {
       o.n_gpu_layers = n;
       ModelGraphs g;
       STOWAGE_ASSIGN_OR_RETURN(PlacementOutcome out, plan(o, &g));
-      Status s = CheckFit(out);
+      Status s = CheckFit(out, /*devices_only=*/true);
       if (s.ok()) return true;
       if (s.code() != StatusCode::kResourceExhausted) return s;
       *why = s.message();

@@ -86,6 +86,7 @@ void EndStreamedLine() {
 }
 
 int Fail(const Status& s) {
+  std::fflush(stdout);  // what was printed comes before the error line when both go to one file
   std::fprintf(stderr, "stowage-run: %s\n", s.message().c_str());
   return 1;
 }
@@ -166,18 +167,24 @@ void PrintBuffers(const Session& s) {
                  b.planned == b.allocated ? "" : "  MISMATCH with the plan");
 }
 
-/// Reads a text file given with -f (prompt or perplexity text) whole: a missing file, a folder or a
-/// FIFO is one error naming it and `what` it should be.
-Result<std::string> ReadTextFile(const std::string& file, const char* what) {
+/// The text of a file given with -f (the prompt, or perplexity's text) as llama.cpp's common -f
+/// handler reads it: the whole file (a pipe or terminal too: `-f /dev/stdin`), one final newline
+/// dropped, then the escapes expanded unless --no-escape (common_params_parse_ex). A missing file
+/// or a folder is one error naming it and `what` it should be.
+Result<std::string> ReadTextFile(const std::string& file, const char* what, bool escape) {
   struct stat st;
+  if (file.empty()) return IoError("-f '': no file name (" + std::string(what) + ")");
   if (stat(file.c_str(), &st) != 0) return IoError(file + ": cannot open: " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) return IoError(file + ": not a regular file (" + what + ")");
+  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode))
+    return IoError(file + ": not a regular file (" + what + ")");
   std::ifstream in(file, std::ios::binary);
   if (!in) return IoError(file + ": cannot open");
   std::stringstream ss;
   ss << in.rdbuf();
   if (in.bad()) return IoError(file + ": read error");
-  return ss.str();
+  std::string text = ss.str();
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  return escape ? tools::ProcessEscapes(text) : text;
 }
 
 int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerParams sp, bool ignore_eos, bool quiet) {
@@ -191,8 +198,15 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
   Session& s = **session;
   std::vector<int32_t> tokens = tok->Tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
   if (tokens.empty()) return Fail(InvalidArgument("the prompt is empty (no tokens)"));
-  // -n -1 (llama-cli's "until the end of text"): until an end-of-generation token or a full context.
-  if (n_predict < 0) n_predict = static_cast<int>(std::max<int64_t>(0, s.n_ctx() - static_cast<int64_t>(tokens.size())));
+  const int64_t room = s.n_ctx() - static_cast<int64_t>(tokens.size());
+  if (room < 0)
+    return Fail(OutOfRange("prompt of " + std::to_string(tokens.size()) + " tokens exceeds the context of " +
+                           std::to_string(s.n_ctx()) + " tokens (" +
+                           (c.plan.empty() ? "-c" : "the plan's; re-plan with plan-model -c") + ")"));
+  // As llama-cli: -n -1 generates until an end-of-generation token, and any -n stops when the
+  // context is full (no context shift), saying so.
+  const bool to_context_end = n_predict < 0 || n_predict > room;
+  if (to_context_end) n_predict = static_cast<int>(room);
   // --repeat-last-n -1: the whole context (llama.cpp common).
   if (sp.penalty_last_n < 0) sp.penalty_last_n = static_cast<int32_t>(std::min<int64_t>(s.n_ctx(), INT32_MAX));
   // --ignore-eos: end-of-generation tokens are never sampled (llama.cpp: a logit bias of -inf).
@@ -200,14 +214,10 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
   if (ignore_eos)
     for (int32_t id = 0; id < tok->n_vocab() && id < s.n_vocab(); ++id)
       if (tok->IsEog(id)) eog.push_back(id);
-  if (static_cast<int64_t>(tokens.size()) + n_predict > s.n_ctx())
-    return Fail(OutOfRange("prompt of " + std::to_string(tokens.size()) + " tokens + " + std::to_string(n_predict) +
-                           " to generate exceeds the context of " + std::to_string(s.n_ctx()) + " tokens (" +
-                           (c.plan.empty() ? "-c" : "the plan's; re-plan with plan-model -c") + ")"));
   Sampler sampler(sp);
   for (int32_t t : tokens) sampler.Accept(t);  // the prompt counts for the penalties, as in llama-cli
   if (!quiet && sp.temperature > 0) std::fprintf(stderr, "sampler seed: %u\n", sp.seed);  // as llama.cpp
-  std::printf("%s", prompt.c_str());
+  std::fwrite(prompt.data(), 1, prompt.size(), stdout);  // all of it: a NUL (\x00) does not end it
   if (!FlushStdout()) return 1;
   std::vector<float> logits;
   const auto t0 = Clock::now();
@@ -217,6 +227,7 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
   }
   const auto t1 = Clock::now();
   int generated = 0;
+  bool eog_reached = false;
   for (; generated < n_predict; ++generated) {
     for (int32_t id : eog) logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
     const int32_t next = sampler.Sample(logits.data(), static_cast<int>(s.n_vocab()));
@@ -227,7 +238,10 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
                            "hyper-parameters produce non-finite values)"));
     }
     sampler.Accept(next);
-    if (tok->IsEog(next)) break;
+    if (tok->IsEog(next)) {
+      eog_reached = true;
+      break;
+    }
     std::printf("%s", tok->TokenToPiece(next, false).c_str());
     if (!FlushStdout()) return 1;
     if (generated + 1 == n_predict) { ++generated; break; }
@@ -238,6 +252,10 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
   }
   const auto t2 = Clock::now();
   std::printf("\n");
+  if (!FlushStdout()) return 1;
+  if (!quiet && to_context_end && !eog_reached)
+    std::fprintf(stderr, "stowage-run: context full (%lld tokens) and context shift is not supported => stopping (%s)\n",
+                 static_cast<long long>(s.n_ctx()), c.plan.empty() ? "-c for a larger context" : "re-plan with plan-model -c");
   if (!quiet) {
     std::fprintf(stderr, "\nload time   = %8.2f ms\n", s.load_seconds() * 1e3);
     std::fprintf(stderr, "prompt eval = %8.2f ms / %zu tokens (%8.2f tokens per second)\n", Seconds(t0, t1) * 1e3,
@@ -249,9 +267,10 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
   return 0;
 }
 
-int Perplexity(const Common& c, const std::string& file) {
-  auto text = ReadTextFile(file, "perplexity -f expects a text file");
-  if (!text.ok()) return Fail(text.status());
+/// llama-perplexity's score of `text` (the -f file as ReadTextFile reads it): chunks of n_ctx
+/// tokens, each starting with BOS, the second half of each scored; at most `max_chunks` chunks
+/// (< 0: all). Prints "[1]ppl,[2]ppl,..." and "Final estimate: PPL = X +/- E" as llama-perplexity.
+int Perplexity(const Common& c, const std::string& file, const std::string& text, int max_chunks) {
   auto gguf = GgufFile::Open(c.model);
   if (!gguf.ok()) return Fail(gguf.status());
   auto tok = Tokenizer::FromGguf(**gguf);
@@ -259,17 +278,22 @@ int Perplexity(const Common& c, const std::string& file) {
   auto session = OpenSession(c, true);
   if (!session.ok()) return Fail(session.status());
   Session& s = **session;
-  const std::vector<int32_t> all = tok->Tokenize(*text, true, false);
+  const std::vector<int32_t> all = tok->Tokenize(text, true, false);
   const int64_t n_ctx = s.n_ctx();
   if (n_ctx < 3)
     return Fail(InvalidArgument("perplexity: a context of " + std::to_string(n_ctx) +
                                 " tokens is too small to score a token (the second half of each chunk is scored; use -c 3 or more)"));
-  const int64_t n_chunk = static_cast<int64_t>(all.size()) / n_ctx;
-  if (n_chunk == 0)
-    return Fail(InvalidArgument(file + ": " + std::to_string(all.size()) + " tokens is less than one context of " +
-                                std::to_string(n_ctx) + " tokens (use a longer text or a smaller -c)"));
+  // As llama-perplexity: at least two contexts of text.
+  if (static_cast<int64_t>(all.size()) < 2 * n_ctx)
+    return Fail(InvalidArgument(file + ": " + std::to_string(all.size()) + " tokens; perplexity with a context of " +
+                                std::to_string(n_ctx) + " needs at least " + std::to_string(2 * n_ctx) +
+                                " (use a longer text or a smaller -c)"));
+  int64_t n_chunk = static_cast<int64_t>(all.size()) / n_ctx;
+  if (max_chunks >= 0) n_chunk = std::min<int64_t>(n_chunk, max_chunks);
+  std::fprintf(stderr, "perplexity: calculating perplexity over %lld chunks, n_ctx=%lld\n", static_cast<long long>(n_chunk),
+               static_cast<long long>(n_ctx));
   // As llama-perplexity: each chunk starts with BOS; score the second half of every chunk.
-  double nll = 0;
+  double nll = 0, nll2 = 0;  // sums of the scored tokens' negative log-likelihood and its square
   int64_t count = 0;
   std::vector<float> logits;
   for (int64_t k = 0; k < n_chunk; ++k) {
@@ -291,13 +315,17 @@ int Perplexity(const Common& c, const std::string& file) {
                              "NaN or inf)"));
       }
       nll += token_nll;
+      nll2 += token_nll * token_nll;
       ++count;
     }
-    std::printf("[%lld]%.4f ", static_cast<long long>(k + 1), std::exp(nll / count));
+    std::printf("[%lld]%.4f,", static_cast<long long>(k + 1), std::exp(nll / count));
     std::fflush(stdout);
   }
-  std::printf("\nFinal estimate: PPL = %.4f over %lld chunks of %lld tokens\n", std::exp(nll / count),
-              static_cast<long long>(n_chunk), static_cast<long long>(n_ctx));
+  // llama-perplexity's uncertainty: the standard error of the mean NLL, times the perplexity.
+  const double mean = nll / count, ppl = std::exp(mean);
+  double var = nll2 / count - mean * mean;
+  const double err = var > 0 && count > 1 ? std::sqrt(var / (count - 1)) * ppl : 0.0;
+  std::printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, err);
   return 0;
 }
 
@@ -442,7 +470,7 @@ int Run(int argc, char** argv) {
   app.add_option("--min-p", sp.min_p, "min-p (0 = off)")->check(NumberIn(0, 1, false));
   app.add_option("--repeat-last-n", sp.penalty_last_n, "last n tokens (prompt included) the penalties look at (0 = off, -1 = the context)")
       ->check(NumberIn(-1, 2147483647, true));
-  app.add_option("--repeat-penalty", sp.penalty_repeat, "divide the logit of a repeated token by this (when negative: multiply; 1 = off)")
+  app.add_option("--repeat-penalty", sp.penalty_repeat, "divide a repeated token's logit by this (a logit <= 0 is multiplied by it; 1 = off)")
       ->check(NumberIn(-1e4, 1e4, false));
   app.add_option("--presence-penalty", sp.penalty_present, "subtract this from the logit of a repeated token (0 = off)")
       ->check(NumberIn(-1e4, 1e4, false));
@@ -454,9 +482,13 @@ int Run(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "print only the text");
 
   auto* ppl = app.add_subcommand("perplexity", "perplexity of a text file (llama-perplexity style)");
+  ppl->footer("Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, --huge-pages, --no-escape.");
   std::string text_file;
-  ppl->add_option("-f,--file", text_file, "text file")->required();
+  ppl->add_option("-f,--file", text_file, "text file (one final newline dropped and escapes expanded, as llama-perplexity)")->required();
+  int max_chunks = -1;
+  ppl->add_option("--chunks", max_chunks, "score at most this many chunks (-1 = all)")->check(NumberIn(-1, 2147483647, true));
   auto* bench = app.add_subcommand("bench", "llama-bench style table: pp and tg speed");
+  bench->footer("Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, --huge-pages.");
   int n_prompt = 512, n_gen = 128, reps = 3;
   bench->add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test; 0 = none)")->check(NumberIn(0, kMaxTokens, true));
   bench->add_option("-n,--n-gen", n_gen, "generated tokens (tg test; 0 = none)")->check(NumberIn(0, kMaxTokens, true));
@@ -481,20 +513,33 @@ int Run(int argc, char** argv) {
     for (const char* name : {"--ctx-size", "--batch-size", "--ubatch-size", "--n-gpu-layers", "--cache-type-k", "--cache-type-v"})
       if (app.count(name) > 0)
         return Fail(InvalidArgument(std::string(name) + " applies only when planning on the fly; the plan given with --plan fixes it (re-plan with plan-model)"));
-  if (*ppl) return Perplexity(c, text_file);
+  // The subcommands take the common options, not generation's prompt and sampler flags: given,
+  // they are refused rather than ignored.
+  if (*ppl || *bench)
+    for (const char* name : {"--prompt", "--file", "--n-predict", "--temp", "--top-k", "--top-p", "--min-p", "--seed",
+                             "--repeat-last-n", "--repeat-penalty", "--presence-penalty", "--frequency-penalty",
+                             "--ignore-eos"})
+      if (app.count(name) > 0)
+        return Fail(InvalidArgument(std::string(name) + " applies to text generation, not to " + (*ppl ? "perplexity" : "bench")));
+  if (*ppl) {
+    auto text = ReadTextFile(text_file, "perplexity -f expects a text file", escape);
+    if (!text.ok()) return Fail(text.status());
+    return Perplexity(c, text_file, *text, max_chunks);
+  }
   if (*bench && n_prompt == 0 && n_gen == 0)
     return Fail(InvalidArgument("bench: nothing to measure (-p/--n-prompt and -n/--n-gen are both 0)"));
   if (*bench) return Bench(c, n_prompt, n_gen, reps, bench_json, bench_profile);
-  if (!prompt_file.empty()) {
-    auto text = ReadTextFile(prompt_file, "-f expects a text file with the prompt");
+  const bool from_file = app.count("--file") > 0;
+  if (from_file) {
+    auto text = ReadTextFile(prompt_file, "-f expects a text file with the prompt", escape);
     if (!text.ok()) return Fail(text.status());
     prompt = std::move(*text);
-    if (!prompt.empty() && prompt.back() == '\n') prompt.pop_back();
+  } else if (escape) {
+    prompt = tools::ProcessEscapes(prompt);
   }
-  if (escape) prompt = tools::ProcessEscapes(prompt);
   if (prompt.empty())
-    return Fail(InvalidArgument(prompt_file.empty() ? "-p/--prompt is required (an empty prompt has no tokens to evaluate)"
-                                                    : prompt_file + ": the prompt file is empty (no tokens to evaluate)"));
+    return Fail(InvalidArgument(!from_file ? "-p/--prompt is required (an empty prompt has no tokens to evaluate)"
+                                           : prompt_file + ": the prompt file is empty (no tokens to evaluate)"));
   if (c.plan.empty() && app.count("--ctx-size") == 0) c.n_ctx = kDefaultGenerationContext;
   return Generate(c, prompt, n_predict, sp, ignore_eos, quiet);
 }

@@ -29,13 +29,29 @@ std::string KeyList(std::initializer_list<const char*> keys) {
   return s;
 }
 
+/// `s` with control characters written as \xHH, so that an error quoting a key or value from the
+/// file (a JSON string may hold an escaped newline) stays on one line.
+std::string OneLine(const std::string& s) {
+  std::string out;
+  for (unsigned char ch : s) {
+    if (ch < 0x20 || ch == 0x7f) {
+      char b[5];
+      std::snprintf(b, sizeof b, "\\x%02x", ch);
+      out += b;
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  return out;
+}
+
 class Reader {
  public:
   explicit Reader(const std::string& file) : file_(file) {}
   const Status& status() const { return status_; }
 
   bool Fail(const std::string& path, const std::string& msg) {
-    if (status_.ok()) status_ = InvalidArgument(file_ + ": " + path + ": " + msg);
+    if (status_.ok()) status_ = InvalidArgument(file_ + ": " + OneLine(path) + ": " + OneLine(msg));
     return false;
   }
   bool Expect(const std::string& path, const json& j, const std::string& what) {
@@ -540,7 +556,7 @@ Result<DeviceManifest> ParseManifest(std::string_view text, const std::string& f
         Frame& f = stack.back();
         f.last_key = parsed.get<std::string>();
         if (!f.keys.insert(f.last_key).second && duplicate.empty())
-          duplicate = file + ": " + f.path + ": duplicate key '" + f.last_key + "'";
+          duplicate = file + ": " + OneLine(f.path) + ": duplicate key '" + OneLine(f.last_key) + "'";
         break;
       }
       case json::parse_event_t::value:

@@ -79,11 +79,12 @@ std::vector<DeviceMemoryUse> DeviceMemory(const PlacementOutcome& o) {
   return out;
 }
 
-Status CheckFit(const PlacementOutcome& o) {
+Status CheckFit(const PlacementOutcome& o, bool devices_only) {
   const auto use = DeviceMemory(o);
   for (const auto& u : use) {
     if (!u.reported || u.needed <= u.available) continue;
     const DeviceManifest& m = o.devices.devices[u.device];
+    if (devices_only && (u.device == o.devices.cpu || m.type != DeviceType::kGpu)) continue;
     char buf[512];
     std::snprintf(buf, sizeof buf,
                   "does not fit: device %s needs %llu bytes (%.2f MiB) but has %llu bytes (%.2f MiB) available "
@@ -100,6 +101,7 @@ Result<int> FitGpuLayers(int max_ngl, const std::function<Result<bool>(int, std:
   std::string why;
   STOWAGE_ASSIGN_OR_RETURN(bool ok0, fits(0, &why));
   if (!ok0) return ResourceExhausted("--fit: even -ngl 0 " + why);
+  // Device memory use grows with ngl (host memory shrinks, and is not fitted: see fit.h).
   int lo = 0, hi = max_ngl;  // lo fits; find the largest
   while (lo < hi) {
     const int mid = lo + (hi - lo + 1) / 2;

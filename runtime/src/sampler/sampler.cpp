@@ -55,6 +55,9 @@ int32_t Sampler::Sample(const float* logits, int n_vocab) {
     for (const auto& [id, count] : counts_) {
       if (id < 0 || id >= n_vocab) continue;
       float& l = penalized_[static_cast<size_t>(id)];
+      // A token masked to -inf (--ignore-eos) stays masked: a negative penalty would turn it into
+      // +inf (llama.cpp's logit-bias step runs first and has that flaw).
+      if (l == kNegInf) continue;
       l = l <= 0.0f ? l * params_.penalty_repeat : l / params_.penalty_repeat;
       l -= static_cast<float>(count) * params_.penalty_freq + params_.penalty_present;
     }

@@ -199,6 +199,16 @@ TEST(Sampler, PenaltyWindowIsTheLastNTokens) {
   EXPECT_EQ(s2.Sample(l.data(), n), 1);
 }
 
+TEST(Sampler, PenaltiesLeaveMaskedTokensMasked) {
+  SamplerParams p;
+  p.temperature = 0.0f;
+  p.penalty_repeat = -1.0f;  // would turn -inf into +inf
+  Sampler s(p);
+  std::vector<float> l = {0.5f, -INFINITY, 0.25f};
+  s.Accept(1);
+  EXPECT_EQ(s.Sample(l.data(), 3), 0);
+}
+
 TEST(Sampler, BadInput) {
   Sampler s(SamplerParams{});
   EXPECT_EQ(s.Sample(nullptr, 4), -1);

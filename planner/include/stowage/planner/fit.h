@@ -49,13 +49,17 @@ std::vector<DeviceMemoryUse> DeviceMemory(const PlacementOutcome& o);
 
 /// kResourceExhausted naming the first device whose needed bytes exceed its available bytes:
 /// "does not fit: device D needs N bytes (X MiB) but has A bytes (Y MiB) available (free F MiB -
-/// reserve R MiB)".
-Status CheckFit(const PlacementOutcome& o);
+/// reserve R MiB)". With `devices_only`, only GPU devices are checked (host memory -- the CPU and
+/// ACCEL devices -- is skipped, as llama_params_fit skips host buffer types, DEC25).
+Status CheckFit(const PlacementOutcome& o, bool devices_only = false);
 
-/// The largest n_gpu_layers in [0, max_ngl] for which `fits(ngl)` is true, by binary search
-/// (fitting is monotonic in ngl for one device list and tensor split). `fits` returns an error
-/// for planning failures other than "does not fit". Errors: kResourceExhausted when even 0 does not
-/// fit (carrying the message of that attempt), errors of `fits`.
+/// The largest n_gpu_layers in [0, max_ngl] for which `fits(ngl)` is true, by binary search.
+/// `fits` must be monotonic (true up to some ngl, false above): plan-model passes CheckFit with
+/// devices_only, because GPU memory grows with ngl while host memory shrinks (a host that is too
+/// small at the largest fitting ngl is too small at every smaller one, and the final plan's full
+/// CheckFit reports it). `fits` returns an error for planning failures other than "does not fit".
+/// Errors: kResourceExhausted when even 0 does not fit (carrying the message of that attempt),
+/// errors of `fits`.
 Result<int> FitGpuLayers(int max_ngl, const std::function<Result<bool>(int ngl, std::string* why)>& fits);
 
 }  // namespace stowage::planner
