@@ -16,6 +16,36 @@ namespace stowage::tools {
 /// (llama.cpp short spelling, long option) pairs, e.g. {"-ngl", "--n-gpu-layers"}.
 using OptionAliases = std::vector<std::pair<std::string, std::string>>;
 
+/// -ngl's value for "every layer and the output" (the planner clamps it to n_layer + 1).
+inline constexpr int kAllGpuLayers = 1 << 20;
+/// -ngl's value standing for "auto" after GpuLayersValue (plan-model turns it into --fit).
+inline constexpr int kAutoGpuLayers = -2;
+
+/// CLI11 transform for -ngl / --n-gpu-layers with llama.cpp's values (common/arg.cpp, 2026): a
+/// layer count 0..2^20, "all" or -1 (every layer: kAllGpuLayers), and, when `allow_auto`, "auto"
+/// (kAutoGpuLayers: fit to the devices' free memory). Anything else: "Value V is not a layer count,
+/// 'all'[ or 'auto']".
+inline CLI::Validator GpuLayersValue(bool allow_auto) {
+  const std::string names = allow_auto ? "N, 'all' or 'auto'" : "N or 'all'";
+  return CLI::Validator(
+      [allow_auto, names](std::string& v) -> std::string {
+        if (v == "all" || v == "-1") {
+          v = std::to_string(kAllGpuLayers);
+          return "";
+        }
+        if (v == "auto" && allow_auto) {
+          v = std::to_string(kAutoGpuLayers);
+          return "";
+        }
+        if (v.empty() || v.size() > 8 || v.find_first_not_of("0123456789") != std::string::npos ||
+            std::stol(v) > kAllGpuLayers)
+          return "Value " + v.substr(0, 24) + " is not a layer count (0 to " + std::to_string(kAllGpuLayers) + "), " +
+                 (allow_auto ? "'all' (or -1) or 'auto'" : "'all' (or -1)");
+        return "";
+      },
+      names);
+}
+
 /// Lets the last of a repeated single-value option win, as in llama.cpp's tools ("-n 8 -n 16" is
 /// -n 16; CLI11 refuses the second by default). Options that collect values (-ot, --device lists
 /// given as vectors) keep every occurrence. Applies to `app` and its subcommands.

@@ -88,7 +88,9 @@ int Run(int argc, char** argv) {
   app.add_option("--ubatch-size", cfg.n_ubatch, "physical batch size")->check(CLI::PositiveNumber);
   app.add_option("--cache-type-k", ctk, "KV cache type for K (f16, f32, q8_0, ...)");
   app.add_option("--cache-type-v", ctv, "KV cache type for V");
-  app.add_option("--n-gpu-layers", opt.n_gpu_layers, "layers to offload (llama.cpp -ngl; default 0)")->check(CLI::Range(0, 1 << 20));
+  app.add_option("--n-gpu-layers", opt.n_gpu_layers,
+                 "layers to offload: N, 'all' or -1 (every layer and the output), 'auto' (= --fit) (llama.cpp -ngl; default 0, llama.cpp's before DEC25)")
+      ->transform(tools::GpuLayersValue(/*allow_auto=*/true));
   app.add_option("--split-mode", sm, "none, layer or row (llama.cpp -sm)");
   app.add_option("--tensor-split", ts, "proportions per model device, e.g. 3,1 (llama.cpp -ts)");
   app.add_option("--main-gpu", opt.main_gpu, "the model device used with -sm none (llama.cpp -mg)");
@@ -127,6 +129,10 @@ int Run(int argc, char** argv) {
       rc >= 0)
     return rc;
 
+  if (opt.n_gpu_layers == tools::kAutoGpuLayers) {  // -ngl auto: llama.cpp fits the layers to free memory
+    fit = true;
+    opt.n_gpu_layers = 0;
+  }
   if (out_opt->count() > 0 && out_path.empty())
     return Fail(InvalidArgument("-o/--output: empty file name (give the plan file to write, or no -o for no plan)"));
   for (const auto& dir : registry_dirs)

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <fstream>
 #include <sstream>
 #include <random>
@@ -329,6 +330,24 @@ int Perplexity(const Common& c, const std::string& file, const std::string& text
   return 0;
 }
 
+/// llama.cpp's name of a general.file_type value (llama_model_ftype_name), as llama-bench's model
+/// column shows it; "ftype N" for values it does not know, "?" when the key is absent.
+std::string FtypeName(int64_t ftype) {
+  static const std::pair<int, const char*> kNames[] = {
+      {0, "all F32"}, {1, "F16"}, {2, "Q4_0"}, {3, "Q4_1"}, {7, "Q8_0"}, {8, "Q5_0"}, {9, "Q5_1"},
+      {10, "Q2_K - Medium"}, {11, "Q3_K - Small"}, {12, "Q3_K - Medium"}, {13, "Q3_K - Large"},
+      {14, "Q4_K - Small"}, {15, "Q4_K - Medium"}, {16, "Q5_K - Small"}, {17, "Q5_K - Medium"}, {18, "Q6_K"},
+      {19, "IQ2_XXS - 2.0625 bpw"}, {20, "IQ2_XS - 2.3125 bpw"}, {21, "Q2_K - Small"}, {22, "IQ3_XS - 3.3 bpw"},
+      {23, "IQ3_XXS - 3.0625 bpw"}, {24, "IQ1_S - 1.5625 bpw"}, {25, "IQ4_NL - 4.5 bpw"}, {26, "IQ3_S - 3.4375 bpw"},
+      {27, "IQ3_S mix - 3.66 bpw"}, {28, "IQ2_S - 2.5 bpw"}, {29, "IQ2_M - 2.7 bpw"}, {30, "IQ4_XS - 4.25 bpw"},
+      {31, "IQ1_M - 1.75 bpw"}, {32, "BF16"}, {36, "TQ1_0 - 1.69 bpw ternary"}, {37, "TQ2_0 - 2.06 bpw ternary"},
+      {38, "MXFP4 MoE"}};
+  if (ftype < 0) return "?";
+  for (const auto& [v, name] : kNames)
+    if (v == ftype) return name;
+  return "ftype " + std::to_string(ftype);
+}
+
 // The op profile of one bench test as a markdown table (per token, largest first).
 void PrintProfile(const std::vector<OpProfileEntry>& rows, const std::string& graph, const char* test, int n,
                   int reps) {
@@ -357,6 +376,29 @@ int Bench(Common c, int n_prompt, int n_gen, int reps, bool json, bool profile) 
   uint64_t size = 0, params = 0;
   for (const auto& t : (*gguf)->tensors()) { size += t.nbytes; params += static_cast<uint64_t>(t.nelements()); }
   std::string arch = (*gguf)->GetStringOr("general.architecture", "?").value();
+  // llama-bench's model column is "<arch> <size class> <ftype>"; the size class is llama.cpp's
+  // per-architecture table (LLM_TYPE_*), which Stowage does not keep: "<arch> <ftype>" here.
+  const auto ftype = (*gguf)->GetU32Or("general.file_type", UINT32_MAX);
+  std::string model_desc = arch + " ";
+  if (ftype.ok() && *ftype != UINT32_MAX) {
+    model_desc += FtypeName(*ftype);
+  } else {
+    // No general.file_type: llama_model_loader guesses it from the most common tensor type.
+    std::map<GgmlType, int> count;
+    for (const auto& t : (*gguf)->tensors()) ++count[t.type];
+    GgmlType most = GgmlType::F32;
+    int best = -1;
+    for (const auto& [t, n] : count)
+      if (n > best) { best = n; most = t; }
+    static const std::pair<GgmlType, int> kGuess[] = {
+        {GgmlType::F32, 0}, {GgmlType::F16, 1}, {GgmlType::BF16, 32}, {GgmlType::Q4_0, 2}, {GgmlType::Q4_1, 3},
+        {GgmlType::Q5_0, 8}, {GgmlType::Q5_1, 9}, {GgmlType::Q8_0, 7}, {GgmlType::Q2_K, 10}, {GgmlType::Q3_K, 12},
+        {GgmlType::Q4_K, 15}, {GgmlType::Q5_K, 17}, {GgmlType::Q6_K, 18}, {GgmlType::IQ4_NL, 25}, {GgmlType::IQ4_XS, 30}};
+    int64_t guessed = -1;
+    for (const auto& [t, f] : kGuess)
+      if (t == most) guessed = f;
+    model_desc += guessed >= 0 ? FtypeName(guessed) + " (guessed)" : "?";
+  }
   const int threads = c.threads > 0 ? c.threads : static_cast<int>(std::thread::hardware_concurrency());
   for (const auto& [name, n] : {std::pair<const char*, int>{"-p/--n-prompt", n_prompt}, {"-n/--n-gen", n_gen}})
     if (n > s.n_ctx())
@@ -403,9 +445,15 @@ int Bench(Common c, int n_prompt, int n_gen, int reps, bool json, bool profile) 
     std::printf("| ----- | ---: | -----: | ------- | ------: | ---: | --: |\n");
     for (int k = 0; k < 2; ++k) {
       const int n = k == 0 ? n_prompt : n_gen;
-      if (n > 0)
-        std::printf("| %s | %.2f MiB | %.2f M | %s | %d | %s%d | %.2f ± %.2f |\n", arch.c_str(), size / 1048576.0,
-                    params / 1e6, backend.c_str(), threads, k == 0 ? "pp" : "tg", n, result[k][0], result[k][1]);
+      if (n <= 0) continue;
+      // Sizes as llama-bench prints them: MiB / M below 1 GiB / 1 B, GiB / B above.
+      char size_s[32], params_s[32];
+      if (size < (1ull << 30)) std::snprintf(size_s, sizeof size_s, "%.2f MiB", size / 1048576.0);
+      else std::snprintf(size_s, sizeof size_s, "%.2f GiB", size / 1073741824.0);
+      if (params < 1000000000ull) std::snprintf(params_s, sizeof params_s, "%.2f M", params / 1e6);
+      else std::snprintf(params_s, sizeof params_s, "%.2f B", params / 1e9);
+      std::printf("| %s | %s | %s | %s | %d | %s%d | %.2f ± %.2f |\n", model_desc.c_str(), size_s, params_s,
+                  backend.c_str(), threads, k == 0 ? "pp" : "tg", n, result[k][0], result[k][1]);
     }
     if (profile) {
       // A prompt of n tokens runs the "pp" graph (one token: "tg", as llama.cpp's graphs).
@@ -444,8 +492,8 @@ int Run(int argc, char** argv) {
         ->check(NumberIn(1, kMaxTokens, true));
     a->add_option("--ubatch-size", c.n_ubatch, "physical batch size when planning on the fly")
         ->check(NumberIn(1, kMaxTokens, true));
-    a->add_option("--n-gpu-layers", c.n_gpu_layers, "layers to offload when planning on the fly")
-        ->check(NumberIn(0, 1 << 20, true));
+    a->add_option("--n-gpu-layers", c.n_gpu_layers, "layers to offload when planning on the fly: N, 'all' or -1")
+        ->transform(tools::GpuLayersValue(/*allow_auto=*/false));
     a->add_option("--cache-type-k", c.cache_type_k, "KV cache type for K when planning on the fly (f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)");
     a->add_option("--cache-type-v", c.cache_type_v, "KV cache type for V when planning on the fly (f16, f32, bf16; quantized V needs flash attention)");
     a->add_flag("--huge-pages", c.huge_pages,
@@ -489,7 +537,7 @@ int Run(int argc, char** argv) {
   ppl->add_option("--chunks", max_chunks, "score at most this many chunks (-1 = all)")->check(NumberIn(-1, 2147483647, true));
   auto* bench = app.add_subcommand("bench", "llama-bench style table: pp and tg speed");
   bench->footer("Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, --huge-pages.");
-  int n_prompt = 512, n_gen = 128, reps = 3;
+  int n_prompt = 512, n_gen = 128, reps = 5;  // llama-bench's defaults
   bench->add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test; 0 = none)")->check(NumberIn(0, kMaxTokens, true));
   bench->add_option("-n,--n-gen", n_gen, "generated tokens (tg test; 0 = none)")->check(NumberIn(0, kMaxTokens, true));
   bench->add_option("-r,--repetitions", reps, "repetitions")->check(NumberIn(1, 1000000, true));
