@@ -83,7 +83,7 @@ int Run(int argc, char** argv) {
                  "device gets this machine's CPU; 'none': the CPU only (default: this machine's devices)");
   app.add_option("--registry", registry_dirs, "extra folder of device manifests (searched before the shipped one)");
   app.add_option("--free", free_ovr, "what-if free memory: NAME=SIZE[,NAME=SIZE...] (e.g. CUDA0=10GiB)");
-  app.add_option("-c,--ctx-size", cfg.n_ctx, "context size in tokens (0 = the model's training context)")->check(CLI::Range(0, 1 << 24));
+  app.add_option("-c,--ctx-size", cfg.n_ctx, "context size in tokens (0 = the model's training context; default 4096, llama.cpp common's)")->check(CLI::Range(0, 1 << 24));
   app.add_option("-b,--batch-size", cfg.n_batch, "logical batch size")->check(CLI::PositiveNumber);
   app.add_option("--ubatch-size", cfg.n_ubatch, "physical batch size")->check(CLI::PositiveNumber);
   app.add_option("--cache-type-k", ctk, "KV cache type for K (f16, f32, q8_0, ...)");
@@ -107,6 +107,8 @@ int Run(int argc, char** argv) {
   app.add_option("--debug-splits", debug_splits, "print the scheduler's splits as GGML_SCHED_DEBUG=N does (0, 1, 2)")
       ->check(CLI::Range(0, 2));
   app.add_flag("--timing", timing, "print the time spent building the graphs and placing them");
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "also llama.cpp's debug-level log lines (\"layer N assigned to device D\")");
   app.add_flag("--fit", fit, "search the largest -ngl that fits the devices' free memory and print it");
   // --explain takes an optional value: "--explain", "--explain json" and "--explain=json".
   std::vector<std::string> args;
@@ -217,7 +219,7 @@ int Run(int argc, char** argv) {
     std::fprintf(log, "plan-model: planning took %.1f ms (%u layers, %zu + %zu graph nodes)\n", ms, m.hp.n_layer,
                 m.prefill.nodes.size(), m.decode.nodes.size());
   for (const auto& u : m.unused_tensors) std::fprintf(log, "load_tensors: model has unused tensor %s -- ignoring\n", u.c_str());
-  for (const auto& line : ReportLines(m, *outcome, opt)) std::fprintf(log, "%s\n", line.c_str());
+  for (const auto& line : ReportLines(m, *outcome, opt, verbose)) std::fprintf(log, "%s\n", line.c_str());
   if (debug_splits > 0) {
     for (const Graph* g : {&m.prefill, &m.decode}) {
       std::fprintf(log, "plan-model: scheduler splits of graph %s (n_tokens = %lld):", g->name.c_str(),

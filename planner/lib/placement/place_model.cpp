@@ -128,14 +128,15 @@ std::string Fmt(const char* f, A... a) {
 
 }  // namespace
 
-std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcome& o, const PlacementOptions& opt) {
+std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcome& o, const PlacementOptions& opt,
+                                     bool debug_lines) {
   std::vector<std::string> out;
   const DeviceSet& ds = o.devices;
   for (int i = 0; i < ds.n_model; ++i)
     out.push_back(Fmt("llama_model_load_from_file_impl: using device %s (%s) - %llu MiB free", ds.devices[i].name.c_str(),
                       ds.devices[i].description.c_str(),
                       static_cast<unsigned long long>(ds.devices[i].memory_free / 1024 / 1024)));
-  for (size_t il = 0; il < o.layers.device.size(); ++il)
+  for (size_t il = 0; debug_lines && il < o.layers.device.size(); ++il)
     out.push_back(Fmt("load_tensors: layer %3d assigned to device %s", static_cast<int>(il),
                       ds.devices[o.layers.device[il]].name.c_str()));
   if (o.moved.count > 0)

@@ -63,7 +63,10 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
 /// "%10s KV buffer size", "KV self size", "%10s  output buffer size", "pipeline parallelism enabled
 /// (n_copies=%d)" (only when n_copies > 1), "%10s compute buffer size"
 /// (backends with more than one byte, each buffer once), "graph nodes" and
-/// "graph splits = P (with bs=B), T (with bs=1)". One line per string, without newline.
-std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcome& o, const PlacementOptions& opt);
+/// "graph splits = P (with bs=B), T (with bs=1)". One line per string, without newline. The
+/// "assigned to device" lines are llama.cpp's debug level (LLAMA_LOG_DEBUG): only with
+/// `debug_lines`.
+std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcome& o, const PlacementOptions& opt,
+                                     bool debug_lines = true);
 
 }  // namespace stowage::planner
