@@ -3,6 +3,7 @@
 // long form with CLI11 and translate the llama.cpp spellings to it before parsing.
 #pragma once
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <string>
@@ -18,32 +19,34 @@ using OptionAliases = std::vector<std::pair<std::string, std::string>>;
 
 /// -ngl's value for "every layer and the output" (the planner clamps it to n_layer + 1).
 inline constexpr int kAllGpuLayers = 1 << 20;
-/// -ngl's value standing for "auto" after GpuLayersValue (plan-model turns it into --fit).
-inline constexpr int kAutoGpuLayers = -2;
+/// -ngl's value standing for "auto" after GpuLayersValue: fit the layers to the GPUs' free memory
+/// (planner::FitGpuLayersToDevices, as --fit).
+inline constexpr int kAutoGpuLayers = -1;
 
-/// CLI11 transform for -ngl / --n-gpu-layers with llama.cpp's values (common/arg.cpp, 2026): a
-/// layer count 0..2^20, "all" or -1 (every layer: kAllGpuLayers), and, when `allow_auto`, "auto"
-/// (kAutoGpuLayers: fit to the devices' free memory). Anything else: "Value V is not a layer count,
-/// 'all'[ or 'auto']".
-inline CLI::Validator GpuLayersValue(bool allow_auto) {
-  const std::string names = allow_auto ? "N, 'all' or 'auto'" : "N or 'all'";
+/// CLI11 transform for -ngl / --n-gpu-layers with llama.cpp's values (common/arg.cpp and common.h,
+/// 2026: "-1 is auto, <= -2 is all"): a layer count 0..2^20, "all" or a number <= -2 (every layer:
+/// kAllGpuLayers), "auto" or -1 (kAutoGpuLayers). Anything else: "Value V is not a layer count
+/// (0 to 1048576), 'all' (or <= -2) or 'auto' (or -1)".
+inline CLI::Validator GpuLayersValue() {
   return CLI::Validator(
-      [allow_auto, names](std::string& v) -> std::string {
-        if (v == "all" || v == "-1") {
+      [](std::string& v) -> std::string {
+        const bool negative = v.size() > 1 && v[0] == '-';
+        const std::string digits = negative ? v.substr(1) : v;
+        const bool number = !digits.empty() && digits.size() <= 8 && digits.find_first_not_of("0123456789") == std::string::npos;
+        if (v == "all" || (negative && number && digits != "1")) {
           v = std::to_string(kAllGpuLayers);
           return "";
         }
-        if (v == "auto" && allow_auto) {
+        if (v == "auto" || v == "-1") {
           v = std::to_string(kAutoGpuLayers);
           return "";
         }
-        if (v.empty() || v.size() > 8 || v.find_first_not_of("0123456789") != std::string::npos ||
-            std::stol(v) > kAllGpuLayers)
-          return "Value " + v.substr(0, 24) + " is not a layer count (0 to " + std::to_string(kAllGpuLayers) + "), " +
-                 (allow_auto ? "'all' (or -1) or 'auto'" : "'all' (or -1)");
+        if (!number || negative || std::stol(digits) > kAllGpuLayers)
+          return "Value " + v.substr(0, 24) + " is not a layer count (0 to " + std::to_string(kAllGpuLayers) +
+                 "), 'all' (or <= -2) or 'auto' (or -1)";
         return "";
       },
-      names);
+      "N|all|auto");
 }
 
 /// Lets the last of a repeated single-value option win, as in llama.cpp's tools ("-n 8 -n 16" is
@@ -86,28 +89,56 @@ inline int ParseWithAliases(CLI::App& app, int argc, char** argv, const OptionAl
     CLI::Option* o = app.get_option_no_throw(longname);
     if (o != nullptr) o->description(o->get_description() + " (also " + shortname + ")");
   }
+  // The options of `a` or, for a subcommand with fallthrough, of its parents.
+  auto find = [](CLI::App* a, const std::string& name) -> const CLI::Option* {
+    for (; a != nullptr; a = a->get_parent())
+      if (const CLI::Option* o = a->get_option_no_throw(name)) return o;
+    return nullptr;
+  };
   std::vector<std::string> args;
-  for (int i = argc - 1; i >= 1; --i) {  // CLI11 takes the arguments in reverse order
-    std::string a = argv[i];
+  CLI::App* ctx = &app;     // the (sub)command whose options the words belong to
+  bool value_next = false;  // the word before was an option that takes the next word as its value
+  bool verbatim = false;    // after "--": operands only
+  for (int i = 1; i < argc; ++i) {
+    const std::string given = argv[i];
+    std::string a = given;
+    if (verbatim || value_next) {  // a value ("-p -hello", "-p -ngl") or an operand: as written
+      value_next = false;
+      args.push_back(a);
+      continue;
+    }
+    if (a == "--") {
+      verbatim = true;
+      args.push_back(a);
+      continue;
+    }
     bool aliased = false;
     for (const auto& [shortname, longname] : aliases) {
       if (a == shortname) { a = longname; aliased = true; break; }
       if (a.rfind(shortname + "=", 0) == 0) { a = longname + a.substr(shortname.size()); aliased = true; break; }
     }
-    // A value of the option before it ("-p -abc" is a prompt) is left to CLI11, which reads a
-    // dash-led word as an option anyway.
     // "--file=" with nothing after '=': CLI11 would take the next argument as the value.
     if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=' && a.find('=') == a.size() - 1) {
-      std::fprintf(stderr, "%s: error: '%s' gives the option no value\n", app.get_name().c_str(), a.c_str());
+      std::fprintf(stderr, "%s: error: '%s' gives the option no value\n", app.get_name().c_str(), given.c_str());
       return 1;
     }
-    if (!aliased && IsMultiLetterFlag(a)) {
+    if (!aliased && IsMultiLetterFlag(a) && find(ctx, a) == nullptr) {
       std::fprintf(stderr, "%s: error: unknown argument '%s' (a llama.cpp flag %s does not have; see --help)\n",
                    app.get_name().c_str(), a.c_str(), app.get_name().c_str());
       return 1;
     }
+    for (CLI::App* sub : ctx->get_subcommands({}))
+      if (sub->get_name() == a) {
+        ctx = sub;
+        break;
+      }
+    if (a.size() > 1 && a[0] == '-' && a.find('=') == std::string::npos) {
+      const CLI::Option* o = find(ctx, a);
+      value_next = o != nullptr && o->get_items_expected_min() > 0;
+    }
     args.push_back(a);
   }
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments in reverse order
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {

@@ -89,8 +89,8 @@ int Run(int argc, char** argv) {
   app.add_option("--cache-type-k", ctk, "KV cache type for K (f16, f32, q8_0, ...)");
   app.add_option("--cache-type-v", ctv, "KV cache type for V");
   app.add_option("--n-gpu-layers", opt.n_gpu_layers,
-                 "layers to offload: N, 'all' or -1 (every layer and the output), 'auto' (= --fit) (llama.cpp -ngl; default 0, llama.cpp's before DEC25)")
-      ->transform(tools::GpuLayersValue(/*allow_auto=*/true));
+                 "layers to offload: N, 'all' or <= -2 (every layer and the output), 'auto' or -1 (= --fit) (llama.cpp -ngl; default 0, llama.cpp's before DEC25)")
+      ->transform(tools::GpuLayersValue());
   app.add_option("--split-mode", sm, "none, layer or row (llama.cpp -sm)");
   app.add_option("--tensor-split", ts, "proportions per model device, e.g. 3,1 (llama.cpp -ts)");
   app.add_option("--main-gpu", opt.main_gpu, "the model device used with -sm none (llama.cpp -mg)");
@@ -194,17 +194,7 @@ int Run(int argc, char** argv) {
   };
 
   if (fit) {
-    auto ngl = FitGpuLayers(static_cast<int>(hp->n_layer) + 1, [&](int n, std::string* why) -> Result<bool> {
-      PlacementOptions o = opt;
-      o.n_gpu_layers = n;
-      ModelGraphs g;
-      STOWAGE_ASSIGN_OR_RETURN(PlacementOutcome out, plan(o, &g));
-      Status s = CheckFit(out, /*devices_only=*/true);
-      if (s.ok()) return true;
-      if (s.code() != StatusCode::kResourceExhausted) return s;
-      *why = s.message();
-      return false;
-    });
+    auto ngl = FitGpuLayersToDevices(**gguf, cfg, *machine, opt);
     if (!ngl.ok()) return Fail(ngl.status());
     opt.n_gpu_layers = *ngl;
     std::fprintf(log, "plan-model: --fit: -ngl %d fits (of %u layers + output)\n", *ngl, hp->n_layer);

@@ -24,6 +24,7 @@
 #include "stdout_check.h"
 #include "from_probe.h"
 #include "probed_machine.h"
+#include "stowage/planner/fit.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/place_model.h"
 #include "stowage/planner/plan_export.h"
@@ -129,11 +130,15 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c,
   // Probed GPUs numbered in probe order (CUDA0, CUDA1, ...), as plan-model does.
   STOWAGE_ASSIGN_OR_RETURN(std::vector<planner::DeviceManifest> machine,
                            tools::ProbedManifests(ProbeDevices().devices, [](const ProbedDevice&) { return true; }));
-  if (!quiet && c.n_gpu_layers > 0 &&
+  if (!quiet && c.n_gpu_layers != 0 && c.n_gpu_layers != tools::kAutoGpuLayers &&
       std::none_of(machine.begin(), machine.end(), [](const planner::DeviceManifest& d) { return d.type == planner::DeviceType::kGpu; }))
     std::fprintf(stderr, "stowage-run: warning: no usable GPU found, --n-gpu-layers option will be ignored\n");
   planner::PlacementOptions opt;
   opt.n_gpu_layers = c.n_gpu_layers;
+  if (c.n_gpu_layers == tools::kAutoGpuLayers) {
+    STOWAGE_ASSIGN_OR_RETURN(opt.n_gpu_layers, planner::FitGpuLayersToDevices(gguf, cfg, machine, opt));
+    if (!quiet) std::fprintf(stderr, "stowage-run: -ngl auto: %d layers fit the GPUs\n", opt.n_gpu_layers);
+  }
   STOWAGE_ASSIGN_OR_RETURN(planner::PlacementOutcome o, planner::PlaceModel(m, machine, opt));
   return planner::SerializePlan(gguf, m, o.placement, o.memory, "stowage-run (planned on the fly for this machine)");
 }
@@ -492,8 +497,9 @@ int Run(int argc, char** argv) {
         ->check(NumberIn(1, kMaxTokens, true));
     a->add_option("--ubatch-size", c.n_ubatch, "physical batch size when planning on the fly")
         ->check(NumberIn(1, kMaxTokens, true));
-    a->add_option("--n-gpu-layers", c.n_gpu_layers, "layers to offload when planning on the fly: N, 'all' or -1")
-        ->transform(tools::GpuLayersValue(/*allow_auto=*/false));
+    a->add_option("--n-gpu-layers", c.n_gpu_layers,
+                  "layers to offload when planning on the fly: N, 'all' or <= -2, 'auto' or -1 (fit to the GPUs' free memory, as plan-model --fit)")
+        ->transform(tools::GpuLayersValue());
     a->add_option("--cache-type-k", c.cache_type_k, "KV cache type for K when planning on the fly (f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)");
     a->add_option("--cache-type-v", c.cache_type_v, "KV cache type for V when planning on the fly (f16, f32, bf16; quantized V needs flash attention)");
     a->add_flag("--huge-pages", c.huge_pages,
@@ -534,7 +540,9 @@ int Run(int argc, char** argv) {
   std::string text_file;
   ppl->add_option("-f,--file", text_file, "text file (one final newline dropped and escapes expanded, as llama-perplexity)")->required();
   int max_chunks = -1;
-  ppl->add_option("--chunks", max_chunks, "score at most this many chunks (-1 = all)")->check(NumberIn(-1, 2147483647, true));
+  ppl->add_option("--chunks", max_chunks, "score at most this many chunks (-1 = all)")
+      ->check(NumberIn(-1, 2147483647, true) &
+              CLI::Validator([](std::string& v) { return v == "0" ? std::string("Value 0: no chunk to score (N >= 1, or -1 for all)") : std::string(); }, ""));
   auto* bench = app.add_subcommand("bench", "llama-bench style table: pp and tg speed");
   bench->footer("Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, --huge-pages.");
   int n_prompt = 512, n_gen = 128, reps = 5;  // llama-bench's defaults

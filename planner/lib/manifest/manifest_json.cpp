@@ -3,6 +3,7 @@
 // types and ranges, each reported as "<file>: <JSON path>: <expectation>" on one line.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <initializer_list>
@@ -117,6 +118,10 @@ class Reader {
     *out = j->get<std::string>();
     if (out->empty() && !allow_empty)
       return Fail(Sub(path, key), std::string("expected a non-empty string (") + what + ")");
+    // Names, descriptions and notes end up in log lines and plans: one line each.
+    if (std::any_of(out->begin(), out->end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; }))
+      return Fail(Sub(path, key), std::string("expected a string without control characters (") + what + "), got \"" +
+                                      OneLine(*out) + "\"");
     return true;
   }
   bool Positive(const json& obj, const std::string& path, const char* key, double* out, const char* what) {
@@ -394,6 +399,8 @@ class Reader {
         for (size_t i = 0; i < n->size(); ++i) {
           if (!(*n)[i].is_string()) return Expect(Idx(Sub(sp, "names"), i), (*n)[i], "a buffer type name");
           m->supports_buft.names.push_back((*n)[i].get<std::string>());
+          if (OneLine(m->supports_buft.names.back()) != m->supports_buft.names.back())
+            return Fail(Idx(Sub(sp, "names"), i), "expected a buffer type name without control characters");
         }
       }
     }

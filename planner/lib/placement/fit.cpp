@@ -113,4 +113,22 @@ Result<int> FitGpuLayers(int max_ngl, const std::function<Result<bool>(int, std:
   return lo;
 }
 
+Result<int> FitGpuLayersToDevices(const GgufFile& gguf, const ContextConfig& cfg,
+                                  const std::vector<DeviceManifest>& machine, const PlacementOptions& opt) {
+  if (std::none_of(machine.begin(), machine.end(), [](const DeviceManifest& d) { return d.type == DeviceType::kGpu; }))
+    return 0;
+  STOWAGE_ASSIGN_OR_RETURN(HParams hp, ReadHParams(gguf));
+  return FitGpuLayers(static_cast<int>(hp.n_layer) + 1, [&](int n, std::string* why) -> Result<bool> {
+    PlacementOptions o = opt;
+    o.n_gpu_layers = n;
+    STOWAGE_ASSIGN_OR_RETURN(ModelGraphs g, BuildModelGraphs(gguf, cfg));
+    STOWAGE_ASSIGN_OR_RETURN(PlacementOutcome out, PlaceModel(g, machine, o));
+    Status s = CheckFit(out, /*devices_only=*/true);
+    if (s.ok()) return true;
+    if (s.code() != StatusCode::kResourceExhausted) return s;
+    *why = s.message();
+    return false;
+  });
+}
+
 }  // namespace stowage::planner

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "stowage/planner/graph.h"  // first: graph.h names stowage::GgmlOp unqualified
+#include "stowage/planner/model_graphs.h"
 #include "stowage/planner/place_model.h"
 #include "stowage/runtime/status.h"
 
@@ -61,5 +62,12 @@ Status CheckFit(const PlacementOutcome& o, bool devices_only = false);
 /// Errors: kResourceExhausted when even 0 does not fit (carrying the message of that attempt),
 /// errors of `fits`.
 Result<int> FitGpuLayers(int max_ngl, const std::function<Result<bool>(int ngl, std::string* why)>& fits);
+
+/// --fit and -ngl auto (plan-model, stowage-run's on-the-fly plan): FitGpuLayers over
+/// [0, n_layer + 1] where a try is BuildModelGraphs(gguf, cfg) + PlaceModel(machine, opt with that
+/// n_gpu_layers) + CheckFit(devices_only). 0 without trying when `machine` has no GPU device.
+/// Errors: those of FitGpuLayers, BuildModelGraphs and PlaceModel.
+Result<int> FitGpuLayersToDevices(const GgufFile& gguf, const ContextConfig& cfg,
+                                  const std::vector<DeviceManifest>& machine, const PlacementOptions& opt);
 
 }  // namespace stowage::planner
