@@ -312,8 +312,11 @@ Status PlanMemory(ModelGraphs& m, const Placement& p, MemoryPlan* out) {
     if (buft_buffer[b] >= 0) out->buffers[buft_buffer[b]].size = arena_size[b];
 
   // Output (logits) buffer (llama.cpp llama_output_reserve): the host buft of the output layer's
-  // device when it has one (CUDA_Host), else the CPU buft; n_vocab floats per output row, with
-  // room for n_batch rows.
+  // device when it has one (CUDA_Host), else the CPU buft; n_vocab floats per output row, for the
+  // max(1, n_seq_max) rows llama_init_from_model reserves (FEB25: "resized during inference when a
+  // batch uses more outputs"). Stowage's runtime copies logits from the result tensor straight into
+  // the caller's array and never grows this buffer; it is planned and allocated as llama.cpp's is
+  // at load, so that the memory figures match.
   PlannedBuffer ob;
   ob.buft = -1;
   int out_dev = -1;
@@ -338,7 +341,7 @@ Status PlanMemory(ModelGraphs& m, const Placement& p, MemoryPlan* out) {
   ob.name = p.bufts[ob.buft].name;
   ob.device = p.bufts[ob.buft].device;
   ob.usage = BufferUsage::kOutput;
-  const uint64_t rows = std::max<uint64_t>(m.cfg.n_batch, static_cast<uint64_t>(m.prefill.max_outputs));
+  const uint64_t rows = std::max<uint64_t>(1, m.cfg.n_seq_max);
   ob.size = uint64_t(m.hp.n_vocab) * rows * sizeof(float);
   out->buffers.push_back(ob);
   return Status::Ok();

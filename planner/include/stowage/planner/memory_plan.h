@@ -17,8 +17,10 @@
 //   every instance of every graph input and split input (Placement::copies) is allocated first,
 //   graph inputs before split inputs, copy 0..n-1 each, and never freed (ggml flags them INPUT and
 //   OUTPUT), so the compute buffers hold all copies at once (ggml-alloc's reserve, FEB25).
-// - Output: logits buffer n_vocab * max(n_batch, n_outputs) * 4 bytes in the host buft of the output
-//   layer's device (CUDA_Host) when it has one, else the CPU buft (llama_output_reserve).
+// - Output: logits buffer n_vocab * max(1, n_seq_max) * 4 bytes in the host buft of the output
+//   layer's device (CUDA_Host) when it has one, else the CPU buft: what llama_init_from_model
+//   reserves (llama_output_reserve(n_seq_max); llama.cpp grows it when a batch asks for more
+//   outputs). The runtime copies logits from the result tensor to the caller and never uses more.
 // Zero-size buffers are not created.
 #pragma once
 
