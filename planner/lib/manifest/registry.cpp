@@ -223,8 +223,8 @@ Status ApplyMemoryOverrides(std::vector<DeviceManifest>& devices,
     if (it->memory_total > 0 && o.free_bytes > it->memory_total)
       return OutOfRange("memory override " + o.device + "=" + std::to_string(o.free_bytes) +
                         " bytes exceeds the device's total memory (" + std::to_string(it->memory_total) +
-                        " bytes; to plan for another machine, list its devices with --device, e.g. "
-                        "--device rtx4090,cpu: the registry's CPU reports no total)");
+                        " bytes); for another machine, name its devices from the registry (plan-model "
+                        "--device rtx4090,cpu: the registry's CPU reports no total memory)");
     it->memory_free = o.free_bytes;
   }
   return Status::Ok();
