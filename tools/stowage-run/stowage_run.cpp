@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "llama_args.h"
 #include "prompt_escapes.h"
@@ -370,14 +371,76 @@ void PrintProfile(const std::vector<OpProfileEntry>& rows, const std::string& gr
   }
 }
 
-int Bench(Common c, int n_prompt, int n_gen, int reps, bool json, bool profile) {
-  if (c.n_ctx == 0) c.n_ctx = static_cast<uint32_t>(std::max(n_prompt, n_gen) + 8);
+/// One llama-bench test: n_prompt tokens in one batch (pp) or n_gen tokens one at a time (tg), at
+/// `threads` threads; `tps` holds one tokens/s figure per repetition.
+struct BenchTest {
+  int threads = 0;
+  int n_prompt = 0;
+  int n_gen = 0;
+  std::vector<double> tps;
+  std::vector<OpProfileEntry> profile;
+  double Mean() const {
+    double m = 0;
+    for (double v : tps) m += v;
+    return tps.empty() ? 0 : m / tps.size();
+  }
+  double Sd() const {
+    const double m = Mean();
+    double var = 0;
+    for (double v : tps) var += (v - m) * (v - m);
+    return tps.size() > 1 ? std::sqrt(var / (tps.size() - 1)) : 0;
+  }
+};
+
+/// llama-bench's list values: "512", "128,256,512", "1-4" (first to last), "1-8+2" (step 2),
+/// "1-64*2" (times 2). Errors name the option and the item.
+Result<std::vector<int>> ParseIntList(const std::string& text, const std::string& name, int lo, int hi) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  auto num = [&](const std::string& v, int* x) -> bool {
+    if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos) return false;
+    *x = std::stoi(v);
+    return *x >= lo && *x <= hi;
+  };
+  while (std::getline(ss, item, ',')) {
+    const auto bad = [&]() {
+      const std::string shown =
+          item.size() > 24 ? item.substr(0, 20) + "... (" + std::to_string(item.size()) + " characters)" : item;
+      return InvalidArgument(name + ": '" + shown + "' is not a number in [" + std::to_string(lo) + ", " +
+                             std::to_string(hi) + "] or a range first-last[+step|*factor]");
+    };
+    const size_t dash = item.find('-');
+    int first = 0, last = 0;
+    if (dash == std::string::npos) {
+      if (!num(item, &first)) return bad();
+      out.push_back(first);
+      continue;
+    }
+    const size_t op = item.find_first_of("+*", dash);
+    if (!num(item.substr(0, dash), &first) ||
+        !num(item.substr(dash + 1, op == std::string::npos ? std::string::npos : op - dash - 1), &last) || last < first)
+      return bad();
+    const bool times = op != std::string::npos && item[op] == '*';
+    int step = 1;
+    if (op != std::string::npos && (!num(item.substr(op + 1), &step) || step < (times ? 2 : 1) || (times && first < 1)))
+      return bad();
+    for (int64_t v = first; v <= last; v = times ? v * step : v + step) {
+      out.push_back(static_cast<int>(v));
+      if (out.size() > 4096) return InvalidArgument(name + ": '" + item + "' makes more than 4096 values");
+    }
+  }
+  if (out.empty()) return InvalidArgument(name + ": no value");
+  return out;
+}
+
+int Bench(Common c, const std::vector<int>& prompts, const std::vector<int>& gens, std::vector<int> thread_list,
+          int reps, bool json_summary, const std::string& format, bool profile) {
+  const int max_p = *std::max_element(prompts.begin(), prompts.end());
+  const int max_n = *std::max_element(gens.begin(), gens.end());
+  if (c.n_ctx == 0) c.n_ctx = static_cast<uint32_t>(std::max(max_p, max_n) + 8);
   auto gguf = GgufFile::Open(c.model);
   if (!gguf.ok()) return Fail(gguf.status());
-  auto session = OpenSession(c, true, profile);
-  if (!session.ok()) return Fail(session.status());
-  Session& s = **session;
-  std::vector<OpProfileEntry> prof[2];  // [pp|tg]
   uint64_t size = 0, params = 0;
   for (const auto& t : (*gguf)->tensors()) { size += t.nbytes; params += static_cast<uint64_t>(t.nelements()); }
   std::string arch = (*gguf)->GetStringOr("general.architecture", "?").value();
@@ -404,73 +467,119 @@ int Bench(Common c, int n_prompt, int n_gen, int reps, bool json, bool profile) 
       if (t == most) guessed = f;
     model_desc += guessed >= 0 ? FtypeName(guessed) + " (guessed)" : "?";
   }
-  const int threads = c.threads > 0 ? c.threads : static_cast<int>(std::thread::hardware_concurrency());
-  for (const auto& [name, n] : {std::pair<const char*, int>{"-p/--n-prompt", n_prompt}, {"-n/--n-gen", n_gen}})
-    if (n > s.n_ctx())
-      return Fail(OutOfRange(std::string(name) + " " + std::to_string(n) + " exceeds the context of " +
-                             std::to_string(s.n_ctx()) + " tokens (-c)"));
-  // Every test runs before anything is printed: an error is then the only output.
-  double result[2][2] = {{0, 0}, {0, 0}};  // [pp|tg][mean|sd]
-  auto run = [&](int n, bool prompt) -> Status {
-    std::vector<double> tps;
-    std::vector<float> logits;
-    for (int r = 0; r < reps + 1; ++r) {  // first run is a warm-up
-      s.Reset();
-      if (r == 1) s.ResetOpProfile();
-      std::vector<int32_t> toks(static_cast<size_t>(n), 1);
-      for (int i = 0; i < n; ++i) toks[i] = (i * 7 + 3) % static_cast<int>(s.n_vocab());
-      const auto t0 = Clock::now();
-      if (prompt) {
-        STOWAGE_RETURN_IF_ERROR(s.Decode(toks, false, &logits));
-      } else {
-        for (int i = 0; i < n; ++i) STOWAGE_RETURN_IF_ERROR(s.Decode({toks[i]}, false, &logits));
-      }
-      if (r > 0) tps.push_back(n / Seconds(t0, Clock::now()));
-    }
-    double mean = 0, var = 0;
-    for (double v : tps) mean += v;
-    mean /= tps.size();
-    for (double v : tps) var += (v - mean) * (v - mean);
-    const double sd = tps.size() > 1 ? std::sqrt(var / (tps.size() - 1)) : 0;
-    result[prompt ? 0 : 1][0] = mean;
-    result[prompt ? 0 : 1][1] = sd;
-    prof[prompt ? 0 : 1] = s.OpProfile();
-    return Status::Ok();
-  };
-  if (n_prompt > 0)
-    if (Status st = run(n_prompt, true); !st.ok()) return Fail(st.WithPrefix("pp" + std::to_string(n_prompt)));
-  if (n_gen > 0)
-    if (Status st = run(n_gen, false); !st.ok()) return Fail(st.WithPrefix("tg" + std::to_string(n_gen)));
-  if (!json) {
-    // The devices holding the plan's buffers, in plan order ("CPU", "ONEDNN,CPU", "CUDA0,CPU").
-    std::string backend;
+  const int hw = static_cast<int>(std::thread::hardware_concurrency());
+  for (int& t : thread_list)
+    if (t <= 0) t = hw;
+
+  // Every test runs before anything is printed: an error is then the only output. llama-bench's
+  // order: per thread count, each -p (pp test), then each -n (tg test).
+  std::vector<BenchTest> tests;
+  std::string backend;  // the devices holding the plan's buffers ("CPU", "ONEDNN,CPU", "CUDA0,CPU")
+  for (int threads : thread_list) {
+    Common ct = c;
+    ct.threads = threads;
+    auto session = OpenSession(ct, true, profile);
+    if (!session.ok()) return Fail(session.status());
+    Session& s = **session;
+    backend.clear();
     for (const auto& b : s.Buffers())
       if (("," + backend + ",").find("," + b.device + ",") == std::string::npos) backend += (backend.empty() ? "" : ",") + b.device;
-    std::printf("| model | size | params | backend | threads | test | t/s |\n");
-    std::printf("| ----- | ---: | -----: | ------- | ------: | ---: | --: |\n");
-    for (int k = 0; k < 2; ++k) {
-      const int n = k == 0 ? n_prompt : n_gen;
-      if (n <= 0) continue;
-      // Sizes as llama-bench prints them: MiB / M below 1 GiB / 1 B, GiB / B above.
-      char size_s[32], params_s[32];
-      if (size < (1ull << 30)) std::snprintf(size_s, sizeof size_s, "%.2f MiB", size / 1048576.0);
-      else std::snprintf(size_s, sizeof size_s, "%.2f GiB", size / 1073741824.0);
-      if (params < 1000000000ull) std::snprintf(params_s, sizeof params_s, "%.2f M", params / 1e6);
-      else std::snprintf(params_s, sizeof params_s, "%.2f B", params / 1e9);
-      std::printf("| %s | %s | %s | %s | %d | %s%d | %.2f ± %.2f |\n", model_desc.c_str(), size_s, params_s,
-                  backend.c_str(), threads, k == 0 ? "pp" : "tg", n, result[k][0], result[k][1]);
+    for (const auto& [name, n] : {std::pair<const char*, int>{"-p/--n-prompt", max_p}, {"-n/--n-gen", max_n}})
+      if (n > s.n_ctx())
+        return Fail(OutOfRange(std::string(name) + " " + std::to_string(n) + " exceeds the context of " +
+                               std::to_string(s.n_ctx()) + " tokens (" +
+                               (c.plan.empty() ? "-c" : "the plan's; re-plan with plan-model -c") + ")"));
+    auto run = [&](int n, bool prompt) -> Status {
+      BenchTest t;
+      t.threads = threads;
+      (prompt ? t.n_prompt : t.n_gen) = n;
+      std::vector<float> logits;
+      for (int r = 0; r < reps + 1; ++r) {  // first run is a warm-up
+        s.Reset();
+        if (r == 1) s.ResetOpProfile();
+        std::vector<int32_t> toks(static_cast<size_t>(n), 1);
+        for (int i = 0; i < n; ++i) toks[i] = (i * 7 + 3) % static_cast<int>(s.n_vocab());
+        const auto t0 = Clock::now();
+        if (prompt) {
+          STOWAGE_RETURN_IF_ERROR(s.Decode(toks, false, &logits));
+        } else {
+          for (int i = 0; i < n; ++i) STOWAGE_RETURN_IF_ERROR(s.Decode({toks[i]}, false, &logits));
+        }
+        if (r > 0) t.tps.push_back(n / Seconds(t0, Clock::now()));
+      }
+      t.profile = s.OpProfile();
+      tests.push_back(std::move(t));
+      return Status::Ok();
+    };
+    for (int n : prompts)
+      if (n > 0)
+        if (Status st = run(n, true); !st.ok()) return Fail(st.WithPrefix("pp" + std::to_string(n)));
+    for (int n : gens)
+      if (n > 0)
+        if (Status st = run(n, false); !st.ok()) return Fail(st.WithPrefix("tg" + std::to_string(n)));
+  }
+
+  if (json_summary) {  // the benchmark harness's one line (scripts/bench-vs-llamacpp.sh)
+    double r[2][2] = {{0, 0}, {0, 0}};
+    for (const auto& t : tests) {
+      const int k = t.n_prompt > 0 ? 0 : 1;
+      r[k][0] = t.Mean();
+      r[k][1] = t.Sd();
     }
-    if (profile) {
-      // A prompt of n tokens runs the "pp" graph (one token: "tg", as llama.cpp's graphs).
-      if (n_prompt > 0) PrintProfile(prof[0], n_prompt == 1 ? "tg" : "pp", "pp", n_prompt, reps);
-      if (n_gen > 0) PrintProfile(prof[1], "tg", "tg", n_gen, reps);
-    }
-  } else {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     std::printf("{\"pp_tps\": %.3f, \"pp_sd\": %.3f, \"tg_tps\": %.3f, \"tg_sd\": %.3f, \"maxrss_kib\": %ld}\n",
-                result[0][0], result[0][1], result[1][0], result[1][1], ru.ru_maxrss);
+                r[0][0], r[0][1], r[1][0], r[1][1], ru.ru_maxrss);
+    return 0;
   }
+  if (format == "json" || format == "jsonl") {
+    // llama-bench's field names for what Stowage knows.
+    nlohmann::ordered_json all = nlohmann::ordered_json::array();
+    for (const auto& t : tests) {
+      nlohmann::ordered_json j;
+      j["model_filename"] = c.model;
+      j["model_type"] = model_desc;
+      j["model_size"] = size;
+      j["model_n_params"] = params;
+      j["backends"] = backend;
+      j["n_threads"] = t.threads;
+      j["n_prompt"] = t.n_prompt;
+      j["n_gen"] = t.n_gen;
+      j["avg_ts"] = t.Mean();
+      j["stddev_ts"] = t.Sd();
+      j["samples_ts"] = t.tps;
+      if (format == "jsonl") std::printf("%s\n", j.dump().c_str());
+      else all.push_back(std::move(j));
+    }
+    if (format == "json") std::printf("%s\n", all.dump(2).c_str());
+    return 0;
+  }
+  if (format == "csv") {
+    std::printf("model_filename,model_type,model_size,model_n_params,backends,n_threads,n_prompt,n_gen,avg_ts,stddev_ts\n");
+    for (const auto& t : tests)
+      std::printf("\"%s\",\"%s\",%llu,%llu,\"%s\",%d,%d,%d,%.6f,%.6f\n", c.model.c_str(), model_desc.c_str(),
+                  static_cast<unsigned long long>(size), static_cast<unsigned long long>(params), backend.c_str(),
+                  t.threads, t.n_prompt, t.n_gen, t.Mean(), t.Sd());
+    return 0;
+  }
+  // Sizes as llama-bench prints them: MiB / M below 1 GiB / 1 B, GiB / B above.
+  char size_s[32], params_s[32];
+  if (size < (1ull << 30)) std::snprintf(size_s, sizeof size_s, "%.2f MiB", size / 1048576.0);
+  else std::snprintf(size_s, sizeof size_s, "%.2f GiB", size / 1073741824.0);
+  if (params < 1000000000ull) std::snprintf(params_s, sizeof params_s, "%.2f M", params / 1e6);
+  else std::snprintf(params_s, sizeof params_s, "%.2f B", params / 1e9);
+  std::printf("| model | size | params | backend | threads | test | t/s |\n");
+  std::printf("| ----- | ---: | -----: | ------- | ------: | ---: | --: |\n");
+  for (const auto& t : tests)
+    std::printf("| %s | %s | %s | %s | %d | %s%d | %.2f ± %.2f |\n", model_desc.c_str(), size_s, params_s,
+                backend.c_str(), t.threads, t.n_prompt > 0 ? "pp" : "tg", t.n_prompt > 0 ? t.n_prompt : t.n_gen,
+                t.Mean(), t.Sd());
+  if (profile)
+    for (const auto& t : tests) {
+      // A prompt of n tokens runs the "pp" graph (one token: "tg", as llama.cpp's graphs).
+      if (t.n_prompt > 0) PrintProfile(t.profile, t.n_prompt == 1 ? "tg" : "pp", "pp", t.n_prompt, reps);
+      else PrintProfile(t.profile, "tg", "tg", t.n_gen, reps);
+    }
   return 0;
 }
 
@@ -545,12 +654,20 @@ int Run(int argc, char** argv) {
               CLI::Validator([](std::string& v) { return v == "0" ? std::string("Value 0: no chunk to score (N >= 1, or -1 for all)") : std::string(); }, ""));
   auto* bench = app.add_subcommand("bench", "llama-bench style table: pp and tg speed");
   bench->footer("Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, --huge-pages.");
-  int n_prompt = 512, n_gen = 128, reps = 5;  // llama-bench's defaults
-  bench->add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test; 0 = none)")->check(NumberIn(0, kMaxTokens, true));
-  bench->add_option("-n,--n-gen", n_gen, "generated tokens (tg test; 0 = none)")->check(NumberIn(0, kMaxTokens, true));
+  std::string n_prompt_list = "512", n_gen_list = "128", threads_list;  // llama-bench's defaults
+  int reps = 5;
+  bench->add_option("-p,--n-prompt", n_prompt_list,
+                    "prompt tokens of the pp tests (0 = none); as llama-bench, a list: 128,512 or 64-512*2 or 1-4+1");
+  bench->add_option("-n,--n-gen", n_gen_list, "generated tokens of the tg tests (0 = none); a list as -p");
+  bench->add_option("-t,--threads", threads_list, "CPU threads (0 = all); a list as -p, one session each");
   bench->add_option("-r,--repetitions", reps, "repetitions")->check(NumberIn(1, 1000000, true));
+  std::string bench_format = "md";
+  bench->add_option("-o,--output", bench_format, "output format: md, csv, json, jsonl (llama-bench's field names)")
+      ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}));
   bool bench_json = false;
-  bench->add_flag("--json", bench_json, "one JSON line: pp/tg tokens per second (mean, sd) and peak resident KiB");
+  bench->add_flag("--json", bench_json,
+                  "one JSON line for the benchmark harness: pp/tg tokens per second (mean, sd) and peak resident "
+                  "KiB (one value of -p, -n and -t)");
   bool bench_profile = false;
   bench->add_flag("--profile", bench_profile,
                   "after the table, host time per op and per token of each test (every node timed; not with --json)")
@@ -582,9 +699,26 @@ int Run(int argc, char** argv) {
     if (!text.ok()) return Fail(text.status());
     return Perplexity(c, text_file, *text, max_chunks);
   }
-  if (*bench && n_prompt == 0 && n_gen == 0)
-    return Fail(InvalidArgument("bench: nothing to measure (-p/--n-prompt and -n/--n-gen are both 0)"));
-  if (*bench) return Bench(c, n_prompt, n_gen, reps, bench_json, bench_profile);
+  if (*bench) {
+    auto prompts = ParseIntList(n_prompt_list, "-p/--n-prompt", 0, static_cast<int>(kMaxTokens));
+    if (!prompts.ok()) return Fail(prompts.status());
+    auto gens = ParseIntList(n_gen_list, "-n/--n-gen", 0, static_cast<int>(kMaxTokens));
+    if (!gens.ok()) return Fail(gens.status());
+    std::vector<int> threads{c.threads};
+    if (bench->count("--threads") > 0) {
+      auto t = ParseIntList(threads_list, "-t/--threads", 0, 1 << 16);
+      if (!t.ok()) return Fail(t.status());
+      threads = *t;
+    }
+    const auto none = [](const std::vector<int>& v) { return std::all_of(v.begin(), v.end(), [](int x) { return x == 0; }); };
+    if (none(*prompts) && none(*gens))
+      return Fail(InvalidArgument("bench: nothing to measure (-p/--n-prompt and -n/--n-gen are both 0)"));
+    if (bench_json && (prompts->size() > 1 || gens->size() > 1 || threads.size() > 1))
+      return Fail(InvalidArgument("bench: --json takes one value of -p, -n and -t (use -o json for lists)"));
+    if (bench_json && bench->count("--output") > 0)
+      return Fail(InvalidArgument("bench: --json and -o/--output exclude each other"));
+    return Bench(c, *prompts, *gens, threads, reps, bench_json, bench_format, bench_profile);
+  }
   const bool from_file = app.count("--file") > 0;
   if (from_file) {
     auto text = ReadTextFile(prompt_file, "-f expects a text file with the prompt", escape);
