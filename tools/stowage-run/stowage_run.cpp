@@ -108,12 +108,14 @@ struct Common {
   int n_gpu_layers = 0;
   std::string cache_type_k = "f16", cache_type_v = "f16";
   bool huge_pages = false;
+  bool no_mmap = false, no_repack = false, no_kv_offload = false;
 };
 
 /// Plans the model for this machine (no plan file given): the probed devices (list-devices) as
 /// manifests, then the same placement pipeline as plan-model.
 Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c, bool quiet) {
   planner::ContextConfig cfg;
+  cfg.offload_kqv = !c.no_kv_offload;  // as plan-model: the graphs differ with -nkvo
   cfg.n_ctx = c.n_ctx;
   cfg.n_batch = c.n_batch;
   cfg.n_ubatch = c.n_ubatch;
@@ -136,6 +138,9 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c,
     std::fprintf(stderr, "stowage-run: warning: no usable GPU found, --n-gpu-layers option will be ignored\n");
   planner::PlacementOptions opt;
   opt.n_gpu_layers = c.n_gpu_layers;
+  opt.use_mmap = !c.no_mmap;
+  opt.no_repack = c.no_repack;
+  opt.offload_kqv = !c.no_kv_offload;
   if (c.n_gpu_layers == tools::kAutoGpuLayers) {
     STOWAGE_ASSIGN_OR_RETURN(opt.n_gpu_layers, planner::FitGpuLayersToDevices(gguf, cfg, machine, opt));
     if (!quiet) std::fprintf(stderr, "stowage-run: -ngl auto: %d layers fit the GPUs\n", opt.n_gpu_layers);
@@ -611,6 +616,9 @@ int Run(int argc, char** argv) {
         ->transform(tools::GpuLayersValue());
     a->add_option("--cache-type-k", c.cache_type_k, "KV cache type for K when planning on the fly (f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)");
     a->add_option("--cache-type-v", c.cache_type_v, "KV cache type for V when planning on the fly (f16, f32, bf16; quantized V needs flash attention)");
+    a->add_flag("--no-mmap", c.no_mmap, "when planning on the fly: load weights into allocated buffers instead of mapping the file");
+    a->add_flag("--no-repack", c.no_repack, "when planning on the fly: no CPU_REPACK buffer type");
+    a->add_flag("--no-kv-offload", c.no_kv_offload, "when planning on the fly: KV cache on the CPU");
     a->add_flag("--huge-pages", c.huge_pages,
                 "copy mapped weights into transparent huge pages at load (faster token generation; the weights "
                 "then take anonymous memory instead of the shared page cache)");
@@ -677,13 +685,14 @@ int Run(int argc, char** argv) {
 
   if (int rc = tools::ParseWithAliases(app, argc, argv,
                                        {{"-ub", "--ubatch-size"}, {"-ngl", "--n-gpu-layers"}, {"-ctk", "--cache-type-k"},
-                                        {"-ctv", "--cache-type-v"}});
+                                        {"-ctv", "--cache-type-v"}, {"-nr", "--no-repack"}, {"-nkvo", "--no-kv-offload"}});
       rc >= 0)
     return rc;
   sp.seed = seed < 0 ? kRandomSeed : static_cast<uint32_t>(seed);
   // With --plan the context, batch sizes and offload are the plan's: refuse flags that would be ignored.
   if (!c.plan.empty())
-    for (const char* name : {"--ctx-size", "--batch-size", "--ubatch-size", "--n-gpu-layers", "--cache-type-k", "--cache-type-v"})
+    for (const char* name : {"--ctx-size", "--batch-size", "--ubatch-size", "--n-gpu-layers", "--cache-type-k", "--cache-type-v",
+                             "--no-mmap", "--no-repack", "--no-kv-offload"})
       if (app.count(name) > 0)
         return Fail(InvalidArgument(std::string(name) + " applies only when planning on the fly; the plan given with --plan fixes it (re-plan with plan-model)"));
   // The subcommands take the common options, not generation's prompt and sampler flags: given,
