@@ -199,7 +199,16 @@ Result<std::string> ReadTextFile(const std::string& file, const char* what, bool
   return escape ? tools::ProcessEscapes(text) : text;
 }
 
-int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerParams sp, bool ignore_eos, bool quiet) {
+/// What Generate prints besides the generated text (llama-cli's switches).
+struct GenerateDisplay {
+  bool quiet = false;           ///< -q: only the text
+  bool show_prompt = true;      ///< --no-display-prompt clears it
+  bool verbose_prompt = false;  ///< --verbose-prompt: the prompt's tokens on stderr
+};
+
+int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerParams sp, bool ignore_eos,
+             const GenerateDisplay& display) {
+  const bool quiet = display.quiet;
   if (sp.seed == kRandomSeed) sp.seed = std::random_device{}();
   auto gguf = GgufFile::Open(c.model);
   if (!gguf.ok()) return Fail(gguf.status());
@@ -229,8 +238,16 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
   Sampler sampler(sp);
   for (int32_t t : tokens) sampler.Accept(t);  // the prompt counts for the penalties, as in llama-cli
   if (!quiet && sp.temperature > 0) std::fprintf(stderr, "sampler seed: %u\n", sp.seed);  // as llama.cpp
-  std::fwrite(prompt.data(), 1, prompt.size(), stdout);  // all of it: a NUL (\x00) does not end it
-  if (!FlushStdout()) return 1;
+  if (display.verbose_prompt) {  // llama-cli's format
+    std::fprintf(stderr, "main: prompt: '%s'\n", prompt.c_str());
+    std::fprintf(stderr, "main: number of tokens in prompt = %zu\n", tokens.size());
+    for (int32_t t : tokens) std::fprintf(stderr, "%6d -> '%s'\n", t, tok->TokenToPiece(t, true).c_str());
+    std::fprintf(stderr, "\n");
+  }
+  if (display.show_prompt) {
+    std::fwrite(prompt.data(), 1, prompt.size(), stdout);  // all of it: a NUL (\x00) does not end it
+    if (!FlushStdout()) return 1;
+  }
   std::vector<float> logits;
   const auto t0 = Clock::now();
   if (Status st = s.Decode(tokens, false, &logits); !st.ok()) {
@@ -633,6 +650,10 @@ int Run(int argc, char** argv) {
                "expand \\n, \\r, \\t, \\', \\\", \\\\ and \\xHH in the prompt (llama.cpp's default; --no-escape keeps them)");
   bool ignore_eos = false;
   app.add_flag("--ignore-eos", ignore_eos, "never sample an end-of-generation token (generate -n tokens)");
+  GenerateDisplay display;
+  bool no_display_prompt = false;
+  app.add_flag("--no-display-prompt", no_display_prompt, "do not echo the prompt before the generated text");
+  app.add_flag("--verbose-prompt", display.verbose_prompt, "print the prompt's tokens (id -> piece) on stderr before generating");
   app.add_option("-n,--n-predict", n_predict, "tokens to generate (-1 = until the end of text or a full context)")
       ->check(NumberIn(-1, kMaxTokens, true));
   app.add_option("--temp", sp.temperature, "temperature (<= 0 = greedy)")->check(NumberIn(-1e4, 1e4, false));
@@ -700,7 +721,7 @@ int Run(int argc, char** argv) {
   if (*ppl || *bench)
     for (const char* name : {"--prompt", "--file", "--n-predict", "--temp", "--top-k", "--top-p", "--min-p", "--seed",
                              "--repeat-last-n", "--repeat-penalty", "--presence-penalty", "--frequency-penalty",
-                             "--ignore-eos"})
+                             "--ignore-eos", "--no-display-prompt", "--verbose-prompt"})
       if (app.count(name) > 0)
         return Fail(InvalidArgument(std::string(name) + " applies to text generation, not to " + (*ppl ? "perplexity" : "bench")));
   if (*ppl) {
@@ -740,7 +761,9 @@ int Run(int argc, char** argv) {
     return Fail(InvalidArgument(!from_file ? "-p/--prompt is required (an empty prompt has no tokens to evaluate)"
                                            : prompt_file + ": the prompt file is empty (no tokens to evaluate)"));
   if (c.plan.empty() && app.count("--ctx-size") == 0) c.n_ctx = kDefaultGenerationContext;
-  return Generate(c, prompt, n_predict, sp, ignore_eos, quiet);
+  display.quiet = quiet;
+  display.show_prompt = !no_display_prompt;
+  return Generate(c, prompt, n_predict, sp, ignore_eos, display);
 }
 
 // A lost write to standard output (> /dev/full, a full disk) is exit status 1 with one line.
