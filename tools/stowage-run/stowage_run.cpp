@@ -456,11 +456,12 @@ Result<std::vector<int>> ParseIntList(const std::string& text, const std::string
   return out;
 }
 
-int Bench(Common c, const std::vector<int>& prompts, const std::vector<int>& gens, std::vector<int> thread_list,
-          int reps, bool json_summary, const std::string& format, bool profile) {
+int Bench(Common c, bool ctx_given, const std::vector<int>& prompts, const std::vector<int>& gens,
+          std::vector<int> thread_list, int reps, bool json_summary, const std::string& format, bool profile) {
   const int max_p = *std::max_element(prompts.begin(), prompts.end());
   const int max_n = *std::max_element(gens.begin(), gens.end());
-  if (c.n_ctx == 0) c.n_ctx = static_cast<uint32_t>(std::max(max_p, max_n) + 8);
+  // Without -c, a context just large enough for the largest test (-c 0: the model's training context).
+  if (!ctx_given) c.n_ctx = static_cast<uint32_t>(std::max(max_p, max_n) + 8);
   auto gguf = GgufFile::Open(c.model);
   if (!gguf.ok()) return Fail(gguf.status());
   uint64_t size = 0, params = 0;
@@ -570,17 +571,24 @@ int Bench(Common c, const std::vector<int>& prompts, const std::vector<int>& gen
       j["avg_ts"] = t.Mean();
       j["stddev_ts"] = t.Sd();
       j["samples_ts"] = t.tps;
-      if (format == "jsonl") std::printf("%s\n", j.dump().c_str());
+      // A path that is not UTF-8 prints its bad bytes as U+FFFD (as plan-dump --json).
+      if (format == "jsonl") std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
       else all.push_back(std::move(j));
     }
-    if (format == "json") std::printf("%s\n", all.dump(2).c_str());
+    if (format == "json") std::printf("%s\n", all.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
     return 0;
   }
   if (format == "csv") {
+    // RFC 4180 quoting, as llama-bench's escape_csv: a '"' inside a field is doubled.
+    auto quoted = [](const std::string& v) {
+      std::string q = "\"";
+      for (char ch : v) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+      return q + "\"";
+    };
     std::printf("model_filename,model_type,model_size,model_n_params,backends,n_threads,n_prompt,n_gen,avg_ts,stddev_ts\n");
     for (const auto& t : tests)
-      std::printf("\"%s\",\"%s\",%llu,%llu,\"%s\",%d,%d,%d,%.6f,%.6f\n", c.model.c_str(), model_desc.c_str(),
-                  static_cast<unsigned long long>(size), static_cast<unsigned long long>(params), backend.c_str(),
+      std::printf("%s,%s,%llu,%llu,%s,%d,%d,%d,%.6f,%.6f\n", quoted(c.model).c_str(), quoted(model_desc).c_str(),
+                  static_cast<unsigned long long>(size), static_cast<unsigned long long>(params), quoted(backend).c_str(),
                   t.threads, t.n_prompt, t.n_gen, t.Mean(), t.Sd());
     return 0;
   }
@@ -622,7 +630,7 @@ int Run(int argc, char** argv) {
     a->add_option("-t,--threads", c.threads, "CPU threads (0 = all)")->check(NumberIn(0, 2147483647, true));
     a->add_option("-c,--ctx-size", c.n_ctx,
                   "context size when planning on the fly (0 = the model's training context; default: 4096 "
-                  "tokens to generate text, as llama-cli; the model's for perplexity; -p + -n for bench)")
+                  "tokens to generate text, as llama-cli; the model's for perplexity; the largest -p or -n + 8 for bench)")
         ->check(NumberIn(0, kMaxTokens, true));
     a->add_option("-b,--batch-size", c.n_batch, "logical batch size when planning on the fly")
         ->check(NumberIn(1, kMaxTokens, true));
@@ -730,9 +738,10 @@ int Run(int argc, char** argv) {
     return Perplexity(c, text_file, *text, max_chunks);
   }
   if (*bench) {
-    auto prompts = ParseIntList(n_prompt_list, "-p/--n-prompt", 0, static_cast<int>(kMaxTokens));
+    // At most kMaxTokens - 8: a context planned on the fly is the largest value + 8.
+    auto prompts = ParseIntList(n_prompt_list, "-p/--n-prompt", 0, static_cast<int>(kMaxTokens) - 8);
     if (!prompts.ok()) return Fail(prompts.status());
-    auto gens = ParseIntList(n_gen_list, "-n/--n-gen", 0, static_cast<int>(kMaxTokens));
+    auto gens = ParseIntList(n_gen_list, "-n/--n-gen", 0, static_cast<int>(kMaxTokens) - 8);
     if (!gens.ok()) return Fail(gens.status());
     std::vector<int> threads{c.threads};
     if (bench->count("--threads") > 0) {
@@ -747,7 +756,17 @@ int Run(int argc, char** argv) {
       return Fail(InvalidArgument("bench: --json takes one value of -p, -n and -t (use -o json for lists)"));
     if (bench_json && bench->count("--output") > 0)
       return Fail(InvalidArgument("bench: --json and -o/--output exclude each other"));
-    return Bench(c, *prompts, *gens, threads, reps, bench_json, bench_format, bench_profile);
+    if (bench_profile && bench_format != "md")
+      return Fail(InvalidArgument("bench: --profile prints markdown tables after the results: only with -o md"));
+    // The session's limit (0 = all hardware threads, at most 4x oversubscription), checked for every
+    // value before the first test runs.
+    const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    for (int t : threads)
+      if (t > 4 * hw)
+        return Fail(InvalidArgument("-t/--threads: " + std::to_string(t) + " is outside [0, " + std::to_string(4 * hw) +
+                                    "] (0 = all " + std::to_string(hw) + " hardware threads; at most 4x oversubscription)"));
+    return Bench(c, app.count("--ctx-size") > 0, *prompts, *gens, threads, reps, bench_json,
+                 bench_format, bench_profile);
   }
   const bool from_file = app.count("--file") > 0;
   if (from_file) {
