@@ -376,6 +376,34 @@ std::string FtypeName(int64_t ftype) {
   return "ftype " + std::to_string(ftype);
 }
 
+/// llama-bench's model column: "<arch> <size class> <ftype>"; the size class is llama.cpp's
+/// per-architecture table (LLM_TYPE_*), which Stowage does not keep, so this is "<arch> <ftype>".
+std::string ModelDescription(const GgufFile& gguf) {
+  const std::string arch = gguf.GetStringOr("general.architecture", "?").value();
+  const auto ftype = gguf.GetU32Or("general.file_type", UINT32_MAX);
+  std::string model_desc = arch + " ";
+  if (ftype.ok() && *ftype != UINT32_MAX) {
+    model_desc += FtypeName(*ftype);
+  } else {
+    // No general.file_type: llama_model_loader guesses it from the most common tensor type.
+    std::map<GgmlType, int> count;
+    for (const auto& t : gguf.tensors()) ++count[t.type];
+    GgmlType most = GgmlType::F32;
+    int best = -1;
+    for (const auto& [t, n] : count)
+      if (n > best) { best = n; most = t; }
+    static const std::pair<GgmlType, int> kGuess[] = {
+        {GgmlType::F32, 0}, {GgmlType::F16, 1}, {GgmlType::BF16, 32}, {GgmlType::Q4_0, 2}, {GgmlType::Q4_1, 3},
+        {GgmlType::Q5_0, 8}, {GgmlType::Q5_1, 9}, {GgmlType::Q8_0, 7}, {GgmlType::Q2_K, 10}, {GgmlType::Q3_K, 12},
+        {GgmlType::Q4_K, 15}, {GgmlType::Q5_K, 17}, {GgmlType::Q6_K, 18}, {GgmlType::IQ4_NL, 25}, {GgmlType::IQ4_XS, 30}};
+    int64_t guessed = -1;
+    for (const auto& [t, f] : kGuess)
+      if (t == most) guessed = f;
+    model_desc += guessed >= 0 ? FtypeName(guessed) + " (guessed)" : "?";
+  }
+  return model_desc;
+}
+
 // The op profile of one bench test as a markdown table (per token, largest first).
 void PrintProfile(const std::vector<OpProfileEntry>& rows, const std::string& graph, const char* test, int n,
                   int reps) {
@@ -466,30 +494,7 @@ int Bench(Common c, bool ctx_given, const std::vector<int>& prompts, const std::
   if (!gguf.ok()) return Fail(gguf.status());
   uint64_t size = 0, params = 0;
   for (const auto& t : (*gguf)->tensors()) { size += t.nbytes; params += static_cast<uint64_t>(t.nelements()); }
-  std::string arch = (*gguf)->GetStringOr("general.architecture", "?").value();
-  // llama-bench's model column is "<arch> <size class> <ftype>"; the size class is llama.cpp's
-  // per-architecture table (LLM_TYPE_*), which Stowage does not keep: "<arch> <ftype>" here.
-  const auto ftype = (*gguf)->GetU32Or("general.file_type", UINT32_MAX);
-  std::string model_desc = arch + " ";
-  if (ftype.ok() && *ftype != UINT32_MAX) {
-    model_desc += FtypeName(*ftype);
-  } else {
-    // No general.file_type: llama_model_loader guesses it from the most common tensor type.
-    std::map<GgmlType, int> count;
-    for (const auto& t : (*gguf)->tensors()) ++count[t.type];
-    GgmlType most = GgmlType::F32;
-    int best = -1;
-    for (const auto& [t, n] : count)
-      if (n > best) { best = n; most = t; }
-    static const std::pair<GgmlType, int> kGuess[] = {
-        {GgmlType::F32, 0}, {GgmlType::F16, 1}, {GgmlType::BF16, 32}, {GgmlType::Q4_0, 2}, {GgmlType::Q4_1, 3},
-        {GgmlType::Q5_0, 8}, {GgmlType::Q5_1, 9}, {GgmlType::Q8_0, 7}, {GgmlType::Q2_K, 10}, {GgmlType::Q3_K, 12},
-        {GgmlType::Q4_K, 15}, {GgmlType::Q5_K, 17}, {GgmlType::Q6_K, 18}, {GgmlType::IQ4_NL, 25}, {GgmlType::IQ4_XS, 30}};
-    int64_t guessed = -1;
-    for (const auto& [t, f] : kGuess)
-      if (t == most) guessed = f;
-    model_desc += guessed >= 0 ? FtypeName(guessed) + " (guessed)" : "?";
-  }
+  const std::string model_desc = ModelDescription(**gguf);
   const int hw = static_cast<int>(std::thread::hardware_concurrency());
   for (int& t : thread_list)
     if (t <= 0) t = hw;
