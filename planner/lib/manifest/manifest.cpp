@@ -137,6 +137,9 @@ bool Performance::operator==(const Performance& o) const {
 }
 
 bool DeviceManifest::SupportsOp(const OpQuery& q) const {
+  if (split_buft && q.op != GgmlOp::MUL_MAT &&
+      std::any_of(q.src.begin(), q.src.end(), [&](const TensorDesc& t) { return t.buft == split_buft->name; }))
+    return false;
   // ggml-cpu supports_op: an extra buffer type that accepts the op makes it supported.
   for (const auto& extra : extra_bufts) {
     for (const auto& rule : extra.supports_op) {

@@ -242,8 +242,11 @@ struct DeviceManifest {
   std::string notes;        ///< free text
   std::string source_path;  ///< file it was read from (not serialized)
 
-  /// ggml_backend_dev_supports_op: true when any extra buft's rules accept `q` (ggml-cpu asks its
-  /// extra bufts first), else the device's op-support table decides.
+  /// ggml_backend_dev_supports_op: false for an op other than MUL_MAT with a source in this
+  /// device's split buft (ggml-cuda FEB25 supports_op: "split buffers can only be used with
+  /// GGML_OP_MUL_MAT", so -sm row keeps norms and MUL_MAT_ID experts out of CUDA<i>_Split); true
+  /// when any extra buft's rules accept `q` (ggml-cpu asks its extra bufts first); else the device's
+  /// op-support table decides.
   bool SupportsOp(const OpQuery& q) const;
   /// ggml_backend_dev_supports_buft: own default / split / extra bufts (by name), any host buft
   /// when supports_buft.any_host, and the names listed in supports_buft.names. Note: like CUDA in
