@@ -108,7 +108,7 @@ int Run(int argc, char** argv) {
       ->check(CLI::Range(0, 2));
   app.add_flag("--timing", timing, "print the time spent building the graphs and placing them");
   bool verbose = false;
-  app.add_flag("-v,--verbose", verbose, "also llama.cpp's debug-level log lines (\"layer N assigned to device D\")");
+  app.add_flag("-v,--verbose", verbose, "also llama.cpp's debug-level log lines (\"layer N assigned to device D\", \"cannot be used with preferred buffer type\")");
   app.add_flag("--fit", fit, "search the largest -ngl that fits the devices' free memory and print it");
   // --explain takes an optional value: "--explain", "--explain json" and "--explain=json".
   std::vector<std::string> args;

@@ -139,7 +139,7 @@ std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcom
   for (size_t il = 0; debug_lines && il < o.layers.device.size(); ++il)
     out.push_back(Fmt("load_tensors: layer %3d assigned to device %s", static_cast<int>(il),
                       ds.devices[o.layers.device[il]].name.c_str()));
-  if (o.moved.count > 0)
+  if (debug_lines && o.moved.count > 0)
     out.push_back(Fmt("load_tensors: tensor '%s' (%s) (and %d others) cannot be used with preferred buffer type %s, "
                       "using %s instead",
                       o.moved.tensor.c_str(), o.moved.type.c_str(), o.moved.count - 1, o.moved.from.c_str(),

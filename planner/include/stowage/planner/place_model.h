@@ -64,8 +64,8 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
 /// (n_copies=%d)" (only when n_copies > 1), "%10s compute buffer size"
 /// (backends with more than one byte, each buffer once), "graph nodes" and
 /// "graph splits = P (with bs=B), T (with bs=1)". One line per string, without newline. The
-/// "assigned to device" lines are llama.cpp's debug level (LLAMA_LOG_DEBUG): only with
-/// `debug_lines`.
+/// "assigned to device" and "cannot be used with preferred buffer type" lines are llama.cpp's
+/// debug level (LLAMA_LOG_DEBUG, FEB25 llama-model.cpp): only with `debug_lines`.
 std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcome& o, const PlacementOptions& opt,
                                      bool debug_lines = true);
 
