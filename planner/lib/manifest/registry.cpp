@@ -226,6 +226,9 @@ Status ApplyMemoryOverrides(std::vector<DeviceManifest>& devices,
                         " bytes); for another machine, name its devices from the registry (plan-model "
                         "--device rtx4090,cpu: the registry's CPU reports no total memory)");
     it->memory_free = o.free_bytes;
+    // A device that reports no memory (the registry's CPU, 0/0 as ggml-cpu FEB25) is given that much
+    // in total too, so that the fit check counts it ("CPU=64GiB" plans a 64 GiB host).
+    if (it->memory_total == 0) it->memory_total = o.free_bytes;
   }
   return Status::Ok();
 }

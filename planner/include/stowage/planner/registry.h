@@ -26,7 +26,8 @@
 
 namespace stowage::planner {
 
-/// A what-if override of one device's free memory ("CUDA1=10GiB").
+/// A what-if override of one device's free memory ("CUDA1=10GiB"). A device whose manifest reports
+/// no memory (total 0, the registry's CPU) gets the same total, so that the fit check counts it.
 struct MemoryOverride {
   std::string device;  ///< device name after instantiation ("CUDA1"), case-insensitive
   uint64_t free_bytes = 0;
