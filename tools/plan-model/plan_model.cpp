@@ -109,6 +109,9 @@ int Run(int argc, char** argv) {
   app.add_flag("--timing", timing, "print the time spent building the graphs and placing them");
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "also llama.cpp's debug-level log lines (\"layer N assigned to device D\", \"cannot be used with preferred buffer type\")");
+  double fit_target_mib = planner::kDefaultFitTargetBytes / 1048576.0;
+  app.add_option("--fit-target", fit_target_mib, "MiB --fit keeps free on each GPU (llama.cpp -fitt; default 1024)")
+      ->check(CLI::Range(0.0, 1048576.0));
   app.add_flag("--fit", fit, "search the largest -ngl that fits the devices' free memory and print it");
   // --explain takes an optional value: "--explain", "--explain json" and "--explain=json".
   std::vector<std::string> args;
@@ -127,13 +130,17 @@ int Run(int argc, char** argv) {
                                         {"-ngl", "--n-gpu-layers"}, {"-sm", "--split-mode"}, {"-ts", "--tensor-split"},
                                         {"-mg", "--main-gpu"}, {"-ot", "--override-tensor"}, {"-cmoe", "--cpu-moe"},
                                         {"-ncmoe", "--n-cpu-moe"}, {"-nkvo", "--no-kv-offload"}, {"-nr", "--no-repack"},
-                                        {"-dev", "--device"}, {"-nopo", "--no-op-offload"}});
+                                        {"-dev", "--device"}, {"-nopo", "--no-op-offload"},
+                                        {"-fitt", "--fit-target"}});
       rc >= 0)
     return rc;
 
   if (opt.n_gpu_layers == tools::kAutoGpuLayers) {  // -ngl auto: llama.cpp fits the layers to free memory
     fit = true;
     opt.n_gpu_layers = 0;
+  } else if (fit && app.count("--n-gpu-layers") > 0) {
+    // llama_params_fit leaves an -ngl the user set alone; here --fit exists only to choose it.
+    return Fail(InvalidArgument("--fit chooses -ngl: give --fit or -ngl N, not both (-ngl auto is --fit)"));
   }
   if (out_opt->count() > 0 && out_path.empty())
     return Fail(InvalidArgument("-o/--output: empty file name (give the plan file to write, or no -o for no plan)"));
@@ -194,7 +201,7 @@ int Run(int argc, char** argv) {
   };
 
   if (fit) {
-    auto ngl = FitGpuLayersToDevices(**gguf, cfg, *machine, opt);
+    auto ngl = FitGpuLayersToDevices(**gguf, cfg, *machine, opt, static_cast<uint64_t>(fit_target_mib * 1048576.0));
     if (!ngl.ok()) return Fail(ngl.status());
     opt.n_gpu_layers = *ngl;
     std::fprintf(log, "plan-model: --fit: -ngl %d fits (of %u layers + output)\n", *ngl, hp->n_layer);

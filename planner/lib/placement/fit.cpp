@@ -79,12 +79,24 @@ std::vector<DeviceMemoryUse> DeviceMemory(const PlacementOutcome& o) {
   return out;
 }
 
-Status CheckFit(const PlacementOutcome& o, bool devices_only) {
+Status CheckFit(const PlacementOutcome& o, bool devices_only, uint64_t margin) {
   const auto use = DeviceMemory(o);
   for (const auto& u : use) {
-    if (!u.reported || u.needed <= u.available) continue;
     const DeviceManifest& m = o.devices.devices[u.device];
-    if (devices_only && (u.device == o.devices.cpu || m.type != DeviceType::kGpu)) continue;
+    const bool gpu = m.type == DeviceType::kGpu && u.device != o.devices.cpu;
+    const uint64_t keep = gpu ? margin : 0;
+    if (!u.reported || u.needed + keep <= u.available) continue;
+    if (devices_only && !gpu) continue;
+    if (keep > 0) {
+      char buf[512];
+      std::snprintf(buf, sizeof buf,
+                    "does not fit: device %s needs %llu bytes (%.2f MiB) + %.2f MiB --fit-target but has %llu bytes "
+                    "(%.2f MiB) available (free %.2f MiB - reserve %.2f MiB)",
+                    u.name.c_str(), static_cast<unsigned long long>(u.needed), u.needed / 1048576.0, keep / 1048576.0,
+                    static_cast<unsigned long long>(u.available), u.available / 1048576.0, m.memory_free / 1048576.0,
+                    m.memory_reserve / 1048576.0);
+      return ResourceExhausted(buf);
+    }
     char buf[512];
     std::snprintf(buf, sizeof buf,
                   "does not fit: device %s needs %llu bytes (%.2f MiB) but has %llu bytes (%.2f MiB) available "
@@ -114,21 +126,30 @@ Result<int> FitGpuLayers(int max_ngl, const std::function<Result<bool>(int, std:
 }
 
 Result<int> FitGpuLayersToDevices(const GgufFile& gguf, const ContextConfig& cfg,
-                                  const std::vector<DeviceManifest>& machine, const PlacementOptions& opt) {
+                                  const std::vector<DeviceManifest>& machine, const PlacementOptions& opt,
+                                  uint64_t margin) {
   if (std::none_of(machine.begin(), machine.end(), [](const DeviceManifest& d) { return d.type == DeviceType::kGpu; }))
     return 0;
   STOWAGE_ASSIGN_OR_RETURN(HParams hp, ReadHParams(gguf));
-  return FitGpuLayers(static_cast<int>(hp.n_layer) + 1, [&](int n, std::string* why) -> Result<bool> {
+  auto fits = [&](int n, uint64_t keep, std::string* why) -> Result<bool> {
     PlacementOptions o = opt;
     o.n_gpu_layers = n;
     STOWAGE_ASSIGN_OR_RETURN(ModelGraphs g, BuildModelGraphs(gguf, cfg));
     STOWAGE_ASSIGN_OR_RETURN(PlacementOutcome out, PlaceModel(g, machine, o));
-    Status s = CheckFit(out, /*devices_only=*/true);
+    Status s = CheckFit(out, /*devices_only=*/true, keep);
     if (s.ok()) return true;
     if (s.code() != StatusCode::kResourceExhausted) return s;
     *why = s.message();
     return false;
-  });
+  };
+  auto r = FitGpuLayers(static_cast<int>(hp.n_layer) + 1, [&](int n, std::string* why) { return fits(n, margin, why); });
+  if (r.ok() || r.status().code() != StatusCode::kResourceExhausted || margin == 0) return r;
+  // Even -ngl 0 leaves less than the margin free (a small GPU): llama_params_fit then keeps the
+  // parameters it was given; here -ngl 0, when that fits without the margin.
+  std::string why;
+  STOWAGE_ASSIGN_OR_RETURN(bool ok0, fits(0, 0, &why));
+  if (ok0) return 0;
+  return r;
 }
 
 }  // namespace stowage::planner

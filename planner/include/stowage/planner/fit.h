@@ -51,8 +51,12 @@ std::vector<DeviceMemoryUse> DeviceMemory(const PlacementOutcome& o);
 /// kResourceExhausted naming the first device whose needed bytes exceed its available bytes:
 /// "does not fit: device D needs N bytes (X MiB) but has A bytes (Y MiB) available (free F MiB -
 /// reserve R MiB)". With `devices_only`, only GPU devices are checked (host memory -- the CPU and
-/// ACCEL devices -- is skipped, as llama_params_fit skips host buffer types, DEC25).
-Status CheckFit(const PlacementOutcome& o, bool devices_only = false);
+/// ACCEL devices -- is skipped, as llama_params_fit skips host buffer types, DEC25), and each GPU
+/// must also keep `margin` bytes free (llama.cpp's --fit-target; the message then names it).
+Status CheckFit(const PlacementOutcome& o, bool devices_only = false, uint64_t margin = 0);
+
+/// llama.cpp's default --fit-target (-fitt): 1024 MiB kept free on each device (common, DEC25).
+inline constexpr uint64_t kDefaultFitTargetBytes = 1024ull << 20;
 
 /// The largest n_gpu_layers in [0, max_ngl] for which `fits(ngl)` is true, by binary search.
 /// `fits` must be monotonic (true up to some ngl, false above): plan-model passes CheckFit with
@@ -65,9 +69,11 @@ Result<int> FitGpuLayers(int max_ngl, const std::function<Result<bool>(int ngl, 
 
 /// --fit and -ngl auto (plan-model, stowage-run's on-the-fly plan): FitGpuLayers over
 /// [0, n_layer + 1] where a try is BuildModelGraphs(gguf, cfg) + PlaceModel(machine, opt with that
-/// n_gpu_layers) + CheckFit(devices_only). 0 without trying when `machine` has no GPU device.
-/// Errors: those of FitGpuLayers, BuildModelGraphs and PlaceModel.
+/// n_gpu_layers) + CheckFit(devices_only, margin). 0 without trying when `machine` has no GPU
+/// device. Unlike llama_params_fit it moves whole layers only (no MoE expert overflow, no context
+/// reduction). Errors: those of FitGpuLayers, BuildModelGraphs and PlaceModel.
 Result<int> FitGpuLayersToDevices(const GgufFile& gguf, const ContextConfig& cfg,
-                                  const std::vector<DeviceManifest>& machine, const PlacementOptions& opt);
+                                  const std::vector<DeviceManifest>& machine, const PlacementOptions& opt,
+                                  uint64_t margin = kDefaultFitTargetBytes);
 
 }  // namespace stowage::planner
