@@ -193,7 +193,10 @@ int Run(int argc, char** argv) {
   if (!hp.ok()) return Fail(hp.status());
   if ((cpu_moe || n_cpu_moe > 0) && hp->n_expert == 0)
     std::fprintf(stderr, "plan-model: warning: --cpu-moe/--n-cpu-moe given but the model has no experts\n");
+  const uint32_t batch_asked = cfg.n_batch;
   if (Status s = ResolveContext(*hp, model_path, &cfg); !s.ok()) return Fail(s);
+  if (std::min(cfg.n_ctx, batch_asked) < kKqMaskPad)  // llama_init_from_model's warning
+    std::fprintf(log, "llama_init_from_model: n_batch is less than GGML_KQ_MASK_PAD - increasing to %u\n", kKqMaskPad);
 
   auto plan = [&](const PlacementOptions& o, ModelGraphs* graphs) -> Result<PlacementOutcome> {
     STOWAGE_ASSIGN_OR_RETURN(*graphs, BuildModelGraphs(**gguf, cfg));

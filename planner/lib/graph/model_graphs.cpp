@@ -213,9 +213,10 @@ Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig*
     return InvalidArgument("context size " + std::to_string(cfg->n_ctx) + " exceeds the largest Stowage plans (" +
                            std::to_string(kMaxContextTokens) + " tokens)");
   // llama_init_from_model pads n_ctx to llama_kv_cache_get_padding (32 without flash attention)
-  // because kv_self.n is padded during inference; n_batch <= n_ctx and >= GGML_KQ_MASK_PAD (32).
+  // because kv_self.n is padded during inference; n_batch <= n_ctx, then raised to at least
+  // GGML_KQ_MASK_PAD (64 in FEB25 ggml.h; "n_batch is less than GGML_KQ_MASK_PAD - increasing").
   cfg->n_ctx = (cfg->n_ctx + 31) / 32 * 32;
-  cfg->n_batch = std::max<uint32_t>(std::min(cfg->n_ctx, cfg->n_batch), 32);
+  cfg->n_batch = std::max<uint32_t>(std::min(cfg->n_ctx, cfg->n_batch), kKqMaskPad);
   cfg->n_ubatch = std::min(cfg->n_ubatch, cfg->n_batch);
   return Status::Ok();
 }

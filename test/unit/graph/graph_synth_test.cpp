@@ -162,13 +162,19 @@ TEST(HParams, ResolveContextAsLlamaInitFromModel) {
   EXPECT_EQ(cfg.n_batch, 1024u);
   EXPECT_EQ(cfg.n_ubatch, 512u);
   cfg = ContextConfig{};
-  cfg.n_ctx = 64;
-  cfg.n_batch = 16;  // below GGML_KQ_MASK_PAD: raised to 32
+  cfg.n_ctx = 128;
+  cfg.n_batch = 16;  // below GGML_KQ_MASK_PAD (64 in FEB25 ggml.h): raised to 64
   cfg.n_ubatch = 512;
   ASSERT_TRUE(ResolveContext(hp, "m.gguf", &cfg).ok());
-  EXPECT_EQ(cfg.n_ctx, 64u);
-  EXPECT_EQ(cfg.n_batch, 32u);
-  EXPECT_EQ(cfg.n_ubatch, 32u);
+  EXPECT_EQ(cfg.n_ctx, 128u);
+  EXPECT_EQ(cfg.n_batch, 64u);
+  EXPECT_EQ(cfg.n_ubatch, 64u);
+  cfg = ContextConfig{};
+  cfg.n_ctx = 32;  // min(n_ctx, n_batch) first, then the raise: n_batch 64 > n_ctx, as llama.cpp
+  cfg.n_ubatch = 16;
+  ASSERT_TRUE(ResolveContext(hp, "m.gguf", &cfg).ok());
+  EXPECT_EQ(cfg.n_batch, 64u);
+  EXPECT_EQ(cfg.n_ubatch, 16u);
 
   // breaker: context_length 2^32-1 wrapped to n_ctx 0 in the padding and gave an unusable plan.
   hp.n_ctx_train = 4294967295u;
