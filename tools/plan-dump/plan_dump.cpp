@@ -291,11 +291,19 @@ ordered_json Json(const fb::Plan& p, bool nodes) {
   j["explain"] = ordered_json::array();
   if (p.explain())
     for (const auto* e : *p.explain()) {
+      // The records as plan-model --explain=json prints them (planner/lib/placement/explain.cpp):
+      // each rejected "<candidate>: <reason>" as {candidate, reason}.
       ordered_json rej = ordered_json::array();
       if (e->rejected())
-        for (const auto* r : *e->rejected()) rej.push_back(r->str());
+        for (const auto* r : *e->rejected()) {
+          const std::string text = r->str();
+          const size_t c = text.find(": ");
+          rej.push_back({{"candidate", c == std::string::npos ? text : text.substr(0, c)},
+                         {"reason", c == std::string::npos ? std::string() : text.substr(c + 2)}});
+        }
       j["explain"].push_back({{"subject", Str(e->subject())}, {"graph", Str(e->graph())}, {"device", Str(e->device())},
-                              {"buffer_type", Str(e->buft())}, {"rule", Str(e->rule())}, {"rejected", rej}});
+                              {"buffer_type", Str(e->buft())}, {"rule", Str(e->rule())}, {"code", Str(e->code())},
+                              {"rejected", rej}});
     }
   return j;
 }
@@ -313,7 +321,7 @@ int Run(int argc, char** argv) {
   app.add_flag("--nodes", nodes, "also print every node of every split (text) or every graph tensor (JSON)");
   app.add_flag("--check-memory", check_memory,
                "check that no two tensors live at the same time share buffer bytes (compute buffers; weights and "
-               "KV cache of allocated buffers); exit 1 if any do");
+               "KV cache of allocated buffers); exit 1 if any do; with --json, {ok, tensors_checked, conflicts}");
   if (int rc = stowage::tools::ParseWithAliases(app, argc, argv, {}); rc >= 0) return rc;
   auto plan = stowage::PlanFile::Load(path);
   if (!plan.ok()) {
@@ -323,6 +331,11 @@ int Run(int argc, char** argv) {
   const fb::Plan& p = (*plan)->root();
   if (check_memory) {
     const stowage::MemoryCheckReport rep = stowage::CheckComputeMemory(**plan);
+    if (json) {  // {"ok", "tensors_checked", "conflicts"}; exit status as the text form
+      ordered_json j = {{"ok", rep.conflicts.empty()}, {"tensors_checked", rep.tensors_checked}, {"conflicts", rep.conflicts}};
+      std::printf("%s\n", j.dump(2, ' ', false, ordered_json::error_handler_t::replace).c_str());
+      return rep.conflicts.empty() ? 0 : 1;
+    }
     for (const auto& c : rep.conflicts) std::printf("plan-dump: conflict: %s\n", c.c_str());
     if (!rep.conflicts.empty()) return 1;
     std::printf("plan-dump: compute memory OK (%d tensors checked)\n", rep.tensors_checked);

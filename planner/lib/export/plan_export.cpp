@@ -1,5 +1,7 @@
 #include "stowage/planner/plan_export.h"
 
+#include "stowage/planner/explain.h"
+
 #include "stowage/plan/plan_generated.h"
 #include "stowage/runtime/model_identity.h"
 
@@ -98,7 +100,7 @@ std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, c
     std::vector<flatbuffers::Offset<flatbuffers::String>> rej;
     for (const auto& r : e.rejected) rej.push_back(b.CreateString(r));
     explain.push_back(fb::CreateExplainRecordDirect(b, e.subject.c_str(), e.graph.c_str(), e.device.c_str(),
-                                                    e.buft.c_str(), e.rule.c_str(), &rej));
+                                                    e.buft.c_str(), e.rule.c_str(), &rej, ExplainRuleCode(e.code)));
   }
   auto plan = fb::CreatePlanDirect(b, kSchemaVersion, "stowage plan-model 0.1", model, ctx, &devices, &backends, &buffers,
                                    &tensors, &graphs, &explain, flags.c_str(), static_cast<uint32_t>(p.n_copies));
