@@ -107,6 +107,9 @@ int Run(int argc, char** argv) {
   app.add_option("--debug-splits", debug_splits, "print the scheduler's splits as GGML_SCHED_DEBUG=N does (0, 1, 2)")
       ->check(CLI::Range(0, 2));
   app.add_flag("--timing", timing, "print the time spent building the graphs and placing them");
+  bool no_fit_check = false;
+  app.add_flag("--no-fit-check", no_fit_check,
+               "write the plan even when it does not fit a device's memory (a warning instead of the error)");
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "also llama.cpp's debug-level log lines (\"layer N assigned to device D\", \"cannot be used with preferred buffer type\")");
   double fit_target_mib = planner::kDefaultFitTargetBytes / 1048576.0;
@@ -229,7 +232,13 @@ int Run(int argc, char** argv) {
   }
   if (explain == "text") std::printf("%s", ExplainText(outcome->placement).c_str());
   if (explain == "json") std::printf("%s", ExplainJson(outcome->placement).c_str());
-  if (Status s = CheckFit(*outcome); !s.ok()) return Fail(s);
+  if (Status s = CheckFit(*outcome); !s.ok()) {
+    if (!no_fit_check) return Fail(s);
+    // --no-fit-check: the plan is still written, to inspect with plan-dump (a runtime refuses to
+    // allocate it on the machine described).
+    std::fflush(stdout);
+    std::fprintf(stderr, "plan-model: warning: %s (written anyway: --no-fit-check)\n", s.message().c_str());
+  }
 
   if (!out_path.empty()) {
     std::string flags;
