@@ -159,8 +159,22 @@ std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcom
     if (g.kind != TensorKind::kKvCache) continue;
     (g.name.rfind("cache_k", 0) == 0 ? k_bytes : v_bytes) += g.nbytes;
   }
-  // llama_init_from_model's warning for a context beyond the one the model was trained with.
-  const uint32_t n_ctx_per_seq = m.cfg.n_ctx / std::max<uint32_t>(1, m.cfg.n_seq_max);
+  // llama_init_from_model's context summary (FEB25 src/llama.cpp), then its warnings for a context
+  // below or beyond the one the model was trained with. Stowage plans without flash attention.
+  const uint32_t n_seq_max = std::max<uint32_t>(1, m.cfg.n_seq_max);
+  const uint32_t n_ctx_per_seq = m.cfg.n_ctx / n_seq_max;
+  out.push_back(Fmt("llama_init_from_model: n_seq_max     = %u", n_seq_max));
+  out.push_back(Fmt("llama_init_from_model: n_ctx         = %u", m.cfg.n_ctx));
+  out.push_back(Fmt("llama_init_from_model: n_ctx_per_seq = %u", n_ctx_per_seq));
+  out.push_back(Fmt("llama_init_from_model: n_batch       = %u", m.cfg.n_batch));
+  out.push_back(Fmt("llama_init_from_model: n_ubatch      = %u", m.cfg.n_ubatch));
+  out.push_back("llama_init_from_model: flash_attn    = 0");
+  out.push_back(Fmt("llama_init_from_model: freq_base     = %.1f", m.hp.rope_freq_base));
+  out.push_back(Fmt("llama_init_from_model: freq_scale    = %g", m.hp.rope_freq_scale));
+  if (!m.hp.recurrent() && n_ctx_per_seq < m.hp.n_ctx_train)
+    out.push_back(Fmt("llama_init_from_model: n_ctx_per_seq (%u) < n_ctx_train (%u) -- the full capacity of the model "
+                      "will not be utilized",
+                      n_ctx_per_seq, m.hp.n_ctx_train));
   if (!m.hp.recurrent() && n_ctx_per_seq > m.hp.n_ctx_train)
     out.push_back(Fmt("llama_init_from_model: n_ctx_per_seq (%u) > n_ctx_train (%u) -- possible training context overflow",
                       n_ctx_per_seq, m.hp.n_ctx_train));
