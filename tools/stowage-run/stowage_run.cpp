@@ -442,6 +442,12 @@ struct BenchTest {
   }
 };
 
+/// llama-bench's test name: "pp512", "tg128", "pp512+tg128".
+std::string TestName(const BenchTest& t) {
+  if (t.n_prompt > 0 && t.n_gen > 0) return "pp" + std::to_string(t.n_prompt) + "+tg" + std::to_string(t.n_gen);
+  return t.n_prompt > 0 ? "pp" + std::to_string(t.n_prompt) : "tg" + std::to_string(t.n_gen);
+}
+
 /// llama-bench's list values: "512", "128,256,512", "1-4" (first to last), "1-8+2" (step 2),
 /// "1-64*2" (times 2). Errors name the option and the item.
 Result<std::vector<int>> ParseIntList(const std::string& text, const std::string& name, int lo, int hi) {
@@ -485,9 +491,11 @@ Result<std::vector<int>> ParseIntList(const std::string& text, const std::string
 }
 
 int Bench(Common c, bool ctx_given, const std::vector<int>& prompts, const std::vector<int>& gens,
-          std::vector<int> thread_list, int reps, bool json_summary, const std::string& format, bool profile) {
-  const int max_p = *std::max_element(prompts.begin(), prompts.end());
+          const std::vector<std::pair<int, int>>& pgs, std::vector<int> thread_list, int reps, bool json_summary,
+          const std::string& format, bool profile) {
+  int max_p = *std::max_element(prompts.begin(), prompts.end());
   const int max_n = *std::max_element(gens.begin(), gens.end());
+  for (const auto& [n_p, n_g] : pgs) max_p = std::max(max_p, n_p + n_g);  // a -pg test fills both
   // Without -c, a context just large enough for the largest test (-c 0: the model's training context).
   if (!ctx_given) c.n_ctx = static_cast<uint32_t>(std::max(max_p, max_n) + 8);
   auto gguf = GgufFile::Open(c.model);
@@ -517,22 +525,24 @@ int Bench(Common c, bool ctx_given, const std::vector<int>& prompts, const std::
         return Fail(OutOfRange(std::string(name) + " " + std::to_string(n) + " exceeds the context of " +
                                std::to_string(s.n_ctx()) + " tokens (" +
                                (c.plan.empty() ? "-c" : "the plan's; re-plan with plan-model -c") + ")"));
-    auto run = [&](int n, bool prompt) -> Status {
+    // One test: a prompt of n_p tokens in one batch, then n_g tokens one at a time (pp: n_g = 0,
+    // tg: n_p = 0, llama-bench's -pg: both; tokens/s counts both).
+    auto run = [&](int n_p, int n_g) -> Status {
       BenchTest t;
       t.threads = threads;
-      (prompt ? t.n_prompt : t.n_gen) = n;
+      t.n_prompt = n_p;
+      t.n_gen = n_g;
       std::vector<float> logits;
+      const int n = n_p + n_g;
       for (int r = 0; r < reps + 1; ++r) {  // first run is a warm-up
         s.Reset();
         if (r == 1) s.ResetOpProfile();
         std::vector<int32_t> toks(static_cast<size_t>(n), 1);
         for (int i = 0; i < n; ++i) toks[i] = (i * 7 + 3) % static_cast<int>(s.n_vocab());
         const auto t0 = Clock::now();
-        if (prompt) {
-          STOWAGE_RETURN_IF_ERROR(s.Decode(toks, false, &logits));
-        } else {
-          for (int i = 0; i < n; ++i) STOWAGE_RETURN_IF_ERROR(s.Decode({toks[i]}, false, &logits));
-        }
+        if (n_p > 0)
+          STOWAGE_RETURN_IF_ERROR(s.Decode(std::vector<int32_t>(toks.begin(), toks.begin() + n_p), false, &logits));
+        for (int i = n_p; i < n; ++i) STOWAGE_RETURN_IF_ERROR(s.Decode({toks[i]}, false, &logits));
         if (r > 0) t.tps.push_back(n / Seconds(t0, Clock::now()));
       }
       t.profile = s.OpProfile();
@@ -541,10 +551,13 @@ int Bench(Common c, bool ctx_given, const std::vector<int>& prompts, const std::
     };
     for (int n : prompts)
       if (n > 0)
-        if (Status st = run(n, true); !st.ok()) return Fail(st.WithPrefix("pp" + std::to_string(n)));
+        if (Status st = run(n, 0); !st.ok()) return Fail(st.WithPrefix("pp" + std::to_string(n)));
     for (int n : gens)
       if (n > 0)
-        if (Status st = run(n, false); !st.ok()) return Fail(st.WithPrefix("tg" + std::to_string(n)));
+        if (Status st = run(0, n); !st.ok()) return Fail(st.WithPrefix("tg" + std::to_string(n)));
+    for (const auto& [n_p, n_g] : pgs)
+      if (Status st = run(n_p, n_g); !st.ok())
+        return Fail(st.WithPrefix("pp" + std::to_string(n_p) + "+tg" + std::to_string(n_g)));
   }
 
   if (json_summary) {  // the benchmark harness's one line (scripts/bench-vs-llamacpp.sh)
@@ -606,12 +619,12 @@ int Bench(Common c, bool ctx_given, const std::vector<int>& prompts, const std::
   std::printf("| model | size | params | backend | threads | test | t/s |\n");
   std::printf("| ----- | ---: | -----: | ------- | ------: | ---: | --: |\n");
   for (const auto& t : tests)
-    std::printf("| %s | %s | %s | %s | %d | %s%d | %.2f ± %.2f |\n", model_desc.c_str(), size_s, params_s,
-                backend.c_str(), t.threads, t.n_prompt > 0 ? "pp" : "tg", t.n_prompt > 0 ? t.n_prompt : t.n_gen,
-                t.Mean(), t.Sd());
+    std::printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f |\n", model_desc.c_str(), size_s, params_s,
+                backend.c_str(), t.threads, TestName(t).c_str(), t.Mean(), t.Sd());
   if (profile)
     for (const auto& t : tests) {
       // A prompt of n tokens runs the "pp" graph (one token: "tg", as llama.cpp's graphs).
+      if (t.n_prompt > 0 && t.n_gen > 0) continue;  // a -pg test mixes both graphs
       if (t.n_prompt > 0) PrintProfile(t.profile, t.n_prompt == 1 ? "tg" : "pp", "pp", t.n_prompt, reps);
       else PrintProfile(t.profile, "tg", "tg", t.n_gen, reps);
     }
@@ -702,6 +715,9 @@ int Run(int argc, char** argv) {
                     "prompt tokens of the pp tests (0 = none); as llama-bench, a list: 128,512 or 64-512*2 or 1-4+1");
   bench->add_option("-n,--n-gen", n_gen_list, "generated tokens of the tg tests (0 = none); a list as -p");
   bench->add_option("-t,--threads", threads_list, "CPU threads (0 = all); a list as -p, one session each");
+  std::vector<std::string> pg_list;
+  bench->add_option("--pg", pg_list, "pp,tg: a prompt of pp tokens then tg generated ones in one test (llama-bench -pg; repeatable)")
+      ->allow_extra_args(false);
   bench->add_option("-r,--repetitions", reps, "repetitions")->check(NumberIn(1, 1000000, true));
   std::string bench_format = "md";
   bench->add_option("-o,--output", bench_format, "output format: md, csv, json, jsonl (llama-bench's field names)")
@@ -719,7 +735,8 @@ int Run(int argc, char** argv) {
 
   if (int rc = tools::ParseWithAliases(app, argc, argv,
                                        {{"-ub", "--ubatch-size"}, {"-ngl", "--n-gpu-layers"}, {"-ctk", "--cache-type-k"},
-                                        {"-ctv", "--cache-type-v"}, {"-nr", "--no-repack"}, {"-nkvo", "--no-kv-offload"}});
+                                        {"-ctv", "--cache-type-v"}, {"-nr", "--no-repack"}, {"-nkvo", "--no-kv-offload"},
+                                        {"-pg", "--pg"}});
       rc >= 0)
     return rc;
   sp.seed = seed < 0 ? kRandomSeed : static_cast<uint32_t>(seed);
@@ -754,10 +771,20 @@ int Run(int argc, char** argv) {
       if (!t.ok()) return Fail(t.status());
       threads = *t;
     }
+    std::vector<std::pair<int, int>> pgs;
+    for (const std::string& v : pg_list) {
+      const size_t comma = v.find(',');
+      auto pp = ParseIntList(v.substr(0, comma), "-pg", 1, static_cast<int>(kMaxTokens) / 2);
+      auto tg = comma == std::string::npos ? Result<std::vector<int>>(InvalidArgument("-pg: '" + v + "' is not pp,tg"))
+                                           : ParseIntList(v.substr(comma + 1), "-pg", 1, static_cast<int>(kMaxTokens) / 2);
+      if (!pp.ok() || !tg.ok() || pp->size() != 1 || tg->size() != 1)
+        return Fail(InvalidArgument("-pg: '" + v + "' is not pp,tg (two token counts >= 1, e.g. -pg 512,128)"));
+      pgs.push_back({pp->front(), tg->front()});
+    }
     const auto none = [](const std::vector<int>& v) { return std::all_of(v.begin(), v.end(), [](int x) { return x == 0; }); };
-    if (none(*prompts) && none(*gens))
+    if (none(*prompts) && none(*gens) && pgs.empty())
       return Fail(InvalidArgument("bench: nothing to measure (-p/--n-prompt and -n/--n-gen are both 0)"));
-    if (bench_json && (prompts->size() > 1 || gens->size() > 1 || threads.size() > 1))
+    if (bench_json && (prompts->size() > 1 || gens->size() > 1 || threads.size() > 1 || !pgs.empty()))
       return Fail(InvalidArgument("bench: --json takes one value of -p, -n and -t (use -o json for lists)"));
     if (bench_json && bench->count("--output") > 0)
       return Fail(InvalidArgument("bench: --json and -o/--output exclude each other"));
@@ -770,7 +797,7 @@ int Run(int argc, char** argv) {
       if (t > 4 * hw)
         return Fail(InvalidArgument("-t/--threads: " + std::to_string(t) + " is outside [0, " + std::to_string(4 * hw) +
                                     "] (0 = all " + std::to_string(hw) + " hardware threads; at most 4x oversubscription)"));
-    return Bench(c, app.count("--ctx-size") > 0, *prompts, *gens, threads, reps, bench_json,
+    return Bench(c, app.count("--ctx-size") > 0, *prompts, *gens, pgs, threads, reps, bench_json,
                  bench_format, bench_profile);
   }
   const bool from_file = app.count("--file") > 0;
