@@ -790,13 +790,9 @@ int Run(int argc, char** argv) {
       return Fail(InvalidArgument("bench: --json and -o/--output exclude each other"));
     if (bench_profile && bench_format != "md")
       return Fail(InvalidArgument("bench: --profile prints markdown tables after the results: only with -o md"));
-    // The session's limit (0 = all hardware threads, at most 4x oversubscription), checked for every
-    // value before the first test runs.
-    const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    // The session's limit, checked for every value before the first test runs.
     for (int t : threads)
-      if (t > 4 * hw)
-        return Fail(InvalidArgument("-t/--threads: " + std::to_string(t) + " is outside [0, " + std::to_string(4 * hw) +
-                                    "] (0 = all " + std::to_string(hw) + " hardware threads; at most 4x oversubscription)"));
+      if (Status st = CheckThreadCount(t, "-t/--threads:"); !st.ok()) return Fail(st);
     return Bench(c, app.count("--ctx-size") > 0, *prompts, *gens, pgs, threads, reps, bench_json,
                  bench_format, bench_profile);
   }

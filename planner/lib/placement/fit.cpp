@@ -87,21 +87,13 @@ Status CheckFit(const PlacementOutcome& o, bool devices_only, uint64_t margin) {
     const uint64_t keep = gpu ? margin : 0;
     if (!u.reported || u.needed + keep <= u.available) continue;
     if (devices_only && !gpu) continue;
-    if (keep > 0) {
-      char buf[512];
-      std::snprintf(buf, sizeof buf,
-                    "does not fit: device %s needs %llu bytes (%.2f MiB) + %.2f MiB --fit-target but has %llu bytes "
-                    "(%.2f MiB) available (free %.2f MiB - reserve %.2f MiB)",
-                    u.name.c_str(), static_cast<unsigned long long>(u.needed), u.needed / 1048576.0, keep / 1048576.0,
-                    static_cast<unsigned long long>(u.available), u.available / 1048576.0, m.memory_free / 1048576.0,
-                    m.memory_reserve / 1048576.0);
-      return ResourceExhausted(buf);
-    }
+    char target[64] = "";  // the --fit-target margin, when one is kept
+    if (keep > 0) std::snprintf(target, sizeof target, " + %.2f MiB --fit-target", keep / 1048576.0);
     char buf[512];
     std::snprintf(buf, sizeof buf,
-                  "does not fit: device %s needs %llu bytes (%.2f MiB) but has %llu bytes (%.2f MiB) available "
+                  "does not fit: device %s needs %llu bytes (%.2f MiB)%s but has %llu bytes (%.2f MiB) available "
                   "(free %.2f MiB - reserve %.2f MiB)",
-                  u.name.c_str(), static_cast<unsigned long long>(u.needed), u.needed / 1048576.0,
+                  u.name.c_str(), static_cast<unsigned long long>(u.needed), u.needed / 1048576.0, target,
                   static_cast<unsigned long long>(u.available), u.available / 1048576.0, m.memory_free / 1048576.0,
                   m.memory_reserve / 1048576.0);
     return ResourceExhausted(buf);

@@ -201,12 +201,18 @@ Status Session::Impl::CheckIdentity() {
   return Status::Ok();
 }
 
+Status CheckThreadCount(int n_threads, const std::string& subject) {
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (n_threads < 0 || n_threads > 4 * hw)
+    return InvalidArgument(subject + " " + std::to_string(n_threads) + " is outside [0, " + std::to_string(4 * hw) +
+                           "] (0 = all " + std::to_string(hw) + " hardware threads; at most 4x oversubscription)");
+  return Status::Ok();
+}
+
 Status Session::Impl::CreateBackends(const SessionOptions& opts) {
   const auto& r = plan->root();
+  STOWAGE_RETURN_IF_ERROR(CheckThreadCount(opts.n_threads));
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (opts.n_threads < 0 || opts.n_threads > 4 * hw)
-    return InvalidArgument("n_threads " + std::to_string(opts.n_threads) + " is outside [0, " + std::to_string(4 * hw) +
-                           "] (0 = all " + std::to_string(hw) + " hardware threads; at most 4x oversubscription)");
   const int n_threads = opts.n_threads > 0 ? opts.n_threads : hw;
   for (const auto* be : *r.backends()) {
     const auto* dev = r.devices()->Get(be->device());

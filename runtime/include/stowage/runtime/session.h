@@ -21,6 +21,12 @@ namespace exec {
 class BackendFactory;
 }
 
+/// The thread counts a Session accepts (SessionOptions::n_threads): 0 (all hardware threads) up to
+/// 4x the hardware threads. Errors (kInvalidArgument): "<subject> N is outside [0, 4*hw] (0 = all
+/// hw hardware threads; at most 4x oversubscription)", `subject` naming the value ("n_threads" in
+/// Session::Create; a tool checking its list before the first Session opens names its option).
+Status CheckThreadCount(int n_threads, const std::string& subject = "n_threads");
+
 struct SessionOptions {
   int n_threads = 0;  ///< CPU threads; 0 = all hardware threads; more than 4x the hardware threads is an error
   /// Called while weights are uploaded, with the fraction done (0..1]; may be empty.
