@@ -219,16 +219,19 @@ TEST(CpuElementwise, DenseAndStridedRowsBitIdentical) {
 // CPY of short rows with equal shapes (the transposed V store of token generation: rows of one
 // element) converts element by element; F32 -> F16 / BF16 / F32 must match the row converters.
 TEST(CpuCpy, ShortRowsMatchRowConversion) {
-  const int64_t n = 37;
-  Tensor src(GgmlType::F32, 1, n);
+  const int64_t n = 37, planes = 3;  // [1, n, planes]: the F32 -> F16 store converts along ne1 per plane
+  Tensor src(GgmlType::F32, 1, n, planes);
   Fill(src, 90, -70000, 70000);
-  for (GgmlType dt : {GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
-    Tensor dst(dt, 1, n), ref(dt, n);
-    ComputeContext ctx = Ctx(2);
-    ASSERT_TRUE(Cpy(ctx, src.v, dst.v).ok()) << GgmlTypeName(dt);
-    ASSERT_TRUE(QuantizeRow(dt, src.f32(), ref.buf.data(), n).ok());
-    EXPECT_EQ(std::memcmp(dst.buf.data(), ref.buf.data(), size_t(n) * GetTypeTraits(dt).type_size), 0) << GgmlTypeName(dt);
-  }
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512})
+    for (GgmlType dt : {GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
+      Tensor dst(dt, 1, n, planes), ref(dt, n * planes);
+      ComputeContext ctx = Ctx(2);
+      ctx.max_isa = isa;
+      ASSERT_TRUE(Cpy(ctx, src.v, dst.v).ok()) << GgmlTypeName(dt);
+      ASSERT_TRUE(QuantizeRow(dt, src.f32(), ref.buf.data(), n * planes).ok());
+      EXPECT_EQ(std::memcmp(dst.buf.data(), ref.buf.data(), size_t(n * planes) * GetTypeTraits(dt).type_size), 0)
+          << GgmlTypeName(dt) << " isa " << int(isa);
+    }
 }
 
 TEST(CpuMulMat, Errors) {
@@ -263,6 +266,24 @@ TEST(CpuNorm, RmsNormAndNorm) {
       EXPECT_NEAR(y.at(i, r), x.at(i, r) / std::sqrt(ss / 37 + 1e-5), 1e-5);
       EXPECT_NEAR(z.at(i, r), (x.at(i, r) - mean) / std::sqrt(var + 1e-5), 1e-5);
     }
+  }
+}
+
+// The SIMD sums of squares change no bit: RMS_NORM at the best level equals the scalar level's,
+// rows of any length (tails of 1-7 after the multiple of 8), strided and in place.
+TEST(CpuNorm, RmsNormSimdBitsEqualScalar) {
+  for (int64_t ne0 : {1, 7, 8, 37, 2048, 2051}) {
+    Tensor x(GgmlType::F32, ne0, 3), y(GgmlType::F32, ne0, 3), z(GgmlType::F32, ne0, 3);
+    Fill(x, 21, -9, 9);
+    ComputeContext fast = Ctx(), ref = Ctx();
+    ref.max_isa = IsaLevel::kScalar;
+    ASSERT_TRUE(RmsNorm(fast, x.v, y.v, 1e-6f).ok());
+    ASSERT_TRUE(RmsNorm(ref, x.v, z.v, 1e-6f).ok());
+    EXPECT_EQ(std::memcmp(y.buf.data(), z.buf.data(), size_t(ne0) * 3 * 4), 0) << ne0;
+    Tensor w = x;  // in place
+    w.v.data = w.buf.data();
+    ASSERT_TRUE(RmsNorm(fast, w.v, w.v, 1e-6f).ok());
+    EXPECT_EQ(std::memcmp(w.buf.data(), z.buf.data(), size_t(ne0) * 3 * 4), 0) << ne0 << " in place";
   }
 }
 
@@ -373,6 +394,62 @@ TEST(CpuRope, NormalNeoxFreqFactorsYarn) {
         for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(y.f32()[i], ref[i], 3e-3) << mode << yarn << use_ff << i;
       }
     }
+  }
+}
+
+// One-position ROPEs (token generation) share the angle cache of the previous call through the
+// ComputeContext: a sequence of calls on one context, changing one input at a time (position,
+// n_dims, mode, every frequency parameter, the freq_factors' values in the same buffer), gives
+// the bits of a fresh context for each; in place equals out of place.
+TEST(CpuRope, OnePositionCacheFollowsEveryInput) {
+  const int64_t hd = 16, nh = 4;
+  Tensor x(GgmlType::F32, hd, nh, 1), y(GgmlType::F32, hd, nh, 1), r(GgmlType::F32, hd, nh, 1), pos(GgmlType::I32, 1),
+      ff(GgmlType::F32, 8);
+  Fill(x, 31, -2, 2);
+  for (int i = 0; i < 8; ++i) ff.f32()[i] = 1.0f + 0.5f * float(i);
+  RopeParams base;
+  base.n_dims = 16;
+  base.mode = 0;
+  base.n_ctx_orig = 4096;
+  base.freq_base = 10000.f;
+  base.freq_scale = 1.f;
+  struct Step { int32_t pos; RopeParams p; bool use_ff; float ff0; };
+  std::vector<Step> steps;
+  auto add = [&](int32_t p, auto edit, bool use_ff = false, float ff0 = 1.0f) {
+    RopeParams q = base;
+    edit(q);
+    steps.push_back({p, q, use_ff, ff0});
+  };
+  auto same = [](RopeParams&) {};
+  add(5, same);
+  add(5, same);  // a hit
+  add(6, same);
+  add(6, [](RopeParams& q) { q.n_dims = 8; });
+  add(6, [](RopeParams& q) { q.mode = 2; });
+  add(6, [](RopeParams& q) { q.freq_base = 500000.f; });
+  add(6, [](RopeParams& q) { q.freq_scale = 0.25f; q.ext_factor = 1.f; });
+  add(6, [](RopeParams& q) { q.freq_scale = 0.25f; q.ext_factor = 1.f; q.beta_fast = 16.f; });
+  add(6, [](RopeParams& q) { q.freq_scale = 0.25f; q.ext_factor = 1.f; q.beta_slow = 2.f; });
+  add(6, [](RopeParams& q) { q.freq_scale = 0.25f; q.ext_factor = 1.f; q.n_ctx_orig = 2048; });
+  add(6, [](RopeParams& q) { q.attn_factor = 0.5f; });
+  add(6, same, true, 1.0f);
+  add(6, same, true, 4.0f);  // same freq_factors buffer, new values
+  add(6, same);
+  ComputeContext keep = Ctx(1);  // one context across the steps
+  for (size_t i = 0; i < steps.size(); ++i) {
+    SCOPED_TRACE(i);
+    ComputeContext fresh = Ctx(1);
+    pos.i32()[0] = steps[i].pos;
+    ff.f32()[0] = steps[i].ff0;
+    TensorView none;
+    const TensorView& fv = steps[i].use_ff ? ff.v : none;
+    ASSERT_TRUE(Rope(keep, x.v, pos.v, fv, y.v, steps[i].p).ok());
+    ASSERT_TRUE(Rope(fresh, x.v, pos.v, fv, r.v, steps[i].p).ok());
+    EXPECT_EQ(std::memcmp(y.buf.data(), r.buf.data(), size_t(hd * nh) * 4), 0);
+    Tensor w = x;
+    w.v.data = w.buf.data();
+    ASSERT_TRUE(Rope(keep, w.v, pos.v, fv, w.v, steps[i].p).ok());
+    EXPECT_EQ(std::memcmp(w.buf.data(), r.buf.data(), size_t(hd * nh) * 4), 0) << "in place";
   }
 }
 

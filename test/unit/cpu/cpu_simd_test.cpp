@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -279,6 +280,60 @@ TEST(CpuSimd, SiluRowDispatch) {
     EXPECT_EQ(GetSiluRow(IsaLevel::kAvx2), &avx2::SiluRowF32);
     EXPECT_EQ(GetSwiGluRow(IsaLevel::kAvx2), &avx2::SwiGluRowF32);
   }
+}
+
+// RMS_NORM's sums of squares: every level gives the scalar reference's eight partial sums bit for
+// bit (the same double lanes added in the same order), from any starting sums, for every length.
+TEST(CpuSimd, SumSquares8MatchScalar) {
+  std::vector<std::pair<const char*, SumSquares8Fn>> levels;
+  if (DetectIsa() >= IsaLevel::kAvx2) levels.push_back({"avx2", avx2::SumSquares8});
+  if (DetectIsa() >= IsaLevel::kAvx512) levels.push_back({"avx512", avx512::SumSquares8});
+  if (levels.empty()) GTEST_SKIP() << "no SIMD level on this CPU";
+  std::vector<float> x(8 * 700);
+  kt::FillUniform(x, 77, -30.f, 30.f);
+  x[5] = 1e-30f;  // a square that underflows in float
+  x[13] = 3e19f;  // one that overflows to inf
+  for (int64_t n8 : {0, 8, 16, 24, 2048, 8 * 700}) {
+    double ref[8] = {0.5, -1, 2, 0, 1e300, 3, -7, 1e-300};
+    double got[8];
+    std::copy(ref, ref + 8, got);
+    scalar::SumSquares8(n8, x.data(), ref);
+    for (const auto& [name, fn] : levels) {
+      double lv[8] = {0.5, -1, 2, 0, 1e300, 3, -7, 1e-300};
+      fn(n8, x.data(), lv);
+      for (int k = 0; k < 8; ++k)
+        EXPECT_EQ(std::memcmp(&lv[k], &ref[k], sizeof(double)), 0) << name << " n8=" << n8 << " lane " << k << ": "
+                                                                   << lv[k] << " vs " << ref[k];
+    }
+    (void)got;
+  }
+  EXPECT_EQ(GetSumSquares8(IsaLevel::kScalar), &scalar::SumSquares8);
+  EXPECT_EQ(GetSumSquares8(DetectIsa()), levels.back().second);
+}
+
+// The strided F32 -> F16 store (the V cache's transposed rows): every level equals FloatToHalf on
+// every element, specials included, and writes nothing between the strided elements.
+TEST(CpuSimd, CvtF32F16StridedMatchesScalar) {
+  std::vector<float> x(300);
+  kt::FillUniform(x, 78, -70000.f, 70000.f);
+  const float specials[] = {0.f, -0.f, INFINITY, -INFINITY, NAN, 65504.f, 65520.f, 5.9604645e-8f, 2.9802322e-8f,
+                            1e-10f, -1e-5f, 0.33333334f};
+  std::copy(std::begin(specials), std::end(specials), x.begin());
+  const size_t src_stride = 3 * sizeof(float), dst_stride = 10;  // every third float, 10 bytes apart
+  const int64_t n = int64_t(x.size() / 3);
+  std::vector<CvtF32F16StridedFn> levels = {scalar::CvtF32F16Strided};
+  if (DetectIsa() >= IsaLevel::kAvx2) levels.push_back(avx2::CvtF32F16Strided);
+  for (CvtF32F16StridedFn fn : levels) {
+    std::vector<uint8_t> out(size_t(n) * dst_stride, 0xAB);
+    fn(n, reinterpret_cast<const char*>(x.data()), src_stride, reinterpret_cast<char*>(out.data()), dst_stride);
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, &out[size_t(i) * dst_stride], 2);
+      EXPECT_EQ(h, FloatToHalf(x[size_t(i) * 3])) << i;
+      for (size_t b = 2; b < dst_stride; ++b) EXPECT_EQ(out[size_t(i) * dst_stride + b], 0xAB) << i;
+    }
+  }
+  EXPECT_EQ(GetCvtF32F16Strided(IsaLevel::kScalar), &scalar::CvtF32F16Strided);
 }
 
 // Micro-benchmark (run with --gtest_also_run_disabled_tests --gtest_filter='*SiluBench*'): ns per

@@ -140,6 +140,39 @@ void SiluRowF32(int64_t n, const float* x, float* y);
 void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y);
 }  // namespace avx512
 
+// ---- RMS_NORM sums of squares, strided F32 -> F16 stores ---------------------------------------
+
+/// Row kernel of RMS_NORM: part[k] += double(x[i] * x[i]) for every i < n8 with i % 8 == k, in
+/// increasing i (the square in float, as ggml's `(ggml_float)(x[i00] * x[i00])`, the sum in
+/// double). n8 is a multiple of 8 (>= 0). Every level gives the scalar reference's bits: the eight
+/// partial sums are independent double lanes added in the same order.
+using SumSquares8Fn = void (*)(int64_t n8, const float* x, double part[8]);
+/// The kernel of the best level <= min(isa, DetectIsa()) (never nullptr).
+SumSquares8Fn GetSumSquares8(IsaLevel isa);
+
+/// Strided F32 -> F16 conversion: *(fp16_t*)(dst + i * dst_stride) = FloatToHalf(*(const float*)
+/// (src + i * src_stride)) for i < n (IEEE round to nearest even, F16C's vcvtps2ph). The transposed
+/// V-cache store of token generation (CPY of n_embd_v_gqa one-element rows, n_ctx * 2 bytes apart).
+/// Every level gives the same bits.
+using CvtF32F16StridedFn = void (*)(int64_t n, const char* src, size_t src_stride, char* dst, size_t dst_stride);
+/// The kernel of the best level <= min(isa, DetectIsa()) (never nullptr).
+CvtF32F16StridedFn GetCvtF32F16Strided(IsaLevel isa);
+
+namespace scalar {
+void SumSquares8(int64_t n8, const float* x, double part[8]);
+void CvtF32F16Strided(int64_t n, const char* src, size_t src_stride, char* dst, size_t dst_stride);
+}  // namespace scalar
+namespace avx2 {
+/// Two 4-lane double accumulators (lanes 0-3 and 4-7). Needs AVX2.
+void SumSquares8(int64_t n8, const float* x, double part[8]);
+/// One scalar vcvtps2ph per element. Needs F16C.
+void CvtF32F16Strided(int64_t n, const char* src, size_t src_stride, char* dst, size_t dst_stride);
+}  // namespace avx2
+namespace avx512 {
+/// One 8-lane double accumulator (vcvtps2pd of 8 float squares). Needs AVX-512 F.
+void SumSquares8(int64_t n8, const float* x, double part[8]);
+}  // namespace avx512
+
 // ---- Attention-shaped F16 gemv (token generation: KQ and KQV of an F16 KV cache) ----------------
 // s[h * lds + i] = sum_k x_i[k] * y_h[k] for rows i < nrows and heads h < nh: x_i = the K F16 values
 // at (const char*)x + i * ldx (one K-cache row for KQ, one V-cache row of a head for KQV), y_h = the

@@ -73,6 +73,12 @@ struct ComputeContext {
   /// Highest kernel level to use: the detected level is capped by this (tests force kScalar to
   /// compare SIMD paths against the reference).
   IsaLevel max_isa = IsaLevel::kAvx512;
+  /// ROPE's angle cache (n_dims cos/sin values) of its last one-position call and the bits of
+  /// everything it depends on (position, n_dims, frequency parameters, freq_factors): token
+  /// generation's ROPEs of one token (Q and K of every layer) share it instead of recomputing the
+  /// n_dims / 2 cos/sin pairs each time. Same values as computing them.
+  std::vector<uint32_t> rope_key;
+  std::vector<float> rope_cache;
 };
 
 // ---- Ops (ggml semantics; shapes in ggml order) -------------------------------------------

@@ -501,6 +501,43 @@ void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y) {
 }
 }  // namespace scalar
 
+namespace scalar {
+void SumSquares8(int64_t n8, const float* x, double part[8]) {
+  for (int64_t i = 0; i < n8; i += 8)
+    for (int k = 0; k < 8; ++k) part[k] += double(x[i + k] * x[i + k]);
+}
+
+void CvtF32F16Strided(int64_t n, const char* src, size_t src_stride, char* dst, size_t dst_stride) {
+  for (int64_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, src + size_t(i) * src_stride, 4);
+    const fp16_t h = FloatToHalf(v);
+    std::memcpy(dst + size_t(i) * dst_stride, &h, 2);
+  }
+}
+}  // namespace scalar
+
+SumSquares8Fn GetSumSquares8(IsaLevel isa) {
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+  const IsaLevel level = IsaLevel(std::min(int(isa), int(DetectIsa())));
+  if (level >= IsaLevel::kAvx512) return avx512::SumSquares8;
+  if (level >= IsaLevel::kAvx2) return avx2::SumSquares8;
+#else
+  (void)isa;
+#endif
+  return scalar::SumSquares8;
+}
+
+CvtF32F16StridedFn GetCvtF32F16Strided(IsaLevel isa) {
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+  const IsaLevel level = IsaLevel(std::min(int(isa), int(DetectIsa())));
+  if (level >= IsaLevel::kAvx2) return avx2::CvtF32F16Strided;
+#else
+  (void)isa;
+#endif
+  return scalar::CvtF32F16Strided;
+}
+
 SiluRowFn GetSiluRow(IsaLevel isa) {
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
   const IsaLevel level = IsaLevel(std::min(int(isa), int(DetectIsa())));

@@ -501,6 +501,29 @@ void VecDotQ5_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   *s = sumf;
 }
 
+// RMS_NORM's eight double partial sums (kernels.h SumSquares8): lanes 0-3 and 4-7 of each group of
+// 8 floats, squared in float, widened, added in order.
+void SumSquares8(int64_t n8, const float* x, double part[8]) {
+  __m256d lo = _mm256_loadu_pd(part), hi = _mm256_loadu_pd(part + 4);
+  for (int64_t i = 0; i < n8; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 sq = _mm256_mul_ps(v, v);
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(sq)));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(sq, 1)));
+  }
+  _mm256_storeu_pd(part, lo);
+  _mm256_storeu_pd(part + 4, hi);
+}
+
+void CvtF32F16Strided(int64_t n, const char* src, size_t src_stride, char* dst, size_t dst_stride) {
+  for (int64_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, src + size_t(i) * src_stride, 4);
+    const uint16_t h = uint16_t(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(v), _MM_FROUND_TO_NEAREST_INT), 0));
+    std::memcpy(dst + size_t(i) * dst_stride, &h, 2);
+  }
+}
+
 }  // namespace stowage::cpu::avx2
 
 // ---- SILU / SWIGLU rows (contiguous) ------------------------------------------------------------

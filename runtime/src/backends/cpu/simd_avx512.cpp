@@ -534,3 +534,15 @@ void GemvF16Heads(int64_t K, int64_t nrows, const void* x, size_t ldx, int64_t n
 }
 
 }  // namespace stowage::cpu::avx512
+
+// RMS_NORM's eight double partial sums (kernels.h SumSquares8): one lane per i % 8.
+namespace stowage::cpu::avx512 {
+void SumSquares8(int64_t n8, const float* x, double part[8]) {
+  __m512d acc = _mm512_loadu_pd(part);
+  for (int64_t i = 0; i < n8; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_mul_ps(v, v)));
+  }
+  _mm512_storeu_pd(part, acc);
+}
+}  // namespace stowage::cpu::avx512
