@@ -13,7 +13,10 @@
 // check at every load); prints
 // "plan-dump: compute memory OK (N tensors checked)" and exits 0, or one line per conflict and exits 1.
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -21,6 +24,7 @@
 #include "stowage/plan/plan_generated.h"
 #include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/ggml_types.h"
+#include "stowage/runtime/atomic_file.h"
 #include "stowage/runtime/plan.h"
 #include "llama_args.h"
 #include "stdout_check.h"
@@ -88,7 +92,11 @@ std::string Text(const fb::Plan& p, bool nodes) {
     o += buf;
     o += "\n";
   };
-  line("plan: schema %u, generator '%s'", p.schema_version(), Str(p.generator()).c_str());
+  if (p.content_xxh64() != 0)
+    line("plan: schema %u, generator '%s', content xxh64 %016llx", p.schema_version(), Str(p.generator()).c_str(),
+         static_cast<unsigned long long>(p.content_xxh64()));
+  else
+    line("plan: schema %u, generator '%s'", p.schema_version(), Str(p.generator()).c_str());
   if (const auto* m = p.model())
     line("model: %s (%s, '%s', %llu parameters), file %llu bytes, header %llu bytes, xxh64 %016llx", Str(m->path()).c_str(),
          Str(m->architecture()).c_str(), Str(m->name()).c_str(), static_cast<unsigned long long>(m->n_params()),
@@ -191,6 +199,11 @@ std::string Text(const fb::Plan& p, bool nodes) {
 ordered_json Json(const fb::Plan& p, bool nodes) {
   ordered_json j;
   j["schema_version"] = p.schema_version();
+  if (p.content_xxh64() != 0) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(p.content_xxh64()));
+    j["content_xxh64"] = hex;
+  }
   j["generator"] = Str(p.generator());
   if (const auto* m = p.model())
     j["model"] = {{"path", Str(m->path())}, {"architecture", Str(m->architecture())}, {"name", Str(m->name())},
@@ -312,6 +325,31 @@ ordered_json Json(const fb::Plan& p, bool nodes) {
 
 namespace {
 
+// --seal: the plan's bytes with Plan.content_xxh64 recomputed (SealPlan), verified like any plan,
+// written atomically to `out` (never a partial file).
+int Seal(const std::string& path, const std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "plan-dump: error: %s: cannot open plan file\n", path.c_str());
+    return 1;
+  }
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (stowage::Status st = stowage::SealPlan(bytes.data(), bytes.size()); !st.ok()) {
+    std::fprintf(stderr, "plan-dump: error: %s: %s\n", path.c_str(), st.message().c_str());
+    return 1;
+  }
+  auto plan = stowage::PlanFile::FromBytes(bytes, path);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "plan-dump: error: %s\n", plan.status().message().c_str());
+    return 1;
+  }
+  if (stowage::Status st = stowage::WriteFileAtomic(out, bytes); !st.ok()) {
+    std::fprintf(stderr, "plan-dump: error: %s\n", st.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
 int Run(int argc, char** argv) {
   CLI::App app{"plan-dump: print a Stowage plan file (verified first)"};
   std::string path;
@@ -322,7 +360,15 @@ int Run(int argc, char** argv) {
   app.add_flag("--check-memory", check_memory,
                "check that no two tensors live at the same time share buffer bytes (compute buffers; weights and "
                "KV cache of allocated buffers); exit 1 if any do; with --json, {ok, tensors_checked, conflicts}");
+  std::string seal_out;
+  app.add_option("--seal", seal_out,
+                 "write the plan to this file with its checksum (content_xxh64) recomputed, after a deliberate edit "
+                 "(e.g. a flatc JSON round trip); the result must pass every other check")
+      ->excludes("--json")
+      ->excludes("--nodes")
+      ->excludes("--check-memory");
   if (int rc = stowage::tools::ParseWithAliases(app, argc, argv, {}); rc >= 0) return rc;
+  if (!seal_out.empty()) return Seal(path, seal_out);
   auto plan = stowage::PlanFile::Load(path);
   if (!plan.ok()) {
     std::fprintf(stderr, "plan-dump: error: %s\n", plan.status().message().c_str());

@@ -4,13 +4,13 @@
 
 #include "stowage/plan/plan_generated.h"
 #include "stowage/runtime/model_identity.h"
+#include "stowage/runtime/plan.h"
 
 namespace stowage::planner {
 namespace fb = ::stowage::plan;
 
 namespace {
 
-constexpr uint32_t kSchemaVersion = 1;
 
 fb::DimExpr ToFb(const DimExpr& e) { return fb::DimExpr(e.c, e.tokens, e.kv, e.kv_head, e.outputs); }
 
@@ -102,10 +102,15 @@ std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, c
     explain.push_back(fb::CreateExplainRecordDirect(b, e.subject.c_str(), e.graph.c_str(), e.device.c_str(),
                                                     e.buft.c_str(), e.rule.c_str(), &rej, ExplainRuleCode(e.code)));
   }
-  auto plan = fb::CreatePlanDirect(b, kSchemaVersion, "stowage plan-model 0.1", model, ctx, &devices, &backends, &buffers,
-                                   &tensors, &graphs, &explain, flags.c_str(), static_cast<uint32_t>(p.n_copies));
+  // content_xxh64: a non-zero placeholder so that the field is written; SealPlan replaces it.
+  auto plan = fb::CreatePlanDirect(b, kPlanSchemaVersion, "stowage plan-model 0.1", model, ctx, &devices, &backends,
+                                   &buffers, &tensors, &graphs, &explain, flags.c_str(),
+                                   static_cast<uint32_t>(p.n_copies), /*content_xxh64=*/1);
   fb::FinishPlanBuffer(b, plan);
-  return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+  std::vector<uint8_t> bytes(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+  const Status sealed = SealPlan(bytes.data(), bytes.size());
+  (void)sealed;  // the buffer was just built with the field: sealing cannot fail
+  return bytes;
 }
 
 }  // namespace stowage::planner

@@ -1,6 +1,8 @@
 #include "stowage/runtime/c_api.h"
 
 #include <cstring>
+#include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -31,29 +33,45 @@ stowage_status stowage_session_create(const char* plan_path, const char* model_p
   };
   if (plan_path == nullptr || model_path == nullptr || out == nullptr)
     return fail(stowage::InvalidArgument("stowage_session_create: plan_path, model_path and out must not be NULL"));
-  stowage::SessionOptions opts;
-  opts.n_threads = n_threads;
-  auto s = stowage::Session::Create(plan_path, model_path, opts);
-  if (!s.ok()) return fail(s.status());
-  auto* h = new (std::nothrow) stowage_session();
-  if (h == nullptr) return fail(stowage::ResourceExhausted("out of memory"));
-  h->session = std::move(s).value();
-  *out = h;
-  return STOWAGE_OK;
+  try {  // no exception crosses the C API (std::bad_alloc included)
+    stowage::SessionOptions opts;
+    opts.n_threads = n_threads;
+    auto s = stowage::Session::Create(plan_path, model_path, opts);
+    if (!s.ok()) return fail(s.status());
+    auto* h = new (std::nothrow) stowage_session();
+    if (h == nullptr) return fail(stowage::ResourceExhausted("out of memory"));
+    h->session = std::move(s).value();
+    *out = h;
+    return STOWAGE_OK;
+  } catch (const std::bad_alloc&) {
+    return fail(stowage::ResourceExhausted("stowage_session_create: out of memory"));
+  } catch (const std::exception& e) {
+    return fail(stowage::Internal(std::string("stowage_session_create: ") + e.what()));
+  }
 }
 
 stowage_status stowage_decode(stowage_session* s, const int32_t* tokens, size_t n_tokens, int all_logits) {
-  if (s == nullptr) return STOWAGE_INVALID_ARGUMENT;
-  if (tokens == nullptr && n_tokens > 0) {
-    s->last_error = "stowage_decode: tokens is NULL";
-    return STOWAGE_INVALID_ARGUMENT;
-  }
-  std::vector<int32_t> t(tokens, tokens + n_tokens);
-  stowage::Status st = s->session->Decode(t, all_logits != 0, &s->logits);
-  if (!st.ok()) {
+  if (s == nullptr) return STOWAGE_INVALID_ARGUMENT;  // no session to hold a message
+  auto fail = [&](const stowage::Status& st) {
     s->last_error = st.message();
     s->n_rows = 0;
     return ToC(st);
+  };
+  if (tokens == nullptr && n_tokens > 0) return fail(stowage::InvalidArgument("stowage_decode: tokens is NULL"));
+  // Checked before the tokens are copied: a huge n_tokens (an underflowed count) must neither
+  // allocate nor form a pointer past the caller's array.
+  const size_t room = static_cast<size_t>(s->session->n_ctx() - s->session->n_past());
+  if (n_tokens > room)
+    return fail(stowage::OutOfRange("context full: " + std::to_string(s->session->n_past()) + " tokens in the cache + " +
+                                    std::to_string(n_tokens) + " new > n_ctx " + std::to_string(s->session->n_ctx())));
+  try {
+    std::vector<int32_t> t(tokens, tokens + n_tokens);
+    stowage::Status st = s->session->Decode(t, all_logits != 0, &s->logits);
+    if (!st.ok()) return fail(st);
+  } catch (const std::bad_alloc&) {
+    return fail(stowage::ResourceExhausted("stowage_decode: out of memory"));
+  } catch (const std::exception& e) {
+    return fail(stowage::Internal(std::string("stowage_decode: ") + e.what()));
   }
   s->n_rows = all_logits ? n_tokens : 1;
   s->last_error.clear();

@@ -147,6 +147,9 @@ class Session::Impl {
   std::vector<int> global_buffer;
   std::vector<uint64_t> global_offset;
   int64_t n_ctx = 0, n_ubatch = 0, n_vocab = 0, n_past = 0;
+  /// A decode failed after a recurrent model's state was (partly) updated: Decode refuses until Reset.
+  bool recurrent_state_lost = false;
+  std::vector<float> unwanted_logits;  ///< Decode's logits when the caller passes nullptr
   int64_t n_swa = 0;                // sliding window of KQ_mask_swa (<arch>.attention.sliding_window)
   double load_seconds = 0;
   std::vector<Bound> bound;         // scratch per call
@@ -467,7 +470,10 @@ Status Session::Impl::BindTensor(GGraph& g, int id, const Sym& s, int depth) {
   TensorView v;
   v.type = t.type;
   // Built only for an error message (this runs for every tensor of every ubatch).
-  auto where = [&] { return plan->path() + ": graph " + g.name + " tensor '" + t.name + "'"; };
+  auto where = [&] {
+    return plan->path() + ": graph " + g.name + " tensor " +
+           (t.name.empty() ? "#" + std::to_string(id) + " (unnamed)" : "'" + t.name + "'");
+  };
   for (int d = 0; d < 4; ++d) {
     if (!s.Eval(t.ne[d], &v.ne[d])) return DataLoss(where() + ": dimension " + std::to_string(d) + " overflows int64");
     // 0 is allowed: ggml tensors may be empty (mamba's llm_build_copy_mask_state copies the states
@@ -838,7 +844,9 @@ Status Session::Impl::RunSplits(GGraph& g) {
                           " reads '" + g.tensors[t.srcs[j]].name + "' from a buffer it cannot access (no split input copy)");
       const auto t0 = profile ? ProfClock::now() : ProfClock::time_point();
       Status st = be.Compute(c);
-      if (!st.ok()) return st.WithPrefix("graph " + g.name + " node '" + t.name + "'");
+      if (!st.ok())
+        return st.WithPrefix(plan->path() + ": graph " + g.name + " node " +
+                             (t.name.empty() ? "#" + std::to_string(id) + " (unnamed)" : "'" + t.name + "'"));
       if (profile) {
         int& row = prof_slot[gi][size_t(id)];
         if (row < 0) {
@@ -987,6 +995,9 @@ Result<std::unique_ptr<Session>> Session::CreateFromPlanBytes(std::vector<uint8_
 
 Status Session::Decode(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* logits) {
   Impl& s = *impl_;
+  if (s.recurrent_state_lost)
+    return FailedPrecondition("decode: a failed decode left the recurrent state of " + s.plan->path() +
+                              "'s model partly updated; Reset() the session first");
   if (tokens.empty()) return InvalidArgument("decode: empty batch (at least one token is needed)");
   for (int32_t t : tokens)
     if (t < 0 || t >= s.n_vocab)
@@ -997,7 +1008,11 @@ Status Session::Decode(const std::vector<int32_t>& tokens, bool all_logits, std:
   const int64_t n = static_cast<int64_t>(tokens.size());
   // A failed decode leaves the sequence as it was: n_past returns to its value before the call (the
   // KV cells written by the ubatches that succeeded lie beyond it and are overwritten next time).
+  // A recurrent model's state (one cell, updated in place by every ubatch) cannot be rolled back:
+  // the session refuses to decode until Reset().
   const int64_t n_past_before = s.n_past;
+  // No logits wanted (nullptr): computed into the session's scratch and dropped.
+  if (logits == nullptr) logits = &s.unwanted_logits;
   // Every element is written by the ubatches below (resize: no work when the caller reuses the
   // vector, as a generation loop does).
   logits->resize(static_cast<size_t>((all_logits ? n : 1) * s.n_vocab));
@@ -1017,13 +1032,17 @@ Status Session::Decode(const std::vector<int32_t>& tokens, bool all_logits, std:
     Status st = s.RunUbatch(tokens.data() + i, m, all_logits, out);
     if (!st.ok()) {
       s.n_past = n_past_before;
+      for (const GGraph& g : s.graphs) s.recurrent_state_lost = s.recurrent_state_lost || g.recurrent();
       return st;
     }
   }
   return Status::Ok();
 }
 
-void Session::Reset() { impl_->n_past = 0; }
+void Session::Reset() {
+  impl_->n_past = 0;
+  impl_->recurrent_state_lost = false;
+}
 int64_t Session::n_past() const { return impl_->n_past; }
 int64_t Session::n_ctx() const { return impl_->n_ctx; }
 int64_t Session::n_vocab() const { return impl_->n_vocab; }

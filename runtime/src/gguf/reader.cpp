@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <cmath>
 #include <limits>
 
 #include "gguf_rules.h"
@@ -358,6 +359,7 @@ Result<std::unique_ptr<GgufFile>> GgufFile::Parse(const uint8_t* data, size_t si
 }
 
 Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
+  if (path.empty()) return InvalidArgument("GGUF file path is empty; expected the path of a .gguf model");
   // O_NONBLOCK: opening a FIFO nobody writes to returns at once (it is refused below) instead of
   // blocking; it changes nothing for a regular file.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -451,7 +453,13 @@ Result<uint32_t> GgufFile::GetU32(std::string_view key) const {
 
 Result<float> GgufFile::GetF32(std::string_view key) const {
   STOWAGE_GGUF_FIND(v, key);
-  if (v->type == GgufValueType::FLOAT32 || v->type == GgufValueType::FLOAT64) return static_cast<float>(v->f);
+  if (v->type == GgufValueType::FLOAT32) return static_cast<float>(v->f);
+  if (v->type == GgufValueType::FLOAT64) {
+    if (std::isfinite(v->f) && std::fabs(v->f) > double(std::numeric_limits<float>::max()))
+      return InvalidArgument(path_ + ": key '" + std::string(key) + "': value " + std::to_string(v->f) +
+                             " does not fit in f32");
+    return static_cast<float>(v->f);
+  }
   return WrongType(path_, key, "f32", *v);
 }
 
@@ -478,7 +486,13 @@ Result<std::vector<float>> GgufFile::GetF32Array(std::string_view key) const {
   if (!v->is_array() || (v->elem_type != GgufValueType::FLOAT32 && v->elem_type != GgufValueType::FLOAT64))
     return WrongType(path_, key, "arr of f32", *v);
   std::vector<float> out(v->count);
-  for (uint64_t i = 0; i < v->count; ++i) out[i] = static_cast<float>(v->ArrayF64(i));
+  for (uint64_t i = 0; i < v->count; ++i) {
+    const double x = v->ArrayF64(i);
+    if (std::isfinite(x) && std::fabs(x) > double(std::numeric_limits<float>::max()))
+      return InvalidArgument(path_ + ": key '" + std::string(key) + "': element " + std::to_string(i) + " value " +
+                             std::to_string(x) + " does not fit in f32");
+    out[i] = static_cast<float>(x);
+  }
   return out;
 }
 
@@ -486,7 +500,17 @@ Result<std::vector<int32_t>> GgufFile::GetI32Array(std::string_view key) const {
   STOWAGE_GGUF_FIND(v, key);
   if (!v->is_array() || !IsInteger(v->elem_type)) return WrongType(path_, key, "arr of i32", *v);
   std::vector<int32_t> out(v->count);
-  for (uint64_t i = 0; i < v->count; ++i) out[i] = static_cast<int32_t>(v->ArrayI64(i));
+  for (uint64_t i = 0; i < v->count; ++i) {
+    const int64_t x = v->ArrayI64(i);
+    // A UINT64 element read as a negative int64 is >= 2^63.
+    const bool fits = x >= std::numeric_limits<int32_t>::min() && x <= std::numeric_limits<int32_t>::max() &&
+                      !(v->elem_type == GgufValueType::UINT64 && x < 0);
+    if (!fits)
+      return InvalidArgument(path_ + ": key '" + std::string(key) + "': element " + std::to_string(i) + " value " +
+                             (v->elem_type == GgufValueType::UINT64 ? std::to_string(uint64_t(x)) : std::to_string(x)) +
+                             " does not fit in i32");
+    out[i] = static_cast<int32_t>(x);
+  }
   return out;
 }
 

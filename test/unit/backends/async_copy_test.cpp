@@ -167,7 +167,9 @@ TEST(TensorSplit, PlanProportionsReachTheBuffer) {
         b->tensor_split = ts;
     flatbuffers::FlatBufferBuilder fbb;
     ::accel::plan::FinishPlanBuffer(fbb, ::accel::plan::Plan::Pack(fbb, p.get()));
-    return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+    std::vector<uint8_t> out(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+    EXPECT_TRUE(SealPlan(out.data(), out.size()).ok());
+    return out;
   };
   auto stats = std::make_shared<test::AsyncStats>();
   SessionOptions opts;
@@ -391,7 +393,9 @@ TEST(PipelineParallel, VerifierRefusesInconsistentCopies) {
     f(*p);
     flatbuffers::FlatBufferBuilder fbb;
     ::accel::plan::FinishPlanBuffer(fbb, ::accel::plan::Plan::Pack(fbb, p.get()));
-    return PlanFile::FromBytes(std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()), "p.plan");
+    std::vector<uint8_t> out(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+    EXPECT_TRUE(SealPlan(out.data(), out.size()).ok());
+    return PlanFile::FromBytes(std::move(out), "p.plan");
   };
   auto first_input = [](::accel::plan::PlanT& p) -> ::accel::plan::SplitInputT& {
     for (auto& g : p.graphs)

@@ -25,6 +25,7 @@
 #include "stowage/runtime/c_api.h"
 #include "stowage/runtime/plan.h"
 #include "stowage/runtime/session.h"
+#include "synth.h"
 #include "test_paths.h"
 
 namespace stowage {
@@ -73,7 +74,9 @@ class HostilePlan : public ::testing::Test {
     edit(*p);
     flatbuffers::FlatBufferBuilder fbb;
     bp::FinishPlanBuffer(fbb, bp::Plan::Pack(fbb, p.get()));
-    return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+    std::vector<uint8_t> out(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+    EXPECT_TRUE(SealPlan(out.data(), out.size()).ok());  // the edit, not the checksum, is under test
+    return out;
   }
 
   /// Edits the tensor `name` of both graphs (pp and tg).
@@ -221,6 +224,105 @@ TEST_F(HostilePlan, MappedBufferPastTheFileIsRejected) {
   }));
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("mapped range outside the model file"), std::string::npos) << st.message();
+}
+
+// Plan.content_xxh64: an edit that keeps the structure valid (here a float parameter no check can
+// tell from a valid one: the eps of every RMS_NORM) is refused unless sealed again.
+TEST_F(HostilePlan, UnsealedEditIsRefusedByTheChecksum) {
+  std::unique_ptr<bp::PlanT> p = bp::UnPackPlan(plan_.data());
+  int edited = 0;
+  for (auto& g : p->graphs)
+    for (auto& t : g->tensors)
+      if (t->op == uint16_t(GgmlOp::RMS_NORM) && !t->fparams.empty()) {
+        t->fparams[0] = 1e30f;
+        ++edited;
+      }
+  ASSERT_GT(edited, 0);
+  flatbuffers::FlatBufferBuilder fbb;
+  bp::FinishPlanBuffer(fbb, bp::Plan::Pack(fbb, p.get()));
+  std::vector<uint8_t> bytes(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  auto s = Session::CreateFromPlanBytes(bytes, model_, {});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(s.status().message().find("content_xxh64: checksum mismatch"), std::string::npos) << s.status().message();
+  ASSERT_TRUE(SealPlan(bytes.data(), bytes.size()).ok());
+  EXPECT_TRUE(Session::CreateFromPlanBytes(bytes, model_, {}).ok());  // sealed: structurally fine again
+  // A version-2 plan without the field is refused; a version-1 plan (older writer) needs none.
+  p->content_xxh64 = 0;
+  flatbuffers::FlatBufferBuilder fbb2;
+  bp::FinishPlanBuffer(fbb2, bp::Plan::Pack(fbb2, p.get()));
+  std::vector<uint8_t> unsealed(fbb2.GetBufferPointer(), fbb2.GetBufferPointer() + fbb2.GetSize());
+  auto v2 = Session::CreateFromPlanBytes(unsealed, model_, {});
+  ASSERT_FALSE(v2.ok());
+  EXPECT_NE(v2.status().message().find("content_xxh64: missing"), std::string::npos) << v2.status().message();
+  EXPECT_EQ(SealPlan(unsealed.data(), unsealed.size()).code(), StatusCode::kInvalidArgument);
+  p->schema_version = 1;
+  flatbuffers::FlatBufferBuilder fbb3;
+  bp::FinishPlanBuffer(fbb3, bp::Plan::Pack(fbb3, p.get()));
+  EXPECT_TRUE(Session::CreateFromPlanBytes(std::vector<uint8_t>(fbb3.GetBufferPointer(), fbb3.GetBufferPointer() + fbb3.GetSize()),
+                                           model_, {})
+                  .ok());
+}
+
+// A decode that fails partway (here in the tg graph, whose output product became an op the CPU lacks)
+// leaves n_past as it was. A transformer's KV cache needs nothing more: the next decode works. A
+// recurrent model's state was updated in place by the layers that ran, so the session refuses to
+// decode until Reset() (it computed wrong logits silently before).
+TEST(HostilePlanRecurrent, FailedDecodeNeedsResetOnlyForRecurrentModels) {
+  char tmpl[] = "/tmp/breaker-recurrent-XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  ASSERT_NE(dir, nullptr);
+  const std::string mamba = std::string(dir) + "/mamba.gguf";
+  synth::ModelSpec spec;
+  spec.arch = "mamba";
+  spec.n_layer = 2;
+  spec.n_embd = 64;
+  spec.n_vocab = 300;
+  spec.tied_output = true;
+  ASSERT_TRUE(synth::WriteModel(spec, mamba).ok());
+  const std::string stories = test::ModelPath("stories260K.gguf");
+  for (const std::string& model : {mamba, stories}) {
+    SCOPED_TRACE(model);
+    if (!test::FileExists(model)) continue;  // stories260K: shared models absent
+    planner::ContextConfig cfg;
+    cfg.n_ctx = 64;
+    cfg.n_batch = 8;
+    cfg.n_ubatch = 8;
+    auto plan = test::PlanCpu(model, cfg, /*use_mmap=*/true, nullptr, "breaker");
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    std::unique_ptr<bp::PlanT> p = bp::UnPackPlan(plan->data());
+    ASSERT_EQ(p->graphs.size(), 2u);
+    const int out = Find(*p->graphs[1], "result_output");  // tg graph only
+    ASSERT_GE(out, 0);
+    p->graphs[1]->tensors[size_t(out)]->op = uint16_t(GgmlOp::OUT_PROD);
+    flatbuffers::FlatBufferBuilder fbb;
+    bp::FinishPlanBuffer(fbb, bp::Plan::Pack(fbb, p.get()));
+    std::vector<uint8_t> bytes(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+    ASSERT_TRUE(SealPlan(bytes.data(), bytes.size()).ok());
+    SessionOptions opts;
+    opts.n_threads = 1;
+    auto s = Session::CreateFromPlanBytes(bytes, model, opts);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    Session& sess = **s;
+    std::vector<float> logits;
+    ASSERT_TRUE(sess.Decode({1, 2, 3, 4}, false, &logits).ok());  // pp graph
+    // 9 tokens: an 8-token pp ubatch, then a 1-token tg ubatch that fails.
+    Status st = sess.Decode({5, 6, 7, 8, 9, 10, 11, 12, 13}, false, &logits);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("node 'result_output'"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(": graph tg node"), std::string::npos) << st.message();  // names the plan first
+    EXPECT_EQ(sess.n_past(), 4);
+    Status next = sess.Decode({5, 6}, false, &logits);
+    if (model == mamba) {
+      EXPECT_EQ(next.code(), StatusCode::kFailedPrecondition) << next.ToString();
+      EXPECT_NE(next.message().find("Reset()"), std::string::npos) << next.message();
+      sess.Reset();
+      EXPECT_TRUE(sess.Decode({1, 2, 3, 4}, false, &logits).ok());
+    } else {
+      EXPECT_TRUE(next.ok()) << next.ToString();
+    }
+  }
+  std::system(("rm -rf '" + std::string(dir) + "'").c_str());
 }
 
 TEST_F(HostilePlan, SchemaVersionFromTheFutureIsRejected) {

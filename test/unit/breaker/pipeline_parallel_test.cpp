@@ -249,7 +249,9 @@ std::vector<uint8_t> Edit(const std::vector<uint8_t>& bytes, const std::function
   f(*p);
   flatbuffers::FlatBufferBuilder fbb;
   bp::FinishPlanBuffer(fbb, bp::Plan::Pack(fbb, p.get()));
-  return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  std::vector<uint8_t> out(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  EXPECT_TRUE(SealPlan(out.data(), out.size()).ok());  // the edit, not the checksum, is under test
+  return out;
 }
 
 int Find(const bp::GraphT& g, const std::string& name) {

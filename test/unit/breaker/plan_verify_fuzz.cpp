@@ -55,7 +55,11 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto plan = stowage::PlanFile::FromBytes(std::vector<uint8_t>(data, data + size), "fuzz.plan");
+  // Re-sealed (Plan.content_xxh64) when the mutation left a verifiable buffer with the field, so
+  // that mutations reach the cross-reference checks instead of all stopping at the checksum.
+  std::vector<uint8_t> bytes(data, data + size);
+  (void)stowage::SealPlan(bytes.data(), bytes.size());
+  auto plan = stowage::PlanFile::FromBytes(std::move(bytes), "fuzz.plan");
   if (!plan.ok()) return 0;
   const std::string& path = TempPath();
   FILE* f = std::fopen(path.c_str(), "wb");

@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+
 #include "stowage/runtime/gguf.h"
+#include "stowage/runtime/gguf_writer.h"
 #include "test_paths.h"
 
 namespace stowage {
@@ -97,6 +101,39 @@ TEST(GgufReader, TypedAccessorErrors) {
   EXPECT_EQ(g.tensor_info_offset() < g.data_offset(), true);
   EXPECT_EQ(g.FindTensor("token_embd.weight")->ne[1], 512);
   EXPECT_EQ(g.FindTensor("nope"), nullptr);
+}
+
+// Array and float getters never wrap: an element that does not fit in i32 (u32 >= 2^31, u64 of
+// any size beyond, i64 beyond the i32 range) or a finite f64 beyond FLT_MAX is an error naming
+// the key, the element and the value.
+TEST(GgufReader, GettersRefuseValuesThatDoNotFit) {
+  GgufWriter w;
+  ASSERT_TRUE(w.AddKV("u32s", GgufMetaValue::ArrayU32({1, 4294967295u})).ok());
+  ASSERT_TRUE(w.AddKV("i64s", GgufMetaValue::ArrayI64({-5, (int64_t{1} << 40) | 3})).ok());
+  ASSERT_TRUE(w.AddKV("u64s", GgufMetaValue::RawArray(GgufValueType::UINT64, 1, "\xff\xff\xff\xff\xff\xff\xff\xff")).ok());
+  ASSERT_TRUE(w.AddKV("fine", GgufMetaValue::ArrayI64({-2147483648LL, 2147483647LL, 0})).ok());
+  ASSERT_TRUE(w.AddKV("big", GgufMetaValue::F64(1e300)).ok());
+  ASSERT_TRUE(w.AddKV("inf", GgufMetaValue::F64(INFINITY)).ok());
+  const double big[2] = {1.5, -1e300};
+  ASSERT_TRUE(w.AddKV("bigs", GgufMetaValue::RawArray(GgufValueType::FLOAT64, 2, big)).ok());
+  auto bytes = w.WriteToBuffer();
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto f = GgufFile::Parse(bytes->data(), bytes->size(), "t.gguf");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const GgufFile& g = **f;
+  EXPECT_EQ(g.GetI32Array("u32s").status().message(), "t.gguf: key 'u32s': element 1 value 4294967295 does not fit in i32");
+  EXPECT_EQ(g.GetI32Array("i64s").status().message(), "t.gguf: key 'i64s': element 1 value 1099511627779 does not fit in i32");
+  EXPECT_EQ(g.GetI32Array("u64s").status().message(),
+            "t.gguf: key 'u64s': element 0 value 18446744073709551615 does not fit in i32");
+  auto fine = g.GetI32Array("fine");
+  ASSERT_TRUE(fine.ok());
+  EXPECT_EQ(*fine, (std::vector<int32_t>{INT32_MIN, INT32_MAX, 0}));
+  EXPECT_NE(g.GetF32("big").status().message().find("t.gguf: key 'big': value 1"), std::string::npos);
+  EXPECT_NE(g.GetF32("big").status().message().find("does not fit in f32"), std::string::npos);
+  ASSERT_TRUE(g.GetF32("inf").ok());  // infinities are f32 values
+  EXPECT_TRUE(std::isinf(*g.GetF32("inf")));
+  EXPECT_NE(g.GetF32Array("bigs").status().message().find("element 1 value -1"), std::string::npos)
+      << g.GetF32Array("bigs").status().message();
 }
 
 TEST(GgufReader, BadMagic) {

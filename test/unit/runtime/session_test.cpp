@@ -1,6 +1,7 @@
 // Runtime robustness: bad plans, wrong models, bad batches, the C API, and planned == allocated.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <utility>
@@ -102,8 +103,9 @@ TEST_F(SessionTest, EveryTruncationIsRejected) {
 }
 
 TEST_F(SessionTest, CorruptedBytesNeverCrash) {
-  // Flip every byte in turn (sampled): the verifier or the cross-checks reject it, or the plan is
-  // still consistent and executes; it never crashes.
+  // Flip every byte in turn (sampled). As written, every flip is refused (the checksum, or the
+  // verifier first). Sealed again (SealPlan, when the structure survived), the verifier or the
+  // cross-checks reject it, or the plan is still consistent and executes; it never crashes.
   int rejected = 0;
   SessionOptions opts;
   opts.n_threads = 1;
@@ -111,6 +113,8 @@ TEST_F(SessionTest, CorruptedBytesNeverCrash) {
   for (size_t i = 0; i < plan_.size(); i += step) {
     std::vector<uint8_t> bad = plan_;
     bad[i] ^= 0x5A;
+    EXPECT_FALSE(Session::CreateFromPlanBytes(bad, model_, opts).ok()) << "flip at byte " << i << " accepted";
+    (void)SealPlan(bad.data(), bad.size());
     auto s = Session::CreateFromPlanBytes(bad, model_, opts);
     if (!s.ok()) {
       ++rejected;
@@ -120,6 +124,45 @@ TEST_F(SessionTest, CorruptedBytesNeverCrash) {
     (void)(*s)->Decode({1, 403, 407}, false, &logits);
   }
   EXPECT_GT(rejected, 0);
+}
+
+// A Result built from an OK Status (a caller's bug: `return st;` with no value) is an error in
+// every build type, so STOWAGE_ASSIGN_OR_RETURN returns it instead of OK with nothing assigned.
+Result<int> ForgetsTheValue() { return Status::Ok(); }
+Status UsesIt(int* out) {
+  STOWAGE_ASSIGN_OR_RETURN(*out, ForgetsTheValue());
+  return Status::Ok();
+}
+TEST(StatusResult, ResultFromOkStatusIsAnInternalError) {
+#ifndef NDEBUG
+  GTEST_SKIP() << "debug builds assert on it";
+#endif
+  const Result<int> r = ForgetsTheValue();
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInternal);
+  EXPECT_EQ(r.status().message(), "Result constructed from an OK status");
+  int v = -12345;
+  EXPECT_EQ(UsesIt(&v).code(), StatusCode::kInternal);
+  EXPECT_EQ(v, -12345);
+}
+
+// Decode with logits == nullptr adds the tokens to the cache without returning logits (a batch
+// without outputs); what follows is computed as if the logits had been read.
+TEST_F(SessionTest, DecodeWithoutLogits) {
+  SessionOptions opts;
+  opts.n_threads = 1;
+  auto a = Session::CreateFromPlanBytes(plan_, model_, opts);
+  auto b = Session::CreateFromPlanBytes(plan_, model_, opts);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<float> la, lb;
+  ASSERT_TRUE((*a)->Decode({1, 403, 407}, false, nullptr).ok());
+  ASSERT_TRUE((*a)->Decode({261}, true, nullptr).ok());
+  EXPECT_EQ((*a)->n_past(), 4);
+  ASSERT_TRUE((*b)->Decode({1, 403, 407}, false, &lb).ok());
+  ASSERT_TRUE((*b)->Decode({261}, true, &lb).ok());
+  ASSERT_TRUE((*a)->Decode({378}, false, &la).ok());
+  ASSERT_TRUE((*b)->Decode({378}, false, &lb).ok());
+  EXPECT_EQ(la, lb);
 }
 
 TEST_F(SessionTest, WrongIdentifier) {
@@ -211,7 +254,21 @@ TEST_F(SessionTest, CApi) {
   EXPECT_EQ(stowage_n_past(s), 5u);
   EXPECT_EQ(stowage_decode(s, toks, 0, 0), STOWAGE_INVALID_ARGUMENT);
   EXPECT_STRNE(stowage_last_error(s), "");
+  // A huge n_tokens (an underflowed count) is refused before the array is read: no exception
+  // crosses the C API, no wrapped pointer.
+  for (size_t huge : {SIZE_MAX, SIZE_MAX / 4 + 1, size_t(28)}) {
+    EXPECT_EQ(stowage_decode(s, toks, huge, 0), STOWAGE_OUT_OF_RANGE) << huge;
+    EXPECT_NE(std::string(stowage_last_error(s)).find("context full: 5 tokens in the cache + "), std::string::npos)
+        << stowage_last_error(s);
+  }
+  EXPECT_EQ(stowage_n_past(s), 5u);
+  EXPECT_EQ(stowage_decode(s, nullptr, 1, 0), STOWAGE_INVALID_ARGUMENT);
+  EXPECT_STREQ(stowage_last_error(s), "stowage_decode: tokens is NULL");
+  ASSERT_EQ(stowage_decode(s, toks, 1, 0), STOWAGE_OK);
+  EXPECT_STREQ(stowage_last_error(s), "");  // cleared by a decode that succeeds
   stowage_session_free(s);
+  EXPECT_EQ(stowage_session_create("", model_.c_str(), 1, &s, err, sizeof err), STOWAGE_INVALID_ARGUMENT);
+  EXPECT_STREQ(err, "plan file path is empty; expected the path of a plan written by plan-model");
   EXPECT_EQ(stowage_session_create("/nonexistent.plan", model_.c_str(), 1, &s, err, sizeof err), STOWAGE_IO_ERROR);
   EXPECT_EQ(s, nullptr);
   EXPECT_NE(std::string(err).find("/nonexistent.plan"), std::string::npos);

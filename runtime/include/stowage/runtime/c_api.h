@@ -40,7 +40,12 @@ stowage_status stowage_session_create(const char* plan_path, const char* model_p
                                       stowage_session** out, char* err, size_t err_size);
 
 /* Evaluates n_tokens tokens at the end of the session's sequence. all_logits != 0 keeps the logits
- * of every token (n_tokens rows), else of the last token only (one row). */
+ * of every token (n_tokens rows), else of the last token only (one row). Errors: s NULL
+ * (STOWAGE_INVALID_ARGUMENT, no message: there is no session to hold it); tokens NULL with
+ * n_tokens > 0, n_tokens 0 or a token id outside [0, n_vocab) (STOWAGE_INVALID_ARGUMENT);
+ * stowage_n_past + n_tokens > stowage_n_ctx (STOWAGE_OUT_OF_RANGE, checked before `tokens` is
+ * read); a failed kernel or copy (its code). On error the sequence is as before the call
+ * (stowage_n_past unchanged; for recurrent models see Session::Decode: reset first). */
 stowage_status stowage_decode(stowage_session* s, const int32_t* tokens, size_t n_tokens, int all_logits);
 
 /* Logits of the last stowage_decode: *n_rows rows of n_vocab floats, valid until the next decode. */
@@ -52,7 +57,8 @@ size_t stowage_n_ctx(const stowage_session* s);
 size_t stowage_n_past(const stowage_session* s);
 /* Clears the KV cache. */
 void stowage_reset(stowage_session* s);
-/* Message of the session's last failed call ("" when none). */
+/* Message of the session's last stowage_decode when it failed, "" after one that succeeded (or
+ * before any); stowage_reset leaves it as it is. A NULL session gives "". */
 const char* stowage_last_error(const stowage_session* s);
 /* Frees the session and all its memory; NULL is allowed. */
 void stowage_session_free(stowage_session* s);

@@ -130,7 +130,9 @@ class GgufFile {
   Result<float> GetF32(std::string_view key) const;
   Result<bool> GetBool(std::string_view key) const;
   Result<std::string> GetString(std::string_view key) const;
-  /// Array accessors: the whole array converted. Errors as above, plus element type mismatch.
+  /// Array accessors: the whole array converted. Errors as above, plus element type mismatch, and
+  /// kInvalidArgument "<file>: key 'k': element i value V does not fit in i32" (resp. f32: a
+  /// finite FLOAT64 beyond FLT_MAX; GetF32 checks its scalar the same way) -- never a wrapped value.
   Result<std::vector<std::string_view>> GetStringArray(std::string_view key) const;
   Result<std::vector<float>> GetF32Array(std::string_view key) const;
   Result<std::vector<int32_t>> GetI32Array(std::string_view key) const;

@@ -1,8 +1,9 @@
 // Loading and verifying a plan file (schema: runtime/schema/plan.fbs, compatibility rules in
 // runtime/schema/COMPATIBILITY.md).
 //
-// Load() reads the whole file, runs the flatbuffers verifier, checks the file identifier ("STWP")
-// and schema version, then checks every cross reference (device, buffer, tensor and backend indices
+// Load() reads the whole file, runs the flatbuffers verifier, checks the file identifier ("STWP"),
+// the schema version and (from version 2) the content checksum, so that a flipped bit anywhere is
+// refused rather than computed with, then checks every cross reference (device, buffer, tensor and backend indices
 // in range; tensors inside their buffers; node and split ranges valid; required fields present).
 // Every failure is a kDataLoss Status with one line naming the file and the field.
 //
@@ -21,8 +22,16 @@ namespace plan {
 struct Plan;
 }
 
-/// Highest plan schema version this runtime reads.
-inline constexpr uint32_t kPlanSchemaVersion = 1;
+/// Highest plan schema version this runtime reads, and the one writers set: 2 (version 2 added the
+/// required Plan.content_xxh64 checksum, COMPATIBILITY.md).
+inline constexpr uint32_t kPlanSchemaVersion = 2;
+
+/// Seals a finished plan buffer (flatbuffers, file identifier "STWP") in place: stores in
+/// Plan.content_xxh64 the XXH64 (seed 0) of all `size` bytes with that field's 8 bytes taken as
+/// zero. The field must be present in the buffer (a writer sets it to any non-zero placeholder
+/// before packing, since flatbuffers leaves out scalars equal to their default). Errors:
+/// kInvalidArgument when the buffer fails the flatbuffers verifier or lacks the field.
+Status SealPlan(uint8_t* data, size_t size);
 
 /// Largest buffer alignment (bytes) a plan may record, and so a device manifest may declare:
 /// 64 KiB (ggml backends ask for 32 to 4096; a page is the most any allocator needs).

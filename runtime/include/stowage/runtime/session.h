@@ -5,7 +5,10 @@
 //
 // Single sequence: tokens are appended at position n_past(); Reset() clears the cache.
 // Thread-safety: a Session is not thread-safe; use one per thread. Memory: all memory is owned by
-// the session and released by its destructor.
+// the session and released by its destructor. Weights the plan keeps in CPU_Mapped are read from
+// a shared mapping of the model file for the session's whole life (as llama.cpp's mmap): the file
+// must not be rewritten or truncated meanwhile (a truncated mapping faults with SIGBUS on the next
+// read); plan with `plan-model --no-mmap` to copy every weight at load instead.
 #pragma once
 
 #include <cstdint>
@@ -86,11 +89,16 @@ class Session {
 
   /// Evaluates `tokens` at positions n_past() .. n_past()+n-1, in ubatches of the plan's n_ubatch.
   /// When `all_logits`, `logits` receives n * n_vocab floats (row i = logits after token i);
-  /// otherwise n_vocab floats for the last token. Errors: kInvalidArgument (empty batch, token id
-  /// out of range), kOutOfRange (the context would exceed n_ctx: "context full"), and kernel errors.
+  /// otherwise n_vocab floats for the last token; `logits` may be nullptr (the tokens are only
+  /// added to the cache, like a llama_batch without outputs). Errors: kInvalidArgument (empty
+  /// batch, token id out of range), kOutOfRange (the context would exceed n_ctx: "context full"),
+  /// and kernel errors (named "graph G node 'N'"). On error n_past() is as before the call; a
+  /// transformer's KV cache needs nothing more, but a recurrent model's state (Mamba) was updated
+  /// in place by the ubatches that ran and cannot be rolled back, so every later Decode fails with
+  /// kFailedPrecondition until Reset().
   Status Decode(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* logits);
 
-  /// Clears the KV cache (n_past() = 0).
+  /// Clears the KV cache (n_past() = 0) and a recurrent model's state.
   void Reset();
   int64_t n_past() const;
   int64_t n_ctx() const;

@@ -67,13 +67,17 @@ inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move
 inline Status IoError(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
 
 /// Either a value of type T or a non-OK Status. Accessing value() of an error is a bug (asserts
-/// in debug builds); callers check ok() first or use STOWAGE_ASSIGN_OR_RETURN.
+/// in debug builds); callers check ok() first or use STOWAGE_ASSIGN_OR_RETURN. Built from an OK
+/// Status (a caller's bug: `return st;` without a value) it holds kInternal "Result constructed
+/// from an OK status", in release builds too, so the bug surfaces as an error, not as a result
+/// that is neither a value nor an error.
 template <typename T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}           // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {     // NOLINT: implicit by design
-    assert(!std::get<Status>(v_).ok() && "Result constructed from an OK status");
+  Result(Status status)                               // NOLINT: implicit by design
+      : v_(status.ok() ? Status(StatusCode::kInternal, "Result constructed from an OK status") : std::move(status)) {
+    assert(!std::get<Status>(v_).ok());
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }

@@ -103,8 +103,13 @@ class Tokenizer {
   /// Converts UTF-8 `text` to token ids (llama.cpp llama_tokenize). `add_special`: add what the
   /// vocabulary asks for (BOS when add_bos, EOS when add_eos; WPM: [CLS] first and [SEP] last).
   /// `parse_special`: also recognise control/unknown tokens written in the text (e.g. "<s>");
-  /// user-defined tokens are always recognised. Invalid UTF-8 bytes are read as U+FFFD. Never
-  /// fails; the empty text gives only the added special tokens.
+  /// user-defined tokens are always recognised. Bytes that are not valid UTF-8 are handled as
+  /// llama.cpp does: SPM falls back to the byte tokens "<0xNN>" (exact round trip); BPE and WPM
+  /// check only the lead/continuation structure (a lone or truncated sequence reads as U+FFFD, an
+  /// overlong form such as C0 80 decodes to its code point, here U+0000). Never fails; the empty
+  /// text gives only the added special tokens. A WPM vocabulary without a valid unknown token
+  /// (its default id 100 beyond the vocabulary) gives kTokenNull (-1) for a word it cannot split,
+  /// as llama.cpp does; Session::Decode refuses that id.
   std::vector<int32_t> Tokenize(std::string_view text, bool add_special, bool parse_special) const;
 
   /// The bytes token `token` stands for (llama.cpp llama_token_to_piece, lstrip 0): SPM/WPM
