@@ -11,7 +11,8 @@
 // RUN: plan-dump %t.dir/model.plan | FileCheck %s
 // No temporary file is left beside the plan.
 // RUN: ls %t.dir | FileCheck %s --check-prefix=LS
-// CHECK: plan: schema 2, generator {{.*}}, content xxh64 {{[0-9a-f]+}}
+// CHECK: plan: schema 2, generator
+// CHECK: checksum: xxh64 {{[0-9a-f]+}}
 // CHECK: model: {{.*}}tiny8-untied-q4_0.gguf (llama,
 // CHECK: context: n_ctx 256, n_batch 256, n_ubatch 256, type_k f16, type_v f16, offload_kqv 1, n_layer 8
 // CHECK: flags: stowage-opt placement passes {devices = "{{.*}}rpc0.json,{{.*}}", main_gpu = 0 : i64, n_gpu_layers = 4 : i64,
