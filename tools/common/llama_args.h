@@ -18,7 +18,7 @@ namespace stowage::tools {
 using OptionAliases = std::vector<std::pair<std::string, std::string>>;
 
 /// -ngl's value for "every layer and the output" (the planner clamps it to n_layer + 1).
-inline constexpr int kAllGpuLayers = 1 << 20;
+inline constexpr int kAllGpuLayers = 1 << 20;  // = planner::kAllGpuLayers (place_model.h)
 /// -ngl's value standing for "auto" after GpuLayersValue: fit the layers to the GPUs' free memory
 /// (planner::FitGpuLayersToDevices, as --fit).
 inline constexpr int kAutoGpuLayers = -1;

@@ -107,8 +107,8 @@ std::string Text(const fb::Plan& p, bool nodes) {
          c->offload_kqv() ? 1 : 0, c->n_layer(), c->n_vocab(), c->n_embd());
   line("scheduler: n_copies %u%s", p.n_copies(), p.n_copies() > 1 ? " (pipeline parallelism)" : "");
   if (p.flags()) line("flags: %s", p.flags()->c_str());
-  if (const auto* d = p.devices())
-    for (flatbuffers::uoffset_t i = 0; i < d->size(); ++i)
+  if (const auto* d = p.devices()) {
+    for (flatbuffers::uoffset_t i = 0; i < d->size(); ++i) {
       if (d->Get(i)->memory_total() == 0)  // a registry CPU: host memory is not part of the manifest
         line("device %u: %s (%s) type %s, memory not given (host memory)", i, Str(d->Get(i)->name()).c_str(),
              Str(d->Get(i)->description()).c_str(), fb::EnumNameDeviceType(d->Get(i)->type()));
@@ -116,6 +116,8 @@ std::string Text(const fb::Plan& p, bool nodes) {
         line("device %u: %s (%s) type %s, %.2f MiB free of %.2f MiB", i, Str(d->Get(i)->name()).c_str(),
              Str(d->Get(i)->description()).c_str(), fb::EnumNameDeviceType(d->Get(i)->type()),
              MiB(d->Get(i)->memory_free()), MiB(d->Get(i)->memory_total()));
+    }
+  }
   if (const auto* b = p.backends())
     for (flatbuffers::uoffset_t i = 0; i < b->size(); ++i)
       line("backend %u: %s on device %d, compute buffer %d", i, Str(b->Get(i)->name()).c_str(), b->Get(i)->device(),

@@ -14,6 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include <unistd.h>
+
 #include <string>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -24,7 +26,9 @@
 #include "mlir/Transforms/Passes.h"
 #include "stowage/Dialect/GGML/IR/GGMLOps.h"
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -94,7 +98,13 @@ static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry 
   placement.devices = placeDevices;
   placement.registry_dirs.assign(placeRegistry.begin(), placeRegistry.end());
   placement.registry_dirs.push_back(STOWAGE_SHIPPED_REGISTRY_DIR);
-  placement.options.n_gpu_layers = placeNgl;
+  // llama.cpp's -ngl values, as plan-model: <= -2 is all layers; -1 (auto: fit) is plan-model --fit.
+  if (placeNgl == -1) {
+    llvm::errs() << "stowage-opt: error: --place-ngl -1 is llama.cpp's 'auto' (fit to free memory), which "
+                    "only plan-model --fit searches; give a count (<= -2: all)\n";
+    return nullptr;
+  }
+  placement.options.n_gpu_layers = placeNgl <= -2 ? stowage::planner::kAllGpuLayers : int(placeNgl);
   placement.options.offload_kqv = !placeNoKvOffload;
   placement.options.use_mmap = !placeNoMmap;
   for (const std::string &ot : placeOverrides) {
@@ -147,13 +157,66 @@ int main(int argc, char **argv) {
       return EXIT_FAILURE;
     }
   }
-  auto output = mlir::openOutputFile(outputFilename, &error);
-  if (!output) {
-    llvm::errs() << error << "\n";
+  // -o never names an input: the IR file (mapped while it is parsed: truncating it faulted) or the
+  // imported model (it was replaced by the IR text).
+  auto sameFile = [](const std::string &a, const std::string &b) {
+    bool same = false;
+    return a != "-" && b != "-" && !a.empty() && !b.empty() && !llvm::sys::fs::equivalent(a, b, same) && same;
+  };
+  std::string inputPath = inputFilename;
+#ifdef STOWAGE_HAVE_COMPILER
+  if (!importGguf.empty())
+    inputPath = importGguf;
+#endif
+  if (sameFile(outputFilename, inputPath)) {
+    llvm::errs() << "stowage-opt: error: -o " << outputFilename << " is the input file " << inputPath
+                 << " (writing the output would replace it)\n";
     return EXIT_FAILURE;
   }
-  if (mlir::failed(mlir::MlirOptMain(output->os(), std::move(input), registry, config)))
+  // A regular (or new) output file is written beside its path and renamed over it on success, so
+  // a failed run leaves no partial file and keeps an earlier one; stdout, /dev/null and other
+  // special files are written directly.
+  llvm::sys::fs::file_status st;
+  const bool special = outputFilename == "-" ||
+                       (!llvm::sys::fs::status(outputFilename, st) && llvm::sys::fs::exists(st) &&
+                        !llvm::sys::fs::is_regular_file(st));
+  std::string writePath = outputFilename;
+  if (!special) {
+    llvm::SmallString<256> tmp;
+    int fd = -1;
+    if (std::error_code ec = llvm::sys::fs::createUniqueFile(outputFilename + ".tmp-%%%%%%", fd, tmp)) {
+      llvm::errs() << "stowage-opt: error: " << outputFilename << ": cannot create a temporary file beside it: "
+                   << ec.message() << "\n";
+      return EXIT_FAILURE;
+    }
+    ::close(fd);
+    writePath = tmp.str().str();
+  }
+  auto output = mlir::openOutputFile(writePath, &error);
+  if (!output) {
+    llvm::errs() << error << "\n";
+    if (!special)
+      llvm::sys::fs::remove(writePath);
     return EXIT_FAILURE;
+  }
+  const bool ok = mlir::succeeded(mlir::MlirOptMain(output->os(), std::move(input), registry, config));
+  if (!ok)
+    return EXIT_FAILURE;  // ToolOutputFile removes writePath (the temporary, or a special file it created)
+  output->os().flush();
+  if (output->os().has_error()) {
+    llvm::errs() << "stowage-opt: error: " << outputFilename << ": write failed: " << output->os().error().message()
+                 << "\n";
+    output->os().clear_error();
+    return EXIT_FAILURE;
+  }
   output->keep();
+  output.reset();
+  if (!special) {
+    if (std::error_code ec = llvm::sys::fs::rename(writePath, outputFilename)) {
+      llvm::errs() << "stowage-opt: error: " << outputFilename << ": cannot replace it: " << ec.message() << "\n";
+      llvm::sys::fs::remove(writePath);
+      return EXIT_FAILURE;
+    }
+  }
   return EXIT_SUCCESS;
 }

@@ -14,7 +14,9 @@
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/registry.h"
 #include "stowage/runtime/gguf.h"
+#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
 
 using namespace mlir;
 
@@ -651,7 +653,12 @@ void recordImport(ModuleOp module, StringRef path, const planner::ContextConfig 
   Builder b(module.getContext());
   auto count = [&](uint64_t v) { return b.getI64IntegerAttr(static_cast<int64_t>(v)); };
   NamedAttrList d;
-  d.append("gguf", b.getStringAttr(path));
+  // Absolute (not canonical: symlinks and `..` kept, as plan-model records an absolute path):
+  // later passes may run from another directory.
+  llvm::SmallString<256> abs(path);
+  if (llvm::sys::fs::make_absolute(abs))
+    abs = path;
+  d.append("gguf", b.getStringAttr(abs));
   d.append("n_ctx", count(cfg.n_ctx));
   d.append("n_batch", count(cfg.n_batch));
   d.append("n_ubatch", count(cfg.n_ubatch));

@@ -4,6 +4,8 @@
 // planner's state (PlannerState.h), run its planner step, write its decisions on the IR.
 
 #include <algorithm>
+#include <cstring>
+#include <fstream>
 #include <map>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -61,7 +63,10 @@ beginStep(ModuleOp module, PlanStage step, StringRef pass, RecordedOptions &r,
           llvm::function_ref<void(RecordedOptions &)> setOptions) {
   if (failed(requireStage(module, static_cast<PlanStage>(static_cast<int>(step) - 1), pass)))
     return failure();
-  r = readRecordedOptions(module);
+  FailureOr<RecordedOptions> recorded = readRecordedOptions(module, pass);
+  if (failed(recorded))
+    return failure();
+  r = std::move(*recorded);
   setOptions(r);
   return reconstructPlannerState(module, step, r, pass);
 }
@@ -87,11 +92,26 @@ struct AssignLayersPass : impl::StowageAssignLayersBase<AssignLayersPass> {
       emitError(module.getLoc()) << pass << ": " << ts.status().message();
       return signalPassFailure();
     }
+    // llama.cpp's -ngl values (2026), as plan-model reads them: <= -2 is every layer and the
+    // output; -1 is "auto" (fit to free memory), which only plan-model's --fit does.
+    int ngl = nGpuLayers;
+    if (ngl == -1) {
+      emitError(module.getLoc()) << pass << ": n-gpu-layers=-1 is llama.cpp's 'auto' (fit the layers "
+                                 << "to free memory), which these passes do not search; run plan-model "
+                                 << "--fit to find the count, or give a count (<= -2: all)";
+      return signalPassFailure();
+    }
+    if (ngl <= -2)
+      ngl = planner::kAllGpuLayers;
     RecordedOptions r;
     auto st = beginStep(module, PlanStage::kLayers, pass, r, [&](RecordedOptions &o) {
       o.devices = devices;
-      o.registry_dirs.assign(registry.begin(), registry.end());
-      o.placement.n_gpu_layers = nGpuLayers;
+      o.registry_dirs.clear();
+      SmallVector<StringRef> dirs;
+      StringRef(registry).split(dirs, ',', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+      for (StringRef dir : dirs)
+        o.registry_dirs.push_back(dir.str());
+      o.placement.n_gpu_layers = ngl;
       o.placement.split_mode = *mode;
       o.placement.tensor_split = *ts;
       o.placement.main_gpu = mainGpu;
@@ -318,6 +338,22 @@ struct PlanMemoryPass : impl::StowagePlanMemoryBase<PlanMemoryPass> {
   }
 };
 
+/// "" when `path` does not exist, is empty, or is a Stowage plan (file identifier "STWP" at byte
+/// 4); else what it is, for an error message.
+std::string existingNonPlan(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return "";
+  char head[8] = {};
+  in.read(head, sizeof head);
+  const std::streamsize got = in.gcount();
+  if (got == 0)
+    return "";
+  if (got == 8 && std::memcmp(head + 4, "STWP", 4) == 0)
+    return "";
+  return "exists and is not a Stowage plan";
+}
+
 struct ExportPlanPass : impl::StowageExportPlanBase<ExportPlanPass> {
   using StowageExportPlanBase::StowageExportPlanBase;
   void runOnOperation() override {
@@ -329,8 +365,10 @@ struct ExportPlanPass : impl::StowageExportPlanBase<ExportPlanPass> {
     }
     if (failed(requireStage(module, PlanStage::kMemory, pass)))
       return signalPassFailure();
-    RecordedOptions r = readRecordedOptions(module);
-    auto st = reconstructPlannerState(module, PlanStage::kMemory, r, pass);
+    FailureOr<RecordedOptions> r = readRecordedOptions(module, pass);
+    if (failed(r))
+      return signalPassFailure();
+    auto st = reconstructPlannerState(module, PlanStage::kMemory, *r, pass);
     if (failed(st))
       return signalPassFailure();
     const PlannerState &s = **st;
@@ -344,6 +382,14 @@ struct ExportPlanPass : impl::StowageExportPlanBase<ExportPlanPass> {
         file && SameFile(output, file.getFilename().str())) {
       emitError(module.getLoc()) << pass << ": output=" << output
                                  << " is the input IR file (writing the plan would replace it)";
+      return signalPassFailure();
+    }
+    // The location above names the file the IR was first parsed from, not necessarily the one
+    // being run (bytecode, IR printed with debug info): whatever the input, an existing file is
+    // replaced only when it is an earlier plan (or empty).
+    if (std::string what = existingNonPlan(output); !what.empty()) {
+      emitError(module.getLoc()) << pass << ": output=" << output << " " << what
+                                 << " (writing the plan would replace it; remove it or choose another path)";
       return signalPassFailure();
     }
     std::string flags;
@@ -363,7 +409,7 @@ struct ExportPlanPass : impl::StowageExportPlanBase<ExportPlanPass> {
 struct PlanPipelineOptions : PassPipelineOptions<PlanPipelineOptions> {
   Option<std::string> devices{*this, "devices",
                               llvm::cl::desc("registry keys or manifest files, with a CPU")};
-  ListOption<std::string> registry{*this, "registry", llvm::cl::desc("registry folders")};
+  Option<std::string> registry{*this, "registry", llvm::cl::desc("registry folders, comma-separated")};
   Option<int> nGpuLayers{*this, "n-gpu-layers", llvm::cl::desc("-ngl"), llvm::cl::init(0)};
   Option<std::string> splitMode{*this, "split-mode", llvm::cl::desc("-sm none|layer|row"),
                                 llvm::cl::init("layer")};
@@ -390,7 +436,7 @@ void registerStowagePlanPipeline() {
       [](OpPassManager &pm, const PlanPipelineOptions &o) {
         StowageAssignLayersOptions a;
         a.devices = o.devices;
-        a.registry = ArrayRef<std::string>(o.registry);
+        a.registry = o.registry;
         a.nGpuLayers = o.nGpuLayers;
         a.splitMode = o.splitMode;
         a.tensorSplit = o.tensorSplit;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -52,44 +53,84 @@ PlanStage currentStage(ModuleOp module) {
 
 } // namespace
 
-RecordedOptions readRecordedOptions(ModuleOp module) {
+FailureOr<RecordedOptions> readRecordedOptions(ModuleOp module, StringRef pass) {
   RecordedOptions r;
   auto d = module->getAttrOfType<DictionaryAttr>(kPlanOptionsAttr);
   if (!d)
     return r;
+  // Every entry has the type writeRecordedOptions gives it; an edited record of another shape is
+  // an error naming the key (it used to be skipped, truncated or, for overrides, to crash).
+  auto bad = [&](StringRef key, StringRef expected) -> FailureOr<RecordedOptions> {
+    emitError(module.getLoc()) << pass << ": " << kPlanOptionsAttr << "." << key << " must be "
+                               << expected << ", found " << d.get(key);
+    return failure();
+  };
   planner::PlacementOptions &o = r.placement;
-  if (auto s = d.getAs<StringAttr>("devices"))
+  if (Attribute a = d.get("devices")) {
+    auto s = dyn_cast<StringAttr>(a);
+    if (!s)
+      return bad("devices", "a string");
     r.devices = s.str();
-  if (auto a = d.getAs<ArrayAttr>("registry"))
-    for (Attribute e : a)
-      if (auto s = dyn_cast<StringAttr>(e))
-        r.registry_dirs.push_back(s.str());
-  auto getInt = [&](StringRef key, int &out) {
-    if (auto i = d.getAs<IntegerAttr>(key))
-      out = static_cast<int>(i.getInt());
-  };
-  auto getBool = [&](StringRef key, bool &out) {
-    if (auto b = d.getAs<BoolAttr>(key))
-      out = b.getValue();
-  };
-  getInt("n_gpu_layers", o.n_gpu_layers);
-  getInt("main_gpu", o.main_gpu);
-  if (auto s = d.getAs<StringAttr>("split_mode"))
-    if (auto m = planner::ParseSplitMode(s.getValue().str()); m.ok())
-      o.split_mode = *m;
-  if (auto a = d.getAs<ArrayAttr>("tensor_split"))
-    for (Attribute e : a)
-      if (auto f = dyn_cast<FloatAttr>(e))
-        o.tensor_split.push_back(static_cast<float>(f.getValueAsDouble()));
-  if (auto a = d.getAs<ArrayAttr>("overrides"))
-    for (Attribute e : a)
-      if (auto pair = dyn_cast<ArrayAttr>(e); pair && pair.size() == 2)
-        o.overrides.push_back({cast<StringAttr>(pair[0]).str(), cast<StringAttr>(pair[1]).str()});
-  getBool("no_host", o.no_host);
-  getBool("no_repack", o.no_repack);
-  getBool("use_mmap", o.use_mmap);
-  getBool("offload_kqv", o.offload_kqv);
-  getBool("op_offload", o.op_offload);
+  }
+  if (Attribute a = d.get("registry")) {
+    auto arr = dyn_cast<ArrayAttr>(a);
+    if (!arr || !llvm::all_of(arr, [](Attribute e) { return isa<StringAttr>(e); }))
+      return bad("registry", "an array of strings");
+    for (Attribute e : arr)
+      r.registry_dirs.push_back(cast<StringAttr>(e).str());
+  }
+  for (auto [key, out] : {std::pair<StringRef, int *>{"n_gpu_layers", &o.n_gpu_layers},
+                          std::pair<StringRef, int *>{"main_gpu", &o.main_gpu}}) {
+    Attribute a = d.get(key);
+    if (!a)
+      continue;
+    auto i = dyn_cast<IntegerAttr>(a);
+    if (!i || i.getType().isUnsignedInteger() || i.getValue().getSignificantBits() > 32)
+      return bad(key, "an integer in [-2^31, 2^31)");
+    *out = static_cast<int>(i.getInt());
+  }
+  if (Attribute a = d.get("split_mode")) {
+    auto s = dyn_cast<StringAttr>(a);
+    if (!s)
+      return bad("split_mode", "a string (none, layer or row)");
+    auto m = planner::ParseSplitMode(s.getValue().str());
+    if (!m.ok())
+      return bad("split_mode", "none, layer or row");
+    o.split_mode = *m;
+  }
+  if (Attribute a = d.get("tensor_split")) {
+    auto arr = dyn_cast<ArrayAttr>(a);
+    if (!arr || !llvm::all_of(arr, [](Attribute e) { return isa<FloatAttr>(e); }))
+      return bad("tensor_split", "an array of floats");
+    for (Attribute e : arr)
+      o.tensor_split.push_back(static_cast<float>(cast<FloatAttr>(e).getValueAsDouble()));
+  }
+  if (Attribute a = d.get("overrides")) {
+    auto arr = dyn_cast<ArrayAttr>(a);
+    auto isPair = [](Attribute e) {
+      auto pair = dyn_cast<ArrayAttr>(e);
+      return pair && pair.size() == 2 && isa<StringAttr>(pair[0]) && isa<StringAttr>(pair[1]);
+    };
+    if (!arr || !llvm::all_of(arr, isPair))
+      return bad("overrides", "an array of [pattern, buffer type] string pairs");
+    for (Attribute e : arr) {
+      auto pair = cast<ArrayAttr>(e);
+      o.overrides.push_back({cast<StringAttr>(pair[0]).str(), cast<StringAttr>(pair[1]).str()});
+    }
+  }
+  for (auto [key, out] : {std::pair<StringRef, bool *>{"no_host", &o.no_host},
+                          std::pair<StringRef, bool *>{"no_repack", &o.no_repack},
+                          std::pair<StringRef, bool *>{"use_mmap", &o.use_mmap},
+                          std::pair<StringRef, bool *>{"offload_kqv", &o.offload_kqv},
+                          std::pair<StringRef, bool *>{"op_offload", &o.op_offload}}) {
+    Attribute a = d.get(key);
+    if (!a)
+      continue;
+    auto b = dyn_cast<BoolAttr>(a);
+    if (!b)
+      return bad(key, "a bool");
+    *out = b.getValue();
+  }
   return r;
 }
 
@@ -234,7 +275,8 @@ LogicalResult Reconstructor::importGraphs() {
   planner::ContextConfig cfg;
   auto count = [&](StringRef key, uint32_t &out) -> bool {
     auto i = imp.getAs<IntegerAttr>(key);
-    if (!i || i.getInt() < 0)
+    if (!i || i.getValue().getSignificantBits() > 64 || i.getInt() < 0 ||
+        i.getInt() > std::numeric_limits<uint32_t>::max())
       return false;
     out = static_cast<uint32_t>(i.getInt());
     return true;
@@ -244,7 +286,7 @@ LogicalResult Reconstructor::importGraphs() {
       !count("n_ubatch", cfg.n_ubatch) || !count("n_seq_max", cfg.n_seq_max) ||
       !count("type_k", type_k) || !count("type_v", type_v))
     return error() << "stowage.import must have gguf (string), n_ctx, n_batch, n_ubatch, "
-                      "n_seq_max, type_k and type_v (integers >= 0), got "
+                      "n_seq_max, type_k and type_v (integers in [0, 2^32)), got "
                    << imp;
   cfg.type_k = static_cast<GgmlType>(type_k);
   cfg.type_v = static_cast<GgmlType>(type_v);
@@ -445,6 +487,23 @@ LogicalResult Reconstructor::schedule() {
       what += "; not made by the schedule: " + show(extra.front());
     return differs(PlanStage::kScheduled, what);
   }
+  // Every tensor op's place.backend is the schedule's backend of that tensor (an edited one would
+  // otherwise be ignored: the plan is exported from the reconstruction).
+  for (auto [fname, g] : {std::pair<StringRef, planner::Graph *>{"prefill", &m.prefill},
+                          std::pair<StringRef, planner::Graph *>{"decode", &m.decode}}) {
+    auto func = module_.lookupSymbol<func::FuncOp>(fname);
+    for (auto [op, id] : matchGraphTensors(func, *g)) {
+      const planner::Tensor &t = g->tensors[id];
+      auto attr = op->getAttrOfType<place::BackendAttr>(place::kBackendAttr);
+      if (!attr)  // weights, caches and copies carry none; a split's nodes do
+        continue;
+      const bool planned = t.backend >= 0 && t.backend < static_cast<int>(st_->placement.backends.size());
+      const std::string want = planned ? st_->placement.backends[t.backend].name : "no backend";
+      if (!planned || attr.getName() != want)
+        return differs(PlanStage::kScheduled,
+                       "'" + t.name + "' of @" + fname.str() + " is on " + want);
+    }
+  }
   return success();
 }
 
@@ -466,6 +525,28 @@ LogicalResult Reconstructor::memory() {
         static_cast<uint64_t>(size.getInt()) != b.size)
       return differs(PlanStage::kMemory, "buffer " + std::to_string(i) + " is " + b.name + " of " +
                                              std::to_string(b.size) + " bytes");
+  }
+  // Every tensor op's stowage.buffer / stowage.offset is the memory plan's.
+  for (auto [fname, g] : {std::pair<StringRef, const planner::Graph *>{"prefill", &st_->graphs.prefill},
+                          std::pair<StringRef, const planner::Graph *>{"decode", &st_->graphs.decode}}) {
+    auto func = module_.lookupSymbol<func::FuncOp>(fname);
+    if (!func)
+      return differs(PlanStage::kMemory, "there is no func @" + fname.str());
+    for (auto [op, id] : matchGraphTensors(func, *g)) {
+      const planner::Tensor &t = g->tensors[id];
+      const int buffer = t.global >= 0 ? st_->graphs.globals[t.global].buffer : t.buffer;
+      const uint64_t offset = t.global >= 0 ? st_->graphs.globals[t.global].offset : t.offset;
+      auto b = op->getAttrOfType<IntegerAttr>(kBufferAttr);
+      auto o = op->getAttrOfType<IntegerAttr>(kOffsetAttr);
+      const bool ok = buffer < 0 ? (!b && !o)
+                                 : (b && o && b.getInt() == buffer && static_cast<uint64_t>(o.getInt()) == offset);
+      if (!ok)
+        return differs(PlanStage::kMemory,
+                       "'" + t.name + "' of @" + fname.str() +
+                           (buffer < 0 ? std::string(" has no buffer")
+                                       : " is at buffer " + std::to_string(buffer) + " offset " +
+                                             std::to_string(offset)));
+    }
   }
   return success();
 }

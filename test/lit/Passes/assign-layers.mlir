@@ -75,7 +75,7 @@ module attributes {stowage.import = {gguf = "@MODELS@/tiny8-untied-q4_0.gguf", n
 
 // -----
 
-// expected-error @below {{stowage-assign-layers: stowage.import must have gguf (string), n_ctx, n_batch, n_ubatch, n_seq_max, type_k and type_v (integers >= 0)}}
+// expected-error @below {{stowage-assign-layers: stowage.import must have gguf (string), n_ctx, n_batch, n_ubatch, n_seq_max, type_k and type_v (integers in [0, 2^32))}}
 module attributes {stowage.import = {gguf = "@MODELS@/tiny8-untied-q4_0.gguf", n_ctx = 256}} {}
 
 // -----

@@ -14,6 +14,10 @@
 
 namespace stowage::planner {
 
+/// n_gpu_layers standing for "every layer and the output" (llama.cpp -ngl all / <= -2, 2026):
+/// more layers than any model has (the layer map clamps to n_layer + 1).
+inline constexpr int kAllGpuLayers = 1 << 20;
+
 /// Placement flags with llama.cpp's defaults (FEB25: n_gpu_layers 0, split mode layer, main GPU 0,
 /// mmap on, KV offload on, op offload on).
 struct PlacementOptions {

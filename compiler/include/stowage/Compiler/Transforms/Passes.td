@@ -61,8 +61,9 @@ def StowageAssignLayers : Pass<"stowage-assign-layers", "::mlir::ModuleOp"> {
   let options = [
     Option<"devices", "devices", "std::string", "\"\"",
            "devices of the machine: registry keys or manifest files, comma-separated, with a CPU">,
-    ListOption<"registry", "registry", "std::string",
-               "registry folders searched for device keys before the shipped one">,
+    Option<"registry", "registry", "std::string", "\"\"",
+           "registry folders searched for device keys before the shipped one, comma-separated "
+           "(one string: MLIR 19's list-option parser loops forever on an unbalanced bracket)">,
     Option<"nGpuLayers", "n-gpu-layers", "int", "0", "layers offloaded to the GPUs (-ngl)">,
     Option<"splitMode", "split-mode", "std::string", "\"layer\"",
            "how layers are split across GPUs: none, layer or row (-sm)">,

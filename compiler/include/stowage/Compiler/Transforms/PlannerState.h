@@ -60,8 +60,10 @@ struct RecordedOptions {
   planner::PlacementOptions placement;
 };
 
-/// Reads `stowage.plan` of `module` (absent: defaults).
-RecordedOptions readRecordedOptions(mlir::ModuleOp module);
+/// Reads `stowage.plan` of `module` (absent: defaults; absent keys: their defaults). An entry of
+/// another type than writeRecordedOptions writes (an edited record) is an error emitted at the
+/// module naming `pass` and the key.
+mlir::FailureOr<RecordedOptions> readRecordedOptions(mlir::ModuleOp module, llvm::StringRef pass);
 
 /// Writes all of `options` to `stowage.plan`.
 void writeRecordedOptions(mlir::ModuleOp module, const RecordedOptions &options);

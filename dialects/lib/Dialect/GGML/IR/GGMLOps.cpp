@@ -460,10 +460,20 @@ LogicalResult ViewOp::verify() {
     return success();
   if (llvm::any_of(r.getShape(), [](const Dim &d) { return d.is(0); }))
     return success();
-  uint64_t span = static_cast<uint64_t>(r.getNe(0).size() / r.getBlockSize()) * r.getElementBytes();
-  for (unsigned i = 1; i < 4; ++i)
-    span += static_cast<uint64_t>(r.getNe(i).size() - 1) * static_cast<uint64_t>(nb[i - 1].size());
-  if (static_cast<uint64_t>(offset.size()) + span > *aBytes)
+  // Checked arithmetic: a huge stride must not wrap the span below a's size.
+  uint64_t span = 0, end = 0;
+  bool overflow = __builtin_mul_overflow(static_cast<uint64_t>(r.getNe(0).size() / r.getBlockSize()),
+                                         static_cast<uint64_t>(r.getElementBytes()), &span);
+  for (unsigned i = 1; i < 4; ++i) {
+    uint64_t term = 0;
+    overflow |= __builtin_mul_overflow(static_cast<uint64_t>(r.getNe(i).size() - 1),
+                                       static_cast<uint64_t>(nb[i - 1].size()), &term);
+    overflow |= __builtin_add_overflow(span, term, &span);
+  }
+  overflow |= __builtin_add_overflow(static_cast<uint64_t>(offset.size()), span, &end);
+  if (overflow)
+    return emitOpError() << "view spans more than 2^64 bytes (strides or offset too large; ggml_view)";
+  if (end > *aBytes)
     return emitOpError() << "view of " << span << " bytes at offset " << offset.size()
                          << " exceeds a's " << *aBytes << " bytes (ggml_view)";
   return success();

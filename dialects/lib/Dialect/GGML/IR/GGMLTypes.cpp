@@ -43,19 +43,28 @@ std::optional<Sym> symByName(StringRef name) {
   return std::nullopt;
 }
 
+// Two's-complement wrapping (defined, unlike signed overflow): a wrapped term gives a Dim no valid
+// type holds, so the verifiers comparing it with a declared shape report a mismatch.
+static int64_t wrapAdd(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+static int64_t wrapSub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+
 Dim Dim::operator+(const Dim &o) const {
   Dim r;
-  r.c = c + o.c;
+  r.c = wrapAdd(c, o.c);
   for (unsigned i = 0; i < kNumSyms; ++i)
-    r.k[i] = k[i] + o.k[i];
+    r.k[i] = wrapAdd(k[i], o.k[i]);
   return r;
 }
 
 Dim Dim::operator-(const Dim &o) const {
   Dim r;
-  r.c = c - o.c;
+  r.c = wrapSub(c, o.c);
   for (unsigned i = 0; i < kNumSyms; ++i)
-    r.k[i] = k[i] - o.k[i];
+    r.k[i] = wrapSub(k[i], o.k[i]);
   return r;
 }
 
@@ -102,7 +111,12 @@ void ElementCount::multiply(const Dim &dim) {
     mul(dim.size());
     return;
   }
-  // Pull the gcd of the terms (sign from the first symbolic term) into the coefficient.
+  // Pull the gcd of the terms (sign from the first symbolic term) into the coefficient. A term of
+  // INT64_MIN (no int64 magnitude; dividing it by -1 traps) makes the count unrepresentable.
+  if (dim.c == INT64_MIN || llvm::any_of(dim.k, [](int64_t v) { return v == INT64_MIN; })) {
+    overflow = true;
+    return;
+  }
   int64_t g = std::llabs(dim.c);
   int64_t sign = 0;
   for (int64_t v : dim.k) {
@@ -306,7 +320,8 @@ static ParseResult parseTerm(AsmParser &parser, Dim &dim, bool allowNegative) {
       return failure();
     if (value < 0 && !allowNegative)
       return parser.emitError(loc, "write a negative constant as `- n`, not `+ -n`");
-    dim.c += value;
+    if (__builtin_add_overflow(dim.c, value, &dim.c))
+      return parser.emitError(loc, "dimension constant overflows int64");
     return success();
   }
   StringRef name;
@@ -320,7 +335,9 @@ static ParseResult parseTerm(AsmParser &parser, Dim &dim, bool allowNegative) {
   int64_t coeff = 1;
   if (succeeded(parser.parseOptionalStar()) && parser.parseInteger(coeff))
     return failure();
-  dim.k[static_cast<unsigned>(*sym)] += coeff;
+  int64_t &k = dim.k[static_cast<unsigned>(*sym)];
+  if (__builtin_add_overflow(k, coeff, &k))
+    return parser.emitError(loc, "coefficient of '") << name << "' overflows int64";
   return success();
 }
 
@@ -344,7 +361,8 @@ ParseResult parseDim(AsmParser &parser, Dim &dim) {
       return failure();
     if (negative >= 0)
       return parser.emitError(loc, "expected '+' or '-' between terms");
-    dim.c += negative;
+    if (__builtin_add_overflow(dim.c, negative, &dim.c))
+      return parser.emitError(loc, "dimension constant overflows int64");
   }
 }
 

@@ -1,5 +1,6 @@
 //===- PlaceOps.cpp - split / yield / copy --------------------------------===//
 
+#include "llvm/ADT/SmallPtrSet.h"
 #include "mlir/IR/Builders.h"
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
@@ -44,9 +45,12 @@ LogicalResult CopyOp::verify() {
                          << split.getBackend() << "; a split's inputs go to its backend";
   // A split input comes from an earlier split, or is a view (which computes nothing) of such a
   // value: ggml copies a view's bytes, which an earlier split wrote.
+  // Op verifiers run before dominance is checked, so a view chain may loop back on itself (a view
+  // of its own result): a visited set ends the walk, and dominance verification then reports it.
   Value source = getSource();
+  llvm::SmallPtrSet<Operation *, 8> seen;
   while (Operation *def = source.getDefiningOp()) {
-    if (!split->isAncestor(def))
+    if (!split->isAncestor(def) || !seen.insert(def).second)
       break;
     auto view = dyn_cast<ViewLikeOpInterface>(def);
     if (!view)

@@ -76,7 +76,8 @@ struct Dim {
   bool operator!=(const Dim &o) const { return !(*this == o); }
   /// A total order for canonical factor lists (not a comparison of sizes).
   bool operator<(const Dim &o) const { return k != o.k ? k < o.k : c < o.c; }
-  /// Term-wise sum and difference (e.g. concat sizes, d_conv - 1 + n_tokens).
+  /// Term-wise sum and difference (e.g. concat sizes, d_conv - 1 + n_tokens); a term that
+  /// overflows int64 wraps (two's complement), giving a Dim that matches no valid declared shape.
   Dim operator+(const Dim &o) const;
   Dim operator-(const Dim &o) const;
   /// Scales every term by `f`; sets `overflow` on int64 overflow.
