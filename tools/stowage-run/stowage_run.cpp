@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <fstream>
 #include <sstream>
 #include <random>
@@ -24,11 +25,13 @@
 #include "prompt_escapes.h"
 #include "stdout_check.h"
 #include "from_probe.h"
+#include "kl_divergence.h"
 #include "probed_machine.h"
 #include "stowage/planner/fit.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/place_model.h"
 #include "stowage/planner/plan_export.h"
+#include "stowage/runtime/atomic_file.h"
 #include "stowage/runtime/device_probe.h"
 #include "stowage/runtime/gguf.h"
 #include "stowage/runtime/sampler.h"
@@ -296,10 +299,30 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
   return 0;
 }
 
+/// One chunk as llama-perplexity evaluates it: a fresh KV cache, the chunk's first token replaced by
+/// BOS when the vocabulary adds one (the text's token stays in the caller's copy), and the logits of
+/// every position (chunk.size() x n_vocab).
+Status EvaluateChunk(Session& s, const Tokenizer& tok, std::vector<int32_t> chunk, std::vector<float>* logits) {
+  if (tok.add_bos()) chunk[0] = tok.bos();
+  s.Reset();
+  return s.Decode(chunk, true, logits);
+}
+
+/// The error of a scored position whose logits are NaN or inf: a PPL or KLD of nan/inf says nothing.
+/// `line_open`: stdout's last line is not ended yet (perplexity's "[1]ppl," line).
+int FailNonFiniteLogits(const Common& c, int64_t chunk, int64_t pos, bool line_open) {
+  if (line_open) EndStreamedLine();
+  return Fail(DataLoss(c.model + ": chunk " + std::to_string(chunk + 1) + ", position " + std::to_string(pos) +
+                       ": the logits are not finite numbers (the model's weights or hyper-parameters produce NaN or inf)"));
+}
+
 /// llama-perplexity's score of `text` (the -f file as ReadTextFile reads it): chunks of n_ctx
 /// tokens, each starting with BOS, the second half of each scored; at most `max_chunks` chunks
 /// (< 0: all). Prints "[1]ppl,[2]ppl,..." and "Final estimate: PPL = X +/- E" as llama-perplexity.
-int Perplexity(const Common& c, const std::string& file, const std::string& text, int max_chunks) {
+/// With `kl_base` (not empty), also writes llama-perplexity's --kl-divergence-base file there: the
+/// tokens and every scored position's log-probabilities (kl_divergence.h), atomically.
+int Perplexity(const Common& c, const std::string& file, const std::string& text, int max_chunks,
+               const std::string& kl_base) {
   auto gguf = GgufFile::Open(c.model);
   if (!gguf.ok()) return Fail(gguf.status());
   auto tok = Tokenizer::FromGguf(**gguf);
@@ -319,6 +342,18 @@ int Perplexity(const Common& c, const std::string& file, const std::string& text
                                 " (use a longer text or a smaller -c)"));
   int64_t n_chunk = static_cast<int64_t>(all.size()) / n_ctx;
   if (max_chunks >= 0) n_chunk = std::min<int64_t>(n_chunk, max_chunks);
+  const int64_t nv = s.n_vocab();
+  // The base file: header and tokens now, each chunk's records as it is scored, made visible at the end.
+  std::optional<tools::KlBaseWriter> base;
+  std::vector<uint16_t> records;
+  if (!kl_base.empty()) {
+    const tools::KlBaseHeader h{static_cast<int32_t>(n_ctx), static_cast<int32_t>(nv), static_cast<int32_t>(n_chunk)};
+    auto w = tools::KlBaseWriter::Create(kl_base, h, std::vector<int32_t>(all.begin(), all.begin() + n_chunk * n_ctx));
+    if (!w.ok()) return Fail(w.status());
+    base.emplace(std::move(*w));
+    records.resize(static_cast<size_t>(tools::KlScoredPerChunk(n_ctx) * tools::KlRecordSize(nv)));
+    std::fprintf(stderr, "perplexity: saving all logits to %s\n", kl_base.c_str());  // llama-perplexity's line
+  }
   std::fprintf(stderr, "perplexity: calculating perplexity over %lld chunks, n_ctx=%lld\n", static_cast<long long>(n_chunk),
                static_cast<long long>(n_ctx));
   // As llama-perplexity: each chunk starts with BOS; score the second half of every chunk.
@@ -326,35 +361,99 @@ int Perplexity(const Common& c, const std::string& file, const std::string& text
   int64_t count = 0;
   std::vector<float> logits;
   for (int64_t k = 0; k < n_chunk; ++k) {
-    std::vector<int32_t> chunk(all.begin() + k * n_ctx, all.begin() + (k + 1) * n_ctx);
-    if (tok->add_bos()) chunk[0] = tok->bos();
-    s.Reset();
-    if (Status st = s.Decode(chunk, true, &logits); !st.ok()) return Fail(st);
-    const int64_t nv = s.n_vocab();
+    const std::vector<int32_t> chunk(all.begin() + k * n_ctx, all.begin() + (k + 1) * n_ctx);
+    if (Status st = EvaluateChunk(s, *tok, chunk, &logits); !st.ok()) return Fail(st);
     for (int64_t i = n_ctx / 2; i + 1 < n_ctx; ++i) {
       const float* row = logits.data() + i * nv;
-      const float mx = *std::max_element(row, row + nv);
-      double sum = 0;
-      for (int64_t v = 0; v < nv; ++v) sum += std::exp(double(row[v]) - mx);
-      const double token_nll = -(double(row[chunk[i + 1]]) - mx - std::log(sum));
-      if (!std::isfinite(token_nll)) {  // NaN or inf logits: a PPL of nan/inf says nothing
-        EndStreamedLine();
-        return Fail(DataLoss(c.model + ": chunk " + std::to_string(k + 1) + ", position " + std::to_string(i) +
-                             ": the logits are not finite numbers (the model's weights or hyper-parameters produce "
-                             "NaN or inf)"));
+      double token_nll;
+      if (base) {  // llama-perplexity's NLL is then the one its encoder computes (in float)
+        token_nll = tools::EncodeLogProbs(row, static_cast<int32_t>(nv), chunk[i + 1],
+                                          records.data() + (i - n_ctx / 2) * tools::KlRecordSize(nv));
+      } else {
+        const float mx = *std::max_element(row, row + nv);
+        double sum = 0;
+        for (int64_t v = 0; v < nv; ++v) sum += std::exp(double(row[v]) - mx);
+        token_nll = -(double(row[chunk[i + 1]]) - mx - std::log(sum));
       }
+      if (!std::isfinite(token_nll)) return FailNonFiniteLogits(c, k, i, true);
       nll += token_nll;
       nll2 += token_nll * token_nll;
       ++count;
     }
+    if (base)
+      if (Status st = base->WriteChunk(records); !st.ok()) {
+        EndStreamedLine();
+        return Fail(st);
+      }
     std::printf("[%lld]%.4f,", static_cast<long long>(k + 1), std::exp(nll / count));
     std::fflush(stdout);
   }
+  if (base)
+    if (Status st = base->Commit(); !st.ok()) {
+      EndStreamedLine();
+      return Fail(st);
+    }
   // llama-perplexity's uncertainty: the standard error of the mean NLL, times the perplexity.
   const double mean = nll / count, ppl = std::exp(mean);
   double var = nll2 / count - mean * mean;
   const double err = var > 0 && count > 1 ? std::sqrt(var / (count - 1)) * ppl : 0.0;
   std::printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, err);
+  return 0;
+}
+
+/// llama-perplexity --kl-divergence: evaluates the model on the chunks of the base file `base_path`
+/// (its tokens and n_ctx, not a text) and compares each scored position's distribution with the
+/// base's (kl_divergence.h). Prints llama.cpp's table line per chunk, then its statistics. Without
+/// --plan or -c the context is planned as the file's n_ctx; a smaller context is an error, a larger
+/// one evaluates the file's chunks in it (as llama.cpp). `max_chunks` >= 0 scores only the first ones.
+int KlDivergence(Common c, bool ctx_given, const std::string& base_path, int max_chunks) {
+  auto base = tools::KlBaseReader::Open(base_path);
+  if (!base.ok()) return Fail(base.status());
+  const tools::KlBaseHeader h = base->header();
+  auto gguf = GgufFile::Open(c.model);
+  if (!gguf.ok()) return Fail(gguf.status());
+  auto tok = Tokenizer::FromGguf(**gguf);
+  if (!tok.ok()) return Fail(tok.status());
+  if (c.plan.empty() && !ctx_given) c.n_ctx = static_cast<uint32_t>(h.n_ctx);
+  auto session = OpenSession(c, true);
+  if (!session.ok()) return Fail(session.status());
+  Session& s = **session;
+  // The logits' width, as perplexity writes n_vocab.
+  if (s.n_vocab() != h.n_vocab)
+    return Fail(DataLoss(base_path + ": offset 12: n_vocab " + std::to_string(h.n_vocab) + " of the base, but the model " +
+                         c.model + " has " + std::to_string(s.n_vocab()) +
+                         " tokens (the base must come from a model with the same vocabulary)"));
+  if (h.n_ctx > s.n_ctx())
+    return Fail(OutOfRange(base_path + ": offset 8: n_ctx " + std::to_string(h.n_ctx) +
+                           ": the base was computed with a context of " + std::to_string(h.n_ctx) +
+                           " tokens, while the current context is " + std::to_string(s.n_ctx()) + " (" +
+                           (c.plan.empty() ? "increase it with -c, or leave -c out to use the file's"
+                                           : "re-plan with plan-model -c " + std::to_string(h.n_ctx)) + ")"));
+  const int64_t n_ctx = h.n_ctx, nv = h.n_vocab, nr = tools::KlRecordSize(nv), first = n_ctx / 2;
+  int64_t n_chunk = h.n_chunk;
+  if (max_chunks >= 0) n_chunk = std::min<int64_t>(n_chunk, max_chunks);
+  std::fprintf(stderr, "kl_divergence: %lld chunks of n_ctx=%lld from %s (n_vocab %lld)\n",
+               static_cast<long long>(n_chunk), static_cast<long long>(n_ctx), base_path.c_str(),
+               static_cast<long long>(nv));
+  tools::KlDivergenceSums sums;
+  std::vector<float> kld_values, p_diff_values, logits;
+  std::vector<uint16_t> records;
+  for (int64_t k = 0; k < n_chunk; ++k) {
+    if (Status st = base->ReadChunk(&records); !st.ok()) return Fail(st);
+    const std::vector<int32_t> chunk(base->tokens().begin() + k * n_ctx, base->tokens().begin() + (k + 1) * n_ctx);
+    if (Status st = EvaluateChunk(s, *tok, chunk, &logits); !st.ok()) return Fail(st);
+    for (int64_t i = first; i + 1 < n_ctx; ++i) {
+      const tools::KlTokenResult r = tools::AccumulateKlDivergence(logits.data() + i * nv, static_cast<int32_t>(nv),
+                                                                   records.data() + (i - first) * nr, chunk[i + 1], &sums);
+      if (!std::isfinite(r.nll)) return FailNonFiniteLogits(c, k, i, false);
+      kld_values.push_back(static_cast<float>(r.kld));
+      p_diff_values.push_back(r.p_diff);
+    }
+    // llama.cpp prints the table header before every chunk's line.
+    std::printf("\n%s\n%s\n", tools::KlChunkHeader(), tools::FormatKlChunkLine(k + 1, sums).c_str());
+    if (!FlushStdout()) return 1;
+  }
+  std::printf("\n%s", tools::FormatKlStatistics(sums, std::move(kld_values), std::move(p_diff_values)).c_str());
   return 0;
 }
 
@@ -702,7 +801,17 @@ int Run(int argc, char** argv) {
   auto* ppl = app.add_subcommand("perplexity", "perplexity of a text file (llama-perplexity style)");
   ppl->footer("Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, --huge-pages, --no-escape.");
   std::string text_file;
-  ppl->add_option("-f,--file", text_file, "text file (one final newline dropped and escapes expanded, as llama-perplexity)")->required();
+  ppl->add_option("-f,--file", text_file,
+                  "text file (one final newline dropped and escapes expanded, as llama-perplexity); required, except "
+                  "with --kl-divergence");
+  std::string kl_base;
+  ppl->add_option("--kl-divergence-base,--save-all-logits", kl_base,
+                  "base file of log-probabilities (llama-perplexity's format): written while scoring -f, or read "
+                  "by --kl-divergence");
+  bool kl_divergence = false;
+  ppl->add_flag("--kl-divergence", kl_divergence,
+                "compare the model's distributions with the --kl-divergence-base file's (its tokens and n_ctx; -f is "
+                "not read): KL divergence, PPL ratio, top token agreement, as llama-perplexity");
   int max_chunks = -1;
   ppl->add_option("--chunks", max_chunks, "score at most this many chunks (-1 = all)")
       ->check(NumberIn(-1, 2147483647, true) &
@@ -755,9 +864,31 @@ int Run(int argc, char** argv) {
       if (app.count(name) > 0)
         return Fail(InvalidArgument(std::string(name) + " applies to text generation, not to " + (*ppl ? "perplexity" : "bench")));
   if (*ppl) {
+    const bool has_base = ppl->count("--kl-divergence-base") > 0;
+    if (has_base && kl_base.empty()) return Fail(InvalidArgument("--kl-divergence-base '': no file name"));
+    if (kl_divergence) {
+      if (!has_base)
+        return Fail(InvalidArgument("--kl-divergence needs --kl-divergence-base FILE: the log-probabilities of the base "
+                                    "model, written by perplexity -f TEXT --kl-divergence-base FILE"));
+      if (ppl->count("--file") > 0)  // llama-perplexity ignores it too
+        std::fprintf(stderr, "stowage-run: note: --kl-divergence takes its tokens from %s; -f %s is not read\n",
+                     kl_base.c_str(), text_file.c_str());
+      return KlDivergence(c, app.count("--ctx-size") > 0, kl_base, max_chunks);
+    }
+    if (ppl->count("--file") == 0)
+      return Fail(InvalidArgument("perplexity: -f/--file is required (the text to score; only --kl-divergence reads its "
+                                  "tokens from --kl-divergence-base)"));
+    // The base file replaces what is at its path: never one of the inputs.
+    for (const std::string* input : {&c.model, &c.plan, &text_file})
+      if (has_base && !input->empty() && SameFile(kl_base, *input))
+        return Fail(InvalidArgument("--kl-divergence-base " + kl_base + " is the input " + *input +
+                                    ": it would be replaced (write the base to another file)"));
+    if (has_base && tools::IsStandardOutput(kl_base))
+      return Fail(InvalidArgument("--kl-divergence-base " + kl_base +
+                                  " is standard output, where the perplexity is printed: write the base to a file"));
     auto text = ReadTextFile(text_file, "perplexity -f expects a text file", escape);
     if (!text.ok()) return Fail(text.status());
-    return Perplexity(c, text_file, *text, max_chunks);
+    return Perplexity(c, text_file, *text, max_chunks, kl_base);
   }
   if (*bench) {
     // At most kMaxTokens - 8: a context planned on the fly is the largest value + 8.
