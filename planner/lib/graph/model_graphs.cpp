@@ -204,9 +204,9 @@ Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig*
     if (hp.n_ctx_train > kMaxContextTokens)
       return InvalidArgument(path + ": " + hp.arch + ".context_length " + std::to_string(hp.n_ctx_train) +
                              " exceeds the largest context Stowage plans (" + std::to_string(kMaxContextTokens) +
-                             " tokens); give a context size with -c");
+                             " tokens); give a context size (-c; stowage-opt: --gguf-n-ctx)");
     if (hp.n_ctx_train == 0)
-      return InvalidArgument(path + ": " + hp.arch + ".context_length is 0; give a context size with -c");
+      return InvalidArgument(path + ": " + hp.arch + ".context_length is 0; give a context size (-c; stowage-opt: --gguf-n-ctx)");
     cfg->n_ctx = hp.n_ctx_train;
   }
   if (cfg->n_ctx > kMaxContextTokens)

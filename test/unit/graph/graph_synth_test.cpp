@@ -182,7 +182,7 @@ TEST(HParams, ResolveContextAsLlamaInitFromModel) {
   Status s = ResolveContext(hp, "m.gguf", &cfg);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "m.gguf: llama.context_length 4294967295 exceeds the largest context Stowage plans "
-                         "(16777216 tokens); give a context size with -c");
+                         "(16777216 tokens); give a context size (-c; stowage-opt: --gguf-n-ctx)");
   cfg.n_ctx = 4096;  // an explicit -c overrides the model's value
   EXPECT_TRUE(ResolveContext(hp, "m.gguf", &cfg).ok());
   cfg = ContextConfig{};
