@@ -13,8 +13,6 @@
 // check at every load); prints
 // "plan-dump: compute memory OK (N tensors checked)" and exits 0, or one line per conflict and exits 1.
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -329,12 +327,12 @@ namespace {
 // --seal: the plan's bytes with Plan.content_xxh64 recomputed (SealPlan), verified like any plan,
 // written atomically to `out` (never a partial file).
 int Seal(const std::string& path, const std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::fprintf(stderr, "plan-dump: error: %s: cannot open plan file\n", path.c_str());
+  auto read = stowage::ReadPlanBytes(path);
+  if (!read.ok()) {
+    std::fprintf(stderr, "plan-dump: error: %s\n", read.status().message().c_str());
     return 1;
   }
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<uint8_t> bytes = std::move(*read);
   if (stowage::Status st = stowage::SealPlan(bytes.data(), bytes.size()); !st.ok()) {
     std::fprintf(stderr, "plan-dump: error: %s: %s\n", path.c_str(), st.message().c_str());
     return 1;
@@ -369,7 +367,13 @@ int Run(int argc, char** argv) {
       ->excludes("--nodes")
       ->excludes("--check-memory");
   if (int rc = stowage::tools::ParseWithAliases(app, argc, argv, {}); rc >= 0) return rc;
-  if (!seal_out.empty()) return Seal(path, seal_out);
+  if (app.count("--seal") > 0) {
+    if (seal_out.empty()) {
+      std::fprintf(stderr, "plan-dump: error: --seal needs an output file name (it was empty)\n");
+      return 1;
+    }
+    return Seal(path, seal_out);
+  }
   auto plan = stowage::PlanFile::Load(path);
   if (!plan.ok()) {
     std::fprintf(stderr, "plan-dump: error: %s\n", plan.status().message().c_str());

@@ -14,8 +14,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include <unistd.h>
-
 #include <string>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -26,12 +24,11 @@
 #include "mlir/Transforms/Passes.h"
 #include "stowage/Dialect/GGML/IR/GGMLOps.h"
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
-#include "llvm/ADT/SmallString.h"
+#include "stowage/runtime/atomic_file.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 #ifdef STOWAGE_HAVE_COMPILER
@@ -173,50 +170,40 @@ int main(int argc, char **argv) {
                  << " (writing the output would replace it)\n";
     return EXIT_FAILURE;
   }
-  // A regular (or new) output file is written beside its path and renamed over it on success, so
-  // a failed run leaves no partial file and keeps an earlier one; stdout, /dev/null and other
-  // special files are written directly.
-  llvm::sys::fs::file_status st;
-  const bool special = outputFilename == "-" ||
-                       (!llvm::sys::fs::status(outputFilename, st) && llvm::sys::fs::exists(st) &&
-                        !llvm::sys::fs::is_regular_file(st));
-  std::string writePath = outputFilename;
-  if (!special) {
-    llvm::SmallString<256> tmp;
-    int fd = -1;
-    if (std::error_code ec = llvm::sys::fs::createUniqueFile(outputFilename + ".tmp-%%%%%%", fd, tmp)) {
-      llvm::errs() << "stowage-opt: error: " << outputFilename << ": cannot create a temporary file beside it: "
-                   << ec.message() << "\n";
+  // The output is rendered in memory and written only after a successful run, through
+  // stowage::AtomicFile (as plan-model writes plans): a failed run leaves an existing -o file as it
+  // was and never removes anything; a symbolic link is followed (its target is replaced, the link
+  // stays); a replaced file keeps its mode; /dev/stdout, FIFOs and devices are written in place;
+  // short temporary names, so any valid file name works.
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (mlir::failed(mlir::MlirOptMain(os, std::move(input), registry, config)))
+    return EXIT_FAILURE;
+  os.flush();
+  if (outputFilename == "-") {
+    llvm::outs() << text;
+    llvm::outs().flush();
+    if (llvm::outs().has_error()) {
+      llvm::errs() << "stowage-opt: error: cannot write standard output: " << llvm::outs().error().message() << "\n";
+      llvm::outs().clear_error();
       return EXIT_FAILURE;
     }
-    ::close(fd);
-    writePath = tmp.str().str();
+    return EXIT_SUCCESS;
   }
-  auto output = mlir::openOutputFile(writePath, &error);
-  if (!output) {
-    llvm::errs() << error << "\n";
-    if (!special)
-      llvm::sys::fs::remove(writePath);
+  // A pass may have written a plan there (stowage-export-plan output=): IR text must not replace it.
+  if (auto existing = llvm::MemoryBuffer::getFileSlice(outputFilename, 8, 0);
+      existing && (*existing)->getBufferSize() == 8 && (*existing)->getBuffer().substr(4) == "STWP") {
+    llvm::errs() << "stowage-opt: error: -o " << outputFilename
+                 << " is a Stowage plan (the output= of an export pass?); writing the IR would replace it\n";
     return EXIT_FAILURE;
   }
-  const bool ok = mlir::succeeded(mlir::MlirOptMain(output->os(), std::move(input), registry, config));
-  if (!ok)
-    return EXIT_FAILURE;  // ToolOutputFile removes writePath (the temporary, or a special file it created)
-  output->os().flush();
-  if (output->os().has_error()) {
-    llvm::errs() << "stowage-opt: error: " << outputFilename << ": write failed: " << output->os().error().message()
-                 << "\n";
-    output->os().clear_error();
+  auto file = stowage::AtomicFile::Create(outputFilename);
+  stowage::Status st = file.ok() ? file->Write(text.data(), text.size()) : file.status();
+  if (st.ok())
+    st = file->Commit();
+  if (!st.ok()) {
+    llvm::errs() << "stowage-opt: error: " << st.message() << "\n";
     return EXIT_FAILURE;
-  }
-  output->keep();
-  output.reset();
-  if (!special) {
-    if (std::error_code ec = llvm::sys::fs::rename(writePath, outputFilename)) {
-      llvm::errs() << "stowage-opt: error: " << outputFilename << ": cannot replace it: " << ec.message() << "\n";
-      llvm::sys::fs::remove(writePath);
-      return EXIT_FAILURE;
-    }
   }
   return EXIT_SUCCESS;
 }

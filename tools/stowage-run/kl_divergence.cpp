@@ -16,12 +16,18 @@ namespace {
 
 void Appendf(std::string* out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 void Appendf(std::string* out, const char* fmt, ...) {
-  char buf[256];
-  va_list ap;
+  // Whole lines at any length (a huge PPL prints hundreds of digits), as llama.cpp's LOG.
+  va_list ap, ap2;
   va_start(ap, fmt);
-  const int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_copy(ap2, ap);
+  const int n = std::vsnprintf(nullptr, 0, fmt, ap);
   va_end(ap);
-  if (n > 0) out->append(buf, std::min<size_t>(static_cast<size_t>(n), sizeof buf - 1));
+  if (n > 0) {
+    std::string buf(static_cast<size_t>(n) + 1, '\0');
+    std::vsnprintf(buf.data(), buf.size(), fmt, ap2);
+    out->append(buf.data(), static_cast<size_t>(n));
+  }
+  va_end(ap2);
 }
 
 // perplexity.cpp kl_divergence's mean_and_uncertainty: the mean and its standard error (0 for 10
@@ -354,7 +360,8 @@ Result<KlBaseReader> KlBaseReader::Open(const std::string& path) {
   if (h.n_chunk < 1) return DataLoss(path + ": offset 16: n_chunk " + std::to_string(h.n_chunk) + ": expected at least 1");
 
   // A regular file's size must be the header's: a truncated base is refused before any evaluation.
-  const int64_t tokens_bytes = int64_t(h.n_ctx) * h.n_chunk * int64_t(sizeof(int32_t));
+  // n_ctx * n_chunk < 2^62 tokens: their bytes (< 2^64) are counted in __int128, never overflowing.
+  const __int128 tokens_bytes = __int128(int64_t(h.n_ctx) * h.n_chunk) * int64_t(sizeof(int32_t));
   const __int128 expected = __int128(kKlBaseHeaderBytes) + tokens_bytes + __int128(ChunkBytes(h)) * h.n_chunk;
   if (S_ISREG(st.st_mode) && __int128(st.st_size) != expected) {
     const int64_t size = st.st_size;
@@ -366,19 +373,27 @@ Result<KlBaseReader> KlBaseReader::Open(const std::string& path) {
                       std::to_string(int64_t(size - expected)) + " bytes after the last chunk's records (from offset " +
                       std::to_string(int64_t(expected)) + ")");
     std::string what;
-    if (size < kKlBaseHeaderBytes + tokens_bytes) {
+    if (__int128(size) < kKlBaseHeaderBytes + tokens_bytes) {
       what = "the tokens (" + std::to_string(int64_t(h.n_ctx) * h.n_chunk) + " int32 from offset 20)";
     } else {
-      const int64_t k = (size - kKlBaseHeaderBytes - tokens_bytes) / ChunkBytes(h);
+      const int64_t tb = int64_t(tokens_bytes);  // <= size here
+      const int64_t k = (size - kKlBaseHeaderBytes - tb) / ChunkBytes(h);
       what = "the log-probability records of chunk " + std::to_string(k + 1) + " of " + std::to_string(h.n_chunk) +
-             " (from offset " + std::to_string(kKlBaseHeaderBytes + tokens_bytes + k * ChunkBytes(h)) + ")";
+             " (from offset " + std::to_string(kKlBaseHeaderBytes + tb + k * ChunkBytes(h)) + ")";
     }
     return DataLoss(path + ": truncated at offset " + std::to_string(size) + ": expected " + what + "; " + says);
   }
 
-  r.tokens_.resize(static_cast<size_t>(int64_t(h.n_ctx) * h.n_chunk));
-  STOWAGE_RETURN_IF_ERROR(r.ReadExact(r.tokens_.data(), r.tokens_.size() * sizeof(int32_t),
-                                      "the tokens (" + std::to_string(r.tokens_.size()) + " int32)"));
+  // Read in pieces of at most 1 Mi tokens: a pipe's header may promise far more than it holds,
+  // and nothing is allocated beyond what actually arrives.
+  const int64_t n_tokens = int64_t(h.n_ctx) * h.n_chunk;
+  const std::string tokens_what = "the tokens (" + std::to_string(n_tokens) + " int32)";
+  for (int64_t done = 0; done < n_tokens;) {
+    const int64_t piece = std::min<int64_t>(n_tokens - done, int64_t(1) << 20);
+    r.tokens_.resize(static_cast<size_t>(done + piece));
+    STOWAGE_RETURN_IF_ERROR(r.ReadExact(r.tokens_.data() + done, static_cast<size_t>(piece) * sizeof(int32_t), tokens_what));
+    done += piece;
+  }
   for (size_t i = 0; i < r.tokens_.size(); ++i) {
     const int32_t t = r.tokens_[i];
     if (t < 0 || t >= h.n_vocab)

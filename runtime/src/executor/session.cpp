@@ -2,6 +2,8 @@
 #include "stowage/runtime/session.h"
 
 #include <algorithm>
+#include <exception>
+#include <new>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -1017,24 +1019,33 @@ Status Session::Decode(const std::vector<int32_t>& tokens, bool all_logits, std:
   // vector, as a generation loop does).
   logits->resize(static_cast<size_t>((all_logits ? n : 1) * s.n_vocab));
   std::vector<float> discard;  // logits of the last token of a ubatch that is not the last one
-  for (int64_t i = 0; i < n; i += s.n_ubatch) {
-    const int64_t m = std::min<int64_t>(s.n_ubatch, n - i);
-    const bool last = i + m == n;
-    float* out = nullptr;
-    if (all_logits) {
-      out = logits->data() + i * s.n_vocab;
-    } else if (last) {
-      out = logits->data();
-    } else {
-      discard.resize(static_cast<size_t>(s.n_vocab));
-      out = discard.data();
+  // Any failure, a Status or an exception (std::bad_alloc in a later ubatch), leaves the sequence
+  // as described above: n_past rolled back, a recurrent state marked lost.
+  auto failed = [&](Status st) {
+    s.n_past = n_past_before;
+    for (const GGraph& g : s.graphs) s.recurrent_state_lost = s.recurrent_state_lost || g.recurrent();
+    return st;
+  };
+  try {
+    for (int64_t i = 0; i < n; i += s.n_ubatch) {
+      const int64_t m = std::min<int64_t>(s.n_ubatch, n - i);
+      const bool last = i + m == n;
+      float* out = nullptr;
+      if (all_logits) {
+        out = logits->data() + i * s.n_vocab;
+      } else if (last) {
+        out = logits->data();
+      } else {
+        discard.resize(static_cast<size_t>(s.n_vocab));
+        out = discard.data();
+      }
+      Status st = s.RunUbatch(tokens.data() + i, m, all_logits, out);
+      if (!st.ok()) return failed(std::move(st));
     }
-    Status st = s.RunUbatch(tokens.data() + i, m, all_logits, out);
-    if (!st.ok()) {
-      s.n_past = n_past_before;
-      for (const GGraph& g : s.graphs) s.recurrent_state_lost = s.recurrent_state_lost || g.recurrent();
-      return st;
-    }
+  } catch (const std::bad_alloc&) {
+    return failed(ResourceExhausted("decode: out of memory"));
+  } catch (const std::exception& e) {
+    return failed(Internal(std::string("decode: ") + e.what()));
   }
   return Status::Ok();
 }

@@ -22,7 +22,7 @@ bool Aligned8(const void* p) { return reinterpret_cast<uintptr_t>(p) % 8 == 0; }
 
 }  // namespace
 
-Result<std::unique_ptr<PlanFile>> PlanFile::Load(const std::string& path) {
+Result<std::vector<uint8_t>> ReadPlanBytes(const std::string& path) {
   if (path.empty()) return InvalidArgument("plan file path is empty; expected the path of a plan written by plan-model");
   // O_NONBLOCK: a FIFO nobody writes to is refused below instead of blocking the open.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -46,6 +46,11 @@ Result<std::unique_ptr<PlanFile>> PlanFile::Load(const std::string& path) {
     done += static_cast<size_t>(r);
   }
   ::close(fd);
+  return bytes;
+}
+
+Result<std::unique_ptr<PlanFile>> PlanFile::Load(const std::string& path) {
+  STOWAGE_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadPlanBytes(path));
   return FromBytes(std::move(bytes), path);
 }
 
@@ -91,17 +96,17 @@ Status PlanFile::Verify() {
                                                   std::to_string(kPlanSchemaVersion) + ", found " +
                                                   std::to_string(r.schema_version()));
   // From version 2 the plan carries a checksum of its own bytes: a corrupted value that still
-  // verifies (an offset, an index, a float parameter) would otherwise be computed with.
-  if (r.schema_version() >= 2) {
-    uint64_t want = 0, got = 0;
-    if (!plan_seal::ContentHashes(bytes_.data(), bytes_.size(), &want, &got))
-      return fail("content_xxh64", "missing (required from schema_version 2: the plan's checksum)");
-    if (want != got) {
-      char msg[160];
-      std::snprintf(msg, sizeof msg, "checksum mismatch: the file's bytes hash to %016llx, the plan records %016llx "
-                    "(corrupted or edited plan; plan the model again)", (unsigned long long)got, (unsigned long long)want);
-      return fail("content_xxh64", msg);
-    }
+  // verifies (an offset, an index, a float parameter) would otherwise be computed with. A checksum
+  // that is present is checked whatever the version says (an edited version must not switch it off).
+  uint64_t want = 0, got = 0;
+  const bool sealed = plan_seal::ContentHashes(bytes_.data(), bytes_.size(), &want, &got);
+  if (!sealed && r.schema_version() >= 2)
+    return fail("content_xxh64", "missing (required from schema_version 2: the plan's checksum)");
+  if (sealed && want != got) {
+    char msg[200];
+    std::snprintf(msg, sizeof msg, "checksum mismatch: the file's bytes hash to %016llx, the plan records %016llx "
+                  "(corrupted or edited plan; plan the model again)", (unsigned long long)got, (unsigned long long)want);
+    return fail("content_xxh64", msg);
   }
   if (!r.model() || !r.context()) return fail("model/context", "required table missing");
   const size_t n_dev = Len(r.devices()), n_buf = Len(r.buffers()), n_ten = Len(r.tensors()), n_be = Len(r.backends());

@@ -33,6 +33,11 @@ inline constexpr uint32_t kPlanSchemaVersion = 2;
 /// kInvalidArgument when the buffer fails the flatbuffers verifier or lacks the field.
 Status SealPlan(uint8_t* data, size_t size);
 
+/// The bytes of the plan file at `path`, read as PlanFile::Load reads them (not verified): a
+/// regular file only. Errors: kInvalidArgument (empty path), kIoError naming the path (cannot open,
+/// a folder, a device/FIFO/socket -- never blocks on a FIFO --, a read error).
+Result<std::vector<uint8_t>> ReadPlanBytes(const std::string& path);
+
 /// Largest buffer alignment (bytes) a plan may record, and so a device manifest may declare:
 /// 64 KiB (ggml backends ask for 32 to 4096; a page is the most any allocator needs).
 inline constexpr uint64_t kMaxBufferAlignment = 65536;
