@@ -83,9 +83,9 @@ fuzz_plan() {
   if [ ! -f "$GEN/plan_generated.h" ] || [ runtime/schema/plan.fbs -nt "$GEN/plan_generated.h" ]; then
     flatc --cpp --scoped-enums -o "$GEN" runtime/schema/plan.fbs
   fi
-  local SRCS=(test/unit/breaker/plan_verify_fuzz.cpp runtime/src/plan/plan_file.cpp runtime/src/base/status.cpp
-        runtime/src/base/ggml_types.cpp runtime/src/base/ggml_ops.cpp runtime/src/plan/plan_check.cpp
-        tools/plan-dump/plan_dump.cpp)
+  local SRCS=(test/unit/breaker/plan_verify_fuzz.cpp runtime/src/plan/plan_file.cpp runtime/src/plan/plan_seal.cpp
+        runtime/src/base/status.cpp runtime/src/base/ggml_types.cpp runtime/src/base/ggml_ops.cpp
+        runtime/src/base/atomic_file.cpp runtime/src/plan/plan_check.cpp tools/plan-dump/plan_dump.cpp)
   local BIN=$OUT/plan_verify_fuzz
   if needs_build "$BIN" "${SRCS[@]}" runtime/schema/plan.fbs; then
     echo "fuzz.sh: building $BIN with $CXX"
@@ -93,7 +93,7 @@ fuzz_plan() {
     "$CXX" -std=c++17 -O1 -g -fno-omit-frame-pointer \
       -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
       -I runtime/include -I "$OUT/gen" -I tools/common -I tools/plan-dump \
-      -Dmain=plan_dump_main "${SRCS[@]}" -o "$BIN"
+      -Dmain=plan_dump_main "${SRCS[@]}" -lxxhash -o "$BIN"
   fi
   local CORPUS
   CORPUS=$(mktemp -d "${TMPDIR:-/tmp}/stowage-plan-fuzz.XXXXXX")
