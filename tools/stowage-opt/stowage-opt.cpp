@@ -191,7 +191,10 @@ int main(int argc, char **argv) {
     return EXIT_SUCCESS;
   }
   // A pass may have written a plan there (stowage-export-plan output=): IR text must not replace it.
-  if (auto existing = llvm::MemoryBuffer::getFileSlice(outputFilename, 8, 0);
+  // (Regular files only: opening a FIFO to read it would block.)
+  if (auto existing = llvm::sys::fs::is_regular_file(outputFilename)
+                          ? llvm::MemoryBuffer::getFileSlice(outputFilename, 8, 0)
+                          : llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>>(std::errc::not_supported);
       existing && (*existing)->getBufferSize() == 8 && (*existing)->getBuffer().substr(4) == "STWP") {
     llvm::errs() << "stowage-opt: error: -o " << outputFilename
                  << " is a Stowage plan (the output= of an export pass?); writing the IR would replace it\n";
