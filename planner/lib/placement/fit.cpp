@@ -73,7 +73,11 @@ std::vector<DeviceMemoryUse> DeviceMemory(const PlacementOutcome& o) {
       continue;
     }
     const PlacedBuft& pb = o.placement.bufts[b.buft];
-    const int d = pb.is_host ? ds.cpu : pb.device;
+    // ACCEL devices (ggml's BLAS, AMX; here ONEDNN) keep their buffers in host memory, like the CPU
+    // (their manifests report the same host memory): counted once, for the CPU, so that weights on
+    // ONEDNN plus the CPU's KV cache and compute buffers are checked together.
+    const bool host = pb.is_host || (pb.device >= 0 && ds.devices[pb.device].type == DeviceType::kAccel);
+    const int d = host ? ds.cpu : pb.device;
     out[d].needed += b.size;
   }
   return out;

@@ -46,6 +46,7 @@ class Scheduler {
     Pass3();
     Pass4();
     STOWAGE_RETURN_IF_ERROR(Pass5());
+    STOWAGE_RETURN_IF_ERROR(CheckPass4Nodes());
     Finish();
     return Status::Ok();
   }
@@ -282,6 +283,22 @@ class Scheduler {
         }
       }
     }
+  }
+
+  // ggml's pass 4 gives a node that no earlier pass could place its consumer's backend without
+  // asking that backend (ggml_backend_sched_split_graph, FEB25), which then aborts at compute: e.g.
+  // -ot of a norm weight into a buffer type only a MUL_MAT backend reads. Refused here instead (after
+  // Pass5, whose refusal to copy a converted-layout weight names the cause more precisely).
+  Status CheckPass4Nodes() {
+    for (int t : g_.nodes) {
+      if (IsView(t) || cause_[t] != "4.cur") continue;
+      const int nb = backend_[t];
+      if (nb >= 0 && !Supports(nb, t))
+        return FailedPrecondition("node '" + g_.tensors[t].name + "' (" + GgmlOpName(g_.tensors[t].op) +
+                                  ") of graph " + g_.name + " has no backend that supports it (ggml's pass 4 gave it " +
+                                  p_->backends[nb].name + ", which cannot run it; check -ot overrides of its weights)");
+    }
+    return Status::Ok();
   }
 
   Status Pass5() {

@@ -43,7 +43,8 @@ inline constexpr int64_t kMatrixRowPadding = 512;
 Result<std::vector<SplitBufferShare>> RowSplitShares(const ModelGraphs& m, const PlacementOutcome& o);
 
 /// Per device: the buffers of buffer types that are not host memory count for their device; host
-/// buffer types (CPU, CPU_REPACK, CUDA_Host) count for the CPU; mapped buffers count for nobody
+/// buffer types (CPU, CPU_REPACK, CUDA_Host) and the buffers of ACCEL devices (ONEDNN: host memory
+/// in another layout) count for the CPU; mapped buffers count for nobody
 /// (file pages); a -sm row split buffer counts for each device with its share
 /// (PlacementOutcome::split_shares) instead of wholly for its buft's device.
 std::vector<DeviceMemoryUse> DeviceMemory(const PlacementOutcome& o);

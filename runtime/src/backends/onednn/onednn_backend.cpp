@@ -124,6 +124,9 @@ dnnl_status_t PreferredWeightsMd(dnnl_engine_t eng, dnnl_data_type_t dt, dnnl_di
 struct LayoutChoice {
   OneDnnWeightLayout info;
   dnnl_memory_desc_t md{};  ///< oneDNN's preferred weights descriptor (valid when info.blocked)
+  /// dnnl_success when oneDNN has a matmul for these weights on this CPU (else no layout was chosen:
+  /// a type it lacks, e.g. F16 without AVX512-FP16/AMX, or BF16 without AVX-512).
+  dnnl_status_t status = dnnl_unimplemented;
 };
 
 std::string DescribeMd(const dnnl_memory_desc_t& md) {
@@ -144,8 +147,8 @@ LayoutChoice ChooseLayout(dnnl_engine_t eng, GgmlType type, int64_t K, int64_t N
   if (dt == dnnl_data_type_undef || K < 1 || N < 1) return c;
   c.info.plain_bytes = RowSize(type, K) * static_cast<uint64_t>(N);
   dnnl_memory_desc_t md, plain;
-  if (PreferredWeightsMd(eng, dt, K, N, &md) != dnnl_success) return c;
-  if (PlainWeightsMd(dt, K, N, &plain) != dnnl_success) return c;
+  if ((c.status = PreferredWeightsMd(eng, dt, K, N, &md)) != dnnl_success) return c;
+  if ((c.status = PlainWeightsMd(dt, K, N, &plain)) != dnnl_success) return c;
   c.info.blocked_bytes = dnnl_memory_desc_get_size(&md);
   if (dnnl_memory_desc_equal(&md, &plain)) {
     c.info.format = "plain";
@@ -237,6 +240,13 @@ Result<int> OneDnnBuffer::WriteTensor(const TensorView& view, uint64_t offset, c
     return static_cast<int>(cpu::kLayoutPlain);
   }
   const LayoutChoice c = ChooseLayout(dnnl_->engine, view.type, view.ne[0], view.ne[1]);
+  // A weight of a type oneDNN knows but cannot multiply on this CPU fails here, at load, not at its
+  // first matmul after the prompt was read (the plan's manifest listed the type; this CPU lacks the
+  // instructions). Types oneDNN does not know at all stay plain (not matmul operands of this backend).
+  if (c.status != dnnl_success && DnnlType(view.type) != dnnl_data_type_undef)
+    return Unimplemented("ONEDNN: no oneDNN matmul for " + Shape(view) + " weights on this CPU (" +
+                         DnnlError(c.status) + "); plan without the ONEDNN device, or with a manifest that does "
+                         "not list " + GgmlTypeName(view.type));
   if (!c.info.blocked) {
     STOWAGE_RETURN_IF_ERROR(Write(offset, data, n));
     return static_cast<int>(cpu::kLayoutPlain);
