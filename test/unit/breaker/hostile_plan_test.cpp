@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -321,6 +322,83 @@ TEST(HostilePlanRecurrent, FailedDecodeNeedsResetOnlyForRecurrentModels) {
     } else {
       EXPECT_TRUE(next.ok()) << next.ToString();
     }
+  }
+  std::system(("rm -rf '" + std::string(dir) + "'").c_str());
+}
+
+// The CPU backend, except that Compute throws std::bad_alloc on the first node of a 3-token ubatch
+// (an allocation failing inside a later ubatch of a decode).
+class ThrowingCpu final : public exec::Backend {
+ public:
+  explicit ThrowingCpu(int n_threads) : cpu_(exec::CreateCpuBackend(n_threads)) {}
+  const std::string& name() const override { return cpu_->name(); }
+  Result<std::unique_ptr<exec::Buffer>> Allocate(const std::string& buft, uint64_t size, uint64_t alignment) override {
+    return cpu_->Allocate(buft, size, alignment);
+  }
+  Status Compute(const exec::NodeCall& c) override {
+    if (c.dst.ne[1] == 3 && c.op == GgmlOp::GET_ROWS) throw std::bad_alloc();
+    return cpu_->Compute(c);
+  }
+  bool CanAccess(const exec::Buffer& buf) const override { return cpu_->CanAccess(buf); }
+
+ private:
+  std::unique_ptr<exec::Backend> cpu_;
+};
+struct ThrowingCpuFactory final : exec::BackendFactory {
+  std::unique_ptr<exec::Backend> Create(const std::string&, const std::string& type, int n_threads) override {
+    return type == "CPU" ? std::make_unique<ThrowingCpu>(n_threads) : nullptr;
+  }
+};
+
+// An exception inside a decode (std::bad_alloc in its second ubatch) is handled like a failed
+// Status: n_past is rolled back, the next decode of a transformer works and gives the logits of a
+// session that never failed; a recurrent model's session refuses until Reset().
+TEST(HostilePlanRecurrent, ExceptionInALaterUbatchRollsBack) {
+  char tmpl[] = "/tmp/breaker-exception-XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  ASSERT_NE(dir, nullptr);
+  const std::string mamba = std::string(dir) + "/mamba.gguf";
+  synth::ModelSpec spec;
+  spec.arch = "mamba";
+  spec.n_layer = 2;
+  spec.n_embd = 64;
+  spec.n_vocab = 300;
+  spec.tied_output = true;
+  ASSERT_TRUE(synth::WriteModel(spec, mamba).ok());
+  const std::string stories = test::ModelPath("stories260K.gguf");
+  for (const std::string& model : {mamba, stories}) {
+    SCOPED_TRACE(model);
+    if (!test::FileExists(model)) continue;
+    planner::ContextConfig cfg;
+    cfg.n_ctx = 64;
+    cfg.n_batch = 16;
+    cfg.n_ubatch = 16;
+    auto plan = test::PlanCpu(model, cfg, /*use_mmap=*/true, nullptr, "breaker");
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    SessionOptions opts;
+    opts.n_threads = 1;
+    opts.backend_factory = std::make_shared<ThrowingCpuFactory>();
+    auto s = Session::CreateFromPlanBytes(*plan, model, opts);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    std::vector<int32_t> prompt(19);
+    for (int i = 0; i < 19; ++i) prompt[size_t(i)] = 1 + i;
+    std::vector<float> logits;
+    const Status st = (*s)->Decode(prompt, false, &logits);  // 16 tokens, then 3: throws
+    EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.ToString();
+    EXPECT_EQ((*s)->n_past(), 0);
+    const Status next = (*s)->Decode({5, 6}, false, &logits);
+    if (model == mamba) {
+      EXPECT_EQ(next.code(), StatusCode::kFailedPrecondition) << next.ToString();
+      continue;
+    }
+    ASSERT_TRUE(next.ok()) << next.ToString();
+    opts.backend_factory = nullptr;
+    auto fresh = Session::CreateFromPlanBytes(*plan, model, opts);
+    ASSERT_TRUE(fresh.ok());
+    std::vector<float> want;
+    ASSERT_TRUE((*fresh)->Decode({5, 6}, false, &want).ok());
+    ASSERT_EQ(logits.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(logits[i], want[i], 1e-4) << i;
   }
   std::system(("rm -rf '" + std::string(dir) + "'").c_str());
 }
