@@ -273,6 +273,11 @@ struct SchedulePass : impl::StowageScheduleBase<SchedulePass> {
     }
     module->setAttr(kNCopiesAttr, IntegerAttr::get(IntegerType::get(&getContext(), 64),
                                                    s.placement.n_copies));
+    // The module's description of the graphs follows the rebuilt functions (an edited
+    // stowage.import changes n_ctx / n_ubatch; the functions are then rebuilt for the new values).
+    for (StringRef attr : {"ggml.arch", "ggml.n_layer", "ggml.n_ctx", "ggml.n_ubatch"})
+      if (Attribute a = fresh->getOperation()->getAttr(attr))
+        module->setAttr(attr, a);
     endStep(module, PlanStage::kScheduled, r);
   }
 };
