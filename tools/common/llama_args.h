@@ -59,6 +59,21 @@ inline void LastOccurrenceWins(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) LastOccurrenceWins(*sub);
 }
 
+/// CLI11 check for llama.cpp's -fa / --flash-attn value (2026: on|off|auto; also 1|0|true|false).
+/// Stowage plans and runs graphs without flash attention (llama.cpp FEB25's default): "off" and
+/// "auto" (which resolves to off here) are accepted, "on" is refused with a one-line reason.
+inline CLI::Validator FlashAttnValue() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        if (v == "off" || v == "0" || v == "false" || v == "auto") return "";
+        if (v == "on" || v == "1" || v == "true")
+          return "flash attention (-fa " + v + ") is not implemented: Stowage plans and runs the graphs without it "
+                 "(llama.cpp's -fa off); give -fa off or auto, or leave it out";
+        return "Value " + v.substr(0, 24) + " is not on, off or auto";
+      },
+      "on|off|auto");
+}
+
 /// True for a single-dash word of two or more letters ("-fa", "-sm", "-no-cnv"): llama.cpp's
 /// multi-letter flags. CLI11 would read "-fa" as "-f a" (a prompt file named "a") or "-sm" as
 /// "-s m"; such a word is refused instead unless it is one of the tool's aliases. Short options

@@ -88,6 +88,10 @@ int Run(int argc, char** argv) {
   app.add_option("--ubatch-size", cfg.n_ubatch, "physical batch size")->check(CLI::PositiveNumber);
   app.add_option("--cache-type-k", ctk, "KV cache type for K (f16, f32, q8_0, ...)");
   app.add_option("--cache-type-v", ctv, "KV cache type for V");
+  std::string flash_attn = "off";
+  app.add_option("--flash-attn", flash_attn,
+                 "flash attention: off, or auto (= off: Stowage plans without it); on is refused")
+      ->transform(tools::FlashAttnValue());
   app.add_option("--n-gpu-layers", opt.n_gpu_layers,
                  "layers to offload: N, 'all' or <= -2 (every layer and the output), 'auto' or -1 (= --fit) (llama.cpp -ngl; default 0, llama.cpp's before DEC25)")
       ->transform(tools::GpuLayersValue());
@@ -134,7 +138,7 @@ int Run(int argc, char** argv) {
                                         {"-mg", "--main-gpu"}, {"-ot", "--override-tensor"}, {"-cmoe", "--cpu-moe"},
                                         {"-ncmoe", "--n-cpu-moe"}, {"-nkvo", "--no-kv-offload"}, {"-nr", "--no-repack"},
                                         {"-dev", "--device"}, {"-nopo", "--no-op-offload"},
-                                        {"-fitt", "--fit-target"}});
+                                        {"-fitt", "--fit-target"}, {"-fa", "--flash-attn"}});
       rc >= 0)
     return rc;
 

@@ -110,6 +110,7 @@ struct Common {
   uint32_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;
   int n_gpu_layers = 0;
   std::string cache_type_k = "f16", cache_type_v = "f16";
+  std::string flash_attn = "off";  ///< -fa: off or auto (checked by tools::FlashAttnValue; both mean off)
   bool huge_pages = false;
   bool no_mmap = false, no_repack = false, no_kv_offload = false;
 };
@@ -748,7 +749,8 @@ int Run(int argc, char** argv) {
     a->add_option("-c,--ctx-size", c.n_ctx,
                   "context size when planning on the fly (0 = the model's training context; default: 4096 "
                   "tokens to generate text, as llama-cli; the model's for perplexity; the largest -p or -n + 8 for bench)")
-        ->check(NumberIn(0, kMaxTokens, true));
+        ->check(NumberIn(0, kMaxTokens, true))
+        ->default_str("");  // "not given": the default depends on the subcommand (above), not 0
     a->add_option("-b,--batch-size", c.n_batch, "logical batch size when planning on the fly")
         ->check(NumberIn(1, kMaxTokens, true));
     a->add_option("--ubatch-size", c.n_ubatch, "physical batch size when planning on the fly")
@@ -758,6 +760,9 @@ int Run(int argc, char** argv) {
         ->transform(tools::GpuLayersValue());
     a->add_option("--cache-type-k", c.cache_type_k, "KV cache type for K when planning on the fly (f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)");
     a->add_option("--cache-type-v", c.cache_type_v, "KV cache type for V when planning on the fly (f16, f32, bf16; quantized V needs flash attention)");
+    a->add_option("--flash-attn", c.flash_attn,
+                  "flash attention: off, or auto (= off: Stowage plans and runs without it); on is refused")
+        ->transform(tools::FlashAttnValue());
     a->add_flag("--no-mmap", c.no_mmap, "when planning on the fly: load weights into allocated buffers instead of mapping the file");
     a->add_flag("--no-repack", c.no_repack, "when planning on the fly: no CPU_REPACK buffer type");
     a->add_flag("--no-kv-offload", c.no_kv_offload, "when planning on the fly: KV cache on the CPU");
@@ -845,7 +850,7 @@ int Run(int argc, char** argv) {
   if (int rc = tools::ParseWithAliases(app, argc, argv,
                                        {{"-ub", "--ubatch-size"}, {"-ngl", "--n-gpu-layers"}, {"-ctk", "--cache-type-k"},
                                         {"-ctv", "--cache-type-v"}, {"-nr", "--no-repack"}, {"-nkvo", "--no-kv-offload"},
-                                        {"-pg", "--pg"}});
+                                        {"-pg", "--pg"}, {"-fa", "--flash-attn"}});
       rc >= 0)
     return rc;
   sp.seed = seed < 0 ? kRandomSeed : static_cast<uint32_t>(seed);
