@@ -63,8 +63,12 @@ Result<DeviceSet> MakeDeviceSet(const std::vector<DeviceManifest>& machine, Spli
     std::string valid = n_gpu == 0   ? "" : n_gpu == 1 ? "; valid: 0 (" : "; valid: 0 to " + std::to_string(n_gpu - 1) + " (";
     for (int i = 0; i < n_gpu; ++i) valid += (i > 0 ? ", " : "") + model[i]->name;
     if (n_gpu > 0) valid += ")";
+    // llama.cpp's message, plus why when -sm none has no GPU to pick (-mg was not necessarily given).
+    const std::string why = n_gpu == 0 && split_mode == SplitMode::kNone
+                                ? "; -sm none runs on the one GPU -mg picks, and there is none"
+                                : "";
     return InvalidArgument("invalid value for main_gpu: " + std::to_string(main_gpu) +
-                           " (available devices: " + std::to_string(n_gpu) + valid + ")");
+                           " (available devices: " + std::to_string(n_gpu) + valid + ")" + why);
   }
   if (split_mode == SplitMode::kNone) {
     for (size_t i = 0; i < model.size(); ++i)
