@@ -265,22 +265,36 @@ TEST_F(HostilePlan, UnsealedEditIsRefusedByTheChecksum) {
                   .ok());
 }
 
+// A small synthetic Mamba model (2 layers, n_embd 64, 300 tokens) in a temporary folder, removed
+// with the object: the recurrent model of the failed-decode tests.
+struct SynthMamba {
+  std::string dir, path;
+  SynthMamba() {
+    char tmpl[] = "/tmp/breaker-recurrent-XXXXXX";
+    if (const char* d = mkdtemp(tmpl)) dir = d;
+    if (dir.empty()) return;
+    synth::ModelSpec spec;
+    spec.arch = "mamba";
+    spec.n_layer = 2;
+    spec.n_embd = 64;
+    spec.n_vocab = 300;
+    spec.tied_output = true;
+    if (synth::WriteModel(spec, dir + "/mamba.gguf").ok()) path = dir + "/mamba.gguf";
+  }
+  ~SynthMamba() {
+    if (!dir.empty()) std::system(("rm -rf '" + dir + "'").c_str());
+  }
+  bool ok() const { return !path.empty(); }
+};
+
 // A decode that fails partway (here in the tg graph, whose output product became an op the CPU lacks)
 // leaves n_past as it was. A transformer's KV cache needs nothing more: the next decode works. A
 // recurrent model's state was updated in place by the layers that ran, so the session refuses to
 // decode until Reset() (it computed wrong logits silently before).
 TEST(HostilePlanRecurrent, FailedDecodeNeedsResetOnlyForRecurrentModels) {
-  char tmpl[] = "/tmp/breaker-recurrent-XXXXXX";
-  const char* dir = mkdtemp(tmpl);
-  ASSERT_NE(dir, nullptr);
-  const std::string mamba = std::string(dir) + "/mamba.gguf";
-  synth::ModelSpec spec;
-  spec.arch = "mamba";
-  spec.n_layer = 2;
-  spec.n_embd = 64;
-  spec.n_vocab = 300;
-  spec.tied_output = true;
-  ASSERT_TRUE(synth::WriteModel(spec, mamba).ok());
+  const SynthMamba synth_mamba;
+  ASSERT_TRUE(synth_mamba.ok());
+  const std::string& mamba = synth_mamba.path;
   const std::string stories = test::ModelPath("stories260K.gguf");
   for (const std::string& model : {mamba, stories}) {
     SCOPED_TRACE(model);
@@ -323,7 +337,6 @@ TEST(HostilePlanRecurrent, FailedDecodeNeedsResetOnlyForRecurrentModels) {
       EXPECT_TRUE(next.ok()) << next.ToString();
     }
   }
-  std::system(("rm -rf '" + std::string(dir) + "'").c_str());
 }
 
 // The CPU backend, except that Compute throws std::bad_alloc on the first node of a 3-token ubatch
@@ -354,17 +367,9 @@ struct ThrowingCpuFactory final : exec::BackendFactory {
 // Status: n_past is rolled back, the next decode of a transformer works and gives the logits of a
 // session that never failed; a recurrent model's session refuses until Reset().
 TEST(HostilePlanRecurrent, ExceptionInALaterUbatchRollsBack) {
-  char tmpl[] = "/tmp/breaker-exception-XXXXXX";
-  const char* dir = mkdtemp(tmpl);
-  ASSERT_NE(dir, nullptr);
-  const std::string mamba = std::string(dir) + "/mamba.gguf";
-  synth::ModelSpec spec;
-  spec.arch = "mamba";
-  spec.n_layer = 2;
-  spec.n_embd = 64;
-  spec.n_vocab = 300;
-  spec.tied_output = true;
-  ASSERT_TRUE(synth::WriteModel(spec, mamba).ok());
+  const SynthMamba synth_mamba;
+  ASSERT_TRUE(synth_mamba.ok());
+  const std::string& mamba = synth_mamba.path;
   const std::string stories = test::ModelPath("stories260K.gguf");
   for (const std::string& model : {mamba, stories}) {
     SCOPED_TRACE(model);
@@ -400,7 +405,6 @@ TEST(HostilePlanRecurrent, ExceptionInALaterUbatchRollsBack) {
     ASSERT_EQ(logits.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(logits[i], want[i], 1e-4) << i;
   }
-  std::system(("rm -rf '" + std::string(dir) + "'").c_str());
 }
 
 TEST_F(HostilePlan, SchemaVersionFromTheFutureIsRejected) {
