@@ -11,6 +11,7 @@ add_library(stowage_cpu STATIC
   ${stowage_cpu_dir}/ops.cpp
   ${stowage_cpu_dir}/ops_moe.cpp
   ${stowage_cpu_dir}/ops_ssm.cpp
+  ${stowage_cpu_dir}/ops_attn.cpp
   ${stowage_cpu_dir}/matmul.cpp
   ${stowage_cpu_dir}/repack.cpp
   ${stowage_cpu_dir}/host_memory.cpp

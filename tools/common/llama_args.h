@@ -59,20 +59,22 @@ inline void LastOccurrenceWins(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) LastOccurrenceWins(*sub);
 }
 
-/// CLI11 check for llama.cpp's -fa / --flash-attn value (2026: on|off|auto; also 1|0|true|false).
-/// Stowage plans and runs graphs without flash attention (llama.cpp FEB25's default): "off" and
-/// "auto" (which resolves to off here) are accepted, "on" is refused with a one-line reason.
+/// CLI11 check for llama.cpp's -fa / --flash-attn value (2026: on|off|auto; also 1|0|true|false),
+/// normalized to "on", "off" or "auto". "auto" plans without flash attention, llama.cpp FEB25's
+/// default (DEC25's auto enables it when every layer's attention lands on the layer's device).
 inline CLI::Validator FlashAttnValue() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
-        if (v == "off" || v == "0" || v == "false" || v == "auto") return "";
-        if (v == "on" || v == "1" || v == "true")
-          return "flash attention (-fa " + v + ") is not implemented: Stowage plans and runs the graphs without it "
-                 "(llama.cpp's -fa off); give -fa off or auto, or leave it out";
-        return "Value " + v.substr(0, 24) + " is not on, off or auto";
+        if (v == "off" || v == "0" || v == "false") v = "off";
+        else if (v == "on" || v == "1" || v == "true") v = "on";
+        else if (v != "auto") return "Value " + v.substr(0, 24) + " is not on, off or auto";
+        return "";
       },
       "on|off|auto");
 }
+
+/// The flash_attn context parameter for a FlashAttnValue-normalized -fa value: on only for "on".
+inline bool FlashAttnEnabled(const std::string& v) { return v == "on"; }
 
 /// True for a single-dash word of two or more letters ("-fa", "-sm", "-no-cnv"): llama.cpp's
 /// multi-letter flags. CLI11 would read "-fa" as "-f a" (a prompt file named "a") or "-sm" as

@@ -100,9 +100,9 @@ std::string Text(const fb::Plan& p, bool nodes) {
          static_cast<unsigned long long>(m->file_size()), static_cast<unsigned long long>(m->header_size()),
          static_cast<unsigned long long>(m->header_xxh64()));
   if (const auto* c = p.context())
-    line("context: n_ctx %u, n_batch %u, n_ubatch %u, type_k %s, type_v %s, offload_kqv %d, n_layer %u, n_vocab %u, n_embd %u",
+    line("context: n_ctx %u, n_batch %u, n_ubatch %u, type_k %s, type_v %s, offload_kqv %d, n_layer %u, n_vocab %u, n_embd %u%s",
          c->n_ctx(), c->n_batch(), c->n_ubatch(), TypeName(c->type_k()).c_str(), TypeName(c->type_v()).c_str(),
-         c->offload_kqv() ? 1 : 0, c->n_layer(), c->n_vocab(), c->n_embd());
+         c->offload_kqv() ? 1 : 0, c->n_layer(), c->n_vocab(), c->n_embd(), c->flash_attn() ? ", flash_attn 1" : "");
   line("scheduler: n_copies %u%s", p.n_copies(), p.n_copies() > 1 ? " (pipeline parallelism)" : "");
   if (p.flags()) line("flags: %s", p.flags()->c_str());
   if (const auto* d = p.devices()) {
@@ -212,7 +212,7 @@ ordered_json Json(const fb::Plan& p, bool nodes) {
     j["context"] = {{"n_ctx", c->n_ctx()}, {"n_batch", c->n_batch()}, {"n_ubatch", c->n_ubatch()},
                     {"type_k", TypeName(c->type_k())}, {"type_v", TypeName(c->type_v())},
                     {"offload_kqv", c->offload_kqv()}, {"n_layer", c->n_layer()}, {"n_vocab", c->n_vocab()},
-                    {"n_embd", c->n_embd()}};
+                    {"n_embd", c->n_embd()}, {"flash_attn", c->flash_attn()}};
   j["flags"] = Str(p.flags());
   j["n_copies"] = p.n_copies();
   j["devices"] = ordered_json::array();

@@ -90,7 +90,8 @@ int Run(int argc, char** argv) {
   app.add_option("--cache-type-v", ctv, "KV cache type for V");
   std::string flash_attn = "off";
   app.add_option("--flash-attn", flash_attn,
-                 "flash attention: off, or auto (= off: Stowage plans without it); on is refused")
+                 "flash attention: on (one FLASH_ATTN_EXT per layer, V cache untransposed, n_ctx padded to 256), "
+                 "off, or auto (= off, llama.cpp FEB25's default)")
       ->transform(tools::FlashAttnValue());
   app.add_option("--n-gpu-layers", opt.n_gpu_layers,
                  "layers to offload: N, 'all' or <= -2 (every layer and the output), 'auto' or -1 (= --fit) (llama.cpp -ngl; default 0, llama.cpp's before DEC25)")
@@ -163,6 +164,7 @@ int Run(int argc, char** argv) {
   if (!tv.ok()) return Fail(InvalidArgument("--cache-type-v: " + tv.status().message()));
   cfg.type_k = *tk;
   cfg.type_v = *tv;
+  cfg.flash_attn = tools::FlashAttnEnabled(flash_attn);
   auto smode = ParseSplitMode(sm);
   if (!smode.ok()) return Fail(smode.status());
   opt.split_mode = *smode;

@@ -6,7 +6,8 @@
 //
 // `--import-gguf FILE` (when built with the compiler) imports a GGUF model instead of reading IR:
 // the module of func @prefill / func @decode then goes through the same pipeline and printer.
-// `--gguf-n-ctx`, `--gguf-n-ubatch`, `--gguf-n-batch` set the context the graphs are built for;
+// `--gguf-n-ctx`, `--gguf-n-ubatch`, `--gguf-n-batch`, `--gguf-flash-attn` set the context the
+// graphs are built for;
 // `--place-devices LIST [--place-ngl N] [--place-ot REGEX=BUFT] [--place-no-kv-offload]
 // [--place-no-mmap] [--place-registry DIR]` also places the model
 // (planner::PlaceModel) and records devices, buffer types, backends, causes, splits and split
@@ -69,6 +70,10 @@ static cl::opt<bool> placeNoKvOffload("place-no-kv-offload",
 static cl::opt<bool> placeNoMmap("place-no-mmap",
                                  cl::desc("--place-devices: load weights instead of mapping them"),
                                  cl::init(false));
+static cl::opt<bool> ggufFlashAttn("gguf-flash-attn",
+                                   cl::desc("--import-gguf: llama.cpp's -fa on (ggml.flash_attn_ext "
+                                            "over an untransposed V cache, n_ctx padded to 256)"),
+                                   cl::init(false));
 static cl::opt<unsigned> ggufNBatch("gguf-n-batch", cl::desc("--import-gguf: logical batch size"),
                                     cl::init(2048));
 
@@ -91,6 +96,7 @@ static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry 
   config.n_ctx = ggufNCtx;
   config.n_ubatch = ggufNUbatch;
   config.n_batch = ggufNBatch;
+  config.flash_attn = ggufFlashAttn;
   stowage::compiler::ImportPlacement placement;
   placement.devices = placeDevices;
   placement.registry_dirs.assign(placeRegistry.begin(), placeRegistry.end());

@@ -110,7 +110,7 @@ struct Common {
   uint32_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;
   int n_gpu_layers = 0;
   std::string cache_type_k = "f16", cache_type_v = "f16";
-  std::string flash_attn = "off";  ///< -fa: off or auto (checked by tools::FlashAttnValue; both mean off)
+  std::string flash_attn = "off";  ///< -fa: on, off or auto (= off), normalized by tools::FlashAttnValue
   bool huge_pages = false;
   bool no_mmap = false, no_repack = false, no_kv_offload = false;
 };
@@ -129,6 +129,7 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c,
   if (!tv.ok()) return InvalidArgument("--cache-type-v: " + tv.status().message());
   cfg.type_k = *tk;
   cfg.type_v = *tv;
+  cfg.flash_attn = tools::FlashAttnEnabled(c.flash_attn);
   STOWAGE_ASSIGN_OR_RETURN(planner::ModelGraphs m, planner::BuildModelGraphs(gguf, cfg));
   // llama_init_from_model's warnings, as plan-model prints them.
   if (!quiet && !m.hp.recurrent() && m.cfg.n_ctx > m.hp.n_ctx_train)
@@ -759,9 +760,9 @@ int Run(int argc, char** argv) {
                   "layers to offload when planning on the fly: N, 'all' or <= -2, 'auto' or -1 (fit to the GPUs' free memory, as plan-model --fit)")
         ->transform(tools::GpuLayersValue());
     a->add_option("--cache-type-k", c.cache_type_k, "KV cache type for K when planning on the fly (f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)");
-    a->add_option("--cache-type-v", c.cache_type_v, "KV cache type for V when planning on the fly (f16, f32, bf16; quantized V needs flash attention)");
+    a->add_option("--cache-type-v", c.cache_type_v, "KV cache type for V when planning on the fly (f16, f32, bf16; the quantized ones need -fa on)");
     a->add_option("--flash-attn", c.flash_attn,
-                  "flash attention: off, or auto (= off: Stowage plans and runs without it); on is refused")
+                  "flash attention when planning on the fly: on, off, or auto (= off, llama.cpp FEB25's default)")
         ->transform(tools::FlashAttnValue());
     a->add_flag("--no-mmap", c.no_mmap, "when planning on the fly: load weights into allocated buffers instead of mapping the file");
     a->add_flag("--no-repack", c.no_repack, "when planning on the fly: no CPU_REPACK buffer type");
@@ -856,7 +857,7 @@ int Run(int argc, char** argv) {
   sp.seed = seed < 0 ? kRandomSeed : static_cast<uint32_t>(seed);
   // With --plan the context, batch sizes and offload are the plan's: refuse flags that would be ignored.
   if (!c.plan.empty())
-    for (const char* name : {"--ctx-size", "--batch-size", "--ubatch-size", "--n-gpu-layers", "--cache-type-k", "--cache-type-v",
+    for (const char* name : {"--ctx-size", "--batch-size", "--ubatch-size", "--n-gpu-layers", "--cache-type-k", "--cache-type-v", "--flash-attn",
                              "--no-mmap", "--no-repack", "--no-kv-offload"})
       if (app.count(name) > 0)
         return Fail(InvalidArgument(std::string(name) + " applies only when planning on the fly; the plan given with --plan fixes it (re-plan with plan-model)"));

@@ -382,10 +382,23 @@ LogicalResult GraphImporter::importNode(int id) {
     break;
   }
   case GgmlOp::CPY:
-    if (failed(need(2)))
+    if (failed(need(1)))
       return failure();
-    op = b_.create<ggml::CpyOp>(loc, type, src[0], src[1]);
+    if (src.size() == 1) // ggml_cast: no destination, a tensor of its own
+      op = b_.create<ggml::CastOp>(loc, type, src[0]);
+    else
+      op = b_.create<ggml::CpyOp>(loc, type, src[0], src[1]);
     break;
+  case GgmlOp::FLASH_ATTN_EXT: {
+    if (failed(need(3)))
+      return failure();
+    Value mask = src.size() > 3 ? src[3] : Value();
+    op = b_.create<ggml::FlashAttnExtOp>(
+        loc, type, src[0], src[1], src[2], mask, b_.getF32FloatAttr(fparam(0, 1.f)),
+        b_.getF32FloatAttr(fparam(1, 0.f)), b_.getF32FloatAttr(fparam(2, 0.f)),
+        b_.getI32IntegerAttr(iparam(0, 0)));
+    break;
+  }
   case GgmlOp::SET_ROWS:
     // ggml's src order is (b, c, a) (ggml_set_rows).
     if (failed(need(3)))
@@ -665,6 +678,8 @@ void recordImport(ModuleOp module, StringRef path, const planner::ContextConfig 
   d.append("n_seq_max", count(cfg.n_seq_max));
   d.append("type_k", count(static_cast<uint64_t>(cfg.type_k)));
   d.append("type_v", count(static_cast<uint64_t>(cfg.type_v)));
+  if (cfg.flash_attn)
+    d.append("flash_attn", b.getBoolAttr(true));
   module->setAttr("stowage.import", d.getDictionary(module.getContext()));
 }
 

@@ -290,6 +290,12 @@ LogicalResult Reconstructor::importGraphs() {
                    << imp;
   cfg.type_k = static_cast<GgmlType>(type_k);
   cfg.type_v = static_cast<GgmlType>(type_v);
+  if (Attribute fa = imp.get("flash_attn")) {
+    auto b = dyn_cast<BoolAttr>(fa);
+    if (!b)
+      return error() << "stowage.import: flash_attn must be a bool, got " << fa;
+    cfg.flash_attn = b.getValue();
+  }
   cfg.offload_kqv = opt_.placement.offload_kqv;
   auto file = GgufFile::Open(path.str());
   if (!file.ok())

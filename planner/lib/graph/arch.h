@@ -104,7 +104,9 @@ int BuildInpPos(GraphBuilder& b);
 /// Differs from llama.cpp: ne1 is n_tokens, not GGML_PAD(n_tokens, GGML_KQ_MASK_PAD = 32)
 /// (DimExpr is affine). llama.cpp pads so GPU kernels do not read out of bounds (PR #5021); the
 /// mask of llama.cpp's tg graph is therefore [n_kv, 32], 31 rows more than planned here.
-int BuildInpKqMask(GraphBuilder& b, bool swa);
+/// With flash attention (m.cfg.flash_attn) the mask the attention reads is ggml_cast(mask, F16),
+/// "KQ_mask (copy)", and that cast is returned (the input stays F32, as llama.cpp fills it).
+int BuildInpKqMask(GraphBuilder& b, const ModelGraphs& m, bool swa);
 /// build_inp_out_ids: "inp_out_ids" I32 [n_outputs].
 int BuildInpOutIds(GraphBuilder& b);
 /// llm_build_norm: NORM or RMS_NORM, named "norm" when weighted, then MUL(w) ("norm_w" when a bias
@@ -127,9 +129,11 @@ RopeConfig MakeRopeConfig(const ModelGraphs& m);
 /// build_rope_factors: rope_freqs if present, else rope_long when n_ctx / n_seq_max exceeds
 /// n_ctx_orig_yarn, else rope_short; -1 when none (leaf id otherwise).
 int BuildRopeFactors(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& l);
-/// llm_build_kv: expands q, k, v; stores k and v (transposed) into cache_k/v_l<il> at kv_head
-/// (k_cache_view, v_cache_view); then llm_build_kqv (q, k, kq, kq_soft_max_ext, v, kqv,
-/// kqv_merged, kqv_merged_cont, wo, wo_b as kqv_wo) and names the result "kqv_out".
+/// llm_build_kv: expands q, k, v; stores k and v (transposed without flash attention) into
+/// cache_k/v_l<il> at kv_head (k_cache_view, v_cache_view); then llm_build_kqv (q, k, kq,
+/// kq_soft_max_ext, v, kqv, kqv_merged, kqv_merged_cont; with flash attention q, k, v and one
+/// FLASH_ATTN_EXT reshaped to [n_embd_head_v * n_head, n_tokens]), wo, wo_b as kqv_wo, and names the
+/// result "kqv_out".
 int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, int v_cur, int q_cur, int kq_mask,
             float kq_scale, int il);
 /// The q, k, v projections of build_llama / build_gemma / build_qwen2 in this order:

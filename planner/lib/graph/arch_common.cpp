@@ -55,8 +55,10 @@ int BuildInpEmbd(GraphBuilder& b, int tok_embd) {
 
 int BuildInpPos(GraphBuilder& b) { return b.Input("inp_pos", GgmlType::I32, {kT, kC1, kC1, kC1}); }
 
-int BuildInpKqMask(GraphBuilder& b, bool swa) {
-  return b.Input(swa ? "KQ_mask_swa" : "KQ_mask", GgmlType::F32, {kKV, kT, kC1, kC1});
+int BuildInpKqMask(GraphBuilder& b, const ModelGraphs& m, bool swa) {
+  const int mask = b.Input(swa ? "KQ_mask_swa" : "KQ_mask", GgmlType::F32, {kKV, kT, kC1, kC1});
+  // build_inp_KQ_mask: flash_attn ? ggml_cast(mask, GGML_TYPE_F16) : mask
+  return m.cfg.flash_attn ? b.Cast(mask, GgmlType::F16) : mask;
 }
 
 int BuildInpOutIds(GraphBuilder& b) {
@@ -224,18 +226,27 @@ int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, 
   b.Expand(k_cur);
   b.Expand(v_cur);
 
-  // llm_build_kv_store: K rows at kv_head; V transposed (no flash attention) at column kv_head.
+  // llm_build_kv_store: K rows at kv_head; V rows at kv_head with flash attention, else V
+  // transposed at column kv_head.
   const int kcache = b.Global(CacheGlobal(m, true, il));
   const int vcache = b.Global(CacheGlobal(m, false, il));
+  const bool fa = m.cfg.flash_attn;
   const int64_t k_row = static_cast<int64_t>(RowSize(m.cfg.type_k, hp.n_embd_k_gqa()));
+  const int64_t v_row = static_cast<int64_t>(RowSize(m.cfg.type_v, hp.n_embd_v_gqa()));
   const int64_t v_el = static_cast<int64_t>(GetTypeTraits(m.cfg.type_v).type_size);
   const int k_view = b.View1d(kcache, kT * hp.n_embd_k_gqa(), DimExpr::KvHead(k_row));
   b.Name(k_view, "k_cache_view", il);
   b.Expand(b.Cpy(k_cur, k_view));
-  const int v_view = b.View2d(vcache, kT, K(hp.n_embd_v_gqa()), K(n_ctx * v_el), DimExpr::KvHead(v_el));
-  const int vt = b.Transpose(v_cur);
-  b.Name(v_view, "v_cache_view", il);
-  b.Expand(b.Cpy(vt, v_view));
+  if (fa) {
+    const int v_view = b.View1d(vcache, kT * hp.n_embd_v_gqa(), DimExpr::KvHead(v_row));
+    b.Name(v_view, "v_cache_view", il);
+    b.Expand(b.Cpy(v_cur, v_view));
+  } else {
+    const int v_view = b.View2d(vcache, kT, K(hp.n_embd_v_gqa()), K(n_ctx * v_el), DimExpr::KvHead(v_el));
+    const int vt = b.Transpose(v_cur);
+    b.Name(v_view, "v_cache_view", il);
+    b.Expand(b.Cpy(vt, v_view));
+  }
 
   // llm_build_kqv
   const int q = b.Permute(q_cur, 0, 2, 1, 3);
@@ -243,18 +254,30 @@ int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, 
   const int k = b.View3d(kcache, K(hk), kKV, K(n_head_kv), K(k_row),
                          K(static_cast<int64_t>(RowSize(m.cfg.type_k, hk))), DimExpr{});
   b.Name(k, "k", il);
-  int kq = b.MulMat(k, q);
-  b.Name(kq, "kq", il);
-  kq = b.SoftMaxExt(kq, kq_mask, kq_scale, hp.f_max_alibi_bias);
-  b.Name(kq, "kq_soft_max_ext", il);
-  const int v = b.View3d(vcache, kKV, K(hv), K(n_head_kv), K(v_el * n_ctx), K(v_el * n_ctx * hv), DimExpr{});
-  b.Name(v, "v", il);
-  const int kqv = b.MulMat(v, kq);
-  b.Name(kqv, "kqv", il);
-  const int merged = b.Permute(kqv, 0, 2, 1, 3);
-  b.Name(merged, "kqv_merged", il);
-  int cur = b.Cont(merged, {K(hv * n_head), b[q_cur].ne[2], kC1, kC1});
-  b.Name(cur, "kqv_merged_cont", il);
+  int cur = -1;
+  if (fa) {
+    // split cached v into n_head heads (not transposed)
+    const int v = b.View3d(vcache, K(hv), kKV, K(n_head_kv), K(v_row),
+                           K(static_cast<int64_t>(RowSize(m.cfg.type_v, hv))), DimExpr{});
+    b.Name(v, "v", il);
+    // ggml_flash_attn_ext(q, k, v, kq_mask, kq_scale, f_max_alibi_bias, softcap) with
+    // ggml_flash_attn_ext_set_prec(GGML_PREC_F32); the reshape is unnamed in llama.cpp.
+    cur = b.FlashAttnExt(q, k, v, kq_mask, kq_scale, hp.f_max_alibi_bias, 0.0f, /*GGML_PREC_F32=*/1);
+    cur = b.Reshape(cur, {K(hv * n_head), b[q_cur].ne[2], kC1, kC1});
+  } else {
+    int kq = b.MulMat(k, q);
+    b.Name(kq, "kq", il);
+    kq = b.SoftMaxExt(kq, kq_mask, kq_scale, hp.f_max_alibi_bias);
+    b.Name(kq, "kq_soft_max_ext", il);
+    const int v = b.View3d(vcache, kKV, K(hv), K(n_head_kv), K(v_el * n_ctx), K(v_el * n_ctx * hv), DimExpr{});
+    b.Name(v, "v", il);
+    const int kqv = b.MulMat(v, kq);
+    b.Name(kqv, "kqv", il);
+    const int merged = b.Permute(kqv, 0, 2, 1, 3);
+    b.Name(merged, "kqv_merged", il);
+    cur = b.Cont(merged, {K(hv * n_head), b[q_cur].ne[2], kC1, kC1});
+    b.Name(cur, "kqv_merged_cont", il);
+  }
   b.Expand(cur);
   if (wo >= 0) cur = b.MulMat(b.Global(wo), cur);
   if (wo_b >= 0) {

@@ -37,7 +37,7 @@ Status BuildGemmaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
   inpL = b.Scale(inpL, std::sqrt(float(hp.n_embd)));
   b.Name(inpL, "inp_scaled", -1);
   const int inp_pos = BuildInpPos(b);
-  const int kq_mask = BuildInpKqMask(b, false);
+  const int kq_mask = BuildInpKqMask(b, m, false);
 
   const int L = static_cast<int>(hp.n_layer);
   for (int il = 0; il < L; ++il) {

@@ -58,7 +58,7 @@ Status BuildLlamaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
 
   int inpL = BuildInpEmbd(b, w.tok_embd);
   const int inp_pos = BuildInpPos(b);
-  const int kq_mask = BuildInpKqMask(b, false);
+  const int kq_mask = BuildInpKqMask(b, m, false);
 
   const int L = static_cast<int>(hp.n_layer);
   for (int il = 0; il < L; ++il) {

@@ -44,7 +44,7 @@ Status BuildPhi3Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
   int inpL = BuildInpEmbd(b, w.tok_embd);
   const int inp_pos = BuildInpPos(b);
   // Phi-4 has no sliding window (n_swa == 0) and uses the plain mask.
-  const int kq_mask = BuildInpKqMask(b, hp.n_swa != 0);
+  const int kq_mask = BuildInpKqMask(b, m, hp.n_swa != 0);
 
   const int L = static_cast<int>(hp.n_layer);
   for (int il = 0; il < L; ++il) {

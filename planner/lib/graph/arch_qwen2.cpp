@@ -28,7 +28,7 @@ Status BuildQwen2Layers(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w, 
   const RopeConfig rc = MakeRopeConfig(m);
   int inpL = BuildInpEmbd(b, w.tok_embd);
   const int inp_pos = BuildInpPos(b);
-  const int kq_mask = BuildInpKqMask(b, false);
+  const int kq_mask = BuildInpKqMask(b, m, false);
   for (int il = 0; il < static_cast<int>(m.hp.n_layer); ++il) {
     const LayerWeights& l = w.layers[il];
     int ffn_inp = -1;

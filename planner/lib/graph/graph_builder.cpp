@@ -183,6 +183,27 @@ int GraphBuilder::SoftMaxExt(int a, int mask, float scale, float max_bias) {
   return t;
 }
 
+int GraphBuilder::FlashAttnExt(int q, int k, int v, int mask, float scale, float max_bias, float logit_softcap,
+                               int prec) {
+  const Tensor& Q = g_.tensors[q];
+  const Tensor& Kt = g_.tensors[k];
+  const Tensor& V = g_.tensors[v];
+  // ggml_flash_attn_ext: ggml_can_mul_mat(k, q); V's rows are summed with the softmax weights.
+  if (Kt.ne[0] != Q.ne[0])
+    Fail("flash_attn_ext: ne0 mismatch for " + Kt.name + " " + ShapeStr(Kt.ne) + " x " + Q.name + " " + ShapeStr(Q.ne));
+  if (V.ne[1] != Kt.ne[1] || V.ne[2] != Kt.ne[2])
+    Fail("flash_attn_ext: " + V.name + " " + ShapeStr(V.ne) + " does not match " + Kt.name + " " + ShapeStr(Kt.ne));
+  if (Q.ne[2].is_const() && Kt.ne[2].is_const() && (Kt.ne[2].c <= 0 || Q.ne[2].c % Kt.ne[2].c != 0))
+    Fail("flash_attn_ext: " + Q.name + " has " + std::to_string(Q.ne[2].c) + " heads, not a multiple of " +
+         std::to_string(Kt.ne[2].c));
+  std::vector<int> srcs{q, k, v};
+  if (mask >= 0) srcs.push_back(mask);
+  const int t = NewTensor(GgmlOp::FLASH_ATTN_EXT, GgmlType::F32, {V.ne[0], Q.ne[2], Q.ne[1], Q.ne[3]}, std::move(srcs));
+  g_.tensors[t].fparams = {scale, max_bias, logit_softcap};
+  g_.tensors[t].iparams = {prec};
+  return t;
+}
+
 int GraphBuilder::SoftMax(int a) { return SoftMaxExt(a, -1, 1.0f, 0.0f); }
 
 int GraphBuilder::Argsort(int a, int order) {
@@ -310,6 +331,12 @@ int GraphBuilder::Cpy(int a, int b) {
   const int t = NewTensor(GgmlOp::CPY, g_.tensors[b].type, g_.tensors[b].ne, {a, b});
   g_.tensors[t].view_src = OwnerOf(g_, b);
   g_.tensors[t].name = g_.tensors[b].name + " (copy of " + g_.tensors[a].name + ")";
+  return t;
+}
+
+int GraphBuilder::Cast(int a, GgmlType type) {
+  const int t = NewTensor(GgmlOp::CPY, type, g_.tensors[a].ne, {a});
+  g_.tensors[t].name = g_.tensors[a].name + " (copy)";
   return t;
 }
 

@@ -195,11 +195,13 @@ Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig*
                                " (llama.cpp accepts f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)");
     }
   }
-  // llama_init_from_model (Feb 2025): a quantized V cache needs flash attention, which Stowage's
-  // graphs (llama.cpp's without -fa) do not use.
-  if (!hp.recurrent() && GetTypeTraits(cfg->type_v).block_size > 1)
+  // llama_init_from_model (Feb 2025): flash attention needs equal K and V head sizes ("forcing
+  // off", a warning; FlashAttnForcedOff tells the caller); a quantized V cache needs flash
+  // attention.
+  if (cfg->flash_attn && hp.n_embd_head_k != hp.n_embd_head_v) cfg->flash_attn = false;
+  if (!hp.recurrent() && !cfg->flash_attn && GetTypeTraits(cfg->type_v).block_size > 1)
     return InvalidArgument(std::string("V cache quantization requires flash_attn (llama.cpp); -ctv ") +
-                           GgmlTypeName(cfg->type_v) + " needs -fa, which Stowage does not plan: use f16, bf16 or f32");
+                           GgmlTypeName(cfg->type_v) + " needs -fa on (or use f16, bf16 or f32)");
   if (cfg->n_ctx == 0) {
     if (hp.n_ctx_train > kMaxContextTokens)
       return InvalidArgument(path + ": " + hp.arch + ".context_length " + std::to_string(hp.n_ctx_train) +
@@ -212,10 +214,11 @@ Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig*
   if (cfg->n_ctx > kMaxContextTokens)
     return InvalidArgument("context size " + std::to_string(cfg->n_ctx) + " exceeds the largest Stowage plans (" +
                            std::to_string(kMaxContextTokens) + " tokens)");
-  // llama_init_from_model pads n_ctx to llama_kv_cache_get_padding (32 without flash attention)
-  // because kv_self.n is padded during inference; n_batch <= n_ctx, then raised to at least
+  // llama_init_from_model pads n_ctx to llama_kv_cache_get_padding (256 with flash attention,
+  // else 32) because kv_self.n is padded during inference; n_batch <= n_ctx, then raised to at least
   // GGML_KQ_MASK_PAD (64 in FEB25 ggml.h; "n_batch is less than GGML_KQ_MASK_PAD - increasing").
-  cfg->n_ctx = (cfg->n_ctx + 31) / 32 * 32;
+  const uint32_t pad = KvPadding(*cfg);  // kMaxContextTokens is a multiple of it
+  cfg->n_ctx = (cfg->n_ctx + pad - 1) / pad * pad;
   cfg->n_batch = std::max<uint32_t>(std::min(cfg->n_ctx, cfg->n_batch), kKqMaskPad);
   cfg->n_ubatch = std::min(cfg->n_ubatch, cfg->n_batch);
   return Status::Ok();
@@ -227,6 +230,7 @@ Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const ContextConfig& 
   const ArchSpec* spec = FindArch(m.hp.arch);
   m.cfg = cfg;
   STOWAGE_RETURN_IF_ERROR(ResolveContext(m.hp, gguf.path(), &m.cfg));
+  m.flash_attn_forced_off = cfg.flash_attn && !m.cfg.flash_attn;
   m.cfg.n_seq_max = std::max<uint32_t>(1, m.cfg.n_seq_max);
   if (m.hp.recurrent()) {
     m.cfg.type_k = m.cfg.type_v = GgmlType::F32;  // llama_init_from_model forces F32 states

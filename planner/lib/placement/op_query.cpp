@@ -41,8 +41,9 @@ std::array<int64_t, 4> TensorStrides(const Graph& g, int t, const Bindings& b) {
       std::swap(nb[0], nb[1]);
       return nb;
     }
-    case stowage::GgmlOp::CPY:  // the result is a view of the destination
-      return TensorStrides(g, x.srcs[1], b);
+    case stowage::GgmlOp::CPY:  // the result is a view of the destination; ggml_cast's is its own
+      if (x.srcs.size() > 1) return TensorStrides(g, x.srcs[1], b);
+      return ContiguousNb(x.type, ne);
     default:
       return ContiguousNb(x.type, ne);
   }

@@ -160,7 +160,9 @@ std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcom
     (g.name.rfind("cache_k", 0) == 0 ? k_bytes : v_bytes) += g.nbytes;
   }
   // llama_init_from_model's context summary (FEB25 src/llama.cpp), then its warnings for a context
-  // below or beyond the one the model was trained with. Stowage plans without flash attention.
+  // below or beyond the one the model was trained with.
+  if (m.flash_attn_forced_off)
+    out.push_back("llama_init_from_model: flash_attn requires n_embd_head_k == n_embd_head_v - forcing off");
   const uint32_t n_seq_max = std::max<uint32_t>(1, m.cfg.n_seq_max);
   const uint32_t n_ctx_per_seq = m.cfg.n_ctx / n_seq_max;
   out.push_back(Fmt("llama_init_from_model: n_seq_max     = %u", n_seq_max));
@@ -168,7 +170,7 @@ std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcom
   out.push_back(Fmt("llama_init_from_model: n_ctx_per_seq = %u", n_ctx_per_seq));
   out.push_back(Fmt("llama_init_from_model: n_batch       = %u", m.cfg.n_batch));
   out.push_back(Fmt("llama_init_from_model: n_ubatch      = %u", m.cfg.n_ubatch));
-  out.push_back("llama_init_from_model: flash_attn    = 0");
+  out.push_back(Fmt("llama_init_from_model: flash_attn    = %d", m.cfg.flash_attn ? 1 : 0));
   out.push_back(Fmt("llama_init_from_model: freq_base     = %.1f", m.hp.rope_freq_base));
   out.push_back(Fmt("llama_init_from_model: freq_scale    = %g", m.hp.rope_freq_scale));
   if (!m.hp.recurrent() && n_ctx_per_seq < m.hp.n_ctx_train)

@@ -132,6 +132,8 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
     d.ops.push_back({{O::SUM_ROWS, O::SIGMOID}, {f32}, {T::F32}, 0, kOps});
     d.ops.push_back({{O::DIV}, {f32, Src({T::F32, T::F16})}, {T::F32}, 0, kOps});
   }
+  // Flash attention (runtime/src/backends/cpu/ops_attn.cpp): K and V of any KV cache type.
+  d.ops.push_back({{O::FLASH_ATTN_EXT}, {f32, Src(weights), Src(weights), Src({T::F16}, true)}, {T::F32}, 0, kOps});
   // Mamba (runtime/src/backends/cpu/ops_ssm.cpp).
   d.ops.push_back({{O::CONCAT, O::SSM_CONV}, {f32, f32}, {T::F32}, 0, kOps});
   d.ops.push_back({{O::SSM_SCAN}, {f32, f32, f32, f32, f32, f32}, {T::F32}, 0, kOps});

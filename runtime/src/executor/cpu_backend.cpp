@@ -211,6 +211,14 @@ class CpuBackend final : public Backend {
         TensorView none;
         return cpu::SoftMax(ctx_, c.src[0], c.has_src[1] ? c.src[1] : none, dst, fp(0, 1.f), fp(1, 0.f));
       }
+      case GgmlOp::FLASH_ATTN_EXT: {  // ops_attn.cpp; iparams {prec}: both precisions accumulate as ggml-cpu
+        TensorView none;
+        for (int i = 0; i < 3; ++i)
+          if (!c.has_src[i])
+            return InvalidArgument(std::string("FLASH_ATTN_EXT (node '") + c.name + "'): needs q, k and v");
+        return cpu::FlashAttnExt(ctx_, c.src[0], c.src[1], c.src[2], c.has_src[3] ? c.src[3] : none, dst, fp(0, 1.f),
+                                 fp(1, 0.f), fp(2, 0.f));
+      }
       // Mixture of experts (ops_moe.cpp).
       case GgmlOp::MUL_MAT_ID: return cpu::MulMatId(ctx_, c.src[0], c.src[1], c.src[2], dst);
       case GgmlOp::ARGSORT: return cpu::ArgSort(ctx_, c.src[0], dst, ip(0, 0));

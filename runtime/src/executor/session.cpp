@@ -149,6 +149,7 @@ class Session::Impl {
   std::vector<int> global_buffer;
   std::vector<uint64_t> global_offset;
   int64_t n_ctx = 0, n_ubatch = 0, n_vocab = 0, n_past = 0;
+  int64_t kv_pad = 32;  ///< llama_kv_cache_get_padding: 256 with flash attention, else 32
   /// A decode failed after a recurrent model's state was (partly) updated: Decode refuses until Reset.
   bool recurrent_state_lost = false;
   std::vector<float> unwanted_logits;  ///< Decode's logits when the caller passes nullptr
@@ -354,6 +355,7 @@ Status Session::Impl::Init(const SessionOptions& opts) {
   n_ctx = r.context()->n_ctx();
   n_ubatch = r.context()->n_ubatch();
   n_vocab = r.context()->n_vocab();
+  kv_pad = r.context()->flash_attn() ? 256 : 32;
   if (n_ctx <= 0 || n_ubatch <= 0 || n_vocab <= 0) return DataLoss(plan->path() + ": context: n_ctx, n_ubatch and n_vocab must be positive");
   STOWAGE_RETURN_IF_ERROR(CreateBackends(opts));
   STOWAGE_RETURN_IF_ERROR(AllocateBuffers(opts));
@@ -382,8 +384,10 @@ Status Session::Impl::Init(const SessionOptions& opts) {
       x.buffer = t->buffer();
       x.offset = t->offset();
       x.backend = t->backend();
-      x.is_view = IsViewOp(x.op) || x.op == GgmlOp::CPY;
-      const size_t need_src = x.op == GgmlOp::CPY ? 2 : (x.is_view ? 1 : 0);
+      // A CPY with a destination (src 1) writes into it and aliases it; one with a single source is
+      // ggml_cast, a new tensor of its own (the F16 KQ_mask copy of flash attention).
+      x.is_view = IsViewOp(x.op) || (x.op == GgmlOp::CPY && x.srcs.size() >= 2);
+      const size_t need_src = x.op == GgmlOp::CPY ? (x.is_view ? 2 : 1) : (x.is_view ? 1 : 0);
       if (x.srcs.size() < need_src || (need_src && x.srcs[need_src - 1] < 0))
         return DataLoss(plan->path() + ": graph " + gg.name + " tensor '" + x.name + "': view without a source");
       if (x.srcs.size() > size_t(NodeCall::kMaxSrc))
@@ -555,7 +559,7 @@ Status Session::Impl::BindTensor(GGraph& g, int id, const Sym& s, int depth) {
   if (!aligned)
     return DataLoss(where() + ": offset " + std::to_string(b.offset) + " or strides are not multiples of " +
                     std::to_string(align) + " bytes (the element alignment of " + tr.name + ")");
-  if (t.kind != fb::TensorKind::Weight && t.kind != fb::TensorKind::KvCache && t.op != GgmlOp::CPY)
+  if (t.kind != fb::TensorKind::Weight && t.kind != fb::TensorKind::KvCache && !(t.op == GgmlOp::CPY && t.is_view))
     v.data = buffers[b.buffer]->base() + b.offset;
   b.v = v;
   b.done = true;
@@ -887,7 +891,9 @@ Status Session::Impl::RunUbatchOn(GGraph& g, const int32_t* tokens, int64_t n, b
   Sym s;
   s.n_tokens = n;
   s.kv_head = n_past;
-  s.n_kv = std::min<int64_t>(n_ctx, (n_past + n + 31) / 32 * 32);
+  // llama_kv_cache_update / llama_kv_cache_get_padding (Feb 2025): n_kv covers the cells in use,
+  // padded to 256 with flash attention, else 32.
+  s.n_kv = std::min<int64_t>(n_ctx, (n_past + n + kv_pad - 1) / kv_pad * kv_pad);
   if (g.recurrent()) {
     // One sequence in cell 0 (llama_kv_cache_find_slot for recurrent models: n_kv = cells in use,
     // head = the first of them).

@@ -204,8 +204,8 @@ TEST(HParams, KvCacheTypesAsLlamaCpp) {
                      GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL})
     EXPECT_TRUE(with(k, GgmlType::F16).ok()) << GgmlTypeName(k);
   Status s = with(GgmlType::F16, GgmlType::Q8_0);
-  EXPECT_EQ(s.message(), "V cache quantization requires flash_attn (llama.cpp); -ctv q8_0 needs -fa, which Stowage "
-                         "does not plan: use f16, bf16 or f32");
+  EXPECT_EQ(s.message(), "V cache quantization requires flash_attn (llama.cpp); -ctv q8_0 needs -fa on (or use f16, "
+                         "bf16 or f32)");
   s = with(GgmlType::Q4_K, GgmlType::F16);
   EXPECT_EQ(s.message(), "unsupported KV cache type q4_K (llama.cpp accepts f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, "
                          "q5_0, q5_1)");

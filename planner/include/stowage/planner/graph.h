@@ -156,12 +156,15 @@ struct HParams {
 
 /// Context parameters that shape the graphs (llama_context_params subset).
 struct ContextConfig {
-  uint32_t n_ctx = 0;          ///< 0: the model's n_ctx_train; padded to a multiple of 32 (as llama.cpp)
+  uint32_t n_ctx = 0;          ///< 0: the model's n_ctx_train; padded to a multiple of 32, 256 with flash attention (as llama.cpp)
   uint32_t n_batch = 2048;
   uint32_t n_ubatch = 512;
   GgmlType type_k = GgmlType::F16;
   GgmlType type_v = GgmlType::F16;
   bool offload_kqv = true;
+  /// llama_context_params.flash_attn (-fa): attention as one FLASH_ATTN_EXT per layer over an
+  /// untransposed V cache, and an F16 copy of KQ_mask (llama.cpp Feb 2025 llm_build_kqv).
+  bool flash_attn = false;
   /// Sequences kept at once (llama_context_params n_seq_max). Recurrent models (mamba) get one
   /// state cell per sequence: their cache size is max(1, n_seq_max) instead of n_ctx.
   uint32_t n_seq_max = 1;
@@ -174,6 +177,8 @@ struct ModelGraphs {
   Graph prefill;               ///< "pp": n_tokens = min(n_ctx, n_ubatch)
   Graph decode;                ///< "tg": n_tokens = 1
   std::vector<std::string> unused_tensors;  ///< GGUF tensors the architecture did not consume
+  /// flash attention was asked for but ResolveContext turned it off (K and V head sizes differ).
+  bool flash_attn_forced_off = false;
 
   int FindGlobal(const std::string& name) const;
 };

@@ -66,6 +66,12 @@ class GraphBuilder {
   /// ggml_soft_max_ext: softmax over ne0 of a * scale + mask (optional, -1: none, [n_kv, n_tokens]
   /// broadcast over heads) with ALiBi max_bias; fparams {scale, max_bias}.
   int SoftMaxExt(int a, int mask, float scale, float max_bias);
+  /// ggml_flash_attn_ext + ggml_flash_attn_ext_set_prec (ggml Feb 2025): q F32 [D, n_tokens, n_head],
+  /// k [D, n_kv, n_head_kv], v [Dv, n_kv, n_head_kv] (n_head % n_head_kv == 0), mask (-1: none) F16
+  /// [n_kv, >= n_tokens] -> F32 [Dv, n_head, n_tokens] (the result is already permuted as
+  /// kqv_merged). fparams {scale, max_bias, logit_softcap}; iparams {prec} (0 GGML_PREC_DEFAULT,
+  /// 1 GGML_PREC_F32). Reports ne0 mismatches and a head count that k does not divide.
+  int FlashAttnExt(int q, int k, int v, int mask, float scale, float max_bias, float logit_softcap, int prec);
   /// ggml_soft_max: SoftMaxExt without mask, scale 1, max_bias 0.
   int SoftMax(int a);
   /// ggml_argsort: I32 indices of a's rows sorted; order 0 = GGML_SORT_ORDER_ASC, 1 = DESC.
@@ -100,6 +106,10 @@ class GraphBuilder {
   int Transpose(int a);
   /// ggml_cpy(a, b): result is a view of b named "<b> (copy of <a>)".
   int Cpy(int a, int b);
+  /// ggml_cast(a, type): a CPY of a into a new contiguous tensor of `type` and a's shape,
+  /// "<a> (copy)". ggml sets src[1] to the result itself; here the node has the single source a,
+  /// which is how a CPY that is not a view of its destination is told apart.
+  int Cast(int a, GgmlType type);
   /// ggml_cont / ggml_cont_Nd: a contiguous copy of a with shape ne, "<a> (cont)".
   int Cont(int a, Shape ne);
 

@@ -158,11 +158,25 @@ using CvtF32F16StridedFn = void (*)(int64_t n, const char* src, size_t src_strid
 /// The kernel of the best level <= min(isa, DetectIsa()) (never nullptr).
 CvtF32F16StridedFn GetCvtF32F16Strided(IsaLevel isa);
 
+/// y[i] = f16(f32(x[i]) * v + f32(y[i])) for i < n, one fused multiply-add and one
+/// round-to-nearest-even per element (ggml_vec_mad_f16; flash attention's F16 accumulator).
+using MadF16Fn = void (*)(int64_t n, fp16_t* y, const fp16_t* x, float v);
+/// y[i] = f16(f32(y[i]) * v) (ggml_vec_scale_f16).
+using ScaleF16Fn = void (*)(int64_t n, fp16_t* y, float v);
+/// The kernels of the best level <= min(isa, DetectIsa()); every level gives the same bits.
+MadF16Fn GetMadF16(IsaLevel isa);
+ScaleF16Fn GetScaleF16(IsaLevel isa);
+
 namespace scalar {
+void MadF16(int64_t n, fp16_t* y, const fp16_t* x, float v);
+void ScaleF16(int64_t n, fp16_t* y, float v);
 void SumSquares8(int64_t n8, const float* x, double part[8]);
 void CvtF32F16Strided(int64_t n, const char* src, size_t src_stride, char* dst, size_t dst_stride);
 }  // namespace scalar
 namespace avx2 {
+/// 8 lanes per step with F16C conversions and FMA; the tail element by element. Needs AVX2+FMA+F16C.
+void MadF16(int64_t n, fp16_t* y, const fp16_t* x, float v);
+void ScaleF16(int64_t n, fp16_t* y, float v);
 /// Two 4-lane double accumulators (lanes 0-3 and 4-7). Needs AVX2.
 void SumSquares8(int64_t n8, const float* x, double part[8]);
 /// One scalar vcvtps2ph per element. Needs F16C.

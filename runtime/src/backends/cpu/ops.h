@@ -170,6 +170,20 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
 Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mask, TensorView& dst, float scale,
                float max_bias);
 
+/// FLASH_ATTN_EXT (ggml_flash_attn_ext, Feb 2025; ops_attn.cpp): for each query row (token i1, head
+/// i2) an online softmax over the n_kv keys: s = dot(k row, q row in K's vec_dot type) * scale
+/// (logit_softcap != 0: softcap * tanh(s * scale / softcap)), plus slope(h) * mask[ic, i1]; keys
+/// whose mask is -inf are skipped; the V rows are summed with weights exp(s - max) in an F16
+/// accumulator (rounded at every step, as ggml) when V is F16, else in F32; the sum is divided by
+/// the sum of the weights. q F32 [D, n_tokens, n_head, ne3] (any row strides, contiguous rows),
+/// k [D, n_kv, n_head_kv, ne3k] and v [D, n_kv, n_head_v, ne3v] of a MUL_MAT weight type with
+/// contiguous rows (n_head % n_head_kv == 0: GQA broadcast), mask F16 [>= n_kv, >= n_tokens, 1, 1]
+/// or data == nullptr for none, dst F32 contiguous [D, n_head, n_tokens, ne3] (the permuted
+/// kqv_merged layout). slope(h) as SoftMax's ALiBi slope; max_bias > 0 needs a mask. A row with
+/// every key masked gives NaN, as ggml. Errors: kInvalidArgument for types and shapes.
+Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& k, const TensorView& v,
+                    const TensorView& mask, TensorView& dst, float scale, float max_bias, float logit_softcap);
+
 /// CPY / CONT (ggml_cpy, ggml_cont): element l of src in ggml order (i0 fastest) is written to
 /// element l of dst in ggml order; shapes may differ but element counts must be equal; any strides
 /// on both sides (KV stores into strided cache views, transposed V stores, CONT of permuted

@@ -515,6 +515,35 @@ void SumSquares8(int64_t n8, const float* x, double part[8]) {
   _mm256_storeu_pd(part + 4, hi);
 }
 
+void MadF16(int64_t n, fp16_t* y, const fp16_t* x, float v) {
+  const __m256 vv = _mm256_set1_ps(v);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 xf = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    const __m256 yf = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                     _mm256_cvtps_ph(_mm256_fmadd_ps(xf, vv, yf), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) {
+    const __m128 xf = _mm_cvtph_ps(_mm_cvtsi32_si128(x[i]));
+    const __m128 yf = _mm_cvtph_ps(_mm_cvtsi32_si128(y[i]));
+    y[i] = fp16_t(_mm_extract_epi16(_mm_cvtps_ph(_mm_fmadd_ss(xf, _mm_set_ss(v), yf), _MM_FROUND_TO_NEAREST_INT), 0));
+  }
+}
+
+void ScaleF16(int64_t n, fp16_t* y, float v) {
+  const __m256 vv = _mm256_set1_ps(v);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 yf = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_mul_ps(yf, vv), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) {
+    const __m128 yf = _mm_cvtph_ps(_mm_cvtsi32_si128(y[i]));
+    y[i] = fp16_t(_mm_extract_epi16(_mm_cvtps_ph(_mm_mul_ss(yf, _mm_set_ss(v)), _MM_FROUND_TO_NEAREST_INT), 0));
+  }
+}
+
 void CvtF32F16Strided(int64_t n, const char* src, size_t src_stride, char* dst, size_t dst_stride) {
   for (int64_t i = 0; i < n; ++i) {
     float v;

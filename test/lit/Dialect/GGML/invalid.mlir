@@ -1138,3 +1138,75 @@ func.func @f(%a0: !ggml.tensor<[8, 64], f16>, %a1: !ggml.tensor<[64, 2], f32>, %
   %r = ggml.set_rows %t, %a1, %a2 : (!ggml.tensor<[64, 8], f16>, !ggml.tensor<[64, 2], f32>, !ggml.tensor<[2], i64>) -> !ggml.tensor<[64, 8], f16>
   return
 }
+
+// -----
+
+func.func @f(%q: !ggml.tensor<[8, n_tokens, 8], f32>, %k: !ggml.tensor<[16, n_kv, 4], f16>, %v: !ggml.tensor<[16, n_kv, 4], f16>) {
+  // expected-error @+1 {{k.ne0 (16) must equal q.ne0 (8) (ggml_flash_attn_ext)}}
+  %r = ggml.flash_attn_ext %q, %k, %v : (!ggml.tensor<[8, n_tokens, 8], f32>, !ggml.tensor<[16, n_kv, 4], f16>, !ggml.tensor<[16, n_kv, 4], f16>) -> !ggml.tensor<[16, 8, n_tokens], f32>
+  return
+}
+
+// -----
+
+func.func @f(%q: !ggml.tensor<[8, n_tokens, 8], f32>, %k: !ggml.tensor<[8, n_kv, 3], f16>, %v: !ggml.tensor<[8, n_kv, 3], f16>) {
+  // expected-error @+1 {{k [8, n_kv, 3] cannot be broadcast over the heads of q [8, n_tokens, 8] (ggml_flash_attn_ext)}}
+  %r = ggml.flash_attn_ext %q, %k, %v : (!ggml.tensor<[8, n_tokens, 8], f32>, !ggml.tensor<[8, n_kv, 3], f16>, !ggml.tensor<[8, n_kv, 3], f16>) -> !ggml.tensor<[8, 8, n_tokens], f32>
+  return
+}
+
+// -----
+
+func.func @f(%q: !ggml.tensor<[8, n_tokens, 8], f32>, %k: !ggml.tensor<[8, n_kv, 4], f16>, %v: !ggml.tensor<[8, n_ctx, 4], f16>) {
+  // expected-error @+1 {{v [8, n_ctx, 4] must have k's n_kv and heads [8, n_kv, 4] (ggml_flash_attn_ext)}}
+  %r = ggml.flash_attn_ext %q, %k, %v : (!ggml.tensor<[8, n_tokens, 8], f32>, !ggml.tensor<[8, n_kv, 4], f16>, !ggml.tensor<[8, n_ctx, 4], f16>) -> !ggml.tensor<[8, 8, n_tokens], f32>
+  return
+}
+
+// -----
+
+func.func @f(%q: !ggml.tensor<[8, n_tokens, 8], f32>, %k: !ggml.tensor<[8, n_kv, 4], f16>, %v: !ggml.tensor<[8, n_kv, 4], f16>, %m: !ggml.tensor<[n_kv, n_tokens], f32>) {
+  // expected-error @+1 {{mask must be f16, got f32}}
+  %r = ggml.flash_attn_ext %q, %k, %v, mask %m : (!ggml.tensor<[8, n_tokens, 8], f32>, !ggml.tensor<[8, n_kv, 4], f16>, !ggml.tensor<[8, n_kv, 4], f16>, !ggml.tensor<[n_kv, n_tokens], f32>) -> !ggml.tensor<[8, 8, n_tokens], f32>
+  return
+}
+
+// -----
+
+func.func @f(%q: !ggml.tensor<[8, 16, 8], f32>, %k: !ggml.tensor<[8, n_kv, 4], f16>, %v: !ggml.tensor<[8, n_kv, 4], f16>, %m: !ggml.tensor<[n_kv, 15], f16>) {
+  // expected-error @+1 {{mask.ne1 (15) must be >= q.ne1 (16) (ggml_flash_attn_ext)}}
+  %r = ggml.flash_attn_ext %q, %k, %v, mask %m : (!ggml.tensor<[8, 16, 8], f32>, !ggml.tensor<[8, n_kv, 4], f16>, !ggml.tensor<[8, n_kv, 4], f16>, !ggml.tensor<[n_kv, 15], f16>) -> !ggml.tensor<[8, 8, 16], f32>
+  return
+}
+
+// -----
+
+func.func @f(%q: !ggml.tensor<[8, n_tokens, 8], f32>, %k: !ggml.tensor<[8, n_kv, 4], f16>, %v: !ggml.tensor<[8, n_kv, 4], f16>) {
+  // expected-error @+1 {{max_bias > 0 (ALiBi) requires a mask}}
+  %r = ggml.flash_attn_ext %q, %k, %v {max_bias = 8.0 : f32} : (!ggml.tensor<[8, n_tokens, 8], f32>, !ggml.tensor<[8, n_kv, 4], f16>, !ggml.tensor<[8, n_kv, 4], f16>) -> !ggml.tensor<[8, 8, n_tokens], f32>
+  return
+}
+
+// -----
+
+func.func @f(%q: !ggml.tensor<[8, n_tokens, 8], f32>, %k: !ggml.tensor<[8, n_kv, 4], f16>, %v: !ggml.tensor<[8, n_kv, 4], f16>) {
+  // expected-error @+1 {{prec must be 0 (GGML_PREC_DEFAULT) or 1 (GGML_PREC_F32), got 10}}
+  %r = ggml.flash_attn_ext %q, %k, %v {prec = 10 : i32} : (!ggml.tensor<[8, n_tokens, 8], f32>, !ggml.tensor<[8, n_kv, 4], f16>, !ggml.tensor<[8, n_kv, 4], f16>) -> !ggml.tensor<[8, 8, n_tokens], f32>
+  return
+}
+
+// -----
+
+func.func @f(%q: !ggml.tensor<[8, n_tokens, 8], f32>, %k: !ggml.tensor<[8, n_kv, 4], f16>, %v: !ggml.tensor<[8, n_kv, 4], f16>) {
+  // expected-error @+1 {{result must be !ggml.tensor<[8, 8, n_tokens], f32> (ggml_flash_attn_ext: [v.ne0, q.ne2, q.ne1, q.ne3], f32), got '!ggml.tensor<[8, n_tokens, 8], f32>'}}
+  %r = ggml.flash_attn_ext %q, %k, %v : (!ggml.tensor<[8, n_tokens, 8], f32>, !ggml.tensor<[8, n_kv, 4], f16>, !ggml.tensor<[8, n_kv, 4], f16>) -> !ggml.tensor<[8, n_tokens, 8], f32>
+  return
+}
+
+// -----
+
+func.func @f(%m: !ggml.tensor<[n_kv, n_tokens], f32>) {
+  // expected-error @+1 {{result must be !ggml.tensor<[n_kv, n_tokens], f16> (ggml_cast: a's shape), got '!ggml.tensor<[n_kv, 1], f16>'}}
+  %r = ggml.cast %m : (!ggml.tensor<[n_kv, n_tokens], f32>) -> !ggml.tensor<[n_kv, 1], f16>
+  return
+}

@@ -360,6 +360,42 @@ LogicalResult SoftMaxOp::verify() {
   return checkSameAsA(*this, a, "ggml_soft_max_ext: like a");
 }
 
+LogicalResult FlashAttnExtOp::verify() {
+  TensorType q = tensorOf(getQ()), k = tensorOf(getK()), v = tensorOf(getV());
+  if (!isF32(q))
+    return emitOpError() << "q must be f32, got " << q.getElementTypeName();
+  if (k.getNe(0) != q.getNe(0))
+    return emitOpError() << "k.ne0 (" << k.getNe(0).str() << ") must equal q.ne0 ("
+                         << q.getNe(0).str() << ") (ggml_flash_attn_ext)";
+  if (v.getNe(1) != k.getNe(1) || v.getNe(2) != k.getNe(2) || v.getNe(3) != k.getNe(3))
+    return emitOpError() << "v " << shapeOf(v) << " must have k's n_kv and heads " << shapeOf(k)
+                         << " (ggml_flash_attn_ext)";
+  if (!dimRepeats(k.getNe(2), q.getNe(2)) || !dimRepeats(k.getNe(3), q.getNe(3)))
+    return emitOpError() << "k " << shapeOf(k) << " cannot be broadcast over the heads of q "
+                         << shapeOf(q) << " (ggml_flash_attn_ext)";
+  if (getMask()) {
+    TensorType m = tensorOf(getMask());
+    if (!m.getElementType().isF16())
+      return emitOpError() << "mask must be f16, got " << m.getElementTypeName();
+    if (m.getNe(0) != k.getNe(1))
+      return emitOpError() << "mask.ne0 (" << m.getNe(0).str() << ") must equal k.ne1 ("
+                           << k.getNe(1).str() << ") (ggml_flash_attn_ext)";
+    if (!dimAtLeast(m.getNe(1), q.getNe(1)))
+      return emitOpError() << "mask.ne1 (" << m.getNe(1).str() << ") must be >= q.ne1 ("
+                           << q.getNe(1).str() << ") (ggml_flash_attn_ext)";
+    if (!m.getNe(2).is(1) || !m.getNe(3).is(1))
+      return emitOpError() << "mask must be 2-D, got " << shapeOf(m) << " (ggml_flash_attn_ext)";
+  } else if (getMaxBias().convertToFloat() > 0.0f) {
+    return emitOpError() << "max_bias > 0 (ALiBi) requires a mask";
+  }
+  if (getPrec() != 0 && getPrec() != 1)
+    return emitOpError() << "prec must be 0 (GGML_PREC_DEFAULT) or 1 (GGML_PREC_F32), got "
+                         << getPrec();
+  return checkResult(*this, {v.getNe(0), q.getNe(2), q.getNe(1), q.getNe(3)},
+                     Float32Type::get(getContext()),
+                     "ggml_flash_attn_ext: [v.ne0, q.ne2, q.ne1, q.ne3], f32");
+}
+
 LogicalResult SumRowsOp::verify() {
   TensorType a = tensorOf(getA());
   return checkResult(*this, {Dim::of(1), a.getNe(1), a.getNe(2), a.getNe(3)}, a.getElementType(),
@@ -398,6 +434,11 @@ LogicalResult CpyOp::verify() {
   if (failed(checkCount(*this, a, b, "a and b", "ggml_cpy")))
     return failure();
   return checkResult(*this, b.getShape(), b.getElementType(), "ggml_cpy: like b");
+}
+
+LogicalResult CastOp::verify() {
+  TensorType a = tensorOf(getA()), r = tensorOf(getResult());
+  return checkResult(*this, a.getShape(), r.getElementType(), "ggml_cast: a's shape");
 }
 
 LogicalResult SetRowsOp::verify() {

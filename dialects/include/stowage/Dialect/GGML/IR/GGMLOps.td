@@ -392,6 +392,37 @@ def GGML_SoftMaxOp : GGML_Op<"soft_max"> {
   }];
 }
 
+def GGML_FlashAttnExtOp : GGML_Op<"flash_attn_ext"> {
+  let summary = "FLASH_ATTN_EXT: softmax(k^T q * scale + mask) v in one op";
+  let description = [{
+    Attention of every query row against the cached keys and values without materializing the
+    [n_kv, n_tokens, n_head] scores (ggml_flash_attn_ext; llama.cpp's llm_build_kqv with -fa on).
+    For query row (token t, head h): s_c = dot(k[:, c, h / r], q[:, t, h]) * scale, with
+    logit_softcap != 0 replaced by logit_softcap * tanh(s_c / logit_softcap), plus the ALiBi
+    slope(h) * mask[c, t]; result[:, h, t] = sum_c softmax(s)_c * v[:, c, h / r]. Keys whose mask
+    is -inf are skipped. prec is ggml_flash_attn_ext_set_prec's value (0 GGML_PREC_DEFAULT,
+    1 GGML_PREC_F32; llama.cpp sets F32); ggml-cpu accumulates the same way for both.
+    Shapes: q f32 [D, n_tokens, n_head, ne3], k [D, n_kv, n_head_kv, ne3 / r3] and
+    v [Dv, n_kv, n_head_kv, ne3 / r3] (n_head a multiple of n_head_kv: grouped-query attention),
+    mask f16 [n_kv, >= n_tokens] (2-D, contiguous); result f32 [Dv, n_head, n_tokens, ne3]
+    (already permuted like kqv_merged). max_bias > 0 requires a mask.
+    Example:
+      %o = ggml.flash_attn_ext %q, %k, %v, mask %m {scale = 0.125 : f32, prec = 1 : i32}
+             : (!ggml.tensor<[64, n_tokens, 32], f32>, !ggml.tensor<[64, n_kv, 8], f16>,
+                !ggml.tensor<[64, n_kv, 8], f16>, !ggml.tensor<[n_kv, n_tokens], f16>)
+             -> !ggml.tensor<[64, 32, n_tokens], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$q, GGML_Tensor:$k, GGML_Tensor:$v, Optional<GGML_Tensor>:$mask,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$scale,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$max_bias,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$logit_softcap,
+                       DefaultValuedAttr<I32Attr, "0">:$prec);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`,` `mask` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def GGML_SumRowsOp : GGML_Op<"sum_rows"> {
   let summary = "SUM_ROWS: sum of each row";
   let description = [{
@@ -474,6 +505,21 @@ def GGML_SetRowsOp : GGML_WriteOp<"set_rows"> {
   let arguments = (ins GGML_Tensor:$a, GGML_Tensor:$b, GGML_Tensor:$c);
   let results = (outs GGML_Tensor:$result);
   let assemblyFormat = "$a `,` $b `,` $c attr-dict `:` functional-type(operands, results)";
+}
+
+def GGML_CastOp : GGML_Op<"cast"> {
+  let summary = "CPY into a new tensor of another type (ggml_cast)";
+  let description = [{
+    A converted copy of a in a tensor of its own (ggml_cast: a CPY whose destination is its result;
+    the plan records it as a CPY node with the single source a). llama.cpp's -fa graphs read the
+    KQ mask through `KQ_mask (copy)`, its F16 cast.
+    Shapes: any a; the result has a's shape and another (or the same) element type.
+    Example:
+      %m16 = ggml.cast %m : (!ggml.tensor<[n_kv, n_tokens], f32>) -> !ggml.tensor<[n_kv, n_tokens], f16>
+  }];
+  let arguments = (ins GGML_Tensor:$a);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
 }
 
 def GGML_ContOp : GGML_Op<"cont"> {
