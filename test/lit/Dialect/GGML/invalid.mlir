@@ -1150,7 +1150,7 @@ func.func @f(%q: !ggml.tensor<[8, n_tokens, 8], f32>, %k: !ggml.tensor<[16, n_kv
 // -----
 
 func.func @f(%q: !ggml.tensor<[8, n_tokens, 8], f32>, %k: !ggml.tensor<[8, n_kv, 3], f16>, %v: !ggml.tensor<[8, n_kv, 3], f16>) {
-  // expected-error @+1 {{k [8, n_kv, 3] cannot be broadcast over the heads of q [8, n_tokens, 8] (ggml_flash_attn_ext)}}
+  // expected-error @+1 {{k [8, n_kv, 3, 1] cannot be broadcast over the heads of q [8, n_tokens, 8, 1] (ggml_flash_attn_ext)}}
   %r = ggml.flash_attn_ext %q, %k, %v : (!ggml.tensor<[8, n_tokens, 8], f32>, !ggml.tensor<[8, n_kv, 3], f16>, !ggml.tensor<[8, n_kv, 3], f16>) -> !ggml.tensor<[8, 8, n_tokens], f32>
   return
 }
@@ -1158,7 +1158,7 @@ func.func @f(%q: !ggml.tensor<[8, n_tokens, 8], f32>, %k: !ggml.tensor<[8, n_kv,
 // -----
 
 func.func @f(%q: !ggml.tensor<[8, n_tokens, 8], f32>, %k: !ggml.tensor<[8, n_kv, 4], f16>, %v: !ggml.tensor<[8, n_ctx, 4], f16>) {
-  // expected-error @+1 {{v [8, n_ctx, 4] must have k's n_kv and heads [8, n_kv, 4] (ggml_flash_attn_ext)}}
+  // expected-error @+1 {{v [8, n_ctx, 4, 1] must have k's n_kv and heads [8, n_kv, 4, 1] (ggml_flash_attn_ext)}}
   %r = ggml.flash_attn_ext %q, %k, %v : (!ggml.tensor<[8, n_tokens, 8], f32>, !ggml.tensor<[8, n_kv, 4], f16>, !ggml.tensor<[8, n_ctx, 4], f16>) -> !ggml.tensor<[8, 8, n_tokens], f32>
   return
 }
@@ -1206,7 +1206,7 @@ func.func @f(%q: !ggml.tensor<[8, n_tokens, 8], f32>, %k: !ggml.tensor<[8, n_kv,
 // -----
 
 func.func @f(%m: !ggml.tensor<[n_kv, n_tokens], f32>) {
-  // expected-error @+1 {{result must be !ggml.tensor<[n_kv, n_tokens], f16> (ggml_cast: a's shape), got '!ggml.tensor<[n_kv, 1], f16>'}}
+  // expected-error @+1 {{result must be !ggml.tensor<[n_kv, n_tokens], f16> (ggml_cast: a's shape), got '!ggml.tensor<[n_kv], f16>'}}
   %r = ggml.cast %m : (!ggml.tensor<[n_kv, n_tokens], f32>) -> !ggml.tensor<[n_kv, 1], f16>
   return
 }

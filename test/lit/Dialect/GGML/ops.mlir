@@ -189,12 +189,13 @@ func.func @set_rows(%cache: !ggml.tensor<[1024, n_ctx], f16>, %k: !ggml.tensor<[
 // CHECK-LABEL: func.func @flash_attn
 // CHECK: ggml.cast %{{.*}} {name = "KQ_mask (copy)"} : (!ggml.tensor<[n_kv, n_tokens], f32>) -> !ggml.tensor<[n_kv, n_tokens], f16>
 // CHECK: ggml.flash_attn_ext %{{.*}}, %{{.*}}, %{{.*}}, mask %{{.*}} {prec = 1 : i32, scale = 0.353553385 : f32} : (!ggml.tensor<[8, n_tokens, 8], f32>, !ggml.tensor<[8, n_kv, 4], f16>, !ggml.tensor<[8, n_kv, 4], f16>, !ggml.tensor<[n_kv, n_tokens], f16>) -> !ggml.tensor<[8, 8, n_tokens], f32>
-// CHECK: ggml.flash_attn_ext %{{.*}}, %{{.*}}, %{{.*}} {logit_softcap = 5.000000e+01 : f32} : (!ggml.tensor<[8, n_tokens, 8], f32>, !ggml.tensor<[8, n_kv, 4], q8_0>, !ggml.tensor<[8, n_kv, 4], f32>) -> !ggml.tensor<[8, 8, n_tokens], f32>
+// CHECK: ggml.flash_attn_ext %{{.*}}, %{{.*}}, %{{.*}} {logit_softcap = 5.000000e+01 : f32} : (!ggml.tensor<[32, n_tokens, 8], f32>, !ggml.tensor<[32, n_kv, 4], q8_0>, !ggml.tensor<[32, n_kv, 4], f32>) -> !ggml.tensor<[32, 8, n_tokens], f32>
 func.func @flash_attn(%q: !ggml.tensor<[8, n_tokens, 8], f32>, %k: !ggml.tensor<[8, n_kv, 4], f16>,
                       %v: !ggml.tensor<[8, n_kv, 4], f16>, %m: !ggml.tensor<[n_kv, n_tokens], f32>,
-                      %kq: !ggml.tensor<[8, n_kv, 4], q8_0>, %vf: !ggml.tensor<[8, n_kv, 4], f32>) {
+                      %q32: !ggml.tensor<[32, n_tokens, 8], f32>, %kq: !ggml.tensor<[32, n_kv, 4], q8_0>,
+                      %vf: !ggml.tensor<[32, n_kv, 4], f32>) {
   %m16 = ggml.cast %m {name = "KQ_mask (copy)"} : (!ggml.tensor<[n_kv, n_tokens], f32>) -> !ggml.tensor<[n_kv, n_tokens], f16>
   %o = ggml.flash_attn_ext %q, %k, %v, mask %m16 {scale = 0.353553385 : f32, prec = 1 : i32} : (!ggml.tensor<[8, n_tokens, 8], f32>, !ggml.tensor<[8, n_kv, 4], f16>, !ggml.tensor<[8, n_kv, 4], f16>, !ggml.tensor<[n_kv, n_tokens], f16>) -> !ggml.tensor<[8, 8, n_tokens], f32>
-  %o2 = ggml.flash_attn_ext %q, %kq, %vf {logit_softcap = 50.0 : f32} : (!ggml.tensor<[8, n_tokens, 8], f32>, !ggml.tensor<[8, n_kv, 4], q8_0>, !ggml.tensor<[8, n_kv, 4], f32>) -> !ggml.tensor<[8, 8, n_tokens], f32>
+  %o2 = ggml.flash_attn_ext %q32, %kq, %vf {logit_softcap = 50.0 : f32} : (!ggml.tensor<[32, n_tokens, 8], f32>, !ggml.tensor<[32, n_kv, 4], q8_0>, !ggml.tensor<[32, n_kv, 4], f32>) -> !ggml.tensor<[32, 8, n_tokens], f32>
   return
 }
