@@ -7,19 +7,23 @@ Tables (all sorted by code point, looked up by binary search):
   kCategoryRanges  {first code point, category flags}: the flags hold from `first` up to the next
                    entry's first - 1. Flags are the general-category groups the pre-tokenizer
                    regexes use (\\p{N}, \\p{L}, \\p{Z}, \\p{M}, \\p{P}, \\p{S}, \\p{C}); unassigned
-                   code points (Cn) count as \\p{C}, as in llama.cpp's tables.
+                   code points (Cn) get a flag of their own (llama.cpp's gen-unicode-data.py:
+                   CODEPOINT_FLAG_UNDEFINED), not \\p{C}'s: BERT's preprocessing drops control
+                   characters but keeps unassigned ones.
   kWhitespace      code points with the White_Space property (UCD PropList.txt), what \\s
                    matches in the regex engines the pre-tokenizer regexes were written for.
   kLowercase       {code point, first code point of its full lowercase mapping}.
   kNfdRanges       {first, last, first code point of the NFD decomposition}: BERT's
                    strip_accents keeps the base character and drops the combining marks.
-The Unicode version is that of the Python that runs this script (unicodedata.unidata_version).
+The Unicode version is that of the Python that runs this script (unicodedata.unidata_version):
+run it with Python 3.13 (Unicode 15.1, the version of llama.cpp's unicode-data.cpp since 2024).
 """
 import sys
 import unicodedata
 
 MAX_CP = 0x110000
 FLAG = {"N": 0x01, "L": 0x02, "Z": 0x04, "M": 0x08, "P": 0x10, "S": 0x20, "C": 0x40}
+UNDEFINED = 0x80  # Cn
 
 # UCD PropList.txt, White_Space (stable since Unicode 6.3).
 WHITE_SPACE = [0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680] + \
@@ -33,7 +37,8 @@ def main():
     ranges = []
     prev = None
     for cp in range(MAX_CP):
-        f = FLAG[unicodedata.category(chr(cp))[0]]
+        cat = unicodedata.category(chr(cp))
+        f = UNDEFINED if cat == "Cn" else FLAG[cat[0]]
         if f != prev:
             ranges.append((cp, f))
             prev = f

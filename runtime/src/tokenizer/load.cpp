@@ -298,7 +298,9 @@ void DetectSpecialTokens(Tokenizer::Impl& v) {
 }
 
 // Per-model token attributes that GGUF does not store (llama.cpp, end of load()): phi-3's special
-// tokens eat the whitespace to their right; jina-v2's <mask> the whitespace to its left.
+// tokens eat the whitespace to their right; the <mask> of jina-v2 (by pre-tokenizer), nomic-bert-moe
+// and jina-bert-v3 (by architecture) and ModernBERT's [MASK] (by general.name) the whitespace to
+// their left.
 Status ApplyModelAttributes(const GgufFile& g, Tokenizer::Impl& v) {
   STOWAGE_ASSIGN_OR_RETURN(std::string name, g.GetStringOr("general.name", ""));
   std::transform(name.begin(), name.end(), name.begin(),
@@ -309,13 +311,17 @@ Status ApplyModelAttributes(const GgufFile& g, Tokenizer::Impl& v) {
     if (id == kTokenNull) return;
     v.tokens[id].attr = on ? (v.tokens[id].attr | attr) : (v.tokens[id].attr & ~attr);
   };
+  STOWAGE_ASSIGN_OR_RETURN(std::string arch, g.GetStringOr("general.architecture", ""));
   if (pre.find("jina-v2-de") != std::string::npos || pre.find("jina-v2-es") != std::string::npos ||
-      pre.find("jina-v2-code") != std::string::npos) {
+      pre.find("jina-v2-code") != std::string::npos || arch.find("nomic-bert-moe") != std::string::npos ||
+      arch.find("jina-bert-v3") != std::string::npos) {
     set("<mask>", kTokenAttrLstrip, true);
   } else if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) {
     for (int32_t id : v.special_tokens) v.tokens[id].attr |= kTokenAttrRstrip;
     set("</s>", kTokenAttrRstrip, true);
     for (const char* t : {"<unk>", "<s>", "<|endoftext|>"}) set(t, kTokenAttrRstrip, false);
+  } else if (name.find("modern-bert") != std::string::npos) {
+    set("[MASK]", kTokenAttrLstrip, true);
   }
   return Status::Ok();
 }
@@ -392,11 +398,14 @@ Result<Tokenizer> Tokenizer::FromGguf(const GgufFile& g) {
   STOWAGE_RETURN_IF_ERROR(ReadFlag(g, "tokenizer.ggml.add_bos_token", v->add_bos));
   STOWAGE_RETURN_IF_ERROR(ReadFlag(g, "tokenizer.ggml.add_eos_token", v->add_eos));
   STOWAGE_RETURN_IF_ERROR(ReadFlag(g, "tokenizer.ggml.add_sep_token", v->add_sep));
-  const std::pair<bool, int32_t> checks[] = {
-      {v->add_bos, v->bos}, {v->add_eos, v->eos}, {v->add_sep, v->sep}};
-  const char* const check_names[] = {"add_bos_token", "add_eos_token", "add_sep_token"};
-  const char* const id_names[] = {"bos_token_id", "eos_token_id", "seperator_token_id"};
-  for (int i = 0; i < 3; ++i) {
+  // Only the flags the vocabulary type reads are checked (llama.cpp's tokenize: SPM and BPE add BOS
+  // and EOS by add_bos / add_eos; WPM always adds [CLS] ... [SEP] and no path reads add_sep, so
+  // llama.cpp loads such a vocabulary and ignores those flags).
+  const bool uses_flags = v->type != VocabType::kWpm;
+  const std::pair<bool, int32_t> checks[] = {{v->add_bos && uses_flags, v->bos}, {v->add_eos && uses_flags, v->eos}};
+  const char* const check_names[] = {"add_bos_token", "add_eos_token"};
+  const char* const id_names[] = {"bos_token_id", "eos_token_id"};
+  for (int i = 0; i < 2; ++i) {
     if (checks[i].first && checks[i].second == kTokenNull) {
       const std::string key = std::string("tokenizer.ggml.") + check_names[i];
       const std::string origin = g.Find(key) ? "" : " (the default for model '" + model + "')";

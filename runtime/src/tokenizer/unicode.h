@@ -19,7 +19,8 @@ struct CpFlags {
     kAccentMark = 0x08,   ///< \p{M}
     kPunctuation = 0x10,  ///< \p{P}
     kSymbol = 0x20,       ///< \p{S}
-    kControl = 0x40,      ///< \p{C} (includes unassigned code points)
+    kControl = 0x40,      ///< \p{C} except unassigned code points (Cc, Cf, Co, Cs)
+    kUndefined = 0x80,    ///< unassigned (Cn; llama.cpp's CODEPOINT_FLAG_UNDEFINED)
     kWhitespace = 0x100,  ///< White_Space property (what \s matches)
   };
   uint16_t bits = 0;  ///< 0 for "no code point" (outside the text or > U+10FFFF)
@@ -31,6 +32,7 @@ struct CpFlags {
   bool punctuation() const { return bits & kPunctuation; }
   bool symbol() const { return bits & kSymbol; }
   bool control() const { return bits & kControl; }
+  bool undefined() const { return bits & kUndefined; }
   bool defined() const { return bits != 0; }
 };
 

@@ -69,8 +69,11 @@ LISTS = {
     "deepseek3": [rf"[{N}]{{1,3}}", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
                   r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+"
                   rf"|[^\r\n{L}{P}{SYM}]?[{L}{M}]+| ?[{P}{SYM}]+[\r\n]*|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+"],
+    # llama.cpp runs the literal-range class through std::wregex after replacing every non-ASCII
+    # White_Space code point by U+000B (unicode_regex_split), so the class never matches them.
     "deepseek_coder": [r"[\r\n]", rf"[{S}]?[{L}]+", rf"[{S}]?[{P}]+",
-                       "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+", rf"[{N}]"],
+                       "[" + cls(lambda c: ord(c) not in WHITE_SPACE and (0x4E00 <= ord(c) <= 0x9FA5 or 0x0800 <= ord(c) <= 0x4E00
+                                                                       or 0xAC00 <= ord(c) <= 0xD7FF)) + "]+", rf"[{N}]"],
     "tekken": [TEKKEN],
     "qwen35": [CONTRACTIONS + rf"|[^\r\n{L}{N}]?[{L}{M}]+|[{N}]| ?[^{S}{L}{M}{N}]+[\r\n]*"
                rf"|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+"],

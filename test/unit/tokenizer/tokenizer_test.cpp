@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 #include "stowage/runtime/gguf_writer.h"
 
@@ -213,6 +214,52 @@ TEST(Wpm, GreedyLongestMatchAndUnknown) {
   // Lowercased; "!" is a word of its own; "Café" loses its accent; "xyz" is [UNK].
   EXPECT_EQ(tok->Tokenize("HELLO! Caf\xC3\xA9 xyz", false, false), (std::vector<int32_t>{5, 8, 9, 1}));
   EXPECT_EQ(tok->Tokenize("hello", true, false), (std::vector<int32_t>{2, 5, 3}));
+}
+
+// Found by a differential test against llama.cpp (session notes s9/tok-diff-report.md):
+// per-model attributes and the flags only the vocabulary type reads.
+TEST(Bpe, MaskTokensStripTheirLeftWhitespaceByModel) {
+  // llama_vocab::impl::load: general.name containing "modern-bert" gives [MASK] LSTRIP; the
+  // architectures nomic-bert-moe and jina-bert-v3 give <mask> LSTRIP.
+  for (const auto& [key, value, mask] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"general.name", "ModernBERT modern-bert-base", "[MASK]"},
+           {"general.architecture", "jina-bert-v3", "<mask>"},
+           {"general.architecture", "nomic-bert-moe", "<mask>"}}) {
+    std::vector<std::string> tokens = {"h", "e", "l", "o", "\xC4\xA0", "he", "ll", "llo", "hello", mask};
+    std::vector<int32_t> types(tokens.size(), 1);
+    types.back() = 3;
+    GgufBuilder b;
+    b.Str("tokenizer.ggml.model", "gpt2")
+        .StrArray("tokenizer.ggml.tokens", tokens)
+        .I32Array("tokenizer.ggml.token_type", types)
+        .StrArray("tokenizer.ggml.merges", {"h e", "l l", "ll o", "he llo"})
+        .Str(key, value);
+    auto tok = b.Build();
+    ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+    // "hello   [MASK]": the spaces before the mask token go with it (llama.cpp: 8 9, not 8 4 4 4 9).
+    EXPECT_EQ(tok->Tokenize("hello   " + mask, false, true), (std::vector<int32_t>{8, 9})) << value;
+  }
+}
+
+TEST(FromGguf, FlagsTheVocabularyTypeDoesNotReadAreNotChecked) {
+  // BPE never reads add_sep; WPM always adds [CLS] ... [SEP] and ignores add_bos / add_eos: llama.cpp
+  // loads such files, so Stowage does too (it refused them for a missing separator / EOS id).
+  auto bpe = BpeVocab("gpt-2");
+  bpe.Bool("tokenizer.ggml.add_sep_token", true);
+  auto b1 = bpe.Build();
+  ASSERT_TRUE(b1.ok()) << b1.status().ToString();
+  EXPECT_EQ(b1->Tokenize("hello", true, false), (std::vector<int32_t>{11}));
+  GgufBuilder w;
+  w.Str("tokenizer.ggml.model", "bert")
+      .StrArray("tokenizer.ggml.tokens", {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "\xE2\x96\x81hello"})
+      .I32Array("tokenizer.ggml.token_type", {3, 3, 3, 3, 1})
+      .U32("tokenizer.ggml.unknown_token_id", 1)
+      .U32("tokenizer.ggml.bos_token_id", 2)
+      .U32("tokenizer.ggml.seperator_token_id", 3)
+      .Bool("tokenizer.ggml.add_eos_token", true);
+  auto b2 = w.Build();
+  ASSERT_TRUE(b2.ok()) << b2.status().ToString();
+  EXPECT_EQ(b2->Tokenize("hello", true, false), (std::vector<int32_t>{2, 4, 3}));
 }
 
 TEST(FromGguf, Errors) {

@@ -34,8 +34,12 @@
 // (not implemented yet, among llama.cpp's: deepseek-llm, chameleon, jais-2, exaone-moe, kimi-k2,
 // afmoe, superbpe, tiny_aya, youtu, spark2_5, granite-embed-multi, gemma4, ...).
 //
-// Unicode: the category tables (\p{L}, \p{N}, ...; lowercase; NFD) are generated from Unicode 14
-// (runtime/src/tokenizer/gen_unicode_data.py); code points assigned later count as \p{C}.
+// Unicode: the category tables (\p{L}, \p{N}, ...; lowercase; NFD) are generated from Unicode 15.1,
+// llama.cpp's version (runtime/src/tokenizer/gen_unicode_data.py); unassigned code points are
+// neither \p{C} nor anything else (llama.cpp's "undefined" flag: BERT keeps them, as [UNK]). A
+// 4-byte UTF-8 sequence above U+10FFFF (which llama.cpp refuses with an exception from
+// llama_tokenize) is one code point no class matches: U+FFFD's token where the vocabulary's
+// byte-level encoding needs a character, [UNK] in BERT.
 //
 // Special tokens: every token whose `tokenizer.ggml.token_type` is CONTROL, USER_DEFINED or
 // UNKNOWN is searched for verbatim in the text before the vocabulary algorithm runs (longest
