@@ -60,8 +60,8 @@ inline void LastOccurrenceWins(CLI::App& app) {
 }
 
 /// CLI11 check for llama.cpp's -fa / --flash-attn value (2026: on|off|auto; also 1|0|true|false),
-/// normalized to "on", "off" or "auto". "auto" plans without flash attention, llama.cpp FEB25's
-/// default (DEC25's auto enables it when every layer's attention lands on the layer's device).
+/// normalized to "on", "off" or "auto" (llama.cpp DEC25's auto: on when every layer's attention lands
+/// on the layer's device, planner::FlashAttnDeviceMismatch; the tools default to off, FEB25's).
 inline CLI::Validator FlashAttnValue() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
@@ -73,7 +73,7 @@ inline CLI::Validator FlashAttnValue() {
       "on|off|auto");
 }
 
-/// The flash_attn context parameter for a FlashAttnValue-normalized -fa value: on only for "on".
+/// The flash_attn context parameter for a FlashAttnValue-normalized -fa value other than "auto".
 inline bool FlashAttnEnabled(const std::string& v) { return v == "on"; }
 
 /// True for a single-dash word of two or more letters ("-fa", "-sm", "-no-cnv"): llama.cpp's

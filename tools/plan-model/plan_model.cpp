@@ -91,7 +91,8 @@ int Run(int argc, char** argv) {
   std::string flash_attn = "off";
   app.add_option("--flash-attn", flash_attn,
                  "flash attention: on (one FLASH_ATTN_EXT per layer, V cache untransposed, n_ctx padded to 256), "
-                 "off, or auto (= off, llama.cpp FEB25's default)")
+                 "off (the default, llama.cpp FEB25's), or auto (on unless a layer's attention would run on "
+                 "another device than the layer, as llama.cpp DEC25)")
       ->transform(tools::FlashAttnValue());
   app.add_option("--n-gpu-layers", opt.n_gpu_layers,
                  "layers to offload: N, 'all' or <= -2 (every layer and the output), 'auto' or -1 (= --fit) (llama.cpp -ngl; default 0, llama.cpp's before DEC25)")
@@ -164,7 +165,10 @@ int Run(int argc, char** argv) {
   if (!tv.ok()) return Fail(InvalidArgument("--cache-type-v: " + tv.status().message()));
   cfg.type_k = *tk;
   cfg.type_v = *tv;
-  cfg.flash_attn = tools::FlashAttnEnabled(flash_attn);
+  // -fa auto (llama.cpp DEC25): planned with flash attention, kept when every layer's attention
+  // lands on the layer's device, else planned again without (FlashAttnDeviceMismatch).
+  const bool fa_auto = flash_attn == "auto";
+  cfg.flash_attn = fa_auto || tools::FlashAttnEnabled(flash_attn);
   auto smode = ParseSplitMode(sm);
   if (!smode.ok()) return Fail(smode.status());
   opt.split_mode = *smode;
@@ -203,6 +207,7 @@ int Run(int argc, char** argv) {
   if ((cpu_moe || n_cpu_moe > 0) && hp->n_expert == 0)
     std::fprintf(stderr, "plan-model: warning: --cpu-moe/--n-cpu-moe given but the model has no experts\n");
   const uint32_t batch_asked = cfg.n_batch;
+  const ContextConfig cfg_asked = cfg;  // before ResolveContext: -fa auto may plan again without
   if (Status s = ResolveContext(*hp, model_path, &cfg); !s.ok()) return Fail(s);
   if (std::min(cfg.n_ctx, batch_asked) < kKqMaskPad)  // llama_init_from_model's warning
     std::fprintf(log, "llama_init_from_model: n_batch is less than GGML_KQ_MASK_PAD - increasing to %u\n", kKqMaskPad);
@@ -222,6 +227,18 @@ int Run(int argc, char** argv) {
   ModelGraphs m;
   const auto t0 = std::chrono::steady_clock::now();
   auto outcome = plan(opt, &m);
+  if (outcome.ok() && fa_auto && m.cfg.flash_attn) {
+    const std::string mismatch = FlashAttnDeviceMismatch(m, *outcome);
+    if (mismatch.empty()) {
+      std::fprintf(log, "llama_context: Flash Attention was auto, set to enabled\n");
+    } else {
+      std::fprintf(log, "%s\nllama_context: Flash Attention was auto, set to disabled\n", mismatch.c_str());
+      cfg = cfg_asked;
+      cfg.flash_attn = false;
+      if (Status s = ResolveContext(*hp, model_path, &cfg); !s.ok()) return Fail(s);
+      outcome = plan(opt, &m);
+    }
+  }
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!outcome.ok()) return Fail(outcome.status());
   if (timing)

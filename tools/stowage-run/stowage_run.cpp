@@ -110,7 +110,7 @@ struct Common {
   uint32_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;
   int n_gpu_layers = 0;
   std::string cache_type_k = "f16", cache_type_v = "f16";
-  std::string flash_attn = "off";  ///< -fa: on, off or auto (= off), normalized by tools::FlashAttnValue
+  std::string flash_attn = "off";  ///< -fa: on, off or auto, normalized by tools::FlashAttnValue
   bool huge_pages = false;
   bool no_mmap = false, no_repack = false, no_kv_offload = false;
 };
@@ -129,7 +129,9 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c,
   if (!tv.ok()) return InvalidArgument("--cache-type-v: " + tv.status().message());
   cfg.type_k = *tk;
   cfg.type_v = *tv;
-  cfg.flash_attn = tools::FlashAttnEnabled(c.flash_attn);
+  // -fa auto: with flash attention unless a layer's attention would run elsewhere (plan-model's rule).
+  const bool fa_auto = c.flash_attn == "auto";
+  cfg.flash_attn = fa_auto || tools::FlashAttnEnabled(c.flash_attn);
   STOWAGE_ASSIGN_OR_RETURN(planner::ModelGraphs m, planner::BuildModelGraphs(gguf, cfg));
   // llama_init_from_model's warnings, as plan-model prints them.
   if (!quiet && !m.hp.recurrent() && m.cfg.n_ctx > m.hp.n_ctx_train)
@@ -151,6 +153,15 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c,
     if (!quiet) std::fprintf(stderr, "stowage-run: -ngl auto: %d layers fit the GPUs\n", opt.n_gpu_layers);
   }
   STOWAGE_ASSIGN_OR_RETURN(planner::PlacementOutcome o, planner::PlaceModel(m, machine, opt));
+  if (fa_auto && m.cfg.flash_attn) {
+    const std::string mismatch = planner::FlashAttnDeviceMismatch(m, o);
+    if (!mismatch.empty()) {
+      if (!quiet) std::fprintf(stderr, "%s\nllama_context: Flash Attention was auto, set to disabled\n", mismatch.c_str());
+      cfg.flash_attn = false;
+      STOWAGE_ASSIGN_OR_RETURN(m, planner::BuildModelGraphs(gguf, cfg));
+      STOWAGE_ASSIGN_OR_RETURN(o, planner::PlaceModel(m, machine, opt));
+    }
+  }
   return planner::SerializePlan(gguf, m, o.placement, o.memory, "stowage-run (planned on the fly for this machine)");
 }
 
@@ -762,7 +773,8 @@ int Run(int argc, char** argv) {
     a->add_option("--cache-type-k", c.cache_type_k, "KV cache type for K when planning on the fly (f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)");
     a->add_option("--cache-type-v", c.cache_type_v, "KV cache type for V when planning on the fly (f16, f32, bf16; the quantized ones need -fa on)");
     a->add_option("--flash-attn", c.flash_attn,
-                  "flash attention when planning on the fly: on, off, or auto (= off, llama.cpp FEB25's default)")
+                  "flash attention when planning on the fly: on, off (the default), or auto (on unless a layer's "
+                  "attention would run on another device than the layer, as plan-model)")
         ->transform(tools::FlashAttnValue());
     a->add_flag("--no-mmap", c.no_mmap, "when planning on the fly: load weights into allocated buffers instead of mapping the file");
     a->add_flag("--no-repack", c.no_repack, "when planning on the fly: no CPU_REPACK buffer type");

@@ -204,4 +204,25 @@ std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcom
   return out;
 }
 
+std::string FlashAttnDeviceMismatch(const ModelGraphs& m, const PlacementOutcome& o) {
+  const Graph& g = m.decode;
+  const Placement& p = o.placement;
+  for (int id : g.nodes) {
+    const Tensor& t = g.tensors[id];
+    if (t.op != stowage::GgmlOp::FLASH_ATTN_EXT || t.srcs.size() < 2 || t.srcs[1] < 0) continue;
+    const int il = g.tensors[t.srcs[1]].layer;  // the K view "k-<il>"
+    if (il < 0 || il >= static_cast<int>(o.layers.device.size()) || t.backend < 0 ||
+        t.backend >= static_cast<int>(p.backends.size()))
+      continue;
+    const std::string& dev_kv = o.devices.devices[o.layers.device[il]].name;
+    const int d = p.backends[t.backend].device;
+    const std::string dev_fa = d >= 0 && d < static_cast<int>(p.devices.size()) ? p.devices[d].name : "?";
+    if (dev_fa != dev_kv)
+      return Fmt("llama_context: layer %d is assigned to device %s but the Flash Attention tensor is assigned to "
+                 "device %s (usually due to missing support)",
+                 il, dev_kv.c_str(), dev_fa.c_str());
+  }
+  return "";
+}
+
 }  // namespace stowage::planner
