@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels.h"
@@ -542,6 +543,35 @@ void ScaleF16(int64_t n, fp16_t* y, float v) {
     const __m128 yf = _mm_cvtph_ps(_mm_cvtsi32_si128(y[i]));
     y[i] = fp16_t(_mm_extract_epi16(_mm_cvtps_ph(_mm_mul_ss(yf, _mm_set_ss(v)), _MM_FROUND_TO_NEAREST_INT), 0));
   }
+}
+
+void FlashF16Row(int64_t D, int64_t n, const float* scores, const char* v, const int32_t* cells, size_t v_stride,
+                 fp16_t* acc, float* out) {
+  std::memset(acc, 0, size_t(D) * sizeof(fp16_t));
+  float m = -INFINITY, sum = 0.0f;
+  for (int64_t c = 0; c < n; ++c) {
+    const float s = scores[c];
+    float ms = 1.0f, vs = 1.0f;
+    if (c + 16 < n) {
+      const char* p = v + size_t(cells[c + 16]) * v_stride;
+      for (int64_t o = 0; o < D * 2; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+    }
+    if (s > m) {
+      ms = std::exp(m - s);
+      m = s;
+      ScaleF16(D, acc, ms);
+    } else {
+      vs = std::exp(s - m);
+    }
+    MadF16(D, acc, reinterpret_cast<const fp16_t*>(v + size_t(cells[c]) * v_stride), vs);
+    sum = sum * ms + vs;
+  }
+  const float inv = 1.0f / sum;
+  int64_t d = 0;
+  for (; d + 8 <= D; d += 8)
+    _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(acc + d))),
+                                            _mm256_set1_ps(inv)));
+  for (; d < D; ++d) out[d] = _cvtsh_ss(acc[d]) * inv;
 }
 
 void CvtF32F16Strided(int64_t n, const char* src, size_t src_stride, char* dst, size_t dst_stride) {

@@ -546,3 +546,128 @@ void SumSquares8(int64_t n8, const float* x, double part[8]) {
   _mm512_storeu_pd(part, acc);
 }
 }  // namespace stowage::cpu::avx512
+
+// ---- Flash attention's F16 accumulator (kernels.h MadF16 / ScaleF16) ------------------------------
+
+namespace stowage::cpu::avx512 {
+
+void MadF16(int64_t n, fp16_t* y, const fp16_t* x, float v) {
+  const __m512 vv = _mm512_set1_ps(v);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 xf = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
+    const __m512 yf = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
+                        _mm512_cvtps_ph(_mm512_fmadd_ps(xf, vv, yf), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  if (i < n) {  // the tail in one masked step: the same per-element operations
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    const __m512 xf = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i));
+    const __m512 yf = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, y + i));
+    _mm256_mask_storeu_epi16(y + i, m, _mm512_cvtps_ph(_mm512_fmadd_ps(xf, vv, yf), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+}
+
+void ScaleF16(int64_t n, fp16_t* y, float v) {
+  const __m512 vv = _mm512_set1_ps(v);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 yf = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
+                        _mm512_cvtps_ph(_mm512_mul_ps(yf, vv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    const __m512 yf = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, y + i));
+    _mm256_mask_storeu_epi16(y + i, m, _mm512_cvtps_ph(_mm512_mul_ps(yf, vv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+}
+
+namespace {
+
+// The accumulator in NV zmm registers (16 widened F16 values each; the last `tail` lanes of the last
+// register masked). Same per-element operations as MadF16 / ScaleF16.
+template <int NV>
+void FlashF16RowRegs(int64_t D, int64_t n, const float* scores, const char* v, const int32_t* cells, size_t v_stride,
+                     float* out) {
+  const __mmask16 last = (D % 16) ? static_cast<__mmask16>((1u << (D % 16)) - 1u) : static_cast<__mmask16>(0xFFFF);
+  auto mask_of = [&](int i) { return i == NV - 1 ? last : static_cast<__mmask16>(0xFFFF); };
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  constexpr int64_t kChunk = 64, kAhead = 16;
+  __m512 a[NV];
+  for (int i = 0; i < NV; ++i) a[i] = _mm512_setzero_ps();
+  float m = -INFINITY, sum = 0.0f;
+  float ms[kChunk], vs[kChunk];
+  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+    const int64_t cn = std::min(kChunk, n - c0);
+    // The softmax weights depend only on the scores: computed first (the exp calls would otherwise
+    // spill the accumulator registers at every cell), in the same order with the same arguments.
+    for (int64_t c = 0; c < cn; ++c) {
+      const float s = scores[c0 + c];
+      ms[c] = 1.0f;
+      vs[c] = 1.0f;
+      if (s > m) {
+        ms[c] = std::exp(m - s);
+        m = s;
+      } else {
+        vs[c] = std::exp(s - m);
+      }
+      sum = sum * ms[c] + vs[c];
+    }
+    for (int64_t c = 0; c < cn; ++c) {
+      if (c0 + c + kAhead < n) {  // the cache rows were evicted since the last token
+        const char* p = v + size_t(cells[c0 + c + kAhead]) * v_stride;
+        for (int64_t o = 0; o < D * 2; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+      }
+      if (ms[c] != 1.0f) {  // a new maximum; scaling the F16 values by exactly 1 would change nothing
+        const __m512 vm = _mm512_set1_ps(ms[c]);
+        for (int i = 0; i < NV; ++i) a[i] = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(a[i], vm), kRound));
+      }
+      const fp16_t* row = reinterpret_cast<const fp16_t*>(v + size_t(cells[c0 + c]) * v_stride);
+      const __m512 vv = _mm512_set1_ps(vs[c]);
+      for (int i = 0; i < NV; ++i) {
+        const __m512 x = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask_of(i), row + 16 * i));
+        a[i] = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_fmadd_ps(x, vv, a[i]), kRound));
+      }
+    }
+  }
+  // a[i] holds F16 values widened exactly: out = f32(acc) * (1 / S), as the memory versions.
+  const __m512 inv = _mm512_set1_ps(1.0f / sum);
+  for (int i = 0; i < NV; ++i) _mm512_mask_storeu_ps(out + 16 * i, mask_of(i), _mm512_mul_ps(a[i], inv));
+}
+
+}  // namespace
+
+void FlashF16Row(int64_t D, int64_t n, const float* scores, const char* v, const int32_t* cells, size_t v_stride,
+                 fp16_t* acc, float* out) {
+  switch ((D + 15) / 16) {
+    case 1: return FlashF16RowRegs<1>(D, n, scores, v, cells, v_stride, out);
+    case 2: return FlashF16RowRegs<2>(D, n, scores, v, cells, v_stride, out);
+    case 3: return FlashF16RowRegs<3>(D, n, scores, v, cells, v_stride, out);
+    case 4: return FlashF16RowRegs<4>(D, n, scores, v, cells, v_stride, out);
+    case 5: return FlashF16RowRegs<5>(D, n, scores, v, cells, v_stride, out);
+    case 6: return FlashF16RowRegs<6>(D, n, scores, v, cells, v_stride, out);
+    case 7: return FlashF16RowRegs<7>(D, n, scores, v, cells, v_stride, out);
+    case 8: return FlashF16RowRegs<8>(D, n, scores, v, cells, v_stride, out);
+    default: break;
+  }
+  std::memset(acc, 0, size_t(D) * sizeof(fp16_t));
+  float m = -INFINITY, sum = 0.0f;
+  for (int64_t c = 0; c < n; ++c) {
+    const float s = scores[c];
+    float ms = 1.0f, vs = 1.0f;
+    if (s > m) {
+      ms = std::exp(m - s);
+      m = s;
+      ScaleF16(D, acc, ms);
+    } else {
+      vs = std::exp(s - m);
+    }
+    MadF16(D, acc, reinterpret_cast<const fp16_t*>(v + size_t(cells[c]) * v_stride), vs);
+    sum = sum * ms + vs;
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t d = 0; d < D; ++d) out[d] = _cvtsh_ss(acc[d]) * inv;
+}
+
+}  // namespace stowage::cpu::avx512
