@@ -60,7 +60,7 @@ void FlashF16Row(int64_t D, int64_t n, const float* scores, const char* v, const
       vs = std::exp(s - m);
     }
     MadF16(D, acc, reinterpret_cast<const fp16_t*>(v + size_t(cells[c]) * v_stride), vs);
-    sum = sum * ms + vs;
+    sum = std::fma(sum, ms, vs);  // fused, as ggml's x86 builds contract S = S*ms + vs
   }
   const float inv = 1.0f / sum;
   for (int64_t d = 0; d < D; ++d) out[d] = HalfToFloat(acc[d]) * inv;
@@ -300,8 +300,8 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
             } else {
               vs = std::exp(sc - M[j]);
             }
-            for (int64_t d = 0; d < D; ++d) a[d] += v32[d] * vs;
-            S[j] = S[j] * ms + vs;
+            for (int64_t d = 0; d < D; ++d) a[d] = std::fma(v32[d], vs, a[d]);  // ggml_vec_mad_f32: FMA
+            S[j] = std::fma(S[j], ms, vs);
           }
         }
       }

@@ -564,7 +564,7 @@ void FlashF16Row(int64_t D, int64_t n, const float* scores, const char* v, const
       vs = std::exp(s - m);
     }
     MadF16(D, acc, reinterpret_cast<const fp16_t*>(v + size_t(cells[c]) * v_stride), vs);
-    sum = sum * ms + vs;
+    sum = std::fma(sum, ms, vs);  // fused, as ggml's x86 builds contract S = S*ms + vs
   }
   const float inv = 1.0f / sum;
   int64_t d = 0;

@@ -612,7 +612,7 @@ void FlashF16RowRegs(int64_t D, int64_t n, const float* scores, const char* v, c
       } else {
         vs[c] = std::exp(s - m);
       }
-      sum = sum * ms[c] + vs[c];
+      sum = std::fma(sum, ms[c], vs[c]);
     }
     for (int64_t c = 0; c < cn; ++c) {
       if (c0 + c + kAhead < n) {  // the cache rows were evicted since the last token
@@ -664,7 +664,7 @@ void FlashF16Row(int64_t D, int64_t n, const float* scores, const char* v, const
       vs = std::exp(s - m);
     }
     MadF16(D, acc, reinterpret_cast<const fp16_t*>(v + size_t(cells[c]) * v_stride), vs);
-    sum = sum * ms + vs;
+    sum = std::fma(sum, ms, vs);  // fused, as ggml's x86 builds contract S = S*ms + vs
   }
   const float inv = 1.0f / sum;
   for (int64_t d = 0; d < D; ++d) out[d] = _cvtsh_ss(acc[d]) * inv;
