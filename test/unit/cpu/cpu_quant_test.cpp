@@ -274,8 +274,23 @@ struct Model {
   }
 };
 
-// QuantizeRow to IQ4_NL (the K cache's CPY with -ctk iq4_nl) is byte-identical to llama.cpp's own
-// quantizer, which runs the same ggml function without an importance matrix (test/data/iq4nl).
+// QuantizeRow to IQ4_NL (the KV cache's CPY with -ctk / -ctv iq4_nl) is ggml-cpu's from_float
+// (FEB25 quantize_row_iq4_nl -> quantize_row_iq4_nl_ref -> quantize_row_iq4_nl_impl with ntry -1: one
+// scale, no search), not the model quantizer's search. Expected bytes: the reference llama.cpp's
+// ggml_get_type_traits_cpu(GGML_TYPE_IQ4_NL)->from_float (node-llama-cpp 3.21.1; a breaker's
+// harness, session notes s9/fa). The search gives 7d a8 28 c5 d9 2b 46 e5 bb 1b 74 f6 6d 09 c3 f9 2d 25.
+TEST(CpuQuant, IQ4_NLCpyEqualsGgmlCpuFromFloat) {
+  float x[32];
+  for (int j = 0; j < 32; ++j) x[j] = float(std::sin(1.7 * j) * (1 + j / 8.0));
+  const uint8_t want[18] = {0x18, 0xa8, 0x28, 0xc5, 0xd9, 0x2b, 0x36, 0xf5, 0xbb,
+                            0x0b, 0x74, 0xf6, 0x6d, 0x09, 0xd2, 0xf9, 0x1e, 0x15};
+  uint8_t got[18];
+  ASSERT_TRUE(QuantizeRow(GgmlType::IQ4_NL, x, got, 32).ok());
+  EXPECT_EQ(std::vector<uint8_t>(got, got + 18), std::vector<uint8_t>(want, want + 18));
+}
+
+// QuantizeRowIQ4_NLSearch is byte-identical to llama.cpp's own quantizer without an importance
+// matrix (quantize_iq4_nl, ntry 7; test/data/iq4nl).
 TEST(CpuQuant, IQ4_NLEqualsLlamaCppQuantizer) {
   const std::string dir = std::string(STOWAGE_TEST_DATA_DIR) + "/iq4nl";
   auto f32 = GgufFile::Open(dir + "/f32.gguf");
@@ -293,7 +308,7 @@ TEST(CpuQuant, IQ4_NLEqualsLlamaCppQuantizer) {
     std::vector<uint8_t> out(row_bytes);
     for (int64_t r = 0; r < rows; ++r) {
       const float* x = reinterpret_cast<const float*>((*f32)->TensorData(*src)) + r * ne0;
-      ASSERT_TRUE(QuantizeRow(GgmlType::IQ4_NL, x, out.data(), ne0).ok());
+      QuantizeRowIQ4_NLSearch(x, reinterpret_cast<BlockIQ4_NL*>(out.data()), ne0);
       ASSERT_EQ(std::memcmp(out.data(), (*ref)->TensorData(t) + r * row_bytes, row_bytes), 0)
           << t.name << " row " << r;
     }

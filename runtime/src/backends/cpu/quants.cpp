@@ -94,12 +94,17 @@ int NearestIQ4NL(float x) {
 
 }  // namespace
 
-// One block of 32: weights x^2 (no importance matrix), a first scale from the element of largest
-// magnitude, then 2*7+1 trial scales around it keeping the one of least weighted squared error,
-// the final levels chosen with that scale (ggml quantize_row_iq4_nl_ref -> quantize_iq4_nl, ntry 7).
-void QuantizeRowIQ4_NL(const float* x, BlockIQ4_NL* y, int64_t n) {
+// One block of 32 (ggml-quants.c quantize_row_iq4_nl_impl with super_block_size = block_size = 32,
+// no importance matrix: weights x^2). With `search` (ntry 7, quantize_iq4_nl: llama-quantize) a first
+// scale -max / kvalues[0] from the element of largest magnitude, 2*7+1 trial scales around it
+// keeping the one of least weighted squared error, the final levels chosen with that scale. Without
+// (ntry -1, quantize_row_iq4_nl_ref: ggml-cpu's from_float, which CPY into an IQ4_NL KV cache runs)
+// the levels of the first scale max / kvalues[0] and the least-squares scale for them. An all-zero
+// block (|x| < 1e-15) gets scale 0 and level nearest(0) (ggml leaves those nibbles unset; they
+// dequantize to 0 either way).
+void QuantizeRowIQ4_NLImpl(const float* x, BlockIQ4_NL* y, int64_t n, bool search) {
   constexpr int qk = kQK4_NL;
-  constexpr int ntry = 7;
+  const int ntry = search ? 7 : -1;
   const int8_t* v = kValuesIQ4NL;
   for (int64_t ib = 0; ib < n / qk; ++ib, x += qk) {
     float w[qk];
@@ -114,12 +119,14 @@ void QuantizeRowIQ4_NL(const float* x, BlockIQ4_NL* y, int64_t n) {
       }
     }
     float d = 0.f;
+    for (int j = 0; j < qk; ++j) l[j] = static_cast<uint8_t>(NearestIQ4NL(0.f));
     if (amax >= 1e-15f) {  // ggml's GROUP_MAX_EPS: an all-zero block keeps scale 0
-      d = -max / v[0];
+      d = ntry > 0 ? -max / v[0] : max / v[0];
       float id = 1.f / d;
       float sumqx = 0.f, sumq2 = 0.f;
       for (int j = 0; j < qk; ++j) {
-        const float q = v[NearestIQ4NL(id * x[j])];
+        l[j] = static_cast<uint8_t>(NearestIQ4NL(id * x[j]));
+        const float q = v[l[j]];
         sumqx += w[j] * q * x[j];
         sumq2 += w[j] * q * q;
       }
@@ -138,13 +145,18 @@ void QuantizeRowIQ4_NL(const float* x, BlockIQ4_NL* y, int64_t n) {
           best = d * sumqx;
         }
       }
+      if (ntry > 0) {  // the levels again, for the chosen scale
+        const float idf = d != 0.f ? 1.f / d : 0.f;
+        for (int j = 0; j < qk; ++j) l[j] = static_cast<uint8_t>(NearestIQ4NL(idf * x[j]));
+      }
     }
     y[ib].d = FloatToHalf(d);
-    const float id = d != 0.f ? 1.f / d : 0.f;
-    for (int j = 0; j < qk; ++j) l[j] = static_cast<uint8_t>(NearestIQ4NL(id * x[j]));
     for (int j = 0; j < qk / 2; ++j) y[ib].qs[j] = static_cast<uint8_t>(l[j] | (l[j + qk / 2] << 4));
   }
 }
+
+void QuantizeRowIQ4_NL(const float* x, BlockIQ4_NL* y, int64_t n) { QuantizeRowIQ4_NLImpl(x, y, n, false); }
+void QuantizeRowIQ4_NLSearch(const float* x, BlockIQ4_NL* y, int64_t n) { QuantizeRowIQ4_NLImpl(x, y, n, true); }
 
 void QuantizeRowQ4_1(const float* x, BlockQ4_1* y, int64_t n) {
   const int qk = kQK4_1;

@@ -70,7 +70,11 @@ void QuantizeRowQ4_1(const float* x, BlockQ4_1* y, int64_t n);
 void QuantizeRowQ5_0(const float* x, BlockQ5_0* y, int64_t n);
 void QuantizeRowQ5_1(const float* x, BlockQ5_1* y, int64_t n);
 /// IQ4_NL with ggml's best-scale search (quantize_row_iq4_nl_ref, no importance matrix).
+/// IQ4_NL as ggml-cpu's from_float (quantize_row_iq4_nl_ref: one scale, no search): what CPY into an
+/// IQ4_NL KV cache writes, and QuantizeRow(IQ4_NL).
 void QuantizeRowIQ4_NL(const float* x, BlockIQ4_NL* y, int64_t n);
+/// IQ4_NL as llama-quantize without an importance matrix (quantize_iq4_nl: 15 trial scales).
+void QuantizeRowIQ4_NLSearch(const float* x, BlockIQ4_NL* y, int64_t n);
 void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n);
 void QuantizeRowQ8_1(const float* x, BlockQ8_1* y, int64_t n);
 /// Q8_K (MUL_MAT's activations for K-quants, ggml's quantize_row_q8_K). A 256-block holding a NaN
