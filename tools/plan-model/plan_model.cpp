@@ -217,12 +217,17 @@ int Run(int argc, char** argv) {
     return PlaceModel(*graphs, *machine, o);
   };
 
-  if (fit) {
+  // --fit for the context as resolved (with -fa auto: first with flash attention, and again without
+  // when auto turns it off, since the compute buffers differ); its line is printed once, for the
+  // -ngl the plan uses.
+  auto fit_layers = [&]() -> Status {
+    if (!fit) return Status::Ok();
     auto ngl = FitGpuLayersToDevices(**gguf, cfg, *machine, opt, static_cast<uint64_t>(fit_target_mib * 1048576.0));
-    if (!ngl.ok()) return Fail(ngl.status());
+    if (!ngl.ok()) return ngl.status();
     opt.n_gpu_layers = *ngl;
-    std::fprintf(log, "plan-model: --fit: -ngl %d fits (of %u layers + output)\n", *ngl, hp->n_layer);
-  }
+    return Status::Ok();
+  };
+  if (Status s = fit_layers(); !s.ok()) return Fail(s);
 
   ModelGraphs m;
   const auto t0 = std::chrono::steady_clock::now();
@@ -236,9 +241,11 @@ int Run(int argc, char** argv) {
       cfg = cfg_asked;
       cfg.flash_attn = false;
       if (Status s = ResolveContext(*hp, model_path, &cfg); !s.ok()) return Fail(s);
+      if (Status s = fit_layers(); !s.ok()) return Fail(s);
       outcome = plan(opt, &m);
     }
   }
+  if (fit) std::fprintf(log, "plan-model: --fit: -ngl %d fits (of %u layers + output)\n", opt.n_gpu_layers, hp->n_layer);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!outcome.ok()) return Fail(outcome.status());
   if (timing)

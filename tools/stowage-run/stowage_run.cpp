@@ -158,6 +158,10 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c,
     if (!mismatch.empty()) {
       if (!quiet) std::fprintf(stderr, "%s\nllama_context: Flash Attention was auto, set to disabled\n", mismatch.c_str());
       cfg.flash_attn = false;
+      if (c.n_gpu_layers == tools::kAutoGpuLayers) {  // fitted with flash attention: again without
+        STOWAGE_ASSIGN_OR_RETURN(opt.n_gpu_layers, planner::FitGpuLayersToDevices(gguf, cfg, machine, opt));
+        if (!quiet) std::fprintf(stderr, "stowage-run: -ngl auto: %d layers fit the GPUs\n", opt.n_gpu_layers);
+      }
       STOWAGE_ASSIGN_OR_RETURN(m, planner::BuildModelGraphs(gguf, cfg));
       STOWAGE_ASSIGN_OR_RETURN(o, planner::PlaceModel(m, machine, opt));
     }
