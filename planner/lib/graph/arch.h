@@ -101,9 +101,9 @@ int BuildInpEmbd(GraphBuilder& b, int tok_embd);
 /// build_inp_pos: "inp_pos" I32 [n_tokens].
 int BuildInpPos(GraphBuilder& b);
 /// build_inp_KQ_mask(_swa): "KQ_mask" / "KQ_mask_swa" F32 [n_kv, n_tokens].
-/// Differs from llama.cpp: ne1 is n_tokens, not GGML_PAD(n_tokens, GGML_KQ_MASK_PAD = 32)
+/// Differs from llama.cpp: ne1 is n_tokens, not GGML_PAD(n_tokens, GGML_KQ_MASK_PAD = 64 in FEB25)
 /// (DimExpr is affine). llama.cpp pads so GPU kernels do not read out of bounds (PR #5021); the
-/// mask of llama.cpp's tg graph is therefore [n_kv, 32], 31 rows more than planned here.
+/// mask of llama.cpp's tg graph is therefore [n_kv, 64], 63 rows more than planned here.
 /// With flash attention (m.cfg.flash_attn) the mask the attention reads is ggml_cast(mask, F16),
 /// "KQ_mask (copy)", and that cast is returned (the input stays F32, as llama.cpp fills it).
 int BuildInpKqMask(GraphBuilder& b, const ModelGraphs& m, bool swa);

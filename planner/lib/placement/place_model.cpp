@@ -180,10 +180,12 @@ std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcom
   if (!m.hp.recurrent() && n_ctx_per_seq > m.hp.n_ctx_train)
     out.push_back(Fmt("llama_init_from_model: n_ctx_per_seq (%u) > n_ctx_train (%u) -- possible training context overflow",
                       n_ctx_per_seq, m.hp.n_ctx_train));
+  // kv_size: n_ctx, or max(1, n_seq_max) state cells for a recurrent model; can_shift = !recurrent
+  // (FEB25 llama_init_from_model / llama_kv_cache_init; deepseek2's MLA exception has no builder here).
   out.push_back(Fmt("llama_kv_cache_init: kv_size = %u, offload = %d, type_k = '%s', type_v = '%s', n_layer = %u, "
-                    "can_shift = 1",
-                    m.cfg.n_ctx, opt.offload_kqv ? 1 : 0, GgmlTypeName(m.cfg.type_k), GgmlTypeName(m.cfg.type_v),
-                    m.hp.n_layer));
+                    "can_shift = %d",
+                    m.hp.recurrent() ? n_seq_max : m.cfg.n_ctx, opt.offload_kqv ? 1 : 0, GgmlTypeName(m.cfg.type_k),
+                    GgmlTypeName(m.cfg.type_v), m.hp.n_layer, m.hp.recurrent() ? 0 : 1));
   for (const auto& b : o.memory.buffers)
     if (b.usage == BufferUsage::kKvCache)
       out.push_back(Fmt("llama_kv_cache_init: %10s KV buffer size = %8.2f MiB", b.name.c_str(), MiB(b.size)));
