@@ -219,32 +219,33 @@ TEST(CpuFlashAttn, F16AccumulatorKernelsMatchScalarBits) {
 }
 
 TEST(CpuFlashAttn, FlashRowKernelsMatchScalarBits) {
-  // The online softmax + F16 V sum of one query row: every level gives the scalar kernel's bits
-  // (AVX-512 keeps the accumulator in registers for D <= 128, in memory above), also with cells out
-  // of order and scores that raise the maximum late.
+  // The online softmax + F16 V sum of nh query rows sharing V rows: every level gives the scalar
+  // kernel's bits (AVX-512 keeps the accumulators in registers, 4 rows at a time up to D = 64, 2 up
+  // to 128, in memory above), also with cells out of order and scores that raise the maximum late.
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> d(-3.f, 3.f);
-  for (int64_t D : {8, 40, 64, 128, 144}) {
+  for (int64_t D : {8, 40, 64, 96, 128, 144}) {
     for (int64_t n : {0, 1, 5, 70, 200}) {
-      const int64_t n_rows = n + 3;
-      std::vector<fp16_t> v(static_cast<size_t>(n_rows * D));
-      for (auto& h : v) h = FloatToHalf(d(rng) * 0.3f);
-      std::vector<float> scores(static_cast<size_t>(n));
-      for (auto& x : scores) x = d(rng);
-      std::vector<int32_t> cells(static_cast<size_t>(n));
-      for (int64_t c = 0; c < n; ++c) cells[size_t(c)] = int32_t((c * 7) % n_rows);
-      std::vector<fp16_t> acc(static_cast<size_t>(D));
-      std::vector<float> want(static_cast<size_t>(D)), got(static_cast<size_t>(D));
-      const char* vb = reinterpret_cast<const char*>(v.data());
-      scalar::FlashF16Row(D, n, scores.data(), vb, cells.data(), size_t(D) * 2, acc.data(), want.data());
-      for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512}) {
-        std::fill(got.begin(), got.end(), -1.f);
-        GetFlashF16Row(isa)(D, n, scores.data(), vb, cells.data(), size_t(D) * 2, acc.data(), got.data());
-        for (int64_t i = 0; i < D; ++i) {
-          uint32_t a, b;
-          std::memcpy(&a, &want[size_t(i)], 4);
-          std::memcpy(&b, &got[size_t(i)], 4);
-          ASSERT_EQ(a, b) << "D " << D << " n " << n << " isa " << int(isa) << " element " << i;
+      for (int64_t nh : {1, 3, 4, 7}) {
+        const int64_t n_rows = n + 3;
+        std::vector<fp16_t> v(static_cast<size_t>(n_rows * D));
+        for (auto& h : v) h = FloatToHalf(d(rng) * 0.3f);
+        const size_t lds = size_t(n) + 5, ldo = size_t(D) + 3;
+        std::vector<float> scores(lds * size_t(nh));
+        for (auto& x : scores) x = d(rng);
+        std::vector<int32_t> cells(static_cast<size_t>(n));
+        for (int64_t c = 0; c < n; ++c) cells[size_t(c)] = int32_t((c * 7) % n_rows);
+        std::vector<fp16_t> acc(static_cast<size_t>(D) * size_t(nh));
+        std::vector<float> want(ldo * size_t(nh), -2.f), got(ldo * size_t(nh));
+        const char* vb = reinterpret_cast<const char*>(v.data());
+        scalar::FlashF16Rows(D, n, nh, scores.data(), lds, vb, cells.data(), size_t(D) * 2, acc.data(), size_t(D),
+                             want.data(), ldo);
+        for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+          std::fill(got.begin(), got.end(), -2.f);
+          GetFlashF16Rows(isa)(D, n, nh, scores.data(), lds, vb, cells.data(), size_t(D) * 2, acc.data(), size_t(D),
+                               got.data(), ldo);
+          ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+              << "D " << D << " n " << n << " nh " << nh << " isa " << int(isa);
         }
       }
     }

@@ -163,25 +163,26 @@ CvtF32F16StridedFn GetCvtF32F16Strided(IsaLevel isa);
 using MadF16Fn = void (*)(int64_t n, fp16_t* y, const fp16_t* x, float v);
 /// y[i] = f16(f32(y[i]) * v) (ggml_vec_scale_f16).
 using ScaleF16Fn = void (*)(int64_t n, fp16_t* y, float v);
-/// Flash attention's online softmax and F16 V sum for one query row (ggml_compute_forward_
-/// flash_attn_ext_f16 with an F16 V cache, from its scores on): acc = 0 (D F16 values), M = -inf,
-/// S = 0; for c < n in order, s = scores[c]; when s > M: ms = exp(M - s), M = s, acc = f16(acc *
-/// ms); else vs = exp(s - M); then acc = f16(v_c * vs + acc) (one FMA, one rounding per element) and
-/// S = S * ms + vs. v_c is the row of D F16 values at v + cells[c] * v_stride bytes. Writes
-/// out[d] = f32(acc[d]) * (1 / S) (n = 0: 0 * inf = NaN, as ggml). `acc` is D F16 values of scratch.
-using FlashF16RowFn = void (*)(int64_t D, int64_t n, const float* scores, const char* v, const int32_t* cells,
-                               size_t v_stride, fp16_t* acc, float* out);
+/// Flash attention's online softmax and F16 V sum for `nh` query rows sharing the V rows (ggml_
+/// compute_forward_flash_attn_ext_f16 with an F16 V cache, from its scores on), for each row h:
+/// acc = 0 (D F16 values), M = -inf, S = 0; for c < n in order, s = scores[h * lds + c]; when
+/// s > M: ms = exp(M - s), M = s, acc = f16(acc * ms); else vs = exp(s - M); then acc = f16(v_c *
+/// vs + acc) (one FMA, one rounding per element) and S = fma(S, ms, vs). v_c is the row of D F16
+/// values at v + cells[c] * v_stride bytes. Writes out[h * ldo + d] = f32(acc[d]) * (1 / S) (n = 0:
+/// NaN, as ggml). `acc` is scratch: nh rows of D F16 values, ldacc apart.
+using FlashF16RowsFn = void (*)(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v,
+                                const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo);
 
 /// The kernels of the best level <= min(isa, DetectIsa()); every level gives the same bits.
 MadF16Fn GetMadF16(IsaLevel isa);
 ScaleF16Fn GetScaleF16(IsaLevel isa);
-FlashF16RowFn GetFlashF16Row(IsaLevel isa);
+FlashF16RowsFn GetFlashF16Rows(IsaLevel isa);
 
 namespace scalar {
 void MadF16(int64_t n, fp16_t* y, const fp16_t* x, float v);
 void ScaleF16(int64_t n, fp16_t* y, float v);
-void FlashF16Row(int64_t D, int64_t n, const float* scores, const char* v, const int32_t* cells, size_t v_stride,
-                 fp16_t* acc, float* out);
+void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v, const int32_t* cells,
+                  size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo);
 void SumSquares8(int64_t n8, const float* x, double part[8]);
 void CvtF32F16Strided(int64_t n, const char* src, size_t src_stride, char* dst, size_t dst_stride);
 }  // namespace scalar
@@ -189,9 +190,9 @@ namespace avx2 {
 /// 8 lanes per step with F16C conversions and FMA; the tail element by element. Needs AVX2+FMA+F16C.
 void MadF16(int64_t n, fp16_t* y, const fp16_t* x, float v);
 void ScaleF16(int64_t n, fp16_t* y, float v);
-/// MadF16 / ScaleF16 per cell, the accumulator in memory.
-void FlashF16Row(int64_t D, int64_t n, const float* scores, const char* v, const int32_t* cells, size_t v_stride,
-                 fp16_t* acc, float* out);
+/// One row at a time: MadF16 / ScaleF16 per cell, the accumulator in memory.
+void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v, const int32_t* cells,
+                  size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo);
 /// Two 4-lane double accumulators (lanes 0-3 and 4-7). Needs AVX2.
 void SumSquares8(int64_t n8, const float* x, double part[8]);
 /// One scalar vcvtps2ph per element. Needs F16C.
@@ -203,10 +204,11 @@ void SumSquares8(int64_t n8, const float* x, double part[8]);
 /// 16 lanes per step, the tail in one masked step. Needs AVX-512 F/BW/VL.
 void MadF16(int64_t n, fp16_t* y, const fp16_t* x, float v);
 void ScaleF16(int64_t n, fp16_t* y, float v);
-/// D <= 128: the accumulator stays in registers (widened F16 values, rounded through vcvtps2ph
-/// after every step); larger D: MadF16 / ScaleF16 per cell. The next V rows are prefetched.
-void FlashF16Row(int64_t D, int64_t n, const float* scores, const char* v, const int32_t* cells, size_t v_stride,
-                 fp16_t* acc, float* out);
+/// D <= 128: the accumulators stay in registers (widened F16 values, rounded through vcvtps2ph
+/// after every step), 4 rows at a time up to D = 64, 2 up to 128, each V row loaded once for them;
+/// larger D: MadF16 / ScaleF16 per cell. The next V rows are prefetched.
+void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v, const int32_t* cells,
+                  size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo);
 }  // namespace avx512
 
 // ---- Attention-shaped F16 gemv (token generation: KQ and KQV of an F16 KV cache) ----------------

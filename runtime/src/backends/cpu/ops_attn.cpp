@@ -45,6 +45,7 @@ void ScaleF16(int64_t n, fp16_t* y, float v) {
 }  // namespace scalar
 
 namespace scalar {
+namespace {
 void FlashF16Row(int64_t D, int64_t n, const float* scores, const char* v, const int32_t* cells, size_t v_stride,
                  fp16_t* acc, float* out) {
   std::memset(acc, 0, size_t(D) * sizeof(fp16_t));
@@ -65,17 +66,24 @@ void FlashF16Row(int64_t D, int64_t n, const float* scores, const char* v, const
   const float inv = 1.0f / sum;
   for (int64_t d = 0; d < D; ++d) out[d] = HalfToFloat(acc[d]) * inv;
 }
+}  // namespace
+
+void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v, const int32_t* cells,
+                  size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo) {
+  for (int64_t h = 0; h < nh; ++h)
+    FlashF16Row(D, n, scores + size_t(h) * lds, v, cells, v_stride, acc + size_t(h) * ldacc, out + size_t(h) * ldo);
+}
 }  // namespace scalar
 
-FlashF16RowFn GetFlashF16Row(IsaLevel isa) {
+FlashF16RowsFn GetFlashF16Rows(IsaLevel isa) {
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
   const IsaLevel level = IsaLevel(std::min(int(isa), int(DetectIsa())));
-  if (level >= IsaLevel::kAvx512) return avx512::FlashF16Row;
-  if (level >= IsaLevel::kAvx2) return avx2::FlashF16Row;
+  if (level >= IsaLevel::kAvx512) return avx512::FlashF16Rows;
+  if (level >= IsaLevel::kAvx2) return avx2::FlashF16Rows;
 #else
   (void)isa;
 #endif
-  return scalar::FlashF16Row;
+  return scalar::FlashF16Rows;
 }
 
 MadF16Fn GetMadF16(IsaLevel isa) {
@@ -177,7 +185,7 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
   if (k.type == GgmlType::F16 && isa >= IsaLevel::kAvx2)
     gemv = isa >= IsaLevel::kAvx512 ? avx512::GemvF16Heads : avx2::GemvF16Heads;
 #endif
-  const FlashF16RowFn flash_row = GetFlashF16Row(isa);
+  const FlashF16RowsFn flash_rows = GetFlashF16Rows(isa);
   // Scratch per thread: the token's unmasked cells and their mask values (n_kv each), a V row in
   // F32; then per head of the group a slot: the F32 accumulator (D), the F16 accumulator (D), Q in
   // K's vec_dot type (or F16-rounded F32 for the gemv), the head's scores (n_kv). Slots are
@@ -282,7 +290,9 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
                                         iq3 * dst.nb[3]);
       };
       if (v_f16) {
-        for (int64_t j = 0; j < ng; ++j) flash_row(D, n_cells, scores_of(j), v_base, cells, v.nb[1], acc16_of(j), out_of(j));
+        // The group's score rows, accumulators and outputs are each evenly strided.
+        flash_rows(D, n_cells, ng, scores_of(0), head_bytes / sizeof(float), v_base, cells, v.nb[1], acc16_of(0),
+                   head_bytes / sizeof(fp16_t), out_of(0), dst.nb[1] / sizeof(float));
         continue;
       } else {
         for (int64_t c = 0; c < n_cells; ++c) {

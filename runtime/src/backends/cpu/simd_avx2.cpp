@@ -545,6 +545,7 @@ void ScaleF16(int64_t n, fp16_t* y, float v) {
   }
 }
 
+namespace {
 void FlashF16Row(int64_t D, int64_t n, const float* scores, const char* v, const int32_t* cells, size_t v_stride,
                  fp16_t* acc, float* out) {
   std::memset(acc, 0, size_t(D) * sizeof(fp16_t));
@@ -572,6 +573,13 @@ void FlashF16Row(int64_t D, int64_t n, const float* scores, const char* v, const
     _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(acc + d))),
                                             _mm256_set1_ps(inv)));
   for (; d < D; ++d) out[d] = _cvtsh_ss(acc[d]) * inv;
+}
+}  // namespace
+
+void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v, const int32_t* cells,
+                  size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo) {
+  for (int64_t h = 0; h < nh; ++h)
+    FlashF16Row(D, n, scores + size_t(h) * lds, v, cells, v_stride, acc + size_t(h) * ldacc, out + size_t(h) * ldo);
 }
 
 void CvtF32F16Strided(int64_t n, const char* src, size_t src_stride, char* dst, size_t dst_stride) {

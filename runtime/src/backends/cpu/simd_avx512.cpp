@@ -585,89 +585,116 @@ void ScaleF16(int64_t n, fp16_t* y, float v) {
 
 namespace {
 
-// The accumulator in NV zmm registers (16 widened F16 values each; the last `tail` lanes of the last
-// register masked). Same per-element operations as MadF16 / ScaleF16.
-template <int NV>
-void FlashF16RowRegs(int64_t D, int64_t n, const float* scores, const char* v, const int32_t* cells, size_t v_stride,
-                     float* out) {
+// The accumulators of NH heads in NV zmm registers each (16 widened F16 values per register; the
+// last `tail` lanes of the last register masked). Each V row is loaded once for the NH heads, whose
+// F16 round trips (vcvtps2ph + vcvtph2ps, a dependency chain per head) then overlap. Same
+// per-element operations as MadF16 / ScaleF16.
+template <int NV, int NH>
+void FlashF16RowRegs(int64_t D, int64_t n, const float* scores, size_t lds, const char* v, const int32_t* cells,
+                     size_t v_stride, float* out, size_t ldo) {
   const __mmask16 last = (D % 16) ? static_cast<__mmask16>((1u << (D % 16)) - 1u) : static_cast<__mmask16>(0xFFFF);
   auto mask_of = [&](int i) { return i == NV - 1 ? last : static_cast<__mmask16>(0xFFFF); };
   constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   constexpr int64_t kChunk = 64, kAhead = 16;
-  __m512 a[NV];
-  for (int i = 0; i < NV; ++i) a[i] = _mm512_setzero_ps();
-  float m = -INFINITY, sum = 0.0f;
-  float ms[kChunk], vs[kChunk];
+  __m512 a[NH][NV];
+  for (int h = 0; h < NH; ++h)
+    for (int i = 0; i < NV; ++i) a[h][i] = _mm512_setzero_ps();
+  float m[NH], sum[NH];
+  for (int h = 0; h < NH; ++h) m[h] = -INFINITY, sum[h] = 0.0f;
+  float ms[NH][kChunk], vs[NH][kChunk];
   for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
     const int64_t cn = std::min(kChunk, n - c0);
     // The softmax weights depend only on the scores: computed first (the exp calls would otherwise
     // spill the accumulator registers at every cell), in the same order with the same arguments.
-    for (int64_t c = 0; c < cn; ++c) {
-      const float s = scores[c0 + c];
-      ms[c] = 1.0f;
-      vs[c] = 1.0f;
-      if (s > m) {
-        ms[c] = std::exp(m - s);
-        m = s;
-      } else {
-        vs[c] = std::exp(s - m);
+    for (int h = 0; h < NH; ++h) {
+      const float* sc = scores + size_t(h) * lds + c0;
+      for (int64_t c = 0; c < cn; ++c) {
+        const float s = sc[c];
+        ms[h][c] = 1.0f;
+        vs[h][c] = 1.0f;
+        if (s > m[h]) {
+          ms[h][c] = std::exp(m[h] - s);
+          m[h] = s;
+        } else {
+          vs[h][c] = std::exp(s - m[h]);
+        }
+        sum[h] = std::fma(sum[h], ms[h][c], vs[h][c]);  // fused, as ggml's x86 builds contract it
       }
-      sum = std::fma(sum, ms[c], vs[c]);
     }
     for (int64_t c = 0; c < cn; ++c) {
       if (c0 + c + kAhead < n) {  // the cache rows were evicted since the last token
         const char* p = v + size_t(cells[c0 + c + kAhead]) * v_stride;
         for (int64_t o = 0; o < D * 2; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
       }
-      if (ms[c] != 1.0f) {  // a new maximum; scaling the F16 values by exactly 1 would change nothing
-        const __m512 vm = _mm512_set1_ps(ms[c]);
-        for (int i = 0; i < NV; ++i) a[i] = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(a[i], vm), kRound));
-      }
       const fp16_t* row = reinterpret_cast<const fp16_t*>(v + size_t(cells[c0 + c]) * v_stride);
-      const __m512 vv = _mm512_set1_ps(vs[c]);
-      for (int i = 0; i < NV; ++i) {
-        const __m512 x = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask_of(i), row + 16 * i));
-        a[i] = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_fmadd_ps(x, vv, a[i]), kRound));
+      __m512 x[NV];
+      for (int i = 0; i < NV; ++i) x[i] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask_of(i), row + 16 * i));
+      for (int h = 0; h < NH; ++h) {
+        if (ms[h][c] != 1.0f) {  // a new maximum; scaling the F16 values by exactly 1 would change nothing
+          const __m512 vm = _mm512_set1_ps(ms[h][c]);
+          for (int i = 0; i < NV; ++i) a[h][i] = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(a[h][i], vm), kRound));
+        }
+        const __m512 vv = _mm512_set1_ps(vs[h][c]);
+        for (int i = 0; i < NV; ++i)
+          a[h][i] = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_fmadd_ps(x[i], vv, a[h][i]), kRound));
       }
     }
   }
-  // a[i] holds F16 values widened exactly: out = f32(acc) * (1 / S), as the memory versions.
-  const __m512 inv = _mm512_set1_ps(1.0f / sum);
-  for (int i = 0; i < NV; ++i) _mm512_mask_storeu_ps(out + 16 * i, mask_of(i), _mm512_mul_ps(a[i], inv));
+  // a holds F16 values widened exactly: out = f32(acc) * (1 / S), as the memory versions.
+  for (int h = 0; h < NH; ++h) {
+    const __m512 inv = _mm512_set1_ps(1.0f / sum[h]);
+    for (int i = 0; i < NV; ++i) _mm512_mask_storeu_ps(out + size_t(h) * ldo + 16 * i, mask_of(i), _mm512_mul_ps(a[h][i], inv));
+  }
+}
+
+// Heads in groups of NH (then one at a time) with the accumulators in registers.
+template <int NV, int NH>
+void FlashF16RowsRegs(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v,
+                      const int32_t* cells, size_t v_stride, float* out, size_t ldo) {
+  int64_t h = 0;
+  for (; h + NH <= nh; h += NH)
+    FlashF16RowRegs<NV, NH>(D, n, scores + size_t(h) * lds, lds, v, cells, v_stride, out + size_t(h) * ldo, ldo);
+  for (; h < nh; ++h)
+    FlashF16RowRegs<NV, 1>(D, n, scores + size_t(h) * lds, lds, v, cells, v_stride, out + size_t(h) * ldo, ldo);
 }
 
 }  // namespace
 
-void FlashF16Row(int64_t D, int64_t n, const float* scores, const char* v, const int32_t* cells, size_t v_stride,
-                 fp16_t* acc, float* out) {
+void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v, const int32_t* cells,
+                  size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo) {
   switch ((D + 15) / 16) {
-    case 1: return FlashF16RowRegs<1>(D, n, scores, v, cells, v_stride, out);
-    case 2: return FlashF16RowRegs<2>(D, n, scores, v, cells, v_stride, out);
-    case 3: return FlashF16RowRegs<3>(D, n, scores, v, cells, v_stride, out);
-    case 4: return FlashF16RowRegs<4>(D, n, scores, v, cells, v_stride, out);
-    case 5: return FlashF16RowRegs<5>(D, n, scores, v, cells, v_stride, out);
-    case 6: return FlashF16RowRegs<6>(D, n, scores, v, cells, v_stride, out);
-    case 7: return FlashF16RowRegs<7>(D, n, scores, v, cells, v_stride, out);
-    case 8: return FlashF16RowRegs<8>(D, n, scores, v, cells, v_stride, out);
+    case 1: return FlashF16RowsRegs<1, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+    case 2: return FlashF16RowsRegs<2, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+    case 3: return FlashF16RowsRegs<3, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+    case 4: return FlashF16RowsRegs<4, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+    case 5: return FlashF16RowsRegs<5, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+    case 6: return FlashF16RowsRegs<6, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+    case 7: return FlashF16RowsRegs<7, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+    case 8: return FlashF16RowsRegs<8, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
     default: break;
   }
-  std::memset(acc, 0, size_t(D) * sizeof(fp16_t));
-  float m = -INFINITY, sum = 0.0f;
-  for (int64_t c = 0; c < n; ++c) {
-    const float s = scores[c];
-    float ms = 1.0f, vs = 1.0f;
-    if (s > m) {
-      ms = std::exp(m - s);
-      m = s;
-      ScaleF16(D, acc, ms);
-    } else {
-      vs = std::exp(s - m);
+  for (int64_t h = 0; h < nh; ++h) {  // larger heads: the accumulator in memory
+    fp16_t* a = acc + size_t(h) * ldacc;
+    const float* sc = scores + size_t(h) * lds;
+    std::memset(a, 0, size_t(D) * sizeof(fp16_t));
+    float m = -INFINITY, sum = 0.0f;
+    for (int64_t c = 0; c < n; ++c) {
+      const float s = sc[c];
+      float ms = 1.0f, vs = 1.0f;
+      if (s > m) {
+        ms = std::exp(m - s);
+        m = s;
+        ScaleF16(D, a, ms);
+      } else {
+        vs = std::exp(s - m);
+      }
+      MadF16(D, a, reinterpret_cast<const fp16_t*>(v + size_t(cells[c]) * v_stride), vs);
+      sum = std::fma(sum, ms, vs);  // fused, as ggml's x86 builds contract S = S*ms + vs
     }
-    MadF16(D, acc, reinterpret_cast<const fp16_t*>(v + size_t(cells[c]) * v_stride), vs);
-    sum = std::fma(sum, ms, vs);  // fused, as ggml's x86 builds contract S = S*ms + vs
+    const float inv = 1.0f / sum;
+    float* o = out + size_t(h) * ldo;
+    for (int64_t d = 0; d < D; ++d) o[d] = _cvtsh_ss(a[d]) * inv;
   }
-  const float inv = 1.0f / sum;
-  for (int64_t d = 0; d < D; ++d) out[d] = _cvtsh_ss(acc[d]) * inv;
 }
 
 }  // namespace stowage::cpu::avx512
