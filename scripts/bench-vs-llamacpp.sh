@@ -35,7 +35,8 @@
 #      pp repetitions, default 3), N_PROMPT (512; 0 = generation only), N_GEN (128), SMALL=1 for a
 #      quick 4-layer model, BUILD (the build directory whose bin/ holds stowage-run, gguf-synth,
 #      gguf-dump; default build), STOWAGE_FLAGS (extra stowage-run flags, e.g. --huge-pages;
-#      printed with the table), RAW (a file: every run and probe as CSV).
+#      printed with the table), RAW (a file: every run and probe as CSV), FA (flash attention on
+#      both sides: off, the default, or on).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -78,7 +79,9 @@ model_for() {
   echo "$f"
 }
 
-STOWAGE_FLAGS=${STOWAGE_FLAGS:-}
+FA=${FA:-off}
+case "$FA" in on) export REF_FA=1;; off) export REF_FA=0;; *) echo "bench-vs-llamacpp: FA must be on or off" >&2; exit 1;; esac
+STOWAGE_FLAGS="${STOWAGE_FLAGS:-} -fa $FA"
 MODELS=()
 for t in "${TYPES[@]}"; do M=$(model_for "$t"); MODELS+=("$t=$M"); done
 exec python3 tools/bench/bench_vs_llamacpp.py --build "$BUILD" --bench-dir "$BENCH_DIR" --threads "$THREADS" \

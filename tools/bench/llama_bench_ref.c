@@ -65,6 +65,10 @@ int main(int argc, char** argv) {
   cp.n_ubatch = cp.n_batch;
   cp.n_threads = n_thr;
   cp.n_threads_batch = n_thr;
+  /* Flash attention as the Stowage side runs (REF_FA: 0 off, 1 on; default off, Stowage's and llama.cpp
+     FEB25's default; this library's own default is auto, which turns it on for the CPU). */
+  const char* fa = getenv("REF_FA");
+  cp.flash_attn_type = (fa && atoi(fa) == 1) ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   struct llama_context* ctx = llama_init_from_model(model, cp);
   if (!ctx) { fprintf(stderr, "llama_bench_ref: cannot create a context\n"); return 1; }
   double pp[64], tg[64];
