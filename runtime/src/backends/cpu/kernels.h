@@ -177,6 +177,11 @@ using FlashF16RowsFn = void (*)(int64_t D, int64_t n, int64_t nh, const float* s
 MadF16Fn GetMadF16(IsaLevel isa);
 ScaleF16Fn GetScaleF16(IsaLevel isa);
 FlashF16RowsFn GetFlashF16Rows(IsaLevel isa);
+/// FlashF16Rows with the accumulator in memory, through `mad` and `scale` (the kernels of one level):
+/// the scalar and AVX2 levels, and AVX-512 above D = 128. Compiled at the baseline level.
+void FlashF16RowsWith(MadF16Fn mad, ScaleF16Fn scale, int64_t D, int64_t n, int64_t nh, const float* scores,
+                      size_t lds, const char* v, const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc,
+                      float* out, size_t ldo);
 
 namespace scalar {
 void MadF16(int64_t n, fp16_t* y, const fp16_t* x, float v);

@@ -44,34 +44,38 @@ void ScaleF16(int64_t n, fp16_t* y, float v) {
 }
 }  // namespace scalar
 
-namespace scalar {
-namespace {
-void FlashF16Row(int64_t D, int64_t n, const float* scores, const char* v, const int32_t* cells, size_t v_stride,
-                 fp16_t* acc, float* out) {
-  std::memset(acc, 0, size_t(D) * sizeof(fp16_t));
-  float m = -INFINITY, sum = 0.0f;
-  for (int64_t c = 0; c < n; ++c) {
-    const float s = scores[c];
-    float ms = 1.0f, vs = 1.0f;
-    if (s > m) {  // a new maximum: rescale what was accumulated, this value's weight is 1
-      ms = std::exp(m - s);
-      m = s;
-      ScaleF16(D, acc, ms);
-    } else {
-      vs = std::exp(s - m);
+void FlashF16RowsWith(MadF16Fn mad, ScaleF16Fn scale_f16, int64_t D, int64_t n, int64_t nh, const float* scores,
+                      size_t lds, const char* v, const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc,
+                      float* out, size_t ldo) {
+  for (int64_t h = 0; h < nh; ++h) {
+    const float* sc = scores + size_t(h) * lds;
+    fp16_t* a = acc + size_t(h) * ldacc;
+    std::memset(a, 0, size_t(D) * sizeof(fp16_t));
+    float m = -INFINITY, sum = 0.0f;
+    for (int64_t c = 0; c < n; ++c) {
+      const float s = sc[c];
+      float ms = 1.0f, vs = 1.0f;
+      if (c + 16 < n) Prefetch(v + size_t(cells[c + 16]) * v_stride, size_t(D) * sizeof(fp16_t));
+      if (s > m) {  // a new maximum: rescale what was accumulated, this value's weight is 1
+        ms = std::exp(m - s);
+        m = s;
+        scale_f16(D, a, ms);
+      } else {
+        vs = std::exp(s - m);
+      }
+      mad(D, a, reinterpret_cast<const fp16_t*>(v + size_t(cells[c]) * v_stride), vs);
+      sum = std::fma(sum, ms, vs);  // fused, as ggml's x86 builds contract S = S*ms + vs
     }
-    MadF16(D, acc, reinterpret_cast<const fp16_t*>(v + size_t(cells[c]) * v_stride), vs);
-    sum = std::fma(sum, ms, vs);  // fused, as ggml's x86 builds contract S = S*ms + vs
+    const float inv = 1.0f / sum;
+    float* o = out + size_t(h) * ldo;
+    for (int64_t d = 0; d < D; ++d) o[d] = HalfToFloat(a[d]) * inv;
   }
-  const float inv = 1.0f / sum;
-  for (int64_t d = 0; d < D; ++d) out[d] = HalfToFloat(acc[d]) * inv;
 }
-}  // namespace
 
+namespace scalar {
 void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v, const int32_t* cells,
                   size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo) {
-  for (int64_t h = 0; h < nh; ++h)
-    FlashF16Row(D, n, scores + size_t(h) * lds, v, cells, v_stride, acc + size_t(h) * ldacc, out + size_t(h) * ldo);
+  FlashF16RowsWith(MadF16, ScaleF16, D, n, nh, scores, lds, v, cells, v_stride, acc, ldacc, out, ldo);
 }
 }  // namespace scalar
 

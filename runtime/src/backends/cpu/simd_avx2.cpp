@@ -545,41 +545,9 @@ void ScaleF16(int64_t n, fp16_t* y, float v) {
   }
 }
 
-namespace {
-void FlashF16Row(int64_t D, int64_t n, const float* scores, const char* v, const int32_t* cells, size_t v_stride,
-                 fp16_t* acc, float* out) {
-  std::memset(acc, 0, size_t(D) * sizeof(fp16_t));
-  float m = -INFINITY, sum = 0.0f;
-  for (int64_t c = 0; c < n; ++c) {
-    const float s = scores[c];
-    float ms = 1.0f, vs = 1.0f;
-    if (c + 16 < n) {
-      const char* p = v + size_t(cells[c + 16]) * v_stride;
-      for (int64_t o = 0; o < D * 2; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
-    }
-    if (s > m) {
-      ms = std::exp(m - s);
-      m = s;
-      ScaleF16(D, acc, ms);
-    } else {
-      vs = std::exp(s - m);
-    }
-    MadF16(D, acc, reinterpret_cast<const fp16_t*>(v + size_t(cells[c]) * v_stride), vs);
-    sum = std::fma(sum, ms, vs);  // fused, as ggml's x86 builds contract S = S*ms + vs
-  }
-  const float inv = 1.0f / sum;
-  int64_t d = 0;
-  for (; d + 8 <= D; d += 8)
-    _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(acc + d))),
-                                            _mm256_set1_ps(inv)));
-  for (; d < D; ++d) out[d] = _cvtsh_ss(acc[d]) * inv;
-}
-}  // namespace
-
 void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v, const int32_t* cells,
                   size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo) {
-  for (int64_t h = 0; h < nh; ++h)
-    FlashF16Row(D, n, scores + size_t(h) * lds, v, cells, v_stride, acc + size_t(h) * ldacc, out + size_t(h) * ldo);
+  FlashF16RowsWith(MadF16, ScaleF16, D, n, nh, scores, lds, v, cells, v_stride, acc, ldacc, out, ldo);
 }
 
 void CvtF32F16Strided(int64_t n, const char* src, size_t src_stride, char* dst, size_t dst_stride) {

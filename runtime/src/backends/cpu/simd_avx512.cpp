@@ -673,28 +673,8 @@ void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t 
     case 8: return FlashF16RowsRegs<8, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
     default: break;
   }
-  for (int64_t h = 0; h < nh; ++h) {  // larger heads: the accumulator in memory
-    fp16_t* a = acc + size_t(h) * ldacc;
-    const float* sc = scores + size_t(h) * lds;
-    std::memset(a, 0, size_t(D) * sizeof(fp16_t));
-    float m = -INFINITY, sum = 0.0f;
-    for (int64_t c = 0; c < n; ++c) {
-      const float s = sc[c];
-      float ms = 1.0f, vs = 1.0f;
-      if (s > m) {
-        ms = std::exp(m - s);
-        m = s;
-        ScaleF16(D, a, ms);
-      } else {
-        vs = std::exp(s - m);
-      }
-      MadF16(D, a, reinterpret_cast<const fp16_t*>(v + size_t(cells[c]) * v_stride), vs);
-      sum = std::fma(sum, ms, vs);  // fused, as ggml's x86 builds contract S = S*ms + vs
-    }
-    const float inv = 1.0f / sum;
-    float* o = out + size_t(h) * ldo;
-    for (int64_t d = 0; d < D; ++d) o[d] = _cvtsh_ss(a[d]) * inv;
-  }
+  // larger heads: the accumulator in memory
+  FlashF16RowsWith(MadF16, ScaleF16, D, n, nh, scores, lds, v, cells, v_stride, acc, ldacc, out, ldo);
 }
 
 }  // namespace stowage::cpu::avx512
