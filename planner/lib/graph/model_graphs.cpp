@@ -196,7 +196,7 @@ Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig*
     }
   }
   // llama_init_from_model (Feb 2025): flash attention needs equal K and V head sizes ("forcing
-  // off", a warning; FlashAttnForcedOff tells the caller); a quantized V cache needs flash
+  // off", a warning; BuildModelGraphs records it in ModelGraphs::flash_attn_forced_off); a quantized V cache needs flash
   // attention.
   if (cfg->flash_attn && hp.n_embd_head_k != hp.n_embd_head_v) cfg->flash_attn = false;
   if (!hp.recurrent() && !cfg->flash_attn && GetTypeTraits(cfg->type_v).block_size > 1)
