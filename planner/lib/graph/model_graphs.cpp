@@ -196,8 +196,8 @@ Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig*
     }
   }
   // llama_init_from_model (Feb 2025): flash attention needs equal K and V head sizes ("forcing
-  // off", a warning; BuildModelGraphs records it in ModelGraphs::flash_attn_forced_off); a quantized V cache needs flash
-  // attention.
+  // off", a warning; BuildModelGraphs records it in ModelGraphs::flash_attn_forced_off); a
+  // quantized V cache needs flash attention.
   if (cfg->flash_attn && hp.n_embd_head_k != hp.n_embd_head_v) cfg->flash_attn = false;
   if (!hp.recurrent() && !cfg->flash_attn && GetTypeTraits(cfg->type_v).block_size > 1)
     return InvalidArgument(std::string("V cache quantization requires flash_attn (llama.cpp); -ctv ") +
