@@ -124,7 +124,8 @@ TEST(Spm, AddSpacePrefixCanBeTurnedOff) {
   EXPECT_EQ(tok->Tokenize(" a", false, false), (std::vector<int32_t>{kFirstPiece + 2}));
 }
 
-GgufBuilder BpeVocab(const std::string& pre) {
+// `extra_control`, when given, is appended as one more control token (id 22).
+GgufBuilder BpeVocab(const std::string& pre, const std::string& extra_control = "") {
   // Byte-level BPE over "hello world" pieces: "Ġ" is the GPT-2 code point of ' '.
   std::vector<std::string> tokens = {
       "h",  "e",  "l",   "o",     "w",         "r",      "d",           "\xC4\xA0",
@@ -132,13 +133,18 @@ GgufBuilder BpeVocab(const std::string& pre) {
       "1",  "2",  "3",   "12",    "123",       "<|end|>"};
   std::vector<int32_t> types(tokens.size(), 1);
   types.back() = 3;
+  const uint32_t eos = static_cast<uint32_t>(tokens.size() - 1);
+  if (!extra_control.empty()) {
+    tokens.push_back(extra_control);
+    types.push_back(3);
+  }
   GgufBuilder b;
   b.Str("tokenizer.ggml.model", "gpt2")
       .StrArray("tokenizer.ggml.tokens", tokens)
       .I32Array("tokenizer.ggml.token_type", types)
       .StrArray("tokenizer.ggml.merges", {"h e", "l l", "ll o", "he llo", "\xC4\xA0 w", "o r", "\xC4\xA0w or",
                                           "\xC4\xA0wor l", "1 2", "12 3"})
-      .U32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(tokens.size() - 1));
+      .U32("tokenizer.ggml.eos_token_id", eos);
   if (!pre.empty()) b.Str("tokenizer.ggml.pre", pre);
   return b;
 }
@@ -225,20 +231,20 @@ TEST(Bpe, MaskTokensStripTheirLeftWhitespaceByModel) {
            {"general.name", "ModernBERT modern-bert-base", "[MASK]"},
            {"general.architecture", "jina-bert-v3", "<mask>"},
            {"general.architecture", "nomic-bert-moe", "<mask>"}}) {
-    std::vector<std::string> tokens = {"h", "e", "l", "o", "\xC4\xA0", "he", "ll", "llo", "hello", mask};
-    std::vector<int32_t> types(tokens.size(), 1);
-    types.back() = 3;
-    GgufBuilder b;
-    b.Str("tokenizer.ggml.model", "gpt2")
-        .StrArray("tokenizer.ggml.tokens", tokens)
-        .I32Array("tokenizer.ggml.token_type", types)
-        .StrArray("tokenizer.ggml.merges", {"h e", "l l", "ll o", "he llo"})
-        .Str(key, value);
+    GgufBuilder b = BpeVocab("gpt-2", mask);
+    b.Str(key, value);
     auto tok = b.Build();
     ASSERT_TRUE(tok.ok()) << tok.status().ToString();
-    // "hello   [MASK]": the spaces before the mask token go with it (llama.cpp: 8 9, not 8 4 4 4 9).
-    EXPECT_EQ(tok->Tokenize("hello   " + mask, false, true), (std::vector<int32_t>{8, 9})) << value;
+    // "hello   [MASK]": the spaces before the mask token go with it ("hello" 11, the mask 22; without
+    // the rule the spaces become byte-level "Ġ" tokens 7 in between).
+    EXPECT_EQ(tok->Tokenize("hello   " + mask, false, true), (std::vector<int32_t>{11, 22})) << value;
   }
+  // Another model name: the spaces stay in the text before the mask.
+  GgufBuilder b = BpeVocab("gpt-2", "[MASK]");
+  b.Str("general.name", "plain-bert");
+  auto tok = b.Build();
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_NE(tok->Tokenize("hello   [MASK]", false, true), (std::vector<int32_t>{11, 22}));
 }
 
 TEST(FromGguf, FlagsTheVocabularyTypeDoesNotReadAreNotChecked) {
