@@ -67,6 +67,9 @@ inline CLI::Validator FlashAttnValue() {
       [](std::string& v) -> std::string {
         if (v == "off" || v == "0" || v == "false") v = "off";
         else if (v == "on" || v == "1" || v == "true") v = "on";
+        else if (!v.empty() && v[0] == '-')  // "-fa -c 64": llama.cpp FEB25's bare -fa flag
+          return "needs a value: on, off or auto (llama.cpp's -fa VALUE of 2026; FEB25's bare -fa is -fa on), got " +
+                 v.substr(0, 24);
         else if (v != "auto") return "Value " + v.substr(0, 24) + " is not on, off or auto";
         return "";
       },
