@@ -167,7 +167,10 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int n_threads) { ctx_.n_threads = n_threads; }
+  CpuBackend(int n_threads, bool batch_invariant) {
+    ctx_.n_threads = n_threads;
+    ctx_.batch_invariant = batch_invariant;
+  }
   const std::string& name() const override { return name_; }
   bool CanAccess(const Buffer& buf) const override { return buf.is_host(); }
 
@@ -247,6 +250,8 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> CreateCpuBackend(int n_threads) { return std::make_unique<CpuBackend>(n_threads); }
+std::unique_ptr<Backend> CreateCpuBackend(int n_threads, bool batch_invariant) {
+  return std::make_unique<CpuBackend>(n_threads, batch_invariant);
+}
 
 }  // namespace stowage::exec

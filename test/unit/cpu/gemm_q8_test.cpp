@@ -200,6 +200,32 @@ void CheckKernels(const TypeCase& tc, int64_t K, int nr, int nc, uint32_t seed, 
     ASSERT_EQ(std::memcmp(panel2.p, panel.p, vk->panel_bytes(K)), 0) << "panels differ";
     vk->kernel(K, panel2.p, act2.p, arow, nc, d1.data(), ds, nr);
     for (size_t i = 0; i < d0.size(); ++i) ASSERT_EQ(d1[i], d0[i]) << "SIMD != scalar at " << i;
+    // The batch-invariant kernels of this level (AVX-512 VNNI, plain layouts: ggml's 8-lane order)
+    // equal this level's vec_dot of the same weight row and activation row, bit for bit.
+    const GemmKernels* bk = GetGemmKernelsQ8(tc.type, tc.layout, isa, /*batch_invariant=*/true);
+    if (bk == nullptr || bk == vk || tc.type == GgmlType::IQ4_NL) continue;  // IQ4_NL: two orders, as ggml
+    const size_t brow = bk->act_row_bytes(K);
+    Aligned act3(brow * size_t(nc)), panel3(bk->panel_bytes(K));
+    for (int c = 0; c < nc; ++c) bk->from_float(x.data() + size_t(c) * size_t(K), act3.p + size_t(c) * brow, K);
+    bk->pack(K, wbase, w.v.nb[1], nr, tc.layout, panel3.p);
+    std::fill(d1.begin(), d1.end(), -7.f);
+    bk->kernel(K, panel3.p, act3.p, brow, nc, d1.data(), ds, nr);
+    const TypeKernels* tk = GetTypeKernels(tc.type, isa);
+    const size_t vrow = RowSize(tk->vec_dot_type, K);
+    std::vector<uint8_t> xq(vrow * size_t(nc));
+    for (int c = 0; c < nc; ++c) tk->from_float(x.data() + size_t(c) * size_t(K), xq.data() + size_t(c) * vrow, K);
+    for (int c = 0; c < nc; ++c)
+      for (int r = 0; size_t(r) < ds; ++r) {
+        const float got = d1[size_t(c) * ds + size_t(r)];
+        if (r >= nr) {
+          ASSERT_EQ(got, -7.f) << "row " << r << " col " << c << " written (batch-invariant kernel)";
+          continue;
+        }
+        float want;
+        tk->vec_dot(K, &want, w.PlainRow(16 + r), xq.data() + size_t(c) * vrow);
+        ASSERT_EQ(std::memcmp(&got, &want, 4), 0)
+            << "batch-invariant kernel != vec_dot at row " << r << " col " << c << ": " << got << " vs " << want;
+      }
   }
 }
 
@@ -243,17 +269,24 @@ TEST(GemmQ8, ActivationsEqualQuantizeRowQ8_0Act) {
   std::vector<uint8_t> act(k->act_row_bytes(K));
   k->from_float(x.data(), act.data(), K);
   for (int64_t b = 0; b < K / 32; ++b) {
-    const uint8_t* rec = act.data() + size_t(b) * 40;
+    // 72-byte records: qs[32], d, corr[8] (biased by the bits of 1.5 * 2^23), corr_total.
+    const uint8_t* rec = act.data() + size_t(b) * 72;
     EXPECT_EQ(std::memcmp(rec, q[size_t(b)].qs, 32), 0) << b;
     float d;
-    int32_t corr;
+    int32_t corr[8], total;
     std::memcpy(&d, rec + 32, 4);
-    std::memcpy(&corr, rec + 36, 4);
+    std::memcpy(corr, rec + 36, 32);
+    std::memcpy(&total, rec + 68, 4);
     if (b >= 5) EXPECT_TRUE(std::isnan(d) && std::isnan(HalfToFloat(q[size_t(b)].d))) << b;
     else EXPECT_EQ(d, HalfToFloat(q[size_t(b)].d)) << b;
     int sum = 0;
-    for (int j = 0; j < 32; ++j) sum += q[size_t(b)].qs[j];
-    EXPECT_EQ(corr, -8 * sum) << b;  // Q4_0's zero point
+    for (int s = 0; s < 8; ++s) {
+      int part = 0;
+      for (int j = 4 * s; j < 4 * s + 4; ++j) part += q[size_t(b)].qs[j];
+      EXPECT_EQ(corr[s], -8 * part + 0x4B400000) << b << " k-step " << s;  // Q4_0's zero point
+      sum += part;
+    }
+    EXPECT_EQ(total, -8 * sum) << b;
   }
   }
 }

@@ -64,12 +64,18 @@ struct GemmKernels {
 /// The GEMM kernels of one family for weights of `type` (and `layout`) at the best level <= isa;
 /// nullptr when the family has none (the driver then uses vec_dot). Each family implements its own
 /// lookup; GetGemmKernels asks them in turn.
-const GemmKernels* GetGemmKernelsQ8(GgmlType type, int layout, IsaLevel isa);
+/// With `batch_invariant` (ComputeContext::batch_invariant), only kernels whose results equal the
+/// vec_dot/gemv path's bit for bit, column by column, are returned: the q8 family's (gemm_q8.cpp:
+/// its 8-lane kernels at AVX-512 VNNI, kLayoutQ4_0x8 and the scalar level everywhere); none of the
+/// kquants and float families (their GEMMs sum in another order than the vec_dots: those products
+/// take the vec_dot path).
+const GemmKernels* GetGemmKernelsQ8(GgmlType type, int layout, IsaLevel isa, bool batch_invariant = false);
 const GemmKernels* GetGemmKernelsKQuants(GgmlType type, int layout, IsaLevel isa);
 const GemmKernels* GetGemmKernelsFloat(GgmlType type, int layout, IsaLevel isa);
 
-inline const GemmKernels* GetGemmKernels(GgmlType type, int layout, IsaLevel isa) {
-  if (const GemmKernels* k = GetGemmKernelsQ8(type, layout, isa)) return k;
+inline const GemmKernels* GetGemmKernels(GgmlType type, int layout, IsaLevel isa, bool batch_invariant = false) {
+  if (const GemmKernels* k = GetGemmKernelsQ8(type, layout, isa, batch_invariant)) return k;
+  if (batch_invariant) return nullptr;
   if (const GemmKernels* k = GetGemmKernelsKQuants(type, layout, isa)) return k;
   return GetGemmKernelsFloat(type, layout, isa);
 }

@@ -1,25 +1,43 @@
 // GEMM family "q8" (see gemm.h): weights whose values are one byte per element after unpacking
 // — Q8_0, Q4_0 (plain and kLayoutQ4_0x8), Q5_0, IQ4_NL (vec_dot type Q8_0) and Q4_1, Q5_1 (Q8_1). Lookup,
-// activation conversion, packing and the scalar reference kernel (baseline flags).
+// activation conversion, packing and the scalar reference kernels (baseline flags).
 //
-// Formats (shared with gemm_q8_avx512.cpp, which includes no header of ours: keep in sync):
-//   activation row (K elements, nb = K / 32 blocks): nb records of kActBlockBytes = 40 bytes
-//     { int8 qs[32]; float d; int32 corr }, padded to a multiple of 64 bytes.
+// Formats (shared with gemm_q8_avx512.cpp / gemm_q8_avx2.cpp, which include no header of ours: keep
+// in sync):
+//   activation row (K elements, nb = K / 32 blocks): nb records of kActBlockBytes = 72 bytes
+//     { int8 qs[32]; float d; int32 corr[8]; int32 corr_total }, padded to a multiple of 64 bytes.
 //     qs and d are QuantizeRowQ8_0Act's integers and fp16 scale (as float, exact);
-//     corr = -z * sum(qs) with z the weight type's zero point (below).
+//     corr[s] = -z * (qs[4s] + .. + qs[4s + 3]) + 0x4B400000 and corr_total = -z * sum(qs), with z
+//     the weight type's zero point (below). (The bias makes an int32 chain started at corr[s] end
+//     as the bits of the float 1.5 * 2^23 + the k-step's integer sum: see gemm_q8_avx512.cpp.)
 //   packed panel (16 rows): nb records of kPanelBlockBytes = 576 bytes
 //     { uint8 w[8][16][4]; float dw[16] }: w[s][r][j] = u(row r, element 4s + j of the block),
 //     the weight value made unsigned: u = value + z, with z = 128 (Q8_0, IQ4_NL: int8 values),
 //     8 (Q4_0: nibbles as stored), 16 (Q5_0: 5-bit values as stored). dw[r] = the row's fp16
 //     block scale as float. Rows nr..15 have u = 0 and dw = 0 (finite, not stored).
-//   Q4_1 / Q5_1 ("min" types, vec_dot type Q8_1): activation records hold QuantizeRowQ8_1Act's
-//     { qs[32]; float d; float s } (s = its fp16 d * sum(qs), as float); panel records are
-//     kPanelBlockBytesMin = 640 bytes: the above + float m[16] (the rows' fp16 mins), z = 0, and
-//     dot = sum over blocks of acc = fma(m, s, fma(float(isum), dw * d, acc)).
-//   So sum_k u * a + corr = sum_k (u - z) * a = the vec_dot's integer block sum, exactly, and
-//   dot = sum over blocks of fma(float(isum), dw * d, acc), blocks in order (acc from 0). With
-//   AVX-512 VNNI: one vpdpbusd per k-step of 4 bytes multiplies the 16 rows' unsigned weights by a
-//   broadcast of 4 signed activation bytes (the zero point is why weights are stored unsigned).
+//   Q4_1 / Q5_1 ("min" types, vec_dot type Q8_1): activation records of kActBlockBytesMin = 40 bytes
+//     hold QuantizeRowQ8_1Act's { qs[32]; float d; float s } (s = its fp16 d * sum(qs), as float);
+//     panel records are kPanelBlockBytesMin = 640 bytes: the above + float m[16] (the rows' fp16
+//     mins), z = 0.
+//   So sum_k u * a + corr = sum_k (u - z) * a = the vec_dot's integer sums, exactly: per k-step s
+//   (4 elements: the int32 lane s of ggml's AVX2 mul_sum_i8_pairs) or per block.
+//
+// Float accumulation orders. A product is batch-invariant when a column gives the same bits whether
+// it is multiplied alone (token generation: the vec_dot / gemv path) or among many (this GEMM):
+//   - one float per output, acc = fma(float(block int sum), dw * d, acc) per block (the min types
+//     then acc = fma(m, s, acc)): the default kernels of every level. It is ggml's repacked
+//     q4_0_8x8 gemv/gemm order (so kLayoutQ4_0x8 is batch-invariant at every level) and the order of
+//     this project's scalar vec_dots (so is every type at the scalar level). At the AVX2/AVX-512
+//     levels the vec_dots of plain layouts sum in ggml's order below, so these products differ
+//     from them in the last bits (ComputeContext::batch_invariant selects the kernels below).
+//   - ggml's AVX2 vec_dot (ggml_vec_dot_q8_0_q8_0 and the other Q8_0/Q8_1 dots; llamafile's
+//     tinyBLAS_Q0_AVX, llama.cpp's batched path, has the same order): 8 float lanes per output,
+//     lane s = fma(dw * d, float(int sum of k-step s), lane s) per block, then ggml's hsum_float_8
+//     ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)); the min types add a scalar chain
+//     summ = fma(m, s, summ) over the blocks after the reduction. The AVX-512 VNNI "lanes" kernels
+//     (gemm_q8_avx512.cpp) implement it, at ~60% of the default kernels' speed (the float work is
+//     8x: one FMA per k-step instead of per block). Without VNNI, batch-invariant products of plain
+//     layouts take the vec_dot path (an AVX2 GEMM in this order does a vec_dot's work per block).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -30,19 +48,26 @@
 namespace stowage::cpu {
 
 namespace gemm_q8 {
-constexpr int kActBlockBytes = 40;
+constexpr int kActBlockBytes = 72;
+constexpr int kActBlockBytesMin = 40;
+constexpr int32_t kCorrBias = 0x4B400000;  // the bits of 1.5f * 2^23
 constexpr int kPanelBlockBytes = 576;
 constexpr int kPanelBlockBytesMin = 640;
 }  // namespace gemm_q8
 
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
 namespace avx512 {
-/// gemm.h kernel on the formats above; AVX-512 F/BW/VL + VNNI (gemm_q8_avx512.cpp).
+/// gemm.h kernels on the formats above; AVX-512 F/BW/VL + VNNI (gemm_q8_avx512.cpp). GemmQ8Kernel /
+/// GemmQ8KernelMin: one float per output (the min types: 640-byte panel records, 40-byte activation
+/// records); GemmQ8KernelLanes / GemmQ8KernelMinLanes: ggml's 8-lane vec_dot order.
 void GemmQ8Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
                   size_t dst_stride, int nr);
-/// The same for the min types (Q4_1/Q5_1, 640-byte panel records).
+void GemmQ8KernelLanes(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                       size_t dst_stride, int nr);
 void GemmQ8KernelMin(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
                      size_t dst_stride, int nr);
+void GemmQ8KernelMinLanes(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                          size_t dst_stride, int nr);
 /// One activation row (format above) for zero point z, equal to FromFloat<z>'s bytes for finite x.
 void GemmQ8FromFloat(const float* x, void* act, int64_t K, int z);
 /// gemm.h pack for Q8_0 (plain) and Q4_0 (plain or kLayoutQ4_0x8): the scalar packs' bytes.
@@ -50,8 +75,8 @@ void GemmQ8PackQ8_0(int64_t K, const void* w, size_t row_stride, int nr, void* p
 void GemmQ8PackQ4_0(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel);
 }  // namespace avx512
 namespace avx2 {
-/// gemm.h kernels on the formats above, AVX2 (gemm_q8_avx2.cpp), for weights u < 16 (Q4_0),
-/// u < 32 (Q5_0) and any byte (Q8_0, IQ4_NL).
+/// gemm.h kernels on the formats above in the one-float-per-output order, AVX2 (gemm_q8_avx2.cpp),
+/// for weights u < 16 (Q4_0), u < 32 (Q5_0) and any byte (Q8_0, IQ4_NL).
 void GemmQ8KernelU4(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
                     size_t dst_stride, int nr);
 void GemmQ8KernelU5(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
@@ -68,10 +93,13 @@ void GemmQ8KernelMinU5(int64_t K, const void* panel, const void* act, size_t act
 
 namespace {
 using gemm_q8::kActBlockBytes;
+using gemm_q8::kActBlockBytesMin;
+using gemm_q8::kCorrBias;
 using gemm_q8::kPanelBlockBytes;
 using gemm_q8::kPanelBlockBytesMin;
 
 size_t ActRowBytes(int64_t K) { return (size_t(K / 32) * kActBlockBytes + 63) & ~size_t(63); }
+size_t ActRowBytesMin(int64_t K) { return (size_t(K / 32) * kActBlockBytesMin + 63) & ~size_t(63); }
 size_t PanelBytes(int64_t K) { return size_t(K / 32) * kPanelBlockBytes; }
 size_t PanelBytesMin(int64_t K) { return size_t(K / 32) * kPanelBlockBytesMin; }
 
@@ -84,15 +112,15 @@ void FromFloatQ8_1(const float* x, void* act, int64_t K) {
   for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
     const int n = int(std::min<int64_t>(kChunk, nb - b0));
     QuantizeRowQ8_1Act(x + b0 * 32, tmp, int64_t(n) * 32);
-    for (int i = 0; i < n; ++i, out += kActBlockBytes) {
+    for (int i = 0; i < n; ++i, out += kActBlockBytesMin) {
       const float d = HalfToFloat(tmp[i].d), sa = HalfToFloat(tmp[i].s);
       std::memcpy(out, tmp[i].qs, 32);
       std::memcpy(out + 32, &d, 4);
       std::memcpy(out + 36, &sa, 4);
     }
   }
-  const size_t used = size_t(nb) * kActBlockBytes;
-  std::memset(static_cast<uint8_t*>(act) + used, 0, ActRowBytes(K) - used);
+  const size_t used = size_t(nb) * kActBlockBytesMin;
+  std::memset(static_cast<uint8_t*>(act) + used, 0, ActRowBytesMin(K) - used);
 }
 
 template <int Z>
@@ -105,13 +133,16 @@ void FromFloat(const float* x, void* act, int64_t K) {
     const int n = int(std::min<int64_t>(kChunk, nb - b0));
     QuantizeRowQ8_0Act(x + b0 * 32, tmp, int64_t(n) * 32);
     for (int i = 0; i < n; ++i, out += kActBlockBytes) {
-      int sum = 0;
-      for (int j = 0; j < 32; ++j) sum += tmp[i].qs[j];
+      int32_t corr[9] = {};
+      for (int j = 0; j < 32; ++j) corr[j / 4] -= Z * tmp[i].qs[j];
+      for (int s = 0; s < 8; ++s) {
+        corr[8] += corr[s];
+        corr[s] += kCorrBias;
+      }
       const float d = HalfToFloat(tmp[i].d);
-      const int32_t corr = -Z * sum;
       std::memcpy(out, tmp[i].qs, 32);
       std::memcpy(out + 32, &d, 4);
-      std::memcpy(out + 36, &corr, 4);
+      std::memcpy(out + 36, corr, sizeof corr);
     }
   }
   // Padding bytes: defined values (the row may be hashed or compared by tests).
@@ -278,7 +309,7 @@ void KernelScalar(int64_t K, const void* panel, const void* act, size_t act_stri
         const uint8_t* rec = p + size_t(b) * kPanelBlockBytes;
         const uint8_t* ab = a + size_t(b) * kActBlockBytes;
         int32_t isum;
-        std::memcpy(&isum, ab + 36, 4);
+        std::memcpy(&isum, ab + 68, 4);
         for (int s = 0; s < 8; ++s)
           for (int j = 0; j < 4; ++j) isum += int(rec[s * 64 + r * 4 + j]) * int(int8_t(ab[4 * s + j]));
         float dw, da;
@@ -302,7 +333,7 @@ void KernelScalarMin(int64_t K, const void* panel, const void* act, size_t act_s
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* rec = p + size_t(b) * kPanelBlockBytesMin;
-        const uint8_t* ab = a + size_t(b) * kActBlockBytes;
+        const uint8_t* ab = a + size_t(b) * kActBlockBytesMin;
         int32_t isum = 0;
         for (int s = 0; s < 8; ++s)
           for (int j = 0; j < 4; ++j) isum += int(rec[s * 64 + r * 4 + j]) * int(int8_t(ab[4 * s + j]));
@@ -319,9 +350,9 @@ void KernelScalarMin(int64_t K, const void* panel, const void* act, size_t act_s
   }
 }
 
-constexpr GemmKernels kScalarQ4_1 = {FromFloatQ8_1, ActRowBytes, PanelBytesMin, PackPlainMin<UnpackQ4_1>,
+constexpr GemmKernels kScalarQ4_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ4_1>,
                                      KernelScalarMin};
-constexpr GemmKernels kScalarQ5_1 = {FromFloatQ8_1, ActRowBytes, PanelBytesMin, PackPlainMin<UnpackQ5_1>,
+constexpr GemmKernels kScalarQ5_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ5_1>,
                                      KernelScalarMin};
 constexpr GemmKernels kScalarQ8_0 = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackQ8_0>, KernelScalar};
 constexpr GemmKernels kScalarQ4_0 = {FromFloat<8>, ActRowBytes, PanelBytes, PackQ4_0, KernelScalar};
@@ -329,12 +360,19 @@ constexpr GemmKernels kScalarQ5_0 = {FromFloat<16>, ActRowBytes, PanelBytes, Pac
 constexpr GemmKernels kScalarIQ4_NL = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
                                        KernelScalar};
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+// One float per output (the default; kLayoutQ4_0x8 always).
 constexpr GemmKernels kVnniQ8_0 = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackQ8_0Vnni,
                                    avx512::GemmQ8Kernel};
 constexpr GemmKernels kVnniQ4_0 = {FromFloatVnni<8>, ActRowBytes, PanelBytes, avx512::GemmQ8PackQ4_0,
                                    avx512::GemmQ8Kernel};
 constexpr GemmKernels kVnniQ5_0 = {FromFloatVnni<16>, ActRowBytes, PanelBytes, PackPlain<UnpackQ5_0>,
                                    avx512::GemmQ8Kernel};
+constexpr GemmKernels kVnniIQ4_NL = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
+                                     avx512::GemmQ8Kernel};
+constexpr GemmKernels kVnniQ4_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ4_1>,
+                                   avx512::GemmQ8KernelMin};
+constexpr GemmKernels kVnniQ5_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ5_1>,
+                                   avx512::GemmQ8KernelMin};
 constexpr GemmKernels kAvx2Q8_0 = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackQ8_0>,
                                    avx2::GemmQ8KernelU8};
 constexpr GemmKernels kAvx2Q4_0 = {FromFloat<8>, ActRowBytes, PanelBytes, PackQ4_0, avx2::GemmQ8KernelU4};
@@ -342,51 +380,62 @@ constexpr GemmKernels kAvx2Q5_0 = {FromFloat<16>, ActRowBytes, PanelBytes, PackP
                                    avx2::GemmQ8KernelU5};
 constexpr GemmKernels kAvx2IQ4_NL = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
                                      avx2::GemmQ8KernelU8};
-constexpr GemmKernels kAvx2Q4_1 = {FromFloatQ8_1, ActRowBytes, PanelBytesMin, PackPlainMin<UnpackQ4_1>,
+constexpr GemmKernels kAvx2Q4_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ4_1>,
                                    avx2::GemmQ8KernelMinU4};
-constexpr GemmKernels kAvx2Q5_1 = {FromFloatQ8_1, ActRowBytes, PanelBytesMin, PackPlainMin<UnpackQ5_1>,
+constexpr GemmKernels kAvx2Q5_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ5_1>,
                                    avx2::GemmQ8KernelMinU5};
-constexpr GemmKernels kVnniQ4_1 = {FromFloatQ8_1, ActRowBytes, PanelBytesMin, PackPlainMin<UnpackQ4_1>,
-                                   avx512::GemmQ8KernelMin};
-constexpr GemmKernels kVnniQ5_1 = {FromFloatQ8_1, ActRowBytes, PanelBytesMin, PackPlainMin<UnpackQ5_1>,
-                                   avx512::GemmQ8KernelMin};
-constexpr GemmKernels kVnniIQ4_NL = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
-                                     avx512::GemmQ8Kernel};
+// ggml's 8-lane vec_dot order (batch-invariant products of plain layouts).
+constexpr GemmKernels kLanesQ8_0 = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackQ8_0Vnni,
+                                    avx512::GemmQ8KernelLanes};
+constexpr GemmKernels kLanesQ4_0 = {FromFloatVnni<8>, ActRowBytes, PanelBytes, avx512::GemmQ8PackQ4_0,
+                                    avx512::GemmQ8KernelLanes};
+constexpr GemmKernels kLanesQ5_0 = {FromFloatVnni<16>, ActRowBytes, PanelBytes, PackPlain<UnpackQ5_0>,
+                                    avx512::GemmQ8KernelLanes};
+constexpr GemmKernels kLanesIQ4_NL = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
+                                      avx512::GemmQ8KernelLanes};
+constexpr GemmKernels kLanesQ4_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ4_1>,
+                                    avx512::GemmQ8KernelMinLanes};
+constexpr GemmKernels kLanesQ5_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ5_1>,
+                                    avx512::GemmQ8KernelMinLanes};
 #endif
 
 }  // namespace
 
-const GemmKernels* GetGemmKernelsQ8(GgmlType type, int layout, IsaLevel isa) {
+const GemmKernels* GetGemmKernelsQ8(GgmlType type, int layout, IsaLevel isa, bool batch_invariant) {
   if (layout != kLayoutPlain && !(layout == kLayoutQ4_0x8 && type == GgmlType::Q4_0)) return nullptr;
   struct Levels {
     const GemmKernels* scalar;
-    const GemmKernels* avx2;
-    const GemmKernels* vnni;
+    const GemmKernels* avx2;   // one float per output
+    const GemmKernels* vnni;   // one float per output
+    const GemmKernels* lanes;  // VNNI, ggml's 8-lane order
   };
   Levels k{};
   switch (type) {
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-    case GgmlType::Q8_0: k = {&kScalarQ8_0, &kAvx2Q8_0, &kVnniQ8_0}; break;
-    case GgmlType::Q4_0: k = {&kScalarQ4_0, &kAvx2Q4_0, &kVnniQ4_0}; break;
-    case GgmlType::Q5_0: k = {&kScalarQ5_0, &kAvx2Q5_0, &kVnniQ5_0}; break;
-    case GgmlType::IQ4_NL: k = {&kScalarIQ4_NL, &kAvx2IQ4_NL, &kVnniIQ4_NL}; break;
-    case GgmlType::Q4_1: k = {&kScalarQ4_1, &kAvx2Q4_1, &kVnniQ4_1}; break;
-    case GgmlType::Q5_1: k = {&kScalarQ5_1, &kAvx2Q5_1, &kVnniQ5_1}; break;
+    case GgmlType::Q8_0: k = {&kScalarQ8_0, &kAvx2Q8_0, &kVnniQ8_0, &kLanesQ8_0}; break;
+    case GgmlType::Q4_0: k = {&kScalarQ4_0, &kAvx2Q4_0, &kVnniQ4_0, &kLanesQ4_0}; break;
+    case GgmlType::Q5_0: k = {&kScalarQ5_0, &kAvx2Q5_0, &kVnniQ5_0, &kLanesQ5_0}; break;
+    case GgmlType::IQ4_NL: k = {&kScalarIQ4_NL, &kAvx2IQ4_NL, &kVnniIQ4_NL, &kLanesIQ4_NL}; break;
+    case GgmlType::Q4_1: k = {&kScalarQ4_1, &kAvx2Q4_1, &kVnniQ4_1, &kLanesQ4_1}; break;
+    case GgmlType::Q5_1: k = {&kScalarQ5_1, &kAvx2Q5_1, &kVnniQ5_1, &kLanesQ5_1}; break;
 #else
-    case GgmlType::Q8_0: k = {&kScalarQ8_0, nullptr, nullptr}; break;
-    case GgmlType::Q4_0: k = {&kScalarQ4_0, nullptr, nullptr}; break;
-    case GgmlType::Q5_0: k = {&kScalarQ5_0, nullptr, nullptr}; break;
-    case GgmlType::IQ4_NL: k = {&kScalarIQ4_NL, nullptr, nullptr}; break;
-    case GgmlType::Q4_1: k = {&kScalarQ4_1, nullptr, nullptr}; break;
-    case GgmlType::Q5_1: k = {&kScalarQ5_1, nullptr, nullptr}; break;
+    case GgmlType::Q8_0: k = {&kScalarQ8_0, nullptr, nullptr, nullptr}; break;
+    case GgmlType::Q4_0: k = {&kScalarQ4_0, nullptr, nullptr, nullptr}; break;
+    case GgmlType::Q5_0: k = {&kScalarQ5_0, nullptr, nullptr, nullptr}; break;
+    case GgmlType::IQ4_NL: k = {&kScalarIQ4_NL, nullptr, nullptr, nullptr}; break;
+    case GgmlType::Q4_1: k = {&kScalarQ4_1, nullptr, nullptr, nullptr}; break;
+    case GgmlType::Q5_1: k = {&kScalarQ5_1, nullptr, nullptr, nullptr}; break;
 #endif
     default: return nullptr;
   }
-  // Scalar level: the reference GEMM. AVX-512: the VNNI kernels when the CPU has VNNI, else the
-  // AVX2 ones (an AVX-512 CPU has AVX2).
+  // Scalar level: the reference GEMM, in the scalar vec_dots' order (batch-invariant as it is).
   if (isa == IsaLevel::kScalar) return k.scalar;
-  if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni() && k.vnni != nullptr) return k.vnni;
-  return k.avx2;
+  const bool vnni = isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni();
+  // kLayoutQ4_0x8: one float per output is its gemv's order too, at every level.
+  if (layout == kLayoutQ4_0x8) return vnni ? k.vnni : k.avx2;
+  // Plain layouts: the batch-invariant kernels where this level has them, else the vec_dot path.
+  if (batch_invariant) return vnni ? k.lanes : nullptr;
+  return vnni ? k.vnni : k.avx2;
 }
 
 }  // namespace stowage::cpu

@@ -9,7 +9,10 @@
 //   below 8 * 3810; the high chain is weighted by 16 in `vpmaddwd`.
 // `vpmaddwd` with 1 (or 16) widens the chains into int32 lanes (4 k of a row per lane), added to the
 // accumulator that starts at the column's zero-point correction. Exact integer sums, then per block
-// acc = fma(float(isum), dw * d, acc) per row — the scalar reference's operations, identical bits.
+// acc = fma(float(isum), dw * d, acc) per row — the scalar reference's operations, identical bits
+// (the one-float-per-output order of gemm_q8.cpp; not the AVX2 vec_dots' 8-lane order, so these
+// kernels are not used for batch-invariant products, except for kLayoutQ4_0x8 whose gemv has
+// this order).
 // Register blocking: 16 rows (two ymm halves) x 3 columns (2 for the nibble-split types).
 #include <immintrin.h>
 
@@ -19,7 +22,8 @@
 namespace stowage::cpu::avx2 {
 namespace {
 
-constexpr int kActBlockBytes = 40;     // gemm_q8.cpp
+constexpr int kActBlockBytes = 72;     // gemm_q8.cpp (corr_total at byte 68)
+constexpr int kActBlockBytesMin = 40;  // gemm_q8.cpp (Q4_1/Q5_1: s at byte 36)
 constexpr int kPanelBlockBytes = 576;  // gemm_q8.cpp
 constexpr int kPanelBlockBytesMin = 640;  // gemm_q8.cpp (Q4_1/Q5_1: + float m[16])
 
@@ -54,7 +58,7 @@ void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_st
   const uint8_t* rec = panel;
   for (int64_t b = 0; b < nb; ++b, rec += kRec) {
     __m256i acc[NC][2];
-    for (int c = 0; c < NC; ++c) acc[c][0] = acc[c][1] = kMin ? _mm256_setzero_si256() : Bcast32(a[c] + 36);
+    for (int c = 0; c < NC; ++c) acc[c][0] = acc[c][1] = kMin ? _mm256_setzero_si256() : Bcast32(a[c] + 68);
     constexpr int kChain = M == kU5 ? 4 : 8;
     for (int s0 = 0; s0 < 8; s0 += kChain) {
       __m256i lo[NC][2], hi[NC][2];
@@ -99,7 +103,7 @@ void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_st
         sum[c][0] = _mm256_fmadd_ps(_mm256_load_ps(reinterpret_cast<const float*>(rec + 576)), sa, sum[c][0]);
         sum[c][1] = _mm256_fmadd_ps(_mm256_load_ps(reinterpret_cast<const float*>(rec + 576 + 32)), sa, sum[c][1]);
       }
-      a[c] += kActBlockBytes;
+      a[c] += kMin ? kActBlockBytesMin : kActBlockBytes;
     }
   }
   for (int c = 0; c < NC; ++c) {

@@ -1,12 +1,20 @@
-// GEMM family "q8", AVX-512 VNNI kernel (formats: see gemm_q8.cpp). Compiled with -mavx512*
-// -mavx512vnni; called only when the CPU has AVX512-VNNI.
+// GEMM family "q8", AVX-512 VNNI kernels (formats and float orders: see gemm_q8.cpp). Compiled with
+// -mavx512* -mavx512vnni; called only when the CPU has AVX512-VNNI.
 //
-// Register blocking: 16 panel rows (one zmm of int32 / f32 lanes) x kCols columns. Per block of 32
-// elements: the int32 accumulators start at the column's zero-point correction (a broadcast
-// load), 8 vpdpbusd per column (packed unsigned weights x 4 broadcast signed activation bytes,
-// folded into the instruction's {1to16} memory operand), then per column one cvtdq2ps, one
-// multiply of the 16 row scales by the broadcast column scale and one FMA into the float
-// accumulator — the scalar reference's operations in the same order, so results are bit-identical.
+// Register blocking: 16 panel rows (one zmm of int32 / f32 lanes) x NC columns. vpdpbusd multiplies
+// the packed unsigned weights of one k-step s (4 elements of each of the 16 rows) by 4 broadcast
+// signed activation bytes (folded into the instruction's {1to16} memory operand), starting from a
+// zero-point correction (a broadcast load), so every int32 lane is an exact integer sum.
+//   Kernel / KernelMin (one float per output): the 8 k-steps of a block in one int32 chain from corr_total, then
+//     per column one cvtdq2ps, one multiply of the 16 row scales by the broadcast column scale and
+//     one FMA into the column's float accumulator — the scalar reference's operations in the same
+//     order, so results are bit-identical to it (and, for kLayoutQ4_0x8, to the Q4_0x8 gemv).
+//   KernelLanes / KernelMinLanes (batch-invariant products of plain layouts): ggml's AVX2 vec_dot per output — lane s of the output
+//     is a float accumulator of its own (one zmm per k-step s and column: 8 x NC accumulators),
+//     acc[s] = fma(dw * d, float(k-step int sum), acc[s]) per block, ggml's hsum_float_8 tree at the
+//     end; the min types add their scalar chain summ = fma(m, s, summ) (ggml_vec_dot_q4_1_q8_1) to
+//     the reduced lanes. Bit-identical to this project's AVX2/AVX-512 vec_dots, hence to a column
+//     multiplied alone.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -21,7 +29,8 @@
 namespace stowage::cpu::avx512 {
 namespace {
 
-constexpr int kActBlockBytes = 40;     // gemm_q8.cpp
+constexpr int kActBlockBytes = 72;     // gemm_q8.cpp: { qs[32]; float d; int32 corr[8]; int32 corr_total }
+constexpr int kActBlockBytesMin = 40;  // gemm_q8.cpp: { qs[32]; float d; float s } (Q4_1/Q5_1)
 constexpr int kPanelBlockBytes = 576;  // gemm_q8.cpp
 constexpr int kPanelBlockBytesMin = 640;  // gemm_q8.cpp (Q4_1/Q5_1: + float m[16])
 
@@ -36,8 +45,6 @@ inline float LoadF(const uint8_t* p) {
   return v;
 }
 
-// Blocks [0, nb) of `panel` / `act` for NC columns; the float accumulators start at 0 (first) or
-// at dst's values (a later K chunk: the same fma chain continued, so chunking changes no bit).
 // acc += the 16 lanes' 4 unsigned bytes of w times the 4 signed bytes at p (broadcast). GCC does not
 // fold _mm512_set1_epi32(load) into vpdpbusd's m32bcst operand (it emits a separate
 // vpbroadcastd), so the embedded-broadcast form is written out.
@@ -50,8 +57,12 @@ inline __m512i DpbusdBcast(__m512i acc, __m512i w, const uint8_t* p) {
 #endif
 }
 
-// kMin (Q4_1/Q5_1 records of 640 bytes): no zero point (the accumulator starts at 0), and after the
-// block's fma a second one adds the rows' mins times the column's s (Q8_1's d * sum(qs)).
+// ---- one float per output ----
+
+// Blocks [0, nb) of `panel` / `act` for NC columns; the float accumulators start at 0 (first) or
+// at dst's values (a later K chunk: the same fma chain continued, so chunking changes no bit).
+// kMin (Q4_1/Q5_1 records): no zero point (the chain starts at 0), and after the block's fma a
+// second one adds the rows' mins times the column's s.
 template <int NC, bool kMin>
 void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_stride, float* dst,
              size_t dst_stride, __mmask16 mask, bool first) {
@@ -65,7 +76,7 @@ void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_st
   const uint8_t* rec = panel;
   for (int64_t b = 0; b < nb; ++b, rec += kRec) {
     __m512i acc[NC];
-    for (int c = 0; c < NC; ++c) acc[c] = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(Load32(a[c] + 36));
+    for (int c = 0; c < NC; ++c) acc[c] = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(Load32(a[c] + 68));
     for (int s = 0; s < 8; ++s) {
       const __m512i w = _mm512_load_si512(reinterpret_cast<const void*>(rec + 64 * s));
       for (int c = 0; c < NC; ++c) acc[c] = DpbusdBcast(acc[c], w, a[c] + 4 * s);
@@ -77,7 +88,7 @@ void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_st
       if (kMin)
         sum[c] = _mm512_fmadd_ps(_mm512_load_ps(reinterpret_cast<const float*>(rec + 576)),
                                  _mm512_set1_ps(LoadF(a[c] + 36)), sum[c]);
-      a[c] += kActBlockBytes;
+      a[c] += kMin ? kActBlockBytesMin : kActBlockBytes;
     }
   }
   for (int c = 0; c < NC; ++c) _mm512_mask_storeu_ps(dst + size_t(c) * dst_stride, mask, sum[c]);
@@ -88,11 +99,11 @@ constexpr int kCols = 8;
 // column group of the call passes over it; the next chunk continues from the stored sums.
 constexpr int64_t kChunkBlocks = 32;
 
-
 template <bool kMin>
 void Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
             size_t dst_stride, int nr) {
   constexpr int kRec = kMin ? kPanelBlockBytesMin : kPanelBlockBytes;
+  constexpr int kAct = kMin ? kActBlockBytesMin : kActBlockBytes;
   const int64_t nb = K / 32;
   const __mmask16 mask = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1u);
   if (nb == 0) {  // K = 0: an empty dot is 0 (the chunk loop below would store nothing)
@@ -103,7 +114,7 @@ void Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, in
     const int64_t cb = std::min(kChunkBlocks, nb - b0);
     const bool first = b0 == 0;
     const uint8_t* p = static_cast<const uint8_t*>(panel) + size_t(b0) * kRec;
-    const uint8_t* a = static_cast<const uint8_t*>(act) + size_t(b0) * kActBlockBytes;
+    const uint8_t* a = static_cast<const uint8_t*>(act) + size_t(b0) * kAct;
     float* d = dst;
     int c = 0;
     for (; c + kCols <= nc; c += kCols, a += kCols * act_stride, d += kCols * dst_stride)
@@ -121,6 +132,86 @@ void Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, in
   }
 }
 
+// ---- ggml's 8-lane vec_dot order (plain layouts) ----
+
+// ggml's hsum_float_8 on lanes held in eight registers (one per k-step s): the sum of each of the
+// 16 rows is ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+// (Arguments by value: an array argument would take the accumulators' address and make GCC keep
+// them in memory across the loop.)
+inline __m512 Hsum8(__m512 l0, __m512 l1, __m512 l2, __m512 l3, __m512 l4, __m512 l5, __m512 l6, __m512 l7) {
+  const __m512 t0 = _mm512_add_ps(l4, l0), t1 = _mm512_add_ps(l5, l1);
+  const __m512 t2 = _mm512_add_ps(l6, l2), t3 = _mm512_add_ps(l7, l3);
+  return _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3));
+}
+
+// The whole of K for NC columns (the lanes cannot continue through dst, so there is no K chunking;
+// the panel is re-read from L2 by each column group).
+template <int NC, bool kMin>
+void LaneColumns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_stride, float* dst,
+                 size_t dst_stride, __mmask16 mask) {
+  constexpr int kRec = kMin ? kPanelBlockBytesMin : kPanelBlockBytes;
+  constexpr int kAct = kMin ? kActBlockBytesMin : kActBlockBytes;
+  __m512 acc[NC][8];
+  __m512 summ[NC];
+  const uint8_t* a[NC];
+  for (int c = 0; c < NC; ++c) {
+    for (int s = 0; s < 8; ++s) acc[c][s] = _mm512_setzero_ps();
+    summ[c] = _mm512_setzero_ps();
+    a[c] = act + size_t(c) * act_stride;
+  }
+  const __m512i magic_i = _mm512_set1_epi32(0x4B400000);
+  const __m512 magic_f = _mm512_set1_ps(12582912.0f);
+  const uint8_t* rec = panel;
+  for (int64_t b = 0; b < nb; ++b, rec += kRec) {
+    const __m512 dw = _mm512_load_ps(reinterpret_cast<const float*>(rec + 512));
+    __m512 dv[NC];
+    for (int c = 0; c < NC; ++c) dv[c] = _mm512_mul_ps(dw, _mm512_set1_ps(LoadF(a[c] + 32)));
+    for (int s = 0; s < 8; ++s) {
+      const __m512i w = _mm512_load_si512(reinterpret_cast<const void*>(rec + 64 * s));
+      for (int c = 0; c < NC; ++c) {
+        // The int32 chain starts at corr[s] + 0x4B400000 (kMin: 0x4B400000): its bits are then the
+        // float 1.5 * 2^23 + isum exactly (|isum| < 2^22), and one subtraction (an FADD-pipe op)
+        // replaces vcvtdq2ps, which competes with vpdpbusd and the FMA for the same two pipes.
+        const __m512i start = kMin ? magic_i : _mm512_set1_epi32(Load32(a[c] + 36 + 4 * s));
+        const __m512 f = _mm512_castsi512_ps(_mm512_dpbusd_epi32(start, w, _mm512_set1_epi32(Load32(a[c] + 4 * s))));
+        acc[c][s] = _mm512_fmadd_ps(dv[c], _mm512_sub_ps(f, magic_f), acc[c][s]);
+      }
+    }
+    if (kMin) {
+      const __m512 m = _mm512_load_ps(reinterpret_cast<const float*>(rec + 576));
+      for (int c = 0; c < NC; ++c) summ[c] = _mm512_fmadd_ps(m, _mm512_set1_ps(LoadF(a[c] + 36)), summ[c]);
+    }
+    for (int c = 0; c < NC; ++c) a[c] += kAct;
+  }
+  for (int c = 0; c < NC; ++c) {
+    __m512 r = Hsum8(acc[c][0], acc[c][1], acc[c][2], acc[c][3], acc[c][4], acc[c][5], acc[c][6], acc[c][7]);
+    if (kMin) r = _mm512_add_ps(r, summ[c]);
+    _mm512_mask_storeu_ps(dst + size_t(c) * dst_stride, mask, r);
+  }
+}
+
+template <bool kMin>
+void KernelLanes(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                 size_t dst_stride, int nr) {
+  // 8 NC accumulators + NC column scales (+ NC mins chains) + the weights: 3 columns fit the 32
+  // registers (2 for the min types).
+  constexpr int kLaneCols = kMin ? 2 : 3;
+  const int64_t nb = K / 32;
+  const __mmask16 mask = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1u);
+  const uint8_t* p = static_cast<const uint8_t*>(panel);
+  const uint8_t* a = static_cast<const uint8_t*>(act);
+  int c = 0;
+  for (; c + kLaneCols <= nc; c += kLaneCols)
+    LaneColumns<kLaneCols, kMin>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride,
+                                 dst_stride, mask);
+  if (nc - c == 2)
+    LaneColumns<2, kMin>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride,
+                         mask);
+  else if (nc - c == 1)
+    LaneColumns<1, kMin>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride,
+                         mask);
+}
+
 }  // namespace
 
 void GemmQ8Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
@@ -130,6 +221,14 @@ void GemmQ8Kernel(int64_t K, const void* panel, const void* act, size_t act_stri
 void GemmQ8KernelMin(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
                      size_t dst_stride, int nr) {
   Kernel<true>(K, panel, act, act_stride, nc, dst, dst_stride, nr);
+}
+void GemmQ8KernelLanes(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                       size_t dst_stride, int nr) {
+  KernelLanes<false>(K, panel, act, act_stride, nc, dst, dst_stride, nr);
+}
+void GemmQ8KernelMinLanes(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
+                          size_t dst_stride, int nr) {
+  KernelLanes<true>(K, panel, act, act_stride, nc, dst, dst_stride, nr);
 }
 
 // Non-finite blocks as QuantizeRowQ8_0Act (quants.cpp): a NaN or +-inf element gives d = NaN,
@@ -145,10 +244,11 @@ void GemmQ8FromFloat(const float* x, void* act, int64_t K, int z) {
     // !(|x| <= FLT_MAX): NaN (unordered) or inf.
     if (_mm512_cmp_ps_mask(a0, big, _CMP_NLE_UQ) | _mm512_cmp_ps_mask(a1, big, _CMP_NLE_UQ)) {
       const float d = std::numeric_limits<float>::quiet_NaN();
-      const int32_t corr = 0;
       std::memset(out, 0, 32);
       std::memcpy(out + 32, &d, 4);
-      std::memcpy(out + 36, &corr, 4);
+      const int32_t corr8[9] = {0x4B400000, 0x4B400000, 0x4B400000, 0x4B400000, 0x4B400000,
+                                0x4B400000, 0x4B400000, 0x4B400000, 0};  // corr[8] (biased), corr_total
+      std::memcpy(out + 36, corr8, sizeof corr8);
       continue;
     }
     const __m512 m = _mm512_max_ps(a0, a1);
@@ -164,9 +264,16 @@ void GemmQ8FromFloat(const float* x, void* act, int64_t K, int z) {
         _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(x1, _mm512_set1_ps(id))), lo), hi);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm512_cvtepi32_epi8(q1));
-    const int32_t corr = -z * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    // corr[s] = -z * (sum of the 4 bytes of k-step s): vpdpbusd of 1s with the stored bytes.
+    const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(out));
+    const __m256i corr = _mm256_mullo_epi32(
+        _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), qs), _mm256_set1_epi32(-z));
+    const __m128i c4 = _mm_add_epi32(_mm256_castsi256_si128(corr), _mm256_extracti128_si256(corr, 1));
+    const __m128i c2 = _mm_add_epi32(c4, _mm_shuffle_epi32(c4, 0x4E));
+    const int32_t total = _mm_cvtsi128_si32(_mm_add_epi32(c2, _mm_shuffle_epi32(c2, 0xB1)));
     std::memcpy(out + 32, &d, 4);
-    std::memcpy(out + 36, &corr, 4);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 36), _mm256_add_epi32(corr, _mm256_set1_epi32(0x4B400000)));
+    std::memcpy(out + 68, &total, 4);
   }
 }
 

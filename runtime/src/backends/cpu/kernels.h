@@ -85,10 +85,12 @@ void FromFloatQ8_KAct(const float* x, void* act, int64_t K);
 /// QuantizeRowQ8_0Act of K floats as the q8 GEMM's 40-byte records { int8 qs[32]; float d (its
 /// fp16 value); int32 -z * sum(qs) } (gemm_q8_avx512.cpp), bit-identical to it.
 void GemmQ8FromFloat(const float* x, void* act, int64_t K, int z);
-/// One SOFT_MAX row of n contiguous floats (ggml_soft_max_f32 with ggml_vec_soft_max_f32's AVX-512
-/// structure): w = x * scale + slope * mask (mask: n contiguous F16 or F32 values, or nullptr),
-/// y = exp(w - max(w)) / sum, the sum in double over 16-lane float partial sums; exp is a
-/// vectorized approximation within 2 ulp of expf. y may alias x. Returns the sum.
+/// One SOFT_MAX row of n contiguous floats (ggml_compute_forward_soft_max_f32 with
+/// ggml_vec_soft_max_f32's AVX-512 structure): w = x * scale + slope * mask (mask: n contiguous F16
+/// or F32 values, or nullptr), y = exp(w - max(w)) / sum, the sum in double over 16-lane float
+/// partial sums, operation for operation (ggml_v_expf's algorithm for 16 lanes, expf for the last n % 16
+/// elements, w = fma(slope, mask, x * scale)), so rows are bit-identical to llama.cpp's AVX-512 CPU
+/// backend. y may alias x. Returns the sum.
 double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scale, float slope, float* y, int64_t n);
 }  // namespace avx512
 
@@ -105,10 +107,13 @@ void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* x, const void* y);
 // One contiguous F32 row: silu(x) = x / (1 + exp(-x)) (ggml_silu_f32), and GLU's y = silu(a) * b
 // (ggml_swiglu_split: silu on the gate a, times the up projection b). n >= 0 elements; y may alias
 // x (resp. a or b) exactly (in-place); partial overlap is not supported. Special values at every
-// level: NaN -> NaN, +inf -> +inf, -inf -> -0, x >= 88 -> x, x < -88.72 -> -0 (the scalar formula
-// underflows there; the SIMD levels give -0 or a value below 3e-37 in magnitude), never an
-// overflow to inf/NaN for finite x. The SIMD levels stay within 2e-6 relative (or 1e-30
-// absolute) of the scalar reference (test/unit/cpu/cpu_simd_test.cpp measures it).
+// level: NaN -> NaN, +inf -> +inf, -inf -> -0 (ggml: NaN), x >= 88 -> x, x < -88.72 -> -0 (the
+// scalar formula underflows there; the SIMD levels give -0 or a value below 3e-37 in magnitude),
+// never an overflow to inf/NaN for finite x. The SIMD levels compute ggml_vec_silu_f32 /
+// ggml_vec_swiglu_f32 of llama.cpp's build for that level operation for operation (ggml_v_expf's
+// algorithm on full vectors, expf on the rest), so they stay within 2e-6 relative (or 1e-30
+// absolute) of the scalar reference (test/unit/cpu/cpu_simd_test.cpp measures it) and equal
+// llama.cpp's values bit for bit.
 
 /// Row kernel: y[i] = silu(x[i]), i < n.
 using SiluRowFn = void (*)(int64_t n, const float* x, float* y);
@@ -128,17 +133,38 @@ void SiluRowF32(int64_t n, const float* x, float* y);
 void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y);
 }  // namespace scalar
 namespace avx2 {
-/// 8 lanes, masked tail; vectorized exp (degree-7 polynomial, exponent-field scaling) and a true
-/// divide (simd_avx2.cpp). Needs AVX2 + FMA.
+/// 8 lanes as ggml_v_silu (AVX2 + FMA: ggml_v_expf's algorithm, a true divide), the last n % 8
+/// elements as ggml_silu_f32: bit-identical to llama.cpp's AVX2 CPU backend for finite x
+/// (simd_avx2.cpp).
 void SiluRowF32(int64_t n, const float* x, float* y);
 void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y);
+/// avx512::SoftMaxRowF32 with ggml's AVX2 structure (8-lane groups, horizontal float sums added
+/// to a double), bit-identical to llama.cpp's AVX2 CPU backend.
+double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scale, float slope, float* y, int64_t n);
 }  // namespace avx2
 namespace avx512 {
-/// 16 lanes, tail by mask; SoftMaxRowF32's exp (vscalefps scaling) and a true divide
-/// (simd_avx512.cpp). Needs AVX-512 F/DQ.
+/// 16 lanes as ggml_v_silu (AVX-512), the last n % 16 elements as ggml_silu_f32: bit-identical to
+/// llama.cpp's AVX-512 CPU backend for finite x (simd_avx512.cpp).
 void SiluRowF32(int64_t n, const float* x, float* y);
 void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y);
 }  // namespace avx512
+
+// ---- ROPE rotation ----------------------------------------------------------------------------------
+/// Rotates the first n_dims floats of a contiguous row by the (cos, sin) pairs of `cache`
+/// (cache[i0], cache[i0 + 1] for pair i0 / 2): pairs (x[i0], x[i0 + 1]) (normal mode) or
+/// (x[i0 / 2], x[i0 / 2 + n_dims / 2]) (neox), y0 = fma(x0, cos, -(x1 * sin)),
+/// y1 = fma(x0, sin, x1 * cos) — ggml's rotate_pairs as GCC contracts it. y may alias x. Elements
+/// from n_dims on are not touched.
+using RopeRotateFn = void (*)(int64_t n_dims, bool neox, const float* cache, const float* x, float* y);
+/// The kernel of the best level <= min(isa, DetectIsa()): hardware FMA at AVX2 and above, std::fma
+/// (the same values, through libm) at the scalar level.
+RopeRotateFn GetRopeRotate(IsaLevel isa);
+namespace scalar {
+void RopeRotate(int64_t n_dims, bool neox, const float* cache, const float* x, float* y);
+}  // namespace scalar
+namespace avx2 {
+void RopeRotate(int64_t n_dims, bool neox, const float* cache, const float* x, float* y);
+}  // namespace avx2
 
 // ---- RMS_NORM sums of squares, strided F32 -> F16 stores ---------------------------------------
 

@@ -355,7 +355,7 @@ void VecDotIQ4_NLQ8_0(int64_t n, float* s, const void* vx, const void* vy) {
       sumi1 += y[ib].qs[j] * kValuesIQ4NL[x[ib].qs[j] & 0xF];
       sumi2 += y[ib].qs[j + kQK4_NL / 2] * kValuesIQ4NL[x[ib].qs[j] >> 4];
     }
-    sumf += d * float(sumi1 + sumi2);
+    sumf = std::fma(float(sumi1 + sumi2), d, sumf);
   }
   *s = sumf;
 }

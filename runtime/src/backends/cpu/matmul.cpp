@@ -43,7 +43,7 @@ void FromFloatQ8_KVia(const float* x, void* vy, int64_t n) {
 
 void FromFloatQ8_0Vnni(const float* x, void* vy, int64_t n) {
   BlockQ8_0* y = static_cast<BlockQ8_0*>(vy);
-  constexpr int kRec = 40, kChunk = 8;  // gemm_q8.cpp's activation record, 8 blocks at a time
+  constexpr int kRec = 72, kChunk = 8;  // gemm_q8.cpp's activation record, 8 blocks at a time
   alignas(64) uint8_t rec[kRec * kChunk];
   for (int64_t b0 = 0; b0 < n / kQK8_0; b0 += kChunk) {
     const int nb = int(std::min<int64_t>(kChunk, n / kQK8_0 - b0));
@@ -394,15 +394,17 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
 
   const int nt = std::max(1, ctx.n_threads);
   if (M >= kGemmMinCols && dst.nb[1] % sizeof(float) == 0) {
-    if (const GemmKernels* gk = GetGemmKernels(src0.type, src0.layout, isa)) {
+    if (const GemmKernels* gk = GetGemmKernels(src0.type, src0.layout, isa, ctx.batch_invariant)) {
       MulMatGemm(ctx, *gk, src0, src1, dst, nt);
       return Status::Ok();
     }
   }
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
   // Token-generation attention (KQ: K = head_dim, one row per cache cell; KQV: K = n_kv, rows =
-  // head_dim, several heads): F16 rows against one F16-rounded src1 row per matrix.
+  // head_dim, several heads): F16 rows against one F16-rounded src1 row per matrix. Not with
+  // batch_invariant (its sums are ordered per 16-row block, not as the vec_dot's).
   if (src0.type == GgmlType::F16 && src0.layout == kLayoutPlain && M == 1 && isa >= IsaLevel::kAvx2 &&
+      !ctx.batch_invariant &&
       dst.nb[2] % sizeof(float) == 0 && ((K <= 256 && K % 16 == 0) || ne12 * ne13 > 1)) {
     MulMatF16Heads(ctx, isa >= IsaLevel::kAvx512 ? avx512::GemvF16Heads : avx2::GemvF16Heads, src0, src1, dst, nt);
     return Status::Ok();

@@ -584,6 +584,9 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
     }
     shared_cache = ctx.rope_cache.data();
   }
+  // The rotation of ggml's rotate_pairs as GCC contracts it in llama.cpp's builds with FMA:
+  // y0 = fma(x0, cos, -(x1 * sin)), y1 = fma(x0, sin, x1 * cos) — bit-identical to its CPU backend.
+  const RopeRotateFn rotate = GetRopeRotate(EffectiveIsa(ctx));
   const int rope_threads = Threads(ctx, src.nelements());
   ParallelFor(rope_threads, rope_threads > 1, n_items, Schedule::kStatic, 1, [&](int64_t it, int) {
     const int64_t i2 = it % ne2, i3 = it / ne2;
@@ -600,13 +603,7 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
       if (src.nb[0] == 4 && dst.nb[0] == 4) {  // contiguous rows: plain indexing (same arithmetic)
         const float* x = reinterpret_cast<const float*>(s);
         float* y = reinterpret_cast<float*>(d);
-        const int64_t half = n_dims / 2;
-        for (int64_t i0 = 0; i0 < n_dims; i0 += 2) {
-          const int64_t a = neox ? i0 / 2 : i0, b = neox ? i0 / 2 + half : i0 + 1;
-          const float c = cache[i0], sn = cache[i0 + 1], x0 = x[a], x1 = x[b];
-          y[a] = x0 * c - x1 * sn;
-          y[b] = x0 * sn + x1 * c;
-        }
+        rotate(n_dims, neox, cache, x, y);
         if (y != x)
           for (int64_t i0 = n_dims; i0 < ne0; ++i0) y[i0] = x[i0];
         continue;
@@ -618,8 +615,8 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
         const int64_t a = neox ? i0 / 2 : i0;
         const int64_t b = neox ? i0 / 2 + n_dims / 2 : i0 + 1;
         const float x0 = ld(a), x1 = ld(b);
-        st(a, x0 * c - x1 * sn);
-        st(b, x0 * sn + x1 * c);
+        st(a, std::fma(x0, c, -(x1 * sn)));
+        st(b, std::fma(x0, sn, x1 * c));
       }
       for (int64_t i0 = n_dims; i0 < ne0; ++i0) st(i0, ld(i0));
     }
@@ -648,12 +645,14 @@ Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mas
   const uint32_t n_head_log2 = n_head > 0 ? 1u << uint32_t(std::floor(std::log2(double(n_head)))) : 1u;
   const float m0 = std::pow(2.0f, -(max_bias) / n_head_log2);
   const float m1 = std::pow(2.0f, -(max_bias / 2.0f) / n_head_log2);
-  // Contiguous rows at the AVX-512 level: the vectorized row (exp approximated within 2 ulp, like
-  // ggml's ggml_v_expf); otherwise expf element by element.
-  const bool simd_rows = EffectiveIsa(ctx) >= IsaLevel::kAvx512 && src.nb[0] == sizeof(float) &&
-                         dst.nb[0] == sizeof(float) &&
+  // Contiguous rows at the AVX2/AVX-512 levels: the row kernels with ggml's structure at that level
+  // (ggml_v_expf's algorithm; bit-identical to llama.cpp's CPU backend); otherwise (strided rows,
+  // the scalar level) expf element by element, as ggml's scalar build.
+  const IsaLevel isa = EffectiveIsa(ctx);
+  const bool simd_rows = isa >= IsaLevel::kAvx2 && src.nb[0] == sizeof(float) && dst.nb[0] == sizeof(float) &&
                          (!has_mask || mask.nb[0] == (mask.type == GgmlType::F16 ? 2u : 4u));
   (void)simd_rows;
+  (void)isa;
   ParallelRows(ctx, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
     // ALiBi slope of head i2 (ggml soft_max_f32).
     const uint32_t h = uint32_t(i2);
@@ -665,8 +664,9 @@ Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mas
     const char* m = has_mask ? At(mask, 0, i1, i2 % mask.ne[2], i3 % mask.ne[3]) : nullptr;
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
     if (simd_rows) {
-      avx512::SoftMaxRowF32(reinterpret_cast<const float*>(s), m, has_mask && mask.type == GgmlType::F16, scale, slope,
-                            reinterpret_cast<float*>(d), ne00);
+      const auto row = isa >= IsaLevel::kAvx512 ? avx512::SoftMaxRowF32 : avx2::SoftMaxRowF32;
+      row(reinterpret_cast<const float*>(s), m, has_mask && mask.type == GgmlType::F16, scale, slope,
+          reinterpret_cast<float*>(d), ne00);
       return;
     }
 #endif
@@ -675,7 +675,7 @@ Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mas
       float x;
       std::memcpy(&x, s + i0 * src.nb[0], 4);
       float w = x * scale;
-      if (m) w += slope * LoadF(mask.type, m, mask.nb[0], i0);
+      if (m) w = std::fma(slope, LoadF(mask.type, m, mask.nb[0], i0), w);
       std::memcpy(d + i0 * dst.nb[0], &w, 4);
       max = std::max(max, w);
     }

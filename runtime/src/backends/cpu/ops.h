@@ -73,6 +73,13 @@ struct ComputeContext {
   /// Highest kernel level to use: the detected level is capped by this (tests force kScalar to
   /// compare SIMD paths against the reference).
   IsaLevel max_isa = IsaLevel::kAvx512;
+  /// MUL_MAT gives every src1 column the bits it gets alone (prompt processing = token-by-token
+  /// decoding, any ubatch split): the GEMM path sums in the vec_dot path's order (the q8 family's
+  /// 8-lane kernels: ggml's order, as llama.cpp's batched path) or is not taken, and M = 1 F16
+  /// products use the vec_dot instead of GemvF16Heads. Costs prompt-processing speed (gemm.h
+  /// GetGemmKernels). IQ4_NL excepted (ggml's vec_dot and llama.cpp's batched path differ; this
+  /// backend follows both). SessionOptions::batch_invariant, stowage-run --batch-invariant.
+  bool batch_invariant = false;
   /// ROPE's angle cache (n_dims cos/sin values) of its last one-position call and the bits of
   /// everything it depends on (position, n_dims, frequency parameters, freq_factors): token
   /// generation's ROPEs of one token (Q and K of every layer) share it instead of recomputing the

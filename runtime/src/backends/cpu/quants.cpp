@@ -372,6 +372,9 @@ void DequantizeRowQ8_0(const BlockQ8_0* x, float* y, int64_t n) {
 }
 
 // ---- scalar vec_dots ---------------------------------------------------------------------------
+// The block quants' dots accumulate one float per dot, sumf = fma(float(block int sum), dx * dy,
+// sumf) per block (the min types then sumf = fma(m, s, sumf)): the order of the scalar GEMM kernels
+// (gemm_q8.cpp), so the scalar level is batch-invariant too.
 
 namespace scalar {
 
@@ -412,7 +415,7 @@ void VecDotQ4_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
       sumi0 += v0 * y[ib].qs[j];
       sumi1 += v1 * y[ib].qs[j + qk / 2];
     }
-    sumf += float(sumi0 + sumi1) * HalfToFloat(x[ib].d) * HalfToFloat(y[ib].d);
+    sumf = std::fma(float(sumi0 + sumi1), HalfToFloat(x[ib].d) * HalfToFloat(y[ib].d), sumf);
   }
   *s = sumf;
 }
@@ -428,8 +431,8 @@ void VecDotQ4_1Q8_1(int64_t n, float* s, const void* vx, const void* vy) {
       sumi0 += (x[ib].qs[j] & 0x0F) * y[ib].qs[j];
       sumi1 += (x[ib].qs[j] >> 4) * y[ib].qs[j + qk / 2];
     }
-    sumf += (HalfToFloat(x[ib].d) * HalfToFloat(y[ib].d)) * float(sumi0 + sumi1) +
-            HalfToFloat(x[ib].m) * HalfToFloat(y[ib].s);
+    sumf = std::fma(float(sumi0 + sumi1), HalfToFloat(x[ib].d) * HalfToFloat(y[ib].d), sumf);
+    sumf = std::fma(HalfToFloat(x[ib].m), HalfToFloat(y[ib].s), sumf);
   }
   *s = sumf;
 }
@@ -451,7 +454,7 @@ void VecDotQ5_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
       sumi0 += x0 * y[ib].qs[j];
       sumi1 += x1 * y[ib].qs[j + qk / 2];
     }
-    sumf += (HalfToFloat(x[ib].d) * HalfToFloat(y[ib].d)) * float(sumi0 + sumi1);
+    sumf = std::fma(float(sumi0 + sumi1), HalfToFloat(x[ib].d) * HalfToFloat(y[ib].d), sumf);
   }
   *s = sumf;
 }
@@ -471,8 +474,8 @@ void VecDotQ5_1Q8_1(int64_t n, float* s, const void* vx, const void* vy) {
       sumi0 += ((x[ib].qs[j] & 0x0F) | xh0) * y[ib].qs[j];
       sumi1 += ((x[ib].qs[j] >> 4) | xh1) * y[ib].qs[j + qk / 2];
     }
-    sumf += (HalfToFloat(x[ib].d) * HalfToFloat(y[ib].d)) * float(sumi0 + sumi1) +
-            HalfToFloat(x[ib].m) * HalfToFloat(y[ib].s);
+    sumf = std::fma(float(sumi0 + sumi1), HalfToFloat(x[ib].d) * HalfToFloat(y[ib].d), sumf);
+    sumf = std::fma(HalfToFloat(x[ib].m), HalfToFloat(y[ib].s), sumf);
   }
   *s = sumf;
 }
@@ -485,7 +488,7 @@ void VecDotQ8_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
   for (int64_t ib = 0; ib < n / qk; ++ib) {
     int sumi = 0;
     for (int j = 0; j < qk; ++j) sumi += x[ib].qs[j] * y[ib].qs[j];
-    sumf += float(sumi) * (HalfToFloat(x[ib].d) * HalfToFloat(y[ib].d));
+    sumf = std::fma(float(sumi), HalfToFloat(x[ib].d) * HalfToFloat(y[ib].d), sumf);
   }
   *s = sumf;
 }
@@ -570,6 +573,34 @@ SwiGluRowFn GetSwiGluRow(IsaLevel isa) {
   (void)isa;
 #endif
   return scalar::SwiGluRowF32;
+}
+
+}  // namespace stowage::cpu
+
+// ---- ROPE rotation: scalar reference and level dispatch (kernels.h) ------------------------------
+
+namespace stowage::cpu {
+namespace scalar {
+
+void RopeRotate(int64_t n_dims, bool neox, const float* cache, const float* x, float* y) {
+  const int64_t half = n_dims / 2;
+  for (int64_t i0 = 0; i0 < n_dims; i0 += 2) {
+    const int64_t a = neox ? i0 / 2 : i0, b = neox ? i0 / 2 + half : i0 + 1;
+    const float c = cache[i0], sn = cache[i0 + 1], x0 = x[a], x1 = x[b];
+    y[a] = std::fma(x0, c, -(x1 * sn));
+    y[b] = std::fma(x0, sn, x1 * c);
+  }
+}
+
+}  // namespace scalar
+
+RopeRotateFn GetRopeRotate(IsaLevel isa) {
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+  if (std::min(isa, DetectIsa()) >= IsaLevel::kAvx2) return avx2::RopeRotate;
+#else
+  (void)isa;
+#endif
+  return scalar::RopeRotate;
 }
 
 }  // namespace stowage::cpu

@@ -359,7 +359,7 @@ void VecDotQ4_1Q8_1(int64_t n, float* s, const void* vx, const void* vy) {
     const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[ib].qs));
     const __m256 d = _mm256_set1_ps(H2F(x[ib].d) * H2F(y[ib].d));
     acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(DotU8I8(Nibbles32(x[ib].qs), qy)), acc);
-    summ += H2F(x[ib].m) * H2F(y[ib].s);
+    summ = std::fma(H2F(x[ib].m), H2F(y[ib].s), summ);  // ggml: summs += m * s, contracted
   }
   *s = HsumPs(acc) + summ;
 }
@@ -377,7 +377,7 @@ void VecDotQ5_1Q8_1(int64_t n, float* s, const void* vx, const void* vy) {
     const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[ib].qs));
     const __m256 d = _mm256_set1_ps(H2F(x[ib].d) * H2F(y[ib].d));
     acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(DotU8I8(q, qy)), acc);
-    summ += H2F(x[ib].m) * H2F(y[ib].s);
+    summ = std::fma(H2F(x[ib].m), H2F(y[ib].s), summ);  // ggml: summs += m * s, contracted
   }
   *s = HsumPs(acc) + summ;
 }
@@ -390,16 +390,31 @@ inline __m256i IQ4Values(const uint8_t* qs) {
 }
 }  // namespace
 
+// ggml_vec_dot_iq4_nl_q8_0's AVX2 order: even blocks in one 8-lane accumulator, odd blocks in
+// another, hsum of their sum; a last odd block added as sumf = fma(float(isum), d, sumf). (llama.cpp's
+// batched path, tinyBLAS_Q0_AVX, uses one accumulator instead, and so does this project's GEMM for
+// IQ4_NL: like llama.cpp's, an IQ4_NL product is not batch-invariant.)
 void VecDotIQ4_NLQ8_0(int64_t n, float* s, const void* vx, const void* vy) {
   const BlockIQ4_NL* x = static_cast<const BlockIQ4_NL*>(vx);
   const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t ib = 0; ib < n / kQK4_NL; ++ib) {
-    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[ib].qs));
-    const __m256 d = _mm256_set1_ps(H2F(x[ib].d) * H2F(y[ib].d));
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(DotI8(IQ4Values(x[ib].qs), qy)), acc);
+  const int64_t nb = n / kQK4_NL;
+  __m256 acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps();
+  int64_t ib = 0;
+  for (; ib + 1 < nb; ib += 2) {
+    const __m256i qy1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[ib].qs));
+    const __m256i qy2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[ib + 1].qs));
+    const __m256 d1 = _mm256_set1_ps(H2F(y[ib].d) * H2F(x[ib].d));
+    const __m256 d2 = _mm256_set1_ps(H2F(y[ib + 1].d) * H2F(x[ib + 1].d));
+    acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(DotI8(IQ4Values(x[ib].qs), qy1)), acc1);
+    acc2 = _mm256_fmadd_ps(d2, _mm256_cvtepi32_ps(DotI8(IQ4Values(x[ib + 1].qs), qy2)), acc2);
   }
-  *s = HsumPs(acc);
+  float sumf = HsumPs(_mm256_add_ps(acc1, acc2));
+  for (; ib < nb; ++ib) {
+    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[ib].qs));
+    const int isum = HsumEpi32(DotI8(IQ4Values(x[ib].qs), qy));
+    sumf = std::fma(float(isum), H2F(y[ib].d) * H2F(x[ib].d), sumf);
+  }
+  *s = sumf;
 }
 
 void VecDotIQ4_XSQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
@@ -566,66 +581,91 @@ void CvtF32F16Strided(int64_t n, const char* src, size_t src_stride, char* dst, 
 namespace stowage::cpu::avx2 {
 namespace {
 
-// exp(a) for 8 lanes with a already in [-87.3, 88.3]: a = k ln2 + r with k = round(a / ln2) in
-// [-126, 127] and |r| <= ln2 / 2 (ln2 split in a 16-bit high part and a low part, both subtracted
-// by FMA), exp(r) by its degree-7 Taylor polynomial (truncation < 5.2e-9, i.e. < 0.1 ulp relative
-// to exp(r) >= 0.70), times 2^k built in the exponent field (k + 127 in [1, 254]: a normal float,
-// so no overflow or denormal handling is needed in this range). A NaN lane stays NaN (r and the
-// polynomial are NaN; 2^k's bits are then garbage but finite).
-inline __m256 ExpInRange8(__m256 a) {
-  const __m256 k = _mm256_round_ps(_mm256_mul_ps(a, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693145751953125f), a);  // ln2 high part
-  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(1.4286068203094172e-06f), r);     // ln2 - high part
-  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127));
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(e, 23)));
+// exp(x) for 8 lanes with the algorithm and constants of ggml's AVX2 ggml_v_expf (ggml-cpu/vec.h, from
+// Arm's optimized-routines expf), bit-identical to llama.cpp's CPU backend built for AVX2: n =
+// round(x / ln2) by the 1.5 * 2^23 shifter z, b = x - n ln2 in two fused steps, exp(b) - 1 as
+// (c1 b) + u ((c3 b + c2) + u (c5 b + c4)) with u = b * b, times k = 2^n built from z's bits as
+// k + k * poly; lanes with |n| > 126 rebuild the scale from two factors s1 * s2 (no overflow in
+// between), and |n| > 192 gives s1 * s1 (+inf for n > 0, 0 otherwise).
+inline __m256 GgmlExp8(__m256 x) {
+  const __m256 shift = _mm256_set1_ps(0x1.8p23f);
+  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), shift);
+  const __m256 n = _mm256_sub_ps(z, shift);
+  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                    _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+  const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+  const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1.0f))));
+  const __m256 absn = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+  const __m256 c = _mm256_cmp_ps(absn, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
+  const __m256 u = _mm256_mul_ps(b, b);
+  const __m256 hi = _mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f));
+  const __m256 mid = _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f));
+  const __m256 j = _mm256_fmadd_ps(_mm256_fmadd_ps(hi, u, mid), u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+  if (!_mm256_movemask_ps(c)) return _mm256_fmadd_ps(j, k, k);
+  const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+                                     _mm256_set1_epi32(int(0x82000000u)));
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+  const __m256 d = _mm256_cmp_ps(absn, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+  const __m256 scaled = _mm256_blendv_ps(_mm256_fmadd_ps(k, j, k), _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1), c);
+  return _mm256_blendv_ps(scaled, _mm256_mul_ps(s1, s1), d);
 }
 
-// silu(x) = x / (1 + exp(-x)) for 8 lanes, the scalar reference's formula (ggml_silu_f32). -x is
-// clamped to [-87.3, 88.3] (ExpInRange8's range; NaN kept: min/max return their second operand
-// when either is NaN): for x >= 87.3, exp(-x) < 1.2e-38 changes nothing next to 1, so y = x (and
-// +inf -> +inf); for x < -88.3 the true result is below 3e-37 in magnitude (the scalar
-// x / (1 + expf(-x)) is -0 below -88.72), and those lanes get -0, which also makes silu(-inf) = -0.
+// silu(x) = x / (1 + exp(-x)) for 8 lanes as ggml_v_silu (AVX2): -x as 0 - x, GgmlExp8, a correctly
+// rounded add and divide — bit-identical to llama.cpp's AVX2 CPU backend for every finite x (NaN ->
+// NaN, +inf -> +inf); -inf gives -0 (ggml: NaN), the scalar reference's value.
 inline __m256 Silu8(__m256 x) {
-  __m256 a = _mm256_xor_ps(x, _mm256_set1_ps(-0.0f));
-  a = _mm256_min_ps(_mm256_set1_ps(88.3f), _mm256_max_ps(_mm256_set1_ps(-87.3f), a));
-  const __m256 y = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), ExpInRange8(a)));
-  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-88.3f), _CMP_LT_OQ);  // false for NaN
-  return _mm256_blendv_ps(y, _mm256_set1_ps(-0.0f), tiny);
+  const __m256 e = GgmlExp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+  const __m256 y = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+  return _mm256_blendv_ps(y, _mm256_set1_ps(-0.0f), _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ));
 }
 
-// Lanes [0, rem) of an 8-lane mask for maskload / maskstore (rem in 1..7).
-inline __m256i TailMask8(int64_t rem) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(rem)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
+// ggml_silu_f32, which ggml's row loops use for the last n % 8 elements.
+inline float SiluScalar(float x) { return x == -INFINITY ? -0.0f : x / (1.0f + std::exp(-x)); }
+
 
 }  // namespace
 
 void SiluRowF32(int64_t n, const float* x, float* y) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, Silu8(_mm256_loadu_ps(x + i)));
-  if (i < n) {
-    const __m256i m = TailMask8(n - i);
-    _mm256_maskstore_ps(y + i, m, Silu8(_mm256_maskload_ps(x + i, m)));
-  }
+  for (; i < n; ++i) y[i] = SiluScalar(x[i]);
 }
 
 void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(y + i, _mm256_mul_ps(Silu8(_mm256_loadu_ps(a + i)), _mm256_loadu_ps(b + i)));
-  if (i < n) {
-    const __m256i m = TailMask8(n - i);
-    _mm256_maskstore_ps(y + i, m, _mm256_mul_ps(Silu8(_mm256_maskload_ps(a + i, m)), _mm256_maskload_ps(b + i, m)));
+  for (; i < n; ++i) y[i] = SiluScalar(a[i]) * b[i];
+}
+
+// ggml_compute_forward_soft_max_f32 / ggml_vec_soft_max_f32 (AVX2), operation for operation.
+double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scale, float slope, float* y,
+                     int64_t n) {
+  float max = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    float w = x[i] * scale;
+    if (mask)
+      w = std::fma(slope, mask_f16 ? _cvtsh_ss(static_cast<const uint16_t*>(mask)[i]) : static_cast<const float*>(mask)[i], w);
+    y[i] = w;
+    max = std::max(max, w);
   }
+  double sum = 0.0;
+  const __m256 vm = _mm256_set1_ps(max);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = GgmlExp8(_mm256_sub_ps(_mm256_loadu_ps(y + i), vm));
+    _mm256_storeu_ps(y + i, e);
+    sum += double(HsumPs(e));
+  }
+  for (; i < n; ++i) {
+    const float e = std::exp(y[i] - max);
+    sum += double(e);
+    y[i] = e;
+  }
+  const float inv = float(1.0 / sum);
+  for (i = 0; i < n; ++i) y[i] *= inv;
+  return sum;
 }
 
 }  // namespace stowage::cpu::avx2
@@ -725,6 +765,22 @@ void RoundRowF16(const float* x, float* y, int64_t n) {
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
   for (; i < n; ++i) y[i] = H2F(FloatToHalf(x[i]));
+}
+
+}  // namespace stowage::cpu::avx2
+
+// ---- ROPE rotation (kernels.h RopeRotate; -mfma makes std::fma one instruction) -------------------
+
+namespace stowage::cpu::avx2 {
+
+void RopeRotate(int64_t n_dims, bool neox, const float* cache, const float* x, float* y) {
+  const int64_t half = n_dims / 2;
+  for (int64_t i0 = 0; i0 < n_dims; i0 += 2) {
+    const int64_t a = neox ? i0 / 2 : i0, b = neox ? i0 / 2 + half : i0 + 1;
+    const float c = cache[i0], sn = cache[i0 + 1], x0 = x[a], x1 = x[b];
+    y[a] = std::fma(x0, c, -(x1 * sn));
+    y[b] = std::fma(x0, sn, x1 * c);
+  }
 }
 
 }  // namespace stowage::cpu::avx2

@@ -324,33 +324,38 @@ void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* vx, const void* vy) {
 namespace stowage::cpu::avx512 {
 namespace {
 
-// exp(x) for 16 lanes: x = k ln2 + r with k = round(x / ln2) and |r| <= ln2 / 2 (ln2 split in two
-// parts so k ln2 is exact enough), exp(r) by its Taylor polynomial to degree 7 (truncation error
-// < 2.5e-8 relative over |r| <= 0.347), then scaled by 2^k with vscalefps, which underflows to 0
-// gracefully. Inputs are clamped to >= -104 (exp(-104) < the smallest float denormal), so -inf
-// gives 0; a NaN input stays NaN (max_ps returns its second operand when either is NaN).
-inline __m512 Exp16(__m512 x) {
-  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
-  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145751953125f), x);  // ln2 high part (exact k * hi)
-  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.428606765330187e-06f), r);      // ln2 low part
-  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, k);
+// exp(x) for 16 lanes with the algorithm and constants of ggml's AVX-512 ggml_v_expf (ggml-cpu/vec.h,
+// itself from Arm's optimized-routines expf), so every lane is bit-identical to llama.cpp's CPU
+// backend: n = round(x / ln2) by the 1.5 * 2^23 shifter, b = x - n ln2 in two fused steps (ln2 split
+// as 0x1.62e4p-1 + 0x1.7f7d1cp-20), exp(b) - 1 by a degree-5 polynomial evaluated as
+// (c1 b + 1) + u ((c3 b + c2) + u (c5 b + c4)) with u = b * b, scaled by 2^n with vscalefps; lanes
+// with |n| > 192 give +inf (n > 0) or 0 (n <= 0, which includes -inf). NaN stays NaN.
+inline __m512 GgmlExp16(__m512 x) {
+  const __m512 shift = _mm512_set1_ps(0x1.8p23f);
+  const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shift);
+  const __m512 n = _mm512_sub_ps(z, shift);
+  const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                    _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+  const __m512 u = _mm512_mul_ps(b, b);
+  const __m512 hi = _mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f));
+  const __m512 mid = _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f));
+  const __m512 lo = _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f));
+  const __m512 j = _mm512_fmadd_ps(_mm512_fmadd_ps(hi, u, mid), u, lo);
+  const __m512 res = _mm512_scalef_ps(j, n);
+  const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+  if (big == 0) return res;
+  const __mmask16 nonpos = _mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ);
+  const __m512 alt = _mm512_mask_blend_ps(nonpos, _mm512_set1_ps(INFINITY), _mm512_setzero_ps());
+  return _mm512_mask_blend_ps(big, res, alt);
 }
 
 }  // namespace
 
+// ggml_compute_forward_soft_max_f32 / ggml_vec_soft_max_f32 (AVX-512), operation for operation.
 double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scale, float slope, float* y,
                      int64_t n) {
-  // 1) w = x * scale + slope * mask, and the row max.
+  // 1) w = x * scale, then w = fma(slope, mask, w) (ggml's `wp[i] += slope * mp[i]`, contracted),
+  //    and the row max.
   __m512 vmax = _mm512_set1_ps(-INFINITY);
   const __m512 vs = _mm512_set1_ps(scale), vsl = _mm512_set1_ps(slope);
   int64_t i = 0;
@@ -360,7 +365,7 @@ double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scal
       const __m512 m = mask_f16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(
                                       static_cast<const uint16_t*>(mask) + i)))
                                 : _mm512_loadu_ps(static_cast<const float*>(mask) + i);
-      w = _mm512_add_ps(w, _mm512_mul_ps(vsl, m));
+      w = _mm512_fmadd_ps(vsl, m, w);
     }
     _mm512_storeu_ps(y + i, w);
     vmax = _mm512_max_ps(vmax, w);
@@ -368,28 +373,30 @@ double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scal
   float max = _mm512_reduce_max_ps(vmax);
   for (; i < n; ++i) {
     float w = x[i] * scale;
-    if (mask) w += slope * (mask_f16 ? HalfToFloat(static_cast<const uint16_t*>(mask)[i]) : static_cast<const float*>(mask)[i]);
+    if (mask)
+      w = std::fma(slope, mask_f16 ? HalfToFloat(static_cast<const uint16_t*>(mask)[i]) : static_cast<const float*>(mask)[i], w);
     y[i] = w;
     max = std::max(max, w);
   }
-  // 2) y = exp(w - max); the sum in double over 16-lane float partial sums (as ggml_vec_soft_max_f32).
+  // 2) y = exp(w - max): 16 lanes at a time with GgmlExp16, each group's float sum added to a
+  //    double; the last n % 16 elements with expf, one by one.
   double sum = 0.0;
   const __m512 vm = _mm512_set1_ps(max);
   for (i = 0; i + 16 <= n; i += 16) {
-    const __m512 e = Exp16(_mm512_sub_ps(_mm512_loadu_ps(y + i), vm));
+    const __m512 e = GgmlExp16(_mm512_sub_ps(_mm512_loadu_ps(y + i), vm));
     _mm512_storeu_ps(y + i, e);
     sum += double(_mm512_reduce_add_ps(e));
   }
-  if (i < n) {
-    const __mmask16 k = __mmask16((1u << (n - i)) - 1u);
-    const __m512 e = Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, y + i), vm));
-    _mm512_mask_storeu_ps(y + i, k, e);
-    sum += double(_mm512_reduce_add_ps(_mm512_maskz_mov_ps(k, e)));
+  for (; i < n; ++i) {
+    const float e = std::exp(y[i] - max);
+    sum += double(e);
+    y[i] = e;
   }
-  // 3) normalize.
-  const __m512 inv = _mm512_set1_ps(float(1.0 / sum));
-  for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(y + i), inv));
-  for (; i < n; ++i) y[i] *= float(1.0 / sum);
+  // 3) normalize by float(1 / sum).
+  const float inv = float(1.0 / sum);
+  const __m512 vinv = _mm512_set1_ps(inv);
+  for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(y + i), vinv));
+  for (; i < n; ++i) y[i] *= inv;
   return sum;
 }
 
@@ -400,40 +407,33 @@ double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scal
 namespace stowage::cpu::avx512 {
 namespace {
 
-// silu(x) = x / (1 + exp(-x)) for 16 lanes, the scalar reference's formula (ggml_silu_f32) with the
-// vectorized Exp16 above (within ~2 ulp of expf) and a correctly rounded add and divide, so the
-// result stays within a few ulp of the reference. x is first clamped to >= -200: exp(200) scales to
-// +inf (vscalefps overflows gracefully), so every x below about -88.72 gives -0 exactly as the
-// scalar x / (1 + inf) does, and -inf gives -0 instead of -inf / inf = NaN. x = +inf: exp(-inf)
-// clamps to 0 inside Exp16, +inf / 1 = +inf. A NaN lane stays NaN (max_ps returns its second
-// operand when either is NaN; Exp16 and the divide propagate it).
+// silu(x) = x / (1 + exp(-x)) for 16 lanes as ggml_v_silu (AVX-512): -x as 0 - x, GgmlExp16, a
+// correctly rounded add and divide — bit-identical to llama.cpp's CPU backend for every finite x
+// (and NaN -> NaN, +inf -> +inf). -inf gives -0 here (ggml: -inf / inf = NaN), the scalar
+// reference's value.
 inline __m512 Silu16(__m512 x) {
-  const __m512 xc = _mm512_max_ps(_mm512_set1_ps(-200.0f), x);
-  const __m512 e = Exp16(_mm512_xor_ps(xc, _mm512_set1_ps(-0.0f)));  // exp(-xc)
-  return _mm512_div_ps(xc, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+  const __m512 e = GgmlExp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+  const __m512 y = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ), y,
+                              _mm512_set1_ps(-0.0f));
 }
 
-inline __mmask16 TailMask(int64_t rem) { return __mmask16((1u << rem) - 1u); }
+// ggml_silu_f32, which ggml's row loops use for the last n % 16 elements.
+inline float SiluScalar(float x) { return x == -INFINITY ? -0.0f : x / (1.0f + std::exp(-x)); }
 
 }  // namespace
 
 void SiluRowF32(int64_t n, const float* x, float* y) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, Silu16(_mm512_loadu_ps(x + i)));
-  if (i < n) {
-    const __mmask16 k = TailMask(n - i);
-    _mm512_mask_storeu_ps(y + i, k, Silu16(_mm512_maskz_loadu_ps(k, x + i)));
-  }
+  for (; i < n; ++i) y[i] = SiluScalar(x[i]);
 }
 
 void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
     _mm512_storeu_ps(y + i, _mm512_mul_ps(Silu16(_mm512_loadu_ps(a + i)), _mm512_loadu_ps(b + i)));
-  if (i < n) {
-    const __mmask16 k = TailMask(n - i);
-    _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(Silu16(_mm512_maskz_loadu_ps(k, a + i)), _mm512_maskz_loadu_ps(k, b + i)));
-  }
+  for (; i < n; ++i) y[i] = SiluScalar(a[i]) * b[i];
 }
 
 }  // namespace stowage::cpu::avx512

@@ -442,8 +442,10 @@ STOWAGE_HD void RopeThread(const Tv& src, const int32_t* pos, const float* ff, c
   const bool neox = p.mode == 2;
   const int64_t a = neox ? ip : i0, b = neox ? ip + p.n_dims / 2 : i0 + 1;
   const float x0 = LoadF32(s + a * src.nb[0]), x1 = LoadF32(s + b * src.nb[0]);
-  StoreF32(d + a * dst.nb[0], MulRn(x0, c) - MulRn(x1, sn));
-  StoreF32(d + b * dst.nb[0], MulRn(x0, sn) + MulRn(x1, c));
+  // The CPU backend's (and llama.cpp's CPU) contraction: y0 = fma(x0, cos, -(x1 sin)),
+  // y1 = fma(x0, sin, x1 cos).
+  StoreF32(d + a * dst.nb[0], fmaf(x0, c, -MulRn(x1, sn)));
+  StoreF32(d + b * dst.nb[0], fmaf(x0, sn, MulRn(x1, c)));
 }
 
 // ---- norms, softmax -----------------------------------------------------------------------------
