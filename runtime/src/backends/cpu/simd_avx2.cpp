@@ -439,11 +439,18 @@ void VecDotQ2_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   const BlockQ2_K* x = static_cast<const BlockQ2_K*>(vx);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
   const __m256i m3 = _mm256_set1_epi8(3);
-  float sumf = 0;
+  // ggml's AVX2 ggml_vec_dot_q2_K_q8_K float order: per super-block acc = fma(-dmin, float(mins
+  // lane), acc) (lane l: sub-blocks 2l, 2l + 1), then acc = fma(d, float(lane), acc) (lane l: the
+  // elements e with e % 32 in [4l, 4l + 4)); hsum_float_8 at the end.
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const uint8_t* sc = x[i].scales;
-    int summs = 0;
-    for (int j = 0; j < 16; ++j) summs += y[i].bsums[j] * (sc[j] >> 4);
+    const __m128i mins8 = _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)), 4),
+                                        _mm_set1_epi8(0x0F));
+    const __m256i prod = _mm256_madd_epi16(_mm256_cvtepi8_epi16(mins8),
+                                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums)));
+    const float dall = y[i].d * H2F(x[i].d), dmin = -y[i].d * H2F(x[i].dmin);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod), acc);
     __m256i isum = _mm256_setzero_si256();
     for (int k = 0; k < 2; ++k) {
       const __m256i q2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs + 32 * k));
@@ -454,17 +461,18 @@ void VecDotQ2_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(v, qy), Scales16(sc[is] & 0xF, sc[is + 1] & 0xF)));
       }
     }
-    const float dall = y[i].d * H2F(x[i].d), dmin = y[i].d * H2F(x[i].dmin);
-    sumf += dall * float(HsumEpi32(isum)) - dmin * float(summs);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(isum), acc);
   }
-  *s = sumf;
+  *s = HsumPs(acc);
 }
 
 void VecDotQ3_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   const BlockQ3_K* x = static_cast<const BlockQ3_K*>(vx);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
   const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
-  float sumf = 0;
+  // ggml's AVX2 float order: acc = fma(d, float(lane), acc) per super-block (lane l: the elements e
+  // with e % 32 in [4l, 4l + 4)), hsum_float_8 at the end.
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     int8_t sc[16];
     UnpackQ3KScales(x[i].scales, sc);
@@ -483,16 +491,20 @@ void VecDotQ3_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p16, Scales16(sc[is], sc[is + 1])));
       }
     }
-    sumf += H2F(x[i].d) * y[i].d * float(HsumEpi32(isum));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * H2F(x[i].d)), _mm256_cvtepi32_ps(isum), acc);
   }
-  *s = sumf;
+  *s = HsumPs(acc);
 }
 
 void VecDotQ5_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   const BlockQ5_K* x = static_cast<const BlockQ5_K*>(vx);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
   const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-  float sumf = 0;
+  // ggml's AVX2 float order: acc = fma(d, float(lane), acc) per super-block (lane l: the elements e
+  // with e % 32 in [4l, 4l + 4)); the mins as a scalar chain summs = fma(float(sum), -dmin, summs);
+  // hsum_float_8(acc) + summs at the end.
+  __m256 acc = _mm256_setzero_ps();
+  float summf = 0;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     uint8_t sc[8], mn[8];
     for (int j = 0; j < 8; ++j) GetScaleMinK4(j, x[i].scales, &sc[j], &mn[j]);
@@ -511,10 +523,11 @@ void VecDotQ5_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
       isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), _mm256_set1_epi16(sc[2 * j])));
       isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), _mm256_set1_epi16(sc[2 * j + 1])));
     }
-    const float d = H2F(x[i].d) * y[i].d, dmin = H2F(x[i].dmin) * y[i].d;
-    sumf += d * float(HsumEpi32(isum)) - dmin * float(summs);
+    const float d = y[i].d * H2F(x[i].d), dmin = -y[i].d * H2F(x[i].dmin);
+    summf = std::fma(float(summs), dmin, summf);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
   }
-  *s = sumf;
+  *s = HsumPs(acc) + summf;
 }
 
 // RMS_NORM's eight double partial sums (kernels.h SumSquares8): lanes 0-3 and 4-7 of each group of

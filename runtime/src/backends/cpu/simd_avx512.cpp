@@ -103,10 +103,11 @@ void VecDotQ4_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
 // contiguous activations q8[64j .. 64j + 63]; vpmaddubsw gives int16 pair sums (|.| <= 2 * 15 * 128,
 // no saturation) and vpdpwssd multiplies them by the sub-block scale (words 0-15: scale 2j, 16-31:
 // scale 2j + 1) into int32 lanes, exactly. The mins term sum_j bsums[j] * min[j / 2] is 8 exact int32
-// lanes (vpmaddwd). Unlike the scalar code, the float part accumulates per lane over the whole row
-// (acc += d * float(isum lane), accm += dmin * float(msum lane)) and reduces once at the end, as
-// ggml's AVX2 ggml_vec_dot_q4_K_q8_K does; only the float rounding order differs from the scalar
-// reference.
+// lanes (vpmaddwd). The float part is ggml's AVX2 ggml_vec_dot_q4_K_q8_K's, operation for operation
+// (bit-identical to llama.cpp's CPU backend): the 16 int32 lanes fold into ggml's 8 (lane l: the
+// elements e with e % 32 in [4l, 4l + 4)), acc = fma(d, float(lane), acc) per super-block; the mins
+// fold into 4 lanes (sub-blocks 2q, 2q + 1), accm = fma(-dmin, float(lane), accm); the result is
+// hsum_float_8(acc) + ((accm0 + accm2) + (accm1 + accm3)).
 void VecDotQ4_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   const BlockQ4_K* x = static_cast<const BlockQ4_K*>(vx);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
@@ -118,8 +119,8 @@ void VecDotQ4_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   for (int j = 0; j < 4; ++j)
     sidx[j] = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(short(2 * j)), _mm512_set1_epi16(short(2 * j + 1)));
   constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-  __m512 acc = _mm512_setzero_ps();
-  __m256 accm = _mm256_setzero_ps();
+  __m256 acc = _mm256_setzero_ps();
+  __m128 accm = _mm_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     // The 8 six-bit scales and mins, four bytes at a time (ggml's kmask form).
     uint64_t u01;
@@ -146,12 +147,17 @@ void VecDotQ4_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
       ia = _mm512_dpwssd_epi32(ia, p0, _mm512_permutexvar_epi16(sidx[j], sc16));
       ib = _mm512_dpwssd_epi32(ib, p1, _mm512_permutexvar_epi16(sidx[j + 1], sc16));
     }
-    const float d = H2F(x[i].d) * y[i].d;
-    const float dmin = H2F(x[i].dmin) * y[i].d;
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia, ib)), _mm512_set1_ps(d), acc);
-    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(dmin), accm);
+    const float d = y[i].d * H2F(x[i].d);
+    const float dmin = -y[i].d * H2F(x[i].dmin);
+    const __m512i is = _mm512_add_epi32(ia, ib);
+    const __m256i is8 = _mm256_add_epi32(_mm512_castsi512_si256(is), _mm512_extracti64x4_epi64(is, 1));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(is8), acc);
+    const __m128i m4 = _mm_hadd_epi32(_mm256_castsi256_si128(msum), _mm256_extracti128_si256(msum, 1));
+    accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(m4), accm);
   }
-  *s = _mm512_reduce_add_ps(acc) - Hsum256(accm);
+  accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+  accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
+  *s = Hsum256(acc) + _mm_cvtss_f32(accm);
 }
 
 // Q6_K . Q8_K with 512-bit registers. Per half (128 weights): one zmm of ql bytes 0-63 and the 32
@@ -159,8 +165,10 @@ void VecDotQ4_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
 // which line up with q8[0..63] and q8[64..127] of the half. vpmaddubsw (|.| <= 2 * 63 * 128, no
 // saturation), then vpdpwssd by the group scales (16 weights per scale: words 8g .. 8g + 7) into
 // exact int32 lanes; q = a - 32 enters as -32 * sum_g scale[g] * bsums[g] (vpmaddwd, 8 lanes)
-// subtracted from the lanes. The float part is acc += d * float(isum lane) per super-block, one
-// reduction per row (float rounding order differs from the scalar reference only).
+// subtracted from the lanes. The float part is ggml's AVX2 ggml_vec_dot_q6_K_q8_K's (bit-identical to
+// llama.cpp's CPU backend): the lanes fold into ggml's 8 (lane l: the elements e with e % 32 in
+// [4l, 4l + 4), and the correction of sub-blocks 2l, 2l + 1), acc = fma(d, float(lane), acc) per
+// super-block, hsum_float_8 at the end.
 void VecDotQ6_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   const BlockQ6_K* x = static_cast<const BlockQ6_K*>(vx);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
@@ -175,7 +183,7 @@ void VecDotQ6_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
     for (int w = 0; w < 32; ++w) idx[w] = int16_t(4 * q + w / 8);
     sidx[q] = _mm512_load_si512(idx);
   }
-  __m512 acc = _mm512_setzero_ps();
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
     const __m256i sc16y = _mm256_cvtepi8_epi16(sc8);
@@ -198,9 +206,11 @@ void VecDotQ6_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
       ia = _mm512_dpwssd_epi32(ia, p01, _mm512_permutexvar_epi16(sidx[2 * half], sc16));
       ib = _mm512_dpwssd_epi32(ib, p23, _mm512_permutexvar_epi16(sidx[2 * half + 1], sc16));
     }
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia, ib)), _mm512_set1_ps(H2F(x[i].d) * y[i].d), acc);
+    const __m512i is = _mm512_add_epi32(ia, ib);
+    const __m256i is8 = _mm256_add_epi32(_mm512_castsi512_si256(is), _mm512_extracti64x4_epi64(is, 1));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * H2F(x[i].d)), _mm256_cvtepi32_ps(is8), acc);
   }
-  *s = _mm512_reduce_add_ps(acc);
+  *s = Hsum256(acc);
 }
 
 // Q4_0x8 (CPU_REPACK) gemv with vpdpbusd: each 64-byte load holds the 16 quant bytes of 4 rows, so
