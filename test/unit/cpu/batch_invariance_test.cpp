@@ -12,6 +12,7 @@
 // uses one; this backend follows both, so an IQ4_NL product is not batch-invariant, as in llama.cpp.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -143,13 +144,17 @@ TEST(BatchInvariance, EveryWeightTypeWithTheFlag) {
   uint32_t seed = 100;
   for (const Case& c : kCases) {
     const bool kquant = GetTypeTraits(c.type).block_size == 256;
-    const int64_t K = kquant ? 512 : 96;  // several blocks (odd count for the 32-blocks)
+    const bool is_float = !GetTypeTraits(c.type).is_quantized;
+    // Several blocks (an odd count for the 32-blocks); F32/F16/BF16 with K % 8 != 0, where
+    // llama.cpp's batched path is its vec_dot too (with K % 16 == 0 both follow tinyBLAS instead:
+    // MulMatFloatFollowsLlamafileOrder below).
+    const int64_t K = kquant ? 512 : is_float ? 100 : 96;
     for (IsaLevel isa : Levels())
       for (int threads : {1, 2}) {
         // 20 columns: the GEMM path (>= kGemmMinCols) with a partial column group; 40 rows: a short panel.
         CompareColumns(c, K, 40, 20, isa, threads, true, true, seed++);
         // stories260K-like shapes: 2 blocks, 172 rows (a 12-row last panel), 49 columns.
-        if (!kquant && c.layout == kLayoutPlain) CompareColumns(c, 64, 172, 49, isa, threads, true, true, seed++);
+        if (!kquant && !is_float && c.layout == kLayoutPlain) CompareColumns(c, 64, 172, 49, isa, threads, true, true, seed++);
         if (HasFatalFailure()) return;
       }
   }
@@ -160,7 +165,7 @@ TEST(BatchInvariance, WithoutTheFlag) {
   int64_t differing = 0;
   for (const Case& c : kCases) {
     const bool kquant = GetTypeTraits(c.type).block_size == 256;
-    const int64_t K = kquant ? 512 : 96;
+    const int64_t K = kquant ? 512 : !GetTypeTraits(c.type).is_quantized ? 100 : 96;
     for (IsaLevel isa : Levels()) {
       // Invariant without the flag: the scalar level, and the repacked layouts at every level.
       const bool invariant = isa == IsaLevel::kScalar || c.layout != kLayoutPlain;
@@ -172,6 +177,64 @@ TEST(BatchInvariance, WithoutTheFlag) {
   // The default GEMM kernels sum in another order than the SIMD vec_dots somewhere (else the flag
   // would have nothing to do and the test above could not fail for a wrong reason).
   if (DetectIsa() >= IsaLevel::kAvx2) EXPECT_GT(differing, 0);
+}
+
+// F32/F16 weights with K % KN == 0 and >= 2 columns (llama.cpp: llamafile's tinyBLAS): every output
+// equals a scalar emulation of tinyBLAS's order — KN float lanes (lane l: k = l, l + KN, ... as a
+// fused multiply-add chain), then tinyBLAS's horizontal sum (AVX-512: GCC's _mm512_reduce_add_ps
+// tree; AVX2: hsum_float_8's) — with F16 weights' activations rounded to F16 first.
+float LlamafileOrderDot(const float* w, const float* a, int64_t K, int kn) {
+  float lane[16] = {};
+  for (int64_t k = 0; k < K; ++k) lane[k % kn] = std::fma(w[k], a[k], lane[k % kn]);
+  if (kn == 16) {
+    float t3[8], t6[4];
+    for (int i = 0; i < 8; ++i) t3[i] = lane[8 + i] + lane[i];
+    for (int i = 0; i < 4; ++i) t6[i] = t3[4 + i] + t3[i];
+    return (t6[0] + t6[2]) + (t6[1] + t6[3]);
+  }
+  return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
+TEST(BatchInvariance, MulMatFloatFollowsLlamafileOrder) {
+  for (GgmlType type : {GgmlType::F16, GgmlType::F32})
+    for (IsaLevel isa : Levels()) {
+      if (isa == IsaLevel::kScalar) continue;
+      const int kn = isa >= IsaLevel::kAvx512 ? 16 : 8;
+      for (int64_t M : {2, 7, 20})
+        for (int threads : {1, 2}) {
+          const int64_t K = 4 * kn, N = 53;  // 53 rows: partial row tiles at both levels
+          SCOPED_TRACE(std::string(GgmlTypeName(type)) + " isa=" + std::to_string(int(isa)) + " M=" +
+                       std::to_string(M) + " threads=" + std::to_string(threads));
+          std::vector<float> wf(size_t(K * N)), x(size_t(K * M));
+          kt::FillUniform(wf, 11, -1.f, 1.f);
+          kt::FillUniform(x, 12, -2.f, 2.f);
+          std::vector<uint8_t> w(RowSize(type, K) * size_t(N));
+          std::vector<float> wv(wf.size());  // the weights as floats
+          for (size_t i = 0; i < wf.size(); ++i) {
+            if (type == GgmlType::F16) {
+              const uint16_t h = FloatToHalf(wf[i]);
+              std::memcpy(&w[i * 2], &h, 2);
+              wv[i] = HalfToFloat(h);
+            } else {
+              std::memcpy(&w[i * 4], &wf[i], 4);
+              wv[i] = wf[i];
+            }
+          }
+          const std::vector<float> got = Product({type, kLayoutPlain}, w, K, N, x.data(), M, isa, threads, false);
+          const std::vector<float> got_bi = Product({type, kLayoutPlain}, w, K, N, x.data(), M, isa, threads, true);
+          for (int64_t m = 0; m < M; ++m) {
+            std::vector<float> a(x.begin() + m * K, x.begin() + (m + 1) * K);
+            if (type == GgmlType::F16)
+              for (float& v : a) v = HalfToFloat(FloatToHalf(v));
+            for (int64_t n = 0; n < N; ++n) {
+              const float want = LlamafileOrderDot(wv.data() + n * K, a.data(), K, kn);
+              ASSERT_EQ(std::memcmp(&got[size_t(m * N + n)], &want, 4), 0)
+                  << "row " << n << " column " << m << ": " << got[size_t(m * N + n)] << " vs " << want;
+              ASSERT_EQ(std::memcmp(&got_bi[size_t(m * N + n)], &want, 4), 0) << "batch_invariant, row " << n;
+            }
+          }
+        }
+    }
 }
 
 }  // namespace

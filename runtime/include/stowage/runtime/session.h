@@ -47,15 +47,17 @@ struct SessionOptions {
   /// Times every node, split input copy and ubatch on the host clock (Session::OpProfile); costs
   /// two clock reads per node. stowage-run: bench --profile.
   bool profile_ops = false;
-  /// Every CPU matrix product gives each token the same bits whether it is decoded alone or within
-  /// a prompt's ubatch (any batch size or ubatch split): prompt processing sums in the
-  /// token-generation kernels' order (cpu::ComputeContext::batch_invariant). For Q8_0, Q4_0, Q5_0,
-  /// Q4_1 and Q5_1 weights that order is ggml's and llama.cpp's CPU backend is batch-invariant too,
-  /// so logits and greedy text stay equal to llama.cpp's over long prompts instead of drifting
-  /// apart after one rounding flip (stories260K Q8_0/Q4_0: bit-identical logits over a 49-token
-  /// prompt and 64 generated tokens). Costs prompt-processing speed: Q8_0 about 35% (GEMM kernels
-  /// in that order), the other types more (the vec_dot path). IQ4_NL products stay as llama.cpp's
-  /// (two orders). stowage-run: --batch-invariant.
+  /// CPU matrix products with quantized weights (and F32/F16 ones with K % 8 != 0) give each token
+  /// the same bits whether it is decoded alone or within a prompt's ubatch (any batch size or
+  /// ubatch split): prompt processing sums in the token-generation kernels' order, which is ggml's
+  /// (cpu::ComputeContext::batch_invariant). llama.cpp's CPU backend is batch-invariant for these
+  /// products too, so logits and greedy text stay equal to llama.cpp's over long prompts instead
+  /// of drifting apart after one rounding flip (stories260K Q8_0/Q4_0/Q4_K_M/F16: bit-identical
+  /// logits over a 49-token prompt and 64 generated tokens against llama.cpp 2026 on an AVX-512
+  /// machine). F32/F16 products with K % KN == 0 and >= 2 columns follow llama.cpp's tinyBLAS
+  /// order with or without this option (not batch-invariant, as in llama.cpp); IQ4_NL products
+  /// too (two orders). Costs prompt-processing speed: Q8_0 about 35% (GEMM kernels in the vec_dot
+  /// order), the k-quants about 40% (the vec_dot/gemv path). stowage-run: --batch-invariant.
   bool batch_invariant = false;
 };
 

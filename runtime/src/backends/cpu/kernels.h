@@ -149,6 +149,23 @@ void SiluRowF32(int64_t n, const float* x, float* y);
 void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y);
 }  // namespace avx512
 
+// ---- F32/F16 products in llamafile's tinyBLAS order ----------------------------------------------
+/// d[c * ldd + r] = dot(weight row r, activation row c) for r < nr, c < nc, in the order of
+/// llamafile's tinyBLAS (ggml-cpu/llamafile/sgemm.cpp), which llama.cpp's CPU backend uses for F32
+/// and F16 weights with K % KN == 0 and >= 2 columns: one KN-lane float accumulator per output
+/// (KN = 16 at AVX-512, 8 at AVX2), acc = fma(w[k..k+KN), a[k..k+KN), acc) for k = 0, KN, ...,
+/// then tinyBLAS's hsum (AVX-512: _mm512_reduce_add_ps; AVX2: hsum_float_8's tree). Weights: F16
+/// (`f16`) or F32 rows ldw bytes apart; activations: F32 rows lda floats apart (for F16 weights
+/// already rounded to F16, as ggml converts src1 to its vec_dot type). K % KN == 0.
+namespace avx512 {
+void MatMulLlamafile(int64_t K, bool f16, const void* w, size_t ldw, int64_t nr, const float* a, size_t lda,
+                     int64_t nc, float* d, size_t ldd);
+}  // namespace avx512
+namespace avx2 {
+void MatMulLlamafile(int64_t K, bool f16, const void* w, size_t ldw, int64_t nr, const float* a, size_t lda,
+                     int64_t nc, float* d, size_t ldd);
+}  // namespace avx2
+
 // ---- ROPE rotation ----------------------------------------------------------------------------------
 /// Rotates the first n_dims floats of a contiguous row by the (cos, sin) pairs of `cache`
 /// (cache[i0], cache[i0 + 1] for pair i0 / 2): pairs (x[i0], x[i0 + 1]) (normal mode) or

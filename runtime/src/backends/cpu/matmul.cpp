@@ -354,6 +354,60 @@ void MulMatF16Heads(ComputeContext& ctx, GemvF16HeadsFn gemv, const TensorView& 
 
 }  // namespace
 
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+// MulMat's llamafile-order path (F32/F16 src0, see MulMat): src1 rows as floats (for F16 weights
+// rounded to F16 first, into ctx.work; F32 weights read a contiguous src1 in place), then row
+// blocks of every (i12, i13) matrix on the team.
+void MulMatLlamafile(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst,
+                     IsaLevel isa, int nt) {
+  const int64_t K = src0.ne[0], N = src0.ne[1], M = src1.ne[1];
+  const int64_t ne12 = src1.ne[2], ne13 = src1.ne[3];
+  const int64_t r2 = ne12 / src0.ne[2], r3 = ne13 / src0.ne[3];
+  const bool f16 = src0.type == GgmlType::F16;
+  const float* act = nullptr;
+  size_t lda = 0, amat = 0, a3 = 0;  // floats between rows, (i12) matrices, (i13) groups
+  if (f16) {
+    const int64_t rows = M * ne12 * ne13;
+    const size_t bytes = size_t(rows) * size_t(K) * (sizeof(float) + sizeof(uint16_t));
+    if (ctx.work.size() < bytes + 64) ctx.work.resize(bytes + 64);
+    float* conv = reinterpret_cast<float*>(ctx.work.data());
+    uint16_t* h = reinterpret_cast<uint16_t*>(conv + size_t(rows) * size_t(K));
+    const int conv_threads = rows * K >= 8192 ? nt : 1;
+    ParallelFor(conv_threads, conv_threads > 1, rows, Schedule::kStatic, 1, [&](int64_t r, int) {
+      const int64_t i11 = r % M, i12 = (r / M) % ne12, i13 = r / (M * ne12);
+      const char* row = static_cast<const char*>(src1.data) + i11 * src1.nb[1] + i12 * src1.nb[2] + i13 * src1.nb[3];
+      float* out = conv + size_t(r) * size_t(K);
+      for (int64_t k = 0; k < K; ++k) std::memcpy(out + k, row + k * src1.nb[0], sizeof(float));
+      uint16_t* hr = h + size_t(r) * size_t(K);
+      FromFloatF16(out, hr, K);
+      for (int64_t k = 0; k < K; ++k) out[k] = HalfToFloat(hr[k]);
+    });
+    act = conv;
+    lda = size_t(K);
+    amat = size_t(M) * size_t(K);
+    a3 = amat * size_t(ne12);
+  } else {
+    act = static_cast<const float*>(src1.data);
+    lda = src1.nb[1] / sizeof(float);
+    amat = src1.nb[2] / sizeof(float);
+    a3 = src1.nb[3] / sizeof(float);
+  }
+  const auto kernel = isa >= IsaLevel::kAvx512 ? avx512::MatMulLlamafile : avx2::MatMulLlamafile;
+  constexpr int64_t kRows = 48;  // a multiple of both levels' tile heights (4 and 3)
+  const int64_t nblk = (N + kRows - 1) / kRows, items = nblk * ne12 * ne13;
+  const bool team = nt > 1 && N * M * K >= 65536;
+  ParallelFor(nt, team, items, Schedule::kDynamic, 1, [&](int64_t it, int) {
+    const int64_t b = it % nblk, i12 = (it / nblk) % ne12, i13 = it / (nblk * ne12);
+    const int64_t r0 = b * kRows, nr = std::min(kRows, N - r0);
+    const char* w = static_cast<const char*>(src0.data) + (i12 / r2) * src0.nb[2] + (i13 / r3) * src0.nb[3] +
+                    size_t(r0) * src0.nb[1];
+    float* d = reinterpret_cast<float*>(static_cast<char*>(dst.data) + i12 * dst.nb[2] + i13 * dst.nb[3]) + r0;
+    kernel(K, f16, w, src0.nb[1], nr, act + size_t(i12) * amat + size_t(i13) * a3, lda, M, d,
+           dst.nb[1] / sizeof(float));
+  });
+}
+#endif
+
 Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst) {
   auto bad = [&](const std::string& why) {
     return InvalidArgument("MUL_MAT: src0 " + ShapeString(src0) + ", src1 " + ShapeString(src1) + ", dst " +
@@ -393,6 +447,19 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
   if (N * M * ne12 * ne13 == 0) return Status::Ok();
 
   const int nt = std::max(1, ctx.n_threads);
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+  // F32/F16 weights with >= 2 columns and K % KN == 0: llama.cpp's CPU backend runs these through
+  // llamafile's tinyBLAS (its F16 weights after converting src1 to F16; its F32 weights only for a
+  // contiguous src1), so they follow its order here too (kernels.h MatMulLlamafile): prompt
+  // processing then gives llama.cpp's bits, attention products included.
+  if ((src0.type == GgmlType::F16 || src0.type == GgmlType::F32) && src0.layout == kLayoutPlain && M >= 2 &&
+      isa >= IsaLevel::kAvx2 && K % (isa >= IsaLevel::kAvx512 ? 16 : 8) == 0 && dst.nb[1] % sizeof(float) == 0 &&
+      dst.nb[2] % sizeof(float) == 0 && dst.nb[3] % sizeof(float) == 0 &&
+      (src0.type == GgmlType::F16 || (src1.is_contiguous() && src1.nb[0] == sizeof(float)))) {
+    MulMatLlamafile(ctx, src0, src1, dst, isa, nt);
+    return Status::Ok();
+  }
+#endif
   if (M >= kGemmMinCols && dst.nb[1] % sizeof(float) == 0) {
     if (const GemmKernels* gk = GetGemmKernels(src0.type, src0.layout, isa, ctx.batch_invariant)) {
       MulMatGemm(ctx, *gk, src0, src1, dst, nt);

@@ -77,8 +77,10 @@ struct ComputeContext {
   /// decoding, any ubatch split): the GEMM path sums in the vec_dot path's order (the q8 family's
   /// 8-lane kernels: ggml's order, as llama.cpp's batched path) or is not taken, and M = 1 F16
   /// products use the vec_dot instead of GemvF16Heads. Costs prompt-processing speed (gemm.h
-  /// GetGemmKernels). IQ4_NL excepted (ggml's vec_dot and llama.cpp's batched path differ; this
-  /// backend follows both). SessionOptions::batch_invariant, stowage-run --batch-invariant.
+  /// GetGemmKernels). Excepted, as in llama.cpp: IQ4_NL (ggml's vec_dot and its batched path
+  /// differ; this backend follows both) and F32/F16 products with K % KN == 0 and >= 2 columns
+  /// (llamafile's tinyBLAS order, see MulMat). SessionOptions::batch_invariant, stowage-run
+  /// --batch-invariant.
   bool batch_invariant = false;
   /// ROPE's angle cache (n_dims cos/sin values) of its last one-position call and the bits of
   /// everything it depends on (position, n_dims, frequency parameters, freq_factors): token
@@ -107,7 +109,10 @@ Status GetRows(ComputeContext& ctx, const TensorView& src0, const TensorView& id
 /// src1 row (m, i2, i3)). src0 [K, N, ne02, ne03] of a SupportsMulMatType type with contiguous rows
 /// (layout plain, kLayoutQ4_0x8 or kLayoutQ4_Kx8), src1 F32 [K, M, ne12, ne13] with any strides (permuted views and
 /// nb10 != 4 are gathered), dst F32 [N, M, ne12, ne13] with nb0 = 4. ne12 % ne02 == 0 and
-/// ne13 % ne03 == 0 (GQA broadcast). With M >= kGemmMinCols (8) columns per src1 matrix and a
+/// ne13 % ne03 == 0 (GQA broadcast). F32/F16 src0 at AVX2/AVX-512 with M >= 2 and K % KN == 0 (KN
+/// = 16 at AVX-512, 8 at AVX2; F32 only for a contiguous src1) are computed in llamafile's tinyBLAS
+/// order, as llama.cpp's CPU backend does (kernels.h MatMulLlamafile). Else, with M >= kGemmMinCols
+/// (8) columns per src1 matrix and a
 /// weight type that has GEMM kernels (gemm.h: every type above at AVX-512 VNNI, all but IQ4_XS at
 /// AVX2, all at the scalar level), src1 is converted into the kernel family's activation rows and
 /// packed 16-row weight panels are multiplied with column chunks (prompt processing). Otherwise src1
@@ -116,7 +121,7 @@ Status GetRows(ComputeContext& ctx, const TensorView& src0, const TensorView& id
 /// repacked layouts use an 8-row gemv: Q4_0x8 x Q8_0, Q4_Kx8 x Q8_K). F16 src0 with M == 1 at
 /// AVX2/AVX-512 (K <= 256 and K % 16 == 0, or several src1 matrices: the attention products of
 /// token generation) uses GemvF16Heads: 16-row blocks of one kv head against every q head sharing
-/// it, F32 sums in another order than VecDotF16's.
+/// it, F32 sums in another order than VecDotF16's (not with ctx.batch_invariant).
 /// Errors: kUnimplemented for unsupported src0 types; kInvalidArgument for shape/type/stride
 /// mismatches (K % block size, dst shape, broadcast, layout).
 Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst);

@@ -797,3 +797,53 @@ void RopeRotate(int64_t n_dims, bool neox, const float* cache, const float* x, f
 }
 
 }  // namespace stowage::cpu::avx2
+
+// ---- llamafile tinyBLAS order for F32/F16 weights (kernels.h MatMulLlamafile) -------------------
+
+namespace stowage::cpu::avx2 {
+namespace {
+
+inline __m256 LoadRow8(const void* w, bool f16, int64_t k) {
+  return f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + k)))
+             : _mm256_loadu_ps(static_cast<const float*>(w) + k);
+}
+
+template <int RM, int RN>
+void Tile(int64_t K, bool f16, const char* w, size_t ldw, const float* a, size_t lda, float* d, size_t ldd) {
+  __m256 acc[RM][RN];
+  for (int r = 0; r < RM; ++r)
+    for (int c = 0; c < RN; ++c) acc[r][c] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; k += 8) {
+    __m256 wv[RM];
+    for (int r = 0; r < RM; ++r) wv[r] = LoadRow8(w + size_t(r) * ldw, f16, k);
+    for (int c = 0; c < RN; ++c) {
+      const __m256 av = _mm256_loadu_ps(a + size_t(c) * lda + k);
+      for (int r = 0; r < RM; ++r) acc[r][c] = _mm256_fmadd_ps(wv[r], av, acc[r][c]);
+    }
+  }
+  for (int c = 0; c < RN; ++c)
+    for (int r = 0; r < RM; ++r) d[size_t(c) * ldd + size_t(r)] = HsumPs(acc[r][c]);
+}
+
+}  // namespace
+
+void MatMulLlamafile(int64_t K, bool f16, const void* w, size_t ldw, int64_t nr, const float* a, size_t lda,
+                     int64_t nc, float* d, size_t ldd) {
+  const char* wb = static_cast<const char*>(w);
+  constexpr int kRM = 3, kRN = 4;
+  int64_t r = 0;
+  for (; r + kRM <= nr; r += kRM) {
+    int64_t c = 0;
+    for (; c + kRN <= nc; c += kRN)
+      Tile<kRM, kRN>(K, f16, wb + size_t(r) * ldw, ldw, a + size_t(c) * lda, lda, d + size_t(c) * ldd + size_t(r), ldd);
+    for (; c < nc; ++c) Tile<kRM, 1>(K, f16, wb + size_t(r) * ldw, ldw, a + size_t(c) * lda, lda, d + size_t(c) * ldd + size_t(r), ldd);
+  }
+  for (; r < nr; ++r) {
+    int64_t c = 0;
+    for (; c + kRN <= nc; c += kRN)
+      Tile<1, kRN>(K, f16, wb + size_t(r) * ldw, ldw, a + size_t(c) * lda, lda, d + size_t(c) * ldd + size_t(r), ldd);
+    for (; c < nc; ++c) Tile<1, 1>(K, f16, wb + size_t(r) * ldw, ldw, a + size_t(c) * lda, lda, d + size_t(c) * ldd + size_t(r), ldd);
+  }
+}
+
+}  // namespace stowage::cpu::avx2

@@ -3,6 +3,8 @@
 // when CpuHasAvx512Vnni()). The integer dots use vpdpbusd (u8 x s8 -> s32, no saturation).
 #include <immintrin.h>
 
+#include <vector>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -685,6 +687,75 @@ void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t 
   }
   // larger heads: the accumulator in memory
   FlashF16RowsWith(MadF16, ScaleF16, D, n, nh, scores, lds, v, cells, v_stride, acc, ldacc, out, ldo);
+}
+
+}  // namespace stowage::cpu::avx512
+
+// ---- llamafile tinyBLAS order for F32/F16 weights (kernels.h MatMulLlamafile) -------------------
+
+namespace stowage::cpu::avx512 {
+namespace {
+
+// RM weight rows (F32, ldw floats apart) x RN activation columns: one 16-lane accumulator per
+// output, fma per 16 k, _mm512_reduce_add_ps at the end (tinyBLAS's hsum).
+template <int RM, int RN>
+void Tile(int64_t K, const float* w, size_t ldw, const float* a, size_t lda, float* d, size_t ldd) {
+  __m512 acc[RM][RN];
+  for (int r = 0; r < RM; ++r)
+    for (int c = 0; c < RN; ++c) acc[r][c] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 16) {
+    __m512 wv[RM];
+    for (int r = 0; r < RM; ++r) wv[r] = _mm512_loadu_ps(w + size_t(r) * ldw + k);
+    for (int c = 0; c < RN; ++c) {
+      const __m512 av = _mm512_loadu_ps(a + size_t(c) * lda + k);
+      for (int r = 0; r < RM; ++r) acc[r][c] = _mm512_fmadd_ps(wv[r], av, acc[r][c]);
+    }
+  }
+  for (int c = 0; c < RN; ++c)
+    for (int r = 0; r < RM; ++r) d[size_t(c) * ldd + size_t(r)] = _mm512_reduce_add_ps(acc[r][c]);
+}
+
+template <int RM>
+void RowTile(int64_t K, const float* w, size_t ldw, const float* a, size_t lda, int64_t nc, float* d, size_t ldd) {
+  constexpr int kRN = 6;
+  int64_t c = 0;
+  for (; c + kRN <= nc; c += kRN) Tile<RM, kRN>(K, w, ldw, a + size_t(c) * lda, lda, d + size_t(c) * ldd, ldd);
+  for (; c < nc; ++c) Tile<RM, 1>(K, w, ldw, a + size_t(c) * lda, lda, d + size_t(c) * ldd, ldd);
+}
+
+}  // namespace
+
+void MatMulLlamafile(int64_t K, bool f16, const void* w, size_t ldw, int64_t nr, const float* a, size_t lda,
+                     int64_t nc, float* d, size_t ldd) {
+  constexpr int kRM = 4;
+  const char* wb = static_cast<const char*>(w);
+  // F16 rows are widened once per row tile (exact) instead of once per column tile.
+  std::vector<float> wf(f16 ? size_t(kRM) * size_t(K) : 0);
+  for (int64_t r = 0; r < nr; r += kRM) {
+    const int rm = int(std::min<int64_t>(kRM, nr - r));
+    const float* wr;
+    size_t ldf;
+    if (f16) {
+      for (int i = 0; i < rm; ++i) {
+        const uint16_t* src = reinterpret_cast<const uint16_t*>(wb + size_t(r + i) * ldw);
+        for (int64_t k = 0; k < K; k += 16)
+          _mm512_storeu_ps(&wf[size_t(i) * size_t(K) + size_t(k)],
+                           _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + k))));
+      }
+      wr = wf.data();
+      ldf = size_t(K);
+    } else {
+      wr = reinterpret_cast<const float*>(wb + size_t(r) * ldw);
+      ldf = ldw / sizeof(float);
+    }
+    float* dr = d + size_t(r);
+    switch (rm) {
+      case 4: RowTile<4>(K, wr, ldf, a, lda, nc, dr, ldd); break;
+      case 3: RowTile<3>(K, wr, ldf, a, lda, nc, dr, ldd); break;
+      case 2: RowTile<2>(K, wr, ldf, a, lda, nc, dr, ldd); break;
+      default: RowTile<1>(K, wr, ldf, a, lda, nc, dr, ldd); break;
+    }
+  }
 }
 
 }  // namespace stowage::cpu::avx512
