@@ -169,12 +169,18 @@ void VecDotQ4_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   const BlockQ4_K* x = static_cast<const BlockQ4_K*>(vx);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  float sumf = 0;
+  // ggml's AVX2 ggml_vec_dot_q4_K_q8_K float order: acc = fma(d, float(lane), acc) per super-block
+  // (lane l: the elements e with e % 32 in [4l, 4l + 4)); the mins in 4 lanes (sub-blocks 2q,
+  // 2q + 1), accm = fma(-dmin, float(lane), accm); hsum_float_8(acc) + ((m0 + m2) + (m1 + m3)).
+  __m256 acc = _mm256_setzero_ps();
+  __m128 accm = _mm_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     uint8_t sc[8], mn[8];
     for (int j = 0; j < 8; ++j) GetScaleMinK4(j, x[i].scales, &sc[j], &mn[j]);
-    int summs = 0;
-    for (int j = 0; j < 16; ++j) summs += y[i].bsums[j] * mn[j / 2];
+    int32_t prod[4];
+    for (int q = 0; q < 4; ++q)
+      prod[q] = mn[2 * q] * (y[i].bsums[4 * q] + y[i].bsums[4 * q + 1]) +
+                mn[2 * q + 1] * (y[i].bsums[4 * q + 2] + y[i].bsums[4 * q + 3]);
     __m256i isum = _mm256_setzero_si256();
     const uint8_t* q4 = x[i].qs;
     const int8_t* q8 = y[i].qs;
@@ -188,22 +194,28 @@ void VecDotQ4_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
       const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), _mm256_set1_epi16(sc[2 * j + 1]));
       isum = _mm256_add_epi32(isum, _mm256_add_epi32(p0, p1));
     }
-    const float d = H2F(x[i].d) * y[i].d;
-    const float dmin = H2F(x[i].dmin) * y[i].d;
-    sumf += d * float(HsumEpi32(isum)) - dmin * float(summs);
+    const float d = y[i].d * H2F(x[i].d), dmin = -y[i].d * H2F(x[i].dmin);
+    accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(prod))), accm);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
   }
-  *s = sumf;
+  accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+  accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
+  *s = HsumPs(acc) + _mm_cvtss_f32(accm);
 }
 
 void VecDotQ6_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   const BlockQ6_K* x = static_cast<const BlockQ6_K*>(vx);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
-  float sumf = 0;
+  // ggml's AVX2 float order: lane l (the elements e with e % 32 in [4l, 4l + 4)) minus 32 * the
+  // correction of sub-blocks 2l, 2l + 1, acc = fma(d, float(lane), acc) per super-block,
+  // hsum_float_8 at the end.
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    // q = a - 32 with a in 0..63: dot(q, y) = dot(a, y) - 32 * bsum.
-    int corr = 0;
-    for (int g = 0; g < 16; ++g) corr += x[i].scales[g] * y[i].bsums[g];
+    // q = a - 32 with a in 0..63: dot(q, y) = dot(a, y) - 32 * bsum, per lane as ggml's q8sclsub.
+    alignas(32) int32_t corr[8];
+    for (int l = 0; l < 8; ++l)
+      corr[l] = 32 * (x[i].scales[2 * l] * y[i].bsums[2 * l] + x[i].scales[2 * l + 1] * y[i].bsums[2 * l + 1]);
     __m256i isum = _mm256_setzero_si256();
     const uint8_t* ql = x[i].ql;
     const uint8_t* qh = x[i].qh;
@@ -227,9 +239,10 @@ void VecDotQ6_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(a[k], yk), scales));
       }
     }
-    sumf += H2F(x[i].d) * y[i].d * float(HsumEpi32(isum) - 32 * corr);
+    isum = _mm256_sub_epi32(isum, _mm256_load_si256(reinterpret_cast<const __m256i*>(corr)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * H2F(x[i].d)), _mm256_cvtepi32_ps(isum), acc);
   }
-  *s = sumf;
+  *s = HsumPs(acc);
 }
 
 void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {

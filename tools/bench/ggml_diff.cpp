@@ -1,0 +1,300 @@
+// ggml-diff: bit-for-bit comparison of the CPU backend's kernels and ops with llama.cpp's CPU
+// library (libggml-cpu-<variant>.so of npm node-llama-cpp@3.21.1, linked by
+// scripts/diff-vs-llamacpp.sh), on random inputs, one thread. Not a test (the reference library is
+// fetched on demand): a measuring tool behind the claims of runtime/src/backends/cpu/README.md
+// ("Bit-exact ops and batch invariance").
+//
+// Usage: ggml-diff avx512|avx2 — the Stowage ISA level to compare; link the libggml-cpu variant
+// built for that level (zen4/icelake/skylakex for avx512, haswell for avx2).
+// Prints one line per kernel/op: how many of the compared floats (or activation bytes) differ.
+// Exit status: 0 when nothing differs, 1 otherwise, 2 on bad usage.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ggml-cpu.h"
+#include "ggml.h"
+#include "kernels.h"
+#include "ops.h"
+#include "quants.h"
+
+// ggml-cpu's exported row kernels (ggml-cpu/quants.h, not installed as a header).
+extern "C" {
+void quantize_row_q8_0(const float* x, void* y, int64_t k);
+void quantize_row_q8_1(const float* x, void* y, int64_t k);
+void quantize_row_q8_K(const float* x, void* y, int64_t k);
+void ggml_vec_dot_q4_0_q8_0(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
+void ggml_vec_dot_q4_1_q8_1(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
+void ggml_vec_dot_q5_0_q8_0(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
+void ggml_vec_dot_q5_1_q8_1(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
+void ggml_vec_dot_q8_0_q8_0(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
+void ggml_vec_dot_iq4_nl_q8_0(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
+void ggml_vec_dot_q2_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
+void ggml_vec_dot_q3_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
+void ggml_vec_dot_q4_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
+void ggml_vec_dot_q5_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
+void ggml_vec_dot_q6_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
+void ggml_vec_dot_iq4_xs_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
+}
+
+namespace {
+
+namespace sc = stowage::cpu;
+using stowage::GgmlType;
+using VecDot = void (*)(int, float*, size_t, const void*, size_t, const void*, size_t, int);
+using QuantRow = void (*)(const float*, void*, int64_t);
+
+int g_differing_lines = 0;
+
+void Report(const std::string& what, int64_t bad, int64_t total, double max_abs = 0) {
+  std::printf("%-34s %7lld of %7lld differ", what.c_str(), static_cast<long long>(bad), static_cast<long long>(total));
+  if (bad > 0) std::printf(" (max |diff| %.3g)", max_abs);
+  std::printf("\n");
+  if (bad > 0) ++g_differing_lines;
+}
+
+bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// Random weight rows of `type`: random bits (every quant pattern) with sane fp16 scales where the
+// block type keeps them (ggml's block layouts: d / dmin offsets per type).
+std::vector<uint8_t> RandomRow(GgmlType type, int64_t K, std::mt19937& rng) {
+  std::vector<uint8_t> out(stowage::RowSize(type, K));
+  for (uint8_t& b : out) b = static_cast<uint8_t>(rng());
+  std::vector<size_t> scales;  // byte offsets of the block's fp16 scales
+  switch (type) {
+    case GgmlType::Q4_1: case GgmlType::Q5_1: scales = {0, 2}; break;  // d, m
+    case GgmlType::Q2_K: scales = {80, 82}; break;
+    case GgmlType::Q3_K: scales = {108}; break;
+    case GgmlType::Q4_K: case GgmlType::Q5_K: scales = {0, 2}; break;
+    case GgmlType::Q6_K: scales = {208}; break;
+    default: scales = {0}; break;  // Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS: d first
+  }
+  std::uniform_real_distribution<float> u(0.001f, 0.05f);
+  const size_t bs = stowage::GetTypeTraits(type).type_size;
+  for (size_t o = 0; o < out.size(); o += bs)
+    for (size_t off : scales) {
+      const uint16_t h = sc::FloatToHalf(u(rng));
+      std::memcpy(&out[o + off], &h, 2);
+    }
+  return out;
+}
+
+// Every vec_dot of the level against ggml's, with the activation quantizer of its vec_dot type.
+void CompareVecDots(sc::IsaLevel isa) {
+  struct Case {
+    GgmlType type;
+    VecDot ref;
+    QuantRow quant;
+  };
+  const Case cases[] = {
+      {GgmlType::Q4_0, ggml_vec_dot_q4_0_q8_0, quantize_row_q8_0},  {GgmlType::Q4_1, ggml_vec_dot_q4_1_q8_1, quantize_row_q8_1},
+      {GgmlType::Q5_0, ggml_vec_dot_q5_0_q8_0, quantize_row_q8_0},  {GgmlType::Q5_1, ggml_vec_dot_q5_1_q8_1, quantize_row_q8_1},
+      {GgmlType::Q8_0, ggml_vec_dot_q8_0_q8_0, quantize_row_q8_0},  {GgmlType::IQ4_NL, ggml_vec_dot_iq4_nl_q8_0, quantize_row_q8_0},
+      {GgmlType::Q2_K, ggml_vec_dot_q2_K_q8_K, quantize_row_q8_K},  {GgmlType::Q3_K, ggml_vec_dot_q3_K_q8_K, quantize_row_q8_K},
+      {GgmlType::Q4_K, ggml_vec_dot_q4_K_q8_K, quantize_row_q8_K},  {GgmlType::Q5_K, ggml_vec_dot_q5_K_q8_K, quantize_row_q8_K},
+      {GgmlType::Q6_K, ggml_vec_dot_q6_K_q8_K, quantize_row_q8_K},  {GgmlType::IQ4_XS, ggml_vec_dot_iq4_xs_q8_K, quantize_row_q8_K},
+  };
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (const Case& c : cases) {
+    const sc::TypeKernels* k = sc::GetTypeKernels(c.type, isa);
+    const int64_t block = stowage::GetTypeTraits(c.type).block_size;
+    int64_t bad_dot = 0, bad_act = 0, max_n = 0;
+    double max_abs = 0;
+    const int kRows = 400;
+    for (int it = 0; it < kRows; ++it) {
+      const int64_t K = block * (1 + it % 9);
+      std::vector<float> x(static_cast<size_t>(K));
+      for (float& v : x) v = nd(rng) * (it % 4 == 0 ? 0.01f : 1.f);
+      std::vector<uint8_t> qa(stowage::RowSize(k->vec_dot_type, K)), qb(qa.size());
+      c.quant(x.data(), qa.data(), K);
+      k->from_float(x.data(), qb.data(), K);
+      if (qa != qb) ++bad_act;
+      const std::vector<uint8_t> w = RandomRow(c.type, K, rng);
+      float r = 0, g = 0;
+      c.ref(int(K), &r, 0, w.data(), 0, qa.data(), 0, 1);
+      k->vec_dot(K, &g, w.data(), qa.data());
+      if (!SameBits(r, g)) {
+        ++bad_dot;
+        max_abs = std::max(max_abs, double(std::fabs(r - g)));
+      }
+      max_n = it + 1;
+    }
+    Report(std::string("vec_dot ") + stowage::GgmlTypeName(c.type), bad_dot, max_n, max_abs);
+    Report(std::string("  activations ") + stowage::GgmlTypeName(k->vec_dot_type), bad_act, max_n);
+  }
+}
+
+// ---- ops through ggml graphs ----
+
+sc::TensorView View(ggml_tensor* t) {
+  sc::TensorView v;
+  v.data = t->data;
+  v.type = GgmlType(int(t->type));
+  for (int i = 0; i < 4; ++i) {
+    v.ne[i] = t->ne[i];
+    v.nb[i] = t->nb[i];
+  }
+  return v;
+}
+
+void Fill(ggml_tensor* t, std::mt19937& rng, float scale) {
+  std::normal_distribution<float> nd(0.f, scale);
+  float* p = static_cast<float*>(t->data);
+  for (int64_t i = 0; i < ggml_nelements(t); ++i) p[i] = nd(rng);
+}
+
+void Compute(ggml_context* ctx, ggml_tensor* out) {
+  ggml_cgraph* g = ggml_new_graph(ctx);
+  ggml_build_forward_expand(g, out);
+  ggml_graph_compute_with_ctx(ctx, g, 1);
+}
+
+// Compares ggml's F32 (or F16) result `ref` with `got` (floats).
+void CompareOut(const std::string& what, ggml_tensor* ref, const std::vector<float>& got) {
+  int64_t bad = 0;
+  double max_abs = 0;
+  for (int64_t i = 0; i < ggml_nelements(ref); ++i) {
+    const float r = ref->type == GGML_TYPE_F16 ? ggml_fp16_to_fp32(static_cast<ggml_fp16_t*>(ref->data)[i])
+                                               : static_cast<float*>(ref->data)[i];
+    if (!SameBits(r, got[size_t(i)])) {
+      ++bad;
+      max_abs = std::max(max_abs, double(std::fabs(r - got[size_t(i)])));
+    }
+  }
+  Report(what, bad, ggml_nelements(ref), max_abs);
+}
+
+void CompareOps(sc::IsaLevel isa) {
+  ggml_init_params ip = {size_t(256) << 20, nullptr, false};
+  ggml_context* ctx = ggml_init(ip);
+  sc::ComputeContext sctx;
+  sctx.n_threads = 1;
+  sctx.max_isa = isa;
+  std::mt19937 rng(7);
+  std::vector<float> out;
+  auto dst = [&](ggml_tensor* ref) {
+    out.assign(size_t(ggml_nelements(ref)), 0.f);
+    sc::TensorView v = View(ref);
+    v.data = out.data();
+    return v;
+  };
+  for (int n : {64, 172, 2048}) {
+    const std::string sz = " n=" + std::to_string(n);
+    ggml_tensor* x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n, 33);
+    ggml_tensor* y = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n, 33);
+    ggml_tensor* w = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
+    Fill(x, rng, 3.f);
+    Fill(y, rng, 1.f);
+    Fill(w, rng, 1.f);
+    ggml_tensor* r = ggml_rms_norm(ctx, x, 1e-5f);
+    Compute(ctx, r);
+    sc::TensorView d = dst(r);
+    (void)sc::RmsNorm(sctx, View(x), d, 1e-5f);
+    CompareOut("RMS_NORM" + sz, r, out);
+    r = ggml_mul(ctx, x, w);
+    Compute(ctx, r);
+    d = dst(r);
+    (void)sc::Mul(sctx, View(x), View(w), d);
+    CompareOut("MUL" + sz, r, out);
+    r = ggml_add(ctx, x, y);
+    Compute(ctx, r);
+    d = dst(r);
+    (void)sc::Add(sctx, View(x), View(y), d);
+    CompareOut("ADD" + sz, r, out);
+    r = ggml_silu(ctx, x);
+    Compute(ctx, r);
+    d = dst(r);
+    (void)sc::Silu(sctx, View(x), d);
+    CompareOut("SILU" + sz, r, out);
+    r = ggml_swiglu_split(ctx, x, y);
+    Compute(ctx, r);
+    d = dst(r);
+    (void)sc::SwiGlu(sctx, View(x), View(y), d);
+    CompareOut("SWIGLU" + sz, r, out);
+    ggml_tensor* h = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, n, 33);
+    r = ggml_cpy(ctx, x, h);
+    Compute(ctx, r);
+    std::vector<uint16_t> hv(size_t(ggml_nelements(h)));
+    sc::TensorView hd = View(h);
+    hd.data = hv.data();
+    (void)sc::Cpy(sctx, View(x), hd);
+    out.resize(hv.size());
+    for (size_t i = 0; i < hv.size(); ++i) out[i] = sc::HalfToFloat(hv[i]);
+    CompareOut("CPY f32->f16" + sz, h, out);
+  }
+  for (int hd : {8, 64, 128})
+    for (int mode : {0, 2}) {
+      ggml_tensor* x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, hd, 8, 33);
+      Fill(x, rng, 2.f);
+      ggml_tensor* pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 33);
+      for (int i = 0; i < 33; ++i) static_cast<int32_t*>(pos->data)[i] = i * 37 + 3;
+      ggml_tensor* r = ggml_rope_ext(ctx, x, pos, nullptr, hd, mode, 0, 10000.f, 1.f, 0.f, 1.f, 32.f, 1.f);
+      Compute(ctx, r);
+      sc::TensorView d = dst(r);
+      sc::RopeParams p;
+      p.n_dims = hd;
+      p.mode = mode;
+      (void)sc::Rope(sctx, View(x), View(pos), sc::TensorView(), d, p);
+      CompareOut("ROPE head_dim=" + std::to_string(hd) + (mode == 2 ? " neox" : " norm"), r, out);
+    }
+  for (int nkv : {49, 256}) {
+    ggml_tensor* kq = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, nkv, 33, 4);
+    Fill(kq, rng, 4.f);
+    ggml_tensor* mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, nkv, 33);
+    for (int t = 0; t < 33; ++t)
+      for (int k = 0; k < nkv; ++k)
+        static_cast<ggml_fp16_t*>(mask->data)[t * nkv + k] = ggml_fp32_to_fp16(k <= t + 7 ? 0.f : -INFINITY);
+    ggml_tensor* r = ggml_soft_max_ext(ctx, kq, mask, 0.125f, 0.f);
+    Compute(ctx, r);
+    sc::TensorView d = dst(r);
+    (void)sc::SoftMax(sctx, View(kq), View(mask), d, 0.125f, 0.f);
+    CompareOut("SOFT_MAX n_kv=" + std::to_string(nkv), r, out);
+  }
+  // F16/F32 weights: vec_dot (1 column; with batch_invariant, no GemvF16Heads) and tinyBLAS order.
+  for (ggml_type wt : {GGML_TYPE_F16, GGML_TYPE_F32})
+    for (int K : {64, 172, 256})
+      for (int M : {1, 33}) {
+        ggml_tensor* w = ggml_new_tensor_2d(ctx, wt, K, 48);
+        std::normal_distribution<float> nd(0.f, 1.f);
+        for (int64_t i = 0; i < ggml_nelements(w); ++i) {
+          if (wt == GGML_TYPE_F16) static_cast<ggml_fp16_t*>(w->data)[i] = ggml_fp32_to_fp16(nd(rng));
+          else static_cast<float*>(w->data)[i] = nd(rng);
+        }
+        ggml_tensor* x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, M);
+        Fill(x, rng, 1.f);
+        ggml_tensor* r = ggml_mul_mat(ctx, w, x);
+        Compute(ctx, r);
+        sctx.batch_invariant = true;
+        sc::TensorView d = dst(r);
+        (void)sc::MulMat(sctx, View(w), View(x), d);
+        sctx.batch_invariant = false;
+        CompareOut(std::string("MUL_MAT ") + (wt == GGML_TYPE_F16 ? "f16" : "f32") + " K=" + std::to_string(K) +
+                       " M=" + std::to_string(M) + " (batch_invariant)",
+                   r, out);
+      }
+  ggml_free(ctx);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2 || (std::string(argv[1]) != "avx512" && std::string(argv[1]) != "avx2")) {
+    std::fprintf(stderr, "usage: ggml-diff avx512|avx2\n");
+    return 2;
+  }
+  const sc::IsaLevel isa = std::string(argv[1]) == "avx512" ? sc::IsaLevel::kAvx512 : sc::IsaLevel::kAvx2;
+  if (sc::DetectIsa() < isa) {
+    std::fprintf(stderr, "ggml-diff: this CPU has no %s\n", argv[1]);
+    return 2;
+  }
+  ggml_cpu_init();
+  std::printf("Stowage CPU level %s vs the linked libggml-cpu, 1 thread\n", argv[1]);
+  CompareVecDots(isa);
+  CompareOps(isa);
+  std::printf("%s\n", g_differing_lines == 0 ? "no differing bits" : "some results differ (see above)");
+  return g_differing_lines == 0 ? 0 : 1;
+}
