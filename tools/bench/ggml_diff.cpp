@@ -254,7 +254,7 @@ void CompareOps(sc::IsaLevel isa) {
     (void)sc::SoftMax(sctx, View(kq), View(mask), d, 0.125f, 0.f);
     CompareOut("SOFT_MAX n_kv=" + std::to_string(nkv), r, out);
   }
-  // F16/F32 weights: vec_dot (1 column; with batch_invariant, no GemvF16Heads) and tinyBLAS order.
+  // F16/F32 weights: vec_dot (1 column; with llamacpp_numerics, no GemvF16Heads) and tinyBLAS order.
   for (ggml_type wt : {GGML_TYPE_F16, GGML_TYPE_F32})
     for (int K : {64, 172, 256})
       for (int M : {1, 33}) {
@@ -268,12 +268,12 @@ void CompareOps(sc::IsaLevel isa) {
         Fill(x, rng, 1.f);
         ggml_tensor* r = ggml_mul_mat(ctx, w, x);
         Compute(ctx, r);
-        sctx.batch_invariant = true;
+        sctx.llamacpp_numerics = true;
         sc::TensorView d = dst(r);
         (void)sc::MulMat(sctx, View(w), View(x), d);
-        sctx.batch_invariant = false;
+        sctx.llamacpp_numerics = false;
         CompareOut(std::string("MUL_MAT ") + (wt == GGML_TYPE_F16 ? "f16" : "f32") + " K=" + std::to_string(K) +
-                       " M=" + std::to_string(M) + " (batch_invariant)",
+                       " M=" + std::to_string(M) + " (llamacpp_numerics)",
                    r, out);
       }
   ggml_free(ctx);

@@ -112,7 +112,7 @@ struct Common {
   std::string cache_type_k = "f16", cache_type_v = "f16";
   std::string flash_attn = "off";  ///< -fa: on, off or auto, normalized by tools::FlashAttnValue
   bool huge_pages = false;
-  bool batch_invariant = false;
+  bool llamacpp_numerics = false;
   bool no_mmap = false, no_repack = false, no_kv_offload = false;
 };
 
@@ -175,7 +175,7 @@ Result<std::unique_ptr<Session>> OpenSession(const Common& c, bool quiet, bool p
   opts.profile_ops = profile_ops;
   opts.n_threads = c.threads;
   opts.copy_mapped_weights_to_huge_pages = c.huge_pages;
-  opts.batch_invariant = c.batch_invariant;
+  opts.llamacpp_numerics = c.llamacpp_numerics;
   // A percentage on the terminal while weights load; nothing when stderr is not a terminal.
   static int last_pct = -1;
   if (!quiet && isatty(fileno(stderr)))
@@ -788,10 +788,9 @@ int Run(int argc, char** argv) {
     a->add_flag("--huge-pages", c.huge_pages,
                 "copy mapped weights into transparent huge pages at load (faster token generation; the weights "
                 "then take anonymous memory instead of the shared page cache)");
-    a->add_flag("--batch-invariant", c.batch_invariant,
-                "quantized weight products sum in the token-generation kernels' order (ggml's) in prompt "
-                "processing too: the same logits whatever the batch size, like llama.cpp's CPU backend "
-                "(slower prompt processing)");
+    a->add_flag("--llamacpp-numerics", c.llamacpp_numerics,
+                "CPU matrix products sum in llama.cpp's CPU orders in prompt processing too, so logits and "
+                "greedy text stay bit-identical to llama.cpp's over long prompts (slower prompt processing)");
   };
   add_common(&app);
   auto* prompt_opt = app.add_option("-p,--prompt", prompt, "prompt text");
@@ -827,7 +826,7 @@ int Run(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "print only the text");
 
   auto* ppl = app.add_subcommand("perplexity", "perplexity of a text file (llama-perplexity style)");
-  ppl->footer("Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, --huge-pages, --batch-invariant, --no-escape.");
+  ppl->footer("Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, --huge-pages, --llamacpp-numerics, --no-escape.");
   std::string text_file;
   ppl->add_option("-f,--file", text_file,
                   "text file (one final newline dropped and escapes expanded, as llama-perplexity); required, except "
@@ -845,7 +844,7 @@ int Run(int argc, char** argv) {
       ->check(NumberIn(-1, 2147483647, true) &
               CLI::Validator([](std::string& v) { return v == "0" ? std::string("Value 0: no chunk to score (N >= 1, or -1 for all)") : std::string(); }, ""));
   auto* bench = app.add_subcommand("bench", "llama-bench style table: pp and tg speed");
-  bench->footer("Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, --huge-pages, --batch-invariant.");
+  bench->footer("Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, --huge-pages, --llamacpp-numerics.");
   std::string n_prompt_list = "512", n_gen_list = "128", threads_list;  // llama-bench's defaults
   int reps = 5;
   bench->add_option("-p,--n-prompt", n_prompt_list,

@@ -163,15 +163,15 @@ class HostBuffer final : public Buffer {
   bool owned_ = false;
 };
 
-/// The CPU backend: stowage_cpu kernels, `n_threads` OpenMP threads; `batch_invariant`: matrix
-/// products with quantized weights in the vec_dot path's summation order (cpu::ComputeContext).
-std::unique_ptr<Backend> CreateCpuBackend(int n_threads, bool batch_invariant = false);
+/// The CPU backend: stowage_cpu kernels, `n_threads` OpenMP threads; `llamacpp_numerics`: matrix
+/// products in llama.cpp's CPU summation orders (cpu::ComputeContext::llamacpp_numerics).
+std::unique_ptr<Backend> CreateCpuBackend(int n_threads, bool llamacpp_numerics = false);
 
 /// The backend this build provides for a planned device (`type` "CPU", "GPU" or "ACCEL"; `name`
 /// as in the plan, e.g. "CUDA0"), or nullptr when it has none (builtin_backends.cpp).
-/// `batch_invariant` applies to the CPU backend (SessionOptions::batch_invariant).
+/// `llamacpp_numerics` applies to the CPU backend (SessionOptions::llamacpp_numerics).
 std::unique_ptr<Backend> CreateBuiltinBackend(const std::string& name, const std::string& type, int n_threads,
-                                              bool batch_invariant = false);
+                                              bool llamacpp_numerics = false);
 /// Comma-separated names of the device kinds this build can run ("CPU, CUDA, oneDNN").
 std::string BuiltinBackendNames();
 

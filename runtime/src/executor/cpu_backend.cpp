@@ -167,9 +167,9 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(int n_threads, bool batch_invariant) {
+  CpuBackend(int n_threads, bool llamacpp_numerics) {
     ctx_.n_threads = n_threads;
-    ctx_.batch_invariant = batch_invariant;
+    ctx_.llamacpp_numerics = llamacpp_numerics;
   }
   const std::string& name() const override { return name_; }
   bool CanAccess(const Buffer& buf) const override { return buf.is_host(); }
@@ -250,8 +250,8 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> CreateCpuBackend(int n_threads, bool batch_invariant) {
-  return std::make_unique<CpuBackend>(n_threads, batch_invariant);
+std::unique_ptr<Backend> CreateCpuBackend(int n_threads, bool llamacpp_numerics) {
+  return std::make_unique<CpuBackend>(n_threads, llamacpp_numerics);
 }
 
 }  // namespace stowage::exec

@@ -1,7 +1,9 @@
-// Batch invariance of MUL_MAT (ComputeContext::batch_invariant): with the flag, a product gives
-// every src1 column the bits it gets when multiplied alone (M = 1: the token-generation path), for
-// every weight type and layout the CPU backend supports, at every instruction-set level and thread
-// count, and whatever columns share the call. Without the flag the same holds for the q8 family
+// Batch invariance of MUL_MAT under ComputeContext::llamacpp_numerics (llama.cpp's CPU summation
+// orders): with the flag, a product gives every src1 column the bits it gets when multiplied alone
+// (M = 1: the token-generation path), for every weight type and layout the CPU backend supports, at
+// every instruction-set level and thread count, and whatever columns share the call — except where
+// llama.cpp's own products are not batch-invariant: repacked Q4_K (its GEMM on groups of 4 columns,
+// checked below), IQ4_NL, and F32/F16 with K % 8 == 0 (tinyBLAS, checked below). Without the flag the same holds for the q8 family
 // (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1) at the scalar level and for Q4_0x8 everywhere (their GEMM and
 // vec_dot/gemv share one order), and the GEMM path of the other cases may differ in the last bits
 // (that is what the flag is for: the test records that it does differ somewhere, so a test of the
@@ -77,7 +79,7 @@ std::vector<float> Product(const Case& c, const std::vector<uint8_t>& w, int64_t
   ComputeContext ctx;
   ctx.n_threads = threads;
   ctx.max_isa = isa;
-  ctx.batch_invariant = invariant;
+  ctx.llamacpp_numerics = invariant;
   const Status st = MulMat(ctx, a, b, d);
   EXPECT_TRUE(st.ok()) << st.message();
   return out;
@@ -87,7 +89,7 @@ const Case kCases[] = {
     {GgmlType::Q8_0, kLayoutPlain},  {GgmlType::Q4_0, kLayoutPlain},   {GgmlType::Q4_0, kLayoutQ4_0x8},
     {GgmlType::Q5_0, kLayoutPlain},  {GgmlType::Q4_1, kLayoutPlain},   {GgmlType::Q5_1, kLayoutPlain},
     {GgmlType::Q2_K, kLayoutPlain},  {GgmlType::Q3_K, kLayoutPlain},   {GgmlType::Q4_K, kLayoutPlain},
-    {GgmlType::Q4_K, kLayoutQ4_Kx8}, {GgmlType::Q5_K, kLayoutPlain},   {GgmlType::Q6_K, kLayoutPlain},
+    {GgmlType::Q5_K, kLayoutPlain},  {GgmlType::Q6_K, kLayoutPlain},
     {GgmlType::IQ4_XS, kLayoutPlain}, {GgmlType::F16, kLayoutPlain},   {GgmlType::BF16, kLayoutPlain},
     {GgmlType::F32, kLayoutPlain},
 };
@@ -234,6 +236,48 @@ TEST(BatchInvariance, MulMatFloatFollowsLlamafileOrder) {
             }
           }
         }
+    }
+}
+
+// Repacked Q4_K with the flag: the first M - M % 4 columns of each call in llama.cpp's GEMM order
+// (GemvQ4_Kx8Q8_KSb), the rest — and a column alone — in its gemv order (GemvQ4_Kx8Q8_K).
+TEST(BatchInvariance, RepackedQ4_KFollowsLlamaCppsGemmAndGemv) {
+  const Case c{GgmlType::Q4_K, kLayoutQ4_Kx8};
+  const int64_t K = 512, N = 16;
+  std::vector<uint8_t> plain = RandomWeights(GgmlType::Q4_K, K, N, 77), packed(plain.size());
+  TensorView v;
+  v.type = GgmlType::Q4_K;
+  v.ne[0] = K; v.ne[1] = N; v.ne[2] = 1; v.ne[3] = 1;
+  SetContiguousStrides(v);
+  v.data = plain.data();
+  ASSERT_TRUE(RepackQ4_K(v, packed.data()).ok());
+  for (IsaLevel isa : Levels())
+    for (int64_t M : {3, 4, 11}) {
+      SCOPED_TRACE("isa " + std::to_string(int(isa)) + " M=" + std::to_string(M));
+      std::vector<float> x(size_t(K * M));
+      kt::FillUniform(x, 78, -2.f, 2.f);
+      const std::vector<float> got = Product(c, packed, K, N, x.data(), M, isa, 2, true);
+      VecDotFn gemv = scalar::GemvQ4_Kx8Q8_K, gemv_sb = scalar::GemvQ4_Kx8Q8_KSb;
+      if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) {
+        gemv = avx512::GemvQ4_Kx8Q8_K;
+        gemv_sb = avx512::GemvQ4_Kx8Q8_KSb;
+      } else if (isa >= IsaLevel::kAvx2) {
+        gemv = avx2::GemvQ4_Kx8Q8_K;
+        gemv_sb = avx2::GemvQ4_Kx8Q8_KSb;
+      }
+      const TypeKernels* tk = GetTypeKernels(GgmlType::Q4_K, isa);
+      std::vector<uint8_t> y(RowSize(GgmlType::Q8_K, K));
+      for (int64_t m = 0; m < M; ++m) {
+        tk->from_float(x.data() + m * K, y.data(), K);
+        const bool sb = M > 3 && m < M - M % 4;
+        for (int64_t g = 0; g < N / 8; ++g) {
+          float want[8];
+          (sb ? gemv_sb : gemv)(K, want, packed.data() + size_t(g) * 8 * v.nb[1], y.data());
+          for (int r = 0; r < 8; ++r)
+            ASSERT_EQ(std::memcmp(&got[size_t(m * N + 8 * g + r)], &want[r], 4), 0)
+                << "column " << m << " row " << 8 * g + r << (sb ? " (GEMM order)" : " (gemv order)");
+        }
+      }
     }
 }
 

@@ -268,6 +268,61 @@ TEST(CpuRepackQ4_K, LayoutAndInverse) {
   EXPECT_EQ(RepackLayoutFor(w.v), kLayoutQ4_Kx8);
 }
 
+// GemvQ4_Kx8Q8_KSb (llama.cpp's q4_K_8x8 GEMM order: the float part per 64-element sub-block pair):
+// every level bit-identical to the scalar one, equal to an independent per-pair computation from
+// the plain blocks, and different from the per-super-block gemv somewhere (the orders differ).
+TEST(CpuRepackQ4_K, SubBlockPairGemvLevelsAgree) {
+  uint32_t seed = 90;
+  int differs_from_gemv = 0;
+  for (int64_t K : {256, 768, 2816}) {
+    kt::Tensor w = RandomQ4_K(K, 8, 1, seed++);
+    std::vector<uint8_t> store;
+    const TensorView rp = Repacked(w.v, &store);
+    std::vector<float> x(static_cast<size_t>(K));
+    kt::FillUniform(x, seed++, -3.f, 3.f);
+    const std::vector<BlockQ8_K> y = QuantizeQ8_K(x.data(), K);
+    float ref[8], sb_scalar[8];
+    scalar::GemvQ4_Kx8Q8_K(K, ref, rp.data, y.data());
+    scalar::GemvQ4_Kx8Q8_KSb(K, sb_scalar, rp.data, y.data());
+    for (int r = 0; r < 8; ++r) {  // the per-pair order, from the plain block of row r
+      const BlockQ4_K* blk = reinterpret_cast<const BlockQ4_K*>(w.buf.data() + size_t(r) * w.v.nb[1]);
+      float acc = 0, accm = 0;
+      for (int64_t b = 0; b < K / kQK_K; ++b) {
+        const float d = HalfToFloat(blk[b].d) * y[size_t(b)].d, dm = HalfToFloat(blk[b].dmin) * y[size_t(b)].d;
+        for (int i = 0; i < 4; ++i) {
+          int sumi = 0, summ = 0;
+          for (int j = 2 * i; j < 2 * i + 2; ++j) {
+            uint8_t s6, m6;
+            GetScaleMinK4(j, blk[b].scales, &s6, &m6);
+            int dot = 0;
+            for (int e = 0; e < 32; ++e) {
+              const uint8_t q = blk[b].qs[32 * i + e];
+              dot += ((j % 2 == 0) ? (q & 15) : (q >> 4)) * y[size_t(b)].qs[32 * j + e];
+            }
+            sumi += s6 * dot;
+            summ += m6 * (y[size_t(b)].bsums[2 * j] + y[size_t(b)].bsums[2 * j + 1]);
+          }
+          acc = std::fma(float(sumi), d, acc);
+          accm = std::fma(float(summ), dm, accm);
+        }
+      }
+      const float want = acc - accm;
+      ASSERT_EQ(std::memcmp(&sb_scalar[r], &want, 4), 0) << "K " << K << " r " << r << ": " << sb_scalar[r] << " vs " << want;
+      if (std::memcmp(&sb_scalar[r], &ref[r], 4) != 0) ++differs_from_gemv;
+    }
+    std::vector<std::pair<IsaLevel, VecDotFn>> levels;
+    if (DetectIsa() >= IsaLevel::kAvx2) levels.push_back({IsaLevel::kAvx2, avx2::GemvQ4_Kx8Q8_KSb});
+    if (DetectIsa() >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) levels.push_back({IsaLevel::kAvx512, avx512::GemvQ4_Kx8Q8_KSb});
+    for (const auto& lv : levels) {
+      float got[8];
+      lv.second(K, got, rp.data, y.data());
+      for (int r = 0; r < 8; ++r)
+        ASSERT_EQ(std::memcmp(&got[r], &sb_scalar[r], 4), 0) << "K " << K << " isa " << int(lv.first) << " r " << r;
+    }
+  }
+  EXPECT_GT(differs_from_gemv, 0);
+}
+
 // Every gemv level: bit-identical to the scalar gemv, and equal to the plain Q4_K vec_dot of each
 // level within float rounding (both near the exact value), for 1, 3 and 11 super-blocks.
 TEST(CpuRepackQ4_K, GemvEqualsScalarAndVecDot) {

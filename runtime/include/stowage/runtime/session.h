@@ -47,18 +47,18 @@ struct SessionOptions {
   /// Times every node, split input copy and ubatch on the host clock (Session::OpProfile); costs
   /// two clock reads per node. stowage-run: bench --profile.
   bool profile_ops = false;
-  /// CPU matrix products with quantized weights (and F32/F16 ones with K % 8 != 0) give each token
-  /// the same bits whether it is decoded alone or within a prompt's ubatch (any batch size or
-  /// ubatch split): prompt processing sums in the token-generation kernels' order, which is ggml's
-  /// (cpu::ComputeContext::batch_invariant). llama.cpp's CPU backend is batch-invariant for these
-  /// products too, so logits and greedy text stay equal to llama.cpp's over long prompts instead
-  /// of drifting apart after one rounding flip (stories260K Q8_0/Q4_0/Q4_K_M/F16: bit-identical
-  /// logits over a 49-token prompt and 64 generated tokens against llama.cpp 2026 on an AVX-512
-  /// machine). F32/F16 products with K % KN == 0 and >= 2 columns follow llama.cpp's tinyBLAS
-  /// order with or without this option (not batch-invariant, as in llama.cpp); IQ4_NL products
-  /// too (two orders). Costs prompt-processing speed: Q8_0 about 35% (GEMM kernels in the vec_dot
-  /// order), the k-quants about 40% (the vec_dot/gemv path). stowage-run: --batch-invariant.
-  bool batch_invariant = false;
+  /// CPU matrix products sum in the orders of llama.cpp's CPU backend in prompt processing too
+  /// (cpu::ComputeContext::llamacpp_numerics), so that logits and greedy text stay bit-identical to
+  /// llama.cpp's over long prompts instead of drifting apart after one rounding flip: stories260K
+  /// Q8_0/Q4_0/Q4_K_M/F16 and llama-2-tiny-random give the same 9-digit logits as llama.cpp 2026
+  /// over a 49-token prompt and 64 greedy tokens on an AVX-512 machine (the default mode differs
+  /// there from position ~20 for Q8_0/Q4_0, whose GEMM kernels keep one float per output). For
+  /// most weight types that order is the token-generation one, so the products are then
+  /// batch-invariant (any ubatch split gives the same bits), as in llama.cpp; where llama.cpp
+  /// itself is not (repacked Q4_K, IQ4_NL, F32/F16 with K % 16 == 0) its orders are followed.
+  /// Costs prompt-processing speed: Q8_0 about 35%, the k-quants about 40%.
+  /// stowage-run: --llamacpp-numerics.
+  bool llamacpp_numerics = false;
 };
 
 /// One row of Session::OpProfile: host wall time of one kind of work in one graph ("pp" or "tg"),

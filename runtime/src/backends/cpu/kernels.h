@@ -94,7 +94,18 @@ void GemmQ8FromFloat(const float* x, void* act, int64_t K, int z);
 double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scale, float slope, float* y, int64_t n);
 }  // namespace avx512
 
+/// GemvQ4_Kx8Q8_KSb (each level): the same dots with the float part per 64-element sub-block pair
+/// (acc = fma(pair's int sum, d * d_y, acc), accm likewise with its mins) instead of per super-block:
+/// the order of llama.cpp's ggml_gemm_q4_K_8x8_q8_K (AVX2 and AVX-512), which it runs for the
+/// prompt's src1 rows in groups of 4 (its gemv, per super-block, for the rest and for one token).
+namespace avx512 {
+void GemvQ4_Kx8Q8_KSb(int64_t n, float* s, const void* x, const void* y);
+}  // namespace avx512
+namespace avx2 {
+void GemvQ4_Kx8Q8_KSb(int64_t n, float* s, const void* x, const void* y);
+}  // namespace avx2
 namespace scalar {
+void GemvQ4_Kx8Q8_KSb(int64_t n, float* s, const void* x, const void* y);
 /// Reference for the repacked layout: s[r] = dot(row r of the 8-row group, y), r = 0..7.
 void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
 /// Reference for the Q4_Kx8 layout: s[r] = dot(row r of the 8-row group, y), r = 0..7, from the plain

@@ -461,7 +461,7 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
   }
 #endif
   if (M >= kGemmMinCols && dst.nb[1] % sizeof(float) == 0) {
-    if (const GemmKernels* gk = GetGemmKernels(src0.type, src0.layout, isa, ctx.batch_invariant)) {
+    if (const GemmKernels* gk = GetGemmKernels(src0.type, src0.layout, isa, ctx.llamacpp_numerics)) {
       MulMatGemm(ctx, *gk, src0, src1, dst, nt);
       return Status::Ok();
     }
@@ -469,9 +469,9 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
   // Token-generation attention (KQ: K = head_dim, one row per cache cell; KQV: K = n_kv, rows =
   // head_dim, several heads): F16 rows against one F16-rounded src1 row per matrix. Not with
-  // batch_invariant (its sums are ordered per 16-row block, not as the vec_dot's).
+  // llamacpp_numerics (its sums are ordered per 16-row block, not as the vec_dot's).
   if (src0.type == GgmlType::F16 && src0.layout == kLayoutPlain && M == 1 && isa >= IsaLevel::kAvx2 &&
-      !ctx.batch_invariant &&
+      !ctx.llamacpp_numerics &&
       dst.nb[2] % sizeof(float) == 0 && ((K <= 256 && K % 16 == 0) || ne12 * ne13 > 1)) {
     MulMatF16Heads(ctx, isa >= IsaLevel::kAvx512 ? avx512::GemvF16Heads : avx2::GemvF16Heads, src0, src1, dst, nt);
     return Status::Ok();
@@ -507,10 +507,20 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
   // 8-row gemv of the repacked layouts (one call per group of 8 rows, writes 8 dst elements).
   const bool q4k = src0.layout == kLayoutQ4_Kx8;
   VecDotFn gemv8 = q4k ? scalar::GemvQ4_Kx8Q8_K : scalar::GemvQ4_0x8Q8_0;
+  VecDotFn gemv8_sb = scalar::GemvQ4_Kx8Q8_KSb;
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-  if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) gemv8 = q4k ? avx512::GemvQ4_Kx8Q8_K : avx512::GemvQ4_0x8Q8_0;
-  else if (isa >= IsaLevel::kAvx2) gemv8 = q4k ? avx2::GemvQ4_Kx8Q8_K : avx2::GemvQ4_0x8Q8_0;
+  if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) {
+    gemv8 = q4k ? avx512::GemvQ4_Kx8Q8_K : avx512::GemvQ4_0x8Q8_0;
+    gemv8_sb = avx512::GemvQ4_Kx8Q8_KSb;
+  } else if (isa >= IsaLevel::kAvx2) {
+    gemv8 = q4k ? avx2::GemvQ4_Kx8Q8_K : avx2::GemvQ4_0x8Q8_0;
+    gemv8_sb = avx2::GemvQ4_Kx8Q8_KSb;
+  }
 #endif
+  // Q4_Kx8 with llamacpp_numerics: llama.cpp's repacked Q4_K runs its GEMM (float part per sub-block
+  // pair) on the first M - M % 4 src1 rows of each matrix and its gemv on the rest; the same here,
+  // so prompts give its bits (this product is then not batch-invariant, as in llama.cpp).
+  const int64_t m_sb = q4k && ctx.llamacpp_numerics && M > 3 ? M - M % 4 : 0;
   auto tile = [&](int64_t t) {
     const int64_t tn = t % tiles_n;
     const int64_t tm = (t / tiles_n) % tiles_m;
@@ -526,7 +536,8 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
       float* out = reinterpret_cast<float*>(static_cast<char*>(dst.data) + m * dst.nb[1] + i12 * dst.nb[2] +
                                             i13 * dst.nb[3]);
       if (repacked) {
-        for (int64_t n = n0; n < n1; n += 8) gemv8(K, out + n, w + n * src0.nb[1], y);
+        const VecDotFn g = m < m_sb ? gemv8_sb : gemv8;
+        for (int64_t n = n0; n < n1; n += 8) g(K, out + n, w + n * src0.nb[1], y);
       } else {
         for (int64_t n = n0; n < n1; ++n) vec_dot(K, out + n, w + n * src0.nb[1], y);
       }

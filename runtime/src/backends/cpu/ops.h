@@ -73,15 +73,16 @@ struct ComputeContext {
   /// Highest kernel level to use: the detected level is capped by this (tests force kScalar to
   /// compare SIMD paths against the reference).
   IsaLevel max_isa = IsaLevel::kAvx512;
-  /// MUL_MAT gives every src1 column the bits it gets alone (prompt processing = token-by-token
-  /// decoding, any ubatch split): the GEMM path sums in the vec_dot path's order (the q8 family's
-  /// 8-lane kernels: ggml's order, as llama.cpp's batched path) or is not taken, and M = 1 F16
-  /// products use the vec_dot instead of GemvF16Heads. Costs prompt-processing speed (gemm.h
-  /// GetGemmKernels). Excepted, as in llama.cpp: IQ4_NL (ggml's vec_dot and its batched path
-  /// differ; this backend follows both) and F32/F16 products with K % KN == 0 and >= 2 columns
-  /// (llamafile's tinyBLAS order, see MulMat). SessionOptions::batch_invariant, stowage-run
-  /// --batch-invariant.
-  bool batch_invariant = false;
+  /// MUL_MAT sums in the orders of llama.cpp's CPU backend in prompt processing too: the GEMM
+  /// path only where its order is the vec_dot path's (the q8 family's 8-lane kernels, gemm.h
+  /// GetGemmKernels with batch_invariant), else the vec_dot path; repacked Q4_K in llama.cpp's
+  /// GEMM order for the first M - M % 4 columns (kernels.h GemvQ4_Kx8Q8_KSb); M = 1 F16 products
+  /// through the vec_dot instead of GemvF16Heads. F32/F16 products with K % KN == 0 and >= 2
+  /// columns follow llamafile's tinyBLAS order in both modes (see MulMat). Every column then gets
+  /// the bits it gets alone except where llama.cpp's do not either (repacked Q4_K, IQ4_NL, those
+  /// F32/F16 products). Costs prompt-processing speed. SessionOptions::llamacpp_numerics,
+  /// stowage-run --llamacpp-numerics.
+  bool llamacpp_numerics = false;
   /// ROPE's angle cache (n_dims cos/sin values) of its last one-position call and the bits of
   /// everything it depends on (position, n_dims, frequency parameters, freq_factors): token
   /// generation's ROPEs of one token (Q and K of every layer) share it instead of recomputing the
@@ -121,7 +122,7 @@ Status GetRows(ComputeContext& ctx, const TensorView& src0, const TensorView& id
 /// repacked layouts use an 8-row gemv: Q4_0x8 x Q8_0, Q4_Kx8 x Q8_K). F16 src0 with M == 1 at
 /// AVX2/AVX-512 (K <= 256 and K % 16 == 0, or several src1 matrices: the attention products of
 /// token generation) uses GemvF16Heads: 16-row blocks of one kv head against every q head sharing
-/// it, F32 sums in another order than VecDotF16's (not with ctx.batch_invariant).
+/// it, F32 sums in another order than VecDotF16's (not with ctx.llamacpp_numerics).
 /// Errors: kUnimplemented for unsupported src0 types; kInvalidArgument for shape/type/stride
 /// mismatches (K % block size, dst shape, broadcast, layout).
 Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst);

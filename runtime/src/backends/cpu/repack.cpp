@@ -190,7 +190,9 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
 // bsums[2j+1]) -- the plain vec_dot's integers -- then acc_r = fma(sumi, d_r * d_y, acc_r) and
 // accm_r = fma(summ, dmin_r * d_y, accm_r); s[r] = acc_r - accm_r. The SIMD gemvs perform the same
 // float operations on 8 lanes, so every level gives the same bits.
-void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* vx, const void* vy) {
+namespace {
+template <bool kSb>
+void GemvQ4_Kx8(int64_t n, float* s, const void* vx, const void* vy) {
   const uint8_t* x = static_cast<const uint8_t*>(vx);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
   float acc[8] = {}, accm[8] = {};
@@ -200,7 +202,11 @@ void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* vx, const void* vy) {
     int bs32[8];
     for (int j = 0; j < 8; ++j) bs32[j] = y[b].bsums[2 * j] + y[b].bsums[2 * j + 1];
     const float dy = y[b].d;
+    uint16_t dh[8], mh[8];
+    std::memcpy(dh, x + q4_kx8::kD, 16);
+    std::memcpy(mh, x + q4_kx8::kDmin, 16);
     for (int r = 0; r < 8; ++r) {
+      const float d = HalfToFloat(dh[r]) * dy, dm = HalfToFloat(mh[r]) * dy;
       int sumi = 0, summ = 0;
       for (int j = 0; j < 8; ++j) {
         const int i = j / 2, shift = 4 * (j % 2);
@@ -212,16 +218,24 @@ void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* vx, const void* vy) {
         }
         sumi += sc[r][j] * dot;
         summ += mn[r][j] * bs32[j];
+        if (kSb && j % 2 == 1) {  // the end of sub-block pair j / 2
+          acc[r] = std::fma(float(sumi), d, acc[r]);
+          accm[r] = std::fma(float(summ), dm, accm[r]);
+          sumi = summ = 0;
+        }
       }
-      uint16_t dh, mh;
-      std::memcpy(&dh, x + q4_kx8::kD + 2 * r, 2);
-      std::memcpy(&mh, x + q4_kx8::kDmin + 2 * r, 2);
-      acc[r] = std::fma(float(sumi), HalfToFloat(dh) * dy, acc[r]);
-      accm[r] = std::fma(float(summ), HalfToFloat(mh) * dy, accm[r]);
+      if (!kSb) {
+        acc[r] = std::fma(float(sumi), d, acc[r]);
+        accm[r] = std::fma(float(summ), dm, accm[r]);
+      }
     }
   }
   for (int r = 0; r < 8; ++r) s[r] = acc[r] - accm[r];
 }
+}  // namespace
+
+void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* vx, const void* vy) { GemvQ4_Kx8<false>(n, s, vx, vy); }
+void GemvQ4_Kx8Q8_KSb(int64_t n, float* s, const void* vx, const void* vy) { GemvQ4_Kx8<true>(n, s, vx, vy); }
 
 }  // namespace scalar
 

@@ -282,7 +282,10 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
 // scale in every word of the row) into exact int32 lanes. Scales and mins decode as in the AVX-512
 // gemv (two ymm each); the mins term is vpmaddwd of the row-major mins with the 32-element sums. The
 // float part is the scalar reference's, so the result is bit-identical to scalar::GemvQ4_Kx8Q8_K.
-void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* vx, const void* vy) {
+namespace {
+// kSb: the float part per 64-element sub-block pair (llama.cpp's q4_K_8x8 GEMM order).
+template <bool kSb>
+void GemvQ4_Kx8(int64_t n, float* s, const void* vx, const void* vy) {
   namespace L = q4_kx8;
   const uint8_t* x = static_cast<const uint8_t*>(vx);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
@@ -293,6 +296,10 @@ void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* vx, const void* vy) {
   const __m256i perm_m = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / kQK_K; ++b, x += L::kColBytes) {
+    const __m256 dy = _mm256_set1_ps(y[b].d);
+    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + L::kD))), dy);
+    const __m256 dm =
+        _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + L::kDmin))), dy);
     const __m256i lo0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + L::kScLo));
     const __m256i lo1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + L::kScLo + 32));
     const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + L::kScHi));
@@ -310,11 +317,26 @@ void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* vx, const void* vy) {
     const __m256i h1 = _mm256_hadd_epi32(mins(_mm256_castsi256_si128(mn0)), mins(_mm256_extracti128_si256(mn0, 1)));
     const __m256i h2 = _mm256_hadd_epi32(mins(_mm256_castsi256_si128(mn1)), mins(_mm256_extracti128_si256(mn1, 1)));
     const __m256i summ = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(h1, h2), perm_m);
+    // Per sub-block pair (kSb): row r's mins of pair i, from the 2-rows-x-4 madd lanes.
+    alignas(32) int32_t mpair[8][4];
+    if (kSb) {
+      const __m256i mm[4] = {mins(_mm256_castsi256_si128(mn0)), mins(_mm256_extracti128_si256(mn0, 1)),
+                             mins(_mm256_castsi256_si128(mn1)), mins(_mm256_extracti128_si256(mn1, 1))};
+      for (int k = 0; k < 4; ++k) {
+        alignas(32) int32_t t[8];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(t), mm[k]);
+        for (int q = 0; q < 4; ++q) {
+          mpair[2 * k][q] = t[q];
+          mpair[2 * k + 1][q] = t[4 + q];
+        }
+      }
+    }
 
     const uint8_t* q = x + L::kQs;
     const int8_t* a = y[b].qs;
     __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();  // rows 0-3 / 4-7, lane 2r' + h
     for (int i = 0; i < 4; ++i) {
+      if (kSb) acc0 = acc1 = _mm256_setzero_si256();
       __m256i l0 = _mm256_setzero_si256(), l1 = l0, h0 = l0, hh1 = l0;
       for (int c = 0; c < 4; ++c) {
         const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * (4 * i + c)));
@@ -334,18 +356,27 @@ void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* vx, const void* vy) {
       acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(l1, _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sl, spread1))));
       acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(h0, _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sh, spread0))));
       acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(hh1, _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sh, spread1))));
+      if (kSb) {
+        const __m256i sumi = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc0, acc1), 0xD8);
+        const __m256i mins_i = _mm256_setr_epi32(mpair[0][i], mpair[1][i], mpair[2][i], mpair[3][i], mpair[4][i],
+                                                 mpair[5][i], mpair[6][i], mpair[7][i]);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), d, acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins_i), dm, accm);
+      }
     }
     // hadd: [r0 r1 r4 r5 | r2 r3 r6 r7] -> rows in order.
-    const __m256i sumi = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc0, acc1), 0xD8);
-    const __m256 dy = _mm256_set1_ps(y[b].d);
-    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + L::kD))), dy);
-    const __m256 dm =
-        _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + L::kDmin))), dy);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), d, acc);
-    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summ), dm, accm);
+    if (!kSb) {
+      const __m256i sumi = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc0, acc1), 0xD8);
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), d, acc);
+      accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summ), dm, accm);
+    }
   }
   _mm256_storeu_ps(s, _mm256_sub_ps(acc, accm));
 }
+}  // namespace
+
+void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* vx, const void* vy) { GemvQ4_Kx8<false>(n, s, vx, vy); }
+void GemvQ4_Kx8Q8_KSb(int64_t n, float* s, const void* vx, const void* vy) { GemvQ4_Kx8<true>(n, s, vx, vy); }
 
 void VecDotQ5_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
   const BlockQ5_0* x = static_cast<const BlockQ5_0*>(vx);

@@ -261,7 +261,11 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
 //   with the eight 32-element sums, reduced to one dword per row.
 // The float part is the scalar reference's (acc = fma(sumi, d * d_y, acc), accm likewise with dmin)
 // on 8 lanes, so the result is bit-identical to scalar::GemvQ4_Kx8Q8_K.
-void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* vx, const void* vy) {
+namespace {
+// kSb: the float part per 64-element sub-block pair instead of per super-block (llama.cpp's
+// q4_K_8x8 GEMM order; see kernels.h GemvQ4_Kx8Q8_KSb).
+template <bool kSb>
+void GemvQ4_Kx8(int64_t n, float* s, const void* vx, const void* vy) {
   namespace L = q4_kx8;
   const uint8_t* x = static_cast<const uint8_t*>(vx);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
@@ -281,6 +285,10 @@ void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* vx, const void* vy) {
   const __m512i rows = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
   __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / kQK_K; ++b, x += L::kColBytes) {
+    const __m256 dy = _mm256_set1_ps(y[b].d);
+    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + L::kD))), dy);
+    const __m256 dm =
+        _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + L::kDmin))), dy);
     const __m512i lo = _mm512_loadu_si512(x + L::kScLo);
     const __m512i hi = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + L::kScHi)));
     const __m512i sc = _mm512_or_si512(_mm512_and_si512(lo, m4),
@@ -314,20 +322,33 @@ void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* vx, const void* vy) {
         zh = _mm512_dpbusd_epi32(zh, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), _mm512_set1_epi64(ah));
       }
       const __m512i& s16 = sc16[i / 2];
+      if (kSb) isl = ish = zero;
       isl = _mm512_dpwssd_epi32(isl, zl, _mm512_maskz_permutexvar_epi16(kLowWords, sidx[(2 * i) % 4], s16));
       ish = _mm512_dpwssd_epi32(ish, zh, _mm512_maskz_permutexvar_epi16(kLowWords, sidx[(2 * i + 1) % 4], s16));
+      if (kSb) {  // this sub-block pair's sums: rows in order; its mins: lanes 4r + i of p0 / p1
+        const __m512i is = _mm512_add_epi32(isl, ish);
+        const __m256i sumi = _mm512_cvtepi64_epi32(_mm512_add_epi32(is, _mm512_srli_epi64(is, 32)));
+        const __m512i pick = _mm512_add_epi32(_mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0),
+                                              _mm512_set1_epi32(i));
+        const __m256i mins = _mm512_castsi512_si256(_mm512_permutex2var_epi32(p0, pick, p1));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), d, acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), dm, accm);
+      }
     }
-    const __m512i is = _mm512_add_epi32(isl, ish);
-    const __m256i sumi = _mm512_cvtepi64_epi32(_mm512_add_epi32(is, _mm512_srli_epi64(is, 32)));
-    const __m256 dy = _mm256_set1_ps(y[b].d);
-    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + L::kD))), dy);
-    const __m256 dm =
-        _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + L::kDmin))), dy);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), d, acc);
-    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summ), dm, accm);
+    if (!kSb) {
+      const __m512i is = _mm512_add_epi32(isl, ish);
+      const __m256i sumi = _mm512_cvtepi64_epi32(_mm512_add_epi32(is, _mm512_srli_epi64(is, 32)));
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), d, acc);
+      accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summ), dm, accm);
+    }
   }
   _mm256_storeu_ps(s, _mm256_sub_ps(acc, accm));
 }
+}  // namespace
+
+void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* vx, const void* vy) { GemvQ4_Kx8<false>(n, s, vx, vy); }
+void GemvQ4_Kx8Q8_KSb(int64_t n, float* s, const void* vx, const void* vy) { GemvQ4_Kx8<true>(n, s, vx, vy); }
+
 
 }  // namespace stowage::cpu::avx512
 
