@@ -10,8 +10,8 @@ cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 ctest --test-dir build --output-on-failure -j "$JOBS"
 if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
-  SAN_TARGETS="gguf_reader_test gguf_malformed_test gguf_writer_test atomic_file_test session_test golden_logits_test tokenizer_test sampler_test cpu_ops_test cpu_quant_test cpu_repack_test cpu_flash_attn_test" \
-  SAN_TESTS='^(Gguf|AtomicFile|Session|Models/GoldenLogits|FlashAttn/GoldenLogits|Tokeniz|Spm|Bpe|Wpm|FromGguf|PreTokenizer|LlamaCppDifferential|Sampler|Cpu)' \
+  SAN_TARGETS="gguf_reader_test gguf_malformed_test gguf_writer_test atomic_file_test session_test golden_logits_test tokenizer_test sampler_test cpu_ops_test cpu_quant_test cpu_repack_test cpu_flash_attn_test cpu_simd_test batch_invariance_test" \
+  SAN_TESTS='^(Gguf|AtomicFile|Session|Models/GoldenLogits|FlashAttn/GoldenLogits|Tokeniz|Spm|Bpe|Wpm|FromGguf|PreTokenizer|LlamaCppDifferential|Sampler|Cpu|BatchInvariance)' \
     scripts/test-sanitizers.sh
 fi
 if [ "${SKIP_FUZZ:-0}" != 1 ]; then

@@ -384,19 +384,18 @@ constexpr GemmKernels kAvx2Q4_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin,
                                    avx2::GemmQ8KernelMinU4};
 constexpr GemmKernels kAvx2Q5_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ5_1>,
                                    avx2::GemmQ8KernelMinU5};
-// ggml's 8-lane vec_dot order (batch-invariant products of plain layouts).
-constexpr GemmKernels kLanesQ8_0 = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackQ8_0Vnni,
-                                    avx512::GemmQ8KernelLanes};
-constexpr GemmKernels kLanesQ4_0 = {FromFloatVnni<8>, ActRowBytes, PanelBytes, avx512::GemmQ8PackQ4_0,
-                                    avx512::GemmQ8KernelLanes};
-constexpr GemmKernels kLanesQ5_0 = {FromFloatVnni<16>, ActRowBytes, PanelBytes, PackPlain<UnpackQ5_0>,
-                                    avx512::GemmQ8KernelLanes};
-constexpr GemmKernels kLanesIQ4_NL = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
-                                      avx512::GemmQ8KernelLanes};
-constexpr GemmKernels kLanesQ4_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ4_1>,
-                                    avx512::GemmQ8KernelMinLanes};
-constexpr GemmKernels kLanesQ5_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ5_1>,
-                                    avx512::GemmQ8KernelMinLanes};
+// ggml's 8-lane vec_dot order (batch-invariant products of plain layouts): the VNNI sets above
+// with the lanes kernels (same activation rows and panels).
+constexpr GemmKernels WithKernel(GemmKernels k, decltype(GemmKernels::kernel) kernel) {
+  k.kernel = kernel;
+  return k;
+}
+constexpr GemmKernels kLanesQ8_0 = WithKernel(kVnniQ8_0, avx512::GemmQ8KernelLanes);
+constexpr GemmKernels kLanesQ4_0 = WithKernel(kVnniQ4_0, avx512::GemmQ8KernelLanes);
+constexpr GemmKernels kLanesQ5_0 = WithKernel(kVnniQ5_0, avx512::GemmQ8KernelLanes);
+constexpr GemmKernels kLanesIQ4_NL = WithKernel(kVnniIQ4_NL, avx512::GemmQ8KernelLanes);
+constexpr GemmKernels kLanesQ4_1 = WithKernel(kVnniQ4_1, avx512::GemmQ8KernelMinLanes);
+constexpr GemmKernels kLanesQ5_1 = WithKernel(kVnniQ5_1, avx512::GemmQ8KernelMinLanes);
 #endif
 
 }  // namespace

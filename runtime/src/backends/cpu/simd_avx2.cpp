@@ -830,15 +830,7 @@ void RoundRowF16(const float* x, float* y, int64_t n) {
 
 namespace stowage::cpu::avx2 {
 
-void RopeRotate(int64_t n_dims, bool neox, const float* cache, const float* x, float* y) {
-  const int64_t half = n_dims / 2;
-  for (int64_t i0 = 0; i0 < n_dims; i0 += 2) {
-    const int64_t a = neox ? i0 / 2 : i0, b = neox ? i0 / 2 + half : i0 + 1;
-    const float c = cache[i0], sn = cache[i0 + 1], x0 = x[a], x1 = x[b];
-    y[a] = std::fma(x0, c, -(x1 * sn));
-    y[b] = std::fma(x0, sn, x1 * c);
-  }
-}
+#include "rope_rotate.inc"  // NOLINT(build/include): one copy per level
 
 }  // namespace stowage::cpu::avx2
 
