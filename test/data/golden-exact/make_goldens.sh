@@ -16,7 +16,7 @@ g++ -O1 -std=c++17 "$HERE/refexact.cpp" -o "$TMP/refexact" -I"$REF/include" -I"$
   -L"$B" -l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so -Wl,-rpath,"$B" -lxxhash
 PROMPT=$(cat "$HERE/prompt.txt")
 for m in stories260K stories260K-F16 stories260K-Q8_0 stories260K-Q4_0 stories260K-Q4_K_M llama-2-tiny-random \
-         tiny-tied-f32 tiny8-untied-q4_0 synth-Q4_K_M synth-Q6_K; do
+         tiny-tied-f32 tiny8-untied-q4_0 synth-Q4_K_M synth-Q6_K synth-IQ4_XS; do
   "$TMP/refexact" "$MODELS/$m.gguf" "$PROMPT" 32 512 > "$HERE/$m.json"
   echo "wrote $HERE/$m.json"
 done

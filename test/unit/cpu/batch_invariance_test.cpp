@@ -3,7 +3,8 @@
 // (M = 1: the token-generation path), for every weight type and layout the CPU backend supports, at
 // every instruction-set level and thread count, and whatever columns share the call — except where
 // llama.cpp's own products are not batch-invariant: repacked Q4_K (its GEMM on groups of 4 columns,
-// checked below), IQ4_NL, and F32/F16 with K % 8 == 0 (tinyBLAS, checked below). Without the flag the same holds for the q8 family
+// checked below), IQ4_XS (its "iqp" kernels from 8 columns, checked below), IQ4_NL, and F32/F16 with
+// K % 8 == 0 (tinyBLAS, checked below). Without the flag the same holds for the q8 family
 // (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1) at the scalar level and for Q4_0x8 everywhere (their GEMM and
 // vec_dot/gemv share one order), and the GEMM path of the other cases may differ in the last bits
 // (that is what the flag is for: the test records that it does differ somewhere, so a test of the
@@ -90,7 +91,7 @@ const Case kCases[] = {
     {GgmlType::Q5_0, kLayoutPlain},  {GgmlType::Q4_1, kLayoutPlain},   {GgmlType::Q5_1, kLayoutPlain},
     {GgmlType::Q2_K, kLayoutPlain},  {GgmlType::Q3_K, kLayoutPlain},   {GgmlType::Q4_K, kLayoutPlain},
     {GgmlType::Q5_K, kLayoutPlain},  {GgmlType::Q6_K, kLayoutPlain},
-    {GgmlType::IQ4_XS, kLayoutPlain}, {GgmlType::F16, kLayoutPlain},   {GgmlType::BF16, kLayoutPlain},
+    {GgmlType::F16, kLayoutPlain},   {GgmlType::BF16, kLayoutPlain},
     {GgmlType::F32, kLayoutPlain},
 };
 
@@ -236,6 +237,32 @@ TEST(BatchInvariance, MulMatFloatFollowsLlamafileOrder) {
             }
           }
         }
+    }
+}
+
+// IQ4_XS with the flag: below 8 columns every column as alone (ggml's vec_dot order); from 8, llama.cpp
+// 2026's iqp order (VecDotIQ4_XSQ8_KIqp: one float per output, one fma per super-block).
+TEST(BatchInvariance, IQ4_XSFollowsLlamaCppsIqpFrom8Columns) {
+  const Case c{GgmlType::IQ4_XS, kLayoutPlain};
+  const int64_t K = 512, N = 24;
+  const std::vector<uint8_t> w = RandomWeights(GgmlType::IQ4_XS, K, N, 31);
+  for (IsaLevel isa : Levels())
+    for (int64_t M : {7, 8, 13}) {
+      SCOPED_TRACE("isa " + std::to_string(int(isa)) + " M=" + std::to_string(M));
+      std::vector<float> x(size_t(K * M));
+      kt::FillUniform(x, 32, -2.f, 2.f);
+      const std::vector<float> got = Product(c, w, K, N, x.data(), M, isa, 2, true);
+      const TypeKernels* tk = GetTypeKernels(GgmlType::IQ4_XS, isa);
+      VecDotFn iqp = isa >= IsaLevel::kAvx2 ? avx2::VecDotIQ4_XSQ8_KIqp : scalar::VecDotIQ4_XSQ8_KIqp;
+      std::vector<uint8_t> y(RowSize(GgmlType::Q8_K, K));
+      for (int64_t m = 0; m < M; ++m) {
+        tk->from_float(x.data() + m * K, y.data(), K);
+        for (int64_t n = 0; n < N; ++n) {
+          float want;
+          (M >= 8 ? iqp : tk->vec_dot)(K, &want, w.data() + size_t(n) * RowSize(GgmlType::IQ4_XS, K), y.data());
+          ASSERT_EQ(std::memcmp(&got[size_t(m * N + n)], &want, 4), 0) << "column " << m << " row " << n;
+        }
+      }
     }
 }
 

@@ -105,7 +105,7 @@ TEST_P(GoldenExact, LlamaCppNumericsGivesLlamaCppsBits) {
 INSTANTIATE_TEST_SUITE_P(Models, GoldenExact,
                          ::testing::Values("stories260K", "stories260K-F16", "stories260K-Q8_0", "stories260K-Q4_0",
                                            "stories260K-Q4_K_M", "llama-2-tiny-random", "tiny-tied-f32",
-                                           "tiny8-untied-q4_0", "synth-Q4_K_M", "synth-Q6_K"),
+                                           "tiny8-untied-q4_0", "synth-Q4_K_M", "synth-Q6_K", "synth-IQ4_XS"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            std::string n = i.param;
                            for (char& ch : n)

@@ -51,12 +51,13 @@ struct SessionOptions {
   /// (cpu::ComputeContext::llamacpp_numerics), and n_kv follows llama.cpp 2026 (at least 256 cells,
   /// padded to 256), so that logits and greedy text stay bit-identical to llama.cpp's over long
   /// prompts instead of drifting apart after one rounding flip: every logit of a 240-token prompt
-  /// and 32 greedy tokens equals llama.cpp 2026's on an AVX-512 machine for the ten shared models
-  /// of test/data/golden-exact (F32, F16, Q8_0, Q4_0, Q4_K_M, Q6_K...; the default mode differs
+  /// and 32 greedy tokens equals llama.cpp 2026's on an AVX-512 machine for the eleven shared models
+  /// of test/data/golden-exact (F32, F16, Q8_0, Q4_0, Q4_K_M, Q6_K, IQ4_XS...; the default mode differs
   /// from position ~20 for Q8_0/Q4_0, whose GEMM kernels keep one float per output). For
   /// most weight types that order is the token-generation one, so the products are then
   /// batch-invariant (any ubatch split gives the same bits), as in llama.cpp; where llama.cpp
-  /// itself is not (repacked Q4_K, IQ4_NL, F32/F16 with K % 16 == 0) its orders are followed.
+  /// itself is not (repacked Q4_K, IQ4_XS from 8 columns, IQ4_NL, F32/F16 with K % 16 == 0) its
+  /// orders are followed.
   /// Costs prompt-processing speed: Q8_0 about 35%, the k-quants about 40%.
   /// stowage-run: --llamacpp-numerics.
   bool llamacpp_numerics = false;

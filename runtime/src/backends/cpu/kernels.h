@@ -160,6 +160,17 @@ void SiluRowF32(int64_t n, const float* x, float* y);
 void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y);
 }  // namespace avx512
 
+// ---- IQ4_XS in the order of llama.cpp 2026's batched "iqp" kernels ------------------------------
+/// dot(IQ4_XS row, Q8_K row) with one float accumulator: sumf = fma(float(super-block int sum),
+/// d_x * d_y, sumf) per super-block — the order of ggml-cpu/iqp.cpp, which llama.cpp 2026 runs for
+/// IQ4_XS weights (2D) with >= 8 src1 columns (ComputeContext::llamacpp_numerics follows it).
+namespace scalar {
+void VecDotIQ4_XSQ8_KIqp(int64_t n, float* s, const void* x, const void* y);
+}  // namespace scalar
+namespace avx2 {
+void VecDotIQ4_XSQ8_KIqp(int64_t n, float* s, const void* x, const void* y);
+}  // namespace avx2
+
 // ---- F32/F16 products in llamafile's tinyBLAS order ----------------------------------------------
 /// d[c * ldd + r] = dot(weight row r, activation row c) for r < nr, c < nc, in the order of
 /// llamafile's tinyBLAS (ggml-cpu/llamafile/sgemm.cpp), which llama.cpp's CPU backend uses for F32

@@ -381,5 +381,23 @@ void VecDotIQ4_XSQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   *s = sumf;
 }
 
+void VecDotIQ4_XSQ8_KIqp(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockIQ4_XS* x = static_cast<const BlockIQ4_XS*>(vx);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
+  float sumf = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int isum = 0;
+    for (int ib = 0; ib < kQK_K / 32; ++ib) {
+      int s1 = 0;
+      for (int j = 0; j < 16; ++j)
+        s1 += y[i].qs[32 * ib + j] * kValuesIQ4NL[x[i].qs[16 * ib + j] & 0xF] +
+              y[i].qs[32 * ib + j + 16] * kValuesIQ4NL[x[i].qs[16 * ib + j] >> 4];
+      isum += IQ4XSScale(x[i], ib) * s1;
+    }
+    sumf = std::fma(float(isum), HalfToFloat(x[i].d) * y[i].d, sumf);
+  }
+  *s = sumf;
+}
+
 }  // namespace scalar
 }  // namespace stowage::cpu

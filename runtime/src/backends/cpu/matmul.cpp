@@ -503,7 +503,16 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
   const int64_t tiles_n = (N + kBlockN - 1) / kBlockN, tiles_m = (M + kBlockM - 1) / kBlockM;
   const int64_t ntiles = tiles_n * tiles_m * ne12 * ne13;
   const int64_t r2 = ne12 / src0.ne[2], r3 = ne13 / src0.ne[3];
-  const VecDotFn vec_dot = kern->vec_dot;
+  VecDotFn vec_dot = kern->vec_dot;
+  // llama.cpp 2026 runs IQ4_XS weights (2D) with >= 8 src1 columns through its "iqp" kernels, in
+  // another float order than its vec_dot; followed with llamacpp_numerics (not batch-invariant then,
+  // as llama.cpp).
+  if (ctx.llamacpp_numerics && src0.type == GgmlType::IQ4_XS && M >= 8 && src0.ne[2] == 1 && src0.ne[3] == 1) {
+    vec_dot = scalar::VecDotIQ4_XSQ8_KIqp;
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+    if (isa >= IsaLevel::kAvx2) vec_dot = avx2::VecDotIQ4_XSQ8_KIqp;
+#endif
+  }
   // 8-row gemv of the repacked layouts (one call per group of 8 rows, writes 8 dst elements).
   const bool q4k = src0.layout == kLayoutQ4_Kx8;
   VecDotFn gemv8 = q4k ? scalar::GemvQ4_Kx8Q8_K : scalar::GemvQ4_0x8Q8_0;

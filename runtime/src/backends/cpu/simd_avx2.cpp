@@ -479,6 +479,24 @@ void VecDotIQ4_XSQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   *s = HsumPs(acc);
 }
 
+// The order of llama.cpp 2026's batched "iqp" kernels (ggml-cpu/iqp.cpp, >= 8 src1 columns): one
+// float per output, sumf = fma(float(super-block int sum), d * d_y, sumf).
+void VecDotIQ4_XSQ8_KIqp(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockIQ4_XS* x = static_cast<const BlockIQ4_XS*>(vx);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
+  float sumf = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    __m256i isum = _mm256_setzero_si256();
+    for (int ib = 0; ib < kQK_K / 32; ++ib) {
+      const int ls = IQ4XSScale(x[i], ib);
+      const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 32 * ib));
+      isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(DotI8(IQ4Values(x[i].qs + 16 * ib), qy), _mm256_set1_epi32(ls)));
+    }
+    sumf = std::fma(float(HsumEpi32(isum)), H2F(x[i].d) * y[i].d, sumf);
+  }
+  *s = sumf;
+}
+
 void VecDotQ2_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   const BlockQ2_K* x = static_cast<const BlockQ2_K*>(vx);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
