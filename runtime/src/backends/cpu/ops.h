@@ -77,8 +77,8 @@ struct ComputeContext {
   /// path only where its order is the vec_dot path's (the q8 family's 8-lane kernels, gemm.h
   /// GetGemmKernels with batch_invariant), else the vec_dot path; repacked Q4_K in llama.cpp's
   /// GEMM order for the first M - M % 4 columns (kernels.h GemvQ4_Kx8Q8_KSb); M = 1 F16 products
-  /// through the vec_dot instead of GemvF16Heads. F32/F16 products with K % KN == 0 and >= 2
-  /// columns follow llamafile's tinyBLAS order in both modes (see MulMat). Every column then gets
+  /// through the vec_dot instead of GemvF16Heads; F32/F16 products with K % KN == 0 and >= 2
+  /// columns in llamafile's tinyBLAS order (see MulMat). Every column then gets
   /// the bits it gets alone except where llama.cpp's do not either (repacked Q4_K, IQ4_NL, those
   /// F32/F16 products). Costs prompt-processing speed. SessionOptions::llamacpp_numerics,
   /// stowage-run --llamacpp-numerics.
@@ -110,9 +110,10 @@ Status GetRows(ComputeContext& ctx, const TensorView& src0, const TensorView& id
 /// src1 row (m, i2, i3)). src0 [K, N, ne02, ne03] of a SupportsMulMatType type with contiguous rows
 /// (layout plain, kLayoutQ4_0x8 or kLayoutQ4_Kx8), src1 F32 [K, M, ne12, ne13] with any strides (permuted views and
 /// nb10 != 4 are gathered), dst F32 [N, M, ne12, ne13] with nb0 = 4. ne12 % ne02 == 0 and
-/// ne13 % ne03 == 0 (GQA broadcast). F32/F16 src0 at AVX2/AVX-512 with M >= 2 and K % KN == 0 (KN
-/// = 16 at AVX-512, 8 at AVX2; F32 only for a contiguous src1) are computed in llamafile's tinyBLAS
-/// order, as llama.cpp's CPU backend does (kernels.h MatMulLlamafile). Else, with M >= kGemmMinCols
+/// ne13 % ne03 == 0 (GQA broadcast). With ctx.llamacpp_numerics, F32/F16 src0 at AVX2/AVX-512 with
+/// M >= 2 and K % KN == 0 (KN = 16 at AVX-512, 8 at AVX2; F32 only for a contiguous src1) are
+/// computed in llamafile's tinyBLAS order, as llama.cpp's CPU backend does (kernels.h
+/// MatMulLlamafile). Else, with M >= kGemmMinCols
 /// (8) columns per src1 matrix and a
 /// weight type that has GEMM kernels (gemm.h: every type above at AVX-512 VNNI, all but IQ4_XS at
 /// AVX2, all at the scalar level), src1 is converted into the kernel family's activation rows and
