@@ -268,6 +268,20 @@ TEST(CpuRepackQ4_K, LayoutAndInverse) {
   EXPECT_EQ(RepackLayoutFor(w.v), kLayoutQ4_Kx8);
 }
 
+// One 8-row Q4_K group (random blocks from `seed`), repacked, and one Q8_K activation row (seed + 1).
+struct Q4_KGroup {
+  kt::Tensor w;
+  std::vector<uint8_t> store;
+  TensorView rp;
+  std::vector<BlockQ8_K> y;
+  Q4_KGroup(int64_t K, uint32_t seed) : w(RandomQ4_K(K, 8, 1, seed)) {
+    rp = Repacked(w.v, &store);
+    std::vector<float> x(static_cast<size_t>(K));
+    kt::FillUniform(x, seed + 1, -3.f, 3.f);
+    y = QuantizeQ8_K(x.data(), K);
+  }
+};
+
 // GemvQ4_Kx8Q8_KSb (llama.cpp's q4_K_8x8 GEMM order: the float part per 64-element sub-block pair):
 // every level bit-identical to the scalar one, equal to an independent per-pair computation from
 // the plain blocks, and different from the per-super-block gemv somewhere (the orders differ).
@@ -275,12 +289,11 @@ TEST(CpuRepackQ4_K, SubBlockPairGemvLevelsAgree) {
   uint32_t seed = 90;
   int differs_from_gemv = 0;
   for (int64_t K : {256, 768, 2816}) {
-    kt::Tensor w = RandomQ4_K(K, 8, 1, seed++);
-    std::vector<uint8_t> store;
-    const TensorView rp = Repacked(w.v, &store);
-    std::vector<float> x(static_cast<size_t>(K));
-    kt::FillUniform(x, seed++, -3.f, 3.f);
-    const std::vector<BlockQ8_K> y = QuantizeQ8_K(x.data(), K);
+    const Q4_KGroup gc(K, seed);
+    seed += 2;
+    const kt::Tensor& w = gc.w;
+    const TensorView& rp = gc.rp;
+    const std::vector<BlockQ8_K>& y = gc.y;
     float ref[8], sb_scalar[8];
     scalar::GemvQ4_Kx8Q8_K(K, ref, rp.data, y.data());
     scalar::GemvQ4_Kx8Q8_KSb(K, sb_scalar, rp.data, y.data());
@@ -328,12 +341,11 @@ TEST(CpuRepackQ4_K, SubBlockPairGemvLevelsAgree) {
 TEST(CpuRepackQ4_K, GemvEqualsScalarAndVecDot) {
   uint32_t seed = 40;
   for (int64_t K : {256, 768, 2816}) {
-    kt::Tensor w = RandomQ4_K(K, 8, 1, seed++);
-    std::vector<uint8_t> store;
-    const TensorView rp = Repacked(w.v, &store);
-    std::vector<float> x(static_cast<size_t>(K));
-    kt::FillUniform(x, seed++, -3.f, 3.f);
-    const std::vector<BlockQ8_K> y = QuantizeQ8_K(x.data(), K);
+    const Q4_KGroup gc(K, seed);
+    seed += 2;
+    const kt::Tensor& w = gc.w;
+    const TensorView& rp = gc.rp;
+    const std::vector<BlockQ8_K>& y = gc.y;
     float ref[8];
     scalar::GemvQ4_Kx8Q8_K(K, ref, rp.data, y.data());
     const double nb = double(K / kQK_K);

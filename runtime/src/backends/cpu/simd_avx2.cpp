@@ -461,6 +461,20 @@ void VecDotIQ4_NLQ8_0(int64_t n, float* s, const void* vx, const void* vy) {
   *s = sumf;
 }
 
+namespace {
+// The 8 exact int32 lanes of one IQ4_XS super-block's dot (lane l: the elements e with e % 32 in
+// [4l, 4l + 4), each sub-block's sums times its scale).
+inline __m256i IQ4XSLanes(const BlockIQ4_XS& x, const BlockQ8_K& y) {
+  __m256i isum = _mm256_setzero_si256();
+  for (int ib = 0; ib < kQK_K / 32; ++ib) {
+    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 32 * ib));
+    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(DotI8(IQ4Values(x.qs + 16 * ib), qy),
+                                                     _mm256_set1_epi32(IQ4XSScale(x, ib))));
+  }
+  return isum;
+}
+}  // namespace
+
 void VecDotIQ4_XSQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   const BlockIQ4_XS* x = static_cast<const BlockIQ4_XS*>(vx);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
@@ -468,12 +482,7 @@ void VecDotIQ4_XSQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   // ggml_vec_dot_iq4_xs_q8_K).
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    __m256i isum = _mm256_setzero_si256();
-    for (int ib = 0; ib < kQK_K / 32; ++ib) {
-      const int ls = IQ4XSScale(x[i], ib);
-      const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 32 * ib));
-      isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(DotI8(IQ4Values(x[i].qs + 16 * ib), qy), _mm256_set1_epi32(ls)));
-    }
+    const __m256i isum = IQ4XSLanes(x[i], y[i]);
     acc = _mm256_fmadd_ps(_mm256_set1_ps(H2F(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
   }
   *s = HsumPs(acc);
@@ -485,15 +494,8 @@ void VecDotIQ4_XSQ8_KIqp(int64_t n, float* s, const void* vx, const void* vy) {
   const BlockIQ4_XS* x = static_cast<const BlockIQ4_XS*>(vx);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
   float sumf = 0;
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    __m256i isum = _mm256_setzero_si256();
-    for (int ib = 0; ib < kQK_K / 32; ++ib) {
-      const int ls = IQ4XSScale(x[i], ib);
-      const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 32 * ib));
-      isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(DotI8(IQ4Values(x[i].qs + 16 * ib), qy), _mm256_set1_epi32(ls)));
-    }
-    sumf = std::fma(float(HsumEpi32(isum)), H2F(x[i].d) * y[i].d, sumf);
-  }
+  for (int64_t i = 0; i < n / kQK_K; ++i)
+    sumf = std::fma(float(HsumEpi32(IQ4XSLanes(x[i], y[i]))), H2F(x[i].d) * y[i].d, sumf);
   *s = sumf;
 }
 
