@@ -4,7 +4,8 @@
 //   in-cache: a [K, N] matrix of ~1 MiB (in L2) multiplied again and again (the kernels' compute speed,
 //             which must exceed the per-core share of the memory bandwidth);
 //   stream:   a matrix of -s MiB (default 256) read once per multiplication (memory bound).
-// Usage: stowage-tgbench [-t THREADS] [-s MIB] [-k K] [TYPE...]   (types: f16 q8_0 q4_0 q4_0x8 q4_k q6_k)
+// Usage: stowage-tgbench [-t THREADS] [-s MIB] [-k K] [TYPE...]   (types: f16 q8_0 q4_0 q4_0x8 q4_k q4_kx8 q8_0x8 q6_k;
+// the x8 types are the CPU_REPACK layouts)
 #include <omp.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -77,11 +78,13 @@ bool MakeWeights(GgmlType type, bool repack, int64_t K, int64_t N, std::mt19937&
     for (size_t i = 0; i < w->bytes / 2; ++i) f[i] = FloatToHalf(u(rng));
   }
   w->v.data = w->data;
-  if (repack) {
+  if (repack) {  // the layout a CPU_REPACK upload gives this tensor
+    const int layout = RepackLayoutFor(w->v);
+    if (layout == kLayoutPlain) return false;
     std::vector<uint8_t> tmp(w->bytes);
-    if (!RepackQ4_0(w->v, tmp.data()).ok()) return false;
+    if (!RepackWeight(w->v, layout, tmp.data()).ok()) return false;
     std::memcpy(w->data, tmp.data(), w->bytes);
-    w->v.layout = kLayoutQ4_0x8;
+    w->v.layout = layout;
   }
   return true;
 }
@@ -133,7 +136,7 @@ int main(int argc, char** argv) {
       else if (a == "-s") stream_mib = v;
       else K = v;
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: stowage-tgbench [-t THREADS] [-s STREAM_MIB] [-k K] [f16|q8_0|q4_0|q4_0x8|q4_k|q6_k ...]\n");
+      std::printf("usage: stowage-tgbench [-t THREADS] [-s STREAM_MIB] [-k K] [f16|q8_0|q4_0|q4_0x8|q4_k|q4_kx8|q8_0x8|q6_k ...]\n");
       return 0;
     } else {
       types.push_back(a);
@@ -143,7 +146,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "stowage-tgbench: -k must be a multiple of 256\n");
     return 1;
   }
-  if (types.empty()) types = {"f16", "q8_0", "q4_0", "q4_0x8", "q4_k", "q6_k"};
+  if (types.empty()) types = {"f16", "q8_0", "q8_0x8", "q4_0", "q4_0x8", "q4_k", "q4_kx8", "q6_k"};
   std::mt19937 rng(7);
   std::vector<float> x(static_cast<size_t>(K));
   std::uniform_real_distribution<float> u(-1, 1);
@@ -159,6 +162,8 @@ int main(int argc, char** argv) {
     else if (t == "q4_0") type = GgmlType::Q4_0;
     else if (t == "q4_0x8") type = GgmlType::Q4_0, repack = true;
     else if (t == "q4_k") type = GgmlType::Q4_K;
+    else if (t == "q4_kx8") type = GgmlType::Q4_K, repack = true;
+    else if (t == "q8_0x8") type = GgmlType::Q8_0, repack = true;
     else if (t == "q6_k") type = GgmlType::Q6_K;
     else {
       std::fprintf(stderr, "stowage-tgbench: unknown type '%s'\n", t.c_str());

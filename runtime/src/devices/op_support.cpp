@@ -145,18 +145,19 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
   if (!cpu.vendor.empty()) d.properties.push_back({"vendor", cpu.vendor});
 
   // llama.cpp's CPU_REPACK on x86 (ggml-cpu/repack.cpp, Aug 2026: ggml_repack_get_optimal_repack_type
-  // and extra_buffer_type::supports_op) takes MUL_MAT weights of 2 dims with AVX2: Q4_0 (q4_0_8x8_q8_0)
-  // and Q4_K (q4_K_8x8_q8_K), both with ne1 % 8 == 0. The kernels' own condition, which decides the
-  // layout at upload, is the same: cpu::RepackLayoutFor (CanRepackQ4_0 / CanRepackQ4_K: contiguous,
-  // ne1 % 8 == 0; ne0 is a multiple of the block size for every tensor of these types). The shipped
-  // registry manifests (cpu-avx2/avx512.json) model FEB25 llama.cpp, which repacked Q4_0 only.
+  // and extra_buffer_type::supports_op) takes MUL_MAT weights of 2 dims with AVX2: Q4_0 (q4_0_8x8_q8_0),
+  // Q4_K (q4_K_8x8_q8_K) and Q8_0, each with ne1 % 8 == 0. The kernels' own condition, which decides
+  // the layout at upload, is the same: cpu::RepackLayoutFor (CanRepackQ4_0 / CanRepackQ4_K /
+  // CanRepackQ8_0: contiguous, ne1 % 8 == 0; ne0 is a multiple of the block size for every tensor of
+  // these types). The shipped registry manifests (cpu-avx2/avx512.json) model FEB25 llama.cpp, which
+  // repacked Q4_0 only.
   if (cpu.features.avx2) {
     ProbedBufferType repack{"CPU_REPACK", 32, false, {}};
-    SrcRequirement w = Src({T::Q4_0, T::Q4_K});
+    SrcRequirement w = Src({T::Q4_0, T::Q4_K, T::Q8_0});
     w.buft = "CPU_REPACK";
     w.max_dims = 2;
     w.ne1_multiple_of = 8;
-    w.contiguous = true;  // cpu::CanRepackQ4_0 / CanRepackQ4_K
+    w.contiguous = true;  // cpu::CanRepackQ4_0 / CanRepackQ4_K / CanRepackQ8_0
     SrcRequirement act = Src({T::F32});
     act.host = true;
     // MUL_MAT_ID of 3-D experts likewise (llama.cpp's supports_op: ggml_n_dims(src0) == 3; here at
@@ -164,8 +165,8 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
     // repacked slice).
     SrcRequirement experts = w;
     experts.max_dims = 3;
-    repack.supports_op = {{{O::MUL_MAT}, {w, act}, {}, 0, "Q4_0 / Q4_K 8x8 repack (AVX2), ne1 % 8 == 0"},
-                          {{O::MUL_MAT_ID}, {experts, act}, {}, 0, "Q4_0 / Q4_K 8x8 repacked experts (AVX2), ne1 % 8 == 0"}};
+    repack.supports_op = {{{O::MUL_MAT}, {w, act}, {}, 0, "Q4_0 / Q4_K / Q8_0 8x8 repack (AVX2), ne1 % 8 == 0"},
+                          {{O::MUL_MAT_ID}, {experts, act}, {}, 0, "Q4_0 / Q4_K / Q8_0 8x8 repacked experts (AVX2), ne1 % 8 == 0"}};
     d.extra_bufts.push_back(std::move(repack));
   }
   return d;

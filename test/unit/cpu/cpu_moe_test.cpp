@@ -124,16 +124,16 @@ TEST(CpuMulMatId, KQuantExperts) {
   }
 }
 
-// CPU_REPACK experts: a [K, N, n_expert] Q4_0 / Q4_K tensor repacked as a whole (RepackWeight) gives
-// the plain tensor's results (the repacked kernels sum the same integer products; only the float
-// accumulation order may differ).
+// CPU_REPACK experts: a [K, N, n_expert] Q4_0 / Q4_K / Q8_0 tensor repacked as a whole (RepackWeight)
+// gives the plain tensor's results (the repacked kernels sum the same integer products; only the
+// float accumulation order may differ — for Q8_0 not even that: its gemv is the vec_dot's order).
 TEST(CpuMulMatId, RepackedExpertsEqualPlain) {
-  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_K}) {
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q8_0}) {
     for (int64_t n_tokens : {1, 21}) {
-      const int64_t K = type == GgmlType::Q4_0 ? 96 : 512, N = 24, E = 5, used = 2;
+      const int64_t K = type == GgmlType::Q4_K ? 512 : 96, N = 24, E = 5, used = 2;
       Tensor as(type, K, N, E);
       const size_t row = RowSize(type, K);
-      if (type == GgmlType::Q4_0) {
+      if (type != GgmlType::Q4_K) {
         std::vector<float> w(size_t(K * N * E));
         kt::FillUniform(w, 31);
         for (int64_t r = 0; r < N * E; ++r) ASSERT_TRUE(QuantizeRow(type, w.data() + r * K, as.buf.data() + r * row, K).ok());
@@ -141,7 +141,9 @@ TEST(CpuMulMatId, RepackedExpertsEqualPlain) {
         const auto blocks = kt::RandomBlocks(type, K * N * E, 32);
         std::memcpy(as.buf.data(), blocks.data(), blocks.size());
       }
-      ASSERT_EQ(RepackLayoutFor(as.v), type == GgmlType::Q4_0 ? kLayoutQ4_0x8 : kLayoutQ4_Kx8);
+      ASSERT_EQ(RepackLayoutFor(as.v), type == GgmlType::Q4_0   ? kLayoutQ4_0x8
+                                       : type == GgmlType::Q4_K ? kLayoutQ4_Kx8
+                                                                : kLayoutQ8_0x8);
       std::vector<uint8_t> packed(row * size_t(N * E) + 64);
       ASSERT_TRUE(RepackWeight(as.v, RepackLayoutFor(as.v), packed.data()).ok());
       TensorView rv = as.v;
@@ -159,8 +161,11 @@ TEST(CpuMulMatId, RepackedExpertsEqualPlain) {
         Status st = MulMatId(ctx, rv, b.v, ids.v, repacked.v);
         ASSERT_TRUE(st.ok()) << st.ToString();
         for (int64_t i = 0; i < N * used * n_tokens; ++i)
-          ASSERT_NEAR(repacked.f32()[i], plain.f32()[i], 1e-3 * (1 + std::fabs(plain.f32()[i])))
-              << GgmlTypeName(type) << " tokens " << n_tokens << " element " << i;
+          if (type == GgmlType::Q8_0)  // gemv = the vec_dot's order, GEMM = the plain panels
+            ASSERT_EQ(repacked.f32()[i], plain.f32()[i]) << "tokens " << n_tokens << " element " << i;
+          else
+            ASSERT_NEAR(repacked.f32()[i], plain.f32()[i], 1e-3 * (1 + std::fabs(plain.f32()[i])))
+                << GgmlTypeName(type) << " tokens " << n_tokens << " element " << i;
       }
     }
   }

@@ -1,4 +1,4 @@
-// CPU_REPACK Q4_0x8 and Q4_Kx8: layout, MUL_MAT on the repacked layout equals the plain layout
+// CPU_REPACK Q4_0x8, Q4_Kx8 and Q8_0x8: layout, MUL_MAT on the repacked layout equals the plain layout
 // (scalar, AVX2 and AVX-512 VNNI gemv; the GEMM path's pack), on random and on the shared models'
 // weights; token generation covers every row whatever the thread count; refusal of bad shapes.
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <random>
 
 #include "gemm.h"
 #include "kernels.h"
@@ -644,6 +645,210 @@ TEST(CpuRepackQ4_K, DISABLED_Q4_KThroughput) {
                   bytes / best_gemv * 1e-9);
     }
   }
+}
+
+// ---- Q8_0x8 -------------------------------------------------------------------------------------
+
+// Q8_0 weights [K, N, ne2] of random bytes: every quant value -128 .. 127 (-128 too, which ggml's
+// quantizer never writes but a GGUF may hold), fp16 scales of either sign in [0.001, 0.05).
+kt::Tensor RandomQ8_0Bytes(int64_t K, int64_t N, int64_t ne2, uint32_t seed) {
+  kt::Tensor w(GgmlType::Q8_0, K, N, ne2);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(0.001f, 0.05f);
+  BlockQ8_0* blk = reinterpret_cast<BlockQ8_0*>(w.buf.data());
+  for (int64_t i = 0; i < K / kQK8_0 * N * ne2; ++i) {
+    blk[i].d = FloatToHalf((rng() & 1) ? d(rng) : -d(rng));
+    for (int8_t& q : blk[i].qs) q = int8_t(uint8_t(rng()));
+  }
+  return w;
+}
+
+TensorView RepackedQ8_0(const TensorView& plain, std::vector<uint8_t>* store) {
+  store->assign(plain.nb[3] * size_t(plain.ne[3]), 0);
+  EXPECT_EQ(RepackLayoutFor(plain), kLayoutQ8_0x8);
+  EXPECT_TRUE(RepackWeight(plain, kLayoutQ8_0x8, store->data()).ok());
+  TensorView rp = plain;
+  rp.data = store->data();
+  rp.layout = kLayoutQ8_0x8;
+  return rp;
+}
+
+// The layout as documented in ops.h (RepackQ8_0).
+TEST(CpuRepackQ8_0, LayoutOfOneGroup) {
+  kt::Tensor w = RandomQ8_0Bytes(96, 16, 1, 1);
+  std::vector<uint8_t> store;
+  const TensorView rp = RepackedQ8_0(w.v, &store);
+  for (int g = 0; g < 2; ++g)
+    for (int b = 0; b < 3; ++b)
+      for (int r = 0; r < 8; ++r) {
+        const BlockQ8_0* src = reinterpret_cast<const BlockQ8_0*>(w.buf.data() + (8 * g + r) * w.v.nb[1]) + b;
+        const uint8_t* blk = static_cast<const uint8_t*>(rp.data) + 8 * g * w.v.nb[1] + b * 272;
+        EXPECT_EQ(std::memcmp(blk + 2 * r, &src->d, 2), 0);
+        for (int j = 0; j < 32; ++j)
+          ASSERT_EQ(blk[16 + 64 * (r / 2) + 32 * (r % 2) + j], uint8_t(int(src->qs[j]) + 128)) << r << " " << j;
+      }
+}
+
+struct Q8_0Level {
+  IsaLevel isa;
+  VecDotFn gemv, vec_dot;
+};
+std::vector<Q8_0Level> Q8_0Levels() {
+  std::vector<Q8_0Level> out = {{IsaLevel::kScalar, scalar::GemvQ8_0x8Q8_0, scalar::VecDotQ8_0Q8_0}};
+  if (DetectIsa() >= IsaLevel::kAvx2) out.push_back({IsaLevel::kAvx2, avx2::GemvQ8_0x8Q8_0, avx2::VecDotQ8_0Q8_0});
+  if (DetectIsa() >= IsaLevel::kAvx512 && CpuHasAvx512Vnni())
+    out.push_back({IsaLevel::kAvx512, avx512::GemvQ8_0x8Q8_0, avx512::VecDotQ8_0Q8_0});
+  return out;
+}
+
+// Every level's gemv gives, for each of the 8 rows, the bits of that level's plain vec_dot (ggml's
+// order: the AVX2/AVX-512 ones are llama.cpp's), for 1, 3, 11 and 64 blocks, on random bytes and on
+// the extremes (every quant -128 or 127 against activations of +-127: the largest dword sums); a
+// non-finite activation scale gives NaN rows.
+TEST(CpuRepackQ8_0, GemvIsEachLevelsVecDot) {
+  for (int64_t nb : {1, 3, 11, 64}) {
+    const int64_t K = nb * kQK8_0;
+    for (int pattern = 0; pattern < 4; ++pattern) {
+      SCOPED_TRACE("blocks " + std::to_string(nb) + " pattern " + std::to_string(pattern));
+      kt::Tensor w = RandomQ8_0Bytes(K, 8, 1, uint32_t(40 + nb));
+      std::vector<float> x(static_cast<size_t>(K));
+      kt::FillUniform(x, uint32_t(50 + nb), -3.f, 3.f);
+      BlockQ8_0* blk = reinterpret_cast<BlockQ8_0*>(w.buf.data());
+      if (pattern >= 1) {  // extremes: weights -128 (1) or 127 (2, 3), activations -127 or +-127
+        for (int64_t i = 0; i < nb * 8; ++i)
+          for (int8_t& q : blk[i].qs) q = pattern == 1 ? -128 : 127;
+        for (int64_t k = 0; k < K; ++k) x[size_t(k)] = pattern == 3 && k % 2 ? 1.f : -1.f;
+      }
+      std::vector<BlockQ8_0> y(static_cast<size_t>(nb));
+      QuantizeRowQ8_0Act(x.data(), y.data(), K);
+      std::vector<uint8_t> store;
+      const TensorView rp = RepackedQ8_0(w.v, &store);
+      for (const Q8_0Level& lv : Q8_0Levels()) {
+        float got[8];
+        lv.gemv(K, got, rp.data, y.data());
+        for (int r = 0; r < 8; ++r) {
+          float want;
+          lv.vec_dot(K, &want, w.buf.data() + r * w.v.nb[1], y.data());
+          ASSERT_EQ(std::memcmp(&got[r], &want, 4), 0) << "isa " << int(lv.isa) << " row " << r << ": " << got[r]
+                                                       << " vs " << want;
+        }
+      }
+      if (pattern == 0) {
+        y[size_t(nb / 2)].d = FloatToHalf(std::numeric_limits<float>::infinity());
+        for (const Q8_0Level& lv : Q8_0Levels()) {
+          float got[8];
+          lv.gemv(K, got, rp.data, y.data());
+          for (int r = 0; r < 8; ++r) EXPECT_TRUE(std::isnan(got[r]) || std::isinf(got[r])) << int(lv.isa);
+        }
+      }
+    }
+  }
+}
+
+// MUL_MAT through the driver on the repacked layout, src0 [K, N, 2] broadcast to src1 [K, M, 4], gives
+// the plain layout's bits at every level, thread count and M (the gemv is the vec_dot's order; the
+// GEMM path reads the same panels back from the repacked rows), with and without llamacpp_numerics.
+// 37 groups of 8 rows: an odd number of groups and a last 16-row tile of 8 rows.
+TEST(CpuRepackQ8_0, MulMatBitIdenticalToPlain) {
+  const int64_t N = 8 * 37, ne12 = 4;
+  for (int64_t K : {int64_t(96), int64_t(1024)}) {
+    kt::Tensor w = RandomQ8_0Bytes(K, N, 2, uint32_t(K));
+    std::vector<uint8_t> store;
+    const TensorView rp = RepackedQ8_0(w.v, &store);
+    for (int64_t M : {1, 3, 9, 20}) {
+      kt::Tensor b(GgmlType::F32, K, M, ne12);
+      kt::Fill(b, uint32_t(K + M), -2.f, 2.f);
+      for (const Q8_0Level& lv : Q8_0Levels())
+        for (int nt : {1, 2, 3})
+          for (bool numerics : {false, true}) {
+            SCOPED_TRACE("K=" + std::to_string(K) + " M=" + std::to_string(M) + " isa=" + std::to_string(int(lv.isa)) +
+                         " threads=" + std::to_string(nt) + (numerics ? " llamacpp_numerics" : ""));
+            ComputeContext ctx;
+            ctx.n_threads = nt;
+            ctx.max_isa = lv.isa;
+            ctx.llamacpp_numerics = numerics;
+            kt::Tensor d0(GgmlType::F32, N, M, ne12), d1(GgmlType::F32, N, M, ne12);
+            for (int64_t i = 0; i < N * M * ne12; ++i) d0.f32()[i] = d1.f32()[i] = std::nanf("");
+            ASSERT_TRUE(MulMat(ctx, w.v, b.v, d0.v).ok());
+            ASSERT_TRUE(MulMat(ctx, rp, b.v, d1.v).ok());
+            for (int64_t i = 0; i < N * M * ne12; ++i) {
+              ASSERT_TRUE(std::isfinite(d1.f32()[i])) << i;
+              ASSERT_EQ(std::memcmp(&d1.f32()[i], &d0.f32()[i], 4), 0) << "element " << i;
+            }
+          }
+    }
+  }
+}
+
+// Real Q8_0 weights (stories260K-Q8_0): every repackable matrix, MUL_MAT at M = 1 and M = 9 gives
+// the plain layout's bits.
+TEST(CpuRepackQ8_0, SharedModelWeights) {
+  const std::string path = test::ModelPath("stories260K-Q8_0.gguf");
+  STOWAGE_REQUIRE_FILE(path);
+  auto f = GgufFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  int n = 0;
+  for (const GgufTensorInfo& t : (*f)->tensors()) {
+    if (t.type != GgmlType::Q8_0) continue;
+    TensorView v;
+    v.type = t.type;
+    for (int i = 0; i < 4; ++i) v.ne[i] = t.ne[i];
+    SetContiguousStrides(v);
+    v.data = const_cast<uint8_t*>((*f)->TensorData(t));
+    if (!CanRepackQ8_0(v)) continue;
+    std::vector<uint8_t> store;
+    const TensorView rp = RepackedQ8_0(v, &store);
+    for (int64_t M : {1, 9}) {
+      kt::Tensor b(GgmlType::F32, v.ne[0], M, 1), d0(GgmlType::F32, v.ne[1], M, 1), d1(GgmlType::F32, v.ne[1], M, 1);
+      kt::Fill(b, uint32_t(M));
+      ComputeContext ctx;
+      ASSERT_TRUE(MulMat(ctx, v, b.v, d0.v).ok());
+      ASSERT_TRUE(MulMat(ctx, rp, b.v, d1.v).ok());
+      ASSERT_EQ(std::memcmp(d0.buf.data(), d1.buf.data(), d0.buf.size()), 0) << t.name << " M=" << M;
+    }
+    ++n;
+  }
+  EXPECT_GE(n, 3);
+}
+
+TEST(CpuRepackQ8_0, Refusals) {
+  std::vector<uint8_t> out(RowSize(GgmlType::Q8_0, 64) * 16);
+  kt::Tensor w12 = RandomQ8_0Bytes(64, 12, 1, 3);  // 12 rows: not a multiple of 8
+  EXPECT_FALSE(CanRepackQ8_0(w12.v));
+  EXPECT_EQ(RepackLayoutFor(w12.v), kLayoutPlain);
+  const Status s = RepackQ8_0(w12.v, out.data());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("ne1 % 8"), std::string::npos) << s.message();
+  EXPECT_EQ(RepackWeight(w12.v, kLayoutQ8_0x8, out.data()).code(), StatusCode::kInvalidArgument);
+  kt::Tensor q4_0 = RandomQ4_0(64, 8, 1, 4);
+  EXPECT_FALSE(CanRepackQ8_0(q4_0.v));
+  EXPECT_EQ(RepackWeight(q4_0.v, kLayoutQ8_0x8, out.data()).code(), StatusCode::kInvalidArgument);
+  kt::Tensor w16 = RandomQ8_0Bytes(64, 16, 1, 5);
+  TensorView strided = w16.v;  // every other row
+  strided.ne[1] = 8;
+  strided.nb[1] *= 2;
+  strided.nb[2] = strided.nb[1] * 8;
+  strided.nb[3] = strided.nb[2];
+  EXPECT_FALSE(CanRepackQ8_0(strided));
+  // MUL_MAT refuses the Q8_0x8 layout on another type, on ne1 % 8 != 0 and on padded rows, naming it.
+  ComputeContext ctx;
+  kt::Tensor b(GgmlType::F32, 64, 1), d8(GgmlType::F32, 8, 1), d12(GgmlType::F32, 12, 1);
+  TensorView bad = q4_0.v;
+  bad.layout = kLayoutQ8_0x8;
+  const Status st = MulMat(ctx, bad, b.v, d8.v);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("Q8_0x8 layout needs a Q8_0 src0"), std::string::npos) << st.message();
+  TensorView bad12 = w12.v;
+  bad12.layout = kLayoutQ8_0x8;
+  EXPECT_EQ(MulMat(ctx, bad12, b.v, d12.v).code(), StatusCode::kInvalidArgument);
+  TensorView bad_stride = strided;
+  bad_stride.layout = kLayoutQ8_0x8;
+  EXPECT_EQ(MulMat(ctx, bad_stride, b.v, d8.v).code(), StatusCode::kInvalidArgument);
+  // GET_ROWS cannot read the repacked layout.
+  kt::Tensor idx(GgmlType::I32, 1), rows(GgmlType::F32, 64, 1);
+  TensorView r8 = w16.v;
+  r8.layout = kLayoutQ8_0x8;
+  EXPECT_EQ(GetRows(ctx, r8, idx.v, rows.v).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -43,6 +43,7 @@
 #include <cstring>
 
 #include "gemm.h"
+#include "kernels.h"
 #include "quants.h"
 
 namespace stowage::cpu {
@@ -157,9 +158,6 @@ void FromFloatVnni(const float* x, void* act, int64_t K) {
   const size_t used = size_t(K / 32) * kActBlockBytes;
   std::memset(static_cast<uint8_t*>(act) + used, 0, ActRowBytes(K) - used);
 }
-void PackQ8_0Vnni(int64_t K, const void* w, size_t row_stride, int nr, int, void* panel) {
-  avx512::GemmQ8PackQ8_0(K, w, row_stride, nr, panel);
-}
 #endif
 
 // Unpacks block b of row r (plain layout) into 32 unsigned values u[] and its scale.
@@ -271,6 +269,39 @@ void PackPlainMin(int64_t K, const void* w, size_t row_stride, int nr, int /*lay
   }
 }
 
+// Q8_0 in the RepackQ8_0 layout (groups of 8 rows; block b of group G at G + b * 272: uint16 d[8],
+// then the rows' 32 quants each, stored as q + 128: the panel's unsigned bytes already).
+void PackQ8_0x8(int64_t K, const void* w, size_t row_stride, int nr, void* panel) {
+  const int64_t nb = K / 32;
+  uint8_t* p = static_cast<uint8_t*>(panel);
+  const uint8_t* base = static_cast<const uint8_t*>(w);
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* rec = p + size_t(b) * kPanelBlockBytes;
+    for (int r = 0; r < nr; ++r) {
+      const uint8_t* blk = base + size_t(r / 8) * 8 * row_stride + size_t(b) * q8_0x8::kBlockBytes;
+      uint16_t d;
+      std::memcpy(&d, blk + 2 * (r % 8), 2);
+      PutRow(rec, r, blk + q8_0x8::kQs + 32 * (r % 8), d);
+    }
+    if (nr < kGemmPanelRows) {
+      for (int s = 0; s < 8; ++s) std::memset(rec + s * 64 + nr * 4, 0, size_t(kGemmPanelRows - nr) * 4);
+      std::memset(rec + 512 + 4 * nr, 0, size_t(kGemmPanelRows - nr) * 4);
+    }
+  }
+}
+
+// Q8_0: plain rows or kLayoutQ8_0x8.
+void PackQ8_0(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel) {
+  if (layout == kLayoutQ8_0x8) return PackQ8_0x8(K, w, row_stride, nr, panel);
+  PackPlain<UnpackQ8_0>(K, w, row_stride, nr, layout, panel);
+}
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+void PackQ8_0Vnni(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel) {
+  if (layout == kLayoutQ8_0x8) return PackQ8_0x8(K, w, row_stride, nr, panel);
+  avx512::GemmQ8PackQ8_0(K, w, row_stride, nr, panel);
+}
+#endif
+
 // Q4_0: plain rows, or the RepackQ4_0 layout (groups of 8 rows; block b of group G at
 // G + b * 144: uint16 d[8], then qs[8][16]; group g + 1 starts 8 * row_stride bytes later).
 void PackQ4_0(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel) {
@@ -354,7 +385,7 @@ constexpr GemmKernels kScalarQ4_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMi
                                      KernelScalarMin};
 constexpr GemmKernels kScalarQ5_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ5_1>,
                                      KernelScalarMin};
-constexpr GemmKernels kScalarQ8_0 = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackQ8_0>, KernelScalar};
+constexpr GemmKernels kScalarQ8_0 = {FromFloat<128>, ActRowBytes, PanelBytes, PackQ8_0, KernelScalar};
 constexpr GemmKernels kScalarQ4_0 = {FromFloat<8>, ActRowBytes, PanelBytes, PackQ4_0, KernelScalar};
 constexpr GemmKernels kScalarQ5_0 = {FromFloat<16>, ActRowBytes, PanelBytes, PackPlain<UnpackQ5_0>, KernelScalar};
 constexpr GemmKernels kScalarIQ4_NL = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
@@ -373,8 +404,7 @@ constexpr GemmKernels kVnniQ4_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin,
                                    avx512::GemmQ8KernelMin};
 constexpr GemmKernels kVnniQ5_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ5_1>,
                                    avx512::GemmQ8KernelMin};
-constexpr GemmKernels kAvx2Q8_0 = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackQ8_0>,
-                                   avx2::GemmQ8KernelU8};
+constexpr GemmKernels kAvx2Q8_0 = {FromFloat<128>, ActRowBytes, PanelBytes, PackQ8_0, avx2::GemmQ8KernelU8};
 constexpr GemmKernels kAvx2Q4_0 = {FromFloat<8>, ActRowBytes, PanelBytes, PackQ4_0, avx2::GemmQ8KernelU4};
 constexpr GemmKernels kAvx2Q5_0 = {FromFloat<16>, ActRowBytes, PanelBytes, PackPlain<UnpackQ5_0>,
                                    avx2::GemmQ8KernelU5};
@@ -401,7 +431,9 @@ constexpr GemmKernels kLanesQ5_1 = WithKernel(kVnniQ5_1, avx512::GemmQ8KernelMin
 }  // namespace
 
 const GemmKernels* GetGemmKernelsQ8(GgmlType type, int layout, IsaLevel isa, bool batch_invariant) {
-  if (layout != kLayoutPlain && !(layout == kLayoutQ4_0x8 && type == GgmlType::Q4_0)) return nullptr;
+  if (layout != kLayoutPlain && !(layout == kLayoutQ4_0x8 && type == GgmlType::Q4_0) &&
+      !(layout == kLayoutQ8_0x8 && type == GgmlType::Q8_0))
+    return nullptr;
   struct Levels {
     const GemmKernels* scalar;
     const GemmKernels* avx2;   // one float per output
@@ -432,7 +464,8 @@ const GemmKernels* GetGemmKernelsQ8(GgmlType type, int layout, IsaLevel isa, boo
   const bool vnni = isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni();
   // kLayoutQ4_0x8: one float per output is its gemv's order too, at every level.
   if (layout == kLayoutQ4_0x8) return vnni ? k.vnni : k.avx2;
-  // Plain layouts: the batch-invariant kernels where this level has them, else the vec_dot path.
+  // Plain layouts and kLayoutQ8_0x8 (whose gemv is the vec_dot's order, the lanes kernels'): the
+  // batch-invariant kernels where this level has them, else the vec_dot path.
   if (batch_invariant) return vnni ? k.lanes : nullptr;
   return vnni ? k.vnni : k.avx2;
 }

@@ -19,6 +19,11 @@ struct TypeKernels {
 /// not support `type`.
 const TypeKernels* GetTypeKernels(GgmlType type, IsaLevel isa);
 
+/// The 8-row gemv of a CPU_REPACK layout (kLayoutQ4_0x8: x Q8_0, kLayoutQ4_Kx8: x Q8_K, kLayoutQ8_0x8:
+/// x Q8_0; writes s[0..7]) at the best level <= `isa` (the AVX-512 ones need VNNI); nullptr for
+/// kLayoutPlain or an unknown layout (repack.cpp).
+VecDotFn GetRepackedGemv(int layout, IsaLevel isa);
+
 /// "type[ne0,ne1,ne2,ne3]" for error messages.
 std::string ShapeString(const TensorView& t);
 
@@ -30,6 +35,11 @@ namespace q4_kx8 {
 inline constexpr size_t kColBytes = 8 * sizeof(BlockQ4_K);  ///< 1152
 inline constexpr size_t kD = 0, kDmin = 16, kScLo = 32, kScHi = 96, kQs = 128;
 }  // namespace q4_kx8
+/// Q8_0x8 (ops.h RepackQ8_0): bytes per block column of a group, offset of the quant chunks.
+namespace q8_0x8 {
+inline constexpr size_t kBlockBytes = 8 * sizeof(BlockQ8_0);  ///< 272
+inline constexpr size_t kQs = 16;
+}  // namespace q8_0x8
 /// The 6-bit scales sc[r][j] and mins mn[r][j] (row r, sub-block j) of one Q4_Kx8 column.
 void Q4_Kx8Scales(const uint8_t* col, uint8_t sc[8][8], uint8_t mn[8][8]);
 /// Row r (0..7) of one Q4_Kx8 column as the plain ggml block it was repacked from (exact inverse of
@@ -66,6 +76,9 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
 /// Q4_Kx8 repacked group (8 rows, n/256 columns) times one Q8_K row: s[0..7], bit-identical to
 /// scalar::GemvQ4_Kx8Q8_K.
 void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* x, const void* y);
+/// Q8_0x8 repacked group (8 rows, n/32 blocks) times one Q8_0 row: s[r] bit-identical to
+/// avx2::VecDotQ8_0Q8_0 of row r (ggml's AVX2 order: 8 lanes, one fma per block, Hsum at the end).
+void GemvQ8_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
 }  // namespace avx2
 namespace avx512 {
 void VecDotF32(int64_t n, float* s, const void* x, const void* y);
@@ -80,6 +93,9 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
 /// Q4_Kx8 repacked group times one Q8_K row: s[0..7], bit-identical to scalar::GemvQ4_Kx8Q8_K.
 /// Needs AVX512-VNNI (call only when CpuHasAvx512Vnni()).
 void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* x, const void* y);
+/// Q8_0x8 repacked group (8 rows, n/32 blocks) times one Q8_0 row: s[r] bit-identical to
+/// avx512::VecDotQ8_0Q8_0 of row r. Needs AVX512-VNNI (call only when CpuHasAvx512Vnni()).
+void GemvQ8_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
 /// The same as avx2::FromFloatQ8_KAct with 512-bit registers (gemm_kquants_avx512.cpp).
 void FromFloatQ8_KAct(const float* x, void* act, int64_t K);
 /// QuantizeRowQ8_0Act of K floats as the q8 GEMM's 40-byte records { int8 qs[32]; float d (its
@@ -111,6 +127,8 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
 /// Reference for the Q4_Kx8 layout: s[r] = dot(row r of the 8-row group, y), r = 0..7, from the plain
 /// vec_dot's exact integer sums (float part: see repack.cpp).
 void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* x, const void* y);
+/// Reference for the Q8_0x8 layout: s[r] bit-identical to scalar::VecDotQ8_0Q8_0 of row r.
+void GemvQ8_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
 }  // namespace scalar
 
 

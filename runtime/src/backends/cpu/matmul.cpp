@@ -432,14 +432,17 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
     return bad("ne0 is not a multiple of the block size");
   if (src0.nb[0] != t0.type_size) return bad("src0 rows must be contiguous");
   if (dst.nb[0] != sizeof(float)) return bad("dst rows must be contiguous");
-  const bool repacked = src0.layout == kLayoutQ4_0x8 || src0.layout == kLayoutQ4_Kx8;
+  const bool repacked = IsRepackedLayout(src0.layout);
   if (src0.layout != kLayoutPlain && !repacked) return bad("unknown src0 layout " + std::to_string(src0.layout));
-  if (src0.layout == kLayoutQ4_0x8 &&
-      (src0.type != GgmlType::Q4_0 || N % 8 != 0 || src0.nb[1] != RowSize(GgmlType::Q4_0, K)))
-    return bad("the Q4_0x8 layout needs a Q4_0 src0 with ne1 % 8 == 0 and plain row strides");
-  if (src0.layout == kLayoutQ4_Kx8 &&
-      (src0.type != GgmlType::Q4_K || N % 8 != 0 || src0.nb[1] != RowSize(GgmlType::Q4_K, K)))
-    return bad("the Q4_Kx8 layout needs a Q4_K src0 with ne1 % 8 == 0 and plain row strides");
+  if (repacked) {
+    const GgmlType want = src0.layout == kLayoutQ4_0x8   ? GgmlType::Q4_0
+                          : src0.layout == kLayoutQ4_Kx8 ? GgmlType::Q4_K
+                                                         : GgmlType::Q8_0;
+    const char* name = src0.layout == kLayoutQ4_0x8 ? "Q4_0" : src0.layout == kLayoutQ4_Kx8 ? "Q4_K" : "Q8_0";
+    if (src0.type != want || N % 8 != 0 || src0.nb[1] != RowSize(want, K))
+      return bad(std::string("the ") + name + "x8 layout needs a " + name +
+                 " src0 with ne1 % 8 == 0 and plain row strides");
+  }
   if (src0.data == nullptr || src1.data == nullptr || dst.data == nullptr) {
     if (N * M * ne12 * ne13 == 0) return Status::Ok();
     return bad("null data pointer");
@@ -518,16 +521,11 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
   }
   // 8-row gemv of the repacked layouts (one call per group of 8 rows, writes 8 dst elements).
   const bool q4k = src0.layout == kLayoutQ4_Kx8;
-  VecDotFn gemv8 = q4k ? scalar::GemvQ4_Kx8Q8_K : scalar::GemvQ4_0x8Q8_0;
+  VecDotFn gemv8 = GetRepackedGemv(src0.layout, isa);
   VecDotFn gemv8_sb = scalar::GemvQ4_Kx8Q8_KSb;
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-  if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) {
-    gemv8 = q4k ? avx512::GemvQ4_Kx8Q8_K : avx512::GemvQ4_0x8Q8_0;
-    gemv8_sb = avx512::GemvQ4_Kx8Q8_KSb;
-  } else if (isa >= IsaLevel::kAvx2) {
-    gemv8 = q4k ? avx2::GemvQ4_Kx8Q8_K : avx2::GemvQ4_0x8Q8_0;
-    gemv8_sb = avx2::GemvQ4_Kx8Q8_KSb;
-  }
+  if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) gemv8_sb = avx512::GemvQ4_Kx8Q8_KSb;
+  else if (isa >= IsaLevel::kAvx2) gemv8_sb = avx2::GemvQ4_Kx8Q8_KSb;
 #endif
   // Q4_Kx8 with llamacpp_numerics: llama.cpp's repacked Q4_K runs its GEMM (float part per sub-block
   // pair) on the first M - M % 4 src1 rows of each matrix and its gemv on the rest; the same here,

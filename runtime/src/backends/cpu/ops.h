@@ -33,14 +33,23 @@ enum : int {
   /// 6-bit scales/mins of the 8 rows regrouped so that one decode serves all 8; only MulMat (as src0)
   /// reads it. Like kLayoutQ4_0x8: nb[] describe the plain strides, the size is the plain size.
   kLayoutQ4_Kx8 = 2,
+  /// CPU_REPACK Q8_0 (see RepackQ8_0): groups of 8 rows interleaved block by block, two rows' quants
+  /// per 64 bytes, stored offset by 128; only MulMat / MulMatId (as src0) read it. Like
+  /// kLayoutQ4_0x8: nb[] describe the plain strides, the size is the plain size.
+  kLayoutQ8_0x8 = 3,
 };
+
+/// True for the CPU_REPACK layouts (kLayoutQ4_0x8, kLayoutQ4_Kx8, kLayoutQ8_0x8).
+inline bool IsRepackedLayout(int layout) {
+  return layout == kLayoutQ4_0x8 || layout == kLayoutQ4_Kx8 || layout == kLayoutQ8_0x8;
+}
 
 struct TensorView {
   void* data = nullptr;
   GgmlType type = GgmlType::F32;
   int64_t ne[4] = {1, 1, 1, 1};
   size_t nb[4] = {0, 0, 0, 0};
-  int layout = kLayoutPlain;  ///< kLayoutPlain, kLayoutQ4_0x8 or kLayoutQ4_Kx8 (RepackWeight's output)
+  int layout = kLayoutPlain;  ///< kLayoutPlain or a CPU_REPACK layout (RepackWeight's output)
 
   int64_t nelements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t nrows() const { return ne[1] * ne[2] * ne[3]; }
@@ -344,9 +353,28 @@ bool CanRepackQ4_K(const TensorView& src);
 /// and layout = kLayoutQ4_Kx8. Errors: kInvalidArgument when !CanRepackQ4_K(src) (names the reason).
 Status RepackQ4_K(const TensorView& src, void* dst);
 
+/// True when `src` (a Q8_0 weight, plain layout, contiguous) can be repacked: ne1 % 8 == 0 and
+/// ne0 % 32 == 0. llama.cpp's CPU_REPACK takes Q8_0 on AVX2 under the same condition
+/// (ggml-cpu/repack.cpp, Aug 2026; FEB25 did not repack Q8_0).
+bool CanRepackQ8_0(const TensorView& src);
+
+/// Repacks a Q8_0 weight [K, N, ne2, ne3] into the Q8_0x8 layout at `dst` (RowSize(Q8_0, K) * N *
+/// ne2 * ne3 bytes, must not alias src). Each group of 8 consecutive rows g (rows 8g .. 8g+7 of one
+/// (i2, i3) matrix) becomes K/32 consecutive 272-byte blocks, one per block column b:
+///   [0, 16)    uint16 d[8]      fp16 scale of row 8g+r, block b
+///   [16, 272)  4 chunks t of 64 bytes: bytes 32h .. 32h+31 of chunk t = row 8g+2t+h's qs of block b,
+///              each stored as the unsigned byte q + 128 (q ^ 0x80)
+/// so one 64-byte load holds two rows' blocks, lined up with the activation block repeated twice,
+/// and the unsigned bytes feed vpdpbusd directly (the +128 is taken out with -128 * sum(y)).
+/// Group g of matrix (i2, i3) starts at i3*nb[3] + i2*nb[2] + 8g*nb[1]. The result views as a
+/// TensorView with the same type/ne/nb and layout = kLayoutQ8_0x8. Errors: kInvalidArgument when
+/// !CanRepackQ8_0(src) (names the reason).
+Status RepackQ8_0(const TensorView& src, void* dst);
+
 /// The layout a weight uploaded into a CPU_REPACK buffer gets (ggml-cpu repack's set_tensor picks
 /// the repacked layout per type): kLayoutQ4_0x8 for a tensor CanRepackQ4_0 accepts, kLayoutQ4_Kx8
-/// for one CanRepackQ4_K accepts; kLayoutPlain (uploaded as is) for every other tensor. `src`
+/// for one CanRepackQ4_K accepts, kLayoutQ8_0x8 for one CanRepackQ8_0 accepts; kLayoutPlain
+/// (uploaded as is) for every other tensor. `src`
 /// describes the plain tensor (layout kLayoutPlain). The probed CPU device's CPU_REPACK rule
 /// (devices/op_support.cpp, MakeCpuDevice) states the same conditions.
 int RepackLayoutFor(const TensorView& src);

@@ -30,7 +30,7 @@ Status MulMatId(ComputeContext& ctx, const TensorView& as, const TensorView& b, 
   if (as.ne[3] != 1) return bad("as must be 3-D [K, N, n_expert]");
   // CPU_REPACK experts: each expert's [K, N] slice of a repacked [K, N, n_expert] tensor is itself a
   // repacked matrix (groups of 8 rows never straddle matrices), which MulMat reads.
-  if (as.layout != kLayoutPlain && as.layout != kLayoutQ4_0x8 && as.layout != kLayoutQ4_Kx8)
+  if (as.layout != kLayoutPlain && !IsRepackedLayout(as.layout))
     return bad("unknown as layout " + std::to_string(as.layout));
   if (b.type != GgmlType::F32) return bad("b must be F32");
   if (ids.type != GgmlType::I32) return bad("ids must be I32");

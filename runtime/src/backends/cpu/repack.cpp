@@ -129,11 +129,43 @@ Status RepackQ4_K(const TensorView& src, void* dst) {
   return Status::Ok();
 }
 
+// ---- Q8_0x8 ---------------------------------------------------------------------------------------
+
+bool CanRepackQ8_0(const TensorView& src) {
+  return src.type == GgmlType::Q8_0 && src.layout == kLayoutPlain && src.ne[1] % 8 == 0 &&
+         src.ne[0] % kQK8_0 == 0 && src.ne[0] > 0 && src.is_contiguous();
+}
+
+Status RepackQ8_0(const TensorView& src, void* dst) {
+  if (!CanRepackQ8_0(src)) {
+    return InvalidArgument("RepackQ8_0: " + ShapeString(src) +
+                           " cannot be repacked (needs a contiguous plain Q8_0 tensor with ne1 % 8 == 0)");
+  }
+  if (dst == nullptr || src.data == nullptr) return InvalidArgument("RepackQ8_0: null data pointer");
+  const int64_t nblocks = src.ne[0] / kQK8_0;
+  const int64_t ngroups = src.nrows() / 8;  // ne1 % 8 == 0, so groups never straddle matrices
+  const size_t row_bytes = src.nb[1];
+  for (int64_t g = 0; g < ngroups; ++g) {
+    const uint8_t* rows = static_cast<const uint8_t*>(src.data) + size_t(g) * 8 * row_bytes;
+    uint8_t* out = static_cast<uint8_t*>(dst) + size_t(g) * 8 * row_bytes;
+    for (int64_t b = 0; b < nblocks; ++b, out += q8_0x8::kBlockBytes) {
+      for (int r = 0; r < 8; ++r) {
+        const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(rows + size_t(r) * row_bytes) + b;
+        std::memcpy(out + 2 * r, &blk->d, 2);
+        uint8_t* q = out + q8_0x8::kQs + 32 * r;  // chunk r / 2, half r % 2
+        for (int j = 0; j < kQK8_0; ++j) q[j] = uint8_t(blk->qs[j]) ^ 0x80u;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 // ---- layout choice --------------------------------------------------------------------------------
 
 int RepackLayoutFor(const TensorView& src) {
   if (CanRepackQ4_0(src)) return kLayoutQ4_0x8;
   if (CanRepackQ4_K(src)) return kLayoutQ4_Kx8;
+  if (CanRepackQ8_0(src)) return kLayoutQ8_0x8;
   return kLayoutPlain;
 }
 
@@ -141,6 +173,7 @@ namespace {
 Status RepackInto(const TensorView& src, int layout, void* dst) {
   if (layout == kLayoutQ4_0x8) return RepackQ4_0(src, dst);
   if (layout == kLayoutQ4_Kx8) return RepackQ4_K(src, dst);
+  if (layout == kLayoutQ8_0x8) return RepackQ8_0(src, dst);
   if (layout != kLayoutPlain)
     return InvalidArgument("RepackWeight: unknown layout " + std::to_string(layout));
   if (src.layout != kLayoutPlain || !src.is_contiguous())
@@ -150,6 +183,32 @@ Status RepackInto(const TensorView& src, int layout, void* dst) {
   return Status::Ok();
 }
 }  // namespace
+
+VecDotFn GetRepackedGemv(int layout, IsaLevel isa) {
+  struct Levels {
+    VecDotFn scalar, avx2, vnni;
+  };
+  Levels k{};
+  switch (layout) {
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+    case kLayoutQ4_0x8: k = {scalar::GemvQ4_0x8Q8_0, avx2::GemvQ4_0x8Q8_0, avx512::GemvQ4_0x8Q8_0}; break;
+    case kLayoutQ4_Kx8: k = {scalar::GemvQ4_Kx8Q8_K, avx2::GemvQ4_Kx8Q8_K, avx512::GemvQ4_Kx8Q8_K}; break;
+    case kLayoutQ8_0x8: k = {scalar::GemvQ8_0x8Q8_0, avx2::GemvQ8_0x8Q8_0, avx512::GemvQ8_0x8Q8_0}; break;
+#else
+    case kLayoutQ4_0x8: k = {scalar::GemvQ4_0x8Q8_0, nullptr, nullptr}; break;
+    case kLayoutQ4_Kx8: k = {scalar::GemvQ4_Kx8Q8_K, nullptr, nullptr}; break;
+    case kLayoutQ8_0x8: k = {scalar::GemvQ8_0x8Q8_0, nullptr, nullptr}; break;
+#endif
+    default: return nullptr;
+  }
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+  if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) return k.vnni;
+  if (isa >= IsaLevel::kAvx2) return k.avx2;
+#else
+  (void)isa;
+#endif
+  return k.scalar;
+}
 
 Status RepackWeight(const TensorView& src, int layout, void* dst) {
   STOWAGE_RETURN_IF_ERROR(RepackInto(src, layout, dst));
@@ -181,6 +240,25 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
       }
       // As ggml's AVX2 gemv/gemm_q4_0_8x8_q8_0: acc += float(sumi) * (d_x * d_y), fused.
       sumf[r] = std::fma(float(sumi0 + sumi1), HalfToFloat(dh) * dy, sumf[r]);
+    }
+  }
+  std::memcpy(s, sumf, sizeof sumf);
+}
+
+// Row r of the group is scalar::VecDotQ8_0Q8_0's computation on the stored bytes (q = u - 128).
+void GemvQ8_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  const uint8_t* x = static_cast<const uint8_t*>(vx);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
+  float sumf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t b = 0; b < n / kQK8_0; ++b, x += q8_0x8::kBlockBytes) {
+    const float dy = HalfToFloat(y[b].d);
+    for (int r = 0; r < 8; ++r) {
+      uint16_t dh;
+      std::memcpy(&dh, x + 2 * r, 2);
+      const uint8_t* q = x + q8_0x8::kQs + 32 * r;
+      int sumi = 0;
+      for (int j = 0; j < kQK8_0; ++j) sumi += (int(q[j]) - 128) * y[b].qs[j];
+      sumf[r] = std::fma(float(sumi), HalfToFloat(dh) * dy, sumf[r]);
     }
   }
   std::memcpy(s, sumf, sizeof sumf);

@@ -275,6 +275,30 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
   _mm256_storeu_ps(s, acc);
 }
 
+// Q8_0x8 (CPU_REPACK, ops.h RepackQ8_0) gemv: row r's block is 32 stored bytes q + 128, turned back
+// into q with one xor, then VecDotQ8_0Q8_0's operations per row (DotI8, one fma per block on the
+// row's 8 lanes, HsumPs at the end), so each row is bit-identical to it. The 8 rows share the
+// activation load and the scale decode (one vcvtph2ps for the 8 scales).
+void GemvQ8_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  const uint8_t* x = static_cast<const uint8_t*>(vx);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
+  const __m256i k80 = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256 acc[8];
+  for (__m256& a : acc) a = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / kQK8_0; ++b, x += q8_0x8::kBlockBytes) {
+    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs));
+    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))),
+                                   _mm256_set1_ps(H2F(y[b].d)));
+    for (int r = 0; r < 8; ++r) {
+      const __m256i qx = _mm256_xor_si256(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + q8_0x8::kQs + 32 * r)), k80);
+      const __m256 dr = _mm256_permutevar8x32_ps(d, _mm256_set1_epi32(r));
+      acc[r] = _mm256_fmadd_ps(dr, _mm256_cvtepi32_ps(DotI8(qx, qy)), acc[r]);
+    }
+  }
+  for (int r = 0; r < 8; ++r) s[r] = HsumPs(acc[r]);
+}
+
 // Q4_Kx8 (CPU_REPACK, ops.h RepackQ4_K) gemv with vpmaddubsw: each 64-byte chunk of a column holds 8
 // bytes per row (low nibbles: sub-block 2i, high nibbles: 2i + 1, i = chunk / 4); the matching 8
 // activation bytes are broadcast to every row, and the int16 pair sums of the four chunks of a

@@ -248,6 +248,46 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
   _mm256_storeu_ps(s, acc);
 }
 
+// Q8_0x8 (CPU_REPACK, ops.h RepackQ8_0) gemv with vpdpbusd. Chunk t holds rows 2t and 2t + 1 as
+// unsigned bytes q + 128, so one vpdpbusd against the activation block repeated in both halves gives
+// each row's eight 4-element sums (dword lane 8h + l: row 2t + h, elements 4l .. 4l + 3), started at
+// -128 * sum(y) of the same 4 elements: exactly the dwords avx512::VecDotQ8_0Q8_0 forms with
+// |x| * sign(y, x). The float part is that vec_dot's too (per block acc = fma(d_x * d_y, float(sums),
+// acc) on the row's 8 lanes, Hsum256 at the end), so each row's result is bit-identical to it; the
+// 8 rows share the activation loads and the scale decode, and no per-block reduction is needed.
+void GemvQ8_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  const uint8_t* x = static_cast<const uint8_t*>(vx);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
+  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80)), zero = _mm512_setzero_si512();
+  // Scale lanes of chunk t: row 2t in lanes 0-7, row 2t + 1 in lanes 8-15.
+  const __m512i sidx[4] = {_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                           _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
+                           _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5),
+                           _mm512_setr_epi32(6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7)};
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), acc2 = _mm512_setzero_ps(),
+         acc3 = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n / kQK8_0; ++b, x += q8_0x8::kBlockBytes) {
+    const __m512i yy = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs)));
+    const __m512i start = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k128, yy));
+    const __m512 d = _mm512_castps256_ps512(_mm256_mul_ps(
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))), _mm256_set1_ps(H2F(y[b].d))));
+    const uint8_t* q = x + q8_0x8::kQs;
+    acc0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(sidx[0], d),
+                           _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, _mm512_loadu_si512(q), yy)), acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(sidx[1], d),
+                           _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, _mm512_loadu_si512(q + 64), yy)), acc1);
+    acc2 = _mm512_fmadd_ps(_mm512_permutexvar_ps(sidx[2], d),
+                           _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, _mm512_loadu_si512(q + 128), yy)), acc2);
+    acc3 = _mm512_fmadd_ps(_mm512_permutexvar_ps(sidx[3], d),
+                           _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, _mm512_loadu_si512(q + 192), yy)), acc3);
+  }
+  const __m512 acc[4] = {acc0, acc1, acc2, acc3};
+  for (int t = 0; t < 4; ++t) {
+    s[2 * t] = Hsum256(_mm512_castps512_ps256(acc[t]));
+    s[2 * t + 1] = Hsum256(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[t]), 1)));
+  }
+}
+
 // Q4_Kx8 (CPU_REPACK, ops.h RepackQ4_K) gemv with vpdpbusd. Per column (super-block b of 8 rows):
 // - the 64 scales and 64 mins decode in two zmm: lo & 15 | ((hi >> {0,2}) & 3) << 4 (scales, byte
 //   8j + r) and lo >> 4 | ((hi >> {4,6}) & 3) << 4 (mins, byte 8r + j);
