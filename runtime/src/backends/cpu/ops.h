@@ -354,8 +354,8 @@ bool CanRepackQ4_K(const TensorView& src);
 Status RepackQ4_K(const TensorView& src, void* dst);
 
 /// True when `src` (a Q8_0 weight, plain layout, contiguous) can be repacked: ne1 % 8 == 0 and
-/// ne0 % 32 == 0. llama.cpp's CPU_REPACK takes Q8_0 on AVX2 under the same condition
-/// (ggml-cpu/repack.cpp, Aug 2026; FEB25 did not repack Q8_0).
+/// ne0 % 32 == 0 (the Q4_0 rule; llama.cpp (ggml-cpu/repack.cpp, Aug 2026) repacks Q8_0 only on ARM
+/// and RISC-V, this backend on every level: its Q8_0x8 gemv gives the plain vec_dot's bits).
 bool CanRepackQ8_0(const TensorView& src);
 
 /// Repacks a Q8_0 weight [K, N, ne2, ne3] into the Q8_0x8 layout at `dst` (RowSize(Q8_0, K) * N *
