@@ -3,8 +3,10 @@
 // do not count) with one thread, and by wall time with -t threads. Prints weight GB/s:
 //   in-cache: a [K, N] matrix of ~1 MiB (in L2) multiplied again and again (the kernels' compute speed,
 //             which must exceed the per-core share of the memory bandwidth);
-//   stream:   a matrix of -s MiB (default 256) read once per multiplication (memory bound).
-// Usage: stowage-tgbench [-t THREADS] [-s MIB] [-k K] [TYPE...]   (types: f16 q8_0 q4_0 q4_0x8 q4_k q4_kx8 q8_0x8 q6_k;
+//   stream:   a matrix of -s MiB (default 256) read once per multiplication (memory bound); with
+//             -c KIB, the 2-thread stream is a sequence of MulMat calls on slices of ~KIB KiB each
+//             (a model's matrix sizes: each call forks/joins the threads and starts new streams).
+// Usage: stowage-tgbench [-t THREADS] [-s MIB] [-k K] [-c KIB] [TYPE...]   (types: f16 q8_0 q4_0 q4_0x8 q4_k q4_kx8 q8_0x8 q6_k;
 // the x8 types are the CPU_REPACK layouts)
 #include <omp.h>
 #include <sys/mman.h>
@@ -90,8 +92,11 @@ bool MakeWeights(GgmlType type, bool repack, int64_t K, int64_t N, std::mt19937&
 }
 
 // GB/s of weight bytes: best of `reps` timings of `iters` multiplications.
+// With chunk_rows > 0, one multiplication is a sequence of MulMat calls on consecutive slices of
+// chunk_rows rows (a model's sequence of matrices: each call forks and joins the threads and starts
+// new read streams).
 double Measure(ComputeContext& ctx, const TensorView& w, size_t bytes, const std::vector<float>& x, int iters, int reps,
-               bool thread_time) {
+               bool thread_time, int64_t chunk_rows = 0) {
   TensorView src1, dst;
   src1.type = GgmlType::F32;
   src1.ne[0] = w.ne[0];
@@ -107,10 +112,21 @@ double Measure(ComputeContext& ctx, const TensorView& w, size_t bytes, const std
   for (int r = 0; r < reps; ++r) {
     const double t0 = Now(clk);
     for (int i = 0; i < iters; ++i) {
-      Status st = MulMat(ctx, w, src1, dst);
-      if (!st.ok()) {
-        std::fprintf(stderr, "stowage-tgbench: %s\n", st.message().c_str());
-        std::exit(1);
+      const int64_t step = chunk_rows > 0 ? chunk_rows : w.ne[1];
+      for (int64_t r0 = 0; r0 < w.ne[1]; r0 += step) {
+        TensorView wc = w;
+        wc.ne[1] = std::min(step, w.ne[1] - r0);
+        SetContiguousStrides(wc);
+        wc.data = static_cast<uint8_t*>(w.data) + size_t(r0) * w.nb[1];
+        TensorView dc = dst;
+        dc.ne[0] = wc.ne[1];
+        SetContiguousStrides(dc);
+        dc.data = out.data() + r0;
+        Status st = MulMat(ctx, wc, src1, dc);
+        if (!st.ok()) {
+          std::fprintf(stderr, "stowage-tgbench: %s\n", st.message().c_str());
+          std::exit(1);
+        }
       }
     }
     best = std::min(best, (Now(clk) - t0) / iters);
@@ -122,11 +138,11 @@ double Measure(ComputeContext& ctx, const TensorView& w, size_t bytes, const std
 
 int main(int argc, char** argv) {
   int threads = 2;
-  int64_t stream_mib = 256, K = 2048;
+  int64_t stream_mib = 256, K = 2048, chunk_kib = 0;
   std::vector<std::string> types;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if ((a == "-t" || a == "-s" || a == "-k") && i + 1 < argc) {
+    if ((a == "-t" || a == "-s" || a == "-k" || a == "-c") && i + 1 < argc) {
       const long long v = std::atoll(argv[++i]);
       if (v <= 0 || v > (1 << 20)) {
         std::fprintf(stderr, "stowage-tgbench: %s: expected a positive number up to 1048576\n", a.c_str());
@@ -134,9 +150,10 @@ int main(int argc, char** argv) {
       }
       if (a == "-t") threads = int(v);
       else if (a == "-s") stream_mib = v;
+      else if (a == "-c") chunk_kib = v;
       else K = v;
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: stowage-tgbench [-t THREADS] [-s STREAM_MIB] [-k K] [f16|q8_0|q4_0|q4_0x8|q4_k|q4_kx8|q8_0x8|q6_k ...]\n");
+      std::printf("usage: stowage-tgbench [-t THREADS] [-s STREAM_MIB] [-k K] [-c CHUNK_KIB] [f16|q8_0|q4_0|q4_0x8|q4_k|q4_kx8|q8_0x8|q6_k ...]\n");
       return 0;
     } else {
       types.push_back(a);
@@ -183,7 +200,9 @@ int main(int argc, char** argv) {
     many.n_threads = threads;
     const double gin = Measure(one, small.v, small.bytes, x, 300, 5, true);
     const double gs1 = Measure(one, big.v, big.bytes, x, 3, 3, true);
-    const double gsn = Measure(many, big.v, big.bytes, x, 5, 5, false);
+    // Rows per call with -c: a multiple of 16 (the row tile), at least one tile.
+    const int64_t chunk_rows = chunk_kib > 0 ? std::max<int64_t>(16, (chunk_kib << 10) / int64_t(row) / 16 * 16) : 0;
+    const double gsn = Measure(many, big.v, big.bytes, x, 5, 5, false, chunk_rows);
     std::printf("| %s | %.1f | %.1f | %.1f |\n", t.c_str(), gin, gs1, gsn);
   }
   return 0;
