@@ -30,3 +30,10 @@ if config.have_onednn:
     config.available_features.add("onednn")
 if config.have_cuda:
     config.available_features.add("cuda")
+# `avx2`: this CPU has AVX2 (the probed CPU device then offers CPU_REPACK, as llama.cpp's does).
+try:
+    with open("/proc/cpuinfo") as f:
+        if any(line.startswith("flags") and " avx2" in line for line in f):
+            config.available_features.add("avx2")
+except OSError:
+    pass
