@@ -171,6 +171,78 @@ TEST(CpuMulMatId, RepackedExpertsEqualPlain) {
   }
 }
 
+// With llamacpp_numerics every (slot, token) column of MUL_MAT_ID gets the bits of its expert's
+// product with that column alone (M = 1: the vec_dot, or the gemv of a repacked layout), as
+// llama.cpp's MUL_MAT_ID computes every column, at every level and thread count, with ~20 columns
+// per expert (the GEMM path's size: MUL_MAT would take tinyBLAS's order for F32/F16, the repacked
+// Q4_K GEMM order, IQ4_NL's one-accumulator order).
+TEST(CpuMulMatId, LlamacppNumericsGiveEachColumnItsOwnBits) {
+  struct C {
+    GgmlType type;
+    bool repack;
+  };
+  const C cases[] = {{GgmlType::F32, false}, {GgmlType::F16, false},  {GgmlType::Q8_0, false},
+                     {GgmlType::Q4_0, false}, {GgmlType::IQ4_NL, false}, {GgmlType::Q4_K, false},
+                     {GgmlType::Q6_K, false}, {GgmlType::Q8_0, true},   {GgmlType::Q4_0, true},
+                     {GgmlType::Q4_K, true}};
+  const int64_t N = 24, E = 3, used = 2, T = 30;
+  uint32_t seed = 700;
+  for (const C& c : cases) {
+    const int64_t K = GetTypeTraits(c.type).block_size == 256 ? 512 : 128;
+    Tensor as(c.type, K, N, E);
+    const size_t row = RowSize(c.type, K);
+    if (c.type == GgmlType::F32 || c.type == GgmlType::F16 || c.type == GgmlType::Q8_0 || c.type == GgmlType::Q4_0 ||
+        c.type == GgmlType::IQ4_NL) {
+      std::vector<float> w(size_t(K * N * E));
+      kt::FillUniform(w, seed++);
+      for (int64_t r = 0; r < N * E; ++r) ASSERT_TRUE(QuantizeRow(c.type, w.data() + r * K, as.buf.data() + r * row, K).ok());
+    } else {
+      const auto blocks = kt::RandomBlocks(c.type, K * N * E, seed++);
+      std::memcpy(as.buf.data(), blocks.data(), blocks.size());
+    }
+    std::vector<uint8_t> packed;
+    TensorView av = as.v;
+    if (c.repack) {
+      packed.resize(row * size_t(N * E));
+      ASSERT_NE(RepackLayoutFor(as.v), kLayoutPlain);
+      ASSERT_TRUE(RepackWeight(as.v, RepackLayoutFor(as.v), packed.data()).ok());
+      av.data = packed.data();
+      av.layout = RepackLayoutFor(as.v);
+    }
+    Tensor b(GgmlType::F32, K, used, T);
+    Fill(b, seed++);
+    Tensor ids(GgmlType::I32, used, T);
+    FillIds(ids, E, seed++);
+    for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+      if (isa > DetectIsa()) continue;
+      for (int nt : {1, 2}) {
+        SCOPED_TRACE(std::string(GgmlTypeName(c.type)) + (c.repack ? "x8" : "") + " isa " +
+                     std::to_string(int(isa)) + " threads " + std::to_string(nt));
+        auto ctx = Ctx(nt);
+        ctx.max_isa = isa;
+        ctx.llamacpp_numerics = true;
+        Tensor dst(GgmlType::F32, N, used, T);
+        ASSERT_TRUE(MulMatId(ctx, av, b.v, ids.v, dst.v).ok());
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t s = 0; s < used; ++s) {
+            const int32_t e = ids.i32()[t * used + s];
+            TensorView a_e = av;
+            a_e.data = static_cast<char*>(av.data) + e * av.nb[2];
+            a_e.ne[2] = 1;
+            Tensor col(GgmlType::F32, K, 1), out(GgmlType::F32, N, 1);
+            std::memcpy(col.buf.data(), &b.f32()[(t * used + s) * K], size_t(K) * sizeof(float));
+            ASSERT_TRUE(MulMat(ctx, a_e, col.v, out.v).ok());
+            for (int64_t n = 0; n < N; ++n) {
+              const float got = dst.at(n, s, t), want = out.f32()[n];
+              ASSERT_EQ(std::memcmp(&got, &want, 4), 0) << "token " << t << " slot " << s << " row " << n << ": "
+                                                         << got << " vs " << want << " alone";
+            }
+          }
+      }
+    }
+  }
+}
+
 TEST(CpuMulMatId, Errors) {
   Tensor as(GgmlType::F32, 8, 4, 3);
   Tensor b(GgmlType::F32, 8, 1, 2);

@@ -24,6 +24,11 @@ const TypeKernels* GetTypeKernels(GgmlType type, IsaLevel isa);
 /// kLayoutPlain or an unknown layout (repack.cpp).
 VecDotFn GetRepackedGemv(int layout, IsaLevel isa);
 
+/// ops.h MulMat, for a MUL_MAT (`expert` false) or for one expert's columns of a MUL_MAT_ID
+/// (`expert` true: with ctx.llamacpp_numerics the products then follow llama.cpp's MUL_MAT_ID
+/// orders, see matmul.cpp). Same errors as MulMat.
+Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst, bool expert);
+
 /// "type[ne0,ne1,ne2,ne3]" for error messages.
 std::string ShapeString(const TensorView& t);
 

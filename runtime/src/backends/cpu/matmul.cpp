@@ -409,6 +409,17 @@ void MulMatLlamafile(ComputeContext& ctx, const TensorView& src0, const TensorVi
 #endif
 
 Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst) {
+  return MulMatImpl(ctx, src0, src1, dst, /*expert=*/false);
+}
+
+Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst, bool expert) {
+  // llama.cpp's MUL_MAT_ID (ggml-cpu.c ggml_compute_forward_mul_mat_id_one_chunk; repack.cpp
+  // forward_mul_mat_id) multiplies every expert column by the vec_dot (repacked: the gemv), never
+  // through tinyBLAS or the repacked GEMM; only the IQ "iqp" panels (>= 8 columns per expert) have a
+  // batched path. With llamacpp_numerics an expert's product follows that: the GEMM only where its
+  // order is the vec_dot's (the q8 family's lanes kernels, repacked Q4_0/Q8_0), no tinyBLAS order,
+  // no repacked-Q4_K GEMM order.
+  const bool vec_dot_order = expert && ctx.llamacpp_numerics;
   auto bad = [&](const std::string& why) {
     return InvalidArgument("MUL_MAT: src0 " + ShapeString(src0) + ", src1 " + ShapeString(src1) + ", dst " +
                            ShapeString(dst) + ": " + why);
@@ -457,7 +468,7 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
   // prompt processing gives llama.cpp's bits, attention products included. Not by default: its
   // per-output horizontal sums make it ~30% slower than the float GEMM family on a model's mix of
   // shapes (0.3B F16 pp512: 460 vs 668 t/s; the attention products' K = head_dim is short).
-  if (ctx.llamacpp_numerics && (src0.type == GgmlType::F16 || src0.type == GgmlType::F32) &&
+  if (ctx.llamacpp_numerics && !vec_dot_order && (src0.type == GgmlType::F16 || src0.type == GgmlType::F32) &&
       src0.layout == kLayoutPlain && M >= 2 &&
       isa >= IsaLevel::kAvx2 && K % (isa >= IsaLevel::kAvx512 ? 16 : 8) == 0 && dst.nb[1] % sizeof(float) == 0 &&
       dst.nb[2] % sizeof(float) == 0 && dst.nb[3] % sizeof(float) == 0 &&
@@ -466,7 +477,9 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
     return Status::Ok();
   }
 #endif
-  if (M >= kGemmMinCols && dst.nb[1] % sizeof(float) == 0) {
+  const bool gemm_ok = !vec_dot_order || src0.type == GgmlType::Q8_0 || src0.type == GgmlType::Q4_0 ||
+                       src0.type == GgmlType::Q5_0 || src0.type == GgmlType::Q4_1 || src0.type == GgmlType::Q5_1;
+  if (M >= kGemmMinCols && dst.nb[1] % sizeof(float) == 0 && gemm_ok) {
     if (const GemmKernels* gk = GetGemmKernels(src0.type, src0.layout, isa, ctx.llamacpp_numerics)) {
       MulMatGemm(ctx, *gk, src0, src1, dst, nt);
       return Status::Ok();
@@ -530,7 +543,7 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
   // Q4_Kx8 with llamacpp_numerics: llama.cpp's repacked Q4_K runs its GEMM (float part per sub-block
   // pair) on the first M - M % 4 src1 rows of each matrix and its gemv on the rest; the same here,
   // so prompts give its bits (this product is then not batch-invariant, as in llama.cpp).
-  const int64_t m_sb = q4k && ctx.llamacpp_numerics && M > 3 ? M - M % 4 : 0;
+  const int64_t m_sb = q4k && ctx.llamacpp_numerics && !vec_dot_order && M > 3 ? M - M % 4 : 0;
   auto tile = [&](int64_t t) {
     const int64_t tn = t % tiles_n;
     const int64_t tm = (t / tiles_n) % tiles_m;

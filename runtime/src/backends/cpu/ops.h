@@ -229,11 +229,14 @@ Status SetRows(ComputeContext& ctx, const TensorView& src, const TensorView& idx
 /// MUL_MAT_ID (ggml_mul_mat_id, mixtral / qwen2moe expert FFNs): dst[:, s, t] = as[ids[s, t]] x
 /// b[:, s % ne11, t], i.e. slot s of token t multiplies the column of b (broadcast over slots when
 /// b.ne1 == 1) with the expert ids[s, t]'s matrix. as [K, N, n_expert] of a SupportsMulMatType type
-/// (contiguous rows; plain layout, or kLayoutQ4_0x8 / kLayoutQ4_Kx8 from a CPU_REPACK upload, whose
-/// expert slices MulMat reads as repacked matrices), b F32 [K, ne11, n_tokens] with any strides and n_used % ne11 == 0,
+/// (contiguous rows; plain layout, or a CPU_REPACK layout from a CPU_REPACK upload, whose expert
+/// slices MulMat reads as repacked matrices), b F32 [K, ne11, n_tokens] with any strides and n_used % ne11 == 0,
 /// ids I32 [n_used, n_tokens], dst F32 [N, n_used, n_tokens] with nb0 = 4. Each expert's columns
 /// are gathered and multiplied by MulMat (same vec_dot / GEMM kernels and src1 quantization as
-/// MUL_MAT; ggml-cpu ops.cpp likewise groups rows per expert). Uses temporary buffers beside
+/// MUL_MAT; ggml-cpu ops.cpp likewise groups rows per expert). With ctx.llamacpp_numerics every
+/// column gets the bits llama.cpp's MUL_MAT_ID gives it: its vec_dot's (repacked: its gemv's) for
+/// every type, IQ4_XS from 8 columns per expert in its "iqp" order — so each column equals that
+/// column multiplied alone (except IQ4_XS), unlike MUL_MAT's tinyBLAS / repacked-Q4_K GEMM orders. Uses temporary buffers beside
 /// ctx.work. Errors: kOutOfRange naming the first id outside [0, n_expert); kInvalidArgument for
 /// shape/type mismatches; MulMat's errors for the expert weights.
 Status MulMatId(ComputeContext& ctx, const TensorView& as, const TensorView& b, const TensorView& ids,

@@ -96,7 +96,7 @@ Status MulMatId(ComputeContext& ctx, const TensorView& as, const TensorView& b, 
     out_v.ne[0] = N;
     out_v.ne[1] = m;
     SetContiguousStrides(out_v);
-    STOWAGE_RETURN_IF_ERROR(MulMat(ctx, a_e, in_v, out_v));
+    STOWAGE_RETURN_IF_ERROR(MulMatImpl(ctx, a_e, in_v, out_v, /*expert=*/true));
     for (int64_t j = 0; j < m; ++j) {
       const int64_t t = r[j] / n_used, s = r[j] % n_used;
       char* d = static_cast<char*>(dst.data) + s * dst.nb[1] + t * dst.nb[2];
