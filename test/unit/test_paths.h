@@ -2,7 +2,11 @@
 // the paths baked in at configure time (../shared/...). Tests that need a model call
 // STOWAGE_REQUIRE_MODEL(path) which skips with a clear message when the file is absent.
 #pragma once
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <sys/stat.h>
 
@@ -17,6 +21,21 @@ inline std::string GoldenDir() {
 }
 inline std::string ModelPath(const std::string& name) { return ModelsDir() + "/" + name; }
 inline bool FileExists(const std::string& p) { struct stat st; return stat(p.c_str(), &st) == 0; }
+// The FNV-1a 64 hash of a file's bytes as 16 lowercase hex digits (what the golden scripts of
+// test/data write as "model_fnv1a64", to prove a golden was made from this very file); "" when the
+// file cannot be read.
+inline std::string FileFnv1a64(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (std::istreambuf_iterator<char> it(in), end; it != end; ++it) {
+    h ^= static_cast<unsigned char>(*it);
+    h *= 0x100000001b3ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
 }  // namespace stowage::test
 
 #define STOWAGE_REQUIRE_FILE(path) \

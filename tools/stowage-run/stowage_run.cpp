@@ -113,6 +113,7 @@ struct Common {
   std::string flash_attn = "off";  ///< -fa: on, off or auto, normalized by tools::FlashAttnValue
   bool huge_pages = false;
   bool llamacpp_numerics = false;
+  std::string cpu_isa = "avx512";  ///< --cpu-isa: the highest CPU kernel level (avx512, avx2, scalar)
   bool no_mmap = false, no_repack = false, no_kv_offload = false;
 };
 
@@ -176,6 +177,7 @@ Result<std::unique_ptr<Session>> OpenSession(const Common& c, bool quiet, bool p
   opts.n_threads = c.threads;
   opts.copy_mapped_weights_to_huge_pages = c.huge_pages;
   opts.llamacpp_numerics = c.llamacpp_numerics;
+  opts.cpu_max_isa = c.cpu_isa == "scalar" ? CpuIsa::kScalar : c.cpu_isa == "avx2" ? CpuIsa::kAvx2 : CpuIsa::kAvx512;
   // A percentage on the terminal while weights load; nothing when stderr is not a terminal.
   static int last_pct = -1;
   if (!quiet && isatty(fileno(stderr)))
@@ -791,6 +793,10 @@ int Run(int argc, char** argv) {
     a->add_flag("--llamacpp-numerics", c.llamacpp_numerics,
                 "CPU matrix products sum in llama.cpp's CPU orders in prompt processing too, so logits and "
                 "greedy text stay bit-identical to llama.cpp's over long prompts (slower prompt processing)");
+    a->add_option("--cpu-isa", c.cpu_isa,
+                  "highest instruction set of the CPU kernels: avx512 (the default: the best the CPU has), avx2 "
+                  "(llama.cpp's haswell variant) or scalar; never above what the CPU supports")
+        ->check(CLI::IsMember({"avx512", "avx2", "scalar"}));
   };
   add_common(&app);
   auto* prompt_opt = app.add_option("-p,--prompt", prompt, "prompt text");
@@ -826,7 +832,7 @@ int Run(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "print only the text");
 
   auto* ppl = app.add_subcommand("perplexity", "perplexity of a text file (llama-perplexity style)");
-  ppl->footer("Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, --huge-pages, --llamacpp-numerics, --no-escape.");
+  ppl->footer("Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, --huge-pages, --llamacpp-numerics, --cpu-isa, --no-escape.");
   std::string text_file;
   ppl->add_option("-f,--file", text_file,
                   "text file (one final newline dropped and escapes expanded, as llama-perplexity); required, except "
@@ -844,7 +850,7 @@ int Run(int argc, char** argv) {
       ->check(NumberIn(-1, 2147483647, true) &
               CLI::Validator([](std::string& v) { return v == "0" ? std::string("Value 0: no chunk to score (N >= 1, or -1 for all)") : std::string(); }, ""));
   auto* bench = app.add_subcommand("bench", "llama-bench style table: pp and tg speed");
-  bench->footer("Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, --huge-pages, --llamacpp-numerics.");
+  bench->footer("Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, --huge-pages, --llamacpp-numerics, --cpu-isa.");
   std::string n_prompt_list = "512", n_gen_list = "128", threads_list;  // llama-bench's defaults
   int reps = 5;
   bench->add_option("-p,--n-prompt", n_prompt_list,

@@ -10,6 +10,7 @@
 
 #include "ops.h"
 #include "stowage/runtime/ggml_ops.h"
+#include "stowage/runtime/session.h"
 #include "stowage/runtime/status.h"
 
 namespace stowage::exec {
@@ -164,14 +165,16 @@ class HostBuffer final : public Buffer {
 };
 
 /// The CPU backend: stowage_cpu kernels, `n_threads` OpenMP threads; `llamacpp_numerics`: matrix
-/// products in llama.cpp's CPU summation orders (cpu::ComputeContext::llamacpp_numerics).
-std::unique_ptr<Backend> CreateCpuBackend(int n_threads, bool llamacpp_numerics = false);
+/// products in llama.cpp's CPU summation orders (cpu::ComputeContext::llamacpp_numerics);
+/// `max_isa`: the highest kernel level used (SessionOptions::cpu_max_isa).
+std::unique_ptr<Backend> CreateCpuBackend(int n_threads, bool llamacpp_numerics = false,
+                                          CpuIsa max_isa = CpuIsa::kAvx512);
 
 /// The backend this build provides for a planned device (`type` "CPU", "GPU" or "ACCEL"; `name`
 /// as in the plan, e.g. "CUDA0"), or nullptr when it has none (builtin_backends.cpp).
-/// `llamacpp_numerics` applies to the CPU backend (SessionOptions::llamacpp_numerics).
+/// `llamacpp_numerics` and `cpu_max_isa` apply to the CPU backend (SessionOptions).
 std::unique_ptr<Backend> CreateBuiltinBackend(const std::string& name, const std::string& type, int n_threads,
-                                              bool llamacpp_numerics = false);
+                                              bool llamacpp_numerics = false, CpuIsa cpu_max_isa = CpuIsa::kAvx512);
 /// Comma-separated names of the device kinds this build can run ("CPU, CUDA, oneDNN").
 std::string BuiltinBackendNames();
 

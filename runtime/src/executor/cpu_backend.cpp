@@ -167,9 +167,10 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(int n_threads, bool llamacpp_numerics) {
+  CpuBackend(int n_threads, bool llamacpp_numerics, CpuIsa max_isa) {
     ctx_.n_threads = n_threads;
     ctx_.llamacpp_numerics = llamacpp_numerics;
+    ctx_.max_isa = static_cast<cpu::IsaLevel>(max_isa);
   }
   const std::string& name() const override { return name_; }
   bool CanAccess(const Buffer& buf) const override { return buf.is_host(); }
@@ -250,8 +251,12 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> CreateCpuBackend(int n_threads, bool llamacpp_numerics) {
-  return std::make_unique<CpuBackend>(n_threads, llamacpp_numerics);
+static_assert(int(CpuIsa::kScalar) == int(cpu::IsaLevel::kScalar) && int(CpuIsa::kAvx2) == int(cpu::IsaLevel::kAvx2) &&
+                  int(CpuIsa::kAvx512) == int(cpu::IsaLevel::kAvx512),
+              "SessionOptions::cpu_max_isa carries cpu::IsaLevel's values");
+
+std::unique_ptr<Backend> CreateCpuBackend(int n_threads, bool llamacpp_numerics, CpuIsa max_isa) {
+  return std::make_unique<CpuBackend>(n_threads, llamacpp_numerics, max_isa);
 }
 
 }  // namespace stowage::exec

@@ -228,7 +228,7 @@ Status Session::Impl::CreateBackends(const SessionOptions& opts) {
     const std::string dtype = fb::EnumNameDeviceType(dev->type());
     std::unique_ptr<Backend> b;
     if (opts.backend_factory) b = opts.backend_factory->Create(dname, dtype, n_threads);
-    if (!b) b = exec::CreateBuiltinBackend(dname, dtype, n_threads, opts.llamacpp_numerics);
+    if (!b) b = exec::CreateBuiltinBackend(dname, dtype, n_threads, opts.llamacpp_numerics, opts.cpu_max_isa);
     if (!b)
       return Unavailable(plan->path() + ": planned device '" + dname + "' (" + dtype +
                          ") is not on this machine or its backend is not built (backends built: " +

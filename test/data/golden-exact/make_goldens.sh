@@ -1,22 +1,65 @@
 #!/usr/bin/env bash
 # Regenerates the golden-exact data of this folder (README.md): the reference llama.cpp of
 # ../shared/tools/llamacpp-ref (fetched into $REF, default ~/.cache/stowage-bench/llamacpp-ref)
-# through refexact.cpp, on the shared models in $MODELS (default ../shared/models). Run it on the
-# machine kind whose llama.cpp build the goldens stand for (an AVX-512 VNNI CPU: the zen4 variant).
+# through refexact.cpp, on the shared models in $MODELS (default ../shared/models) and on synthetic
+# mixture-of-experts models (moe-*.json: gguf-synth --arch A --type T, found on PATH or as $SYNTH;
+# the test builds the same files with gguf-synth's library and checks their FNV-1a hash).
+# Usage: make_goldens.sh [zen4|haswell]   (default zen4)
+#   zen4: llama.cpp's zen4 CPU library, into this folder; run it on an AVX-512 VNNI + BF16 CPU (where
+#         ggml loads that variant by itself; the script refuses elsewhere).
+#   haswell: llama.cpp's haswell library (AVX2 + FMA + F16C), into haswell/; any CPU with AVX2 runs
+#         it (only that library is offered to ggml's loader).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 REF=${REF:-$HOME/.cache/stowage-bench/llamacpp-ref}
 MODELS=${MODELS:-$ROOT/../shared/models}
+SYNTH=${SYNTH:-gguf-synth}
+VARIANT=${1:-zen4}
 B=$REF/bin/package/bins/linux-x64
-export REF_BACKEND_DIR=${REF_BACKEND_DIR:-$B}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
+has() { [[ " $flags " == *" $1 "* ]]; }
+case "$VARIANT" in
+  zen4)
+    has avx512_vnni && has avx512_bf16 || { echo "make_goldens: zen4 goldens need an AVX-512 VNNI + BF16 CPU" >&2; exit 1; }
+    OUT=$HERE ;;
+  haswell)
+    has avx2 && has fma && has f16c || { echo "make_goldens: haswell goldens need AVX2 + FMA + F16C" >&2; exit 1; }
+    OUT=$HERE/haswell
+    mkdir -p "$OUT" "$TMP/backends"
+    ln -s "$B/libggml-cpu-haswell.so" "$TMP/backends/" ;;
+  *) echo "make_goldens: the variant is zen4 or haswell, not '$VARIANT'" >&2; exit 2 ;;
+esac
+if [ "$VARIANT" = haswell ]; then export REF_BACKEND_DIR=$TMP/backends; else export REF_BACKEND_DIR=$B; fi
 g++ -O1 -std=c++17 "$HERE/refexact.cpp" -o "$TMP/refexact" -I"$REF/include" -I"$REF/ggml/include" \
   -L"$B" -l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so -Wl,-rpath,"$B" -lxxhash
 PROMPT=$(cat "$HERE/prompt.txt")
 for m in stories260K stories260K-F16 stories260K-Q8_0 stories260K-Q4_0 stories260K-Q4_K_M llama-2-tiny-random \
          tiny-tied-f32 tiny8-untied-q4_0 synth-Q4_K_M synth-Q6_K synth-IQ4_XS; do
-  "$TMP/refexact" "$MODELS/$m.gguf" "$PROMPT" 32 512 > "$HERE/$m.json"
-  echo "wrote $HERE/$m.json"
+  "$TMP/refexact" "$MODELS/$m.gguf" "$PROMPT" 32 512 > "$OUT/$m.json"
+  echo "wrote $OUT/$m.json"
+done
+
+# Synthetic MoE models: name -> "arch type" (gguf-synth's defaults otherwise).
+declare -A MOE=(
+  [mixtral-f32]="mixtral f32" [mixtral-f16]="mixtral f16" [mixtral-q8_0]="mixtral q8_0" [mixtral-q4_0]="mixtral q4_0"
+  [qwen2moe-f16]="qwen2moe f16" [qwen2moe-q8_0]="qwen2moe q8_0"
+)
+for n in mixtral-f32 mixtral-f16 mixtral-q8_0 mixtral-q4_0 qwen2moe-f16 qwen2moe-q8_0; do
+  read -r arch type <<< "${MOE[$n]}"
+  "$SYNTH" --arch "$arch" --type "$type" -o "$TMP/$n.gguf" > /dev/null
+  "$TMP/refexact" "$TMP/$n.gguf" "$PROMPT" 32 512 > "$TMP/$n.json"
+  python3 - "$TMP/$n.json" "$TMP/$n.gguf" "$arch" "$type" > "$OUT/moe-$n.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+h = 0xcbf29ce484222325
+for b in open(sys.argv[2], "rb").read():
+    h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+g["synth_arch"], g["synth_type"], g["model_fnv1a64"] = sys.argv[3], sys.argv[4], "%016x" % h
+json.dump(g, sys.stdout)
+print()
+PY
+  echo "wrote $OUT/moe-$n.json"
 done

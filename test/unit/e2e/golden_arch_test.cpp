@@ -17,7 +17,6 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +27,7 @@
 #include "stowage/runtime/device_probe.h"
 #include "stowage/runtime/session.h"
 #include "synth.h"
+#include "test_paths.h"
 
 namespace stowage {
 namespace {
@@ -43,21 +43,6 @@ struct Case {
 
 bool Quantized(const Case& c) { return c.type != GgmlType::F32 && c.type != GgmlType::F16; }
 float Tol(const Case& c) { return Quantized(c) ? 0.30f : 0.02f; }
-
-std::string Fnv1a64(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string d = ss.str();
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char b : d) {
-    h ^= b;
-    h *= 0x100000001b3ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
 
 class GoldenArch : public ::testing::TestWithParam<Case> {
  protected:
@@ -78,7 +63,7 @@ class GoldenArch : public ::testing::TestWithParam<Case> {
     model_ = ::testing::TempDir() + "golden_arch_" + c.name + "_" + std::to_string(getpid()) + ".gguf";
     Status st = synth::WriteModel(spec, model_);
     ASSERT_TRUE(st.ok()) << st.ToString();
-    ASSERT_EQ(Fnv1a64(model_), golden_["model_fnv1a64"].get<std::string>())
+    ASSERT_EQ(test::FileFnv1a64(model_), golden_["model_fnv1a64"].get<std::string>())
         << "the synthetic model differs from the one the golden was made from (gguf-synth "
         << golden_["synth_args"].get<std::string>() << "): regenerate test/data/golden-arch (README.md)";
     prompt_ = golden_["prompt_tokens"].get<std::vector<int32_t>>();

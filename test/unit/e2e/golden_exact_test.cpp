@@ -3,8 +3,10 @@
 // the same tokens and every logit with the same bits as llama.cpp's CPU backend (the XXH64 of all
 // of them equal to the stored one). Without the option the prompt's GEMM kernels sum in another
 // order, and the quantized stories260K models drift apart after a rounding flip (checked too, so
-// the option is shown to matter).
+// the option is shown to matter). The same for synthetic mixture-of-experts models (mixtral,
+// qwen2moe; built here as gguf-synth writes them): their MUL_MAT_ID products in llama.cpp's order.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "from_probe.h"
@@ -21,6 +24,7 @@
 #include "stowage/planner/place_model.h"
 #include "stowage/runtime/device_probe.h"
 #include "stowage/runtime/session.h"
+#include "synth.h"
 #include "test_paths.h"
 
 namespace stowage {
@@ -32,7 +36,8 @@ struct Outcome {
 };
 
 // The golden's procedure on this runtime: one Decode of the prompt with all logits, then greedy.
-Outcome Generate(const std::string& model, const std::vector<int32_t>& prompt, int n_gen, bool numerics) {
+Outcome Generate(const std::string& model, const std::vector<int32_t>& prompt, int n_gen, bool numerics,
+                 CpuIsa isa) {
   Outcome out;
   // Placed for this machine's CPU device as plan-model does (CPU_REPACK for Q4_0 / Q4_K with
   // ne1 % 8 == 0, like llama.cpp's repack on AVX2).
@@ -53,6 +58,7 @@ Outcome Generate(const std::string& model, const std::vector<int32_t>& prompt, i
   SessionOptions opts;
   opts.n_threads = 1;
   opts.llamacpp_numerics = numerics;
+  opts.cpu_max_isa = isa;
   auto s = Session::CreateFromPlanBytes(
       planner::SerializePlan(**gguf, *graphs, placed->placement, placed->memory, "test golden-exact"), model, opts);
   EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -79,38 +85,111 @@ Outcome Generate(const std::string& model, const std::vector<int32_t>& prompt, i
   return out;
 }
 
-class GoldenExact : public ::testing::TestWithParam<const char*> {};
+// The llama.cpp CPU variants the goldens stand for: its `zen4` library (AVX-512 VNNI), whose data is
+// the folder's top level, and its `haswell` one (AVX2 + FMA + F16C), in haswell/, which any CPU with
+// AVX2 reproduces with the kernels capped at that level (SessionOptions::cpu_max_isa).
+struct Variant {
+  const char* name;
+  const char* subdir;
+  CpuIsa isa;
+};
+constexpr Variant kZen4{"zen4", "", CpuIsa::kAvx512};
+constexpr Variant kHaswell{"haswell", "haswell/", CpuIsa::kAvx2};
+void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
+
+/// Empty when this CPU can run the variant's kernels, else why the case is skipped.
+std::string CannotRun(const Variant& v) {
+  if (v.isa == CpuIsa::kAvx512 && (cpu::DetectIsa() < cpu::IsaLevel::kAvx512 || !cpu::CpuHasAvx512Vnni()))
+    return "the zen4 goldens need AVX-512 VNNI; this CPU has " + std::string(cpu::DetectIsa() >= cpu::IsaLevel::kAvx512 ? "AVX-512 without VNNI" : "no AVX-512") + " (the haswell cases run on AVX2)";
+  if (v.isa == CpuIsa::kAvx2 && cpu::DetectIsa() < cpu::IsaLevel::kAvx2) return "the haswell goldens need AVX2 + FMA + F16C";
+  return "";
+}
+
+nlohmann::json ReadGolden(const Variant& v, const std::string& file) {
+  std::ifstream in(std::string(STOWAGE_TEST_DATA_DIR) + "/golden-exact/" + v.subdir + file);
+  EXPECT_TRUE(in.good()) << "golden-exact/" << v.subdir << file << " missing";
+  return in.good() ? nlohmann::json::parse(in) : nlohmann::json();
+}
+
+std::string CaseName(const std::string& variant, const std::string& model) {
+  std::string n = variant + "_" + model;
+  for (char& ch : n)
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+}
+
+constexpr const char* kModels[] = {"stories260K",         "stories260K-F16", "stories260K-Q8_0", "stories260K-Q4_0",
+                                   "stories260K-Q4_K_M",  "llama-2-tiny-random", "tiny-tied-f32", "tiny8-untied-q4_0",
+                                   "synth-Q4_K_M",        "synth-Q6_K",      "synth-IQ4_XS"};
+
+class GoldenExact : public ::testing::TestWithParam<std::tuple<Variant, const char*>> {};
 
 TEST_P(GoldenExact, LlamaCppNumericsGivesLlamaCppsBits) {
-  const std::string name = GetParam();
+  const Variant v = std::get<0>(GetParam());
+  const std::string name = std::get<1>(GetParam());
   const std::string model = test::ModelPath(name + ".gguf");
   if (!test::FileExists(model)) GTEST_SKIP() << "skipped: " << model << " not found (shared models absent)";
-  if (cpu::DetectIsa() < cpu::IsaLevel::kAvx512 || !cpu::CpuHasAvx512Vnni())
-    GTEST_SKIP() << "the goldens are llama.cpp's AVX-512 build; this CPU runs another level";
-  std::ifstream in(std::string(STOWAGE_TEST_DATA_DIR) + "/golden-exact/" + name + ".json");
-  ASSERT_TRUE(in.good());
-  const nlohmann::json g = nlohmann::json::parse(in);
+  if (const std::string why = CannotRun(v); !why.empty()) GTEST_SKIP() << why;
+  const nlohmann::json g = ReadGolden(v, name + ".json");
+  ASSERT_FALSE(g.is_null());
   const auto prompt = g["prompt_tokens"].get<std::vector<int32_t>>();
   const auto greedy = g["greedy"].get<std::vector<int32_t>>();
-  const Outcome r = Generate(model, prompt, int(greedy.size()), /*numerics=*/true);
+  const Outcome r = Generate(model, prompt, int(greedy.size()), /*numerics=*/true, v.isa);
   EXPECT_EQ(r.greedy, greedy);
   EXPECT_EQ(r.hash, g["logits_xxh64"].get<std::string>()) << "some logit differs from llama.cpp's in some bit";
   if (name == "stories260K-Q8_0" || name == "stories260K-Q4_0") {
     // The default kernels: another summation order in the prompt's GEMM, another result.
-    const Outcome d = Generate(model, prompt, int(greedy.size()), /*numerics=*/false);
+    const Outcome d = Generate(model, prompt, int(greedy.size()), /*numerics=*/false, v.isa);
     EXPECT_NE(d.hash, r.hash) << "the default mode gave llama.cpp's bits too: is the option still needed?";
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenExact,
-                         ::testing::Values("stories260K", "stories260K-F16", "stories260K-Q8_0", "stories260K-Q4_0",
-                                           "stories260K-Q4_K_M", "llama-2-tiny-random", "tiny-tied-f32",
-                                           "tiny8-untied-q4_0", "synth-Q4_K_M", "synth-Q6_K", "synth-IQ4_XS"),
-                         [](const ::testing::TestParamInfo<const char*>& i) {
-                           std::string n = i.param;
-                           for (char& ch : n)
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
+                         ::testing::Combine(::testing::Values(kZen4, kHaswell), ::testing::ValuesIn(kModels)),
+                         [](const ::testing::TestParamInfo<GoldenExact::ParamType>& i) {
+                           return CaseName(std::get<0>(i.param).name, std::get<1>(i.param));
+                         });
+
+// moe-<name>.json: `gguf-synth --arch A --type T` (A, T in the file) with gguf-synth's defaults
+// (2 layers, n_embd 64, 8 experts of which 2 used for mixtral, 4 + a shared expert for qwen2moe), so
+// every expert multiplies many prompt columns at once. On this runtime Q8_0/Q4_0 experts are
+// repacked (CPU_REPACK) and Q8_0 ones are not in llama.cpp: the bits must agree all the same.
+constexpr const char* kMoeModels[] = {"mixtral-f32",  "mixtral-f16",  "mixtral-q8_0",
+                                      "mixtral-q4_0", "qwen2moe-f16", "qwen2moe-q8_0"};
+
+class GoldenExactMoe : public ::testing::TestWithParam<std::tuple<Variant, const char*>> {};
+
+TEST_P(GoldenExactMoe, LlamaCppNumericsGivesLlamaCppsBits) {
+  const Variant v = std::get<0>(GetParam());
+  const std::string name = std::get<1>(GetParam());
+  if (const std::string why = CannotRun(v); !why.empty()) GTEST_SKIP() << why;
+  const nlohmann::json g = ReadGolden(v, "moe-" + name + ".json");
+  ASSERT_FALSE(g.is_null());
+  synth::ModelSpec spec;
+  spec.arch = g["synth_arch"].get<std::string>();
+  auto type = ParseGgmlType(g["synth_type"].get<std::string>());
+  ASSERT_TRUE(type.ok()) << type.status().ToString();
+  spec.weight_type = *type;
+  const std::string model = ::testing::TempDir() + "golden_exact_moe_" + v.name + "_" + name + "_" +
+                            std::to_string(getpid()) + ".gguf";
+  ASSERT_TRUE(synth::WriteModel(spec, model).ok());
+  const std::string fnv = test::FileFnv1a64(model);
+  if (fnv != g["model_fnv1a64"].get<std::string>()) {
+    std::remove(model.c_str());
+    FAIL() << "the synthetic model differs from the one the golden was made from: regenerate (make_goldens.sh)";
+  }
+  const auto prompt = g["prompt_tokens"].get<std::vector<int32_t>>();
+  const auto greedy = g["greedy"].get<std::vector<int32_t>>();
+  const Outcome r = Generate(model, prompt, int(greedy.size()), /*numerics=*/true, v.isa);
+  std::remove(model.c_str());
+  EXPECT_EQ(r.greedy, greedy);
+  EXPECT_EQ(r.hash, g["logits_xxh64"].get<std::string>()) << "some logit differs from llama.cpp's in some bit";
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GoldenExactMoe,
+                         ::testing::Combine(::testing::Values(kZen4, kHaswell), ::testing::ValuesIn(kMoeModels)),
+                         [](const ::testing::TestParamInfo<GoldenExactMoe::ParamType>& i) {
+                           return CaseName(std::get<0>(i.param).name, std::get<1>(i.param));
                          });
 
 }  // namespace

@@ -30,6 +30,11 @@ class BackendFactory;
 /// Session::Create; a tool checking its list before the first Session opens names its option).
 Status CheckThreadCount(int n_threads, const std::string& subject = "n_threads");
 
+/// Instruction-set levels of the CPU backend's kernels (the values of cpu::IsaLevel): kScalar the
+/// portable reference code, kAvx2 AVX2 + FMA + F16C (llama.cpp's `haswell` CPU variant), kAvx512
+/// AVX-512 F/BW/VL/DQ, with VNNI where the CPU has it (llama.cpp's `skylakex` / `zen4` variants).
+enum class CpuIsa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
 struct SessionOptions {
   int n_threads = 0;  ///< CPU threads; 0 = all hardware threads; more than 4x the hardware threads is an error
   /// Called while weights are uploaded, with the fraction done (0..1]; may be empty.
@@ -51,8 +56,10 @@ struct SessionOptions {
   /// (cpu::ComputeContext::llamacpp_numerics), and n_kv follows llama.cpp 2026 (at least 256 cells,
   /// padded to 256), so that logits and greedy text stay bit-identical to llama.cpp's over long
   /// prompts instead of drifting apart after one rounding flip: every logit of a 240-token prompt
-  /// and 32 greedy tokens equals llama.cpp 2026's on an AVX-512 machine for the eleven shared models
-  /// of test/data/golden-exact (F32, F16, Q8_0, Q4_0, Q4_K_M, Q6_K, IQ4_XS...; the default mode differs
+  /// and 32 greedy tokens equals llama.cpp 2026's (its zen4 CPU variant on an AVX-512 VNNI machine,
+  /// its haswell variant with cpu_max_isa = kAvx2) for the eleven shared models and six synthetic
+  /// mixture-of-experts models of test/data/golden-exact (F32, F16, Q8_0, Q4_0, Q4_K_M, Q6_K, IQ4_XS,
+  /// mixtral, qwen2moe...; the default mode differs
   /// from position ~20 for Q8_0/Q4_0, whose GEMM kernels keep one float per output). For
   /// most weight types that order is the token-generation one, so the products are then
   /// batch-invariant (any ubatch split gives the same bits), as in llama.cpp; where llama.cpp
@@ -61,6 +68,10 @@ struct SessionOptions {
   /// Costs prompt-processing speed: Q8_0 about 35%, the k-quants about 40%.
   /// stowage-run: --llamacpp-numerics.
   bool llamacpp_numerics = false;
+  /// The highest level the CPU kernels may use; the CPU's own best level when that is lower (never an
+  /// error). With llamacpp_numerics and kAvx2 an AVX-512 machine reproduces what llama.cpp's haswell
+  /// variant computes (test/data/golden-exact/haswell). stowage-run: --cpu-isa.
+  CpuIsa cpu_max_isa = CpuIsa::kAvx512;
 };
 
 /// One row of Session::OpProfile: host wall time of one kind of work in one graph ("pp" or "tg"),

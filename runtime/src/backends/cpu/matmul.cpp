@@ -462,14 +462,16 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
 
   const int nt = std::max(1, ctx.n_threads);
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-  // F32/F16 weights with >= 2 columns and K % KN == 0: llama.cpp's CPU backend runs these through
-  // llamafile's tinyBLAS (its F16 weights after converting src1 to F16; its F32 weights only for a
-  // contiguous src1); with llamacpp_numerics they follow its order (kernels.h MatMulLlamafile), so
-  // prompt processing gives llama.cpp's bits, attention products included. Not by default: its
+  // F32/F16 weights with >= 2 columns, K % KN == 0 and N (ne01) % 4 == 0: llama.cpp's CPU backend
+  // runs these through llamafile's tinyBLAS (its F16 weights after converting src1 to F16; its F32
+  // weights only for a contiguous src1; tinyBLAS::matmul declines an m = ne01 that is not a multiple
+  // of 4, e.g. qwen2moe's [n_embd, 1] shared-expert gate, which then takes the vec_dot). With
+  // llamacpp_numerics they follow its order (kernels.h MatMulLlamafile), so prompt processing gives
+  // llama.cpp's bits, attention products included. Not by default: its
   // per-output horizontal sums make it ~30% slower than the float GEMM family on a model's mix of
   // shapes (0.3B F16 pp512: 460 vs 668 t/s; the attention products' K = head_dim is short).
   if (ctx.llamacpp_numerics && !vec_dot_order && (src0.type == GgmlType::F16 || src0.type == GgmlType::F32) &&
-      src0.layout == kLayoutPlain && M >= 2 &&
+      src0.layout == kLayoutPlain && M >= 2 && N % 4 == 0 &&
       isa >= IsaLevel::kAvx2 && K % (isa >= IsaLevel::kAvx512 ? 16 : 8) == 0 && dst.nb[1] % sizeof(float) == 0 &&
       dst.nb[2] % sizeof(float) == 0 && dst.nb[3] % sizeof(float) == 0 &&
       (src0.type == GgmlType::F16 || (src1.is_contiguous() && src1.nb[0] == sizeof(float)))) {
