@@ -120,10 +120,27 @@ TEST(OneDnnBuffer, Bf16WeightsBlockedWhereSupported) {
   for (int64_t M : {1, 5, 64}) EXPECT_LT(CompareMulMat(*dnn, u, w, M, ++seed, 1e-5), 1.0) << "M = " << M;
 }
 
-// K and N that are not multiples of oneDNN's blocks: the blocked layout pads and would exceed the
-// plan's plain size, so the weight stays plain in the ONEDNN buffer, and MUL_MAT still runs.
+// An F32 weight shape [K, N] oneDNN's matmul keeps plain on this CPU (false when none of the
+// candidates is): K and N that are not multiples of its blocks, so a blocked layout pads and would
+// exceed the plan's plain size. Which shapes those are depends on the CPU's ISA: AVX-512 brgemm
+// blocks N by 16 and pads 37 x 29; on an AVX2-only CPU oneDNN takes 37 x 29 in a layout of the same
+// size (blocked, then), and smaller shapes stay plain.
+bool PlainF32Shape(int64_t* K, int64_t* N) {
+  for (int64_t k : {37, 17, 5, 3})
+    for (int64_t n : {29, 13, 3})
+      if (!exec::OneDnnWeightLayoutFor(GgmlType::F32, k, n).blocked) {
+        *K = k;
+        *N = n;
+        return true;
+      }
+  return false;
+}
+
+// A weight oneDNN keeps plain (its blocked layout would exceed the plain size, or it prefers plain):
+// it stays plain in the ONEDNN buffer, and MUL_MAT still runs.
 TEST(OneDnnBuffer, StaysPlainWhereTheBlockedLayoutIsLarger) {
-  const int64_t K = 37, N = 29;
+  int64_t K = 0, N = 0;
+  if (!PlainF32Shape(&K, &N)) GTEST_SKIP() << "skipped: this CPU's oneDNN blocks every candidate shape without growth";
   const exec::OneDnnWeightLayout l = exec::OneDnnWeightLayoutFor(GgmlType::F32, K, N);
   EXPECT_FALSE(l.blocked);
   if (l.format != "plain") EXPECT_GT(l.blocked_bytes, l.plain_bytes) << l.format;
@@ -175,10 +192,12 @@ TEST(OneDnnBuffer, BlockedWeightsWithStridedAndBatchedActivations) {
 
 // A view marked blocked for a shape oneDNN keeps plain (a corrupt plan/layout) is refused clearly.
 TEST(OneDnnBuffer, RefusesAMislabelledLayout) {
+  int64_t K = 0, N = 0;
+  if (!PlainF32Shape(&K, &N)) GTEST_SKIP() << "skipped: this CPU's oneDNN blocks every candidate shape without growth";
   auto dnn = exec::CreateOneDnnBackend("ONEDNN", 1);
-  HostTensor w = test::RandomTensor(GgmlType::F32, {37, 29, 1, 1}, 31);
-  HostTensor b = test::RandomTensor(GgmlType::F32, {37, 2, 1, 1}, 32);
-  HostTensor d = test::ZeroF32({29, 2, 1, 1});
+  HostTensor w = test::RandomTensor(GgmlType::F32, {K, N, 1, 1}, 31);
+  HostTensor b = test::RandomTensor(GgmlType::F32, {K, 2, 1, 1}, 32);
+  HostTensor d = test::ZeroF32({N, 2, 1, 1});
   cpu::TensorView a = w.v;
   a.layout = exec::kLayoutOneDnnBlocked;
   Status s = dnn->Compute(test::MulMatCall(a, b.v, d.v));

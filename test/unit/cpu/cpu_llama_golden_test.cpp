@@ -278,7 +278,10 @@ TEST_P(LlamaGolden, LogitsAndGreedyTokensMatchLlamaCpp) {
       // Greedy equality is asserted for the real and tiny models; the synthetic random-weight
       // models decode near ties through K-quant dots whose float order is not yet ggml's
       // (runtime/src/backends/cpu/README.md, "Agreement with llama.cpp"), so a flip is reported.
-      if (isa == best && (repack || !q4_0)) EXPECT_LE(r.max_err, 1e-3) << what;
+      // The goldens come from an AVX-512 machine: on a CPU whose best level is AVX2 the logits follow
+      // llama.cpp's haswell build instead (test/data/golden-exact/haswell checks that bit for bit),
+      // up to ~0.01 away from these goldens on the F16 model, so the close check needs AVX-512.
+      if (isa == best && best == IsaLevel::kAvx512 && (repack || !q4_0)) EXPECT_LE(r.max_err, 1e-3) << what;
       const bool synthetic = model.rfind("synth-", 0) == 0;
       if (decode && best >= IsaLevel::kAvx2 && !synthetic) EXPECT_EQ(r.greedy_matched, r.greedy_total) << what;
       std::printf("%-20s isa %d %-10s max |logit - llama.cpp| = %.5f", model.c_str(), int(isa),

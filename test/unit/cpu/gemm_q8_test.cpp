@@ -323,8 +323,14 @@ TEST(GemmQ8, LookupLevels) {
   EXPECT_EQ(GetGemmKernelsQ8(GgmlType::Q4_K, kLayoutPlain, IsaLevel::kScalar), nullptr);
   EXPECT_EQ(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutQ4_0x8, IsaLevel::kScalar), nullptr);
   EXPECT_NE(GetGemmKernelsQ8(GgmlType::Q4_0, kLayoutQ4_0x8, IsaLevel::kScalar), nullptr);
-  if (DetectIsa() >= IsaLevel::kAvx2) EXPECT_NE(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx2), nullptr);
-  EXPECT_NE(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx512) != nullptr, !CpuHasAvx512Vnni());
+  if (DetectIsa() >= IsaLevel::kAvx2) {
+    EXPECT_NE(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx2), nullptr);
+    // Asked for AVX-512: the VNNI kernels where the CPU has VNNI, else the AVX2 ones.
+    EXPECT_NE(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx512), nullptr);
+    // The batch-invariant kernels (ggml's 8-lane order) exist with VNNI only.
+    EXPECT_EQ(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx512, true) != nullptr, CpuHasAvx512Vnni());
+    EXPECT_EQ(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx2, true), nullptr);
+  }
 }
 
 // MUL_MAT through the driver: src0 [K, N, ne02], src1 [K, M, ne12] (ne12 = 2 * ne02: GQA

@@ -21,12 +21,14 @@
 namespace stowage::test {
 
 /// A session of `model` on its CPU-only plan with n_ctx 256 (null after a reported failure); its
-/// n_vocab must be `n_vocab`.
-inline std::unique_ptr<Session> NewGoldenSession(const std::string& model, int n_vocab) {
+/// n_vocab must be `n_vocab`. `llamacpp_numerics`: SessionOptions::llamacpp_numerics.
+inline std::unique_ptr<Session> NewGoldenSession(const std::string& model, int n_vocab, bool llamacpp_numerics = false) {
   auto plan = PlanCpu(model, 256);
   EXPECT_TRUE(plan.ok()) << plan.status().ToString();
   if (!plan.ok()) return nullptr;
-  auto session = Session::CreateFromPlanBytes(*plan, model);
+  SessionOptions opts;
+  opts.llamacpp_numerics = llamacpp_numerics;
+  auto session = Session::CreateFromPlanBytes(*plan, model, opts);
   EXPECT_TRUE(session.ok()) << session.status().ToString();
   if (!session.ok()) return nullptr;
   EXPECT_EQ((*session)->n_vocab(), n_vocab);
