@@ -17,6 +17,7 @@
 
 #include "gemm.h"
 #include "gemm_kquants_layout.h"
+#include "keep_in_register.h"
 
 namespace stowage::cpu::avx2 {
 namespace {
@@ -70,11 +71,15 @@ void Cols(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_strid
           __m256i p16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
           for (int t = 0; t < kChunk; ++t) {
             const __m256i av = Bcast32(a[c] + (g * kSteps + t0 + t) * 4);
-            for (int h = 0; h < 2; ++h)
+            for (int h = 0; h < 2; ++h) {
               p16[h] = _mm256_add_epi16(p16[h], _mm256_maddubs_epi16(Ld(wq + t * 64 + h * 32), av));
+              KeepInRegister(p16[h]);  // keep_in_register.h: no reassociated tree on the stack
+            }
           }
-          for (int h = 0; h < 2; ++h)
+          for (int h = 0; h < 2; ++h) {
             sumi[c][h] = _mm256_add_epi32(sumi[c][h], _mm256_madd_epi16(p16[h], scp[h]));
+            KeepInRegister(sumi[c][h]);
+          }
         }
       }
     }

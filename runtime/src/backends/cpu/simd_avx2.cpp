@@ -245,34 +245,36 @@ void VecDotQ6_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   *s = HsumPs(acc);
 }
 
+// Q4_0x8 gemv: per 32-byte load the nibbles of rows 2k (low half) and 2k + 1 (high half); the -8
+// offset enters as the pair sums of 8 * y (one vpmaddubsw pair per block, shared by the 8 rows)
+// subtracted in int16 (|.| <= 7680 + 4096), so the int32 sums need no horizontal sum of y. The
+// vphaddd tree leaves the rows in the order 0 2 4 6 1 3 5 7, which the scales follow (one vpermps
+// per block, off the integer chain) and the result is permuted back once. Per block and row the
+// float operation is the scalar reference's fma(float(sumi), d_x * d_y, acc): identical bits.
 void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
   const uint8_t* x = static_cast<const uint8_t*>(vx);
   const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), eight = _mm256_set1_epi8(8);
+  const __m256i to_hadd_order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  const __m256i from_hadd_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / kQK8_0; ++b, x += 8 * sizeof(BlockQ4_0)) {
-    const __m128i y0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs));
-    const __m128i y1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs + 16));
-    const __m256i ylo = _mm256_broadcastsi128_si256(y0), yhi = _mm256_broadcastsi128_si256(y1);
-    // sum(y) for the -8 offset of the nibbles.
-    const __m256i ysum16 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1),
-                                                                  _mm256_set_m128i(y1, y0)), ones);
-    const int ysum = HsumEpi32(ysum16);
+    const __m256i ylo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs)));
+    const __m256i yhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs + 16)));
+    const __m256i c16 = _mm256_add_epi16(_mm256_maddubs_epi16(eight, ylo), _mm256_maddubs_epi16(eight, yhi));
     __m256i p[4];
     for (int k = 0; k < 4; ++k) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * k));
       const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
       const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi));
-      p[k] = _mm256_madd_epi16(s16, ones);
+      p[k] = _mm256_madd_epi16(_mm256_sub_epi16(s16, c16), ones);
     }
-    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-    const __m256i sumi = _mm256_sub_epi32(_mm256_permutevar8x32_epi32(h, perm), _mm256_set1_epi32(8 * ysum));
-    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))),
-                                   _mm256_set1_ps(H2F(y[b].d)));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), d, acc);
+    const __m256i sumi = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    const __m256 dx = _mm256_permutevar8x32_ps(
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))), to_hadd_order);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dx, _mm256_set1_ps(H2F(y[b].d))), acc);
   }
-  _mm256_storeu_ps(s, acc);
+  _mm256_storeu_ps(s, _mm256_permutevar8x32_ps(acc, from_hadd_order));
 }
 
 // Q8_0x8 (CPU_REPACK, ops.h RepackQ8_0) gemv: row r's block is 32 stored bytes q + 128, turned back
