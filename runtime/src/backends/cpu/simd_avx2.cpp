@@ -212,16 +212,17 @@ void VecDotQ6_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   // hsum_float_8 at the end.
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    // q = a - 32 with a in 0..63: dot(q, y) = dot(a, y) - 32 * bsum, per lane as ggml's q8sclsub.
-    alignas(32) int32_t corr[8];
-    for (int l = 0; l < 8; ++l)
-      corr[l] = 32 * (x[i].scales[2 * l] * y[i].bsums[2 * l] + x[i].scales[2 * l + 1] * y[i].bsums[2 * l + 1]);
+    // q = a - 32 with a in 0..63: dot(q, y) = dot(a, y) - 32 * bsum, per lane as ggml's q8sclsub:
+    // lane l = 32 * (sc[2l] * bsums[2l] + sc[2l + 1] * bsums[2l + 1]), one vpmaddwd.
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
+    const __m256i corr = _mm256_slli_epi32(
+        _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums)), _mm256_cvtepi8_epi16(sc8)),
+        5);
     __m256i isum = _mm256_setzero_si256();
     const uint8_t* ql = x[i].ql;
     const uint8_t* qh = x[i].qh;
     const int8_t* q8 = y[i].qs;
-    const int8_t* sc = x[i].scales;
-    for (int half = 0; half < 2; ++half, ql += 64, qh += 32, q8 += 128, sc += 8) {
+    for (int half = 0; half < 2; ++half, ql += 64, qh += 32, q8 += 128) {
       const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
       const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
       const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
@@ -235,11 +236,14 @@ void VecDotQ6_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
                              _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
       for (int k = 0; k < 4; ++k) {
         const __m256i yk = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32 * k));
-        const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[2 * k + 1]), _mm_set1_epi16(sc[2 * k]));
+        // Words 0-7: scale j = 8 half + 2k, words 8-15: scale j + 1 (sub-blocks of 16 elements).
+        const long long j = 8 * half + 2 * k;
+        const __m256i scales = _mm256_cvtepi8_epi16(
+            _mm_shuffle_epi8(sc8, _mm_set_epi64x(0x0101010101010101ll * (j + 1), 0x0101010101010101ll * j)));
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(a[k], yk), scales));
       }
     }
-    isum = _mm256_sub_epi32(isum, _mm256_load_si256(reinterpret_cast<const __m256i*>(corr)));
+    isum = _mm256_sub_epi32(isum, corr);
     acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * H2F(x[i].d)), _mm256_cvtepi32_ps(isum), acc);
   }
   *s = HsumPs(acc);
