@@ -40,6 +40,19 @@ inline float LoadF(const uint8_t* p) {
   return v;
 }
 
+// The first nr (<= 16) of a column's 16 row results (two ymm halves) to out.
+inline void StoreRows(float* out, __m256 lo, __m256 hi, int nr) {
+  if (nr == 16) {
+    _mm256_storeu_ps(out, lo);
+    _mm256_storeu_ps(out + 8, hi);
+  } else {
+    alignas(32) float tmp[16];
+    _mm256_store_ps(tmp, lo);
+    _mm256_store_ps(tmp + 8, hi);
+    std::memcpy(out, tmp, size_t(nr) * sizeof(float));
+  }
+}
+
 enum Mode { kU4 = 0, kU5 = 1 };
 
 // kMin (Q4_1/Q5_1): no zero point, and the rows' mins times the column's s added per block.
@@ -97,18 +110,7 @@ void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_st
       a[c] += kMin ? kActBlockBytesMin : kActBlockBytes;
     }
   }
-  for (int c = 0; c < NC; ++c) {
-    float* out = dst + size_t(c) * dst_stride;
-    if (nr == 16) {
-      _mm256_storeu_ps(out, sum[c][0]);
-      _mm256_storeu_ps(out + 8, sum[c][1]);
-    } else {
-      alignas(32) float tmp[16];
-      _mm256_store_ps(tmp, sum[c][0]);
-      _mm256_store_ps(tmp + 8, sum[c][1]);
-      std::memcpy(out, tmp, size_t(nr) * sizeof(float));
-    }
-  }
+  for (int c = 0; c < NC; ++c) StoreRows(dst + size_t(c) * dst_stride, sum[c][0], sum[c][1], nr);
 }
 
 // U8 (Q8_0, IQ4_NL: u = q + 128) with signed bytes instead of nibbles: q = u ^ 0x80, and
@@ -158,18 +160,7 @@ void ColumnsI8(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_
       a[c] += kActBlockBytes;
     }
   }
-  for (int c = 0; c < NC; ++c) {
-    float* out = dst + size_t(c) * dst_stride;
-    if (nr == 16) {
-      _mm256_storeu_ps(out, sum[c][0]);
-      _mm256_storeu_ps(out + 8, sum[c][1]);
-    } else {
-      alignas(32) float tmp[16];
-      _mm256_store_ps(tmp, sum[c][0]);
-      _mm256_store_ps(tmp + 8, sum[c][1]);
-      std::memcpy(out, tmp, size_t(nr) * sizeof(float));
-    }
-  }
+  for (int c = 0; c < NC; ++c) StoreRows(dst + size_t(c) * dst_stride, sum[c][0], sum[c][1], nr);
 }
 
 void KernelI8(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,

@@ -18,6 +18,35 @@ namespace {
 constexpr size_t kQ4_0x8BlockBytes = 8 * sizeof(BlockQ4_0);  // 16 bytes of scales + 8 x 16 quants
 }
 
+// ---- 8-row groups of a 32-element block type (Q4_0x8, Q8_0x8) -----------------------------------
+
+namespace {
+
+// Repacks a plain tensor of Block (32-element blocks) whose CanRepack `ok` holds: every group of 8
+// rows becomes one column of `out_block_bytes` per block, written by write(out, r, block of row r).
+// The column sizes equal 8 plain blocks, so the result has the plain tensor's size.
+template <typename Block, typename Write>
+Status RepackRows8(const char* what, const char* type, bool ok, const TensorView& src, void* dst,
+                   size_t out_block_bytes, Write write) {
+  if (!ok) {
+    return InvalidArgument(std::string(what) + ": " + ShapeString(src) + " cannot be repacked (needs a contiguous plain " +
+                           type + " tensor with ne1 % 8 == 0)");
+  }
+  if (dst == nullptr || src.data == nullptr) return InvalidArgument(std::string(what) + ": null data pointer");
+  const int64_t nblocks = src.ne[0] / 32;
+  const int64_t ngroups = src.nrows() / 8;  // ne1 % 8 == 0, so groups never straddle matrices
+  const size_t row_bytes = src.nb[1];
+  for (int64_t g = 0; g < ngroups; ++g) {
+    const uint8_t* rows = static_cast<const uint8_t*>(src.data) + size_t(g) * 8 * row_bytes;
+    uint8_t* out = static_cast<uint8_t*>(dst) + size_t(g) * 8 * row_bytes;
+    for (int64_t b = 0; b < nblocks; ++b, out += out_block_bytes)
+      for (int r = 0; r < 8; ++r) write(out, r, *(reinterpret_cast<const Block*>(rows + size_t(r) * row_bytes) + b));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 // ---- Q4_0x8 ---------------------------------------------------------------------------------------
 
 bool CanRepackQ4_0(const TensorView& src) {
@@ -26,26 +55,12 @@ bool CanRepackQ4_0(const TensorView& src) {
 }
 
 Status RepackQ4_0(const TensorView& src, void* dst) {
-  if (!CanRepackQ4_0(src)) {
-    return InvalidArgument("RepackQ4_0: " + ShapeString(src) +
-                           " cannot be repacked (needs a contiguous plain Q4_0 tensor with ne1 % 8 == 0)");
-  }
-  if (dst == nullptr || src.data == nullptr) return InvalidArgument("RepackQ4_0: null data pointer");
-  const int64_t nblocks = src.ne[0] / kQK4_0;
-  const int64_t ngroups = src.nrows() / 8;  // ne1 % 8 == 0, so groups never straddle matrices
-  const size_t row_bytes = src.nb[1];
-  for (int64_t g = 0; g < ngroups; ++g) {
-    const uint8_t* rows = static_cast<const uint8_t*>(src.data) + size_t(g) * 8 * row_bytes;
-    uint8_t* out = static_cast<uint8_t*>(dst) + size_t(g) * 8 * row_bytes;
-    for (int64_t b = 0; b < nblocks; ++b, out += kQ4_0x8BlockBytes) {
-      for (int r = 0; r < 8; ++r) {
-        const BlockQ4_0* blk = reinterpret_cast<const BlockQ4_0*>(rows + size_t(r) * row_bytes) + b;
-        std::memcpy(out + 2 * r, &blk->d, 2);
-        std::memcpy(out + 16 + 16 * r, blk->qs, 16);
-      }
-    }
-  }
-  return Status::Ok();
+  static_assert(kQK4_0 == 32 && kQ4_0x8BlockBytes == 8 * sizeof(BlockQ4_0), "8 plain blocks per column");
+  return RepackRows8<BlockQ4_0>("RepackQ4_0", "Q4_0", CanRepackQ4_0(src), src, dst, kQ4_0x8BlockBytes,
+                                [](uint8_t* out, int r, const BlockQ4_0& blk) {
+                                  std::memcpy(out + 2 * r, &blk.d, 2);
+                                  std::memcpy(out + 16 + 16 * r, blk.qs, 16);
+                                });
 }
 
 // ---- Q4_Kx8 ---------------------------------------------------------------------------------------
@@ -137,27 +152,13 @@ bool CanRepackQ8_0(const TensorView& src) {
 }
 
 Status RepackQ8_0(const TensorView& src, void* dst) {
-  if (!CanRepackQ8_0(src)) {
-    return InvalidArgument("RepackQ8_0: " + ShapeString(src) +
-                           " cannot be repacked (needs a contiguous plain Q8_0 tensor with ne1 % 8 == 0)");
-  }
-  if (dst == nullptr || src.data == nullptr) return InvalidArgument("RepackQ8_0: null data pointer");
-  const int64_t nblocks = src.ne[0] / kQK8_0;
-  const int64_t ngroups = src.nrows() / 8;  // ne1 % 8 == 0, so groups never straddle matrices
-  const size_t row_bytes = src.nb[1];
-  for (int64_t g = 0; g < ngroups; ++g) {
-    const uint8_t* rows = static_cast<const uint8_t*>(src.data) + size_t(g) * 8 * row_bytes;
-    uint8_t* out = static_cast<uint8_t*>(dst) + size_t(g) * 8 * row_bytes;
-    for (int64_t b = 0; b < nblocks; ++b, out += q8_0x8::kBlockBytes) {
-      for (int r = 0; r < 8; ++r) {
-        const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(rows + size_t(r) * row_bytes) + b;
-        std::memcpy(out + 2 * r, &blk->d, 2);
-        uint8_t* q = out + q8_0x8::kQs + 32 * r;  // chunk r / 2, half r % 2
-        for (int j = 0; j < kQK8_0; ++j) q[j] = uint8_t(blk->qs[j]) ^ 0x80u;
-      }
-    }
-  }
-  return Status::Ok();
+  static_assert(kQK8_0 == 32 && q8_0x8::kBlockBytes == 8 * sizeof(BlockQ8_0), "8 plain blocks per column");
+  return RepackRows8<BlockQ8_0>("RepackQ8_0", "Q8_0", CanRepackQ8_0(src), src, dst, q8_0x8::kBlockBytes,
+                                [](uint8_t* out, int r, const BlockQ8_0& blk) {
+                                  std::memcpy(out + 2 * r, &blk.d, 2);
+                                  uint8_t* q = out + q8_0x8::kQs + 32 * r;  // chunk r / 2, half r % 2
+                                  for (int j = 0; j < kQK8_0; ++j) q[j] = uint8_t(blk.qs[j]) ^ 0x80u;
+                                });
 }
 
 // ---- layout choice --------------------------------------------------------------------------------
