@@ -53,6 +53,17 @@ inline void StoreRows(float* out, __m256 lo, __m256 hi, int nr) {
   }
 }
 
+// One block's float step for a column: sum[h] = fma(float(acc[h]), dw_h * d, sum[h]) on the two
+// 8-row halves (the panel's row scales dw at byte 512, the column's scale d at byte 32 of its
+// activation block) — the scalar reference's operation.
+inline void AddBlock(__m256 sum[2], const __m256i acc[2], const uint8_t* rec, const uint8_t* act) {
+  const __m256 d = _mm256_set1_ps(LoadF(act + 32));
+  const __m256 dw0 = _mm256_load_ps(reinterpret_cast<const float*>(rec + 512));
+  const __m256 dw1 = _mm256_load_ps(reinterpret_cast<const float*>(rec + 512 + 32));
+  sum[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[0]), _mm256_mul_ps(dw0, d), sum[0]);
+  sum[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[1]), _mm256_mul_ps(dw1, d), sum[1]);
+}
+
 enum Mode { kU4 = 0, kU5 = 1 };
 
 // kMin (Q4_1/Q5_1): no zero point, and the rows' mins times the column's s added per block.
@@ -96,12 +107,8 @@ void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_st
           else acc[c][h] = kMin ? v : _mm256_add_epi32(Bcast32(a[c] + 68), v);
         }
     }
-    const __m256 dw0 = _mm256_load_ps(reinterpret_cast<const float*>(rec + 512));
-    const __m256 dw1 = _mm256_load_ps(reinterpret_cast<const float*>(rec + 512 + 32));
     for (int c = 0; c < NC; ++c) {
-      const __m256 d = _mm256_set1_ps(LoadF(a[c] + 32));
-      sum[c][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[c][0]), _mm256_mul_ps(dw0, d), sum[c][0]);
-      sum[c][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[c][1]), _mm256_mul_ps(dw1, d), sum[c][1]);
+      AddBlock(sum[c], acc[c], rec, a[c]);
       if (kMin) {
         const __m256 sa = _mm256_set1_ps(LoadF(a[c] + 36));
         sum[c][0] = _mm256_fmadd_ps(_mm256_load_ps(reinterpret_cast<const float*>(rec + 576)), sa, sum[c][0]);
@@ -151,12 +158,8 @@ void ColumnsI8(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_
         KeepInRegister(acc[c][1]);
       }
     }
-    const __m256 dw0 = _mm256_load_ps(reinterpret_cast<const float*>(rec + 512));
-    const __m256 dw1 = _mm256_load_ps(reinterpret_cast<const float*>(rec + 512 + 32));
     for (int c = 0; c < NC; ++c) {
-      const __m256 d = _mm256_set1_ps(LoadF(a[c] + 32));
-      sum[c][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[c][0]), _mm256_mul_ps(dw0, d), sum[c][0]);
-      sum[c][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[c][1]), _mm256_mul_ps(dw1, d), sum[c][1]);
+      AddBlock(sum[c], acc[c], rec, a[c]);
       a[c] += kActBlockBytes;
     }
   }
