@@ -102,6 +102,43 @@ TEST(CpuSimd, FromFloatF16MatchesScalar) {
   for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(a[i], b[i]) << x[i];
 }
 
+// The AVX2 activation quantizers store QuantizeRowQ8_0Act's / _Q8_1Act's bytes: random magnitudes
+// (ties of x * id at .5 included by scaling integers), all-zero blocks, one-element blocks, NaN and
+// +-inf blocks, denormals.
+TEST(CpuSimd, QuantizeRowQ8ActMatchesScalar) {
+  if (DetectIsa() < IsaLevel::kAvx2) GTEST_SKIP() << "skipped: no AVX2 on this CPU";
+  const int64_t nb = 64, n = nb * 32;
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    std::vector<float> x(static_cast<size_t>(n));
+    kt::FillUniform(x, seed, -1.f, 1.f);
+    for (int64_t b = 0; b < nb; ++b) {
+      float* blk = x.data() + b * 32;
+      const float scale = std::ldexp(1.0f, int(b % 41) - 20);
+      for (int j = 0; j < 32; ++j) blk[j] *= scale;
+      switch (b % 8) {
+        case 1: std::fill(blk, blk + 32, 0.0f); break;
+        case 2: std::fill(blk, blk + 32, 0.0f), blk[seed % 32] = -3.5f; break;
+        case 3: blk[seed % 32] = std::numeric_limits<float>::quiet_NaN(); break;
+        case 4: blk[(seed * 7) % 32] = (seed & 1 ? 1 : -1) * std::numeric_limits<float>::infinity(); break;
+        case 5:  // x * id lands on .5 ties: integers and half-integers against amax = 127
+          for (int j = 0; j < 32; ++j) blk[j] = float(int(j * 9 + seed) % 255 - 127) * (j % 2 ? 0.5f : 1.f);
+          blk[0] = 127.f;
+          break;
+        case 6: for (int j = 0; j < 32; ++j) blk[j] *= 1e-38f; break;  // denormal products
+        default: break;
+      }
+    }
+    std::vector<BlockQ8_0> a0(static_cast<size_t>(nb)), b0(static_cast<size_t>(nb));
+    QuantizeRowQ8_0Act(x.data(), a0.data(), n);
+    avx2::QuantizeRowQ8_0Act(x.data(), b0.data(), n);
+    EXPECT_EQ(0, std::memcmp(a0.data(), b0.data(), sizeof(BlockQ8_0) * size_t(nb))) << "Q8_0, seed " << seed;
+    std::vector<BlockQ8_1> a1(static_cast<size_t>(nb)), b1(static_cast<size_t>(nb));
+    QuantizeRowQ8_1Act(x.data(), a1.data(), n);
+    avx2::QuantizeRowQ8_1Act(x.data(), b1.data(), n);
+    EXPECT_EQ(0, std::memcmp(a1.data(), b1.data(), sizeof(BlockQ8_1) * size_t(nb))) << "Q8_1, seed " << seed;
+  }
+}
+
 // ---- SILU / SWIGLU rows ---------------------------------------------------------------------------
 
 struct SiluLevel { const char* name; IsaLevel isa; SiluRowFn silu; SwiGluRowFn swiglu; };

@@ -73,6 +73,10 @@ void VecDotQ5_KQ8_K(int64_t n, float* s, const void* x, const void* y);
 void VecDotIQ4_NLQ8_0(int64_t n, float* s, const void* x, const void* y);
 void VecDotIQ4_XSQ8_K(int64_t n, float* s, const void* x, const void* y);
 void FromFloatF16(const float* x, void* y, int64_t n);
+/// QuantizeRowQ8_0Act / QuantizeRowQ8_1Act (quants.h) of n floats (n % 32 == 0) into n / 32
+/// BlockQ8_0 / BlockQ8_1, byte-identical to them (non-finite blocks included).
+void QuantizeRowQ8_0Act(const float* x, void* y, int64_t n);
+void QuantizeRowQ8_1Act(const float* x, void* y, int64_t n);
 /// QuantizeRowQ8_K of K floats into the kquants GEMM activation layout (gemm_kquants_layout.h:
 /// 320 bytes per 256 elements), bit-identical to it (gemm_kquants_avx2.cpp).
 void FromFloatQ8_KAct(const float* x, void* act, int64_t K);

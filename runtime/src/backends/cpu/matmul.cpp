@@ -85,6 +85,9 @@ std::array<Table, kLevels> BuildTables() {
   a2 = s;
   for (GgmlType k : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS})
     a2[size_t(k)].from_float = FromFloatQ8_KVia<avx2::FromFloatQ8_KAct>;
+  for (GgmlType k : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL})
+    a2[size_t(k)].from_float = avx2::QuantizeRowQ8_0Act;
+  for (GgmlType k : {GgmlType::Q4_1, GgmlType::Q5_1}) a2[size_t(k)].from_float = avx2::QuantizeRowQ8_1Act;
   a2[size_t(GgmlType::F32)].vec_dot = avx2::VecDotF32;
   a2[size_t(GgmlType::F16)] = {GgmlType::F16, avx2::VecDotF16, avx2::FromFloatF16};
   a2[size_t(GgmlType::BF16)].vec_dot = avx2::VecDotBF16;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -261,6 +262,19 @@ void QuantizeRowQ8_1(const float* x, BlockQ8_1* y, int64_t n) {
 // d = NaN and qs = 0 (Q8_1: s = NaN), so every dot with it is NaN (NaN in -> NaN out, per block;
 // an inf block gave NaN before too: inf * 0). The GEMM families' SIMD from_float follow the same
 // rule (gemm.h).
+//
+// A block whose amax is so small that 127 / amax overflows (denormal amax) has id = inf, so x * id
+// is +-inf or NaN: converted as x86's vcvtps2dq (INT32_MIN) and then narrowed with signed
+// saturation (vpackssdw/vpacksswb), i.e. -128, as ggml's AVX2 quantizer and the SIMD ones here
+// (its d is 0, so the block contributes 0 either way); a C cast would be undefined there.
+namespace {
+inline int8_t ActToInt8(float v) {
+  const float r = std::nearbyint(v);
+  const int32_t i = r >= -2147483648.f && r < 2147483648.f ? int32_t(r) : INT32_MIN;
+  return int8_t(std::clamp<int32_t>(i, -128, 127));
+}
+}  // namespace
+
 void QuantizeRowQ8_0Act(const float* x, BlockQ8_0* y, int64_t n) {
   const int qk = kQK8_0;
   for (int64_t i = 0; i < n / qk; ++i, x += qk) {
@@ -278,7 +292,7 @@ void QuantizeRowQ8_0Act(const float* x, BlockQ8_0* y, int64_t n) {
     }
     const float id = amax != 0.0f ? 127.f / amax : 0.0f;
     y[i].d = FloatToHalf(amax / 127.f);
-    for (int j = 0; j < qk; ++j) y[i].qs[j] = int8_t(std::nearbyint(x[j] * id));
+    for (int j = 0; j < qk; ++j) y[i].qs[j] = ActToInt8(x[j] * id);
   }
 }
 
@@ -302,7 +316,7 @@ void QuantizeRowQ8_1Act(const float* x, BlockQ8_1* y, int64_t n) {
     y[i].d = FloatToHalf(d);
     int sum = 0;
     for (int j = 0; j < qk; ++j) {
-      y[i].qs[j] = int8_t(std::nearbyint(x[j] * id));
+      y[i].qs[j] = ActToInt8(x[j] * id);
       sum += y[i].qs[j];
     }
     y[i].s = FloatToHalf(d * float(sum));

@@ -4,8 +4,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels.h"
 #include "quants.h"
@@ -136,6 +138,68 @@ void FromFloatF16(const float* x, void* vy, int64_t n) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), h);
   }
   for (; i < n; ++i) y[i] = FloatToHalf(x[i]);
+}
+
+namespace {
+// One block of 32 floats quantized as QuantizeRowQ8_0Act / _Q8_1Act (quants.cpp): returns false for
+// a block holding NaN or +-inf (the caller stores d = NaN, qs = 0, as they do); else stores the 32
+// int8 values nearbyint(x * id) (vcvtps2dq rounds to nearest even under the default MXCSR, as
+// nearbyintf) and the block's amax. Every step is the scalar one, so the bytes are identical.
+inline bool QuantizeBlock32(const float* x, int8_t* qs, float* amax_out) {
+  const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(FLT_MAX);
+  __m256 v[4], m = _mm256_setzero_ps();
+  int bad = 0;
+  for (int k = 0; k < 4; ++k) {
+    v[k] = _mm256_loadu_ps(x + 8 * k);
+    const __m256 a = _mm256_andnot_ps(sign, v[k]);
+    bad |= _mm256_movemask_ps(_mm256_cmp_ps(a, big, _CMP_NLE_UQ));  // !(|x| <= FLT_MAX)
+    m = _mm256_max_ps(m, a);
+  }
+  if (bad) return false;
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  const float amax = _mm_cvtss_f32(h);
+  const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
+  __m256i q[4];
+  for (int k = 0; k < 4; ++k) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
+  // |q| <= 127: the saturating packs are exact; they interleave 128-bit lanes, undone by one permute.
+  const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs),
+                      _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  *amax_out = amax;
+  return true;
+}
+}  // namespace
+
+void QuantizeRowQ8_0Act(const float* x, void* vy, int64_t n) {
+  BlockQ8_0* y = static_cast<BlockQ8_0*>(vy);
+  for (int64_t i = 0; i < n / kQK8_0; ++i, x += kQK8_0) {
+    float amax;
+    if (!QuantizeBlock32(x, y[i].qs, &amax)) {
+      y[i].d = FloatToHalf(std::numeric_limits<float>::quiet_NaN());
+      std::memset(y[i].qs, 0, sizeof y[i].qs);
+      continue;
+    }
+    y[i].d = FloatToHalf(amax / 127.f);
+  }
+}
+
+void QuantizeRowQ8_1Act(const float* x, void* vy, int64_t n) {
+  BlockQ8_1* y = static_cast<BlockQ8_1*>(vy);
+  for (int64_t i = 0; i < n / kQK8_1; ++i, x += kQK8_1) {
+    float amax;
+    if (!QuantizeBlock32(x, y[i].qs, &amax)) {
+      y[i].d = y[i].s = FloatToHalf(std::numeric_limits<float>::quiet_NaN());
+      std::memset(y[i].qs, 0, sizeof y[i].qs);
+      continue;
+    }
+    const float d = amax / 127.f;
+    y[i].d = FloatToHalf(d);
+    const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs));
+    const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), qs);  // pair sums, exact
+    y[i].s = FloatToHalf(d * float(HsumEpi32(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)))));
+  }
 }
 
 void VecDotQ8_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
