@@ -328,9 +328,15 @@ Status Session::Impl::LoadWeights(const SessionOptions& opts) {
     if (layout != cpu::kLayoutPlain) {
       TensorView s = v;
       s.data = const_cast<uint8_t*>(src);
-      std::vector<uint8_t> tmp(t->nbytes());
-      STOWAGE_RETURN_IF_ERROR(cpu::RepackWeight(s, layout, tmp.data()));
-      STOWAGE_RETURN_IF_ERROR(buf.Write(t->offset(), tmp.data(), tmp.size()));
+      if (buf.is_host() && t->offset() <= buf.size() && t->nbytes() <= buf.size() - t->offset()) {
+        // Straight into host memory: a staging copy of the largest tensor (the output matrix, tens
+        // of MiB) would add to the peak resident memory of the load.
+        STOWAGE_RETURN_IF_ERROR(cpu::RepackWeight(s, layout, buf.base() + t->offset()));
+      } else {
+        std::vector<uint8_t> tmp(t->nbytes());
+        STOWAGE_RETURN_IF_ERROR(cpu::RepackWeight(s, layout, tmp.data()));
+        STOWAGE_RETURN_IF_ERROR(buf.Write(t->offset(), tmp.data(), tmp.size()));
+      }
       globals[i].layout = layout;
     } else {
       STOWAGE_RETURN_IF_ERROR(buf.Write(t->offset(), src, t->nbytes()));
