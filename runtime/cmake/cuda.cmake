@@ -1,7 +1,7 @@
 # CUDA GPU backend (runtime/src/backends/cuda): library stowage_cuda, linked into stowage_runtime
 # only when the top level found nvcc + the toolkit (STOWAGE_HAVE_CUDA). Owner: accel.
 # Two compile units: cuda_backend.cpp (host C++, g++) and kernels.cu (nvcc, architectures from
-# CMAKE_CUDA_ARCHITECTURES, 80;90 by default). cuBLAS is linked as a shared library.
+# CMAKE_CUDA_ARCHITECTURES, 80;90 by default). cuBLAS is loaded at run time (dlopen), see below.
 # The row-split rules (row_split.cpp) are plain C++: built in every configuration, so their unit
 # test (test/unit/backends/row_split_test.cpp) runs on machines without CUDA.
 add_library(stowage_row_split STATIC ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/row_split.cpp)
@@ -16,8 +16,16 @@ if(STOWAGE_HAVE_CUDA)
   set(stowage_cuda_dir ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda)
   add_library(stowage_cuda STATIC ${stowage_cuda_dir}/cuda_backend.cpp ${stowage_cuda_dir}/kernels.cu)
   target_include_directories(stowage_cuda PUBLIC ${stowage_cuda_dir} ${CMAKE_CURRENT_SOURCE_DIR}/src/executor)
+  # cuBLAS is not linked: cuda_backend.cpp loads it (dlopen) when it makes the first device context,
+  # so CPU-only runs of this build do not map it (its static initializers cost ~130 MiB of resident
+  # memory at start-up). Its headers are still used (signatures).
+  get_target_property(stowage_cublas_inc CUDA::cublas INTERFACE_INCLUDE_DIRECTORIES)
   target_link_libraries(stowage_cuda PUBLIC stowage_base stowage_cpu stowage_row_split stowage_cuda_math CUDA::cudart
-    PRIVATE CUDA::cublas)
+    PRIVATE ${CMAKE_DL_LIBS})
+  if(stowage_cublas_inc)
+    target_include_directories(stowage_cuda PRIVATE ${stowage_cublas_inc})
+  endif()
+  target_compile_definitions(stowage_cuda PRIVATE STOWAGE_CUBLAS_DIR="${CUDAToolkit_LIBRARY_DIR}")
   target_compile_options(stowage_cuda PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
     $<$<COMPILE_LANGUAGE:CUDA>:-O3>)

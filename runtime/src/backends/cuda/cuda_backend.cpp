@@ -4,6 +4,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <type_traits>
 
 #include "kernels.h"
 #include "ops.h"
@@ -33,6 +35,54 @@ Status CudaStatus(cudaError_t e, const std::string& where) {
 Status CublasStatus(cublasStatus_t s, const std::string& where) {
   if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
   return Internal(where + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
+}
+
+// cuBLAS is loaded when the first CUDA device context is made, not linked: libcublasLt's static
+// initializers touch ~130 MiB (its .bss and text) at process start, which every run of a
+// CUDA-enabled build paid, CPU-only ones included (llama.cpp loads its CUDA backend with dlopen for
+// the same reason). The four entry points this backend calls, with the header's signatures.
+struct CublasApi {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasDestroy_v2) destroy = nullptr;
+  decltype(&cublasSetStream_v2) set_stream = nullptr;
+  // (cublasGemmEx is overloaded in C++: the header adds an inline cudaDataType-compute variant)
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                            const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                            cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+  std::string error;  ///< why loading failed (empty when loaded)
+};
+
+CublasApi LoadCublasApi() {
+  CublasApi api;
+  // The SONAME of the toolkit this was built with (found through the executable's RUNPATH or the
+  // loader's paths), then the toolkit's own library folder.
+  const std::string soname = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+  void* h = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
+#ifdef STOWAGE_CUBLAS_DIR
+  if (h == nullptr) h = dlopen((std::string(STOWAGE_CUBLAS_DIR) + "/" + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
+#endif
+  if (h == nullptr) {
+    const char* e = dlerror();
+    api.error = "cannot load " + soname + " (" + (e ? e : "unknown error") + ")";
+    return api;
+  }
+  auto sym = [&](const char* name, auto* fn) {
+    *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(dlsym(h, name));
+    if (*fn == nullptr && api.error.empty()) api.error = soname + " has no symbol " + name;
+  };
+  sym("cublasCreate_v2", &api.create);
+  sym("cublasDestroy_v2", &api.destroy);
+  sym("cublasSetStream_v2", &api.set_stream);
+  sym("cublasGemmEx", &api.gemm_ex);
+  return api;  // the handle stays open for the process (as a linked library would)
+}
+
+/// The process's cuBLAS entry points, loaded once (thread-safe static initialization; immutable
+/// afterwards). Errors: kFailedPrecondition naming the library and the loader's message.
+Result<const CublasApi*> Cublas() {
+  static const CublasApi api = LoadCublasApi();
+  if (!api.error.empty()) return FailedPrecondition("CUDA backend: " + api.error);
+  return &api;
 }
 
 /// A 2-D copy (`height` rows of `width` bytes at pitches dpitch / spitch) from device src_dev to
@@ -67,6 +117,7 @@ struct DeviceCtx {
   int device = 0;
   std::string name;
   cudaStream_t stream = nullptr;
+  const CublasApi* blas = nullptr;  ///< set with `cublas`
   cublasHandle_t cublas = nullptr;
   void* scratch[kSlots] = {};
   size_t scratch_size[kSlots] = {};
@@ -79,7 +130,7 @@ struct DeviceCtx {
     for (void* p : scratch)
       if (p) cudaFree(p);
     if (errors) cudaFree(errors);
-    if (cublas) cublasDestroy(cublas);
+    if (cublas) blas->destroy(cublas);
     if (stream) cudaStreamDestroy(stream);
   }
   static Result<std::shared_ptr<DeviceCtx>> Create(int device) {
@@ -89,9 +140,11 @@ struct DeviceCtx {
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), c->name + ": cudaSetDevice"));
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking),
                                        c->name + ": cudaStreamCreate"));
-    STOWAGE_RETURN_IF_ERROR(CublasStatus(cublasCreate(&c->cublas), c->name + ": cublasCreate"));
+    STOWAGE_ASSIGN_OR_RETURN(const CublasApi* blas, Cublas());
+    STOWAGE_RETURN_IF_ERROR(CublasStatus(blas->create(&c->cublas), c->name + ": cublasCreate"));
+    c->blas = blas;
     STOWAGE_RETURN_IF_ERROR(
-        CublasStatus(cublasSetStream(c->cublas, c->stream), c->name + ": cublasSetStream"));
+        CublasStatus(blas->set_stream(c->cublas, c->stream), c->name + ": cublasSetStream"));
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&c->errors, 3 * sizeof(int32_t)), c->name + ": cudaMalloc"));
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(c->errors, 0, 3 * sizeof(int32_t), c->stream),
                                        c->name + ": cudaMemsetAsync"));
@@ -750,7 +803,7 @@ Status CudaBackend::MulMat(DeviceCtx& ctx, const TensorView& a, const TensorView
           if (M == 1 || ldb < K) ldb = K;
           if (M == 1 || ldc < N) ldc = N;
           STOWAGE_RETURN_IF_ERROR(CublasStatus(
-              cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+              ctx.blas->gemm_ex(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
                            static_cast<int>(K), &alpha, w, at, static_cast<int>(lda), xp, at,
                            static_cast<int>(ldb), &beta, dp, CUDA_R_32F, static_cast<int>(ldc),
                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
