@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -37,12 +38,14 @@ inline float H2F(fp16_t h) { return _cvtsh_ss(h); }
 // overlap the misses well; a software prefetch kStreamAhead bytes ahead of the read position raised
 // it to ~27-31 GB/s there (stowage-tgbench -c 4096; 0.85B q4_0 products per token 20 -> 15-16 ms).
 // Issued once per kStep bytes consumed (one per 64-byte line of the step). Past the end of a thread's
-// range it touches the next rows or the next tensor, which is harmless (prefetches do not fault).
-constexpr size_t kStreamAhead = 4096;
-template <size_t kStep>
+// range it touches the next rows or the next tensor, which is harmless (prefetches do not fault);
+// the address is formed as an integer, since pointer arithmetic past the end of the array would be
+// undefined.
+constexpr uintptr_t kStreamAhead = 4096;
+template <uintptr_t kStep>
 inline void PrefetchStream(const void* p) {
-  const char* q = static_cast<const char*>(p) + kStreamAhead;
-  for (size_t o = 0; o < kStep; o += 64) _mm_prefetch(q + o, _MM_HINT_T0);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p) + kStreamAhead;
+  for (uintptr_t o = 0; o < kStep; o += 64) _mm_prefetch(reinterpret_cast<const char*>(a + o), _MM_HINT_T0);
 }
 
 // Sum of 8 int32 lanes of (x * y) over 32 int8 pairs, x and y signed (|x| <= 127 or y != -128).
