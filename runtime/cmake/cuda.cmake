@@ -25,7 +25,14 @@ if(STOWAGE_HAVE_CUDA)
   if(stowage_cublas_inc)
     target_include_directories(stowage_cuda PRIVATE ${stowage_cublas_inc})
   endif()
-  target_compile_definitions(stowage_cuda PRIVATE STOWAGE_CUBLAS_DIR="${CUDAToolkit_LIBRARY_DIR}")
+  # Fallback folder for the dlopen: cuBLAS's own (which may differ from cudart's, e.g. NVHPC's math_libs).
+  get_target_property(stowage_cublas_lib CUDA::cublas IMPORTED_LOCATION)
+  if(stowage_cublas_lib)
+    get_filename_component(stowage_cublas_dir "${stowage_cublas_lib}" DIRECTORY)
+  else()
+    set(stowage_cublas_dir "${CUDAToolkit_LIBRARY_DIR}")
+  endif()
+  target_compile_definitions(stowage_cuda PRIVATE STOWAGE_CUBLAS_DIR="${stowage_cublas_dir}")
   target_compile_options(stowage_cuda PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
     $<$<COMPILE_LANGUAGE:CUDA>:-O3>)

@@ -5,9 +5,12 @@
 #include "cuda_backend.h"
 
 #include <gtest/gtest.h>
+#include <link.h>
 
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "backend_test_util.h"
 #include "e2e_util.h"
@@ -46,13 +49,33 @@ bool LibraryMapped(const char* name) {
   return found;
 }
 
-// cuBLAS is loaded when a CUDA device context is made (cuda_backend.cpp Cublas()), not at start-up:
-// a CPU-only run of a CUDA-enabled build, device probing included, never maps it (its static
-// initializers cost ~130 MiB of resident memory and ~0.3 s per process).
+// The DT_NEEDED entries of this executable (the libraries the loader maps before main).
+std::vector<std::string> NeededLibraries() {
+  std::vector<std::string> out;
+  const char* strtab = nullptr;
+  for (const ElfW(Dyn)* d = _DYNAMIC; d->d_tag != DT_NULL; ++d)
+    if (d->d_tag == DT_STRTAB) strtab = reinterpret_cast<const char*>(d->d_un.d_ptr);
+  if (strtab == nullptr) return out;
+  for (const ElfW(Dyn)* d = _DYNAMIC; d->d_tag != DT_NULL; ++d)
+    if (d->d_tag == DT_NEEDED) out.emplace_back(strtab + d->d_un.d_val);
+  return out;
+}
+
+// cuBLAS is loaded when a device first runs a cuBLAS product (cuda_backend.cpp DeviceCtx::Blas),
+// not at start-up: this test executable (linked like stowage-run) does not need it, and a CPU-only
+// run of a CUDA-enabled build, device probing included, never maps it (its static initializers
+// cost ~130 MiB of resident memory and ~0.3 s per process).
 TEST(CudaBackend, CpuOnlyRunLoadsNoCublas) {
-  if (LibraryMapped("libcublas"))
-    GTEST_SKIP() << "skipped: an earlier test of this process used a CUDA device (run this test alone)";
-  EXPECT_GE(exec::CudaDeviceCount(), 0);
+  const std::vector<std::string> needed = NeededLibraries();
+  EXPECT_FALSE(needed.empty()) << "no DT_NEEDED entries read";
+  for (const std::string& lib : needed) EXPECT_EQ(lib.find("libcublas"), std::string::npos) << lib;
+  const int n_gpu = exec::CudaDeviceCount();
+  EXPECT_GE(n_gpu, 0);
+  // Without a device nothing here can have made a device context: a mapped cuBLAS is a failure.
+  // With one, an earlier test of this process may have run a cuBLAS product.
+  if (n_gpu > 0 && LibraryMapped("libcublas"))
+    GTEST_SKIP() << "skipped: an earlier test of this process used cuBLAS (run this test alone)";
+  EXPECT_FALSE(LibraryMapped("libcublas"));
   const std::string model = test::ModelPath("stories260K.gguf");
   STOWAGE_REQUIRE_FILE(model);
   test::E2eRun cpu = test::RunPlanned(model, {1, 2, 3}, nullptr, {});

@@ -37,7 +37,7 @@ Status CublasStatus(cublasStatus_t s, const std::string& where) {
   return Internal(where + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
 }
 
-// cuBLAS is loaded when the first CUDA device context is made, not linked: libcublasLt's static
+// cuBLAS is loaded when a device first runs a cuBLAS product (DeviceCtx::Blas), not linked: libcublasLt's static
 // initializers touch ~130 MiB (its .bss and text) at process start, which every run of a
 // CUDA-enabled build paid, CPU-only ones included (llama.cpp loads its CUDA backend with dlopen for
 // the same reason). The four entry points this backend calls, with the header's signatures.
@@ -58,12 +58,18 @@ CublasApi LoadCublasApi() {
   // loader's paths), then the toolkit's own library folder.
   const std::string soname = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
   void* h = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
+  const char* e = h == nullptr ? dlerror() : nullptr;
+  std::string why = soname + ": " + (e ? e : "unknown error");
 #ifdef STOWAGE_CUBLAS_DIR
-  if (h == nullptr) h = dlopen((std::string(STOWAGE_CUBLAS_DIR) + "/" + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    const std::string path = std::string(STOWAGE_CUBLAS_DIR) + "/" + soname;
+    h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    e = h == nullptr ? dlerror() : nullptr;
+    why += "; " + path + ": " + (e ? e : "unknown error");
+  }
 #endif
   if (h == nullptr) {
-    const char* e = dlerror();
-    api.error = "cannot load " + soname + " (" + (e ? e : "unknown error") + ")";
+    api.error = "cannot load cuBLAS (" + why + ")";
     return api;
   }
   auto sym = [&](const char* name, auto* fn) {
@@ -117,8 +123,8 @@ struct DeviceCtx {
   int device = 0;
   std::string name;
   cudaStream_t stream = nullptr;
-  const CublasApi* blas = nullptr;  ///< set with `cublas`
-  cublasHandle_t cublas = nullptr;
+  const CublasApi* blas = nullptr;  ///< set before `cublas` is created
+  cublasHandle_t cublas = nullptr;  ///< made on first use (Blas())
   void* scratch[kSlots] = {};
   size_t scratch_size[kSlots] = {};
   /// Device-side error record of the GET_ROWS kernels (cuda::GetRows): {set, index, launch id}.
@@ -140,11 +146,6 @@ struct DeviceCtx {
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), c->name + ": cudaSetDevice"));
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking),
                                        c->name + ": cudaStreamCreate"));
-    STOWAGE_ASSIGN_OR_RETURN(const CublasApi* blas, Cublas());
-    STOWAGE_RETURN_IF_ERROR(CublasStatus(blas->create(&c->cublas), c->name + ": cublasCreate"));
-    c->blas = blas;
-    STOWAGE_RETURN_IF_ERROR(
-        CublasStatus(blas->set_stream(c->cublas, c->stream), c->name + ": cublasSetStream"));
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&c->errors, 3 * sizeof(int32_t)), c->name + ": cudaMalloc"));
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(c->errors, 0, 3 * sizeof(int32_t), c->stream),
                                        c->name + ": cudaMemsetAsync"));
@@ -152,6 +153,23 @@ struct DeviceCtx {
     return c;
   }
   /// Scratch slot `i` of at least `n` bytes (contents undefined). Growing waits for the stream.
+  /// This device's cuBLAS handle on its stream, made (and cuBLAS loaded) on the first call, so a
+  /// plan whose products all take the mat-vec kernels never loads it. Errors: kFailedPrecondition
+  /// when cuBLAS cannot be loaded (names the library and the loader's messages); cuBLAS statuses.
+  Status Blas() {
+    if (cublas != nullptr) return Status::Ok();
+    STOWAGE_ASSIGN_OR_RETURN(blas, Cublas());
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), name + ": cudaSetDevice"));
+    STOWAGE_RETURN_IF_ERROR(CublasStatus(blas->create(&cublas), name + ": cublasCreate"));
+    const cublasStatus_t st = blas->set_stream(cublas, stream);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      blas->destroy(cublas);
+      cublas = nullptr;
+      return CublasStatus(st, name + ": cublasSetStream");
+    }
+    return Status::Ok();
+  }
+
   Result<void*> Scratch(int i, size_t n) {
     if (scratch_size[i] >= n && scratch[i]) return scratch[i];
     // cudaMalloc / cudaFree act on the current device: make it this one whatever the caller set.
@@ -802,6 +820,7 @@ Status CudaBackend::MulMat(DeviceCtx& ctx, const TensorView& a, const TensorView
           int64_t ldb = static_cast<int64_t>(xnb[1] / xe), ldc = static_cast<int64_t>(d.nb[1] / 4);
           if (M == 1 || ldb < K) ldb = K;
           if (M == 1 || ldc < N) ldc = N;
+          STOWAGE_RETURN_IF_ERROR(ctx.Blas());
           STOWAGE_RETURN_IF_ERROR(CublasStatus(
               ctx.blas->gemm_ex(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
                            static_cast<int>(K), &alpha, w, at, static_cast<int>(lda), xp, at,
