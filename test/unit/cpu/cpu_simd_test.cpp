@@ -124,7 +124,11 @@ TEST(CpuSimd, QuantizeRowQ8ActMatchesScalar) {
           for (int j = 0; j < 32; ++j) blk[j] = float(int(j * 9 + seed) % 255 - 127) * (j % 2 ? 0.5f : 1.f);
           blk[0] = 127.f;
           break;
-        case 6: for (int j = 0; j < 32; ++j) blk[j] *= 1e-38f; break;  // denormal products
+        case 6: for (int j = 0; j < 32; ++j) blk[j] *= 1e-38f; break;  // 127 / amax overflows
+        case 7:  // the same with one sign (Q8_1's sum of 32 * INT32_MIN wraps to 0, as ggml's)
+          std::fill(blk, blk + 32, (seed & 1 ? 1 : -1) * 1e-38f);
+          blk[seed % 32] = -0.0f;
+          break;
         default: break;
       }
     }

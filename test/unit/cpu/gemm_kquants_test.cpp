@@ -226,7 +226,8 @@ TEST(GemmKQuants, LookupLevels) {
 }
 
 // from_float of every level stores QuantizeRowQ8_K's bytes (random blocks, an all-zero block,
-// exact .5 ties, +amax before -amax, a block whose largest magnitude is negative).
+// exact .5 ties, +amax before -amax, a block whose largest magnitude is negative, a block whose
+// 127 / max overflows, non-finite blocks).
 TEST(GemmKQuants, FromFloatEqualsQuantizeRowQ8_K) {
   const int64_t K = 2048;
   std::vector<float> x(K);
@@ -238,6 +239,9 @@ TEST(GemmKQuants, FromFloatEqualsQuantizeRowQ8_K) {
   x[768 + 3] = 2.f;
   x[768 + 9] = -2.f;      // same magnitude after: the first (+2) sets the sign
   x[1024 + 255] = -50.f;  // block 4: largest magnitude last and negative
+  // block 5: |max| < 127 / FLT_MAX, so iscale = -inf: qs = bsums = 0, d = -0 (as ggml's nearest_int)
+  for (int i = 0; i < 256; ++i) x[1280 + i] *= 1e-38f;
+  x[1280 + 17] = 0.f;  // x * iscale = NaN there
   // Non-finite blocks (d = NaN, qs = bsums = 0): block 6 a NaN in the middle, block 7 a -inf last.
   x[1536 + 130] = std::numeric_limits<float>::quiet_NaN();
   x[1792 + 255] = -std::numeric_limits<float>::infinity();
@@ -258,7 +262,7 @@ TEST(GemmKQuants, FromFloatEqualsQuantizeRowQ8_K) {
       float d;
       std::memcpy(&d, a + 304, 4);
       if (b >= 6) EXPECT_TRUE(std::isnan(d) && std::isnan(ref[b].d)) << "isa " << int(isa) << " block " << b;
-      else EXPECT_EQ(d, ref[b].d) << "isa " << int(isa) << " block " << b;
+      else EXPECT_EQ(std::memcmp(&d, &ref[b].d, 4), 0) << "isa " << int(isa) << " block " << b << ": " << d;
       for (int j = 0; j < 8; ++j) {
         int16_t s32;
         std::memcpy(&s32, a + 288 + 2 * j, 2);

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 
 #include <cfloat>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -183,6 +184,12 @@ void FromFloatQ8_KAct(const float* x, void* act, int64_t K) {
       }
     }
     const float iscale = -127.f / max;
+    if (std::isinf(iscale)) {  // |max| < 127 / FLT_MAX: as QuantizeRowQ8_K (every product +-inf / NaN -> 0)
+      std::memset(out, 0, kActD);
+      const float d = 1 / iscale;
+      std::memcpy(out + kActD, &d, 4);
+      continue;
+    }
     const __m256 is = _mm256_set1_ps(iscale);
     const __m256i lim = _mm256_set1_epi32(127), low = _mm256_set1_epi32(-128);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);

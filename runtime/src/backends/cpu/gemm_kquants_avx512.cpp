@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <cfloat>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -440,6 +441,12 @@ void FromFloatQ8_KAct(const float* x, void* act, int64_t K) {
       }
     }
     const float iscale = -127.f / max;
+    if (std::isinf(iscale)) {  // |max| < 127 / FLT_MAX: as QuantizeRowQ8_K (every product +-inf / NaN -> 0)
+      std::memset(out, 0, kActD);
+      const float d = 1 / iscale;
+      std::memcpy(out + kActD, &d, 4);
+      continue;
+    }
     const __m512 is = _mm512_set1_ps(iscale);
     const __m512i lim = _mm512_set1_epi32(127), low = _mm512_set1_epi32(-128);
     int16_t bs16[16];

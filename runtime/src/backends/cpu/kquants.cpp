@@ -36,6 +36,16 @@ void QuantizeRowQ8_K(const float* x, BlockQ8_K* y, int64_t n) {
       continue;
     }
     const float iscale = -127.f / max;
+    if (std::isinf(iscale)) {
+      // |max| < 127 / FLT_MAX (~3.7e-37): every iscale * x is +-inf (or NaN for x = 0), which
+      // ggml's nearest_int (the 1.5 * 2^23 bit trick) turns into -2^22 (or 0), stored as int8 0:
+      // qs = bsums = 0 and d = 1 / iscale (a signed zero). A conversion of inf to int would be
+      // undefined here.
+      std::memset(y[i].qs, 0, sizeof y[i].qs);
+      std::memset(y[i].bsums, 0, sizeof y[i].bsums);
+      y[i].d = 1 / iscale;
+      continue;
+    }
     for (int j = 0; j < kQK_K; ++j) {
       // ggml's nearest_int: round half to even (default FP rounding mode).
       const int v = int(std::nearbyintf(iscale * x[j]));

@@ -263,16 +263,18 @@ void QuantizeRowQ8_1(const float* x, BlockQ8_1* y, int64_t n) {
 // an inf block gave NaN before too: inf * 0). The GEMM families' SIMD from_float follow the same
 // rule (gemm.h).
 //
-// A block whose amax is so small that 127 / amax overflows (denormal amax) has id = inf, so x * id
-// is +-inf or NaN: converted as x86's vcvtps2dq (INT32_MIN) and then narrowed with signed
-// saturation (vpackssdw/vpacksswb), i.e. -128, as ggml's AVX2 quantizer and the SIMD ones here
-// (its d is 0, so the block contributes 0 either way); a C cast would be undefined there.
+// A block whose amax is so small that 127 / amax overflows (amax < 127 / FLT_MAX, ~3.7e-37) has
+// id = inf, so x * id is +-inf or NaN: converted as x86's vcvtps2dq (INT32_MIN) and then narrowed
+// with signed saturation (vpackssdw/vpacksswb), i.e. -128, as ggml's x86 quantizers and the SIMD ones
+// here; Q8_1's sum is taken over the int32 values before narrowing, with wrap-around (ggml's
+// hsum_i32_8 of the vcvtps2dq results: 32 * INT32_MIN wraps to 0). Its fp16 d is 0, so the block
+// contributes 0 either way; a C cast would be undefined there.
 namespace {
-inline int8_t ActToInt8(float v) {
+inline int32_t ActToInt32(float v) {
   const float r = std::nearbyint(v);
-  const int32_t i = r >= -2147483648.f && r < 2147483648.f ? int32_t(r) : INT32_MIN;
-  return int8_t(std::clamp<int32_t>(i, -128, 127));
+  return r >= -2147483648.f && r < 2147483648.f ? int32_t(r) : INT32_MIN;
 }
+inline int8_t SaturateInt8(int32_t i) { return int8_t(std::clamp<int32_t>(i, -128, 127)); }
 }  // namespace
 
 void QuantizeRowQ8_0Act(const float* x, BlockQ8_0* y, int64_t n) {
@@ -292,7 +294,7 @@ void QuantizeRowQ8_0Act(const float* x, BlockQ8_0* y, int64_t n) {
     }
     const float id = amax != 0.0f ? 127.f / amax : 0.0f;
     y[i].d = FloatToHalf(amax / 127.f);
-    for (int j = 0; j < qk; ++j) y[i].qs[j] = ActToInt8(x[j] * id);
+    for (int j = 0; j < qk; ++j) y[i].qs[j] = SaturateInt8(ActToInt32(x[j] * id));
   }
 }
 
@@ -314,12 +316,15 @@ void QuantizeRowQ8_1Act(const float* x, BlockQ8_1* y, int64_t n) {
     const float d = amax / 127.f;
     const float id = amax != 0.0f ? 127.f / amax : 0.0f;
     y[i].d = FloatToHalf(d);
-    int sum = 0;
+    uint32_t sum = 0;  // wraps as the int32 lanes of ggml's sum (see above)
     for (int j = 0; j < qk; ++j) {
-      y[i].qs[j] = ActToInt8(x[j] * id);
-      sum += y[i].qs[j];
+      const int32_t q = ActToInt32(x[j] * id);
+      y[i].qs[j] = SaturateInt8(q);
+      sum += static_cast<uint32_t>(q);
     }
-    y[i].s = FloatToHalf(d * float(sum));
+    int32_t isum;
+    std::memcpy(&isum, &sum, sizeof isum);
+    y[i].s = FloatToHalf(d * float(isum));
   }
 }
 

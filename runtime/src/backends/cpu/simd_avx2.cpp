@@ -161,8 +161,9 @@ namespace {
 // One block of 32 floats quantized as QuantizeRowQ8_0Act / _Q8_1Act (quants.cpp): returns false for
 // a block holding NaN or +-inf (the caller stores d = NaN, qs = 0, as they do); else stores the 32
 // int8 values nearbyint(x * id) (vcvtps2dq rounds to nearest even under the default MXCSR, as
-// nearbyintf) and the block's amax. Every step is the scalar one, so the bytes are identical.
-inline bool QuantizeBlock32(const float* x, int8_t* qs, float* amax_out) {
+// nearbyintf), the block's amax and, when `sum` is given, the wrapping int32 sum of the converted
+// values before narrowing (Q8_1's s, as ggml). Every step is the scalar one: identical bytes.
+inline bool QuantizeBlock32(const float* x, int8_t* qs, float* amax_out, int32_t* sum = nullptr) {
   const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(FLT_MAX);
   __m256 v[4], m = _mm256_setzero_ps();
   int bad = 0;
@@ -185,6 +186,7 @@ inline bool QuantizeBlock32(const float* x, int8_t* qs, float* amax_out) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs),
                       _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
   *amax_out = amax;
+  if (sum != nullptr) *sum = HsumEpi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
   return true;
 }
 }  // namespace
@@ -206,16 +208,15 @@ void QuantizeRowQ8_1Act(const float* x, void* vy, int64_t n) {
   BlockQ8_1* y = static_cast<BlockQ8_1*>(vy);
   for (int64_t i = 0; i < n / kQK8_1; ++i, x += kQK8_1) {
     float amax;
-    if (!QuantizeBlock32(x, y[i].qs, &amax)) {
+    int32_t sum;
+    if (!QuantizeBlock32(x, y[i].qs, &amax, &sum)) {
       y[i].d = y[i].s = FloatToHalf(std::numeric_limits<float>::quiet_NaN());
       std::memset(y[i].qs, 0, sizeof y[i].qs);
       continue;
     }
     const float d = amax / 127.f;
     y[i].d = FloatToHalf(d);
-    const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs));
-    const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), qs);  // pair sums, exact
-    y[i].s = FloatToHalf(d * float(HsumEpi32(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)))));
+    y[i].s = FloatToHalf(d * float(sum));
   }
 }
 
