@@ -28,6 +28,7 @@ using gemm_kq::kActBlockBytes;
 using gemm_kq::kActBsums16;
 using gemm_kq::kActBsums32;
 using gemm_kq::kActD;
+using gemm_kq::StoreZeroQsBlock;
 using gemm_kq::Layout;
 using gemm_kq::SmLayout16;
 using gemm_kq::SmLayout32;
@@ -170,7 +171,7 @@ void FromFloatQ8_KAct(const float* x, void* act, int64_t K) {
     const float amax = _mm_cvtss_f32(m4);
     std::memset(out + kActD + 4, 0, kActBlockBytes - kActD - 4);
     if (!(amax > 0)) {
-      std::memset(out, 0, kActD + 4);
+      StoreZeroQsBlock(out, 0.0f);
       continue;
     }
     const __m256 am = _mm256_set1_ps(amax);
@@ -185,9 +186,7 @@ void FromFloatQ8_KAct(const float* x, void* act, int64_t K) {
     }
     const float iscale = -127.f / max;
     if (std::isinf(iscale)) {  // |max| < 127 / FLT_MAX: as QuantizeRowQ8_K (every product +-inf / NaN -> 0)
-      std::memset(out, 0, kActD);
-      const float d = 1 / iscale;
-      std::memcpy(out + kActD, &d, 4);
+      StoreZeroQsBlock(out, 1 / iscale);
       continue;
     }
     const __m256 is = _mm256_set1_ps(iscale);

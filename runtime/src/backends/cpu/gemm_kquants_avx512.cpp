@@ -27,6 +27,7 @@ using gemm_kq::kActBlockBytes;
 using gemm_kq::kActBsums16;
 using gemm_kq::kActBsums32;
 using gemm_kq::kActD;
+using gemm_kq::StoreZeroQsBlock;
 using gemm_kq::Layout;
 using gemm_kq::SmLayout16;
 using gemm_kq::SmLayout32;
@@ -428,7 +429,7 @@ void FromFloatQ8_KAct(const float* x, void* act, int64_t K) {
     }
     const float amax = _mm512_reduce_max_ps(amax16);
     if (!(amax > 0)) {
-      std::memset(out, 0, kActD + 4);
+      StoreZeroQsBlock(out, 0.0f);
       continue;
     }
     const __m512 am = _mm512_set1_ps(amax);
@@ -442,9 +443,7 @@ void FromFloatQ8_KAct(const float* x, void* act, int64_t K) {
     }
     const float iscale = -127.f / max;
     if (std::isinf(iscale)) {  // |max| < 127 / FLT_MAX: as QuantizeRowQ8_K (every product +-inf / NaN -> 0)
-      std::memset(out, 0, kActD);
-      const float d = 1 / iscale;
-      std::memcpy(out + kActD, &d, 4);
+      StoreZeroQsBlock(out, 1 / iscale);
       continue;
     }
     const __m512 is = _mm512_set1_ps(iscale);

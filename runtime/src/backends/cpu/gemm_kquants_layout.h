@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 #include "quants.h"
 
@@ -13,6 +15,14 @@ namespace stowage::cpu::gemm_kq {
 inline constexpr int kQK = kQK_K;
 inline constexpr size_t kActBlockBytes = 320;
 inline constexpr size_t kActBsums16 = 256, kActBsums32 = 288, kActD = 304;
+
+/// One activation block whose qs (hence bsums) are all 0, with scale d: QuantizeRowQ8_K's all-zero
+/// block (d = 0) and its block whose 127 / max overflows (d = 1 / iscale, a signed zero). The bytes
+/// after d must already be zero (the SIMD from_floats clear them first).
+inline void StoreZeroQsBlock(uint8_t* out, float d) {
+  std::memset(out, 0, kActD);
+  std::memcpy(out + kActD, &d, sizeof d);
+}
 
 template <int G, bool kHasMin>
 struct Layout {

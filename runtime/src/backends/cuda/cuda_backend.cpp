@@ -37,10 +37,11 @@ Status CublasStatus(cublasStatus_t s, const std::string& where) {
   return Internal(where + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
 }
 
-// cuBLAS is loaded when a device first runs a cuBLAS product (DeviceCtx::Blas), not linked: libcublasLt's static
-// initializers touch ~130 MiB (its .bss and text) at process start, which every run of a
-// CUDA-enabled build paid, CPU-only ones included (llama.cpp loads its CUDA backend with dlopen for
-// the same reason). The four entry points this backend calls, with the header's signatures.
+// cuBLAS is loaded when a device first runs a cuBLAS product (DeviceCtx::Blas), not linked:
+// libcublasLt's static initializers touch ~130 MiB (its .bss and text) at process start, which every
+// run of a CUDA-enabled build paid, CPU-only ones included (llama.cpp loads its CUDA backend with
+// dlopen for the same reason). The four entry points this backend calls, with the header's
+// signatures.
 struct CublasApi {
   decltype(&cublasCreate_v2) create = nullptr;
   decltype(&cublasDestroy_v2) destroy = nullptr;
@@ -55,7 +56,7 @@ struct CublasApi {
 CublasApi LoadCublasApi() {
   CublasApi api;
   // The SONAME of the toolkit this was built with (found through the executable's RUNPATH or the
-  // loader's paths), then the toolkit's own library folder.
+  // loader's paths), then cuBLAS's folder at build time (STOWAGE_CUBLAS_DIR, runtime/cmake/cuda.cmake).
   const std::string soname = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
   void* h = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
   const char* e = h == nullptr ? dlerror() : nullptr;
@@ -152,7 +153,6 @@ struct DeviceCtx {
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(c->stream), c->name + ": cudaStreamSynchronize"));
     return c;
   }
-  /// Scratch slot `i` of at least `n` bytes (contents undefined). Growing waits for the stream.
   /// This device's cuBLAS handle on its stream, made (and cuBLAS loaded) on the first call, so a
   /// plan whose products all take the mat-vec kernels never loads it. Errors: kFailedPrecondition
   /// when cuBLAS cannot be loaded (names the library and the loader's messages); cuBLAS statuses.
@@ -170,6 +170,7 @@ struct DeviceCtx {
     return Status::Ok();
   }
 
+  /// Scratch slot `i` of at least `n` bytes (contents undefined). Growing waits for the stream.
   Result<void*> Scratch(int i, size_t n) {
     if (scratch_size[i] >= n && scratch[i]) return scratch[i];
     // cudaMalloc / cudaFree act on the current device: make it this one whatever the caller set.
