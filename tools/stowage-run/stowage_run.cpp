@@ -115,6 +115,7 @@ struct Common {
   bool llamacpp_numerics = false;
   std::string cpu_isa = "avx512";  ///< --cpu-isa: the highest CPU kernel level (avx512, avx2, scalar)
   bool no_mmap = false, no_repack = false, no_kv_offload = false;
+  bool no_fit_check = false;  ///< --no-fit-check: run a plan made on the fly that does not fit (a warning)
 };
 
 /// Plans the model for this machine (no plan file given): the probed devices (list-devices) as
@@ -167,6 +168,13 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c,
       STOWAGE_ASSIGN_OR_RETURN(m, planner::BuildModelGraphs(gguf, cfg));
       STOWAGE_ASSIGN_OR_RETURN(o, planner::PlaceModel(m, machine, opt));
     }
+  }
+  // plan-model's fit check (planner::CheckFit, the same message): a plan that does not fit this
+  // machine's memory would otherwise be allocated (and its weights repacked) before anything fails.
+  if (Status s = planner::CheckFit(o); !s.ok()) {
+    if (!c.no_fit_check) return s;
+    std::fflush(stdout);
+    std::fprintf(stderr, "stowage-run: warning: %s (running anyway: --no-fit-check)\n", s.message().c_str());
   }
   return planner::SerializePlan(gguf, m, o.placement, o.memory, "stowage-run (planned on the fly for this machine)");
 }
@@ -787,6 +795,9 @@ int Run(int argc, char** argv) {
     a->add_flag("--no-mmap", c.no_mmap, "when planning on the fly: load weights into allocated buffers instead of mapping the file");
     a->add_flag("--no-repack", c.no_repack, "when planning on the fly: no CPU_REPACK buffer type");
     a->add_flag("--no-kv-offload", c.no_kv_offload, "when planning on the fly: KV cache on the CPU");
+    a->add_flag("--no-fit-check", c.no_fit_check,
+                "when planning on the fly: run even when the plan does not fit this machine's memory (a warning "
+                "instead of plan-model's error)");
     a->add_flag("--huge-pages", c.huge_pages,
                 "copy mapped weights into transparent huge pages at load (faster token generation; the weights "
                 "then take anonymous memory instead of the shared page cache)");
@@ -885,7 +896,7 @@ int Run(int argc, char** argv) {
   // With --plan the context, batch sizes and offload are the plan's: refuse flags that would be ignored.
   if (!c.plan.empty())
     for (const char* name : {"--ctx-size", "--batch-size", "--ubatch-size", "--n-gpu-layers", "--cache-type-k", "--cache-type-v", "--flash-attn",
-                             "--no-mmap", "--no-repack", "--no-kv-offload"})
+                             "--no-mmap", "--no-repack", "--no-kv-offload", "--no-fit-check"})
       if (app.count(name) > 0)
         return Fail(InvalidArgument(std::string(name) + " applies only when planning on the fly; the plan given with --plan fixes it (re-plan with plan-model)"));
   // The subcommands take the common options, not generation's prompt and sampler flags: given,
