@@ -1,6 +1,7 @@
 // GGUF reader: see gguf.h for the format and the validation rules.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -346,6 +347,37 @@ class GgufParser {
 
 GgufFile::~GgufFile() {
   if (mapping_ != nullptr) munmap(mapping_, size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+namespace {
+int64_t ModificationTimeNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+// Why mmap of `size` bytes failed with `err`, for the one-line error: ENOMEM is most often the
+// address space limit (ulimit -v, RLIMIT_AS), which a mapping of a large model reaches first.
+std::string MapFailure(const std::string& path, size_t size, int err) {
+  std::string why = std::strerror(err);
+  struct rlimit lim;
+  if (err == ENOMEM && getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+    why += " (the address space of this process is limited to " + std::to_string(lim.rlim_cur >> 20) + " MiB: ulimit -v)";
+  else if (err == ENOMEM)
+    why += " (no room in the address space, or too many mappings: vm.max_map_count)";
+  return path + ": cannot map its " + std::to_string(size) + " bytes (" + std::to_string(size >> 20) + " MiB): " + why;
+}
+}  // namespace
+
+Status GgufFile::CheckUnchanged() const {
+  if (fd_ < 0) return Status::Ok();
+  struct stat st;
+  if (fstat(fd_, &st) != 0) return IoError(path_ + ": cannot stat the open file: " + std::strerror(errno));
+  if (static_cast<uint64_t>(st.st_size) < size_)
+    return DataLoss(path_ + ": changed or truncated while in use: " + std::to_string(size_) +
+                    " bytes were mapped, the file now has " + std::to_string(st.st_size) + " bytes");
+  if (ModificationTimeNs(st) != mtime_ns_)
+    return DataLoss(path_ + ": changed while in use: modified since it was opened (its modification time changed)");
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<GgufFile>> GgufFile::Parse(const uint8_t* data, size_t size, std::string name) {
@@ -377,12 +409,13 @@ Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
     if (map == MAP_FAILED) {
       const int e = errno;
       ::close(fd);
-      return IoError(path + ": cannot map: " + std::strerror(e));
+      return IoError(MapFailure(path, size, e));
     }
   }
-  ::close(fd);
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = path;
+  f->fd_ = fd;  // kept open for CheckUnchanged; closed by the destructor
+  f->mtime_ns_ = ModificationTimeNs(st);
   f->mapping_ = map;
   f->data_ = static_cast<const uint8_t*>(map);
   f->size_ = size;

@@ -42,6 +42,18 @@ for m in stories260K stories260K-F16 stories260K-Q8_0 stories260K-Q4_0 stories26
   echo "wrote $OUT/$m.json"
 done
 
+# long/: the prompt of test/data/golden-long (prompt-long.txt: 96 tokens, 70 with the 32000-word
+# vocabulary) at n_ctx = n_batch = n_ubatch = 256 and 24 greedy tokens, as golden-long's refdump ran
+# it, but with flash attention off as here (refdump ran llama.cpp 2026's default, -fa auto: on).
+mkdir -p "$OUT/long"
+PROMPT_LONG=$(cat "$HERE/prompt-long.txt")
+for m in stories260K stories260K-F16 stories260K-Q8_0 stories260K-Q4_0 stories260K-Q4_K_M llama-2-tiny-random \
+         tiny-tied-f32 tiny-tied-q4_0 tiny-untied-q4_0 tiny8-untied-q4_0 synth-Q4_K_M synth-Q6_K synth-Q2_K \
+         synth-IQ4_XS; do
+  "$TMP/refexact" "$MODELS/$m.gguf" "$PROMPT_LONG" 24 256 off > "$OUT/long/$m.json"
+  echo "wrote $OUT/long/$m.json"
+done
+
 # Synthetic MoE models: name -> "arch type" (gguf-synth's defaults otherwise).
 declare -A MOE=(
   [mixtral-f32]="mixtral f32" [mixtral-f16]="mixtral f16" [mixtral-q8_0]="mixtral q8_0" [mixtral-q4_0]="mixtral q4_0"

@@ -2,8 +2,9 @@
 // decodes PROMPT (tokenized by llama.cpp, BOS added) in one llama_decode with every position's
 // logits, then N greedy tokens one llama_decode each; prints JSON with the prompt tokens, the
 // greedy tokens and the XXH64 (seed 0) of every logit as little-endian float32 bytes, in that
-// order: the prompt rows, then one row after each greedy token. Flash attention off, 1 thread.
-// Usage: refexact MODEL PROMPT N N_CTX   (REF_BACKEND_DIR: the directory of the ggml backends)
+// order: the prompt rows, then one row after each greedy token. 1 thread; flash attention off
+// unless FA is "on" (llama.cpp 2026's default, -fa auto, turns it on for the CPU).
+// Usage: refexact MODEL PROMPT N N_CTX [off|on]   (REF_BACKEND_DIR: the directory of the ggml backends)
 #include <xxhash.h>
 
 #include <cstdio>
@@ -17,10 +18,11 @@
 static void Quiet(ggml_log_level, const char*, void*) {}
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: refexact MODEL PROMPT N N_CTX\n");
+  if (argc != 5 && argc != 6) {
+    std::fprintf(stderr, "usage: refexact MODEL PROMPT N N_CTX [off|on]\n");
     return 2;
   }
+  const bool flash_attn = argc == 6 && std::string(argv[5]) == "on";
   llama_log_set(Quiet, nullptr);
   if (const char* dir = std::getenv("REF_BACKEND_DIR")) ggml_backend_load_all_from_path(dir);
   else ggml_backend_load_all();
@@ -35,7 +37,7 @@ int main(int argc, char** argv) {
   llama_context_params cp = llama_context_default_params();
   cp.n_ctx = cp.n_batch = cp.n_ubatch = uint32_t(std::atoi(argv[4]));
   cp.n_threads = cp.n_threads_batch = 1;
-  cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  cp.flash_attn_type = flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   llama_context* ctx = llama_init_from_model(model, cp);
   if (ctx == nullptr) return 1;
   const int nv = llama_vocab_n_tokens(vocab);
@@ -75,7 +77,8 @@ int main(int argc, char** argv) {
     llama_batch_free(b1);
   }
   std::printf("{\"source\": \"refexact (test/data/golden-exact) on libllama of node-llama-cpp@3.21.1, CPU, "
-              "flash attention off, 1 thread\",\n \"n_ctx\": %s, \"n_vocab\": %d,\n \"prompt_tokens\": [", argv[4], nv);
+              "flash attention %s, 1 thread\",\n \"n_ctx\": %s, \"flash_attn\": %s, \"n_vocab\": %d,\n \"prompt_tokens\": [",
+              flash_attn ? "on" : "off", argv[4], flash_attn ? "true" : "false", nv);
   for (int i = 0; i < n; ++i) std::printf("%s%d", i ? "," : "", toks[size_t(i)]);
   std::printf("],\n \"greedy\": [");
   for (size_t i = 0; i < greedy.size(); ++i) std::printf("%s%d", i ? "," : "", greedy[i]);

@@ -18,10 +18,8 @@
 #include <tuple>
 #include <vector>
 
-#include "from_probe.h"
 #include "ops.h"
-#include "plan_cpu.h"
-#include "stowage/planner/place_model.h"
+#include "plan_probed.h"
 #include "stowage/runtime/device_probe.h"
 #include "stowage/runtime/session.h"
 #include "synth.h"
@@ -35,32 +33,24 @@ struct Outcome {
   std::string hash;
 };
 
-// The golden's procedure on this runtime: one Decode of the prompt with all logits, then greedy.
+// The golden's procedure on this runtime: one Decode of the prompt with all logits, then greedy, in
+// the golden's context (n_ctx = n_batch = n_ubatch, flash attention as the golden's "flash_attn"),
+// planned for this machine's CPU device as plan-model does (CPU_REPACK for Q4_0 / Q4_K with
+// ne1 % 8 == 0, like llama.cpp's repack).
 Outcome Generate(const std::string& model, const std::vector<int32_t>& prompt, int n_gen, bool numerics,
-                 CpuIsa isa) {
+                 CpuIsa isa, uint32_t n_ctx = 512, bool flash_attn = false) {
   Outcome out;
-  // Placed for this machine's CPU device as plan-model does (CPU_REPACK for Q4_0 / Q4_K with
-  // ne1 % 8 == 0, like llama.cpp's repack on AVX2).
-  auto gguf = GgufFile::Open(model);
-  EXPECT_TRUE(gguf.ok()) << gguf.status().ToString();
-  if (!gguf.ok()) return out;
   planner::ContextConfig cfg;
-  cfg.n_ctx = cfg.n_batch = cfg.n_ubatch = 512;
-  auto graphs = planner::BuildModelGraphs(**gguf, cfg);
-  EXPECT_TRUE(graphs.ok()) << graphs.status().ToString();
-  if (!graphs.ok()) return out;
-  auto manifest = planner::ManifestFromProbe(MakeCpuDevice(ProbeCpu()));
-  EXPECT_TRUE(manifest.ok()) << manifest.status().ToString();
-  if (!manifest.ok()) return out;
-  auto placed = planner::PlaceModel(*graphs, {*manifest}, planner::PlacementOptions{});
-  EXPECT_TRUE(placed.ok()) << placed.status().ToString();
-  if (!placed.ok()) return out;
+  cfg.n_ctx = cfg.n_batch = cfg.n_ubatch = n_ctx;
+  cfg.flash_attn = flash_attn;
+  auto plan = test::PlanForThisCpu(model, cfg, planner::PlacementOptions{}, "test golden-exact");
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  if (!plan.ok()) return out;
   SessionOptions opts;
   opts.n_threads = 1;
   opts.llamacpp_numerics = numerics;
   opts.cpu_max_isa = isa;
-  auto s = Session::CreateFromPlanBytes(
-      planner::SerializePlan(**gguf, *graphs, placed->placement, placed->memory, "test golden-exact"), model, opts);
+  auto s = Session::CreateFromPlanBytes(*plan, model, opts);
   EXPECT_TRUE(s.ok()) << s.status().ToString();
   if (!s.ok()) return out;
   const int64_t nv = (*s)->n_vocab();
@@ -118,36 +108,56 @@ std::string CaseName(const std::string& variant, const std::string& model) {
   return n;
 }
 
-constexpr const char* kModels[] = {"stories260K",         "stories260K-F16", "stories260K-Q8_0", "stories260K-Q4_0",
-                                   "stories260K-Q4_K_M",  "llama-2-tiny-random", "tiny-tied-f32", "tiny8-untied-q4_0",
-                                   "synth-Q4_K_M",        "synth-Q6_K",      "synth-IQ4_XS"};
+// A golden of the folder: its prompt set ("" = prompt.txt, 240 tokens at n_ctx 512, 32 greedy
+// tokens; "long/" = prompt-long.txt, golden-long's prompt of 96 tokens (70 with the 32000-word
+// vocabulary) at n_ctx 256, 24 greedy tokens: golden_long_test's setting, whose GEMM chunks and n_kv
+// differ) and model.
+struct Case {
+  const char* set;
+  const char* model;
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << c.set << c.model; }
 
-class GoldenExact : public ::testing::TestWithParam<std::tuple<Variant, const char*>> {};
+constexpr Case kCases[] = {
+    {"", "stories260K"},          {"", "stories260K-F16"},     {"", "stories260K-Q8_0"},
+    {"", "stories260K-Q4_0"},     {"", "stories260K-Q4_K_M"},  {"", "llama-2-tiny-random"},
+    {"", "tiny-tied-f32"},        {"", "tiny8-untied-q4_0"},   {"", "synth-Q4_K_M"},
+    {"", "synth-Q6_K"},           {"", "synth-IQ4_XS"},        {"long/", "stories260K"},
+    {"long/", "stories260K-F16"}, {"long/", "stories260K-Q8_0"}, {"long/", "stories260K-Q4_0"},
+    {"long/", "stories260K-Q4_K_M"}, {"long/", "llama-2-tiny-random"}, {"long/", "tiny-tied-f32"},
+    {"long/", "tiny-tied-q4_0"},  {"long/", "tiny-untied-q4_0"}, {"long/", "tiny8-untied-q4_0"},
+    {"long/", "synth-Q4_K_M"},    {"long/", "synth-Q6_K"},     {"long/", "synth-IQ4_XS"}};
+
+class GoldenExact : public ::testing::TestWithParam<std::tuple<Variant, Case>> {};
 
 TEST_P(GoldenExact, LlamaCppNumericsGivesLlamaCppsBits) {
   const Variant v = std::get<0>(GetParam());
-  const std::string name = std::get<1>(GetParam());
+  const Case c = std::get<1>(GetParam());
+  const std::string name = c.model;
   const std::string model = test::ModelPath(name + ".gguf");
   if (!test::FileExists(model)) GTEST_SKIP() << "skipped: " << model << " not found (shared models absent)";
   if (const std::string why = CannotRun(v); !why.empty()) GTEST_SKIP() << why;
-  const nlohmann::json g = ReadGolden(v, name + ".json");
+  const nlohmann::json g = ReadGolden(v, std::string(c.set) + name + ".json");
   ASSERT_FALSE(g.is_null());
   const auto prompt = g["prompt_tokens"].get<std::vector<int32_t>>();
   const auto greedy = g["greedy"].get<std::vector<int32_t>>();
-  const Outcome r = Generate(model, prompt, int(greedy.size()), /*numerics=*/true, v.isa);
+  const uint32_t n_ctx = g["n_ctx"].get<uint32_t>();
+  const bool flash_attn = g.value("flash_attn", false);
+  const Outcome r = Generate(model, prompt, int(greedy.size()), /*numerics=*/true, v.isa, n_ctx, flash_attn);
   EXPECT_EQ(r.greedy, greedy);
   EXPECT_EQ(r.hash, g["logits_xxh64"].get<std::string>()) << "some logit differs from llama.cpp's in some bit";
-  if (name == "stories260K-Q8_0" || name == "stories260K-Q4_0") {
+  if (std::string(c.set).empty() && (name == "stories260K-Q8_0" || name == "stories260K-Q4_0")) {
     // The default kernels: another summation order in the prompt's GEMM, another result.
-    const Outcome d = Generate(model, prompt, int(greedy.size()), /*numerics=*/false, v.isa);
+    const Outcome d = Generate(model, prompt, int(greedy.size()), /*numerics=*/false, v.isa, n_ctx, flash_attn);
     EXPECT_NE(d.hash, r.hash) << "the default mode gave llama.cpp's bits too: is the option still needed?";
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenExact,
-                         ::testing::Combine(::testing::Values(kZen4, kHaswell), ::testing::ValuesIn(kModels)),
+                         ::testing::Combine(::testing::Values(kZen4, kHaswell), ::testing::ValuesIn(kCases)),
                          [](const ::testing::TestParamInfo<GoldenExact::ParamType>& i) {
-                           return CaseName(std::get<0>(i.param).name, std::get<1>(i.param));
+                           const Case& c = std::get<1>(i.param);
+                           return CaseName(std::get<0>(i.param).name, std::string(c.set) + c.model);
                          });
 
 // moe-<name>.json: `gguf-synth --arch A --type T` (A, T in the file) with gguf-synth's defaults

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plan_cpu.h"
+#include "plan_probed.h"
 #include "stowage/runtime/session.h"
 #include "test_paths.h"
 
@@ -59,7 +59,7 @@ TEST_P(GoldenLogits, PromptLogitsAndGreedy) {
   cfg.type_k = cfg.type_v = c.type_kv;
   if (c.type_v) cfg.type_v = *c.type_v;
   cfg.n_ubatch = c.n_ubatch;
-  auto plan = test::PlanCpu(model, cfg, /*use_mmap=*/true);
+  auto plan = test::PlanForThisCpu(model, cfg);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   auto session = Session::CreateFromPlanBytes(*plan, model);
   ASSERT_TRUE(session.ok()) << session.status().ToString();

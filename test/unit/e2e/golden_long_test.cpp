@@ -4,19 +4,21 @@
 //
 // 1. Against llama.cpp: test/data/golden-long/*.json come from the reference llama.cpp of
 //    ../shared/tools/llamacpp-ref (node-llama-cpp@3.21.1, llama.cpp of Sep 2026, CPU, n_ctx =
-//    n_batch = n_ubatch = 256, 1 thread), reduced to keep the repository small: the top 5 tokens
-//    (id, logit) of every prompt position, the logits of 256 evenly spaced vocabulary ids at every
-//    8th position and the last one, and 24 greedy tokens. Tolerances: 0.02 for F32/F16 models as
-//    issue 6; 0.30 for quantized ones, because the goldens' llama.cpp is newer than the one our
-//    numerics follow (Feb 2025, ../shared/golden, matched to 1e-3): the two releases already differ
-//    by up to 0.22 on 5-token prompts, and on this prompt our vec_dot path (token by token, no GEMM)
-//    differs from the Sep 2026 build by up to 0.269 (stories260K-Q4_K_M). Top-1: ours must be the
-//    golden's top-1 or a near-tie within the tolerance (the tiny random models have logits a few
-//    thousandths apart). The greedy continuation must be identical for the stories260K variants,
-//    decoded with llamacpp_numerics (llama.cpp's summation orders): in the default mode the prompt's
-//    GEMM sums in another order, and a quantized model's text can part from llama.cpp's near the
-//    24th token (stories260K-Q4_0 does on an AVX2-only CPU: 23 of 24). On an AVX-512 VNNI CPU the
-//    option gives the goldens' zen4 bits; on an AVX2 one llama.cpp's haswell bits, close to them.
+//    n_batch = n_ubatch = 256, 1 thread, and its default flash attention: -fa auto, on for the
+//    CPU), reduced to keep the repository small: the top 5 tokens (id, logit) of every prompt
+//    position, the logits of 256 evenly spaced vocabulary ids at every 8th position and the last
+//    one, and 24 greedy tokens. This decode runs without flash attention (the plan's default), so
+//    the logits are compared within a tolerance: 0.02 for F32/F16 models as issue 6; 0.30 for
+//    quantized ones, because the goldens' llama.cpp is newer than the one our numerics follow (Feb
+//    2025, ../shared/golden, matched to 1e-3): the two releases already differ by up to 0.22 on
+//    5-token prompts, and on this prompt our vec_dot path (token by token, no GEMM) differs from the
+//    Sep 2026 build by up to 0.269 (stories260K-Q4_K_M). Top-1: ours must be the golden's top-1 or a
+//    near-tie within the tolerance (the tiny random models have logits a few thousandths apart).
+//    The goldens' greedy tokens are flash attention's and are not compared: on this prompt
+//    llama.cpp's own greedy text with and without flash attention parts at token 12 of 24 on
+//    stories260K-Q8_0 (zen4 library), so a comparison with them passed or failed by the CPU. The
+//    same prompt and context without flash attention is pinned bit for bit, greedy tokens included,
+//    by golden_exact_test (test/data/golden-exact/long/, per llama.cpp CPU variant).
 // 2. GEMM path against the vec_dot path of this runtime: the same prompt decoded at once (GEMM) and
 //    token by token (M = 1: vec_dot/gemv). Activations are quantized identically and integer sums
 //    are exact, but the float accumulation order differs (also in the F16 attention products), and
@@ -77,13 +79,6 @@ TEST_P(GoldenLongPrompt, MatchesLlamaCpp) {
   Status st = s->Decode(prompt_, /*all_logits=*/true, &logits);
   ASSERT_TRUE(st.ok()) << st.ToString();
   test::ExpectMatchesReducedGolden(golden_, logits, prompt_.size(), n_vocab_, tol, c.name);
-
-  if (std::string(c.name).rfind("stories260K", 0) != 0) return;
-  auto exact = test::NewGoldenSession(model_, n_vocab_, /*llamacpp_numerics=*/true);
-  ASSERT_TRUE(exact);
-  st = exact->Decode(prompt_, /*all_logits=*/false, &logits);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  test::ExpectGreedyMatchesGolden(golden_, *exact, logits.data(), n_vocab_);
 }
 
 TEST_P(GoldenLongPrompt, GemmPathMatchesTokenByToken) {

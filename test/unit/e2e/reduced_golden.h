@@ -1,7 +1,8 @@
 // Shared checks of the reduced llama.cpp goldens (test/data/golden-long, test/data/golden-arch: the
 // top 5 (id, logit) of every prompt position, the logits of some vocabulary ids at some positions,
 // greedy tokens; made by ../shared/tools/llamacpp-ref's refdump, see golden_long_test.cpp) against a
-// runtime Session on a CPU-only plan (test/unit/plan_cpu.h). Header-only, for the e2e tests.
+// runtime Session on the plan plan-model makes for this machine's CPU (test/unit/plan_probed.h: the
+// planner's CPU_REPACK choices included). Header-only, for the e2e tests.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,20 +16,21 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plan_cpu.h"
+#include "plan_probed.h"
 #include "stowage/runtime/session.h"
 
 namespace stowage::test {
 
-/// A session of `model` on its CPU-only plan with n_ctx 256 (null after a reported failure); its
-/// n_vocab must be `n_vocab`. `llamacpp_numerics`: SessionOptions::llamacpp_numerics.
-inline std::unique_ptr<Session> NewGoldenSession(const std::string& model, int n_vocab, bool llamacpp_numerics = false) {
-  auto plan = PlanCpu(model, 256);
+/// A session of `model` on the plan for this machine's CPU with n_ctx 256 (n_batch and n_ubatch:
+/// planner::ContextConfig's defaults, clamped to it; null after a reported failure); its n_vocab
+/// must be `n_vocab`.
+inline std::unique_ptr<Session> NewGoldenSession(const std::string& model, int n_vocab) {
+  planner::ContextConfig cfg;
+  cfg.n_ctx = 256;
+  auto plan = PlanForThisCpu(model, cfg);
   EXPECT_TRUE(plan.ok()) << plan.status().ToString();
   if (!plan.ok()) return nullptr;
-  SessionOptions opts;
-  opts.llamacpp_numerics = llamacpp_numerics;
-  auto session = Session::CreateFromPlanBytes(*plan, model, opts);
+  auto session = Session::CreateFromPlanBytes(*plan, model);
   EXPECT_TRUE(session.ok()) << session.status().ToString();
   if (!session.ok()) return nullptr;
   EXPECT_EQ((*session)->n_vocab(), n_vocab);

@@ -86,8 +86,11 @@ struct GgufTensorInfo {
 /// A parsed, validated GGUF file. Holds the memory mapping (or the caller's buffer) alive.
 class GgufFile {
  public:
-  /// Memory-maps and parses `path`. Errors: kIoError (cannot open/map), kDataLoss (malformed),
-  /// kUnimplemented (v1 or big-endian files).
+  /// Memory-maps and parses `path`; the file stays open (one descriptor, close-on-exec) so that
+  /// CheckUnchanged can tell whether it shrank. Errors: kIoError (cannot open; cannot map, with
+  /// the reason: "<file>: cannot map its N bytes (M MiB): Cannot allocate memory (the address space
+  /// of this process is limited to L MiB: ulimit -v)"), kDataLoss (malformed), kUnimplemented (v1
+  /// or big-endian files).
   static Result<std::unique_ptr<GgufFile>> Open(const std::string& path);
 
   /// Parses `size` bytes at `data` (not copied: must outlive the GgufFile). `name` is used in
@@ -101,6 +104,14 @@ class GgufFile {
   const std::string& path() const { return path_; }
   uint32_t version() const { return version_; }
   uint64_t file_size() const { return size_; }
+  /// Whether the file behind the mapping is still what Open mapped, for the users of bytes() long
+  /// after Open (a Session's weights read in place): a file truncated while mapped makes every read
+  /// of a page past its new end fault with SIGBUS (llama.cpp's mmap dies so), and one rewritten in
+  /// place changes the mapped bytes under the reader. One fstat of the open file. Errors:
+  /// kDataLoss "<file>: changed or truncated while in use: N bytes were mapped, the file now has M
+  /// bytes" (it shrank), "<file>: changed while in use: modified since it was opened (its
+  /// modification time changed)". Always Ok for a GgufFile made by Parse.
+  Status CheckUnchanged() const;
   uint32_t alignment() const { return alignment_; }
   /// Absolute byte offset of the data section.
   uint64_t data_offset() const { return data_offset_; }
@@ -151,6 +162,8 @@ class GgufFile {
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
   void* mapping_ = nullptr;  // munmap on destruction when non-null
+  int fd_ = -1;              // the mapped file (Open), closed on destruction; -1 after Parse
+  int64_t mtime_ns_ = 0;     // its modification time when opened (CheckUnchanged)
   uint32_t version_ = 0;
   uint32_t alignment_ = 32;
   uint64_t data_offset_ = 0;
