@@ -9,6 +9,8 @@ stowage_warnings(stowage_plan_seal)
 add_library(stowage_runtime STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/plan/plan_file.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/plan/plan_check.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/plan/plan_graph.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/plan/plan_model.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/executor/session.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/executor/cpu_backend.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/executor/builtin_backends.cpp

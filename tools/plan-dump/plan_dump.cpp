@@ -1,7 +1,11 @@
 // plan-dump: prints a plan file (runtime/schema/plan.fbs) as text or JSON. The plan is verified
-// first (flatbuffers verifier, identifier, schema version, cross references: stowage::PlanFile);
-// a corrupted or truncated plan is a one-line error and exit status 1. A buffer line ends with
-// "tensor_split [0.75, 0.25]" (JSON: "tensor_split": [0.75, 0.25]) when the plan carries the -ts
+// first by the runtime's own verifier (stowage::PlanFile: everything stowage-run checks before it
+// creates backends and allocates -- identifier, size, flatbuffers verifier, schema version,
+// checksum, cross references, the graphs decoded and bound at their worst case, op shapes, buffer
+// overlaps); a plan it refuses is a one-line error and exit status 1. The model identity is checked
+// only when a model is given (-m MODEL: stowage::CheckPlanAgainstModel, as stowage-run does);
+// what needs the machine (the planned devices present, memory) only stowage-run can check. A buffer line ends
+// with "tensor_split [0.75, 0.25]" (JSON: "tensor_split": [0.75, 0.25]) when the plan carries the -ts
 // proportions of a row-split buffer (Buffer.tensor_split). "scheduler: n_copies N" (JSON "n_copies")
 // is ggml_backend_sched's n_copies; with pipeline parallelism (N > 1) a split input lists every
 // instance ("[src -> copy0, copy1, ...]", JSON "copies") and each graph prints
@@ -9,23 +13,24 @@
 // (JSON "input_copies").
 // --check-memory: instead of printing, checks that no two graph tensors live at the same time share
 // bytes of a compute buffer, and no two weights / KV cache tensors share bytes of an allocated
-// buffer (stowage::CheckComputeMemory, liveness re-derived from the plan; Session runs the same
-// check at every load); prints
-// "plan-dump: compute memory OK (N tensors checked)" and exits 0, or one line per conflict and exits 1.
+// buffer (stowage::CheckComputeMemory, liveness re-derived from the plan; the verifier runs the same
+// check at every load, and stops at the first conflict); after every other check of the verifier,
+// prints "plan-dump: compute memory OK (N tensors checked)" and exits 0, or one line per conflict
+// and exits 1.
+#include <CLI/CLI.hpp>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
-#include "stowage/plan/plan_generated.h"
-#include "stowage/runtime/ggml_ops.h"
-#include "stowage/runtime/ggml_types.h"
-#include "stowage/runtime/atomic_file.h"
-#include "stowage/runtime/plan.h"
 #include "llama_args.h"
 #include "stdout_check.h"
+#include "stowage/plan/plan_generated.h"
+#include "stowage/runtime/atomic_file.h"
+#include "stowage/runtime/ggml_ops.h"
+#include "stowage/runtime/ggml_types.h"
+#include "stowage/runtime/gguf.h"
+#include "stowage/runtime/plan.h"
 
 namespace fb = stowage::plan;
 using nlohmann::ordered_json;
@@ -324,9 +329,19 @@ ordered_json Json(const fb::Plan& p, bool nodes) {
 
 namespace {
 
-// --seal: the plan's bytes with Plan.content_xxh64 recomputed (SealPlan), verified like any plan,
-// written atomically to `out` (never a partial file).
-int Seal(const std::string& path, const std::string& out) {
+// -m MODEL: the plan against the model it is to run with (identity, weights, sliding window), as
+// stowage-run checks it. 0, or 1 after a one-line error.
+int CheckModel(const stowage::PlanFile& plan, const std::string& model) {
+  auto gguf = stowage::GgufFile::Open(model);
+  stowage::Status st = gguf.ok() ? stowage::CheckPlanAgainstModel(plan, **gguf) : gguf.status();
+  if (st.ok()) return 0;
+  std::fprintf(stderr, "plan-dump: error: %s\n", st.message().c_str());
+  return 1;
+}
+
+// --seal: the plan's bytes with Plan.content_xxh64 recomputed (SealPlan), verified like any plan
+// (and against `model` when one is given), written atomically to `out` (never a partial file).
+int Seal(const std::string& path, const std::string& out, const std::string& model) {
   auto read = stowage::ReadPlanBytes(path);
   if (!read.ok()) {
     std::fprintf(stderr, "plan-dump: error: %s\n", read.status().message().c_str());
@@ -342,6 +357,7 @@ int Seal(const std::string& path, const std::string& out) {
     std::fprintf(stderr, "plan-dump: error: %s\n", plan.status().message().c_str());
     return 1;
   }
+  if (!model.empty() && CheckModel(**plan, model) != 0) return 1;
   if (stowage::Status st = stowage::WriteFileAtomic(out, bytes); !st.ok()) {
     std::fprintf(stderr, "plan-dump: error: %s\n", st.message().c_str());
     return 1;
@@ -350,7 +366,9 @@ int Seal(const std::string& path, const std::string& out) {
 }
 
 int Run(int argc, char** argv) {
-  CLI::App app{"plan-dump: print a Stowage plan file (verified first)"};
+  CLI::App app{
+      "plan-dump: print a Stowage plan file, verified first as stowage-run verifies it (against the model "
+      "only with -m)"};
   std::string path;
   bool json = false, nodes = false, check_memory = false;
   app.add_option("plan", path, "plan file written by plan-model -o")->required();
@@ -359,6 +377,11 @@ int Run(int argc, char** argv) {
   app.add_flag("--check-memory", check_memory,
                "check that no two tensors live at the same time share buffer bytes (compute buffers; weights and "
                "KV cache of allocated buffers); exit 1 if any do; with --json, {ok, tensors_checked, conflicts}");
+  std::string model;
+  app.add_option(
+      "-m,--model", model,
+      "also check the plan against this GGUF model as stowage-run does (identity, every weight's type, "
+      "shape and offset); without it the model is not checked");
   std::string seal_out;
   app.add_option("--seal", seal_out,
                  "write the plan to this file with its checksum (content_xxh64) recomputed, after a deliberate edit "
@@ -372,13 +395,16 @@ int Run(int argc, char** argv) {
       std::fprintf(stderr, "plan-dump: error: --seal needs an output file name (it was empty)\n");
       return 1;
     }
-    return Seal(path, seal_out);
+    return Seal(path, seal_out, model);
   }
-  auto plan = stowage::PlanFile::Load(path);
+  // --check-memory lists every overlap itself: every other check first.
+  auto plan = stowage::PlanFile::Load(
+      path, check_memory ? stowage::PlanChecks::kAllButOverlaps : stowage::PlanChecks::kAll);
   if (!plan.ok()) {
     std::fprintf(stderr, "plan-dump: error: %s\n", plan.status().message().c_str());
     return 1;
   }
+  if (!model.empty() && CheckModel(**plan, model) != 0) return 1;
   const fb::Plan& p = (*plan)->root();
   if (check_memory) {
     const stowage::MemoryCheckReport rep = stowage::CheckComputeMemory(**plan);

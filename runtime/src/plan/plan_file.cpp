@@ -1,24 +1,67 @@
-#include "stowage/runtime/plan.h"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
-#include <cstdio>
-
+#include "plan_graph.h"
 #include "plan_seal.h"
 #include "stowage/plan/plan_generated.h"
 #include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/ggml_types.h"
+#include "stowage/runtime/plan.h"
 
 namespace stowage {
 namespace {
 
 bool Aligned8(const void* p) { return reinterpret_cast<uintptr_t>(p) % 8 == 0; }
 
+// What can be checked from a plan's first bytes (`n` of them, all when fewer than 8) and its size:
+// at least 8 bytes, the file identifier "STWP" at byte 4, at most kMaxPlanFileSize bytes.
+Status CheckHeader(const uint8_t* data, size_t n, uint64_t size, const std::string& path) {
+  auto fail = [&](const std::string& field, const std::string& what) {
+    return DataLoss(path + ": " + field + ": " + what);
+  };
+  if (size < 8 || n < 8)
+    return fail("header", "expected a plan file of at least 8 bytes, found " + std::to_string(size));
+  if (!plan::PlanBufferHasIdentifier(data)) {
+    std::string found;
+    for (int i = 4; i < 8; ++i) {
+      const uint8_t c = data[i];
+      if (c >= 32 && c < 127 && c != '"' && c != '\\')
+        found += static_cast<char>(c);
+      else {
+        char b[8];
+        std::snprintf(b, sizeof b, "\\x%02x", c);
+        found += b;
+      }
+    }
+    return fail("file identifier",
+                "expected \"STWP\" at byte 4, found \"" + found + "\" (not a Stowage plan)");
+  }
+  if (size > kMaxPlanFileSize)
+    return fail("file size", "expected a plan of at most " + std::to_string(kMaxPlanFileSize) +
+                                 " bytes (1 GiB), found " + std::to_string(size) + " bytes");
+  return Status::Ok();
+}
+
+// Reads bytes [done, bytes.size()) of `fd` into `bytes`.
+Status ReadRest(int fd, std::vector<uint8_t>& bytes, size_t done, const std::string& path) {
+  while (done < bytes.size()) {
+    const ssize_t r = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0)
+      return IoError(path + ": read error after " + std::to_string(done) + " bytes: " + std::strerror(errno));
+    if (r == 0)
+      return IoError(path + ": read error after " + std::to_string(done) +
+                     " bytes: the file got shorter while it was read");
+    done += static_cast<size_t>(r);
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -33,33 +76,55 @@ Result<std::vector<uint8_t>> ReadPlanBytes(const std::string& path) {
     const char* what = S_ISDIR(st.st_mode) ? "is a folder" : "is not a regular file (a device, FIFO or socket)";
     return IoError(path + ": " + what + "; expected a plan file written by plan-model");
   }
-  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t r = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      const int e = errno;
-      ::close(fd);
-      return IoError(path + ": read error after " + std::to_string(done) + " bytes: " + std::strerror(e));
-    }
-    done += static_cast<size_t>(r);
+  // Size and identifier first: a large file that is not a plan costs one read of 8 bytes.
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  std::vector<uint8_t> bytes(static_cast<size_t>(std::min<uint64_t>(size, 8)));
+  Status read = ReadRest(fd, bytes, 0, path);
+  if (read.ok()) read = CheckHeader(bytes.data(), bytes.size(), size, path);
+  if (read.ok()) {
+    bytes.resize(static_cast<size_t>(size));
+    read = ReadRest(fd, bytes, 8, path);
   }
   ::close(fd);
+  if (!read.ok()) return read;
   return bytes;
 }
 
-Result<std::unique_ptr<PlanFile>> PlanFile::Load(const std::string& path) {
+Result<std::unique_ptr<PlanFile>> PlanFile::Load(const std::string& path, PlanChecks checks) {
   STOWAGE_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadPlanBytes(path));
-  return FromBytes(std::move(bytes), path);
+  return FromBytes(std::move(bytes), path, checks);
 }
 
-Result<std::unique_ptr<PlanFile>> PlanFile::FromBytes(std::vector<uint8_t> bytes, std::string name) {
+Result<std::unique_ptr<PlanFile>> PlanFile::FromBytes(std::vector<uint8_t> bytes, std::string name,
+                                                      PlanChecks checks) {
   std::unique_ptr<PlanFile> p(new PlanFile());
   p->path_ = std::move(name);
   p->bytes_ = std::move(bytes);
-  STOWAGE_RETURN_IF_ERROR(p->Verify());
+  STOWAGE_RETURN_IF_ERROR(p->Verify(checks));
   return p;
+}
+
+Status PlanFile::Verify(PlanChecks checks) {
+  STOWAGE_RETURN_IF_ERROR(VerifyStructure());
+  // The graphs as the executor decodes and binds them (plan_graph.h), at each graph's worst case
+  // and on the planned buffer sizes: what Session would otherwise find only after allocating.
+  const plan::Plan& r = *root_;
+  STOWAGE_ASSIGN_OR_RETURN(const plan_graph::Graphs graphs, plan_graph::Decode(r, path_));
+  const plan_graph::Memory mem = plan_graph::PlannedMemory(r);
+  std::vector<plan_graph::Bound> bound;
+  for (const plan_graph::GGraph& g : graphs.graphs) {
+    STOWAGE_RETURN_IF_ERROR(plan_graph::BindAll(g, g.worst_case(), mem, path_, &bound));
+    STOWAGE_RETURN_IF_ERROR(plan_graph::CheckNodeShapes(g, bound, path_));
+  }
+  if (checks == PlanChecks::kAllButOverlaps) return Status::Ok();
+  // The offsets together (weights and KV cache in their buffers, live compute tensors in theirs):
+  // a plan whose tensors share bytes (edited or corrupted) would compute wrong values without an
+  // error.
+  const MemoryCheckReport overlaps = CheckComputeMemory(*this, 1, /*overlaps_only=*/true);
+  if (!overlaps.conflicts.empty())
+    return DataLoss(path_ + ": buffer offsets overlap (plan-dump --check-memory lists all): " +
+                    overlaps.conflicts.front());
+  return Status::Ok();
 }
 
 namespace {
@@ -71,20 +136,13 @@ size_t Len(const flatbuffers::Vector<T>* v) {
 
 }  // namespace
 
-Status PlanFile::Verify() {
+// The file's own consistency: header, flatbuffers verifier, schema version, checksum, cross
+// references.
+Status PlanFile::VerifyStructure() {
   auto fail = [&](const std::string& field, const std::string& what) {
     return DataLoss(path_ + ": " + field + ": " + what);
   };
-  if (bytes_.size() < 8) return fail("header", "expected a plan file of at least 8 bytes, found " + std::to_string(bytes_.size()));
-  if (!plan::PlanBufferHasIdentifier(bytes_.data())) {
-    std::string found;
-    for (int i = 4; i < 8; ++i) {
-      const uint8_t c = bytes_[i];
-      if (c >= 32 && c < 127 && c != '"' && c != '\\') found += static_cast<char>(c);
-      else { char b[8]; std::snprintf(b, sizeof b, "\\x%02x", c); found += b; }
-    }
-    return fail("file identifier", "expected \"STWP\" at byte 4, found \"" + found + "\" (not a Stowage plan)");
-  }
+  STOWAGE_RETURN_IF_ERROR(CheckHeader(bytes_.data(), bytes_.size(), bytes_.size(), path_));
   flatbuffers::Verifier verifier(bytes_.data(), bytes_.size(), /*max_depth=*/64, /*max_tables=*/1u << 26);
   if (!plan::VerifyPlanBuffer(verifier))
     return fail("flatbuffer", "verification failed (corrupted or truncated plan)");

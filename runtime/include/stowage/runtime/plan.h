@@ -1,11 +1,21 @@
 // Loading and verifying a plan file (schema: runtime/schema/plan.fbs, compatibility rules in
 // runtime/schema/COMPATIBILITY.md).
 //
-// Load() reads the whole file, runs the flatbuffers verifier, checks the file identifier ("STWP"),
-// the schema version and (from version 2) the content checksum, so that a flipped bit anywhere is
-// refused rather than computed with, then checks every cross reference (device, buffer, tensor and backend indices
-// in range; tensors inside their buffers; node and split ranges valid; required fields present).
+// Load() checks the file's size and identifier ("STWP") from its first bytes before reading it,
+// then PlanFile::Verify runs every check the runtime makes before it creates backends and
+// allocates (one verifier for plan-dump, plan-dump --check-memory / --seal and Session): the
+// flatbuffers verifier, the schema version and (from version 2) the content checksum, so that a
+// flipped bit anywhere is refused rather than computed with; every cross reference (device, buffer,
+// tensor and backend indices in range; tensors inside their buffers; node and split ranges valid;
+// required fields present); the graphs as the executor decodes them (sources, views, graph inputs,
+// worst cases against the context, every source defined before it is read); every graph tensor
+// bound at its graph's worst case (dimensions and sizes without overflow, view offsets and strides,
+// the bytes it spans inside the planned size of its buffer, element alignment); the result shapes
+// of the simple ops; and no two tensors sharing buffer bytes while live (CheckComputeMemory).
 // Every failure is a kDataLoss Status with one line naming the file and the field.
+//
+// What needs the model file is CheckPlanAgainstModel (identity, weights, sliding window); what
+// needs the machine (the planned devices present, memory to allocate) only a Session can check.
 //
 // Thread-safety: a PlanFile is immutable after loading.
 #pragma once
@@ -21,6 +31,7 @@ namespace stowage {
 namespace plan {
 struct Plan;
 }
+class GgufFile;
 
 /// Highest plan schema version this runtime reads, and the one writers set: 2 (version 2 added the
 /// required Plan.content_xxh64 checksum, COMPATIBILITY.md).
@@ -33,22 +44,41 @@ inline constexpr uint32_t kPlanSchemaVersion = 2;
 /// kInvalidArgument when the buffer fails the flatbuffers verifier or lacks the field.
 Status SealPlan(uint8_t* data, size_t size);
 
-/// The bytes of the plan file at `path`, read as PlanFile::Load reads them (not verified): a
-/// regular file only. Errors: kInvalidArgument (empty path), kIoError naming the path (cannot open,
-/// a folder, a device/FIFO/socket -- never blocks on a FIFO --, a read error).
+/// Largest plan file (bytes) the loader reads: 1 GiB. Plans are a few MiB (a 70B model's graphs,
+/// tensors and explain records); the flatbuffers verifier cannot read past 2 GiB anyway, and a
+/// file this large is refused before it is read.
+inline constexpr uint64_t kMaxPlanFileSize = uint64_t(1) << 30;
+
+/// The bytes of the plan file at `path`, read as PlanFile::Load reads them: a regular file only,
+/// of at most kMaxPlanFileSize bytes, whose first 8 bytes carry the file identifier "STWP" at byte
+/// 4; both are checked before the rest is read (a large file that is not a plan costs one small
+/// read). Nothing else is verified. Errors: kInvalidArgument (empty path), kIoError naming the
+/// path (cannot open, a folder, a device/FIFO/socket -- never blocks on a FIFO --, a read error),
+/// kDataLoss naming the path and the field ("file size", "header" for fewer than 8 bytes, "file
+/// identifier") with what was expected and found.
 Result<std::vector<uint8_t>> ReadPlanBytes(const std::string& path);
 
 /// Largest buffer alignment (bytes) a plan may record, and so a device manifest may declare:
 /// 64 KiB (ggml backends ask for 32 to 4096; a page is the most any allocator needs).
 inline constexpr uint64_t kMaxBufferAlignment = 65536;
 
+/// Which of PlanFile::Verify's checks run.
+enum class PlanChecks {
+  kAll,             ///< every check (what Session and plan-dump accept)
+  kAllButOverlaps,  ///< all but the last, CheckComputeMemory: for plan-dump --check-memory, which
+                    ///< lists every overlap instead of the first
+};
+
 class PlanFile {
  public:
-  /// Reads and verifies `path`. Errors: kIoError (cannot read), kDataLoss (corrupted, truncated,
-  /// wrong identifier, inconsistent), kUnimplemented (newer schema version).
-  static Result<std::unique_ptr<PlanFile>> Load(const std::string& path);
-  /// Verifies a plan held in memory (copied). `name` is used in messages.
-  static Result<std::unique_ptr<PlanFile>> FromBytes(std::vector<uint8_t> bytes, std::string name);
+  /// Reads (ReadPlanBytes) and verifies `path` (see the top of this file). Errors: those of
+  /// ReadPlanBytes, kDataLoss (corrupted, truncated, wrong identifier, inconsistent),
+  /// kUnimplemented (newer schema version).
+  static Result<std::unique_ptr<PlanFile>> Load(const std::string& path,
+                                                PlanChecks checks = PlanChecks::kAll);
+  /// Verifies a plan held in memory (moved in). `name` is used in messages.
+  static Result<std::unique_ptr<PlanFile>> FromBytes(std::vector<uint8_t> bytes, std::string name,
+                                                     PlanChecks checks = PlanChecks::kAll);
 
   /// The verified root table (generated accessors of plan_generated.h).
   const plan::Plan& root() const { return *root_; }
@@ -57,7 +87,8 @@ class PlanFile {
 
  private:
   PlanFile() = default;
-  Status Verify();
+  Status Verify(PlanChecks checks);
+  Status VerifyStructure();
 
   std::string path_;
   std::vector<uint8_t> bytes_;
@@ -71,7 +102,7 @@ struct MemoryCheckReport {
 };
 
 /// An independent check of a verified plan's buffer offsets (plan-dump --check-memory, and
-/// Session::Create at every load): no two weights / KV cache tensors (Plan.tensors) share a byte
+/// PlanFile::Verify at every load): no two weights / KV cache tensors (Plan.tensors) share a byte
 /// of an allocated (not mapped) buffer unless they are the same file data, and no two graph
 /// tensors live at the same time share a byte of a compute buffer.
 ///
@@ -96,7 +127,19 @@ struct MemoryCheckReport {
 /// At most `max_conflicts` lines are collected (the count of the rest is appended as a last line).
 /// Never fails otherwise: tensors whose size cannot be computed are reported as conflicts.
 /// With `overlaps_only`, tensors whose size cannot be computed or that leave their buffer are
-/// skipped instead of reported (Session's executor names those more precisely when it binds them).
+/// skipped instead of reported (PlanFile::Verify's binding names those more precisely, before this runs).
 MemoryCheckReport CheckComputeMemory(const PlanFile& plan, size_t max_conflicts = 20, bool overlaps_only = false);
+
+/// Checks a verified plan against the model file it is to run with (Session::Create runs it before
+/// creating backends; plan-dump -m MODEL too): the model identity (file size, header size and
+/// header XXH64 as recorded in Plan.model; ComputeModelIdentity), mapped buffers inside the file,
+/// every weight present with the planned type, shape and data offset (and a mapped weight's buffer
+/// offset pointing at that data), and, when a graph reads KQ_mask_swa, the model's sliding window
+/// (llama.cpp load_hparams, LLM_ARCH_PHI3: <arch>.attention.sliding_window or the defaults of
+/// Phi-3 files converted before the key existed), stored in *n_swa (0 when no graph reads it;
+/// n_swa may be null). Errors: kFailedPrecondition naming the model (another model, a weight
+/// missing or different), kDataLoss naming the plan (a mapped range or offset that does not fit
+/// the file, no sliding window), the GGUF getters' errors.
+Status CheckPlanAgainstModel(const PlanFile& plan, const GgufFile& gguf, uint32_t* n_swa = nullptr);
 
 }  // namespace stowage

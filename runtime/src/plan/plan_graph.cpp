@@ -1,0 +1,433 @@
+// Decoding, binding and load-time checks of a plan's graphs (see plan_graph.h).
+#include "plan_graph.h"
+
+#include <algorithm>
+
+#include "backend.h"
+
+namespace stowage::plan_graph {
+
+namespace fb = ::stowage::plan;
+
+bool Sym::Eval(const fb::DimExpr& e, int64_t* out) const {
+  int64_t acc = e.c(), term;
+  const int64_t coef[4] = {e.tokens(), e.kv(), e.kv_head(), e.outputs()};
+  const int64_t val[4] = {n_tokens, n_kv, kv_head, n_outputs};
+  for (int i = 0; i < 4; ++i)
+    if (__builtin_mul_overflow(coef[i], val[i], &term) || __builtin_add_overflow(acc, term, &acc))
+      return false;
+  *out = acc;
+  return true;
+}
+
+uint64_t Extent(const TensorView& t) {
+  if (t.nelements() == 0) return 0;  // an empty view spans no bytes (mamba's state copy with one cell)
+  const auto& tr = GetTypeTraits(t.type);
+  uint64_t e = RowSize(t.type, t.ne[0]);
+  if (e == 0) e = tr.type_size;
+  // Dim 0 strided (a TRANSPOSE or PERMUTE of a matrix: nb0 is a row, not an element): the span of
+  // dim 0 is (ne0-1)*nb0 + type_size, as ggml_nbytes counts it for a block size of 1. (Counting
+  // ne0 contiguous elements instead under-sized the staging of a strided split input copy from
+  // private memory, and cpu::Cpy read past it: NaN logits with -nkvo, breaker-24.)
+  if (tr.block_size == 1 && t.nb[0] != tr.type_size &&
+      (__builtin_mul_overflow(static_cast<uint64_t>(t.ne[0] - 1), static_cast<uint64_t>(t.nb[0]), &e) ||
+       __builtin_add_overflow(e, static_cast<uint64_t>(tr.type_size), &e)))
+    return UINT64_MAX;
+  for (int i = 1; i < 4; ++i) {
+    uint64_t term;
+    if (__builtin_mul_overflow(static_cast<uint64_t>(t.ne[i] - 1), static_cast<uint64_t>(t.nb[i]), &term) ||
+        __builtin_add_overflow(e, term, &e))
+      return UINT64_MAX;
+  }
+  return e;
+}
+
+namespace {
+
+/// Element count of bound dims, or -1 when it exceeds 2^56 (no real tensor is that large).
+int64_t CheckedElements(const int64_t ne[4]) {
+  int64_t n = 1;
+  for (int i = 0; i < 4; ++i)
+    if (__builtin_mul_overflow(n, ne[i], &n) || n > (int64_t(1) << 56)) return -1;
+  return n;
+}
+
+/// The tensor that owns the memory of graph tensor `id`: `id` itself unless it is a view op
+/// (RESHAPE/VIEW/PERMUTE/TRANSPOSE), else the end of its source chain (ggml's view_src). A CPY is
+/// not followed: its result exists once the CPY node ran. -1 when the chain is deeper than 64
+/// (BindTensor's limit; a cycle in a hostile plan) or a view has no source.
+int ViewOwner(const GGraph& g, int id) {
+  for (int depth = 0; depth <= 64; ++depth) {
+    const GTensor& t = g.tensors[id];
+    if (!IsViewOp(t.op)) return id;
+    if (t.srcs.empty() || t.srcs[0] < 0 || static_cast<size_t>(t.srcs[0]) >= g.tensors.size()) return -1;
+    id = t.srcs[0];
+  }
+  return -1;
+}
+
+// Every source a node reads must exist when it runs: a weight, KV cache or graph input, a split
+// input copy made at its split's start, or the result of an earlier node; and the graph must
+// compute result_output. (Refuses plans whose splits skip or reorder nodes.)
+Status CheckDefinedBeforeUse(const GGraph& g, const std::string& path) {
+  std::vector<char> defined(g.tensors.size(), 0);
+  for (size_t i = 0; i < g.tensors.size(); ++i) {
+    const auto k = g.tensors[i].kind;
+    defined[i] = k == fb::TensorKind::Weight || k == fb::TensorKind::KvCache || k == fb::TensorKind::Input;
+  }
+  // A split input that views a KV cache tensor (mamba's reshaped recurrent-state caches, read by
+  // another device's GET_ROWS) is copied at its split's start: only right when no node of that split
+  // stores into the cache before the copy is read.
+  // The weight / KV cache / input a view chain (or a CPY's destination) ends at; -1 if none.
+  auto root = [&g](int t) {
+    for (int depth = 0; t >= 0 && depth < 64; ++depth) {
+      const GTensor& x = g.tensors[t];
+      if (x.kind == fb::TensorKind::Weight || x.kind == fb::TensorKind::KvCache ||
+          x.kind == fb::TensorKind::Input)
+        return t;
+      if (!x.is_view) return -1;
+      const size_t k = x.op == GgmlOp::CPY ? 1 : 0;
+      t = k < x.srcs.size() ? x.srcs[k] : -1;
+    }
+    return -1;
+  };
+  for (const GSplit& sp : g.splits) {
+    for (const auto& [src, copy] : sp.inputs) {
+      const int r = root(src);
+      if (r < 0 || g.tensors[r].kind != fb::TensorKind::KvCache) continue;
+      for (uint32_t k = sp.begin; k < sp.end; ++k) {
+        const GTensor& n = g.tensors[g.nodes[k]];
+        if (std::find(n.srcs.begin(), n.srcs.end(), copy) != n.srcs.end()) break;  // read before any write
+        if (n.op == GgmlOp::CPY && n.srcs.size() > 1 && root(n.srcs[1]) == r)
+          return DataLoss(path + ": graph " + g.name + ": split input '" + g.tensors[src].name +
+                          "' is copied before node '" + n.name + "' of the same split stores into '" +
+                          g.tensors[r].name + "'");
+      }
+    }
+  }
+  for (const GSplit& sp : g.splits) {
+    for (const auto& [src, copy] : sp.inputs) {
+      // A split input that is a view (with -nkvo the CPU split copies "Vcur-0 (transposed)" and
+      // "q-0", views of GPU results that ggml places at their consumer, after the split's start)
+      // is copied as the view, reading its owner's bytes through it (ggml_backend_sched_compute_
+      // splits; views are bound before the first split, as ggml_backend_view_init binds them at
+      // allocation): defined once its owner is, i.e. computed by an earlier split or stored.
+      const int owner = ViewOwner(g, src);
+      if (!defined[src] && (owner < 0 || !defined[owner]))
+        return DataLoss(path + ": graph " + g.name + ": split input '" + g.tensors[src].name +
+                        "' is copied before it is computed");
+      defined[copy] = 1;
+    }
+    for (uint32_t k = sp.begin; k < sp.end; ++k) {
+      const int id = g.nodes[k];
+      for (int s : g.tensors[id].srcs)
+        if (s >= 0 && !defined[s])
+          return DataLoss(path + ": graph " + g.name + ": node '" + g.tensors[id].name + "' reads '" +
+                          g.tensors[s].name + "' before any node computes it");
+      defined[id] = 1;
+    }
+  }
+  if (!defined[g.result]) return DataLoss(path + ": graph " + g.name + ": no node computes result_output");
+  return Status::Ok();
+}
+
+Result<GGraph> DecodeGraph(const fb::Graph& g, int64_t n_ctx, const std::string& path) {
+  GGraph gg;
+  gg.name = g.name() ? g.name()->str() : "";
+  gg.max_tokens = g.max_tokens();
+  gg.max_kv = g.max_kv();
+  gg.max_outputs = g.max_outputs();
+  for (size_t i = 0; i < g.tensors()->size(); ++i) {
+    const auto* t = g.tensors()->Get(i);
+    GTensor x;
+    x.name = t->name() ? t->name()->str() : "";
+    x.op = static_cast<GgmlOp>(t->op());
+    x.type = static_cast<GgmlType>(t->type());
+    x.kind = t->kind();
+    for (size_t d = 0; d < 4; ++d) x.ne.push_back(*t->ne()->Get(d));
+    if (t->srcs()) x.srcs.assign(t->srcs()->begin(), t->srcs()->end());
+    if (t->iparams()) x.iparams.assign(t->iparams()->begin(), t->iparams()->end());
+    if (t->fparams()) x.fparams.assign(t->fparams()->begin(), t->fparams()->end());
+    if (t->view_offset()) x.view_offset = *t->view_offset();
+    if (t->view_nb())
+      for (size_t d = 0; d < t->view_nb()->size(); ++d) x.view_nb.push_back(*t->view_nb()->Get(d));
+    x.global = t->global();
+    x.buffer = t->buffer();
+    x.offset = t->offset();
+    x.backend = t->backend();
+    // A CPY with a destination (src 1) writes into it and aliases it; one with a single source is
+    // ggml_cast, a new tensor of its own (the F16 KQ_mask copy of flash attention).
+    x.is_view = IsViewOp(x.op) || (x.op == GgmlOp::CPY && x.srcs.size() >= 2);
+    const size_t need_src = x.op == GgmlOp::CPY ? (x.is_view ? 2 : 1) : (x.is_view ? 1 : 0);
+    if (x.srcs.size() < need_src || (need_src && x.srcs[need_src - 1] < 0))
+      return DataLoss(path + ": graph " + gg.name + " tensor '" + x.name + "': view without a source");
+    if (x.srcs.size() > size_t(exec::NodeCall::kMaxSrc))
+      return DataLoss(path + ": graph " + gg.name + " tensor '" + x.name + "': more than " +
+                      std::to_string(exec::NodeCall::kMaxSrc) + " sources");
+    if (x.op == GgmlOp::VIEW && x.view_nb.size() != 3)
+      return DataLoss(path + ": graph " + gg.name + " tensor '" + x.name + "': VIEW needs 3 strides");
+    if (x.kind == fb::TensorKind::Weight || x.kind == fb::TensorKind::KvCache) {
+      if (x.global < 0)
+        return DataLoss(path + ": graph " + gg.name + " tensor '" + x.name + "': no global tensor");
+    } else if (!x.is_view && x.buffer < 0) {
+      return DataLoss(path + ": graph " + gg.name + " tensor '" + x.name + "': no buffer");
+    }
+    if (x.kind == fb::TensorKind::Input) {
+      // The runtime fills these graph inputs (llama.cpp's set_inputs); any other is an error.
+      const GgmlType want = x.name == "KQ_mask" || x.name == "KQ_mask_swa" || x.name == "inp_s_mask"
+                                ? GgmlType::F32
+                                : GgmlType::I32;
+      if (x.name == "inp_tokens")
+        gg.inp_tokens = static_cast<int>(i);
+      else if (x.name == "inp_pos")
+        gg.inp_pos = static_cast<int>(i);
+      else if (x.name == "KQ_mask")
+        gg.kq_mask = static_cast<int>(i);
+      else if (x.name == "KQ_mask_swa")
+        gg.kq_mask_swa = static_cast<int>(i);
+      else if (x.name == "inp_s_copy")
+        gg.inp_s_copy = static_cast<int>(i);
+      else if (x.name == "inp_s_mask")
+        gg.inp_s_mask = static_cast<int>(i);
+      else if (x.name == "inp_out_ids")
+        gg.inp_out_ids = static_cast<int>(i);
+      else
+        return DataLoss(path + ": graph " + gg.name + ": unknown graph input '" + x.name +
+                        "' (this runtime fills inp_tokens, inp_pos, KQ_mask, KQ_mask_swa, inp_out_ids, "
+                        "inp_s_copy and inp_s_mask)");
+      if (x.type != want)
+        return DataLoss(path + ": graph " + gg.name + " input '" + x.name + "': expected type " +
+                        GgmlTypeName(want) + ", found " + GgmlTypeName(x.type));
+    }
+    if (x.name == "result_output") gg.result = static_cast<int>(i);
+    gg.tensors.push_back(std::move(x));
+  }
+  gg.nodes.assign(g.nodes()->begin(), g.nodes()->end());
+  if (g.splits())
+    for (const auto* s : *g.splits()) {
+      GSplit gs{s->backend(), s->node_begin(), s->node_end(), {}};
+      if (s->inputs())
+        for (const auto* in : *s->inputs()) gs.inputs.emplace_back(in->tensor(), in->copy());
+      gg.splits.push_back(std::move(gs));
+    }
+  if (gg.inp_tokens < 0 || gg.result < 0)
+    return DataLoss(path + ": graph " + gg.name +
+                    ": expected inputs 'inp_tokens' and output 'result_output'");
+  // A recurrent model's cells are sequences (one here), not tokens: any max_kv >= 1 will do.
+  if (gg.max_kv < (gg.recurrent() ? 1 : n_ctx) || gg.max_tokens < 1 || gg.max_outputs < 1)
+    return DataLoss(path + ": graph " + gg.name + ": max_kv " + std::to_string(gg.max_kv) +
+                    " is smaller than context.n_ctx " + std::to_string(n_ctx) +
+                    " (or max_tokens/max_outputs < 1)");
+  STOWAGE_RETURN_IF_ERROR(CheckDefinedBeforeUse(gg, path));
+  return gg;
+}
+
+Status BindTensor(const GGraph& g, int id, const Sym& s, const Memory& mem, const std::string& path,
+                  std::vector<Bound>& bound, int depth) {
+  Bound& b = bound[id];
+  if (b.done) return Status::Ok();
+  if (depth > 64)
+    return DataLoss(path + ": graph " + g.name + ": view chain too deep (cycle?) at '" + g.tensors[id].name +
+                    "'");
+  const GTensor& t = g.tensors[id];
+  TensorView v;
+  v.type = t.type;
+  // Built only for an error message (this runs for every tensor of every ubatch).
+  auto where = [&] {
+    return path + ": graph " + g.name + " tensor " +
+           (t.name.empty() ? "#" + std::to_string(id) + " (unnamed)" : "'" + t.name + "'");
+  };
+  for (int d = 0; d < 4; ++d) {
+    if (!s.Eval(t.ne[d], &v.ne[d]))
+      return DataLoss(where() + ": dimension " + std::to_string(d) + " overflows int64");
+    // 0 is allowed: ggml tensors may be empty (mamba's llm_build_copy_mask_state copies the states
+    // of n_kv - n_seqs cells, none with one sequence); their nodes are skipped.
+    if (v.ne[d] < 0)
+      return DataLoss(where() + ": dimension " + std::to_string(d) + " evaluates to " +
+                      std::to_string(v.ne[d]));
+  }
+  if (CheckedElements(v.ne) < 0) return DataLoss(where() + ": element count overflows");
+  if (RowSize(v.type, v.ne[0]) == 0 && GetTypeTraits(v.type).block_size > 1)
+    return DataLoss(where() + ": ne0 not a multiple of the block size");
+  if (t.kind == fb::TensorKind::Weight || t.kind == fb::TensorKind::KvCache) {
+    v = mem.globals[t.global];
+    b.buffer = mem.global_buffer[t.global];
+    b.offset = mem.global_offset[t.global];
+  } else if (t.is_view) {
+    const int src = t.op == GgmlOp::CPY ? t.srcs[1] : t.srcs[0];
+    STOWAGE_RETURN_IF_ERROR(BindTensor(g, src, s, mem, path, bound, depth + 1));
+    const Bound& sb = bound[src];
+    b.buffer = sb.buffer;
+    b.offset = sb.offset;
+    v.layout = sb.v.layout;
+    switch (t.op) {
+      case GgmlOp::CPY:
+        v = sb.v;
+        break;
+      case GgmlOp::RESHAPE:
+        cpu::SetContiguousStrides(v);
+        break;
+      case GgmlOp::VIEW: {
+        int64_t off = 0;
+        if (!s.Eval(t.view_offset, &off) || off < 0 ||
+            __builtin_add_overflow(b.offset, static_cast<uint64_t>(off), &b.offset))
+          return DataLoss(where() + ": negative view offset, or the offset overflows");
+        v.nb[0] = GetTypeTraits(v.type).type_size;
+        for (int d = 0; d < 3; ++d) {
+          int64_t nb = 0;
+          if (!s.Eval(t.view_nb[d], &nb) || nb < 0)
+            return DataLoss(where() + ": view stride nb" + std::to_string(d + 1) +
+                            " is negative or overflows");
+          v.nb[d + 1] = static_cast<size_t>(nb);
+        }
+        // Unset strides (0) of a 1-D/2-D view: contiguous continuation.
+        for (int d = 1; d < 4; ++d)
+          if (v.nb[d] == 0)
+            v.nb[d] = d == 1 ? RowSize(v.type, v.ne[0]) : v.nb[d - 1] * static_cast<size_t>(v.ne[d - 1]);
+        break;
+      }
+      case GgmlOp::PERMUTE: {
+        if (t.iparams.size() != 4) return DataLoss(path + ": tensor '" + t.name + "': PERMUTE needs 4 axes");
+        int seen = 0;
+        for (int d = 0; d < 4; ++d) {
+          const int ax = t.iparams[d];
+          if (ax < 0 || ax > 3 || (seen & (1 << ax)))
+            return DataLoss(path + ": tensor '" + t.name + "': PERMUTE axes are not a permutation of 0..3");
+          seen |= 1 << ax;
+          v.nb[ax] = sb.v.nb[d];
+        }
+        break;
+      }
+      case GgmlOp::TRANSPOSE:
+        v.nb[0] = sb.v.nb[1];
+        v.nb[1] = sb.v.nb[0];
+        v.nb[2] = sb.v.nb[2];
+        v.nb[3] = sb.v.nb[3];
+        break;
+      default:
+        break;
+    }
+  } else {
+    cpu::SetContiguousStrides(v);
+    b.buffer = t.buffer;
+    b.offset = t.offset;
+  }
+  // Memory safety against malformed plans: the bytes the view spans (in ggml's plain layout, the
+  // same for every layout: a backend's own layout of a weight takes at most its plain bytes) lie
+  // inside the planned size of its buffer (checked before any pointer is formed), and offsets and
+  // strides keep elements aligned for the kernels.
+  if (b.buffer < 0 || static_cast<size_t>(b.buffer) >= mem.buffer_size.size())
+    return DataLoss(where() + ": no buffer");
+  const uint64_t size = mem.buffer_size[b.buffer];
+  const uint64_t ext = Extent(v);
+  if (b.offset > size || ext > size - b.offset)
+    return DataLoss(where() + " (" + std::to_string(ext) + " bytes at offset " + std::to_string(b.offset) +
+                    ") does not fit in its buffer of " + std::to_string(size) + " bytes");
+  const auto& tr = GetTypeTraits(v.type);
+  const uint64_t align = tr.is_quantized ? 2 : std::min<uint64_t>(tr.type_size, 4);
+  bool aligned = b.offset % align == 0;
+  for (int d = 1; d < 4; ++d) aligned = aligned && v.nb[d] % align == 0;
+  if (!aligned)
+    return DataLoss(where() + ": offset " + std::to_string(b.offset) + " or strides are not multiples of " +
+                    std::to_string(align) + " bytes (the element alignment of " + tr.name + ")");
+  if (!mem.buffer_base.empty() && t.kind != fb::TensorKind::Weight && t.kind != fb::TensorKind::KvCache &&
+      !(t.op == GgmlOp::CPY && t.is_view))
+    v.data = mem.buffer_base[b.buffer] + b.offset;
+  b.v = v;
+  b.done = true;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Graphs> Decode(const fb::Plan& r, const std::string& path) {
+  Graphs out;
+  out.n_ctx = r.context()->n_ctx();
+  out.n_ubatch = r.context()->n_ubatch();
+  out.n_vocab = r.context()->n_vocab();
+  if (out.n_ctx <= 0 || out.n_ubatch <= 0 || out.n_vocab <= 0)
+    return DataLoss(path + ": context: n_ctx, n_ubatch and n_vocab must be positive");
+  for (const auto* g : *r.graphs()) {
+    STOWAGE_ASSIGN_OR_RETURN(GGraph gg, DecodeGraph(*g, out.n_ctx, path));
+    out.graphs.push_back(std::move(gg));
+  }
+  if (out.graphs.size() < 2) return DataLoss(path + ": expected the pp and tg graphs");
+  const GGraph& pp = out.graphs[0];
+  if (pp.max_tokens < std::min(out.n_ubatch, out.n_ctx) || pp.max_outputs < pp.max_tokens)
+    return DataLoss(path + ": graph pp: max_tokens " + std::to_string(pp.max_tokens) + " / max_outputs " +
+                    std::to_string(pp.max_outputs) + " below context.n_ubatch " +
+                    std::to_string(out.n_ubatch));
+  return out;
+}
+
+Memory PlannedMemory(const fb::Plan& r) {
+  Memory m;
+  if (r.buffers())
+    for (const auto* b : *r.buffers()) m.buffer_size.push_back(b->size());
+  if (r.tensors())
+    for (const auto* t : *r.tensors()) {
+      TensorView v;
+      v.type = static_cast<GgmlType>(t->type());
+      for (int d = 0; d < 4; ++d) v.ne[d] = t->ne()->Get(d);
+      cpu::SetContiguousStrides(v);
+      m.globals.push_back(v);
+      m.global_buffer.push_back(t->buffer());
+      m.global_offset.push_back(t->offset());
+    }
+  return m;
+}
+
+Status BindAll(const GGraph& g, const Sym& s, const Memory& mem, const std::string& path,
+               std::vector<Bound>* bound) {
+  bound->assign(g.tensors.size(), Bound{});
+  for (size_t i = 0; i < g.tensors.size(); ++i)
+    STOWAGE_RETURN_IF_ERROR(BindTensor(g, static_cast<int>(i), s, mem, path, *bound, 0));
+  return Status::Ok();
+}
+
+Status CheckNodeShapes(const GGraph& g, const std::vector<Bound>& bound, const std::string& path) {
+  auto shape = [](const TensorView& v) {
+    return "[" + std::to_string(v.ne[0]) + ", " + std::to_string(v.ne[1]) + ", " + std::to_string(v.ne[2]) +
+           ", " + std::to_string(v.ne[3]) + "]";
+  };
+  for (int id : g.nodes) {
+    const GTensor& t = g.tensors[id];
+    if (t.srcs.empty() || t.srcs[0] < 0) continue;
+    const TensorView& d = bound[id].v;
+    const TensorView& a = bound[t.srcs[0]].v;
+    auto fail = [&](const std::string& want) {
+      return DataLoss(path + ": graph " + g.name + " node '" + t.name + "' (" + GgmlOpName(t.op) + ") is " +
+                      shape(d) + "; its sources make it " + want);
+    };
+    switch (t.op) {
+      case GgmlOp::MUL_MAT: {
+        if (t.srcs.size() < 2 || t.srcs[1] < 0) break;
+        const TensorView& b = bound[t.srcs[1]].v;
+        const int64_t want[4] = {a.ne[1], b.ne[1], b.ne[2], b.ne[3]};
+        if (a.ne[0] != b.ne[0] || d.ne[0] != want[0] || d.ne[1] != want[1] || d.ne[2] != want[2] ||
+            d.ne[3] != want[3])
+          return fail("[" + std::to_string(want[0]) + ", " + std::to_string(want[1]) + ", " +
+                      std::to_string(want[2]) + ", " + std::to_string(want[3]) + "] (src0 ne0 " +
+                      std::to_string(a.ne[0]) + ", src1 ne0 " + std::to_string(b.ne[0]) + ")");
+        break;
+      }
+      case GgmlOp::ADD:
+      case GgmlOp::MUL:
+      case GgmlOp::SCALE:
+      case GgmlOp::RMS_NORM:
+      case GgmlOp::NORM:
+      case GgmlOp::SILU:
+      case GgmlOp::GELU:
+      case GgmlOp::SOFT_MAX:
+      case GgmlOp::ROPE:
+        for (int k = 0; k < 4; ++k)
+          if (d.ne[k] != a.ne[k]) return fail(shape(a) + " (the shape of its first source)");
+        break;
+      default:
+        break;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace stowage::plan_graph

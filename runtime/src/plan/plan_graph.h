@@ -1,0 +1,126 @@
+// The graphs of a plan as the executor runs them (decoded from Graph.tensors / nodes / splits), and
+// the checks on them that need no model file: decoding (sources, views, inputs, worst cases),
+// defined-before-use, binding every tensor at the graph's worst case (shapes, view strides and
+// offsets, extents inside the planned buffer sizes, alignment) and the result shapes of the simple
+// ops. Internal to the runtime: the plan loader (PlanFile::Verify) runs them on the planned buffer
+// sizes before anything is allocated; Session binds with the same code on every ubatch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops.h"
+#include "stowage/plan/plan_generated.h"
+#include "stowage/runtime/ggml_ops.h"
+#include "stowage/runtime/status.h"
+
+namespace stowage::plan_graph {
+
+using cpu::TensorView;
+
+/// Values of a graph's symbolic dimensions for one call.
+struct Sym {
+  int64_t n_tokens = 0, n_kv = 0, kv_head = 0, n_outputs = 0;
+  /// c + tokens*n_tokens + kv*n_kv + kv_head*kv_head + outputs*n_outputs; false on int64 overflow
+  /// (coefficients come from the plan file, which may be hostile).
+  bool Eval(const plan::DimExpr& e, int64_t* out) const;
+};
+
+/// A graph tensor, decoded from the plan once.
+struct GTensor {
+  std::string name;
+  GgmlOp op = GgmlOp::NONE;
+  GgmlType type = GgmlType::F32;
+  plan::TensorKind kind = plan::TensorKind::Intermediate;
+  std::vector<plan::DimExpr> ne;
+  std::vector<int> srcs;
+  std::vector<int32_t> iparams;
+  std::vector<float> fparams;
+  plan::DimExpr view_offset{};
+  std::vector<plan::DimExpr> view_nb;
+  int global = -1;
+  int buffer = -1;
+  uint64_t offset = 0;
+  int backend = -1;
+  bool is_view = false;  ///< data aliases srcs[0] (RESHAPE/VIEW/PERMUTE/TRANSPOSE) or srcs[1] (CPY)
+};
+
+struct GSplit {
+  int backend;
+  uint32_t begin, end;
+  std::vector<std::pair<int, int>> inputs;  ///< (source, copy) graph tensor indices
+};
+
+struct GGraph {
+  std::string name;
+  int64_t max_tokens = 0, max_kv = 0, max_outputs = 0;
+  std::vector<GTensor> tensors;
+  std::vector<int> nodes;
+  std::vector<GSplit> splits;
+  int inp_tokens = -1, inp_pos = -1, kq_mask = -1, inp_out_ids = -1, result = -1;
+  int kq_mask_swa = -1;  ///< phi3 with a sliding window (llama.cpp's inp_KQ_mask_swa)
+  /// Recurrent models (mamba, llm_build_copy_mask_state): which cell each used cell's state comes
+  /// from, and 0/1 to clear the states of new sequences. Their "KV" cells are sequences.
+  int inp_s_copy = -1, inp_s_mask = -1;
+  bool recurrent() const { return inp_s_copy >= 0 || inp_s_mask >= 0; }
+  /// The symbol values of the worst case the plan sized the graph for (kv_head 0).
+  Sym worst_case() const { return Sym{max_tokens, max_kv, 0, max_outputs}; }
+};
+
+/// The context and graphs of a plan, decoded.
+struct Graphs {
+  int64_t n_ctx = 0, n_ubatch = 0, n_vocab = 0;
+  std::vector<GGraph> graphs;  ///< [0] = pp, [1] = tg
+};
+
+/// Decodes the context and every graph of `r`, a plan whose cross references PlanFile::Verify has
+/// checked (indices in range, 4 dims each), and refuses what the executor cannot run: a view or
+/// CPY without its source, more sources than a node call takes, a VIEW without 3 strides, a weight
+/// or KV cache tensor without its global tensor, a computed tensor without a buffer, an unknown or
+/// mistyped graph input, a graph without inp_tokens or result_output, worst cases below the context
+/// (n_ctx, n_ubatch), fewer than two graphs, sources read before they are defined. `path` starts
+/// every message. Errors: kDataLoss.
+Result<Graphs> Decode(const plan::Plan& r, const std::string& path);
+
+/// A bound tensor: its view and where its bytes are.
+struct Bound {
+  TensorView v;
+  int buffer = -1;      ///< buffer holding the bytes (for extent checks and copies)
+  uint64_t offset = 0;  ///< byte offset of v.data inside that buffer
+  bool done = false;
+};
+
+/// What tensors bind against: the plan's buffer sizes, its weight / KV cache tensors, and (in a
+/// session) the buffers' base addresses.
+struct Memory {
+  std::vector<uint64_t> buffer_size;  ///< Plan.buffers[i].size (bytes)
+  std::vector<uint8_t*> buffer_base;  ///< empty when verifying: no data pointer is formed
+  std::vector<TensorView> globals;    ///< Plan.tensors, contiguous (data and layout set by a session)
+  std::vector<int> global_buffer;
+  std::vector<uint64_t> global_offset;
+};
+
+/// The Memory of `r` as planned: buffer sizes, globals in ggml's plain contiguous layout with no
+/// data, their buffers and offsets.
+Memory PlannedMemory(const plan::Plan& r);
+
+/// Binds every tensor of `g` for the symbol values `s` into `bound` (resized to the tensor count):
+/// dimensions that evaluate to a non-negative int64 with at most 2^56 elements and whole blocks,
+/// views (offset, strides, PERMUTE axes) and chains at most 64 deep, the bytes spanned inside the
+/// planned size of the tensor's buffer, offset and strides multiples of the element alignment.
+/// Errors: kDataLoss naming `path`, the graph and the tensor.
+Status BindAll(const GGraph& g, const Sym& s, const Memory& mem, const std::string& path,
+               std::vector<Bound>* bound);
+
+/// The result shapes of the ops whose rule is simple, at the shapes in `bound`: MUL_MAT
+/// [ne01, ne11, ne12, ne13] with ne00 == ne10 (ggml_mul_mat), and the ops whose result has their
+/// first source's shape (ggml_add/mul/scale/rms_norm/norm/silu/gelu/soft_max_ext/rope). The kernels
+/// check the same when they run; this fails at load, before any text is streamed. Errors: kDataLoss.
+Status CheckNodeShapes(const GGraph& g, const std::vector<Bound>& bound, const std::string& path);
+
+/// Bytes spanned by a (possibly strided) view: last element's offset + its size. UINT64_MAX when
+/// the arithmetic overflows (a hostile plan), which no buffer can hold.
+uint64_t Extent(const TensorView& t);
+
+}  // namespace stowage::plan_graph
