@@ -12,6 +12,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli_numbers.h"
+
 namespace stowage::tools {
 
 /// (llama.cpp short spelling, long option) pairs, e.g. {"-ngl", "--n-gpu-layers"}.
@@ -25,8 +27,8 @@ inline constexpr int kAutoGpuLayers = -1;
 
 /// CLI11 transform for -ngl / --n-gpu-layers with llama.cpp's values (common/arg.cpp and common.h,
 /// 2026: "-1 is auto, <= -2 is all"): a layer count 0..2^20, "all" or a number <= -2 (every layer:
-/// kAllGpuLayers), "auto" or -1 (kAutoGpuLayers). Anything else: "Value V is not a layer count
-/// (0 to 1048576), 'all' (or <= -2) or 'auto' (or -1)".
+/// kAllGpuLayers), "auto" or -1 (kAutoGpuLayers). Anything else: "expected a layer count from 0 to
+/// 1048576, 'all' (or <= -2) or 'auto' (or -1), found V" (cli_numbers.h's wording).
 inline CLI::Validator GpuLayersValue() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
@@ -42,8 +44,8 @@ inline CLI::Validator GpuLayersValue() {
           return "";
         }
         if (!number || negative || std::stol(digits) > kAllGpuLayers)
-          return "Value " + v.substr(0, 24) + " is not a layer count (0 to " + std::to_string(kAllGpuLayers) +
-                 "), 'all' (or <= -2) or 'auto' (or -1)";
+          return "expected a layer count from 0 to " + std::to_string(kAllGpuLayers) +
+                 ", 'all' (or <= -2) or 'auto' (or -1), found " + ShownValue(v);
         return "";
       },
       "N|all|auto");
@@ -57,6 +59,15 @@ inline void LastOccurrenceWins(CLI::App& app) {
     if (o->get_items_expected_max() == 1 && o->get_multi_option_policy() == CLI::MultiOptionPolicy::Throw)
       o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   for (CLI::App* sub : app.get_subcommands({})) LastOccurrenceWins(*sub);
+}
+
+/// The values of a repeatable comma-list option joined with ',': "--free CUDA0=8GiB --free CUDA1=4GiB"
+/// reads as "CUDA0=8GiB,CUDA1=4GiB", so that the option's parser sees every item (and refuses an
+/// item repeated for one device instead of keeping the last).
+inline std::string JoinValues(const std::vector<std::string>& values) {
+  std::string out;
+  for (const std::string& v : values) out += (out.empty() ? "" : ",") + v;
+  return out;
 }
 
 /// CLI11 check for llama.cpp's -fa / --flash-attn value (2026: on|off|auto; also 1|0|true|false),

@@ -189,8 +189,8 @@ int Run(int argc, char** argv) {
   CLI::App app{
       "List this machine's devices (like llama.cpp --list-devices), or devices made from registry manifests"};
   bool as_json = false, verbose = false;
-  std::string emit_dir, device_list, free_spec;
-  std::vector<std::string> registry_dirs;
+  std::string emit_dir, device_list;
+  std::vector<std::string> registry_dirs, free_spec;
   app.add_flag("--json", as_json, "print JSON instead of text");
   app.add_flag("-v,--verbose", verbose, "also print type, caps, buffer types, properties and notes");
   CLI::Option* emit_opt = app.add_option("--emit-manifest", emit_dir,
@@ -199,8 +199,11 @@ int Run(int argc, char** argv) {
                  "show devices made from registry manifests instead of probing (e.g. h200,h200,cpu)");
   app.add_option("--registry", registry_dirs,
                  "extra manifest folder, searched before the shipped registry (repeatable)");
-  app.add_option("--free", free_spec,
-                 "override free memory of registry devices: NAME=SIZE[,NAME=SIZE] (e.g. CUDA1=10GiB)");
+  app.add_option(
+         "--free", free_spec,
+         "override free memory of registry devices: NAME=SIZE[,NAME=SIZE] (e.g. CUDA1=10GiB), repeatable; "
+         "one value per device")
+      ->allow_extra_args(false);
   if (int rc = stowage::tools::ParseWithAliases(app, argc, argv, {}); rc >= 0) return rc;
 
   if (emit_opt->count() > 0 && emit_dir.empty())
@@ -218,7 +221,7 @@ int Run(int argc, char** argv) {
     if (!emit_dir.empty())
       return Fail(stowage::InvalidArgument(
           "--emit-manifest writes probed devices; it cannot be combined with --device"));
-    auto overrides = stowage::planner::ParseMemoryOverrides(free_spec);
+    auto overrides = stowage::planner::ParseMemoryOverrides(stowage::tools::JoinValues(free_spec));
     if (!overrides.ok()) return Fail(overrides.status());
     std::vector<std::string> dirs = registry_dirs;
     dirs.push_back(stowage::planner::ShippedRegistryDir(argv[0]));

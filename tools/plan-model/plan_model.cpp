@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli_numbers.h"
 #include "llama_args.h"
 
 #include "stowage/planner/graph.h"  // first: graph.h names stowage::GgmlOp unqualified
@@ -27,6 +28,11 @@ using namespace stowage;
 using namespace stowage::planner;
 
 namespace {
+
+/// The largest context, batch and ubatch in tokens (2^24, as stowage-run's).
+constexpr int64_t kMaxTokens = 1 << 24;
+/// -mg is an index among the model devices; no machine has more than this many.
+constexpr int64_t kMaxDevices = 1 << 16;
 
 int Fail(const Status& s) {
   std::fflush(stdout);  // what was printed comes before the error line when both go to one file
@@ -59,6 +65,8 @@ Result<std::vector<DeviceManifest>> MachineDevices(const std::string& device_lis
                              }));
     devices.insert(devices.end(), probed.begin(), probed.end());
   }
+  // A listed device named like a probed one (a CPU manifest typed GPU, then this machine's CPU).
+  STOWAGE_RETURN_IF_ERROR(CheckUniqueDeviceNames(devices));
   STOWAGE_RETURN_IF_ERROR(ApplyMemoryOverrides(devices, ovr));
   return devices;
 }
@@ -69,8 +77,8 @@ namespace {
 
 int Run(int argc, char** argv) {
   CLI::App app{"plan-model: plan the placement and memory of a GGUF model ahead of time (llama.cpp semantics)"};
-  std::string model_path, out_path, ctk = "f16", ctv = "f16", device_list, free_ovr, sm = "layer", ts, explain;
-  std::vector<std::string> registry_dirs, ot;
+  std::string model_path, out_path, ctk = "f16", ctv = "f16", device_list, sm = "layer", ts, explain;
+  std::vector<std::string> registry_dirs, ot, free_ovr;
   ContextConfig cfg;
   cfg.n_ctx = 4096;  // llama.cpp common default
   PlacementOptions opt;
@@ -82,10 +90,12 @@ int Run(int argc, char** argv) {
                  "devices of the machine: registry keys or manifest files, comma-separated; a list without a CPU "
                  "device gets this machine's CPU; 'none': the CPU only (default: this machine's devices)");
   app.add_option("--registry", registry_dirs, "extra folder of device manifests (searched before the shipped one)");
-  app.add_option("--free", free_ovr, "what-if free memory: NAME=SIZE[,NAME=SIZE...] (e.g. CUDA0=10GiB)");
-  app.add_option("-c,--ctx-size", cfg.n_ctx, "context size in tokens (0 = the model's training context; default 4096, llama.cpp common's)")->check(CLI::Range(0, 1 << 24));
-  app.add_option("-b,--batch-size", cfg.n_batch, "logical batch size")->check(CLI::PositiveNumber);
-  app.add_option("--ubatch-size", cfg.n_ubatch, "physical batch size")->check(CLI::PositiveNumber);
+  app.add_option("--free", free_ovr,
+                 "what-if free memory: NAME=SIZE[,NAME=SIZE...] (e.g. CUDA0=10GiB), repeatable; one value per device")
+      ->allow_extra_args(false);
+  app.add_option("-c,--ctx-size", cfg.n_ctx, "context size in tokens (0 = the model's training context; default 4096, llama.cpp common's)")->check(tools::IntegerIn(0, kMaxTokens));
+  app.add_option("-b,--batch-size", cfg.n_batch, "logical batch size")->check(tools::IntegerIn(1, kMaxTokens));
+  app.add_option("--ubatch-size", cfg.n_ubatch, "physical batch size")->check(tools::IntegerIn(1, kMaxTokens));
   app.add_option("--cache-type-k", ctk, "KV cache type for K (f16, f32, q8_0, ...)");
   app.add_option("--cache-type-v", ctv, "KV cache type for V");
   std::string flash_attn = "off";
@@ -99,10 +109,12 @@ int Run(int argc, char** argv) {
       ->transform(tools::GpuLayersValue());
   app.add_option("--split-mode", sm, "none, layer or row (llama.cpp -sm)");
   app.add_option("--tensor-split", ts, "proportions per model device, e.g. 3,1 (llama.cpp -ts)");
-  app.add_option("--main-gpu", opt.main_gpu, "the model device used with -sm none (llama.cpp -mg)");
+  app.add_option("--main-gpu", opt.main_gpu, "the model device used with -sm none (llama.cpp -mg)")
+      ->check(tools::IntegerIn(0, kMaxDevices - 1));
   app.add_option("--override-tensor", ot, "REGEX=BUFFER_TYPE[,...] (llama.cpp -ot), repeatable");
   app.add_flag("--cpu-moe", cpu_moe, "keep all MoE expert weights on the CPU");
-  app.add_option("--n-cpu-moe", n_cpu_moe, "keep the MoE expert weights of the first N layers on the CPU")->check(CLI::Range(0, 1 << 20));
+  app.add_option("--n-cpu-moe", n_cpu_moe, "keep the MoE expert weights of the first N layers on the CPU")
+      ->check(tools::IntegerIn(0, tools::kAllGpuLayers));
   app.add_flag("--no-kv-offload", no_kv_offload, "KV cache on the CPU (llama.cpp -nkvo)");
   app.add_flag("--no-mmap", no_mmap, "load weights into allocated buffers instead of mapping the file");
   app.add_flag("--no-repack", opt.no_repack, "no CPU extra buffer types (CPU_REPACK)");
@@ -111,7 +123,7 @@ int Run(int argc, char** argv) {
   app.add_option("--explain", explain, "print why every weight and node is where it is: text or json")
       ->check(CLI::IsMember({"text", "json"}));
   app.add_option("--debug-splits", debug_splits, "print the scheduler's splits as GGML_SCHED_DEBUG=N does (0, 1, 2)")
-      ->check(CLI::Range(0, 2));
+      ->check(tools::IntegerIn(0, 2));
   app.add_flag("--timing", timing, "print the time spent building the graphs and placing them");
   bool no_fit_check = false;
   app.add_flag("--no-fit-check", no_fit_check,
@@ -120,7 +132,7 @@ int Run(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "also llama.cpp's debug-level log lines (\"layer N assigned to device D\", \"cannot be used with preferred buffer type\")");
   double fit_target_mib = planner::kDefaultFitTargetBytes / 1048576.0;
   app.add_option("--fit-target", fit_target_mib, "MiB --fit keeps free on each GPU (llama.cpp -fitt; default 1024)")
-      ->check(CLI::Range(0.0, 1048576.0));
+      ->check(tools::NumberIn(0, 1048576));
   app.add_flag("--fit", fit, "search the largest -ngl that fits the devices' free memory and print it");
   // --explain takes an optional value: "--explain", "--explain json" and "--explain=json".
   std::vector<std::string> args;
@@ -187,7 +199,7 @@ int Run(int argc, char** argv) {
   opt.op_offload = !no_op_offload;
   cfg.offload_kqv = opt.offload_kqv;
 
-  auto machine = MachineDevices(device_list, registry_dirs, free_ovr, argv[0]);
+  auto machine = MachineDevices(device_list, registry_dirs, tools::JoinValues(free_ovr), argv[0]);
   if (!machine.ok()) return Fail(machine.status());
   std::string cpu_buft = "CPU";
   for (const auto& d : *machine)
@@ -262,6 +274,10 @@ int Run(int argc, char** argv) {
   }
   if (explain == "text") std::printf("%s", ExplainText(outcome->placement).c_str());
   if (explain == "json") std::printf("%s", ExplainJson(outcome->placement).c_str());
+  for (const std::string& w : UnreportedMemoryWarnings(*outcome)) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "plan-model: warning: %s\n", w.c_str());
+  }
   if (Status s = CheckFit(*outcome); !s.ok()) {
     if (!no_fit_check) return Fail(s);
     // --no-fit-check: the plan is still written, to inspect with plan-dump (a runtime refuses to

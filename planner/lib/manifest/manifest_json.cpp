@@ -1,20 +1,18 @@
 // Manifest JSON reader and writer (format: planner/registry/README.md, version 1).
 // nlohmann::json does the syntax; this file checks the schema: unknown keys, missing fields,
 // types and ranges, each reported as "<file>: <JSON path>: <expectation>" on one line.
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "stowage/planner/manifest.h"
 #include "stowage/runtime/plan.h"
+#include "stowage/runtime/read_file.h"
 
 namespace stowage::planner {
 namespace {
@@ -52,7 +50,10 @@ class Reader {
   const Status& status() const { return status_; }
 
   bool Fail(const std::string& path, const std::string& msg) {
-    if (status_.ok()) status_ = InvalidArgument(file_ + ": " + OneLine(path) + ": " + OneLine(msg));
+    // A key or value quoted from the file can be of any length: the line stays readable.
+    std::string line = OneLine(path) + ": " + OneLine(msg);
+    if (line.size() > 1024) line = line.substr(0, 1000) + "... (" + std::to_string(line.size()) + " bytes)";
+    if (status_.ok()) status_ = InvalidArgument(file_ + ": " + line);
     return false;
   }
   bool Expect(const std::string& path, const json& j, const std::string& what) {
@@ -110,12 +111,19 @@ class Reader {
     *out = v;
     return true;
   }
+  /// A string of at most `max_bytes` bytes (names: kMaxManifestNameBytes; free text such as
+  /// notes and sources: kMaxManifestTextBytes).
   bool Str(const json& obj, const std::string& path, const char* key, bool required, std::string* out,
-           const char* what, bool allow_empty = false) {
+           const char* what, bool allow_empty = false, size_t max_bytes = kMaxManifestNameBytes) {
     const json* j = Field(obj, path, key, required, what);
     if (!j) return status_.ok();
     if (!j->is_string()) return Expect(Sub(path, key), *j, std::string("a string (") + what + ")");
-    *out = j->get<std::string>();
+    const std::string& text = j->get_ref<const std::string&>();
+    if (text.size() > max_bytes)
+      return Fail(Sub(path, key), "a string of " + std::to_string(text.size()) +
+                                      " bytes, over the limit of " + std::to_string(max_bytes) + " bytes (" +
+                                      what + ")");
+    *out = text;
     if (out->empty() && !allow_empty)
       return Fail(Sub(path, key), std::string("expected a non-empty string (") + what + ")");
     // Names, descriptions and notes end up in log lines and plans: one line each.
@@ -234,7 +242,7 @@ class Reader {
         r->src.emplace_back(c);
       }
     }
-    return Str(j, p, "note", false, &r->note, "text", true);
+    return Str(j, p, "note", false, &r->note, "text", true, kMaxManifestTextBytes);
   }
 
   bool Rules(const json& j, const std::string& p, std::vector<OpRule>* out) {
@@ -266,13 +274,13 @@ class Reader {
       const json* r = Field(j, p, "supports_op", true, "rules of this buffer type's supports_op");
       if (!r || !Rules(*r, Sub(p, "supports_op"), &b->supports_op)) return false;
     }
-    return Str(j, p, "note", false, &b->note, "text", true);
+    return Str(j, p, "note", false, &b->note, "text", true, kMaxManifestTextBytes);
   }
 
   bool Figure(const json& j, const std::string& p, const char* value_key, PerfFigure* f) {
     if (!Object(j, p, {value_key, "source"})) return false;
     if (!Positive(j, p, value_key, &f->value, value_key)) return false;
-    return Str(j, p, "source", true, &f->source, "where the figure comes from");
+    return Str(j, p, "source", true, &f->source, "where the figure comes from", false, kMaxManifestTextBytes);
   }
 
   bool Perf(const json& j, const std::string& p, Performance* perf) {
@@ -316,7 +324,8 @@ class Reader {
     if (!Str(j, p, "backend", true, &m->backend, "ggml backend name: CPU, CUDA, BLAS, RPC, ONEDNN, ..."))
       return false;
     if (!Str(j, p, "name", true, &m->name, "device name")) return false;
-    if (!Str(j, p, "description", true, &m->description, "device model name")) return false;
+    if (!Str(j, p, "description", true, &m->description, "device model name", false, kMaxManifestTextBytes))
+      return false;
     std::string type;
     if (!Str(j, p, "type", true, &type, "CPU | GPU | ACCEL")) return false;
     auto t = ParseDeviceType(type);
@@ -398,6 +407,11 @@ class Reader {
         if (!n->is_array()) return Expect(Sub(sp, "names"), *n, "an array of buffer type names");
         for (size_t i = 0; i < n->size(); ++i) {
           if (!(*n)[i].is_string()) return Expect(Idx(Sub(sp, "names"), i), (*n)[i], "a buffer type name");
+          if ((*n)[i].get_ref<const std::string&>().size() > kMaxManifestNameBytes)
+            return Fail(Idx(Sub(sp, "names"), i),
+                        "a string of " + std::to_string((*n)[i].get_ref<const std::string&>().size()) +
+                            " bytes, over the limit of " + std::to_string(kMaxManifestNameBytes) +
+                            " bytes (buffer type name)");
           m->supports_buft.names.push_back((*n)[i].get<std::string>());
           if (OneLine(m->supports_buft.names.back()) != m->supports_buft.names.back())
             return Fail(Idx(Sub(sp, "names"), i), "expected a buffer type name without control characters");
@@ -428,7 +442,39 @@ class Reader {
     }
     if (auto it = j.find("performance"); it != j.end() && !Perf(*it, Sub(p, "performance"), &m->performance))
       return false;
-    return Str(j, p, "notes", false, &m->notes, "text", true);
+    if (!Str(j, p, "notes", false, &m->notes, "text", true, kMaxManifestTextBytes)) return false;
+    return RuleBuftsDefined(*m);
+  }
+
+  /// Every "buft" a supports_op rule names (op_support.rules and the extra buffer types' rules) must
+  /// be a buffer type of this device: a rule about another name could never match (a typo).
+  bool RuleBuftsDefined(const DeviceManifest& m) {
+    std::vector<std::string> defined = {m.default_buft.name};
+    if (m.host_buft) defined.push_back(m.host_buft->name);
+    if (m.split_buft) defined.push_back(m.split_buft->name);
+    for (const BufferType& b : m.extra_bufts) defined.push_back(b.name);
+    auto check = [&](const std::vector<OpRule>& rules, const std::string& p) {
+      for (size_t i = 0; i < rules.size(); ++i) {
+        auto one = [&](const std::optional<TensorConstraint>& c, const std::string& cp) {
+          if (!c || !c->buft || std::find(defined.begin(), defined.end(), *c->buft) != defined.end())
+            return true;
+          std::string names;
+          for (const std::string& d : defined) names += (names.empty() ? "" : ", ") + d;
+          return Fail(Sub(cp, "buft"), "buffer type '" + *c->buft +
+                                           "' is not defined by this manifest (its buffer types: " + names +
+                                           ")");
+        };
+        if (!one(rules[i].dst, Sub(Idx(p, i), "dst"))) return false;
+        for (size_t k = 0; k < rules[i].src.size(); ++k)
+          if (!one(rules[i].src[k], Idx(Sub(Idx(p, i), "src"), k))) return false;
+      }
+      return true;
+    };
+    if (!check(m.op_support.rules, "$.op_support.rules")) return false;
+    for (size_t e = 0; e < m.extra_bufts.size(); ++e)
+      if (!check(m.extra_bufts[e].supports_op, Sub(Idx("$.buffer_types.extra", e), "supports_op")))
+        return false;
+    return true;
   }
 
  private:
@@ -595,17 +641,20 @@ Result<DeviceManifest> ParseManifest(std::string_view text, const std::string& f
 }
 
 Result<DeviceManifest> LoadManifestFile(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    return IoError(path + ": is a folder, expected a manifest file (.json)");
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))  // a FIFO would block the read
-    return IoError(path + ": not a regular file (a device, FIFO or socket), expected a manifest file (.json)");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError(path + ": cannot open manifest file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return IoError(path + ": read error");
-  return ParseManifest(ss.str(), path);
+  STOWAGE_ASSIGN_OR_RETURN(std::string text,
+                           ReadRegularFile(path, kMaxManifestBytes, "a manifest file (.json)"));
+  // A manifest is one JSON object: anything else (a GGUF model or plan given by mistake, a binary
+  // file) is named as such, not as a syntax error at byte 1.
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos)
+    return DataLoss(path + ": empty file, expected a device manifest (a JSON object starting with '{')");
+  if (text[first] != '{') {
+    char found[8];
+    std::snprintf(found, sizeof found, "0x%02x", static_cast<unsigned char>(text[first]));
+    return DataLoss(path + ": not a device manifest: expected a JSON object starting with '{', found byte " +
+                    found + " at offset " + std::to_string(first));
+  }
+  return ParseManifest(text, path);
 }
 
 std::string SerializeManifest(const DeviceManifest& m) {

@@ -58,6 +58,11 @@ std::vector<const BufferType*> Bufts(const DeviceManifest& d) {
   return out;
 }
 
+// Where a device's description came from, for messages: its manifest file, or the probe.
+std::string Origin(const DeviceManifest& d) {
+  return d.source_path.empty() ? std::string("probed on this machine") : d.source_path;
+}
+
 // Buffer types are identified by name across devices (an ACCEL sharing the "CPU" buft, CUDA
 // devices sharing "CUDA_Host"): equal names must describe the same buffer type.
 Status CheckSharedBufts(const std::vector<DeviceManifest>& devices) {
@@ -67,8 +72,9 @@ Status CheckSharedBufts(const std::vector<DeviceManifest>& devices) {
         for (const BufferType* y : Bufts(devices[b])) {
           if (x->name != y->name) continue;
           if (x->alignment != y->alignment || x->is_host != y->is_host || x->max_size != y->max_size)
-            return InvalidArgument("buffer type '" + x->name + "' of device " + devices[a].name +
-                                   " differs from the one of device " + devices[b].name + " (alignment " +
+            return InvalidArgument("buffer type '" + x->name + "' of device " + devices[a].name + " (" +
+                                   Origin(devices[a]) + ") differs from the one of device " +
+                                   devices[b].name + " (" + Origin(devices[b]) + ") (alignment " +
                                    std::to_string(x->alignment) + " vs " + std::to_string(y->alignment) +
                                    ", is_host " + (x->is_host ? "true" : "false") + " vs " +
                                    (y->is_host ? "true" : "false") + ")");
@@ -136,7 +142,14 @@ Result<std::vector<MemoryOverride>> ParseMemoryOverrides(std::string_view text) 
                              "' (expected DEVICE=SIZE, e.g. CUDA0=40GiB)");
     auto size = ParseByteSize(item.substr(eq + 1));
     if (!size.ok()) return size.status().WithPrefix("memory override '" + std::string(item) + "'");
-    out.push_back({std::string(Trim(item.substr(0, eq))), *size});
+    const std::string device(Trim(item.substr(0, eq)));
+    // One free-memory value per device: a second one is a mistake, not "the last wins".
+    for (const MemoryOverride& o : out)
+      if (Lower(o.device) == Lower(device))
+        return InvalidArgument("memory override '" + std::string(item) + "': device " + device +
+                               " is given a free memory twice (also " + o.device + "=" +
+                               std::to_string(o.free_bytes) + " bytes; give each device once)");
+    out.push_back({device, *size});
   }
   return out;
 }
@@ -233,6 +246,19 @@ Status ApplyMemoryOverrides(std::vector<DeviceManifest>& devices,
   return Status::Ok();
 }
 
+Status CheckUniqueDeviceNames(const std::vector<DeviceManifest>& devices) {
+  for (size_t a = 0; a < devices.size(); ++a)
+    for (size_t b = 0; b < a; ++b)
+      if (Lower(devices[a].name) == Lower(devices[b].name))
+        return AlreadyExists("device name '" + devices[a].name + "' appears twice (" + Origin(devices[b]) +
+                             " and " + Origin(devices[a]) + "): device names must be unique" +
+                             (devices[a].type != devices[b].type
+                                  ? std::string(" (types ") + DeviceTypeName(devices[b].type) + " and " +
+                                        DeviceTypeName(devices[a].type) + ")"
+                                  : std::string()));
+  return Status::Ok();
+}
+
 Result<std::vector<DeviceManifest>> Registry::MakeDevices(
     std::string_view device_list, const std::vector<MemoryOverride>& overrides) const {
   if (Trim(device_list).empty()) return InvalidArgument("empty device list (expected e.g. h200,h200,cpu)");
@@ -246,7 +272,7 @@ Result<std::vector<DeviceManifest>> Registry::MakeDevices(
     for (const auto& other : devices) {
       if (Lower(other.name) == Lower(d.name))
         return AlreadyExists("device name '" + d.name + "' appears twice in the device list '" +
-                             std::string(device_list) + "'");
+                             std::string(device_list) + "' (" + Origin(other) + " and " + Origin(d) + ")");
     }
     devices.push_back(std::move(d));
   }

@@ -105,6 +105,21 @@ Status CheckFit(const PlacementOutcome& o, bool devices_only, uint64_t margin) {
   return Status::Ok();
 }
 
+std::vector<std::string> UnreportedMemoryWarnings(const PlacementOutcome& o) {
+  std::vector<std::string> out;
+  for (const DeviceMemoryUse& u : DeviceMemory(o)) {
+    const DeviceManifest& m = o.devices.devices[u.device];
+    if (u.reported || u.needed == 0 || m.type != DeviceType::kGpu) continue;
+    char mib[32];
+    std::snprintf(mib, sizeof mib, "%.2f MiB", u.needed / 1048576.0);
+    out.push_back("device " + u.name + " did not report memory (" +
+                  (m.source_path.empty() ? std::string("probed") : m.source_path) +
+                  ": memory.total 0): the " + mib +
+                  " planned on it were not checked against its free memory");
+  }
+  return out;
+}
+
 Result<int> FitGpuLayers(int max_ngl, const std::function<Result<bool>(int, std::string*)>& fits) {
   std::string why;
   STOWAGE_ASSIGN_OR_RETURN(bool ok0, fits(0, &why));
@@ -126,6 +141,14 @@ Result<int> FitGpuLayersToDevices(const GgufFile& gguf, const ContextConfig& cfg
                                   uint64_t margin) {
   if (std::none_of(machine.begin(), machine.end(), [](const DeviceManifest& d) { return d.type == DeviceType::kGpu; }))
     return 0;
+  // llama.cpp common/fit.cpp (DEC25): "device %s did not report memory; --fit will not use it".
+  // Whole layers cannot be kept off one GPU of several here, so such a device is refused by name.
+  for (const DeviceManifest& d : machine)
+    if (d.type == DeviceType::kGpu && d.memory_total == 0)
+      return InvalidArgument("--fit: device " + d.name + " did not report memory (" +
+                             (d.source_path.empty() ? std::string("probed") : d.source_path) +
+                             ": memory.total 0), so --fit cannot size it: give its free memory (--free " +
+                             d.name + "=SIZE) or -ngl N");
   STOWAGE_ASSIGN_OR_RETURN(HParams hp, ReadHParams(gguf));
   auto fits = [&](int n, uint64_t keep, std::string* why) -> Result<bool> {
     PlacementOptions o = opt;

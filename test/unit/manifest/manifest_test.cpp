@@ -4,8 +4,11 @@
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -243,6 +246,73 @@ TEST(ManifestErrors, RuleContents) {
             "bad.json: $.op_support.rules[0].ops: expected \"*\" or an array of ggml op names, got \"all\"");
 }
 
+// A rule's "buft" must name one of the device's own buffer types: a typo was accepted and the rule
+// silently never matched.
+TEST(ManifestErrors, RuleBuftMustBeDefined) {
+  auto with_rules = [](const std::string& rules) {
+    return Replace(kMinimal, "\"default\": \"supported\"}",
+                   "\"default\": \"supported\", \"rules\": " + rules + "}");
+  };
+  EXPECT_EQ(ErrorOf(with_rules(R"([{"ops": "*", "supported": true, "src": [{"buft": "RPC[x]"}]}])")),
+            "(parsed)");
+  EXPECT_EQ(ErrorOf(with_rules(R"([{"ops": "*", "supported": true, "src": [null, {"buft": "RPC[y]"}]}])")),
+            "bad.json: $.op_support.rules[0].src[1].buft: buffer type 'RPC[y]' is not defined by this "
+            "manifest (its "
+            "buffer types: RPC[x])");
+  EXPECT_EQ(
+      ErrorOf(with_rules(R"([{"ops": "*", "supported": false, "dst": {"buft": "CUDA0"}}])")),
+      "bad.json: $.op_support.rules[0].dst.buft: buffer type 'CUDA0' is not defined by this manifest (its "
+      "buffer types: RPC[x])");
+  // The rules of an extra buffer type too.
+  const std::string extra = Replace(
+      kMinimal, "\"is_host\": false}}",
+      "\"is_host\": false}, \"extra\": [{\"name\": \"X_REPACK\", \"alignment\": 32, \"is_host\": true, "
+      "\"supports_op\": [{\"ops\": [\"MUL_MAT\"], \"supported\": true, \"src\": [{\"buft\": "
+      "\"X_REPAK\"}]}]}]}");
+  EXPECT_EQ(ErrorOf(extra),
+            "bad.json: $.buffer_types.extra[0].supports_op[0].src[0].buft: buffer type 'X_REPAK' is "
+            "not defined by this manifest (its buffer types: RPC[x], X_REPACK)");
+}
+
+// Names are bounded (a 400 KB device name made a 147 MB plan), free text too; the error does not
+// quote the string.
+TEST(ManifestErrors, StringLengthLimits) {
+  const std::string name(kMaxManifestNameBytes, 'N');
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"name\": \"RPC[x]\", \"desc", "\"name\": \"" + name + "\", \"desc")),
+            "(parsed)");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"name\": \"RPC[x]\", \"desc",
+                            "\"name\": \"" + std::string(409600, 'N') + "\", \"desc")),
+            "bad.json: $.name: a string of 409600 bytes, over the limit of 256 bytes (device name)");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"name\": \"RPC[x]\", \"alignment",
+                            "\"name\": \"" + name + "B\", \"alignment")),
+            "bad.json: $.buffer_types.default.name: a string of 257 bytes, over the limit of 256 bytes "
+            "(buffer type "
+            "name)");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"backend\": \"RPC\"", "\"backend\": \"" + name + "B\"")),
+            "bad.json: $.backend: a string of 257 bytes, over the limit of 256 bytes (ggml backend name: "
+            "CPU, CUDA, "
+            "BLAS, RPC, ONEDNN, ...)");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"description\": \"d\"",
+                            "\"description\": \"" + std::string(4096, 'd') + "\"")),
+            "(parsed)");
+  EXPECT_EQ(
+      ErrorOf(
+          Replace(kMinimal, "\"description\": \"d\"", "\"description\": \"" + std::string(4097, 'd') + "\"")),
+      "bad.json: $.description: a string of 4097 bytes, over the limit of 4096 bytes (device model name)");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"op_support\"",
+                            "\"notes\": \"" + std::string(5000, 'n') + "\", \"op_support\"")),
+            "bad.json: $.notes: a string of 5000 bytes, over the limit of 4096 bytes (text)");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"op_support\"",
+                            "\"supports_buft\": {\"names\": [\"" + name + "X\"]}, \"op_support\"")),
+            "bad.json: $.supports_buft.names[0]: a string of 257 bytes, over the limit of 256 bytes (buffer "
+            "type name)");
+  // A huge unknown key is cut in the message.
+  const std::string err =
+      ErrorOf(Replace(kMinimal, "\"free\": 500", "\"free\": 500, \"" + std::string(100000, 'k') + "\": 1"));
+  EXPECT_LE(err.size(), 1100u);
+  EXPECT_NE(err.find("... ("), std::string::npos) << err;
+}
+
 TEST(ManifestErrors, Consistency) {
   // caps.host_buffer must match the presence of a host buffer type.
   EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"host_buffer\": false", "\"host_buffer\": true")),
@@ -344,7 +414,65 @@ TEST(ManifestErrors, MissingFile) {
   auto m = LoadManifestFile("/nonexistent/x.json");
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), StatusCode::kIoError);
-  EXPECT_EQ(m.status().message(), "/nonexistent/x.json: cannot open manifest file");
+  EXPECT_EQ(m.status().message(), "/nonexistent/x.json: cannot open: No such file or directory");
+}
+
+// A device or FIFO is refused before anything is read (a FIFO would block, /dev/zero never ends).
+TEST(ManifestErrors, DeviceIsNotAManifest) {
+  auto m = LoadManifestFile("/dev/zero");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(),
+            "/dev/zero: not a regular file (a device, FIFO or socket), expected a manifest file (.json)");
+}
+
+class ManifestFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/manifest_file_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
+  std::string Write(const std::string& name, const std::string& bytes) {
+    const std::string p = dir_ + "/" + name;
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  }
+  std::string dir_;
+};
+
+// A 2 GiB file was read whole (38 s, 4.2 GB) before "syntax error at byte 1": now refused from its
+// size before reading.
+TEST_F(ManifestFileTest, SizeLimitBeforeReading) {
+  const std::string p = Write("big.json", "");
+  ASSERT_EQ(truncate(p.c_str(), off_t{2} << 30), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto m = LoadManifestFile(p);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(m.status().message(),
+            p + ": 2147483648 bytes, over the limit of 4194304 bytes for a manifest file (.json)");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+}
+
+// Not a JSON object (a GGUF model given by mistake, an empty file): said so, not a syntax error.
+TEST_F(ManifestFileTest, MagicIsAJsonObject) {
+  auto gguf = LoadManifestFile(Write("model.json", std::string("GGUF\x03\0\0\0", 8)));
+  ASSERT_FALSE(gguf.ok());
+  EXPECT_EQ(gguf.status().message(),
+            dir_ +
+                "/model.json: not a device manifest: expected a JSON object starting "
+                "with '{', found byte 0x47 at offset 0");
+  auto array = LoadManifestFile(Write("array.json", "  \n [1]"));
+  ASSERT_FALSE(array.ok());
+  EXPECT_EQ(array.status().message(),
+            dir_ +
+                "/array.json: not a device manifest: expected a JSON object starting "
+                "with '{', found byte 0x5b at offset 4");
+  auto empty = LoadManifestFile(Write("empty.json", " \n"));
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().message(),
+            dir_ + "/empty.json: empty file, expected a device manifest (a JSON object starting with '{')");
 }
 
 }  // namespace

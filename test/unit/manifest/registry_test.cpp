@@ -68,7 +68,8 @@ TEST(Registry, DuplicateDeviceNameAndEmptyItems) {
   auto dup = r.MakeDevices("cpu,cpu-avx512");
   ASSERT_FALSE(dup.ok());
   EXPECT_EQ(dup.status().code(), StatusCode::kAlreadyExists);
-  EXPECT_NE(dup.status().message().find("device name 'CPU' appears twice"), std::string::npos);
+  EXPECT_EQ(dup.status().message(), "device name 'CPU' appears twice in the device list 'cpu,cpu-avx512' (" +
+                                        kShipped + "/cpu.json and " + kShipped + "/cpu-avx512.json)");
   EXPECT_FALSE(r.MakeDevices("").ok());
   EXPECT_FALSE(r.MakeDevices("h200,,cpu").ok());
 }
@@ -110,9 +111,10 @@ TEST(Registry, SharedBufferTypesMustAgree) {
   { std::ofstream(dir + "/odd.json") << SerializeManifest(odd); }
   auto bad = r.MakeDevices(dir + "/odd.json,cpu");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(),
-            "buffer type 'CPU' of device CPU differs from the one of device BLAS (alignment 32 vs 64, "
-            "is_host true vs true)");
+  // Both devices and the files they came from are named.
+  EXPECT_EQ(bad.status().message(), "buffer type 'CPU' of device CPU (" + kShipped +
+                                        "/cpu.json) differs from the one of device BLAS (" + dir +
+                                        "/odd.json) (alignment 32 vs 64, is_host true vs true)");
   std::remove((dir + "/odd.json").c_str());
   rmdir(dir.c_str());
 }
@@ -161,6 +163,32 @@ TEST(Registry, MemoryOverrides) {
   EXPECT_EQ((*rpc)[0].device, "RPC[127.0.0.1:50052]");
   EXPECT_FALSE(ParseMemoryOverrides("CUDA0").ok());
   EXPECT_FALSE(ParseMemoryOverrides("CUDA0=lots").ok());
+  // One value per device: a second one (also in another case) is refused, not "the last wins".
+  auto twice = ParseMemoryOverrides("CUDA0=1GiB,CUDA1=2GiB,cuda0=2GiB");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      twice.status().message(),
+      "memory override 'cuda0=2GiB': device cuda0 is given a free memory twice (also CUDA0=1073741824 bytes; "
+      "give each device once)");
+}
+
+// A device list made of a listed manifest and this machine's probed CPU (plan-model with a list
+// whose CPU manifest says "type": "GPU"): two devices named CPU, named with where each came from.
+TEST(Registry, DuplicateNamesAcrossListAndProbe) {
+  Registry r = Open({kShipped});
+  auto cpu = r.Load("cpu");
+  ASSERT_TRUE(cpu.ok());
+  DeviceManifest as_gpu = *cpu;
+  as_gpu.type = DeviceType::kGpu;
+  DeviceManifest probed = *cpu;
+  probed.source_path.clear();
+  EXPECT_TRUE(CheckUniqueDeviceNames({as_gpu}).ok());
+  Status s = CheckUniqueDeviceNames({as_gpu, probed});
+  EXPECT_EQ(s.code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(s.message(),
+            "device name 'CPU' appears twice (" + kShipped +
+                "/cpu.json and probed on this machine): device names must be unique (types GPU and CPU)");
 }
 
 TEST(ByteSize, Units) {

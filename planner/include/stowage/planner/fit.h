@@ -56,6 +56,13 @@ std::vector<DeviceMemoryUse> DeviceMemory(const PlacementOutcome& o);
 /// must also keep `margin` bytes free (llama.cpp's --fit-target; the message then names it).
 Status CheckFit(const PlacementOutcome& o, bool devices_only = false, uint64_t margin = 0);
 
+/// One warning per GPU device of `o` that holds bytes of the plan but whose manifest reports no
+/// memory (memory.total 0, so CheckFit cannot check it; llama.cpp common/fit.cpp, DEC25, warns
+/// "device %s did not report memory; --fit will not use it"): "device CUDA0 did not report memory
+/// (<manifest file>: memory.total 0): the 12.50 MiB planned on it were not checked against its free
+/// memory". Empty when every such device is unused or reports its memory.
+std::vector<std::string> UnreportedMemoryWarnings(const PlacementOutcome& o);
+
 /// llama.cpp's default --fit-target (-fitt): 1024 MiB kept free on each device (common, DEC25).
 inline constexpr uint64_t kDefaultFitTargetBytes = 1024ull << 20;
 
@@ -72,7 +79,10 @@ Result<int> FitGpuLayers(int max_ngl, const std::function<Result<bool>(int ngl, 
 /// [0, n_layer + 1] where a try is BuildModelGraphs(gguf, cfg) + PlaceModel(machine, opt with that
 /// n_gpu_layers) + CheckFit(devices_only, margin). 0 without trying when `machine` has no GPU
 /// device. Unlike llama_params_fit it moves whole layers only (no MoE expert overflow, no context
-/// reduction). Errors: those of FitGpuLayers, BuildModelGraphs and PlaceModel.
+/// reduction). Errors: kInvalidArgument naming a GPU device whose manifest reports no memory
+/// (memory.total 0: llama.cpp's --fit "will not use it"; here it cannot be left out of the layer
+/// split, so --fit stops and asks for --free or -ngl), those of FitGpuLayers, BuildModelGraphs and
+/// PlaceModel.
 Result<int> FitGpuLayersToDevices(const GgufFile& gguf, const ContextConfig& cfg,
                                   const std::vector<DeviceManifest>& machine, const PlacementOptions& opt,
                                   uint64_t margin = kDefaultFitTargetBytes);

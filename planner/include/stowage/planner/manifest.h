@@ -220,6 +220,14 @@ struct Performance {
 /// Current manifest format version.
 inline constexpr int kManifestVersion = 1;
 
+/// The longest name a manifest may give (device, backend, type, buffer type names, the buffer types
+/// rules and supports_buft name): 256 bytes. Names are printed in log lines and stored in every
+/// plan many times over (ggml's own names are at most GGML_MAX_NAME = 64 bytes).
+inline constexpr size_t kMaxManifestNameBytes = 256;
+/// The longest free text (description, notes, a rule's or buffer type's note, a figure's source):
+/// 4096 bytes.
+inline constexpr size_t kMaxManifestTextBytes = 4096;
+
 /// One device, as described by a manifest (names possibly still holding "{index}").
 struct DeviceManifest {
   int manifest_version = kManifestVersion;
@@ -280,9 +288,22 @@ struct DeviceManifest {
 ///   "<file>: $.memory.free: 2000 is out of range (must be <= memory.total = 1000)"
 ///   "<file>: $.manifest_version: unsupported version 7 (this build reads 1)"
 ///   "<file>: $.memory: duplicate key 'free'"
+///   "<file>: $.name: a string of 409600 bytes, over the limit of 256 bytes (device name)"
+///   "<file>: $.op_support.rules[0].src[0].buft: buffer type 'CUDA0_Splt' is not defined by this
+///    manifest (its buffer types: CUDA0, CUDA_Host, CUDA0_Split)" (a rule's "buft" must be one of
+///    the device's own buffer types)
 Result<DeviceManifest> ParseManifest(std::string_view json_text, const std::string& file);
 
-/// Reads and parses a manifest file. Errors: kIoError when it cannot be read, else ParseManifest's.
+/// The largest manifest file LoadManifestFile reads: 4 MiB (the shipped ones are about 5 KiB; a
+/// probed device's, with its op-support rules, a few tens of KiB).
+inline constexpr uint64_t kMaxManifestBytes = uint64_t{4} << 20;
+
+/// Reads and parses a manifest file. Before parsing, `path` must be a regular file (not a folder,
+/// FIFO or device) of at most kMaxManifestBytes, checked from its size before it is read, and its
+/// first byte other than JSON whitespace must be '{'. Errors, one line naming `path`:
+/// ReadRegularFile's (kIoError, kResourceExhausted "<path>: N bytes, over the limit of 4194304
+/// bytes for a manifest file (.json)"), kDataLoss "<path>: not a device manifest: expected a JSON
+/// object starting with '{', found byte 0x47 at offset 0", else ParseManifest's.
 Result<DeviceManifest> LoadManifestFile(const std::string& path);
 
 /// Serializes `m` as a version-1 manifest (pretty-printed JSON, 2-space indent, trailing newline).

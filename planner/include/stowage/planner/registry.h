@@ -41,7 +41,8 @@ struct MemoryOverride {
 Result<uint64_t> ParseByteSize(std::string_view text);
 
 /// Parses "NAME=SIZE[,NAME=SIZE...]" (e.g. "CUDA0=40GiB,RPC[127.0.0.1:50053]=256MiB").
-/// Errors: kInvalidArgument naming the bad item.
+/// Errors: kInvalidArgument naming the bad item, also for a device named twice (case-insensitive:
+/// "memory override 'cuda0=2GiB': device cuda0 is given a free memory twice (...)").
 Result<std::vector<MemoryOverride>> ParseMemoryOverrides(std::string_view text);
 
 /// The folder of manifests shipped with Stowage: `<exe dir>/../share/stowage/registry` when it
@@ -70,9 +71,11 @@ class Registry {
   /// and `overrides` applied (free memory replaced; an override naming no device of the list or
   /// exceeding the device's total memory is an error; total 0 means "not reported" and accepts any
   /// free value). Errors: an empty list or item, lookup and parse errors of Load, kAlreadyExists for
-  /// a duplicate device name ("device name 'CPU' appears twice in the device list"),
+  /// a duplicate device name ("device name 'CPU' appears twice in the device list
+  /// 'cpu,cpu-avx512' (<file> and <file>)"),
   /// kInvalidArgument when two devices name the same buffer type differently (alignment, is_host,
-  /// max_size): buffer types are identified by name across devices (BLAS shares "CPU").
+  /// max_size; naming both devices and their files): buffer types are identified by name across
+  /// devices (BLAS shares "CPU").
   Result<std::vector<DeviceManifest>> MakeDevices(std::string_view device_list,
                                                   const std::vector<MemoryOverride>& overrides = {}) const;
 
@@ -87,6 +90,13 @@ class Registry {
   std::vector<std::string> dirs_;
   std::vector<Entry> entries_;  // first occurrence of each key, in folder order
 };
+
+/// kAlreadyExists when two of `devices` have the same name (ASCII case-insensitive, as ggml's
+/// ggml_backend_dev_by_name), naming where each came from (its manifest file, or "probed on this
+/// machine") and their types when they differ: "device name 'CPU' appears twice (cpu-as-gpu.json and
+/// probed on this machine): device names must be unique (types GPU and CPU)". A tool that adds this
+/// machine's probed CPU to a device list checks the whole list with it.
+Status CheckUniqueDeviceNames(const std::vector<DeviceManifest>& devices);
 
 /// Applies free-memory overrides to already-made devices (what MakeDevices does). Errors as there.
 Status ApplyMemoryOverrides(std::vector<DeviceManifest>& devices,

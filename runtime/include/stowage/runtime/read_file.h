@@ -1,0 +1,29 @@
+// Reading a whole input file with a bound: the tools' text inputs (a prompt or perplexity text
+// given with -f) and the planner's device manifests. A path that is not a regular file (/dev/zero,
+// /dev/urandom, a FIFO, a folder, a socket) is refused before anything is read, so such a path
+// can neither make the reader run forever nor block it; a file larger than the caller's limit is
+// refused from its size before it is read, and one that grows while it is read (a log being
+// written, a /proc file that reports size 0) is refused once the limit is passed. Memory use is
+// therefore at most the limit, whatever the path names.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "stowage/runtime/status.h"
+
+namespace stowage {
+
+/// The bytes of the regular file `path` (symbolic links followed), at most `max_bytes` of them.
+/// `what` says what the file should be, for messages ("a prompt text file", "a device manifest
+/// (.json)"). Errors, each one line naming `path`:
+///   kIoError "<path>: cannot open: No such file or directory" (and the other open/stat errors);
+///   kIoError "<path>: is a folder, expected <what>";
+///   kIoError "<path>: not a regular file (a device, FIFO or socket), expected <what>" (/dev/zero,
+///     /dev/urandom, /dev/stdin on a pipe; the wording of the plan and GGUF readers);
+///   kResourceExhausted "<path>: N bytes, over the limit of M bytes for <what>";
+///   kIoError "<path>: read error: <OS error>".
+Result<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes, std::string_view what);
+
+}  // namespace stowage

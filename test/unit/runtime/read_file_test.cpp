@@ -1,0 +1,111 @@
+// ReadRegularFile: the bounded reader of the tools' text files and the planner's manifests. A path
+// that is not a regular file (/dev/zero, a FIFO, a folder) is refused before anything is read, and a
+// file over the limit from its size: no read runs forever or blocks.
+#include "stowage/runtime/read_file.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+namespace stowage {
+namespace {
+
+class ReadFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/read_file_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
+  std::string Write(const std::string& name, const std::string& bytes) {
+    const std::string p = dir_ + "/" + name;
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  }
+  std::string dir_;
+};
+
+TEST_F(ReadFileTest, ReadsARegularFileWhole) {
+  const std::string p = Write("a.txt", std::string("hello\0world\n", 12));
+  auto r = ReadRegularFile(p, 100, "a text file");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(*r, std::string("hello\0world\n", 12));
+  auto empty = ReadRegularFile(Write("e.txt", ""), 0, "a text file");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(*empty, "");
+  auto exact = ReadRegularFile(Write("x.txt", "12345"), 5, "a text file");
+  ASSERT_TRUE(exact.ok());
+  EXPECT_EQ(*exact, "12345");
+}
+
+// Without the bound, /dev/zero and /dev/urandom were read until memory ran out.
+TEST_F(ReadFileTest, RefusesDevicesAtOnce) {
+  for (const char* dev : {"/dev/zero", "/dev/urandom", "/dev/null"}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = ReadRegularFile(dev, 1 << 20, "a text file with the prompt (-f)");
+    ASSERT_FALSE(r.ok()) << dev;
+    EXPECT_EQ(r.status().code(), StatusCode::kIoError);
+    EXPECT_EQ(r.status().message(),
+              std::string(dev) +
+                  ": not a regular file (a device, FIFO or socket), expected a text file with the "
+                  "prompt (-f)");
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  }
+}
+
+// A FIFO without a writer would block the open and the read.
+TEST_F(ReadFileTest, RefusesAFifoWithoutBlocking) {
+  const std::string p = dir_ + "/fifo";
+  ASSERT_EQ(mkfifo(p.c_str(), 0600), 0);
+  auto r = ReadRegularFile(p, 1 << 20, "a manifest file (.json)");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            p + ": not a regular file (a device, FIFO or socket), expected a manifest file (.json)");
+}
+
+TEST_F(ReadFileTest, RefusesAFolderAndAMissingFile) {
+  auto dir = ReadRegularFile(dir_, 1 << 20, "a text file");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().message(), dir_ + ": is a folder, expected a text file");
+  auto missing = ReadRegularFile(dir_ + "/missing.txt", 1 << 20, "a text file");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().message(), dir_ + "/missing.txt: cannot open: No such file or directory");
+}
+
+// The size is checked before reading (a sparse 2 GiB file costs nothing to make or to refuse).
+TEST_F(ReadFileTest, RefusesAFileOverTheLimitFromItsSize) {
+  const std::string p = dir_ + "/big.json";
+  { std::ofstream f(p, std::ios::binary); }
+  ASSERT_EQ(truncate(p.c_str(), off_t{2} << 30), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = ReadRegularFile(p, 4 << 20, "a manifest file (.json)");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(r.status().message(),
+            p + ": 2147483648 bytes, over the limit of 4194304 bytes for a manifest file (.json)");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  auto one_over = ReadRegularFile(Write("six.txt", "123456"), 5, "a text file");
+  ASSERT_FALSE(one_over.ok());
+  EXPECT_EQ(one_over.status().message(),
+            dir_ + "/six.txt: 6 bytes, over the limit of 5 bytes for a text file");
+}
+
+// A file whose size says 0 but has more (/proc files) is read up to the limit, then refused.
+TEST_F(ReadFileTest, BoundsAFileLongerThanItsSize) {
+  auto r = ReadRegularFile("/proc/self/maps", 1 << 20, "a text file");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->empty());
+  auto small = ReadRegularFile("/proc/self/maps", 16, "a text file");
+  ASSERT_FALSE(small.ok());
+  EXPECT_EQ(small.status().message(),
+            "/proc/self/maps: more than 16 bytes, over the limit of 16 bytes for a text file");
+}
+
+}  // namespace
+}  // namespace stowage
