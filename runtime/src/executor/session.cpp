@@ -34,7 +34,8 @@ using plan_graph::Sym;
 class Session::Impl {
  public:
   std::unique_ptr<PlanFile> plan;
-  std::unique_ptr<GgufFile> gguf;
+  /// The model, mapped once: shared with the caller when it passed its GgufFile (Create overloads).
+  std::shared_ptr<const GgufFile> gguf;
   std::vector<std::unique_ptr<Backend>> backends;
   std::vector<std::unique_ptr<Buffer>> buffers;
   std::vector<int> buffer_backend;  // backend that owns each buffer
@@ -86,8 +87,13 @@ class Session::Impl {
   Status RunUbatch(const int32_t* tokens, int64_t n, bool all_logits, float* out);
   Status RunUbatchOn(GGraph& g, const int32_t* tokens, int64_t n, bool all_logits, float* out);
   Status WriteInput(GGraph& g, int id, const void* data, uint64_t n);
-  static Result<std::unique_ptr<Session>> Finish(std::unique_ptr<Impl> impl, const std::string& model_path,
-                                                 const SessionOptions& opts, std::chrono::steady_clock::time_point t0);
+  static Result<std::unique_ptr<Session>> Finish(std::unique_ptr<Impl> impl,
+                                                 std::shared_ptr<const GgufFile> model, const SessionOptions& opts,
+                                                 std::chrono::steady_clock::time_point t0);
+  /// True when some weights are read in place from the file mapping (the plan's mapped buffers).
+  bool ReadsMapping() const {
+    return std::find(buffer_mapped.begin(), buffer_mapped.end(), true) != buffer_mapped.end();
+  }
 };
 
 Status CheckThreadCount(int n_threads, const std::string& subject) {
@@ -530,10 +536,15 @@ Status Session::Impl::RunUbatchOn(GGraph& g, const int32_t* tokens, int64_t n, b
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() = default;
 
-Result<std::unique_ptr<Session>> Session::Impl::Finish(std::unique_ptr<Impl> impl, const std::string& model_path,
-                                                       const SessionOptions& opts, std::chrono::steady_clock::time_point t0) {
-  STOWAGE_ASSIGN_OR_RETURN(impl->gguf, GgufFile::Open(model_path));
+Result<std::unique_ptr<Session>> Session::Impl::Finish(std::unique_ptr<Impl> impl,
+                                                       std::shared_ptr<const GgufFile> model,
+                                                       const SessionOptions& opts,
+                                                       std::chrono::steady_clock::time_point t0) {
+  if (model == nullptr) return InvalidArgument("Session: no model (a null GgufFile)");
+  impl->gguf = std::move(model);
   STOWAGE_RETURN_IF_ERROR(impl->Init(opts));
+  // The weights were just read from the file: one rewritten meanwhile gave them bytes of both.
+  STOWAGE_RETURN_IF_ERROR(impl->gguf->CheckUnchanged());
   impl->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
@@ -543,7 +554,16 @@ Result<std::unique_ptr<Session>> Session::Create(const std::string& plan_path, c
   const auto t0 = std::chrono::steady_clock::now();
   auto impl = std::make_unique<Impl>();
   STOWAGE_ASSIGN_OR_RETURN(impl->plan, PlanFile::Load(plan_path));
-  return Impl::Finish(std::move(impl), model_path, opts, t0);
+  STOWAGE_ASSIGN_OR_RETURN(std::shared_ptr<const GgufFile> model, GgufFile::Open(model_path));
+  return Impl::Finish(std::move(impl), std::move(model), opts, t0);
+}
+
+Result<std::unique_ptr<Session>> Session::Create(const std::string& plan_path,
+                                                 std::shared_ptr<const GgufFile> model, const SessionOptions& opts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto impl = std::make_unique<Impl>();
+  STOWAGE_ASSIGN_OR_RETURN(impl->plan, PlanFile::Load(plan_path));
+  return Impl::Finish(std::move(impl), std::move(model), opts, t0);
 }
 
 Result<std::unique_ptr<Session>> Session::CreateFromPlanBytes(std::vector<uint8_t> plan_bytes, const std::string& model_path,
@@ -551,7 +571,17 @@ Result<std::unique_ptr<Session>> Session::CreateFromPlanBytes(std::vector<uint8_
   const auto t0 = std::chrono::steady_clock::now();
   auto impl = std::make_unique<Impl>();
   STOWAGE_ASSIGN_OR_RETURN(impl->plan, PlanFile::FromBytes(std::move(plan_bytes), "<plan in memory>"));
-  return Impl::Finish(std::move(impl), model_path, opts, t0);
+  STOWAGE_ASSIGN_OR_RETURN(std::shared_ptr<const GgufFile> model, GgufFile::Open(model_path));
+  return Impl::Finish(std::move(impl), std::move(model), opts, t0);
+}
+
+Result<std::unique_ptr<Session>> Session::CreateFromPlanBytes(std::vector<uint8_t> plan_bytes,
+                                                              std::shared_ptr<const GgufFile> model,
+                                                              const SessionOptions& opts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto impl = std::make_unique<Impl>();
+  STOWAGE_ASSIGN_OR_RETURN(impl->plan, PlanFile::FromBytes(std::move(plan_bytes), "<plan in memory>"));
+  return Impl::Finish(std::move(impl), std::move(model), opts, t0);
 }
 
 Status Session::Decode(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* logits) {
@@ -566,6 +596,9 @@ Status Session::Decode(const std::vector<int32_t>& tokens, bool all_logits, std:
   if (s.n_past + static_cast<int64_t>(tokens.size()) > s.n_ctx)
     return OutOfRange("context full: " + std::to_string(s.n_past) + " tokens in the cache + " +
                       std::to_string(tokens.size()) + " new > n_ctx " + std::to_string(s.n_ctx));
+  // Weights read in place fault (SIGBUS) once the file is truncated: refused here, before the
+  // next read, with the file named (a truncation during a decode faults: see session.h).
+  if (s.ReadsMapping()) STOWAGE_RETURN_IF_ERROR(s.gguf->CheckUnchanged());
   const int64_t n = static_cast<int64_t>(tokens.size());
   // A failed decode leaves the sequence as it was: n_past returns to its value before the call (the
   // KV cells written by the ubatches that succeeded lie beyond it and are overwritten next time).

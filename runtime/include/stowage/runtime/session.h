@@ -7,8 +7,10 @@
 // Thread-safety: a Session is not thread-safe; use one per thread. Memory: all memory is owned by
 // the session and released by its destructor. Weights the plan keeps in CPU_Mapped are read from
 // a shared mapping of the model file for the session's whole life (as llama.cpp's mmap): the file
-// must not be rewritten or truncated meanwhile (a truncated mapping faults with SIGBUS on the next
-// read); plan with `plan-model --no-mmap` to copy every weight at load instead.
+// must not be rewritten or truncated meanwhile. Decode checks it first (GgufFile::CheckUnchanged:
+// an error naming the file), but a truncation during a decode makes the read fault with SIGBUS,
+// which only the process can turn into a message (stowage-run does, tools/common/mapped_file_guard.h);
+// plan with `plan-model --no-mmap` to copy every weight at load instead.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@
 #include "stowage/runtime/status.h"
 
 namespace stowage {
+class GgufFile;
 namespace exec {
 class BackendFactory;
 }
@@ -110,6 +113,17 @@ class Session {
   static Result<std::unique_ptr<Session>> CreateFromPlanBytes(std::vector<uint8_t> plan_bytes,
                                                               const std::string& model_path,
                                                               const SessionOptions& opts = {});
+  /// Both, for a model the caller has opened (GgufFile::Open): the session shares its mapping
+  /// instead of mapping the file again, so a tool that also reads the model (tokenizer, planning on
+  /// the fly) maps it once — a file of N bytes then needs N bytes of address space, not 2N or 3N
+  /// (ulimit -v). The GgufFile lives as long as its last owner. Errors: as above (kInvalidArgument
+  /// for a null `model`).
+  static Result<std::unique_ptr<Session>> Create(const std::string& plan_path,
+                                                 std::shared_ptr<const GgufFile> model,
+                                                 const SessionOptions& opts = {});
+  static Result<std::unique_ptr<Session>> CreateFromPlanBytes(std::vector<uint8_t> plan_bytes,
+                                                              std::shared_ptr<const GgufFile> model,
+                                                              const SessionOptions& opts = {});
   ~Session();
 
   /// Evaluates `tokens` at positions n_past() .. n_past()+n-1, in ubatches of the plan's n_ubatch.
@@ -117,7 +131,9 @@ class Session {
   /// otherwise n_vocab floats for the last token; `logits` may be nullptr (the tokens are only
   /// added to the cache, like a llama_batch without outputs). Errors: kInvalidArgument (empty
   /// batch, token id out of range), kOutOfRange (the context would exceed n_ctx: "context full"),
-  /// and kernel errors (named "graph G node 'N'"). On error n_past() is as before the call; a
+  /// kDataLoss when weights are read in place and the model file shrank or was rewritten since it
+  /// was opened (GgufFile::CheckUnchanged: "<file>: changed or truncated while in use ..."), and
+  /// kernel errors (named "graph G node 'N'"). On error n_past() is as before the call; a
   /// transformer's KV cache needs nothing more, but a recurrent model's state (Mamba) was updated
   /// in place by the ubatches that ran and cannot be rolled back, so every later Decode fails with
   /// kFailedPrecondition until Reset().
