@@ -6,6 +6,7 @@
 //
 // Exit status 1 with a one-line error on bad options or a failed write (nothing is written then).
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -14,12 +15,14 @@
 #include "stowage/runtime/atomic_file.h"
 #include "stowage/runtime/gguf_writer.h"
 #include "synth.h"
+#include "cli_numbers.h"
 #include "llama_args.h"
 #include "stdout_check.h"
 
 namespace {
 
 int Run(int argc, char** argv) {
+  namespace tools = stowage::tools;
   using stowage::synth::ModelSpec;
   CLI::App app{"gguf-synth: write a random-weight GGUF model (llama.cpp names, shapes and keys)"};
   std::string out, preset, arch, type = "f32", name, vocab_from;
@@ -29,28 +32,47 @@ int Run(int argc, char** argv) {
   app.add_flag("--list-presets", list, "print the presets and exit");
   app.add_option("--preset", preset, "real-size preset: llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3-like, mamba-2.8b");
   auto* o_arch = app.add_option("--arch", arch, "llama, qwen2, phi3, gemma, mamba, qwen2moe, mixtral");
-  auto* o_layer = app.add_option("--n-layer", d.n_layer, "layers (blocks)");
-  auto* o_embd = app.add_option("--n-embd", d.n_embd, "embedding width");
-  auto* o_head = app.add_option("--n-head", d.n_head, "attention heads");
-  auto* o_head_kv = app.add_option("--n-head-kv", d.n_head_kv, "key/value heads (GQA)");
-  auto* o_head_dim = app.add_option("--head-dim", d.head_dim, "head size (default n_embd / n_head)");
-  auto* o_ff = app.add_option("--n-ff", d.n_ff, "feed-forward width");
-  auto* o_vocab = app.add_option("--n-vocab", d.n_vocab, "vocabulary size (generated SPM vocab)");
-  auto* o_ctx = app.add_option("--n-ctx", d.n_ctx, "<arch>.context_length");
-  auto* o_exp = app.add_option("--n-expert", d.n_expert, "experts per layer (mixtral, qwen2moe)");
-  auto* o_exp_used = app.add_option("--n-expert-used", d.n_expert_used, "experts used per token");
-  auto* o_ff_exp = app.add_option("--n-ff-exp", d.n_ff_exp, "qwen2moe: expert feed-forward width");
-  auto* o_ff_shexp = app.add_option("--n-ff-shexp", d.n_ff_shexp, "qwen2moe: shared expert feed-forward width");
-  auto* o_base = app.add_option("--rope-freq-base", d.rope_freq_base, "rope.freq_base");
-  auto* o_swa = app.add_option("--sliding-window", d.n_swa, "phi3: attention.sliding_window (default 2047; 0 = none)");
+  auto* o_layer = app.add_option("--n-layer", d.n_layer, "layers (blocks)")
+      ->check(tools::IntegerIn(1, 512));
+  auto* o_embd = app.add_option("--n-embd", d.n_embd, "embedding width")
+      ->check(tools::IntegerIn(1, 1 << 20));
+  auto* o_head = app.add_option("--n-head", d.n_head, "attention heads")
+      ->check(tools::IntegerIn(1, 1 << 16));
+  auto* o_head_kv = app.add_option("--n-head-kv", d.n_head_kv, "key/value heads (GQA)")
+      ->check(tools::IntegerIn(1, 1 << 16));
+  auto* o_head_dim = app.add_option("--head-dim", d.head_dim, "head size (default n_embd / n_head)")
+      ->check(tools::IntegerIn(0, 1 << 16));
+  auto* o_ff = app.add_option("--n-ff", d.n_ff, "feed-forward width")
+      ->check(tools::IntegerIn(1, 1 << 24));
+  auto* o_vocab = app.add_option("--n-vocab", d.n_vocab, "vocabulary size (generated SPM vocab)")
+      ->check(tools::IntegerIn(0, UINT32_MAX));
+  auto* o_ctx = app.add_option("--n-ctx", d.n_ctx, "<arch>.context_length")
+      ->check(tools::IntegerIn(1, UINT32_MAX));
+  auto* o_exp = app.add_option("--n-expert", d.n_expert, "experts per layer (mixtral, qwen2moe)")
+      ->check(tools::IntegerIn(0, 1024));
+  auto* o_exp_used = app.add_option("--n-expert-used", d.n_expert_used, "experts used per token")
+      ->check(tools::IntegerIn(0, 1024));
+  auto* o_ff_exp = app.add_option("--n-ff-exp", d.n_ff_exp, "qwen2moe: expert feed-forward width")
+      ->check(tools::IntegerIn(0, 1 << 24));
+  auto* o_ff_shexp = app.add_option("--n-ff-shexp", d.n_ff_shexp, "qwen2moe: shared expert feed-forward width")
+      ->check(tools::IntegerIn(0, 1 << 24));
+  auto* o_base = app.add_option("--rope-freq-base", d.rope_freq_base, "rope.freq_base")
+      ->check(tools::NumberIn(0, 1e30));
+  auto* o_swa = app.add_option("--sliding-window", d.n_swa, "phi3: attention.sliding_window (default 2047; 0 = none)")
+      ->check(tools::IntegerIn(0, UINT32_MAX));
   bool no_swa_key = false;
   app.add_flag("--no-sliding-window-key", no_swa_key, "phi3: omit attention.sliding_window (as files converted before llama.cpp PR #8931)");
-  auto* o_d_state = app.add_option("--ssm-d-state", d.ssm_d_state, "mamba: state size");
-  auto* o_d_inner = app.add_option("--ssm-d-inner", d.ssm_d_inner, "mamba: inner size (default 2 n_embd)");
-  auto* o_d_conv = app.add_option("--ssm-d-conv", d.ssm_d_conv, "mamba: convolution kernel");
-  auto* o_dt_rank = app.add_option("--ssm-dt-rank", d.ssm_dt_rank, "mamba: time step rank (default ceil(n_embd/16))");
+  auto* o_d_state = app.add_option("--ssm-d-state", d.ssm_d_state, "mamba: state size")
+      ->check(tools::IntegerIn(1, 1 << 16));
+  auto* o_d_inner = app.add_option("--ssm-d-inner", d.ssm_d_inner, "mamba: inner size (default 2 n_embd)")
+      ->check(tools::IntegerIn(0, 1 << 24));
+  auto* o_d_conv = app.add_option("--ssm-d-conv", d.ssm_d_conv, "mamba: convolution kernel")
+      ->check(tools::IntegerIn(1, 1024));
+  auto* o_dt_rank = app.add_option("--ssm-dt-rank", d.ssm_dt_rank, "mamba: time step rank (default ceil(n_embd/16))")
+      ->check(tools::IntegerIn(0, 1 << 20));
   auto* o_type = app.add_option("--type", type, "weight type: f32, f16, bf16, q8_0, q4_0 (any ggml type with --header-only)");
-  auto* o_seed = app.add_option("--seed", d.seed, "random seed");
+  auto* o_seed = app.add_option("--seed", d.seed, "random seed")
+      ->check(tools::IntegerIn(0, UINT64_MAX));
   app.add_option("--name", name, "general.name");
   app.add_option("--vocab-from", vocab_from, "copy the tokenizer.* keys of this GGUF (n_vocab follows it)");
   app.add_flag("--tied", tied, "no output.weight (the output reuses token_embd)");
@@ -58,7 +80,8 @@ int Run(int argc, char** argv) {
   app.add_flag("--rope-freqs", rope_freqs, "llama: add rope_freqs.weight (Llama-3.1 rope scaling); phi3: rope_factors_long/short.weight");
   app.add_flag("--header-only", header_only, "leave the data region a sparse hole (costs no disk)");
   double max_gib = 16;
-  app.add_option("--max-gib", max_gib, "refuse to write more than this many GiB of weights (default 16)");
+  app.add_option("--max-gib", max_gib, "refuse to write more than this many GiB of weights (default 16)")
+      ->check(tools::NumberIn(0, 1 << 20));
   if (int rc = stowage::tools::ParseWithAliases(app, argc, argv, {}); rc >= 0) return rc;
 
   auto fail = [](const std::string& msg) {

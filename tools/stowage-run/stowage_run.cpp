@@ -21,9 +21,11 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli_numbers.h"
 #include "llama_args.h"
 #include "prompt_escapes.h"
 #include "stdout_check.h"
+#include "text_file.h"
 #include "from_probe.h"
 #include "kl_divergence.h"
 #include "probed_machine.h"
@@ -45,31 +47,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-/// A CLI11 check: the value is a finite number in [lo, hi] (an integer when `integer`). CLI11 runs
-/// checks on the text before converting it, so a 300-digit value gets one line in CLI11's words,
-/// prefixed with the option's name ("--n-gen: Value 99999999999999999999... (300 characters) not in
-/// range 0 to 16777216"), instead of a conversion failure or a silently infinite float.
+/// A CLI11 check: the value is a finite number in [lo, hi] (an integer when `integer`), in the
+/// tools' common wording (cli_numbers.h): "--n-gen: expected an integer from 0 to 16777216, found
+/// 99999999999999999999... (300 characters)". CLI11 runs checks on the text before converting it.
 CLI::Validator NumberIn(double lo, double hi, bool integer) {
-  auto fmt = [](double v) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.15g", v);
-    return std::string(b);
-  };
-  const std::string range = fmt(lo) + " to " + fmt(hi);
-  return CLI::Validator(
-      [lo, hi, integer, range](std::string& v) -> std::string {
-        const std::string shown = v.size() > 24 ? v.substr(0, 20) + "... (" + std::to_string(v.size()) + " characters)" : v;
-        errno = 0;
-        char* end = nullptr;
-        const double x = std::strtod(v.c_str(), &end);
-        if (v.empty() || end == v.c_str() || *end != '\0' || std::isnan(x))
-          return "Value " + shown + " is not " + (integer ? "an integer" : "a number");
-        if (errno == ERANGE || !std::isfinite(x) || x < lo || x > hi) return "Value " + shown + " not in range " + range;
-        if (integer && (std::floor(x) != x || v.find_first_of(".eExX") != std::string::npos))
-          return "Value " + shown + " is not an integer";
-        return "";
-      },
-      "[" + range + "]");
+  return integer ? tools::IntegerIn(static_cast<int64_t>(lo), static_cast<uint64_t>(hi)) : tools::NumberIn(lo, hi);
 }
 
 /// Flushes stdout; false after printing FinishStdout's one line when the text cannot be written
@@ -212,21 +194,13 @@ void PrintBuffers(const Session& s) {
 }
 
 /// The text of a file given with -f (the prompt, or perplexity's text) as llama.cpp's common -f
-/// handler reads it: the whole file (a pipe or terminal too: `-f /dev/stdin`), one final newline
-/// dropped, then the escapes expanded unless --no-escape (common_params_parse_ex). A missing file
-/// or a folder is one error naming it and `what` it should be.
+/// handler reads it: the whole file, one final newline dropped, then the escapes expanded unless
+/// --no-escape (common_params_parse_ex). Unlike llama.cpp, the file must be a regular file of at
+/// most tools::kMaxTextFileBytes (256 MiB): a device (/dev/zero), FIFO or folder, or a larger file,
+/// is one error naming it, what it should be (`what`) and the limit hit (tools::ReadTextFile).
 Result<std::string> ReadTextFile(const std::string& file, const char* what, bool escape) {
-  struct stat st;
-  if (file.empty()) return IoError("-f '': no file name (" + std::string(what) + ")");
-  if (stat(file.c_str(), &st) != 0) return IoError(file + ": cannot open: " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode))
-    return IoError(file + ": not a regular file (" + what + ")");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return IoError(file + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return IoError(file + ": read error");
-  std::string text = ss.str();
+  if (file.empty()) return IoError("-f '': no file name (expected " + std::string(what) + ")");
+  STOWAGE_ASSIGN_OR_RETURN(std::string text, tools::ReadTextFile(file, what));
   if (!text.empty() && text.back() == '\n') text.pop_back();
   return escape ? tools::ProcessEscapes(text) : text;
 }
@@ -589,10 +563,8 @@ Result<std::vector<int>> ParseIntList(const std::string& text, const std::string
   };
   while (std::getline(ss, item, ',')) {
     const auto bad = [&]() {
-      const std::string shown =
-          item.size() > 24 ? item.substr(0, 20) + "... (" + std::to_string(item.size()) + " characters)" : item;
-      return InvalidArgument(name + ": '" + shown + "' is not a number in [" + std::to_string(lo) + ", " +
-                             std::to_string(hi) + "] or a range first-last[+step|*factor]");
+      return InvalidArgument(name + ": expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi) +
+                             " or a range first-last[+step|*factor], found '" + tools::ShownValue(item) + "'");
     };
     const size_t dash = item.find('-');
     int first = 0, last = 0;
@@ -859,7 +831,7 @@ int Run(int argc, char** argv) {
   int max_chunks = -1;
   ppl->add_option("--chunks", max_chunks, "score at most this many chunks (-1 = all)")
       ->check(NumberIn(-1, 2147483647, true) &
-              CLI::Validator([](std::string& v) { return v == "0" ? std::string("Value 0: no chunk to score (N >= 1, or -1 for all)") : std::string(); }, ""));
+              CLI::Validator([](std::string& v) { return v == "0" ? std::string("expected a chunk count from 1 to 2147483647 or -1 (all), found 0 (no chunk to score)") : std::string(); }, ""));
   auto* bench = app.add_subcommand("bench", "llama-bench style table: pp and tg speed");
   bench->footer("Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, --huge-pages, --llamacpp-numerics, --cpu-isa.");
   std::string n_prompt_list = "512", n_gen_list = "128", threads_list;  // llama-bench's defaults
@@ -930,7 +902,7 @@ int Run(int argc, char** argv) {
     if (has_base && tools::IsStandardOutput(kl_base))
       return Fail(InvalidArgument("--kl-divergence-base " + kl_base +
                                   " is standard output, where the perplexity is printed: write the base to a file"));
-    auto text = ReadTextFile(text_file, "perplexity -f expects a text file", escape);
+    auto text = ReadTextFile(text_file, "a text file to score (perplexity -f)", escape);
     if (!text.ok()) return Fail(text.status());
     return Perplexity(c, text_file, *text, max_chunks, kl_base);
   }
@@ -973,7 +945,7 @@ int Run(int argc, char** argv) {
   }
   const bool from_file = app.count("--file") > 0;
   if (from_file) {
-    auto text = ReadTextFile(prompt_file, "-f expects a text file with the prompt", escape);
+    auto text = ReadTextFile(prompt_file, "a text file with the prompt (-f)", escape);
     if (!text.ok()) return Fail(text.status());
     prompt = std::move(*text);
   } else if (escape) {
