@@ -784,7 +784,9 @@ int Run(int argc, char** argv) {
   add_common(&app);
   auto* prompt_opt = app.add_option("-p,--prompt", prompt, "prompt text");
   std::string prompt_file;
-  app.add_option("-f,--file", prompt_file, "a file whose text is the prompt (one final newline is dropped, as llama-cli)")
+  app.add_option("-f,--file", prompt_file,
+                 "a file whose text is the prompt (one final newline is dropped, as llama-cli; a regular file of at "
+                 "most 256 MiB)")
       ->excludes(prompt_opt);
   bool escape = true;
   app.add_flag("-e,--escape,!--no-escape", escape,
@@ -818,8 +820,8 @@ int Run(int argc, char** argv) {
   ppl->footer("Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, --huge-pages, --llamacpp-numerics, --cpu-isa, --no-escape.");
   std::string text_file;
   ppl->add_option("-f,--file", text_file,
-                  "text file (one final newline dropped and escapes expanded, as llama-perplexity); required, except "
-                  "with --kl-divergence");
+                  "text file (one final newline dropped and escapes expanded, as llama-perplexity; a regular file of "
+                  "at most 256 MiB); required, except with --kl-divergence");
   std::string kl_base;
   ppl->add_option("--kl-divergence-base,--save-all-logits", kl_base,
                   "base file of log-probabilities (llama-perplexity's format): written while scoring -f, or read "
