@@ -95,7 +95,8 @@ struct Common {
   std::string flash_attn = "off";  ///< -fa: on, off or auto, normalized by tools::FlashAttnValue
   bool huge_pages = false;
   bool llamacpp_numerics = false;
-  std::string cpu_isa = "avx512";  ///< --cpu-isa: the highest CPU kernel level (avx512, avx2, scalar)
+  /// --cpu-isa: the highest CPU kernel level (avx512vnni, avx512, avx2, scalar; SessionOptions::cpu_max_isa)
+  std::string cpu_isa = "avx512vnni";
   bool no_mmap = false, no_repack = false, no_kv_offload = false;
   bool no_fit_check = false;  ///< --no-fit-check: run a plan made on the fly that does not fit (a warning)
 };
@@ -167,7 +168,10 @@ Result<std::unique_ptr<Session>> OpenSession(const Common& c, bool quiet, bool p
   opts.n_threads = c.threads;
   opts.copy_mapped_weights_to_huge_pages = c.huge_pages;
   opts.llamacpp_numerics = c.llamacpp_numerics;
-  opts.cpu_max_isa = c.cpu_isa == "scalar" ? CpuIsa::kScalar : c.cpu_isa == "avx2" ? CpuIsa::kAvx2 : CpuIsa::kAvx512;
+  opts.cpu_max_isa = c.cpu_isa == "scalar" ? CpuIsa::kScalar
+                     : c.cpu_isa == "avx2"  ? CpuIsa::kAvx2
+                     : c.cpu_isa == "avx512" ? CpuIsa::kAvx512
+                                             : CpuIsa::kAvx512Vnni;
   // A percentage on the terminal while weights load; nothing when stderr is not a terminal.
   static int last_pct = -1;
   if (!quiet && isatty(fileno(stderr)))
@@ -777,9 +781,10 @@ int Run(int argc, char** argv) {
                 "CPU matrix products sum in llama.cpp's CPU orders in prompt processing too, so logits and "
                 "greedy text stay bit-identical to llama.cpp's over long prompts (slower prompt processing)");
     a->add_option("--cpu-isa", c.cpu_isa,
-                  "highest instruction set of the CPU kernels: avx512 (the default: the best the CPU has), avx2 "
-                  "(llama.cpp's haswell variant) or scalar; never above what the CPU supports")
-        ->check(CLI::IsMember({"avx512", "avx2", "scalar"}));
+                  "highest instruction set of the CPU kernels: avx512vnni (the default: the best the CPU has), "
+                  "avx512 (AVX-512 without VNNI, as a Skylake-X), avx2 (llama.cpp's haswell variant, as a Zen 3) or "
+                  "scalar; never above what the CPU supports")
+        ->check(CLI::IsMember({"avx512vnni", "avx512", "avx2", "scalar"}));
   };
   add_common(&app);
   auto* prompt_opt = app.add_option("-p,--prompt", prompt, "prompt text");

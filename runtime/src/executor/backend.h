@@ -168,13 +168,13 @@ class HostBuffer final : public Buffer {
 /// products in llama.cpp's CPU summation orders (cpu::ComputeContext::llamacpp_numerics);
 /// `max_isa`: the highest kernel level used (SessionOptions::cpu_max_isa).
 std::unique_ptr<Backend> CreateCpuBackend(int n_threads, bool llamacpp_numerics = false,
-                                          CpuIsa max_isa = CpuIsa::kAvx512);
+                                          CpuIsa max_isa = CpuIsa::kAvx512Vnni);
 
 /// The backend this build provides for a planned device (`type` "CPU", "GPU" or "ACCEL"; `name`
 /// as in the plan, e.g. "CUDA0"), or nullptr when it has none (builtin_backends.cpp).
 /// `llamacpp_numerics` and `cpu_max_isa` apply to the CPU backend (SessionOptions).
 std::unique_ptr<Backend> CreateBuiltinBackend(const std::string& name, const std::string& type, int n_threads,
-                                              bool llamacpp_numerics = false, CpuIsa cpu_max_isa = CpuIsa::kAvx512);
+                                              bool llamacpp_numerics = false, CpuIsa cpu_max_isa = CpuIsa::kAvx512Vnni);
 /// Comma-separated names of the device kinds this build can run ("CPU, CUDA, oneDNN").
 std::string BuiltinBackendNames();
 

@@ -252,7 +252,8 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 static_assert(int(CpuIsa::kScalar) == int(cpu::IsaLevel::kScalar) && int(CpuIsa::kAvx2) == int(cpu::IsaLevel::kAvx2) &&
-                  int(CpuIsa::kAvx512) == int(cpu::IsaLevel::kAvx512),
+                  int(CpuIsa::kAvx512) == int(cpu::IsaLevel::kAvx512) &&
+                  int(CpuIsa::kAvx512Vnni) == int(cpu::IsaLevel::kAvx512Vnni),
               "SessionOptions::cpu_max_isa carries cpu::IsaLevel's values");
 
 std::unique_ptr<Backend> CreateCpuBackend(int n_threads, bool llamacpp_numerics, CpuIsa max_isa) {

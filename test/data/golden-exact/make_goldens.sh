@@ -4,11 +4,15 @@
 # through refexact.cpp, on the shared models in $MODELS (default ../shared/models) and on synthetic
 # mixture-of-experts models (moe-*.json: gguf-synth --arch A --type T, found on PATH or as $SYNTH;
 # the test builds the same files with gguf-synth's library and checks their FNV-1a hash).
-# Usage: make_goldens.sh [zen4|haswell]   (default zen4)
+# Usage: make_goldens.sh [zen4|haswell|skylakex]   (default zen4)
 #   zen4: llama.cpp's zen4 CPU library, into this folder; run it on an AVX-512 VNNI + BF16 CPU (where
 #         ggml loads that variant by itself; the script refuses elsewhere).
 #   haswell: llama.cpp's haswell library (AVX2 + FMA + F16C), into haswell/; any CPU with AVX2 runs
 #         it (only that library is offered to ggml's loader).
+#   skylakex: llama.cpp's skylakex library (AVX-512 without VNNI; any AVX-512 CPU runs it), into a
+#         temporary folder, then checks that every file's logits hash equals the zen4 one of this
+#         folder: golden_exact_test holds the AVX-512 kernels without VNNI to the zen4 goldens on
+#         that ground (exit 1 naming the files that differ).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
@@ -30,9 +34,14 @@ case "$VARIANT" in
     OUT=$HERE/haswell
     mkdir -p "$OUT" "$TMP/backends"
     ln -s "$B/libggml-cpu-haswell.so" "$TMP/backends/" ;;
-  *) echo "make_goldens: the variant is zen4 or haswell, not '$VARIANT'" >&2; exit 2 ;;
+  skylakex)
+    has avx512f && has avx512bw && has avx512vl && has avx512dq || { echo "make_goldens: skylakex needs AVX-512" >&2; exit 1; }
+    OUT=$TMP/skylakex
+    mkdir -p "$OUT" "$TMP/backends"
+    ln -s "$B/libggml-cpu-skylakex.so" "$TMP/backends/" ;;
+  *) echo "make_goldens: the variant is zen4, haswell or skylakex, not '$VARIANT'" >&2; exit 2 ;;
 esac
-if [ "$VARIANT" = haswell ]; then export REF_BACKEND_DIR=$TMP/backends; else export REF_BACKEND_DIR=$B; fi
+if [ "$VARIANT" = zen4 ]; then export REF_BACKEND_DIR=$B; else export REF_BACKEND_DIR=$TMP/backends; fi
 g++ -O1 -std=c++17 "$HERE/refexact.cpp" -o "$TMP/refexact" -I"$REF/include" -I"$REF/ggml/include" \
   -L"$B" -l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so -Wl,-rpath,"$B" -lxxhash
 PROMPT=$(cat "$HERE/prompt.txt")
@@ -75,3 +84,15 @@ print()
 PY
   echo "wrote $OUT/moe-$n.json"
 done
+
+if [ "$VARIANT" = skylakex ]; then
+  differ=0
+  while read -r f; do
+    rel=${f#"$OUT"/}
+    a=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["logits_xxh64"])' "$f")
+    b=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["logits_xxh64"])' "$HERE/$rel")
+    if [ "$a" != "$b" ]; then echo "skylakex differs from zen4: $rel" >&2; differ=1; fi
+  done < <(find "$OUT" -name '*.json')
+  [ "$differ" = 0 ] && echo "skylakex: every logits hash equals the zen4 golden's"
+  exit "$differ"
+fi

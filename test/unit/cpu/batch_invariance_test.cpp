@@ -139,7 +139,7 @@ int64_t CompareColumns(const Case& c, int64_t K, int64_t N, int64_t M, IsaLevel 
 
 std::vector<IsaLevel> Levels() {
   std::vector<IsaLevel> l;
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512})
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni})
     if (isa <= DetectIsa()) l.push_back(isa);
   return l;
 }
@@ -289,7 +289,7 @@ TEST(BatchInvariance, RepackedQ4_KFollowsLlamaCppsGemmAndGemv) {
       kt::FillUniform(x, 78, -2.f, 2.f);
       const std::vector<float> got = Product(c, packed, K, N, x.data(), M, isa, 2, true);
       VecDotFn gemv = scalar::GemvQ4_Kx8Q8_K, gemv_sb = scalar::GemvQ4_Kx8Q8_KSb;
-      if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) {
+      if (isa >= IsaLevel::kAvx512Vnni) {
         gemv = avx512::GemvQ4_Kx8Q8_K;
         gemv_sb = avx512::GemvQ4_Kx8Q8_KSb;
       } else if (isa >= IsaLevel::kAvx2) {

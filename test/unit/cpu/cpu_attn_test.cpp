@@ -107,6 +107,7 @@ std::vector<IsaLevel> Levels() {
   std::vector<IsaLevel> l{IsaLevel::kScalar};
   if (DetectIsa() >= IsaLevel::kAvx2) l.push_back(IsaLevel::kAvx2);
   if (DetectIsa() >= IsaLevel::kAvx512) l.push_back(IsaLevel::kAvx512);
+  if (DetectIsa() >= IsaLevel::kAvx512Vnni) l.push_back(IsaLevel::kAvx512Vnni);
   return l;
 }
 

@@ -138,7 +138,7 @@ void CheckAgainstReference(const Shape& s, uint32_t seed) {
   p.Reference(&want, &bound);
   const int64_t H = s.Hkv * s.r;
   std::vector<float> first;
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512})
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni})
     for (int threads : {1, 2}) {
       ComputeContext ctx = kt::Ctx(threads);
       ctx.max_isa = isa;
@@ -240,7 +240,7 @@ TEST(CpuFlashAttn, FlashRowKernelsMatchScalarBits) {
         const char* vb = reinterpret_cast<const char*>(v.data());
         scalar::FlashF16Rows(D, n, nh, scores.data(), lds, vb, cells.data(), size_t(D) * 2, acc.data(), size_t(D),
                              want.data(), ldo);
-        for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+        for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
           std::fill(got.begin(), got.end(), -2.f);
           GetFlashF16Rows(isa)(D, n, nh, scores.data(), lds, vb, cells.data(), size_t(D) * 2, acc.data(), size_t(D),
                                got.data(), ldo);

@@ -154,7 +154,7 @@ TEST(CpuMulMatId, RepackedExpertsEqualPlain) {
       Tensor ids(GgmlType::I32, used, n_tokens);
       FillIds(ids, E, 34);
       Tensor plain(GgmlType::F32, N, used, n_tokens), repacked(GgmlType::F32, N, used, n_tokens);
-      for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512}) {
+      for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
         auto ctx = Ctx();
         ctx.max_isa = isa;
         ASSERT_TRUE(MulMatId(ctx, as.v, b.v, ids.v, plain.v).ok());
@@ -213,7 +213,7 @@ TEST(CpuMulMatId, LlamacppNumericsGiveEachColumnItsOwnBits) {
     Fill(b, seed++);
     Tensor ids(GgmlType::I32, used, T);
     FillIds(ids, E, seed++);
-    for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+    for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
       if (isa > DetectIsa()) continue;
       for (int nt : {1, 2}) {
         SCOPED_TRACE(std::string(GgmlTypeName(c.type)) + (c.repack ? "x8" : "") + " isa " +

@@ -84,7 +84,7 @@ void CheckMulMat(GgmlType wtype, IsaLevel isa) {
 }
 
 TEST(CpuMulMat, F32AndF16WeightsAllIsaLevels) {
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
     CheckMulMat(GgmlType::F32, isa);
     CheckMulMat(GgmlType::F16, isa);
   }
@@ -222,7 +222,7 @@ TEST(CpuCpy, ShortRowsMatchRowConversion) {
   const int64_t n = 37, planes = 3;  // [1, n, planes]: the F32 -> F16 store converts along ne1 per plane
   Tensor src(GgmlType::F32, 1, n, planes);
   Fill(src, 90, -70000, 70000);
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512})
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni})
     for (GgmlType dt : {GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
       Tensor dst(dt, 1, n, planes), ref(dt, n * planes);
       ComputeContext ctx = Ctx(2);

@@ -185,7 +185,7 @@ TEST(CpuQuant, ActivationQuantizersOfEveryLevelEqualScalar) {
       std::vector<uint8_t> ref(bytes, 0xAB);
       ASSERT_TRUE(GetTypeKernels(t, IsaLevel::kScalar)->from_float != nullptr);
       GetTypeKernels(t, IsaLevel::kScalar)->from_float(x.data(), ref.data(), len);
-      for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+      for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
         if (isa > DetectIsa()) continue;
         std::vector<uint8_t> got(bytes, 0xCD);
         GetTypeKernels(t, isa)->from_float(x.data(), got.data(), len);
@@ -211,7 +211,7 @@ TEST(CpuQuant, VecDotMatchesDequantizedDot) {
                             GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
   const int64_t n = 768;
   for (GgmlType t : types) {
-    for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+    for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
       if (isa > DetectIsa()) continue;
       const TypeKernels* k = GetTypeKernels(t, isa);
       ASSERT_NE(k, nullptr) << GgmlTypeName(t);
@@ -398,7 +398,7 @@ TEST(CpuQuantModels, MulMatMatchesDequantizedProduct) {
     kt::Tensor b(GgmlType::F32, K, M), d(GgmlType::F32, N, M);
     kt::Fill(b, 41);
     const std::vector<float> deq = m.Dequant(w.tensor);
-    for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512}) {
+    for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
       ComputeContext ctx;
       ctx.n_threads = 2;
       ctx.max_isa = isa;

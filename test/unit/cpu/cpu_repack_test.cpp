@@ -58,7 +58,7 @@ void CheckRepackedMulMat(const TensorView& plain, int64_t M) {
   kt::Tensor b(GgmlType::F32, K, M, ne2), d0(GgmlType::F32, N, M, ne2), d1(GgmlType::F32, N, M, ne2);
   kt::Fill(b, 9);
   std::vector<float> scalar_repacked;
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
     if (isa > DetectIsa()) continue;
     ComputeContext ctx;
     ctx.n_threads = 2;
@@ -96,7 +96,7 @@ TEST(CpuRepack, TokenGenerationCoversEveryRow) {
   kt::Fill(b, 4);
   std::vector<BlockQ8_0> yq(size_t(K / 32));
   QuantizeRowQ8_0Act(b.f32(), yq.data(), K);
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
     if (isa > DetectIsa()) continue;
     const TypeKernels* k = GetTypeKernels(GgmlType::Q4_0, isa);
     ASSERT_NE(k, nullptr);
@@ -229,7 +229,7 @@ struct GemvLevel {
 std::vector<GemvLevel> Q4_KGemvLevels() {
   std::vector<GemvLevel> out = {{IsaLevel::kScalar, scalar::GemvQ4_Kx8Q8_K}};
   if (DetectIsa() >= IsaLevel::kAvx2) out.push_back({IsaLevel::kAvx2, avx2::GemvQ4_Kx8Q8_K});
-  if (DetectIsa() >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) out.push_back({IsaLevel::kAvx512, avx512::GemvQ4_Kx8Q8_K});
+  if (DetectIsa() >= IsaLevel::kAvx512Vnni) out.push_back({IsaLevel::kAvx512Vnni, avx512::GemvQ4_Kx8Q8_K});
   return out;
 }
 
@@ -326,7 +326,7 @@ TEST(CpuRepackQ4_K, SubBlockPairGemvLevelsAgree) {
     }
     std::vector<std::pair<IsaLevel, VecDotFn>> levels;
     if (DetectIsa() >= IsaLevel::kAvx2) levels.push_back({IsaLevel::kAvx2, avx2::GemvQ4_Kx8Q8_KSb});
-    if (DetectIsa() >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) levels.push_back({IsaLevel::kAvx512, avx512::GemvQ4_Kx8Q8_KSb});
+    if (DetectIsa() >= IsaLevel::kAvx512Vnni) levels.push_back({IsaLevel::kAvx512Vnni, avx512::GemvQ4_Kx8Q8_KSb});
     for (const auto& lv : levels) {
       float got[8];
       lv.second(K, got, rp.data, y.data());
@@ -425,7 +425,7 @@ void CheckQ4_KMulMat(int64_t K, int64_t N, int64_t M, uint32_t seed) {
   const TensorView rp = Repacked(w.v, &store);
   kt::Tensor b(GgmlType::F32, K, M, ne12);
   kt::Fill(b, seed + 1, -2.f, 2.f);
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
     if (isa > DetectIsa()) continue;
     for (int nt : {1, 2, 3}) {
       ComputeContext ctx;
@@ -696,8 +696,8 @@ struct Q8_0Level {
 std::vector<Q8_0Level> Q8_0Levels() {
   std::vector<Q8_0Level> out = {{IsaLevel::kScalar, scalar::GemvQ8_0x8Q8_0, scalar::VecDotQ8_0Q8_0}};
   if (DetectIsa() >= IsaLevel::kAvx2) out.push_back({IsaLevel::kAvx2, avx2::GemvQ8_0x8Q8_0, avx2::VecDotQ8_0Q8_0});
-  if (DetectIsa() >= IsaLevel::kAvx512 && CpuHasAvx512Vnni())
-    out.push_back({IsaLevel::kAvx512, avx512::GemvQ8_0x8Q8_0, avx512::VecDotQ8_0Q8_0});
+  if (DetectIsa() >= IsaLevel::kAvx512Vnni)
+    out.push_back({IsaLevel::kAvx512Vnni, avx512::GemvQ8_0x8Q8_0, avx512::VecDotQ8_0Q8_0});
   return out;
 }
 

@@ -82,7 +82,7 @@ TEST(CpuSimd, VecDotsMatchScalar) {
         c.a2(n, &s2, x.data(), y.data());
         const double tol = 1e-5 * mag + 1e-6;
         EXPECT_NEAR(s2, s_ref, tol) << GgmlTypeName(c.w) << " avx2 n=" << n;
-        if (c.a5 && has512 && (!c.needs_vnni || CpuHasAvx512Vnni())) {
+        if (c.a5 && has512 && (!c.needs_vnni || DetectIsa() >= IsaLevel::kAvx512Vnni)) {
           c.a5(n, &s5, x.data(), y.data());
           EXPECT_NEAR(s5, s_ref, tol) << GgmlTypeName(c.w) << " avx512 n=" << n;
         }

@@ -58,6 +58,7 @@ std::vector<IsaLevel> Levels() {
   std::vector<IsaLevel> l = {IsaLevel::kScalar};
   if (DetectIsa() >= IsaLevel::kAvx2) l.push_back(IsaLevel::kAvx2);
   if (DetectIsa() >= IsaLevel::kAvx512) l.push_back(IsaLevel::kAvx512);
+  if (DetectIsa() >= IsaLevel::kAvx512Vnni) l.push_back(IsaLevel::kAvx512Vnni);
   return l;
 }
 
@@ -618,7 +619,7 @@ void PoisonInf(Act& a) {
 bool IsQ8Vnni(const TypeCase& tc, IsaLevel isa) {
   const bool q8 = tc.type == GgmlType::Q8_0 || tc.type == GgmlType::Q4_0 || tc.type == GgmlType::Q5_0 ||
                   tc.type == GgmlType::IQ4_NL;
-  return q8 && isa == IsaLevel::kAvx512 && DetectIsa() >= IsaLevel::kAvx512 && CpuHasAvx512Vnni();
+  return q8 && isa == IsaLevel::kAvx512Vnni && DetectIsa() >= IsaLevel::kAvx512Vnni;
 }
 
 TEST(GemmBreak, InfiniteAndHugeActivationsAsVecDot) {
@@ -633,10 +634,10 @@ TEST(GemmBreak, InfiniteAndHugeActivationsAsVecDot) {
 // scripts/test-sanitizers.sh.
 TEST(GemmBreak, InfiniteActivationsQ8Vnni) {
   for (const TypeCase& tc : Cases()) {
-    if (!IsQ8Vnni(tc, IsaLevel::kAvx512)) continue;
+    if (!IsQ8Vnni(tc, IsaLevel::kAvx512Vnni)) continue;
     const int64_t bs = BlockSize(tc.type);
     Problem p{tc, bs * 2, 24, 9};
-    Check(p, {1}, {IsaLevel::kAvx512}, 11, false, PoisonInf);
+    Check(p, {1}, {IsaLevel::kAvx512Vnni}, 11, false, PoisonInf);
   }
 }
 

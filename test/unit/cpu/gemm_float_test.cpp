@@ -92,6 +92,7 @@ std::vector<IsaLevel> SimdLevels() {
 #if defined(__x86_64__) || defined(_M_X64)
   if (DetectIsa() >= IsaLevel::kAvx2) l.push_back(IsaLevel::kAvx2);
   if (DetectIsa() >= IsaLevel::kAvx512) l.push_back(IsaLevel::kAvx512);
+  if (DetectIsa() >= IsaLevel::kAvx512Vnni) l.push_back(IsaLevel::kAvx512Vnni);
 #endif
   return l;
 }

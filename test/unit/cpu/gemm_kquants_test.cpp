@@ -210,16 +210,19 @@ TEST(GemmKQuants, LookupLevels) {
     EXPECT_NE(GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kScalar), nullptr) << GgmlTypeName(t);
     EXPECT_EQ(GetGemmKernelsKQuants(t, kLayoutQ4_0x8, IsaLevel::kScalar), nullptr);
     // The Q4_Kx8 layout (RepackQ4_K) is read by the Q4_K kernels only, at every level.
-    for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512})
+    for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni})
       EXPECT_EQ(GetGemmKernelsKQuants(t, kLayoutQ4_Kx8, isa),
                 t == GgmlType::Q4_K ? GetGemmKernelsKQuants(t, kLayoutPlain, isa) : nullptr)
           << GgmlTypeName(t);
     // AVX2: every type but IQ4_XS (its vpmaddubsw products could saturate).
     const GemmKernels* k2 = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kAvx2);
     EXPECT_EQ(k2 != nullptr, t != GgmlType::IQ4_XS) << GgmlTypeName(t);
-    const GemmKernels* k5 = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kAvx512);
-    EXPECT_EQ(k5 != nullptr, CpuHasAvx512Vnni() || t != GgmlType::IQ4_XS);
-    if (k5 && k2 && !CpuHasAvx512Vnni()) EXPECT_EQ(k5, k2);
+    // AVX-512 without VNNI: the AVX2 kernels; with VNNI (where the CPU has it) every type.
+    EXPECT_EQ(GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kAvx512), k2) << GgmlTypeName(t);
+    const bool vnni = DetectIsa() >= IsaLevel::kAvx512Vnni;
+    const GemmKernels* k5 = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kAvx512Vnni);
+    EXPECT_EQ(k5 != nullptr, vnni || t != GgmlType::IQ4_XS);
+    if (!vnni) EXPECT_EQ(k5, k2);
   }
   EXPECT_EQ(GetGemmKernelsKQuants(GgmlType::Q4_0, kLayoutPlain, IsaLevel::kScalar), nullptr);
   EXPECT_EQ(GetGemmKernelsKQuants(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kScalar), nullptr);
@@ -247,7 +250,7 @@ TEST(GemmKQuants, FromFloatEqualsQuantizeRowQ8_K) {
   x[1792 + 255] = -std::numeric_limits<float>::infinity();
   std::vector<BlockQ8_K> ref(K / kQK_K);
   QuantizeRowQ8_K(x.data(), ref.data(), K);
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
     const GemmKernels* g = GetGemmKernelsKQuants(GgmlType::Q4_K, kLayoutPlain, isa);
     if (!g || isa > DetectIsa()) continue;
     for (GgmlType t : kTypes)  // one activation format for the family
@@ -311,7 +314,7 @@ TEST(GemmKQuants, ScalarGemmMatchesVecDot) {
 // Every SIMD level vs the scalar GEMM: nr 1..16, nc 1..40.
 TEST(GemmKQuants, SimdMatchesScalar) {
   uint32_t seed = 500;
-  for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512})
+  for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni})
     for (GgmlType t : kTypes) {
       if (DetectIsa() < isa) continue;
       const GemmKernels* gs = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kScalar);
@@ -381,7 +384,7 @@ TEST(GemmKQuants, ExtremeValuesMatchScalar) {
     }
     for (int c = 0; c < 2; ++c) QuantizeRowQ8_K(&p.x[size_t(c) * K], &p.y[size_t(c) * (K / kQK_K)], K);
     const std::vector<float> ref = RunGemm(*GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kScalar), p, 16);
-    for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+    for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
       const GemmKernels* g = GetGemmKernelsKQuants(t, kLayoutPlain, isa);
       if (!g || isa > DetectIsa()) continue;
       const std::vector<float> got = RunGemm(*g, p, 16);
@@ -400,7 +403,7 @@ TEST(GemmKQuants, ExtremeValuesMatchScalar) {
 // Every level's pack writes the scalar pack's bytes (the kernels of all levels read one layout).
 TEST(GemmKQuants, SimdPackEqualsScalarPack) {
   uint32_t seed = 900;
-  for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512})
+  for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni})
     for (GgmlType t : kTypes) {
       const GemmKernels* gs = GetGemmKernelsKQuants(t, kLayoutPlain, IsaLevel::kScalar);
       const GemmKernels* g5 = GetGemmKernelsKQuants(t, kLayoutPlain, isa);
@@ -438,7 +441,7 @@ TEST(GemmKQuants, PackQ4_Kx8EqualsPlainPack) {
       for (int64_t r0 : {0, 16}) {  // panels start at multiples of 16 rows (two 8-row groups)
         AlignedBuf ref(gs->panel_bytes(K));
         gs->pack(K, p.w.data() + size_t(r0) * p.row_size, p.row_size, nr, kLayoutPlain, ref.get());
-        for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+        for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
           const GemmKernels* g = GetGemmKernelsKQuants(GgmlType::Q4_K, kLayoutQ4_Kx8, isa);
           if (!g || isa > DetectIsa()) continue;
           AlignedBuf got(g->panel_bytes(K));
@@ -503,7 +506,7 @@ void CheckMulMat(GgmlType t, int64_t K, int64_t N, int64_t M, bool permuted, uin
   d.nb[3] = d.nb[2] * size_t(ne12);
   d.data = out.data();
   ASSERT_GE(M, kGemmMinCols);
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
     if (isa > DetectIsa() || !GetGemmKernels(t, kLayoutPlain, isa)) continue;  // GEMM path only
     std::vector<float> first;
     for (int nt : {1, 2, 3}) {
@@ -552,7 +555,7 @@ TEST(GemmKQuants, MulMatDriver) {
 
 // Rows nr..15 of a short panel compute finite values (the contract lets a kernel compute them).
 TEST(GemmKQuants, ShortPanelPaddingIsFinite) {
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
     if (isa > DetectIsa()) continue;
     for (GgmlType t : kTypes) {
       const GemmKernels* g = GetGemmKernelsKQuants(t, kLayoutPlain, isa);
@@ -582,7 +585,7 @@ double ThreadSeconds() {
 TEST(GemmKQuants, DISABLED_KernelThroughput) {
   const int64_t K = 2048;
   const int ncols = 512, nrows = 256;
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
     if (const GemmKernels* g = GetGemmKernelsKQuants(GgmlType::Q4_K, kLayoutPlain, isa)) {
       std::vector<float> x(size_t(K) * 64);
       kt::FillUniform(x, 5);
@@ -599,8 +602,7 @@ TEST(GemmKQuants, DISABLED_KernelThroughput) {
     if (isa == IsaLevel::kScalar || isa > DetectIsa()) continue;
     for (GgmlType t : kTypes) {
       const GemmKernels* g = GetGemmKernelsKQuants(t, kLayoutPlain, isa);
-      if (!g) continue;
-      if (isa == IsaLevel::kAvx512 && !CpuHasAvx512Vnni()) continue;
+      if (!g || isa == IsaLevel::kAvx512) continue;  // (AVX-512 without VNNI runs the AVX2 kernels)
       Problem p(t, K, nrows, ncols, 3);
       const size_t act_bytes = g->act_row_bytes(K);
       AlignedBuf act(act_bytes * ncols), panel(g->panel_bytes(K));

@@ -187,7 +187,7 @@ void CheckKernels(const TypeCase& tc, int64_t K, int nr, int nc, uint32_t seed, 
       const Ref ref = RefDot(tc, w.PlainRow(16 + r), x.data() + size_t(c) * size_t(K), K);
       ASSERT_LE(std::fabs(got - ref.value), ref.bound) << "row " << r << " col " << c << " ref " << ref.value;
     }
-  for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+  for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
     if (DetectIsa() < isa) continue;
     SCOPED_TRACE("isa " + std::to_string(int(isa)));
     const GemmKernels* vk = GetGemmKernelsQ8(tc.type, tc.layout, isa);
@@ -262,7 +262,7 @@ TEST(GemmQ8, ActivationsEqualQuantizeRowQ8_0Act) {
   x[6 * 32] = std::numeric_limits<float>::infinity();
   std::vector<BlockQ8_0> q(size_t(K / 32));
   QuantizeRowQ8_0Act(x.data(), q.data(), K);
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512}) {
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
   const GemmKernels* k = GetGemmKernelsQ8(GgmlType::Q4_0, kLayoutPlain, isa);
   if (k == nullptr) continue;  // no VNNI: the vec_dot path
   SCOPED_TRACE("isa " + std::to_string(int(isa)));
@@ -298,7 +298,7 @@ TEST(GemmQ8, ActivationsEqualQuantizeRowQ8_1Act) {  // Q4_1/Q5_1: qs, d and s of
   x[3 * 32 + 31] = std::numeric_limits<float>::quiet_NaN();  // block 3: d = s = NaN, qs = 0
   std::vector<BlockQ8_1> q(size_t(K / 32));
   QuantizeRowQ8_1Act(x.data(), q.data(), K);
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
     const GemmKernels* k = GetGemmKernelsQ8(GgmlType::Q5_1, kLayoutPlain, isa);
     if (k == nullptr || isa > DetectIsa()) continue;
     std::vector<uint8_t> act(k->act_row_bytes(K));
@@ -325,10 +325,17 @@ TEST(GemmQ8, LookupLevels) {
   EXPECT_NE(GetGemmKernelsQ8(GgmlType::Q4_0, kLayoutQ4_0x8, IsaLevel::kScalar), nullptr);
   if (DetectIsa() >= IsaLevel::kAvx2) {
     EXPECT_NE(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx2), nullptr);
-    // Asked for AVX-512: the VNNI kernels where the CPU has VNNI, else the AVX2 ones.
-    EXPECT_NE(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx512), nullptr);
+    // Asked for AVX-512 (with VNNI or not): the VNNI kernels where the level and the CPU have VNNI,
+    // else the AVX2 ones.
+    const GemmKernels* k2 = GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx2);
+    EXPECT_EQ(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx512), k2);
+    const GemmKernels* kv = GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx512Vnni);
+    EXPECT_NE(kv, nullptr);
+    EXPECT_EQ(kv != k2, DetectIsa() >= IsaLevel::kAvx512Vnni);
     // The batch-invariant kernels (ggml's 8-lane order) exist with VNNI only.
-    EXPECT_EQ(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx512, true) != nullptr, CpuHasAvx512Vnni());
+    EXPECT_EQ(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx512Vnni, true) != nullptr,
+              DetectIsa() >= IsaLevel::kAvx512Vnni);
+    EXPECT_EQ(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx512, true), nullptr);
     EXPECT_EQ(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx2, true), nullptr);
   }
 }
@@ -367,7 +374,7 @@ void CheckMulMat(const TypeCase& tc, int64_t K, int64_t N, int64_t M, bool permu
   d.data = out.data();
 
   std::vector<float> scalar_out;
-  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512})
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni})
     for (int nt : {1, 2, 3}) {
       if (isa > DetectIsa()) continue;
       std::fill(out.begin(), out.end(), -9.f);
@@ -419,9 +426,9 @@ TEST(GemmQ8, MulMatDriver) {
 }
 
 TEST(GemmQ8, DISABLED_Bench) {
-  if (!(DetectIsa() >= IsaLevel::kAvx512 && CpuHasAvx512Vnni())) GTEST_SKIP() << "no AVX512-VNNI";
+  if (!(DetectIsa() >= IsaLevel::kAvx512Vnni)) GTEST_SKIP() << "no AVX512-VNNI";
   for (int64_t K : {2048, 5632}) {
-    for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512})
+    for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512Vnni})
     for (GgmlType kt_type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
     const GemmKernels* k = GetGemmKernelsQ8(kt_type, kLayoutPlain, isa);
     const int nc = 64;
@@ -464,10 +471,10 @@ TEST(GemmQ8, DISABLED_Bench) {
       }
       std::printf("  vec_dot path, same level: %.1f GOPS\n", 2.0 * 16 * nc * double(K) * (reps / 4) / vbest * 1e-9);
     }
-    if (isa != IsaLevel::kAvx512 || kt_type != GgmlType::Q8_0) continue;
+    if (isa != IsaLevel::kAvx512Vnni || kt_type != GgmlType::Q8_0) continue;
     for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
       std::vector<uint8_t> rows = RandomRows(t, K, 16, 7);
-      for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512}) {
+      for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512Vnni}) {
         const GemmKernels* pk = GetGemmKernelsQ8(t, kLayoutPlain, isa);
         double pbest = 1e30;
         for (int tr = 0; tr < 15; ++tr) {
@@ -486,7 +493,7 @@ TEST(GemmQ8, DISABLED_Bench) {
 // MUL_MAT through the driver on the benchmark model's shapes (0.85B llama, 512-token ubatch), one
 // thread, thread CPU time (best of 3): conversion + packing + kernel together.
 TEST(GemmQ8, DISABLED_BenchMulMat) {
-  if (!(DetectIsa() >= IsaLevel::kAvx512 && CpuHasAvx512Vnni())) GTEST_SKIP() << "no AVX512-VNNI";
+  if (!(DetectIsa() >= IsaLevel::kAvx512Vnni)) GTEST_SKIP() << "no AVX512-VNNI";
   struct Shape { int64_t K, N; };
   for (const TypeCase& tc : {kCases[0], kCases[2]})
     for (Shape sh : {Shape{2048, 2048}, Shape{2048, 5632}, Shape{5632, 2048}}) {

@@ -33,10 +33,13 @@ class BackendFactory;
 /// Session::Create; a tool checking its list before the first Session opens names its option).
 Status CheckThreadCount(int n_threads, const std::string& subject = "n_threads");
 
-/// Instruction-set levels of the CPU backend's kernels (the values of cpu::IsaLevel): kScalar the
-/// portable reference code, kAvx2 AVX2 + FMA + F16C (llama.cpp's `haswell` CPU variant), kAvx512
-/// AVX-512 F/BW/VL/DQ, with VNNI where the CPU has it (llama.cpp's `skylakex` / `zen4` variants).
-enum class CpuIsa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+/// Instruction-set levels of the CPU backend's kernels (the values of cpu::IsaLevel), each including
+/// the ones below: kScalar the portable reference code, kAvx2 AVX2 + FMA + F16C (llama.cpp's
+/// `haswell` CPU variant; Zen 3), kAvx512 AVX-512 F/BW/VL/DQ without VNNI (`skylakex`; Skylake-X),
+/// kAvx512Vnni with AVX512-VNNI's integer dots (`icelake` / `zen4`; Cascade Lake and later Intel,
+/// Zen 4/5). A cap below the CPU's level runs that level's code on this CPU: one machine stands in
+/// for the others.
+enum class CpuIsa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Vnni = 3 };
 
 struct SessionOptions {
   int n_threads = 0;  ///< CPU threads; 0 = all hardware threads; more than 4x the hardware threads is an error
@@ -74,7 +77,7 @@ struct SessionOptions {
   /// The highest level the CPU kernels may use; the CPU's own best level when that is lower (never an
   /// error). With llamacpp_numerics and kAvx2 an AVX-512 machine reproduces what llama.cpp's haswell
   /// variant computes (test/data/golden-exact/haswell). stowage-run: --cpu-isa.
-  CpuIsa cpu_max_isa = CpuIsa::kAvx512;
+  CpuIsa cpu_max_isa = CpuIsa::kAvx512Vnni;
 };
 
 /// One row of Session::OpProfile: host wall time of one kind of work in one graph ("pp" or "tg"),

@@ -45,11 +45,10 @@ const CpuFlags& Flags() {
 
 IsaLevel DetectIsa() {
   const CpuFlags& f = Flags();
+  if (f.avx512_vnni) return IsaLevel::kAvx512Vnni;
   if (f.avx512) return IsaLevel::kAvx512;
   if (f.avx2_fma_f16c) return IsaLevel::kAvx2;
   return IsaLevel::kScalar;
 }
-
-bool CpuHasAvx512Vnni() { return Flags().avx512_vnni; }
 
 }  // namespace stowage::cpu

@@ -32,6 +32,7 @@
 // The layout constants are repeated in gemm_kquants_avx512.cpp (a header would sit outside this
 // family's files); gemm_kquants_test checks every SIMD pack and kernel against the scalar ones, so
 // a mismatch fails there.
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -413,8 +414,9 @@ const GemmKernels* GetGemmKernelsKQuants(GgmlType type, int layout, IsaLevel isa
 #endif
     default: return nullptr;
   }
+  isa = IsaLevel(std::min(int(isa), int(DetectIsa())));  // never a level this CPU lacks
   if (isa == IsaLevel::kScalar) return k.scalar;
-  if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) return k.vnni;
+  if (isa >= IsaLevel::kAvx512Vnni) return k.vnni;
   return isa >= IsaLevel::kAvx2 ? k.avx2 : nullptr;  // AVX2, and AVX-512 without VNNI
 }
 

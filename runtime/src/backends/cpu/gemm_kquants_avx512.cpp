@@ -1,5 +1,5 @@
 // GEMM family "kquants", AVX-512 VNNI kernels (this file is compiled with -mavx512f/bw/vl/dq/vnni;
-// the lookup in gemm_kquants.cpp returns these only when CpuHasAvx512Vnni()). Layouts and integer
+// the lookup in gemm_kquants.cpp returns these only at IsaLevel::kAvx512Vnni). Layouts and integer
 // sums: see gemm_kquants.cpp. One zmm lane per panel row; per k-step of 4 elements one packed
 // weight zmm (16 rows x 4 unsigned bytes) feeds NC columns through
 // vpdpbusd(acc, w, broadcast of 4 activation bytes); per group the int32 dot is scaled by the rows'

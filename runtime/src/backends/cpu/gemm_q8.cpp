@@ -459,9 +459,10 @@ const GemmKernels* GetGemmKernelsQ8(GgmlType type, int layout, IsaLevel isa, boo
 #endif
     default: return nullptr;
   }
+  isa = IsaLevel(std::min(int(isa), int(DetectIsa())));  // never a level this CPU lacks
   // Scalar level: the reference GEMM, in the scalar vec_dots' order (batch-invariant as it is).
   if (isa == IsaLevel::kScalar) return k.scalar;
-  const bool vnni = isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni();
+  const bool vnni = isa >= IsaLevel::kAvx512Vnni;
   // kLayoutQ4_0x8: one float per output is its gemv's order too, at every level.
   if (layout == kLayoutQ4_0x8) return vnni ? k.vnni : k.avx2;
   // Plain layouts and kLayoutQ8_0x8 (whose gemv is the vec_dot's order, the lanes kernels'): the

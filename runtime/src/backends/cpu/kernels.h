@@ -97,13 +97,13 @@ void VecDotQ4_0Q8_0(int64_t n, float* s, const void* x, const void* y);      // 
 void VecDotQ4_KQ8_K(int64_t n, float* s, const void* x, const void* y);      // VNNI when present
 void VecDotQ6_KQ8_K(int64_t n, float* s, const void* x, const void* y);      // VNNI when present
 /// Q4_0x8 repacked group (8 rows, n/32 blocks) times one Q8_0 row: s[0..7], bit-identical to
-/// avx2::/scalar::GemvQ4_0x8Q8_0. Needs AVX512-VNNI (call only when CpuHasAvx512Vnni()).
+/// avx2::/scalar::GemvQ4_0x8Q8_0. Needs AVX512-VNNI (call only at IsaLevel::kAvx512Vnni).
 void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
 /// Q4_Kx8 repacked group times one Q8_K row: s[0..7], bit-identical to scalar::GemvQ4_Kx8Q8_K.
-/// Needs AVX512-VNNI (call only when CpuHasAvx512Vnni()).
+/// Needs AVX512-VNNI (call only at IsaLevel::kAvx512Vnni).
 void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* x, const void* y);
 /// Q8_0x8 repacked group (8 rows, n/32 blocks) times one Q8_0 row: s[r] bit-identical to
-/// avx512::VecDotQ8_0Q8_0 of row r. Needs AVX512-VNNI (call only when CpuHasAvx512Vnni()).
+/// avx512::VecDotQ8_0Q8_0 of row r. Needs AVX512-VNNI (call only at IsaLevel::kAvx512Vnni).
 void GemvQ8_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
 /// The same as avx2::FromFloatQ8_KAct with 512-bit registers (gemm_kquants_avx512.cpp).
 void FromFloatQ8_KAct(const float* x, void* act, int64_t K);

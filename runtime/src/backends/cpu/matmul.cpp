@@ -58,7 +58,7 @@ void FromFloatQ8_0Vnni(const float* x, void* vy, int64_t n) {
 }
 #endif
 
-constexpr int kLevels = 3;
+constexpr int kLevels = 4;
 using Table = std::array<TypeKernels, kGgmlTypeCount>;
 
 std::array<Table, kLevels> BuildTables() {
@@ -107,20 +107,22 @@ std::array<Table, kLevels> BuildTables() {
   a5 = a2;
   a5[size_t(GgmlType::F32)].vec_dot = avx512::VecDotF32;
   a5[size_t(GgmlType::F16)].vec_dot = avx512::VecDotF16;
-  if (CpuHasAvx512Vnni()) {
-    // (the AVX-512 translation units are compiled with -mavx512vnni: called only where VNNI exists)
-    for (GgmlType k : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS})
-      a5[size_t(k)].from_float = FromFloatQ8_KVia<avx512::FromFloatQ8_KAct>;
-    for (GgmlType k : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL})
-      a5[size_t(k)].from_float = FromFloatQ8_0Vnni;
-    a5[size_t(GgmlType::Q8_0)].vec_dot = avx512::VecDotQ8_0Q8_0;
-    a5[size_t(GgmlType::Q4_0)].vec_dot = avx512::VecDotQ4_0Q8_0;
-    a5[size_t(GgmlType::Q4_K)].vec_dot = avx512::VecDotQ4_KQ8_K;
-    a5[size_t(GgmlType::Q6_K)].vec_dot = avx512::VecDotQ6_KQ8_K;
-  }
+  // kAvx512Vnni: the integer dots and their activation quantizers (vpdpbusd). GetTypeKernels never
+  // returns this table on a CPU without VNNI (the level is capped by DetectIsa()).
+  Table& a5v = t[3];
+  a5v = a5;
+  for (GgmlType k : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS})
+    a5v[size_t(k)].from_float = FromFloatQ8_KVia<avx512::FromFloatQ8_KAct>;
+  for (GgmlType k : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL})
+    a5v[size_t(k)].from_float = FromFloatQ8_0Vnni;
+  a5v[size_t(GgmlType::Q8_0)].vec_dot = avx512::VecDotQ8_0Q8_0;
+  a5v[size_t(GgmlType::Q4_0)].vec_dot = avx512::VecDotQ4_0Q8_0;
+  a5v[size_t(GgmlType::Q4_K)].vec_dot = avx512::VecDotQ4_KQ8_K;
+  a5v[size_t(GgmlType::Q6_K)].vec_dot = avx512::VecDotQ6_KQ8_K;
 #else
   t[1] = s;
   t[2] = s;
+  t[3] = s;
 #endif
   return t;
 }
@@ -130,7 +132,7 @@ std::array<Table, kLevels> BuildTables() {
 const TypeKernels* GetTypeKernels(GgmlType type, IsaLevel isa) {
   static const std::array<Table, kLevels> tables = BuildTables();  // immutable after first use
   if (uint32_t(type) >= kGgmlTypeCount) return nullptr;
-  const TypeKernels& k = tables[size_t(isa)][size_t(type)];
+  const TypeKernels& k = tables[size_t(std::min(int(isa), int(DetectIsa())))][size_t(type)];
   return k.vec_dot ? &k : nullptr;
 }
 
@@ -542,7 +544,7 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
   VecDotFn gemv8 = GetRepackedGemv(src0.layout, isa);
   VecDotFn gemv8_sb = scalar::GemvQ4_Kx8Q8_KSb;
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-  if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) gemv8_sb = avx512::GemvQ4_Kx8Q8_KSb;
+  if (isa >= IsaLevel::kAvx512Vnni) gemv8_sb = avx512::GemvQ4_Kx8Q8_KSb;
   else if (isa >= IsaLevel::kAvx2) gemv8_sb = avx2::GemvQ4_Kx8Q8_KSb;
 #endif
   // Q4_Kx8 with llamacpp_numerics: llama.cpp's repacked Q4_K runs its GEMM (float part per sub-block

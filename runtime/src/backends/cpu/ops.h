@@ -63,16 +63,18 @@ struct TensorView {
 void SetContiguousStrides(TensorView& t);
 
 /// Instruction-set levels of the kernels, chosen at run time from CPUID.
+/// Each level includes the ones below it; a capped context (ComputeContext::max_isa) runs a lower
+/// level's code on a better CPU, so one machine stands in for the others (an AVX-512 VNNI CPU runs
+/// what an AVX2-only Zen 3 or an AVX-512 Skylake-X without VNNI runs).
 enum class IsaLevel : int {
-  kScalar = 0,  ///< baseline x86-64 (or any other CPU): the reference code
-  kAvx2 = 1,    ///< AVX2 + FMA + F16C
-  kAvx512 = 2,  ///< AVX-512 F/BW/VL (+ VNNI when the CPU has it)
+  kScalar = 0,      ///< baseline x86-64 (or any other CPU): the reference code
+  kAvx2 = 1,        ///< AVX2 + FMA + F16C (llama.cpp's `haswell` CPU variant)
+  kAvx512 = 2,      ///< AVX-512 F/BW/VL/DQ without VNNI (Skylake-X; llama.cpp's `skylakex`)
+  kAvx512Vnni = 3,  ///< + AVX512-VNNI vpdpbusd integer dots (Cascade Lake, Ice Lake, Zen 4/5: `zen4`)
 };
 
 /// The best level this CPU supports (CPUID + XGETBV; cached after the first call).
 IsaLevel DetectIsa();
-/// True when the CPU has AVX-512 VNNI (vpdpbusd); the AVX-512 integer dots use it then.
-bool CpuHasAvx512Vnni();
 
 /// Per-call execution context: thread count and a reusable scratch buffer. One context per
 /// concurrently running op (ops resize `work`); ops never keep pointers into it across calls.
@@ -81,7 +83,7 @@ struct ComputeContext {
   std::vector<uint8_t> work;   ///< scratch: MUL_MAT's converted src1, CPY's row buffers
   /// Highest kernel level to use: the detected level is capped by this (tests force kScalar to
   /// compare SIMD paths against the reference).
-  IsaLevel max_isa = IsaLevel::kAvx512;
+  IsaLevel max_isa = IsaLevel::kAvx512Vnni;
   /// MUL_MAT sums in the orders of llama.cpp's CPU backend in prompt processing too: the GEMM
   /// path only where its order is the vec_dot path's (the q8 family's 8-lane kernels, gemm.h
   /// GetGemmKernels with batch_invariant), else the vec_dot path; repacked Q4_K in llama.cpp's

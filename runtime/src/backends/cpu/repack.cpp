@@ -3,6 +3,7 @@
 // CPU_REPACK buffer is rewritten once at upload into groups of 8 interleaved rows, so that token
 // generation's gemv decodes per-block metadata once for 8 rows and streams the quants of 8 rows with
 // wide loads. Our layouts are our own (see ops.h); each keeps the plain tensor's exact size.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -203,7 +204,8 @@ VecDotFn GetRepackedGemv(int layout, IsaLevel isa) {
     default: return nullptr;
   }
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-  if (isa >= IsaLevel::kAvx512 && CpuHasAvx512Vnni()) return k.vnni;
+  isa = IsaLevel(std::min(int(isa), int(DetectIsa())));  // never a level this CPU lacks
+  if (isa >= IsaLevel::kAvx512Vnni) return k.vnni;
   if (isa >= IsaLevel::kAvx2) return k.avx2;
 #else
   (void)isa;

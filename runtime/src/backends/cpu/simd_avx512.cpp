@@ -1,6 +1,6 @@
 // AVX-512 kernels (this file alone is compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq
-// -mavx512vnni + AVX2/FMA/F16C; only called when DetectIsa() == kAvx512, and the integer dots only
-// when CpuHasAvx512Vnni()). The integer dots use vpdpbusd (u8 x s8 -> s32, no saturation).
+// -mavx512vnni + AVX2/FMA/F16C; only called at IsaLevel::kAvx512 and above, and the integer dots
+// only at kAvx512Vnni). The integer dots use vpdpbusd (u8 x s8 -> s32, no saturation).
 #include <immintrin.h>
 
 #include <vector>
