@@ -25,12 +25,14 @@ namespace stowage::test {
 /// `cfg` (n_ctx, n_batch, n_ubatch, flash_attn; BuildModelGraphs resolves and clamps it) and
 /// placement flags `opt` (default: plan-model's defaults), generator flags `flags`.
 /// Errors: opening the GGUF, building the graphs, the probed manifest, placement.
-inline Result<std::vector<uint8_t>> PlanForThisCpu(const std::string& model_path, const planner::ContextConfig& cfg,
+inline Result<std::vector<uint8_t>> PlanForThisCpu(const std::string& model_path,
+                                                   const planner::ContextConfig& cfg,
                                                    const planner::PlacementOptions& opt = {},
                                                    const std::string& flags = "test") {
   STOWAGE_ASSIGN_OR_RETURN(auto gguf, GgufFile::Open(model_path));
   STOWAGE_ASSIGN_OR_RETURN(planner::ModelGraphs graphs, planner::BuildModelGraphs(*gguf, cfg));
-  STOWAGE_ASSIGN_OR_RETURN(planner::DeviceManifest cpu, planner::ManifestFromProbe(MakeCpuDevice(ProbeCpu())));
+  STOWAGE_ASSIGN_OR_RETURN(planner::DeviceManifest cpu,
+                           planner::ManifestFromProbe(MakeCpuDevice(ProbeCpu())));
   STOWAGE_ASSIGN_OR_RETURN(planner::PlacementOutcome placed, planner::PlaceModel(graphs, {cpu}, opt));
   return planner::SerializePlan(*gguf, graphs, placed.placement, placed.memory, flags);
 }

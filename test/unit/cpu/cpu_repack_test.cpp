@@ -326,7 +326,8 @@ TEST(CpuRepackQ4_K, SubBlockPairGemvLevelsAgree) {
     }
     std::vector<std::pair<IsaLevel, VecDotFn>> levels;
     if (DetectIsa() >= IsaLevel::kAvx2) levels.push_back({IsaLevel::kAvx2, avx2::GemvQ4_Kx8Q8_KSb});
-    if (DetectIsa() >= IsaLevel::kAvx512Vnni) levels.push_back({IsaLevel::kAvx512Vnni, avx512::GemvQ4_Kx8Q8_KSb});
+    if (DetectIsa() >= IsaLevel::kAvx512Vnni)
+      levels.push_back({IsaLevel::kAvx512Vnni, avx512::GemvQ4_Kx8Q8_KSb});
     for (const auto& lv : levels) {
       float got[8];
       lv.second(K, got, rp.data, y.data());

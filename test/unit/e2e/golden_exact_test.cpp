@@ -102,7 +102,9 @@ std::string CannotRun(const Variant& v) {
                     : have >= cpu::IsaLevel::kAvx2 ? "AVX2 but no AVX-512"
                                                    : "no AVX2";
   return std::string("the ") + v.name + " kernels need " +
-         (v.isa == CpuIsa::kAvx512Vnni ? "AVX-512 VNNI" : v.isa == CpuIsa::kAvx512 ? "AVX-512" : "AVX2 + FMA + F16C") +
+         (v.isa == CpuIsa::kAvx512Vnni ? "AVX-512 VNNI"
+          : v.isa == CpuIsa::kAvx512   ? "AVX-512"
+                                       : "AVX2 + FMA + F16C") +
          "; this CPU has " + has;
 }
 
@@ -132,15 +134,30 @@ struct Case {
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.set << c.model; }
 
-constexpr Case kCases[] = {
-    {"", "stories260K"},          {"", "stories260K-F16"},     {"", "stories260K-Q8_0"},
-    {"", "stories260K-Q4_0"},     {"", "stories260K-Q4_K_M"},  {"", "llama-2-tiny-random"},
-    {"", "tiny-tied-f32"},        {"", "tiny8-untied-q4_0"},   {"", "synth-Q4_K_M"},
-    {"", "synth-Q6_K"},           {"", "synth-IQ4_XS"},        {"long/", "stories260K"},
-    {"long/", "stories260K-F16"}, {"long/", "stories260K-Q8_0"}, {"long/", "stories260K-Q4_0"},
-    {"long/", "stories260K-Q4_K_M"}, {"long/", "llama-2-tiny-random"}, {"long/", "tiny-tied-f32"},
-    {"long/", "tiny-tied-q4_0"},  {"long/", "tiny-untied-q4_0"}, {"long/", "tiny8-untied-q4_0"},
-    {"long/", "synth-Q4_K_M"},    {"long/", "synth-Q6_K"},     {"long/", "synth-IQ4_XS"}};
+constexpr Case kCases[] = {{"", "stories260K"},
+                           {"", "stories260K-F16"},
+                           {"", "stories260K-Q8_0"},
+                           {"", "stories260K-Q4_0"},
+                           {"", "stories260K-Q4_K_M"},
+                           {"", "llama-2-tiny-random"},
+                           {"", "tiny-tied-f32"},
+                           {"", "tiny8-untied-q4_0"},
+                           {"", "synth-Q4_K_M"},
+                           {"", "synth-Q6_K"},
+                           {"", "synth-IQ4_XS"},
+                           {"long/", "stories260K"},
+                           {"long/", "stories260K-F16"},
+                           {"long/", "stories260K-Q8_0"},
+                           {"long/", "stories260K-Q4_0"},
+                           {"long/", "stories260K-Q4_K_M"},
+                           {"long/", "llama-2-tiny-random"},
+                           {"long/", "tiny-tied-f32"},
+                           {"long/", "tiny-tied-q4_0"},
+                           {"long/", "tiny-untied-q4_0"},
+                           {"long/", "tiny8-untied-q4_0"},
+                           {"long/", "synth-Q4_K_M"},
+                           {"long/", "synth-Q6_K"},
+                           {"long/", "synth-IQ4_XS"}};
 
 class GoldenExact : public ::testing::TestWithParam<std::tuple<Variant, Case>> {};
 
@@ -163,13 +180,15 @@ TEST_P(GoldenExact, LlamaCppNumericsGivesLlamaCppsBits) {
   EXPECT_EQ(r.hash, g["logits_xxh64"].get<std::string>()) << "some logit differs from llama.cpp's in some bit";
   if (std::string(c.set).empty() && (name == "stories260K-Q8_0" || name == "stories260K-Q4_0")) {
     // The default kernels: another summation order in the prompt's GEMM, another result.
-    const Outcome d = Generate(model, prompt, int(greedy.size()), /*numerics=*/false, v.isa, n_ctx, flash_attn);
+    const Outcome d =
+        Generate(model, prompt, int(greedy.size()), /*numerics=*/false, v.isa, n_ctx, flash_attn);
     EXPECT_NE(d.hash, r.hash) << "the default mode gave llama.cpp's bits too: is the option still needed?";
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenExact,
-                         ::testing::Combine(::testing::Values(kZen4, kSkylakeX, kHaswell), ::testing::ValuesIn(kCases)),
+                         ::testing::Combine(::testing::Values(kZen4, kSkylakeX, kHaswell),
+                                            ::testing::ValuesIn(kCases)),
                          [](const ::testing::TestParamInfo<GoldenExact::ParamType>& i) {
                            const Case& c = std::get<1>(i.param);
                            return CaseName(std::get<0>(i.param).name, std::string(c.set) + c.model);
@@ -212,7 +231,8 @@ TEST_P(GoldenExactMoe, LlamaCppNumericsGivesLlamaCppsBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenExactMoe,
-                         ::testing::Combine(::testing::Values(kZen4, kSkylakeX, kHaswell), ::testing::ValuesIn(kMoeModels)),
+                         ::testing::Combine(::testing::Values(kZen4, kSkylakeX, kHaswell),
+                                            ::testing::ValuesIn(kMoeModels)),
                          [](const ::testing::TestParamInfo<GoldenExactMoe::ParamType>& i) {
                            return CaseName(std::get<0>(i.param).name, std::get<1>(i.param));
                          });

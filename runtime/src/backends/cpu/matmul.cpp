@@ -111,7 +111,8 @@ std::array<Table, kLevels> BuildTables() {
   // returns this table on a CPU without VNNI (the level is capped by DetectIsa()).
   Table& a5v = t[3];
   a5v = a5;
-  for (GgmlType k : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS})
+  for (GgmlType k :
+       {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS})
     a5v[size_t(k)].from_float = FromFloatQ8_KVia<avx512::FromFloatQ8_KAct>;
   for (GgmlType k : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL})
     a5v[size_t(k)].from_float = FromFloatQ8_0Vnni;
@@ -544,7 +545,8 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
   VecDotFn gemv8 = GetRepackedGemv(src0.layout, isa);
   VecDotFn gemv8_sb = scalar::GemvQ4_Kx8Q8_KSb;
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-  if (isa >= IsaLevel::kAvx512Vnni) gemv8_sb = avx512::GemvQ4_Kx8Q8_KSb;
+  if (isa >= IsaLevel::kAvx512Vnni)
+    gemv8_sb = avx512::GemvQ4_Kx8Q8_KSb;
   else if (isa >= IsaLevel::kAvx2) gemv8_sb = avx2::GemvQ4_Kx8Q8_KSb;
 #endif
   // Q4_Kx8 with llamacpp_numerics: llama.cpp's repacked Q4_K runs its GEMM (float part per sub-block
