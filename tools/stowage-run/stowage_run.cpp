@@ -28,6 +28,7 @@
 #include "text_file.h"
 #include "from_probe.h"
 #include "kl_divergence.h"
+#include "mapped_file_guard.h"
 #include "probed_machine.h"
 #include "stowage/planner/fit.h"
 #include "stowage/planner/model_graphs.h"
@@ -162,7 +163,18 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c,
   return planner::SerializePlan(gguf, m, o.placement, o.memory, "stowage-run (planned on the fly for this machine)");
 }
 
-Result<std::unique_ptr<Session>> OpenSession(const Common& c, bool quiet, bool profile_ops = false) {
+/// The model file (-m), mapped once for everything this process reads from it (tokenizer,
+/// planning on the fly, the session's weights), with a truncation of the file while it is in use
+/// reported by name instead of a silent SIGBUS (mapped_file_guard.h).
+Result<std::shared_ptr<const GgufFile>> OpenModel(const Common& c) {
+  STOWAGE_ASSIGN_OR_RETURN(std::shared_ptr<const GgufFile> gguf, GgufFile::Open(c.model));
+  tools::GuardMappedFile("stowage-run", gguf->path(), gguf->bytes(), gguf->file_size());
+  return gguf;
+}
+
+/// A session of the model `gguf` (OpenModel), for the plan given with --plan or one made on the fly.
+Result<std::unique_ptr<Session>> OpenSession(const Common& c, const std::shared_ptr<const GgufFile>& gguf,
+                                             bool quiet, bool profile_ops = false) {
   SessionOptions opts;
   opts.profile_ops = profile_ops;
   opts.n_threads = c.threads;
@@ -182,10 +194,9 @@ Result<std::unique_ptr<Session>> OpenSession(const Common& c, bool quiet, bool p
         last_pct = pct;
       }
     };
-  if (!c.plan.empty()) return Session::Create(c.plan, c.model, opts);
-  STOWAGE_ASSIGN_OR_RETURN(auto gguf, GgufFile::Open(c.model));
+  if (!c.plan.empty()) return Session::Create(c.plan, gguf, opts);
   STOWAGE_ASSIGN_OR_RETURN(auto bytes, PlanOnTheFly(*gguf, c, quiet));
-  return Session::CreateFromPlanBytes(std::move(bytes), c.model, opts);
+  return Session::CreateFromPlanBytes(std::move(bytes), gguf, opts);
 }
 
 void PrintBuffers(const Session& s) {
@@ -220,11 +231,11 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
              const GenerateDisplay& display) {
   const bool quiet = display.quiet;
   if (sp.seed == kRandomSeed) sp.seed = std::random_device{}();
-  auto gguf = GgufFile::Open(c.model);
+  auto gguf = OpenModel(c);
   if (!gguf.ok()) return Fail(gguf.status());
   auto tok = Tokenizer::FromGguf(**gguf);
   if (!tok.ok()) return Fail(tok.status());
-  auto session = OpenSession(c, quiet);
+  auto session = OpenSession(c, *gguf, quiet);
   if (!session.ok()) return Fail(session.status());
   Session& s = **session;
   std::vector<int32_t> tokens = tok->Tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
@@ -330,11 +341,11 @@ int FailNonFiniteLogits(const Common& c, int64_t chunk, int64_t pos, bool line_o
 /// tokens and every scored position's log-probabilities (kl_divergence.h), atomically.
 int Perplexity(const Common& c, const std::string& file, const std::string& text, int max_chunks,
                const std::string& kl_base) {
-  auto gguf = GgufFile::Open(c.model);
+  auto gguf = OpenModel(c);
   if (!gguf.ok()) return Fail(gguf.status());
   auto tok = Tokenizer::FromGguf(**gguf);
   if (!tok.ok()) return Fail(tok.status());
-  auto session = OpenSession(c, true);
+  auto session = OpenSession(c, *gguf, true);
   if (!session.ok()) return Fail(session.status());
   Session& s = **session;
   const std::vector<int32_t> all = tok->Tokenize(text, true, false);
@@ -417,12 +428,12 @@ int KlDivergence(Common c, bool ctx_given, const std::string& base_path, int max
   auto base = tools::KlBaseReader::Open(base_path);
   if (!base.ok()) return Fail(base.status());
   const tools::KlBaseHeader h = base->header();
-  auto gguf = GgufFile::Open(c.model);
+  auto gguf = OpenModel(c);
   if (!gguf.ok()) return Fail(gguf.status());
   auto tok = Tokenizer::FromGguf(**gguf);
   if (!tok.ok()) return Fail(tok.status());
   if (c.plan.empty() && !ctx_given) c.n_ctx = static_cast<uint32_t>(h.n_ctx);
-  auto session = OpenSession(c, true);
+  auto session = OpenSession(c, *gguf, true);
   if (!session.ok()) return Fail(session.status());
   Session& s = **session;
   // The logits' width, as perplexity writes n_vocab.
@@ -602,7 +613,7 @@ int Bench(Common c, bool ctx_given, const std::vector<int>& prompts, const std::
   for (const auto& [n_p, n_g] : pgs) max_p = std::max(max_p, n_p + n_g);  // a -pg test fills both
   // Without -c, a context just large enough for the largest test (-c 0: the model's training context).
   if (!ctx_given) c.n_ctx = static_cast<uint32_t>(std::max(max_p, max_n) + 8);
-  auto gguf = GgufFile::Open(c.model);
+  auto gguf = OpenModel(c);
   if (!gguf.ok()) return Fail(gguf.status());
   uint64_t size = 0, params = 0;
   for (const auto& t : (*gguf)->tensors()) { size += t.nbytes; params += static_cast<uint64_t>(t.nelements()); }
@@ -618,7 +629,7 @@ int Bench(Common c, bool ctx_given, const std::vector<int>& prompts, const std::
   for (int threads : thread_list) {
     Common ct = c;
     ct.threads = threads;
-    auto session = OpenSession(ct, true, profile);
+    auto session = OpenSession(ct, *gguf, true, profile);
     if (!session.ok()) return Fail(session.status());
     Session& s = **session;
     backend.clear();
