@@ -216,6 +216,7 @@ int Run(int argc, char** argv) {
   if (!gguf.ok()) return Fail(gguf.status());
   auto hp = ReadHParams(**gguf);
   if (!hp.ok()) return Fail(hp.status());
+  for (const std::string& w : hp->warnings) std::fprintf(stderr, "plan-model: warning: %s\n", w.c_str());
   if ((cpu_moe || n_cpu_moe > 0) && hp->n_expert == 0)
     std::fprintf(stderr, "plan-model: warning: --cpu-moe/--n-cpu-moe given but the model has no experts\n");
   const uint32_t batch_asked = cfg.n_batch;
@@ -263,7 +264,6 @@ int Run(int argc, char** argv) {
   if (timing)
     std::fprintf(log, "plan-model: planning took %.1f ms (%u layers, %zu + %zu graph nodes)\n", ms, m.hp.n_layer,
                 m.prefill.nodes.size(), m.decode.nodes.size());
-  for (const auto& u : m.unused_tensors) std::fprintf(log, "load_tensors: model has unused tensor %s -- ignoring\n", u.c_str());
   for (const auto& line : ReportLines(m, *outcome, opt, verbose)) std::fprintf(log, "%s\n", line.c_str());
   if (debug_splits > 0) {
     for (const Graph* g : {&m.prefill, &m.decode}) {

@@ -102,6 +102,14 @@ struct Common {
   bool no_fit_check = false;  ///< --no-fit-check: run a plan made on the fly that does not fit (a warning)
 };
 
+/// The model's tokenizer; what it accepted with llama.cpp's fallbacks is printed as warnings.
+Result<Tokenizer> LoadTokenizer(const GgufFile& gguf) {
+  auto tok = Tokenizer::FromGguf(gguf);
+  if (tok.ok())
+    for (const std::string& w : tok->warnings()) std::fprintf(stderr, "stowage-run: warning: %s\n", w.c_str());
+  return tok;
+}
+
 /// Plans the model for this machine (no plan file given): the probed devices (list-devices) as
 /// manifests, then the same placement pipeline as plan-model.
 Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c, bool quiet) {
@@ -120,6 +128,7 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c,
   const bool fa_auto = c.flash_attn == "auto";
   cfg.flash_attn = fa_auto || tools::FlashAttnEnabled(c.flash_attn);
   STOWAGE_ASSIGN_OR_RETURN(planner::ModelGraphs m, planner::BuildModelGraphs(gguf, cfg));
+  for (const std::string& w : m.hp.warnings) std::fprintf(stderr, "stowage-run: warning: %s\n", w.c_str());
   // llama_init_from_model's warnings, as plan-model prints them.
   if (!quiet && !m.hp.recurrent() && m.cfg.n_ctx > m.hp.n_ctx_train)
     std::fprintf(stderr, "stowage-run: warning: n_ctx_per_seq (%u) > n_ctx_train (%u) -- possible training context overflow\n",
@@ -233,7 +242,7 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
   if (sp.seed == kRandomSeed) sp.seed = std::random_device{}();
   auto gguf = OpenModel(c);
   if (!gguf.ok()) return Fail(gguf.status());
-  auto tok = Tokenizer::FromGguf(**gguf);
+  auto tok = LoadTokenizer(**gguf);
   if (!tok.ok()) return Fail(tok.status());
   auto session = OpenSession(c, *gguf, quiet);
   if (!session.ok()) return Fail(session.status());
@@ -343,7 +352,7 @@ int Perplexity(const Common& c, const std::string& file, const std::string& text
                const std::string& kl_base) {
   auto gguf = OpenModel(c);
   if (!gguf.ok()) return Fail(gguf.status());
-  auto tok = Tokenizer::FromGguf(**gguf);
+  auto tok = LoadTokenizer(**gguf);
   if (!tok.ok()) return Fail(tok.status());
   auto session = OpenSession(c, *gguf, true);
   if (!session.ok()) return Fail(session.status());
@@ -430,7 +439,7 @@ int KlDivergence(Common c, bool ctx_given, const std::string& base_path, int max
   const tools::KlBaseHeader h = base->header();
   auto gguf = OpenModel(c);
   if (!gguf.ok()) return Fail(gguf.status());
-  auto tok = Tokenizer::FromGguf(**gguf);
+  auto tok = LoadTokenizer(**gguf);
   if (!tok.ok()) return Fail(tok.status());
   if (c.plan.empty() && !ctx_given) c.n_ctx = static_cast<uint32_t>(h.n_ctx);
   auto session = OpenSession(c, *gguf, true);

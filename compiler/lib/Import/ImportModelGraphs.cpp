@@ -699,8 +699,8 @@ OwningOpRef<ModuleOp> importGgufFile(MLIRContext *context, StringRef path,
     emitError(loc) << graphs.status().message();
     return nullptr;
   }
-  for (const std::string &unused : graphs->unused_tensors)
-    emitWarning(loc) << "model has unused tensor " << unused << " -- ignoring";
+  for (const std::string &warning : graphs->hp.warnings)
+    emitWarning(loc) << warning;
   if (!placement) {
     OwningOpRef<ModuleOp> module = importModelGraphs(context, *graphs, loc);
     if (module)

@@ -1,9 +1,13 @@
 #include "stowage/planner/model_graphs.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include "arch.h"
+#include "stowage/runtime/gguf_vocab.h"
 
 namespace stowage::planner {
 
@@ -43,6 +47,38 @@ int RopeScalingType(const std::string& s) {
   return -1;
 }
 
+std::string FloatText(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", x);
+  return buf;
+}
+
+// A float hyper-parameter as llama.cpp's load_hparams reads it (get_key; `def` when absent, required
+// when `def` is empty), refused with its key and offset when the graphs cannot compute with it:
+// not finite, below `min`, or equal to it unless `min_ok` (`rule` says what is expected).
+Result<float> ReadFloat(const GgufFile& f, const std::string& key, std::optional<float> def, float min,
+                        bool min_ok, const std::string& rule) {
+  STOWAGE_ASSIGN_OR_RETURN(const float v, def ? f.GetF32Or(key, *def) : f.GetF32(key));
+  if (!std::isfinite(v) || v < min || (v == min && !min_ok)) return f.KeyError(key, rule, FloatText(v));
+  return v;
+}
+
+// A norm epsilon: ggml's NORM and RMS_NORM assert eps >= 0 (llama.cpp aborts on a NaN or negative
+// one); one above kLargeNormEps is accepted with a warning, as it scales every activation toward 0.
+Result<float> ReadNormEps(const GgufFile& f, const std::string& key, std::optional<float> def,
+                          std::vector<std::string>* warnings) {
+  // Real models use 1e-6 to 1e-5; 1 already rivals the mean square of unit activations.
+  constexpr float kLargeNormEps = 1.0f;
+  STOWAGE_ASSIGN_OR_RETURN(const float eps,
+                           ReadFloat(f, key, def, 0.f, true, "a finite epsilon >= 0 (ggml's norms)"));
+  if (eps > kLargeNormEps)
+    warnings->push_back(
+        f.KeyError(key, "a small epsilon (models use 1e-6 to 1e-5)",
+                   FloatText(eps) + ", which scales the activations toward 0 and flattens the logits")
+            .message());
+  return eps;
+}
+
 }  // namespace
 
 Result<HParams> ReadHParams(const GgufFile& f) {
@@ -54,11 +90,13 @@ Result<HParams> ReadHParams(const GgufFile& f) {
     for (const auto& a : SupportedArchitectures()) list += (list.empty() ? "" : ", ") + a;
     return Unimplemented(f.path() + ": unknown model architecture '" + hp.arch + "' (supported: " + list + ")");
   }
+  hp.rope_type = spec->rope_type;
   const bool attention = !hp.recurrent();
   const std::string p = hp.arch + ".";
   // llama.cpp load_hparams: common keys (head counts and n_ff are optional for non-transformers)
   STOWAGE_ASSIGN_OR_RETURN(hp.n_ctx_train, f.GetU32(p + "context_length"));
   STOWAGE_ASSIGN_OR_RETURN(hp.n_embd, f.GetU32(p + "embedding_length"));
+  if (hp.n_embd == 0) return f.KeyError(p + "embedding_length", "a positive width", "0");
   STOWAGE_ASSIGN_OR_RETURN(hp.n_layer, f.GetU32(p + "block_count"));
   if (hp.n_layer == 0) return InvalidArgument(f.path() + ": " + p + "block_count must be positive");
   if (hp.n_layer > kMaxLayers)
@@ -84,20 +122,23 @@ Result<HParams> ReadHParams(const GgufFile& f) {
   // rope scaling (llama.cpp load_hparams; the llama 3.1 scaling itself is the rope_freqs tensor)
   STOWAGE_ASSIGN_OR_RETURN(hp.rope_finetuned, f.GetBoolOr(p + "rope.scaling.finetuned", false));
   STOWAGE_ASSIGN_OR_RETURN(hp.n_ctx_orig_yarn, f.GetU32Or(p + "rope.scaling.original_context_length", hp.n_ctx_train));
-  STOWAGE_ASSIGN_OR_RETURN(hp.rope_freq_base, f.GetF32Or(p + "rope.freq_base", 10000.f));
+  // ROPE's theta is pos * freq_base^(-2i/n_rot) * freq_scale (ggml rope): a base of 0 or below, or
+  // a scale that is not finite, makes every rotated value NaN.
+  STOWAGE_ASSIGN_OR_RETURN(hp.rope_freq_base,
+                           ReadFloat(f, p + "rope.freq_base", 10000.f, 0.f, false, "a finite base > 0"));
   STOWAGE_ASSIGN_OR_RETURN(std::string scaling, f.GetStringOr(p + "rope.scaling.type", "linear"));
   hp.rope_scaling_type = RopeScalingType(scaling);
   if (hp.rope_scaling_type < 0)
     return InvalidArgument(f.path() + ": " + p + "rope.scaling.type: expected none, linear, yarn or longrope, found '" +
                            scaling + "'");
-  float scale_factor = 0.f;
-  if (f.Find(p + "rope.scaling.factor") != nullptr) {
-    STOWAGE_ASSIGN_OR_RETURN(scale_factor, f.GetF32(p + "rope.scaling.factor"));
-  } else {  // the old key name
-    STOWAGE_ASSIGN_OR_RETURN(scale_factor, f.GetF32Or(p + "rope.scale_linear", 0.f));
-  }
+  // rope.scaling.factor, else the old key name rope.scale_linear; 0 means no scaling
+  const std::string scale_key =
+      p + (f.Find(p + "rope.scaling.factor") ? "rope.scaling.factor" : "rope.scale_linear");
+  STOWAGE_ASSIGN_OR_RETURN(const float scale_factor,
+                           ReadFloat(f, scale_key, 0.f, 0.f, true, "a finite factor >= 0 (0: no scaling)"));
   hp.rope_freq_scale = scale_factor == 0.f ? 1.f : 1.f / scale_factor;
-  STOWAGE_ASSIGN_OR_RETURN(hp.rope_attn_factor, f.GetF32Or(p + "rope.scaling.attn_factor", 1.f));
+  STOWAGE_ASSIGN_OR_RETURN(hp.rope_attn_factor, ReadFloat(f, p + "rope.scaling.attn_factor", 1.f, 0.f, false,
+                                                          "a finite factor > 0"));
 
   if (hp.n_head > 0) {
     if (hp.n_embd % hp.n_head != 0)
@@ -107,10 +148,19 @@ Result<HParams> ReadHParams(const GgufFile& f) {
       return InvalidArgument(f.path() + ": " + p + "attention.head_count_kv must divide head_count");
     STOWAGE_ASSIGN_OR_RETURN(hp.n_embd_head_k, f.GetU32Or(p + "attention.key_length", hp.n_embd / hp.n_head));
     STOWAGE_ASSIGN_OR_RETURN(hp.n_embd_head_v, f.GetU32Or(p + "attention.value_length", hp.n_embd / hp.n_head));
+    if (hp.n_embd_head_k == 0) return f.KeyError(p + "attention.key_length", "a positive head size", "0");
+    if (hp.n_embd_head_v == 0) return f.KeyError(p + "attention.value_length", "a positive head size", "0");
     STOWAGE_ASSIGN_OR_RETURN(hp.n_rot, f.GetU32Or(p + "rope.dimension_count", hp.n_embd_head_k));
     if (hp.arch == "llama" && hp.n_rot != hp.n_embd_head_k)
       return InvalidArgument(f.path() + ": " + p + "rope.dimension_count: invalid n_rot " + std::to_string(hp.n_rot) +
                              ", expected " + std::to_string(hp.n_embd_head_k));
+    // ggml's ROPE rotates pairs of the first n_rot dimensions of each head (the CPU op asserts
+    // n_dims % 2 == 0 and n_dims <= ne0; llama.cpp checks n_rot only for llama-like archs, then
+    // aborts in the graph).
+    if (hp.rope_type >= 0 && (hp.n_rot % 2 != 0 || hp.n_rot > hp.n_embd_head_k))
+      return f.KeyError(p + "rope.dimension_count",
+                        "an even count <= the head size " + std::to_string(hp.n_embd_head_k),
+                        std::to_string(hp.n_rot));
     // build_llama/qwen2/qwen2moe/phi3 assert equal K and V head sizes (and qwen2 n_rot == head size)
     if (hp.arch != "gemma" && hp.n_embd_head_k != hp.n_embd_head_v)
       return InvalidArgument(f.path() + ": " + p + "attention.key_length " + std::to_string(hp.n_embd_head_k) +
@@ -123,9 +173,12 @@ Result<HParams> ReadHParams(const GgufFile& f) {
   }
 
   // arch-specific keys; every supported architecture requires the RMS norm epsilon
-  STOWAGE_ASSIGN_OR_RETURN(hp.f_norm_rms_eps, f.GetF32(p + "attention.layer_norm_rms_epsilon"));
-  STOWAGE_ASSIGN_OR_RETURN(hp.f_norm_eps, f.GetF32Or(p + "attention.layer_norm_epsilon", 1e-5f));
-  STOWAGE_ASSIGN_OR_RETURN(hp.f_attention_scale, f.GetF32Or(p + "attention.scale", 0.f));
+  STOWAGE_ASSIGN_OR_RETURN(
+      hp.f_norm_rms_eps, ReadNormEps(f, p + "attention.layer_norm_rms_epsilon", std::nullopt, &hp.warnings));
+  STOWAGE_ASSIGN_OR_RETURN(hp.f_norm_eps,
+                           ReadNormEps(f, p + "attention.layer_norm_epsilon", 1e-5f, &hp.warnings));
+  STOWAGE_ASSIGN_OR_RETURN(hp.f_attention_scale, ReadFloat(f, p + "attention.scale", 0.f, 0.f, true,
+                                                           "a finite scale >= 0 (0: 1/sqrt(head size))"));
   if (hp.arch == "qwen2moe") {
     STOWAGE_ASSIGN_OR_RETURN(hp.n_ff_exp, f.GetU32Or(p + "expert_feed_forward_length", 0));
     STOWAGE_ASSIGN_OR_RETURN(hp.n_ff_shexp, f.GetU32Or(p + "expert_shared_feed_forward_length", 0));
@@ -151,12 +204,7 @@ Result<HParams> ReadHParams(const GgufFile& f) {
     if (hp.ssm_d_conv == 0 || hp.ssm_d_inner == 0 || hp.ssm_d_state == 0 || hp.ssm_dt_rank == 0)
       return InvalidArgument(f.path() + ": " + p + "ssm.{conv_kernel,inner_size,state_size,time_step_rank} must be positive");
   }
-  if (const GgufValue* toks = f.Find("tokenizer.ggml.tokens"); toks && toks->is_array()) {
-    hp.n_vocab = static_cast<uint32_t>(toks->count);
-  } else {
-    STOWAGE_ASSIGN_OR_RETURN(hp.n_vocab, f.GetU32(p + "vocab_size"));
-  }
-  hp.rope_type = spec->rope_type;
+  STOWAGE_ASSIGN_OR_RETURN(hp.n_vocab, GgufVocabularySize(f));
   return hp;
 }
 
@@ -257,11 +305,12 @@ Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const ContextConfig& 
     if (s.message().rfind(gguf.path(), 0) == 0) return s;
     return Status(s.code(), gguf.path() + ": " + s.message());
   }
-  m.unused_tensors = wl.Unused();
-  // Tensors of blocks past block_count: the metadata and the tensors disagree about the model's
-  // depth. llama.cpp's load_tensors creates only n_layer blocks and then refuses the file
-  // (done_getting_tensors: "wrong number of tensors").
-  for (const std::string& u : m.unused_tensors) {
+  // A tensor the architecture does not read: llama.cpp's done_getting_tensors refuses the file
+  // ("wrong number of tensors"); ignoring it would, e.g., make a model whose output.weight is
+  // misspelled silently tied. Tensors of blocks past block_count are named as such: the metadata
+  // and the tensors disagree about the model's depth (load_tensors creates only n_layer blocks).
+  const std::vector<std::string> unused = wl.Unused();
+  for (const std::string& u : unused) {
     unsigned long block = 0;
     char* end = nullptr;
     if (u.rfind("blk.", 0) != 0) continue;
@@ -270,6 +319,15 @@ Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const ContextConfig& 
     return InvalidArgument(gguf.path() + ": wrong number of tensors: tensor '" + u + "' belongs to block " +
                            std::to_string(block) + " but " + m.hp.arch + ".block_count is " +
                            std::to_string(m.hp.n_layer));
+  }
+  if (!unused.empty()) {
+    const size_t n_tensors = gguf.tensors().size();
+    return gguf.TensorError(
+        unused.front(), "only tensors architecture " + m.hp.arch + " reads",
+        "one nothing reads" +
+            (unused.size() > 1 ? " (and " + std::to_string(unused.size() - 1) + " more)" : "") +
+            "; llama.cpp: wrong number of tensors; expected " + std::to_string(n_tensors) + ", got " +
+            std::to_string(n_tensors - unused.size()));
   }
   AddKvCache(m);
 

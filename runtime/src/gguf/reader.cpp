@@ -361,10 +361,12 @@ std::string MapFailure(const std::string& path, size_t size, int err) {
   std::string why = std::strerror(err);
   struct rlimit lim;
   if (err == ENOMEM && getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
-    why += " (the address space of this process is limited to " + std::to_string(lim.rlim_cur >> 20) + " MiB: ulimit -v)";
+    why += " (the address space of this process is limited to " + std::to_string(lim.rlim_cur >> 20) +
+           " MiB: ulimit -v)";
   else if (err == ENOMEM)
     why += " (no room in the address space, or too many mappings: vm.max_map_count)";
-  return path + ": cannot map its " + std::to_string(size) + " bytes (" + std::to_string(size >> 20) + " MiB): " + why;
+  return path + ": cannot map its " + std::to_string(size) + " bytes (" + std::to_string(size >> 20) +
+         " MiB): " + why;
 }
 }  // namespace
 
@@ -376,7 +378,8 @@ Status GgufFile::CheckUnchanged() const {
     return DataLoss(path_ + ": changed or truncated while in use: " + std::to_string(size_) +
                     " bytes were mapped, the file now has " + std::to_string(st.st_size) + " bytes");
   if (ModificationTimeNs(st) != mtime_ns_)
-    return DataLoss(path_ + ": changed while in use: modified since it was opened (its modification time changed)");
+    return DataLoss(path_ +
+                    ": changed while in use: modified since it was opened (its modification time changed)");
   return Status::Ok();
 }
 
@@ -453,25 +456,40 @@ bool IsSigned(GgufValueType t) {
   const GgufValue* v = Find(key);                                                      \
   if (v == nullptr) return NotFound(path_ + ": missing key '" + std::string(key) + "'")
 
-static Status WrongType(const std::string& path, std::string_view key, const char* expected, const GgufValue& v) {
+Status GgufFile::KeyError(std::string_view key, std::string_view expected, std::string_view found) const {
+  auto it = kv_index_.find(key);
+  const std::string at =
+      it == kv_index_.end() ? "" : "offset " + std::to_string(kvs_[it->second].offset) + ": ";
+  return InvalidArgument(path_ + ": " + at + "key '" + std::string(key) + "': expected " +
+                         std::string(expected) + ", found " + std::string(found));
+}
+
+Status GgufFile::TensorError(std::string_view name, std::string_view expected, std::string_view found) const {
+  const GgufTensorInfo* t = FindTensor(name);
+  const std::string at = t == nullptr ? "" : "offset " + std::to_string(t->info_offset) + ": ";
+  return InvalidArgument(path_ + ": " + at + "tensor '" + std::string(name) + "': expected " +
+                         std::string(expected) + ", found " + std::string(found));
+}
+
+static Status WrongType(const GgufFile& f, std::string_view key, const char* expected, const GgufValue& v) {
   std::string found = GgufValueTypeName(v.type);
   if (v.is_array()) found += std::string(" of ") + GgufValueTypeName(v.elem_type);
-  return InvalidArgument(path + ": key '" + std::string(key) + "': expected " + expected + ", found " + found);
+  return f.KeyError(key, expected, found);
 }
 
 Result<int64_t> GgufFile::GetI64(std::string_view key) const {
   STOWAGE_GGUF_FIND(v, key);
-  if (!IsInteger(v->type)) return WrongType(path_, key, "an integer", *v);
+  if (!IsInteger(v->type)) return WrongType(*this, key, "an integer", *v);
   if (v->type == GgufValueType::UINT64 && v->u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-    return InvalidArgument(path_ + ": key '" + std::string(key) + "': value " + std::to_string(v->u) + " does not fit in i64");
+    return KeyError(key, "a value that fits in i64", std::to_string(v->u));
   return v->i;
 }
 
 Result<uint64_t> GgufFile::GetU64(std::string_view key) const {
   STOWAGE_GGUF_FIND(v, key);
-  if (!IsInteger(v->type)) return WrongType(path_, key, "an integer", *v);
+  if (!IsInteger(v->type)) return WrongType(*this, key, "an integer", *v);
   if (IsSigned(v->type)) {
-    if (v->i < 0) return InvalidArgument(path_ + ": key '" + std::string(key) + "': expected a non-negative value, found " + std::to_string(v->i));
+    if (v->i < 0) return KeyError(key, "a non-negative value", std::to_string(v->i));
     return static_cast<uint64_t>(v->i);
   }
   return v->u;
@@ -480,7 +498,7 @@ Result<uint64_t> GgufFile::GetU64(std::string_view key) const {
 Result<uint32_t> GgufFile::GetU32(std::string_view key) const {
   STOWAGE_ASSIGN_OR_RETURN(uint64_t u, GetU64(key));
   if (u > std::numeric_limits<uint32_t>::max())
-    return InvalidArgument(path_ + ": key '" + std::string(key) + "': value " + std::to_string(u) + " does not fit in u32");
+    return KeyError(key, "a value that fits in u32", std::to_string(u));
   return static_cast<uint32_t>(u);
 }
 
@@ -489,41 +507,39 @@ Result<float> GgufFile::GetF32(std::string_view key) const {
   if (v->type == GgufValueType::FLOAT32) return static_cast<float>(v->f);
   if (v->type == GgufValueType::FLOAT64) {
     if (std::isfinite(v->f) && std::fabs(v->f) > double(std::numeric_limits<float>::max()))
-      return InvalidArgument(path_ + ": key '" + std::string(key) + "': value " + std::to_string(v->f) +
-                             " does not fit in f32");
+      return KeyError(key, "a value that fits in f32", std::to_string(v->f));
     return static_cast<float>(v->f);
   }
-  return WrongType(path_, key, "f32", *v);
+  return WrongType(*this, key, "f32", *v);
 }
 
 Result<bool> GgufFile::GetBool(std::string_view key) const {
   STOWAGE_GGUF_FIND(v, key);
-  if (v->type != GgufValueType::BOOL) return WrongType(path_, key, "bool", *v);
+  if (v->type != GgufValueType::BOOL) return WrongType(*this, key, "bool", *v);
   return v->u != 0;
 }
 
 Result<std::string> GgufFile::GetString(std::string_view key) const {
   STOWAGE_GGUF_FIND(v, key);
-  if (v->type != GgufValueType::STRING) return WrongType(path_, key, "str", *v);
+  if (v->type != GgufValueType::STRING) return WrongType(*this, key, "str", *v);
   return std::string(v->str);
 }
 
 Result<std::vector<std::string_view>> GgufFile::GetStringArray(std::string_view key) const {
   STOWAGE_GGUF_FIND(v, key);
-  if (!v->is_array() || v->elem_type != GgufValueType::STRING) return WrongType(path_, key, "arr of str", *v);
+  if (!v->is_array() || v->elem_type != GgufValueType::STRING) return WrongType(*this, key, "arr of str", *v);
   return v->strings;
 }
 
 Result<std::vector<float>> GgufFile::GetF32Array(std::string_view key) const {
   STOWAGE_GGUF_FIND(v, key);
   if (!v->is_array() || (v->elem_type != GgufValueType::FLOAT32 && v->elem_type != GgufValueType::FLOAT64))
-    return WrongType(path_, key, "arr of f32", *v);
+    return WrongType(*this, key, "arr of f32", *v);
   std::vector<float> out(v->count);
   for (uint64_t i = 0; i < v->count; ++i) {
     const double x = v->ArrayF64(i);
     if (std::isfinite(x) && std::fabs(x) > double(std::numeric_limits<float>::max()))
-      return InvalidArgument(path_ + ": key '" + std::string(key) + "': element " + std::to_string(i) + " value " +
-                             std::to_string(x) + " does not fit in f32");
+      return KeyError(key, "f32 elements", "element " + std::to_string(i) + " = " + std::to_string(x));
     out[i] = static_cast<float>(x);
   }
   return out;
@@ -531,7 +547,7 @@ Result<std::vector<float>> GgufFile::GetF32Array(std::string_view key) const {
 
 Result<std::vector<int32_t>> GgufFile::GetI32Array(std::string_view key) const {
   STOWAGE_GGUF_FIND(v, key);
-  if (!v->is_array() || !IsInteger(v->elem_type)) return WrongType(path_, key, "arr of i32", *v);
+  if (!v->is_array() || !IsInteger(v->elem_type)) return WrongType(*this, key, "arr of i32", *v);
   std::vector<int32_t> out(v->count);
   for (uint64_t i = 0; i < v->count; ++i) {
     const int64_t x = v->ArrayI64(i);
@@ -539,9 +555,10 @@ Result<std::vector<int32_t>> GgufFile::GetI32Array(std::string_view key) const {
     const bool fits = x >= std::numeric_limits<int32_t>::min() && x <= std::numeric_limits<int32_t>::max() &&
                       !(v->elem_type == GgufValueType::UINT64 && x < 0);
     if (!fits)
-      return InvalidArgument(path_ + ": key '" + std::string(key) + "': element " + std::to_string(i) + " value " +
-                             (v->elem_type == GgufValueType::UINT64 ? std::to_string(uint64_t(x)) : std::to_string(x)) +
-                             " does not fit in i32");
+      return KeyError(
+          key, "i32 elements",
+          "element " + std::to_string(i) + " = " +
+              (v->elem_type == GgufValueType::UINT64 ? std::to_string(uint64_t(x)) : std::to_string(x)));
     out[i] = static_cast<int32_t>(x);
   }
   return out;

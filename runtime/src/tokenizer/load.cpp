@@ -3,6 +3,7 @@
 #include <cctype>
 #include <optional>
 
+#include "stowage/runtime/gguf_vocab.h"
 #include "tokenizer_impl.h"
 
 namespace stowage {
@@ -31,16 +32,25 @@ bool IsSigned(GgufValueType t) {
          t == GgufValueType::INT64;
 }
 
-// A token id key. Absent -> nullopt; an id outside [0, n_vocab) -> nullopt too (llama.cpp keeps
-// the default id then: "bad special token ... using default id"). Wrong type -> error.
-Result<std::optional<int32_t>> ReadTokenId(const GgufFile& g, const std::string& key, size_t n_vocab) {
+// A token id key. Absent -> nullopt; an id outside [0, n_vocab) -> nullopt too, with a warning in
+// `warnings` (llama.cpp keeps the default id then: "bad special token ... using default id"; the
+// default is `*slot`). Wrong type -> error.
+Result<std::optional<int32_t>> ReadTokenId(const GgufFile& g, const std::string& key, size_t n_vocab,
+                                           int32_t def, std::vector<std::string>& warnings) {
   const GgufValue* v = g.Find(key);
   if (v == nullptr) return std::optional<int32_t>();
-  if (!IsIntegerType(v->type)) {
-    return InvalidArgument(g.path() + ": key '" + key + "': expected an integer token id, found " +
-                           GgufValueTypeName(v->type));
-  }
+  if (!IsIntegerType(v->type)) return g.KeyError(key, "an integer token id", GgufValueTypeName(v->type));
   if (IsSigned(v->type) ? (v->i < 0 || static_cast<uint64_t>(v->i) >= n_vocab) : v->u >= n_vocab) {
+    // -1 (u32 0xFFFFFFFF as converters write it) is LLAMA_TOKEN_NULL, "no such token": not worth a
+    // warning (llama.cpp warns for it too, e.g. for stories260K's padding id).
+    if (IsSigned(v->type) ? v->i == -1 : v->u == UINT32_MAX) return std::optional<int32_t>();
+    const std::string found = IsSigned(v->type) ? std::to_string(v->i) : std::to_string(v->u);
+    const std::string fallback =
+        def == kTokenNull ? "no such token" : "the default id " + std::to_string(def);
+    warnings.push_back(g.KeyError(key,
+                                  "a token id below " + std::to_string(n_vocab) + " (the vocabulary's size)",
+                                  found + "; using " + fallback + " (llama.cpp: bad special token)")
+                           .message());
     return std::optional<int32_t>();
   }
   return std::optional<int32_t>(static_cast<int32_t>(IsSigned(v->type) ? v->i : static_cast<int64_t>(v->u)));
@@ -201,12 +211,10 @@ uint32_t AttrFromTokenType(int32_t type) {
 }
 
 Status ReadTokens(const GgufFile& g, Tokenizer::Impl& v) {
+  // The count and type checks the planner makes too (same messages).
+  STOWAGE_RETURN_IF_ERROR(GgufVocabularySize(g).status());
   STOWAGE_ASSIGN_OR_RETURN(std::vector<std::string_view> texts, g.GetStringArray("tokenizer.ggml.tokens"));
   const size_t n = texts.size();
-  if (n == 0 || n > static_cast<size_t>(INT32_MAX)) {
-    return InvalidArgument(g.path() + ": key 'tokenizer.ggml.tokens': expected 1.." +
-                           std::to_string(INT32_MAX) + " tokens, found " + std::to_string(n));
-  }
   std::vector<float> scores;
   if (const GgufValue* s = g.Find("tokenizer.ggml.scores")) {
     if (s->is_array() && s->elem_type == GgufValueType::INT32) {
@@ -229,6 +237,18 @@ Status ReadTokens(const GgufFile& g, Tokenizer::Impl& v) {
                              std::to_string(n) + " entries (one per token), found " +
                              std::to_string(types.size()));
     }
+  }
+  // llama.cpp maps a type outside llama_token_type (0..6) to UNDEFINED, silently; said here once.
+  auto unknown = [](int32_t t) { return t < 0 || t > 6; };
+  const auto types_end = types.begin() + (types.empty() ? 0 : static_cast<std::ptrdiff_t>(n));
+  if (auto bad = std::find_if(types.begin(), types_end, unknown); bad != types_end) {
+    const auto more = std::count_if(bad + 1, types_end, unknown);
+    v.warnings.push_back(g.KeyError("tokenizer.ggml.token_type", "token types 0..6 (llama_token_type)",
+                                    std::to_string(*bad) + " for token " +
+                                        std::to_string(bad - types.begin()) +
+                                        (more > 0 ? " (and " + std::to_string(more) + " more)" : "") +
+                                        "; read as undefined tokens, as llama.cpp does")
+                             .message());
   }
   v.tokens.resize(n);
   v.token_to_id.reserve(n);
@@ -392,7 +412,7 @@ Result<Tokenizer> Tokenizer::FromGguf(const GgufFile& g) {
   };
   for (const auto& [key, slot] : id_keys) {
     if (*slot != kTokenNull && static_cast<size_t>(*slot) >= n_vocab) *slot = kTokenNull;
-    STOWAGE_ASSIGN_OR_RETURN(std::optional<int32_t> id, ReadTokenId(g, key, n_vocab));
+    STOWAGE_ASSIGN_OR_RETURN(std::optional<int32_t> id, ReadTokenId(g, key, n_vocab, *slot, v->warnings));
     if (id) *slot = *id;
   }
   STOWAGE_RETURN_IF_ERROR(ReadFlag(g, "tokenizer.ggml.add_bos_token", v->add_bos));
@@ -456,6 +476,7 @@ int32_t Tokenizer::pad() const { return impl_->pad; }
 int32_t Tokenizer::nl() const { return impl_->nl; }
 bool Tokenizer::add_bos() const { return impl_->add_bos; }
 bool Tokenizer::add_eos() const { return impl_->add_eos; }
+const std::vector<std::string>& Tokenizer::warnings() const { return impl_->warnings; }
 bool Tokenizer::IsEog(int32_t token) const { return token != kTokenNull && impl_->eog.count(token) > 0; }
 std::string_view Tokenizer::TokenText(int32_t token) const {
   return impl_->InRange(token) ? std::string_view(impl_->tokens[token].text) : std::string_view();

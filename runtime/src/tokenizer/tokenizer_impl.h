@@ -51,6 +51,8 @@ struct Tokenizer::Impl {
   bool strip_accents = true;   ///< WPM normalizer
 
   std::unordered_set<int32_t> eog;
+  /// What FromGguf accepted with a fallback (Tokenizer::warnings).
+  std::vector<std::string> warnings;
   /// Control, user-defined and unknown tokens, longest text first (ties: lower id first).
   std::vector<int32_t> special_tokens;
 

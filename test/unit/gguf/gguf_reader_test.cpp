@@ -85,6 +85,13 @@ TEST(GgufReader, VocabOnlyFiles) {
   EXPECT_GT(merges->size(), 1000u);
 }
 
+// "offset <N>" of key `key` in `g`, as the reader's errors name it.
+std::string KeyAt(const GgufFile& g, const std::string& key) {
+  for (const GgufKV& kv : g.kvs())
+    if (kv.key == key) return "offset " + std::to_string(kv.offset);
+  return "(absent)";
+}
+
 TEST(GgufReader, TypedAccessorErrors) {
   const std::string path = test::ModelPath("stories260K.gguf");
   STOWAGE_REQUIRE_FILE(path);
@@ -92,10 +99,17 @@ TEST(GgufReader, TypedAccessorErrors) {
   ASSERT_TRUE(f.ok());
   const GgufFile& g = **f;
   EXPECT_EQ(g.GetU32("llama.nope").status().message(), path + ": missing key 'llama.nope'");
-  EXPECT_EQ(g.GetString("llama.block_count").status().message(),
-            path + ": key 'llama.block_count': expected str, found u32");
+  EXPECT_EQ(
+      g.GetString("llama.block_count").status().message(),
+      path + ": " + KeyAt(g, "llama.block_count") + ": key 'llama.block_count': expected str, found u32");
   EXPECT_EQ(g.GetF32Array("tokenizer.ggml.tokens").status().message(),
-            path + ": key 'tokenizer.ggml.tokens': expected arr of f32, found arr of str");
+            path + ": " + KeyAt(g, "tokenizer.ggml.tokens") +
+                ": key 'tokenizer.ggml.tokens': expected arr of f32, found arr of str");
+  // KeyError: the readers of model metadata use the same format; no offset for an absent key.
+  EXPECT_EQ(
+      g.KeyError("llama.block_count", "1 block", "8").message(),
+      path + ": " + KeyAt(g, "llama.block_count") + ": key 'llama.block_count': expected 1 block, found 8");
+  EXPECT_EQ(g.KeyError("llama.nope", "x", "y").message(), path + ": key 'llama.nope': expected x, found y");
   EXPECT_EQ(*g.GetU32Or("llama.nope", 7), 7u);
   EXPECT_FALSE(g.GetU32Or("general.architecture", 7).ok());
   EXPECT_EQ(g.tensor_info_offset() < g.data_offset(), true);
@@ -121,18 +135,25 @@ TEST(GgufReader, GettersRefuseValuesThatDoNotFit) {
   auto f = GgufFile::Parse(bytes->data(), bytes->size(), "t.gguf");
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   const GgufFile& g = **f;
-  EXPECT_EQ(g.GetI32Array("u32s").status().message(), "t.gguf: key 'u32s': element 1 value 4294967295 does not fit in i32");
-  EXPECT_EQ(g.GetI32Array("i64s").status().message(), "t.gguf: key 'i64s': element 1 value 1099511627779 does not fit in i32");
+  EXPECT_EQ(
+      g.GetI32Array("u32s").status().message(),
+      "t.gguf: " + KeyAt(g, "u32s") + ": key 'u32s': expected i32 elements, found element 1 = 4294967295");
+  EXPECT_EQ(
+      g.GetI32Array("i64s").status().message(),
+      "t.gguf: " + KeyAt(g, "i64s") + ": key 'i64s': expected i32 elements, found element 1 = 1099511627779");
   EXPECT_EQ(g.GetI32Array("u64s").status().message(),
-            "t.gguf: key 'u64s': element 0 value 18446744073709551615 does not fit in i32");
+            "t.gguf: " + KeyAt(g, "u64s") +
+                ": key 'u64s': expected i32 elements, found element 0 = 18446744073709551615");
   auto fine = g.GetI32Array("fine");
   ASSERT_TRUE(fine.ok());
   EXPECT_EQ(*fine, (std::vector<int32_t>{INT32_MIN, INT32_MAX, 0}));
-  EXPECT_NE(g.GetF32("big").status().message().find("t.gguf: key 'big': value 1"), std::string::npos);
-  EXPECT_NE(g.GetF32("big").status().message().find("does not fit in f32"), std::string::npos);
+  EXPECT_NE(g.GetF32("big").status().message().find(
+                "t.gguf: " + KeyAt(g, "big") + ": key 'big': expected a value that fits in f32, found 1"),
+            std::string::npos);
   ASSERT_TRUE(g.GetF32("inf").ok());  // infinities are f32 values
   EXPECT_TRUE(std::isinf(*g.GetF32("inf")));
-  EXPECT_NE(g.GetF32Array("bigs").status().message().find("element 1 value -1"), std::string::npos)
+  EXPECT_NE(g.GetF32Array("bigs").status().message().find("expected f32 elements, found element 1 = -1"),
+            std::string::npos)
       << g.GetF32Array("bigs").status().message();
 }
 

@@ -38,7 +38,6 @@ std::vector<std::string> ConsumerMismatches(const ModelGraphs& m, const Graph& g
 void CheckModel(const GgufFile& f, const std::string& what) {
   auto m = BuildModelGraphs(f, {});
   ASSERT_TRUE(m.ok()) << what << ": " << m.status().message();
-  EXPECT_TRUE(m->unused_tensors.empty()) << what << ": " << m->unused_tensors.front();
   for (const Graph* g : {&m->prefill, &m->decode}) {
     std::map<int, int> reads;
     EXPECT_EQ(ConsumerMismatches(*m, *g, &reads), std::vector<std::string>{}) << what << " " << g->name;

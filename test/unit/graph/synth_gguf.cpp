@@ -13,6 +13,25 @@ void SynthGguf::F32(const std::string& key, float v) { kvs_.emplace_back(key, Gg
 void SynthGguf::Str(const std::string& key, const std::string& v) { kvs_.emplace_back(key, GgufMetaValue::Str(v)); }
 void SynthGguf::Bool(const std::string& key, bool v) { kvs_.emplace_back(key, GgufMetaValue::Bool(v)); }
 
+void SynthGguf::Set(const std::string& key, GgufMetaValue v) {
+  for (auto& kv : kvs_)
+    if (kv.first == key) {
+      kv.second = std::move(v);
+      return;
+    }
+  kvs_.emplace_back(key, std::move(v));
+}
+
+void SynthGguf::DropKey(const std::string& key) {
+  kvs_.erase(std::remove_if(kvs_.begin(), kvs_.end(), [&](const auto& kv) { return kv.first == key; }),
+             kvs_.end());
+}
+
+void SynthGguf::Rename(const std::string& name, const std::string& new_name) {
+  for (T& t : tensors_)
+    if (t.name == name) t.name = new_name;
+}
+
 void SynthGguf::Tensor(const std::string& name, std::vector<int64_t> ne, GgmlType type) {
   tensors_.push_back({name, std::move(ne), type});
 }

@@ -27,6 +27,10 @@ class SynthGguf {
   void F32(const std::string& key, float v);
   void Str(const std::string& key, const std::string& v);
   void Bool(const std::string& key, bool v);
+  /// Sets `key` to `v`: replaces the value of a key added earlier (in place), else adds it.
+  void Set(const std::string& key, GgufMetaValue v);
+  /// Removes a key added earlier (to make a file with a missing key).
+  void DropKey(const std::string& key);
   /// Adds "<arch>.<suffix>" as u32.
   void ArchU32(const std::string& suffix, uint32_t v) { U32(arch_ + "." + suffix, v); }
   void Tensor(const std::string& name, std::vector<int64_t> ne, GgmlType type = GgmlType::F32);
@@ -34,6 +38,8 @@ class SynthGguf {
   void Drop(const std::string& name);
   /// Replaces the shape/type of a tensor added earlier.
   void Replace(const std::string& name, std::vector<int64_t> ne, GgmlType type = GgmlType::F32);
+  /// Renames a tensor added earlier (to make a file with a misspelled tensor name).
+  void Rename(const std::string& name, const std::string& new_name);
   /// Writes and parses the file (named "<arch>.gguf" in messages).
   std::unique_ptr<GgufFile> Parse();
 

@@ -373,6 +373,51 @@ TEST(FromGguf, OutOfRangeSpecialIdKeepsDefault) {
   ASSERT_TRUE(tok.ok()) << tok.status().ToString();
   EXPECT_EQ(tok->bos(), 1);
   EXPECT_EQ(tok->pad(), kTokenNull);
+  // -1 (0xFFFFFFFF) is LLAMA_TOKEN_NULL, "none", as converters write it: no warning for it.
+  EXPECT_TRUE(tok->warnings().empty());
+}
+
+// Any other id outside the vocabulary is reported, as llama.cpp's "bad special token" warning
+// (was silent).
+TEST(FromGguf, OutOfRangeSpecialIdIsAWarning) {
+  auto b = SpmVocab({{"a", -1}});
+  b.U32("tokenizer.ggml.bos_token_id", 1000).U32("tokenizer.ggml.padding_token_id", 4294967294u);
+  auto tok = b.Build();
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_EQ(tok->bos(), 1);
+  EXPECT_EQ(tok->pad(), kTokenNull);
+  ASSERT_EQ(tok->warnings().size(), 2u);
+  EXPECT_EQ(tok->warnings()[0].rfind("test.gguf: offset ", 0), 0u) << tok->warnings()[0];
+  EXPECT_NE(tok->warnings()[0].find(": key 'tokenizer.ggml.bos_token_id': expected a token id below 260 (the "
+                                    "vocabulary's size), found 1000; using the default id 1 (llama.cpp: bad "
+                                    "special token)"),
+            std::string::npos)
+      << tok->warnings()[0];
+  EXPECT_NE(tok->warnings()[1].find(
+                "padding_token_id': expected a token id below 260 (the vocabulary's size), found "
+                "4294967294; using no such token"),
+            std::string::npos)
+      << tok->warnings()[1];
+  EXPECT_TRUE(SpmVocab({{"a", -1}}).Build()->warnings().empty());
+}
+
+// Token types outside llama_token_type (0..6) are read as undefined, as llama.cpp does, with one
+// warning naming the first and counting the others (was silent).
+TEST(FromGguf, UnknownTokenTypesAreUndefinedWithAWarning) {
+  GgufBuilder b;
+  b.Str("tokenizer.ggml.model", "llama")
+      .StrArray("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "a", "b"})
+      .I32Array("tokenizer.ggml.token_type", {2, 3, 3, 99, -1});
+  auto tok = b.Build();
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_EQ(tok->TokenAttrs(3), kTokenAttrUndefined);
+  EXPECT_EQ(tok->TokenAttrs(4), kTokenAttrUndefined);
+  ASSERT_EQ(tok->warnings().size(), 1u);
+  EXPECT_NE(tok->warnings()[0].find(
+                ": key 'tokenizer.ggml.token_type': expected token types 0..6 (llama_token_type), "
+                "found 99 for token 3 (and 1 more); read as undefined tokens, as llama.cpp does"),
+            std::string::npos)
+      << tok->warnings()[0];
 }
 
 TEST(Tokenize, InvalidUtf8DoesNotCrash) {

@@ -144,6 +144,10 @@ struct HParams {
   // SSM (mamba)
   uint32_t ssm_d_conv = 0, ssm_d_inner = 0, ssm_d_state = 0, ssm_dt_rank = 0;
   bool ssm_dt_b_c_rms = false;   ///< ssm.dt_b_c_rms (FalconMamba): RMS norm on dt, B and C
+  /// Values ReadHParams accepted but that make a model useless (e.g. an RMS norm epsilon of 1e30,
+  /// which flattens every logit), one line each in GgufFile::KeyError's format, for the tools to
+  /// print as warnings.
+  std::vector<std::string> warnings;
   uint32_t n_embd_k_gqa() const { return n_embd_head_k * n_head_kv; }
   uint32_t n_embd_v_gqa() const { return n_embd_head_v * n_head_kv; }
   /// Recurrent conv-state width per cell (llama_hparams::n_embd_k_s): (d_conv - 1) * d_inner.
@@ -176,7 +180,6 @@ struct ModelGraphs {
   std::vector<GlobalTensor> globals;
   Graph prefill;               ///< "pp": n_tokens = min(n_ctx, n_ubatch)
   Graph decode;                ///< "tg": n_tokens = 1
-  std::vector<std::string> unused_tensors;  ///< GGUF tensors the architecture did not consume
   /// flash attention was asked for but ResolveContext turned it off (K and V head sizes differ).
   bool flash_attn_forced_off = false;
 

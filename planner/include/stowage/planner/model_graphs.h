@@ -15,9 +15,19 @@ namespace stowage::planner {
 /// mixtral: llama with merged ffn_*_exps), qwen2, qwen2moe, phi3, gemma, mamba.
 std::vector<std::string> SupportedArchitectures();
 
-/// Reads hyper-parameters (llama.cpp LLM_KV keys of `general.architecture`).
+/// Reads hyper-parameters (llama.cpp LLM_KV keys of `general.architecture`) and validates them, so
+/// that no plan is made that the runtime would refuse or compute NaN or flat logits with; the
+/// one reader plan-model, stowage-run (planning on the fly), fit and stowage-opt's import share.
+/// n_vocab is GgufVocabularySize's (gguf_vocab.h), which the tokenizer uses too.
 /// Errors: kNotFound (missing key, naming it), kUnimplemented (unknown architecture, listing the
-/// supported ones), kInvalidArgument (inconsistent values such as n_embd % n_head != 0).
+/// supported ones), kInvalidArgument (inconsistent values such as n_embd % n_head != 0). Values
+/// refused in GgufFile::KeyError's format ("<file>: offset <N>: key '<k>': expected <...>, found
+/// <...>"): embedding_length 0; key_length / value_length 0; rope.dimension_count odd or above the
+/// head size (ggml's ROPE rotates pairs of a head's dimensions; the CPU op asserts it);
+/// rope.freq_base not finite or <= 0; rope.scaling.factor not finite or < 0;
+/// rope.scaling.attn_factor not finite or <= 0; layer_norm(_rms)_epsilon not finite or < 0 (ggml's
+/// norms assert eps >= 0); attention.scale not finite or < 0. An epsilon above 1 is accepted with a
+/// line in HParams::warnings.
 /// block_count above llama.cpp's LLAMA_MAX_LAYERS (512) is kInvalidArgument, as llama.cpp refuses
 /// it when it reads the per-layer keys (load_hparams, get_key_or_arr: "n > N_MAX").
 Result<HParams> ReadHParams(const GgufFile& gguf);
@@ -58,8 +68,11 @@ Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig*
 /// type; expected f32, got f16"), split-tensor MoE files (kUnimplemented), unknown architectures
 /// (kUnimplemented, listing the supported ones), missing or inconsistent hyper-parameters
 /// (llama.cpp's load_hparams rules, e.g. phi3 without attention.sliding_window, mamba with
-/// ssm.inner_size != 2 * embedding_length). Tensors the architecture does not consume are listed in
-/// ModelGraphs::unused_tensors (llama.cpp: "wrong number of tensors").
+/// ssm.inner_size != 2 * embedding_length). A tensor the architecture does not read is refused, as
+/// llama.cpp's done_getting_tensors refuses it ("wrong number of tensors"): "<file>: offset <N>:
+/// tensor 'outptu.weight': expected only tensors architecture llama reads, found one nothing reads
+/// ..." (GgufFile::TensorError), or, for a block past block_count, "wrong number of tensors: tensor
+/// 'blk.7...' belongs to block 7 but llama.block_count is 2".
 Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const ContextConfig& cfg);
 
 }  // namespace stowage::planner

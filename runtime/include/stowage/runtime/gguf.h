@@ -132,9 +132,18 @@ class GgufFile {
   /// Pointer to a tensor's data in the mapping.
   const uint8_t* TensorData(const GgufTensorInfo& t) const { return data_ + data_offset_ + t.offset; }
 
+  /// A kInvalidArgument Status about the value of key `key`, one line in the reader's format:
+  /// "<file>: offset <N>: key '<key>': expected <expected>, found <found>", N being the byte offset
+  /// of the key in the file (the offset part is left out for a key the file does not have). For
+  /// the readers of the model's metadata (hyper-parameters, vocabulary) to name what they refuse.
+  Status KeyError(std::string_view key, std::string_view expected, std::string_view found) const;
+  /// The same for tensor `name`: "<file>: offset <N>: tensor '<name>': expected <expected>, found
+  /// <found>", N being the byte offset of its tensor info (left out for a tensor the file lacks).
+  Status TensorError(std::string_view name, std::string_view expected, std::string_view found) const;
+
   // Typed accessors. Integer getters accept any integer type whose value fits (llama.cpp
   // accepts u32/i32 interchangeably for hparams). Errors: kNotFound "<file>: missing key 'k'",
-  // kInvalidArgument "<file>: key 'k': expected <type>, found <type>".
+  // kInvalidArgument "<file>: offset <N>: key 'k': expected <type>, found <type>" (KeyError).
   Result<uint64_t> GetU64(std::string_view key) const;
   Result<uint32_t> GetU32(std::string_view key) const;
   Result<int64_t> GetI64(std::string_view key) const;
@@ -142,7 +151,7 @@ class GgufFile {
   Result<bool> GetBool(std::string_view key) const;
   Result<std::string> GetString(std::string_view key) const;
   /// Array accessors: the whole array converted. Errors as above, plus element type mismatch, and
-  /// kInvalidArgument "<file>: key 'k': element i value V does not fit in i32" (resp. f32: a
+  /// kInvalidArgument "<file>: offset <N>: key 'k': expected i32 elements, found element i = V" (resp. f32: a
   /// finite FLOAT64 beyond FLT_MAX; GetF32 checks its scalar the same way) -- never a wrapped value.
   Result<std::vector<std::string_view>> GetStringArray(std::string_view key) const;
   Result<std::vector<float>> GetF32Array(std::string_view key) const;

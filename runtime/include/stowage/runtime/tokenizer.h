@@ -92,15 +92,17 @@ class Tokenizer {
   /// llama_vocab::impl::load). Reads: model, pre, tokens (required), scores (f32 or i32, optional),
   /// token_type (i32, optional: all tokens normal when absent), merges (BPE, required),
   /// bos/eos/eot/eom/unknown/seperator/padding/mask/fim_pad/fim_rep/fim_sep_token_id (an id
-  /// outside the vocabulary keeps the type's default, as llama.cpp does), add_bos_token,
-  /// add_eos_token, add_sep_token, add_space_prefix, normalizer.lowercase,
+  /// outside the vocabulary keeps the type's default, as llama.cpp does, and is reported in
+  /// warnings()), add_bos_token, add_eos_token, add_sep_token, add_space_prefix, normalizer.lowercase,
   /// normalizer.strip_accents; `general.name` for phi-3's special-token attributes.
   /// Defaults per type (llama.cpp): SPM bos 1, eos 2, unk 0, add_bos true; WPM bos ([CLS]) 101,
   /// unk 100, sep 102, pad 0, mask 103, add_bos and add_sep true; BPE bos = eos = 11, add_bos false
   /// (true for the llama3 family).
-  /// Errors (one line, naming the file and the key): kNotFound for a missing tokens/model/merges
-  /// key; kInvalidArgument for a key of the wrong type, a scores/token_type array shorter than
-  /// tokens, a duplicate token text, add_bos/add_eos/add_sep set while that token is absent;
+  /// The token count and type of `tokens` are checked by GgufVocabularySize (gguf_vocab.h), as
+  /// the planner checks them. Errors (one line, naming the file and the key): kNotFound for a
+  /// missing tokens/model/merges key; kInvalidArgument for a key of the wrong type, a
+  /// scores/token_type array shorter than tokens, a duplicate token text, add_bos/add_eos/add_sep
+  /// set while that token is absent;
   /// kUnimplemented for an unsupported model or pre-tokenizer.
   static Result<Tokenizer> FromGguf(const GgufFile& gguf);
 
@@ -151,6 +153,12 @@ class Tokenizer {
   int32_t nl() const;    ///< newline token (SPM: <0x0A>; BPE: first token of "\n")
   bool add_bos() const;  ///< Tokenize(add_special=true) prepends bos()
   bool add_eos() const;  ///< Tokenize(add_special=true) appends eos()
+  /// What FromGguf accepted with llama.cpp's fallback instead of refusing, one line each in
+  /// GgufFile::KeyError's format ("<file>: offset <N>: key '<k>': expected ..., found ..."), for
+  /// the caller to print as warnings: a special token id key outside the vocabulary (the type's
+  /// default id is kept; llama.cpp llama_vocab::impl::load "bad special token"), token types
+  /// outside llama_token_type's 0..6 (read as undefined, as llama.cpp does; one line for all).
+  const std::vector<std::string>& warnings() const;
 
   /// True for end-of-generation tokens: eos, eot, eom, fim pad/rep/sep, and the tokens whose text
   /// llama.cpp treats as end of generation ("<|endoftext|>", "<|im_end|>", "<|eot_id|>",

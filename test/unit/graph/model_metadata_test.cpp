@@ -1,0 +1,209 @@
+// Hyper-parameters and vocabulary metadata that would give plans the runtime refuses or computes NaN
+// or flat logits with, and tensors nothing reads: each refused when the model is read (ReadHParams /
+// BuildModelGraphs, the planning entry point of plan-model and stowage-run) with one line naming
+// the file, the key or tensor, its offset, and what was expected and found. Files: a valid small
+// model of gguf-synth's test helper with one key or tensor changed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "stowage/planner/model_graphs.h"
+#include "stowage/runtime/gguf_vocab.h"
+#include "stowage/runtime/tokenizer.h"
+#include "synth_gguf.h"
+
+namespace stowage::planner {
+namespace {
+
+using test::SynthGguf;
+using test::SynthParams;
+
+// "<file>: offset <N>: key '<key>'" of `key` in the file `s` writes. (Each SynthGguf::Parse
+// rewrites the bytes the previous file parsed from `s` views: use a file before parsing again.)
+std::string KeyAt(SynthGguf& s, const std::string& key) {
+  auto f = s.Parse();
+  for (const GgufKV& kv : f->kvs())
+    if (kv.key == key) return f->path() + ": offset " + std::to_string(kv.offset) + ": key '" + key + "'";
+  return "(no key " + key + ")";
+}
+
+std::string BuildError(SynthGguf& s) {
+  auto f = s.Parse();
+  auto m = BuildModelGraphs(*f, {});
+  return m.ok() ? "(built)" : m.status().message();
+}
+
+// A vocabulary of n tokens as llama.cpp's converter writes it (SPM: <unk> <s> </s>, then pieces).
+void AddVocab(SynthGguf& s, uint32_t n) {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  while (tokens.size() < n) tokens.push_back("t" + std::to_string(tokens.size()));
+  s.Set("tokenizer.ggml.model", GgufMetaValue::Str("llama"));
+  s.Set("tokenizer.ggml.tokens", GgufMetaValue::ArrayStr(tokens));
+}
+
+TEST(HParamsValidation, RmsEpsilonMustBeFiniteAndNonNegative) {
+  const std::string key = "llama.attention.layer_norm_rms_epsilon";
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (const auto& [value, text] :
+       std::vector<std::pair<float, std::string>>{{nan, "nan"}, {-1e-5f, "-1e-05"}, {inf, "inf"}}) {
+    SynthGguf s = test::LlamaModel(SynthParams{});
+    s.Set(key, GgufMetaValue::F32(value));
+    EXPECT_EQ(BuildError(s),
+              KeyAt(s, key) + ": expected a finite epsilon >= 0 (ggml's norms), found " + text);
+  }
+}
+
+TEST(HParamsValidation, HugeRmsEpsilonIsAWarning) {
+  const std::string key = "llama.attention.layer_norm_rms_epsilon";
+  SynthGguf s = test::LlamaModel(SynthParams{});
+  s.Set(key, GgufMetaValue::F32(1e30f));
+  auto f = s.Parse();
+  auto hp = ReadHParams(*f);
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  ASSERT_EQ(hp->warnings.size(), 1u);
+  EXPECT_EQ(hp->warnings[0],
+            KeyAt(s, key) +
+                ": expected a small epsilon (models use 1e-6 to 1e-5), found 1e+30, which scales the "
+                "activations toward 0 and flattens the logits");
+  s.Set(key, GgufMetaValue::F32(1e-5f));
+  auto ok = ReadHParams(*s.Parse());
+  ASSERT_TRUE(ok.ok());
+  EXPECT_TRUE(ok->warnings.empty());
+}
+
+TEST(HParamsValidation, RopeFreqBaseMustBePositive) {
+  const std::string key = "llama.rope.freq_base";
+  for (const auto& [value, text] : std::vector<std::pair<float, std::string>>{
+           {0.f, "0"}, {std::numeric_limits<float>::quiet_NaN(), "nan"}, {-10000.f, "-10000"}}) {
+    SynthGguf s = test::LlamaModel(SynthParams{});
+    s.Set(key, GgufMetaValue::F32(value));
+    EXPECT_EQ(BuildError(s), KeyAt(s, key) + ": expected a finite base > 0, found " + text);
+  }
+}
+
+TEST(HParamsValidation, OtherFloatsMustBeFinite) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"llama.rope.scaling.factor", "a finite factor >= 0 (0: no scaling)"},
+      {"llama.rope.scaling.attn_factor", "a finite factor > 0"},
+      {"llama.attention.scale", "a finite scale >= 0 (0: 1/sqrt(head size))"},
+      {"llama.attention.layer_norm_epsilon", "a finite epsilon >= 0 (ggml's norms)"},
+  };
+  for (const auto& [key, rule] : cases) {
+    SynthGguf s = test::LlamaModel(SynthParams{});
+    s.Set(key, GgufMetaValue::F32(nan));
+    EXPECT_EQ(BuildError(s), KeyAt(s, key) + ": expected " + rule + ", found nan");
+  }
+}
+
+// gemma and phi3 have no llama.cpp n_rot check; an odd or too large count reached the runtime's
+// "ROPE: n_dims 7" about the plan in memory.
+TEST(HParamsValidation, RopeDimensionCountMustBeEvenAndFitTheHead) {
+  for (uint32_t n_rot : {7u, 4294967295u, 18u}) {
+    for (const std::string arch : {"gemma", "phi3"}) {
+      SynthGguf s = arch == "gemma" ? test::GemmaModel(SynthParams{}, /*head_dim=*/16)
+                                    : test::Phi3Model(SynthParams{}, /*rope_factors=*/false);
+      const std::string key = arch + ".rope.dimension_count";
+      s.Set(key, GgufMetaValue::U32(n_rot));
+      EXPECT_EQ(BuildError(s), KeyAt(s, key) + ": expected an even count <= the head size 16, found " +
+                                   std::to_string(n_rot))
+          << arch;
+    }
+  }
+  SynthGguf s = test::GemmaModel(SynthParams{}, /*head_dim=*/16);
+  s.Set("gemma.rope.dimension_count", GgufMetaValue::U32(8));  // partial rotary: fine
+  EXPECT_EQ(BuildError(s), "(built)");
+}
+
+// Was "llama.rope.dimension_count: invalid n_rot 16, expected 0".
+TEST(HParamsValidation, EmbeddingLengthZero) {
+  SynthGguf s = test::LlamaModel(SynthParams{});
+  s.Set("llama.embedding_length", GgufMetaValue::U32(0));
+  EXPECT_EQ(BuildError(s), KeyAt(s, "llama.embedding_length") + ": expected a positive width, found 0");
+}
+
+// The planner and the tokenizer read the vocabulary's size the same way: same message from both.
+void ExpectSameVocabError(SynthGguf& s, const std::string& want) {
+  EXPECT_EQ(BuildError(s), want);
+  auto f = s.Parse();  // after BuildError: each Parse rewrites the bytes the last file views
+  auto tok = Tokenizer::FromGguf(*f);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().message(), want);
+}
+
+// Was "missing key 'llama.vocab_size'", a key the file never had.
+TEST(VocabularyValidation, MissingOrMisspelledTokens) {
+  SynthGguf s = test::LlamaModel(SynthParams{});
+  s.DropKey("llama.vocab_size");
+  AddVocab(s, 128);
+  s.DropKey("tokenizer.ggml.tokens");
+  s.Set("tokenizer.ggml.tokenz", GgufMetaValue::ArrayStr(std::vector<std::string>(1, "x")));
+  ExpectSameVocabError(
+      s, "llama.gguf: missing key 'tokenizer.ggml.tokens' (the vocabulary of tokenizer.ggml.model 'llama')");
+  // With vocab_size present the planner planned it and the runtime then refused it.
+  s.Set("llama.vocab_size", GgufMetaValue::U32(128));
+  ExpectSameVocabError(
+      s, "llama.gguf: missing key 'tokenizer.ggml.tokens' (the vocabulary of tokenizer.ggml.model 'llama')");
+  // No vocabulary and no size at all: the message names the vocabulary, not only vocab_size.
+  SynthGguf none = test::LlamaModel(SynthParams{});
+  none.DropKey("llama.vocab_size");
+  EXPECT_EQ(BuildError(none),
+            "llama.gguf: missing key 'tokenizer.ggml.tokens' (the vocabulary; a model without one "
+            "gives llama.vocab_size)");
+}
+
+TEST(VocabularyValidation, TokensOfTheWrongType) {
+  SynthGguf s = test::LlamaModel(SynthParams{});
+  AddVocab(s, 128);
+  s.Set("tokenizer.ggml.tokens", GgufMetaValue::U32(128));
+  ExpectSameVocabError(s, KeyAt(s, "tokenizer.ggml.tokens") + ": expected arr of str, found u32");
+}
+
+// Was silently ignored (the token count won).
+TEST(VocabularyValidation, VocabSizeContradictingTheTokens) {
+  SynthGguf s = test::LlamaModel(SynthParams{});  // llama.vocab_size 128
+  AddVocab(s, 128);
+  EXPECT_EQ(BuildError(s), "(built)");
+  s.Set("llama.vocab_size", GgufMetaValue::U32(130));
+  ExpectSameVocabError(
+      s, KeyAt(s, "llama.vocab_size") + ": expected 128 (the tokens of tokenizer.ggml.tokens), found 130");
+}
+
+TEST(VocabularyValidation, ModelWithoutVocabularyUsesVocabSize) {
+  SynthGguf s = test::LlamaModel(SynthParams{});
+  s.Set("tokenizer.ggml.model", GgufMetaValue::Str("none"));
+  auto f = s.Parse();
+  auto n = GgufVocabularySize(*f);
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(*n, 128u);
+  s.Set("llama.vocab_size", GgufMetaValue::U32(0));
+  EXPECT_EQ(BuildError(s), KeyAt(s, "llama.vocab_size") + ": expected a positive token count, found 0");
+}
+
+// A misspelled output.weight made the model tied (perplexity 541 -> 576); llama.cpp refuses it.
+TEST(TensorValidation, TensorNothingReadsIsRefused) {
+  SynthGguf s = test::LlamaModel(SynthParams{});
+  s.Rename("output.weight", "outptu.weight");
+  auto f = s.Parse();
+  const std::string at = "offset " + std::to_string(f->FindTensor("outptu.weight")->info_offset);
+  const size_t n = f->tensors().size();
+  EXPECT_EQ(BuildError(s),
+            "llama.gguf: " + at +
+                ": tensor 'outptu.weight': expected only tensors architecture llama reads, found one "
+                "nothing reads; llama.cpp: wrong number of tensors; expected " +
+                std::to_string(n) + ", got " + std::to_string(n - 1));
+  SynthGguf two = test::LlamaModel(SynthParams{});
+  two.Tensor("blk.0.attn_rot_embd", {8});
+  two.Tensor("mm.projector.weight", {64, 64});
+  EXPECT_NE(
+      BuildError(two).find("tensor 'blk.0.attn_rot_embd': expected only tensors architecture llama reads, "
+                           "found one nothing reads (and 1 more)"),
+      std::string::npos)
+      << BuildError(two);
+}
+
+}  // namespace
+}  // namespace stowage::planner
