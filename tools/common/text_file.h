@@ -16,11 +16,12 @@ namespace stowage::tools {
 /// (wikitext-2's test split: 1.3 MiB); 256 MiB of text is about 64 M tokens.
 inline constexpr uint64_t kMaxTextFileBytes = uint64_t{256} << 20;
 
-/// The bytes of the text file `path`, which must be a regular file of at most kMaxTextFileBytes;
-/// `what` says what it should be ("a text file with the prompt"). Errors: ReadRegularFile's (one
-/// line naming the file; a FIFO, device or folder, or a file over the limit, saying which limit).
+/// The bytes of the text file `path`: a regular file, or a pipe (`-f /dev/stdin`, as llama-cli),
+/// of at most kMaxTextFileBytes; `what` says what it should be ("a text file with the prompt (-f)").
+/// Errors: ReadRegularFile's (one line naming the file; a device such as /dev/zero or a folder, or a
+/// file over the limit, saying which limit).
 inline Result<std::string> ReadTextFile(const std::string& path, std::string_view what) {
-  return ReadRegularFile(path, kMaxTextFileBytes, what);
+  return ReadRegularFile(path, kMaxTextFileBytes, what, /*allow_pipe=*/true);
 }
 
 }  // namespace stowage::tools

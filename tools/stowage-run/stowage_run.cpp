@@ -219,9 +219,10 @@ void PrintBuffers(const Session& s) {
 
 /// The text of a file given with -f (the prompt, or perplexity's text) as llama.cpp's common -f
 /// handler reads it: the whole file, one final newline dropped, then the escapes expanded unless
-/// --no-escape (common_params_parse_ex). Unlike llama.cpp, the file must be a regular file of at
-/// most tools::kMaxTextFileBytes (256 MiB): a device (/dev/zero), FIFO or folder, or a larger file,
-/// is one error naming it, what it should be (`what`) and the limit hit (tools::ReadTextFile).
+/// --no-escape (common_params_parse_ex). Unlike llama.cpp, the file must be a regular file or a
+/// pipe (`-f /dev/stdin`) of at most tools::kMaxTextFileBytes (256 MiB): a device (/dev/zero) or
+/// folder, or more text, is one error naming it, what it should be (`what`) and the limit hit
+/// (tools::ReadTextFile).
 Result<std::string> ReadTextFile(const std::string& file, const char* what, bool escape) {
   if (file.empty()) return IoError("-f '': no file name (expected " + std::string(what) + ")");
   STOWAGE_ASSIGN_OR_RETURN(std::string text, tools::ReadTextFile(file, what));

@@ -19,7 +19,8 @@ std::string TooLarge(const std::string& path, uint64_t size, uint64_t max_bytes,
 
 }  // namespace
 
-Result<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes, std::string_view what) {
+Result<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes, std::string_view what,
+                                    bool allow_pipe) {
   // O_NONBLOCK: opening a FIFO without a writer would block; the descriptor is checked before use.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return IoError(path + ": cannot open: " + std::strerror(errno));
@@ -29,8 +30,13 @@ Result<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes,
   } closer{fd};
   struct stat st;
   if (::fstat(fd, &st) != 0) return IoError(path + ": cannot open: " + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) return IoError(path + ": is a folder, expected " + std::string(what));
-  if (!S_ISREG(st.st_mode))
+  if (S_ISDIR(st.st_mode))
+    return IoError(path + ": not a regular file (a folder), expected " + std::string(what));
+  const bool pipe = allow_pipe && S_ISFIFO(st.st_mode);
+  // A pipe's reads wait for its writer again (one without a writer reads as empty, never blocks).
+  if (pipe && ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
+    return IoError(path + ": cannot open: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode) && !pipe)
     return IoError(path + ": not a regular file (a device, FIFO or socket), expected " + std::string(what));
   if (static_cast<uint64_t>(st.st_size) > max_bytes)
     return ResourceExhausted(TooLarge(path, static_cast<uint64_t>(st.st_size), max_bytes, what, false));

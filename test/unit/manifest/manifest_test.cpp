@@ -407,7 +407,7 @@ TEST(ManifestErrors, FolderIsNotAManifest) {
   auto m = LoadManifestFile("/tmp");
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), StatusCode::kIoError);
-  EXPECT_EQ(m.status().message(), "/tmp: is a folder, expected a manifest file (.json)");
+  EXPECT_EQ(m.status().message(), "/tmp: not a regular file (a folder), expected a manifest file (.json)");
 }
 
 TEST(ManifestErrors, MissingFile) {

@@ -59,20 +59,38 @@ TEST_F(ReadFileTest, RefusesDevicesAtOnce) {
   }
 }
 
-// A FIFO without a writer would block the open and the read.
-TEST_F(ReadFileTest, RefusesAFifoWithoutBlocking) {
+// A FIFO without a writer would block the open and the read: refused, or with allow_pipe read as
+// empty; a pipe with a writer is read up to the limit (-f /dev/stdin).
+TEST_F(ReadFileTest, FifosAndPipes) {
   const std::string p = dir_ + "/fifo";
   ASSERT_EQ(mkfifo(p.c_str(), 0600), 0);
   auto r = ReadRegularFile(p, 1 << 20, "a manifest file (.json)");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
             p + ": not a regular file (a device, FIFO or socket), expected a manifest file (.json)");
+  auto empty = ReadRegularFile(p, 1 << 20, "a text file", /*allow_pipe=*/true);
+  ASSERT_TRUE(empty.ok()) << empty.status().message();
+  EXPECT_EQ(*empty, "");
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  ASSERT_EQ(write(fds[1], "0123456789", 10), 10);
+  close(fds[1]);
+  const std::string path = "/proc/self/fd/" + std::to_string(fds[0]);
+  auto over = ReadRegularFile(path, 4, "a text file", /*allow_pipe=*/true);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().message(), path + ": more than 4 bytes, over the limit of 4 bytes for a text file");
+  auto rest = ReadRegularFile(path, 100, "a text file", /*allow_pipe=*/true);  // a new descriptor, same pipe
+  ASSERT_TRUE(rest.ok()) << rest.status().message();
+  EXPECT_EQ(*rest, "56789");  // what the first read left (it took the limit and one byte more)
+  close(fds[0]);
+  // Devices are refused with allow_pipe too.
+  EXPECT_FALSE(ReadRegularFile("/dev/zero", 1 << 20, "a text file", /*allow_pipe=*/true).ok());
 }
 
 TEST_F(ReadFileTest, RefusesAFolderAndAMissingFile) {
   auto dir = ReadRegularFile(dir_, 1 << 20, "a text file");
   ASSERT_FALSE(dir.ok());
-  EXPECT_EQ(dir.status().message(), dir_ + ": is a folder, expected a text file");
+  EXPECT_EQ(dir.status().message(), dir_ + ": not a regular file (a folder), expected a text file");
   auto missing = ReadRegularFile(dir_ + "/missing.txt", 1 << 20, "a text file");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().message(), dir_ + "/missing.txt: cannot open: No such file or directory");

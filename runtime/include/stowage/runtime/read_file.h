@@ -16,14 +16,18 @@
 namespace stowage {
 
 /// The bytes of the regular file `path` (symbolic links followed), at most `max_bytes` of them.
-/// `what` says what the file should be, for messages ("a prompt text file", "a device manifest
-/// (.json)"). Errors, each one line naming `path`:
+/// `what` says what the file should be, for messages ("a text file with the prompt (-f)", "a
+/// manifest file (.json)"). With `allow_pipe`, a pipe or FIFO is read too, up to the same limit
+/// (`-f /dev/stdin` with a pipe, as llama-cli reads it; a FIFO without a writer reads as empty, it
+/// does not block). Errors, each one line naming `path`:
 ///   kIoError "<path>: cannot open: No such file or directory" (and the other open/stat errors);
-///   kIoError "<path>: is a folder, expected <what>";
+///   kIoError "<path>: not a regular file (a folder), expected <what>";
 ///   kIoError "<path>: not a regular file (a device, FIFO or socket), expected <what>" (/dev/zero,
-///     /dev/urandom, /dev/stdin on a pipe; the wording of the plan and GGUF readers);
-///   kResourceExhausted "<path>: N bytes, over the limit of M bytes for <what>";
+///     /dev/urandom, a FIFO unless `allow_pipe`; the wording of the plan and GGUF readers);
+///   kResourceExhausted "<path>: N bytes, over the limit of M bytes for <what>" (a pipe or a file
+///     longer than its size said: "more than M bytes, over the limit of M bytes ...");
 ///   kIoError "<path>: read error: <OS error>".
-Result<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes, std::string_view what);
+Result<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes, std::string_view what,
+                                    bool allow_pipe = false);
 
 }  // namespace stowage
