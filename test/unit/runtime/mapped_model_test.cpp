@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "plan_cpu.h"
+#include "scratch_dir.h"
 #include "stowage/runtime/gguf.h"
 #include "stowage/runtime/session.h"
 #include "synth.h"
@@ -51,10 +52,8 @@ int MappingsOf(const std::string& path) {
 class MappedModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/stowage-mapped-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    model_ = dir_ + "/m.gguf";
+    ASSERT_FALSE(dir_.empty());
+    model_ = scratch_.File("m.gguf");
     synth::ModelSpec spec;  // a 2-layer llama with F32 weights and its own vocabulary
     ASSERT_TRUE(synth::WriteModel(spec, model_).ok());
     auto plan = test::PlanCpu(model_, 32);  // weights mapped from the file (CPU_Mapped)
@@ -62,16 +61,14 @@ class MappedModelTest : public ::testing::Test {
     plan_ = std::move(*plan);
     opts_.n_threads = 1;
   }
-  void TearDown() override {
-    std::remove(model_.c_str());
-    rmdir(dir_.c_str());
-  }
   std::shared_ptr<const GgufFile> Open() {
     auto g = GgufFile::Open(model_);
     EXPECT_TRUE(g.ok()) << g.status().ToString();
     return g.ok() ? std::shared_ptr<const GgufFile>(std::move(*g)) : nullptr;
   }
-  std::string dir_, model_;
+  test::ScratchDir scratch_{"stowage-mapped"};
+  const std::string dir_ = scratch_.path();
+  std::string model_;
   std::vector<uint8_t> plan_;
   SessionOptions opts_;
 };

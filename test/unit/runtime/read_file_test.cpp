@@ -12,23 +12,17 @@
 #include <fstream>
 #include <string>
 
+#include "scratch_dir.h"
+
 namespace stowage {
 namespace {
 
 class ReadFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/read_file_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
-  std::string Write(const std::string& name, const std::string& bytes) {
-    const std::string p = dir_ + "/" + name;
-    std::ofstream(p, std::ios::binary) << bytes;
-    return p;
-  }
-  std::string dir_;
+  void SetUp() override { ASSERT_FALSE(dir_.empty()); }
+  std::string Write(const std::string& name, const std::string& bytes) { return scratch_.Write(name, bytes); }
+  test::ScratchDir scratch_{"read_file_test"};
+  const std::string dir_ = scratch_.path();
 };
 
 TEST_F(ReadFileTest, ReadsARegularFileWhole) {

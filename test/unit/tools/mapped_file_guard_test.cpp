@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "stowage/runtime/gguf.h"
+#include "scratch_dir.h"
 #include "synth.h"
 
 namespace stowage {
@@ -24,18 +25,12 @@ namespace {
 class MappedFileGuardTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/stowage-guard-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    model_ = dir_ + "/m.gguf";
+    ASSERT_FALSE(scratch_.path().empty());
+    model_ = scratch_.File("m.gguf");
     synth::ModelSpec spec;
     spec.n_embd = 256;  // tensors of several pages each
     spec.n_ff = 512;
     ASSERT_TRUE(synth::WriteModel(spec, model_).ok());
-  }
-  void TearDown() override {
-    std::remove(model_.c_str());
-    rmdir(dir_.c_str());
   }
   /// In the child of a death test: opens the model, guards its mapping, truncates the file to its
   /// header and reads the last tensor's first byte (past the new end), in a worker thread when
@@ -57,12 +52,13 @@ class MappedFileGuardTest : public ::testing::Test {
     (void)sink;
     std::_Exit(2);
   }
-  std::string dir_, model_;
+  test::ScratchDir scratch_{"stowage-guard"};
+  std::string model_;
 };
 
 TEST_F(MappedFileGuardTest, ReadPastTheTruncatedEndIsOneLineNamingTheFile) {
   EXPECT_EXIT(ReadAfterTruncation(false), ::testing::ExitedWithCode(1),
-              "^tool: " + dir_ +
+              "^tool: " + scratch_.path() +
                   "/m\\.gguf: changed or truncated while in use: byte [0-9]+ of the [0-9]+ bytes "
                   "mapped is no longer in the file\n$");
 }
@@ -80,7 +76,7 @@ TEST_F(MappedFileGuardTest, OtherFaultsStayFatal) {
         if (!g.ok()) std::_Exit(3);
         tools::GuardMappedFile("tool", (*g)->path(), (*g)->bytes(), (*g)->file_size());
         // Another file, mapped and truncated: not the model.
-        const std::string other = dir_ + "/other";
+        const std::string other = scratch_.File("other");
         const int fd = open(other.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
         if (fd < 0 || ftruncate(fd, 1 << 16) != 0) std::_Exit(4);
         auto* m = static_cast<volatile uint8_t*>(mmap(nullptr, 1 << 16, PROT_READ, MAP_SHARED, fd, 0));
