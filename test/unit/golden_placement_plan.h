@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "stowage/planner/graph.h"  // first: graph.h names stowage::GgmlOp unqualified
+#include "stowage/planner/graph.h"
 #include "stowage/planner/manifest.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/place_model.h"

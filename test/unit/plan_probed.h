@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "from_probe.h"
-#include "stowage/planner/graph.h"  // first: graph.h names stowage::GgmlOp unqualified
+#include "stowage/planner/graph.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/place_model.h"
 #include "stowage/planner/plan_export.h"

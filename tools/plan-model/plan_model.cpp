@@ -12,11 +12,11 @@
 #include "cli_numbers.h"
 #include "llama_args.h"
 
-#include "stowage/planner/graph.h"  // first: graph.h names stowage::GgmlOp unqualified
 #include "from_probe.h"
 #include "probed_machine.h"
 #include "stowage/planner/explain.h"
 #include "stowage/planner/fit.h"
+#include "stowage/planner/graph.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/place_model.h"
 #include "stowage/planner/plan_export.h"

@@ -1,12 +1,11 @@
 // Internal: turning graph tensors and weights into the OpQuery a device manifest answers
-// (ggml_backend_dev_supports_op's view of a node), and the op-name bridge between the graph's
-// stowage::GgmlOp and the manifest's planner::GgmlOp.
+// (ggml_backend_dev_supports_op's view of a node).
 #pragma once
 
 #include <array>
 #include <string>
 
-#include "stowage/planner/graph.h"  // before manifest.h: graph.h names stowage::GgmlOp unqualified
+#include "stowage/planner/graph.h"
 #include "stowage/planner/manifest.h"
 #include "stowage/planner/placement.h"
 

@@ -1,8 +1,8 @@
 // tools/common/probed_machine.h: probed GPUs are numbered in probe order (CUDA0, CUDA1, ...).
 #include <gtest/gtest.h>
 
-#include "stowage/planner/graph.h"  // first: graph.h names stowage::GgmlOp unqualified
 #include "probed_machine.h"
+#include "stowage/planner/graph.h"
 
 namespace stowage::tools {
 namespace {

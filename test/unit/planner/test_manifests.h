@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "stowage/planner/graph.h"  // first: graph.h names stowage::GgmlOp unqualified
+#include "stowage/planner/graph.h"
 #include "stowage/planner/manifest.h"
 
 namespace stowage::planner::testing {

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "stowage/planner/graph.h"  // first: graph.h names stowage::GgmlOp unqualified
+#include "stowage/planner/graph.h"
 #include "stowage/planner/layer_map.h"
 #include "stowage/planner/manifest.h"
 #include "stowage/planner/placement.h"

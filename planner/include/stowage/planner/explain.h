@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "stowage/planner/graph.h"  // first: graph.h names stowage::GgmlOp unqualified
+#include "stowage/planner/graph.h"
 #include "stowage/planner/placement.h"
 
 namespace stowage::planner {

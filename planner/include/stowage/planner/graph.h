@@ -15,6 +15,10 @@
 //
 // The placement passes fill the `placement` fields (buffer, offset, backend, cause); the plan
 // exporter serializes everything.
+//
+// Ops and tensor types are the project's shared enums stowage::GgmlOp and stowage::GgmlType
+// (runtime/include/stowage/runtime/ggml_ops.h, ggml_types.h), included here; manifest.h's
+// planner::GgmlOp is an alias of the same type, so planner headers can be included in any order.
 #pragma once
 
 #include <array>

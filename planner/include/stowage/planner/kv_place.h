@@ -4,7 +4,7 @@
 // host buffer type.
 #pragma once
 
-#include "stowage/planner/graph.h"  // first: graph.h names stowage::GgmlOp unqualified
+#include "stowage/planner/graph.h"
 #include "stowage/planner/layer_map.h"
 #include "stowage/planner/placement.h"
 #include "stowage/runtime/status.h"

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "stowage/planner/graph.h"  // first: graph.h names stowage::GgmlOp unqualified
 #include "stowage/planner/buft_select.h"
+#include "stowage/planner/graph.h"
 #include "stowage/planner/layer_map.h"
 #include "stowage/planner/memory_plan.h"
 #include "stowage/planner/placement.h"
