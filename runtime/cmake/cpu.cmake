@@ -14,6 +14,7 @@ add_library(stowage_cpu STATIC
   ${stowage_cpu_dir}/ops_attn.cpp
   ${stowage_cpu_dir}/matmul.cpp
   ${stowage_cpu_dir}/repack.cpp
+  ${stowage_cpu_dir}/row_kernels.cpp
   ${stowage_cpu_dir}/host_memory.cpp
 )
 # GEMM families (gemm.h): gemm_<family>.cpp is baseline code (lookup + scalar reference);

@@ -206,13 +206,13 @@ TEST(CpuFlashAttn, F16AccumulatorKernelsMatchScalarBits) {
     for (float v : {0.37f, -1.5f, 1e-3f}) {
       std::vector<fp16_t> a = y, b = y;
       scalar::MadF16(n, a.data(), x.data(), v);
-      GetMadF16(IsaLevel::kAvx512)(n, b.data(), x.data(), v);
+      GetRowKernels(IsaLevel::kAvx512).mad_f16(n, b.data(), x.data(), v);
       EXPECT_EQ(a, b) << "MadF16 n " << n;
       for (int64_t i = 0; i < n; ++i)  // one fused multiply-add, rounded once
         EXPECT_EQ(a[size_t(i)], FloatToHalf(std::fma(HalfToFloat(x[size_t(i)]), v, HalfToFloat(y[size_t(i)]))));
       a = y, b = y;
       scalar::ScaleF16(n, a.data(), v);
-      GetScaleF16(IsaLevel::kAvx512)(n, b.data(), v);
+      GetRowKernels(IsaLevel::kAvx512).scale_f16(n, b.data(), v);
       EXPECT_EQ(a, b) << "ScaleF16 n " << n;
     }
   }
@@ -242,8 +242,8 @@ TEST(CpuFlashAttn, FlashRowKernelsMatchScalarBits) {
                              want.data(), ldo);
         for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
           std::fill(got.begin(), got.end(), -2.f);
-          GetFlashF16Rows(isa)(D, n, nh, scores.data(), lds, vb, cells.data(), size_t(D) * 2, acc.data(), size_t(D),
-                               got.data(), ldo);
+          GetRowKernels(isa).flash_f16_rows(D, n, nh, scores.data(), lds, vb, cells.data(), size_t(D) * 2,
+                                            acc.data(), size_t(D), got.data(), ldo);
           ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
               << "D " << D << " n " << n << " nh " << nh << " isa " << int(isa);
         }

@@ -307,19 +307,39 @@ TEST(CpuSimd, SiluRowsInPlace) {
   }
 }
 
-TEST(CpuSimd, SiluRowDispatch) {
-  EXPECT_EQ(GetSiluRow(IsaLevel::kScalar), &scalar::SiluRowF32);
-  EXPECT_EQ(GetSwiGluRow(IsaLevel::kScalar), &scalar::SwiGluRowF32);
-  const IsaLevel best = DetectIsa();
-  const SiluRowFn want_silu = best >= IsaLevel::kAvx512 ? avx512::SiluRowF32
-                              : best >= IsaLevel::kAvx2 ? avx2::SiluRowF32 : scalar::SiluRowF32;
-  const SwiGluRowFn want_glu = best >= IsaLevel::kAvx512 ? avx512::SwiGluRowF32
-                               : best >= IsaLevel::kAvx2 ? avx2::SwiGluRowF32 : scalar::SwiGluRowF32;
-  EXPECT_EQ(GetSiluRow(IsaLevel::kAvx512), want_silu);  // clamped to what the CPU has
-  EXPECT_EQ(GetSwiGluRow(IsaLevel::kAvx512), want_glu);
-  if (best >= IsaLevel::kAvx2) {
-    EXPECT_EQ(GetSiluRow(IsaLevel::kAvx2), &avx2::SiluRowF32);
-    EXPECT_EQ(GetSwiGluRow(IsaLevel::kAvx2), &avx2::SwiGluRowF32);
+// kernels.h GetRowKernels: each level's kernel of each row function (the levels the CPU lacks
+// clamped to DetectIsa()), as the per-function dispatchers chose before the table.
+TEST(CpuSimd, RowKernelsDispatch) {
+  struct Want {
+    SiluRowFn silu;
+    SwiGluRowFn swiglu;
+    RopeRotateFn rope;
+    SumSquares8Fn sum_squares8;
+    CvtF32F16StridedFn cvt;
+    MadF16Fn mad;
+    ScaleF16Fn scale;
+    FlashF16RowsFn flash;
+  };
+  const Want scalar_row = {scalar::SiluRowF32,  scalar::SwiGluRowF32,     scalar::RopeRotate,
+                           scalar::SumSquares8, scalar::CvtF32F16Strided, scalar::MadF16,
+                           scalar::ScaleF16,    scalar::FlashF16Rows};
+  const Want avx2_row = {avx2::SiluRowF32,       avx2::SwiGluRowF32, avx2::RopeRotate, avx2::SumSquares8,
+                         avx2::CvtF32F16Strided, avx2::MadF16,       avx2::ScaleF16,   avx2::FlashF16Rows};
+  const Want avx512_row = {avx512::SiluRowF32,  avx512::SwiGluRowF32,   avx2::RopeRotate,
+                           avx512::SumSquares8, avx2::CvtF32F16Strided, avx512::MadF16,
+                           avx512::ScaleF16,    avx512::FlashF16Rows};
+  const Want by_level[] = {scalar_row, avx2_row, avx512_row, avx512_row};  // VNNI: no row kernel
+  for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
+    const Want& w = by_level[std::min(int(isa), int(DetectIsa()))];
+    const RowKernels& k = GetRowKernels(isa);
+    EXPECT_EQ(k.silu_row, w.silu) << int(isa);
+    EXPECT_EQ(k.swiglu_row, w.swiglu) << int(isa);
+    EXPECT_EQ(k.rope_rotate, w.rope) << int(isa);
+    EXPECT_EQ(k.sum_squares8, w.sum_squares8) << int(isa);
+    EXPECT_EQ(k.cvt_f32_f16_strided, w.cvt) << int(isa);
+    EXPECT_EQ(k.mad_f16, w.mad) << int(isa);
+    EXPECT_EQ(k.scale_f16, w.scale) << int(isa);
+    EXPECT_EQ(k.flash_f16_rows, w.flash) << int(isa);
   }
 }
 
@@ -348,8 +368,6 @@ TEST(CpuSimd, SumSquares8MatchScalar) {
     }
     (void)got;
   }
-  EXPECT_EQ(GetSumSquares8(IsaLevel::kScalar), &scalar::SumSquares8);
-  EXPECT_EQ(GetSumSquares8(DetectIsa()), levels.back().second);
 }
 
 // The strided F32 -> F16 store (the V cache's transposed rows): every level equals FloatToHalf on
@@ -374,7 +392,6 @@ TEST(CpuSimd, CvtF32F16StridedMatchesScalar) {
       for (size_t b = 2; b < dst_stride; ++b) EXPECT_EQ(out[size_t(i) * dst_stride + b], 0xAB) << i;
     }
   }
-  EXPECT_EQ(GetCvtF32F16Strided(IsaLevel::kScalar), &scalar::CvtF32F16Strided);
 }
 
 // Micro-benchmark (run with --gtest_also_run_disabled_tests --gtest_filter='*SiluBench*'): ns per

@@ -158,11 +158,6 @@ using SiluRowFn = void (*)(int64_t n, const float* x, float* y);
 /// Row kernel: y[i] = silu(a[i]) * b[i], i < n.
 using SwiGluRowFn = void (*)(int64_t n, const float* a, const float* b, float* y);
 
-/// The SILU row kernel of the best level <= min(isa, DetectIsa()) (never nullptr).
-SiluRowFn GetSiluRow(IsaLevel isa);
-/// The SWIGLU row kernel of the best level <= min(isa, DetectIsa()) (never nullptr).
-SwiGluRowFn GetSwiGluRow(IsaLevel isa);
-
 namespace scalar {
 /// Reference: x / (1.0f + expf(-x)) per element, exactly ops.cpp's SiluF32, except x = -inf gives
 /// -0 (the formula gives -inf / inf = NaN there).
@@ -222,9 +217,6 @@ void MatMulLlamafile(int64_t K, bool f16, const void* w, size_t ldw, int64_t nr,
 /// y1 = fma(x0, sin, x1 * cos) — ggml's rotate_pairs as GCC contracts it. y may alias x. Elements
 /// from n_dims on are not touched.
 using RopeRotateFn = void (*)(int64_t n_dims, bool neox, const float* cache, const float* x, float* y);
-/// The kernel of the best level <= min(isa, DetectIsa()): hardware FMA at AVX2 and above, std::fma
-/// (the same values, through libm) at the scalar level.
-RopeRotateFn GetRopeRotate(IsaLevel isa);
 namespace scalar {
 void RopeRotate(int64_t n_dims, bool neox, const float* cache, const float* x, float* y);
 }  // namespace scalar
@@ -239,16 +231,12 @@ void RopeRotate(int64_t n_dims, bool neox, const float* cache, const float* x, f
 /// double). n8 is a multiple of 8 (>= 0). Every level gives the scalar reference's bits: the eight
 /// partial sums are independent double lanes added in the same order.
 using SumSquares8Fn = void (*)(int64_t n8, const float* x, double part[8]);
-/// The kernel of the best level <= min(isa, DetectIsa()) (never nullptr).
-SumSquares8Fn GetSumSquares8(IsaLevel isa);
 
 /// Strided F32 -> F16 conversion: *(fp16_t*)(dst + i * dst_stride) = FloatToHalf(*(const float*)
 /// (src + i * src_stride)) for i < n (IEEE round to nearest even, F16C's vcvtps2ph). The transposed
 /// V-cache store of token generation (CPY of n_embd_v_gqa one-element rows, n_ctx * 2 bytes apart).
 /// Every level gives the same bits.
 using CvtF32F16StridedFn = void (*)(int64_t n, const char* src, size_t src_stride, char* dst, size_t dst_stride);
-/// The kernel of the best level <= min(isa, DetectIsa()) (never nullptr).
-CvtF32F16StridedFn GetCvtF32F16Strided(IsaLevel isa);
 
 /// y[i] = f16(f32(x[i]) * v + f32(y[i])) for i < n, one fused multiply-add and one
 /// round-to-nearest-even per element (ggml_vec_mad_f16; flash attention's F16 accumulator).
@@ -265,10 +253,6 @@ using ScaleF16Fn = void (*)(int64_t n, fp16_t* y, float v);
 using FlashF16RowsFn = void (*)(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v,
                                 const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo);
 
-/// The kernels of the best level <= min(isa, DetectIsa()); every level gives the same bits.
-MadF16Fn GetMadF16(IsaLevel isa);
-ScaleF16Fn GetScaleF16(IsaLevel isa);
-FlashF16RowsFn GetFlashF16Rows(IsaLevel isa);
 /// FlashF16Rows with the accumulator in memory, through `mad` and `scale` (the kernels of one level):
 /// the scalar and AVX2 levels, and AVX-512 above D = 128. Compiled at the baseline level.
 void FlashF16RowsWith(MadF16Fn mad, ScaleF16Fn scale, int64_t D, int64_t n, int64_t nh, const float* scores,
@@ -307,6 +291,29 @@ void ScaleF16(int64_t n, fp16_t* y, float v);
 void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v, const int32_t* cells,
                   size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo);
 }  // namespace avx512
+
+// ---- Level dispatch of the row kernels above ----------------------------------------------------
+
+/// The row kernels one instruction-set level runs (row_kernels.cpp holds the table: one row per
+/// IsaLevel). A kernel without code of its own at a level is the one of the level below: RopeRotate
+/// and CvtF32F16Strided are AVX2 code at the AVX-512 levels, and VNNI adds no row kernel.
+/// Bits per level: SumSquares8, CvtF32F16Strided, MadF16, ScaleF16 and FlashF16Rows give the scalar
+/// reference's bits at every level; RopeRotate too (hardware FMA at AVX2 and above, std::fma
+/// through libm at the scalar level); SiluRow / SwiGluRow are each level's llama.cpp bits (within
+/// 2e-6 relative of the scalar reference, see the SILU section).
+struct RowKernels {
+  SiluRowFn silu_row;
+  SwiGluRowFn swiglu_row;
+  RopeRotateFn rope_rotate;
+  SumSquares8Fn sum_squares8;
+  CvtF32F16StridedFn cvt_f32_f16_strided;
+  MadF16Fn mad_f16;
+  ScaleF16Fn scale_f16;
+  FlashF16RowsFn flash_f16_rows;
+};
+/// The row kernels of level min(isa, DetectIsa()) (every entry non-null; never a level this CPU
+/// lacks). Thread-safe: an immutable table.
+const RowKernels& GetRowKernels(IsaLevel isa);
 
 // ---- Attention-shaped F16 gemv (token generation: KQ and KQV of an F16 KV cache) ----------------
 // s[h * lds + i] = sum_k x_i[k] * y_h[k] for rows i < nrows and heads h < nh: x_i = the K F16 values

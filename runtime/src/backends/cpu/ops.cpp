@@ -414,7 +414,7 @@ Status RmsNorm(ComputeContext& ctx, const TensorView& src, TensorView& dst, floa
   STOWAGE_RETURN_IF_ERROR(NeedSameShape(src, dst, "RMS_NORM", "src", "dst"));
   STOWAGE_RETURN_IF_ERROR(NeedData(src, "RMS_NORM", "src"));
   STOWAGE_RETURN_IF_ERROR(NeedData(dst, "RMS_NORM", "dst"));
-  const SumSquares8Fn sum_squares = GetSumSquares8(EffectiveIsa(ctx));
+  const SumSquares8Fn sum_squares = GetRowKernels(EffectiveIsa(ctx)).sum_squares8;
   ParallelRows(ctx, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
     const char* s = At(src, 0, i1, i2, i3);
     char* d = At(dst, 0, i1, i2, i3);
@@ -511,7 +511,7 @@ Status Scale(ComputeContext& ctx, const TensorView& src, TensorView& dst, float 
 }
 
 Status Silu(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
-  return UnaryF32(ctx, src, dst, "SILU", SiluF32, GetSiluRow(EffectiveIsa(ctx)));
+  return UnaryF32(ctx, src, dst, "SILU", SiluF32, GetRowKernels(EffectiveIsa(ctx)).silu_row);
 }
 
 Status Gelu(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
@@ -519,7 +519,7 @@ Status Gelu(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
 }
 
 Status SwiGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst) {
-  return GluF32(ctx, a, b, dst, "SWIGLU", SiluF32, GetSwiGluRow(EffectiveIsa(ctx)));
+  return GluF32(ctx, a, b, dst, "SWIGLU", SiluF32, GetRowKernels(EffectiveIsa(ctx)).swiglu_row);
 }
 
 Status GeGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst) {
@@ -586,7 +586,7 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
   }
   // The rotation of ggml's rotate_pairs as GCC contracts it in llama.cpp's builds with FMA:
   // y0 = fma(x0, cos, -(x1 * sin)), y1 = fma(x0, sin, x1 * cos) — bit-identical to its CPU backend.
-  const RopeRotateFn rotate = GetRopeRotate(EffectiveIsa(ctx));
+  const RopeRotateFn rotate = GetRowKernels(EffectiveIsa(ctx)).rope_rotate;
   const int rope_threads = Threads(ctx, src.nelements());
   ParallelFor(rope_threads, rope_threads > 1, n_items, Schedule::kStatic, 1, [&](int64_t it, int) {
     const int64_t i2 = it % ne2, i3 = it / ne2;
@@ -749,7 +749,7 @@ Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
     // F32 -> F16 one-element rows (that V store): one strided conversion along ne1 (F16C), ~10x
     // faster than the element loop below.
     const bool v_store = st == GgmlType::F32 && dt == GgmlType::F16 && ne0 == 1;
-    const CvtF32F16StridedFn cvt = v_store ? GetCvtF32F16Strided(EffectiveIsa(ctx)) : nullptr;
+    const CvtF32F16StridedFn cvt = v_store ? GetRowKernels(EffectiveIsa(ctx)).cvt_f32_f16_strided : nullptr;
     for (int64_t i3 = 0; i3 < dst.ne[3]; ++i3)
       for (int64_t i2 = 0; i2 < dst.ne[2]; ++i2) {
         if (v_store) {

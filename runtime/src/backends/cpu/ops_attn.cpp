@@ -79,39 +79,6 @@ void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t 
 }
 }  // namespace scalar
 
-FlashF16RowsFn GetFlashF16Rows(IsaLevel isa) {
-#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-  const IsaLevel level = IsaLevel(std::min(int(isa), int(DetectIsa())));
-  if (level >= IsaLevel::kAvx512) return avx512::FlashF16Rows;
-  if (level >= IsaLevel::kAvx2) return avx2::FlashF16Rows;
-#else
-  (void)isa;
-#endif
-  return scalar::FlashF16Rows;
-}
-
-MadF16Fn GetMadF16(IsaLevel isa) {
-#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-  const IsaLevel level = IsaLevel(std::min(int(isa), int(DetectIsa())));
-  if (level >= IsaLevel::kAvx512) return avx512::MadF16;
-  if (level >= IsaLevel::kAvx2) return avx2::MadF16;
-#else
-  (void)isa;
-#endif
-  return scalar::MadF16;
-}
-
-ScaleF16Fn GetScaleF16(IsaLevel isa) {
-#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-  const IsaLevel level = IsaLevel(std::min(int(isa), int(DetectIsa())));
-  if (level >= IsaLevel::kAvx512) return avx512::ScaleF16;
-  if (level >= IsaLevel::kAvx2) return avx2::ScaleF16;
-#else
-  (void)isa;
-#endif
-  return scalar::ScaleF16;
-}
-
 Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& k, const TensorView& v,
                     const TensorView& mask, TensorView& dst, float scale, float max_bias, float logit_softcap) {
   const int64_t D = q.ne[0], N = q.ne[1], H = q.ne[2], Q3 = q.ne[3];
@@ -189,7 +156,7 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
   if (k.type == GgmlType::F16 && isa >= IsaLevel::kAvx2)
     gemv = isa >= IsaLevel::kAvx512 ? avx512::GemvF16Heads : avx2::GemvF16Heads;
 #endif
-  const FlashF16RowsFn flash_rows = GetFlashF16Rows(isa);
+  const FlashF16RowsFn flash_rows = GetRowKernels(isa).flash_f16_rows;
   // Scratch per thread: the token's unmasked cells and their mask values (n_kv each), a V row in
   // F32; then per head of the group a slot: the F32 accumulator (D), the F16 accumulator (D), Q in
   // K's vec_dot type (or F16-rounded F32 for the gemv), the head's scores (n_kv). Slots are

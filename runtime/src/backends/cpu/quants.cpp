@@ -515,7 +515,7 @@ void VecDotQ8_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
 }  // namespace scalar
 }  // namespace stowage::cpu
 
-// ---- SILU / SWIGLU rows: scalar reference and level dispatch (kernels.h) ------------------------
+// ---- SILU / SWIGLU rows: scalar reference (kernels.h; row_kernels.cpp dispatches) ----------------
 
 namespace stowage::cpu {
 namespace scalar {
@@ -551,52 +551,9 @@ void CvtF32F16Strided(int64_t n, const char* src, size_t src_stride, char* dst, 
 }
 }  // namespace scalar
 
-SumSquares8Fn GetSumSquares8(IsaLevel isa) {
-#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-  const IsaLevel level = IsaLevel(std::min(int(isa), int(DetectIsa())));
-  if (level >= IsaLevel::kAvx512) return avx512::SumSquares8;
-  if (level >= IsaLevel::kAvx2) return avx2::SumSquares8;
-#else
-  (void)isa;
-#endif
-  return scalar::SumSquares8;
-}
-
-CvtF32F16StridedFn GetCvtF32F16Strided(IsaLevel isa) {
-#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-  const IsaLevel level = IsaLevel(std::min(int(isa), int(DetectIsa())));
-  if (level >= IsaLevel::kAvx2) return avx2::CvtF32F16Strided;
-#else
-  (void)isa;
-#endif
-  return scalar::CvtF32F16Strided;
-}
-
-SiluRowFn GetSiluRow(IsaLevel isa) {
-#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-  const IsaLevel level = IsaLevel(std::min(int(isa), int(DetectIsa())));
-  if (level >= IsaLevel::kAvx512) return avx512::SiluRowF32;
-  if (level >= IsaLevel::kAvx2) return avx2::SiluRowF32;
-#else
-  (void)isa;
-#endif
-  return scalar::SiluRowF32;
-}
-
-SwiGluRowFn GetSwiGluRow(IsaLevel isa) {
-#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-  const IsaLevel level = IsaLevel(std::min(int(isa), int(DetectIsa())));
-  if (level >= IsaLevel::kAvx512) return avx512::SwiGluRowF32;
-  if (level >= IsaLevel::kAvx2) return avx2::SwiGluRowF32;
-#else
-  (void)isa;
-#endif
-  return scalar::SwiGluRowF32;
-}
-
 }  // namespace stowage::cpu
 
-// ---- ROPE rotation: scalar reference and level dispatch (kernels.h) ------------------------------
+// ---- ROPE rotation: scalar reference (kernels.h; row_kernels.cpp dispatches) ----------------------
 
 namespace stowage::cpu {
 namespace scalar {
@@ -604,14 +561,5 @@ namespace scalar {
 #include "rope_rotate.inc"  // NOLINT(build/include): one copy per level
 
 }  // namespace scalar
-
-RopeRotateFn GetRopeRotate(IsaLevel isa) {
-#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-  if (std::min(isa, DetectIsa()) >= IsaLevel::kAvx2) return avx2::RopeRotate;
-#else
-  (void)isa;
-#endif
-  return scalar::RopeRotate;
-}
 
 }  // namespace stowage::cpu
