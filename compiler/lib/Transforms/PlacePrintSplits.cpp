@@ -4,7 +4,7 @@
 #include "stowage/Compiler/Transforms/Passes.h"
 #include "stowage/Dialect/GGML/IR/GGMLOps.h"
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
-#include "llvm/Support/Format.h"
+#include "stowage/planner/scheduler.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -37,12 +37,6 @@ std::optional<uint64_t> tensorBytes(ggml::TensorType type, const SymbolBindings 
   }
   return n[0] / static_cast<uint64_t>(type.getBlockSize()) * type.getElementBytes() * n[1] * n[2] *
          n[3];
-}
-
-std::string formatGgmlSize(uint64_t bytes) {
-  if (bytes >= 1024 * 1024)
-    return std::to_string(bytes / (1024 * 1024)) + "M";
-  return std::to_string(bytes / 1024) + "K";
 }
 
 namespace {
@@ -96,18 +90,15 @@ struct PlacePrintSplitsPass : impl::PlacePrintSplitsBase<PlacePrintSplitsPass> {
         for (place::CopyOp copy : split.getBody().front().getOps<place::CopyOp>())
           if (copy.getCopy() == 0)
             inputs.push_back(copy);
-        os << "\n## SPLIT #" << split.getIndex() << ": " << split.getBackend().getName() << " # "
-           << inputs.size() << " inputs";
-        if (!inputs.empty())
-          os << ": ";
+        std::vector<planner::SchedDebugInput> listed;
         for (place::CopyOp copy : inputs) {
           auto type = dyn_cast<ggml::TensorType>(copy.getSource().getType());
           std::optional<uint64_t> bytes = type ? tensorBytes(type, b) : std::nullopt;
-          std::string size = bytes ? formatGgmlSize(*bytes) : "?";
-          os << "[" << tensorName(copy.getSource()) << " (" << llvm::format("%5.5s", size.c_str())
-             << ")] ";
+          listed.push_back(
+              {tensorName(copy.getSource()), bytes ? planner::FormatGgmlSize(*bytes) : "?"});
         }
-        os << "\n";
+        os << planner::FormatSchedSplitHeader(split.getIndex(), split.getBackend().getName().str(),
+                                              listed);
       }
     }
     markAllAnalysesPreserved();

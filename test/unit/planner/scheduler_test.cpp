@@ -104,6 +104,20 @@ TEST(Scheduler, NodesFollowWeightsAndInputsAreCopied) {
             "\n## SPLIT #0: G # 1 inputs: [x (  16K)] \n\n## SPLIT #1: CPU # 1 inputs: [y-0 (  16K)] \n");
 }
 
+// The one GGML_SCHED_DEBUG split-header formatter (FormatSchedDebug and stowage-opt
+// --place-print-splits): ggml's fmt_size, sizes right-aligned in 5 and cut to 5, no ": " without
+// inputs, a trailing space after each input.
+TEST(Scheduler, SchedDebugSplitHeaderAsGgmlPrintsIt) {
+  EXPECT_EQ(FormatGgmlSize(0), "0K");
+  EXPECT_EQ(FormatGgmlSize(1024 * 1024 - 1), "1023K");
+  EXPECT_EQ(FormatGgmlSize(1024 * 1024), "1M");
+  EXPECT_EQ(FormatGgmlSize(uint64_t(123456) << 20), "123456M");
+  EXPECT_EQ(FormatSchedSplitHeader(0, "CPU", {}), "\n## SPLIT #0: CPU # 0 inputs\n");
+  EXPECT_EQ(FormatSchedSplitHeader(12, "RPC[127.0.0.1:50052]",
+                                   {{"inp_embd", "256K"}, {"x", "?"}, {"y", "123456M"}}),
+            "\n## SPLIT #12: RPC[127.0.0.1:50052] # 3 inputs: [inp_embd ( 256K)] [x (    ?)] [y (12345)] \n");
+}
+
 TEST(Scheduler, OpOffloadMovesLargeBatchesOfHostWeightsAndStartsANewSplit) {
   for (bool op_offload : {true, false}) {
     TwoMatmuls t({Gpu("G", 100, "CUDA", false, false, /*offload=*/true), Cpu()}, "G", "CPU", 64);

@@ -23,7 +23,10 @@
 //           read copy 0 (ggml's cur_copy when llama.cpp reserves). Placement::copies lists them.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "stowage/planner/graph.h"
 #include "stowage/planner/layer_map.h"
@@ -80,11 +83,27 @@ Status ScheduleGraph(Graph& g, const ModelGraphs& m, const DeviceSet& ds, const 
 /// copies excluded).
 int GraphNodeCount(const Graph& g);
 
-/// The GGML_SCHED_DEBUG report of a scheduled graph: level 1 prints per split
-/// "## SPLIT #i: BACKEND # n inputs: [name ( size)] ..." (sizes as ggml's fmt_size: integer MiB
-/// "%zuM" from 1 MiB up, else integer KiB "%zuK", right-aligned in 5), level 2 also one line per
-/// non-view node: "node #  i (        OP):                 name ( size) [  BE         ]:" followed by
-/// its sources. Each split header is preceded by an empty line, as ggml prints it.
+/// The GGML_SCHED_DEBUG report of a scheduled graph: level 1 prints per split its header
+/// (FormatSchedSplitHeader), level 2 also one line per non-view node:
+/// "node #  i (        OP):                 name ( size) [  BE         ]:" followed by its sources.
 std::string FormatSchedDebug(const Graph& g, const Placement& p, int level);
+
+/// ggml's fmt_size (ggml-backend.cpp): "%zuM" (integer MiB) from 1 MiB up, else "%zuK" (integer
+/// KiB), without padding.
+std::string FormatGgmlSize(uint64_t bytes);
+
+/// A split input as GGML_SCHED_DEBUG lists it: the tensor's name and its size as FormatGgmlSize
+/// writes it (or any other text, such as "?" for a size not known).
+struct SchedDebugInput {
+  std::string name;
+  std::string size;
+};
+
+/// GGML_SCHED_DEBUG's header of split `index` (ggml_backend_sched_print_assignments), as one
+/// string: "\n## SPLIT #i: BACKEND # n inputs", then ": " and "[name (%5.5s size)] " per input when
+/// there are any, then "\n" (the empty line before each header is ggml's). FormatSchedDebug and the
+/// compiler's --place-print-splits pass both print their headers with it.
+std::string FormatSchedSplitHeader(size_t index, const std::string& backend,
+                                   const std::vector<SchedDebugInput>& inputs);
 
 }  // namespace stowage::planner

@@ -40,10 +40,6 @@ std::optional<int64_t> evaluateDim(const ggml::Dim &dim, const SymbolBindings &b
 /// dimension cannot be evaluated.
 std::optional<uint64_t> tensorBytes(ggml::TensorType type, const SymbolBindings &bindings);
 
-/// ggml's fmt_size (ggml-backend.cpp): "%zuM" (integer MiB) from 1 MiB up, else "%zuK" (integer
-/// KiB), without padding.
-std::string formatGgmlSize(uint64_t bytes);
-
 } // namespace stowage::compiler
 
 #endif // STOWAGE_COMPILER_TRANSFORMS_PASSES_H
