@@ -2,6 +2,8 @@
 // nlohmann::json does the syntax; this file checks the schema: unknown keys, missing fields,
 // types and ranges, each reported as "<file>: <JSON path>: <expectation>" on one line.
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <initializer_list>
@@ -11,6 +13,7 @@
 #include <xxhash.h>
 
 #include "stowage/planner/manifest.h"
+#include "stowage/planner/registry.h"  // ShippedRegistryDir: where shared op tables are found
 #include "stowage/runtime/plan.h"
 #include "stowage/runtime/read_file.h"
 
@@ -245,6 +248,61 @@ class Reader {
     return Str(j, p, "note", false, &r->note, "text", true, kMaxManifestTextBytes);
   }
 
+  /// The "default" and "rules" of an op_support object (or of an op table file) at `p`.
+  bool OpSupport(const json& j, const std::string& p, OpSupportTable* t) {
+    std::string def_s;
+    if (!Str(j, p, "default", true, &def_s, "\"supported\" or \"unsupported\"")) return false;
+    if (def_s != "supported" && def_s != "unsupported")
+      return Fail(Sub(p, "default"), "expected \"supported\" or \"unsupported\", got \"" + def_s + "\"");
+    t->default_supported = def_s == "supported";
+    if (auto it = j.find("rules"); it != j.end() && !Rules(*it, Sub(p, "rules"), &t->rules)) return false;
+    return true;
+  }
+
+  /// An op table file: {"default", "rules", "note"} at its root.
+  bool OpTableFile(const json& j, OpSupportTable* t) {
+    if (!Object(j, "$", {"default", "rules", "note"})) return false;
+    std::string note;
+    if (!Str(j, "$", "note", false, &note, "text", true, kMaxManifestTextBytes)) return false;
+    return OpSupport(j, "$", t);
+  }
+
+  /// `op_support: {"table": name}`: reads op_tables/<name>.json beside this manifest, else in the
+  /// shipped registry folder. `p` is the JSON path of "table", for errors.
+  bool SharedOpTable(const std::string& name, const std::string& p, OpSupportTable* t) {
+    bool name_ok = !name.empty() && name.size() <= 64 && name[0] != '.' && name[0] != '-';
+    for (char c : name)
+      name_ok =
+          name_ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-');
+    if (!name_ok)
+      return Fail(p,
+                  "expected an op table name of up to 64 characters [a-z0-9._-] not starting with '.' or '-' "
+                  "(a file op_tables/<name>.json), got \"" +
+                      name + "\"");
+    auto slash = file_.rfind('/');
+    std::vector<std::string> dirs = {
+        (slash == std::string::npos ? std::string(".") : file_.substr(0, slash)) + "/op_tables"};
+    const std::string shipped = ShippedRegistryDir(nullptr) + "/op_tables";
+    if (shipped != dirs[0]) dirs.push_back(shipped);
+    for (const std::string& dir : dirs) {
+      const std::string path = dir + "/" + name + ".json";
+      struct stat st;
+      if (stat(path.c_str(), &st) != 0) continue;
+      auto table = LoadOpTableFile(path);
+      if (!table.ok()) {
+        if (status_.ok())
+          status_ = Status(table.status().code(),
+                           file_ + ": " + p + ": op table '" + name + "': " + table.status().message());
+        return false;
+      }
+      *t = *std::move(table);
+      return true;
+    }
+    std::string looked;
+    for (const std::string& dir : dirs) looked += (looked.empty() ? "" : " or ") + dir + "/" + name + ".json";
+    return Fail(p, "no op table '" + name + "' (expected " + looked + ")");
+  }
+
   bool Rules(const json& j, const std::string& p, std::vector<OpRule>* out) {
     if (!j.is_array()) return Expect(p, j, "an array of rules");
     for (size_t i = 0; i < j.size(); ++i) {
@@ -419,17 +477,19 @@ class Reader {
       }
     }
 
-    const json* os = Field(j, p, "op_support", true, "object with default and rules");
+    const json* os = Field(j, p, "op_support", true,
+                           "object with default and rules, or with the table of an op table file");
     if (!os) return false;
     std::string op = Sub(p, "op_support");
-    if (!Object(*os, op, {"default", "rules"})) return false;
-    std::string def_s;
-    if (!Str(*os, op, "default", true, &def_s, "\"supported\" or \"unsupported\"")) return false;
-    if (def_s != "supported" && def_s != "unsupported")
-      return Fail(Sub(op, "default"), "expected \"supported\" or \"unsupported\", got \"" + def_s + "\"");
-    m->op_support.default_supported = def_s == "supported";
-    if (auto it = os->find("rules"); it != os->end() && !Rules(*it, Sub(op, "rules"), &m->op_support.rules))
-      return false;
+    if (os->is_object() && os->contains("table")) {
+      if (!Object(*os, op, {"table"})) return false;
+      std::string name;
+      if (!Str(*os, op, "table", true, &name, "op table name")) return false;
+      if (!SharedOpTable(name, Sub(op, "table"), &m->op_support)) return false;
+    } else {
+      if (!Object(*os, op, {"default", "rules"})) return false;
+      if (!OpSupport(*os, op, &m->op_support)) return false;
+    }
 
     if (auto it = j.find("offload_op"); it != j.end()) {
       std::string fp = Sub(p, "offload_op");
@@ -569,9 +629,8 @@ json FigureJson(const PerfFigure& f, const char* key) {
   return j;
 }
 
-}  // namespace
-
-Result<DeviceManifest> ParseManifest(std::string_view text, const std::string& file) {
+// JSON text -> document, with one-line errors naming `file`; duplicate keys are refused.
+Result<json> ParseJsonDocument(std::string_view text, const std::string& file) {
   // nlohmann keeps the last of duplicate keys silently; a manifest must not have any. The parser
   // callback sees every key; a stack of (JSON path, keys seen) per open object finds duplicates.
   struct Frame {
@@ -633,11 +692,28 @@ Result<DeviceManifest> ParseManifest(std::string_view text, const std::string& f
                     " levels (device manifests nest at most about 10)");
   }
   if (!duplicate.empty()) return InvalidArgument(duplicate);
+  return j;
+}
+
+}  // namespace
+
+Result<DeviceManifest> ParseManifest(std::string_view text, const std::string& file) {
+  STOWAGE_ASSIGN_OR_RETURN(json j, ParseJsonDocument(text, file));
   DeviceManifest m;
   Reader r(file);
   if (!r.Manifest(j, &m)) return r.status();
   m.source_path = file;
   return m;
+}
+
+Result<OpSupportTable> LoadOpTableFile(const std::string& path) {
+  STOWAGE_ASSIGN_OR_RETURN(std::string text,
+                           ReadRegularFile(path, kMaxManifestBytes, "an op table file (.json)"));
+  STOWAGE_ASSIGN_OR_RETURN(json j, ParseJsonDocument(text, path));
+  OpSupportTable t;
+  Reader r(path);
+  if (!r.OpTableFile(j, &t)) return r.status();
+  return t;
 }
 
 Result<DeviceManifest> LoadManifestFile(const std::string& path) {

@@ -10,6 +10,18 @@
 
 namespace stowage::devices_internal {
 
+void AddCudaBackendTypes(CudaDeviceInfo& info) {
+  // The backend's own answers for the types (runtime/src/backends/cuda).
+  for (uint32_t id = 0; id < kGgmlTypeCount; ++id) {
+    if (!IsValidGgmlType(id)) continue;
+    const auto t = static_cast<GgmlType>(id);
+    if (exec::CudaSupportsWeightType(t)) info.weight_types.push_back(t);
+    for (GgmlType from : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+      if (exec::CudaSupportsCpy(from, t)) info.cpy_types.push_back({from, t});
+    }
+  }
+}
+
 void ProbeCuda(ProbeReport& report) {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
@@ -45,15 +57,7 @@ void ProbeCuda(ProbeReport& report) {
     char bus[32];
     std::snprintf(bus, sizeof(bus), "%04x:%02x:%02x", prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
     info.pci_bus_id = bus;
-    // The backend's own answers for the types (runtime/src/backends/cuda).
-    for (uint32_t id = 0; id < kGgmlTypeCount; ++id) {
-      if (!IsValidGgmlType(id)) continue;
-      const auto t = static_cast<GgmlType>(id);
-      if (exec::CudaSupportsWeightType(t)) info.weight_types.push_back(t);
-      for (GgmlType from : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
-        if (exec::CudaSupportsCpy(from, t)) info.cpy_types.push_back({from, t});
-      }
-    }
+    AddCudaBackendTypes(info);
     ProbedDevice d = MakeCudaDevice(info);
     report.devices.push_back(std::move(d));
   }

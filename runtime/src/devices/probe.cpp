@@ -22,4 +22,19 @@ ProbeReport ProbeDevices() {
   return report;
 }
 
+std::vector<ProbedDevice> BackendDevicesOfThisBuild(const CpuInfo& cpu) {
+  std::vector<ProbedDevice> devices;
+#ifdef STOWAGE_DEVICES_HAVE_CUDA
+  CudaDeviceInfo gpu;
+  gpu.name = "CUDA backend of this build";
+  devices_internal::AddCudaBackendTypes(gpu);
+  devices.push_back(MakeCudaDevice(gpu));
+#endif
+#ifdef STOWAGE_DEVICES_HAVE_ONEDNN
+  devices.push_back(devices_internal::MakeOneDnnDevice(cpu));
+#endif
+  devices.push_back(MakeCpuDevice(cpu));
+  return devices;
+}
+
 }  // namespace stowage

@@ -11,6 +11,10 @@ namespace stowage::devices_internal {
 /// backend's contract, runtime/src/backends/onednn).
 ProbedDevice MakeOneDnnDevice(const CpuInfo& cpu);
 
+/// Sets info.weight_types and info.cpy_types to the CUDA backend's own answers
+/// (exec::CudaSupportsWeightType / CudaSupportsCpy); needs no GPU.
+void AddCudaBackendTypes(CudaDeviceInfo& info);
+
 /// Appends one device per CUDA GPU, or a note ("CUDA: no CUDA device (...)").
 void ProbeCuda(ProbeReport& report);
 

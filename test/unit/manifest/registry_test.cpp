@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 namespace stowage::planner {
@@ -205,6 +206,105 @@ TEST(ByteSize, Units) {
   auto big = ParseByteSize("99999999999TiB");
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.status().code(), StatusCode::kOutOfRange);
+}
+
+// ---- shared op tables: "op_support": {"table": "<name>"} -----------------------------------------
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/stowage-optable-XXXXXX";
+  EXPECT_NE(mkdtemp(tmpl), nullptr);
+  return tmpl;
+}
+
+void Write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::string CpuManifestWith(const std::string& op_support) {
+  return R"({"manifest_version": 1, "backend": "CPU", "name": "CPU", "description": "test", "type": "CPU",
+  "memory": {"total": 0, "free": 0}, "caps": {"async": false, "host_buffer": false,
+  "buffer_from_host_ptr": true, "events": false},
+  "buffer_types": {"default": {"name": "CPU", "alignment": 32, "is_host": true}},
+  "op_support": )" +
+         op_support + "}";
+}
+
+TEST(OpTable, ManifestReadsTheTableBesideIt) {
+  const std::string dir = TempDir();
+  mkdir((dir + "/op_tables").c_str(), 0755);
+  Write(dir + "/op_tables/mine.json",
+        R"({"note": "n", "default": "unsupported", "rules": [{"ops": ["MUL_MAT"], "supported": true}]})");
+  Write(dir + "/dev.json", CpuManifestWith(R"({"table": "mine"})"));
+  auto m = LoadManifestFile(dir + "/dev.json");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_FALSE(m->op_support.default_supported);
+  ASSERT_EQ(m->op_support.rules.size(), 1u);
+  EXPECT_EQ(m->op_support.rules[0].ops, std::vector<GgmlOp>{GgmlOp::MUL_MAT});
+  // The same as the table written inline (and so the same digest in plans).
+  auto inline_m = ParseManifest(CpuManifestWith(R"({"default": "unsupported", "rules": [{"ops": ["MUL_MAT"],
+      "supported": true}]})"),
+                                dir + "/dev.json");
+  ASSERT_TRUE(inline_m.ok()) << inline_m.status().ToString();
+  EXPECT_EQ(ManifestDigest(*m), ManifestDigest(*inline_m));
+  // The folder's own table takes precedence over a shipped one of the same name.
+  Write(dir + "/op_tables/ggml-cpu.json", R"({"default": "unsupported"})");
+  Write(dir + "/dev2.json", CpuManifestWith(R"({"table": "ggml-cpu"})"));
+  auto own = LoadManifestFile(dir + "/dev2.json");
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  EXPECT_TRUE(own->op_support.rules.empty());
+  for (const char* f : {"/op_tables/mine.json", "/op_tables/ggml-cpu.json", "/dev.json", "/dev2.json"})
+    std::remove((dir + f).c_str());
+  rmdir((dir + "/op_tables").c_str());
+  rmdir(dir.c_str());
+}
+
+TEST(OpTable, CopiedShippedManifestFindsTheShippedTable) {
+  const std::string dir = TempDir();
+  std::ifstream in(kShipped + "/h200.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Write(dir + "/my-h200.json", text);
+  auto copy = LoadManifestFile(dir + "/my-h200.json");
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  auto shipped = LoadManifestFile(kShipped + "/h200.json");
+  ASSERT_TRUE(shipped.ok()) << shipped.status().ToString();
+  EXPECT_TRUE(copy->op_support == shipped->op_support);
+  EXPECT_GE(copy->op_support.rules.size(), 6u);
+  std::remove((dir + "/my-h200.json").c_str());
+  rmdir(dir.c_str());
+}
+
+TEST(OpTable, Errors) {
+  const std::string dir = TempDir();
+  mkdir((dir + "/op_tables").c_str(), 0755);
+  auto err = [&](const std::string& op_support) {
+    Write(dir + "/dev.json", CpuManifestWith(op_support));
+    auto m = LoadManifestFile(dir + "/dev.json");
+    EXPECT_FALSE(m.ok());
+    std::string msg = m.ok() ? "" : m.status().message();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    return msg;
+  };
+  const std::string f = dir + "/dev.json: ";
+  EXPECT_EQ(err(R"({"table": "nothere"})"), f + "$.op_support.table: no op table 'nothere' (expected " + dir +
+                                                "/op_tables/nothere.json or " + ShippedRegistryDir(nullptr) +
+                                                "/op_tables/nothere.json)");
+  EXPECT_EQ(err(R"({"table": "ggml-cuda", "default": "supported"})"),
+            f + "$.op_support: unknown key 'default' (expected one of: table)");
+  EXPECT_EQ(err(R"({"table": 3})"), f + "$.op_support.table: expected a string (op table name), got number");
+  EXPECT_NE(err(R"({"table": "../h200"})").find("$.op_support.table: expected an op table name"),
+            std::string::npos);
+  Write(dir + "/op_tables/bad.json", R"({"default": "supported", "rules": [{"ops": ["MUL_MATT"]}]})");
+  std::string bad = err(R"({"table": "bad"})");
+  EXPECT_EQ(
+      bad.rfind(f + "$.op_support.table: op table 'bad': " + dir + "/op_tables/bad.json: $.rules[0].ops", 0),
+      0u)
+      << bad;
+  Write(dir + "/op_tables/bad.json", R"({"default": "supported", "colour": 1})");
+  EXPECT_NE(err(R"({"table": "bad"})").find("op_tables/bad.json: $: unknown key 'colour'"),
+            std::string::npos);
+  Write(dir + "/op_tables/bad.json", R"({"default": "supported",)");
+  EXPECT_NE(err(R"({"table": "bad"})").find("op_tables/bad.json: byte"), std::string::npos);
+  for (const char* p : {"/op_tables/bad.json", "/dev.json"}) std::remove((dir + p).c_str());
+  rmdir((dir + "/op_tables").c_str());
+  rmdir(dir.c_str());
 }
 
 }  // namespace

@@ -294,6 +294,18 @@ struct DeviceManifest {
 ///    the device's own buffer types)
 Result<DeviceManifest> ParseManifest(std::string_view json_text, const std::string& file);
 
+/// Reads a shared op table file (planner/registry/op_tables/<name>.json): one JSON object with
+/// "default" ("supported" | "unsupported"), "rules" (as a manifest's op_support rules) and an
+/// optional "note". A manifest uses it with `"op_support": {"table": "<name>"}`; ParseManifest
+/// looks for op_tables/<name>.json in the manifest's folder, then in the shipped registry folder
+/// (ShippedRegistryDir), and the manifest's op_support becomes the table (the same DeviceManifest,
+/// and digest, as with the rules written inline). Errors, one line naming `path`: as
+/// LoadManifestFile's ("<path>: $.rules[2].ops[0]: unknown ggml op 'MUL_MATT'", ...); a manifest
+/// whose table cannot be found: "<file>: $.op_support.table: no op table 'x' (expected
+/// <dir>/op_tables/x.json or <shipped>/op_tables/x.json)", one whose table is malformed: "<file>:
+/// $.op_support.table: op table 'x': " + this function's error.
+Result<OpSupportTable> LoadOpTableFile(const std::string& path);
+
 /// The largest manifest file LoadManifestFile reads: 4 MiB (the shipped ones are about 5 KiB; a
 /// probed device's, with its op-support rules, a few tens of KiB).
 inline constexpr uint64_t kMaxManifestBytes = uint64_t{4} << 20;

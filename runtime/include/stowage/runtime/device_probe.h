@@ -191,4 +191,11 @@ struct CudaDeviceInfo {
 /// Separate from the probe so it can be tested without a GPU.
 ProbedDevice MakeCudaDevice(const CudaDeviceInfo& info);
 
+/// The devices of this build's backends without probing hardware, in ggml registry order: a CUDA
+/// device ("CUDA0") whose weight and copy types are the CUDA backend's own answers (as ProbeDevices
+/// gives them for a GPU) when built with CUDA, the oneDNN ACCEL device for `cpu` when built with
+/// oneDNN, then the CPU device for `cpu`. Their SupportsOp is the backends' supports_op, callable
+/// without a GPU (for checking op tables against the backends).
+std::vector<ProbedDevice> BackendDevicesOfThisBuild(const CpuInfo& cpu);
+
 }  // namespace stowage
