@@ -1,9 +1,10 @@
 // The plan plan-model makes for this machine's CPU (no --device): the probed CPU device as a
-// manifest, the whole placement pipeline (planner::PlaceModel: CPU_REPACK for the weight types this
-// CPU's repack buffer type takes, mmap, llama.cpp's defaults), serialized as plan-model writes it.
-// The end-to-end tests run these plans, so they exercise the planner's buffer-type choices and the
-// runtime's repacking, not only planner::PlaceAllOnCpu's plain CPU buffers (plan_cpu.h).
-// Header-only; link stowage_plan_export, stowage_placement and stowage_manifest_probe.
+// manifest, planned by planner::Plan, the entry point plan-model and stowage-run call (CPU_REPACK
+// for the weight types this CPU's repack buffer type takes, mmap, llama.cpp's defaults), serialized
+// as plan-model writes it. The end-to-end tests run these plans, so they exercise the planner's
+// buffer-type choices and the runtime's repacking, not only planner::PlaceAllOnCpu's plain CPU
+// buffers (plan_cpu.h).
+// Header-only; link stowage_plan and stowage_manifest_probe.
 #pragma once
 
 #include <cstdint>
@@ -11,10 +12,7 @@
 #include <vector>
 
 #include "from_probe.h"
-#include "stowage/planner/graph.h"
-#include "stowage/planner/model_graphs.h"
-#include "stowage/planner/place_model.h"
-#include "stowage/planner/plan_export.h"
+#include "stowage/planner/plan.h"
 #include "stowage/runtime/device_probe.h"
 #include "stowage/runtime/gguf.h"
 #include "stowage/runtime/status.h"
@@ -22,19 +20,25 @@
 namespace stowage::test {
 
 /// The serialized plan of the GGUF model at `model_path` for this machine's CPU with the context
-/// `cfg` (n_ctx, n_batch, n_ubatch, flash_attn; BuildModelGraphs resolves and clamps it) and
-/// placement flags `opt` (default: plan-model's defaults), generator flags `flags`.
-/// Errors: opening the GGUF, building the graphs, the probed manifest, placement.
+/// `cfg` (n_ctx, n_batch, n_ubatch, flash_attn on or off; planner::Plan resolves and clamps it) and
+/// placement flags `opt` (default: plan-model's defaults), generator flags `flags`. Serialized
+/// whether or not it fits this machine's memory (plan-model --no-fit-check).
+/// Errors: opening the GGUF, the probed manifest, planner::Plan's.
 inline Result<std::vector<uint8_t>> PlanForThisCpu(const std::string& model_path,
                                                    const planner::ContextConfig& cfg,
                                                    const planner::PlacementOptions& opt = {},
                                                    const std::string& flags = "test") {
   STOWAGE_ASSIGN_OR_RETURN(auto gguf, GgufFile::Open(model_path));
-  STOWAGE_ASSIGN_OR_RETURN(planner::ModelGraphs graphs, planner::BuildModelGraphs(*gguf, cfg));
   STOWAGE_ASSIGN_OR_RETURN(planner::DeviceManifest cpu,
                            planner::ManifestFromProbe(MakeCpuDevice(ProbeCpu())));
-  STOWAGE_ASSIGN_OR_RETURN(planner::PlacementOutcome placed, planner::PlaceModel(graphs, {cpu}, opt));
-  return planner::SerializePlan(*gguf, graphs, placed.placement, placed.memory, flags);
+  planner::PlanRequest request;
+  request.context = cfg;
+  request.flash_attn = cfg.flash_attn ? planner::FlashAttnMode::kOn : planner::FlashAttnMode::kOff;
+  request.placement = opt;
+  request.fit_check = false;
+  request.flags = flags;
+  STOWAGE_ASSIGN_OR_RETURN(planner::PlanResult planned, planner::Plan(*gguf, {cpu}, request));
+  return std::move(planned.bytes);
 }
 
 }  // namespace stowage::test

@@ -19,38 +19,6 @@ namespace stowage::tools {
 /// (llama.cpp short spelling, long option) pairs, e.g. {"-ngl", "--n-gpu-layers"}.
 using OptionAliases = std::vector<std::pair<std::string, std::string>>;
 
-/// -ngl's value for "every layer and the output" (the planner clamps it to n_layer + 1).
-inline constexpr int kAllGpuLayers = 1 << 20;  // = planner::kAllGpuLayers (place_model.h)
-/// -ngl's value standing for "auto" after GpuLayersValue: fit the layers to the GPUs' free memory
-/// (planner::FitGpuLayersToDevices, as --fit).
-inline constexpr int kAutoGpuLayers = -1;
-
-/// CLI11 transform for -ngl / --n-gpu-layers with llama.cpp's values (common/arg.cpp and common.h,
-/// 2026: "-1 is auto, <= -2 is all"): a layer count 0..2^20, "all" or a number <= -2 (every layer:
-/// kAllGpuLayers), "auto" or -1 (kAutoGpuLayers). Anything else: "expected a layer count from 0 to
-/// 1048576, 'all' (or <= -2) or 'auto' (or -1), found V" (cli_numbers.h's wording).
-inline CLI::Validator GpuLayersValue() {
-  return CLI::Validator(
-      [](std::string& v) -> std::string {
-        const bool negative = v.size() > 1 && v[0] == '-';
-        const std::string digits = negative ? v.substr(1) : v;
-        const bool number = !digits.empty() && digits.size() <= 8 && digits.find_first_not_of("0123456789") == std::string::npos;
-        if (v == "all" || (negative && number && digits != "1")) {
-          v = std::to_string(kAllGpuLayers);
-          return "";
-        }
-        if (v == "auto" || v == "-1") {
-          v = std::to_string(kAutoGpuLayers);
-          return "";
-        }
-        if (!number || negative || std::stol(digits) > kAllGpuLayers)
-          return "expected a layer count from 0 to " + std::to_string(kAllGpuLayers) +
-                 ", 'all' (or <= -2) or 'auto' (or -1), found " + ShownValue(v);
-        return "";
-      },
-      "N|all|auto");
-}
-
 /// Lets the last of a repeated single-value option win, as in llama.cpp's tools ("-n 8 -n 16" is
 /// -n 16; CLI11 refuses the second by default). Options that collect values (-ot, --device lists
 /// given as vectors) keep every occurrence. Applies to `app` and its subcommands.
@@ -72,7 +40,8 @@ inline std::string JoinValues(const std::vector<std::string>& values) {
 
 /// CLI11 check for llama.cpp's -fa / --flash-attn value (2026: on|off|auto; also 1|0|true|false),
 /// normalized to "on", "off" or "auto" (llama.cpp DEC25's auto: on when every layer's attention lands
-/// on the layer's device, planner::FlashAttnDeviceMismatch; the tools default to off, FEB25's).
+/// on the layer's device, planner::FlashAttnDeviceMismatch; the tools default to off, FEB25's); FlashAttnModeOf (planner_args.h)
+/// turns it into the planner's mode.
 inline CLI::Validator FlashAttnValue() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
@@ -86,9 +55,6 @@ inline CLI::Validator FlashAttnValue() {
       },
       "on|off|auto");
 }
-
-/// The flash_attn context parameter for a FlashAttnValue-normalized -fa value other than "auto".
-inline bool FlashAttnEnabled(const std::string& v) { return v == "on"; }
 
 /// True for a single-dash word of two or more letters ("-fa", "-sm", "-no-cnv"): llama.cpp's
 /// multi-letter flags. CLI11 would read "-fa" as "-f a" (a prompt file named "a") or "-sm" as

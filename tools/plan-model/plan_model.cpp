@@ -11,15 +11,13 @@
 
 #include "cli_numbers.h"
 #include "llama_args.h"
+#include "planner_args.h"
 
 #include "from_probe.h"
 #include "probed_machine.h"
 #include "stowage/planner/explain.h"
-#include "stowage/planner/fit.h"
 #include "stowage/planner/graph.h"
-#include "stowage/planner/model_graphs.h"
-#include "stowage/planner/place_model.h"
-#include "stowage/planner/plan_export.h"
+#include "stowage/planner/plan.h"
 #include "stowage/planner/registry.h"
 #include "stowage/runtime/atomic_file.h"
 #include "stdout_check.h"
@@ -175,12 +173,11 @@ int Run(int argc, char** argv) {
   if (!tk.ok()) return Fail(InvalidArgument("--cache-type-k: " + tk.status().message()));
   auto tv = ParseGgmlType(ctv);
   if (!tv.ok()) return Fail(InvalidArgument("--cache-type-v: " + tv.status().message()));
-  cfg.type_k = *tk;
-  cfg.type_v = *tv;
-  // -fa auto (llama.cpp DEC25): planned with flash attention, kept when every layer's attention
-  // lands on the layer's device, else planned again without (FlashAttnDeviceMismatch).
-  const bool fa_auto = flash_attn == "auto";
-  cfg.flash_attn = fa_auto || tools::FlashAttnEnabled(flash_attn);
+  PlanRequest request;
+  request.context = cfg;
+  request.context.type_k = *tk;
+  request.context.type_v = *tv;
+  request.flash_attn = tools::FlashAttnModeOf(flash_attn);
   auto smode = ParseSplitMode(sm);
   if (!smode.ok()) return Fail(smode.status());
   opt.split_mode = *smode;
@@ -197,15 +194,17 @@ int Run(int argc, char** argv) {
   opt.use_mmap = !no_mmap;
   opt.offload_kqv = !no_kv_offload;
   opt.op_offload = !no_op_offload;
-  cfg.offload_kqv = opt.offload_kqv;
+  request.placement = opt;
+  request.cpu_moe = cpu_moe;
+  request.n_cpu_moe = n_cpu_moe;
+  request.fit = fit;
+  request.fit_target = static_cast<uint64_t>(fit_target_mib * 1048576.0);
+  request.fit_check = !no_fit_check;
+  request.serialize = !out_path.empty();
+  for (int i = 1; i < argc; ++i) request.flags += (i > 1 ? " " : "") + std::string(argv[i]);
 
   auto machine = MachineDevices(device_list, registry_dirs, tools::JoinValues(free_ovr), argv[0]);
   if (!machine.ok()) return Fail(machine.status());
-  std::string cpu_buft = "CPU";
-  for (const auto& d : *machine)
-    if (d.type == DeviceType::kCpu) cpu_buft = d.default_buft.name;
-  const auto moe = CpuMoeOverrides(cpu_moe, n_cpu_moe, cpu_buft);
-  opt.overrides.insert(opt.overrides.end(), moe.begin(), moe.end());
 
   // Log lines go to standard output as plan-model always printed them, except when standard output
   // carries the result: the plan itself (-o /dev/stdout) or --explain=json.
@@ -214,82 +213,61 @@ int Run(int argc, char** argv) {
     return Fail(InvalidArgument("-o " + out_path + ": is the model file given with -m (writing the plan would replace it)"));
   auto gguf = GgufFile::Open(model_path);
   if (!gguf.ok()) return Fail(gguf.status());
-  auto hp = ReadHParams(**gguf);
-  if (!hp.ok()) return Fail(hp.status());
-  for (const std::string& w : hp->warnings) std::fprintf(stderr, "plan-model: warning: %s\n", w.c_str());
-  if ((cpu_moe || n_cpu_moe > 0) && hp->n_expert == 0)
-    std::fprintf(stderr, "plan-model: warning: --cpu-moe/--n-cpu-moe given but the model has no experts\n");
-  const uint32_t batch_asked = cfg.n_batch;
-  const ContextConfig cfg_asked = cfg;  // before ResolveContext: -fa auto may plan again without
-  if (Status s = ResolveContext(*hp, model_path, &cfg); !s.ok()) return Fail(s);
-  if (std::min(cfg.n_ctx, batch_asked) < kKqMaskPad)  // llama_init_from_model's warning
-    std::fprintf(log, "llama_init_from_model: n_batch is less than GGML_KQ_MASK_PAD - increasing to %u\n", kKqMaskPad);
 
-  auto plan = [&](const PlacementOptions& o, ModelGraphs* graphs) -> Result<PlacementOutcome> {
-    STOWAGE_ASSIGN_OR_RETURN(*graphs, BuildModelGraphs(**gguf, cfg));
-    return PlaceModel(*graphs, *machine, o);
-  };
-
-  // --fit for the context as resolved (with -fa auto: first with flash attention, and again without
-  // when auto turns it off, since the compute buffers differ); its line is printed once, for the
-  // -ngl the plan uses.
-  auto fit_layers = [&]() -> Status {
-    if (!fit) return Status::Ok();
-    auto ngl = FitGpuLayersToDevices(**gguf, cfg, *machine, opt, static_cast<uint64_t>(fit_target_mib * 1048576.0));
-    if (!ngl.ok()) return ngl.status();
-    opt.n_gpu_layers = *ngl;
-    return Status::Ok();
-  };
-  if (Status s = fit_layers(); !s.ok()) return Fail(s);
-
-  ModelGraphs m;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto outcome = plan(opt, &m);
-  if (outcome.ok() && fa_auto && m.cfg.flash_attn) {
-    const std::string mismatch = FlashAttnDeviceMismatch(m, *outcome);
-    if (mismatch.empty()) {
-      std::fprintf(log, "llama_context: Flash Attention was auto, set to enabled\n");
-    } else {
-      std::fprintf(log, "%s\nllama_context: Flash Attention was auto, set to disabled\n", mismatch.c_str());
-      cfg = cfg_asked;
-      cfg.flash_attn = false;
-      if (Status s = ResolveContext(*hp, model_path, &cfg); !s.ok()) return Fail(s);
-      if (Status s = fit_layers(); !s.ok()) return Fail(s);
-      outcome = plan(opt, &m);
+  // llama.cpp's load lines as planning goes (ReportLines has the context overflow warning; the
+  // "no usable GPU" warning is stowage-run's).
+  auto print = [&](const PlanMessage& msg) {
+    switch (msg.kind) {
+      case PlanMessageKind::kWarning:
+        std::fprintf(stderr, "plan-model: warning: %s\n", msg.text.c_str());
+        break;
+      case PlanMessageKind::kBatchRaised:
+      case PlanMessageKind::kFlashAttnEnabled:
+      case PlanMessageKind::kFlashAttnDisabled:
+        std::fprintf(log, "%s\n", msg.text.c_str());
+        break;
+      case PlanMessageKind::kFitChosen:
+        std::fprintf(log, "plan-model: --fit: %s\n", msg.text.c_str());
+        break;
+      case PlanMessageKind::kContextOverflow:
+      case PlanMessageKind::kGpuLayersIgnored:
+      case PlanMessageKind::kFitSearched:
+        break;
     }
-  }
-  if (fit) std::fprintf(log, "plan-model: --fit: -ngl %d fits (of %u layers + output)\n", opt.n_gpu_layers, hp->n_layer);
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  auto planned = Plan(**gguf, *machine, request, print);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (!outcome.ok()) return Fail(outcome.status());
+  if (!planned.ok()) return Fail(planned.status());
+  const ModelGraphs& m = planned->graphs;
+  const PlacementOutcome& outcome = planned->outcome;
   if (timing)
     std::fprintf(log, "plan-model: planning took %.1f ms (%u layers, %zu + %zu graph nodes)\n", ms, m.hp.n_layer,
                 m.prefill.nodes.size(), m.decode.nodes.size());
-  for (const auto& line : ReportLines(m, *outcome, opt, verbose)) std::fprintf(log, "%s\n", line.c_str());
+  for (const auto& line : ReportLines(m, outcome, planned->placement, verbose)) std::fprintf(log, "%s\n", line.c_str());
   if (debug_splits > 0) {
     for (const Graph* g : {&m.prefill, &m.decode}) {
       std::fprintf(log, "plan-model: scheduler splits of graph %s (n_tokens = %lld):", g->name.c_str(),
                   static_cast<long long>(g->max_tokens));
-      std::fprintf(log, "%s", FormatSchedDebug(*g, outcome->placement, debug_splits).c_str());
+      std::fprintf(log, "%s", FormatSchedDebug(*g, outcome.placement, debug_splits).c_str());
     }
   }
-  if (explain == "text") std::printf("%s", ExplainText(outcome->placement).c_str());
-  if (explain == "json") std::printf("%s", ExplainJson(outcome->placement).c_str());
-  for (const std::string& w : UnreportedMemoryWarnings(*outcome)) {
+  if (explain == "text") std::printf("%s", ExplainText(outcome.placement).c_str());
+  if (explain == "json") std::printf("%s", ExplainJson(outcome.placement).c_str());
+  for (const std::string& w : planned->memory_warnings) {
     std::fflush(stdout);
     std::fprintf(stderr, "plan-model: warning: %s\n", w.c_str());
   }
-  if (Status s = CheckFit(*outcome); !s.ok()) {
-    if (!no_fit_check) return Fail(s);
+  if (!planned->fit.ok()) {
+    if (!no_fit_check) return Fail(planned->fit);
     // --no-fit-check: the plan is still written, to inspect with plan-dump (a runtime refuses to
     // allocate it on the machine described).
     std::fflush(stdout);
-    std::fprintf(stderr, "plan-model: warning: %s (written anyway: --no-fit-check)\n", s.message().c_str());
+    std::fprintf(stderr, "plan-model: warning: %s (written anyway: --no-fit-check)\n", planned->fit.message().c_str());
   }
 
   if (!out_path.empty()) {
-    std::string flags;
-    for (int i = 1; i < argc; ++i) flags += (i > 1 ? " " : "") + std::string(argv[i]);
-    const auto bytes = SerializePlan(**gguf, m, outcome->placement, outcome->memory, flags);
+    const std::vector<uint8_t>& bytes = planned->bytes;
     if (Status s = WriteFileAtomic(out_path, bytes); !s.ok()) return Fail(s);
     std::fprintf(log, "plan-model: wrote %s (%zu bytes)\n", out_path.c_str(), bytes.size());
   }

@@ -23,6 +23,7 @@
 
 #include "cli_numbers.h"
 #include "llama_args.h"
+#include "planner_args.h"
 #include "prompt_escapes.h"
 #include "stdout_check.h"
 #include "text_file.h"
@@ -30,10 +31,7 @@
 #include "kl_divergence.h"
 #include "mapped_file_guard.h"
 #include "probed_machine.h"
-#include "stowage/planner/fit.h"
-#include "stowage/planner/model_graphs.h"
-#include "stowage/planner/place_model.h"
-#include "stowage/planner/plan_export.h"
+#include "stowage/planner/plan.h"
 #include "stowage/runtime/atomic_file.h"
 #include "stowage/runtime/device_probe.h"
 #include "stowage/runtime/gguf.h"
@@ -111,65 +109,53 @@ Result<Tokenizer> LoadTokenizer(const GgufFile& gguf) {
 }
 
 /// Plans the model for this machine (no plan file given): the probed devices (list-devices) as
-/// manifests, then the same placement pipeline as plan-model.
+/// manifests, planned by planner::Plan as plan-model plans, with plan-model's fit check.
 Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c, bool quiet) {
-  planner::ContextConfig cfg;
-  cfg.offload_kqv = !c.no_kv_offload;  // as plan-model: the graphs differ with -nkvo
-  cfg.n_ctx = c.n_ctx;
-  cfg.n_batch = c.n_batch;
-  cfg.n_ubatch = c.n_ubatch;
+  planner::PlanRequest request;
+  request.context.n_ctx = c.n_ctx;
+  request.context.n_batch = c.n_batch;
+  request.context.n_ubatch = c.n_ubatch;
   auto tk = ParseGgmlType(c.cache_type_k);
   if (!tk.ok()) return InvalidArgument("--cache-type-k: " + tk.status().message());
   auto tv = ParseGgmlType(c.cache_type_v);
   if (!tv.ok()) return InvalidArgument("--cache-type-v: " + tv.status().message());
-  cfg.type_k = *tk;
-  cfg.type_v = *tv;
-  // -fa auto: with flash attention unless a layer's attention would run elsewhere (plan-model's rule).
-  const bool fa_auto = c.flash_attn == "auto";
-  cfg.flash_attn = fa_auto || tools::FlashAttnEnabled(c.flash_attn);
-  STOWAGE_ASSIGN_OR_RETURN(planner::ModelGraphs m, planner::BuildModelGraphs(gguf, cfg));
-  for (const std::string& w : m.hp.warnings) std::fprintf(stderr, "stowage-run: warning: %s\n", w.c_str());
-  // llama_init_from_model's warnings, as plan-model prints them.
-  if (!quiet && !m.hp.recurrent() && m.cfg.n_ctx > m.hp.n_ctx_train)
-    std::fprintf(stderr, "stowage-run: warning: n_ctx_per_seq (%u) > n_ctx_train (%u) -- possible training context overflow\n",
-                 m.cfg.n_ctx, m.hp.n_ctx_train);
+  request.context.type_k = *tk;
+  request.context.type_v = *tv;
+  request.flash_attn = tools::FlashAttnModeOf(c.flash_attn);
+  request.fit = c.n_gpu_layers == tools::kAutoGpuLayers;
+  request.placement.n_gpu_layers = request.fit ? 0 : c.n_gpu_layers;
+  request.placement.use_mmap = !c.no_mmap;
+  request.placement.no_repack = c.no_repack;
+  request.placement.offload_kqv = !c.no_kv_offload;
+  request.fit_check = !c.no_fit_check;
+  request.flags = "stowage-run (planned on the fly for this machine)";
   // Probed GPUs numbered in probe order (CUDA0, CUDA1, ...), as plan-model does.
   STOWAGE_ASSIGN_OR_RETURN(std::vector<planner::DeviceManifest> machine,
                            tools::ProbedManifests(ProbeDevices().devices, [](const ProbedDevice&) { return true; }));
-  if (!quiet && c.n_gpu_layers != 0 && c.n_gpu_layers != tools::kAutoGpuLayers &&
-      std::none_of(machine.begin(), machine.end(), [](const planner::DeviceManifest& d) { return d.type == planner::DeviceType::kGpu; }))
-    std::fprintf(stderr, "stowage-run: warning: no usable GPU found, --n-gpu-layers option will be ignored\n");
-  planner::PlacementOptions opt;
-  opt.n_gpu_layers = c.n_gpu_layers;
-  opt.use_mmap = !c.no_mmap;
-  opt.no_repack = c.no_repack;
-  opt.offload_kqv = !c.no_kv_offload;
-  if (c.n_gpu_layers == tools::kAutoGpuLayers) {
-    STOWAGE_ASSIGN_OR_RETURN(opt.n_gpu_layers, planner::FitGpuLayersToDevices(gguf, cfg, machine, opt));
-    if (!quiet) std::fprintf(stderr, "stowage-run: -ngl auto: %d layers fit the GPUs\n", opt.n_gpu_layers);
-  }
-  STOWAGE_ASSIGN_OR_RETURN(planner::PlacementOutcome o, planner::PlaceModel(m, machine, opt));
-  if (fa_auto && m.cfg.flash_attn) {
-    const std::string mismatch = planner::FlashAttnDeviceMismatch(m, o);
-    if (!mismatch.empty()) {
-      if (!quiet) std::fprintf(stderr, "%s\nllama_context: Flash Attention was auto, set to disabled\n", mismatch.c_str());
-      cfg.flash_attn = false;
-      if (c.n_gpu_layers == tools::kAutoGpuLayers) {  // fitted with flash attention: again without
-        STOWAGE_ASSIGN_OR_RETURN(opt.n_gpu_layers, planner::FitGpuLayersToDevices(gguf, cfg, machine, opt));
-        if (!quiet) std::fprintf(stderr, "stowage-run: -ngl auto: %d layers fit the GPUs\n", opt.n_gpu_layers);
-      }
-      STOWAGE_ASSIGN_OR_RETURN(m, planner::BuildModelGraphs(gguf, cfg));
-      STOWAGE_ASSIGN_OR_RETURN(o, planner::PlaceModel(m, machine, opt));
-    }
-  }
-  // plan-model's fit check (planner::CheckFit, the same message): a plan that does not fit this
-  // machine's memory would otherwise be allocated (and its weights repacked) before anything fails.
-  if (Status s = planner::CheckFit(o); !s.ok()) {
-    if (!c.no_fit_check) return s;
+  // The model's warnings always; llama.cpp's context and GPU warnings, the -ngl auto result and
+  // -fa auto turning flash attention off unless quiet.
+  auto print = [quiet](const planner::PlanMessage& msg) {
+    using Kind = planner::PlanMessageKind;
+    if (msg.kind == Kind::kWarning)
+      std::fprintf(stderr, "stowage-run: warning: %s\n", msg.text.c_str());
+    else if (quiet)
+      return;
+    else if (msg.kind == Kind::kContextOverflow || msg.kind == Kind::kGpuLayersIgnored)
+      std::fprintf(stderr, "stowage-run: warning: %s\n", msg.text.c_str());
+    else if (msg.kind == Kind::kFitSearched)
+      std::fprintf(stderr, "stowage-run: -ngl auto: %d layers fit the GPUs\n", msg.n_gpu_layers);
+    else if (msg.kind == Kind::kFlashAttnDisabled)
+      std::fprintf(stderr, "%s\n", msg.text.c_str());
+  };
+  STOWAGE_ASSIGN_OR_RETURN(planner::PlanResult planned, planner::Plan(gguf, machine, request, print));
+  // A plan that does not fit this machine's memory would otherwise be allocated (and its weights
+  // repacked) before anything fails.
+  if (!planned.fit.ok()) {
+    if (!c.no_fit_check) return planned.fit;
     std::fflush(stdout);
-    std::fprintf(stderr, "stowage-run: warning: %s (running anyway: --no-fit-check)\n", s.message().c_str());
+    std::fprintf(stderr, "stowage-run: warning: %s (running anyway: --no-fit-check)\n", planned.fit.message().c_str());
   }
-  return planner::SerializePlan(gguf, m, o.placement, o.memory, "stowage-run (planned on the fly for this machine)");
+  return std::move(planned.bytes);
 }
 
 /// The model file (-m), mapped once for everything this process reads from it (tokenizer,

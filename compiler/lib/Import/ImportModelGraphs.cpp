@@ -12,6 +12,7 @@
 #include "stowage/Dialect/GGML/IR/GGMLOps.h"
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
 #include "stowage/planner/model_graphs.h"
+#include "stowage/planner/plan.h"
 #include "stowage/planner/registry.h"
 #include "stowage/runtime/gguf.h"
 #include "llvm/ADT/SmallString.h"
@@ -694,14 +695,14 @@ OwningOpRef<ModuleOp> importGgufFile(MLIRContext *context, StringRef path,
     emitError(loc) << file.status().message();
     return nullptr;
   }
-  auto graphs = planner::BuildModelGraphs(**file, config);
-  if (!graphs.ok()) {
-    emitError(loc) << graphs.status().message();
-    return nullptr;
-  }
-  for (const std::string &warning : graphs->hp.warnings)
-    emitWarning(loc) << warning;
   if (!placement) {
+    auto graphs = planner::BuildModelGraphs(**file, config);
+    if (!graphs.ok()) {
+      emitError(loc) << graphs.status().message();
+      return nullptr;
+    }
+    for (const std::string &warning : graphs->hp.warnings)
+      emitWarning(loc) << warning;
     OwningOpRef<ModuleOp> module = importModelGraphs(context, *graphs, loc);
     if (module)
       recordImport(*module, path, graphs->cfg);
@@ -727,14 +728,24 @@ OwningOpRef<ModuleOp> importGgufFile(MLIRContext *context, StringRef path,
                    << "' has no CPU device (the scheduler's last backend)";
     return nullptr;
   }
-  auto outcome = planner::PlaceModel(*graphs, *machine, placement->options);
-  if (!outcome.ok()) {
-    emitError(loc) << outcome.status().message();
+  // planner::Plan, as plan-model plans (no fit check: the IR is for inspection and passes).
+  planner::PlanRequest request;
+  request.context = config;
+  request.flash_attn = config.flash_attn ? planner::FlashAttnMode::kOn : planner::FlashAttnMode::kOff;
+  request.placement = placement->options;
+  request.serialize = false;
+  auto planned = planner::Plan(**file, *machine, request, [&](const planner::PlanMessage &m) {
+    if (m.kind == planner::PlanMessageKind::kWarning)
+      emitWarning(loc) << m.text;
+  });
+  if (!planned.ok()) {
+    emitError(loc) << planned.status().message();
     return nullptr;
   }
-  OwningOpRef<ModuleOp> module = importModelGraphs(context, *graphs, loc, &outcome->placement);
+  OwningOpRef<ModuleOp> module =
+      importModelGraphs(context, planned->graphs, loc, &planned->outcome.placement);
   if (module)
-    recordImport(*module, path, graphs->cfg);
+    recordImport(*module, path, planned->graphs.cfg);
   return module;
 }
 

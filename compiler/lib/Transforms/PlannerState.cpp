@@ -296,7 +296,6 @@ LogicalResult Reconstructor::importGraphs() {
       return error() << "stowage.import: flash_attn must be a bool, got " << fa;
     cfg.flash_attn = b.getValue();
   }
-  cfg.offload_kqv = opt_.placement.offload_kqv;
   auto file = GgufFile::Open(path.str());
   if (!file.ok())
     return fail(file.status());

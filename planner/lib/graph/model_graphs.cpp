@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "arch.h"
+#include "stowage/runtime/gguf_sliding_window.h"
 #include "stowage/runtime/gguf_vocab.h"
 
 namespace stowage::planner {
@@ -184,16 +185,11 @@ Result<HParams> ReadHParams(const GgufFile& f) {
     STOWAGE_ASSIGN_OR_RETURN(hp.n_ff_shexp, f.GetU32Or(p + "expert_shared_feed_forward_length", 0));
   }
   if (hp.arch == "phi3") {
-    // llama.cpp: defaults for Phi-3 files written before the key existed (PR #8931), else required
-    if ((hp.n_layer == 32 || hp.n_layer == 40) && hp.n_ctx_train == 4096) hp.n_swa = 2047;
-    else if (hp.n_layer == 32 && hp.n_head_kv == 32 && hp.n_ctx_train == 131072) hp.n_swa = 262144;
-    else if (hp.n_layer == 40 && hp.n_ctx_train == 131072) hp.n_swa = 131072;
-    const bool found = f.Find(p + "attention.sliding_window") != nullptr;
-    if (found) {
-      STOWAGE_ASSIGN_OR_RETURN(hp.n_swa, f.GetU32(p + "attention.sliding_window"));
-    }
-    if (!found && hp.n_swa == 0)
+    // llama.cpp: the key, or the default of a Phi-3 file written before it existed; else refused
+    STOWAGE_ASSIGN_OR_RETURN(const std::optional<uint32_t> n_swa, GgufSlidingWindow(f));
+    if (!n_swa)
       return InvalidArgument(f.path() + ": missing key '" + p + "attention.sliding_window' (invalid value for sliding_window)");
+    hp.n_swa = *n_swa;
   }
   if (hp.arch == "mamba") {
     STOWAGE_ASSIGN_OR_RETURN(hp.ssm_d_conv, f.GetU32(p + "ssm.conv_kernel"));

@@ -4,6 +4,7 @@ namespace stowage::planner {
 
 Status PlaceKvCache(const ModelGraphs& m, const DeviceSet& ds, const LayerMap& lm, bool offload_kqv, Placement* p) {
   if (p->global_buft.size() != m.globals.size()) p->global_buft.resize(m.globals.size(), -1);
+  p->offload_kqv = offload_kqv;
   for (size_t gi = 0; gi < m.globals.size(); ++gi) {
     const GlobalTensor& g = m.globals[gi];
     if (g.kind != TensorKind::kKvCache) continue;

@@ -1,34 +1,25 @@
 // A verified plan against the model file it is run with (CheckPlanAgainstModel, plan.h).
+#include <optional>
 #include <string>
 
 #include "stowage/plan/plan_generated.h"
 #include "stowage/runtime/gguf.h"
+#include "stowage/runtime/gguf_sliding_window.h"
 #include "stowage/runtime/model_identity.h"
 #include "stowage/runtime/plan.h"
 
 namespace stowage {
 namespace {
 
-// n_swa as llama.cpp's load_hparams (Feb 2025, LLM_ARCH_PHI3) reads it: <arch>.attention.sliding_window,
-// or for Phi-3 files converted before the key existed (PR #8931) the defaults of their sizes.
+// The model's sliding window for a plan whose graphs read KQ_mask_swa (gguf_sliding_window.h).
 Result<uint32_t> ReadSlidingWindow(const PlanFile& plan, const GgufFile& gguf) {
-  STOWAGE_ASSIGN_OR_RETURN(const std::string arch, gguf.GetString("general.architecture"));
-  STOWAGE_ASSIGN_OR_RETURN(const uint32_t n_layer, gguf.GetU32Or(arch + ".block_count", 0));
-  STOWAGE_ASSIGN_OR_RETURN(const uint32_t n_ctx_train, gguf.GetU32Or(arch + ".context_length", 0));
-  STOWAGE_ASSIGN_OR_RETURN(const uint32_t n_head, gguf.GetU32Or(arch + ".attention.head_count", 0));
-  STOWAGE_ASSIGN_OR_RETURN(const uint32_t n_head_kv,
-                           gguf.GetU32Or(arch + ".attention.head_count_kv", n_head));
-  uint32_t def = 0;
-  if ((n_layer == 32 || n_layer == 40) && n_ctx_train == 4096)
-    def = 2047;
-  else if (n_layer == 32 && n_head_kv == 32 && n_ctx_train == 131072)
-    def = 262144;
-  else if (n_layer == 40 && n_ctx_train == 131072)
-    def = 131072;
-  STOWAGE_ASSIGN_OR_RETURN(const uint32_t swa, gguf.GetU32Or(arch + ".attention.sliding_window", def));
-  if (swa == 0)
+  STOWAGE_ASSIGN_OR_RETURN(const std::optional<uint32_t> n_swa, GgufSlidingWindow(gguf));
+  const uint32_t swa = n_swa.value_or(0);
+  if (swa == 0) {
+    STOWAGE_ASSIGN_OR_RETURN(const std::string arch, gguf.GetString("general.architecture"));
     return DataLoss(plan.path() + ": the graphs read KQ_mask_swa but " + gguf.path() +
                     " has no sliding window (" + arch + ".attention.sliding_window)");
+  }
   return swa;
 }
 

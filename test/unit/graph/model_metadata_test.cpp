@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "stowage/planner/model_graphs.h"
+#include "stowage/runtime/gguf_sliding_window.h"
 #include "stowage/runtime/gguf_vocab.h"
 #include "stowage/runtime/tokenizer.h"
 #include "synth_gguf.h"
@@ -203,6 +204,41 @@ TEST(TensorValidation, TensorNothingReadsIsRefused) {
                            "found one nothing reads (and 1 more)"),
       std::string::npos)
       << BuildError(two);
+}
+
+// n_swa: one reading (gguf_sliding_window.h) for the planner (phi3's KQ_mask_swa graphs) and the
+// runtime (the window the session masks with): the key when present (0 included), else the
+// defaults of Phi-3 files converted before it existed, else none (the planner refuses the file).
+TEST(SlidingWindow, KeyOrPhi3DefaultsOrNone) {
+  auto window = [](SynthGguf& s) -> std::string {
+    auto f = s.Parse();
+    auto w = GgufSlidingWindow(*f);
+    if (!w.ok()) return w.status().message();
+    return *w ? std::to_string(**w) : "none";
+  };
+  SynthGguf s = test::Phi3Model(SynthParams{}, /*rope_factors=*/false);
+  EXPECT_EQ(window(s), "128");
+  s.Set("phi3.attention.sliding_window", GgufMetaValue::U32(0));  // Phi-4: no window
+  EXPECT_EQ(window(s), "0");
+  s.DropKey("phi3.attention.sliding_window");
+  EXPECT_EQ(window(s), "none");
+  EXPECT_EQ(BuildError(s),
+            "phi3.gguf: missing key 'phi3.attention.sliding_window' (invalid value for sliding_window)");
+  s.Set("phi3.block_count", GgufMetaValue::U32(32));
+  s.Set("phi3.context_length", GgufMetaValue::U32(4096));
+  EXPECT_EQ(window(s), "2047");
+  s.Set("phi3.block_count", GgufMetaValue::U32(40));
+  EXPECT_EQ(window(s), "2047");
+  s.Set("phi3.context_length", GgufMetaValue::U32(131072));
+  EXPECT_EQ(window(s), "131072");
+  s.Set("phi3.block_count", GgufMetaValue::U32(32));
+  EXPECT_EQ(window(s), "none");  // 32 layers at 131072 need 32 KV heads
+  s.Set("phi3.attention.head_count", GgufMetaValue::U32(32));
+  s.Set("phi3.attention.head_count_kv", GgufMetaValue::U32(32));
+  EXPECT_EQ(window(s), "262144");
+  s.Set("phi3.attention.sliding_window", GgufMetaValue::Str("2047"));
+  const std::string at = KeyAt(s, "phi3.attention.sliding_window");
+  EXPECT_EQ(window(s).rfind(at + ": expected ", 0), 0u) << window(s);
 }
 
 }  // namespace

@@ -169,7 +169,6 @@ struct ContextConfig {
   uint32_t n_ubatch = 512;
   GgmlType type_k = GgmlType::F16;
   GgmlType type_v = GgmlType::F16;
-  bool offload_kqv = true;
   /// llama_context_params.flash_attn (-fa): attention as one FLASH_ATTN_EXT per layer over an
   /// untransposed V cache, and an F16 copy of KQ_mask (llama.cpp Feb 2025 llm_build_kqv).
   bool flash_attn = false;

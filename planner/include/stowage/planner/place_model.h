@@ -30,6 +30,8 @@ struct PlacementOptions {
   bool no_host = false;
   bool no_repack = false;
   bool op_offload = true;
+  /// llama_context_params.offload_kqv (false: -nkvo): the one copy of the flag; PlaceKvCache records
+  /// it in Placement::offload_kqv, which the plan's context carries.
   bool offload_kqv = true;
 };
 

@@ -108,6 +108,9 @@ struct Placement {
   std::vector<PlacedBackend> backends;  ///< scheduler priority order; the CPU backend is last
   std::vector<int> global_buft;         ///< per ModelGraphs::globals entry: index into bufts
   bool use_mmap = true;
+  /// llama_context_params.offload_kqv (false: -nkvo), as PlaceKvCache placed the KV cache; the plan
+  /// records it in its context.
+  bool offload_kqv = true;
   std::vector<ExplainEntry> explain;
   std::vector<std::string> log;         ///< llama.cpp-style lines ("layer   0 assigned to device CPU", ...)
   /// ggml_backend_sched's n_copies: 4 (GGML_SCHED_MAX_COPIES) with pipeline parallelism, else 1

@@ -135,11 +135,10 @@ MemoryCheckReport CheckComputeMemory(const PlanFile& plan, size_t max_conflicts 
 /// header XXH64 as recorded in Plan.model; ComputeModelIdentity), mapped buffers inside the file,
 /// every weight present with the planned type, shape and data offset (and a mapped weight's buffer
 /// offset pointing at that data), and, when a graph reads KQ_mask_swa, the model's sliding window
-/// (llama.cpp load_hparams, LLM_ARCH_PHI3: <arch>.attention.sliding_window or the defaults of
-/// Phi-3 files converted before the key existed), stored in *n_swa (0 when no graph reads it;
-/// n_swa may be null). Errors: kFailedPrecondition naming the model (another model, a weight
-/// missing or different), kDataLoss naming the plan (a mapped range or offset that does not fit
-/// the file, no sliding window), the GGUF getters' errors.
+/// (GgufSlidingWindow, gguf_sliding_window.h: the planner's reading), stored in *n_swa (0 when
+/// no graph reads it; n_swa may be null). Errors: kFailedPrecondition naming the model (another model, a
+/// weight missing or different), kDataLoss naming the plan (a mapped range or offset that does not fit the
+/// file, no sliding window), the GGUF getters' errors.
 Status CheckPlanAgainstModel(const PlanFile& plan, const GgufFile& gguf, uint32_t* n_swa = nullptr);
 
 }  // namespace stowage

@@ -63,7 +63,7 @@ mlir::OwningOpRef<mlir::ModuleOp> importModelGraphs(mlir::MLIRContext *context,
 place::BufferTypeAttr getBufferTypeAttr(mlir::MLIRContext *context, const planner::Placement &p,
                                         int buft);
 
-/// What to place an imported GGUF on (planner::PlaceModel), for importGgufFile.
+/// What to place an imported GGUF on (planner::Plan), for importGgufFile.
 struct ImportPlacement {
   /// Devices of the machine: registry keys or manifest files, comma-separated; must include a
   /// CPU device (the scheduler's last backend).
@@ -75,7 +75,9 @@ struct ImportPlacement {
 };
 
 /// Opens the GGUF file `path`, builds its model graphs with `config` (planner::BuildModelGraphs:
-/// weights are not read), places them when `placement` is given, and imports them. Tensors of the
+/// weights are not read), places them when `placement` is given (planner::Plan, the entry point
+/// plan-model calls, without its fit check: the devices are checked first, then the model), and
+/// imports them. Tensors of the
 /// file that the architecture does not use are reported as warnings ("model has unused tensor
 /// ..."), as llama.cpp does.
 /// Errors (emitted, result null): unreadable or malformed file, unknown architecture (listing the

@@ -1,0 +1,141 @@
+// The planner's one entry point: a GGUF model, a machine's devices and the flags of a request in,
+// a placed, memory-planned, fit-checked and serialized plan out. plan-model, stowage-run's planning
+// on the fly and the tests' plans for this machine (test/unit/plan_probed.h) all plan through it,
+// so a flag means the same in every tool. The steps are llama.cpp's (llama_model_load_from_file +
+// llama_init_from_model, FEB25; the -fa auto retry and --fit from DEC25):
+//
+//   ReadHParams -> ResolveContext -> BuildModelGraphs -> [--fit: FitGpuLayersToDevices]
+//     -> PlaceModel -> [-fa auto: FlashAttnDeviceMismatch, planned again without flash attention]
+//     -> CheckFit -> SerializePlan
+//
+// What llama.cpp would log while it loads (its warnings, the -fa auto decision, the --fit result)
+// is reported as it happens through a PlanMessageSink, each with a kind, so that a tool prints what
+// it printed before (plan-model prints them on its log, stowage-run only some, on stderr). The
+// load-time report (ReportLines), --explain and --debug-splits are made from the result.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "stowage/planner/fit.h"
+#include "stowage/planner/graph.h"
+#include "stowage/planner/manifest.h"
+#include "stowage/planner/place_model.h"
+#include "stowage/runtime/gguf.h"
+#include "stowage/runtime/status.h"
+
+namespace stowage::planner {
+
+/// llama.cpp's -fa / --flash-attn (2026: on, off, auto). The tools default to kOff (FEB25's
+/// default: FEB25 has no auto).
+enum class FlashAttnMode {
+  kOff,
+  kOn,
+  /// llama_context (DEC25): planned with flash attention, kept when every layer's FLASH_ATTN_EXT
+  /// runs on the layer's device (FlashAttnDeviceMismatch), else planned again without.
+  kAuto,
+};
+
+/// What the tools' flags ask for.
+struct PlanRequest {
+  /// The context as asked (-c, -b, -ub, -ctk, -ctv; n_ctx 0: the model's context_length). Its
+  /// flash_attn is ignored: `flash_attn` decides it.
+  ContextConfig context;
+  FlashAttnMode flash_attn = FlashAttnMode::kOff;
+  /// Placement flags (-ngl, -sm, -ts, -mg, -ot, -nkvo, --no-mmap, ...). n_gpu_layers is ignored
+  /// with `fit`.
+  PlacementOptions placement;
+  /// --cpu-moe / --n-cpu-moe N: every MoE expert weight, or those of the first N layers, on the
+  /// machine's CPU buffer type (CpuMoeOverrides, appended after placement.overrides).
+  bool cpu_moe = false;
+  int n_cpu_moe = 0;
+  /// --fit / -ngl auto: n_gpu_layers is the largest that keeps `fit_target` bytes free on every
+  /// GPU (FitGpuLayersToDevices, llama_params_fit's --fit-target).
+  bool fit = false;
+  uint64_t fit_target = kDefaultFitTargetBytes;
+  /// false (--no-fit-check): a plan that does not fit the machine's memory is still serialized.
+  bool fit_check = true;
+  /// Serialize the plan (PlanResult::bytes); `flags` is recorded in it as the planner's command line.
+  bool serialize = true;
+  std::string flags;
+};
+
+/// The kinds of line Plan reports while it plans, in the order it can report them.
+enum class PlanMessageKind {
+  /// A warning about the model or the request: each HParams::warnings line (ReadHParams), and
+  /// "--cpu-moe/--n-cpu-moe given but the model has no experts".
+  kWarning,
+  /// llama_init_from_model: "n_batch is less than GGML_KQ_MASK_PAD - increasing to 64" (the asked
+  /// n_batch, or the resolved n_ctx, is below kKqMaskPad).
+  kBatchRaised,
+  /// "n_ctx_per_seq (N) > n_ctx_train (T) -- possible training context overflow", for the context of
+  /// the first graphs built (llama_init_from_model's warning; ReportLines has it too).
+  kContextOverflow,
+  /// "no usable GPU found, --n-gpu-layers option will be ignored" (llama.cpp common's warning): a
+  /// layer count was given (no --fit) and the machine has no GPU device.
+  kGpuLayersIgnored,
+  /// After each --fit search (once, or twice when -fa auto plans again): "-ngl N fits (of L layers
+  /// + output)"; PlanMessage::n_gpu_layers is N.
+  kFitSearched,
+  /// -fa auto kept flash attention: "llama_context: Flash Attention was auto, set to enabled".
+  kFlashAttnEnabled,
+  /// -fa auto dropped it: FlashAttnDeviceMismatch's line, a newline, then "llama_context: Flash
+  /// Attention was auto, set to disabled".
+  kFlashAttnDisabled,
+  /// With --fit, once, after the last placement (whether it succeeded or not): the n_gpu_layers it
+  /// used, "-ngl N fits (of L layers + output)"; PlanMessage::n_gpu_layers is N.
+  kFitChosen,
+};
+
+/// One line (kFlashAttnDisabled: two) Plan reports, without a trailing newline or tool prefix.
+struct PlanMessage {
+  PlanMessageKind kind = PlanMessageKind::kWarning;
+  std::string text;
+  int n_gpu_layers = 0;  ///< kFitSearched, kFitChosen: the layers that fit
+};
+
+/// Receives Plan's messages as they happen (before Plan returns, also when it then fails).
+using PlanMessageSink = std::function<void(const PlanMessage&)>;
+
+/// A plan.
+struct PlanResult {
+  ModelGraphs graphs;        ///< placed and memory-planned; graphs.cfg is the context as resolved
+  PlacementOutcome outcome;  ///< placement, memory plan, explain records (outcome.placement.explain)
+  /// The placement options used: the request's, with --cpu-moe's overrides appended and
+  /// n_gpu_layers as --fit chose it (what ReportLines needs).
+  PlacementOptions placement;
+  /// CheckFit of the whole plan (every device, no margin): Ok, or kResourceExhausted naming the
+  /// first device that does not fit. Plan does not fail on it, so that a caller can print its report
+  /// first; with PlanRequest::fit_check the caller refuses the plan with this status.
+  Status fit;
+  /// UnreportedMemoryWarnings: GPUs holding bytes of the plan whose manifest reports no memory.
+  std::vector<std::string> memory_warnings;
+  /// The plan file's bytes (SerializePlan): empty unless PlanRequest::serialize, and empty when
+  /// the plan does not fit and PlanRequest::fit_check is set.
+  std::vector<uint8_t> bytes;
+};
+
+/// Plans `gguf` for the devices `machine` (registry manifests or probed ones; a CPU device must be
+/// among them, it is the scheduler's last backend) as `request` asks, reporting llama.cpp's load
+/// lines to `sink` (may be null) as they happen. The steps, in order:
+///   1. ReadHParams; each of its warnings (kWarning); kWarning when --cpu-moe/--n-cpu-moe are given
+///      for a model without experts.
+///   2. ResolveContext on request.context with flash attention as request.flash_attn asks (kAuto:
+///      on); kBatchRaised when min(resolved n_ctx, asked n_batch) < kKqMaskPad.
+///   3. BuildModelGraphs on the resolved context; kContextOverflow; kGpuLayersIgnored.
+///   4. With request.fit: FitGpuLayersToDevices(margin request.fit_target); kFitSearched.
+///   5. PlaceModel (CheckMaxBufferSizes and RowSplitShares included).
+///   6. kAuto with flash attention on: kFlashAttnEnabled when FlashAttnDeviceMismatch finds nothing,
+///      else kFlashAttnDisabled and steps 2 (without kBatchRaised), 4 and 5 again without flash
+///      attention (a fit of its own: the compute buffers differ).
+///   7. With request.fit: kFitChosen (also when step 5 failed).
+///   8. PlanResult::fit = CheckFit; memory_warnings; bytes = SerializePlan(request.flags).
+/// Errors: those of each step, one line each, unchanged (ReadHParams, ResolveContext,
+/// BuildModelGraphs, FitGpuLayersToDevices, PlaceModel). A plan that does not fit is not an error
+/// (PlanResult::fit).
+Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>& machine,
+                        const PlanRequest& request, const PlanMessageSink& sink = nullptr);
+
+}  // namespace stowage::planner

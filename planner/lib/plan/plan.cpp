@@ -1,0 +1,99 @@
+#include "stowage/planner/plan.h"
+
+#include <algorithm>
+#include <string>
+
+#include "stowage/planner/buft_select.h"
+#include "stowage/planner/model_graphs.h"
+#include "stowage/planner/plan_export.h"
+
+namespace stowage::planner {
+
+namespace {
+
+std::string FitLine(int ngl, uint32_t n_layer) {
+  return "-ngl " + std::to_string(ngl) + " fits (of " + std::to_string(n_layer) + " layers + output)";
+}
+
+}  // namespace
+
+Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>& machine,
+                        const PlanRequest& request, const PlanMessageSink& sink) {
+  auto say = [&](PlanMessageKind kind, std::string text, int ngl = 0) {
+    if (sink) sink(PlanMessage{kind, std::move(text), ngl});
+  };
+  STOWAGE_ASSIGN_OR_RETURN(HParams hp, ReadHParams(gguf));
+  for (const std::string& w : hp.warnings) say(PlanMessageKind::kWarning, w);
+  if ((request.cpu_moe || request.n_cpu_moe > 0) && hp.n_expert == 0)
+    say(PlanMessageKind::kWarning, "--cpu-moe/--n-cpu-moe given but the model has no experts");
+
+  PlanResult r;
+  r.placement = request.placement;
+  std::string cpu_buft = "CPU";
+  for (const DeviceManifest& d : machine)
+    if (d.type == DeviceType::kCpu) cpu_buft = d.default_buft.name;
+  const std::vector<TensorOverride> moe = CpuMoeOverrides(request.cpu_moe, request.n_cpu_moe, cpu_buft);
+  r.placement.overrides.insert(r.placement.overrides.end(), moe.begin(), moe.end());
+
+  // The context as asked, then as llama_init_from_model resolves it (-fa auto: first with flash
+  // attention).
+  ContextConfig asked = request.context;
+  asked.flash_attn = request.flash_attn != FlashAttnMode::kOff;
+  ContextConfig cfg = asked;
+  STOWAGE_RETURN_IF_ERROR(ResolveContext(hp, gguf.path(), &cfg));
+  if (std::min(cfg.n_ctx, asked.n_batch) < kKqMaskPad)
+    say(PlanMessageKind::kBatchRaised,
+        "llama_init_from_model: n_batch is less than GGML_KQ_MASK_PAD - increasing to " +
+            std::to_string(kKqMaskPad));
+  STOWAGE_ASSIGN_OR_RETURN(r.graphs, BuildModelGraphs(gguf, cfg));
+  if (!r.graphs.hp.recurrent() && r.graphs.cfg.n_ctx > r.graphs.hp.n_ctx_train)
+    say(PlanMessageKind::kContextOverflow, "n_ctx_per_seq (" + std::to_string(r.graphs.cfg.n_ctx) +
+                                               ") > n_ctx_train (" + std::to_string(r.graphs.hp.n_ctx_train) +
+                                               ") -- possible training context overflow");
+  if (!request.fit && request.placement.n_gpu_layers != 0 &&
+      std::none_of(machine.begin(), machine.end(),
+                   [](const DeviceManifest& d) { return d.type == DeviceType::kGpu; }))
+    say(PlanMessageKind::kGpuLayersIgnored, "no usable GPU found, --n-gpu-layers option will be ignored");
+
+  auto fit_layers = [&]() -> Status {
+    if (!request.fit) return Status::Ok();
+    STOWAGE_ASSIGN_OR_RETURN(r.placement.n_gpu_layers,
+                             FitGpuLayersToDevices(gguf, cfg, machine, r.placement, request.fit_target));
+    say(PlanMessageKind::kFitSearched, FitLine(r.placement.n_gpu_layers, hp.n_layer),
+        r.placement.n_gpu_layers);
+    return Status::Ok();
+  };
+  STOWAGE_RETURN_IF_ERROR(fit_layers());
+  Result<PlacementOutcome> outcome = PlaceModel(r.graphs, machine, r.placement);
+  if (outcome.ok() && request.flash_attn == FlashAttnMode::kAuto && r.graphs.cfg.flash_attn) {
+    const std::string mismatch = FlashAttnDeviceMismatch(r.graphs, *outcome);
+    if (mismatch.empty()) {
+      say(PlanMessageKind::kFlashAttnEnabled, "llama_context: Flash Attention was auto, set to enabled");
+    } else {
+      say(PlanMessageKind::kFlashAttnDisabled,
+          mismatch + "\nllama_context: Flash Attention was auto, set to disabled");
+      cfg = asked;
+      cfg.flash_attn = false;
+      STOWAGE_RETURN_IF_ERROR(ResolveContext(hp, gguf.path(), &cfg));
+      STOWAGE_RETURN_IF_ERROR(fit_layers());
+      auto graphs = BuildModelGraphs(gguf, cfg);
+      if (graphs.ok()) {
+        r.graphs = std::move(*graphs);
+        outcome = PlaceModel(r.graphs, machine, r.placement);
+      } else {
+        outcome = graphs.status();
+      }
+    }
+  }
+  if (request.fit)
+    say(PlanMessageKind::kFitChosen, FitLine(r.placement.n_gpu_layers, hp.n_layer), r.placement.n_gpu_layers);
+  if (!outcome.ok()) return outcome.status();
+  r.outcome = std::move(*outcome);
+  r.memory_warnings = UnreportedMemoryWarnings(r.outcome);
+  r.fit = CheckFit(r.outcome);
+  if (request.serialize && (r.fit.ok() || !request.fit_check))
+    r.bytes = SerializePlan(gguf, r.graphs, r.outcome.placement, r.outcome.memory, request.flags);
+  return r;
+}
+
+}  // namespace stowage::planner
