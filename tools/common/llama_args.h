@@ -40,8 +40,8 @@ inline std::string JoinValues(const std::vector<std::string>& values) {
 
 /// CLI11 check for llama.cpp's -fa / --flash-attn value (2026: on|off|auto; also 1|0|true|false),
 /// normalized to "on", "off" or "auto" (llama.cpp DEC25's auto: on when every layer's attention lands
-/// on the layer's device, planner::FlashAttnDeviceMismatch; the tools default to off, FEB25's); FlashAttnModeOf (planner_args.h)
-/// turns it into the planner's mode.
+/// on the layer's device, planner::FlashAttnDeviceMismatch; the tools default to off, FEB25's);
+/// FlashAttnModeOf (planner_args.h) turns it into the planner's mode.
 inline CLI::Validator FlashAttnValue() {
   return CLI::Validator(
       [](std::string& v) -> std::string {

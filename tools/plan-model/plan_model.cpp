@@ -244,7 +244,8 @@ int Run(int argc, char** argv) {
   if (timing)
     std::fprintf(log, "plan-model: planning took %.1f ms (%u layers, %zu + %zu graph nodes)\n", ms, m.hp.n_layer,
                 m.prefill.nodes.size(), m.decode.nodes.size());
-  for (const auto& line : ReportLines(m, outcome, planned->placement, verbose)) std::fprintf(log, "%s\n", line.c_str());
+  for (const auto& line : ReportLines(m, outcome, planned->placement, verbose))
+    std::fprintf(log, "%s\n", line.c_str());
   if (debug_splits > 0) {
     for (const Graph* g : {&m.prefill, &m.decode}) {
       std::fprintf(log, "plan-model: scheduler splits of graph %s (n_tokens = %lld):", g->name.c_str(),
@@ -263,7 +264,8 @@ int Run(int argc, char** argv) {
     // --no-fit-check: the plan is still written, to inspect with plan-dump (a runtime refuses to
     // allocate it on the machine described).
     std::fflush(stdout);
-    std::fprintf(stderr, "plan-model: warning: %s (written anyway: --no-fit-check)\n", planned->fit.message().c_str());
+    std::fprintf(stderr, "plan-model: warning: %s (written anyway: --no-fit-check)\n",
+                 planned->fit.message().c_str());
   }
 
   if (!out_path.empty()) {

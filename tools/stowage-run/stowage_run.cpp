@@ -153,7 +153,8 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c,
   if (!planned.fit.ok()) {
     if (!c.no_fit_check) return planned.fit;
     std::fflush(stdout);
-    std::fprintf(stderr, "stowage-run: warning: %s (running anyway: --no-fit-check)\n", planned.fit.message().c_str());
+    std::fprintf(stderr, "stowage-run: warning: %s (running anyway: --no-fit-check)\n",
+                 planned.fit.message().c_str());
   }
   return std::move(planned.bytes);
 }

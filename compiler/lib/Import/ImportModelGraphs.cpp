@@ -731,7 +731,8 @@ OwningOpRef<ModuleOp> importGgufFile(MLIRContext *context, StringRef path,
   // planner::Plan, as plan-model plans (no fit check: the IR is for inspection and passes).
   planner::PlanRequest request;
   request.context = config;
-  request.flash_attn = config.flash_attn ? planner::FlashAttnMode::kOn : planner::FlashAttnMode::kOff;
+  request.flash_attn =
+      config.flash_attn ? planner::FlashAttnMode::kOn : planner::FlashAttnMode::kOff;
   request.placement = placement->options;
   request.serialize = false;
   auto planned = planner::Plan(**file, *machine, request, [&](const planner::PlanMessage &m) {

@@ -64,9 +64,10 @@ std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, c
     if (g.kind == TensorKind::kWeight && !g.duplicated) n_params += uint64_t(g.ne[0]) * g.ne[1] * g.ne[2] * g.ne[3];
   auto model = fb::CreateModelIdentityDirect(b, gguf.path().c_str(), id.file_size, id.header_size, id.header_xxh64,
                                              m.hp.arch.c_str(), name.c_str(), n_params);
-  auto ctx = fb::CreateContextParams(b, m.cfg.n_ctx, m.cfg.n_batch, m.cfg.n_ubatch, static_cast<uint32_t>(m.cfg.type_k),
-                                     static_cast<uint32_t>(m.cfg.type_v), p.offload_kqv, m.hp.n_layer, m.hp.n_vocab,
-                                     m.hp.n_embd, m.cfg.flash_attn);
+  auto ctx =
+      fb::CreateContextParams(b, m.cfg.n_ctx, m.cfg.n_batch, m.cfg.n_ubatch,
+                              static_cast<uint32_t>(m.cfg.type_k), static_cast<uint32_t>(m.cfg.type_v),
+                              p.offload_kqv, m.hp.n_layer, m.hp.n_vocab, m.hp.n_embd, m.cfg.flash_attn);
   std::vector<flatbuffers::Offset<fb::Device>> devices;
   for (const auto& d : p.devices)
     devices.push_back(fb::CreateDeviceDirect(b, d.name.c_str(), d.description.c_str(), static_cast<fb::DeviceType>(d.type),
