@@ -116,6 +116,7 @@ const Expected kExpected[] = {
 const char* const kNoStowageBackend[] = {"rpc"};
 
 TEST(ShippedOpTables, DifferFromTheBackendsExactlyAsListed) {
+  std::map<std::string, Difference> differences;
   for (const Expected& e : kExpected) {
     SCOPED_TRACE(e.manifest);
     auto m = Shipped(e.manifest);
@@ -130,7 +131,16 @@ TEST(ShippedOpTables, DifferFromTheBackendsExactlyAsListed) {
       continue;
     }
     DeviceManifest inst = m->WithIndex(0);
-    Difference d = Differ(*dev, inst);
+    // Manifests that differ only in figures (the four GPUs) are compared once.
+    DeviceManifest rules_only = inst;
+    rules_only.description.clear();
+    rules_only.memory_total = rules_only.memory_free = rules_only.memory_reserve = 0;
+    rules_only.performance = {};
+    rules_only.notes.clear();
+    const std::string key = ManifestDigest(rules_only) + " " + e.backend + (e.avx512 ? " avx512" : "");
+    auto cached = differences.find(key);
+    if (cached == differences.end()) cached = differences.emplace(key, Differ(*dev, inst)).first;
+    const Difference& d = cached->second;
     EXPECT_GT(d.backend_supported, 1000u);
     EXPECT_EQ(Join(d.table_only), e.table_only);
     EXPECT_EQ(Join(d.backend_only), e.backend_only) << "e.g. " << d.first_backend_only;
