@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 
+#include "stowage/planner/arch_tensors.h"
 #include "stowage/runtime/gguf.h"
 
 namespace stowage::synth {
@@ -140,84 +141,76 @@ Status Encode(const TensorPlan& p, const ModelSpec& s, uint8_t* dst, uint64_t nb
   return Status::Ok();
 }
 
-// The tensor list of one model, in llama.cpp's converter order (token_embd, output_norm, output,
-// then each layer).
+// The hyper-parameters of the planner's tensor tables for `s` (head sizes all head_dim).
+planner::TensorDims SpecDims(const ModelSpec& s) {
+  planner::TensorDims d;
+  const int64_t hd = s.head_dim;
+  d.n_embd = s.n_embd;
+  d.n_vocab = s.n_vocab;
+  d.n_ff = s.n_ff;
+  d.n_head = s.n_head;
+  d.n_head_kv = s.n_head_kv;
+  d.n_embd_q = hd * s.n_head;
+  d.n_embd_k_gqa = d.n_embd_v_gqa = hd * s.n_head_kv;
+  d.n_rot = hd;
+  d.n_expert = s.n_expert;
+  d.n_ff_exp = s.n_ff_exp;
+  d.n_ff_shexp = s.n_ff_shexp;
+  d.ssm_d_conv = s.ssm_d_conv;
+  d.ssm_d_inner = s.ssm_d_inner;
+  d.ssm_d_state = s.ssm_d_state;
+  d.ssm_dt_rank = s.ssm_dt_rank;
+  return d;
+}
+
+// The tensor list of one model: the architecture's table (planner arch_tensors.h) in file order,
+// output.weight unless tied, the rope factors when asked for, no optional biases.
 std::vector<TensorPlan> PlanTensors(const ModelSpec& s) {
   std::vector<TensorPlan> t;
-  const int64_t E = s.n_embd, V = s.n_vocab, hd = s.head_dim;
-  const int64_t nq = hd * s.n_head, nkv = hd * s.n_head_kv;
-  auto weight = [&](std::string name, std::vector<int64_t> ne) {
-    GgmlType ty = s.weight_type;
-    if (ne[0] % GetTypeTraits(ty).block_size != 0) ty = GgmlType::F16;  // llama-quant's fallback
-    t.push_back({std::move(name), std::move(ne), ty, Init::kWeight});
-  };
-  auto f32 = [&](std::string name, std::vector<int64_t> ne, Init init) {
-    t.push_back({std::move(name), std::move(ne), GgmlType::F32, init});
-  };
-  weight("token_embd.weight", {E, V});
-  f32("output_norm.weight", {E}, Init::kNorm);
-  if (!s.tied_output) weight("output.weight", {E, V});
-  if (s.rope_freqs && s.arch == "phi3") {  // LongRoPE: long factors beyond n_ctx_train, else short
-    f32("rope_factors_long.weight", {hd / 2}, Init::kRopeLong);
-    f32("rope_factors_short.weight", {hd / 2}, Init::kRopeShort);
-  } else if (s.rope_freqs) {
-    f32("rope_freqs.weight", {hd / 2}, Init::kRopeFreqs);
-  }
-
-  for (uint32_t il = 0; il < s.n_layer; ++il) {
-    const std::string b = "blk." + std::to_string(il) + ".";
-    f32(b + "attn_norm.weight", {E}, Init::kNorm);
-    if (s.arch == "mamba") {
-      const int64_t di = s.ssm_d_inner, ds = s.ssm_d_state, dr = s.ssm_dt_rank;
-      weight(b + "ssm_in.weight", {E, 2 * di});
-      f32(b + "ssm_conv1d.weight", {static_cast<int64_t>(s.ssm_d_conv), di}, Init::kWeight);
-      f32(b + "ssm_conv1d.bias", {di}, Init::kBias);
-      weight(b + "ssm_x.weight", {di, dr + 2 * ds});
-      weight(b + "ssm_dt.weight", {dr, di});
-      f32(b + "ssm_dt.bias", {di}, Init::kBias);
-      f32(b + "ssm_a", {ds, di}, Init::kSsmA);
-      f32(b + "ssm_d", {di}, Init::kOnes);
-      weight(b + "ssm_out.weight", {di, E});
-      continue;
-    }
-    if (s.arch == "phi3") {
-      weight(b + "attn_qkv.weight", {E, nq + 2 * nkv});
-      weight(b + "attn_output.weight", {nq, E});
-    } else {
-      weight(b + "attn_q.weight", {E, nq});
-      weight(b + "attn_k.weight", {E, nkv});
-      weight(b + "attn_v.weight", {E, nkv});
-      if (s.arch == "qwen2" || s.arch == "qwen2moe") {
-        f32(b + "attn_q.bias", {nq}, Init::kBias);
-        f32(b + "attn_k.bias", {nkv}, Init::kBias);
-        f32(b + "attn_v.bias", {nkv}, Init::kBias);
-      }
-      weight(b + "attn_output.weight", {nq, E});
-    }
-    f32(b + "ffn_norm.weight", {E}, Init::kNorm);
-    if (s.arch == "phi3") {
-      weight(b + "ffn_up.weight", {E, 2 * static_cast<int64_t>(s.n_ff)});
-      weight(b + "ffn_down.weight", {s.n_ff, E});
-    } else if (IsMoe(s.arch)) {
-      const int64_t X = s.n_expert;
-      const int64_t ff = s.arch == "qwen2moe" ? s.n_ff_exp : s.n_ff;
-      f32(b + "ffn_gate_inp.weight", {E, X}, Init::kWeight);
-      weight(b + "ffn_gate_exps.weight", {E, ff, X});
-      weight(b + "ffn_down_exps.weight", {ff, E, X});
-      weight(b + "ffn_up_exps.weight", {E, ff, X});
-      if (s.arch == "qwen2moe") {
-        const int64_t sh = s.n_ff_shexp;
-        f32(b + "ffn_gate_inp_shexp.weight", {E}, Init::kWeight);
-        weight(b + "ffn_gate_shexp.weight", {E, sh});
-        weight(b + "ffn_down_shexp.weight", {sh, E});
-        weight(b + "ffn_up_shexp.weight", {E, sh});
-      }
-    } else {
-      weight(b + "ffn_gate.weight", {E, s.n_ff});
-      weight(b + "ffn_down.weight", {s.n_ff, E});
-      weight(b + "ffn_up.weight", {E, s.n_ff});
-    }
-  }
+  const planner::ArchTensorTable* table =
+      planner::FindArchTensorTable(s.arch == "mixtral" ? "llama" : s.arch);
+  if (table == nullptr) return t;  // Resolve accepts only SupportedArchs(), which all have a table
+  planner::TensorFileOptions opts;
+  opts.output = !s.tied_output;
+  opts.rope_factors = s.rope_freqs;
+  planner::ForEachFileTensor(
+      *table, SpecDims(s), static_cast<int>(s.n_layer), opts,
+      [&](const planner::ArchTensor& at, int, const std::string& name, const std::vector<int64_t>& ne) {
+        using R = planner::TensorRole;
+        GgmlType ty = GgmlType::F32;
+        Init init = Init::kWeight;
+        switch (at.role) {
+          case R::kMatrix:
+            ty = s.weight_type;
+            if (ne[0] % GetTypeTraits(ty).block_size != 0) ty = GgmlType::F16;  // llama-quant's fallback
+            break;
+          case R::kNorm:
+            init = Init::kNorm;
+            break;
+          case R::kBias:
+            init = Init::kBias;
+            break;
+          case R::kRouter:
+          case R::kConv:
+            break;
+          case R::kSsmA:
+            init = Init::kSsmA;
+            break;
+          case R::kSsmD:
+            init = Init::kOnes;
+            break;
+          case R::kRopeFreqs:
+            init = Init::kRopeFreqs;
+            break;
+          case R::kRopeLong:
+            init = Init::kRopeLong;
+            break;
+          case R::kRopeShort:
+            init = Init::kRopeShort;
+            break;
+        }
+        t.push_back({name, ne, ty, init});
+      });
   return t;
 }
 

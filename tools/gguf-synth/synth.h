@@ -4,27 +4,10 @@
 // keep the data region a sparse hole and cost no disk.
 //
 // Sources of the rules:
-//   tensor names       llama.cpp src/llama-arch.cpp (LLM_TENSOR_NAMES): token_embd, output_norm,
-//                      output, rope_freqs, blk.N.attn_{norm,q,k,v,qkv,output}, blk.N.ffn_{norm,gate,
-//                      up,down}, blk.N.ffn_{gate,up,down}_exps, blk.N.ffn_gate_inp, blk.N.ffn_*_shexp,
-//                      blk.N.ssm_{in,conv1d,x,dt,a,d,out} (ssm_a / ssm_d have no ".weight" suffix)
-//   tensor shapes      llama.cpp src/llama-model.cpp load_tensors (ggml order, ne0 first):
-//     llama     attn_q {n_embd, n_head*hd}, attn_k/v {n_embd, n_head_kv*hd}, attn_output
-//               {n_head*hd, n_embd}, ffn_gate/up {n_embd, n_ff}, ffn_down {n_ff, n_embd}; output
-//               absent when tied; rope_freqs {hd/2}; experts (mixtral): ffn_gate_inp {n_embd,
-//               n_expert}, ffn_gate/up_exps {n_embd, n_ff, n_expert}, ffn_down_exps {n_ff, n_embd,
-//               n_expert}
-//     qwen2     llama + attn_q.bias {n_head*hd}, attn_k.bias / attn_v.bias {n_head_kv*hd}
-//     phi3      attn_qkv {n_embd, n_embd + 2*n_head_kv*hd}, attn_output {n_embd, n_embd},
-//               ffn_up {n_embd, 2*n_ff} (gate and up fused), ffn_down {n_ff, n_embd}
-//     gemma     llama layout, output always tied (gemma has no output.weight)
-//     qwen2moe  qwen2 attention; ffn_gate_inp {n_embd, n_expert}, *_exps with n_ff_exp,
-//               ffn_gate_inp_shexp {n_embd}, ffn_{gate,up}_shexp {n_embd, n_ff_shexp},
-//               ffn_down_shexp {n_ff_shexp, n_embd}
-//     mamba     attn_norm {n_embd}, ssm_in {n_embd, 2*d_inner}, ssm_conv1d {d_conv, d_inner} +
-//               .bias {d_inner}, ssm_x {d_inner, dt_rank + 2*d_state}, ssm_dt {dt_rank, d_inner} +
-//               .bias {d_inner}, ssm_a {d_state, d_inner}, ssm_d {d_inner}, ssm_out {d_inner,
-//               n_embd}; output tied in the mamba-2.8b preset (mamba-2.8b ties its embeddings)
+//   tensors            the planner's tensor table of the architecture
+//                      (stowage/planner/arch_tensors.h: llama.cpp's names, load_tensors' shapes), in
+//                      its file order; output.weight unless tied (the mamba-2.8b preset ties, gemma
+//                      always does), the rope factors with rope_freqs, never the optional biases
 //   metadata keys      llama.cpp LLM_KV_NAMES: general.architecture, general.name,
 //                      general.file_type, <arch>.context_length, .embedding_length, .block_count,
 //                      .feed_forward_length, .attention.head_count(_kv), .attention.key_length /

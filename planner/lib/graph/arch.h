@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model_loader.h"
+#include "stowage/planner/arch_tensors.h"
 #include "stowage/planner/graph_builder.h"
 
 namespace stowage::planner {
@@ -30,6 +31,37 @@ struct LayerWeights {
 struct ModelWeights {
   int tok_embd = -1, output_norm = -1, output_norm_b = -1, output = -1, output_b = -1;
   std::vector<LayerWeights> layers;
+};
+
+/// The hyper-parameters of the tensor tables (arch_tensors.h) from the model's metadata: the
+/// widths load_tensors uses (qwen2moe: n_ff_exp else n_ff / n_expert_used, n_ff_shexp else n_ff;
+/// longrope when rope.scaling.type is longrope).
+TensorDims DimsOf(const HParams& hp);
+
+/// Creates an architecture's weights from its tensor table (arch_tensors.h), in the order the
+/// loader asks for them (llama.cpp load_tensors' order, which fixes the global ids). Errors are kept
+/// in the WeightLoader's status(): the WeightLoader's own, and an internal error for an
+/// architecture or tensor name the tables do not have.
+class TableLoader {
+ public:
+  TableLoader(WeightLoader& wl, const HParams& hp, const char* arch);
+  /// WeightLoader::Create of table entry `name` with the table's shape, presence and consuming op:
+  /// kInput tensors in layer -1 (LayerClass::kInput), kOutput in layer n_layer (kOutput), kLayer
+  /// ones as "blk.<il>.<name>" in layer il (kRepeating), kEveryLayer ones under their global name
+  /// in layer il, kDuplicated for il > 0. Returns the global id, or -1 when absent and optional.
+  int operator()(const char* name, int il = -1);
+  /// The shape of table entry `name` (empty when the table has no such entry).
+  std::vector<int64_t> Shape(const char* name) const;
+  const ArchTensorTable* table() const { return table_; }
+  /// The model's n_layer (the output layer's index).
+  int n_layer() const { return static_cast<int>(hp_.n_layer); }
+  WeightLoader& loader() { return wl_; }
+
+ private:
+  WeightLoader& wl_;
+  const HParams& hp_;
+  const ArchTensorTable* table_;
+  TensorDims dims_;
 };
 
 using LoadWeightsFn = Status (*)(WeightLoader& wl, const HParams& hp, ModelWeights& w);
@@ -74,27 +106,18 @@ enum class NormKind { kLayer, kRms };
 enum class FfnOp { kSilu, kGelu, kSwiglu };
 enum class FfnGate { kSeq, kPar };
 
-/// Where an architecture's load_tensors takes the output matrix from.
-enum class OutputWeight {
-  kRequired,         ///< output.weight, required (phi3, qwen2moe)
-  kTokEmbdIfAbsent,  ///< output.weight, else token_embd duplicated: tied embeddings (llama, qwen2, mamba)
-  kTokEmbd,          ///< always token_embd duplicated (gemma)
-};
-/// The model-level weights every loader starts with, in this order: token_embd [n_embd, n_vocab]
-/// (input layer, GET_ROWS), output_norm [n_embd] (output layer n_layer, MUL), the output matrix
-/// [n_embd, n_vocab] (output layer, MUL_MAT) as `output` says. token_embd as the output is created
-/// kDuplicated (llama.cpp TENSOR_DUPLICATED), so it can be placed with the output layer.
-void LoadEmbeddingsAndOutput(WeightLoader& wl, const HParams& hp, ModelWeights& w, OutputWeight output);
+/// The model-level weights every loader starts with, in this order: token_embd (input layer),
+/// output_norm and the output matrix (output layer) as the table has them: output.weight when the
+/// table lists it (required or not); token_embd again as the output when the table has no
+/// output.weight (gemma) or an optional one is absent (tied embeddings: llama, qwen2, mamba),
+/// created kDuplicated (llama.cpp TENSOR_DUPLICATED) so it can be placed with the output layer.
+void LoadEmbeddingsAndOutput(TableLoader& t, ModelWeights& w);
 /// The attention weights of a llama-style block (load_tensors, LLM_ARCH_LLAMA / GEMMA / QWEN2), created
-/// in this order: attn_norm [n_embd] (consumed by MUL), attn_q [n_embd, n_embd_q], attn_k
-/// [n_embd, n_embd_k], attn_v [n_embd, n_embd_v], attn_output [n_embd_q, n_embd] (MUL_MAT), all
-/// required, layer il (repeating). The caller passes each architecture's widths (llama: n_embd_q =
-/// n_embd_head_k * n_head, k/v: n_embd_{k,v}_gqa; qwen2: n_embd and n_embd_v_gqa for both k and v).
-void LoadAttentionWeights(WeightLoader& wl, LayerWeights& l, int il, int64_t n_embd, int64_t n_embd_q,
-                          int64_t n_embd_k, int64_t n_embd_v);
-/// The q/k/v biases in this order: attn_q.bias [n_embd], attn_k.bias and attn_v.bias [n_embd_gqa]
-/// (load_tensors: optional for llama, `flags` kNotRequired; required for qwen2, `flags` 0).
-void LoadQkvBiases(WeightLoader& wl, LayerWeights& l, int il, int64_t n_embd, int64_t n_embd_gqa, unsigned flags);
+/// in this order: attn_norm, attn_q, attn_k, attn_v, attn_output of layer il (shapes: the table's).
+void LoadAttentionWeights(TableLoader& t, LayerWeights& l, int il);
+/// The q/k/v biases in this order: attn_q.bias, attn_k.bias, attn_v.bias (the table says whether
+/// they are required: optional for llama, required for qwen2).
+void LoadQkvBiases(TableLoader& t, LayerWeights& l, int il);
 
 /// llm_build_inp_embd: inp_tokens (I32 [n_tokens]) -> GET_ROWS(tok_embd) named "inp_embd".
 int BuildInpEmbd(GraphBuilder& b, int tok_embd);

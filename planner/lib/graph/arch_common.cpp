@@ -17,33 +17,87 @@ int CacheGlobal(const ModelGraphs& m, bool k, int il) {
   return m.FindGlobal((k ? "cache_k_l" : "cache_v_l") + std::to_string(il));
 }
 
-void LoadEmbeddingsAndOutput(WeightLoader& wl, const HParams& hp, ModelWeights& w, OutputWeight output) {
-  const int64_t n_embd = hp.n_embd, n_vocab = hp.n_vocab;
-  const int L = static_cast<int>(hp.n_layer);
-  w.tok_embd = wl.Create("token_embd.weight", {n_embd, n_vocab}, -1, LayerClass::kInput, GgmlOp::GET_ROWS);
-  w.output_norm = wl.Create("output_norm.weight", {n_embd}, L, LayerClass::kOutput, GgmlOp::MUL);
-  if (output != OutputWeight::kTokEmbd)
-    w.output = wl.Create("output.weight", {n_embd, n_vocab}, L, LayerClass::kOutput, GgmlOp::MUL_MAT,
-                         output == OutputWeight::kRequired ? kRequired : kNotRequired);
-  if (output == OutputWeight::kTokEmbd || (output == OutputWeight::kTokEmbdIfAbsent && w.output < 0 && wl.status().ok()))
-    w.output = wl.Create("token_embd.weight", {n_embd, n_vocab}, L, LayerClass::kOutput, GgmlOp::MUL_MAT, kDuplicated);
+TensorDims DimsOf(const HParams& hp) {
+  TensorDims d;
+  d.n_embd = hp.n_embd;
+  d.n_vocab = hp.n_vocab;
+  d.n_ff = hp.n_ff;
+  d.n_head = hp.n_head;
+  d.n_head_kv = hp.n_head_kv;
+  d.n_embd_q = int64_t(hp.n_embd_head_k) * hp.n_head;
+  d.n_embd_k_gqa = hp.n_embd_k_gqa();
+  d.n_embd_v_gqa = hp.n_embd_v_gqa();
+  d.n_rot = hp.n_rot;
+  d.n_expert = hp.n_expert;
+  d.n_ff_exp = hp.n_ff_exp ? hp.n_ff_exp : (hp.n_expert_used ? hp.n_ff / hp.n_expert_used : 0);
+  d.n_ff_shexp = hp.n_ff_shexp ? hp.n_ff_shexp : hp.n_ff;
+  d.ssm_d_conv = hp.ssm_d_conv;
+  d.ssm_d_inner = hp.ssm_d_inner;
+  d.ssm_d_state = hp.ssm_d_state;
+  d.ssm_dt_rank = hp.ssm_dt_rank;
+  d.longrope = hp.rope_scaling_type == 3;
+  return d;
 }
 
-void LoadAttentionWeights(WeightLoader& wl, LayerWeights& l, int il, int64_t n_embd, int64_t n_embd_q,
-                          int64_t n_embd_k, int64_t n_embd_v) {
-  const auto R = LayerClass::kRepeating;
-  l.attn_norm = wl.Create(Blk(il, "attn_norm.weight"), {n_embd}, il, R, GgmlOp::MUL);
-  l.wq = wl.Create(Blk(il, "attn_q.weight"), {n_embd, n_embd_q}, il, R, GgmlOp::MUL_MAT);
-  l.wk = wl.Create(Blk(il, "attn_k.weight"), {n_embd, n_embd_k}, il, R, GgmlOp::MUL_MAT);
-  l.wv = wl.Create(Blk(il, "attn_v.weight"), {n_embd, n_embd_v}, il, R, GgmlOp::MUL_MAT);
-  l.wo = wl.Create(Blk(il, "attn_output.weight"), {n_embd_q, n_embd}, il, R, GgmlOp::MUL_MAT);
+TableLoader::TableLoader(WeightLoader& wl, const HParams& hp, const char* arch)
+    : wl_(wl), hp_(hp), table_(FindArchTensorTable(arch)), dims_(DimsOf(hp)) {
+  if (table_ == nullptr) wl_.Fail(Internal(std::string("no tensor table for architecture '") + arch + "'"));
 }
 
-void LoadQkvBiases(WeightLoader& wl, LayerWeights& l, int il, int64_t n_embd, int64_t n_embd_gqa, unsigned flags) {
-  const auto R = LayerClass::kRepeating;
-  l.bq = wl.Create(Blk(il, "attn_q.bias"), {n_embd}, il, R, GgmlOp::MUL_MAT, flags);
-  l.bk = wl.Create(Blk(il, "attn_k.bias"), {n_embd_gqa}, il, R, GgmlOp::MUL_MAT, flags);
-  l.bv = wl.Create(Blk(il, "attn_v.bias"), {n_embd_gqa}, il, R, GgmlOp::MUL_MAT, flags);
+int TableLoader::operator()(const char* name, int il) {
+  const ArchTensor* t = table_ != nullptr ? table_->Find(name) : nullptr;
+  if (t == nullptr) {
+    wl_.Fail(Internal(std::string("the tensor table of ") + (table_ ? table_->arch : "?") + " has no '" +
+                      name + "'"));
+    return -1;
+  }
+  unsigned flags = t->required ? kRequired : kNotRequired;
+  int layer = il;
+  LayerClass cls = LayerClass::kRepeating;
+  switch (t->scope) {
+    case TensorScope::kInput:
+      layer = -1, cls = LayerClass::kInput;
+      break;
+    case TensorScope::kOutput:
+      layer = static_cast<int>(hp_.n_layer), cls = LayerClass::kOutput;
+      break;
+    case TensorScope::kLayer:
+      break;
+    case TensorScope::kEveryLayer:
+      flags |= il != 0 ? unsigned{kDuplicated} : 0u;
+      break;
+  }
+  return wl_.Create(TensorName(*t, il), t->shape(dims_), layer, cls, t->op, flags);
+}
+
+std::vector<int64_t> TableLoader::Shape(const char* name) const {
+  const ArchTensor* t = table_ != nullptr ? table_->Find(name) : nullptr;
+  return t != nullptr ? t->shape(dims_) : std::vector<int64_t>{};
+}
+
+void LoadEmbeddingsAndOutput(TableLoader& t, ModelWeights& w) {
+  w.tok_embd = t("token_embd.weight");
+  w.output_norm = t("output_norm.weight");
+  const ArchTensor* output = t.table() != nullptr ? t.table()->Find("output.weight") : nullptr;
+  if (output != nullptr) w.output = t("output.weight");
+  WeightLoader& wl = t.loader();
+  if (output == nullptr || (!output->required && w.output < 0 && wl.status().ok()))
+    w.output = wl.Create("token_embd.weight", t.Shape("token_embd.weight"), t.n_layer(), LayerClass::kOutput,
+                         GgmlOp::MUL_MAT, kDuplicated);
+}
+
+void LoadAttentionWeights(TableLoader& t, LayerWeights& l, int il) {
+  l.attn_norm = t("attn_norm.weight", il);
+  l.wq = t("attn_q.weight", il);
+  l.wk = t("attn_k.weight", il);
+  l.wv = t("attn_v.weight", il);
+  l.wo = t("attn_output.weight", il);
+}
+
+void LoadQkvBiases(TableLoader& t, LayerWeights& l, int il) {
+  l.bq = t("attn_q.bias", il);
+  l.bk = t("attn_k.bias", il);
+  l.bv = t("attn_v.bias", il);
 }
 
 int BuildInpEmbd(GraphBuilder& b, int tok_embd) {

@@ -11,19 +11,16 @@
 namespace stowage::planner {
 
 Status LoadGemmaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
-  const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff;
-  const int64_t n_embd_q = int64_t(hp.n_embd_head_k) * hp.n_head;
-  const int L = static_cast<int>(hp.n_layer);
-  const auto R = LayerClass::kRepeating;
-  LoadEmbeddingsAndOutput(wl, hp, w, OutputWeight::kTokEmbd);
+  TableLoader t(wl, hp, "gemma");
+  LoadEmbeddingsAndOutput(t, w);  // no output.weight: always token_embd
   w.layers.resize(hp.n_layer);
-  for (int il = 0; il < L; ++il) {
+  for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
     LayerWeights& l = w.layers[il];
-    LoadAttentionWeights(wl, l, il, n_embd, n_embd_q, hp.n_embd_k_gqa(), hp.n_embd_v_gqa());
-    l.ffn_norm = wl.Create(Blk(il, "ffn_norm.weight"), {n_embd}, il, R, GgmlOp::MUL);
-    l.ffn_gate = wl.Create(Blk(il, "ffn_gate.weight"), {n_embd, n_ff}, il, R, GgmlOp::MUL_MAT);
-    l.ffn_up = wl.Create(Blk(il, "ffn_up.weight"), {n_embd, n_ff}, il, R, GgmlOp::MUL_MAT);
-    l.ffn_down = wl.Create(Blk(il, "ffn_down.weight"), {n_ff, n_embd}, il, R, GgmlOp::MUL_MAT);
+    LoadAttentionWeights(t, l, il);
+    l.ffn_norm = t("ffn_norm.weight", il);
+    l.ffn_gate = t("ffn_gate.weight", il);
+    l.ffn_up = t("ffn_up.weight", il);
+    l.ffn_down = t("ffn_down.weight", il);
   }
   return wl.status();
 }

@@ -8,43 +8,35 @@
 namespace stowage::planner {
 
 Status LoadLlamaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
-  const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff;
-  const int64_t n_embd_q = int64_t(hp.n_embd_head_k) * hp.n_head;
-  const int64_t n_embd_gqa = hp.n_embd_v_gqa();
-  const int L = static_cast<int>(hp.n_layer);
-  const auto R = LayerClass::kRepeating;
-  LoadEmbeddingsAndOutput(wl, hp, w, OutputWeight::kTokEmbdIfAbsent);  // tied embeddings: the output reuses token_embd
+  TableLoader t(wl, hp, "llama");
+  LoadEmbeddingsAndOutput(t, w);  // tied embeddings: the output reuses token_embd
   w.layers.resize(hp.n_layer);
-  for (int il = 0; il < L; ++il) {
+  for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
     LayerWeights& l = w.layers[il];
-    LoadAttentionWeights(wl, l, il, n_embd, n_embd_q, hp.n_embd_k_gqa(), hp.n_embd_v_gqa());
-    // optional bias tensors (shapes as llama.cpp: n_embd for q/o, n_embd_gqa for k/v)
-    LoadQkvBiases(wl, l, il, n_embd, n_embd_gqa, kNotRequired);
-    l.bo = wl.Create(Blk(il, "attn_output.bias"), {n_embd}, il, R, GgmlOp::MUL_MAT, kNotRequired);
-    l.ffn_norm = wl.Create(Blk(il, "ffn_norm.weight"), {n_embd}, il, R, GgmlOp::MUL);
+    LoadAttentionWeights(t, l, il);
+    LoadQkvBiases(t, l, il);  // optional
+    l.bo = t("attn_output.bias", il);
+    l.ffn_norm = t("ffn_norm.weight", il);
     // Rope factors are requested by every layer and duplicated for il > 0 (llama.cpp PR #7447,
     // #10026): rope_factors_long/short for longrope scaling, else rope_freqs (llama 3.1+).
-    const unsigned dup = kNotRequired | (il != 0 ? unsigned{kDuplicated} : 0u);
     if (hp.rope_scaling_type == 3) {
-      l.rope_long = wl.Create("rope_factors_long.weight", {hp.n_rot / 2}, il, R, GgmlOp::ROPE, dup);
-      l.rope_short = wl.Create("rope_factors_short.weight", {hp.n_rot / 2}, il, R, GgmlOp::ROPE, dup);
+      l.rope_long = t("rope_factors_long.weight", il);
+      l.rope_short = t("rope_factors_short.weight", il);
     } else {
-      l.rope_freqs = wl.Create("rope_freqs.weight", {hp.n_rot / 2}, il, R, GgmlOp::ROPE, dup);
+      l.rope_freqs = t("rope_freqs.weight", il);
     }
     if (hp.n_expert == 0) {
-      l.ffn_gate = wl.Create(Blk(il, "ffn_gate.weight"), {n_embd, n_ff}, il, R, GgmlOp::MUL_MAT);
-      l.ffn_down = wl.Create(Blk(il, "ffn_down.weight"), {n_ff, n_embd}, il, R, GgmlOp::MUL_MAT);
-      l.ffn_up = wl.Create(Blk(il, "ffn_up.weight"), {n_embd, n_ff}, il, R, GgmlOp::MUL_MAT);
-      // optional MLP bias
-      l.ffn_gate_b = wl.Create(Blk(il, "ffn_gate.bias"), {n_ff}, il, R, GgmlOp::MUL_MAT, kNotRequired);
-      l.ffn_down_b = wl.Create(Blk(il, "ffn_down.bias"), {n_embd}, il, R, GgmlOp::MUL_MAT, kNotRequired);
-      l.ffn_up_b = wl.Create(Blk(il, "ffn_up.bias"), {n_ff}, il, R, GgmlOp::MUL_MAT, kNotRequired);
+      l.ffn_gate = t("ffn_gate.weight", il);
+      l.ffn_down = t("ffn_down.weight", il);
+      l.ffn_up = t("ffn_up.weight", il);
+      l.ffn_gate_b = t("ffn_gate.bias", il);  // optional MLP biases
+      l.ffn_down_b = t("ffn_down.bias", il);
+      l.ffn_up_b = t("ffn_up.bias", il);
     } else {
-      const int64_t E = hp.n_expert;
-      l.ffn_gate_inp = wl.Create(Blk(il, "ffn_gate_inp.weight"), {n_embd, E}, il, R, GgmlOp::MUL_MAT);
-      l.ffn_gate_exps = wl.Create(Blk(il, "ffn_gate_exps.weight"), {n_embd, n_ff, E}, il, R, GgmlOp::MUL_MAT_ID);
-      l.ffn_down_exps = wl.Create(Blk(il, "ffn_down_exps.weight"), {n_ff, n_embd, E}, il, R, GgmlOp::MUL_MAT_ID);
-      l.ffn_up_exps = wl.Create(Blk(il, "ffn_up_exps.weight"), {n_embd, n_ff, E}, il, R, GgmlOp::MUL_MAT_ID);
+      l.ffn_gate_inp = t("ffn_gate_inp.weight", il);
+      l.ffn_gate_exps = t("ffn_gate_exps.weight", il);
+      l.ffn_down_exps = t("ffn_down_exps.weight", il);
+      l.ffn_up_exps = t("ffn_up_exps.weight", il);
     }
   }
   return wl.status();

@@ -31,28 +31,25 @@ int CopyMaskState(GraphBuilder& b, int s, int state_copy, int state_mask, int64_
 }  // namespace
 
 Status LoadMambaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
-  const int64_t n_embd = hp.n_embd;
-  const int64_t d_conv = hp.ssm_d_conv, d_inner = hp.ssm_d_inner, d_state = hp.ssm_d_state, dt_rank = hp.ssm_dt_rank;
+  const int64_t n_embd = hp.n_embd, d_inner = hp.ssm_d_inner;
   if (2 * n_embd != d_inner)
     return InvalidArgument("mamba: ssm.inner_size " + std::to_string(d_inner) + " is not 2 * embedding_length " +
                            std::to_string(n_embd) + " (only an expansion factor of 2 is supported, as in llama.cpp)");
-  const int L = static_cast<int>(hp.n_layer);
-  const auto R = LayerClass::kRepeating;
-  LoadEmbeddingsAndOutput(wl, hp, w, OutputWeight::kTokEmbdIfAbsent);  // tied embeddings, duplicated to allow offloading
+  TableLoader t(wl, hp, "mamba");
+  LoadEmbeddingsAndOutput(t, w);  // tied embeddings, duplicated to allow offloading
   w.layers.resize(hp.n_layer);
-  for (int il = 0; il < L; ++il) {
+  for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
     LayerWeights& l = w.layers[il];
-    l.attn_norm = wl.Create(Blk(il, "attn_norm.weight"), {n_embd}, il, R, GgmlOp::MUL);
-    l.ssm_in = wl.Create(Blk(il, "ssm_in.weight"), {n_embd, 2 * d_inner}, il, R, GgmlOp::MUL_MAT);
-    l.ssm_conv1d = wl.Create(Blk(il, "ssm_conv1d.weight"), {d_conv, d_inner}, il, R, GgmlOp::SSM_CONV);
-    l.ssm_conv1d_b = wl.Create(Blk(il, "ssm_conv1d.bias"), {d_inner}, il, R, GgmlOp::SSM_CONV);
-    l.ssm_x = wl.Create(Blk(il, "ssm_x.weight"), {d_inner, dt_rank + 2 * d_state}, il, R, GgmlOp::MUL_MAT);
-    l.ssm_dt = wl.Create(Blk(il, "ssm_dt.weight"), {dt_rank, d_inner}, il, R, GgmlOp::MUL_MAT);
-    l.ssm_dt_b = wl.Create(Blk(il, "ssm_dt.bias"), {d_inner}, il, R, GgmlOp::MUL_MAT);
-    // no "weight" suffix for these two
-    l.ssm_a = wl.Create(Blk(il, "ssm_a"), {d_state, d_inner}, il, R, GgmlOp::SSM_SCAN);
-    l.ssm_d = wl.Create(Blk(il, "ssm_d"), {d_inner}, il, R, GgmlOp::MUL);
-    l.ssm_out = wl.Create(Blk(il, "ssm_out.weight"), {d_inner, n_embd}, il, R, GgmlOp::MUL_MAT);
+    l.attn_norm = t("attn_norm.weight", il);
+    l.ssm_in = t("ssm_in.weight", il);
+    l.ssm_conv1d = t("ssm_conv1d.weight", il);
+    l.ssm_conv1d_b = t("ssm_conv1d.bias", il);
+    l.ssm_x = t("ssm_x.weight", il);
+    l.ssm_dt = t("ssm_dt.weight", il);
+    l.ssm_dt_b = t("ssm_dt.bias", il);
+    l.ssm_a = t("ssm_a", il);
+    l.ssm_d = t("ssm_d", il);
+    l.ssm_out = t("ssm_out.weight", il);
   }
   return wl.status();
 }

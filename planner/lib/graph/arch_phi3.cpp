@@ -10,26 +10,19 @@
 namespace stowage::planner {
 
 Status LoadPhi3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
-  const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff;
-  const int64_t n_embd_gqa = hp.n_embd_v_gqa();
-  const int64_t n_embd_head = n_embd / hp.n_head;
-  const int L = static_cast<int>(hp.n_layer);
-  const auto R = LayerClass::kRepeating;
-  LoadEmbeddingsAndOutput(wl, hp, w, OutputWeight::kRequired);
+  TableLoader t(wl, hp, "phi3");
+  LoadEmbeddingsAndOutput(t, w);
   w.layers.resize(hp.n_layer);
-  for (int il = 0; il < L; ++il) {
+  for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
     LayerWeights& l = w.layers[il];
-    l.attn_norm = wl.Create(Blk(il, "attn_norm.weight"), {n_embd}, il, R, GgmlOp::MUL);
-    // llama.cpp marks attn_qkv not required but has no separate q/k/v path for phi3 (a missing
-    // one crashes there); it is required here so the error is a clear message.
-    l.wqkv = wl.Create(Blk(il, "attn_qkv.weight"), {n_embd, n_embd + 2 * n_embd_gqa}, il, R, GgmlOp::MUL_MAT);
-    l.wo = wl.Create(Blk(il, "attn_output.weight"), {n_embd, n_embd}, il, R, GgmlOp::MUL_MAT);
-    l.ffn_norm = wl.Create(Blk(il, "ffn_norm.weight"), {n_embd}, il, R, GgmlOp::MUL);
-    l.ffn_down = wl.Create(Blk(il, "ffn_down.weight"), {n_ff, n_embd}, il, R, GgmlOp::MUL_MAT);
-    l.ffn_up = wl.Create(Blk(il, "ffn_up.weight"), {n_embd, 2 * n_ff}, il, R, GgmlOp::MUL_MAT);
-    const unsigned dup = kNotRequired | (il != 0 ? unsigned{kDuplicated} : 0u);
-    l.rope_long = wl.Create("rope_factors_long.weight", {n_embd_head / 2}, il, R, GgmlOp::ROPE, dup);
-    l.rope_short = wl.Create("rope_factors_short.weight", {n_embd_head / 2}, il, R, GgmlOp::ROPE, dup);
+    l.attn_norm = t("attn_norm.weight", il);
+    l.wqkv = t("attn_qkv.weight", il);
+    l.wo = t("attn_output.weight", il);
+    l.ffn_norm = t("ffn_norm.weight", il);
+    l.ffn_down = t("ffn_down.weight", il);
+    l.ffn_up = t("ffn_up.weight", il);
+    l.rope_long = t("rope_factors_long.weight", il);
+    l.rope_short = t("rope_factors_short.weight", il);
   }
   return wl.status();
 }

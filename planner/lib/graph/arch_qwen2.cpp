@@ -10,12 +10,10 @@ namespace stowage::planner {
 namespace {
 
 // The attention part shared by qwen2 and qwen2moe (tensors and graph are identical).
-void LoadQwen2Attention(WeightLoader& wl, const HParams& hp, LayerWeights& l, int il) {
-  const int64_t n_embd = hp.n_embd, n_embd_gqa = hp.n_embd_v_gqa();
-  const auto R = LayerClass::kRepeating;
-  LoadAttentionWeights(wl, l, il, n_embd, n_embd, n_embd_gqa, n_embd_gqa);
-  LoadQkvBiases(wl, l, il, n_embd, n_embd_gqa, kRequired);
-  l.ffn_norm = wl.Create(Blk(il, "ffn_norm.weight"), {n_embd}, il, R, GgmlOp::MUL);
+void LoadQwen2Attention(TableLoader& t, LayerWeights& l, int il) {
+  LoadAttentionWeights(t, l, il);
+  LoadQkvBiases(t, l, il);  // required
+  l.ffn_norm = t("ffn_norm.weight", il);
 }
 
 // build_qwen2 / build_qwen2moe, which differ only in the FFN: the inputs; per layer the attention
@@ -43,17 +41,15 @@ Status BuildQwen2Layers(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w, 
 }  // namespace
 
 Status LoadQwen2Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
-  const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff;
-  const int L = static_cast<int>(hp.n_layer);
-  const auto R = LayerClass::kRepeating;
-  LoadEmbeddingsAndOutput(wl, hp, w, OutputWeight::kTokEmbdIfAbsent);  // tied embeddings (Qwen2-0.5B/1.5B)
+  TableLoader t(wl, hp, "qwen2");
+  LoadEmbeddingsAndOutput(t, w);  // tied embeddings (Qwen2-0.5B/1.5B)
   w.layers.resize(hp.n_layer);
-  for (int il = 0; il < L; ++il) {
+  for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
     LayerWeights& l = w.layers[il];
-    LoadQwen2Attention(wl, hp, l, il);
-    l.ffn_gate = wl.Create(Blk(il, "ffn_gate.weight"), {n_embd, n_ff}, il, R, GgmlOp::MUL_MAT);
-    l.ffn_down = wl.Create(Blk(il, "ffn_down.weight"), {n_ff, n_embd}, il, R, GgmlOp::MUL_MAT);
-    l.ffn_up = wl.Create(Blk(il, "ffn_up.weight"), {n_embd, n_ff}, il, R, GgmlOp::MUL_MAT);
+    LoadQwen2Attention(t, l, il);
+    l.ffn_gate = t("ffn_gate.weight", il);
+    l.ffn_down = t("ffn_down.weight", il);
+    l.ffn_up = t("ffn_up.weight", il);
   }
   return wl.status();
 }
@@ -69,27 +65,22 @@ Status BuildQwen2Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
 }
 
 Status LoadQwen2MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
-  const int64_t n_embd = hp.n_embd, E = hp.n_expert;
-  const int L = static_cast<int>(hp.n_layer);
-  const auto R = LayerClass::kRepeating;
   if (hp.n_expert == 0) return InvalidArgument("qwen2moe: n_expert must be > 0 (qwen2moe.expert_count)");
   if (hp.n_expert_used == 0) return InvalidArgument("qwen2moe: n_expert_used must be > 0 (qwen2moe.expert_used_count)");
-  // llama.cpp load_tensors: expert width n_ff_exp (else n_ff / n_expert_used), shared n_ff_shexp (else n_ff)
-  const int64_t n_ff_exp = hp.n_ff_exp ? hp.n_ff_exp : hp.n_ff / hp.n_expert_used;
-  const int64_t n_ff_shexp = hp.n_ff_shexp ? hp.n_ff_shexp : hp.n_ff;
-  LoadEmbeddingsAndOutput(wl, hp, w, OutputWeight::kRequired);
+  TableLoader t(wl, hp, "qwen2moe");  // expert widths: DimsOf (n_ff_exp, n_ff_shexp)
+  LoadEmbeddingsAndOutput(t, w);
   w.layers.resize(hp.n_layer);
-  for (int il = 0; il < L; ++il) {
+  for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
     LayerWeights& l = w.layers[il];
-    LoadQwen2Attention(wl, hp, l, il);
-    l.ffn_gate_inp = wl.Create(Blk(il, "ffn_gate_inp.weight"), {n_embd, E}, il, R, GgmlOp::MUL_MAT);
-    l.ffn_gate_exps = wl.Create(Blk(il, "ffn_gate_exps.weight"), {n_embd, n_ff_exp, E}, il, R, GgmlOp::MUL_MAT_ID);
-    l.ffn_down_exps = wl.Create(Blk(il, "ffn_down_exps.weight"), {n_ff_exp, n_embd, E}, il, R, GgmlOp::MUL_MAT_ID);
-    l.ffn_up_exps = wl.Create(Blk(il, "ffn_up_exps.weight"), {n_embd, n_ff_exp, E}, il, R, GgmlOp::MUL_MAT_ID);
-    l.ffn_gate_inp_shexp = wl.Create(Blk(il, "ffn_gate_inp_shexp.weight"), {n_embd}, il, R, GgmlOp::MUL_MAT);
-    l.ffn_gate_shexp = wl.Create(Blk(il, "ffn_gate_shexp.weight"), {n_embd, n_ff_shexp}, il, R, GgmlOp::MUL_MAT);
-    l.ffn_down_shexp = wl.Create(Blk(il, "ffn_down_shexp.weight"), {n_ff_shexp, n_embd}, il, R, GgmlOp::MUL_MAT);
-    l.ffn_up_shexp = wl.Create(Blk(il, "ffn_up_shexp.weight"), {n_embd, n_ff_shexp}, il, R, GgmlOp::MUL_MAT);
+    LoadQwen2Attention(t, l, il);
+    l.ffn_gate_inp = t("ffn_gate_inp.weight", il);
+    l.ffn_gate_exps = t("ffn_gate_exps.weight", il);
+    l.ffn_down_exps = t("ffn_down_exps.weight", il);
+    l.ffn_up_exps = t("ffn_up_exps.weight", il);
+    l.ffn_gate_inp_shexp = t("ffn_gate_inp_shexp.weight", il);
+    l.ffn_gate_shexp = t("ffn_gate_shexp.weight", il);
+    l.ffn_down_shexp = t("ffn_down_shexp.weight", il);
+    l.ffn_up_shexp = t("ffn_up_shexp.weight", il);
   }
   return wl.status();
 }

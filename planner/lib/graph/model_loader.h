@@ -26,6 +26,10 @@ class WeightLoader {
   /// Tensors of the file that no Create() consumed.
   std::vector<std::string> Unused() const;
   const Status& status() const { return status_; }
+  /// Keeps `s` as status() unless an error is kept already (later Create() calls then do nothing).
+  void Fail(Status s) {
+    if (status_.ok()) status_ = std::move(s);
+  }
 
  private:
   const GgufFile& gguf_;

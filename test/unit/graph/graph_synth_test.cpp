@@ -1,4 +1,4 @@
-// Every architecture gguf-synth writes (an independent writer of llama.cpp's names, shapes and
+// Every architecture gguf-synth writes (tensors from the planner's tensor tables, its own metadata
 // keys) builds, consumes every tensor, and every weight is read by nodes of the op its
 // GlobalTensor::consumer_op says (what placement relies on). Also the shared real models.
 #include <gtest/gtest.h>

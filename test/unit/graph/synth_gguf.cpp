@@ -68,8 +68,6 @@ std::unique_ptr<GgufFile> SynthGguf::Parse() {
 
 namespace {
 
-std::string Blk(int il, const char* s) { return "blk." + std::to_string(il) + "." + s; }
-
 void CommonKeys(SynthGguf& g, const std::string& a, const SynthParams& p, bool attention = true) {
   g.U32(a + ".context_length", p.n_ctx);
   g.U32(a + ".embedding_length", p.n_embd);
@@ -87,67 +85,55 @@ void CommonKeys(SynthGguf& g, const std::string& a, const SynthParams& p, bool a
   }
 }
 
-void EmbdAndOutput(SynthGguf& g, const SynthParams& p) {
-  g.Tensor("token_embd.weight", {p.n_embd, p.n_vocab}, p.wtype);
-  g.Tensor("output_norm.weight", {p.n_embd});
-  if (!p.tied) g.Tensor("output.weight", {p.n_embd, p.n_vocab}, p.wtype);
+// The table's hyper-parameters of an attention model with heads of `head_dim`.
+planner::TensorDims AttentionDims(const SynthParams& p, int64_t head_dim) {
+  planner::TensorDims d;
+  d.n_embd = p.n_embd;
+  d.n_vocab = p.n_vocab;
+  d.n_ff = p.n_ff;
+  d.n_head = p.n_head;
+  d.n_head_kv = p.n_head_kv;
+  d.n_embd_q = head_dim * p.n_head;
+  d.n_embd_k_gqa = d.n_embd_v_gqa = head_dim * p.n_head_kv;
+  d.n_rot = head_dim;
+  d.n_expert = p.n_expert;
+  return d;
+}
+
+planner::TensorFileOptions Options(const SynthParams& p, bool rope_factors = false) {
+  planner::TensorFileOptions o;
+  o.output = !p.tied;
+  o.rope_factors = rope_factors;
+  return o;
 }
 
 }  // namespace
+
+void AddTableTensors(SynthGguf& g, const std::string& arch, const planner::TensorDims& d, int n_layer,
+                     const planner::TensorFileOptions& opts, GgmlType wtype) {
+  const planner::ArchTensorTable* table = planner::FindArchTensorTable(arch);
+  if (table == nullptr) {
+    std::cerr << "synth_gguf: no tensor table for " << arch << "\n";
+    std::abort();
+  }
+  planner::ForEachFileTensor(
+      *table, d, n_layer, opts,
+      [&](const planner::ArchTensor& t, int, const std::string& name, const std::vector<int64_t>& ne) {
+        g.Tensor(name, ne, t.role == planner::TensorRole::kMatrix ? wtype : GgmlType::F32);
+      });
+}
 
 SynthGguf LlamaModel(const SynthParams& p) {
   SynthGguf g("llama");
   CommonKeys(g, "llama", p);
-  EmbdAndOutput(g, p);
-  const int64_t hd = p.n_embd / p.n_head, gqa = hd * p.n_head_kv;
-  for (uint32_t i = 0; i < p.n_layer; ++i) {
-    const int il = static_cast<int>(i);
-    g.Tensor(Blk(il, "attn_norm.weight"), {p.n_embd});
-    g.Tensor(Blk(il, "attn_q.weight"), {p.n_embd, p.n_embd}, p.wtype);
-    g.Tensor(Blk(il, "attn_k.weight"), {p.n_embd, gqa}, p.wtype);
-    g.Tensor(Blk(il, "attn_v.weight"), {p.n_embd, gqa}, p.wtype);
-    g.Tensor(Blk(il, "attn_output.weight"), {p.n_embd, p.n_embd}, p.wtype);
-    g.Tensor(Blk(il, "ffn_norm.weight"), {p.n_embd});
-    if (p.n_expert == 0) {
-      g.Tensor(Blk(il, "ffn_gate.weight"), {p.n_embd, p.n_ff}, p.wtype);
-      g.Tensor(Blk(il, "ffn_down.weight"), {p.n_ff, p.n_embd}, p.wtype);
-      g.Tensor(Blk(il, "ffn_up.weight"), {p.n_embd, p.n_ff}, p.wtype);
-    } else {
-      g.Tensor(Blk(il, "ffn_gate_inp.weight"), {p.n_embd, p.n_expert});
-      g.Tensor(Blk(il, "ffn_gate_exps.weight"), {p.n_embd, p.n_ff, p.n_expert}, p.wtype);
-      g.Tensor(Blk(il, "ffn_down_exps.weight"), {p.n_ff, p.n_embd, p.n_expert}, p.wtype);
-      g.Tensor(Blk(il, "ffn_up_exps.weight"), {p.n_embd, p.n_ff, p.n_expert}, p.wtype);
-    }
-  }
+  AddTableTensors(g, "llama", AttentionDims(p, p.n_embd / p.n_head), p.n_layer, Options(p), p.wtype);
   return g;
 }
-
-namespace {
-void Qwen2Attention(SynthGguf& g, const SynthParams& p, int il) {
-  const int64_t hd = p.n_embd / p.n_head, gqa = hd * p.n_head_kv;
-  g.Tensor(Blk(il, "attn_norm.weight"), {p.n_embd});
-  g.Tensor(Blk(il, "attn_q.weight"), {p.n_embd, p.n_embd}, p.wtype);
-  g.Tensor(Blk(il, "attn_k.weight"), {p.n_embd, gqa}, p.wtype);
-  g.Tensor(Blk(il, "attn_v.weight"), {p.n_embd, gqa}, p.wtype);
-  g.Tensor(Blk(il, "attn_output.weight"), {p.n_embd, p.n_embd}, p.wtype);
-  g.Tensor(Blk(il, "attn_q.bias"), {p.n_embd});
-  g.Tensor(Blk(il, "attn_k.bias"), {gqa});
-  g.Tensor(Blk(il, "attn_v.bias"), {gqa});
-  g.Tensor(Blk(il, "ffn_norm.weight"), {p.n_embd});
-}
-}  // namespace
 
 SynthGguf Qwen2Model(const SynthParams& p) {
   SynthGguf g("qwen2");
   CommonKeys(g, "qwen2", p);
-  EmbdAndOutput(g, p);
-  for (uint32_t i = 0; i < p.n_layer; ++i) {
-    const int il = static_cast<int>(i);
-    Qwen2Attention(g, p, il);
-    g.Tensor(Blk(il, "ffn_gate.weight"), {p.n_embd, p.n_ff}, p.wtype);
-    g.Tensor(Blk(il, "ffn_down.weight"), {p.n_ff, p.n_embd}, p.wtype);
-    g.Tensor(Blk(il, "ffn_up.weight"), {p.n_embd, p.n_ff}, p.wtype);
-  }
+  AddTableTensors(g, "qwen2", AttentionDims(p, p.n_embd / p.n_head), p.n_layer, Options(p), p.wtype);
   return g;
 }
 
@@ -158,19 +144,10 @@ SynthGguf Qwen2MoeModel(const SynthParams& p, uint32_t n_ff_exp, uint32_t n_ff_s
     g.U32("qwen2moe.expert_feed_forward_length", n_ff_exp);
     g.U32("qwen2moe.expert_shared_feed_forward_length", n_ff_shexp);
   }
-  EmbdAndOutput(g, p);
-  for (uint32_t i = 0; i < p.n_layer; ++i) {
-    const int il = static_cast<int>(i);
-    Qwen2Attention(g, p, il);
-    g.Tensor(Blk(il, "ffn_gate_inp.weight"), {p.n_embd, p.n_expert});
-    g.Tensor(Blk(il, "ffn_gate_exps.weight"), {p.n_embd, n_ff_exp, p.n_expert}, p.wtype);
-    g.Tensor(Blk(il, "ffn_down_exps.weight"), {n_ff_exp, p.n_embd, p.n_expert}, p.wtype);
-    g.Tensor(Blk(il, "ffn_up_exps.weight"), {p.n_embd, n_ff_exp, p.n_expert}, p.wtype);
-    g.Tensor(Blk(il, "ffn_gate_inp_shexp.weight"), {p.n_embd});
-    g.Tensor(Blk(il, "ffn_gate_shexp.weight"), {p.n_embd, n_ff_shexp}, p.wtype);
-    g.Tensor(Blk(il, "ffn_down_shexp.weight"), {n_ff_shexp, p.n_embd}, p.wtype);
-    g.Tensor(Blk(il, "ffn_up_shexp.weight"), {p.n_embd, n_ff_shexp}, p.wtype);
-  }
+  planner::TensorDims d = AttentionDims(p, p.n_embd / p.n_head);
+  d.n_ff_exp = n_ff_exp;
+  d.n_ff_shexp = n_ff_shexp;
+  AddTableTensors(g, "qwen2moe", d, p.n_layer, Options(p), p.wtype);
   return g;
 }
 
@@ -179,21 +156,8 @@ SynthGguf Phi3Model(const SynthParams& p, bool rope_factors) {
   CommonKeys(g, "phi3", p);
   g.U32("phi3.attention.sliding_window", 128);
   g.U32("phi3.rope.scaling.original_context_length", p.n_ctx / 2);
-  EmbdAndOutput(g, p);
-  const int64_t hd = p.n_embd / p.n_head, gqa = hd * p.n_head_kv;
-  if (rope_factors) {
-    g.Tensor("rope_factors_long.weight", {hd / 2});
-    g.Tensor("rope_factors_short.weight", {hd / 2});
-  }
-  for (uint32_t i = 0; i < p.n_layer; ++i) {
-    const int il = static_cast<int>(i);
-    g.Tensor(Blk(il, "attn_norm.weight"), {p.n_embd});
-    g.Tensor(Blk(il, "attn_qkv.weight"), {p.n_embd, p.n_embd + 2 * gqa}, p.wtype);
-    g.Tensor(Blk(il, "attn_output.weight"), {p.n_embd, p.n_embd}, p.wtype);
-    g.Tensor(Blk(il, "ffn_norm.weight"), {p.n_embd});
-    g.Tensor(Blk(il, "ffn_down.weight"), {p.n_ff, p.n_embd}, p.wtype);
-    g.Tensor(Blk(il, "ffn_up.weight"), {p.n_embd, 2 * p.n_ff}, p.wtype);
-  }
+  AddTableTensors(g, "phi3", AttentionDims(p, p.n_embd / p.n_head), p.n_layer, Options(p, rope_factors),
+                  p.wtype);
   return g;
 }
 
@@ -202,46 +166,25 @@ SynthGguf GemmaModel(const SynthParams& p, uint32_t head_dim) {
   CommonKeys(g, "gemma", p);
   g.U32("gemma.attention.key_length", head_dim);
   g.U32("gemma.attention.value_length", head_dim);
-  g.Tensor("token_embd.weight", {p.n_embd, p.n_vocab}, p.wtype);
-  g.Tensor("output_norm.weight", {p.n_embd});
-  const int64_t q = int64_t(head_dim) * p.n_head, gqa = int64_t(head_dim) * p.n_head_kv;
-  for (uint32_t i = 0; i < p.n_layer; ++i) {
-    const int il = static_cast<int>(i);
-    g.Tensor(Blk(il, "attn_norm.weight"), {p.n_embd});
-    g.Tensor(Blk(il, "attn_q.weight"), {p.n_embd, q}, p.wtype);
-    g.Tensor(Blk(il, "attn_k.weight"), {p.n_embd, gqa}, p.wtype);
-    g.Tensor(Blk(il, "attn_v.weight"), {p.n_embd, gqa}, p.wtype);
-    g.Tensor(Blk(il, "attn_output.weight"), {q, p.n_embd}, p.wtype);
-    g.Tensor(Blk(il, "ffn_norm.weight"), {p.n_embd});
-    g.Tensor(Blk(il, "ffn_gate.weight"), {p.n_embd, p.n_ff}, p.wtype);
-    g.Tensor(Blk(il, "ffn_up.weight"), {p.n_embd, p.n_ff}, p.wtype);
-    g.Tensor(Blk(il, "ffn_down.weight"), {p.n_ff, p.n_embd}, p.wtype);
-  }
+  AddTableTensors(g, "gemma", AttentionDims(p, head_dim), p.n_layer, Options(p), p.wtype);
   return g;
 }
 
 SynthGguf MambaModel(const SynthParams& p) {
   SynthGguf g("mamba");
   CommonKeys(g, "mamba", p, /*attention=*/false);
-  const int64_t d_inner = 2 * p.n_embd, d_conv = 4, d_state = 16, dt_rank = 8;
-  g.U32("mamba.ssm.conv_kernel", d_conv);
-  g.U32("mamba.ssm.inner_size", d_inner);
-  g.U32("mamba.ssm.state_size", d_state);
-  g.U32("mamba.ssm.time_step_rank", dt_rank);
-  EmbdAndOutput(g, p);
-  for (uint32_t i = 0; i < p.n_layer; ++i) {
-    const int il = static_cast<int>(i);
-    g.Tensor(Blk(il, "attn_norm.weight"), {p.n_embd});
-    g.Tensor(Blk(il, "ssm_in.weight"), {p.n_embd, 2 * d_inner}, p.wtype);
-    g.Tensor(Blk(il, "ssm_conv1d.weight"), {d_conv, d_inner});
-    g.Tensor(Blk(il, "ssm_conv1d.bias"), {d_inner});
-    g.Tensor(Blk(il, "ssm_x.weight"), {d_inner, dt_rank + 2 * d_state}, p.wtype);
-    g.Tensor(Blk(il, "ssm_dt.weight"), {dt_rank, d_inner}, p.wtype);
-    g.Tensor(Blk(il, "ssm_dt.bias"), {d_inner});
-    g.Tensor(Blk(il, "ssm_a"), {d_state, d_inner});
-    g.Tensor(Blk(il, "ssm_d"), {d_inner});
-    g.Tensor(Blk(il, "ssm_out.weight"), {d_inner, p.n_embd}, p.wtype);
-  }
+  planner::TensorDims d;
+  d.n_embd = p.n_embd;
+  d.n_vocab = p.n_vocab;
+  d.ssm_d_inner = 2 * p.n_embd;
+  d.ssm_d_conv = 4;
+  d.ssm_d_state = 16;
+  d.ssm_dt_rank = 8;
+  g.U32("mamba.ssm.conv_kernel", static_cast<uint32_t>(d.ssm_d_conv));
+  g.U32("mamba.ssm.inner_size", static_cast<uint32_t>(d.ssm_d_inner));
+  g.U32("mamba.ssm.state_size", static_cast<uint32_t>(d.ssm_d_state));
+  g.U32("mamba.ssm.time_step_rank", static_cast<uint32_t>(d.ssm_dt_rank));
+  AddTableTensors(g, "mamba", d, p.n_layer, Options(p), p.wtype);
   return g;
 }
 

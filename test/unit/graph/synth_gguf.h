@@ -1,11 +1,14 @@
 // Test helper: small GGUF files of each supported architecture, written in memory with the GGUF
-// writer (tensor data left as zeros) and parsed back with GgufFile::Parse.
+// writer (tensor data left as zeros) and parsed back with GgufFile::Parse. The tensors come from
+// the planner's tensor tables (stowage/planner/arch_tensors.h); tests then drop, rename or reshape
+// them to make broken files.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "stowage/planner/arch_tensors.h"
 #include "stowage/runtime/gguf.h"
 #include "stowage/runtime/gguf_writer.h"
 
@@ -52,7 +55,13 @@ class SynthGguf {
   Status Fill(GgufWriter& w) const;
 };
 
-/// Files with every tensor llama.cpp's load_tensors asks for, per architecture.
+/// Adds the tensors of architecture `arch`'s table (ForEachFileTensor: file order, the optional
+/// ones `opts` keeps) for `n_layer` layers: kMatrix tensors of type `wtype`, the others F32.
+void AddTableTensors(SynthGguf& g, const std::string& arch, const planner::TensorDims& d, int n_layer,
+                     const planner::TensorFileOptions& opts, GgmlType wtype);
+
+/// Files with every required tensor llama.cpp's load_tensors asks for (and output.weight unless
+/// tied), per architecture.
 SynthGguf LlamaModel(const SynthParams& p);
 SynthGguf Qwen2Model(const SynthParams& p);
 /// qwen2moe with expert FFN width n_ff_exp and shared-expert width n_ff_shexp; `width_keys` writes

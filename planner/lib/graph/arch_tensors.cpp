@@ -1,0 +1,228 @@
+// One tensor table per architecture (see arch_tensors.h): names from llama.cpp LLM_TENSOR_NAMES,
+// shapes, presence and branches from its load_tensors (Feb 2025), in the order the converter
+// writes them.
+#include "stowage/planner/arch_tensors.h"
+
+namespace stowage::planner {
+namespace {
+
+using D = const TensorDims&;
+using V = std::vector<int64_t>;
+using S = TensorScope;
+using R = TensorRole;
+using W = TensorWhen;
+constexpr bool kReq = true, kOpt = false;
+
+// The tables are laid out one tensor a line: clang-format would break the shape lambdas apart.
+// clang-format off
+
+// token_embd and output_norm, which every architecture has.
+void AddEmbeddings(std::vector<ArchTensor>& t) {
+  t.push_back({"token_embd.weight", S::kInput, [](D d) { return V{d.n_embd, d.n_vocab}; }, kReq, GgmlOp::GET_ROWS,
+               R::kMatrix, W::kAlways});
+  t.push_back({"output_norm.weight", S::kOutput, [](D d) { return V{d.n_embd}; }, kReq, GgmlOp::MUL, R::kNorm,
+               W::kAlways});
+}
+
+// output.weight: required (phi3, qwen2moe) or optional, absent meaning tied embeddings (llama,
+// qwen2, mamba: llama.cpp then duplicates token_embd as the output).
+ArchTensor Output(bool required) {
+  return {"output.weight", S::kOutput, [](D d) { return V{d.n_embd, d.n_vocab}; }, required, GgmlOp::MUL_MAT,
+          R::kMatrix, W::kAlways};
+}
+
+ArchTensor Norm(const char* name) { return {name, S::kLayer, [](D d) { return V{d.n_embd}; }, kReq, GgmlOp::MUL, R::kNorm, W::kAlways}; }
+
+// The attention of qwen2 and qwen2moe: q and o n_embd wide, k and v n_embd_v_gqa, required biases.
+void AddQwen2Attention(std::vector<ArchTensor>& t) {
+  t.push_back(Norm("attn_norm.weight"));
+  t.push_back({"attn_q.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_k.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_v_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_v.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_v_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_q.bias", S::kLayer, [](D d) { return V{d.n_embd}; }, kReq, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"attn_k.bias", S::kLayer, [](D d) { return V{d.n_embd_v_gqa}; }, kReq, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"attn_v.bias", S::kLayer, [](D d) { return V{d.n_embd_v_gqa}; }, kReq, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"attn_output.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back(Norm("ffn_norm.weight"));
+}
+
+// The dense gated FFN (llama, qwen2, gemma): gate, down, up.
+void AddDenseFfn(std::vector<ArchTensor>& t, W when) {
+  t.push_back({"ffn_gate.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, when});
+  t.push_back({"ffn_down.weight", S::kLayer, [](D d) { return V{d.n_ff, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, when});
+  t.push_back({"ffn_up.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, when});
+}
+
+// LLM_ARCH_LLAMA (and mixtral: merged experts when n_expert > 0).
+std::vector<ArchTensor> LlamaTensors() {
+  std::vector<ArchTensor> t;
+  AddEmbeddings(t);
+  t.push_back(Output(kOpt));
+  // rope_freqs (llama 3.1+), or rope_factors_long/short for longrope scaling: n_rot / 2 each.
+  t.push_back({"rope_freqs.weight", S::kEveryLayer, [](D d) { return V{d.n_rot / 2}; }, kOpt, GgmlOp::ROPE, R::kRopeFreqs, W::kNotLongRope});
+  t.push_back({"rope_factors_long.weight", S::kEveryLayer, [](D d) { return V{d.n_rot / 2}; }, kOpt, GgmlOp::ROPE, R::kRopeLong, W::kLongRope});
+  t.push_back({"rope_factors_short.weight", S::kEveryLayer, [](D d) { return V{d.n_rot / 2}; }, kOpt, GgmlOp::ROPE, R::kRopeShort, W::kLongRope});
+  t.push_back(Norm("attn_norm.weight"));
+  t.push_back({"attn_q.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_q}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_k.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_k_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_v.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_v_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_output.weight", S::kLayer, [](D d) { return V{d.n_embd_q, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  // optional biases (shapes as llama.cpp: n_embd for q and o, n_embd_gqa for k and v)
+  t.push_back({"attn_q.bias", S::kLayer, [](D d) { return V{d.n_embd}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"attn_k.bias", S::kLayer, [](D d) { return V{d.n_embd_v_gqa}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"attn_v.bias", S::kLayer, [](D d) { return V{d.n_embd_v_gqa}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"attn_output.bias", S::kLayer, [](D d) { return V{d.n_embd}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back(Norm("ffn_norm.weight"));
+  AddDenseFfn(t, W::kDense);
+  // optional MLP biases
+  t.push_back({"ffn_gate.bias", S::kLayer, [](D d) { return V{d.n_ff}; }, kOpt, GgmlOp::ADD, R::kBias, W::kDense});
+  t.push_back({"ffn_down.bias", S::kLayer, [](D d) { return V{d.n_embd}; }, kOpt, GgmlOp::ADD, R::kBias, W::kDense});
+  t.push_back({"ffn_up.bias", S::kLayer, [](D d) { return V{d.n_ff}; }, kOpt, GgmlOp::ADD, R::kBias, W::kDense});
+  t.push_back({"ffn_gate_inp.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_expert}; }, kReq, GgmlOp::MUL_MAT, R::kRouter, W::kMoe});
+  t.push_back({"ffn_gate_exps.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kMoe});
+  t.push_back({"ffn_down_exps.weight", S::kLayer, [](D d) { return V{d.n_ff, d.n_embd, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kMoe});
+  t.push_back({"ffn_up_exps.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kMoe});
+  return t;
+}
+
+// LLM_ARCH_QWEN2
+std::vector<ArchTensor> Qwen2Tensors() {
+  std::vector<ArchTensor> t;
+  AddEmbeddings(t);
+  t.push_back(Output(kOpt));  // tied embeddings (Qwen2-0.5B/1.5B)
+  AddQwen2Attention(t);
+  AddDenseFfn(t, W::kAlways);
+  return t;
+}
+
+// LLM_ARCH_QWEN2MOE: routed experts of width n_ff_exp and a shared expert of width n_ff_shexp,
+// gated by ffn_gate_inp_shexp.
+std::vector<ArchTensor> Qwen2MoeTensors() {
+  std::vector<ArchTensor> t;
+  AddEmbeddings(t);
+  t.push_back(Output(kReq));
+  AddQwen2Attention(t);
+  t.push_back({"ffn_gate_inp.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_expert}; }, kReq, GgmlOp::MUL_MAT, R::kRouter, W::kAlways});
+  t.push_back({"ffn_gate_exps.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff_exp, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kAlways});
+  t.push_back({"ffn_down_exps.weight", S::kLayer, [](D d) { return V{d.n_ff_exp, d.n_embd, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kAlways});
+  t.push_back({"ffn_up_exps.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff_exp, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kAlways});
+  t.push_back({"ffn_gate_inp_shexp.weight", S::kLayer, [](D d) { return V{d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kRouter, W::kAlways});
+  t.push_back({"ffn_gate_shexp.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff_shexp}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"ffn_down_shexp.weight", S::kLayer, [](D d) { return V{d.n_ff_shexp, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"ffn_up_shexp.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff_shexp}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  return t;
+}
+
+// LLM_ARCH_PHI3: fused attn_qkv, fused up projection [n_embd, 2 * n_ff] (gate and up), LongRoPE
+// factors of n_embd_head / 2. llama.cpp marks attn_qkv not required but has no separate q/k/v path
+// for phi3 (a missing one crashes there); it is required here so the error is a clear message.
+std::vector<ArchTensor> Phi3Tensors() {
+  std::vector<ArchTensor> t;
+  AddEmbeddings(t);
+  t.push_back(Output(kReq));
+  t.push_back({"rope_factors_long.weight", S::kEveryLayer, [](D d) { return V{d.n_embd / d.n_head / 2}; }, kOpt, GgmlOp::ROPE, R::kRopeLong, W::kAlways});
+  t.push_back({"rope_factors_short.weight", S::kEveryLayer, [](D d) { return V{d.n_embd / d.n_head / 2}; }, kOpt, GgmlOp::ROPE, R::kRopeShort, W::kAlways});
+  t.push_back(Norm("attn_norm.weight"));
+  t.push_back({"attn_qkv.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd + 2 * d.n_embd_v_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_output.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back(Norm("ffn_norm.weight"));
+  t.push_back({"ffn_up.weight", S::kLayer, [](D d) { return V{d.n_embd, 2 * d.n_ff}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"ffn_down.weight", S::kLayer, [](D d) { return V{d.n_ff, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  return t;
+}
+
+// LLM_ARCH_GEMMA: no output.weight (the output is always token_embd), heads of n_embd_head_k.
+std::vector<ArchTensor> GemmaTensors() {
+  std::vector<ArchTensor> t;
+  AddEmbeddings(t);
+  t.push_back(Norm("attn_norm.weight"));
+  t.push_back({"attn_q.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_q}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_k.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_k_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_v.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_v_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_output.weight", S::kLayer, [](D d) { return V{d.n_embd_q, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back(Norm("ffn_norm.weight"));
+  AddDenseFfn(t, W::kAlways);
+  return t;
+}
+
+// LLM_ARCH_MAMBA: ssm_a and ssm_d have no ".weight" suffix.
+std::vector<ArchTensor> MambaTensors() {
+  std::vector<ArchTensor> t;
+  AddEmbeddings(t);
+  t.push_back(Output(kOpt));  // tied embeddings, duplicated to allow offloading
+  t.push_back(Norm("attn_norm.weight"));
+  t.push_back({"ssm_in.weight", S::kLayer, [](D d) { return V{d.n_embd, 2 * d.ssm_d_inner}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"ssm_conv1d.weight", S::kLayer, [](D d) { return V{d.ssm_d_conv, d.ssm_d_inner}; }, kReq, GgmlOp::SSM_CONV, R::kConv, W::kAlways});
+  t.push_back({"ssm_conv1d.bias", S::kLayer, [](D d) { return V{d.ssm_d_inner}; }, kReq, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"ssm_x.weight", S::kLayer, [](D d) { return V{d.ssm_d_inner, d.ssm_dt_rank + 2 * d.ssm_d_state}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"ssm_dt.weight", S::kLayer, [](D d) { return V{d.ssm_dt_rank, d.ssm_d_inner}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"ssm_dt.bias", S::kLayer, [](D d) { return V{d.ssm_d_inner}; }, kReq, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"ssm_a", S::kLayer, [](D d) { return V{d.ssm_d_state, d.ssm_d_inner}; }, kReq, GgmlOp::SSM_SCAN, R::kSsmA, W::kAlways});
+  t.push_back({"ssm_d", S::kLayer, [](D d) { return V{d.ssm_d_inner}; }, kReq, GgmlOp::MUL, R::kSsmD, W::kAlways});
+  t.push_back({"ssm_out.weight", S::kLayer, [](D d) { return V{d.ssm_d_inner, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  return t;
+}
+// clang-format on
+
+}  // namespace
+
+const ArchTensor* ArchTensorTable::Find(std::string_view name) const {
+  for (const ArchTensor& t : tensors)
+    if (name == t.name) return &t;
+  return nullptr;
+}
+
+const std::vector<ArchTensorTable>& ArchTensorTables() {
+  static const std::vector<ArchTensorTable> kTables = {
+      {"llama", LlamaTensors()}, {"qwen2", Qwen2Tensors()}, {"qwen2moe", Qwen2MoeTensors()},
+      {"phi3", Phi3Tensors()},   {"gemma", GemmaTensors()}, {"mamba", MambaTensors()},
+  };
+  return kTables;
+}
+
+const ArchTensorTable* FindArchTensorTable(std::string_view arch) {
+  for (const ArchTensorTable& t : ArchTensorTables())
+    if (arch == t.arch) return &t;
+  return nullptr;
+}
+
+bool Applies(const ArchTensor& t, const TensorDims& d) {
+  switch (t.when) {
+    case TensorWhen::kAlways:
+      return true;
+    case TensorWhen::kDense:
+      return d.n_expert == 0;
+    case TensorWhen::kMoe:
+      return d.n_expert > 0;
+    case TensorWhen::kNotLongRope:
+      return !d.longrope;
+    case TensorWhen::kLongRope:
+      return d.longrope;
+  }
+  return false;
+}
+
+std::string TensorName(const ArchTensor& t, int il) {
+  return t.scope == TensorScope::kLayer ? "blk." + std::to_string(il) + "." + t.name : std::string(t.name);
+}
+
+void ForEachFileTensor(const ArchTensorTable& table, const TensorDims& d, int n_layer,
+                       const TensorFileOptions& opts,
+                       const std::function<void(const ArchTensor& t, int il, const std::string& name,
+                                                const std::vector<int64_t>& ne)>& fn) {
+  auto kept = [&](const ArchTensor& t) {
+    if (!Applies(t, d)) return false;
+    if (t.scope == TensorScope::kOutput && t.role == TensorRole::kMatrix) return opts.output;
+    if (t.role == TensorRole::kRopeFreqs || t.role == TensorRole::kRopeLong ||
+        t.role == TensorRole::kRopeShort)
+      return opts.rope_factors;
+    return t.required || opts.other_optional;
+  };
+  for (const ArchTensor& t : table.tensors)
+    if (t.scope != TensorScope::kLayer && kept(t)) fn(t, -1, TensorName(t, -1), t.shape(d));
+  for (int il = 0; il < n_layer; ++il)
+    for (const ArchTensor& t : table.tensors)
+      if (t.scope == TensorScope::kLayer && kept(t)) fn(t, il, TensorName(t, il), t.shape(d));
+}
+
+}  // namespace stowage::planner

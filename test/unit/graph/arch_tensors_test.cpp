@@ -1,0 +1,182 @@
+// The tensor tables (stowage/planner/arch_tensors.h) are the one description of each
+// architecture's tensors: for every architecture gguf-synth writes, the file's tensors are exactly
+// the table's (names; shapes as the loader checks them against the table), and the planner's
+// loader consumes every one of them; files carrying every optional tensor of the table (the tests'
+// synth_gguf) load too, so every table entry has a loader that reads it.
+#include "stowage/planner/arch_tensors.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "stowage/planner/model_graphs.h"
+#include "stowage/runtime/gguf_writer.h"
+#include "synth.h"
+#include "synth_gguf.h"
+
+namespace stowage::planner {
+namespace {
+
+using Shapes = std::map<std::string, std::vector<int64_t>>;
+
+// name -> shape (ggml order, trailing 1s dropped) of every tensor of `f`.
+Shapes FileTensors(const GgufFile& f) {
+  Shapes out;
+  for (const auto& t : f.tensors()) {
+    std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
+    while (ne.size() > 1 && ne.back() == 1) ne.pop_back();
+    out[t.name] = ne;
+  }
+  return out;
+}
+
+// Loads `f` and checks that every tensor of the file is a weight global of the planner with the
+// file's shape, i.e. the loader asked for it (with the table's shape) and consumed it.
+void ExpectLoaderConsumesAll(const GgufFile& f, const std::string& what) {
+  auto m = BuildModelGraphs(f, {});
+  ASSERT_TRUE(m.ok()) << what << ": " << m.status().message();
+  Shapes loaded;
+  for (const GlobalTensor& g : m->globals) {
+    if (g.kind != TensorKind::kWeight) continue;
+    std::vector<int64_t> ne(g.ne, g.ne + 4);
+    while (ne.size() > 1 && ne.back() == 1) ne.pop_back();
+    loaded[g.name] = ne;
+  }
+  EXPECT_EQ(loaded, FileTensors(f)) << what;
+}
+
+std::unique_ptr<GgufFile> Synth(const synth::ModelSpec& spec, std::vector<uint8_t>* bytes) {
+  GgufWriter w;
+  Status s = synth::BuildModel(spec, &w);
+  EXPECT_TRUE(s.ok()) << s.message();
+  auto buf = w.WriteToBuffer();
+  EXPECT_TRUE(buf.ok());
+  *bytes = std::move(*buf);
+  auto f = GgufFile::Parse(bytes->data(), bytes->size(), spec.arch + ".gguf");
+  EXPECT_TRUE(f.ok()) << f.status().message();
+  return f.ok() ? std::move(*f) : nullptr;
+}
+
+TEST(ArchTensors, EveryArchitectureHasATable) {
+  for (const std::string& arch : SupportedArchitectures()) {
+    const ArchTensorTable* t = FindArchTensorTable(arch);
+    ASSERT_NE(t, nullptr) << arch;
+    std::set<std::string> names;
+    for (const ArchTensor& e : t->tensors)
+      EXPECT_TRUE(names.insert(e.name).second) << arch << ": " << e.name << " twice";
+  }
+  for (const std::string& arch : synth::SupportedArchs())
+    EXPECT_NE(FindArchTensorTable(arch == "mixtral" ? "llama" : arch), nullptr) << arch;
+}
+
+// gguf-synth's file of every architecture holds exactly the table's tensors (every entry that
+// applies, output.weight and the rope factors included, the optional biases gguf-synth never
+// writes left out), and the loader consumes each with the table's shape.
+TEST(ArchTensors, GgufSynthWritesTheTableAndTheLoaderReadsIt) {
+  for (const std::string& arch : synth::SupportedArchs()) {
+    synth::ModelSpec spec;
+    spec.arch = arch;
+    spec.header_only = true;
+    spec.tied_output = false;
+    spec.rope_freqs = arch == "llama" || arch == "mixtral" || arch == "phi3";
+    std::vector<uint8_t> bytes;
+    auto f = Synth(spec, &bytes);
+    ASSERT_NE(f, nullptr) << arch;
+
+    const ArchTensorTable* table = FindArchTensorTable(arch == "mixtral" ? "llama" : arch);
+    ASSERT_NE(table, nullptr) << arch;
+    TensorDims d;
+    d.n_expert = arch == "mixtral" || arch == "qwen2moe" ? 1 : 0;  // only the branch matters here
+    std::set<std::string> want;
+    for (const ArchTensor& t : table->tensors) {
+      if (!Applies(t, d) || (t.role == TensorRole::kBias && !t.required)) continue;
+      if (t.scope == TensorScope::kLayer) {
+        for (uint32_t il = 0; il < spec.n_layer; ++il) want.insert(TensorName(t, static_cast<int>(il)));
+      } else {
+        want.insert(t.name);
+      }
+    }
+    std::set<std::string> got;
+    for (const auto& t : f->tensors()) got.insert(t.name);
+    EXPECT_EQ(got, want) << arch;
+    ExpectLoaderConsumesAll(*f, arch);
+  }
+}
+
+// Files with every tensor of a table, the optional ones included: every entry is read by the loader.
+TEST(ArchTensors, LoaderReadsEveryOptionalTensor) {
+  test::SynthParams p;
+  std::set<std::string> covered;
+  struct Case {
+    const char* what;
+    uint32_t n_expert;
+    bool longrope;
+  };
+  for (const Case& c :
+       {Case{"llama dense", 0, false}, Case{"llama moe", 4, false}, Case{"llama longrope", 0, true}}) {
+    test::SynthGguf g("llama");
+    g.U32("llama.context_length", p.n_ctx);
+    g.U32("llama.embedding_length", p.n_embd);
+    g.U32("llama.block_count", p.n_layer);
+    g.U32("llama.vocab_size", p.n_vocab);
+    g.U32("llama.feed_forward_length", p.n_ff);
+    g.U32("llama.attention.head_count", p.n_head);
+    g.U32("llama.attention.head_count_kv", p.n_head_kv);
+    g.F32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    if (c.n_expert) {
+      g.U32("llama.expert_count", c.n_expert);
+      g.U32("llama.expert_used_count", 2);
+    }
+    if (c.longrope) g.Str("llama.rope.scaling.type", "longrope");
+    TensorDims d;
+    const int64_t hd = p.n_embd / p.n_head;
+    d.n_embd = p.n_embd, d.n_vocab = p.n_vocab, d.n_ff = p.n_ff, d.n_head = p.n_head,
+    d.n_head_kv = p.n_head_kv;
+    d.n_embd_q = p.n_embd, d.n_embd_k_gqa = d.n_embd_v_gqa = hd * p.n_head_kv, d.n_rot = hd;
+    d.n_expert = c.n_expert;
+    d.longrope = c.longrope;
+    TensorFileOptions all;
+    all.rope_factors = all.other_optional = true;
+    test::AddTableTensors(g, "llama", d, static_cast<int>(p.n_layer), all, GgmlType::F32);
+    auto f = g.Parse();
+    ExpectLoaderConsumesAll(*f, c.what);
+    // every entry that applies is in the file
+    for (const ArchTensor& t : FindArchTensorTable("llama")->tensors) {
+      if (!Applies(t, d)) continue;
+      EXPECT_NE(f->FindTensor(TensorName(t, 0)), nullptr) << c.what << ": " << t.name;
+      covered.insert(t.name);
+    }
+  }
+  // the three cases cover every entry of the llama table (the other tables have no optional
+  // tensors but output.weight and the rope factors, which GgufSynthWritesTheTableAndTheLoaderReadsIt covers)
+  EXPECT_EQ(covered.size(), FindArchTensorTable("llama")->tensors.size());
+  for (const ArchTensorTable& table : ArchTensorTables()) {
+    if (std::string(table.arch) == "llama") continue;
+    for (const ArchTensor& t : table.tensors)
+      EXPECT_TRUE(t.required || t.scope == TensorScope::kOutput || t.role == TensorRole::kRopeLong ||
+                  t.role == TensorRole::kRopeShort)
+          << table.arch << ": " << t.name;
+  }
+  // phi3 with its LongRoPE factors
+  auto phi3 = test::Phi3Model(p, /*rope_factors=*/true).Parse();
+  ExpectLoaderConsumesAll(*phi3, "phi3 rope factors");
+}
+
+// A tensor the table describes but the file lacks is refused by the loader with the table's name,
+// and one of the wrong shape with the table's shape.
+TEST(ArchTensors, LoaderChecksTheTableShape) {
+  test::SynthParams p;
+  auto g = test::Qwen2Model(p);
+  g.Replace("blk.1.attn_k.bias", {p.n_embd});
+  auto f = g.Parse();
+  auto m = BuildModelGraphs(*f, {});
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(),
+            "qwen2.gguf: tensor 'blk.1.attn_k.bias' has wrong shape; expected [32], got [64]");
+}
+
+}  // namespace
+}  // namespace stowage::planner
