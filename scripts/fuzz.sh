@@ -83,16 +83,22 @@ fuzz_plan() {
   if [ ! -f "$GEN/plan_generated.h" ] || [ runtime/schema/plan.fbs -nt "$GEN/plan_generated.h" ]; then
     flatc --cpp --scoped-enums -o "$GEN" runtime/schema/plan.fbs
   fi
+  # The plan verifier (plan_file, plan_check, plan_graph: the graph checks bind TensorViews, hence
+  # tensor_view.cpp and the CPU/executor headers) and plan-dump's -m model check (plan_model, the
+  # GGUF reader, identity, sliding window).
   local SRCS=(test/unit/breaker/plan_verify_fuzz.cpp runtime/src/plan/plan_file.cpp runtime/src/plan/plan_seal.cpp
         runtime/src/base/status.cpp runtime/src/base/ggml_types.cpp runtime/src/base/ggml_ops.cpp
-        runtime/src/base/atomic_file.cpp runtime/src/plan/plan_check.cpp tools/plan-dump/plan_dump.cpp)
+        runtime/src/base/atomic_file.cpp runtime/src/plan/plan_check.cpp runtime/src/plan/plan_graph.cpp
+        runtime/src/plan/plan_model.cpp runtime/src/backends/cpu/tensor_view.cpp runtime/src/gguf/reader.cpp
+        runtime/src/gguf/sliding_window.cpp runtime/src/base/model_identity.cpp tools/plan-dump/plan_dump.cpp)
   local BIN=$OUT/plan_verify_fuzz
   if needs_build "$BIN" "${SRCS[@]}" runtime/schema/plan.fbs; then
     echo "fuzz.sh: building $BIN with $CXX"
     # plan_dump.cpp's main becomes plan_dump_main, called by the target on every accepted plan.
     "$CXX" -std=c++17 -O1 -g -fno-omit-frame-pointer \
       -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-      -I runtime/include -I "$OUT/gen" -I tools/common -I tools/plan-dump \
+      -I runtime/include -I "$OUT/gen" -I tools/common -I tools/plan-dump -I runtime/src/backends/cpu \
+      -I runtime/src/executor \
       -Dmain=plan_dump_main "${SRCS[@]}" -lxxhash -o "$BIN"
   fi
   local CORPUS

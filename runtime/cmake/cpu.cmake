@@ -9,6 +9,7 @@ add_library(stowage_cpu STATIC
   ${stowage_cpu_dir}/quants.cpp
   ${stowage_cpu_dir}/kquants.cpp
   ${stowage_cpu_dir}/ops.cpp
+  ${stowage_cpu_dir}/tensor_view.cpp
   ${stowage_cpu_dir}/ops_moe.cpp
   ${stowage_cpu_dir}/ops_ssm.cpp
   ${stowage_cpu_dir}/ops_attn.cpp

@@ -248,31 +248,6 @@ void RopeYarn(float theta_extrap, float freq_scale, const float corr_dims[2], in
 
 }  // namespace
 
-std::string ShapeString(const TensorView& t) {
-  return std::string(IsValidGgmlType(uint32_t(t.type)) ? GgmlTypeName(t.type) : "invalid") + "[" +
-         std::to_string(t.ne[0]) + "," + std::to_string(t.ne[1]) + "," + std::to_string(t.ne[2]) + "," +
-         std::to_string(t.ne[3]) + "]";
-}
-
-// ---- TensorView helpers ------------------------------------------------------------------------
-
-bool TensorView::is_contiguous() const {
-  const GgmlTypeTraits& tt = GetTypeTraits(type);
-  size_t expect = tt.type_size;
-  for (int i = 0; i < 4; ++i) {
-    if (ne[i] != 1 && nb[i] != expect) return false;
-    expect = (i == 0) ? RowSize(type, ne[0]) : expect * size_t(ne[i]);
-  }
-  return true;
-}
-
-void SetContiguousStrides(TensorView& t) {
-  t.nb[0] = GetTypeTraits(t.type).type_size;
-  t.nb[1] = RowSize(t.type, t.ne[0]);
-  t.nb[2] = t.nb[1] * size_t(t.ne[1]);
-  t.nb[3] = t.nb[2] * size_t(t.ne[2]);
-}
-
 float Fp16ToFp32(uint16_t h) { return HalfToFloat(h); }
 uint16_t Fp32ToFp16(float f) { return FloatToHalf(f); }
 
