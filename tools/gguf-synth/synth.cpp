@@ -143,16 +143,8 @@ Status Encode(const TensorPlan& p, const ModelSpec& s, uint8_t* dst, uint64_t nb
 
 // The hyper-parameters of the planner's tensor tables for `s` (head sizes all head_dim).
 planner::TensorDims SpecDims(const ModelSpec& s) {
-  planner::TensorDims d;
-  const int64_t hd = s.head_dim;
-  d.n_embd = s.n_embd;
-  d.n_vocab = s.n_vocab;
-  d.n_ff = s.n_ff;
-  d.n_head = s.n_head;
-  d.n_head_kv = s.n_head_kv;
-  d.n_embd_q = hd * s.n_head;
-  d.n_embd_k_gqa = d.n_embd_v_gqa = hd * s.n_head_kv;
-  d.n_rot = hd;
+  planner::TensorDims d =
+      planner::UniformHeadDims(s.n_embd, s.n_vocab, s.n_ff, s.n_head, s.n_head_kv, s.head_dim);
   d.n_expert = s.n_expert;
   d.n_ff_exp = s.n_ff_exp;
   d.n_ff_shexp = s.n_ff_shexp;

@@ -166,6 +166,20 @@ std::vector<ArchTensor> MambaTensors() {
 
 }  // namespace
 
+TensorDims UniformHeadDims(int64_t n_embd, int64_t n_vocab, int64_t n_ff, int64_t n_head, int64_t n_head_kv,
+                           int64_t head_dim) {
+  TensorDims d;
+  d.n_embd = n_embd;
+  d.n_vocab = n_vocab;
+  d.n_ff = n_ff;
+  d.n_head = n_head;
+  d.n_head_kv = n_head_kv;
+  d.n_embd_q = head_dim * n_head;
+  d.n_embd_k_gqa = d.n_embd_v_gqa = head_dim * n_head_kv;
+  d.n_rot = head_dim;
+  return d;
+}
+
 const ArchTensor* ArchTensorTable::Find(std::string_view name) const {
   for (const ArchTensor& t : tensors)
     if (name == t.name) return &t;

@@ -131,11 +131,7 @@ TEST(ArchTensors, LoaderReadsEveryOptionalTensor) {
       g.U32("llama.expert_used_count", 2);
     }
     if (c.longrope) g.Str("llama.rope.scaling.type", "longrope");
-    TensorDims d;
-    const int64_t hd = p.n_embd / p.n_head;
-    d.n_embd = p.n_embd, d.n_vocab = p.n_vocab, d.n_ff = p.n_ff, d.n_head = p.n_head,
-    d.n_head_kv = p.n_head_kv;
-    d.n_embd_q = p.n_embd, d.n_embd_k_gqa = d.n_embd_v_gqa = hd * p.n_head_kv, d.n_rot = hd;
+    TensorDims d = UniformHeadDims(p.n_embd, p.n_vocab, p.n_ff, p.n_head, p.n_head_kv, p.n_embd / p.n_head);
     d.n_expert = c.n_expert;
     d.longrope = c.longrope;
     TensorFileOptions all;

@@ -87,15 +87,8 @@ void CommonKeys(SynthGguf& g, const std::string& a, const SynthParams& p, bool a
 
 // The table's hyper-parameters of an attention model with heads of `head_dim`.
 planner::TensorDims AttentionDims(const SynthParams& p, int64_t head_dim) {
-  planner::TensorDims d;
-  d.n_embd = p.n_embd;
-  d.n_vocab = p.n_vocab;
-  d.n_ff = p.n_ff;
-  d.n_head = p.n_head;
-  d.n_head_kv = p.n_head_kv;
-  d.n_embd_q = head_dim * p.n_head;
-  d.n_embd_k_gqa = d.n_embd_v_gqa = head_dim * p.n_head_kv;
-  d.n_rot = head_dim;
+  planner::TensorDims d =
+      planner::UniformHeadDims(p.n_embd, p.n_vocab, p.n_ff, p.n_head, p.n_head_kv, head_dim);
   d.n_expert = p.n_expert;
   return d;
 }

@@ -50,6 +50,11 @@ struct TensorDims {
   bool longrope = false;  ///< rope.scaling.type is longrope (llama: rope_factors_long/short, not rope_freqs)
 };
 
+/// The TensorDims of a model whose key and value heads are all `head_dim` wide, rotated in full
+/// (n_rot = head_dim), as gguf-synth and the tests write their files; the MoE and SSM fields stay 0.
+TensorDims UniformHeadDims(int64_t n_embd, int64_t n_vocab, int64_t n_ff, int64_t n_head, int64_t n_head_kv,
+                           int64_t head_dim);
+
 /// Where a tensor lives (llama.cpp llm_tensor_info layer, and the "blk.%d." prefix).
 enum class TensorScope : uint8_t {
   kInput,       ///< global name, input layer (token_embd)
