@@ -9,7 +9,9 @@
 #include <cstring>
 #include <utility>
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace stowage::tools {
 namespace {
@@ -323,14 +325,43 @@ Status KlBaseReader::ReadExact(void* data, size_t size, const std::string& what)
 Result<KlBaseReader> KlBaseReader::Open(const std::string& path) {
   struct stat st;
   if (path.empty()) return IoError("--kl-divergence-base '': no file name");
-  if (::stat(path.c_str(), &st) != 0) return IoError(path + ": cannot open: " + std::strerror(errno));
-  if (S_ISDIR(st.st_mode))
-    return IoError(path + ": is a folder (--kl-divergence-base expects a file written by perplexity --kl-divergence-base)");
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return IoError(path + ": cannot open: " + std::strerror(errno));
+  // O_NONBLOCK: opening a FIFO without a writer would block forever. A regular file or a pipe
+  // (`--kl-divergence-base /dev/stdin`) is read; a device or socket is refused at once, and a FIFO
+  // that gives no byte at all is said to have no writer (below) rather than to be truncated.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return IoError(path + ": cannot open: " + std::strerror(errno));
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return IoError(path + ": cannot open: " + std::strerror(err));
+  }
+  const bool fifo = S_ISFIFO(st.st_mode);
+  // A pipe's reads wait for its writer again (one without a writer reads as empty, never blocks).
+  if (!S_ISREG(st.st_mode) && !(fifo && ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0)) {
+    const int err = errno;
+    ::close(fd);
+    if (S_ISDIR(st.st_mode))
+      return IoError(path + ": is a folder (--kl-divergence-base expects a file written by perplexity --kl-divergence-base)");
+    if (fifo) return IoError(path + ": cannot open: " + std::strerror(err));
+    return IoError(path + ": not a regular file (a device or socket), expected a file written by perplexity "
+                          "--kl-divergence-base");
+  }
+  std::FILE* f = ::fdopen(fd, "rb");
+  if (f == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    return IoError(path + ": cannot open: " + std::strerror(err));
+  }
   KlBaseReader r(path, f);
 
   char magic[sizeof kKlBaseMagic];
+  if (fifo) {  // nothing at all from a FIFO: no writer (yet), not a truncated file
+    const int first = std::fgetc(r.f_.get());
+    if (first == EOF && !std::ferror(r.f_.get()))
+      return IoError(path + ": a FIFO or pipe with no writer (nothing was read; start the writer first), expected a "
+                            "file written by perplexity --kl-divergence-base");
+    if (first != EOF) std::ungetc(first, r.f_.get());
+  }
   STOWAGE_RETURN_IF_ERROR(r.ReadExact(magic, sizeof magic, "the magic \"_logits_\""));
   if (std::memcmp(magic, kKlBaseMagic, sizeof magic) != 0) {
     std::string found;

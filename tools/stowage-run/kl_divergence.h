@@ -139,7 +139,10 @@ class KlBaseReader {
  public:
   /// Reads and checks the header and tokens: the magic, n_ctx >= 3, n_vocab >= 1, n_chunk >= 1,
   /// every token in [0, n_vocab), and (for a regular file) that the size is exactly what the header
-  /// says. Errors: kIoError (cannot open, read error), kDataLoss (wrong magic, truncated, a size
+  /// says. A pipe or FIFO is read too (`/dev/stdin`), opened without waiting for a writer: one that
+  /// gives no byte is refused as a FIFO with no writer, at once (llama-perplexity's ifstream would
+  /// block); a device, socket or folder is refused before any read. Errors: kIoError (cannot open,
+  /// not a regular file, a FIFO with no writer, read error), kDataLoss (wrong magic, truncated, a size
   /// that disagrees with the header, a token out of range, a field out of range).
   static Result<KlBaseReader> Open(const std::string& path);
 

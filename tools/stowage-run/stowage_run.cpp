@@ -209,10 +209,17 @@ void PrintBuffers(const Session& s) {
 /// --no-escape (common_params_parse_ex). Unlike llama.cpp, the file must be a regular file or a
 /// pipe (`-f /dev/stdin`) of at most tools::kMaxTextFileBytes (256 MiB): a device (/dev/zero) or
 /// folder, or more text, is one error naming it, what it should be (`what`) and the limit hit
-/// (tools::ReadTextFile).
+/// (tools::ReadTextFile). A FIFO is read without waiting for its writer: one with no writer (nothing
+/// read) is refused as such, rather than read as an empty file or waited on forever.
 Result<std::string> ReadTextFile(const std::string& file, const char* what, bool escape) {
   if (file.empty()) return IoError("-f '': no file name (expected " + std::string(what) + ")");
   STOWAGE_ASSIGN_OR_RETURN(std::string text, tools::ReadTextFile(file, what));
+  // A FIFO is opened without waiting for a writer (waiting could hang forever): one that gave no
+  // bytes is said to be one, not an empty file; start its writer first (`-f /dev/stdin` from a pipe).
+  struct stat st;
+  if (text.empty() && ::stat(file.c_str(), &st) == 0 && S_ISFIFO(st.st_mode))
+    return IoError(file + ": a FIFO or pipe with no writer (nothing was read; start the writer before stowage-run), "
+                          "expected " + std::string(what));
   if (!text.empty() && text.back() == '\n') text.pop_back();
   return escape ? tools::ProcessEscapes(text) : text;
 }
@@ -224,8 +231,33 @@ struct GenerateDisplay {
   bool verbose_prompt = false;  ///< --verbose-prompt: the prompt's tokens on stderr
 };
 
-int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerParams sp, bool ignore_eos,
-             const GenerateDisplay& display) {
+/// The most bytes of text one token of `tok` can stand for, when tokenizing drops no byte of the
+/// text: then a text of N bytes makes at least N / result tokens, and one longer than n_ctx times
+/// the result cannot fit a context of n_ctx tokens, which is known before it is tokenized (a
+/// 100 MB prompt would otherwise take gigabytes to tokenize). The bound holds for SPM and BPE
+/// vocabularies that have a token for every byte (SPM's byte fallback "<0xNN>", BPE's byte
+/// alphabet), as llama.cpp then emits a byte's token rather than dropping it, and no token strips
+/// the whitespace next to it (phi-3's special tokens, kTokenAttrLstrip/Rstrip); a token's raw text
+/// (TokenText) is never shorter than the bytes it stands for ("▁" for a space, "<0x0A>", "Ġ").
+/// 0 when the bound does not hold (WPM drops whitespace and accents; a vocabulary missing a byte).
+int64_t MaxTextBytesPerToken(const Tokenizer& tok) {
+  if (tok.type() == VocabType::kWpm) return 0;
+  bool byte_token[256] = {};
+  int64_t longest = 0;
+  for (int32_t t = 0; t < tok.n_vocab(); ++t) {
+    if ((tok.TokenAttrs(t) & (kTokenAttrLstrip | kTokenAttrRstrip)) != 0) return 0;
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(tok.TokenText(t).size()));
+    const std::string piece = tok.TokenToPiece(t, /*special=*/false);
+    if (piece.size() == 1) byte_token[static_cast<unsigned char>(piece[0])] = true;
+  }
+  for (bool b : byte_token)
+    if (!b) return 0;
+  return longest;
+}
+
+/// `prompt_source` names the prompt in messages: the -f file, or "the prompt (-p)".
+int Generate(const Common& c, const std::string& prompt_source, const std::string& prompt, int n_predict,
+             SamplerParams sp, bool ignore_eos, const GenerateDisplay& display) {
   const bool quiet = display.quiet;
   if (sp.seed == kRandomSeed) sp.seed = std::random_device{}();
   auto gguf = OpenModel(c);
@@ -235,7 +267,24 @@ int Generate(const Common& c, const std::string& prompt, int n_predict, SamplerP
   auto session = OpenSession(c, *gguf, quiet);
   if (!session.ok()) return Fail(session.status());
   Session& s = **session;
-  std::vector<int32_t> tokens = tok->Tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
+  const char* const ctx_hint = c.plan.empty() ? "-c" : "the plan's; re-plan with plan-model -c";
+  // A prompt too long for the context is refused from its length before it is tokenized, which
+  // keeps memory bounded (MaxTextBytesPerToken); the token count below catches the rest.
+  if (const int64_t per_token = MaxTextBytesPerToken(*tok);
+      per_token > 0 && static_cast<int64_t>(prompt.size()) > s.n_ctx() * per_token)
+    return Fail(OutOfRange(prompt_source + ": a prompt of " + std::to_string(prompt.size()) +
+                           " bytes exceeds the context of " + std::to_string(s.n_ctx()) + " tokens (" + ctx_hint +
+                           "): it makes at least " +
+                           std::to_string((static_cast<int64_t>(prompt.size()) + per_token - 1) / per_token) +
+                           " tokens, as no token of the vocabulary stands for more than " +
+                           std::to_string(per_token) + " bytes"));
+  std::vector<int32_t> tokens;
+  try {
+    tokens = tok->Tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
+  } catch (const std::bad_alloc&) {
+    return Fail(ResourceExhausted(prompt_source + ": out of memory while tokenizing a prompt of " +
+                                  std::to_string(prompt.size()) + " bytes"));
+  }
   if (tokens.empty()) return Fail(InvalidArgument("the prompt is empty (no tokens)"));
   const int64_t room = s.n_ctx() - static_cast<int64_t>(tokens.size());
   if (room < 0)
@@ -345,7 +394,13 @@ int Perplexity(const Common& c, const std::string& file, const std::string& text
   auto session = OpenSession(c, *gguf, true);
   if (!session.ok()) return Fail(session.status());
   Session& s = **session;
-  const std::vector<int32_t> all = tok->Tokenize(text, true, false);
+  std::vector<int32_t> all;
+  try {
+    all = tok->Tokenize(text, true, false);
+  } catch (const std::bad_alloc&) {
+    return Fail(ResourceExhausted(file + ": out of memory while tokenizing " + std::to_string(text.size()) +
+                                  " bytes of text"));
+  }
   const int64_t n_ctx = s.n_ctx();
   if (n_ctx < 3)
     return Fail(InvalidArgument("perplexity: a context of " + std::to_string(n_ctx) +
@@ -972,7 +1027,8 @@ int Run(int argc, char** argv) {
   if (c.plan.empty() && app.count("--ctx-size") == 0) c.n_ctx = kDefaultGenerationContext;
   display.quiet = quiet;
   display.show_prompt = !no_display_prompt;
-  return Generate(c, prompt, n_predict, sp, ignore_eos, display);
+  return Generate(c, from_file ? prompt_file : std::string("the prompt (-p)"), prompt, n_predict, sp, ignore_eos,
+                  display);
 }
 
 // A lost write to standard output (> /dev/full, a full disk) is exit status 1 with one line.
