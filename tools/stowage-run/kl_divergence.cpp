@@ -3,15 +3,15 @@
 // for the same logits.
 #include "kl_divergence.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstring>
 #include <utility>
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace stowage::tools {
 namespace {
@@ -341,10 +341,13 @@ Result<KlBaseReader> KlBaseReader::Open(const std::string& path) {
     const int err = errno;
     ::close(fd);
     if (S_ISDIR(st.st_mode))
-      return IoError(path + ": is a folder (--kl-divergence-base expects a file written by perplexity --kl-divergence-base)");
+      return IoError(
+          path +
+          ": is a folder (--kl-divergence-base expects a file written by perplexity --kl-divergence-base)");
     if (fifo) return IoError(path + ": cannot open: " + std::strerror(err));
-    return IoError(path + ": not a regular file (a device or socket), expected a file written by perplexity "
-                          "--kl-divergence-base");
+    return IoError(path +
+                   ": not a regular file (a device or socket), expected a file written by perplexity "
+                   "--kl-divergence-base");
   }
   std::FILE* f = ::fdopen(fd, "rb");
   if (f == nullptr) {
@@ -358,8 +361,9 @@ Result<KlBaseReader> KlBaseReader::Open(const std::string& path) {
   if (fifo) {  // nothing at all from a FIFO: no writer (yet), not a truncated file
     const int first = std::fgetc(r.f_.get());
     if (first == EOF && !std::ferror(r.f_.get()))
-      return IoError(path + ": a FIFO or pipe with no writer (nothing was read; start the writer first), expected a "
-                            "file written by perplexity --kl-divergence-base");
+      return IoError(path +
+                     ": a FIFO or pipe with no writer (nothing was read; start the writer first), expected a "
+                     "file written by perplexity --kl-divergence-base");
     if (first != EOF) std::ungetc(first, r.f_.get());
   }
   STOWAGE_RETURN_IF_ERROR(r.ReadExact(magic, sizeof magic, "the magic \"_logits_\""));

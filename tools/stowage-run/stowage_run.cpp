@@ -218,8 +218,10 @@ Result<std::string> ReadTextFile(const std::string& file, const char* what, bool
   // bytes is said to be one, not an empty file; start its writer first (`-f /dev/stdin` from a pipe).
   struct stat st;
   if (text.empty() && ::stat(file.c_str(), &st) == 0 && S_ISFIFO(st.st_mode))
-    return IoError(file + ": a FIFO or pipe with no writer (nothing was read; start the writer before stowage-run), "
-                          "expected " + std::string(what));
+    return IoError(file +
+                   ": a FIFO or pipe with no writer (nothing was read; start the writer before stowage-run), "
+                   "expected " +
+                   std::string(what));
   if (!text.empty() && text.back() == '\n') text.pop_back();
   return escape ? tools::ProcessEscapes(text) : text;
 }
@@ -273,8 +275,8 @@ int Generate(const Common& c, const std::string& prompt_source, const std::strin
   if (const int64_t per_token = MaxTextBytesPerToken(*tok);
       per_token > 0 && static_cast<int64_t>(prompt.size()) > s.n_ctx() * per_token)
     return Fail(OutOfRange(prompt_source + ": a prompt of " + std::to_string(prompt.size()) +
-                           " bytes exceeds the context of " + std::to_string(s.n_ctx()) + " tokens (" + ctx_hint +
-                           "): it makes at least " +
+                           " bytes exceeds the context of " + std::to_string(s.n_ctx()) + " tokens (" +
+                           ctx_hint + "): it makes at least " +
                            std::to_string((static_cast<int64_t>(prompt.size()) + per_token - 1) / per_token) +
                            " tokens, as no token of the vocabulary stands for more than " +
                            std::to_string(per_token) + " bytes"));
@@ -1027,8 +1029,8 @@ int Run(int argc, char** argv) {
   if (c.plan.empty() && app.count("--ctx-size") == 0) c.n_ctx = kDefaultGenerationContext;
   display.quiet = quiet;
   display.show_prompt = !no_display_prompt;
-  return Generate(c, from_file ? prompt_file : std::string("the prompt (-p)"), prompt, n_predict, sp, ignore_eos,
-                  display);
+  return Generate(c, from_file ? prompt_file : std::string("the prompt (-p)"), prompt, n_predict, sp,
+                  ignore_eos, display);
 }
 
 // A lost write to standard output (> /dev/full, a full disk) is exit status 1 with one line.
