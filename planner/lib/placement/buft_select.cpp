@@ -137,7 +137,15 @@ Status SelectWeightBufts(const ModelGraphs& m, const DeviceSet& ds, const LayerM
       return InvalidArgument("unknown buffer type '" + o.buft + "' in -ot '" + o.pattern + "=" + o.buft +
                              "' (available: " + known + ")");
     try {
-      ovr.push_back({std::regex(o.pattern), b});
+      // Only whether a name matches counts, so the polynomial (breadth-first) matcher gives the
+      // same answers as llama.cpp's std::regex_search; the default backtracking one takes
+      // exponential time on a pattern such as '(.*)*(.*)*(.*)*Z' (plan-model ran for minutes).
+      // That matcher has no back-references: one is refused as an invalid expression.
+      std::regex::flag_type flags = std::regex::ECMAScript;
+#if defined(__GLIBCXX__)
+      flags |= std::regex_constants::__polynomial;
+#endif
+      ovr.push_back({std::regex(o.pattern, flags), b});
     } catch (const std::regex_error& e) {
       return InvalidArgument("invalid regular expression '" + o.pattern + "' in -ot: " + e.what());
     }

@@ -19,7 +19,9 @@
 namespace stowage::planner {
 
 /// One tensor buffer-type override (llama_model_tensor_buft_override): the first pattern found in
-/// a tensor's name (std::regex_search, ECMAScript) decides its buffer type.
+/// a tensor's name (std::regex_search, ECMAScript) decides its buffer type. With libstdc++ the
+/// pattern is matched in polynomial time (std::regex_constants::__polynomial, so a pattern such as
+/// '(.*)*(.*)*Z' cannot hang planning); back-references are then refused as invalid.
 struct TensorOverride {
   std::string pattern;
   std::string buft;  ///< a default buffer type name of a device ("CPU", "CUDA0", "RPC[...]")
