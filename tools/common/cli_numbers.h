@@ -67,4 +67,25 @@ inline CLI::Validator NumberIn(double lo, double hi) {
       "[" + range + "]");
 }
 
+/// A CLI11 check: the value is a finite decimal number greater than 0, at most `hi`, whose
+/// reciprocal is a finite float (llama.cpp common/arg.cpp --repeat-penalty: "must be finite and
+/// greater than 0", with 1/x finite; a subnormal such as 1e-40 is refused). Else: "expected a
+/// number greater than 0 and at most <hi>, found <value>".
+inline CLI::Validator PositiveNumberUpTo(double hi) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.15g", hi);
+  const std::string range = std::string("greater than 0 and at most ") + b;
+  return CLI::Validator(
+      [hi, range](std::string& v) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        if (v.empty() || end != v.c_str() + v.size() || errno == ERANGE || !std::isfinite(x) || !(x > 0) ||
+            x > hi || !std::isfinite(1.0f / static_cast<float>(x)))
+          return "expected a number " + range + ", found " + ShownValue(v);
+        return std::string();
+      },
+      "(0 to " + std::string(b) + "]");
+}
+
 }  // namespace stowage::tools

@@ -53,6 +53,10 @@ CLI::Validator NumberIn(double lo, double hi, bool integer) {
   return integer ? tools::IntegerIn(static_cast<int64_t>(lo), static_cast<uint64_t>(hi)) : tools::NumberIn(lo, hi);
 }
 
+/// The largest -t a Session accepts on this machine: 4x the hardware threads (CheckThreadCount,
+/// session.h), so that -t is refused, and --help states its range, in the common wording.
+int MaxThreads() { return 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
 /// Flushes stdout; false after printing FinishStdout's one line when the text cannot be written
 /// (the stream's error state is then cleared, so main's FinishStdout does not print a second line).
 /// Generation stops at the first lost write instead of computing text nobody can read.
@@ -814,7 +818,8 @@ int Run(int argc, char** argv) {
   auto add_common = [&c](CLI::App* a) {
     a->add_option("-m,--model", c.model, "GGUF model file")->required();
     a->add_option("--plan", c.plan, "plan file made by plan-model (default: plan on the fly for this machine)");
-    a->add_option("-t,--threads", c.threads, "CPU threads (0 = all)")->check(NumberIn(0, 2147483647, true));
+    a->add_option("-t,--threads", c.threads, "CPU threads (0 = all hardware threads; at most 4x them)")
+        ->check(NumberIn(0, MaxThreads(), true));
     a->add_option("-c,--ctx-size", c.n_ctx,
                   "context size when planning on the fly (0 = the model's training context; default: 4096 "
                   "tokens to generate text, as llama-cli; the model's for perplexity; the largest -p or -n + 8 for bench)")
@@ -875,8 +880,9 @@ int Run(int argc, char** argv) {
   app.add_option("--min-p", sp.min_p, "min-p (0 = off)")->check(NumberIn(0, 1, false));
   app.add_option("--repeat-last-n", sp.penalty_last_n, "last n tokens (prompt included) the penalties look at (0 = off, -1 = the context)")
       ->check(NumberIn(-1, 2147483647, true));
-  app.add_option("--repeat-penalty", sp.penalty_repeat, "divide a repeated token's logit by this (a logit <= 0 is multiplied by it; 1 = off)")
-      ->check(NumberIn(-1e4, 1e4, false));
+  app.add_option("--repeat-penalty", sp.penalty_repeat,
+                 "divide a repeated token's logit by this (a logit <= 0 is multiplied by it; 1 = off)")
+      ->check(tools::PositiveNumberUpTo(1e4));
   app.add_option("--presence-penalty", sp.penalty_present, "subtract this from the logit of a repeated token (0 = off)")
       ->check(NumberIn(-1e4, 1e4, false));
   app.add_option("--frequency-penalty", sp.penalty_freq, "subtract this times its count from the logit of a repeated token (0 = off)")
@@ -986,7 +992,7 @@ int Run(int argc, char** argv) {
     if (!gens.ok()) return Fail(gens.status());
     std::vector<int> threads{c.threads};
     if (bench->count("--threads") > 0) {
-      auto t = ParseIntList(threads_list, "-t/--threads", 0, 1 << 16);
+      auto t = ParseIntList(threads_list, "-t/--threads", 0, MaxThreads());
       if (!t.ok()) return Fail(t.status());
       threads = *t;
     }
