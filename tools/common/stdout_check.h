@@ -1,10 +1,12 @@
 // A tool's exit status must say when its output was lost: a write to standard output can fail (a full
 // disk, `> /dev/full`, a file size limit) without the tool noticing, because stdio buffers the text
 // and reports the failure only through ferror/fflush. RunTool also turns an escaping standard
-// exception (out of memory) into one error line instead of an abort.
+// exception (out of memory) into one error line instead of an abort, and makes a write past the
+// file size limit (`ulimit -f`) an error the tool reports instead of a silent SIGXFSZ death.
 #pragma once
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -45,9 +47,12 @@ inline bool IsStandardOutput(const std::string& path) {
 /// Libraries report errors as Status; what can still escape is the standard library's own
 /// exceptions (std::bad_alloc when a request exceeds memory). Those end in one line
 /// "<tool>: error: out of memory" or "<tool>: error: internal error: <what>" and exit status 1,
-/// never an abort.
+/// never an abort. SIGXFSZ is ignored first: a write past RLIMIT_FSIZE (`ulimit -f`) then fails
+/// with EFBIG ("File too large"), which the file writers (AtomicFile: one line naming the file, no
+/// partial file left) and FinishStdout report, where the default action killed the tool silently.
 template <typename Run>
 int RunTool(const char* tool, Run run, int argc, char** argv) {
+  std::signal(SIGXFSZ, SIG_IGN);
   int rc = 1;
   try {
     rc = run(argc, argv);
