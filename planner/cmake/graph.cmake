@@ -18,5 +18,7 @@ add_library(stowage_graph STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/lib/graph/arch_mamba.cpp
 )
 target_include_directories(stowage_graph PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
-target_link_libraries(stowage_graph PUBLIC stowage_base stowage_arch_tensors)
+# stowage_tokenizer: ReadHParams runs the runtime tokenizer's own check (Tokenizer::Validate), so
+# that no plan is made for a model whose tokenizer stowage-run refuses (plain C++, no MLIR).
+target_link_libraries(stowage_graph PUBLIC stowage_base stowage_arch_tensors stowage_tokenizer)
 stowage_warnings(stowage_graph)

@@ -9,6 +9,7 @@
 #include "arch.h"
 #include "stowage/runtime/gguf_sliding_window.h"
 #include "stowage/runtime/gguf_vocab.h"
+#include "stowage/runtime/tokenizer.h"
 
 namespace stowage::planner {
 
@@ -65,7 +66,8 @@ Result<float> ReadFloat(const GgufFile& f, const std::string& key, std::optional
 }
 
 // A norm epsilon: ggml's NORM and RMS_NORM assert eps >= 0 (llama.cpp aborts on a NaN or negative
-// one); one above kLargeNormEps is accepted with a warning, as it scales every activation toward 0.
+// one); one above kLargeNormEps is accepted with a warning, as it scales every activation toward 0,
+// and so is 0 (llama.cpp runs it), which turns a row of zeros into 0/0 = NaN.
 Result<float> ReadNormEps(const GgufFile& f, const std::string& key, std::optional<float> def,
                           std::vector<std::string>* warnings) {
   // Real models use 1e-6 to 1e-5; 1 already rivals the mean square of unit activations.
@@ -77,7 +79,32 @@ Result<float> ReadNormEps(const GgufFile& f, const std::string& key, std::option
         f.KeyError(key, "a small epsilon (models use 1e-6 to 1e-5)",
                    FloatText(eps) + ", which scales the activations toward 0 and flattens the logits")
             .message());
+  if (eps == 0.f)
+    warnings->push_back(f.KeyError(key, "a small positive epsilon (models use 1e-6 to 1e-5)",
+                                   "0, which makes the norm of a row of zeros 0/0 = NaN")
+                            .message());
   return eps;
+}
+
+// "the head size N (<where it comes from>" for messages, the caller closing the parenthesis:
+// attention.key_length, else llama.cpp's n_embd_head_k = n_embd / n_head (load_hparams), so that
+// a changed embedding_length or head_count is named with its value.
+std::string HeadSizeText(const GgufFile& f, const std::string& p, const HParams& hp) {
+  const std::string n = "the head size " + std::to_string(hp.n_embd_head_k) + " (";
+  if (f.Find(p + "attention.key_length") != nullptr) return n + p + "attention.key_length";
+  return n + p + "embedding_length " + std::to_string(hp.n_embd) + " / " + p + "attention.head_count " +
+         std::to_string(hp.n_head);
+}
+
+// The runtime's tokenizer check (Tokenizer::Validate, the tokenizer's own loading) for a model
+// that has a vocabulary: a model without one (no tokenizer.ggml.tokens and tokenizer.ggml.model
+// absent, "none" or "no_vocab"; llama.cpp LLAMA_VOCAB_TYPE_NONE, sized by <arch>.vocab_size) is
+// planned for callers that feed token ids, as before.
+Status CheckTokenizer(const GgufFile& f) {
+  STOWAGE_ASSIGN_OR_RETURN(const std::string model, f.GetStringOr("tokenizer.ggml.model", ""));
+  const bool no_vocab = model.empty() || model == "none" || model == "no_vocab";
+  if (f.Find("tokenizer.ggml.tokens") == nullptr && no_vocab) return Status::Ok();
+  return Tokenizer::Validate(f);
 }
 
 }  // namespace
@@ -99,18 +126,20 @@ Result<HParams> ReadHParams(const GgufFile& f) {
   STOWAGE_ASSIGN_OR_RETURN(hp.n_embd, f.GetU32(p + "embedding_length"));
   if (hp.n_embd == 0) return f.KeyError(p + "embedding_length", "a positive width", "0");
   STOWAGE_ASSIGN_OR_RETURN(hp.n_layer, f.GetU32(p + "block_count"));
-  if (hp.n_layer == 0) return InvalidArgument(f.path() + ": " + p + "block_count must be positive");
+  if (hp.n_layer == 0) return f.KeyError(p + "block_count", "a positive layer count", "0");
   if (hp.n_layer > kMaxLayers)
-    return InvalidArgument(f.path() + ": " + p + "block_count " + std::to_string(hp.n_layer) +
-                           " exceeds llama.cpp's maximum of " + std::to_string(kMaxLayers) + " layers (LLAMA_MAX_LAYERS)");
+    return f.KeyError(p + "block_count",
+                      "at most " + std::to_string(kMaxLayers) + " layers (llama.cpp LLAMA_MAX_LAYERS)",
+                      std::to_string(hp.n_layer));
   STOWAGE_ASSIGN_OR_RETURN(hp.n_expert, f.GetU32Or(p + "expert_count", 0));
   STOWAGE_ASSIGN_OR_RETURN(hp.n_expert_used, f.GetU32Or(p + "expert_used_count", 0));
-  if (hp.n_expert > 0 && hp.n_expert_used == 0)
-    return InvalidArgument(f.path() + ": model has expert layers but no expert layers are used (" + p +
-                           "expert_used_count is 0)");
-  if (hp.n_expert_used > hp.n_expert)
-    return InvalidArgument(f.path() + ": " + p + "expert_used_count " + std::to_string(hp.n_expert_used) +
-                           " exceeds expert_count " + std::to_string(hp.n_expert));
+  // llama.cpp load_hparams: "model has expert layers but no expert layers are used"
+  if ((hp.n_expert > 0 && hp.n_expert_used == 0) || hp.n_expert_used > hp.n_expert)
+    return f.KeyError(p + "expert_used_count",
+                      hp.n_expert > 0 ? "1.." + std::to_string(hp.n_expert) + " (" + p + "expert_count " +
+                                            std::to_string(hp.n_expert) + ")"
+                                      : "0 (" + p + "expert_count is 0 or absent)",
+                      std::to_string(hp.n_expert_used));
   if (attention) {
     STOWAGE_ASSIGN_OR_RETURN(hp.n_ff, f.GetU32(p + "feed_forward_length"));
     STOWAGE_ASSIGN_OR_RETURN(hp.n_head, f.GetU32(p + "attention.head_count"));
@@ -127,11 +156,16 @@ Result<HParams> ReadHParams(const GgufFile& f) {
   // a scale that is not finite, makes every rotated value NaN.
   STOWAGE_ASSIGN_OR_RETURN(hp.rope_freq_base,
                            ReadFloat(f, p + "rope.freq_base", 10000.f, 0.f, false, "a finite base > 0"));
+  // Below 1 the frequencies grow with the dimension instead of falling (llama.cpp runs it).
+  if (hp.rope_freq_base < 1.f)
+    hp.warnings.push_back(
+        f.KeyError(p + "rope.freq_base", "a base >= 1 (models use 1e4 to 1e7)",
+                   FloatText(hp.rope_freq_base) + ", which makes the rotation faster for higher dimensions")
+            .message());
   STOWAGE_ASSIGN_OR_RETURN(std::string scaling, f.GetStringOr(p + "rope.scaling.type", "linear"));
   hp.rope_scaling_type = RopeScalingType(scaling);
   if (hp.rope_scaling_type < 0)
-    return InvalidArgument(f.path() + ": " + p + "rope.scaling.type: expected none, linear, yarn or longrope, found '" +
-                           scaling + "'");
+    return f.KeyError(p + "rope.scaling.type", "none, linear, yarn or longrope", "'" + scaling + "'");
   // rope.scaling.factor, else the old key name rope.scale_linear; 0 means no scaling
   const std::string scale_key =
       p + (f.Find(p + "rope.scaling.factor") ? "rope.scaling.factor" : "rope.scale_linear");
@@ -143,34 +177,41 @@ Result<HParams> ReadHParams(const GgufFile& f) {
 
   if (hp.n_head > 0) {
     if (hp.n_embd % hp.n_head != 0)
-      return InvalidArgument(f.path() + ": " + p + "embedding_length " + std::to_string(hp.n_embd) +
-                             " is not a multiple of head_count " + std::to_string(hp.n_head));
+      return f.KeyError(p + "embedding_length",
+                        "a multiple of " + p + "attention.head_count " + std::to_string(hp.n_head),
+                        std::to_string(hp.n_embd));
+    // llama.cpp: n_gqa = n_head / n_head_kv (grouped-query attention shares each K/V head).
     if (hp.n_head_kv == 0 || hp.n_head % hp.n_head_kv != 0)
-      return InvalidArgument(f.path() + ": " + p + "attention.head_count_kv must divide head_count");
+      return f.KeyError(p + "attention.head_count_kv",
+                        "a divisor of " + p + "attention.head_count " + std::to_string(hp.n_head),
+                        std::to_string(hp.n_head_kv));
     STOWAGE_ASSIGN_OR_RETURN(hp.n_embd_head_k, f.GetU32Or(p + "attention.key_length", hp.n_embd / hp.n_head));
     STOWAGE_ASSIGN_OR_RETURN(hp.n_embd_head_v, f.GetU32Or(p + "attention.value_length", hp.n_embd / hp.n_head));
     if (hp.n_embd_head_k == 0) return f.KeyError(p + "attention.key_length", "a positive head size", "0");
     if (hp.n_embd_head_v == 0) return f.KeyError(p + "attention.value_length", "a positive head size", "0");
     STOWAGE_ASSIGN_OR_RETURN(hp.n_rot, f.GetU32Or(p + "rope.dimension_count", hp.n_embd_head_k));
-    if (hp.arch == "llama" && hp.n_rot != hp.n_embd_head_k)
-      return InvalidArgument(f.path() + ": " + p + "rope.dimension_count: invalid n_rot " + std::to_string(hp.n_rot) +
-                             ", expected " + std::to_string(hp.n_embd_head_k));
-    // ggml's ROPE rotates pairs of the first n_rot dimensions of each head (the CPU op asserts
-    // n_dims % 2 == 0 and n_dims <= ne0; llama.cpp checks n_rot only for llama-like archs, then
-    // aborts in the graph).
-    if (hp.rope_type >= 0 && (hp.n_rot % 2 != 0 || hp.n_rot > hp.n_embd_head_k))
+    // llama.cpp load_hparams ("invalid n_rot") for llama; build_qwen2/qwen2moe assert it. The
+    // message names where the head size comes from: a changed embedding_length or head_count
+    // shows here as well.
+    if ((hp.arch == "llama" || hp.arch == "qwen2" || hp.arch == "qwen2moe") && hp.n_rot != hp.n_embd_head_k)
       return f.KeyError(p + "rope.dimension_count",
-                        "an even count <= the head size " + std::to_string(hp.n_embd_head_k),
+                        HeadSizeText(f, p, hp) + "; " +
+                            (hp.arch == "llama" ? "llama.cpp: invalid n_rot)"
+                                                : "build_" + hp.arch + " asserts n_rot == head size)"),
                         std::to_string(hp.n_rot));
-    // build_llama/qwen2/qwen2moe/phi3 assert equal K and V head sizes (and qwen2 n_rot == head size)
+    // ggml's ROPE rotates pairs of the first n_rot dimensions of each head (the CPU op asserts
+    // n_dims % 2 == 0 and n_dims <= ne0; the runtime's ROPE refuses 0 as well; llama.cpp checks
+    // n_rot only for llama-like archs, then aborts in the graph).
+    if (hp.rope_type >= 0 && (hp.n_rot == 0 || hp.n_rot % 2 != 0 || hp.n_rot > hp.n_embd_head_k))
+      return f.KeyError(p + "rope.dimension_count", "an even count from 2 to " + HeadSizeText(f, p, hp) + ")",
+                        std::to_string(hp.n_rot));
+    // build_llama/qwen2/qwen2moe/phi3 assert equal K and V head sizes
     if (hp.arch != "gemma" && hp.n_embd_head_k != hp.n_embd_head_v)
-      return InvalidArgument(f.path() + ": " + p + "attention.key_length " + std::to_string(hp.n_embd_head_k) +
-                             " differs from value_length " + std::to_string(hp.n_embd_head_v));
-    if ((hp.arch == "qwen2" || hp.arch == "qwen2moe") && hp.n_rot != hp.n_embd_head_k)
-      return InvalidArgument(f.path() + ": " + p + "rope.dimension_count " + std::to_string(hp.n_rot) +
-                             " differs from the head size " + std::to_string(hp.n_embd_head_k));
+      return f.KeyError(p + "attention.value_length",
+                        HeadSizeText(f, p, hp) + "; build_" + hp.arch + " asserts equal K and V head sizes)",
+                        std::to_string(hp.n_embd_head_v));
   } else if (attention) {
-    return InvalidArgument(f.path() + ": " + p + "attention.head_count must be positive");
+    return f.KeyError(p + "attention.head_count", "a positive head count", "0");
   }
 
   // arch-specific keys; every supported architecture requires the RMS norm epsilon
@@ -197,10 +238,15 @@ Result<HParams> ReadHParams(const GgufFile& f) {
     STOWAGE_ASSIGN_OR_RETURN(hp.ssm_d_state, f.GetU32(p + "ssm.state_size"));
     STOWAGE_ASSIGN_OR_RETURN(hp.ssm_dt_rank, f.GetU32(p + "ssm.time_step_rank"));
     STOWAGE_ASSIGN_OR_RETURN(hp.ssm_dt_b_c_rms, f.GetBoolOr(p + "ssm.dt_b_c_rms", false));
-    if (hp.ssm_d_conv == 0 || hp.ssm_d_inner == 0 || hp.ssm_d_state == 0 || hp.ssm_dt_rank == 0)
-      return InvalidArgument(f.path() + ": " + p + "ssm.{conv_kernel,inner_size,state_size,time_step_rank} must be positive");
+    const std::pair<const char*, uint32_t> ssm[] = {{"ssm.conv_kernel", hp.ssm_d_conv},
+                                                    {"ssm.inner_size", hp.ssm_d_inner},
+                                                    {"ssm.state_size", hp.ssm_d_state},
+                                                    {"ssm.time_step_rank", hp.ssm_dt_rank}};
+    for (const auto& [key, value] : ssm)
+      if (value == 0) return f.KeyError(p + key, "a positive size", "0");
   }
   STOWAGE_ASSIGN_OR_RETURN(hp.n_vocab, GgufVocabularySize(f));
+  STOWAGE_RETURN_IF_ERROR(CheckTokenizer(f));
   return hp;
 }
 

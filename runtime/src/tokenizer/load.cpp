@@ -224,18 +224,17 @@ Status ReadTokens(const GgufFile& g, Tokenizer::Impl& v) {
       STOWAGE_ASSIGN_OR_RETURN(scores, g.GetF32Array("tokenizer.ggml.scores"));
     }
     if (scores.size() < n) {
-      return InvalidArgument(g.path() + ": key 'tokenizer.ggml.scores': expected at least " +
-                             std::to_string(n) + " scores (one per token), found " +
-                             std::to_string(scores.size()));
+      return g.KeyError("tokenizer.ggml.scores", "at least " + std::to_string(n) + " scores (one per token)",
+                        std::to_string(scores.size()));
     }
   }
   std::vector<int32_t> types;
   if (g.Find("tokenizer.ggml.token_type") != nullptr) {
     STOWAGE_ASSIGN_OR_RETURN(types, g.GetI32Array("tokenizer.ggml.token_type"));
     if (types.size() < n) {
-      return InvalidArgument(g.path() + ": key 'tokenizer.ggml.token_type': expected at least " +
-                             std::to_string(n) + " entries (one per token), found " +
-                             std::to_string(types.size()));
+      return g.KeyError("tokenizer.ggml.token_type",
+                        "at least " + std::to_string(n) + " entries (one per token)",
+                        std::to_string(types.size()));
     }
   }
   // llama.cpp maps a type outside llama_token_type (0..6) to UNDEFINED, silently; said here once.
@@ -257,9 +256,10 @@ Status ReadTokens(const GgufFile& g, Tokenizer::Impl& v) {
     // llama.cpp renames empty tokens so that every token has a distinct, non-empty text.
     t.text = texts[i].empty() ? "[EMPTY_" + std::to_string(i) + "]" : std::string(texts[i]);
     auto [it, inserted] = v.token_to_id.emplace(std::string_view(t.text), static_cast<int32_t>(i));
-    if (!inserted) {
-      return InvalidArgument(g.path() + ": key 'tokenizer.ggml.tokens': duplicate token '" + t.text +
-                             "' at ids " + std::to_string(it->second) + " and " + std::to_string(i));
+    if (!inserted) {  // llama.cpp asserts token_to_id.size() == id_to_token.size()
+      return g.KeyError("tokenizer.ggml.tokens", "distinct token texts",
+                        "duplicate token '" + t.text + "' at ids " + std::to_string(it->second) + " and " +
+                            std::to_string(i));
     }
     t.score = scores.empty() ? 0.0f : scores[i];
     t.attr = types.empty() ? kTokenAttrNormal : AttrFromTokenType(types[i]);
@@ -355,7 +355,6 @@ Status ReadFlag(const GgufFile& g, const char* key, bool& flag) {
 
 Result<Tokenizer> Tokenizer::FromGguf(const GgufFile& g) {
   auto v = std::make_shared<Impl>();
-  const std::string& file = g.path();
   STOWAGE_ASSIGN_OR_RETURN(std::string model, g.GetString("tokenizer.ggml.model"));
   STOWAGE_ASSIGN_OR_RETURN(std::string pre, g.GetStringOr("tokenizer.ggml.pre", ""));
 
@@ -385,7 +384,10 @@ Result<Tokenizer> Tokenizer::FromGguf(const GgufFile& g) {
     v->pre = pre.empty() ? "default" : pre;
     const PreInfo* info = FindPre(v->pre);
     if (info == nullptr) {
-      return Unimplemented(file + ": tokenizer.ggml.pre: unknown pre-tokenizer '" + pre + "'");
+      return Status(StatusCode::kUnimplemented,
+                    g.KeyError("tokenizer.ggml.pre", "a pre-tokenizer Stowage implements",
+                               "unknown pre-tokenizer '" + pre + "'")
+                        .message());
     }
     v->pre_type = info->type;
     v->clean_spaces = info->clean_spaces;
@@ -394,21 +396,35 @@ Result<Tokenizer> Tokenizer::FromGguf(const GgufFile& g) {
     v->add_sep = info->add_sep;
     if (info->no_bos) v->bos = kTokenNull;
   } else {
-    return Unimplemented(file + ": tokenizer.ggml.model: unsupported tokenizer '" + model +
-                         "' (expected llama, gpt2 or bert)");
+    return Status(StatusCode::kUnimplemented, g.KeyError("tokenizer.ggml.model", "llama, gpt2 or bert",
+                                                         "unsupported tokenizer '" + model + "'")
+                                                  .message());
   }
   STOWAGE_RETURN_IF_ERROR(ReadFlag(g, "tokenizer.ggml.add_space_prefix", v->add_space_prefix));
   STOWAGE_RETURN_IF_ERROR(ReadTokens(g, *v));
   if (v->type == VocabType::kBpe) STOWAGE_RETURN_IF_ERROR(ReadMerges(g, *v));
 
   const size_t n_vocab = v->tokens.size();
+  int32_t fim_pre = kTokenNull, fim_suf = kTokenNull, fim_mid = kTokenNull;
   const std::pair<const char*, int32_t*> id_keys[] = {
-      {"tokenizer.ggml.bos_token_id", &v->bos},         {"tokenizer.ggml.eos_token_id", &v->eos},
-      {"tokenizer.ggml.eot_token_id", &v->eot},         {"tokenizer.ggml.eom_token_id", &v->eom},
-      {"tokenizer.ggml.unknown_token_id", &v->unk},     {"tokenizer.ggml.seperator_token_id", &v->sep},
-      {"tokenizer.ggml.padding_token_id", &v->pad},     {"tokenizer.ggml.mask_token_id", &v->mask},
-      {"tokenizer.ggml.fim_pad_token_id", &v->fim_pad}, {"tokenizer.ggml.fim_rep_token_id", &v->fim_rep},
+      {"tokenizer.ggml.bos_token_id", &v->bos},
+      {"tokenizer.ggml.eos_token_id", &v->eos},
+      {"tokenizer.ggml.eot_token_id", &v->eot},
+      {"tokenizer.ggml.eom_token_id", &v->eom},
+      {"tokenizer.ggml.unknown_token_id", &v->unk},
+      {"tokenizer.ggml.seperator_token_id", &v->sep},
+      {"tokenizer.ggml.padding_token_id", &v->pad},
+      {"tokenizer.ggml.mask_token_id", &v->mask},
+      {"tokenizer.ggml.fim_pad_token_id", &v->fim_pad},
+      {"tokenizer.ggml.fim_rep_token_id", &v->fim_rep},
       {"tokenizer.ggml.fim_sep_token_id", &v->fim_sep},
+      // Read for their checks and warnings only (llama.cpp reads them; the deprecated names last).
+      {"tokenizer.ggml.fim_pre_token_id", &fim_pre},
+      {"tokenizer.ggml.fim_suf_token_id", &fim_suf},
+      {"tokenizer.ggml.fim_mid_token_id", &fim_mid},
+      {"tokenizer.ggml.prefix_token_id", &fim_pre},
+      {"tokenizer.ggml.suffix_token_id", &fim_suf},
+      {"tokenizer.ggml.middle_token_id", &fim_mid},
   };
   for (const auto& [key, slot] : id_keys) {
     if (*slot != kTokenNull && static_cast<size_t>(*slot) >= n_vocab) *slot = kTokenNull;
@@ -429,8 +445,10 @@ Result<Tokenizer> Tokenizer::FromGguf(const GgufFile& g) {
     if (checks[i].first && checks[i].second == kTokenNull) {
       const std::string key = std::string("tokenizer.ggml.") + check_names[i];
       const std::string origin = g.Find(key) ? "" : " (the default for model '" + model + "')";
-      return InvalidArgument(file + ": " + key + " is true" + origin + ", but tokenizer.ggml." + id_names[i] +
-                             " names no token of the " + std::to_string(n_vocab) + "-token vocabulary");
+      return g.KeyError(key,
+                        std::string("false while tokenizer.ggml.") + id_names[i] + " names no token of the " +
+                            std::to_string(n_vocab) + "-token vocabulary",
+                        "true" + origin);
     }
   }
   STOWAGE_RETURN_IF_ERROR(ReadFlag(g, "tokenizer.ggml.normalizer.lowercase", v->lowercase));
@@ -462,6 +480,8 @@ Result<Tokenizer> Tokenizer::FromGguf(const GgufFile& g) {
   }
   return Tokenizer(std::move(v));
 }
+
+Status Tokenizer::Validate(const GgufFile& g) { return FromGguf(g).status(); }
 
 // Accessors.
 int32_t Tokenizer::n_vocab() const { return static_cast<int32_t>(impl_->tokens.size()); }

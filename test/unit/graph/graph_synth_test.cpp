@@ -143,8 +143,10 @@ TEST(HParams, LayerCountAboveLlamaCppMaximumIsRefused) {
     ASSERT_TRUE(f.ok()) << f.status().message();
     auto hp = ReadHParams(**f);
     ASSERT_FALSE(hp.ok());
-    EXPECT_EQ(hp.status().message(), path + ": llama.block_count " + std::to_string(n) +
-                                         " exceeds llama.cpp's maximum of 512 layers (LLAMA_MAX_LAYERS)");
+    const std::string at =
+        "key 'llama.block_count': expected at most 512 layers (llama.cpp LLAMA_MAX_LAYERS), found ";
+    EXPECT_EQ(hp.status().message().substr(hp.status().message().find("key '")), at + std::to_string(n));
+    EXPECT_EQ(hp.status().message().rfind(path + ": offset ", 0), 0u) << hp.status().message();
   }
   auto f = GgufFile::Open(WithU32("llama.block_count", 512));
   ASSERT_TRUE(f.ok());

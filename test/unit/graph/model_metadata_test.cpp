@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "stowage/planner/model_graphs.h"
@@ -101,16 +103,19 @@ TEST(HParamsValidation, OtherFloatsMustBeFinite) {
 }
 
 // gemma and phi3 have no llama.cpp n_rot check; an odd or too large count reached the runtime's
-// "ROPE: n_dims 7" about the plan in memory.
+// "ROPE: n_dims 7" about the plan in memory, and 0 its "ROPE: n_dims 0 must be even".
 TEST(HParamsValidation, RopeDimensionCountMustBeEvenAndFitTheHead) {
-  for (uint32_t n_rot : {7u, 4294967295u, 18u}) {
+  for (uint32_t n_rot : {7u, 4294967295u, 18u, 0u}) {
     for (const std::string arch : {"gemma", "phi3"}) {
       SynthGguf s = arch == "gemma" ? test::GemmaModel(SynthParams{}, /*head_dim=*/16)
                                     : test::Phi3Model(SynthParams{}, /*rope_factors=*/false);
       const std::string key = arch + ".rope.dimension_count";
+      // gemma's head size is its key_length; phi3's llama.cpp's n_embd / n_head.
+      const std::string head = arch == "gemma" ? "gemma.attention.key_length"
+                                               : "phi3.embedding_length 64 / phi3.attention.head_count 4";
       s.Set(key, GgufMetaValue::U32(n_rot));
-      EXPECT_EQ(BuildError(s), KeyAt(s, key) + ": expected an even count <= the head size 16, found " +
-                                   std::to_string(n_rot))
+      EXPECT_EQ(BuildError(s), KeyAt(s, key) + ": expected an even count from 2 to the head size 16 (" +
+                                   head + "), found " + std::to_string(n_rot))
           << arch;
     }
   }
@@ -124,6 +129,168 @@ TEST(HParamsValidation, EmbeddingLengthZero) {
   SynthGguf s = test::LlamaModel(SynthParams{});
   s.Set("llama.embedding_length", GgufMetaValue::U32(0));
   EXPECT_EQ(BuildError(s), KeyAt(s, "llama.embedding_length") + ": expected a positive width, found 0");
+}
+
+// Head sizes that disagree: the message names the key at fault with its offset and every value the
+// rule combines (llama.cpp: n_embd_head_k = n_embd / n_head, n_gqa = n_head / n_head_kv). Was
+// "llama.rope.dimension_count: invalid n_rot 16, expected 8" for a changed embedding_length or
+// head_count, and "head_count_kv must divide head_count" without values.
+TEST(HParamsValidation, HeadSizeInconsistenciesNameTheKeysAndValues) {
+  const std::string rot = "llama.rope.dimension_count";
+  for (const auto& [key, value, head] : std::vector<std::tuple<std::string, uint32_t, std::string>>{
+           {"llama.embedding_length", 32, "8 (llama.embedding_length 32 / llama.attention.head_count 4"},
+           {"llama.attention.head_count", 8,
+            "8 (llama.embedding_length 64 / llama.attention.head_count 8"}}) {
+    SynthGguf s = test::LlamaModel(SynthParams{});  // head size 16
+    s.Set(rot, GgufMetaValue::U32(16));
+    s.Set(key, GgufMetaValue::U32(value));
+    s.Set("llama.attention.head_count_kv", GgufMetaValue::U32(4));
+    EXPECT_EQ(BuildError(s),
+              KeyAt(s, rot) + ": expected the head size " + head + "; llama.cpp: invalid n_rot), found 16");
+  }
+  for (uint32_t kv : {0u, 3u, 8u}) {
+    SynthGguf s = test::LlamaModel(SynthParams{});  // head_count 4
+    s.Set("llama.attention.head_count_kv", GgufMetaValue::U32(kv));
+    EXPECT_EQ(BuildError(s), KeyAt(s, "llama.attention.head_count_kv") +
+                                 ": expected a divisor of llama.attention.head_count 4, found " +
+                                 std::to_string(kv));
+  }
+  SynthGguf s = test::LlamaModel(SynthParams{});
+  s.Set("llama.embedding_length", GgufMetaValue::U32(62));
+  EXPECT_EQ(BuildError(s), KeyAt(s, "llama.embedding_length") +
+                               ": expected a multiple of llama.attention.head_count 4, found 62");
+  SynthGguf v = test::LlamaModel(SynthParams{});
+  v.Set("llama.attention.value_length", GgufMetaValue::U32(8));
+  EXPECT_EQ(BuildError(v),
+            KeyAt(v, "llama.attention.value_length") +
+                ": expected the head size 16 (llama.embedding_length 64 / llama.attention.head_count "
+                "4; build_llama asserts equal K and V head sizes), found 8");
+  SynthGguf q = test::Qwen2Model(SynthParams{});
+  q.Set("qwen2.rope.dimension_count", GgufMetaValue::U32(8));
+  EXPECT_EQ(BuildError(q),
+            KeyAt(q, "qwen2.rope.dimension_count") +
+                ": expected the head size 16 (qwen2.embedding_length 64 / qwen2.attention.head_count "
+                "4; build_qwen2 asserts n_rot == head size), found 8");
+}
+
+// Counts refused with their key's offset (was "block_count 0 must be positive", no offset).
+TEST(HParamsValidation, CountsNameTheirKeyAndOffset) {
+  const std::vector<std::tuple<std::string, uint32_t, std::string>> cases = {
+      {"llama.block_count", 0, "a positive layer count"},
+      {"llama.block_count", 513, "at most 512 layers (llama.cpp LLAMA_MAX_LAYERS)"},
+      {"llama.attention.head_count", 0, "a positive head count"},
+      {"llama.expert_used_count", 3, "0 (llama.expert_count is 0 or absent)"},
+  };
+  for (const auto& [key, value, rule] : cases) {
+    SynthGguf s = test::LlamaModel(SynthParams{});
+    s.Set(key, GgufMetaValue::U32(value));
+    EXPECT_EQ(BuildError(s), KeyAt(s, key) + ": expected " + rule + ", found " + std::to_string(value));
+  }
+  SynthGguf s = test::LlamaModel(SynthParams{});
+  s.Set("llama.expert_count", GgufMetaValue::U32(4));
+  s.Set("llama.expert_used_count", GgufMetaValue::U32(0));
+  EXPECT_EQ(BuildError(s),
+            KeyAt(s, "llama.expert_used_count") + ": expected 1..4 (llama.expert_count 4), found 0");
+  SynthGguf m = test::MambaModel(SynthParams{});
+  m.Set("mamba.ssm.state_size", GgufMetaValue::U32(0));
+  EXPECT_EQ(BuildError(m), KeyAt(m, "mamba.ssm.state_size") + ": expected a positive size, found 0");
+}
+
+// Values llama.cpp runs that are no model's: accepted with a warning naming the key (as an
+// out-of-range special token id is): an epsilon of 0 (a row of zeros normalizes to NaN), a rope
+// base below 1.
+TEST(HParamsValidation, ZeroEpsilonAndTinyRopeBaseAreWarnings) {
+  const std::vector<std::tuple<std::string, float, std::string>> cases = {
+      {"llama.attention.layer_norm_rms_epsilon", 0.f,
+       "expected a small positive epsilon (models use 1e-6 to 1e-5), found 0, which makes the norm of a row "
+       "of "
+       "zeros 0/0 = NaN"},
+      {"llama.rope.freq_base", 1e-30f,
+       "expected a base >= 1 (models use 1e4 to 1e7), found 1e-30, which makes the rotation faster for "
+       "higher "
+       "dimensions"},
+  };
+  for (const auto& [key, value, text] : cases) {
+    SynthGguf s = test::LlamaModel(SynthParams{});
+    s.Set(key, GgufMetaValue::F32(value));
+    auto f = s.Parse();
+    auto hp = ReadHParams(*f);
+    ASSERT_TRUE(hp.ok()) << hp.status().message();
+    ASSERT_EQ(hp->warnings.size(), 1u) << key;
+    EXPECT_EQ(hp->warnings[0], KeyAt(s, key) + ": " + text);
+  }
+}
+
+// Tokenizer metadata the runtime's tokenizer refuses (stowage-run: one line) gave plans: the planner
+// now runs the tokenizer's own check (Tokenizer::Validate), so both refuse with the same message.
+TEST(TokenizerValidation, PlannerRefusesWhatTheTokenizerRefuses) {
+  const std::vector<std::pair<std::string, std::function<void(SynthGguf&)>>> cases = {
+      {"model bogus", [](SynthGguf& s) { s.Set("tokenizer.ggml.model", GgufMetaValue::Str("bogus")); }},
+      {"model t5", [](SynthGguf& s) { s.Set("tokenizer.ggml.model", GgufMetaValue::Str("t5")); }},
+      {"model no_vocab with tokens",
+       [](SynthGguf& s) { s.Set("tokenizer.ggml.model", GgufMetaValue::Str("no_vocab")); }},
+      {"model missing", [](SynthGguf& s) { s.DropKey("tokenizer.ggml.model"); }},
+      {"model u32", [](SynthGguf& s) { s.Set("tokenizer.ggml.model", GgufMetaValue::U32(1)); }},
+      {"gpt2 without merges",
+       [](SynthGguf& s) { s.Set("tokenizer.ggml.model", GgufMetaValue::Str("gpt2")); }},
+      {"scores short",
+       [](SynthGguf& s) { s.Set("tokenizer.ggml.scores", GgufMetaValue::ArrayF32(std::vector<float>(10))); }},
+      {"token_type short",
+       [](SynthGguf& s) {
+         s.Set("tokenizer.ggml.token_type", GgufMetaValue::ArrayI32(std::vector<int32_t>(100, 1)));
+       }},
+      {"token_type f32",
+       [](SynthGguf& s) {
+         s.Set("tokenizer.ggml.token_type", GgufMetaValue::ArrayF32(std::vector<float>(128, 1.f)));
+       }},
+      {"duplicate token",
+       [](SynthGguf& s) {
+         std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+         while (tokens.size() < 128) tokens.push_back("t" + std::to_string(tokens.size()));
+         tokens[100] = "t101";
+         s.Set("tokenizer.ggml.tokens", GgufMetaValue::ArrayStr(tokens));
+       }},
+      {"add_bos_token str",
+       [](SynthGguf& s) { s.Set("tokenizer.ggml.add_bos_token", GgufMetaValue::Str("true")); }},
+      {"add_space_prefix u32",
+       [](SynthGguf& s) { s.Set("tokenizer.ggml.add_space_prefix", GgufMetaValue::U32(1)); }},
+      {"bos_token_id str",
+       [](SynthGguf& s) { s.Set("tokenizer.ggml.bos_token_id", GgufMetaValue::Str("1")); }},
+      {"fim_pre_token_id str",
+       [](SynthGguf& s) { s.Set("tokenizer.ggml.fim_pre_token_id", GgufMetaValue::Str("1")); }},
+  };
+  for (const auto& [name, change] : cases) {
+    SynthGguf s = test::LlamaModel(SynthParams{});
+    AddVocab(s, 128);
+    EXPECT_EQ(BuildError(s), "(built)") << name;
+    change(s);
+    const std::string planned = BuildError(s);
+    auto f = s.Parse();
+    auto tok = Tokenizer::FromGguf(*f);
+    ASSERT_FALSE(tok.ok()) << name;
+    EXPECT_EQ(planned, tok.status().message()) << name;
+    EXPECT_EQ(planned.rfind("llama.gguf: ", 0), 0u) << name << ": " << planned;
+  }
+}
+
+// An out-of-range fim_pre/suf/mid id (read by llama.cpp, not by Stowage) is llama.cpp's "bad special
+// token" fallback with a warning, as eot/eom are (was: accepted silently); the plan is made.
+TEST(TokenizerValidation, OutOfRangeFimIdsAreWarnings) {
+  for (const std::string key : {"tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.fim_suf_token_id",
+                                "tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.prefix_token_id"}) {
+    SynthGguf s = test::LlamaModel(SynthParams{});
+    AddVocab(s, 128);
+    s.Set(key, GgufMetaValue::U32(9999));
+    EXPECT_EQ(BuildError(s), "(built)") << key;
+    auto f = s.Parse();
+    auto tok = Tokenizer::FromGguf(*f);
+    ASSERT_TRUE(tok.ok()) << tok.status().message();
+    ASSERT_EQ(tok->warnings().size(), 1u) << key;
+    EXPECT_EQ(tok->warnings()[0],
+              KeyAt(s, key) +
+                  ": expected a token id below 128 (the vocabulary's size), found 9999; using "
+                  "no such token (llama.cpp: bad special token)");
+  }
 }
 
 // The planner and the tokenizer read the vocabulary's size the same way: same message from both.

@@ -30,7 +30,8 @@
 //   Tekken:    tekken
 //   DeepSeek:  deepseek-v3, hunyuan-dense, joyai-llm, hy_v4; deepseek-coder
 //   BLOOM:     bloom, gpt3-finnish, poro-chat; viking
-// Any other value is kUnimplemented: "<file>: tokenizer.ggml.pre: unknown pre-tokenizer 'x'"
+// Any other value is kUnimplemented: "<file>: offset <N>: key 'tokenizer.ggml.pre': expected a
+// pre-tokenizer Stowage implements, found unknown pre-tokenizer 'x'"
 // (not implemented yet, among llama.cpp's: deepseek-llm, chameleon, jais-2, exaone-moe, kimi-k2,
 // afmoe, superbpe, tiny_aya, youtu, spark2_5, granite-embed-multi, gemma4, ...).
 //
@@ -91,7 +92,9 @@ class Tokenizer {
   /// Builds the tokenizer from the `tokenizer.ggml.*` metadata of `gguf` (llama.cpp
   /// llama_vocab::impl::load). Reads: model, pre, tokens (required), scores (f32 or i32, optional),
   /// token_type (i32, optional: all tokens normal when absent), merges (BPE, required),
-  /// bos/eos/eot/eom/unknown/seperator/padding/mask/fim_pad/fim_rep/fim_sep_token_id (an id
+  /// bos/eos/eot/eom/unknown/seperator/padding/mask/fim_pre/fim_suf/fim_mid/fim_pad/fim_rep/
+  /// fim_sep_token_id and the deprecated prefix/suffix/middle_token_id (fim_pre/suf/mid are checked
+  /// only: nothing here uses them; an id
   /// outside the vocabulary keeps the type's default, as llama.cpp does, and is reported in
   /// warnings()), add_bos_token, add_eos_token, add_sep_token, add_space_prefix, normalizer.lowercase,
   /// normalizer.strip_accents; `general.name` for phi-3's special-token attributes.
@@ -105,6 +108,14 @@ class Tokenizer {
   /// set while that token is absent;
   /// kUnimplemented for an unsupported model or pre-tokenizer.
   static Result<Tokenizer> FromGguf(const GgufFile& gguf);
+
+  /// Whether FromGguf accepts `gguf`'s tokenizer metadata: FromGguf's own reading, the one check
+  /// the planner (planner ReadHParams: plan-model, stowage-run planning on the fly, stowage-opt's
+  /// import) runs too, so that no plan is made for a model whose tokenizer stowage-run then
+  /// refuses. Returns FromGguf's error unchanged (same one-line message); its warnings are not
+  /// returned (stowage-run prints them when it loads the tokenizer). Costs one FromGguf (the
+  /// token, score and merge tables are built and dropped).
+  static Status Validate(const GgufFile& gguf);
 
   /// Converts UTF-8 `text` to token ids (llama.cpp llama_tokenize). `add_special`: add what the
   /// vocabulary asks for (BOS when add_bos, EOS when add_eos; WPM: [CLS] first and [SEP] last).
