@@ -410,9 +410,6 @@ Status Session::Impl::RunSplits(GGraph& g) {
       c.n_iparams = t.iparams.size();
       c.fparams = t.fparams.data();
       c.n_fparams = t.fparams.size();
-      if (buffer_mapped[bound[id].buffer])
-        return DataLoss(plan->path() + ": graph " + g.name + " node '" + t.name +
-                        "' writes into the read-only mapping of the model file");
       // The plan must only give a backend tensors it can access (else a split input copy is due).
       if (!be.CanAccess(*buffers[bound[id].buffer]))
         return DataLoss(plan->path() + ": graph " + g.name + " node '" + t.name + "' on backend " + be.name() +
@@ -526,8 +523,7 @@ Status Session::Impl::RunUbatchOn(GGraph& g, const int32_t* tokens, int64_t n, b
     return run;
   }
   const Bound& rb = bound[g.result];
-  if (rb.v.ne[0] != n_vocab || rb.v.ne[1] != s.n_outputs)
-    return DataLoss(plan->path() + ": result_output has an unexpected shape");
+  STOWAGE_RETURN_IF_ERROR(plan_graph::CheckResultShape(g, bound, n_vocab, s.n_outputs, plan->path()));
   STOWAGE_RETURN_IF_ERROR(buffers[rb.buffer]->Read(rb.offset, out, static_cast<uint64_t>(n_vocab * s.n_outputs) * sizeof(float)));
   n_past += n;
   return Status::Ok();

@@ -80,7 +80,12 @@ MemoryCheckReport CheckComputeMemory(const PlanFile& plan, size_t max_conflicts,
         if (v[i - 1].end > v[far].end) far = i - 1;
         const Range* prev = &v[far];
         if (v[i].begin >= prev->end) continue;
-        if (v[i].begin == prev->begin && v[i].end == prev->end && v[i].gguf == prev->gguf) continue;
+        // One weight listed twice (same file offset); never a KV cache tensor (their gguf_offset is
+        // 0: two layers' caches at one offset shared their cells).
+        if (v[i].begin == prev->begin && v[i].end == prev->end && v[i].gguf == prev->gguf &&
+            gt->Get(v[i].id)->kind() == plan::TensorKind::Weight &&
+            gt->Get(prev->id)->kind() == plan::TensorKind::Weight)
+          continue;
         conflict("tensors: buffer " + std::to_string(b) + " '" + Str(buffers->Get(b)->name()) + "': '" +
                  Str(gt->Get(prev->id)->name()) + "' [" + std::to_string(prev->begin) + ", " +
                  std::to_string(prev->end) + ") overlaps '" + Str(gt->Get(v[i].id)->name()) + "' [" +
@@ -154,20 +159,28 @@ MemoryCheckReport CheckComputeMemory(const PlanFile& plan, size_t max_conflicts,
               pinned[c] = 1;
             }
 
-    int64_t bind[5] = {1, g->max_tokens(), g->max_kv(), 0, g->max_outputs()};
+    // Each dimension at its largest over the symbol values a session binds (n_tokens, n_kv and
+    // n_outputs from 1 to the graph's maxima, kv_head from 0 to n_ctx - 1): each term of the affine
+    // DimExpr at the end of its symbol's range that makes it largest.
+    const int64_t n_ctx = p.context() ? p.context()->n_ctx() : 1;
+    const int64_t lo[4] = {1, 1, 0, 1};
+    const int64_t hi[4] = {g->max_tokens(), g->max_kv(), std::max<int64_t>(0, n_ctx - 1), g->max_outputs()};
     std::vector<Owned> owned;
     for (size_t t = 0; t < nt; ++t) {
       const auto* x = ts->Get(t);
       if (x->buffer() < 0 || static_cast<size_t>(x->buffer()) >= n_buf) continue;
-      if (buffers->Get(x->buffer())->usage() != plan::BufferUsage::Compute) continue;
+      // Any buffer but the model file's mapping (nothing may write there: CheckNodes): a computed
+      // tensor placed over a KV cache or a weight overwrites it.
+      if (buffers->Get(x->buffer())->mapped()) continue;
       if (x->view_src() >= 0 || x->global() >= 0) continue;
       const std::string what = gname + ": tensor '" + Str(x->name()) + "'";
       int64_t ne[4] = {0, 0, 0, 0};
       bool dims_ok = x->ne() && x->ne()->size() == 4;
       for (int d = 0; dims_ok && d < 4; ++d) {
         const auto* e = x->ne()->Get(d);
-        const __int128 v = __int128(e->c()) * bind[0] + __int128(e->tokens()) * bind[1] + __int128(e->kv()) * bind[2] +
-                           __int128(e->kv_head()) * bind[3] + __int128(e->outputs()) * bind[4];
+        const int64_t coef[4] = {e->tokens(), e->kv(), e->kv_head(), e->outputs()};
+        __int128 v = e->c();
+        for (int k = 0; k < 4; ++k) v += std::max(__int128(coef[k]) * lo[k], __int128(coef[k]) * hi[k]);
         if (v < 0 || v > std::numeric_limits<int32_t>::max() * __int128(1 << 20)) dims_ok = false;
         else ne[d] = static_cast<int64_t>(v);
       }
@@ -193,6 +206,25 @@ MemoryCheckReport CheckComputeMemory(const PlanFile& plan, size_t max_conflicts,
       owned.push_back(o);
     }
     rep.tensors_checked += static_cast<int>(owned.size());
+    // Weights and KV cache tensors (allocated buffers) are live throughout: no computed tensor may
+    // share their bytes. Entries with id -1 - i stand for Plan.tensors[i].
+    if (const auto* gt = p.tensors())
+      for (flatbuffers::uoffset_t i = 0; i < gt->size(); ++i) {
+        const auto* x = gt->Get(i);
+        if (x->buffer() < 0 || static_cast<size_t>(x->buffer()) >= n_buf ||
+            buffers->Get(x->buffer())->mapped())
+          continue;
+        if (x->nbytes() == 0 || x->offset() + x->nbytes() < x->offset()) continue;
+        Owned o;
+        o.id = -1 - static_cast<int>(i);
+        o.buffer = x->buffer();
+        o.begin = x->offset();
+        o.end = x->offset() + x->nbytes();
+        owned.push_back(o);
+      }
+    auto name_of = [&](const Owned& o) {
+      return o.id >= 0 ? Str(ts->Get(o.id)->name()) : Str(p.tensors()->Get(-1 - o.id)->name());
+    };
     std::sort(owned.begin(), owned.end(), [](const Owned& a, const Owned& b) {
       return a.buffer != b.buffer ? a.buffer < b.buffer : a.begin < b.begin;
     });
@@ -200,9 +232,11 @@ MemoryCheckReport CheckComputeMemory(const PlanFile& plan, size_t max_conflicts,
       for (size_t b = a + 1; b < owned.size() && owned[b].buffer == owned[a].buffer && owned[b].begin < owned[a].end; ++b) {
         const Owned& A = owned[a];
         const Owned& B = owned[b];
+        if (A.id < 0 && B.id < 0) continue;  // two global tensors: checked above
         if (std::max(A.born, B.born) > std::min(A.dies, B.dies)) continue;  // never live together
         // In place: the node overwrites its first source, whose last read it is, byte for byte.
         auto inplace = [&](const Owned& src, const Owned& dst) {
+          if (src.id < 0 || dst.id < 0) return false;
           const auto* d = ts->Get(dst.id);
           return node_pos[dst.id] >= 0 && CanInplace(d->op()) && d->srcs() && d->srcs()->size() > 0 &&
                  d->srcs()->Get(0) >= 0 && static_cast<size_t>(d->srcs()->Get(0)) < nt &&
@@ -210,10 +244,11 @@ MemoryCheckReport CheckComputeMemory(const PlanFile& plan, size_t max_conflicts,
                  src.end == dst.end;
         };
         if (inplace(A, B) || inplace(B, A)) continue;
-        conflict(gname + ": buffer " + std::to_string(A.buffer) + " '" + Str(buffers->Get(A.buffer)->name()) + "': '" +
-                 Str(ts->Get(A.id)->name()) + "' [" + std::to_string(A.begin) + ", " + std::to_string(A.end) + ") live " +
-                 Time(A.born) + " .. " + Time(A.dies) + " overlaps '" + Str(ts->Get(B.id)->name()) + "' [" +
-                 std::to_string(B.begin) + ", " + std::to_string(B.end) + ") live " + Time(B.born) + " .. " + Time(B.dies));
+        conflict(gname + ": buffer " + std::to_string(A.buffer) + " '" + Str(buffers->Get(A.buffer)->name()) +
+                 "': '" + name_of(A) + "' [" + std::to_string(A.begin) + ", " + std::to_string(A.end) +
+                 ") live " + Time(A.born) + " .. " + Time(A.dies) + " overlaps '" + name_of(B) + "' [" +
+                 std::to_string(B.begin) + ", " + std::to_string(B.end) + ") live " + Time(B.born) + " .. " +
+                 Time(B.dies));
       }
   }
   if (dropped > 0) rep.conflicts.push_back("... and " + std::to_string(dropped) + " more");

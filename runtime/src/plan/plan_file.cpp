@@ -111,10 +111,17 @@ Status PlanFile::Verify(PlanChecks checks) {
   const plan::Plan& r = *root_;
   STOWAGE_ASSIGN_OR_RETURN(const plan_graph::Graphs graphs, plan_graph::Decode(r, path_));
   const plan_graph::Memory mem = plan_graph::PlannedMemory(r);
+  // Bound at every vertex of the range of symbol values a session binds (plan_graph::Corners):
+  // a tensor that fits at kv_head 0 may leave its buffer, or the tensor it views, at kv_head 100.
   std::vector<plan_graph::Bound> bound;
-  for (const plan_graph::GGraph& g : graphs.graphs) {
-    STOWAGE_RETURN_IF_ERROR(plan_graph::BindAll(g, g.worst_case(), mem, path_, &bound));
-    STOWAGE_RETURN_IF_ERROR(plan_graph::CheckNodeShapes(g, bound, path_));
+  for (size_t gi = 0; gi < graphs.graphs.size(); ++gi) {
+    const plan_graph::GGraph& g = graphs.graphs[gi];
+    for (const plan_graph::Sym& s : plan_graph::Corners(g, gi, graphs.n_ctx, graphs.n_ubatch)) {
+      STOWAGE_RETURN_IF_ERROR(plan_graph::BindAll(g, s, mem, path_, &bound));
+      STOWAGE_RETURN_IF_ERROR(plan_graph::CheckNodeShapes(g, bound, path_));
+      STOWAGE_RETURN_IF_ERROR(plan_graph::CheckNodes(r, g, bound, mem, path_));
+      STOWAGE_RETURN_IF_ERROR(plan_graph::CheckResultShape(g, bound, graphs.n_vocab, s.n_outputs, path_));
+    }
   }
   if (checks == PlanChecks::kAllButOverlaps) return Status::Ok();
   // The offsets together (weights and KV cache in their buffers, live compute tensors in theirs):

@@ -2,6 +2,7 @@
 #include "plan_graph.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "backend.h"
 
@@ -249,16 +250,20 @@ Status BindTensor(const GGraph& g, int id, const Sym& s, const Memory& mem, cons
   if (CheckedElements(v.ne) < 0) return DataLoss(where() + ": element count overflows");
   if (RowSize(v.type, v.ne[0]) == 0 && GetTypeTraits(v.type).block_size > 1)
     return DataLoss(where() + ": ne0 not a multiple of the block size");
+  bool owns = true;  // the tensor owns its bytes (not a view of another one)
   if (t.kind == fb::TensorKind::Weight || t.kind == fb::TensorKind::KvCache) {
     v = mem.globals[t.global];
     b.buffer = mem.global_buffer[t.global];
     b.offset = mem.global_offset[t.global];
   } else if (t.is_view) {
+    owns = false;
     const int src = t.op == GgmlOp::CPY ? t.srcs[1] : t.srcs[0];
     STOWAGE_RETURN_IF_ERROR(BindTensor(g, src, s, mem, path, bound, depth + 1));
     const Bound& sb = bound[src];
     b.buffer = sb.buffer;
     b.offset = sb.offset;
+    b.own_begin = sb.own_begin;
+    b.own_end = sb.own_end;
     v.layout = sb.v.layout;
     switch (t.op) {
       case GgmlOp::CPY:
@@ -323,6 +328,18 @@ Status BindTensor(const GGraph& g, int id, const Sym& s, const Memory& mem, cons
   if (b.offset > size || ext > size - b.offset)
     return DataLoss(where() + " (" + std::to_string(ext) + " bytes at offset " + std::to_string(b.offset) +
                     ") does not fit in its buffer of " + std::to_string(size) + " bytes");
+  if (owns) {
+    b.own_begin = b.offset;
+    b.own_end = b.offset + ext;
+  } else if (b.offset < b.own_begin || b.offset + ext > b.own_end) {
+    // ggml_view_impl asserts view_offs + size <= ggml_nbytes(view_src): a view past its tensor
+    // reads or writes another tensor's bytes (the K view of a layer reading its V cache).
+    const int root = ViewOwner(g, id);
+    return DataLoss(where() + " (" + std::to_string(ext) + " bytes at offset " + std::to_string(b.offset) +
+                    ") extends outside the tensor it views" +
+                    (root >= 0 ? " '" + g.tensors[root].name + "'" : std::string()) + " (bytes [" +
+                    std::to_string(b.own_begin) + ", " + std::to_string(b.own_end) + ") of its buffer)");
+  }
   const auto& tr = GetTypeTraits(v.type);
   const uint64_t align = tr.is_quantized ? 2 : std::min<uint64_t>(tr.type_size, 4);
   bool aligned = b.offset % align == 0;
@@ -363,7 +380,10 @@ Result<Graphs> Decode(const fb::Plan& r, const std::string& path) {
 Memory PlannedMemory(const fb::Plan& r) {
   Memory m;
   if (r.buffers())
-    for (const auto* b : *r.buffers()) m.buffer_size.push_back(b->size());
+    for (const auto* b : *r.buffers()) {
+      m.buffer_size.push_back(b->size());
+      m.buffer_mapped.push_back(b->mapped());
+    }
   if (r.tensors())
     for (const auto* t : *r.tensors()) {
       TensorView v;
@@ -375,6 +395,26 @@ Memory PlannedMemory(const fb::Plan& r) {
       m.global_offset.push_back(t->offset());
     }
   return m;
+}
+
+std::vector<Sym> Corners(const GGraph& g, size_t graph_index, int64_t n_ctx, int64_t n_ubatch) {
+  const int64_t n_max =
+      graph_index == 1 ? 1 : std::max<int64_t>(1, std::min({g.max_tokens, n_ubatch, n_ctx}));
+  std::vector<Sym> out;
+  for (const int64_t n : {int64_t(1), n_max}) {
+    if (n == n_max && n == 1 && !out.empty()) break;
+    for (const int64_t o : {int64_t(1), n}) {
+      if (g.recurrent()) {
+        out.push_back(Sym{n, 1, 0, o});
+        continue;
+      }
+      out.push_back(Sym{n, n, 0, o});
+      out.push_back(Sym{n, n_ctx, 0, o});
+      out.push_back(Sym{n, n_ctx, n_ctx - n, o});
+    }
+  }
+  out.push_back(g.worst_case());  // what the plan sized the graph for
+  return out;
 }
 
 Status BindAll(const GGraph& g, const Sym& s, const Memory& mem, const std::string& path,
@@ -427,6 +467,119 @@ Status CheckNodeShapes(const GGraph& g, const std::vector<Bound>& bound, const s
         break;
     }
   }
+  return Status::Ok();
+}
+
+namespace {
+
+/// The sources a node of `op` must have (srcs[0 .. n-1] present), as the kernels read them
+/// (cpu_backend.cpp Compute); 0 for ops not listed.
+int RequiredSources(GgmlOp op) {
+  switch (op) {
+    case GgmlOp::SCALE:
+    case GgmlOp::RMS_NORM:
+    case GgmlOp::NORM:
+    case GgmlOp::SILU:
+    case GgmlOp::GELU:
+    case GgmlOp::SOFT_MAX:
+    case GgmlOp::ARGSORT:
+    case GgmlOp::SUM_ROWS:
+    case GgmlOp::SIGMOID:
+    case GgmlOp::CPY:
+    case GgmlOp::CONT:
+    case GgmlOp::DUP:
+      return 1;
+    case GgmlOp::GET_ROWS:
+    case GgmlOp::SET_ROWS:
+    case GgmlOp::MUL_MAT:
+    case GgmlOp::ADD:
+    case GgmlOp::MUL:
+    case GgmlOp::SWIGLU:
+    case GgmlOp::GEGLU:
+    case GgmlOp::ROPE:
+    case GgmlOp::DIV:
+    case GgmlOp::CONCAT:
+    case GgmlOp::SSM_CONV:
+      return 2;
+    case GgmlOp::FLASH_ATTN_EXT:
+    case GgmlOp::MUL_MAT_ID:
+      return 3;
+    case GgmlOp::SSM_SCAN:
+      return 6;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+Status CheckNodes(const fb::Plan& r, const GGraph& g, const std::vector<Bound>& bound, const Memory& mem,
+                  const std::string& path) {
+  for (const GSplit& sp : g.splits) {
+    const auto* dev = r.devices()->Get(r.backends()->Get(sp.backend)->device());
+    const bool onednn = dev->type() == fb::DeviceType::ACCEL && dev->name() &&
+                        dev->name()->str().rfind("ONEDNN", 0) == 0;  // builtin_backends.cpp
+    for (uint32_t k = sp.begin; k < sp.end; ++k) {
+      const int id = g.nodes[k];
+      const GTensor& t = g.tensors[id];
+      if (IsViewOp(t.op) || t.op == GgmlOp::NONE) continue;
+      auto node = [&] {
+        return path + ": graph " + g.name + " node '" + t.name + "' (" + GgmlOpName(t.op) + ")";
+      };
+      const int need = RequiredSources(t.op);
+      for (int j = 0; j < need; ++j)
+        if (j >= static_cast<int>(t.srcs.size()) || t.srcs[j] < 0)
+          return DataLoss(node() + ": source " + std::to_string(j) + " is missing (" + GgmlOpName(t.op) +
+                          " reads " + std::to_string(need) + ")");
+      for (size_t j = 0; j < t.fparams.size(); ++j)
+        if (!std::isfinite(t.fparams[j]))
+          return DataLoss(node() + ": float parameter " + std::to_string(j) + " is not finite");
+      switch (t.op) {
+        case GgmlOp::RMS_NORM:
+        case GgmlOp::NORM:
+          if (t.fparams.empty() || t.fparams[0] < 0)
+            return DataLoss(node() + ": expected eps >= 0 as float parameter 0, found " +
+                            (t.fparams.empty() ? std::string("none") : std::to_string(t.fparams[0])));
+          break;
+        case GgmlOp::SOFT_MAX:
+          if (t.fparams.empty())
+            return DataLoss(node() + ": expected its scale as float parameter 0, found none");
+          break;
+        case GgmlOp::ROPE: {
+          if (t.iparams.size() < 2)
+            return DataLoss(node() + ": expected n_dims and mode as integer parameters 0 and 1");
+          cpu::RopeParams p;
+          p.n_dims = t.iparams[0];
+          p.mode = t.iparams[1];
+          Status st = cpu::CheckRopeParams(p, bound[t.srcs[0]].v.ne[0]);
+          if (!st.ok()) return DataLoss(node() + ": " + st.message());
+          if (!t.fparams.empty() && !(t.fparams[0] > 0))
+            return DataLoss(node() + ": freq_base " + std::to_string(t.fparams[0]) + " must be positive");
+          break;
+        }
+        default:
+          break;
+      }
+      if (onednn && t.op != GgmlOp::MUL_MAT)
+        return DataLoss(node() + " is in a split of backend " + std::to_string(sp.backend) + " (" +
+                        dev->name()->str() + "), which runs only MUL_MAT (oneDNN)");
+      if (bound[id].buffer >= 0 && static_cast<size_t>(bound[id].buffer) < mem.buffer_mapped.size() &&
+          mem.buffer_mapped[bound[id].buffer])
+        return DataLoss(path + ": graph " + g.name + " node '" + t.name +
+                        "' writes into the read-only mapping of the model file");
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckResultShape(const GGraph& g, const std::vector<Bound>& bound, int64_t n_vocab, int64_t n_outputs,
+                        const std::string& path) {
+  const TensorView& v = bound[g.result].v;
+  if (v.type != GgmlType::F32 || v.ne[0] != n_vocab || v.ne[1] != n_outputs || v.ne[2] != 1 || v.ne[3] != 1)
+    return DataLoss(path + ": graph " + g.name + ": result_output is [" + std::to_string(v.ne[0]) + ", " +
+                    std::to_string(v.ne[1]) + ", " + std::to_string(v.ne[2]) + ", " +
+                    std::to_string(v.ne[3]) + "] " + GgmlTypeName(v.type) + ", expected f32 [n_vocab " +
+                    std::to_string(n_vocab) + ", n_outputs " + std::to_string(n_outputs) + ", 1, 1]");
   return Status::Ok();
 }
 

@@ -68,6 +68,18 @@ struct GGraph {
   Sym worst_case() const { return Sym{max_tokens, max_kv, 0, max_outputs}; }
 };
 
+/// The symbol values at which the verifier binds graph `g` (index `graph_index`: 0 = pp, 1 = tg)
+/// of a context of `n_ctx` cells and `n_ubatch` tokens: the vertices of the range a session can
+/// bind (RunUbatchOn), n_tokens n in [1, N] (N = 1 for tg, else min(max_tokens, n_ubatch, n_ctx)),
+/// kv_head p in [0, n_ctx - n], n_kv in [p + n, n_ctx] (the cells in use, padded), n_outputs in
+/// [1, n]; a recurrent graph binds kv_head 0 and n_kv 1. Every dimension, view offset and stride is
+/// affine in the symbols, so its extremes over that range are attained at these vertices: a value
+/// that is negative, or a tensor outside its buffer or its viewed tensor, anywhere in the range is
+/// so at one of them (extents of strided views are products of affine terms in different symbols in
+/// every plan the planner writes, which are extreme at the vertices too). The graph's worst case
+/// (worst_case()) is the last entry.
+std::vector<Sym> Corners(const GGraph& g, size_t graph_index, int64_t n_ctx, int64_t n_ubatch);
+
 /// The context and graphs of a plan, decoded.
 struct Graphs {
   int64_t n_ctx = 0, n_ubatch = 0, n_vocab = 0;
@@ -88,6 +100,10 @@ struct Bound {
   TensorView v;
   int buffer = -1;      ///< buffer holding the bytes (for extent checks and copies)
   uint64_t offset = 0;  ///< byte offset of v.data inside that buffer
+  /// The bytes [own_begin, own_end) of the buffer that the tensor owning the memory spans (a
+  /// weight / KV cache tensor, a computed tensor; a view's are its source's): ggml_view_impl
+  /// asserts a view stays inside them.
+  uint64_t own_begin = 0, own_end = 0;
   bool done = false;
 };
 
@@ -95,6 +111,7 @@ struct Bound {
 /// session) the buffers' base addresses.
 struct Memory {
   std::vector<uint64_t> buffer_size;  ///< Plan.buffers[i].size (bytes)
+  std::vector<char> buffer_mapped;    ///< Plan.buffers[i].mapped: the model file's read-only mapping
   std::vector<uint8_t*> buffer_base;  ///< empty when verifying: no data pointer is formed
   std::vector<TensorView> globals;    ///< Plan.tensors, contiguous (data and layout set by a session)
   std::vector<int> global_buffer;
@@ -118,6 +135,21 @@ Status BindAll(const GGraph& g, const Sym& s, const Memory& mem, const std::stri
 /// first source's shape (ggml_add/mul/scale/rms_norm/norm/silu/gelu/soft_max_ext/rope). The kernels
 /// check the same when they run; this fails at load, before any text is streamed. Errors: kDataLoss.
 Status CheckNodeShapes(const GGraph& g, const std::vector<Bound>& bound, const std::string& path);
+
+/// The checks of each node that need only the plan (ggml's asserts and the kernels' preconditions,
+/// made before anything runs): the sources its op reads are present (ROPE 2, MUL_MAT 2, RMS_NORM 1,
+/// ...), its float parameters are finite, RMS_NORM/NORM carry eps >= 0, SOFT_MAX its scale, ROPE
+/// n_dims and mode (cpu::CheckRopeParams) and a freq_base > 0; no node writes into a mapped (read-
+/// only) buffer of the model file; a split on the oneDNN backend (device type ACCEL named ONEDNN*)
+/// runs MUL_MAT only. `bound` is a binding of `g` (BindAll). Errors: kDataLoss naming `path`, the
+/// graph and the node.
+Status CheckNodes(const plan::Plan& r, const GGraph& g, const std::vector<Bound>& bound, const Memory& mem,
+                  const std::string& path);
+
+/// result_output holds n_vocab logits for each of the `n_outputs` outputs (the session reads
+/// exactly them). Errors: kDataLoss.
+Status CheckResultShape(const GGraph& g, const std::vector<Bound>& bound, int64_t n_vocab, int64_t n_outputs,
+                        const std::string& path);
 
 /// Bytes spanned by a (possibly strided) view: last element's offset + its size. UINT64_MAX when
 /// the arithmetic overflows (a hostile plan), which no buffer can hold.

@@ -103,8 +103,9 @@ struct MemoryCheckReport {
 
 /// An independent check of a verified plan's buffer offsets (plan-dump --check-memory, and
 /// PlanFile::Verify at every load): no two weights / KV cache tensors (Plan.tensors) share a byte
-/// of an allocated (not mapped) buffer unless they are the same file data, and no two graph
-/// tensors live at the same time share a byte of a compute buffer.
+/// of an allocated (not mapped) buffer unless they are the same weight's file data (KV cache
+/// tensors never), no two graph tensors live at the same time share a byte of a buffer, and no
+/// graph tensor shares a byte with a weight or KV cache tensor (live throughout).
 ///
 /// It re-derives liveness from the plan file alone (not from the planner's memory pass), with
 /// ggml-alloc's rules as the planner documents them (memory_plan.h; ggml-alloc.c
@@ -120,10 +121,11 @@ struct MemoryCheckReport {
 ///          when it is an instance of a graph input or split input (ggml flags them INPUT|OUTPUT);
 ///   allowed sharing: a node written in place over its first source when that read is the
 ///          source's last (ggml_gallocr's in-place reuse).
-/// Only tensors that own compute-buffer memory are checked: graph tensors with a buffer of usage
-/// Compute, not views (view_src) and not weights / KV cache (global). Sizes are the contiguous
-/// bytes at the graph's worst case (n_tokens = max_tokens, n_kv = max_kv, kv_head = 0,
-/// n_outputs = max_outputs), as the planner sizes them.
+/// The graph tensors checked are those that own memory in an allocated buffer of any usage: not
+/// views (view_src) and not weights / KV cache (global). Sizes are the contiguous bytes with each
+/// dimension at its largest over the values a session binds (n_tokens 1..max_tokens, n_kv
+/// 1..max_kv, kv_head 0..n_ctx-1, n_outputs 1..max_outputs): the graph's worst case, as the
+/// planner sizes them, for the dimensions it writes.
 /// At most `max_conflicts` lines are collected (the count of the rest is appended as a last line).
 /// Never fails otherwise: tensors whose size cannot be computed are reported as conflicts.
 /// With `overlaps_only`, tensors whose size cannot be computed or that leave their buffer are

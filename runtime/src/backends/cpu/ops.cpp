@@ -501,6 +501,16 @@ Status GeGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, Tens
   return GluF32(ctx, a, b, dst, "GEGLU", GeluF32);
 }
 
+Status CheckRopeParams(const RopeParams& p, int64_t ne0) {
+  const char* op = "ROPE";
+  STOWAGE_CPU_NEED(p.mode == 0 || p.mode == 2, op,
+                   "mode " + std::to_string(p.mode) + " is not supported (0 = normal, 2 = NEOX)");
+  STOWAGE_CPU_NEED(
+      p.n_dims > 0 && p.n_dims % 2 == 0 && p.n_dims <= ne0, op,
+      "n_dims " + std::to_string(p.n_dims) + " must be even and in (0, ne0 = " + std::to_string(ne0) + "]");
+  return Status::Ok();
+}
+
 Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, const TensorView& freq_factors,
             TensorView& dst, const RopeParams& p) {
   const char* op = "ROPE";
@@ -508,11 +518,7 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
   STOWAGE_RETURN_IF_ERROR(NeedType(dst, GgmlType::F32, op, "dst"));
   STOWAGE_RETURN_IF_ERROR(NeedType(pos, GgmlType::I32, op, "pos"));
   STOWAGE_RETURN_IF_ERROR(NeedSameShape(src, dst, op, "src", "dst"));
-  STOWAGE_CPU_NEED(p.mode == 0 || p.mode == 2, op,
-                               "mode " + std::to_string(p.mode) + " is not supported (0 = normal, 2 = NEOX)");
-  STOWAGE_CPU_NEED(p.n_dims > 0 && p.n_dims % 2 == 0 && p.n_dims <= src.ne[0], op,
-                               "n_dims " + std::to_string(p.n_dims) + " must be even and in (0, ne0 = " +
-                                   std::to_string(src.ne[0]) + "]");
+  STOWAGE_RETURN_IF_ERROR(CheckRopeParams(p, src.ne[0]));
   STOWAGE_CPU_NEED(pos.ne[0] >= src.ne[2] && pos.nb[0] == 4, op,
                                "pos " + ShapeString(pos) + " must hold ne2 = " + std::to_string(src.ne[2]) + " positions");
   if (freq_factors.data != nullptr) {

@@ -177,6 +177,10 @@ struct RopeParams {
   float beta_fast = 32.f;
   float beta_slow = 1.f;
 };
+/// The ROPE parameters this runtime computes with, for rows of `ne0` elements: mode 0 or 2, n_dims
+/// even and in (0, ne0]. Rope checks them; so does the plan verifier (plan_graph CheckNodes), before
+/// anything runs. Errors: kInvalidArgument ("ROPE: ...").
+Status CheckRopeParams(const RopeParams& p, int64_t ne0);
 /// ROPE (ggml_rope_ext): rotates pairs of src F32 [head_dim, n_head, n_tokens, ne3] by
 /// theta = pos[i2] * freq_base^(-i0/n_dims) / freq_factors[i0/2], with YaRN mixing/mscale as
 /// ggml's rope_yarn; angles follow ggml_rope_cache_init (theta multiplied by theta_scale in float
