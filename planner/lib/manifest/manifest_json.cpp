@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <initializer_list>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #define XXH_INLINE_ALL
@@ -389,6 +390,25 @@ class Reader {
     auto t = ParseDeviceType(type);
     if (!t.ok()) return Fail(Sub(p, "type"), "expected CPU, GPU or ACCEL, got \"" + type + "\"");
     m->type = *t;
+    // The ggml backends this build plans for, each with the device type ggml gives its devices
+    // (ggml-cpu: CPU; ggml-cuda and ggml-rpc: GPU; ggml-blas and oneDNN: ACCEL). Another name
+    // ("VULKAN") has no runtime backend; another type would be placed by the wrong rules.
+    static constexpr std::pair<const char*, DeviceType> kBackends[] = {{"CPU", DeviceType::kCpu},
+                                                                       {"CUDA", DeviceType::kGpu},
+                                                                       {"RPC", DeviceType::kGpu},
+                                                                       {"BLAS", DeviceType::kAccel},
+                                                                       {"ONEDNN", DeviceType::kAccel}};
+    const auto* known = std::find_if(std::begin(kBackends), std::end(kBackends),
+                                     [&](const auto& b) { return m->backend == b.first; });
+    if (known == std::end(kBackends)) {
+      std::string names;
+      for (const auto& b : kBackends) names += (names.empty() ? "" : ", ") + std::string(b.first);
+      return Fail(Sub(p, "backend"),
+                  "unknown backend \"" + OneLine(m->backend) + "\" (expected one of " + names + ")");
+    }
+    if (known->second != m->type)
+      return Fail(Sub(p, "type"), "expected " + std::string(DeviceTypeName(known->second)) + " for backend " +
+                                      m->backend + " (ggml's device type for it), got \"" + type + "\"");
 
     const json* mem = Field(j, p, "memory", true, "object with total, free, reserve in bytes");
     if (!mem) return false;
@@ -431,6 +451,11 @@ class Reader {
       if (!Buft(*it, Sub(bp, key), false, &b)) return false;
       (std::string(key) == "host" ? m->host_buft : m->split_buft) = b;
     }
+    // A GPU's own buffers are device memory (ggml_backend_cuda_buffer_type is not host); calling
+    // them host would let the CPU read them in place.
+    if (m->type == DeviceType::kGpu && m->default_buft.is_host)
+      return Fail(Sub(Sub(bp, "default"), "is_host"),
+                  "expected false (a GPU's default buffer type is device memory)");
     if (m->host_buft && !m->host_buft->is_host)
       return Fail(Sub(Sub(bp, "host"), "is_host"), "expected true (a host buffer type is host memory)");
     if (m->caps.host_buffer != m->host_buft.has_value())
@@ -506,13 +531,25 @@ class Reader {
     return RuleBuftsDefined(*m);
   }
 
-  /// Every "buft" a supports_op rule names (op_support.rules and the extra buffer types' rules) must
-  /// be a buffer type of this device: a rule about another name could never match (a typo).
+  /// Every "buft" a supports_op rule names (op_support.rules and the extra buffer types' rules), and
+  /// every name in supports_buft.names, must be a buffer type of this device: a rule about another
+  /// name could never match (a typo), and a device said to support a buffer type nobody defines
+  /// failed later, in placement, with a message naming no file.
   bool RuleBuftsDefined(const DeviceManifest& m) {
     std::vector<std::string> defined = {m.default_buft.name};
     if (m.host_buft) defined.push_back(m.host_buft->name);
     if (m.split_buft) defined.push_back(m.split_buft->name);
     for (const BufferType& b : m.extra_bufts) defined.push_back(b.name);
+    auto defined_names = [&] {
+      std::string names;
+      for (const std::string& d : defined) names += (names.empty() ? "" : ", ") + d;
+      return names;
+    };
+    for (size_t i = 0; i < m.supports_buft.names.size(); ++i)
+      if (std::find(defined.begin(), defined.end(), m.supports_buft.names[i]) == defined.end())
+        return Fail(Idx("$.supports_buft.names", i),
+                    "buffer type '" + m.supports_buft.names[i] +
+                        "' is not defined by this manifest (its buffer types: " + defined_names() + ")");
     auto check = [&](const std::vector<OpRule>& rules, const std::string& p) {
       for (size_t i = 0; i < rules.size(); ++i) {
         auto one = [&](const std::optional<TensorConstraint>& c, const std::string& cp) {

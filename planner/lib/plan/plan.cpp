@@ -15,6 +15,14 @@ std::string FitLine(int ngl, uint32_t n_layer) {
   return "-ngl " + std::to_string(ngl) + " fits (of " + std::to_string(n_layer) + " layers + output)";
 }
 
+// A fit refusal names the device and its memory; the model file it was planned for goes first, as
+// in the planner's other errors.
+Status NamingModel(const GgufFile& gguf, Status s) {
+  if (s.ok() || s.code() != StatusCode::kResourceExhausted || s.message().rfind(gguf.path() + ": ", 0) == 0)
+    return s;
+  return Status(s.code(), gguf.path() + ": " + s.message());
+}
+
 }  // namespace
 
 Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>& machine,
@@ -63,7 +71,7 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
         r.placement.n_gpu_layers);
     return Status::Ok();
   };
-  STOWAGE_RETURN_IF_ERROR(fit_layers());
+  STOWAGE_RETURN_IF_ERROR(NamingModel(gguf, fit_layers()));
   Result<PlacementOutcome> outcome = PlaceModel(r.graphs, machine, r.placement);
   if (outcome.ok() && request.flash_attn == FlashAttnMode::kAuto && r.graphs.cfg.flash_attn) {
     const std::string mismatch = FlashAttnDeviceMismatch(r.graphs, *outcome);
@@ -75,7 +83,7 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
       cfg = asked;
       cfg.flash_attn = false;
       STOWAGE_RETURN_IF_ERROR(ResolveContext(hp, gguf.path(), &cfg));
-      STOWAGE_RETURN_IF_ERROR(fit_layers());
+      STOWAGE_RETURN_IF_ERROR(NamingModel(gguf, fit_layers()));
       auto graphs = BuildModelGraphs(gguf, cfg);
       if (graphs.ok()) {
         r.graphs = std::move(*graphs);
@@ -90,7 +98,7 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
   if (!outcome.ok()) return outcome.status();
   r.outcome = std::move(*outcome);
   r.memory_warnings = UnreportedMemoryWarnings(r.outcome);
-  r.fit = CheckFit(r.outcome);
+  r.fit = NamingModel(gguf, CheckFit(r.outcome));
   if (request.serialize && (r.fit.ok() || !request.fit_check))
     r.bytes = SerializePlan(gguf, r.graphs, r.outcome.placement, r.outcome.memory, request.flags);
   return r;

@@ -274,6 +274,34 @@ TEST(ManifestErrors, RuleBuftMustBeDefined) {
             "not defined by this manifest (its buffer types: RPC[x], X_REPACK)");
 }
 
+// supports_buft.names must name a buffer type of this manifest: "GHOST" was accepted, then placement
+// failed with "pre-allocated tensor ... cannot run the operation (NONE)" naming no file.
+TEST(ManifestErrors, SupportsBuftNamesMustBeDefined) {
+  const std::string base =
+      Replace(kMinimal, "\"op_support\"", "\"supports_buft\": {\"names\": [\"RPC[x]\"]}, \"op_support\"");
+  EXPECT_EQ(ErrorOf(base), "(parsed)");
+  EXPECT_EQ(
+      ErrorOf(Replace(base, "[\"RPC[x]\"]", "[\"RPC[x]\", \"GHOST\"]")),
+      "bad.json: $.supports_buft.names[1]: buffer type 'GHOST' is not defined by this manifest (its buffer "
+      "types: RPC[x])");
+}
+
+// The backend is one this build knows, with ggml's device type for it: "VULKAN" was accepted, and so
+// were a GPU-typed manifest of backend CPU and a GPU whose own buffers were said to be host memory.
+TEST(ManifestErrors, BackendKnownAndMatchingItsType) {
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"backend\": \"RPC\"", "\"backend\": \"VULKAN\"")),
+            "bad.json: $.backend: unknown backend \"VULKAN\" (expected one of CPU, CUDA, RPC, BLAS, ONEDNN)");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"backend\": \"RPC\"", "\"backend\": \"CPU\"")),
+            "bad.json: $.type: expected CPU for backend CPU (ggml's device type for it), got \"GPU\"");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"type\": \"GPU\"", "\"type\": \"ACCEL\"")),
+            "bad.json: $.type: expected GPU for backend RPC (ggml's device type for it), got \"ACCEL\"");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"backend\": \"RPC\"", "\"backend\": \"CUDA\"")), "(parsed)");
+  EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"alignment\": 32, \"is_host\": false}",
+                            "\"alignment\": 32, \"is_host\": true}")),
+            "bad.json: $.buffer_types.default.is_host: expected false (a GPU's default buffer type is device "
+            "memory)");
+}
+
 // Names are bounded (a 400 KB device name made a 147 MB plan), free text too; the error does not
 // quote the string.
 TEST(ManifestErrors, StringLengthLimits) {

@@ -129,7 +129,9 @@ TEST_F(PlanTest, APlanThatDoesNotFitIsReportedAndNotSerializedUnlessAsked) {
   auto r = Plan(*gguf_, machine, req);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->fit.code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(r->fit.message().find("does not fit: device GPU0 needs"), std::string::npos) << r->fit.message();
+  // The model file first, as in the planner's other errors (was: no file named).
+  EXPECT_EQ(r->fit.message().rfind(gguf_->path() + ": does not fit: device GPU0 needs", 0), 0u)
+      << r->fit.message();
   EXPECT_TRUE(r->bytes.empty());
   EXPECT_FALSE(r->outcome.memory.buffers.empty());  // the report can still be printed
   req.fit_check = false;                            // --no-fit-check

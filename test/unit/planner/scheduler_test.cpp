@@ -63,7 +63,7 @@ struct TwoMatmuls {
 // ONEDNN) read by a node no backend holding that buft can run: the node falls back to the CPU and
 // would need a copy of the weight, which would be read as the plain layout — refused by name.
 TEST(Scheduler, RefusesToCopyAWeightStoredInAConvertedLayout) {
-  auto accel = ParseManifest(R"({"manifest_version": 1, "backend": "XDNN", "name": "XDNN", "description": "test ACCEL",
+  auto accel = ParseManifest(R"({"manifest_version": 1, "backend": "ONEDNN", "name": "XDNN", "description": "test ACCEL",
     "type": "ACCEL", "memory": {"total": 0, "free": 0},
     "caps": {"async": false, "host_buffer": false, "buffer_from_host_ptr": false, "events": false},
     "buffer_types": {"default": {"name": "XDNN", "alignment": 64, "is_host": false}},

@@ -291,7 +291,13 @@ struct DeviceManifest {
 ///   "<file>: $.name: a string of 409600 bytes, over the limit of 256 bytes (device name)"
 ///   "<file>: $.op_support.rules[0].src[0].buft: buffer type 'CUDA0_Splt' is not defined by this
 ///    manifest (its buffer types: CUDA0, CUDA_Host, CUDA0_Split)" (a rule's "buft" must be one of
-///    the device's own buffer types)
+///    the device's own buffer types; so must each of supports_buft.names:
+///    "<file>: $.supports_buft.names[0]: buffer type 'GHOST' is not defined by this manifest ...")
+///   "<file>: $.backend: unknown backend "VULKAN" (expected one of CPU, CUDA, RPC, BLAS, ONEDNN)"
+///   "<file>: $.type: expected CPU for backend CPU (ggml's device type for it), got "GPU"" (ggml's
+///    device types: CPU for CPU, GPU for CUDA and RPC, ACCEL for BLAS and ONEDNN)
+///   "<file>: $.buffer_types.default.is_host: expected false (a GPU's default buffer type is device
+///    memory)"
 Result<DeviceManifest> ParseManifest(std::string_view json_text, const std::string& file);
 
 /// Reads a shared op table file (planner/registry/op_tables/<name>.json): one JSON object with

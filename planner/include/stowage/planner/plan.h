@@ -107,8 +107,9 @@ struct PlanResult {
   /// n_gpu_layers as --fit chose it (what ReportLines needs).
   PlacementOptions placement;
   /// CheckFit of the whole plan (every device, no margin): Ok, or kResourceExhausted naming the
-  /// first device that does not fit. Plan does not fail on it, so that a caller can print its report
-  /// first; with PlanRequest::fit_check the caller refuses the plan with this status.
+  /// model file and the first device that does not fit ("<model>: does not fit: device ..."). Plan does not
+  /// fail on it, so that a caller can print its report first; with PlanRequest::fit_check the caller refuses
+  /// the plan with this status.
   Status fit;
   /// UnreportedMemoryWarnings: GPUs holding bytes of the plan whose manifest reports no memory.
   std::vector<std::string> memory_warnings;
@@ -133,8 +134,9 @@ struct PlanResult {
 ///   7. With request.fit: kFitChosen (also when step 5 failed).
 ///   8. PlanResult::fit = CheckFit; memory_warnings; bytes = SerializePlan(request.flags).
 /// Errors: those of each step, one line each, unchanged (ReadHParams, ResolveContext,
-/// BuildModelGraphs, FitGpuLayersToDevices, PlaceModel). A plan that does not fit is not an error
-/// (PlanResult::fit).
+/// BuildModelGraphs, FitGpuLayersToDevices, PlaceModel), except that FitGpuLayersToDevices's
+/// kResourceExhausted ("--fit: even -ngl 0 does not fit ...") is prefixed with the model file. A plan that
+/// does not fit is not an error (PlanResult::fit).
 Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>& machine,
                         const PlanRequest& request, const PlanMessageSink& sink = nullptr);
 
