@@ -217,7 +217,13 @@ void PrintBuffers(const Session& s) {
 /// read) is refused as such, rather than read as an empty file or waited on forever.
 Result<std::string> ReadTextFile(const std::string& file, const char* what, bool escape) {
   if (file.empty()) return IoError("-f '': no file name (expected " + std::string(what) + ")");
-  STOWAGE_ASSIGN_OR_RETURN(std::string text, tools::ReadTextFile(file, what));
+  Result<std::string> read = IoError(file);
+  try {
+    read = tools::ReadTextFile(file, what);
+  } catch (const std::bad_alloc&) {  // the text takes up to tools::kMaxTextFileBytes
+    return ResourceExhausted(file + ": out of memory while reading it, expected " + std::string(what));
+  }
+  STOWAGE_ASSIGN_OR_RETURN(std::string text, std::move(read));
   // A FIFO is opened without waiting for a writer (waiting could hang forever): one that gave no
   // bytes is said to be one, not an empty file; start its writer first (`-f /dev/stdin` from a pipe).
   struct stat st;
@@ -227,7 +233,12 @@ Result<std::string> ReadTextFile(const std::string& file, const char* what, bool
                    "expected " +
                    std::string(what));
   if (!text.empty() && text.back() == '\n') text.pop_back();
-  return escape ? tools::ProcessEscapes(text) : text;
+  if (!escape) return text;
+  try {
+    return tools::ProcessEscapes(text);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted(file + ": out of memory while reading it, expected " + std::string(what));
+  }
 }
 
 /// What Generate prints besides the generated text (llama-cli's switches).
