@@ -18,18 +18,31 @@ std::vector<std::string> SupportedArchitectures();
 /// Reads hyper-parameters (llama.cpp LLM_KV keys of `general.architecture`) and validates them, so
 /// that no plan is made that the runtime would refuse or compute NaN or flat logits with; the
 /// one reader plan-model, stowage-run (planning on the fly), fit and stowage-opt's import share.
-/// n_vocab is GgufVocabularySize's (gguf_vocab.h), which the tokenizer uses too.
+/// n_vocab is GgufVocabularySize's (gguf_vocab.h), which the tokenizer uses too. A model with a
+/// vocabulary (tokenizer.ggml.tokens present, or tokenizer.ggml.model other than "none" /
+/// "no_vocab") must also pass the runtime tokenizer's own load (Tokenizer::Validate): what
+/// stowage-run's tokenizer refuses (unsupported or missing tokenizer.ggml.model, gpt2 without
+/// merges, short scores or token_type, duplicate tokens, keys of the wrong type, ...) is refused
+/// here with its message; a model without a vocabulary is planned from <arch>.vocab_size.
 /// Errors: kNotFound (missing key, naming it), kUnimplemented (unknown architecture, listing the
-/// supported ones), kInvalidArgument (inconsistent values such as n_embd % n_head != 0). Values
-/// refused in GgufFile::KeyError's format ("<file>: offset <N>: key '<k>': expected <...>, found
-/// <...>"): embedding_length 0; key_length / value_length 0; rope.dimension_count odd or above the
-/// head size (ggml's ROPE rotates pairs of a head's dimensions; the CPU op asserts it);
-/// rope.freq_base not finite or <= 0; rope.scaling.factor not finite or < 0;
-/// rope.scaling.attn_factor not finite or <= 0; layer_norm(_rms)_epsilon not finite or < 0 (ggml's
-/// norms assert eps >= 0); attention.scale not finite or < 0. An epsilon above 1 is accepted with a
-/// line in HParams::warnings.
-/// block_count above llama.cpp's LLAMA_MAX_LAYERS (512) is kInvalidArgument, as llama.cpp refuses
-/// it when it reads the per-layer keys (load_hparams, get_key_or_arr: "n > N_MAX").
+/// supported ones; an unsupported tokenizer). Values refused in GgufFile::KeyError's format
+/// ("<file>: offset <N>: key '<k>': expected <...>, found <...>"), naming the key at fault and the
+/// values of the other keys its rule uses: embedding_length 0 or not a multiple of
+/// attention.head_count; attention.head_count 0 (attention archs); attention.head_count_kv not a
+/// divisor of head_count (llama.cpp n_gqa); key_length / value_length 0, value_length != the K
+/// head size (build_llama/qwen2/phi3 assert it); rope.dimension_count != the head size on llama
+/// (llama.cpp "invalid n_rot") and qwen2/qwen2moe (build_qwen2 asserts it), 0, odd or above the
+/// head size on any rope arch (ggml's ROPE rotates pairs of a head's dimensions; the CPU op asserts
+/// it, the runtime refuses 0), the head size named with where it comes from ("the head size 8
+/// (llama.embedding_length 32 / llama.attention.head_count 4...)" or "(...attention.key_length"));
+/// rope.freq_base not finite or <= 0; rope.scaling.type unknown; rope.scaling.factor not finite or
+/// < 0; rope.scaling.attn_factor not finite or <= 0; layer_norm(_rms)_epsilon not finite or < 0
+/// (ggml's norms assert eps >= 0); attention.scale not finite or < 0; block_count 0 or above
+/// llama.cpp's LLAMA_MAX_LAYERS (512; llama.cpp refuses it when it reads the per-layer keys,
+/// load_hparams, get_key_or_arr: "n > N_MAX"); expert_used_count 0 with experts or above
+/// expert_count; a mamba ssm.* size 0. Accepted with a line in HParams::warnings (llama.cpp runs
+/// them; no model has them): an epsilon above 1 or of 0 (a row of zeros normalizes to 0/0 = NaN),
+/// rope.freq_base below 1 (the frequencies grow with the dimension).
 Result<HParams> ReadHParams(const GgufFile& gguf);
 
 /// llama.cpp's LLAMA_MAX_LAYERS (llama-hparams.h): the most layers a model may have.

@@ -103,10 +103,11 @@ class Tokenizer {
   /// (true for the llama3 family).
   /// The token count and type of `tokens` are checked by GgufVocabularySize (gguf_vocab.h), as
   /// the planner checks them. Errors (one line, naming the file and the key): kNotFound for a
-  /// missing tokens/model/merges key; kInvalidArgument for a key of the wrong type, a
-  /// scores/token_type array shorter than tokens, a duplicate token text, add_bos/add_eos/add_sep
-  /// set while that token is absent;
-  /// kUnimplemented for an unsupported model or pre-tokenizer.
+  /// missing tokens/model/merges key; kInvalidArgument, in GgufFile::KeyError's format ("<file>:
+  /// offset <N>: key '<k>': expected <...>, found <...>"), for a key of the wrong type, a
+  /// scores/token_type array shorter than tokens, a duplicate token text (llama.cpp asserts
+  /// distinct texts), add_bos/add_eos set while that token is absent; kUnimplemented, in the same
+  /// format, for an unsupported model or pre-tokenizer.
   static Result<Tokenizer> FromGguf(const GgufFile& gguf);
 
   /// Whether FromGguf accepts `gguf`'s tokenizer metadata: FromGguf's own reading, the one check
