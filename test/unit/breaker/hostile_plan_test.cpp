@@ -9,6 +9,8 @@
 //   build-breaker/bin/breaker_plan_test --gtest_also_run_disabled_tests
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -738,6 +740,140 @@ TEST(BreakerPlanFile, EmptyPlanFileIsAnError) {
   std::remove(path.c_str());
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("at least 8 bytes"), std::string::npos) << p.status().message();
+}
+
+// ---- issue 22: what the verifier accepts runs (breaker report, HIGH 1-4) -----------------------
+// Each edited plan was accepted by PlanFile (plan-dump's "verified", --seal) and failed, or ran
+// wrongly, only once the session bound it at a later kv_head or ran the node.
+
+/// The verifier's verdict (plan-dump, --seal): the first error, or OK.
+Status Verified(const std::vector<uint8_t>& bytes) {
+  return PlanFile::FromBytes(bytes, "<plan in memory>").status();
+}
+
+bp::DimExpr WithKvHead(const bp::DimExpr& e, int64_t kv_head) {
+  return bp::DimExpr(e.c(), e.tokens(), e.kv(), kv_head, e.outputs());
+}
+
+struct VerifierCase {
+  const char* name;
+  std::function<void(bp::PlanT&)> edit;
+  const char* message;  ///< part of the verifier's one line
+};
+
+TEST_F(HostilePlan, VerifierRefusesWhatWouldFailOrRunWronglyLater) {
+  auto tg = [](bp::PlanT& p) -> bp::GraphT& { return *p.graphs[1]; };
+  auto tensor = [](bp::GraphT& g, const char* name) -> bp::GraphTensorT& {
+    const int i = Find(g, name);
+    EXPECT_GE(i, 0) << name;
+    return *g.tensors[std::max(i, 0)];
+  };
+  auto global = [](bp::PlanT& p, const char* name) -> bp::GlobalTensorT& {
+    const int i = FindGlobal(p, name);
+    EXPECT_GE(i, 0) << name;
+    return *p.tensors[std::max(i, 0)];
+  };
+  auto node = [](bp::GraphT& g, const char* name, GgmlOp op) -> bp::GraphTensorT& {
+    for (auto& t : g.tensors)
+      if (t->name == name && t->op == static_cast<uint16_t>(op)) return *t;
+    ADD_FAILURE() << name;
+    return *g.tensors[0];
+  };
+  const std::vector<VerifierCase> cases = {
+      // 1. Fits at kv_head 0, leaves its buffer once kv_head grows (mid-generation).
+      {"kv_head past the buffer",
+       [&](bp::PlanT& p) {
+         auto& t = tensor(tg(p), "k_cache_view-0");
+         t.view_offset = std::make_unique<bp::DimExpr>(WithKvHead(*t.view_offset, 100000));
+       },
+       "graph tg tensor 'k_cache_view-0'"},
+      // 2. Views past the tensor they view: layer 0's K read from (written into) its V cache.
+      {"view past its tensor",
+       [&](bp::PlanT& p) {
+         const uint64_t k_bytes = global(p, "cache_k_l0").nbytes;
+         for (auto& g : p.graphs) {
+           auto& t = tensor(*g, "k-0");
+           t.view_offset = std::make_unique<bp::DimExpr>(
+               bp::DimExpr(t.view_offset->c() + int64_t(k_bytes), t.view_offset->tokens(),
+                           t.view_offset->kv(), t.view_offset->kv_head(), t.view_offset->outputs()));
+         }
+       },
+       "extends outside the tensor it views 'cache_k_l0'"},
+      {"kv_head view past its tensor, inside the buffer",
+       [&](bp::PlanT& p) {
+         auto& t = tensor(tg(p), "k_cache_view-0");
+         t.view_offset =
+             std::make_unique<bp::DimExpr>(WithKvHead(*t.view_offset, 2 * t.view_offset->kv_head()));
+       },
+       "extends outside the tensor it views 'cache_k_l0'"},
+      // 3. Overlaps involving the KV cache.
+      {"two KV cache tensors at one offset",
+       [&](bp::PlanT& p) { global(p, "cache_v_l1").offset = global(p, "cache_k_l1").offset; },
+       "'cache_k_l1' ["},
+      {"an intermediate over a KV cache",
+       [&](bp::PlanT& p) {
+         auto& t = tensor(tg(p), "norm-0");
+         t.buffer = global(p, "cache_k_l0").buffer;
+         t.offset = global(p, "cache_k_l0").offset;
+       },
+       "'norm-0' [0, 256) live node 1 .. node 2 overlaps 'cache_k_l0'"},
+      // 4. The runtime's per-node checks.
+      {"ROPE n_dims odd", [&](bp::PlanT& p) { node(*p.graphs[0], "Qcur-0", GgmlOp::ROPE).iparams[0] = 7; },
+       "ROPE: n_dims 7 must be even"},
+      {"ROPE mode", [&](bp::PlanT& p) { node(*p.graphs[0], "Qcur-0", GgmlOp::ROPE).iparams[1] = 99; },
+       "ROPE: mode 99 is not supported"},
+      {"ROPE freq_base 0", [&](bp::PlanT& p) { node(*p.graphs[0], "Qcur-0", GgmlOp::ROPE).fparams[0] = 0.f; },
+       "freq_base 0.000000 must be positive"},
+      {"RMS_NORM without its source", [&](bp::PlanT& p) { tensor(*p.graphs[0], "norm-0").srcs = {-1}; },
+       "node 'norm-0' (RMS_NORM): source 0 is missing"},
+      {"RMS_NORM eps -1", [&](bp::PlanT& p) { tensor(*p.graphs[0], "norm-0").fparams = {-1.f}; },
+       "expected eps >= 0"},
+      {"RMS_NORM eps NaN", [&](bp::PlanT& p) { tensor(*p.graphs[0], "norm-0").fparams = {std::nanf("")}; },
+       "float parameter 0 is not finite"},
+      {"SOFT_MAX without its scale",
+       [&](bp::PlanT& p) { tensor(tg(p), "kq_soft_max_ext-0").fparams.clear(); }, "expected its scale"},
+      {"a node writing into the mapping",
+       [&](bp::PlanT& p) {
+         for (size_t b = 0; b < p.buffers.size(); ++b)
+           if (p.buffers[b]->mapped) {
+             auto& t = tensor(tg(p), "attn_norm-2");
+             t.buffer = static_cast<int32_t>(b);
+             t.offset = 0;
+           }
+       },
+       "writes into the read-only mapping of the model file"},
+      {"result_output against n_vocab", [&](bp::PlanT& p) { p.context->n_vocab -= 1; },
+       "result_output is [512, "},
+  };
+  for (const VerifierCase& c : cases) {
+    const Status st = Verified(Edit(c.edit));
+    EXPECT_FALSE(st.ok()) << c.name;
+    EXPECT_NE(st.message().find(c.message), std::string::npos) << c.name << ": " << st.message();
+  }
+}
+
+// A plan's oneDNN split may run MUL_MAT only (the backend refused the rest when it ran): refused
+// from the plan alone, whether or not this machine has oneDNN.
+TEST_F(HostilePlan, VerifierRefusesAnOnednnSplitOfOtherOps) {
+  auto bytes = Edit([](bp::PlanT& p) {
+    auto dev = std::make_unique<bp::DeviceT>();
+    dev->name = "ONEDNN";
+    dev->type = bp::DeviceType::ACCEL;
+    p.devices.push_back(std::move(dev));
+    auto be = std::make_unique<bp::BackendT>();
+    be->device = static_cast<int32_t>(p.devices.size() - 1);
+    be->compute_buffer = -1;
+    p.backends.insert(p.backends.begin(), std::move(be));
+    for (auto& g : p.graphs) {
+      for (auto& sp : g->splits) sp->backend += 1;
+      for (auto& t : g->tensors)
+        if (t->backend >= 0) t->backend += 1;
+      g->splits[0]->backend = 0;
+    }
+  });
+  const Status st = Verified(bytes);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("(ONEDNN), which runs only MUL_MAT"), std::string::npos) << st.message();
 }
 
 }  // namespace

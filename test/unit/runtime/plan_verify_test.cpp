@@ -28,11 +28,19 @@ Status Verified(const std::vector<uint8_t>& bytes, const GgufFile& model) {
   return CheckPlanAgainstModel(**plan, model);
 }
 
+/// Decodes a 5-token prompt (pp graph), then single tokens (tg graph) until the context is full.
+Status RunToFullContext(Session& s) {
+  std::vector<float> logits;
+  STOWAGE_RETURN_IF_ERROR(s.Decode({1, 403, 407, 261, 378}, false, &logits));
+  while (s.n_past() < s.n_ctx()) STOWAGE_RETURN_IF_ERROR(s.Decode({42}, false, &logits));
+  return Status::Ok();
+}
+
 /// Byte mutations of a real plan, each sealed again as plan-dump --seal does (SealPlan: the
 /// checksum recomputed), so that they reach the checks after the checksum. For every one, the
 /// verifier accepts iff Session::CreateFromPlanBytes does, except where the session refuses for
 /// this machine (a planned device absent, memory it cannot allocate), which no check of the file
-/// alone can know.
+/// alone can know. Every plan both accept runs to a full context without an error.
 void ExpectVerifierAgreesWithSession(const std::string& model, const std::vector<uint8_t>& plan,
                                      uint64_t seed) {
   auto gguf = GgufFile::Open(model);
@@ -41,7 +49,7 @@ void ExpectVerifierAgreesWithSession(const std::string& model, const std::vector
   SessionOptions opts;
   opts.n_threads = 1;
   std::mt19937_64 rng(seed);
-  int sealed = 0, refused_by_both = 0, accepted_by_both = 0, machine = 0;
+  int sealed = 0, refused_by_both = 0, accepted_by_both = 0, machine = 0, ran_to_the_end = 0;
   for (int m = 0; m < 250; ++m) {
     std::vector<uint8_t> bad = plan;
     const size_t at = 8 + rng() % (bad.size() - 8);  // past the identifier: mutations reach the content
@@ -64,11 +72,20 @@ void ExpectVerifierAgreesWithSession(const std::string& model, const std::vector
       EXPECT_EQ(verified.message(), session.status().message()) << what;
     }
     accepted_by_both += verified.ok() && session.ok();
+    // What the verifier accepts also runs: a prompt, then one token at a time until the context is
+    // full, so every kv_head the session binds is reached (tensors sized by kv_head failed only
+    // mid-generation, past the load; breaker report on issue 22).
+    if (verified.ok() && session.ok()) {
+      const Status ran = RunToFullContext(**session);
+      EXPECT_TRUE(ran.ok()) << what << "; run: " << ran.ToString();
+      ran_to_the_end += ran.ok();
+    }
   }
   // The mutations exercise the checks after the checksum, and some survive them all.
   EXPECT_GT(sealed, 150);
   EXPECT_GT(refused_by_both, 50);
   EXPECT_GT(accepted_by_both, 0);
+  EXPECT_EQ(ran_to_the_end, accepted_by_both);
   (void)machine;
 }
 
