@@ -36,6 +36,22 @@ Status CheckPlanAgainstModel(const PlanFile& plan, const GgufFile& gguf, uint32_
         std::to_string(m.file_size()) + " bytes with header hash " + HashHex(m.header_xxh64()) + " (" +
         (m.path() ? m.path()->str() : "?") + "), found " + std::to_string(id.file_size) +
         " bytes with header hash " + HashHex(id.header_xxh64));
+  // The context's model figures (plan-dump prints them) are the model's: an edited plan whose
+  // n_layer or n_embd disagrees is refused (the header hash pins the model, not these fields).
+  if (gguf.Find("general.architecture") != nullptr) {
+    STOWAGE_ASSIGN_OR_RETURN(const std::string arch, gguf.GetString("general.architecture"));
+    const std::pair<const char*, uint32_t> figures[] = {{"block_count", r.context()->n_layer()},
+                                                        {"embedding_length", r.context()->n_embd()}};
+    for (const auto& [key, planned] : figures) {
+      const std::string k = arch + "." + key;
+      if (gguf.Find(k) == nullptr) continue;
+      STOWAGE_ASSIGN_OR_RETURN(const uint32_t value, gguf.GetU32(k));
+      if (value != planned)
+        return DataLoss(plan.path() + ": context." + (key == figures[0].first ? "n_layer " : "n_embd ") +
+                        std::to_string(planned) + " differs from " + k + " = " + std::to_string(value) +
+                        " of " + gguf.path());
+    }
+  }
   for (const auto* b : *r.buffers())
     if (b->mapped() &&
         (b->file_offset() > gguf.file_size() || b->size() > gguf.file_size() - b->file_offset()))

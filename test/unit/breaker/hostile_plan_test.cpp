@@ -876,5 +876,18 @@ TEST_F(HostilePlan, VerifierRefusesAnOnednnSplitOfOtherOps) {
   EXPECT_NE(st.message().find("(ONEDNN), which runs only MUL_MAT"), std::string::npos) << st.message();
 }
 
+// The plan's context figures (n_layer, n_embd) against the model's (plan-dump -m, stowage-run):
+// an edited n_layer was accepted.
+TEST_F(HostilePlan, ContextFiguresDifferentFromTheModelAreRefused) {
+  const Status layers = Run(Edit([](bp::PlanT& p) { p.context->n_layer += 1; }));
+  EXPECT_NE(layers.message().find("context.n_layer 6 differs from llama.block_count = 5 of "),
+            std::string::npos)
+      << layers.ToString();
+  const Status embd = Run(Edit([](bp::PlanT& p) { p.context->n_embd = 32; }));
+  EXPECT_NE(embd.message().find("context.n_embd 32 differs from llama.embedding_length = 64 of "),
+            std::string::npos)
+      << embd.ToString();
+}
+
 }  // namespace
 }  // namespace stowage

@@ -134,7 +134,8 @@ MemoryCheckReport CheckComputeMemory(const PlanFile& plan, size_t max_conflicts 
 
 /// Checks a verified plan against the model file it is to run with (Session::Create runs it before
 /// creating backends; plan-dump -m MODEL too): the model identity (file size, header size and
-/// header XXH64 as recorded in Plan.model; ComputeModelIdentity), mapped buffers inside the file,
+/// header XXH64 as recorded in Plan.model; ComputeModelIdentity), the context's n_layer and n_embd
+/// against the model's <arch>.block_count and <arch>.embedding_length, mapped buffers inside the file,
 /// every weight present with the planned type, shape and data offset (and a mapped weight's buffer
 /// offset pointing at that data), and, when a graph reads KQ_mask_swa, the model's sliding window
 /// (GgufSlidingWindow, gguf_sliding_window.h: the planner's reading), stored in *n_swa (0 when
