@@ -264,6 +264,9 @@ int64_t MaxTextBytesPerToken(const Tokenizer& tok) {
   for (int32_t t = 0; t < tok.n_vocab(); ++t) {
     if ((tok.TokenAttrs(t) & (kTokenAttrLstrip | kTokenAttrRstrip)) != 0) return 0;
     longest = std::max<int64_t>(longest, static_cast<int64_t>(tok.TokenText(t).size()));
+    // A byte's own token: SPM's "<0xNN>" (byte) or BPE's byte-alphabet entry (normal), not a
+    // user-defined or control token that happens to spell one byte.
+    if ((tok.TokenAttrs(t) & (kTokenAttrNormal | kTokenAttrByte)) == 0) continue;
     const std::string piece = tok.TokenToPiece(t, /*special=*/false);
     if (piece.size() == 1) byte_token[static_cast<unsigned char>(piece[0])] = true;
   }
