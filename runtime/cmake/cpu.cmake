@@ -10,6 +10,7 @@ add_library(stowage_cpu STATIC
   ${stowage_cpu_dir}/kquants.cpp
   ${stowage_cpu_dir}/ops.cpp
   ${stowage_cpu_dir}/tensor_view.cpp
+  ${stowage_cpu_dir}/op_params.cpp
   ${stowage_cpu_dir}/ops_moe.cpp
   ${stowage_cpu_dir}/ops_ssm.cpp
   ${stowage_cpu_dir}/ops_attn.cpp

@@ -501,16 +501,6 @@ Status GeGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, Tens
   return GluF32(ctx, a, b, dst, "GEGLU", GeluF32);
 }
 
-Status CheckRopeParams(const RopeParams& p, int64_t ne0) {
-  const char* op = "ROPE";
-  STOWAGE_CPU_NEED(p.mode == 0 || p.mode == 2, op,
-                   "mode " + std::to_string(p.mode) + " is not supported (0 = normal, 2 = NEOX)");
-  STOWAGE_CPU_NEED(
-      p.n_dims > 0 && p.n_dims % 2 == 0 && p.n_dims <= ne0, op,
-      "n_dims " + std::to_string(p.n_dims) + " must be even and in (0, ne0 = " + std::to_string(ne0) + "]");
-  return Status::Ok();
-}
-
 Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, const TensorView& freq_factors,
             TensorView& dst, const RopeParams& p) {
   const char* op = "ROPE";
