@@ -11,23 +11,7 @@ Usage: gguf_edit_kv.py IN OUT EDIT...
 import struct
 import sys
 
-SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-TYPES = {"u32": 4, "i32": 5, "f32": 6, "bool": 7, "str": 8}
-
-
-def skip_value(data, at, vtype):
-    """The offset just past a value of type vtype at `at`."""
-    if vtype in SCALARS:
-        return at + struct.calcsize("<" + SCALARS[vtype])
-    if vtype == 8:
-        return at + 8 + struct.unpack_from("<Q", data, at)[0]
-    if vtype == 9:
-        etype, count = struct.unpack_from("<IQ", data, at)
-        at += 12
-        for _ in range(count):
-            at = skip_value(data, at, etype)
-        return at
-    sys.exit("unknown GGUF value type %d" % vtype)
+from gguf_layout import TYPES, SCALARS, Gguf, skip_value
 
 
 def encode(vtype, text):
@@ -39,33 +23,12 @@ def encode(vtype, text):
     return struct.pack("<" + SCALARS[vtype], float(text) if vtype == 6 else int(text))
 
 
-def read_key(data, at):
-    n = struct.unpack_from("<Q", data, at)[0]
-    return data[at + 8:at + 8 + n].decode(), at + 8 + n
-
-
 src, dst = sys.argv[1:3]
 data = open(src, "rb").read()
-magic, version, n_tensors, n_kv = struct.unpack_from("<IIQQ", data, 0)
-at = 24
-kvs = []  # [key, encoded type + value]
-for _ in range(n_kv):
-    key, at = read_key(data, at)
-    vtype = struct.unpack_from("<I", data, at)[0]
-    end = skip_value(data, at + 4, vtype)
-    kvs.append([key, data[at:end]])
-    at = end
-infos_start = at
-for _ in range(n_tensors):
-    _, at = read_key(data, at)
-    n_dims = struct.unpack_from("<I", data, at)[0]
-    at += 4 + 8 * n_dims + 12
-infos = data[infos_start:at]
-alignment = 32
-for key, raw in kvs:
-    if key == "general.alignment":
-        alignment = struct.unpack_from("<I", raw, 4)[0]
-tensor_data = data[(at + alignment - 1) // alignment * alignment:]
+g = Gguf(data)
+magic, version, n_tensors, kvs, alignment = g.magic, g.version, len(g.tensors), g.kvs, g.alignment
+infos = data[g.infos_start:g.infos_end]
+tensor_data = data[g.data_start:]
 
 args = sys.argv[3:]
 while args:

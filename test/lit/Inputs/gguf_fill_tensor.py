@@ -6,46 +6,12 @@ Usage: gguf_fill_tensor.py IN OUT TENSOR VALUE   (VALUE: a float, 'nan' or 'inf'
 import struct
 import sys
 
-SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-
-
-def skip_value(data, at, vtype):
-    if vtype in SCALAR:
-        return at + SCALAR[vtype]
-    if vtype == 8:  # string
-        return at + 8 + struct.unpack_from("<Q", data, at)[0]
-    if vtype == 9:  # array
-        etype, n = struct.unpack_from("<IQ", data, at)
-        at += 12
-        for _ in range(n):
-            at = skip_value(data, at, etype)
-        return at
-    sys.exit("unknown value type %d" % vtype)
-
+from gguf_layout import Gguf
 
 src, dst, name, value = sys.argv[1:5]
 data = bytearray(open(src, "rb").read())
-n_tensors, n_kv = struct.unpack_from("<QQ", data, 8)
-at, alignment = 24, 32
-for _ in range(n_kv):
-    klen = struct.unpack_from("<Q", data, at)[0]
-    key = data[at + 8:at + 8 + klen].decode()
-    vtype = struct.unpack_from("<I", data, at + 8 + klen)[0]
-    at = at + 12 + klen
-    if key == "general.alignment":
-        alignment = struct.unpack_from("<I", data, at)[0]
-    at = skip_value(data, at, vtype)
-found = None
-for _ in range(n_tensors):
-    nlen = struct.unpack_from("<Q", data, at)[0]
-    tname = data[at + 8:at + 8 + nlen].decode()
-    at += 8 + nlen
-    n_dims = struct.unpack_from("<I", data, at)[0]
-    ne = struct.unpack_from("<%dQ" % n_dims, data, at + 4)
-    ttype, offset = struct.unpack_from("<IQ", data, at + 4 + 8 * n_dims)
-    at += 4 + 8 * n_dims + 12
-    if tname == name:
-        found = (ne, ttype, offset)
+g = Gguf(data)
+found = next(((ne, ttype, offset) for tname, ne, ttype, offset in g.tensors if tname == name), None)
 if found is None:
     sys.exit("%s: tensor %s not found" % (src, name))
 ne, ttype, offset = found
@@ -54,6 +20,6 @@ if ttype != 0:
 count = 1
 for d in ne:
     count *= d
-base = (at + alignment - 1) // alignment * alignment + offset
+base = g.data_start + offset
 struct.pack_into("<%df" % count, data, base, *([float(value)] * count))
 open(dst, "wb").write(data)
