@@ -1,0 +1,160 @@
+// memory_plan: PlanMemory on a small hand-written graph on one CPU device. Every expected offset
+// and size is worked out by hand in the comments from the rules PlanMemory implements
+// (memory_plan.h; llama.cpp ggml-alloc's ggml_gallocr_alloc_graph_impl, simplified):
+// - inputs (leafs that are not weights or KV) are allocated before any node;
+// - each node is allocated when it is reached, best fit among the free blocks (the smallest block
+//   that fits, the lowest offset among equals), else at the end of the arena (taking over a free
+//   block that ends there); every size is rounded up to the buft alignment (32 here);
+// - after a node is allocated, each of its sources whose last use is this node is freed and merged
+//   with free neighbours; graph outputs are never freed;
+// - an in-place op (ADD, SCALE, SILU, ...) takes over its first source's memory when that source is
+//   an intermediate of the same type and shape, not an output, and this node is its last use;
+// - views own no memory: a read through a view keeps the viewed tensor alive.
+#include "stowage/planner/memory_plan.h"
+
+#include <gtest/gtest.h>
+
+#include "stowage/planner/graph.h"
+#include "stowage/planner/placement.h"
+
+namespace stowage::planner {
+namespace {
+
+/// An F32 vector of n elements (n * 4 bytes).
+Tensor Vec(const std::string& name, TensorKind kind, int64_t n, GgmlOp op, std::vector<int> srcs) {
+  Tensor t;
+  t.name = name;
+  t.kind = kind;
+  t.type = GgmlType::F32;
+  t.ne[0] = DimExpr::Const(n);
+  t.op = op;
+  t.srcs = std::move(srcs);
+  t.backend = 0;
+  return t;
+}
+
+TEST(MemoryPlan, HandWrittenGraphOnOneCpu) {
+  ModelGraphs m;
+  m.hp.n_vocab = 8;
+  m.cfg.n_seq_max = 1;
+  GlobalTensor wg;
+  wg.name = "w";
+  wg.type = GgmlType::F32;
+  wg.ne[0] = 10;
+  wg.nbytes = 40;
+  wg.consumer_op = GgmlOp::MUL_MAT;
+  m.globals.push_back(wg);
+
+  // The "pp" graph (shapes are constants, so the worst case is the only case):
+  //   id  tensor                         bytes  aligned  last read by node
+  //   0   w   weight (leaf)                40      -      (not in the arena)
+  //   1   inp input (leaf)                 40      64     a
+  //   2   a = MUL_MAT(w, inp)              64      64     c            (fork: read by b and c)
+  //   3   b = SILU(a)                      64      64     d
+  //   4   c = MUL_MAT(w, a)                96      96     d (through v)
+  //   5   v = VIEW(c)                       -      -      d            (a view of c)
+  //   6   d = ADD(b, v)                    64      64     e            (join)
+  //   7   e = MUL_MAT(w, d), output        80      96     f
+  //   8   f = SCALE(e), output             80      96     -
+  Graph& g = m.prefill;
+  g.name = "pp";
+  Tensor w = Vec("w", TensorKind::kWeight, 10, GgmlOp::NONE, {});
+  w.global = 0;
+  g.tensors.push_back(w);
+  g.tensors.push_back(Vec("inp", TensorKind::kInput, 10, GgmlOp::NONE, {}));
+  g.tensors.push_back(Vec("a", TensorKind::kIntermediate, 16, GgmlOp::MUL_MAT, {0, 1}));
+  g.tensors.push_back(Vec("b", TensorKind::kIntermediate, 16, GgmlOp::SILU, {2}));
+  g.tensors.push_back(Vec("c", TensorKind::kIntermediate, 24, GgmlOp::MUL_MAT, {0, 2}));
+  Tensor v = Vec("v", TensorKind::kIntermediate, 16, GgmlOp::VIEW, {4});
+  v.view_src = 4;
+  g.tensors.push_back(v);
+  g.tensors.push_back(Vec("d", TensorKind::kIntermediate, 16, GgmlOp::ADD, {3, 5}));
+  Tensor e = Vec("e", TensorKind::kIntermediate, 20, GgmlOp::MUL_MAT, {0, 6});
+  e.is_output = true;
+  g.tensors.push_back(e);
+  Tensor f = Vec("f", TensorKind::kIntermediate, 20, GgmlOp::SCALE, {7});
+  f.is_output = true;
+  g.tensors.push_back(f);
+  g.leafs = {0, 1};
+  g.nodes = {2, 3, 4, 5, 6, 7, 8};
+  m.decode.name = "tg";  // empty: adds nothing to the arena
+
+  Placement p;
+  PlacedDevice cpu;
+  cpu.name = "CPU";
+  cpu.type = DeviceKind::kCpu;
+  cpu.buffer_from_host_ptr = true;
+  p.devices.push_back(cpu);
+  PlacedBuft buft;
+  buft.name = "CPU";
+  buft.device = 0;
+  buft.is_host = true;
+  buft.is_default = true;
+  buft.alignment = 32;
+  p.bufts.push_back(buft);
+  PlacedBackend be;
+  be.name = "CPU";
+  be.device = 0;
+  be.compute_buft = 0;
+  p.backends.push_back(be);
+  p.global_buft = {0};
+  p.use_mmap = false;  // weights are copied into a "CPU" buffer instead of mapped
+
+  MemoryPlan plan;
+  ASSERT_TRUE(PlanMemory(m, p, &plan).ok());
+
+  // Buffers: weights, then KV (none: zero-size buffers are not created), compute, output.
+  ASSERT_EQ(plan.buffers.size(), 3u);
+  // Weights: w at 0, padded to 32: 40 -> 64 bytes.
+  EXPECT_EQ(plan.buffers[0].usage, BufferUsage::kWeights);
+  EXPECT_EQ(plan.buffers[0].name, "CPU");
+  EXPECT_FALSE(plan.buffers[0].mapped);
+  EXPECT_EQ(plan.buffers[0].size, 64u);
+  EXPECT_EQ(m.globals[0].buffer, 0);
+  EXPECT_EQ(m.globals[0].offset, 0u);
+  // Output: n_vocab * max(1, n_seq_max) * 4 = 8 * 1 * 4 = 32 bytes in the CPU buft.
+  EXPECT_EQ(plan.buffers[2].usage, BufferUsage::kOutput);
+  EXPECT_EQ(plan.buffers[2].size, 32u);
+
+  // Compute arena, step by step (free blocks as {offset: size}, top = end of the arena):
+  //   leafs:  inp  -> grows at 0, size 64.                       top 64,  free {}
+  //   node a  -> no free block, grows at 64.                     top 128
+  //           inp's last use is a: free it.                      free {0:64}
+  //   node b  SILU(a): a is still read by c, so not in place;
+  //           64 bytes, best fit {0:64} -> offset 0.             free {}
+  //   node c  96 bytes, no free block, grows at 128.             top 224
+  //           a's last use is c: free it.                        free {64:64}
+  //   node v  a view: no memory; keeps c alive until d.
+  //   node d  ADD(b, v): b is an intermediate of the same type and shape, read last here, not an
+  //           output: in place, d takes b's offset 0.
+  //           c (the owner of v) is last read here: free it, merged with {64:64}.
+  //                                                              free {64:160}
+  //   node e  96 bytes, best fit {64:160} -> offset 64.          free {160:64}
+  //           d's last use is e: free {0:64} (not adjacent to 160).
+  //                                                              free {0:64}, {160:64}
+  //   node f  SCALE(e): e is an output, so not in place; 96 bytes fit in no free block; grows,
+  //           taking over {160:64} which ends at top 224: offset 160. top 256
+  //           e is an output: never freed.
+  //   arena peak = 256.
+  const PlannedBuffer& compute = plan.buffers[1];
+  EXPECT_EQ(compute.usage, BufferUsage::kCompute);
+  EXPECT_EQ(compute.name, "CPU");
+  EXPECT_EQ(compute.alignment, 32u);
+  EXPECT_EQ(compute.size, 256u);
+  struct Expect {
+    const char* name;
+    uint64_t offset;
+  };
+  for (const Expect& x : {Expect{"inp", 0}, Expect{"a", 64}, Expect{"b", 0}, Expect{"c", 128}, Expect{"d", 0},
+                          Expect{"e", 64}, Expect{"f", 160}}) {
+    const Tensor& t = g.tensors[g.Find(x.name)];
+    EXPECT_EQ(t.buffer, 1) << x.name;
+    EXPECT_EQ(t.offset, x.offset) << x.name;
+  }
+  // The view and the weight get no arena memory.
+  EXPECT_EQ(g.tensors[5].buffer, -1);
+  EXPECT_EQ(g.tensors[0].buffer, -1);
+}
+
+}  // namespace
+}  // namespace stowage::planner
