@@ -6,7 +6,7 @@
 #   plan  the plan verifier and plan-dump (text, JSON, --nodes, --check-memory) on every plan it
 #         accepts, seeds: scripts/fuzz-corpus/plan/ (an n_copies = 4 pipeline-parallel plan, an
 #         n_copies = 1 plan with split inputs, and regression-*.plan: inputs that once failed;
-#         test/unit/breaker/plan_verify_fuzz.cpp).
+#         test/fuzz/plan_verify_fuzz.cpp).
 # Fails (non-zero exit) on a crash, a leak, undefined behaviour, a timeout or a violated property;
 # the reproducer is left in build-fuzz/.
 #
@@ -86,7 +86,7 @@ fuzz_plan() {
   # The plan verifier (plan_file, plan_check, plan_graph: the graph checks bind TensorViews, hence
   # tensor_view.cpp, op_params.cpp and the CPU/executor headers) and plan-dump's -m model check
   # (plan_model, the GGUF reader, identity, sliding window).
-  local SRCS=(test/unit/breaker/plan_verify_fuzz.cpp runtime/src/plan/plan_file.cpp runtime/src/plan/plan_seal.cpp
+  local SRCS=(test/fuzz/plan_verify_fuzz.cpp runtime/src/plan/plan_file.cpp runtime/src/plan/plan_seal.cpp
         runtime/src/base/status.cpp runtime/src/base/ggml_types.cpp runtime/src/base/ggml_ops.cpp
         runtime/src/base/atomic_file.cpp runtime/src/plan/plan_check.cpp runtime/src/plan/plan_graph.cpp
         runtime/src/plan/plan_model.cpp runtime/src/backends/cpu/tensor_view.cpp
