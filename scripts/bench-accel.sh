@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench-accel.sh: llama-bench style pp/tg speed of plans with and without the ACCEL (oneDNN) device
-# (issue 7). For each model: one plan for this machine's devices (the CPU and, in a build with
+# For each model: one plan for this machine's devices (the CPU and, in a build with
 # oneDNN, the ONEDNN ACCEL device the probe reports) and one CPU-only plan (--device none); both run
 # with `stowage-run bench --plan`, alternating CPU / ACCEL runs ROUNDS times so that both see the
 # same machine load; the table gives the mean and spread of the per-round means and, for a noisy

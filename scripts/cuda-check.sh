@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CUDA check for a machine with an NVIDIA GPU (issue 7). Builds with CUDA, runs the CUDA backend
+# CUDA check for a machine with an NVIDIA GPU. Builds with CUDA, runs the CUDA backend
 # tests (every op vs the CPU backend; whole models planned with -ngl 99 vs CPU-only plans, logits
 # within tolerance), compares greedy text of a CPU plan and a GPU plan, and benchmarks pp512 / tg128
 # with and without the GPU on synthetic llama models (F16, Q8_0, Q4_0). Optionally the same

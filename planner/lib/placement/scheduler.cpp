@@ -41,12 +41,12 @@ class Scheduler {
 
   Status Run() {
     Pins();
-    STOWAGE_RETURN_IF_ERROR(Pass1());
-    Pass2();
-    Pass3();
-    Pass4();
-    STOWAGE_RETURN_IF_ERROR(Pass5());
-    STOWAGE_RETURN_IF_ERROR(CheckPass4Nodes());
+    STOWAGE_RETURN_IF_ERROR(AssignPreallocatedTensors());
+    ExpandBackends();
+    AssignRemainingNodes();
+    AssignRemainingSources();
+    STOWAGE_RETURN_IF_ERROR(SplitGraph());
+    STOWAGE_RETURN_IF_ERROR(CheckRemainingSourcesSupported());
     Finish();
     return Status::Ok();
   }
@@ -190,7 +190,8 @@ class Scheduler {
     return Status::Ok();
   }
 
-  Status Pass1() {
+  // ggml pass 1: tensors in a buffer, graph inputs, nodes with a weight source (scheduler.h).
+  Status AssignPreallocatedTensors() {
     for (int pass = 0; pass < 2; ++pass) {
       for (int t : pass == 0 ? g_.leafs : g_.nodes) {
         if (backend_[t] != -1) continue;
@@ -221,14 +222,16 @@ class Scheduler {
     }
   }
 
-  void Pass2() {
+  // ggml pass 2: expand the assigned backends down then up (non-CPU first, then every backend).
+  void ExpandBackends() {
     Expand(true, true);
     Expand(true, false);
     Expand(false, true);
     Expand(false, false);
   }
 
-  void Pass3() {
+  // ggml pass 3: unassigned nodes, and upgrades to a higher-priority backend with the same buft.
+  void AssignRemainingNodes() {
     for (int t : g_.nodes) {
       if (IsView(t)) continue;
       const Tensor& x = g_.tensors[t];
@@ -265,7 +268,8 @@ class Scheduler {
     }
   }
 
-  void Pass4() {
+  // ggml pass 4: remaining sources take their view source's or their consumer's backend.
+  void AssignRemainingSources() {
     for (int t : g_.nodes) {
       const Tensor& x = g_.tensors[t];
       if (x.view_src >= 0 && backend_[t] == -1) {
@@ -288,8 +292,8 @@ class Scheduler {
   // ggml's pass 4 gives a node that no earlier pass could place its consumer's backend without
   // asking that backend (ggml_backend_sched_split_graph, FEB25), which then aborts at compute: e.g.
   // -ot of a norm weight into a buffer type only a MUL_MAT backend reads. Refused here instead (after
-  // Pass5, whose refusal to copy a converted-layout weight names the cause more precisely).
-  Status CheckPass4Nodes() {
+  // SplitGraph, whose refusal to copy a converted-layout weight names the cause more precisely).
+  Status CheckRemainingSourcesSupported() {
     for (int t : g_.nodes) {
       if (IsView(t) || cause_[t] != "4.cur") continue;
       const int nb = backend_[t];
@@ -301,7 +305,8 @@ class Scheduler {
     return Status::Ok();
   }
 
-  Status Pass5() {
+  // ggml pass 5: splits where the backend changes, and the split-input copies.
+  Status SplitGraph() {
     g_.splits.clear();
     const int n = static_cast<int>(g_.nodes.size());
     int i = 0;

@@ -48,7 +48,7 @@ class Session::Impl {
   int64_t n_ctx = 0, n_ubatch = 0, n_vocab = 0, n_past = 0;
   int64_t kv_pad = 32;  ///< llama_kv_cache_get_padding: 256 with flash attention, else 32
   /// SessionOptions::llamacpp_numerics: n_kv as llama.cpp 2026 (at least 256 cells, padded to 256).
-  bool kv_pad_2026 = false;
+  bool pad_n_kv_to_256 = false;
   /// A decode failed after a recurrent model's state was (partly) updated: Decode refuses until Reset.
   bool recurrent_state_lost = false;
   std::vector<float> unwanted_logits;  ///< Decode's logits when the caller passes nullptr
@@ -241,7 +241,7 @@ Status Session::Impl::Init(const SessionOptions& opts) {
   n_ubatch = decoded.n_ubatch;
   n_vocab = decoded.n_vocab;
   kv_pad = r.context()->flash_attn() ? 256 : 32;
-  kv_pad_2026 = opts.llamacpp_numerics;
+  pad_n_kv_to_256 = opts.llamacpp_numerics;
   mem = plan_graph::PlannedMemory(r);
   STOWAGE_RETURN_IF_ERROR(CreateBackends(opts));
   STOWAGE_RETURN_IF_ERROR(AllocateBuffers(opts));
@@ -466,7 +466,7 @@ Status Session::Impl::RunUbatchOn(GGraph& g, const int32_t* tokens, int64_t n, b
   // llama_kv_cache::get_n_kv: max(256, the cells in use padded to 256), at most the cache — the
   // attention dots then run over the same cells (a vec_dot over n_kv sums its tail past the last
   // multiple of 64 apart from the rest, so the padding changes its bits).
-  if (kv_pad_2026)
+  if (pad_n_kv_to_256)
     s.n_kv = std::min<int64_t>(n_ctx, std::max<int64_t>(256, (n_past + n + 255) / 256 * 256));
   else
     s.n_kv = std::min<int64_t>(n_ctx, (n_past + n + kv_pad - 1) / kv_pad * kv_pad);

@@ -29,7 +29,7 @@ uint64_t Extent(const TensorView& t) {
   // Dim 0 strided (a TRANSPOSE or PERMUTE of a matrix: nb0 is a row, not an element): the span of
   // dim 0 is (ne0-1)*nb0 + type_size, as ggml_nbytes counts it for a block size of 1. (Counting
   // ne0 contiguous elements instead under-sized the staging of a strided split input copy from
-  // private memory, and cpu::Cpy read past it: NaN logits with -nkvo, breaker-24.)
+  // private memory, and cpu::Cpy read past it: NaN logits with -nkvo.)
   if (tr.block_size == 1 && t.nb[0] != tr.type_size &&
       (__builtin_mul_overflow(static_cast<uint64_t>(t.ne[0] - 1), static_cast<uint64_t>(t.nb[0]), &e) ||
        __builtin_add_overflow(e, static_cast<uint64_t>(tr.type_size), &e)))

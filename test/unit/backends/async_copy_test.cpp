@@ -1,4 +1,4 @@
-// Issue 7, asynchronous split-input copies: the golden placement configurations (two GPU-type RPC
+// Asynchronous split-input copies: the golden placement configurations (two GPU-type RPC
 // devices, -ngl 0/4/99, -sm none -mg 1) run on the asynchronous lazy test backend
 // (async_private_backend.h), whose queued work only runs when waited for, so a wait the session
 // misses shows up deterministically as NaN / wrong logits. Logits must equal the CPU-only plan's
@@ -278,7 +278,7 @@ TEST(PipelineParallel, FourCopiesSameLogitsAsCpuOnly) {
   EXPECT_GT(stats->direct_copies.load(), 0);  // CUDA0-side layers -> CUDA1-side layers
 }
 
-// -nkvo (KV cache on the host) with offloaded layers (breaker-24): the CPU split of every offloaded
+// -nkvo (KV cache on the host) with offloaded layers: the CPU split of every offloaded
 // layer's attention copies views of device results as split inputs ("Vcur-N (transposed)", a
 // TRANSPOSE whose dim 0 is strided, and "q-N", a PERMUTE), which ggml places at their consumer, after
 // the split's start. The session must count them as defined through the tensor that owns their

@@ -1,4 +1,4 @@
-// A test-only ASYNCHRONOUS private-memory backend (issue 7, asynchronous split-input copies): like
+// A test-only ASYNCHRONOUS private-memory backend (asynchronous split-input copies): like
 // test/unit/runtime/private_backend.h (buffers are not host memory, the CPU kernels run on them),
 // but every Compute / WriteAsync / ReadAsync is queued and run by the backend's own worker thread,
 // and LAZILY: queued work only runs when someone waits for it (Event::HostWait, Synchronize,

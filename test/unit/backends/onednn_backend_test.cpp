@@ -235,7 +235,7 @@ TEST(OneDnnBackend, BuiltInForAccelDevices) {
 }  // namespace
 }  // namespace stowage
 
-// ---- whole models: CPU + ONEDNN plans against CPU-only plans (issue 7) --------------------------
+// ---- whole models: CPU + ONEDNN plans against CPU-only plans --------------------------------------
 #include "e2e_util.h"
 #include "test_paths.h"
 

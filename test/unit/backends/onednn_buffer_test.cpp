@@ -1,4 +1,4 @@
-// The ONEDNN buffer type (issue 7): weights reordered at upload into the blocked layout oneDNN's
+// The ONEDNN buffer type: weights reordered at upload into the blocked layout oneDNN's
 // matmul prefers, plain where that layout would not fit the planned (plain) size, private to the
 // ACCEL backend; MUL_MAT on blocked weights against the CPU backend on plain ones, for prompt-sized
 // and single-token (tg) batches.

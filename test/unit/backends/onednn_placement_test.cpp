@@ -1,4 +1,4 @@
-// Plans with this machine's ONEDNN ACCEL device (issue 7): which weights the ONEDNN buffer type gets
+// Plans with this machine's ONEDNN ACCEL device: which weights the ONEDNN buffer type gets
 // (MUL_MAT weights oneDNN multiplies; never GET_ROWS tables; a tied output gets its own copy), that
 // the scheduler gives every node reading such a weight to the ACCEL backend (pp and tg) and never
 // to the CPU, that a mixed Q4_0 + F32 model splits between CPU_REPACK/CPU and ONEDNN, that the

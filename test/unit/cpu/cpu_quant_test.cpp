@@ -277,8 +277,8 @@ struct Model {
 // QuantizeRow to IQ4_NL (the KV cache's CPY with -ctk / -ctv iq4_nl) is ggml-cpu's from_float
 // (FEB25 quantize_row_iq4_nl -> quantize_row_iq4_nl_ref -> quantize_row_iq4_nl_impl with ntry -1: one
 // scale, no search), not the model quantizer's search. Expected bytes: the reference llama.cpp's
-// ggml_get_type_traits_cpu(GGML_TYPE_IQ4_NL)->from_float (node-llama-cpp 3.21.1; a breaker's
-// harness, session notes s9/fa). The search gives 7d a8 28 c5 d9 2b 46 e5 bb 1b 74 f6 6d 09 c3 f9 2d 25.
+// ggml_get_type_traits_cpu(GGML_TYPE_IQ4_NL)->from_float (node-llama-cpp 3.21.1, run through
+// a small harness). The search gives 7d a8 28 c5 d9 2b 46 e5 bb 1b 74 f6 6d 09 c3 f9 2d 25.
 TEST(CpuQuant, IQ4_NLCpyEqualsGgmlCpuFromFloat) {
   float x[32];
   for (int j = 0; j < 32; ++j) x[j] = float(std::sin(1.7 * j) * (1 + j / 8.0));

@@ -5,7 +5,7 @@
 // = n_ubatch = 256, 1 thread) and reduced as golden-long (test/data/golden-arch/README.md has the
 // exact commands). The models are rebuilt here with gguf-synth's library from the arguments the
 // golden records; the golden's FNV-1a 64 hash of the file proves it is the file llama.cpp read.
-// Checks, as issue 6 asks: the stored logits of the prompt positions within 0.02 (F32) / 0.30
+// Checks (the project's golden tolerances): the stored logits of the prompt positions within 0.02 (F32) / 0.30
 // (quantized: the goldens' llama.cpp is newer than the numerics we follow, see golden_long_test);
 // top-1 of every prompt position equal or a near-tie within the tolerance; for F32 models the 24
 // greedy tokens equal llama.cpp's. Also the prompt decoded at once (GEMM / grouped experts) agrees

@@ -17,7 +17,7 @@ namespace {
 
 struct Case {
   const char* model;
-  float tol;  // max |logit - golden| (issue 6: 0.02 for F32/F16 models, 0.25 for quantized)
+  float tol;  // max |logit - golden| (0.02 for F32/F16 models, 0.25 for quantized)
   bool flash_attn = false;  // llama.cpp -fa on: FLASH_ATTN_EXT over an untransposed V cache
   GgmlType type_kv = GgmlType::F16;  // K and V cache type
   uint32_t n_ubatch = 512;  // below the prompt length: the prompt is decoded in several ubatches

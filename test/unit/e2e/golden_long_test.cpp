@@ -8,7 +8,7 @@
 //    CPU), reduced to keep the repository small: the top 5 tokens (id, logit) of every prompt
 //    position, the logits of 256 evenly spaced vocabulary ids at every 8th position and the last
 //    one, and 24 greedy tokens. This decode runs without flash attention (the plan's default), so
-//    the logits are compared within a tolerance: 0.02 for F32/F16 models as issue 6; 0.30 for
+//    the logits are compared within a tolerance: 0.02 for F32/F16 models as golden_logits_test; 0.30 for
 //    quantized ones, because the goldens' llama.cpp is newer than the one our numerics follow (Feb
 //    2025, ../shared/golden, matched to 1e-3): the two releases already differ by up to 0.22 on
 //    5-token prompts, and on this prompt our vec_dot path (token by token, no GEMM) differs from the

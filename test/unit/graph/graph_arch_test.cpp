@@ -417,7 +417,7 @@ TEST(ModelGraphsErrors, WrongType) {
 }
 
 TEST(ModelGraphsErrors, TensorsOfBlocksPastBlockCountAreRefused) {
-  // breaker: stories260K with block_count 4 (5 blocks of tensors) ran with the last block ignored.
+  // stories260K with block_count 4 (5 blocks of tensors) ran with the last block ignored.
   SynthGguf s = test::LlamaModel(SynthParams{});
   s.Tensor("blk.7.attn_norm.weight", {64});
   auto m = Build(s);

@@ -136,7 +136,7 @@ std::string WithU32(const std::string& key, uint32_t value) {
 }
 
 TEST(HParams, LayerCountAboveLlamaCppMaximumIsRefused) {
-  // breaker: block_count 2^32-1 made the planner allocate per-layer tables until std::bad_alloc.
+  // block_count 2^32-1 made the planner allocate per-layer tables until std::bad_alloc.
   for (uint32_t n : {513u, 10000000u, 4294967295u}) {
     const std::string path = WithU32("llama.block_count", n);
     auto f = GgufFile::Open(path);
@@ -177,7 +177,7 @@ TEST(HParams, ResolveContextAsLlamaInitFromModel) {
   EXPECT_EQ(cfg.n_batch, 64u);
   EXPECT_EQ(cfg.n_ubatch, 16u);
 
-  // breaker: context_length 2^32-1 wrapped to n_ctx 0 in the padding and gave an unusable plan.
+  // context_length 2^32-1 wrapped to n_ctx 0 in the padding and gave an unusable plan.
   hp.n_ctx_train = 4294967295u;
   cfg = ContextConfig{};
   Status s = ResolveContext(hp, "m.gguf", &cfg);

@@ -215,7 +215,7 @@ TEST(ManifestErrors, OutOfRange) {
             "bad.json: $.buffer_types.default.alignment: 48 is out of range (must be a power of two up to 65536, the most a "
             "plan records)");
   // A power of two above what a plan can record (the plan verifier's limit) is refused here, not
-  // after planning (breaker: plan-model wrote plans that plan-dump then rejected).
+  // after planning (plan-model must not write plans that plan-dump then rejects).
   EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"alignment\": 32", "\"alignment\": 131072")),
             "bad.json: $.buffer_types.default.alignment: 131072 is out of range (must be a power of two up to 65536, the "
             "most a plan records)");
@@ -424,7 +424,7 @@ TEST(ManifestErrors, MutatedManifestsGiveOneLineErrors) {
 
 TEST(ManifestErrors, DeepNestingIsRefusedCheaply) {
   // 100000 nested arrays (200 KB): the parse stops at depth 32 instead of building paths of every
-  // depth (breaker: 14.7 GB and 23 s before).
+  // depth (building them all took 14.7 GB and 23 s).
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   EXPECT_EQ(ErrorOf(deep), "bad.json: $[0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0]"
                            "[0][0][0]: JSON nested deeper than 32 levels (device manifests nest at most about 10)");

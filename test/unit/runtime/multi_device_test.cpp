@@ -1,4 +1,4 @@
-// Issue 7: the golden placement configurations of ../shared/golden/placement (two GPU-type RPC
+// The golden placement configurations of ../shared/golden/placement (two GPU-type RPC
 // devices, -ngl 0/4/99, -sm none -mg 1) planned by the placement engine and executed with the
 // private-memory test backend standing in for the GPUs: real split-input copies, weights uploaded
 // into private buffers, and the same logits as the CPU-only plan.

@@ -74,7 +74,7 @@ void ExpectVerifierAgreesWithSession(const std::string& model, const std::vector
     accepted_by_both += verified.ok() && session.ok();
     // What the verifier accepts also runs: a prompt, then one token at a time until the context is
     // full, so every kv_head the session binds is reached (tensors sized by kv_head failed only
-    // mid-generation, past the load; breaker report on issue 22).
+    // mid-generation, past the load).
     if (verified.ok() && session.ok()) {
       const Status ran = RunToFullContext(**session);
       EXPECT_TRUE(ran.ok()) << what << "; run: " << ran.ToString();

@@ -2,7 +2,7 @@
 // touch them and the executor must move data in and out through Buffer::Write/Read (split-input
 // copies, weight uploads, inputs, logits). It runs the CPU kernels on its own memory, so plans
 // placed on "GPU" devices (manifests of RPC-like devices) execute on a machine without a GPU and
-// exercise real copies (issue 7).
+// exercise real copies.
 #pragma once
 
 #include <memory>

@@ -222,7 +222,7 @@ TEST(Wpm, GreedyLongestMatchAndUnknown) {
   EXPECT_EQ(tok->Tokenize("hello", true, false), (std::vector<int32_t>{2, 5, 3}));
 }
 
-// Found by a differential test against llama.cpp (session notes s9/tok-diff-report.md):
+// Found by a differential test against llama.cpp:
 // per-model attributes and the flags only the vocabulary type reads.
 TEST(Bpe, MaskTokensStripTheirLeftWhitespaceByModel) {
   // llama_vocab::impl::load: general.name containing "modern-bert" gives [MASK] LSTRIP; the

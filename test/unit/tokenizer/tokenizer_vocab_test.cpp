@@ -280,8 +280,8 @@ TEST(Stories260K, DetokenizeGreedyGivesGoldenBytes) {
   EXPECT_EQ(tok->Detokenize(JsonInts(json, "greedy")), HexToBytes(JsonString(json, "greedy_bytes_hex")));
 }
 
-// Cases where a differential test against llama.cpp (node-llama-cpp@3.21.1's libllama, Sep 2026;
-// session notes s9/tok-diff-report.md) found Stowage's tokens different; the expected ids are
+// Cases where a differential test against llama.cpp (node-llama-cpp@3.21.1's libllama, Sep 2026)
+// found Stowage's tokens different; the expected ids are
 // llama.cpp's (llama_tokenize with add_special and parse_special).
 struct DiffCase {
   const char* vocab;

@@ -71,7 +71,7 @@ struct SessionOptions {
   /// batch-invariant (any ubatch split gives the same bits), as in llama.cpp; where llama.cpp
   /// itself is not (repacked Q4_K, IQ4_XS from 8 columns, IQ4_NL, F32/F16 with K % 16 == 0) its
   /// orders are followed.
-  /// Costs prompt-processing speed: Q8_0 about 35%, the k-quants about 40%.
+  /// Costs prompt-processing speed (figures in README.md, "Agreement with llama.cpp").
   /// stowage-run: --llamacpp-numerics.
   bool llamacpp_numerics = false;
   /// The highest level the CPU kernels may use; the CPU's own best level when that is lower (never an

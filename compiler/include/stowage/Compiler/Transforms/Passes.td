@@ -34,7 +34,7 @@ def PlacePrintSplits : Pass<"place-print-splits", "::mlir::ModuleOp"> {
 
 
 //===----------------------------------------------------------------------===//
-// The placement pipeline (issue 5): each pass calls one step of the planner (planner/) and
+// The placement pipeline: each pass calls one step of the planner (planner/) and
 // records its decisions on the IR. The planner's whole-model state is reconstructed from the
 // module at each pass (PlannerState.h): graphs from the GGUF file named by stowage.import, the
 // earlier steps re-run with the options they recorded in stowage.plan, and their outcome checked
