@@ -20,7 +20,8 @@ const char* CauseText(const std::string& c) {
   if (c == "4.vsrc") return "view: backend of its view source";
   if (c == "4.cur") return "source: backend of its consumer";
   if (c == "4.cpy") return "split input copy";
-  if (c == "pin.norm") return "llama.cpp graph callback: norm pinned to its layer's device (n_tokens < 32 or full offload)";
+  if (c == "pin.norm")
+    return "llama.cpp graph callback: norm pinned to its layer's device (n_tokens < 32 or full offload)";
   if (c == "pin.nkvo") return "llama.cpp graph callback: -nkvo pins kqv_merged_cont to the CPU";
   return "";
 }
@@ -29,7 +30,14 @@ class Scheduler {
  public:
   Scheduler(Graph& g, const ModelGraphs& m, const DeviceSet& ds, const LayerMap& lm, Placement* p,
             const SchedulerOptions& opt)
-      : g_(g), m_(m), ds_(ds), lm_(lm), p_(p), opt_(opt), wc_(g.WorstCase()), B_(static_cast<int>(ds.devices.size())),
+      : g_(g),
+        m_(m),
+        ds_(ds),
+        lm_(lm),
+        p_(p),
+        opt_(opt),
+        wc_(g.WorstCase()),
+        B_(static_cast<int>(ds.devices.size())),
         cpu_(ds.cpu) {
     const size_t n = g.tensors.size();
     backend_.assign(n, -1);
@@ -57,7 +65,8 @@ class Scheduler {
 
   BufferInfo OwnBuf(int t) const {
     const Tensor& x = g_.tensors[t];
-    if (x.kind == TensorKind::kWeight || x.kind == TensorKind::kKvCache) return GlobalBuffer(m_, *p_, x.global);
+    if (x.kind == TensorKind::kWeight || x.kind == TensorKind::kKvCache)
+      return GlobalBuffer(m_, *p_, x.global);
     return {};
   }
   BufferInfo BufOf(int t) const { return OwnBuf(Owner(t)); }
@@ -99,7 +108,9 @@ class Scheduler {
     }
     return c == 1;
   }
-  bool SupportsBuft(int b, const BufferInfo& bi) const { return ds_.devices[b].SupportsBuft(bi.buft, bi.is_host); }
+  bool SupportsBuft(int b, const BufferInfo& bi) const {
+    return ds_.devices[b].SupportsBuft(bi.buft, bi.is_host);
+  }
   const PlacedBuft& ComputeBuft(int b) const { return p_->bufts[p_->backends[b].compute_buft]; }
 
   int BackendFromBuffer(int t, int op) {
@@ -242,7 +253,8 @@ class Scheduler {
           int n_sup = 0;
           for (int s : x.srcs) {
             if (s < 0) continue;
-            const bool assigned = backend_[s] != -1 || (g_.tensors[s].view_src >= 0 && backend_[g_.tensors[s].view_src] != -1);
+            const bool assigned =
+                backend_[s] != -1 || (g_.tensors[s].view_src >= 0 && backend_[g_.tensors[s].view_src] != -1);
             if (assigned && BufferSupported(s, b)) ++n_sup;
           }
           if (n_sup > best) {
@@ -257,7 +269,10 @@ class Scheduler {
           if (p_->backends[b].compute_buft != p_->backends[cur].compute_buft || !Supports(b, t)) continue;
           bool ok = true;
           for (int s : x.srcs)
-            if (s >= 0 && !BufferSupported(s, b)) { ok = false; break; }
+            if (s >= 0 && !BufferSupported(s, b)) {
+              ok = false;
+              break;
+            }
           if (ok) {
             backend_[t] = b;
             cause_[t] = "3.upg";
@@ -298,9 +313,10 @@ class Scheduler {
       if (IsView(t) || cause_[t] != "4.cur") continue;
       const int nb = backend_[t];
       if (nb >= 0 && !Supports(nb, t))
-        return FailedPrecondition("node '" + g_.tensors[t].name + "' (" + GgmlOpName(g_.tensors[t].op) +
-                                  ") of graph " + g_.name + " has no backend that supports it (ggml's pass 4 gave it " +
-                                  p_->backends[nb].name + ", which cannot run it; check -ot overrides of its weights)");
+        return FailedPrecondition(
+            "node '" + g_.tensors[t].name + "' (" + GgmlOpName(g_.tensors[t].op) + ") of graph " + g_.name +
+            " has no backend that supports it (ggml's pass 4 gave it " + p_->backends[nb].name +
+            ", which cannot run it; check -ot overrides of its weights)");
     }
     return Status::Ok();
   }
@@ -319,7 +335,7 @@ class Scheduler {
     split.node_begin = 0;
     int cur = split.backend;
     std::map<std::pair<int, int>, int> copies;  // (source, backend) -> copy tensor (copy 0)
-    const size_t kMaxInputs = 10;              // GGML_SCHED_MAX_SPLIT_INPUTS = GGML_MAX_SRC (FEB25)
+    const size_t kMaxInputs = 10;               // GGML_SCHED_MAX_SPLIT_INPUTS = GGML_MAX_SRC (FEB25)
     const int n_copies = opt_.n_copies;
     GraphCopies gc;  // with n_copies > 1: every instance, for Placement::copies
     gc.graph = g_.name;
@@ -377,7 +393,8 @@ class Scheduler {
         const int s = g_.tensors[t].srcs[j];
         if (s < 0) continue;
         if (backend_[s] == -1)
-          return Internal("source '" + g_.tensors[s].name + "' of '" + g_.tensors[t].name + "' has no backend");
+          return Internal("source '" + g_.tensors[s].name + "' of '" + g_.tensors[t].name +
+                          "' has no backend");
         // A graph input read by a node gets n_copies instances on its own backend; the input
         // itself is the current copy (cur_copy = 0 when llama.cpp reserves).
         if (n_copies > 1 && g_.tensors[s].kind == TensorKind::kInput && !input_seen[s]) {
@@ -388,7 +405,8 @@ class Scheduler {
           tc.copies.push_back(s);
           for (int c = 1; c < n_copies; ++c) tc.copies.push_back(new_copy(s, backend_[s], c));
           gc.inputs.push_back(std::move(tc));
-          if (gc.inputs.size() > kMaxInputs)  // ggml asserts n_graph_inputs < GGML_SCHED_MAX_SPLIT_INPUTS (FEB25)
+          if (gc.inputs.size() >
+              kMaxInputs)  // ggml asserts n_graph_inputs < GGML_SCHED_MAX_SPLIT_INPUTS (FEB25)
             return FailedPrecondition("graph " + g_.name + " has more than " + std::to_string(kMaxInputs) +
                                       " graph inputs with n_copies > 1 (GGML_SCHED_MAX_SPLIT_INPUTS): '" +
                                       g_.tensors[s].name + "' is one too many");
@@ -400,15 +418,17 @@ class Scheduler {
           // an ACCEL device's own buft such as ONEDNN) cannot be copied to another backend: the
           // copy would be read as the plain layout (ggml's AMX/repack buffers have no get_tensor
           // either). The runtime refuses such a plan too; say it here, naming the node.
-          if (const int w = Owner(s); g_.tensors[w].kind == TensorKind::kWeight && g_.tensors[w].global >= 0) {
+          if (const int w = Owner(s);
+              g_.tensors[w].kind == TensorKind::kWeight && g_.tensors[w].global >= 0) {
             const PlacedBuft& wb = p_->bufts[p_->global_buft[g_.tensors[w].global]];
-            const bool converts = !wb.repack.empty() ||
-                                  (!wb.is_host && p_->devices[wb.device].type == DeviceKind::kAccel);
+            const bool converts =
+                !wb.repack.empty() || (!wb.is_host && p_->devices[wb.device].type == DeviceKind::kAccel);
             if (converts)
-              return FailedPrecondition("node '" + g_.tensors[t].name + "' (" + GgmlOpName(g_.tensors[t].op) +
-                                        ") on backend " + p_->backends[cur].name + " reads weight '" +
-                                        g_.tensors[w].name + "' in buffer type " + wb.name +
-                                        ", which stores it in a converted layout: it cannot be copied to another backend");
+              return FailedPrecondition(
+                  "node '" + g_.tensors[t].name + "' (" + GgmlOpName(g_.tensors[t].op) + ") on backend " +
+                  p_->backends[cur].name + " reads weight '" + g_.tensors[w].name + "' in buffer type " +
+                  wb.name +
+                  ", which stores it in a converted layout: it cannot be copied to another backend");
           }
           TensorCopies tc;
           tc.tensor = s;
@@ -493,10 +513,12 @@ uint64_t NBytes(const Graph& g, int t) {
 
 Status ScheduleGraph(Graph& g, const ModelGraphs& m, const DeviceSet& ds, const LayerMap& lm, Placement* p,
                      const SchedulerOptions& opt) {
-  if (p->backends.size() != ds.devices.size()) return Internal("scheduler: placement backends do not match the devices");
+  if (p->backends.size() != ds.devices.size())
+    return Internal("scheduler: placement backends do not match the devices");
   for (const Tensor& t : g.tensors)
     if (t.kind == TensorKind::kSplitCopy)
-      return FailedPrecondition("graph " + g.name + " is already scheduled (it has split copies); build it again");
+      return FailedPrecondition("graph " + g.name +
+                                " is already scheduled (it has split copies); build it again");
   if (opt.n_copies < 1 || opt.n_copies > 4)
     return InvalidArgument("scheduler: n_copies " + std::to_string(opt.n_copies) +
                            " outside [1, 4] (GGML_SCHED_MAX_COPIES = 4)");
@@ -504,11 +526,12 @@ Status ScheduleGraph(Graph& g, const ModelGraphs& m, const DeviceSet& ds, const 
   return s.Run();
 }
 
-PipelineDecision PipelineParallelism(const DeviceSet& ds, uint32_t n_layer, int n_gpu_layers, SplitMode split_mode,
-                                     bool offload_kqv, bool has_tensor_overrides) {
+PipelineDecision PipelineParallelism(const DeviceSet& ds, uint32_t n_layer, int n_gpu_layers,
+                                     SplitMode split_mode, bool offload_kqv, bool has_tensor_overrides) {
   PipelineDecision d;
   if (ds.n_model <= 1) {
-    d.reason = std::to_string(ds.n_model) + " model device" + (ds.n_model == 1 ? "" : "s") + " (needs more than one)";
+    d.reason = std::to_string(ds.n_model) + " model device" + (ds.n_model == 1 ? "" : "s") +
+               " (needs more than one)";
     return d;
   }
   if (n_gpu_layers <= static_cast<int>(n_layer)) {
@@ -517,7 +540,8 @@ PipelineDecision PipelineParallelism(const DeviceSet& ds, uint32_t n_layer, int 
     return d;
   }
   if (split_mode != SplitMode::kLayer) {
-    d.reason = std::string("split mode ") + (split_mode == SplitMode::kRow ? "row" : "none") + " (needs layer)";
+    d.reason =
+        std::string("split mode ") + (split_mode == SplitMode::kRow ? "row" : "none") + " (needs layer)";
     return d;
   }
   if (!offload_kqv) {
@@ -532,12 +556,15 @@ PipelineDecision PipelineParallelism(const DeviceSet& ds, uint32_t n_layer, int 
     if (dev.type == DeviceType::kCpu) continue;  // llama.cpp ignores the CPU backend
     if (!dev.caps.async || !dev.caps.events) {
       d.reason = "device " + dev.name + " lacks caps " +
-                 (!dev.caps.async && !dev.caps.events ? "async and events" : !dev.caps.async ? "async" : "events");
+                 (!dev.caps.async && !dev.caps.events ? "async and events"
+                  : !dev.caps.async                   ? "async"
+                                                      : "events");
       return d;
     }
   }
   d.n_copies = 4;  // GGML_SCHED_MAX_COPIES
-  d.reason = std::to_string(ds.n_model) + " model devices, all layers and the output offloaded, split mode layer, "
+  d.reason = std::to_string(ds.n_model) +
+             " model devices, all layers and the output offloaded, split mode layer, "
              "KV offload, no tensor overrides, every non-CPU device has caps async and events";
   return d;
 }

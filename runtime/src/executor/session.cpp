@@ -2,12 +2,12 @@
 #include "stowage/runtime/session.h"
 
 #include <algorithm>
-#include <exception>
-#include <new>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <limits>
+#include <new>
 #include <thread>
 
 #include "../plan/plan_graph.h"
@@ -41,7 +41,7 @@ class Session::Impl {
   std::vector<int> buffer_backend;  // backend that owns each buffer
   std::vector<bool> buffer_mapped;  // read-only ranges of the GGUF mapping
   std::vector<BufferReport> reports;
-  std::vector<GGraph> graphs;       // [0] = pp, [1] = tg
+  std::vector<GGraph> graphs;  // [0] = pp, [1] = tg
   /// What tensors bind against: planned buffer sizes, the buffers' bases, weights / KV cache as
   /// uploaded (data, layout).
   plan_graph::Memory mem;
@@ -52,9 +52,9 @@ class Session::Impl {
   /// A decode failed after a recurrent model's state was (partly) updated: Decode refuses until Reset.
   bool recurrent_state_lost = false;
   std::vector<float> unwanted_logits;  ///< Decode's logits when the caller passes nullptr
-  int64_t n_swa = 0;                // sliding window of KQ_mask_swa (<arch>.attention.sliding_window)
+  int64_t n_swa = 0;                   // sliding window of KQ_mask_swa (<arch>.attention.sliding_window)
   double load_seconds = 0;
-  std::vector<Bound> bound;         // scratch per call
+  std::vector<Bound> bound;  // scratch per call
   // Op profile (SessionOptions::profile_ops): rows, and per graph the row of each tensor (-1: not
   // yet looked up).
   bool profile = false;
@@ -63,7 +63,8 @@ class Session::Impl {
   int ProfRow(const std::string& graph, const std::string& backend, const std::string& op);
   void ProfAdd(int row, std::chrono::steady_clock::time_point t0) {
     prof_rows[size_t(row)].calls += 1;
-    prof_rows[size_t(row)].seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    prof_rows[size_t(row)].seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
   Status Init(const SessionOptions& opts);
@@ -80,7 +81,7 @@ class Session::Impl {
   std::vector<std::shared_ptr<exec::Event>> host_reads;   // async writes whose source is host memory
   std::vector<std::shared_ptr<exec::Event>> host_writes;  // async reads whose target is host memory
   std::vector<std::vector<uint8_t>> stages;
-  cpu::ComputeContext copy_ctx;     // host-side copies (split inputs)
+  cpu::ComputeContext copy_ctx;  // host-side copies (split inputs)
   Status BindAll(const GGraph& g, const Sym& s) {
     return plan_graph::BindAll(g, s, mem, plan->path(), &bound);
   }
@@ -88,7 +89,8 @@ class Session::Impl {
   Status RunUbatchOn(GGraph& g, const int32_t* tokens, int64_t n, bool all_logits, float* out);
   Status WriteInput(GGraph& g, int id, const void* data, uint64_t n);
   static Result<std::unique_ptr<Session>> Finish(std::unique_ptr<Impl> impl,
-                                                 std::shared_ptr<const GgufFile> model, const SessionOptions& opts,
+                                                 std::shared_ptr<const GgufFile> model,
+                                                 const SessionOptions& opts,
                                                  std::chrono::steady_clock::time_point t0);
   /// True when some weights are read in place from the file mapping (the plan's mapped buffers).
   bool ReadsMapping() const {
@@ -99,8 +101,9 @@ class Session::Impl {
 Status CheckThreadCount(int n_threads, const std::string& subject) {
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (n_threads < 0 || n_threads > 4 * hw)
-    return InvalidArgument(subject + " " + std::to_string(n_threads) + " is outside [0, " + std::to_string(4 * hw) +
-                           "] (0 = all " + std::to_string(hw) + " hardware threads; at most 4x oversubscription)");
+    return InvalidArgument(subject + " " + std::to_string(n_threads) + " is outside [0, " +
+                           std::to_string(4 * hw) + "] (0 = all " + std::to_string(hw) +
+                           " hardware threads; at most 4x oversubscription)");
   return Status::Ok();
 }
 
@@ -133,7 +136,10 @@ Status Session::Impl::AllocateBuffers(const SessionOptions& opts) {
     // The backend of the buffer's device (the CPU backend for host buffers).
     int be = static_cast<int>(backends.size()) - 1;
     for (size_t k = 0; k < r.backends()->size(); ++k)
-      if (r.backends()->Get(k)->device() == b->device()) { be = static_cast<int>(k); break; }
+      if (r.backends()->Get(k)->device() == b->device()) {
+        be = static_cast<int>(k);
+        break;
+      }
     BufferReport rep;
     rep.name = b->name() ? b->name()->str() : "";
     rep.usage = kUsage[static_cast<int>(b->usage()) & 3];
@@ -142,12 +148,13 @@ Status Session::Impl::AllocateBuffers(const SessionOptions& opts) {
     rep.mapped = b->mapped();
     if (b->mapped()) {  // inside the file: CheckPlanAgainstModel
       buffers.push_back(exec::HostBuffer::Wrap(gguf->bytes() + b->file_offset(), b->size(),
-                                                     opts.copy_mapped_weights_to_huge_pages));
+                                               opts.copy_mapped_weights_to_huge_pages));
       if (!backends[be]->CanAccess(*buffers.back()))
-        return Unimplemented(plan->path() + ": buffer '" + rep.name + "' maps the file on device '" + rep.device +
-                             "', whose backend cannot read host memory");
+        return Unimplemented(plan->path() + ": buffer '" + rep.name + "' maps the file on device '" +
+                             rep.device + "', whose backend cannot read host memory");
     } else {
-      STOWAGE_ASSIGN_OR_RETURN(auto buf, backends[be]->Allocate(b->buft() ? b->buft()->str() : "", b->size(), b->alignment()));
+      STOWAGE_ASSIGN_OR_RETURN(
+          auto buf, backends[be]->Allocate(b->buft() ? b->buft()->str() : "", b->size(), b->alignment()));
       if (b->tensor_split() && b->tensor_split()->size() > 0) {
         const std::vector<float> ts(b->tensor_split()->begin(), b->tensor_split()->end());
         Status st = buf->SetTensorSplit(ts);
@@ -218,7 +225,8 @@ Status Session::Impl::LoadWeights(const SessionOptions& opts) {
 
 int Session::Impl::ProfRow(const std::string& graph, const std::string& backend, const std::string& op) {
   for (size_t i = 0; i < prof_rows.size(); ++i)
-    if (prof_rows[i].graph == graph && prof_rows[i].backend == backend && prof_rows[i].op == op) return int(i);
+    if (prof_rows[i].graph == graph && prof_rows[i].backend == backend && prof_rows[i].op == op)
+      return int(i);
   OpProfileEntry e;
   e.graph = graph;
   e.backend = backend;
@@ -301,9 +309,9 @@ Status Session::Impl::CopyTensor(GGraph& g, int src, int dst) {
   // matmul layout) is only readable by that backend's kernels: its bytes copied elsewhere would be
   // read as ggml's plain layout (llama.cpp's repack buffers refuse get_tensor for the same reason).
   if (s.v.layout != cpu::kLayoutPlain)
-    return DataLoss(plan->path() + ": graph " + g.name + ": split input copy '" + g.tensors[dst].name + "' reads '" +
-                    g.tensors[src].name + "', stored in a backend-specific layout (" + std::to_string(s.v.layout) +
-                    ") that only its own backend reads");
+    return DataLoss(plan->path() + ": graph " + g.name + ": split input copy '" + g.tensors[dst].name +
+                    "' reads '" + g.tensors[src].name + "', stored in a backend-specific layout (" +
+                    std::to_string(s.v.layout) + ") that only its own backend reads");
   Buffer& sb = *buffers[s.buffer];
   Buffer& db = *buffers[d.buffer];
   Backend& from = *backends[buffer_backend[s.buffer]];
@@ -412,12 +420,13 @@ Status Session::Impl::RunSplits(GGraph& g) {
       c.n_fparams = t.fparams.size();
       // The plan must only give a backend tensors it can access (else a split input copy is due).
       if (!be.CanAccess(*buffers[bound[id].buffer]))
-        return DataLoss(plan->path() + ": graph " + g.name + " node '" + t.name + "' on backend " + be.name() +
-                        " writes a buffer it cannot access");
+        return DataLoss(plan->path() + ": graph " + g.name + " node '" + t.name + "' on backend " +
+                        be.name() + " writes a buffer it cannot access");
       for (size_t j = 0; j < t.srcs.size() && j < size_t(NodeCall::kMaxSrc); ++j)
         if (t.srcs[j] >= 0 && !be.CanAccess(*buffers[bound[t.srcs[j]].buffer]))
-          return DataLoss(plan->path() + ": graph " + g.name + " node '" + t.name + "' on backend " + be.name() +
-                          " reads '" + g.tensors[t.srcs[j]].name + "' from a buffer it cannot access (no split input copy)");
+          return DataLoss(plan->path() + ": graph " + g.name + " node '" + t.name + "' on backend " +
+                          be.name() + " reads '" + g.tensors[t.srcs[j]].name +
+                          "' from a buffer it cannot access (no split input copy)");
       const auto t0 = profile ? ProfClock::now() : ProfClock::time_point();
       Status st = be.Compute(c);
       if (!st.ok())
@@ -503,7 +512,8 @@ Status Session::Impl::RunUbatchOn(GGraph& g, const int32_t* tokens, int64_t n, b
   for (const int id : {g.inp_s_copy, g.inp_s_mask})
     if (id >= 0 && bound[id].v.nelements() != s.n_kv)
       return DataLoss(plan->path() + ": graph " + g.name + " input '" + g.tensors[id].name + "' has " +
-                      std::to_string(bound[id].v.nelements()) + " elements, expected n_kv = " + std::to_string(s.n_kv));
+                      std::to_string(bound[id].v.nelements()) +
+                      " elements, expected n_kv = " + std::to_string(s.n_kv));
   if (g.inp_s_copy >= 0) {
     const int32_t copy_from = 0;  // cell 0 keeps its own state
     STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_s_copy, &copy_from, sizeof copy_from));
@@ -524,7 +534,8 @@ Status Session::Impl::RunUbatchOn(GGraph& g, const int32_t* tokens, int64_t n, b
   }
   const Bound& rb = bound[g.result];
   STOWAGE_RETURN_IF_ERROR(plan_graph::CheckResultShape(g, bound, n_vocab, s.n_outputs, plan->path()));
-  STOWAGE_RETURN_IF_ERROR(buffers[rb.buffer]->Read(rb.offset, out, static_cast<uint64_t>(n_vocab * s.n_outputs) * sizeof(float)));
+  STOWAGE_RETURN_IF_ERROR(
+      buffers[rb.buffer]->Read(rb.offset, out, static_cast<uint64_t>(n_vocab * s.n_outputs) * sizeof(float)));
   n_past += n;
   return Status::Ok();
 }
@@ -555,14 +566,16 @@ Result<std::unique_ptr<Session>> Session::Create(const std::string& plan_path, c
 }
 
 Result<std::unique_ptr<Session>> Session::Create(const std::string& plan_path,
-                                                 std::shared_ptr<const GgufFile> model, const SessionOptions& opts) {
+                                                 std::shared_ptr<const GgufFile> model,
+                                                 const SessionOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
   auto impl = std::make_unique<Impl>();
   STOWAGE_ASSIGN_OR_RETURN(impl->plan, PlanFile::Load(plan_path));
   return Impl::Finish(std::move(impl), std::move(model), opts, t0);
 }
 
-Result<std::unique_ptr<Session>> Session::CreateFromPlanBytes(std::vector<uint8_t> plan_bytes, const std::string& model_path,
+Result<std::unique_ptr<Session>> Session::CreateFromPlanBytes(std::vector<uint8_t> plan_bytes,
+                                                              const std::string& model_path,
                                                               const SessionOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
   auto impl = std::make_unique<Impl>();
@@ -588,7 +601,8 @@ Status Session::Decode(const std::vector<int32_t>& tokens, bool all_logits, std:
   if (tokens.empty()) return InvalidArgument("decode: empty batch (at least one token is needed)");
   for (int32_t t : tokens)
     if (t < 0 || t >= s.n_vocab)
-      return InvalidArgument("decode: token id " + std::to_string(t) + " out of range [0, " + std::to_string(s.n_vocab) + ")");
+      return InvalidArgument("decode: token id " + std::to_string(t) + " out of range [0, " +
+                             std::to_string(s.n_vocab) + ")");
   if (s.n_past + static_cast<int64_t>(tokens.size()) > s.n_ctx)
     return OutOfRange("context full: " + std::to_string(s.n_past) + " tokens in the cache + " +
                       std::to_string(tokens.size()) + " new > n_ctx " + std::to_string(s.n_ctx));

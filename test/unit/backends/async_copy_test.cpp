@@ -9,16 +9,16 @@
 #include <cmath>
 #include <functional>
 
+#include "accel_plan_generated.h"
 #include "async_private_backend.h"
+#include "golden_placement_plan.h"
 #include "stowage/planner/manifest.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/place_model.h"
-#include "accel_plan_generated.h"
 #include "stowage/planner/plan_export.h"
 #include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/plan.h"
 #include "stowage/runtime/session.h"
-#include "golden_placement_plan.h"
 #include "test_paths.h"
 
 namespace stowage {
@@ -35,7 +35,8 @@ struct Config {
   bool direct = true;     // device -> device copies by CopyFromAsync (else staged through the host)
 };
 
-Result<std::vector<uint8_t>> Plan(const std::string& model, const Config& c, bool cpu_only, uint32_t n_ubatch) {
+Result<std::vector<uint8_t>> Plan(const std::string& model, const Config& c, bool cpu_only,
+                                  uint32_t n_ubatch) {
   return test::PlanGoldenPlacement(kManifestDir, model, c.ngl, c.sm, c.main_gpu, c.name, cpu_only, n_ubatch);
 }
 
@@ -98,14 +99,15 @@ TEST_P(AsyncCopies, SameLogitsAsCpuOnly) {
   if (!c.direct) EXPECT_EQ(stats->direct_copies.load(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(GoldenPlacement, AsyncCopies,
-                         ::testing::Values(Config{"ngl0", 0, planner::SplitMode::kLayer, 0, false},
-                                           Config{"ngl4", 4, planner::SplitMode::kLayer, 0, true},
-                                           Config{"ngl99", 99, planner::SplitMode::kLayer, 0, true},
-                                           Config{"ngl99_sm_none_mg1", 99, planner::SplitMode::kNone, 1, false},
-                                           Config{"ngl4_staged", 4, planner::SplitMode::kLayer, 0, true, false},
-                                           Config{"ngl99_staged", 99, planner::SplitMode::kLayer, 0, true, false}),
-                         [](const ::testing::TestParamInfo<Config>& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    GoldenPlacement, AsyncCopies,
+    ::testing::Values(Config{"ngl0", 0, planner::SplitMode::kLayer, 0, false},
+                      Config{"ngl4", 4, planner::SplitMode::kLayer, 0, true},
+                      Config{"ngl99", 99, planner::SplitMode::kLayer, 0, true},
+                      Config{"ngl99_sm_none_mg1", 99, planner::SplitMode::kNone, 1, false},
+                      Config{"ngl4_staged", 4, planner::SplitMode::kLayer, 0, true, false},
+                      Config{"ngl99_staged", 99, planner::SplitMode::kLayer, 0, true, false}),
+    [](const ::testing::TestParamInfo<Config>& i) { return std::string(i.param.name); });
 
 // A decode whose second ubatch fails (injected compute fault on the GPU-type device) leaves n_past
 // where it was, and the session continues exactly as if the failed call had not happened.
@@ -163,7 +165,8 @@ TEST(TensorSplit, PlanProportionsReachTheBuffer) {
   auto edit = [&](const std::vector<float>& ts) {
     std::unique_ptr<::accel::plan::PlanT> p = ::accel::plan::UnPackPlan(plan->data());
     for (auto& b : p->buffers)
-      if (b->usage == ::accel::plan::BufferUsage::Weights && !b->mapped && p->devices[b->device]->type == ::accel::plan::DeviceType::GPU)
+      if (b->usage == ::accel::plan::BufferUsage::Weights && !b->mapped &&
+          p->devices[b->device]->type == ::accel::plan::DeviceType::GPU)
         b->tensor_split = ts;
     flatbuffers::FlatBufferBuilder fbb;
     ::accel::plan::FinishPlanBuffer(fbb, ::accel::plan::Plan::Pack(fbb, p.get()));
@@ -194,7 +197,8 @@ TEST(TensorSplit, PlanProportionsReachTheBuffer) {
 // input, and its nodes read copy 0. The runtime executes such a plan without any change (it runs
 // every graph on copy 0, which is correct: rotating ggml's cur_copy only lets graph computes
 // overlap), with the same logits as the CPU-only plan, and allocates exactly the larger buffers.
-Result<std::vector<uint8_t>> PlanPipelineParallel(const std::string& model, int ngl, bool async_events, int* n_copies) {
+Result<std::vector<uint8_t>> PlanPipelineParallel(const std::string& model, int ngl, bool async_events,
+                                                  int* n_copies) {
   STOWAGE_ASSIGN_OR_RETURN(auto gguf, GgufFile::Open(model));
   planner::ContextConfig cfg;
   cfg.n_ctx = 256;
@@ -205,7 +209,8 @@ Result<std::vector<uint8_t>> PlanPipelineParallel(const std::string& model, int 
     d.caps.async = d.caps.events = async_events;
     machine.push_back(std::move(d));
   }
-  STOWAGE_ASSIGN_OR_RETURN(auto cpu, planner::LoadManifestFile(std::string(kManifestDir) + "/llamacpp-cpu.json"));
+  STOWAGE_ASSIGN_OR_RETURN(auto cpu,
+                           planner::LoadManifestFile(std::string(kManifestDir) + "/llamacpp-cpu.json"));
   machine.push_back(std::move(cpu));
   planner::PlacementOptions opt;
   opt.n_gpu_layers = ngl;
@@ -334,7 +339,8 @@ TEST_P(AsyncNoKvOffload, SameLogitsAsCpuOnly) {
           const GgmlOp op = static_cast<GgmlOp>(t.op);
           if (op != GgmlOp::TRANSPOSE && op != GgmlOp::PERMUTE) continue;
           ASSERT_FALSE(t.srcs.empty()) << t.name;
-          EXPECT_NE(g->tensors[t.srcs[0]]->backend, sp->backend) << t.name << ": a view of another backend's result";
+          EXPECT_NE(g->tensors[t.srcs[0]]->backend, sp->backend)
+              << t.name << ": a view of another backend's result";
           (op == GgmlOp::TRANSPOSE ? transposed : permuted)++;
         }
       EXPECT_GT(transposed, 0) << g->name;
@@ -377,8 +383,11 @@ TEST_P(AsyncNoKvOffload, SameLogitsAsCpuOnly) {
 
 INSTANTIATE_TEST_SUITE_P(Nkvo, AsyncNoKvOffload,
                          ::testing::Values(NkvoCase{"ngl4", 4, true}, NkvoCase{"ngl99", 99, true},
-                                           NkvoCase{"ngl4_staged", 4, false}, NkvoCase{"ngl99_staged", 99, false}),
-                         [](const ::testing::TestParamInfo<NkvoCase>& i) { return std::string(i.param.name); });
+                                           NkvoCase{"ngl4_staged", 4, false},
+                                           NkvoCase{"ngl99_staged", 99, false}),
+                         [](const ::testing::TestParamInfo<NkvoCase>& i) {
+                           return std::string(i.param.name);
+                         });
 
 // The verifier checks the pipeline-parallelism fields (COMPATIBILITY.md): n_copies in [1, 4], n_copies
 // entries per list, copies[0] the tensor the nodes read, the others of kind SplitCopy.
@@ -409,12 +418,17 @@ TEST(PipelineParallel, VerifierRefusesInconsistentCopies) {
     EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().ToString();
   };
   expect_error(edit([](::accel::plan::PlanT& p) { p.n_copies = 5; }), "n_copies: expected 1 to 4");
-  expect_error(edit([&](::accel::plan::PlanT& p) { first_input(p).copies.pop_back(); }), "expected n_copies = 4 entries, found 3");
-  expect_error(edit([&](::accel::plan::PlanT& p) { std::swap(first_input(p).copies[0], first_input(p).copies[1]); }),
-               "copies[0] must be the tensor the nodes read");
-  expect_error(edit([&](::accel::plan::PlanT& p) { first_input(p).copies[2] = first_input(p).tensor; }), "has the wrong kind");
-  expect_error(edit([](::accel::plan::PlanT& p) { p.n_copies = 1; }), "n_copies is 1 but 4 copies are listed");
-  expect_error(edit([](::accel::plan::PlanT& p) { p.graphs[0]->input_copies[0]->copies[0] += 1; }), "input_copies[0].copies");
+  expect_error(edit([&](::accel::plan::PlanT& p) { first_input(p).copies.pop_back(); }),
+               "expected n_copies = 4 entries, found 3");
+  expect_error(
+      edit([&](::accel::plan::PlanT& p) { std::swap(first_input(p).copies[0], first_input(p).copies[1]); }),
+      "copies[0] must be the tensor the nodes read");
+  expect_error(edit([&](::accel::plan::PlanT& p) { first_input(p).copies[2] = first_input(p).tensor; }),
+               "has the wrong kind");
+  expect_error(edit([](::accel::plan::PlanT& p) { p.n_copies = 1; }),
+               "n_copies is 1 but 4 copies are listed");
+  expect_error(edit([](::accel::plan::PlanT& p) { p.graphs[0]->input_copies[0]->copies[0] += 1; }),
+               "input_copies[0].copies");
 }
 
 }  // namespace

@@ -27,14 +27,14 @@ namespace stowage::test {
 /// What the asynchronous backends of one factory did (all devices together).
 struct AsyncStats {
   std::atomic<int> computes{0};
-  std::atomic<int> write_async{0};   ///< host -> device copies queued
-  std::atomic<int> read_async{0};    ///< device -> host copies queued
-  std::atomic<int> event_waits{0};   ///< cross-queue waits (Backend::WaitEvent on a queue)
-  std::atomic<int> direct_copies{0}; ///< device -> device copies without host staging (CopyFromAsync)
+  std::atomic<int> write_async{0};    ///< host -> device copies queued
+  std::atomic<int> read_async{0};     ///< device -> host copies queued
+  std::atomic<int> event_waits{0};    ///< cross-queue waits (Backend::WaitEvent on a queue)
+  std::atomic<int> direct_copies{0};  ///< device -> device copies without host staging (CopyFromAsync)
   /// When false, CopyFromAsync declines and the session stages device -> device copies through host
   /// memory (both paths are tested).
   std::atomic<bool> allow_direct{true};
-  std::atomic<int> host_waits{0};    ///< Event::HostWait calls
+  std::atomic<int> host_waits{0};  ///< Event::HostWait calls
   /// Fault injection: when >= 0, the Compute call that makes `computes` exceed it fails
   /// (kInternal "injected fault") instead of queuing the node.
   std::atomic<int> fail_compute_after{-1};

@@ -42,7 +42,8 @@ Status CheckThreadCount(int n_threads, const std::string& subject = "n_threads")
 enum class CpuIsa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Vnni = 3 };
 
 struct SessionOptions {
-  int n_threads = 0;  ///< CPU threads; 0 = all hardware threads; more than 4x the hardware threads is an error
+  int n_threads =
+      0;  ///< CPU threads; 0 = all hardware threads; more than 4x the hardware threads is an error
   /// Called while weights are uploaded, with the fraction done (0..1]; may be empty.
   std::function<void(float)> progress;
   /// Backends for planned devices this runtime does not build in (tests); may be empty.
@@ -91,13 +92,13 @@ struct OpProfileEntry {
   /// time, which includes every other row plus binding, inputs and logits).
   std::string op;
   uint64_t calls = 0;
-  double seconds = 0;   ///< host wall time; for asynchronous backends (CUDA) the time to queue
+  double seconds = 0;  ///< host wall time; for asynchronous backends (CUDA) the time to queue
 };
 
 /// One buffer as planned and as allocated (bytes).
 struct BufferReport {
-  std::string name;      ///< "CPU_Mapped", "CPU_REPACK", "CPU", "CUDA0"
-  std::string usage;     ///< "model", "KV", "compute", "output"
+  std::string name;   ///< "CPU_Mapped", "CPU_REPACK", "CPU", "CUDA0"
+  std::string usage;  ///< "model", "KV", "compute", "output"
   std::string device;
   uint64_t planned = 0;
   uint64_t allocated = 0;
