@@ -149,11 +149,14 @@ Result<int> FitGpuLayersToDevices(const GgufFile& gguf, const ContextConfig& cfg
                              (d.source_path.empty() ? std::string("probed") : d.source_path) +
                              ": memory.total 0), so --fit cannot size it: give its free memory (--free " +
                              d.name + "=SIZE) or -ngl N");
-  STOWAGE_ASSIGN_OR_RETURN(HParams hp, ReadHParams(gguf));
+  // The graphs once (reading the model validates its metadata and tokenizer); each candidate places
+  // a copy, since PlaceModel writes its decisions into the graphs.
+  STOWAGE_ASSIGN_OR_RETURN(const ModelGraphs built, BuildModelGraphs(gguf, cfg));
+  const HParams& hp = built.hp;
   auto fits = [&](int n, uint64_t keep, std::string* why) -> Result<bool> {
     PlacementOptions o = opt;
     o.n_gpu_layers = n;
-    STOWAGE_ASSIGN_OR_RETURN(ModelGraphs g, BuildModelGraphs(gguf, cfg));
+    ModelGraphs g = built;
     STOWAGE_ASSIGN_OR_RETURN(PlacementOutcome out, PlaceModel(g, machine, o));
     Status s = CheckFit(out, /*devices_only=*/true, keep);
     if (s.ok()) return true;
