@@ -46,13 +46,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-/// A CLI11 check: the value is a finite number in [lo, hi] (an integer when `integer`), in the
-/// tools' common wording (cli_numbers.h): "--n-gen: expected an integer from 0 to 16777216, found
-/// 99999999999999999999... (300 characters)". CLI11 runs checks on the text before converting it.
-CLI::Validator NumberIn(double lo, double hi, bool integer) {
-  return integer ? tools::IntegerIn(static_cast<int64_t>(lo), static_cast<uint64_t>(hi)) : tools::NumberIn(lo, hi);
-}
-
 /// The largest -t a Session accepts on this machine: 4x the hardware threads (CheckThreadCount,
 /// session.h), so that -t is refused, and --help states its range, in the common wording.
 int MaxThreads() { return 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
@@ -83,7 +76,7 @@ int Fail(const Status& s) {
 }
 
 /// Upper bound of token counts on the command line (-c, -b, -ub, -n, -p): 2^24.
-constexpr double kMaxTokens = 16777216;
+constexpr int kMaxTokens = 16777216;
 /// --seed's default, as llama.cpp's LLAMA_DEFAULT_SEED: a random seed for each run (printed).
 constexpr uint32_t kRandomSeed = 0xFFFFFFFFu;
 /// Context of a generation planned on the fly without -c: llama-cli's default (common_params n_ctx).
@@ -833,16 +826,17 @@ int Run(int argc, char** argv) {
     a->add_option("-m,--model", c.model, "GGUF model file")->required();
     a->add_option("--plan", c.plan, "plan file made by plan-model (default: plan on the fly for this machine)");
     a->add_option("-t,--threads", c.threads, "CPU threads (0 = all hardware threads; at most 4x them)")
-        ->check(NumberIn(0, MaxThreads(), true));
+        ->check(tools::IntegerIn(0, MaxThreads()));
     a->add_option("-c,--ctx-size", c.n_ctx,
                   "context size when planning on the fly (0 = the model's training context; default: 4096 "
-                  "tokens to generate text, as llama-cli; the model's for perplexity; the largest -p or -n + 8 for bench)")
-        ->check(NumberIn(0, kMaxTokens, true))
+                  "tokens to generate text, as llama-cli; the model's for perplexity; the largest -p or -n + "
+                  "8 for bench)")
+        ->check(tools::IntegerIn(0, kMaxTokens))
         ->default_str("");  // "not given": the default depends on the subcommand (above), not 0
     a->add_option("-b,--batch-size", c.n_batch, "logical batch size when planning on the fly")
-        ->check(NumberIn(1, kMaxTokens, true));
+        ->check(tools::IntegerIn(1, kMaxTokens));
     a->add_option("--ubatch-size", c.n_ubatch, "physical batch size when planning on the fly")
-        ->check(NumberIn(1, kMaxTokens, true));
+        ->check(tools::IntegerIn(1, kMaxTokens));
     a->add_option("--n-gpu-layers", c.n_gpu_layers,
                   "layers to offload when planning on the fly: N, 'all' or <= -2, 'auto' or -1 (fit to the GPUs' free memory, as plan-model --fit)")
         ->transform(tools::GpuLayersValue());
@@ -886,24 +880,28 @@ int Run(int argc, char** argv) {
   bool no_display_prompt = false;
   app.add_flag("--no-display-prompt", no_display_prompt, "do not echo the prompt before the generated text");
   app.add_flag("--verbose-prompt", display.verbose_prompt, "print the prompt's tokens (id -> piece) on stderr before generating");
-  app.add_option("-n,--n-predict", n_predict, "tokens to generate (-1 = until the end of text or a full context)")
-      ->check(NumberIn(-1, kMaxTokens, true));
-  app.add_option("--temp", sp.temperature, "temperature (<= 0 = greedy)")->check(NumberIn(-1e4, 1e4, false));
-  app.add_option("--top-k", sp.top_k, "top-k (0 = off)")->check(NumberIn(-2147483647, 2147483647, true));
-  app.add_option("--top-p", sp.top_p, "top-p (1 = off)")->check(NumberIn(0, 1, false));
-  app.add_option("--min-p", sp.min_p, "min-p (0 = off)")->check(NumberIn(0, 1, false));
-  app.add_option("--repeat-last-n", sp.penalty_last_n, "last n tokens (prompt included) the penalties look at (0 = off, -1 = the context)")
-      ->check(NumberIn(-1, 2147483647, true));
+  app.add_option("-n,--n-predict", n_predict,
+                 "tokens to generate (-1 = until the end of text or a full context)")
+      ->check(tools::IntegerIn(-1, kMaxTokens));
+  app.add_option("--temp", sp.temperature, "temperature (<= 0 = greedy)")->check(tools::NumberIn(-1e4, 1e4));
+  app.add_option("--top-k", sp.top_k, "top-k (0 = off)")->check(tools::IntegerIn(-2147483647, 2147483647));
+  app.add_option("--top-p", sp.top_p, "top-p (1 = off)")->check(tools::NumberIn(0, 1));
+  app.add_option("--min-p", sp.min_p, "min-p (0 = off)")->check(tools::NumberIn(0, 1));
+  app.add_option("--repeat-last-n", sp.penalty_last_n,
+                 "last n tokens (prompt included) the penalties look at (0 = off, -1 = the context)")
+      ->check(tools::IntegerIn(-1, 2147483647));
   app.add_option("--repeat-penalty", sp.penalty_repeat,
                  "divide a repeated token's logit by this (a logit <= 0 is multiplied by it; 1 = off)")
       ->check(tools::PositiveNumberUpTo(1e4));
-  app.add_option("--presence-penalty", sp.penalty_present, "subtract this from the logit of a repeated token (0 = off)")
-      ->check(NumberIn(-1e4, 1e4, false));
-  app.add_option("--frequency-penalty", sp.penalty_freq, "subtract this times its count from the logit of a repeated token (0 = off)")
-      ->check(NumberIn(-1e4, 1e4, false));
+  app.add_option("--presence-penalty", sp.penalty_present,
+                 "subtract this from the logit of a repeated token (0 = off)")
+      ->check(tools::NumberIn(-1e4, 1e4));
+  app.add_option("--frequency-penalty", sp.penalty_freq,
+                 "subtract this times its count from the logit of a repeated token (0 = off)")
+      ->check(tools::NumberIn(-1e4, 1e4));
   int64_t seed = -1;
   app.add_option("-s,--seed", seed, "random seed (-1 or 4294967295: a random seed, printed)")
-      ->check(NumberIn(-1, 4294967295.0, true));
+      ->check(tools::IntegerIn(-1, UINT32_MAX));
   app.add_flag("-q,--quiet", quiet, "print only the text");
 
   auto* ppl = app.add_subcommand("perplexity", "perplexity of a text file (llama-perplexity style)");
@@ -922,8 +920,15 @@ int Run(int argc, char** argv) {
                 "not read): KL divergence, PPL ratio, top token agreement, as llama-perplexity");
   int max_chunks = -1;
   ppl->add_option("--chunks", max_chunks, "score at most this many chunks (-1 = all)")
-      ->check(NumberIn(-1, 2147483647, true) &
-              CLI::Validator([](std::string& v) { return v == "0" ? std::string("expected a chunk count from 1 to 2147483647 or -1 (all), found 0 (no chunk to score)") : std::string(); }, ""));
+      ->check(tools::IntegerIn(-1, 2147483647) &
+              CLI::Validator(
+                  [](std::string& v) {
+                    return v == "0" ? std::string(
+                                          "expected a chunk count from 1 to 2147483647 or -1 (all), found 0 "
+                                          "(no chunk to score)")
+                                    : std::string();
+                  },
+                  ""));
   auto* bench = app.add_subcommand("bench", "llama-bench style table: pp and tg speed");
   bench->footer("Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, --huge-pages, --llamacpp-numerics, --cpu-isa.");
   std::string n_prompt_list = "512", n_gen_list = "128", threads_list;  // llama-bench's defaults
@@ -935,7 +940,7 @@ int Run(int argc, char** argv) {
   std::vector<std::string> pg_list;
   bench->add_option("--pg", pg_list, "pp,tg: a prompt of pp tokens then tg generated ones in one test (llama-bench -pg; repeatable)")
       ->allow_extra_args(false);
-  bench->add_option("-r,--repetitions", reps, "repetitions")->check(NumberIn(1, 1000000, true));
+  bench->add_option("-r,--repetitions", reps, "repetitions")->check(tools::IntegerIn(1, 1000000));
   std::string bench_format = "md";
   bench->add_option("-o,--output", bench_format, "output format: md, csv, json, jsonl (llama-bench's field names)")
       ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}));
@@ -1000,9 +1005,9 @@ int Run(int argc, char** argv) {
   }
   if (*bench) {
     // At most kMaxTokens - 8: a context planned on the fly is the largest value + 8.
-    auto prompts = ParseIntList(n_prompt_list, "-p/--n-prompt", 0, static_cast<int>(kMaxTokens) - 8);
+    auto prompts = ParseIntList(n_prompt_list, "-p/--n-prompt", 0, kMaxTokens - 8);
     if (!prompts.ok()) return Fail(prompts.status());
-    auto gens = ParseIntList(n_gen_list, "-n/--n-gen", 0, static_cast<int>(kMaxTokens) - 8);
+    auto gens = ParseIntList(n_gen_list, "-n/--n-gen", 0, kMaxTokens - 8);
     if (!gens.ok()) return Fail(gens.status());
     std::vector<int> threads{c.threads};
     if (bench->count("--threads") > 0) {
@@ -1013,9 +1018,10 @@ int Run(int argc, char** argv) {
     std::vector<std::pair<int, int>> pgs;
     for (const std::string& v : pg_list) {
       const size_t comma = v.find(',');
-      auto pp = ParseIntList(v.substr(0, comma), "-pg", 1, static_cast<int>(kMaxTokens) / 2);
-      auto tg = comma == std::string::npos ? Result<std::vector<int>>(InvalidArgument("-pg: '" + v + "' is not pp,tg"))
-                                           : ParseIntList(v.substr(comma + 1), "-pg", 1, static_cast<int>(kMaxTokens) / 2);
+      auto pp = ParseIntList(v.substr(0, comma), "-pg", 1, kMaxTokens / 2);
+      auto tg = comma == std::string::npos
+                    ? Result<std::vector<int>>(InvalidArgument("-pg: '" + v + "' is not pp,tg"))
+                    : ParseIntList(v.substr(comma + 1), "-pg", 1, kMaxTokens / 2);
       if (!pp.ok() || !tg.ok() || pp->size() != 1 || tg->size() != 1)
         return Fail(InvalidArgument("-pg: '" + v + "' is not pp,tg (two token counts >= 1, e.g. -pg 512,128)"));
       pgs.push_back({pp->front(), tg->front()});
