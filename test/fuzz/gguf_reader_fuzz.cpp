@@ -46,12 +46,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto again = GgufFile::Parse(buf->data(), buf->size(), "rewritten.gguf");
   if (!again.ok()) Fail("reparse", again.status().message());
   const GgufFile& g = **again;
-  if (g.version() != f.version() || g.kvs().size() != f.kvs().size() || g.tensors().size() != f.tensors().size())
-    Fail("rewritten counts", std::to_string(g.kvs().size()) + " kvs, " + std::to_string(g.tensors().size()) + " tensors");
+  if (g.version() != f.version() || g.kvs().size() != f.kvs().size() ||
+      g.tensors().size() != f.tensors().size())
+    Fail("rewritten counts",
+         std::to_string(g.kvs().size()) + " kvs, " + std::to_string(g.tensors().size()) + " tensors");
   for (size_t i = 0; i < f.tensors().size(); ++i) {
     const auto& a = f.tensors()[i];
     const auto& b = g.tensors()[i];
-    if (a.name != b.name || a.type != b.type || a.n_dims != b.n_dims || std::memcmp(a.ne, b.ne, sizeof a.ne) != 0 ||
+    if (a.name != b.name || a.type != b.type || a.n_dims != b.n_dims ||
+        std::memcmp(a.ne, b.ne, sizeof a.ne) != 0 ||
         std::memcmp(f.TensorData(a), g.TensorData(b), a.nbytes) != 0)
       Fail("rewritten tensor", a.name);
   }

@@ -22,8 +22,9 @@ namespace stowage::test {
 /// `main_gpu`; `flags` is recorded in the plan. cpu_only: the CPU manifest alone. `pp_splits`, when
 /// given, receives the prefill graph's split count. Errors: opening the GGUF or a manifest,
 /// building the graphs, placement.
-inline Result<std::vector<uint8_t>> PlanGoldenPlacement(const std::string& manifest_dir, const std::string& model,
-                                                        int ngl, planner::SplitMode sm, int main_gpu,
+inline Result<std::vector<uint8_t>> PlanGoldenPlacement(const std::string& manifest_dir,
+                                                        const std::string& model, int ngl,
+                                                        planner::SplitMode sm, int main_gpu,
                                                         const std::string& flags, bool cpu_only,
                                                         uint32_t n_ubatch = planner::ContextConfig{}.n_ubatch,
                                                         int* pp_splits = nullptr) {

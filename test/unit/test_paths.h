@@ -2,13 +2,14 @@
 // the paths baked in at configure time (../shared/...). Tests that need a model call
 // STOWAGE_REQUIRE_MODEL(path) which skips with a clear message when the file is absent.
 #pragma once
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <sys/stat.h>
 
 namespace stowage::test {
 inline std::string ModelsDir() {
@@ -20,7 +21,10 @@ inline std::string GoldenDir() {
   return e ? e : STOWAGE_DEFAULT_GOLDEN_DIR;
 }
 inline std::string ModelPath(const std::string& name) { return ModelsDir() + "/" + name; }
-inline bool FileExists(const std::string& p) { struct stat st; return stat(p.c_str(), &st) == 0; }
+inline bool FileExists(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0;
+}
 // The FNV-1a 64 hash of a file's bytes as 16 lowercase hex digits (what the golden scripts of
 // test/data write as "model_fnv1a64", to prove a golden was made from this very file); "" when the
 // file cannot be read.
@@ -38,5 +42,8 @@ inline std::string FileFnv1a64(const std::string& path) {
 }
 }  // namespace stowage::test
 
-#define STOWAGE_REQUIRE_FILE(path) \
-  do { if (!::stowage::test::FileExists(path)) GTEST_SKIP() << "skipped: " << (path) << " not found (shared models absent)"; } while (0)
+#define STOWAGE_REQUIRE_FILE(path)                                                  \
+  do {                                                                              \
+    if (!::stowage::test::FileExists(path))                                         \
+      GTEST_SKIP() << "skipped: " << (path) << " not found (shared models absent)"; \
+  } while (0)

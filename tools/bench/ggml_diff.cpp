@@ -26,18 +26,30 @@ extern "C" {
 void quantize_row_q8_0(const float* x, void* y, int64_t k);
 void quantize_row_q8_1(const float* x, void* y, int64_t k);
 void quantize_row_q8_K(const float* x, void* y, int64_t k);
-void ggml_vec_dot_q4_0_q8_0(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
-void ggml_vec_dot_q4_1_q8_1(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
-void ggml_vec_dot_q5_0_q8_0(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
-void ggml_vec_dot_q5_1_q8_1(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
-void ggml_vec_dot_q8_0_q8_0(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
-void ggml_vec_dot_iq4_nl_q8_0(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
-void ggml_vec_dot_q2_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
-void ggml_vec_dot_q3_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
-void ggml_vec_dot_q4_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
-void ggml_vec_dot_q5_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
-void ggml_vec_dot_q6_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
-void ggml_vec_dot_iq4_xs_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
+void ggml_vec_dot_q4_0_q8_0(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by,
+                            int nrc);
+void ggml_vec_dot_q4_1_q8_1(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by,
+                            int nrc);
+void ggml_vec_dot_q5_0_q8_0(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by,
+                            int nrc);
+void ggml_vec_dot_q5_1_q8_1(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by,
+                            int nrc);
+void ggml_vec_dot_q8_0_q8_0(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by,
+                            int nrc);
+void ggml_vec_dot_iq4_nl_q8_0(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy,
+                              size_t by, int nrc);
+void ggml_vec_dot_q2_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by,
+                            int nrc);
+void ggml_vec_dot_q3_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by,
+                            int nrc);
+void ggml_vec_dot_q4_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by,
+                            int nrc);
+void ggml_vec_dot_q5_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by,
+                            int nrc);
+void ggml_vec_dot_q6_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by,
+                            int nrc);
+void ggml_vec_dot_iq4_xs_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy,
+                              size_t by, int nrc);
 }
 
 namespace {
@@ -50,7 +62,8 @@ using QuantRow = void (*)(const float*, void*, int64_t);
 int g_differing_lines = 0;
 
 void Report(const std::string& what, int64_t bad, int64_t total, double max_abs = 0) {
-  std::printf("%-34s %7lld of %7lld differ", what.c_str(), static_cast<long long>(bad), static_cast<long long>(total));
+  std::printf("%-34s %7lld of %7lld differ", what.c_str(), static_cast<long long>(bad),
+              static_cast<long long>(total));
   if (bad > 0) std::printf(" (max |diff| %.3g)", max_abs);
   std::printf("\n");
   if (bad > 0) ++g_differing_lines;
@@ -65,12 +78,26 @@ std::vector<uint8_t> RandomRow(GgmlType type, int64_t K, std::mt19937& rng) {
   for (uint8_t& b : out) b = static_cast<uint8_t>(rng());
   std::vector<size_t> scales;  // byte offsets of the block's fp16 scales
   switch (type) {
-    case GgmlType::Q4_1: case GgmlType::Q5_1: scales = {0, 2}; break;  // d, m
-    case GgmlType::Q2_K: scales = {80, 82}; break;
-    case GgmlType::Q3_K: scales = {108}; break;
-    case GgmlType::Q4_K: case GgmlType::Q5_K: scales = {0, 2}; break;
-    case GgmlType::Q6_K: scales = {208}; break;
-    default: scales = {0}; break;  // Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS: d first
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
+      scales = {0, 2};
+      break;  // d, m
+    case GgmlType::Q2_K:
+      scales = {80, 82};
+      break;
+    case GgmlType::Q3_K:
+      scales = {108};
+      break;
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+      scales = {0, 2};
+      break;
+    case GgmlType::Q6_K:
+      scales = {208};
+      break;
+    default:
+      scales = {0};
+      break;  // Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS: d first
   }
   std::uniform_real_distribution<float> u(0.001f, 0.05f);
   const size_t bs = stowage::GetTypeTraits(type).type_size;
@@ -90,12 +117,18 @@ void CompareVecDots(sc::IsaLevel isa) {
     QuantRow quant;
   };
   const Case cases[] = {
-      {GgmlType::Q4_0, ggml_vec_dot_q4_0_q8_0, quantize_row_q8_0},  {GgmlType::Q4_1, ggml_vec_dot_q4_1_q8_1, quantize_row_q8_1},
-      {GgmlType::Q5_0, ggml_vec_dot_q5_0_q8_0, quantize_row_q8_0},  {GgmlType::Q5_1, ggml_vec_dot_q5_1_q8_1, quantize_row_q8_1},
-      {GgmlType::Q8_0, ggml_vec_dot_q8_0_q8_0, quantize_row_q8_0},  {GgmlType::IQ4_NL, ggml_vec_dot_iq4_nl_q8_0, quantize_row_q8_0},
-      {GgmlType::Q2_K, ggml_vec_dot_q2_K_q8_K, quantize_row_q8_K},  {GgmlType::Q3_K, ggml_vec_dot_q3_K_q8_K, quantize_row_q8_K},
-      {GgmlType::Q4_K, ggml_vec_dot_q4_K_q8_K, quantize_row_q8_K},  {GgmlType::Q5_K, ggml_vec_dot_q5_K_q8_K, quantize_row_q8_K},
-      {GgmlType::Q6_K, ggml_vec_dot_q6_K_q8_K, quantize_row_q8_K},  {GgmlType::IQ4_XS, ggml_vec_dot_iq4_xs_q8_K, quantize_row_q8_K},
+      {GgmlType::Q4_0, ggml_vec_dot_q4_0_q8_0, quantize_row_q8_0},
+      {GgmlType::Q4_1, ggml_vec_dot_q4_1_q8_1, quantize_row_q8_1},
+      {GgmlType::Q5_0, ggml_vec_dot_q5_0_q8_0, quantize_row_q8_0},
+      {GgmlType::Q5_1, ggml_vec_dot_q5_1_q8_1, quantize_row_q8_1},
+      {GgmlType::Q8_0, ggml_vec_dot_q8_0_q8_0, quantize_row_q8_0},
+      {GgmlType::IQ4_NL, ggml_vec_dot_iq4_nl_q8_0, quantize_row_q8_0},
+      {GgmlType::Q2_K, ggml_vec_dot_q2_K_q8_K, quantize_row_q8_K},
+      {GgmlType::Q3_K, ggml_vec_dot_q3_K_q8_K, quantize_row_q8_K},
+      {GgmlType::Q4_K, ggml_vec_dot_q4_K_q8_K, quantize_row_q8_K},
+      {GgmlType::Q5_K, ggml_vec_dot_q5_K_q8_K, quantize_row_q8_K},
+      {GgmlType::Q6_K, ggml_vec_dot_q6_K_q8_K, quantize_row_q8_K},
+      {GgmlType::IQ4_XS, ggml_vec_dot_iq4_xs_q8_K, quantize_row_q8_K},
   };
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -262,8 +295,10 @@ void CompareOps(sc::IsaLevel isa) {
         ggml_tensor* w = ggml_new_tensor_2d(ctx, wt, K, 48);
         std::normal_distribution<float> nd(0.f, 1.f);
         for (int64_t i = 0; i < ggml_nelements(w); ++i) {
-          if (wt == GGML_TYPE_F16) static_cast<ggml_fp16_t*>(w->data)[i] = ggml_fp32_to_fp16(nd(rng));
-          else static_cast<float*>(w->data)[i] = nd(rng);
+          if (wt == GGML_TYPE_F16)
+            static_cast<ggml_fp16_t*>(w->data)[i] = ggml_fp32_to_fp16(nd(rng));
+          else
+            static_cast<float*>(w->data)[i] = nd(rng);
         }
         ggml_tensor* x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, M);
         Fill(x, rng, 1.f);
@@ -273,8 +308,8 @@ void CompareOps(sc::IsaLevel isa) {
         sc::TensorView d = dst(r);
         (void)sc::MulMat(sctx, View(w), View(x), d);
         sctx.llamacpp_numerics = false;
-        CompareOut(std::string("MUL_MAT ") + (wt == GGML_TYPE_F16 ? "f16" : "f32") + " K=" + std::to_string(K) +
-                       " M=" + std::to_string(M) + " (llamacpp_numerics)",
+        CompareOut(std::string("MUL_MAT ") + (wt == GGML_TYPE_F16 ? "f16" : "f32") +
+                       " K=" + std::to_string(K) + " M=" + std::to_string(M) + " (llamacpp_numerics)",
                    r, out);
       }
   ggml_free(ctx);

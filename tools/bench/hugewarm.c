@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
     volatile unsigned char sink = 0;
     for (size_t off = 0; off < n; off += 4096) sink ^= (unsigned char)p[off];
     long kib = pmd_mapped_kib((uintptr_t)p, (uintptr_t)p + n + 4096);
-    printf("%s: %.0f%% of %.0f MiB in huge pages\n", argv[i], kib < 0 ? 0.0 : 100.0 * kib * 1024 / n, n / 1048576.0);
+    printf("%s: %.0f%% of %.0f MiB in huge pages\n", argv[i], kib < 0 ? 0.0 : 100.0 * kib * 1024 / n,
+           n / 1048576.0);
     munmap(r, n + kHuge);
     close(fd);
   }

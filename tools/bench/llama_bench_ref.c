@@ -13,7 +13,11 @@
 #include "ggml-backend.h"
 #include "llama.h"
 
-static void quiet(enum ggml_log_level l, const char* t, void* u) { (void)l; (void)t; (void)u; }
+static void quiet(enum ggml_log_level l, const char* t, void* u) {
+  (void)l;
+  (void)t;
+  (void)u;
+}
 
 static double now(void) {
   struct timespec ts;
@@ -53,15 +57,21 @@ int main(int argc, char** argv) {
   const int n_prompt = atoi(argv[2]), n_gen = atoi(argv[3]), n_thr = atoi(argv[4]), reps = atoi(argv[5]);
   llama_log_set(quiet, NULL);
   const char* dir = getenv("REF_BACKEND_DIR");
-  if (dir) ggml_backend_load_all_from_path(dir); else ggml_backend_load_all();
+  if (dir)
+    ggml_backend_load_all_from_path(dir);
+  else
+    ggml_backend_load_all();
   llama_backend_init();
   struct llama_model_params mp = llama_model_default_params();
   struct llama_model* model = llama_model_load_from_file(argv[1], mp);
-  if (!model) { fprintf(stderr, "llama_bench_ref: cannot load %s\n", argv[1]); return 1; }
+  if (!model) {
+    fprintf(stderr, "llama_bench_ref: cannot load %s\n", argv[1]);
+    return 1;
+  }
   const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
   struct llama_context_params cp = llama_context_default_params();
   cp.n_ctx = n_prompt + n_gen + 16;
-  cp.n_batch = n_prompt > 0 ? n_prompt : 512;  /* N_PROMPT 0: generation only */
+  cp.n_batch = n_prompt > 0 ? n_prompt : 512; /* N_PROMPT 0: generation only */
   cp.n_ubatch = cp.n_batch;
   cp.n_threads = n_thr;
   cp.n_threads_batch = n_thr;
@@ -70,7 +80,10 @@ int main(int argc, char** argv) {
   const char* fa = getenv("REF_FA");
   cp.flash_attn_type = (fa && atoi(fa) == 1) ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   struct llama_context* ctx = llama_init_from_model(model, cp);
-  if (!ctx) { fprintf(stderr, "llama_bench_ref: cannot create a context\n"); return 1; }
+  if (!ctx) {
+    fprintf(stderr, "llama_bench_ref: cannot create a context\n");
+    return 1;
+  }
   double pp[64], tg[64];
   if (reps > 63) return 2;
   for (int r = 0; r <= reps; r++) { /* r == 0 is a warm-up */
@@ -93,8 +106,8 @@ int main(int argc, char** argv) {
   stats(tg, reps, &tgm, &tgs);
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  printf("{\"pp_tps\": %.3f, \"pp_sd\": %.3f, \"tg_tps\": %.3f, \"tg_sd\": %.3f, \"maxrss_kib\": %ld}\n", ppm, pps, tgm,
-         tgs, ru.ru_maxrss);
+  printf("{\"pp_tps\": %.3f, \"pp_sd\": %.3f, \"tg_tps\": %.3f, \"tg_sd\": %.3f, \"maxrss_kib\": %ld}\n", ppm,
+         pps, tgm, tgs, ru.ru_maxrss);
   llama_free(ctx);
   llama_model_free(model);
   return 0;

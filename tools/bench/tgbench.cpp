@@ -6,8 +6,8 @@
 //   stream:   a matrix of -s MiB (default 256) read once per multiplication (memory bound); with
 //             -c KIB, the 2-thread stream is a sequence of MulMat calls on slices of ~KIB KiB each
 //             (a model's matrix sizes: each call forks/joins the threads and starts new streams).
-// Usage: stowage-tgbench [-t THREADS] [-s MIB] [-k K] [-c KIB] [TYPE...]   (types: f16 q8_0 q4_0 q4_0x8 q4_k q4_kx8 q8_0x8 q6_k;
-// the x8 types are the CPU_REPACK layouts)
+// Usage: stowage-tgbench [-t THREADS] [-s MIB] [-k K] [-c KIB] [TYPE...]   (types: f16 q8_0 q4_0 q4_0x8 q4_k
+// q4_kx8 q8_0x8 q6_k; the x8 types are the CPU_REPACK layouts)
 #include <omp.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -64,14 +64,21 @@ bool MakeWeights(GgmlType type, bool repack, int64_t K, int64_t N, std::mt19937&
       case GgmlType::F16:
         break;  // filled below
         break;
-      case GgmlType::Q8_0: std::memcpy(&reinterpret_cast<BlockQ8_0*>(blk)->d, &h, 2); break;
-      case GgmlType::Q4_0: std::memcpy(&reinterpret_cast<BlockQ4_0*>(blk)->d, &h, 2); break;
+      case GgmlType::Q8_0:
+        std::memcpy(&reinterpret_cast<BlockQ8_0*>(blk)->d, &h, 2);
+        break;
+      case GgmlType::Q4_0:
+        std::memcpy(&reinterpret_cast<BlockQ4_0*>(blk)->d, &h, 2);
+        break;
       case GgmlType::Q4_K:
         std::memcpy(&reinterpret_cast<BlockQ4_K*>(blk)->d, &h, 2);
         std::memcpy(&reinterpret_cast<BlockQ4_K*>(blk)->dmin, &h, 2);
         break;
-      case GgmlType::Q6_K: std::memcpy(&reinterpret_cast<BlockQ6_K*>(blk)->d, &h, 2); break;
-      default: break;
+      case GgmlType::Q6_K:
+        std::memcpy(&reinterpret_cast<BlockQ6_K*>(blk)->d, &h, 2);
+        break;
+      default:
+        break;
     }
   }
   if (type == GgmlType::F16) {  // every element is an fp16: keep them finite
@@ -95,8 +102,8 @@ bool MakeWeights(GgmlType type, bool repack, int64_t K, int64_t N, std::mt19937&
 // With chunk_rows > 0, one multiplication is a sequence of MulMat calls on consecutive slices of
 // chunk_rows rows (a model's sequence of matrices: each call forks and joins the threads and starts
 // new read streams).
-double Measure(ComputeContext& ctx, const TensorView& w, size_t bytes, const std::vector<float>& x, int iters, int reps,
-               bool thread_time, int64_t chunk_rows = 0) {
+double Measure(ComputeContext& ctx, const TensorView& w, size_t bytes, const std::vector<float>& x, int iters,
+               int reps, bool thread_time, int64_t chunk_rows = 0) {
   TensorView src1, dst;
   src1.type = GgmlType::F32;
   src1.ne[0] = w.ne[0];
@@ -148,12 +155,18 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "stowage-tgbench: %s: expected a positive number up to 1048576\n", a.c_str());
         return 1;
       }
-      if (a == "-t") threads = int(v);
-      else if (a == "-s") stream_mib = v;
-      else if (a == "-c") chunk_kib = v;
-      else K = v;
+      if (a == "-t")
+        threads = int(v);
+      else if (a == "-s")
+        stream_mib = v;
+      else if (a == "-c")
+        chunk_kib = v;
+      else
+        K = v;
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: stowage-tgbench [-t THREADS] [-s STREAM_MIB] [-k K] [-c CHUNK_KIB] [f16|q8_0|q4_0|q4_0x8|q4_k|q4_kx8|q8_0x8|q6_k ...]\n");
+      std::printf(
+          "usage: stowage-tgbench [-t THREADS] [-s STREAM_MIB] [-k K] [-c CHUNK_KIB] "
+          "[f16|q8_0|q4_0|q4_0x8|q4_k|q4_kx8|q8_0x8|q6_k ...]\n");
       return 0;
     } else {
       types.push_back(a);
@@ -168,20 +181,30 @@ int main(int argc, char** argv) {
   std::vector<float> x(static_cast<size_t>(K));
   std::uniform_real_distribution<float> u(-1, 1);
   for (float& v : x) v = u(rng);
-  std::printf("| type | in-cache GB/s (1 thread, CPU time) | stream GB/s (1 thread, CPU time) | stream GB/s (%d threads, wall) |\n",
-              threads);
+  std::printf(
+      "| type | in-cache GB/s (1 thread, CPU time) | stream GB/s (1 thread, CPU time) | stream GB/s (%d "
+      "threads, wall) |\n",
+      threads);
   std::printf("| --- | ---: | ---: | ---: |\n");
   for (const std::string& t : types) {
     GgmlType type;
     bool repack = false;
-    if (t == "f16") type = GgmlType::F16;
-    else if (t == "q8_0") type = GgmlType::Q8_0;
-    else if (t == "q4_0") type = GgmlType::Q4_0;
-    else if (t == "q4_0x8") type = GgmlType::Q4_0, repack = true;
-    else if (t == "q4_k") type = GgmlType::Q4_K;
-    else if (t == "q4_kx8") type = GgmlType::Q4_K, repack = true;
-    else if (t == "q8_0x8") type = GgmlType::Q8_0, repack = true;
-    else if (t == "q6_k") type = GgmlType::Q6_K;
+    if (t == "f16")
+      type = GgmlType::F16;
+    else if (t == "q8_0")
+      type = GgmlType::Q8_0;
+    else if (t == "q4_0")
+      type = GgmlType::Q4_0;
+    else if (t == "q4_0x8")
+      type = GgmlType::Q4_0, repack = true;
+    else if (t == "q4_k")
+      type = GgmlType::Q4_K;
+    else if (t == "q4_kx8")
+      type = GgmlType::Q4_K, repack = true;
+    else if (t == "q8_0x8")
+      type = GgmlType::Q8_0, repack = true;
+    else if (t == "q6_k")
+      type = GgmlType::Q6_K;
     else {
       std::fprintf(stderr, "stowage-tgbench: unknown type '%s'\n", t.c_str());
       return 1;
@@ -190,7 +213,8 @@ int main(int argc, char** argv) {
     const int64_t n_small = std::max<int64_t>(16, (int64_t(1) << 20) / int64_t(row) / 16 * 16);
     const int64_t n_big = std::max<int64_t>(16, (stream_mib << 20) / int64_t(row) / 16 * 16);
     Weights small, big;
-    if (!MakeWeights(type, repack, K, n_small, rng, &small) || !MakeWeights(type, repack, K, n_big, rng, &big)) {
+    if (!MakeWeights(type, repack, K, n_small, rng, &small) ||
+        !MakeWeights(type, repack, K, n_big, rng, &big)) {
       std::fprintf(stderr, "stowage-tgbench: cannot allocate weights\n");
       return 1;
     }
@@ -201,7 +225,8 @@ int main(int argc, char** argv) {
     const double gin = Measure(one, small.v, small.bytes, x, 300, 5, true);
     const double gs1 = Measure(one, big.v, big.bytes, x, 3, 3, true);
     // Rows per call with -c: a multiple of 16 (the row tile), at least one tile.
-    const int64_t chunk_rows = chunk_kib > 0 ? std::max<int64_t>(16, (chunk_kib << 10) / int64_t(row) / 16 * 16) : 0;
+    const int64_t chunk_rows =
+        chunk_kib > 0 ? std::max<int64_t>(16, (chunk_kib << 10) / int64_t(row) / 16 * 16) : 0;
     const double gsn = Measure(many, big.v, big.bytes, x, 5, 5, false, chunk_rows);
     std::printf("| %s | %.1f | %.1f | %.1f |\n", t.c_str(), gin, gs1, gsn);
   }

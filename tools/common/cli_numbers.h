@@ -7,14 +7,13 @@
 // floating-point option never receives NaN or infinity. CLI11 prefixes the option's name.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 namespace stowage::tools {
 

@@ -3,14 +3,13 @@
 // long form with CLI11 and translate the llama.cpp spellings to it before parsing.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "cli_numbers.h"
 
@@ -45,12 +44,16 @@ inline std::string JoinValues(const std::vector<std::string>& values) {
 inline CLI::Validator FlashAttnValue() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
-        if (v == "off" || v == "0" || v == "false") v = "off";
-        else if (v == "on" || v == "1" || v == "true") v = "on";
+        if (v == "off" || v == "0" || v == "false")
+          v = "off";
+        else if (v == "on" || v == "1" || v == "true")
+          v = "on";
         else if (!v.empty() && v[0] == '-')  // "-fa -c 64": llama.cpp FEB25's bare -fa flag
-          return "needs a value: on, off or auto (llama.cpp's -fa VALUE of 2026; FEB25's bare -fa is -fa on), got " +
+          return "needs a value: on, off or auto (llama.cpp's -fa VALUE of 2026; FEB25's bare -fa is -fa "
+                 "on), got " +
                  v.substr(0, 24);
-        else if (v != "auto") return "Value " + v.substr(0, 24) + " is not on, off or auto";
+        else if (v != "auto")
+          return "Value " + v.substr(0, 24) + " is not on, off or auto";
         return "";
       },
       "on|off|auto");
@@ -111,16 +114,26 @@ inline int ParseWithAliases(CLI::App& app, int argc, char** argv, const OptionAl
     }
     bool aliased = false;
     for (const auto& [shortname, longname] : aliases) {
-      if (a == shortname) { a = longname; aliased = true; break; }
-      if (a.rfind(shortname + "=", 0) == 0) { a = longname + a.substr(shortname.size()); aliased = true; break; }
+      if (a == shortname) {
+        a = longname;
+        aliased = true;
+        break;
+      }
+      if (a.rfind(shortname + "=", 0) == 0) {
+        a = longname + a.substr(shortname.size());
+        aliased = true;
+        break;
+      }
     }
     // "--file=" with nothing after '=': CLI11 would take the next argument as the value.
     if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=' && a.find('=') == a.size() - 1) {
-      std::fprintf(stderr, "%s: error: '%s' gives the option no value\n", app.get_name().c_str(), given.c_str());
+      std::fprintf(stderr, "%s: error: '%s' gives the option no value\n", app.get_name().c_str(),
+                   given.c_str());
       return 1;
     }
     if (!aliased && IsMultiLetterFlag(a) && find(ctx, a) == nullptr) {
-      std::fprintf(stderr, "%s: error: unknown argument '%s' (a llama.cpp flag %s does not have; see --help)\n",
+      std::fprintf(stderr,
+                   "%s: error: unknown argument '%s' (a llama.cpp flag %s does not have; see --help)\n",
                    app.get_name().c_str(), a.c_str(), app.get_name().c_str());
       return 1;
     }

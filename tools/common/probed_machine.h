@@ -19,7 +19,8 @@ namespace stowage::tools {
 /// types CUDA0, CUDA0_Split, CUDA1, ...) like the devices of a ggml backend reg. Devices that `keep`
 /// drops do not consume an index. Errors: those of ManifestFromProbe.
 template <typename Keep>
-Result<std::vector<planner::DeviceManifest>> ProbedManifests(const std::vector<ProbedDevice>& probed, Keep keep) {
+Result<std::vector<planner::DeviceManifest>> ProbedManifests(const std::vector<ProbedDevice>& probed,
+                                                             Keep keep) {
   std::vector<planner::DeviceManifest> out;
   std::map<std::string, int> next_index;  // per backend
   for (const ProbedDevice& d : probed) {

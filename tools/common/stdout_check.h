@@ -5,6 +5,8 @@
 // file size limit (`ulimit -f`) an error the tool reports instead of a silent SIGXFSZ death.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -13,8 +15,6 @@
 #include <iostream>
 #include <new>
 #include <string>
-
-#include <sys/stat.h>
 
 namespace stowage::tools {
 
@@ -39,8 +39,8 @@ inline int FinishStdout(const char* tool, int rc) {
 inline bool IsStandardOutput(const std::string& path) {
   if (path == "/dev/stdout" || path == "/dev/fd/1" || path == "/proc/self/fd/1") return true;
   struct stat a, b;
-  return ::stat(path.c_str(), &a) == 0 && ::fstat(1, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
-         S_ISREG(a.st_mode);
+  return ::stat(path.c_str(), &a) == 0 && ::fstat(1, &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino && S_ISREG(a.st_mode);
 }
 
 /// The whole of a tool's main: runs `run(argc, argv)` and returns FinishStdout(tool, its status).

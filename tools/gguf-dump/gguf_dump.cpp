@@ -1,18 +1,17 @@
 // gguf-dump FILE [--json]: prints a GGUF file's metadata (with types; arrays summarised) and its
 // tensor infos (type, shape in ggml order, data offset), then totals. Exit status 1 with a one-line
 // error on a bad file.
-#include <cstdio>
+#include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdio>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
-#include "stowage/runtime/gguf.h"
 #include "llama_args.h"
 #include "stdout_check.h"
+#include "stowage/runtime/gguf.h"
 
 namespace {
 using stowage::GgufValue;
@@ -23,24 +22,39 @@ std::string Quote(std::string_view s, size_t max) {
   std::string out = "\"";
   for (size_t i = 0; i < s.size() && i < max; ++i) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else if (c == '"' || c == '\\') { out += '\\'; out += static_cast<char>(c); }
-    else if (c < 32 || c == 127) { char b[8]; std::snprintf(b, sizeof b, "\\x%02x", c); out += b; }
-    else out += static_cast<char>(c);
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 32 || c == 127) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", c);
+      out += b;
+    } else
+      out += static_cast<char>(c);
   }
   return out + (s.size() > max ? "...\"" : "\"");
 }
 
 std::string Scalar(const GgufValue& v) {
   switch (v.type) {
-    case GgufValueType::FLOAT32: case GgufValueType::FLOAT64: {
-      char b[64]; std::snprintf(b, sizeof b, "%g", v.f); return b;
+    case GgufValueType::FLOAT32:
+    case GgufValueType::FLOAT64: {
+      char b[64];
+      std::snprintf(b, sizeof b, "%g", v.f);
+      return b;
     }
-    case GgufValueType::BOOL: return v.u ? "true" : "false";
-    case GgufValueType::STRING: return Quote(v.str, 120);
-    case GgufValueType::UINT64: return std::to_string(v.u);
-    default: return std::to_string(v.i);
+    case GgufValueType::BOOL:
+      return v.u ? "true" : "false";
+    case GgufValueType::STRING:
+      return Quote(v.str, 120);
+    case GgufValueType::UINT64:
+      return std::to_string(v.u);
+    default:
+      return std::to_string(v.i);
   }
 }
 
@@ -51,14 +65,20 @@ std::string Summary(const GgufValue& v) {
     for (uint64_t i = 0; i < v.count && i < 3; ++i) s += (i ? ", " : " ") + Summary(v.nested[i]);
     return s + (v.count > 3 ? ", ..." : "");
   }
-  std::string s = "[" + std::string(stowage::GgufValueTypeName(v.elem_type)) + " x " + std::to_string(v.count) + "]";
+  std::string s =
+      "[" + std::string(stowage::GgufValueTypeName(v.elem_type)) + " x " + std::to_string(v.count) + "]";
   std::string items;
   const uint64_t n = std::min<uint64_t>(v.count, 6);
   for (uint64_t i = 0; i < n; ++i) {
     if (i) items += ", ";
-    if (v.elem_type == GgufValueType::STRING) items += Quote(v.strings[i], 24);
-    else if (v.elem_type == GgufValueType::FLOAT32 || v.elem_type == GgufValueType::FLOAT64) { char b[32]; std::snprintf(b, sizeof b, "%g", v.ArrayF64(i)); items += b; }
-    else items += std::to_string(v.ArrayI64(i));
+    if (v.elem_type == GgufValueType::STRING)
+      items += Quote(v.strings[i], 24);
+    else if (v.elem_type == GgufValueType::FLOAT32 || v.elem_type == GgufValueType::FLOAT64) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%g", v.ArrayF64(i));
+      items += b;
+    } else
+      items += std::to_string(v.ArrayI64(i));
   }
   return s + " " + items + (v.count > n ? ", ..." : "");
 }
@@ -67,19 +87,29 @@ nlohmann::json ToJson(const GgufValue& v) {
   if (v.is_array()) {
     nlohmann::json a = nlohmann::json::array();
     for (uint64_t i = 0; i < v.count; ++i) {
-      if (v.elem_type == GgufValueType::STRING) a.push_back(std::string(v.strings[i]));
-      else if (v.elem_type == GgufValueType::ARRAY) a.push_back(ToJson(v.nested[i]));
-      else if (v.elem_type == GgufValueType::FLOAT32 || v.elem_type == GgufValueType::FLOAT64) a.push_back(v.ArrayF64(i));
-      else a.push_back(v.ArrayI64(i));
+      if (v.elem_type == GgufValueType::STRING)
+        a.push_back(std::string(v.strings[i]));
+      else if (v.elem_type == GgufValueType::ARRAY)
+        a.push_back(ToJson(v.nested[i]));
+      else if (v.elem_type == GgufValueType::FLOAT32 || v.elem_type == GgufValueType::FLOAT64)
+        a.push_back(v.ArrayF64(i));
+      else
+        a.push_back(v.ArrayI64(i));
     }
     return a;
   }
   switch (v.type) {
-    case GgufValueType::FLOAT32: case GgufValueType::FLOAT64: return v.f;
-    case GgufValueType::BOOL: return v.u != 0;
-    case GgufValueType::STRING: return std::string(v.str);
-    case GgufValueType::UINT64: return v.u;
-    default: return v.i;
+    case GgufValueType::FLOAT32:
+    case GgufValueType::FLOAT64:
+      return v.f;
+    case GgufValueType::BOOL:
+      return v.u != 0;
+    case GgufValueType::STRING:
+      return std::string(v.str);
+    case GgufValueType::UINT64:
+      return v.u;
+    default:
+      return v.i;
   }
 }
 }  // namespace
@@ -101,7 +131,10 @@ int Run(int argc, char** argv) {
   }
   const auto& f = **file;
   uint64_t total_bytes = 0, total_elems = 0;
-  for (const auto& t : f.tensors()) { total_bytes += t.nbytes; total_elems += t.nelements(); }
+  for (const auto& t : f.tensors()) {
+    total_bytes += t.nbytes;
+    total_elems += t.nelements();
+  }
 
   if (json) {
     nlohmann::json j;
@@ -140,20 +173,25 @@ int Run(int argc, char** argv) {
     return 0;
   }
 
-  std::printf("%s: GGUF v%u, %zu key/value pairs, %zu tensors, alignment %u, data section at byte %llu, file size %llu bytes\n",
-              path.c_str(), f.version(), f.kvs().size(), f.tensors().size(), f.alignment(),
-              static_cast<unsigned long long>(f.data_offset()), static_cast<unsigned long long>(f.file_size()));
+  std::printf(
+      "%s: GGUF v%u, %zu key/value pairs, %zu tensors, alignment %u, data section at byte %llu, file size "
+      "%llu bytes\n",
+      path.c_str(), f.version(), f.kvs().size(), f.tensors().size(), f.alignment(),
+      static_cast<unsigned long long>(f.data_offset()), static_cast<unsigned long long>(f.file_size()));
   std::printf("metadata:\n");
   int key_width = 40;
-  for (const auto& kv : f.kvs()) key_width = std::max(key_width, static_cast<int>(std::min<size_t>(kv.key.size(), 80)));
   for (const auto& kv : f.kvs())
-    std::printf("  %-*s %-4s = %s\n", key_width, kv.key.c_str(), stowage::GgufValueTypeName(kv.value.type), Summary(kv.value).c_str());
+    key_width = std::max(key_width, static_cast<int>(std::min<size_t>(kv.key.size(), 80)));
+  for (const auto& kv : f.kvs())
+    std::printf("  %-*s %-4s = %s\n", key_width, kv.key.c_str(), stowage::GgufValueTypeName(kv.value.type),
+                Summary(kv.value).c_str());
   std::printf("tensors:\n");
   for (const auto& t : f.tensors()) {
     std::string shape;
     for (uint32_t d = 0; d < t.n_dims; ++d) shape += (d ? ", " : "") + std::to_string(t.ne[d]);
-    std::printf("  %-32s %-7s [%s] offset %llu, %llu bytes\n", t.name.c_str(), stowage::GgmlTypeName(t.type), shape.c_str(),
-                static_cast<unsigned long long>(t.offset), static_cast<unsigned long long>(t.nbytes));
+    std::printf("  %-32s %-7s [%s] offset %llu, %llu bytes\n", t.name.c_str(), stowage::GgmlTypeName(t.type),
+                shape.c_str(), static_cast<unsigned long long>(t.offset),
+                static_cast<unsigned long long>(t.nbytes));
   }
   std::map<std::string, std::pair<size_t, uint64_t>> by_type;  // type -> (tensors, bytes)
   for (const auto& t : f.tensors()) {
@@ -162,7 +200,8 @@ int Run(int argc, char** argv) {
     e.second += t.nbytes;
   }
   for (const auto& [type, e] : by_type)
-    std::printf("type %-7s %zu tensors, %llu bytes\n", type.c_str(), e.first, static_cast<unsigned long long>(e.second));
+    std::printf("type %-7s %zu tensors, %llu bytes\n", type.c_str(), e.first,
+                static_cast<unsigned long long>(e.second));
   std::printf("total: %zu tensors, %llu elements, %llu bytes (%.2f MiB)\n", f.tensors().size(),
               static_cast<unsigned long long>(total_elems), static_cast<unsigned long long>(total_bytes),
               total_bytes / 1048576.0);

@@ -5,19 +5,18 @@
 //   gguf-synth --preset llama3-405b --type q4_K --header-only -o llama3-405b.gguf
 //
 // Exit status 1 with a one-line error on bad options or a failed write (nothing is written then).
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 
-#include <CLI/CLI.hpp>
-
-#include "stowage/runtime/atomic_file.h"
-#include "stowage/runtime/gguf_writer.h"
-#include "synth.h"
 #include "cli_numbers.h"
 #include "llama_args.h"
 #include "stdout_check.h"
+#include "stowage/runtime/atomic_file.h"
+#include "stowage/runtime/gguf_writer.h"
+#include "synth.h"
 
 namespace {
 
@@ -30,54 +29,57 @@ int Run(int argc, char** argv) {
   bool list = false, header_only = false, tied = false, untied = false, rope_freqs = false;
   CLI::Option* o_out = app.add_option("-o,--output", out, "output GGUF file (written atomically)");
   app.add_flag("--list-presets", list, "print the presets and exit");
-  app.add_option("--preset", preset, "real-size preset: llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3-like, mamba-2.8b");
+  app.add_option(
+      "--preset", preset,
+      "real-size preset: llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3-like, mamba-2.8b");
   auto* o_arch = app.add_option("--arch", arch, "llama, qwen2, phi3, gemma, mamba, qwen2moe, mixtral");
-  auto* o_layer = app.add_option("--n-layer", d.n_layer, "layers (blocks)")
-      ->check(tools::IntegerIn(1, 512));
-  auto* o_embd = app.add_option("--n-embd", d.n_embd, "embedding width")
-      ->check(tools::IntegerIn(1, 1 << 20));
-  auto* o_head = app.add_option("--n-head", d.n_head, "attention heads")
-      ->check(tools::IntegerIn(1, 1 << 16));
+  auto* o_layer = app.add_option("--n-layer", d.n_layer, "layers (blocks)")->check(tools::IntegerIn(1, 512));
+  auto* o_embd = app.add_option("--n-embd", d.n_embd, "embedding width")->check(tools::IntegerIn(1, 1 << 20));
+  auto* o_head = app.add_option("--n-head", d.n_head, "attention heads")->check(tools::IntegerIn(1, 1 << 16));
   auto* o_head_kv = app.add_option("--n-head-kv", d.n_head_kv, "key/value heads (GQA)")
-      ->check(tools::IntegerIn(1, 1 << 16));
+                        ->check(tools::IntegerIn(1, 1 << 16));
   auto* o_head_dim = app.add_option("--head-dim", d.head_dim, "head size (default n_embd / n_head)")
-      ->check(tools::IntegerIn(0, 1 << 16));
-  auto* o_ff = app.add_option("--n-ff", d.n_ff, "feed-forward width")
-      ->check(tools::IntegerIn(1, 1 << 24));
+                         ->check(tools::IntegerIn(0, 1 << 16));
+  auto* o_ff = app.add_option("--n-ff", d.n_ff, "feed-forward width")->check(tools::IntegerIn(1, 1 << 24));
   auto* o_vocab = app.add_option("--n-vocab", d.n_vocab, "vocabulary size (generated SPM vocab)")
-      ->check(tools::IntegerIn(0, UINT32_MAX));
-  auto* o_ctx = app.add_option("--n-ctx", d.n_ctx, "<arch>.context_length")
-      ->check(tools::IntegerIn(1, UINT32_MAX));
+                      ->check(tools::IntegerIn(0, UINT32_MAX));
+  auto* o_ctx =
+      app.add_option("--n-ctx", d.n_ctx, "<arch>.context_length")->check(tools::IntegerIn(1, UINT32_MAX));
   auto* o_exp = app.add_option("--n-expert", d.n_expert, "experts per layer (mixtral, qwen2moe)")
-      ->check(tools::IntegerIn(0, 1024));
+                    ->check(tools::IntegerIn(0, 1024));
   auto* o_exp_used = app.add_option("--n-expert-used", d.n_expert_used, "experts used per token")
-      ->check(tools::IntegerIn(0, 1024));
+                         ->check(tools::IntegerIn(0, 1024));
   auto* o_ff_exp = app.add_option("--n-ff-exp", d.n_ff_exp, "qwen2moe: expert feed-forward width")
-      ->check(tools::IntegerIn(0, 1 << 24));
-  auto* o_ff_shexp = app.add_option("--n-ff-shexp", d.n_ff_shexp, "qwen2moe: shared expert feed-forward width")
-      ->check(tools::IntegerIn(0, 1 << 24));
-  auto* o_base = app.add_option("--rope-freq-base", d.rope_freq_base, "rope.freq_base")
-      ->check(tools::NumberIn(0, 1e30));
-  auto* o_swa = app.add_option("--sliding-window", d.n_swa, "phi3: attention.sliding_window (default 2047; 0 = none)")
-      ->check(tools::IntegerIn(0, UINT32_MAX));
+                       ->check(tools::IntegerIn(0, 1 << 24));
+  auto* o_ff_shexp =
+      app.add_option("--n-ff-shexp", d.n_ff_shexp, "qwen2moe: shared expert feed-forward width")
+          ->check(tools::IntegerIn(0, 1 << 24));
+  auto* o_base =
+      app.add_option("--rope-freq-base", d.rope_freq_base, "rope.freq_base")->check(tools::NumberIn(0, 1e30));
+  auto* o_swa =
+      app.add_option("--sliding-window", d.n_swa, "phi3: attention.sliding_window (default 2047; 0 = none)")
+          ->check(tools::IntegerIn(0, UINT32_MAX));
   bool no_swa_key = false;
-  app.add_flag("--no-sliding-window-key", no_swa_key, "phi3: omit attention.sliding_window (as files converted before llama.cpp PR #8931)");
+  app.add_flag("--no-sliding-window-key", no_swa_key,
+               "phi3: omit attention.sliding_window (as files converted before llama.cpp PR #8931)");
   auto* o_d_state = app.add_option("--ssm-d-state", d.ssm_d_state, "mamba: state size")
-      ->check(tools::IntegerIn(1, 1 << 16));
+                        ->check(tools::IntegerIn(1, 1 << 16));
   auto* o_d_inner = app.add_option("--ssm-d-inner", d.ssm_d_inner, "mamba: inner size (default 2 n_embd)")
-      ->check(tools::IntegerIn(0, 1 << 24));
+                        ->check(tools::IntegerIn(0, 1 << 24));
   auto* o_d_conv = app.add_option("--ssm-d-conv", d.ssm_d_conv, "mamba: convolution kernel")
-      ->check(tools::IntegerIn(1, 1024));
-  auto* o_dt_rank = app.add_option("--ssm-dt-rank", d.ssm_dt_rank, "mamba: time step rank (default ceil(n_embd/16))")
-      ->check(tools::IntegerIn(0, 1 << 20));
-  auto* o_type = app.add_option("--type", type, "weight type: f32, f16, bf16, q8_0, q4_0 (any ggml type with --header-only)");
-  auto* o_seed = app.add_option("--seed", d.seed, "random seed")
-      ->check(tools::IntegerIn(0, UINT64_MAX));
+                       ->check(tools::IntegerIn(1, 1024));
+  auto* o_dt_rank =
+      app.add_option("--ssm-dt-rank", d.ssm_dt_rank, "mamba: time step rank (default ceil(n_embd/16))")
+          ->check(tools::IntegerIn(0, 1 << 20));
+  auto* o_type = app.add_option("--type", type,
+                                "weight type: f32, f16, bf16, q8_0, q4_0 (any ggml type with --header-only)");
+  auto* o_seed = app.add_option("--seed", d.seed, "random seed")->check(tools::IntegerIn(0, UINT64_MAX));
   app.add_option("--name", name, "general.name");
   app.add_option("--vocab-from", vocab_from, "copy the tokenizer.* keys of this GGUF (n_vocab follows it)");
   app.add_flag("--tied", tied, "no output.weight (the output reuses token_embd)");
   app.add_flag("--untied", untied, "write output.weight");
-  app.add_flag("--rope-freqs", rope_freqs, "llama: add rope_freqs.weight (Llama-3.1 rope scaling); phi3: rope_factors_long/short.weight");
+  app.add_flag("--rope-freqs", rope_freqs,
+               "llama: add rope_freqs.weight (Llama-3.1 rope scaling); phi3: rope_factors_long/short.weight");
   app.add_flag("--header-only", header_only, "leave the data region a sparse hole (costs no disk)");
   double max_gib = 16;
   app.add_option("--max-gib", max_gib, "refuse to write more than this many GiB of weights (default 16)")
@@ -91,13 +93,15 @@ int Run(int argc, char** argv) {
   if (list) {
     for (const auto& p : stowage::synth::PresetNames()) {
       auto s = stowage::synth::Resolve(*stowage::synth::Preset(p));
-      std::printf("%-18s arch %-8s %3u layers, n_embd %5u, n_head %3u/%3u, n_ff %5u, n_expert %3u/%u, n_vocab %u\n",
-                  p.c_str(), s->arch.c_str(), s->n_layer, s->n_embd, s->n_head, s->n_head_kv, s->n_ff, s->n_expert,
-                  s->n_expert_used, s->n_vocab);
+      std::printf(
+          "%-18s arch %-8s %3u layers, n_embd %5u, n_head %3u/%3u, n_ff %5u, n_expert %3u/%u, n_vocab %u\n",
+          p.c_str(), s->arch.c_str(), s->n_layer, s->n_embd, s->n_head, s->n_head_kv, s->n_ff, s->n_expert,
+          s->n_expert_used, s->n_vocab);
     }
     return 0;
   }
-  if (o_out->count() > 0 && out.empty()) return fail("-o/--output: empty file name (give the GGUF file to write)");
+  if (o_out->count() > 0 && out.empty())
+    return fail("-o/--output: empty file name (give the GGUF file to write)");
   if (out.empty()) return fail("an output file is required (-o FILE)");
   if (!vocab_from.empty() && stowage::SameFile(out, vocab_from))
     return fail("-o " + out + ": is the model given with --vocab-from (writing would replace it)");
@@ -151,16 +155,18 @@ int Run(int argc, char** argv) {
   if (st.ok() && !s.header_only && static_cast<double>(w.FileSize()) > max_gib * 1073741824.0) {
     char limit[32];
     std::snprintf(limit, sizeof limit, "%g", max_gib);
-    return fail("the model would take " + std::to_string(w.FileSize()) + " bytes of random weights (over --max-gib " +
-                limit + "); use --header-only or a larger --max-gib");
+    return fail("the model would take " + std::to_string(w.FileSize()) +
+                " bytes of random weights (over --max-gib " + limit +
+                "); use --header-only or a larger --max-gib");
   }
   if (st.ok()) st = w.WriteFile(out);
   if (!st.ok()) return fail(st.message());
   // The status line must not land in the model when the model goes to standard output.
-  std::fprintf(stowage::tools::IsStandardOutput(out) ? stderr : stdout,
-               "gguf-synth: wrote %s: %zu key/value pairs, %zu tensors, header %llu bytes, file %llu bytes%s\n",
-              out.c_str(), w.n_kv(), w.n_tensors(), static_cast<unsigned long long>(w.HeaderSize()),
-              static_cast<unsigned long long>(w.FileSize()), s.header_only ? " (data region sparse)" : "");
+  std::fprintf(
+      stowage::tools::IsStandardOutput(out) ? stderr : stdout,
+      "gguf-synth: wrote %s: %zu key/value pairs, %zu tensors, header %llu bytes, file %llu bytes%s\n",
+      out.c_str(), w.n_kv(), w.n_tensors(), static_cast<unsigned long long>(w.HeaderSize()),
+      static_cast<unsigned long long>(w.FileSize()), s.header_only ? " (data region sparse)" : "");
   return 0;
 }
 

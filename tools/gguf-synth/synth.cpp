@@ -31,7 +31,9 @@ uint64_t StreamSeed(uint64_t seed, std::string_view name) {
 }
 
 // Uniform in [-1, 1).
-float Uniform(uint64_t& s) { return static_cast<float>(static_cast<double>(SplitMix(s) >> 11) * 0x1.0p-52 - 1.0); }
+float Uniform(uint64_t& s) {
+  return static_cast<float>(static_cast<double>(SplitMix(s) >> 11) * 0x1.0p-52 - 1.0);
+}
 
 // --- how each tensor's values are made ----------------------------------------------------------
 
@@ -53,31 +55,56 @@ bool CanGenerate(GgmlType t) {
 // there is no single matching value.
 int FileType(GgmlType t) {
   switch (t) {
-    case GgmlType::F32: return 0;
-    case GgmlType::F16: return 1;
-    case GgmlType::Q4_0: return 2;
-    case GgmlType::Q4_1: return 3;
-    case GgmlType::Q8_0: return 7;
-    case GgmlType::Q5_0: return 8;
-    case GgmlType::Q5_1: return 9;
-    case GgmlType::Q2_K: return 10;
-    case GgmlType::Q3_K: return 11;  // Q3_K_S
-    case GgmlType::Q4_K: return 14;  // Q4_K_S
-    case GgmlType::Q5_K: return 16;  // Q5_K_S
-    case GgmlType::Q6_K: return 18;
-    case GgmlType::IQ2_XXS: return 19;
-    case GgmlType::IQ2_XS: return 20;
-    case GgmlType::IQ3_XXS: return 23;
-    case GgmlType::IQ1_S: return 24;
-    case GgmlType::IQ4_NL: return 25;
-    case GgmlType::IQ3_S: return 26;
-    case GgmlType::IQ2_S: return 28;
-    case GgmlType::IQ4_XS: return 30;
-    case GgmlType::IQ1_M: return 31;
-    case GgmlType::BF16: return 32;
-    case GgmlType::TQ1_0: return 36;
-    case GgmlType::TQ2_0: return 37;
-    default: return -1;
+    case GgmlType::F32:
+      return 0;
+    case GgmlType::F16:
+      return 1;
+    case GgmlType::Q4_0:
+      return 2;
+    case GgmlType::Q4_1:
+      return 3;
+    case GgmlType::Q8_0:
+      return 7;
+    case GgmlType::Q5_0:
+      return 8;
+    case GgmlType::Q5_1:
+      return 9;
+    case GgmlType::Q2_K:
+      return 10;
+    case GgmlType::Q3_K:
+      return 11;  // Q3_K_S
+    case GgmlType::Q4_K:
+      return 14;  // Q4_K_S
+    case GgmlType::Q5_K:
+      return 16;  // Q5_K_S
+    case GgmlType::Q6_K:
+      return 18;
+    case GgmlType::IQ2_XXS:
+      return 19;
+    case GgmlType::IQ2_XS:
+      return 20;
+    case GgmlType::IQ3_XXS:
+      return 23;
+    case GgmlType::IQ1_S:
+      return 24;
+    case GgmlType::IQ4_NL:
+      return 25;
+    case GgmlType::IQ3_S:
+      return 26;
+    case GgmlType::IQ2_S:
+      return 28;
+    case GgmlType::IQ4_XS:
+      return 30;
+    case GgmlType::IQ1_M:
+      return 31;
+    case GgmlType::BF16:
+      return 32;
+    case GgmlType::TQ1_0:
+      return 36;
+    case GgmlType::TQ2_0:
+      return 37;
+    default:
+      return -1;
   }
 }
 
@@ -93,17 +120,26 @@ void Fill(const TensorPlan& p, const ModelSpec& s, float* x, int64_t n) {
   uint64_t rng = StreamSeed(s.seed, p.name);
   const float scale = 1.0f / std::sqrt(static_cast<float>(p.ne[0]));
   switch (p.init) {
-    case Init::kWeight: for (int64_t i = 0; i < n; ++i) x[i] = scale * Uniform(rng); break;
-    case Init::kNorm: for (int64_t i = 0; i < n; ++i) x[i] = 1.0f + 0.05f * Uniform(rng); break;
-    case Init::kBias: for (int64_t i = 0; i < n; ++i) x[i] = 0.02f * Uniform(rng); break;
-    case Init::kOnes: for (int64_t i = 0; i < n; ++i) x[i] = 1.0f; break;
+    case Init::kWeight:
+      for (int64_t i = 0; i < n; ++i) x[i] = scale * Uniform(rng);
+      break;
+    case Init::kNorm:
+      for (int64_t i = 0; i < n; ++i) x[i] = 1.0f + 0.05f * Uniform(rng);
+      break;
+    case Init::kBias:
+      for (int64_t i = 0; i < n; ++i) x[i] = 0.02f * Uniform(rng);
+      break;
+    case Init::kOnes:
+      for (int64_t i = 0; i < n; ++i) x[i] = 1.0f;
+      break;
     case Init::kSsmA:
       for (int64_t i = 0; i < n; ++i) x[i] = -static_cast<float>(i % p.ne[0] + 1);
       break;
     case Init::kRopeFreqs: {
       const uint32_t hd = s.head_dim;
-      std::vector<float> f = Llama3RopeFactors(hd, s.rope_freq_base, s.rope_scaling_factor, s.rope_low_freq_factor,
-                                               s.rope_high_freq_factor, s.rope_original_ctx);
+      std::vector<float> f =
+          Llama3RopeFactors(hd, s.rope_freq_base, s.rope_scaling_factor, s.rope_low_freq_factor,
+                            s.rope_high_freq_factor, s.rope_original_ctx);
       for (int64_t i = 0; i < n; ++i) x[i] = f[static_cast<size_t>(i)];
       break;
     }
@@ -112,7 +148,8 @@ void Fill(const TensorPlan& p, const ModelSpec& s, float* x, int64_t n) {
     case Init::kRopeLong:
     case Init::kRopeShort: {
       const float top = p.init == Init::kRopeLong ? 3.0f : 0.5f;
-      for (int64_t i = 0; i < n; ++i) x[i] = 1.0f + top * static_cast<float>(i) / static_cast<float>(std::max<int64_t>(1, n - 1));
+      for (int64_t i = 0; i < n; ++i)
+        x[i] = 1.0f + top * static_cast<float>(i) / static_cast<float>(std::max<int64_t>(1, n - 1));
       break;
     }
   }
@@ -122,10 +159,14 @@ Status Encode(const TensorPlan& p, const ModelSpec& s, uint8_t* dst, uint64_t nb
   int64_t n = 1;
   for (int64_t d : p.ne) n *= d;
   std::unique_ptr<float[]> x(new (std::nothrow) float[static_cast<size_t>(n)]);
-  if (!x) return ResourceExhausted("gguf-synth: tensor '" + p.name + "': cannot allocate " + std::to_string(n) + " floats");
+  if (!x)
+    return ResourceExhausted("gguf-synth: tensor '" + p.name + "': cannot allocate " + std::to_string(n) +
+                             " floats");
   Fill(p, s, x.get(), n);
   switch (p.type) {
-    case GgmlType::F32: std::memcpy(dst, x.get(), static_cast<size_t>(n) * 4); break;
+    case GgmlType::F32:
+      std::memcpy(dst, x.get(), static_cast<size_t>(n) * 4);
+      break;
     case GgmlType::F16:
     case GgmlType::BF16:
       for (int64_t i = 0; i < n; ++i) {
@@ -133,9 +174,14 @@ Status Encode(const TensorPlan& p, const ModelSpec& s, uint8_t* dst, uint64_t nb
         std::memcpy(dst + 2 * i, &h, 2);
       }
       break;
-    case GgmlType::Q8_0: QuantizeQ8_0(x.get(), dst, n); break;
-    case GgmlType::Q4_0: QuantizeQ4_0(x.get(), dst, n); break;
-    default: return Internal("gguf-synth: no generator for type " + std::string(GgmlTypeName(p.type)));
+    case GgmlType::Q8_0:
+      QuantizeQ8_0(x.get(), dst, n);
+      break;
+    case GgmlType::Q4_0:
+      QuantizeQ4_0(x.get(), dst, n);
+      break;
+    default:
+      return Internal("gguf-synth: no generator for type " + std::string(GgmlTypeName(p.type)));
   }
   (void)nbytes;
   return Status::Ok();
@@ -213,7 +259,11 @@ Status AddGeneratedVocab(const ModelSpec& s, GgufWriter* w) {
   std::vector<int32_t> types;
   tokens.reserve(s.n_vocab);
   auto push = [&](std::string tok, float score, int32_t type) {
-    if (tokens.size() < s.n_vocab) { tokens.push_back(std::move(tok)); scores.push_back(score); types.push_back(type); }
+    if (tokens.size() < s.n_vocab) {
+      tokens.push_back(std::move(tok));
+      scores.push_back(score);
+      types.push_back(type);
+    }
   };
   // llama.cpp llama_token_type: 1 normal, 2 unknown, 3 control, 6 byte.
   push("<unk>", 0.0f, 2);
@@ -255,7 +305,7 @@ uint16_t Fp32ToFp16(float f) {
   if (exp == 0xFF) return static_cast<uint16_t>(sign | 0x7C00u | (mant ? 0x200u : 0u));  // inf / nan
   const int32_t e = exp - 127 + 15;
   if (e >= 0x1F) return static_cast<uint16_t>(sign | 0x7C00u);  // overflow -> inf
-  if (e <= 0) {  // subnormal half (or zero)
+  if (e <= 0) {                                                 // subnormal half (or zero)
     if (e < -10) return static_cast<uint16_t>(sign);
     mant |= 0x800000u;
     const uint32_t shift = static_cast<uint32_t>(14 - e);
@@ -284,7 +334,8 @@ void QuantizeQ8_0(const float* x, uint8_t* out, int64_t n) {
     const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     const uint16_t dh = Fp32ToFp16(d);
     std::memcpy(out, &dh, 2);
-    for (int j = 0; j < 32; ++j) out[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(x[j] * id)));
+    for (int j = 0; j < 32; ++j)
+      out[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(x[j] * id)));
   }
 }
 
@@ -292,7 +343,10 @@ void QuantizeQ4_0(const float* x, uint8_t* out, int64_t n) {
   for (int64_t b = 0; b < n / 32; ++b, x += 32, out += 18) {
     float amax = 0.0f, max = 0.0f;  // the value of largest magnitude, with its sign
     for (int j = 0; j < 32; ++j)
-      if (std::fabs(x[j]) > amax) { amax = std::fabs(x[j]); max = x[j]; }
+      if (std::fabs(x[j]) > amax) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
     const float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     const uint16_t dh = Fp32ToFp16(d);
     std::memcpy(out, &dh, 2);
@@ -328,12 +382,13 @@ std::vector<float> Llama3RopeFactors(uint32_t n_rot, float freq_base, float fact
 // --- specs ----------------------------------------------------------------------------------------
 
 const std::vector<std::string>& SupportedArchs() {
-  static const std::vector<std::string> archs = {"llama", "qwen2", "phi3", "gemma", "mamba", "qwen2moe", "mixtral"};
+  static const std::vector<std::string> archs = {"llama", "qwen2",    "phi3",   "gemma",
+                                                 "mamba", "qwen2moe", "mixtral"};
   return archs;
 }
 
 const std::vector<std::string>& PresetNames() {
-  static const std::vector<std::string> names = {"llama3-8b", "llama3-70b", "llama3-405b",
+  static const std::vector<std::string> names = {"llama3-8b",    "llama3-70b",       "llama3-405b",
                                                  "mixtral-8x7b", "deepseek-v3-like", "mamba-2.8b"};
   return names;
 }
@@ -344,8 +399,14 @@ Result<ModelSpec> Preset(std::string_view name) {
   s.name = std::string(name);
   auto llama3 = [&](uint32_t layers, uint32_t embd, uint32_t heads, uint32_t ff) {
     s.arch = "llama";
-    s.n_layer = layers; s.n_embd = embd; s.n_head = heads; s.n_head_kv = 8; s.n_ff = ff;
-    s.n_vocab = 128256; s.n_ctx = 8192; s.rope_freq_base = 500000.0f;
+    s.n_layer = layers;
+    s.n_embd = embd;
+    s.n_head = heads;
+    s.n_head_kv = 8;
+    s.n_ff = ff;
+    s.n_vocab = 128256;
+    s.n_ctx = 8192;
+    s.rope_freq_base = 500000.0f;
   };
   if (name == "llama3-8b") {
     llama3(32, 4096, 32, 14336);
@@ -357,20 +418,47 @@ Result<ModelSpec> Preset(std::string_view name) {
     s.rope_freqs = true;
   } else if (name == "mixtral-8x7b") {
     s.arch = "mixtral";
-    s.n_layer = 32; s.n_embd = 4096; s.n_head = 32; s.n_head_kv = 8; s.n_ff = 14336;
-    s.n_vocab = 32000; s.n_ctx = 32768; s.rope_freq_base = 1e6f; s.n_expert = 8; s.n_expert_used = 2;
+    s.n_layer = 32;
+    s.n_embd = 4096;
+    s.n_head = 32;
+    s.n_head_kv = 8;
+    s.n_ff = 14336;
+    s.n_vocab = 32000;
+    s.n_ctx = 32768;
+    s.rope_freq_base = 1e6f;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
   } else if (name == "deepseek-v3-like") {
     s.arch = "qwen2moe";
-    s.n_layer = 61; s.n_embd = 7168; s.n_head = 128; s.n_head_kv = 128; s.n_ff = 18432;
-    s.n_vocab = 129280; s.n_ctx = 163840; s.n_expert = 256; s.n_expert_used = 8;
-    s.n_ff_exp = 2048; s.n_ff_shexp = 2048; s.rms_eps = 1e-6f;
+    s.n_layer = 61;
+    s.n_embd = 7168;
+    s.n_head = 128;
+    s.n_head_kv = 128;
+    s.n_ff = 18432;
+    s.n_vocab = 129280;
+    s.n_ctx = 163840;
+    s.n_expert = 256;
+    s.n_expert_used = 8;
+    s.n_ff_exp = 2048;
+    s.n_ff_shexp = 2048;
+    s.rms_eps = 1e-6f;
   } else if (name == "mamba-2.8b") {
     s.arch = "mamba";
-    s.n_layer = 64; s.n_embd = 2560; s.n_head = 0; s.n_head_kv = 0; s.n_ff = 0;
-    s.n_vocab = 50280; s.n_ctx = 1048576; s.ssm_d_inner = 5120; s.ssm_d_state = 16; s.ssm_d_conv = 4;
-    s.ssm_dt_rank = 160; s.tied_output = true;
+    s.n_layer = 64;
+    s.n_embd = 2560;
+    s.n_head = 0;
+    s.n_head_kv = 0;
+    s.n_ff = 0;
+    s.n_vocab = 50280;
+    s.n_ctx = 1048576;
+    s.ssm_d_inner = 5120;
+    s.ssm_d_state = 16;
+    s.ssm_d_conv = 4;
+    s.ssm_dt_rank = 160;
+    s.tied_output = true;
   } else {
-    return InvalidArgument("gguf-synth: unknown preset '" + std::string(name) + "' (known: " + Join(PresetNames()) + ")");
+    return InvalidArgument("gguf-synth: unknown preset '" + std::string(name) +
+                           "' (known: " + Join(PresetNames()) + ")");
   }
   return s;
 }
@@ -378,10 +466,12 @@ Result<ModelSpec> Preset(std::string_view name) {
 Result<ModelSpec> Resolve(ModelSpec s) {
   const auto& archs = SupportedArchs();
   if (std::find(archs.begin(), archs.end(), s.arch) == archs.end())
-    return InvalidArgument("gguf-synth: unknown architecture '" + s.arch + "' (supported: " + Join(archs) + ")");
+    return InvalidArgument("gguf-synth: unknown architecture '" + s.arch + "' (supported: " + Join(archs) +
+                           ")");
   if (s.name.empty()) s.name = "synthetic-" + s.arch;
   auto positive = [&](const char* what, uint32_t v) -> Status {
-    if (v == 0) return InvalidArgument(std::string("gguf-synth: ") + what + " must be positive for " + s.arch);
+    if (v == 0)
+      return InvalidArgument(std::string("gguf-synth: ") + what + " must be positive for " + s.arch);
     return Status::Ok();
   };
   STOWAGE_RETURN_IF_ERROR(positive("n_layer", s.n_layer));
@@ -395,7 +485,8 @@ Result<ModelSpec> Resolve(ModelSpec s) {
   STOWAGE_RETURN_IF_ERROR(positive("n_ctx", s.n_ctx));
   if (s.vocab_from.empty() && (s.n_vocab < 3 || s.n_vocab > kMaxGeneratedVocab))
     return InvalidArgument("gguf-synth: n_vocab must be 3.." + std::to_string(kMaxGeneratedVocab) +
-                           " for a generated vocab (<unk>, <s>, </s>, bytes, pieces), found " + std::to_string(s.n_vocab));
+                           " for a generated vocab (<unk>, <s>, </s>, bytes, pieces), found " +
+                           std::to_string(s.n_vocab));
   if (s.arch == "gemma") s.tied_output = true;  // llama.cpp: gemma's output is token_embd
   if (s.arch == "mamba") {
     if (s.ssm_d_inner == 0) s.ssm_d_inner = 2 * s.n_embd;
@@ -406,52 +497,67 @@ Result<ModelSpec> Resolve(ModelSpec s) {
     s.n_ff = 0;
     s.head_dim = 0;
     s.n_expert = s.n_expert_used = 0;
-    if (s.rope_freqs) return InvalidArgument("gguf-synth: rope_freqs needs an attention architecture, not mamba");
+    if (s.rope_freqs)
+      return InvalidArgument("gguf-synth: rope_freqs needs an attention architecture, not mamba");
   } else {
     STOWAGE_RETURN_IF_ERROR(positive("n_head", s.n_head));
     STOWAGE_RETURN_IF_ERROR(positive("n_head_kv", s.n_head_kv));
     STOWAGE_RETURN_IF_ERROR(positive("n_ff", s.n_ff));
     if (s.head_dim == 0) {
       if (s.n_embd % s.n_head != 0)
-        return InvalidArgument("gguf-synth: n_embd " + std::to_string(s.n_embd) + " is not a multiple of n_head " + std::to_string(s.n_head));
+        return InvalidArgument("gguf-synth: n_embd " + std::to_string(s.n_embd) +
+                               " is not a multiple of n_head " + std::to_string(s.n_head));
       s.head_dim = s.n_embd / s.n_head;
     }
-    if (s.head_dim % 2 != 0) return InvalidArgument("gguf-synth: head_dim must be even for RoPE, found " + std::to_string(s.head_dim));
+    if (s.head_dim % 2 != 0)
+      return InvalidArgument("gguf-synth: head_dim must be even for RoPE, found " +
+                             std::to_string(s.head_dim));
     if (s.n_head % s.n_head_kv != 0)
-      return InvalidArgument("gguf-synth: n_head " + std::to_string(s.n_head) + " is not a multiple of n_head_kv " + std::to_string(s.n_head_kv));
+      return InvalidArgument("gguf-synth: n_head " + std::to_string(s.n_head) +
+                             " is not a multiple of n_head_kv " + std::to_string(s.n_head_kv));
     if (s.rope_freqs && s.arch != "llama" && s.arch != "mixtral" && s.arch != "phi3")
-      return InvalidArgument("gguf-synth: rope_freqs (Llama-3 rope scaling; phi3: LongRoPE factors) applies to llama and phi3, not " + s.arch);
+      return InvalidArgument(
+          "gguf-synth: rope_freqs (Llama-3 rope scaling; phi3: LongRoPE factors) applies to llama and phi3, "
+          "not " +
+          s.arch);
     if (IsMoe(s.arch)) {
       if (s.n_expert == 0) s.n_expert = s.arch == "mixtral" ? 8 : 4;
       if (s.n_expert_used == 0) s.n_expert_used = std::min<uint32_t>(2, s.n_expert);
       if (s.n_expert_used > s.n_expert)
-        return InvalidArgument("gguf-synth: n_expert_used " + std::to_string(s.n_expert_used) + " exceeds n_expert " + std::to_string(s.n_expert));
+        return InvalidArgument("gguf-synth: n_expert_used " + std::to_string(s.n_expert_used) +
+                               " exceeds n_expert " + std::to_string(s.n_expert));
       if (s.arch == "qwen2moe") {
         if (s.n_ff_exp == 0) s.n_ff_exp = std::max<uint32_t>(1, s.n_ff / s.n_expert_used);
         if (s.n_ff_shexp == 0) s.n_ff_shexp = s.n_ff;
       }
     } else if (s.n_expert != 0 || s.n_expert_used != 0) {
-      return InvalidArgument("gguf-synth: experts need a mixture-of-experts architecture (mixtral or qwen2moe), not " + s.arch);
+      return InvalidArgument(
+          "gguf-synth: experts need a mixture-of-experts architecture (mixtral or qwen2moe), not " + s.arch);
     }
   }
   if (!IsValidGgmlType(static_cast<uint32_t>(s.weight_type)))
-    return InvalidArgument("gguf-synth: invalid weight type id " + std::to_string(static_cast<uint32_t>(s.weight_type)));
+    return InvalidArgument("gguf-synth: invalid weight type id " +
+                           std::to_string(static_cast<uint32_t>(s.weight_type)));
   if (!s.header_only && !CanGenerate(s.weight_type))
-    return InvalidArgument(std::string("gguf-synth: weight type ") + GgmlTypeName(s.weight_type) +
-                           " has no generator (f32, f16, bf16, q8_0, q4_0); use --header-only for other types");
+    return InvalidArgument(
+        std::string("gguf-synth: weight type ") + GgmlTypeName(s.weight_type) +
+        " has no generator (f32, f16, bf16, q8_0, q4_0); use --header-only for other types");
   return s;
 }
 
 Status BuildModel(const ModelSpec& in, GgufWriter* w) {
-  if (w->n_kv() != 0 || w->n_tensors() != 0) return InvalidArgument("gguf-synth: BuildModel needs an empty writer");
+  if (w->n_kv() != 0 || w->n_tensors() != 0)
+    return InvalidArgument("gguf-synth: BuildModel needs an empty writer");
   STOWAGE_ASSIGN_OR_RETURN(ModelSpec s, Resolve(in));
 
   std::unique_ptr<GgufFile> vocab;
   if (!s.vocab_from.empty()) {
     STOWAGE_ASSIGN_OR_RETURN(vocab, GgufFile::Open(s.vocab_from));
-    STOWAGE_ASSIGN_OR_RETURN(std::vector<std::string_view> toks, vocab->GetStringArray("tokenizer.ggml.tokens"));
+    STOWAGE_ASSIGN_OR_RETURN(std::vector<std::string_view> toks,
+                             vocab->GetStringArray("tokenizer.ggml.tokens"));
     s.n_vocab = static_cast<uint32_t>(toks.size());
-    if (s.n_vocab == 0) return InvalidArgument("gguf-synth: " + s.vocab_from + ": tokenizer.ggml.tokens is empty");
+    if (s.n_vocab == 0)
+      return InvalidArgument("gguf-synth: " + s.vocab_from + ": tokenizer.ggml.tokens is empty");
   }
 
   const std::string a = s.arch == "mixtral" ? std::string("llama") : s.arch;  // llama.cpp's name
@@ -459,7 +565,8 @@ Status BuildModel(const ModelSpec& in, GgufWriter* w) {
   STOWAGE_RETURN_IF_ERROR(w->AddKV("general.architecture", GgufMetaValue::Str(a)));
   STOWAGE_RETURN_IF_ERROR(w->AddKV("general.name", GgufMetaValue::Str(s.name)));
   const int ftype = FileType(s.weight_type);
-  if (ftype >= 0) STOWAGE_RETURN_IF_ERROR(w->AddKV("general.file_type", GgufMetaValue::U32(static_cast<uint32_t>(ftype))));
+  if (ftype >= 0)
+    STOWAGE_RETURN_IF_ERROR(w->AddKV("general.file_type", GgufMetaValue::U32(static_cast<uint32_t>(ftype))));
   if (GetTypeTraits(s.weight_type).is_quantized)
     STOWAGE_RETURN_IF_ERROR(w->AddKV("general.quantization_version", GgufMetaValue::U32(2)));
   STOWAGE_RETURN_IF_ERROR(w->AddKV(key("context_length"), GgufMetaValue::U32(s.n_ctx)));
@@ -490,7 +597,8 @@ Status BuildModel(const ModelSpec& in, GgufWriter* w) {
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_used_count"), GgufMetaValue::U32(s.n_expert_used)));
     if (s.arch == "qwen2moe") {
       STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_feed_forward_length"), GgufMetaValue::U32(s.n_ff_exp)));
-      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_shared_feed_forward_length"), GgufMetaValue::U32(s.n_ff_shexp)));
+      STOWAGE_RETURN_IF_ERROR(
+          w->AddKV(key("expert_shared_feed_forward_length"), GgufMetaValue::U32(s.n_ff_shexp)));
     }
   }
   if (vocab) {

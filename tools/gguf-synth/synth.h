@@ -11,9 +11,9 @@
 //   metadata keys      llama.cpp LLM_KV_NAMES: general.architecture, general.name,
 //                      general.file_type, <arch>.context_length, .embedding_length, .block_count,
 //                      .feed_forward_length, .attention.head_count(_kv), .attention.key_length /
-//                      value_length, .attention.layer_norm_rms_epsilon, .attention.sliding_window (phi3), .rope.dimension_count,
-//                      .rope.freq_base, .vocab_size, .expert_count, .expert_used_count,
-//                      .expert_feed_forward_length, .expert_shared_feed_forward_length,
+//                      value_length, .attention.layer_norm_rms_epsilon, .attention.sliding_window (phi3),
+//                      .rope.dimension_count, .rope.freq_base, .vocab_size, .expert_count,
+//                      .expert_used_count, .expert_feed_forward_length, .expert_shared_feed_forward_length,
 //                      .ssm.{conv_kernel,inner_size,state_size,time_step_rank}, tokenizer.ggml.*
 //
 // Tensor types (as llama.cpp's quantizer does, llama-quant.cpp): 1-D tensors (norms, biases,
@@ -49,12 +49,12 @@ struct ModelSpec {
   /// llama, qwen2, phi3, gemma, mamba, qwen2moe, or mixtral (written as architecture "llama" with
   /// merged expert tensors, as llama.cpp's Mixtral files are).
   std::string arch = "llama";
-  std::string name;            ///< general.name; default "synthetic-<arch>"
+  std::string name;  ///< general.name; default "synthetic-<arch>"
   uint32_t n_layer = 2;
   uint32_t n_embd = 64;
   uint32_t n_head = 4;
   uint32_t n_head_kv = 2;
-  uint32_t head_dim = 0;       ///< 0: n_embd / n_head
+  uint32_t head_dim = 0;  ///< 0: n_embd / n_head
   uint32_t n_ff = 128;
   uint32_t n_vocab = 512;      ///< 3..4194304 for the generated vocab; ignored with vocab_from
   uint32_t n_ctx = 2048;       ///< <arch>.context_length
@@ -64,12 +64,12 @@ struct ModelSpec {
   uint32_t n_ff_shexp = 0;     ///< qwen2moe: shared expert FFN width (default n_ff)
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
-  bool tied_output = false;    ///< no output.weight (gemma: always; mamba: the mamba-2.8b preset
-                               ///< and the gguf-synth tool tie by default)
-  bool rope_freqs = false;     ///< llama: add rope_freqs.weight with Llama-3.1 scaling factors;
-                               ///< phi3: rope_factors_long/short.weight {hd/2} (LongRoPE; long
-                               ///< 1 .. 4, short 1 .. 1.5, linear; llama.cpp uses long when n_ctx
-                               ///< per sequence exceeds the training context)
+  bool tied_output = false;  ///< no output.weight (gemma: always; mamba: the mamba-2.8b preset
+                             ///< and the gguf-synth tool tie by default)
+  bool rope_freqs = false;   ///< llama: add rope_freqs.weight with Llama-3.1 scaling factors;
+                             ///< phi3: rope_factors_long/short.weight {hd/2} (LongRoPE; long
+                             ///< 1 .. 4, short 1 .. 1.5, linear; llama.cpp uses long when n_ctx
+                             ///< per sequence exceeds the training context)
   float rope_scaling_factor = 8.0f;
   float rope_low_freq_factor = 1.0f;
   float rope_high_freq_factor = 4.0f;
@@ -77,15 +77,15 @@ struct ModelSpec {
   /// phi3: <arch>.attention.sliding_window. convert_hf_to_gguf always writes it (Phi-3-mini-4k:
   /// 2047, 0 for Phi-4) and llama.cpp (Feb 2025 load_hparams) refuses a phi3 file without it.
   uint32_t n_swa = 2047;
-  bool swa_key = true;         ///< phi3: false omits the key (files converted before llama.cpp PR #8931)
-  uint32_t ssm_d_conv = 4;     ///< mamba
-  uint32_t ssm_d_inner = 0;    ///< mamba: default 2 * n_embd
-  uint32_t ssm_d_state = 16;   ///< mamba
-  uint32_t ssm_dt_rank = 0;    ///< mamba: default ceil(n_embd / 16)
+  bool swa_key = true;        ///< phi3: false omits the key (files converted before llama.cpp PR #8931)
+  uint32_t ssm_d_conv = 4;    ///< mamba
+  uint32_t ssm_d_inner = 0;   ///< mamba: default 2 * n_embd
+  uint32_t ssm_d_state = 16;  ///< mamba
+  uint32_t ssm_dt_rank = 0;   ///< mamba: default ceil(n_embd / 16)
   GgmlType weight_type = GgmlType::F32;
   uint64_t seed = 1;
-  bool header_only = false;    ///< data region left a sparse hole (any ggml type allowed)
-  std::string vocab_from;      ///< GGUF whose tokenizer.* keys are copied ("" = generated vocab)
+  bool header_only = false;  ///< data region left a sparse hole (any ggml type allowed)
+  std::string vocab_from;    ///< GGUF whose tokenizer.* keys are copied ("" = generated vocab)
 };
 
 /// The architectures `arch` accepts, in the order of the messages ("llama, qwen2, ...").

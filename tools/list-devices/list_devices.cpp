@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "from_probe.h"
-#include "stowage/runtime/atomic_file.h"
-#include "stowage/planner/registry.h"
-#include "stowage/runtime/device_probe.h"
 #include "llama_args.h"
 #include "stdout_check.h"
+#include "stowage/planner/registry.h"
+#include "stowage/runtime/atomic_file.h"
+#include "stowage/runtime/device_probe.h"
 
 namespace {
 
@@ -194,7 +194,7 @@ int Run(int argc, char** argv) {
   app.add_flag("--json", as_json, "print JSON instead of text");
   app.add_flag("-v,--verbose", verbose, "also print type, caps, buffer types, properties and notes");
   CLI::Option* emit_opt = app.add_option("--emit-manifest", emit_dir,
-                 "write a manifest per probed device into DIR (local-<device>.json)");
+                                         "write a manifest per probed device into DIR (local-<device>.json)");
   app.add_option("--device", device_list,
                  "show devices made from registry manifests instead of probing (e.g. h200,h200,cpu)");
   app.add_option("--registry", registry_dirs,
@@ -207,7 +207,8 @@ int Run(int argc, char** argv) {
   if (int rc = stowage::tools::ParseWithAliases(app, argc, argv, {}); rc >= 0) return rc;
 
   if (emit_opt->count() > 0 && emit_dir.empty())
-    return Fail(stowage::InvalidArgument("--emit-manifest: empty folder name (give the folder to write manifests into)"));
+    return Fail(stowage::InvalidArgument(
+        "--emit-manifest: empty folder name (give the folder to write manifests into)"));
   for (const auto& dir : registry_dirs)
     if (dir.empty()) return Fail(stowage::InvalidArgument("--registry: empty folder name"));
   if (!registry_dirs.empty()) {  // named when missing, before anything else is said about it

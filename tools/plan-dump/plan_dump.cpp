@@ -42,8 +42,9 @@ std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::strin
 std::string TypeName(uint32_t t) { return stowage::GgmlTypeName(static_cast<stowage::GgmlType>(t)); }
 
 std::string OpName(uint16_t op) {
-  return op < static_cast<uint16_t>(stowage::GgmlOp::kCount) ? stowage::GgmlOpName(static_cast<stowage::GgmlOp>(op))
-                                                             : "op#" + std::to_string(op);
+  return op < static_cast<uint16_t>(stowage::GgmlOp::kCount)
+             ? stowage::GgmlOpName(static_cast<stowage::GgmlOp>(op))
+             : "op#" + std::to_string(op);
 }
 
 /// " tensor_split [0.75, 0.25]" for a buffer whose plan entry carries Buffer.tensor_split (a
@@ -64,8 +65,10 @@ std::string Dim(const fb::DimExpr* d) {
   std::string s;
   auto term = [&](int64_t k, const char* sym) {
     if (k == 0) return;
-    if (!s.empty()) s += k < 0 ? "-" : "+";
-    else if (k < 0) s += "-";
+    if (!s.empty())
+      s += k < 0 ? "-" : "+";
+    else if (k < 0)
+      s += "-";
     // |k| in uint64: -k overflows for INT64_MIN (a verified plan may hold any coefficient).
     const uint64_t a = k < 0 ? 0 - static_cast<uint64_t>(k) : static_cast<uint64_t>(k);
     s += (a == 1 ? std::string() : std::to_string(a) + "*") + sym;
@@ -98,16 +101,21 @@ std::string Text(const fb::Plan& p, bool nodes) {
   line("plan: schema %u, generator '%s'", p.schema_version(), Str(p.generator()).c_str());
   // Its own line: plans made from one model by two routes (plan-model, the MLIR passes) differ in
   // their flags and so in their checksum; tests compare the rest.
-  if (p.content_xxh64() != 0) line("checksum: xxh64 %016llx", static_cast<unsigned long long>(p.content_xxh64()));
+  if (p.content_xxh64() != 0)
+    line("checksum: xxh64 %016llx", static_cast<unsigned long long>(p.content_xxh64()));
   if (const auto* m = p.model())
-    line("model: %s (%s, '%s', %llu parameters), file %llu bytes, header %llu bytes, xxh64 %016llx", Str(m->path()).c_str(),
-         Str(m->architecture()).c_str(), Str(m->name()).c_str(), static_cast<unsigned long long>(m->n_params()),
-         static_cast<unsigned long long>(m->file_size()), static_cast<unsigned long long>(m->header_size()),
+    line("model: %s (%s, '%s', %llu parameters), file %llu bytes, header %llu bytes, xxh64 %016llx",
+         Str(m->path()).c_str(), Str(m->architecture()).c_str(), Str(m->name()).c_str(),
+         static_cast<unsigned long long>(m->n_params()), static_cast<unsigned long long>(m->file_size()),
+         static_cast<unsigned long long>(m->header_size()),
          static_cast<unsigned long long>(m->header_xxh64()));
   if (const auto* c = p.context())
-    line("context: n_ctx %u, n_batch %u, n_ubatch %u, type_k %s, type_v %s, offload_kqv %d, n_layer %u, n_vocab %u, n_embd %u%s",
-         c->n_ctx(), c->n_batch(), c->n_ubatch(), TypeName(c->type_k()).c_str(), TypeName(c->type_v()).c_str(),
-         c->offload_kqv() ? 1 : 0, c->n_layer(), c->n_vocab(), c->n_embd(), c->flash_attn() ? ", flash_attn 1" : "");
+    line(
+        "context: n_ctx %u, n_batch %u, n_ubatch %u, type_k %s, type_v %s, offload_kqv %d, n_layer %u, "
+        "n_vocab %u, n_embd %u%s",
+        c->n_ctx(), c->n_batch(), c->n_ubatch(), TypeName(c->type_k()).c_str(), TypeName(c->type_v()).c_str(),
+        c->offload_kqv() ? 1 : 0, c->n_layer(), c->n_vocab(), c->n_embd(),
+        c->flash_attn() ? ", flash_attn 1" : "");
   line("scheduler: n_copies %u%s", p.n_copies(), p.n_copies() > 1 ? " (pipeline parallelism)" : "");
   if (p.flags()) line("flags: %s", p.flags()->c_str());
   if (const auto* d = p.devices()) {
@@ -123,18 +131,19 @@ std::string Text(const fb::Plan& p, bool nodes) {
   }
   if (const auto* b = p.backends())
     for (flatbuffers::uoffset_t i = 0; i < b->size(); ++i)
-      line("backend %u: %s on device %d, compute buffer %d", i, Str(b->Get(i)->name()).c_str(), b->Get(i)->device(),
-           b->Get(i)->compute_buffer());
+      line("backend %u: %s on device %d, compute buffer %d", i, Str(b->Get(i)->name()).c_str(),
+           b->Get(i)->device(), b->Get(i)->compute_buffer());
   if (const auto* b = p.buffers())
     for (flatbuffers::uoffset_t i = 0; i < b->size(); ++i) {
       const auto* x = b->Get(i);
-      line("buffer %u: %-12s %-8s %10llu bytes (%8.2f MiB) buft %s device %d align %llu%s%s%s", i, Str(x->name()).c_str(),
-           fb::EnumNameBufferUsage(x->usage()), static_cast<unsigned long long>(x->size()), MiB(x->size()),
-           Str(x->buft()).c_str(), x->device(), static_cast<unsigned long long>(x->alignment()),
+      line("buffer %u: %-12s %-8s %10llu bytes (%8.2f MiB) buft %s device %d align %llu%s%s%s", i,
+           Str(x->name()).c_str(), fb::EnumNameBufferUsage(x->usage()),
+           static_cast<unsigned long long>(x->size()), MiB(x->size()), Str(x->buft()).c_str(), x->device(),
+           static_cast<unsigned long long>(x->alignment()),
            x->mapped() ? (" mapped at file offset " + std::to_string(x->file_offset())).c_str() : "",
-           Str(x->repack()).empty()        ? ""
+           Str(x->repack()).empty()       ? ""
            : Str(x->repack()) == "repack" ? " (repacked on upload)"
-                                           : (" repack " + Str(x->repack())).c_str(),
+                                          : (" repack " + Str(x->repack())).c_str(),
            SplitText(x).c_str());
     }
   if (const auto* t = p.tensors())
@@ -142,28 +151,35 @@ std::string Text(const fb::Plan& p, bool nodes) {
       const auto* x = t->Get(i);
       std::string ne = "[";
       if (x->ne())
-        for (flatbuffers::uoffset_t k = 0; k < x->ne()->size(); ++k) ne += (k ? ", " : "") + std::to_string(x->ne()->Get(k));
+        for (flatbuffers::uoffset_t k = 0; k < x->ne()->size(); ++k)
+          ne += (k ? ", " : "") + std::to_string(x->ne()->Get(k));
       line("tensor %u: %s %s %s %s buffer %d offset %llu (%llu bytes) layer %d", i, Str(x->name()).c_str(),
            fb::EnumNameTensorKind(x->kind()), TypeName(x->type()).c_str(), (ne + "]").c_str(), x->buffer(),
-           static_cast<unsigned long long>(x->offset()), static_cast<unsigned long long>(x->nbytes()), x->layer());
+           static_cast<unsigned long long>(x->offset()), static_cast<unsigned long long>(x->nbytes()),
+           x->layer());
     }
   if (const auto* gs = p.graphs())
     for (const auto* g : *gs) {
       const auto* ts = g->tensors();
       const auto* be = p.backends();
-      auto bname = [&](int b) { return be && b >= 0 && b < static_cast<int>(be->size()) ? Str(be->Get(b)->name()) : std::string("NULL"); };
-      line("graph %s: max n_tokens %lld, n_kv %lld, n_outputs %lld; %u tensors, %u nodes, %u leafs, %u splits",
-           Str(g->name()).c_str(), static_cast<long long>(g->max_tokens()), static_cast<long long>(g->max_kv()),
-           static_cast<long long>(g->max_outputs()), ts ? ts->size() : 0u, g->nodes() ? g->nodes()->size() : 0u,
-           g->leafs() ? g->leafs()->size() : 0u, g->splits() ? g->splits()->size() : 0u);
+      auto bname = [&](int b) {
+        return be && b >= 0 && b < static_cast<int>(be->size()) ? Str(be->Get(b)->name())
+                                                                : std::string("NULL");
+      };
+      line(
+          "graph %s: max n_tokens %lld, n_kv %lld, n_outputs %lld; %u tensors, %u nodes, %u leafs, %u splits",
+          Str(g->name()).c_str(), static_cast<long long>(g->max_tokens()),
+          static_cast<long long>(g->max_kv()), static_cast<long long>(g->max_outputs()), ts ? ts->size() : 0u,
+          g->nodes() ? g->nodes()->size() : 0u, g->leafs() ? g->leafs()->size() : 0u,
+          g->splits() ? g->splits()->size() : 0u);
       if (g->input_copies())
         for (const auto* ic : *g->input_copies()) {
           std::string cs;
           if (ic->copies())
             for (int c : *ic->copies()) {
               const auto* t = ts->Get(c);
-              cs += std::string(cs.empty() ? "" : ", ") + Str(t->name()) + " (buffer " + std::to_string(t->buffer()) +
-                    " offset " + std::to_string(t->offset()) + ")";
+              cs += std::string(cs.empty() ? "" : ", ") + Str(t->name()) + " (buffer " +
+                    std::to_string(t->buffer()) + " offset " + std::to_string(t->offset()) + ")";
             }
           line("  input copies: %s on %s -> %s", Str(ts->Get(ic->tensor())->name()).c_str(),
                bname(ts->Get(ic->tensor())->backend()).c_str(), cs.c_str());
@@ -177,21 +193,23 @@ std::string Text(const fb::Plan& p, bool nodes) {
             in += " [" + Str(ts->Get(x->tensor())->name()) + " -> " + Str(ts->Get(x->copy())->name());
             // Pipeline parallelism: the other instances (copy 0 is the one the nodes read).
             if (x->copies())
-              for (flatbuffers::uoffset_t c = 1; c < x->copies()->size(); ++c) in += ", " + Str(ts->Get(x->copies()->Get(c))->name());
+              for (flatbuffers::uoffset_t c = 1; c < x->copies()->size(); ++c)
+                in += ", " + Str(ts->Get(x->copies()->Get(c))->name());
             in += "]";
           }
-        line("  split %u: %s nodes [%u, %u) %u inputs%s", s, bname(sp->backend()).c_str(), sp->node_begin(), sp->node_end(),
-             sp->inputs() ? sp->inputs()->size() : 0u, in.c_str());
+        line("  split %u: %s nodes [%u, %u) %u inputs%s", s, bname(sp->backend()).c_str(), sp->node_begin(),
+             sp->node_end(), sp->inputs() ? sp->inputs()->size() : 0u, in.c_str());
         if (!nodes) continue;
         for (uint32_t k = sp->node_begin(); k < sp->node_end(); ++k) {
           const int id = g->nodes()->Get(k);
           const auto* t = ts->Get(id);
           std::string srcs;
           if (t->srcs())
-            for (int sid : *t->srcs()) srcs += " " + (sid >= 0 ? Str(ts->Get(sid)->name()) : std::string("-"));
+            for (int sid : *t->srcs())
+              srcs += " " + (sid >= 0 ? Str(ts->Get(sid)->name()) : std::string("-"));
           line("    node %u: %s = %s(%s) %s %s on %s buffer %d offset %llu [%s]", k, Str(t->name()).c_str(),
-               OpName(t->op()).c_str(), srcs.empty() ? "" : srcs.substr(1).c_str(), TypeName(t->type()).c_str(),
-               Shape(t->ne()).c_str(), bname(t->backend()).c_str(), t->buffer(),
+               OpName(t->op()).c_str(), srcs.empty() ? "" : srcs.substr(1).c_str(),
+               TypeName(t->type()).c_str(), Shape(t->ne()).c_str(), bname(t->backend()).c_str(), t->buffer(),
                static_cast<unsigned long long>(t->offset()), Str(t->cause()).c_str());
         }
       }
@@ -210,32 +228,47 @@ ordered_json Json(const fb::Plan& p, bool nodes) {
   }
   j["generator"] = Str(p.generator());
   if (const auto* m = p.model())
-    j["model"] = {{"path", Str(m->path())}, {"architecture", Str(m->architecture())}, {"name", Str(m->name())},
-                  {"n_params", m->n_params()}, {"file_size", m->file_size()}, {"header_size", m->header_size()},
+    j["model"] = {{"path", Str(m->path())},           {"architecture", Str(m->architecture())},
+                  {"name", Str(m->name())},           {"n_params", m->n_params()},
+                  {"file_size", m->file_size()},      {"header_size", m->header_size()},
                   {"header_xxh64", m->header_xxh64()}};
   if (const auto* c = p.context())
-    j["context"] = {{"n_ctx", c->n_ctx()}, {"n_batch", c->n_batch()}, {"n_ubatch", c->n_ubatch()},
-                    {"type_k", TypeName(c->type_k())}, {"type_v", TypeName(c->type_v())},
-                    {"offload_kqv", c->offload_kqv()}, {"n_layer", c->n_layer()}, {"n_vocab", c->n_vocab()},
-                    {"n_embd", c->n_embd()}, {"flash_attn", c->flash_attn()}};
+    j["context"] = {{"n_ctx", c->n_ctx()},
+                    {"n_batch", c->n_batch()},
+                    {"n_ubatch", c->n_ubatch()},
+                    {"type_k", TypeName(c->type_k())},
+                    {"type_v", TypeName(c->type_v())},
+                    {"offload_kqv", c->offload_kqv()},
+                    {"n_layer", c->n_layer()},
+                    {"n_vocab", c->n_vocab()},
+                    {"n_embd", c->n_embd()},
+                    {"flash_attn", c->flash_attn()}};
   j["flags"] = Str(p.flags());
   j["n_copies"] = p.n_copies();
   j["devices"] = ordered_json::array();
   if (p.devices())
     for (const auto* d : *p.devices())
-      j["devices"].push_back({{"name", Str(d->name())}, {"description", Str(d->description())},
-                              {"type", fb::EnumNameDeviceType(d->type())}, {"memory_total", d->memory_total()},
+      j["devices"].push_back({{"name", Str(d->name())},
+                              {"description", Str(d->description())},
+                              {"type", fb::EnumNameDeviceType(d->type())},
+                              {"memory_total", d->memory_total()},
                               {"memory_free", d->memory_free()}});
   j["backends"] = ordered_json::array();
   if (p.backends())
     for (const auto* b : *p.backends())
-      j["backends"].push_back({{"name", Str(b->name())}, {"device", b->device()}, {"compute_buffer", b->compute_buffer()}});
+      j["backends"].push_back(
+          {{"name", Str(b->name())}, {"device", b->device()}, {"compute_buffer", b->compute_buffer()}});
   j["buffers"] = ordered_json::array();
   if (p.buffers())
     for (const auto* b : *p.buffers()) {
-      j["buffers"].push_back({{"name", Str(b->name())}, {"buft", Str(b->buft())}, {"device", b->device()},
-                              {"usage", fb::EnumNameBufferUsage(b->usage())}, {"size", b->size()},
-                              {"alignment", b->alignment()}, {"mapped", b->mapped()}, {"file_offset", b->file_offset()},
+      j["buffers"].push_back({{"name", Str(b->name())},
+                              {"buft", Str(b->buft())},
+                              {"device", b->device()},
+                              {"usage", fb::EnumNameBufferUsage(b->usage())},
+                              {"size", b->size()},
+                              {"alignment", b->alignment()},
+                              {"mapped", b->mapped()},
+                              {"file_offset", b->file_offset()},
                               {"repack", Str(b->repack())}});
       if (b->tensor_split()) {  // row-split bufts with -ts only (absent: ggml's default split)
         ordered_json ts = ordered_json::array();
@@ -249,9 +282,15 @@ ordered_json Json(const fb::Plan& p, bool nodes) {
       ordered_json ne = ordered_json::array();
       if (t->ne())
         for (int64_t v : *t->ne()) ne.push_back(v);
-      j["tensors"].push_back({{"name", Str(t->name())}, {"kind", fb::EnumNameTensorKind(t->kind())},
-                              {"type", TypeName(t->type())}, {"ne", ne}, {"buffer", t->buffer()}, {"offset", t->offset()},
-                              {"nbytes", t->nbytes()}, {"gguf_offset", t->gguf_offset()}, {"layer", t->layer()}});
+      j["tensors"].push_back({{"name", Str(t->name())},
+                              {"kind", fb::EnumNameTensorKind(t->kind())},
+                              {"type", TypeName(t->type())},
+                              {"ne", ne},
+                              {"buffer", t->buffer()},
+                              {"offset", t->offset()},
+                              {"nbytes", t->nbytes()},
+                              {"gguf_offset", t->gguf_offset()},
+                              {"layer", t->layer()}});
     }
   j["graphs"] = ordered_json::array();
   if (p.graphs())
@@ -277,7 +316,9 @@ ordered_json Json(const fb::Plan& p, bool nodes) {
                 in.back()["copies"] = cs;
               }
             }
-          jg["splits"].push_back({{"backend", s->backend()}, {"node_begin", s->node_begin()}, {"node_end", s->node_end()},
+          jg["splits"].push_back({{"backend", s->backend()},
+                                  {"node_begin", s->node_begin()},
+                                  {"node_end", s->node_end()},
                                   {"inputs", in}});
         }
       if (g->input_copies()) {
@@ -286,9 +327,11 @@ ordered_json Json(const fb::Plan& p, bool nodes) {
           ordered_json cs = ordered_json::array();
           if (ic->copies())
             for (int c : *ic->copies())
-              cs.push_back({{"name", Str(g->tensors()->Get(c)->name())}, {"buffer", g->tensors()->Get(c)->buffer()},
+              cs.push_back({{"name", Str(g->tensors()->Get(c)->name())},
+                            {"buffer", g->tensors()->Get(c)->buffer()},
                             {"offset", g->tensors()->Get(c)->offset()}});
-          jg["input_copies"].push_back({{"tensor", Str(g->tensors()->Get(ic->tensor())->name())}, {"copies", cs}});
+          jg["input_copies"].push_back(
+              {{"tensor", Str(g->tensors()->Get(ic->tensor())->name())}, {"copies", cs}});
         }
       }
       if (nodes && g->tensors()) {
@@ -297,10 +340,16 @@ ordered_json Json(const fb::Plan& p, bool nodes) {
           ordered_json srcs = ordered_json::array();
           if (t->srcs())
             for (int s : *t->srcs()) srcs.push_back(s);
-          jg["tensors"].push_back({{"name", Str(t->name())}, {"kind", fb::EnumNameTensorKind(t->kind())},
-                                   {"op", OpName(t->op())}, {"type", TypeName(t->type())}, {"ne", Shape(t->ne())},
-                                   {"srcs", srcs}, {"backend", t->backend()}, {"cause", Str(t->cause())},
-                                   {"buffer", t->buffer()}, {"offset", t->offset()}});
+          jg["tensors"].push_back({{"name", Str(t->name())},
+                                   {"kind", fb::EnumNameTensorKind(t->kind())},
+                                   {"op", OpName(t->op())},
+                                   {"type", TypeName(t->type())},
+                                   {"ne", Shape(t->ne())},
+                                   {"srcs", srcs},
+                                   {"backend", t->backend()},
+                                   {"cause", Str(t->cause())},
+                                   {"buffer", t->buffer()},
+                                   {"offset", t->offset()}});
         }
       }
       j["graphs"].push_back(std::move(jg));
@@ -318,8 +367,12 @@ ordered_json Json(const fb::Plan& p, bool nodes) {
           rej.push_back({{"candidate", c == std::string::npos ? text : text.substr(0, c)},
                          {"reason", c == std::string::npos ? std::string() : text.substr(c + 2)}});
         }
-      j["explain"].push_back({{"subject", Str(e->subject())}, {"graph", Str(e->graph())}, {"device", Str(e->device())},
-                              {"buffer_type", Str(e->buft())}, {"rule", Str(e->rule())}, {"code", Str(e->code())},
+      j["explain"].push_back({{"subject", Str(e->subject())},
+                              {"graph", Str(e->graph())},
+                              {"device", Str(e->device())},
+                              {"buffer_type", Str(e->buft())},
+                              {"rule", Str(e->rule())},
+                              {"code", Str(e->code())},
                               {"rejected", rej}});
     }
   return j;
@@ -374,18 +427,20 @@ int Run(int argc, char** argv) {
   app.add_option("plan", path, "plan file written by plan-model -o")->required();
   app.add_flag("--json", json, "print JSON instead of text");
   app.add_flag("--nodes", nodes, "also print every node of every split (text) or every graph tensor (JSON)");
-  app.add_flag("--check-memory", check_memory,
-               "check that no two tensors live at the same time share buffer bytes (compute buffers; weights and "
-               "KV cache of allocated buffers); exit 1 if any do; with --json, {ok, tensors_checked, conflicts}");
+  app.add_flag(
+      "--check-memory", check_memory,
+      "check that no two tensors live at the same time share buffer bytes (compute buffers; weights and "
+      "KV cache of allocated buffers); exit 1 if any do; with --json, {ok, tensors_checked, conflicts}");
   std::string model;
   app.add_option(
       "-m,--model", model,
       "also check the plan against this GGUF model as stowage-run does (identity, every weight's type, "
       "shape and offset); without it the model is not checked");
   std::string seal_out;
-  app.add_option("--seal", seal_out,
-                 "write the plan to this file with its checksum (content_xxh64) recomputed, after a deliberate edit "
-                 "(e.g. a flatc JSON round trip); the result must pass every other check")
+  app.add_option(
+         "--seal", seal_out,
+         "write the plan to this file with its checksum (content_xxh64) recomputed, after a deliberate edit "
+         "(e.g. a flatc JSON round trip); the result must pass every other check")
       ->excludes("--json")
       ->excludes("--nodes")
       ->excludes("--check-memory");
@@ -409,7 +464,9 @@ int Run(int argc, char** argv) {
   if (check_memory) {
     const stowage::MemoryCheckReport rep = stowage::CheckComputeMemory(**plan);
     if (json) {  // {"ok", "tensors_checked", "conflicts"}; exit status as the text form
-      ordered_json j = {{"ok", rep.conflicts.empty()}, {"tensors_checked", rep.tensors_checked}, {"conflicts", rep.conflicts}};
+      ordered_json j = {{"ok", rep.conflicts.empty()},
+                        {"tensors_checked", rep.tensors_checked},
+                        {"conflicts", rep.conflicts}};
       std::printf("%s\n", j.dump(2, ' ', false, ordered_json::error_handler_t::replace).c_str());
       return rep.conflicts.empty() ? 0 : 1;
     }
@@ -420,8 +477,10 @@ int Run(int argc, char** argv) {
   }
   // Strings in a plan are bytes from the GGUF (general.name, tensor names) and the command line:
   // not necessarily UTF-8. JSON output replaces invalid sequences by U+FFFD instead of throwing.
-  if (json) std::printf("%s\n", Json(p, nodes).dump(2, ' ', false, ordered_json::error_handler_t::replace).c_str());
-  else std::printf("%s", Text(p, nodes).c_str());
+  if (json)
+    std::printf("%s\n", Json(p, nodes).dump(2, ' ', false, ordered_json::error_handler_t::replace).c_str());
+  else
+    std::printf("%s", Text(p, nodes).c_str());
   return 0;
 }
 

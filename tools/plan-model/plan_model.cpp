@@ -1,26 +1,24 @@
 // plan-model: plans where every weight, KV cache tensor and graph node of a GGUF model goes on a
 // machine's devices (real or described by manifests), prints it in llama.cpp's log line formats and
 // writes the plan file.
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "cli_numbers.h"
+#include "from_probe.h"
 #include "llama_args.h"
 #include "planner_args.h"
-
-#include "from_probe.h"
 #include "probed_machine.h"
+#include "stdout_check.h"
 #include "stowage/planner/explain.h"
 #include "stowage/planner/graph.h"
 #include "stowage/planner/plan.h"
 #include "stowage/planner/registry.h"
 #include "stowage/runtime/atomic_file.h"
-#include "stdout_check.h"
 
 using namespace stowage;
 using namespace stowage::planner;
@@ -40,7 +38,8 @@ int Fail(const Status& s) {
 
 /// The machine: the --device list (registry keys or manifest files), else this machine's probed
 /// devices. A list without a CPU device gets this machine's CPU.
-Result<std::vector<DeviceManifest>> MachineDevices(const std::string& device_list, const std::vector<std::string>& registry_dirs,
+Result<std::vector<DeviceManifest>> MachineDevices(const std::string& device_list,
+                                                   const std::vector<std::string>& registry_dirs,
                                                    const std::string& free_overrides, const char* argv0) {
   std::vector<MemoryOverride> ovr;
   if (!free_overrides.empty()) {
@@ -54,7 +53,8 @@ Result<std::vector<DeviceManifest>> MachineDevices(const std::string& device_lis
     STOWAGE_ASSIGN_OR_RETURN(Registry reg, Registry::Open(dirs));
     STOWAGE_ASSIGN_OR_RETURN(devices, reg.MakeDevices(device_list));
   }
-  const bool has_cpu = std::any_of(devices.begin(), devices.end(), [](const DeviceManifest& d) { return d.type == DeviceType::kCpu; });
+  const bool has_cpu = std::any_of(devices.begin(), devices.end(),
+                                   [](const DeviceManifest& d) { return d.type == DeviceType::kCpu; });
   if (devices.empty() || !has_cpu) {
     // A list, or "none": only the CPU of this machine; else every probed device (CUDA0, CUDA1, ...).
     STOWAGE_ASSIGN_OR_RETURN(std::vector<DeviceManifest> probed,
@@ -74,36 +74,48 @@ Result<std::vector<DeviceManifest>> MachineDevices(const std::string& device_lis
 namespace {
 
 int Run(int argc, char** argv) {
-  CLI::App app{"plan-model: plan the placement and memory of a GGUF model ahead of time (llama.cpp semantics)"};
+  CLI::App app{
+      "plan-model: plan the placement and memory of a GGUF model ahead of time (llama.cpp semantics)"};
   std::string model_path, out_path, ctk = "f16", ctv = "f16", device_list, sm = "layer", ts, explain;
   std::vector<std::string> registry_dirs, ot, free_ovr;
   ContextConfig cfg;
   cfg.n_ctx = 4096;  // llama.cpp common default
   PlacementOptions opt;
-  bool no_mmap = false, no_kv_offload = false, no_op_offload = false, fit = false, cpu_moe = false, timing = false;
+  bool no_mmap = false, no_kv_offload = false, no_op_offload = false, fit = false, cpu_moe = false,
+       timing = false;
   int n_cpu_moe = 0, debug_splits = 0;
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
   CLI::Option* out_opt = app.add_option("-o,--output", out_path, "plan file to write (default: none)");
-  app.add_option("--device", device_list,
-                 "devices of the machine: registry keys or manifest files, comma-separated; a list without a CPU "
-                 "device gets this machine's CPU; 'none': the CPU only (default: this machine's devices)");
-  app.add_option("--registry", registry_dirs, "extra folder of device manifests (searched before the shipped one)");
-  app.add_option("--free", free_ovr,
-                 "what-if free memory: NAME=SIZE[,NAME=SIZE...] (e.g. CUDA0=10GiB), repeatable; one value per device")
+  app.add_option(
+      "--device", device_list,
+      "devices of the machine: registry keys or manifest files, comma-separated; a list without a CPU "
+      "device gets this machine's CPU; 'none': the CPU only (default: this machine's devices)");
+  app.add_option("--registry", registry_dirs,
+                 "extra folder of device manifests (searched before the shipped one)");
+  app.add_option(
+         "--free", free_ovr,
+         "what-if free memory: NAME=SIZE[,NAME=SIZE...] (e.g. CUDA0=10GiB), repeatable; one value per device")
       ->allow_extra_args(false);
-  app.add_option("-c,--ctx-size", cfg.n_ctx, "context size in tokens (0 = the model's training context; default 4096, llama.cpp common's)")->check(tools::IntegerIn(0, kMaxTokens));
-  app.add_option("-b,--batch-size", cfg.n_batch, "logical batch size")->check(tools::IntegerIn(1, kMaxTokens));
-  app.add_option("--ubatch-size", cfg.n_ubatch, "physical batch size")->check(tools::IntegerIn(1, kMaxTokens));
+  app.add_option(
+         "-c,--ctx-size", cfg.n_ctx,
+         "context size in tokens (0 = the model's training context; default 4096, llama.cpp common's)")
+      ->check(tools::IntegerIn(0, kMaxTokens));
+  app.add_option("-b,--batch-size", cfg.n_batch, "logical batch size")
+      ->check(tools::IntegerIn(1, kMaxTokens));
+  app.add_option("--ubatch-size", cfg.n_ubatch, "physical batch size")
+      ->check(tools::IntegerIn(1, kMaxTokens));
   app.add_option("--cache-type-k", ctk, "KV cache type for K (f16, f32, q8_0, ...)");
   app.add_option("--cache-type-v", ctv, "KV cache type for V");
   std::string flash_attn = "off";
-  app.add_option("--flash-attn", flash_attn,
-                 "flash attention: on (one FLASH_ATTN_EXT per layer, V cache untransposed, n_ctx padded to 256), "
-                 "off (the default, llama.cpp FEB25's), or auto (on unless a layer's attention would run on "
-                 "another device than the layer, as llama.cpp DEC25)")
+  app.add_option(
+         "--flash-attn", flash_attn,
+         "flash attention: on (one FLASH_ATTN_EXT per layer, V cache untransposed, n_ctx padded to 256), "
+         "off (the default, llama.cpp FEB25's), or auto (on unless a layer's attention would run on "
+         "another device than the layer, as llama.cpp DEC25)")
       ->transform(tools::FlashAttnValue());
   app.add_option("--n-gpu-layers", opt.n_gpu_layers,
-                 "layers to offload: N, 'all' or <= -2 (every layer and the output), 'auto' or -1 (= --fit) (llama.cpp -ngl; default 0, llama.cpp's before DEC25)")
+                 "layers to offload: N, 'all' or <= -2 (every layer and the output), 'auto' or -1 (= --fit) "
+                 "(llama.cpp -ngl; default 0, llama.cpp's before DEC25)")
       ->transform(tools::GpuLayersValue());
   app.add_option("--split-mode", sm, "none, layer or row (llama.cpp -sm)");
   app.add_option("--tensor-split", ts, "proportions per model device, e.g. 3,1 (llama.cpp -ts)");
@@ -120,16 +132,20 @@ int Run(int argc, char** argv) {
   app.add_flag("--no-op-offload", no_op_offload, "do not offload large-batch ops of host weights to GPUs");
   app.add_option("--explain", explain, "print why every weight and node is where it is: text or json")
       ->check(CLI::IsMember({"text", "json"}));
-  app.add_option("--debug-splits", debug_splits, "print the scheduler's splits as GGML_SCHED_DEBUG=N does (0, 1, 2)")
+  app.add_option("--debug-splits", debug_splits,
+                 "print the scheduler's splits as GGML_SCHED_DEBUG=N does (0, 1, 2)")
       ->check(tools::IntegerIn(0, 2));
   app.add_flag("--timing", timing, "print the time spent building the graphs and placing them");
   bool no_fit_check = false;
   app.add_flag("--no-fit-check", no_fit_check,
                "write the plan even when it does not fit a device's memory (a warning instead of the error)");
   bool verbose = false;
-  app.add_flag("-v,--verbose", verbose, "also llama.cpp's debug-level log lines (\"layer N assigned to device D\", \"cannot be used with preferred buffer type\")");
+  app.add_flag("-v,--verbose", verbose,
+               "also llama.cpp's debug-level log lines (\"layer N assigned to device D\", \"cannot be used "
+               "with preferred buffer type\")");
   double fit_target_mib = planner::kDefaultFitTargetBytes / 1048576.0;
-  app.add_option("--fit-target", fit_target_mib, "MiB --fit keeps free on each GPU (llama.cpp -fitt; default 1024)")
+  app.add_option("--fit-target", fit_target_mib,
+                 "MiB --fit keeps free on each GPU (llama.cpp -fitt; default 1024)")
       ->check(tools::NumberIn(0, 1048576));
   app.add_flag("--fit", fit, "search the largest -ngl that fits the devices' free memory and print it");
   // --explain takes an optional value: "--explain", "--explain json" and "--explain=json".
@@ -137,7 +153,8 @@ int Run(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--explain") {
-      const bool valued = i + 1 < argc && (std::string(argv[i + 1]) == "text" || std::string(argv[i + 1]) == "json");
+      const bool valued =
+          i + 1 < argc && (std::string(argv[i + 1]) == "text" || std::string(argv[i + 1]) == "json");
       a = "--explain=" + std::string(valued ? argv[++i] : "text");
     }
     args.push_back(a);
@@ -145,12 +162,22 @@ int Run(int argc, char** argv) {
   std::vector<char*> av;
   for (auto& a : args) av.push_back(a.data());
   if (int rc = tools::ParseWithAliases(app, static_cast<int>(av.size()), av.data(),
-                                       {{"-ub", "--ubatch-size"}, {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"},
-                                        {"-ngl", "--n-gpu-layers"}, {"-sm", "--split-mode"}, {"-ts", "--tensor-split"},
-                                        {"-mg", "--main-gpu"}, {"-ot", "--override-tensor"}, {"-cmoe", "--cpu-moe"},
-                                        {"-ncmoe", "--n-cpu-moe"}, {"-nkvo", "--no-kv-offload"}, {"-nr", "--no-repack"},
-                                        {"-dev", "--device"}, {"-nopo", "--no-op-offload"},
-                                        {"-fitt", "--fit-target"}, {"-fa", "--flash-attn"}});
+                                       {{"-ub", "--ubatch-size"},
+                                        {"-ctk", "--cache-type-k"},
+                                        {"-ctv", "--cache-type-v"},
+                                        {"-ngl", "--n-gpu-layers"},
+                                        {"-sm", "--split-mode"},
+                                        {"-ts", "--tensor-split"},
+                                        {"-mg", "--main-gpu"},
+                                        {"-ot", "--override-tensor"},
+                                        {"-cmoe", "--cpu-moe"},
+                                        {"-ncmoe", "--n-cpu-moe"},
+                                        {"-nkvo", "--no-kv-offload"},
+                                        {"-nr", "--no-repack"},
+                                        {"-dev", "--device"},
+                                        {"-nopo", "--no-op-offload"},
+                                        {"-fitt", "--fit-target"},
+                                        {"-fa", "--flash-attn"}});
       rc >= 0)
     return rc;
 
@@ -162,7 +189,8 @@ int Run(int argc, char** argv) {
     return Fail(InvalidArgument("--fit chooses -ngl: give --fit or -ngl N, not both (-ngl auto is --fit)"));
   }
   if (out_opt->count() > 0 && out_path.empty())
-    return Fail(InvalidArgument("-o/--output: empty file name (give the plan file to write, or no -o for no plan)"));
+    return Fail(
+        InvalidArgument("-o/--output: empty file name (give the plan file to write, or no -o for no plan)"));
   for (const auto& dir : registry_dirs)
     if (dir.empty()) return Fail(InvalidArgument("--registry: empty folder name"));
   if (!registry_dirs.empty()) {  // checked even when no --device list reads it
@@ -208,9 +236,11 @@ int Run(int argc, char** argv) {
 
   // Log lines go to standard output as plan-model always printed them, except when standard output
   // carries the result: the plan itself (-o /dev/stdout) or --explain=json.
-  FILE* log = (explain == "json" || (!out_path.empty() && tools::IsStandardOutput(out_path))) ? stderr : stdout;
+  FILE* log =
+      (explain == "json" || (!out_path.empty() && tools::IsStandardOutput(out_path))) ? stderr : stdout;
   if (!out_path.empty() && SameFile(out_path, model_path))
-    return Fail(InvalidArgument("-o " + out_path + ": is the model file given with -m (writing the plan would replace it)"));
+    return Fail(InvalidArgument("-o " + out_path +
+                                ": is the model file given with -m (writing the plan would replace it)"));
   auto gguf = GgufFile::Open(model_path);
   if (!gguf.ok()) return Fail(gguf.status());
 
@@ -242,14 +272,14 @@ int Run(int argc, char** argv) {
   const ModelGraphs& m = planned->graphs;
   const PlacementOutcome& outcome = planned->outcome;
   if (timing)
-    std::fprintf(log, "plan-model: planning took %.1f ms (%u layers, %zu + %zu graph nodes)\n", ms, m.hp.n_layer,
-                m.prefill.nodes.size(), m.decode.nodes.size());
+    std::fprintf(log, "plan-model: planning took %.1f ms (%u layers, %zu + %zu graph nodes)\n", ms,
+                 m.hp.n_layer, m.prefill.nodes.size(), m.decode.nodes.size());
   for (const auto& line : ReportLines(m, outcome, planned->placement, verbose))
     std::fprintf(log, "%s\n", line.c_str());
   if (debug_splits > 0) {
     for (const Graph* g : {&m.prefill, &m.decode}) {
       std::fprintf(log, "plan-model: scheduler splits of graph %s (n_tokens = %lld):", g->name.c_str(),
-                  static_cast<long long>(g->max_tokens));
+                   static_cast<long long>(g->max_tokens));
       std::fprintf(log, "%s", FormatSchedDebug(*g, outcome.placement, debug_splits).c_str());
     }
   }

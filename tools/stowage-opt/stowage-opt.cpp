@@ -70,10 +70,11 @@ static cl::opt<bool> placeNoKvOffload("place-no-kv-offload",
 static cl::opt<bool> placeNoMmap("place-no-mmap",
                                  cl::desc("--place-devices: load weights instead of mapping them"),
                                  cl::init(false));
-static cl::opt<bool> ggufFlashAttn("gguf-flash-attn",
-                                   cl::desc("--import-gguf: llama.cpp's -fa on (ggml.flash_attn_ext "
-                                            "over an untransposed V cache, n_ctx padded to 256)"),
-                                   cl::init(false));
+static cl::opt<bool>
+    ggufFlashAttn("gguf-flash-attn",
+                  cl::desc("--import-gguf: llama.cpp's -fa on (ggml.flash_attn_ext "
+                           "over an untransposed V cache, n_ctx padded to 256)"),
+                  cl::init(false));
 static cl::opt<unsigned> ggufNBatch("gguf-n-batch", cl::desc("--import-gguf: logical batch size"),
                                     cl::init(2048));
 
@@ -101,10 +102,12 @@ static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry 
   placement.devices = placeDevices;
   placement.registry_dirs.assign(placeRegistry.begin(), placeRegistry.end());
   placement.registry_dirs.push_back(STOWAGE_SHIPPED_REGISTRY_DIR);
-  // llama.cpp's -ngl values, as plan-model: <= -2 is all layers; -1 (auto: fit) is plan-model --fit.
+  // llama.cpp's -ngl values, as plan-model: <= -2 is all layers; -1 (auto: fit) is plan-model
+  // --fit.
   if (placeNgl == -1) {
-    llvm::errs() << "stowage-opt: error: --place-ngl -1 is llama.cpp's 'auto' (fit to free memory), which "
-                    "only plan-model --fit searches; give a count (<= -2: all)\n";
+    llvm::errs()
+        << "stowage-opt: error: --place-ngl -1 is llama.cpp's 'auto' (fit to free memory), which "
+           "only plan-model --fit searches; give a count (<= -2: all)\n";
     return nullptr;
   }
   placement.options.n_gpu_layers = placeNgl <= -2 ? stowage::planner::kAllGpuLayers : int(placeNgl);
@@ -164,7 +167,8 @@ int main(int argc, char **argv) {
   // imported model (it was replaced by the IR text).
   auto sameFile = [](const std::string &a, const std::string &b) {
     bool same = false;
-    return a != "-" && b != "-" && !a.empty() && !b.empty() && !llvm::sys::fs::equivalent(a, b, same) && same;
+    return a != "-" && b != "-" && !a.empty() && !b.empty() &&
+           !llvm::sys::fs::equivalent(a, b, same) && same;
   };
   std::string inputPath = inputFilename;
 #ifdef STOWAGE_HAVE_COMPILER
@@ -172,8 +176,8 @@ int main(int argc, char **argv) {
     inputPath = importGguf;
 #endif
   if (sameFile(outputFilename, inputPath)) {
-    llvm::errs() << "stowage-opt: error: -o " << outputFilename << " is the input file " << inputPath
-                 << " (writing the output would replace it)\n";
+    llvm::errs() << "stowage-opt: error: -o " << outputFilename << " is the input file "
+                 << inputPath << " (writing the output would replace it)\n";
     return EXIT_FAILURE;
   }
   // The output is rendered in memory and written only after a successful run, through
@@ -190,20 +194,24 @@ int main(int argc, char **argv) {
     llvm::outs() << text;
     llvm::outs().flush();
     if (llvm::outs().has_error()) {
-      llvm::errs() << "stowage-opt: error: cannot write standard output: " << llvm::outs().error().message() << "\n";
+      llvm::errs() << "stowage-opt: error: cannot write standard output: "
+                   << llvm::outs().error().message() << "\n";
       llvm::outs().clear_error();
       return EXIT_FAILURE;
     }
     return EXIT_SUCCESS;
   }
-  // A pass may have written a plan there (stowage-export-plan output=): IR text must not replace it.
-  // (Regular files only: opening a FIFO to read it would block.)
-  if (auto existing = llvm::sys::fs::is_regular_file(outputFilename)
-                          ? llvm::MemoryBuffer::getFileSlice(outputFilename, 8, 0)
-                          : llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>>(std::errc::not_supported);
-      existing && (*existing)->getBufferSize() == 8 && (*existing)->getBuffer().substr(4) == "STWP") {
-    llvm::errs() << "stowage-opt: error: -o " << outputFilename
-                 << " is a Stowage plan (the output= of an export pass?); writing the IR would replace it\n";
+  // A pass may have written a plan there (stowage-export-plan output=): IR text must not replace
+  // it. (Regular files only: opening a FIFO to read it would block.)
+  if (auto existing =
+          llvm::sys::fs::is_regular_file(outputFilename)
+              ? llvm::MemoryBuffer::getFileSlice(outputFilename, 8, 0)
+              : llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>>(std::errc::not_supported);
+      existing && (*existing)->getBufferSize() == 8 &&
+      (*existing)->getBuffer().substr(4) == "STWP") {
+    llvm::errs()
+        << "stowage-opt: error: -o " << outputFilename
+        << " is a Stowage plan (the output= of an export pass?); writing the IR would replace it\n";
     return EXIT_FAILURE;
   }
   auto file = stowage::AtomicFile::Create(outputFilename);

@@ -101,9 +101,10 @@ double EncodeLogProbs(const float* logits, int32_t n_vocab, int32_t token, uint1
     const float inv_scale = 1 / scale;
     // llama.cpp's nearest_int (adding 1.5 * 2^23) is round-half-to-even, as nearbyint.
     for (int32_t i = 0; i < n_vocab; ++i)
-      q[i] = logits[i] > min_logit
-                 ? static_cast<uint16_t>(std::min(65535.f, std::nearbyint(inv_scale * (logits[i] - min_logit))))
-                 : 0;
+      q[i] =
+          logits[i] > min_logit
+              ? static_cast<uint16_t>(std::min(65535.f, std::nearbyint(inv_scale * (logits[i] - min_logit))))
+              : 0;
   } else {
     std::fill(q, q + n_vocab, uint16_t{0});
   }
@@ -118,8 +119,8 @@ float DecodeLogProb(const uint16_t* record, int32_t v) {
   return RecordScale(record) * record[4 + v] + RecordMinLogProb(record);
 }
 
-KlTokenResult AccumulateKlDivergence(const float* logits, int32_t n_vocab, const uint16_t* record, int32_t token,
-                                     KlDivergenceSums* sums) {
+KlTokenResult AccumulateKlDivergence(const float* logits, int32_t n_vocab, const uint16_t* record,
+                                     int32_t token, KlDivergenceSums* sums) {
   float max_logit = logits[0];
   int32_t imax = 0;
   for (int32_t i = 1; i < n_vocab; ++i)
@@ -176,7 +177,8 @@ KlTokenResult AccumulateKlDivergence(const float* logits, int32_t n_vocab, const
 }
 
 const char* KlChunkHeader() {
-  return "chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              \xCE\x94p RMS"
+  return "chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              "
+         "\xCE\x94p RMS"
          "            Same top p";
 }
 
@@ -190,8 +192,8 @@ std::string FormatKlChunkLine(int64_t chunk, const KlDivergenceSums& s) {
   const auto log_ppl_base = MeanAndUncertainty(s.sum_nll_base, s.sum_nll_base2, s.count);
   const double log_ppl_cov = Covariance(s.sum_nll, s.sum_nll_base, s.sum_nll_nll_base, s.count);
   const double ratio_val = log_ppl.first - log_ppl_base.first;
-  const double ratio_unc = std::sqrt(log_ppl.second * log_ppl.second + log_ppl_base.second * log_ppl_base.second -
-                                     2.0 * log_ppl_cov);
+  const double ratio_unc = std::sqrt(log_ppl.second * log_ppl.second +
+                                     log_ppl_base.second * log_ppl_base.second - 2.0 * log_ppl_cov);
   Appendf(&out, "    %10.5lf \u00b1 %10.5lf", ratio_val, ratio_unc);
   const auto kl_div = MeanAndUncertainty(s.sum_kld, s.sum_kld2, s.count);
   Appendf(&out, "    %10.5lf \u00b1 %10.5lf", kl_div.first, kl_div.second);
@@ -225,8 +227,8 @@ std::string FormatKlStatistics(const KlDivergenceSums& s, std::vector<float> kld
   const double log_ppl_cor = log_ppl_cov / (log_ppl.second * log_ppl_base.second);
   Appendf(&out, "Cor(ln(PPL(Q)), ln(PPL(base))): %6.2lf%%\n", 100.0 * log_ppl_cor);
   const double ratio_val = log_ppl.first - log_ppl_base.first;
-  const double ratio_unc = std::sqrt(log_ppl.second * log_ppl.second + log_ppl_base.second * log_ppl_base.second -
-                                     2.0 * log_ppl_cov);
+  const double ratio_unc = std::sqrt(log_ppl.second * log_ppl.second +
+                                     log_ppl_base.second * log_ppl_base.second - 2.0 * log_ppl_cov);
   Appendf(&out, "Mean ln(PPL(Q)/PPL(base))     : %10.6lf \u00b1 %10.6lf\n", ratio_val, ratio_unc);
   const double ppl_ratio_val = std::exp(ratio_val);
   const double ppl_ratio_unc = ppl_ratio_val * ratio_unc;
@@ -259,11 +261,13 @@ std::string FormatKlStatistics(const KlDivergenceSums& s, std::vector<float> kld
   Appendf(&out, "Maximum \u0394p: %6.3lf%%\n", 100.0 * p_diff_values.back());
   static const std::pair<const char*, float> kUpper[] = {
       {"99.9", 0.999f}, {"99.0", 0.990f}, {"95.0", 0.950f}, {"90.0", 0.900f}, {"75.0", 0.750f}};
-  for (const auto& [label, f] : kUpper) Appendf(&out, "%s%%   \u0394p: %6.3lf%%\n", label, 100.0 * Percentile(p_diff_values, f));
+  for (const auto& [label, f] : kUpper)
+    Appendf(&out, "%s%%   \u0394p: %6.3lf%%\n", label, 100.0 * Percentile(p_diff_values, f));
   Appendf(&out, "Median  \u0394p: %6.3lf%%\n", 100.0 * Median(p_diff_values));
   static const std::pair<const char*, float> kLower[] = {
       {"25.0", 0.250f}, {"10.0", 0.100f}, {" 5.0", 0.050f}, {" 1.0", 0.010f}, {" 0.1", 0.001f}};
-  for (const auto& [label, f] : kLower) Appendf(&out, "%s%%   \u0394p: %6.3lf%%\n", label, 100.0 * Percentile(p_diff_values, f));
+  for (const auto& [label, f] : kLower)
+    Appendf(&out, "%s%%   \u0394p: %6.3lf%%\n", label, 100.0 * Percentile(p_diff_values, f));
   Appendf(&out, "Minimum \u0394p: %6.3lf%%\n", 100.0 * p_diff_values.front());
   const auto p_diff_mse = MeanAndUncertainty(s.sum_p_diff2, s.sum_p_diff4, s.count);
   const double rms_val = std::sqrt(p_diff_mse.first);
@@ -293,9 +297,11 @@ Result<KlBaseWriter> KlBaseWriter::Create(const std::string& path, const KlBaseH
 
 Status KlBaseWriter::WriteChunk(const std::vector<uint16_t>& records) {
   if (chunks_written_ >= header_.n_chunk)
-    return FailedPrecondition(file_.path() + ": all " + std::to_string(header_.n_chunk) + " chunks are written");
+    return FailedPrecondition(file_.path() + ": all " + std::to_string(header_.n_chunk) +
+                              " chunks are written");
   if (static_cast<int64_t>(records.size()) != KlScoredPerChunk(header_.n_ctx) * KlRecordSize(header_.n_vocab))
-    return InvalidArgument(file_.path() + ": a chunk of " + std::to_string(records.size()) + " uint16, expected " +
+    return InvalidArgument(file_.path() + ": a chunk of " + std::to_string(records.size()) +
+                           " uint16, expected " +
                            std::to_string(KlScoredPerChunk(header_.n_ctx) * KlRecordSize(header_.n_vocab)));
   STOWAGE_RETURN_IF_ERROR(file_.Write(records.data(), records.size() * sizeof(uint16_t)));
   ++chunks_written_;
@@ -315,8 +321,9 @@ Status KlBaseReader::ReadExact(void* data, size_t size, const std::string& what)
     if (std::ferror(f_.get()))
       return IoError(path_ + ": read error at offset " + std::to_string(offset_ + int64_t(got)) + ": " +
                      std::strerror(errno));
-    return DataLoss(path_ + ": truncated at offset " + std::to_string(offset_ + int64_t(got)) + ": expected " + what +
-                    " (" + std::to_string(size) + " bytes from offset " + std::to_string(offset_) + ")");
+    return DataLoss(path_ + ": truncated at offset " + std::to_string(offset_ + int64_t(got)) +
+                    ": expected " + what + " (" + std::to_string(size) + " bytes from offset " +
+                    std::to_string(offset_) + ")");
   }
   offset_ += static_cast<int64_t>(size);
   return Status::Ok();
@@ -379,8 +386,10 @@ Result<KlBaseReader> KlBaseReader::Open(const std::string& path) {
         found += esc;
       }
     }
-    return DataLoss(path + ": offset 0: expected the magic \"_logits_\" of a file written by perplexity "
-                           "--kl-divergence-base (or llama-perplexity's), found \"" + found + "\"");
+    return DataLoss(path +
+                    ": offset 0: expected the magic \"_logits_\" of a file written by perplexity "
+                    "--kl-divergence-base (or llama-perplexity's), found \"" +
+                    found + "\"");
   }
   int32_t fields[3];
   STOWAGE_RETURN_IF_ERROR(r.ReadExact(&fields[0], 4, "the int32 n_ctx"));
@@ -391,8 +400,10 @@ Result<KlBaseReader> KlBaseReader::Open(const std::string& path) {
   if (h.n_ctx < 3)
     return DataLoss(path + ": offset 8: n_ctx " + std::to_string(h.n_ctx) +
                     ": expected at least 3 tokens per chunk (the second half of each chunk is scored)");
-  if (h.n_vocab < 1) return DataLoss(path + ": offset 12: n_vocab " + std::to_string(h.n_vocab) + ": expected at least 1");
-  if (h.n_chunk < 1) return DataLoss(path + ": offset 16: n_chunk " + std::to_string(h.n_chunk) + ": expected at least 1");
+  if (h.n_vocab < 1)
+    return DataLoss(path + ": offset 12: n_vocab " + std::to_string(h.n_vocab) + ": expected at least 1");
+  if (h.n_chunk < 1)
+    return DataLoss(path + ": offset 16: n_chunk " + std::to_string(h.n_chunk) + ": expected at least 1");
 
   // A regular file's size must be the header's: a truncated base is refused before any evaluation.
   // n_ctx * n_chunk < 2^62 tokens: their bytes (< 2^64) are counted in __int128, never overflowing.
@@ -400,12 +411,13 @@ Result<KlBaseReader> KlBaseReader::Open(const std::string& path) {
   const __int128 expected = __int128(kKlBaseHeaderBytes) + tokens_bytes + __int128(ChunkBytes(h)) * h.n_chunk;
   if (S_ISREG(st.st_mode) && __int128(st.st_size) != expected) {
     const int64_t size = st.st_size;
-    const std::string says = "its header (" + HeaderText(h) + ") says " +
-                             (expected > INT64_MAX ? std::string("more than 2^63") : std::to_string(int64_t(expected))) +
-                             " bytes";
+    const std::string says =
+        "its header (" + HeaderText(h) + ") says " +
+        (expected > INT64_MAX ? std::string("more than 2^63") : std::to_string(int64_t(expected))) + " bytes";
     if (__int128(size) > expected)
       return DataLoss(path + ": " + std::to_string(size) + " bytes, but " + says + ": " +
-                      std::to_string(int64_t(size - expected)) + " bytes after the last chunk's records (from offset " +
+                      std::to_string(int64_t(size - expected)) +
+                      " bytes after the last chunk's records (from offset " +
                       std::to_string(int64_t(expected)) + ")");
     std::string what;
     if (__int128(size) < kKlBaseHeaderBytes + tokens_bytes) {
@@ -413,10 +425,12 @@ Result<KlBaseReader> KlBaseReader::Open(const std::string& path) {
     } else {
       const int64_t tb = int64_t(tokens_bytes);  // <= size here
       const int64_t k = (size - kKlBaseHeaderBytes - tb) / ChunkBytes(h);
-      what = "the log-probability records of chunk " + std::to_string(k + 1) + " of " + std::to_string(h.n_chunk) +
-             " (from offset " + std::to_string(kKlBaseHeaderBytes + tb + k * ChunkBytes(h)) + ")";
+      what = "the log-probability records of chunk " + std::to_string(k + 1) + " of " +
+             std::to_string(h.n_chunk) + " (from offset " +
+             std::to_string(kKlBaseHeaderBytes + tb + k * ChunkBytes(h)) + ")";
     }
-    return DataLoss(path + ": truncated at offset " + std::to_string(size) + ": expected " + what + "; " + says);
+    return DataLoss(path + ": truncated at offset " + std::to_string(size) + ": expected " + what + "; " +
+                    says);
   }
 
   // Read in pieces of at most 1 Mi tokens: a pipe's header may promise far more than it holds,
@@ -426,7 +440,8 @@ Result<KlBaseReader> KlBaseReader::Open(const std::string& path) {
   for (int64_t done = 0; done < n_tokens;) {
     const int64_t piece = std::min<int64_t>(n_tokens - done, int64_t(1) << 20);
     r.tokens_.resize(static_cast<size_t>(done + piece));
-    STOWAGE_RETURN_IF_ERROR(r.ReadExact(r.tokens_.data() + done, static_cast<size_t>(piece) * sizeof(int32_t), tokens_what));
+    STOWAGE_RETURN_IF_ERROR(
+        r.ReadExact(r.tokens_.data() + done, static_cast<size_t>(piece) * sizeof(int32_t), tokens_what));
     done += piece;
   }
   for (size_t i = 0; i < r.tokens_.size(); ++i) {
@@ -447,15 +462,17 @@ Status KlBaseReader::ReadChunk(std::vector<uint16_t>* records) {
   records->resize(static_cast<size_t>(n * nv));
   const int64_t start = offset_;
   STOWAGE_RETURN_IF_ERROR(ReadExact(records->data(), records->size() * sizeof(uint16_t),
-                                    "the log-probability records of chunk " + std::to_string(chunks_read_ + 1) +
-                                        " of " + std::to_string(header_.n_chunk)));
+                                    "the log-probability records of chunk " +
+                                        std::to_string(chunks_read_ + 1) + " of " +
+                                        std::to_string(header_.n_chunk)));
   for (int64_t r = 0; r < n; ++r) {
     const uint16_t* rec = records->data() + r * nv;
     if (!std::isfinite(RecordScale(rec)) || !std::isfinite(RecordMinLogProb(rec)))
       return DataLoss(path_ + ": offset " + std::to_string(start + r * nv * 2) + ": chunk " +
-                      std::to_string(chunks_read_ + 1) + ", record " + std::to_string(r) + ": expected finite scale and "
-                      "min_log_prob floats, found " + std::to_string(RecordScale(rec)) + " and " +
-                      std::to_string(RecordMinLogProb(rec)));
+                      std::to_string(chunks_read_ + 1) + ", record " + std::to_string(r) +
+                      ": expected finite scale and "
+                      "min_log_prob floats, found " +
+                      std::to_string(RecordScale(rec)) + " and " + std::to_string(RecordMinLogProb(rec)));
   }
   ++chunks_read_;
   return Status::Ok();

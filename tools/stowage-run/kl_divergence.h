@@ -75,14 +75,14 @@ struct KlDivergenceSums {
   double sum_nll_nll_base = 0;                 ///< product of the two (their covariance)
   double sum_kld = 0, sum_kld2 = 0;            ///< KL(base || Q) per token, and its square
   double sum_p_diff = 0, sum_p_diff2 = 0, sum_p_diff4 = 0;  ///< dp = p_Q(token) - p_base(token)
-  float max_p_diff = 0;                        ///< largest |dp|
-  size_t n_same_top = 0;                       ///< tokens whose most likely token agrees
-  size_t count = 0;                            ///< tokens scored
+  float max_p_diff = 0;                                     ///< largest |dp|
+  size_t n_same_top = 0;                                    ///< tokens whose most likely token agrees
+  size_t count = 0;                                         ///< tokens scored
 };
 
 /// One scored token's values.
 struct KlTokenResult {
-  double kld = 0;    ///< KL(base || Q) = sum_v p_base(v) (log p_base(v) - log p_Q(v)), v with log p_base > -16
+  double kld = 0;  ///< KL(base || Q) = sum_v p_base(v) (log p_base(v) - log p_Q(v)), v with log p_base > -16
   float p_diff = 0;  ///< p_Q(token) - p_base(token)
   float nll = 0;     ///< -log p_Q(token); not finite when the logits are not
 };
@@ -91,8 +91,8 @@ struct KlTokenResult {
 /// adds the result to `sums`. The top tokens are the first index of the largest value (Q's logits,
 /// the base's decoded log-probabilities). Mirrors perplexity.cpp log_softmax(n_vocab, logits,
 /// const uint16_t * base_log_prob, tok, kld), float arithmetic included.
-KlTokenResult AccumulateKlDivergence(const float* logits, int32_t n_vocab, const uint16_t* record, int32_t token,
-                                     KlDivergenceSums* sums);
+KlTokenResult AccumulateKlDivergence(const float* logits, int32_t n_vocab, const uint16_t* record,
+                                     int32_t token, KlDivergenceSums* sums);
 
 /// The table header llama.cpp prints before every chunk's line (no newline).
 const char* KlChunkHeader();

@@ -1,36 +1,34 @@
 // stowage-run: executes a plan (or plans on the fly for this machine) and generates text,
 // measures perplexity, or benchmarks prompt processing and generation (llama-bench style).
-#include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <limits>
-#include <map>
-#include <optional>
-#include <fstream>
-#include <sstream>
-#include <random>
-#include <string>
-#include <thread>
-
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
 
 #include "cli_numbers.h"
-#include "llama_args.h"
-#include "planner_args.h"
-#include "prompt_escapes.h"
-#include "stdout_check.h"
-#include "text_file.h"
 #include "from_probe.h"
 #include "kl_divergence.h"
+#include "llama_args.h"
 #include "mapped_file_guard.h"
+#include "planner_args.h"
 #include "probed_machine.h"
+#include "prompt_escapes.h"
+#include "stdout_check.h"
 #include "stowage/planner/plan.h"
 #include "stowage/runtime/atomic_file.h"
 #include "stowage/runtime/device_probe.h"
@@ -38,13 +36,16 @@
 #include "stowage/runtime/sampler.h"
 #include "stowage/runtime/session.h"
 #include "stowage/runtime/tokenizer.h"
+#include "text_file.h"
 
 using namespace stowage;
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 /// The largest -t a Session accepts on this machine: 4x the hardware threads (CheckThreadCount,
 /// session.h), so that -t is refused, and --help states its range, in the common wording.
@@ -101,7 +102,8 @@ struct Common {
 Result<Tokenizer> LoadTokenizer(const GgufFile& gguf) {
   auto tok = Tokenizer::FromGguf(gguf);
   if (tok.ok())
-    for (const std::string& w : tok->warnings()) std::fprintf(stderr, "stowage-run: warning: %s\n", w.c_str());
+    for (const std::string& w : tok->warnings())
+      std::fprintf(stderr, "stowage-run: warning: %s\n", w.c_str());
   return tok;
 }
 
@@ -127,8 +129,9 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const Common& c,
   request.fit_check = !c.no_fit_check;
   request.flags = "stowage-run (planned on the fly for this machine)";
   // Probed GPUs numbered in probe order (CUDA0, CUDA1, ...), as plan-model does.
-  STOWAGE_ASSIGN_OR_RETURN(std::vector<planner::DeviceManifest> machine,
-                           tools::ProbedManifests(ProbeDevices().devices, [](const ProbedDevice&) { return true; }));
+  STOWAGE_ASSIGN_OR_RETURN(
+      std::vector<planner::DeviceManifest> machine,
+      tools::ProbedManifests(ProbeDevices().devices, [](const ProbedDevice&) { return true; }));
   // The model's warnings always; llama.cpp's context and GPU warnings, the -ngl auto result and
   // -fa auto turning flash attention off unless quiet.
   auto print = [quiet](const planner::PlanMessage& msg) {
@@ -173,8 +176,8 @@ Result<std::unique_ptr<Session>> OpenSession(const Common& c, const std::shared_
   opts.n_threads = c.threads;
   opts.copy_mapped_weights_to_huge_pages = c.huge_pages;
   opts.llamacpp_numerics = c.llamacpp_numerics;
-  opts.cpu_max_isa = c.cpu_isa == "scalar" ? CpuIsa::kScalar
-                     : c.cpu_isa == "avx2"  ? CpuIsa::kAvx2
+  opts.cpu_max_isa = c.cpu_isa == "scalar"   ? CpuIsa::kScalar
+                     : c.cpu_isa == "avx2"   ? CpuIsa::kAvx2
                      : c.cpu_isa == "avx512" ? CpuIsa::kAvx512
                                              : CpuIsa::kAvx512Vnni;
   // A percentage on the terminal while weights load; nothing when stderr is not a terminal.
@@ -196,8 +199,8 @@ void PrintBuffers(const Session& s) {
   std::fprintf(stderr, "memory allocated per buffer (planned == allocated):\n");
   std::fprintf(stderr, "  %-12s %-7s %-6s %14s\n", "buffer", "usage", "device", "size");
   for (const auto& b : s.Buffers())
-    std::fprintf(stderr, "  %-12s %-7s %-6s %10.2f MiB%s%s\n", b.name.c_str(), b.usage.c_str(), b.device.c_str(),
-                 b.allocated / 1048576.0, b.mapped ? " (mapped)" : "",
+    std::fprintf(stderr, "  %-12s %-7s %-6s %10.2f MiB%s%s\n", b.name.c_str(), b.usage.c_str(),
+                 b.device.c_str(), b.allocated / 1048576.0, b.mapped ? " (mapped)" : "",
                  b.planned == b.allocated ? "" : "  MISMATCH with the plan");
 }
 
@@ -309,7 +312,8 @@ int Generate(const Common& c, const std::string& prompt_source, const std::strin
   const bool to_context_end = n_predict < 0 || n_predict > room;
   if (to_context_end) n_predict = static_cast<int>(room);
   // --repeat-last-n -1: the whole context (llama.cpp common).
-  if (sp.penalty_last_n < 0) sp.penalty_last_n = static_cast<int32_t>(std::min<int64_t>(s.n_ctx(), INT32_MAX));
+  if (sp.penalty_last_n < 0)
+    sp.penalty_last_n = static_cast<int32_t>(std::min<int64_t>(s.n_ctx(), INT32_MAX));
   // --ignore-eos: end-of-generation tokens are never sampled (llama.cpp: a logit bias of -inf).
   std::vector<int32_t> eog;
   if (ignore_eos)
@@ -342,7 +346,8 @@ int Generate(const Common& c, const std::string& prompt_source, const std::strin
     const int32_t next = sampler.Sample(logits.data(), static_cast<int>(s.n_vocab()));
     if (next < 0) {  // Sampler: no logit is a number above -inf
       EndStreamedLine();
-      return Fail(DataLoss(c.model + ": the logits at position " + std::to_string(tokens.size() + generated - 1) +
+      return Fail(DataLoss(c.model + ": the logits at position " +
+                           std::to_string(tokens.size() + generated - 1) +
                            " are all NaN or -inf, so no token can be sampled (the model's weights or "
                            "hyper-parameters produce non-finite values)"));
     }
@@ -353,7 +358,10 @@ int Generate(const Common& c, const std::string& prompt_source, const std::strin
     }
     std::printf("%s", tok->TokenToPiece(next, false).c_str());
     if (!FlushStdout()) return 1;
-    if (generated + 1 == n_predict) { ++generated; break; }
+    if (generated + 1 == n_predict) {
+      ++generated;
+      break;
+    }
     if (Status st = s.Decode({next}, false, &logits); !st.ok()) {
       EndStreamedLine();
       return Fail(st);
@@ -363,14 +371,17 @@ int Generate(const Common& c, const std::string& prompt_source, const std::strin
   std::printf("\n");
   if (!FlushStdout()) return 1;
   if (!quiet && to_context_end && !eog_reached)
-    std::fprintf(stderr, "stowage-run: context full (%lld tokens) and context shift is not supported => stopping (%s)\n",
-                 static_cast<long long>(s.n_ctx()), c.plan.empty() ? "-c for a larger context" : "re-plan with plan-model -c");
+    std::fprintf(
+        stderr,
+        "stowage-run: context full (%lld tokens) and context shift is not supported => stopping (%s)\n",
+        static_cast<long long>(s.n_ctx()),
+        c.plan.empty() ? "-c for a larger context" : "re-plan with plan-model -c");
   if (!quiet) {
     std::fprintf(stderr, "\nload time   = %8.2f ms\n", s.load_seconds() * 1e3);
-    std::fprintf(stderr, "prompt eval = %8.2f ms / %zu tokens (%8.2f tokens per second)\n", Seconds(t0, t1) * 1e3,
-                 tokens.size(), tokens.size() / std::max(Seconds(t0, t1), 1e-9));
-    std::fprintf(stderr, "generation  = %8.2f ms / %d tokens (%8.2f tokens per second)\n", Seconds(t1, t2) * 1e3,
-                 generated, generated / std::max(Seconds(t1, t2), 1e-9));
+    std::fprintf(stderr, "prompt eval = %8.2f ms / %zu tokens (%8.2f tokens per second)\n",
+                 Seconds(t0, t1) * 1e3, tokens.size(), tokens.size() / std::max(Seconds(t0, t1), 1e-9));
+    std::fprintf(stderr, "generation  = %8.2f ms / %d tokens (%8.2f tokens per second)\n",
+                 Seconds(t1, t2) * 1e3, generated, generated / std::max(Seconds(t1, t2), 1e-9));
     PrintBuffers(s);
   }
   return 0;
@@ -379,7 +390,8 @@ int Generate(const Common& c, const std::string& prompt_source, const std::strin
 /// One chunk as llama-perplexity evaluates it: a fresh KV cache, the chunk's first token replaced by
 /// BOS when the vocabulary adds one (the text's token stays in the caller's copy), and the logits of
 /// every position (chunk.size() x n_vocab).
-Status EvaluateChunk(Session& s, const Tokenizer& tok, std::vector<int32_t> chunk, std::vector<float>* logits) {
+Status EvaluateChunk(Session& s, const Tokenizer& tok, std::vector<int32_t> chunk,
+                     std::vector<float>* logits) {
   if (tok.add_bos()) chunk[0] = tok.bos();
   s.Reset();
   return s.Decode(chunk, true, logits);
@@ -389,8 +401,9 @@ Status EvaluateChunk(Session& s, const Tokenizer& tok, std::vector<int32_t> chun
 /// `line_open`: stdout's last line is not ended yet (perplexity's "[1]ppl," line).
 int FailNonFiniteLogits(const Common& c, int64_t chunk, int64_t pos, bool line_open) {
   if (line_open) EndStreamedLine();
-  return Fail(DataLoss(c.model + ": chunk " + std::to_string(chunk + 1) + ", position " + std::to_string(pos) +
-                       ": the logits are not finite numbers (the model's weights or hyper-parameters produce NaN or inf)"));
+  return Fail(DataLoss(
+      c.model + ": chunk " + std::to_string(chunk + 1) + ", position " + std::to_string(pos) +
+      ": the logits are not finite numbers (the model's weights or hyper-parameters produce NaN or inf)"));
 }
 
 /// llama-perplexity's score of `text` (the -f file as ReadTextFile reads it): chunks of n_ctx
@@ -416,12 +429,14 @@ int Perplexity(const Common& c, const std::string& file, const std::string& text
   }
   const int64_t n_ctx = s.n_ctx();
   if (n_ctx < 3)
-    return Fail(InvalidArgument("perplexity: a context of " + std::to_string(n_ctx) +
-                                " tokens is too small to score a token (the second half of each chunk is scored; use -c 3 or more)"));
+    return Fail(InvalidArgument(
+        "perplexity: a context of " + std::to_string(n_ctx) +
+        " tokens is too small to score a token (the second half of each chunk is scored; use -c 3 or more)"));
   // As llama-perplexity: at least two contexts of text.
   if (static_cast<int64_t>(all.size()) < 2 * n_ctx)
-    return Fail(InvalidArgument(file + ": " + std::to_string(all.size()) + " tokens; perplexity with a context of " +
-                                std::to_string(n_ctx) + " needs at least " + std::to_string(2 * n_ctx) +
+    return Fail(InvalidArgument(file + ": " + std::to_string(all.size()) +
+                                " tokens; perplexity with a context of " + std::to_string(n_ctx) +
+                                " needs at least " + std::to_string(2 * n_ctx) +
                                 " (use a longer text or a smaller -c)"));
   int64_t n_chunk = static_cast<int64_t>(all.size()) / n_ctx;
   if (max_chunks >= 0) n_chunk = std::min<int64_t>(n_chunk, max_chunks);
@@ -430,15 +445,18 @@ int Perplexity(const Common& c, const std::string& file, const std::string& text
   std::optional<tools::KlBaseWriter> base;
   std::vector<uint16_t> records;
   if (!kl_base.empty()) {
-    const tools::KlBaseHeader h{static_cast<int32_t>(n_ctx), static_cast<int32_t>(nv), static_cast<int32_t>(n_chunk)};
-    auto w = tools::KlBaseWriter::Create(kl_base, h, std::vector<int32_t>(all.begin(), all.begin() + n_chunk * n_ctx));
+    const tools::KlBaseHeader h{static_cast<int32_t>(n_ctx), static_cast<int32_t>(nv),
+                                static_cast<int32_t>(n_chunk)};
+    auto w = tools::KlBaseWriter::Create(kl_base, h,
+                                         std::vector<int32_t>(all.begin(), all.begin() + n_chunk * n_ctx));
     if (!w.ok()) return Fail(w.status());
     base.emplace(std::move(*w));
     records.resize(static_cast<size_t>(tools::KlScoredPerChunk(n_ctx) * tools::KlRecordSize(nv)));
-    std::fprintf(stderr, "perplexity: saving all logits to %s\n", kl_base.c_str());  // llama-perplexity's line
+    std::fprintf(stderr, "perplexity: saving all logits to %s\n",
+                 kl_base.c_str());  // llama-perplexity's line
   }
-  std::fprintf(stderr, "perplexity: calculating perplexity over %lld chunks, n_ctx=%lld\n", static_cast<long long>(n_chunk),
-               static_cast<long long>(n_ctx));
+  std::fprintf(stderr, "perplexity: calculating perplexity over %lld chunks, n_ctx=%lld\n",
+               static_cast<long long>(n_chunk), static_cast<long long>(n_ctx));
   // As llama-perplexity: each chunk starts with BOS; score the second half of every chunk.
   double nll = 0, nll2 = 0;  // sums of the scored tokens' negative log-likelihood and its square
   int64_t count = 0;
@@ -503,15 +521,16 @@ int KlDivergence(Common c, bool ctx_given, const std::string& base_path, int max
   Session& s = **session;
   // The logits' width, as perplexity writes n_vocab.
   if (s.n_vocab() != h.n_vocab)
-    return Fail(DataLoss(base_path + ": offset 12: n_vocab " + std::to_string(h.n_vocab) + " of the base, but the model " +
-                         c.model + " has " + std::to_string(s.n_vocab()) +
+    return Fail(DataLoss(base_path + ": offset 12: n_vocab " + std::to_string(h.n_vocab) +
+                         " of the base, but the model " + c.model + " has " + std::to_string(s.n_vocab()) +
                          " tokens (the base must come from a model with the same vocabulary)"));
   if (h.n_ctx > s.n_ctx())
     return Fail(OutOfRange(base_path + ": offset 8: n_ctx " + std::to_string(h.n_ctx) +
                            ": the base was computed with a context of " + std::to_string(h.n_ctx) +
                            " tokens, while the current context is " + std::to_string(s.n_ctx()) + " (" +
                            (c.plan.empty() ? "increase it with -c, or leave -c out to use the file's"
-                                           : "re-plan with plan-model -c " + std::to_string(h.n_ctx)) + ")"));
+                                           : "re-plan with plan-model -c " + std::to_string(h.n_ctx)) +
+                           ")"));
   const int64_t n_ctx = h.n_ctx, nv = h.n_vocab, nr = tools::KlRecordSize(nv), first = n_ctx / 2;
   int64_t n_chunk = h.n_chunk;
   if (max_chunks >= 0) n_chunk = std::min<int64_t>(n_chunk, max_chunks);
@@ -523,11 +542,13 @@ int KlDivergence(Common c, bool ctx_given, const std::string& base_path, int max
   std::vector<uint16_t> records;
   for (int64_t k = 0; k < n_chunk; ++k) {
     if (Status st = base->ReadChunk(&records); !st.ok()) return Fail(st);
-    const std::vector<int32_t> chunk(base->tokens().begin() + k * n_ctx, base->tokens().begin() + (k + 1) * n_ctx);
+    const std::vector<int32_t> chunk(base->tokens().begin() + k * n_ctx,
+                                     base->tokens().begin() + (k + 1) * n_ctx);
     if (Status st = EvaluateChunk(s, *tok, chunk, &logits); !st.ok()) return Fail(st);
     for (int64_t i = first; i + 1 < n_ctx; ++i) {
-      const tools::KlTokenResult r = tools::AccumulateKlDivergence(logits.data() + i * nv, static_cast<int32_t>(nv),
-                                                                   records.data() + (i - first) * nr, chunk[i + 1], &sums);
+      const tools::KlTokenResult r =
+          tools::AccumulateKlDivergence(logits.data() + i * nv, static_cast<int32_t>(nv),
+                                        records.data() + (i - first) * nr, chunk[i + 1], &sums);
       if (!std::isfinite(r.nll)) return FailNonFiniteLogits(c, k, i, false);
       kld_values.push_back(static_cast<float>(r.kld));
       p_diff_values.push_back(r.p_diff);
@@ -536,22 +557,47 @@ int KlDivergence(Common c, bool ctx_given, const std::string& base_path, int max
     std::printf("\n%s\n%s\n", tools::KlChunkHeader(), tools::FormatKlChunkLine(k + 1, sums).c_str());
     if (!FlushStdout()) return 1;
   }
-  std::printf("\n%s", tools::FormatKlStatistics(sums, std::move(kld_values), std::move(p_diff_values)).c_str());
+  std::printf("\n%s",
+              tools::FormatKlStatistics(sums, std::move(kld_values), std::move(p_diff_values)).c_str());
   return 0;
 }
 
 /// llama.cpp's name of a general.file_type value (llama_model_ftype_name), as llama-bench's model
 /// column shows it; "ftype N" for values it does not know, "?" when the key is absent.
 std::string FtypeName(int64_t ftype) {
-  static const std::pair<int, const char*> kNames[] = {
-      {0, "all F32"}, {1, "F16"}, {2, "Q4_0"}, {3, "Q4_1"}, {7, "Q8_0"}, {8, "Q5_0"}, {9, "Q5_1"},
-      {10, "Q2_K - Medium"}, {11, "Q3_K - Small"}, {12, "Q3_K - Medium"}, {13, "Q3_K - Large"},
-      {14, "Q4_K - Small"}, {15, "Q4_K - Medium"}, {16, "Q5_K - Small"}, {17, "Q5_K - Medium"}, {18, "Q6_K"},
-      {19, "IQ2_XXS - 2.0625 bpw"}, {20, "IQ2_XS - 2.3125 bpw"}, {21, "Q2_K - Small"}, {22, "IQ3_XS - 3.3 bpw"},
-      {23, "IQ3_XXS - 3.0625 bpw"}, {24, "IQ1_S - 1.5625 bpw"}, {25, "IQ4_NL - 4.5 bpw"}, {26, "IQ3_S - 3.4375 bpw"},
-      {27, "IQ3_S mix - 3.66 bpw"}, {28, "IQ2_S - 2.5 bpw"}, {29, "IQ2_M - 2.7 bpw"}, {30, "IQ4_XS - 4.25 bpw"},
-      {31, "IQ1_M - 1.75 bpw"}, {32, "BF16"}, {36, "TQ1_0 - 1.69 bpw ternary"}, {37, "TQ2_0 - 2.06 bpw ternary"},
-      {38, "MXFP4 MoE"}};
+  static const std::pair<int, const char*> kNames[] = {{0, "all F32"},
+                                                       {1, "F16"},
+                                                       {2, "Q4_0"},
+                                                       {3, "Q4_1"},
+                                                       {7, "Q8_0"},
+                                                       {8, "Q5_0"},
+                                                       {9, "Q5_1"},
+                                                       {10, "Q2_K - Medium"},
+                                                       {11, "Q3_K - Small"},
+                                                       {12, "Q3_K - Medium"},
+                                                       {13, "Q3_K - Large"},
+                                                       {14, "Q4_K - Small"},
+                                                       {15, "Q4_K - Medium"},
+                                                       {16, "Q5_K - Small"},
+                                                       {17, "Q5_K - Medium"},
+                                                       {18, "Q6_K"},
+                                                       {19, "IQ2_XXS - 2.0625 bpw"},
+                                                       {20, "IQ2_XS - 2.3125 bpw"},
+                                                       {21, "Q2_K - Small"},
+                                                       {22, "IQ3_XS - 3.3 bpw"},
+                                                       {23, "IQ3_XXS - 3.0625 bpw"},
+                                                       {24, "IQ1_S - 1.5625 bpw"},
+                                                       {25, "IQ4_NL - 4.5 bpw"},
+                                                       {26, "IQ3_S - 3.4375 bpw"},
+                                                       {27, "IQ3_S mix - 3.66 bpw"},
+                                                       {28, "IQ2_S - 2.5 bpw"},
+                                                       {29, "IQ2_M - 2.7 bpw"},
+                                                       {30, "IQ4_XS - 4.25 bpw"},
+                                                       {31, "IQ1_M - 1.75 bpw"},
+                                                       {32, "BF16"},
+                                                       {36, "TQ1_0 - 1.69 bpw ternary"},
+                                                       {37, "TQ2_0 - 2.06 bpw ternary"},
+                                                       {38, "MXFP4 MoE"}};
   if (ftype < 0) return "?";
   for (const auto& [v, name] : kNames)
     if (v == ftype) return name;
@@ -573,11 +619,15 @@ std::string ModelDescription(const GgufFile& gguf) {
     GgmlType most = GgmlType::F32;
     int best = -1;
     for (const auto& [t, n] : count)
-      if (n > best) { best = n; most = t; }
+      if (n > best) {
+        best = n;
+        most = t;
+      }
     static const std::pair<GgmlType, int> kGuess[] = {
-        {GgmlType::F32, 0}, {GgmlType::F16, 1}, {GgmlType::BF16, 32}, {GgmlType::Q4_0, 2}, {GgmlType::Q4_1, 3},
-        {GgmlType::Q5_0, 8}, {GgmlType::Q5_1, 9}, {GgmlType::Q8_0, 7}, {GgmlType::Q2_K, 10}, {GgmlType::Q3_K, 12},
-        {GgmlType::Q4_K, 15}, {GgmlType::Q5_K, 17}, {GgmlType::Q6_K, 18}, {GgmlType::IQ4_NL, 25}, {GgmlType::IQ4_XS, 30}};
+        {GgmlType::F32, 0},   {GgmlType::F16, 1},     {GgmlType::BF16, 32},  {GgmlType::Q4_0, 2},
+        {GgmlType::Q4_1, 3},  {GgmlType::Q5_0, 8},    {GgmlType::Q5_1, 9},   {GgmlType::Q8_0, 7},
+        {GgmlType::Q2_K, 10}, {GgmlType::Q3_K, 12},   {GgmlType::Q4_K, 15},  {GgmlType::Q5_K, 17},
+        {GgmlType::Q6_K, 18}, {GgmlType::IQ4_NL, 25}, {GgmlType::IQ4_XS, 30}};
     int64_t guessed = -1;
     for (const auto& [t, f] : kGuess)
       if (t == most) guessed = f;
@@ -594,12 +644,15 @@ void PrintProfile(const std::vector<OpProfileEntry>& rows, const std::string& gr
     if (e.graph == graph && e.op == "(ubatch)") total = e.seconds;
   if (total <= 0) return;
   const double tokens = double(n) * reps;
-  std::printf("\nprofile %s%d (host wall time per token, mean of %d repetitions; %% of the ubatch time):\n", test, n, reps);
-  std::printf("| op | backend | calls/token | us/token | %% |\n| -- | ------- | ----------: | -------: | --: |\n");
+  std::printf("\nprofile %s%d (host wall time per token, mean of %d repetitions; %% of the ubatch time):\n",
+              test, n, reps);
+  std::printf(
+      "| op | backend | calls/token | us/token | %% |\n| -- | ------- | ----------: | -------: | --: |\n");
   for (const auto& e : rows) {
     if (e.graph != graph) continue;
-    std::printf("| %s | %s | %.2f | %.2f | %.1f |\n", e.op.c_str(), e.backend.empty() ? "-" : e.backend.c_str(),
-                e.calls / tokens, e.seconds / tokens * 1e6, 100.0 * e.seconds / total);
+    std::printf("| %s | %s | %.2f | %.2f | %.1f |\n", e.op.c_str(),
+                e.backend.empty() ? "-" : e.backend.c_str(), e.calls / tokens, e.seconds / tokens * 1e6,
+                100.0 * e.seconds / total);
   }
 }
 
@@ -626,7 +679,8 @@ struct BenchTest {
 
 /// llama-bench's test name: "pp512", "tg128", "pp512+tg128".
 std::string TestName(const BenchTest& t) {
-  if (t.n_prompt > 0 && t.n_gen > 0) return "pp" + std::to_string(t.n_prompt) + "+tg" + std::to_string(t.n_gen);
+  if (t.n_prompt > 0 && t.n_gen > 0)
+    return "pp" + std::to_string(t.n_prompt) + "+tg" + std::to_string(t.n_gen);
   return t.n_prompt > 0 ? "pp" + std::to_string(t.n_prompt) : "tg" + std::to_string(t.n_gen);
 }
 
@@ -643,8 +697,9 @@ Result<std::vector<int>> ParseIntList(const std::string& text, const std::string
   };
   while (std::getline(ss, item, ',')) {
     const auto bad = [&]() {
-      return InvalidArgument(name + ": expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi) +
-                             " or a range first-last[+step|*factor], found '" + tools::ShownValue(item) + "'");
+      return InvalidArgument(name + ": expected an integer from " + std::to_string(lo) + " to " +
+                             std::to_string(hi) + " or a range first-last[+step|*factor], found '" +
+                             tools::ShownValue(item) + "'");
     };
     const size_t dash = item.find('-');
     int first = 0, last = 0;
@@ -655,11 +710,13 @@ Result<std::vector<int>> ParseIntList(const std::string& text, const std::string
     }
     const size_t op = item.find_first_of("+*", dash);
     if (!num(item.substr(0, dash), &first) ||
-        !num(item.substr(dash + 1, op == std::string::npos ? std::string::npos : op - dash - 1), &last) || last < first)
+        !num(item.substr(dash + 1, op == std::string::npos ? std::string::npos : op - dash - 1), &last) ||
+        last < first)
       return bad();
     const bool times = op != std::string::npos && item[op] == '*';
     int step = 1;
-    if (op != std::string::npos && (!num(item.substr(op + 1), &step) || step < (times ? 2 : 1) || (times && first < 1)))
+    if (op != std::string::npos &&
+        (!num(item.substr(op + 1), &step) || step < (times ? 2 : 1) || (times && first < 1)))
       return bad();
     for (int64_t v = first; v <= last; v = times ? v * step : v + step) {
       out.push_back(static_cast<int>(v));
@@ -671,8 +728,8 @@ Result<std::vector<int>> ParseIntList(const std::string& text, const std::string
 }
 
 int Bench(Common c, bool ctx_given, const std::vector<int>& prompts, const std::vector<int>& gens,
-          const std::vector<std::pair<int, int>>& pgs, std::vector<int> thread_list, int reps, bool json_summary,
-          const std::string& format, bool profile) {
+          const std::vector<std::pair<int, int>>& pgs, std::vector<int> thread_list, int reps,
+          bool json_summary, const std::string& format, bool profile) {
   int max_p = *std::max_element(prompts.begin(), prompts.end());
   const int max_n = *std::max_element(gens.begin(), gens.end());
   for (const auto& [n_p, n_g] : pgs) max_p = std::max(max_p, n_p + n_g);  // a -pg test fills both
@@ -681,7 +738,10 @@ int Bench(Common c, bool ctx_given, const std::vector<int>& prompts, const std::
   auto gguf = OpenModel(c);
   if (!gguf.ok()) return Fail(gguf.status());
   uint64_t size = 0, params = 0;
-  for (const auto& t : (*gguf)->tensors()) { size += t.nbytes; params += static_cast<uint64_t>(t.nelements()); }
+  for (const auto& t : (*gguf)->tensors()) {
+    size += t.nbytes;
+    params += static_cast<uint64_t>(t.nelements());
+  }
   const std::string model_desc = ModelDescription(**gguf);
   const int hw = static_cast<int>(std::thread::hardware_concurrency());
   for (int& t : thread_list)
@@ -699,7 +759,8 @@ int Bench(Common c, bool ctx_given, const std::vector<int>& prompts, const std::
     Session& s = **session;
     backend.clear();
     for (const auto& b : s.Buffers())
-      if (("," + backend + ",").find("," + b.device + ",") == std::string::npos) backend += (backend.empty() ? "" : ",") + b.device;
+      if (("," + backend + ",").find("," + b.device + ",") == std::string::npos)
+        backend += (backend.empty() ? "" : ",") + b.device;
     for (const auto& [name, n] : {std::pair<const char*, int>{"-p/--n-prompt", max_p}, {"-n/--n-gen", max_n}})
       if (n > s.n_ctx())
         return Fail(OutOfRange(std::string(name) + " " + std::to_string(n) + " exceeds the context of " +
@@ -721,7 +782,8 @@ int Bench(Common c, bool ctx_given, const std::vector<int>& prompts, const std::
         for (int i = 0; i < n; ++i) toks[i] = (i * 7 + 3) % static_cast<int>(s.n_vocab());
         const auto t0 = Clock::now();
         if (n_p > 0)
-          STOWAGE_RETURN_IF_ERROR(s.Decode(std::vector<int32_t>(toks.begin(), toks.begin() + n_p), false, &logits));
+          STOWAGE_RETURN_IF_ERROR(
+              s.Decode(std::vector<int32_t>(toks.begin(), toks.begin() + n_p), false, &logits));
         for (int i = n_p; i < n; ++i) STOWAGE_RETURN_IF_ERROR(s.Decode({toks[i]}, false, &logits));
         if (r > 0) t.tps.push_back(n / Seconds(t0, Clock::now()));
       }
@@ -749,8 +811,9 @@ int Bench(Common c, bool ctx_given, const std::vector<int>& prompts, const std::
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    std::printf("{\"pp_tps\": %.3f, \"pp_sd\": %.3f, \"tg_tps\": %.3f, \"tg_sd\": %.3f, \"maxrss_kib\": %ld}\n",
-                r[0][0], r[0][1], r[1][0], r[1][1], ru.ru_maxrss);
+    std::printf(
+        "{\"pp_tps\": %.3f, \"pp_sd\": %.3f, \"tg_tps\": %.3f, \"tg_sd\": %.3f, \"maxrss_kib\": %ld}\n",
+        r[0][0], r[0][1], r[1][0], r[1][1], ru.ru_maxrss);
     return 0;
   }
   if (format == "json" || format == "jsonl") {
@@ -770,10 +833,13 @@ int Bench(Common c, bool ctx_given, const std::vector<int>& prompts, const std::
       j["stddev_ts"] = t.Sd();
       j["samples_ts"] = t.tps;
       // A path that is not UTF-8 prints its bad bytes as U+FFFD (as plan-dump --json).
-      if (format == "jsonl") std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
-      else all.push_back(std::move(j));
+      if (format == "jsonl")
+        std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+      else
+        all.push_back(std::move(j));
     }
-    if (format == "json") std::printf("%s\n", all.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+    if (format == "json")
+      std::printf("%s\n", all.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
     return 0;
   }
   if (format == "csv") {
@@ -783,19 +849,26 @@ int Bench(Common c, bool ctx_given, const std::vector<int>& prompts, const std::
       for (char ch : v) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
       return q + "\"";
     };
-    std::printf("model_filename,model_type,model_size,model_n_params,backends,n_threads,n_prompt,n_gen,avg_ts,stddev_ts\n");
+    std::printf(
+        "model_filename,model_type,model_size,model_n_params,backends,n_threads,n_prompt,n_gen,avg_ts,stddev_"
+        "ts\n");
     for (const auto& t : tests)
-      std::printf("%s,%s,%llu,%llu,%s,%d,%d,%d,%.6f,%.6f\n", quoted(c.model).c_str(), quoted(model_desc).c_str(),
-                  static_cast<unsigned long long>(size), static_cast<unsigned long long>(params), quoted(backend).c_str(),
-                  t.threads, t.n_prompt, t.n_gen, t.Mean(), t.Sd());
+      std::printf("%s,%s,%llu,%llu,%s,%d,%d,%d,%.6f,%.6f\n", quoted(c.model).c_str(),
+                  quoted(model_desc).c_str(), static_cast<unsigned long long>(size),
+                  static_cast<unsigned long long>(params), quoted(backend).c_str(), t.threads, t.n_prompt,
+                  t.n_gen, t.Mean(), t.Sd());
     return 0;
   }
   // Sizes as llama-bench prints them: MiB / M below 1 GiB / 1 B, GiB / B above.
   char size_s[32], params_s[32];
-  if (size < (1ull << 30)) std::snprintf(size_s, sizeof size_s, "%.2f MiB", size / 1048576.0);
-  else std::snprintf(size_s, sizeof size_s, "%.2f GiB", size / 1073741824.0);
-  if (params < 1000000000ull) std::snprintf(params_s, sizeof params_s, "%.2f M", params / 1e6);
-  else std::snprintf(params_s, sizeof params_s, "%.2f B", params / 1e9);
+  if (size < (1ull << 30))
+    std::snprintf(size_s, sizeof size_s, "%.2f MiB", size / 1048576.0);
+  else
+    std::snprintf(size_s, sizeof size_s, "%.2f GiB", size / 1073741824.0);
+  if (params < 1000000000ull)
+    std::snprintf(params_s, sizeof params_s, "%.2f M", params / 1e6);
+  else
+    std::snprintf(params_s, sizeof params_s, "%.2f B", params / 1e9);
   std::printf("| model | size | params | backend | threads | test | t/s |\n");
   std::printf("| ----- | ---: | -----: | ------- | ------: | ---: | --: |\n");
   for (const auto& t : tests)
@@ -805,8 +878,10 @@ int Bench(Common c, bool ctx_given, const std::vector<int>& prompts, const std::
     for (const auto& t : tests) {
       // A prompt of n tokens runs the "pp" graph (one token: "tg", as llama.cpp's graphs).
       if (t.n_prompt > 0 && t.n_gen > 0) continue;  // a -pg test mixes both graphs
-      if (t.n_prompt > 0) PrintProfile(t.profile, t.n_prompt == 1 ? "tg" : "pp", "pp", t.n_prompt, reps);
-      else PrintProfile(t.profile, "tg", "tg", t.n_gen, reps);
+      if (t.n_prompt > 0)
+        PrintProfile(t.profile, t.n_prompt == 1 ? "tg" : "pp", "pp", t.n_prompt, reps);
+      else
+        PrintProfile(t.profile, "tg", "tg", t.n_gen, reps);
     }
   return 0;
 }
@@ -824,7 +899,8 @@ int Run(int argc, char** argv) {
   bool quiet = false;
   auto add_common = [&c](CLI::App* a) {
     a->add_option("-m,--model", c.model, "GGUF model file")->required();
-    a->add_option("--plan", c.plan, "plan file made by plan-model (default: plan on the fly for this machine)");
+    a->add_option("--plan", c.plan,
+                  "plan file made by plan-model (default: plan on the fly for this machine)");
     a->add_option("-t,--threads", c.threads, "CPU threads (0 = all hardware threads; at most 4x them)")
         ->check(tools::IntegerIn(0, MaxThreads()));
     a->add_option("-c,--ctx-size", c.n_ctx,
@@ -838,48 +914,61 @@ int Run(int argc, char** argv) {
     a->add_option("--ubatch-size", c.n_ubatch, "physical batch size when planning on the fly")
         ->check(tools::IntegerIn(1, kMaxTokens));
     a->add_option("--n-gpu-layers", c.n_gpu_layers,
-                  "layers to offload when planning on the fly: N, 'all' or <= -2, 'auto' or -1 (fit to the GPUs' free memory, as plan-model --fit)")
+                  "layers to offload when planning on the fly: N, 'all' or <= -2, 'auto' or -1 (fit to the "
+                  "GPUs' free memory, as plan-model --fit)")
         ->transform(tools::GpuLayersValue());
-    a->add_option("--cache-type-k", c.cache_type_k, "KV cache type for K when planning on the fly (f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)");
-    a->add_option("--cache-type-v", c.cache_type_v, "KV cache type for V when planning on the fly (f16, f32, bf16; the quantized ones need -fa on)");
-    a->add_option("--flash-attn", c.flash_attn,
-                  "flash attention when planning on the fly: on, off (the default), or auto (on unless a layer's "
-                  "attention would run on another device than the layer, as plan-model)")
+    a->add_option("--cache-type-k", c.cache_type_k,
+                  "KV cache type for K when planning on the fly (f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, "
+                  "q5_0, q5_1)");
+    a->add_option(
+        "--cache-type-v", c.cache_type_v,
+        "KV cache type for V when planning on the fly (f16, f32, bf16; the quantized ones need -fa on)");
+    a->add_option(
+         "--flash-attn", c.flash_attn,
+         "flash attention when planning on the fly: on, off (the default), or auto (on unless a layer's "
+         "attention would run on another device than the layer, as plan-model)")
         ->transform(tools::FlashAttnValue());
-    a->add_flag("--no-mmap", c.no_mmap, "when planning on the fly: load weights into allocated buffers instead of mapping the file");
+    a->add_flag("--no-mmap", c.no_mmap,
+                "when planning on the fly: load weights into allocated buffers instead of mapping the file");
     a->add_flag("--no-repack", c.no_repack, "when planning on the fly: no CPU_REPACK buffer type");
     a->add_flag("--no-kv-offload", c.no_kv_offload, "when planning on the fly: KV cache on the CPU");
-    a->add_flag("--no-fit-check", c.no_fit_check,
-                "when planning on the fly: run even when the plan does not fit this machine's memory (a warning "
-                "instead of plan-model's error)");
-    a->add_flag("--huge-pages", c.huge_pages,
-                "copy mapped weights into transparent huge pages at load (faster token generation; the weights "
-                "then take anonymous memory instead of the shared page cache)");
+    a->add_flag(
+        "--no-fit-check", c.no_fit_check,
+        "when planning on the fly: run even when the plan does not fit this machine's memory (a warning "
+        "instead of plan-model's error)");
+    a->add_flag(
+        "--huge-pages", c.huge_pages,
+        "copy mapped weights into transparent huge pages at load (faster token generation; the weights "
+        "then take anonymous memory instead of the shared page cache)");
     a->add_flag("--llamacpp-numerics", c.llamacpp_numerics,
                 "CPU matrix products sum in llama.cpp's CPU orders in prompt processing too, so logits and "
                 "greedy text stay bit-identical to llama.cpp's over long prompts (slower prompt processing)");
-    a->add_option("--cpu-isa", c.cpu_isa,
-                  "highest instruction set of the CPU kernels: avx512vnni (the default: the best the CPU has), "
-                  "avx512 (AVX-512 without VNNI, as a Skylake-X), avx2 (llama.cpp's haswell variant, as a Zen 3) or "
-                  "scalar; never above what the CPU supports")
+    a->add_option(
+         "--cpu-isa", c.cpu_isa,
+         "highest instruction set of the CPU kernels: avx512vnni (the default: the best the CPU has), "
+         "avx512 (AVX-512 without VNNI, as a Skylake-X), avx2 (llama.cpp's haswell variant, as a Zen 3) or "
+         "scalar; never above what the CPU supports")
         ->check(CLI::IsMember({"avx512vnni", "avx512", "avx2", "scalar"}));
   };
   add_common(&app);
   auto* prompt_opt = app.add_option("-p,--prompt", prompt, "prompt text");
   std::string prompt_file;
-  app.add_option("-f,--file", prompt_file,
-                 "a file whose text is the prompt (one final newline is dropped, as llama-cli; a regular file of at "
-                 "most 256 MiB)")
+  app.add_option(
+         "-f,--file", prompt_file,
+         "a file whose text is the prompt (one final newline is dropped, as llama-cli; a regular file of at "
+         "most 256 MiB)")
       ->excludes(prompt_opt);
   bool escape = true;
   app.add_flag("-e,--escape,!--no-escape", escape,
-               "expand \\n, \\r, \\t, \\', \\\", \\\\ and \\xHH in the prompt (llama.cpp's default; --no-escape keeps them)");
+               "expand \\n, \\r, \\t, \\', \\\", \\\\ and \\xHH in the prompt (llama.cpp's default; "
+               "--no-escape keeps them)");
   bool ignore_eos = false;
   app.add_flag("--ignore-eos", ignore_eos, "never sample an end-of-generation token (generate -n tokens)");
   GenerateDisplay display;
   bool no_display_prompt = false;
   app.add_flag("--no-display-prompt", no_display_prompt, "do not echo the prompt before the generated text");
-  app.add_flag("--verbose-prompt", display.verbose_prompt, "print the prompt's tokens (id -> piece) on stderr before generating");
+  app.add_flag("--verbose-prompt", display.verbose_prompt,
+               "print the prompt's tokens (id -> piece) on stderr before generating");
   app.add_option("-n,--n-predict", n_predict,
                  "tokens to generate (-1 = until the end of text or a full context)")
       ->check(tools::IntegerIn(-1, kMaxTokens));
@@ -905,19 +994,24 @@ int Run(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "print only the text");
 
   auto* ppl = app.add_subcommand("perplexity", "perplexity of a text file (llama-perplexity style)");
-  ppl->footer("Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, --huge-pages, --llamacpp-numerics, --cpu-isa, --no-escape.");
+  ppl->footer(
+      "Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, "
+      "--huge-pages, --llamacpp-numerics, --cpu-isa, --no-escape.");
   std::string text_file;
-  ppl->add_option("-f,--file", text_file,
-                  "text file (one final newline dropped and escapes expanded, as llama-perplexity; a regular file of "
-                  "at most 256 MiB); required, except with --kl-divergence");
+  ppl->add_option(
+      "-f,--file", text_file,
+      "text file (one final newline dropped and escapes expanded, as llama-perplexity; a regular file of "
+      "at most 256 MiB); required, except with --kl-divergence");
   std::string kl_base;
-  ppl->add_option("--kl-divergence-base,--save-all-logits", kl_base,
-                  "base file of log-probabilities (llama-perplexity's format): written while scoring -f, or read "
-                  "by --kl-divergence");
+  ppl->add_option(
+      "--kl-divergence-base,--save-all-logits", kl_base,
+      "base file of log-probabilities (llama-perplexity's format): written while scoring -f, or read "
+      "by --kl-divergence");
   bool kl_divergence = false;
-  ppl->add_flag("--kl-divergence", kl_divergence,
-                "compare the model's distributions with the --kl-divergence-base file's (its tokens and n_ctx; -f is "
-                "not read): KL divergence, PPL ratio, top token agreement, as llama-perplexity");
+  ppl->add_flag(
+      "--kl-divergence", kl_divergence,
+      "compare the model's distributions with the --kl-divergence-base file's (its tokens and n_ctx; -f is "
+      "not read): KL divergence, PPL ratio, top token agreement, as llama-perplexity");
   int max_chunks = -1;
   ppl->add_option("--chunks", max_chunks, "score at most this many chunks (-1 = all)")
       ->check(tools::IntegerIn(-1, 2147483647) &
@@ -930,75 +1024,100 @@ int Run(int argc, char** argv) {
                   },
                   ""));
   auto* bench = app.add_subcommand("bench", "llama-bench style table: pp and tg speed");
-  bench->footer("Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, --huge-pages, --llamacpp-numerics, --cpu-isa.");
+  bench->footer(
+      "Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, "
+      "--huge-pages, --llamacpp-numerics, --cpu-isa.");
   std::string n_prompt_list = "512", n_gen_list = "128", threads_list;  // llama-bench's defaults
   int reps = 5;
-  bench->add_option("-p,--n-prompt", n_prompt_list,
-                    "prompt tokens of the pp tests (0 = none); as llama-bench, a list: 128,512 or 64-512*2 or 1-4+1");
+  bench->add_option(
+      "-p,--n-prompt", n_prompt_list,
+      "prompt tokens of the pp tests (0 = none); as llama-bench, a list: 128,512 or 64-512*2 or 1-4+1");
   bench->add_option("-n,--n-gen", n_gen_list, "generated tokens of the tg tests (0 = none); a list as -p");
   bench->add_option("-t,--threads", threads_list, "CPU threads (0 = all); a list as -p, one session each");
   std::vector<std::string> pg_list;
-  bench->add_option("--pg", pg_list, "pp,tg: a prompt of pp tokens then tg generated ones in one test (llama-bench -pg; repeatable)")
+  bench
+      ->add_option(
+          "--pg", pg_list,
+          "pp,tg: a prompt of pp tokens then tg generated ones in one test (llama-bench -pg; repeatable)")
       ->allow_extra_args(false);
   bench->add_option("-r,--repetitions", reps, "repetitions")->check(tools::IntegerIn(1, 1000000));
   std::string bench_format = "md";
-  bench->add_option("-o,--output", bench_format, "output format: md, csv, json, jsonl (llama-bench's field names)")
+  bench
+      ->add_option("-o,--output", bench_format,
+                   "output format: md, csv, json, jsonl (llama-bench's field names)")
       ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}));
   bool bench_json = false;
-  bench->add_flag("--json", bench_json,
-                  "one JSON line for the benchmark harness: pp/tg tokens per second (mean, sd) and peak resident "
-                  "KiB (one value of -p, -n and -t)");
+  bench->add_flag(
+      "--json", bench_json,
+      "one JSON line for the benchmark harness: pp/tg tokens per second (mean, sd) and peak resident "
+      "KiB (one value of -p, -n and -t)");
   bool bench_profile = false;
-  bench->add_flag("--profile", bench_profile,
-                  "after the table, host time per op and per token of each test (every node timed; not with --json)")
+  bench
+      ->add_flag(
+          "--profile", bench_profile,
+          "after the table, host time per op and per token of each test (every node timed; not with --json)")
       ->excludes("--json");
   ppl->fallthrough();
   bench->fallthrough();
 
   if (int rc = tools::ParseWithAliases(app, argc, argv,
-                                       {{"-ub", "--ubatch-size"}, {"-ngl", "--n-gpu-layers"}, {"-ctk", "--cache-type-k"},
-                                        {"-ctv", "--cache-type-v"}, {"-nr", "--no-repack"}, {"-nkvo", "--no-kv-offload"},
-                                        {"-pg", "--pg"}, {"-fa", "--flash-attn"}});
+                                       {{"-ub", "--ubatch-size"},
+                                        {"-ngl", "--n-gpu-layers"},
+                                        {"-ctk", "--cache-type-k"},
+                                        {"-ctv", "--cache-type-v"},
+                                        {"-nr", "--no-repack"},
+                                        {"-nkvo", "--no-kv-offload"},
+                                        {"-pg", "--pg"},
+                                        {"-fa", "--flash-attn"}});
       rc >= 0)
     return rc;
   sp.seed = seed < 0 ? kRandomSeed : static_cast<uint32_t>(seed);
   // With --plan the context, batch sizes and offload are the plan's: refuse flags that would be ignored.
   if (!c.plan.empty())
-    for (const char* name : {"--ctx-size", "--batch-size", "--ubatch-size", "--n-gpu-layers", "--cache-type-k", "--cache-type-v", "--flash-attn",
-                             "--no-mmap", "--no-repack", "--no-kv-offload", "--no-fit-check"})
+    for (const char* name :
+         {"--ctx-size", "--batch-size", "--ubatch-size", "--n-gpu-layers", "--cache-type-k", "--cache-type-v",
+          "--flash-attn", "--no-mmap", "--no-repack", "--no-kv-offload", "--no-fit-check"})
       if (app.count(name) > 0)
-        return Fail(InvalidArgument(std::string(name) + " applies only when planning on the fly; the plan given with --plan fixes it (re-plan with plan-model)"));
+        return Fail(
+            InvalidArgument(std::string(name) + " applies only when planning on the fly; the plan given with "
+                                                "--plan fixes it (re-plan with plan-model)"));
   // The subcommands take the common options, not generation's prompt and sampler flags: given,
   // they are refused rather than ignored.
   if (*ppl || *bench)
-    for (const char* name : {"--prompt", "--file", "--n-predict", "--temp", "--top-k", "--top-p", "--min-p", "--seed",
-                             "--repeat-last-n", "--repeat-penalty", "--presence-penalty", "--frequency-penalty",
-                             "--ignore-eos", "--no-display-prompt", "--verbose-prompt"})
+    for (const char* name :
+         {"--prompt", "--file", "--n-predict", "--temp", "--top-k", "--top-p", "--min-p", "--seed",
+          "--repeat-last-n", "--repeat-penalty", "--presence-penalty", "--frequency-penalty", "--ignore-eos",
+          "--no-display-prompt", "--verbose-prompt"})
       if (app.count(name) > 0)
-        return Fail(InvalidArgument(std::string(name) + " applies to text generation, not to " + (*ppl ? "perplexity" : "bench")));
+        return Fail(InvalidArgument(std::string(name) + " applies to text generation, not to " +
+                                    (*ppl ? "perplexity" : "bench")));
   if (*ppl) {
     const bool has_base = ppl->count("--kl-divergence-base") > 0;
     if (has_base && kl_base.empty()) return Fail(InvalidArgument("--kl-divergence-base '': no file name"));
     if (kl_divergence) {
       if (!has_base)
-        return Fail(InvalidArgument("--kl-divergence needs --kl-divergence-base FILE: the log-probabilities of the base "
-                                    "model, written by perplexity -f TEXT --kl-divergence-base FILE"));
+        return Fail(InvalidArgument(
+            "--kl-divergence needs --kl-divergence-base FILE: the log-probabilities of the base "
+            "model, written by perplexity -f TEXT --kl-divergence-base FILE"));
       if (ppl->count("--file") > 0)  // llama-perplexity ignores it too
-        std::fprintf(stderr, "stowage-run: note: --kl-divergence takes its tokens from %s; -f %s is not read\n",
+        std::fprintf(stderr,
+                     "stowage-run: note: --kl-divergence takes its tokens from %s; -f %s is not read\n",
                      kl_base.c_str(), text_file.c_str());
       return KlDivergence(c, app.count("--ctx-size") > 0, kl_base, max_chunks);
     }
     if (ppl->count("--file") == 0)
-      return Fail(InvalidArgument("perplexity: -f/--file is required (the text to score; only --kl-divergence reads its "
-                                  "tokens from --kl-divergence-base)"));
+      return Fail(InvalidArgument(
+          "perplexity: -f/--file is required (the text to score; only --kl-divergence reads its "
+          "tokens from --kl-divergence-base)"));
     // The base file replaces what is at its path: never one of the inputs.
     for (const std::string* input : {&c.model, &c.plan, &text_file})
       if (has_base && !input->empty() && SameFile(kl_base, *input))
         return Fail(InvalidArgument("--kl-divergence-base " + kl_base + " is the input " + *input +
                                     ": it would be replaced (write the base to another file)"));
     if (has_base && tools::IsStandardOutput(kl_base))
-      return Fail(InvalidArgument("--kl-divergence-base " + kl_base +
-                                  " is standard output, where the perplexity is printed: write the base to a file"));
+      return Fail(
+          InvalidArgument("--kl-divergence-base " + kl_base +
+                          " is standard output, where the perplexity is printed: write the base to a file"));
     auto text = ReadTextFile(text_file, "a text file to score (perplexity -f)", escape);
     if (!text.ok()) return Fail(text.status());
     return Perplexity(c, text_file, *text, max_chunks, kl_base);
@@ -1023,10 +1142,13 @@ int Run(int argc, char** argv) {
                     ? Result<std::vector<int>>(InvalidArgument("-pg: '" + v + "' is not pp,tg"))
                     : ParseIntList(v.substr(comma + 1), "-pg", 1, kMaxTokens / 2);
       if (!pp.ok() || !tg.ok() || pp->size() != 1 || tg->size() != 1)
-        return Fail(InvalidArgument("-pg: '" + v + "' is not pp,tg (two token counts >= 1, e.g. -pg 512,128)"));
+        return Fail(
+            InvalidArgument("-pg: '" + v + "' is not pp,tg (two token counts >= 1, e.g. -pg 512,128)"));
       pgs.push_back({pp->front(), tg->front()});
     }
-    const auto none = [](const std::vector<int>& v) { return std::all_of(v.begin(), v.end(), [](int x) { return x == 0; }); };
+    const auto none = [](const std::vector<int>& v) {
+      return std::all_of(v.begin(), v.end(), [](int x) { return x == 0; });
+    };
     if (none(*prompts) && none(*gens) && pgs.empty())
       return Fail(InvalidArgument("bench: nothing to measure (-p/--n-prompt and -n/--n-gen are both 0)"));
     if (bench_json && (prompts->size() > 1 || gens->size() > 1 || threads.size() > 1 || !pgs.empty()))
@@ -1034,7 +1156,8 @@ int Run(int argc, char** argv) {
     if (bench_json && bench->count("--output") > 0)
       return Fail(InvalidArgument("bench: --json and -o/--output exclude each other"));
     if (bench_profile && bench_format != "md")
-      return Fail(InvalidArgument("bench: --profile prints markdown tables after the results: only with -o md"));
+      return Fail(
+          InvalidArgument("bench: --profile prints markdown tables after the results: only with -o md"));
     // The session's limit, checked for every value before the first test runs.
     for (int t : threads)
       if (Status st = CheckThreadCount(t, "-t/--threads:"); !st.ok()) return Fail(st);
@@ -1050,8 +1173,9 @@ int Run(int argc, char** argv) {
     prompt = tools::ProcessEscapes(prompt);
   }
   if (prompt.empty())
-    return Fail(InvalidArgument(!from_file ? "-p/--prompt is required (an empty prompt has no tokens to evaluate)"
-                                           : prompt_file + ": the prompt file is empty (no tokens to evaluate)"));
+    return Fail(InvalidArgument(!from_file
+                                    ? "-p/--prompt is required (an empty prompt has no tokens to evaluate)"
+                                    : prompt_file + ": the prompt file is empty (no tokens to evaluate)"));
   if (c.plan.empty() && app.count("--ctx-size") == 0) c.n_ctx = kDefaultGenerationContext;
   display.quiet = quiet;
   display.show_prompt = !no_display_prompt;

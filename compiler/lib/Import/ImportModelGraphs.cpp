@@ -551,7 +551,7 @@ LogicalResult GraphImporter::importSplits() {
       // split). A source can also be a view node inside this split's range (views compute
       // nothing and are not split boundaries): its copy follows the view.
       // Copy 0 (the one the nodes read), then with pipeline parallelism copies 1..n-1.
-      const size_t splitIndex = j;  // (a structured binding cannot be captured in C++17)
+      const size_t splitIndex = j; // (a structured binding cannot be captured in C++17)
       auto copyAll = [&](size_t k, int source, int copy) -> LogicalResult {
         if (failed(importCopy(source, copy, backend)))
           return failure();

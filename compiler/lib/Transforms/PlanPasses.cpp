@@ -96,9 +96,10 @@ struct AssignLayersPass : impl::StowageAssignLayersBase<AssignLayersPass> {
     // output; -1 is "auto" (fit to free memory), which only plan-model's --fit does.
     int ngl = nGpuLayers;
     if (ngl == -1) {
-      emitError(module.getLoc()) << pass << ": n-gpu-layers=-1 is llama.cpp's 'auto' (fit the layers "
-                                 << "to free memory), which these passes do not search; run plan-model "
-                                 << "--fit to find the count, or give a count (<= -2: all)";
+      emitError(module.getLoc())
+          << pass << ": n-gpu-layers=-1 is llama.cpp's 'auto' (fit the layers "
+          << "to free memory), which these passes do not search; run plan-model "
+          << "--fit to find the count, or give a count (<= -2: all)";
       return signalPassFailure();
     }
     if (ngl <= -2)
@@ -134,8 +135,8 @@ struct AssignLayersPass : impl::StowageAssignLayersBase<AssignLayersPass> {
         continue;
       const planner::GlobalTensor &g = (*st)->graphs.globals[gi];
       // llama.cpp load_tensors: input-layer weights stay on the CPU list.
-      int dev = g.layer_class == planner::LayerClass::kInput ||
-                        g.layer < 0 || g.layer >= static_cast<int>(lm.device.size())
+      int dev = g.layer_class == planner::LayerClass::kInput || g.layer < 0 ||
+                        g.layer >= static_cast<int>(lm.device.size())
                     ? ds.cpu
                     : lm.device[g.layer];
       op->setAttr(place::kDeviceAttr, devs[dev]);
@@ -179,7 +180,8 @@ struct SelectWeightBuftPass : impl::StowageSelectWeightBuftBase<SelectWeightBuft
     for (auto [op, gi] : globalOps(module, s.graphs)) {
       if (gi < 0 || !isa<ggml::WeightOp>(op) || s.placement.global_buft[gi] < 0)
         continue;
-      op->setAttr(place::kBuftAttr, getBufferTypeAttr(ctx, s.placement, s.placement.global_buft[gi]));
+      op->setAttr(place::kBuftAttr,
+                  getBufferTypeAttr(ctx, s.placement, s.placement.global_buft[gi]));
       if (explainOf[gi] < 0)
         continue;
       // The place dialect's load.* cause code of the rule SelectWeightBufts recorded.
@@ -194,12 +196,12 @@ struct SelectWeightBuftPass : impl::StowageSelectWeightBuftBase<SelectWeightBuft
     }
     if (s.moved.count > 0) {
       Builder b(ctx);
-      module->setAttr(kMovedAttr,
-                      b.getDictionaryAttr({b.getNamedAttr("count", b.getI64IntegerAttr(s.moved.count)),
-                                           b.getNamedAttr("tensor", b.getStringAttr(s.moved.tensor)),
-                                           b.getNamedAttr("type", b.getStringAttr(s.moved.type)),
-                                           b.getNamedAttr("from", b.getStringAttr(s.moved.from)),
-                                           b.getNamedAttr("to", b.getStringAttr(s.moved.to))}));
+      module->setAttr(kMovedAttr, b.getDictionaryAttr(
+                                      {b.getNamedAttr("count", b.getI64IntegerAttr(s.moved.count)),
+                                       b.getNamedAttr("tensor", b.getStringAttr(s.moved.tensor)),
+                                       b.getNamedAttr("type", b.getStringAttr(s.moved.type)),
+                                       b.getNamedAttr("from", b.getStringAttr(s.moved.from)),
+                                       b.getNamedAttr("to", b.getStringAttr(s.moved.to))}));
     }
     endStep(module, PlanStage::kWeights, r);
   }
@@ -220,7 +222,8 @@ struct PlaceKvPass : impl::StowagePlaceKvBase<PlaceKvPass> {
     for (auto [op, gi] : globalOps(module, s.graphs)) {
       if (gi < 0 || !isa<ggml::KvCacheOp>(op) || s.placement.global_buft[gi] < 0)
         continue;
-      op->setAttr(place::kBuftAttr, getBufferTypeAttr(ctx, s.placement, s.placement.global_buft[gi]));
+      op->setAttr(place::kBuftAttr,
+                  getBufferTypeAttr(ctx, s.placement, s.placement.global_buft[gi]));
       op->setAttr(place::kCauseAttr, place::CauseAttr::get(ctx, nkvo ? "kv.nkvo" : "kv.layer"));
     }
     endStep(module, PlanStage::kKvCache, r);
@@ -271,8 +274,8 @@ struct SchedulePass : impl::StowageScheduleBase<SchedulePass> {
         if (!op->hasAttr(a.getName()))
           op->setAttr(a.getName(), a.getValue());
     }
-    module->setAttr(kNCopiesAttr, IntegerAttr::get(IntegerType::get(&getContext(), 64),
-                                                   s.placement.n_copies));
+    module->setAttr(kNCopiesAttr,
+                    IntegerAttr::get(IntegerType::get(&getContext(), 64), s.placement.n_copies));
     // The module's description of the graphs follows the rebuilt functions (an edited
     // stowage.import changes n_ctx / n_ubatch; the functions are then rebuilt for the new values).
     for (StringRef attr : {"ggml.arch", "ggml.n_layer", "ggml.n_ctx", "ggml.n_ubatch"})
@@ -326,8 +329,9 @@ struct PlanMemoryPass : impl::StowagePlanMemoryBase<PlanMemoryPass> {
       op->setAttr(kBufferAttr, b.getI64IntegerAttr(buffer));
       op->setAttr(kOffsetAttr, b.getI64IntegerAttr(static_cast<int64_t>(offset)));
     };
-    for (auto [fname, g] : {std::pair<StringRef, const planner::Graph *>{"prefill", &s.graphs.prefill},
-                            std::pair<StringRef, const planner::Graph *>{"decode", &s.graphs.decode}}) {
+    for (auto [fname, g] :
+         {std::pair<StringRef, const planner::Graph *>{"prefill", &s.graphs.prefill},
+          std::pair<StringRef, const planner::Graph *>{"decode", &s.graphs.decode}}) {
       auto func = module.lookupSymbol<func::FuncOp>(fname);
       if (!func)
         continue;
@@ -393,8 +397,9 @@ struct ExportPlanPass : impl::StowageExportPlanBase<ExportPlanPass> {
     // being run (bytecode, IR printed with debug info): whatever the input, an existing file is
     // replaced only when it is an earlier plan (or empty).
     if (std::string what = existingNonPlan(output); !what.empty()) {
-      emitError(module.getLoc()) << pass << ": output=" << output << " " << what
-                                 << " (writing the plan would replace it; remove it or choose another path)";
+      emitError(module.getLoc())
+          << pass << ": output=" << output << " " << what
+          << " (writing the plan would replace it; remove it or choose another path)";
       return signalPassFailure();
     }
     std::string flags;
@@ -414,7 +419,8 @@ struct ExportPlanPass : impl::StowageExportPlanBase<ExportPlanPass> {
 struct PlanPipelineOptions : PassPipelineOptions<PlanPipelineOptions> {
   Option<std::string> devices{*this, "devices",
                               llvm::cl::desc("registry keys or manifest files, with a CPU")};
-  Option<std::string> registry{*this, "registry", llvm::cl::desc("registry folders, comma-separated")};
+  Option<std::string> registry{*this, "registry",
+                               llvm::cl::desc("registry folders, comma-separated")};
   Option<int> nGpuLayers{*this, "n-gpu-layers", llvm::cl::desc("-ngl"), llvm::cl::init(0)};
   Option<std::string> splitMode{*this, "split-mode", llvm::cl::desc("-sm none|layer|row"),
                                 llvm::cl::init("layer")};

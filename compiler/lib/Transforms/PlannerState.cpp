@@ -143,11 +143,10 @@ void writeRecordedOptions(ModuleOp module, const RecordedOptions &r) {
   for (float f : o.tensor_split)
     split.push_back(b.getF32FloatAttr(f));
   for (const planner::TensorOverride &ot : o.overrides)
-    overrides.push_back(
-        b.getArrayAttr({b.getStringAttr(ot.pattern), b.getStringAttr(ot.buft)}));
-  const char *mode = o.split_mode == planner::SplitMode::kNone    ? "none"
+    overrides.push_back(b.getArrayAttr({b.getStringAttr(ot.pattern), b.getStringAttr(ot.buft)}));
+  const char *mode = o.split_mode == planner::SplitMode::kNone  ? "none"
                      : o.split_mode == planner::SplitMode::kRow ? "row"
-                                                                 : "layer";
+                                                                : "layer";
   NamedAttrList list;
   list.append("devices", b.getStringAttr(r.devices));
   list.append("registry", b.getArrayAttr(registry));
@@ -180,8 +179,8 @@ LogicalResult requireStage(ModuleOp module, PlanStage previous, StringRef pass) 
            << "); start from a fresh import";
   if (last != stageName(previous))
     return emitError(module.getLoc())
-           << pass << ": run " << stageName(previous) << " first (the module's last placement step is "
-           << last << ")";
+           << pass << ": run " << stageName(previous)
+           << " first (the module's last placement step is " << last << ")";
   return success();
 }
 
@@ -330,8 +329,8 @@ LogicalResult Reconstructor::layers() {
   if (!ds.ok())
     return fail(ds.status());
   st_->devices = std::move(*ds);
-  auto lm = planner::AssignLayers(st_->devices, st_->graphs.hp.n_layer, o.n_gpu_layers,
-                                  o.tensor_split);
+  auto lm =
+      planner::AssignLayers(st_->devices, st_->graphs.hp.n_layer, o.n_gpu_layers, o.tensor_split);
   if (!lm.ok())
     return fail(lm.status());
   st_->layers = std::move(*lm);
@@ -397,8 +396,8 @@ LogicalResult Reconstructor::weights() {
   wo.no_repack = o.no_repack;
   wo.overrides = o.overrides;
   st_->weight_explain_begin = p.explain.size();
-  if (Status s = planner::SelectWeightBufts(st_->graphs, st_->devices, st_->layers, wo, &p,
-                                            &st_->moved);
+  if (Status s =
+          planner::SelectWeightBufts(st_->graphs, st_->devices, st_->layers, wo, &p, &st_->moved);
       !s.ok())
     return fail(s);
   if (irStage_ < PlanStage::kWeights)
@@ -443,8 +442,8 @@ LogicalResult Reconstructor::schedule() {
       return differs(PlanStage::kScheduled, "there is no func @" + fname.str());
     SmallVector<place::SplitOp> splits(func.getOps<place::SplitOp>());
     if (splits.size() != g->splits.size())
-      return differs(PlanStage::kScheduled, "@" + fname.str() + " has " +
-                                                std::to_string(g->splits.size()) + " splits");
+      return differs(PlanStage::kScheduled,
+                     "@" + fname.str() + " has " + std::to_string(g->splits.size()) + " splits");
     for (auto [j, split] : llvm::enumerate(splits)) {
       const std::string &want = st_->placement.backends[g->splits[j].backend].name;
       if (split.getBackend().getName() != want)
@@ -473,19 +472,24 @@ LogicalResult Reconstructor::schedule() {
     module_.lookupSymbol<func::FuncOp>(fname).walk([&](place::CopyOp op) {
       auto name = op->getAttrOfType<StringAttr>(ggml::kNodeNameAttr);
       auto copy = op->getAttrOfType<IntegerAttr>("copy"); // signed: an edited -1 prints as -1
-      have.emplace_back(name ? name.str() : "", copy ? copy.getInt() : 0, op.getBackend().getName().str());
+      have.emplace_back(name ? name.str() : "", copy ? copy.getInt() : 0,
+                        op.getBackend().getName().str());
     });
     std::sort(want.begin(), want.end());
     std::sort(have.begin(), have.end());
     if (want == have)
       continue;
     std::vector<Copy> missing, extra;
-    std::set_difference(want.begin(), want.end(), have.begin(), have.end(), std::back_inserter(missing));
-    std::set_difference(have.begin(), have.end(), want.begin(), want.end(), std::back_inserter(extra));
+    std::set_difference(want.begin(), want.end(), have.begin(), have.end(),
+                        std::back_inserter(missing));
+    std::set_difference(have.begin(), have.end(), want.begin(), want.end(),
+                        std::back_inserter(extra));
     auto show = [](const Copy &c) {
-      return "'" + std::get<0>(c) + "' (copy " + std::to_string(std::get<1>(c)) + " on " + std::get<2>(c) + ")";
+      return "'" + std::get<0>(c) + "' (copy " + std::to_string(std::get<1>(c)) + " on " +
+             std::get<2>(c) + ")";
     };
-    std::string what = "@" + fname.str() + " has " + std::to_string(want.size()) + " place.copy ops";
+    std::string what =
+        "@" + fname.str() + " has " + std::to_string(want.size()) + " place.copy ops";
     if (!missing.empty())
       what += "; missing " + show(missing.front());
     if (!extra.empty())
@@ -500,9 +504,10 @@ LogicalResult Reconstructor::schedule() {
     for (auto [op, id] : matchGraphTensors(func, *g)) {
       const planner::Tensor &t = g->tensors[id];
       auto attr = op->getAttrOfType<place::BackendAttr>(place::kBackendAttr);
-      if (!attr)  // weights, caches and copies carry none; a split's nodes do
+      if (!attr) // weights, caches and copies carry none; a split's nodes do
         continue;
-      const bool planned = t.backend >= 0 && t.backend < static_cast<int>(st_->placement.backends.size());
+      const bool planned =
+          t.backend >= 0 && t.backend < static_cast<int>(st_->placement.backends.size());
       const std::string want = planned ? st_->placement.backends[t.backend].name : "no backend";
       if (!planned || attr.getName() != want)
         return differs(PlanStage::kScheduled,
@@ -532,8 +537,9 @@ LogicalResult Reconstructor::memory() {
                                              std::to_string(b.size) + " bytes");
   }
   // Every tensor op's stowage.buffer / stowage.offset is the memory plan's.
-  for (auto [fname, g] : {std::pair<StringRef, const planner::Graph *>{"prefill", &st_->graphs.prefill},
-                          std::pair<StringRef, const planner::Graph *>{"decode", &st_->graphs.decode}}) {
+  for (auto [fname, g] :
+       {std::pair<StringRef, const planner::Graph *>{"prefill", &st_->graphs.prefill},
+        std::pair<StringRef, const planner::Graph *>{"decode", &st_->graphs.decode}}) {
     auto func = module_.lookupSymbol<func::FuncOp>(fname);
     if (!func)
       return differs(PlanStage::kMemory, "there is no func @" + fname.str());
@@ -544,7 +550,8 @@ LogicalResult Reconstructor::memory() {
       auto b = op->getAttrOfType<IntegerAttr>(kBufferAttr);
       auto o = op->getAttrOfType<IntegerAttr>(kOffsetAttr);
       const bool ok = buffer < 0 ? (!b && !o)
-                                 : (b && o && b.getInt() == buffer && static_cast<uint64_t>(o.getInt()) == offset);
+                                 : (b && o && b.getInt() == buffer &&
+                                    static_cast<uint64_t>(o.getInt()) == offset);
       if (!ok)
         return differs(PlanStage::kMemory,
                        "'" + t.name + "' of @" + fname.str() +

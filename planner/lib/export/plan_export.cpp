@@ -1,8 +1,7 @@
 #include "stowage/planner/plan_export.h"
 
-#include "stowage/planner/explain.h"
-
 #include "stowage/plan/plan_generated.h"
+#include "stowage/planner/explain.h"
 #include "stowage/runtime/model_identity.h"
 #include "stowage/runtime/plan.h"
 
@@ -11,10 +10,10 @@ namespace fb = ::stowage::plan;
 
 namespace {
 
-
 fb::DimExpr ToFb(const DimExpr& e) { return fb::DimExpr(e.c, e.tokens, e.kv, e.kv_head, e.outputs); }
 
-flatbuffers::Offset<fb::Graph> SerializeGraph(flatbuffers::FlatBufferBuilder& b, const Graph& g, const Placement& p) {
+flatbuffers::Offset<fb::Graph> SerializeGraph(flatbuffers::FlatBufferBuilder& b, const Graph& g,
+                                              const Placement& p) {
   // Pipeline parallelism: every instance of the split inputs and graph inputs (absent with n_copies 1).
   const GraphCopies* gc = p.FindCopies(g.name);
   std::vector<flatbuffers::Offset<fb::GraphTensor>> tensors;
@@ -28,8 +27,8 @@ flatbuffers::Offset<fb::Graph> SerializeGraph(flatbuffers::FlatBufferBuilder& b,
     const auto voff = ToFb(t.view_offset);
     tensors.push_back(fb::CreateGraphTensorDirect(
         b, t.name.c_str(), static_cast<fb::TensorKind>(t.kind), t.global, static_cast<uint32_t>(t.type), &ne,
-        static_cast<uint16_t>(t.op), &t.srcs, &t.iparams, &t.fparams, t.view_src, &voff, vnb.empty() ? nullptr : &vnb,
-        t.buffer, t.offset, t.backend, t.cause.c_str(), t.layer));
+        static_cast<uint16_t>(t.op), &t.srcs, &t.iparams, &t.fparams, t.view_src, &voff,
+        vnb.empty() ? nullptr : &vnb, t.buffer, t.offset, t.backend, t.cause.c_str(), t.layer));
   }
   std::vector<flatbuffers::Offset<fb::Split>> splits;
   for (size_t si = 0; si < g.splits.size(); ++si) {
@@ -46,9 +45,10 @@ flatbuffers::Offset<fb::Graph> SerializeGraph(flatbuffers::FlatBufferBuilder& b,
   }
   std::vector<flatbuffers::Offset<fb::InputCopies>> input_copies;
   if (gc)
-    for (const TensorCopies& tc : gc->inputs) input_copies.push_back(fb::CreateInputCopiesDirect(b, tc.tensor, &tc.copies));
-  return fb::CreateGraphDirect(b, g.name.c_str(), g.max_tokens, g.max_kv, g.max_outputs, &tensors, &g.nodes, &g.leafs,
-                               &splits, gc ? &input_copies : nullptr);
+    for (const TensorCopies& tc : gc->inputs)
+      input_copies.push_back(fb::CreateInputCopiesDirect(b, tc.tensor, &tc.copies));
+  return fb::CreateGraphDirect(b, g.name.c_str(), g.max_tokens, g.max_kv, g.max_outputs, &tensors, &g.nodes,
+                               &g.leafs, &splits, gc ? &input_copies : nullptr);
 }
 
 }  // namespace
@@ -61,23 +61,26 @@ std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, c
   if (auto n = gguf.GetStringOr("general.name", ""); n.ok()) name = *n;
   uint64_t n_params = 0;
   for (const auto& g : m.globals)
-    if (g.kind == TensorKind::kWeight && !g.duplicated) n_params += uint64_t(g.ne[0]) * g.ne[1] * g.ne[2] * g.ne[3];
-  auto model = fb::CreateModelIdentityDirect(b, gguf.path().c_str(), id.file_size, id.header_size, id.header_xxh64,
-                                             m.hp.arch.c_str(), name.c_str(), n_params);
+    if (g.kind == TensorKind::kWeight && !g.duplicated)
+      n_params += uint64_t(g.ne[0]) * g.ne[1] * g.ne[2] * g.ne[3];
+  auto model = fb::CreateModelIdentityDirect(b, gguf.path().c_str(), id.file_size, id.header_size,
+                                             id.header_xxh64, m.hp.arch.c_str(), name.c_str(), n_params);
   auto ctx =
       fb::CreateContextParams(b, m.cfg.n_ctx, m.cfg.n_batch, m.cfg.n_ubatch,
                               static_cast<uint32_t>(m.cfg.type_k), static_cast<uint32_t>(m.cfg.type_v),
                               p.offload_kqv, m.hp.n_layer, m.hp.n_vocab, m.hp.n_embd, m.cfg.flash_attn);
   std::vector<flatbuffers::Offset<fb::Device>> devices;
   for (const auto& d : p.devices)
-    devices.push_back(fb::CreateDeviceDirect(b, d.name.c_str(), d.description.c_str(), static_cast<fb::DeviceType>(d.type),
-                                             d.manifest_digest.c_str(), d.memory_total, d.memory_free));
+    devices.push_back(fb::CreateDeviceDirect(b, d.name.c_str(), d.description.c_str(),
+                                             static_cast<fb::DeviceType>(d.type), d.manifest_digest.c_str(),
+                                             d.memory_total, d.memory_free));
   // Backend -> its compute buffer index.
   std::vector<flatbuffers::Offset<fb::Backend>> backends;
   for (const auto& be : p.backends) {
     int cb = -1;
     for (size_t i = 0; i < mem.buffers.size(); ++i)
-      if (mem.buffers[i].usage == BufferUsage::kCompute && mem.buffers[i].buft == be.compute_buft) cb = static_cast<int>(i);
+      if (mem.buffers[i].usage == BufferUsage::kCompute && mem.buffers[i].buft == be.compute_buft)
+        cb = static_cast<int>(i);
     backends.push_back(fb::CreateBackendDirect(b, be.name.c_str(), be.device, cb));
   }
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
@@ -85,27 +88,30 @@ std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, c
     // Row-split bufts carry the normalized -ts (RecordTensorSplit); absent = ggml's default split.
     const std::vector<float>& ts = p.bufts[pb.buft].tensor_split;
     buffers.push_back(fb::CreateBufferDirect(b, pb.name.c_str(), p.bufts[pb.buft].name.c_str(), pb.device,
-                                             static_cast<fb::BufferUsage>(pb.usage), pb.size, pb.alignment, pb.mapped,
-                                             pb.file_offset, p.bufts[pb.buft].repack.c_str(), ts.empty() ? nullptr : &ts));
+                                             static_cast<fb::BufferUsage>(pb.usage), pb.size, pb.alignment,
+                                             pb.mapped, pb.file_offset, p.bufts[pb.buft].repack.c_str(),
+                                             ts.empty() ? nullptr : &ts));
   }
   std::vector<flatbuffers::Offset<fb::GlobalTensor>> tensors;
   for (const auto& g : m.globals) {
     std::vector<int64_t> ne(g.ne, g.ne + 4);
     tensors.push_back(fb::CreateGlobalTensorDirect(b, g.name.c_str(), static_cast<fb::TensorKind>(g.kind),
-                                                   static_cast<uint32_t>(g.type), &ne, g.buffer, g.offset, g.nbytes,
-                                                   g.gguf_offset, g.layer));
+                                                   static_cast<uint32_t>(g.type), &ne, g.buffer, g.offset,
+                                                   g.nbytes, g.gguf_offset, g.layer));
   }
-  std::vector<flatbuffers::Offset<fb::Graph>> graphs{SerializeGraph(b, m.prefill, p), SerializeGraph(b, m.decode, p)};
+  std::vector<flatbuffers::Offset<fb::Graph>> graphs{SerializeGraph(b, m.prefill, p),
+                                                     SerializeGraph(b, m.decode, p)};
   std::vector<flatbuffers::Offset<fb::ExplainRecord>> explain;
   for (const auto& e : p.explain) {
     std::vector<flatbuffers::Offset<flatbuffers::String>> rej;
     for (const auto& r : e.rejected) rej.push_back(b.CreateString(r));
     explain.push_back(fb::CreateExplainRecordDirect(b, e.subject.c_str(), e.graph.c_str(), e.device.c_str(),
-                                                    e.buft.c_str(), e.rule.c_str(), &rej, ExplainRuleCode(e.code)));
+                                                    e.buft.c_str(), e.rule.c_str(), &rej,
+                                                    ExplainRuleCode(e.code)));
   }
   // content_xxh64: a non-zero placeholder so that the field is written; SealPlan replaces it.
-  auto plan = fb::CreatePlanDirect(b, kPlanSchemaVersion, "stowage plan-model 0.1", model, ctx, &devices, &backends,
-                                   &buffers, &tensors, &graphs, &explain, flags.c_str(),
+  auto plan = fb::CreatePlanDirect(b, kPlanSchemaVersion, "stowage plan-model 0.1", model, ctx, &devices,
+                                   &backends, &buffers, &tensors, &graphs, &explain, flags.c_str(),
                                    static_cast<uint32_t>(p.n_copies), /*content_xxh64=*/1);
   fb::FinishPlanBuffer(b, plan);
   std::vector<uint8_t> bytes(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());

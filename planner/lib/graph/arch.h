@@ -145,8 +145,8 @@ int BuildFfn(GraphBuilder& b, int x, int up, int up_b, int gate, int gate_b, int
 /// GET_ROWS of the selected weights [1, n_used, n_tokens] (optionally normalized by their sum)
 /// -> MUL_MAT_ID up/gate -> act -> MUL -> MUL_MAT_ID down -> MUL(weights) -> sum of the n_used
 /// expert views. Returns the unnamed result.
-int BuildMoeFfn(GraphBuilder& b, int x, int gate_inp, int up_exps, int gate_exps, int down_exps, int64_t n_expert,
-                int64_t n_expert_used, FfnOp op, bool norm_w, int il);
+int BuildMoeFfn(GraphBuilder& b, int x, int gate_inp, int up_exps, int gate_exps, int down_exps,
+                int64_t n_expert, int64_t n_expert_used, FfnOp op, bool norm_w, int il);
 /// The rope configuration of llm_build_context (freq base/scale, yarn ext/attn factors, n_ctx_orig).
 RopeConfig MakeRopeConfig(const ModelGraphs& m);
 /// build_rope_factors: rope_freqs if present, else rope_long when n_ctx / n_seq_max exceeds
@@ -157,8 +157,8 @@ int BuildRopeFactors(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& 
 /// kq_soft_max_ext, v, kqv, kqv_merged, kqv_merged_cont; with flash attention q, k, v and one
 /// FLASH_ATTN_EXT reshaped to [n_embd_head_v * n_head, n_tokens]), wo, wo_b as kqv_wo, and names the
 /// result "kqv_out".
-int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, int v_cur, int q_cur, int kq_mask,
-            float kq_scale, int il);
+int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, int v_cur, int q_cur,
+            int kq_mask, float kq_scale, int il);
 /// The q, k, v projections of build_llama / build_gemma / build_qwen2 in this order:
 /// BuildMatMulBias(wq, bq) "Qcur", (wk, bk) "Kcur", (wv, bv) "Vcur" of `cur` (a bias of -1: none).
 void BuildQkv(GraphBuilder& b, const LayerWeights& l, int cur, int il, int* q, int* k, int* v);

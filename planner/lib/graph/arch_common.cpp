@@ -196,8 +196,8 @@ int BuildFfn(GraphBuilder& b, int x, int up, int up_b, int gate, int gate_b, int
   return cur;
 }
 
-int BuildMoeFfn(GraphBuilder& b, int x, int gate_inp, int up_exps, int gate_exps, int down_exps, int64_t n_expert,
-                int64_t n_expert_used, FfnOp op, bool norm_w, int il) {
+int BuildMoeFfn(GraphBuilder& b, int x, int gate_inp, int up_exps, int gate_exps, int down_exps,
+                int64_t n_expert, int64_t n_expert_used, FfnOp op, bool norm_w, int il) {
   const DimExpr n_embd = b[x].ne[0], n_tokens = b[x].ne[1];
   const int logits = b.MulMat(b.Global(gate_inp), x);  // [n_expert, n_tokens]
   b.Name(logits, "ffn_moe_logits", il);
@@ -206,7 +206,8 @@ int BuildMoeFfn(GraphBuilder& b, int x, int gate_inp, int up_exps, int gate_exps
   const int selected = b.TopK(probs, static_cast<int>(n_expert_used));  // [n_expert_used, n_tokens]
   b.Name(b[selected].srcs[0], "ffn_moe_argsort", il);
   b.Name(selected, "ffn_moe_topk", il);
-  int weights = b.GetRows(b.Reshape(probs, {kC1, K(n_expert), n_tokens, kC1}), selected);  // [1, n_used, n_tokens]
+  int weights =
+      b.GetRows(b.Reshape(probs, {kC1, K(n_expert), n_tokens, kC1}), selected);  // [1, n_used, n_tokens]
   b.Name(weights, "ffn_moe_weights", il);
   if (norm_w) {
     weights = b.Reshape(weights, {K(n_expert_used), n_tokens, kC1, kC1});
@@ -269,8 +270,8 @@ int BuildRopeFactors(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& 
   return chosen >= 0 ? b.Global(chosen) : -1;
 }
 
-int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, int v_cur, int q_cur, int kq_mask,
-            float kq_scale, int il) {
+int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, int v_cur, int q_cur,
+            int kq_mask, float kq_scale, int il) {
   const HParams& hp = m.hp;
   const int64_t n_ctx = m.cfg.n_ctx;
   const int64_t hk = hp.n_embd_head_k, hv = hp.n_embd_head_v;
@@ -323,7 +324,8 @@ int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, 
     b.Name(kq, "kq", il);
     kq = b.SoftMaxExt(kq, kq_mask, kq_scale, hp.f_max_alibi_bias);
     b.Name(kq, "kq_soft_max_ext", il);
-    const int v = b.View3d(vcache, kKV, K(hv), K(n_head_kv), K(v_el * n_ctx), K(v_el * n_ctx * hv), DimExpr{});
+    const int v =
+        b.View3d(vcache, kKV, K(hv), K(n_head_kv), K(v_el * n_ctx), K(v_el * n_ctx * hv), DimExpr{});
     b.Name(v, "v", il);
     const int kqv = b.MulMat(v, kq);
     b.Name(kqv, "kqv", il);

@@ -58,8 +58,8 @@ Status BuildLlamaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
     int ffn_inp = -1;
     int cur = BuildLlamaAttentionBlock(b, m, l, il, inpL, inp_pos, kq_mask, rc, hk, kq_scale, &ffn_inp);
     if (l.ffn_gate_inp < 0) {
-      cur = BuildFfn(b, cur, l.ffn_up, l.ffn_up_b, l.ffn_gate, l.ffn_gate_b, l.ffn_down, l.ffn_down_b, FfnOp::kSilu,
-                     FfnGate::kPar, il);
+      cur = BuildFfn(b, cur, l.ffn_up, l.ffn_up_b, l.ffn_gate, l.ffn_gate_b, l.ffn_down, l.ffn_down_b,
+                     FfnOp::kSilu, FfnGate::kPar, il);
       b.Name(cur, "ffn_out", il);
     } else {  // MoE branch (mixtral): softmax gating, normalized top-k weights
       cur = BuildMoeFfn(b, cur, l.ffn_gate_inp, l.ffn_up_exps, l.ffn_gate_exps, l.ffn_down_exps, hp.n_expert,

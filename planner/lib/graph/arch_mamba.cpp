@@ -33,8 +33,9 @@ int CopyMaskState(GraphBuilder& b, int s, int state_copy, int state_mask, int64_
 Status LoadMambaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
   const int64_t n_embd = hp.n_embd, d_inner = hp.ssm_d_inner;
   if (2 * n_embd != d_inner)
-    return InvalidArgument("mamba: ssm.inner_size " + std::to_string(d_inner) + " is not 2 * embedding_length " +
-                           std::to_string(n_embd) + " (only an expansion factor of 2 is supported, as in llama.cpp)");
+    return InvalidArgument("mamba: ssm.inner_size " + std::to_string(d_inner) +
+                           " is not 2 * embedding_length " + std::to_string(n_embd) +
+                           " (only an expansion factor of 2 is supported, as in llama.cpp)");
   TableLoader t(wl, hp, "mamba");
   LoadEmbeddingsAndOutput(t, w);  // tied embeddings, duplicated to allow offloading
   w.layers.resize(hp.n_layer);
@@ -57,7 +58,8 @@ Status LoadMambaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
 Status BuildMambaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
   const HParams& hp = m.hp;
   const int64_t n_embd = hp.n_embd;
-  const int64_t d_conv = hp.ssm_d_conv, d_inner = hp.ssm_d_inner, d_state = hp.ssm_d_state, dt_rank = hp.ssm_dt_rank;
+  const int64_t d_conv = hp.ssm_d_conv, d_inner = hp.ssm_d_inner, d_state = hp.ssm_d_state,
+                dt_rank = hp.ssm_dt_rank;
   const int64_t kv_size = std::max<int64_t>(1, m.cfg.n_seq_max);
   const DimExpr T = DimExpr::Tokens(), KV = DimExpr::Kv();
 
@@ -113,8 +115,9 @@ Status BuildMambaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
     const int y_ssm = b.SsmScan(ssm, x, dt, b.Global(l.ssm_a), B, C);
     const auto x_nb = b.Nb(x);
     // store last states (they follow y in y_ssm)
-    b.Expand(b.Cpy(b.View1d(y_ssm, K(d_state * d_inner * kSeqs), x_nb[3]),
-                   b.View1d(ssm_states_all, K(d_state * d_inner * kSeqs), DimExpr::KvHead(d_state * d_inner * kF32))));
+    b.Expand(b.Cpy(
+        b.View1d(y_ssm, K(d_state * d_inner * kSeqs), x_nb[3]),
+        b.View1d(ssm_states_all, K(d_state * d_inner * kSeqs), DimExpr::KvHead(d_state * d_inner * kF32))));
     int y = b.View3d(y_ssm, K(d_inner), T, K(kSeqs), x_nb[1], x_nb[2], DimExpr{});
     y = b.Add(y, b.Mul(x, b.Global(l.ssm_d)));
     y = b.Mul(y, b.Silu(b.Cont(z, b[z].ne)));

@@ -44,7 +44,8 @@ Status BuildPhi3Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
     const LayerWeights& l = w.layers[il];
     int residual = inpL;
     const int rope_factors = BuildRopeFactors(b, m, l);
-    const int attn_norm = BuildNorm(b, inpL, l.attn_norm, l.attn_norm_b, NormKind::kRms, hp.f_norm_rms_eps, il);
+    const int attn_norm =
+        BuildNorm(b, inpL, l.attn_norm, l.attn_norm_b, NormKind::kRms, hp.f_norm_rms_eps, il);
     b.Name(attn_norm, "attn_norm", il);
 
     int cur = b.MulMat(b.Global(l.wqkv), attn_norm);
@@ -53,7 +54,8 @@ Status BuildPhi3Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
     const int64_t f = sizeof(float);
     int Q = b.Cont(b.View2d(cur, K(n_embd), T, nb1, K(0)), {K(n_embd), T, C1, C1});
     int Kc = b.Cont(b.View2d(cur, K(n_embd_gqa), T, nb1, K(f * n_embd)), {K(n_embd_gqa), T, C1, C1});
-    const int V = b.Cont(b.View2d(cur, K(n_embd_gqa), T, nb1, K(f * (n_embd + n_embd_gqa))), {K(n_embd_gqa), T, C1, C1});
+    const int V = b.Cont(b.View2d(cur, K(n_embd_gqa), T, nb1, K(f * (n_embd + n_embd_gqa))),
+                         {K(n_embd_gqa), T, C1, C1});
     b.Name(Q, "Qcur", il);
     b.Name(Kc, "Kcur", il);
     b.Name(V, "Vcur", il);

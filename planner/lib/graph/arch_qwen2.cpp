@@ -30,8 +30,8 @@ Status BuildQwen2Layers(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w, 
   for (int il = 0; il < static_cast<int>(m.hp.n_layer); ++il) {
     const LayerWeights& l = w.layers[il];
     int ffn_inp = -1;
-    const int cur = BuildLlamaAttentionBlock(b, m, l, il, inpL, inp_pos, kq_mask, rc, hd, 1.0f / std::sqrt(float(hd)),
-                                             &ffn_inp);
+    const int cur = BuildLlamaAttentionBlock(b, m, l, il, inpL, inp_pos, kq_mask, rc, hd,
+                                             1.0f / std::sqrt(float(hd)), &ffn_inp);
     inpL = ffn(l, cur, ffn_inp, il);
   }
   BuildOutput(b, m, w, inpL, NormKind::kRms);
@@ -66,7 +66,8 @@ Status BuildQwen2Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
 
 Status LoadQwen2MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
   if (hp.n_expert == 0) return InvalidArgument("qwen2moe: n_expert must be > 0 (qwen2moe.expert_count)");
-  if (hp.n_expert_used == 0) return InvalidArgument("qwen2moe: n_expert_used must be > 0 (qwen2moe.expert_used_count)");
+  if (hp.n_expert_used == 0)
+    return InvalidArgument("qwen2moe: n_expert_used must be > 0 (qwen2moe.expert_used_count)");
   TableLoader t(wl, hp, "qwen2moe");  // expert widths: DimsOf (n_ff_exp, n_ff_shexp)
   LoadEmbeddingsAndOutput(t, w);
   w.layers.resize(hp.n_layer);
@@ -88,8 +89,8 @@ Status LoadQwen2MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w)
 Status BuildQwen2MoeGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
   const HParams& hp = m.hp;
   return BuildQwen2Layers(b, m, w, [&b, &hp](const LayerWeights& l, int cur, int ffn_inp, int il) {
-    int moe_out = BuildMoeFfn(b, cur, l.ffn_gate_inp, l.ffn_up_exps, l.ffn_gate_exps, l.ffn_down_exps, hp.n_expert,
-                              hp.n_expert_used, FfnOp::kSilu, /*norm_w=*/false, il);
+    int moe_out = BuildMoeFfn(b, cur, l.ffn_gate_inp, l.ffn_up_exps, l.ffn_gate_exps, l.ffn_down_exps,
+                              hp.n_expert, hp.n_expert_used, FfnOp::kSilu, /*norm_w=*/false, il);
     // llama.cpp names `cur` (the ffn_norm output) "ffn_moe_out" here, not moe_out; mirrored.
     b.Name(cur, "ffn_moe_out", il);
     // FFN shared expert
@@ -97,8 +98,8 @@ Status BuildQwen2MoeGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w
     b.Name(gate_inp, "ffn_shexp_gate_inp", il);
     const int gate = b.Div(b.Silu(gate_inp), gate_inp);  // sigmoid(x) = silu(x) / x
     b.Name(gate, "ffn_shexp_gate", il);
-    const int ffn = BuildFfn(b, cur, l.ffn_up_shexp, -1, l.ffn_gate_shexp, -1, l.ffn_down_shexp, -1, FfnOp::kSilu,
-                             FfnGate::kPar, il);
+    const int ffn = BuildFfn(b, cur, l.ffn_up_shexp, -1, l.ffn_gate_shexp, -1, l.ffn_down_shexp, -1,
+                             FfnOp::kSilu, FfnGate::kPar, il);
     b.Name(ffn, "ffn_shexp", il);
     const int shexp_out = b.Mul(ffn, gate);
     b.Name(shexp_out, "ffn_shexp_out", il);

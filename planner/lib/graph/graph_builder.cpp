@@ -23,14 +23,19 @@ std::array<DimExpr, 4> GraphBuilder::ContiguousStrides(GgmlType type, const Shap
   std::array<DimExpr, 4> nb;
   nb[0] = DimExpr::Const(static_cast<int64_t>(tr.type_size));
   // nb1 = row size: ne0 must be constant for quantized types; linear for plain types.
-  if (ne[0].is_const()) nb[1] = DimExpr::Const(static_cast<int64_t>(RowSize(type, ne[0].c)));
-  else nb[1] = ne[0] * static_cast<int64_t>(tr.type_size);
+  if (ne[0].is_const())
+    nb[1] = DimExpr::Const(static_cast<int64_t>(RowSize(type, ne[0].c)));
+  else
+    nb[1] = ne[0] * static_cast<int64_t>(tr.type_size);
   // Higher strides are products; they are only needed as DimExpr when at most one factor is
   // symbolic. Otherwise leave them zero: the runtime recomputes strides from bound shapes.
   for (int i = 2; i < 4; ++i) {
-    if (ne[i - 1].is_const()) nb[i] = nb[i - 1] * ne[i - 1].c;
-    else if (nb[i - 1].is_const()) nb[i] = ne[i - 1] * nb[i - 1].c;
-    else nb[i] = DimExpr{};
+    if (ne[i - 1].is_const())
+      nb[i] = nb[i - 1] * ne[i - 1].c;
+    else if (nb[i - 1].is_const())
+      nb[i] = ne[i - 1] * nb[i - 1].c;
+    else
+      nb[i] = DimExpr{};
   }
   return nb;
 }
@@ -49,7 +54,8 @@ int GraphBuilder::Global(int global_id) {
   auto it = global_leaf_.find(global_id);
   if (it != global_leaf_.end()) return it->second;
   const GlobalTensor& gt = m_.globals[global_id];
-  Shape ne{DimExpr::Const(gt.ne[0]), DimExpr::Const(gt.ne[1]), DimExpr::Const(gt.ne[2]), DimExpr::Const(gt.ne[3])};
+  Shape ne{DimExpr::Const(gt.ne[0]), DimExpr::Const(gt.ne[1]), DimExpr::Const(gt.ne[2]),
+           DimExpr::Const(gt.ne[3])};
   const int id = NewTensor(GgmlOp::NONE, gt.type, ne, {});
   g_.tensors[id].name = gt.name;
   g_.tensors[id].kind = gt.kind;
@@ -73,10 +79,15 @@ static std::string DimStr(const DimExpr& d) {
   std::string s;
   auto term = [&s](int64_t k, const char* sym) {
     if (k == 0) return;
-    if (!s.empty()) s += k > 0 ? "+" : "-";
-    else if (k < 0) s += "-";
+    if (!s.empty())
+      s += k > 0 ? "+" : "-";
+    else if (k < 0)
+      s += "-";
     const int64_t m = k < 0 ? -k : k;
-    if (sym == nullptr) { s += std::to_string(m); return; }
+    if (sym == nullptr) {
+      s += std::to_string(m);
+      return;
+    }
     if (m != 1) s += std::to_string(m) + "*";
     s += sym;
   };
@@ -95,7 +106,8 @@ static std::string ShapeStr(const Shape& ne) {
 int GraphBuilder::GetRows(int a, int rows) {
   const Tensor& A = g_.tensors[a];
   const Tensor& B = g_.tensors[rows];
-  if (A.ne[2] != B.ne[1]) Fail("get_rows: a.ne2 != rows.ne1 for " + A.name + " " + ShapeStr(A.ne) + " and " + B.name);
+  if (A.ne[2] != B.ne[1])
+    Fail("get_rows: a.ne2 != rows.ne1 for " + A.name + " " + ShapeStr(A.ne) + " and " + B.name);
   if (B.type != GgmlType::I32) Fail("get_rows: rows must be I32: " + B.name);
   const GgmlType out = A.type == GgmlType::I32 ? GgmlType::I32 : GgmlType::F32;
   return NewTensor(GgmlOp::GET_ROWS, out, {A.ne[0], B.ne[0], B.ne[1], B.ne[2]}, {a, rows});
@@ -105,7 +117,8 @@ int GraphBuilder::MulMat(int a, int b) {
   const Tensor& A = g_.tensors[a];
   const Tensor& B = g_.tensors[b];
   if (A.ne[0] != B.ne[0])
-    Fail("mul_mat: ne0 mismatch for " + A.name + " " + ShapeStr(A.ne) + " x " + B.name + " " + ShapeStr(B.ne));
+    Fail("mul_mat: ne0 mismatch for " + A.name + " " + ShapeStr(A.ne) + " x " + B.name + " " +
+         ShapeStr(B.ne));
   return NewTensor(GgmlOp::MUL_MAT, GgmlType::F32, {A.ne[1], B.ne[1], B.ne[2], B.ne[3]}, {a, b});
 }
 
@@ -115,7 +128,8 @@ int GraphBuilder::MulMatId(int as, int b, int ids) {
   const Tensor& I = g_.tensors[ids];
   // ggml_mul_mat_id: as [K, N, n_expert], b [K, n_expert_used or 1, n_tokens], ids [n_used, n_tokens]
   if (A.ne[0] != B.ne[0]) Fail("mul_mat_id: ne0 mismatch for " + A.name + " x " + B.name);
-  if (I.type != GgmlType::I32 || I.ne[1] != B.ne[2]) Fail("mul_mat_id: ids must be I32 [n_used, b.ne2]: " + I.name);
+  if (I.type != GgmlType::I32 || I.ne[1] != B.ne[2])
+    Fail("mul_mat_id: ids must be I32 [n_used, b.ne2]: " + I.name);
   return NewTensor(GgmlOp::MUL_MAT_ID, GgmlType::F32, {A.ne[1], I.ne[0], B.ne[2], kOne}, {as, b, ids});
 }
 
@@ -158,7 +172,9 @@ int GraphBuilder::Norm(int a, float eps) {
 
 int GraphBuilder::Silu(int a) { return NewTensor(GgmlOp::SILU, g_.tensors[a].type, g_.tensors[a].ne, {a}); }
 int GraphBuilder::Gelu(int a) { return NewTensor(GgmlOp::GELU, g_.tensors[a].type, g_.tensors[a].ne, {a}); }
-int GraphBuilder::Sigmoid(int a) { return NewTensor(GgmlOp::SIGMOID, g_.tensors[a].type, g_.tensors[a].ne, {a}); }
+int GraphBuilder::Sigmoid(int a) {
+  return NewTensor(GgmlOp::SIGMOID, g_.tensors[a].type, g_.tensors[a].ne, {a});
+}
 int GraphBuilder::SwiGluSplit(int a, int b) {
   return NewTensor(GgmlOp::SWIGLU, g_.tensors[a].type, g_.tensors[a].ne, {a, b});
 }
@@ -171,7 +187,8 @@ int GraphBuilder::RopeExt(int a, int pos, int freq_factors, const RopeConfig& rc
   if (freq_factors >= 0) srcs.push_back(freq_factors);
   const int t = NewTensor(GgmlOp::ROPE, g_.tensors[a].type, g_.tensors[a].ne, std::move(srcs));
   g_.tensors[t].iparams = {rc.n_dims, rc.mode, rc.n_ctx_orig};
-  g_.tensors[t].fparams = {rc.freq_base, rc.freq_scale, rc.ext_factor, rc.attn_factor, rc.beta_fast, rc.beta_slow};
+  g_.tensors[t].fparams = {rc.freq_base,   rc.freq_scale, rc.ext_factor,
+                           rc.attn_factor, rc.beta_fast,  rc.beta_slow};
   return t;
 }
 
@@ -183,22 +200,25 @@ int GraphBuilder::SoftMaxExt(int a, int mask, float scale, float max_bias) {
   return t;
 }
 
-int GraphBuilder::FlashAttnExt(int q, int k, int v, int mask, float scale, float max_bias, float logit_softcap,
-                               int prec) {
+int GraphBuilder::FlashAttnExt(int q, int k, int v, int mask, float scale, float max_bias,
+                               float logit_softcap, int prec) {
   const Tensor& Q = g_.tensors[q];
   const Tensor& Kt = g_.tensors[k];
   const Tensor& V = g_.tensors[v];
   // ggml_flash_attn_ext: ggml_can_mul_mat(k, q); V's rows are summed with the softmax weights.
   if (Kt.ne[0] != Q.ne[0])
-    Fail("flash_attn_ext: ne0 mismatch for " + Kt.name + " " + ShapeStr(Kt.ne) + " x " + Q.name + " " + ShapeStr(Q.ne));
+    Fail("flash_attn_ext: ne0 mismatch for " + Kt.name + " " + ShapeStr(Kt.ne) + " x " + Q.name + " " +
+         ShapeStr(Q.ne));
   if (V.ne[1] != Kt.ne[1] || V.ne[2] != Kt.ne[2])
-    Fail("flash_attn_ext: " + V.name + " " + ShapeStr(V.ne) + " does not match " + Kt.name + " " + ShapeStr(Kt.ne));
+    Fail("flash_attn_ext: " + V.name + " " + ShapeStr(V.ne) + " does not match " + Kt.name + " " +
+         ShapeStr(Kt.ne));
   if (Q.ne[2].is_const() && Kt.ne[2].is_const() && (Kt.ne[2].c <= 0 || Q.ne[2].c % Kt.ne[2].c != 0))
     Fail("flash_attn_ext: " + Q.name + " has " + std::to_string(Q.ne[2].c) + " heads, not a multiple of " +
          std::to_string(Kt.ne[2].c));
   std::vector<int> srcs{q, k, v};
   if (mask >= 0) srcs.push_back(mask);
-  const int t = NewTensor(GgmlOp::FLASH_ATTN_EXT, GgmlType::F32, {V.ne[0], Q.ne[2], Q.ne[1], Q.ne[3]}, std::move(srcs));
+  const int t =
+      NewTensor(GgmlOp::FLASH_ATTN_EXT, GgmlType::F32, {V.ne[0], Q.ne[2], Q.ne[1], Q.ne[3]}, std::move(srcs));
   g_.tensors[t].fparams = {scale, max_bias, logit_softcap};
   g_.tensors[t].iparams = {prec};
   return t;
@@ -226,8 +246,10 @@ int GraphBuilder::Concat(int a, int b, int dim) {
   const Tensor& B = g_.tensors[b];
   Shape ne = A.ne;
   for (int d = 0; d < 4; ++d) {
-    if (d == dim) ne[d] = A.ne[d] + B.ne[d];
-    else if (A.ne[d] != B.ne[d]) Fail("concat: dim " + std::to_string(d) + " differs for " + A.name + " and " + B.name);
+    if (d == dim)
+      ne[d] = A.ne[d] + B.ne[d];
+    else if (A.ne[d] != B.ne[d])
+      Fail("concat: dim " + std::to_string(d) + " differs for " + A.name + " and " + B.name);
   }
   const int t = NewTensor(GgmlOp::CONCAT, A.type, ne, {a, b});
   g_.tensors[t].iparams = {dim};
@@ -252,17 +274,22 @@ int GraphBuilder::SsmScan(int s, int x, int dt, int A, int B, int C) {
   const Tensor& AA = g_.tensors[A];
   const Tensor& BB = g_.tensors[B];
   const Tensor& CC = g_.tensors[C];
-  bool ok = X.ne == DT.ne && BB.ne == CC.ne && S.ne[2] == X.ne[2] && X.ne[0] == S.ne[1] && AA.ne[0] == S.ne[0] &&
-            AA.ne[1] == S.ne[1] && BB.ne[0] == S.ne[0] && BB.ne[1] == X.ne[1] && BB.ne[2] == X.ne[2];
-  if (!ok) Fail("ssm_scan: inconsistent shapes (s " + ShapeStr(S.ne) + ", x " + ShapeStr(X.ne) + ", A " + ShapeStr(AA.ne) +
-                ", B " + ShapeStr(BB.ne) + ")");
+  bool ok = X.ne == DT.ne && BB.ne == CC.ne && S.ne[2] == X.ne[2] && X.ne[0] == S.ne[1] &&
+            AA.ne[0] == S.ne[0] && AA.ne[1] == S.ne[1] && BB.ne[0] == S.ne[0] && BB.ne[1] == X.ne[1] &&
+            BB.ne[2] == X.ne[2];
+  if (!ok)
+    Fail("ssm_scan: inconsistent shapes (s " + ShapeStr(S.ne) + ", x " + ShapeStr(X.ne) + ", A " +
+         ShapeStr(AA.ne) + ", B " + ShapeStr(BB.ne) + ")");
   // nelements(x) + nelements(s); both have at most one symbolic factor (n_t) here.
   auto nel = [this](const Shape& ne) {
     DimExpr n = ne[0];
     for (int i = 1; i < 4; ++i) {
-      if (ne[i].is_const()) n = n * ne[i].c;
-      else if (n.is_const()) n = ne[i] * n.c;
-      else Fail("ssm_scan: element count is not affine in the graph symbols");
+      if (ne[i].is_const())
+        n = n * ne[i].c;
+      else if (n.is_const())
+        n = ne[i] * n.c;
+      else
+        Fail("ssm_scan: element count is not affine in the graph symbols");
     }
     return n;
   };
@@ -296,7 +323,8 @@ int GraphBuilder::View2d(int a, DimExpr ne0, DimExpr ne1, DimExpr nb1, DimExpr o
   return View(a, {ne0, ne1, kOne, kOne}, {nb1, DimExpr{}, DimExpr{}}, offset);
 }
 
-int GraphBuilder::View3d(int a, DimExpr ne0, DimExpr ne1, DimExpr ne2, DimExpr nb1, DimExpr nb2, DimExpr offset) {
+int GraphBuilder::View3d(int a, DimExpr ne0, DimExpr ne1, DimExpr ne2, DimExpr nb1, DimExpr nb2,
+                         DimExpr offset) {
   return View(a, {ne0, ne1, ne2, kOne}, {nb1, nb2, DimExpr{}}, offset);
 }
 
@@ -356,8 +384,10 @@ void GraphBuilder::Visit(int t, std::vector<char>& visited) {
   visited[t] = 1;
   for (int s : g_.tensors[t].srcs)
     if (s >= 0) Visit(s, visited);
-  if (g_.tensors[t].op == GgmlOp::NONE) g_.leafs.push_back(t);
-  else g_.nodes.push_back(t);
+  if (g_.tensors[t].op == GgmlOp::NONE)
+    g_.leafs.push_back(t);
+  else
+    g_.nodes.push_back(t);
 }
 
 void GraphBuilder::Expand(int t) {

@@ -116,7 +116,8 @@ Result<HParams> ReadHParams(const GgufFile& f) {
   if (spec == nullptr) {
     std::string list;
     for (const auto& a : SupportedArchitectures()) list += (list.empty() ? "" : ", ") + a;
-    return Unimplemented(f.path() + ": unknown model architecture '" + hp.arch + "' (supported: " + list + ")");
+    return Unimplemented(f.path() + ": unknown model architecture '" + hp.arch + "' (supported: " + list +
+                         ")");
   }
   hp.rope_type = spec->rope_type;
   const bool attention = !hp.recurrent();
@@ -151,7 +152,8 @@ Result<HParams> ReadHParams(const GgufFile& f) {
 
   // rope scaling (llama.cpp load_hparams; the llama 3.1 scaling itself is the rope_freqs tensor)
   STOWAGE_ASSIGN_OR_RETURN(hp.rope_finetuned, f.GetBoolOr(p + "rope.scaling.finetuned", false));
-  STOWAGE_ASSIGN_OR_RETURN(hp.n_ctx_orig_yarn, f.GetU32Or(p + "rope.scaling.original_context_length", hp.n_ctx_train));
+  STOWAGE_ASSIGN_OR_RETURN(hp.n_ctx_orig_yarn,
+                           f.GetU32Or(p + "rope.scaling.original_context_length", hp.n_ctx_train));
   // ROPE's theta is pos * freq_base^(-2i/n_rot) * freq_scale (ggml rope): a base of 0 or below, or
   // a scale that is not finite, makes every rotated value NaN.
   STOWAGE_ASSIGN_OR_RETURN(hp.rope_freq_base,
@@ -186,7 +188,8 @@ Result<HParams> ReadHParams(const GgufFile& f) {
                         "a divisor of " + p + "attention.head_count " + std::to_string(hp.n_head),
                         std::to_string(hp.n_head_kv));
     STOWAGE_ASSIGN_OR_RETURN(hp.n_embd_head_k, f.GetU32Or(p + "attention.key_length", hp.n_embd / hp.n_head));
-    STOWAGE_ASSIGN_OR_RETURN(hp.n_embd_head_v, f.GetU32Or(p + "attention.value_length", hp.n_embd / hp.n_head));
+    STOWAGE_ASSIGN_OR_RETURN(hp.n_embd_head_v,
+                             f.GetU32Or(p + "attention.value_length", hp.n_embd / hp.n_head));
     if (hp.n_embd_head_k == 0) return f.KeyError(p + "attention.key_length", "a positive head size", "0");
     if (hp.n_embd_head_v == 0) return f.KeyError(p + "attention.value_length", "a positive head size", "0");
     STOWAGE_ASSIGN_OR_RETURN(hp.n_rot, f.GetU32Or(p + "rope.dimension_count", hp.n_embd_head_k));
@@ -229,7 +232,8 @@ Result<HParams> ReadHParams(const GgufFile& f) {
     // llama.cpp: the key, or the default of a Phi-3 file written before it existed; else refused
     STOWAGE_ASSIGN_OR_RETURN(const std::optional<uint32_t> n_swa, GgufSlidingWindow(f));
     if (!n_swa)
-      return InvalidArgument(f.path() + ": missing key '" + p + "attention.sliding_window' (invalid value for sliding_window)");
+      return InvalidArgument(f.path() + ": missing key '" + p +
+                             "attention.sliding_window' (invalid value for sliding_window)");
     hp.n_swa = *n_swa;
   }
   if (hp.arch == "mamba") {
@@ -273,12 +277,20 @@ void AddKvCache(ModelGraphs& m) {
 }
 
 Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig* cfg) {
-  if (cfg->n_ubatch == 0 || cfg->n_batch == 0) return InvalidArgument("n_batch and n_ubatch must be positive");
+  if (cfg->n_ubatch == 0 || cfg->n_batch == 0)
+    return InvalidArgument("n_batch and n_ubatch must be positive");
   // llama.cpp common/arg.cpp kv_cache_types: the types -ctk / -ctv accept.
   for (GgmlType t : {cfg->type_k, cfg->type_v}) {
     switch (t) {
-      case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q8_0: case GgmlType::Q4_0:
-      case GgmlType::Q4_1: case GgmlType::IQ4_NL: case GgmlType::Q5_0: case GgmlType::Q5_1:
+      case GgmlType::F32:
+      case GgmlType::F16:
+      case GgmlType::BF16:
+      case GgmlType::Q8_0:
+      case GgmlType::Q4_0:
+      case GgmlType::Q4_1:
+      case GgmlType::IQ4_NL:
+      case GgmlType::Q5_0:
+      case GgmlType::Q5_1:
         break;
       default:
         return InvalidArgument(std::string("unsupported KV cache type ") + GgmlTypeName(t) +
@@ -295,15 +307,18 @@ Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig*
   if (cfg->n_ctx == 0) {
     if (hp.n_ctx_train > kMaxContextTokens)
       return InvalidArgument(path + ": " + hp.arch + ".context_length " + std::to_string(hp.n_ctx_train) +
-                             " exceeds the largest context Stowage plans (" + std::to_string(kMaxContextTokens) +
+                             " exceeds the largest context Stowage plans (" +
+                             std::to_string(kMaxContextTokens) +
                              " tokens); give a context size (-c; stowage-opt: --gguf-n-ctx)");
     if (hp.n_ctx_train == 0)
-      return InvalidArgument(path + ": " + hp.arch + ".context_length is 0; give a context size (-c; stowage-opt: --gguf-n-ctx)");
+      return InvalidArgument(path + ": " + hp.arch +
+                             ".context_length is 0; give a context size (-c; stowage-opt: --gguf-n-ctx)");
     cfg->n_ctx = hp.n_ctx_train;
   }
   if (cfg->n_ctx > kMaxContextTokens)
-    return InvalidArgument("context size " + std::to_string(cfg->n_ctx) + " exceeds the largest Stowage plans (" +
-                           std::to_string(kMaxContextTokens) + " tokens)");
+    return InvalidArgument("context size " + std::to_string(cfg->n_ctx) +
+                           " exceeds the largest Stowage plans (" + std::to_string(kMaxContextTokens) +
+                           " tokens)");
   // llama_init_from_model pads n_ctx to llama_kv_cache_get_padding (256 with flash attention,
   // else 32) because kv_self.n is padded during inference; n_batch <= n_ctx, then raised to at least
   // GGML_KQ_MASK_PAD (64 in FEB25 ggml.h; "n_batch is less than GGML_KQ_MASK_PAD - increasing").
@@ -328,8 +343,8 @@ Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const ContextConfig& 
     for (GgmlType t : {m.cfg.type_k, m.cfg.type_v}) {
       const int64_t bs = GetTypeTraits(t).block_size;
       if ((m.hp.n_embd_head_k % bs) != 0)
-        return InvalidArgument(std::string("KV cache type ") + GgmlTypeName(t) + " needs head size divisible by " +
-                               std::to_string(bs));
+        return InvalidArgument(std::string("KV cache type ") + GgmlTypeName(t) +
+                               " needs head size divisible by " + std::to_string(bs));
     }
   }
   // Split-tensor MoE files (one tensor per expert, pre-2024 llama.cpp) are not supported.
@@ -376,7 +391,11 @@ Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const ContextConfig& 
   const int64_t n_ctx = m.cfg.n_ctx;
   const int64_t pp_tokens = std::min<int64_t>(n_ctx, m.cfg.n_ubatch);
   const int64_t max_kv = m.hp.recurrent() ? m.cfg.n_seq_max : n_ctx;
-  struct Spec { Graph* g; const char* name; int64_t tokens; };
+  struct Spec {
+    Graph* g;
+    const char* name;
+    int64_t tokens;
+  };
   for (const Spec& s : {Spec{&m.prefill, "pp", pp_tokens}, Spec{&m.decode, "tg", 1}}) {
     s.g->name = s.name;
     s.g->max_tokens = s.tokens;

@@ -19,8 +19,8 @@ bool EndsWith(const std::string& s, const std::string& suf) {
 
 }  // namespace
 
-int WeightLoader::Create(const std::string& name, std::vector<int64_t> ne, int layer, LayerClass cls, GgmlOp op,
-                         unsigned flags) {
+int WeightLoader::Create(const std::string& name, std::vector<int64_t> ne, int layer, LayerClass cls,
+                         GgmlOp op, unsigned flags) {
   if (!status_.ok()) return -1;
   const GgufTensorInfo* ti = gguf_.FindTensor(name);
   if (ti == nullptr) {
@@ -34,7 +34,8 @@ int WeightLoader::Create(const std::string& name, std::vector<int64_t> ne, int l
   for (int i = 0; i < 4; ++i) match = match && ti->ne[i] == want[i];
   if (!match) {
     status_ = InvalidArgument(gguf_.path() + ": tensor '" + name + "' has wrong shape; expected " +
-                              ShapeStr(want, std::max<size_t>(ne.size(), 1)) + ", got " + ShapeStr(ti->ne, ti->n_dims));
+                              ShapeStr(want, std::max<size_t>(ne.size(), 1)) + ", got " +
+                              ShapeStr(ti->ne, ti->n_dims));
     return -1;
   }
   // Types: F32 where ggml's consuming op needs it and llama.cpp's converter and quantizer always
@@ -46,8 +47,9 @@ int WeightLoader::Create(const std::string& name, std::vector<int64_t> ne, int l
   const bool int_type = ti->type == GgmlType::I8 || ti->type == GgmlType::I16 || ti->type == GgmlType::I32 ||
                         ti->type == GgmlType::I64 || ti->type == GgmlType::F64;
   if ((want_f32 && ti->type != GgmlType::F32) || (!want_f32 && (int_type || !tr.valid))) {
-    status_ = InvalidArgument(gguf_.path() + ": tensor '" + name + "' has wrong type; expected " +
-                              (want_f32 ? "f32" : "a float or quantized type") + ", got " + GgmlTypeName(ti->type));
+    status_ =
+        InvalidArgument(gguf_.path() + ": tensor '" + name + "' has wrong type; expected " +
+                        (want_f32 ? "f32" : "a float or quantized type") + ", got " + GgmlTypeName(ti->type));
     return -1;
   }
   GlobalTensor g;

@@ -138,7 +138,8 @@ bool Performance::operator==(const Performance& o) const {
 
 bool DeviceManifest::SupportsOp(const OpQuery& q) const {
   if (split_buft && q.op != GgmlOp::MUL_MAT &&
-      std::any_of(q.src.begin(), q.src.end(), [&](const TensorDesc& t) { return t.buft == split_buft->name; }))
+      std::any_of(q.src.begin(), q.src.end(),
+                  [&](const TensorDesc& t) { return t.buft == split_buft->name; }))
     return false;
   // ggml-cpu supports_op: an extra buffer type that accepts the op makes it supported.
   for (const auto& extra : extra_bufts) {

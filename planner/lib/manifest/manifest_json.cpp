@@ -131,9 +131,10 @@ class Reader {
     if (out->empty() && !allow_empty)
       return Fail(Sub(path, key), std::string("expected a non-empty string (") + what + ")");
     // Names, descriptions and notes end up in log lines and plans: one line each.
-    if (std::any_of(out->begin(), out->end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; }))
-      return Fail(Sub(path, key), std::string("expected a string without control characters (") + what + "), got \"" +
-                                      OneLine(*out) + "\"");
+    if (std::any_of(out->begin(), out->end(),
+                    [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; }))
+      return Fail(Sub(path, key), std::string("expected a string without control characters (") + what +
+                                      "), got \"" + OneLine(*out) + "\"");
     return true;
   }
   bool Positive(const json& obj, const std::string& path, const char* key, double* out, const char* what) {
@@ -323,8 +324,9 @@ class Reader {
     if (!Str(j, p, "name", true, &b->name, "buffer type name")) return false;
     if (!U64(j, p, "alignment", true, &b->alignment, "bytes")) return false;
     if (b->alignment == 0 || (b->alignment & (b->alignment - 1)) != 0 || b->alignment > kMaxBufferAlignment)
-      return Fail(Sub(p, "alignment"), std::to_string(b->alignment) + " is out of range (must be a power of two up to " +
-                                           std::to_string(kMaxBufferAlignment) + ", the most a plan records)");
+      return Fail(Sub(p, "alignment"),
+                  std::to_string(b->alignment) + " is out of range (must be a power of two up to " +
+                      std::to_string(kMaxBufferAlignment) + ", the most a plan records)");
     if (!U64(j, p, "max_size", false, &b->max_size, "bytes")) return false;
     if (b->max_size == 0)
       return Fail(Sub(p, "max_size"), "0 is out of range (must be > 0; omit for no limit)");
@@ -725,8 +727,8 @@ Result<json> ParseJsonDocument(std::string_view text, const std::string& file) {
     // e.g. out_of_range.406 "number overflow parsing '1e999'"
     return DataLoss(file + ": JSON value error: " + WithoutId(e.what()));
   } catch (const TooDeep&) {
-    return DataLoss(file + ": " + stack.back().path + ": JSON nested deeper than " + std::to_string(kMaxDepth) +
-                    " levels (device manifests nest at most about 10)");
+    return DataLoss(file + ": " + stack.back().path + ": JSON nested deeper than " +
+                    std::to_string(kMaxDepth) + " levels (device manifests nest at most about 10)");
   }
   if (!duplicate.empty()) return InvalidArgument(duplicate);
   return j;

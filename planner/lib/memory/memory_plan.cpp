@@ -80,13 +80,25 @@ class Arena {
 /// (elementwise ops, SCALE, RMS_NORM, SOFT_MAX, ROPE) takes over the memory of its first source
 /// when that source is a plain tensor of the same size in the same arena, not a graph output, and
 /// this node is its last use. Returns that source, or -1.
-int InPlaceParent(const Graph& g, int id, int node_index, const std::vector<int>& last_use, const Placement& p,
-                  const Bindings& wc) {
+int InPlaceParent(const Graph& g, int id, int node_index, const std::vector<int>& last_use,
+                  const Placement& p, const Bindings& wc) {
   const Tensor& t = g.tensors[id];
   switch (t.op) {
-    case GgmlOp::ADD: case GgmlOp::SUB: case GgmlOp::MUL: case GgmlOp::DIV: case GgmlOp::SCALE:
-    case GgmlOp::SQR: case GgmlOp::SQRT: case GgmlOp::RMS_NORM: case GgmlOp::SOFT_MAX: case GgmlOp::ROPE:
-    case GgmlOp::SILU: case GgmlOp::GELU: case GgmlOp::RELU: case GgmlOp::SIGMOID: case GgmlOp::TANH:
+    case GgmlOp::ADD:
+    case GgmlOp::SUB:
+    case GgmlOp::MUL:
+    case GgmlOp::DIV:
+    case GgmlOp::SCALE:
+    case GgmlOp::SQR:
+    case GgmlOp::SQRT:
+    case GgmlOp::RMS_NORM:
+    case GgmlOp::SOFT_MAX:
+    case GgmlOp::ROPE:
+    case GgmlOp::SILU:
+    case GgmlOp::GELU:
+    case GgmlOp::RELU:
+    case GgmlOp::SIGMOID:
+    case GgmlOp::TANH:
       break;
     default:
       return -1;
@@ -118,7 +130,8 @@ Status PlanGraphArenas(Graph& g, const Placement& p, const std::vector<int>& buf
   }
   // A split input copy reads its source when the split starts: the source stays live until then.
   for (const Split& sp : g.splits)
-    for (const auto& in : sp.inputs) last_use[owner(in.first)] = std::max(last_use[owner(in.first)], sp.node_begin);
+    for (const auto& in : sp.inputs)
+      last_use[owner(in.first)] = std::max(last_use[owner(in.first)], sp.node_begin);
   for (size_t i = 0; i < n; ++i)
     if (g.tensors[i].is_output) last_use[i] = std::numeric_limits<int>::max();
   // Pipeline parallelism (n_copies > 1): ggml_backend_sched flags every instance of a graph input
@@ -134,7 +147,8 @@ Status PlanGraphArenas(Graph& g, const Placement& p, const std::vector<int>& buf
       for (const TensorCopies& tc : sp)
         for (int c : tc.copies) first_leafs.push_back(c);
     for (int c : first_leafs) {
-      if (c < 0 || static_cast<size_t>(c) >= n) return Internal("memory plan: graph " + g.name + ": copy index out of range");
+      if (c < 0 || static_cast<size_t>(c) >= n)
+        return Internal("memory plan: graph " + g.name + ": copy index out of range");
       last_use[c] = std::numeric_limits<int>::max();
     }
   }
@@ -153,7 +167,8 @@ Status PlanGraphArenas(Graph& g, const Placement& p, const std::vector<int>& buf
     allocated[id] = 1;
     Tensor& t = g.tensors[id];
     Arena* a = arena_for(t);
-    if (a == nullptr) return Internal("memory plan: tensor '" + t.name + "' of graph " + g.name + " has no backend");
+    if (a == nullptr)
+      return Internal("memory plan: tensor '" + t.name + "' of graph " + g.name + " has no backend");
     t.buffer = buft_buffer[p.backends[t.backend].compute_buft];
     t.offset = a->Alloc(TensorBytesAt(t, wc));
     return Status::Ok();
@@ -221,7 +236,8 @@ uint64_t MemoryPlan::DeviceBytes(int device) const {
 
 Status PlanMemory(ModelGraphs& m, const Placement& p, MemoryPlan* out) {
   out->buffers.clear();
-  if (p.global_buft.size() != m.globals.size()) return Internal("memory plan: placement does not cover every weight");
+  if (p.global_buft.size() != m.globals.size())
+    return Internal("memory plan: placement does not cover every weight");
 
   // Weights, one buffer per buft (or one mapped range), in load order.
   for (size_t b = 0; b < p.bufts.size(); ++b) {
@@ -229,7 +245,8 @@ Status PlanMemory(ModelGraphs& m, const Placement& p, MemoryPlan* out) {
     const PlacedDevice& dev = p.devices[buft.device];
     std::vector<size_t> members;
     for (size_t i = 0; i < m.globals.size(); ++i)
-      if (m.globals[i].kind == TensorKind::kWeight && p.global_buft[i] == static_cast<int>(b)) members.push_back(i);
+      if (m.globals[i].kind == TensorKind::kWeight && p.global_buft[i] == static_cast<int>(b))
+        members.push_back(i);
     if (members.empty()) continue;
     PlannedBuffer pb;
     pb.buft = static_cast<int>(b);
@@ -307,7 +324,8 @@ Status PlanMemory(ModelGraphs& m, const Placement& p, MemoryPlan* out) {
     buft_buffer[be.compute_buft] = static_cast<int>(out->buffers.size());
     out->buffers.push_back(pb);
   }
-  for (Graph* g : {&m.prefill, &m.decode}) STOWAGE_RETURN_IF_ERROR(PlanGraphArenas(*g, p, buft_buffer, &arena_size));
+  for (Graph* g : {&m.prefill, &m.decode})
+    STOWAGE_RETURN_IF_ERROR(PlanGraphArenas(*g, p, buft_buffer, &arena_size));
   for (size_t b = 0; b < p.bufts.size(); ++b)
     if (buft_buffer[b] >= 0) out->buffers[buft_buffer[b]].size = arena_size[b];
 
@@ -336,7 +354,8 @@ Status PlanMemory(ModelGraphs& m, const Placement& p, MemoryPlan* out) {
       break;
     }
   for (size_t b = 0; b < p.bufts.size() && ob.buft < 0; ++b)
-    if (p.devices[p.bufts[b].device].type == DeviceKind::kCpu && p.bufts[b].is_default) ob.buft = static_cast<int>(b);
+    if (p.devices[p.bufts[b].device].type == DeviceKind::kCpu && p.bufts[b].is_default)
+      ob.buft = static_cast<int>(b);
   if (ob.buft < 0) ob.buft = 0;
   ob.name = p.bufts[ob.buft].name;
   ob.device = p.bufts[ob.buft].device;

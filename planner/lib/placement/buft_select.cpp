@@ -99,8 +99,8 @@ Result<bool> WeightBuftSupported(const HParams& hp, const GlobalTensor& w, stowa
       break;
     }
     default:
-      return Unimplemented(std::string("weight_buft_supported: missing test for op ") + stowage::GgmlOpName(op) +
-                           " (tensor '" + w.name + "')");
+      return Unimplemented(std::string("weight_buft_supported: missing test for op ") +
+                           stowage::GgmlOpName(op) + " (tensor '" + w.name + "')");
   }
   if (q.op == planner::GgmlOp::kCount)
     return Internal(std::string("op ") + stowage::GgmlOpName(op) + " has no device-manifest name");
@@ -111,8 +111,8 @@ Result<bool> WeightBuftSupported(const HParams& hp, const GlobalTensor& w, stowa
   return ok;
 }
 
-Status SelectWeightBufts(const ModelGraphs& m, const DeviceSet& ds, const LayerMap& lm, const WeightBuftOptions& opt,
-                         Placement* p, MovedSummary* moved) {
+Status SelectWeightBufts(const ModelGraphs& m, const DeviceSet& ds, const LayerMap& lm,
+                         const WeightBuftOptions& opt, Placement* p, MovedSummary* moved) {
   const BuftList cpu_list = MakeCpuBuftList(ds, opt.no_host, opt.no_repack);
   std::vector<BuftList> dev_lists(ds.devices.size());
   for (int d = 0; d < ds.n_model; ++d) dev_lists[d] = MakeGpuBuftList(ds, d, opt.split_mode, cpu_list);
@@ -160,9 +160,14 @@ Status SelectWeightBufts(const ModelGraphs& m, const DeviceSet& ds, const LayerM
     const BuftList& list = dev_lists[dev];
     ExplainEntry ex;
     ex.subject = w.name;
-    if (w.duplicated) ex.subject += w.layer_class == LayerClass::kOutput ? " (output)" : " (layer " + std::to_string(w.layer) + ")";
-    const char* cls = w.layer_class == LayerClass::kInput ? "input layer" : w.layer_class == LayerClass::kOutput ? "output layer" : "layer";
-    const std::string where = w.layer_class == LayerClass::kRepeating ? std::string(cls) + " " + std::to_string(w.layer) : cls;
+    if (w.duplicated)
+      ex.subject +=
+          w.layer_class == LayerClass::kOutput ? " (output)" : " (layer " + std::to_string(w.layer) + ")";
+    const char* cls = w.layer_class == LayerClass::kInput    ? "input layer"
+                      : w.layer_class == LayerClass::kOutput ? "output layer"
+                                                             : "layer";
+    const std::string where =
+        w.layer_class == LayerClass::kRepeating ? std::string(cls) + " " + std::to_string(w.layer) : cls;
 
     // Overrides first.
     int chosen_dev = -1;
@@ -175,7 +180,8 @@ Status SelectWeightBufts(const ModelGraphs& m, const DeviceSet& ds, const LayerM
       const PlacedBuft& ob = p->bufts[ovr[ovr_index].buft];
       if (ob.name == cpu_buft) {
         select_list = &cpu_list;  // llama.cpp #14990: an override to CPU selects from the CPU list
-        ex.rule = "override '" + opt.overrides[ovr_index].pattern + "=" + ob.name + "': first supported entry of the CPU list";
+        ex.rule = "override '" + opt.overrides[ovr_index].pattern + "=" + ob.name +
+                  "': first supported entry of the CPU list";
         ex.code = ExplainRule::kWeightOverrideCpu;
       } else {
         chosen = ob.name;
@@ -187,9 +193,11 @@ Status SelectWeightBufts(const ModelGraphs& m, const DeviceSet& ds, const LayerM
     if (chosen.empty()) {
       for (const BuftRef& e : *select_list) {
         const BufferType* bt = ds.devices[e.device].FindBuft(e.buft);
-        if (bt == nullptr) return Internal("buffer type '" + e.buft + "' not found on device " + ds.devices[e.device].name);
+        if (bt == nullptr)
+          return Internal("buffer type '" + e.buft + "' not found on device " + ds.devices[e.device].name);
         std::string why;
-        STOWAGE_ASSIGN_OR_RETURN(bool ok, WeightBuftSupported(m.hp, w, w.consumer_op, *bt, ds.devices[e.device], &why));
+        STOWAGE_ASSIGN_OR_RETURN(
+            bool ok, WeightBuftSupported(m.hp, w, w.consumer_op, *bt, ds.devices[e.device], &why));
         if (ok) {
           chosen = e.buft;
           chosen_dev = e.device;
@@ -215,7 +223,8 @@ Status SelectWeightBufts(const ModelGraphs& m, const DeviceSet& ds, const LayerM
     if (p->use_mmap && cd.host_buft && cd.host_buft->name == chosen) {
       ex.rejected.push_back(chosen + ": host buffer type with mmap (the file mapping is used instead)");
       ex.rule += "; mmap: host buffer type -> " + cpu_buft;
-      if (ex.code == ExplainRule::kWeightHead || ex.code == ExplainRule::kWeightFallback) ex.code = ExplainRule::kWeightMmap;
+      if (ex.code == ExplainRule::kWeightHead || ex.code == ExplainRule::kWeightFallback)
+        ex.code = ExplainRule::kWeightMmap;
       chosen = cpu_buft;
       chosen_dev = ds.cpu;
     }

@@ -15,16 +15,26 @@ std::pair<std::string, std::string> SplitRejected(const std::string& r) {
 
 const char* ExplainRuleCode(ExplainRule code) {
   switch (code) {
-    case ExplainRule::kUnset: return "";
-    case ExplainRule::kWeightHead: return "load.head";
-    case ExplainRule::kWeightFallback: return "load.fallback";
-    case ExplainRule::kWeightOverride: return "load.override";
-    case ExplainRule::kWeightOverrideCpu: return "load.override.cpu";
-    case ExplainRule::kWeightMmap: return "load.mmap";
-    case ExplainRule::kWeightShared: return "load.dup";
-    case ExplainRule::kKvLayer: return "kv.layer";
-    case ExplainRule::kKvNoOffload: return "kv.nkvo";
-    case ExplainRule::kNode: return "node";
+    case ExplainRule::kUnset:
+      return "";
+    case ExplainRule::kWeightHead:
+      return "load.head";
+    case ExplainRule::kWeightFallback:
+      return "load.fallback";
+    case ExplainRule::kWeightOverride:
+      return "load.override";
+    case ExplainRule::kWeightOverrideCpu:
+      return "load.override.cpu";
+    case ExplainRule::kWeightMmap:
+      return "load.mmap";
+    case ExplainRule::kWeightShared:
+      return "load.dup";
+    case ExplainRule::kKvLayer:
+      return "kv.layer";
+    case ExplainRule::kKvNoOffload:
+      return "kv.nkvo";
+    case ExplainRule::kNode:
+      return "node";
   }
   return "";
 }
@@ -32,8 +42,8 @@ const char* ExplainRuleCode(ExplainRule code) {
 std::string ExplainText(const Placement& p) {
   std::string out;
   for (const auto& e : p.explain) {
-    out += (e.graph.empty() ? std::string("tensor") : e.graph) + " " + e.subject + ": " + e.buft + " on " + e.device +
-           " -- " + e.rule + "\n";
+    out += (e.graph.empty() ? std::string("tensor") : e.graph) + " " + e.subject + ": " + e.buft + " on " +
+           e.device + " -- " + e.rule + "\n";
     for (const auto& r : e.rejected) out += "    rejected " + r + "\n";
   }
   return out;

@@ -25,7 +25,8 @@ Result<std::vector<SplitBufferShare>> RowSplitShares(const ModelGraphs& m, const
       devs.push_back(i);
       totals.push_back(d.memory_total);
     }
-    if (devs.empty()) return Internal("split buffer " + b.name + " has no model device of backend " + owner.backend);
+    if (devs.empty())
+      return Internal("split buffer " + b.name + " has no model device of backend " + owner.backend);
     // The split the plan records for this buft (RecordTensorSplit: one proportion per device above,
     // or empty for ggml's default), which is what the runtime's split buffer receives: the fit check
     // counts the rows the runtime will really put on each device.
@@ -40,8 +41,9 @@ Result<std::vector<SplitBufferShare>> RowSplitShares(const ModelGraphs& m, const
       seen.push_back(g.offset);
       const int64_t nrows = g.ne[1] * g.ne[2] * g.ne[3];
       const uint64_t row_bytes = RowSize(g.type, g.ne[0]);
-      const uint64_t pad =
-          g.ne[0] % kMatrixRowPadding != 0 ? RowSize(g.type, kMatrixRowPadding - g.ne[0] % kMatrixRowPadding) : 0;
+      const uint64_t pad = g.ne[0] % kMatrixRowPadding != 0
+                               ? RowSize(g.type, kMatrixRowPadding - g.ne[0] % kMatrixRowPadding)
+                               : 0;
       for (size_t k = 0; k < devs.size(); ++k) {
         int64_t lo = 0, hi = 0;
         exec::RowSplit(nrows, starts, kRowSplitRounding, static_cast<int>(k), &lo, &hi);
@@ -66,10 +68,12 @@ std::vector<DeviceMemoryUse> DeviceMemory(const PlacementOutcome& o) {
   for (size_t bi = 0; bi < o.memory.buffers.size(); ++bi) {
     const PlannedBuffer& b = o.memory.buffers[bi];
     if (b.mapped) continue;
-    const auto share = std::find_if(o.split_shares.begin(), o.split_shares.end(),
-                                    [&](const SplitBufferShare& s) { return s.buffer == static_cast<int>(bi); });
+    const auto share =
+        std::find_if(o.split_shares.begin(), o.split_shares.end(),
+                     [&](const SplitBufferShare& s) { return s.buffer == static_cast<int>(bi); });
     if (share != o.split_shares.end()) {
-      for (size_t d = 0; d < out.size() && d < share->device_bytes.size(); ++d) out[d].needed += share->device_bytes[d];
+      for (size_t d = 0; d < out.size() && d < share->device_bytes.size(); ++d)
+        out[d].needed += share->device_bytes[d];
       continue;
     }
     const PlacedBuft& pb = o.placement.bufts[b.buft];
@@ -94,12 +98,13 @@ Status CheckFit(const PlacementOutcome& o, bool devices_only, uint64_t margin) {
     char target[64] = "";  // the --fit-target margin, when one is kept
     if (keep > 0) std::snprintf(target, sizeof target, " + %.2f MiB --fit-target", keep / 1048576.0);
     char buf[512];
-    std::snprintf(buf, sizeof buf,
-                  "does not fit: device %s needs %llu bytes (%.2f MiB)%s but has %llu bytes (%.2f MiB) available "
-                  "(free %.2f MiB - reserve %.2f MiB)",
-                  u.name.c_str(), static_cast<unsigned long long>(u.needed), u.needed / 1048576.0, target,
-                  static_cast<unsigned long long>(u.available), u.available / 1048576.0, m.memory_free / 1048576.0,
-                  m.memory_reserve / 1048576.0);
+    std::snprintf(
+        buf, sizeof buf,
+        "does not fit: device %s needs %llu bytes (%.2f MiB)%s but has %llu bytes (%.2f MiB) available "
+        "(free %.2f MiB - reserve %.2f MiB)",
+        u.name.c_str(), static_cast<unsigned long long>(u.needed), u.needed / 1048576.0, target,
+        static_cast<unsigned long long>(u.available), u.available / 1048576.0, m.memory_free / 1048576.0,
+        m.memory_reserve / 1048576.0);
     return ResourceExhausted(buf);
   }
   return Status::Ok();
@@ -130,8 +135,10 @@ Result<int> FitGpuLayers(int max_ngl, const std::function<Result<bool>(int, std:
     const int mid = lo + (hi - lo + 1) / 2;
     std::string w;
     STOWAGE_ASSIGN_OR_RETURN(bool ok, fits(mid, &w));
-    if (ok) lo = mid;
-    else hi = mid - 1;
+    if (ok)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -139,7 +146,8 @@ Result<int> FitGpuLayers(int max_ngl, const std::function<Result<bool>(int, std:
 Result<int> FitGpuLayersToDevices(const GgufFile& gguf, const ContextConfig& cfg,
                                   const std::vector<DeviceManifest>& machine, const PlacementOptions& opt,
                                   uint64_t margin) {
-  if (std::none_of(machine.begin(), machine.end(), [](const DeviceManifest& d) { return d.type == DeviceType::kGpu; }))
+  if (std::none_of(machine.begin(), machine.end(),
+                   [](const DeviceManifest& d) { return d.type == DeviceType::kGpu; }))
     return 0;
   // llama.cpp common/fit.cpp (DEC25): "device %s did not report memory; --fit will not use it".
   // Whole layers cannot be kept off one GPU of several here, so such a device is refused by name.
@@ -164,7 +172,8 @@ Result<int> FitGpuLayersToDevices(const GgufFile& gguf, const ContextConfig& cfg
     *why = s.message();
     return false;
   };
-  auto r = FitGpuLayers(static_cast<int>(hp.n_layer) + 1, [&](int n, std::string* why) { return fits(n, margin, why); });
+  auto r = FitGpuLayers(static_cast<int>(hp.n_layer) + 1,
+                        [&](int n, std::string* why) { return fits(n, margin, why); });
   if (r.ok() || r.status().code() != StatusCode::kResourceExhausted || margin == 0) return r;
   // Even -ngl 0 leaves less than the margin free (a small GPU): llama_params_fit then keeps the
   // parameters it was given; here -ngl 0, when that fits without the margin.

@@ -2,7 +2,8 @@
 
 namespace stowage::planner {
 
-Status PlaceKvCache(const ModelGraphs& m, const DeviceSet& ds, const LayerMap& lm, bool offload_kqv, Placement* p) {
+Status PlaceKvCache(const ModelGraphs& m, const DeviceSet& ds, const LayerMap& lm, bool offload_kqv,
+                    Placement* p) {
   if (p->global_buft.size() != m.globals.size()) p->global_buft.resize(m.globals.size(), -1);
   p->offload_kqv = offload_kqv;
   for (size_t gi = 0; gi < m.globals.size(); ++gi) {
@@ -12,7 +13,8 @@ Status PlaceKvCache(const ModelGraphs& m, const DeviceSet& ds, const LayerMap& l
       return Internal("KV cache tensor '" + g.name + "' has no layer");
     const int dev = offload_kqv ? lm.device[g.layer] : ds.cpu;
     const int b = p->FindBuft(ds.devices[dev].default_buft.name);
-    if (b < 0) return Internal("KV cache: buffer type of device " + ds.devices[dev].name + " is not registered");
+    if (b < 0)
+      return Internal("KV cache: buffer type of device " + ds.devices[dev].name + " is not registered");
     p->global_buft[gi] = b;
     ExplainEntry ex;
     ex.subject = g.name;

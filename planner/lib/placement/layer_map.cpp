@@ -29,7 +29,8 @@ Result<std::vector<float>> ParseTensorSplit(std::string_view s) {
     char* e = nullptr;
     const float v = text.empty() ? -1.f : std::strtof(text.c_str(), &e);
     if (text.empty() || e != text.c_str() + text.size() || !std::isfinite(v) || !(v >= 0.f))
-      return InvalidArgument("invalid tensor split '" + std::string(s) + "': item " + std::to_string(index) + " '" + text +
+      return InvalidArgument("invalid tensor split '" + std::string(s) + "': item " + std::to_string(index) +
+                             " '" + text +
                              "' is not a non-negative number (expected proportions such as 3,1 or 3/1)");
     out.push_back(v);
     if (end == s.size()) break;
@@ -38,20 +39,28 @@ Result<std::vector<float>> ParseTensorSplit(std::string_view s) {
   return out;
 }
 
-Result<DeviceSet> MakeDeviceSet(const std::vector<DeviceManifest>& machine, SplitMode split_mode, int main_gpu) {
+Result<DeviceSet> MakeDeviceSet(const std::vector<DeviceManifest>& machine, SplitMode split_mode,
+                                int main_gpu) {
   DeviceSet ds;
   std::vector<const DeviceManifest*> rpc, gpu, accel, cpu;
   for (const auto& d : machine) {
     switch (d.type) {
-      case DeviceType::kGpu: (d.backend == "RPC" ? rpc : gpu).push_back(&d); break;
-      case DeviceType::kAccel: accel.push_back(&d); break;
-      case DeviceType::kCpu: cpu.push_back(&d); break;
+      case DeviceType::kGpu:
+        (d.backend == "RPC" ? rpc : gpu).push_back(&d);
+        break;
+      case DeviceType::kAccel:
+        accel.push_back(&d);
+        break;
+      case DeviceType::kCpu:
+        cpu.push_back(&d);
+        break;
     }
   }
-  if (cpu.empty()) return InvalidArgument("no CPU device in the device list (the CPU backend is always needed)");
+  if (cpu.empty())
+    return InvalidArgument("no CPU device in the device list (the CPU backend is always needed)");
   if (cpu.size() > 1)
-    return InvalidArgument("the device list has " + std::to_string(cpu.size()) + " CPU devices ('" + cpu[0]->name +
-                           "', '" + cpu[1]->name + "'); exactly one is expected");
+    return InvalidArgument("the device list has " + std::to_string(cpu.size()) + " CPU devices ('" +
+                           cpu[0]->name + "', '" + cpu[1]->name + "'); exactly one is expected");
   // llama.cpp: RPC devices in front of the other GPUs.
   std::vector<const DeviceManifest*> model = rpc;
   model.insert(model.end(), gpu.begin(), gpu.end());
@@ -60,7 +69,9 @@ Result<DeviceSet> MakeDeviceSet(const std::vector<DeviceManifest>& machine, Spli
   const int n_gpu = static_cast<int>(model.size());
   const bool mg_default_without_gpu = split_mode != SplitMode::kNone && n_gpu == 0 && main_gpu == 0;
   if (!mg_default_without_gpu && (main_gpu < 0 || main_gpu >= n_gpu)) {
-    std::string valid = n_gpu == 0   ? "" : n_gpu == 1 ? "; valid: 0 (" : "; valid: 0 to " + std::to_string(n_gpu - 1) + " (";
+    std::string valid = n_gpu == 0   ? ""
+                        : n_gpu == 1 ? "; valid: 0 ("
+                                     : "; valid: 0 to " + std::to_string(n_gpu - 1) + " (";
     for (int i = 0; i < n_gpu; ++i) valid += (i > 0 ? ", " : "") + model[i]->name;
     if (n_gpu > 0) valid += ")";
     // llama.cpp's message, plus why when -sm none has no GPU to pick (-mg was not necessarily given).
@@ -87,7 +98,8 @@ BuftList MakeCpuBuftList(const DeviceSet& ds, bool no_host, bool no_extra) {
   BuftList list;
   const DeviceManifest& cpu = ds.devices[ds.cpu];
   for (int i = ds.n_model; i < ds.cpu; ++i)
-    if (ds.devices[i].default_buft.name != cpu.default_buft.name) list.push_back({i, ds.devices[i].default_buft.name});
+    if (ds.devices[i].default_buft.name != cpu.default_buft.name)
+      list.push_back({i, ds.devices[i].default_buft.name});
   if (!no_extra)
     for (const auto& e : cpu.extra_bufts) list.push_back({ds.cpu, e.name});
   if (!no_host) {
@@ -122,15 +134,19 @@ void AddBuft(Placement* p, const BufferType& bt, int device, bool is_default) {
   pb.is_default = is_default;
   pb.alignment = bt.alignment;
   // Extra bufts of the CPU (CPU_REPACK) convert weights on upload; the runtime picks the layout per type.
-  if (!is_default && !bt.is_host && device >= 0 && p->devices[device].type == DeviceKind::kCpu) pb.repack = "repack";
+  if (!is_default && !bt.is_host && device >= 0 && p->devices[device].type == DeviceKind::kCpu)
+    pb.repack = "repack";
   p->bufts.push_back(pb);
 }
 
 DeviceKind KindOf(DeviceType t) {
   switch (t) {
-    case DeviceType::kGpu: return DeviceKind::kGpu;
-    case DeviceType::kAccel: return DeviceKind::kAccel;
-    case DeviceType::kCpu: break;
+    case DeviceType::kGpu:
+      return DeviceKind::kGpu;
+    case DeviceType::kAccel:
+      return DeviceKind::kAccel;
+    case DeviceType::kCpu:
+      break;
   }
   return DeviceKind::kCpu;
 }
@@ -162,7 +178,8 @@ void InitPlacement(const DeviceSet& ds, bool use_mmap, Placement* p) {
     if (d.host_buft) AddBuft(p, *d.host_buft, i, false);
   }
   for (int i = ds.n_model; i < ds.cpu; ++i)
-    if (ds.devices[i].default_buft.name != cpu.default_buft.name) AddBuft(p, ds.devices[i].default_buft, i, true);
+    if (ds.devices[i].default_buft.name != cpu.default_buft.name)
+      AddBuft(p, ds.devices[i].default_buft, i, true);
   for (const auto& e : cpu.extra_bufts) AddBuft(p, e, ds.cpu, false);
   AddBuft(p, cpu.default_buft, ds.cpu, true);
   for (int i = 0; i < static_cast<int>(ds.devices.size()); ++i) {
@@ -223,7 +240,8 @@ Result<LayerMap> AssignLayers(const DeviceSet& ds, uint32_t n_layer, int n_gpu_l
   for (int il = 0; il <= L; ++il) {
     if (il < lm.i_gpu_start || il - lm.i_gpu_start >= lm.act_gpu_layers) continue;
     const float f = static_cast<float>(il - lm.i_gpu_start) / static_cast<float>(lm.act_gpu_layers);
-    const int d = static_cast<int>(std::upper_bound(lm.splits.begin(), lm.splits.end(), f) - lm.splits.begin());
+    const int d =
+        static_cast<int>(std::upper_bound(lm.splits.begin(), lm.splits.end(), f) - lm.splits.begin());
     lm.device[il] = std::min(d, n - 1);
   }
   return lm;

@@ -78,7 +78,8 @@ std::string QueryString(const OpQuery& q) {
 
 BufferInfo GlobalBuffer(const ModelGraphs& m, const Placement& p, int global) {
   BufferInfo bi;
-  if (global < 0 || static_cast<size_t>(global) >= p.global_buft.size() || p.global_buft[global] < 0) return bi;
+  if (global < 0 || static_cast<size_t>(global) >= p.global_buft.size() || p.global_buft[global] < 0)
+    return bi;
   const PlacedBuft& pb = p.bufts[p.global_buft[global]];
   const PlacedDevice& dev = p.devices[pb.device];
   const GlobalTensor& gt = m.globals[global];

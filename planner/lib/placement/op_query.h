@@ -21,7 +21,7 @@ bool IsContiguous(GgmlType type, const int64_t ne[4], const std::array<int64_t, 
 /// KV cache tensors (and views of them, through view_src) have a buffer.
 struct BufferInfo {
   bool allocated = false;
-  std::string buft;    ///< buffer type name ("CPU_Mapped" for mmap'ed CPU weights)
+  std::string buft;  ///< buffer type name ("CPU_Mapped" for mmap'ed CPU weights)
   bool is_host = false;
   bool weights = false;  ///< ggml_backend_buffer usage WEIGHTS
 };

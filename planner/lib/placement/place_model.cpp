@@ -12,10 +12,14 @@ namespace {
 
 const char* UsageName(BufferUsage u) {
   switch (u) {
-    case BufferUsage::kWeights: return "weights";
-    case BufferUsage::kKvCache: return "KV cache";
-    case BufferUsage::kCompute: return "compute";
-    case BufferUsage::kOutput: return "output";
+    case BufferUsage::kWeights:
+      return "weights";
+    case BufferUsage::kKvCache:
+      return "KV cache";
+    case BufferUsage::kCompute:
+      return "compute";
+    case BufferUsage::kOutput:
+      return "output";
   }
   return "?";
 }
@@ -39,9 +43,10 @@ Status CheckMaxBufferSizes(const PlacementOutcome& o) {
     if (d.split_buft) consider(*d.split_buft);
     for (const BufferType& bt : d.extra_bufts) consider(bt);
     if (b.size > max_size)
-      return ResourceExhausted("buffer '" + b.name + "' (" + UsageName(b.usage) + ") needs " + std::to_string(b.size) +
-                               " bytes but buffer type " + pb.name + " of device " + d.name + " allocates at most " +
-                               std::to_string(max_size) + " bytes per buffer (manifest max_size); llama.cpp would use "
+      return ResourceExhausted("buffer '" + b.name + "' (" + UsageName(b.usage) + ") needs " +
+                               std::to_string(b.size) + " bytes but buffer type " + pb.name + " of device " +
+                               d.name + " allocates at most " + std::to_string(max_size) +
+                               " bytes per buffer (manifest max_size); llama.cpp would use "
                                "several buffers, which Stowage plans do not yet");
   }
   return Status::Ok();
@@ -53,12 +58,14 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
                                     const PlacementOptions& opt) {
   PlacementOutcome o;
   STOWAGE_ASSIGN_OR_RETURN(o.devices, MakeDeviceSet(machine, opt.split_mode, opt.main_gpu));
-  STOWAGE_ASSIGN_OR_RETURN(o.layers, AssignLayers(o.devices, m.hp.n_layer, opt.n_gpu_layers, opt.tensor_split));
+  STOWAGE_ASSIGN_OR_RETURN(o.layers,
+                           AssignLayers(o.devices, m.hp.n_layer, opt.n_gpu_layers, opt.tensor_split));
   InitPlacement(o.devices, opt.use_mmap, &o.placement);
   RecordTensorSplit(o.devices, opt.tensor_split, &o.placement);
   RecordHostBufts(o.devices, &o.placement);
   for (uint32_t il = 0; il <= m.hp.n_layer; ++il)
-    o.placement.log.push_back("layer " + std::to_string(il) + " -> " + o.devices.devices[o.layers.device[il]].name);
+    o.placement.log.push_back("layer " + std::to_string(il) + " -> " +
+                              o.devices.devices[o.layers.device[il]].name);
   WeightBuftOptions wo;
   wo.split_mode = opt.split_mode;
   wo.no_host = opt.no_host;
@@ -70,9 +77,8 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
   so.op_offload = opt.op_offload;
   so.offload_kqv = opt.offload_kqv;
   so.full_offload = opt.n_gpu_layers > static_cast<int>(m.hp.n_layer);
-  const PipelineDecision pipeline =
-      PipelineParallelism(o.devices, m.hp.n_layer, opt.n_gpu_layers, opt.split_mode, opt.offload_kqv,
-                          !opt.overrides.empty());
+  const PipelineDecision pipeline = PipelineParallelism(
+      o.devices, m.hp.n_layer, opt.n_gpu_layers, opt.split_mode, opt.offload_kqv, !opt.overrides.empty());
   so.n_copies = pipeline.n_copies;
   o.pp_nodes = GraphNodeCount(m.prefill);
   o.tg_nodes = GraphNodeCount(m.decode);
@@ -84,7 +90,6 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
   STOWAGE_ASSIGN_OR_RETURN(o.split_shares, RowSplitShares(m, o));
   return o;
 }
-
 
 void RecordHostBufts(const DeviceSet& ds, Placement* p) {
   p->device_host_buft.assign(p->devices.size(), -1);
@@ -128,28 +133,30 @@ std::string Fmt(const char* f, A... a) {
 
 }  // namespace
 
-std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcome& o, const PlacementOptions& opt,
-                                     bool debug_lines) {
+std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcome& o,
+                                     const PlacementOptions& opt, bool debug_lines) {
   std::vector<std::string> out;
   const DeviceSet& ds = o.devices;
   for (int i = 0; i < ds.n_model; ++i)
-    out.push_back(Fmt("llama_model_load_from_file_impl: using device %s (%s) - %llu MiB free", ds.devices[i].name.c_str(),
-                      ds.devices[i].description.c_str(),
+    out.push_back(Fmt("llama_model_load_from_file_impl: using device %s (%s) - %llu MiB free",
+                      ds.devices[i].name.c_str(), ds.devices[i].description.c_str(),
                       static_cast<unsigned long long>(ds.devices[i].memory_free / 1024 / 1024)));
   for (size_t il = 0; debug_lines && il < o.layers.device.size(); ++il)
     out.push_back(Fmt("load_tensors: layer %3d assigned to device %s", static_cast<int>(il),
                       ds.devices[o.layers.device[il]].name.c_str()));
   if (debug_lines && o.moved.count > 0)
-    out.push_back(Fmt("load_tensors: tensor '%s' (%s) (and %d others) cannot be used with preferred buffer type %s, "
-                      "using %s instead",
-                      o.moved.tensor.c_str(), o.moved.type.c_str(), o.moved.count - 1, o.moved.from.c_str(),
-                      o.moved.to.c_str()));
+    out.push_back(
+        Fmt("load_tensors: tensor '%s' (%s) (and %d others) cannot be used with preferred buffer type %s, "
+            "using %s instead",
+            o.moved.tensor.c_str(), o.moved.type.c_str(), o.moved.count - 1, o.moved.from.c_str(),
+            o.moved.to.c_str()));
   if (ds.n_model > 0) {  // llama_supports_gpu_offload()
     const int n_layer = static_cast<int>(m.hp.n_layer);
     const int ngl = std::max(opt.n_gpu_layers, 0);
     out.push_back(Fmt("load_tensors: offloading %d repeating layers to GPU", std::min(ngl, n_layer)));
     if (ngl > n_layer) out.push_back("load_tensors: offloading output layer to GPU");
-    out.push_back(Fmt("load_tensors: offloaded %d/%d layers to GPU", std::min(ngl, n_layer + 1), n_layer + 1));
+    out.push_back(
+        Fmt("load_tensors: offloaded %d/%d layers to GPU", std::min(ngl, n_layer + 1), n_layer + 1));
   }
   for (const auto& b : o.memory.buffers)
     if (b.usage == BufferUsage::kWeights)
@@ -174,35 +181,42 @@ std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcom
   out.push_back(Fmt("llama_init_from_model: freq_base     = %.1f", m.hp.rope_freq_base));
   out.push_back(Fmt("llama_init_from_model: freq_scale    = %g", m.hp.rope_freq_scale));
   if (!m.hp.recurrent() && n_ctx_per_seq < m.hp.n_ctx_train)
-    out.push_back(Fmt("llama_init_from_model: n_ctx_per_seq (%u) < n_ctx_train (%u) -- the full capacity of the model "
-                      "will not be utilized",
-                      n_ctx_per_seq, m.hp.n_ctx_train));
+    out.push_back(
+        Fmt("llama_init_from_model: n_ctx_per_seq (%u) < n_ctx_train (%u) -- the full capacity of the model "
+            "will not be utilized",
+            n_ctx_per_seq, m.hp.n_ctx_train));
   if (!m.hp.recurrent() && n_ctx_per_seq > m.hp.n_ctx_train)
-    out.push_back(Fmt("llama_init_from_model: n_ctx_per_seq (%u) > n_ctx_train (%u) -- possible training context overflow",
-                      n_ctx_per_seq, m.hp.n_ctx_train));
+    out.push_back(Fmt(
+        "llama_init_from_model: n_ctx_per_seq (%u) > n_ctx_train (%u) -- possible training context overflow",
+        n_ctx_per_seq, m.hp.n_ctx_train));
   // kv_size: n_ctx, or max(1, n_seq_max) state cells for a recurrent model; can_shift = !recurrent
   // (FEB25 llama_init_from_model / llama_kv_cache_init; deepseek2's MLA exception has no builder here).
-  out.push_back(Fmt("llama_kv_cache_init: kv_size = %u, offload = %d, type_k = '%s', type_v = '%s', n_layer = %u, "
-                    "can_shift = %d",
-                    m.hp.recurrent() ? n_seq_max : m.cfg.n_ctx, opt.offload_kqv ? 1 : 0, GgmlTypeName(m.cfg.type_k),
-                    GgmlTypeName(m.cfg.type_v), m.hp.n_layer, m.hp.recurrent() ? 0 : 1));
+  out.push_back(
+      Fmt("llama_kv_cache_init: kv_size = %u, offload = %d, type_k = '%s', type_v = '%s', n_layer = %u, "
+          "can_shift = %d",
+          m.hp.recurrent() ? n_seq_max : m.cfg.n_ctx, opt.offload_kqv ? 1 : 0, GgmlTypeName(m.cfg.type_k),
+          GgmlTypeName(m.cfg.type_v), m.hp.n_layer, m.hp.recurrent() ? 0 : 1));
   for (const auto& b : o.memory.buffers)
     if (b.usage == BufferUsage::kKvCache)
       out.push_back(Fmt("llama_kv_cache_init: %10s KV buffer size = %8.2f MiB", b.name.c_str(), MiB(b.size)));
   out.push_back(Fmt("llama_init_from_model: KV self size  = %7.2f MiB, K (%s): %7.2f MiB, V (%s): %7.2f MiB",
-                    MiB(k_bytes + v_bytes), GgmlTypeName(m.cfg.type_k), MiB(k_bytes), GgmlTypeName(m.cfg.type_v),
-                    MiB(v_bytes)));
+                    MiB(k_bytes + v_bytes), GgmlTypeName(m.cfg.type_k), MiB(k_bytes),
+                    GgmlTypeName(m.cfg.type_v), MiB(v_bytes)));
   for (const auto& b : o.memory.buffers)
     if (b.usage == BufferUsage::kOutput)
-      out.push_back(Fmt("llama_init_from_model: %10s  output buffer size = %8.2f MiB", b.name.c_str(), MiB(b.size)));
+      out.push_back(
+          Fmt("llama_init_from_model: %10s  output buffer size = %8.2f MiB", b.name.c_str(), MiB(b.size)));
   if (o.placement.n_copies > 1)  // llama_init_from_model, after creating the scheduler
-    out.push_back(Fmt("llama_init_from_model: pipeline parallelism enabled (n_copies=%d)", o.placement.n_copies));
+    out.push_back(
+        Fmt("llama_init_from_model: pipeline parallelism enabled (n_copies=%d)", o.placement.n_copies));
   for (const auto& b : o.memory.buffers)
     if (b.usage == BufferUsage::kCompute && b.size > 1)
-      out.push_back(Fmt("llama_init_from_model: %10s compute buffer size = %8.2f MiB", b.name.c_str(), MiB(b.size)));
+      out.push_back(
+          Fmt("llama_init_from_model: %10s compute buffer size = %8.2f MiB", b.name.c_str(), MiB(b.size)));
   out.push_back(Fmt("llama_init_from_model: graph nodes  = %d", o.pp_nodes));
-  out.push_back(Fmt("llama_init_from_model: graph splits = %zu (with bs=%lld), %zu (with bs=1)", m.prefill.splits.size(),
-                    static_cast<long long>(m.prefill.max_tokens), m.decode.splits.size()));
+  out.push_back(Fmt("llama_init_from_model: graph splits = %zu (with bs=%lld), %zu (with bs=1)",
+                    m.prefill.splits.size(), static_cast<long long>(m.prefill.max_tokens),
+                    m.decode.splits.size()));
   return out;
 }
 
@@ -220,9 +234,10 @@ std::string FlashAttnDeviceMismatch(const ModelGraphs& m, const PlacementOutcome
     const int d = p.backends[t.backend].device;
     const std::string dev_fa = d >= 0 && d < static_cast<int>(p.devices.size()) ? p.devices[d].name : "?";
     if (dev_fa != dev_kv)
-      return Fmt("llama_context: layer %d is assigned to device %s but the Flash Attention tensor is assigned to "
-                 "device %s (usually due to missing support)",
-                 il, dev_kv.c_str(), dev_fa.c_str());
+      return Fmt(
+          "llama_context: layer %d is assigned to device %s but the Flash Attention tensor is assigned to "
+          "device %s (usually due to missing support)",
+          il, dev_kv.c_str(), dev_fa.c_str());
   }
   return "";
 }

@@ -178,7 +178,8 @@ Status AtomicFile::Commit() {
     const std::string proc = "/proc/self/fd/" + std::to_string(fd_.v);
     const std::string dir = Dirname(dest_);
     for (int attempt = 0; attempt < 100 && named_tmp_.path.empty(); ++attempt) {
-      const std::string name = dir + "/.stowage-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd() & 0xffffff);
+      const std::string name =
+          dir + "/.stowage-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd() & 0xffffff);
       if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) {
         named_tmp_.path = name;
       } else if (errno != EEXIST) {

@@ -75,7 +75,8 @@ Result<GgmlType> ParseGgmlType(std::string_view name) {
     if (n.size() != name.size()) continue;
     bool eq = true;
     for (size_t i = 0; i < n.size() && eq; ++i)
-      eq = std::tolower(static_cast<unsigned char>(n[i])) == std::tolower(static_cast<unsigned char>(name[i]));
+      eq =
+          std::tolower(static_cast<unsigned char>(n[i])) == std::tolower(static_cast<unsigned char>(name[i]));
     if (eq) return static_cast<GgmlType>(id);
   }
   return InvalidArgument("unknown ggml type '" + std::string(name) + "'");
@@ -94,7 +95,8 @@ size_t TensorBytes(GgmlType type, const int64_t ne[4]) {
 
 Result<size_t> TensorBytesChecked(GgmlType type, const int64_t ne[4]) {
   const auto& tr = GetTypeTraits(type);
-  if (!tr.valid) return InvalidArgument("invalid ggml type id " + std::to_string(static_cast<uint32_t>(type)));
+  if (!tr.valid)
+    return InvalidArgument("invalid ggml type id " + std::to_string(static_cast<uint32_t>(type)));
   int64_t n = 1;
   for (int i = 0; i < 4; ++i) {
     if (ne[i] < 0) return OutOfRange("negative dimension ne" + std::to_string(i));

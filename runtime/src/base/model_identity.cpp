@@ -1,8 +1,8 @@
 #include "stowage/runtime/model_identity.h"
 
-#include <cstdio>
-
 #include <xxhash.h>
+
+#include <cstdio>
 
 namespace stowage {
 

@@ -65,7 +65,8 @@ ProbedDevice MakeOneDnnDevice(const CpuInfo& cpu) {
   // that matmul on this CPU) with contiguous rows, F32 activations in host memory, F32 dst.
   std::vector<T> types;
   for (uint32_t id = 0; id < kGgmlTypeCount; ++id) {
-    if (IsValidGgmlType(id) && exec::OneDnnSupportsMulMatType(static_cast<T>(id))) types.push_back(static_cast<T>(id));
+    if (IsValidGgmlType(id) && exec::OneDnnSupportsMulMatType(static_cast<T>(id)))
+      types.push_back(static_cast<T>(id));
   }
   SrcRequirement act;
   act.types = {T::F32};
@@ -83,8 +84,13 @@ ProbedDevice MakeOneDnnDevice(const CpuInfo& cpu) {
   host.types = types;
   host.contiguous = true;
   host.host = true;
-  d.ops = {{{GgmlOp::MUL_MAT}, {own, act}, {T::F32}, 0, "oneDNN matmul, weights in the ONEDNN buffer type, any batch"},
-           {{GgmlOp::MUL_MAT}, {host, act}, {T::F32}, 32, "oneDNN matmul, weights in host memory, batch >= 32"}};
+  d.ops = {
+      {{GgmlOp::MUL_MAT},
+       {own, act},
+       {T::F32},
+       0,
+       "oneDNN matmul, weights in the ONEDNN buffer type, any batch"},
+      {{GgmlOp::MUL_MAT}, {host, act}, {T::F32}, 32, "oneDNN matmul, weights in host memory, batch >= 32"}};
   d.properties = {{"onednn_version", version}, {"onednn_isa", isa}};
   return d;
 }

@@ -119,7 +119,10 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
       {{O::SWIGLU, O::GEGLU}, {f32, f32_opt}, {T::F32}, 0, kOps},
       {{O::ROPE}, {f32, Src({T::I32}), f32_opt}, {T::F32}, 0, kOps},
       {{O::SOFT_MAX}, {f32, Src({T::F16, T::F32}, true)}, {T::F32}, 0, kOps},
-      {{O::CPY, O::CONT}, {f32}, {T::F32, T::F16, T::BF16, T::Q8_0, T::Q4_0, T::Q4_1, T::Q5_0, T::Q5_1, T::IQ4_NL}, 0,
+      {{O::CPY, O::CONT},
+       {f32},
+       {T::F32, T::F16, T::BF16, T::Q8_0, T::Q4_0, T::Q4_1, T::Q5_0, T::Q5_1, T::IQ4_NL},
+       0,
        kOps},
       {{O::CPY, O::CONT}, {Src({T::F16})}, {T::F32}, 0, kOps},
   };
@@ -133,7 +136,8 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
     d.ops.push_back({{O::DIV}, {f32, Src({T::F32, T::F16})}, {T::F32}, 0, kOps});
   }
   // Flash attention (runtime/src/backends/cpu/ops_attn.cpp): K and V of any KV cache type.
-  d.ops.push_back({{O::FLASH_ATTN_EXT}, {f32, Src(weights), Src(weights), Src({T::F16}, true)}, {T::F32}, 0, kOps});
+  d.ops.push_back(
+      {{O::FLASH_ATTN_EXT}, {f32, Src(weights), Src(weights), Src({T::F16}, true)}, {T::F32}, 0, kOps});
   // Mamba (runtime/src/backends/cpu/ops_ssm.cpp).
   d.ops.push_back({{O::CONCAT, O::SSM_CONV}, {f32, f32}, {T::F32}, 0, kOps});
   d.ops.push_back({{O::SSM_SCAN}, {f32, f32, f32, f32, f32, f32}, {T::F32}, 0, kOps});
@@ -168,8 +172,13 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
     // repacked slice).
     SrcRequirement experts = w;
     experts.max_dims = 3;
-    repack.supports_op = {{{O::MUL_MAT}, {w, act}, {}, 0, "Q4_0 / Q4_K / Q8_0 8x8 repack (AVX2), ne1 % 8 == 0"},
-                          {{O::MUL_MAT_ID}, {experts, act}, {}, 0, "Q4_0 / Q4_K / Q8_0 8x8 repacked experts (AVX2), ne1 % 8 == 0"}};
+    repack.supports_op = {
+        {{O::MUL_MAT}, {w, act}, {}, 0, "Q4_0 / Q4_K / Q8_0 8x8 repack (AVX2), ne1 % 8 == 0"},
+        {{O::MUL_MAT_ID},
+         {experts, act},
+         {},
+         0,
+         "Q4_0 / Q4_K / Q8_0 8x8 repacked experts (AVX2), ne1 % 8 == 0"}};
     d.extra_bufts.push_back(std::move(repack));
   }
   return d;

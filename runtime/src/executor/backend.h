@@ -81,7 +81,8 @@ class Backend {
   virtual ~Backend() = default;
   virtual const std::string& name() const = 0;
   /// Allocates `size` bytes (zeroed) for buffer type `buft`. Errors: kResourceExhausted.
-  virtual Result<std::unique_ptr<Buffer>> Allocate(const std::string& buft, uint64_t size, uint64_t alignment) = 0;
+  virtual Result<std::unique_ptr<Buffer>> Allocate(const std::string& buft, uint64_t size,
+                                                   uint64_t alignment) = 0;
   /// Runs one node. Errors: kUnimplemented for an op/type combination the backend lacks.
   virtual Status Compute(const NodeCall& call) = 0;
   /// True when this backend's kernels can read and write `buf` in place (ggml supports_buft).
@@ -119,8 +120,8 @@ class Backend {
   /// both backends, and work queued later on either backend runs after it. Returns false, queuing
   /// nothing, when this backend cannot copy from `from` directly (the caller stages through host
   /// memory). Errors: kOutOfRange outside a buffer, backend errors.
-  virtual Result<bool> CopyFromAsync(Backend& from, Buffer& src, uint64_t src_offset, Buffer& dst, uint64_t dst_offset,
-                                     uint64_t n) {
+  virtual Result<bool> CopyFromAsync(Backend& from, Buffer& src, uint64_t src_offset, Buffer& dst,
+                                     uint64_t dst_offset, uint64_t n) {
     (void)from, (void)src, (void)src_offset, (void)dst, (void)dst_offset, (void)n;
     return false;
   }
@@ -136,7 +137,8 @@ class BackendFactory {
  public:
   virtual ~BackendFactory() = default;
   /// A backend for device `name` of `type` ("CPU", "GPU", "ACCEL"), or nullptr to decline.
-  virtual std::unique_ptr<Backend> Create(const std::string& name, const std::string& type, int n_threads) = 0;
+  virtual std::unique_ptr<Backend> Create(const std::string& name, const std::string& type,
+                                          int n_threads) = 0;
 };
 
 /// Host memory buffer (aligned allocation or a wrapped range of the file mapping).
@@ -149,7 +151,8 @@ class HostBuffer final : public Buffer {
   /// `copy_to_huge_pages`, that interior is instead replaced in place by a read-only anonymous copy
   /// in transparent huge pages (same addresses and bytes; skipped when THP is off, when it would
   /// take more than half of MemAvailable, or when the range is not a read-only file mapping).
-  static std::unique_ptr<HostBuffer> Wrap(const uint8_t* data, uint64_t size, bool copy_to_huge_pages = false);
+  static std::unique_ptr<HostBuffer> Wrap(const uint8_t* data, uint64_t size,
+                                          bool copy_to_huge_pages = false);
   ~HostBuffer() override;
   uint8_t* base() override { return data_; }
   uint64_t size() const override { return size_; }
@@ -174,7 +177,8 @@ std::unique_ptr<Backend> CreateCpuBackend(int n_threads, bool llamacpp_numerics 
 /// as in the plan, e.g. "CUDA0"), or nullptr when it has none (builtin_backends.cpp).
 /// `llamacpp_numerics` and `cpu_max_isa` apply to the CPU backend (SessionOptions).
 std::unique_ptr<Backend> CreateBuiltinBackend(const std::string& name, const std::string& type, int n_threads,
-                                              bool llamacpp_numerics = false, CpuIsa cpu_max_isa = CpuIsa::kAvx512Vnni);
+                                              bool llamacpp_numerics = false,
+                                              CpuIsa cpu_max_isa = CpuIsa::kAvx512Vnni);
 /// Comma-separated names of the device kinds this build can run ("CPU, CUDA, oneDNN").
 std::string BuiltinBackendNames();
 

@@ -12,8 +12,8 @@
 
 namespace stowage::exec {
 
-std::unique_ptr<Backend> CreateBuiltinBackend(const std::string& name, const std::string& type,
-                                              int n_threads, bool llamacpp_numerics, CpuIsa cpu_max_isa) {
+std::unique_ptr<Backend> CreateBuiltinBackend(const std::string& name, const std::string& type, int n_threads,
+                                              bool llamacpp_numerics, CpuIsa cpu_max_isa) {
   if (type == "CPU") return CreateCpuBackend(n_threads, llamacpp_numerics, cpu_max_isa);
 #if STOWAGE_HAVE_ONEDNN
   // The oneDNN device is the only ACCEL device this build has (list-devices names it "ONEDNN").

@@ -16,7 +16,9 @@ struct stowage_session {
 };
 
 namespace {
-stowage_status ToC(const stowage::Status& s) { return static_cast<stowage_status>(static_cast<int>(s.code())); }
+stowage_status ToC(const stowage::Status& s) {
+  return static_cast<stowage_status>(static_cast<int>(s.code()));
+}
 }  // namespace
 
 extern "C" {
@@ -32,7 +34,8 @@ stowage_status stowage_session_create(const char* plan_path, const char* model_p
     return ToC(st);
   };
   if (plan_path == nullptr || model_path == nullptr || out == nullptr)
-    return fail(stowage::InvalidArgument("stowage_session_create: plan_path, model_path and out must not be NULL"));
+    return fail(
+        stowage::InvalidArgument("stowage_session_create: plan_path, model_path and out must not be NULL"));
   try {  // no exception crosses the C API (std::bad_alloc included)
     stowage::SessionOptions opts;
     opts.n_threads = n_threads;
@@ -57,13 +60,15 @@ stowage_status stowage_decode(stowage_session* s, const int32_t* tokens, size_t 
     s->n_rows = 0;
     return ToC(st);
   };
-  if (tokens == nullptr && n_tokens > 0) return fail(stowage::InvalidArgument("stowage_decode: tokens is NULL"));
+  if (tokens == nullptr && n_tokens > 0)
+    return fail(stowage::InvalidArgument("stowage_decode: tokens is NULL"));
   // Checked before the tokens are copied: a huge n_tokens (an underflowed count) must neither
   // allocate nor form a pointer past the caller's array.
   const size_t room = static_cast<size_t>(s->session->n_ctx() - s->session->n_past());
   if (n_tokens > room)
-    return fail(stowage::OutOfRange("context full: " + std::to_string(s->session->n_past()) + " tokens in the cache + " +
-                                    std::to_string(n_tokens) + " new > n_ctx " + std::to_string(s->session->n_ctx())));
+    return fail(stowage::OutOfRange("context full: " + std::to_string(s->session->n_past()) +
+                                    " tokens in the cache + " + std::to_string(n_tokens) + " new > n_ctx " +
+                                    std::to_string(s->session->n_ctx())));
   try {
     std::vector<int32_t> t(tokens, tokens + n_tokens);
     stowage::Status st = s->session->Decode(t, all_logits != 0, &s->logits);
@@ -83,7 +88,9 @@ const float* stowage_get_logits(const stowage_session* s, size_t* n_rows) {
   return s && s->n_rows ? s->logits.data() : nullptr;
 }
 
-size_t stowage_n_vocab(const stowage_session* s) { return s ? static_cast<size_t>(s->session->n_vocab()) : 0; }
+size_t stowage_n_vocab(const stowage_session* s) {
+  return s ? static_cast<size_t>(s->session->n_vocab()) : 0;
+}
 size_t stowage_n_ctx(const stowage_session* s) { return s ? static_cast<size_t>(s->session->n_ctx()) : 0; }
 size_t stowage_n_past(const stowage_session* s) { return s ? static_cast<size_t>(s->session->n_past()) : 0; }
 void stowage_reset(stowage_session* s) {

@@ -22,7 +22,9 @@ uint64_t PageSize() {
 }
 
 // The mapped length of a buffer of `size` bytes: whole pages, at least one.
-uint64_t MappedLength(uint64_t size, uint64_t page) { return (std::max<uint64_t>(size, 1) + page - 1) / page * page; }
+uint64_t MappedLength(uint64_t size, uint64_t page) {
+  return (std::max<uint64_t>(size, 1) + page - 1) / page * page;
+}
 
 // Memory the kernel reports as available (MemAvailable of /proc/meminfo), 0 when unknown.
 uint64_t AvailableBytes() {
@@ -77,7 +79,8 @@ void MoveToAnonymousHugePages(const uint8_t* data, uint64_t size) {
   if (b <= a) return;
   const uint64_t len = b - a;
   const uint64_t avail = AvailableBytes();
-  if (avail == 0 || len > avail / 2 || !TransparentHugePagesUsable() || !cpu::InsideReadOnlyFileMapping(a, b)) return;
+  if (avail == 0 || len > avail / 2 || !TransparentHugePagesUsable() || !cpu::InsideReadOnlyFileMapping(a, b))
+    return;
   // 32 MiB at a time, so the peak resident set grows by one chunk, not by the whole range.
   constexpr uint64_t kChunk = uint64_t(32) << 20;
   for (uint64_t off = 0; off < len; off += kChunk) {
@@ -107,16 +110,19 @@ void MoveToAnonymousHugePages(const uint8_t* data, uint64_t size) {
 Result<std::unique_ptr<HostBuffer>> HostBuffer::Allocate(uint64_t size, uint64_t alignment) {
   const uint64_t page = PageSize();
   if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > (uint64_t(1) << 30))
-    return InvalidArgument("host buffer alignment " + std::to_string(alignment) + " is not a power of two in [1, 2^30]");
+    return InvalidArgument("host buffer alignment " + std::to_string(alignment) +
+                           " is not a power of two in [1, 2^30]");
   if (size > (uint64_t(1) << 56))
-    return ResourceExhausted("cannot allocate " + std::to_string(size) + " bytes of host memory (more than 2^56)");
+    return ResourceExhausted("cannot allocate " + std::to_string(size) +
+                             " bytes of host memory (more than 2^56)");
   const uint64_t len = MappedLength(size, page);
   uint64_t align = std::max(alignment, page);
   if (len >= kHugePage) align = std::max(align, kHugePage);
   // The destructor unmaps MappedLength(size) bytes at base.
   uint8_t* const mem = MapAnonymous(len, align, page);
   if (mem == nullptr)
-    return ResourceExhausted("cannot allocate " + std::to_string(size) + " bytes of host memory: " + std::strerror(errno));
+    return ResourceExhausted("cannot allocate " + std::to_string(size) +
+                             " bytes of host memory: " + std::strerror(errno));
   const uintptr_t base = reinterpret_cast<uintptr_t>(mem);
   std::unique_ptr<HostBuffer> b(new (std::nothrow) HostBuffer());
   if (!b) {
@@ -138,7 +144,8 @@ std::unique_ptr<HostBuffer> HostBuffer::Wrap(const uint8_t* data, uint64_t size,
     // a VM_HUGEPAGE range map whole 2 MiB folios.
     const uintptr_t a = (reinterpret_cast<uintptr_t>(data) + kHugePage - 1) / kHugePage * kHugePage;
     const uintptr_t b = (reinterpret_cast<uintptr_t>(data) + size) / kHugePage * kHugePage;
-    if (b > a && cpu::InsideReadOnlyFileMapping(a, b)) (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_HUGEPAGE);
+    if (b > a && cpu::InsideReadOnlyFileMapping(a, b))
+      (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_HUGEPAGE);
   }
   std::unique_ptr<HostBuffer> b(new HostBuffer());
   b->data_ = const_cast<uint8_t*>(data);  // mapped read-only: kernels never write weights
@@ -185,18 +192,30 @@ class CpuBackend final : public Backend {
     auto fp = [&](size_t i, float def) { return i < c.n_fparams ? c.fparams[i] : def; };
     auto ip = [&](size_t i, int def) { return i < c.n_iparams ? c.iparams[i] : def; };
     switch (c.op) {
-      case GgmlOp::GET_ROWS: return cpu::GetRows(ctx_, c.src[0], c.src[1], dst);
-      case GgmlOp::SET_ROWS: return cpu::SetRows(ctx_, c.src[0], c.src[1], dst);
-      case GgmlOp::MUL_MAT: return cpu::MulMat(ctx_, c.src[0], c.src[1], dst);
-      case GgmlOp::ADD: return cpu::Add(ctx_, c.src[0], c.src[1], dst);
-      case GgmlOp::MUL: return cpu::Mul(ctx_, c.src[0], c.src[1], dst);
-      case GgmlOp::SCALE: return cpu::Scale(ctx_, c.src[0], dst, fp(0, 1.f), fp(1, 0.f));
-      case GgmlOp::RMS_NORM: return cpu::RmsNorm(ctx_, c.src[0], dst, fp(0, 1e-5f));
-      case GgmlOp::NORM: return cpu::Norm(ctx_, c.src[0], dst, fp(0, 1e-5f));
-      case GgmlOp::SILU: return cpu::Silu(ctx_, c.src[0], dst);
-      case GgmlOp::GELU: return cpu::Gelu(ctx_, c.src[0], dst);
-      case GgmlOp::SWIGLU: return cpu::SwiGlu(ctx_, c.src[0], c.src[1], dst);
-      case GgmlOp::GEGLU: return cpu::GeGlu(ctx_, c.src[0], c.src[1], dst);
+      case GgmlOp::GET_ROWS:
+        return cpu::GetRows(ctx_, c.src[0], c.src[1], dst);
+      case GgmlOp::SET_ROWS:
+        return cpu::SetRows(ctx_, c.src[0], c.src[1], dst);
+      case GgmlOp::MUL_MAT:
+        return cpu::MulMat(ctx_, c.src[0], c.src[1], dst);
+      case GgmlOp::ADD:
+        return cpu::Add(ctx_, c.src[0], c.src[1], dst);
+      case GgmlOp::MUL:
+        return cpu::Mul(ctx_, c.src[0], c.src[1], dst);
+      case GgmlOp::SCALE:
+        return cpu::Scale(ctx_, c.src[0], dst, fp(0, 1.f), fp(1, 0.f));
+      case GgmlOp::RMS_NORM:
+        return cpu::RmsNorm(ctx_, c.src[0], dst, fp(0, 1e-5f));
+      case GgmlOp::NORM:
+        return cpu::Norm(ctx_, c.src[0], dst, fp(0, 1e-5f));
+      case GgmlOp::SILU:
+        return cpu::Silu(ctx_, c.src[0], dst);
+      case GgmlOp::GELU:
+        return cpu::Gelu(ctx_, c.src[0], dst);
+      case GgmlOp::SWIGLU:
+        return cpu::SwiGlu(ctx_, c.src[0], c.src[1], dst);
+      case GgmlOp::GEGLU:
+        return cpu::GeGlu(ctx_, c.src[0], c.src[1], dst);
       case GgmlOp::ROPE: {
         cpu::RopeParams p;
         p.n_dims = ip(0, 0);
@@ -220,27 +239,37 @@ class CpuBackend final : public Backend {
         for (int i = 0; i < 3; ++i)
           if (!c.has_src[i])
             return InvalidArgument(std::string("FLASH_ATTN_EXT (node '") + c.name + "'): needs q, k and v");
-        return cpu::FlashAttnExt(ctx_, c.src[0], c.src[1], c.src[2], c.has_src[3] ? c.src[3] : none, dst, fp(0, 1.f),
-                                 fp(1, 0.f), fp(2, 0.f));
+        return cpu::FlashAttnExt(ctx_, c.src[0], c.src[1], c.src[2], c.has_src[3] ? c.src[3] : none, dst,
+                                 fp(0, 1.f), fp(1, 0.f), fp(2, 0.f));
       }
       // Mixture of experts (ops_moe.cpp).
-      case GgmlOp::MUL_MAT_ID: return cpu::MulMatId(ctx_, c.src[0], c.src[1], c.src[2], dst);
-      case GgmlOp::ARGSORT: return cpu::ArgSort(ctx_, c.src[0], dst, ip(0, 0));
-      case GgmlOp::SUM_ROWS: return cpu::SumRows(ctx_, c.src[0], dst);
-      case GgmlOp::DIV: return cpu::Div(ctx_, c.src[0], c.src[1], dst);
-      case GgmlOp::SIGMOID: return cpu::Sigmoid(ctx_, c.src[0], dst);
+      case GgmlOp::MUL_MAT_ID:
+        return cpu::MulMatId(ctx_, c.src[0], c.src[1], c.src[2], dst);
+      case GgmlOp::ARGSORT:
+        return cpu::ArgSort(ctx_, c.src[0], dst, ip(0, 0));
+      case GgmlOp::SUM_ROWS:
+        return cpu::SumRows(ctx_, c.src[0], dst);
+      case GgmlOp::DIV:
+        return cpu::Div(ctx_, c.src[0], c.src[1], dst);
+      case GgmlOp::SIGMOID:
+        return cpu::Sigmoid(ctx_, c.src[0], dst);
       // Mamba (ops_ssm.cpp).
-      case GgmlOp::CONCAT: return cpu::Concat(ctx_, c.src[0], c.src[1], dst, ip(0, 0));
-      case GgmlOp::SSM_CONV: return cpu::SsmConv(ctx_, c.src[0], c.src[1], dst);
+      case GgmlOp::CONCAT:
+        return cpu::Concat(ctx_, c.src[0], c.src[1], dst, ip(0, 0));
+      case GgmlOp::SSM_CONV:
+        return cpu::SsmConv(ctx_, c.src[0], c.src[1], dst);
       case GgmlOp::SSM_SCAN:
         for (int i = 0; i < 6; ++i)
-          if (!c.has_src[i]) return InvalidArgument(std::string("SSM_SCAN (node '") + c.name + "'): needs 6 sources");
+          if (!c.has_src[i])
+            return InvalidArgument(std::string("SSM_SCAN (node '") + c.name + "'): needs 6 sources");
         return cpu::SsmScan(ctx_, c.src[0], c.src[1], c.src[2], c.src[3], c.src[4], c.src[5], dst);
       case GgmlOp::CPY:
       case GgmlOp::CONT:
-      case GgmlOp::DUP: return cpu::Cpy(ctx_, c.src[0], dst);
+      case GgmlOp::DUP:
+        return cpu::Cpy(ctx_, c.src[0], dst);
       default:
-        return Unimplemented(std::string("CPU backend: op ") + GgmlOpName(c.op) + " (node '" + c.name + "') is not implemented");
+        return Unimplemented(std::string("CPU backend: op ") + GgmlOpName(c.op) + " (node '" + c.name +
+                             "') is not implemented");
     }
   }
 
@@ -251,7 +280,8 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-static_assert(int(CpuIsa::kScalar) == int(cpu::IsaLevel::kScalar) && int(CpuIsa::kAvx2) == int(cpu::IsaLevel::kAvx2) &&
+static_assert(int(CpuIsa::kScalar) == int(cpu::IsaLevel::kScalar) &&
+                  int(CpuIsa::kAvx2) == int(cpu::IsaLevel::kAvx2) &&
                   int(CpuIsa::kAvx512) == int(cpu::IsaLevel::kAvx512) &&
                   int(CpuIsa::kAvx512Vnni) == int(cpu::IsaLevel::kAvx512Vnni),
               "SessionOptions::cpu_max_isa carries cpu::IsaLevel's values");

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "gguf_rules.h"
@@ -31,19 +31,32 @@ T LoadLE(const uint8_t* p) {
 
 const char* GgufValueTypeName(GgufValueType type) {
   switch (type) {
-    case GgufValueType::UINT8: return "u8";
-    case GgufValueType::INT8: return "i8";
-    case GgufValueType::UINT16: return "u16";
-    case GgufValueType::INT16: return "i16";
-    case GgufValueType::UINT32: return "u32";
-    case GgufValueType::INT32: return "i32";
-    case GgufValueType::FLOAT32: return "f32";
-    case GgufValueType::BOOL: return "bool";
-    case GgufValueType::STRING: return "str";
-    case GgufValueType::ARRAY: return "arr";
-    case GgufValueType::UINT64: return "u64";
-    case GgufValueType::INT64: return "i64";
-    case GgufValueType::FLOAT64: return "f64";
+    case GgufValueType::UINT8:
+      return "u8";
+    case GgufValueType::INT8:
+      return "i8";
+    case GgufValueType::UINT16:
+      return "u16";
+    case GgufValueType::INT16:
+      return "i16";
+    case GgufValueType::UINT32:
+      return "u32";
+    case GgufValueType::INT32:
+      return "i32";
+    case GgufValueType::FLOAT32:
+      return "f32";
+    case GgufValueType::BOOL:
+      return "bool";
+    case GgufValueType::STRING:
+      return "str";
+    case GgufValueType::ARRAY:
+      return "arr";
+    case GgufValueType::UINT64:
+      return "u64";
+    case GgufValueType::INT64:
+      return "i64";
+    case GgufValueType::FLOAT64:
+      return "f64";
   }
   return "?";
 }
@@ -51,26 +64,41 @@ const char* GgufValueTypeName(GgufValueType type) {
 double GgufValue::ArrayF64(uint64_t idx) const {
   const uint8_t* p = raw + idx * ScalarSize(elem_type);
   switch (elem_type) {
-    case GgufValueType::FLOAT32: return LoadLE<float>(p);
-    case GgufValueType::FLOAT64: return LoadLE<double>(p);
-    default: return static_cast<double>(ArrayI64(idx));
+    case GgufValueType::FLOAT32:
+      return LoadLE<float>(p);
+    case GgufValueType::FLOAT64:
+      return LoadLE<double>(p);
+    default:
+      return static_cast<double>(ArrayI64(idx));
   }
 }
 
 int64_t GgufValue::ArrayI64(uint64_t idx) const {
   const uint8_t* p = raw + idx * ScalarSize(elem_type);
   switch (elem_type) {
-    case GgufValueType::UINT8: case GgufValueType::BOOL: return *p;
-    case GgufValueType::INT8: return static_cast<int8_t>(*p);
-    case GgufValueType::UINT16: return LoadLE<uint16_t>(p);
-    case GgufValueType::INT16: return LoadLE<int16_t>(p);
-    case GgufValueType::UINT32: return LoadLE<uint32_t>(p);
-    case GgufValueType::INT32: return LoadLE<int32_t>(p);
-    case GgufValueType::UINT64: return static_cast<int64_t>(LoadLE<uint64_t>(p));
-    case GgufValueType::INT64: return LoadLE<int64_t>(p);
-    case GgufValueType::FLOAT32: return static_cast<int64_t>(LoadLE<float>(p));
-    case GgufValueType::FLOAT64: return static_cast<int64_t>(LoadLE<double>(p));
-    default: return 0;
+    case GgufValueType::UINT8:
+    case GgufValueType::BOOL:
+      return *p;
+    case GgufValueType::INT8:
+      return static_cast<int8_t>(*p);
+    case GgufValueType::UINT16:
+      return LoadLE<uint16_t>(p);
+    case GgufValueType::INT16:
+      return LoadLE<int16_t>(p);
+    case GgufValueType::UINT32:
+      return LoadLE<uint32_t>(p);
+    case GgufValueType::INT32:
+      return LoadLE<int32_t>(p);
+    case GgufValueType::UINT64:
+      return static_cast<int64_t>(LoadLE<uint64_t>(p));
+    case GgufValueType::INT64:
+      return LoadLE<int64_t>(p);
+    case GgufValueType::FLOAT32:
+      return static_cast<int64_t>(LoadLE<float>(p));
+    case GgufValueType::FLOAT64:
+      return static_cast<int64_t>(LoadLE<double>(p));
+    default:
+      return 0;
   }
 }
 
@@ -103,8 +131,12 @@ class GgufParser {
     STOWAGE_RETURN_IF_ERROR(ReadU64(&n_tensors, "n_tensors"));
     STOWAGE_RETURN_IF_ERROR(ReadU64(&n_kv, "n_kv"));
     // Each KV needs >= 12 bytes (key length + type), each tensor info >= 8+4+8+4+8 bytes.
-    if (n_kv > (n_ - pos_) / 12) return Err(16, "n_kv", "at most " + std::to_string((n_ - pos_) / 12) + " (bounded by file size)", std::to_string(n_kv));
-    if (n_tensors > (n_ - pos_) / 32) return Err(8, "n_tensors", "at most " + std::to_string((n_ - pos_) / 32) + " (bounded by file size)", std::to_string(n_tensors));
+    if (n_kv > (n_ - pos_) / 12)
+      return Err(16, "n_kv", "at most " + std::to_string((n_ - pos_) / 12) + " (bounded by file size)",
+                 std::to_string(n_kv));
+    if (n_tensors > (n_ - pos_) / 32)
+      return Err(8, "n_tensors", "at most " + std::to_string((n_ - pos_) / 32) + " (bounded by file size)",
+                 std::to_string(n_tensors));
 
     f_.kvs_.reserve(n_kv);
     for (uint64_t i = 0; i < n_kv; ++i) {
@@ -148,7 +180,8 @@ class GgufParser {
                    std::to_string(ti.name.size()) + " bytes");
       // ggml keeps names as C strings: a NUL would cut the name short (another tensor's name).
       if (ti.name.find('\0') != std::string::npos)
-        return Err(ti.info_offset, "name of tensor #" + std::to_string(i), "no NUL byte", "'" + Esc(ti.name) + "'");
+        return Err(ti.info_offset, "name of tensor #" + std::to_string(i), "no NUL byte",
+                   "'" + Esc(ti.name) + "'");
       const std::string what = "tensor '" + Esc(ti.name) + "'";
       const uint64_t nd_off = pos_;
       STOWAGE_RETURN_IF_ERROR(ReadU32(&ti.n_dims, what + " n_dims"));
@@ -159,26 +192,32 @@ class GgufParser {
         uint64_t v = 0;
         STOWAGE_RETURN_IF_ERROR(ReadU64(&v, what + " ne" + std::to_string(d)));
         if (v == 0 || v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-          return Err(off, what + " ne" + std::to_string(d), "a positive dimension", std::to_string(static_cast<int64_t>(v)));
+          return Err(off, what + " ne" + std::to_string(d), "a positive dimension",
+                     std::to_string(static_cast<int64_t>(v)));
         ti.ne[d] = static_cast<int64_t>(v);
       }
       const uint64_t type_off = pos_;
       uint32_t type = 0;
       STOWAGE_RETURN_IF_ERROR(ReadU32(&type, what + " type"));
-      if (!IsValidGgmlType(type)) return Err(type_off, what + " type", "a ggml type id", std::to_string(type));
+      if (!IsValidGgmlType(type))
+        return Err(type_off, what + " type", "a ggml type id", std::to_string(type));
       ti.type = static_cast<GgmlType>(type);
       auto bytes = TensorBytesChecked(ti.type, ti.ne);
-      if (!bytes.ok()) return Err(nd_off, what + " shape", "a valid " + std::string(GgmlTypeName(ti.type)) + " shape", bytes.status().message());
+      if (!bytes.ok())
+        return Err(nd_off, what + " shape", "a valid " + std::string(GgmlTypeName(ti.type)) + " shape",
+                   bytes.status().message());
       ti.nbytes = *bytes;
       const uint64_t off_off = pos_;
       STOWAGE_RETURN_IF_ERROR(ReadU64(&ti.offset, what + " offset"));
       if (ti.offset % f_.alignment_ != 0)
-        return Err(off_off, what + " offset", "a multiple of the alignment " + std::to_string(f_.alignment_), std::to_string(ti.offset));
+        return Err(off_off, what + " offset", "a multiple of the alignment " + std::to_string(f_.alignment_),
+                   std::to_string(ti.offset));
       f_.tensors_.push_back(std::move(ti));
     }
     for (size_t i = 0; i < f_.tensors_.size(); ++i) {
       if (!f_.tensor_index_.emplace(f_.tensors_[i].name, i).second)
-        return Err(f_.tensors_[i].info_offset, "tensor '" + Esc(f_.tensors_[i].name) + "'", "unique tensor names", "a duplicate");
+        return Err(f_.tensors_[i].info_offset, "tensor '" + Esc(f_.tensors_[i].name) + "'",
+                   "unique tensor names", "a duplicate");
     }
 
     // Data section: aligned start.
@@ -186,7 +225,8 @@ class GgufParser {
     const uint64_t rem = data_off % f_.alignment_;
     if (rem != 0) data_off += f_.alignment_ - rem;
     if (!f_.tensors_.empty() && data_off > n_)
-      return Err(pos_, "data section", "padding up to byte " + std::to_string(data_off), "end of file at " + std::to_string(n_));
+      return Err(pos_, "data section", "padding up to byte " + std::to_string(data_off),
+                 "end of file at " + std::to_string(n_));
     f_.data_offset_ = std::min<uint64_t>(data_off, n_);
 
     // Tensor data inside the file and not overlapping.
@@ -199,13 +239,15 @@ class GgufParser {
                    "within the file (data section of " + std::to_string(data_size) + " bytes)",
                    "bytes " + std::to_string(t.offset) + ".." + std::to_string(t.offset + t.nbytes));
     }
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return f_.tensors_[a].offset < f_.tensors_[b].offset; });
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return f_.tensors_[a].offset < f_.tensors_[b].offset; });
     for (size_t k = 1; k < order.size(); ++k) {
       const auto& prev = f_.tensors_[order[k - 1]];
       const auto& cur = f_.tensors_[order[k]];
       if (prev.offset + prev.nbytes > cur.offset)
         return Err(cur.info_offset, "tensor '" + Esc(cur.name) + "' data",
-                   "no overlap with tensor '" + Esc(prev.name) + "' (ends at data byte " + std::to_string(prev.offset + prev.nbytes) + ")",
+                   "no overlap with tensor '" + Esc(prev.name) + "' (ends at data byte " +
+                       std::to_string(prev.offset + prev.nbytes) + ")",
                    "start at data byte " + std::to_string(cur.offset));
     }
     // ggml gguf_init_from_file: tensor i starts where the padded tensors 0..i-1 end (no gaps, info
@@ -213,7 +255,8 @@ class GgufParser {
     uint64_t expect = 0;
     for (const auto& t : f_.tensors_) {
       if (t.offset != expect)
-        return Err(t.info_offset + 4 + 8 + t.name.size() + 8 * t.n_dims + 4, "tensor '" + Esc(t.name) + "' offset",
+        return Err(t.info_offset + 4 + 8 + t.name.size() + 8 * t.n_dims + 4,
+                   "tensor '" + Esc(t.name) + "' offset",
                    std::to_string(expect) + " (ggml layout: the tensors before it, each padded to " +
                        std::to_string(f_.alignment_) + " bytes)",
                    std::to_string(t.offset));
@@ -233,25 +276,36 @@ class GgufParser {
     std::string out;
     for (char ch : s) {
       const unsigned char c = static_cast<unsigned char>(ch);
-      if (c < 32 || c == 127 || c == '\\') { char b[8]; std::snprintf(b, sizeof b, "\\x%02x", c); out += b; }
-      else out += ch;
+      if (c < 32 || c == 127 || c == '\\') {
+        char b[8];
+        std::snprintf(b, sizeof b, "\\x%02x", c);
+        out += b;
+      } else
+        out += ch;
     }
     return out;
   }
   static std::string Printable(const uint8_t* p, size_t n) {
     std::string s = "\"";
     for (size_t i = 0; i < n; ++i) {
-      if (p[i] >= 32 && p[i] < 127) s += static_cast<char>(p[i]);
-      else { char b[8]; std::snprintf(b, sizeof b, "\\x%02x", p[i]); s += b; }
+      if (p[i] >= 32 && p[i] < 127)
+        s += static_cast<char>(p[i]);
+      else {
+        char b[8];
+        std::snprintf(b, sizeof b, "\\x%02x", p[i]);
+        s += b;
+      }
     }
     return s + "\"";
   }
   Status Err(uint64_t off, const std::string& field, const std::string& expected, const std::string& found) {
-    return DataLoss(f_.path_ + ": offset " + std::to_string(off) + ": " + field + ": expected " + expected + ", found " + found);
+    return DataLoss(f_.path_ + ": offset " + std::to_string(off) + ": " + field + ": expected " + expected +
+                    ", found " + found);
   }
   Status Need(uint64_t k, const std::string& field) {
     if (k > n_ - pos_)
-      return Err(pos_, field, std::to_string(k) + " more bytes", "end of file (file is " + std::to_string(n_) + " bytes)");
+      return Err(pos_, field, std::to_string(k) + " more bytes",
+                 "end of file (file is " + std::to_string(n_) + " bytes)");
     return Status::Ok();
   }
   Status ReadU32(uint32_t* v, const std::string& field) {
@@ -271,7 +325,8 @@ class GgufParser {
     const uint64_t off = pos_;
     STOWAGE_RETURN_IF_ERROR(ReadU64(&len, field + " length"));
     if (len > n_ - pos_)
-      return Err(off, field + " length", "at most " + std::to_string(n_ - pos_) + " (bytes left in file)", std::to_string(len));
+      return Err(off, field + " length", "at most " + std::to_string(n_ - pos_) + " (bytes left in file)",
+                 std::to_string(len));
     *s = std::string_view(reinterpret_cast<const char*>(p_ + pos_), len);
     pos_ += len;
     return Status::Ok();
@@ -287,11 +342,14 @@ class GgufParser {
     const std::string field = "value of key '" + key + "'";
     if (t == GgufValueType::STRING) return ReadStringView(&v->str, field);
     if (t == GgufValueType::ARRAY) {
-      if (depth >= kMaxNestingDepth) return Err(pos_, field, "array nesting depth <= " + std::to_string(kMaxNestingDepth), "deeper nesting");
+      if (depth >= kMaxNestingDepth)
+        return Err(pos_, field, "array nesting depth <= " + std::to_string(kMaxNestingDepth),
+                   "deeper nesting");
       uint32_t et = 0;
       const uint64_t et_off = pos_;
       STOWAGE_RETURN_IF_ERROR(ReadU32(&et, field + " element type"));
-      if (et >= kGgufValueTypeCount) return Err(et_off, field + " element type", "a value type 0..12", std::to_string(et));
+      if (et >= kGgufValueTypeCount)
+        return Err(et_off, field + " element type", "a value type 0..12", std::to_string(et));
       v->elem_type = static_cast<GgufValueType>(et);
       const uint64_t cnt_off = pos_;
       STOWAGE_RETURN_IF_ERROR(ReadU64(&v->count, field + " element count"));
@@ -299,7 +357,9 @@ class GgufParser {
       // Strings need >= 8 bytes each, arrays >= 12, scalars es.
       const uint64_t min_elem = es ? es : (v->elem_type == GgufValueType::STRING ? 8 : 12);
       if (v->count > (n_ - pos_) / min_elem)
-        return Err(cnt_off, field + " element count", "at most " + std::to_string((n_ - pos_) / min_elem) + " (bounded by file size)", std::to_string(v->count));
+        return Err(cnt_off, field + " element count",
+                   "at most " + std::to_string((n_ - pos_) / min_elem) + " (bounded by file size)",
+                   std::to_string(v->count));
       if (es) {
         v->raw = p_ + pos_;
         pos_ += v->count * es;
@@ -320,20 +380,46 @@ class GgufParser {
     const uint8_t* p = p_ + pos_;
     v->raw = p;
     switch (t) {
-      case GgufValueType::UINT8: v->u = *p; v->i = *p; break;
-      case GgufValueType::INT8: v->i = static_cast<int8_t>(*p); break;
-      case GgufValueType::UINT16: v->u = LoadLE<uint16_t>(p); v->i = static_cast<int64_t>(v->u); break;
-      case GgufValueType::INT16: v->i = LoadLE<int16_t>(p); break;
-      case GgufValueType::UINT32: v->u = LoadLE<uint32_t>(p); v->i = static_cast<int64_t>(v->u); break;
-      case GgufValueType::INT32: v->i = LoadLE<int32_t>(p); break;
-      case GgufValueType::FLOAT32: v->f = LoadLE<float>(p); break;
+      case GgufValueType::UINT8:
+        v->u = *p;
+        v->i = *p;
+        break;
+      case GgufValueType::INT8:
+        v->i = static_cast<int8_t>(*p);
+        break;
+      case GgufValueType::UINT16:
+        v->u = LoadLE<uint16_t>(p);
+        v->i = static_cast<int64_t>(v->u);
+        break;
+      case GgufValueType::INT16:
+        v->i = LoadLE<int16_t>(p);
+        break;
+      case GgufValueType::UINT32:
+        v->u = LoadLE<uint32_t>(p);
+        v->i = static_cast<int64_t>(v->u);
+        break;
+      case GgufValueType::INT32:
+        v->i = LoadLE<int32_t>(p);
+        break;
+      case GgufValueType::FLOAT32:
+        v->f = LoadLE<float>(p);
+        break;
       case GgufValueType::BOOL:
         if (*p > 1) return Err(pos_, field, "a bool (0 or 1)", std::to_string(*p));
-        v->u = *p; break;
-      case GgufValueType::UINT64: v->u = LoadLE<uint64_t>(p); v->i = static_cast<int64_t>(v->u); break;
-      case GgufValueType::INT64: v->i = LoadLE<int64_t>(p); break;
-      case GgufValueType::FLOAT64: v->f = LoadLE<double>(p); break;
-      default: break;
+        v->u = *p;
+        break;
+      case GgufValueType::UINT64:
+        v->u = LoadLE<uint64_t>(p);
+        v->i = static_cast<int64_t>(v->u);
+        break;
+      case GgufValueType::INT64:
+        v->i = LoadLE<int64_t>(p);
+        break;
+      case GgufValueType::FLOAT64:
+        v->f = LoadLE<double>(p);
+        break;
+      default:
+        break;
     }
     pos_ += es;
     return Status::Ok();
@@ -402,8 +488,9 @@ Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return IoError(path + (S_ISDIR(st.st_mode) ? ": is a folder" : ": not a regular file (a device, FIFO or socket)") +
-                   "; expected a GGUF file");
+    return IoError(
+        path + (S_ISDIR(st.st_mode) ? ": is a folder" : ": not a regular file (a device, FIFO or socket)") +
+        "; expected a GGUF file");
   }
   const size_t size = static_cast<size_t>(st.st_size);
   void* map = nullptr;
@@ -441,19 +528,27 @@ const GgufTensorInfo* GgufFile::FindTensor(std::string_view name) const {
 namespace {
 bool IsInteger(GgufValueType t) {
   switch (t) {
-    case GgufValueType::UINT8: case GgufValueType::INT8: case GgufValueType::UINT16:
-    case GgufValueType::INT16: case GgufValueType::UINT32: case GgufValueType::INT32:
-    case GgufValueType::UINT64: case GgufValueType::INT64: return true;
-    default: return false;
+    case GgufValueType::UINT8:
+    case GgufValueType::INT8:
+    case GgufValueType::UINT16:
+    case GgufValueType::INT16:
+    case GgufValueType::UINT32:
+    case GgufValueType::INT32:
+    case GgufValueType::UINT64:
+    case GgufValueType::INT64:
+      return true;
+    default:
+      return false;
   }
 }
 bool IsSigned(GgufValueType t) {
-  return t == GgufValueType::INT8 || t == GgufValueType::INT16 || t == GgufValueType::INT32 || t == GgufValueType::INT64;
+  return t == GgufValueType::INT8 || t == GgufValueType::INT16 || t == GgufValueType::INT32 ||
+         t == GgufValueType::INT64;
 }
 }  // namespace
 
-#define STOWAGE_GGUF_FIND(v, key)                                                      \
-  const GgufValue* v = Find(key);                                                      \
+#define STOWAGE_GGUF_FIND(v, key) \
+  const GgufValue* v = Find(key); \
   if (v == nullptr) return NotFound(path_ + ": missing key '" + std::string(key) + "'")
 
 Status GgufFile::KeyError(std::string_view key, std::string_view expected, std::string_view found) const {

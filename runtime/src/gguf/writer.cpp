@@ -1,6 +1,4 @@
 // GGUF writer: see gguf_writer.h for the layout and the atomic/sparse write rules.
-#include "stowage/runtime/gguf_writer.h"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +12,7 @@
 
 #include "gguf_rules.h"
 #include "stowage/runtime/atomic_file.h"
+#include "stowage/runtime/gguf_writer.h"
 
 namespace stowage {
 
@@ -55,12 +54,12 @@ Status WriteAll(int fd, const uint8_t* p, uint64_t n, uint64_t off, const std::s
 
 // --- GgufMetaValue -------------------------------------------------------------------------------
 
-#define STOWAGE_GGUF_SCALAR(Name, CType, Enum)     \
-  GgufMetaValue GgufMetaValue::Name(CType v) {     \
-    GgufMetaValue m;                               \
-    m.type_ = m.elem_type_ = GgufValueType::Enum;  \
-    Put<CType>(m.bytes_, v);                       \
-    return m;                                      \
+#define STOWAGE_GGUF_SCALAR(Name, CType, Enum)    \
+  GgufMetaValue GgufMetaValue::Name(CType v) {    \
+    GgufMetaValue m;                              \
+    m.type_ = m.elem_type_ = GgufValueType::Enum; \
+    Put<CType>(m.bytes_, v);                      \
+    return m;                                     \
   }
 STOWAGE_GGUF_SCALAR(U8, uint8_t, UINT8)
 STOWAGE_GGUF_SCALAR(I8, int8_t, INT8)
@@ -103,11 +102,21 @@ GgufMetaValue GgufMetaValue::RawArray(GgufValueType elem, uint64_t count, const 
   return m;
 }
 
-GgufMetaValue GgufMetaValue::ArrayU8(const std::vector<uint8_t>& v) { return RawArray(GgufValueType::UINT8, v.size(), v.data()); }
-GgufMetaValue GgufMetaValue::ArrayI32(const std::vector<int32_t>& v) { return RawArray(GgufValueType::INT32, v.size(), v.data()); }
-GgufMetaValue GgufMetaValue::ArrayU32(const std::vector<uint32_t>& v) { return RawArray(GgufValueType::UINT32, v.size(), v.data()); }
-GgufMetaValue GgufMetaValue::ArrayI64(const std::vector<int64_t>& v) { return RawArray(GgufValueType::INT64, v.size(), v.data()); }
-GgufMetaValue GgufMetaValue::ArrayF32(const std::vector<float>& v) { return RawArray(GgufValueType::FLOAT32, v.size(), v.data()); }
+GgufMetaValue GgufMetaValue::ArrayU8(const std::vector<uint8_t>& v) {
+  return RawArray(GgufValueType::UINT8, v.size(), v.data());
+}
+GgufMetaValue GgufMetaValue::ArrayI32(const std::vector<int32_t>& v) {
+  return RawArray(GgufValueType::INT32, v.size(), v.data());
+}
+GgufMetaValue GgufMetaValue::ArrayU32(const std::vector<uint32_t>& v) {
+  return RawArray(GgufValueType::UINT32, v.size(), v.data());
+}
+GgufMetaValue GgufMetaValue::ArrayI64(const std::vector<int64_t>& v) {
+  return RawArray(GgufValueType::INT64, v.size(), v.data());
+}
+GgufMetaValue GgufMetaValue::ArrayF32(const std::vector<float>& v) {
+  return RawArray(GgufValueType::FLOAT32, v.size(), v.data());
+}
 GgufMetaValue GgufMetaValue::ArrayBool(const std::vector<bool>& v) {
   std::vector<uint8_t> b(v.begin(), v.end());
   return RawArray(GgufValueType::BOOL, b.size(), b.data());
@@ -149,18 +158,30 @@ GgufMetaValue GgufMetaValue::FromValue(const GgufValue& v) {
     return m;
   }
   switch (v.type) {
-    case GgufValueType::UINT8: return U8(static_cast<uint8_t>(v.u));
-    case GgufValueType::INT8: return I8(static_cast<int8_t>(v.i));
-    case GgufValueType::UINT16: return U16(static_cast<uint16_t>(v.u));
-    case GgufValueType::INT16: return I16(static_cast<int16_t>(v.i));
-    case GgufValueType::UINT32: return U32(static_cast<uint32_t>(v.u));
-    case GgufValueType::INT32: return I32(static_cast<int32_t>(v.i));
-    case GgufValueType::FLOAT32: return F32(static_cast<float>(v.f));
-    case GgufValueType::BOOL: return Bool(v.u != 0);
-    case GgufValueType::STRING: return Str(v.str);
-    case GgufValueType::UINT64: return U64(v.u);
-    case GgufValueType::INT64: return I64(v.i);
-    case GgufValueType::FLOAT64: return F64(v.f);
+    case GgufValueType::UINT8:
+      return U8(static_cast<uint8_t>(v.u));
+    case GgufValueType::INT8:
+      return I8(static_cast<int8_t>(v.i));
+    case GgufValueType::UINT16:
+      return U16(static_cast<uint16_t>(v.u));
+    case GgufValueType::INT16:
+      return I16(static_cast<int16_t>(v.i));
+    case GgufValueType::UINT32:
+      return U32(static_cast<uint32_t>(v.u));
+    case GgufValueType::INT32:
+      return I32(static_cast<int32_t>(v.i));
+    case GgufValueType::FLOAT32:
+      return F32(static_cast<float>(v.f));
+    case GgufValueType::BOOL:
+      return Bool(v.u != 0);
+    case GgufValueType::STRING:
+      return Str(v.str);
+    case GgufValueType::UINT64:
+      return U64(v.u);
+    case GgufValueType::INT64:
+      return I64(v.i);
+    case GgufValueType::FLOAT64:
+      return F64(v.f);
     case GgufValueType::ARRAY:
       if (v.elem_type == GgufValueType::STRING) return ArrayStr(v.strings);
       if (v.elem_type == GgufValueType::ARRAY) {
@@ -178,7 +199,8 @@ GgufMetaValue GgufMetaValue::FromValue(const GgufValue& v) {
 
 Status GgufWriter::AddKV(std::string_view key, GgufMetaValue value) {
   if (!value.ok_)
-    return InvalidArgument("gguf writer: key '" + std::string(key) + "': arrays of arrays must hold arrays only");
+    return InvalidArgument("gguf writer: key '" + std::string(key) +
+                           "': arrays of arrays must hold arrays only");
   for (const auto& kv : kvs_)
     if (kv.key == key) return AlreadyExists("gguf writer: duplicate key '" + std::string(key) + "'");
   if (key == "general.alignment") {
@@ -189,7 +211,8 @@ Status GgufWriter::AddKV(std::string_view key, GgufMetaValue value) {
     uint32_t a;
     std::memcpy(&a, value.encoded().data(), 4);
     if (a == 0 || (a & (a - 1)) != 0)
-      return InvalidArgument("gguf writer: general.alignment: expected a non-zero power of two, found " + std::to_string(a));
+      return InvalidArgument("gguf writer: general.alignment: expected a non-zero power of two, found " +
+                             std::to_string(a));
     alignment_ = a;
     uint64_t off = 0;
     for (auto& t : tensors_) {
@@ -205,20 +228,24 @@ Status GgufWriter::AddTensor(std::string_view name, GgmlType type, const std::ve
                              GgufTensorFill fill) {
   const std::string what = "gguf writer: tensor '" + std::string(name) + "'";
   if (name.size() >= kMaxTensorName)
-    return InvalidArgument(what + ": name must be at most " + std::to_string(kMaxTensorName - 1) + " bytes (GGML_MAX_NAME)");
+    return InvalidArgument(what + ": name must be at most " + std::to_string(kMaxTensorName - 1) +
+                           " bytes (GGML_MAX_NAME)");
   if (ne.empty() || ne.size() > 4)
     return InvalidArgument(what + ": n_dims must be 1..4, found " + std::to_string(ne.size()));
   if (!IsValidGgmlType(static_cast<uint32_t>(type)))
     return InvalidArgument(what + ": invalid ggml type id " + std::to_string(static_cast<uint32_t>(type)));
   int64_t ne4[4] = {1, 1, 1, 1};
   for (size_t d = 0; d < ne.size(); ++d) {
-    if (ne[d] <= 0) return InvalidArgument(what + ": ne" + std::to_string(d) + " must be positive, found " + std::to_string(ne[d]));
+    if (ne[d] <= 0)
+      return InvalidArgument(what + ": ne" + std::to_string(d) + " must be positive, found " +
+                             std::to_string(ne[d]));
     ne4[d] = ne[d];
   }
   Result<size_t> bytes = TensorBytesChecked(type, ne4);
   if (!bytes.ok()) return InvalidArgument(what + ": " + bytes.status().message());
   for (const auto& t : tensors_)
-    if (t.name == name) return AlreadyExists("gguf writer: duplicate tensor name '" + std::string(name) + "'");
+    if (t.name == name)
+      return AlreadyExists("gguf writer: duplicate tensor name '" + std::string(name) + "'");
   const uint64_t offset = DataSize();
   if (PadTo(*bytes, alignment_) > std::numeric_limits<uint64_t>::max() - offset)
     return InvalidArgument(what + ": data section size overflows");
@@ -289,7 +316,8 @@ Result<std::vector<uint8_t>> GgufWriter::WriteToBuffer() const {
   const uint64_t header = out.size();
   const uint64_t total = header + DataSize();
   if (total > (uint64_t{1} << 34))
-    return ResourceExhausted("gguf writer: " + std::to_string(total) + " bytes do not fit a memory buffer (use WriteFile)");
+    return ResourceExhausted("gguf writer: " + std::to_string(total) +
+                             " bytes do not fit a memory buffer (use WriteFile)");
   out.resize(static_cast<size_t>(total), 0);
   for (const auto& t : tensors_) {
     if (t.fill && !data_sparse_) STOWAGE_RETURN_IF_ERROR(t.fill(out.data() + header + t.offset, t.nbytes));
@@ -309,7 +337,8 @@ Status GgufWriter::WriteFile(const std::string& path) const {
     // seeking, so the bytes go out in file order, padding and data-less tensors as zeros.
     std::vector<const Tensor*> order;
     for (const auto& t : tensors_) order.push_back(&t);
-    std::sort(order.begin(), order.end(), [](const Tensor* a, const Tensor* b) { return a->offset < b->offset; });
+    std::sort(order.begin(), order.end(),
+              [](const Tensor* a, const Tensor* b) { return a->offset < b->offset; });
     STOWAGE_RETURN_IF_ERROR(file.Write(header.data(), header.size()));
     uint64_t at = 0;  // bytes of the data section written
     std::vector<uint8_t> buf;
@@ -340,7 +369,9 @@ Status GgufWriter::WriteFile(const std::string& path) const {
   for (const auto& t : tensors_) {
     if (!t.fill || data_sparse_) continue;
     std::unique_ptr<uint8_t[]> buf(new (std::nothrow) uint8_t[t.nbytes ? t.nbytes : 1]);
-    if (!buf) return ResourceExhausted(path + ": tensor '" + t.name + "': cannot allocate " + std::to_string(t.nbytes) + " bytes");
+    if (!buf)
+      return ResourceExhausted(path + ": tensor '" + t.name + "': cannot allocate " +
+                               std::to_string(t.nbytes) + " bytes");
     std::memset(buf.get(), 0, t.nbytes);
     STOWAGE_RETURN_IF_ERROR(t.fill(buf.get(), t.nbytes));
     STOWAGE_RETURN_IF_ERROR(WriteAll(fd, buf.get(), t.nbytes, header.size() + t.offset, path));

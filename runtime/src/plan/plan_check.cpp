@@ -1,12 +1,11 @@
-#include "stowage/plan/plan_generated.h"
-#include "stowage/runtime/plan.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 
+#include "stowage/plan/plan_generated.h"
 #include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/ggml_types.h"
+#include "stowage/runtime/plan.h"
 
 namespace stowage {
 namespace {
@@ -26,11 +25,30 @@ std::string Time(int64_t t) {
 /// the other elementwise ones: the result may take over its first source's bytes.
 bool CanInplace(uint16_t op) {
   switch (static_cast<GgmlOp>(op)) {
-    case GgmlOp::ADD: case GgmlOp::SUB: case GgmlOp::MUL: case GgmlOp::DIV: case GgmlOp::SCALE: case GgmlOp::SQR:
-    case GgmlOp::SQRT: case GgmlOp::RMS_NORM: case GgmlOp::SOFT_MAX: case GgmlOp::ROPE: case GgmlOp::SILU:
-    case GgmlOp::GELU: case GgmlOp::RELU: case GgmlOp::SIGMOID: case GgmlOp::TANH: case GgmlOp::ADD1:
-    case GgmlOp::DIAG_MASK_INF: case GgmlOp::ABS: case GgmlOp::NEG: case GgmlOp::ELU: case GgmlOp::GELU_QUICK:
-    case GgmlOp::HARDSWISH: case GgmlOp::EXP: case GgmlOp::SOFTPLUS:
+    case GgmlOp::ADD:
+    case GgmlOp::SUB:
+    case GgmlOp::MUL:
+    case GgmlOp::DIV:
+    case GgmlOp::SCALE:
+    case GgmlOp::SQR:
+    case GgmlOp::SQRT:
+    case GgmlOp::RMS_NORM:
+    case GgmlOp::SOFT_MAX:
+    case GgmlOp::ROPE:
+    case GgmlOp::SILU:
+    case GgmlOp::GELU:
+    case GgmlOp::RELU:
+    case GgmlOp::SIGMOID:
+    case GgmlOp::TANH:
+    case GgmlOp::ADD1:
+    case GgmlOp::DIAG_MASK_INF:
+    case GgmlOp::ABS:
+    case GgmlOp::NEG:
+    case GgmlOp::ELU:
+    case GgmlOp::GELU_QUICK:
+    case GgmlOp::HARDSWISH:
+    case GgmlOp::EXP:
+    case GgmlOp::SOFTPLUS:
       return true;
     default:
       return false;
@@ -51,8 +69,10 @@ MemoryCheckReport CheckComputeMemory(const PlanFile& plan, size_t max_conflicts,
   MemoryCheckReport rep;
   size_t dropped = 0;
   auto conflict = [&](const std::string& s) {
-    if (rep.conflicts.size() < max_conflicts) rep.conflicts.push_back(s);
-    else ++dropped;
+    if (rep.conflicts.size() < max_conflicts)
+      rep.conflicts.push_back(s);
+    else
+      ++dropped;
   };
   const auto* buffers = p.buffers();
   const size_t n_buf = buffers ? buffers->size() : 0;
@@ -68,9 +88,12 @@ MemoryCheckReport CheckComputeMemory(const PlanFile& plan, size_t max_conflicts,
     std::vector<std::vector<Range>> per_buffer(n_buf);
     for (flatbuffers::uoffset_t i = 0; i < gt->size(); ++i) {
       const auto* t = gt->Get(i);
-      if (t->buffer() < 0 || static_cast<size_t>(t->buffer()) >= n_buf || buffers->Get(t->buffer())->mapped()) continue;
-      if (t->nbytes() == 0 || t->offset() + t->nbytes() < t->offset()) continue;  // the verifier bounds the rest
-      per_buffer[t->buffer()].push_back({t->offset(), t->offset() + t->nbytes(), t->gguf_offset(), static_cast<int>(i)});
+      if (t->buffer() < 0 || static_cast<size_t>(t->buffer()) >= n_buf || buffers->Get(t->buffer())->mapped())
+        continue;
+      if (t->nbytes() == 0 || t->offset() + t->nbytes() < t->offset())
+        continue;  // the verifier bounds the rest
+      per_buffer[t->buffer()].push_back(
+          {t->offset(), t->offset() + t->nbytes(), t->gguf_offset(), static_cast<int>(i)});
     }
     for (size_t b = 0; b < n_buf; ++b) {
       auto& v = per_buffer[b];
@@ -181,11 +204,14 @@ MemoryCheckReport CheckComputeMemory(const PlanFile& plan, size_t max_conflicts,
         const int64_t coef[4] = {e->tokens(), e->kv(), e->kv_head(), e->outputs()};
         __int128 v = e->c();
         for (int k = 0; k < 4; ++k) v += std::max(__int128(coef[k]) * lo[k], __int128(coef[k]) * hi[k]);
-        if (v < 0 || v > std::numeric_limits<int32_t>::max() * __int128(1 << 20)) dims_ok = false;
-        else ne[d] = static_cast<int64_t>(v);
+        if (v < 0 || v > std::numeric_limits<int32_t>::max() * __int128(1 << 20))
+          dims_ok = false;
+        else
+          ne[d] = static_cast<int64_t>(v);
       }
-      auto bytes = dims_ok && IsValidGgmlType(x->type()) ? TensorBytesChecked(static_cast<GgmlType>(x->type()), ne)
-                                                         : Result<size_t>(InvalidArgument("bad shape"));
+      auto bytes = dims_ok && IsValidGgmlType(x->type())
+                       ? TensorBytesChecked(static_cast<GgmlType>(x->type()), ne)
+                       : Result<size_t>(InvalidArgument("bad shape"));
       if (!bytes.ok()) {
         if (!overlaps_only) conflict(what + ": size cannot be computed at the worst case");
         continue;
@@ -196,8 +222,9 @@ MemoryCheckReport CheckComputeMemory(const PlanFile& plan, size_t max_conflicts,
       o.begin = x->offset();
       o.end = x->offset() + *bytes;
       if (o.end < o.begin || o.end > buffers->Get(x->buffer())->size()) {
-        if (!overlaps_only) conflict(what + ": bytes [" + std::to_string(o.begin) + ", " + std::to_string(o.end) + ") outside its buffer of " +
-                 std::to_string(buffers->Get(x->buffer())->size()));
+        if (!overlaps_only)
+          conflict(what + ": bytes [" + std::to_string(o.begin) + ", " + std::to_string(o.end) +
+                   ") outside its buffer of " + std::to_string(buffers->Get(x->buffer())->size()));
         continue;
       }
       if (*bytes == 0) continue;
@@ -229,7 +256,8 @@ MemoryCheckReport CheckComputeMemory(const PlanFile& plan, size_t max_conflicts,
       return a.buffer != b.buffer ? a.buffer < b.buffer : a.begin < b.begin;
     });
     for (size_t a = 0; a < owned.size(); ++a)
-      for (size_t b = a + 1; b < owned.size() && owned[b].buffer == owned[a].buffer && owned[b].begin < owned[a].end; ++b) {
+      for (size_t b = a + 1;
+           b < owned.size() && owned[b].buffer == owned[a].buffer && owned[b].begin < owned[a].end; ++b) {
         const Owned& A = owned[a];
         const Owned& B = owned[b];
         if (A.id < 0 && B.id < 0) continue;  // two global tensors: checked above

@@ -66,14 +66,16 @@ Status ReadRest(int fd, std::vector<uint8_t>& bytes, size_t done, const std::str
 }  // namespace
 
 Result<std::vector<uint8_t>> ReadPlanBytes(const std::string& path) {
-  if (path.empty()) return InvalidArgument("plan file path is empty; expected the path of a plan written by plan-model");
+  if (path.empty())
+    return InvalidArgument("plan file path is empty; expected the path of a plan written by plan-model");
   // O_NONBLOCK: a FIFO nobody writes to is refused below instead of blocking the open.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return IoError(path + ": cannot open plan file: " + std::strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    const char* what = S_ISDIR(st.st_mode) ? "is a folder" : "is not a regular file (a device, FIFO or socket)";
+    const char* what =
+        S_ISDIR(st.st_mode) ? "is a folder" : "is not a regular file (a device, FIFO or socket)";
     return IoError(path + ": " + what + "; expected a plan file written by plan-model");
   }
   // Size and identifier first: a large file that is not a plan costs one read of 8 bytes.
@@ -157,9 +159,9 @@ Status PlanFile::VerifyStructure() {
   const plan::Plan& r = *root_;
   if (r.schema_version() == 0) return fail("schema_version", "expected >= 1, found 0");
   if (r.schema_version() > kPlanSchemaVersion)
-    return Status(StatusCode::kUnimplemented, path_ + ": schema_version: this runtime reads plans up to version " +
-                                                  std::to_string(kPlanSchemaVersion) + ", found " +
-                                                  std::to_string(r.schema_version()));
+    return Status(StatusCode::kUnimplemented,
+                  path_ + ": schema_version: this runtime reads plans up to version " +
+                      std::to_string(kPlanSchemaVersion) + ", found " + std::to_string(r.schema_version()));
   // From version 2 the plan carries a checksum of its own bytes: a corrupted value that still
   // verifies (an offset, an index, a float parameter) would otherwise be computed with. A checksum
   // that is present is checked whatever the version says (an edited version must not switch it off).
@@ -169,47 +171,60 @@ Status PlanFile::VerifyStructure() {
     return fail("content_xxh64", "missing (required from schema_version 2: the plan's checksum)");
   if (sealed && want != got) {
     char msg[200];
-    std::snprintf(msg, sizeof msg, "checksum mismatch: the file's bytes hash to %016llx, the plan records %016llx "
-                  "(corrupted or edited plan; plan the model again)", (unsigned long long)got, (unsigned long long)want);
+    std::snprintf(msg, sizeof msg,
+                  "checksum mismatch: the file's bytes hash to %016llx, the plan records %016llx "
+                  "(corrupted or edited plan; plan the model again)",
+                  (unsigned long long)got, (unsigned long long)want);
     return fail("content_xxh64", msg);
   }
   if (!r.model() || !r.context()) return fail("model/context", "required table missing");
-  const size_t n_dev = Len(r.devices()), n_buf = Len(r.buffers()), n_ten = Len(r.tensors()), n_be = Len(r.backends());
+  const size_t n_dev = Len(r.devices()), n_buf = Len(r.buffers()), n_ten = Len(r.tensors()),
+               n_be = Len(r.backends());
   if (n_dev == 0) return fail("devices", "expected at least one device");
   if (n_be == 0) return fail("backends", "expected at least one backend");
   for (size_t i = 0; i < n_be; ++i) {
     const auto* be = r.backends()->Get(i);
-    if (be->device() < 0 || size_t(be->device()) >= n_dev) return fail("backends[" + std::to_string(i) + "].device", "index out of range");
+    if (be->device() < 0 || size_t(be->device()) >= n_dev)
+      return fail("backends[" + std::to_string(i) + "].device", "index out of range");
     if (be->compute_buffer() >= 0 && size_t(be->compute_buffer()) >= n_buf)
       return fail("backends[" + std::to_string(i) + "].compute_buffer", "index out of range");
   }
   for (size_t i = 0; i < n_buf; ++i) {
     const auto* b = r.buffers()->Get(i);
-    if (b->device() < 0 || size_t(b->device()) >= n_dev) return fail("buffers[" + std::to_string(i) + "].device", "index out of range");
-    if (b->mapped() && (b->file_offset() > r.model()->file_size() || b->size() > r.model()->file_size() - b->file_offset()))
+    if (b->device() < 0 || size_t(b->device()) >= n_dev)
+      return fail("buffers[" + std::to_string(i) + "].device", "index out of range");
+    if (b->mapped() &&
+        (b->file_offset() > r.model()->file_size() || b->size() > r.model()->file_size() - b->file_offset()))
       return fail("buffers[" + std::to_string(i) + "]", "mapped range outside the model file");
-    if (b->alignment() == 0 || (b->alignment() & (b->alignment() - 1)) != 0 || b->alignment() > kMaxBufferAlignment)
-      return fail("buffers[" + std::to_string(i) + "].alignment", "expected a power of two in [1, " +
-                  std::to_string(kMaxBufferAlignment) + "], found " + std::to_string(b->alignment()));
+    if (b->alignment() == 0 || (b->alignment() & (b->alignment() - 1)) != 0 ||
+        b->alignment() > kMaxBufferAlignment)
+      return fail("buffers[" + std::to_string(i) + "].alignment",
+                  "expected a power of two in [1, " + std::to_string(kMaxBufferAlignment) + "], found " +
+                      std::to_string(b->alignment()));
     if (b->mapped() && b->usage() != plan::BufferUsage::Weights)
-      return fail("buffers[" + std::to_string(i) + "]", "only weights may live in a mapped (read-only) buffer");
+      return fail("buffers[" + std::to_string(i) + "]",
+                  "only weights may live in a mapped (read-only) buffer");
   }
   for (size_t i = 0; i < n_ten; ++i) {
     const auto* t = r.tensors()->Get(i);
     const std::string f = "tensors[" + std::to_string(i) + "]";
     if (!t->name() || !t->ne() || t->ne()->size() != 4) return fail(f, "expected a name and 4 dims");
     if (!Aligned8(t->ne()->Data())) return fail(f + ".ne", "vector not aligned to 8 bytes");
-    if (!IsValidGgmlType(t->type())) return fail(f + ".type", "invalid ggml type " + std::to_string(t->type()));
+    if (!IsValidGgmlType(t->type()))
+      return fail(f + ".type", "invalid ggml type " + std::to_string(t->type()));
     int64_t ne[4];
     for (int d = 0; d < 4; ++d) ne[d] = t->ne()->Get(d);
     auto bytes = TensorBytesChecked(static_cast<GgmlType>(t->type()), ne);
-    if (!bytes.ok() || *bytes != t->nbytes()) return fail(f + " '" + t->name()->str() + "'", "nbytes does not match type and shape");
+    if (!bytes.ok() || *bytes != t->nbytes())
+      return fail(f + " '" + t->name()->str() + "'", "nbytes does not match type and shape");
     if (t->buffer() < 0 || size_t(t->buffer()) >= n_buf) return fail(f + ".buffer", "index out of range");
     const auto* b = r.buffers()->Get(t->buffer());
     if (t->kind() != plan::TensorKind::Weight && b->mapped())
-      return fail(f + " '" + t->name()->str() + "'", "a KV cache tensor cannot live in a mapped (read-only) buffer");
+      return fail(f + " '" + t->name()->str() + "'",
+                  "a KV cache tensor cannot live in a mapped (read-only) buffer");
     if (t->offset() > b->size() || t->nbytes() > b->size() - t->offset())
-      return fail(f + " '" + t->name()->str() + "'", "extends past the end of buffer '" + (b->name() ? b->name()->str() : "") + "'");
+      return fail(f + " '" + t->name()->str() + "'",
+                  "extends past the end of buffer '" + (b->name() ? b->name()->str() : "") + "'");
   }
   if (Len(r.graphs()) == 0) return fail("graphs", "expected the pp and tg graphs");
   // Pipeline parallelism (schema additions within version 1, COMPATIBILITY.md).
@@ -226,28 +241,35 @@ Status PlanFile::VerifyStructure() {
     for (size_t i = 0; i < nt; ++i) {
       const auto* t = g->tensors()->Get(i);
       if ((t->ne() && !Aligned8(t->ne()->Data())) || (t->view_nb() && !Aligned8(t->view_nb()->Data())))
-        return fail(gf + ".tensors[" + std::to_string(i) + "]", "ne or view_nb vector not aligned to 8 bytes");
+        return fail(gf + ".tensors[" + std::to_string(i) + "]",
+                    "ne or view_nb vector not aligned to 8 bytes");
     }
     // n_copies in-range instances; copies[0] == first (of kind first_kind), the others SplitCopy
     // tensors of copy 0's type and shape in copy 0's buffer (ggml_dup_tensor_layout on the same
     // backend), every instance of the graph listed once (ggml makes each one for one (tensor,
     // backend, c)).
     std::vector<char> listed(nt, 0);
-    auto check_copies = [&](const flatbuffers::Vector<int32_t>* copies, int32_t first, plan::TensorKind first_kind,
-                            const std::string& f) -> Status {
+    auto check_copies = [&](const flatbuffers::Vector<int32_t>* copies, int32_t first,
+                            plan::TensorKind first_kind, const std::string& f) -> Status {
       if (Len(copies) != n_copies)
-        return fail(f, "expected n_copies = " + std::to_string(n_copies) + " entries, found " + std::to_string(Len(copies)));
+        return fail(f, "expected n_copies = " + std::to_string(n_copies) + " entries, found " +
+                           std::to_string(Len(copies)));
       for (uint32_t c = 0; c < n_copies; ++c) {
         const int32_t id = copies->Get(c);
         if (id < 0 || size_t(id) >= nt) return fail(f, "index out of range");
-        if (c == 0 && id != first) return fail(f, "copies[0] must be the tensor the nodes read (" + std::to_string(first) + "), found " + std::to_string(id));
+        if (c == 0 && id != first)
+          return fail(f, "copies[0] must be the tensor the nodes read (" + std::to_string(first) +
+                             "), found " + std::to_string(id));
         const plan::TensorKind want = c == 0 ? first_kind : plan::TensorKind::SplitCopy;
         const auto* t = g->tensors()->Get(id);
         if (t->kind() != want)
-          return fail(f, "copy " + std::to_string(c) + " (tensor " + std::to_string(id) + ") has the wrong kind (expected " +
+          return fail(f, "copy " + std::to_string(c) + " (tensor " + std::to_string(id) +
+                             ") has the wrong kind (expected " +
                              (want == plan::TensorKind::Input ? "Input" : "SplitCopy") + ")");
         if (c > 0 && t->buffer() < 0) return fail(f, "copy " + std::to_string(c) + " has no buffer");
-        if (listed[id]) return fail(f, "copy " + std::to_string(c) + " (tensor " + std::to_string(id) + ") is listed twice");
+        if (listed[id])
+          return fail(f,
+                      "copy " + std::to_string(c) + " (tensor " + std::to_string(id) + ") is listed twice");
         listed[id] = static_cast<char>(c + 1);
         if (c == 0) continue;
         const auto* t0 = g->tensors()->Get(first);
@@ -256,8 +278,8 @@ Status PlanFile::VerifyStructure() {
         for (flatbuffers::uoffset_t d = 0; same && d < t->ne()->size(); ++d) {
           const auto* a = t->ne()->Get(d);
           const auto* b = t0->ne()->Get(d);
-          same = a->c() == b->c() && a->tokens() == b->tokens() && a->kv() == b->kv() && a->kv_head() == b->kv_head() &&
-                 a->outputs() == b->outputs();
+          same = a->c() == b->c() && a->tokens() == b->tokens() && a->kv() == b->kv() &&
+                 a->kv_head() == b->kv_head() && a->outputs() == b->outputs();
         }
         if (!same)
           return fail(f, "copy " + std::to_string(c) + " (tensor " + std::to_string(id) +
@@ -277,11 +299,14 @@ Status PlanFile::VerifyStructure() {
           return fail(f + ".ne[" + std::to_string(d) + "]", "a dimension that is always 0");
       }
       if (!IsValidGgmlType(t->type())) return fail(f + ".type", "invalid ggml type");
-      if (t->op() >= static_cast<uint16_t>(GgmlOp::kCount)) return fail(f + ".op", "unknown op " + std::to_string(t->op()));
+      if (t->op() >= static_cast<uint16_t>(GgmlOp::kCount))
+        return fail(f + ".op", "unknown op " + std::to_string(t->op()));
       if (t->global() >= 0 && size_t(t->global()) >= n_ten) return fail(f + ".global", "index out of range");
-      if (t->view_src() >= 0 && size_t(t->view_src()) >= nt) return fail(f + ".view_src", "index out of range");
+      if (t->view_src() >= 0 && size_t(t->view_src()) >= nt)
+        return fail(f + ".view_src", "index out of range");
       if (t->buffer() >= 0 && size_t(t->buffer()) >= n_buf) return fail(f + ".buffer", "index out of range");
-      if (t->backend() >= 0 && size_t(t->backend()) >= n_be) return fail(f + ".backend", "index out of range");
+      if (t->backend() >= 0 && size_t(t->backend()) >= n_be)
+        return fail(f + ".backend", "index out of range");
       if (t->srcs())
         for (int32_t s : *t->srcs())
           if (s >= 0 && (size_t(s) >= nt || size_t(s) == i)) return fail(f + ".srcs", "index out of range");
@@ -296,8 +321,10 @@ Status PlanFile::VerifyStructure() {
       const auto* s = g->splits()->Get(si);
       const std::string f = gf + ".splits[" + std::to_string(si) + "]";
       if (s->backend() < 0 || size_t(s->backend()) >= n_be) return fail(f + ".backend", "index out of range");
-      if (s->node_begin() != prev_end || s->node_end() < s->node_begin() || s->node_end() > g->nodes()->size())
-        return fail(f, "node range [" + std::to_string(s->node_begin()) + ", " + std::to_string(s->node_end()) + ") is not contiguous with the previous split");
+      if (s->node_begin() != prev_end || s->node_end() < s->node_begin() ||
+          s->node_end() > g->nodes()->size())
+        return fail(f, "node range [" + std::to_string(s->node_begin()) + ", " +
+                           std::to_string(s->node_end()) + ") is not contiguous with the previous split");
       prev_end = s->node_end();
       if (s->inputs())
         for (size_t k = 0; k < s->inputs()->size(); ++k) {
@@ -307,10 +334,12 @@ Status PlanFile::VerifyStructure() {
           const std::string fk = f + ".inputs[" + std::to_string(k) + "].copies";
           if (n_copies == 1) {
             // A one-entry list is allowed (the copy itself); readers such as plan-dump index it.
-            if (Len(in->copies()) > 1) return fail(fk, "n_copies is 1 but " + std::to_string(Len(in->copies())) + " copies are listed");
+            if (Len(in->copies()) > 1)
+              return fail(fk,
+                          "n_copies is 1 but " + std::to_string(Len(in->copies())) + " copies are listed");
             if (Len(in->copies()) == 1 && in->copies()->Get(0) != in->copy())
-              return fail(fk, "copies[0] must be the tensor the nodes read (" + std::to_string(in->copy()) + "), found " +
-                                  std::to_string(in->copies()->Get(0)));
+              return fail(fk, "copies[0] must be the tensor the nodes read (" + std::to_string(in->copy()) +
+                                  "), found " + std::to_string(in->copies()->Get(0)));
             continue;
           }
           STOWAGE_RETURN_IF_ERROR(check_copies(in->copies(), in->copy(), plan::TensorKind::SplitCopy, fk));
@@ -325,7 +354,8 @@ Status PlanFile::VerifyStructure() {
       if (ic->tensor() < 0 || size_t(ic->tensor()) >= nt) return fail(fk + ".tensor", "index out of range");
       if (g->tensors()->Get(ic->tensor())->kind() != plan::TensorKind::Input)
         return fail(fk + ".tensor", "expected a graph input (kind Input)");
-      STOWAGE_RETURN_IF_ERROR(check_copies(ic->copies(), ic->tensor(), plan::TensorKind::Input, fk + ".copies"));
+      STOWAGE_RETURN_IF_ERROR(
+          check_copies(ic->copies(), ic->tensor(), plan::TensorKind::Input, fk + ".copies"));
     }
     // Only copy 0 is filled (the runtime does not rotate ggml's cur_copy): the other instances are
     // memory nobody writes, so no node and no split input may read them.
@@ -340,14 +370,16 @@ Status PlanFile::VerifyStructure() {
           for (int32_t s : *srcs)
             if (extra(s))
               return fail(gf + ".tensors[" + std::to_string(n) + "].srcs",
-                          "node '" + name(n) + "' reads '" + name(s) + "', copy " + std::to_string(listed[s] - 1) +
+                          "node '" + name(n) + "' reads '" + name(s) + "', copy " +
+                              std::to_string(listed[s] - 1) +
                               " of a pipeline-parallel input (only copy 0 is ever filled)");
       for (size_t si = 0; si < Len(g->splits()); ++si)
         if (const auto* ins = g->splits()->Get(si)->inputs())
           for (size_t k = 0; k < ins->size(); ++k)
             if (extra(ins->Get(k)->tensor()))
               return fail(gf + ".splits[" + std::to_string(si) + "].inputs[" + std::to_string(k) + "].tensor",
-                          "copies '" + name(ins->Get(k)->tensor()) + "', copy " + std::to_string(listed[ins->Get(k)->tensor()] - 1) +
+                          "copies '" + name(ins->Get(k)->tensor()) + "', copy " +
+                              std::to_string(listed[ins->Get(k)->tensor()] - 1) +
                               " of a pipeline-parallel input (only copy 0 is ever filled)");
     }
   }

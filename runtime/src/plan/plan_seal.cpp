@@ -44,10 +44,12 @@ Status SealPlan(uint8_t* data, size_t size) {
   if (data == nullptr || size < 8 || !plan::PlanBufferHasIdentifier(data))
     return InvalidArgument("SealPlan: not a plan buffer (no \"STWP\" identifier)");
   flatbuffers::Verifier verifier(data, size, /*max_depth=*/64, /*max_tables=*/1u << 26);
-  if (!plan::VerifyPlanBuffer(verifier)) return InvalidArgument("SealPlan: the plan buffer fails the flatbuffers verifier");
+  if (!plan::VerifyPlanBuffer(verifier))
+    return InvalidArgument("SealPlan: the plan buffer fails the flatbuffers verifier");
   const uint8_t* field = ContentHashField(data);
   if (field == nullptr)
-    return InvalidArgument("SealPlan: the plan has no content_xxh64 field (set a non-zero placeholder before packing)");
+    return InvalidArgument(
+        "SealPlan: the plan has no content_xxh64 field (set a non-zero placeholder before packing)");
   const size_t off = size_t(field - data);
   flatbuffers::WriteScalar<uint64_t>(data + off, ContentHash(data, size, off));
   return Status::Ok();

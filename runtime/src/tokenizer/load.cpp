@@ -438,7 +438,8 @@ Result<Tokenizer> Tokenizer::FromGguf(const GgufFile& g) {
   // and EOS by add_bos / add_eos; WPM always adds [CLS] ... [SEP] and no path reads add_sep, so
   // llama.cpp loads such a vocabulary and ignores those flags).
   const bool uses_flags = v->type != VocabType::kWpm;
-  const std::pair<bool, int32_t> checks[] = {{v->add_bos && uses_flags, v->bos}, {v->add_eos && uses_flags, v->eos}};
+  const std::pair<bool, int32_t> checks[] = {{v->add_bos && uses_flags, v->bos},
+                                             {v->add_eos && uses_flags, v->eos}};
   const char* const check_names[] = {"add_bos_token", "add_eos_token"};
   const char* const id_names[] = {"bos_token_id", "eos_token_id"};
   for (int i = 0; i < 2; ++i) {

@@ -317,8 +317,8 @@ std::vector<Matcher> MatchersFor(PreTokenizer type) {
               // U+000B (unicode_regex_split), so U+1680, U+2000-200A, U+2028/9, U+202F, U+205F and
               // U+3000 never match the range class.
               SpaceThenRun(IsPunct), ClassRun([](uint32_t c, CpFlags f) {
-                return !f.whitespace() &&
-                       (InRange(c, 0x4E00, 0x9FA5) || InRange(c, 0x0800, 0x4E00) || InRange(c, 0xAC00, 0xD7FF));
+                return !f.whitespace() && (InRange(c, 0x4E00, 0x9FA5) || InRange(c, 0x0800, 0x4E00) ||
+                                           InRange(c, 0xAC00, 0xD7FF));
               }),
               digit};
     case PreTokenizer::kFalcon:

@@ -24,15 +24,18 @@ int main(int argc, char** argv) {
   }
   const bool flash_attn = argc == 6 && std::string(argv[5]) == "on";
   llama_log_set(Quiet, nullptr);
-  if (const char* dir = std::getenv("REF_BACKEND_DIR")) ggml_backend_load_all_from_path(dir);
-  else ggml_backend_load_all();
+  if (const char* dir = std::getenv("REF_BACKEND_DIR"))
+    ggml_backend_load_all_from_path(dir);
+  else
+    ggml_backend_load_all();
   llama_backend_init();
   llama_model* model = llama_model_load_from_file(argv[1], llama_model_default_params());
   if (model == nullptr) return 1;
   const llama_vocab* vocab = llama_model_get_vocab(model);
   const std::string prompt = argv[2];
   std::vector<llama_token> toks(prompt.size() + 8);
-  toks.resize(size_t(llama_tokenize(vocab, prompt.c_str(), int32_t(prompt.size()), toks.data(), int32_t(toks.size()), true, false)));
+  toks.resize(size_t(llama_tokenize(vocab, prompt.c_str(), int32_t(prompt.size()), toks.data(),
+                                    int32_t(toks.size()), true, false)));
   const int n_gen = std::atoi(argv[3]);
   llama_context_params cp = llama_context_default_params();
   cp.n_ctx = cp.n_batch = cp.n_ubatch = uint32_t(std::atoi(argv[4]));
@@ -76,9 +79,11 @@ int main(int argc, char** argv) {
     XXH64_update(h, lg, sizeof(float) * size_t(nv));
     llama_batch_free(b1);
   }
-  std::printf("{\"source\": \"refexact (test/data/golden-exact) on libllama of node-llama-cpp@3.21.1, CPU, "
-              "flash attention %s, 1 thread\",\n \"n_ctx\": %s, \"flash_attn\": %s, \"n_vocab\": %d,\n \"prompt_tokens\": [",
-              flash_attn ? "on" : "off", argv[4], flash_attn ? "true" : "false", nv);
+  std::printf(
+      "{\"source\": \"refexact (test/data/golden-exact) on libllama of node-llama-cpp@3.21.1, CPU, "
+      "flash attention %s, 1 thread\",\n \"n_ctx\": %s, \"flash_attn\": %s, \"n_vocab\": %d,\n "
+      "\"prompt_tokens\": [",
+      flash_attn ? "on" : "off", argv[4], flash_attn ? "true" : "false", nv);
   for (int i = 0; i < n; ++i) std::printf("%s%d", i ? "," : "", toks[size_t(i)]);
   std::printf("],\n \"greedy\": [");
   for (size_t i = 0; i < greedy.size(); ++i) std::printf("%s%d", i ? "," : "", greedy[i]);

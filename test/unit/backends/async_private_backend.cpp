@@ -75,7 +75,8 @@ class LazyQueue {
 
 class AsyncBuffer final : public exec::Buffer {
  public:
-  AsyncBuffer(LazyQueue* q, const AsyncBackend* owner, uint64_t size) : q_(q), owner_(owner), bytes_(size + 64, 0), size_(size) {}
+  AsyncBuffer(LazyQueue* q, const AsyncBackend* owner, uint64_t size)
+      : q_(q), owner_(owner), bytes_(size + 64, 0), size_(size) {}
   uint8_t* base() override {
     auto p = reinterpret_cast<uintptr_t>(bytes_.data());
     return reinterpret_cast<uint8_t*>((p + 63) & ~uintptr_t(63));
@@ -140,7 +141,8 @@ class AsyncBackend final : public exec::Backend {
     if (stats_) {
       const int n = ++stats_->computes;
       const int limit = stats_->fail_compute_after.load();
-      if (limit >= 0 && n > limit) return Internal(name_ + ": injected fault at compute " + std::to_string(n));
+      if (limit >= 0 && n > limit)
+        return Internal(name_ + ": injected fault at compute " + std::to_string(n));
     }
     exec::Backend* cpu = cpu_.get();
     q_.Push([cpu, call] { return cpu->Compute(call); });
@@ -184,7 +186,8 @@ class AsyncBackend final : public exec::Backend {
     AsyncBuffer* sb = fa != nullptr ? fa->Mine(src) : nullptr;
     AsyncBuffer* db = Mine(dst);
     if (sb == nullptr || db == nullptr) return false;
-    if (!sb->InRange(src_offset, n) || !db->InRange(dst_offset, n)) return OutOfRange(name_ + ": direct copy outside a buffer");
+    if (!sb->InRange(src_offset, n) || !db->InRange(dst_offset, n))
+      return OutOfRange(name_ + ": direct copy outside a buffer");
     if (stats_) ++stats_->direct_copies;
     LazyQueue* fq = &fa->q_;
     const uint64_t produced = fq->issued();
@@ -207,7 +210,7 @@ class AsyncBackend final : public exec::Backend {
     if (stats_) ++stats_->event_waits;
     LazyQueue* other = e->queue();
     const uint64_t t = e->ticket();
-    if (other == &q_) return Status::Ok();  // own queue: already ordered
+    if (other == &q_) return Status::Ok();              // own queue: already ordered
     q_.Push([other, t] { return other->WaitFor(t); });  // this queue blocks until the other's work ran
     return Status::Ok();
   }
@@ -225,7 +228,8 @@ class AsyncBackend final : public exec::Backend {
 
 Status AsyncBuffer::SetTensorSplit(const std::vector<float>& proportions) {
   for (float f : proportions)
-    if (!(f >= 0.f) || f > 1e30f) return InvalidArgument("negative or non-finite proportion " + std::to_string(f));
+    if (!(f >= 0.f) || f > 1e30f)
+      return InvalidArgument("negative or non-finite proportion " + std::to_string(f));
   if (AsyncStats* st = owner_->stats()) {
     std::lock_guard<std::mutex> l(st->mu);
     st->tensor_splits.push_back(proportions);
@@ -236,7 +240,8 @@ Status AsyncBuffer::SetTensorSplit(const std::vector<float>& proportions) {
 class Factory final : public exec::BackendFactory {
  public:
   explicit Factory(std::shared_ptr<AsyncStats> stats) : stats_(std::move(stats)) {}
-  std::unique_ptr<exec::Backend> Create(const std::string& name, const std::string& type, int n_threads) override {
+  std::unique_ptr<exec::Backend> Create(const std::string& name, const std::string& type,
+                                        int n_threads) override {
     if (type != "GPU") return nullptr;
     return std::make_unique<AsyncBackend>(name, n_threads, stats_);
   }

@@ -551,7 +551,8 @@ TEST_F(CudaOps, NewBufferZeroedBeforeWrites) {
     ASSERT_TRUE((*buf)->Write((64 << 20) - 4096, pattern.data(), pattern.size()).ok());
     ASSERT_TRUE((*buf)->Read((64 << 20) - 8192, back.data(), back.size()).ok());
     for (size_t i = 0; i < 4096; ++i) ASSERT_EQ(back[i], 0) << "byte " << i << " not zeroed";
-    for (size_t i = 4096; i < 8192; ++i) ASSERT_EQ(back[i], uint8_t(rep + 1)) << "written byte " << i << " lost";
+    for (size_t i = 4096; i < 8192; ++i)
+      ASSERT_EQ(back[i], uint8_t(rep + 1)) << "written byte " << i << " lost";
   }
 }
 

@@ -86,22 +86,44 @@ Host RandomBlocks(GgmlType type, std::array<int64_t, 4> ne, uint32_t seed) {
         std::memcpy(blk, &v, 4);
         break;
       }
-      case GgmlType::F16: put(blk, 0, true); break;
+      case GgmlType::F16:
+        put(blk, 0, true);
+        break;
       case GgmlType::BF16: {
         std::uniform_real_distribution<float> f(-2.f, 2.f);
         const uint16_t x = cpu::FloatToBf16(f(rng));
         std::memcpy(blk, &x, 2);
         break;
       }
-      case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: case GgmlType::IQ4_NL: case GgmlType::IQ4_XS:
+      case GgmlType::Q4_0:
+      case GgmlType::Q5_0:
+      case GgmlType::Q8_0:
+      case GgmlType::IQ4_NL:
+      case GgmlType::IQ4_XS:
         put(blk, 0, true);
         break;
-      case GgmlType::Q4_1: case GgmlType::Q5_1: put(blk, 0, false); put(blk, 2, true); break;
-      case GgmlType::Q4_K: case GgmlType::Q5_K: put(blk, 0, false); put(blk, 2, false); break;
-      case GgmlType::Q2_K: put(blk, 80, false); put(blk, 82, false); break;
-      case GgmlType::Q3_K: put(blk, 108, true); break;
-      case GgmlType::Q6_K: put(blk, 208, true); break;
-      default: break;
+      case GgmlType::Q4_1:
+      case GgmlType::Q5_1:
+        put(blk, 0, false);
+        put(blk, 2, true);
+        break;
+      case GgmlType::Q4_K:
+      case GgmlType::Q5_K:
+        put(blk, 0, false);
+        put(blk, 2, false);
+        break;
+      case GgmlType::Q2_K:
+        put(blk, 80, false);
+        put(blk, 82, false);
+        break;
+      case GgmlType::Q3_K:
+        put(blk, 108, true);
+        break;
+      case GgmlType::Q6_K:
+        put(blk, 208, true);
+        break;
+      default:
+        break;
     }
   }
   return h;
@@ -126,8 +148,14 @@ void ExpectSameF32(const cpu::TensorView& a, const cpu::TensorView& b, const cha
       for (int64_t i1 = 0; i1 < a.ne[1]; ++i1)
         for (int64_t i0 = 0; i0 < a.ne[0]; ++i0) {
           float x, y;
-          std::memcpy(&x, static_cast<const uint8_t*>(a.data) + i0 * a.nb[0] + i1 * a.nb[1] + i2 * a.nb[2] + i3 * a.nb[3], 4);
-          std::memcpy(&y, static_cast<const uint8_t*>(b.data) + i0 * b.nb[0] + i1 * b.nb[1] + i2 * b.nb[2] + i3 * b.nb[3], 4);
+          std::memcpy(
+              &x,
+              static_cast<const uint8_t*>(a.data) + i0 * a.nb[0] + i1 * a.nb[1] + i2 * a.nb[2] + i3 * a.nb[3],
+              4);
+          std::memcpy(
+              &y,
+              static_cast<const uint8_t*>(b.data) + i0 * b.nb[0] + i1 * b.nb[1] + i2 * b.nb[2] + i3 * b.nb[3],
+              4);
           if (Bits(x) != Bits(y) && ++bad <= 3)
             ADD_FAILURE() << what << ": element [" << i0 << "," << i1 << "," << i2 << "," << i3 << "] " << x
                           << " (GPU math) vs " << y << " (CPU)";
@@ -139,29 +167,61 @@ void ExpectSameF32(const cpu::TensorView& a, const cpu::TensorView& b, const cha
 template <typename F>
 void Dispatch(int type, F&& f) {
   switch (type) {
-    case cuda::kF32: f(std::integral_constant<int, cuda::kF32>()); break;
-    case cuda::kF16: f(std::integral_constant<int, cuda::kF16>()); break;
-    case cuda::kBF16: f(std::integral_constant<int, cuda::kBF16>()); break;
-    case cuda::kQ4_0: f(std::integral_constant<int, cuda::kQ4_0>()); break;
-    case cuda::kQ4_1: f(std::integral_constant<int, cuda::kQ4_1>()); break;
-    case cuda::kQ5_0: f(std::integral_constant<int, cuda::kQ5_0>()); break;
-    case cuda::kQ5_1: f(std::integral_constant<int, cuda::kQ5_1>()); break;
-    case cuda::kQ8_0: f(std::integral_constant<int, cuda::kQ8_0>()); break;
-    case cuda::kQ2_K: f(std::integral_constant<int, cuda::kQ2_K>()); break;
-    case cuda::kQ3_K: f(std::integral_constant<int, cuda::kQ3_K>()); break;
-    case cuda::kQ4_K: f(std::integral_constant<int, cuda::kQ4_K>()); break;
-    case cuda::kQ5_K: f(std::integral_constant<int, cuda::kQ5_K>()); break;
-    case cuda::kQ6_K: f(std::integral_constant<int, cuda::kQ6_K>()); break;
-    case cuda::kIQ4_NL: f(std::integral_constant<int, cuda::kIQ4_NL>()); break;
-    case cuda::kIQ4_XS: f(std::integral_constant<int, cuda::kIQ4_XS>()); break;
-    default: FAIL() << "not a kernels' type: " << type;
+    case cuda::kF32:
+      f(std::integral_constant<int, cuda::kF32>());
+      break;
+    case cuda::kF16:
+      f(std::integral_constant<int, cuda::kF16>());
+      break;
+    case cuda::kBF16:
+      f(std::integral_constant<int, cuda::kBF16>());
+      break;
+    case cuda::kQ4_0:
+      f(std::integral_constant<int, cuda::kQ4_0>());
+      break;
+    case cuda::kQ4_1:
+      f(std::integral_constant<int, cuda::kQ4_1>());
+      break;
+    case cuda::kQ5_0:
+      f(std::integral_constant<int, cuda::kQ5_0>());
+      break;
+    case cuda::kQ5_1:
+      f(std::integral_constant<int, cuda::kQ5_1>());
+      break;
+    case cuda::kQ8_0:
+      f(std::integral_constant<int, cuda::kQ8_0>());
+      break;
+    case cuda::kQ2_K:
+      f(std::integral_constant<int, cuda::kQ2_K>());
+      break;
+    case cuda::kQ3_K:
+      f(std::integral_constant<int, cuda::kQ3_K>());
+      break;
+    case cuda::kQ4_K:
+      f(std::integral_constant<int, cuda::kQ4_K>());
+      break;
+    case cuda::kQ5_K:
+      f(std::integral_constant<int, cuda::kQ5_K>());
+      break;
+    case cuda::kQ6_K:
+      f(std::integral_constant<int, cuda::kQ6_K>());
+      break;
+    case cuda::kIQ4_NL:
+      f(std::integral_constant<int, cuda::kIQ4_NL>());
+      break;
+    case cuda::kIQ4_XS:
+      f(std::integral_constant<int, cuda::kIQ4_XS>());
+      break;
+    default:
+      FAIL() << "not a kernels' type: " << type;
   }
 }
 
 // The CPU backend's MUL_MAT / GET_ROWS weight types: the GPU kernels' dequantizable set.
-const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
-                           GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
-                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,  GgmlType::Q4_0,
+                           GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1,  GgmlType::Q8_0,
+                           GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,  GgmlType::Q5_K,
+                           GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 
 // ---- conversions, tables --------------------------------------------------------------------------
 
@@ -186,7 +246,8 @@ TEST(CudaMath, HalfToFloatAllValues) {
 TEST(CudaMath, FloatToHalfRoundsToNearestEven) {
   auto check = [](float f) {
     const uint16_t a = cuda::F2H(f), b = cpu::Fp32ToFp16(f);
-    if (a != b) ADD_FAILURE() << "float 0x" << std::hex << Bits(f) << " (" << f << "): 0x" << a << " vs CPU 0x" << b;
+    if (a != b)
+      ADD_FAILURE() << "float 0x" << std::hex << Bits(f) << " (" << f << "): 0x" << a << " vs CPU 0x" << b;
     return a == b;
   };
   // Every exact half value, the midpoints between neighbours (ties: round to even) and the floats
@@ -213,7 +274,8 @@ TEST(CudaMath, Bf16Conversions) {
     const float f = FromBits(uint32_t(u));
     if (cuda::F2Bf(f) != cpu::FloatToBf16(f)) ++bad, ADD_FAILURE() << "float bits 0x" << std::hex << u;
   }
-  for (uint32_t b = 0; b < 65536; ++b) ASSERT_EQ(Bits(cuda::Bf2F(uint16_t(b))), Bits(cpu::Bf16ToFloat(uint16_t(b))));
+  for (uint32_t b = 0; b < 65536; ++b)
+    ASSERT_EQ(Bits(cuda::Bf2F(uint16_t(b))), Bits(cpu::Bf16ToFloat(uint16_t(b))));
 }
 
 TEST(CudaMath, Iq4nlGridAndPackedScales) {
@@ -252,7 +314,8 @@ TEST(CudaMath, DequantizeMatchesCpuBitForBit) {
         for (int64_t i = 0; i < K; ++i) {
           const float g = cuda::Dq<T>(row, i);
           if (Bits(g) != Bits(ref[i]) && ++bad <= 3)
-            ADD_FAILURE() << GgmlTypeName(t) << " row " << r << " element " << i << ": " << g << " vs CPU " << ref[i];
+            ADD_FAILURE() << GgmlTypeName(t) << " row " << r << " element " << i << ": " << g << " vs CPU "
+                          << ref[i];
         }
       }
       EXPECT_EQ(bad, 0) << GgmlTypeName(t);
@@ -263,7 +326,8 @@ TEST(CudaMath, DequantizeMatchesCpuBitForBit) {
 // ToF16 (the cuBLAS path's weight conversion): rows at a padded stride, element l of the [ne0, nrows]
 // result = fp16 of the CPU's dequantized value.
 TEST(CudaMath, ToF16Emulation) {
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::BF16}) {
+  for (GgmlType t :
+       {GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::BF16}) {
     const int64_t K = 512, rows = 5;
     Host w = RandomBlocks(t, {K, 2 * rows, 1, 1}, 30);  // rows at a stride of one row plus two blocks
     const int64_t nb1 = int64_t(w.v.nb[1]) + int64_t(GetTypeTraits(t).type_size) * 2;
@@ -272,7 +336,8 @@ TEST(CudaMath, ToF16Emulation) {
     Dispatch(int(t), [&](auto tag) {
       constexpr int T = decltype(tag)::value;
       for (int64_t l = 0; l < K * rows; ++l) {
-        if (l % K == 0) ASSERT_TRUE(cpu::DequantizeRow(t, w.bytes.data() + (l / K) * nb1, ref.data(), K).ok());
+        if (l % K == 0)
+          ASSERT_TRUE(cpu::DequantizeRow(t, w.bytes.data() + (l / K) * nb1, ref.data(), K).ok());
         ASSERT_EQ(cuda::ToF16Element<T>(w.bytes.data(), K, nb1, l), cpu::Fp32ToFp16(ref[l % K]))
             << GgmlTypeName(t) << " element " << l;
       }
@@ -378,7 +443,8 @@ TEST(CudaMath, CpyEmulation) {
       d.data = h.bytes.data() + kv_head * 2;
       return d;
     };
-    run(src, view(g), view(c), g.bytes, c.bytes, ct == GgmlType::F16 ? "V store F32 -> F16" : "V store F32 -> BF16");
+    run(src, view(g), view(c), g.bytes, c.bytes,
+        ct == GgmlType::F16 ? "V store F32 -> F16" : "V store F32 -> BF16");
   }
   {  // CPY between different shapes of equal element count (element l to element l, ggml order)
     Host x = RandomF32({6, 20, 1, 1}, 53);
@@ -411,7 +477,8 @@ TEST(CudaMath, GetRowsEmulation) {
       Dispatch(int(t), [&](auto tag) {
         constexpr int T = decltype(tag)::value;
         int32_t bad = -1;
-        for (int64_t l = 0; l < cuda::Nelements(d); ++l) ASSERT_TRUE(cuda::GetRowsElement<T>(s, i, d, l, &bad));
+        for (int64_t l = 0; l < cuda::Nelements(d); ++l)
+          ASSERT_TRUE(cuda::GetRowsElement<T>(s, i, d, l, &bad));
       });
       ExpectSameF32(g.v, c.v, GgmlTypeName(t));
     }
@@ -424,7 +491,8 @@ TEST(CudaMath, GetRowsEmulation) {
   Host g = Make(GgmlType::F32, {64, 2, 1, 1});
   const Tv s = ToTv(w.v), i = ToTv(idx.v), d = ToTv(g.v);
   int32_t bad_index = -1;
-  for (int64_t l = 0; l < 128; ++l) EXPECT_EQ(cuda::GetRowsElement<cuda::kQ8_0>(s, i, d, l, &bad_index), l < 64);
+  for (int64_t l = 0; l < 128; ++l)
+    EXPECT_EQ(cuda::GetRowsElement<cuda::kQ8_0>(s, i, d, l, &bad_index), l < 64);
   EXPECT_EQ(bad_index, 2);
   const float* out = reinterpret_cast<const float*>(g.bytes.data());
   EXPECT_FALSE(std::isnan(out[0]));
@@ -450,13 +518,15 @@ TEST(CudaMath, ElementwiseEmulation) {
       Host g = Make(GgmlType::F32, {67, 5, 3, 2}), c = Make(GgmlType::F32, {67, 5, 3, 2});
       ASSERT_TRUE((add ? cpu::Add(ctx, a.v, src1->v, c.v) : cpu::Mul(ctx, a.v, src1->v, c.v)).ok());
       const Tv ta = ToTv(a.v), tb = ToTv(src1->v), td = ToTv(g.v);
-      emulate(td, [&](int64_t l) { cuda::BinaryElement(add ? cuda::Binary::kAdd : cuda::Binary::kMul, ta, tb, td, l); });
+      emulate(td, [&](int64_t l) {
+        cuda::BinaryElement(add ? cuda::Binary::kAdd : cuda::Binary::kMul, ta, tb, td, l);
+      });
       ExpectSameF32(g.v, c.v, add ? "ADD" : "MUL");
     }
   }
   for (cuda::Unary op : {cuda::Unary::kScale, cuda::Unary::kSilu, cuda::Unary::kGelu}) {
     Host g = Make(GgmlType::F32, {67, 5, 3, 2}), c = Make(GgmlType::F32, {67, 5, 3, 2});
-    ASSERT_TRUE((op == cuda::Unary::kScale ? cpu::Scale(ctx, a.v, c.v, 0.37f, 0.25f)
+    ASSERT_TRUE((op == cuda::Unary::kScale  ? cpu::Scale(ctx, a.v, c.v, 0.37f, 0.25f)
                  : op == cuda::Unary::kSilu ? cpu::Silu(ctx, a.v, c.v)
                                             : cpu::Gelu(ctx, a.v, c.v))
                     .ok());
@@ -472,10 +542,13 @@ TEST(CudaMath, ElementwiseEmulation) {
       const cpu::TensorView& ga = is_fused ? fused.v : a.v;
       cpu::TensorView gb = up.v;
       if (is_fused) gb.data = nullptr;
-      ASSERT_TRUE((op == cuda::Glu::kSwiglu ? cpu::SwiGlu(ctx, ga, gb, c.v) : cpu::GeGlu(ctx, ga, gb, c.v)).ok());
+      ASSERT_TRUE(
+          (op == cuda::Glu::kSwiglu ? cpu::SwiGlu(ctx, ga, gb, c.v) : cpu::GeGlu(ctx, ga, gb, c.v)).ok());
       const Tv ta = ToTv(ga), tb = is_fused ? Tv() : ToTv(gb), td = ToTv(g.v);
       emulate(td, [&](int64_t l) { cuda::GluElement(op, ta, tb, td, l); });
-      ExpectSameF32(g.v, c.v, op == cuda::Glu::kSwiglu ? (is_fused ? "SWIGLU fused" : "SWIGLU") : (is_fused ? "GEGLU fused" : "GEGLU"));
+      ExpectSameF32(g.v, c.v,
+                    op == cuda::Glu::kSwiglu ? (is_fused ? "SWIGLU fused" : "SWIGLU")
+                                             : (is_fused ? "GEGLU fused" : "GEGLU"));
     }
   }
 }
@@ -489,7 +562,9 @@ TEST(CudaMath, RopeEmulation) {
   const int32_t p[nt] = {0, 7, 511, 4096, 131071};
   std::memcpy(pos.bytes.data(), p, sizeof p);
   Host ff = RandomF32({32, 1, 1, 1}, 81);
-  for (int i = 0; i < 32; ++i) reinterpret_cast<float*>(ff.bytes.data())[i] = 1.f + 8.f * std::fabs(reinterpret_cast<float*>(ff.bytes.data())[i]);
+  for (int i = 0; i < 32; ++i)
+    reinterpret_cast<float*>(ff.bytes.data())[i] =
+        1.f + 8.f * std::fabs(reinterpret_cast<float*>(ff.bytes.data())[i]);
   for (int mode : {0, 2}) {
     for (bool yarn : {false, true}) {
       for (bool freq_factors : {false, true}) {
@@ -525,11 +600,12 @@ TEST(CudaMath, RopeEmulation) {
             for (int tx = 0; tx < 256; ++tx)
               if (bx * 256 + tx < n)
                 cuda::RopeThread(s, reinterpret_cast<const int32_t*>(pos.bytes.data()),
-                                 freq_factors ? reinterpret_cast<const float*>(ff.bytes.data()) : nullptr, d, a,
-                                 bx * 256 + tx);
+                                 freq_factors ? reinterpret_cast<const float*>(ff.bytes.data()) : nullptr, d,
+                                 a, bx * 256 + tx);
           ExpectSameF32(in_place ? g.v : gd.v, c.v, "ROPE");
           if (HasFailure()) {
-            ADD_FAILURE() << "mode " << mode << " yarn " << yarn << " freq_factors " << freq_factors << " in place " << in_place;
+            ADD_FAILURE() << "mode " << mode << " yarn " << yarn << " freq_factors " << freq_factors
+                          << " in place " << in_place;
             return;
           }
         }
@@ -611,13 +687,15 @@ TEST(CudaMath, NormRowsEmulation) {
           const float var1 = block_sum([](float v) { return v * v; }) / float(ne0) - mu * mu;
           const float scale1 = 1.f / std::sqrt(std::max(var1, 0.f) + 1e-5f);
           for (int64_t k = 0; k < ne0; ++k)
-            worst_single_pass = std::max(worst_single_pass, double(std::fabs((row[k] - mu) * scale1 - cs[r * ne0 + k])));
+            worst_single_pass =
+                std::max(worst_single_pass, double(std::fabs((row[k] - mu) * scale1 - cs[r * ne0 + k])));
         }
         for (int64_t k = 0; k < ne0; ++k)
           worst = std::max(worst, double(std::fabs((row[k] - mu) * scale - cs[r * ne0 + k])));
       }
       EXPECT_LT(worst, 1e-4) << (rms ? "RMS_NORM" : "NORM") << " mean " << mean;  // outputs ~1
-      if (!rms && mean > 0) EXPECT_GT(worst_single_pass, 1e-3) << "the single-pass variance should have failed here";
+      if (!rms && mean > 0)
+        EXPECT_GT(worst_single_pass, 1e-3) << "the single-pass variance should have failed here";
     }
   }
 }
@@ -648,8 +726,8 @@ TEST(CudaMath, SoftMaxAlibiAndRows) {
       std::vector<float> w(nkv);
       float mx = -INFINITY, sum = 0;
       for (int64_t k = 0; k < nkv; ++k) {
-        w[k] = cuda::SoftMaxLogit(cuda::LoadF32(cuda::At(ts, k, i1, i2, i3)), 0.125f, slope, cuda::At(tm, k, i1, 0, 0),
-                                  tm.type);
+        w[k] = cuda::SoftMaxLogit(cuda::LoadF32(cuda::At(ts, k, i1, i2, i3)), 0.125f, slope,
+                                  cuda::At(tm, k, i1, 0, 0), tm.type);
         mx = std::max(mx, w[k]);
       }
       for (auto& v : w) sum += (v = std::exp(v - mx));
@@ -683,29 +761,30 @@ void CheckMulMatVec(GgmlType t, int64_t K, int64_t N, int64_t M, int64_t ne02, i
   int launches = 0;
   Dispatch(int(t), [&](auto tag) {
     constexpr int T = decltype(tag)::value;
-    cuda::ForEachMulMatVecLaunch(N, M, ne12 * ne13, [&](int64_t gx, int64_t gy, int64_t gz, int64_t y0, int64_t z0) {
-      ++launches;
-      ASSERT_LE(gx, cuda::kMaxGridX);
-      ASSERT_LE(gy, cuda::kMaxGridYZ);
-      ASSERT_LE(gz, cuda::kMaxGridYZ);
-      for (int64_t bz = 0; bz < gz; ++bz)
-        for (int64_t by = 0; by < gy; ++by)
-          for (int64_t bx = 0; bx < gx; ++bx)
-            for (int warp = 0; warp < cuda::kMmvWarps; ++warp) {
-              const int64_t n = bx * cuda::kMmvWarps + warp;
-              if (n >= N) continue;
-              const int64_t m0 = (y0 + by) * cuda::kMmvCols, z = z0 + bz;
-              float sum[cuda::kMmvCols] = {};
-              for (int lane = 0; lane < 32; ++lane) {
-                float acc[cuda::kMmvCols];
-                cuda::MulMatVecLane<T>(tw, tx, td, n, m0, z, lane, acc);
-                for (int c = 0; c < cuda::kMmvCols; ++c) sum[c] += acc[c];
-              }
-              const int ncols = int(std::min<int64_t>(cuda::kMmvCols, M - m0));
-              for (int c = 0; c < ncols; ++c)
-                cuda::StoreF32(cuda::At(td, n, m0 + c, z % ne12, z / ne12), sum[c]);
-            }
-    });
+    cuda::ForEachMulMatVecLaunch(
+        N, M, ne12 * ne13, [&](int64_t gx, int64_t gy, int64_t gz, int64_t y0, int64_t z0) {
+          ++launches;
+          ASSERT_LE(gx, cuda::kMaxGridX);
+          ASSERT_LE(gy, cuda::kMaxGridYZ);
+          ASSERT_LE(gz, cuda::kMaxGridYZ);
+          for (int64_t bz = 0; bz < gz; ++bz)
+            for (int64_t by = 0; by < gy; ++by)
+              for (int64_t bx = 0; bx < gx; ++bx)
+                for (int warp = 0; warp < cuda::kMmvWarps; ++warp) {
+                  const int64_t n = bx * cuda::kMmvWarps + warp;
+                  if (n >= N) continue;
+                  const int64_t m0 = (y0 + by) * cuda::kMmvCols, z = z0 + bz;
+                  float sum[cuda::kMmvCols] = {};
+                  for (int lane = 0; lane < 32; ++lane) {
+                    float acc[cuda::kMmvCols];
+                    cuda::MulMatVecLane<T>(tw, tx, td, n, m0, z, lane, acc);
+                    for (int c = 0; c < cuda::kMmvCols; ++c) sum[c] += acc[c];
+                  }
+                  const int ncols = int(std::min<int64_t>(cuda::kMmvCols, M - m0));
+                  for (int c = 0; c < ncols; ++c)
+                    cuda::StoreF32(cuda::At(td, n, m0 + c, z % ne12, z / ne12), sum[c]);
+                }
+        });
   });
   EXPECT_EQ(launches, int((ne12 * ne13 + cuda::kMaxGridYZ - 1) / cuda::kMaxGridYZ));
   std::vector<float> row(K);
@@ -714,9 +793,12 @@ void CheckMulMatVec(GgmlType t, int64_t K, int64_t N, int64_t M, int64_t ne02, i
   for (int64_t i13 = 0; i13 < ne13; ++i13)
     for (int64_t i12 = 0; i12 < ne12; ++i12)
       for (int64_t n = 0; n < N; ++n) {
-        ASSERT_TRUE(cpu::DequantizeRow(t, w.bytes.data() + (i12 / r2) * w.v.nb[2] + n * w.v.nb[1], row.data(), K).ok());
+        ASSERT_TRUE(
+            cpu::DequantizeRow(t, w.bytes.data() + (i12 / r2) * w.v.nb[2] + n * w.v.nb[1], row.data(), K)
+                .ok());
         for (int64_t m = 0; m < M; ++m) {
-          const uint8_t* xr = static_cast<const uint8_t*>(xv.data) + m * xv.nb[1] + i12 * xv.nb[2] + i13 * xv.nb[3];
+          const uint8_t* xr =
+              static_cast<const uint8_t*>(xv.data) + m * xv.nb[1] + i12 * xv.nb[2] + i13 * xv.nb[3];
           double ref = 0, mag = 0;
           for (int64_t k = 0; k < K; ++k) {
             float xk;
@@ -725,7 +807,8 @@ void CheckMulMatVec(GgmlType t, int64_t K, int64_t N, int64_t M, int64_t ne02, i
             mag += std::fabs(double(row[k]) * xk);
           }
           const float got = dp[((i13 * ne12 + i12) * M + m) * N + n];
-          ASSERT_FALSE(std::isnan(got)) << GgmlTypeName(t) << " dst[" << n << "," << m << "," << i12 << "," << i13 << "] not written";
+          ASSERT_FALSE(std::isnan(got))
+              << GgmlTypeName(t) << " dst[" << n << "," << m << "," << i12 << "," << i13 << "] not written";
           worst = std::max(worst, std::fabs(got - ref) / (1e-6 + 1e-5 * mag));
         }
       }
@@ -736,9 +819,9 @@ void CheckMulMatVec(GgmlType t, int64_t K, int64_t N, int64_t M, int64_t ne02, i
 TEST(CudaMath, MulMatVecEmulation) {
   for (GgmlType t : kTypes) {
     if (GetTypeTraits(t).block_size == 1) continue;  // F32/F16/BF16 weights go to cuBLAS
-    CheckMulMatVec(t, 1280, 9, 1, 1, 1, 1, false);  // 40 chunks: lanes 0..7 take two
-    CheckMulMatVec(t, 512, 6, 8, 2, 6, 1, true);    // GQA broadcast (r2 = 3), permuted src1
-    CheckMulMatVec(t, 256, 5, 3, 1, 2, 2, false);   // ne13 > 1
+    CheckMulMatVec(t, 1280, 9, 1, 1, 1, 1, false);   // 40 chunks: lanes 0..7 take two
+    CheckMulMatVec(t, 512, 6, 8, 2, 6, 1, true);     // GQA broadcast (r2 = 3), permuted src1
+    CheckMulMatVec(t, 256, 5, 3, 1, 2, 2, false);    // ne13 > 1
   }
 }
 
@@ -757,9 +840,10 @@ TEST(CudaMath, RowSplitMulMatEmulation) {
     std::vector<int> cc;
     int main;
   };
-  const Case cases[] = {{GgmlType::Q4_0, {3, 1, 2}, {900, 800, 900}, 0},  // rounding 128: device 1 gets no rows
-                        {GgmlType::F16, {1, 1}, {600, 600}, 1},            // rounding 64, main device 1
-                        {GgmlType::Q6_K, {}, {900, 900, 900, 900}, 2}};    // default split (memory), 4 devices
+  const Case cases[] = {
+      {GgmlType::Q4_0, {3, 1, 2}, {900, 800, 900}, 0},  // rounding 128: device 1 gets no rows
+      {GgmlType::F16, {1, 1}, {600, 600}, 1},           // rounding 64, main device 1
+      {GgmlType::Q6_K, {}, {900, 900, 900, 900}, 2}};   // default split (memory), 4 devices
   for (const Case& cs : cases) {
     const int64_t K = 256, N = 300, ne11 = 3, ne12 = 2, M = ne11 * ne12;
     Host a = RandomBlocks(cs.type, {K, N, 1, 1}, 110);
@@ -782,9 +866,11 @@ TEST(CudaMath, RowSplitMulMatEmulation) {
       if (hi <= lo) continue;
       EXPECT_EQ(lo, covered) << "device " << id;
       covered = hi;
-      std::vector<uint8_t> slice(a.bytes.begin() + lo * int64_t(a.v.nb[1]), a.bytes.begin() + hi * int64_t(a.v.nb[1]));
+      std::vector<uint8_t> slice(a.bytes.begin() + lo * int64_t(a.v.nb[1]),
+                                 a.bytes.begin() + hi * int64_t(a.v.nb[1]));
       std::vector<uint8_t> packed(size_t(hi - lo) * size_t(M) * 4, 0xFF);
-      const exec::SplitPartViews v = exec::MakeSplitPartViews(a.v, d.v, M, lo, hi, slice.data(), packed.data());
+      const exec::SplitPartViews v =
+          exec::MakeSplitPartViews(a.v, d.v, M, lo, hi, slice.data(), packed.data());
       if (id == cs.main) {
         cpu::TensorView out = v.dst;
         ASSERT_TRUE(cpu::MulMat(ctx, v.w, x2, out).ok()) << "device " << id;

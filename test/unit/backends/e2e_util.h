@@ -57,7 +57,8 @@ class CountingBackend final : public exec::Backend {
   Result<bool> CopyFromAsync(exec::Backend& from, exec::Buffer& src, uint64_t src_offset, exec::Buffer& dst,
                              uint64_t dst_offset, uint64_t n) override {
     auto* counted = dynamic_cast<CountingBackend*>(&from);  // the inner backends copy between themselves
-    return inner_->CopyFromAsync(counted != nullptr ? *counted->inner_ : from, src, src_offset, dst, dst_offset, n);
+    return inner_->CopyFromAsync(counted != nullptr ? *counted->inner_ : from, src, src_offset, dst,
+                                 dst_offset, n);
   }
 
  private:

@@ -213,7 +213,8 @@ TEST(OneDnnBackend, AgreesWithTheProbedTable) {
       w.buft_is_host = false;
       RuntimeOpQuery own = test::Query(GgmlOp::MUL_MAT, tensor(GgmlType::F32, 64, batch),
                                        {w, tensor(GgmlType::F32, 256, batch)});
-      EXPECT_EQ(dev->SupportsOp(own), exec::OneDnnSupportsMulMatType(t)) << GgmlTypeName(t) << " batch " << batch;
+      EXPECT_EQ(dev->SupportsOp(own), exec::OneDnnSupportsMulMatType(t))
+          << GgmlTypeName(t) << " batch " << batch;
       RuntimeOpQuery host = test::Query(GgmlOp::MUL_MAT, tensor(GgmlType::F32, 64, batch),
                                         {tensor(t, 256, 64), tensor(GgmlType::F32, 256, batch)});
       EXPECT_EQ(dev->SupportsOp(host), exec::OneDnnSupportsMulMatType(t) && batch >= 32)

@@ -88,8 +88,8 @@ TEST(OneDnnBuffer, ReordersIntoTheBlockedLayout) {
   ASSERT_TRUE(l.blocked) << "format " << l.format << ", " << l.blocked_bytes << " vs " << l.plain_bytes;
   EXPECT_EQ(l.blocked_bytes, l.plain_bytes);
   EXPECT_NE(l.format.find("inner blocks"), std::string::npos) << l.format;
-  std::printf("[ oneDNN ] f32 [%lld, %lld] weights: %s\n", static_cast<long long>(K), static_cast<long long>(N),
-              l.format.c_str());
+  std::printf("[ oneDNN ] f32 [%lld, %lld] weights: %s\n", static_cast<long long>(K),
+              static_cast<long long>(N), l.format.c_str());
 
   auto dnn = exec::CreateOneDnnBackend("ONEDNN", 2);
   HostTensor w = test::RandomTensor(GgmlType::F32, {K, N, 1, 1}, 7);
@@ -115,7 +115,8 @@ TEST(OneDnnBuffer, Bf16WeightsBlockedWhereSupported) {
   auto dnn = exec::CreateOneDnnBackend("ONEDNN", 2);
   HostTensor w = test::RandomTensor(GgmlType::BF16, {K, N, 1, 1}, 9);
   Uploaded u = Upload(*dnn, w);
-  EXPECT_EQ(u.layout == exec::kLayoutOneDnnBlocked, exec::OneDnnWeightLayoutFor(GgmlType::BF16, K, N).blocked);
+  EXPECT_EQ(u.layout == exec::kLayoutOneDnnBlocked,
+            exec::OneDnnWeightLayoutFor(GgmlType::BF16, K, N).blocked);
   uint32_t seed = 200;
   for (int64_t M : {1, 5, 64}) EXPECT_LT(CompareMulMat(*dnn, u, w, M, ++seed, 1e-5), 1.0) << "M = " << M;
 }
@@ -140,7 +141,8 @@ bool PlainF32Shape(int64_t* K, int64_t* N) {
 // it stays plain in the ONEDNN buffer, and MUL_MAT still runs.
 TEST(OneDnnBuffer, StaysPlainWhereTheBlockedLayoutIsLarger) {
   int64_t K = 0, N = 0;
-  if (!PlainF32Shape(&K, &N)) GTEST_SKIP() << "skipped: this CPU's oneDNN blocks every candidate shape without growth";
+  if (!PlainF32Shape(&K, &N))
+    GTEST_SKIP() << "skipped: this CPU's oneDNN blocks every candidate shape without growth";
   const exec::OneDnnWeightLayout l = exec::OneDnnWeightLayoutFor(GgmlType::F32, K, N);
   EXPECT_FALSE(l.blocked);
   if (l.format != "plain") EXPECT_GT(l.blocked_bytes, l.plain_bytes) << l.format;
@@ -193,7 +195,8 @@ TEST(OneDnnBuffer, BlockedWeightsWithStridedAndBatchedActivations) {
 // A view marked blocked for a shape oneDNN keeps plain (a corrupt plan/layout) is refused clearly.
 TEST(OneDnnBuffer, RefusesAMislabelledLayout) {
   int64_t K = 0, N = 0;
-  if (!PlainF32Shape(&K, &N)) GTEST_SKIP() << "skipped: this CPU's oneDNN blocks every candidate shape without growth";
+  if (!PlainF32Shape(&K, &N))
+    GTEST_SKIP() << "skipped: this CPU's oneDNN blocks every candidate shape without growth";
   auto dnn = exec::CreateOneDnnBackend("ONEDNN", 1);
   HostTensor w = test::RandomTensor(GgmlType::F32, {K, N, 1, 1}, 31);
   HostTensor b = test::RandomTensor(GgmlType::F32, {K, 2, 1, 1}, 32);
@@ -241,9 +244,11 @@ TEST(OneDnnBuffer, DISABLED_TimingBlockedVsCpu) {
         if (r > 0) t[which] += dt;  // the first round warms up
       }
     }
-    std::printf("[ timing ] M=%lld K=%lld N=%lld: ONEDNN blocked %.3f ms, ONEDNN plain %.3f ms, CPU %.3f ms (mean of %d)\n",
-                static_cast<long long>(M), static_cast<long long>(K), static_cast<long long>(N), 1e3 * t[0] / reps,
-                1e3 * t[1] / reps, 1e3 * t[2] / reps, reps);
+    std::printf(
+        "[ timing ] M=%lld K=%lld N=%lld: ONEDNN blocked %.3f ms, ONEDNN plain %.3f ms, CPU %.3f ms (mean of "
+        "%d)\n",
+        static_cast<long long>(M), static_cast<long long>(K), static_cast<long long>(N), 1e3 * t[0] / reps,
+        1e3 * t[1] / reps, 1e3 * t[2] / reps, reps);
   }
 }
 

@@ -116,7 +116,8 @@ TEST(OneDnnPlacement, F32MatmulWeightsGoToTheOnednnBufferType) {
     const auto& w = p.graphs.globals[gi];
     if (w.kind != planner::TensorKind::kWeight) continue;
     const std::string& b = BuftOf(p, static_cast<int>(gi));
-    if (w.name == "token_embd.weight") embd_bufts.insert(b + (w.layer_class == planner::LayerClass::kOutput ? ":out" : ":in"));
+    if (w.name == "token_embd.weight")
+      embd_bufts.insert(b + (w.layer_class == planner::LayerClass::kOutput ? ":out" : ":in"));
     const bool matmul2d = w.consumer_op == GgmlOp::MUL_MAT && w.ne[2] == 1 && w.ne[3] == 1;
     if (matmul2d) {
       EXPECT_EQ(b, exec::kOneDnnBuft) << w.name;
@@ -168,7 +169,8 @@ TEST(OneDnnPlacement, WithoutTheAccelDeviceNothingChanges) {
 /// Writes a copy of the F32 model `src_path` in which every F32 tensor gets the type `type_of`
 /// returns for it (converted with the CPU backend's QuantizeRow), to the test temp dir as `out_name`.
 /// Returns the path, or "" on failure.
-std::string WriteConverted(const std::string& src_path, const std::function<GgmlType(const GgufTensorInfo&)>& type_of,
+std::string WriteConverted(const std::string& src_path,
+                           const std::function<GgmlType(const GgufTensorInfo&)>& type_of,
                            const std::string& out_name) {
   auto src = GgufFile::Open(src_path);
   if (!src.ok()) return "";
@@ -204,9 +206,9 @@ std::string WriteMixedModel(const std::string& src_path) {
   return WriteConverted(
       src_path,
       [](const GgufTensorInfo& t) {
-        const bool attn = t.name.find(".attn_q.") != std::string::npos || t.name.find(".attn_k.") != std::string::npos ||
-                          t.name.find(".attn_v.") != std::string::npos ||
-                          t.name.find(".attn_output.") != std::string::npos;
+        const bool attn =
+            t.name.find(".attn_q.") != std::string::npos || t.name.find(".attn_k.") != std::string::npos ||
+            t.name.find(".attn_v.") != std::string::npos || t.name.find(".attn_output.") != std::string::npos;
         return attn && t.ne[0] % 32 == 0 ? GgmlType::Q4_0 : GgmlType::F32;
       },
       "onednn-mixed-q4_0-f32.gguf");
@@ -228,7 +230,7 @@ TEST(OneDnnPlacement, MixedQ4_0AndF32ModelSplits) {
     if (w.type == GgmlType::Q4_0) EXPECT_EQ(b, "CPU_REPACK") << w.name;
     if (w.type == GgmlType::F32) EXPECT_EQ(b, exec::kOneDnnBuft) << w.name;
   }
-  EXPECT_EQ(by_buft["CPU_REPACK"], 8);         // 2 layers x q, k, v, output
+  EXPECT_EQ(by_buft["CPU_REPACK"], 8);               // 2 layers x q, k, v, output
   EXPECT_EQ(by_buft[exec::kOneDnnBuft], 2 * 3 + 1);  // 2 layers x gate, up, down + the tied output copy
   CheckOnednnNodes(p);
   // Q4_0 matmuls run on the CPU, F32 ones on ONEDNN: the graphs alternate, in pp and in tg.
@@ -239,7 +241,8 @@ TEST(OneDnnPlacement, MixedQ4_0AndF32ModelSplits) {
     // Per layer: CPU (attention, Q4_0) -> ONEDNN (gate, up) -> CPU -> ONEDNN (down) -> CPU ..., then
     // the output on ONEDNN: at least 4 splits per layer.
     EXPECT_GE(g->splits.size(), 4u * p.graphs.hp.n_layer) << g->name;
-    for (const auto& sp : g->splits) EXPECT_TRUE(sp.inputs.empty()) << g->name << ": no copies needed (host activations)";
+    for (const auto& sp : g->splits)
+      EXPECT_TRUE(sp.inputs.empty()) << g->name << ": no copies needed (host activations)";
   }
   std::printf("[ mixed ] graph splits = %zu (pp), %zu (tg)\n", p.graphs.prefill.splits.size(),
               p.graphs.decode.splits.size());
@@ -258,7 +261,8 @@ TEST(OneDnnPlacement, MixedQ4_0AndF32ModelSplits) {
 /// Decodes `prompt` and then `steps` single tokens (greedy from the session's own logits) with the
 /// plan `bytes`; returns the logits of every call.
 std::vector<std::vector<float>> DecodeSteps(std::vector<uint8_t> bytes, const std::string& model,
-                                            const std::vector<int32_t>& prompt, const std::vector<int32_t>& next,
+                                            const std::vector<int32_t>& prompt,
+                                            const std::vector<int32_t>& next,
                                             std::map<std::string, int>* computes) {
   std::vector<std::vector<float>> out;
   SessionOptions so;

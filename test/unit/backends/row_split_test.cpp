@@ -1,11 +1,11 @@
 // The CUDA<i>_Split row split (row_split.h), checked against ggml-cuda's rules
 // (ggml_backend_cuda_split_buffer_type, get_row_rounding, get_row_split) on any machine. The
 // planner's fit check (RowSplitShares, fit_test) counts split weights with the same functions.
+#include "row_split.h"
+
 #include <gtest/gtest.h>
 
 #include <utility>
-
-#include "row_split.h"
 
 namespace stowage::exec {
 namespace {
@@ -29,10 +29,10 @@ TEST(RowSplit, PlanProportionsElseTotalMemory) {
 
 TEST(RowSplit, StartsFollowTensorSplitElseTotalMemory) {
   EXPECT_EQ(RowSplitStarts({3, 1}, {10, 10}), (std::vector<float>{0.f, 0.75f}));
-  EXPECT_EQ(RowSplitStarts({}, {30, 10}), (std::vector<float>{0.f, 0.75f}));    // ggml default_tensor_split
+  EXPECT_EQ(RowSplitStarts({}, {30, 10}), (std::vector<float>{0.f, 0.75f}));      // ggml default_tensor_split
   EXPECT_EQ(RowSplitStarts({0, 0}, {10, 30}), (std::vector<float>{0.f, 0.25f}));  // all zero: memory
   EXPECT_EQ(RowSplitStarts({}, {0, 0}), (std::vector<float>{0.f, 0.5f}));
-  EXPECT_EQ(RowSplitStarts({0, 1}, {10, 10}), (std::vector<float>{0.f, 0.f}));    // device 0 holds nothing
+  EXPECT_EQ(RowSplitStarts({0, 1}, {10, 10}), (std::vector<float>{0.f, 0.f}));  // device 0 holds nothing
   // Only the first total_memory.size() proportions count: a positive one past them leaves the memory split.
   EXPECT_EQ(RowSplitStarts({0, 0, 5}, {10, 30}), (std::vector<float>{0.f, 0.25f}));
   EXPECT_TRUE(RowSplitStarts({1}, {}).empty());
@@ -57,7 +57,8 @@ TEST(RowSplit, RangesRoundDownToTheGranularityAndTheLastDeviceTakesTheRest) {
   EXPECT_EQ(range(256, {0.f, 0.5f}, 1), (std::pair<int64_t, int64_t>(128, 256)));
   EXPECT_EQ(range(128, {0.f, 0.5f}, 0), (std::pair<int64_t, int64_t>(0, 0)));  // 64 rounds down to 0
   EXPECT_EQ(range(128, {0.f, 0.5f}, 1), (std::pair<int64_t, int64_t>(0, 128)));
-  EXPECT_EQ(range(1000, {0.f, 0.25f, 0.5f}, 1), (std::pair<int64_t, int64_t>(128, 384)));  // 250 -> 128, 500 -> 384
+  EXPECT_EQ(range(1000, {0.f, 0.25f, 0.5f}, 1),
+            (std::pair<int64_t, int64_t>(128, 384)));  // 250 -> 128, 500 -> 384
   EXPECT_EQ(range(1000, {0.f, 0.25f, 0.5f}, 2), (std::pair<int64_t, int64_t>(384, 1000)));
 }
 
@@ -92,7 +93,8 @@ TEST(RowSplit, GgmlRoundingAndLastDevice) {
 TEST(RowSplit, EveryRowOnceForManySplits) {
   // A device with a zero share gets no rows; rows stay covered exactly once, in device order,
   // every inner boundary a multiple of the rounding.
-  const std::vector<std::vector<float>> splits = {{1, 0, 1}, {3, 1}, {1, 1, 1}, {0.1f, 0.7f, 0.2f}, {5, 0, 0, 1}};
+  const std::vector<std::vector<float>> splits = {
+      {1, 0, 1}, {3, 1}, {1, 1, 1}, {0.1f, 0.7f, 0.2f}, {5, 0, 0, 1}};
   for (const auto& ts : splits)
     for (int64_t nrows : {1, 127, 4096, 5000, 32000, 151936})
       for (int64_t rounding : {64, 128}) {

@@ -34,8 +34,7 @@ struct Case {
 };
 
 std::string Name(const Case& c) {
-  return std::string(GgmlTypeName(c.type)) +
-         (IsRepackedLayout(c.layout) ? "x8" : "");
+  return std::string(GgmlTypeName(c.type)) + (IsRepackedLayout(c.layout) ? "x8" : "");
 }
 
 // Random weight rows: quantized random floats for the 32-element types, random bits with sane
@@ -58,23 +57,32 @@ std::vector<uint8_t> RandomWeights(GgmlType type, int64_t K, int64_t N, uint32_t
 }
 
 // dst [N, M] of the product of the weights with M columns of x, in one call.
-std::vector<float> Product(const Case& c, const std::vector<uint8_t>& w, int64_t K, int64_t N,
-                           const float* x, int64_t M, IsaLevel isa, int threads, bool invariant) {
+std::vector<float> Product(const Case& c, const std::vector<uint8_t>& w, int64_t K, int64_t N, const float* x,
+                           int64_t M, IsaLevel isa, int threads, bool invariant) {
   TensorView a;
   a.type = c.type;
-  a.ne[0] = K; a.ne[1] = N; a.ne[2] = 1; a.ne[3] = 1;
+  a.ne[0] = K;
+  a.ne[1] = N;
+  a.ne[2] = 1;
+  a.ne[3] = 1;
   SetContiguousStrides(a);
   a.data = const_cast<uint8_t*>(w.data());
   a.layout = c.layout;
   TensorView b;
   b.type = GgmlType::F32;
-  b.ne[0] = K; b.ne[1] = M; b.ne[2] = 1; b.ne[3] = 1;
+  b.ne[0] = K;
+  b.ne[1] = M;
+  b.ne[2] = 1;
+  b.ne[3] = 1;
   SetContiguousStrides(b);
   b.data = const_cast<float*>(x);
   std::vector<float> out(size_t(N * M), -1.f);
   TensorView d;
   d.type = GgmlType::F32;
-  d.ne[0] = N; d.ne[1] = M; d.ne[2] = 1; d.ne[3] = 1;
+  d.ne[0] = N;
+  d.ne[1] = M;
+  d.ne[2] = 1;
+  d.ne[3] = 1;
   SetContiguousStrides(d);
   d.data = out.data();
   ComputeContext ctx;
@@ -87,19 +95,17 @@ std::vector<float> Product(const Case& c, const std::vector<uint8_t>& w, int64_t
 }
 
 const Case kCases[] = {
-    {GgmlType::Q8_0, kLayoutPlain},  {GgmlType::Q8_0, kLayoutQ8_0x8},  {GgmlType::Q4_0, kLayoutPlain},
-    {GgmlType::Q4_0, kLayoutQ4_0x8},
-    {GgmlType::Q5_0, kLayoutPlain},  {GgmlType::Q4_1, kLayoutPlain},   {GgmlType::Q5_1, kLayoutPlain},
-    {GgmlType::Q2_K, kLayoutPlain},  {GgmlType::Q3_K, kLayoutPlain},   {GgmlType::Q4_K, kLayoutPlain},
-    {GgmlType::Q5_K, kLayoutPlain},  {GgmlType::Q6_K, kLayoutPlain},
-    {GgmlType::F16, kLayoutPlain},   {GgmlType::BF16, kLayoutPlain},
-    {GgmlType::F32, kLayoutPlain},
+    {GgmlType::Q8_0, kLayoutPlain},  {GgmlType::Q8_0, kLayoutQ8_0x8}, {GgmlType::Q4_0, kLayoutPlain},
+    {GgmlType::Q4_0, kLayoutQ4_0x8}, {GgmlType::Q5_0, kLayoutPlain},  {GgmlType::Q4_1, kLayoutPlain},
+    {GgmlType::Q5_1, kLayoutPlain},  {GgmlType::Q2_K, kLayoutPlain},  {GgmlType::Q3_K, kLayoutPlain},
+    {GgmlType::Q4_K, kLayoutPlain},  {GgmlType::Q5_K, kLayoutPlain},  {GgmlType::Q6_K, kLayoutPlain},
+    {GgmlType::F16, kLayoutPlain},   {GgmlType::BF16, kLayoutPlain},  {GgmlType::F32, kLayoutPlain},
 };
 
 // Compares column by column: the columns of a call of M columns against calls of one column.
 // Returns the number of differing floats (asserting nothing when `expect_equal` is false).
-int64_t CompareColumns(const Case& c, int64_t K, int64_t N, int64_t M, IsaLevel isa, int threads, bool invariant,
-                       bool expect_equal, uint32_t seed) {
+int64_t CompareColumns(const Case& c, int64_t K, int64_t N, int64_t M, IsaLevel isa, int threads,
+                       bool invariant, bool expect_equal, uint32_t seed) {
   SCOPED_TRACE(Name(c) + " K=" + std::to_string(K) + " N=" + std::to_string(N) + " M=" + std::to_string(M) +
                " isa=" + std::to_string(int(isa)) + " threads=" + std::to_string(threads) +
                (invariant ? " batch_invariant" : ""));
@@ -108,7 +114,10 @@ int64_t CompareColumns(const Case& c, int64_t K, int64_t N, int64_t M, IsaLevel 
   if (c.layout != kLayoutPlain) {
     TensorView v;
     v.type = c.type;
-    v.ne[0] = K; v.ne[1] = N; v.ne[2] = 1; v.ne[3] = 1;
+    v.ne[0] = K;
+    v.ne[1] = N;
+    v.ne[2] = 1;
+    v.ne[3] = 1;
     SetContiguousStrides(v);
     v.data = w.data();
     packed.resize(w.size());
@@ -127,8 +136,8 @@ int64_t CompareColumns(const Case& c, int64_t K, int64_t N, int64_t M, IsaLevel 
       if (std::memcmp(&got, &want, 4) != 0) {
         ++diff;
         if (expect_equal) {
-          ADD_FAILURE() << "column " << m << " row " << n << ": " << got << " in a batch of " << M << ", " << want
-                        << " alone";
+          ADD_FAILURE() << "column " << m << " row " << n << ": " << got << " in a batch of " << M << ", "
+                        << want << " alone";
           return diff;
         }
       }
@@ -158,7 +167,8 @@ TEST(BatchInvariance, EveryWeightTypeWithTheFlag) {
         // 20 columns: the GEMM path (>= kGemmMinCols) with a partial column group; 40 rows: a short panel.
         CompareColumns(c, K, 40, 20, isa, threads, true, true, seed++);
         // stories260K-like shapes: 2 blocks, 172 rows (a 12-row last panel), 49 columns.
-        if (!kquant && !is_float && c.layout == kLayoutPlain) CompareColumns(c, 64, 172, 49, isa, threads, true, true, seed++);
+        if (!kquant && !is_float && c.layout == kLayoutPlain)
+          CompareColumns(c, 64, 172, 49, isa, threads, true, true, seed++);
         if (HasFatalFailure()) return;
       }
   }
@@ -175,7 +185,8 @@ TEST(BatchInvariance, WithoutTheFlag) {
       // the plain Q8_0 vec_dot's 8-lane order, its default GEMM the plain one's).
       const bool invariant = isa == IsaLevel::kScalar || c.layout == kLayoutQ4_0x8;
       const bool is_float = !GetTypeTraits(c.type).is_quantized;
-      const int64_t d = CompareColumns(c, K, 40, 20, isa, 1, false, invariant && !kquant && !is_float, seed++);
+      const int64_t d =
+          CompareColumns(c, K, 40, 20, isa, 1, false, invariant && !kquant && !is_float, seed++);
       if (isa != IsaLevel::kScalar) differing += d;
     }
   }
@@ -184,8 +195,8 @@ TEST(BatchInvariance, WithoutTheFlag) {
   if (DetectIsa() >= IsaLevel::kAvx2) EXPECT_GT(differing, 0);
 }
 
-// F32/F16 weights with K % KN == 0 and >= 2 columns, with the flag (llama.cpp: llamafile's tinyBLAS): every output
-// equals a scalar emulation of tinyBLAS's order — KN float lanes (lane l: k = l, l + KN, ... as a
+// F32/F16 weights with K % KN == 0 and >= 2 columns, with the flag (llama.cpp: llamafile's tinyBLAS): every
+// output equals a scalar emulation of tinyBLAS's order — KN float lanes (lane l: k = l, l + KN, ... as a
 // fused multiply-add chain), then tinyBLAS's horizontal sum (AVX-512: GCC's _mm512_reduce_add_ps
 // tree; AVX2: hsum_float_8's) — with F16 weights' activations rounded to F16 first.
 float LlamafileOrderDot(const float* w, const float* a, int64_t K, int kn) {
@@ -208,39 +219,43 @@ TEST(BatchInvariance, MulMatFloatFollowsLlamafileOrder) {
       for (int64_t M : {2, 7, 20})
         for (int threads : {1, 2})
           for (int64_t N : {52, 53}) {
-          // 52 rows: a partial row tile at the AVX2 level (tile height 3); 53: not a multiple of 4,
-          // which tinyBLAS declines (llama.cpp then takes the vec_dot: each column as alone).
-          const int64_t K = 4 * kn;
-          SCOPED_TRACE(std::string(GgmlTypeName(type)) + " isa=" + std::to_string(int(isa)) + " M=" +
-                       std::to_string(M) + " threads=" + std::to_string(threads) + " N=" + std::to_string(N));
-          std::vector<float> wf(size_t(K * N)), x(size_t(K * M));
-          kt::FillUniform(wf, 11, -1.f, 1.f);
-          kt::FillUniform(x, 12, -2.f, 2.f);
-          std::vector<uint8_t> w(RowSize(type, K) * size_t(N));
-          std::vector<float> wv(wf.size());  // the weights as floats
-          for (size_t i = 0; i < wf.size(); ++i) {
-            if (type == GgmlType::F16) {
-              const uint16_t h = FloatToHalf(wf[i]);
-              std::memcpy(&w[i * 2], &h, 2);
-              wv[i] = HalfToFloat(h);
-            } else {
-              std::memcpy(&w[i * 4], &wf[i], 4);
-              wv[i] = wf[i];
+            // 52 rows: a partial row tile at the AVX2 level (tile height 3); 53: not a multiple of 4,
+            // which tinyBLAS declines (llama.cpp then takes the vec_dot: each column as alone).
+            const int64_t K = 4 * kn;
+            SCOPED_TRACE(std::string(GgmlTypeName(type)) + " isa=" + std::to_string(int(isa)) +
+                         " M=" + std::to_string(M) + " threads=" + std::to_string(threads) +
+                         " N=" + std::to_string(N));
+            std::vector<float> wf(size_t(K * N)), x(size_t(K * M));
+            kt::FillUniform(wf, 11, -1.f, 1.f);
+            kt::FillUniform(x, 12, -2.f, 2.f);
+            std::vector<uint8_t> w(RowSize(type, K) * size_t(N));
+            std::vector<float> wv(wf.size());  // the weights as floats
+            for (size_t i = 0; i < wf.size(); ++i) {
+              if (type == GgmlType::F16) {
+                const uint16_t h = FloatToHalf(wf[i]);
+                std::memcpy(&w[i * 2], &h, 2);
+                wv[i] = HalfToFloat(h);
+              } else {
+                std::memcpy(&w[i * 4], &wf[i], 4);
+                wv[i] = wf[i];
+              }
+            }
+            const std::vector<float> got_bi =
+                Product({type, kLayoutPlain}, w, K, N, x.data(), M, isa, threads, true);
+            for (int64_t m = 0; m < M; ++m) {
+              std::vector<float> a(x.begin() + m * K, x.begin() + (m + 1) * K);
+              if (type == GgmlType::F16)
+                for (float& v : a) v = HalfToFloat(FloatToHalf(v));
+              const std::vector<float> alone =
+                  Product({type, kLayoutPlain}, w, K, N, x.data() + m * K, 1, isa, threads, true);
+              for (int64_t n = 0; n < N; ++n) {
+                const float want =
+                    N % 4 == 0 ? LlamafileOrderDot(wv.data() + n * K, a.data(), K, kn) : alone[size_t(n)];
+                ASSERT_EQ(std::memcmp(&got_bi[size_t(m * N + n)], &want, 4), 0)
+                    << "row " << n << " column " << m << ": " << got_bi[size_t(m * N + n)] << " vs " << want;
+              }
             }
           }
-          const std::vector<float> got_bi = Product({type, kLayoutPlain}, w, K, N, x.data(), M, isa, threads, true);
-          for (int64_t m = 0; m < M; ++m) {
-            std::vector<float> a(x.begin() + m * K, x.begin() + (m + 1) * K);
-            if (type == GgmlType::F16)
-              for (float& v : a) v = HalfToFloat(FloatToHalf(v));
-            const std::vector<float> alone = Product({type, kLayoutPlain}, w, K, N, x.data() + m * K, 1, isa, threads, true);
-            for (int64_t n = 0; n < N; ++n) {
-              const float want = N % 4 == 0 ? LlamafileOrderDot(wv.data() + n * K, a.data(), K, kn) : alone[size_t(n)];
-              ASSERT_EQ(std::memcmp(&got_bi[size_t(m * N + n)], &want, 4), 0)
-                  << "row " << n << " column " << m << ": " << got_bi[size_t(m * N + n)] << " vs " << want;
-            }
-          }
-        }
     }
 }
 
@@ -263,7 +278,8 @@ TEST(BatchInvariance, IQ4_XSFollowsLlamaCppsIqpFrom8Columns) {
         tk->from_float(x.data() + m * K, y.data(), K);
         for (int64_t n = 0; n < N; ++n) {
           float want;
-          (M >= 8 ? iqp : tk->vec_dot)(K, &want, w.data() + size_t(n) * RowSize(GgmlType::IQ4_XS, K), y.data());
+          (M >= 8 ? iqp : tk->vec_dot)(K, &want, w.data() + size_t(n) * RowSize(GgmlType::IQ4_XS, K),
+                                       y.data());
           ASSERT_EQ(std::memcmp(&got[size_t(m * N + n)], &want, 4), 0) << "column " << m << " row " << n;
         }
       }
@@ -278,7 +294,10 @@ TEST(BatchInvariance, RepackedQ4_KFollowsLlamaCppsGemmAndGemv) {
   std::vector<uint8_t> plain = RandomWeights(GgmlType::Q4_K, K, N, 77), packed(plain.size());
   TensorView v;
   v.type = GgmlType::Q4_K;
-  v.ne[0] = K; v.ne[1] = N; v.ne[2] = 1; v.ne[3] = 1;
+  v.ne[0] = K;
+  v.ne[1] = N;
+  v.ne[2] = 1;
+  v.ne[3] = 1;
   SetContiguousStrides(v);
   v.data = plain.data();
   ASSERT_TRUE(RepackQ4_K(v, packed.data()).ok());

@@ -40,7 +40,12 @@ struct Attn {
   kt::Tensor p;                  // [n_kv, 1, H] softmax-like weights (src1 of KQV)
 
   Attn(int64_t d, int64_t nkv, int64_t hkv, int64_t r2, uint32_t seed, int64_t ctx = 0)
-      : D(d), n_kv(nkv), Hkv(hkv), H(hkv * r2), n_ctx(ctx > 0 ? ctx : nkv + 7), q(GgmlType::F32, d, hkv * r2, 1),
+      : D(d),
+        n_kv(nkv),
+        Hkv(hkv),
+        H(hkv * r2),
+        n_ctx(ctx > 0 ? ctx : nkv + 7),
+        q(GgmlType::F32, d, hkv * r2, 1),
         p(GgmlType::F32, nkv, 1, hkv * r2) {
     std::vector<float> f(size_t(D * Hkv * n_ctx));
     kt::FillUniform(f, seed, -2.f, 2.f);
@@ -56,24 +61,38 @@ struct Attn {
   TensorView KView() {
     TensorView v;
     v.type = GgmlType::F16;
-    v.ne[0] = D; v.ne[1] = n_kv; v.ne[2] = Hkv; v.ne[3] = 1;
-    v.nb[0] = 2; v.nb[1] = size_t(D * Hkv) * 2; v.nb[2] = size_t(D) * 2; v.nb[3] = v.nb[1] * size_t(n_ctx);
+    v.ne[0] = D;
+    v.ne[1] = n_kv;
+    v.ne[2] = Hkv;
+    v.ne[3] = 1;
+    v.nb[0] = 2;
+    v.nb[1] = size_t(D * Hkv) * 2;
+    v.nb[2] = size_t(D) * 2;
+    v.nb[3] = v.nb[1] * size_t(n_ctx);
     v.data = kc.data();
     return v;
   }
   // KQ src1: q [D, H, 1] permuted to [D, 1, H].
   TensorView QView() {
     TensorView v = q.v;
-    v.ne[1] = 1; v.ne[2] = H;
-    v.nb[1] = q.v.nb[2]; v.nb[2] = q.v.nb[1];
+    v.ne[1] = 1;
+    v.ne[2] = H;
+    v.nb[1] = q.v.nb[2];
+    v.nb[2] = q.v.nb[1];
     return v;
   }
   // KQV src0: [n_kv, D, Hkv] of the transposed V cache, rows n_ctx apart.
   TensorView VView() {
     TensorView v;
     v.type = GgmlType::F16;
-    v.ne[0] = n_kv; v.ne[1] = D; v.ne[2] = Hkv; v.ne[3] = 1;
-    v.nb[0] = 2; v.nb[1] = size_t(n_ctx) * 2; v.nb[2] = size_t(n_ctx * D) * 2; v.nb[3] = v.nb[2] * size_t(Hkv);
+    v.ne[0] = n_kv;
+    v.ne[1] = D;
+    v.ne[2] = Hkv;
+    v.ne[3] = 1;
+    v.nb[0] = 2;
+    v.nb[1] = size_t(n_ctx) * 2;
+    v.nb[2] = size_t(n_ctx * D) * 2;
+    v.nb[3] = v.nb[2] * size_t(Hkv);
     v.data = vc.data();
     return v;
   }
@@ -87,7 +106,8 @@ struct Attn {
       s += w * x;
       a += std::fabs(w * x);
     }
-    *exact = s; *sum_abs = a;
+    *exact = s;
+    *sum_abs = a;
   }
   // Exact KQV element (dim d, q head h).
   void KqvRef(int64_t d, int64_t h, double* exact, double* sum_abs) const {
@@ -99,7 +119,8 @@ struct Attn {
       s += w * x;
       a += std::fabs(w * x);
     }
-    *exact = s; *sum_abs = a;
+    *exact = s;
+    *sum_abs = a;
   }
 };
 
@@ -118,7 +139,8 @@ void CheckShape(int64_t D, int64_t n_kv, int64_t Hkv, int64_t r2, uint32_t seed)
                " r2=" + std::to_string(r2));
   Attn a(D, n_kv, Hkv, r2, seed);
   const int64_t H = a.H;
-  std::vector<double> kq_ex(size_t(n_kv * H)), kq_b(kq_ex.size()), kqv_ex(size_t(D * H)), kqv_b(kqv_ex.size());
+  std::vector<double> kq_ex(size_t(n_kv * H)), kq_b(kq_ex.size()), kqv_ex(size_t(D * H)),
+      kqv_b(kqv_ex.size());
   for (int64_t h = 0; h < H; ++h) {
     for (int64_t c = 0; c < n_kv; ++c) {
       double e, s;
@@ -157,7 +179,8 @@ void CheckShape(int64_t D, int64_t n_kv, int64_t Hkv, int64_t r2, uint32_t seed)
                        const std::vector<double>& bound, const std::vector<std::vector<float>>& earlier) {
         for (size_t i = 0; i < exact.size(); ++i) {
           if (!(std::fabs(double(got[i]) - exact[i]) <= bound[i]) && bad++ < 5)
-            ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", exact " << exact[i] << ", bound " << bound[i];
+            ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", exact " << exact[i] << ", bound "
+                          << bound[i];
           for (const auto& prev : earlier)
             if (!(std::fabs(double(got[i]) - prev[i]) <= bound[i]) && bad++ < 5)
               ADD_FAILURE() << what << "[" << i << "] = " << got[i] << " vs an earlier level's " << prev[i];
@@ -244,8 +267,14 @@ TEST(CpuAttn, BroadcastDim3AndGatheredSrc1) {
   kt::FillUniform(qbuf, 78, -3.f, 3.f);
   TensorView qv;
   qv.type = GgmlType::F32;
-  qv.ne[0] = D; qv.ne[1] = 1; qv.ne[2] = H; qv.ne[3] = 2;
-  qv.nb[0] = 8; qv.nb[1] = size_t(D) * 8 * size_t(H); qv.nb[2] = size_t(D) * 8; qv.nb[3] = size_t(D * H) * 8;
+  qv.ne[0] = D;
+  qv.ne[1] = 1;
+  qv.ne[2] = H;
+  qv.ne[3] = 2;
+  qv.nb[0] = 8;
+  qv.nb[1] = size_t(D) * 8 * size_t(H);
+  qv.nb[2] = size_t(D) * 8;
+  qv.nb[3] = size_t(D * H) * 8;
   qv.data = qbuf.data();
   for (IsaLevel isa : Levels()) {
     for (int nt : {1, 2}) {
@@ -306,8 +335,8 @@ TEST(CpuAttn, DISABLED_Bench) {
           best_kq = std::min(best_kq, t_kq / 20);
           best_kqv = std::min(best_kqv, t_kqv / 20);
         }
-        std::printf("%s n_kv %5lld isa %d: KQ %8.1f us  KQV %8.1f us (%u)\n", cold ? "cold" : "warm", (long long)n_kv,
-                    int(isa), best_kq, best_kqv, sink & 1);
+        std::printf("%s n_kv %5lld isa %d: KQ %8.1f us  KQV %8.1f us (%u)\n", cold ? "cold" : "warm",
+                    (long long)n_kv, int(isa), best_kq, best_kqv, sink & 1);
       }
     }
 }

@@ -38,7 +38,9 @@ struct Problem {
   std::vector<uint8_t> k, v;  // [D, n_kv, Hkv] rows of the cache types
   TensorView kv_, vv_;
   Problem(const Shape& sh, uint32_t seed)
-      : s(sh), q(GgmlType::F32, sh.D, sh.N, sh.Hkv * sh.r), mask(GgmlType::F16, sh.n_kv, sh.N),
+      : s(sh),
+        q(GgmlType::F32, sh.D, sh.N, sh.Hkv * sh.r),
+        mask(GgmlType::F16, sh.n_kv, sh.N),
         dst(GgmlType::F32, sh.D, sh.Hkv * sh.r, sh.N) {
     kt::Fill(q, seed, -2.f, 2.f);
     k = Rows(sh.tk, seed + 1, 1.f);
@@ -48,7 +50,7 @@ struct Problem {
       for (int64_t c = 0; c < sh.n_kv; ++c) {
         const bool visible = c <= sh.n_kv - sh.N + t && c != 1;
         mask.u16()[t * sh.n_kv + c] = Fp32ToFp16(visible ? (sh.max_bias > 0 ? -float(sh.n_kv - c) : 0.f)
-                                                        : -std::numeric_limits<float>::infinity());
+                                                         : -std::numeric_limits<float>::infinity());
       }
     kv_ = View(sh.tk, k);
     vv_ = View(sh.tv, v);
@@ -63,7 +65,10 @@ struct Problem {
   TensorView View(GgmlType t, std::vector<uint8_t>& bytes) const {
     TensorView x;
     x.type = t;
-    x.ne[0] = s.D; x.ne[1] = s.n_kv; x.ne[2] = s.Hkv; x.ne[3] = 1;
+    x.ne[0] = s.D;
+    x.ne[1] = s.n_kv;
+    x.ne[2] = s.Hkv;
+    x.ne[3] = 1;
     x.nb[0] = GetTypeTraits(t).type_size;
     x.nb[1] = RowSize(t, s.D);
     x.nb[2] = x.nb[1] * size_t(s.n_kv);
@@ -92,9 +97,10 @@ struct Problem {
         for (int64_t d = 0; d < s.D; ++d) qrow[size_t(d)] = float(q.at(d, t, h));
         ASSERT_TRUE(QuantizeRow(vdt, qrow.data(), qbytes.data(), s.D).ok());
         ASSERT_TRUE(DequantizeRow(vdt, qbytes.data(), qq.data(), s.D).ok());
-        const double slope = s.max_bias > 0 ? (uint32_t(h) < n_head_log2 ? std::pow(m0, double(h + 1))
-                                                                         : std::pow(m1, double(2 * (h - n_head_log2) + 1)))
-                                            : 1.0;
+        const double slope =
+            s.max_bias > 0 ? (uint32_t(h) < n_head_log2 ? std::pow(m0, double(h + 1))
+                                                        : std::pow(m1, double(2 * (h - n_head_log2) + 1)))
+                           : 1.0;
         std::vector<double> w(size_t(s.n_kv), -INFINITY);
         double mx = -INFINITY;
         for (int64_t c = 0; c < s.n_kv; ++c) {
@@ -117,13 +123,15 @@ struct Problem {
         for (int64_t c = 0; c < s.n_kv; ++c) {
           if (w[size_t(c)] == 0) continue;
           ASSERT_TRUE(DequantizeRow(s.tv, Row(vv_, c, h / s.r), vrow.data(), s.D).ok());
-          for (int64_t d = 0; d < s.D; ++d) (*out)[size_t((t * H + h) * s.D + d)] += w[size_t(c)] / S * vrow[size_t(d)];
+          for (int64_t d = 0; d < s.D; ++d)
+            (*out)[size_t((t * H + h) * s.D + d)] += w[size_t(c)] / S * vrow[size_t(d)];
         }
       }
     // Dots: K * 2^-22 * sum|k q| moves s (and so every weight by a factor e^err); the weights sum to 1
     // and |v| <= 1, plus the accumulator's rounding.
     const double dot_err = double(s.D) * std::ldexp(1.0, -22) * max_sum * 2;
-    const double acc_err = s.tv == GgmlType::F16 ? double(s.n_kv) * std::ldexp(1.0, -10) : 1e-5 * double(s.n_kv);
+    const double acc_err =
+        s.tv == GgmlType::F16 ? double(s.n_kv) * std::ldexp(1.0, -10) : 1e-5 * double(s.n_kv);
     *bound = dot_err + acc_err + 1e-6;
   }
   static const void* Row(const TensorView& x, int64_t c, int64_t h) {
@@ -148,28 +156,29 @@ void CheckAgainstReference(const Shape& s, uint32_t seed) {
       for (int64_t t = 0; t < s.N; ++t)
         for (int64_t h = 0; h < H; ++h)
           for (int64_t d = 0; d < s.D; ++d)
-            worst = std::max(worst, std::fabs(double(p.dst.at(d, h, t)) - want[size_t((t * H + h) * s.D + d)]));
-      EXPECT_LE(worst, bound) << "D " << s.D << " n_kv " << s.n_kv << " Hkv " << s.Hkv << " r " << s.r << " N " << s.N
-                              << " k " << GgmlTypeName(s.tk) << " v " << GgmlTypeName(s.tv) << " isa " << int(isa)
-                              << " threads " << threads;
+            worst =
+                std::max(worst, std::fabs(double(p.dst.at(d, h, t)) - want[size_t((t * H + h) * s.D + d)]));
+      EXPECT_LE(worst, bound) << "D " << s.D << " n_kv " << s.n_kv << " Hkv " << s.Hkv << " r " << s.r
+                              << " N " << s.N << " k " << GgmlTypeName(s.tk) << " v " << GgmlTypeName(s.tv)
+                              << " isa " << int(isa) << " threads " << threads;
       // Rows are independent: the thread count never changes a bit.
       std::vector<float> got(p.dst.f32(), p.dst.f32() + s.D * H * s.N);
-      if (threads == 1) first = got;
-      else EXPECT_EQ(got, first) << "1 and 2 threads differ at isa " << int(isa);
+      if (threads == 1)
+        first = got;
+      else
+        EXPECT_EQ(got, first) << "1 and 2 threads differ at isa " << int(isa);
     }
 }
 
 TEST(CpuFlashAttn, MatchesReferenceOnRandomShapes) {
   const std::vector<Shape> shapes = {
-      {64, 32, 2, 2, 1, GgmlType::F16, GgmlType::F16},    // token generation, GQA 2
-      {64, 40, 2, 2, 5, GgmlType::F16, GgmlType::F16},    // a small prompt
-      {8, 17, 4, 2, 3, GgmlType::F16, GgmlType::F16},     // stories260K's head size, odd n_kv
-      {128, 24, 1, 4, 2, GgmlType::F16, GgmlType::F32},   // F32 accumulator
-      {96, 33, 2, 1, 9, GgmlType::F32, GgmlType::F32},
-      {64, 20, 2, 3, 2, GgmlType::BF16, GgmlType::BF16},
+      {64, 32, 2, 2, 1, GgmlType::F16, GgmlType::F16},   // token generation, GQA 2
+      {64, 40, 2, 2, 5, GgmlType::F16, GgmlType::F16},   // a small prompt
+      {8, 17, 4, 2, 3, GgmlType::F16, GgmlType::F16},    // stories260K's head size, odd n_kv
+      {128, 24, 1, 4, 2, GgmlType::F16, GgmlType::F32},  // F32 accumulator
+      {96, 33, 2, 1, 9, GgmlType::F32, GgmlType::F32},   {64, 20, 2, 3, 2, GgmlType::BF16, GgmlType::BF16},
       {64, 31, 2, 2, 3, GgmlType::Q8_0, GgmlType::Q8_0},  // quantized cache: q quantized to Q8_0
-      {96, 19, 1, 2, 2, GgmlType::Q4_0, GgmlType::F16},
-      {32, 16, 4, 2, 4, GgmlType::F16, GgmlType::Q8_0},
+      {96, 19, 1, 2, 2, GgmlType::Q4_0, GgmlType::F16},  {32, 16, 4, 2, 4, GgmlType::F16, GgmlType::Q8_0},
   };
   uint32_t seed = 100;
   for (const Shape& s : shapes) CheckAgainstReference(s, seed += 7);
@@ -192,8 +201,8 @@ TEST(CpuFlashAttn, FullyMaskedRowIsNaNAsGgml) {
   for (int64_t c = 0; c < 8; ++c) p.mask.u16()[c] = Fp32ToFp16(-std::numeric_limits<float>::infinity());
   ComputeContext ctx = kt::Ctx(1);
   ASSERT_TRUE(p.Run(ctx).ok());
-  EXPECT_TRUE(std::isnan(p.dst.at(0, 0, 0)));     // token 0: every cell masked
-  EXPECT_FALSE(std::isnan(p.dst.at(0, 0, 1)));    // token 1 sees cells
+  EXPECT_TRUE(std::isnan(p.dst.at(0, 0, 0)));   // token 0: every cell masked
+  EXPECT_FALSE(std::isnan(p.dst.at(0, 0, 1)));  // token 1 sees cells
 }
 
 TEST(CpuFlashAttn, F16AccumulatorKernelsMatchScalarBits) {
@@ -209,7 +218,8 @@ TEST(CpuFlashAttn, F16AccumulatorKernelsMatchScalarBits) {
       GetRowKernels(IsaLevel::kAvx512).mad_f16(n, b.data(), x.data(), v);
       EXPECT_EQ(a, b) << "MadF16 n " << n;
       for (int64_t i = 0; i < n; ++i)  // one fused multiply-add, rounded once
-        EXPECT_EQ(a[size_t(i)], FloatToHalf(std::fma(HalfToFloat(x[size_t(i)]), v, HalfToFloat(y[size_t(i)]))));
+        EXPECT_EQ(a[size_t(i)],
+                  FloatToHalf(std::fma(HalfToFloat(x[size_t(i)]), v, HalfToFloat(y[size_t(i)]))));
       a = y, b = y;
       scalar::ScaleF16(n, a.data(), v);
       GetRowKernels(IsaLevel::kAvx512).scale_f16(n, b.data(), v);
@@ -238,8 +248,8 @@ TEST(CpuFlashAttn, FlashRowKernelsMatchScalarBits) {
         std::vector<fp16_t> acc(static_cast<size_t>(D) * size_t(nh));
         std::vector<float> want(ldo * size_t(nh), -2.f), got(ldo * size_t(nh));
         const char* vb = reinterpret_cast<const char*>(v.data());
-        scalar::FlashF16Rows(D, n, nh, scores.data(), lds, vb, cells.data(), size_t(D) * 2, acc.data(), size_t(D),
-                             want.data(), ldo);
+        scalar::FlashF16Rows(D, n, nh, scores.data(), lds, vb, cells.data(), size_t(D) * 2, acc.data(),
+                             size_t(D), want.data(), ldo);
         for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
           std::fill(got.begin(), got.end(), -2.f);
           GetRowKernels(isa).flash_f16_rows(D, n, nh, scores.data(), lds, vb, cells.data(), size_t(D) * 2,
@@ -260,8 +270,9 @@ TEST(CpuFlashAttn, RefusesBadShapesAndTypes) {
     p.kv_.ne[0] = 8;  // K head size differs from q's
     Status st = p.Run(ctx);
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(st.message().find("FLASH_ATTN_EXT: q f32[16,2,4,1], k f16[8,8,2,1] and v f16[16,8,2,1] do not fit"),
-              std::string::npos)
+    EXPECT_NE(
+        st.message().find("FLASH_ATTN_EXT: q f32[16,2,4,1], k f16[8,8,2,1] and v f16[16,8,2,1] do not fit"),
+        std::string::npos)
         << st.message();
   }
   {
@@ -272,24 +283,30 @@ TEST(CpuFlashAttn, RefusesBadShapesAndTypes) {
   {
     Problem p(Shape{16, 8, 2, 1, 2, GgmlType::F16, GgmlType::F16}, 1);
     kt::Tensor m32(GgmlType::F32, 8, 2);
-    EXPECT_NE(FlashAttnExt(ctx, p.q.v, p.kv_, p.vv_, m32.v, p.dst.v, 1.f, 0.f, 0.f).message().find(
-                  "mask: expected contiguous F16 rows"),
+    EXPECT_NE(FlashAttnExt(ctx, p.q.v, p.kv_, p.vv_, m32.v, p.dst.v, 1.f, 0.f, 0.f)
+                  .message()
+                  .find("mask: expected contiguous F16 rows"),
               std::string::npos);
     kt::Tensor m_short(GgmlType::F16, 8, 1);  // fewer rows than tokens
-    EXPECT_NE(FlashAttnExt(ctx, p.q.v, p.kv_, p.vv_, m_short.v, p.dst.v, 1.f, 0.f, 0.f).message().find(
-                  "does not cover [n_kv, n_tokens] = [8, 2]"),
+    EXPECT_NE(FlashAttnExt(ctx, p.q.v, p.kv_, p.vv_, m_short.v, p.dst.v, 1.f, 0.f, 0.f)
+                  .message()
+                  .find("does not cover [n_kv, n_tokens] = [8, 2]"),
               std::string::npos);
-    EXPECT_NE(FlashAttnExt(ctx, p.q.v, p.kv_, p.vv_, none, p.dst.v, 1.f, 4.f, 0.f).message().find(
-                  "ALiBi (max_bias > 0) needs a mask"),
+    EXPECT_NE(FlashAttnExt(ctx, p.q.v, p.kv_, p.vv_, none, p.dst.v, 1.f, 4.f, 0.f)
+                  .message()
+                  .find("ALiBi (max_bias > 0) needs a mask"),
               std::string::npos);
     kt::Tensor bad_dst(GgmlType::F32, 16, 2, 2);  // [D, n_tokens, n_head] instead of [D, n_head, n_tokens]
     kt::Tensor q3(GgmlType::F32, 16, 3, 2);
-    EXPECT_NE(FlashAttnExt(ctx, q3.v, p.kv_, p.vv_, none, bad_dst.v, 1.f, 0.f, 0.f).message().find(
-                  "is not [ne0 of v, n_head, n_tokens, ne3 of q]"),
+    EXPECT_NE(FlashAttnExt(ctx, q3.v, p.kv_, p.vv_, none, bad_dst.v, 1.f, 0.f, 0.f)
+                  .message()
+                  .find("is not [ne0 of v, n_head, n_tokens, ne3 of q]"),
               std::string::npos);
     TensorView kq = p.kv_;
     kq.type = GgmlType::I32;
-    EXPECT_NE(FlashAttnExt(ctx, p.q.v, kq, p.vv_, none, p.dst.v, 1.f, 0.f, 0.f).message().find("unsupported K type"),
+    EXPECT_NE(FlashAttnExt(ctx, p.q.v, kq, p.vv_, none, p.dst.v, 1.f, 0.f, 0.f)
+                  .message()
+                  .find("unsupported K type"),
               std::string::npos);
   }
 }

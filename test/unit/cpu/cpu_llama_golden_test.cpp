@@ -25,13 +25,19 @@ struct Buf {
   TensorView v;
   Buf(int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) : data(size_t(ne0 * ne1 * ne2)) {
     v.type = GgmlType::F32;
-    v.ne[0] = ne0; v.ne[1] = ne1; v.ne[2] = ne2;
+    v.ne[0] = ne0;
+    v.ne[1] = ne1;
+    v.ne[2] = ne2;
     SetContiguousStrides(v);
     v.data = data.data();
   }
 };
 
-#define OK(expr) do { Status s_ = (expr); ASSERT_TRUE(s_.ok()) << #expr << ": " << s_.ToString(); } while (0)
+#define OK(expr)                                            \
+  do {                                                      \
+    Status s_ = (expr);                                     \
+    ASSERT_TRUE(s_.ok()) << #expr << ": " << s_.ToString(); \
+  } while (0)
 
 class LlamaGolden : public ::testing::TestWithParam<std::string> {};
 
@@ -119,8 +125,14 @@ class MiniLlama {
       STOWAGE_RETURN_IF_ERROR(MulMat(ctx_, w_(p + "attn_k.weight"), cur.v, k.v));
       STOWAGE_RETURN_IF_ERROR(MulMat(ctx_, w_(p + "attn_v.weight"), cur.v, v.v));
       TensorView q3 = q.v, k3 = k.v;
-      q3.ne[0] = D; q3.ne[1] = H; q3.ne[2] = T; SetContiguousStrides(q3);
-      k3.ne[0] = D; k3.ne[1] = Hkv; k3.ne[2] = T; SetContiguousStrides(k3);
+      q3.ne[0] = D;
+      q3.ne[1] = H;
+      q3.ne[2] = T;
+      SetContiguousStrides(q3);
+      k3.ne[0] = D;
+      k3.ne[1] = Hkv;
+      k3.ne[2] = T;
+      SetContiguousStrides(k3);
       STOWAGE_RETURN_IF_ERROR(Rope(ctx_, q3, pos, none, q3, rp_));
       STOWAGE_RETURN_IF_ERROR(Rope(ctx_, k3, pos, none, k3, rp_));
       uint16_t* kc = kcache_[size_t(il)].data();
@@ -128,7 +140,8 @@ class MiniLlama {
       // K store: cells pos0.. of the K cache [D*Hkv, n_ctx] (ggml_set_rows with the cell indices).
       TensorView kcv;
       kcv.type = GgmlType::F16;
-      kcv.ne[0] = D * Hkv; kcv.ne[1] = n_ctx_;
+      kcv.ne[0] = D * Hkv;
+      kcv.ne[1] = n_ctx_;
       SetContiguousStrides(kcv);
       kcv.data = kc;
       std::vector<int64_t> cells(static_cast<size_t>(T));
@@ -143,31 +156,50 @@ class MiniLlama {
       // at row c, column pos0 + t.
       TensorView vdst;
       vdst.type = GgmlType::F16;
-      vdst.ne[0] = D * Hkv; vdst.ne[1] = T;
-      vdst.nb[0] = size_t(n_ctx_) * 2; vdst.nb[1] = 2; vdst.nb[2] = vdst.nb[3] = size_t(n_ctx_ * D * Hkv) * 2;
+      vdst.ne[0] = D * Hkv;
+      vdst.ne[1] = T;
+      vdst.nb[0] = size_t(n_ctx_) * 2;
+      vdst.nb[1] = 2;
+      vdst.nb[2] = vdst.nb[3] = size_t(n_ctx_ * D * Hkv) * 2;
       vdst.data = vc + pos0;
       STOWAGE_RETURN_IF_ERROR(Cpy(ctx_, v.v, vdst));
       // kq = K^T q per head: K view [D, n_kv, Hkv], q permuted [D, T, H].
       TensorView kv;
       kv.type = GgmlType::F16;
-      kv.ne[0] = D; kv.ne[1] = n_kv; kv.ne[2] = Hkv;
-      kv.nb[0] = 2; kv.nb[1] = size_t(D * Hkv) * 2; kv.nb[2] = size_t(D) * 2; kv.nb[3] = kv.nb[1] * size_t(n_ctx_);
+      kv.ne[0] = D;
+      kv.ne[1] = n_kv;
+      kv.ne[2] = Hkv;
+      kv.nb[0] = 2;
+      kv.nb[1] = size_t(D * Hkv) * 2;
+      kv.nb[2] = size_t(D) * 2;
+      kv.nb[3] = kv.nb[1] * size_t(n_ctx_);
       kv.data = kc;
       TensorView qp = q3;
-      qp.ne[1] = T; qp.ne[2] = H; qp.nb[1] = q3.nb[2]; qp.nb[2] = q3.nb[1];
+      qp.ne[1] = T;
+      qp.ne[2] = H;
+      qp.nb[1] = q3.nb[2];
+      qp.nb[2] = q3.nb[1];
       Buf kq(n_kv, T, H);
       STOWAGE_RETURN_IF_ERROR(MulMat(ctx_, kv, qp, kq.v));
       STOWAGE_RETURN_IF_ERROR(SoftMax(ctx_, kq.v, mask.v, kq.v, 1.0f / std::sqrt(float(D)), 0.0f));
       // kqv = V^T kq: V view [n_kv, D, Hkv].
       TensorView vv;
       vv.type = GgmlType::F16;
-      vv.ne[0] = n_kv; vv.ne[1] = D; vv.ne[2] = Hkv;
-      vv.nb[0] = 2; vv.nb[1] = size_t(n_ctx_) * 2; vv.nb[2] = size_t(n_ctx_ * D) * 2; vv.nb[3] = vv.nb[2] * size_t(Hkv);
+      vv.ne[0] = n_kv;
+      vv.ne[1] = D;
+      vv.ne[2] = Hkv;
+      vv.nb[0] = 2;
+      vv.nb[1] = size_t(n_ctx_) * 2;
+      vv.nb[2] = size_t(n_ctx_ * D) * 2;
+      vv.nb[3] = vv.nb[2] * size_t(Hkv);
       vv.data = vc;
       Buf kqv(D, T, H);
       STOWAGE_RETURN_IF_ERROR(MulMat(ctx_, vv, kq.v, kqv.v));
       TensorView kqvp = kqv.v;  // [D, T, H] -> [D, H, T], made contiguous as [E, T]
-      kqvp.ne[1] = H; kqvp.ne[2] = T; kqvp.nb[1] = kqv.v.nb[2]; kqvp.nb[2] = kqv.v.nb[1];
+      kqvp.ne[1] = H;
+      kqvp.ne[2] = T;
+      kqvp.nb[1] = kqv.v.nb[2];
+      kqvp.nb[2] = kqv.v.nb[1];
       Buf attn(E, T), o(E, T);
       STOWAGE_RETURN_IF_ERROR(Cpy(ctx_, kqvp, attn.v));
       STOWAGE_RETURN_IF_ERROR(MulMat(ctx_, w_(p + "attn_output.weight"), attn.v, o.v));
@@ -204,15 +236,17 @@ class MiniLlama {
 };
 
 struct RunResult {
-  double max_err = -1;          // max |logit - golden| over all prompt positions
-  int greedy_matched = -1;      // leading greedy tokens equal to llama.cpp's
+  double max_err = -1;      // max |logit - golden| over all prompt positions
+  int greedy_matched = -1;  // leading greedy tokens equal to llama.cpp's
   int greedy_total = 0;
 };
 
-void RunModel(const std::string& model, int n_threads, IsaLevel isa, bool repack, bool greedy_decode, RunResult* r) {
+void RunModel(const std::string& model, int n_threads, IsaLevel isa, bool repack, bool greedy_decode,
+              RunResult* r) {
   const std::string path = test::ModelPath(model + ".gguf");
   const std::string golden = test::GoldenDir() + "/logits/" + model + ".json";
-  if (!test::FileExists(path) || !test::FileExists(golden)) GTEST_SKIP() << "skipped: " << path << " or golden absent";
+  if (!test::FileExists(path) || !test::FileExists(golden))
+    GTEST_SKIP() << "skipped: " << path << " or golden absent";
   auto fr = GgufFile::Open(path);
   ASSERT_TRUE(fr.ok()) << fr.status().ToString();
   nlohmann::json g;
@@ -230,7 +264,8 @@ void RunModel(const std::string& model, int n_threads, IsaLevel isa, bool repack
   for (int64_t t = 0; t < T; ++t) {
     ASSERT_EQ(int64_t(gl[size_t(t)].size()), V);
     for (int64_t i = 0; i < V; ++i)
-      r->max_err = std::max(r->max_err, std::fabs(double(logits[size_t(t * V + i)]) - gl[size_t(t)][size_t(i)].get<double>()));
+      r->max_err = std::max(
+          r->max_err, std::fabs(double(logits[size_t(t * V + i)]) - gl[size_t(t)][size_t(i)].get<double>()));
   }
   if (!greedy_decode) return;
   // Greedy decode, one token at a time through the KV cache (the tg shapes: M = 1).
@@ -240,7 +275,10 @@ void RunModel(const std::string& model, int n_threads, IsaLevel isa, bool repack
   r->greedy_matched = 0;
   bool same = true;
   for (size_t i = 0; i < greedy.size(); ++i) {
-    if (same && next == greedy[i]) ++r->greedy_matched; else same = false;
+    if (same && next == greedy[i])
+      ++r->greedy_matched;
+    else
+      same = false;
     if (i + 1 == greedy.size()) break;
     OK(m.Eval({next}, T + int64_t(i), &logits));
     next = argmax(logits.data());
@@ -283,7 +321,8 @@ TEST_P(LlamaGolden, LogitsAndGreedyTokensMatchLlamaCpp) {
       // up to ~0.01 away from these goldens on the F16 model, so the close check needs AVX-512.
       if (isa == best && best >= IsaLevel::kAvx512 && (repack || !q4_0)) EXPECT_LE(r.max_err, 1e-3) << what;
       const bool synthetic = model.rfind("synth-", 0) == 0;
-      if (decode && best >= IsaLevel::kAvx2 && !synthetic) EXPECT_EQ(r.greedy_matched, r.greedy_total) << what;
+      if (decode && best >= IsaLevel::kAvx2 && !synthetic)
+        EXPECT_EQ(r.greedy_matched, r.greedy_total) << what;
       std::printf("%-20s isa %d %-10s max |logit - llama.cpp| = %.5f", model.c_str(), int(isa),
                   repack ? "CPU_REPACK" : "plain", r.max_err);
       if (decode) std::printf(", greedy %d/%d", r.greedy_matched, r.greedy_total);
@@ -293,13 +332,15 @@ TEST_P(LlamaGolden, LogitsAndGreedyTokensMatchLlamaCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, LlamaGolden,
-                         ::testing::Values("stories260K", "stories260K-F16", "stories260K-Q8_0", "stories260K-Q4_0",
-                                           "stories260K-Q4_K_M", "tiny-tied-f32", "tiny-tied-q4_0", "tiny-untied-q4_0",
-                                           "tiny8-untied-q4_0", "synth-Q4_K_M", "synth-Q6_K", "synth-Q2_K",
-                                           "synth-IQ4_XS", "llama-2-tiny-random"),
+                         ::testing::Values("stories260K", "stories260K-F16", "stories260K-Q8_0",
+                                           "stories260K-Q4_0", "stories260K-Q4_K_M", "tiny-tied-f32",
+                                           "tiny-tied-q4_0", "tiny-untied-q4_0", "tiny8-untied-q4_0",
+                                           "synth-Q4_K_M", "synth-Q6_K", "synth-Q2_K", "synth-IQ4_XS",
+                                           "llama-2-tiny-random"),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            std::string n = i.param;
-                           for (char& c : n) if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                           for (char& c : n)
+                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
                            return n;
                          });
 

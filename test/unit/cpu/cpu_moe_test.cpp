@@ -13,8 +13,8 @@
 
 namespace stowage::cpu {
 namespace {
-using kt::Fill;
 using kt::Ctx;
+using kt::Fill;
 using kt::Tensor;
 
 // Random expert ids [n_used, n_tokens]: distinct per token (as top-k gives), from [0, n_expert).
@@ -39,15 +39,16 @@ struct MoeCase {
 void RunMoeCase(const MoeCase& c, uint32_t seed) {
   SCOPED_TRACE(std::string(GgmlTypeName(c.type)) + " K=" + std::to_string(c.K) + " N=" + std::to_string(c.N) +
                " E=" + std::to_string(c.n_expert) + " used=" + std::to_string(c.n_used) +
-               " T=" + std::to_string(c.n_tokens) + (c.b_broadcast ? " bcast" : "") + (c.b_strided ? " strided" : ""));
+               " T=" + std::to_string(c.n_tokens) + (c.b_broadcast ? " bcast" : "") +
+               (c.b_strided ? " strided" : ""));
   // Expert weights: random F32, stored as c.type; the reference uses the dequantized values.
   Tensor as(c.type, c.K, c.N, c.n_expert);
   std::vector<float> w(size_t(c.K * c.N * c.n_expert));
   kt::FillUniform(w, seed, -1.f, 1.f);
   const size_t row = RowSize(c.type, c.K);
   std::vector<float> wd(w.size());
-  const bool has_quantizer = GetTypeTraits(c.type).block_size == 1 || c.type == GgmlType::Q8_0 ||
-                             c.type == GgmlType::Q4_0;
+  const bool has_quantizer =
+      GetTypeTraits(c.type).block_size == 1 || c.type == GgmlType::Q8_0 || c.type == GgmlType::Q4_0;
   for (int64_t r = 0; r < c.N * c.n_expert; ++r) {
     if (has_quantizer) {
       ASSERT_TRUE(QuantizeRow(c.type, w.data() + r * c.K, as.buf.data() + r * row, c.K).ok());
@@ -87,7 +88,8 @@ void RunMoeCase(const MoeCase& c, uint32_t seed) {
         }
         const double got = dst.at(n, s, t);
         max_err = std::max(max_err, std::fabs(got - ref) / std::max(1.0, mag));
-        ASSERT_LE(std::fabs(got - ref), tol * std::max(1.0, mag)) << "n=" << n << " slot=" << s << " token=" << t;
+        ASSERT_LE(std::fabs(got - ref), tol * std::max(1.0, mag))
+            << "n=" << n << " slot=" << s << " token=" << t;
       }
     }
 }
@@ -136,7 +138,8 @@ TEST(CpuMulMatId, RepackedExpertsEqualPlain) {
       if (type != GgmlType::Q4_K) {
         std::vector<float> w(size_t(K * N * E));
         kt::FillUniform(w, 31);
-        for (int64_t r = 0; r < N * E; ++r) ASSERT_TRUE(QuantizeRow(type, w.data() + r * K, as.buf.data() + r * row, K).ok());
+        for (int64_t r = 0; r < N * E; ++r)
+          ASSERT_TRUE(QuantizeRow(type, w.data() + r * K, as.buf.data() + r * row, K).ok());
       } else {
         const auto blocks = kt::RandomBlocks(type, K * N * E, 32);
         std::memcpy(as.buf.data(), blocks.data(), blocks.size());
@@ -181,9 +184,9 @@ TEST(CpuMulMatId, LlamacppNumericsGiveEachColumnItsOwnBits) {
     GgmlType type;
     bool repack;
   };
-  const C cases[] = {{GgmlType::F32, false}, {GgmlType::F16, false},  {GgmlType::Q8_0, false},
+  const C cases[] = {{GgmlType::F32, false},  {GgmlType::F16, false},    {GgmlType::Q8_0, false},
                      {GgmlType::Q4_0, false}, {GgmlType::IQ4_NL, false}, {GgmlType::Q4_K, false},
-                     {GgmlType::Q6_K, false}, {GgmlType::Q8_0, true},   {GgmlType::Q4_0, true},
+                     {GgmlType::Q6_K, false}, {GgmlType::Q8_0, true},    {GgmlType::Q4_0, true},
                      {GgmlType::Q4_K, true}};
   const int64_t N = 24, E = 3, used = 2, T = 30;
   uint32_t seed = 700;
@@ -191,11 +194,12 @@ TEST(CpuMulMatId, LlamacppNumericsGiveEachColumnItsOwnBits) {
     const int64_t K = GetTypeTraits(c.type).block_size == 256 ? 512 : 128;
     Tensor as(c.type, K, N, E);
     const size_t row = RowSize(c.type, K);
-    if (c.type == GgmlType::F32 || c.type == GgmlType::F16 || c.type == GgmlType::Q8_0 || c.type == GgmlType::Q4_0 ||
-        c.type == GgmlType::IQ4_NL) {
+    if (c.type == GgmlType::F32 || c.type == GgmlType::F16 || c.type == GgmlType::Q8_0 ||
+        c.type == GgmlType::Q4_0 || c.type == GgmlType::IQ4_NL) {
       std::vector<float> w(size_t(K * N * E));
       kt::FillUniform(w, seed++);
-      for (int64_t r = 0; r < N * E; ++r) ASSERT_TRUE(QuantizeRow(c.type, w.data() + r * K, as.buf.data() + r * row, K).ok());
+      for (int64_t r = 0; r < N * E; ++r)
+        ASSERT_TRUE(QuantizeRow(c.type, w.data() + r * K, as.buf.data() + r * row, K).ok());
     } else {
       const auto blocks = kt::RandomBlocks(c.type, K * N * E, seed++);
       std::memcpy(as.buf.data(), blocks.data(), blocks.size());
@@ -234,8 +238,8 @@ TEST(CpuMulMatId, LlamacppNumericsGiveEachColumnItsOwnBits) {
             ASSERT_TRUE(MulMat(ctx, a_e, col.v, out.v).ok());
             for (int64_t n = 0; n < N; ++n) {
               const float got = dst.at(n, s, t), want = out.f32()[n];
-              ASSERT_EQ(std::memcmp(&got, &want, 4), 0) << "token " << t << " slot " << s << " row " << n << ": "
-                                                         << got << " vs " << want << " alone";
+              ASSERT_EQ(std::memcmp(&got, &want, 4), 0) << "token " << t << " slot " << s << " row " << n
+                                                        << ": " << got << " vs " << want << " alone";
             }
           }
       }
@@ -248,7 +252,10 @@ TEST(CpuMulMatId, Errors) {
   Tensor b(GgmlType::F32, 8, 1, 2);
   Tensor ids(GgmlType::I32, 2, 2);
   Tensor dst(GgmlType::F32, 4, 2, 2);
-  ids.i32()[0] = 0; ids.i32()[1] = 1; ids.i32()[2] = 2; ids.i32()[3] = 3;  // 3 is out of range
+  ids.i32()[0] = 0;
+  ids.i32()[1] = 1;
+  ids.i32()[2] = 2;
+  ids.i32()[3] = 3;  // 3 is out of range
   auto ctx = Ctx();
   Status st = MulMatId(ctx, as.v, b.v, ids.v, dst.v);
   EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.ToString();
@@ -289,7 +296,10 @@ TEST(CpuArgSort, RandomShapesBothOrders) {
           for (int64_t k = 0; k < ne0; ++k) ASSERT_EQ(sorted[k], k) << "not a permutation";
           for (int64_t k = 1; k < ne0; ++k) {
             const double a = store.at(d[k - 1], i1, i2), b = store.at(d[k], i1, i2);
-            if (order == 0) ASSERT_LE(a, b); else ASSERT_GE(a, b);
+            if (order == 0)
+              ASSERT_LE(a, b);
+            else
+              ASSERT_GE(a, b);
             if (a == b) ASSERT_LT(d[k - 1], d[k]) << "ties keep index order";
           }
         }

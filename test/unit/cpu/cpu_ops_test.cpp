@@ -11,23 +11,26 @@
 
 namespace stowage::cpu {
 namespace {
-using kt::Fill;
 using kt::Ctx;
+using kt::Fill;
 using kt::Tensor;
 
 TEST(CpuFp16, RoundTripAndNearestEven) {
   for (uint32_t h = 0; h < 65536; ++h) {
     const float f = Fp16ToFp32(uint16_t(h));
-    if (std::isnan(f)) { EXPECT_TRUE(std::isnan(Fp16ToFp32(Fp32ToFp16(f)))); continue; }
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(Fp16ToFp32(Fp32ToFp16(f))));
+      continue;
+    }
     EXPECT_EQ(Fp32ToFp16(f), uint16_t(h)) << h;
   }
   EXPECT_EQ(Fp32ToFp16(1.0f), 0x3C00);
   EXPECT_EQ(Fp32ToFp16(65504.f), 0x7BFF);
   EXPECT_EQ(Fp32ToFp16(65520.f), 0x7C00);  // ties to even -> infinity
   EXPECT_EQ(Fp32ToFp16(-1e9f), 0xFC00);
-  EXPECT_EQ(Fp32ToFp16(1.0f + 1.0f / 2048), 0x3C00);          // tie -> even (down)
-  EXPECT_EQ(Fp32ToFp16(1.0f + 3.0f / 2048), 0x3C02);          // tie -> even (up)
-  EXPECT_EQ(Fp32ToFp16(std::ldexp(1.0f, -25)), 0x0000);       // tie between 0 and min subnormal
+  EXPECT_EQ(Fp32ToFp16(1.0f + 1.0f / 2048), 0x3C00);     // tie -> even (down)
+  EXPECT_EQ(Fp32ToFp16(1.0f + 3.0f / 2048), 0x3C02);     // tie -> even (up)
+  EXPECT_EQ(Fp32ToFp16(std::ldexp(1.0f, -25)), 0x0000);  // tie between 0 and min subnormal
   EXPECT_EQ(Fp32ToFp16(std::ldexp(1.5f, -25)), 0x0001);
   // Random floats: the result is the nearest half.
   std::vector<float> x(20000);
@@ -99,8 +102,10 @@ TEST(CpuMulMat, PermutedAndStridedSrc1) {
     Fill(store, 4);
     Tensor view = store;
     view.v.data = view.buf.data();
-    view.v.ne[1] = M; view.v.ne[2] = H;
-    view.v.nb[1] = store.v.nb[2]; view.v.nb[2] = store.v.nb[1];
+    view.v.ne[1] = M;
+    view.v.ne[2] = H;
+    view.v.nb[1] = store.v.nb[2];
+    view.v.nb[2] = store.v.nb[1];
     ComputeContext ctx = Ctx(2);
     ASSERT_TRUE(MulMat(ctx, a.v, view.v, d.v).ok());
     std::vector<double> ref;
@@ -113,8 +118,10 @@ TEST(CpuMulMat, PermutedAndStridedSrc1) {
   Fill(store, 6);
   Tensor tv = store;
   tv.v.data = tv.buf.data();
-  tv.v.ne[0] = 9; tv.v.ne[1] = 6;
-  tv.v.nb[0] = store.v.nb[1]; tv.v.nb[1] = store.v.nb[0];
+  tv.v.ne[0] = 9;
+  tv.v.ne[1] = 6;
+  tv.v.nb[0] = store.v.nb[1];
+  tv.v.nb[1] = store.v.nb[0];
   ComputeContext ctx = Ctx(2);
   ASSERT_TRUE(MulMat(ctx, a.v, tv.v, d.v).ok());
   std::vector<double> ref;
@@ -131,7 +138,8 @@ TEST(CpuMulMat, ResultDoesNotDependOnThreadCount) {
     } else {
       std::vector<float> x(96 * 37);
       kt::FillUniform(x, 51);
-      for (int r = 0; r < 37; ++r) ASSERT_TRUE(QuantizeRow(t, &x[size_t(r) * 96], a.buf.data() + r * a.v.nb[1], 96).ok());
+      for (int r = 0; r < 37; ++r)
+        ASSERT_TRUE(QuantizeRow(t, &x[size_t(r) * 96], a.buf.data() + r * a.v.nb[1], 96).ok());
     }
     Fill(b, 52);
     ComputeContext c1 = Ctx(1), c4 = Ctx(4);
@@ -184,9 +192,13 @@ TEST(CpuElementwise, DenseAndStridedRowsBitIdentical) {
   auto strided = [&](const Tensor& t, std::vector<uint8_t>& mem) {
     mem.assign(size_t(ne0 * ne1) * 8 + 64, 0);
     TensorView v = t.v;
-    v.nb[0] = 8; v.nb[1] = size_t(ne0) * 8; v.nb[2] = v.nb[1] * size_t(ne1); v.nb[3] = v.nb[2];
+    v.nb[0] = 8;
+    v.nb[1] = size_t(ne0) * 8;
+    v.nb[2] = v.nb[1] * size_t(ne1);
+    v.nb[3] = v.nb[2];
     v.data = mem.data();
-    for (int64_t i = 0; i < ne0 * ne1; ++i) std::memcpy(mem.data() + 8 * i, &reinterpret_cast<const float*>(t.buf.data())[i], 4);
+    for (int64_t i = 0; i < ne0 * ne1; ++i)
+      std::memcpy(mem.data() + 8 * i, &reinterpret_cast<const float*>(t.buf.data())[i], 4);
     return v;
   };
   std::vector<uint8_t> ma, mb, mo;
@@ -199,8 +211,10 @@ TEST(CpuElementwise, DenseAndStridedRowsBitIdentical) {
       {"add", [&](const TensorView& x, const TensorView& y, TensorView& d) { return Add(ctx, x, y, d); }},
       {"mul", [&](const TensorView& x, const TensorView& y, TensorView& d) { return Mul(ctx, x, y, d); }},
       {"silu", [&](const TensorView& x, const TensorView&, TensorView& d) { return Silu(ctx, x, d); }},
-      {"scale", [&](const TensorView& x, const TensorView&, TensorView& d) { return Scale(ctx, x, d, 0.3f, -1.f); }},
-      {"swiglu", [&](const TensorView& x, const TensorView& y, TensorView& d) { return SwiGlu(ctx, x, y, d); }},
+      {"scale",
+       [&](const TensorView& x, const TensorView&, TensorView& d) { return Scale(ctx, x, d, 0.3f, -1.f); }},
+      {"swiglu",
+       [&](const TensorView& x, const TensorView& y, TensorView& d) { return SwiGlu(ctx, x, y, d); }},
       {"geglu", [&](const TensorView& x, const TensorView& y, TensorView& d) { return GeGlu(ctx, x, y, d); }},
   };
   for (const auto& [name, op] : ops) {
@@ -229,7 +243,8 @@ TEST(CpuCpy, ShortRowsMatchRowConversion) {
       ctx.max_isa = isa;
       ASSERT_TRUE(Cpy(ctx, src.v, dst.v).ok()) << GgmlTypeName(dt);
       ASSERT_TRUE(QuantizeRow(dt, src.f32(), ref.buf.data(), n * planes).ok());
-      EXPECT_EQ(std::memcmp(dst.buf.data(), ref.buf.data(), size_t(n * planes) * GetTypeTraits(dt).type_size), 0)
+      EXPECT_EQ(std::memcmp(dst.buf.data(), ref.buf.data(), size_t(n * planes) * GetTypeTraits(dt).type_size),
+                0)
           << GgmlTypeName(dt) << " isa " << int(isa);
     }
 }
@@ -257,7 +272,10 @@ TEST(CpuNorm, RmsNormAndNorm) {
   ASSERT_TRUE(Norm(ctx, x.v, z.v, 1e-5f).ok());
   for (int64_t r = 0; r < 6; ++r) {
     double ss = 0, s = 0;
-    for (int i = 0; i < 37; ++i) { ss += x.at(i, r) * x.at(i, r); s += x.at(i, r); }
+    for (int i = 0; i < 37; ++i) {
+      ss += x.at(i, r) * x.at(i, r);
+      s += x.at(i, r);
+    }
     const double mean = s / 37;
     double var = 0;
     for (int i = 0; i < 37; ++i) var += (x.at(i, r) - mean) * (x.at(i, r) - mean);
@@ -288,7 +306,8 @@ TEST(CpuNorm, RmsNormSimdBitsEqualScalar) {
 }
 
 TEST(CpuBinary, AddMulBroadcastF16Src1) {
-  Tensor a(GgmlType::F32, 10, 6, 4), b(GgmlType::F16, 10, 3, 1), c(GgmlType::F32, 10, 6, 4), m(GgmlType::F32, 10, 6, 4);
+  Tensor a(GgmlType::F32, 10, 6, 4), b(GgmlType::F16, 10, 3, 1), c(GgmlType::F32, 10, 6, 4),
+      m(GgmlType::F32, 10, 6, 4);
   Fill(a, 9);
   Fill(b, 10);
   ComputeContext ctx = Ctx();
@@ -310,7 +329,9 @@ TEST(CpuUnary, ScaleSiluGeluGlu) {
   Fill(g, 12);
   ComputeContext ctx = Ctx();
   auto silu = [](double v) { return v / (1 + std::exp(-v)); };
-  auto gelu = [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * v * (1 + 0.044715 * v * v))); };
+  auto gelu = [](double v) {
+    return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * v * (1 + 0.044715 * v * v)));
+  };
   ASSERT_TRUE(Scale(ctx, x.v, y.v, 0.5f, 2.f).ok());
   for (int i = 0; i < 165; ++i) EXPECT_FLOAT_EQ(y.f32()[i], x.f32()[i] * 0.5f + 2.f);
   ASSERT_TRUE(Silu(ctx, x.v, y.v).ok());
@@ -331,7 +352,8 @@ TEST(CpuUnary, ScaleSiluGeluGlu) {
   for (int i = 0; i < 165; ++i) EXPECT_NEAR(half.f32()[i], silu(x.f32()[i]) * g.f32()[i], 1e-5);
   EXPECT_EQ(SwiGlu(ctx, x.v, none, half.v).code(), StatusCode::kInvalidArgument);
   ASSERT_TRUE(GeGlu(ctx, x.v, g.v, y.v).ok());
-  for (int i = 0; i < 165; ++i) EXPECT_NEAR(y.f32()[i], gelu(x.f32()[i]) * g.f32()[i], 2e-3 * (1 + std::fabs(x.f32()[i])));
+  for (int i = 0; i < 165; ++i)
+    EXPECT_NEAR(y.f32()[i], gelu(x.f32()[i]) * g.f32()[i], 2e-3 * (1 + std::fabs(x.f32()[i])));
 }
 
 // ggml_rope_ext reference in double (same angle recurrence, YaRN ramp and mscale).
@@ -348,8 +370,8 @@ void RefRope(const Tensor& x, const std::vector<int32_t>& pos, const float* ff, 
     for (int64_t i1 = 0; i1 < ne1; ++i1) {
       for (int64_t i0 = 0; i0 < ne0; ++i0) out[size_t((i2 * ne1 + i1) * ne0 + i0)] = x.at(i0, i1, i2);
       for (int64_t i0 = 0; i0 < p.n_dims; i0 += 2) {
-        const double extrap = pos[size_t(i2)] * std::pow(double(p.freq_base), -double(i0) / p.n_dims) /
-                              (ff ? ff[i0 / 2] : 1.0);
+        const double extrap =
+            pos[size_t(i2)] * std::pow(double(p.freq_base), -double(i0) / p.n_dims) / (ff ? ff[i0 / 2] : 1.0);
         const double interp = p.freq_scale * extrap;
         double theta = interp, mscale = p.attn_factor;
         if (p.ext_factor != 0) {
@@ -368,7 +390,8 @@ void RefRope(const Tensor& x, const std::vector<int32_t>& pos, const float* ff, 
 
 TEST(CpuRope, NormalNeoxFreqFactorsYarn) {
   const int64_t hd = 12, nh = 3, nt = 5;
-  Tensor x(GgmlType::F32, hd, nh, nt), y(GgmlType::F32, hd, nh, nt), pos(GgmlType::I32, nt), ff(GgmlType::F32, 4);
+  Tensor x(GgmlType::F32, hd, nh, nt), y(GgmlType::F32, hd, nh, nt), pos(GgmlType::I32, nt),
+      ff(GgmlType::F32, 4);
   Fill(x, 13);
   std::vector<int32_t> p = {0, 1, 7, 100, 4095};
   std::copy(p.begin(), p.end(), pos.i32());
@@ -391,7 +414,8 @@ TEST(CpuRope, NormalNeoxFreqFactorsYarn) {
         std::vector<double> ref;
         RefRope(x, p, use_ff ? ffv : nullptr, rp, ref);
         // float angle recurrence vs exact pow: error grows with the position (4095 rad).
-        for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(y.f32()[i], ref[i], 3e-3) << mode << yarn << use_ff << i;
+        for (size_t i = 0; i < ref.size(); ++i)
+          EXPECT_NEAR(y.f32()[i], ref[i], 3e-3) << mode << yarn << use_ff << i;
       }
     }
   }
@@ -403,8 +427,8 @@ TEST(CpuRope, NormalNeoxFreqFactorsYarn) {
 // the bits of a fresh context for each; in place equals out of place.
 TEST(CpuRope, OnePositionCacheFollowsEveryInput) {
   const int64_t hd = 16, nh = 4;
-  Tensor x(GgmlType::F32, hd, nh, 1), y(GgmlType::F32, hd, nh, 1), r(GgmlType::F32, hd, nh, 1), pos(GgmlType::I32, 1),
-      ff(GgmlType::F32, 8);
+  Tensor x(GgmlType::F32, hd, nh, 1), y(GgmlType::F32, hd, nh, 1), r(GgmlType::F32, hd, nh, 1),
+      pos(GgmlType::I32, 1), ff(GgmlType::F32, 8);
   Fill(x, 31, -2, 2);
   for (int i = 0; i < 8; ++i) ff.f32()[i] = 1.0f + 0.5f * float(i);
   RopeParams base;
@@ -413,7 +437,12 @@ TEST(CpuRope, OnePositionCacheFollowsEveryInput) {
   base.n_ctx_orig = 4096;
   base.freq_base = 10000.f;
   base.freq_scale = 1.f;
-  struct Step { int32_t pos; RopeParams p; bool use_ff; float ff0; };
+  struct Step {
+    int32_t pos;
+    RopeParams p;
+    bool use_ff;
+    float ff0;
+  };
   std::vector<Step> steps;
   auto add = [&](int32_t p, auto edit, bool use_ff = false, float ff0 = 1.0f) {
     RopeParams q = base;
@@ -427,10 +456,25 @@ TEST(CpuRope, OnePositionCacheFollowsEveryInput) {
   add(6, [](RopeParams& q) { q.n_dims = 8; });
   add(6, [](RopeParams& q) { q.mode = 2; });
   add(6, [](RopeParams& q) { q.freq_base = 500000.f; });
-  add(6, [](RopeParams& q) { q.freq_scale = 0.25f; q.ext_factor = 1.f; });
-  add(6, [](RopeParams& q) { q.freq_scale = 0.25f; q.ext_factor = 1.f; q.beta_fast = 16.f; });
-  add(6, [](RopeParams& q) { q.freq_scale = 0.25f; q.ext_factor = 1.f; q.beta_slow = 2.f; });
-  add(6, [](RopeParams& q) { q.freq_scale = 0.25f; q.ext_factor = 1.f; q.n_ctx_orig = 2048; });
+  add(6, [](RopeParams& q) {
+    q.freq_scale = 0.25f;
+    q.ext_factor = 1.f;
+  });
+  add(6, [](RopeParams& q) {
+    q.freq_scale = 0.25f;
+    q.ext_factor = 1.f;
+    q.beta_fast = 16.f;
+  });
+  add(6, [](RopeParams& q) {
+    q.freq_scale = 0.25f;
+    q.ext_factor = 1.f;
+    q.beta_slow = 2.f;
+  });
+  add(6, [](RopeParams& q) {
+    q.freq_scale = 0.25f;
+    q.ext_factor = 1.f;
+    q.n_ctx_orig = 2048;
+  });
   add(6, [](RopeParams& q) { q.attn_factor = 0.5f; });
   add(6, same, true, 1.0f);
   add(6, same, true, 4.0f);  // same freq_factors buffer, new values
@@ -458,19 +502,28 @@ TEST(CpuSoftMax, MaskScaleAlibi) {
   Tensor x(GgmlType::F32, nkv, nt, nh), y(GgmlType::F32, nkv, nt, nh), mask(GgmlType::F16, nkv, 4);
   Fill(x, 14, -4, 4);
   for (int64_t t = 0; t < 4; ++t)
-    for (int64_t k = 0; k < nkv; ++k) mask.u16()[t * nkv + k] = Fp32ToFp16(k > 5 + t ? -INFINITY : -0.25f * float(k % 3));
+    for (int64_t k = 0; k < nkv; ++k)
+      mask.u16()[t * nkv + k] = Fp32ToFp16(k > 5 + t ? -INFINITY : -0.25f * float(k % 3));
   for (float max_bias : {0.0f, 8.0f}) {
     ComputeContext ctx = Ctx();
     ASSERT_TRUE(SoftMax(ctx, x.v, mask.v, y.v, 0.7f, max_bias).ok());
     const int n_head_log2 = 4;
     const double m0 = std::pow(2.0, -max_bias / n_head_log2), m1 = std::pow(2.0, -max_bias / 2 / n_head_log2);
     for (int64_t h = 0; h < nh; ++h) {
-      const double slope = max_bias > 0 ? (h < n_head_log2 ? std::pow(m0, h + 1) : std::pow(m1, 2 * (h - n_head_log2) + 1)) : 1.0;
+      const double slope =
+          max_bias > 0 ? (h < n_head_log2 ? std::pow(m0, h + 1) : std::pow(m1, 2 * (h - n_head_log2) + 1))
+                       : 1.0;
       for (int64_t t = 0; t < nt; ++t) {
         std::vector<double> w(static_cast<size_t>(nkv));
         double mx = -INFINITY, sum = 0;
-        for (int64_t k = 0; k < nkv; ++k) { w[size_t(k)] = x.at(k, t, h) * 0.7 + slope * mask.at(k, t); mx = std::max(mx, w[size_t(k)]); }
-        for (auto& v : w) { v = std::exp(v - mx); sum += v; }
+        for (int64_t k = 0; k < nkv; ++k) {
+          w[size_t(k)] = x.at(k, t, h) * 0.7 + slope * mask.at(k, t);
+          mx = std::max(mx, w[size_t(k)]);
+        }
+        for (auto& v : w) {
+          v = std::exp(v - mx);
+          sum += v;
+        }
         for (int64_t k = 0; k < nkv; ++k) EXPECT_NEAR(y.at(k, t, h), w[size_t(k)] / sum, 1e-6);
       }
     }
@@ -493,8 +546,10 @@ TEST(CpuSoftMax, SimdRowsMatchScalar) {
         for (int64_t t = 0; t < nt; ++t)
           for (int64_t k = 0; k < nkv; ++k) {
             const float v = k > nkv / 2 + t ? -INFINITY : -0.5f * float(k % 5);
-            if (mt == GgmlType::F16) mask.u16()[t * nkv + k] = Fp32ToFp16(v);
-            else reinterpret_cast<float*>(mask.buf.data())[t * nkv + k] = v;
+            if (mt == GgmlType::F16)
+              mask.u16()[t * nkv + k] = Fp32ToFp16(v);
+            else
+              reinterpret_cast<float*>(mask.buf.data())[t * nkv + k] = v;
           }
         Tensor a(GgmlType::F32, nkv, nt, nh), b(GgmlType::F32, nkv, nt, nh);
         ComputeContext simd = Ctx(), ref = Ctx();
@@ -512,7 +567,8 @@ TEST(CpuSoftMax, SimdRowsMatchScalar) {
   // exp over [-104, 0] (SOFT_MAX feeds w - max <= 0): relative error vs double exp <= 2.5e-7.
   const int64_t n = 20001;
   Tensor x(GgmlType::F32, n), y(GgmlType::F32, n);
-  for (int64_t i = 0; i < n; ++i) reinterpret_cast<float*>(x.buf.data())[i] = -104.0f * float(i) / float(n - 1);
+  for (int64_t i = 0; i < n; ++i)
+    reinterpret_cast<float*>(x.buf.data())[i] = -104.0f * float(i) / float(n - 1);
   TensorView none;
   ComputeContext ctx = Ctx(1);
   ASSERT_TRUE(SoftMax(ctx, x.v, none, y.v, 1.0f, 0.0f).ok());
@@ -521,7 +577,8 @@ TEST(CpuSoftMax, SimdRowsMatchScalar) {
   const float* yv = reinterpret_cast<float*>(y.buf.data());
   for (int64_t i = 0; i < n; i += 7) {
     const double want = std::exp(double(xv[i]));
-    if (want < 1e-33) continue;  // y = exp / sum (sum ~ 190) would be denormal: precision of the division only
+    if (want < 1e-33)
+      continue;  // y = exp / sum (sum ~ 190) would be denormal: precision of the division only
     EXPECT_NEAR(double(yv[i]) / double(yv[0]), want, want * 4e-7) << xv[i];
   }
 }
@@ -535,8 +592,10 @@ TEST(CpuCpy, PermutedIntoOtherRowLength) {
     Tensor x(GgmlType::F32, hd, nt, nh);  // [hd, n_tokens, n_head] as kqv
     Fill(x, 31);
     TensorView pv = x.v;  // permute(0, 2, 1): [hd, n_head, n_tokens]
-    pv.ne[1] = nh; pv.ne[2] = nt;
-    pv.nb[1] = x.v.nb[2]; pv.nb[2] = x.v.nb[1];
+    pv.ne[1] = nh;
+    pv.ne[2] = nt;
+    pv.nb[1] = x.v.nb[2];
+    pv.nb[2] = x.v.nb[1];
     for (GgmlType st : {GgmlType::F32, GgmlType::F16}) {
       Tensor xs(st, hd, nt, nh);
       TensorView sv = pv;
@@ -544,7 +603,9 @@ TEST(CpuCpy, PermutedIntoOtherRowLength) {
         ComputeContext c1 = Ctx(1);
         ASSERT_TRUE(Cpy(c1, x.v, xs.v).ok());
         sv.type = GgmlType::F16;
-        sv.nb[0] = 2; sv.nb[1] = xs.v.nb[2]; sv.nb[2] = xs.v.nb[1];
+        sv.nb[0] = 2;
+        sv.nb[1] = xs.v.nb[2];
+        sv.nb[2] = xs.v.nb[1];
         sv.data = xs.v.data;
       }
       for (GgmlType dt : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
@@ -555,11 +616,13 @@ TEST(CpuCpy, PermutedIntoOtherRowLength) {
           const int64_t i0 = l % hd, i1 = (l / hd) % nh, i2 = l / (hd * nh);
           float v = float(x.at(i0, i2, i1));
           if (st == GgmlType::F16) v = kt::RoundF16(v);
-          const double want = dt == GgmlType::F16 ? double(kt::RoundF16(v))
-                              : dt == GgmlType::BF16 ? double(Bf16ToFloat(FloatToBf16(v))) : double(v);
-          const double got = dt == GgmlType::BF16 ? double(Bf16ToFloat(out.u16()[l])) : out.at(l % (hd * nh), l / (hd * nh));
-          ASSERT_EQ(got, want)
-              << GgmlTypeName(st) << " -> " << GgmlTypeName(dt) << " n_tokens " << nt << " element " << l;
+          const double want = dt == GgmlType::F16    ? double(kt::RoundF16(v))
+                              : dt == GgmlType::BF16 ? double(Bf16ToFloat(FloatToBf16(v)))
+                                                     : double(v);
+          const double got =
+              dt == GgmlType::BF16 ? double(Bf16ToFloat(out.u16()[l])) : out.at(l % (hd * nh), l / (hd * nh));
+          ASSERT_EQ(got, want) << GgmlTypeName(st) << " -> " << GgmlTypeName(dt) << " n_tokens " << nt
+                               << " element " << l;
         }
       }
     }
@@ -572,8 +635,11 @@ TEST(CpuCpy, KvStoreF16StridedAndBack) {
   Tensor k(GgmlType::F32, hd, nh, nt), cache(GgmlType::F16, hd * nh, nctx);
   Fill(k, 15);
   TensorView view = cache.v;
-  view.ne[0] = hd; view.ne[1] = nh; view.ne[2] = nt;
-  view.nb[1] = hd * 2; view.nb[2] = cache.v.nb[1];
+  view.ne[0] = hd;
+  view.ne[1] = nh;
+  view.ne[2] = nt;
+  view.nb[1] = hd * 2;
+  view.nb[2] = cache.v.nb[1];
   view.data = cache.buf.data() + 4 * cache.v.nb[1];
   ComputeContext ctx = Ctx();
   ASSERT_TRUE(Cpy(ctx, k.v, view).ok());
@@ -586,8 +652,10 @@ TEST(CpuCpy, KvStoreF16StridedAndBack) {
   Tensor v(GgmlType::F32, hd, nt), vcache(GgmlType::F16, nctx, hd);
   Fill(v, 16);
   TensorView vt = vcache.v;
-  vt.ne[0] = hd; vt.ne[1] = nt;
-  vt.nb[0] = vcache.v.nb[1]; vt.nb[1] = 2;
+  vt.ne[0] = hd;
+  vt.ne[1] = nt;
+  vt.nb[0] = vcache.v.nb[1];
+  vt.nb[1] = 2;
   vt.data = vcache.buf.data() + 2 * 2;
   ASSERT_TRUE(Cpy(ctx, v.v, vt).ok());
   for (int64_t i = 0; i < hd; ++i)
@@ -599,7 +667,10 @@ TEST(CpuCpy, KvStoreF16StridedAndBack) {
   Tensor m(GgmlType::F32, 5, 7), mt(GgmlType::F32, 7, 5), flat(GgmlType::F32, 35);
   Fill(m, 17);
   TensorView tv = m.v;
-  tv.ne[0] = 7; tv.ne[1] = 5; tv.nb[0] = m.v.nb[1]; tv.nb[1] = 4;
+  tv.ne[0] = 7;
+  tv.ne[1] = 5;
+  tv.nb[0] = m.v.nb[1];
+  tv.nb[1] = 4;
   ASSERT_TRUE(Cpy(ctx, tv, mt.v).ok());
   for (int i = 0; i < 7; ++i)
     for (int j = 0; j < 5; ++j) EXPECT_EQ(mt.at(i, j), m.at(j, i));
@@ -639,7 +710,8 @@ TEST(CpuSetRows, KvStoreF16Q8_0AndTransposedV) {
   // Q8_0 cache rows of 32, I32 indices.
   Tensor s32(GgmlType::F32, 32, 2), q(GgmlType::Q8_0, 32, 4), i32(GgmlType::I32, 2);
   Fill(s32, 61);
-  i32.i32()[0] = 3; i32.i32()[1] = 0;
+  i32.i32()[0] = 3;
+  i32.i32()[1] = 0;
   ASSERT_TRUE(SetRows(ctx, s32.v, i32.v, q.v).ok());
   std::vector<uint8_t> expect(34);
   ASSERT_TRUE(QuantizeRow(GgmlType::Q8_0, s32.f32(), expect.data(), 32).ok());
@@ -649,9 +721,14 @@ TEST(CpuSetRows, KvStoreF16Q8_0AndTransposedV) {
   Tensor v(GgmlType::F32, 4, 2), vc(GgmlType::F16, 6, 4), vidx(GgmlType::I64, 8);
   Fill(v, 62);
   TensorView vsrc = v.v;  // [1, 8]: 8 single-element rows in (c, t) order
-  vsrc.ne[0] = 1; vsrc.ne[1] = 8; vsrc.nb[1] = 4;
+  vsrc.ne[0] = 1;
+  vsrc.ne[1] = 8;
+  vsrc.nb[1] = 4;
   TensorView vdst = vc.v;  // [1, 24]
-  vdst.ne[0] = 1; vdst.ne[1] = 24; vdst.nb[1] = 2; vdst.nb[2] = vdst.nb[3] = 48;
+  vdst.ne[0] = 1;
+  vdst.ne[1] = 24;
+  vdst.nb[1] = 2;
+  vdst.nb[2] = vdst.nb[3] = 48;
   int64_t vi[8];
   for (int t = 0; t < 2; ++t)
     for (int c = 0; c < 4; ++c) vi[t * 4 + c] = c * 6 + (3 + t);
@@ -682,7 +759,8 @@ TEST(CpuGetRows, F32F16Q8_0) {
   Tensor wq(GgmlType::Q8_0, 64, 7), out(GgmlType::F32, 64, 4);
   std::vector<float> src(64 * 7);
   kt::FillUniform(src, 19);
-  for (int r = 0; r < 7; ++r) ASSERT_TRUE(QuantizeRow(GgmlType::Q8_0, &src[size_t(r) * 64], wq.buf.data() + r * wq.v.nb[1], 64).ok());
+  for (int r = 0; r < 7; ++r)
+    ASSERT_TRUE(QuantizeRow(GgmlType::Q8_0, &src[size_t(r) * 64], wq.buf.data() + r * wq.v.nb[1], 64).ok());
   ComputeContext ctx = Ctx();
   ASSERT_TRUE(GetRows(ctx, wq.v, idx.v, out.v).ok());
   std::vector<float> deq(64);

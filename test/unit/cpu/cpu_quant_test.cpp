@@ -19,16 +19,24 @@ namespace {
 
 double RelRms(const std::vector<float>& a, const std::vector<float>& ref) {
   double e = 0, r = 0;
-  for (size_t i = 0; i < a.size(); ++i) { e += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]); r += double(ref[i]) * ref[i]; }
+  for (size_t i = 0; i < a.size(); ++i) {
+    e += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
+    r += double(ref[i]) * ref[i];
+  }
   return std::sqrt(e / std::max(r, 1e-30));
 }
 
-struct Bound { GgmlType t; double levels; bool has_min; };
+struct Bound {
+  GgmlType t;
+  double levels;
+  bool has_min;
+};
 
 TEST(CpuQuant, RoundTripErrorBounds) {
   // Per block, |x - deq(q(x))| <= step/2 (+ fp16 rounding of d and m), step = range / levels.
-  const Bound bounds[] = {{GgmlType::Q4_0, 8, false}, {GgmlType::Q4_1, 15, true}, {GgmlType::Q5_0, 16, false},
-                          {GgmlType::Q5_1, 31, true}, {GgmlType::Q8_0, 127, false}, {GgmlType::Q8_1, 127, false}};
+  const Bound bounds[] = {{GgmlType::Q4_0, 8, false},   {GgmlType::Q4_1, 15, true},
+                          {GgmlType::Q5_0, 16, false},  {GgmlType::Q5_1, 31, true},
+                          {GgmlType::Q8_0, 127, false}, {GgmlType::Q8_1, 127, false}};
   const int64_t n = 32 * 37;
   std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
   kt::FillUniform(x, 21, -3.f, 5.f);
@@ -41,7 +49,9 @@ TEST(CpuQuant, RoundTripErrorBounds) {
       float lo = INFINITY, hi = -INFINITY, amax = 0;
       for (int j = 0; j < 32; ++j) {
         const float v = x[size_t(blk * 32 + j)];
-        lo = std::min(lo, v); hi = std::max(hi, v); amax = std::max(amax, std::fabs(v));
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+        amax = std::max(amax, std::fabs(v));
       }
       // Symmetric types: the largest |x| maps to -levels exactly; the other side may clip by one step.
       const double step = b.has_min ? (hi - lo) / b.levels : amax / b.levels;
@@ -172,12 +182,12 @@ TEST(CpuQuant, ActivationQuantizersOfEveryLevelEqualScalar) {
   for (int i = 0; i < 256; ++i) x[size_t(256 + i)] = 0;                       // zero block(s)
   for (int i = 0; i < 256; ++i) x[size_t(512 + i)] = float(i % 200) - 99.5f;  // ties
   x[512 + 40] = -127.f;
-  x[1024 + 255] = -50.f;                                      // largest magnitude last, negative
-  x[1536 + 130] = std::numeric_limits<float>::quiet_NaN();    // non-finite blocks
+  x[1024 + 255] = -50.f;                                    // largest magnitude last, negative
+  x[1536 + 130] = std::numeric_limits<float>::quiet_NaN();  // non-finite blocks
   x[1792 + 31] = -std::numeric_limits<float>::infinity();
-  const GgmlType types[] = {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::Q4_1,
-                            GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
-                            GgmlType::IQ4_XS};
+  const GgmlType types[] = {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0,  GgmlType::IQ4_NL,
+                            GgmlType::Q4_1, GgmlType::Q2_K, GgmlType::Q3_K,  GgmlType::Q4_K,
+                            GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS};
   for (GgmlType t : types) {
     const GgmlType vdt = *VecDotType(t);
     for (int64_t len : {n, int64_t(GetTypeTraits(vdt).block_size)}) {
@@ -193,7 +203,8 @@ TEST(CpuQuant, ActivationQuantizersOfEveryLevelEqualScalar) {
           for (int64_t b = 0; b < len / 256; ++b) {
             const BlockQ8_K& r = reinterpret_cast<const BlockQ8_K*>(ref.data())[b];
             const BlockQ8_K& g = reinterpret_cast<const BlockQ8_K*>(got.data())[b];
-            EXPECT_EQ(std::memcmp(r.qs, g.qs, sizeof r.qs), 0) << GgmlTypeName(t) << " isa " << int(isa) << " b " << b;
+            EXPECT_EQ(std::memcmp(r.qs, g.qs, sizeof r.qs), 0)
+                << GgmlTypeName(t) << " isa " << int(isa) << " b " << b;
             EXPECT_EQ(std::memcmp(r.bsums, g.bsums, sizeof r.bsums), 0) << GgmlTypeName(t) << " b " << b;
             EXPECT_TRUE(r.d == g.d || (std::isnan(r.d) && std::isnan(g.d))) << GgmlTypeName(t) << " b " << b;
           }
@@ -206,9 +217,10 @@ TEST(CpuQuant, ActivationQuantizersOfEveryLevelEqualScalar) {
 }
 
 TEST(CpuQuant, VecDotMatchesDequantizedDot) {
-  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
-                            GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
-                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,  GgmlType::Q4_0,
+                            GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1,  GgmlType::Q8_0,
+                            GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,  GgmlType::Q5_K,
+                            GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
   const int64_t n = 768;
   for (GgmlType t : types) {
     for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
@@ -226,13 +238,18 @@ TEST(CpuQuant, VecDotMatchesDequantizedDot) {
         x = kt::RandomBlocks(t, n, 33);
       }
       std::vector<uint8_t> y(RowSize(k->vec_dot_type, n));
-      if (k->from_float) k->from_float(yf.data(), y.data(), n);
-      else std::memcpy(y.data(), yf.data(), size_t(n) * 4);
+      if (k->from_float)
+        k->from_float(yf.data(), y.data(), n);
+      else
+        std::memcpy(y.data(), yf.data(), size_t(n) * 4);
       std::vector<float> xd(static_cast<size_t>(n)), yd(static_cast<size_t>(n));
       ASSERT_TRUE(DequantizeRow(t, x.data(), xd.data(), n).ok()) << GgmlTypeName(t);
       ASSERT_TRUE(DequantizeRow(k->vec_dot_type, y.data(), yd.data(), n).ok());
       double ref = 0, mag = 0;
-      for (int64_t i = 0; i < n; ++i) { ref += double(xd[size_t(i)]) * yd[size_t(i)]; mag += std::fabs(double(xd[size_t(i)]) * yd[size_t(i)]); }
+      for (int64_t i = 0; i < n; ++i) {
+        ref += double(xd[size_t(i)]) * yd[size_t(i)];
+        mag += std::fabs(double(xd[size_t(i)]) * yd[size_t(i)]);
+      }
       if (k->vec_dot_type == GgmlType::Q8_1) {
         // ggml's Q8_1 keeps s = d * sum(q) as fp16: the min term m * s carries its rounding.
         const size_t xb = GetTypeTraits(t).type_size;
@@ -269,7 +286,9 @@ struct Model {
     std::vector<float> out(size_t(t->nelements()));
     const size_t row = RowSize(t->type, t->ne[0]);
     for (int64_t r = 0; r < t->nelements() / t->ne[0]; ++r)
-      EXPECT_TRUE(DequantizeRow(t->type, f->TensorData(*t) + size_t(r) * row, out.data() + r * t->ne[0], t->ne[0]).ok());
+      EXPECT_TRUE(
+          DequantizeRow(t->type, f->TensorData(*t) + size_t(r) * row, out.data() + r * t->ne[0], t->ne[0])
+              .ok());
     return out;
   }
 };
@@ -322,9 +341,12 @@ TEST(CpuQuantModels, Stories260KQuantizedMatchesF32) {
   STOWAGE_REQUIRE_FILE(base);
   Model f32 = Model::Open("stories260K.gguf");
   ASSERT_TRUE(f32.f);
-  struct Q { const char* file; double max_rel; };
-  for (const Q& q : {Q{"stories260K-Q8_0.gguf", 0.01}, Q{"stories260K-Q4_0.gguf", 0.15}, Q{"stories260K-Q4_K_M.gguf", 0.08},
-                     Q{"stories260K-F16.gguf", 0.001}}) {
+  struct Q {
+    const char* file;
+    double max_rel;
+  };
+  for (const Q& q : {Q{"stories260K-Q8_0.gguf", 0.01}, Q{"stories260K-Q4_0.gguf", 0.15},
+                     Q{"stories260K-Q4_K_M.gguf", 0.08}, Q{"stories260K-F16.gguf", 0.001}}) {
     STOWAGE_REQUIRE_FILE(test::ModelPath(q.file));
     Model m = Model::Open(q.file);
     ASSERT_TRUE(m.f);
@@ -339,11 +361,13 @@ TEST(CpuQuantModels, Stories260KQuantizedMatchesF32) {
       ++checked;
       // llama-quantize (no imatrix) uses the reference quantizers: re-quantizing the F32 weights
       // must give the file's bytes.
-      if (type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q5_0 || type == GgmlType::F16) {
+      if (type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q5_0 ||
+          type == GgmlType::F16) {
         std::vector<uint8_t> mine(t.nbytes);
         const size_t row = RowSize(type, t.ne[0]);
         for (int64_t r = 0; r < t.nelements() / t.ne[0]; ++r)
-          ASSERT_TRUE(QuantizeRow(type, ref.data() + r * t.ne[0], mine.data() + size_t(r) * row, t.ne[0]).ok());
+          ASSERT_TRUE(
+              QuantizeRow(type, ref.data() + r * t.ne[0], mine.data() + size_t(r) * row, t.ne[0]).ok());
         EXPECT_EQ(std::memcmp(mine.data(), m.f->TensorData(t), t.nbytes), 0) << q.file << " " << t.name;
         ++requantized;
       }
@@ -358,9 +382,13 @@ TEST(CpuQuantModels, SynthKQuantsAgreeWithQ6K) {
   STOWAGE_REQUIRE_FILE(test::ModelPath("synth-Q6_K.gguf"));
   Model q6 = Model::Open("synth-Q6_K.gguf");
   ASSERT_TRUE(q6.f);
-  struct Q { const char* file; double max_rel; };
+  struct Q {
+    const char* file;
+    double max_rel;
+  };
   int seen[kGgmlTypeCount] = {};
-  for (const Q& q : {Q{"synth-Q4_K_M.gguf", 0.12}, Q{"synth-Q2_K.gguf", 0.45}, Q{"synth-IQ4_XS.gguf", 0.12}}) {
+  for (const Q& q :
+       {Q{"synth-Q4_K_M.gguf", 0.12}, Q{"synth-Q2_K.gguf", 0.45}, Q{"synth-IQ4_XS.gguf", 0.12}}) {
     STOWAGE_REQUIRE_FILE(test::ModelPath(q.file));
     Model m = Model::Open(q.file);
     ASSERT_TRUE(m.f);
@@ -378,11 +406,15 @@ TEST(CpuQuantModels, SynthKQuantsAgreeWithQ6K) {
 }
 
 TEST(CpuQuantModels, MulMatMatchesDequantizedProduct) {
-  struct W { const char* file; const char* tensor; };
-  const W ws[] = {{"synth-Q4_K_M.gguf", "blk.0.ffn_gate.weight"}, {"synth-Q4_K_M.gguf", "output.weight"},
-                  {"synth-Q2_K.gguf", "blk.0.ffn_up.weight"},    {"synth-Q2_K.gguf", "blk.0.ffn_down.weight"},
-                  {"synth-IQ4_XS.gguf", "blk.0.attn_q.weight"},  {"tiny-tied-q4_0.gguf", "blk.0.ffn_up.weight"},
-                  {"stories260K-Q8_0.gguf", "output.weight"},     {"stories260K-Q4_K_M.gguf", "blk.0.attn_q.weight"}};
+  struct W {
+    const char* file;
+    const char* tensor;
+  };
+  const W ws[] = {
+      {"synth-Q4_K_M.gguf", "blk.0.ffn_gate.weight"}, {"synth-Q4_K_M.gguf", "output.weight"},
+      {"synth-Q2_K.gguf", "blk.0.ffn_up.weight"},     {"synth-Q2_K.gguf", "blk.0.ffn_down.weight"},
+      {"synth-IQ4_XS.gguf", "blk.0.attn_q.weight"},   {"tiny-tied-q4_0.gguf", "blk.0.ffn_up.weight"},
+      {"stories260K-Q8_0.gguf", "output.weight"},     {"stories260K-Q4_K_M.gguf", "blk.0.attn_q.weight"}};
   for (const W& w : ws) {
     STOWAGE_REQUIRE_FILE(test::ModelPath(w.file));
     Model m = Model::Open(w.file);

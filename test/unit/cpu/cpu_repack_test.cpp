@@ -2,7 +2,6 @@
 // (scalar, AVX2 and AVX-512 VNNI gemv; the GEMM path's pack), on random and on the shared models'
 // weights; token generation covers every row whatever the thread count; refusal of bad shapes.
 #include <gtest/gtest.h>
-
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,7 +67,8 @@ void CheckRepackedMulMat(const TensorView& plain, int64_t M) {
     if (isa == IsaLevel::kScalar) scalar_repacked.assign(d1.f32(), d1.f32() + N * M * ne2);
     for (int64_t i = 0; i < N * M * ne2; ++i) {
       // Same integer sums; only the float accumulation differs from the plain vec_dot.
-      ASSERT_NEAR(d1.f32()[i], d0.f32()[i], 1e-5f * (1.0f + std::fabs(d0.f32()[i]))) << i << " isa " << int(isa);
+      ASSERT_NEAR(d1.f32()[i], d0.f32()[i], 1e-5f * (1.0f + std::fabs(d0.f32()[i])))
+          << i << " isa " << int(isa);
       // The SIMD gemv performs exactly the scalar reference's operations (fma per block).
       ASSERT_EQ(d1.f32()[i], scalar_repacked[size_t(i)]) << i << " isa " << int(isa);
     }
@@ -164,7 +164,6 @@ TEST(CpuRepack, Refusals) {
   EXPECT_EQ(GetRows(ctx, r8, idx.v, rows.v).code(), StatusCode::kInvalidArgument);
 }
 
-
 // ---- Q4_Kx8 -------------------------------------------------------------------------------------
 
 constexpr double kEps2u = 1.0 / (1 << 23);  // 2u, u = 2^-24
@@ -200,7 +199,8 @@ void ExactQ4_K(const uint8_t* row, const BlockQ8_K* y, int64_t K, double* exact,
       const int j = k / 32, byte = x.qs[32 * (j / 2) + k % 32];
       uint8_t sc, mn;
       GetScaleMinK4(j, x.scales, &sc, &mn);
-      const int64_t p = int64_t(sc) * ((j & 1) ? byte >> 4 : byte & 15) * y[b].qs[k], pm = int64_t(mn) * y[b].qs[k];
+      const int64_t p = int64_t(sc) * ((j & 1) ? byte >> 4 : byte & 15) * y[b].qs[k],
+                    pm = int64_t(mn) * y[b].qs[k];
       sumi += p;
       summ += pm;
       sa += std::fabs(double(HalfToFloat(x.d)) * y[b].d * double(p)) +
@@ -247,7 +247,8 @@ TEST(CpuRepackQ4_K, LayoutAndInverse) {
       uint8_t sc[8][8], mn[8][8];
       Q4_Kx8Scales(col, sc, mn);
       for (int r = 0; r < 8; ++r) {
-        const BlockQ4_K& x = reinterpret_cast<const BlockQ4_K*>(w.buf.data() + size_t(8 * g + r) * w.v.nb[1])[b];
+        const BlockQ4_K& x =
+            reinterpret_cast<const BlockQ4_K*>(w.buf.data() + size_t(8 * g + r) * w.v.nb[1])[b];
         EXPECT_EQ(std::memcmp(col + 2 * r, &x.d, 2), 0);
         EXPECT_EQ(std::memcmp(col + 16 + 2 * r, &x.dmin, 2), 0);
         for (int t = 0; t < 16; ++t) EXPECT_EQ(std::memcmp(col + 128 + 64 * t + 8 * r, x.qs + 8 * t, 8), 0);
@@ -302,7 +303,8 @@ TEST(CpuRepackQ4_K, SubBlockPairGemvLevelsAgree) {
       const BlockQ4_K* blk = reinterpret_cast<const BlockQ4_K*>(w.buf.data() + size_t(r) * w.v.nb[1]);
       float acc = 0, accm = 0;
       for (int64_t b = 0; b < K / kQK_K; ++b) {
-        const float d = HalfToFloat(blk[b].d) * y[size_t(b)].d, dm = HalfToFloat(blk[b].dmin) * y[size_t(b)].d;
+        const float d = HalfToFloat(blk[b].d) * y[size_t(b)].d,
+                    dm = HalfToFloat(blk[b].dmin) * y[size_t(b)].d;
         for (int i = 0; i < 4; ++i) {
           int sumi = 0, summ = 0;
           for (int j = 2 * i; j < 2 * i + 2; ++j) {
@@ -321,7 +323,8 @@ TEST(CpuRepackQ4_K, SubBlockPairGemvLevelsAgree) {
         }
       }
       const float want = acc - accm;
-      ASSERT_EQ(std::memcmp(&sb_scalar[r], &want, 4), 0) << "K " << K << " r " << r << ": " << sb_scalar[r] << " vs " << want;
+      ASSERT_EQ(std::memcmp(&sb_scalar[r], &want, 4), 0)
+          << "K " << K << " r " << r << ": " << sb_scalar[r] << " vs " << want;
       if (std::memcmp(&sb_scalar[r], &ref[r], 4) != 0) ++differs_from_gemv;
     }
     std::vector<std::pair<IsaLevel, VecDotFn>> levels;
@@ -332,7 +335,8 @@ TEST(CpuRepackQ4_K, SubBlockPairGemvLevelsAgree) {
       float got[8];
       lv.second(K, got, rp.data, y.data());
       for (int r = 0; r < 8; ++r)
-        ASSERT_EQ(std::memcmp(&got[r], &sb_scalar[r], 4), 0) << "K " << K << " isa " << int(lv.first) << " r " << r;
+        ASSERT_EQ(std::memcmp(&got[r], &sb_scalar[r], 4), 0)
+            << "K " << K << " isa " << int(lv.first) << " r " << r;
     }
   }
   EXPECT_GT(differs_from_gemv, 0);
@@ -443,17 +447,22 @@ void CheckQ4_KMulMat(int64_t K, int64_t N, int64_t M, uint32_t seed) {
             const size_t i = size_t((i2 * M + m) * N + n);
             const float got = d1.f32()[i];
             if (M >= kGemmMinCols) {
-              ASSERT_EQ(std::memcmp(&got, &d0.f32()[i], 4), 0) << "n " << n << " isa " << int(isa) << " nt " << nt;
+              ASSERT_EQ(std::memcmp(&got, &d0.f32()[i], 4), 0)
+                  << "n " << n << " isa " << int(isa) << " nt " << nt;
               continue;
             }
             float ref[8];
-            const uint8_t* group = static_cast<const uint8_t*>(rp.data) + (i2 / 2) * rp.nb[2] + (n / 8) * 8 * rp.nb[1];
+            const uint8_t* group =
+                static_cast<const uint8_t*>(rp.data) + (i2 / 2) * rp.nb[2] + (n / 8) * 8 * rp.nb[1];
             scalar::GemvQ4_Kx8Q8_K(K, ref, group, y.data());
-            ASSERT_EQ(std::memcmp(&got, &ref[n % 8], 4), 0) << "n " << n << " m " << m << " isa " << int(isa) << " nt " << nt;
+            ASSERT_EQ(std::memcmp(&got, &ref[n % 8], 4), 0)
+                << "n " << n << " m " << m << " isa " << int(isa) << " nt " << nt;
             double exact, S, Sabs;
-            ExactQ4_K(w.buf.data() + (i2 / 2) * w.v.nb[2] + size_t(n) * w.v.nb[1], y.data(), K, &exact, &S, &Sabs);
+            ExactQ4_K(w.buf.data() + (i2 / 2) * w.v.nb[2] + size_t(n) * w.v.nb[1], y.data(), K, &exact, &S,
+                      &Sabs);
             ASSERT_NEAR(got, exact, (double(nb) + 8) * kEps2u * S / 2) << "n " << n << " isa " << int(isa);
-            ASSERT_NEAR(got, d0.f32()[i], (double(nb) + 8) * kEps2u * (S / 2 + Sabs)) << "n " << n << " isa " << int(isa);
+            ASSERT_NEAR(got, d0.f32()[i], (double(nb) + 8) * kEps2u * (S / 2 + Sabs))
+                << "n " << n << " isa " << int(isa);
           }
         }
     }
@@ -467,8 +476,8 @@ TEST(CpuRepackQ4_K, MulMatEqualsPlainLayout) {
   CheckQ4_KMulMat(256, 32, 20, 303);     // GEMM path
 }
 
-// Real Q4_K weights of the shared synth-Q4_K_M model (the only shared model with Q4_K tensors): repacked MUL_MAT at M = 1 (gemv) and M = 9 (GEMM)
-// agrees with the plain layout.
+// Real Q4_K weights of the shared synth-Q4_K_M model (the only shared model with Q4_K tensors): repacked
+// MUL_MAT at M = 1 (gemv) and M = 9 (GEMM) agrees with the plain layout.
 TEST(CpuRepackQ4_K, SharedModelWeights) {
   int n = 0;
   for (const char* model : {"synth-Q4_K_M.gguf"}) {
@@ -495,7 +504,8 @@ TEST(CpuRepackQ4_K, SharedModelWeights) {
         ASSERT_TRUE(MulMat(ctx, v, b.v, d0.v).ok());
         ASSERT_TRUE(MulMat(ctx, rp, b.v, d1.v).ok());
         for (int64_t i = 0; i < v.ne[1] * M; ++i)
-          ASSERT_NEAR(d1.f32()[i], d0.f32()[i], 1e-4f * (1.0f + std::fabs(d0.f32()[i]))) << t.name << " M " << M;
+          ASSERT_NEAR(d1.f32()[i], d0.f32()[i], 1e-4f * (1.0f + std::fabs(d0.f32()[i])))
+              << t.name << " M " << M;
       }
       ++per_model;
       ++n;
@@ -593,7 +603,7 @@ TEST(CpuRepackQ4_K, RepackReleasesMappedSourcePages) {
   ASSERT_TRUE(RepackWeight(w.v, kLayoutQ4_Kx8, from_heap.data()).ok());
   EXPECT_EQ(from_map, from_heap);
   EXPECT_EQ(std::memcmp(m, w.buf.data(), bytes), 0);  // still readable, same bytes
-  if (before >= 0) {  // /proc/self/smaps readable
+  if (before >= 0) {                                  // /proc/self/smaps readable
     EXPECT_GE(before, long(bytes / 1024) - 8) << "the test touched every page";
     EXPECT_LE(after, 8) << "pages of the source left resident after the repack";
   }
@@ -633,12 +643,14 @@ TEST(CpuRepackQ4_K, DISABLED_Q4_KThroughput) {
       for (int it = 0; it < 5; ++it) {
         double t0 = ThreadSeconds();
         for (int rep = 0; rep < reps; ++rep)
-          for (int64_t n = 0; n < N; ++n) tk->vec_dot(K, &out[size_t(n)], w.buf.data() + size_t(n) * w.v.nb[1], y.data());
+          for (int64_t n = 0; n < N; ++n)
+            tk->vec_dot(K, &out[size_t(n)], w.buf.data() + size_t(n) * w.v.nb[1], y.data());
         best_vd = std::min(best_vd, (ThreadSeconds() - t0) / reps);
         t0 = ThreadSeconds();
         for (int rep = 0; rep < reps; ++rep)
           for (int64_t n = 0; n < N; n += 8)
-            lv.gemv(K, &out[size_t(n)], static_cast<const uint8_t*>(rp.data) + size_t(n) * rp.nb[1], y.data());
+            lv.gemv(K, &out[size_t(n)], static_cast<const uint8_t*>(rp.data) + size_t(n) * rp.nb[1],
+                    y.data());
         best_gemv = std::min(best_gemv, (ThreadSeconds() - t0) / reps);
       }
       std::printf("isa %d, %s (%.1f MiB): Q4_K vec_dot %.1f GB/s, Q4_Kx8 gemv %.1f GB/s\n", int(lv.isa),
@@ -686,7 +698,8 @@ TEST(CpuRepackQ8_0, LayoutOfOneGroup) {
         const uint8_t* blk = static_cast<const uint8_t*>(rp.data) + 8 * g * w.v.nb[1] + b * 272;
         EXPECT_EQ(std::memcmp(blk + 2 * r, &src->d, 2), 0);
         for (int j = 0; j < 32; ++j)
-          ASSERT_EQ(blk[16 + 64 * (r / 2) + 32 * (r % 2) + j], uint8_t(int(src->qs[j]) + 128)) << r << " " << j;
+          ASSERT_EQ(blk[16 + 64 * (r / 2) + 32 * (r % 2) + j], uint8_t(int(src->qs[j]) + 128))
+              << r << " " << j;
       }
 }
 
@@ -696,7 +709,8 @@ struct Q8_0Level {
 };
 std::vector<Q8_0Level> Q8_0Levels() {
   std::vector<Q8_0Level> out = {{IsaLevel::kScalar, scalar::GemvQ8_0x8Q8_0, scalar::VecDotQ8_0Q8_0}};
-  if (DetectIsa() >= IsaLevel::kAvx2) out.push_back({IsaLevel::kAvx2, avx2::GemvQ8_0x8Q8_0, avx2::VecDotQ8_0Q8_0});
+  if (DetectIsa() >= IsaLevel::kAvx2)
+    out.push_back({IsaLevel::kAvx2, avx2::GemvQ8_0x8Q8_0, avx2::VecDotQ8_0Q8_0});
   if (DetectIsa() >= IsaLevel::kAvx512Vnni)
     out.push_back({IsaLevel::kAvx512Vnni, avx512::GemvQ8_0x8Q8_0, avx512::VecDotQ8_0Q8_0});
   return out;
@@ -730,8 +744,8 @@ TEST(CpuRepackQ8_0, GemvIsEachLevelsVecDot) {
         for (int r = 0; r < 8; ++r) {
           float want;
           lv.vec_dot(K, &want, w.buf.data() + r * w.v.nb[1], y.data());
-          ASSERT_EQ(std::memcmp(&got[r], &want, 4), 0) << "isa " << int(lv.isa) << " row " << r << ": " << got[r]
-                                                       << " vs " << want;
+          ASSERT_EQ(std::memcmp(&got[r], &want, 4), 0)
+              << "isa " << int(lv.isa) << " row " << r << ": " << got[r] << " vs " << want;
         }
       }
       if (pattern == 0) {
@@ -762,8 +776,9 @@ TEST(CpuRepackQ8_0, MulMatBitIdenticalToPlain) {
       for (const Q8_0Level& lv : Q8_0Levels())
         for (int nt : {1, 2, 3})
           for (bool numerics : {false, true}) {
-            SCOPED_TRACE("K=" + std::to_string(K) + " M=" + std::to_string(M) + " isa=" + std::to_string(int(lv.isa)) +
-                         " threads=" + std::to_string(nt) + (numerics ? " llamacpp_numerics" : ""));
+            SCOPED_TRACE("K=" + std::to_string(K) + " M=" + std::to_string(M) +
+                         " isa=" + std::to_string(int(lv.isa)) + " threads=" + std::to_string(nt) +
+                         (numerics ? " llamacpp_numerics" : ""));
             ComputeContext ctx;
             ctx.n_threads = nt;
             ctx.max_isa = lv.isa;
@@ -800,7 +815,8 @@ TEST(CpuRepackQ8_0, SharedModelWeights) {
     std::vector<uint8_t> store;
     const TensorView rp = RepackedQ8_0(v, &store);
     for (int64_t M : {1, 9}) {
-      kt::Tensor b(GgmlType::F32, v.ne[0], M, 1), d0(GgmlType::F32, v.ne[1], M, 1), d1(GgmlType::F32, v.ne[1], M, 1);
+      kt::Tensor b(GgmlType::F32, v.ne[0], M, 1), d0(GgmlType::F32, v.ne[1], M, 1),
+          d1(GgmlType::F32, v.ne[1], M, 1);
       kt::Fill(b, uint32_t(M));
       ComputeContext ctx;
       ASSERT_TRUE(MulMat(ctx, v, b.v, d0.v).ok());

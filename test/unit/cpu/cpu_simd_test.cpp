@@ -26,7 +26,12 @@ std::vector<uint8_t> RandomRow(GgmlType type, int64_t n, uint32_t seed) {
   return out;
 }
 
-struct Case { GgmlType w; VecDotFn a2; VecDotFn a5; bool needs_vnni; };
+struct Case {
+  GgmlType w;
+  VecDotFn a2;
+  VecDotFn a5;
+  bool needs_vnni;
+};
 
 TEST(CpuSimd, VecDotsMatchScalar) {
   if (DetectIsa() < IsaLevel::kAvx2) GTEST_SKIP() << "skipped: no AVX2 on this CPU";
@@ -51,9 +56,11 @@ TEST(CpuSimd, VecDotsMatchScalar) {
   for (const Case& c : cases) {
     const TypeKernels* ref = GetTypeKernels(c.w, IsaLevel::kScalar);
     ASSERT_NE(ref, nullptr);
-    const int64_t bs = std::max<int64_t>(GetTypeTraits(c.w).block_size, GetTypeTraits(ref->vec_dot_type).block_size);
-    const std::vector<int64_t> sizes = bs == 1 ? std::vector<int64_t>{1, 7, 8, 15, 16, 17, 31, 64, 172, 1000, 4099}
-                                               : std::vector<int64_t>{bs, 2 * bs, 5 * bs, 33 * bs};
+    const int64_t bs =
+        std::max<int64_t>(GetTypeTraits(c.w).block_size, GetTypeTraits(ref->vec_dot_type).block_size);
+    const std::vector<int64_t> sizes =
+        bs == 1 ? std::vector<int64_t>{1, 7, 8, 15, 16, 17, 31, 64, 172, 1000, 4099}
+                : std::vector<int64_t>{bs, 2 * bs, 5 * bs, 33 * bs};
     for (int64_t n : sizes) {
       for (uint32_t seed = 1; seed <= 3; ++seed) {
         const bool has_quantizer = QuantizeRow(c.w, nullptr, nullptr, 0).ok();
@@ -62,8 +69,10 @@ TEST(CpuSimd, VecDotsMatchScalar) {
         std::vector<float> yf(static_cast<size_t>(n));
         kt::FillUniform(yf, seed + 100, -3.f, 3.f);
         std::vector<uint8_t> y(RowSize(ref->vec_dot_type, n) + 64);
-        if (ref->from_float) ref->from_float(yf.data(), y.data(), n);
-        else std::memcpy(y.data(), yf.data(), size_t(n) * 4);
+        if (ref->from_float)
+          ref->from_float(yf.data(), y.data(), n);
+        else
+          std::memcpy(y.data(), yf.data(), size_t(n) * 4);
         // Magnitude scale for the tolerance: sum |x_i y_i| from dequantized values.
         std::vector<float> xd(static_cast<size_t>(n)), yd(static_cast<size_t>(n));
         ASSERT_TRUE(DequantizeRow(c.w, x.data(), xd.data(), n).ok());
@@ -116,20 +125,31 @@ TEST(CpuSimd, QuantizeRowQ8ActMatchesScalar) {
       const float scale = std::ldexp(1.0f, int(b % 41) - 20);
       for (int j = 0; j < 32; ++j) blk[j] *= scale;
       switch (b % 8) {
-        case 1: std::fill(blk, blk + 32, 0.0f); break;
-        case 2: std::fill(blk, blk + 32, 0.0f), blk[seed % 32] = -3.5f; break;
-        case 3: blk[seed % 32] = std::numeric_limits<float>::quiet_NaN(); break;
-        case 4: blk[(seed * 7) % 32] = (seed & 1 ? 1 : -1) * std::numeric_limits<float>::infinity(); break;
+        case 1:
+          std::fill(blk, blk + 32, 0.0f);
+          break;
+        case 2:
+          std::fill(blk, blk + 32, 0.0f), blk[seed % 32] = -3.5f;
+          break;
+        case 3:
+          blk[seed % 32] = std::numeric_limits<float>::quiet_NaN();
+          break;
+        case 4:
+          blk[(seed * 7) % 32] = (seed & 1 ? 1 : -1) * std::numeric_limits<float>::infinity();
+          break;
         case 5:  // x * id lands on .5 ties: integers and half-integers against amax = 127
           for (int j = 0; j < 32; ++j) blk[j] = float(int(j * 9 + seed) % 255 - 127) * (j % 2 ? 0.5f : 1.f);
           blk[0] = 127.f;
           break;
-        case 6: for (int j = 0; j < 32; ++j) blk[j] *= 1e-38f; break;  // 127 / amax overflows
-        case 7:  // the same with one sign (Q8_1's sum of 32 * INT32_MIN wraps to 0, as ggml's)
+        case 6:
+          for (int j = 0; j < 32; ++j) blk[j] *= 1e-38f;
+          break;  // 127 / amax overflows
+        case 7:   // the same with one sign (Q8_1's sum of 32 * INT32_MIN wraps to 0, as ggml's)
           std::fill(blk, blk + 32, (seed & 1 ? 1 : -1) * 1e-38f);
           blk[seed % 32] = -0.0f;
           break;
-        default: break;
+        default:
+          break;
       }
     }
     std::vector<BlockQ8_0> a0(static_cast<size_t>(nb)), b0(static_cast<size_t>(nb));
@@ -145,12 +165,18 @@ TEST(CpuSimd, QuantizeRowQ8ActMatchesScalar) {
 
 // ---- SILU / SWIGLU rows ---------------------------------------------------------------------------
 
-struct SiluLevel { const char* name; IsaLevel isa; SiluRowFn silu; SwiGluRowFn swiglu; };
+struct SiluLevel {
+  const char* name;
+  IsaLevel isa;
+  SiluRowFn silu;
+  SwiGluRowFn swiglu;
+};
 
 // The SIMD levels this CPU can run (AVX2 before AVX-512).
 std::vector<SiluLevel> SimdSiluLevels() {
   std::vector<SiluLevel> v;
-  if (DetectIsa() >= IsaLevel::kAvx2) v.push_back({"avx2", IsaLevel::kAvx2, avx2::SiluRowF32, avx2::SwiGluRowF32});
+  if (DetectIsa() >= IsaLevel::kAvx2)
+    v.push_back({"avx2", IsaLevel::kAvx2, avx2::SiluRowF32, avx2::SwiGluRowF32});
   if (DetectIsa() >= IsaLevel::kAvx512)
     v.push_back({"avx512", IsaLevel::kAvx512, avx512::SiluRowF32, avx512::SwiGluRowF32});
   return v;
@@ -160,11 +186,55 @@ std::vector<SiluLevel> SimdSiluLevels() {
 // x < -88.7228), large magnitudes, infinities and NaN.
 std::vector<float> SiluSpecials() {
   const float inf = std::numeric_limits<float>::infinity(), big = std::numeric_limits<float>::max();
-  return {0.0f, -0.0f, 1e-40f, -1e-40f, 1.17549435e-38f, -1.17549435e-38f, 1e-7f, -1e-7f,
-          16.6f, -16.6f, 17.5f, -17.5f, 87.0f, -87.0f, 87.4f, -87.4f, 88.0f, -88.0f, 88.29f, -88.29f,
-          88.31f, -88.31f, 88.72f, -88.72f, 88.73f, -88.73f, 89.0f, -89.0f, 100.0f, -100.0f,
-          103.9f, -103.9f, 104.5f, -104.5f, 150.0f, -150.0f, 199.0f, -199.0f, 201.0f, -201.0f,
-          1e10f, -1e10f, 1e30f, -1e30f, big, -big, inf, -inf, std::numeric_limits<float>::quiet_NaN()};
+  return {0.0f,
+          -0.0f,
+          1e-40f,
+          -1e-40f,
+          1.17549435e-38f,
+          -1.17549435e-38f,
+          1e-7f,
+          -1e-7f,
+          16.6f,
+          -16.6f,
+          17.5f,
+          -17.5f,
+          87.0f,
+          -87.0f,
+          87.4f,
+          -87.4f,
+          88.0f,
+          -88.0f,
+          88.29f,
+          -88.29f,
+          88.31f,
+          -88.31f,
+          88.72f,
+          -88.72f,
+          88.73f,
+          -88.73f,
+          89.0f,
+          -89.0f,
+          100.0f,
+          -100.0f,
+          103.9f,
+          -103.9f,
+          104.5f,
+          -104.5f,
+          150.0f,
+          -150.0f,
+          199.0f,
+          -199.0f,
+          201.0f,
+          -201.0f,
+          1e10f,
+          -1e10f,
+          1e30f,
+          -1e30f,
+          big,
+          -big,
+          inf,
+          -inf,
+          std::numeric_limits<float>::quiet_NaN()};
 }
 
 // Tolerance of a SIMD level against the scalar reference. The reference x / (1 + expf(-x)) is
@@ -199,7 +269,8 @@ TEST(CpuSimd, SiluRowsMatchScalar) {
         kt::FillUniform(x, seed, -20.f, 20.f);
         kt::FillUniform(b, seed + 50, -3.f, 3.f);
         // Special values at spread positions (every lane index and the tail get some).
-        if (n == int64_t(specials.size())) x = specials;
+        if (n == int64_t(specials.size()))
+          x = specials;
         else if (n > 64)
           for (size_t j = 0; j < specials.size(); ++j) x[(j * 131 + seed) % size_t(n)] = specials[j];
         std::vector<float> ref(static_cast<size_t>(n)), got(static_cast<size_t>(n) + 1, 12345.f);
@@ -208,8 +279,8 @@ TEST(CpuSimd, SiluRowsMatchScalar) {
         EXPECT_EQ(got[size_t(n)], 12345.f) << lv.name << " wrote past n=" << n;
         for (int64_t i = 0; i < n; ++i)
           ASSERT_TRUE(SiluClose(ref[size_t(i)], got[size_t(i)], &max_rel_silu))
-              << lv.name << " silu n=" << n << " i=" << i << " x=" << x[size_t(i)] << " ref=" << ref[size_t(i)]
-              << " got=" << got[size_t(i)];
+              << lv.name << " silu n=" << n << " i=" << i << " x=" << x[size_t(i)]
+              << " ref=" << ref[size_t(i)] << " got=" << got[size_t(i)];
         scalar::SwiGluRowF32(n, x.data(), b.data(), ref.data());
         lv.swiglu(n, x.data(), b.data(), got.data());
         EXPECT_EQ(got[size_t(n)], 12345.f) << lv.name << " wrote past n=" << n;
@@ -258,7 +329,9 @@ TEST(CpuSimd, SiluSpecialValues) {
   std::vector<SiluLevel> levels = SimdSiluLevels();
   levels.insert(levels.begin(), {"scalar", IsaLevel::kScalar, scalar::SiluRowF32, scalar::SwiGluRowF32});
   const float inf = std::numeric_limits<float>::infinity(), big = std::numeric_limits<float>::max();
-  const float x[] = {inf, -inf, std::numeric_limits<float>::quiet_NaN(), 100.f, -100.f, big, -big, -0.0f, 0.0f, 1e30f, -1e30f};
+  const float x[] = {
+      inf,   -inf,  std::numeric_limits<float>::quiet_NaN(), 100.f, -100.f, big, -big, -0.0f, 0.0f,
+      1e30f, -1e30f};
   const int64_t n = int64_t(sizeof(x) / sizeof(x[0]));
   for (const SiluLevel& lv : levels) {
     std::vector<float> y(static_cast<size_t>(n));
@@ -279,8 +352,10 @@ TEST(CpuSimd, SiluSpecialValues) {
     std::vector<float> g(static_cast<size_t>(n));
     lv.swiglu(n, x, two.data(), g.data());
     for (size_t i = 0; i < size_t(n); ++i) {
-      if (std::isnan(y[i])) EXPECT_TRUE(std::isnan(g[i])) << lv.name << " i=" << i;
-      else EXPECT_EQ(g[i], y[i] * 2.0f) << lv.name << " i=" << i;
+      if (std::isnan(y[i]))
+        EXPECT_TRUE(std::isnan(g[i])) << lv.name << " i=" << i;
+      else
+        EXPECT_EQ(g[i], y[i] * 2.0f) << lv.name << " i=" << i;
     }
   }
 }
@@ -363,8 +438,8 @@ TEST(CpuSimd, SumSquares8MatchScalar) {
       double lv[8] = {0.5, -1, 2, 0, 1e300, 3, -7, 1e-300};
       fn(n8, x.data(), lv);
       for (int k = 0; k < 8; ++k)
-        EXPECT_EQ(std::memcmp(&lv[k], &ref[k], sizeof(double)), 0) << name << " n8=" << n8 << " lane " << k << ": "
-                                                                   << lv[k] << " vs " << ref[k];
+        EXPECT_EQ(std::memcmp(&lv[k], &ref[k], sizeof(double)), 0)
+            << name << " n8=" << n8 << " lane " << k << ": " << lv[k] << " vs " << ref[k];
     }
     (void)got;
   }
@@ -375,8 +450,8 @@ TEST(CpuSimd, SumSquares8MatchScalar) {
 TEST(CpuSimd, CvtF32F16StridedMatchesScalar) {
   std::vector<float> x(300);
   kt::FillUniform(x, 78, -70000.f, 70000.f);
-  const float specials[] = {0.f, -0.f, INFINITY, -INFINITY, NAN, 65504.f, 65520.f, 5.9604645e-8f, 2.9802322e-8f,
-                            1e-10f, -1e-5f, 0.33333334f};
+  const float specials[] = {0.f,     -0.f,          INFINITY,      -INFINITY, NAN,    65504.f,
+                            65520.f, 5.9604645e-8f, 2.9802322e-8f, 1e-10f,    -1e-5f, 0.33333334f};
   std::copy(std::begin(specials), std::end(specials), x.begin());
   const size_t src_stride = 3 * sizeof(float), dst_stride = 10;  // every third float, 10 bytes apart
   const int64_t n = int64_t(x.size() / 3);
@@ -384,7 +459,8 @@ TEST(CpuSimd, CvtF32F16StridedMatchesScalar) {
   if (DetectIsa() >= IsaLevel::kAvx2) levels.push_back(avx2::CvtF32F16Strided);
   for (CvtF32F16StridedFn fn : levels) {
     std::vector<uint8_t> out(size_t(n) * dst_stride, 0xAB);
-    fn(n, reinterpret_cast<const char*>(x.data()), src_stride, reinterpret_cast<char*>(out.data()), dst_stride);
+    fn(n, reinterpret_cast<const char*>(x.data()), src_stride, reinterpret_cast<char*>(out.data()),
+       dst_stride);
     for (int64_t i = 0; i < n; ++i) {
       uint16_t h;
       std::memcpy(&h, &out[size_t(i) * dst_stride], 2);
@@ -416,13 +492,16 @@ TEST(CpuSimd, DISABLED_SiluBench) {
       for (int c = 0; c < calls; ++c) levels[l].swiglu(n, x.data(), b.data(), y.data());
       auto t2 = std::chrono::steady_clock::now();
       sink = sink + y[size_t(round)];
-      best_silu[l] = std::min(best_silu[l], std::chrono::duration<double, std::nano>(t1 - t0).count() / (double(calls) * n));
-      best_glu[l] = std::min(best_glu[l], std::chrono::duration<double, std::nano>(t2 - t1).count() / (double(calls) * n));
+      best_silu[l] = std::min(
+          best_silu[l], std::chrono::duration<double, std::nano>(t1 - t0).count() / (double(calls) * n));
+      best_glu[l] = std::min(best_glu[l],
+                             std::chrono::duration<double, std::nano>(t2 - t1).count() / (double(calls) * n));
     }
   }
   for (size_t l = 0; l < levels.size(); ++l)
-    std::printf("[silu bench] n=%lld %-7s silu %.3f ns/elem (x%.1f)  swiglu %.3f ns/elem (x%.1f)\n", (long long)n,
-                levels[l].name, best_silu[l], best_silu[0] / best_silu[l], best_glu[l], best_glu[0] / best_glu[l]);
+    std::printf("[silu bench] n=%lld %-7s silu %.3f ns/elem (x%.1f)  swiglu %.3f ns/elem (x%.1f)\n",
+                (long long)n, levels[l].name, best_silu[l], best_silu[0] / best_silu[l], best_glu[l],
+                best_glu[0] / best_glu[l]);
 }
 
 }  // namespace

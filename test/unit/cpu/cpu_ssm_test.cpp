@@ -36,7 +36,8 @@ TEST(CpuConcat, EveryDimWithStridedSources) {
   for (int i = 0; i < 24; ++i) {
     const int dim = i % 4;
     const bool transposed_b = i % 3 == 0;  // b as a transposed view (mamba: the new columns, dim 0)
-    int64_t ne[4] = {1 + int64_t(rng() % 7), 1 + int64_t(rng() % 5), 1 + int64_t(rng() % 4), 1 + int64_t(rng() % 3)};
+    int64_t ne[4] = {1 + int64_t(rng() % 7), 1 + int64_t(rng() % 5), 1 + int64_t(rng() % 4),
+                     1 + int64_t(rng() % 3)};
     int64_t bne[4] = {ne[0], ne[1], ne[2], ne[3]};
     bne[dim] = 1 + int64_t(rng() % 6);
     Tensor a(GgmlType::F32, ne[0] + 2, ne[1], ne[2], ne[3]);  // padded rows: a is not contiguous
@@ -65,7 +66,8 @@ TEST(CpuConcat, EveryDimWithStridedSources) {
             const bool from_a = j[dim] < ne[dim];
             if (!from_a) j[dim] -= ne[dim];
             const double want = AtF(from_a ? av : bv, j[0], j[1], j[2], j[3]);
-            ASSERT_EQ(dst.at(i0, i1, i2, i3), want) << "dim " << dim << (transposed_b ? " (b transposed)" : "");
+            ASSERT_EQ(dst.at(i0, i1, i2, i3), want)
+                << "dim " << dim << (transposed_b ? " (b transposed)" : "");
           }
   }
   Tensor a(GgmlType::F32, 3, 2), b(GgmlType::F32, 3, 3), d(GgmlType::F32, 6, 2);
@@ -79,8 +81,7 @@ TEST(CpuSsmConv, RandomShapes) {
   for (int i = 0; i < 16; ++i) {
     // The last case is large enough for the threaded path (>= 8192 multiply-adds).
     const int64_t d_conv = 1 + int64_t(rng() % 5), d_inner = i == 15 ? 901 : 1 + int64_t(rng() % 37),
-                  n_t = 1 + int64_t(rng() % 11),
-                  n_s = 1 + int64_t(rng() % 3);
+                  n_t = 1 + int64_t(rng() % 11), n_s = 1 + int64_t(rng() % 3);
     Tensor sx(GgmlType::F32, d_conv - 1 + n_t + 1, d_inner, n_s);  // one column of padding per row
     Tensor c(GgmlType::F32, d_conv, d_inner);
     Fill(sx, 100 + i);
@@ -108,8 +109,7 @@ TEST(CpuSsmScan, RandomShapesAgainstTheRecurrence) {
   std::mt19937 rng(5);
   for (int i = 0; i < 12; ++i) {
     const int64_t d_state = 1 + int64_t(rng() % 17), d_inner = i == 11 ? 777 : 1 + int64_t(rng() % 13),
-                  n_t = 1 + int64_t(rng() % 9),
-                  n_s = 1 + int64_t(rng() % 3);
+                  n_t = 1 + int64_t(rng() % 9), n_s = 1 + int64_t(rng() % 3);
     Tensor s(GgmlType::F32, d_state, d_inner, n_s);
     Tensor x(GgmlType::F32, d_inner, n_t, n_s);
     Tensor dt(GgmlType::F32, d_inner, n_t, n_s);
@@ -128,8 +128,8 @@ TEST(CpuSsmScan, RandomShapesAgainstTheRecurrence) {
     Status st = SsmScan(ctx, s.v, x.v, dt.v, A.v, B, C, dst.v);
     ASSERT_TRUE(st.ok()) << st.ToString();
     auto at = [](const TensorView& v, int64_t i0, int64_t i1, int64_t i2) {
-      return double(*reinterpret_cast<const float*>(static_cast<const char*>(v.data) + i0 * v.nb[0] + i1 * v.nb[1] +
-                                                    i2 * v.nb[2]));
+      return double(*reinterpret_cast<const float*>(static_cast<const char*>(v.data) + i0 * v.nb[0] +
+                                                    i1 * v.nb[1] + i2 * v.nb[2]));
     };
     // h_t = exp(delta * A) * h_{t-1} + delta * B_t * x_t, y_t = C_t . h_t, delta = softplus(dt).
     for (int64_t q = 0; q < n_s; ++q)
@@ -144,17 +144,20 @@ TEST(CpuSsmScan, RandomShapesAgainstTheRecurrence) {
             h[k] = std::exp(delta * A.at(k, r)) * h[k] + delta * at(B, k, t, q) * x.at(r, t, q);
             y += at(C, k, t, q) * h[k];
           }
-          ASSERT_NEAR(dst.f32()[(q * n_t + t) * d_inner + r], y, 1e-4 * (1 + std::fabs(y))) << "y r " << r << " t " << t;
+          ASSERT_NEAR(dst.f32()[(q * n_t + t) * d_inner + r], y, 1e-4 * (1 + std::fabs(y)))
+              << "y r " << r << " t " << t;
         }
         for (int64_t k = 0; k < d_state; ++k)
-          ASSERT_NEAR(dst.f32()[d_inner * n_t * n_s + (q * d_inner + r) * d_state + k], h[k], 1e-4 * (1 + std::fabs(h[k])))
+          ASSERT_NEAR(dst.f32()[d_inner * n_t * n_s + (q * d_inner + r) * d_state + k], h[k],
+                      1e-4 * (1 + std::fabs(h[k])))
               << "final state";
       }
   }
   Tensor s(GgmlType::F32, 4, 3), x(GgmlType::F32, 3, 2), A(GgmlType::F32, 4, 3), B(GgmlType::F32, 4, 2);
   Tensor small(GgmlType::F32, 10);
   auto ctx = Ctx();
-  EXPECT_EQ(SsmScan(ctx, s.v, x.v, x.v, A.v, B.v, B.v, small.v).code(), StatusCode::kInvalidArgument);  // dst too small
+  EXPECT_EQ(SsmScan(ctx, s.v, x.v, x.v, A.v, B.v, B.v, small.v).code(),
+            StatusCode::kInvalidArgument);  // dst too small
   Tensor A2(GgmlType::F32, 4, 4), dst(GgmlType::F32, 18);
   EXPECT_EQ(SsmScan(ctx, s.v, x.v, x.v, A2.v, B.v, B.v, dst.v).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(SsmScan(ctx, s.v, x.v, x.v, A.v, B.v, B.v, dst.v).ok());

@@ -50,7 +50,8 @@ std::vector<TypeCase> Cases() {
   std::vector<TypeCase> out;
   for (GgmlType t : all)
     if (GetGemmKernels(t, kLayoutPlain, IsaLevel::kScalar)) out.push_back({t, kLayoutPlain});
-  if (GetGemmKernels(GgmlType::Q4_0, kLayoutQ4_0x8, IsaLevel::kScalar)) out.push_back({GgmlType::Q4_0, kLayoutQ4_0x8});
+  if (GetGemmKernels(GgmlType::Q4_0, kLayoutQ4_0x8, IsaLevel::kScalar))
+    out.push_back({GgmlType::Q4_0, kLayoutQ4_0x8});
   return out;
 }
 
@@ -107,19 +108,37 @@ std::vector<uint8_t> MakeWeights(GgmlType t, int64_t K, int64_t rows, uint32_t s
       std::memset(&out[o], t == GgmlType::Q8_0 ? (even ? 0x7F : 0x80) : (even ? 0xFF : 0x00), bs);
     }
     switch (t) {
-      case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: case GgmlType::IQ4_NL:
+      case GgmlType::Q4_0:
+      case GgmlType::Q5_0:
+      case GgmlType::Q8_0:
+      case GgmlType::IQ4_NL:
         put(o, d(rng));
         break;
-      case GgmlType::Q4_1: case GgmlType::Q5_1:
+      case GgmlType::Q4_1:
+      case GgmlType::Q5_1:
         put(o, d(rng));
         put(o + 2, extreme ? 0.05f : d(rng) - 0.025f);
         break;
-      case GgmlType::Q2_K: put(o + 80, d(rng)); put(o + 82, d(rng)); break;
-      case GgmlType::Q3_K: put(o + 108, d(rng)); break;
-      case GgmlType::Q4_K: case GgmlType::Q5_K: put(o, d(rng)); put(o + 2, d(rng)); break;
-      case GgmlType::Q6_K: put(o + 208, d(rng)); break;
-      case GgmlType::IQ4_XS: put(o, d(rng)); break;
-      default: break;
+      case GgmlType::Q2_K:
+        put(o + 80, d(rng));
+        put(o + 82, d(rng));
+        break;
+      case GgmlType::Q3_K:
+        put(o + 108, d(rng));
+        break;
+      case GgmlType::Q4_K:
+      case GgmlType::Q5_K:
+        put(o, d(rng));
+        put(o + 2, d(rng));
+        break;
+      case GgmlType::Q6_K:
+        put(o + 208, d(rng));
+        break;
+      case GgmlType::IQ4_XS:
+        put(o, d(rng));
+        break;
+      default:
+        break;
     }
   }
   return out;
@@ -130,11 +149,14 @@ struct Weights {
   std::vector<uint8_t> plain, packed, strided;
   std::vector<float> deq;  // dequantized, row-major (row = n + N * (i2 + ne02 * i3))
   TensorView v;
-  Weights(const TypeCase& tc, int64_t K, int64_t N, int64_t ne02, int64_t ne03, uint32_t seed, bool extreme = false,
-          size_t row_pad = 0) {
+  Weights(const TypeCase& tc, int64_t K, int64_t N, int64_t ne02, int64_t ne03, uint32_t seed,
+          bool extreme = false, size_t row_pad = 0) {
     plain = MakeWeights(tc.type, K, N * ne02 * ne03, seed, extreme);
     v.type = tc.type;
-    v.ne[0] = K; v.ne[1] = N; v.ne[2] = ne02; v.ne[3] = ne03;
+    v.ne[0] = K;
+    v.ne[1] = N;
+    v.ne[2] = ne02;
+    v.ne[3] = ne03;
     SetContiguousStrides(v);
     v.data = plain.data();
     deq.resize(size_t(K * N * ne02 * ne03));
@@ -144,8 +166,8 @@ struct Weights {
     if (row_pad > 0) {  // the same rows, row_pad bytes (and one more row per matrix) apart
       strided.assign((v.nb[1] + row_pad) * size_t(N + 1) * size_t(ne02 * ne03), 0xFF);
       for (int64_t r = 0; r < N * ne02 * ne03; ++r)
-        std::memcpy(&strided[(v.nb[1] + row_pad) * size_t(r % N + (N + 1) * (r / N))], &plain[v.nb[1] * size_t(r)],
-                    v.nb[1]);
+        std::memcpy(&strided[(v.nb[1] + row_pad) * size_t(r % N + (N + 1) * (r / N))],
+                    &plain[v.nb[1] * size_t(r)], v.nb[1]);
       v.nb[1] += row_pad;
       v.nb[2] = v.nb[1] * size_t(N + 1);
       v.nb[3] = v.nb[2] * size_t(ne02);
@@ -175,22 +197,40 @@ struct Act {
   Act(int64_t K_, int64_t M_, int64_t ne12_, int64_t ne13_, Layout layout, size_t offset_bytes, uint32_t seed)
       : K(K_), M(M_), ne12(ne12_), ne13(ne13_) {
     v.type = GgmlType::F32;
-    v.ne[0] = K; v.ne[1] = M; v.ne[2] = ne12; v.ne[3] = ne13;
+    v.ne[0] = K;
+    v.ne[1] = M;
+    v.ne[2] = ne12;
+    v.ne[3] = ne13;
     switch (layout) {
       case Layout::kContig:
-        v.nb[0] = 4; v.nb[1] = 4 * K; v.nb[2] = v.nb[1] * M; v.nb[3] = v.nb[2] * ne12;
+        v.nb[0] = 4;
+        v.nb[1] = 4 * K;
+        v.nb[2] = v.nb[1] * M;
+        v.nb[3] = v.nb[2] * ne12;
         break;
       case Layout::kPermuted:
-        v.nb[0] = 4; v.nb[2] = 4 * K; v.nb[1] = v.nb[2] * ne12; v.nb[3] = v.nb[1] * M;
+        v.nb[0] = 4;
+        v.nb[2] = 4 * K;
+        v.nb[1] = v.nb[2] * ne12;
+        v.nb[3] = v.nb[1] * M;
         break;
       case Layout::kGathered:
-        v.nb[1] = 4; v.nb[0] = 4 * M; v.nb[2] = v.nb[0] * K; v.nb[3] = v.nb[2] * ne12;
+        v.nb[1] = 4;
+        v.nb[0] = 4 * M;
+        v.nb[2] = v.nb[0] * K;
+        v.nb[3] = v.nb[2] * ne12;
         break;
       case Layout::kPadded:
-        v.nb[0] = 4; v.nb[1] = 4 * (K + 5); v.nb[2] = v.nb[1] * (M + 3); v.nb[3] = v.nb[2] * ne12;
+        v.nb[0] = 4;
+        v.nb[1] = 4 * (K + 5);
+        v.nb[2] = v.nb[1] * (M + 3);
+        v.nb[3] = v.nb[2] * ne12;
         break;
       case Layout::kOverlap:
-        v.nb[0] = 4; v.nb[1] = 32; v.nb[2] = 32 * size_t(M - 1) + 4 * size_t(K); v.nb[3] = v.nb[2] * ne12;
+        v.nb[0] = 4;
+        v.nb[1] = 32;
+        v.nb[2] = 32 * size_t(M - 1) + 4 * size_t(K);
+        v.nb[3] = v.nb[2] * ne12;
         break;
     }
     // No slack after the last element (ASan sees any read past it); padding bytes 0xAB (finite).
@@ -206,7 +246,9 @@ struct Act {
   uint8_t* Ptr(int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     return static_cast<uint8_t*>(v.data) + i0 * v.nb[0] + i1 * v.nb[1] + i2 * v.nb[2] + i3 * v.nb[3];
   }
-  void Set(int64_t i0, int64_t i1, int64_t i2, int64_t i3, float x) { std::memcpy(Ptr(i0, i1, i2, i3), &x, 4); }
+  void Set(int64_t i0, int64_t i1, int64_t i2, int64_t i3, float x) {
+    std::memcpy(Ptr(i0, i1, i2, i3), &x, 4);
+  }
   float Get(int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     float x;
     std::memcpy(&x, Ptr(i0, i1, i2, i3), 4);
@@ -222,8 +264,14 @@ struct Dst {
   TensorView v;
   Dst(int64_t N, int64_t M, int64_t ne12, int64_t ne13, int64_t pad1, int64_t pad2) {
     v.type = GgmlType::F32;
-    v.ne[0] = N; v.ne[1] = M; v.ne[2] = ne12; v.ne[3] = ne13;
-    v.nb[0] = 4; v.nb[1] = 4 * size_t(N + pad1); v.nb[2] = v.nb[1] * size_t(M + pad2); v.nb[3] = v.nb[2] * size_t(ne12);
+    v.ne[0] = N;
+    v.ne[1] = M;
+    v.ne[2] = ne12;
+    v.ne[3] = ne13;
+    v.nb[0] = 4;
+    v.nb[1] = 4 * size_t(N + pad1);
+    v.nb[2] = v.nb[1] * size_t(M + pad2);
+    v.nb[3] = v.nb[2] * size_t(ne12);
     buf.assign(v.nb[3] / 4 * size_t(ne13) + 16, kSentinel);
     v.data = buf.data();
   }
@@ -236,7 +284,8 @@ struct Dst {
     for (int64_t i3 = 0; i3 < v.ne[3]; ++i3)
       for (int64_t i2 = 0; i2 < v.ne[2]; ++i2)
         for (int64_t m = 0; m < v.ne[1]; ++m)
-          for (int64_t n = 0; n < v.ne[0]; ++n) in[(m * v.nb[1] + i2 * v.nb[2] + i3 * v.nb[3]) / 4 + size_t(n)] = true;
+          for (int64_t n = 0; n < v.ne[0]; ++n)
+            in[(m * v.nb[1] + i2 * v.nb[2] + i3 * v.nb[3]) / 4 + size_t(n)] = true;
     int64_t bad = 0;
     for (size_t i = 0; i < buf.size(); ++i)
       if (!in[i] && !(buf[i] == kSentinel)) ++bad;
@@ -276,17 +325,19 @@ struct Problem {
 
 std::string Describe(const Problem& p, IsaLevel isa, int nt) {
   char b[256];
-  std::snprintf(b, sizeof b, "%s K=%lld N=%lld M=%lld src0 x%lldx%lld src1 x%lldx%lld layout=%d off=%zu pad=%lld/%lld isa=%d nt=%d",
-                Name(p.tc).c_str(), (long long)p.K, (long long)p.N, (long long)p.M, (long long)p.ne02,
-                (long long)p.ne03, (long long)p.ne12, (long long)p.ne13, int(p.layout), p.offset, (long long)p.pad1,
-                (long long)p.pad2, int(isa), nt);
+  std::snprintf(
+      b, sizeof b,
+      "%s K=%lld N=%lld M=%lld src0 x%lldx%lld src1 x%lldx%lld layout=%d off=%zu pad=%lld/%lld isa=%d nt=%d",
+      Name(p.tc).c_str(), (long long)p.K, (long long)p.N, (long long)p.M, (long long)p.ne02,
+      (long long)p.ne03, (long long)p.ne12, (long long)p.ne13, int(p.layout), p.offset, (long long)p.pad1,
+      (long long)p.pad2, int(isa), nt);
   return b;
 }
 
 // Runs the problem through MulMat (GEMM path when M >= kGemmMinCols) and checks it against the
 // per-column reference, the dst padding, and (optionally) `poison` columns for non-finite rules.
-void Check(const Problem& p, const std::vector<int>& threads, const std::vector<IsaLevel>& levels, uint32_t seed,
-           bool extreme = false, void (*mutate)(Act&) = nullptr) {
+void Check(const Problem& p, const std::vector<int>& threads, const std::vector<IsaLevel>& levels,
+           uint32_t seed, bool extreme = false, void (*mutate)(Act&) = nullptr) {
   Weights w(p.tc, p.K, p.N, p.ne02, p.ne03, seed, extreme, p.src0_row_pad);
   Act a(p.K, p.M, p.ne12, p.ne13, p.layout, p.offset, seed + 7);
   if (extreme) {
@@ -332,11 +383,11 @@ void Check(const Problem& p, const std::vector<int>& threads, const std::vector<
                 // where the GEMM gives +-inf, so only finiteness is compared there.
                 ok = !std::isfinite(r) && !std::isfinite(g);
                 if (isa == IsaLevel::kScalar) ok = ok && (std::isnan(r) ? std::isnan(g) : g == r);
-              }
-              else ok = std::fabs(double(g) - r) <= kRelTol * S + 1e-30 || (std::isinf(S) && std::isfinite(g));
+              } else
+                ok = std::fabs(double(g) - r) <= kRelTol * S + 1e-30 || (std::isinf(S) && std::isfinite(g));
               if (!ok && ++bad <= 5)
-                ADD_FAILURE() << what << ": dst[n=" << n << ", m=" << m << ", " << i2 << ", " << i3 << "] gemm " << g
-                              << " vs vec_dot " << r << " (S " << S << ")";
+                ADD_FAILURE() << what << ": dst[n=" << n << ", m=" << m << ", " << i2 << ", " << i3
+                              << "] gemm " << g << " vs vec_dot " << r << " (S " << S << ")";
             }
         }
       EXPECT_EQ(bad, 0) << what;
@@ -350,7 +401,8 @@ TEST(GemmEdgeCases, CasesHaveKernels) {
   std::string names;
   for (const auto& c : cases) names += Name(c) + " ";
   EXPECT_GE(cases.size(), 10u) << names;
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K})
+  for (GgmlType t :
+       {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K})
     EXPECT_NE(GetGemmKernels(t, kLayoutPlain, IsaLevel::kScalar), nullptr) << GgmlTypeName(t);
   std::printf("GEMM types: %s\n", names.c_str());
 }
@@ -399,16 +451,24 @@ TEST(GemmEdgeCases, ViewsBroadcastThreads) {
     const int64_t bs = BlockSize(tc.type);
     const int64_t K = bs == 1 ? 45 : bs * 2;
     int seed = 1;
-    for (Layout l : {Layout::kContig, Layout::kPermuted, Layout::kGathered, Layout::kPadded, Layout::kOverlap}) {
+    for (Layout l :
+         {Layout::kContig, Layout::kPermuted, Layout::kGathered, Layout::kPadded, Layout::kOverlap}) {
       Problem p{tc, K, 24, 11};
-      p.ne02 = 2; p.ne03 = 2; p.ne12 = 6; p.ne13 = 2;
+      p.ne02 = 2;
+      p.ne03 = 2;
+      p.ne12 = 6;
+      p.ne13 = 2;
       p.layout = l;
       p.offset = l == Layout::kContig ? 4 : (l == Layout::kPadded ? 12 : 0);
-      p.pad1 = 3; p.pad2 = 2;
+      p.pad1 = 3;
+      p.pad2 = 2;
       Check(p, {1, 3, 7}, {IsaLevel::kScalar, DetectIsa()}, uint32_t(seed++));
     }
     Problem q{tc, K, 40, 8};  // broadcast over dim 3 (ne13 / ne03 = 3), gathered src1
-    q.ne02 = 1; q.ne03 = 1; q.ne12 = 2; q.ne13 = 3;
+    q.ne02 = 1;
+    q.ne03 = 1;
+    q.ne12 = 2;
+    q.ne13 = 3;
     q.layout = Layout::kGathered;
     Check(q, {2}, {DetectIsa()}, 123);
   }
@@ -478,7 +538,8 @@ TEST(GemmEdgeCases, StridedSrc0) {
     if (tc.layout != kLayoutPlain) continue;  // Q4_0x8 requires plain row strides (checked by MulMat)
     const int64_t bs = BlockSize(tc.type);
     Problem p{tc, bs == 1 ? 40 : bs * 2, 20, 10};
-    p.ne02 = 2; p.ne12 = 4;
+    p.ne02 = 2;
+    p.ne12 = 4;
     p.src0_row_pad = 2 * GetTypeTraits(tc.type).type_size;
     Check(p, {1, 2}, {IsaLevel::kScalar, DetectIsa()}, 77);
   }
@@ -490,9 +551,12 @@ TEST(GemmEdgeCases, KChunkBoundaries) {
   for (const TypeCase& tc : Cases()) {
     const int64_t bs = BlockSize(tc.type);
     std::vector<int64_t> Ks;
-    if (bs == 1) Ks = {1023, 1025, 2049};
-    else if (bs == 32) Ks = {32 * 31, 32 * 32, 32 * 33, 32 * 64, 32 * 65, 32 * 97};
-    else Ks = {256 * 7, 256 * 13};
+    if (bs == 1)
+      Ks = {1023, 1025, 2049};
+    else if (bs == 32)
+      Ks = {32 * 31, 32 * 32, 32 * 33, 32 * 64, 32 * 65, 32 * 97};
+    else
+      Ks = {256 * 7, 256 * 13};
     for (int64_t K : Ks) {
       Problem p{tc, K, 16, 9};
       Check(p, {1}, Levels(), uint32_t(K));
@@ -523,13 +587,15 @@ TEST(GemmEdgeCases, ZeroK) {
       for (int64_t M : {int64_t(1), kGemmMinCols, int64_t(70)}) {
         TensorView w;
         w.type = tc.type;
-        w.ne[0] = 0; w.ne[1] = 20;
+        w.ne[0] = 0;
+        w.ne[1] = 20;
         SetContiguousStrides(w);
         uint8_t dummy[64] = {};
         w.data = dummy;
         TensorView a;
         a.type = GgmlType::F32;
-        a.ne[0] = 0; a.ne[1] = M;
+        a.ne[0] = 0;
+        a.ne[1] = M;
         SetContiguousStrides(a);
         a.data = dummy;
         Dst d(20, M, 1, 1, 0, 0);
@@ -541,7 +607,8 @@ TEST(GemmEdgeCases, ZeroK) {
         int64_t bad = 0;
         for (int64_t m = 0; m < M; ++m)
           for (int64_t n = 0; n < 20; ++n) bad += !(d.At(n, m, 0, 0) == 0.0f);
-        EXPECT_EQ(bad, 0) << Name(tc) << " isa=" << int(isa) << " M=" << M << ": dst[0,0] = " << d.At(0, 0, 0, 0);
+        EXPECT_EQ(bad, 0) << Name(tc) << " isa=" << int(isa) << " M=" << M
+                          << ": dst[0,0] = " << d.At(0, 0, 0, 0);
       }
     }
   }
@@ -566,7 +633,11 @@ TEST(GemmEdgeCases, WorkBufferReuseAcrossShapes) {
     const int64_t bs = BlockSize(tc.type);
     ComputeContext shared;
     shared.max_isa = DetectIsa();
-    struct S { int64_t K, N, M; Layout l; int nt; };
+    struct S {
+      int64_t K, N, M;
+      Layout l;
+      int nt;
+    };
     const S shapes[] = {{bs * 8, 16, 8, Layout::kContig, 1},   {bs * 1, 64, 200, Layout::kContig, 2},
                         {bs * 4, 16, 9, Layout::kGathered, 7}, {bs * 16, 40, 70, Layout::kPermuted, 3},
                         {bs * 2, 8, 8, Layout::kGathered, 2},  {bs * 8, 16, 130, Layout::kContig, 1}};
@@ -694,7 +765,8 @@ TEST(GemmEdgeCases, NanActivationsGiveNaN) {
       int64_t nonfinite_other = 0;
       for (int64_t m = 0; m < M; ++m)
         for (int64_t n = 0; n < N; ++n)
-          if (m != 1 && m != 5) nonfinite_other += !std::isfinite(ref.At(n, m, 0, 0)) + !std::isfinite(got.At(n, m, 0, 0));
+          if (m != 1 && m != 5)
+            nonfinite_other += !std::isfinite(ref.At(n, m, 0, 0)) + !std::isfinite(got.At(n, m, 0, 0));
       EXPECT_EQ(nonfinite_other, 0) << Name(tc) << " isa=" << int(isa);
     }
   }

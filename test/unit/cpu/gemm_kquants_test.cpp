@@ -13,8 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <ctime>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -264,8 +264,10 @@ TEST(GemmKQuants, FromFloatEqualsQuantizeRowQ8_K) {
       EXPECT_EQ(std::memcmp(a + 256, ref[b].bsums, 32), 0) << "isa " << int(isa) << " block " << b;
       float d;
       std::memcpy(&d, a + 304, 4);
-      if (b >= 6) EXPECT_TRUE(std::isnan(d) && std::isnan(ref[b].d)) << "isa " << int(isa) << " block " << b;
-      else EXPECT_EQ(std::memcmp(&d, &ref[b].d, 4), 0) << "isa " << int(isa) << " block " << b << ": " << d;
+      if (b >= 6)
+        EXPECT_TRUE(std::isnan(d) && std::isnan(ref[b].d)) << "isa " << int(isa) << " block " << b;
+      else
+        EXPECT_EQ(std::memcmp(&d, &ref[b].d, 4), 0) << "isa " << int(isa) << " block " << b << ": " << d;
       for (int j = 0; j < 8; ++j) {
         int16_t s32;
         std::memcpy(&s32, a + 288 + 2 * j, 2);

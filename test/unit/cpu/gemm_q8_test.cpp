@@ -20,9 +20,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <limits>
 #include <random>
-#include <ctime>
 
 #include "gemm.h"
 #include "kernels.h"
@@ -85,7 +85,10 @@ struct Weights {
         std::memset(&plain[o + head], tc.type == GgmlType::Q8_0 ? 0x7F : 0xFF, bs - head);
     }
     v.type = tc.type;
-    v.ne[0] = K; v.ne[1] = N; v.ne[2] = ne2; v.ne[3] = 1;
+    v.ne[0] = K;
+    v.ne[1] = N;
+    v.ne[2] = ne2;
+    v.ne[3] = 1;
     SetContiguousStrides(v);
     v.data = plain.data();
     if (tc.layout == kLayoutQ4_0x8) {
@@ -125,8 +128,10 @@ Ref RefDot(const TypeCase& tc, const uint8_t* wrow, const float* x, int64_t K) {
       const uint8_t* qs = blk + (tc.type == GgmlType::Q5_1 ? 8 : 4);
       long isum_abs = 0;
       for (int j = 0; j < 16; ++j) {
-        const int q0 = (qs[j] & 0x0F) | int(((qh >> j) & 1u) << 4), q1 = (qs[j] >> 4) | int(((qh >> (j + 16)) & 1u) << 4);
-        isum_abs += long(q0) * std::abs(int(q[size_t(b)].qs[j])) + long(q1) * std::abs(int(q[size_t(b)].qs[j + 16]));
+        const int q0 = (qs[j] & 0x0F) | int(((qh >> j) & 1u) << 4),
+                  q1 = (qs[j] >> 4) | int(((qh >> (j + 16)) & 1u) << 4);
+        isum_abs +=
+            long(q0) * std::abs(int(q[size_t(b)].qs[j])) + long(q1) * std::abs(int(q[size_t(b)].qs[j + 16]));
       }
       terms += std::fabs(double(Fp16ToFp32(dh)) * Fp16ToFp32(q[size_t(b)].d)) * double(isum_abs) +
                std::fabs(double(Fp16ToFp32(mh)) * Fp16ToFp32(q[size_t(b)].s));
@@ -159,8 +164,8 @@ struct Aligned {
 // extreme: every weight at its largest stored value and every activation +127 (x = +1) or -127
 // (x = -1): the largest integer sums, where a saturating int16 chain would show.
 void CheckKernels(const TypeCase& tc, int64_t K, int nr, int nc, uint32_t seed, float extreme = 0.f) {
-  SCOPED_TRACE(Name(tc) + " K=" + std::to_string(K) + " nr=" + std::to_string(nr) + " nc=" + std::to_string(nc) +
-               " extreme=" + std::to_string(extreme));
+  SCOPED_TRACE(Name(tc) + " K=" + std::to_string(K) + " nr=" + std::to_string(nr) +
+               " nc=" + std::to_string(nc) + " extreme=" + std::to_string(extreme));
   const GemmKernels* sk = GetGemmKernelsQ8(tc.type, tc.layout, IsaLevel::kScalar);
   ASSERT_NE(sk, nullptr);
   const int64_t N = 32;  // the panel is rows 16..16+nr of a 32-row matrix
@@ -170,7 +175,7 @@ void CheckKernels(const TypeCase& tc, int64_t K, int nr, int nc, uint32_t seed, 
   if (extreme != 0.f) std::fill(x.begin(), x.end(), extreme);
   const size_t arow = sk->act_row_bytes(K);
   ASSERT_EQ(arow % 64, 0u);
-  Aligned act(arow * size_t(nc)), panel(sk->panel_bytes(K));
+  Aligned act(arow * size_t(nc)), panel(sk -> panel_bytes(K));
   for (int c = 0; c < nc; ++c) sk->from_float(x.data() + size_t(c) * size_t(K), act.p + size_t(c) * arow, K);
   const char* wbase = static_cast<const char*>(w.v.data) + 16 * w.v.nb[1];
   sk->pack(K, wbase, w.v.nb[1], nr, tc.layout, panel.p);
@@ -193,8 +198,9 @@ void CheckKernels(const TypeCase& tc, int64_t K, int nr, int nc, uint32_t seed, 
     const GemmKernels* vk = GetGemmKernelsQ8(tc.type, tc.layout, isa);
     ASSERT_NE(vk, nullptr);
     std::fill(d1.begin(), d1.end(), -7.f);
-    Aligned act2(vk->act_row_bytes(K) * size_t(nc)), panel2(vk->panel_bytes(K));
-    for (int c = 0; c < nc; ++c) vk->from_float(x.data() + size_t(c) * size_t(K), act2.p + size_t(c) * arow, K);
+    Aligned act2(vk->act_row_bytes(K) * size_t(nc)), panel2(vk -> panel_bytes(K));
+    for (int c = 0; c < nc; ++c)
+      vk->from_float(x.data() + size_t(c) * size_t(K), act2.p + size_t(c) * arow, K);
     ASSERT_EQ(std::memcmp(act2.p, act.p, arow * size_t(nc)), 0) << "activation rows differ";
     vk->pack(K, wbase, w.v.nb[1], nr, tc.layout, panel2.p);
     ASSERT_EQ(std::memcmp(panel2.p, panel.p, vk->panel_bytes(K)), 0) << "panels differ";
@@ -205,15 +211,17 @@ void CheckKernels(const TypeCase& tc, int64_t K, int nr, int nc, uint32_t seed, 
     const GemmKernels* bk = GetGemmKernelsQ8(tc.type, tc.layout, isa, /*batch_invariant=*/true);
     if (bk == nullptr || bk == vk || tc.type == GgmlType::IQ4_NL) continue;  // IQ4_NL: two orders, as ggml
     const size_t brow = bk->act_row_bytes(K);
-    Aligned act3(brow * size_t(nc)), panel3(bk->panel_bytes(K));
-    for (int c = 0; c < nc; ++c) bk->from_float(x.data() + size_t(c) * size_t(K), act3.p + size_t(c) * brow, K);
+    Aligned act3(brow * size_t(nc)), panel3(bk -> panel_bytes(K));
+    for (int c = 0; c < nc; ++c)
+      bk->from_float(x.data() + size_t(c) * size_t(K), act3.p + size_t(c) * brow, K);
     bk->pack(K, wbase, w.v.nb[1], nr, tc.layout, panel3.p);
     std::fill(d1.begin(), d1.end(), -7.f);
     bk->kernel(K, panel3.p, act3.p, brow, nc, d1.data(), ds, nr);
     const TypeKernels* tk = GetTypeKernels(tc.type, isa);
     const size_t vrow = RowSize(tk->vec_dot_type, K);
     std::vector<uint8_t> xq(vrow * size_t(nc));
-    for (int c = 0; c < nc; ++c) tk->from_float(x.data() + size_t(c) * size_t(K), xq.data() + size_t(c) * vrow, K);
+    for (int c = 0; c < nc; ++c)
+      tk->from_float(x.data() + size_t(c) * size_t(K), xq.data() + size_t(c) * vrow, K);
     for (int c = 0; c < nc; ++c)
       for (int r = 0; size_t(r) < ds; ++r) {
         const float got = d1[size_t(c) * ds + size_t(r)];
@@ -223,8 +231,8 @@ void CheckKernels(const TypeCase& tc, int64_t K, int nr, int nc, uint32_t seed, 
         }
         float want;
         tk->vec_dot(K, &want, w.PlainRow(16 + r), xq.data() + size_t(c) * vrow);
-        ASSERT_EQ(std::memcmp(&got, &want, 4), 0)
-            << "batch-invariant kernel != vec_dot at row " << r << " col " << c << ": " << got << " vs " << want;
+        ASSERT_EQ(std::memcmp(&got, &want, 4), 0) << "batch-invariant kernel != vec_dot at row " << r
+                                                  << " col " << c << ": " << got << " vs " << want;
       }
   }
 }
@@ -254,7 +262,11 @@ TEST(GemmQ8, ActivationsEqualQuantizeRowQ8_0Act) {
   std::vector<float> x(static_cast<size_t>(K));
   kt::FillUniform(x, 3, -3.f, 3.f);
   // Exact ties x * (127 / amax) = n + 0.5 are rounded half to even by both: block 1 has amax 127.
-  x[32] = 127.f; x[33] = 0.5f; x[34] = 1.5f; x[35] = -2.5f; x[36] = -0.5f;
+  x[32] = 127.f;
+  x[33] = 0.5f;
+  x[34] = 1.5f;
+  x[35] = -2.5f;
+  x[36] = -0.5f;
   for (int j = 64; j < 96; ++j) x[size_t(j)] = 0.f;  // an all-zero block
   // Non-finite blocks (d = NaN, qs = 0, correction 0): block 5 a NaN in its second half, block 6
   // an inf first (the AVX-512 quantizer used to overflow the correction on vcvtps2dq's INT_MIN).
@@ -263,31 +275,33 @@ TEST(GemmQ8, ActivationsEqualQuantizeRowQ8_0Act) {
   std::vector<BlockQ8_0> q(size_t(K / 32));
   QuantizeRowQ8_0Act(x.data(), q.data(), K);
   for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
-  const GemmKernels* k = GetGemmKernelsQ8(GgmlType::Q4_0, kLayoutPlain, isa);
-  if (k == nullptr) continue;  // no VNNI: the vec_dot path
-  SCOPED_TRACE("isa " + std::to_string(int(isa)));
-  std::vector<uint8_t> act(k->act_row_bytes(K));
-  k->from_float(x.data(), act.data(), K);
-  for (int64_t b = 0; b < K / 32; ++b) {
-    // 72-byte records: qs[32], d, corr[8] (biased by the bits of 1.5 * 2^23), corr_total.
-    const uint8_t* rec = act.data() + size_t(b) * 72;
-    EXPECT_EQ(std::memcmp(rec, q[size_t(b)].qs, 32), 0) << b;
-    float d;
-    int32_t corr[8], total;
-    std::memcpy(&d, rec + 32, 4);
-    std::memcpy(corr, rec + 36, 32);
-    std::memcpy(&total, rec + 68, 4);
-    if (b >= 5) EXPECT_TRUE(std::isnan(d) && std::isnan(HalfToFloat(q[size_t(b)].d))) << b;
-    else EXPECT_EQ(d, HalfToFloat(q[size_t(b)].d)) << b;
-    int sum = 0;
-    for (int s = 0; s < 8; ++s) {
-      int part = 0;
-      for (int j = 4 * s; j < 4 * s + 4; ++j) part += q[size_t(b)].qs[j];
-      EXPECT_EQ(corr[s], -8 * part + 0x4B400000) << b << " k-step " << s;  // Q4_0's zero point
-      sum += part;
+    const GemmKernels* k = GetGemmKernelsQ8(GgmlType::Q4_0, kLayoutPlain, isa);
+    if (k == nullptr) continue;  // no VNNI: the vec_dot path
+    SCOPED_TRACE("isa " + std::to_string(int(isa)));
+    std::vector<uint8_t> act(k->act_row_bytes(K));
+    k->from_float(x.data(), act.data(), K);
+    for (int64_t b = 0; b < K / 32; ++b) {
+      // 72-byte records: qs[32], d, corr[8] (biased by the bits of 1.5 * 2^23), corr_total.
+      const uint8_t* rec = act.data() + size_t(b) * 72;
+      EXPECT_EQ(std::memcmp(rec, q[size_t(b)].qs, 32), 0) << b;
+      float d;
+      int32_t corr[8], total;
+      std::memcpy(&d, rec + 32, 4);
+      std::memcpy(corr, rec + 36, 32);
+      std::memcpy(&total, rec + 68, 4);
+      if (b >= 5)
+        EXPECT_TRUE(std::isnan(d) && std::isnan(HalfToFloat(q[size_t(b)].d))) << b;
+      else
+        EXPECT_EQ(d, HalfToFloat(q[size_t(b)].d)) << b;
+      int sum = 0;
+      for (int s = 0; s < 8; ++s) {
+        int part = 0;
+        for (int j = 4 * s; j < 4 * s + 4; ++j) part += q[size_t(b)].qs[j];
+        EXPECT_EQ(corr[s], -8 * part + 0x4B400000) << b << " k-step " << s;  // Q4_0's zero point
+        sum += part;
+      }
+      EXPECT_EQ(total, -8 * sum) << b;
     }
-    EXPECT_EQ(total, -8 * sum) << b;
-  }
   }
 }
 
@@ -354,23 +368,36 @@ void CheckMulMat(const TypeCase& tc, int64_t K, int64_t N, int64_t M, bool permu
   std::vector<float> src1_buf(x.size());
   TensorView b;
   b.type = GgmlType::F32;
-  b.ne[0] = K; b.ne[1] = M; b.ne[2] = ne12; b.ne[3] = 1;
+  b.ne[0] = K;
+  b.ne[1] = M;
+  b.ne[2] = ne12;
+  b.ne[3] = 1;
   if (!permuted_src1) {
     SetContiguousStrides(b);
     src1_buf = x;
   } else {  // element (k, m, i2) at ((i2 * K + k) * M + m) floats
-    b.nb[0] = size_t(M) * 4; b.nb[1] = 4; b.nb[2] = size_t(K * M) * 4; b.nb[3] = b.nb[2] * size_t(ne12);
+    b.nb[0] = size_t(M) * 4;
+    b.nb[1] = 4;
+    b.nb[2] = size_t(K * M) * 4;
+    b.nb[3] = b.nb[2] * size_t(ne12);
     for (int64_t i2 = 0; i2 < ne12; ++i2)
       for (int64_t m = 0; m < M; ++m)
-        for (int64_t k = 0; k < K; ++k) src1_buf[size_t((i2 * K + k) * M + m)] = x[size_t((i2 * M + m) * K + k)];
+        for (int64_t k = 0; k < K; ++k)
+          src1_buf[size_t((i2 * K + k) * M + m)] = x[size_t((i2 * M + m) * K + k)];
   }
   b.data = src1_buf.data();
   const int64_t pad = padded_dst ? 5 : 0;
   std::vector<float> out(size_t((N + pad) * M * ne12), -9.f);
   TensorView d;
   d.type = GgmlType::F32;
-  d.ne[0] = N; d.ne[1] = M; d.ne[2] = ne12; d.ne[3] = 1;
-  d.nb[0] = 4; d.nb[1] = size_t(N + pad) * 4; d.nb[2] = d.nb[1] * size_t(M); d.nb[3] = d.nb[2] * size_t(ne12);
+  d.ne[0] = N;
+  d.ne[1] = M;
+  d.ne[2] = ne12;
+  d.ne[3] = 1;
+  d.nb[0] = 4;
+  d.nb[1] = size_t(N + pad) * 4;
+  d.nb[2] = d.nb[1] * size_t(M);
+  d.nb[3] = d.nb[2] * size_t(ne12);
   d.data = out.data();
 
   std::vector<float> scalar_out;
@@ -398,17 +425,22 @@ void CheckMulMat(const TypeCase& tc, int64_t K, int64_t N, int64_t M, bool permu
                   << "n " << n << " m " << m << " i2 " << i2 << " isa " << int(isa) << " nt " << nt;
             } else if (tc.layout == kLayoutPlain) {
               // vec_dot path; the SIMD dots have their own accumulation order.
-              if (isa == IsaLevel::kScalar) ASSERT_EQ(got, ref.value) << "n " << n << " m " << m << " i2 " << i2;
-              else ASSERT_LE(std::fabs(got - ref.value), 2 * ref.bound) << "n " << n << " m " << m;
+              if (isa == IsaLevel::kScalar)
+                ASSERT_EQ(got, ref.value) << "n " << n << " m " << m << " i2 " << i2;
+              else
+                ASSERT_LE(std::fabs(got - ref.value), 2 * ref.bound) << "n " << n << " m " << m;
             } else {
-              ASSERT_LE(std::fabs(got - ref.value), ref.bound) << "n " << n << " m " << m;  // Q4_0x8 gemv: fma
+              ASSERT_LE(std::fabs(got - ref.value), ref.bound)
+                  << "n " << n << " m " << m;  // Q4_0x8 gemv: fma
             }
           }
         }
       if (gemm) {
-        if (scalar_out.empty()) scalar_out = out;
-        else ASSERT_EQ(std::memcmp(out.data(), scalar_out.data(), out.size() * 4), 0)
-            << "GEMM result depends on level/threads (isa " << int(isa) << " nt " << nt << ")";
+        if (scalar_out.empty())
+          scalar_out = out;
+        else
+          ASSERT_EQ(std::memcmp(out.data(), scalar_out.data(), out.size() * 4), 0)
+              << "GEMM result depends on level/threads (isa " << int(isa) << " nt " << nt << ")";
       }
     }
 }
@@ -416,11 +448,11 @@ void CheckMulMat(const TypeCase& tc, int64_t K, int64_t N, int64_t M, bool permu
 TEST(GemmQ8, MulMatDriver) {
   uint32_t seed = 1000;
   for (const TypeCase& tc : kCases) {
-    CheckMulMat(tc, 64, 40, 8, false, false, seed++);   // short last panel (8 rows), exactly kGemmMinCols
-    CheckMulMat(tc, 96, 24, 70, true, true, seed++);    // two column chunks, gathered src1, padded dst
-    CheckMulMat(tc, 256, 72, 19, false, true, seed++);  // several panel groups
-    CheckMulMat(tc, 64, 16, 200, false, false, seed++); // few panel groups: columns split over items
-    CheckMulMat(tc, 32, 16, 3, false, false, seed++);   // below kGemmMinCols: vec_dot path
+    CheckMulMat(tc, 64, 40, 8, false, false, seed++);    // short last panel (8 rows), exactly kGemmMinCols
+    CheckMulMat(tc, 96, 24, 70, true, true, seed++);     // two column chunks, gathered src1, padded dst
+    CheckMulMat(tc, 256, 72, 19, false, true, seed++);   // several panel groups
+    CheckMulMat(tc, 64, 16, 200, false, false, seed++);  // few panel groups: columns split over items
+    CheckMulMat(tc, 32, 16, 3, false, false, seed++);    // below kGemmMinCols: vec_dot path
     if (HasFatalFailure()) return;
   }
 }
@@ -429,64 +461,70 @@ TEST(GemmQ8, DISABLED_Bench) {
   if (!(DetectIsa() >= IsaLevel::kAvx512Vnni)) GTEST_SKIP() << "no AVX512-VNNI";
   for (int64_t K : {2048, 5632}) {
     for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512Vnni})
-    for (GgmlType kt_type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
-    const GemmKernels* k = GetGemmKernelsQ8(kt_type, kLayoutPlain, isa);
-    const int nc = 64;
-    std::vector<uint8_t> wrows = RandomRows(kt_type, K, 16, 5);
-    std::vector<float> x(size_t(K) * nc);
-    kt::FillUniform(x, 6);
-    const size_t arow = k->act_row_bytes(K);
-    Aligned act(arow * nc), panel(k->panel_bytes(K));
-    for (int c = 0; c < nc; ++c) k->from_float(x.data() + size_t(c) * size_t(K), act.p + size_t(c) * arow, K);
-    k->pack(K, wrows.data(), RowSize(kt_type, K), 16, kLayoutPlain, panel.p);
-    std::vector<float> d(16 * nc);
-    // Thread CPU time (the machine is shared: time spent descheduled does not count), best of 15.
-    const int reps = 40;
-    double best = 1e30;
-    auto cpu_now = [] {
-      timespec ts;
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-      return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-    };
-    for (int t = 0; t < 15; ++t) {
-      const double t0 = cpu_now();
-      for (int i = 0; i < reps; ++i) k->kernel(K, panel.p, act.p, arow, nc, d.data(), 16, 16);
-      best = std::min(best, cpu_now() - t0);
-    }
-    std::printf("GemmQ8 %s kernel %s 16 x %d x K=%lld: %.1f GOPS (1 thread)\n",
-                isa == IsaLevel::kAvx2 ? "AVX2" : "VNNI", GgmlTypeName(kt_type), nc, (long long)K,
-                2.0 * 16 * nc * double(K) * reps / best * 1e-9);
-    {  // baseline: the vec_dot path's per-element dots of the same level on the same data
-      const TypeKernels* tk = GetTypeKernels(kt_type, isa);
-      std::vector<BlockQ8_0> q(size_t(K / 32) * nc);
-      for (int c = 0; c < nc; ++c) QuantizeRowQ8_0Act(x.data() + size_t(c) * size_t(K), q.data() + size_t(c) * size_t(K / 32), K);
-      const size_t rs = RowSize(kt_type, K);
-      double vbest = 1e30;
-      for (int t = 0; t < 15; ++t) {
-        const double t0 = cpu_now();
-        for (int i = 0; i < reps / 4; ++i)
-          for (int c = 0; c < nc; ++c)
-            for (int r = 0; r < 16; ++r) tk->vec_dot(K, &d[size_t(c) * 16 + size_t(r)], wrows.data() + size_t(r) * rs, q.data() + size_t(c) * size_t(K / 32));
-        vbest = std::min(vbest, cpu_now() - t0);
-      }
-      std::printf("  vec_dot path, same level: %.1f GOPS\n", 2.0 * 16 * nc * double(K) * (reps / 4) / vbest * 1e-9);
-    }
-    if (isa != IsaLevel::kAvx512Vnni || kt_type != GgmlType::Q8_0) continue;
-    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
-      std::vector<uint8_t> rows = RandomRows(t, K, 16, 7);
-      for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512Vnni}) {
-        const GemmKernels* pk = GetGemmKernelsQ8(t, kLayoutPlain, isa);
-        double pbest = 1e30;
-        for (int tr = 0; tr < 15; ++tr) {
+      for (GgmlType kt_type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+        const GemmKernels* k = GetGemmKernelsQ8(kt_type, kLayoutPlain, isa);
+        const int nc = 64;
+        std::vector<uint8_t> wrows = RandomRows(kt_type, K, 16, 5);
+        std::vector<float> x(size_t(K) * nc);
+        kt::FillUniform(x, 6);
+        const size_t arow = k->act_row_bytes(K);
+        Aligned act(arow * nc), panel(k->panel_bytes(K));
+        for (int c = 0; c < nc; ++c)
+          k->from_float(x.data() + size_t(c) * size_t(K), act.p + size_t(c) * arow, K);
+        k->pack(K, wrows.data(), RowSize(kt_type, K), 16, kLayoutPlain, panel.p);
+        std::vector<float> d(16 * nc);
+        // Thread CPU time (the machine is shared: time spent descheduled does not count), best of 15.
+        const int reps = 40;
+        double best = 1e30;
+        auto cpu_now = [] {
+          timespec ts;
+          clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+          return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+        };
+        for (int t = 0; t < 15; ++t) {
           const double t0 = cpu_now();
-          for (int i = 0; i < reps; ++i) pk->pack(K, rows.data(), RowSize(t, K), 16, kLayoutPlain, panel.p);
-          pbest = std::min(pbest, cpu_now() - t0);
+          for (int i = 0; i < reps; ++i) k->kernel(K, panel.p, act.p, arow, nc, d.data(), 16, 16);
+          best = std::min(best, cpu_now() - t0);
         }
-        std::printf("  pack %s 16 x K=%lld (%s): %.2f us per panel\n", GgmlTypeName(t), (long long)K,
-                    isa == IsaLevel::kScalar ? "scalar" : "avx512", pbest / reps * 1e6);
+        std::printf("GemmQ8 %s kernel %s 16 x %d x K=%lld: %.1f GOPS (1 thread)\n",
+                    isa == IsaLevel::kAvx2 ? "AVX2" : "VNNI", GgmlTypeName(kt_type), nc, (long long)K,
+                    2.0 * 16 * nc * double(K) * reps / best * 1e-9);
+        {  // baseline: the vec_dot path's per-element dots of the same level on the same data
+          const TypeKernels* tk = GetTypeKernels(kt_type, isa);
+          std::vector<BlockQ8_0> q(size_t(K / 32) * nc);
+          for (int c = 0; c < nc; ++c)
+            QuantizeRowQ8_0Act(x.data() + size_t(c) * size_t(K), q.data() + size_t(c) * size_t(K / 32), K);
+          const size_t rs = RowSize(kt_type, K);
+          double vbest = 1e30;
+          for (int t = 0; t < 15; ++t) {
+            const double t0 = cpu_now();
+            for (int i = 0; i < reps / 4; ++i)
+              for (int c = 0; c < nc; ++c)
+                for (int r = 0; r < 16; ++r)
+                  tk->vec_dot(K, &d[size_t(c) * 16 + size_t(r)], wrows.data() + size_t(r) * rs,
+                              q.data() + size_t(c) * size_t(K / 32));
+            vbest = std::min(vbest, cpu_now() - t0);
+          }
+          std::printf("  vec_dot path, same level: %.1f GOPS\n",
+                      2.0 * 16 * nc * double(K) * (reps / 4) / vbest * 1e-9);
+        }
+        if (isa != IsaLevel::kAvx512Vnni || kt_type != GgmlType::Q8_0) continue;
+        for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+          std::vector<uint8_t> rows = RandomRows(t, K, 16, 7);
+          for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx512Vnni}) {
+            const GemmKernels* pk = GetGemmKernelsQ8(t, kLayoutPlain, isa);
+            double pbest = 1e30;
+            for (int tr = 0; tr < 15; ++tr) {
+              const double t0 = cpu_now();
+              for (int i = 0; i < reps; ++i)
+                pk->pack(K, rows.data(), RowSize(t, K), 16, kLayoutPlain, panel.p);
+              pbest = std::min(pbest, cpu_now() - t0);
+            }
+            std::printf("  pack %s 16 x K=%lld (%s): %.2f us per panel\n", GgmlTypeName(t), (long long)K,
+                        isa == IsaLevel::kScalar ? "scalar" : "avx512", pbest / reps * 1e6);
+          }
+        }
       }
-    }
-    }
   }
 }
 
@@ -494,7 +532,9 @@ TEST(GemmQ8, DISABLED_Bench) {
 // thread, thread CPU time (best of 3): conversion + packing + kernel together.
 TEST(GemmQ8, DISABLED_BenchMulMat) {
   if (!(DetectIsa() >= IsaLevel::kAvx512Vnni)) GTEST_SKIP() << "no AVX512-VNNI";
-  struct Shape { int64_t K, N; };
+  struct Shape {
+    int64_t K, N;
+  };
   for (const TypeCase& tc : {kCases[0], kCases[2]})
     for (Shape sh : {Shape{2048, 2048}, Shape{2048, 5632}, Shape{5632, 2048}}) {
       const int64_t M = 512;
@@ -511,8 +551,9 @@ TEST(GemmQ8, DISABLED_BenchMulMat) {
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
         best = std::min(best, double(t1.tv_sec - t0.tv_sec) + 1e-9 * double(t1.tv_nsec - t0.tv_nsec));
       }
-      std::printf("MulMat %s K=%lld N=%lld M=%lld: %.1f GOPS (1 thread, %.2f ms)\n", Name(tc).c_str(), (long long)sh.K,
-                  (long long)sh.N, (long long)M, 2.0 * double(sh.K * sh.N * M) / best * 1e-9, best * 1e3);
+      std::printf("MulMat %s K=%lld N=%lld M=%lld: %.1f GOPS (1 thread, %.2f ms)\n", Name(tc).c_str(),
+                  (long long)sh.K, (long long)sh.N, (long long)M, 2.0 * double(sh.K * sh.N * M) / best * 1e-9,
+                  best * 1e3);
       ctx.n_threads = 2;  // wall time, best of 5 (on a shared machine only a rough figure)
       double best2 = 1e30;
       for (int t = 0; t < 5; ++t) {
@@ -520,7 +561,8 @@ TEST(GemmQ8, DISABLED_BenchMulMat) {
         ASSERT_TRUE(MulMat(ctx, w.v, b.v, d.v).ok());
         best2 = std::min(best2, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       }
-      std::printf("    2 threads: %.1f GOPS (wall, %.2f ms)\n", 2.0 * double(sh.K * sh.N * M) / best2 * 1e-9, best2 * 1e3);
+      std::printf("    2 threads: %.1f GOPS (wall, %.2f ms)\n", 2.0 * double(sh.K * sh.N * M) / best2 * 1e-9,
+                  best2 * 1e3);
     }
 }
 

@@ -17,7 +17,10 @@ struct Tensor {
   TensorView v;
   Tensor(GgmlType type, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1) {
     v.type = type;
-    v.ne[0] = ne0; v.ne[1] = ne1; v.ne[2] = ne2; v.ne[3] = ne3;
+    v.ne[0] = ne0;
+    v.ne[1] = ne1;
+    v.ne[2] = ne2;
+    v.ne[3] = ne3;
     SetContiguousStrides(v);
     buf.assign(v.nb[3] * size_t(ne3) + 64, 0);
     v.data = buf.data();
@@ -27,9 +30,16 @@ struct Tensor {
   int32_t* i32() { return reinterpret_cast<int32_t*>(buf.data()); }
   /// Element (i0..i3) of an F32/F16 tensor through the view's strides, as double.
   double at(int64_t i0, int64_t i1 = 0, int64_t i2 = 0, int64_t i3 = 0) const {
-    const uint8_t* p = static_cast<const uint8_t*>(v.data) + i0 * v.nb[0] + i1 * v.nb[1] + i2 * v.nb[2] + i3 * v.nb[3];
-    if (v.type == GgmlType::F16) { uint16_t h; std::memcpy(&h, p, 2); return Fp16ToFp32(h); }
-    float f; std::memcpy(&f, p, 4); return f;
+    const uint8_t* p =
+        static_cast<const uint8_t*>(v.data) + i0 * v.nb[0] + i1 * v.nb[1] + i2 * v.nb[2] + i3 * v.nb[3];
+    if (v.type == GgmlType::F16) {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return Fp16ToFp32(h);
+    }
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
   }
 };
 
@@ -43,8 +53,10 @@ inline void FillUniform(std::vector<float>& x, uint32_t seed, float lo = -1.f, f
 inline void Fill(Tensor& t, uint32_t seed, float lo = -1.f, float hi = 1.f) {
   std::vector<float> x(size_t(t.v.nelements()));
   FillUniform(x, seed, lo, hi);
-  if (t.v.type == GgmlType::F32) std::memcpy(t.buf.data(), x.data(), x.size() * 4);
-  else for (size_t i = 0; i < x.size(); ++i) t.u16()[i] = Fp32ToFp16(x[i]);
+  if (t.v.type == GgmlType::F32)
+    std::memcpy(t.buf.data(), x.data(), x.size() * 4);
+  else
+    for (size_t i = 0; i < x.size(); ++i) t.u16()[i] = Fp32ToFp16(x[i]);
 }
 
 inline float RoundF16(float x) { return Fp16ToFp32(Fp32ToFp16(x)); }
@@ -57,15 +69,33 @@ inline std::vector<uint8_t> RandomBlocks(GgmlType type, int64_t n, uint32_t seed
   std::vector<uint8_t> out(bytes);
   for (auto& b : out) b = uint8_t(rng());
   std::uniform_real_distribution<float> d(0.001f, 0.05f);
-  auto put = [&](size_t off, float v) { const uint16_t h = Fp32ToFp16(v); std::memcpy(&out[off], &h, 2); };
+  auto put = [&](size_t off, float v) {
+    const uint16_t h = Fp32ToFp16(v);
+    std::memcpy(&out[off], &h, 2);
+  };
   for (size_t o = 0; o < bytes; o += bs) {
     switch (type) {
-      case GgmlType::Q2_K: put(o + 80, d(rng)); put(o + 82, d(rng)); break;
-      case GgmlType::Q3_K: put(o + 108, d(rng)); break;
-      case GgmlType::Q4_K: case GgmlType::Q5_K: put(o, d(rng)); put(o + 2, d(rng)); break;
-      case GgmlType::Q6_K: put(o + 208, d(rng)); break;
-      case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: put(o, d(rng)); break;
-      default: break;
+      case GgmlType::Q2_K:
+        put(o + 80, d(rng));
+        put(o + 82, d(rng));
+        break;
+      case GgmlType::Q3_K:
+        put(o + 108, d(rng));
+        break;
+      case GgmlType::Q4_K:
+      case GgmlType::Q5_K:
+        put(o, d(rng));
+        put(o + 2, d(rng));
+        break;
+      case GgmlType::Q6_K:
+        put(o + 208, d(rng));
+        break;
+      case GgmlType::IQ4_NL:
+      case GgmlType::IQ4_XS:
+        put(o, d(rng));
+        break;
+      default:
+        break;
     }
   }
   return out;

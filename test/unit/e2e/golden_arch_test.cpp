@@ -5,11 +5,11 @@
 // = n_ubatch = 256, 1 thread) and reduced as golden-long (test/data/golden-arch/README.md has the
 // exact commands). The models are rebuilt here with gguf-synth's library from the arguments the
 // golden records; the golden's FNV-1a 64 hash of the file proves it is the file llama.cpp read.
-// Checks (the project's golden tolerances): the stored logits of the prompt positions within 0.02 (F32) / 0.30
-// (quantized: the goldens' llama.cpp is newer than the numerics we follow, see golden_long_test);
-// top-1 of every prompt position equal or a near-tie within the tolerance; for F32 models the 24
-// greedy tokens equal llama.cpp's. Also the prompt decoded at once (GEMM / grouped experts) agrees
-// with the prompt decoded token by token (vec_dot; recurrent state carried between ubatches).
+// Checks (the project's golden tolerances): the stored logits of the prompt positions within 0.02 (F32) /
+// 0.30 (quantized: the goldens' llama.cpp is newer than the numerics we follow, see golden_long_test); top-1
+// of every prompt position equal or a near-tie within the tolerance; for F32 models the 24 greedy tokens
+// equal llama.cpp's. Also the prompt decoded at once (GEMM / grouped experts) agrees with the prompt decoded
+// token by token (vec_dot; recurrent state carried between ubatches).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -17,7 +17,6 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "from_probe.h"
@@ -187,8 +186,9 @@ TEST(GoldenArchRepack, MixtralQ4_0ExpertsInCpuRepack) {
   }
   EXPECT_LE(vs_plain, 0.05f) << "CPU_REPACK experts vs plain experts";
   EXPECT_LE(vs_golden, 0.30f) << "CPU_REPACK experts vs llama.cpp";
-  std::printf("[ mixtral-q4_0 CPU_REPACK ] %.2f MiB repacked, max |logit diff| vs plain %.5f, vs llama.cpp %.5f\n",
-              repack_bytes / 1048576.0, vs_plain, vs_golden);
+  std::printf(
+      "[ mixtral-q4_0 CPU_REPACK ] %.2f MiB repacked, max |logit diff| vs plain %.5f, vs llama.cpp %.5f\n",
+      repack_bytes / 1048576.0, vs_plain, vs_golden);
   std::remove(model.c_str());
 }
 
@@ -232,31 +232,33 @@ TEST(GoldenArchSwa, Phi3WindowHidesOlderTokens) {
       diff_old = std::max(diff_old, std::fabs(a[i] - b[i]));
       diff_recent = std::max(diff_recent, std::fabs(a[i] - c[i]));
     }
-    EXPECT_EQ(diff_old, 0.f) << (at_once ? "at once" : "token by token") << ": a token outside the window changed the logits";
-    EXPECT_GT(diff_recent, 1e-4f) << (at_once ? "at once" : "token by token") << ": a token inside the window did not count";
+    EXPECT_EQ(diff_old, 0.f) << (at_once ? "at once" : "token by token")
+                             << ": a token outside the window changed the logits";
+    EXPECT_GT(diff_recent, 1e-4f) << (at_once ? "at once" : "token by token")
+                                  << ": a token inside the window did not count";
   }
   std::remove(model.c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, GoldenArch,
-                         ::testing::Values(Case{"mixtral-f32", "mixtral", GgmlType::F32},
-                                           Case{"mixtral-q4_0", "mixtral", GgmlType::Q4_0},
-                                           Case{"qwen2moe-f32", "qwen2moe", GgmlType::F32},
-                                           Case{"qwen2moe-q8_0", "qwen2moe", GgmlType::Q8_0},
-                                           Case{"phi3-f32", "phi3", GgmlType::F32, "synthetic-phi"},
-                                           Case{"phi3-q4_0", "phi3", GgmlType::Q4_0, "synthetic-phi"},
-                                           // LongRoPE: n_ctx 256 within the training context (2048)
-                                           // takes the short factors, beyond it (128) the long ones
-                                           Case{"phi3-ropefactors-short-f32", "phi3", GgmlType::F32, "synthetic-phi", true},
-                                           Case{"phi3-ropefactors-long-f32", "phi3", GgmlType::F32, "synthetic-phi", true, 128},
-                                           Case{"mamba-f32", "mamba", GgmlType::F32},
-                                           Case{"mamba-q8_0", "mamba", GgmlType::Q8_0}),
-                         [](const ::testing::TestParamInfo<Case>& i) {
-                           std::string n = i.param.name;
-                           for (char& ch : n)
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Archs, GoldenArch,
+    ::testing::Values(Case{"mixtral-f32", "mixtral", GgmlType::F32},
+                      Case{"mixtral-q4_0", "mixtral", GgmlType::Q4_0},
+                      Case{"qwen2moe-f32", "qwen2moe", GgmlType::F32},
+                      Case{"qwen2moe-q8_0", "qwen2moe", GgmlType::Q8_0},
+                      Case{"phi3-f32", "phi3", GgmlType::F32, "synthetic-phi"},
+                      Case{"phi3-q4_0", "phi3", GgmlType::Q4_0, "synthetic-phi"},
+                      // LongRoPE: n_ctx 256 within the training context (2048)
+                      // takes the short factors, beyond it (128) the long ones
+                      Case{"phi3-ropefactors-short-f32", "phi3", GgmlType::F32, "synthetic-phi", true},
+                      Case{"phi3-ropefactors-long-f32", "phi3", GgmlType::F32, "synthetic-phi", true, 128},
+                      Case{"mamba-f32", "mamba", GgmlType::F32}, Case{"mamba-q8_0", "mamba", GgmlType::Q8_0}),
+    [](const ::testing::TestParamInfo<Case>& i) {
+      std::string n = i.param.name;
+      for (char& ch : n)
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return n;
+    });
 
 }  // namespace
 }  // namespace stowage

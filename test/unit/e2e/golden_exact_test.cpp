@@ -177,7 +177,8 @@ TEST_P(GoldenExact, LlamaCppNumericsGivesLlamaCppsBits) {
   const Outcome r =
       Generate(model, prompt, int(greedy.size()), /*numerics=*/true, v.isa, n_ctx, flash_attn, c.n_threads());
   EXPECT_EQ(r.greedy, greedy);
-  EXPECT_EQ(r.hash, g["logits_xxh64"].get<std::string>()) << "some logit differs from llama.cpp's in some bit";
+  EXPECT_EQ(r.hash, g["logits_xxh64"].get<std::string>())
+      << "some logit differs from llama.cpp's in some bit";
   if (std::string(c.set).empty() && (name == "stories260K-Q8_0" || name == "stories260K-Q4_0")) {
     // The default kernels: another summation order in the prompt's GEMM, another result.
     const Outcome d =
@@ -220,14 +221,16 @@ TEST_P(GoldenExactMoe, LlamaCppNumericsGivesLlamaCppsBits) {
   const std::string fnv = test::FileFnv1a64(model);
   if (fnv != g["model_fnv1a64"].get<std::string>()) {
     std::remove(model.c_str());
-    FAIL() << "the synthetic model differs from the one the golden was made from: regenerate (make_goldens.sh)";
+    FAIL()
+        << "the synthetic model differs from the one the golden was made from: regenerate (make_goldens.sh)";
   }
   const auto prompt = g["prompt_tokens"].get<std::vector<int32_t>>();
   const auto greedy = g["greedy"].get<std::vector<int32_t>>();
   const Outcome r = Generate(model, prompt, int(greedy.size()), /*numerics=*/true, v.isa);
   std::remove(model.c_str());
   EXPECT_EQ(r.greedy, greedy);
-  EXPECT_EQ(r.hash, g["logits_xxh64"].get<std::string>()) << "some logit differs from llama.cpp's in some bit";
+  EXPECT_EQ(r.hash, g["logits_xxh64"].get<std::string>())
+      << "some logit differs from llama.cpp's in some bit";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenExactMoe,

@@ -4,9 +4,8 @@
 
 #include <cmath>
 #include <fstream>
-#include <optional>
-
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "plan_probed.h"
 #include "stowage/runtime/session.h"
@@ -17,10 +16,10 @@ namespace {
 
 struct Case {
   const char* model;
-  float tol;  // max |logit - golden| (0.02 for F32/F16 models, 0.25 for quantized)
-  bool flash_attn = false;  // llama.cpp -fa on: FLASH_ATTN_EXT over an untransposed V cache
+  float tol;                         // max |logit - golden| (0.02 for F32/F16 models, 0.25 for quantized)
+  bool flash_attn = false;           // llama.cpp -fa on: FLASH_ATTN_EXT over an untransposed V cache
   GgmlType type_kv = GgmlType::F16;  // K and V cache type
-  uint32_t n_ubatch = 512;  // below the prompt length: the prompt is decoded in several ubatches
+  uint32_t n_ubatch = 512;           // below the prompt length: the prompt is decoded in several ubatches
   /// With flash attention: the golden in test/data/golden-fa (llama.cpp -fa on; README.md there).
   const char* golden_fa = nullptr;
   std::optional<GgmlType> type_v;  // the V cache type when it differs from type_kv
@@ -44,7 +43,8 @@ TEST_P(GoldenLogits, PromptLogitsAndGreedy) {
   const std::string model = test::ModelPath(c.model);
   const std::string golden_path =
       c.golden_fa ? std::string(STOWAGE_TEST_DATA_DIR) + "/golden-fa/" + c.golden_fa + ".json"
-                  : test::GoldenDir() + "/logits/" + std::string(c.model).substr(0, std::string(c.model).size() - 5) + ".json";
+                  : test::GoldenDir() + "/logits/" +
+                        std::string(c.model).substr(0, std::string(c.model).size() - 5) + ".json";
   STOWAGE_REQUIRE_FILE(model);
   STOWAGE_REQUIRE_FILE(golden_path);
   std::ifstream in(golden_path);

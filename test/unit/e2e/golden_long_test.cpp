@@ -31,7 +31,6 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "plan_cpu.h"
@@ -54,7 +53,8 @@ class GoldenLongPrompt : public ::testing::TestWithParam<Case> {
   void SetUp() override {
     const Case c = GetParam();
     model_ = test::ModelPath(std::string(c.name) + ".gguf");
-    if (!test::FileExists(model_)) GTEST_SKIP() << "skipped: " << model_ << " not found (shared models absent)";
+    if (!test::FileExists(model_))
+      GTEST_SKIP() << "skipped: " << model_ << " not found (shared models absent)";
     const std::string golden_path = std::string(STOWAGE_TEST_DATA_DIR) + "/golden-long/" + c.name + ".json";
     std::ifstream in(golden_path);
     ASSERT_TRUE(in.good()) << golden_path;
@@ -101,19 +101,21 @@ TEST_P(GoldenLongPrompt, GemmPathMatchesTokenByToken) {
   std::printf("[ %s ] max |logit diff| GEMM vs token by token = %.5f\n", c.name, max_diff);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Models, GoldenLongPrompt,
-    ::testing::Values(Case{"stories260K", false}, Case{"stories260K-F16", false}, Case{"stories260K-Q8_0", true},
-                      Case{"stories260K-Q4_0", true}, Case{"stories260K-Q4_K_M", true},
-                      Case{"llama-2-tiny-random", false}, Case{"tiny-tied-f32", false}, Case{"tiny-tied-q4_0", true},
-                      Case{"tiny-untied-q4_0", true}, Case{"tiny8-untied-q4_0", true}, Case{"synth-Q4_K_M", true},
-                      Case{"synth-Q6_K", true}, Case{"synth-Q2_K", true}, Case{"synth-IQ4_XS", true}),
-    [](const ::testing::TestParamInfo<Case>& i) {
-      std::string n = i.param.name;
-      for (char& ch : n)
-        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(Models, GoldenLongPrompt,
+                         ::testing::Values(Case{"stories260K", false}, Case{"stories260K-F16", false},
+                                           Case{"stories260K-Q8_0", true}, Case{"stories260K-Q4_0", true},
+                                           Case{"stories260K-Q4_K_M", true},
+                                           Case{"llama-2-tiny-random", false}, Case{"tiny-tied-f32", false},
+                                           Case{"tiny-tied-q4_0", true}, Case{"tiny-untied-q4_0", true},
+                                           Case{"tiny8-untied-q4_0", true}, Case{"synth-Q4_K_M", true},
+                                           Case{"synth-Q6_K", true}, Case{"synth-Q2_K", true},
+                                           Case{"synth-IQ4_XS", true}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           std::string n = i.param.name;
+                           for (char& ch : n)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace stowage

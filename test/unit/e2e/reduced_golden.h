@@ -11,10 +11,9 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "plan_probed.h"
 #include "stowage/runtime/session.h"
@@ -73,7 +72,8 @@ inline void ExpectMatchesReducedGolden(const nlohmann::json& golden, const std::
 
 /// Greedy continuation after the prompt whose last logits row is `last` (n_vocab values): decodes
 /// golden["greedy"].size() tokens one by one on `s` and expects them equal to the golden's.
-inline void ExpectGreedyMatchesGolden(const nlohmann::json& golden, Session& s, const float* last, int n_vocab) {
+inline void ExpectGreedyMatchesGolden(const nlohmann::json& golden, Session& s, const float* last,
+                                      int n_vocab) {
   const auto greedy = golden["greedy"].get<std::vector<int32_t>>();
   int32_t next = int32_t(std::max_element(last, last + n_vocab) - last);
   std::vector<int32_t> got;

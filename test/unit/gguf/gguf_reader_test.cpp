@@ -1,5 +1,4 @@
 #include <dirent.h>
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -124,7 +123,9 @@ TEST(GgufReader, GettersRefuseValuesThatDoNotFit) {
   GgufWriter w;
   ASSERT_TRUE(w.AddKV("u32s", GgufMetaValue::ArrayU32({1, 4294967295u})).ok());
   ASSERT_TRUE(w.AddKV("i64s", GgufMetaValue::ArrayI64({-5, (int64_t{1} << 40) | 3})).ok());
-  ASSERT_TRUE(w.AddKV("u64s", GgufMetaValue::RawArray(GgufValueType::UINT64, 1, "\xff\xff\xff\xff\xff\xff\xff\xff")).ok());
+  ASSERT_TRUE(
+      w.AddKV("u64s", GgufMetaValue::RawArray(GgufValueType::UINT64, 1, "\xff\xff\xff\xff\xff\xff\xff\xff"))
+          .ok());
   ASSERT_TRUE(w.AddKV("fine", GgufMetaValue::ArrayI64({-2147483648LL, 2147483647LL, 0})).ok());
   ASSERT_TRUE(w.AddKV("big", GgufMetaValue::F64(1e300)).ok());
   ASSERT_TRUE(w.AddKV("inf", GgufMetaValue::F64(INFINITY)).ok());

@@ -1,5 +1,6 @@
 // gguf-synth's library: numeric building blocks, every architecture's names/shapes/keys, seeds,
 // header-only presets at real sizes, and its errors.
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -7,8 +8,6 @@
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "stowage/runtime/gguf.h"
 #include "stowage/runtime/gguf_writer.h"
@@ -45,10 +44,10 @@ TEST(GgufSynth, Fp16EveryHalfRoundTrips) {
 
 TEST(GgufSynth, Fp16Rounding) {
   EXPECT_EQ(synth::Fp32ToFp16(0.1f), 0x2E66);
-  EXPECT_EQ(synth::Fp32ToFp16(65520.0f), 0x7C00);                   // rounds up to inf
+  EXPECT_EQ(synth::Fp32ToFp16(65520.0f), 0x7C00);  // rounds up to inf
   EXPECT_EQ(synth::Fp32ToFp16(65519.0f), 0x7BFF);
-  EXPECT_EQ(synth::Fp32ToFp16(std::ldexp(1.0f, -25)), 0x0000);      // tie -> even (0)
-  EXPECT_EQ(synth::Fp32ToFp16(std::ldexp(3.0f, -25)), 0x0002);      // tie -> even (2)
+  EXPECT_EQ(synth::Fp32ToFp16(std::ldexp(1.0f, -25)), 0x0000);  // tie -> even (0)
+  EXPECT_EQ(synth::Fp32ToFp16(std::ldexp(3.0f, -25)), 0x0002);  // tie -> even (2)
   EXPECT_EQ(synth::Fp32ToFp16(std::ldexp(1.0f, -30)), 0x0000);
   EXPECT_EQ(synth::Fp32ToFp16(1.0f + std::ldexp(1.0f, -11)), 0x3C00);  // tie -> even
   EXPECT_EQ(synth::Fp32ToFp16(1.0f + std::ldexp(3.0f, -11)), 0x3C02);
@@ -57,7 +56,7 @@ TEST(GgufSynth, Fp16Rounding) {
   EXPECT_NE(synth::Fp32ToFp16(NAN) & 0x3FF, 0);
   EXPECT_EQ(synth::Fp32ToBf16(1.0f), 0x3F80);
   EXPECT_EQ(synth::Fp32ToBf16(-3.0f), 0xC040);
-  EXPECT_EQ(synth::Fp32ToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3F80);   // tie -> even
+  EXPECT_EQ(synth::Fp32ToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3F80);  // tie -> even
   EXPECT_EQ(synth::Fp32ToBf16(1.0f + std::ldexp(3.0f, -8)), 0x3F82);
 }
 
@@ -150,7 +149,9 @@ TEST(GgufSynth, LlamaTiedUntiedRopeFreqs) {
   EXPECT_EQ(Shape(f, "blk.2.ffn_down.weight"), (V{128, 64}));
   EXPECT_EQ(Shape(f, "blk.2.ffn_up.weight"), (V{64, 128}));
   EXPECT_EQ(f.GetStringArray("tokenizer.ggml.tokens")->size(), 512u);
-  EXPECT_EQ(f.GetStringArray("tokenizer.ggml.tokens")->at(259), "\xE2\x96\x81" "a");
+  EXPECT_EQ(f.GetStringArray("tokenizer.ggml.tokens")->at(259),
+            "\xE2\x96\x81"
+            "a");
 
   s.tied_output = true;
   s.rope_freqs = true;
@@ -161,7 +162,11 @@ TEST(GgufSynth, LlamaTiedUntiedRopeFreqs) {
 }
 
 TEST(GgufSynth, EveryArchitecture) {
-  struct Want { std::string arch, tensor; V shape; std::string gguf_arch; };
+  struct Want {
+    std::string arch, tensor;
+    V shape;
+    std::string gguf_arch;
+  };
   const std::vector<Want> wants = {
       {"qwen2", "blk.1.attn_k.bias", {32}, "qwen2"},
       {"phi3", "blk.0.attn_qkv.weight", {64, 128}, "phi3"},
@@ -188,7 +193,8 @@ TEST(GgufSynth, EveryArchitecture) {
     // Routers, norms, biases and SSM A/D/conv stay F32; weights take the requested type.
     for (const auto& t : b.file->tensors()) {
       const bool f32 = t.n_dims == 1 || t.name.find("ssm_a") != std::string::npos ||
-                       t.name.find("ssm_conv1d") != std::string::npos || t.name.find("ffn_gate_inp.") != std::string::npos;
+                       t.name.find("ssm_conv1d") != std::string::npos ||
+                       t.name.find("ffn_gate_inp.") != std::string::npos;
       const GgmlType want = f32 ? GgmlType::F32 : (t.ne[0] % 32 == 0 ? GgmlType::Q8_0 : GgmlType::F16);
       EXPECT_EQ(t.type, want) << t.name;
     }
@@ -231,15 +237,22 @@ TEST(GgufSynth, SeedsAndPerTensorStreams) {
   for (int64_t i = 0; i < t0->nelements(); ++i) amax = std::max(amax, std::fabs(HalfToFloat(h[i])));
   EXPECT_LE(amax, 0.126f);
   EXPECT_GT(amax, 0.1f);
-  const auto* norm = reinterpret_cast<const float*>(a.file->TensorData(*a.file->FindTensor("output_norm.weight")));
+  const auto* norm =
+      reinterpret_cast<const float*>(a.file->TensorData(*a.file->FindTensor("output_norm.weight")));
   EXPECT_NEAR(norm[0], 1.0f, 0.05f);
 }
 
 TEST(GgufSynth, HeaderOnlyPresetsAtRealSize) {
   const char* t = std::getenv("TMPDIR");
-  const std::string path = std::string(t ? t : "/tmp") + "/stowage-synth-" + std::to_string(getpid()) + ".gguf";
-  struct P { std::string name; size_t n_tensors; uint64_t min_bytes; };
-  for (const P& p : {P{"llama3-405b", 4 + 126 * 9, uint64_t{750} << 30}, P{"deepseek-v3-like", 3 + 61 * 17, uint64_t{1250} << 30},
+  const std::string path =
+      std::string(t ? t : "/tmp") + "/stowage-synth-" + std::to_string(getpid()) + ".gguf";
+  struct P {
+    std::string name;
+    size_t n_tensors;
+    uint64_t min_bytes;
+  };
+  for (const P& p : {P{"llama3-405b", 4 + 126 * 9, uint64_t{750} << 30},
+                     P{"deepseek-v3-like", 3 + 61 * 17, uint64_t{1250} << 30},
                      P{"mamba-2.8b", 2 + 64 * 10, uint64_t{5} << 30}}) {
     SCOPED_TRACE(p.name);
     auto s = synth::Preset(p.name);
@@ -268,7 +281,8 @@ TEST(GgufSynth, Errors) {
   synth::ModelSpec s;
   s.arch = "gpt5";
   EXPECT_EQ(synth::Resolve(s).status().message(),
-            "gguf-synth: unknown architecture 'gpt5' (supported: llama, qwen2, phi3, gemma, mamba, qwen2moe, mixtral)");
+            "gguf-synth: unknown architecture 'gpt5' (supported: llama, qwen2, phi3, gemma, mamba, qwen2moe, "
+            "mixtral)");
   s = synth::ModelSpec();
   s.n_head = 5;
   EXPECT_EQ(synth::Resolve(s).status().message(), "gguf-synth: n_embd 64 is not a multiple of n_head 5");
@@ -278,7 +292,8 @@ TEST(GgufSynth, Errors) {
   s = synth::ModelSpec();
   s.weight_type = GgmlType::Q4_K;
   EXPECT_EQ(synth::Resolve(s).status().message(),
-            "gguf-synth: weight type q4_K has no generator (f32, f16, bf16, q8_0, q4_0); use --header-only for other types");
+            "gguf-synth: weight type q4_K has no generator (f32, f16, bf16, q8_0, q4_0); use --header-only "
+            "for other types");
   s = synth::ModelSpec();
   s.arch = "qwen2moe";
   s.n_expert = 2;
@@ -289,7 +304,8 @@ TEST(GgufSynth, Errors) {
   EXPECT_EQ(synth::Resolve(s).status().message(),
             "gguf-synth: experts need a mixture-of-experts architecture (mixtral or qwen2moe), not llama");
   EXPECT_EQ(synth::Preset("llama4").status().message(),
-            "gguf-synth: unknown preset 'llama4' (known: llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3-like, mamba-2.8b)");
+            "gguf-synth: unknown preset 'llama4' (known: llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, "
+            "deepseek-v3-like, mamba-2.8b)");
 }
 
 TEST(GgufSynth, VocabFromStories) {
@@ -302,7 +318,8 @@ TEST(GgufSynth, VocabFromStories) {
   ASSERT_TRUE(b.file);
   auto src = GgufFile::Open(stories);
   ASSERT_TRUE(src.ok());
-  EXPECT_EQ(*b.file->GetStringArray("tokenizer.ggml.tokens"), *(*src)->GetStringArray("tokenizer.ggml.tokens"));
+  EXPECT_EQ(*b.file->GetStringArray("tokenizer.ggml.tokens"),
+            *(*src)->GetStringArray("tokenizer.ggml.tokens"));
   EXPECT_EQ(*b.file->GetF32Array("tokenizer.ggml.scores"), *(*src)->GetF32Array("tokenizer.ggml.scores"));
   EXPECT_EQ(Shape(*b.file, "token_embd.weight"), (V{64, 512}));
   EXPECT_EQ(*b.file->GetU32("llama.vocab_size"), 512u);

@@ -1,6 +1,9 @@
 // GGUF writer: every metadata type, tensor layout, atomic and sparse writes, and byte-identical
 // round trips of every shared model.
+#include "stowage/runtime/gguf_writer.h"
+
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,10 +15,7 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "stowage/runtime/gguf.h"
-#include "stowage/runtime/gguf_writer.h"
 #include "test_paths.h"
 
 namespace stowage {
@@ -69,9 +69,9 @@ GgufWriter AllTypesWriter(const std::vector<float>& a, const std::vector<uint8_t
   EXPECT_TRUE(w.AddKV("t.arr_str", GgufMetaValue::ArrayStr(std::vector<std::string>{"x", "", "hello"})).ok());
   EXPECT_TRUE(w.AddKV("t.arr_empty", GgufMetaValue::ArrayI64({})).ok());
   EXPECT_TRUE(w.AddKV("t.nested", GgufMetaValue::ArrayOfArrays(
-                                       {GgufMetaValue::ArrayI32({1, 2}),
-                                        GgufMetaValue::ArrayStr(std::vector<std::string>{"p", "q", "r"}),
-                                        GgufMetaValue::ArrayOfArrays({GgufMetaValue::ArrayU8({7})})}))
+                                      {GgufMetaValue::ArrayI32({1, 2}),
+                                       GgufMetaValue::ArrayStr(std::vector<std::string>{"p", "q", "r"}),
+                                       GgufMetaValue::ArrayOfArrays({GgufMetaValue::ArrayU8({7})})}))
                   .ok());
   EXPECT_TRUE(w.AddTensorData("a", GgmlType::F32, {3, 2}, a.data(), a.size() * 4).ok());
   EXPECT_TRUE(w.AddTensorData("b", GgmlType::Q8_0, {32}, b.data(), b.size()).ok());
@@ -190,8 +190,10 @@ TEST(GgufWriter, RejectsBadInput) {
             "gguf writer: key 'n': arrays of arrays must hold arrays only");
   EXPECT_EQ(w.AddTensor("q", GgmlType::Q4_0, {16}).message(),
             "gguf writer: tensor 'q': ne0 = 16 is not a multiple of the q4_0 block size 32");
-  EXPECT_EQ(w.AddTensor("z", GgmlType::F32, {4, 0}).message(), "gguf writer: tensor 'z': ne1 must be positive, found 0");
-  EXPECT_EQ(w.AddTensor("d", GgmlType::F32, {1, 1, 1, 1, 1}).message(), "gguf writer: tensor 'd': n_dims must be 1..4, found 5");
+  EXPECT_EQ(w.AddTensor("z", GgmlType::F32, {4, 0}).message(),
+            "gguf writer: tensor 'z': ne1 must be positive, found 0");
+  EXPECT_EQ(w.AddTensor("d", GgmlType::F32, {1, 1, 1, 1, 1}).message(),
+            "gguf writer: tensor 'd': n_dims must be 1..4, found 5");
   EXPECT_EQ(w.AddTensor(std::string(64, 'n'), GgmlType::F32, {1}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(w.AddTensor("big", GgmlType::F32, {int64_t{1} << 62, 4}).message(),
             "gguf writer: tensor 'big': element count overflows int64");
@@ -215,14 +217,18 @@ TEST(GgufWriter, AtomicWriteLeavesNoPartialFile) {
   const std::vector<uint8_t> before = ReadAll(path);
   GgufWriter failing;
   ASSERT_TRUE(failing.AddKV("general.architecture", GgufMetaValue::Str("qwen2")).ok());
-  ASSERT_TRUE(failing.AddTensor("t", GgmlType::F32, {8}, [](uint8_t*, uint64_t) { return DataLoss("generator failed"); }).ok());
+  ASSERT_TRUE(
+      failing
+          .AddTensor("t", GgmlType::F32, {8}, [](uint8_t*, uint64_t) { return DataLoss("generator failed"); })
+          .ok());
   Status st = failing.WriteFile(path);
   EXPECT_EQ(st.message(), "generator failed");
-  EXPECT_TRUE(ReadAll(path) == before);                                   // destination untouched
-  EXPECT_EQ(ListDir(dir), std::vector<std::string>{"model.gguf"});       // no temporary left behind
+  EXPECT_TRUE(ReadAll(path) == before);                             // destination untouched
+  EXPECT_EQ(ListDir(dir), std::vector<std::string>{"model.gguf"});  // no temporary left behind
   Status bad_dir = failing.WriteFile(dir + "/no/such/dir/x.gguf");
   EXPECT_EQ(bad_dir.code(), StatusCode::kIoError);
-  EXPECT_NE(bad_dir.message().find("cannot create a file in the folder"), std::string::npos) << bad_dir.message();
+  EXPECT_NE(bad_dir.message().find("cannot create a file in the folder"), std::string::npos)
+      << bad_dir.message();
   unlink(path.c_str());
   rmdir(dir.c_str());
 }

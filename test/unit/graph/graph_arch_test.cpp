@@ -42,7 +42,8 @@ void Dump(const ModelGraphs& m, const Graph& g) {
     for (int s : t.srcs) std::cerr << " '" << (s >= 0 ? g.tensors[s].name : "-") << "'";
     std::cerr << "\n";
   }
-  for (const auto& gt : m.globals) std::cerr << "global " << gt.name << " " << GgmlOpName(gt.consumer_op) << "\n";
+  for (const auto& gt : m.globals)
+    std::cerr << "global " << gt.name << " " << GgmlOpName(gt.consumer_op) << "\n";
 }
 
 /// Node of `g` named `name` (the last one with that name: llama.cpp renames as it goes).
@@ -116,13 +117,13 @@ TEST(LlamaGraph, LayerNodesInLlamaCppOrder) {
   SynthGguf s = test::LlamaModel(SynthParams{});
   auto m = Build(s);
   ASSERT_TRUE(m.ok()) << m.status().message();
-  const std::vector<std::string> want = Concat(
-      Concat({"GET_ROWS inp_embd", "RMS_NORM norm-0", "MUL attn_norm-0", "MUL_MAT Qcur-0",
-              "RESHAPE Qcur-0 (reshaped)", "ROPE Qcur-0", "MUL_MAT Kcur-0", "RESHAPE Kcur-0 (reshaped)",
-              "ROPE Kcur-0", "MUL_MAT Vcur-0"},
-             KvBlock("Kcur-0", "Vcur-0", 0)),
-      {"ADD ffn_inp-0", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_gate-0", "SILU ffn_silu-0",
-       "MUL_MAT ffn_up-0", "MUL ffn_gate_par-0", "MUL_MAT ffn_out-0", "ADD l_out-0"});
+  const std::vector<std::string> want =
+      Concat(Concat({"GET_ROWS inp_embd", "RMS_NORM norm-0", "MUL attn_norm-0", "MUL_MAT Qcur-0",
+                     "RESHAPE Qcur-0 (reshaped)", "ROPE Qcur-0", "MUL_MAT Kcur-0",
+                     "RESHAPE Kcur-0 (reshaped)", "ROPE Kcur-0", "MUL_MAT Vcur-0"},
+                    KvBlock("Kcur-0", "Vcur-0", 0)),
+             {"ADD ffn_inp-0", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_gate-0", "SILU ffn_silu-0",
+              "MUL_MAT ffn_up-0", "MUL ffn_gate_par-0", "MUL_MAT ffn_out-0", "ADD l_out-0"});
   EXPECT_EQ(NodeRange(m->prefill, "inp_embd", "l_out-0"), want);
   EXPECT_EQ(NodeRange(m->decode, "inp_embd", "l_out-0"), want);
 }
@@ -155,8 +156,9 @@ TEST(LlamaGraph, WeightsConsumersAndOutput) {
   EXPECT_EQ(Shape(m->decode, *Node(m->decode, "result_output")), (std::vector<int64_t>{128, 1, 1, 1}));
   EXPECT_EQ(NodeRange(m->prefill, "kqv_out-1", "ffn_inp-1"),
             (std::vector<std::string>{"MUL_MAT kqv_out-1", "GET_ROWS ", "GET_ROWS ", "ADD ffn_inp-1"}));
-  EXPECT_EQ(NodeRange(m->prefill, "l_out-1", "result_output"),
-            (std::vector<std::string>{"ADD l_out-1", "RMS_NORM norm", "MUL result_norm", "MUL_MAT result_output"}));
+  EXPECT_EQ(
+      NodeRange(m->prefill, "l_out-1", "result_output"),
+      (std::vector<std::string>{"ADD l_out-1", "RMS_NORM norm", "MUL result_norm", "MUL_MAT result_output"}));
   // nodes: inp_embd + 32 per layer + 2 GET_ROWS (inp_out_ids) + output norm, mul, lm_head
   EXPECT_EQ(m->prefill.nodes.size(), 1u + 32u * p.n_layer + 2u + 3u);
   EXPECT_EQ(m->decode.nodes.size(), m->prefill.nodes.size());
@@ -244,7 +246,7 @@ TEST(LlamaGraph, RopeScalingKeys) {
     ASSERT_TRUE(m.ok()) << m.status().message();
     const Tensor* r = Node(m->prefill, "Qcur-0");
     ASSERT_EQ(r->op, GgmlOp::ROPE);
-    EXPECT_EQ(r->iparams[2], 64);             // n_ctx_orig
+    EXPECT_EQ(r->iparams[2], 64);              // n_ctx_orig
     EXPECT_FLOAT_EQ(r->fparams[0], 500000.f);  // freq_base
     EXPECT_FLOAT_EQ(r->fparams[1], 0.25f);     // freq_scale = 1 / factor
     EXPECT_FLOAT_EQ(r->fparams[2], 1.0f);      // ext_factor: yarn
@@ -303,29 +305,28 @@ TEST(LlamaGraph, MixtralMoeFfn) {
   SynthGguf s = test::LlamaModel(p);
   auto m = Build(s);
   ASSERT_TRUE(m.ok()) << m.status().message();
-  const std::vector<std::string> want = {
-      "MUL ffn_norm-0",
-      "RESHAPE ffn_norm-0 (reshaped)",
-      "MUL_MAT ffn_moe_logits-0",
-      "SOFT_MAX ffn_moe_probs-0",
-      "ARGSORT ffn_moe_argsort-0",
-      "VIEW ffn_moe_topk-0",
-      "MUL_MAT_ID ffn_moe_up-0",
-      "MUL_MAT_ID ffn_moe_gate-0",
-      "SILU ffn_moe_silu-0",
-      "MUL ffn_moe_gate_par-0",
-      "MUL_MAT_ID ffn_moe_down-0",
-      "RESHAPE ffn_moe_probs-0 (reshaped)",
-      "GET_ROWS ffn_moe_weights-0",
-      "RESHAPE ffn_moe_weights-0 (reshaped)",
-      "SUM_ROWS ffn_moe_weights_sum-0",
-      "DIV ffn_moe_weights_norm-0",
-      "RESHAPE ffn_moe_weights_norm-0 (reshaped)",
-      "MUL ",
-      "VIEW  (view)",
-      "VIEW  (view)",
-      "ADD ffn_moe_out-0",
-      "ADD l_out-0"};
+  const std::vector<std::string> want = {"MUL ffn_norm-0",
+                                         "RESHAPE ffn_norm-0 (reshaped)",
+                                         "MUL_MAT ffn_moe_logits-0",
+                                         "SOFT_MAX ffn_moe_probs-0",
+                                         "ARGSORT ffn_moe_argsort-0",
+                                         "VIEW ffn_moe_topk-0",
+                                         "MUL_MAT_ID ffn_moe_up-0",
+                                         "MUL_MAT_ID ffn_moe_gate-0",
+                                         "SILU ffn_moe_silu-0",
+                                         "MUL ffn_moe_gate_par-0",
+                                         "MUL_MAT_ID ffn_moe_down-0",
+                                         "RESHAPE ffn_moe_probs-0 (reshaped)",
+                                         "GET_ROWS ffn_moe_weights-0",
+                                         "RESHAPE ffn_moe_weights-0 (reshaped)",
+                                         "SUM_ROWS ffn_moe_weights_sum-0",
+                                         "DIV ffn_moe_weights_norm-0",
+                                         "RESHAPE ffn_moe_weights_norm-0 (reshaped)",
+                                         "MUL ",
+                                         "VIEW  (view)",
+                                         "VIEW  (view)",
+                                         "ADD ffn_moe_out-0",
+                                         "ADD l_out-0"};
   EXPECT_EQ(NodeRange(m->prefill, "ffn_norm-0", "l_out-0"), want);
   const Graph& g = m->prefill;
   EXPECT_EQ(Shape(g, *Node(g, "ffn_moe_topk-0")), (std::vector<int64_t>{2, 256, 1, 1}));
@@ -337,7 +338,8 @@ TEST(LlamaGraph, MixtralMoeFfn) {
   EXPECT_EQ(Node(g, "ffn_moe_argsort-0")->iparams, std::vector<int32_t>{1});  // descending
   EXPECT_EQ(Consumers(g, "blk.0.ffn_gate_inp.weight"), std::vector<std::string>{"MUL_MAT ffn_moe_logits-0"});
   EXPECT_EQ(Consumers(g, "blk.0.ffn_up_exps.weight"), std::vector<std::string>{"MUL_MAT_ID ffn_moe_up-0"});
-  EXPECT_EQ(Consumers(g, "blk.1.ffn_down_exps.weight"), std::vector<std::string>{"MUL_MAT_ID ffn_moe_down-1"});
+  EXPECT_EQ(Consumers(g, "blk.1.ffn_down_exps.weight"),
+            std::vector<std::string>{"MUL_MAT_ID ffn_moe_down-1"});
   EXPECT_EQ(Global(*m, "blk.0.ffn_gate_exps.weight")->consumer_op, GgmlOp::MUL_MAT_ID);
   EXPECT_EQ(Global(*m, "blk.0.ffn_gate_inp.weight")->consumer_op, GgmlOp::MUL_MAT);
   // the last layer routes only the output rows
@@ -352,8 +354,9 @@ TEST(ModelGraphsErrors, UnknownArchitectureListsSupported) {
   auto m = Build(s);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), StatusCode::kUnimplemented);
-  EXPECT_EQ(m.status().message(), "falcon.gguf: unknown model architecture 'falcon' (supported: llama, qwen2, "
-                                  "qwen2moe, phi3, gemma, mamba)");
+  EXPECT_EQ(m.status().message(),
+            "falcon.gguf: unknown model architecture 'falcon' (supported: llama, qwen2, "
+            "qwen2moe, phi3, gemma, mamba)");
   EXPECT_EQ(SupportedArchitectures().size(), 6u);
 }
 
@@ -364,7 +367,8 @@ TEST(ModelGraphsErrors, SplitTensorMoeRejected) {
   SynthGguf s = test::LlamaModel(p);
   for (int il = 0; il < 2; ++il) {
     s.Drop("blk." + std::to_string(il) + ".ffn_up_exps.weight");
-    for (int e = 0; e < 4; ++e) s.Tensor("blk." + std::to_string(il) + ".ffn_up." + std::to_string(e) + ".weight", {64, 96});
+    for (int e = 0; e < 4; ++e)
+      s.Tensor("blk." + std::to_string(il) + ".ffn_up." + std::to_string(e) + ".weight", {64, 96});
   }
   auto m = Build(s);
   ASSERT_FALSE(m.ok());
@@ -396,7 +400,8 @@ TEST(ModelGraphsErrors, WrongType) {
     s.Replace("blk.1.ffn_norm.weight", {64}, GgmlType::F16);
     auto m = Build(s);
     ASSERT_FALSE(m.ok());
-    EXPECT_EQ(m.status().message(), "llama.gguf: tensor 'blk.1.ffn_norm.weight' has wrong type; expected f32, got f16");
+    EXPECT_EQ(m.status().message(),
+              "llama.gguf: tensor 'blk.1.ffn_norm.weight' has wrong type; expected f32, got f16");
   }
   {
     SynthGguf s = test::LlamaModel(SynthParams{});
@@ -404,7 +409,8 @@ TEST(ModelGraphsErrors, WrongType) {
     auto m = Build(s);
     ASSERT_FALSE(m.ok());
     EXPECT_EQ(m.status().message(),
-              "llama.gguf: tensor 'blk.0.ffn_up.weight' has wrong type; expected a float or quantized type, got i32");
+              "llama.gguf: tensor 'blk.0.ffn_up.weight' has wrong type; expected a float or quantized type, "
+              "got i32");
   }
   {  // quantized matrices are fine
     SynthParams p;
@@ -422,8 +428,9 @@ TEST(ModelGraphsErrors, TensorsOfBlocksPastBlockCountAreRefused) {
   s.Tensor("blk.7.attn_norm.weight", {64});
   auto m = Build(s);
   ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.status().message().find("wrong number of tensors: tensor 'blk.7.attn_norm.weight' belongs to block 7 but "
-                                      "llama.block_count is"),
+  EXPECT_NE(m.status().message().find(
+                "wrong number of tensors: tensor 'blk.7.attn_norm.weight' belongs to block 7 but "
+                "llama.block_count is"),
             std::string::npos)
       << m.status().message();
 }
@@ -448,19 +455,19 @@ TEST(Qwen2Graph, BiasesAndNeoxRope) {
   SynthGguf s = test::Qwen2Model(SynthParams{});
   auto m = Build(s);
   ASSERT_TRUE(m.ok()) << m.status().message();
-  const std::vector<std::string> want = Concat(
-      Concat({"GET_ROWS inp_embd", "RMS_NORM norm-0", "MUL attn_norm-0", "MUL_MAT Qcur-0", "ADD Qcur-0",
-              "RESHAPE Qcur-0 (reshaped)", "ROPE Qcur-0", "MUL_MAT Kcur-0", "ADD Kcur-0", "RESHAPE Kcur-0 (reshaped)",
-              "ROPE Kcur-0", "MUL_MAT Vcur-0", "ADD Vcur-0"},
-             KvBlock("Kcur-0", "Vcur-0", 0)),
-      {"ADD ffn_inp-0", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_gate-0", "SILU ffn_silu-0",
-       "MUL_MAT ffn_up-0", "MUL ffn_gate_par-0", "MUL_MAT ffn_out-0", "ADD l_out-0"});
+  const std::vector<std::string> want =
+      Concat(Concat({"GET_ROWS inp_embd", "RMS_NORM norm-0", "MUL attn_norm-0", "MUL_MAT Qcur-0",
+                     "ADD Qcur-0", "RESHAPE Qcur-0 (reshaped)", "ROPE Qcur-0", "MUL_MAT Kcur-0", "ADD Kcur-0",
+                     "RESHAPE Kcur-0 (reshaped)", "ROPE Kcur-0", "MUL_MAT Vcur-0", "ADD Vcur-0"},
+                    KvBlock("Kcur-0", "Vcur-0", 0)),
+             {"ADD ffn_inp-0", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_gate-0", "SILU ffn_silu-0",
+              "MUL_MAT ffn_up-0", "MUL ffn_gate_par-0", "MUL_MAT ffn_out-0", "ADD l_out-0"});
   EXPECT_EQ(NodeRange(m->prefill, "inp_embd", "l_out-0"), want);
   EXPECT_EQ(Consumers(m->prefill, "blk.0.attn_q.bias"), std::vector<std::string>{"ADD Qcur-0"});
   EXPECT_EQ(Global(*m, "blk.0.attn_v.bias")->consumer_op, GgmlOp::ADD);
   const Tensor* r = Node(m->prefill, "Qcur-1");
   ASSERT_EQ(r->op, GgmlOp::ROPE);
-  EXPECT_EQ(r->iparams[1], 2);  // GGML_ROPE_TYPE_NEOX
+  EXPECT_EQ(r->iparams[1], 2);                                                // GGML_ROPE_TYPE_NEOX
   EXPECT_FLOAT_EQ(Node(m->prefill, "kq_soft_max_ext-0")->fparams[0], 0.25f);  // 1/sqrt(16)
 }
 
@@ -472,41 +479,41 @@ TEST(Qwen2MoeGraph, RoutedAndSharedExperts) {
   auto m = Build(s);
   ASSERT_TRUE(m.ok()) << m.status().message();
   // llama.cpp names the ffn_norm output "ffn_moe_out" in build_qwen2moe; the routed sum stays unnamed
-  const std::vector<std::string> want = {
-      "MUL ffn_moe_out-0",
-      "RESHAPE ffn_norm-0 (reshaped)",
-      "MUL_MAT ffn_moe_logits-0",
-      "SOFT_MAX ffn_moe_probs-0",
-      "ARGSORT ffn_moe_argsort-0",
-      "VIEW ffn_moe_topk-0",
-      "MUL_MAT_ID ffn_moe_up-0",
-      "MUL_MAT_ID ffn_moe_gate-0",
-      "SILU ffn_moe_silu-0",
-      "MUL ffn_moe_gate_par-0",
-      "MUL_MAT_ID ffn_moe_down-0",
-      "RESHAPE ffn_moe_probs-0 (reshaped)",
-      "GET_ROWS ffn_moe_weights-0",  // not normalized (norm_w = false)
-      "MUL ",
-      "VIEW  (view)",
-      "VIEW  (view)",
-      "ADD ",
-      "MUL_MAT ffn_gate-0",
-      "SILU ffn_silu-0",
-      "MUL_MAT ffn_up-0",
-      "MUL ffn_gate_par-0",
-      "MUL_MAT ffn_shexp-0",
-      "MUL_MAT ffn_shexp_gate_inp-0",
-      "SILU ",
-      "DIV ffn_shexp_gate-0",
-      "MUL ffn_shexp_out-0",
-      "ADD ffn_out-0",
-      "ADD l_out-0"};
+  const std::vector<std::string> want = {"MUL ffn_moe_out-0",
+                                         "RESHAPE ffn_norm-0 (reshaped)",
+                                         "MUL_MAT ffn_moe_logits-0",
+                                         "SOFT_MAX ffn_moe_probs-0",
+                                         "ARGSORT ffn_moe_argsort-0",
+                                         "VIEW ffn_moe_topk-0",
+                                         "MUL_MAT_ID ffn_moe_up-0",
+                                         "MUL_MAT_ID ffn_moe_gate-0",
+                                         "SILU ffn_moe_silu-0",
+                                         "MUL ffn_moe_gate_par-0",
+                                         "MUL_MAT_ID ffn_moe_down-0",
+                                         "RESHAPE ffn_moe_probs-0 (reshaped)",
+                                         "GET_ROWS ffn_moe_weights-0",  // not normalized (norm_w = false)
+                                         "MUL ",
+                                         "VIEW  (view)",
+                                         "VIEW  (view)",
+                                         "ADD ",
+                                         "MUL_MAT ffn_gate-0",
+                                         "SILU ffn_silu-0",
+                                         "MUL_MAT ffn_up-0",
+                                         "MUL ffn_gate_par-0",
+                                         "MUL_MAT ffn_shexp-0",
+                                         "MUL_MAT ffn_shexp_gate_inp-0",
+                                         "SILU ",
+                                         "DIV ffn_shexp_gate-0",
+                                         "MUL ffn_shexp_out-0",
+                                         "ADD ffn_out-0",
+                                         "ADD l_out-0"};
   EXPECT_EQ(NodeRange(m->prefill, "ffn_moe_out-0", "l_out-0"), want);
   const Graph& g = m->prefill;
   EXPECT_EQ(Shape(g, *Node(g, "ffn_moe_up-0")), (std::vector<int64_t>{32, 2, 256, 1}));    // n_ff_exp
   EXPECT_EQ(Shape(g, *Node(g, "ffn_gate_par-0")), (std::vector<int64_t>{64, 256, 1, 1}));  // n_ff_shexp
   EXPECT_EQ(Shape(g, *Node(g, "ffn_shexp_gate-0")), (std::vector<int64_t>{1, 256, 1, 1}));
-  EXPECT_EQ(Consumers(g, "blk.0.ffn_gate_inp_shexp.weight"), std::vector<std::string>{"MUL_MAT ffn_shexp_gate_inp-0"});
+  EXPECT_EQ(Consumers(g, "blk.0.ffn_gate_inp_shexp.weight"),
+            std::vector<std::string>{"MUL_MAT ffn_shexp_gate_inp-0"});
   EXPECT_EQ(Consumers(g, "blk.0.ffn_down_shexp.weight"), std::vector<std::string>{"MUL_MAT ffn_shexp-0"});
   EXPECT_EQ(Global(*m, "blk.1.ffn_up_exps.weight")->consumer_op, GgmlOp::MUL_MAT_ID);
 }
@@ -524,7 +531,8 @@ TEST(Qwen2MoeGraph, ExpertWidthDefaultsAsLlamaCpp) {
   auto e = Build(bad);
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().message(),
-            "qwen2moe.gguf: tensor 'blk.0.ffn_gate_exps.weight' has wrong shape; expected [64, 48, 4], got [64, 32, 4]");
+            "qwen2moe.gguf: tensor 'blk.0.ffn_gate_exps.weight' has wrong shape; expected [64, 48, 4], got "
+            "[64, 32, 4]");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -534,14 +542,15 @@ TEST(Phi3Graph, FusedQkvViewsAndSwiglu) {
   SynthGguf s = test::Phi3Model(SynthParams{}, /*rope_factors=*/true);
   auto m = Build(s);
   ASSERT_TRUE(m.ok()) << m.status().message();
-  const std::vector<std::string> want = Concat(
-      Concat({"GET_ROWS inp_embd", "RMS_NORM norm-0", "MUL attn_norm-0", "MUL_MAT wqkv-0", "VIEW wqkv-0 (view)",
-              "CONT Qcur-0", "RESHAPE Qcur-0 (reshaped)", "ROPE Qcur-0", "SCALE Qcur-0", "VIEW wqkv-0 (view)",
-              "CONT Kcur-0", "RESHAPE Kcur-0 (reshaped)", "ROPE Kcur-0", "VIEW wqkv-0 (view)", "CONT Vcur-0"},
-             KvBlock("Kcur-0", "Vcur-0", 0)),
-      {"ADD ", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_silu-0", "VIEW ffn_up-0 (view)",
-       "CONT ffn_up-0 (view) (cont)", "SILU ", "VIEW ffn_up-0 (view)", "CONT ffn_up-0 (view) (cont)", "MUL ffn_mul-0",
-       "MUL_MAT ffn_out-0", "ADD l_out-0"});
+  const std::vector<std::string> want =
+      Concat(Concat({"GET_ROWS inp_embd", "RMS_NORM norm-0", "MUL attn_norm-0", "MUL_MAT wqkv-0",
+                     "VIEW wqkv-0 (view)", "CONT Qcur-0", "RESHAPE Qcur-0 (reshaped)", "ROPE Qcur-0",
+                     "SCALE Qcur-0", "VIEW wqkv-0 (view)", "CONT Kcur-0", "RESHAPE Kcur-0 (reshaped)",
+                     "ROPE Kcur-0", "VIEW wqkv-0 (view)", "CONT Vcur-0"},
+                    KvBlock("Kcur-0", "Vcur-0", 0)),
+             {"ADD ", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_silu-0", "VIEW ffn_up-0 (view)",
+              "CONT ffn_up-0 (view) (cont)", "SILU ", "VIEW ffn_up-0 (view)", "CONT ffn_up-0 (view) (cont)",
+              "MUL ffn_mul-0", "MUL_MAT ffn_out-0", "ADD l_out-0"});
   EXPECT_EQ(NodeRange(m->prefill, "inp_embd", "l_out-0"), want);
   const Graph& g = m->prefill;
   // q, k, v views of wqkv [n_embd + 2 * n_embd_gqa, n_tokens] at byte offsets 0, 4*64, 4*(64+32)
@@ -587,19 +596,22 @@ TEST(GemmaGraph, ScaledEmbeddingsGeluAndTiedOutput) {
   ASSERT_TRUE(m.ok()) << m.status().message();
   const Graph& g = m->prefill;
   EXPECT_EQ(NodeRange(g, "inp_embd", "attn_norm-0"),
-            (std::vector<std::string>{"GET_ROWS inp_embd", "SCALE inp_scaled", "RMS_NORM norm-0", "MUL attn_norm-0"}));
+            (std::vector<std::string>{"GET_ROWS inp_embd", "SCALE inp_scaled", "RMS_NORM norm-0",
+                                      "MUL attn_norm-0"}));
   EXPECT_FLOAT_EQ(Node(g, "inp_scaled")->fparams[0], 8.0f);  // sqrt(n_embd)
   EXPECT_EQ(NodeRange(g, "Qcur-0 (reshaped)", "Kcur-0 (reshaped)"),
             (std::vector<std::string>{"RESHAPE Qcur-0 (reshaped)", "ROPE Qcur-0", "SCALE Qcur_scaled-0",
                                       "MUL_MAT Kcur-0", "RESHAPE Kcur-0 (reshaped)"}));
-  EXPECT_EQ(NodeRange(g, "kqv_out-0", "l_out-0"),
-            (std::vector<std::string>{"MUL_MAT kqv_out-0", "ADD sa_out-0", "RMS_NORM norm-0", "MUL ffn_norm-0",
-                                      "MUL_MAT ffn_gate-0", "GELU ffn_gelu-0", "MUL_MAT ffn_up-0",
-                                      "MUL ffn_gate_par-0", "MUL_MAT ffn_out-0", "ADD l_out-0"}));
+  EXPECT_EQ(
+      NodeRange(g, "kqv_out-0", "l_out-0"),
+      (std::vector<std::string>{"MUL_MAT kqv_out-0", "ADD sa_out-0", "RMS_NORM norm-0", "MUL ffn_norm-0",
+                                "MUL_MAT ffn_gate-0", "GELU ffn_gelu-0", "MUL_MAT ffn_up-0",
+                                "MUL ffn_gate_par-0", "MUL_MAT ffn_out-0", "ADD l_out-0"}));
   // head_dim 32 (key_length) with 4 heads: q is 128 wide although n_embd is 64
   EXPECT_EQ(Shape(g, *Node(g, "kqv_merged_cont-0")), (std::vector<int64_t>{128, 256, 1, 1}));
   EXPECT_EQ(Global(*m, "cache_k_l0")->ne[0], 64 * 256);
-  EXPECT_EQ(Consumers(g, "token_embd.weight"), (std::vector<std::string>{"GET_ROWS inp_embd", "MUL_MAT result_output"}));
+  EXPECT_EQ(Consumers(g, "token_embd.weight"),
+            (std::vector<std::string>{"GET_ROWS inp_embd", "MUL_MAT result_output"}));
   EXPECT_EQ(Node(g, "Kcur-0")->iparams[1], 2);  // NEOX
 }
 
@@ -646,7 +658,8 @@ TEST(MambaGraph, RecurrentStatesAndSsmOps) {
   // ssm_scan: y (d_inner * n_tokens) followed by the states (d_state * d_inner)
   EXPECT_EQ(Shape(g, g.tensors[scan]), (std::vector<int64_t>{128 * 256 + 16 * 128, 1, 1, 1}));
   EXPECT_EQ(g.tensors[scan].srcs.size(), 6u);
-  EXPECT_EQ(NodeRange(g, "mamba_out-0", "l_out-0"), (std::vector<std::string>{"RESHAPE mamba_out-0", "ADD l_out-0"}));
+  EXPECT_EQ(NodeRange(g, "mamba_out-0", "l_out-0"),
+            (std::vector<std::string>{"RESHAPE mamba_out-0", "ADD l_out-0"}));
   EXPECT_EQ(Shape(m->decode, *Node(m->decode, "result_output")), (std::vector<int64_t>{128, 1, 1, 1}));
   // inputs of the recurrent cache
   EXPECT_GE(g.Find("inp_s_copy"), 0);
@@ -692,9 +705,10 @@ TEST(MambaGraph, ExpansionFactorChecked) {
   t.U32("mamba.ssm.time_step_rank", 8);
   auto m = Build(t);
   ASSERT_FALSE(m.ok());
-  EXPECT_EQ(m.status().message(),
-            "mamba.gguf: mamba: ssm.inner_size 96 is not 2 * embedding_length 64 (only an expansion factor of 2 is "
-            "supported, as in llama.cpp)");
+  EXPECT_EQ(
+      m.status().message(),
+      "mamba.gguf: mamba: ssm.inner_size 96 is not 2 * embedding_length 64 (only an expansion factor of 2 is "
+      "supported, as in llama.cpp)");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -733,13 +747,16 @@ TEST(GraphBuilderOps, InconsistentShapesReported) {
   const int w = b.Input("w", GgmlType::F32, {DimExpr::Const(32), DimExpr::Const(8), C1, C1});
   const int x = b.Input("x", GgmlType::F32, {DimExpr::Const(16), T, C1, C1});
   b.MulMat(w, x);
-  EXPECT_EQ(b.status().message(), "graph builder: mul_mat: ne0 mismatch for w [32, 8, 1, 1] x x [16, n_tokens, 1, 1]");
+  EXPECT_EQ(b.status().message(),
+            "graph builder: mul_mat: ne0 mismatch for w [32, 8, 1, 1] x x [16, n_tokens, 1, 1]");
   GraphBuilder b2(g, m);
   b2.Add(x, w);
-  EXPECT_EQ(b2.status().message(), "graph builder: add: cannot broadcast w [32, 8, 1, 1] to x [16, n_tokens, 1, 1]");
+  EXPECT_EQ(b2.status().message(),
+            "graph builder: add: cannot broadcast w [32, 8, 1, 1] to x [16, n_tokens, 1, 1]");
   GraphBuilder b3(g, m);
   b3.Nb(b3.Transpose(x));
-  EXPECT_EQ(b3.status().message(), "graph builder: strides of the non-contiguous view x (transposed) are not tracked");
+  EXPECT_EQ(b3.status().message(),
+            "graph builder: strides of the non-contiguous view x (transposed) are not tracked");
 }
 
 }  // namespace

@@ -46,12 +46,14 @@ void CheckModel(const GgufFile& f, const std::string& what) {
       if (gt.kind != TensorKind::kWeight) continue;
       // only one of the longrope factor pairs is used, chosen by the context size
       const bool optional = gt.name == "rope_factors_long.weight" || gt.name == "rope_factors_short.weight";
-      if (!optional) EXPECT_GT(reads[static_cast<int>(i)], 0) << what << " " << g->name << ": " << gt.name << " unread";
+      if (!optional)
+        EXPECT_GT(reads[static_cast<int>(i)], 0) << what << " " << g->name << ": " << gt.name << " unread";
     }
     // every node has a result and no symbolic dimension is negative at the worst case
     const Bindings b = g->WorstCase();
     for (int n : g->nodes)
-      for (int d = 0; d < 4; ++d) EXPECT_GE(b.Eval(g->tensors[n].ne[d]), 0) << what << " " << g->tensors[n].name;
+      for (int d = 0; d < 4; ++d)
+        EXPECT_GE(b.Eval(g->tensors[n].ne[d]), 0) << what << " " << g->tensors[n].name;
   }
 }
 
@@ -129,7 +131,8 @@ std::string WithU32(const std::string& key, uint32_t value) {
   EXPECT_TRUE(f.ok()) << f.status().message();
   GgufWriter w;
   for (const auto& kv : (*f)->kvs())
-    EXPECT_TRUE(w.AddKV(kv.key, kv.key == key ? GgufMetaValue::U32(value) : GgufMetaValue::FromValue(kv.value)).ok());
+    EXPECT_TRUE(
+        w.AddKV(kv.key, kv.key == key ? GgufMetaValue::U32(value) : GgufMetaValue::FromValue(kv.value)).ok());
   const std::string path = dir + "/hp-" + key + ".gguf";
   EXPECT_TRUE(w.WriteFile(path).ok());
   return path;
@@ -182,8 +185,9 @@ TEST(HParams, ResolveContextAsLlamaInitFromModel) {
   cfg = ContextConfig{};
   Status s = ResolveContext(hp, "m.gguf", &cfg);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "m.gguf: llama.context_length 4294967295 exceeds the largest context Stowage plans "
-                         "(16777216 tokens); give a context size (-c; stowage-opt: --gguf-n-ctx)");
+  EXPECT_EQ(s.message(),
+            "m.gguf: llama.context_length 4294967295 exceeds the largest context Stowage plans "
+            "(16777216 tokens); give a context size (-c; stowage-opt: --gguf-n-ctx)");
   cfg.n_ctx = 4096;  // an explicit -c overrides the model's value
   EXPECT_TRUE(ResolveContext(hp, "m.gguf", &cfg).ok());
   cfg = ContextConfig{};
@@ -201,15 +205,17 @@ TEST(HParams, KvCacheTypesAsLlamaCpp) {
     cfg.type_v = v;
     return ResolveContext(hp, "m.gguf", &cfg);
   };
-  for (GgmlType k : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
-                     GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL})
+  for (GgmlType k : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+                     GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL})
     EXPECT_TRUE(with(k, GgmlType::F16).ok()) << GgmlTypeName(k);
   Status s = with(GgmlType::F16, GgmlType::Q8_0);
-  EXPECT_EQ(s.message(), "V cache quantization requires flash_attn (llama.cpp); -ctv q8_0 needs -fa on (or use f16, "
-                         "bf16 or f32)");
+  EXPECT_EQ(s.message(),
+            "V cache quantization requires flash_attn (llama.cpp); -ctv q8_0 needs -fa on (or use f16, "
+            "bf16 or f32)");
   s = with(GgmlType::Q4_K, GgmlType::F16);
-  EXPECT_EQ(s.message(), "unsupported KV cache type q4_K (llama.cpp accepts f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, "
-                         "q5_0, q5_1)");
+  EXPECT_EQ(s.message(),
+            "unsupported KV cache type q4_K (llama.cpp accepts f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, "
+            "q5_0, q5_1)");
   hp.arch = "mamba";  // recurrent states are F32 whatever -ctv says (llama_init_from_model)
   EXPECT_TRUE(with(GgmlType::F16, GgmlType::Q8_0).ok());
 }

@@ -10,7 +10,9 @@ SynthGguf::SynthGguf(std::string arch) : arch_(std::move(arch)) { Str("general.a
 
 void SynthGguf::U32(const std::string& key, uint32_t v) { kvs_.emplace_back(key, GgufMetaValue::U32(v)); }
 void SynthGguf::F32(const std::string& key, float v) { kvs_.emplace_back(key, GgufMetaValue::F32(v)); }
-void SynthGguf::Str(const std::string& key, const std::string& v) { kvs_.emplace_back(key, GgufMetaValue::Str(v)); }
+void SynthGguf::Str(const std::string& key, const std::string& v) {
+  kvs_.emplace_back(key, GgufMetaValue::Str(v));
+}
 void SynthGguf::Bool(const std::string& key, bool v) { kvs_.emplace_back(key, GgufMetaValue::Bool(v)); }
 
 void SynthGguf::Set(const std::string& key, GgufMetaValue v) {
@@ -57,12 +59,21 @@ Status SynthGguf::Fill(GgufWriter& w) const {
 
 std::unique_ptr<GgufFile> SynthGguf::Parse() {
   GgufWriter w;
-  if (Status s = Fill(w); !s.ok()) { std::cerr << s.message() << "\n"; std::abort(); }
+  if (Status s = Fill(w); !s.ok()) {
+    std::cerr << s.message() << "\n";
+    std::abort();
+  }
   auto buf = w.WriteToBuffer();
-  if (!buf.ok()) { std::cerr << buf.status().message() << "\n"; std::abort(); }
+  if (!buf.ok()) {
+    std::cerr << buf.status().message() << "\n";
+    std::abort();
+  }
   bytes_ = std::move(*buf);
   auto f = GgufFile::Parse(bytes_.data(), bytes_.size(), arch_ + ".gguf");
-  if (!f.ok()) { std::cerr << f.status().message() << "\n"; std::abort(); }
+  if (!f.ok()) {
+    std::cerr << f.status().message() << "\n";
+    std::abort();
+  }
   return std::move(*f);
 }
 

@@ -18,7 +18,7 @@ namespace stowage::test {
 struct SynthParams {
   uint32_t n_layer = 2, n_embd = 64, n_head = 4, n_head_kv = 2, n_ff = 96, n_vocab = 128, n_ctx = 256;
   uint32_t n_expert = 0, n_expert_used = 0;
-  bool tied = false;            ///< omit output.weight
+  bool tied = false;               ///< omit output.weight
   GgmlType wtype = GgmlType::F32;  ///< type of the matrices (1-D tensors stay F32)
 };
 
@@ -47,7 +47,11 @@ class SynthGguf {
   std::unique_ptr<GgufFile> Parse();
 
  private:
-  struct T { std::string name; std::vector<int64_t> ne; GgmlType type; };
+  struct T {
+    std::string name;
+    std::vector<int64_t> ne;
+    GgmlType type;
+  };
   std::string arch_;
   std::vector<std::pair<std::string, GgufMetaValue>> kvs_;
   std::vector<T> tensors_;

@@ -212,12 +212,14 @@ TEST(ManifestErrors, OutOfRange) {
   EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"free\": 500", "\"free\": -5")),
             "bad.json: $.memory.free: -5 is out of range (expected bytes, >= 0)");
   EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"alignment\": 32", "\"alignment\": 48")),
-            "bad.json: $.buffer_types.default.alignment: 48 is out of range (must be a power of two up to 65536, the most a "
+            "bad.json: $.buffer_types.default.alignment: 48 is out of range (must be a power of two up to "
+            "65536, the most a "
             "plan records)");
   // A power of two above what a plan can record (the plan verifier's limit) is refused here, not
   // after planning (plan-model must not write plans that plan-dump then rejects).
   EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"alignment\": 32", "\"alignment\": 131072")),
-            "bad.json: $.buffer_types.default.alignment: 131072 is out of range (must be a power of two up to 65536, the "
+            "bad.json: $.buffer_types.default.alignment: 131072 is out of range (must be a power of two up "
+            "to 65536, the "
             "most a plan records)");
   EXPECT_EQ(ErrorOf(Replace(kMinimal, "\"manifest_version\": 1", "\"manifest_version\": 7")),
             "bad.json: $.manifest_version: unsupported version 7 (this build reads 1)");
@@ -426,9 +428,11 @@ TEST(ManifestErrors, DeepNestingIsRefusedCheaply) {
   // 100000 nested arrays (200 KB): the parse stops at depth 32 instead of building paths of every
   // depth (building them all took 14.7 GB and 23 s).
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
-  EXPECT_EQ(ErrorOf(deep), "bad.json: $[0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0]"
-                           "[0][0][0]: JSON nested deeper than 32 levels (device manifests nest at most about 10)");
-  // The shipped manifests' own depth is far below the limit (they all parse: ShippedRegistryParsesAndRoundTrips).
+  EXPECT_EQ(ErrorOf(deep),
+            "bad.json: $[0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0]"
+            "[0][0][0]: JSON nested deeper than 32 levels (device manifests nest at most about 10)");
+  // The shipped manifests' own depth is far below the limit (they all parse:
+  // ShippedRegistryParsesAndRoundTrips).
 }
 
 TEST(ManifestErrors, FolderIsNotAManifest) {

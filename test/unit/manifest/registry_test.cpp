@@ -109,7 +109,9 @@ TEST(Registry, SharedBufferTypesMustAgree) {
   ASSERT_TRUE(blas.ok());
   DeviceManifest odd = *blas;
   odd.default_buft.alignment = 64;
-  { std::ofstream(dir + "/odd.json") << SerializeManifest(odd); }
+  {
+    std::ofstream(dir + "/odd.json") << SerializeManifest(odd);
+  }
   auto bad = r.MakeDevices(dir + "/odd.json,cpu");
   ASSERT_FALSE(bad.ok());
   // Both devices and the files they came from are named.
@@ -124,7 +126,9 @@ TEST(Registry, BrokenManifestOnlyFailsItsLookup) {
   char tmpl[] = "/tmp/stowage-registry-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   std::string dir = tmpl;
-  { std::ofstream(dir + "/broken.json") << "{\"manifest_version\": 1, \"nam\": 3}"; }
+  {
+    std::ofstream(dir + "/broken.json") << "{\"manifest_version\": 1, \"nam\": 3}";
+  }
   Registry r = Open({dir, kShipped});
   EXPECT_TRUE(r.MakeDevices("h200").ok());
   auto b = r.MakeDevices("broken");

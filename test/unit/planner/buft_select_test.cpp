@@ -1,11 +1,12 @@
 // select-weight-buft and place-kv on hand-written weights and manifests.
+#include "stowage/planner/buft_select.h"
+
 #include <gtest/gtest.h>
 
 #include <regex>
 
-#include "stowage/planner/graph.h"
-#include "stowage/planner/buft_select.h"
 #include "stowage/planner/explain.h"
+#include "stowage/planner/graph.h"
 #include "stowage/planner/kv_place.h"
 #include "test_manifests.h"
 
@@ -16,8 +17,8 @@ using testing::Cpu;
 using testing::Gpu;
 using testing::OneDnnLike;
 
-GlobalTensor W(const std::string& name, GgmlType type, std::vector<int64_t> ne, int layer, LayerClass cls, stowage::GgmlOp op,
-               bool dup = false) {
+GlobalTensor W(const std::string& name, GgmlType type, std::vector<int64_t> ne, int layer, LayerClass cls,
+               stowage::GgmlOp op, bool dup = false) {
   GlobalTensor g;
   g.name = name;
   g.type = type;
@@ -37,12 +38,18 @@ ModelGraphs TinyModel() {
   m.hp.n_layer = 1;
   m.hp.n_head = 4;
   m.hp.n_embd_head_v = 64;
-  m.globals.push_back(W("token_embd.weight", GgmlType::Q4_0, {256, 512}, -1, LayerClass::kInput, stowage::GgmlOp::GET_ROWS));
-  m.globals.push_back(W("blk.0.attn_norm.weight", GgmlType::F32, {256}, 0, LayerClass::kRepeating, stowage::GgmlOp::MUL));
-  m.globals.push_back(W("blk.0.attn_q.weight", GgmlType::Q4_0, {256, 256}, 0, LayerClass::kRepeating, stowage::GgmlOp::MUL_MAT));
-  m.globals.push_back(W("output_norm.weight", GgmlType::F32, {256}, 1, LayerClass::kOutput, stowage::GgmlOp::MUL));
-  m.globals.push_back(W("token_embd.weight", GgmlType::Q4_0, {256, 512}, 1, LayerClass::kOutput, stowage::GgmlOp::MUL_MAT, true));
-  GlobalTensor k = W("cache_k_l0", GgmlType::F16, {128 * 256}, 0, LayerClass::kRepeating, stowage::GgmlOp::NONE);
+  m.globals.push_back(
+      W("token_embd.weight", GgmlType::Q4_0, {256, 512}, -1, LayerClass::kInput, stowage::GgmlOp::GET_ROWS));
+  m.globals.push_back(
+      W("blk.0.attn_norm.weight", GgmlType::F32, {256}, 0, LayerClass::kRepeating, stowage::GgmlOp::MUL));
+  m.globals.push_back(W("blk.0.attn_q.weight", GgmlType::Q4_0, {256, 256}, 0, LayerClass::kRepeating,
+                        stowage::GgmlOp::MUL_MAT));
+  m.globals.push_back(
+      W("output_norm.weight", GgmlType::F32, {256}, 1, LayerClass::kOutput, stowage::GgmlOp::MUL));
+  m.globals.push_back(W("token_embd.weight", GgmlType::Q4_0, {256, 512}, 1, LayerClass::kOutput,
+                        stowage::GgmlOp::MUL_MAT, true));
+  GlobalTensor k =
+      W("cache_k_l0", GgmlType::F16, {128 * 256}, 0, LayerClass::kRepeating, stowage::GgmlOp::NONE);
   k.kind = TensorKind::kKvCache;
   m.globals.push_back(k);
   return m;
@@ -69,7 +76,7 @@ TEST(SelectWeightBufts, CpuOnlyRepacksQ4_0MatmulsAndCountsTheRest) {
   Fixture s = Make({Cpu()}, 0, true);
   MovedSummary moved;
   ASSERT_TRUE(SelectWeightBufts(m, s.ds, s.lm, {}, &s.p, &moved).ok());
-  EXPECT_EQ(BuftOf(s, 0), "CPU");         // GET_ROWS: the repack buft refuses
+  EXPECT_EQ(BuftOf(s, 0), "CPU");  // GET_ROWS: the repack buft refuses
   EXPECT_EQ(BuftOf(s, 1), "CPU");
   EXPECT_EQ(BuftOf(s, 2), "CPU_REPACK");  // Q4_0 MUL_MAT, ne1 % 8 == 0
   EXPECT_EQ(BuftOf(s, 3), "CPU");
@@ -211,7 +218,8 @@ TEST(PlaceKvCache, FollowsLayerDeviceOrCpuWithNkvo) {
 /// override > mmap > shared copy > head/fallback.
 const char* CodeFromText(const ExplainEntry& e) {
   if (e.rule.rfind("override '", 0) == 0)
-    return e.rule.find("first supported entry of the CPU list") != std::string::npos ? "load.override.cpu" : "load.override";
+    return e.rule.find("first supported entry of the CPU list") != std::string::npos ? "load.override.cpu"
+                                                                                     : "load.override";
   if (e.rule.find("; mmap: ") != std::string::npos) return "load.mmap";
   if (e.rule.find("; shares the copy already in ") != std::string::npos) return "load.dup";
   if (e.rule.rfind("KV cache of layer", 0) == 0) return "kv.layer";
@@ -238,7 +246,8 @@ TEST(ExplainRule, EveryWeightAndKvRecordCarriesTheCodeItsTextSays) {
     MovedSummary moved;
     ASSERT_TRUE(SelectWeightBufts(m, s.ds, s.lm, {}, &s.p, &moved).ok());
     ASSERT_TRUE(PlaceKvCache(m, s.ds, s.lm, true, &s.p).ok());
-    EXPECT_EQ(Codes(s.p), (V{"load.fallback", "load.fallback", "load.head", "load.fallback", "load.head", "kv.layer"}));
+    EXPECT_EQ(Codes(s.p),
+              (V{"load.fallback", "load.fallback", "load.head", "load.fallback", "load.head", "kv.layer"}));
   }
   {  // --no-repack: the tied output shares token_embd's CPU copy; -nkvo.
     ModelGraphs m = TinyModel();
@@ -264,7 +273,8 @@ TEST(ExplainRule, EveryWeightAndKvRecordCarriesTheCodeItsTextSays) {
     o.overrides = {{"attn_q", "CPU"}, {"attn_norm", "G"}, {"output_norm", "CPU"}};
     MovedSummary moved;
     ASSERT_TRUE(SelectWeightBufts(m, s.ds, s.lm, o, &s.p, &moved).ok());
-    EXPECT_EQ(Codes(s.p), (V{"load.mmap", "load.override", "load.override.cpu", "load.override.cpu", "load.head"}));
+    EXPECT_EQ(Codes(s.p),
+              (V{"load.mmap", "load.override", "load.override.cpu", "load.override.cpu", "load.head"}));
     EXPECT_EQ(BuftOf(s, 3), "CPU");  // output_norm: CPU list -> G_Host -> mmap -> CPU
     EXPECT_NE(s.p.explain[3].rule.find("; mmap: "), std::string::npos);
   }
@@ -282,7 +292,8 @@ TEST(ExplainRule, CodesAreNamedLikeThePlaceDialectAndShownInJson) {
   e.rule = "first entry";
   e.code = ExplainRule::kWeightFallback;
   p.explain.push_back(e);
-  EXPECT_NE(ExplainJson(p).find("\"rule\": \"first entry\",\n      \"code\": \"load.fallback\""), std::string::npos)
+  EXPECT_NE(ExplainJson(p).find("\"rule\": \"first entry\",\n      \"code\": \"load.fallback\""),
+            std::string::npos)
       << ExplainJson(p);
   EXPECT_EQ(ExplainText(p), "tensor w:  on  -- first entry\n");  // the text is unchanged
 }

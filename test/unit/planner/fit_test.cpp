@@ -1,8 +1,9 @@
 // fit: the -ngl search.
+#include "stowage/planner/fit.h"
+
 #include <gtest/gtest.h>
 
 #include "stowage/planner/graph.h"
-#include "stowage/planner/fit.h"
 
 namespace stowage::planner {
 namespace {
@@ -44,7 +45,8 @@ namespace {
 
 TEST(CheckFit, CountsDeviceBuffersNotMappedOrHostOnes) {
   PlacementOutcome o;
-  o.devices = *MakeDeviceSet({testing::Gpu("G", 10, "CUDA", /*host=*/true), testing::Cpu()}, SplitMode::kLayer, 0);
+  o.devices =
+      *MakeDeviceSet({testing::Gpu("G", 10, "CUDA", /*host=*/true), testing::Cpu()}, SplitMode::kLayer, 0);
   InitPlacement(o.devices, true, &o.placement);
   auto buf = [&](const std::string& buft, uint64_t mib, bool mapped) {
     PlannedBuffer b;
@@ -66,9 +68,10 @@ TEST(CheckFit, CountsDeviceBuffersNotMappedOrHostOnes) {
   Status s = CheckFit(o);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
-  EXPECT_EQ(s.message(),
-            "does not fit: device G needs 11534336 bytes (11.00 MiB) but has 10485760 bytes (10.00 MiB) available "
-            "(free 10.00 MiB - reserve 0.00 MiB)");
+  EXPECT_EQ(
+      s.message(),
+      "does not fit: device G needs 11534336 bytes (11.00 MiB) but has 10485760 bytes (10.00 MiB) available "
+      "(free 10.00 MiB - reserve 0.00 MiB)");
 }
 
 /// Two GPUs with split bufts (-sm row, 10 MiB free each) and a CPU; one weight buffer per split buft
@@ -86,8 +89,8 @@ void SetSplit(RowFixture& f, std::vector<float> ts) {
 
 RowFixture MakeRow(uint64_t g0_bytes) {
   RowFixture f;
-  f.o.devices = *MakeDeviceSet({testing::Gpu("G0", 10, "CUDA", false, true), testing::Gpu("G1", 10, "CUDA", false, true),
-                                testing::Cpu()},
+  f.o.devices = *MakeDeviceSet({testing::Gpu("G0", 10, "CUDA", false, true),
+                                testing::Gpu("G1", 10, "CUDA", false, true), testing::Cpu()},
                                SplitMode::kRow, 0);
   InitPlacement(f.o.devices, true, &f.o.placement);
   auto buffer = [&](const std::string& buft, uint64_t size) {
@@ -99,7 +102,8 @@ RowFixture MakeRow(uint64_t g0_bytes) {
     f.o.memory.buffers.push_back(b);
     return static_cast<int>(f.o.memory.buffers.size()) - 1;
   };
-  auto weight = [&](const std::string& name, GgmlType type, int64_t ne0, int64_t ne1, int buf, uint64_t offset) {
+  auto weight = [&](const std::string& name, GgmlType type, int64_t ne0, int64_t ne1, int buf,
+                    uint64_t offset) {
     GlobalTensor g;
     g.name = name;
     g.type = type;
@@ -114,8 +118,8 @@ RowFixture MakeRow(uint64_t g0_bytes) {
   const int s1 = buffer("G1_Split", 2048 * 1024);
   buffer("G0", g0_bytes);
   weight("blk.0.attn_q.weight", GgmlType::Q4_0, 256, 256, s0, 0);     // rows of 144 bytes, padded by 144
-  weight("blk.0.ffn_up.weight", GgmlType::F32, 512, 64, s0, 36864);    // 64 rows: all on the last device
-  weight("blk.0.ffn_up.weight", GgmlType::F32, 512, 64, s0, 36864);    // a second role of it: counted once
+  weight("blk.0.ffn_up.weight", GgmlType::F32, 512, 64, s0, 36864);   // 64 rows: all on the last device
+  weight("blk.0.ffn_up.weight", GgmlType::F32, 512, 64, s0, 36864);   // a second role of it: counted once
   weight("blk.1.ffn_down.weight", GgmlType::F16, 1024, 1024, s1, 0);  // ne0 % 512 == 0: no padding
   return f;
 }
@@ -160,7 +164,8 @@ TEST(CheckFit, CountsEachDevicesShareOfASplitBufferNotTheWholeBuffer) {
   EXPECT_EQ(use[0].needed + use[1].needed, (9ull << 20) + 2 * (128 * 144 + 144) + 64 * 2048 + 1024 * 2048);
   Status s = CheckFit(f.o);
   ASSERT_FALSE(s.ok());  // G0: 9 MiB + 1.02 MiB > 10 MiB (the whole-buffer count said 9.16 MiB: fits)
-  EXPECT_NE(s.message().find("device G0 needs " + std::to_string(g0) + " bytes"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("device G0 needs " + std::to_string(g0) + " bytes"), std::string::npos)
+      << s.message();
   RowFixture small = MakeRow(8ull << 20);
   small.o.split_shares = *RowSplitShares(small.m, small.o);
   EXPECT_TRUE(CheckFit(small.o).ok());

@@ -1,8 +1,9 @@
 // assign-layers: device set, buffer-type lists and the layer map on hand-written manifests.
+#include "stowage/planner/layer_map.h"
+
 #include <gtest/gtest.h>
 
 #include "stowage/planner/graph.h"
-#include "stowage/planner/layer_map.h"
 #include "test_manifests.h"
 
 namespace stowage::planner {
@@ -10,8 +11,8 @@ namespace {
 
 using testing::Accel;
 using testing::Cpu;
-using testing::OneDnnLike;
 using testing::Gpu;
+using testing::OneDnnLike;
 
 std::vector<std::string> Names(const DeviceSet& ds, const std::vector<int>& devs) {
   std::vector<std::string> out;
@@ -26,7 +27,8 @@ std::vector<std::string> BuftNames(const BuftList& l) {
 }
 
 TEST(DeviceSet, OrdersModelDevicesRpcFirstThenAccelThenCpu) {
-  auto ds = MakeDeviceSet({Cpu(), Gpu("CUDA0", 100, "CUDA"), Accel(), Gpu("RPC[a]", 100)}, SplitMode::kLayer, 0);
+  auto ds =
+      MakeDeviceSet({Cpu(), Gpu("CUDA0", 100, "CUDA"), Accel(), Gpu("RPC[a]", 100)}, SplitMode::kLayer, 0);
   ASSERT_TRUE(ds.ok()) << ds.status().message();
   ASSERT_EQ(ds->devices.size(), 4u);
   EXPECT_EQ(ds->devices[0].name, "RPC[a]");
@@ -54,15 +56,18 @@ TEST(DeviceSet, MainGpuMustNameAModelDeviceInEveryMode) {
     auto bad = MakeDeviceSet({Gpu("A", 1), Gpu("B", 1), Cpu()}, mode, 7);
     ASSERT_FALSE(bad.ok());
     EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_EQ(bad.status().message(), "invalid value for main_gpu: 7 (available devices: 2; valid: 0 to 1 (A, B))");
+    EXPECT_EQ(bad.status().message(),
+              "invalid value for main_gpu: 7 (available devices: 2; valid: 0 to 1 (A, B))");
     auto negative = MakeDeviceSet({Gpu("A", 1), Cpu()}, mode, -1);
     ASSERT_FALSE(negative.ok());
-    EXPECT_EQ(negative.status().message(), "invalid value for main_gpu: -1 (available devices: 1; valid: 0 (A))");
+    EXPECT_EQ(negative.status().message(),
+              "invalid value for main_gpu: -1 (available devices: 1; valid: 0 (A))");
     auto cpu_only = MakeDeviceSet({Cpu()}, mode, 3);
     ASSERT_FALSE(cpu_only.ok());
-    EXPECT_EQ(cpu_only.status().message(),
-              std::string("invalid value for main_gpu: 3 (available devices: 0)") +
-                  (mode == SplitMode::kNone ? "; -sm none runs on the one GPU -mg picks, and there is none" : ""));
+    EXPECT_EQ(
+        cpu_only.status().message(),
+        std::string("invalid value for main_gpu: 3 (available devices: 0)") +
+            (mode == SplitMode::kNone ? "; -sm none runs on the one GPU -mg picks, and there is none" : ""));
   }
   // Without model devices the default 0 is fine unless -sm none needs one.
   EXPECT_TRUE(MakeDeviceSet({Cpu()}, SplitMode::kLayer, 0).ok());
@@ -81,7 +86,8 @@ TEST(BuftLists, CpuListIsAccelThenExtraThenFirstHostThenCpu) {
   auto ds = MakeDeviceSet({Gpu("G0", 1, "CUDA"), Gpu("G1", 1, "CUDA", /*host=*/true), Accel(), Cpu()},
                           SplitMode::kLayer, 0);
   ASSERT_TRUE(ds.ok());
-  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, false, false)), (std::vector<std::string>{"CPU_REPACK", "G1_Host", "CPU"}));
+  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, false, false)),
+            (std::vector<std::string>{"CPU_REPACK", "G1_Host", "CPU"}));
   EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, true, false)), (std::vector<std::string>{"CPU_REPACK", "CPU"}));
   EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, true, true)), (std::vector<std::string>{"CPU"}));
   const BuftList cpu = MakeCpuBuftList(*ds, false, false);
@@ -92,8 +98,10 @@ TEST(BuftLists, GpuListHasSplitBuftOnlyInRowMode) {
   auto ds = MakeDeviceSet({Gpu("G0", 1, "CUDA", false, /*split=*/true), Cpu(false)}, SplitMode::kRow, 0);
   ASSERT_TRUE(ds.ok());
   const BuftList cpu = MakeCpuBuftList(*ds, false, false);
-  EXPECT_EQ(BuftNames(MakeGpuBuftList(*ds, 0, SplitMode::kRow, cpu)), (std::vector<std::string>{"G0_Split", "G0", "CPU"}));
-  EXPECT_EQ(BuftNames(MakeGpuBuftList(*ds, 0, SplitMode::kLayer, cpu)), (std::vector<std::string>{"G0", "CPU"}));
+  EXPECT_EQ(BuftNames(MakeGpuBuftList(*ds, 0, SplitMode::kRow, cpu)),
+            (std::vector<std::string>{"G0_Split", "G0", "CPU"}));
+  EXPECT_EQ(BuftNames(MakeGpuBuftList(*ds, 0, SplitMode::kLayer, cpu)),
+            (std::vector<std::string>{"G0", "CPU"}));
 }
 
 TEST(BuftLists, InitPlacementRegistersEachBuftOnceAndCpuComputeUsesHostBuft) {
@@ -106,7 +114,7 @@ TEST(BuftLists, InitPlacementRegistersEachBuftOnceAndCpuComputeUsesHostBuft) {
   EXPECT_EQ(names, (std::vector<std::string>{"G0", "G0_Host", "CPU_REPACK", "CPU"}));
   ASSERT_EQ(p.backends.size(), 3u);
   EXPECT_EQ(p.bufts[p.backends[0].compute_buft].name, "G0");
-  EXPECT_EQ(p.bufts[p.backends[1].compute_buft].name, "CPU");  // BLAS
+  EXPECT_EQ(p.bufts[p.backends[1].compute_buft].name, "CPU");      // BLAS
   EXPECT_EQ(p.bufts[p.backends[2].compute_buft].name, "G0_Host");  // CPU backend: host buft of device 0
   EXPECT_FALSE(p.bufts[2].repack.empty());
 }
@@ -114,7 +122,8 @@ TEST(BuftLists, InitPlacementRegistersEachBuftOnceAndCpuComputeUsesHostBuft) {
 TEST(BuftLists, AccelWithItsOwnBuftLeadsTheCpuListAndComputesIntoTheCpuBuft) {
   auto ds = MakeDeviceSet({OneDnnLike(), Cpu()}, SplitMode::kLayer, 0);
   ASSERT_TRUE(ds.ok());
-  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, false, false)), (std::vector<std::string>{"ONEDNN", "CPU_REPACK", "CPU"}));
+  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, false, false)),
+            (std::vector<std::string>{"ONEDNN", "CPU_REPACK", "CPU"}));
   EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, false, true)), (std::vector<std::string>{"ONEDNN", "CPU"}));
   Placement p;
   InitPlacement(*ds, true, &p);
@@ -147,11 +156,9 @@ TEST(LayerMap, UpperBoundOnCumulativeFractions) {
   ASSERT_TRUE(ds.ok());
   const std::string C = "CPU", A = "R0", B = "R1";
   const std::vector<LayerCase> cases = {
-      {0, {}, {C, C, C, C, C, C, C, C, C}},
-      {4, {}, {C, C, C, C, A, A, A, B, C}},
+      {0, {}, {C, C, C, C, C, C, C, C, C}},      {4, {}, {C, C, C, C, A, A, A, B, C}},
       {99, {}, {A, A, A, A, A, A, B, B, B}},  // 6/9 == 512/768 exactly: layer 6 goes to the next device
-      {99, {1, 1}, {A, A, A, A, A, B, B, B, B}},
-      {9, {0, 1}, {B, B, B, B, B, B, B, B, B}},
+      {99, {1, 1}, {A, A, A, A, A, B, B, B, B}}, {9, {0, 1}, {B, B, B, B, B, B, B, B, B}},
   };
   for (const auto& c : cases) {
     auto lm = AssignLayers(*ds, 8, c.ngl, c.ts);
@@ -196,14 +203,16 @@ TEST(TensorSplit, RejectsWhatIsNotANonNegativeNumber) {
     const char* text;
     const char* item;  // "item N 'x'"
   };
-  for (const Bad& b : {Bad{"3,x", "item 2 'x'"}, Bad{"1,-1", "item 2 '-1'"}, Bad{"3,,1", "item 2 ''"},
-                       Bad{"3,", "item 2 ''"}, Bad{"/1", "item 1 ''"}, Bad{"3x", "item 1 '3x'"},
-                       Bad{"inf", "item 1 'inf'"}, Bad{"nan/1", "item 1 'nan'"}, Bad{"1e99", "item 1 '1e99'"}}) {
+  for (const Bad& b :
+       {Bad{"3,x", "item 2 'x'"}, Bad{"1,-1", "item 2 '-1'"}, Bad{"3,,1", "item 2 ''"},
+        Bad{"3,", "item 2 ''"}, Bad{"/1", "item 1 ''"}, Bad{"3x", "item 1 '3x'"}, Bad{"inf", "item 1 'inf'"},
+        Bad{"nan/1", "item 1 'nan'"}, Bad{"1e99", "item 1 '1e99'"}}) {
     auto r = ParseTensorSplit(b.text);
     ASSERT_FALSE(r.ok()) << b.text;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_EQ(r.status().message(), std::string("invalid tensor split '") + b.text + "': " + b.item +
-                                        " is not a non-negative number (expected proportions such as 3,1 or 3/1)");
+    EXPECT_EQ(r.status().message(),
+              std::string("invalid tensor split '") + b.text + "': " + b.item +
+                  " is not a non-negative number (expected proportions such as 3,1 or 3/1)");
   }
 }
 

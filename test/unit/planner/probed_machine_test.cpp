@@ -1,7 +1,8 @@
 // tools/common/probed_machine.h: probed GPUs are numbered in probe order (CUDA0, CUDA1, ...).
+#include "probed_machine.h"
+
 #include <gtest/gtest.h>
 
-#include "probed_machine.h"
 #include "stowage/planner/graph.h"
 
 namespace stowage::tools {
@@ -49,7 +50,8 @@ TEST(ProbedManifests, NumbersGpusInProbeOrder) {
 
 TEST(ProbedManifests, SkippedDevicesTakeNoIndex) {
   const std::vector<ProbedDevice> probed = Machine();
-  auto cpu_only = ProbedManifests(probed, [](const ProbedDevice& d) { return d.type == ProbedDeviceType::kCpu; });
+  auto cpu_only =
+      ProbedManifests(probed, [](const ProbedDevice& d) { return d.type == ProbedDeviceType::kCpu; });
   ASSERT_TRUE(cpu_only.ok());
   ASSERT_EQ(cpu_only->size(), 1u);
   EXPECT_EQ((*cpu_only)[0].name, "CPU");

@@ -1,4 +1,6 @@
 // schedule: the scheduler passes and split inputs on hand-built graphs.
+#include "stowage/planner/scheduler.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
@@ -6,7 +8,6 @@
 #include "stowage/planner/graph.h"
 #include "stowage/planner/graph_builder.h"
 #include "stowage/planner/memory_plan.h"
-#include "stowage/planner/scheduler.h"
 #include "test_manifests.h"
 
 namespace stowage::planner {
@@ -24,7 +25,8 @@ struct TwoMatmuls {
   Placement p;
   int x = -1, y = -1, z = -1;
 
-  TwoMatmuls(std::vector<DeviceManifest> devs, const std::string& w1_buft, const std::string& w2_buft, int64_t tokens) {
+  TwoMatmuls(std::vector<DeviceManifest> devs, const std::string& w1_buft, const std::string& w2_buft,
+             int64_t tokens) {
     m.hp.n_layer = 1;
     for (int i = 0; i < 2; ++i) {
       GlobalTensor g;
@@ -63,14 +65,15 @@ struct TwoMatmuls {
 // ONEDNN) read by a node no backend holding that buft can run: the node falls back to the CPU and
 // would need a copy of the weight, which would be read as the plain layout — refused by name.
 TEST(Scheduler, RefusesToCopyAWeightStoredInAConvertedLayout) {
-  auto accel = ParseManifest(R"({"manifest_version": 1, "backend": "ONEDNN", "name": "XDNN", "description": "test ACCEL",
+  auto accel = ParseManifest(
+      R"({"manifest_version": 1, "backend": "ONEDNN", "name": "XDNN", "description": "test ACCEL",
     "type": "ACCEL", "memory": {"total": 0, "free": 0},
     "caps": {"async": false, "host_buffer": false, "buffer_from_host_ptr": false, "events": false},
     "buffer_types": {"default": {"name": "XDNN", "alignment": 64, "is_host": false}},
     "supports_buft": {"any_host": true},
     "op_support": {"default": "unsupported", "rules": [
       {"ops": ["NONE", "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE"], "supported": true}]}})",
-                             "xdnn");
+      "xdnn");
   ASSERT_TRUE(accel.ok()) << accel.status().ToString();
   TwoMatmuls t({*accel, Cpu()}, "XDNN", "CPU", 64);
   Status s = ScheduleGraph(t.m.prefill, t.m, t.ds, t.lm, &t.p, {});
@@ -189,8 +192,8 @@ DeviceManifest AsyncGpu(const std::string& name, bool async = true, bool events 
 }
 
 TEST(PipelineParallelism, LlamaCppRule) {
-  auto decide = [](std::vector<DeviceManifest> devs, int ngl, SplitMode sm = SplitMode::kLayer, bool kqv = true,
-                   bool overrides = false) {
+  auto decide = [](std::vector<DeviceManifest> devs, int ngl, SplitMode sm = SplitMode::kLayer,
+                   bool kqv = true, bool overrides = false) {
     auto ds = MakeDeviceSet(devs, sm, 0);
     EXPECT_TRUE(ds.ok()) << ds.status().ToString();
     return PipelineParallelism(*ds, /*n_layer=*/8, ngl, sm, kqv, overrides);

@@ -57,9 +57,10 @@ TEST(RecordTensorSplit, WithoutTsTheDefaultIsLeftToTheRuntime) {
 TEST(RecordTensorSplit, OnlyTheDevicesOfTheSplitsBackendCount) {
   // RPC devices are moved to the front of the model devices; -ts is indexed like the model devices
   // (RPC, CUDA0, CUDA1), but a CUDA split buffer spreads over the CUDA devices only.
-  auto ds = MakeDeviceSet({testing::Gpu("G0", 10, "CUDA", false, true), testing::Gpu("G1", 10, "CUDA", false, true),
-                           testing::Gpu("R", 10, "RPC"), testing::Cpu()},
-                          SplitMode::kRow, 0);
+  auto ds =
+      MakeDeviceSet({testing::Gpu("G0", 10, "CUDA", false, true), testing::Gpu("G1", 10, "CUDA", false, true),
+                     testing::Gpu("R", 10, "RPC"), testing::Cpu()},
+                    SplitMode::kRow, 0);
   ASSERT_TRUE(ds.ok()) << ds.status().message();
   ASSERT_EQ(ds->devices[0].name, "R");
   Placement p;

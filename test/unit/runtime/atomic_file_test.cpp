@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -15,8 +16,6 @@
 #include <sstream>
 #include <string>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 namespace stowage {
 namespace {
@@ -118,7 +117,9 @@ TEST_F(AtomicFileTest, UncommittedWriteLeavesTheOldFileAndNoTemporary) {
 
 TEST_F(AtomicFileTest, AKilledWriterLeavesNothing) {
   const int probe = ::open(dir_.c_str(), O_TMPFILE | O_WRONLY, 0644);
-  if (probe < 0) GTEST_SKIP() << dir_ << ": no O_TMPFILE on this file system (a killed writer would leave a named temporary)";
+  if (probe < 0)
+    GTEST_SKIP() << dir_
+                 << ": no O_TMPFILE on this file system (a killed writer would leave a named temporary)";
   ::close(probe);
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
@@ -175,7 +176,8 @@ TEST_F(AtomicFileTest, DeviceIsWrittenInPlaceAndItsErrorReported) {
   ASSERT_EQ(::stat("/dev/full", &st), 0);
   const Status s = Write("/dev/full", "x");
   EXPECT_EQ(s.code(), StatusCode::kIoError);
-  EXPECT_NE(s.message().find("/dev/full: write failed: No space left on device"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("/dev/full: write failed: No space left on device"), std::string::npos)
+      << s.message();
   ASSERT_EQ(::stat("/dev/full", &st), 0);
   EXPECT_TRUE(S_ISCHR(st.st_mode));
 }
@@ -186,7 +188,8 @@ TEST_F(AtomicFileTest, FolderAndMissingFolderAreErrors) {
   EXPECT_NE(s.message().find("is a folder"), std::string::npos) << s.message();
   s = Write(Path("missing/x.plan"), "x");
   EXPECT_EQ(s.code(), StatusCode::kIoError);
-  EXPECT_NE(s.message().find("missing/x.plan: cannot create a file in the folder"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("missing/x.plan: cannot create a file in the folder"), std::string::npos)
+      << s.message();
   EXPECT_TRUE(Entries().empty());
 }
 

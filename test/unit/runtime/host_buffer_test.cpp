@@ -1,7 +1,6 @@
 // HostBuffer (the CPU backend's buffers): zeroed, aligned, bounds-checked, and memory is committed
 // only where written (anonymous mapping, no memset of the whole buffer).
 #include <gtest/gtest.h>
-
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -122,7 +121,8 @@ TEST(HostBuffer, WrapOfFileMappingKeepsBytesAndAddresses) {
   EXPECT_EQ(std::memcmp(b->base(), bytes.data() + 777, n), 0);
   // An aligned address inside is no longer the file (no path in its maps line) where transparent
   // huge pages are on; either way its bytes are the file's.
-  const uintptr_t inner = (reinterpret_cast<uintptr_t>(data) + (uint64_t(2) << 20) - 1) / (uint64_t(2) << 20) * (uint64_t(2) << 20);
+  const uintptr_t inner = (reinterpret_cast<uintptr_t>(data) + (uint64_t(2) << 20) - 1) /
+                          (uint64_t(2) << 20) * (uint64_t(2) << 20);
   const std::string line = MapsLine(reinterpret_cast<const void*>(inner));
   std::string thp;
   if (FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re")) {
@@ -154,7 +154,8 @@ TEST(HostBuffer, WrapOfFileMappingDefaultKeepsTheFilePages) {
   ASSERT_NE(map, MAP_FAILED);
   const uint8_t* data = static_cast<const uint8_t*>(map);
   std::unique_ptr<HostBuffer> b = HostBuffer::Wrap(data, size);
-  const uintptr_t inner = (reinterpret_cast<uintptr_t>(data) + (uint64_t(2) << 20) - 1) / (uint64_t(2) << 20) * (uint64_t(2) << 20);
+  const uintptr_t inner = (reinterpret_cast<uintptr_t>(data) + (uint64_t(2) << 20) - 1) /
+                          (uint64_t(2) << 20) * (uint64_t(2) << 20);
   EXPECT_NE(MapsLine(reinterpret_cast<const void*>(inner)).find("stowage_host_buffer_"), std::string::npos);
   EXPECT_EQ(b->base(), data);
   EXPECT_EQ(b->base()[size - 1], 0x5a);

@@ -83,7 +83,8 @@ class HostilePlan : public ::testing::Test {
   }
 
   /// Edits the tensor `name` of both graphs (pp and tg).
-  std::vector<uint8_t> EditBothGraphs(const std::string& name, const std::function<void(bp::GraphT&, bp::GraphTensorT&)>& edit) const {
+  std::vector<uint8_t> EditBothGraphs(const std::string& name,
+                                      const std::function<void(bp::GraphT&, bp::GraphTensorT&)>& edit) const {
     return Edit([&](bp::PlanT& p) {
       for (auto& g : p.graphs) {
         const int i = Find(*g, name);
@@ -136,7 +137,8 @@ TEST_F(HostilePlan, BadTensorOfTheTgGraphIsRejectedAtLoad) {
   });
   auto s = Session::CreateFromPlanBytes(bytes, model_);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.status().message().find("graph tg tensor 'k_cache_view-0'"), std::string::npos) << s.status().message();
+  EXPECT_NE(s.status().message().find("graph tg tensor 'k_cache_view-0'"), std::string::npos)
+      << s.status().message();
 }
 
 TEST_F(HostilePlan, NegativeViewOffsetIsRejected) {
@@ -208,7 +210,8 @@ TEST_F(HostilePlan, MulMatResultOfTheWrongShapeIsRejectedAtLoad) {
 }
 
 TEST_F(HostilePlan, HugeDimensionIsRejected) {
-  Status st = Run(EditBothGraphs("inp_embd", [](bp::GraphT&, bp::GraphTensorT& t) { t.ne[0] = Const(int64_t{1} << 62); }));
+  Status st = Run(EditBothGraphs(
+      "inp_embd", [](bp::GraphT&, bp::GraphTensorT& t) { t.ne[0] = Const(int64_t{1} << 62); }));
   EXPECT_FALSE(st.ok());
 }
 
@@ -249,7 +252,8 @@ TEST_F(HostilePlan, UnsealedEditIsRefusedByTheChecksum) {
   auto s = Session::CreateFromPlanBytes(bytes, model_, {});
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::kDataLoss);
-  EXPECT_NE(s.status().message().find("content_xxh64: checksum mismatch"), std::string::npos) << s.status().message();
+  EXPECT_NE(s.status().message().find("content_xxh64: checksum mismatch"), std::string::npos)
+      << s.status().message();
   ASSERT_TRUE(SealPlan(bytes.data(), bytes.size()).ok());
   EXPECT_TRUE(Session::CreateFromPlanBytes(bytes, model_, {}).ok());  // sealed: structurally fine again
   // A version-2 plan without the field is refused; a version-1 plan (older writer) needs none.
@@ -264,9 +268,10 @@ TEST_F(HostilePlan, UnsealedEditIsRefusedByTheChecksum) {
   p->schema_version = 1;
   flatbuffers::FlatBufferBuilder fbb3;
   bp::FinishPlanBuffer(fbb3, bp::Plan::Pack(fbb3, p.get()));
-  EXPECT_TRUE(Session::CreateFromPlanBytes(std::vector<uint8_t>(fbb3.GetBufferPointer(), fbb3.GetBufferPointer() + fbb3.GetSize()),
-                                           model_, {})
-                  .ok());
+  EXPECT_TRUE(
+      Session::CreateFromPlanBytes(
+          std::vector<uint8_t>(fbb3.GetBufferPointer(), fbb3.GetBufferPointer() + fbb3.GetSize()), model_, {})
+          .ok());
 }
 
 // A small synthetic Mamba model (2 layers, n_embd 64, 300 tokens) in a temporary folder, removed
@@ -329,7 +334,8 @@ TEST(HostilePlanRecurrent, FailedDecodeNeedsResetOnlyForRecurrentModels) {
     Status st = sess.Decode({5, 6, 7, 8, 9, 10, 11, 12, 13}, false, &logits);
     ASSERT_FALSE(st.ok());
     EXPECT_NE(st.message().find("node 'result_output'"), std::string::npos) << st.message();
-    EXPECT_NE(st.message().find(": graph tg node"), std::string::npos) << st.message();  // names the plan first
+    EXPECT_NE(st.message().find(": graph tg node"), std::string::npos)
+        << st.message();  // names the plan first
     EXPECT_EQ(sess.n_past(), 4);
     Status next = sess.Decode({5, 6}, false, &logits);
     if (model == mamba) {
@@ -349,7 +355,8 @@ class ThrowingCpu final : public exec::Backend {
  public:
   explicit ThrowingCpu(int n_threads) : cpu_(exec::CreateCpuBackend(n_threads)) {}
   const std::string& name() const override { return cpu_->name(); }
-  Result<std::unique_ptr<exec::Buffer>> Allocate(const std::string& buft, uint64_t size, uint64_t alignment) override {
+  Result<std::unique_ptr<exec::Buffer>> Allocate(const std::string& buft, uint64_t size,
+                                                 uint64_t alignment) override {
     return cpu_->Allocate(buft, size, alignment);
   }
   Status Compute(const exec::NodeCall& c) override {
@@ -418,12 +425,16 @@ TEST_F(HostilePlan, SchemaVersionFromTheFutureIsRejected) {
 }
 
 TEST_F(HostilePlan, ResultOfTheWrongTypeIsRejected) {
-  Status st = Run(EditBothGraphs("result_output", [](bp::GraphT&, bp::GraphTensorT& t) { t.type = 1; /* F16 */ }));
+  Status st = Run(EditBothGraphs("result_output", [](bp::GraphT&, bp::GraphTensorT& t) {
+    t.type = 1; /* F16 */
+  }));
   EXPECT_FALSE(st.ok());
 }
 
 TEST_F(HostilePlan, TokenInputOfTheWrongTypeIsRejected) {
-  Status st = Run(EditBothGraphs("inp_tokens", [](bp::GraphT&, bp::GraphTensorT& t) { t.type = 0; /* F32 */ }));
+  Status st = Run(EditBothGraphs("inp_tokens", [](bp::GraphT&, bp::GraphTensorT& t) {
+    t.type = 0; /* F32 */
+  }));
   EXPECT_FALSE(st.ok());
 }
 
@@ -532,7 +543,8 @@ TEST_F(HostilePlan, KvCacheInTheMappedModelIsRejected) {
 TEST_F(HostilePlan, ViewWhoseExtentOverflowsIsRejected) {
   Status st = Run(Edit([](bp::PlanT& p) {
     for (auto& g : p.graphs) {
-      const int kqv = Find(*g, "kqv-0"), merged = Find(*g, "kqv_merged-0"), cont = Find(*g, "kqv_merged_cont-0");
+      const int kqv = Find(*g, "kqv-0"), merged = Find(*g, "kqv_merged-0"),
+                cont = Find(*g, "kqv_merged_cont-0");
       ASSERT_GE(kqv, 0);
       ASSERT_GE(merged, 0);
       ASSERT_GE(cont, 0);
@@ -554,7 +566,9 @@ TEST_F(HostilePlan, ViewWhoseExtentOverflowsIsRejected) {
 // written (over its neighbours in the compute buffer) and the run "succeeded" with garbage logits
 // (stowage-run then reported "decode: token id -1 out of range").
 TEST_F(HostilePlan, MaskOfTheWrongTypeIsRejected) {
-  Status st = Run(EditBothGraphs("KQ_mask", [](bp::GraphT&, bp::GraphTensorT& t) { t.type = 1; /* F16 */ }));
+  Status st = Run(EditBothGraphs("KQ_mask", [](bp::GraphT&, bp::GraphTensorT& t) {
+    t.type = 1; /* F16 */
+  }));
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("KQ_mask"), std::string::npos) << st.message();
 }
@@ -590,7 +604,8 @@ TEST_F(HostilePlan, ComputeTensorsThatOverlapWhileLiveAreRejectedAtLoad) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find(": buffer offsets overlap"), std::string::npos) << s.status().message();
   EXPECT_NE(s.status().message().find("'attn_norm-0'"), std::string::npos) << s.status().message();
-  EXPECT_EQ(CheckComputeMemory(**PlanFile::FromBytes(plan_, "unedited"), 5).conflicts, std::vector<std::string>{});
+  EXPECT_EQ(CheckComputeMemory(**PlanFile::FromBytes(plan_, "unedited"), 5).conflicts,
+            std::vector<std::string>{});
 }
 
 // (fixed) a weight or KV cache tensor moved onto another in an allocated buffer ran and
@@ -650,7 +665,8 @@ TEST_F(HostilePlan, GraphWithoutNodesIsRejected) {
 // inp_out_ids); an Input tensor with any other name was silently left as zeros. Renaming
 // inp_out_ids changed the generated text and Decode still returned OK.
 TEST_F(HostilePlan, UnknownGraphInputIsRejected) {
-  Status st = Run(EditBothGraphs("inp_out_ids", [](bp::GraphT&, bp::GraphTensorT& t) { t.name = "inp_mystery"; }));
+  Status st =
+      Run(EditBothGraphs("inp_out_ids", [](bp::GraphT&, bp::GraphTensorT& t) { t.name = "inp_mystery"; }));
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("inp_mystery"), std::string::npos) << st.message();
 }
@@ -691,15 +707,16 @@ TEST_F(HostilePlan, MisalignedIntermediateOffsetIsRejected) {
   ASSERT_FALSE(st.ok());
   // Two bytes on, ffn_gate-0 also overlaps the live tensor after it: the load-time overlap check
   // (CheckComputeMemory) may name that first; either refusal is right.
-  EXPECT_TRUE(st.message().find("align") != std::string::npos || st.message().find("overlap") != std::string::npos)
+  EXPECT_TRUE(st.message().find("align") != std::string::npos ||
+              st.message().find("overlap") != std::string::npos)
       << st.message();
 }
 
 TEST_F(HostilePlan, MisalignedViewStrideIsRejected) {
   Status st = Run(EditBothGraphs("k-0", [](bp::GraphT&, bp::GraphTensorT& t) {
     ASSERT_EQ(t.view_nb.size(), 3u);
-    t.view_nb[0] = bp::DimExpr(t.view_nb[0].c() | 1, t.view_nb[0].tokens(), t.view_nb[0].kv(), t.view_nb[0].kv_head(),
-                               t.view_nb[0].outputs());
+    t.view_nb[0] = bp::DimExpr(t.view_nb[0].c() | 1, t.view_nb[0].tokens(), t.view_nb[0].kv(),
+                               t.view_nb[0].kv_head(), t.view_nb[0].outputs());
   }));
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("align"), std::string::npos) << st.message();
@@ -712,7 +729,8 @@ TEST_F(HostilePlan, MisalignedViewStrideIsRejected) {
 // check and returns the right error, which this test asserts; it is disabled because the
 // sanitizer build aborts before. Fix: check the offset first, then form the pointer.
 TEST_F(HostilePlan, OffsetNear2To64IsRejectedWithoutPointerOverflow) {
-  Status st = Run(EditBothGraphs("inp_embd", [](bp::GraphT&, bp::GraphTensorT& t) { t.offset = 0xff00000000000820ull; }));
+  Status st = Run(
+      EditBothGraphs("inp_embd", [](bp::GraphT&, bp::GraphTensorT& t) { t.offset = 0xff00000000000820ull; }));
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("does not fit in its buffer"), std::string::npos) << st.message();
 }
@@ -735,7 +753,9 @@ TEST(HostilePlanFile, MissingPlanFileIsAnError) {
 
 TEST(HostilePlanFile, EmptyPlanFileIsAnError) {
   const std::string path = ::testing::TempDir() + "/hostile-empty.plan";
-  { std::ofstream out(path, std::ios::binary); }
+  {
+    std::ofstream out(path, std::ios::binary);
+  }
   auto p = PlanFile::Load(path);
   std::remove(path.c_str());
   ASSERT_FALSE(p.ok());

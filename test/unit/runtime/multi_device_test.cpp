@@ -6,13 +6,13 @@
 
 #include <cmath>
 
+#include "golden_placement_plan.h"
 #include "private_backend.h"
 #include "stowage/planner/manifest.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/place_model.h"
 #include "stowage/planner/plan_export.h"
 #include "stowage/runtime/session.h"
-#include "golden_placement_plan.h"
 #include "test_paths.h"
 
 namespace stowage {
@@ -72,7 +72,8 @@ TEST_P(MultiDevice, SameLogitsAsCpuOnly) {
     // that are repacked (CPU_REPACK, as llama.cpp) in one placement and plain on the GPU-type device
     // in the other (measured: up to 0.013 on this model).
     EXPECT_LE(max_diff, 0.03f) << "step " << step;
-    const int32_t next = static_cast<int32_t>(std::max_element(b.end() - (*ref)->n_vocab(), b.end()) - (b.end() - (*ref)->n_vocab()));
+    const int32_t next = static_cast<int32_t>(std::max_element(b.end() - (*ref)->n_vocab(), b.end()) -
+                                              (b.end() - (*ref)->n_vocab()));
     st = (*multi)->Decode({next}, false, &a);
     ASSERT_TRUE(st.ok()) << st.ToString();
     ASSERT_TRUE((*ref)->Decode({next}, false, &b).ok());

@@ -4,8 +4,8 @@
 //    also three GPUs of different kinds, and -ngl n_layer + 1) for the shared models and a
 //    synthetic model of every supported architecture (gguf-synth's library: MoE, tied
 //    embeddings, mamba, phi3's fused QKV, gemma) must: load (PlanFile::Verify), have no two live
-//    tensors sharing compute-buffer bytes (CheckComputeMemory in stowage/runtime/plan.h, liveness re-derived from
-//    the plan file: all copies stay live), allocate exactly the planned bytes and give the CPU-only
+//    tensors sharing compute-buffer bytes (CheckComputeMemory in stowage/runtime/plan.h, liveness re-derived
+//    from the plan file: all copies stay live), allocate exactly the planned bytes and give the CPU-only
 //    plan's logits when the GPU-type devices are the asynchronous test backend (copy 0 executed).
 //  - The liveness check itself finds an overlap that is edited in (it can fail).
 //  - The verifier refuses inconsistent pipeline fields (the SplitInput copies cases below).
@@ -50,7 +50,8 @@ struct Planned {
 /// `no_host_buft` the GPU manifests lose their pinned host buffer type (CUDA_Host): the
 /// asynchronous test backend allocates every buffer type as device memory, so a plan whose CPU
 /// compute buffer is CUDA_Host cannot run on it (the CPU cannot access it).
-Result<Planned> PlanOn(const std::string& model, const std::string& devices, int ngl, bool no_host_buft = false,
+Result<Planned> PlanOn(const std::string& model, const std::string& devices, int ngl,
+                       bool no_host_buft = false,
                        const std::function<void(planner::PlacementOptions&)>& edit = nullptr) {
   STOWAGE_ASSIGN_OR_RETURN(auto gguf, GgufFile::Open(model));
   planner::ContextConfig cfg;
@@ -159,7 +160,7 @@ struct Case {
   int ngl;
   int n_copies = 4;
   const char* flags = "";  // "nkvo" (-nkvo), or an -ot override "REGEX=BUFT"
-  bool run = true;  // false: only the plan is checked (the runtime cannot execute the model)
+  bool run = true;         // false: only the plan is checked (the runtime cannot execute the model)
 };
 
 /// Runs `bytes` (a plan of `model`) with its GPU-type devices on the asynchronous test backend and
@@ -206,8 +207,10 @@ TEST_P(PipelinePlans, AllCopiesLiveAndLogitsEqualCpuOnly) {
   STOWAGE_REQUIRE_FILE(model);
   auto flags = [&](planner::PlacementOptions& o) {
     const std::string f = c.flags;
-    if (f == "nkvo") o.offload_kqv = false;
-    else if (!f.empty()) o.overrides.push_back({f.substr(0, f.find('=')), f.substr(f.find('=') + 1)});
+    if (f == "nkvo")
+      o.offload_kqv = false;
+    else if (!f.empty())
+      o.overrides.push_back({f.substr(0, f.find('=')), f.substr(f.find('=') + 1)});
   };
   for (bool no_host : {false, true}) {
     auto plan = PlanOn(model, c.devices, c.ngl, no_host, flags);
@@ -225,22 +228,23 @@ TEST_P(PipelinePlans, AllCopiesLiveAndLogitsEqualCpuOnly) {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, PipelinePlans,
-    ::testing::Values(Case{"tiny8_untied", "shared:tiny8-untied-q4_0.gguf", "h200,h200,llamacpp-cpu", 99},
-                      Case{"tiny_tied_f32", "shared:tiny-tied-f32.gguf", "h200,h200,llamacpp-cpu", 99},
-                      Case{"stories260K_three_gpus", "shared:stories260K.gguf", "h200,h100,rtx4090,llamacpp-cpu", 99},
-                      Case{"stories260K_ngl_n_layer_plus_1", "shared:stories260K.gguf", "h200,h200,llamacpp-cpu", -1},
-                      // -ot / --cpu-moe: n_copies 1 (TensorOverridesTurnPipelineParallelismOff)
-                      // n_copies 1: -ngl n_layer (the output layer stays on the CPU); -nkvo: see
-                      // NkvoWithOffloadedLayersRuns
-                      Case{"tiny8_ngl_n_layer", "shared:tiny8-untied-q4_0.gguf", "h200,h200,llamacpp-cpu", 8, 1},
-                      Case{"synth_llama", "synth:llama", "h200,h200,llamacpp-cpu", 99},
-                      Case{"synth_llama_tied_rope_freqs", "synth:llama-tied", "h200,h200,llamacpp-cpu", 99},
-                      Case{"synth_qwen2", "synth:qwen2", "h200,h200,llamacpp-cpu", 99},
-                      Case{"synth_phi3", "synth:phi3", "h200,h200,llamacpp-cpu", 99},
-                      Case{"synth_gemma", "synth:gemma", "h200,h200,llamacpp-cpu", 99},
-                      Case{"synth_mamba", "synth:mamba", "h200,h200,llamacpp-cpu", 99},
-                      Case{"synth_qwen2moe", "synth:qwen2moe", "h200,h200,llamacpp-cpu", 99},
-                      Case{"synth_mixtral", "synth:mixtral", "h200,h100,rtx4090,llamacpp-cpu", 99}),
+    ::testing::Values(
+        Case{"tiny8_untied", "shared:tiny8-untied-q4_0.gguf", "h200,h200,llamacpp-cpu", 99},
+        Case{"tiny_tied_f32", "shared:tiny-tied-f32.gguf", "h200,h200,llamacpp-cpu", 99},
+        Case{"stories260K_three_gpus", "shared:stories260K.gguf", "h200,h100,rtx4090,llamacpp-cpu", 99},
+        Case{"stories260K_ngl_n_layer_plus_1", "shared:stories260K.gguf", "h200,h200,llamacpp-cpu", -1},
+        // -ot / --cpu-moe: n_copies 1 (TensorOverridesTurnPipelineParallelismOff)
+        // n_copies 1: -ngl n_layer (the output layer stays on the CPU); -nkvo: see
+        // NkvoWithOffloadedLayersRuns
+        Case{"tiny8_ngl_n_layer", "shared:tiny8-untied-q4_0.gguf", "h200,h200,llamacpp-cpu", 8, 1},
+        Case{"synth_llama", "synth:llama", "h200,h200,llamacpp-cpu", 99},
+        Case{"synth_llama_tied_rope_freqs", "synth:llama-tied", "h200,h200,llamacpp-cpu", 99},
+        Case{"synth_qwen2", "synth:qwen2", "h200,h200,llamacpp-cpu", 99},
+        Case{"synth_phi3", "synth:phi3", "h200,h200,llamacpp-cpu", 99},
+        Case{"synth_gemma", "synth:gemma", "h200,h200,llamacpp-cpu", 99},
+        Case{"synth_mamba", "synth:mamba", "h200,h200,llamacpp-cpu", 99},
+        Case{"synth_qwen2moe", "synth:qwen2moe", "h200,h200,llamacpp-cpu", 99},
+        Case{"synth_mixtral", "synth:mixtral", "h200,h100,rtx4090,llamacpp-cpu", 99}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // ---- the liveness check can fail -------------------------------------------------------------
@@ -291,7 +295,8 @@ TEST_F(PipelineTiny8, LivenessCheckFindsACopyMovedOntoALiveTensor) {
   ASSERT_FALSE(c.empty());
   bool named = false;
   for (const auto& line : c)
-    named = named || (line.find("'CUDA0#inp_embd#2'") != std::string::npos && line.find("'norm-0'") != std::string::npos);
+    named = named || (line.find("'CUDA0#inp_embd#2'") != std::string::npos &&
+                      line.find("'norm-0'") != std::string::npos);
   EXPECT_TRUE(named) << Join(c);
 }
 
@@ -328,11 +333,11 @@ TEST(PipelineVerifier, OneEntryCopiesListIsCheckedWithOneCopy) {
   ASSERT_EQ(p->n_copies, 1);
   EXPECT_EQ(VerifierError(p->bytes), "");
   // The copy itself as the one entry is fine (old writers may list it).
-  EXPECT_EQ(VerifierError(Edit(p->bytes, [](bp::PlanT& x) {
-              FirstSplitInput(x).copies = {FirstSplitInput(x).copy};
-            })),
+  EXPECT_EQ(VerifierError(
+                Edit(p->bytes, [](bp::PlanT& x) { FirstSplitInput(x).copies = {FirstSplitInput(x).copy}; })),
             "");
-  const std::string e = VerifierError(Edit(p->bytes, [](bp::PlanT& x) { FirstSplitInput(x).copies = {99999}; }));
+  const std::string e =
+      VerifierError(Edit(p->bytes, [](bp::PlanT& x) { FirstSplitInput(x).copies = {99999}; }));
   EXPECT_NE(e.find(".copies: copies[0] must be the tensor the nodes read"), std::string::npos) << e;
 }
 
@@ -344,24 +349,32 @@ TEST_F(PipelineTiny8, CopyUnlikeCopy0IsRefused) {
     EXPECT_NE(e.find(what), std::string::npos) << "got: '" << e << "'";
   };
   const std::string differs = "differs from copy 0 in type, shape, buffer or backend";
-  expect([](bp::PlanT& p) {
-    bp::GraphT& g = GraphOfFirstSplitInput(p);
-    g.tensors[FirstSplitInput(p).copies[1]]->type = static_cast<uint32_t>(GgmlType::F16);
-  }, differs);
-  expect([](bp::PlanT& p) {
-    bp::GraphT& g = GraphOfFirstSplitInput(p);
-    g.tensors[FirstSplitInput(p).copies[2]]->ne[0] = bp::DimExpr(7, 0, 0, 0, 0);
-  }, differs);
-  expect([](bp::PlanT& p) {
-    bp::GraphT& g = GraphOfFirstSplitInput(p);
-    auto& t = *g.tensors[FirstSplitInput(p).copies[3]];
-    t.buffer = 0;  // a weights buffer
-  }, differs);
-  expect([](bp::PlanT& p) {  // a graph input's instance on another backend
-    auto& g = *p.graphs[0];
-    auto& t = *g.tensors[g.input_copies[0]->copies[1]];
-    t.backend = 0;
-  }, differs);
+  expect(
+      [](bp::PlanT& p) {
+        bp::GraphT& g = GraphOfFirstSplitInput(p);
+        g.tensors[FirstSplitInput(p).copies[1]]->type = static_cast<uint32_t>(GgmlType::F16);
+      },
+      differs);
+  expect(
+      [](bp::PlanT& p) {
+        bp::GraphT& g = GraphOfFirstSplitInput(p);
+        g.tensors[FirstSplitInput(p).copies[2]]->ne[0] = bp::DimExpr(7, 0, 0, 0, 0);
+      },
+      differs);
+  expect(
+      [](bp::PlanT& p) {
+        bp::GraphT& g = GraphOfFirstSplitInput(p);
+        auto& t = *g.tensors[FirstSplitInput(p).copies[3]];
+        t.buffer = 0;  // a weights buffer
+      },
+      differs);
+  expect(
+      [](bp::PlanT& p) {  // a graph input's instance on another backend
+        auto& g = *p.graphs[0];
+        auto& t = *g.tensors[g.input_copies[0]->copies[1]];
+        t.backend = 0;
+      },
+      differs);
 }
 
 // an instance listed twice (two copies of one input sharing a tensor, or one tensor
@@ -393,13 +406,15 @@ TEST_F(PipelineTiny8, CopiesPointingElsewhereAreRefused) {
             }).find("has the wrong kind"),
             std::string::npos);
   for (uint32_t n : {0u, 5u, 0xffffffffu})
-    EXPECT_NE(err([n](bp::PlanT& p) { p.n_copies = n; }).find("n_copies: expected 1 to 4"), std::string::npos) << n;
+    EXPECT_NE(err([n](bp::PlanT& p) { p.n_copies = n; }).find("n_copies: expected 1 to 4"), std::string::npos)
+        << n;
   EXPECT_NE(err([](bp::PlanT& p) {
               auto& g = *p.graphs[0];
               g.input_copies[0]->tensor = g.nodes[3];
             }).find("expected a graph input"),
             std::string::npos);
-  EXPECT_NE(err([](bp::PlanT& p) { FirstSplitInput(p).copies[2] = 1 << 30; }).find("index out of range"), std::string::npos);
+  EXPECT_NE(err([](bp::PlanT& p) { FirstSplitInput(p).copies[2] = 1 << 30; }).find("index out of range"),
+            std::string::npos);
 }
 
 // A node (or split input) reading copy c > 0 of a pipeline-parallel input: the runtime fills copy 0
@@ -472,14 +487,14 @@ TEST(HostileSessionInput, NkvoWithOffloadedLayersRuns) {
 TEST(HostilePlanner, TensorOverridesTurnPipelineParallelismOff) {
   const std::string model = test::ModelPath("stories260K.gguf");
   STOWAGE_REQUIRE_FILE(model);
-  auto ot = PlanOn(model, "h200,h200,llamacpp-cpu", 99, false, [](planner::PlacementOptions& o) {
-    o.overrides.push_back({"ffn_down", "CPU"});
-  });
+  auto ot = PlanOn(model, "h200,h200,llamacpp-cpu", 99, false,
+                   [](planner::PlacementOptions& o) { o.overrides.push_back({"ffn_down", "CPU"}); });
   ASSERT_TRUE(ot.ok()) << ot.status().ToString();
   EXPECT_EQ(ot->n_copies, 1) << "-ot ffn_down=CPU";
-  auto moe = PlanOn(SynthModels::Path("qwen2moe"), "h200,h200,llamacpp-cpu", 99, false, [](planner::PlacementOptions& o) {
-    for (const auto& x : planner::CpuMoeOverrides(true, 0, "CPU")) o.overrides.push_back(x);
-  });
+  auto moe = PlanOn(SynthModels::Path("qwen2moe"), "h200,h200,llamacpp-cpu", 99, false,
+                    [](planner::PlacementOptions& o) {
+                      for (const auto& x : planner::CpuMoeOverrides(true, 0, "CPU")) o.overrides.push_back(x);
+                    });
   ASSERT_TRUE(moe.ok()) << moe.status().ToString();
   EXPECT_EQ(moe->n_copies, 1) << "--cpu-moe";
   // Without overrides the same placement keeps n_copies 4 (the rule's other conditions hold).

@@ -10,7 +10,8 @@ class PrivateBackend;
 
 class PrivateBuffer final : public exec::Buffer {
  public:
-  PrivateBuffer(const PrivateBackend* owner, uint64_t size) : owner_(owner), bytes_(size + 64, 0), size_(size) {}
+  PrivateBuffer(const PrivateBackend* owner, uint64_t size)
+      : owner_(owner), bytes_(size + 64, 0), size_(size) {}
   uint8_t* base() override {
     // 64-byte aligned view of the private allocation (only the owning backend's kernels use it).
     auto p = reinterpret_cast<uintptr_t>(bytes_.data());
@@ -38,7 +39,8 @@ class PrivateBuffer final : public exec::Buffer {
 
 class PrivateBackend final : public exec::Backend {
  public:
-  PrivateBackend(std::string name, int n_threads) : name_(std::move(name)), cpu_(exec::CreateCpuBackend(n_threads)) {}
+  PrivateBackend(std::string name, int n_threads)
+      : name_(std::move(name)), cpu_(exec::CreateCpuBackend(n_threads)) {}
   const std::string& name() const override { return name_; }
   Result<std::unique_ptr<exec::Buffer>> Allocate(const std::string&, uint64_t size, uint64_t) override {
     return std::unique_ptr<exec::Buffer>(new PrivateBuffer(this, size));
@@ -60,7 +62,8 @@ class PrivateBackend final : public exec::Backend {
 
 class Factory final : public exec::BackendFactory {
  public:
-  std::unique_ptr<exec::Backend> Create(const std::string& name, const std::string& type, int n_threads) override {
+  std::unique_ptr<exec::Backend> Create(const std::string& name, const std::string& type,
+                                        int n_threads) override {
     if (type != "GPU") return nullptr;
     return std::make_unique<PrivateBackend>(name, n_threads);
   }

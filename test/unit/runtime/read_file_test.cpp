@@ -93,7 +93,9 @@ TEST_F(ReadFileTest, RefusesAFolderAndAMissingFile) {
 // The size is checked before reading (a sparse 2 GiB file costs nothing to make or to refuse).
 TEST_F(ReadFileTest, RefusesAFileOverTheLimitFromItsSize) {
   const std::string p = dir_ + "/big.json";
-  { std::ofstream f(p, std::ios::binary); }
+  {
+    std::ofstream f(p, std::ios::binary);
+  }
   ASSERT_EQ(truncate(p.c_str(), off_t{2} << 30), 0);
   const auto t0 = std::chrono::steady_clock::now();
   auto r = ReadRegularFile(p, 4 << 20, "a manifest file (.json)");

@@ -1,4 +1,6 @@
 // Runtime robustness: bad plans, wrong models, bad batches, the C API, and planned == allocated.
+#include "stowage/runtime/session.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -9,7 +11,6 @@
 #include "plan_cpu.h"
 #include "stowage/runtime/c_api.h"
 #include "stowage/runtime/plan.h"
-#include "stowage/runtime/session.h"
 #include "test_paths.h"
 
 namespace stowage {
@@ -19,7 +20,8 @@ class SessionTest : public ::testing::Test {
  protected:
   void SetUp() override {
     model_ = test::ModelPath("stories260K.gguf");
-    if (!test::FileExists(model_)) GTEST_SKIP() << "skipped: " << model_ << " not found (shared models absent)";
+    if (!test::FileExists(model_))
+      GTEST_SKIP() << "skipped: " << model_ << " not found (shared models absent)";
     auto plan = test::PlanCpu(model_, 32);
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
     plan_ = std::move(*plan);
@@ -54,7 +56,7 @@ TEST_F(SessionTest, OpProfile) {
   on.profile_ops = true;
   auto s = Session::CreateFromPlanBytes(plan_, model_, on);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
-  ASSERT_TRUE((*s)->Decode({1, 403, 407}, false, &logits).ok());  // one pp ubatch
+  ASSERT_TRUE((*s)->Decode({1, 403, 407}, false, &logits).ok());                    // one pp ubatch
   for (int32_t t : {5, 6, 7}) ASSERT_TRUE((*s)->Decode({t}, false, &logits).ok());  // three tg ubatches
   const auto rows = (*s)->OpProfile();
   auto find = [&](const std::string& graph, const std::string& op) -> const OpProfileEntry* {
@@ -170,7 +172,8 @@ TEST_F(SessionTest, WrongIdentifier) {
   bad[4] = 'X';
   auto p = PlanFile::FromBytes(bad, "x.plan");
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.status().message().find("file identifier: expected \"STWP\""), std::string::npos) << p.status().message();
+  EXPECT_NE(p.status().message().find("file identifier: expected \"STWP\""), std::string::npos)
+      << p.status().message();
 }
 
 TEST_F(SessionTest, PlanForAnotherModel) {
@@ -191,7 +194,9 @@ TEST_F(SessionTest, AbsentDevice) {
   auto s = Session::CreateFromPlanBytes(*plan, model_);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(s.status().message().find("planned device 'CUDA7' (GPU) is not on this machine or its backend is not built"), std::string::npos)
+  EXPECT_NE(s.status().message().find(
+                "planned device 'CUDA7' (GPU) is not on this machine or its backend is not built"),
+            std::string::npos)
       << s.status().message();
 }
 
@@ -258,7 +263,8 @@ TEST_F(SessionTest, CApi) {
   // crosses the C API, no wrapped pointer.
   for (size_t huge : {SIZE_MAX, SIZE_MAX / 4 + 1, size_t(28)}) {
     EXPECT_EQ(stowage_decode(s, toks, huge, 0), STOWAGE_OUT_OF_RANGE) << huge;
-    EXPECT_NE(std::string(stowage_last_error(s)).find("context full: 5 tokens in the cache + "), std::string::npos)
+    EXPECT_NE(std::string(stowage_last_error(s)).find("context full: 5 tokens in the cache + "),
+              std::string::npos)
         << stowage_last_error(s);
   }
   EXPECT_EQ(stowage_n_past(s), 5u);
@@ -269,7 +275,8 @@ TEST_F(SessionTest, CApi) {
   stowage_session_free(s);
   EXPECT_EQ(stowage_session_create("", model_.c_str(), 1, &s, err, sizeof err), STOWAGE_INVALID_ARGUMENT);
   EXPECT_STREQ(err, "plan file path is empty; expected the path of a plan written by plan-model");
-  EXPECT_EQ(stowage_session_create("/nonexistent.plan", model_.c_str(), 1, &s, err, sizeof err), STOWAGE_IO_ERROR);
+  EXPECT_EQ(stowage_session_create("/nonexistent.plan", model_.c_str(), 1, &s, err, sizeof err),
+            STOWAGE_IO_ERROR);
   EXPECT_EQ(s, nullptr);
   EXPECT_NE(std::string(err).find("/nonexistent.plan"), std::string::npos);
   std::remove(path.c_str());

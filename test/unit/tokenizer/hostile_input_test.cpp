@@ -19,20 +19,24 @@
 namespace stowage {
 namespace {
 
-const char* kVocabs[] = {"vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-gpt-2.gguf",  "vocab/ggml-vocab-qwen2.gguf",
-                         "vocab/ggml-vocab-phi-3.gguf",     "vocab/ggml-vocab-bert-bge.gguf", "vocab/ggml-vocab-aquila.gguf",
+const char* kVocabs[] = {"vocab/ggml-vocab-llama-spm.gguf",
+                         "vocab/ggml-vocab-gpt-2.gguf",
+                         "vocab/ggml-vocab-qwen2.gguf",
+                         "vocab/ggml-vocab-phi-3.gguf",
+                         "vocab/ggml-vocab-bert-bge.gguf",
+                         "vocab/ggml-vocab-aquila.gguf",
                          "stories260K.gguf"};
 
 std::vector<std::string> HostileTexts() {
   return {
       std::string("\xff"),
-      std::string("\xc3"),                      // truncated 2-byte sequence
-      std::string("a\xe2\x82"),                 // truncated 3-byte sequence at the end
-      std::string("\xc0\x80 overlong NUL"),     // overlong encoding
-      std::string("\xed\xa0\x80 surrogate"),    // UTF-16 surrogate encoded in UTF-8
+      std::string("\xc3"),                    // truncated 2-byte sequence
+      std::string("a\xe2\x82"),               // truncated 3-byte sequence at the end
+      std::string("\xc0\x80 overlong NUL"),   // overlong encoding
+      std::string("\xed\xa0\x80 surrogate"),  // UTF-16 surrogate encoded in UTF-8
       std::string("\xf4\x90\x80\x80 > U+10FFFF"),
       std::string("\xf8\x88\x80\x80\x80 5-byte"),
-      std::string("\x80\x80\x80\x80"),          // lone continuation bytes
+      std::string("\x80\x80\x80\x80"),  // lone continuation bytes
       std::string("nul\0inside", 10),
       std::string(1, '\0'),
       "<s></s><unk>[CLS][SEP]<|endoftext|><|im_end|>",
@@ -84,7 +88,8 @@ TEST(HostileTokenizerText, LongUnbrokenRunsTokenizeInBoundedTime) {
     ASSERT_TRUE(gguf.ok());
     auto tok = Tokenizer::FromGguf(**gguf);
     ASSERT_TRUE(tok.ok());
-    for (const std::string& text : {std::string(20000, 'a'), std::string(20000, '9'), std::string(6000, '\xe4') /* invalid */}) {
+    for (const std::string& text :
+         {std::string(20000, 'a'), std::string(20000, '9'), std::string(6000, '\xe4') /* invalid */}) {
       const auto t0 = std::chrono::steady_clock::now();
       const auto ids = tok->Tokenize(text, true, false);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -126,7 +131,8 @@ TEST(HostileSamplerParams, DegenerateSettingsStillPickAValidToken) {
           for (int i = 0; i < 3; ++i) {
             const int32_t t = s.Sample(l.data(), static_cast<int>(l.size()));
             ASSERT_TRUE(t >= 0 && t < static_cast<int32_t>(l.size()))
-                << "temp " << temp << " top_k " << top_k << " top_p " << top_p << " min_p " << min_p << " -> " << t;
+                << "temp " << temp << " top_k " << top_k << " top_p " << top_p << " min_p " << min_p << " -> "
+                << t;
           }
         }
 }

@@ -88,7 +88,8 @@ TEST(PreTokenizer, MatchesRegexOracle) {
 // whose non-ASCII whitespace became U+000B, so " \u2003" (qwen2 ids 636 225 in llama.cpp) stays one
 // word; the range class took U+2003 and split the space off (220 378 225).
 TEST(PreTokenizer, DeepseekCoderRangeClassSkipsWhitespace) {
-  EXPECT_EQ(PreTokenize(" \xe2\x80\x83", PreTokenizer::kDeepseekCoder), (std::vector<std::string>{" \xe2\x80\x83"}));
+  EXPECT_EQ(PreTokenize(" \xe2\x80\x83", PreTokenizer::kDeepseekCoder),
+            (std::vector<std::string>{" \xe2\x80\x83"}));
   EXPECT_EQ(PreTokenize("a \xe1\x9a\x80", PreTokenizer::kDeepseekCoder),
             (std::vector<std::string>{"a", " \xe1\x9a\x80"}));
   // CJK text itself still forms one word.

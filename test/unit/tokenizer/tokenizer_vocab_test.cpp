@@ -293,13 +293,18 @@ TEST(LlamaCppDifferential, Unicode151AndUnassignedCodePoints) {
   const std::vector<DiffCase> cases = {
       // BERT keeps unassigned code points (Cn: llama.cpp's "undefined" flag, not control): [UNK].
       {"bert-bge", "hello \xcd\xb8 world", {101, 7592, 100, 2088, 102}},
-      {"bert-bge", "ab\xcd\xb8" "cd", {101, 100, 102}},
+      {"bert-bge",
+       "ab\xcd\xb8"
+       "cd",
+       {101, 100, 102}},
       {"bert-bge", "\xef\xb7\x90", {101, 100, 102}},  // U+FDD0, a noncharacter
       // Code points assigned in Unicode 15.0 / 15.1 (llama.cpp's tables are 15.1).
-      {"bert-bge", "\xf0\x9f\xab\xa8", {101, 100, 102}},                          // U+1FAE8 (So)
-      {"gpt-2", "it\xf0\xb1\x8d\x90's", {270, 172, 109, 235, 238, 338}},        // U+31350 (Lo): 's stays a contraction
+      {"bert-bge", "\xf0\x9f\xab\xa8", {101, 100, 102}},  // U+1FAE8 (So)
+      {"gpt-2",
+       "it\xf0\xb1\x8d\x90's",
+       {270, 172, 109, 235, 238, 338}},  // U+31350 (Lo): 's stays a contraction
       {"qwen2", "it\xf0\xb1\x8d\x90's", {275, 172, 109, 235, 238, 594}},
-      {"qwen2", " \xf0\x9d\x8b\x80", {220, 56252, 233, 222}},                     // U+1D2C0 (No): no leading space
+      {"qwen2", " \xf0\x9d\x8b\x80", {220, 56252, 233, 222}},  // U+1D2C0 (No): no leading space
   };
   for (const DiffCase& c : cases) {
     const std::string path = test::ModelPath(std::string("vocab/ggml-vocab-") + c.vocab + ".gguf");

@@ -4,6 +4,7 @@
 // round trip and errors.
 #include "kl_divergence.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,8 +15,6 @@
 #include <iterator>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace stowage::tools {
 namespace {
@@ -37,7 +36,7 @@ double ValueAfter(const std::string& text, const std::string& label) {
 }
 
 TEST(KlDivergenceTest, RecordSizes) {
-  EXPECT_EQ(KlRecordSize(4), 8);  // 2 floats + 4 uint16
+  EXPECT_EQ(KlRecordSize(4), 8);   // 2 floats + 4 uint16
   EXPECT_EQ(KlRecordSize(5), 10);  // one uint16 of padding
   EXPECT_EQ(KlRecordSize(32000), 32004);
   EXPECT_EQ(KlScoredPerChunk(512), 255);
@@ -100,7 +99,8 @@ TEST(KlDivergenceTest, IdenticalDistributions) {
   // The printed numbers (rounding of the sums may print -0.000000).
   EXPECT_NEAR(ValueAfter(stats, "Mean    KLD:"), 0, 1e-6) << stats;
   EXPECT_NEAR(ValueAfter(stats, "Mean PPL(Q)/PPL(base)         :"), 1, 1e-4) << stats;
-  EXPECT_NEAR(ValueAfter(stats, "Mean PPL(base)                :"), std::exp(-LogSoftmax(logits)[3]), 1e-3) << stats;
+  EXPECT_NEAR(ValueAfter(stats, "Mean PPL(base)                :"), std::exp(-LogSoftmax(logits)[3]), 1e-3)
+      << stats;
   // Fewer than 100 tokens: no statistics, as llama.cpp.
   KlDivergenceSums few = sums;
   few.count = 99;
@@ -142,10 +142,11 @@ TEST(KlDivergenceTest, StatisticsPercentiles) {
     ++sums.n_same_top;
   }
   const std::string stats = FormatKlStatistics(sums, klds, p_diffs);
-  for (const char* want : {"Maximum KLD: 100.000000\n", "99.0%   KLD:  99.000000\n", "Median  KLD:  50.000000\n",
-                           "10.0%   KLD:  10.000000\n", "Minimum KLD:   0.000000\n", "Mean    KLD:  50.000000 \u00b1   2.915476\n",
-                           "Maximum \u0394p: 50.000%\n", "Median  \u0394p:  0.000%\n", "Minimum \u0394p: -50.000%\n",
-                           "75.0%   \u0394p: 25.000%\n"})
+  for (const char* want :
+       {"Maximum KLD: 100.000000\n", "99.0%   KLD:  99.000000\n", "Median  KLD:  50.000000\n",
+        "10.0%   KLD:  10.000000\n", "Minimum KLD:   0.000000\n",
+        "Mean    KLD:  50.000000 \u00b1   2.915476\n", "Maximum \u0394p: 50.000%\n",
+        "Median  \u0394p:  0.000%\n", "Minimum \u0394p: -50.000%\n", "75.0%   \u0394p: 25.000%\n"})
     EXPECT_NE(stats.find(want), std::string::npos) << want << "\n" << stats;
 }
 
@@ -204,8 +205,9 @@ TEST_F(KlBaseFileTest, RoundTrip) {
   Put(dir_ + "/short.kld", bytes.substr(0, bytes.size() - 3));
   auto t = KlBaseReader::Open(dir_ + "/short.kld");
   ASSERT_FALSE(t.ok());
-  EXPECT_NE(t.status().message().find("truncated at offset 89: expected the log-probability records of chunk 2 of 2 "
-                                      "(from offset 72)"),
+  EXPECT_NE(t.status().message().find(
+                "truncated at offset 89: expected the log-probability records of chunk 2 of 2 "
+                "(from offset 72)"),
             std::string::npos)
       << t.status().message();
 
@@ -216,7 +218,8 @@ TEST_F(KlBaseFileTest, RoundTrip) {
   Put(dir_ + "/tok.kld", bad);
   auto tk = KlBaseReader::Open(dir_ + "/tok.kld");
   ASSERT_FALSE(tk.ok());
-  EXPECT_NE(tk.status().message().find("offset 40: token 5 (chunk 2, position 1) is out of range"), std::string::npos)
+  EXPECT_NE(tk.status().message().find("offset 40: token 5 (chunk 2, position 1) is out of range"),
+            std::string::npos)
       << tk.status().message();
 
   // Wrong magic.

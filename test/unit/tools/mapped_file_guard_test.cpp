@@ -15,8 +15,8 @@
 #include <string>
 #include <thread>
 
-#include "stowage/runtime/gguf.h"
 #include "scratch_dir.h"
+#include "stowage/runtime/gguf.h"
 #include "synth.h"
 
 namespace stowage {

@@ -27,7 +27,8 @@ struct TensorOverride {
   std::string buft;  ///< a default buffer type name of a device ("CPU", "CUDA0", "RPC[...]")
 };
 
-/// Parses "-ot" values: "REGEX=BUFT[,REGEX=BUFT...]" (llama.cpp common/arg.cpp splits on ',' then on the first
+/// Parses "-ot" values: "REGEX=BUFT[,REGEX=BUFT...]" (llama.cpp common/arg.cpp splits on ',' then on the
+/// first
 /// '='). Errors: kInvalidArgument "invalid -ot value 'x' (expected REGEX=BUFFER_TYPE)".
 Result<std::vector<TensorOverride>> ParseTensorOverrides(std::string_view text);
 
@@ -48,10 +49,10 @@ Result<bool> WeightBuftSupported(const HParams& hp, const GlobalTensor& w, stowa
 
 /// The "moved" summary line of load_tensors.
 struct MovedSummary {
-  int count = 0;           ///< weights whose final buft is not the head of their list
-  std::string tensor;      ///< the first one
-  std::string type;        ///< its ggml type name
-  std::string from, to;    ///< list head and chosen buft of the first one
+  int count = 0;         ///< weights whose final buft is not the head of their list
+  std::string tensor;    ///< the first one
+  std::string type;      ///< its ggml type name
+  std::string from, to;  ///< list head and chosen buft of the first one
 };
 
 /// Options of the weight selection.
@@ -67,7 +68,7 @@ struct WeightBuftOptions {
 /// Errors: an override naming an unknown buffer type ("unknown buffer type 'x' in -ot 'p=x'
 /// (available: CPU, RPC[...])"), a bad regex, no compatible buffer type for a weight
 /// ("failed to find a compatible buffer type for tensor X").
-Status SelectWeightBufts(const ModelGraphs& m, const DeviceSet& ds, const LayerMap& lm, const WeightBuftOptions& opt,
-                         Placement* p, MovedSummary* moved);
+Status SelectWeightBufts(const ModelGraphs& m, const DeviceSet& ds, const LayerMap& lm,
+                         const WeightBuftOptions& opt, Placement* p, MovedSummary* moved);
 
 }  // namespace stowage::planner

@@ -9,8 +9,8 @@
 
 namespace stowage::planner {
 
-/// One line per record: "<graph, or "tensor" for weights and KV> <subject>: <buft> on <device> -- <rule>" followed by
-/// one indented "rejected <candidate>: <reason>" line per rejected candidate.
+/// One line per record: "<graph, or "tensor" for weights and KV> <subject>: <buft> on <device> -- <rule>"
+/// followed by one indented "rejected <candidate>: <reason>" line per rejected candidate.
 std::string ExplainText(const Placement& p);
 
 /// {"records": [{"subject", "graph", "device", "buffer_type", "rule", "code", "rejected": [{"candidate",

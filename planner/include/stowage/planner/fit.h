@@ -16,7 +16,7 @@ namespace stowage::planner {
 
 /// Memory a plan needs on one device.
 struct DeviceMemoryUse {
-  int device = 0;          ///< index into PlacementOutcome::devices.devices
+  int device = 0;  ///< index into PlacementOutcome::devices.devices
   std::string name;
   uint64_t needed = 0;     ///< bytes: weights (not mapped), KV, compute, output buffers held there
   uint64_t available = 0;  ///< bytes: free - reserve (0 when the reserve exceeds free memory)

@@ -4,8 +4,9 @@
 // graphs: `prefill` (n_tokens = n_ubatch, the "pp" graph) and `decode` (n_tokens = 1, the "tg"
 // graph), both built for the worst case n_kv = n_ctx, as llama.cpp reserves them
 // (llama_init_from_model). For recurrent models (mamba) n_kv counts state cells (worst case
-// max(1, n_seq_max)) and the ubatch is one sequence, as in llama.cpp's worst-case reserve. Shapes are DimExpr: affine in the symbols n_tokens, n_kv, kv_head and
-// n_outputs, so that the runtime can bind them per call while the plan stays static.
+// max(1, n_seq_max)) and the ubatch is one sequence, as in llama.cpp's worst-case reserve. Shapes are
+// DimExpr: affine in the symbols n_tokens, n_kv, kv_head and n_outputs, so that the runtime can bind them per
+// call while the plan stays static.
 //
 // GraphBuilder mirrors ggml's tensor constructors (ggml_mul_mat, ggml_view_3d, ggml_cpy, ...):
 // result shapes, view strides and the `src` order follow ggml.h, and Expand() orders nodes as
@@ -41,7 +42,9 @@ struct DimExpr {
   static DimExpr KvHead(int64_t k = 1) { return {0, 0, 0, k, 0}; }
   static DimExpr Outputs(int64_t k = 1) { return {0, 0, 0, 0, k}; }
   bool is_const() const { return tokens == 0 && kv == 0 && kv_head == 0 && outputs == 0; }
-  DimExpr operator+(const DimExpr& o) const { return {c + o.c, tokens + o.tokens, kv + o.kv, kv_head + o.kv_head, outputs + o.outputs}; }
+  DimExpr operator+(const DimExpr& o) const {
+    return {c + o.c, tokens + o.tokens, kv + o.kv, kv_head + o.kv_head, outputs + o.outputs};
+  }
   /// Scales by a constant.
   DimExpr operator*(int64_t k) const { return {c * k, tokens * k, kv * k, kv_head * k, outputs * k}; }
   bool operator==(const DimExpr& o) const {
@@ -67,16 +70,16 @@ enum class TensorKind : uint8_t { kWeight = 0, kKvCache = 1, kInput = 2, kInterm
 
 /// A weight or KV cache tensor, shared by both graphs.
 struct GlobalTensor {
-  std::string name;            ///< GGUF name for weights ("blk.0.attn_q.weight"); "cache_k_l0" for KV
+  std::string name;  ///< GGUF name for weights ("blk.0.attn_q.weight"); "cache_k_l0" for KV
   TensorKind kind = TensorKind::kWeight;
   GgmlType type = GgmlType::F32;
   int64_t ne[4] = {1, 1, 1, 1};
   uint64_t nbytes = 0;
-  uint64_t gguf_offset = 0;    ///< weights: absolute file offset of the data
-  int layer = -1;              ///< -1: input layer; n_layer: output layer; else the block
+  uint64_t gguf_offset = 0;  ///< weights: absolute file offset of the data
+  int layer = -1;            ///< -1: input layer; n_layer: output layer; else the block
   LayerClass layer_class = LayerClass::kRepeating;
   GgmlOp consumer_op = GgmlOp::NONE;  ///< the op that reads it (llm_tensor_info op; bias -> ADD)
-  bool duplicated = false;     ///< requested again under another role (tied output, rope_freqs)
+  bool duplicated = false;            ///< requested again under another role (tied output, rope_freqs)
   // Placement (filled by passes):
   int buffer = -1;
   uint64_t offset = 0;
@@ -86,18 +89,18 @@ struct GlobalTensor {
 struct Tensor {
   std::string name;
   TensorKind kind = TensorKind::kIntermediate;
-  int global = -1;             ///< index into ModelGraphs::globals for weights and KV
+  int global = -1;  ///< index into ModelGraphs::globals for weights and KV
   GgmlType type = GgmlType::F32;
   Shape ne{DimExpr::Const(1), DimExpr::Const(1), DimExpr::Const(1), DimExpr::Const(1)};
   GgmlOp op = GgmlOp::NONE;
-  std::vector<int> srcs;       ///< graph tensor ids in ggml src order; -1 = absent optional src
+  std::vector<int> srcs;  ///< graph tensor ids in ggml src order; -1 = absent optional src
   std::vector<int32_t> iparams;
   std::vector<float> fparams;
-  int view_src = -1;           ///< memory owner for views (RESHAPE/VIEW/PERMUTE/TRANSPOSE/CPY result)
-  DimExpr view_offset;         ///< VIEW only: byte offset into view_src
+  int view_src = -1;                 ///< memory owner for views (RESHAPE/VIEW/PERMUTE/TRANSPOSE/CPY result)
+  DimExpr view_offset;               ///< VIEW only: byte offset into view_src
   std::array<DimExpr, 3> view_nb{};  ///< VIEW only: nb1..nb3 in bytes
-  int layer = -1;              ///< il of the callback that named it (-1: none)
-  bool is_output = false;      ///< graph output (result_output)
+  int layer = -1;                    ///< il of the callback that named it (-1: none)
+  bool is_output = false;            ///< graph output (result_output)
   // Placement (filled by passes):
   int backend = -1;
   std::string cause;
@@ -107,16 +110,16 @@ struct Tensor {
 
 struct Split {
   int backend = -1;
-  int node_begin = 0, node_end = 0;            ///< indices into Graph::nodes
-  std::vector<std::pair<int, int>> inputs;     ///< (source tensor, its copy in this backend)
+  int node_begin = 0, node_end = 0;         ///< indices into Graph::nodes
+  std::vector<std::pair<int, int>> inputs;  ///< (source tensor, its copy in this backend)
 };
 
 struct Graph {
-  std::string name;            ///< "pp" or "tg"
+  std::string name;  ///< "pp" or "tg"
   int64_t max_tokens = 1, max_kv = 1, max_outputs = 1;
   std::vector<Tensor> tensors;
-  std::vector<int> nodes;      ///< ggml graph order (op results, views included)
-  std::vector<int> leafs;      ///< weights, KV caches, inputs
+  std::vector<int> nodes;  ///< ggml graph order (op results, views included)
+  std::vector<int> leafs;  ///< weights, KV caches, inputs
   std::vector<Split> splits;
 
   Bindings WorstCase() const { return {max_tokens, max_kv, 0, max_outputs}; }
@@ -133,7 +136,7 @@ struct HParams {
   uint32_t n_expert = 0, n_expert_used = 0;
   float f_norm_eps = 1e-5f, f_norm_rms_eps = 1e-5f;
   float rope_freq_base = 10000.f, rope_freq_scale = 1.f;
-  int rope_type = 0;           ///< 0 normal, 2 NEOX (llama_model_rope_type)
+  int rope_type = 0;  ///< 0 normal, 2 NEOX (llama_model_rope_type)
   float f_attention_scale = 0.f;
   float f_max_alibi_bias = 0.f;
   // MoE (qwen2moe): expert and shared-expert FFN widths; 0 = derived as llama.cpp load_tensors does
@@ -141,13 +144,13 @@ struct HParams {
   // Sliding-window attention (phi3): 0 = none; else the graph uses the KQ_mask_swa input
   uint32_t n_swa = 0;
   // RoPE scaling (llama.cpp llama_hparams *_train fields and llama_context's cparams rules)
-  int rope_scaling_type = 1;   ///< llama_rope_scaling_type: 0 none, 1 linear, 2 yarn, 3 longrope
+  int rope_scaling_type = 1;     ///< llama_rope_scaling_type: 0 none, 1 linear, 2 yarn, 3 longrope
   uint32_t n_ctx_orig_yarn = 0;  ///< rope.scaling.original_context_length, else n_ctx_train
   float rope_attn_factor = 1.f;  ///< rope.scaling.attn_factor
   bool rope_finetuned = false;   ///< rope.scaling.finetuned
   // SSM (mamba)
   uint32_t ssm_d_conv = 0, ssm_d_inner = 0, ssm_d_state = 0, ssm_dt_rank = 0;
-  bool ssm_dt_b_c_rms = false;   ///< ssm.dt_b_c_rms (FalconMamba): RMS norm on dt, B and C
+  bool ssm_dt_b_c_rms = false;  ///< ssm.dt_b_c_rms (FalconMamba): RMS norm on dt, B and C
   /// Values ReadHParams accepted but that make a model useless (e.g. an RMS norm epsilon of 1e30,
   /// which flattens every logit), one line each in GgufFile::KeyError's format, for the tools to
   /// print as warnings.
@@ -164,7 +167,8 @@ struct HParams {
 
 /// Context parameters that shape the graphs (llama_context_params subset).
 struct ContextConfig {
-  uint32_t n_ctx = 0;          ///< 0: the model's n_ctx_train; padded to a multiple of 32, 256 with flash attention (as llama.cpp)
+  uint32_t n_ctx =
+      0;  ///< 0: the model's n_ctx_train; padded to a multiple of 32, 256 with flash attention (as llama.cpp)
   uint32_t n_batch = 2048;
   uint32_t n_ubatch = 512;
   GgmlType type_k = GgmlType::F16;
@@ -179,10 +183,10 @@ struct ContextConfig {
 
 struct ModelGraphs {
   HParams hp;
-  ContextConfig cfg;           ///< resolved (n_ctx filled in and padded, n_ubatch <= n_batch, F32 states for mamba)
+  ContextConfig cfg;  ///< resolved (n_ctx filled in and padded, n_ubatch <= n_batch, F32 states for mamba)
   std::vector<GlobalTensor> globals;
-  Graph prefill;               ///< "pp": n_tokens = min(n_ctx, n_ubatch)
-  Graph decode;                ///< "tg": n_tokens = 1
+  Graph prefill;  ///< "pp": n_tokens = min(n_ctx, n_ubatch)
+  Graph decode;   ///< "tg": n_tokens = 1
   /// flash attention was asked for but ResolveContext turned it off (K and V head sizes differ).
   bool flash_attn_forced_off = false;
 

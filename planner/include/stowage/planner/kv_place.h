@@ -14,6 +14,7 @@ namespace stowage::planner {
 /// Sets Placement::global_buft of every KV cache global and appends an ExplainEntry for each;
 /// records `offload_kqv` in Placement::offload_kqv.
 /// Requires InitPlacement and the layer map. Errors: kInternal when a layer has no device.
-Status PlaceKvCache(const ModelGraphs& m, const DeviceSet& ds, const LayerMap& lm, bool offload_kqv, Placement* p);
+Status PlaceKvCache(const ModelGraphs& m, const DeviceSet& ds, const LayerMap& lm, bool offload_kqv,
+                    Placement* p);
 
 }  // namespace stowage::planner

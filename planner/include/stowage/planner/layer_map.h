@@ -50,7 +50,8 @@ struct DeviceSet {
 /// devices and the mode is not none: "invalid value for main_gpu: 7 (available devices: 2; valid:
 /// 0 to 1 (CUDA0, CUDA1))", "invalid value for main_gpu: 0 (available devices: 0)" (llama.cpp's
 /// message with the valid range added).
-Result<DeviceSet> MakeDeviceSet(const std::vector<DeviceManifest>& machine, SplitMode split_mode, int main_gpu);
+Result<DeviceSet> MakeDeviceSet(const std::vector<DeviceManifest>& machine, SplitMode split_mode,
+                                int main_gpu);
 
 /// One entry of a buffer-type list: a buffer type and the device whose supports_op is asked.
 struct BuftRef {

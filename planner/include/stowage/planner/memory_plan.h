@@ -38,11 +38,11 @@ namespace stowage::planner {
 enum class BufferUsage : uint8_t { kWeights = 0, kKvCache = 1, kCompute = 2, kOutput = 3 };
 
 struct PlannedBuffer {
-  std::string name;        ///< as llama.cpp prints it: "CPU_Mapped", "CPU_REPACK", "CUDA0"
-  int buft = 0;            ///< index into Placement::bufts
+  std::string name;  ///< as llama.cpp prints it: "CPU_Mapped", "CPU_REPACK", "CUDA0"
+  int buft = 0;      ///< index into Placement::bufts
   int device = 0;
   BufferUsage usage = BufferUsage::kWeights;
-  uint64_t size = 0;       ///< bytes
+  uint64_t size = 0;  ///< bytes
   uint64_t alignment = 32;
   bool mapped = false;
   uint64_t file_offset = 0;  ///< mapped: absolute GGUF offset of byte 0

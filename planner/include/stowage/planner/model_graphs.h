@@ -61,11 +61,10 @@ inline uint32_t KvPadding(const ContextConfig& cfg) { return cfg.flash_attn ? 25
 /// Resolves `cfg` in place as llama_init_from_model (Feb 2025) does: flash_attn is forced off when
 /// the model's K and V head sizes differ (llama.cpp warns "flash_attn requires n_embd_head_k ==
 /// n_embd_head_v - forcing off"); n_ctx 0 takes the model's n_ctx_train, then n_ctx is padded up to
-/// a multiple of KvPadding (llama_kv_cache_get_padding); n_batch is min(n_batch, n_ctx), raised to kKqMaskPad when below it (llama.cpp
-/// warns "n_batch is less than GGML_KQ_MASK_PAD - increasing to 64"), and n_ubatch is clamped to
-/// n_batch.
-/// Errors (kInvalidArgument): n_ctx (given or the model's context_length) above kMaxContextTokens,
-/// naming `path`; n_batch or n_ubatch 0.
+/// a multiple of KvPadding (llama_kv_cache_get_padding); n_batch is min(n_batch, n_ctx), raised to kKqMaskPad
+/// when below it (llama.cpp warns "n_batch is less than GGML_KQ_MASK_PAD - increasing to 64"), and n_ubatch
+/// is clamped to n_batch. Errors (kInvalidArgument): n_ctx (given or the model's context_length) above
+/// kMaxContextTokens, naming `path`; n_batch or n_ubatch 0.
 Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig* cfg);
 
 /// Builds globals (weights with their role and consuming op, KV cache tensors), the "pp" graph
@@ -74,9 +73,11 @@ Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig*
 /// llama.cpp's (Feb 2025) build_<arch> op for op with its node names. Recurrent models (mamba):
 /// the cache holds F32 conv/ssm states, cache_k_l<il> / cache_v_l<il>, of max(1, n_seq_max) cells,
 /// and n_kv counts cells. Where the graphs differ from llama.cpp's: KQ_mask's ne1 is n_tokens, not
-/// padded to kKqMaskPad (64; the tg graph's mask is [n_kv, 1] where llama.cpp's is [n_kv, 64]); no LoRA or control-vector nodes; with cfg.flash_attn the attention is llama.cpp's -fa graph (FLASH_ATTN_EXT, untransposed V cache, F16 KQ_mask copy); ggml_top_k is
-/// ARGSORT + VIEW as in ggml of Feb 2025 (newer ggml has a TOP_K op).
-/// Errors (one line, naming the file and tensor or key): a missing tensor, a wrong shape or type
+/// padded to kKqMaskPad (64; the tg graph's mask is [n_kv, 1] where llama.cpp's is [n_kv, 64]); no LoRA or
+/// control-vector nodes; with cfg.flash_attn the attention is llama.cpp's -fa graph (FLASH_ATTN_EXT,
+/// untransposed V cache, F16 KQ_mask copy); ggml_top_k is ARGSORT + VIEW as in ggml of Feb 2025 (newer ggml
+/// has a TOP_K op). Errors (one line, naming the file and tensor or key): a missing tensor, a wrong shape or
+/// type
 /// ("tensor 'blk.0.attn_q.weight' has wrong shape; expected [64, 64], got [64, 32]", "... has wrong
 /// type; expected f32, got f16"), split-tensor MoE files (kUnimplemented), unknown architectures
 /// (kUnimplemented, listing the supported ones), missing or inconsistent hyper-parameters

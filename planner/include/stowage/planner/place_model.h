@@ -49,7 +49,7 @@ struct PlacementOutcome {
   Placement placement;
   MemoryPlan memory;
   MovedSummary moved;
-  int pp_nodes = 0, tg_nodes = 0;  ///< graph node counts before split copies
+  int pp_nodes = 0, tg_nodes = 0;              ///< graph node counts before split copies
   std::vector<SplitBufferShare> split_shares;  ///< one per split weight buffer (-sm row), for the fit check
 };
 
@@ -72,8 +72,8 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
 /// "graph splits = P (with bs=B), T (with bs=1)". One line per string, without newline. The
 /// "assigned to device" and "cannot be used with preferred buffer type" lines are llama.cpp's
 /// debug level (LLAMA_LOG_DEBUG, FEB25 llama-model.cpp): only with `debug_lines`.
-std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcome& o, const PlacementOptions& opt,
-                                     bool debug_lines = true);
+std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcome& o,
+                                     const PlacementOptions& opt, bool debug_lines = true);
 
 /// llama.cpp's `-fa auto` check (llama_context, DEC25; FEB25 has no auto): in the placed decode
 /// ("tg") graph of a model planned with flash attention, every FLASH_ATTN_EXT node must run on the

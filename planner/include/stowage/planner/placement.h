@@ -18,7 +18,7 @@ namespace stowage::planner {
 enum class DeviceKind : uint8_t { kCpu = 0, kGpu = 1, kAccel = 2 };
 
 struct PlacedDevice {
-  std::string name;           ///< "CPU", "CUDA0", "RPC[127.0.0.1:50052]"
+  std::string name;  ///< "CPU", "CUDA0", "RPC[127.0.0.1:50052]"
   std::string description;
   DeviceKind type = DeviceKind::kCpu;
   uint64_t memory_total = 0;  ///< bytes
@@ -30,12 +30,12 @@ struct PlacedDevice {
 
 /// A buffer type used by the plan.
 struct PlacedBuft {
-  std::string name;           ///< "CPU", "CPU_REPACK", "CUDA0", "CUDA_Host", "CUDA0_Split"
-  int device = 0;             ///< index into Placement::devices
+  std::string name;  ///< "CPU", "CPU_REPACK", "CUDA0", "CUDA_Host", "CUDA0_Split"
+  int device = 0;    ///< index into Placement::devices
   bool is_host = false;
-  bool is_default = true;     ///< the device's default buft (mmap wrapping applies only to it)
-  uint64_t alignment = 32;    ///< bytes (ggml_backend_buft_get_alignment)
-  std::string repack;         ///< layout weights are converted into on upload ("" or "q4_0x8")
+  bool is_default = true;   ///< the device's default buft (mmap wrapping applies only to it)
+  uint64_t alignment = 32;  ///< bytes (ggml_backend_buft_get_alignment)
+  std::string repack;       ///< layout weights are converted into on upload ("" or "q4_0x8")
   /// Row-split buffer types only (CUDA<i>_Split, -sm row): llama.cpp's -ts as the split buffer
   /// type uses it (ggml_backend_cuda_split_buffer_type normalizes by the sum), one proportion per
   /// device of the split — the model devices of this buft's backend that have a split buft, in
@@ -48,9 +48,9 @@ struct PlacedBuft {
 };
 
 struct PlacedBackend {
-  std::string name;           ///< backend name as GGML_SCHED_DEBUG prints it (device name)
+  std::string name;  ///< backend name as GGML_SCHED_DEBUG prints it (device name)
   int device = 0;
-  int compute_buft = 0;       ///< index into Placement::bufts
+  int compute_buft = 0;  ///< index into Placement::bufts
 };
 
 /// The rule that decided an --explain record, as a code (the text of the record says the same in
@@ -73,7 +73,7 @@ enum class ExplainRule : uint8_t {
 /// --explain record for a weight, KV cache tensor or node.
 struct ExplainEntry {
   std::string subject, graph, device, buft;
-  std::string rule;                   ///< the rule in words
+  std::string rule;  ///< the rule in words
   ExplainRule code = ExplainRule::kUnset;
   std::vector<std::string> rejected;  ///< "<buft>: <reason>"
 };
@@ -97,9 +97,9 @@ struct TensorCopies {
 
 /// The copies the scheduler made for one graph when n_copies > 1 (empty lists when n_copies is 1).
 struct GraphCopies {
-  std::string graph;                             ///< Graph::name ("pp", "tg")
-  std::vector<TensorCopies> inputs;              ///< graph inputs in the order pass 5 meets them
-  std::vector<std::vector<TensorCopies>> splits; ///< per split, per Split::inputs entry
+  std::string graph;                              ///< Graph::name ("pp", "tg")
+  std::vector<TensorCopies> inputs;               ///< graph inputs in the order pass 5 meets them
+  std::vector<std::vector<TensorCopies>> splits;  ///< per split, per Split::inputs entry
 };
 
 struct Placement {
@@ -112,11 +112,11 @@ struct Placement {
   /// records it in its context.
   bool offload_kqv = true;
   std::vector<ExplainEntry> explain;
-  std::vector<std::string> log;         ///< llama.cpp-style lines ("layer   0 assigned to device CPU", ...)
+  std::vector<std::string> log;  ///< llama.cpp-style lines ("layer   0 assigned to device CPU", ...)
   /// ggml_backend_sched's n_copies: 4 (GGML_SCHED_MAX_COPIES) with pipeline parallelism, else 1
   /// (PipelineParallelism, scheduler.h). Set by ScheduleGraph from SchedulerOptions::n_copies.
   int n_copies = 1;
-  std::vector<GraphCopies> copies;      ///< one per scheduled graph when n_copies > 1
+  std::vector<GraphCopies> copies;  ///< one per scheduled graph when n_copies > 1
   /// Per `devices` entry: index into `bufts` of the device's host buffer type
   /// (ggml_backend_dev_host_buffer_type: CUDA_Host for every CUDA device), -1 when it has none.
   /// Filled by RecordHostBufts; empty before.
@@ -143,8 +143,8 @@ struct DeviceSet;  // layer_map.h
 /// as planner::ParseTensorSplit returns them; missing entries count as 0): the proportions of the
 /// split's devices divided by their sum, or empty when that sum is 0 (ggml's default split). Other
 /// bufts are left empty. (InitPlacement lists the split bufts in every split mode; only -sm row puts
-/// weights, hence plan buffers, in them.) Requires InitPlacement(ds, ...) to have made `p`'s bufts. Source: llama.cpp
-/// make_gpu_buft_list (FEB25) passes the model's tensor_split to ggml_backend_split_buffer_type,
+/// weights, hence plan buffers, in them.) Requires InitPlacement(ds, ...) to have made `p`'s bufts. Source:
+/// llama.cpp make_gpu_buft_list (FEB25) passes the model's tensor_split to ggml_backend_split_buffer_type,
 /// which normalizes it per device ordinal. With RPC devices before the CUDA ones (RPC moves to the
 /// front), llama.cpp hands the split the whole model-indexed array, so CUDA0 would read the RPC
 /// device's entry; here each device takes its own entry, as RowSplitShares (fit.h) does, so the

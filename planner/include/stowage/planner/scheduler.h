@@ -36,8 +36,8 @@
 namespace stowage::planner {
 
 struct SchedulerOptions {
-  bool op_offload = true;   ///< --no-op-offload turns it off (llama.cpp #13386)
-  bool offload_kqv = true;  ///< false (-nkvo): pin kqv_merged_cont to the CPU
+  bool op_offload = true;     ///< --no-op-offload turns it off (llama.cpp #13386)
+  bool offload_kqv = true;    ///< false (-nkvo): pin kqv_merged_cont to the CPU
   bool full_offload = false;  ///< n_gpu_layers > n_layer: pin norm nodes to their layer's device
   /// ggml_backend_sched n_copies: 1, or 4 with pipeline parallelism (PipelineParallelism below).
   /// Valid: 1 to 4 (GGML_SCHED_MAX_COPIES); ScheduleGraph refuses other values.
@@ -59,8 +59,8 @@ struct PipelineDecision {
 /// has it turns pipeline parallelism off with overrides, llama_context's has_tensor_overrides,
 /// reference §4.1). DEC25's retry without it when the pp reserve fails is not followed (plans
 /// never fail a reserve). Never fails.
-PipelineDecision PipelineParallelism(const DeviceSet& ds, uint32_t n_layer, int n_gpu_layers, SplitMode split_mode,
-                                     bool offload_kqv, bool has_tensor_overrides);
+PipelineDecision PipelineParallelism(const DeviceSet& ds, uint32_t n_layer, int n_gpu_layers,
+                                     SplitMode split_mode, bool offload_kqv, bool has_tensor_overrides);
 
 /// The --explain record of a decision, appended after the node records: graph "sched", subject
 /// "n_copies", buft the number ("4"), device "all backends", rule "pipeline parallelism enabled

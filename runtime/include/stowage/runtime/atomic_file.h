@@ -2,8 +2,8 @@
 // file at its path: the bytes go to an unnamed file (Linux O_TMPFILE) in the destination's folder,
 // which is given its name only when everything is written and synced. A process killed before that
 // (SIGINT, SIGKILL, out of memory) leaves nothing behind. On a file system without O_TMPFILE a
-// named temporary `.stowage-tmp-XXXXXX` in that folder is used instead (removed on every error; a killed process
-// can leave it).
+// named temporary `.stowage-tmp-XXXXXX` in that folder is used instead (removed on every error; a killed
+// process can leave it).
 //
 // How the destination is resolved (as `cp` writes to its target):
 //   - /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N are this process's descriptor N,
@@ -81,13 +81,13 @@ class AtomicFile {
 
   AtomicFile() = default;
 
-  std::string path_;         // as given
-  std::string dest_;         // the destination after following symbolic links
-  TempName named_tmp_;       // the named temporary (fallback without O_TMPFILE, or linked at Commit)
-  Fd fd_;                    // closed once committed
-  bool in_place_ = false;    // FIFO / device / own descriptor: written directly
-  bool unnamed_ = false;     // O_TMPFILE
-  bool replaces_ = false;    // an existing regular file is replaced: keep its mode and owner
+  std::string path_;       // as given
+  std::string dest_;       // the destination after following symbolic links
+  TempName named_tmp_;     // the named temporary (fallback without O_TMPFILE, or linked at Commit)
+  Fd fd_;                  // closed once committed
+  bool in_place_ = false;  // FIFO / device / own descriptor: written directly
+  bool unnamed_ = false;   // O_TMPFILE
+  bool replaces_ = false;  // an existing regular file is replaced: keep its mode and owner
   unsigned old_mode_ = 0;
   unsigned old_uid_ = 0, old_gid_ = 0;
 };

@@ -10,8 +10,8 @@
 // overflow, ne0 divisible by the block size, tensor data inside the file and aligned, no
 // overlapping tensors, ggml's contiguous layout (tensor i starts where the padded tensors before it
 // in info order end), no duplicate keys or tensor names, tensor names shorter than 64 bytes
-// (GGML_MAX_NAME), general.alignment a u32 power of two, array nesting at most 8 deep. Every failure is a kDataLoss Status whose
-// message is one line: "<file>: offset <N>: <field>: expected <...>, found <...>".
+// (GGML_MAX_NAME), general.alignment a u32 power of two, array nesting at most 8 deep. Every failure is a
+// kDataLoss Status whose message is one line: "<file>: offset <N>: <field>: expected <...>, found <...>".
 //
 // Thread-safety: a GgufFile is immutable after Open and may be read from any thread.
 #pragma once
@@ -31,8 +31,19 @@ namespace stowage {
 
 /// GGUF metadata value types (GGUF spec `gguf_metadata_value_type`).
 enum class GgufValueType : uint32_t {
-  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7,
-  STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+  UINT8 = 0,
+  INT8 = 1,
+  UINT16 = 2,
+  INT16 = 3,
+  UINT32 = 4,
+  INT32 = 5,
+  FLOAT32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  UINT64 = 10,
+  INT64 = 11,
+  FLOAT64 = 12,
 };
 inline constexpr uint32_t kGgufValueTypeCount = 13;
 
@@ -44,18 +55,18 @@ const char* GgufValueTypeName(GgufValueType type);
 /// little-endian bytes (`raw`, `count` elements of `elem_type`); nested arrays are in `nested`.
 struct GgufValue {
   GgufValueType type = GgufValueType::UINT8;
-  uint64_t u = 0;          ///< UINT8/16/32/64, BOOL
-  int64_t i = 0;           ///< INT8/16/32/64 (also set for unsigned values that fit)
-  double f = 0;            ///< FLOAT32/64
-  std::string_view str;    ///< STRING
+  uint64_t u = 0;        ///< UINT8/16/32/64, BOOL
+  int64_t i = 0;         ///< INT8/16/32/64 (also set for unsigned values that fit)
+  double f = 0;          ///< FLOAT32/64
+  std::string_view str;  ///< STRING
   // ARRAY:
   GgufValueType elem_type = GgufValueType::UINT8;
   uint64_t count = 0;
   /// Numeric arrays: count * elem size bytes; scalars: the value's own bytes (exact bits, e.g. NaN
   /// payloads). Points into the file mapping.
   const uint8_t* raw = nullptr;
-  std::vector<std::string_view> strings;    ///< string arrays
-  std::vector<GgufValue> nested;            ///< arrays of arrays
+  std::vector<std::string_view> strings;  ///< string arrays
+  std::vector<GgufValue> nested;          ///< arrays of arrays
 
   bool is_array() const { return type == GgufValueType::ARRAY; }
   /// Element `idx` of a numeric array converted to double / int64 (no bounds check beyond assert).
@@ -76,8 +87,8 @@ struct GgufTensorInfo {
   uint32_t n_dims = 0;
   int64_t ne[4] = {1, 1, 1, 1};
   GgmlType type = GgmlType::F32;
-  uint64_t offset = 0;   ///< relative to the start of the data section (bytes)
-  uint64_t nbytes = 0;   ///< ggml_nbytes of the contiguous tensor
+  uint64_t offset = 0;       ///< relative to the start of the data section (bytes)
+  uint64_t nbytes = 0;       ///< ggml_nbytes of the contiguous tensor
   uint64_t info_offset = 0;  ///< byte offset of this tensor info in the file
 
   int64_t nelements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }

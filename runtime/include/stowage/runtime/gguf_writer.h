@@ -117,8 +117,8 @@ class GgufWriter {
 
   /// Convenience: a tensor whose bytes are copied from `data` (`nbytes` must equal the tensor's
   /// byte size; the pointer must stay valid until Write returns).
-  Status AddTensorData(std::string_view name, GgmlType type, const std::vector<int64_t>& ne,
-                       const void* data, uint64_t nbytes);
+  Status AddTensorData(std::string_view name, GgmlType type, const std::vector<int64_t>& ne, const void* data,
+                       uint64_t nbytes);
 
   /// Copies every key/value pair (in file order) and tensor (info and data, in file order) of `src`.
   /// Writing the result reproduces `src` byte for byte when its padding bytes are zeros and its

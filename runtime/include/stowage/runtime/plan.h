@@ -97,8 +97,8 @@ class PlanFile {
 
 /// The result of CheckComputeMemory.
 struct MemoryCheckReport {
-  int tensors_checked = 0;              ///< memory-owning compute tensors, all graphs
-  std::vector<std::string> conflicts;   ///< one line each: graph, buffer, the two tensors, bytes, lifetimes
+  int tensors_checked = 0;             ///< memory-owning compute tensors, all graphs
+  std::vector<std::string> conflicts;  ///< one line each: graph, buffer, the two tensors, bytes, lifetimes
 };
 
 /// An independent check of a verified plan's buffer offsets (plan-dump --check-memory, and
@@ -130,7 +130,8 @@ struct MemoryCheckReport {
 /// Never fails otherwise: tensors whose size cannot be computed are reported as conflicts.
 /// With `overlaps_only`, tensors whose size cannot be computed or that leave their buffer are
 /// skipped instead of reported (PlanFile::Verify's binding names those more precisely, before this runs).
-MemoryCheckReport CheckComputeMemory(const PlanFile& plan, size_t max_conflicts = 20, bool overlaps_only = false);
+MemoryCheckReport CheckComputeMemory(const PlanFile& plan, size_t max_conflicts = 20,
+                                     bool overlaps_only = false);
 
 /// Checks a verified plan against the model file it is to run with (Session::Create runs it before
 /// creating backends; plan-dump -m MODEL too): the model identity (file size, header size and

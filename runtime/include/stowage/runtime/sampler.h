@@ -40,9 +40,9 @@ struct SamplerParams {
   /// other step, greedy included: each token that occurs c > 0 times among the last
   /// `penalty_last_n` accepted tokens has its logit divided by `penalty_repeat` when positive or
   /// multiplied by it when <= 0, then lowered by c * penalty_freq + penalty_present. The window
-  /// counts tokens (a -inf logit, a masked token, is left alone); <= 0 disables the penalties (llama.cpp's -1, "the context size", is resolved
-  /// by the caller, who knows the context). repeat 1 and freq = present = 0 (the defaults) disable
-  /// them as well.
+  /// counts tokens (a -inf logit, a masked token, is left alone); <= 0 disables the penalties (llama.cpp's
+  /// -1, "the context size", is resolved by the caller, who knows the context). repeat 1 and freq = present =
+  /// 0 (the defaults) disable them as well.
   int32_t penalty_last_n = 64;
   float penalty_repeat = 1.0f;
   float penalty_freq = 0.0f;

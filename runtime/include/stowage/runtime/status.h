@@ -74,18 +74,28 @@ inline Status IoError(std::string m) { return {StatusCode::kIoError, std::move(m
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}           // NOLINT: implicit by design
-  Result(Status status)                               // NOLINT: implicit by design
-      : v_(status.ok() ? Status(StatusCode::kInternal, "Result constructed from an OK status") : std::move(status)) {
+  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(Status status)                      // NOLINT: implicit by design
+      : v_(status.ok() ? Status(StatusCode::kInternal, "Result constructed from an OK status")
+                       : std::move(status)) {
     assert(!std::get<Status>(v_).ok());
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   /// The error (OK status when a value is held).
   Status status() const { return ok() ? Status() : std::get<Status>(v_); }
-  T& value() & { assert(ok()); return std::get<T>(v_); }
-  const T& value() const& { assert(ok()); return std::get<T>(v_); }
-  T&& value() && { assert(ok()); return std::get<T>(std::move(v_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<T>(v_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<T>(v_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<T>(std::move(v_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }

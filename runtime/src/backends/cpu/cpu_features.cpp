@@ -11,7 +11,7 @@ namespace {
 
 struct CpuFlags {
   bool avx2_fma_f16c = false;
-  bool avx512 = false;       // F + BW + VL (+ DQ)
+  bool avx512 = false;  // F + BW + VL (+ DQ)
   bool avx512_vnni = false;
 };
 
@@ -24,8 +24,8 @@ CpuFlags Probe() {
   if (!osxsave || !avx) return f;
   unsigned xlo, xhi;
   __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
-  const bool ymm_os = (xlo & 0x6u) == 0x6u;             // XMM + YMM state
-  const bool zmm_os = (xlo & 0xE6u) == 0xE6u;           // + opmask, ZMM_Hi256, Hi16_ZMM
+  const bool ymm_os = (xlo & 0x6u) == 0x6u;    // XMM + YMM state
+  const bool zmm_os = (xlo & 0xE6u) == 0xE6u;  // + opmask, ZMM_Hi256, Hi16_ZMM
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
   const bool avx2 = b & (1u << 5);
   f.avx2_fma_f16c = ymm_os && avx2 && fma && f16c;

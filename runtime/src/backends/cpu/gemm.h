@@ -73,7 +73,8 @@ const GemmKernels* GetGemmKernelsQ8(GgmlType type, int layout, IsaLevel isa, boo
 const GemmKernels* GetGemmKernelsKQuants(GgmlType type, int layout, IsaLevel isa);
 const GemmKernels* GetGemmKernelsFloat(GgmlType type, int layout, IsaLevel isa);
 
-inline const GemmKernels* GetGemmKernels(GgmlType type, int layout, IsaLevel isa, bool batch_invariant = false) {
+inline const GemmKernels* GetGemmKernels(GgmlType type, int layout, IsaLevel isa,
+                                         bool batch_invariant = false) {
   if (const GemmKernels* k = GetGemmKernelsQ8(type, layout, isa, batch_invariant)) return k;
   if (batch_invariant) return nullptr;
   if (const GemmKernels* k = GetGemmKernelsKQuants(type, layout, isa)) return k;

@@ -362,8 +362,8 @@ constexpr GemmKernels kAvx2Q2_K =
     Make<BlockQ2_K, SmLayout16, PackQ2_KRow>(avx2::GemmKernelQ2_K, avx2::FromFloatQ8_KAct);
 constexpr GemmKernels kAvx2Q3_K =
     Make<BlockQ3_K, SzLayout16, PackQ3_KRow>(avx2::GemmKernelQ3_K, avx2::FromFloatQ8_KAct);
-constexpr GemmKernels kAvx2Q4_K =
-    Make<BlockQ4_K, SmLayout32, PackScaleMinRow<BlockQ4_K>>(avx2::GemmKernelQ4_K, avx2::FromFloatQ8_KAct, PackQ4_K);
+constexpr GemmKernels kAvx2Q4_K = Make<BlockQ4_K, SmLayout32, PackScaleMinRow<BlockQ4_K>>(
+    avx2::GemmKernelQ4_K, avx2::FromFloatQ8_KAct, PackQ4_K);
 constexpr GemmKernels kAvx2Q5_K =
     Make<BlockQ5_K, SmLayout32, PackScaleMinRow<BlockQ5_K>>(avx2::GemmKernelQ5_K, avx2::FromFloatQ8_KAct);
 constexpr GemmKernels kAvx2Q6_K =
@@ -397,22 +397,47 @@ const GemmKernels* GetGemmKernelsKQuants(GgmlType type, int layout, IsaLevel isa
   Levels k{};
   switch (type) {
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-    case GgmlType::Q2_K: k = {&kScalarQ2_K, &kAvx2Q2_K, &kVnniQ2_K}; break;
-    case GgmlType::Q3_K: k = {&kScalarQ3_K, &kAvx2Q3_K, &kVnniQ3_K}; break;
-    case GgmlType::Q4_K: k = {&kScalarQ4_K, &kAvx2Q4_K, &kVnniQ4_K}; break;
-    case GgmlType::Q5_K: k = {&kScalarQ5_K, &kAvx2Q5_K, &kVnniQ5_K}; break;
-    case GgmlType::Q6_K: k = {&kScalarQ6_K, &kAvx2Q6_K, &kVnniQ6_K}; break;
+    case GgmlType::Q2_K:
+      k = {&kScalarQ2_K, &kAvx2Q2_K, &kVnniQ2_K};
+      break;
+    case GgmlType::Q3_K:
+      k = {&kScalarQ3_K, &kAvx2Q3_K, &kVnniQ3_K};
+      break;
+    case GgmlType::Q4_K:
+      k = {&kScalarQ4_K, &kAvx2Q4_K, &kVnniQ4_K};
+      break;
+    case GgmlType::Q5_K:
+      k = {&kScalarQ5_K, &kAvx2Q5_K, &kVnniQ5_K};
+      break;
+    case GgmlType::Q6_K:
+      k = {&kScalarQ6_K, &kAvx2Q6_K, &kVnniQ6_K};
+      break;
     // IQ4_XS has no AVX2 kernel: vpmaddubsw would saturate (see gemm_kquants_avx2.cpp).
-    case GgmlType::IQ4_XS: k = {&kScalarIQ4_XS, nullptr, &kVnniIQ4_XS}; break;
+    case GgmlType::IQ4_XS:
+      k = {&kScalarIQ4_XS, nullptr, &kVnniIQ4_XS};
+      break;
 #else
-    case GgmlType::Q2_K: k = {&kScalarQ2_K, nullptr, nullptr}; break;
-    case GgmlType::Q3_K: k = {&kScalarQ3_K, nullptr, nullptr}; break;
-    case GgmlType::Q4_K: k = {&kScalarQ4_K, nullptr, nullptr}; break;
-    case GgmlType::Q5_K: k = {&kScalarQ5_K, nullptr, nullptr}; break;
-    case GgmlType::Q6_K: k = {&kScalarQ6_K, nullptr, nullptr}; break;
-    case GgmlType::IQ4_XS: k = {&kScalarIQ4_XS, nullptr, nullptr}; break;
+    case GgmlType::Q2_K:
+      k = {&kScalarQ2_K, nullptr, nullptr};
+      break;
+    case GgmlType::Q3_K:
+      k = {&kScalarQ3_K, nullptr, nullptr};
+      break;
+    case GgmlType::Q4_K:
+      k = {&kScalarQ4_K, nullptr, nullptr};
+      break;
+    case GgmlType::Q5_K:
+      k = {&kScalarQ5_K, nullptr, nullptr};
+      break;
+    case GgmlType::Q6_K:
+      k = {&kScalarQ6_K, nullptr, nullptr};
+      break;
+    case GgmlType::IQ4_XS:
+      k = {&kScalarIQ4_XS, nullptr, nullptr};
+      break;
 #endif
-    default: return nullptr;
+    default:
+      return nullptr;
   }
   isa = IsaLevel(std::min(int(isa), int(DetectIsa())));  // never a level this CPU lacks
   if (isa == IsaLevel::kScalar) return k.scalar;

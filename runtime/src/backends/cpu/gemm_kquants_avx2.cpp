@@ -23,15 +23,15 @@
 namespace stowage::cpu::avx2 {
 namespace {
 
-using gemm_kq::kQK;
 using gemm_kq::kActBlockBytes;
 using gemm_kq::kActBsums16;
 using gemm_kq::kActBsums32;
 using gemm_kq::kActD;
-using gemm_kq::StoreZeroQsBlock;
+using gemm_kq::kQK;
 using gemm_kq::Layout;
 using gemm_kq::SmLayout16;
 using gemm_kq::SmLayout32;
+using gemm_kq::StoreZeroQsBlock;
 using gemm_kq::SzLayout16;
 using gemm_kq::SzLayout32;
 
@@ -199,7 +199,8 @@ void FromFloatQ8_KAct(const float* x, void* act, int64_t K) {
       // vcvtps2dq's INT_MIN) so bsums are sums of exactly the stored (saturated) int8.
       for (int j = 0; j < 4; ++j)
         q[j] = _mm256_max_epi32(
-            _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(x + 32 * i + 8 * j))), lim), low);
+            _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(x + 32 * i + 8 * j))), lim),
+            low);
       const __m256i p8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * i), _mm256_permutevar8x32_epi32(p8, order));
       bs16[2 * i] = int16_t(HsumEpi32(_mm256_add_epi32(q[0], q[1])));

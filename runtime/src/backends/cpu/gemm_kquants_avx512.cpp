@@ -22,15 +22,15 @@
 namespace stowage::cpu::avx512 {
 namespace {
 
-using gemm_kq::kQK;
 using gemm_kq::kActBlockBytes;
 using gemm_kq::kActBsums16;
 using gemm_kq::kActBsums32;
 using gemm_kq::kActD;
-using gemm_kq::StoreZeroQsBlock;
+using gemm_kq::kQK;
 using gemm_kq::Layout;
 using gemm_kq::SmLayout16;
 using gemm_kq::SmLayout32;
+using gemm_kq::StoreZeroQsBlock;
 using gemm_kq::SzLayout16;
 using gemm_kq::SzLayout32;
 
@@ -452,7 +452,8 @@ void FromFloatQ8_KAct(const float* x, void* act, int64_t K) {
     for (int i = 0; i < 16; ++i) {
       // Clamped to [-128, 127] (the lower bound a no-op for finite x; defensive against
       // vcvtps2dq's INT_MIN), so bsums are sums of exactly the stored int8.
-      const __m512i q = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(is, v[i])), lim), low);
+      const __m512i q =
+          _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(is, v[i])), lim), low);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16 * i), _mm512_cvtepi32_epi8(q));
       bs16[i] = int16_t(_mm512_reduce_add_epi32(q));
     }

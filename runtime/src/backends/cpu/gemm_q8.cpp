@@ -67,8 +67,8 @@ void GemmQ8KernelLanes(int64_t K, const void* panel, const void* act, size_t act
                        size_t dst_stride, int nr);
 void GemmQ8KernelMin(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
                      size_t dst_stride, int nr);
-void GemmQ8KernelMinLanes(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
-                          size_t dst_stride, int nr);
+void GemmQ8KernelMinLanes(int64_t K, const void* panel, const void* act, size_t act_stride, int nc,
+                          float* dst, size_t dst_stride, int nr);
 /// One activation row (format above) for zero point z, equal to FromFloat<z>'s bytes for finite x.
 void GemmQ8FromFloat(const float* x, void* act, int64_t K, int z);
 /// gemm.h pack for Q8_0 (plain) and Q4_0 (plain or kLayoutQ4_0x8): the scalar packs' bytes.
@@ -387,7 +387,8 @@ constexpr GemmKernels kScalarQ5_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMi
                                      KernelScalarMin};
 constexpr GemmKernels kScalarQ8_0 = {FromFloat<128>, ActRowBytes, PanelBytes, PackQ8_0, KernelScalar};
 constexpr GemmKernels kScalarQ4_0 = {FromFloat<8>, ActRowBytes, PanelBytes, PackQ4_0, KernelScalar};
-constexpr GemmKernels kScalarQ5_0 = {FromFloat<16>, ActRowBytes, PanelBytes, PackPlain<UnpackQ5_0>, KernelScalar};
+constexpr GemmKernels kScalarQ5_0 = {FromFloat<16>, ActRowBytes, PanelBytes, PackPlain<UnpackQ5_0>,
+                                     KernelScalar};
 constexpr GemmKernels kScalarIQ4_NL = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
                                        KernelScalar};
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
@@ -443,21 +444,46 @@ const GemmKernels* GetGemmKernelsQ8(GgmlType type, int layout, IsaLevel isa, boo
   Levels k{};
   switch (type) {
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-    case GgmlType::Q8_0: k = {&kScalarQ8_0, &kAvx2Q8_0, &kVnniQ8_0, &kLanesQ8_0}; break;
-    case GgmlType::Q4_0: k = {&kScalarQ4_0, &kAvx2Q4_0, &kVnniQ4_0, &kLanesQ4_0}; break;
-    case GgmlType::Q5_0: k = {&kScalarQ5_0, &kAvx2Q5_0, &kVnniQ5_0, &kLanesQ5_0}; break;
-    case GgmlType::IQ4_NL: k = {&kScalarIQ4_NL, &kAvx2IQ4_NL, &kVnniIQ4_NL, &kLanesIQ4_NL}; break;
-    case GgmlType::Q4_1: k = {&kScalarQ4_1, &kAvx2Q4_1, &kVnniQ4_1, &kLanesQ4_1}; break;
-    case GgmlType::Q5_1: k = {&kScalarQ5_1, &kAvx2Q5_1, &kVnniQ5_1, &kLanesQ5_1}; break;
+    case GgmlType::Q8_0:
+      k = {&kScalarQ8_0, &kAvx2Q8_0, &kVnniQ8_0, &kLanesQ8_0};
+      break;
+    case GgmlType::Q4_0:
+      k = {&kScalarQ4_0, &kAvx2Q4_0, &kVnniQ4_0, &kLanesQ4_0};
+      break;
+    case GgmlType::Q5_0:
+      k = {&kScalarQ5_0, &kAvx2Q5_0, &kVnniQ5_0, &kLanesQ5_0};
+      break;
+    case GgmlType::IQ4_NL:
+      k = {&kScalarIQ4_NL, &kAvx2IQ4_NL, &kVnniIQ4_NL, &kLanesIQ4_NL};
+      break;
+    case GgmlType::Q4_1:
+      k = {&kScalarQ4_1, &kAvx2Q4_1, &kVnniQ4_1, &kLanesQ4_1};
+      break;
+    case GgmlType::Q5_1:
+      k = {&kScalarQ5_1, &kAvx2Q5_1, &kVnniQ5_1, &kLanesQ5_1};
+      break;
 #else
-    case GgmlType::Q8_0: k = {&kScalarQ8_0, nullptr, nullptr, nullptr}; break;
-    case GgmlType::Q4_0: k = {&kScalarQ4_0, nullptr, nullptr, nullptr}; break;
-    case GgmlType::Q5_0: k = {&kScalarQ5_0, nullptr, nullptr, nullptr}; break;
-    case GgmlType::IQ4_NL: k = {&kScalarIQ4_NL, nullptr, nullptr, nullptr}; break;
-    case GgmlType::Q4_1: k = {&kScalarQ4_1, nullptr, nullptr, nullptr}; break;
-    case GgmlType::Q5_1: k = {&kScalarQ5_1, nullptr, nullptr, nullptr}; break;
+    case GgmlType::Q8_0:
+      k = {&kScalarQ8_0, nullptr, nullptr, nullptr};
+      break;
+    case GgmlType::Q4_0:
+      k = {&kScalarQ4_0, nullptr, nullptr, nullptr};
+      break;
+    case GgmlType::Q5_0:
+      k = {&kScalarQ5_0, nullptr, nullptr, nullptr};
+      break;
+    case GgmlType::IQ4_NL:
+      k = {&kScalarIQ4_NL, nullptr, nullptr, nullptr};
+      break;
+    case GgmlType::Q4_1:
+      k = {&kScalarQ4_1, nullptr, nullptr, nullptr};
+      break;
+    case GgmlType::Q5_1:
+      k = {&kScalarQ5_1, nullptr, nullptr, nullptr};
+      break;
 #endif
-    default: return nullptr;
+    default:
+      return nullptr;
   }
   isa = IsaLevel(std::min(int(isa), int(DetectIsa())));  // never a level this CPU lacks
   // Scalar level: the reference GEMM, in the scalar vec_dots' order (batch-invariant as it is).

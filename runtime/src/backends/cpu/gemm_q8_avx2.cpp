@@ -24,9 +24,9 @@
 namespace stowage::cpu::avx2 {
 namespace {
 
-constexpr int kActBlockBytes = 72;     // gemm_q8.cpp (corr_total at byte 68)
-constexpr int kActBlockBytesMin = 40;  // gemm_q8.cpp (Q4_1/Q5_1: s at byte 36)
-constexpr int kPanelBlockBytes = 576;  // gemm_q8.cpp
+constexpr int kActBlockBytes = 72;        // gemm_q8.cpp (corr_total at byte 68)
+constexpr int kActBlockBytesMin = 40;     // gemm_q8.cpp (Q4_1/Q5_1: s at byte 36)
+constexpr int kPanelBlockBytes = 576;     // gemm_q8.cpp
 constexpr int kPanelBlockBytesMin = 640;  // gemm_q8.cpp (Q4_1/Q5_1: + float m[16])
 
 inline __m256i Bcast32(const uint8_t* p) {
@@ -103,8 +103,10 @@ void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_st
       for (int c = 0; c < NC; ++c)
         for (int h = 0; h < 2; ++h) {
           const __m256i v = _mm256_madd_epi16(lo[c][h], ones);
-          if (s0 > 0) acc[c][h] = _mm256_add_epi32(acc[c][h], v);
-          else acc[c][h] = kMin ? v : _mm256_add_epi32(Bcast32(a[c] + 68), v);
+          if (s0 > 0)
+            acc[c][h] = _mm256_add_epi32(acc[c][h], v);
+          else
+            acc[c][h] = kMin ? v : _mm256_add_epi32(Bcast32(a[c] + 68), v);
         }
     }
     for (int c = 0; c < NC; ++c) {
@@ -112,7 +114,8 @@ void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_st
       if (kMin) {
         const __m256 sa = _mm256_set1_ps(LoadF(a[c] + 36));
         sum[c][0] = _mm256_fmadd_ps(_mm256_load_ps(reinterpret_cast<const float*>(rec + 576)), sa, sum[c][0]);
-        sum[c][1] = _mm256_fmadd_ps(_mm256_load_ps(reinterpret_cast<const float*>(rec + 576 + 32)), sa, sum[c][1]);
+        sum[c][1] =
+            _mm256_fmadd_ps(_mm256_load_ps(reinterpret_cast<const float*>(rec + 576 + 32)), sa, sum[c][1]);
       }
       a[c] += kMin ? kActBlockBytesMin : kActBlockBytes;
     }
@@ -144,16 +147,17 @@ void ColumnsI8(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_
     __m256i acc[NC][2];
     for (int c = 0; c < NC; ++c) acc[c][0] = acc[c][1] = _mm256_setzero_si256();
     for (int s = 0; s < 8; ++s) {
-      const __m256i q0 = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 64 * s)), k80);
+      const __m256i q0 =
+          _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 64 * s)), k80);
       const __m256i q1 =
           _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 64 * s + 32)), k80);
       const __m256i u0 = _mm256_abs_epi8(q0), u1 = _mm256_abs_epi8(q1);
       for (int c = 0; c < NC; ++c) {
         const __m256i x = Bcast32(a[c] + 4 * s);
-        acc[c][0] = _mm256_add_epi32(acc[c][0],
-                                     _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(x, q0)), ones));
-        acc[c][1] = _mm256_add_epi32(acc[c][1],
-                                     _mm256_madd_epi16(_mm256_maddubs_epi16(u1, _mm256_sign_epi8(x, q1)), ones));
+        acc[c][0] = _mm256_add_epi32(
+            acc[c][0], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(x, q0)), ones));
+        acc[c][1] = _mm256_add_epi32(
+            acc[c][1], _mm256_madd_epi16(_mm256_maddubs_epi16(u1, _mm256_sign_epi8(x, q1)), ones));
         KeepInRegister(acc[c][0]);
         KeepInRegister(acc[c][1]);
       }
@@ -168,13 +172,15 @@ void ColumnsI8(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_
 
 void KernelI8(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
               size_t dst_stride, int nr) {
-  constexpr int kCols = 2;  // measured on Zen 3: 1, 2 and 3 columns within the noise; 2 needs fewest registers
+  constexpr int kCols =
+      2;  // measured on Zen 3: 1, 2 and 3 columns within the noise; 2 needs fewest registers
   const int64_t nb = K / 32;
   const uint8_t* p = static_cast<const uint8_t*>(panel);
   const uint8_t* a = static_cast<const uint8_t*>(act);
   int c = 0;
   for (; c + kCols <= nc; c += kCols)
-    ColumnsI8<kCols>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, nr);
+    ColumnsI8<kCols>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride,
+                     nr);
   for (; c < nc; ++c)
     ColumnsI8<1>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, nr);
 }
@@ -188,11 +194,14 @@ void Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, in
   const uint8_t* a = static_cast<const uint8_t*>(act);
   int c = 0;
   for (; c + kCols <= nc; c += kCols)
-    Columns<M, kCols, kMin>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, nr);
+    Columns<M, kCols, kMin>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride,
+                            dst_stride, nr);
   if (nc - c == 2)
-    Columns<M, 2, kMin>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, nr);
+    Columns<M, 2, kMin>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride,
+                        dst_stride, nr);
   else if (nc - c == 1)
-    Columns<M, 1, kMin>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride, nr);
+    Columns<M, 1, kMin>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride,
+                        dst_stride, nr);
 }
 
 }  // namespace

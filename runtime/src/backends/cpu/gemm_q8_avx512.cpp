@@ -5,11 +5,13 @@
 // the packed unsigned weights of one k-step s (4 elements of each of the 16 rows) by 4 broadcast
 // signed activation bytes (folded into the instruction's {1to16} memory operand), starting from a
 // zero-point correction (a broadcast load), so every int32 lane is an exact integer sum.
-//   Kernel / KernelMin (one float per output): the 8 k-steps of a block in one int32 chain from corr_total, then
+//   Kernel / KernelMin (one float per output): the 8 k-steps of a block in one int32 chain from corr_total,
+//   then
 //     per column one cvtdq2ps, one multiply of the 16 row scales by the broadcast column scale and
 //     one FMA into the column's float accumulator — the scalar reference's operations in the same
 //     order, so results are bit-identical to it (and, for kLayoutQ4_0x8, to the Q4_0x8 gemv).
-//   KernelLanes / KernelMinLanes (batch-invariant products of plain layouts): ggml's AVX2 vec_dot per output — lane s of the output
+//   KernelLanes / KernelMinLanes (batch-invariant products of plain layouts): ggml's AVX2 vec_dot per output
+//   — lane s of the output
 //     is a float accumulator of its own (one zmm per k-step s and column: 8 x NC accumulators),
 //     acc[s] = fma(dw * d, float(k-step int sum), acc[s]) per block, ggml's hsum_float_8 tree at the
 //     end; the min types add their scalar chain summ = fma(m, s, summ) (ggml_vec_dot_q4_1_q8_1) to
@@ -29,9 +31,9 @@
 namespace stowage::cpu::avx512 {
 namespace {
 
-constexpr int kActBlockBytes = 72;     // gemm_q8.cpp: { qs[32]; float d; int32 corr[8]; int32 corr_total }
-constexpr int kActBlockBytesMin = 40;  // gemm_q8.cpp: { qs[32]; float d; float s } (Q4_1/Q5_1)
-constexpr int kPanelBlockBytes = 576;  // gemm_q8.cpp
+constexpr int kActBlockBytes = 72;        // gemm_q8.cpp: { qs[32]; float d; int32 corr[8]; int32 corr_total }
+constexpr int kActBlockBytesMin = 40;     // gemm_q8.cpp: { qs[32]; float d; float s } (Q4_1/Q5_1)
+constexpr int kPanelBlockBytes = 576;     // gemm_q8.cpp
 constexpr int kPanelBlockBytesMin = 640;  // gemm_q8.cpp (Q4_1/Q5_1: + float m[16])
 
 inline int32_t Load32(const uint8_t* p) {
@@ -50,7 +52,9 @@ inline float LoadF(const uint8_t* p) {
 // vpbroadcastd), so the embedded-broadcast form is written out.
 inline __m512i DpbusdBcast(__m512i acc, __m512i w, const uint8_t* p) {
 #if defined(__GNUC__)
-  __asm__("vpdpbusd %[m]%{1to16%}, %[w], %[acc]" : [acc] "+v"(acc) : [w] "v"(w), [m] "m"(*reinterpret_cast<const int32_t*>(p)));
+  __asm__("vpdpbusd %[m]%{1to16%}, %[w], %[acc]"
+          : [acc] "+v"(acc)
+          : [w] "v"(w), [m] "m"(*reinterpret_cast<const int32_t*>(p)));
   return acc;
 #else
   return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(Load32(p)));
@@ -76,7 +80,8 @@ void Columns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t act_st
   const uint8_t* rec = panel;
   for (int64_t b = 0; b < nb; ++b, rec += kRec) {
     __m512i acc[NC];
-    for (int c = 0; c < NC; ++c) acc[c] = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(Load32(a[c] + 68));
+    for (int c = 0; c < NC; ++c)
+      acc[c] = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(Load32(a[c] + 68));
     for (int s = 0; s < 8; ++s) {
       const __m512i w = _mm512_load_si512(reinterpret_cast<const void*>(rec + 64 * s));
       for (int c = 0; c < NC; ++c) acc[c] = DpbusdBcast(acc[c], w, a[c] + 4 * s);
@@ -107,7 +112,8 @@ void Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, in
   const int64_t nb = K / 32;
   const __mmask16 mask = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1u);
   if (nb == 0) {  // K = 0: an empty dot is 0 (the chunk loop below would store nothing)
-    for (int c = 0; c < nc; ++c) _mm512_mask_storeu_ps(dst + size_t(c) * dst_stride, mask, _mm512_setzero_ps());
+    for (int c = 0; c < nc; ++c)
+      _mm512_mask_storeu_ps(dst + size_t(c) * dst_stride, mask, _mm512_setzero_ps());
     return;
   }
   for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
@@ -120,14 +126,29 @@ void Kernel(int64_t K, const void* panel, const void* act, size_t act_stride, in
     for (; c + kCols <= nc; c += kCols, a += kCols * act_stride, d += kCols * dst_stride)
       Columns<kCols, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first);
     switch (nc - c) {
-      case 1: Columns<1, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
-      case 2: Columns<2, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
-      case 3: Columns<3, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
-      case 4: Columns<4, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
-      case 5: Columns<5, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
-      case 6: Columns<6, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
-      case 7: Columns<7, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first); break;
-      default: break;
+      case 1:
+        Columns<1, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first);
+        break;
+      case 2:
+        Columns<2, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first);
+        break;
+      case 3:
+        Columns<3, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first);
+        break;
+      case 4:
+        Columns<4, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first);
+        break;
+      case 5:
+        Columns<5, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first);
+        break;
+      case 6:
+        Columns<6, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first);
+        break;
+      case 7:
+        Columns<7, kMin>(cb, p, a, act_stride, d, dst_stride, mask, first);
+        break;
+      default:
+        break;
     }
   }
 }
@@ -173,7 +194,8 @@ void LaneColumns(int64_t nb, const uint8_t* panel, const uint8_t* act, size_t ac
         // float 1.5 * 2^23 + isum exactly (|isum| < 2^22), and one subtraction (an FADD-pipe op)
         // replaces vcvtdq2ps, which competes with vpdpbusd and the FMA for the same two pipes.
         const __m512i start = kMin ? magic_i : _mm512_set1_epi32(Load32(a[c] + 36 + 4 * s));
-        const __m512 f = _mm512_castsi512_ps(_mm512_dpbusd_epi32(start, w, _mm512_set1_epi32(Load32(a[c] + 4 * s))));
+        const __m512 f =
+            _mm512_castsi512_ps(_mm512_dpbusd_epi32(start, w, _mm512_set1_epi32(Load32(a[c] + 4 * s))));
         acc[c][s] = _mm512_fmadd_ps(dv[c], _mm512_sub_ps(f, magic_f), acc[c][s]);
       }
     }
@@ -205,11 +227,11 @@ void KernelLanes(int64_t K, const void* panel, const void* act, size_t act_strid
     LaneColumns<kLaneCols, kMin>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride,
                                  dst_stride, mask);
   if (nc - c == 2)
-    LaneColumns<2, kMin>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride,
-                         mask);
+    LaneColumns<2, kMin>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride,
+                         dst_stride, mask);
   else if (nc - c == 1)
-    LaneColumns<1, kMin>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride, dst_stride,
-                         mask);
+    LaneColumns<1, kMin>(nb, p, a + size_t(c) * act_stride, act_stride, dst + size_t(c) * dst_stride,
+                         dst_stride, mask);
 }
 
 }  // namespace
@@ -226,8 +248,8 @@ void GemmQ8KernelLanes(int64_t K, const void* panel, const void* act, size_t act
                        size_t dst_stride, int nr) {
   KernelLanes<false>(K, panel, act, act_stride, nc, dst, dst_stride, nr);
 }
-void GemmQ8KernelMinLanes(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
-                          size_t dst_stride, int nr) {
+void GemmQ8KernelMinLanes(int64_t K, const void* panel, const void* act, size_t act_stride, int nc,
+                          float* dst, size_t dst_stride, int nr) {
   KernelLanes<true>(K, panel, act, act_stride, nc, dst, dst_stride, nr);
 }
 
@@ -272,7 +294,8 @@ void GemmQ8FromFloat(const float* x, void* act, int64_t K, int z) {
     const __m128i c2 = _mm_add_epi32(c4, _mm_shuffle_epi32(c4, 0x4E));
     const int32_t total = _mm_cvtsi128_si32(_mm_add_epi32(c2, _mm_shuffle_epi32(c2, 0xB1)));
     std::memcpy(out + 32, &d, 4);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 36), _mm256_add_epi32(corr, _mm256_set1_epi32(0x4B400000)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 36),
+                        _mm256_add_epi32(corr, _mm256_set1_epi32(0x4B400000)));
     std::memcpy(out + 68, &total, 4);
   }
 }
@@ -316,8 +339,10 @@ void PackBlocks(int64_t nb, int nr, uint8_t* panel, RowFn row) {
       o[3] = _mm512_unpackhi_epi64(t1, t3);
     }
     for (int j = 0; j < 4; ++j) {
-      _mm512_store_si512(reinterpret_cast<void*>(rec + 64 * j), _mm512_permutex2var_epi64(u[j], idx_lo, v[j]));
-      _mm512_store_si512(reinterpret_cast<void*>(rec + 64 * (4 + j)), _mm512_permutex2var_epi64(u[j], idx_hi, v[j]));
+      _mm512_store_si512(reinterpret_cast<void*>(rec + 64 * j),
+                         _mm512_permutex2var_epi64(u[j], idx_lo, v[j]));
+      _mm512_store_si512(reinterpret_cast<void*>(rec + 64 * (4 + j)),
+                         _mm512_permutex2var_epi64(u[j], idx_hi, v[j]));
     }
     _mm512_store_ps(reinterpret_cast<float*>(rec + 512),
                     _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d16))));
@@ -352,7 +377,8 @@ void GemmQ8PackQ4_0(int64_t K, const void* w, size_t row_stride, int nr, int lay
   if (layout == kLayoutQ4_0x8) {
     PackBlocks(K / 32, nr, static_cast<uint8_t*>(panel), [&](int r, int64_t b, uint16_t* d) {
       const uint8_t* blk = base + size_t(r / 8) * 8 * row_stride + size_t(b) * 144;
-      if (r % 8 < 3) _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetchBytes + 64 * (r % 8), _MM_HINT_T0);
+      if (r % 8 < 3)
+        _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetchBytes + 64 * (r % 8), _MM_HINT_T0);
       std::memcpy(d, blk + 2 * (r % 8), 2);
       return UnpackNibbles(blk + 16 + 16 * (r % 8));
     });

@@ -27,7 +27,8 @@ VecDotFn GetRepackedGemv(int layout, IsaLevel isa);
 /// ops.h MulMat, for a MUL_MAT (`expert` false) or for one expert's columns of a MUL_MAT_ID
 /// (`expert` true: with ctx.llamacpp_numerics the products then follow llama.cpp's MUL_MAT_ID
 /// orders, see matmul.cpp). Same errors as MulMat.
-Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst, bool expert);
+Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst,
+                  bool expert);
 
 /// "type[ne0,ne1,ne2,ne3]" for error messages.
 std::string ShapeString(const TensorView& t);
@@ -92,10 +93,10 @@ void GemvQ8_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
 namespace avx512 {
 void VecDotF32(int64_t n, float* s, const void* x, const void* y);
 void VecDotF16(int64_t n, float* s, const void* x, const void* y);
-void VecDotQ8_0Q8_0(int64_t n, float* s, const void* x, const void* y);      // VNNI when present
-void VecDotQ4_0Q8_0(int64_t n, float* s, const void* x, const void* y);      // VNNI when present
-void VecDotQ4_KQ8_K(int64_t n, float* s, const void* x, const void* y);      // VNNI when present
-void VecDotQ6_KQ8_K(int64_t n, float* s, const void* x, const void* y);      // VNNI when present
+void VecDotQ8_0Q8_0(int64_t n, float* s, const void* x, const void* y);  // VNNI when present
+void VecDotQ4_0Q8_0(int64_t n, float* s, const void* x, const void* y);  // VNNI when present
+void VecDotQ4_KQ8_K(int64_t n, float* s, const void* x, const void* y);  // VNNI when present
+void VecDotQ6_KQ8_K(int64_t n, float* s, const void* x, const void* y);  // VNNI when present
 /// Q4_0x8 repacked group (8 rows, n/32 blocks) times one Q8_0 row: s[0..7], bit-identical to
 /// avx2::/scalar::GemvQ4_0x8Q8_0. Needs AVX512-VNNI (call only at IsaLevel::kAvx512Vnni).
 void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
@@ -116,7 +117,8 @@ void GemmQ8FromFloat(const float* x, void* act, int64_t K, int z);
 /// partial sums, operation for operation (ggml_v_expf's algorithm for 16 lanes, expf for the last n % 16
 /// elements, w = fma(slope, mask, x * scale)), so rows are bit-identical to llama.cpp's AVX-512 CPU
 /// backend. y may alias x. Returns the sum.
-double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scale, float slope, float* y, int64_t n);
+double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scale, float slope, float* y,
+                     int64_t n);
 }  // namespace avx512
 
 /// GemvQ4_Kx8Q8_KSb (each level): the same dots with the float part per 64-element sub-block pair
@@ -139,7 +141,6 @@ void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* x, const void* y);
 /// Reference for the Q8_0x8 layout: s[r] bit-identical to scalar::VecDotQ8_0Q8_0 of row r.
 void GemvQ8_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
 }  // namespace scalar
-
 
 // ---- SILU / SWIGLU rows ---------------------------------------------------------------------------
 // One contiguous F32 row: silu(x) = x / (1 + exp(-x)) (ggml_silu_f32), and GLU's y = silu(a) * b
@@ -173,7 +174,8 @@ void SiluRowF32(int64_t n, const float* x, float* y);
 void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y);
 /// avx512::SoftMaxRowF32 with ggml's AVX2 structure (8-lane groups, horizontal float sums added
 /// to a double), bit-identical to llama.cpp's AVX2 CPU backend.
-double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scale, float slope, float* y, int64_t n);
+double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scale, float slope, float* y,
+                     int64_t n);
 }  // namespace avx2
 namespace avx512 {
 /// 16 lanes as ggml_v_silu (AVX-512), the last n % 16 elements as ggml_silu_f32: bit-identical to
@@ -236,7 +238,8 @@ using SumSquares8Fn = void (*)(int64_t n8, const float* x, double part[8]);
 /// (src + i * src_stride)) for i < n (IEEE round to nearest even, F16C's vcvtps2ph). The transposed
 /// V-cache store of token generation (CPY of n_embd_v_gqa one-element rows, n_ctx * 2 bytes apart).
 /// Every level gives the same bits.
-using CvtF32F16StridedFn = void (*)(int64_t n, const char* src, size_t src_stride, char* dst, size_t dst_stride);
+using CvtF32F16StridedFn = void (*)(int64_t n, const char* src, size_t src_stride, char* dst,
+                                    size_t dst_stride);
 
 /// y[i] = f16(f32(x[i]) * v + f32(y[i])) for i < n, one fused multiply-add and one
 /// round-to-nearest-even per element (ggml_vec_mad_f16; flash attention's F16 accumulator).
@@ -250,20 +253,21 @@ using ScaleF16Fn = void (*)(int64_t n, fp16_t* y, float v);
 /// vs + acc) (one FMA, one rounding per element) and S = fma(S, ms, vs). v_c is the row of D F16
 /// values at v + cells[c] * v_stride bytes. Writes out[h * ldo + d] = f32(acc[d]) * (1 / S) (n = 0:
 /// NaN, as ggml). `acc` is scratch: nh rows of D F16 values, ldacc apart.
-using FlashF16RowsFn = void (*)(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v,
-                                const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo);
+using FlashF16RowsFn = void (*)(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds,
+                                const char* v, const int32_t* cells, size_t v_stride, fp16_t* acc,
+                                size_t ldacc, float* out, size_t ldo);
 
 /// FlashF16Rows with the accumulator in memory, through `mad` and `scale` (the kernels of one level):
 /// the scalar and AVX2 levels, and AVX-512 above D = 128. Compiled at the baseline level.
 void FlashF16RowsWith(MadF16Fn mad, ScaleF16Fn scale, int64_t D, int64_t n, int64_t nh, const float* scores,
-                      size_t lds, const char* v, const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc,
-                      float* out, size_t ldo);
+                      size_t lds, const char* v, const int32_t* cells, size_t v_stride, fp16_t* acc,
+                      size_t ldacc, float* out, size_t ldo);
 
 namespace scalar {
 void MadF16(int64_t n, fp16_t* y, const fp16_t* x, float v);
 void ScaleF16(int64_t n, fp16_t* y, float v);
-void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v, const int32_t* cells,
-                  size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo);
+void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v,
+                  const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo);
 void SumSquares8(int64_t n8, const float* x, double part[8]);
 void CvtF32F16Strided(int64_t n, const char* src, size_t src_stride, char* dst, size_t dst_stride);
 }  // namespace scalar
@@ -272,8 +276,8 @@ namespace avx2 {
 void MadF16(int64_t n, fp16_t* y, const fp16_t* x, float v);
 void ScaleF16(int64_t n, fp16_t* y, float v);
 /// One row at a time: MadF16 / ScaleF16 per cell, the accumulator in memory.
-void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v, const int32_t* cells,
-                  size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo);
+void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v,
+                  const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo);
 /// Two 4-lane double accumulators (lanes 0-3 and 4-7). Needs AVX2.
 void SumSquares8(int64_t n8, const float* x, double part[8]);
 /// One scalar vcvtps2ph per element. Needs F16C.
@@ -288,8 +292,8 @@ void ScaleF16(int64_t n, fp16_t* y, float v);
 /// D <= 128: the accumulators stay in registers (widened F16 values, rounded through vcvtps2ph
 /// after every step), 4 rows at a time up to D = 64, 2 up to 128, each V row loaded once for them;
 /// larger D: MadF16 / ScaleF16 per cell. The next V rows are prefetched.
-void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v, const int32_t* cells,
-                  size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo);
+void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v,
+                  const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo);
 }  // namespace avx512
 
 // ---- Level dispatch of the row kernels above ----------------------------------------------------
@@ -326,8 +330,8 @@ const RowKernels& GetRowKernels(IsaLevel isa);
 // transpose/add tree per 16 / 8 dots; the result differs from VecDotF16's (ggml_vec_dot_f16: 4
 // accumulators, leftovers in double) by summation order only. Any K >= 0 and nrows >= 0; x rows
 // need no alignment. Call only at a level the CPU has.
-using GemvF16HeadsFn = void (*)(int64_t K, int64_t nrows, const void* x, size_t ldx, int64_t nh, const float* y,
-                                size_t ldy, float* s, size_t lds);
+using GemvF16HeadsFn = void (*)(int64_t K, int64_t nrows, const void* x, size_t ldx, int64_t nh,
+                                const float* y, size_t ldy, float* s, size_t lds);
 namespace avx2 {
 /// AVX2 + FMA + F16C: 8 dots (rows x heads = 2x4, 4x2 or 8x1) per pass.
 void GemvF16Heads(int64_t K, int64_t nrows, const void* x, size_t ldx, int64_t nh, const float* y, size_t ldy,

@@ -17,7 +17,10 @@ void QuantizeRowQ8_K(const float* x, BlockQ8_K* y, int64_t n) {
     bool nonfinite = false;
     for (int j = 0; j < kQK_K; ++j) {
       const float ax = std::fabs(x[j]);
-      if (ax > amax) { amax = ax; max = x[j]; }
+      if (ax > amax) {
+        amax = ax;
+        max = x[j];
+      }
       nonfinite |= !(ax <= FLT_MAX);
     }
     if (nonfinite) {
@@ -102,8 +105,7 @@ void UnpackQ3K(const BlockQ3_K& b, int8_t* q8) {
   for (int nn = 0; nn < kQK_K; nn += 128) {
     int shift = 0;
     for (int j = 0; j < 4; ++j) {
-      for (int l = 0; l < 32; ++l)
-        *q8++ = int8_t(((q[l] >> shift) & 3) - ((b.hmask[l] & m) ? 0 : 4));
+      for (int l = 0; l < 32; ++l) *q8++ = int8_t(((q[l] >> shift) & 3) - ((b.hmask[l] & m) ? 0 : 4));
       shift += 2;
       m = uint8_t(m << 1);
     }

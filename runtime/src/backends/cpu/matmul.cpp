@@ -19,8 +19,12 @@
 namespace stowage::cpu {
 namespace {
 
-void FromFloatQ8_0(const float* x, void* y, int64_t n) { QuantizeRowQ8_0Act(x, static_cast<BlockQ8_0*>(y), n); }
-void FromFloatQ8_1(const float* x, void* y, int64_t n) { QuantizeRowQ8_1Act(x, static_cast<BlockQ8_1*>(y), n); }
+void FromFloatQ8_0(const float* x, void* y, int64_t n) {
+  QuantizeRowQ8_0Act(x, static_cast<BlockQ8_0*>(y), n);
+}
+void FromFloatQ8_1(const float* x, void* y, int64_t n) {
+  QuantizeRowQ8_1Act(x, static_cast<BlockQ8_1*>(y), n);
+}
 void FromFloatQ8_K(const float* x, void* y, int64_t n) { QuantizeRowQ8_K(x, static_cast<BlockQ8_K*>(y), n); }
 
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
@@ -83,7 +87,8 @@ std::array<Table, kLevels> BuildTables() {
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
   Table& a2 = t[1];
   a2 = s;
-  for (GgmlType k : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS})
+  for (GgmlType k :
+       {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS})
     a2[size_t(k)].from_float = FromFloatQ8_KVia<avx2::FromFloatQ8_KAct>;
   for (GgmlType k : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL})
     a2[size_t(k)].from_float = avx2::QuantizeRowQ8_0Act;
@@ -193,7 +198,8 @@ size_t RoundUp64(size_t n) { return (n + 63) & ~size_t(63); }
 // Row (i11, i12, i13) of src1 (F32) as K contiguous floats: the row in place when its elements are
 // adjacent (nb0 == 4), else gathered into buf (K floats; permuted views, e.g. a transposed src1).
 const float* Src1Row(const TensorView& src1, int64_t i11, int64_t i12, int64_t i13, int64_t K, float* buf) {
-  const char* row = static_cast<const char*>(src1.data) + i11 * src1.nb[1] + i12 * src1.nb[2] + i13 * src1.nb[3];
+  const char* row =
+      static_cast<const char*>(src1.data) + i11 * src1.nb[1] + i12 * src1.nb[2] + i13 * src1.nb[3];
   if (src1.nb[0] == sizeof(float)) return reinterpret_cast<const float*>(row);
   for (int64_t k = 0; k < K; ++k) std::memcpy(&buf[k], row + k * src1.nb[0], 4);
   return buf;
@@ -212,7 +218,8 @@ void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const TensorView& sr
   const size_t gather_bytes = gather ? size_t(nt) * size_t(K) * sizeof(float) : 0;
   const size_t total = conv_bytes + thread_scratch * size_t(nt) + gather_bytes + 64;
   if (ctx.work.size() < total) ctx.work.resize(total);
-  uint8_t* conv = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(ctx.work.data()) + 63) & ~uintptr_t(63));
+  uint8_t* conv =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(ctx.work.data()) + 63) & ~uintptr_t(63));
   uint8_t* panels = conv + conv_bytes;
   float* gather_buf = reinterpret_cast<float*>(panels + thread_scratch * size_t(nt));
 
@@ -224,7 +231,8 @@ void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const TensorView& sr
   // split packs its panels itself).
   const int64_t col_blocks = (M + kGemmColBlock - 1) / kGemmColBlock;
   const int64_t base_items = ngroups * ne12 * ne13;
-  const int64_t nsplit = base_items >= 4 * nt ? 1 : std::min(col_blocks, (4 * nt + base_items - 1) / base_items);
+  const int64_t nsplit =
+      base_items >= 4 * nt ? 1 : std::min(col_blocks, (4 * nt + base_items - 1) / base_items);
   const int64_t split_cols = (col_blocks + nsplit - 1) / nsplit * kGemmColBlock;
   const int64_t nitems = base_items * nsplit;
   const int64_t r2 = ne12 / src0.ne[2], r3 = ne13 / src0.ne[3];
@@ -307,7 +315,8 @@ void MulMatF16Heads(ComputeContext& ctx, GemvF16HeadsFn gemv, const TensorView& 
   const size_t gather_bytes = gather ? size_t(nt) * yrow : 0;
   const size_t total = yrow * size_t(nrows1) + gather_bytes + 64;
   if (ctx.work.size() < total) ctx.work.resize(total);
-  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(ctx.work.data()) + 63) & ~uintptr_t(63));
+  uint8_t* base =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(ctx.work.data()) + 63) & ~uintptr_t(63));
   float* ys = reinterpret_cast<float*>(base);
   float* gather_buf = reinterpret_cast<float*>(base + yrow * size_t(nrows1));
   const size_t ldy = yrow / sizeof(float), lds = dst.nb[2] / sizeof(float);
@@ -331,14 +340,17 @@ void MulMatF16Heads(ComputeContext& ctx, GemvF16HeadsFn gemv, const TensorView& 
   auto chunk_items = [&](int64_t c) {
     for (int64_t it = c * chunk, e = std::min(nitems, it + chunk); it < e; ++it) {
       int64_t i02, blk;
-      if (head_inner) i02 = it % ne02, blk = (it / ne02) % nblk;
-      else blk = it % nblk, i02 = (it / nblk) % ne02;
+      if (head_inner)
+        i02 = it % ne02, blk = (it / ne02) % nblk;
+      else
+        blk = it % nblk, i02 = (it / nblk) % ne02;
       const int64_t i13 = it / (ne02 * nblk);
       const int64_t n0 = blk * kHeadsRows, n1 = std::min(N, n0 + kHeadsRows);
-      const char* w = static_cast<const char*>(src0.data) + i02 * src0.nb[2] + (i13 / r3) * src0.nb[3] +
-                      n0 * src0.nb[1];
+      const char* w =
+          static_cast<const char*>(src0.data) + i02 * src0.nb[2] + (i13 / r3) * src0.nb[3] + n0 * src0.nb[1];
       const int64_t i12 = i02 * r2;
-      float* out = reinterpret_cast<float*>(static_cast<char*>(dst.data) + i12 * dst.nb[2] + i13 * dst.nb[3]) + n0;
+      float* out =
+          reinterpret_cast<float*>(static_cast<char*>(dst.data) + i12 * dst.nb[2] + i13 * dst.nb[3]) + n0;
       gemv(K, n1 - n0, w, src0.nb[1], r2, ys + size_t(i12 + ne12 * i13) * ldy, ldy, out, lds);
     }
   };
@@ -381,7 +393,8 @@ void MulMatLlamafile(ComputeContext& ctx, const TensorView& src0, const TensorVi
     const int conv_threads = rows * K >= 8192 ? nt : 1;
     ParallelFor(conv_threads, conv_threads > 1, rows, Schedule::kStatic, 1, [&](int64_t r, int) {
       const int64_t i11 = r % M, i12 = (r / M) % ne12, i13 = r / (M * ne12);
-      const char* row = static_cast<const char*>(src1.data) + i11 * src1.nb[1] + i12 * src1.nb[2] + i13 * src1.nb[3];
+      const char* row =
+          static_cast<const char*>(src1.data) + i11 * src1.nb[1] + i12 * src1.nb[2] + i13 * src1.nb[3];
       float* out = conv + size_t(r) * size_t(K);
       for (int64_t k = 0; k < K; ++k) std::memcpy(out + k, row + k * src1.nb[0], sizeof(float));
       uint16_t* hr = h + size_t(r) * size_t(K);
@@ -407,7 +420,8 @@ void MulMatLlamafile(ComputeContext& ctx, const TensorView& src0, const TensorVi
     const int64_t r0 = b * kRows, nr = std::min(kRows, N - r0);
     const char* w = static_cast<const char*>(src0.data) + (i12 / r2) * src0.nb[2] + (i13 / r3) * src0.nb[3] +
                     size_t(r0) * src0.nb[1];
-    float* d = reinterpret_cast<float*>(static_cast<char*>(dst.data) + i12 * dst.nb[2] + i13 * dst.nb[3]) + r0;
+    float* d =
+        reinterpret_cast<float*>(static_cast<char*>(dst.data) + i12 * dst.nb[2] + i13 * dst.nb[3]) + r0;
     kernel(K, f16, w, src0.nb[1], nr, act + size_t(i12) * amat + size_t(i13) * a3, lda, M, d,
            dst.nb[1] / sizeof(float));
   });
@@ -418,7 +432,8 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
   return MulMatImpl(ctx, src0, src1, dst, /*expert=*/false);
 }
 
-Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst, bool expert) {
+Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst,
+                  bool expert) {
   // llama.cpp's MUL_MAT_ID (ggml-cpu.c ggml_compute_forward_mul_mat_id_one_chunk; repack.cpp
   // forward_mul_mat_id) multiplies every expert column by the vec_dot (repacked: the gemv), never
   // through tinyBLAS or the repacked GEMM; only the IQ "iqp" panels (>= 8 columns per expert) have a
@@ -440,7 +455,8 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
   const int64_t K = src0.ne[0], N = src0.ne[1], M = src1.ne[1];
   const int64_t ne12 = src1.ne[2], ne13 = src1.ne[3];
   if (src1.ne[0] != K) return bad("src0 and src1 differ in ne0");
-  if (dst.ne[0] != N || dst.ne[1] != M || dst.ne[2] != ne12 || dst.ne[3] != ne13) return bad("dst has the wrong shape");
+  if (dst.ne[0] != N || dst.ne[1] != M || dst.ne[2] != ne12 || dst.ne[3] != ne13)
+    return bad("dst has the wrong shape");
   if (src0.ne[2] <= 0 || src0.ne[3] <= 0 || ne12 % src0.ne[2] != 0 || ne13 % src0.ne[3] != 0)
     return bad("src0 cannot be broadcast over src1's dims 2, 3");
   const GgmlTypeTraits& t0 = GetTypeTraits(src0.type);
@@ -450,7 +466,8 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
   if (src0.nb[0] != t0.type_size) return bad("src0 rows must be contiguous");
   if (dst.nb[0] != sizeof(float)) return bad("dst rows must be contiguous");
   const bool repacked = IsRepackedLayout(src0.layout);
-  if (src0.layout != kLayoutPlain && !repacked) return bad("unknown src0 layout " + std::to_string(src0.layout));
+  if (src0.layout != kLayoutPlain && !repacked)
+    return bad("unknown src0 layout " + std::to_string(src0.layout));
   if (repacked) {
     const GgmlType want = src0.layout == kLayoutQ4_0x8   ? GgmlType::Q4_0
                           : src0.layout == kLayoutQ4_Kx8 ? GgmlType::Q4_K
@@ -477,8 +494,8 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
   // per-output horizontal sums make it ~30% slower than the float GEMM family on a model's mix of
   // shapes (0.3B F16 pp512: 460 vs 668 t/s; the attention products' K = head_dim is short).
   if (ctx.llamacpp_numerics && !vec_dot_order && (src0.type == GgmlType::F16 || src0.type == GgmlType::F32) &&
-      src0.layout == kLayoutPlain && M >= 2 && N % 4 == 0 &&
-      isa >= IsaLevel::kAvx2 && K % (isa >= IsaLevel::kAvx512 ? 16 : 8) == 0 && dst.nb[1] % sizeof(float) == 0 &&
+      src0.layout == kLayoutPlain && M >= 2 && N % 4 == 0 && isa >= IsaLevel::kAvx2 &&
+      K % (isa >= IsaLevel::kAvx512 ? 16 : 8) == 0 && dst.nb[1] % sizeof(float) == 0 &&
       dst.nb[2] % sizeof(float) == 0 && dst.nb[3] % sizeof(float) == 0 &&
       (src0.type == GgmlType::F16 || (src1.is_contiguous() && src1.nb[0] == sizeof(float)))) {
     MulMatLlamafile(ctx, src0, src1, dst, isa, nt);
@@ -486,7 +503,8 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
   }
 #endif
   const bool gemm_ok = !vec_dot_order || src0.type == GgmlType::Q8_0 || src0.type == GgmlType::Q4_0 ||
-                       src0.type == GgmlType::Q5_0 || src0.type == GgmlType::Q4_1 || src0.type == GgmlType::Q5_1;
+                       src0.type == GgmlType::Q5_0 || src0.type == GgmlType::Q4_1 ||
+                       src0.type == GgmlType::Q5_1;
   if (M >= kGemmMinCols && dst.nb[1] % sizeof(float) == 0 && gemm_ok) {
     if (const GemmKernels* gk = GetGemmKernels(src0.type, src0.layout, isa, ctx.llamacpp_numerics)) {
       MulMatGemm(ctx, *gk, src0, src1, dst, nt);
@@ -498,9 +516,10 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
   // head_dim, several heads): F16 rows against one F16-rounded src1 row per matrix. Not with
   // llamacpp_numerics (its sums are ordered per 16-row block, not as the vec_dot's).
   if (src0.type == GgmlType::F16 && src0.layout == kLayoutPlain && M == 1 && isa >= IsaLevel::kAvx2 &&
-      !ctx.llamacpp_numerics &&
-      dst.nb[2] % sizeof(float) == 0 && ((K <= 256 && K % 16 == 0) || ne12 * ne13 > 1)) {
-    MulMatF16Heads(ctx, isa >= IsaLevel::kAvx512 ? avx512::GemvF16Heads : avx2::GemvF16Heads, src0, src1, dst, nt);
+      !ctx.llamacpp_numerics && dst.nb[2] % sizeof(float) == 0 &&
+      ((K <= 256 && K % 16 == 0) || ne12 * ne13 > 1)) {
+    MulMatF16Heads(ctx, isa >= IsaLevel::kAvx512 ? avx512::GemvF16Heads : avx2::GemvF16Heads, src0, src1, dst,
+                   nt);
     return Status::Ok();
   }
 #endif
@@ -520,8 +539,10 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
     ParallelFor(nt, nrows1 * K >= 8192, nrows1, Schedule::kStatic, 1, [&](int64_t r, int tid) {
       const int64_t i11 = r % M, i12 = (r / M) % ne12, i13 = r / (M * ne12);
       const float* x = Src1Row(src1, i11, i12, i13, K, scratch + size_t(tid) * size_t(K));
-      if (from_float) from_float(x, conv + size_t(r) * vrow, K);
-      else std::memcpy(conv + size_t(r) * vrow, x, size_t(K) * 4);
+      if (from_float)
+        from_float(x, conv + size_t(r) * vrow, K);
+      else
+        std::memcpy(conv + size_t(r) * vrow, x, size_t(K) * 4);
     });
   }
 
@@ -534,7 +555,8 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
   // llama.cpp 2026 runs IQ4_XS weights (2D) with >= 8 src1 columns through its "iqp" kernels, in
   // another float order than its vec_dot; followed with llamacpp_numerics (not batch-invariant then,
   // as llama.cpp).
-  if (ctx.llamacpp_numerics && src0.type == GgmlType::IQ4_XS && M >= 8 && src0.ne[2] == 1 && src0.ne[3] == 1) {
+  if (ctx.llamacpp_numerics && src0.type == GgmlType::IQ4_XS && M >= 8 && src0.ne[2] == 1 &&
+      src0.ne[3] == 1) {
     vec_dot = scalar::VecDotIQ4_XSQ8_KIqp;
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
     if (isa >= IsaLevel::kAvx2) vec_dot = avx2::VecDotIQ4_XSQ8_KIqp;
@@ -547,7 +569,8 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
   if (isa >= IsaLevel::kAvx512Vnni)
     gemv8_sb = avx512::GemvQ4_Kx8Q8_KSb;
-  else if (isa >= IsaLevel::kAvx2) gemv8_sb = avx2::GemvQ4_Kx8Q8_KSb;
+  else if (isa >= IsaLevel::kAvx2)
+    gemv8_sb = avx2::GemvQ4_Kx8Q8_KSb;
 #endif
   // Q4_Kx8 with llamacpp_numerics: llama.cpp's repacked Q4_K runs its GEMM (float part per sub-block
   // pair) on the first M - M % 4 src1 rows of each matrix and its gemv on the rest; the same here,

@@ -1,6 +1,8 @@
 // CPU backend: element-wise ops, norms, ROPE, SOFT_MAX, GET_ROWS, CPY and the row converters.
 // Numerics follow ggml-cpu/ops.cpp and vec.h (sums of squares and softmax sums in double, GELU
 // through fp16 like GGML_GELU_FP16, ROPE angles as ggml_rope_cache_init / rope_yarn).
+#include "ops.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "kernels.h"
-#include "ops.h"
 #include "parallel.h"
 #include "quants.h"
 
@@ -20,9 +21,9 @@ namespace {
 // Returns kInvalidArgument "<op>: <what>" from the calling function unless `cond` holds. The
 // message is built only on failure: ops run hundreds of times per generated token, and building
 // every message eagerly (ShapeString, std::to_string) cost ~1% of token-generation time.
-#define STOWAGE_CPU_NEED(cond, op, what)                                       \
-  do {                                                                         \
-    if (!(cond)) return InvalidArgument(std::string(op) + ": " + (what));      \
+#define STOWAGE_CPU_NEED(cond, op, what)                                  \
+  do {                                                                    \
+    if (!(cond)) return InvalidArgument(std::string(op) + ": " + (what)); \
   } while (0)
 
 Status NeedType(const TensorView& t, GgmlType type, const char* op, const char* name) {
@@ -31,10 +32,13 @@ Status NeedType(const TensorView& t, GgmlType type, const char* op, const char* 
   return Status::Ok();
 }
 
-Status NeedSameShape(const TensorView& a, const TensorView& b, const char* op, const char* an, const char* bn) {
+Status NeedSameShape(const TensorView& a, const TensorView& b, const char* op, const char* an,
+                     const char* bn) {
   bool same = true;
   for (int i = 0; i < 4; ++i) same = same && a.ne[i] == b.ne[i];
-  STOWAGE_CPU_NEED(same, op, std::string(an) + " " + ShapeString(a) + " and " + bn + " " + ShapeString(b) + " differ in shape");
+  STOWAGE_CPU_NEED(
+      same, op,
+      std::string(an) + " " + ShapeString(a) + " and " + bn + " " + ShapeString(b) + " differ in shape");
   return Status::Ok();
 }
 
@@ -51,9 +55,21 @@ inline char* At(const TensorView& t, int64_t i0, int64_t i1, int64_t i2, int64_t
 inline float LoadF(GgmlType type, const char* row, size_t nb0, int64_t i0) {
   const char* p = row + i0 * nb0;
   switch (type) {
-    case GgmlType::F16: { uint16_t h; std::memcpy(&h, p, 2); return HalfToFloat(h); }
-    case GgmlType::BF16: { uint16_t h; std::memcpy(&h, p, 2); return Bf16ToFloat(h); }
-    default: { float f; std::memcpy(&f, p, 4); return f; }
+    case GgmlType::F16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return HalfToFloat(h);
+    }
+    case GgmlType::BF16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return Bf16ToFloat(h);
+    }
+    default: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
   }
 }
 
@@ -115,8 +131,8 @@ Status UnaryF32(ComputeContext& ctx, const TensorView& src, TensorView& dst, con
 }
 
 template <typename F>
-Status GluF32(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst, const char* op, F&& f,
-              SwiGluRowFn row = nullptr) {
+Status GluF32(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst, const char* op,
+              F&& f, SwiGluRowFn row = nullptr) {
   STOWAGE_RETURN_IF_ERROR(NeedType(a, GgmlType::F32, op, "a"));
   STOWAGE_RETURN_IF_ERROR(NeedType(dst, GgmlType::F32, op, "dst"));
   STOWAGE_RETURN_IF_ERROR(NeedData(a, op, "a"));
@@ -124,8 +140,9 @@ Status GluF32(ComputeContext& ctx, const TensorView& a, const TensorView& b, Ten
   const int64_t ne0 = dst.ne[0];
   const bool fused = b.data == nullptr;  // ggml_swiglu(a): gate = first half of a's row, up = second
   if (fused) {
-    STOWAGE_CPU_NEED(a.ne[0] == 2 * ne0 && a.ne[1] == dst.ne[1] && a.ne[2] == dst.ne[2] && a.ne[3] == dst.ne[3],
-                                 op, "fused form: a " + ShapeString(a) + " must be dst " + ShapeString(dst) + " with ne0 doubled");
+    STOWAGE_CPU_NEED(
+        a.ne[0] == 2 * ne0 && a.ne[1] == dst.ne[1] && a.ne[2] == dst.ne[2] && a.ne[3] == dst.ne[3], op,
+        "fused form: a " + ShapeString(a) + " must be dst " + ShapeString(dst) + " with ne0 doubled");
   } else {
     STOWAGE_RETURN_IF_ERROR(NeedType(b, GgmlType::F32, op, "b"));
     STOWAGE_RETURN_IF_ERROR(NeedSameShape(a, dst, op, "a", "dst"));
@@ -186,18 +203,19 @@ Status BinaryBroadcast(ComputeContext& ctx, const TensorView& src0, const Tensor
   STOWAGE_RETURN_IF_ERROR(NeedType(src0, GgmlType::F32, op, "src0"));
   STOWAGE_RETURN_IF_ERROR(NeedType(dst, GgmlType::F32, op, "dst"));
   STOWAGE_CPU_NEED(src1.type == GgmlType::F32 || src1.type == GgmlType::F16, op,
-                               "src1: expected F32 or F16, got " + ShapeString(src1));
+                   "src1: expected F32 or F16, got " + ShapeString(src1));
   STOWAGE_RETURN_IF_ERROR(NeedSameShape(src0, dst, op, "src0", "dst"));
   for (int i = 0; i < 4; ++i) {
     STOWAGE_CPU_NEED(src1.ne[i] > 0 && src0.ne[i] % src1.ne[i] == 0, op,
-                                 "src1 " + ShapeString(src1) + " cannot be repeated to src0 " + ShapeString(src0));
+                     "src1 " + ShapeString(src1) + " cannot be repeated to src0 " + ShapeString(src0));
   }
   STOWAGE_RETURN_IF_ERROR(NeedData(src0, op, "src0"));
   STOWAGE_RETURN_IF_ERROR(NeedData(src1, op, "src1"));
   STOWAGE_RETURN_IF_ERROR(NeedData(dst, op, "dst"));
   const int64_t ne0 = dst.ne[0], ne10 = src1.ne[0];
   // Rows of adjacent F32 values, src1 as long as the row (residual adds, norm weights): plain loops.
-  const bool dense = src0.nb[0] == 4 && dst.nb[0] == 4 && src1.type == GgmlType::F32 && src1.nb[0] == 4 && ne10 == ne0;
+  const bool dense =
+      src0.nb[0] == 4 && dst.nb[0] == 4 && src1.type == GgmlType::F32 && src1.nb[0] == 4 && ne10 == ne0;
   ParallelRows(ctx, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
     const char* a = At(src0, 0, i1, i2, i3);
     const char* b = At(src1, 0, i1 % src1.ne[1], i2 % src1.ne[2], i3 % src1.ne[3]);
@@ -224,7 +242,8 @@ float RopeYarnCorrDim(int n_dims, int n_ctx_orig, float n_rot, float base) {
   return n_dims * std::log(n_ctx_orig / (n_rot * 2 * float(M_PI))) / (2 * std::log(base));
 }
 
-void RopeYarnCorrDims(int n_dims, int n_ctx_orig, float freq_base, float beta_fast, float beta_slow, float dims[2]) {
+void RopeYarnCorrDims(int n_dims, int n_ctx_orig, float freq_base, float beta_fast, float beta_slow,
+                      float dims[2]) {
   const float start = std::floor(RopeYarnCorrDim(n_dims, n_ctx_orig, beta_fast, freq_base));
   const float end = std::ceil(RopeYarnCorrDim(n_dims, n_ctx_orig, beta_slow, freq_base));
   dims[0] = std::max(0.0f, start);
@@ -254,14 +273,17 @@ uint16_t Fp32ToFp16(float f) { return FloatToHalf(f); }
 // ---- row conversions ---------------------------------------------------------------------------
 
 Status DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
-  if (!IsValidGgmlType(uint32_t(type))) return InvalidArgument("DequantizeRow: invalid type id " + std::to_string(uint32_t(type)));
+  if (!IsValidGgmlType(uint32_t(type)))
+    return InvalidArgument("DequantizeRow: invalid type id " + std::to_string(uint32_t(type)));
   const int64_t bs = GetTypeTraits(type).block_size;
   if (n % bs != 0) {
     return InvalidArgument(std::string("DequantizeRow: n = ") + std::to_string(n) + " is not a multiple of " +
                            GgmlTypeName(type) + "'s block size " + std::to_string(bs));
   }
   switch (type) {
-    case GgmlType::F32: if (n > 0) std::memcpy(dst, src, size_t(n) * 4); break;
+    case GgmlType::F32:
+      if (n > 0) std::memcpy(dst, src, size_t(n) * 4);
+      break;
     case GgmlType::F16: {
       const fp16_t* s = static_cast<const fp16_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = HalfToFloat(s[i]);
@@ -272,11 +294,21 @@ Status DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) dst[i] = Bf16ToFloat(s[i]);
       break;
     }
-    case GgmlType::Q4_0: DequantizeRowQ4_0(static_cast<const BlockQ4_0*>(src), dst, n); break;
-    case GgmlType::Q4_1: DequantizeRowQ4_1(static_cast<const BlockQ4_1*>(src), dst, n); break;
-    case GgmlType::Q5_0: DequantizeRowQ5_0(static_cast<const BlockQ5_0*>(src), dst, n); break;
-    case GgmlType::Q5_1: DequantizeRowQ5_1(static_cast<const BlockQ5_1*>(src), dst, n); break;
-    case GgmlType::Q8_0: DequantizeRowQ8_0(static_cast<const BlockQ8_0*>(src), dst, n); break;
+    case GgmlType::Q4_0:
+      DequantizeRowQ4_0(static_cast<const BlockQ4_0*>(src), dst, n);
+      break;
+    case GgmlType::Q4_1:
+      DequantizeRowQ4_1(static_cast<const BlockQ4_1*>(src), dst, n);
+      break;
+    case GgmlType::Q5_0:
+      DequantizeRowQ5_0(static_cast<const BlockQ5_0*>(src), dst, n);
+      break;
+    case GgmlType::Q5_1:
+      DequantizeRowQ5_1(static_cast<const BlockQ5_1*>(src), dst, n);
+      break;
+    case GgmlType::Q8_0:
+      DequantizeRowQ8_0(static_cast<const BlockQ8_0*>(src), dst, n);
+      break;
     case GgmlType::Q8_1: {
       const BlockQ8_1* b = static_cast<const BlockQ8_1*>(src);
       for (int64_t i = 0; i < n / kQK8_1; ++i)
@@ -289,28 +321,46 @@ Status DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
         for (int j = 0; j < kQK_K; ++j) dst[i * kQK_K + j] = b[i].d * float(b[i].qs[j]);
       break;
     }
-    case GgmlType::Q2_K: DequantizeRowQ2_K(static_cast<const BlockQ2_K*>(src), dst, n); break;
-    case GgmlType::Q3_K: DequantizeRowQ3_K(static_cast<const BlockQ3_K*>(src), dst, n); break;
-    case GgmlType::Q4_K: DequantizeRowQ4_K(static_cast<const BlockQ4_K*>(src), dst, n); break;
-    case GgmlType::Q5_K: DequantizeRowQ5_K(static_cast<const BlockQ5_K*>(src), dst, n); break;
-    case GgmlType::Q6_K: DequantizeRowQ6_K(static_cast<const BlockQ6_K*>(src), dst, n); break;
-    case GgmlType::IQ4_NL: DequantizeRowIQ4_NL(static_cast<const BlockIQ4_NL*>(src), dst, n); break;
-    case GgmlType::IQ4_XS: DequantizeRowIQ4_XS(static_cast<const BlockIQ4_XS*>(src), dst, n); break;
+    case GgmlType::Q2_K:
+      DequantizeRowQ2_K(static_cast<const BlockQ2_K*>(src), dst, n);
+      break;
+    case GgmlType::Q3_K:
+      DequantizeRowQ3_K(static_cast<const BlockQ3_K*>(src), dst, n);
+      break;
+    case GgmlType::Q4_K:
+      DequantizeRowQ4_K(static_cast<const BlockQ4_K*>(src), dst, n);
+      break;
+    case GgmlType::Q5_K:
+      DequantizeRowQ5_K(static_cast<const BlockQ5_K*>(src), dst, n);
+      break;
+    case GgmlType::Q6_K:
+      DequantizeRowQ6_K(static_cast<const BlockQ6_K*>(src), dst, n);
+      break;
+    case GgmlType::IQ4_NL:
+      DequantizeRowIQ4_NL(static_cast<const BlockIQ4_NL*>(src), dst, n);
+      break;
+    case GgmlType::IQ4_XS:
+      DequantizeRowIQ4_XS(static_cast<const BlockIQ4_XS*>(src), dst, n);
+      break;
     default:
-      return Unimplemented(std::string("DequantizeRow: type ") + GgmlTypeName(type) + " is not supported by the CPU backend");
+      return Unimplemented(std::string("DequantizeRow: type ") + GgmlTypeName(type) +
+                           " is not supported by the CPU backend");
   }
   return Status::Ok();
 }
 
 Status QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n) {
-  if (!IsValidGgmlType(uint32_t(type))) return InvalidArgument("QuantizeRow: invalid type id " + std::to_string(uint32_t(type)));
+  if (!IsValidGgmlType(uint32_t(type)))
+    return InvalidArgument("QuantizeRow: invalid type id " + std::to_string(uint32_t(type)));
   const int64_t bs = GetTypeTraits(type).block_size;
   if (n % bs != 0) {
     return InvalidArgument(std::string("QuantizeRow: n = ") + std::to_string(n) + " is not a multiple of " +
                            GgmlTypeName(type) + "'s block size " + std::to_string(bs));
   }
   switch (type) {
-    case GgmlType::F32: if (n > 0) std::memcpy(dst, src, size_t(n) * 4); break;
+    case GgmlType::F32:
+      if (n > 0) std::memcpy(dst, src, size_t(n) * 4);
+      break;
     case GgmlType::F16: {
       fp16_t* d = static_cast<fp16_t*>(dst);
       for (int64_t i = 0; i < n; ++i) d[i] = FloatToHalf(src[i]);
@@ -321,16 +371,33 @@ Status QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) d[i] = FloatToBf16(src[i]);
       break;
     }
-    case GgmlType::Q4_0: QuantizeRowQ4_0(src, static_cast<BlockQ4_0*>(dst), n); break;
-    case GgmlType::Q4_1: QuantizeRowQ4_1(src, static_cast<BlockQ4_1*>(dst), n); break;
-    case GgmlType::Q5_0: QuantizeRowQ5_0(src, static_cast<BlockQ5_0*>(dst), n); break;
-    case GgmlType::Q5_1: QuantizeRowQ5_1(src, static_cast<BlockQ5_1*>(dst), n); break;
-    case GgmlType::IQ4_NL: QuantizeRowIQ4_NL(src, static_cast<BlockIQ4_NL*>(dst), n); break;
-    case GgmlType::Q8_0: QuantizeRowQ8_0(src, static_cast<BlockQ8_0*>(dst), n); break;
-    case GgmlType::Q8_1: QuantizeRowQ8_1(src, static_cast<BlockQ8_1*>(dst), n); break;
-    case GgmlType::Q8_K: QuantizeRowQ8_K(src, static_cast<BlockQ8_K*>(dst), n); break;
+    case GgmlType::Q4_0:
+      QuantizeRowQ4_0(src, static_cast<BlockQ4_0*>(dst), n);
+      break;
+    case GgmlType::Q4_1:
+      QuantizeRowQ4_1(src, static_cast<BlockQ4_1*>(dst), n);
+      break;
+    case GgmlType::Q5_0:
+      QuantizeRowQ5_0(src, static_cast<BlockQ5_0*>(dst), n);
+      break;
+    case GgmlType::Q5_1:
+      QuantizeRowQ5_1(src, static_cast<BlockQ5_1*>(dst), n);
+      break;
+    case GgmlType::IQ4_NL:
+      QuantizeRowIQ4_NL(src, static_cast<BlockIQ4_NL*>(dst), n);
+      break;
+    case GgmlType::Q8_0:
+      QuantizeRowQ8_0(src, static_cast<BlockQ8_0*>(dst), n);
+      break;
+    case GgmlType::Q8_1:
+      QuantizeRowQ8_1(src, static_cast<BlockQ8_1*>(dst), n);
+      break;
+    case GgmlType::Q8_K:
+      QuantizeRowQ8_K(src, static_cast<BlockQ8_K*>(dst), n);
+      break;
     default:
-      return Unimplemented(std::string("QuantizeRow: target type ") + GgmlTypeName(type) + " is not supported by the CPU backend");
+      return Unimplemented(std::string("QuantizeRow: target type ") + GgmlTypeName(type) +
+                           " is not supported by the CPU backend");
   }
   return Status::Ok();
 }
@@ -343,16 +410,17 @@ Status GetRows(ComputeContext& ctx, const TensorView& src0, const TensorView& id
   STOWAGE_RETURN_IF_ERROR(NeedType(dst, GgmlType::F32, op, "dst"));
   STOWAGE_CPU_NEED(src0.layout == kLayoutPlain, op, "src0: repacked layouts cannot be read by GET_ROWS");
   STOWAGE_CPU_NEED(dst.ne[0] == src0.ne[0] && dst.ne[1] == idx.ne[0] && dst.ne[2] == idx.ne[1] &&
-                                   dst.ne[3] == idx.ne[2] && idx.ne[3] == 1,
-                               op, "dst " + ShapeString(dst) + " does not match src0 " + ShapeString(src0) + " and idx " +
-                                       ShapeString(idx));
+                       dst.ne[3] == idx.ne[2] && idx.ne[3] == 1,
+                   op,
+                   "dst " + ShapeString(dst) + " does not match src0 " + ShapeString(src0) + " and idx " +
+                       ShapeString(idx));
   STOWAGE_CPU_NEED(src0.ne[2] == idx.ne[1] || src0.ne[2] == 1, op,
-                               "src0 " + ShapeString(src0) + " and idx " + ShapeString(idx) + " differ in dim 2");
+                   "src0 " + ShapeString(src0) + " and idx " + ShapeString(idx) + " differ in dim 2");
   STOWAGE_CPU_NEED(src0.ne[3] == idx.ne[2] || src0.ne[3] == 1, op,
-                               "src0 " + ShapeString(src0) + " and idx " + ShapeString(idx) + " differ in dim 3");
+                   "src0 " + ShapeString(src0) + " and idx " + ShapeString(idx) + " differ in dim 3");
   STOWAGE_CPU_NEED(dst.nb[0] == sizeof(float), op, "dst rows must be contiguous");
   STOWAGE_CPU_NEED(src0.ne[0] % GetTypeTraits(src0.type).block_size == 0, op,
-                               "src0 " + ShapeString(src0) + ": ne0 is not a multiple of the block size");
+                   "src0 " + ShapeString(src0) + ": ne0 is not a multiple of the block size");
   STOWAGE_RETURN_IF_ERROR(NeedData(src0, op, "src0"));
   STOWAGE_RETURN_IF_ERROR(NeedData(idx, op, "idx"));
   STOWAGE_RETURN_IF_ERROR(NeedData(dst, op, "dst"));
@@ -369,7 +437,8 @@ Status GetRows(ComputeContext& ctx, const TensorView& src0, const TensorView& id
         }
       }
   if (!SupportsGetRowsType(src0.type)) {
-    return Unimplemented(std::string("GET_ROWS: src0 type ") + GgmlTypeName(src0.type) + " is not supported by the CPU backend");
+    return Unimplemented(std::string("GET_ROWS: src0 type ") + GgmlTypeName(src0.type) +
+                         " is not supported by the CPU backend");
   }
   const int64_t ne00 = src0.ne[0];
   ParallelRows(ctx, dst, [&](int64_t i10, int64_t i11, int64_t i12) {
@@ -408,7 +477,8 @@ Status RmsNorm(ComputeContext& ctx, const TensorView& src, TensorView& dst, floa
       std::memcpy(&x, s + i0 * src.nb[0], 4);
       part[i0 % 8] += double(x * x);
     }
-    const double sum = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
+    const double sum =
+        ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
     const float mean = float(sum / double(ne0));
     const float scale = 1.0f / std::sqrt(mean + eps);
     if (src.nb[0] == 4 && dst.nb[0] == 4) {  // dst may be src (in place): element by element is fine
@@ -509,13 +579,14 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
   STOWAGE_RETURN_IF_ERROR(NeedType(pos, GgmlType::I32, op, "pos"));
   STOWAGE_RETURN_IF_ERROR(NeedSameShape(src, dst, op, "src", "dst"));
   STOWAGE_RETURN_IF_ERROR(CheckRopeParams(p, src.ne[0]));
-  STOWAGE_CPU_NEED(pos.ne[0] >= src.ne[2] && pos.nb[0] == 4, op,
-                               "pos " + ShapeString(pos) + " must hold ne2 = " + std::to_string(src.ne[2]) + " positions");
+  STOWAGE_CPU_NEED(
+      pos.ne[0] >= src.ne[2] && pos.nb[0] == 4, op,
+      "pos " + ShapeString(pos) + " must hold ne2 = " + std::to_string(src.ne[2]) + " positions");
   if (freq_factors.data != nullptr) {
     STOWAGE_RETURN_IF_ERROR(NeedType(freq_factors, GgmlType::F32, op, "freq_factors"));
     STOWAGE_CPU_NEED(freq_factors.ne[0] >= p.n_dims / 2 && freq_factors.nb[0] == 4, op,
-                                 "freq_factors " + ShapeString(freq_factors) + " must hold n_dims/2 = " +
-                                     std::to_string(p.n_dims / 2) + " values");
+                     "freq_factors " + ShapeString(freq_factors) +
+                         " must hold n_dims/2 = " + std::to_string(p.n_dims / 2) + " values");
   }
   STOWAGE_RETURN_IF_ERROR(NeedData(src, op, "src"));
   STOWAGE_RETURN_IF_ERROR(NeedData(pos, op, "pos"));
@@ -534,7 +605,8 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
     float theta = float(position);
     for (int64_t i0 = 0; i0 < n_dims; i0 += 2) {
       const float f = ff ? ff[i0 / 2] : 1.0f;
-      RopeYarn(theta / f, p.freq_scale, corr_dims, i0, p.ext_factor, p.attn_factor, &cache[i0], &cache[i0 + 1]);
+      RopeYarn(theta / f, p.freq_scale, corr_dims, i0, p.ext_factor, p.attn_factor, &cache[i0],
+               &cache[i0 + 1]);
       theta *= theta_scale;
     }
   };
@@ -542,10 +614,15 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
   // position and parameters (ComputeContext::rope_key).
   const float* shared_cache = nullptr;
   if (n_items == 1) {
-    auto bits = [](float v) { uint32_t u; std::memcpy(&u, &v, 4); return u; };
-    std::vector<uint32_t> key = {uint32_t(positions[0]), uint32_t(n_dims), uint32_t(p.n_ctx_orig), bits(p.freq_base),
-                                 bits(p.freq_scale), bits(p.ext_factor), bits(p.attn_factor), bits(p.beta_fast),
-                                 bits(p.beta_slow), ff ? 1u : 0u};
+    auto bits = [](float v) {
+      uint32_t u;
+      std::memcpy(&u, &v, 4);
+      return u;
+    };
+    std::vector<uint32_t> key = {
+        uint32_t(positions[0]), uint32_t(n_dims),   uint32_t(p.n_ctx_orig), bits(p.freq_base),
+        bits(p.freq_scale),     bits(p.ext_factor), bits(p.attn_factor),    bits(p.beta_fast),
+        bits(p.beta_slow),      ff ? 1u : 0u};
     if (ff)
       for (int64_t i = 0; i < n_dims / 2; ++i) key.push_back(bits(ff[i]));
     if (key != ctx.rope_key || ctx.rope_cache.size() != size_t(n_dims)) {
@@ -579,7 +656,11 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
           for (int64_t i0 = n_dims; i0 < ne0; ++i0) y[i0] = x[i0];
         continue;
       }
-      auto ld = [&](int64_t i) { float v; std::memcpy(&v, s + i * src.nb[0], 4); return v; };
+      auto ld = [&](int64_t i) {
+        float v;
+        std::memcpy(&v, s + i * src.nb[0], 4);
+        return v;
+      };
       auto st = [&](int64_t i, float v) { std::memcpy(d + i * dst.nb[0], &v, 4); };
       for (int64_t i0 = 0; i0 < n_dims; i0 += 2) {
         const float c = cache[i0], sn = cache[i0 + 1];
@@ -595,8 +676,8 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
   return Status::Ok();
 }
 
-Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mask, TensorView& dst, float scale,
-               float max_bias) {
+Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mask, TensorView& dst,
+               float scale, float max_bias) {
   const char* op = "SOFT_MAX";
   STOWAGE_RETURN_IF_ERROR(NeedType(src, GgmlType::F32, op, "src"));
   STOWAGE_RETURN_IF_ERROR(NeedType(dst, GgmlType::F32, op, "dst"));
@@ -606,10 +687,10 @@ Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mas
   const bool has_mask = mask.data != nullptr;
   if (has_mask) {
     STOWAGE_CPU_NEED(mask.type == GgmlType::F32 || mask.type == GgmlType::F16, op,
-                                 "mask: expected F32 or F16, got " + ShapeString(mask));
+                     "mask: expected F32 or F16, got " + ShapeString(mask));
     STOWAGE_CPU_NEED(mask.ne[0] == src.ne[0] && mask.ne[1] >= src.ne[1] && mask.ne[2] > 0 &&
-                                     src.ne[2] % mask.ne[2] == 0 && mask.ne[3] > 0 && src.ne[3] % mask.ne[3] == 0,
-                                 op, "mask " + ShapeString(mask) + " does not fit src " + ShapeString(src));
+                         src.ne[2] % mask.ne[2] == 0 && mask.ne[3] > 0 && src.ne[3] % mask.ne[3] == 0,
+                     op, "mask " + ShapeString(mask) + " does not fit src " + ShapeString(src));
   }
   const int64_t ne00 = src.ne[0];
   const uint32_t n_head = uint32_t(src.ne[2]);
@@ -627,9 +708,9 @@ Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mas
   ParallelRows(ctx, dst, [&](int64_t i1, int64_t i2, int64_t i3) {
     // ALiBi slope of head i2 (ggml soft_max_f32).
     const uint32_t h = uint32_t(i2);
-    const float slope =
-        max_bias > 0.0f ? (h < n_head_log2 ? std::pow(m0, float(h + 1)) : std::pow(m1, float(2 * (h - n_head_log2) + 1)))
-                        : 1.0f;
+    const float slope = max_bias > 0.0f ? (h < n_head_log2 ? std::pow(m0, float(h + 1))
+                                                           : std::pow(m1, float(2 * (h - n_head_log2) + 1)))
+                                        : 1.0f;
     const char* s = At(src, 0, i1, i2, i3);
     char* d = At(dst, 0, i1, i2, i3);
     const char* m = has_mask ? At(mask, 0, i1, i2 % mask.ne[2], i3 % mask.ne[3]) : nullptr;
@@ -672,8 +753,8 @@ Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mas
 namespace {
 bool IsPlainFloat(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
 bool IsCpyQuantTarget(GgmlType t) {
-  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q5_1 ||
-         t == GgmlType::IQ4_NL;
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 ||
+         t == GgmlType::Q5_1 || t == GgmlType::IQ4_NL;
 }
 }  // namespace
 
@@ -683,9 +764,21 @@ bool SupportsCpyTypes(GgmlType src, GgmlType dst) {
 
 bool SupportsGetRowsType(GgmlType type) {
   switch (type) {
-    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q4_0: case GgmlType::Q4_1:
-    case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0: case GgmlType::Q2_K: case GgmlType::Q3_K:
-    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: case GgmlType::IQ4_NL: case GgmlType::IQ4_XS:
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q8_0:
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS:
       return true;
     default:
       return false;
@@ -696,17 +789,17 @@ Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
   const char* op = "CPY";
   const GgmlType st = src.type, dt = dst.type;
   STOWAGE_CPU_NEED(SupportsCpyTypes(st, dt), op,
-                               "conversion " + ShapeString(src) + " -> " + ShapeString(dst) + " is not supported");
+                   "conversion " + ShapeString(src) + " -> " + ShapeString(dst) + " is not supported");
   const bool dst_quant = IsCpyQuantTarget(dt);
   for (int i = 0; i < 4; ++i)
-    STOWAGE_CPU_NEED(src.ne[i] >= 0 && dst.ne[i] >= 0, op, "negative dimension in " + ShapeString(src) +
-                                                                           " -> " + ShapeString(dst));
+    STOWAGE_CPU_NEED(src.ne[i] >= 0 && dst.ne[i] >= 0, op,
+                     "negative dimension in " + ShapeString(src) + " -> " + ShapeString(dst));
   STOWAGE_CPU_NEED(src.nelements() == dst.nelements(), op,
-                               "src " + ShapeString(src) + " and dst " + ShapeString(dst) + " differ in element count");
+                   "src " + ShapeString(src) + " and dst " + ShapeString(dst) + " differ in element count");
   const int64_t ne0 = dst.ne[0];
   if (dst_quant) {
-    STOWAGE_CPU_NEED(ne0 % GetTypeTraits(dt).block_size == 0 && dst.nb[0] == GetTypeTraits(dt).type_size,
-                                 op, "quantized dst " + ShapeString(dst) + " needs contiguous rows of whole blocks");
+    STOWAGE_CPU_NEED(ne0 % GetTypeTraits(dt).block_size == 0 && dst.nb[0] == GetTypeTraits(dt).type_size, op,
+                     "quantized dst " + ShapeString(dst) + " needs contiguous rows of whole blocks");
   }
   STOWAGE_RETURN_IF_ERROR(NeedData(src, op, "src"));
   STOWAGE_RETURN_IF_ERROR(NeedData(dst, op, "dst"));
@@ -733,8 +826,12 @@ Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
           for (int64_t i0 = 0; i0 < ne0; ++i0) {
             const float v = LoadF(st, s, src.nb[0], i0);
             char* p = d + i0 * dst.nb[0];
-            if (dt == GgmlType::F32) std::memcpy(p, &v, 4);
-            else { const uint16_t h = dt == GgmlType::F16 ? FloatToHalf(v) : FloatToBf16(v); std::memcpy(p, &h, 2); }
+            if (dt == GgmlType::F32)
+              std::memcpy(p, &v, 4);
+            else {
+              const uint16_t h = dt == GgmlType::F16 ? FloatToHalf(v) : FloatToBf16(v);
+              std::memcpy(p, &h, 2);
+            }
           }
         }
       }
@@ -759,13 +856,18 @@ Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
       }
       for (int64_t i0 = 0; i0 < ne00; ++i0) {
         const float v = LoadF(st, s, src.nb[0], i0);
-        if (dt == GgmlType::F32) std::memcpy(d + i0 * 4, &v, 4);
-        else { const uint16_t h = dt == GgmlType::F16 ? FloatToHalf(v) : FloatToBf16(v); std::memcpy(d + i0 * 2, &h, 2); }
+        if (dt == GgmlType::F32)
+          std::memcpy(d + i0 * 4, &v, 4);
+        else {
+          const uint16_t h = dt == GgmlType::F16 ? FloatToHalf(v) : FloatToBf16(v);
+          std::memcpy(d + i0 * 2, &h, 2);
+        }
       }
     });
     return Status::Ok();
   }
-  if (ctx.work.size() < size_t(nt) * size_t(ne0) * sizeof(float)) ctx.work.resize(size_t(nt) * size_t(ne0) * sizeof(float));
+  if (ctx.work.size() < size_t(nt) * size_t(ne0) * sizeof(float))
+    ctx.work.resize(size_t(nt) * size_t(ne0) * sizeof(float));
   float* scratch = reinterpret_cast<float*>(ctx.work.data());
   const IsaLevel isa = EffectiveIsa(ctx);
   // Each dst row r (ggml order) takes the elements r*ne0 .. r*ne0+ne0-1 of src (ggml order).
@@ -783,9 +885,12 @@ Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
     } else {
       for (int64_t i0 = 0; i0 < ne0; ++i0) {
         int64_t l = r * ne0 + i0;
-        const int64_t j0 = l % src.ne[0]; l /= src.ne[0];
-        const int64_t j1 = l % src.ne[1]; l /= src.ne[1];
-        const int64_t j2 = l % src.ne[2]; l /= src.ne[2];
+        const int64_t j0 = l % src.ne[0];
+        l /= src.ne[0];
+        const int64_t j1 = l % src.ne[1];
+        l /= src.ne[1];
+        const int64_t j2 = l % src.ne[2];
+        l /= src.ne[2];
         buf[i0] = LoadF(st, At(src, 0, j1, j2, l), src.nb[0], j0);
       }
     }
@@ -800,8 +905,12 @@ Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
     } else {
       for (int64_t i0 = 0; i0 < ne0; ++i0) {
         char* p = d + i0 * dst.nb[0];
-        if (dt == GgmlType::F32) std::memcpy(p, &buf[i0], 4);
-        else { const uint16_t h = dt == GgmlType::F16 ? FloatToHalf(buf[i0]) : FloatToBf16(buf[i0]); std::memcpy(p, &h, 2); }
+        if (dt == GgmlType::F32)
+          std::memcpy(p, &buf[i0], 4);
+        else {
+          const uint16_t h = dt == GgmlType::F16 ? FloatToHalf(buf[i0]) : FloatToBf16(buf[i0]);
+          std::memcpy(p, &h, 2);
+        }
       }
     }
   });
@@ -812,28 +921,32 @@ Status SetRows(ComputeContext& ctx, const TensorView& src, const TensorView& idx
   const char* op = "SET_ROWS";
   STOWAGE_RETURN_IF_ERROR(NeedType(src, GgmlType::F32, op, "src"));
   STOWAGE_CPU_NEED(idx.type == GgmlType::I64 || idx.type == GgmlType::I32, op,
-                               "idx: expected I64 or I32, got " + ShapeString(idx));
+                   "idx: expected I64 or I32, got " + ShapeString(idx));
   STOWAGE_CPU_NEED(SupportsCpyTypes(GgmlType::F32, dst.type), op,
-                               "dst type " + ShapeString(dst) + " is not supported");
+                   "dst type " + ShapeString(dst) + " is not supported");
   for (int i = 0; i < 4; ++i)
     STOWAGE_CPU_NEED(src.ne[i] >= 0 && dst.ne[i] >= 0 && idx.ne[i] >= 0, op, "negative dimension");
   STOWAGE_CPU_NEED(src.ne[0] == dst.ne[0] && src.ne[2] == dst.ne[2] && src.ne[3] == dst.ne[3], op,
-                               "src " + ShapeString(src) + " and dst " + ShapeString(dst) + " differ in dims 0, 2 or 3");
+                   "src " + ShapeString(src) + " and dst " + ShapeString(dst) + " differ in dims 0, 2 or 3");
   STOWAGE_CPU_NEED(idx.ne[0] == src.ne[1] && idx.ne[3] == 1 && idx.ne[1] > 0 && idx.ne[2] > 0 &&
-                                   dst.ne[2] % idx.ne[1] == 0 && dst.ne[3] % idx.ne[2] == 0,
-                               op, "idx " + ShapeString(idx) + " does not fit src " + ShapeString(src));
+                       dst.ne[2] % idx.ne[1] == 0 && dst.ne[3] % idx.ne[2] == 0,
+                   op, "idx " + ShapeString(idx) + " does not fit src " + ShapeString(src));
   const GgmlTypeTraits& tt = GetTypeTraits(dst.type);
   const int64_t ne0 = dst.ne[0];
   if (tt.is_quantized) {
     STOWAGE_CPU_NEED(ne0 % tt.block_size == 0 && dst.nb[0] == tt.type_size, op,
-                                 "quantized dst " + ShapeString(dst) + " needs contiguous rows of whole blocks");
+                     "quantized dst " + ShapeString(dst) + " needs contiguous rows of whole blocks");
   }
   STOWAGE_RETURN_IF_ERROR(NeedData(src, op, "src"));
   STOWAGE_RETURN_IF_ERROR(NeedData(idx, op, "idx"));
   STOWAGE_RETURN_IF_ERROR(NeedData(dst, op, "dst"));
   auto index_at = [&](int64_t i, int64_t j, int64_t k) {
     const char* p = At(idx, i, j, k, 0);
-    if (idx.type == GgmlType::I32) { int32_t v; std::memcpy(&v, p, 4); return int64_t(v); }
+    if (idx.type == GgmlType::I32) {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return int64_t(v);
+    }
     int64_t v;
     std::memcpy(&v, p, 8);
     return v;
@@ -843,12 +956,14 @@ Status SetRows(ComputeContext& ctx, const TensorView& src, const TensorView& idx
       for (int64_t i = 0; i < idx.ne[0]; ++i) {
         const int64_t r = index_at(i, j, k);
         if (r < 0 || r >= dst.ne[1]) {
-          return OutOfRange("SET_ROWS: idx[" + std::to_string(i) + "," + std::to_string(j) + "," + std::to_string(k) +
-                            "] = " + std::to_string(r) + " is outside [0, " + std::to_string(dst.ne[1]) + ")");
+          return OutOfRange("SET_ROWS: idx[" + std::to_string(i) + "," + std::to_string(j) + "," +
+                            std::to_string(k) + "] = " + std::to_string(r) + " is outside [0, " +
+                            std::to_string(dst.ne[1]) + ")");
         }
       }
   const int nt = std::max(1, ctx.n_threads);
-  if (ctx.work.size() < size_t(nt) * size_t(ne0) * sizeof(float)) ctx.work.resize(size_t(nt) * size_t(ne0) * sizeof(float));
+  if (ctx.work.size() < size_t(nt) * size_t(ne0) * sizeof(float))
+    ctx.work.resize(size_t(nt) * size_t(ne0) * sizeof(float));
   float* scratch = reinterpret_cast<float*>(ctx.work.data());
   const FromFloatFn to_f16 = GetTypeKernels(GgmlType::F16, EffectiveIsa(ctx))->from_float;
   const int64_t nr = src.nrows();
@@ -866,8 +981,12 @@ Status SetRows(ComputeContext& ctx, const TensorView& src, const TensorView& idx
     } else {
       for (int64_t i0 = 0; i0 < ne0; ++i0) {
         char* p = d + i0 * dst.nb[0];
-        if (dst.type == GgmlType::F32) std::memcpy(p, &buf[i0], 4);
-        else { const uint16_t h = dst.type == GgmlType::F16 ? FloatToHalf(buf[i0]) : FloatToBf16(buf[i0]); std::memcpy(p, &h, 2); }
+        if (dst.type == GgmlType::F32)
+          std::memcpy(p, &buf[i0], 4);
+        else {
+          const uint16_t h = dst.type == GgmlType::F16 ? FloatToHalf(buf[i0]) : FloatToBf16(buf[i0]);
+          std::memcpy(p, &h, 2);
+        }
       }
     }
   });

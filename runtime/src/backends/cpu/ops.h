@@ -24,7 +24,7 @@ namespace stowage::cpu {
 
 /// Weight layouts a TensorView may carry (TensorView::layout).
 enum : int {
-  kLayoutPlain = 0,   ///< ggml's layout: rows of blocks as in the GGUF file
+  kLayoutPlain = 0,  ///< ggml's layout: rows of blocks as in the GGUF file
   /// CPU_REPACK Q4_0 (see RepackQ4_0): groups of 8 rows interleaved block by block; only MulMat
   /// (as src0) reads it. nb[] keep describing the plain layout's strides (row = RowSize(Q4_0, ne0)),
   /// and the repacked tensor has exactly the plain tensor's size.
@@ -79,8 +79,8 @@ IsaLevel DetectIsa();
 /// Per-call execution context: thread count and a reusable scratch buffer. One context per
 /// concurrently running op (ops resize `work`); ops never keep pointers into it across calls.
 struct ComputeContext {
-  int n_threads = 1;           ///< OpenMP threads per op (values < 1 are treated as 1)
-  std::vector<uint8_t> work;   ///< scratch: MUL_MAT's converted src1, CPY's row buffers
+  int n_threads = 1;          ///< OpenMP threads per op (values < 1 are treated as 1)
+  std::vector<uint8_t> work;  ///< scratch: MUL_MAT's converted src1, CPY's row buffers
   /// Highest kernel level to use: the detected level is capped by this (tests force kScalar to
   /// compare SIMD paths against the reference).
   IsaLevel max_isa = IsaLevel::kAvx512Vnni;
@@ -119,16 +119,14 @@ Status GetRows(ComputeContext& ctx, const TensorView& src0, const TensorView& id
 
 /// MUL_MAT (ggml_mul_mat): dst[n, m, i2, i3] = dot(src0 row (n, i2 / (ne12/ne02), i3 / (ne13/ne03)),
 /// src1 row (m, i2, i3)). src0 [K, N, ne02, ne03] of a SupportsMulMatType type with contiguous rows
-/// (layout plain, kLayoutQ4_0x8 or kLayoutQ4_Kx8), src1 F32 [K, M, ne12, ne13] with any strides (permuted views and
-/// nb10 != 4 are gathered), dst F32 [N, M, ne12, ne13] with nb0 = 4. ne12 % ne02 == 0 and
-/// ne13 % ne03 == 0 (GQA broadcast). With ctx.llamacpp_numerics, F32/F16 src0 at AVX2/AVX-512 with
-/// M >= 2 and K % KN == 0 (KN = 16 at AVX-512, 8 at AVX2; F32 only for a contiguous src1) are
-/// computed in llamafile's tinyBLAS order, as llama.cpp's CPU backend does (kernels.h
-/// MatMulLlamafile). Else, with M >= kGemmMinCols
-/// (8) columns per src1 matrix and a
-/// weight type that has GEMM kernels (gemm.h: every type above at AVX-512 VNNI, all but IQ4_XS at
-/// AVX2, all at the scalar level), src1 is converted into the kernel family's activation rows and
-/// packed 16-row weight panels are multiplied with column chunks (prompt processing). Otherwise src1
+/// (layout plain, kLayoutQ4_0x8 or kLayoutQ4_Kx8), src1 F32 [K, M, ne12, ne13] with any strides (permuted
+/// views and nb10 != 4 are gathered), dst F32 [N, M, ne12, ne13] with nb0 = 4. ne12 % ne02 == 0 and ne13 %
+/// ne03 == 0 (GQA broadcast). With ctx.llamacpp_numerics, F32/F16 src0 at AVX2/AVX-512 with M >= 2 and K % KN
+/// == 0 (KN = 16 at AVX-512, 8 at AVX2; F32 only for a contiguous src1) are computed in llamafile's tinyBLAS
+/// order, as llama.cpp's CPU backend does (kernels.h MatMulLlamafile). Else, with M >= kGemmMinCols (8)
+/// columns per src1 matrix and a weight type that has GEMM kernels (gemm.h: every type above at AVX-512 VNNI,
+/// all but IQ4_XS at AVX2, all at the scalar level), src1 is converted into the kernel family's activation
+/// rows and packed 16-row weight panels are multiplied with column chunks (prompt processing). Otherwise src1
 /// is converted once per call into ctx.work (ggml's vec_dot_type, see VecDotType) and each dst
 /// element is one vec_dot (token generation: contiguous chunks of row tiles taken dynamically; the
 /// repacked layouts use an 8-row gemv: Q4_0x8 x Q8_0, Q4_Kx8 x Q8_K). F16 src0 with M == 1 at
@@ -167,9 +165,9 @@ Status GeGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, Tens
 
 /// ROPE parameters (the arguments of ggml_rope_ext, same names and meaning).
 struct RopeParams {
-  int n_dims = 0;           ///< rotated dims (even, <= ne0); the rest of each row is copied
-  int mode = 0;             ///< 0 = normal (adjacent pairs, LLAMA_ROPE_TYPE_NORM), 2 = NEOX (halves)
-  int n_ctx_orig = 0;       ///< training context (YaRN correction dims)
+  int n_dims = 0;      ///< rotated dims (even, <= ne0); the rest of each row is copied
+  int mode = 0;        ///< 0 = normal (adjacent pairs, LLAMA_ROPE_TYPE_NORM), 2 = NEOX (halves)
+  int n_ctx_orig = 0;  ///< training context (YaRN correction dims)
   float freq_base = 10000.f;
   float freq_scale = 1.f;   ///< 1 / context scaling factor
   float ext_factor = 0.f;   ///< YaRN extrapolation mix (0 = off)
@@ -196,8 +194,8 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
 /// [n_kv, n_tokens, n_head, ne3]; mask F16 or F32 [n_kv, >= n_tokens, ne12, ne13] broadcast over
 /// dims 2, 3 (n_head % ne12 == 0), or data == nullptr for none; dst like src. A row whose w are
 /// all -inf yields NaN, as in ggml.
-Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mask, TensorView& dst, float scale,
-               float max_bias);
+Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mask, TensorView& dst,
+               float scale, float max_bias);
 
 /// FLASH_ATTN_EXT (ggml_flash_attn_ext, Feb 2025; ops_attn.cpp): for each query row (token i1, head
 /// i2) an online softmax over the n_kv keys: s = dot(k row, q row in K's vec_dot type) * scale
@@ -211,7 +209,8 @@ Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mas
 /// kqv_merged layout). slope(h) as SoftMax's ALiBi slope; max_bias > 0 needs a mask. A row with
 /// every key masked gives NaN, as ggml. Errors: kInvalidArgument for types and shapes.
 Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& k, const TensorView& v,
-                    const TensorView& mask, TensorView& dst, float scale, float max_bias, float logit_softcap);
+                    const TensorView& mask, TensorView& dst, float scale, float max_bias,
+                    float logit_softcap);
 
 /// CPY / CONT (ggml_cpy, ggml_cont): element l of src in ggml order (i0 fastest) is written to
 /// element l of dst in ggml order; shapes may differ but element counts must be equal; any strides
@@ -236,15 +235,15 @@ Status SetRows(ComputeContext& ctx, const TensorView& src, const TensorView& idx
 /// b[:, s % ne11, t], i.e. slot s of token t multiplies the column of b (broadcast over slots when
 /// b.ne1 == 1) with the expert ids[s, t]'s matrix. as [K, N, n_expert] of a SupportsMulMatType type
 /// (contiguous rows; plain layout, or a CPU_REPACK layout from a CPU_REPACK upload, whose expert
-/// slices MulMat reads as repacked matrices), b F32 [K, ne11, n_tokens] with any strides and n_used % ne11 == 0,
-/// ids I32 [n_used, n_tokens], dst F32 [N, n_used, n_tokens] with nb0 = 4. Each expert's columns
-/// are gathered and multiplied by MulMat (same vec_dot / GEMM kernels and src1 quantization as
-/// MUL_MAT; ggml-cpu ops.cpp likewise groups rows per expert). With ctx.llamacpp_numerics every
-/// column gets the bits llama.cpp's MUL_MAT_ID gives it: its vec_dot's (repacked: its gemv's) for
-/// every type, IQ4_XS from 8 columns per expert in its "iqp" order — so each column equals that
-/// column multiplied alone (except IQ4_XS), unlike MUL_MAT's tinyBLAS / repacked-Q4_K GEMM orders. Uses temporary buffers beside
-/// ctx.work. Errors: kOutOfRange naming the first id outside [0, n_expert); kInvalidArgument for
-/// shape/type mismatches; MulMat's errors for the expert weights.
+/// slices MulMat reads as repacked matrices), b F32 [K, ne11, n_tokens] with any strides and n_used % ne11 ==
+/// 0, ids I32 [n_used, n_tokens], dst F32 [N, n_used, n_tokens] with nb0 = 4. Each expert's columns are
+/// gathered and multiplied by MulMat (same vec_dot / GEMM kernels and src1 quantization as MUL_MAT; ggml-cpu
+/// ops.cpp likewise groups rows per expert). With ctx.llamacpp_numerics every column gets the bits
+/// llama.cpp's MUL_MAT_ID gives it: its vec_dot's (repacked: its gemv's) for every type, IQ4_XS from 8
+/// columns per expert in its "iqp" order — so each column equals that column multiplied alone (except
+/// IQ4_XS), unlike MUL_MAT's tinyBLAS / repacked-Q4_K GEMM orders. Uses temporary buffers beside ctx.work.
+/// Errors: kOutOfRange naming the first id outside [0, n_expert); kInvalidArgument for shape/type mismatches;
+/// MulMat's errors for the expert weights.
 Status MulMatId(ComputeContext& ctx, const TensorView& as, const TensorView& b, const TensorView& ids,
                 TensorView& dst);
 
@@ -286,8 +285,8 @@ Status SsmConv(ComputeContext& ctx, const TensorView& sx, const TensorView& c, T
 /// [d_state, d_inner] (stored as -exp(A_log)), B and C F32 [d_state, n_t, n_s], any strides. dst F32,
 /// contiguous, nelements(x) + nelements(s) floats (ggml's 1-D result): y [d_inner, n_t, n_s], then the
 /// final states [d_state, d_inner, n_s]. Errors: kInvalidArgument for types and shapes.
-Status SsmScan(ComputeContext& ctx, const TensorView& s, const TensorView& x, const TensorView& dt, const TensorView& A,
-               const TensorView& B, const TensorView& C, TensorView& dst);
+Status SsmScan(ComputeContext& ctx, const TensorView& s, const TensorView& x, const TensorView& dt,
+               const TensorView& A, const TensorView& B, const TensorView& C, TensorView& dst);
 
 // ---- Quant helpers (also used by tests and other backends) ----------------------------------
 
@@ -351,7 +350,8 @@ bool CanRepackQ4_K(const TensorView& src);
 ///   [0, 16)     uint16 d[8]     fp16 d of row r
 ///   [16, 32)    uint16 dmin[8]  fp16 dmin of row r
 ///   [32, 96)    uint8 lo[64]    lo[k] = (S[k] & 15) | (M[k] & 15) << 4
-///   [96, 128)   uint8 hi[32]    hi[k] = S[k] >> 4 | (S[k+32] >> 4) << 2 | (M[k] >> 4) << 4 | (M[k+32] >> 4) << 6
+///   [96, 128)   uint8 hi[32]    hi[k] = S[k] >> 4 | (S[k+32] >> 4) << 2 | (M[k] >> 4) << 4 | (M[k+32] >> 4)
+///   << 6
 ///               with S[8j + r] = sc of (row r, sub-block j) and M[8r + j] = mn of (row r, sub-block j)
 ///               (the scales ordered sub-block-major, the mins row-major: the order each is used in)
 ///   [128, 1152) 16 chunks t of 64 bytes: bytes 8r .. 8r+7 of chunk t = row r's qs[8t .. 8t+7]

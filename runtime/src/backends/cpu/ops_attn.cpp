@@ -17,9 +17,9 @@ namespace stowage::cpu {
 namespace {
 
 // The message is built only when the check fails (the op runs once per layer and token).
-#define FA_NEED(cond, what)                                                                 \
-  do {                                                                                      \
-    if (!(cond)) return InvalidArgument(std::string("FLASH_ATTN_EXT: ") + (what));         \
+#define FA_NEED(cond, what)                                                        \
+  do {                                                                             \
+    if (!(cond)) return InvalidArgument(std::string("FLASH_ATTN_EXT: ") + (what)); \
   } while (0)
 
 const char* Row(const TensorView& t, int64_t i1, int64_t i2, int64_t i3) {
@@ -44,9 +44,9 @@ void ScaleF16(int64_t n, fp16_t* y, float v) {
 }
 }  // namespace scalar
 
-void FlashF16RowsWith(MadF16Fn mad, ScaleF16Fn scale_f16, int64_t D, int64_t n, int64_t nh, const float* scores,
-                      size_t lds, const char* v, const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc,
-                      float* out, size_t ldo) {
+void FlashF16RowsWith(MadF16Fn mad, ScaleF16Fn scale_f16, int64_t D, int64_t n, int64_t nh,
+                      const float* scores, size_t lds, const char* v, const int32_t* cells, size_t v_stride,
+                      fp16_t* acc, size_t ldacc, float* out, size_t ldo) {
   for (int64_t h = 0; h < nh; ++h) {
     const float* sc = scores + size_t(h) * lds;
     fp16_t* a = acc + size_t(h) * ldacc;
@@ -73,53 +73,53 @@ void FlashF16RowsWith(MadF16Fn mad, ScaleF16Fn scale_f16, int64_t D, int64_t n, 
 }
 
 namespace scalar {
-void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v, const int32_t* cells,
-                  size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo) {
+void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v,
+                  const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo) {
   FlashF16RowsWith(MadF16, ScaleF16, D, n, nh, scores, lds, v, cells, v_stride, acc, ldacc, out, ldo);
 }
 }  // namespace scalar
 
 Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& k, const TensorView& v,
-                    const TensorView& mask, TensorView& dst, float scale, float max_bias, float logit_softcap) {
+                    const TensorView& mask, TensorView& dst, float scale, float max_bias,
+                    float logit_softcap) {
   const int64_t D = q.ne[0], N = q.ne[1], H = q.ne[2], Q3 = q.ne[3];
   const int64_t n_kv = k.ne[1], Dv = v.ne[0];
   const TensorView* const all[] = {&q, &k, &v, &dst};
   for (const TensorView* t : all)
-    for (int i = 0; i < 4; ++i)
-      FA_NEED(t->ne[i] >= 0, "negative dimension in " + ShapeString(*t));
+    for (int i = 0; i < 4; ++i) FA_NEED(t->ne[i] >= 0, "negative dimension in " + ShapeString(*t));
   FA_NEED(q.type == GgmlType::F32, "q: expected F32, got " + ShapeString(q));
   FA_NEED(dst.type == GgmlType::F32, "dst: expected F32, got " + ShapeString(dst));
   FA_NEED(k.ne[0] == D && v.ne[1] == n_kv && Dv == D,
-                               "q " + ShapeString(q) + ", k " + ShapeString(k) + " and v " + ShapeString(v) +
-                                   " do not fit (ne0 of q, k and v equal, k and v with the same n_kv)");
-  FA_NEED(k.ne[2] > 0 && v.ne[2] > 0 && k.ne[3] > 0 && v.ne[3] > 0 && H % k.ne[2] == 0 &&
-                                   H % v.ne[2] == 0 && Q3 % k.ne[3] == 0 && Q3 % v.ne[3] == 0,
-                               "q " + ShapeString(q) + " has heads that k " + ShapeString(k) + " / v " +
-                                   ShapeString(v) + " do not divide");
+          "q " + ShapeString(q) + ", k " + ShapeString(k) + " and v " + ShapeString(v) +
+              " do not fit (ne0 of q, k and v equal, k and v with the same n_kv)");
+  FA_NEED(k.ne[2] > 0 && v.ne[2] > 0 && k.ne[3] > 0 && v.ne[3] > 0 && H % k.ne[2] == 0 && H % v.ne[2] == 0 &&
+              Q3 % k.ne[3] == 0 && Q3 % v.ne[3] == 0,
+          "q " + ShapeString(q) + " has heads that k " + ShapeString(k) + " / v " + ShapeString(v) +
+              " do not divide");
   FA_NEED(dst.ne[0] == Dv && dst.ne[1] == H && dst.ne[2] == N && dst.ne[3] == Q3,
-                               "dst " + ShapeString(dst) + " is not [ne0 of v, n_head, n_tokens, ne3 of q]");
+          "dst " + ShapeString(dst) + " is not [ne0 of v, n_head, n_tokens, ne3 of q]");
   FA_NEED(dst.nb[0] == sizeof(float) && dst.nb[1] == size_t(Dv) * sizeof(float) &&
-                                   dst.nb[2] == dst.nb[1] * H && dst.nb[3] == dst.nb[2] * N,
-                               "dst " + ShapeString(dst) + " must be contiguous");
+              dst.nb[2] == dst.nb[1] * H && dst.nb[3] == dst.nb[2] * N,
+          "dst " + ShapeString(dst) + " must be contiguous");
   const TypeKernels* kk = GetTypeKernels(k.type, EffectiveIsa(ctx));
   FA_NEED(kk != nullptr && kk->vec_dot != nullptr && k.layout == kLayoutPlain,
-                               "unsupported K type " + ShapeString(k));
+          "unsupported K type " + ShapeString(k));
   const auto& kt = GetTypeTraits(k.type);
   const auto& vt = GetTypeTraits(v.type);
   FA_NEED(D % kt.block_size == 0 && k.nb[0] == kt.type_size,
-                               "k " + ShapeString(k) + " needs contiguous rows of whole blocks");
+          "k " + ShapeString(k) + " needs contiguous rows of whole blocks");
   FA_NEED(D % vt.block_size == 0 && v.nb[0] == vt.type_size && v.layout == kLayoutPlain,
-                               "v " + ShapeString(v) + " needs contiguous rows of whole blocks");
+          "v " + ShapeString(v) + " needs contiguous rows of whole blocks");
   FA_NEED(GetTypeKernels(v.type, IsaLevel::kScalar) != nullptr,  // a MUL_MAT type: DequantizeRow knows it
           "unsupported V type " + ShapeString(v));
   FA_NEED(q.nb[0] == sizeof(float), "q " + ShapeString(q) + " needs contiguous rows");
   const bool has_mask = mask.data != nullptr;
   if (has_mask) {
     FA_NEED(mask.type == GgmlType::F16 && mask.nb[0] == 2,
-                                 "mask: expected contiguous F16 rows, got " + ShapeString(mask));
+            "mask: expected contiguous F16 rows, got " + ShapeString(mask));
     FA_NEED(mask.ne[0] >= n_kv && mask.ne[1] >= N && mask.ne[2] == 1 && mask.ne[3] == 1,
-                                 "mask " + ShapeString(mask) + " does not cover [n_kv, n_tokens] = [" +
-                                     std::to_string(n_kv) + ", " + std::to_string(N) + "]");
+            "mask " + ShapeString(mask) + " does not cover [n_kv, n_tokens] = [" + std::to_string(n_kv) +
+                ", " + std::to_string(N) + "]");
   }
   FA_NEED(max_bias <= 0.0f || has_mask, "ALiBi (max_bias > 0) needs a mask");
   for (const TensorView* t : all)
@@ -183,9 +183,13 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
     float* v32 = cell_mask + n_kv;
     uint8_t* heads = w + cells_bytes;
     auto acc32_of = [&](int64_t j) { return reinterpret_cast<float*>(heads + size_t(j) * head_bytes); };
-    auto acc16_of = [&](int64_t j) { return reinterpret_cast<fp16_t*>(heads + size_t(j) * head_bytes + acc16_off); };
+    auto acc16_of = [&](int64_t j) {
+      return reinterpret_cast<fp16_t*>(heads + size_t(j) * head_bytes + acc16_off);
+    };
     auto qq_of = [&](int64_t j) { return static_cast<void*>(heads + size_t(j) * head_bytes + q_off); };
-    auto scores_of = [&](int64_t j) { return reinterpret_cast<float*>(heads + size_t(j) * head_bytes + s_off); };
+    auto scores_of = [&](int64_t j) {
+      return reinterpret_cast<float*>(heads + size_t(j) * head_bytes + s_off);
+    };
     const int64_t ig = item % n_groups;
     const int64_t iq1 = (item / n_groups) % N;
     const int64_t iq3 = item / (n_groups * N);
@@ -221,11 +225,14 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
         M[j] = -INFINITY;
         const float* pq = reinterpret_cast<const float*>(Row(q, iq1, iq2, iq3));
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-        if (gemv) avx2::RoundRowF16(pq, static_cast<float*>(qq_of(j)), D);
+        if (gemv)
+          avx2::RoundRowF16(pq, static_cast<float*>(qq_of(j)), D);
         else
 #endif
-        if (q_conv) q_conv(pq, qq_of(j), D);
-        else std::memcpy(qq_of(j), pq, size_t(D) * sizeof(float));
+            if (q_conv)
+          q_conv(pq, qq_of(j), D);
+        else
+          std::memcpy(qq_of(j), pq, size_t(D) * sizeof(float));
         if (!v_f16) std::memset(acc32_of(j), 0, size_t(D) * sizeof(float));
       }
       // 1. The scores s of every unmasked cell for every head, in cell order: K . Q (GemvF16Heads
@@ -235,14 +242,16 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
         if (gemv) {
           const int64_t lo = cells[0], n_rows = cells[n_cells - 1] - lo + 1;
           const size_t ld = head_bytes / sizeof(float);
-          gemv(D, n_rows, Row(k, lo, ik2, ik3), k.nb[1], ng, static_cast<const float*>(qq_of(0)), ld, scores_of(0), ld);
+          gemv(D, n_rows, Row(k, lo, ik2, ik3), k.nb[1], ng, static_cast<const float*>(qq_of(0)), ld,
+               scores_of(0), ld);
           if (n_rows != n_cells)  // compact: cell c's score is at cells[c] - lo >= c
             for (int64_t j = 0; j < ng; ++j)
               for (int64_t c = 0; c < n_cells; ++c) scores_of(j)[c] = scores_of(j)[cells[c] - lo];
         } else {
           for (int64_t c = 0; c < n_cells; ++c) {
             const char* krow = Row(k, cells[c], ik2, ik3);
-            if (c + kPrefetchCells < n_cells) Prefetch(Row(k, cells[c + kPrefetchCells], ik2, ik3), k_row_bytes);
+            if (c + kPrefetchCells < n_cells)
+              Prefetch(Row(k, cells[c + kPrefetchCells], ik2, ik3), k_row_bytes);
             for (int64_t j = 0; j < ng; ++j) kq_dot(D, &scores_of(j)[c], krow, qq_of(j));
           }
         }
@@ -257,18 +266,19 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
       }
       // 2. The online softmax and the V sum of each head, in cell order as ggml.
       auto out_of = [&](int64_t j) {
-        return reinterpret_cast<float*>(static_cast<char*>(dst.data) + iq1 * dst.nb[2] + (ig * group + g0 + j) * dst.nb[1] +
-                                        iq3 * dst.nb[3]);
+        return reinterpret_cast<float*>(static_cast<char*>(dst.data) + iq1 * dst.nb[2] +
+                                        (ig * group + g0 + j) * dst.nb[1] + iq3 * dst.nb[3]);
       };
       if (v_f16) {
         // The group's score rows, accumulators and outputs are each evenly strided.
-        flash_rows(D, n_cells, ng, scores_of(0), head_bytes / sizeof(float), v_base, cells, v.nb[1], acc16_of(0),
-                   head_bytes / sizeof(fp16_t), out_of(0), dst.nb[1] / sizeof(float));
+        flash_rows(D, n_cells, ng, scores_of(0), head_bytes / sizeof(float), v_base, cells, v.nb[1],
+                   acc16_of(0), head_bytes / sizeof(fp16_t), out_of(0), dst.nb[1] / sizeof(float));
         continue;
       } else {
         for (int64_t c = 0; c < n_cells; ++c) {
           const char* vrow = v_base + size_t(cells[c]) * v.nb[1];
-          if (c + kPrefetchCells < n_cells) Prefetch(v_base + size_t(cells[c + kPrefetchCells]) * v.nb[1], v_row_bytes);
+          if (c + kPrefetchCells < n_cells)
+            Prefetch(v_base + size_t(cells[c + kPrefetchCells]) * v.nb[1], v_row_bytes);
           (void)DequantizeRow(v.type, vrow, v32, D);  // types checked above
           for (int64_t j = 0; j < ng; ++j) {
             const float sc = scores_of(j)[c];

@@ -54,8 +54,8 @@ Status MulMatId(ComputeContext& ctx, const TensorView& as, const TensorView& b, 
       int32_t e;
       std::memcpy(&e, AtC(ids, s, t, 0, 0), sizeof e);
       if (e < 0 || e >= n_as)
-        return OutOfRange("MUL_MAT_ID: ids[" + std::to_string(s) + ", " + std::to_string(t) + "] = " +
-                          std::to_string(e) + " is outside [0, " + std::to_string(n_as) + ")");
+        return OutOfRange("MUL_MAT_ID: ids[" + std::to_string(s) + ", " + std::to_string(t) +
+                          "] = " + std::to_string(e) + " is outside [0, " + std::to_string(n_as) + ")");
       rows[static_cast<size_t>(e)].push_back(t * n_used + s);
     }
   }
@@ -115,7 +115,8 @@ Status ArgSort(ComputeContext& ctx, const TensorView& src, TensorView& dst, int 
   if (dst.type != GgmlType::I32) return bad("dst must be I32");
   for (int i = 0; i < 4; ++i)
     if (src.ne[i] != dst.ne[i]) return bad("src and dst differ in shape");
-  if (order != 0 && order != 1) return bad("order must be 0 (ascending) or 1 (descending), got " + std::to_string(order));
+  if (order != 0 && order != 1)
+    return bad("order must be 0 (ascending) or 1 (descending), got " + std::to_string(order));
   if (src.nelements() == 0) return Status::Ok();
   if (src.data == nullptr || dst.data == nullptr) return bad("null data pointer");
   const int64_t ne0 = src.ne[0];
@@ -157,7 +158,8 @@ Status SumRows(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
           sum += v;
         }
         const float r = static_cast<float>(sum);
-        std::memcpy(static_cast<char*>(dst.data) + i1 * dst.nb[1] + i2 * dst.nb[2] + i3 * dst.nb[3], &r, sizeof r);
+        std::memcpy(static_cast<char*>(dst.data) + i1 * dst.nb[1] + i2 * dst.nb[2] + i3 * dst.nb[3], &r,
+                    sizeof r);
       }
   return Status::Ok();
 }

@@ -22,7 +22,9 @@ inline float* Fw(const TensorView& t, int64_t i0, int64_t i1, int64_t i2, int64_
                                   i3 * t.nb[3]);
 }
 // Threads for `work` independent element updates: one below 8192 (a team costs more than it saves).
-inline int Threads(const ComputeContext& ctx, int64_t work) { return work < 8192 ? 1 : std::max(1, ctx.n_threads); }
+inline int Threads(const ComputeContext& ctx, int64_t work) {
+  return work < 8192 ? 1 : std::max(1, ctx.n_threads);
+}
 
 inline bool AllF32(std::initializer_list<const TensorView*> ts) {
   for (const TensorView* t : ts)
@@ -40,8 +42,8 @@ inline bool FloatAligned(const TensorView& t) {
 Status Concat(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst, int dim) {
   (void)ctx;
   auto bad = [&](const std::string& why) {
-    return InvalidArgument("CONCAT: a " + ShapeString(a) + ", b " + ShapeString(b) + ", dst " + ShapeString(dst) +
-                           ": " + why);
+    return InvalidArgument("CONCAT: a " + ShapeString(a) + ", b " + ShapeString(b) + ", dst " +
+                           ShapeString(dst) + ": " + why);
   };
   if (!AllF32({&a, &b, &dst})) return bad("a, b and dst must be F32");
   if (dim < 0 || dim > 3) return bad("dim must be 0..3, got " + std::to_string(dim));
@@ -52,7 +54,8 @@ Status Concat(ComputeContext& ctx, const TensorView& a, const TensorView& b, Ten
   }
   if (dst.nelements() == 0) return Status::Ok();
   if (a.data == nullptr || b.data == nullptr || dst.data == nullptr) return bad("null data pointer");
-  if (!FloatAligned(a) || !FloatAligned(b) || !FloatAligned(dst)) return bad("strides must be multiples of 4 bytes");
+  if (!FloatAligned(a) || !FloatAligned(b) || !FloatAligned(dst))
+    return bad("strides must be multiples of 4 bytes");
   const int64_t split = a.ne[dim];
   for (int64_t i3 = 0; i3 < dst.ne[3]; ++i3)
     for (int64_t i2 = 0; i2 < dst.ne[2]; ++i2)
@@ -71,8 +74,8 @@ Status Concat(ComputeContext& ctx, const TensorView& a, const TensorView& b, Ten
 
 Status SsmConv(ComputeContext& ctx, const TensorView& sx, const TensorView& c, TensorView& dst) {
   auto bad = [&](const std::string& why) {
-    return InvalidArgument("SSM_CONV: sx " + ShapeString(sx) + ", c " + ShapeString(c) + ", dst " + ShapeString(dst) +
-                           ": " + why);
+    return InvalidArgument("SSM_CONV: sx " + ShapeString(sx) + ", c " + ShapeString(c) + ", dst " +
+                           ShapeString(dst) + ": " + why);
   };
   if (!AllF32({&sx, &c, &dst})) return bad("sx, c and dst must be F32");
   const int64_t d_conv = c.ne[0], d_inner = c.ne[1];
@@ -83,7 +86,8 @@ Status SsmConv(ComputeContext& ctx, const TensorView& sx, const TensorView& c, T
     return bad("dst must be [d_inner, n_t, n_s]");
   if (dst.nelements() == 0) return Status::Ok();
   if (sx.data == nullptr || c.data == nullptr || dst.data == nullptr) return bad("null data pointer");
-  if (!FloatAligned(sx) || !FloatAligned(c) || !FloatAligned(dst)) return bad("strides must be multiples of 4 bytes");
+  if (!FloatAligned(sx) || !FloatAligned(c) || !FloatAligned(dst))
+    return bad("strides must be multiples of 4 bytes");
   // dst[r, t, s] = sum_k sx[t + k, r, s] * c[k, r]: a sliding window of d_conv columns (float sum
   // in k order, as ggml's ssm_conv row loop).
   // Channels are independent: threads split them.
@@ -99,11 +103,12 @@ Status SsmConv(ComputeContext& ctx, const TensorView& sx, const TensorView& c, T
   return Status::Ok();
 }
 
-Status SsmScan(ComputeContext& ctx, const TensorView& s, const TensorView& x, const TensorView& dt, const TensorView& A,
-               const TensorView& B, const TensorView& C, TensorView& dst) {
+Status SsmScan(ComputeContext& ctx, const TensorView& s, const TensorView& x, const TensorView& dt,
+               const TensorView& A, const TensorView& B, const TensorView& C, TensorView& dst) {
   auto bad = [&](const std::string& why) {
-    return InvalidArgument("SSM_SCAN: s " + ShapeString(s) + ", x " + ShapeString(x) + ", dt " + ShapeString(dt) +
-                           ", A " + ShapeString(A) + ", B " + ShapeString(B) + ", C " + ShapeString(C) + ": " + why);
+    return InvalidArgument("SSM_SCAN: s " + ShapeString(s) + ", x " + ShapeString(x) + ", dt " +
+                           ShapeString(dt) + ", A " + ShapeString(A) + ", B " + ShapeString(B) + ", C " +
+                           ShapeString(C) + ": " + why);
   };
   if (!AllF32({&s, &x, &dt, &A, &B, &C, &dst})) return bad("every tensor must be F32");
   const int64_t d_state = s.ne[0], d_inner = s.ne[1], n_s = s.ne[2];
@@ -112,14 +117,17 @@ Status SsmScan(ComputeContext& ctx, const TensorView& s, const TensorView& x, co
   for (int d = 0; d < 4; ++d) ok = ok && dt.ne[d] == x.ne[d] && C.ne[d] == B.ne[d];
   ok = ok && A.ne[0] == d_state && A.ne[1] == d_inner && A.ne[2] == 1 && A.ne[3] == 1;
   ok = ok && B.ne[0] == d_state && B.ne[1] == n_t && B.ne[2] == n_s && B.ne[3] == 1;
-  if (!ok) return bad("expected s [d_state, d_inner, n_s], x/dt [d_inner, n_t, n_s], A [d_state, d_inner], B/C [d_state, n_t, n_s]");
+  if (!ok)
+    return bad(
+        "expected s [d_state, d_inner, n_s], x/dt [d_inner, n_t, n_s], A [d_state, d_inner], B/C [d_state, "
+        "n_t, n_s]");
   const int64_t n_y = d_inner * n_t * n_s, n_state = d_state * d_inner * n_s;
   if (dst.nelements() != n_y + n_state || !dst.is_contiguous())
     return bad("dst must be contiguous with nelements(x) + nelements(s) = " + std::to_string(n_y + n_state) +
                " floats, got " + ShapeString(dst));
   if (n_y + n_state == 0) return Status::Ok();
-  if (s.data == nullptr || x.data == nullptr || dt.data == nullptr || A.data == nullptr || B.data == nullptr ||
-      C.data == nullptr || dst.data == nullptr)
+  if (s.data == nullptr || x.data == nullptr || dt.data == nullptr || A.data == nullptr ||
+      B.data == nullptr || C.data == nullptr || dst.data == nullptr)
     return bad("null data pointer");
   for (const TensorView* t : {&s, &x, &dt, &A, &B, &C})
     if (!FloatAligned(*t)) return bad("strides must be multiples of 4 bytes");

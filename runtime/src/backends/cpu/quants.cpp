@@ -3,8 +3,6 @@
 // of ggml-cpu/quants.c and vec.cpp.
 #include "quants.h"
 
-#include "kernels.h"
-
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -12,10 +10,20 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels.h"
+
 namespace stowage::cpu {
 namespace {
-inline uint32_t Bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-inline float FromBits(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 }  // namespace
 
 const int8_t kValuesIQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
@@ -37,15 +45,15 @@ fp16_t FloatToHalf(float f) {
   uint32_t x = Bits(f);
   const uint16_t sign = uint16_t((x >> 16) & 0x8000u);
   x &= 0x7FFFFFFFu;
-  if (x > 0x7F800000u) return sign | 0x7E00u;      // NaN -> quiet NaN
-  if (x >= 0x477FF000u) return sign | 0x7C00u;     // >= 65520 rounds to infinity
+  if (x > 0x7F800000u) return sign | 0x7E00u;   // NaN -> quiet NaN
+  if (x >= 0x477FF000u) return sign | 0x7C00u;  // >= 65520 rounds to infinity
   if (x < 0x38800000u) {
     // Below the smallest normal half (2^-14): adding 0.5 makes the FPU round to a multiple of
     // 2^-24 (half's subnormal step) with round-to-nearest-even; the low bits are the mantissa.
     const float a = FromBits(x) + 0.5f;
     return uint16_t(sign | (Bits(a) - 0x3F000000u));
   }
-  x += 0xFFFu + ((x >> 13) & 1u);                  // round to nearest even at bit 13
+  x += 0xFFFu + ((x >> 13) & 1u);                     // round to nearest even at bit 13
   return uint16_t(sign | ((x - 0x38000000u) >> 13));  // rebias exponent 127 -> 15
 }
 
@@ -62,7 +70,10 @@ void QuantizeRowQ4_0(const float* x, BlockQ4_0* y, int64_t n) {
   for (int64_t i = 0; i < n / qk; ++i, x += qk) {
     float amax = 0.0f, max = 0.0f;
     for (int j = 0; j < qk; ++j) {
-      if (amax < std::fabs(x[j])) { amax = std::fabs(x[j]); max = x[j]; }
+      if (amax < std::fabs(x[j])) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
     }
     const float d = max / -8;
     const float id = d ? 1.0f / d : 0.0f;
@@ -87,8 +98,10 @@ int NearestIQ4NL(float x) {
   int lo = 0, hi = 15;
   while (hi - lo > 1) {
     const int mid = (lo + hi) / 2;
-    if (x < v[mid]) hi = mid;
-    else lo = mid;
+    if (x < v[mid])
+      hi = mid;
+    else
+      lo = mid;
   }
   return x - v[hi - 1] < v[hi] - x ? hi - 1 : hi;
 }
@@ -157,13 +170,18 @@ void QuantizeRowIQ4_NLImpl(const float* x, BlockIQ4_NL* y, int64_t n, bool searc
 }
 
 void QuantizeRowIQ4_NL(const float* x, BlockIQ4_NL* y, int64_t n) { QuantizeRowIQ4_NLImpl(x, y, n, false); }
-void QuantizeRowIQ4_NLSearch(const float* x, BlockIQ4_NL* y, int64_t n) { QuantizeRowIQ4_NLImpl(x, y, n, true); }
+void QuantizeRowIQ4_NLSearch(const float* x, BlockIQ4_NL* y, int64_t n) {
+  QuantizeRowIQ4_NLImpl(x, y, n, true);
+}
 
 void QuantizeRowQ4_1(const float* x, BlockQ4_1* y, int64_t n) {
   const int qk = kQK4_1;
   for (int64_t i = 0; i < n / qk; ++i, x += qk) {
     float min = FLT_MAX, max = -FLT_MAX;
-    for (int j = 0; j < qk; ++j) { min = std::min(min, x[j]); max = std::max(max, x[j]); }
+    for (int j = 0; j < qk; ++j) {
+      min = std::min(min, x[j]);
+      max = std::max(max, x[j]);
+    }
     const float d = (max - min) / ((1 << 4) - 1);
     const float id = d ? 1.0f / d : 0.0f;
     y[i].d = FloatToHalf(d);
@@ -182,7 +200,10 @@ void QuantizeRowQ5_0(const float* x, BlockQ5_0* y, int64_t n) {
   for (int64_t i = 0; i < n / qk; ++i, x += qk) {
     float amax = 0.0f, max = 0.0f;
     for (int j = 0; j < qk; ++j) {
-      if (amax < std::fabs(x[j])) { amax = std::fabs(x[j]); max = x[j]; }
+      if (amax < std::fabs(x[j])) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
     }
     const float d = max / -16;
     const float id = d ? 1.0f / d : 0.0f;
@@ -204,7 +225,10 @@ void QuantizeRowQ5_1(const float* x, BlockQ5_1* y, int64_t n) {
   const int qk = kQK5_1;
   for (int64_t i = 0; i < n / qk; ++i, x += qk) {
     float min = FLT_MAX, max = -FLT_MAX;
-    for (int j = 0; j < qk; ++j) { min = std::min(min, x[j]); max = std::max(max, x[j]); }
+    for (int j = 0; j < qk; ++j) {
+      min = std::min(min, x[j]);
+      max = std::max(max, x[j]);
+    }
     const float d = (max - min) / ((1 << 5) - 1);
     const float id = d ? 1.0f / d : 0.0f;
     y[i].d = FloatToHalf(d);

@@ -14,34 +14,97 @@
 namespace stowage::cpu {
 
 inline constexpr int kQK4_0 = 32, kQK4_1 = 32, kQK5_0 = 32, kQK5_1 = 32, kQK8_0 = 32, kQK8_1 = 32;
-inline constexpr int kQK_K = 256;        ///< super-block size of the K-quants
-inline constexpr int kKScaleSize = 12;   ///< packed 6-bit scales/mins of Q4_K/Q5_K
+inline constexpr int kQK_K = 256;       ///< super-block size of the K-quants
+inline constexpr int kKScaleSize = 12;  ///< packed 6-bit scales/mins of Q4_K/Q5_K
 inline constexpr int kQK4_NL = 32;
 
 using fp16_t = uint16_t;  ///< IEEE binary16 bits
 using bf16_t = uint16_t;  ///< bfloat16 bits (upper half of an IEEE binary32)
 
-struct BlockQ4_0 { fp16_t d; uint8_t qs[kQK4_0 / 2]; };
-struct BlockQ4_1 { fp16_t d; fp16_t m; uint8_t qs[kQK4_1 / 2]; };
-struct BlockQ5_0 { fp16_t d; uint8_t qh[4]; uint8_t qs[kQK5_0 / 2]; };
-struct BlockQ5_1 { fp16_t d; fp16_t m; uint8_t qh[4]; uint8_t qs[kQK5_1 / 2]; };
-struct BlockQ8_0 { fp16_t d; int8_t qs[kQK8_0]; };
+struct BlockQ4_0 {
+  fp16_t d;
+  uint8_t qs[kQK4_0 / 2];
+};
+struct BlockQ4_1 {
+  fp16_t d;
+  fp16_t m;
+  uint8_t qs[kQK4_1 / 2];
+};
+struct BlockQ5_0 {
+  fp16_t d;
+  uint8_t qh[4];
+  uint8_t qs[kQK5_0 / 2];
+};
+struct BlockQ5_1 {
+  fp16_t d;
+  fp16_t m;
+  uint8_t qh[4];
+  uint8_t qs[kQK5_1 / 2];
+};
+struct BlockQ8_0 {
+  fp16_t d;
+  int8_t qs[kQK8_0];
+};
 /// Q8_1: `s` = d * sum(qs), used by the Q4_1/Q5_1 dots for the min term.
-struct BlockQ8_1 { fp16_t d; fp16_t s; int8_t qs[kQK8_1]; };
-struct BlockQ2_K { uint8_t scales[kQK_K / 16]; uint8_t qs[kQK_K / 4]; fp16_t d; fp16_t dmin; };
-struct BlockQ3_K { uint8_t hmask[kQK_K / 8]; uint8_t qs[kQK_K / 4]; uint8_t scales[12]; fp16_t d; };
-struct BlockQ4_K { fp16_t d; fp16_t dmin; uint8_t scales[kKScaleSize]; uint8_t qs[kQK_K / 2]; };
-struct BlockQ5_K { fp16_t d; fp16_t dmin; uint8_t scales[kKScaleSize]; uint8_t qh[kQK_K / 8]; uint8_t qs[kQK_K / 2]; };
-struct BlockQ6_K { uint8_t ql[kQK_K / 2]; uint8_t qh[kQK_K / 4]; int8_t scales[kQK_K / 16]; fp16_t d; };
+struct BlockQ8_1 {
+  fp16_t d;
+  fp16_t s;
+  int8_t qs[kQK8_1];
+};
+struct BlockQ2_K {
+  uint8_t scales[kQK_K / 16];
+  uint8_t qs[kQK_K / 4];
+  fp16_t d;
+  fp16_t dmin;
+};
+struct BlockQ3_K {
+  uint8_t hmask[kQK_K / 8];
+  uint8_t qs[kQK_K / 4];
+  uint8_t scales[12];
+  fp16_t d;
+};
+struct BlockQ4_K {
+  fp16_t d;
+  fp16_t dmin;
+  uint8_t scales[kKScaleSize];
+  uint8_t qs[kQK_K / 2];
+};
+struct BlockQ5_K {
+  fp16_t d;
+  fp16_t dmin;
+  uint8_t scales[kKScaleSize];
+  uint8_t qh[kQK_K / 8];
+  uint8_t qs[kQK_K / 2];
+};
+struct BlockQ6_K {
+  uint8_t ql[kQK_K / 2];
+  uint8_t qh[kQK_K / 4];
+  int8_t scales[kQK_K / 16];
+  fp16_t d;
+};
 /// Q8_K: activations of the K-quant dots; bsums[j] = sum of qs[16j .. 16j+15].
-struct BlockQ8_K { float d; int8_t qs[kQK_K]; int16_t bsums[kQK_K / 16]; };
-struct BlockIQ4_NL { fp16_t d; uint8_t qs[kQK4_NL / 2]; };
-struct BlockIQ4_XS { fp16_t d; uint16_t scales_h; uint8_t scales_l[kQK_K / 64]; uint8_t qs[kQK_K / 2]; };
+struct BlockQ8_K {
+  float d;
+  int8_t qs[kQK_K];
+  int16_t bsums[kQK_K / 16];
+};
+struct BlockIQ4_NL {
+  fp16_t d;
+  uint8_t qs[kQK4_NL / 2];
+};
+struct BlockIQ4_XS {
+  fp16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[kQK_K / 64];
+  uint8_t qs[kQK_K / 2];
+};
 
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
-              sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ8_1) == 36, "legacy blocks");
+                  sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ8_1) == 36,
+              "legacy blocks");
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
-              sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292, "k blocks");
+                  sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292,
+              "k blocks");
 static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136, "iq4 blocks");
 
 /// The 16 non-linear levels of IQ4_NL / IQ4_XS (ggml-common.h kvalues_iq4nl).

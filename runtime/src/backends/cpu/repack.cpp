@@ -30,10 +30,12 @@ template <typename Block, typename Write>
 Status RepackRows8(const char* what, const char* type, bool ok, const TensorView& src, void* dst,
                    size_t out_block_bytes, Write write) {
   if (!ok) {
-    return InvalidArgument(std::string(what) + ": " + ShapeString(src) + " cannot be repacked (needs a contiguous plain " +
-                           type + " tensor with ne1 % 8 == 0)");
+    return InvalidArgument(std::string(what) + ": " + ShapeString(src) +
+                           " cannot be repacked (needs a contiguous plain " + type +
+                           " tensor with ne1 % 8 == 0)");
   }
-  if (dst == nullptr || src.data == nullptr) return InvalidArgument(std::string(what) + ": null data pointer");
+  if (dst == nullptr || src.data == nullptr)
+    return InvalidArgument(std::string(what) + ": null data pointer");
   const int64_t nblocks = src.ne[0] / 32;
   const int64_t ngroups = src.nrows() / 8;  // ne1 % 8 == 0, so groups never straddle matrices
   const size_t row_bytes = src.nb[1];
@@ -41,7 +43,8 @@ Status RepackRows8(const char* what, const char* type, bool ok, const TensorView
     const uint8_t* rows = static_cast<const uint8_t*>(src.data) + size_t(g) * 8 * row_bytes;
     uint8_t* out = static_cast<uint8_t*>(dst) + size_t(g) * 8 * row_bytes;
     for (int64_t b = 0; b < nblocks; ++b, out += out_block_bytes)
-      for (int r = 0; r < 8; ++r) write(out, r, *(reinterpret_cast<const Block*>(rows + size_t(r) * row_bytes) + b));
+      for (int r = 0; r < 8; ++r)
+        write(out, r, *(reinterpret_cast<const Block*>(rows + size_t(r) * row_bytes) + b));
   }
   return Status::Ok();
 }
@@ -193,15 +196,28 @@ VecDotFn GetRepackedGemv(int layout, IsaLevel isa) {
   Levels k{};
   switch (layout) {
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
-    case kLayoutQ4_0x8: k = {scalar::GemvQ4_0x8Q8_0, avx2::GemvQ4_0x8Q8_0, avx512::GemvQ4_0x8Q8_0}; break;
-    case kLayoutQ4_Kx8: k = {scalar::GemvQ4_Kx8Q8_K, avx2::GemvQ4_Kx8Q8_K, avx512::GemvQ4_Kx8Q8_K}; break;
-    case kLayoutQ8_0x8: k = {scalar::GemvQ8_0x8Q8_0, avx2::GemvQ8_0x8Q8_0, avx512::GemvQ8_0x8Q8_0}; break;
+    case kLayoutQ4_0x8:
+      k = {scalar::GemvQ4_0x8Q8_0, avx2::GemvQ4_0x8Q8_0, avx512::GemvQ4_0x8Q8_0};
+      break;
+    case kLayoutQ4_Kx8:
+      k = {scalar::GemvQ4_Kx8Q8_K, avx2::GemvQ4_Kx8Q8_K, avx512::GemvQ4_Kx8Q8_K};
+      break;
+    case kLayoutQ8_0x8:
+      k = {scalar::GemvQ8_0x8Q8_0, avx2::GemvQ8_0x8Q8_0, avx512::GemvQ8_0x8Q8_0};
+      break;
 #else
-    case kLayoutQ4_0x8: k = {scalar::GemvQ4_0x8Q8_0, nullptr, nullptr}; break;
-    case kLayoutQ4_Kx8: k = {scalar::GemvQ4_Kx8Q8_K, nullptr, nullptr}; break;
-    case kLayoutQ8_0x8: k = {scalar::GemvQ8_0x8Q8_0, nullptr, nullptr}; break;
+    case kLayoutQ4_0x8:
+      k = {scalar::GemvQ4_0x8Q8_0, nullptr, nullptr};
+      break;
+    case kLayoutQ4_Kx8:
+      k = {scalar::GemvQ4_Kx8Q8_K, nullptr, nullptr};
+      break;
+    case kLayoutQ8_0x8:
+      k = {scalar::GemvQ8_0x8Q8_0, nullptr, nullptr};
+      break;
 #endif
-    default: return nullptr;
+    default:
+      return nullptr;
   }
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
   isa = IsaLevel(std::min(int(isa), int(DetectIsa())));  // never a level this CPU lacks

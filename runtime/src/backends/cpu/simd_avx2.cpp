@@ -86,10 +86,14 @@ inline __m256i BitsToBytes(uint32_t bits) {
 }
 
 // Signed 16-bit scale per 16-byte half: low lane a, high lane b (for maddubs -> madd by scale).
-inline __m256i Scales16(int a, int b) { return _mm256_set_m128i(_mm_set1_epi16(int16_t(b)), _mm_set1_epi16(int16_t(a))); }
+inline __m256i Scales16(int a, int b) {
+  return _mm256_set_m128i(_mm_set1_epi16(int16_t(b)), _mm_set1_epi16(int16_t(a)));
+}
 
 // sum over 32 pairs of u8 x s8 (u8 <= 127 so pairs never saturate), as 8 int32 lanes.
-inline __m256i DotU8I8(__m256i u, __m256i s) { return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)); }
+inline __m256i DotU8I8(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
 
 }  // namespace
 
@@ -112,7 +116,9 @@ void VecDotF32(int64_t n, float* s, const void* vx, const void* vy) {
 void VecDotF16(int64_t n, float* s, const void* vx, const void* vy) {
   const fp16_t* x = static_cast<const fp16_t*>(vx);
   const fp16_t* y = static_cast<const fp16_t*>(vy);
-  auto ld = [](const fp16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); };
+  auto ld = [](const fp16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  };
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   const int64_t np = n & ~int64_t(31);
   for (int64_t i = 0; i < np; i += 32) {
@@ -186,7 +192,8 @@ inline bool QuantizeBlock32(const float* x, int8_t* qs, float* amax_out, int32_t
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs),
                       _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
   *amax_out = amax;
-  if (sum != nullptr) *sum = HsumEpi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+  if (sum != nullptr)
+    *sum = HsumEpi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
   return true;
 }
 }  // namespace
@@ -277,7 +284,8 @@ void VecDotQ4_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
       isum = _mm256_add_epi32(isum, _mm256_add_epi32(p0, p1));
     }
     const float d = y[i].d * H2F(x[i].d), dmin = -y[i].d * H2F(x[i].dmin);
-    accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(prod))), accm);
+    accm = _mm_fmadd_ps(_mm_set1_ps(dmin),
+                        _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(prod))), accm);
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
   }
   accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
@@ -298,9 +306,10 @@ void VecDotQ6_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
     // q = a - 32 with a in 0..63: dot(q, y) = dot(a, y) - 32 * bsum, per lane as ggml's q8sclsub:
     // lane l = 32 * (sc[2l] * bsums[2l] + sc[2l + 1] * bsums[2l + 1]), one vpmaddwd.
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
-    const __m256i corr = _mm256_slli_epi32(
-        _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums)), _mm256_cvtepi8_epi16(sc8)),
-        5);
+    const __m256i corr =
+        _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums)),
+                                            _mm256_cvtepi8_epi16(sc8)),
+                          5);
     __m256i isum = _mm256_setzero_si256();
     const uint8_t* ql = x[i].ql;
     const uint8_t* qh = x[i].qh;
@@ -347,8 +356,10 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / kQK8_0; ++b, x += 8 * sizeof(BlockQ4_0)) {
     PrefetchStream<8 * sizeof(BlockQ4_0)>(x);
-    const __m256i ylo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs)));
-    const __m256i yhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs + 16)));
+    const __m256i ylo =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs)));
+    const __m256i yhi =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs + 16)));
     const __m256i c16 = _mm256_add_epi16(_mm256_maddubs_epi16(eight, ylo), _mm256_maddubs_epi16(eight, yhi));
     __m256i p[4];
     for (int k = 0; k < 4; ++k) {
@@ -413,25 +424,33 @@ void GemvQ4_Kx8(int64_t n, float* s, const void* vx, const void* vy) {
   for (int64_t b = 0; b < n / kQK_K; ++b, x += L::kColBytes) {
     PrefetchStream<L::kColBytes>(x);
     const __m256 dy = _mm256_set1_ps(y[b].d);
-    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + L::kD))), dy);
+    const __m256 d =
+        _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + L::kD))), dy);
     const __m256 dm =
         _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + L::kDmin))), dy);
     const __m256i lo0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + L::kScLo));
     const __m256i lo1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + L::kScLo + 32));
     const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + L::kScHi));
-    auto high2 = [&](int shift) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hi, shift), m2), 4); };
+    auto high2 = [&](int shift) {
+      return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hi, shift), m2), 4);
+    };
     alignas(32) uint8_t sc[64];  // byte 8j + r
     _mm256_store_si256(reinterpret_cast<__m256i*>(sc), _mm256_or_si256(_mm256_and_si256(lo0, m4), high2(0)));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(sc + 32), _mm256_or_si256(_mm256_and_si256(lo1, m4), high2(2)));
-    const __m256i mn0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo0, 4), m4), high2(4));  // rows 0-3
-    const __m256i mn1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo1, 4), m4), high2(6));  // rows 4-7
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sc + 32),
+                       _mm256_or_si256(_mm256_and_si256(lo1, m4), high2(2)));
+    const __m256i mn0 =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo0, 4), m4), high2(4));  // rows 0-3
+    const __m256i mn1 =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo1, 4), m4), high2(6));  // rows 4-7
     // Mins: the 32-element activation sums as 8 words, in both 128-bit lanes.
     const __m256i bs32 = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].bsums)),
                                            _mm256_set1_epi16(1));
     const __m256i bsv = _mm256_permute4x64_epi64(_mm256_packs_epi32(bs32, bs32), 0x88);
     auto mins = [&](__m128i m) { return _mm256_madd_epi16(_mm256_cvtepu8_epi16(m), bsv); };  // 2 rows x 4
-    const __m256i h1 = _mm256_hadd_epi32(mins(_mm256_castsi256_si128(mn0)), mins(_mm256_extracti128_si256(mn0, 1)));
-    const __m256i h2 = _mm256_hadd_epi32(mins(_mm256_castsi256_si128(mn1)), mins(_mm256_extracti128_si256(mn1, 1)));
+    const __m256i h1 =
+        _mm256_hadd_epi32(mins(_mm256_castsi256_si128(mn0)), mins(_mm256_extracti128_si256(mn0, 1)));
+    const __m256i h2 =
+        _mm256_hadd_epi32(mins(_mm256_castsi256_si128(mn1)), mins(_mm256_extracti128_si256(mn1, 1)));
     const __m256i summ = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(h1, h2), perm_m);
     // Per sub-block pair (kSb): row r's mins of pair i, from the 2-rows-x-4 madd lanes.
     alignas(32) int32_t mpair[8][4];
@@ -468,14 +487,18 @@ void GemvQ4_Kx8(int64_t n, float* s, const void* vx, const void* vy) {
       }
       const __m128i sl = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8 * (2 * i)));
       const __m128i sh = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8 * (2 * i + 1)));
-      acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(l0, _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sl, spread0))));
-      acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(l1, _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sl, spread1))));
-      acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(h0, _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sh, spread0))));
-      acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(hh1, _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sh, spread1))));
+      acc0 =
+          _mm256_add_epi32(acc0, _mm256_madd_epi16(l0, _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sl, spread0))));
+      acc1 =
+          _mm256_add_epi32(acc1, _mm256_madd_epi16(l1, _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sl, spread1))));
+      acc0 =
+          _mm256_add_epi32(acc0, _mm256_madd_epi16(h0, _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sh, spread0))));
+      acc1 =
+          _mm256_add_epi32(acc1, _mm256_madd_epi16(hh1, _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sh, spread1))));
       if (kSb) {
         const __m256i sumi = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc0, acc1), 0xD8);
-        const __m256i mins_i = _mm256_setr_epi32(mpair[0][i], mpair[1][i], mpair[2][i], mpair[3][i], mpair[4][i],
-                                                 mpair[5][i], mpair[6][i], mpair[7][i]);
+        const __m256i mins_i = _mm256_setr_epi32(mpair[0][i], mpair[1][i], mpair[2][i], mpair[3][i],
+                                                 mpair[4][i], mpair[5][i], mpair[6][i], mpair[7][i]);
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), d, acc);
         accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins_i), dm, accm);
       }
@@ -545,7 +568,8 @@ void VecDotQ5_1Q8_1(int64_t n, float* s, const void* vx, const void* vy) {
 namespace {
 // IQ4 levels of 32 nibbles (low nibbles = elements 0..15, high = 16..31) via a byte shuffle.
 inline __m256i IQ4Values(const uint8_t* qs) {
-  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL)));
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL)));
   return _mm256_shuffle_epi8(table, Nibbles32(qs));
 }
 }  // namespace
@@ -584,8 +608,8 @@ inline __m256i IQ4XSLanes(const BlockIQ4_XS& x, const BlockQ8_K& y) {
   __m256i isum = _mm256_setzero_si256();
   for (int ib = 0; ib < kQK_K / 32; ++ib) {
     const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 32 * ib));
-    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(DotI8(IQ4Values(x.qs + 16 * ib), qy),
-                                                     _mm256_set1_epi32(IQ4XSScale(x, ib))));
+    isum = _mm256_add_epi32(
+        isum, _mm256_mullo_epi32(DotI8(IQ4Values(x.qs + 16 * ib), qy), _mm256_set1_epi32(IQ4XSScale(x, ib))));
   }
   return isum;
 }
@@ -625,8 +649,8 @@ void VecDotQ2_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const uint8_t* sc = x[i].scales;
-    const __m128i mins8 = _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)), 4),
-                                        _mm_set1_epi8(0x0F));
+    const __m128i mins8 = _mm_and_si128(
+        _mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)), 4), _mm_set1_epi8(0x0F));
     const __m256i prod = _mm256_madd_epi16(_mm256_cvtepi8_epi16(mins8),
                                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums)));
     const float dall = y[i].d * H2F(x[i].d), dmin = -y[i].d * H2F(x[i].dmin);
@@ -638,7 +662,8 @@ void VecDotQ2_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
         const int is = 8 * k + 2 * j;
         const __m256i v = _mm256_and_si256(_mm256_srli_epi16(q2, 2 * j), m3);
         const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 128 * k + 32 * j));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(v, qy), Scales16(sc[is] & 0xF, sc[is + 1] & 0xF)));
+        isum = _mm256_add_epi32(
+            isum, _mm256_madd_epi16(_mm256_maddubs_epi16(v, qy), Scales16(sc[is] & 0xF, sc[is + 1] & 0xF)));
       }
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(isum), acc);
@@ -700,8 +725,10 @@ void VecDotQ5_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
       const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), h1);
       const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 64 * j));
       const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 64 * j + 32));
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), _mm256_set1_epi16(sc[2 * j])));
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), _mm256_set1_epi16(sc[2 * j + 1])));
+      isum = _mm256_add_epi32(isum,
+                              _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), _mm256_set1_epi16(sc[2 * j])));
+      isum = _mm256_add_epi32(
+          isum, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), _mm256_set1_epi16(sc[2 * j + 1])));
     }
     const float d = y[i].d * H2F(x[i].d), dmin = -y[i].d * H2F(x[i].dmin);
     summf = std::fma(float(summs), dmin, summf);
@@ -736,7 +763,8 @@ void MadF16(int64_t n, fp16_t* y, const fp16_t* x, float v) {
   for (; i < n; ++i) {
     const __m128 xf = _mm_cvtph_ps(_mm_cvtsi32_si128(x[i]));
     const __m128 yf = _mm_cvtph_ps(_mm_cvtsi32_si128(y[i]));
-    y[i] = fp16_t(_mm_extract_epi16(_mm_cvtps_ph(_mm_fmadd_ss(xf, _mm_set_ss(v), yf), _MM_FROUND_TO_NEAREST_INT), 0));
+    y[i] = fp16_t(
+        _mm_extract_epi16(_mm_cvtps_ph(_mm_fmadd_ss(xf, _mm_set_ss(v), yf), _MM_FROUND_TO_NEAREST_INT), 0));
   }
 }
 
@@ -745,16 +773,18 @@ void ScaleF16(int64_t n, fp16_t* y, float v) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 yf = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_mul_ps(yf, vv), _MM_FROUND_TO_NEAREST_INT));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                     _mm256_cvtps_ph(_mm256_mul_ps(yf, vv), _MM_FROUND_TO_NEAREST_INT));
   }
   for (; i < n; ++i) {
     const __m128 yf = _mm_cvtph_ps(_mm_cvtsi32_si128(y[i]));
-    y[i] = fp16_t(_mm_extract_epi16(_mm_cvtps_ph(_mm_mul_ss(yf, _mm_set_ss(v)), _MM_FROUND_TO_NEAREST_INT), 0));
+    y[i] =
+        fp16_t(_mm_extract_epi16(_mm_cvtps_ph(_mm_mul_ss(yf, _mm_set_ss(v)), _MM_FROUND_TO_NEAREST_INT), 0));
   }
 }
 
-void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v, const int32_t* cells,
-                  size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo) {
+void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v,
+                  const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo) {
   FlashF16RowsWith(MadF16, ScaleF16, D, n, nh, scores, lds, v, cells, v_stride, acc, ldacc, out, ldo);
 }
 
@@ -793,14 +823,16 @@ inline __m256 GgmlExp8(__m256 x) {
   const __m256 u = _mm256_mul_ps(b, b);
   const __m256 hi = _mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f));
   const __m256 mid = _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f));
-  const __m256 j = _mm256_fmadd_ps(_mm256_fmadd_ps(hi, u, mid), u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+  const __m256 j =
+      _mm256_fmadd_ps(_mm256_fmadd_ps(hi, u, mid), u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
   if (!_mm256_movemask_ps(c)) return _mm256_fmadd_ps(j, k, k);
   const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
                                      _mm256_set1_epi32(int(0x82000000u)));
   const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
   const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
   const __m256 d = _mm256_cmp_ps(absn, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
-  const __m256 scaled = _mm256_blendv_ps(_mm256_fmadd_ps(k, j, k), _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1), c);
+  const __m256 scaled =
+      _mm256_blendv_ps(_mm256_fmadd_ps(k, j, k), _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1), c);
   return _mm256_blendv_ps(scaled, _mm256_mul_ps(s1, s1), d);
 }
 
@@ -815,7 +847,6 @@ inline __m256 Silu8(__m256 x) {
 
 // ggml_silu_f32, which ggml's row loops use for the last n % 8 elements.
 inline float SiluScalar(float x) { return x == -INFINITY ? -0.0f : x / (1.0f + std::exp(-x)); }
-
 
 }  // namespace
 
@@ -839,7 +870,10 @@ double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scal
   for (int64_t i = 0; i < n; ++i) {
     float w = x[i] * scale;
     if (mask)
-      w = std::fma(slope, mask_f16 ? _cvtsh_ss(static_cast<const uint16_t*>(mask)[i]) : static_cast<const float*>(mask)[i], w);
+      w = std::fma(
+          slope,
+          mask_f16 ? _cvtsh_ss(static_cast<const uint16_t*>(mask)[i]) : static_cast<const float*>(mask)[i],
+          w);
     y[i] = w;
     max = std::max(max, w);
   }
@@ -911,7 +945,8 @@ void GemvF16HeadsRH(int64_t K, int64_t nrows, const char* x, size_t ldx, const f
       if ((k & 31) == 0)  // one prefetch per 64 bytes of the rows kPfRows ahead
         for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(xr[r] + k) + pf, _MM_HINT_T1);
       __m256 xv[R];
-      for (int r = 0; r < R; ++r) xv[r] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xr[r] + k)));
+      for (int r = 0; r < R; ++r)
+        xv[r] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xr[r] + k)));
       for (int h = 0; h < H; ++h) {
         const __m256 yv = _mm256_loadu_ps(y + size_t(h) * ldy + k);
         for (int r = 0; r < R; ++r) acc[h * R + r] = _mm256_fmadd_ps(xv[r], yv, acc[h * R + r]);
@@ -933,7 +968,8 @@ void GemvF16HeadsRH(int64_t K, int64_t nrows, const char* x, size_t ldx, const f
     _mm256_store_ps(tmp, Reduce8(acc));
     const int64_t nr = std::min<int64_t>(R, nrows - i0);
     if (nr == R) {
-      for (int h = 0; h < H; ++h) std::memcpy(s + size_t(h) * lds + size_t(i0), tmp + h * R, R * sizeof(float));
+      for (int h = 0; h < H; ++h)
+        std::memcpy(s + size_t(h) * lds + size_t(i0), tmp + h * R, R * sizeof(float));
     } else {
       for (int h = 0; h < H; ++h)
         for (int64_t r = 0; r < nr; ++r) s[size_t(h) * lds + size_t(i0 + r)] = tmp[h * R + r];
@@ -947,16 +983,20 @@ void GemvF16Heads(int64_t K, int64_t nrows, const void* x, size_t ldx, int64_t n
                   float* s, size_t lds) {
   const char* xb = static_cast<const char*>(x);
   int64_t h = 0;
-  for (; h + 4 <= nh; h += 4) GemvF16HeadsRH<2, 4>(K, nrows, xb, ldx, y + size_t(h) * ldy, ldy, s + size_t(h) * lds, lds);
-  for (; h + 2 <= nh; h += 2) GemvF16HeadsRH<4, 2>(K, nrows, xb, ldx, y + size_t(h) * ldy, ldy, s + size_t(h) * lds, lds);
-  for (; h < nh; ++h) GemvF16HeadsRH<8, 1>(K, nrows, xb, ldx, y + size_t(h) * ldy, ldy, s + size_t(h) * lds, lds);
+  for (; h + 4 <= nh; h += 4)
+    GemvF16HeadsRH<2, 4>(K, nrows, xb, ldx, y + size_t(h) * ldy, ldy, s + size_t(h) * lds, lds);
+  for (; h + 2 <= nh; h += 2)
+    GemvF16HeadsRH<4, 2>(K, nrows, xb, ldx, y + size_t(h) * ldy, ldy, s + size_t(h) * lds, lds);
+  for (; h < nh; ++h)
+    GemvF16HeadsRH<8, 1>(K, nrows, xb, ldx, y + size_t(h) * ldy, ldy, s + size_t(h) * lds, lds);
 }
 
 // y = x rounded to F16 and back (FromFloatF16's rounding: vcvtps2ph to nearest even), n floats.
 void RoundRowF16(const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+    _mm256_storeu_ps(y + i,
+                     _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
   for (; i < n; ++i) y[i] = H2F(FloatToHalf(x[i]));
 }
 
@@ -976,7 +1016,8 @@ namespace stowage::cpu::avx2 {
 namespace {
 
 inline __m256 LoadRow8(const void* w, bool f16, int64_t k) {
-  return f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + k)))
+  return f16 ? _mm256_cvtph_ps(
+                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + k)))
              : _mm256_loadu_ps(static_cast<const float*>(w) + k);
 }
 
@@ -1007,14 +1048,20 @@ void MatMulLlamafile(int64_t K, bool f16, const void* w, size_t ldw, int64_t nr,
   for (; r + kRM <= nr; r += kRM) {
     int64_t c = 0;
     for (; c + kRN <= nc; c += kRN)
-      Tile<kRM, kRN>(K, f16, wb + size_t(r) * ldw, ldw, a + size_t(c) * lda, lda, d + size_t(c) * ldd + size_t(r), ldd);
-    for (; c < nc; ++c) Tile<kRM, 1>(K, f16, wb + size_t(r) * ldw, ldw, a + size_t(c) * lda, lda, d + size_t(c) * ldd + size_t(r), ldd);
+      Tile<kRM, kRN>(K, f16, wb + size_t(r) * ldw, ldw, a + size_t(c) * lda, lda,
+                     d + size_t(c) * ldd + size_t(r), ldd);
+    for (; c < nc; ++c)
+      Tile<kRM, 1>(K, f16, wb + size_t(r) * ldw, ldw, a + size_t(c) * lda, lda,
+                   d + size_t(c) * ldd + size_t(r), ldd);
   }
   for (; r < nr; ++r) {
     int64_t c = 0;
     for (; c + kRN <= nc; c += kRN)
-      Tile<1, kRN>(K, f16, wb + size_t(r) * ldw, ldw, a + size_t(c) * lda, lda, d + size_t(c) * ldd + size_t(r), ldd);
-    for (; c < nc; ++c) Tile<1, 1>(K, f16, wb + size_t(r) * ldw, ldw, a + size_t(c) * lda, lda, d + size_t(c) * ldd + size_t(r), ldd);
+      Tile<1, kRN>(K, f16, wb + size_t(r) * ldw, ldw, a + size_t(c) * lda, lda,
+                   d + size_t(c) * ldd + size_t(r), ldd);
+    for (; c < nc; ++c)
+      Tile<1, 1>(K, f16, wb + size_t(r) * ldw, ldw, a + size_t(c) * lda, lda, d + size_t(c) * ldd + size_t(r),
+                 ldd);
   }
 }
 

@@ -3,11 +3,10 @@
 // only at kAvx512Vnni). The integer dots use vpdpbusd (u8 x s8 -> s32, no saturation).
 #include <immintrin.h>
 
-#include <vector>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels.h"
 #include "quants.h"
@@ -55,7 +54,9 @@ void VecDotF32(int64_t n, float* s, const void* vx, const void* vy) {
 void VecDotF16(int64_t n, float* s, const void* vx, const void* vy) {
   const fp16_t* x = static_cast<const fp16_t*>(vx);
   const fp16_t* y = static_cast<const fp16_t*>(vy);
-  auto ld = [](const fp16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); };
+  auto ld = [](const fp16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  };
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   const int64_t np = n & ~int64_t(63);
   for (int64_t i = 0; i < np; i += 64) {
@@ -77,7 +78,8 @@ void VecDotQ8_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
     const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[ib].qs));
     const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[ib].qs));
     // |x| as u8 times sign(x)*y as s8 (|x| = 128 for -128 is fine for vpdpbusd).
-    const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(qx), _mm256_sign_epi8(qy, qx));
+    const __m256i p =
+        _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(qx), _mm256_sign_epi8(qy, qx));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(H2F(x[ib].d) * H2F(y[ib].d)), _mm256_cvtepi32_ps(p), acc);
   }
   *s = Hsum256(acc);
@@ -95,7 +97,8 @@ void VecDotQ4_0Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
     // dot(q - 8, y) = dot(q, y) - dot(8, y)
     const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), qx, qy);
     const __m256i c = _mm256_dpbusd_epi32(_mm256_setzero_si256(), eight, qy);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(H2F(x[ib].d) * H2F(y[ib].d)), _mm256_cvtepi32_ps(_mm256_sub_epi32(p, c)), acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(H2F(x[ib].d) * H2F(y[ib].d)),
+                          _mm256_cvtepi32_ps(_mm256_sub_epi32(p, c)), acc);
   }
   *s = Hsum256(acc);
 }
@@ -119,7 +122,8 @@ void VecDotQ4_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
   // Word permutations that spread scale 2j over words 0-15 and scale 2j + 1 over words 16-31.
   __m512i sidx[4];
   for (int j = 0; j < 4; ++j)
-    sidx[j] = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(short(2 * j)), _mm512_set1_epi16(short(2 * j + 1)));
+    sidx[j] = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(short(2 * j)),
+                                      _mm512_set1_epi16(short(2 * j + 1)));
   constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
   __m256 acc = _mm256_setzero_ps();
   __m128 accm = _mm_setzero_ps();
@@ -141,9 +145,15 @@ void VecDotQ4_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
     __m512i ia = _mm512_setzero_si512(), ib = _mm512_setzero_si512();
     for (int j = 0; j < 4; j += 2) {
       const __m512i w0 = _mm512_and_si512(
-          _mm512_srlv_epi16(_mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4 + 32 * j))), shift), m4);
+          _mm512_srlv_epi16(
+              _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4 + 32 * j))),
+              shift),
+          m4);
       const __m512i w1 = _mm512_and_si512(
-          _mm512_srlv_epi16(_mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4 + 32 * j + 32))), shift), m4);
+          _mm512_srlv_epi16(
+              _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4 + 32 * j + 32))),
+              shift),
+          m4);
       const __m512i p0 = _mm512_maddubs_epi16(w0, _mm512_loadu_si512(q8 + 64 * j));
       const __m512i p1 = _mm512_maddubs_epi16(w1, _mm512_loadu_si512(q8 + 64 * j + 64));
       ia = _mm512_dpwssd_epi32(ia, p0, _mm512_permutexvar_epi16(sidx[j], sc16));
@@ -190,7 +200,8 @@ void VecDotQ6_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
     const __m256i sc16y = _mm256_cvtepi8_epi16(sc8);
     const __m512i sc16 = _mm512_castsi256_si512(sc16y);
-    const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums)), sc16y);
+    const __m256i corr =
+        _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums)), sc16y);
     __m512i ia = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(_mm256_slli_epi32(corr, 5)));
     __m512i ib = _mm512_setzero_si512();
     const uint8_t* ql = x[i].ql;
@@ -199,10 +210,11 @@ void VecDotQ6_KQ8_K(int64_t n, float* s, const void* vx, const void* vy) {
     for (int half = 0; half < 2; ++half, ql += 64, qh += 32, q8 += 128) {
       const __m512i l = _mm512_loadu_si512(ql);
       const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)));
-      const __m512i a01 = _mm512_or_si512(_mm512_and_si512(l, m4),
-                                          _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, sh01), m3), 4));
-      const __m512i a23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
-                                          _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, sh23), m3), 4));
+      const __m512i a01 = _mm512_or_si512(
+          _mm512_and_si512(l, m4), _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, sh01), m3), 4));
+      const __m512i a23 =
+          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                          _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, sh23), m3), 4));
       const __m512i p01 = _mm512_maddubs_epi16(a01, _mm512_loadu_si512(q8));
       const __m512i p23 = _mm512_maddubs_epi16(a23, _mm512_loadu_si512(q8 + 64));
       ia = _mm512_dpwssd_epi32(ia, p01, _mm512_permutexvar_epi16(sidx[2 * half], sc16));
@@ -229,7 +241,8 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / kQK8_0; ++b, x += 8 * sizeof(BlockQ4_0)) {
     const __m512i ylo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs)));
-    const __m512i yhi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs + 16)));
+    const __m512i yhi =
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs + 16)));
     const __m512i off = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, eight, ylo), eight, yhi);
     const __m512i start = _mm512_sub_epi32(zero, off);
     const __m512i v0 = _mm512_loadu_si512(x + 16), v1 = _mm512_loadu_si512(x + 80);  // rows 0-3, 4-7
@@ -274,12 +287,15 @@ void GemvQ8_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
     const uint8_t* q = x + q8_0x8::kQs;
     acc0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(sidx[0], d),
                            _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, _mm512_loadu_si512(q), yy)), acc0);
-    acc1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(sidx[1], d),
-                           _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, _mm512_loadu_si512(q + 64), yy)), acc1);
+    acc1 =
+        _mm512_fmadd_ps(_mm512_permutexvar_ps(sidx[1], d),
+                        _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, _mm512_loadu_si512(q + 64), yy)), acc1);
     acc2 = _mm512_fmadd_ps(_mm512_permutexvar_ps(sidx[2], d),
-                           _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, _mm512_loadu_si512(q + 128), yy)), acc2);
+                           _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, _mm512_loadu_si512(q + 128), yy)),
+                           acc2);
     acc3 = _mm512_fmadd_ps(_mm512_permutexvar_ps(sidx[3], d),
-                           _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, _mm512_loadu_si512(q + 192), yy)), acc3);
+                           _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, _mm512_loadu_si512(q + 192), yy)),
+                           acc3);
   }
   const __m512 acc[4] = {acc0, acc1, acc2, acc3};
   for (int t = 0; t < 4; ++t) {
@@ -326,15 +342,18 @@ void GemvQ4_Kx8(int64_t n, float* s, const void* vx, const void* vy) {
   __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / kQK_K; ++b, x += L::kColBytes) {
     const __m256 dy = _mm256_set1_ps(y[b].d);
-    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + L::kD))), dy);
+    const __m256 d =
+        _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + L::kD))), dy);
     const __m256 dm =
         _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + L::kDmin))), dy);
     const __m512i lo = _mm512_loadu_si512(x + L::kScLo);
-    const __m512i hi = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + L::kScHi)));
-    const __m512i sc = _mm512_or_si512(_mm512_and_si512(lo, m4),
-                                       _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hi, sh_sc), m2), 4));
-    const __m512i mn = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo, 4), m4),
-                                       _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hi, sh_mn), m2), 4));
+    const __m512i hi =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + L::kScHi)));
+    const __m512i sc = _mm512_or_si512(
+        _mm512_and_si512(lo, m4), _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hi, sh_sc), m2), 4));
+    const __m512i mn =
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo, 4), m4),
+                        _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hi, sh_mn), m2), 4));
     const __m512i sc16[2] = {_mm512_cvtepu8_epi16(_mm512_castsi512_si256(sc)),
                              _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(sc, 1))};
     // Mins: the 32-element activation sums as 8 words, repeated in each 128-bit lane.
@@ -364,12 +383,13 @@ void GemvQ4_Kx8(int64_t n, float* s, const void* vx, const void* vy) {
       const __m512i& s16 = sc16[i / 2];
       if (kSb) isl = ish = zero;
       isl = _mm512_dpwssd_epi32(isl, zl, _mm512_maskz_permutexvar_epi16(kLowWords, sidx[(2 * i) % 4], s16));
-      ish = _mm512_dpwssd_epi32(ish, zh, _mm512_maskz_permutexvar_epi16(kLowWords, sidx[(2 * i + 1) % 4], s16));
+      ish =
+          _mm512_dpwssd_epi32(ish, zh, _mm512_maskz_permutexvar_epi16(kLowWords, sidx[(2 * i + 1) % 4], s16));
       if (kSb) {  // this sub-block pair's sums: rows in order; its mins: lanes 4r + i of p0 / p1
         const __m512i is = _mm512_add_epi32(isl, ish);
         const __m256i sumi = _mm512_cvtepi64_epi32(_mm512_add_epi32(is, _mm512_srli_epi64(is, 32)));
-        const __m512i pick = _mm512_add_epi32(_mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0),
-                                              _mm512_set1_epi32(i));
+        const __m512i pick = _mm512_add_epi32(
+            _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set1_epi32(i));
         const __m256i mins = _mm512_castsi512_si256(_mm512_permutex2var_epi32(p0, pick, p1));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), d, acc);
         accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), dm, accm);
@@ -388,7 +408,6 @@ void GemvQ4_Kx8(int64_t n, float* s, const void* vx, const void* vy) {
 
 void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* vx, const void* vy) { GemvQ4_Kx8<false>(n, s, vx, vy); }
 void GemvQ4_Kx8Q8_KSb(int64_t n, float* s, const void* vx, const void* vy) { GemvQ4_Kx8<true>(n, s, vx, vy); }
-
 
 }  // namespace stowage::cpu::avx512
 
@@ -447,7 +466,10 @@ double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scal
   for (; i < n; ++i) {
     float w = x[i] * scale;
     if (mask)
-      w = std::fma(slope, mask_f16 ? HalfToFloat(static_cast<const uint16_t*>(mask)[i]) : static_cast<const float*>(mask)[i], w);
+      w = std::fma(
+          slope,
+          mask_f16 ? HalfToFloat(static_cast<const uint16_t*>(mask)[i]) : static_cast<const float*>(mask)[i],
+          w);
     y[i] = w;
     max = std::max(max, w);
   }
@@ -564,7 +586,8 @@ void GemvF16HeadsRH(int64_t K, int64_t nrows, const char* x, size_t ldx, const f
       if ((k & 31) == 0)  // one prefetch per 64 bytes of the rows kPfRows ahead
         for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(xr[r] + k) + pf, _MM_HINT_T1);
       __m512 xv[R];
-      for (int r = 0; r < R; ++r) xv[r] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[r] + k)));
+      for (int r = 0; r < R; ++r)
+        xv[r] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[r] + k)));
       for (int h = 0; h < H; ++h) {
         const __m512 yv = _mm512_loadu_ps(y + size_t(h) * ldy + k);
         for (int r = 0; r < R; ++r) acc[h * R + r] = _mm512_fmadd_ps(xv[r], yv, acc[h * R + r]);
@@ -586,7 +609,8 @@ void GemvF16HeadsRH(int64_t K, int64_t nrows, const char* x, size_t ldx, const f
       alignas(64) float tmp[16];
       _mm512_store_ps(tmp, res);
       if (nr == R) {
-        for (int h = 0; h < H; ++h) std::memcpy(s + size_t(h) * lds + size_t(i0), tmp + h * R, R * sizeof(float));
+        for (int h = 0; h < H; ++h)
+          std::memcpy(s + size_t(h) * lds + size_t(i0), tmp + h * R, R * sizeof(float));
       } else {
         for (int h = 0; h < H; ++h)
           for (int64_t r = 0; r < nr; ++r) s[size_t(h) * lds + size_t(i0 + r)] = tmp[h * R + r];
@@ -601,9 +625,12 @@ void GemvF16Heads(int64_t K, int64_t nrows, const void* x, size_t ldx, int64_t n
                   float* s, size_t lds) {
   const char* xb = static_cast<const char*>(x);
   int64_t h = 0;
-  for (; h + 4 <= nh; h += 4) GemvF16HeadsRH<4, 4>(K, nrows, xb, ldx, y + size_t(h) * ldy, ldy, s + size_t(h) * lds, lds);
-  for (; h + 2 <= nh; h += 2) GemvF16HeadsRH<8, 2>(K, nrows, xb, ldx, y + size_t(h) * ldy, ldy, s + size_t(h) * lds, lds);
-  for (; h < nh; ++h) GemvF16HeadsRH<16, 1>(K, nrows, xb, ldx, y + size_t(h) * ldy, ldy, s + size_t(h) * lds, lds);
+  for (; h + 4 <= nh; h += 4)
+    GemvF16HeadsRH<4, 4>(K, nrows, xb, ldx, y + size_t(h) * ldy, ldy, s + size_t(h) * lds, lds);
+  for (; h + 2 <= nh; h += 2)
+    GemvF16HeadsRH<8, 2>(K, nrows, xb, ldx, y + size_t(h) * ldy, ldy, s + size_t(h) * lds, lds);
+  for (; h < nh; ++h)
+    GemvF16HeadsRH<16, 1>(K, nrows, xb, ldx, y + size_t(h) * ldy, ldy, s + size_t(h) * lds, lds);
 }
 
 }  // namespace stowage::cpu::avx512
@@ -630,14 +657,17 @@ void MadF16(int64_t n, fp16_t* y, const fp16_t* x, float v) {
   for (; i + 16 <= n; i += 16) {
     const __m512 xf = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
     const __m512 yf = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + i)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
-                        _mm512_cvtps_ph(_mm512_fmadd_ps(xf, vv, yf), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(y + i),
+        _mm512_cvtps_ph(_mm512_fmadd_ps(xf, vv, yf), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
   if (i < n) {  // the tail in one masked step: the same per-element operations
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
     const __m512 xf = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i));
     const __m512 yf = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, y + i));
-    _mm256_mask_storeu_epi16(y + i, m, _mm512_cvtps_ph(_mm512_fmadd_ps(xf, vv, yf), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm256_mask_storeu_epi16(
+        y + i, m,
+        _mm512_cvtps_ph(_mm512_fmadd_ps(xf, vv, yf), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
 }
 
@@ -646,13 +676,15 @@ void ScaleF16(int64_t n, fp16_t* y, float v) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512 yf = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + i)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
-                        _mm512_cvtps_ph(_mm512_mul_ps(yf, vv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(y + i),
+        _mm512_cvtps_ph(_mm512_mul_ps(yf, vv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
   if (i < n) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
     const __m512 yf = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, y + i));
-    _mm256_mask_storeu_epi16(y + i, m, _mm512_cvtps_ph(_mm512_mul_ps(yf, vv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm256_mask_storeu_epi16(
+        y + i, m, _mm512_cvtps_ph(_mm512_mul_ps(yf, vv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
 }
 
@@ -663,9 +695,10 @@ namespace {
 // F16 round trips (vcvtps2ph + vcvtph2ps, a dependency chain per head) then overlap. Same
 // per-element operations as MadF16 / ScaleF16.
 template <int NV, int NH>
-void FlashF16RowRegs(int64_t D, int64_t n, const float* scores, size_t lds, const char* v, const int32_t* cells,
-                     size_t v_stride, float* out, size_t ldo) {
-  const __mmask16 last = (D % 16) ? static_cast<__mmask16>((1u << (D % 16)) - 1u) : static_cast<__mmask16>(0xFFFF);
+void FlashF16RowRegs(int64_t D, int64_t n, const float* scores, size_t lds, const char* v,
+                     const int32_t* cells, size_t v_stride, float* out, size_t ldo) {
+  const __mmask16 last =
+      (D % 16) ? static_cast<__mmask16>((1u << (D % 16)) - 1u) : static_cast<__mmask16>(0xFFFF);
   auto mask_of = [&](int i) { return i == NV - 1 ? last : static_cast<__mmask16>(0xFFFF); };
   constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   constexpr int64_t kChunk = 64, kAhead = 16;
@@ -705,7 +738,8 @@ void FlashF16RowRegs(int64_t D, int64_t n, const float* scores, size_t lds, cons
       for (int h = 0; h < NH; ++h) {
         if (ms[h][c] != 1.0f) {  // a new maximum; scaling the F16 values by exactly 1 would change nothing
           const __m512 vm = _mm512_set1_ps(ms[h][c]);
-          for (int i = 0; i < NV; ++i) a[h][i] = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(a[h][i], vm), kRound));
+          for (int i = 0; i < NV; ++i)
+            a[h][i] = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(a[h][i], vm), kRound));
         }
         const __m512 vv = _mm512_set1_ps(vs[h][c]);
         for (int i = 0; i < NV; ++i)
@@ -716,7 +750,8 @@ void FlashF16RowRegs(int64_t D, int64_t n, const float* scores, size_t lds, cons
   // a holds F16 values widened exactly: out = f32(acc) * (1 / S), as the memory versions.
   for (int h = 0; h < NH; ++h) {
     const __m512 inv = _mm512_set1_ps(1.0f / sum[h]);
-    for (int i = 0; i < NV; ++i) _mm512_mask_storeu_ps(out + size_t(h) * ldo + 16 * i, mask_of(i), _mm512_mul_ps(a[h][i], inv));
+    for (int i = 0; i < NV; ++i)
+      _mm512_mask_storeu_ps(out + size_t(h) * ldo + 16 * i, mask_of(i), _mm512_mul_ps(a[h][i], inv));
   }
 }
 
@@ -726,25 +761,36 @@ void FlashF16RowsRegs(int64_t D, int64_t n, int64_t nh, const float* scores, siz
                       const int32_t* cells, size_t v_stride, float* out, size_t ldo) {
   int64_t h = 0;
   for (; h + NH <= nh; h += NH)
-    FlashF16RowRegs<NV, NH>(D, n, scores + size_t(h) * lds, lds, v, cells, v_stride, out + size_t(h) * ldo, ldo);
+    FlashF16RowRegs<NV, NH>(D, n, scores + size_t(h) * lds, lds, v, cells, v_stride, out + size_t(h) * ldo,
+                            ldo);
   for (; h < nh; ++h)
-    FlashF16RowRegs<NV, 1>(D, n, scores + size_t(h) * lds, lds, v, cells, v_stride, out + size_t(h) * ldo, ldo);
+    FlashF16RowRegs<NV, 1>(D, n, scores + size_t(h) * lds, lds, v, cells, v_stride, out + size_t(h) * ldo,
+                           ldo);
 }
 
 }  // namespace
 
-void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v, const int32_t* cells,
-                  size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo) {
+void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v,
+                  const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo) {
   switch ((D + 15) / 16) {
-    case 1: return FlashF16RowsRegs<1, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
-    case 2: return FlashF16RowsRegs<2, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
-    case 3: return FlashF16RowsRegs<3, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
-    case 4: return FlashF16RowsRegs<4, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
-    case 5: return FlashF16RowsRegs<5, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
-    case 6: return FlashF16RowsRegs<6, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
-    case 7: return FlashF16RowsRegs<7, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
-    case 8: return FlashF16RowsRegs<8, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
-    default: break;
+    case 1:
+      return FlashF16RowsRegs<1, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+    case 2:
+      return FlashF16RowsRegs<2, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+    case 3:
+      return FlashF16RowsRegs<3, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+    case 4:
+      return FlashF16RowsRegs<4, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+    case 5:
+      return FlashF16RowsRegs<5, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+    case 6:
+      return FlashF16RowsRegs<6, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+    case 7:
+      return FlashF16RowsRegs<7, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+    case 8:
+      return FlashF16RowsRegs<8, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+    default:
+      break;
   }
   // larger heads: the accumulator in memory
   FlashF16RowsWith(MadF16, ScaleF16, D, n, nh, scores, lds, v, cells, v_stride, acc, ldacc, out, ldo);
@@ -777,10 +823,12 @@ void Tile(int64_t K, const float* w, size_t ldw, const float* a, size_t lda, flo
 }
 
 template <int RM>
-void RowTile(int64_t K, const float* w, size_t ldw, const float* a, size_t lda, int64_t nc, float* d, size_t ldd) {
+void RowTile(int64_t K, const float* w, size_t ldw, const float* a, size_t lda, int64_t nc, float* d,
+             size_t ldd) {
   constexpr int kRN = 6;
   int64_t c = 0;
-  for (; c + kRN <= nc; c += kRN) Tile<RM, kRN>(K, w, ldw, a + size_t(c) * lda, lda, d + size_t(c) * ldd, ldd);
+  for (; c + kRN <= nc; c += kRN)
+    Tile<RM, kRN>(K, w, ldw, a + size_t(c) * lda, lda, d + size_t(c) * ldd, ldd);
   for (; c < nc; ++c) Tile<RM, 1>(K, w, ldw, a + size_t(c) * lda, lda, d + size_t(c) * ldd, ldd);
 }
 
@@ -796,34 +844,42 @@ void MatMulLlamafile(int64_t K, bool f16, const void* w, size_t ldw, int64_t nr,
   // F16 rows are widened once per row tile and column block (exact) instead of once per column tile.
   std::vector<float> wf(f16 ? size_t(kRM) * size_t(K) : 0);
   for (int64_t c0 = 0; c0 < nc; c0 += kColBlock) {
-  const int64_t ncb = std::min(kColBlock, nc - c0);
-  const float* ab = a + size_t(c0) * lda;
-  float* db = d + size_t(c0) * ldd;
-  for (int64_t r = 0; r < nr; r += kRM) {
-    const int rm = int(std::min<int64_t>(kRM, nr - r));
-    const float* wr;
-    size_t ldf;
-    if (f16) {
-      for (int i = 0; i < rm; ++i) {
-        const uint16_t* src = reinterpret_cast<const uint16_t*>(wb + size_t(r + i) * ldw);
-        for (int64_t k = 0; k < K; k += 16)
-          _mm512_storeu_ps(&wf[size_t(i) * size_t(K) + size_t(k)],
-                           _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + k))));
+    const int64_t ncb = std::min(kColBlock, nc - c0);
+    const float* ab = a + size_t(c0) * lda;
+    float* db = d + size_t(c0) * ldd;
+    for (int64_t r = 0; r < nr; r += kRM) {
+      const int rm = int(std::min<int64_t>(kRM, nr - r));
+      const float* wr;
+      size_t ldf;
+      if (f16) {
+        for (int i = 0; i < rm; ++i) {
+          const uint16_t* src = reinterpret_cast<const uint16_t*>(wb + size_t(r + i) * ldw);
+          for (int64_t k = 0; k < K; k += 16)
+            _mm512_storeu_ps(&wf[size_t(i) * size_t(K) + size_t(k)],
+                             _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + k))));
+        }
+        wr = wf.data();
+        ldf = size_t(K);
+      } else {
+        wr = reinterpret_cast<const float*>(wb + size_t(r) * ldw);
+        ldf = ldw / sizeof(float);
       }
-      wr = wf.data();
-      ldf = size_t(K);
-    } else {
-      wr = reinterpret_cast<const float*>(wb + size_t(r) * ldw);
-      ldf = ldw / sizeof(float);
+      float* dr = db + size_t(r);
+      switch (rm) {
+        case 4:
+          RowTile<4>(K, wr, ldf, ab, lda, ncb, dr, ldd);
+          break;
+        case 3:
+          RowTile<3>(K, wr, ldf, ab, lda, ncb, dr, ldd);
+          break;
+        case 2:
+          RowTile<2>(K, wr, ldf, ab, lda, ncb, dr, ldd);
+          break;
+        default:
+          RowTile<1>(K, wr, ldf, ab, lda, ncb, dr, ldd);
+          break;
+      }
     }
-    float* dr = db + size_t(r);
-    switch (rm) {
-      case 4: RowTile<4>(K, wr, ldf, ab, lda, ncb, dr, ldd); break;
-      case 3: RowTile<3>(K, wr, ldf, ab, lda, ncb, dr, ldd); break;
-      case 2: RowTile<2>(K, wr, ldf, ab, lda, ncb, dr, ldd); break;
-      default: RowTile<1>(K, wr, ldf, ab, lda, ncb, dr, ldd); break;
-    }
-  }
   }
 }
 

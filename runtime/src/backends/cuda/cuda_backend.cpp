@@ -48,8 +48,8 @@ struct CublasApi {
   decltype(&cublasSetStream_v2) set_stream = nullptr;
   // (cublasGemmEx is overloaded in C++: the header adds an inline cudaDataType-compute variant)
   cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
-                            const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
-                            cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+                            const void*, cudaDataType, int, const void*, cudaDataType, int, const void*,
+                            void*, cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
   std::string error;  ///< why loading failed (empty when loaded)
 };
 
@@ -96,8 +96,8 @@ Result<const CublasApi*> Cublas() {
 /// device dst_dev on `stream`. There is no cudaMemcpy2DPeerAsync, and cudaMemcpy2DAsync between two
 /// devices needs peer access (which this backend does not enable): cudaMemcpy3DPeerAsync with depth
 /// 1, as ggml-cuda does for its split-buffer gathers.
-cudaError_t Memcpy2DPeerAsync(void* dst, int dst_dev, size_t dpitch, const void* src, int src_dev, size_t spitch,
-                              size_t width, size_t height, cudaStream_t stream) {
+cudaError_t Memcpy2DPeerAsync(void* dst, int dst_dev, size_t dpitch, const void* src, int src_dev,
+                              size_t spitch, size_t width, size_t height, cudaStream_t stream) {
   cudaMemcpy3DPeerParms p = {};
   p.dstDevice = dst_dev;
   p.dstPtr = make_cudaPitchedPtr(dst, dpitch, width, height);
@@ -147,10 +147,12 @@ struct DeviceCtx {
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), c->name + ": cudaSetDevice"));
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking),
                                        c->name + ": cudaStreamCreate"));
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&c->errors, 3 * sizeof(int32_t)), c->name + ": cudaMalloc"));
+    STOWAGE_RETURN_IF_ERROR(
+        CudaStatus(cudaMalloc(&c->errors, 3 * sizeof(int32_t)), c->name + ": cudaMalloc"));
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(c->errors, 0, 3 * sizeof(int32_t), c->stream),
                                        c->name + ": cudaMemsetAsync"));
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(c->stream), c->name + ": cudaStreamSynchronize"));
+    STOWAGE_RETURN_IF_ERROR(
+        CudaStatus(cudaStreamSynchronize(c->stream), c->name + ": cudaStreamSynchronize"));
     return c;
   }
   /// This device's cuBLAS handle on its stream, made (and cuBLAS loaded) on the first call, so a
@@ -261,7 +263,8 @@ class CudaEvent final : public Event {
     cudaEventDestroy(ev_);  // released by the driver once the recorded work completes
   }
   Status HostWait() override {
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), "CUDA" + std::to_string(device_) + ": cudaSetDevice"));
+    STOWAGE_RETURN_IF_ERROR(
+        CudaStatus(cudaSetDevice(device_), "CUDA" + std::to_string(device_) + ": cudaSetDevice"));
     return CudaStatus(cudaEventSynchronize(ev_), "CUDA" + std::to_string(device_) + ": cudaEventSynchronize");
   }
   cudaEvent_t event() const { return ev_; }
@@ -300,7 +303,8 @@ class CudaSplitBuffer final : public Buffer {
   Status SetTensorSplit(const std::vector<float>& proportions) override {
     for (float f : proportions)
       if (!(f >= 0.f) || f > 1e30f)
-        return InvalidArgument(name_ + ": tensor split proportion " + std::to_string(f) + " is negative or not finite");
+        return InvalidArgument(name_ + ": tensor split proportion " + std::to_string(f) +
+                               " is negative or not finite");
     STOWAGE_RETURN_IF_ERROR(DropSlices(0, size_));  // slices follow the split
     tensor_split_ = proportions;
     return Status::Ok();
@@ -367,8 +371,10 @@ class CudaSplitBuffer final : public Buffer {
           const std::string dev = "CUDA" + std::to_string(p.device);
           Status st = CudaStatus(cudaSetDevice(p.device), name_ + ": cudaSetDevice(" + dev + ")");
           if (st.ok()) {
-            const Status sync = CudaStatus(cudaDeviceSynchronize(), name_ + ": cudaDeviceSynchronize on " + dev);
-            const Status freed = CudaStatus(cudaFree(p.data), name_ + ": cudaFree of a split slice on " + dev);
+            const Status sync =
+                CudaStatus(cudaDeviceSynchronize(), name_ + ": cudaDeviceSynchronize on " + dev);
+            const Status freed =
+                CudaStatus(cudaFree(p.data), name_ + ": cudaFree of a split slice on " + dev);
             st = sync.ok() ? freed : sync;
           }
           if (first.ok() && !st.ok()) first = st;
@@ -453,7 +459,8 @@ class CudaBackend final : public Backend {
   // since the last Synchronize (kOutOfRange, as the CPU backend's GET_ROWS; the rows got NaN).
   Status Synchronize() override {
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(ctx_->stream), name_ + ": cudaStreamSynchronize"));
+    STOWAGE_RETURN_IF_ERROR(
+        CudaStatus(cudaStreamSynchronize(ctx_->stream), name_ + ": cudaStreamSynchronize"));
     return CheckGetRowsErrors();
   }
 
@@ -494,15 +501,16 @@ class CudaBackend final : public Backend {
   // of the source stream; the source stream then waits for the copy before its later work, which
   // may overwrite the source. cudaMemcpyPeerAsync between devices (staged by the driver when peer
   // access is off), cudaMemcpyAsync within one.
-  Result<bool> CopyFromAsync(Backend& from, Buffer& src, uint64_t src_offset, Buffer& dst, uint64_t dst_offset,
-                             uint64_t n) override {
+  Result<bool> CopyFromAsync(Backend& from, Buffer& src, uint64_t src_offset, Buffer& dst,
+                             uint64_t dst_offset, uint64_t n) override {
     auto* fb = dynamic_cast<CudaBackend*>(&from);
     auto* sb = dynamic_cast<CudaBuffer*>(&src);
     auto* db = dynamic_cast<CudaBuffer*>(&dst);
     if (fb == nullptr || sb == nullptr || db == nullptr || db->device() != ctx_->device ||
         sb->device() != fb->ctx_->device)
       return false;
-    if (src_offset > sb->size() || n > sb->size() - src_offset || dst_offset > db->size() || n > db->size() - dst_offset)
+    if (src_offset > sb->size() || n > sb->size() - src_offset || dst_offset > db->size() ||
+        n > db->size() - dst_offset)
       return OutOfRange(name_ + ": device to device copy outside a buffer");
     STOWAGE_ASSIGN_OR_RETURN(std::shared_ptr<Event> produced, fb->RecordEvent());
     STOWAGE_RETURN_IF_ERROR(WaitEvent(*produced));
@@ -512,9 +520,10 @@ class CudaBackend final : public Backend {
                                                          cudaMemcpyDeviceToDevice, ctx_->stream),
                                          name_ + ": cudaMemcpyAsync device to device"));
     } else {
-      STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMemcpyPeerAsync(db->base() + dst_offset, db->device(),
-                                                             sb->base() + src_offset, sb->device(), n, ctx_->stream),
-                                         name_ + ": cudaMemcpyPeerAsync from " + fb->name()));
+      STOWAGE_RETURN_IF_ERROR(
+          CudaStatus(cudaMemcpyPeerAsync(db->base() + dst_offset, db->device(), sb->base() + src_offset,
+                                         sb->device(), n, ctx_->stream),
+                     name_ + ": cudaMemcpyPeerAsync from " + fb->name()));
     }
     STOWAGE_ASSIGN_OR_RETURN(std::shared_ptr<Event> copied, RecordEvent());
     STOWAGE_RETURN_IF_ERROR(fb->WaitEvent(*copied));
@@ -544,7 +553,8 @@ class CudaBackend final : public Backend {
     if (rec[0] == 0) return Status::Ok();
     STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(ctx_->errors, 0, sizeof rec, ctx_->stream),
                                        name_ + ": clearing the GET_ROWS error record"));
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(ctx_->stream), name_ + ": cudaStreamSynchronize"));
+    STOWAGE_RETURN_IF_ERROR(
+        CudaStatus(cudaStreamSynchronize(ctx_->stream), name_ + ": cudaStreamSynchronize"));
     const size_t id = static_cast<size_t>(rec[2]);
     const std::string node = id < launches.size() ? launches[id].first : "?";
     const std::string rows = id < launches.size() ? std::to_string(launches[id].second) : "?";
@@ -595,13 +605,26 @@ Status CudaBackend::Compute(const NodeCall& c) {
       return Fail(op, "a row-split tensor can only be MUL_MAT's src0", c);
   }
   switch (c.op) {  // the ops of the switch below: anything else is unimplemented, whatever its tensors
-    case GgmlOp::GET_ROWS: case GgmlOp::MUL_MAT: case GgmlOp::ADD: case GgmlOp::MUL: case GgmlOp::SCALE:
-    case GgmlOp::SILU: case GgmlOp::GELU: case GgmlOp::SWIGLU: case GgmlOp::GEGLU: case GgmlOp::RMS_NORM:
-    case GgmlOp::NORM: case GgmlOp::ROPE: case GgmlOp::SOFT_MAX: case GgmlOp::CPY: case GgmlOp::CONT:
+    case GgmlOp::GET_ROWS:
+    case GgmlOp::MUL_MAT:
+    case GgmlOp::ADD:
+    case GgmlOp::MUL:
+    case GgmlOp::SCALE:
+    case GgmlOp::SILU:
+    case GgmlOp::GELU:
+    case GgmlOp::SWIGLU:
+    case GgmlOp::GEGLU:
+    case GgmlOp::RMS_NORM:
+    case GgmlOp::NORM:
+    case GgmlOp::ROPE:
+    case GgmlOp::SOFT_MAX:
+    case GgmlOp::CPY:
+    case GgmlOp::CONT:
     case GgmlOp::DUP:
       break;
     default:
-      return Unimplemented(name_ + ": op " + op + " (node '" + c.name + "') is not implemented by the CUDA backend");
+      return Unimplemented(name_ + ": op " + op + " (node '" + c.name +
+                           "') is not implemented by the CUDA backend");
   }
   if (d.nelements() > 0 && d.data == nullptr)
     return InvalidArgument(std::string(op) + ": null dst data (node '" + c.name + "')");
@@ -611,14 +634,15 @@ Status CudaBackend::Compute(const NodeCall& c) {
                           c.op == GgmlOp::ROPE || c.op == GgmlOp::MUL_MAT;
   for (int i = 0; i < (needs_src1 ? 2 : 1); ++i)
     if (d.nelements() > 0 && (!c.has_src[i] || c.src[i].data == nullptr))
-      return InvalidArgument(std::string(op) + ": src" + std::to_string(i) + " is missing or has null data (node '" +
-                             c.name + "')");
+      return InvalidArgument(std::string(op) + ": src" + std::to_string(i) +
+                             " is missing or has null data (node '" + c.name + "')");
   cudaError_t e = cudaSuccess;
   switch (c.op) {
     case GgmlOp::GET_ROWS:
       if (!CudaSupportsWeightType(a.type) || b.type != GgmlType::I32 || !f32_dst)
         return Fail(op, "needs a dequantizable src0, I32 ids and an F32 dst", c);
-      if (d.ne[0] != a.ne[0] || d.ne[1] != b.ne[0] || d.ne[2] != b.ne[1] || d.ne[3] != b.ne[2] || b.ne[3] != 1)
+      if (d.ne[0] != a.ne[0] || d.ne[1] != b.ne[0] || d.ne[2] != b.ne[1] || d.ne[3] != b.ne[2] ||
+          b.ne[3] != 1)
         return Bad(op, "dst shape must be [ne00, ne10, ne11, ne12] with 3-D ids", c);
       if ((a.ne[2] != b.ne[1] && a.ne[2] != 1) || (a.ne[3] != b.ne[2] && a.ne[3] != 1))
         return Bad(op, "src0 dims 2 and 3 must equal the ids' dims 1 and 2, or be 1", c);
@@ -626,8 +650,8 @@ Status CudaBackend::Compute(const NodeCall& c) {
         return Bad(op, "src0 rows must be contiguous whole blocks", c);
       if (getrows_launches_.size() >= kMaxUncheckedGetRows) STOWAGE_RETURN_IF_ERROR(Synchronize());
       getrows_launches_.push_back({c.name, a.ne[1]});
-      e = cuda::GetRows(ToTv(a), ToTv(b), ToTv(d), ctx_->errors, static_cast<int32_t>(getrows_launches_.size() - 1),
-                        ctx_->stream);
+      e = cuda::GetRows(ToTv(a), ToTv(b), ToTv(d), ctx_->errors,
+                        static_cast<int32_t>(getrows_launches_.size() - 1), ctx_->stream);
       break;
     case GgmlOp::MUL_MAT: {
       if (CudaSplitBuffer* sb = SplitOf(a.data)) return MulMatSplit(*sb, a, b, d);
@@ -756,7 +780,8 @@ Status CudaBackend::MulMat(DeviceCtx& ctx, const TensorView& a, const TensorView
   if (a.nb[0] != tr.type_size) return fail("src0 rows must be contiguous (nb00 = type size)");
   constexpr uint64_t kIntMax = 2147483647;
   if (uint64_t(K) > kIntMax || uint64_t(N) > kIntMax || uint64_t(M) > kIntMax ||
-      uint64_t(a.nb[1] / tr.type_size) > kIntMax || uint64_t(b.nb[1] / 4) > kIntMax || uint64_t(d.nb[1] / 4) > kIntMax)
+      uint64_t(a.nb[1] / tr.type_size) > kIntMax || uint64_t(b.nb[1] / 4) > kIntMax ||
+      uint64_t(d.nb[1] / 4) > kIntMax)
     return fail("dimensions or row strides beyond cuBLAS's int range");
   if (d.nb[0] != 4 || d.nb[1] % 4 != 0) return fail("dst must have nb0 = 4");
   if (d.nelements() == 0) return Status::Ok();
@@ -823,10 +848,10 @@ Status CudaBackend::MulMat(DeviceCtx& ctx, const TensorView& a, const TensorView
           if (M == 1 || ldc < N) ldc = N;
           STOWAGE_RETURN_IF_ERROR(ctx.Blas());
           STOWAGE_RETURN_IF_ERROR(CublasStatus(
-              ctx.blas->gemm_ex(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
-                           static_cast<int>(K), &alpha, w, at, static_cast<int>(lda), xp, at,
-                           static_cast<int>(ldb), &beta, dp, CUDA_R_32F, static_cast<int>(ldc),
-                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              ctx.blas->gemm_ex(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N),
+                                static_cast<int>(M), static_cast<int>(K), &alpha, w, at,
+                                static_cast<int>(lda), xp, at, static_cast<int>(ldb), &beta, dp, CUDA_R_32F,
+                                static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               where + ": cublasGemmEx"));
         }
       }
@@ -884,12 +909,15 @@ Status CudaBackend::MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const 
     cc[static_cast<size_t>(i)] = prop.major * 100 + prop.minor * 10;
   }
   if (static_cast<int>(sb.tensor_split().size()) > n_devices_)
-    return FailedPrecondition(where + ": the plan's tensor split has " + std::to_string(sb.tensor_split().size()) +
-                              " proportions but this machine has " + std::to_string(n_devices_) + " CUDA devices");
-  const std::vector<float> cum = RowSplitStarts(sb.tensor_split(), total);  // as the planner's fit check (fit.cpp)
+    return FailedPrecondition(
+        where + ": the plan's tensor split has " + std::to_string(sb.tensor_split().size()) +
+        " proportions but this machine has " + std::to_string(n_devices_) + " CUDA devices");
+  const std::vector<float> cum =
+      RowSplitStarts(sb.tensor_split(), total);  // as the planner's fit check (fit.cpp)
   const int64_t rounding = RowRounding(cum, cc);
   const uint64_t offset = static_cast<uint64_t>(static_cast<const uint8_t*>(a.data) - sb.base());
-  STOWAGE_ASSIGN_OR_RETURN(const std::vector<SplitSlice>* slices, sb.Slices(offset, N, a.nb[1], cum, rounding));
+  STOWAGE_ASSIGN_OR_RETURN(const std::vector<SplitSlice>* slices,
+                           sb.Slices(offset, N, a.nb[1], cum, rounding));
   STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
   // src1 as a contiguous F32 [K, M] matrix on the main device.
   STOWAGE_ASSIGN_OR_RETURN(void* xm, ctx_->Scratch(DeviceCtx::kSplitX, static_cast<size_t>(K * M) * 4));
@@ -932,10 +960,10 @@ Status CudaBackend::MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const 
     xpv.data = xp;
     STOWAGE_RETURN_IF_ERROR(MulMat(*peer, v.w, xpv, v.packed));
     // Peer rows -> dst columns [lo, hi) of every dst row on the main device.
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(
-        Memcpy2DPeerAsync(v.dst.data, ctx_->device, v.dst_pitch, dp, peer->device, v.packed_pitch, v.gather_width,
-                          v.gather_rows, peer->stream),
-        peer->name + ": cudaMemcpy3DPeerAsync of the partial result to " + name_));
+    STOWAGE_RETURN_IF_ERROR(
+        CudaStatus(Memcpy2DPeerAsync(v.dst.data, ctx_->device, v.dst_pitch, dp, peer->device, v.packed_pitch,
+                                     v.gather_width, v.gather_rows, peer->stream),
+                   peer->name + ": cudaMemcpy3DPeerAsync of the partial result to " + name_));
     STOWAGE_RETURN_IF_ERROR(
         CudaStatus(cudaEventRecord(ev.second, peer->stream), peer->name + ": cudaEventRecord"));
     peers_used.push_back(s.device);

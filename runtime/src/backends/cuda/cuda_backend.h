@@ -20,13 +20,13 @@
 // GemmEx, F16/BF16 weights by GemmEx with src1 converted to the weight type, quantized weights (the GET_ROWS
 // types) by a warp-per-row mat-vec kernel for ne11 <= 8 and by dequantization to F16 + GemmEx above
 // (ggml-cuda's dequantize + cuBLAS path). Accumulation is F32 throughout. Streams: one per backend (and one
-// per peer device for split weights); Compute enqueues, Synchronize waits. Split-input copies are asynchronous
-// (Backend::WriteAsync / ReadAsync: cudaMemcpyAsync on the stream, for CUDA<i> buffers of this device) and
-// ordered with events (RecordEvent: a cudaEvent_t recorded on the stream; WaitEvent: cudaStreamWaitEvent,
-// also for another device's event; Event::HostWait: cudaEventSynchronize). Errors name the CUDA call and
-// cudaGetErrorString. An out-of-range GET_ROWS index cannot be seen before the kernel runs (the ids are
-// on the device): its row becomes NaN and the next Synchronize returns kOutOfRange naming the node and
-// the index. The kernels' arithmetic is in cuda_math.h, tested on the CPU by cuda_math_test; see
+// per peer device for split weights); Compute enqueues, Synchronize waits. Split-input copies are
+// asynchronous (Backend::WriteAsync / ReadAsync: cudaMemcpyAsync on the stream, for CUDA<i> buffers of this
+// device) and ordered with events (RecordEvent: a cudaEvent_t recorded on the stream; WaitEvent:
+// cudaStreamWaitEvent, also for another device's event; Event::HostWait: cudaEventSynchronize). Errors name
+// the CUDA call and cudaGetErrorString. An out-of-range GET_ROWS index cannot be seen before the kernel runs
+// (the ids are on the device): its row becomes NaN and the next Synchronize returns kOutOfRange naming the
+// node and the index. The kernels' arithmetic is in cuda_math.h, tested on the CPU by cuda_math_test; see
 // README.md for what only a GPU run verifies.
 #pragma once
 

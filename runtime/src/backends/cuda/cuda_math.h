@@ -170,9 +170,12 @@ STOWAGE_HD float LoadF(int type, const uint8_t* p) {
 }
 /// Stores v into a plain tensor element (F32, F16 or BF16, rounding to nearest even).
 STOWAGE_HD void StoreF(int type, uint8_t* p, float v) {
-  if (type == kF32) StoreF32(p, v);
-  else if (type == kF16) StoreU16(p, F2H(v));
-  else StoreU16(p, F2Bf(v));
+  if (type == kF32)
+    StoreF32(p, v);
+  else if (type == kF16)
+    StoreU16(p, F2H(v));
+  else
+    StoreU16(p, F2Bf(v));
 }
 
 STOWAGE_HD uint8_t* At(const Tv& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
@@ -245,8 +248,10 @@ STOWAGE_HD float Dq(const uint8_t* row, int64_t i) {
     const int j = int(i % 32);
     const int lo = j < 16 ? (b[hd + 4 + j] & 0xF) : (b[hd + 4 + j - 16] >> 4);
     const int q = lo | ((b[hd + j / 8] >> (j % 8)) & 1) << 4;  // bit j of the little-endian qh
-    if constexpr (T == kQ5_0) return float(q - 16) * H2F(LoadU16(b));
-    else return MulRn(float(q), H2F(LoadU16(b))) + H2F(LoadU16(b + 2));
+    if constexpr (T == kQ5_0)
+      return float(q - 16) * H2F(LoadU16(b));
+    else
+      return MulRn(float(q), H2F(LoadU16(b))) + H2F(LoadU16(b + 2));
   } else if constexpr (T == kQ8_0) {  // {f16 d; i8 qs[32]}
     const uint8_t* b = row + (i / 32) * 34;
     return float(int8_t(b[2 + i % 32])) * H2F(LoadU16(b));
@@ -308,27 +313,53 @@ STOWAGE_HD float Dq(const uint8_t* row, int64_t i) {
 /// Bytes of one block and elements per block of the kernels' types (ggml's type traits).
 STOWAGE_HD int BlockBytes(int type) {
   switch (type) {
-    case kF32: return 4;
-    case kF16: case kBF16: return 2;
-    case kQ4_0: case kIQ4_NL: return 18;
-    case kQ4_1: return 20;
-    case kQ5_0: return 22;
-    case kQ5_1: return 24;
-    case kQ8_0: return 34;
-    case kQ2_K: return 84;
-    case kQ3_K: return 110;
-    case kQ4_K: return 144;
-    case kQ5_K: return 176;
-    case kQ6_K: return 210;
-    case kIQ4_XS: return 136;
-    default: return 0;
+    case kF32:
+      return 4;
+    case kF16:
+    case kBF16:
+      return 2;
+    case kQ4_0:
+    case kIQ4_NL:
+      return 18;
+    case kQ4_1:
+      return 20;
+    case kQ5_0:
+      return 22;
+    case kQ5_1:
+      return 24;
+    case kQ8_0:
+      return 34;
+    case kQ2_K:
+      return 84;
+    case kQ3_K:
+      return 110;
+    case kQ4_K:
+      return 144;
+    case kQ5_K:
+      return 176;
+    case kQ6_K:
+      return 210;
+    case kIQ4_XS:
+      return 136;
+    default:
+      return 0;
   }
 }
 STOWAGE_HD int BlockElements(int type) {
   switch (type) {
-    case kF32: case kF16: case kBF16: return 1;
-    case kQ2_K: case kQ3_K: case kQ4_K: case kQ5_K: case kQ6_K: case kIQ4_XS: return 256;
-    default: return BlockBytes(type) ? 32 : 0;
+    case kF32:
+    case kF16:
+    case kBF16:
+      return 1;
+    case kQ2_K:
+    case kQ3_K:
+    case kQ4_K:
+    case kQ5_K:
+    case kQ6_K:
+    case kIQ4_XS:
+      return 256;
+    default:
+      return BlockBytes(type) ? 32 : 0;
   }
 }
 
@@ -417,12 +448,14 @@ STOWAGE_HD void RopeYarn(float theta_extrap, const RopeArgs& p, int64_t ip, floa
 }
 
 /// Number of threads of the ROPE kernel: one per pair (ne0 / 2, rounded up) of every row.
-STOWAGE_HD int64_t RopeItems(const Tv& src) { return (src.ne[0] / 2 + src.ne[0] % 2) * src.ne[1] * src.ne[2] * src.ne[3]; }
+STOWAGE_HD int64_t RopeItems(const Tv& src) {
+  return (src.ne[0] / 2 + src.ne[0] % 2) * src.ne[1] * src.ne[2] * src.ne[3];
+}
 
 /// ROPE thread l (< RopeItems): rotates one pair of one row (normal: (i0, i0 + 1); NEOX: (i0/2,
 /// i0/2 + n_dims/2)) or copies the pair (i0, i0 + 1) past n_dims. dst may alias src.
-STOWAGE_HD void RopeThread(const Tv& src, const int32_t* pos, const float* ff, const Tv& dst, const RopeArgs& p,
-                           int64_t l) {
+STOWAGE_HD void RopeThread(const Tv& src, const int32_t* pos, const float* ff, const Tv& dst,
+                           const RopeArgs& p, int64_t l) {
   const int64_t half = src.ne[0] / 2 + src.ne[0] % 2;
   const int64_t ip = l % half;
   int64_t r = l / half;
@@ -433,7 +466,8 @@ STOWAGE_HD void RopeThread(const Tv& src, const int32_t* pos, const float* ff, c
   const uint8_t* s = At(src, 0, i1, i2, i3);
   uint8_t* d = At(dst, 0, i1, i2, i3);
   if (i0 >= p.n_dims) {
-    for (int64_t k = i0; k < i0 + 2 && k < src.ne[0]; ++k) StoreF32(d + k * dst.nb[0], LoadF32(s + k * src.nb[0]));
+    for (int64_t k = i0; k < i0 + 2 && k < src.ne[0]; ++k)
+      StoreF32(d + k * dst.nb[0], LoadF32(s + k * src.nb[0]));
     return;
   }
   const float theta_extrap = RopeThetaBase(pos[i2], p.theta_scale, ip) / (ff ? ff[ip] : 1.f);
@@ -451,7 +485,9 @@ STOWAGE_HD void RopeThread(const Tv& src, const int32_t* pos, const float* ff, c
 // ---- norms, softmax -----------------------------------------------------------------------------
 
 /// RMS_NORM's factor 1 / sqrt(sum(x^2) / n + eps) (ggml_rms_norm; IEEE sqrt and division).
-STOWAGE_HD float RmsNormScale(float sum_sq, int64_t n, float eps) { return 1.f / sqrtf(sum_sq / float(n) + eps); }
+STOWAGE_HD float RmsNormScale(float sum_sq, int64_t n, float eps) {
+  return 1.f / sqrtf(sum_sq / float(n) + eps);
+}
 /// NORM's factor 1 / sqrt(sum((x - mean)^2) / n + eps) (ggml_norm, two passes over the row).
 STOWAGE_HD float NormScale(float sum_sq_centered, int64_t n, float eps) {
   return 1.f / sqrtf(sum_sq_centered / float(n) + eps);
@@ -541,7 +577,8 @@ STOWAGE_HD void GluElement(Glu op, const Tv& a, const Tv& b, const Tv& d, int64_
   int64_t i[4];
   Unravel(l, d.ne, i);
   const float g = LoadF32(At(a, i[0], i[1], i[2], i[3]));
-  const float v = b.data ? LoadF32(At(b, i[0], i[1], i[2], i[3])) : LoadF32(At(a, i[0] + d.ne[0], i[1], i[2], i[3]));
+  const float v =
+      b.data ? LoadF32(At(b, i[0], i[1], i[2], i[3])) : LoadF32(At(a, i[0] + d.ne[0], i[1], i[2], i[3]));
   StoreF32(At(d, i[0], i[1], i[2], i[3]), (op == Glu::kSwiglu ? Silu(g) : Gelu(g)) * v);
 }
 
@@ -567,8 +604,10 @@ STOWAGE_HD void CpyQuantBlock(const Tv& src, const Tv& dst, int64_t bidx) {
     x[e] = LoadF(src.type, At(src, i[0], i[1], i[2], i[3]));
   }
   uint8_t* b = At(dst, 0, j1, j2, j3) + k * dst.nb[0];
-  if (dst.type == kQ8_0) QuantizeBlockQ8_0(x, b);
-  else QuantizeBlockQ4_0(x, b);
+  if (dst.type == kQ8_0)
+    QuantizeBlockQ8_0(x, b);
+  else
+    QuantizeBlockQ4_0(x, b);
 }
 
 /// ToF16 element l of a [ne0, nrows] conversion: row l / ne0 (at src + row * nb1), element l % ne0.
@@ -592,15 +631,16 @@ void ForEachMulMatVecLaunch(int64_t N, int64_t M, int64_t batch, F&& f) {
   const int64_t gx = (N + kMmvWarps - 1) / kMmvWarps, ny = (M + kMmvCols - 1) / kMmvCols;
   for (int64_t z0 = 0; z0 < batch; z0 += kMaxGridYZ)
     for (int64_t y0 = 0; y0 < ny; y0 += kMaxGridYZ)
-      f(gx, ny - y0 < kMaxGridYZ ? ny - y0 : kMaxGridYZ, batch - z0 < kMaxGridYZ ? batch - z0 : kMaxGridYZ, y0, z0);
+      f(gx, ny - y0 < kMaxGridYZ ? ny - y0 : kMaxGridYZ, batch - z0 < kMaxGridYZ ? batch - z0 : kMaxGridYZ,
+        y0, z0);
 }
 
 /// The partial dots of lane `lane` for weight row n against src1 columns m0 .. m0 + ncols - 1 of
 /// batch entry (i12, i13) = (z % ne2, z / ne2) of dst; acc[c] receives the lane's sum over its chunks
 /// (the kernel then adds the 32 lanes). x rows must have nb[0] = 4. ncols = min(kMmvCols, ne11 - m0).
 template <int T>
-STOWAGE_HD void MulMatVecLane(const Tv& w, const Tv& x, const Tv& d, int64_t n, int64_t m0, int64_t z, int lane,
-                              float acc[kMmvCols]) {
+STOWAGE_HD void MulMatVecLane(const Tv& w, const Tv& x, const Tv& d, int64_t n, int64_t m0, int64_t z,
+                              int lane, float acc[kMmvCols]) {
   const int64_t i12 = z % d.ne[2], i13 = z / d.ne[2];
   const int64_t r2 = d.ne[2] / w.ne[2], r3 = d.ne[3] / w.ne[3];
   const uint8_t* row = At(w, 0, n, i12 / r2, i13 / r3);

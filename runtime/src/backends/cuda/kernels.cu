@@ -12,24 +12,55 @@
 namespace stowage::cuda {
 namespace {
 
-#define STOWAGE_DISPATCH_TYPE(type, FN, ...)          \
-  switch (type) {                                     \
-    case kF32: FN<kF32><<<__VA_ARGS__; break;         \
-    case kF16: FN<kF16><<<__VA_ARGS__; break;         \
-    case kBF16: FN<kBF16><<<__VA_ARGS__; break;       \
-    case kQ4_0: FN<kQ4_0><<<__VA_ARGS__; break;       \
-    case kQ4_1: FN<kQ4_1><<<__VA_ARGS__; break;       \
-    case kQ5_0: FN<kQ5_0><<<__VA_ARGS__; break;       \
-    case kQ5_1: FN<kQ5_1><<<__VA_ARGS__; break;       \
-    case kQ8_0: FN<kQ8_0><<<__VA_ARGS__; break;       \
-    case kQ2_K: FN<kQ2_K><<<__VA_ARGS__; break;       \
-    case kQ3_K: FN<kQ3_K><<<__VA_ARGS__; break;       \
-    case kQ4_K: FN<kQ4_K><<<__VA_ARGS__; break;       \
-    case kQ5_K: FN<kQ5_K><<<__VA_ARGS__; break;       \
-    case kQ6_K: FN<kQ6_K><<<__VA_ARGS__; break;       \
-    case kIQ4_NL: FN<kIQ4_NL><<<__VA_ARGS__; break;   \
-    case kIQ4_XS: FN<kIQ4_XS><<<__VA_ARGS__; break;   \
-    default: return cudaErrorInvalidValue;            \
+#define STOWAGE_DISPATCH_TYPE(type, FN, ...) \
+  switch (type) {                            \
+    case kF32:                               \
+      FN<kF32> < < < __VA_ARGS__;            \
+      break;                                 \
+    case kF16:                               \
+      FN<kF16> < < < __VA_ARGS__;            \
+      break;                                 \
+    case kBF16:                              \
+      FN<kBF16> < < < __VA_ARGS__;           \
+      break;                                 \
+    case kQ4_0:                              \
+      FN<kQ4_0> < < < __VA_ARGS__;           \
+      break;                                 \
+    case kQ4_1:                              \
+      FN<kQ4_1> < < < __VA_ARGS__;           \
+      break;                                 \
+    case kQ5_0:                              \
+      FN<kQ5_0> < < < __VA_ARGS__;           \
+      break;                                 \
+    case kQ5_1:                              \
+      FN<kQ5_1> < < < __VA_ARGS__;           \
+      break;                                 \
+    case kQ8_0:                              \
+      FN<kQ8_0> < < < __VA_ARGS__;           \
+      break;                                 \
+    case kQ2_K:                              \
+      FN<kQ2_K> < < < __VA_ARGS__;           \
+      break;                                 \
+    case kQ3_K:                              \
+      FN<kQ3_K> < < < __VA_ARGS__;           \
+      break;                                 \
+    case kQ4_K:                              \
+      FN<kQ4_K> < < < __VA_ARGS__;           \
+      break;                                 \
+    case kQ5_K:                              \
+      FN<kQ5_K> < < < __VA_ARGS__;           \
+      break;                                 \
+    case kQ6_K:                              \
+      FN<kQ6_K> < < < __VA_ARGS__;           \
+      break;                                 \
+    case kIQ4_NL:                            \
+      FN<kIQ4_NL> < < < __VA_ARGS__;         \
+      break;                                 \
+    case kIQ4_XS:                            \
+      FN<kIQ4_XS> < < < __VA_ARGS__;         \
+      break;                                 \
+    default:                                 \
+      return cudaErrorInvalidValue;          \
   }
 
 constexpr int kThreads = 256;
@@ -138,7 +169,8 @@ __global__ void __launch_bounds__(kRowThreads) NormK(bool rms, Tv a, Tv d, float
       sum2 += x * x;
     }
     const float scale = RmsNormScale(BlockSum(sum2), ne0, eps);
-    for (int64_t k = threadIdx.x; k < ne0; k += blockDim.x) StoreF32(o + k * d.nb[0], LoadF32(s + k * a.nb[0]) * scale);
+    for (int64_t k = threadIdx.x; k < ne0; k += blockDim.x)
+      StoreF32(o + k * d.nb[0], LoadF32(s + k * a.nb[0]) * scale);
     return;
   }
   float sum = 0.f;
@@ -155,7 +187,8 @@ __global__ void __launch_bounds__(kRowThreads) NormK(bool rms, Tv a, Tv d, float
 }
 
 // SOFT_MAX: w = x * scale + slope * mask, then exp(w - max) / sum. dst may alias src.
-__global__ void __launch_bounds__(kRowThreads) SoftMaxK(Tv src, Tv mask, Tv dst, float scale, SoftMaxAlibi alibi) {
+__global__ void __launch_bounds__(kRowThreads)
+    SoftMaxK(Tv src, Tv mask, Tv dst, float scale, SoftMaxAlibi alibi) {
   int64_t i1, i2, i3;
   RowIndex(blockIdx.x, src.ne, &i1, &i2, &i3);
   const int64_t ne0 = src.ne[0];
@@ -165,7 +198,8 @@ __global__ void __launch_bounds__(kRowThreads) SoftMaxK(Tv src, Tv mask, Tv dst,
   const uint8_t* m = mask.data ? At(mask, 0, i1, i2 % mask.ne[2], i3 % mask.ne[3]) : nullptr;
   float mx = -INFINITY;
   for (int64_t k = threadIdx.x; k < ne0; k += blockDim.x) {
-    const float w = SoftMaxLogit(LoadF32(s + k * src.nb[0]), scale, slope, m ? m + k * mask.nb[0] : nullptr, mask.type);
+    const float w =
+        SoftMaxLogit(LoadF32(s + k * src.nb[0]), scale, slope, m ? m + k * mask.nb[0] : nullptr, mask.type);
     StoreF32(o + k * dst.nb[0], w);
     mx = fmaxf(mx, w);
   }
@@ -177,7 +211,8 @@ __global__ void __launch_bounds__(kRowThreads) SoftMaxK(Tv src, Tv mask, Tv dst,
     sum += e;
   }
   const float inv = 1.f / BlockSum(sum);
-  for (int64_t k = threadIdx.x; k < ne0; k += blockDim.x) StoreF32(o + k * dst.nb[0], LoadF32(o + k * dst.nb[0]) * inv);
+  for (int64_t k = threadIdx.x; k < ne0; k += blockDim.x)
+    StoreF32(o + k * dst.nb[0], LoadF32(o + k * dst.nb[0]) * inv);
 }
 
 // ---- quantized mat-vec (MulMatVecLane, then a warp sum) -------------------------------------------
@@ -202,7 +237,7 @@ __global__ void MulMatVecK(Tv w, Tv x, Tv d, int64_t y0, int64_t z0) {
 
 cudaError_t LaunchMulMatVec(const Tv& w, const Tv& x, const Tv& d, dim3 grid, int64_t y0, int64_t z0,
                             cudaStream_t stream) {
-  STOWAGE_DISPATCH_TYPE(w.type, MulMatVecK, grid, kMmvWarps * 32, 0, stream>>>(w, x, d, y0, z0))
+  STOWAGE_DISPATCH_TYPE(w.type, MulMatVecK, grid, kMmvWarps * 32, 0, stream >>> (w, x, d, y0, z0))
   return cudaGetLastError();
 }
 
@@ -210,13 +245,30 @@ cudaError_t LaunchMulMatVec(const Tv& w, const Tv& x, const Tv& d, dim3 grid, in
 
 bool KernelsCanDequantize(int type) {
   switch (type) {
-    case kF32: case kF16: case kBF16: case kQ4_0: case kQ4_1: case kQ5_0: case kQ5_1: case kQ8_0: case kQ2_K:
-    case kQ3_K: case kQ4_K: case kQ5_K: case kQ6_K: case kIQ4_NL: case kIQ4_XS: return true;
-    default: return false;
+    case kF32:
+    case kF16:
+    case kBF16:
+    case kQ4_0:
+    case kQ4_1:
+    case kQ5_0:
+    case kQ5_1:
+    case kQ8_0:
+    case kQ2_K:
+    case kQ3_K:
+    case kQ4_K:
+    case kQ5_K:
+    case kQ6_K:
+    case kIQ4_NL:
+    case kIQ4_XS:
+      return true;
+    default:
+      return false;
   }
 }
 
-bool IsQuantized(int type) { return KernelsCanDequantize(type) && type != kF32 && type != kF16 && type != kBF16; }
+bool IsQuantized(int type) {
+  return KernelsCanDequantize(type) && type != kF32 && type != kF16 && type != kBF16;
+}
 
 cudaError_t GetRows(const Tv& src0, const Tv& idx, const Tv& dst, int32_t* error, int32_t launch_id,
                     cudaStream_t stream) {
@@ -224,7 +276,7 @@ cudaError_t GetRows(const Tv& src0, const Tv& idx, const Tv& dst, int32_t* error
   if (n == 0) return cudaSuccess;
   const unsigned g = Blocks(n, kThreads);
   if (g == 0) return cudaErrorInvalidConfiguration;
-  STOWAGE_DISPATCH_TYPE(src0.type, GetRowsK, g, kThreads, 0, stream>>>(src0, idx, dst, n, error, launch_id))
+  STOWAGE_DISPATCH_TYPE(src0.type, GetRowsK, g, kThreads, 0, stream >>> (src0, idx, dst, n, error, launch_id))
   return cudaGetLastError();
 }
 
@@ -263,8 +315,8 @@ cudaError_t NormOp(bool rms, const Tv& a, const Tv& dst, float eps, cudaStream_t
   return cudaGetLastError();
 }
 
-cudaError_t Rope(const Tv& src, const int32_t* pos, const float* freq_factors, const Tv& dst, const RopeArgs& a,
-                 cudaStream_t stream) {
+cudaError_t Rope(const Tv& src, const int32_t* pos, const float* freq_factors, const Tv& dst,
+                 const RopeArgs& a, cudaStream_t stream) {
   const int64_t n = RopeItems(src);
   if (n == 0) return cudaSuccess;
   const unsigned g = Blocks(n, kThreads);
@@ -273,12 +325,14 @@ cudaError_t Rope(const Tv& src, const int32_t* pos, const float* freq_factors, c
   return cudaGetLastError();
 }
 
-cudaError_t SoftMax(const Tv& src, const Tv& mask, const Tv& dst, float scale, float max_bias, cudaStream_t stream) {
+cudaError_t SoftMax(const Tv& src, const Tv& mask, const Tv& dst, float scale, float max_bias,
+                    cudaStream_t stream) {
   if (Nelements(dst) == 0) return cudaSuccess;
   const int64_t rows = src.ne[1] * src.ne[2] * src.ne[3];
   if (rows > kMaxGridX) return cudaErrorInvalidConfiguration;
   const SoftMaxAlibi alibi = MakeSoftMaxAlibi(uint32_t(src.ne[2]), max_bias);
-  SoftMaxK<<<unsigned(rows), src.ne[0] >= kRowThreads ? kRowThreads : 256, 0, stream>>>(src, mask, dst, scale, alibi);
+  SoftMaxK<<<unsigned(rows), src.ne[0] >= kRowThreads ? kRowThreads : 256, 0, stream>>>(src, mask, dst, scale,
+                                                                                        alibi);
   return cudaGetLastError();
 }
 
@@ -306,20 +360,21 @@ cudaError_t MulMatVec(const Tv& w, const Tv& x, const Tv& dst, cudaStream_t stre
   ForEachMulMatVecLaunch(w.ne[1], x.ne[1], dst.ne[2] * dst.ne[3],
                          [&](int64_t gx, int64_t gy, int64_t gz, int64_t y0, int64_t z0) {
                            if (err == cudaSuccess)
-                             err = LaunchMulMatVec(w, x, dst, dim3(unsigned(gx), unsigned(gy), unsigned(gz)), y0, z0,
-                                                   stream);
+                             err = LaunchMulMatVec(w, x, dst, dim3(unsigned(gx), unsigned(gy), unsigned(gz)),
+                                                   y0, z0, stream);
                          });
   return err;
 }
 
-cudaError_t ToF16(int type, const void* src, int64_t ne0, int64_t nrows, int64_t nb1, void* dst, cudaStream_t stream) {
+cudaError_t ToF16(int type, const void* src, int64_t ne0, int64_t nrows, int64_t nb1, void* dst,
+                  cudaStream_t stream) {
   const int64_t n = ne0 * nrows;
   if (n == 0) return cudaSuccess;
   const unsigned g = Blocks(n, kThreads);
   if (g == 0) return cudaErrorInvalidConfiguration;
   const uint8_t* s = static_cast<const uint8_t*>(src);
   __half* d = static_cast<__half*>(dst);
-  STOWAGE_DISPATCH_TYPE(type, ToF16K, g, kThreads, 0, stream>>>(s, ne0, nrows, nb1, d))
+  STOWAGE_DISPATCH_TYPE(type, ToF16K, g, kThreads, 0, stream >>> (s, ne0, nrows, nb1, d))
   return cudaGetLastError();
 }
 

@@ -5,9 +5,9 @@
 // only; execution errors surface at the next synchronization), or cudaErrorInvalidConfiguration
 // without launching when the work exceeds CUDA's grid limits (2^31 - 1 blocks in x). Tensors are
 // described by Tv (cuda_math.h) in ggml order (ne[0] innermost, nb[] byte strides); `data` is
-// device memory (or mapped pinned host memory) of the current device. Semantics match the CPU kernels of runtime/src/backends/cpu/ops.h
-// (same op names, same broadcasting and parameter rules); the launchers do not validate shapes:
-// cuda_backend.cpp checks them first.
+// device memory (or mapped pinned host memory) of the current device. Semantics match the CPU kernels of
+// runtime/src/backends/cpu/ops.h (same op names, same broadcasting and parameter rules); the launchers do not
+// validate shapes: cuda_backend.cpp checks them first.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -37,7 +37,8 @@ bool AnyPositive(const std::vector<double>& w) {
 
 }  // namespace
 
-std::vector<float> RowSplitStarts(const std::vector<float>& tensor_split, const std::vector<uint64_t>& total_memory) {
+std::vector<float> RowSplitStarts(const std::vector<float>& tensor_split,
+                                  const std::vector<uint64_t>& total_memory) {
   std::vector<double> w = ClampedProportions(tensor_split, total_memory.size());
   if (!AnyPositive(w))
     for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<double>(total_memory[i]);
@@ -48,8 +49,10 @@ std::vector<float> CumulativeSplit(const std::vector<float>& proportions, int n)
   return StartsFromWeights(ClampedProportions(proportions, static_cast<size_t>(std::max(n, 0))));
 }
 
-std::vector<float> SplitProportions(const std::vector<float>& tensor_split, const std::vector<uint64_t>& total_memory) {
-  const bool any_positive = std::any_of(tensor_split.begin(), tensor_split.end(), [](float x) { return x > 0.f; });
+std::vector<float> SplitProportions(const std::vector<float>& tensor_split,
+                                    const std::vector<uint64_t>& total_memory) {
+  const bool any_positive =
+      std::any_of(tensor_split.begin(), tensor_split.end(), [](float x) { return x > 0.f; });
   if (any_positive) return tensor_split;
   std::vector<float> p;
   for (uint64_t m : total_memory) p.push_back(static_cast<float>(m));
@@ -68,7 +71,8 @@ int64_t RowRounding(const std::vector<float>& cum, const std::vector<int>& compu
   return r;
 }
 
-void RowSplit(int64_t nrows, const std::vector<float>& cum, int64_t rounding, int id, int64_t* lo, int64_t* hi) {
+void RowSplit(int64_t nrows, const std::vector<float>& cum, int64_t rounding, int id, int64_t* lo,
+              int64_t* hi) {
   const int n = static_cast<int>(cum.size());
   if (rounding < 1) rounding = 1;
   // int64 * float is a float product in ggml (nrows*tensor_split[id]); the same here.

@@ -33,7 +33,8 @@ namespace stowage::exec {
 /// `total_memory` (bytes per device, ggml's default_tensor_split), else equal shares.
 /// starts[0] = 0, non-decreasing, each < 1 unless the devices from there on have no share
 /// (-ts 1,0 -> {0, 1}). Empty when n is 0.
-std::vector<float> RowSplitStarts(const std::vector<float>& tensor_split, const std::vector<uint64_t>& total_memory);
+std::vector<float> RowSplitStarts(const std::vector<float>& tensor_split,
+                                  const std::vector<uint64_t>& total_memory);
 
 /// Cumulative split starts from per-device proportions (-ts 3,1 -> {0, 0.75}) for `n` devices, as
 /// RowSplitStarts with every device's total memory 0: missing entries count as 0, negative ones as
@@ -45,7 +46,8 @@ std::vector<float> CumulativeSplit(const std::vector<float>& proportions, int n)
 /// For a `tensor_split` of at most mem.size() entries, CumulativeSplit(SplitProportions(ts, mem),
 /// mem.size()) equals RowSplitStarts(ts, mem) up to that float conversion of the memory sizes
 /// (prefer RowSplitStarts, which keeps them exact).
-std::vector<float> SplitProportions(const std::vector<float>& tensor_split, const std::vector<uint64_t>& total_memory);
+std::vector<float> SplitProportions(const std::vector<float>& tensor_split,
+                                    const std::vector<uint64_t>& total_memory);
 
 /// ggml's get_row_rounding: max mmq_y over devices whose share is not empty (cum[id] < cum[id + 1],
 /// or < 1 for the last one); `compute_capability` per device as major*100 + minor*10 (e.g. 900).
@@ -56,6 +58,7 @@ int64_t RowRounding(const std::vector<float>& cum, const std::vector<int>& compu
 /// lo = nrows * cum[id], hi = nrows * cum[id + 1] (nrows for the last device), both products in
 /// float as ggml's int64 * float, truncated and rounded down to a multiple of `rounding` (below 1
 /// taken as 1); empty (*hi == *lo) when they meet, never *hi < *lo.
-void RowSplit(int64_t nrows, const std::vector<float>& cum, int64_t rounding, int id, int64_t* lo, int64_t* hi);
+void RowSplit(int64_t nrows, const std::vector<float>& cum, int64_t rounding, int id, int64_t* lo,
+              int64_t* hi);
 
 }  // namespace stowage::exec

@@ -25,8 +25,8 @@ struct SplitPartViews {
 
 /// The views of rows [lo, hi) (0 <= lo < hi <= a.ne[1]). `slice` holds those rows at a.nb[1];
 /// `packed` may be null for the main device's part (it computes into dst directly).
-inline SplitPartViews MakeSplitPartViews(const cpu::TensorView& a, const cpu::TensorView& d, int64_t M, int64_t lo,
-                                         int64_t hi, void* slice, void* packed) {
+inline SplitPartViews MakeSplitPartViews(const cpu::TensorView& a, const cpu::TensorView& d, int64_t M,
+                                         int64_t lo, int64_t hi, void* slice, void* packed) {
   SplitPartViews v;
   v.w = a;
   v.w.data = slice;

@@ -114,8 +114,10 @@ dnnl_status_t PreferredWeightsMd(dnnl_engine_t eng, dnnl_data_type_t dt, dnnl_di
   if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &desc, nullptr, eng, nullptr);
   if (s != dnnl_success) return s;
   const dnnl_memory_desc_t* w = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-  if (w == nullptr) s = dnnl_runtime_error;
-  else *out = *w;
+  if (w == nullptr)
+    s = dnnl_runtime_error;
+  else
+    *out = *w;
   dnnl_primitive_desc_destroy(pd);
   return s;
 }
@@ -130,7 +132,8 @@ struct LayoutChoice {
 };
 
 std::string DescribeMd(const dnnl_memory_desc_t& md) {
-  if (md.format_kind != dnnl_blocked) return "format kind " + std::to_string(static_cast<int>(md.format_kind));
+  if (md.format_kind != dnnl_blocked)
+    return "format kind " + std::to_string(static_cast<int>(md.format_kind));
   const auto& b = md.format_desc.blocking;
   std::string out = "blocked: strides";
   for (int i = 0; i < md.ndims; ++i) out += " " + std::to_string(b.strides[i]);
@@ -185,8 +188,8 @@ class OneDnnBuffer final : public Buffer {
     const uint64_t span = len + align - page;
     void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED)
-      return ResourceExhausted("ONEDNN: cannot allocate " + std::to_string(size) + " bytes of host memory: " +
-                               std::strerror(errno));
+      return ResourceExhausted("ONEDNN: cannot allocate " + std::to_string(size) +
+                               " bytes of host memory: " + std::strerror(errno));
     const uintptr_t raw = reinterpret_cast<uintptr_t>(m);
     const uintptr_t base = (raw + align - 1) / align * align;
     if (base > raw) munmap(m, base - raw);
@@ -233,7 +236,8 @@ Result<int> OneDnnBuffer::WriteTensor(const TensorView& view, uint64_t offset, c
   const uint64_t n = RowSize(view.type, view.ne[0]) * static_cast<uint64_t>(view.nrows());
   if (offset > size_ || n > size_ - offset)
     return OutOfRange("ONEDNN: tensor " + Shape(view) + " at offset " + std::to_string(offset) + " (" +
-                      std::to_string(n) + " bytes) lies outside the buffer of " + std::to_string(size_) + " bytes");
+                      std::to_string(n) + " bytes) lies outside the buffer of " + std::to_string(size_) +
+                      " bytes");
   const bool matrix = view.ne[2] == 1 && view.ne[3] == 1 && view.is_contiguous();
   if (!weights_ || !matrix || dnnl_->status != dnnl_success) {
     STOWAGE_RETURN_IF_ERROR(Write(offset, data, n));
@@ -245,8 +249,10 @@ Result<int> OneDnnBuffer::WriteTensor(const TensorView& view, uint64_t offset, c
   // instructions). Types oneDNN does not know at all stay plain (not matmul operands of this backend).
   if (c.status != dnnl_success && DnnlType(view.type) != dnnl_data_type_undef)
     return Unimplemented("ONEDNN: no oneDNN matmul for " + Shape(view) + " weights on this CPU (" +
-                         DnnlError(c.status) + "); plan without the ONEDNN device, or with a manifest that does "
-                         "not list " + GgmlTypeName(view.type));
+                         DnnlError(c.status) +
+                         "); plan without the ONEDNN device, or with a manifest that does "
+                         "not list " +
+                         GgmlTypeName(view.type));
   if (!c.info.blocked) {
     STOWAGE_RETURN_IF_ERROR(Write(offset, data, n));
     return static_cast<int>(cpu::kLayoutPlain);
@@ -274,7 +280,8 @@ Result<int> OneDnnBuffer::WriteTensor(const TensorView& view, uint64_t offset, c
   if (to) dnnl_memory_destroy(to);
   if (from) dnnl_memory_destroy(from);
   if (s != dnnl_success)
-    return Internal("ONEDNN: reordering weight " + Shape(view) + " into " + c.info.format + ": " + DnnlError(s));
+    return Internal("ONEDNN: reordering weight " + Shape(view) + " into " + c.info.format + ": " +
+                    DnnlError(s));
   return kLayoutOneDnnBlocked;
 }
 
@@ -304,8 +311,9 @@ struct MatmulKey {
 
 /// The matmul primitive of src_md x wei_md -> dst_md (no bias) and its three memory objects (no
 /// data handle yet). dnnl status on failure (out left empty).
-dnnl_status_t FinishMatmul(dnnl_engine_t eng, const dnnl_memory_desc_t& src_md, const dnnl_memory_desc_t& wei_md,
-                           const dnnl_memory_desc_t& dst_md, MatmulPrim* out) {
+dnnl_status_t FinishMatmul(dnnl_engine_t eng, const dnnl_memory_desc_t& src_md,
+                           const dnnl_memory_desc_t& wei_md, const dnnl_memory_desc_t& dst_md,
+                           MatmulPrim* out) {
   dnnl_matmul_desc_t desc;
   dnnl_status_t s = dnnl_matmul_desc_init(&desc, &src_md, &wei_md, nullptr, &dst_md);
   MatmulPrim p;
@@ -370,7 +378,8 @@ class OneDnnBackend final : public Backend {
     return own != nullptr && own->is_weight_buffer();
   }
 
-  Result<std::unique_ptr<Buffer>> Allocate(const std::string& buft, uint64_t size, uint64_t alignment) override {
+  Result<std::unique_ptr<Buffer>> Allocate(const std::string& buft, uint64_t size,
+                                           uint64_t alignment) override {
     return OneDnnBuffer::Allocate(size, alignment, buft == kOneDnnBuft, dnnl_, n_threads_);
   }
 
@@ -413,7 +422,8 @@ Status OneDnnBackend::MulMat(const TensorView& a, const TensorView& b, const Ten
                          " (oneDNN runs F32, BF16, F16 weights)");
   const bool blocked = a.layout == kLayoutOneDnnBlocked;
   if (a.layout != cpu::kLayoutPlain && !blocked)
-    return fail("src0 layout " + std::to_string(a.layout) + " is not one this backend reads (plain, oneDNN blocked)");
+    return fail("src0 layout " + std::to_string(a.layout) +
+                " is not one this backend reads (plain, oneDNN blocked)");
   if (blocked && (a.ne[2] != 1 || a.ne[3] != 1)) return fail("a oneDNN-blocked src0 must be 2-D");
   if (b.type != GgmlType::F32 || d.type != GgmlType::F32) return fail("src1 and dst must be F32");
   const int64_t K = a.ne[0], N = a.ne[1], M = b.ne[1];
@@ -455,7 +465,8 @@ Status OneDnnBackend::MulMat(const TensorView& a, const TensorView& b, const Ten
   size_t sb[4] = {b.nb[0], b.nb[1], b.nb[2], b.nb[3]};
   const int64_t rows = M * ne12 * ne13;
   // The blocked path reads each src1 matrix as M rows of K values, rows at least K apart.
-  const bool gather = a.type != GgmlType::F32 || b.nb[0] != 4 || (blocked && b.nb[1] < static_cast<size_t>(K) * 4);
+  const bool gather =
+      a.type != GgmlType::F32 || b.nb[0] != 4 || (blocked && b.nb[1] < static_cast<size_t>(K) * 4);
   if (gather) {
     const size_t esz = a.type == GgmlType::F32 ? 4 : 2;
     std::vector<uint8_t>& buf = conv_;
@@ -514,8 +525,8 @@ Status OneDnnBackend::MulMat(const TensorView& a, const TensorView& b, const Ten
       MatmulPrim p;
       dnnl_status_t s = CreateBlockedMatmul(engine_, key, *wmd, &p);
       if (s != dnnl_success)
-        return Unimplemented(name_ + ": oneDNN matmul for blocked src0 " + Shape(a) + " x src1 " + Shape(b) + ": " +
-                             DnnlError(s));
+        return Unimplemented(name_ + ": oneDNN matmul for blocked src0 " + Shape(a) + " x src1 " + Shape(b) +
+                             ": " + DnnlError(s));
       it = prims_.emplace(key, p).first;
     }
     MatmulPrim& p = it->second;
@@ -524,7 +535,8 @@ Status OneDnnBackend::MulMat(const TensorView& a, const TensorView& b, const Ten
       for (int64_t i2 = 0; i2 < ne12; ++i2) {
         dnnl_memory_set_data_handle(p.src, const_cast<uint8_t*>(src + i3 * sb[3] + i2 * sb[2]));
         dnnl_memory_set_data_handle(p.dst, static_cast<uint8_t*>(d.data) + i3 * d.nb[3] + i2 * d.nb[2]);
-        const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.wei}, {DNNL_ARG_DST, p.dst}};
+        const dnnl_exec_arg_t args[3] = {
+            {DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.wei}, {DNNL_ARG_DST, p.dst}};
         dnnl_status_t st = dnnl_primitive_execute(p.prim, stream_, 3, args);
         if (st == dnnl_success) st = dnnl_stream_wait(stream_);
         if (st != dnnl_success) return Internal(name_ + ": oneDNN matmul execution: " + DnnlError(st));
@@ -589,9 +601,10 @@ Result<const dnnl_memory_desc_t*> OneDnnBackend::BlockedMd(const TensorView& a) 
   if (it == blocked_mds_.end()) {
     const LayoutChoice c = ChooseLayout(engine_, a.type, a.ne[0], a.ne[1]);
     if (!c.info.blocked)
-      return FailedPrecondition(name_ + ": src0 " + Shape(a) +
-                                " is marked oneDNN-blocked but oneDNN prefers no blocked layout for it here (" +
-                                (c.info.format.empty() ? "no matmul" : c.info.format) + ")");
+      return FailedPrecondition(
+          name_ + ": src0 " + Shape(a) +
+          " is marked oneDNN-blocked but oneDNN prefers no blocked layout for it here (" +
+          (c.info.format.empty() ? "no matmul" : c.info.format) + ")");
     it = blocked_mds_.emplace(key, c.md).first;
   }
   return &it->second;

@@ -47,11 +47,11 @@ inline constexpr const char* kOneDnnBuft = "ONEDNN";
 
 /// How the ONEDNN buffer type stores a 2-D weight [K = ne0, N = ne1] of `type`.
 struct OneDnnWeightLayout {
-  bool blocked = false;     ///< reordered into oneDNN's blocked layout (kLayoutOneDnnBlocked)
-  uint64_t plain_bytes = 0; ///< RowSize(type, K) * N
+  bool blocked = false;        ///< reordered into oneDNN's blocked layout (kLayoutOneDnnBlocked)
+  uint64_t plain_bytes = 0;    ///< RowSize(type, K) * N
   uint64_t blocked_bytes = 0;  ///< size of oneDNN's preferred weight layout (0 when oneDNN has none)
-  std::string format;       ///< oneDNN's preferred layout in words ("blocked: inner blocks 16a64b"),
-                            ///< "plain" when it prefers ggml's layout, "" when no matmul exists
+  std::string format;          ///< oneDNN's preferred layout in words ("blocked: inner blocks 16a64b"),
+                               ///< "plain" when it prefers ggml's layout, "" when no matmul exists
 };
 
 /// The layout oneDNN's matmul primitive prefers for weights [K, N] of `type` (F32, BF16, F16 where a

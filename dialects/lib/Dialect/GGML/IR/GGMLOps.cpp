@@ -503,8 +503,9 @@ LogicalResult ViewOp::verify() {
     return success();
   // Checked arithmetic: a huge stride must not wrap the span below a's size.
   uint64_t span = 0, end = 0;
-  bool overflow = __builtin_mul_overflow(static_cast<uint64_t>(r.getNe(0).size() / r.getBlockSize()),
-                                         static_cast<uint64_t>(r.getElementBytes()), &span);
+  bool overflow =
+      __builtin_mul_overflow(static_cast<uint64_t>(r.getNe(0).size() / r.getBlockSize()),
+                             static_cast<uint64_t>(r.getElementBytes()), &span);
   for (unsigned i = 1; i < 4; ++i) {
     uint64_t term = 0;
     overflow |= __builtin_mul_overflow(static_cast<uint64_t>(r.getNe(i).size() - 1),
@@ -513,7 +514,8 @@ LogicalResult ViewOp::verify() {
   }
   overflow |= __builtin_add_overflow(static_cast<uint64_t>(offset.size()), span, &end);
   if (overflow)
-    return emitOpError() << "view spans more than 2^64 bytes (strides or offset too large; ggml_view)";
+    return emitOpError()
+           << "view spans more than 2^64 bytes (strides or offset too large; ggml_view)";
   if (end > *aBytes)
     return emitOpError() << "view of " << span << " bytes at offset " << offset.size()
                          << " exceeds a's " << *aBytes << " bytes (ggml_view)";

@@ -79,7 +79,8 @@ LogicalResult CauseAttr::verify(function_ref<InFlightDiagnostic()> emitError, St
   if (!isKnownCauseCode(code))
     return emitError() << "unknown placement cause '" << code
                        << "' (expected 1.dst, 1.vsrc, 1.inp, 1.wgt<i>, 1.off, 2.sup, 3.best, "
-                          "3.upg, 4.vsrc, 4.cur, usr, pin.norm, pin.nkvo, load.head, load.fallback, load.override, "
+                          "3.upg, 4.vsrc, 4.cur, usr, pin.norm, pin.nkvo, load.head, "
+                          "load.fallback, load.override, "
                           "load.override.cpu, load.mmap, load.dup, kv.layer or kv.nkvo)";
   return success();
 }

@@ -1,9 +1,9 @@
 //===- PlaceOps.cpp - split / yield / copy --------------------------------===//
 
-#include "llvm/ADT/SmallPtrSet.h"
 #include "mlir/IR/Builders.h"
-#include "stowage/Dialect/Place/IR/PlaceDialect.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+#include "stowage/Dialect/Place/IR/PlaceDialect.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
 using namespace stowage::place;
