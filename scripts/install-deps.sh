@@ -9,7 +9,7 @@ PKGS=(
   libdnnl-dev ocl-icd-opencl-dev
   libflatbuffers-dev flatbuffers-compiler
   libgtest-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
-  clang-19 libclang-rt-19-dev
+  clang-19 libclang-rt-19-dev clang-format-19
 )
 missing=()
 for p in "${PKGS[@]}"; do

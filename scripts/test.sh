@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, on the build in ./build:
+#   0. the format check: every C++/CUDA source is clang-format-19 clean (scripts/check-format.sh);
 #   1. ctest: every GoogleTest binary and the lit suite (FileCheck on the tools' output);
 #   2. the GGUF container, runtime, tokenizer and CPU kernel suites again under ASan+UBSan
 #      (build-asan, scripts/test-sanitizers.sh);
@@ -8,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
+scripts/check-format.sh
 ctest --test-dir build --output-on-failure -j "$JOBS"
 if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
   SAN_TARGETS="gguf_reader_test gguf_malformed_test gguf_writer_test atomic_file_test session_test golden_logits_test tokenizer_test sampler_test cpu_ops_test cpu_quant_test cpu_repack_test cpu_flash_attn_test cpu_simd_test batch_invariance_test" \

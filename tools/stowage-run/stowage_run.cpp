@@ -1078,9 +1078,9 @@ int Run(int argc, char** argv) {
          {"--ctx-size", "--batch-size", "--ubatch-size", "--n-gpu-layers", "--cache-type-k", "--cache-type-v",
           "--flash-attn", "--no-mmap", "--no-repack", "--no-kv-offload", "--no-fit-check"})
       if (app.count(name) > 0)
-        return Fail(
-            InvalidArgument(std::string(name) + " applies only when planning on the fly; the plan given with "
-                                                "--plan fixes it (re-plan with plan-model)"));
+        return Fail(InvalidArgument(std::string(name) +
+                                    " applies only when planning on the fly; the plan given with "
+                                    "--plan fixes it (re-plan with plan-model)"));
   // The subcommands take the common options, not generation's prompt and sampler flags: given,
   // they are refused rather than ignored.
   if (*ppl || *bench)
