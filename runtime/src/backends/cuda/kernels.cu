@@ -12,59 +12,30 @@
 namespace stowage::cuda {
 namespace {
 
-#define STOWAGE_DISPATCH_TYPE(type, FN, ...) \
-  switch (type) {                            \
-    case kF32:                               \
-      FN<kF32> < < < __VA_ARGS__;            \
-      break;                                 \
-    case kF16:                               \
-      FN<kF16> < < < __VA_ARGS__;            \
-      break;                                 \
-    case kBF16:                              \
-      FN<kBF16> < < < __VA_ARGS__;           \
-      break;                                 \
-    case kQ4_0:                              \
-      FN<kQ4_0> < < < __VA_ARGS__;           \
-      break;                                 \
-    case kQ4_1:                              \
-      FN<kQ4_1> < < < __VA_ARGS__;           \
-      break;                                 \
-    case kQ5_0:                              \
-      FN<kQ5_0> < < < __VA_ARGS__;           \
-      break;                                 \
-    case kQ5_1:                              \
-      FN<kQ5_1> < < < __VA_ARGS__;           \
-      break;                                 \
-    case kQ8_0:                              \
-      FN<kQ8_0> < < < __VA_ARGS__;           \
-      break;                                 \
-    case kQ2_K:                              \
-      FN<kQ2_K> < < < __VA_ARGS__;           \
-      break;                                 \
-    case kQ3_K:                              \
-      FN<kQ3_K> < < < __VA_ARGS__;           \
-      break;                                 \
-    case kQ4_K:                              \
-      FN<kQ4_K> < < < __VA_ARGS__;           \
-      break;                                 \
-    case kQ5_K:                              \
-      FN<kQ5_K> < < < __VA_ARGS__;           \
-      break;                                 \
-    case kQ6_K:                              \
-      FN<kQ6_K> < < < __VA_ARGS__;           \
-      break;                                 \
-    case kIQ4_NL:                            \
-      FN<kIQ4_NL> < < < __VA_ARGS__;         \
-      break;                                 \
-    case kIQ4_XS:                            \
-      FN<kIQ4_XS> < < < __VA_ARGS__;         \
-      break;                                 \
-    default:                                 \
-      return cudaErrorInvalidValue;          \
+// clang-format off: the CUDA launch <<< >>> is split across the macro and its uses
+#define STOWAGE_DISPATCH_TYPE(type, FN, ...)          \
+  switch (type) {                                     \
+    case kF32: FN<kF32><<<__VA_ARGS__; break;         \
+    case kF16: FN<kF16><<<__VA_ARGS__; break;         \
+    case kBF16: FN<kBF16><<<__VA_ARGS__; break;       \
+    case kQ4_0: FN<kQ4_0><<<__VA_ARGS__; break;       \
+    case kQ4_1: FN<kQ4_1><<<__VA_ARGS__; break;       \
+    case kQ5_0: FN<kQ5_0><<<__VA_ARGS__; break;       \
+    case kQ5_1: FN<kQ5_1><<<__VA_ARGS__; break;       \
+    case kQ8_0: FN<kQ8_0><<<__VA_ARGS__; break;       \
+    case kQ2_K: FN<kQ2_K><<<__VA_ARGS__; break;       \
+    case kQ3_K: FN<kQ3_K><<<__VA_ARGS__; break;       \
+    case kQ4_K: FN<kQ4_K><<<__VA_ARGS__; break;       \
+    case kQ5_K: FN<kQ5_K><<<__VA_ARGS__; break;       \
+    case kQ6_K: FN<kQ6_K><<<__VA_ARGS__; break;       \
+    case kIQ4_NL: FN<kIQ4_NL><<<__VA_ARGS__; break;   \
+    case kIQ4_XS: FN<kIQ4_XS><<<__VA_ARGS__; break;   \
+    default: return cudaErrorInvalidValue;            \
   }
 
 constexpr int kThreads = 256;
 
+// clang-format on
 // Blocks of `per` threads for n items on a 1-D grid; 0 when n needs more than gridDim.x allows
 // (the launchers then return cudaErrorInvalidConfiguration instead of launching a truncated grid).
 unsigned Blocks(int64_t n, int per) {
@@ -237,7 +208,9 @@ __global__ void MulMatVecK(Tv w, Tv x, Tv d, int64_t y0, int64_t z0) {
 
 cudaError_t LaunchMulMatVec(const Tv& w, const Tv& x, const Tv& d, dim3 grid, int64_t y0, int64_t z0,
                             cudaStream_t stream) {
-  STOWAGE_DISPATCH_TYPE(w.type, MulMatVecK, grid, kMmvWarps * 32, 0, stream >>> (w, x, d, y0, z0))
+  // clang-format off
+  STOWAGE_DISPATCH_TYPE(w.type, MulMatVecK, grid, kMmvWarps * 32, 0, stream>>>(w, x, d, y0, z0))
+  // clang-format on
   return cudaGetLastError();
 }
 
@@ -276,7 +249,9 @@ cudaError_t GetRows(const Tv& src0, const Tv& idx, const Tv& dst, int32_t* error
   if (n == 0) return cudaSuccess;
   const unsigned g = Blocks(n, kThreads);
   if (g == 0) return cudaErrorInvalidConfiguration;
-  STOWAGE_DISPATCH_TYPE(src0.type, GetRowsK, g, kThreads, 0, stream >>> (src0, idx, dst, n, error, launch_id))
+  // clang-format off
+  STOWAGE_DISPATCH_TYPE(src0.type, GetRowsK, g, kThreads, 0, stream>>>(src0, idx, dst, n, error, launch_id))
+  // clang-format on
   return cudaGetLastError();
 }
 
@@ -374,7 +349,9 @@ cudaError_t ToF16(int type, const void* src, int64_t ne0, int64_t nrows, int64_t
   if (g == 0) return cudaErrorInvalidConfiguration;
   const uint8_t* s = static_cast<const uint8_t*>(src);
   __half* d = static_cast<__half*>(dst);
-  STOWAGE_DISPATCH_TYPE(type, ToF16K, g, kThreads, 0, stream >>> (s, ne0, nrows, nb1, d))
+  // clang-format off
+  STOWAGE_DISPATCH_TYPE(type, ToF16K, g, kThreads, 0, stream>>>(s, ne0, nrows, nb1, d))
+  // clang-format on
   return cudaGetLastError();
 }
 
