@@ -43,10 +43,40 @@ const char* GgmlOpName(GgmlOp op);
 /// Parses an op name (exact, upper case as ggml prints it). Errors: kInvalidArgument naming it.
 Result<GgmlOp> ParseGgmlOp(std::string_view name);
 
+/// What the graph code needs to know about an op, one entry per GgmlOp (kEntries in ggml_ops.cpp
+/// is the only table). Sources are ggml's `src[]` in order; parameters are the plan's
+/// `iparams` / `fparams` (ggml's op_params split by type, ggml_op_params.h has their layouts).
+struct GgmlOpTraits {
+  /// Sources a node must have (srcs[0 .. min_srcs-1] present) and may have: the arguments of ggml's
+  /// constructor (ggml.c ggml_<op>), optional ones (ROPE's freq factors, SOFT_MAX's mask,
+  /// FLASH_ATTN_EXT's mask, the second half of a split GLU, CPY's destination) counted in max_srcs.
+  int8_t min_srcs = 0, max_srcs = 0;
+  /// ggml_is_view_op: RESHAPE, VIEW, PERMUTE, TRANSPOSE only reinterpret src 0's memory; the
+  /// scheduler and the allocator skip them (llama.cpp ggml-backend.cpp, ggml-alloc.c).
+  bool is_view = false;
+  /// The source the op writes its result into, so that the result is that source's memory:
+  /// ggml_cpy(a, b) returns a view of b (src 1); SET_ROWS stores into its destination (src 2 in the
+  /// planner's order b, c, a). -1 for every other op. A CPY without src 1 is ggml_cast: a tensor of
+  /// its own.
+  int8_t dst_src = -1;
+  /// ggml_op_can_inplace (ggml-alloc.c): the result may take over the memory of a source of the same
+  /// layout whose last use it is. ggml-alloc tries every source in order; the planner
+  /// (memory_plan.cpp) and the plan's memory check (plan_check.cpp) use src 0 only.
+  bool can_inplace = false;
+  /// Integer and float parameters the op carries (exactly); -1 where this project does not model
+  /// the op's ggml op_params (ops the planner never builds: SET, IM2COL, POOL_2D, ...).
+  int8_t n_iparams = 0, n_fparams = 0;
+};
+
+/// The traits of `op`; an op outside the enum gets a "no sources, no parameters" entry.
+const GgmlOpTraits& GetOpTraits(GgmlOp op);
+
 /// True for ops that only reinterpret memory (ggml_is_view_op: RESHAPE, VIEW, PERMUTE, TRANSPOSE);
 /// the scheduler skips them (llama.cpp ggml-backend.cpp).
-inline bool IsViewOp(GgmlOp op) {
-  return op == GgmlOp::RESHAPE || op == GgmlOp::VIEW || op == GgmlOp::PERMUTE || op == GgmlOp::TRANSPOSE;
-}
+inline bool IsViewOp(GgmlOp op) { return GetOpTraits(op).is_view; }
+
+/// The source whose memory a node of `op` with `n_srcs` sources is: 0 for view ops, dst_src for an
+/// op that writes into a source it has (CPY with a destination), else -1 (the node owns its bytes).
+int AliasedSource(GgmlOp op, size_t n_srcs);
 
 }  // namespace stowage

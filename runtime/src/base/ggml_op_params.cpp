@@ -1,0 +1,166 @@
+#include "stowage/runtime/ggml_op_params.h"
+
+#include <string>
+
+namespace stowage {
+namespace {
+
+// Names of the parameters of each modeled op, for the count error (layouts of ggml_op_params.h).
+const char* IparamNames(GgmlOp op) {
+  switch (op) {
+    case GgmlOp::ROPE:
+      return "{n_dims, mode, n_ctx_orig}";
+    case GgmlOp::FLASH_ATTN_EXT:
+      return "{prec}";
+    case GgmlOp::ARGSORT:
+      return "{order}";
+    case GgmlOp::TOP_K:
+      return "{k}";
+    case GgmlOp::CONCAT:
+      return "{dim}";
+    case GgmlOp::PERMUTE:
+      return "{axis0, axis1, axis2, axis3}";
+    default:
+      return "";
+  }
+}
+
+const char* FparamNames(GgmlOp op) {
+  switch (op) {
+    case GgmlOp::ROPE:
+      return "{freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow}";
+    case GgmlOp::SOFT_MAX:
+      return "{scale, max_bias}";
+    case GgmlOp::FLASH_ATTN_EXT:
+      return "{scale, max_bias, logit_softcap}";
+    case GgmlOp::NORM:
+    case GgmlOp::RMS_NORM:
+      return "{eps}";
+    case GgmlOp::SCALE:
+      return "{s, b}";
+    default:
+      return "";
+  }
+}
+
+std::string Counted(int n, const char* kind, const char* names) {
+  std::string s = std::to_string(n) + " " + kind + " parameter" + (n == 1 ? "" : "s");
+  if (n > 0 && *names) s += std::string(" ") + names;
+  return s;
+}
+
+}  // namespace
+
+Status CheckParamCounts(GgmlOp op, const OpParamsRef& p) {
+  const GgmlOpTraits& t = GetOpTraits(op);
+  if (t.n_iparams < 0 || t.n_fparams < 0) return Status::Ok();
+  if (p.n_iparams == static_cast<size_t>(t.n_iparams) && p.n_fparams == static_cast<size_t>(t.n_fparams))
+    return Status::Ok();
+  return InvalidArgument(std::string(GgmlOpName(op)) + ": expected " +
+                         Counted(t.n_iparams, "integer", IparamNames(op)) + " and " +
+                         Counted(t.n_fparams, "float", FparamNames(op)) + ", found " +
+                         std::to_string(p.n_iparams) + " and " + std::to_string(p.n_fparams));
+}
+
+EncodedOpParams Encode(const RopeParams& p) {
+  return {{p.n_dims, p.mode, p.n_ctx_orig},
+          {p.freq_base, p.freq_scale, p.ext_factor, p.attn_factor, p.beta_fast, p.beta_slow}};
+}
+EncodedOpParams Encode(const SoftMaxParams& p) { return {{}, {p.scale, p.max_bias}}; }
+EncodedOpParams Encode(const FlashAttnExtParams& p) {
+  return {{p.prec}, {p.scale, p.max_bias, p.logit_softcap}};
+}
+EncodedOpParams Encode(const NormParams& p) { return {{}, {p.eps}}; }
+EncodedOpParams Encode(const ScaleParams& p) { return {{}, {p.s, p.b}}; }
+EncodedOpParams Encode(const ArgsortParams& p) { return {{p.order}, {}}; }
+EncodedOpParams Encode(const TopKParams& p) { return {{p.k}, {}}; }
+EncodedOpParams Encode(const ConcatParams& p) { return {{p.dim}, {}}; }
+EncodedOpParams Encode(const PermuteParams& p) { return {{p.axis[0], p.axis[1], p.axis[2], p.axis[3]}, {}}; }
+
+Result<RopeParams> DecodeRope(const OpParamsRef& p) {
+  STOWAGE_RETURN_IF_ERROR(CheckParamCounts(GgmlOp::ROPE, p));
+  RopeParams r;
+  r.n_dims = p.iparams[0];
+  r.mode = p.iparams[1];
+  r.n_ctx_orig = p.iparams[2];
+  r.freq_base = p.fparams[0];
+  r.freq_scale = p.fparams[1];
+  r.ext_factor = p.fparams[2];
+  r.attn_factor = p.fparams[3];
+  r.beta_fast = p.fparams[4];
+  r.beta_slow = p.fparams[5];
+  if (!(r.freq_base > 0))
+    return InvalidArgument("ROPE: freq_base " + std::to_string(r.freq_base) + " must be positive");
+  return r;
+}
+
+Result<SoftMaxParams> DecodeSoftMax(const OpParamsRef& p) {
+  STOWAGE_RETURN_IF_ERROR(CheckParamCounts(GgmlOp::SOFT_MAX, p));
+  return SoftMaxParams{p.fparams[0], p.fparams[1]};
+}
+
+Result<FlashAttnExtParams> DecodeFlashAttnExt(const OpParamsRef& p) {
+  STOWAGE_RETURN_IF_ERROR(CheckParamCounts(GgmlOp::FLASH_ATTN_EXT, p));
+  return FlashAttnExtParams{p.fparams[0], p.fparams[1], p.fparams[2], p.iparams[0]};
+}
+
+Result<NormParams> DecodeNorm(GgmlOp op, const OpParamsRef& p) {
+  if (op != GgmlOp::NORM && op != GgmlOp::RMS_NORM)
+    return InvalidArgument(std::string("DecodeNorm: ") + GgmlOpName(op) + " is not NORM or RMS_NORM");
+  STOWAGE_RETURN_IF_ERROR(CheckParamCounts(op, p));
+  const float eps = p.fparams[0];
+  if (!(eps >= 0))
+    return InvalidArgument(std::string(GgmlOpName(op)) + ": expected eps >= 0, found " + std::to_string(eps));
+  return NormParams{eps};
+}
+
+Result<ScaleParams> DecodeScale(const OpParamsRef& p) {
+  STOWAGE_RETURN_IF_ERROR(CheckParamCounts(GgmlOp::SCALE, p));
+  return ScaleParams{p.fparams[0], p.fparams[1]};
+}
+
+Result<ArgsortParams> DecodeArgsort(const OpParamsRef& p) {
+  STOWAGE_RETURN_IF_ERROR(CheckParamCounts(GgmlOp::ARGSORT, p));
+  const int order = p.iparams[0];
+  if (order != 0 && order != 1)
+    return InvalidArgument("ARGSORT: order " + std::to_string(order) +
+                           " is not 0 (ascending) or 1 (descending)");
+  return ArgsortParams{order};
+}
+
+Result<TopKParams> DecodeTopK(const OpParamsRef& p) {
+  STOWAGE_RETURN_IF_ERROR(CheckParamCounts(GgmlOp::TOP_K, p));
+  const int k = p.iparams[0];
+  if (k < 1) return InvalidArgument("TOP_K: k " + std::to_string(k) + " must be positive");
+  return TopKParams{k};
+}
+
+Result<ConcatParams> DecodeConcat(const OpParamsRef& p) {
+  STOWAGE_RETURN_IF_ERROR(CheckParamCounts(GgmlOp::CONCAT, p));
+  const int dim = p.iparams[0];
+  if (dim < 0 || dim > 3) return InvalidArgument("CONCAT: dim " + std::to_string(dim) + " is not in 0..3");
+  return ConcatParams{dim};
+}
+
+Result<PermuteParams> DecodePermute(const OpParamsRef& p) {
+  STOWAGE_RETURN_IF_ERROR(CheckParamCounts(GgmlOp::PERMUTE, p));
+  PermuteParams r;
+  int seen = 0;
+  for (int d = 0; d < 4; ++d) {
+    const int ax = p.iparams[d];
+    if (ax < 0 || ax > 3 || (seen & (1 << ax)))
+      return InvalidArgument("PERMUTE: axes are not a permutation of 0..3");
+    seen |= 1 << ax;
+    r.axis[d] = ax;
+  }
+  return r;
+}
+
+Status CheckRopeDims(const RopeParams& p, int64_t ne0) {
+  if (p.n_dims <= 0 || p.n_dims % 2 != 0 || p.n_dims > ne0)
+    return InvalidArgument("ROPE: n_dims " + std::to_string(p.n_dims) +
+                           " must be even and in (0, ne0 = " + std::to_string(ne0) + "]");
+  return Status::Ok();
+}
+
+}  // namespace stowage
