@@ -1,5 +1,7 @@
 #include "stowage/planner/graph_builder.h"
 
+#include "stowage/runtime/ggml_op_params.h"
+
 namespace stowage::planner {
 
 int Graph::Find(const std::string& name) const {
@@ -48,6 +50,12 @@ int GraphBuilder::NewTensor(GgmlOp op, GgmlType type, Shape ne, std::vector<int>
   t.srcs = std::move(srcs);
   g_.tensors.push_back(std::move(t));
   return static_cast<int>(g_.tensors.size() - 1);
+}
+
+// The op parameters in the plan's layout (ggml_op_params.h).
+static void SetParams(Tensor& t, EncodedOpParams p) {
+  t.iparams = std::move(p.iparams);
+  t.fparams = std::move(p.fparams);
 }
 
 int GraphBuilder::Global(int global_id) {
@@ -154,19 +162,19 @@ int GraphBuilder::SumRows(int a) {
 
 int GraphBuilder::Scale(int a, float s) {
   const int t = NewTensor(GgmlOp::SCALE, g_.tensors[a].type, g_.tensors[a].ne, {a});
-  g_.tensors[t].fparams = {s, 0.f};
+  SetParams(g_.tensors[t], Encode(ScaleParams{s, 0.f}));
   return t;
 }
 
 int GraphBuilder::RmsNorm(int a, float eps) {
   const int t = NewTensor(GgmlOp::RMS_NORM, g_.tensors[a].type, g_.tensors[a].ne, {a});
-  g_.tensors[t].fparams = {eps};
+  SetParams(g_.tensors[t], Encode(NormParams{eps}));
   return t;
 }
 
 int GraphBuilder::Norm(int a, float eps) {
   const int t = NewTensor(GgmlOp::NORM, g_.tensors[a].type, g_.tensors[a].ne, {a});
-  g_.tensors[t].fparams = {eps};
+  SetParams(g_.tensors[t], Encode(NormParams{eps}));
   return t;
 }
 
@@ -186,9 +194,7 @@ int GraphBuilder::RopeExt(int a, int pos, int freq_factors, const RopeConfig& rc
   std::vector<int> srcs{a, pos};
   if (freq_factors >= 0) srcs.push_back(freq_factors);
   const int t = NewTensor(GgmlOp::ROPE, g_.tensors[a].type, g_.tensors[a].ne, std::move(srcs));
-  g_.tensors[t].iparams = {rc.n_dims, rc.mode, rc.n_ctx_orig};
-  g_.tensors[t].fparams = {rc.freq_base,   rc.freq_scale, rc.ext_factor,
-                           rc.attn_factor, rc.beta_fast,  rc.beta_slow};
+  SetParams(g_.tensors[t], Encode(rc));
   return t;
 }
 
@@ -196,7 +202,7 @@ int GraphBuilder::SoftMaxExt(int a, int mask, float scale, float max_bias) {
   std::vector<int> srcs{a};
   if (mask >= 0) srcs.push_back(mask);
   const int t = NewTensor(GgmlOp::SOFT_MAX, g_.tensors[a].type, g_.tensors[a].ne, std::move(srcs));
-  g_.tensors[t].fparams = {scale, max_bias};
+  SetParams(g_.tensors[t], Encode(SoftMaxParams{scale, max_bias}));
   return t;
 }
 
@@ -219,8 +225,7 @@ int GraphBuilder::FlashAttnExt(int q, int k, int v, int mask, float scale, float
   if (mask >= 0) srcs.push_back(mask);
   const int t =
       NewTensor(GgmlOp::FLASH_ATTN_EXT, GgmlType::F32, {V.ne[0], Q.ne[2], Q.ne[1], Q.ne[3]}, std::move(srcs));
-  g_.tensors[t].fparams = {scale, max_bias, logit_softcap};
-  g_.tensors[t].iparams = {prec};
+  SetParams(g_.tensors[t], Encode(FlashAttnExtParams{scale, max_bias, logit_softcap, prec}));
   return t;
 }
 
@@ -228,7 +233,7 @@ int GraphBuilder::SoftMax(int a) { return SoftMaxExt(a, -1, 1.0f, 0.0f); }
 
 int GraphBuilder::Argsort(int a, int order) {
   const int t = NewTensor(GgmlOp::ARGSORT, GgmlType::I32, g_.tensors[a].ne, {a});
-  g_.tensors[t].iparams = {order};
+  SetParams(g_.tensors[t], Encode(ArgsortParams{order}));
   return t;
 }
 
@@ -252,7 +257,7 @@ int GraphBuilder::Concat(int a, int b, int dim) {
       Fail("concat: dim " + std::to_string(d) + " differs for " + A.name + " and " + B.name);
   }
   const int t = NewTensor(GgmlOp::CONCAT, A.type, ne, {a, b});
-  g_.tensors[t].iparams = {dim};
+  SetParams(g_.tensors[t], Encode(ConcatParams{dim}));
   return t;
 }
 
@@ -341,7 +346,9 @@ int GraphBuilder::Permute(int a, int ax0, int ax1, int ax2, int ax3) {
   const int ax[4] = {ax0, ax1, ax2, ax3};
   for (int i = 0; i < 4; ++i) ne[ax[i]] = A.ne[i];
   const int t = NewTensor(GgmlOp::PERMUTE, A.type, ne, {a});
-  g_.tensors[t].iparams = {ax0, ax1, ax2, ax3};
+  PermuteParams pp;
+  for (int i = 0; i < 4; ++i) pp.axis[i] = ax[i];
+  SetParams(g_.tensors[t], Encode(pp));
   g_.tensors[t].view_src = OwnerOf(g_, a);
   g_.tensors[t].name = g_.tensors[a].name + " (permuted)";
   return t;

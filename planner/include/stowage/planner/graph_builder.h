@@ -10,18 +10,13 @@
 #include <unordered_map>
 
 #include "stowage/planner/graph.h"
+#include "stowage/runtime/ggml_op_params.h"
 #include "stowage/runtime/status.h"
 
 namespace stowage::planner {
 
-/// ROPE parameters in ggml_rope_ext's order.
-struct RopeConfig {
-  int n_dims = 0;
-  int mode = 0;
-  int n_ctx_orig = 0;
-  float freq_base = 10000.f, freq_scale = 1.f, ext_factor = 0.f, attn_factor = 1.f;
-  float beta_fast = 32.f, beta_slow = 1.f;
-};
+/// ROPE parameters in ggml_rope_ext's order (the plan's layout: ggml_op_params.h).
+using RopeConfig = ::stowage::RopeParams;
 
 class GraphBuilder {
  public:
