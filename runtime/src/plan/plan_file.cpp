@@ -1,9 +1,4 @@
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -13,6 +8,7 @@
 #include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/ggml_types.h"
 #include "stowage/runtime/plan.h"
+#include "stowage/runtime/read_file.h"
 
 namespace stowage {
 namespace {
@@ -48,48 +44,20 @@ Status CheckHeader(const uint8_t* data, size_t n, uint64_t size, const std::stri
   return Status::Ok();
 }
 
-// Reads bytes [done, bytes.size()) of `fd` into `bytes`.
-Status ReadRest(int fd, std::vector<uint8_t>& bytes, size_t done, const std::string& path) {
-  while (done < bytes.size()) {
-    const ssize_t r = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0)
-      return IoError(path + ": read error after " + std::to_string(done) + " bytes: " + std::strerror(errno));
-    if (r == 0)
-      return IoError(path + ": read error after " + std::to_string(done) +
-                     " bytes: the file got shorter while it was read");
-    done += static_cast<size_t>(r);
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 Result<std::vector<uint8_t>> ReadPlanBytes(const std::string& path) {
   if (path.empty())
     return InvalidArgument("plan file path is empty; expected the path of a plan written by plan-model");
-  // O_NONBLOCK: a FIFO nobody writes to is refused below instead of blocking the open.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return IoError(path + ": cannot open plan file: " + std::strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    const char* what =
-        S_ISDIR(st.st_mode) ? "is a folder" : "is not a regular file (a device, FIFO or socket)";
-    return IoError(path + ": " + what + "; expected a plan file written by plan-model");
-  }
   // Size and identifier first: a large file that is not a plan costs one read of 8 bytes.
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  std::vector<uint8_t> bytes(static_cast<size_t>(std::min<uint64_t>(size, 8)));
-  Status read = ReadRest(fd, bytes, 0, path);
-  if (read.ok()) read = CheckHeader(bytes.data(), bytes.size(), size, path);
-  if (read.ok()) {
-    bytes.resize(static_cast<size_t>(size));
-    read = ReadRest(fd, bytes, 8, path);
-  }
-  ::close(fd);
-  if (!read.ok()) return read;
-  return bytes;
+  ReadRegularFileOptions o;
+  o.max_bytes = kMaxPlanFileSize;
+  o.what = "a plan file written by plan-model";
+  o.head_bytes = 8;
+  o.check_head = [&path](const uint8_t* head, size_t n, uint64_t size) {
+    return CheckHeader(head, n, size, path);
+  };
+  return ReadRegularFileBytes(path, o);
 }
 
 Result<std::unique_ptr<PlanFile>> PlanFile::Load(const std::string& path, PlanChecks checks) {
@@ -111,18 +79,18 @@ Status PlanFile::Verify(PlanChecks checks) {
   // The graphs as the executor decodes and binds them (plan_graph.h), at each graph's worst case
   // and on the planned buffer sizes: what Session would otherwise find only after allocating.
   const plan::Plan& r = *root_;
-  STOWAGE_ASSIGN_OR_RETURN(const plan_graph::Graphs graphs, plan_graph::Decode(r, path_));
+  STOWAGE_ASSIGN_OR_RETURN(const plan_graph::Graphs decoded, plan_graph::Decode(r, path_));
   const plan_graph::Memory mem = plan_graph::PlannedMemory(r);
   // Bound at every vertex of the range of symbol values a session binds (plan_graph::Corners):
   // a tensor that fits at kv_head 0 may leave its buffer, or the tensor it views, at kv_head 100.
   std::vector<plan_graph::Bound> bound;
-  for (size_t gi = 0; gi < graphs.graphs.size(); ++gi) {
-    const plan_graph::GGraph& g = graphs.graphs[gi];
-    for (const plan_graph::Sym& s : plan_graph::Corners(g, gi, graphs.n_ctx, graphs.n_ubatch)) {
+  for (size_t gi = 0; gi < decoded.graphs.size(); ++gi) {
+    const plan_graph::GGraph& g = decoded.graphs[gi];
+    for (const plan_graph::Sym& s : plan_graph::Corners(g, gi, decoded.n_ctx, decoded.n_ubatch)) {
       STOWAGE_RETURN_IF_ERROR(plan_graph::BindAll(g, s, mem, path_, &bound));
       STOWAGE_RETURN_IF_ERROR(plan_graph::CheckNodeShapes(g, bound, path_));
       STOWAGE_RETURN_IF_ERROR(plan_graph::CheckNodes(r, g, bound, mem, path_));
-      STOWAGE_RETURN_IF_ERROR(plan_graph::CheckResultShape(g, bound, graphs.n_vocab, s.n_outputs, path_));
+      STOWAGE_RETURN_IF_ERROR(plan_graph::CheckResultShape(g, bound, decoded.n_vocab, s.n_outputs, path_));
     }
   }
   if (checks == PlanChecks::kAllButOverlaps) return Status::Ok();

@@ -49,11 +49,14 @@ Status SealPlan(uint8_t* data, size_t size);
 /// file this large is refused before it is read.
 inline constexpr uint64_t kMaxPlanFileSize = uint64_t(1) << 30;
 
-/// The bytes of the plan file at `path`, read as PlanFile::Load reads them: a regular file only,
-/// of at most kMaxPlanFileSize bytes, whose first 8 bytes carry the file identifier "STWP" at byte
-/// 4; both are checked before the rest is read (a large file that is not a plan costs one small
-/// read). Nothing else is verified. Errors: kInvalidArgument (empty path), kIoError naming the
-/// path (cannot open, a folder, a device/FIFO/socket -- never blocks on a FIFO --, a read error),
+/// The bytes of the plan file at `path`, read as PlanFile::Load reads them (ReadRegularFileBytes,
+/// read_file.h): a regular file only, of at most kMaxPlanFileSize bytes, whose first 8 bytes carry
+/// the file identifier "STWP" at byte 4; both are checked before the rest is read (a large file
+/// that is not a plan costs one small read). Nothing else is verified. Errors: kInvalidArgument
+/// (empty path); ReadRegularFile's, with "a plan file written by plan-model" as what the file should
+/// be (kIoError "<path>: cannot open: <OS error>", "<path>: not a regular file (a folder), expected
+/// a plan file written by plan-model", the same for a device, FIFO or socket -- never blocks on a
+/// FIFO --, a read error; kResourceExhausted for a file that grows past the limit while it is read);
 /// kDataLoss naming the path and the field ("file size", "header" for fewer than 8 bytes, "file
 /// identifier") with what was expected and found.
 Result<std::vector<uint8_t>> ReadPlanBytes(const std::string& path);
