@@ -1,0 +1,104 @@
+// The internal state of a Session (session.h) and the steps that build and run it, one concept per
+// file: session.cpp (creation and the public API), session_load.cpp (backends, buffers, weight
+// upload), session_ubatch.cpp (binding and input filling of one ubatch), session_splits.cpp (split
+// execution: input copies, node calls, queue synchronization), session_profile.cpp (the op
+// profile). Private to the executor.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../plan/plan_graph.h"
+#include "backend.h"
+#include "stowage/runtime/gguf.h"
+#include "stowage/runtime/plan.h"
+#include "stowage/runtime/session.h"
+
+namespace stowage {
+
+class Session::Impl {
+ public:
+  std::unique_ptr<PlanFile> plan;
+  /// The model, mapped once: shared with the caller when it passed its GgufFile (Create overloads).
+  std::shared_ptr<const GgufFile> gguf;
+  std::vector<std::unique_ptr<exec::Backend>> backends;
+  std::vector<std::unique_ptr<exec::Buffer>> buffers;
+  std::vector<int> buffer_backend;  // backend that owns each buffer
+  std::vector<bool> buffer_mapped;  // read-only ranges of the GGUF mapping
+  std::vector<BufferReport> reports;
+  std::vector<plan_graph::GGraph> graphs_;  // [0] = pp, [1] = tg
+  const std::vector<plan_graph::GGraph>& graphs() const { return graphs_; }
+  /// What tensors bind against: planned buffer sizes, the buffers' bases, weights / KV cache as
+  /// uploaded (data, layout).
+  plan_graph::Memory mem;
+  int64_t n_ctx = 0, n_ubatch = 0, n_vocab = 0, n_past = 0;
+  int64_t kv_pad = 32;  ///< llama_kv_cache_get_padding: 256 with flash attention, else 32
+  /// SessionOptions::llamacpp_numerics: n_kv as llama.cpp 2026 (at least 256 cells, padded to 256).
+  bool pad_n_kv_to_256 = false;
+  /// A decode failed after a recurrent model's state was (partly) updated: Decode refuses until Reset.
+  bool recurrent_state_lost = false;
+  std::vector<float> unwanted_logits;  ///< Decode's logits when the caller passes nullptr
+  int64_t n_swa = 0;                   // sliding window of KQ_mask_swa (<arch>.attention.sliding_window)
+  double load_seconds = 0;
+  std::vector<plan_graph::Bound> bound;  // scratch per call
+
+  // Op profile (SessionOptions::profile_ops, session_profile.cpp): rows, and per graph the row of
+  // each tensor (-1: not yet looked up).
+  bool profile = false;
+  std::vector<OpProfileEntry> prof_rows;
+  std::vector<std::vector<int>> prof_slot;
+  /// The row of (graph, backend, op), added with no calls when it is new.
+  int ProfRow(const std::string& graph, const std::string& backend, const std::string& op);
+  /// Counts one call of row `row` that started at `t0`.
+  void ProfAdd(int row, std::chrono::steady_clock::time_point t0);
+
+  // Creation (session.cpp, session_load.cpp).
+  static Result<std::unique_ptr<Session>> Finish(std::unique_ptr<Impl> impl,
+                                                 std::shared_ptr<const GgufFile> model,
+                                                 const SessionOptions& opts,
+                                                 std::chrono::steady_clock::time_point t0);
+  Status Init(const SessionOptions& opts);
+  Status CreateBackends(const SessionOptions& opts);
+  Status AllocateBuffers(const SessionOptions& opts);
+  Status LoadWeights(const SessionOptions& opts);
+
+  // One ubatch (session_ubatch.cpp): bind graph pp or tg for it, fill its inputs, run its splits,
+  // read its logits into `out`.
+  Status RunUbatch(const int32_t* tokens, int64_t n, bool all_logits, float* out);
+  Status RunUbatchOn(const plan_graph::GGraph& g, const int32_t* tokens, int64_t n, bool all_logits,
+                     float* out);
+  /// The symbol values of a ubatch of `n` tokens at n_past on graph `g`.
+  plan_graph::Sym UbatchSymbols(const plan_graph::GGraph& g, int64_t n, bool all_logits) const;
+  /// Writes the graph inputs of a ubatch bound at `s` (tokens, positions, masks, recurrent state
+  /// inputs, output ids).
+  Status FillInputs(const plan_graph::GGraph& g, const plan_graph::Sym& s, const int32_t* tokens,
+                    bool all_logits);
+  Status WriteInput(const plan_graph::GGraph& g, int id, const void* data, uint64_t n);
+  Status BindAll(const plan_graph::GGraph& g, const plan_graph::Sym& s) {
+    return plan_graph::BindAll(g, s, mem, plan->path(), &bound);
+  }
+
+  // Split execution (session_splits.cpp).
+  Status RunSplits(const plan_graph::GGraph& g);
+  Status CopyTensor(const plan_graph::GGraph& g, int src, int dst);
+  Status WaitHostWrites();
+  Status WaitHostReads();
+  Status SyncAll();
+  // Asynchronous split execution (RunSplits): queued copies the host must wait for before it
+  // touches host memory again, and host staging kept alive until every queue has drained.
+  std::vector<std::shared_ptr<exec::Event>> host_reads;   // async writes whose source is host memory
+  std::vector<std::shared_ptr<exec::Event>> host_writes;  // async reads whose target is host memory
+  std::vector<std::vector<uint8_t>> stages;
+  cpu::ComputeContext copy_ctx;  // host-side copies (split inputs)
+
+  /// True when some weights are read in place from the file mapping (the plan's mapped buffers).
+  bool ReadsMapping() const {
+    return std::find(buffer_mapped.begin(), buffer_mapped.end(), true) != buffer_mapped.end();
+  }
+};
+
+}  // namespace stowage

@@ -1,0 +1,117 @@
+// One ubatch: the graph bound for its symbol values, its inputs filled, its splits run and its
+// logits read.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "session_impl.h"
+
+namespace stowage {
+
+using exec::TensorView;
+using plan_graph::Bound;
+using plan_graph::GGraph;
+using plan_graph::Sym;
+
+Status Session::Impl::WriteInput(const GGraph& g, int id, const void* data, uint64_t n) {
+  if (id < 0) return Status::Ok();
+  const Bound& b = bound[id];
+  return buffers[b.buffer]->Write(b.offset, data, n);
+}
+
+Status Session::Impl::RunUbatch(const int32_t* tokens, int64_t n, bool all_logits, float* out) {
+  const GGraph& g = n == 1 ? graphs()[1] : graphs()[0];
+  const auto t_ubatch = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  Status st = RunUbatchOn(g, tokens, n, all_logits, out);
+  if (profile && st.ok()) ProfAdd(ProfRow(g.name, "", "(ubatch)"), t_ubatch);
+  return st;
+}
+
+Sym Session::Impl::UbatchSymbols(const GGraph& g, int64_t n, bool all_logits) const {
+  Sym s;
+  s.n_tokens = n;
+  s.kv_head = n_past;
+  // llama_kv_cache_update / llama_kv_cache_get_padding (Feb 2025): n_kv covers the cells in use,
+  // padded to 256 with flash attention, else 32. With llamacpp_numerics, llama.cpp 2026's
+  // llama_kv_cache::get_n_kv: max(256, the cells in use padded to 256), at most the cache — the
+  // attention dots then run over the same cells (a vec_dot over n_kv sums its tail past the last
+  // multiple of 64 apart from the rest, so the padding changes its bits).
+  if (pad_n_kv_to_256)
+    s.n_kv = std::min<int64_t>(n_ctx, std::max<int64_t>(256, (n_past + n + 255) / 256 * 256));
+  else
+    s.n_kv = std::min<int64_t>(n_ctx, (n_past + n + kv_pad - 1) / kv_pad * kv_pad);
+  if (g.recurrent()) {
+    // One sequence in cell 0 (llama_kv_cache_find_slot for recurrent models: n_kv = cells in use,
+    // head = the first of them).
+    s.kv_head = 0;
+    s.n_kv = 1;
+  }
+  s.n_outputs = all_logits ? n : 1;
+  return s;
+}
+
+Status Session::Impl::FillInputs(const GGraph& g, const Sym& s, const int32_t* tokens, bool all_logits) {
+  const int64_t n = s.n_tokens;
+  STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_tokens, tokens, n * sizeof(int32_t)));
+  std::vector<int32_t> pos(n);
+  for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(n_past + i);
+  STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_pos, pos.data(), n * sizeof(int32_t)));
+  // KQ_mask: causal (cell j holds position j). KQ_mask_swa also hides cells that fell out of the
+  // sliding window: llama_set_inputs (Feb 2025) masks cell j for the token at position p when
+  // p - j >= n_swa.
+  for (const int id : {g.kq_mask, g.kq_mask_swa}) {
+    if (id < 0) continue;
+    const int64_t window = id == g.kq_mask_swa ? n_swa : 0;
+    const TensorView& mv = bound[id].v;
+    std::vector<float> mask(static_cast<size_t>(mv.ne[0] * mv.ne[1]), -INFINITY);
+    for (int64_t i = 0; i < mv.ne[1] && i < n; ++i)
+      for (int64_t j = 0; j < mv.ne[0]; ++j) {
+        const int64_t p = n_past + i;
+        if (j <= p && (window == 0 || p - j < window)) mask[i * mv.ne[0] + j] = 0.f;
+      }
+    STOWAGE_RETURN_IF_ERROR(WriteInput(g, id, mask.data(), mask.size() * sizeof(float)));
+  }
+  for (const int id : {g.inp_s_copy, g.inp_s_mask})
+    if (id >= 0 && bound[id].v.nelements() != s.n_kv)
+      return DataLoss(plan->path() + ": graph " + g.name + " input '" + g.tensors[id].name + "' has " +
+                      std::to_string(bound[id].v.nelements()) +
+                      " elements, expected n_kv = " + std::to_string(s.n_kv));
+  if (g.inp_s_copy >= 0) {
+    const int32_t copy_from = 0;  // cell 0 keeps its own state
+    STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_s_copy, &copy_from, sizeof copy_from));
+  }
+  if (g.inp_s_mask >= 0) {
+    const float keep = n_past > 0 ? 1.0f : 0.0f;  // a new sequence starts from zero states
+    STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_s_mask, &keep, sizeof keep));
+  }
+  if (g.inp_out_ids >= 0) {
+    std::vector<int32_t> ids(s.n_outputs);
+    for (int64_t i = 0; i < s.n_outputs; ++i) ids[i] = static_cast<int32_t>(all_logits ? i : n - 1);
+    STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_out_ids, ids.data(), ids.size() * sizeof(int32_t)));
+  }
+  return Status::Ok();
+}
+
+Status Session::Impl::RunUbatchOn(const GGraph& g, const int32_t* tokens, int64_t n, bool all_logits,
+                                  float* out) {
+  const Sym s = UbatchSymbols(g, n, all_logits);
+  if (n > g.max_tokens || s.n_kv > g.max_kv || s.n_outputs > g.max_outputs)
+    return Internal("ubatch exceeds the planned worst case of graph " + g.name);
+  STOWAGE_RETURN_IF_ERROR(BindAll(g, s));
+  STOWAGE_RETURN_IF_ERROR(FillInputs(g, s, tokens, all_logits));
+  Status run = RunSplits(g);
+  if (!run.ok()) {
+    (void)SyncAll();  // no queued work may outlive the failed call (it refers to this ubatch's memory)
+    return run;
+  }
+  const Bound& rb = bound[g.result];
+  STOWAGE_RETURN_IF_ERROR(plan_graph::CheckResultShape(g, bound, n_vocab, s.n_outputs, plan->path()));
+  STOWAGE_RETURN_IF_ERROR(
+      buffers[rb.buffer]->Read(rb.offset, out, static_cast<uint64_t>(n_vocab * s.n_outputs) * sizeof(float)));
+  n_past += n;
+  return Status::Ok();
+}
+
+}  // namespace stowage
