@@ -17,14 +17,13 @@ using plan_graph::GGraph;
 
 Status Session::Impl::Init(const SessionOptions& opts) {
   profile = opts.profile_ops;
-  // The plan passed PlanFile::Verify (every check that needs no model file); this checks it
-  // against the model and reads the model's sliding window.
+  // The plan passed PlanFile::Verify (every check that needs no model file), which decoded the
+  // graphs the session runs; this checks it against the model and reads the model's sliding window.
   uint32_t swa = 0;
   STOWAGE_RETURN_IF_ERROR(CheckPlanAgainstModel(*plan, *gguf, &swa));
   n_swa = swa;
   const auto& r = plan->root();
-  STOWAGE_ASSIGN_OR_RETURN(plan_graph::Graphs decoded, plan_graph::Decode(r, plan->path()));
-  graphs_ = std::move(decoded.graphs);
+  const plan_graph::Graphs& decoded = plan->graphs();
   n_ctx = decoded.n_ctx;
   n_ubatch = decoded.n_ubatch;
   n_vocab = decoded.n_vocab;

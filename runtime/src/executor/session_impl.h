@@ -30,8 +30,8 @@ class Session::Impl {
   std::vector<int> buffer_backend;  // backend that owns each buffer
   std::vector<bool> buffer_mapped;  // read-only ranges of the GGUF mapping
   std::vector<BufferReport> reports;
-  std::vector<plan_graph::GGraph> graphs_;  // [0] = pp, [1] = tg
-  const std::vector<plan_graph::GGraph>& graphs() const { return graphs_; }
+  /// The plan's graphs as PlanFile::Verify decoded and checked them: [0] = pp, [1] = tg.
+  const std::vector<plan_graph::GGraph>& graphs() const { return plan->graphs().graphs; }
   /// What tensors bind against: planned buffer sizes, the buffers' bases, weights / KV cache as
   /// uploaded (data, layout).
   plan_graph::Memory mem;
@@ -77,7 +77,7 @@ class Session::Impl {
   /// inputs, output ids).
   Status FillInputs(const plan_graph::GGraph& g, const plan_graph::Sym& s, const int32_t* tokens,
                     bool all_logits);
-  Status WriteInput(const plan_graph::GGraph& g, int id, const void* data, uint64_t n);
+  Status WriteInput(int id, const void* data, uint64_t n);  ///< graph tensor `id` (bound), when >= 0
   Status BindAll(const plan_graph::GGraph& g, const plan_graph::Sym& s) {
     return plan_graph::BindAll(g, s, mem, plan->path(), &bound);
   }

@@ -15,7 +15,7 @@ using plan_graph::Bound;
 using plan_graph::GGraph;
 using plan_graph::Sym;
 
-Status Session::Impl::WriteInput(const GGraph& g, int id, const void* data, uint64_t n) {
+Status Session::Impl::WriteInput(int id, const void* data, uint64_t n) {
   if (id < 0) return Status::Ok();
   const Bound& b = bound[id];
   return buffers[b.buffer]->Write(b.offset, data, n);
@@ -54,10 +54,10 @@ Sym Session::Impl::UbatchSymbols(const GGraph& g, int64_t n, bool all_logits) co
 
 Status Session::Impl::FillInputs(const GGraph& g, const Sym& s, const int32_t* tokens, bool all_logits) {
   const int64_t n = s.n_tokens;
-  STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_tokens, tokens, n * sizeof(int32_t)));
+  STOWAGE_RETURN_IF_ERROR(WriteInput(g.inp_tokens, tokens, n * sizeof(int32_t)));
   std::vector<int32_t> pos(n);
   for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(n_past + i);
-  STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_pos, pos.data(), n * sizeof(int32_t)));
+  STOWAGE_RETURN_IF_ERROR(WriteInput(g.inp_pos, pos.data(), n * sizeof(int32_t)));
   // KQ_mask: causal (cell j holds position j). KQ_mask_swa also hides cells that fell out of the
   // sliding window: llama_set_inputs (Feb 2025) masks cell j for the token at position p when
   // p - j >= n_swa.
@@ -71,7 +71,7 @@ Status Session::Impl::FillInputs(const GGraph& g, const Sym& s, const int32_t* t
         const int64_t p = n_past + i;
         if (j <= p && (window == 0 || p - j < window)) mask[i * mv.ne[0] + j] = 0.f;
       }
-    STOWAGE_RETURN_IF_ERROR(WriteInput(g, id, mask.data(), mask.size() * sizeof(float)));
+    STOWAGE_RETURN_IF_ERROR(WriteInput(id, mask.data(), mask.size() * sizeof(float)));
   }
   for (const int id : {g.inp_s_copy, g.inp_s_mask})
     if (id >= 0 && bound[id].v.nelements() != s.n_kv)
@@ -80,16 +80,16 @@ Status Session::Impl::FillInputs(const GGraph& g, const Sym& s, const int32_t* t
                       " elements, expected n_kv = " + std::to_string(s.n_kv));
   if (g.inp_s_copy >= 0) {
     const int32_t copy_from = 0;  // cell 0 keeps its own state
-    STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_s_copy, &copy_from, sizeof copy_from));
+    STOWAGE_RETURN_IF_ERROR(WriteInput(g.inp_s_copy, &copy_from, sizeof copy_from));
   }
   if (g.inp_s_mask >= 0) {
     const float keep = n_past > 0 ? 1.0f : 0.0f;  // a new sequence starts from zero states
-    STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_s_mask, &keep, sizeof keep));
+    STOWAGE_RETURN_IF_ERROR(WriteInput(g.inp_s_mask, &keep, sizeof keep));
   }
   if (g.inp_out_ids >= 0) {
     std::vector<int32_t> ids(s.n_outputs);
     for (int64_t i = 0; i < s.n_outputs; ++i) ids[i] = static_cast<int32_t>(all_logits ? i : n - 1);
-    STOWAGE_RETURN_IF_ERROR(WriteInput(g, g.inp_out_ids, ids.data(), ids.size() * sizeof(int32_t)));
+    STOWAGE_RETURN_IF_ERROR(WriteInput(g.inp_out_ids, ids.data(), ids.size() * sizeof(int32_t)));
   }
   return Status::Ok();
 }

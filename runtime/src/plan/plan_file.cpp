@@ -60,6 +60,9 @@ Result<std::vector<uint8_t>> ReadPlanBytes(const std::string& path) {
   return ReadRegularFileBytes(path, o);
 }
 
+PlanFile::PlanFile() = default;
+PlanFile::~PlanFile() = default;
+
 Result<std::unique_ptr<PlanFile>> PlanFile::Load(const std::string& path, PlanChecks checks) {
   STOWAGE_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadPlanBytes(path));
   return FromBytes(std::move(bytes), path, checks);
@@ -78,8 +81,9 @@ Status PlanFile::Verify(PlanChecks checks) {
   STOWAGE_RETURN_IF_ERROR(VerifyStructure());
   // The graphs as the executor decodes and binds them (plan_graph.h), at each graph's worst case
   // and on the planned buffer sizes: what Session would otherwise find only after allocating.
+  // Decoded once: a Session runs the graphs checked here (graphs()).
   const plan::Plan& r = *root_;
-  STOWAGE_ASSIGN_OR_RETURN(const plan_graph::Graphs decoded, plan_graph::Decode(r, path_));
+  STOWAGE_ASSIGN_OR_RETURN(plan_graph::Graphs decoded, plan_graph::Decode(r, path_));
   const plan_graph::Memory mem = plan_graph::PlannedMemory(r);
   // Bound at every vertex of the range of symbol values a session binds (plan_graph::Corners):
   // a tensor that fits at kv_head 0 may leave its buffer, or the tensor it views, at kv_head 100.
@@ -93,6 +97,7 @@ Status PlanFile::Verify(PlanChecks checks) {
       STOWAGE_RETURN_IF_ERROR(plan_graph::CheckResultShape(g, bound, decoded.n_vocab, s.n_outputs, path_));
     }
   }
+  graphs_ = std::make_unique<const plan_graph::Graphs>(std::move(decoded));
   if (checks == PlanChecks::kAllButOverlaps) return Status::Ok();
   // The offsets together (weights and KV cache in their buffers, live compute tensors in theirs):
   // a plan whose tensors share bytes (edited or corrupted) would compute wrong values without an

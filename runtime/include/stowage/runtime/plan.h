@@ -31,6 +31,9 @@ namespace stowage {
 namespace plan {
 struct Plan;
 }
+namespace plan_graph {
+struct Graphs;  // internal to the runtime (src/plan/plan_graph.h)
+}
 class GgufFile;
 
 /// Highest plan schema version this runtime reads, and the one writers set: 2 (version 2 added the
@@ -83,19 +86,25 @@ class PlanFile {
   static Result<std::unique_ptr<PlanFile>> FromBytes(std::vector<uint8_t> bytes, std::string name,
                                                      PlanChecks checks = PlanChecks::kAll);
 
+  ~PlanFile();
+
   /// The verified root table (generated accessors of plan_generated.h).
   const plan::Plan& root() const { return *root_; }
+  /// The context and graphs as Verify decoded and checked them: what a Session runs (the runtime's
+  /// internal form, src/plan/plan_graph.h; decoded once, at load).
+  const plan_graph::Graphs& graphs() const { return *graphs_; }
   const std::string& path() const { return path_; }
   size_t size() const { return bytes_.size(); }
 
  private:
-  PlanFile() = default;
+  PlanFile();
   Status Verify(PlanChecks checks);
   Status VerifyStructure();
 
   std::string path_;
   std::vector<uint8_t> bytes_;
   const plan::Plan* root_ = nullptr;
+  std::unique_ptr<const plan_graph::Graphs> graphs_;  ///< set by Verify
 };
 
 /// The result of CheckComputeMemory.
