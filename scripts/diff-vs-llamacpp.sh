@@ -28,7 +28,7 @@ status=0
 for r in "${runs[@]}"; do
   variant=${r%%:*} level=${r##*:}
   exe="$BENCH_DIR/ggml-diff-$variant"
-  g++ -O2 -std=c++17 tools/bench/ggml_diff.cpp -o "$exe" -I"$REF/ggml/include" -Iruntime/src/backends/cpu \
+  g++ -O2 -std=c++17 tools/bench/ggml_diff.cpp -o "$exe" -I"$REF/ggml/include" -Iruntime/src/backends/cpu -Iruntime/src/executor \
     -Iruntime/include -Iruntime/src -Wl,--start-group "$BUILD"/lib/*.a -Wl,--end-group \
     -L"$B" -l:libggml-cpu-"$variant".so -l:libggml-base.so -Wl,-rpath,"$B" -fopenmp -lpthread
   echo "== libggml-cpu-$variant.so"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "row_split.h"  // runtime/src/backends/cuda: the split rules the CUDA backend applies
+#include "stowage/runtime/row_split.h"  // the split rules the CUDA backend applies
 
 namespace stowage::planner {
 

@@ -18,8 +18,8 @@
 
 #include "ops.h"
 #include "quants.h"
-#include "row_split.h"
 #include "split_views.h"
+#include "stowage/runtime/row_split.h"
 
 namespace stowage {
 namespace {

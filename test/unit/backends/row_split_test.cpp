@@ -1,7 +1,7 @@
 // The CUDA<i>_Split row split (row_split.h), checked against ggml-cuda's rules
 // (ggml_backend_cuda_split_buffer_type, get_row_rounding, get_row_split) on any machine. The
 // planner's fit check (RowSplitShares, fit_test) counts split weights with the same functions.
-#include "row_split.h"
+#include "stowage/runtime/row_split.h"
 
 #include <gtest/gtest.h>
 

@@ -30,8 +30,8 @@ VecDotFn GetRepackedGemv(int layout, IsaLevel isa);
 Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst,
                   bool expert);
 
-/// "type[ne0,ne1,ne2,ne3]" for error messages.
-std::string ShapeString(const TensorView& t);
+/// "type[ne0,ne1,ne2,ne3]" for error messages (tensor_view.h).
+using exec::ShapeString;
 
 /// min(ctx.max_isa, DetectIsa()).
 IsaLevel EffectiveIsa(const ComputeContext& ctx);

@@ -19,12 +19,17 @@
 
 #include "stowage/runtime/ggml_types.h"
 #include "stowage/runtime/status.h"
+#include "tensor_view.h"
 
 namespace stowage::cpu {
 
+// The executor's tensor type (runtime/src/executor/tensor_view.h), which every op takes.
+using TensorView = exec::TensorView;
+using exec::SetContiguousStrides;
+
 /// Weight layouts a TensorView may carry (TensorView::layout).
 enum : int {
-  kLayoutPlain = 0,  ///< ggml's layout: rows of blocks as in the GGUF file
+  kLayoutPlain = exec::kLayoutPlain,  ///< ggml's layout: rows of blocks as in the GGUF file
   /// CPU_REPACK Q4_0 (see RepackQ4_0): groups of 8 rows interleaved block by block; only MulMat
   /// (as src0) reads it. nb[] keep describing the plain layout's strides (row = RowSize(Q4_0, ne0)),
   /// and the repacked tensor has exactly the plain tensor's size.
@@ -43,24 +48,6 @@ enum : int {
 inline bool IsRepackedLayout(int layout) {
   return layout == kLayoutQ4_0x8 || layout == kLayoutQ4_Kx8 || layout == kLayoutQ8_0x8;
 }
-
-struct TensorView {
-  void* data = nullptr;
-  GgmlType type = GgmlType::F32;
-  int64_t ne[4] = {1, 1, 1, 1};
-  size_t nb[4] = {0, 0, 0, 0};
-  int layout = kLayoutPlain;  ///< kLayoutPlain or a CPU_REPACK layout (RepackWeight's output)
-
-  int64_t nelements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
-  int64_t nrows() const { return ne[1] * ne[2] * ne[3]; }
-  /// True when the strides are the contiguous ones of SetContiguousStrides, ignoring the stride
-  /// of any dimension of size 1 (ggml_is_contiguous).
-  bool is_contiguous() const;
-};
-
-/// Fills nb[] for a contiguous tensor of `type` and shape ne[] (nb0 = type size, nb1 =
-/// RowSize(type, ne0), nb2 = nb1 * ne1, nb3 = nb2 * ne2). ne0 must be a multiple of the block size.
-void SetContiguousStrides(TensorView& t);
 
 /// Instruction-set levels of the kernels, chosen at run time from CPUID.
 /// Each level includes the ones below it; a capped context (ComputeContext::max_isa) runs a lower

@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "backend.h"
-#include "row_split.h"  // RowSplit, RowSplitStarts, RowRounding
+#include "stowage/runtime/row_split.h"  // RowSplit, RowSplitStarts, RowRounding
 
 namespace stowage::exec {
 

@@ -1,4 +1,4 @@
-#include "row_split.h"
+#include "stowage/runtime/row_split.h"
 
 #include <algorithm>
 #include <utility>

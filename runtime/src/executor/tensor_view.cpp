@@ -1,12 +1,13 @@
-// TensorView's layout helpers (ops.h): shape text, contiguity and contiguous strides. Apart from the
-// kernels so that code which only describes tensors (the plan loader's graph checks, the plan
-// verifier's fuzz target) needs no kernel, OpenMP or SIMD code.
+// TensorView's layout helpers (tensor_view.h): shape text, contiguity and contiguous strides. Apart
+// from the kernels so that code which only describes tensors (the plan loader's graph checks, the
+// plan verifier's fuzz target) needs no kernel, OpenMP or SIMD code.
+#include "tensor_view.h"
+
 #include <string>
 
-#include "ops.h"
 #include "stowage/runtime/ggml_types.h"
 
-namespace stowage::cpu {
+namespace stowage::exec {
 
 std::string ShapeString(const TensorView& t) {
   return std::string(IsValidGgmlType(uint32_t(t.type)) ? GgmlTypeName(t.type) : "invalid") + "[" +
@@ -31,4 +32,4 @@ void SetContiguousStrides(TensorView& t) {
   t.nb[3] = t.nb[2] * size_t(t.ne[2]);
 }
 
-}  // namespace stowage::cpu
+}  // namespace stowage::exec
