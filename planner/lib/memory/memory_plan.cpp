@@ -77,32 +77,13 @@ class Arena {
 };
 
 /// ggml-alloc's in-place reuse (ggml_gallocr_allocate_node): an op that ggml_op_can_inplace
-/// (elementwise ops, SCALE, RMS_NORM, SOFT_MAX, ROPE) takes over the memory of its first source
-/// when that source is a plain tensor of the same size in the same arena, not a graph output, and
-/// this node is its last use. Returns that source, or -1.
+/// (GgmlOpTraits::can_inplace: elementwise ops, SCALE, RMS_NORM, SOFT_MAX, ROPE) takes over the
+/// memory of its first source when that source is a plain tensor of the same size in the same arena,
+/// not a graph output, and this node is its last use. Returns that source, or -1.
 int InPlaceParent(const Graph& g, int id, int node_index, const std::vector<int>& last_use,
                   const Placement& p, const Bindings& wc) {
   const Tensor& t = g.tensors[id];
-  switch (t.op) {
-    case GgmlOp::ADD:
-    case GgmlOp::SUB:
-    case GgmlOp::MUL:
-    case GgmlOp::DIV:
-    case GgmlOp::SCALE:
-    case GgmlOp::SQR:
-    case GgmlOp::SQRT:
-    case GgmlOp::RMS_NORM:
-    case GgmlOp::SOFT_MAX:
-    case GgmlOp::ROPE:
-    case GgmlOp::SILU:
-    case GgmlOp::GELU:
-    case GgmlOp::RELU:
-    case GgmlOp::SIGMOID:
-    case GgmlOp::TANH:
-      break;
-    default:
-      return -1;
-  }
+  if (!GetOpTraits(t.op).can_inplace) return -1;
   if (t.srcs.empty() || t.srcs[0] < 0) return -1;
   const int parent = t.srcs[0];
   const Tensor& s = g.tensors[parent];

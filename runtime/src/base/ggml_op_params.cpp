@@ -44,9 +44,7 @@ const char* FparamNames(GgmlOp op) {
 }
 
 std::string Counted(int n, const char* kind, const char* names) {
-  std::string s = std::to_string(n) + " " + kind + " parameter" + (n == 1 ? "" : "s");
-  if (n > 0 && *names) s += std::string(" ") + names;
-  return s;
+  return std::to_string(n) + " " + kind + " parameter" + (n == 1 ? " " : "s ") + names;
 }
 
 }  // namespace
@@ -56,10 +54,39 @@ Status CheckParamCounts(GgmlOp op, const OpParamsRef& p) {
   if (t.n_iparams < 0 || t.n_fparams < 0) return Status::Ok();
   if (p.n_iparams == static_cast<size_t>(t.n_iparams) && p.n_fparams == static_cast<size_t>(t.n_fparams))
     return Status::Ok();
-  return InvalidArgument(std::string(GgmlOpName(op)) + ": expected " +
-                         Counted(t.n_iparams, "integer", IparamNames(op)) + " and " +
-                         Counted(t.n_fparams, "float", FparamNames(op)) + ", found " +
-                         std::to_string(p.n_iparams) + " and " + std::to_string(p.n_fparams));
+  std::string want;
+  if (t.n_iparams > 0) want = Counted(t.n_iparams, "integer", IparamNames(op));
+  if (t.n_fparams > 0) want += (want.empty() ? "" : " and ") + Counted(t.n_fparams, "float", FparamNames(op));
+  if (want.empty()) want = "no parameters";
+  return InvalidArgument(std::string(GgmlOpName(op)) + ": expected " + want + ", found " +
+                         std::to_string(p.n_iparams) + " integer and " + std::to_string(p.n_fparams) +
+                         " float");
+}
+
+Status CheckParams(GgmlOp op, const OpParamsRef& p) {
+  switch (op) {
+    case GgmlOp::ROPE:
+      return DecodeRope(p).status();
+    case GgmlOp::SOFT_MAX:
+      return DecodeSoftMax(p).status();
+    case GgmlOp::FLASH_ATTN_EXT:
+      return DecodeFlashAttnExt(p).status();
+    case GgmlOp::NORM:
+    case GgmlOp::RMS_NORM:
+      return DecodeNorm(op, p).status();
+    case GgmlOp::SCALE:
+      return DecodeScale(p).status();
+    case GgmlOp::ARGSORT:
+      return DecodeArgsort(p).status();
+    case GgmlOp::TOP_K:
+      return DecodeTopK(p).status();
+    case GgmlOp::CONCAT:
+      return DecodeConcat(p).status();
+    case GgmlOp::PERMUTE:
+      return DecodePermute(p).status();
+    default:
+      return CheckParamCounts(op, p);
+  }
 }
 
 EncodedOpParams Encode(const RopeParams& p) {

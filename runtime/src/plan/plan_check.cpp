@@ -21,40 +21,6 @@ std::string Time(int64_t t) {
   return (t % 2 ? "node " : "split start at node ") + std::to_string(t / 2);
 }
 
-/// ggml_op_can_inplace's ops that the planner writes in place (memory_plan.cpp InPlaceParent) and
-/// the other elementwise ones: the result may take over its first source's bytes.
-bool CanInplace(uint16_t op) {
-  switch (static_cast<GgmlOp>(op)) {
-    case GgmlOp::ADD:
-    case GgmlOp::SUB:
-    case GgmlOp::MUL:
-    case GgmlOp::DIV:
-    case GgmlOp::SCALE:
-    case GgmlOp::SQR:
-    case GgmlOp::SQRT:
-    case GgmlOp::RMS_NORM:
-    case GgmlOp::SOFT_MAX:
-    case GgmlOp::ROPE:
-    case GgmlOp::SILU:
-    case GgmlOp::GELU:
-    case GgmlOp::RELU:
-    case GgmlOp::SIGMOID:
-    case GgmlOp::TANH:
-    case GgmlOp::ADD1:
-    case GgmlOp::DIAG_MASK_INF:
-    case GgmlOp::ABS:
-    case GgmlOp::NEG:
-    case GgmlOp::ELU:
-    case GgmlOp::GELU_QUICK:
-    case GgmlOp::HARDSWISH:
-    case GgmlOp::EXP:
-    case GgmlOp::SOFTPLUS:
-      return true;
-    default:
-      return false;
-  }
-}
-
 struct Owned {
   int id = -1;
   int buffer = -1;
@@ -266,10 +232,10 @@ MemoryCheckReport CheckComputeMemory(const PlanFile& plan, size_t max_conflicts,
         auto inplace = [&](const Owned& src, const Owned& dst) {
           if (src.id < 0 || dst.id < 0) return false;
           const auto* d = ts->Get(dst.id);
-          return node_pos[dst.id] >= 0 && CanInplace(d->op()) && d->srcs() && d->srcs()->size() > 0 &&
-                 d->srcs()->Get(0) >= 0 && static_cast<size_t>(d->srcs()->Get(0)) < nt &&
-                 owner(d->srcs()->Get(0)) == src.id && src.dies == dst.born && src.begin == dst.begin &&
-                 src.end == dst.end;
+          return node_pos[dst.id] >= 0 && GetOpTraits(static_cast<GgmlOp>(d->op())).can_inplace &&
+                 d->srcs() && d->srcs()->size() > 0 && d->srcs()->Get(0) >= 0 &&
+                 static_cast<size_t>(d->srcs()->Get(0)) < nt && owner(d->srcs()->Get(0)) == src.id &&
+                 src.dies == dst.born && src.begin == dst.begin && src.end == dst.end;
         };
         if (inplace(A, B) || inplace(B, A)) continue;
         conflict(gname + ": buffer " + std::to_string(A.buffer) + " '" + Str(buffers->Get(A.buffer)->name()) +

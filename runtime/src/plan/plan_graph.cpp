@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backend.h"
+#include "stowage/runtime/ggml_op_params.h"
 
 namespace stowage::plan_graph {
 
@@ -156,11 +157,12 @@ Result<GGraph> DecodeGraph(const fb::Graph& g, int64_t n_ctx, const std::string&
     x.buffer = t->buffer();
     x.offset = t->offset();
     x.backend = t->backend();
-    // A CPY with a destination (src 1) writes into it and aliases it; one with a single source is
-    // ggml_cast, a new tensor of its own (the F16 KQ_mask copy of flash attention).
-    x.is_view = IsViewOp(x.op) || (x.op == GgmlOp::CPY && x.srcs.size() >= 2);
-    const size_t need_src = x.op == GgmlOp::CPY ? (x.is_view ? 2 : 1) : (x.is_view ? 1 : 0);
-    if (x.srcs.size() < need_src || (need_src && x.srcs[need_src - 1] < 0))
+    // Views, and a CPY with a destination (src 1), which writes into it: the memory is a source's.
+    // A CPY with a single source is ggml_cast, a new tensor of its own (the F16 KQ_mask copy of
+    // flash attention).
+    const int aliased = AliasedSource(x.op, x.srcs.size());
+    x.is_view = aliased >= 0;
+    if (x.is_view && (static_cast<size_t>(aliased) >= x.srcs.size() || x.srcs[aliased] < 0))
       return DataLoss(path + ": graph " + gg.name + " tensor '" + x.name + "': view without a source");
     if (x.srcs.size() > size_t(exec::NodeCall::kMaxSrc))
       return DataLoss(path + ": graph " + gg.name + " tensor '" + x.name + "': more than " +
@@ -257,7 +259,7 @@ Status BindTensor(const GGraph& g, int id, const Sym& s, const Memory& mem, cons
     b.offset = mem.global_offset[t.global];
   } else if (t.is_view) {
     owns = false;
-    const int src = t.op == GgmlOp::CPY ? t.srcs[1] : t.srcs[0];
+    const int src = t.srcs[AliasedSource(t.op, t.srcs.size())];
     STOWAGE_RETURN_IF_ERROR(BindTensor(g, src, s, mem, path, bound, depth + 1));
     const Bound& sb = bound[src];
     b.buffer = sb.buffer;
@@ -266,9 +268,6 @@ Status BindTensor(const GGraph& g, int id, const Sym& s, const Memory& mem, cons
     b.own_end = sb.own_end;
     v.layout = sb.v.layout;
     switch (t.op) {
-      case GgmlOp::CPY:
-        v = sb.v;
-        break;
       case GgmlOp::RESHAPE:
         cpu::SetContiguousStrides(v);
         break;
@@ -292,15 +291,9 @@ Status BindTensor(const GGraph& g, int id, const Sym& s, const Memory& mem, cons
         break;
       }
       case GgmlOp::PERMUTE: {
-        if (t.iparams.size() != 4) return DataLoss(path + ": tensor '" + t.name + "': PERMUTE needs 4 axes");
-        int seen = 0;
-        for (int d = 0; d < 4; ++d) {
-          const int ax = t.iparams[d];
-          if (ax < 0 || ax > 3 || (seen & (1 << ax)))
-            return DataLoss(path + ": tensor '" + t.name + "': PERMUTE axes are not a permutation of 0..3");
-          seen |= 1 << ax;
-          v.nb[ax] = sb.v.nb[d];
-        }
+        const Result<PermuteParams> p = DecodePermute(OpParamsRef(t.iparams, t.fparams));
+        if (!p.ok()) return DataLoss(path + ": tensor '" + t.name + "': " + p.status().message());
+        for (int d = 0; d < 4; ++d) v.nb[p->axis[d]] = sb.v.nb[d];
         break;
       }
       case GgmlOp::TRANSPOSE:
@@ -309,7 +302,8 @@ Status BindTensor(const GGraph& g, int id, const Sym& s, const Memory& mem, cons
         v.nb[2] = sb.v.nb[2];
         v.nb[3] = sb.v.nb[3];
         break;
-      default:
+      default:  // an op that writes into its destination (CPY): the destination's view
+        v = sb.v;
         break;
     }
   } else {
@@ -348,7 +342,7 @@ Status BindTensor(const GGraph& g, int id, const Sym& s, const Memory& mem, cons
     return DataLoss(where() + ": offset " + std::to_string(b.offset) + " or strides are not multiples of " +
                     std::to_string(align) + " bytes (the element alignment of " + tr.name + ")");
   if (!mem.buffer_base.empty() && t.kind != fb::TensorKind::Weight && t.kind != fb::TensorKind::KvCache &&
-      !(t.op == GgmlOp::CPY && t.is_view))
+      !(t.is_view && !IsViewOp(t.op)))
     v.data = mem.buffer_base[b.buffer] + b.offset;
   b.v = v;
   b.done = true;
@@ -470,49 +464,6 @@ Status CheckNodeShapes(const GGraph& g, const std::vector<Bound>& bound, const s
   return Status::Ok();
 }
 
-namespace {
-
-/// The sources a node of `op` must have (srcs[0 .. n-1] present), as the kernels read them
-/// (cpu_backend.cpp Compute); 0 for ops not listed.
-int RequiredSources(GgmlOp op) {
-  switch (op) {
-    case GgmlOp::SCALE:
-    case GgmlOp::RMS_NORM:
-    case GgmlOp::NORM:
-    case GgmlOp::SILU:
-    case GgmlOp::GELU:
-    case GgmlOp::SOFT_MAX:
-    case GgmlOp::ARGSORT:
-    case GgmlOp::SUM_ROWS:
-    case GgmlOp::SIGMOID:
-    case GgmlOp::CPY:
-    case GgmlOp::CONT:
-    case GgmlOp::DUP:
-      return 1;
-    case GgmlOp::GET_ROWS:
-    case GgmlOp::SET_ROWS:
-    case GgmlOp::MUL_MAT:
-    case GgmlOp::ADD:
-    case GgmlOp::MUL:
-    case GgmlOp::SWIGLU:
-    case GgmlOp::GEGLU:
-    case GgmlOp::ROPE:
-    case GgmlOp::DIV:
-    case GgmlOp::CONCAT:
-    case GgmlOp::SSM_CONV:
-      return 2;
-    case GgmlOp::FLASH_ATTN_EXT:
-    case GgmlOp::MUL_MAT_ID:
-      return 3;
-    case GgmlOp::SSM_SCAN:
-      return 6;
-    default:
-      return 0;
-  }
-}
-
-}  // namespace
-
 Status CheckNodes(const fb::Plan& r, const GGraph& g, const std::vector<Bound>& bound, const Memory& mem,
                   const std::string& path) {
   for (const GSplit& sp : g.splits) {
@@ -526,39 +477,23 @@ Status CheckNodes(const fb::Plan& r, const GGraph& g, const std::vector<Bound>& 
       auto node = [&] {
         return path + ": graph " + g.name + " node '" + t.name + "' (" + GgmlOpName(t.op) + ")";
       };
-      const int need = RequiredSources(t.op);
+      const GgmlOpTraits& traits = GetOpTraits(t.op);
+      const int need = traits.min_srcs;
       for (int j = 0; j < need; ++j)
         if (j >= static_cast<int>(t.srcs.size()) || t.srcs[j] < 0)
           return DataLoss(node() + ": source " + std::to_string(j) + " is missing (" + GgmlOpName(t.op) +
                           " reads " + std::to_string(need) + ")");
+      if (t.srcs.size() > static_cast<size_t>(traits.max_srcs))
+        return DataLoss(node() + ": " + std::to_string(t.srcs.size()) + " sources, " + GgmlOpName(t.op) +
+                        " takes at most " + std::to_string(traits.max_srcs));
       for (size_t j = 0; j < t.fparams.size(); ++j)
         if (!std::isfinite(t.fparams[j]))
           return DataLoss(node() + ": float parameter " + std::to_string(j) + " is not finite");
-      switch (t.op) {
-        case GgmlOp::RMS_NORM:
-        case GgmlOp::NORM:
-          if (t.fparams.empty() || t.fparams[0] < 0)
-            return DataLoss(node() + ": expected eps >= 0 as float parameter 0, found " +
-                            (t.fparams.empty() ? std::string("none") : std::to_string(t.fparams[0])));
-          break;
-        case GgmlOp::SOFT_MAX:
-          if (t.fparams.empty())
-            return DataLoss(node() + ": expected its scale as float parameter 0, found none");
-          break;
-        case GgmlOp::ROPE: {
-          if (t.iparams.size() < 2)
-            return DataLoss(node() + ": expected n_dims and mode as integer parameters 0 and 1");
-          cpu::RopeParams p;
-          p.n_dims = t.iparams[0];
-          p.mode = t.iparams[1];
-          Status st = cpu::CheckRopeParams(p, bound[t.srcs[0]].v.ne[0]);
-          if (!st.ok()) return DataLoss(node() + ": " + st.message());
-          if (!t.fparams.empty() && !(t.fparams[0] > 0))
-            return DataLoss(node() + ": freq_base " + std::to_string(t.fparams[0]) + " must be positive");
-          break;
-        }
-        default:
-          break;
+      const OpParamsRef params(t.iparams, t.fparams);
+      if (Status st = CheckParams(t.op, params); !st.ok()) return DataLoss(node() + ": " + st.message());
+      if (t.op == GgmlOp::ROPE) {  // the kernels' modes and ggml's n_dims rule, against the bound row
+        Status st = cpu::CheckRopeParams(*DecodeRope(params), bound[t.srcs[0]].v.ne[0]);
+        if (!st.ok()) return DataLoss(node() + ": " + st.message());
       }
       if (onednn && t.op != GgmlOp::MUL_MAT)
         return DataLoss(node() + " is in a split of backend " + std::to_string(sp.backend) + " (" +

@@ -23,41 +23,10 @@ void CheckNodes(const Graph& g, const std::string& what) {
       EXPECT_GE(t.srcs[j], 0) << where;
     EXPECT_GE(tr.n_iparams, 0) << where << ": parameters not modeled";
     const OpParamsRef p(t.iparams, t.fparams);
-    const Status st = CheckParamCounts(t.op, p);
-    EXPECT_TRUE(st.ok()) << where << ": " << st.message();
     // A view's memory is its source's (the planner's view_src) exactly when the traits say so.
     const int aliased = AliasedSource(t.op, t.srcs.size());
     EXPECT_EQ(t.view_src >= 0, aliased >= 0) << where;
-    Status dec = Status::Ok();
-    switch (t.op) {
-      case GgmlOp::ROPE:
-        dec = DecodeRope(p).status();
-        break;
-      case GgmlOp::SOFT_MAX:
-        dec = DecodeSoftMax(p).status();
-        break;
-      case GgmlOp::FLASH_ATTN_EXT:
-        dec = DecodeFlashAttnExt(p).status();
-        break;
-      case GgmlOp::NORM:
-      case GgmlOp::RMS_NORM:
-        dec = DecodeNorm(t.op, p).status();
-        break;
-      case GgmlOp::SCALE:
-        dec = DecodeScale(p).status();
-        break;
-      case GgmlOp::ARGSORT:
-        dec = DecodeArgsort(p).status();
-        break;
-      case GgmlOp::CONCAT:
-        dec = DecodeConcat(p).status();
-        break;
-      case GgmlOp::PERMUTE:
-        dec = DecodePermute(p).status();
-        break;
-      default:
-        break;
-    }
+    const Status dec = CheckParams(t.op, p);
     EXPECT_TRUE(dec.ok()) << where << ": " << dec.message();
   }
 }

@@ -110,14 +110,14 @@ TEST(OpParams, WrongCountsAreRefusedInOneLine) {
   auto r = DecodeRope(OpParamsRef(i2, f6));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.status().message(),
-            "ROPE: expected 3 integer parameters {n_dims, mode, n_ctx_orig} and 6 float parameters "
-            "{freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow}, found 2 and 6");
+  EXPECT_EQ(
+      r.status().message(),
+      "ROPE: expected 3 integer parameters {n_dims, mode, n_ctx_orig} and 6 float parameters "
+      "{freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow}, found 2 integer and 6 float");
   auto s = DecodeSoftMax(OpParamsRef());
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(
-      s.status().message(),
-      "SOFT_MAX: expected 0 integer parameters and 2 float parameters {scale, max_bias}, found 0 and 0");
+  EXPECT_EQ(s.status().message(),
+            "SOFT_MAX: expected 2 float parameters {scale, max_bias}, found 0 integer and 0 float");
   // Too many is as wrong as too few: no plan stores more than its op's layout.
   const std::vector<float> f2{1e-5f, 0.25f};
   EXPECT_FALSE(DecodeNorm(GgmlOp::RMS_NORM, OpParamsRef({}, f2)).ok());
@@ -128,7 +128,12 @@ TEST(OpParams, WrongCountsAreRefusedInOneLine) {
   EXPECT_FALSE(DecodeArgsort(OpParamsRef({0, 0}, {})).ok());
   // Ops without parameters take none; ops whose parameters are not modeled take anything.
   EXPECT_TRUE(CheckParamCounts(GgmlOp::MUL_MAT, OpParamsRef()).ok());
-  EXPECT_FALSE(CheckParamCounts(GgmlOp::SILU, OpParamsRef({}, {1.f})).ok());
+  EXPECT_EQ(CheckParamCounts(GgmlOp::SILU, OpParamsRef({}, {1.f})).message(),
+            "SILU: expected no parameters, found 0 integer and 1 float");
+  // CheckParams runs the op's Decode (its value checks too).
+  EXPECT_TRUE(CheckParams(GgmlOp::ROPE, Ref(Encode(RopeParams{}))).ok());
+  EXPECT_FALSE(CheckParams(GgmlOp::CONCAT, Ref(Encode(ConcatParams{7}))).ok());
+  EXPECT_FALSE(CheckParams(GgmlOp::ADD, OpParamsRef({1}, {})).ok());
   EXPECT_TRUE(CheckParamCounts(GgmlOp::PAD, OpParamsRef({1, 2}, {})).ok());
 }
 

@@ -855,7 +855,8 @@ TEST_F(HostilePlan, VerifierRefusesWhatWouldFailOrRunWronglyLater) {
       {"RMS_NORM eps NaN", [&](bp::PlanT& p) { tensor(*p.graphs[0], "norm-0").fparams = {std::nanf("")}; },
        "float parameter 0 is not finite"},
       {"SOFT_MAX without its scale",
-       [&](bp::PlanT& p) { tensor(tg(p), "kq_soft_max_ext-0").fparams.clear(); }, "expected its scale"},
+       [&](bp::PlanT& p) { tensor(tg(p), "kq_soft_max_ext-0").fparams.clear(); },
+       "expected 2 float parameters {scale, max_bias}"},
       {"a node writing into the mapping",
        [&](bp::PlanT& p) {
          for (size_t b = 0; b < p.buffers.size(); ++b)

@@ -124,9 +124,14 @@ EncodedOpParams Encode(const ConcatParams& p);
 EncodedOpParams Encode(const PermuteParams& p);
 
 /// Checks that `p` has exactly the parameter counts of `op` (GgmlOpTraits); ops whose parameters
-/// are not modeled (n_iparams < 0) pass. Errors: kInvalidArgument, one line: "ROPE: expected 3
-/// integer parameters {n_dims, mode, n_ctx_orig} and 6 float parameters {...}, found 2 and 6".
+/// are not modeled (n_iparams < 0) pass. Errors: kInvalidArgument, one line, e.g. "ROPE: expected 3
+/// integer parameters {n_dims, mode, n_ctx_orig} and 6 float parameters {...}, found 2 integer and
+/// 6 float", "SILU: expected no parameters, found 0 integer and 1 float".
 Status CheckParamCounts(GgmlOp op, const OpParamsRef& p);
+
+/// The Decode of `op` for the ops that have one (its checks included), else CheckParamCounts: what
+/// a verifier runs on every node. Errors: those of the Decode.
+Status CheckParams(GgmlOp op, const OpParamsRef& p);
 
 /// The Decode of each op: CheckParamCounts, then the values, then the checks listed (ggml's own
 /// asserts or what makes the op meaningless). Errors: kInvalidArgument, one line naming the op.
