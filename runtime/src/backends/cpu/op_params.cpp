@@ -11,10 +11,7 @@ Status CheckRopeParams(const RopeParams& p, int64_t ne0) {
   if (p.mode != 0 && p.mode != 2)
     return InvalidArgument("ROPE: mode " + std::to_string(p.mode) +
                            " is not supported (0 = normal, 2 = NEOX)");
-  if (p.n_dims <= 0 || p.n_dims % 2 != 0 || p.n_dims > ne0)
-    return InvalidArgument("ROPE: n_dims " + std::to_string(p.n_dims) +
-                           " must be even and in (0, ne0 = " + std::to_string(ne0) + "]");
-  return Status::Ok();
+  return CheckRopeDims(p, ne0);
 }
 
 }  // namespace stowage::cpu

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "stowage/runtime/ggml_op_params.h"
 #include "stowage/runtime/ggml_types.h"
 #include "stowage/runtime/status.h"
 #include "tensor_view.h"
@@ -150,21 +151,12 @@ Status Gelu(ComputeContext& ctx, const TensorView& src, TensorView& dst);
 Status SwiGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst);
 Status GeGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst);
 
-/// ROPE parameters (the arguments of ggml_rope_ext, same names and meaning).
-struct RopeParams {
-  int n_dims = 0;      ///< rotated dims (even, <= ne0); the rest of each row is copied
-  int mode = 0;        ///< 0 = normal (adjacent pairs, LLAMA_ROPE_TYPE_NORM), 2 = NEOX (halves)
-  int n_ctx_orig = 0;  ///< training context (YaRN correction dims)
-  float freq_base = 10000.f;
-  float freq_scale = 1.f;   ///< 1 / context scaling factor
-  float ext_factor = 0.f;   ///< YaRN extrapolation mix (0 = off)
-  float attn_factor = 1.f;  ///< magnitude scale (mscale)
-  float beta_fast = 32.f;
-  float beta_slow = 1.f;
-};
-/// The ROPE parameters this runtime computes with, for rows of `ne0` elements: mode 0 or 2, n_dims
-/// even and in (0, ne0]. Rope checks them; so does the plan verifier (plan_graph CheckNodes), before
-/// anything runs. Errors: kInvalidArgument ("ROPE: ...").
+/// ROPE parameters (ggml_rope_ext's arguments; the plan's layout, ggml_op_params.h).
+using RopeParams = ::stowage::RopeParams;
+/// The ROPE parameters this runtime computes with, for rows of `ne0` elements: mode 0 or 2 (the
+/// kernels' limit: no M-RoPE or vision modes), and ggml's rule on n_dims (CheckRopeDims). Rope
+/// checks them; so does the plan verifier (plan_graph CheckNodes), before anything runs. Errors:
+/// kInvalidArgument ("ROPE: ...").
 Status CheckRopeParams(const RopeParams& p, int64_t ne0);
 /// ROPE (ggml_rope_ext): rotates pairs of src F32 [head_dim, n_head, n_tokens, ne3] by
 /// theta = pos[i2] * freq_base^(-i0/n_dims) / freq_factors[i0/2], with YaRN mixing/mscale as
