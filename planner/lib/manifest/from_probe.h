@@ -11,11 +11,11 @@
 
 namespace stowage::planner {
 
-/// The manifest of a probed device. Its op table is the device's runtime support table turned into
-/// rules, in the order ProbedDevice::SupportsOp asks, so that DeviceManifest::SupportsOp gives the
-/// same answer for every query. CUDA device names become "CUDA{index}" (and their buffer types
-/// likewise) so that a list of emitted GPUs is numbered like ggml numbers them.
-/// Errors: none today (Result kept for manifest validation to come).
+/// The manifest of a probed device: its buffer types, caps and properties (as notes), and its op
+/// table and extra buffer types' rules as they are (one rule language, stowage/runtime/op_rules.h),
+/// so that DeviceManifest::SupportsOp gives ProbedDevice::SupportsOp's answer for every query. CUDA device
+/// names become "CUDA{index}" (and their buffer types likewise) so that a list of emitted GPUs is numbered
+/// like ggml numbers them. Errors: none today (Result kept for manifest validation to come).
 Result<DeviceManifest> ManifestFromProbe(const ProbedDevice& device);
 
 /// Registry key of an emitted manifest: "local-" + lower-case device name with characters other

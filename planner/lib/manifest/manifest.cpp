@@ -53,75 +53,6 @@ bool DeviceCaps::operator==(const DeviceCaps& o) const {
          events == o.events;
 }
 
-bool TensorConstraint::Matches(const TensorDesc* t) const {
-  if (!present) return t == nullptr;
-  if (t == nullptr) return optional;
-  if (!types.empty() && std::find(types.begin(), types.end(), t->type) == types.end()) return false;
-  if (contiguous && *contiguous != t->contiguous) return false;
-  if (host && *host == t->InNonHostBuffer()) return false;
-  if (buft && *buft != t->buft) return false;
-  if (max_dims > 0 && t->NumDims() > max_dims) return false;
-  for (int i = 0; i < 4; ++i) {
-    if (t->ne[i] < min_ne[i]) return false;
-    if (max_ne[i] > 0 && t->ne[i] > max_ne[i]) return false;
-    if (ne_multiple_of[i] > 1 && t->ne[i] % ne_multiple_of[i] != 0) return false;
-  }
-  return true;
-}
-
-bool TensorConstraint::operator==(const TensorConstraint& o) const {
-  return present == o.present && optional == o.optional && types == o.types && contiguous == o.contiguous &&
-         host == o.host && buft == o.buft && max_dims == o.max_dims && min_ne == o.min_ne &&
-         max_ne == o.max_ne && ne_multiple_of == o.ne_multiple_of;
-}
-
-bool OpRule::AppliesTo(GgmlOp op) const {
-  return ops.empty() || std::find(ops.begin(), ops.end(), op) != ops.end();
-}
-
-bool OpRule::Matches(const OpQuery& q) const {
-  if (!AppliesTo(q.op)) return false;
-  if (all_srcs_host) {
-    bool all_host =
-        std::none_of(q.src.begin(), q.src.end(), [](const TensorDesc& t) { return t.InNonHostBuffer(); });
-    if (all_host != *all_srcs_host) return false;
-  }
-  if (src1_f32_or_vec_dot) {
-    if (q.src.size() < 2) return false;
-    GgmlType t1 = q.src[1].type;
-    if (t1 != GgmlType::F32 && t1 != VecDotType(q.src[0].type)) return false;
-  }
-  if (min_batch > 0 && OpBatchSize(q) < min_batch) return false;
-  if (dst && !dst->Matches(&q.dst)) return false;
-  for (size_t i = 0; i < src.size(); ++i) {
-    if (!src[i]) continue;
-    const TensorDesc* t = i < q.src.size() ? &q.src[i] : nullptr;
-    if (!src[i]->Matches(t)) return false;
-  }
-  return true;
-}
-
-bool OpRule::operator==(const OpRule& o) const {
-  return ops == o.ops && supported == o.supported && all_srcs_host == o.all_srcs_host &&
-         src1_f32_or_vec_dot == o.src1_f32_or_vec_dot && min_batch == o.min_batch && dst == o.dst &&
-         src == o.src && note == o.note;
-}
-
-bool OpSupportTable::Evaluate(const OpQuery& q, int* decided_by) const {
-  for (size_t i = 0; i < rules.size(); ++i) {
-    if (rules[i].Matches(q)) {
-      if (decided_by) *decided_by = static_cast<int>(i);
-      return rules[i].supported;
-    }
-  }
-  if (decided_by) *decided_by = -1;
-  return default_supported;
-}
-
-bool OpSupportTable::operator==(const OpSupportTable& o) const {
-  return default_supported == o.default_supported && rules == o.rules;
-}
-
 bool BufferType::operator==(const BufferType& o) const {
   return name == o.name && alignment == o.alignment && max_size == o.max_size && is_host == o.is_host &&
          supports_op == o.supports_op && note == o.note;
@@ -137,18 +68,10 @@ bool Performance::operator==(const Performance& o) const {
 }
 
 bool DeviceManifest::SupportsOp(const OpQuery& q) const {
-  if (split_buft && q.op != GgmlOp::MUL_MAT &&
-      std::any_of(q.src.begin(), q.src.end(),
-                  [&](const TensorDesc& t) { return t.buft == split_buft->name; }))
-    return false;
+  if (split_buft && RefusedBySplitBuft(q, split_buft->name)) return false;
   // ggml-cpu supports_op: an extra buffer type that accepts the op makes it supported.
   for (const auto& extra : extra_bufts) {
-    for (const auto& rule : extra.supports_op) {
-      if (rule.Matches(q)) {
-        if (rule.supported) return true;
-        break;
-      }
-    }
+    if (ExtraBuftAccepts(extra.supports_op, q)) return true;
   }
   return op_support.Evaluate(q);
 }

@@ -5,20 +5,17 @@
 #include <cstdio>
 #include <string>
 
-#include "cuda_backend.h"  // exec::CudaSupportsWeightType / CudaSupportsCpy
+#include "cuda_backend.h"  // exec::CudaSupportsWeightType
 #include "probe_internal.h"
 
 namespace stowage::devices_internal {
 
 void AddCudaBackendTypes(CudaDeviceInfo& info) {
-  // The backend's own answers for the types (runtime/src/backends/cuda).
+  // The backend's own answer for the weight types (runtime/src/backends/cuda); its copy types are
+  // those of its op table (cpy_types left empty: exec::CudaCopyPairs).
   for (uint32_t id = 0; id < kGgmlTypeCount; ++id) {
-    if (!IsValidGgmlType(id)) continue;
-    const auto t = static_cast<GgmlType>(id);
-    if (exec::CudaSupportsWeightType(t)) info.weight_types.push_back(t);
-    for (GgmlType from : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
-      if (exec::CudaSupportsCpy(from, t)) info.cpy_types.push_back({from, t});
-    }
+    if (IsValidGgmlType(id) && exec::CudaSupportsWeightType(static_cast<GgmlType>(id)))
+      info.weight_types.push_back(static_cast<GgmlType>(id));
   }
 }
 

@@ -58,9 +58,6 @@ ProbedDevice MakeOneDnnDevice(const CpuInfo& cpu) {
   // reads every host buffer (activations, and weights of other buffer types).
   d.default_buft = {exec::kOneDnnBuft, 64, false, {}};
   d.supports_any_host_buft = true;
-  d.view_ops_any_buffer = false;
-  // Sources in non-host buffers are checked per rule below (the weight may be in ONEDNN).
-  d.srcs_must_be_host = false;
   // MUL_MAT: weights of the types oneDNN can multiply here (F32 always; BF16 / F16 when oneDNN has
   // that matmul on this CPU) with contiguous rows, F32 activations in host memory, F32 dst.
   std::vector<T> types;
@@ -68,29 +65,27 @@ ProbedDevice MakeOneDnnDevice(const CpuInfo& cpu) {
     if (IsValidGgmlType(id) && exec::OneDnnSupportsMulMatType(static_cast<T>(id)))
       types.push_back(static_cast<T>(id));
   }
-  SrcRequirement act;
-  act.types = {T::F32};
+  TensorConstraint act = OfTypes({T::F32});
   act.host = true;
   //  (1) a 2-D weight in the ONEDNN buffer type: every batch (tg too), since no other backend can
   //      read that buffer;
-  SrcRequirement own;
-  own.types = types;
+  TensorConstraint own = OfTypes(types);
   own.contiguous = true;
   own.buft = exec::kOneDnnBuft;
   own.max_dims = 2;
   //  (2) a weight in host memory (another buffer type): batches >= 32 only, like ggml-blas; smaller
   //      ones stay on the CPU.
-  SrcRequirement host;
-  host.types = types;
+  TensorConstraint host = OfTypes(types);
   host.contiguous = true;
   host.host = true;
-  d.ops = {
-      {{GgmlOp::MUL_MAT},
-       {own, act},
-       {T::F32},
-       0,
-       "oneDNN matmul, weights in the ONEDNN buffer type, any batch"},
-      {{GgmlOp::MUL_MAT}, {host, act}, {T::F32}, 32, "oneDNN matmul, weights in host memory, batch >= 32"}};
+  // View ops only when no source is in a non-host buffer; sources in non-host buffers are checked
+  // per rule (the weight may be in ONEDNN).
+  d.op_support = DeviceTable(
+      /*view_ops_any_buffer=*/false, /*srcs_must_be_host=*/false,
+      {AcceptRule({GgmlOp::MUL_MAT}, {own, act}, {T::F32}, 0,
+                  "oneDNN matmul, weights in the ONEDNN buffer type, any batch"),
+       AcceptRule({GgmlOp::MUL_MAT}, {host, act}, {T::F32}, 32,
+                  "oneDNN matmul, weights in host memory, batch >= 32")});
   d.properties = {{"onednn_version", version}, {"onednn_isa", isa}};
   return d;
 }

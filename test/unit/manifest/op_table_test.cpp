@@ -30,7 +30,6 @@ namespace stowage::planner {
 namespace {
 
 using support_check::ForEachQuery;
-using support_check::ToQuery;
 
 const std::string kRegistry = STOWAGE_SHIPPED_REGISTRY_DIR;
 
@@ -50,9 +49,9 @@ struct Difference {
 Difference Differ(const ProbedDevice& dev, const DeviceManifest& m) {
   std::map<GgmlOp, bool> table_any, backend_any;
   Difference d;
-  ForEachQuery([&](const RuntimeOpQuery& rq) {
+  ForEachQuery([&](const OpQuery& rq) {
     const bool backend = dev.SupportsOp(rq);
-    const bool table = m.SupportsOp(ToQuery(rq));
+    const bool table = m.SupportsOp(rq);
     d.backend_supported += backend;
     table_any[rq.op] = table_any[rq.op] || table;
     backend_any[rq.op] = backend_any[rq.op] || backend;

@@ -14,26 +14,6 @@
 
 namespace stowage::planner::support_check {
 
-/// The planner's view of a runtime tensor.
-inline TensorDesc ToDesc(const RuntimeTensor& t) {
-  TensorDesc d;
-  d.type = t.type;
-  d.ne = t.ne;
-  d.contiguous = t.contiguous;
-  d.buft = t.buft;
-  d.buft_is_host = t.buft_is_host;
-  return d;
-}
-
-/// The planner's query for a runtime query.
-inline OpQuery ToQuery(const RuntimeOpQuery& rq) {
-  OpQuery q;
-  q.op = rq.op;
-  q.dst = ToDesc(rq.dst);
-  for (const auto& s : rq.src) q.src.push_back(ToDesc(s));
-  return q;
-}
-
 inline std::vector<GgmlType> AllTypes() {
   std::vector<GgmlType> out;
   for (uint32_t i = 0; i < kGgmlTypeCount; ++i) {
@@ -42,9 +22,9 @@ inline std::vector<GgmlType> AllTypes() {
   return out;
 }
 
-inline RuntimeTensor Tensor(GgmlType type, std::array<int64_t, 4> ne, const std::string& buft = "",
-                            bool host = false) {
-  RuntimeTensor t;
+inline TensorDesc Tensor(GgmlType type, std::array<int64_t, 4> ne, const std::string& buft = "",
+                         bool host = false) {
+  TensorDesc t;
   t.type = type;
   t.ne = ne;
   t.buft = buft;
@@ -53,7 +33,7 @@ inline RuntimeTensor Tensor(GgmlType type, std::array<int64_t, 4> ne, const std:
 }
 
 /// "MUL_MAT dst f32; srcs: q4_0[256,256,1]@CPU f32[256,64,1]@-(nc)", for messages.
-inline std::string Describe(const RuntimeOpQuery& rq) {
+inline std::string Describe(const OpQuery& rq) {
   std::string s = std::string(GgmlOpName(rq.op)) + " dst " + GgmlTypeName(rq.dst.type) + "; srcs:";
   for (const auto& t : rq.src) {
     s += std::string(" ") + GgmlTypeName(t.type) + "[" + std::to_string(t.ne[0]) + "," +
@@ -73,7 +53,7 @@ void ForEachQuery(F&& f) {
                                 GgmlType::I32};
   for (size_t oi = 0; oi < kGgmlOpCount; ++oi) {
     auto op = static_cast<GgmlOp>(oi);
-    RuntimeOpQuery rq;
+    OpQuery rq;
     rq.op = op;
     for (int t0 = -1; t0 < static_cast<int>(types.size()); ++t0) {
       for (int t1 = -1; t1 < static_cast<int>(types.size()); ++t1) {
@@ -83,7 +63,7 @@ void ForEachQuery(F&& f) {
         if (t1 >= 0) rq.src.push_back(Tensor(types[t1], {256, 64, 1, 1}));
         for (GgmlType dt : dst_types) {
           rq.dst = Tensor(dt, {256, 64, 1, 1});
-          f(static_cast<const RuntimeOpQuery&>(rq));
+          f(static_cast<const OpQuery&>(rq));
         }
       }
     }
@@ -113,7 +93,7 @@ void ForEachQuery(F&& f) {
                     rq.src[1].contiguous = contiguous;
                     if (third) rq.src.push_back(Tensor(GgmlType::F32, {64, 1, 1, 1}));
                     rq.dst = Tensor(GgmlType::F32, {ne1, batch, ne2, 1});
-                    f(static_cast<const RuntimeOpQuery&>(rq));
+                    f(static_cast<const OpQuery&>(rq));
                   }
                 }
               }
@@ -133,9 +113,9 @@ struct Comparison {
 /// Asks both over ForEachQuery; `supported` counts the runtime's yes answers.
 inline Comparison CompareAll(const ProbedDevice& dev, const DeviceManifest& m) {
   Comparison c;
-  ForEachQuery([&](const RuntimeOpQuery& rq) {
+  ForEachQuery([&](const OpQuery& rq) {
     bool runtime = dev.SupportsOp(rq);
-    bool manifest = m.SupportsOp(ToQuery(rq));
+    bool manifest = m.SupportsOp(rq);
     ++c.queries;
     c.supported += runtime;
     if (runtime != manifest && c.mismatches++ == 0)

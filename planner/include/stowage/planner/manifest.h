@@ -35,6 +35,7 @@
 
 #include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/ggml_types.h"
+#include "stowage/runtime/op_rules.h"
 #include "stowage/runtime/status.h"
 
 namespace stowage::planner {
@@ -55,50 +56,18 @@ inline constexpr size_t kGgmlOpCount = static_cast<size_t>(GgmlOp::kCount);
 bool IsUnaryOp(GgmlOp op);
 /// True for ggml_glu_op members (the ops of a GGML_OP_GLU node: REGLU, GEGLU, SWIGLU).
 bool IsGluOp(GgmlOp op);
-/// True for NONE, RESHAPE, VIEW, PERMUTE, TRANSPOSE: ops that create no data (ggml_is_view_op
-/// plus NONE); every ggml CPU-side device accepts them (ggml-cpu.cpp supports_op).
-bool IsViewOrNoneOp(GgmlOp op);
+// ---- op queries and rules ----------------------------------------------------------------------
 
-/// The vec_dot type of `type` in ggml's CPU backend (type_traits_cpu[].vec_dot_type): the type
-/// MUL_MAT converts src1 to. F32->F32, F16->F16, BF16->BF16, Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4->Q8_0,
-/// Q4_1/Q5_1->Q8_1, K-quants, IQ2/IQ3/IQ1/IQ4_XS/TQ->Q8_K. Other types return themselves.
-GgmlType VecDotType(GgmlType type);
-
-// ---- op queries ---------------------------------------------------------------------------------
-
-/// One tensor of an op query: a node's destination or one of its sources.
-struct TensorDesc {
-  GgmlType type = GgmlType::F32;
-  std::array<int64_t, 4> ne = {1, 1, 1, 1};  ///< shape, ggml order (ne[0] innermost)
-  bool contiguous = true;                    ///< ggml_is_contiguous
-  /// Name of the buffer type of the buffer the tensor (or its view source) lives in; empty when the
-  /// tensor is not allocated yet (an intermediate the scheduler has not placed).
-  std::string buft;
-  /// is_host of that buffer type (ggml_backend_buft_is_host); ignored when `buft` is empty.
-  bool buft_is_host = false;
-
-  /// ggml_n_dims: 1 + index of the last dimension with ne > 1 (1 for a scalar).
-  int NumDims() const;
-  /// ggml_nrows: ne[1] * ne[2] * ne[3].
-  int64_t NumRows() const { return ne[1] * ne[2] * ne[3]; }
-  /// True when the tensor is in a buffer whose type is not host memory.
-  bool InNonHostBuffer() const { return !buft.empty() && !buft_is_host; }
-};
-
-/// A node as ggml_backend_dev_supports_op sees it: op, destination and sources in ggml's src order
-/// (MUL_MAT: src[0] = weight/matrix A [K, N, ...], src[1] = activations B [K, M, ...];
-/// dst = [N, M, ...]; GET_ROWS: src[0] = table, src[1] = I32 row ids; ROPE: src[0] = x, src[1] =
-/// positions, src[2] = optional freq factors).
-struct OpQuery {
-  GgmlOp op = GgmlOp::NONE;
-  TensorDesc dst;
-  std::vector<TensorDesc> src;
-};
-
-/// The batch size ggml's CUDA backend uses in offload_op (ggml-cuda.cu get_op_batch_size):
-/// 0 for GET_ROWS, dst ne[1] for MUL_MAT, dst ne[2] for MUL_MAT_ID / ROPE (and ROPE_BACK, which
-/// Stowage does not use), dst nrows otherwise.
-int64_t OpBatchSize(const OpQuery& q);
+// The rule language is the runtime's (stowage/runtime/op_rules.h): the same queries, constraints,
+// rules and tables the backends declare their op support in, read and written here as JSON.
+using ::stowage::IsViewOrNoneOp;
+using ::stowage::OpBatchSize;
+using ::stowage::OpQuery;
+using ::stowage::OpRule;
+using ::stowage::OpSupportTable;
+using ::stowage::TensorConstraint;
+using ::stowage::TensorDesc;
+using ::stowage::VecDotType;
 
 // ---- the manifest -------------------------------------------------------------------------------
 
@@ -117,61 +86,6 @@ struct DeviceCaps {
   bool buffer_from_host_ptr = false;  ///< can wrap host memory (mmap'ed weights: CPU_Mapped)
   bool events = false;                ///< event synchronisation
   bool operator==(const DeviceCaps& o) const;
-};
-
-/// Conditions on one tensor of a rule. Every present condition must hold for the rule to match.
-struct TensorConstraint {
-  /// The tensor must exist (default). With `present == false` the rule matches only when the source
-  /// is absent and every other field is ignored.
-  bool present = true;
-  /// The source may be absent (ROPE's freq factors); when present, the other fields apply.
-  bool optional = false;
-  std::vector<GgmlType> types;     ///< allowed types; empty = any
-  std::optional<bool> contiguous;  ///< required ggml_is_contiguous value
-  /// true: not in a non-host buffer (unallocated or host buft); false: in a non-host buffer.
-  std::optional<bool> host;
-  std::optional<std::string> buft;                       ///< must live in the buffer type of this name
-  int max_dims = 0;                                      ///< ggml_n_dims <= max_dims (0 = no limit)
-  std::array<int64_t, 4> min_ne = {0, 0, 0, 0};          ///< ne[i] >= min_ne[i]
-  std::array<int64_t, 4> max_ne = {0, 0, 0, 0};          ///< ne[i] <= max_ne[i] (0 = no limit)
-  std::array<int64_t, 4> ne_multiple_of = {1, 1, 1, 1};  ///< ne[i] % m[i] == 0
-
-  /// True when `t` (nullptr = absent) satisfies every condition.
-  bool Matches(const TensorDesc* t) const;
-  bool operator==(const TensorConstraint& o) const;
-};
-
-/// One row of an op-support table: when `ops` contains the query's op (empty = every op) and every
-/// condition holds, the answer is `supported`. Rules are tried in order; the first match decides.
-struct OpRule {
-  std::vector<GgmlOp> ops;  ///< empty = every op ("*" in JSON)
-  bool supported = true;
-  /// true: no source is in a non-host buffer; false: at least one is (ggml-cpu's "any src in a
-  /// non-host buffer -> unsupported").
-  std::optional<bool> all_srcs_host;
-  /// src[1].type must be F32 or VecDotType(src[0].type) (ggml-cpu MUL_MAT rule).
-  bool src1_f32_or_vec_dot = false;
-  int64_t min_batch = 0;  ///< OpBatchSize(query) >= min_batch
-  std::optional<TensorConstraint> dst;
-  /// Constraint i applies to src[i]; nullopt entries impose nothing.
-  std::vector<std::optional<TensorConstraint>> src;
-  std::string note;  ///< why / source of the rule (free text, kept for --explain)
-
-  bool AppliesTo(GgmlOp op) const;
-  /// True when the rule covers `q.op` and all its conditions hold for `q`.
-  bool Matches(const OpQuery& q) const;
-  bool operator==(const OpRule& o) const;
-};
-
-/// An op-support table: ordered rules and the answer when none matches.
-struct OpSupportTable {
-  bool default_supported = true;
-  std::vector<OpRule> rules;
-
-  /// The first matching rule's `supported`, else `default_supported`. If `decided_by` is not
-  /// null it receives the index of the deciding rule, or -1 for the default.
-  bool Evaluate(const OpQuery& q, int* decided_by = nullptr) const;
-  bool operator==(const OpSupportTable& o) const;
 };
 
 /// A ggml buffer type (ggml_backend_buffer_type).

@@ -11,10 +11,11 @@
 //     cudaGetDeviceProperties and cudaMemGetInfo. "No CUDA device" (no driver, no GPU) is a note in
 //     the report, not an error.
 //
-// Each probed device carries what its backend in this build can run: a declarative op-support table
-// (ProbedDevice::ops, extra buffer types with their own tables). SupportsOp answers from those
-// tables; the planner's manifest writer (list-devices --emit-manifest) turns the same tables into
-// manifest rules, and a unit test checks both answers agree for every op and type pair.
+// Each probed device carries what its backend in this build can run: an op-support table in the
+// rule language of stowage/runtime/op_rules.h (ProbedDevice::op_support, extra buffer types with
+// their own rules). SupportsOp answers from those tables; the planner's manifest writer
+// (list-devices --emit-manifest) writes the same rules, and a unit test checks both answers agree
+// for every op and type pair.
 //
 // This header has no planner dependency; ops are the shared GgmlOp (stowage/runtime/ggml_ops.h).
 // Shapes are in ggml order (ne[0] innermost); sizes in bytes. Probing reads /proc and CPUID and
@@ -30,6 +31,7 @@
 
 #include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/ggml_types.h"
+#include "stowage/runtime/op_rules.h"
 #include "stowage/runtime/status.h"
 
 namespace stowage {
@@ -67,55 +69,19 @@ CpuFeatures ProbeCpuFeatures();
 
 // ---- what a probed device can run ---------------------------------------------------------------
 
-/// One tensor of a runtime op query (destination or source).
-struct RuntimeTensor {
-  GgmlType type = GgmlType::F32;
-  std::array<int64_t, 4> ne = {1, 1, 1, 1};  ///< ggml order
-  bool contiguous = true;
-  std::string buft;           ///< buffer type name; empty = not allocated
-  bool buft_is_host = false;  ///< is_host of that buffer type
-};
+// Queries, rules and tables are the op-support rule language (stowage/runtime/op_rules.h).
 
-/// A node as a backend's supports_op sees it (ggml src order; see planner/manifest.h OpQuery).
-struct RuntimeOpQuery {
-  GgmlOp op = GgmlOp::NONE;
-  RuntimeTensor dst;
-  std::vector<RuntimeTensor> src;
-};
-
-/// Requirement on one source of an OpSupportEntry.
-struct SrcRequirement {
-  std::vector<GgmlType> types;  ///< allowed types (empty = any)
-  bool optional = false;        ///< may be absent (e.g. ROPE freq factors)
-  bool contiguous = false;      ///< must be contiguous
-  bool host = false;            ///< must not be in a non-host buffer
-  std::string buft;             ///< must live in this buffer type (extra bufts)
-  int max_dims = 0;             ///< ggml_n_dims <= max_dims (0 = any)
-  int64_t ne1_multiple_of = 1;  ///< ne[1] % m == 0 (repack layouts)
-};
-
-/// One row of a backend's support table: ops it runs with these source/destination types.
-struct OpSupportEntry {
-  std::vector<GgmlOp> ops;
-  std::vector<SrcRequirement> src;  ///< src[i] requirements; sources beyond are unconstrained
-  std::vector<GgmlType> dst_types;  ///< allowed dst types (empty = any)
-  int64_t min_batch = 0;            ///< ggml batch (ne1 for MUL_MAT) >= min_batch
-  std::string note;                 ///< why / source
-};
-
-/// True when `q` satisfies `e` (op listed, every source requirement, dst type, batch).
-bool EntryMatches(const OpSupportEntry& e, const RuntimeOpQuery& q);
-
-/// ggml's op batch (ggml-cuda get_op_batch_size): 0 for GET_ROWS, dst ne1 for MUL_MAT, dst ne2 for
-/// MUL_MAT_ID / ROPE, dst nrows otherwise.
-int64_t RuntimeOpBatch(const RuntimeOpQuery& q);
+/// Earlier names of the rule language's query types, kept for the backends' tests.
+using RuntimeTensor = TensorDesc;
+using RuntimeOpQuery = OpQuery;
 
 /// A buffer type of a probed device.
 struct ProbedBufferType {
   std::string name;
   uint64_t alignment = 32;
   bool is_host = false;
-  std::vector<OpSupportEntry> supports_op;  ///< extra buffer types only
+  /// Extra buffer types only: the ops this buft's supports_op accepts (ExtraBuftAccepts).
+  std::vector<OpRule> supports_op;
 };
 
 enum class ProbedDeviceType { kCpu, kGpu, kAccel };
@@ -137,19 +103,18 @@ struct ProbedDevice {
   std::optional<ProbedBufferType> split_buft;  ///< row-split buffer type (-sm row), if the backend has one
   std::vector<ProbedBufferType> extra_bufts;
   bool supports_any_host_buft = false;  ///< supports_buft accepts every host buffer type
-  /// supports_op, in the order ggml-cpu asks: (1) NONE/RESHAPE/VIEW/PERMUTE/TRANSPOSE are accepted
-  /// (with any sources when view_ops_any_buffer, else only when no source is in a non-host buffer);
-  /// (2) an extra buffer type whose table matches accepts; (3) when srcs_must_be_host, a source in
-  /// a non-host buffer refuses; (4) a matching row of `ops` accepts; (5) otherwise refused.
-  bool view_ops_any_buffer = true;
-  bool srcs_must_be_host = true;
-  std::vector<OpSupportEntry> ops;
+  /// The device's own op-support table, after the extra buffer types (see SupportsOp). Tables
+  /// start with the device's framing (view ops; ggml-cpu's refusal of sources in non-host buffers)
+  /// and go on with the backend's own rules; nothing else is supported.
+  OpSupportTable op_support;
   int64_t offload_min_batch = 0;  ///< offload_op threshold; 0 = no offload_op
   /// Facts for display and --json, in order (e.g. {"isa", "avx2 fma f16c"}, {"cores", "16"}).
   std::vector<std::pair<std::string, std::string>> properties;
 
-  /// supports_op as documented above.
-  bool SupportsOp(const RuntimeOpQuery& q) const;
+  /// ggml_backend_dev_supports_op, answered like DeviceManifest::SupportsOp (planner/manifest.h):
+  /// refused for a source other than MUL_MAT's in split_buft (RefusedBySplitBuft); accepted when an
+  /// extra buffer type's rules accept (ExtraBuftAccepts, ggml-cpu asks them first); else op_support.
+  bool SupportsOp(const OpQuery& q) const;
 };
 
 /// The result of probing: devices in ggml registry order (GPUs, then ACCEL, then the CPU last) and
@@ -180,14 +145,16 @@ struct CudaDeviceInfo {
   /// Weight types the CUDA backend multiplies and gathers (exec::CudaSupportsWeightType);
   /// empty = the CPU backend's set.
   std::vector<GgmlType> weight_types;
-  /// (src, dst) type pairs its CPY/CONT/DUP convert (exec::CudaSupportsCpy); empty = the CPU's.
+  /// (src, dst) type pairs its CPY/CONT/DUP convert (exec::CudaSupportsCpy); empty = those of the
+  /// backend's op table (exec::CudaCopyPairs).
   std::vector<std::pair<GgmlType, GgmlType>> cpy_types;
 };
 
 /// The GPU device of this build for one CUDA GPU: buffer types CUDA<i> (alignment 128), CUDA_Host
 /// (pinned, host) and CUDA<i>_Split (-sm row), caps async/host_buffer/events (ggml-cuda),
-/// offload_op for batches >= 32; its op table lists the ops the CUDA backend runs
-/// (runtime/src/backends/cuda/cuda_backend.cpp) with `info`'s weight and copy types.
+/// offload_op for batches >= 32; its op table is the CUDA backend's own (exec::CudaOpRules,
+/// runtime/src/backends/cuda/cuda_op_table.h) with `info`'s weight and copy types, after a rule
+/// accepting the view ops.
 /// Separate from the probe so it can be tested without a GPU.
 ProbedDevice MakeCudaDevice(const CudaDeviceInfo& info);
 

@@ -1,0 +1,67 @@
+// The CUDA backend's op table (see cuda_op_table.h).
+#include "cuda_op_table.h"
+
+#include <algorithm>
+#include <array>
+
+namespace stowage::exec {
+
+std::vector<OpRule> CudaOpRules(const std::vector<GgmlType>& weight_types,
+                                const std::vector<std::pair<GgmlType, GgmlType>>& cpy_types) {
+  using T = GgmlType;
+  using O = GgmlOp;
+  const TensorConstraint f32 = OfTypes({T::F32});
+  const TensorConstraint f32_opt = OfTypes({T::F32}, true);
+  const char* kOps = "runtime/src/backends/cuda/cuda_backend.cpp";
+  std::vector<OpRule> rules = {
+      AcceptRule({O::GET_ROWS}, {OfTypes(weight_types), OfTypes({T::I32})}, {T::F32}, 0, kOps),
+      AcceptRule({O::MUL_MAT}, {OfTypes(weight_types), f32}, {T::F32}, 0, kOps),
+      AcceptRule({O::RMS_NORM, O::NORM, O::SCALE, O::SILU, O::GELU}, {f32}, {T::F32}, 0, kOps),
+      AcceptRule({O::ADD, O::MUL}, {f32, OfTypes({T::F32, T::F16})}, {T::F32}, 0, kOps),
+      AcceptRule({O::SWIGLU, O::GEGLU}, {f32, f32_opt}, {T::F32}, 0, kOps),
+      AcceptRule({O::ROPE}, {f32, OfTypes({T::I32}), f32_opt}, {T::F32}, 0, kOps),
+      AcceptRule({O::SOFT_MAX}, {f32, OfTypes({T::F16, T::F32}, true)}, {T::F32}, 0, kOps),
+  };
+  // CPY/CONT/DUP: one rule per source type, into the listed destination types.
+  std::vector<std::pair<T, std::vector<T>>> by_src;
+  for (const auto& [from, to] : cpy_types) {
+    auto it = std::find_if(by_src.begin(), by_src.end(), [&](const auto& p) { return p.first == from; });
+    if (it == by_src.end()) it = by_src.insert(by_src.end(), {from, {}});
+    it->second.push_back(to);
+  }
+  for (const auto& [from, to] : by_src)
+    rules.push_back(AcceptRule({O::CPY, O::CONT, O::DUP}, {OfTypes({from})}, to, 0, kOps));
+  return rules;
+}
+
+bool CudaCopies(GgmlType src, GgmlType dst) {
+  auto is_float = [](GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; };
+  return is_float(src) && (is_float(dst) || dst == GgmlType::Q8_0 || dst == GgmlType::Q4_0);
+}
+
+std::vector<std::pair<GgmlType, GgmlType>> CudaCopyPairs() {
+  std::vector<std::pair<GgmlType, GgmlType>> pairs;
+  for (uint32_t s = 0; s < kGgmlTypeCount; ++s) {
+    for (uint32_t d = 0; d < kGgmlTypeCount; ++d) {
+      if (!IsValidGgmlType(s) || !IsValidGgmlType(d)) continue;
+      const auto from = static_cast<GgmlType>(s), to = static_cast<GgmlType>(d);
+      if (CudaCopies(from, to)) pairs.push_back({from, to});
+    }
+  }
+  return pairs;
+}
+
+bool CudaTableHasOp(GgmlOp op) {
+  // The ops of the table do not depend on its types: built once from any instance with a copy rule.
+  static const std::array<bool, static_cast<size_t>(GgmlOp::kCount)> kHas = [] {
+    std::array<bool, static_cast<size_t>(GgmlOp::kCount)> has{};
+    for (const OpRule& r : CudaOpRules({GgmlType::F32}, {{GgmlType::F32, GgmlType::F32}})) {
+      for (GgmlOp o : r.ops) has[static_cast<size_t>(o)] = true;
+    }
+    return has;
+  }();
+  const auto i = static_cast<size_t>(op);
+  return i < kHas.size() && kHas[i];
+}
+
+}  // namespace stowage::exec
