@@ -14,6 +14,7 @@
 #include <string>
 #include <type_traits>
 
+#include "cuda_op_table.h"
 #include "kernels.h"
 #include "ops.h"
 #include "split_views.h"
@@ -604,28 +605,9 @@ Status CudaBackend::Compute(const NodeCall& c) {
     if (c.has_src[i] && SplitOf(c.src[i].data) && !(c.op == GgmlOp::MUL_MAT && i == 0))
       return Fail(op, "a row-split tensor can only be MUL_MAT's src0", c);
   }
-  switch (c.op) {  // the ops of the switch below: anything else is unimplemented, whatever its tensors
-    case GgmlOp::GET_ROWS:
-    case GgmlOp::MUL_MAT:
-    case GgmlOp::ADD:
-    case GgmlOp::MUL:
-    case GgmlOp::SCALE:
-    case GgmlOp::SILU:
-    case GgmlOp::GELU:
-    case GgmlOp::SWIGLU:
-    case GgmlOp::GEGLU:
-    case GgmlOp::RMS_NORM:
-    case GgmlOp::NORM:
-    case GgmlOp::ROPE:
-    case GgmlOp::SOFT_MAX:
-    case GgmlOp::CPY:
-    case GgmlOp::CONT:
-    case GgmlOp::DUP:
-      break;
-    default:
-      return Unimplemented(name_ + ": op " + op + " (node '" + c.name +
-                           "') is not implemented by the CUDA backend");
-  }
+  if (!CudaTableHasOp(c.op))  // the backend's op table (cuda_op_table.cpp): other ops are unimplemented
+    return Unimplemented(name_ + ": op " + op + " (node '" + c.name +
+                         "') is not implemented by the CUDA backend");
   if (d.nelements() > 0 && d.data == nullptr)
     return InvalidArgument(std::string(op) + ": null dst data (node '" + c.name + "')");
   // Required sources (the optional ones, SOFT_MAX's mask, ROPE's freq factors, GLU's second half,
@@ -984,9 +966,7 @@ Status CudaBackend::MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const 
 
 bool CudaSupportsWeightType(GgmlType type) { return cuda::KernelsCanDequantize(static_cast<int>(type)); }
 
-bool CudaSupportsCpy(GgmlType src, GgmlType dst) {
-  return IsFloatType(src) && (IsFloatType(dst) || dst == GgmlType::Q8_0 || dst == GgmlType::Q4_0);
-}
+bool CudaSupportsCpy(GgmlType src, GgmlType dst) { return CudaCopies(src, dst); }
 
 int CudaDeviceCount() {
   int n = 0;
