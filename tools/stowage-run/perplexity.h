@@ -1,0 +1,30 @@
+// The perplexity subcommand, as llama-perplexity: the perplexity of a text file, writing
+// llama-perplexity's --kl-divergence-base file on request, and --kl-divergence's comparison of the
+// model with such a file (the file format and statistics: kl_divergence.h).
+#pragma once
+
+#include <string>
+
+#include "run_common.h"
+
+namespace stowage::run {
+
+/// llama-perplexity's score of `text` (the -f file `file` as ReadTextFile reads it): chunks of n_ctx
+/// tokens, each starting with BOS, the second half of each scored; at most `max_chunks` chunks
+/// (< 0: all). Prints "[1]ppl,[2]ppl,..." and "Final estimate: PPL = X +/- E" as llama-perplexity.
+/// With `kl_base` (not empty), also writes llama-perplexity's --kl-divergence-base file there: the
+/// tokens and every scored position's log-probabilities (kl_divergence.h), atomically. Returns the
+/// exit status (errors: one line on stderr, status 1): a context under 3 tokens, a text of fewer
+/// than 2 * n_ctx tokens, logits that are not finite, the base file's write errors.
+int Perplexity(const CommonOptions& c, const std::string& file, const std::string& text, int max_chunks,
+               const std::string& kl_base);
+
+/// llama-perplexity --kl-divergence: evaluates the model on the chunks of the base file `base_path`
+/// (its tokens and n_ctx, not a text) and compares each scored position's distribution with the
+/// base's (kl_divergence.h). Prints llama.cpp's table line per chunk, then its statistics. Without
+/// --plan or -c (`ctx_given`) the context is planned as the file's n_ctx; a smaller context is an
+/// error, a larger one evaluates the file's chunks in it (as llama.cpp). `max_chunks` >= 0 scores
+/// only the first ones. Returns the exit status (errors: one line on stderr, status 1).
+int KlDivergence(CommonOptions c, bool ctx_given, const std::string& base_path, int max_chunks);
+
+}  // namespace stowage::run

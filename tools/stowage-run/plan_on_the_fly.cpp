@@ -1,0 +1,65 @@
+#include "plan_on_the_fly.h"
+
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "planner_args.h"
+#include "probed_machine.h"
+#include "stowage/planner/plan.h"
+#include "stowage/runtime/device_probe.h"
+#include "stowage/runtime/ggml_types.h"
+
+namespace stowage::run {
+
+Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const CommonOptions& c, bool quiet) {
+  planner::PlanRequest request;
+  request.context.n_ctx = c.n_ctx;
+  request.context.n_batch = c.n_batch;
+  request.context.n_ubatch = c.n_ubatch;
+  auto tk = ParseGgmlType(c.cache_type_k);
+  if (!tk.ok()) return InvalidArgument("--cache-type-k: " + tk.status().message());
+  auto tv = ParseGgmlType(c.cache_type_v);
+  if (!tv.ok()) return InvalidArgument("--cache-type-v: " + tv.status().message());
+  request.context.type_k = *tk;
+  request.context.type_v = *tv;
+  request.flash_attn = tools::FlashAttnModeOf(c.flash_attn);
+  request.fit = c.n_gpu_layers == tools::kAutoGpuLayers;
+  request.placement.n_gpu_layers = request.fit ? 0 : c.n_gpu_layers;
+  request.placement.use_mmap = !c.no_mmap;
+  request.placement.no_repack = c.no_repack;
+  request.placement.offload_kqv = !c.no_kv_offload;
+  request.fit_check = !c.no_fit_check;
+  request.flags = "stowage-run (planned on the fly for this machine)";
+  // Probed GPUs numbered in probe order (CUDA0, CUDA1, ...), as plan-model does.
+  STOWAGE_ASSIGN_OR_RETURN(
+      std::vector<planner::DeviceManifest> machine,
+      tools::ProbedManifests(ProbeDevices().devices, [](const ProbedDevice&) { return true; }));
+  // The model's warnings always; llama.cpp's context and GPU warnings, the -ngl auto result and
+  // -fa auto turning flash attention off unless quiet.
+  auto print = [quiet](const planner::PlanMessage& msg) {
+    using Kind = planner::PlanMessageKind;
+    if (msg.kind == Kind::kWarning)
+      std::fprintf(stderr, "stowage-run: warning: %s\n", msg.text.c_str());
+    else if (quiet)
+      return;
+    else if (msg.kind == Kind::kContextOverflow || msg.kind == Kind::kGpuLayersIgnored)
+      std::fprintf(stderr, "stowage-run: warning: %s\n", msg.text.c_str());
+    else if (msg.kind == Kind::kFitSearched)
+      std::fprintf(stderr, "stowage-run: -ngl auto: %d layers fit the GPUs\n", msg.n_gpu_layers);
+    else if (msg.kind == Kind::kFlashAttnDisabled)
+      std::fprintf(stderr, "%s\n", msg.text.c_str());
+  };
+  STOWAGE_ASSIGN_OR_RETURN(planner::PlanResult planned, planner::Plan(gguf, machine, request, print));
+  // A plan that does not fit this machine's memory would otherwise be allocated (and its weights
+  // repacked) before anything fails.
+  if (!planned.fit.ok()) {
+    if (!c.no_fit_check) return planned.fit;
+    std::fflush(stdout);
+    std::fprintf(stderr, "stowage-run: warning: %s (running anyway: --no-fit-check)\n",
+                 planned.fit.message().c_str());
+  }
+  return std::move(planned.bytes);
+}
+
+}  // namespace stowage::run
