@@ -1,4 +1,4 @@
-// Backend-specific probes, compiled only when their backend is built (see runtime/cmake/devices.cmake).
+// Backend-specific probes, compiled only when their backend is built (see CMakeLists.txt here).
 #pragma once
 
 #include "stowage/runtime/device_probe.h"

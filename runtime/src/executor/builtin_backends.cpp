@@ -1,5 +1,5 @@
 // Built-in backends by planned device: the CPU always; oneDNN (ACCEL) and CUDA (GPU) when built
-// (STOWAGE_HAVE_ONEDNN / STOWAGE_HAVE_CUDA, set by runtime/cmake/onednn.cmake and cuda.cmake).
+// (STOWAGE_HAVE_ONEDNN / STOWAGE_HAVE_CUDA, set by runtime/src/executor/CMakeLists.txt).
 #include <cstdlib>
 
 #include "backend.h"

@@ -57,7 +57,7 @@ struct CublasApi {
 CublasApi LoadCublasApi() {
   CublasApi api;
   // The SONAME of the toolkit this was built with (found through the executable's RUNPATH or the
-  // loader's paths), then cuBLAS's folder at build time (STOWAGE_CUBLAS_DIR, runtime/cmake/cuda.cmake).
+  // loader's paths), then cuBLAS's folder at build time (STOWAGE_CUBLAS_DIR, CMakeLists.txt here).
   const std::string soname = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
   void* h = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
   const char* e = h == nullptr ? dlerror() : nullptr;
