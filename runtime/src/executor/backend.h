@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops.h"
+#include "stowage/runtime/ggml_op_params.h"
 #include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/session.h"
 #include "stowage/runtime/status.h"
@@ -64,6 +65,8 @@ struct NodeCall {
   size_t n_iparams = 0;
   const float* fparams = nullptr;
   size_t n_fparams = 0;
+  /// The parameters, for the decodes of ggml_op_params.h.
+  OpParamsRef params() const { return OpParamsRef(iparams, n_iparams, fparams, n_fparams); }
 };
 
 /// A point in a backend's queue (ggml_backend_event): everything queued on that backend before the
