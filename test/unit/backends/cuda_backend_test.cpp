@@ -220,7 +220,7 @@ TEST_F(CudaOps, ElementwiseAndNorms) {
     exec::NodeCall c = Call(op, d.v, {a.v});
     const float params[2] = {op == GgmlOp::SCALE ? 0.37f : 1e-5f, 0.25f};
     c.fparams = params;
-    c.n_fparams = 2;
+    c.n_fparams = GetOpTraits(op).n_fparams;  // {s, b}, {eps} or none
     // GELU goes through fp16 like GGML_GELU_FP16: one fp16 ulp (~1e-3) apart at most.
     const double rel = op == GgmlOp::GELU ? 2e-3 : 1e-4;
     EXPECT_LT(Compare(c, {ab}, d, 1e-5, rel), 1.0) << GgmlOpName(op);
@@ -484,7 +484,7 @@ TEST_F(CudaOps, NormLargeMeanAndManyRows) {
     exec::NodeCall cm = Call(op, dm.v, {many.v});
     const float fp[2] = {op == GgmlOp::SOFT_MAX ? 0.5f : 1e-5f, 0.f};
     cm.fparams = fp;
-    cm.n_fparams = 2;
+    cm.n_fparams = GetOpTraits(op).n_fparams;  // {scale, max_bias} or {eps}
     EXPECT_LT(Compare(cm, {many.bytes.size()}, dm, 1e-5, 1e-4), 1.0) << GgmlOpName(op) << " with 140000 rows";
   }
 }

@@ -598,8 +598,6 @@ Status CudaBackend::Compute(const NodeCall& c) {
   const TensorView& a = c.src[0];
   const TensorView& b = c.src[1];
   const char* op = GgmlOpName(c.op);
-  auto fp = [&](size_t i, float def) { return i < c.n_fparams ? c.fparams[i] : def; };
-  auto ip = [&](size_t i, int def) { return i < c.n_iparams ? c.iparams[i] : def; };
   const bool f32_dst = d.type == GgmlType::F32;
   for (int i = 0; i < 4; ++i) {
     if (c.has_src[i] && SplitOf(c.src[i].data) && !(c.op == GgmlOp::MUL_MAT && i == 0))
@@ -610,11 +608,10 @@ Status CudaBackend::Compute(const NodeCall& c) {
                          "') is not implemented by the CUDA backend");
   if (d.nelements() > 0 && d.data == nullptr)
     return InvalidArgument(std::string(op) + ": null dst data (node '" + c.name + "')");
-  // Required sources (the optional ones, SOFT_MAX's mask, ROPE's freq factors, GLU's second half,
-  // are absent with null data): a null pointer would be an illegal address on the device.
-  const bool needs_src1 = c.op == GgmlOp::GET_ROWS || c.op == GgmlOp::ADD || c.op == GgmlOp::MUL ||
-                          c.op == GgmlOp::ROPE || c.op == GgmlOp::MUL_MAT;
-  for (int i = 0; i < (needs_src1 ? 2 : 1); ++i)
+  // Required sources (GgmlOpTraits::min_srcs; the optional ones, SOFT_MAX's mask, ROPE's freq
+  // factors, GLU's second half, are absent with null data): a null pointer would be an illegal
+  // address on the device.
+  for (int i = 0; i < std::min<int>(GetOpTraits(c.op).min_srcs, NodeCall::kMaxSrc); ++i)
     if (d.nelements() > 0 && (!c.has_src[i] || c.src[i].data == nullptr))
       return InvalidArgument(std::string(op) + ": src" + std::to_string(i) +
                              " is missing or has null data (node '" + c.name + "')");
@@ -651,14 +648,19 @@ Status CudaBackend::Compute(const NodeCall& c) {
       break;
     case GgmlOp::SCALE:
     case GgmlOp::SILU:
-    case GgmlOp::GELU:
+    case GgmlOp::GELU: {
       if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d))
         return Fail(op, "needs F32 src and dst of equal shape", c);
+      ScaleParams sp;  // SILU and GELU have no parameters (the kernel ignores them)
+      if (c.op == GgmlOp::SCALE) {
+        STOWAGE_ASSIGN_OR_RETURN(sp, DecodeScale(c.params()));
+      }
       e = cuda::UnaryOp(c.op == GgmlOp::SCALE  ? cuda::Unary::kScale
                         : c.op == GgmlOp::SILU ? cuda::Unary::kSilu
                                                : cuda::Unary::kGelu,
-                        ToTv(a), ToTv(d), fp(0, 1.f), fp(1, 0.f), ctx_->stream);
+                        ToTv(a), ToTv(d), sp.s, sp.b, ctx_->stream);
       break;
+    }
     case GgmlOp::SWIGLU:
     case GgmlOp::GEGLU: {
       const bool fused = !c.has_src[1] || b.data == nullptr;
@@ -674,36 +676,36 @@ Status CudaBackend::Compute(const NodeCall& c) {
       break;
     }
     case GgmlOp::RMS_NORM:
-    case GgmlOp::NORM:
+    case GgmlOp::NORM: {
       if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d))
         return Fail(op, "needs F32 src and dst of equal shape", c);
-      e = cuda::NormOp(c.op == GgmlOp::RMS_NORM, ToTv(a), ToTv(d), fp(0, 1e-5f), ctx_->stream);
+      STOWAGE_ASSIGN_OR_RETURN(const NormParams np, DecodeNorm(c.op, c.params()));
+      e = cuda::NormOp(c.op == GgmlOp::RMS_NORM, ToTv(a), ToTv(d), np.eps, ctx_->stream);
       break;
+    }
     case GgmlOp::ROPE: {
+      STOWAGE_ASSIGN_OR_RETURN(const RopeParams rp, DecodeRope(c.params()));
       cuda::RopeArgs r;
-      r.n_dims = ip(0, 0);
-      r.mode = ip(1, 0);
-      const int n_ctx_orig = ip(2, 0);
-      const float freq_base = fp(0, 10000.f);
-      r.freq_scale = fp(1, 1.f);
-      r.ext_factor = fp(2, 0.f);
-      r.attn_factor = fp(3, 1.f);
-      const float beta_fast = fp(4, 32.f), beta_slow = fp(5, 1.f);
+      r.n_dims = rp.n_dims;
+      r.mode = rp.mode;
+      r.freq_scale = rp.freq_scale;
+      r.ext_factor = rp.ext_factor;
+      r.attn_factor = rp.attn_factor;
       if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d) || b.type != GgmlType::I32 ||
           b.ne[0] < a.ne[2] || b.nb[0] != 4)
         return Fail(op, "needs F32 src/dst of equal shape and I32 positions [>= ne2]", c);
       if (r.mode != 0 && r.mode != 2)
         return Fail(op, "mode " + std::to_string(r.mode) + " is not supported (0 = normal, 2 = NEOX)", c);
-      if (r.n_dims <= 0 || r.n_dims % 2 != 0 || r.n_dims > a.ne[0])
-        return Bad(op, "n_dims must be even and in (0, ne0]", c);
+      if (Status dims = CheckRopeDims(rp, a.ne[0]); !dims.ok())
+        return InvalidArgument(dims.message() + " (node '" + c.name + "')");
       const float* ff = nullptr;
       if (c.has_src[2] && c.src[2].data != nullptr) {
         if (c.src[2].type != GgmlType::F32 || c.src[2].ne[0] < r.n_dims / 2 || c.src[2].nb[0] != 4)
           return Bad(op, "freq_factors must be F32 [>= n_dims/2]", c);
         ff = static_cast<const float*>(c.src[2].data);
       }
-      cuda::RopeCorrDims(r.n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow, r.corr_dims);
-      r.theta_scale = cuda::RopeThetaScale(freq_base, r.n_dims);
+      cuda::RopeCorrDims(r.n_dims, rp.n_ctx_orig, rp.freq_base, rp.beta_fast, rp.beta_slow, r.corr_dims);
+      r.theta_scale = cuda::RopeThetaScale(rp.freq_base, r.n_dims);
       e = cuda::Rope(ToTv(a), static_cast<const int32_t*>(b.data), ff, ToTv(d), r, ctx_->stream);
       break;
     }
@@ -717,7 +719,8 @@ Status CudaBackend::Compute(const NodeCall& c) {
           return Bad(op, "mask must be F16/F32 [ne0, >= ne1] broadcasting over dims 2 and 3", c);
         mask = ToTv(b);
       }
-      e = cuda::SoftMax(ToTv(a), mask, ToTv(d), fp(0, 1.f), fp(1, 0.f), ctx_->stream);
+      STOWAGE_ASSIGN_OR_RETURN(const SoftMaxParams sm, DecodeSoftMax(c.params()));
+      e = cuda::SoftMax(ToTv(a), mask, ToTv(d), sm.scale, sm.max_bias, ctx_->stream);
       break;
     }
     case GgmlOp::CPY:

@@ -387,7 +387,8 @@ class OneDnnBackend final : public Backend {
     if (c.op != GgmlOp::MUL_MAT)
       return Unimplemented(name_ + ": op " + GgmlOpName(c.op) + " (node '" + c.name +
                            "') runs on the CPU backend; the oneDNN backend only runs MUL_MAT");
-    if (!c.has_src[0] || !c.has_src[1]) return InvalidArgument(name_ + ": MUL_MAT needs two sources");
+    for (int i = 0; i < GetOpTraits(c.op).min_srcs; ++i)  // a and b
+      if (!c.has_src[i]) return InvalidArgument(name_ + ": MUL_MAT needs two sources");
     return MulMat(c.src[0], c.src[1], c.dst);
   }
 
