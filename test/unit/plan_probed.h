@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "from_probe.h"
+#include "stowage/planner/from_probe.h"
 #include "stowage/planner/plan.h"
 #include "stowage/runtime/device_probe.h"
 #include "stowage/runtime/gguf.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "from_probe.h"
+#include "stowage/planner/from_probe.h"
 #include "stowage/planner/manifest.h"
 #include "stowage/runtime/device_probe.h"
 #include "stowage/runtime/status.h"

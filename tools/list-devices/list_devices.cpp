@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "from_probe.h"
 #include "llama_args.h"
 #include "stdout_check.h"
+#include "stowage/planner/from_probe.h"
 #include "stowage/planner/registry.h"
 #include "stowage/runtime/atomic_file.h"
 #include "stowage/runtime/device_probe.h"

@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "cli_numbers.h"
-#include "from_probe.h"
 #include "llama_args.h"
 #include "planner_args.h"
 #include "probed_machine.h"
 #include "stdout_check.h"
 #include "stowage/planner/explain.h"
+#include "stowage/planner/from_probe.h"
 #include "stowage/planner/graph.h"
 #include "stowage/planner/plan.h"
 #include "stowage/planner/registry.h"

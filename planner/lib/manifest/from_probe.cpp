@@ -1,5 +1,5 @@
-// ProbedDevice -> DeviceManifest (see from_probe.h).
-#include "from_probe.h"
+// ProbedDevice -> DeviceManifest (see stowage/planner/from_probe.h).
+#include "stowage/planner/from_probe.h"
 
 #include <cctype>
 

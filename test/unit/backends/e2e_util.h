@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backend.h"
-#include "from_probe.h"
+#include "stowage/planner/from_probe.h"
 #include "stowage/planner/memory_plan.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/place_model.h"

@@ -19,9 +19,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "from_probe.h"
 #include "plan_cpu.h"
 #include "reduced_golden.h"
+#include "stowage/planner/from_probe.h"
 #include "stowage/planner/place_model.h"
 #include "stowage/runtime/device_probe.h"
 #include "stowage/runtime/session.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "from_probe.h"
+#include "stowage/planner/from_probe.h"
 #include "stowage/planner/registry.h"
 #include "stowage/runtime/device_probe.h"
 #include "support_comparison.h"
