@@ -3,13 +3,12 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <new>
 #include <thread>
 
 #include "prompt_escapes.h"
+#include "stdout_check.h"
 #include "text_file.h"
 
 namespace stowage::run {
@@ -25,11 +24,7 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 int MaxThreads() { return 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
 bool FlushStdout() {
-  errno = 0;
-  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return true;
-  const int err = errno;
-  std::fprintf(stderr, "stowage-run: error: cannot write standard output: %s\n",
-               err != 0 ? std::strerror(err) : "an earlier write failed");
+  if (tools::FinishStdout("stowage-run", 0) == 0) return true;
   std::clearerr(stdout);
   return false;
 }
