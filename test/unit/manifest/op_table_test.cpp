@@ -3,11 +3,12 @@
 // The shipped manifests (planner/registry) describe llama.cpp's backends as of build 4748 (FEB25),
 // whose placement plans mirror: ggml-cuda for h100/h200/rtx3090/rtx4090 (the shared table
 // op_tables/ggml-cuda.json), ggml-cpu for cpu-avx2/cpu-avx512 (op_tables/ggml-cpu.json), and the
-// oneDNN ACCEL device. Stowage's own backends (runtime/src/devices/op_support.cpp answers for them,
-// without a GPU) run a subset of what ggml runs, so a table and its backend are not equal; this test
-// pins their difference exactly: per backend, the ops the table accepts and the backend runs in no
-// form, and the ops with a query that the backend accepts and the table refuses. An op added to a
-// backend, or a rule changed in a table, fails here until the lists below say so. (A manifest that
+// oneDNN ACCEL device. Stowage's own backends (their op tables: the CPU's and oneDNN's in
+// runtime/src/devices, CUDA's in runtime/src/backends/cuda/cuda_op_table.cpp, which the backend's
+// Compute also runs by; answered without a GPU) run a subset of what ggml runs, so a table and its backend
+// are not equal; this test pins their difference exactly: per backend, the ops the table accepts and the
+// backend runs in no form, and the ops with a query that the backend accepts and the table refuses. An op
+// added to a backend, or a rule changed in a table, fails here until the lists below say so. (A manifest that
 // list-devices --emit-manifest writes equals its backend: probe_agreement_test.)
 #include <gtest/gtest.h>
 
@@ -123,7 +124,11 @@ TEST(ShippedOpTables, DifferFromTheBackendsExactlyAsListed) {
     CpuInfo cpu;
     cpu.features.avx = cpu.features.avx2 = cpu.features.fma = cpu.features.f16c = true;
     cpu.features.avx512f = cpu.features.avx512bw = cpu.features.avx512vl = e.avx512;
-    const auto devs = BackendDevicesOfThisBuild(cpu);
+    auto devs = BackendDevicesOfThisBuild(cpu);
+    // The CUDA backend's op table is built without CUDA too (runtime/src/backends/cuda/
+    // cuda_op_table.h); there its weight types are the CPU backend's set, which is the one
+    // exec::CudaSupportsWeightType documents, so the GPU manifests are compared on every build.
+    if (Backend(devs, "CUDA") == nullptr) devs.push_back(MakeCudaDevice(CudaDeviceInfo{}));
     const ProbedDevice* dev = Backend(devs, e.backend);
     if (dev == nullptr) {
       std::cout << e.manifest << ": this build has no " << e.backend << " backend; not compared\n";
