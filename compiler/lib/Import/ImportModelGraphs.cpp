@@ -14,6 +14,7 @@
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/plan.h"
 #include "stowage/planner/registry.h"
+#include "stowage/runtime/ggml_op_params.h"
 #include "stowage/runtime/gguf.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
@@ -245,82 +246,68 @@ LogicalResult GraphImporter::importNode(int id) {
                             << " sources, has " << src.size();
     return success();
   };
-  auto fparam = [&](size_t i, float dflt) { return i < t.fparams.size() ? t.fparams[i] : dflt; };
-  auto iparam = [&](size_t i, int32_t dflt) { return i < t.iparams.size() ? t.iparams[i] : dflt; };
+  // Sources and parameters as the op traits and decodes say (ggml_ops.h, ggml_op_params.h).
+  if (failed(need(GetOpTraits(t.op).min_srcs)))
+    return failure();
+  const OpParamsRef params(t.iparams, t.fparams);
+  auto paramError = [&](const Status &st) -> LogicalResult {
+    return emitError(loc) << "node '" << t.name << "': " << st.message();
+  };
   Value opt2 = src.size() > 2 ? src[2] : Value();
   Operation *op = nullptr;
   switch (t.op) {
   case GgmlOp::GET_ROWS:
-    if (failed(need(2)))
-      return failure();
     op = b_.create<ggml::GetRowsOp>(loc, type, src[0], src[1]);
     break;
   case GgmlOp::MUL_MAT:
-    if (failed(need(2)))
-      return failure();
     op = b_.create<ggml::MulMatOp>(loc, type, src[0], src[1]);
     break;
   case GgmlOp::MUL_MAT_ID:
-    if (failed(need(3)))
-      return failure();
     op = b_.create<ggml::MulMatIdOp>(loc, type, src[0], src[1], src[2]);
     break;
   case GgmlOp::ADD:
-    if (failed(need(2)))
-      return failure();
     op = b_.create<ggml::AddOp>(loc, type, src[0], src[1]);
     break;
   case GgmlOp::MUL:
-    if (failed(need(2)))
-      return failure();
     op = b_.create<ggml::MulOp>(loc, type, src[0], src[1]);
     break;
   case GgmlOp::DIV:
-    if (failed(need(2)))
-      return failure();
     op = b_.create<ggml::DivOp>(loc, type, src[0], src[1]);
     break;
   case GgmlOp::SUM_ROWS:
-    if (failed(need(1)))
-      return failure();
     op = b_.create<ggml::SumRowsOp>(loc, type, src[0]);
     break;
-  case GgmlOp::SCALE:
-    if (failed(need(1)))
-      return failure();
-    op = b_.create<ggml::ScaleOp>(loc, type, src[0], b_.getF32FloatAttr(fparam(0, 1.f)),
-                                  b_.getF32FloatAttr(fparam(1, 0.f)));
+  case GgmlOp::SCALE: {
+    Result<ScaleParams> p = DecodeScale(params);
+    if (!p.ok())
+      return paramError(p.status());
+    op = b_.create<ggml::ScaleOp>(loc, type, src[0], b_.getF32FloatAttr(p->s),
+                                  b_.getF32FloatAttr(p->b));
     break;
+  }
   case GgmlOp::RMS_NORM:
-    if (failed(need(1)))
-      return failure();
-    op = b_.create<ggml::RmsNormOp>(loc, type, src[0], b_.getF32FloatAttr(fparam(0, 0.f)));
+  case GgmlOp::NORM: {
+    Result<NormParams> p = DecodeNorm(t.op, params);
+    if (!p.ok())
+      return paramError(p.status());
+    if (t.op == GgmlOp::RMS_NORM)
+      op = b_.create<ggml::RmsNormOp>(loc, type, src[0], b_.getF32FloatAttr(p->eps));
+    else
+      op = b_.create<ggml::NormOp>(loc, type, src[0], b_.getF32FloatAttr(p->eps));
     break;
-  case GgmlOp::NORM:
-    if (failed(need(1)))
-      return failure();
-    op = b_.create<ggml::NormOp>(loc, type, src[0], b_.getF32FloatAttr(fparam(0, 0.f)));
-    break;
+  }
   case GgmlOp::SILU:
-    if (failed(need(1)))
-      return failure();
     op = b_.create<ggml::SiluOp>(loc, type, src[0]);
     break;
   case GgmlOp::GELU:
-    if (failed(need(1)))
-      return failure();
     op = b_.create<ggml::GeluOp>(loc, type, src[0]);
     break;
   case GgmlOp::SIGMOID:
-    if (failed(need(1)))
-      return failure();
     op = b_.create<ggml::SigmoidOp>(loc, type, src[0]);
     break;
   case GgmlOp::SWIGLU:
   case GgmlOp::GEGLU:
   case GgmlOp::REGLU: {
-    if (failed(need(1)))
-      return failure();
     ggml::GluKind kind = t.op == GgmlOp::SWIGLU  ? ggml::GluKind::swiglu
                          : t.op == GgmlOp::GEGLU ? ggml::GluKind::geglu
                                                  : ggml::GluKind::reglu;
@@ -330,107 +317,103 @@ LogicalResult GraphImporter::importNode(int id) {
     break;
   }
   case GgmlOp::ROPE: {
-    if (failed(need(2)))
-      return failure();
-    int32_t mode = iparam(1, 0);
-    if (mode != 0 && mode != 2)
-      return emitError(loc) << "node '" << t.name << "': rope mode " << mode
+    Result<RopeParams> p = DecodeRope(params);
+    if (!p.ok())
+      return paramError(p.status());
+    // The dialect's modes (ggml.rope's RopeMode): normal and NEOX.
+    if (p->mode != 0 && p->mode != 2)
+      return emitError(loc) << "node '" << t.name << "': rope mode " << p->mode
                             << " is not normal (0) or neox (2)";
     auto f32 = [&](float v) { return b_.getF32FloatAttr(v); };
     op = b_.create<ggml::RopeOp>(
         loc, type,
-        ggml::RopeModeAttr::get(ctx(), mode == 2 ? ggml::RopeMode::neox : ggml::RopeMode::normal),
-        src[0], src[1], opt2, b_.getI32IntegerAttr(iparam(0, 0)),
-        b_.getI32IntegerAttr(iparam(2, 0)), f32(fparam(0, 10000.f)), f32(fparam(1, 1.f)),
-        f32(fparam(2, 0.f)), f32(fparam(3, 1.f)), f32(fparam(4, 32.f)), f32(fparam(5, 1.f)));
+        ggml::RopeModeAttr::get(ctx(),
+                                p->mode == 2 ? ggml::RopeMode::neox : ggml::RopeMode::normal),
+        src[0], src[1], opt2, b_.getI32IntegerAttr(p->n_dims), b_.getI32IntegerAttr(p->n_ctx_orig),
+        f32(p->freq_base), f32(p->freq_scale), f32(p->ext_factor), f32(p->attn_factor),
+        f32(p->beta_fast), f32(p->beta_slow));
     break;
   }
   case GgmlOp::SOFT_MAX: {
-    if (failed(need(1)))
-      return failure();
+    Result<SoftMaxParams> p = DecodeSoftMax(params);
+    if (!p.ok())
+      return paramError(p.status());
     Value mask = src.size() > 1 ? src[1] : Value();
-    op = b_.create<ggml::SoftMaxOp>(loc, type, src[0], mask, b_.getF32FloatAttr(fparam(0, 1.f)),
-                                    b_.getF32FloatAttr(fparam(1, 0.f)));
+    op = b_.create<ggml::SoftMaxOp>(loc, type, src[0], mask, b_.getF32FloatAttr(p->scale),
+                                    b_.getF32FloatAttr(p->max_bias));
     break;
   }
-  case GgmlOp::ARGSORT:
-    if (failed(need(1)))
-      return failure();
+  case GgmlOp::ARGSORT: {
+    Result<ArgsortParams> p = DecodeArgsort(params);
+    if (!p.ok())
+      return paramError(p.status());
     op = b_.create<ggml::ArgsortOp>(
-        loc, type, iparam(0, 0) == 1 ? ggml::SortOrder::desc : ggml::SortOrder::asc, src[0]);
+        loc, type, p->order == 1 ? ggml::SortOrder::desc : ggml::SortOrder::asc, src[0]);
     break;
-  case GgmlOp::TOP_K:
-    if (failed(need(1)))
-      return failure();
-    op = b_.create<ggml::TopKOp>(loc, type, src[0],
-                                 iparam(0, static_cast<int32_t>(type.getNe(0).size())));
+  }
+  case GgmlOp::TOP_K: {
+    Result<TopKParams> p = DecodeTopK(params);
+    if (!p.ok())
+      return paramError(p.status());
+    op = b_.create<ggml::TopKOp>(loc, type, src[0], p->k);
     break;
-  case GgmlOp::CONCAT:
-    if (failed(need(2)))
-      return failure();
-    op = b_.create<ggml::ConcatOp>(loc, type, src[0], src[1], iparam(0, 0));
+  }
+  case GgmlOp::CONCAT: {
+    Result<ConcatParams> p = DecodeConcat(params);
+    if (!p.ok())
+      return paramError(p.status());
+    op = b_.create<ggml::ConcatOp>(loc, type, src[0], src[1], p->dim);
     break;
+  }
   case GgmlOp::SSM_CONV:
-    if (failed(need(2)))
-      return failure();
     op = b_.create<ggml::SsmConvOp>(loc, type, src[0], src[1]);
     break;
   case GgmlOp::SSM_SCAN: {
-    if (failed(need(6)))
-      return failure();
     Value ids = src.size() > 6 ? src[6] : Value();
     op = b_.create<ggml::SsmScanOp>(loc, type, src[0], src[1], src[2], src[3], src[4], src[5], ids);
     break;
   }
   case GgmlOp::CPY:
-    if (failed(need(1)))
-      return failure();
     if (src.size() == 1) // ggml_cast: no destination, a tensor of its own
       op = b_.create<ggml::CastOp>(loc, type, src[0]);
     else
       op = b_.create<ggml::CpyOp>(loc, type, src[0], src[1]);
     break;
   case GgmlOp::FLASH_ATTN_EXT: {
-    if (failed(need(3)))
-      return failure();
+    Result<FlashAttnExtParams> p = DecodeFlashAttnExt(params);
+    if (!p.ok())
+      return paramError(p.status());
     Value mask = src.size() > 3 ? src[3] : Value();
     op = b_.create<ggml::FlashAttnExtOp>(
-        loc, type, src[0], src[1], src[2], mask, b_.getF32FloatAttr(fparam(0, 1.f)),
-        b_.getF32FloatAttr(fparam(1, 0.f)), b_.getF32FloatAttr(fparam(2, 0.f)),
-        b_.getI32IntegerAttr(iparam(0, 0)));
+        loc, type, src[0], src[1], src[2], mask, b_.getF32FloatAttr(p->scale),
+        b_.getF32FloatAttr(p->max_bias), b_.getF32FloatAttr(p->logit_softcap),
+        b_.getI32IntegerAttr(p->prec));
     break;
   }
   case GgmlOp::SET_ROWS:
-    // ggml's src order is (b, c, a) (ggml_set_rows).
+    // The planner's src order is (b, c, a): ggml_set_rows(a, b, c) stores into a (dst_src 2).
     if (failed(need(3)))
       return failure();
     op = b_.create<ggml::SetRowsOp>(loc, type, src[2], src[0], src[1]);
     break;
   case GgmlOp::CONT:
-    if (failed(need(1)))
-      return failure();
     op = b_.create<ggml::ContOp>(loc, type, src[0]);
     break;
   case GgmlOp::RESHAPE:
-    if (failed(need(1)))
-      return failure();
     op = b_.create<ggml::ReshapeOp>(loc, type, src[0]);
     break;
   case GgmlOp::TRANSPOSE:
-    if (failed(need(1)))
-      return failure();
     op = b_.create<ggml::TransposeOp>(loc, type, src[0]);
     break;
   case GgmlOp::PERMUTE: {
-    if (failed(need(1)))
-      return failure();
-    SmallVector<int32_t, 4> axes(t.iparams.begin(), t.iparams.end());
+    Result<PermuteParams> p = DecodePermute(params);
+    if (!p.ok())
+      return paramError(p.status());
+    SmallVector<int32_t, 4> axes(std::begin(p->axis), std::end(p->axis));
     op = b_.create<ggml::PermuteOp>(loc, type, src[0], axes);
     break;
   }
   case GgmlOp::VIEW: {
-    if (failed(need(1)))
-      return failure();
     FailureOr<ggml::DimsAttr> nb = viewStrides(t, type, loc);
     if (failed(nb))
       return failure();
