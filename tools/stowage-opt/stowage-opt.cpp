@@ -10,7 +10,7 @@
 // graphs are built for;
 // `--place-devices LIST [--place-ngl N] [--place-ot REGEX=BUFT] [--place-no-kv-offload]
 // [--place-no-mmap] [--place-registry DIR]` also places the model
-// (planner::PlaceModel) and records devices, buffer types, backends, causes, splits and split
+// (planner::Plan) and records devices, buffer types, backends, causes, splits and split
 // input copies in the place dialect.
 //
 //===----------------------------------------------------------------------===//
@@ -35,6 +35,8 @@
 #ifdef STOWAGE_HAVE_COMPILER
 #include "stowage/Compiler/Import/ImportModelGraphs.h"
 #include "stowage/Compiler/Transforms/Passes.h"
+#include "stowage/planner/model_graphs.h"
+#include "stowage/planner/plan.h"
 #endif
 
 namespace cl = llvm::cl;
@@ -98,6 +100,16 @@ static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry 
   config.n_ubatch = ggufNUbatch;
   config.n_batch = ggufNBatch;
   config.flash_attn = ggufFlashAttn;
+  // llama_init_from_model's n_batch line, as plan-model prints it (planner::ResolvePlanContext, the
+  // resolution the import and planner::Plan make). A file that cannot be read is left to the
+  // import, which reports it.
+  if (auto file = stowage::GgufFile::Open(importGguf); file.ok())
+    if (auto hp = stowage::planner::ReadHParams(**file); hp.ok())
+      (void)stowage::planner::ResolvePlanContext(
+          *hp, importGguf, config, [](const stowage::planner::PlanMessage &m) {
+            if (m.kind == stowage::planner::PlanMessageKind::kBatchRaised)
+              llvm::errs() << "stowage-opt: warning: " << m.text << "\n";
+          });
   stowage::compiler::ImportPlacement placement;
   placement.devices = placeDevices;
   placement.registry_dirs.assign(placeRegistry.begin(), placeRegistry.end());

@@ -18,6 +18,8 @@
 #include "stowage/Dialect/GGML/IR/GGMLOps.h"
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
 #include "stowage/planner/explain.h"
+#include "stowage/planner/fit.h"
+#include "stowage/planner/plan.h"
 #include "stowage/planner/plan_export.h"
 #include "stowage/runtime/atomic_file.h"
 
@@ -119,8 +121,8 @@ struct AssignLayersPass : impl::StowageAssignLayersBase<AssignLayersPass> {
     });
     if (failed(st))
       return signalPassFailure();
-    const planner::DeviceSet &ds = (*st)->devices;
-    const planner::LayerMap &lm = (*st)->layers;
+    const planner::DeviceSet &ds = (*st)->outcome.devices;
+    const planner::LayerMap &lm = (*st)->outcome.layers;
     MLIRContext *ctx = &getContext();
     Builder b(ctx);
     SmallVector<Attribute> devs, layers;
@@ -174,18 +176,18 @@ struct SelectWeightBuftPass : impl::StowageSelectWeightBuftBase<SelectWeightBuft
     size_t next = s.weight_explain_begin;
     for (size_t gi = 0; gi < s.graphs.globals.size(); ++gi)
       if (s.graphs.globals[gi].kind == planner::TensorKind::kWeight &&
-          next < s.placement.explain.size())
+          next < s.outcome.placement.explain.size())
         explainOf[gi] = static_cast<int>(next++);
     MLIRContext *ctx = &getContext();
     for (auto [op, gi] : globalOps(module, s.graphs)) {
-      if (gi < 0 || !isa<ggml::WeightOp>(op) || s.placement.global_buft[gi] < 0)
+      if (gi < 0 || !isa<ggml::WeightOp>(op) || s.outcome.placement.global_buft[gi] < 0)
         continue;
       op->setAttr(place::kBuftAttr,
-                  getBufferTypeAttr(ctx, s.placement, s.placement.global_buft[gi]));
+                  getBufferTypeAttr(ctx, s.outcome.placement, s.outcome.placement.global_buft[gi]));
       if (explainOf[gi] < 0)
         continue;
       // The place dialect's load.* cause code of the rule SelectWeightBufts recorded.
-      const planner::ExplainEntry &e = s.placement.explain[explainOf[gi]];
+      const planner::ExplainEntry &e = s.outcome.placement.explain[explainOf[gi]];
       StringRef cause = planner::ExplainRuleCode(e.code);
       if (!cause.starts_with("load.")) {
         emitError(module.getLoc()) << pass << ": the explain record of weight '" << e.subject
@@ -194,14 +196,15 @@ struct SelectWeightBuftPass : impl::StowageSelectWeightBuftBase<SelectWeightBuft
       }
       op->setAttr(place::kCauseAttr, place::CauseAttr::get(ctx, cause));
     }
-    if (s.moved.count > 0) {
+    if (s.outcome.moved.count > 0) {
       Builder b(ctx);
-      module->setAttr(kMovedAttr, b.getDictionaryAttr(
-                                      {b.getNamedAttr("count", b.getI64IntegerAttr(s.moved.count)),
-                                       b.getNamedAttr("tensor", b.getStringAttr(s.moved.tensor)),
-                                       b.getNamedAttr("type", b.getStringAttr(s.moved.type)),
-                                       b.getNamedAttr("from", b.getStringAttr(s.moved.from)),
-                                       b.getNamedAttr("to", b.getStringAttr(s.moved.to))}));
+      module->setAttr(
+          kMovedAttr,
+          b.getDictionaryAttr({b.getNamedAttr("count", b.getI64IntegerAttr(s.outcome.moved.count)),
+                               b.getNamedAttr("tensor", b.getStringAttr(s.outcome.moved.tensor)),
+                               b.getNamedAttr("type", b.getStringAttr(s.outcome.moved.type)),
+                               b.getNamedAttr("from", b.getStringAttr(s.outcome.moved.from)),
+                               b.getNamedAttr("to", b.getStringAttr(s.outcome.moved.to))}));
     }
     endStep(module, PlanStage::kWeights, r);
   }
@@ -220,10 +223,10 @@ struct PlaceKvPass : impl::StowagePlaceKvBase<PlaceKvPass> {
     const PlannerState &s = **st;
     MLIRContext *ctx = &getContext();
     for (auto [op, gi] : globalOps(module, s.graphs)) {
-      if (gi < 0 || !isa<ggml::KvCacheOp>(op) || s.placement.global_buft[gi] < 0)
+      if (gi < 0 || !isa<ggml::KvCacheOp>(op) || s.outcome.placement.global_buft[gi] < 0)
         continue;
       op->setAttr(place::kBuftAttr,
-                  getBufferTypeAttr(ctx, s.placement, s.placement.global_buft[gi]));
+                  getBufferTypeAttr(ctx, s.outcome.placement, s.outcome.placement.global_buft[gi]));
       op->setAttr(place::kCauseAttr, place::CauseAttr::get(ctx, nkvo ? "kv.nkvo" : "kv.layer"));
     }
     endStep(module, PlanStage::kKvCache, r);
@@ -244,7 +247,7 @@ struct SchedulePass : impl::StowageScheduleBase<SchedulePass> {
     // The functions are rebuilt from the scheduled graphs by the importer (one builder of split
     // regions and copies); what earlier passes wrote on weights and caches is carried over.
     OwningOpRef<ModuleOp> fresh =
-        importModelGraphs(&getContext(), s.graphs, module.getLoc(), &s.placement);
+        importModelGraphs(&getContext(), s.graphs, module.getLoc(), &s.outcome.placement);
     if (!fresh) {
       emitError(module.getLoc()) << pass << ": the scheduled graphs could not be imported";
       return signalPassFailure();
@@ -274,8 +277,8 @@ struct SchedulePass : impl::StowageScheduleBase<SchedulePass> {
         if (!op->hasAttr(a.getName()))
           op->setAttr(a.getName(), a.getValue());
     }
-    module->setAttr(kNCopiesAttr,
-                    IntegerAttr::get(IntegerType::get(&getContext(), 64), s.placement.n_copies));
+    module->setAttr(kNCopiesAttr, IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                                   s.outcome.placement.n_copies));
     // The module's description of the graphs follows the rebuilt functions (an edited
     // stowage.import changes n_ctx / n_ubatch; the functions are then rebuilt for the new values).
     for (StringRef attr : {"ggml.arch", "ggml.n_layer", "ggml.n_ctx", "ggml.n_ubatch"})
@@ -311,11 +314,11 @@ struct PlanMemoryPass : impl::StowagePlanMemoryBase<PlanMemoryPass> {
     const PlannerState &s = **st;
     Builder b(&getContext());
     SmallVector<Attribute> buffers;
-    for (const planner::PlannedBuffer &pb : s.memory.buffers) {
+    for (const planner::PlannedBuffer &pb : s.outcome.memory.buffers) {
       NamedAttrList d;
       d.append("name", b.getStringAttr(pb.name));
-      d.append("buft", b.getStringAttr(s.placement.bufts[pb.buft].name));
-      d.append("device", b.getStringAttr(s.placement.devices[pb.device].name));
+      d.append("buft", b.getStringAttr(s.outcome.placement.bufts[pb.buft].name));
+      d.append("device", b.getStringAttr(s.outcome.placement.devices[pb.device].name));
       d.append("usage", b.getStringAttr(usageName(pb.usage)));
       d.append("size", b.getI64IntegerAttr(static_cast<int64_t>(pb.size)));
       d.append("alignment", b.getI64IntegerAttr(static_cast<int64_t>(pb.alignment)));
@@ -402,11 +405,22 @@ struct ExportPlanPass : impl::StowageExportPlanBase<ExportPlanPass> {
           << " (writing the plan would replace it; remove it or choose another path)";
       return signalPassFailure();
     }
+    // planner::Plan's last checks: the fit of the whole plan, GPUs without reported memory.
+    for (const std::string &w : planner::UnreportedMemoryWarnings(s.outcome))
+      emitWarning(module.getLoc()) << pass << ": " << w;
+    if (Status fit = planner::CheckPlanFit(*s.gguf, s.outcome); !fit.ok()) {
+      if (!noFitCheck) {
+        emitError(module.getLoc()) << pass << ": " << fit.message();
+        return signalPassFailure();
+      }
+      emitWarning(module.getLoc())
+          << pass << ": " << fit.message() << " (written anyway: no-fit-check)";
+    }
     std::string flags;
     llvm::raw_string_ostream os(flags);
     os << "stowage-opt placement passes " << module->getAttr(kPlanOptionsAttr);
     const std::vector<uint8_t> bytes =
-        planner::SerializePlan(*s.gguf, s.graphs, s.placement, s.memory, flags);
+        planner::SerializePlan(*s.gguf, s.graphs, s.outcome.placement, s.outcome.memory, flags);
     if (Status w = WriteFileAtomic(output, bytes); !w.ok()) {
       emitError(module.getLoc()) << pass << ": " << w.message();
       return signalPassFailure();
@@ -435,6 +449,9 @@ struct PlanPipelineOptions : PassPipelineOptions<PlanPipelineOptions> {
                            llvm::cl::init(false)};
   Option<std::string> output{*this, "output",
                              llvm::cl::desc("plan file to write (none: no export)")};
+  Option<bool> noFitCheck{*this, "no-fit-check",
+                          llvm::cl::desc("--no-fit-check: write a plan that does not fit"),
+                          llvm::cl::init(false)};
 };
 
 } // namespace
@@ -469,6 +486,7 @@ void registerStowagePlanPipeline() {
         if (!o.output.empty()) {
           StowageExportPlanOptions e;
           e.output = o.output;
+          e.noFitCheck = o.noFitCheck;
           pm.addPass(createStowageExportPlan(e));
         }
       });

@@ -13,7 +13,6 @@
 #include "mlir/IR/Diagnostics.h"
 #include "stowage/Dialect/GGML/IR/GGMLOps.h"
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
-#include "stowage/planner/kv_place.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/registry.h"
 
@@ -259,10 +258,20 @@ private:
   /// Compares place.buft of every weight (or cache) op with the placement.
   LogicalResult checkBufts(PlanStage step, bool caches);
 
+  /// planner::PlaceModelStep `step` on the state.
+  LogicalResult place(planner::PlaceStep step) {
+    if (Status s =
+            planner::PlaceModelStep(step, st_->graphs, machine_, opt_.placement, &st_->outcome);
+        !s.ok())
+      return fail(s);
+    return success();
+  }
+
   ModuleOp module_;
   const RecordedOptions &opt_;
   StringRef pass_;
   PlanStage irStage_;
+  std::vector<planner::DeviceManifest> machine_;
   std::unique_ptr<PlannerState> st_ = std::make_unique<PlannerState>();
 };
 
@@ -324,26 +333,19 @@ LogicalResult Reconstructor::layers() {
       }))
     return error() << "the device list '" << opt_.devices
                    << "' has no CPU device (the scheduler's last backend)";
-  const planner::PlacementOptions &o = opt_.placement;
-  auto ds = planner::MakeDeviceSet(*machine, o.split_mode, o.main_gpu);
-  if (!ds.ok())
-    return fail(ds.status());
-  st_->devices = std::move(*ds);
-  auto lm =
-      planner::AssignLayers(st_->devices, st_->graphs.hp.n_layer, o.n_gpu_layers, o.tensor_split);
-  if (!lm.ok())
-    return fail(lm.status());
-  st_->layers = std::move(*lm);
+  machine_ = std::move(*machine);
+  if (failed(place(planner::PlaceStep::kLayers)))
+    return failure();
+  const planner::LayerMap &lm = st_->outcome.layers;
   if (irStage_ < PlanStage::kLayers)
     return success();
   auto names = module_->getAttrOfType<ArrayAttr>(kLayersAttr);
-  if (!names || names.size() != st_->layers.device.size())
+  if (!names || names.size() != lm.device.size())
     return differs(PlanStage::kLayers, "stowage.layers must list " +
-                                           std::to_string(st_->layers.device.size()) +
-                                           " device names");
-  for (auto [il, dev] : llvm::enumerate(st_->layers.device)) {
+                                           std::to_string(lm.device.size()) + " device names");
+  for (auto [il, dev] : llvm::enumerate(lm.device)) {
     auto s = dyn_cast<StringAttr>(names[il]);
-    const std::string &want = st_->devices.devices[dev].name;
+    const std::string &want = st_->outcome.devices.devices[dev].name;
     if (!s || s.getValue() != want)
       return differs(PlanStage::kLayers, "layer " + std::to_string(il) + " is on " + want);
   }
@@ -351,7 +353,7 @@ LogicalResult Reconstructor::layers() {
 }
 
 LogicalResult Reconstructor::checkBufts(PlanStage step, bool caches) {
-  const planner::Placement &p = st_->placement;
+  const planner::Placement &p = st_->outcome.placement;
   LogicalResult result = success();
   module_.walk([&](Operation *op) {
     if (failed(result))
@@ -381,58 +383,27 @@ LogicalResult Reconstructor::checkBufts(PlanStage step, bool caches) {
 }
 
 LogicalResult Reconstructor::weights() {
-  const planner::PlacementOptions &o = opt_.placement;
-  planner::Placement &p = st_->placement;
-  // PlaceModel's order: InitPlacement, the layer log, SelectWeightBufts.
-  planner::InitPlacement(st_->devices, o.use_mmap, &p);
-  planner::RecordTensorSplit(st_->devices, o.tensor_split, &p);
-  planner::RecordHostBufts(st_->devices, &p);
-  for (size_t il = 0; il < st_->layers.device.size(); ++il)
-    p.log.push_back("layer " + std::to_string(il) + " -> " +
-                    st_->devices.devices[st_->layers.device[il]].name);
-  planner::WeightBuftOptions wo;
-  wo.split_mode = o.split_mode;
-  wo.no_host = o.no_host;
-  wo.no_repack = o.no_repack;
-  wo.overrides = o.overrides;
-  st_->weight_explain_begin = p.explain.size();
-  if (Status s =
-          planner::SelectWeightBufts(st_->graphs, st_->devices, st_->layers, wo, &p, &st_->moved);
-      !s.ok())
-    return fail(s);
+  st_->weight_explain_begin = st_->outcome.placement.explain.size();
+  if (failed(place(planner::PlaceStep::kWeights)))
+    return failure();
   if (irStage_ < PlanStage::kWeights)
     return success();
   return checkBufts(PlanStage::kWeights, /*caches=*/false);
 }
 
 LogicalResult Reconstructor::kvCache() {
-  if (Status s = planner::PlaceKvCache(st_->graphs, st_->devices, st_->layers,
-                                       opt_.placement.offload_kqv, &st_->placement);
-      !s.ok())
-    return fail(s);
+  if (failed(place(planner::PlaceStep::kKvCache)))
+    return failure();
   if (irStage_ < PlanStage::kKvCache)
     return success();
   return checkBufts(PlanStage::kKvCache, /*caches=*/true);
 }
 
 LogicalResult Reconstructor::schedule() {
+  if (failed(place(planner::PlaceStep::kSchedule)))
+    return failure();
   planner::ModelGraphs &m = st_->graphs;
-  planner::SchedulerOptions so;
-  so.op_offload = opt_.placement.op_offload;
-  so.offload_kqv = opt_.placement.offload_kqv;
-  so.full_offload = opt_.placement.n_gpu_layers > static_cast<int>(m.hp.n_layer);
-  // PlaceModel's order: the pipeline-parallelism decision, both graphs, its --explain record.
-  const planner::PipelineDecision pipeline = planner::PipelineParallelism(
-      st_->devices, m.hp.n_layer, opt_.placement.n_gpu_layers, opt_.placement.split_mode,
-      opt_.placement.offload_kqv, !opt_.placement.overrides.empty());
-  so.n_copies = pipeline.n_copies;
-  st_->pp_nodes = planner::GraphNodeCount(m.prefill);
-  st_->tg_nodes = planner::GraphNodeCount(m.decode);
-  for (planner::Graph *g : {&m.prefill, &m.decode})
-    if (Status s = planner::ScheduleGraph(*g, m, st_->devices, st_->layers, &st_->placement, so);
-        !s.ok())
-      return fail(s);
-  st_->placement.explain.push_back(planner::PipelineExplain(pipeline));
+  const planner::Placement &placement = st_->outcome.placement;
   if (irStage_ < PlanStage::kScheduled)
     return success();
   for (auto [fname, g] : {std::pair<StringRef, planner::Graph *>{"prefill", &m.prefill},
@@ -445,16 +416,16 @@ LogicalResult Reconstructor::schedule() {
       return differs(PlanStage::kScheduled,
                      "@" + fname.str() + " has " + std::to_string(g->splits.size()) + " splits");
     for (auto [j, split] : llvm::enumerate(splits)) {
-      const std::string &want = st_->placement.backends[g->splits[j].backend].name;
+      const std::string &want = placement.backends[g->splits[j].backend].name;
       if (split.getBackend().getName() != want)
         return differs(PlanStage::kScheduled,
                        "split " + std::to_string(j) + " of @" + fname.str() + " runs on " + want);
     }
   }
   auto nCopies = module_->getAttrOfType<IntegerAttr>(kNCopiesAttr);
-  if (!nCopies || nCopies.getInt() != pipeline.n_copies)
+  if (!nCopies || nCopies.getInt() != placement.n_copies)
     return differs(PlanStage::kScheduled,
-                   "stowage.n_copies must be " + std::to_string(pipeline.n_copies));
+                   "stowage.n_copies must be " + std::to_string(placement.n_copies));
   // The split input copies (and, with n_copies > 1, every instance of the graph inputs): one
   // place.copy per kSplitCopy tensor, same name, copy number and backend. (An edited, dropped or
   // extra copy op would otherwise be ignored: the plan is made from the reconstruction.)
@@ -467,7 +438,7 @@ LogicalResult Reconstructor::schedule() {
         continue;
       const size_t hash = t.name.rfind('#');
       const int64_t c = hash == std::string::npos ? 0 : std::atoll(t.name.c_str() + hash + 1);
-      want.emplace_back(t.name, c, t.backend >= 0 ? st_->placement.backends[t.backend].name : "");
+      want.emplace_back(t.name, c, t.backend >= 0 ? placement.backends[t.backend].name : "");
     }
     module_.lookupSymbol<func::FuncOp>(fname).walk([&](place::CopyOp op) {
       auto name = op->getAttrOfType<StringAttr>(ggml::kNodeNameAttr);
@@ -507,8 +478,8 @@ LogicalResult Reconstructor::schedule() {
       if (!attr) // weights, caches and copies carry none; a split's nodes do
         continue;
       const bool planned =
-          t.backend >= 0 && t.backend < static_cast<int>(st_->placement.backends.size());
-      const std::string want = planned ? st_->placement.backends[t.backend].name : "no backend";
+          t.backend >= 0 && t.backend < static_cast<int>(placement.backends.size());
+      const std::string want = planned ? placement.backends[t.backend].name : "no backend";
       if (!planned || attr.getName() != want)
         return differs(PlanStage::kScheduled,
                        "'" + t.name + "' of @" + fname.str() + " is on " + want);
@@ -518,12 +489,12 @@ LogicalResult Reconstructor::schedule() {
 }
 
 LogicalResult Reconstructor::memory() {
-  if (Status s = planner::PlanMemory(st_->graphs, st_->placement, &st_->memory); !s.ok())
-    return fail(s);
+  if (failed(place(planner::PlaceStep::kMemory)))
+    return failure();
   if (irStage_ < PlanStage::kMemory)
     return success();
   auto buffers = module_->getAttrOfType<ArrayAttr>(kBuffersAttr);
-  const auto &want = st_->memory.buffers;
+  const auto &want = st_->outcome.memory.buffers;
   if (!buffers || buffers.size() != want.size())
     return differs(PlanStage::kMemory,
                    "stowage.buffers must list " + std::to_string(want.size()) + " buffers");

@@ -54,40 +54,63 @@ Status CheckMaxBufferSizes(const PlacementOutcome& o) {
 
 }  // namespace
 
+Status PlaceModelStep(PlaceStep step, ModelGraphs& m, const std::vector<DeviceManifest>& machine,
+                      const PlacementOptions& opt, PlacementOutcome* o) {
+  switch (step) {
+    case PlaceStep::kLayers: {
+      STOWAGE_ASSIGN_OR_RETURN(o->devices, MakeDeviceSet(machine, opt.split_mode, opt.main_gpu));
+      STOWAGE_ASSIGN_OR_RETURN(o->layers,
+                               AssignLayers(o->devices, m.hp.n_layer, opt.n_gpu_layers, opt.tensor_split));
+      return Status::Ok();
+    }
+    case PlaceStep::kWeights: {
+      InitPlacement(o->devices, opt.use_mmap, &o->placement);
+      RecordTensorSplit(o->devices, opt.tensor_split, &o->placement);
+      RecordHostBufts(o->devices, &o->placement);
+      for (uint32_t il = 0; il <= m.hp.n_layer; ++il)
+        o->placement.log.push_back("layer " + std::to_string(il) + " -> " +
+                                   o->devices.devices[o->layers.device[il]].name);
+      WeightBuftOptions wo;
+      wo.split_mode = opt.split_mode;
+      wo.no_host = opt.no_host;
+      wo.no_repack = opt.no_repack;
+      wo.overrides = opt.overrides;
+      return SelectWeightBufts(m, o->devices, o->layers, wo, &o->placement, &o->moved);
+    }
+    case PlaceStep::kKvCache:
+      return PlaceKvCache(m, o->devices, o->layers, opt.offload_kqv, &o->placement);
+    case PlaceStep::kSchedule: {
+      SchedulerOptions so;
+      so.op_offload = opt.op_offload;
+      so.offload_kqv = opt.offload_kqv;
+      so.full_offload = opt.n_gpu_layers > static_cast<int>(m.hp.n_layer);
+      const PipelineDecision pipeline =
+          PipelineParallelism(o->devices, m.hp.n_layer, opt.n_gpu_layers, opt.split_mode, opt.offload_kqv,
+                              !opt.overrides.empty());
+      so.n_copies = pipeline.n_copies;
+      o->pp_nodes = GraphNodeCount(m.prefill);
+      o->tg_nodes = GraphNodeCount(m.decode);
+      STOWAGE_RETURN_IF_ERROR(ScheduleGraph(m.prefill, m, o->devices, o->layers, &o->placement, so));
+      STOWAGE_RETURN_IF_ERROR(ScheduleGraph(m.decode, m, o->devices, o->layers, &o->placement, so));
+      o->placement.explain.push_back(PipelineExplain(pipeline));
+      return Status::Ok();
+    }
+    case PlaceStep::kMemory: {
+      STOWAGE_RETURN_IF_ERROR(PlanMemory(m, o->placement, &o->memory));
+      STOWAGE_RETURN_IF_ERROR(CheckMaxBufferSizes(*o));
+      STOWAGE_ASSIGN_OR_RETURN(o->split_shares, RowSplitShares(m, *o));
+      return Status::Ok();
+    }
+  }
+  return Internal("unknown placement step");
+}
+
 Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceManifest>& machine,
                                     const PlacementOptions& opt) {
   PlacementOutcome o;
-  STOWAGE_ASSIGN_OR_RETURN(o.devices, MakeDeviceSet(machine, opt.split_mode, opt.main_gpu));
-  STOWAGE_ASSIGN_OR_RETURN(o.layers,
-                           AssignLayers(o.devices, m.hp.n_layer, opt.n_gpu_layers, opt.tensor_split));
-  InitPlacement(o.devices, opt.use_mmap, &o.placement);
-  RecordTensorSplit(o.devices, opt.tensor_split, &o.placement);
-  RecordHostBufts(o.devices, &o.placement);
-  for (uint32_t il = 0; il <= m.hp.n_layer; ++il)
-    o.placement.log.push_back("layer " + std::to_string(il) + " -> " +
-                              o.devices.devices[o.layers.device[il]].name);
-  WeightBuftOptions wo;
-  wo.split_mode = opt.split_mode;
-  wo.no_host = opt.no_host;
-  wo.no_repack = opt.no_repack;
-  wo.overrides = opt.overrides;
-  STOWAGE_RETURN_IF_ERROR(SelectWeightBufts(m, o.devices, o.layers, wo, &o.placement, &o.moved));
-  STOWAGE_RETURN_IF_ERROR(PlaceKvCache(m, o.devices, o.layers, opt.offload_kqv, &o.placement));
-  SchedulerOptions so;
-  so.op_offload = opt.op_offload;
-  so.offload_kqv = opt.offload_kqv;
-  so.full_offload = opt.n_gpu_layers > static_cast<int>(m.hp.n_layer);
-  const PipelineDecision pipeline = PipelineParallelism(
-      o.devices, m.hp.n_layer, opt.n_gpu_layers, opt.split_mode, opt.offload_kqv, !opt.overrides.empty());
-  so.n_copies = pipeline.n_copies;
-  o.pp_nodes = GraphNodeCount(m.prefill);
-  o.tg_nodes = GraphNodeCount(m.decode);
-  STOWAGE_RETURN_IF_ERROR(ScheduleGraph(m.prefill, m, o.devices, o.layers, &o.placement, so));
-  STOWAGE_RETURN_IF_ERROR(ScheduleGraph(m.decode, m, o.devices, o.layers, &o.placement, so));
-  o.placement.explain.push_back(PipelineExplain(pipeline));
-  STOWAGE_RETURN_IF_ERROR(PlanMemory(m, o.placement, &o.memory));
-  STOWAGE_RETURN_IF_ERROR(CheckMaxBufferSizes(o));
-  STOWAGE_ASSIGN_OR_RETURN(o.split_shares, RowSplitShares(m, o));
+  for (PlaceStep step : {PlaceStep::kLayers, PlaceStep::kWeights, PlaceStep::kKvCache, PlaceStep::kSchedule,
+                         PlaceStep::kMemory})
+    STOWAGE_RETURN_IF_ERROR(PlaceModelStep(step, m, machine, opt, &o));
   return o;
 }
 

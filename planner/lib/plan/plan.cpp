@@ -25,6 +25,21 @@ Status NamingModel(const GgufFile& gguf, Status s) {
 
 }  // namespace
 
+Result<ContextConfig> ResolvePlanContext(const HParams& hp, const std::string& path,
+                                         const ContextConfig& asked, const PlanMessageSink& sink) {
+  ContextConfig cfg = asked;
+  STOWAGE_RETURN_IF_ERROR(ResolveContext(hp, path, &cfg));
+  if (sink && std::min(cfg.n_ctx, asked.n_batch) < kKqMaskPad)
+    sink(PlanMessage{PlanMessageKind::kBatchRaised,
+                     "llama_init_from_model: n_batch is less than GGML_KQ_MASK_PAD - increasing to " +
+                         std::to_string(kKqMaskPad)});
+  return cfg;
+}
+
+Status CheckPlanFit(const GgufFile& gguf, const PlacementOutcome& outcome) {
+  return NamingModel(gguf, CheckFit(outcome));
+}
+
 Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>& machine,
                         const PlanRequest& request, const PlanMessageSink& sink) {
   auto say = [&](PlanMessageKind kind, std::string text, int ngl = 0) {
@@ -47,12 +62,7 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
   // attention).
   ContextConfig asked = request.context;
   asked.flash_attn = request.flash_attn != FlashAttnMode::kOff;
-  ContextConfig cfg = asked;
-  STOWAGE_RETURN_IF_ERROR(ResolveContext(hp, gguf.path(), &cfg));
-  if (std::min(cfg.n_ctx, asked.n_batch) < kKqMaskPad)
-    say(PlanMessageKind::kBatchRaised,
-        "llama_init_from_model: n_batch is less than GGML_KQ_MASK_PAD - increasing to " +
-            std::to_string(kKqMaskPad));
+  STOWAGE_ASSIGN_OR_RETURN(ContextConfig cfg, ResolvePlanContext(hp, gguf.path(), asked, sink));
   STOWAGE_ASSIGN_OR_RETURN(r.graphs, BuildModelGraphs(gguf, cfg));
   if (!r.graphs.hp.recurrent() && r.graphs.cfg.n_ctx > r.graphs.hp.n_ctx_train)
     say(PlanMessageKind::kContextOverflow, "n_ctx_per_seq (" + std::to_string(r.graphs.cfg.n_ctx) +
@@ -98,7 +108,7 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
   if (!outcome.ok()) return outcome.status();
   r.outcome = std::move(*outcome);
   r.memory_warnings = UnreportedMemoryWarnings(r.outcome);
-  r.fit = NamingModel(gguf, CheckFit(r.outcome));
+  r.fit = CheckPlanFit(gguf, r.outcome);
   if (request.serialize && (r.fit.ok() || !request.fit_check))
     r.bytes = SerializePlan(gguf, r.graphs, r.outcome.placement, r.outcome.memory, request.flags);
   return r;

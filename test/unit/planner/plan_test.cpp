@@ -1,6 +1,6 @@
 // planner::Plan, the entry point plan-model, stowage-run and the tests' plans call: the same bytes
 // as the step-by-step pipeline, the -fa auto retry, the fit check, --fit, the messages and the
-// offload_kqv the plan records.
+// offload_kqv the plan records; the steps it exposes to the MLIR passes.
 #include "stowage/planner/plan.h"
 
 #include <gtest/gtest.h>
@@ -189,6 +189,59 @@ TEST_F(PlanTest, ErrorsAreTheSteps) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("V cache quantization requires flash_attn"), std::string::npos)
       << r.status().message();
+}
+
+/// The steps Plan exposes for the MLIR placement passes (compiler/lib/Transforms), which run them
+/// one pass at a time: ResolvePlanContext says what Plan says, PlaceModelStep in order is
+/// PlaceModel, CheckPlanFit is PlanResult::fit.
+TEST_F(PlanTest, ItsStepsAreWhatItRuns) {
+  auto hp = ReadHParams(*gguf_);
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  for (uint32_t n_batch : {16u, 512u}) {
+    ContextConfig asked;
+    asked.n_ctx = 256;
+    asked.n_batch = n_batch;
+    std::vector<PlanMessage> said;
+    auto cfg =
+        ResolvePlanContext(*hp, gguf_->path(), asked, [&](const PlanMessage& m) { said.push_back(m); });
+    ASSERT_TRUE(cfg.ok()) << cfg.status().message();
+    ContextConfig resolved = asked;
+    ASSERT_TRUE(ResolveContext(*hp, gguf_->path(), &resolved).ok());
+    EXPECT_EQ(cfg->n_batch, resolved.n_batch);
+    EXPECT_EQ(cfg->n_ubatch, resolved.n_ubatch);
+    if (n_batch < kKqMaskPad) {
+      EXPECT_EQ(cfg->n_batch, kKqMaskPad);
+      ASSERT_EQ(said.size(), 1u);
+      EXPECT_EQ(said[0].kind, PlanMessageKind::kBatchRaised);
+      EXPECT_EQ(said[0].text,
+                "llama_init_from_model: n_batch is less than GGML_KQ_MASK_PAD - increasing to 64");
+    } else {
+      EXPECT_TRUE(said.empty());
+    }
+  }
+
+  PlanRequest req;
+  req.context.n_ctx = 4096;
+  req.placement.n_gpu_layers = 3;
+  req.fit_check = false;
+  req.flags = "test";
+  const std::vector<DeviceManifest> machine = {Gpu("GPU0", 1), Gpu("GPU1", 1024), Cpu()};
+  auto r = Plan(*gguf_, machine, req);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto m = BuildModelGraphs(*gguf_, req.context);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  PlacementOutcome o;
+  for (PlaceStep step : {PlaceStep::kLayers, PlaceStep::kWeights, PlaceStep::kKvCache, PlaceStep::kSchedule,
+                         PlaceStep::kMemory})
+    ASSERT_TRUE(PlaceModelStep(step, *m, machine, req.placement, &o).ok());
+  EXPECT_EQ(r->bytes, SerializePlan(*gguf_, *m, o.placement, o.memory, "test"));
+  EXPECT_EQ(o.placement.log, r->outcome.placement.log);
+  EXPECT_EQ(o.pp_nodes, r->outcome.pp_nodes);
+  EXPECT_EQ(o.tg_nodes, r->outcome.tg_nodes);
+  const Status fit = CheckPlanFit(*gguf_, o);
+  EXPECT_EQ(fit.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(fit.message(), r->fit.message());
+  EXPECT_EQ(fit.message().rfind(gguf_->path() + ": does not fit: device GPU0 needs", 0), 0u) << fit.message();
 }
 
 }  // namespace

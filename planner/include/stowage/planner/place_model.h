@@ -53,7 +53,26 @@ struct PlacementOutcome {
   std::vector<SplitBufferShare> split_shares;  ///< one per split weight buffer (-sm row), for the fit check
 };
 
-/// Runs the whole pipeline on `m` (its graphs are modified: backends, splits, copies, offsets).
+/// The steps of PlaceModel, in order. The MLIR placement passes (compiler/lib/Transforms) run
+/// them one pass each through PlaceModelStep, so that both paths place with the same code.
+enum class PlaceStep {
+  kLayers,    ///< MakeDeviceSet, AssignLayers (llama_model::load_tensors' layer map)
+  kWeights,   ///< InitPlacement, RecordTensorSplit, RecordHostBufts, the layer log, SelectWeightBufts
+  kKvCache,   ///< PlaceKvCache
+  kSchedule,  ///< PipelineParallelism, GraphNodeCount and ScheduleGraph of both graphs, PipelineExplain
+  /// PlanMemory; a buffer above its buffer type's max_size refused (kResourceExhausted, see
+  /// PlaceModel); PlacementOutcome::split_shares (RowSplitShares, fit.h)
+  kMemory,
+};
+
+/// Runs `step` of PlaceModel on `m` and `o`, which hold the outcome of the steps before it (`o`
+/// default-constructed before kLayers); `machine` and `opt` as PlaceModel's, the same for every step.
+/// Errors: those of the step's functions, one line each (see PlaceModel).
+Status PlaceModelStep(PlaceStep step, ModelGraphs& m, const std::vector<DeviceManifest>& machine,
+                      const PlacementOptions& opt, PlacementOutcome* o);
+
+/// Runs the whole pipeline on `m` (its graphs are modified: backends, splits, copies, offsets):
+/// every PlaceStep in order.
 /// Pipeline parallelism follows llama.cpp's rule (PipelineParallelism, scheduler.h); its decision
 /// is the last --explain record (PipelineExplain) and Placement::n_copies.
 /// `machine` is every device of the (real or described) machine; see MakeDeviceSet.

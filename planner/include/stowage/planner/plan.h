@@ -1,7 +1,9 @@
 // The planner's one entry point: a GGUF model, a machine's devices and the flags of a request in,
 // a placed, memory-planned, fit-checked and serialized plan out. plan-model, stowage-run's planning
 // on the fly and the tests' plans for this machine (test/unit/plan_probed.h) all plan through it,
-// so a flag means the same in every tool. The steps are llama.cpp's (llama_model_load_from_file +
+// so a flag means the same in every tool. The MLIR placement passes (compiler/lib/Transforms), which
+// run the placement one pass at a time, call its steps: ResolvePlanContext, PlaceModelStep
+// (place_model.h) and CheckPlanFit. The steps are llama.cpp's (llama_model_load_from_file +
 // llama_init_from_model, FEB25; the -fa auto retry and --fit from DEC25):
 //
 //   ReadHParams -> ResolveContext -> BuildModelGraphs -> [--fit: FitGpuLayersToDevices]
@@ -118,13 +120,25 @@ struct PlanResult {
   std::vector<uint8_t> bytes;
 };
 
+/// Plan's step 2: `asked` (the context as asked, flash_attn included) resolved by ResolveContext,
+/// reporting kBatchRaised to `sink` (may be null) when min(resolved n_ctx, asked n_batch) <
+/// kKqMaskPad (llama_init_from_model, FEB25). Also stowage-opt's --import-gguf, whose module the
+/// MLIR placement passes plan. Errors: ResolveContext's.
+Result<ContextConfig> ResolvePlanContext(const HParams& hp, const std::string& path,
+                                         const ContextConfig& asked, const PlanMessageSink& sink = nullptr);
+
+/// Plan's fit check (step 8) of a placed model: CheckFit of the whole plan (every device, no margin),
+/// a refusal naming the model file first. Also the MLIR path's (stowage-export-plan), so that
+/// both refuse the same plans. Ok, or kResourceExhausted "<model>: does not fit: device ...".
+Status CheckPlanFit(const GgufFile& gguf, const PlacementOutcome& outcome);
+
 /// Plans `gguf` for the devices `machine` (registry manifests or probed ones; a CPU device must be
 /// among them, it is the scheduler's last backend) as `request` asks, reporting llama.cpp's load
 /// lines to `sink` (may be null) as they happen. The steps, in order:
 ///   1. ReadHParams; each of its warnings (kWarning); kWarning when --cpu-moe/--n-cpu-moe are given
 ///      for a model without experts.
-///   2. ResolveContext on request.context with flash attention as request.flash_attn asks (kAuto:
-///      on); kBatchRaised when min(resolved n_ctx, asked n_batch) < kKqMaskPad.
+///   2. ResolvePlanContext on request.context with flash attention as request.flash_attn asks
+///      (kAuto: on): ResolveContext, and kBatchRaised when min(resolved n_ctx, asked n_batch) < kKqMaskPad.
 ///   3. BuildModelGraphs on the resolved context; kContextOverflow; kGpuLayersIgnored.
 ///   4. With request.fit: FitGpuLayersToDevices(margin request.fit_target); kFitSearched.
 ///   5. PlaceModel (CheckMaxBufferSizes and RowSplitShares included).
@@ -132,7 +146,7 @@ struct PlanResult {
 ///      else kFlashAttnDisabled and steps 2 (without kBatchRaised), 4 and 5 again without flash
 ///      attention (a fit of its own: the compute buffers differ).
 ///   7. With request.fit: kFitChosen (also when step 5 failed).
-///   8. PlanResult::fit = CheckFit; memory_warnings; bytes = SerializePlan(request.flags).
+///   8. PlanResult::fit = CheckPlanFit; memory_warnings; bytes = SerializePlan(request.flags).
 /// Errors: those of each step, one line each, unchanged (ReadHParams, ResolveContext,
 /// BuildModelGraphs, FitGpuLayersToDevices, PlaceModel), except that FitGpuLayersToDevices's
 /// kResourceExhausted ("--fit: even -ngl 0 does not fit ...") is prefixed with the model file. A plan that

@@ -161,11 +161,17 @@ def StowageExportPlan : Pass<"stowage-export-plan", "::mlir::ModuleOp"> {
     with the planner's exporter (the same bytes plan-model writes for the same configuration,
     except the recorded command line, which is the module's stowage.plan record) and writes it
     to `output` atomically (temporary file + rename). The IR is not changed.
+    As plan-model (planner::Plan), a plan that does not fit its devices' memory is refused
+    (planner::CheckPlanFit: "<model>: does not fit: device ..."); with `no-fit-check` it is written
+    with that line as a warning ("... (written anyway: no-fit-check)"). GPUs holding bytes of the
+    plan whose manifest reports no memory are warned about (planner::UnreportedMemoryWarnings).
     Errors: no output path, run out of order, an IR whose buffers differ from the planner's, a
-    write error (naming the path).
+    plan that does not fit, a write error (naming the path).
   }];
   let options = [
     Option<"output", "output", "std::string", "\"\"", "path of the plan file to write">,
+    Option<"noFitCheck", "no-fit-check", "bool", "false",
+           "write the plan even when it does not fit a device's memory (plan-model --no-fit-check)">,
   ];
 }
 

@@ -82,24 +82,21 @@ mlir::LogicalResult requireStage(mlir::ModuleOp module, PlanStage previous, llvm
 struct PlannerState {
   std::unique_ptr<GgufFile> gguf;
   planner::ModelGraphs graphs;
-  planner::DeviceSet devices;
-  planner::LayerMap layers;
-  planner::Placement placement;
-  planner::MovedSummary moved;
-  planner::MemoryPlan memory;
-  int pp_nodes = 0, tg_nodes = 0; ///< node counts before scheduling (as PlaceModel)
-  /// Index into placement.explain of the first weight record (SelectWeightBufts' records follow
-  /// in ModelGraphs::globals order, one per weight).
+  /// The outcome of planner::PlaceModelStep for each step up to the one reconstructed (devices,
+  /// layers, placement, moved, memory, node counts, split shares): PlaceModel's, step by step.
+  planner::PlacementOutcome outcome;
+  /// Index into outcome.placement.explain of the first weight record (SelectWeightBufts' records
+  /// follow in ModelGraphs::globals order, one per weight).
   size_t weight_explain_begin = 0;
 };
 
 /// Reconstructs the state of `module` after `upTo` with `options` (see the file comment): opens
-/// the GGUF of `stowage.import`, rebuilds the graphs, and runs the planner's steps up to `upTo`
-/// (PlaceModel's order and arguments), checking after each step that already ran on the IR
-/// (stage >= step) that the IR records the same outcome. Errors are emitted on the module's
-/// location prefixed with `pass`: the planner's errors (one line each, e.g. an unknown device),
-/// a missing or malformed stowage.import, and "<pass>: the IR differs from what <step> decides
-/// with the recorded options: <what>".
+/// the GGUF of `stowage.import`, rebuilds the graphs, and runs PlaceModel's steps up to `upTo`
+/// (planner::PlaceModelStep, the code PlaceModel runs), checking after each step that already ran
+/// on the IR (stage >= step) that the IR records the same outcome. Errors are emitted on the
+/// module's location prefixed with `pass`: the planner's errors (one line each, e.g. an unknown
+/// device), a missing or malformed stowage.import, and "<pass>: the IR differs from what <step>
+/// decides with the recorded options: <what>".
 mlir::FailureOr<std::unique_ptr<PlannerState>>
 reconstructPlannerState(mlir::ModuleOp module, PlanStage upTo, const RecordedOptions &options,
                         llvm::StringRef pass);
