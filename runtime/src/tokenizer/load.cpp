@@ -143,43 +143,22 @@ const PreInfo* FindPre(const std::string& pre) {
 }
 
 // Token texts llama.cpp recognises by text (llama_vocab::impl::load, "auto-detect special tokens").
-const char* const kEotTexts[] = {"<|eot_id|>",
-                                 "<|im_end|>",
-                                 "<|end|>",
-                                 "<end_of_turn>",
-                                 "<|endoftext|>",
-                                 "<|end_of_text|>",
-                                 "<EOT>",
-                                 "_<EOT>",
-                                 "[EOT]",
-                                 "<\xEF\xBD\x9C"
+const char* const kEotTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+                                 "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]",
+                                 // One literal split after a \x escape (DeepSeek's "<｜end▁of▁sentence｜>").
+                                 "<\xEF\xBD\x9C"  // NOLINT(bugprone-suspicious-missing-comma)
                                  "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
                                  "<end_of_utterance>"};
 const char* const kEomTexts[] = {"<|eom_id|>"};
 const char* const kFimPadTexts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
 const char* const kFimRepTexts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"};
 const char* const kFimSepTexts[] = {"<|file_sep|>"};
-const char* const kEogTexts[] = {"<|eot_id|>",
-                                 "<|im_end|>",
-                                 "<|end|>",
-                                 "<|return|>",
-                                 "<|call|>",
-                                 "<|flush|>",
-                                 "<|calls|>",
-                                 "<end_of_turn>",
-                                 "<|endoftext|>",
-                                 "</s>",
-                                 "<|eom_id|>",
-                                 "<EOT>",
-                                 "_<EOT>",
-                                 "[EOT]",
-                                 "[EOS]",
-                                 "<|end_of_text|>",
-                                 "<end_of_utterance>",
-                                 "<eos>",
-                                 "<turn|>",
-                                 "<|tool_response>",
-                                 "<\xEF\xBD\x9C"
+const char* const kEogTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>",
+                                 "<|calls|>", "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>",
+                                 "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<eos>",
+                                 "<turn|>", "<|tool_response>",
+                                 // One literal split after a \x escape (DeepSeek's "<｜end▁of▁sentence｜>").
+                                 "<\xEF\xBD\x9C"  // NOLINT(bugprone-suspicious-missing-comma)
                                  "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
                                  "[e~["};
 
