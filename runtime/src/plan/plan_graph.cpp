@@ -88,8 +88,7 @@ Status CheckDefinedBeforeUse(const GGraph& g, const std::string& path) {
           x.kind == fb::TensorKind::Input)
         return t;
       if (!x.is_view) return -1;
-      const size_t k = x.op == GgmlOp::CPY ? 1 : 0;
-      t = k < x.srcs.size() ? x.srcs[k] : -1;
+      t = x.srcs[AliasedSource(x.op, x.srcs.size())];  // DecodeGraph checked it exists
     }
     return -1;
   };
@@ -100,7 +99,9 @@ Status CheckDefinedBeforeUse(const GGraph& g, const std::string& path) {
       for (uint32_t k = sp.begin; k < sp.end; ++k) {
         const GTensor& n = g.tensors[g.nodes[k]];
         if (std::find(n.srcs.begin(), n.srcs.end(), copy) != n.srcs.end()) break;  // read before any write
-        if (n.op == GgmlOp::CPY && n.srcs.size() > 1 && root(n.srcs[1]) == r)
+        // A node that stores into a destination source (a CPY into the cache).
+        const int into = AliasedSource(n.op, n.srcs.size());
+        if (into >= 0 && !IsViewOp(n.op) && root(n.srcs[into]) == r)
           return DataLoss(path + ": graph " + g.name + ": split input '" + g.tensors[src].name +
                           "' is copied before node '" + n.name + "' of the same split stores into '" +
                           g.tensors[r].name + "'");
