@@ -30,8 +30,8 @@ inline CLI::Validator IntegerIn(int64_t lo, uint64_t hi, const std::string& also
   const std::string range = std::to_string(lo) + " to " + std::to_string(hi);
   return CLI::Validator(
       [lo, hi, range, also](std::string& v) -> std::string {
-        const std::string bad = "expected an integer from " + range + also + ", found " + ShownValue(v);
-        size_t i = v.size() > 0 && (v[0] == '-' || v[0] == '+') ? 1 : 0;
+        std::string bad = "expected an integer from " + range + also + ", found " + ShownValue(v);
+        size_t i = !v.empty() && (v[0] == '-' || v[0] == '+') ? 1 : 0;
         if (i == v.size() || v.find_first_not_of("0123456789", i) != std::string::npos) return bad;
         while (i + 1 < v.size() && v[i] == '0') ++i;  // leading zeros do not count towards the length
         if (v.size() - i > 20) return bad;            // beyond 2^64 either way

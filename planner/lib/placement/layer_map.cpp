@@ -104,8 +104,8 @@ BuftList MakeCpuBuftList(const DeviceSet& ds, bool no_host, bool no_extra) {
     for (const auto& e : cpu.extra_bufts) list.push_back({ds.cpu, e.name});
   if (!no_host) {
     for (int i = 0; i < ds.n_model; ++i) {
-      if (ds.devices[i].host_buft) {
-        list.push_back({i, ds.devices[i].host_buft->name});
+      if (const auto& host = ds.devices[i].host_buft) {
+        list.push_back({i, host->name});
         break;
       }
     }
@@ -187,7 +187,8 @@ void InitPlacement(const DeviceSet& ds, bool use_mmap, Placement* p) {
     be.name = ds.devices[i].name;
     be.device = i;
     std::string buft = ds.devices[i].default_buft.name;
-    if (i == ds.cpu && ds.n_model > 0 && ds.devices[0].host_buft) buft = ds.devices[0].host_buft->name;
+    if (i == ds.cpu && ds.n_model > 0)
+      if (const auto& host0 = ds.devices[0].host_buft) buft = host0->name;
     // An ACCEL device whose default buft holds only its weights (not host memory) but that reads
     // every host buft computes into the CPU's compute buft: its results are host memory the CPU
     // reads in place, and pass 3 may move large host-weight matmuls to it (same compute buft).

@@ -117,7 +117,7 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
 void RecordHostBufts(const DeviceSet& ds, Placement* p) {
   p->device_host_buft.assign(p->devices.size(), -1);
   for (size_t i = 0; i < p->devices.size() && i < ds.devices.size(); ++i)
-    if (ds.devices[i].host_buft) p->device_host_buft[i] = p->FindBuft(ds.devices[i].host_buft->name);
+    if (const auto& host = ds.devices[i].host_buft) p->device_host_buft[i] = p->FindBuft(host->name);
 }
 
 void RecordTensorSplit(const DeviceSet& ds, const std::vector<float>& tensor_split, Placement* p) {

@@ -188,7 +188,7 @@ size_t MatchCasedWords(const Text& t, size_t pos, size_t end, size_t max_digits,
 }
 
 // [class]+ , or [class]{1,max_len} when max_len > 0.
-Matcher ClassRun(std::function<bool(uint32_t, CpFlags)> in_class, size_t max_len = 0) {
+Matcher ClassRun(const std::function<bool(uint32_t, CpFlags)>& in_class, size_t max_len = 0) {
   return [in_class, max_len](const Text& t, size_t pos, size_t end) -> size_t {
     size_t p = pos;
     while (p < end && in_class(t.cp(p, end), t.flags(p, end)) && (max_len == 0 || p - pos < max_len)) ++p;

@@ -195,7 +195,7 @@ std::string WriteConverted(const std::string& src_path,
       if (!w.AddTensorData(t.name, t.type, ne, (*src)->TensorData(t), t.nbytes).ok()) return "";
     }
   }
-  const std::string out = ::testing::TempDir() + out_name;
+  std::string out = ::testing::TempDir() + out_name;
   if (!w.WriteFile(out).ok()) return "";
   return out;
 }

@@ -286,7 +286,7 @@ void RunModel(const std::string& model, int n_threads, IsaLevel isa, bool repack
 }
 
 bool IsQuantized(const std::string& m) {
-  return m.find("Q") != std::string::npos || m.find("q4") != std::string::npos;
+  return m.find('Q') != std::string::npos || m.find("q4") != std::string::npos;
 }
 
 TEST_P(LlamaGolden, LogitsAndGreedyTokensMatchLlamaCpp) {

@@ -72,7 +72,6 @@ std::vector<Case> Corpus() {
   auto add = [&](std::string name, const Bytes& b, std::string msg, StatusCode code = StatusCode::kDataLoss) {
     c.push_back({std::move(name), b.b, std::move(msg), code});
   };
-  const std::string eof = "expected ";
 
   // --- magic and version ---------------------------------------------------------------------
   add("empty", Bytes{}, F + ": offset 0: magic: expected 4 more bytes, found end of file (file is 0 bytes)");

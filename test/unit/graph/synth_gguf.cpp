@@ -46,7 +46,7 @@ void SynthGguf::Drop(const std::string& name) {
 void SynthGguf::Replace(const std::string& name, std::vector<int64_t> ne, GgmlType type) {
   for (T& t : tensors_)
     if (t.name == name) {
-      t.ne = std::move(ne);
+      t.ne = ne;
       t.type = type;
     }
 }
