@@ -15,14 +15,16 @@ namespace {
 
 bool Aligned8(const void* p) { return reinterpret_cast<uintptr_t>(p) % 8 == 0; }
 
+// The form of every structural error: kDataLoss "<path>: <field>: <what>".
+Status Fail(const std::string& path, const std::string& field, const std::string& what) {
+  return DataLoss(path + ": " + field + ": " + what);
+}
+
 // What can be checked from a plan's first bytes (`n` of them, all when fewer than 8) and its size:
 // at least 8 bytes, the file identifier "STWP" at byte 4, at most kMaxPlanFileSize bytes.
 Status CheckHeader(const uint8_t* data, size_t n, uint64_t size, const std::string& path) {
-  auto fail = [&](const std::string& field, const std::string& what) {
-    return DataLoss(path + ": " + field + ": " + what);
-  };
   if (size < 8 || n < 8)
-    return fail("header", "expected a plan file of at least 8 bytes, found " + std::to_string(size));
+    return Fail(path, "header", "expected a plan file of at least 8 bytes, found " + std::to_string(size));
   if (!plan::PlanBufferHasIdentifier(data)) {
     std::string found;
     for (int i = 4; i < 8; ++i) {
@@ -35,12 +37,13 @@ Status CheckHeader(const uint8_t* data, size_t n, uint64_t size, const std::stri
         found += b;
       }
     }
-    return fail("file identifier",
+    return Fail(path, "file identifier",
                 "expected \"STWP\" at byte 4, found \"" + found + "\" (not a Stowage plan)");
   }
   if (size > kMaxPlanFileSize)
-    return fail("file size", "expected a plan of at most " + std::to_string(kMaxPlanFileSize) +
-                                 " bytes (1 GiB), found " + std::to_string(size) + " bytes");
+    return Fail(path, "file size",
+                "expected a plan of at most " + std::to_string(kMaxPlanFileSize) + " bytes (1 GiB), found " +
+                    std::to_string(size) + " bytes");
   return Status::Ok();
 }
 
@@ -116,24 +119,269 @@ size_t Len(const flatbuffers::Vector<T>* v) {
   return v ? v->size() : 0;
 }
 
+// Devices, backends, buffers and Plan.tensors: indices in range, alignments, mapped ranges inside
+// the model file, tensors inside their buffers.
+Status VerifyTables(const plan::Plan& r, const std::string& path) {
+  const size_t n_dev = Len(r.devices()), n_buf = Len(r.buffers()), n_ten = Len(r.tensors()),
+               n_be = Len(r.backends());
+  if (n_dev == 0) return Fail(path, "devices", "expected at least one device");
+  if (n_be == 0) return Fail(path, "backends", "expected at least one backend");
+  for (size_t i = 0; i < n_be; ++i) {
+    const auto* be = r.backends()->Get(i);
+    if (be->device() < 0 || size_t(be->device()) >= n_dev)
+      return Fail(path, "backends[" + std::to_string(i) + "].device", "index out of range");
+    if (be->compute_buffer() >= 0 && size_t(be->compute_buffer()) >= n_buf)
+      return Fail(path, "backends[" + std::to_string(i) + "].compute_buffer", "index out of range");
+  }
+  for (size_t i = 0; i < n_buf; ++i) {
+    const auto* b = r.buffers()->Get(i);
+    if (b->device() < 0 || size_t(b->device()) >= n_dev)
+      return Fail(path, "buffers[" + std::to_string(i) + "].device", "index out of range");
+    if (b->mapped() &&
+        (b->file_offset() > r.model()->file_size() || b->size() > r.model()->file_size() - b->file_offset()))
+      return Fail(path, "buffers[" + std::to_string(i) + "]", "mapped range outside the model file");
+    if (b->alignment() == 0 || (b->alignment() & (b->alignment() - 1)) != 0 ||
+        b->alignment() > kMaxBufferAlignment)
+      return Fail(path, "buffers[" + std::to_string(i) + "].alignment",
+                  "expected a power of two in [1, " + std::to_string(kMaxBufferAlignment) + "], found " +
+                      std::to_string(b->alignment()));
+    if (b->mapped() && b->usage() != plan::BufferUsage::Weights)
+      return Fail(path, "buffers[" + std::to_string(i) + "]",
+                  "only weights may live in a mapped (read-only) buffer");
+  }
+  for (size_t i = 0; i < n_ten; ++i) {
+    const auto* t = r.tensors()->Get(i);
+    const std::string f = "tensors[" + std::to_string(i) + "]";
+    if (!t->name() || !t->ne() || t->ne()->size() != 4) return Fail(path, f, "expected a name and 4 dims");
+    if (!Aligned8(t->ne()->Data())) return Fail(path, f + ".ne", "vector not aligned to 8 bytes");
+    if (!IsValidGgmlType(t->type()))
+      return Fail(path, f + ".type", "invalid ggml type " + std::to_string(t->type()));
+    int64_t ne[4];
+    for (int d = 0; d < 4; ++d) ne[d] = t->ne()->Get(d);
+    auto bytes = TensorBytesChecked(static_cast<GgmlType>(t->type()), ne);
+    if (!bytes.ok() || *bytes != t->nbytes())
+      return Fail(path, f + " '" + t->name()->str() + "'", "nbytes does not match type and shape");
+    if (t->buffer() < 0 || size_t(t->buffer()) >= n_buf)
+      return Fail(path, f + ".buffer", "index out of range");
+    const auto* b = r.buffers()->Get(t->buffer());
+    if (t->kind() != plan::TensorKind::Weight && b->mapped())
+      return Fail(path, f + " '" + t->name()->str() + "'",
+                  "a KV cache tensor cannot live in a mapped (read-only) buffer");
+    if (t->offset() > b->size() || t->nbytes() > b->size() - t->offset())
+      return Fail(path, f + " '" + t->name()->str() + "'",
+                  "extends past the end of buffer '" + (b->name() ? b->name()->str() : "") + "'");
+  }
+  return Status::Ok();
+}
+
+// The instances of one pipeline-parallel input of graph `g`, listed in `copies` (field `f`):
+// n_copies in-range instances; copies[0] == first (of kind first_kind), the others SplitCopy
+// tensors of copy 0's type and shape in copy 0's buffer (ggml_dup_tensor_layout on the same
+// backend), every instance of the graph listed once (ggml makes each one for one (tensor,
+// backend, c)).
+Status VerifyCopies(const plan::Graph& g, uint32_t n_copies, const flatbuffers::Vector<int32_t>* copies,
+                    int32_t first, plan::TensorKind first_kind, const std::string& f,
+                    std::vector<char>& listed, const std::string& path) {
+  const size_t nt = Len(g.tensors());
+  if (Len(copies) != n_copies)
+    return Fail(
+        path, f,
+        "expected n_copies = " + std::to_string(n_copies) + " entries, found " + std::to_string(Len(copies)));
+  for (uint32_t c = 0; c < n_copies; ++c) {
+    const int32_t id = copies->Get(c);
+    if (id < 0 || size_t(id) >= nt) return Fail(path, f, "index out of range");
+    if (c == 0 && id != first)
+      return Fail(path, f,
+                  "copies[0] must be the tensor the nodes read (" + std::to_string(first) + "), found " +
+                      std::to_string(id));
+    const plan::TensorKind want = c == 0 ? first_kind : plan::TensorKind::SplitCopy;
+    const auto* t = g.tensors()->Get(id);
+    if (t->kind() != want)
+      return Fail(path, f,
+                  "copy " + std::to_string(c) + " (tensor " + std::to_string(id) +
+                      ") has the wrong kind (expected " +
+                      (want == plan::TensorKind::Input ? "Input" : "SplitCopy") + ")");
+    if (c > 0 && t->buffer() < 0) return Fail(path, f, "copy " + std::to_string(c) + " has no buffer");
+    if (listed[id])
+      return Fail(path, f,
+                  "copy " + std::to_string(c) + " (tensor " + std::to_string(id) + ") is listed twice");
+    listed[id] = static_cast<char>(c + 1);
+    if (c == 0) continue;
+    const auto* t0 = g.tensors()->Get(first);
+    bool same = t->type() == t0->type() && t->buffer() == t0->buffer() && t->backend() == t0->backend() &&
+                t->ne() && t0->ne() && t->ne()->size() == t0->ne()->size();
+    for (flatbuffers::uoffset_t d = 0; same && d < t->ne()->size(); ++d) {
+      const auto* a = t->ne()->Get(d);
+      const auto* b = t0->ne()->Get(d);
+      same = a->c() == b->c() && a->tokens() == b->tokens() && a->kv() == b->kv() &&
+             a->kv_head() == b->kv_head() && a->outputs() == b->outputs();
+    }
+    if (!same)
+      return Fail(path, f,
+                  "copy " + std::to_string(c) + " (tensor " + std::to_string(id) +
+                      ") differs from copy 0 in type, shape, buffer or backend");
+  }
+  return Status::Ok();
+}
+
+// Graph `g`'s tensors (field prefix `gf`): dims, types, ops and indices in range; its nodes and
+// leafs.
+Status VerifyGraphTensors(const plan::Plan& r, const plan::Graph& g, const std::string& gf,
+                          const std::string& path) {
+  const size_t nt = Len(g.tensors()), n_buf = Len(r.buffers()), n_ten = Len(r.tensors()),
+               n_be = Len(r.backends());
+  // flatbuffers' verifier aligns a vector of structs to 4 bytes only: DimExpr (int64 fields)
+  // needs 8, or every read of it is a misaligned load (the fuzzer found such a file).
+  for (size_t i = 0; i < nt; ++i) {
+    const auto* t = g.tensors()->Get(i);
+    if ((t->ne() && !Aligned8(t->ne()->Data())) || (t->view_nb() && !Aligned8(t->view_nb()->Data())))
+      return Fail(path, gf + ".tensors[" + std::to_string(i) + "]",
+                  "ne or view_nb vector not aligned to 8 bytes");
+  }
+  for (size_t i = 0; i < nt; ++i) {
+    const auto* t = g.tensors()->Get(i);
+    const std::string f = gf + ".tensors[" + std::to_string(i) + "]";
+    if (!t->ne() || t->ne()->size() != 4) return Fail(path, f, "expected 4 dims");
+    // A dimension that is 0 whatever the batch (all of its terms 0): llama.cpp's graphs have none,
+    // and a node of no elements is skipped, leaving its readers with stale memory.
+    for (flatbuffers::uoffset_t d = 0; d < 4; ++d) {
+      const auto* e = t->ne()->Get(d);
+      if (e->c() == 0 && e->tokens() == 0 && e->kv() == 0 && e->kv_head() == 0 && e->outputs() == 0)
+        return Fail(path, f + ".ne[" + std::to_string(d) + "]", "a dimension that is always 0");
+    }
+    if (!IsValidGgmlType(t->type())) return Fail(path, f + ".type", "invalid ggml type");
+    if (t->op() >= static_cast<uint16_t>(GgmlOp::kCount))
+      return Fail(path, f + ".op", "unknown op " + std::to_string(t->op()));
+    if (t->global() >= 0 && size_t(t->global()) >= n_ten)
+      return Fail(path, f + ".global", "index out of range");
+    if (t->view_src() >= 0 && size_t(t->view_src()) >= nt)
+      return Fail(path, f + ".view_src", "index out of range");
+    if (t->buffer() >= 0 && size_t(t->buffer()) >= n_buf)
+      return Fail(path, f + ".buffer", "index out of range");
+    if (t->backend() >= 0 && size_t(t->backend()) >= n_be)
+      return Fail(path, f + ".backend", "index out of range");
+    if (t->srcs())
+      for (int32_t s : *t->srcs())
+        if (s >= 0 && (size_t(s) >= nt || size_t(s) == i))
+          return Fail(path, f + ".srcs", "index out of range");
+  }
+  for (int32_t n : *g.nodes())
+    if (n < 0 || size_t(n) >= nt) return Fail(path, gf + ".nodes", "index out of range");
+  if (g.leafs())
+    for (int32_t n : *g.leafs())
+      if (n < 0 || size_t(n) >= nt) return Fail(path, gf + ".leafs", "index out of range");
+  return Status::Ok();
+}
+
+// Graph `g`'s splits (contiguous node ranges covering every node, inputs in range) and the
+// instances of its split inputs and graph inputs (VerifyCopies), marked in `listed`.
+Status VerifyGraphSplits(const plan::Plan& r, const plan::Graph& g, const std::string& gf,
+                         std::vector<char>& listed, const std::string& path) {
+  const size_t nt = Len(g.tensors()), n_be = Len(r.backends());
+  const uint32_t n_copies = r.n_copies();
+  uint32_t prev_end = 0;
+  for (size_t si = 0; si < Len(g.splits()); ++si) {
+    const auto* s = g.splits()->Get(si);
+    const std::string f = gf + ".splits[" + std::to_string(si) + "]";
+    if (s->backend() < 0 || size_t(s->backend()) >= n_be)
+      return Fail(path, f + ".backend", "index out of range");
+    if (s->node_begin() != prev_end || s->node_end() < s->node_begin() || s->node_end() > g.nodes()->size())
+      return Fail(path, f,
+                  "node range [" + std::to_string(s->node_begin()) + ", " + std::to_string(s->node_end()) +
+                      ") is not contiguous with the previous split");
+    prev_end = s->node_end();
+    if (s->inputs())
+      for (size_t k = 0; k < s->inputs()->size(); ++k) {
+        const auto* in = s->inputs()->Get(k);
+        if (in->tensor() < 0 || size_t(in->tensor()) >= nt || in->copy() < 0 || size_t(in->copy()) >= nt)
+          return Fail(path, f + ".inputs", "index out of range");
+        const std::string fk = f + ".inputs[" + std::to_string(k) + "].copies";
+        if (n_copies == 1) {
+          // A one-entry list is allowed (the copy itself); readers such as plan-dump index it.
+          if (Len(in->copies()) > 1)
+            return Fail(path, fk,
+                        "n_copies is 1 but " + std::to_string(Len(in->copies())) + " copies are listed");
+          if (Len(in->copies()) == 1 && in->copies()->Get(0) != in->copy())
+            return Fail(path, fk,
+                        "copies[0] must be the tensor the nodes read (" + std::to_string(in->copy()) +
+                            "), found " + std::to_string(in->copies()->Get(0)));
+          continue;
+        }
+        STOWAGE_RETURN_IF_ERROR(VerifyCopies(g, n_copies, in->copies(), in->copy(),
+                                             plan::TensorKind::SplitCopy, fk, listed, path));
+      }
+  }
+  if (prev_end != g.nodes()->size()) return Fail(path, gf + ".splits", "do not cover every node");
+  if (n_copies == 1 && Len(g.input_copies()) > 0)
+    return Fail(path, gf + ".input_copies", "n_copies is 1 but graph inputs have copies");
+  for (size_t k = 0; k < Len(g.input_copies()); ++k) {
+    const auto* ic = g.input_copies()->Get(k);
+    const std::string fk = gf + ".input_copies[" + std::to_string(k) + "]";
+    if (ic->tensor() < 0 || size_t(ic->tensor()) >= nt)
+      return Fail(path, fk + ".tensor", "index out of range");
+    if (g.tensors()->Get(ic->tensor())->kind() != plan::TensorKind::Input)
+      return Fail(path, fk + ".tensor", "expected a graph input (kind Input)");
+    STOWAGE_RETURN_IF_ERROR(VerifyCopies(g, n_copies, ic->copies(), ic->tensor(), plan::TensorKind::Input,
+                                         fk + ".copies", listed, path));
+  }
+  return Status::Ok();
+}
+
+// Graph `gi` of `r`: its tensors, splits and pipeline-parallel copies.
+Status VerifyGraph(const plan::Plan& r, size_t gi, const std::string& path) {
+  const plan::Graph& g = *r.graphs()->Get(gi);
+  const std::string gf = "graphs[" + std::to_string(gi) + "]";
+  const size_t nt = Len(g.tensors());
+  if (nt == 0 || !g.nodes()) return Fail(path, gf, "expected tensors and nodes");
+  STOWAGE_RETURN_IF_ERROR(VerifyGraphTensors(r, g, gf, path));
+  const uint32_t n_copies = r.n_copies();
+  std::vector<char> listed(nt, 0);
+  STOWAGE_RETURN_IF_ERROR(VerifyGraphSplits(r, g, gf, listed, path));
+  // Only copy 0 is filled (the runtime does not rotate ggml's cur_copy): the other instances are
+  // memory nobody writes, so no node and no split input may read them.
+  if (n_copies > 1) {
+    auto extra = [&](int32_t id) { return id >= 0 && size_t(id) < nt && listed[id] > 1; };
+    auto name = [&](int32_t id) {
+      const auto* n = g.tensors()->Get(id)->name();
+      return n ? n->str() : std::string();
+    };
+    for (int32_t n : *g.nodes())
+      if (const auto* srcs = g.tensors()->Get(n)->srcs())
+        for (int32_t s : *srcs)
+          if (extra(s))
+            return Fail(path, gf + ".tensors[" + std::to_string(n) + "].srcs",
+                        "node '" + name(n) + "' reads '" + name(s) + "', copy " +
+                            std::to_string(listed[s] - 1) +
+                            " of a pipeline-parallel input (only copy 0 is ever filled)");
+    for (size_t si = 0; si < Len(g.splits()); ++si)
+      if (const auto* ins = g.splits()->Get(si)->inputs())
+        for (size_t k = 0; k < ins->size(); ++k)
+          if (extra(ins->Get(k)->tensor()))
+            return Fail(path,
+                        gf + ".splits[" + std::to_string(si) + "].inputs[" + std::to_string(k) + "].tensor",
+                        "copies '" + name(ins->Get(k)->tensor()) + "', copy " +
+                            std::to_string(listed[ins->Get(k)->tensor()] - 1) +
+                            " of a pipeline-parallel input (only copy 0 is ever filled)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 // The file's own consistency: header, flatbuffers verifier, schema version, checksum, cross
 // references.
 Status PlanFile::VerifyStructure() {
-  auto fail = [&](const std::string& field, const std::string& what) {
-    return DataLoss(path_ + ": " + field + ": " + what);
-  };
-  STOWAGE_RETURN_IF_ERROR(CheckHeader(bytes_.data(), bytes_.size(), bytes_.size(), path_));
+  const std::string& path = path_;
+  STOWAGE_RETURN_IF_ERROR(CheckHeader(bytes_.data(), bytes_.size(), bytes_.size(), path));
   flatbuffers::Verifier verifier(bytes_.data(), bytes_.size(), /*max_depth=*/64, /*max_tables=*/1u << 26);
   if (!plan::VerifyPlanBuffer(verifier))
-    return fail("flatbuffer", "verification failed (corrupted or truncated plan)");
+    return Fail(path, "flatbuffer", "verification failed (corrupted or truncated plan)");
   root_ = plan::GetPlan(bytes_.data());
   const plan::Plan& r = *root_;
-  if (r.schema_version() == 0) return fail("schema_version", "expected >= 1, found 0");
+  if (r.schema_version() == 0) return Fail(path, "schema_version", "expected >= 1, found 0");
   if (r.schema_version() > kPlanSchemaVersion)
     return Status(StatusCode::kUnimplemented,
-                  path_ + ": schema_version: this runtime reads plans up to version " +
+                  path + ": schema_version: this runtime reads plans up to version " +
                       std::to_string(kPlanSchemaVersion) + ", found " + std::to_string(r.schema_version()));
   // From version 2 the plan carries a checksum of its own bytes: a corrupted value that still
   // verifies (an offset, an index, a float parameter) would otherwise be computed with. A checksum
@@ -141,221 +389,24 @@ Status PlanFile::VerifyStructure() {
   uint64_t want = 0, got = 0;
   const bool sealed = plan_seal::ContentHashes(bytes_.data(), bytes_.size(), &want, &got);
   if (!sealed && r.schema_version() >= 2)
-    return fail("content_xxh64", "missing (required from schema_version 2: the plan's checksum)");
+    return Fail(path, "content_xxh64", "missing (required from schema_version 2: the plan's checksum)");
   if (sealed && want != got) {
     char msg[200];
     std::snprintf(msg, sizeof msg,
                   "checksum mismatch: the file's bytes hash to %016llx, the plan records %016llx "
                   "(corrupted or edited plan; plan the model again)",
                   (unsigned long long)got, (unsigned long long)want);
-    return fail("content_xxh64", msg);
+    return Fail(path, "content_xxh64", msg);
   }
-  if (!r.model() || !r.context()) return fail("model/context", "required table missing");
-  const size_t n_dev = Len(r.devices()), n_buf = Len(r.buffers()), n_ten = Len(r.tensors()),
-               n_be = Len(r.backends());
-  if (n_dev == 0) return fail("devices", "expected at least one device");
-  if (n_be == 0) return fail("backends", "expected at least one backend");
-  for (size_t i = 0; i < n_be; ++i) {
-    const auto* be = r.backends()->Get(i);
-    if (be->device() < 0 || size_t(be->device()) >= n_dev)
-      return fail("backends[" + std::to_string(i) + "].device", "index out of range");
-    if (be->compute_buffer() >= 0 && size_t(be->compute_buffer()) >= n_buf)
-      return fail("backends[" + std::to_string(i) + "].compute_buffer", "index out of range");
-  }
-  for (size_t i = 0; i < n_buf; ++i) {
-    const auto* b = r.buffers()->Get(i);
-    if (b->device() < 0 || size_t(b->device()) >= n_dev)
-      return fail("buffers[" + std::to_string(i) + "].device", "index out of range");
-    if (b->mapped() &&
-        (b->file_offset() > r.model()->file_size() || b->size() > r.model()->file_size() - b->file_offset()))
-      return fail("buffers[" + std::to_string(i) + "]", "mapped range outside the model file");
-    if (b->alignment() == 0 || (b->alignment() & (b->alignment() - 1)) != 0 ||
-        b->alignment() > kMaxBufferAlignment)
-      return fail("buffers[" + std::to_string(i) + "].alignment",
-                  "expected a power of two in [1, " + std::to_string(kMaxBufferAlignment) + "], found " +
-                      std::to_string(b->alignment()));
-    if (b->mapped() && b->usage() != plan::BufferUsage::Weights)
-      return fail("buffers[" + std::to_string(i) + "]",
-                  "only weights may live in a mapped (read-only) buffer");
-  }
-  for (size_t i = 0; i < n_ten; ++i) {
-    const auto* t = r.tensors()->Get(i);
-    const std::string f = "tensors[" + std::to_string(i) + "]";
-    if (!t->name() || !t->ne() || t->ne()->size() != 4) return fail(f, "expected a name and 4 dims");
-    if (!Aligned8(t->ne()->Data())) return fail(f + ".ne", "vector not aligned to 8 bytes");
-    if (!IsValidGgmlType(t->type()))
-      return fail(f + ".type", "invalid ggml type " + std::to_string(t->type()));
-    int64_t ne[4];
-    for (int d = 0; d < 4; ++d) ne[d] = t->ne()->Get(d);
-    auto bytes = TensorBytesChecked(static_cast<GgmlType>(t->type()), ne);
-    if (!bytes.ok() || *bytes != t->nbytes())
-      return fail(f + " '" + t->name()->str() + "'", "nbytes does not match type and shape");
-    if (t->buffer() < 0 || size_t(t->buffer()) >= n_buf) return fail(f + ".buffer", "index out of range");
-    const auto* b = r.buffers()->Get(t->buffer());
-    if (t->kind() != plan::TensorKind::Weight && b->mapped())
-      return fail(f + " '" + t->name()->str() + "'",
-                  "a KV cache tensor cannot live in a mapped (read-only) buffer");
-    if (t->offset() > b->size() || t->nbytes() > b->size() - t->offset())
-      return fail(f + " '" + t->name()->str() + "'",
-                  "extends past the end of buffer '" + (b->name() ? b->name()->str() : "") + "'");
-  }
-  if (Len(r.graphs()) == 0) return fail("graphs", "expected the pp and tg graphs");
+  if (!r.model() || !r.context()) return Fail(path, "model/context", "required table missing");
+  STOWAGE_RETURN_IF_ERROR(VerifyTables(r, path));
+  if (Len(r.graphs()) == 0) return Fail(path, "graphs", "expected the pp and tg graphs");
   // Pipeline parallelism (schema additions within version 1, COMPATIBILITY.md).
   const uint32_t n_copies = r.n_copies();
   if (n_copies < 1 || n_copies > 4)
-    return fail("n_copies", "expected 1 to 4 (GGML_SCHED_MAX_COPIES), found " + std::to_string(n_copies));
-  for (size_t gi = 0; gi < Len(r.graphs()); ++gi) {
-    const auto* g = r.graphs()->Get(gi);
-    const std::string gf = "graphs[" + std::to_string(gi) + "]";
-    const size_t nt = Len(g->tensors());
-    if (nt == 0 || !g->nodes()) return fail(gf, "expected tensors and nodes");
-    // flatbuffers' verifier aligns a vector of structs to 4 bytes only: DimExpr (int64 fields)
-    // needs 8, or every read of it is a misaligned load (the fuzzer found such a file).
-    for (size_t i = 0; i < nt; ++i) {
-      const auto* t = g->tensors()->Get(i);
-      if ((t->ne() && !Aligned8(t->ne()->Data())) || (t->view_nb() && !Aligned8(t->view_nb()->Data())))
-        return fail(gf + ".tensors[" + std::to_string(i) + "]",
-                    "ne or view_nb vector not aligned to 8 bytes");
-    }
-    // n_copies in-range instances; copies[0] == first (of kind first_kind), the others SplitCopy
-    // tensors of copy 0's type and shape in copy 0's buffer (ggml_dup_tensor_layout on the same
-    // backend), every instance of the graph listed once (ggml makes each one for one (tensor,
-    // backend, c)).
-    std::vector<char> listed(nt, 0);
-    auto check_copies = [&](const flatbuffers::Vector<int32_t>* copies, int32_t first,
-                            plan::TensorKind first_kind, const std::string& f) -> Status {
-      if (Len(copies) != n_copies)
-        return fail(f, "expected n_copies = " + std::to_string(n_copies) + " entries, found " +
-                           std::to_string(Len(copies)));
-      for (uint32_t c = 0; c < n_copies; ++c) {
-        const int32_t id = copies->Get(c);
-        if (id < 0 || size_t(id) >= nt) return fail(f, "index out of range");
-        if (c == 0 && id != first)
-          return fail(f, "copies[0] must be the tensor the nodes read (" + std::to_string(first) +
-                             "), found " + std::to_string(id));
-        const plan::TensorKind want = c == 0 ? first_kind : plan::TensorKind::SplitCopy;
-        const auto* t = g->tensors()->Get(id);
-        if (t->kind() != want)
-          return fail(f, "copy " + std::to_string(c) + " (tensor " + std::to_string(id) +
-                             ") has the wrong kind (expected " +
-                             (want == plan::TensorKind::Input ? "Input" : "SplitCopy") + ")");
-        if (c > 0 && t->buffer() < 0) return fail(f, "copy " + std::to_string(c) + " has no buffer");
-        if (listed[id])
-          return fail(f,
-                      "copy " + std::to_string(c) + " (tensor " + std::to_string(id) + ") is listed twice");
-        listed[id] = static_cast<char>(c + 1);
-        if (c == 0) continue;
-        const auto* t0 = g->tensors()->Get(first);
-        bool same = t->type() == t0->type() && t->buffer() == t0->buffer() && t->backend() == t0->backend() &&
-                    t->ne() && t0->ne() && t->ne()->size() == t0->ne()->size();
-        for (flatbuffers::uoffset_t d = 0; same && d < t->ne()->size(); ++d) {
-          const auto* a = t->ne()->Get(d);
-          const auto* b = t0->ne()->Get(d);
-          same = a->c() == b->c() && a->tokens() == b->tokens() && a->kv() == b->kv() &&
-                 a->kv_head() == b->kv_head() && a->outputs() == b->outputs();
-        }
-        if (!same)
-          return fail(f, "copy " + std::to_string(c) + " (tensor " + std::to_string(id) +
-                             ") differs from copy 0 in type, shape, buffer or backend");
-      }
-      return Status::Ok();
-    };
-    for (size_t i = 0; i < nt; ++i) {
-      const auto* t = g->tensors()->Get(i);
-      const std::string f = gf + ".tensors[" + std::to_string(i) + "]";
-      if (!t->ne() || t->ne()->size() != 4) return fail(f, "expected 4 dims");
-      // A dimension that is 0 whatever the batch (all of its terms 0): llama.cpp's graphs have none,
-      // and a node of no elements is skipped, leaving its readers with stale memory.
-      for (flatbuffers::uoffset_t d = 0; d < 4; ++d) {
-        const auto* e = t->ne()->Get(d);
-        if (e->c() == 0 && e->tokens() == 0 && e->kv() == 0 && e->kv_head() == 0 && e->outputs() == 0)
-          return fail(f + ".ne[" + std::to_string(d) + "]", "a dimension that is always 0");
-      }
-      if (!IsValidGgmlType(t->type())) return fail(f + ".type", "invalid ggml type");
-      if (t->op() >= static_cast<uint16_t>(GgmlOp::kCount))
-        return fail(f + ".op", "unknown op " + std::to_string(t->op()));
-      if (t->global() >= 0 && size_t(t->global()) >= n_ten) return fail(f + ".global", "index out of range");
-      if (t->view_src() >= 0 && size_t(t->view_src()) >= nt)
-        return fail(f + ".view_src", "index out of range");
-      if (t->buffer() >= 0 && size_t(t->buffer()) >= n_buf) return fail(f + ".buffer", "index out of range");
-      if (t->backend() >= 0 && size_t(t->backend()) >= n_be)
-        return fail(f + ".backend", "index out of range");
-      if (t->srcs())
-        for (int32_t s : *t->srcs())
-          if (s >= 0 && (size_t(s) >= nt || size_t(s) == i)) return fail(f + ".srcs", "index out of range");
-    }
-    for (int32_t n : *g->nodes())
-      if (n < 0 || size_t(n) >= nt) return fail(gf + ".nodes", "index out of range");
-    if (g->leafs())
-      for (int32_t n : *g->leafs())
-        if (n < 0 || size_t(n) >= nt) return fail(gf + ".leafs", "index out of range");
-    uint32_t prev_end = 0;
-    for (size_t si = 0; si < Len(g->splits()); ++si) {
-      const auto* s = g->splits()->Get(si);
-      const std::string f = gf + ".splits[" + std::to_string(si) + "]";
-      if (s->backend() < 0 || size_t(s->backend()) >= n_be) return fail(f + ".backend", "index out of range");
-      if (s->node_begin() != prev_end || s->node_end() < s->node_begin() ||
-          s->node_end() > g->nodes()->size())
-        return fail(f, "node range [" + std::to_string(s->node_begin()) + ", " +
-                           std::to_string(s->node_end()) + ") is not contiguous with the previous split");
-      prev_end = s->node_end();
-      if (s->inputs())
-        for (size_t k = 0; k < s->inputs()->size(); ++k) {
-          const auto* in = s->inputs()->Get(k);
-          if (in->tensor() < 0 || size_t(in->tensor()) >= nt || in->copy() < 0 || size_t(in->copy()) >= nt)
-            return fail(f + ".inputs", "index out of range");
-          const std::string fk = f + ".inputs[" + std::to_string(k) + "].copies";
-          if (n_copies == 1) {
-            // A one-entry list is allowed (the copy itself); readers such as plan-dump index it.
-            if (Len(in->copies()) > 1)
-              return fail(fk,
-                          "n_copies is 1 but " + std::to_string(Len(in->copies())) + " copies are listed");
-            if (Len(in->copies()) == 1 && in->copies()->Get(0) != in->copy())
-              return fail(fk, "copies[0] must be the tensor the nodes read (" + std::to_string(in->copy()) +
-                                  "), found " + std::to_string(in->copies()->Get(0)));
-            continue;
-          }
-          STOWAGE_RETURN_IF_ERROR(check_copies(in->copies(), in->copy(), plan::TensorKind::SplitCopy, fk));
-        }
-    }
-    if (prev_end != g->nodes()->size()) return fail(gf + ".splits", "do not cover every node");
-    if (n_copies == 1 && Len(g->input_copies()) > 0)
-      return fail(gf + ".input_copies", "n_copies is 1 but graph inputs have copies");
-    for (size_t k = 0; k < Len(g->input_copies()); ++k) {
-      const auto* ic = g->input_copies()->Get(k);
-      const std::string fk = gf + ".input_copies[" + std::to_string(k) + "]";
-      if (ic->tensor() < 0 || size_t(ic->tensor()) >= nt) return fail(fk + ".tensor", "index out of range");
-      if (g->tensors()->Get(ic->tensor())->kind() != plan::TensorKind::Input)
-        return fail(fk + ".tensor", "expected a graph input (kind Input)");
-      STOWAGE_RETURN_IF_ERROR(
-          check_copies(ic->copies(), ic->tensor(), plan::TensorKind::Input, fk + ".copies"));
-    }
-    // Only copy 0 is filled (the runtime does not rotate ggml's cur_copy): the other instances are
-    // memory nobody writes, so no node and no split input may read them.
-    if (n_copies > 1) {
-      auto extra = [&](int32_t id) { return id >= 0 && size_t(id) < nt && listed[id] > 1; };
-      auto name = [&](int32_t id) {
-        const auto* n = g->tensors()->Get(id)->name();
-        return n ? n->str() : std::string();
-      };
-      for (int32_t n : *g->nodes())
-        if (const auto* srcs = g->tensors()->Get(n)->srcs())
-          for (int32_t s : *srcs)
-            if (extra(s))
-              return fail(gf + ".tensors[" + std::to_string(n) + "].srcs",
-                          "node '" + name(n) + "' reads '" + name(s) + "', copy " +
-                              std::to_string(listed[s] - 1) +
-                              " of a pipeline-parallel input (only copy 0 is ever filled)");
-      for (size_t si = 0; si < Len(g->splits()); ++si)
-        if (const auto* ins = g->splits()->Get(si)->inputs())
-          for (size_t k = 0; k < ins->size(); ++k)
-            if (extra(ins->Get(k)->tensor()))
-              return fail(gf + ".splits[" + std::to_string(si) + "].inputs[" + std::to_string(k) + "].tensor",
-                          "copies '" + name(ins->Get(k)->tensor()) + "', copy " +
-                              std::to_string(listed[ins->Get(k)->tensor()] - 1) +
-                              " of a pipeline-parallel input (only copy 0 is ever filled)");
-    }
-  }
+    return Fail(path, "n_copies",
+                "expected 1 to 4 (GGML_SCHED_MAX_COPIES), found " + std::to_string(n_copies));
+  for (size_t gi = 0; gi < Len(r.graphs()); ++gi) STOWAGE_RETURN_IF_ERROR(VerifyGraph(r, gi, path));
   return Status::Ok();
 }
 
