@@ -93,7 +93,7 @@ for t in f16 q8_0 q4_0; do
   b=$("$BIN/stowage-run" -m "$M/synth-$t.gguf" --plan "$M/gpu-$t.plan" -p "a b c d" -n 16 --temp 0 -q 2>/dev/null)
   if [ "$a" = "$b" ]; then log "$t: same greedy text"; else log "$t: greedy text differs (CPU '$a' vs GPU '$b'; random weights make near-ties likely)"; fi
   # Half the layers on the GPU: split inputs cross in both directions every ubatch (asynchronous
-  # cudaMemcpyAsync copies ordered by events, session.cpp RunSplits).
+  # cudaMemcpyAsync copies ordered by events, session_splits.cpp RunSplits).
   half=$(( BENCH_LAYERS / 2 ))
   "$BIN/plan-model" -m "$M/synth-$t.gguf" -c 1024 --n-gpu-layers "$half" -o "$M/half-$t.plan" >"$OUT/plan-half-$t.log" 2>&1
   grep -E 'graph splits' "$OUT/plan-half-$t.log" | tee -a "$OUT/summary.txt" || true

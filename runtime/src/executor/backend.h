@@ -97,7 +97,7 @@ class Backend {
   // CPU, oneDNN) keeps these defaults: everything is done when a call returns. An asynchronous
   // backend (CUDA streams, the test backend's worker thread) runs Compute, WriteAsync and ReadAsync
   // in the order they were issued, after the call returned; the session orders work across
-  // backends and the host with events (session.cpp RunSplits).
+  // backends and the host with events (session_splits.cpp RunSplits).
 
   /// True when Compute / WriteAsync / ReadAsync may return before the work is done.
   virtual bool is_async() const { return false; }

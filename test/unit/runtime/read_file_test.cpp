@@ -1,4 +1,5 @@
-// ReadRegularFile: the bounded reader of the tools' text files and the planner's manifests. A path
+// ReadRegularFile / ReadRegularFileBytes: the bounded reader of the tools' text files, the planner's
+// manifests and plan files. A path
 // that is not a regular file (/dev/zero, a FIFO, a folder) is refused before anything is read, and a
 // file over the limit from its size: no read runs forever or blocks.
 #include "stowage/runtime/read_file.h"
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "scratch_dir.h"
 
@@ -121,5 +123,43 @@ TEST_F(ReadFileTest, BoundsAFileLongerThanItsSize) {
             "/proc/self/maps: more than 16 bytes, over the limit of 16 bytes for a text file");
 }
 
+// ReadRegularFileBytes: the first bytes are checked before the size limit and before the rest is
+// read (a large file of the wrong kind costs one small read), with the check's own error.
+TEST_F(ReadFileTest, BytesChecksTheHeadFirst) {
+  ReadRegularFileOptions o;
+  o.max_bytes = 8;
+  o.what = "a test file";
+  o.head_bytes = 4;
+  size_t seen_n = 0;
+  uint64_t seen_size = 0;
+  o.check_head = [&](const uint8_t* head, size_t n, uint64_t size) {
+    seen_n = n;
+    seen_size = size;
+    return n >= 2 && head[0] == 'O' && head[1] == 'K' ? Status::Ok() : DataLoss("bad head");
+  };
+  auto ok = ReadRegularFileBytes(Write("ok.bin", "OK\x01\x02\x03"), o);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(*ok, (std::vector<uint8_t>{'O', 'K', 1, 2, 3}));
+  EXPECT_EQ(seen_n, 4u);
+  EXPECT_EQ(seen_size, 5u);
+  // Over the limit and of the wrong kind: the head check speaks first.
+  auto bad = ReadRegularFileBytes(Write("bad.bin", "NO, and far too long"), o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(bad.status().message(), "bad head");
+  // The right kind but over the limit: the limit's error.
+  const std::string big = Write("big.bin", "OK, but far too long");
+  auto over = ReadRegularFileBytes(big, o);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().message(), big + ": 20 bytes, over the limit of 8 bytes for a test file");
+  // Shorter than the head: the check sees what there is.
+  auto shorter = ReadRegularFileBytes(Write("one.bin", "O"), o);
+  EXPECT_FALSE(shorter.ok());
+  EXPECT_EQ(seen_n, 1u);
+  // Not a regular file: refused before the check, in ReadRegularFile's words.
+  auto dir = ReadRegularFileBytes(dir_, o);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().message(), dir_ + ": not a regular file (a folder), expected a test file");
+}
 }  // namespace
 }  // namespace stowage
