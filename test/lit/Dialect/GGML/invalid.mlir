@@ -296,7 +296,7 @@ func.func @f(%a0: !ggml.tensor<[256, n_tokens], f32>, %a1: !ggml.tensor<[256, n_
 // -----
 
 func.func @f(%a0: !ggml.tensor<[64, n_tokens], f32>) {
-  // expected-error @+1 {{eps must be >= 0, got -1}}
+  // expected-error @+1 {{RMS_NORM: expected eps >= 0, found -1.000000}}
   %r = ggml.rms_norm %a0 {eps = -1.0 : f32} : (!ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_tokens], f32>
   return
 }
@@ -304,7 +304,7 @@ func.func @f(%a0: !ggml.tensor<[64, n_tokens], f32>) {
 // -----
 
 func.func @f(%a0: !ggml.tensor<[64, n_tokens], f32>) {
-  // expected-error @+1 {{eps must be >= 0, got -5.000000e-01}}
+  // expected-error @+1 {{NORM: expected eps >= 0, found -0.500000}}
   %r = ggml.norm %a0 {eps = -0.5 : f32} : (!ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_tokens], f32>
   return
 }
@@ -488,7 +488,7 @@ func.func @f(%a0: !ggml.tensor<[8, n_tokens], i32>) {
 // -----
 
 func.func @f(%a0: !ggml.tensor<[8, n_tokens], f32>) {
-  // expected-error @+1 {{k must be >= 1, got 0}}
+  // expected-error @+1 {{TOP_K: k 0 must be positive}}
   %r = ggml.top_k %a0 {k = 0 : i32} : (!ggml.tensor<[8, n_tokens], f32>) -> !ggml.tensor<[0, n_tokens], i32>
   return
 }
@@ -644,7 +644,7 @@ func.func @f(%a0: !ggml.tensor<[n_kv, n_tokens, 32], f32>) {
 // -----
 
 func.func @f(%a0: !ggml.tensor<[8, 8, n_tokens], f32>) {
-  // expected-error @+1 {{axes must list 4 positions, got 3}}
+  // expected-error @+1 {{PERMUTE: expected 4 integer parameters {axis0, axis1, axis2, axis3}, found 3 integer and 0 float}}
   %r = ggml.permute %a0 {axes = array<i32: 0, 2, 1>} : (!ggml.tensor<[8, 8, n_tokens], f32>) -> !ggml.tensor<[8, n_tokens, 8], f32>
   return
 }
@@ -652,7 +652,7 @@ func.func @f(%a0: !ggml.tensor<[8, 8, n_tokens], f32>) {
 // -----
 
 func.func @f(%a0: !ggml.tensor<[8, 8, n_tokens], f32>) {
-  // expected-error @+1 {{axes must be a permutation of 0, 1, 2, 3 (ggml_permute)}}
+  // expected-error @+1 {{PERMUTE: axes are not a permutation of 0..3}}
   %r = ggml.permute %a0 {axes = array<i32: 0, 2, 2, 3>} : (!ggml.tensor<[8, 8, n_tokens], f32>) -> !ggml.tensor<[8, n_tokens, 8], f32>
   return
 }
@@ -676,7 +676,7 @@ func.func @f(%a0: !ggml.tensor<[64, n_tokens], f32>) {
 // -----
 
 func.func @f(%a0: !ggml.tensor<[3, 8], f32>, %a1: !ggml.tensor<[n_tokens, 8], f32>) {
-  // expected-error @+1 {{dim must be in [0, 3], got 4}}
+  // expected-error @+1 {{CONCAT: dim 4 is not in 0..3}}
   %r = ggml.concat %a0, %a1 {dim = 4 : i32} : (!ggml.tensor<[3, 8], f32>, !ggml.tensor<[n_tokens, 8], f32>) -> !ggml.tensor<[n_tokens+3, 8], f32>
   return
 }

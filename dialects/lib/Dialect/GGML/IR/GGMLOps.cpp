@@ -7,6 +7,7 @@
 
 #include "stowage/Dialect/GGML/IR/GGMLOps.h"
 #include "mlir/IR/Builders.h"
+#include "stowage/runtime/ggml_op_params.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -299,17 +300,22 @@ LogicalResult GluOp::verify() {
 // Normalization, attention
 //===----------------------------------------------------------------------===//
 
-static LogicalResult verifyNorm(Operation *op, float eps, StringRef ggmlName) {
-  if (!(eps >= 0.0f))
-    return op->emitOpError() << "eps must be >= 0, got " << eps;
+// The parameter rules are the plan's (ggml_op_params.h Decode*): one place for each.
+static LogicalResult verifyNorm(Operation *op, GgmlOp ggmlOp, float eps, StringRef ggmlName) {
+  const float fparams[1] = {eps};
+  Result<NormParams> p = DecodeNorm(ggmlOp, OpParamsRef(nullptr, 0, fparams, 1));
+  if (!p.ok())
+    return op->emitOpError() << p.status().message();
   return verifyUnary(op, ggmlName);
 }
 
 LogicalResult RmsNormOp::verify() {
-  return verifyNorm(*this, getEps().convertToFloat(), "ggml_rms_norm");
+  return verifyNorm(*this, GgmlOp::RMS_NORM, getEps().convertToFloat(), "ggml_rms_norm");
 }
 
-LogicalResult NormOp::verify() { return verifyNorm(*this, getEps().convertToFloat(), "ggml_norm"); }
+LogicalResult NormOp::verify() {
+  return verifyNorm(*this, GgmlOp::NORM, getEps().convertToFloat(), "ggml_norm");
+}
 
 LogicalResult RopeOp::verify() {
   TensorType a = tensorOf(getA()), pos = tensorOf(getPos());
@@ -415,8 +421,8 @@ LogicalResult TopKOp::verify() {
   if (!isF32(a))
     return emitOpError() << "a must be f32, got " << a.getElementTypeName();
   int32_t k = getK();
-  if (k < 1)
-    return emitOpError() << "k must be >= 1, got " << k;
+  if (Result<TopKParams> p = DecodeTopK(OpParamsRef(&k, 1, nullptr, 0)); !p.ok())
+    return emitOpError() << p.status().message();
   if (a.getNe(0).isStatic() && a.getNe(0).size() < k)
     return emitOpError() << "k (" << k << ") must not exceed a.ne0 (" << a.getNe(0).size()
                          << ") (ggml_top_k)";
@@ -536,14 +542,9 @@ LogicalResult ReshapeOp::verify() {
 LogicalResult PermuteOp::verify() {
   TensorType a = tensorOf(getA());
   ArrayRef<int32_t> axes = getAxes();
-  if (axes.size() != 4)
-    return emitOpError() << "axes must list 4 positions, got " << axes.size();
-  bool seen[4] = {false, false, false, false};
-  for (int32_t ax : axes) {
-    if (ax < 0 || ax > 3 || seen[ax])
-      return emitOpError() << "axes must be a permutation of 0, 1, 2, 3 (ggml_permute)";
-    seen[ax] = true;
-  }
+  if (Result<PermuteParams> p = DecodePermute(OpParamsRef(axes.data(), axes.size(), nullptr, 0));
+      !p.ok())
+    return emitOpError() << p.status().message();
   SmallVector<Dim, 4> shape(4);
   for (unsigned i = 0; i < 4; ++i)
     shape[axes[i]] = a.getNe(i);
@@ -559,8 +560,8 @@ LogicalResult TransposeOp::verify() {
 LogicalResult ConcatOp::verify() {
   TensorType a = tensorOf(getA()), b = tensorOf(getB());
   int32_t dim = getDim();
-  if (dim < 0 || dim > 3)
-    return emitOpError() << "dim must be in [0, 3], got " << dim;
+  if (Result<ConcatParams> p = DecodeConcat(OpParamsRef(&dim, 1, nullptr, 0)); !p.ok())
+    return emitOpError() << p.status().message();
   if (a.getElementType() != b.getElementType())
     return emitOpError() << "a and b must have the same element type (ggml_concat)";
   SmallVector<Dim, 4> shape(a.getShape());
