@@ -22,6 +22,7 @@
 #include "stowage/planner/plan.h"
 #include "stowage/planner/plan_export.h"
 #include "stowage/runtime/atomic_file.h"
+#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 
@@ -79,6 +80,46 @@ void endStep(ModuleOp module, PlanStage step, const RecordedOptions &r) {
   setStage(module, step);
 }
 
+/// n-gpu-layers=-1 of stowage-assign-layers (plan-model --fit): planner::FitPlanLayers on the
+/// module's model and context with the options `setOptions` gives, keeping `fitTargetMiB` free on
+/// each GPU; its line is a remark. Errors are emitted on the module's location prefixed with
+/// `pass`.
+FailureOr<int> fitLayers(ModuleOp module, StringRef pass, double fitTargetMiB,
+                         llvm::function_ref<void(RecordedOptions &)> setOptions) {
+  // plan-model's --fit-target range.
+  if (!(fitTargetMiB >= 0 && fitTargetMiB <= 1048576)) {
+    emitError(module.getLoc()) << pass
+                               << ": fit-target=" << llvm::formatv("{0}", fitTargetMiB).str()
+                               << " must be in [0, 1048576] MiB";
+    return failure();
+  }
+  if (failed(requireStage(module, PlanStage::kImported, pass)))
+    return failure();
+  FailureOr<RecordedOptions> r = readRecordedOptions(module, pass);
+  if (failed(r))
+    return failure();
+  setOptions(*r);
+  auto st = reconstructPlannerState(module, PlanStage::kImported, *r, pass);
+  if (failed(st))
+    return failure();
+  FailureOr<std::vector<planner::DeviceManifest>> machine = makeMachine(module, *r, pass);
+  if (failed(machine))
+    return failure();
+  const PlannerState &s = **st;
+  Result<int> n = planner::FitPlanLayers(*s.gguf, s.graphs.cfg, *machine, r->placement,
+                                         static_cast<uint64_t>(fitTargetMiB * 1048576.0),
+                                         s.graphs.hp.n_layer, [&](const planner::PlanMessage &m) {
+                                           if (m.kind == planner::PlanMessageKind::kFitSearched)
+                                             emitRemark(module.getLoc())
+                                                 << pass << ": --fit: " << m.text;
+                                         });
+  if (!n.ok()) {
+    emitError(module.getLoc()) << pass << ": " << n.status().message();
+    return failure();
+  }
+  return *n;
+}
+
 struct AssignLayersPass : impl::StowageAssignLayersBase<AssignLayersPass> {
   using StowageAssignLayersBase::StowageAssignLayersBase;
   void runOnOperation() override {
@@ -95,19 +136,19 @@ struct AssignLayersPass : impl::StowageAssignLayersBase<AssignLayersPass> {
       return signalPassFailure();
     }
     // llama.cpp's -ngl values (2026), as plan-model reads them: <= -2 is every layer and the
-    // output; -1 is "auto" (fit to free memory), which only plan-model's --fit does.
-    int ngl = nGpuLayers;
-    if (ngl == -1) {
-      emitError(module.getLoc())
-          << pass << ": n-gpu-layers=-1 is llama.cpp's 'auto' (fit the layers "
-          << "to free memory), which these passes do not search; run plan-model "
-          << "--fit to find the count, or give a count (<= -2: all)";
-      return signalPassFailure();
+    // output; -1 is "auto", plan-model's --fit: the largest count that fits.
+    int ngl = nGpuLayers <= -2 ? planner::kAllGpuLayers : static_cast<int>(nGpuLayers);
+    const bool fit = nGpuLayers == -1;
+    std::vector<planner::TensorOverride> ots;
+    if (fit && !overrides.empty()) {
+      auto parsed = planner::ParseTensorOverrides(overrides.getValue());
+      if (!parsed.ok()) {
+        emitError(module.getLoc()) << pass << ": " << parsed.status().message();
+        return signalPassFailure();
+      }
+      ots = std::move(*parsed);
     }
-    if (ngl <= -2)
-      ngl = planner::kAllGpuLayers;
-    RecordedOptions r;
-    auto st = beginStep(module, PlanStage::kLayers, pass, r, [&](RecordedOptions &o) {
+    auto setOptions = [&](RecordedOptions &o) {
       o.devices = devices;
       o.registry_dirs.clear();
       SmallVector<StringRef> dirs;
@@ -118,7 +159,23 @@ struct AssignLayersPass : impl::StowageAssignLayersBase<AssignLayersPass> {
       o.placement.split_mode = *mode;
       o.placement.tensor_split = *ts;
       o.placement.main_gpu = mainGpu;
-    });
+      if (fit) { // the later steps' options, which the fit places with
+        o.placement.overrides = ots;
+        o.placement.no_host = noHost;
+        o.placement.no_repack = noRepack;
+        o.placement.use_mmap = !noMmap;
+        o.placement.offload_kqv = !nkvo;
+        o.placement.op_offload = !noOpOffload;
+      }
+    };
+    if (fit) {
+      FailureOr<int> n = fitLayers(module, pass, fitTarget, setOptions);
+      if (failed(n))
+        return signalPassFailure();
+      ngl = *n;
+    }
+    RecordedOptions r;
+    auto st = beginStep(module, PlanStage::kLayers, pass, r, setOptions);
     if (failed(st))
       return signalPassFailure();
     const planner::DeviceSet &ds = (*st)->outcome.devices;
@@ -435,7 +492,11 @@ struct PlanPipelineOptions : PassPipelineOptions<PlanPipelineOptions> {
                               llvm::cl::desc("registry keys or manifest files, with a CPU")};
   Option<std::string> registry{*this, "registry",
                                llvm::cl::desc("registry folders, comma-separated")};
-  Option<int> nGpuLayers{*this, "n-gpu-layers", llvm::cl::desc("-ngl"), llvm::cl::init(0)};
+  Option<int> nGpuLayers{*this, "n-gpu-layers", llvm::cl::desc("-ngl (-1: --fit)"),
+                         llvm::cl::init(0)};
+  Option<double> fitTarget{*this, "fit-target",
+                           llvm::cl::desc("n-gpu-layers=-1: MiB kept free on each GPU (-fitt)"),
+                           llvm::cl::init(1024)};
   Option<std::string> splitMode{*this, "split-mode", llvm::cl::desc("-sm none|layer|row"),
                                 llvm::cl::init("layer")};
   Option<std::string> tensorSplit{*this, "tensor-split", llvm::cl::desc("-ts, e.g. 3/1")};
@@ -469,6 +530,14 @@ void registerStowagePlanPipeline() {
         a.splitMode = o.splitMode;
         a.tensorSplit = o.tensorSplit;
         a.mainGpu = o.mainGpu;
+        // n-gpu-layers=-1 fits with every step's options.
+        a.fitTarget = o.fitTarget;
+        a.overrides = o.overrides;
+        a.noHost = o.noHost;
+        a.noRepack = o.noRepack;
+        a.noMmap = o.noMmap;
+        a.nkvo = o.nkvo;
+        a.noOpOffload = o.noOpOffload;
         pm.addPass(createStowageAssignLayers(a));
         StowageSelectWeightBuftOptions w;
         w.overrides = o.overrides;

@@ -183,6 +183,32 @@ LogicalResult requireStage(ModuleOp module, PlanStage previous, StringRef pass) 
   return success();
 }
 
+FailureOr<std::vector<planner::DeviceManifest>>
+makeMachine(ModuleOp module, const RecordedOptions &options, StringRef pass) {
+  auto fail = [&](const std::string &what) -> FailureOr<std::vector<planner::DeviceManifest>> {
+    emitError(module.getLoc()) << pass << ": " << what;
+    return failure();
+  };
+  std::vector<std::string> dirs = options.registry_dirs;
+  dirs.push_back(STOWAGE_SHIPPED_REGISTRY_DIR);
+  auto registry = planner::Registry::Open(dirs);
+  if (!registry.ok())
+    return fail(registry.status().message());
+  if (options.devices.empty())
+    return fail("no devices (option devices=KEY|MANIFEST,...)");
+  auto machine = registry->MakeDevices(options.devices);
+  if (!machine.ok())
+    return fail(machine.status().message());
+  // Without a CPU the scheduler has no fallback backend (plan-model would probe this machine's
+  // CPU; a pass must not depend on the machine it runs on).
+  if (llvm::none_of(*machine, [](const planner::DeviceManifest &d) {
+        return d.type == planner::DeviceType::kCpu;
+      }))
+    return fail("the device list '" + options.devices +
+                "' has no CPU device (the scheduler's last backend)");
+  return std::move(*machine);
+}
+
 int findGlobal(const planner::ModelGraphs &graphs, StringRef name, int layer) {
   for (size_t i = 0; i < graphs.globals.size(); ++i) {
     const planner::GlobalTensor &g = graphs.globals[i];
@@ -316,23 +342,9 @@ LogicalResult Reconstructor::importGraphs() {
 }
 
 LogicalResult Reconstructor::layers() {
-  std::vector<std::string> dirs = opt_.registry_dirs;
-  dirs.push_back(STOWAGE_SHIPPED_REGISTRY_DIR);
-  auto registry = planner::Registry::Open(dirs);
-  if (!registry.ok())
-    return fail(registry.status());
-  if (opt_.devices.empty())
-    return error() << "no devices (option devices=KEY|MANIFEST,...)";
-  auto machine = registry->MakeDevices(opt_.devices);
-  if (!machine.ok())
-    return fail(machine.status());
-  // Without a CPU the scheduler has no fallback backend (plan-model would probe this machine's
-  // CPU; a pass must not depend on the machine it runs on).
-  if (llvm::none_of(*machine, [](const planner::DeviceManifest &d) {
-        return d.type == planner::DeviceType::kCpu;
-      }))
-    return error() << "the device list '" << opt_.devices
-                   << "' has no CPU device (the scheduler's last backend)";
+  FailureOr<std::vector<planner::DeviceManifest>> machine = makeMachine(module_, opt_, pass_);
+  if (failed(machine))
+    return failure();
   machine_ = std::move(*machine);
   if (failed(place(planner::PlaceStep::kLayers)))
     return failure();

@@ -36,6 +36,15 @@ Result<ContextConfig> ResolvePlanContext(const HParams& hp, const std::string& p
   return cfg;
 }
 
+Result<int> FitPlanLayers(const GgufFile& gguf, const ContextConfig& cfg,
+                          const std::vector<DeviceManifest>& machine, const PlacementOptions& placement,
+                          uint64_t fit_target, uint32_t n_layer, const PlanMessageSink& sink) {
+  Result<int> ngl = FitGpuLayersToDevices(gguf, cfg, machine, placement, fit_target);
+  if (!ngl.ok()) return NamingModel(gguf, ngl.status());
+  if (sink) sink(PlanMessage{PlanMessageKind::kFitSearched, FitLine(*ngl, n_layer), *ngl});
+  return ngl;
+}
+
 Status CheckPlanFit(const GgufFile& gguf, const PlacementOutcome& outcome) {
   return NamingModel(gguf, CheckFit(outcome));
 }
@@ -75,13 +84,11 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
 
   auto fit_layers = [&]() -> Status {
     if (!request.fit) return Status::Ok();
-    STOWAGE_ASSIGN_OR_RETURN(r.placement.n_gpu_layers,
-                             FitGpuLayersToDevices(gguf, cfg, machine, r.placement, request.fit_target));
-    say(PlanMessageKind::kFitSearched, FitLine(r.placement.n_gpu_layers, hp.n_layer),
-        r.placement.n_gpu_layers);
+    STOWAGE_ASSIGN_OR_RETURN(r.placement.n_gpu_layers, FitPlanLayers(gguf, cfg, machine, r.placement,
+                                                                     request.fit_target, hp.n_layer, sink));
     return Status::Ok();
   };
-  STOWAGE_RETURN_IF_ERROR(NamingModel(gguf, fit_layers()));
+  STOWAGE_RETURN_IF_ERROR(fit_layers());
   Result<PlacementOutcome> outcome = PlaceModel(r.graphs, machine, r.placement);
   if (outcome.ok() && request.flash_attn == FlashAttnMode::kAuto && r.graphs.cfg.flash_attn) {
     const std::string mismatch = FlashAttnDeviceMismatch(r.graphs, *outcome);
@@ -93,7 +100,7 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
       cfg = asked;
       cfg.flash_attn = false;
       STOWAGE_RETURN_IF_ERROR(ResolveContext(hp, gguf.path(), &cfg));
-      STOWAGE_RETURN_IF_ERROR(NamingModel(gguf, fit_layers()));
+      STOWAGE_RETURN_IF_ERROR(fit_layers());
       auto graphs = BuildModelGraphs(gguf, cfg);
       if (graphs.ok()) {
         r.graphs = std::move(*graphs);

@@ -60,6 +60,23 @@
 // RUN: not stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 --stowage-assign-layers="devices=%inputs/manifests/rpc0.json,%inputs/manifests/rpc1.json,%inputs/manifests/llamacpp-cpu.json n-gpu-layers=9 tensor-split=1/1/1" 2>&1 | FileCheck %s --check-prefix=TSLONG
 // TSLONG: error: stowage-assign-layers: -ts has 3 values but there are only 2 model devices
 
+// n-gpu-layers=-1 (llama.cpp's -ngl auto, plan-model --fit; plan-pipeline-plan-model.test compares
+// the plans): two RPC devices with 3 MiB free, fit-target 0: 2 layers, recorded as the count.
+// RUN: %python -c "import json; j = json.load(open('%inputs/manifests/rpc0.json')); j['memory']['free'] = 3 << 20; json.dump(j, open('%t.rpc0-3.json', 'w'))"
+// RUN: %python -c "import json; j = json.load(open('%inputs/manifests/rpc1.json')); j['memory']['free'] = 3 << 20; json.dump(j, open('%t.rpc1-3.json', 'w'))"
+// RUN: stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 \
+// RUN:   --stowage-assign-layers="devices=%t.rpc0-3.json,%t.rpc1-3.json,%inputs/manifests/llamacpp-cpu.json n-gpu-layers=-1 fit-target=0" \
+// RUN:   2>&1 | FileCheck %s --check-prefix=FIT
+// FIT: remark: stowage-assign-layers: --fit: -ngl 2 fits (of 8 layers + output)
+// FIT: stowage.layers = ["CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "RPC[127.0.0.1:50052]", "RPC[127.0.0.1:50053]", "CPU"]
+// FIT-SAME: n_gpu_layers = 2
+// The fit's errors: a target out of plan-model's range, a GPU whose manifest reports no memory.
+// RUN: not stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 --stowage-assign-layers="devices=%t.rpc0-3.json,%inputs/manifests/llamacpp-cpu.json n-gpu-layers=-1 fit-target=-3" 2>&1 | FileCheck %s --check-prefix=FITTARGET
+// FITTARGET: error: stowage-assign-layers: fit-target=-3.00 must be in [0, 1048576] MiB
+// RUN: %python -c "import json; j = json.load(open('%inputs/manifests/rpc0.json')); j['memory'] = {'total': 0, 'free': 0}; json.dump(j, open('%t.rpc0-00.json', 'w'))"
+// RUN: not stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 --stowage-assign-layers="devices=%t.rpc0-00.json,%inputs/manifests/llamacpp-cpu.json n-gpu-layers=-1" 2>&1 | FileCheck %s --check-prefix=FITUNREPORTED
+// FITUNREPORTED: error: stowage-assign-layers: --fit: device RPC[127.0.0.1:50052] did not report memory ({{.*}}rpc0-00.json: memory.total 0), so --fit cannot size it
+
 // Every other diagnostic, on hand-written modules (@MODELS@ and @INPUTS@ are substituted).
 // RUN: sed -e 's|@MODELS@|%models|g' -e 's|@INPUTS@|%inputs|g' %s > %t.mlir
 // RUN: stowage-opt %t.mlir -split-input-file -verify-diagnostics \

@@ -2,8 +2,8 @@
 // a placed, memory-planned, fit-checked and serialized plan out. plan-model, stowage-run's planning
 // on the fly and the tests' plans for this machine (test/unit/plan_probed.h) all plan through it,
 // so a flag means the same in every tool. The MLIR placement passes (compiler/lib/Transforms), which
-// run the placement one pass at a time, call its steps: ResolvePlanContext, PlaceModelStep
-// (place_model.h) and CheckPlanFit. The steps are llama.cpp's (llama_model_load_from_file +
+// run the placement one pass at a time, call its steps: ResolvePlanContext, FitPlanLayers,
+// PlaceModelStep (place_model.h) and CheckPlanFit. The steps are llama.cpp's (llama_model_load_from_file +
 // llama_init_from_model, FEB25; the -fa auto retry and --fit from DEC25):
 //
 //   ReadHParams -> ResolveContext -> BuildModelGraphs -> [--fit: FitGpuLayersToDevices]
@@ -127,6 +127,15 @@ struct PlanResult {
 Result<ContextConfig> ResolvePlanContext(const HParams& hp, const std::string& path,
                                          const ContextConfig& asked, const PlanMessageSink& sink = nullptr);
 
+/// Plan's step 4 (--fit, -ngl auto): the n_gpu_layers FitGpuLayersToDevices chooses for the
+/// resolved context `cfg` and `placement`'s other options, keeping `fit_target` bytes free on each
+/// GPU; reports kFitSearched ("-ngl N fits (of L layers + output)", L = `n_layer`, the model's) to
+/// `sink` (may be null). Also the MLIR path's (stowage-assign-layers n-gpu-layers=-1). Errors:
+/// FitGpuLayersToDevices's, its kResourceExhausted prefixed with the model file.
+Result<int> FitPlanLayers(const GgufFile& gguf, const ContextConfig& cfg,
+                          const std::vector<DeviceManifest>& machine, const PlacementOptions& placement,
+                          uint64_t fit_target, uint32_t n_layer, const PlanMessageSink& sink = nullptr);
+
 /// Plan's fit check (step 8) of a placed model: CheckFit of the whole plan (every device, no margin),
 /// a refusal naming the model file first. Also the MLIR path's (stowage-export-plan), so that
 /// both refuse the same plans. Ok, or kResourceExhausted "<model>: does not fit: device ...".
@@ -140,7 +149,7 @@ Status CheckPlanFit(const GgufFile& gguf, const PlacementOutcome& outcome);
 ///   2. ResolvePlanContext on request.context with flash attention as request.flash_attn asks
 ///      (kAuto: on): ResolveContext, and kBatchRaised when min(resolved n_ctx, asked n_batch) < kKqMaskPad.
 ///   3. BuildModelGraphs on the resolved context; kContextOverflow; kGpuLayersIgnored.
-///   4. With request.fit: FitGpuLayersToDevices(margin request.fit_target); kFitSearched.
+///   4. With request.fit: FitPlanLayers (FitGpuLayersToDevices, margin request.fit_target); kFitSearched.
 ///   5. PlaceModel (CheckMaxBufferSizes and RowSplitShares included).
 ///   6. kAuto with flash attention on: kFlashAttnEnabled when FlashAttnDeviceMismatch finds nothing,
 ///      else kFlashAttnDisabled and steps 2 (without kBatchRaised), 4 and 5 again without flash

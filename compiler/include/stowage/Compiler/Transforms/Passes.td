@@ -54,9 +54,14 @@ def StowageAssignLayers : Pass<"stowage-assign-layers", "::mlir::ModuleOp"> {
     Writes `place.devices` (scheduler order), `stowage.layers` (device name per layer 0..n_layer,
     the last being the output layer), `place.device` on every weight (its layer's device; the
     CPU for input-layer weights) and KV cache op, and its options in `stowage.plan`.
+    `n-gpu-layers=-1` is llama.cpp's -ngl auto, plan-model's --fit: the layer count is the largest
+    that keeps `fit-target` MiB free on every GPU (planner::FitPlanLayers, the search plan-model
+    makes), placed with this pass's options and the later passes' options given here (overrides,
+    no-host, no-repack, no-mmap, nkvo, no-op-offload; --stowage-plan-pipeline passes them), and is
+    reported as a remark ("--fit: -ngl N fits (of L layers + output)"); <= -2 is every layer.
     Errors: a module without `stowage.import` or already placed, a bad option value, an unknown
     device or unreadable manifest, no CPU device, -mg out of range, -ts longer than the model
-    devices.
+    devices, the fit's errors (a GPU without reported memory, "even -ngl 0 does not fit").
   }];
   let options = [
     Option<"devices", "devices", "std::string", "\"\"",
@@ -70,6 +75,19 @@ def StowageAssignLayers : Pass<"stowage-assign-layers", "::mlir::ModuleOp"> {
     Option<"tensorSplit", "tensor-split", "std::string", "\"\"",
            "fraction of layers per model device, e.g. 3/1 (-ts; '/' separates)">,
     Option<"mainGpu", "main-gpu", "int", "0", "the model device used with split-mode=none (-mg)">,
+    Option<"fitTarget", "fit-target", "double", "1024",
+           "n-gpu-layers=-1: MiB kept free on each GPU (plan-model --fit-target)">,
+    Option<"overrides", "overrides", "std::string", "\"\"",
+           "n-gpu-layers=-1: stowage-select-weight-buft's overrides, for the fit">,
+    Option<"noHost", "no-host", "bool", "false",
+           "n-gpu-layers=-1: stowage-select-weight-buft's no-host, for the fit">,
+    Option<"noRepack", "no-repack", "bool", "false",
+           "n-gpu-layers=-1: stowage-select-weight-buft's no-repack, for the fit">,
+    Option<"noMmap", "no-mmap", "bool", "false",
+           "n-gpu-layers=-1: stowage-select-weight-buft's no-mmap, for the fit">,
+    Option<"nkvo", "nkvo", "bool", "false", "n-gpu-layers=-1: stowage-place-kv's nkvo, for the fit">,
+    Option<"noOpOffload", "no-op-offload", "bool", "false",
+           "n-gpu-layers=-1: stowage-schedule's no-op-offload, for the fit">,
   ];
 }
 

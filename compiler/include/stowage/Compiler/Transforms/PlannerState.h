@@ -78,6 +78,14 @@ void setStage(mlir::ModuleOp module, PlanStage stage);
 /// <s>); start from a fresh import".
 mlir::LogicalResult requireStage(mlir::ModuleOp module, PlanStage previous, llvm::StringRef pass);
 
+/// The devices of `options.devices` (registry keys, looked up in options.registry_dirs then the
+/// shipped registry, or manifest files), in that order. Errors, emitted on the module's location
+/// prefixed with `pass`: the registry's and the manifests' (one line each), no devices, a list
+/// without a CPU device (the scheduler's last backend; a pass does not probe the machine it runs
+/// on, as plan-model does).
+mlir::FailureOr<std::vector<planner::DeviceManifest>>
+makeMachine(mlir::ModuleOp module, const RecordedOptions &options, llvm::StringRef pass);
+
 /// The planner's whole-model state after a step.
 struct PlannerState {
   std::unique_ptr<GgufFile> gguf;
