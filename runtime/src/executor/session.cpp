@@ -29,7 +29,7 @@ Status Session::Impl::Init(const SessionOptions& opts) {
   n_vocab = decoded.n_vocab;
   kv_pad = r.context()->flash_attn() ? 256 : 32;
   pad_n_kv_to_256 = opts.llamacpp_numerics;
-  mem = plan_graph::PlannedMemory(r);
+  mem = plan->planned_memory();  // a copy: the session sets the bases, data and layouts
   STOWAGE_RETURN_IF_ERROR(CreateBackends(opts));
   STOWAGE_RETURN_IF_ERROR(AllocateBuffers(opts));
   return LoadWeights(opts);

@@ -87,7 +87,8 @@ Status PlanFile::Verify(PlanChecks checks) {
   // Decoded once: a Session runs the graphs checked here (graphs()).
   const plan::Plan& r = *root_;
   STOWAGE_ASSIGN_OR_RETURN(plan_graph::Graphs decoded, plan_graph::Decode(r, path_));
-  const plan_graph::Memory mem = plan_graph::PlannedMemory(r);
+  auto memory = std::make_unique<const plan_graph::Memory>(plan_graph::PlannedMemory(r));
+  const plan_graph::Memory& mem = *memory;
   // Bound at every vertex of the range of symbol values a session binds (plan_graph::Corners):
   // a tensor that fits at kv_head 0 may leave its buffer, or the tensor it views, at kv_head 100.
   std::vector<plan_graph::Bound> bound;
@@ -101,6 +102,7 @@ Status PlanFile::Verify(PlanChecks checks) {
     }
   }
   graphs_ = std::make_unique<const plan_graph::Graphs>(std::move(decoded));
+  memory_ = std::move(memory);
   if (checks == PlanChecks::kAllButOverlaps) return Status::Ok();
   // The offsets together (weights and KV cache in their buffers, live compute tensors in theirs):
   // a plan whose tensors share bytes (edited or corrupted) would compute wrong values without an

@@ -7,11 +7,12 @@
 // flatbuffers verifier, the schema version and (from version 2) the content checksum, so that a
 // flipped bit anywhere is refused rather than computed with; every cross reference (device, buffer,
 // tensor and backend indices in range; tensors inside their buffers; node and split ranges valid;
-// required fields present); the graphs as the executor decodes them (sources, views, graph inputs,
-// worst cases against the context, every source defined before it is read); every graph tensor
-// bound at its graph's worst case (dimensions and sizes without overflow, view offsets and strides,
-// the bytes it spans inside the planned size of its buffer, element alignment); the result shapes
-// of the simple ops; and no two tensors sharing buffer bytes while live (CheckComputeMemory).
+// required fields present); the graphs, decoded once into the form the executor runs (graphs():
+// sources, views, graph inputs, worst cases against the context, every source defined before it is
+// read); every graph tensor bound at its graph's worst case (dimensions and sizes without
+// overflow, view offsets and strides, the bytes it spans inside the planned size of its buffer,
+// element alignment); the result shapes of the simple ops; and no two tensors sharing buffer bytes
+// while live (CheckComputeMemory).
 // Every failure is a kDataLoss Status with one line naming the file and the field.
 //
 // What needs the model file is CheckPlanAgainstModel (identity, weights, sliding window); what
@@ -31,9 +32,10 @@ namespace stowage {
 namespace plan {
 struct Plan;
 }
-namespace plan_graph {
-struct Graphs;  // internal to the runtime (src/plan/plan_graph.h)
-}
+namespace plan_graph {  // internal to the runtime (src/plan/plan_graph.h)
+struct Graphs;
+struct Memory;
+}  // namespace plan_graph
 class GgufFile;
 
 /// Highest plan schema version this runtime reads, and the one writers set: 2 (version 2 added the
@@ -93,6 +95,9 @@ class PlanFile {
   /// The context and graphs as Verify decoded and checked them: what a Session runs (the runtime's
   /// internal form, src/plan/plan_graph.h; decoded once, at load).
   const plan_graph::Graphs& graphs() const { return *graphs_; }
+  /// The buffers and weight / KV cache tensors as Verify bound the graphs against them (planned
+  /// sizes, no data): what a Session binds against once it has allocated and uploaded.
+  const plan_graph::Memory& planned_memory() const { return *memory_; }
   const std::string& path() const { return path_; }
   size_t size() const { return bytes_.size(); }
 
@@ -105,6 +110,7 @@ class PlanFile {
   std::vector<uint8_t> bytes_;
   const plan::Plan* root_ = nullptr;
   std::unique_ptr<const plan_graph::Graphs> graphs_;  ///< set by Verify
+  std::unique_ptr<const plan_graph::Memory> memory_;  ///< set by Verify
 };
 
 /// The result of CheckComputeMemory.
