@@ -15,12 +15,10 @@
 
 namespace stowage::test {
 
-// RuntimeOpQuery::op is being changed from the op name to GgmlOp (devices area): accept both.
-inline void SetOp(std::string& o, GgmlOp op) { o = GgmlOpName(op); }
-inline void SetOp(GgmlOp& o, GgmlOp op) { o = op; }
-inline RuntimeOpQuery Query(GgmlOp op, RuntimeTensor dst, std::vector<RuntimeTensor> src) {
-  RuntimeOpQuery q;
-  SetOp(q.op, op);
+/// A supports_op query (stowage/runtime/op_rules.h) for `op` with these tensors.
+inline OpQuery Query(GgmlOp op, TensorDesc dst, std::vector<TensorDesc> src) {
+  OpQuery q;
+  q.op = op;
   q.dst = std::move(dst);
   q.src = std::move(src);
   return q;

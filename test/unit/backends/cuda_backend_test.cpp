@@ -94,7 +94,7 @@ TEST(CudaBackend, RunsEverythingTheProbedTableAccepts) {
   for (uint32_t id = 0; id < kGgmlTypeCount; ++id)
     if (IsValidGgmlType(id)) all.push_back(static_cast<GgmlType>(id));
   auto tensor = [](GgmlType t, int64_t ne0, int64_t ne1) {
-    RuntimeTensor r;
+    TensorDesc r;
     r.type = t;
     r.ne = {ne0, ne1, 1, 1};
     r.buft = "CUDA0";
@@ -102,17 +102,17 @@ TEST(CudaBackend, RunsEverythingTheProbedTableAccepts) {
   };
   int accepted = 0;
   for (GgmlType t : all) {
-    RuntimeOpQuery mm = test::Query(GgmlOp::MUL_MAT, tensor(GgmlType::F32, 64, 64),
-                                    {tensor(t, 256, 64), tensor(GgmlType::F32, 256, 64)});
+    OpQuery mm = test::Query(GgmlOp::MUL_MAT, tensor(GgmlType::F32, 64, 64),
+                             {tensor(t, 256, 64), tensor(GgmlType::F32, 256, 64)});
     if (dev.SupportsOp(mm)) {
       ++accepted;
       EXPECT_TRUE(exec::CudaSupportsWeightType(t)) << "MUL_MAT with " << GgmlTypeName(t) << " weights";
     }
-    RuntimeOpQuery gr = test::Query(GgmlOp::GET_ROWS, tensor(GgmlType::F32, 256, 4),
-                                    {tensor(t, 256, 64), tensor(GgmlType::I32, 4, 1)});
+    OpQuery gr = test::Query(GgmlOp::GET_ROWS, tensor(GgmlType::F32, 256, 4),
+                             {tensor(t, 256, 64), tensor(GgmlType::I32, 4, 1)});
     if (dev.SupportsOp(gr)) EXPECT_TRUE(exec::CudaSupportsWeightType(t)) << "GET_ROWS of " << GgmlTypeName(t);
     for (GgmlType d : all) {
-      RuntimeOpQuery cp = test::Query(GgmlOp::CPY, tensor(d, 256, 4), {tensor(t, 256, 4), tensor(d, 256, 4)});
+      OpQuery cp = test::Query(GgmlOp::CPY, tensor(d, 256, 4), {tensor(t, 256, 4), tensor(d, 256, 4)});
       if (dev.SupportsOp(cp))
         EXPECT_TRUE(exec::CudaSupportsCpy(t, d)) << "CPY " << GgmlTypeName(t) << " -> " << GgmlTypeName(d);
     }

@@ -193,7 +193,7 @@ TEST(OneDnnBackend, AgreesWithTheProbedTable) {
     if (d.type == ProbedDeviceType::kAccel && d.name == "ONEDNN") dev = &d;
   ASSERT_NE(dev, nullptr) << "no ONEDNN device probed in a build with oneDNN";
   auto tensor = [](GgmlType t, int64_t ne0, int64_t ne1) {
-    RuntimeTensor r;
+    TensorDesc r;
     r.type = t;
     r.ne = {ne0, ne1, 1, 1};
     r.buft = "CPU";
@@ -202,21 +202,21 @@ TEST(OneDnnBackend, AgreesWithTheProbedTable) {
   };
   for (GgmlType t :
        {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
-    RuntimeOpQuery q = test::Query(GgmlOp::MUL_MAT, tensor(GgmlType::F32, 64, 64),
-                                   {tensor(t, 256, 64), tensor(GgmlType::F32, 256, 64)});
+    OpQuery q = test::Query(GgmlOp::MUL_MAT, tensor(GgmlType::F32, 64, 64),
+                            {tensor(t, 256, 64), tensor(GgmlType::F32, 256, 64)});
     EXPECT_EQ(dev->SupportsOp(q), exec::OneDnnSupportsMulMatType(t))
         << "MUL_MAT with " << GgmlTypeName(t) << " weights";
     // Weights in its own buffer type: every batch, tg's 1 included; host weights from 32 rows.
     for (int64_t batch : {1, 31, 32}) {
-      RuntimeTensor w = tensor(t, 256, 64);
+      TensorDesc w = tensor(t, 256, 64);
       w.buft = exec::kOneDnnBuft;
       w.buft_is_host = false;
-      RuntimeOpQuery own = test::Query(GgmlOp::MUL_MAT, tensor(GgmlType::F32, 64, batch),
-                                       {w, tensor(GgmlType::F32, 256, batch)});
+      OpQuery own = test::Query(GgmlOp::MUL_MAT, tensor(GgmlType::F32, 64, batch),
+                                {w, tensor(GgmlType::F32, 256, batch)});
       EXPECT_EQ(dev->SupportsOp(own), exec::OneDnnSupportsMulMatType(t))
           << GgmlTypeName(t) << " batch " << batch;
-      RuntimeOpQuery host = test::Query(GgmlOp::MUL_MAT, tensor(GgmlType::F32, 64, batch),
-                                        {tensor(t, 256, 64), tensor(GgmlType::F32, 256, batch)});
+      OpQuery host = test::Query(GgmlOp::MUL_MAT, tensor(GgmlType::F32, 64, batch),
+                                 {tensor(t, 256, 64), tensor(GgmlType::F32, 256, batch)});
       EXPECT_EQ(dev->SupportsOp(host), exec::OneDnnSupportsMulMatType(t) && batch >= 32)
           << GgmlTypeName(t) << " batch " << batch;
     }

@@ -71,10 +71,6 @@ CpuFeatures ProbeCpuFeatures();
 
 // Queries, rules and tables are the op-support rule language (stowage/runtime/op_rules.h).
 
-/// Earlier names of the rule language's query types, kept for the backends' tests.
-using RuntimeTensor = TensorDesc;
-using RuntimeOpQuery = OpQuery;
-
 /// A buffer type of a probed device.
 struct ProbedBufferType {
   std::string name;
