@@ -184,9 +184,11 @@ Result<PermuteParams> DecodePermute(const OpParamsRef& p) {
 }
 
 Status CheckRopeDims(const RopeParams& p, int64_t ne0) {
-  if (p.n_dims <= 0 || p.n_dims % 2 != 0 || p.n_dims > ne0)
+  if (p.n_dims <= 0 || p.n_dims % 2 != 0)
+    return InvalidArgument("ROPE: n_dims " + std::to_string(p.n_dims) + " must be even and positive");
+  if (p.n_dims > ne0)
     return InvalidArgument("ROPE: n_dims " + std::to_string(p.n_dims) +
-                           " must be even and in (0, ne0 = " + std::to_string(ne0) + "]");
+                           " must not exceed ne0 = " + std::to_string(ne0));
   return Status::Ok();
 }
 

@@ -161,7 +161,7 @@ TEST(OpParams, ValuesAreChecked) {
   EXPECT_TRUE(CheckRopeDims(r, 64).ok());
   EXPECT_TRUE(CheckRopeDims(r, 128).ok());
   const Status big = CheckRopeDims(r, 32);
-  EXPECT_EQ(big.message(), "ROPE: n_dims 64 must be even and in (0, ne0 = 32]");
+  EXPECT_EQ(big.message(), "ROPE: n_dims 64 must not exceed ne0 = 32");
   r.n_dims = 7;
   EXPECT_FALSE(CheckRopeDims(r, 64).ok());
   r.n_dims = 0;

@@ -154,7 +154,8 @@ Result<PermuteParams> DecodePermute(const OpParamsRef& p);
 
 /// ggml's rule for the rotated dims of rows of `ne0` elements: n_dims even and in (0, ne0]
 /// (ggml-cpu ops.cpp rope: GGML_ASSERT(n_dims <= ne0), GGML_ASSERT(n_dims % 2 == 0)). Needs the
-/// bound shape, so it is not part of DecodeRope. Errors: kInvalidArgument ("ROPE: n_dims ...").
+/// bound shape, so it is not part of DecodeRope (a caller that does not know ne0 passes INT64_MAX).
+/// Errors: kInvalidArgument ("ROPE: n_dims 7 must be even and positive", "... must not exceed ne0 = 64").
 Status CheckRopeDims(const RopeParams& p, int64_t ne0);
 
 }  // namespace stowage

@@ -360,7 +360,7 @@ func.func @f(%a0: !ggml.tensor<[128, 32, n_tokens], f32>, %a1: !ggml.tensor<[n_o
 // -----
 
 func.func @f(%a0: !ggml.tensor<[128, 32, n_tokens], f32>, %a1: !ggml.tensor<[n_tokens], i32>) {
-  // expected-error @+1 {{n_dims must be a positive even number, got 127}}
+  // expected-error @+1 {{ROPE: n_dims 127 must be even and positive}}
   %r = ggml.rope normal %a0, %a1 {n_dims = 127 : i32} : (!ggml.tensor<[128, 32, n_tokens], f32>, !ggml.tensor<[n_tokens], i32>) -> !ggml.tensor<[128, 32, n_tokens], f32>
   return
 }
@@ -368,7 +368,7 @@ func.func @f(%a0: !ggml.tensor<[128, 32, n_tokens], f32>, %a1: !ggml.tensor<[n_t
 // -----
 
 func.func @f(%a0: !ggml.tensor<[128, 32, n_tokens], f32>, %a1: !ggml.tensor<[n_tokens], i32>) {
-  // expected-error @+1 {{n_dims (256) must not exceed the head size a.ne0 (128)}}
+  // expected-error @+1 {{ROPE: n_dims 256 must not exceed ne0 = 128 (the head size a.ne0)}}
   %r = ggml.rope normal %a0, %a1 {n_dims = 256 : i32} : (!ggml.tensor<[128, 32, n_tokens], f32>, !ggml.tensor<[n_tokens], i32>) -> !ggml.tensor<[128, 32, n_tokens], f32>
   return
 }

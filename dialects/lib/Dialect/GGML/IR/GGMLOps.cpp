@@ -6,6 +6,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "stowage/Dialect/GGML/IR/GGMLOps.h"
+
+#include <limits>
+
 #include "mlir/IR/Builders.h"
 #include "stowage/runtime/ggml_op_params.h"
 #include "llvm/ADT/STLExtras.h"
@@ -329,11 +332,12 @@ LogicalResult RopeOp::verify() {
     return emitOpError() << "a.ne2 (" << a.getNe(2).str() << ") must equal pos.ne0 ("
                          << pos.getNe(0).str() << "): one position per token (ggml_rope_ext)";
   int32_t nDims = getNDims();
-  if (nDims <= 0 || nDims % 2 != 0)
-    return emitOpError() << "n_dims must be a positive even number, got " << nDims;
-  if (a.getNe(0).isStatic() && nDims > a.getNe(0).size())
-    return emitOpError() << "n_dims (" << nDims << ") must not exceed the head size a.ne0 ("
-                         << a.getNe(0).size() << ")";
+  RopeParams rope;
+  rope.n_dims = nDims;
+  const int64_t ne0 =
+      a.getNe(0).isStatic() ? a.getNe(0).size() : std::numeric_limits<int64_t>::max();
+  if (Status st = CheckRopeDims(rope, ne0); !st.ok())
+    return emitOpError() << st.message() << " (the head size a.ne0)";
   if (getFreqFactors()) {
     TensorType f = tensorOf(getFreqFactors());
     if (!isF32(f))
