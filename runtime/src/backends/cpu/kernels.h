@@ -160,7 +160,7 @@ using SiluRowFn = void (*)(int64_t n, const float* x, float* y);
 using SwiGluRowFn = void (*)(int64_t n, const float* a, const float* b, float* y);
 
 namespace scalar {
-/// Reference: x / (1.0f + expf(-x)) per element, exactly ops.cpp's SiluF32, except x = -inf gives
+/// Reference: x / (1.0f + expf(-x)) per element, exactly ops_elementwise.cpp's SiluF32, except x = -inf gives
 /// -0 (the formula gives -inf / inf = NaN there).
 void SiluRowF32(int64_t n, const float* x, float* y);
 /// Reference: SiluRowF32's value of a[i], times b[i] (one float multiply).

@@ -208,7 +208,7 @@ Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst);
 /// [0, n_dst_rows); kInvalidArgument for shape/type mismatches.
 Status SetRows(ComputeContext& ctx, const TensorView& src, const TensorView& idx, TensorView& dst);
 
-// ---- Mixture of experts (ops_moe.cpp; DIV and SIGMOID in ops.cpp) ---------------------------
+// ---- Mixture of experts (ops_moe.cpp; DIV and SIGMOID in ops_elementwise.cpp) ---------------
 
 /// MUL_MAT_ID (ggml_mul_mat_id, mixtral / qwen2moe expert FFNs): dst[:, s, t] = as[ids[s, t]] x
 /// b[:, s % ne11, t], i.e. slot s of token t multiplies the column of b (broadcast over slots when
