@@ -58,20 +58,43 @@ SmallVector<std::pair<Operation *, int>> globalOps(ModuleOp module,
   return out;
 }
 
-/// The frame of a placement pass that runs planner step `step`: its predecessor must be the last
-/// step run on `module`; `setOptions` puts the pass's options into the recorded ones (`r`); the
-/// planner's state after `step` is reconstructed (PlannerState.h).
-FailureOr<std::unique_ptr<PlannerState>>
-beginStep(ModuleOp module, PlanStage step, StringRef pass, RecordedOptions &r,
-          llvm::function_ref<void(RecordedOptions &)> setOptions) {
-  if (failed(requireStage(module, static_cast<PlanStage>(static_cast<int>(step) - 1), pass)))
+/// The options of a placement pass whose predecessor `previous` must be the last step run on
+/// `module`: the recorded ones (`r`) with the pass's own put in by `setOptions`.
+LogicalResult stepOptions(ModuleOp module, PlanStage previous, StringRef pass, RecordedOptions &r,
+                          llvm::function_ref<void(RecordedOptions &)> setOptions) {
+  if (failed(requireStage(module, previous, pass)))
     return failure();
   FailureOr<RecordedOptions> recorded = readRecordedOptions(module, pass);
   if (failed(recorded))
     return failure();
   r = std::move(*recorded);
   setOptions(r);
+  return success();
+}
+
+/// The frame of a placement pass that runs planner step `step`: its options (stepOptions) and
+/// the planner's state after `step`, reconstructed (PlannerState.h).
+FailureOr<std::unique_ptr<PlannerState>>
+beginStep(ModuleOp module, PlanStage step, StringRef pass, RecordedOptions &r,
+          llvm::function_ref<void(RecordedOptions &)> setOptions) {
+  if (failed(stepOptions(module, static_cast<PlanStage>(static_cast<int>(step) - 1), pass, r,
+                         setOptions)))
+    return failure();
   return reconstructPlannerState(module, step, r, pass);
+}
+
+/// -ot patterns of a pass's `overrides` option (planner::ParseTensorOverrides; "" is none).
+LogicalResult parseOverrides(ModuleOp module, StringRef pass, StringRef overrides,
+                             std::vector<planner::TensorOverride> &out) {
+  if (overrides.empty())
+    return success();
+  auto parsed = planner::ParseTensorOverrides(overrides.str());
+  if (!parsed.ok()) {
+    emitError(module.getLoc()) << pass << ": " << parsed.status().message();
+    return failure();
+  }
+  out = std::move(*parsed);
+  return success();
 }
 
 /// Records the options `step` ran with and makes it the module's last step.
@@ -81,11 +104,11 @@ void endStep(ModuleOp module, PlanStage step, const RecordedOptions &r) {
 }
 
 /// n-gpu-layers=-1 of stowage-assign-layers (plan-model --fit): planner::FitPlanLayers on the
-/// module's model and context with the options `setOptions` gives, keeping `fitTargetMiB` free on
-/// each GPU; its line is a remark. Errors are emitted on the module's location prefixed with
+/// module's model and context with the options `r`, keeping `fitTargetMiB` free on each GPU;
+/// its line is a remark. Errors are emitted on the module's location prefixed with
 /// `pass`.
 FailureOr<int> fitLayers(ModuleOp module, StringRef pass, double fitTargetMiB,
-                         llvm::function_ref<void(RecordedOptions &)> setOptions) {
+                         const RecordedOptions &r) {
   // plan-model's --fit-target range.
   if (!(fitTargetMiB >= 0 && fitTargetMiB <= 1048576)) {
     emitError(module.getLoc()) << pass
@@ -93,26 +116,19 @@ FailureOr<int> fitLayers(ModuleOp module, StringRef pass, double fitTargetMiB,
                                << " must be in [0, 1048576] MiB";
     return failure();
   }
-  if (failed(requireStage(module, PlanStage::kImported, pass)))
-    return failure();
-  FailureOr<RecordedOptions> r = readRecordedOptions(module, pass);
-  if (failed(r))
-    return failure();
-  setOptions(*r);
-  auto st = reconstructPlannerState(module, PlanStage::kImported, *r, pass);
+  auto st = reconstructPlannerState(module, PlanStage::kImported, r, pass);
   if (failed(st))
     return failure();
-  FailureOr<std::vector<planner::DeviceManifest>> machine = makeMachine(module, *r, pass);
+  FailureOr<std::vector<planner::DeviceManifest>> machine = makeMachine(module, r, pass);
   if (failed(machine))
     return failure();
   const PlannerState &s = **st;
-  Result<int> n = planner::FitPlanLayers(*s.gguf, s.graphs.cfg, *machine, r->placement,
-                                         static_cast<uint64_t>(fitTargetMiB * 1048576.0),
-                                         s.graphs.hp.n_layer, [&](const planner::PlanMessage &m) {
-                                           if (m.kind == planner::PlanMessageKind::kFitSearched)
-                                             emitRemark(module.getLoc())
-                                                 << pass << ": --fit: " << m.text;
-                                         });
+  Result<int> n = planner::FitPlanLayers(
+      *s.gguf, s.graphs.cfg, *machine, r.placement, static_cast<uint64_t>(fitTargetMiB * 1048576.0),
+      s.graphs.hp.n_layer, [&](const planner::PlanMessage &m) {
+        if (m.kind == planner::PlanMessageKind::kFitSearched)
+          emitRemark(module.getLoc()) << pass << ": --fit: " << m.text;
+      });
   if (!n.ok()) {
     emitError(module.getLoc()) << pass << ": " << n.status().message();
     return failure();
@@ -137,17 +153,11 @@ struct AssignLayersPass : impl::StowageAssignLayersBase<AssignLayersPass> {
     }
     // llama.cpp's -ngl values (2026), as plan-model reads them: <= -2 is every layer and the
     // output; -1 is "auto", plan-model's --fit: the largest count that fits.
-    int ngl = nGpuLayers <= -2 ? planner::kAllGpuLayers : static_cast<int>(nGpuLayers);
+    const int ngl = nGpuLayers <= -2 ? planner::kAllGpuLayers : static_cast<int>(nGpuLayers);
     const bool fit = nGpuLayers == -1;
     std::vector<planner::TensorOverride> ots;
-    if (fit && !overrides.empty()) {
-      auto parsed = planner::ParseTensorOverrides(overrides.getValue());
-      if (!parsed.ok()) {
-        emitError(module.getLoc()) << pass << ": " << parsed.status().message();
-        return signalPassFailure();
-      }
-      ots = std::move(*parsed);
-    }
+    if (fit && failed(parseOverrides(module, pass, overrides, ots)))
+      return signalPassFailure();
     auto setOptions = [&](RecordedOptions &o) {
       o.devices = devices;
       o.registry_dirs.clear();
@@ -168,14 +178,16 @@ struct AssignLayersPass : impl::StowageAssignLayersBase<AssignLayersPass> {
         o.placement.op_offload = !noOpOffload;
       }
     };
+    RecordedOptions r;
+    if (failed(stepOptions(module, PlanStage::kImported, pass, r, setOptions)))
+      return signalPassFailure();
     if (fit) {
-      FailureOr<int> n = fitLayers(module, pass, fitTarget, setOptions);
+      FailureOr<int> n = fitLayers(module, pass, fitTarget, r);
       if (failed(n))
         return signalPassFailure();
-      ngl = *n;
+      r.placement.n_gpu_layers = *n;
     }
-    RecordedOptions r;
-    auto st = beginStep(module, PlanStage::kLayers, pass, r, setOptions);
+    auto st = reconstructPlannerState(module, PlanStage::kLayers, r, pass);
     if (failed(st))
       return signalPassFailure();
     const planner::DeviceSet &ds = (*st)->outcome.devices;
@@ -210,14 +222,8 @@ struct SelectWeightBuftPass : impl::StowageSelectWeightBuftBase<SelectWeightBuft
     ModuleOp module = getOperation();
     StringRef pass = getArgument();
     std::vector<planner::TensorOverride> ots;
-    if (!overrides.empty()) {
-      auto parsed = planner::ParseTensorOverrides(overrides.getValue());
-      if (!parsed.ok()) {
-        emitError(module.getLoc()) << pass << ": " << parsed.status().message();
-        return signalPassFailure();
-      }
-      ots = std::move(*parsed);
-    }
+    if (failed(parseOverrides(module, pass, overrides, ots)))
+      return signalPassFailure();
     RecordedOptions r;
     auto st = beginStep(module, PlanStage::kWeights, pass, r, [&](RecordedOptions &o) {
       o.placement.overrides = ots;
@@ -432,12 +438,10 @@ struct ExportPlanPass : impl::StowageExportPlanBase<ExportPlanPass> {
       emitError(module.getLoc()) << pass << ": no output path (option output=FILE)";
       return signalPassFailure();
     }
-    if (failed(requireStage(module, PlanStage::kMemory, pass)))
+    RecordedOptions r;
+    if (failed(stepOptions(module, PlanStage::kMemory, pass, r, [](RecordedOptions &) {})))
       return signalPassFailure();
-    FailureOr<RecordedOptions> r = readRecordedOptions(module, pass);
-    if (failed(r))
-      return signalPassFailure();
-    auto st = reconstructPlannerState(module, PlanStage::kMemory, *r, pass);
+    auto st = reconstructPlannerState(module, PlanStage::kMemory, r, pass);
     if (failed(st))
       return signalPassFailure();
     const PlannerState &s = **st;
