@@ -128,7 +128,11 @@ Result<SoftMaxParams> DecodeSoftMax(const OpParamsRef& p) {
 
 Result<FlashAttnExtParams> DecodeFlashAttnExt(const OpParamsRef& p) {
   STOWAGE_RETURN_IF_ERROR(CheckParamCounts(GgmlOp::FLASH_ATTN_EXT, p));
-  return FlashAttnExtParams{p.fparams[0], p.fparams[1], p.fparams[2], p.iparams[0]};
+  const int prec = p.iparams[0];
+  if (prec != 0 && prec != 1)
+    return InvalidArgument("FLASH_ATTN_EXT: prec " + std::to_string(prec) +
+                           " is not 0 (GGML_PREC_DEFAULT) or 1 (GGML_PREC_F32)");
+  return FlashAttnExtParams{p.fparams[0], p.fparams[1], p.fparams[2], prec};
 }
 
 Result<NormParams> DecodeNorm(GgmlOp op, const OpParamsRef& p) {

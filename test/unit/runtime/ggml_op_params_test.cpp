@@ -156,6 +156,7 @@ TEST(OpParams, ValuesAreChecked) {
   EXPECT_FALSE(DecodeConcat(Ref(Encode(ConcatParams{4}))).ok());
   EXPECT_FALSE(DecodeArgsort(Ref(Encode(ArgsortParams{2}))).ok());
   EXPECT_FALSE(DecodeTopK(Ref(Encode(TopKParams{0}))).ok());
+  EXPECT_FALSE(DecodeFlashAttnExt(Ref(Encode(FlashAttnExtParams{1.f, 0.f, 0.f, 10}))).ok());
 
   r.freq_base = 10000.f;
   EXPECT_TRUE(CheckRopeDims(r, 64).ok());

@@ -138,6 +138,7 @@ Status CheckParams(GgmlOp op, const OpParamsRef& p);
 /// ROPE: freq_base > 0 (the angles are powers of it).
 Result<RopeParams> DecodeRope(const OpParamsRef& p);
 Result<SoftMaxParams> DecodeSoftMax(const OpParamsRef& p);
+/// prec 0 or 1 (this project's values of GGML_PREC_DEFAULT and GGML_PREC_F32).
 Result<FlashAttnExtParams> DecodeFlashAttnExt(const OpParamsRef& p);
 /// `op` is NORM or RMS_NORM (the error names it); eps >= 0 (ggml-cpu ggml_compute_forward_norm_f32
 /// asserts it).

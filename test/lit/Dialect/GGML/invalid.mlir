@@ -1190,7 +1190,7 @@ func.func @f(%q: !ggml.tensor<[8, n_tokens, 8], f32>, %k: !ggml.tensor<[8, n_kv,
 // -----
 
 func.func @f(%q: !ggml.tensor<[8, n_tokens, 8], f32>, %k: !ggml.tensor<[8, n_kv, 4], f16>, %v: !ggml.tensor<[8, n_kv, 4], f16>) {
-  // expected-error @+1 {{prec must be 0 (GGML_PREC_DEFAULT) or 1 (GGML_PREC_F32), got 10}}
+  // expected-error @+1 {{FLASH_ATTN_EXT: prec 10 is not 0 (GGML_PREC_DEFAULT) or 1 (GGML_PREC_F32)}}
   %r = ggml.flash_attn_ext %q, %k, %v {prec = 10 : i32} : (!ggml.tensor<[8, n_tokens, 8], f32>, !ggml.tensor<[8, n_kv, 4], f16>, !ggml.tensor<[8, n_kv, 4], f16>) -> !ggml.tensor<[8, 8, n_tokens], f32>
   return
 }

@@ -398,9 +398,11 @@ LogicalResult FlashAttnExtOp::verify() {
   } else if (getMaxBias().convertToFloat() > 0.0f) {
     return emitOpError() << "max_bias > 0 (ALiBi) requires a mask";
   }
-  if (getPrec() != 0 && getPrec() != 1)
-    return emitOpError() << "prec must be 0 (GGML_PREC_DEFAULT) or 1 (GGML_PREC_F32), got "
-                         << getPrec();
+  const int32_t prec = getPrec();
+  const float fparams[3] = {getScale().convertToFloat(), getMaxBias().convertToFloat(),
+                            getLogitSoftcap().convertToFloat()};
+  if (Result<FlashAttnExtParams> p = DecodeFlashAttnExt(OpParamsRef(&prec, 1, fparams, 3)); !p.ok())
+    return emitOpError() << p.status().message();
   return checkResult(*this, {v.getNe(0), q.getNe(2), q.getNe(1), q.getNe(3)},
                      Float32Type::get(getContext()),
                      "ggml_flash_attn_ext: [v.ne0, q.ne2, q.ne1, q.ne3], f32");
