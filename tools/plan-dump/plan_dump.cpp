@@ -218,6 +218,138 @@ std::string Text(const fb::Plan& p, bool nodes) {
   return o;
 }
 
+/// The plan's buffers as JSON objects (tensor_split only where the plan has one).
+ordered_json JsonBuffers(const fb::Plan& p) {
+  ordered_json buffers = ordered_json::array();
+  if (p.buffers())
+    for (const auto* b : *p.buffers()) {
+      buffers.push_back({{"name", Str(b->name())},
+                         {"buft", Str(b->buft())},
+                         {"device", b->device()},
+                         {"usage", fb::EnumNameBufferUsage(b->usage())},
+                         {"size", b->size()},
+                         {"alignment", b->alignment()},
+                         {"mapped", b->mapped()},
+                         {"file_offset", b->file_offset()},
+                         {"repack", Str(b->repack())}});
+      if (b->tensor_split()) {  // row-split bufts with -ts only (absent: ggml's default split)
+        ordered_json ts = ordered_json::array();
+        for (float f : *b->tensor_split()) ts.push_back(f);
+        buffers.back()["tensor_split"] = ts;
+      }
+    }
+  return buffers;
+}
+
+/// The plan's weight and KV cache tensors as JSON objects.
+ordered_json JsonTensors(const fb::Plan& p) {
+  ordered_json tensors = ordered_json::array();
+  if (p.tensors())
+    for (const auto* t : *p.tensors()) {
+      ordered_json ne = ordered_json::array();
+      if (t->ne())
+        for (int64_t v : *t->ne()) ne.push_back(v);
+      tensors.push_back({{"name", Str(t->name())},
+                         {"kind", fb::EnumNameTensorKind(t->kind())},
+                         {"type", TypeName(t->type())},
+                         {"ne", ne},
+                         {"buffer", t->buffer()},
+                         {"offset", t->offset()},
+                         {"nbytes", t->nbytes()},
+                         {"gguf_offset", t->gguf_offset()},
+                         {"layer", t->layer()}});
+    }
+  return tensors;
+}
+
+/// One graph as a JSON object: its bounds, splits (inputs, their copies), input copies and, with
+/// `nodes`, every tensor.
+ordered_json JsonGraph(const fb::Graph& g, bool nodes) {
+  ordered_json jg;
+  jg["name"] = Str(g.name());
+  jg["max_tokens"] = g.max_tokens();
+  jg["max_kv"] = g.max_kv();
+  jg["max_outputs"] = g.max_outputs();
+  jg["n_tensors"] = g.tensors() ? g.tensors()->size() : 0;
+  jg["n_nodes"] = g.nodes() ? g.nodes()->size() : 0;
+  jg["splits"] = ordered_json::array();
+  if (g.splits())
+    for (const auto* s : *g.splits()) {
+      ordered_json in = ordered_json::array();
+      if (s->inputs())
+        for (const auto* x : *s->inputs()) {
+          in.push_back({{"tensor", Str(g.tensors()->Get(x->tensor())->name())},
+                        {"copy", Str(g.tensors()->Get(x->copy())->name())}});
+          if (x->copies()) {  // pipeline parallelism: every instance
+            ordered_json cs = ordered_json::array();
+            for (int c : *x->copies()) cs.push_back(Str(g.tensors()->Get(c)->name()));
+            in.back()["copies"] = cs;
+          }
+        }
+      jg["splits"].push_back({{"backend", s->backend()},
+                              {"node_begin", s->node_begin()},
+                              {"node_end", s->node_end()},
+                              {"inputs", in}});
+    }
+  if (g.input_copies()) {
+    jg["input_copies"] = ordered_json::array();
+    for (const auto* ic : *g.input_copies()) {
+      ordered_json cs = ordered_json::array();
+      if (ic->copies())
+        for (int c : *ic->copies())
+          cs.push_back({{"name", Str(g.tensors()->Get(c)->name())},
+                        {"buffer", g.tensors()->Get(c)->buffer()},
+                        {"offset", g.tensors()->Get(c)->offset()}});
+      jg["input_copies"].push_back({{"tensor", Str(g.tensors()->Get(ic->tensor())->name())}, {"copies", cs}});
+    }
+  }
+  if (nodes && g.tensors()) {
+    jg["tensors"] = ordered_json::array();
+    for (const auto* t : *g.tensors()) {
+      ordered_json srcs = ordered_json::array();
+      if (t->srcs())
+        for (int s : *t->srcs()) srcs.push_back(s);
+      jg["tensors"].push_back({{"name", Str(t->name())},
+                               {"kind", fb::EnumNameTensorKind(t->kind())},
+                               {"op", OpName(t->op())},
+                               {"type", TypeName(t->type())},
+                               {"ne", Shape(t->ne())},
+                               {"srcs", srcs},
+                               {"backend", t->backend()},
+                               {"cause", Str(t->cause())},
+                               {"buffer", t->buffer()},
+                               {"offset", t->offset()}});
+    }
+  }
+  return jg;
+}
+
+/// The placement records (--explain=json's form) as JSON objects.
+ordered_json JsonExplain(const fb::Plan& p) {
+  ordered_json explain = ordered_json::array();
+  if (p.explain())
+    for (const auto* e : *p.explain()) {
+      // The records as plan-model --explain=json prints them (planner/lib/placement/explain.cpp):
+      // each rejected "<candidate>: <reason>" as {candidate, reason}.
+      ordered_json rej = ordered_json::array();
+      if (e->rejected())
+        for (const auto* r : *e->rejected()) {
+          const std::string text = r->str();
+          const size_t c = text.find(": ");
+          rej.push_back({{"candidate", c == std::string::npos ? text : text.substr(0, c)},
+                         {"reason", c == std::string::npos ? std::string() : text.substr(c + 2)}});
+        }
+      explain.push_back({{"subject", Str(e->subject())},
+                         {"graph", Str(e->graph())},
+                         {"device", Str(e->device())},
+                         {"buffer_type", Str(e->buft())},
+                         {"rule", Str(e->rule())},
+                         {"code", Str(e->code())},
+                         {"rejected", rej}});
+    }
+  return explain;
+}
+
 ordered_json Json(const fb::Plan& p, bool nodes) {
   ordered_json j;
   j["schema_version"] = p.schema_version();
@@ -258,123 +390,12 @@ ordered_json Json(const fb::Plan& p, bool nodes) {
     for (const auto* b : *p.backends())
       j["backends"].push_back(
           {{"name", Str(b->name())}, {"device", b->device()}, {"compute_buffer", b->compute_buffer()}});
-  j["buffers"] = ordered_json::array();
-  if (p.buffers())
-    for (const auto* b : *p.buffers()) {
-      j["buffers"].push_back({{"name", Str(b->name())},
-                              {"buft", Str(b->buft())},
-                              {"device", b->device()},
-                              {"usage", fb::EnumNameBufferUsage(b->usage())},
-                              {"size", b->size()},
-                              {"alignment", b->alignment()},
-                              {"mapped", b->mapped()},
-                              {"file_offset", b->file_offset()},
-                              {"repack", Str(b->repack())}});
-      if (b->tensor_split()) {  // row-split bufts with -ts only (absent: ggml's default split)
-        ordered_json ts = ordered_json::array();
-        for (float f : *b->tensor_split()) ts.push_back(f);
-        j["buffers"].back()["tensor_split"] = ts;
-      }
-    }
-  j["tensors"] = ordered_json::array();
-  if (p.tensors())
-    for (const auto* t : *p.tensors()) {
-      ordered_json ne = ordered_json::array();
-      if (t->ne())
-        for (int64_t v : *t->ne()) ne.push_back(v);
-      j["tensors"].push_back({{"name", Str(t->name())},
-                              {"kind", fb::EnumNameTensorKind(t->kind())},
-                              {"type", TypeName(t->type())},
-                              {"ne", ne},
-                              {"buffer", t->buffer()},
-                              {"offset", t->offset()},
-                              {"nbytes", t->nbytes()},
-                              {"gguf_offset", t->gguf_offset()},
-                              {"layer", t->layer()}});
-    }
+  j["buffers"] = JsonBuffers(p);
+  j["tensors"] = JsonTensors(p);
   j["graphs"] = ordered_json::array();
   if (p.graphs())
-    for (const auto* g : *p.graphs()) {
-      ordered_json jg;
-      jg["name"] = Str(g->name());
-      jg["max_tokens"] = g->max_tokens();
-      jg["max_kv"] = g->max_kv();
-      jg["max_outputs"] = g->max_outputs();
-      jg["n_tensors"] = g->tensors() ? g->tensors()->size() : 0;
-      jg["n_nodes"] = g->nodes() ? g->nodes()->size() : 0;
-      jg["splits"] = ordered_json::array();
-      if (g->splits())
-        for (const auto* s : *g->splits()) {
-          ordered_json in = ordered_json::array();
-          if (s->inputs())
-            for (const auto* x : *s->inputs()) {
-              in.push_back({{"tensor", Str(g->tensors()->Get(x->tensor())->name())},
-                            {"copy", Str(g->tensors()->Get(x->copy())->name())}});
-              if (x->copies()) {  // pipeline parallelism: every instance
-                ordered_json cs = ordered_json::array();
-                for (int c : *x->copies()) cs.push_back(Str(g->tensors()->Get(c)->name()));
-                in.back()["copies"] = cs;
-              }
-            }
-          jg["splits"].push_back({{"backend", s->backend()},
-                                  {"node_begin", s->node_begin()},
-                                  {"node_end", s->node_end()},
-                                  {"inputs", in}});
-        }
-      if (g->input_copies()) {
-        jg["input_copies"] = ordered_json::array();
-        for (const auto* ic : *g->input_copies()) {
-          ordered_json cs = ordered_json::array();
-          if (ic->copies())
-            for (int c : *ic->copies())
-              cs.push_back({{"name", Str(g->tensors()->Get(c)->name())},
-                            {"buffer", g->tensors()->Get(c)->buffer()},
-                            {"offset", g->tensors()->Get(c)->offset()}});
-          jg["input_copies"].push_back(
-              {{"tensor", Str(g->tensors()->Get(ic->tensor())->name())}, {"copies", cs}});
-        }
-      }
-      if (nodes && g->tensors()) {
-        jg["tensors"] = ordered_json::array();
-        for (const auto* t : *g->tensors()) {
-          ordered_json srcs = ordered_json::array();
-          if (t->srcs())
-            for (int s : *t->srcs()) srcs.push_back(s);
-          jg["tensors"].push_back({{"name", Str(t->name())},
-                                   {"kind", fb::EnumNameTensorKind(t->kind())},
-                                   {"op", OpName(t->op())},
-                                   {"type", TypeName(t->type())},
-                                   {"ne", Shape(t->ne())},
-                                   {"srcs", srcs},
-                                   {"backend", t->backend()},
-                                   {"cause", Str(t->cause())},
-                                   {"buffer", t->buffer()},
-                                   {"offset", t->offset()}});
-        }
-      }
-      j["graphs"].push_back(std::move(jg));
-    }
-  j["explain"] = ordered_json::array();
-  if (p.explain())
-    for (const auto* e : *p.explain()) {
-      // The records as plan-model --explain=json prints them (planner/lib/placement/explain.cpp):
-      // each rejected "<candidate>: <reason>" as {candidate, reason}.
-      ordered_json rej = ordered_json::array();
-      if (e->rejected())
-        for (const auto* r : *e->rejected()) {
-          const std::string text = r->str();
-          const size_t c = text.find(": ");
-          rej.push_back({{"candidate", c == std::string::npos ? text : text.substr(0, c)},
-                         {"reason", c == std::string::npos ? std::string() : text.substr(c + 2)}});
-        }
-      j["explain"].push_back({{"subject", Str(e->subject())},
-                              {"graph", Str(e->graph())},
-                              {"device", Str(e->device())},
-                              {"buffer_type", Str(e->buft())},
-                              {"rule", Str(e->rule())},
-                              {"code", Str(e->code())},
-                              {"rejected", rej}});
-    }
+    for (const auto* g : *p.graphs()) j["graphs"].push_back(JsonGraph(*g, nodes));
+  j["explain"] = JsonExplain(p);
   return j;
 }
 

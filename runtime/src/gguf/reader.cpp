@@ -108,6 +108,17 @@ class GgufParser {
   GgufParser(GgufFile& f) : f_(f), p_(f.data_), n_(f.size_) {}
 
   Status Run() {
+    uint64_t n_tensors = 0, n_kv = 0;
+    STOWAGE_RETURN_IF_ERROR(ReadHeader(&n_tensors, &n_kv));
+    STOWAGE_RETURN_IF_ERROR(ReadKvs(n_kv));
+    STOWAGE_RETURN_IF_ERROR(ReadAlignment());
+    STOWAGE_RETURN_IF_ERROR(ReadTensorInfos(n_tensors));
+    return CheckTensorData();
+  }
+
+ private:
+  // Magic, version (2 or 3, little-endian), the tensor and KV counts (bounded by the file size).
+  Status ReadHeader(uint64_t* n_tensors, uint64_t* n_kv) {
     STOWAGE_RETURN_IF_ERROR(Need(4, "magic"));
     if (std::memcmp(p_, "GGUF", 4) != 0) {
       return Err(0, "magic", "\"GGUF\"", Printable(p_, 4));
@@ -127,17 +138,21 @@ class GgufParser {
     if (version != 2 && version != 3) return Err(4, "version", "2 or 3", std::to_string(version));
     f_.version_ = version;
 
-    uint64_t n_tensors = 0, n_kv = 0;
-    STOWAGE_RETURN_IF_ERROR(ReadU64(&n_tensors, "n_tensors"));
-    STOWAGE_RETURN_IF_ERROR(ReadU64(&n_kv, "n_kv"));
+    STOWAGE_RETURN_IF_ERROR(ReadU64(n_tensors, "n_tensors"));
+    STOWAGE_RETURN_IF_ERROR(ReadU64(n_kv, "n_kv"));
     // Each KV needs >= 12 bytes (key length + type), each tensor info >= 8+4+8+4+8 bytes.
-    if (n_kv > (n_ - pos_) / 12)
+    if (*n_kv > (n_ - pos_) / 12)
       return Err(16, "n_kv", "at most " + std::to_string((n_ - pos_) / 12) + " (bounded by file size)",
-                 std::to_string(n_kv));
-    if (n_tensors > (n_ - pos_) / 32)
+                 std::to_string(*n_kv));
+    if (*n_tensors > (n_ - pos_) / 32)
       return Err(8, "n_tensors", "at most " + std::to_string((n_ - pos_) / 32) + " (bounded by file size)",
-                 std::to_string(n_tensors));
+                 std::to_string(*n_tensors));
 
+    return Status::Ok();
+  }
+
+  // The n_kv key-value pairs; keys unique.
+  Status ReadKvs(uint64_t n_kv) {
     f_.kvs_.reserve(n_kv);
     for (uint64_t i = 0; i < n_kv; ++i) {
       GgufKV kv;
@@ -157,6 +172,11 @@ class GgufParser {
         return Err(f_.kvs_[i].offset, "key '" + Esc(f_.kvs_[i].key) + "'", "unique keys", "a duplicate");
     }
 
+    return Status::Ok();
+  }
+
+  // general.alignment when present: a u32, a non-zero power of two.
+  Status ReadAlignment() {
     if (const GgufValue* a = f_.Find("general.alignment")) {
       if (a->type != GgufValueType::UINT32)
         return Err(f_.kvs_[f_.kv_index_["general.alignment"]].offset, "general.alignment", "type u32",
@@ -167,51 +187,16 @@ class GgufParser {
       f_.alignment_ = static_cast<uint32_t>(a->u);
     }
 
+    return Status::Ok();
+  }
+
+  // The n_tensors tensor infos; names unique.
+  Status ReadTensorInfos(uint64_t n_tensors) {
     f_.tensor_info_offset_ = pos_;
     f_.tensors_.reserve(n_tensors);
     for (uint64_t i = 0; i < n_tensors; ++i) {
       GgufTensorInfo ti;
-      ti.info_offset = pos_;
-      STOWAGE_RETURN_IF_ERROR(ReadString(&ti.name, "name of tensor #" + std::to_string(i)));
-      // ggml gguf_init_from_file: names must fit GGML_MAX_NAME (64) with their terminator.
-      if (ti.name.size() >= kMaxTensorName)
-        return Err(ti.info_offset, "name of tensor #" + std::to_string(i),
-                   "at most " + std::to_string(kMaxTensorName - 1) + " bytes (GGML_MAX_NAME)",
-                   std::to_string(ti.name.size()) + " bytes");
-      // ggml keeps names as C strings: a NUL would cut the name short (another tensor's name).
-      if (ti.name.find('\0') != std::string::npos)
-        return Err(ti.info_offset, "name of tensor #" + std::to_string(i), "no NUL byte",
-                   "'" + Esc(ti.name) + "'");
-      const std::string what = "tensor '" + Esc(ti.name) + "'";
-      const uint64_t nd_off = pos_;
-      STOWAGE_RETURN_IF_ERROR(ReadU32(&ti.n_dims, what + " n_dims"));
-      if (ti.n_dims < 1 || ti.n_dims > 4)
-        return Err(nd_off, what + " n_dims", "1..4", std::to_string(ti.n_dims));
-      for (uint32_t d = 0; d < ti.n_dims; ++d) {
-        const uint64_t off = pos_;
-        uint64_t v = 0;
-        STOWAGE_RETURN_IF_ERROR(ReadU64(&v, what + " ne" + std::to_string(d)));
-        if (v == 0 || v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-          return Err(off, what + " ne" + std::to_string(d), "a positive dimension",
-                     std::to_string(static_cast<int64_t>(v)));
-        ti.ne[d] = static_cast<int64_t>(v);
-      }
-      const uint64_t type_off = pos_;
-      uint32_t type = 0;
-      STOWAGE_RETURN_IF_ERROR(ReadU32(&type, what + " type"));
-      if (!IsValidGgmlType(type))
-        return Err(type_off, what + " type", "a ggml type id", std::to_string(type));
-      ti.type = static_cast<GgmlType>(type);
-      auto bytes = TensorBytesChecked(ti.type, ti.ne);
-      if (!bytes.ok())
-        return Err(nd_off, what + " shape", "a valid " + std::string(GgmlTypeName(ti.type)) + " shape",
-                   bytes.status().message());
-      ti.nbytes = *bytes;
-      const uint64_t off_off = pos_;
-      STOWAGE_RETURN_IF_ERROR(ReadU64(&ti.offset, what + " offset"));
-      if (ti.offset % f_.alignment_ != 0)
-        return Err(off_off, what + " offset", "a multiple of the alignment " + std::to_string(f_.alignment_),
-                   std::to_string(ti.offset));
+      STOWAGE_RETURN_IF_ERROR(ReadTensorInfo(i, &ti));
       f_.tensors_.push_back(std::move(ti));
     }
     for (size_t i = 0; i < f_.tensors_.size(); ++i) {
@@ -220,6 +205,57 @@ class GgufParser {
                    "unique tensor names", "a duplicate");
     }
 
+    return Status::Ok();
+  }
+
+  // Tensor info #i: name (GGML_MAX_NAME, no NUL), 1..4 positive dimensions, ggml type, aligned offset.
+  Status ReadTensorInfo(uint64_t i, GgufTensorInfo* ti) {
+    ti->info_offset = pos_;
+    STOWAGE_RETURN_IF_ERROR(ReadString(&ti->name, "name of tensor #" + std::to_string(i)));
+    // ggml gguf_init_from_file: names must fit GGML_MAX_NAME (64) with their terminator.
+    if (ti->name.size() >= kMaxTensorName)
+      return Err(ti->info_offset, "name of tensor #" + std::to_string(i),
+                 "at most " + std::to_string(kMaxTensorName - 1) + " bytes (GGML_MAX_NAME)",
+                 std::to_string(ti->name.size()) + " bytes");
+    // ggml keeps names as C strings: a NUL would cut the name short (another tensor's name).
+    if (ti->name.find('\0') != std::string::npos)
+      return Err(ti->info_offset, "name of tensor #" + std::to_string(i), "no NUL byte",
+                 "'" + Esc(ti->name) + "'");
+    const std::string what = "tensor '" + Esc(ti->name) + "'";
+    const uint64_t nd_off = pos_;
+    STOWAGE_RETURN_IF_ERROR(ReadU32(&ti->n_dims, what + " n_dims"));
+    if (ti->n_dims < 1 || ti->n_dims > 4)
+      return Err(nd_off, what + " n_dims", "1..4", std::to_string(ti->n_dims));
+    for (uint32_t d = 0; d < ti->n_dims; ++d) {
+      const uint64_t off = pos_;
+      uint64_t v = 0;
+      STOWAGE_RETURN_IF_ERROR(ReadU64(&v, what + " ne" + std::to_string(d)));
+      if (v == 0 || v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        return Err(off, what + " ne" + std::to_string(d), "a positive dimension",
+                   std::to_string(static_cast<int64_t>(v)));
+      ti->ne[d] = static_cast<int64_t>(v);
+    }
+    const uint64_t type_off = pos_;
+    uint32_t type = 0;
+    STOWAGE_RETURN_IF_ERROR(ReadU32(&type, what + " type"));
+    if (!IsValidGgmlType(type)) return Err(type_off, what + " type", "a ggml type id", std::to_string(type));
+    ti->type = static_cast<GgmlType>(type);
+    auto bytes = TensorBytesChecked(ti->type, ti->ne);
+    if (!bytes.ok())
+      return Err(nd_off, what + " shape", "a valid " + std::string(GgmlTypeName(ti->type)) + " shape",
+                 bytes.status().message());
+    ti->nbytes = *bytes;
+    const uint64_t off_off = pos_;
+    STOWAGE_RETURN_IF_ERROR(ReadU64(&ti->offset, what + " offset"));
+    if (ti->offset % f_.alignment_ != 0)
+      return Err(off_off, what + " offset", "a multiple of the alignment " + std::to_string(f_.alignment_),
+                 std::to_string(ti->offset));
+    return Status::Ok();
+  }
+
+  // The data section's aligned start; every tensor's data inside the file, without overlap, at the
+  // offsets ggml's layout gives.
+  Status CheckTensorData() {
     // Data section: aligned start.
     uint64_t data_off = pos_;
     const uint64_t rem = data_off % f_.alignment_;
@@ -265,7 +301,6 @@ class GgufParser {
     return Status::Ok();
   }
 
- private:
   static std::string Hex(uint32_t v) {
     char buf[16];
     std::snprintf(buf, sizeof buf, "%08x", v);
