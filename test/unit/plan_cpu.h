@@ -1,5 +1,5 @@
 // The CPU-only plan the runtime tests execute: every weight, KV cache tensor and node on the CPU
-// (planner::PlaceAllOnCpu), memory planned and serialized as plan-model writes it, without a device
+// (place_cpu.h PlaceAllOnCpu), memory planned and serialized as plan-model writes it, without a device
 // manifest. Header-only; link stowage_plan_export (and the planner libraries it brings).
 #pragma once
 
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "place_cpu.h"
 #include "stowage/planner/graph.h"
 #include "stowage/planner/memory_plan.h"
 #include "stowage/planner/model_graphs.h"
@@ -29,7 +30,7 @@ inline Result<std::vector<uint8_t>> PlanCpu(const std::string& model_path, const
                                             const std::string& flags = "test") {
   STOWAGE_ASSIGN_OR_RETURN(auto gguf, GgufFile::Open(model_path));
   STOWAGE_ASSIGN_OR_RETURN(planner::ModelGraphs graphs, planner::BuildModelGraphs(*gguf, cfg));
-  planner::Placement p = planner::PlaceAllOnCpu(graphs, use_mmap);
+  planner::Placement p = PlaceAllOnCpu(graphs, use_mmap);
   if (edit) edit(p);
   planner::MemoryPlan mem;
   STOWAGE_RETURN_IF_ERROR(planner::PlanMemory(graphs, p, &mem));

@@ -2,7 +2,7 @@
 // manifest, planned by planner::Plan, the entry point plan-model and stowage-run call (CPU_REPACK
 // for the weight types this CPU's repack buffer type takes, mmap, llama.cpp's defaults), serialized
 // as plan-model writes it. The end-to-end tests run these plans, so they exercise the planner's
-// buffer-type choices and the runtime's repacking, not only planner::PlaceAllOnCpu's plain CPU
+// buffer-type choices and the runtime's repacking, not only PlaceAllOnCpu (place_cpu.h)'s plain CPU
 // buffers (plan_cpu.h).
 // Header-only; link stowage_plan and stowage_manifest_probe.
 #pragma once

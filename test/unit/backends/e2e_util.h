@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "place_cpu.h"
 #include "stowage/planner/from_probe.h"
 #include "stowage/planner/memory_plan.h"
 #include "stowage/planner/model_graphs.h"
@@ -99,7 +100,7 @@ inline E2eRun RunPlanned(const std::string& model, const std::vector<int32_t>& p
   }
   std::vector<uint8_t> bytes;
   if (!keep) {
-    planner::Placement p = planner::PlaceAllOnCpu(*graphs, true);
+    planner::Placement p = test::PlaceAllOnCpu(*graphs, true);
     planner::MemoryPlan mem;
     Status st = planner::PlanMemory(*graphs, p, &mem);
     if (!st.ok()) {

@@ -158,9 +158,4 @@ void RecordTensorSplit(const DeviceSet& ds, const std::vector<float>& tensor_spl
 /// CUDA0. Requires InitPlacement(ds, ...) to have made `p`'s bufts.
 void RecordHostBufts(const DeviceSet& ds, Placement* p);
 
-/// The degenerate placement of a CPU-only machine without repack buffer types: every weight and
-/// KV tensor in the CPU buffer type, every node on the CPU backend, one split per graph.
-/// (The full placement engine reproduces this for a CPU manifest without extra bufts.)
-Placement PlaceAllOnCpu(ModelGraphs& m, bool use_mmap);
-
 }  // namespace stowage::planner
