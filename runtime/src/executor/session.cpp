@@ -13,7 +13,7 @@
 
 namespace stowage {
 
-using plan_graph::GGraph;
+using plan_graph::Graph;
 
 Status Session::Impl::Init(const SessionOptions& opts) {
   profile = opts.profile_ops;
@@ -120,7 +120,7 @@ Status Session::Decode(const std::vector<int32_t>& tokens, bool all_logits, std:
   // as described above: n_past rolled back, a recurrent state marked lost.
   auto failed = [&](Status st) {
     s.n_past = n_past_before;
-    for (const GGraph& g : s.graphs()) s.recurrent_state_lost = s.recurrent_state_lost || g.recurrent();
+    for (const Graph& g : s.graphs()) s.recurrent_state_lost = s.recurrent_state_lost || g.recurrent();
     return st;
   };
   try {

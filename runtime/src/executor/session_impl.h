@@ -31,7 +31,7 @@ class Session::Impl {
   std::vector<bool> buffer_mapped;  // read-only ranges of the GGUF mapping
   std::vector<BufferReport> reports;
   /// The plan's graphs as PlanFile::Verify decoded and checked them: [0] = pp, [1] = tg.
-  const std::vector<plan_graph::GGraph>& graphs() const { return plan->graphs().graphs; }
+  const std::vector<plan_graph::Graph>& graphs() const { return plan->graphs().graphs; }
   /// What tensors bind against: planned buffer sizes, the buffers' bases, weights / KV cache as
   /// uploaded (data, layout).
   plan_graph::Memory mem;
@@ -69,22 +69,22 @@ class Session::Impl {
   // One ubatch (session_ubatch.cpp): bind graph pp or tg for it, fill its inputs, run its splits,
   // read its logits into `out`.
   Status RunUbatch(const int32_t* tokens, int64_t n, bool all_logits, float* out);
-  Status RunUbatchOn(const plan_graph::GGraph& g, const int32_t* tokens, int64_t n, bool all_logits,
+  Status RunUbatchOn(const plan_graph::Graph& g, const int32_t* tokens, int64_t n, bool all_logits,
                      float* out);
   /// The symbol values of a ubatch of `n` tokens at n_past on graph `g`.
-  plan_graph::Sym UbatchSymbols(const plan_graph::GGraph& g, int64_t n, bool all_logits) const;
+  plan_graph::Bindings UbatchBindings(const plan_graph::Graph& g, int64_t n, bool all_logits) const;
   /// Writes the graph inputs of a ubatch bound at `s` (tokens, positions, masks, recurrent state
   /// inputs, output ids).
-  Status FillInputs(const plan_graph::GGraph& g, const plan_graph::Sym& s, const int32_t* tokens,
+  Status FillInputs(const plan_graph::Graph& g, const plan_graph::Bindings& s, const int32_t* tokens,
                     bool all_logits);
   Status WriteInput(int id, const void* data, uint64_t n);  ///< graph tensor `id` (bound), when >= 0
-  Status BindAll(const plan_graph::GGraph& g, const plan_graph::Sym& s) {
+  Status BindAll(const plan_graph::Graph& g, const plan_graph::Bindings& s) {
     return plan_graph::BindAll(g, s, mem, plan->path(), &bound);
   }
 
   // Split execution (session_splits.cpp).
-  Status RunSplits(const plan_graph::GGraph& g);
-  Status CopyTensor(const plan_graph::GGraph& g, int src, int dst);
+  Status RunSplits(const plan_graph::Graph& g);
+  Status CopyTensor(const plan_graph::Graph& g, int src, int dst);
   Status WaitHostWrites();
   Status WaitHostReads();
   Status SyncAll();

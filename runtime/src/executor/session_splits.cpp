@@ -14,9 +14,9 @@ using exec::NodeCall;
 using exec::TensorView;
 using plan_graph::Bound;
 using plan_graph::Extent;
-using plan_graph::GGraph;
-using plan_graph::GSplit;
-using plan_graph::GTensor;
+using plan_graph::Graph;
+using plan_graph::Split;
+using plan_graph::Tensor;
 
 Status Session::Impl::WaitHostWrites() {
   for (auto& ev : host_writes) STOWAGE_RETURN_IF_ERROR(ev->HostWait());
@@ -61,7 +61,7 @@ Status Session::Impl::SyncAll() {
 // (host_reads: waited before host kernels may overwrite it). Device to device: a direct copy
 // ordered on both queues (Backend::CopyFromAsync) where the backends have one, else through host
 // staging, the destination backend waiting on an event of the source backend's read.
-Status Session::Impl::CopyTensor(const GGraph& g, int src, int dst) {
+Status Session::Impl::CopyTensor(const Graph& g, int src, int dst) {
   const Bound& s = bound[src];
   const Bound& d = bound[dst];
   if (buffer_mapped[d.buffer])
@@ -144,12 +144,12 @@ Status Session::Impl::CopyTensor(const GGraph& g, int src, int dst) {
   return to.WriteAsync(db, d.offset, stages.back().data(), stages.back().size());
 }
 
-Status Session::Impl::RunSplits(const GGraph& g) {
+Status Session::Impl::RunSplits(const Graph& g) {
   using ProfClock = std::chrono::steady_clock;
   const size_t gi = size_t(&g - graphs().data());
   if (profile && prof_slot.size() < graphs().size()) prof_slot.resize(graphs().size());
   if (profile && prof_slot[gi].size() != g.tensors.size()) prof_slot[gi].assign(g.tensors.size(), -1);
-  for (const GSplit& sp : g.splits) {
+  for (const Split& sp : g.splits) {
     Backend& be = *backends[sp.backend];
     // Split inputs: copy each source into the split backend's memory (ggml_backend_sched).
     const auto tc = profile ? ProfClock::now() : ProfClock::time_point();
@@ -164,7 +164,7 @@ Status Session::Impl::RunSplits(const GGraph& g) {
     }
     for (uint32_t k = sp.begin; k < sp.end; ++k) {
       const int id = g.nodes[k];
-      const GTensor& t = g.tensors[id];
+      const Tensor& t = g.tensors[id];
       if (IsViewOp(t.op) || t.op == GgmlOp::NONE) continue;
       if (bound[id].v.nelements() == 0) continue;  // an empty node computes nothing (ggml skips it too)
       NodeCall c;

@@ -11,9 +11,9 @@
 namespace stowage {
 
 using exec::TensorView;
+using plan_graph::Bindings;
 using plan_graph::Bound;
-using plan_graph::GGraph;
-using plan_graph::Sym;
+using plan_graph::Graph;
 
 Status Session::Impl::WriteInput(int id, const void* data, uint64_t n) {
   if (id < 0) return Status::Ok();
@@ -22,15 +22,15 @@ Status Session::Impl::WriteInput(int id, const void* data, uint64_t n) {
 }
 
 Status Session::Impl::RunUbatch(const int32_t* tokens, int64_t n, bool all_logits, float* out) {
-  const GGraph& g = n == 1 ? graphs()[1] : graphs()[0];
+  const Graph& g = n == 1 ? graphs()[1] : graphs()[0];
   const auto t_ubatch = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   Status st = RunUbatchOn(g, tokens, n, all_logits, out);
   if (profile && st.ok()) ProfAdd(ProfRow(g.name, "", "(ubatch)"), t_ubatch);
   return st;
 }
 
-Sym Session::Impl::UbatchSymbols(const GGraph& g, int64_t n, bool all_logits) const {
-  Sym s;
+Bindings Session::Impl::UbatchBindings(const Graph& g, int64_t n, bool all_logits) const {
+  Bindings s;
   s.n_tokens = n;
   s.kv_head = n_past;
   // llama_kv_cache_update / llama_kv_cache_get_padding (Feb 2025): n_kv covers the cells in use,
@@ -52,7 +52,7 @@ Sym Session::Impl::UbatchSymbols(const GGraph& g, int64_t n, bool all_logits) co
   return s;
 }
 
-Status Session::Impl::FillInputs(const GGraph& g, const Sym& s, const int32_t* tokens, bool all_logits) {
+Status Session::Impl::FillInputs(const Graph& g, const Bindings& s, const int32_t* tokens, bool all_logits) {
   const int64_t n = s.n_tokens;
   STOWAGE_RETURN_IF_ERROR(WriteInput(g.inp_tokens, tokens, n * sizeof(int32_t)));
   std::vector<int32_t> pos(n);
@@ -94,9 +94,9 @@ Status Session::Impl::FillInputs(const GGraph& g, const Sym& s, const int32_t* t
   return Status::Ok();
 }
 
-Status Session::Impl::RunUbatchOn(const GGraph& g, const int32_t* tokens, int64_t n, bool all_logits,
+Status Session::Impl::RunUbatchOn(const Graph& g, const int32_t* tokens, int64_t n, bool all_logits,
                                   float* out) {
-  const Sym s = UbatchSymbols(g, n, all_logits);
+  const Bindings s = UbatchBindings(g, n, all_logits);
   if (n > g.max_tokens || s.n_kv > g.max_kv || s.n_outputs > g.max_outputs)
     return Internal("ubatch exceeds the planned worst case of graph " + g.name);
   STOWAGE_RETURN_IF_ERROR(BindAll(g, s));

@@ -93,8 +93,8 @@ Status PlanFile::Verify(PlanChecks checks) {
   // a tensor that fits at kv_head 0 may leave its buffer, or the tensor it views, at kv_head 100.
   std::vector<plan_graph::Bound> bound;
   for (size_t gi = 0; gi < decoded.graphs.size(); ++gi) {
-    const plan_graph::GGraph& g = decoded.graphs[gi];
-    for (const plan_graph::Sym& s : plan_graph::Corners(g, gi, decoded.n_ctx, decoded.n_ubatch)) {
+    const plan_graph::Graph& g = decoded.graphs[gi];
+    for (const plan_graph::Bindings& s : plan_graph::Corners(g, gi, decoded.n_ctx, decoded.n_ubatch)) {
       STOWAGE_RETURN_IF_ERROR(plan_graph::BindAll(g, s, mem, path_, &bound));
       STOWAGE_RETURN_IF_ERROR(plan_graph::CheckNodeShapes(g, bound, path_));
       STOWAGE_RETURN_IF_ERROR(plan_graph::CheckNodes(r, g, bound, mem, path_));

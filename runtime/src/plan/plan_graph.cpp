@@ -11,7 +11,7 @@ namespace stowage::plan_graph {
 
 namespace fb = ::stowage::plan;
 
-bool Sym::Eval(const fb::DimExpr& e, int64_t* out) const {
+bool Bindings::Eval(const fb::DimExpr& e, int64_t* out) const {
   int64_t acc = e.c(), term;
   const int64_t coef[4] = {e.tokens(), e.kv(), e.kv_head(), e.outputs()};
   const int64_t val[4] = {n_tokens, n_kv, kv_head, n_outputs};
@@ -58,9 +58,9 @@ int64_t CheckedElements(const int64_t ne[4]) {
 /// (RESHAPE/VIEW/PERMUTE/TRANSPOSE), else the end of its source chain (ggml's view_src). A CPY is
 /// not followed: its result exists once the CPY node ran. -1 when the chain is deeper than 64
 /// (BindTensor's limit; a cycle in a hostile plan) or a view has no source.
-int ViewOwner(const GGraph& g, int id) {
+int ViewOwner(const Graph& g, int id) {
   for (int depth = 0; depth <= 64; ++depth) {
-    const GTensor& t = g.tensors[id];
+    const Tensor& t = g.tensors[id];
     if (!IsViewOp(t.op)) return id;
     if (t.srcs.empty() || t.srcs[0] < 0 || static_cast<size_t>(t.srcs[0]) >= g.tensors.size()) return -1;
     id = t.srcs[0];
@@ -71,7 +71,7 @@ int ViewOwner(const GGraph& g, int id) {
 // Every source a node reads must exist when it runs: a weight, KV cache or graph input, a split
 // input copy made at its split's start, or the result of an earlier node; and the graph must
 // compute result_output. (Refuses plans whose splits skip or reorder nodes.)
-Status CheckDefinedBeforeUse(const GGraph& g, const std::string& path) {
+Status CheckDefinedBeforeUse(const Graph& g, const std::string& path) {
   std::vector<char> defined(g.tensors.size(), 0);
   for (size_t i = 0; i < g.tensors.size(); ++i) {
     const auto k = g.tensors[i].kind;
@@ -83,7 +83,7 @@ Status CheckDefinedBeforeUse(const GGraph& g, const std::string& path) {
   // The weight / KV cache / input a view chain (or a CPY's destination) ends at; -1 if none.
   auto root = [&g](int t) {
     for (int depth = 0; t >= 0 && depth < 64; ++depth) {
-      const GTensor& x = g.tensors[t];
+      const Tensor& x = g.tensors[t];
       if (x.kind == fb::TensorKind::Weight || x.kind == fb::TensorKind::KvCache ||
           x.kind == fb::TensorKind::Input)
         return t;
@@ -92,12 +92,12 @@ Status CheckDefinedBeforeUse(const GGraph& g, const std::string& path) {
     }
     return -1;
   };
-  for (const GSplit& sp : g.splits) {
+  for (const Split& sp : g.splits) {
     for (const auto& [src, copy] : sp.inputs) {
       const int r = root(src);
       if (r < 0 || g.tensors[r].kind != fb::TensorKind::KvCache) continue;
       for (uint32_t k = sp.begin; k < sp.end; ++k) {
-        const GTensor& n = g.tensors[g.nodes[k]];
+        const Tensor& n = g.tensors[g.nodes[k]];
         if (std::find(n.srcs.begin(), n.srcs.end(), copy) != n.srcs.end()) break;  // read before any write
         // A node that stores into a destination source (a CPY into the cache).
         const int into = AliasedSource(n.op, n.srcs.size());
@@ -108,7 +108,7 @@ Status CheckDefinedBeforeUse(const GGraph& g, const std::string& path) {
       }
     }
   }
-  for (const GSplit& sp : g.splits) {
+  for (const Split& sp : g.splits) {
     for (const auto& [src, copy] : sp.inputs) {
       // A split input that is a view (with -nkvo the CPU split copies "Vcur-0 (transposed)" and
       // "q-0", views of GPU results that ggml places at their consumer, after the split's start)
@@ -134,15 +134,15 @@ Status CheckDefinedBeforeUse(const GGraph& g, const std::string& path) {
   return Status::Ok();
 }
 
-Result<GGraph> DecodeGraph(const fb::Graph& g, int64_t n_ctx, const std::string& path) {
-  GGraph gg;
+Result<Graph> DecodeGraph(const fb::Graph& g, int64_t n_ctx, const std::string& path) {
+  Graph gg;
   gg.name = g.name() ? g.name()->str() : "";
   gg.max_tokens = g.max_tokens();
   gg.max_kv = g.max_kv();
   gg.max_outputs = g.max_outputs();
   for (size_t i = 0; i < g.tensors()->size(); ++i) {
     const auto* t = g.tensors()->Get(i);
-    GTensor x;
+    Tensor x;
     x.name = t->name() ? t->name()->str() : "";
     x.op = static_cast<GgmlOp>(t->op());
     x.type = static_cast<GgmlType>(t->type());
@@ -209,7 +209,7 @@ Result<GGraph> DecodeGraph(const fb::Graph& g, int64_t n_ctx, const std::string&
   gg.nodes.assign(g.nodes()->begin(), g.nodes()->end());
   if (g.splits())
     for (const auto* s : *g.splits()) {
-      GSplit gs{s->backend(), s->node_begin(), s->node_end(), {}};
+      Split gs{s->backend(), s->node_begin(), s->node_end(), {}};
       if (s->inputs())
         for (const auto* in : *s->inputs()) gs.inputs.emplace_back(in->tensor(), in->copy());
       gg.splits.push_back(std::move(gs));
@@ -226,14 +226,14 @@ Result<GGraph> DecodeGraph(const fb::Graph& g, int64_t n_ctx, const std::string&
   return gg;
 }
 
-Status BindTensor(const GGraph& g, int id, const Sym& s, const Memory& mem, const std::string& path,
+Status BindTensor(const Graph& g, int id, const Bindings& s, const Memory& mem, const std::string& path,
                   std::vector<Bound>& bound, int depth) {
   Bound& b = bound[id];
   if (b.done) return Status::Ok();
   if (depth > 64)
     return DataLoss(path + ": graph " + g.name + ": view chain too deep (cycle?) at '" + g.tensors[id].name +
                     "'");
-  const GTensor& t = g.tensors[id];
+  const Tensor& t = g.tensors[id];
   TensorView v;
   v.type = t.type;
   // Built only for an error message (this runs for every tensor of every ubatch).
@@ -360,11 +360,11 @@ Result<Graphs> Decode(const fb::Plan& r, const std::string& path) {
   if (out.n_ctx <= 0 || out.n_ubatch <= 0 || out.n_vocab <= 0)
     return DataLoss(path + ": context: n_ctx, n_ubatch and n_vocab must be positive");
   for (const auto* g : *r.graphs()) {
-    STOWAGE_ASSIGN_OR_RETURN(GGraph gg, DecodeGraph(*g, out.n_ctx, path));
+    STOWAGE_ASSIGN_OR_RETURN(Graph gg, DecodeGraph(*g, out.n_ctx, path));
     out.graphs.push_back(std::move(gg));
   }
   if (out.graphs.size() < 2) return DataLoss(path + ": expected the pp and tg graphs");
-  const GGraph& pp = out.graphs[0];
+  const Graph& pp = out.graphs[0];
   if (pp.max_tokens < std::min(out.n_ubatch, out.n_ctx) || pp.max_outputs < pp.max_tokens)
     return DataLoss(path + ": graph pp: max_tokens " + std::to_string(pp.max_tokens) + " / max_outputs " +
                     std::to_string(pp.max_outputs) + " below context.n_ubatch " +
@@ -392,27 +392,27 @@ Memory PlannedMemory(const fb::Plan& r) {
   return m;
 }
 
-std::vector<Sym> Corners(const GGraph& g, size_t graph_index, int64_t n_ctx, int64_t n_ubatch) {
+std::vector<Bindings> Corners(const Graph& g, size_t graph_index, int64_t n_ctx, int64_t n_ubatch) {
   const int64_t n_max =
       graph_index == 1 ? 1 : std::max<int64_t>(1, std::min({g.max_tokens, n_ubatch, n_ctx}));
-  std::vector<Sym> out;
+  std::vector<Bindings> out;
   for (const int64_t n : {int64_t(1), n_max}) {
     if (n == n_max && n == 1 && !out.empty()) break;
     for (const int64_t o : {int64_t(1), n}) {
       if (g.recurrent()) {
-        out.push_back(Sym{n, 1, 0, o});
+        out.push_back(Bindings{n, 1, 0, o});
         continue;
       }
-      out.push_back(Sym{n, n, 0, o});
-      out.push_back(Sym{n, n_ctx, 0, o});
-      out.push_back(Sym{n, n_ctx, n_ctx - n, o});
+      out.push_back(Bindings{n, n, 0, o});
+      out.push_back(Bindings{n, n_ctx, 0, o});
+      out.push_back(Bindings{n, n_ctx, n_ctx - n, o});
     }
   }
   out.push_back(g.worst_case());  // what the plan sized the graph for
   return out;
 }
 
-Status BindAll(const GGraph& g, const Sym& s, const Memory& mem, const std::string& path,
+Status BindAll(const Graph& g, const Bindings& s, const Memory& mem, const std::string& path,
                std::vector<Bound>* bound) {
   bound->assign(g.tensors.size(), Bound{});
   for (size_t i = 0; i < g.tensors.size(); ++i)
@@ -420,13 +420,13 @@ Status BindAll(const GGraph& g, const Sym& s, const Memory& mem, const std::stri
   return Status::Ok();
 }
 
-Status CheckNodeShapes(const GGraph& g, const std::vector<Bound>& bound, const std::string& path) {
+Status CheckNodeShapes(const Graph& g, const std::vector<Bound>& bound, const std::string& path) {
   auto shape = [](const TensorView& v) {
     return "[" + std::to_string(v.ne[0]) + ", " + std::to_string(v.ne[1]) + ", " + std::to_string(v.ne[2]) +
            ", " + std::to_string(v.ne[3]) + "]";
   };
   for (int id : g.nodes) {
-    const GTensor& t = g.tensors[id];
+    const Tensor& t = g.tensors[id];
     if (t.srcs.empty() || t.srcs[0] < 0) continue;
     const TensorView& d = bound[id].v;
     const TensorView& a = bound[t.srcs[0]].v;
@@ -465,15 +465,15 @@ Status CheckNodeShapes(const GGraph& g, const std::vector<Bound>& bound, const s
   return Status::Ok();
 }
 
-Status CheckNodes(const fb::Plan& r, const GGraph& g, const std::vector<Bound>& bound, const Memory& mem,
+Status CheckNodes(const fb::Plan& r, const Graph& g, const std::vector<Bound>& bound, const Memory& mem,
                   const std::string& path) {
-  for (const GSplit& sp : g.splits) {
+  for (const Split& sp : g.splits) {
     const auto* dev = r.devices()->Get(r.backends()->Get(sp.backend)->device());
     const bool onednn = dev->type() == fb::DeviceType::ACCEL && dev->name() &&
                         dev->name()->str().rfind("ONEDNN", 0) == 0;  // builtin_backends.cpp
     for (uint32_t k = sp.begin; k < sp.end; ++k) {
       const int id = g.nodes[k];
-      const GTensor& t = g.tensors[id];
+      const Tensor& t = g.tensors[id];
       if (IsViewOp(t.op) || t.op == GgmlOp::NONE) continue;
       auto node = [&] {
         return path + ": graph " + g.name + " node '" + t.name + "' (" + GgmlOpName(t.op) + ")";
@@ -508,7 +508,7 @@ Status CheckNodes(const fb::Plan& r, const GGraph& g, const std::vector<Bound>& 
   return Status::Ok();
 }
 
-Status CheckResultShape(const GGraph& g, const std::vector<Bound>& bound, int64_t n_vocab, int64_t n_outputs,
+Status CheckResultShape(const Graph& g, const std::vector<Bound>& bound, int64_t n_vocab, int64_t n_outputs,
                         const std::string& path) {
   const TensorView& v = bound[g.result].v;
   if (v.type != GgmlType::F32 || v.ne[0] != n_vocab || v.ne[1] != n_outputs || v.ne[2] != 1 || v.ne[3] != 1)

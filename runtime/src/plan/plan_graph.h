@@ -20,7 +20,7 @@ namespace stowage::plan_graph {
 using cpu::TensorView;
 
 /// Values of a graph's symbolic dimensions for one call.
-struct Sym {
+struct Bindings {
   int64_t n_tokens = 0, n_kv = 0, kv_head = 0, n_outputs = 0;
   /// c + tokens*n_tokens + kv*n_kv + kv_head*kv_head + outputs*n_outputs; false on int64 overflow
   /// (coefficients come from the plan file, which may be hostile).
@@ -28,7 +28,7 @@ struct Sym {
 };
 
 /// A graph tensor, decoded from the plan once.
-struct GTensor {
+struct Tensor {
   std::string name;
   GgmlOp op = GgmlOp::NONE;
   GgmlType type = GgmlType::F32;
@@ -46,18 +46,18 @@ struct GTensor {
   bool is_view = false;  ///< data aliases srcs[0] (RESHAPE/VIEW/PERMUTE/TRANSPOSE) or srcs[1] (CPY)
 };
 
-struct GSplit {
+struct Split {
   int backend;
   uint32_t begin, end;
   std::vector<std::pair<int, int>> inputs;  ///< (source, copy) graph tensor indices
 };
 
-struct GGraph {
+struct Graph {
   std::string name;
   int64_t max_tokens = 0, max_kv = 0, max_outputs = 0;
-  std::vector<GTensor> tensors;
+  std::vector<Tensor> tensors;
   std::vector<int> nodes;
-  std::vector<GSplit> splits;
+  std::vector<Split> splits;
   int inp_tokens = -1, inp_pos = -1, kq_mask = -1, inp_out_ids = -1, result = -1;
   int kq_mask_swa = -1;  ///< phi3 with a sliding window (llama.cpp's inp_KQ_mask_swa)
   /// Recurrent models (mamba, llm_build_copy_mask_state): which cell each used cell's state comes
@@ -65,7 +65,7 @@ struct GGraph {
   int inp_s_copy = -1, inp_s_mask = -1;
   bool recurrent() const { return inp_s_copy >= 0 || inp_s_mask >= 0; }
   /// The symbol values of the worst case the plan sized the graph for (kv_head 0).
-  Sym worst_case() const { return Sym{max_tokens, max_kv, 0, max_outputs}; }
+  Bindings worst_case() const { return Bindings{max_tokens, max_kv, 0, max_outputs}; }
 };
 
 /// The symbol values at which the verifier binds graph `g` (index `graph_index`: 0 = pp, 1 = tg)
@@ -78,12 +78,12 @@ struct GGraph {
 /// so at one of them (extents of strided views are products of affine terms in different symbols in
 /// every plan the planner writes, which are extreme at the vertices too). The graph's worst case
 /// (worst_case()) is the last entry.
-std::vector<Sym> Corners(const GGraph& g, size_t graph_index, int64_t n_ctx, int64_t n_ubatch);
+std::vector<Bindings> Corners(const Graph& g, size_t graph_index, int64_t n_ctx, int64_t n_ubatch);
 
 /// The context and graphs of a plan, decoded.
 struct Graphs {
   int64_t n_ctx = 0, n_ubatch = 0, n_vocab = 0;
-  std::vector<GGraph> graphs;  ///< [0] = pp, [1] = tg
+  std::vector<Graph> graphs;  ///< [0] = pp, [1] = tg
 };
 
 /// Decodes the context and every graph of `r`, a plan whose cross references PlanFile::Verify has
@@ -127,14 +127,14 @@ Memory PlannedMemory(const plan::Plan& r);
 /// views (offset, strides, PERMUTE axes) and chains at most 64 deep, the bytes spanned inside the
 /// planned size of the tensor's buffer, offset and strides multiples of the element alignment.
 /// Errors: kDataLoss naming `path`, the graph and the tensor.
-Status BindAll(const GGraph& g, const Sym& s, const Memory& mem, const std::string& path,
+Status BindAll(const Graph& g, const Bindings& s, const Memory& mem, const std::string& path,
                std::vector<Bound>* bound);
 
 /// The result shapes of the ops whose rule is simple, at the shapes in `bound`: MUL_MAT
 /// [ne01, ne11, ne12, ne13] with ne00 == ne10 (ggml_mul_mat), and the ops whose result has their
 /// first source's shape (ggml_add/mul/scale/rms_norm/norm/silu/gelu/soft_max_ext/rope). The kernels
 /// check the same when they run; this fails at load, before any text is streamed. Errors: kDataLoss.
-Status CheckNodeShapes(const GGraph& g, const std::vector<Bound>& bound, const std::string& path);
+Status CheckNodeShapes(const Graph& g, const std::vector<Bound>& bound, const std::string& path);
 
 /// The checks of each node that need only the plan (ggml's asserts and the kernels' preconditions,
 /// made before anything runs): the sources its op reads are present (ROPE 2, MUL_MAT 2, RMS_NORM 1,
@@ -143,12 +143,12 @@ Status CheckNodeShapes(const GGraph& g, const std::vector<Bound>& bound, const s
 /// only) buffer of the model file; a split on the oneDNN backend (device type ACCEL named ONEDNN*)
 /// runs MUL_MAT only. `bound` is a binding of `g` (BindAll). Errors: kDataLoss naming `path`, the
 /// graph and the node.
-Status CheckNodes(const plan::Plan& r, const GGraph& g, const std::vector<Bound>& bound, const Memory& mem,
+Status CheckNodes(const plan::Plan& r, const Graph& g, const std::vector<Bound>& bound, const Memory& mem,
                   const std::string& path);
 
 /// result_output holds n_vocab logits for each of the `n_outputs` outputs (the session reads
 /// exactly them). Errors: kDataLoss.
-Status CheckResultShape(const GGraph& g, const std::vector<Bound>& bound, int64_t n_vocab, int64_t n_outputs,
+Status CheckResultShape(const Graph& g, const std::vector<Bound>& bound, int64_t n_vocab, int64_t n_outputs,
                         const std::string& path);
 
 /// Bytes spanned by a (possibly strided) view: last element's offset + its size. UINT64_MAX when

@@ -680,7 +680,7 @@ TEST(HostilePlanFile, WrongIdentifierIsPrintedEscaped) {
   EXPECT_EQ(p.status().message().find('\0'), std::string::npos);
 }
 
-// BUG: Sym::Eval (runtime/src/executor/session.cpp, "e.c() + e.tokens() * n_tokens +
+// BUG: Bindings::Eval (runtime/src/executor/session.cpp, "e.c() + e.tokens() * n_tokens +
 // ...") multiplies and adds the plan's DimExpr coefficients in int64 without overflow checks. A
 // coefficient of 2^62 + 1 for n_tokens is signed-overflow UB: the -DSTOWAGE_SANITIZE=ON build
 // aborts ("runtime error: signed integer overflow: 5 * 4611686018427387905"), a release build
