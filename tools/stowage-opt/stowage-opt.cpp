@@ -6,8 +6,8 @@
 //
 // `--import-gguf FILE` (when built with the compiler) imports a GGUF model instead of reading IR:
 // the module of func @prefill / func @decode then goes through the same pipeline and printer.
-// `--gguf-n-ctx`, `--gguf-n-ubatch`, `--gguf-n-batch`, `--gguf-flash-attn` set the context the
-// graphs are built for;
+// `--gguf-n-ctx`, `--gguf-n-ubatch`, `--gguf-n-batch`, `--gguf-flash-attn[=on|off|auto]` set the
+// context the graphs are built for;
 // `--place-devices LIST [--place-ngl N] [--place-ot REGEX=BUFT] [--place-no-kv-offload]
 // [--place-no-mmap] [--place-registry DIR]` also places the model
 // (planner::Plan) and records devices, buffer types, backends, causes, splits and split
@@ -72,11 +72,12 @@ static cl::opt<bool> placeNoKvOffload("place-no-kv-offload",
 static cl::opt<bool> placeNoMmap("place-no-mmap",
                                  cl::desc("--place-devices: load weights instead of mapping them"),
                                  cl::init(false));
-static cl::opt<bool>
-    ggufFlashAttn("gguf-flash-attn",
-                  cl::desc("--import-gguf: llama.cpp's -fa on (ggml.flash_attn_ext "
-                           "over an untransposed V cache, n_ctx padded to 256)"),
-                  cl::init(false));
+static cl::opt<std::string> ggufFlashAttn(
+    "gguf-flash-attn", cl::ValueOptional,
+    cl::desc("--import-gguf: llama.cpp's -fa: on (given alone; ggml.flash_attn_ext over an "
+             "untransposed V cache, n_ctx padded to 256), off, or auto (with --place-devices: "
+             "planner::Plan keeps it when every layer's attention runs on the layer's device)"),
+    cl::value_desc("on|off|auto"), cl::init("off"));
 static cl::opt<unsigned> ggufNBatch("gguf-n-batch", cl::desc("--import-gguf: logical batch size"),
                                     cl::init(2048));
 
@@ -99,7 +100,23 @@ static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry 
   config.n_ctx = ggufNCtx;
   config.n_ubatch = ggufNUbatch;
   config.n_batch = ggufNBatch;
-  config.flash_attn = ggufFlashAttn;
+  // -fa as plan-model reads it (true/false/1/0: the bool this option was).
+  const std::string fa = ggufFlashAttn.getNumOccurrences() > 0 && ggufFlashAttn.empty()
+                             ? std::string("on")
+                             : ggufFlashAttn.getValue();
+  const bool faAuto = fa == "auto";
+  if (!faAuto && fa != "on" && fa != "off" && fa != "true" && fa != "false" && fa != "1" &&
+      fa != "0") {
+    llvm::errs() << "stowage-opt: error: --gguf-flash-attn=" << fa
+                 << ": expected on, off or auto\n";
+    return nullptr;
+  }
+  if (faAuto && placeDevices.empty()) {
+    llvm::errs() << "stowage-opt: error: --gguf-flash-attn=auto decides with the placement: give "
+                    "--place-devices\n";
+    return nullptr;
+  }
+  config.flash_attn = fa == "on" || fa == "true" || fa == "1" || faAuto;
   // llama_init_from_model's n_batch line, as plan-model prints it (planner::ResolvePlanContext, the
   // resolution the import and planner::Plan make). A file that cannot be read is left to the
   // import, which reports it.
@@ -125,6 +142,7 @@ static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry 
   placement.options.n_gpu_layers = placeNgl <= -2 ? stowage::planner::kAllGpuLayers : int(placeNgl);
   placement.options.offload_kqv = !placeNoKvOffload;
   placement.options.use_mmap = !placeNoMmap;
+  placement.flash_attn_auto = faAuto;
   for (const std::string &ot : placeOverrides) {
     auto parsed = stowage::planner::ParseTensorOverrides(ot);
     if (!parsed.ok()) {

@@ -714,13 +714,17 @@ OwningOpRef<ModuleOp> importGgufFile(MLIRContext *context, StringRef path,
   // planner::Plan, as plan-model plans (no fit check: the IR is for inspection and passes).
   planner::PlanRequest request;
   request.context = config;
-  request.flash_attn =
-      config.flash_attn ? planner::FlashAttnMode::kOn : planner::FlashAttnMode::kOff;
+  request.flash_attn = placement->flash_attn_auto ? planner::FlashAttnMode::kAuto
+                       : config.flash_attn        ? planner::FlashAttnMode::kOn
+                                                  : planner::FlashAttnMode::kOff;
   request.placement = placement->options;
   request.serialize = false;
   auto planned = planner::Plan(**file, *machine, request, [&](const planner::PlanMessage &m) {
-    if (m.kind == planner::PlanMessageKind::kWarning)
+    if (m.kind == planner::PlanMessageKind::kWarning ||
+        m.kind == planner::PlanMessageKind::kFlashAttnDisabled)
       emitWarning(loc) << m.text;
+    else if (m.kind == planner::PlanMessageKind::kFlashAttnEnabled)
+      emitRemark(loc) << m.text;
   });
   if (!planned.ok()) {
     emitError(loc) << planned.status().message();

@@ -72,6 +72,10 @@ struct ImportPlacement {
   std::vector<std::string> registry_dirs;
   /// -ngl, -sm, -ts, -ot, mmap, ... with llama.cpp's defaults.
   planner::PlacementOptions options;
+  /// llama.cpp's -fa auto (planner::FlashAttnMode::kAuto): planned with flash attention, kept when
+  /// every layer's FLASH_ATTN_EXT runs on the layer's device, else planned again without; the
+  /// config's flash_attn is then ignored and the module records the decision (stowage.import).
+  bool flash_attn_auto = false;
 };
 
 /// Opens the GGUF file `path`, builds its model graphs with `config` (planner::BuildModelGraphs:
