@@ -483,7 +483,8 @@ TEST(HostileSessionInput, NkvoWithOffloadedLayersRuns) {
 // exists", llama-context.cpp), and --cpu-moe is made of overrides. The planner follows FEB25's
 // rule, which predates -ot, so the combination it plans never existed. Fix: PipelineParallelism
 // takes "has overrides" (PlacementOptions::overrides non-empty, after --cpu-moe patterns) and says
-// "tensor overrides given"; callers place_model.cpp and compiler PlannerState.cpp.
+// "tensor overrides given"; its caller is place_model.cpp (PlaceModelStep, which the compiler's
+// placement passes run too).
 TEST(HostilePlanner, TensorOverridesTurnPipelineParallelismOff) {
   const std::string model = test::ModelPath("stories260K.gguf");
   STOWAGE_REQUIRE_FILE(model);
