@@ -166,7 +166,11 @@ def StowagePlanMemory : Pass<"stowage-plan-memory", "::mlir::ModuleOp"> {
     worst-case graphs, the output buffer (reference §2.5–2.7). Writes `stowage.buffers` on the
     module (per buffer: name, buft, device, usage, size in bytes, alignment, mapped) and
     `stowage.buffer` / `stowage.offset` (bytes) on every weight, cache and node that owns memory.
-    Errors: run out of order, an IR whose splits differ from the planner's schedule.
+    The step is planner::PlaceModelStep(kMemory), PlaceModel's: it also computes each GPU's share
+    of the -sm row split buffers (planner::RowSplitShares, for the export's fit check).
+    Errors: run out of order, an IR whose splits differ from the planner's schedule, a buffer
+    larger than its buffer type's max_size (as plan-model: "buffer '...' needs N bytes but buffer
+    type B of device D allocates at most M bytes per buffer").
   }];
 }
 
