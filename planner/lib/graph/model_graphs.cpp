@@ -330,8 +330,13 @@ Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig*
 }
 
 Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const ContextConfig& cfg) {
+  STOWAGE_ASSIGN_OR_RETURN(const HParams hp, ReadHParams(gguf));
+  return BuildModelGraphs(gguf, hp, cfg);
+}
+
+Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const HParams& hp, const ContextConfig& cfg) {
   ModelGraphs m;
-  STOWAGE_ASSIGN_OR_RETURN(m.hp, ReadHParams(gguf));
+  m.hp = hp;
   const ArchSpec* spec = FindArch(m.hp.arch);
   m.cfg = cfg;
   STOWAGE_RETURN_IF_ERROR(ResolveContext(m.hp, gguf.path(), &m.cfg));

@@ -89,4 +89,9 @@ Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig*
 /// 'blk.7...' belongs to block 7 but llama.block_count is 2".
 Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const ContextConfig& cfg);
 
+/// BuildModelGraphs from the hyper-parameters `hp` that ReadHParams(gguf) returned, for a caller
+/// that read them already (planner::Plan): the metadata and the tokenizer are validated once per
+/// planning run, not again here. Errors: BuildModelGraphs's, but ReadHParams's.
+Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const HParams& hp, const ContextConfig& cfg);
+
 }  // namespace stowage::planner
