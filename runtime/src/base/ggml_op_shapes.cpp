@@ -1,0 +1,413 @@
+#include "stowage/runtime/ggml_op_shapes.h"
+
+#include <string>
+
+namespace stowage {
+
+std::string ShapeString(const Ne4& ne) {
+  return "[" + std::to_string(ne[0]) + ", " + std::to_string(ne[1]) + ", " + std::to_string(ne[2]) + ", " +
+         std::to_string(ne[3]) + "]";
+}
+
+namespace {
+
+// The element count of `ne`, or -1 past 2^62 (no real tensor is that large).
+int64_t Elements(const Ne4& ne) {
+  int64_t n = 1;
+  for (int64_t d : ne)
+    if (__builtin_mul_overflow(n, d, &n) || n > (int64_t(1) << 62)) return -1;
+  return n;
+}
+
+// One rule evaluation: the op's name for messages and its sources.
+class Rule {
+ public:
+  Rule(GgmlOp op, const SrcShapes& srcs) : op_(op), srcs_(srcs) {}
+
+  bool Has(size_t i) const { return i < srcs_.size() && srcs_[i].has_value(); }
+  const Ne4& Src(size_t i) const { return *srcs_[i]; }
+  int64_t Ne(size_t i, int d) const { return (*srcs_[i])[d]; }
+
+  Status Fail(const std::string& msg) const {
+    return InvalidArgument(std::string(GgmlOpName(op_)) + ": " + msg);
+  }
+  // "<what> (<got>) must equal <name> (<want>) (<fn>)"
+  Status Equal(const std::string& what, int64_t got, const std::string& name, int64_t want,
+               const char* fn) const {
+    if (got == want) return Status::Ok();
+    return Fail(what + " (" + std::to_string(got) + ") must equal " + name + " (" + std::to_string(want) +
+                ") (" + fn + ")");
+  }
+  // ggml's broadcast rule for one dimension: x is a whole number of copies of y.
+  static bool Repeats(int64_t y, int64_t x) { return y > 0 ? x % y == 0 : x == 0; }
+  std::string Shape(size_t i) const { return ShapeString(Src(i)); }
+
+ private:
+  GgmlOp op_;
+  const SrcShapes& srcs_;
+};
+
+#define RETURN_IF_ERR(expr)                         \
+  do {                                              \
+    if (Status st_ = (expr); !st_.ok()) return st_; \
+  } while (0)
+
+// ggml_can_repeat(b, a) (ggml.c): every a.ne[i] is a multiple of b.ne[i].
+Result<Ne4> Broadcast(const Rule& r, const char* fn) {
+  for (int d = 0; d < 4; ++d)
+    if (!Rule::Repeats(r.Ne(1, d), r.Ne(0, d)))
+      return r.Fail("src1 " + r.Shape(1) + " cannot be repeated to src0 " + r.Shape(0) + " (" + fn +
+                    ": ggml_can_repeat)");
+  return r.Src(0);
+}
+
+Result<Ne4> Glu(const Rule& r) {
+  if (r.Has(1)) {  // ggml_glu_split
+    if (r.Src(1) != r.Src(0))
+      return r.Fail("src0 " + r.Shape(0) + " and src1 " + r.Shape(1) +
+                    " must have the same shape (ggml_glu_split)");
+    return r.Src(0);
+  }
+  if (r.Ne(0, 0) % 2 != 0)
+    return r.Fail("src0.ne0 (" + std::to_string(r.Ne(0, 0)) +
+                  ") must be even: it holds both halves (ggml_glu)");
+  return Ne4{r.Ne(0, 0) / 2, r.Ne(0, 1), r.Ne(0, 2), r.Ne(0, 3)};
+}
+
+// ggml_get_rows(a, b).
+Result<Ne4> GetRows(const Rule& r) {
+  if (r.Ne(1, 3) != 1)
+    return r.Fail("src1 (the row indices) must have ne3 == 1, got " + r.Shape(1) + " (ggml_get_rows)");
+  RETURN_IF_ERR(r.Equal("src0.ne2", r.Ne(0, 2), "src1.ne1", r.Ne(1, 1), "ggml_get_rows"));
+  return Ne4{r.Ne(0, 0), r.Ne(1, 0), r.Ne(1, 1), r.Ne(1, 2)};
+}
+
+// ggml_mul_mat(a, b): ggml_can_mul_mat.
+Result<Ne4> MulMat(const Rule& r) {
+  RETURN_IF_ERR(r.Equal("src0.ne0", r.Ne(0, 0), "src1.ne0", r.Ne(1, 0), "ggml_can_mul_mat"));
+  if (!Rule::Repeats(r.Ne(0, 2), r.Ne(1, 2)) || !Rule::Repeats(r.Ne(0, 3), r.Ne(1, 3)))
+    return r.Fail("src0 " + r.Shape(0) + " cannot be broadcast over the batch dimensions of src1 " +
+                  r.Shape(1) + " (ggml_can_mul_mat)");
+  return Ne4{r.Ne(0, 1), r.Ne(1, 1), r.Ne(1, 2), r.Ne(1, 3)};
+}
+
+// ggml_mul_mat_id(as, b, ids).
+Result<Ne4> MulMatId(const Rule& r) {
+  if (r.Ne(0, 3) != 1)
+    return r.Fail("as must be 3-D (one matrix per expert), got " + r.Shape(0) + " (ggml_mul_mat_id)");
+  if (r.Ne(1, 3) != 1) return r.Fail("b must be 3-D, got " + r.Shape(1) + " (ggml_mul_mat_id)");
+  if (r.Ne(2, 2) != 1 || r.Ne(2, 3) != 1)
+    return r.Fail("ids must be 2-D [n_expert_used, n_tokens], got " + r.Shape(2) + " (ggml_mul_mat_id)");
+  RETURN_IF_ERR(r.Equal("ids.ne1", r.Ne(2, 1), "b.ne2", r.Ne(1, 2), "ggml_mul_mat_id"));
+  RETURN_IF_ERR(r.Equal("as.ne0", r.Ne(0, 0), "b.ne0", r.Ne(1, 0), "ggml_mul_mat_id"));
+  if (!Rule::Repeats(r.Ne(1, 1), r.Ne(2, 0)))
+    return r.Fail("ids.ne0 (" + std::to_string(r.Ne(2, 0)) + ") must be a multiple of b.ne1 (" +
+                  std::to_string(r.Ne(1, 1)) + ") (ggml_mul_mat_id)");
+  return Ne4{r.Ne(0, 1), r.Ne(2, 0), r.Ne(1, 2), 1};
+}
+
+// ggml_rope_ext(a, pos, freq_factors).
+Result<Ne4> Rope(const Rule& r, const OpParamsRef& params) {
+  if (r.Ne(1, 1) != 1 || r.Ne(1, 2) != 1 || r.Ne(1, 3) != 1)
+    return r.Fail("src1 (positions) must be a vector, got " + r.Shape(1) + " (ggml_rope_ext)");
+  RETURN_IF_ERR(
+      r.Equal("src0.ne2", r.Ne(0, 2), "src1.ne0", r.Ne(1, 0), "ggml_rope_ext: one position per token"));
+  Result<RopeParams> p = DecodeRope(params);
+  if (!p.ok()) return p.status();
+  RETURN_IF_ERR(CheckRopeDims(*p, r.Ne(0, 0)));
+  if (r.Has(2) && r.Ne(2, 0) < p->n_dims / 2)
+    return r.Fail("src2 (freq factors) ne0 (" + std::to_string(r.Ne(2, 0)) + ") must be >= n_dims / 2 (" +
+                  std::to_string(p->n_dims / 2) + ") (ggml_rope_ext)");
+  return r.Src(0);
+}
+
+// ggml_soft_max_ext(a, mask).
+Result<Ne4> SoftMax(const Rule& r) {
+  if (r.Has(1)) {
+    RETURN_IF_ERR(r.Equal("mask.ne0", r.Ne(1, 0), "src0.ne0", r.Ne(0, 0), "ggml_soft_max_ext"));
+    if (r.Ne(1, 1) < r.Ne(0, 1))
+      return r.Fail("mask.ne1 (" + std::to_string(r.Ne(1, 1)) + ") must be >= src0.ne1 (" +
+                    std::to_string(r.Ne(0, 1)) + ") (ggml_soft_max_ext)");
+    if (!Rule::Repeats(r.Ne(1, 2), r.Ne(0, 2)) || !Rule::Repeats(r.Ne(1, 3), r.Ne(0, 3)))
+      return r.Fail("mask " + r.Shape(1) + " cannot be broadcast over src0 " + r.Shape(0) +
+                    " (ggml_soft_max_ext)");
+  }
+  return r.Src(0);
+}
+
+// ggml_flash_attn_ext(q, k, v, mask).
+Result<Ne4> FlashAttnExt(const Rule& r) {
+  RETURN_IF_ERR(
+      r.Equal("k.ne0", r.Ne(1, 0), "q.ne0", r.Ne(0, 0), "ggml_flash_attn_ext: ggml_can_mul_mat(k, q)"));
+  if (r.Ne(2, 1) != r.Ne(1, 1) || r.Ne(2, 2) != r.Ne(1, 2) || r.Ne(2, 3) != r.Ne(1, 3))
+    return r.Fail("v " + r.Shape(2) + " must have k's n_kv and heads " + r.Shape(1) +
+                  " (ggml_flash_attn_ext)");
+  if (!Rule::Repeats(r.Ne(1, 2), r.Ne(0, 2)) || !Rule::Repeats(r.Ne(1, 3), r.Ne(0, 3)))
+    return r.Fail("k " + r.Shape(1) + " cannot be broadcast over the heads of q " + r.Shape(0) +
+                  " (ggml_flash_attn_ext: ggml_can_mul_mat(k, q))");
+  if (r.Has(3)) {
+    RETURN_IF_ERR(r.Equal("mask.ne0", r.Ne(3, 0), "k.ne1", r.Ne(1, 1), "ggml_flash_attn_ext"));
+    if (r.Ne(3, 1) < r.Ne(0, 1))
+      return r.Fail("mask.ne1 (" + std::to_string(r.Ne(3, 1)) + ") must be >= q.ne1 (" +
+                    std::to_string(r.Ne(0, 1)) + ") (ggml_flash_attn_ext)");
+    if (r.Ne(3, 2) != 1 || r.Ne(3, 3) != 1)
+      return r.Fail("mask must be 2-D, got " + r.Shape(3) + " (ggml_flash_attn_ext)");
+  }
+  return Ne4{r.Ne(2, 0), r.Ne(0, 2), r.Ne(0, 1), r.Ne(0, 3)};
+}
+
+// ggml_concat(a, b, dim).
+Result<Ne4> Concat(const Rule& r, const OpParamsRef& params) {
+  Result<ConcatParams> p = DecodeConcat(params);
+  if (!p.ok()) return p.status();
+  Ne4 ne = r.Src(0);
+  for (int d = 0; d < 4; ++d) {
+    if (d == p->dim)
+      ne[d] += r.Ne(1, d);
+    else if (r.Ne(0, d) != r.Ne(1, d))
+      return r.Fail("src0 " + r.Shape(0) + " and src1 " + r.Shape(1) + " must agree in every dimension but " +
+                    std::to_string(p->dim) + " (ggml_concat)");
+  }
+  return ne;
+}
+
+// ggml_set_rows(a, b, c), sources in the plan's order b, c, a.
+Result<Ne4> SetRows(const Rule& r) {
+  const char* fn = "ggml_set_rows";
+  if (!r.Has(2)) return r.Fail("source 2 (the destination a) is missing (ggml_set_rows)");
+  RETURN_IF_ERR(r.Equal("a.ne0", r.Ne(2, 0), "b.ne0", r.Ne(0, 0), fn));
+  RETURN_IF_ERR(r.Equal("a.ne2", r.Ne(2, 2), "b.ne2", r.Ne(0, 2), fn));
+  RETURN_IF_ERR(r.Equal("a.ne3", r.Ne(2, 3), "b.ne3", r.Ne(0, 3), fn));
+  RETURN_IF_ERR(r.Equal("b.ne1", r.Ne(0, 1), "c.ne0 (one index per row)", r.Ne(1, 0), fn));
+  if (!Rule::Repeats(r.Ne(1, 1), r.Ne(0, 2)) || !Rule::Repeats(r.Ne(1, 2), r.Ne(0, 3)))
+    return r.Fail("c " + r.Shape(1) + " cannot be broadcast over b " + r.Shape(0) + " (ggml_set_rows)");
+  if (r.Ne(1, 3) != 1) return r.Fail("c must have ne3 == 1, got " + r.Shape(1) + " (ggml_set_rows)");
+  return r.Src(2);
+}
+
+// ggml_ssm_conv(sx, c).
+Result<Ne4> SsmConv(const Rule& r) {
+  if (r.Ne(0, 3) != 1) return r.Fail("sx must be 3-D, got " + r.Shape(0) + " (ggml_ssm_conv)");
+  if (r.Ne(1, 2) != 1 || r.Ne(1, 3) != 1)
+    return r.Fail("c must be a matrix [d_conv, d_inner], got " + r.Shape(1) + " (ggml_ssm_conv)");
+  const int64_t d_conv = r.Ne(1, 0), d_inner = r.Ne(1, 1);
+  RETURN_IF_ERR(r.Equal("sx.ne1", r.Ne(0, 1), "d_inner = c.ne1", d_inner, "ggml_ssm_conv"));
+  const int64_t n_t = r.Ne(0, 0) - d_conv + 1;
+  if (d_conv < 1 || n_t < 0)
+    return r.Fail("sx.ne0 (" + std::to_string(r.Ne(0, 0)) + ") must be >= d_conv - 1 (" +
+                  std::to_string(d_conv - 1) + "), d_conv >= 1 (ggml_ssm_conv)");
+  return Ne4{d_inner, n_t, r.Ne(0, 2), 1};
+}
+
+// ggml_ssm_scan(s, x, dt, A, B, C[, ids]).
+Result<Ne4> SsmScan(const Rule& r) {
+  const char* fn = "ggml_ssm_scan";
+  const Ne4 &s = r.Src(0), &x = r.Src(1), &dt = r.Src(2), &A = r.Src(3), &B = r.Src(4), &C = r.Src(5);
+  if (B != C)
+    return r.Fail("B " + r.Shape(4) + " and C " + r.Shape(5) + " must have the same shape (ggml_ssm_scan)");
+  int64_t states = 0;
+  if (!r.Has(6)) {  // ggml Feb 2025
+    if (x != dt)
+      return r.Fail("x " + r.Shape(1) + " and dt " + r.Shape(2) +
+                    " must have the same shape (ggml_ssm_scan)");
+    if (s[3] != 1 || x[3] != 1 || B[3] != 1)
+      return r.Fail("s, x and B must be 3-D without ids (ggml_ssm_scan)");
+    if (A[2] != 1 || A[3] != 1)
+      return r.Fail("A must be a matrix [d_state, d_inner], got " + r.Shape(3) + " (ggml_ssm_scan)");
+    RETURN_IF_ERR(r.Equal("s.ne2", s[2], "n_seqs = x.ne2", x[2], fn));
+    RETURN_IF_ERR(r.Equal("x.ne0", x[0], "d_inner = s.ne1", s[1], fn));
+    RETURN_IF_ERR(r.Equal("A.ne0", A[0], "d_state = s.ne0", s[0], fn));
+    RETURN_IF_ERR(r.Equal("A.ne1", A[1], "d_inner = s.ne1", s[1], fn));
+    RETURN_IF_ERR(r.Equal("B.ne0", B[0], "d_state = s.ne0", s[0], fn));
+    RETURN_IF_ERR(r.Equal("B.ne1", B[1], "n_seq_tokens = x.ne1", x[1], fn));
+    RETURN_IF_ERR(r.Equal("B.ne2", B[2], "n_seqs = x.ne2", x[2], fn));
+    states = Elements(s);
+  } else {  // ggml Jun 2025: x [head_dim, n_head, n_seq_tokens, n_seqs]
+    const Ne4& ids = r.Src(6);
+    RETURN_IF_ERR(r.Equal("dt.ne0", dt[0], "n_head = x.ne1", x[1], fn));
+    RETURN_IF_ERR(r.Equal("dt.ne1", dt[1], "n_seq_tokens = x.ne2", x[2], fn));
+    RETURN_IF_ERR(r.Equal("dt.ne2", dt[2], "n_seqs = x.ne3", x[3], fn));
+    if (dt[3] != 1) return r.Fail("dt must be 3-D, got " + r.Shape(2) + " (ggml_ssm_scan)");
+    RETURN_IF_ERR(r.Equal("s.ne1", s[1], "head_dim = x.ne0", x[0], fn));
+    RETURN_IF_ERR(r.Equal("s.ne2", s[2], "n_head = x.ne1", x[1], fn));
+    RETURN_IF_ERR(r.Equal("B.ne0", B[0], "d_state = s.ne0", s[0], fn));
+    RETURN_IF_ERR(r.Equal("B.ne2", B[2], "n_seq_tokens = x.ne2", x[2], fn));
+    RETURN_IF_ERR(r.Equal("B.ne3", B[3], "n_seqs = x.ne3", x[3], fn));
+    if (ids[1] != 1 || ids[2] != 1 || ids[3] != 1)
+      return r.Fail("ids must be a vector [n_seqs], got " + r.Shape(6) + " (ggml_ssm_scan)");
+    RETURN_IF_ERR(r.Equal("ids.ne0", ids[0], "n_seqs = x.ne3", x[3], fn));
+    if (A[2] != 1 || A[3] != 1)
+      return r.Fail("A must be a matrix [d_state or 1, n_head], got " + r.Shape(3) + " (ggml_ssm_scan)");
+    RETURN_IF_ERR(r.Equal("A.ne1", A[1], "n_head = x.ne1", x[1], fn));
+    if (A[0] != 1) RETURN_IF_ERR(r.Equal("A.ne0", A[0], "1 or d_state = s.ne0", s[0], fn));
+    states = Elements({s[0], x[0], x[1], ids[0]});
+  }
+  const int64_t y = Elements(x);
+  if (y < 0 || states < 0) return r.Fail("the result size overflows (ggml_ssm_scan)");
+  return Ne4{y + states, 1, 1, 1};
+}
+
+}  // namespace
+
+ShapeRuleKind GetShapeRuleKind(GgmlOp op) {
+  switch (op) {
+    case GgmlOp::RESHAPE:
+    case GgmlOp::VIEW:
+    case GgmlOp::CONT:
+      return ShapeRuleKind::kGiven;
+    case GgmlOp::DUP:
+    case GgmlOp::ADD:
+    case GgmlOp::SUB:
+    case GgmlOp::MUL:
+    case GgmlOp::DIV:
+    case GgmlOp::SQR:
+    case GgmlOp::SQRT:
+    case GgmlOp::SUM_ROWS:
+    case GgmlOp::MEAN:
+    case GgmlOp::CONCAT:
+    case GgmlOp::NORM:
+    case GgmlOp::RMS_NORM:
+    case GgmlOp::L2_NORM:
+    case GgmlOp::MUL_MAT:
+    case GgmlOp::MUL_MAT_ID:
+    case GgmlOp::SCALE:
+    case GgmlOp::CPY:
+    case GgmlOp::PERMUTE:
+    case GgmlOp::TRANSPOSE:
+    case GgmlOp::GET_ROWS:
+    case GgmlOp::SET_ROWS:
+    case GgmlOp::SOFT_MAX:
+    case GgmlOp::ROPE:
+    case GgmlOp::ARGSORT:
+    case GgmlOp::TOP_K:
+    case GgmlOp::FLASH_ATTN_EXT:
+    case GgmlOp::SSM_CONV:
+    case GgmlOp::SSM_SCAN:
+    case GgmlOp::ABS:
+    case GgmlOp::NEG:
+    case GgmlOp::TANH:
+    case GgmlOp::ELU:
+    case GgmlOp::RELU:
+    case GgmlOp::SIGMOID:
+    case GgmlOp::GELU:
+    case GgmlOp::GELU_QUICK:
+    case GgmlOp::SILU:
+    case GgmlOp::HARDSWISH:
+    case GgmlOp::EXP:
+    case GgmlOp::SOFTPLUS:
+    case GgmlOp::REGLU:
+    case GgmlOp::GEGLU:
+    case GgmlOp::SWIGLU:
+      return ShapeRuleKind::kInferred;
+    default:
+      return ShapeRuleKind::kNone;
+  }
+}
+
+Result<Ne4> InferShape(GgmlOp op, const SrcShapes& srcs, const OpParamsRef& params) {
+  const Rule r(op, srcs);
+  const GgmlOpTraits& traits = GetOpTraits(op);
+  if (GetShapeRuleKind(op) != ShapeRuleKind::kInferred)
+    return Unimplemented(
+        std::string(GgmlOpName(op)) + ": no inferred shape rule (the result shape is " +
+        (GetShapeRuleKind(op) == ShapeRuleKind::kGiven ? "an argument of its constructor)" : "not modeled)"));
+  for (int i = 0; i < traits.min_srcs; ++i)
+    if (!r.Has(i)) return r.Fail("source " + std::to_string(i) + " is missing");
+  for (size_t i = 0; i < srcs.size(); ++i)
+    if (r.Has(i))
+      for (int d = 0; d < 4; ++d)
+        if (r.Ne(i, d) < 0)
+          return r.Fail("source " + std::to_string(i) + " has a negative dimension " + r.Shape(i));
+  switch (op) {
+    case GgmlOp::ADD:
+    case GgmlOp::SUB:
+    case GgmlOp::MUL:
+    case GgmlOp::DIV:
+      return Broadcast(r, op == GgmlOp::ADD   ? "ggml_add"
+                          : op == GgmlOp::SUB ? "ggml_sub"
+                          : op == GgmlOp::MUL ? "ggml_mul"
+                                              : "ggml_div");
+    case GgmlOp::REGLU:
+    case GgmlOp::GEGLU:
+    case GgmlOp::SWIGLU:
+      return Glu(r);
+    case GgmlOp::SUM_ROWS:
+    case GgmlOp::MEAN:
+      return Ne4{1, r.Ne(0, 1), r.Ne(0, 2), r.Ne(0, 3)};
+    case GgmlOp::GET_ROWS:
+      return GetRows(r);
+    case GgmlOp::MUL_MAT:
+      return MulMat(r);
+    case GgmlOp::MUL_MAT_ID:
+      return MulMatId(r);
+    case GgmlOp::ROPE:
+      return Rope(r, params);
+    case GgmlOp::SOFT_MAX:
+      return SoftMax(r);
+    case GgmlOp::FLASH_ATTN_EXT:
+      return FlashAttnExt(r);
+    case GgmlOp::TOP_K: {  // ggml_top_k
+      Result<TopKParams> p = DecodeTopK(params);
+      if (!p.ok()) return p.status();
+      if (r.Ne(0, 0) < p->k)
+        return r.Fail("k (" + std::to_string(p->k) + ") must not exceed src0.ne0 (" +
+                      std::to_string(r.Ne(0, 0)) + ") (ggml_top_k)");
+      return Ne4{p->k, r.Ne(0, 1), r.Ne(0, 2), r.Ne(0, 3)};
+    }
+    case GgmlOp::CONCAT:
+      return Concat(r, params);
+    case GgmlOp::PERMUTE: {  // ggml_permute
+      Result<PermuteParams> p = DecodePermute(params);
+      if (!p.ok()) return p.status();
+      Ne4 ne{};
+      for (int i = 0; i < 4; ++i) ne[p->axis[i]] = r.Ne(0, i);
+      return ne;
+    }
+    case GgmlOp::TRANSPOSE:  // ggml_transpose
+      return Ne4{r.Ne(0, 1), r.Ne(0, 0), r.Ne(0, 2), r.Ne(0, 3)};
+    case GgmlOp::CPY:  // ggml_cpy(a, b); without b ggml_cast(a, type)
+      if (!r.Has(1)) return r.Src(0);
+      if (Elements(r.Src(0)) != Elements(r.Src(1)))
+        return r.Fail("src0 " + r.Shape(0) + " and src1 " + r.Shape(1) +
+                      " must have the same number of elements (ggml_cpy)");
+      return r.Src(1);
+    case GgmlOp::SET_ROWS:
+      return SetRows(r);
+    case GgmlOp::SSM_CONV:
+      return SsmConv(r);
+    case GgmlOp::SSM_SCAN:
+      return SsmScan(r);
+    default:  // element-wise: ggml_unary_impl, ggml_scale_impl, ggml_norm_impl, ggml_argsort, ggml_dup
+      return r.Src(0);
+  }
+}
+
+Status CheckShape(GgmlOp op, const SrcShapes& srcs, const OpParamsRef& params, const Ne4& result) {
+  const std::string name = GgmlOpName(op);
+  switch (GetShapeRuleKind(op)) {
+    case ShapeRuleKind::kNone:
+      return Status::Ok();
+    case ShapeRuleKind::kGiven: {
+      for (int64_t d : result)
+        if (d < 0)
+          return InvalidArgument(name + ": result " + ShapeString(result) + " has a negative dimension");
+      if (op == GgmlOp::VIEW || srcs.empty() || !srcs[0]) return Status::Ok();
+      const int64_t n = Elements(result), m = Elements(*srcs[0]);
+      if (n != m)
+        return InvalidArgument(name + ": result " + ShapeString(result) + " has " + std::to_string(n) +
+                               " elements, src0 " + ShapeString(*srcs[0]) + " " + std::to_string(m) + " (" +
+                               (op == GgmlOp::RESHAPE ? "ggml_reshape_4d" : "ggml_cont_4d") + ")");
+      return Status::Ok();
+    }
+    case ShapeRuleKind::kInferred:
+      break;
+  }
+  Result<Ne4> want = InferShape(op, srcs, params);
+  if (!want.ok()) return want.status();
+  if (*want != result)
+    return InvalidArgument(name + ": result " + ShapeString(result) + " must be " + ShapeString(*want) +
+                           " (the shape its sources make)");
+  return Status::Ok();
+}
+
+}  // namespace stowage
