@@ -32,6 +32,21 @@ bool IsViewOrNoneOp(GgmlOp op) {
          op == GgmlOp::TRANSPOSE;
 }
 
+OpSet OpsNamedBy(const std::vector<OpRule>& rules) {
+  OpSet ops{};
+  for (const OpRule& r : rules) {
+    for (GgmlOp o : r.ops) {
+      if (static_cast<size_t>(o) < ops.size()) ops[static_cast<size_t>(o)] = true;
+    }
+  }
+  return ops;
+}
+
+bool Contains(const OpSet& ops, GgmlOp op) {
+  const auto i = static_cast<size_t>(op);
+  return i < ops.size() && ops[i];
+}
+
 GgmlType VecDotType(GgmlType type) {
   switch (type) {
     case GgmlType::Q4_0:

@@ -1,6 +1,7 @@
 // Declarative op support of the runtime's devices and its evaluation (see device_probe.h).
 #include <algorithm>
 
+#include "cpu_op_table.h"   // the CPU backend's op table (runtime/src/backends/cpu)
 #include "cuda_op_table.h"  // the CUDA backend's op table (runtime/src/backends/cuda)
 #include "ops.h"            // the CPU backend's kernel contract (runtime/src/backends/cpu)
 #include "probe_internal.h"
@@ -86,42 +87,10 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
   d.default_buft = {"CPU", 32, true, {}};
   d.supports_any_host_buft = true;
 
-  // The CPU backend's kernel contract (runtime/src/backends/cpu/ops.h).
-  const std::vector<T> weights = CpuWeightTypes();
-  const TensorConstraint f32 = OfTypes({T::F32});
-  const TensorConstraint f32_opt = OfTypes({T::F32}, true);
-  const char* kOps = "runtime/src/backends/cpu/ops.h";
-  std::vector<OpRule> ops = {
-      AcceptRule({O::GET_ROWS}, {OfTypes(weights), OfTypes({T::I32})}, {T::F32}, 0, kOps),
-      AcceptRule({O::MUL_MAT}, {OfTypes(weights), f32}, {T::F32}, 0, kOps),
-      AcceptRule({O::RMS_NORM, O::NORM, O::SCALE, O::SILU, O::GELU}, {f32}, {T::F32}, 0, kOps),
-      AcceptRule({O::ADD, O::MUL}, {f32, OfTypes({T::F32, T::F16})}, {T::F32}, 0, kOps),
-      AcceptRule({O::SWIGLU, O::GEGLU}, {f32, f32_opt}, {T::F32}, 0, kOps),
-      AcceptRule({O::ROPE}, {f32, OfTypes({T::I32}), f32_opt}, {T::F32}, 0, kOps),
-      AcceptRule({O::SOFT_MAX}, {f32, OfTypes({T::F16, T::F32}, true)}, {T::F32}, 0, kOps),
-      AcceptRule({O::CPY, O::CONT}, {f32},
-                 {T::F32, T::F16, T::BF16, T::Q8_0, T::Q4_0, T::Q4_1, T::Q5_0, T::Q5_1, T::IQ4_NL}, 0, kOps),
-      AcceptRule({O::CPY, O::CONT}, {OfTypes({T::F16})}, {T::F32}, 0, kOps),
-  };
-  // Mixture of experts (runtime/src/backends/cpu/ops_moe.cpp; DIV / SIGMOID in ops.cpp).
-  {
-    TensorConstraint experts = OfTypes(weights);
-    experts.contiguous = true;  // cpu::MulMatId: contiguous expert matrices
-    ops.push_back(AcceptRule({O::MUL_MAT_ID}, {experts, f32, OfTypes({T::I32})}, {T::F32}, 0, kOps));
-    ops.push_back(AcceptRule({O::ARGSORT}, {f32}, {T::I32}, 0, kOps));
-    ops.push_back(AcceptRule({O::SUM_ROWS, O::SIGMOID}, {f32}, {T::F32}, 0, kOps));
-    ops.push_back(AcceptRule({O::DIV}, {f32, OfTypes({T::F32, T::F16})}, {T::F32}, 0, kOps));
-  }
-  // Flash attention (runtime/src/backends/cpu/ops_attn.cpp): K and V of any KV cache type.
-  ops.push_back(AcceptRule({O::FLASH_ATTN_EXT},
-                           {f32, OfTypes(weights), OfTypes(weights), OfTypes({T::F16}, true)}, {T::F32}, 0,
-                           kOps));
-  // Mamba (runtime/src/backends/cpu/ops_ssm.cpp).
-  ops.push_back(AcceptRule({O::CONCAT, O::SSM_CONV}, {f32, f32}, {T::F32}, 0, kOps));
-  ops.push_back(AcceptRule({O::SSM_SCAN}, {f32, f32, f32, f32, f32, f32}, {T::F32}, 0, kOps));
-  // ggml-cpu: view ops in any buffer; a source in a non-host buffer is refused.
-  d.op_support =
-      devices_internal::DeviceTable(/*view_ops_any_buffer=*/true, /*srcs_must_be_host=*/true, std::move(ops));
+  // The CPU backend's own table (runtime/src/backends/cpu/cpu_op_table.h) with its kernels' weight
+  // types; ggml-cpu: view ops in any buffer, a source in a non-host buffer refused.
+  d.op_support = devices_internal::DeviceTable(/*view_ops_any_buffer=*/true, /*srcs_must_be_host=*/true,
+                                               exec::CpuOpRules(CpuWeightTypes()));
   d.properties.push_back({"cores", std::to_string(cpu.physical_cores) + " physical, " +
                                        std::to_string(cpu.logical_cores) + " logical"});
   std::string isa;

@@ -3,13 +3,14 @@
 // The shipped manifests (planner/registry) describe llama.cpp's backends as of build 4748 (FEB25),
 // whose placement plans mirror: ggml-cuda for h100/h200/rtx3090/rtx4090 (the shared table
 // op_tables/ggml-cuda.json), ggml-cpu for cpu-avx2/cpu-avx512 (op_tables/ggml-cpu.json), and the
-// oneDNN ACCEL device. Stowage's own backends (their op tables: the CPU's and oneDNN's in
-// runtime/src/devices, CUDA's in runtime/src/backends/cuda/cuda_op_table.cpp, which the backend's
-// Compute also runs by; answered without a GPU) run a subset of what ggml runs, so a table and its backend
-// are not equal; this test pins their difference exactly: per backend, the ops the table accepts and the
-// backend runs in no form, and the ops with a query that the backend accepts and the table refuses. An op
-// added to a backend, or a rule changed in a table, fails here until the lists below say so. (A manifest that
-// list-devices --emit-manifest writes equals its backend: probe_agreement_test.)
+// oneDNN ACCEL device. Stowage's own backends (their op tables: the CPU's in
+// runtime/src/backends/cpu/cpu_op_table.cpp and CUDA's in runtime/src/backends/cuda/cuda_op_table.cpp,
+// which the backends' Compute also runs by, answered without a GPU; oneDNN's in runtime/src/devices) run a
+// subset of what ggml runs, so a table and its backend are not equal; this test pins their difference
+// exactly: per backend, the ops the table accepts and the backend runs in no form, and the ops with a query
+// that the backend accepts and the table refuses. An op added to a backend, or a rule changed in a table,
+// fails here until the lists below say so. (A manifest that list-devices --emit-manifest writes equals its
+// backend: probe_agreement_test.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -96,9 +97,8 @@ const char kGgmlCudaOnly[] =
     "RWKV_WKV6 "
     "RWKV_WKV7 SET SET_ROWS SIGMOID SOFTPLUS SQR SQRT SSM_CONV SSM_SCAN SUB SUM_ROWS TANH TOP_K UPSCALE";
 const char kGgmlCpuOnly[] =
-    "ABS ADD1 ADD_ID ARANGE ARGMAX CLAMP CONV_TRANSPOSE_1D DIAG_MASK_INF DUP ELU EXP GELU_QUICK GROUP_NORM "
+    "ABS ADD1 ADD_ID ARANGE ARGMAX CLAMP CONV_TRANSPOSE_1D DIAG_MASK_INF ELU EXP GELU_QUICK GROUP_NORM "
     "HARDSWISH IM2COL L2_NORM MEAN NEG OUT_PROD PAD POOL_2D REGLU RELU REPEAT RWKV_WKV6 RWKV_WKV7 SET "
-    "SET_ROWS "
     "SOFTPLUS SQR SQRT SSM_SCAN SUB TANH TOP_K UPSCALE";
 // Stowage's CPU_REPACK also takes Q4_K and Q8_0 weights (llama.cpp FEB25 repacked Q4_0 only).
 const char kStowageRepack[] = "MUL_MAT MUL_MAT_ID";

@@ -124,9 +124,9 @@ struct ProbeReport {
 /// Probes every backend of this build. Never fails; problems become notes.
 ProbeReport ProbeDevices();
 
-/// The CPU device of this build for `cpu` (its op table follows the CPU backend's kernel contract,
-/// runtime/src/backends/cpu/ops.h; CPU_REPACK extra buffer type for Q4_0 MUL_MAT weights with
-/// ne1 % 8 == 0 when the CPU has AVX2, like ggml's 8x8 repack).
+/// The CPU device of this build for `cpu` (its op table is the CPU backend's own, exec::CpuOpRules,
+/// runtime/src/backends/cpu/cpu_op_table.h, with the kernels' weight types; CPU_REPACK extra buffer type for
+/// Q4_0 MUL_MAT weights with ne1 % 8 == 0 when the CPU has AVX2, like ggml's 8x8 repack).
 ProbedDevice MakeCpuDevice(const CpuInfo& cpu);
 
 /// What the CUDA probe reads for one GPU (cudaGetDeviceProperties + cudaMemGetInfo).

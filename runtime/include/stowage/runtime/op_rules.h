@@ -2,10 +2,11 @@
 // ggml_backend_dev_supports_op, described as data).
 //
 // One language for every side that answers that question: the runtime's backends declare their op
-// tables in it (the CPU's and oneDNN's in runtime/src/devices/op_support.cpp and onednn_probe.cpp,
-// CUDA's in runtime/src/backends/cuda/cuda_op_table.cpp), probed devices carry those tables
-// (device_probe.h), and the planner's device manifests read and write them as JSON
-// (planner/include/stowage/planner/manifest.h, format in planner/registry/README.md).
+// tables in it (the CPU's in runtime/src/backends/cpu/cpu_op_table.cpp, CUDA's in
+// runtime/src/backends/cuda/cuda_op_table.cpp, oneDNN's in runtime/src/devices/onednn_probe.cpp),
+// probed devices carry those tables (device_probe.h), and the planner's device manifests read and
+// write them as JSON (planner/include/stowage/planner/manifest.h, format in
+// planner/registry/README.md).
 //
 // A query is a graph node as supports_op sees it: op, destination and sources with type, shape,
 // contiguity and the buffer type they live in. A rule matches a query when it covers the op and
@@ -126,6 +127,16 @@ struct OpRule {
 /// says where the rule comes from. The form a backend's own table is written in.
 OpRule AcceptRule(std::vector<GgmlOp> ops, std::vector<TensorConstraint> src, std::vector<GgmlType> dst_types,
                   int64_t min_batch, std::string note);
+
+/// Per GgmlOp (indexed by its value): whether some rule of a table lists it in its ops.
+using OpSet = std::array<bool, static_cast<size_t>(GgmlOp::kCount)>;
+
+/// The ops `rules` list by name (a rule for every op, empty ops, adds none). A backend whose own
+/// table is a list of accepting rules runs exactly these ops (CpuTableHasOp, CudaTableHasOp).
+OpSet OpsNamedBy(const std::vector<OpRule>& rules);
+
+/// True when `op` is in `ops`; false for a value outside the enum.
+bool Contains(const OpSet& ops, GgmlOp op);
 
 /// An op-support table: ordered rules and the answer when none matches.
 struct OpSupportTable {

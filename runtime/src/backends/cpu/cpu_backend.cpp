@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backend.h"
+#include "cpu_op_table.h"
 #include "ops.h"
 #include "stowage/runtime/ggml_op_params.h"
 
@@ -36,6 +37,11 @@ class CpuBackend final : public Backend {
         return InvalidArgument(std::string(GgmlOpName(c.op)) + " (node '" + c.name + "'): needs " +
                                std::to_string(min_srcs) + " sources, source " + std::to_string(i) +
                                " is missing");
+    const auto not_implemented = [&c] {
+      return Unimplemented(std::string("CPU backend: op ") + GgmlOpName(c.op) + " (node '" + c.name +
+                           "') is not implemented");
+    };
+    if (!CpuTableHasOp(c.op)) return not_implemented();  // the backend's op table (cpu_op_table.cpp)
     const OpParamsRef params = c.params();
     switch (c.op) {
       case GgmlOp::GET_ROWS:
@@ -108,9 +114,9 @@ class CpuBackend final : public Backend {
       case GgmlOp::DUP:
         return cpu::Cpy(ctx_, c.src[0], dst);
       default:
-        return Unimplemented(std::string("CPU backend: op ") + GgmlOpName(c.op) + " (node '" + c.name +
-                             "') is not implemented");
+        break;
     }
+    return not_implemented();  // an op of the table without a case above
   }
 
  private:

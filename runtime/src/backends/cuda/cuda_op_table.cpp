@@ -2,7 +2,6 @@
 #include "cuda_op_table.h"
 
 #include <algorithm>
-#include <array>
 
 namespace stowage::exec {
 
@@ -53,15 +52,8 @@ std::vector<std::pair<GgmlType, GgmlType>> CudaCopyPairs() {
 
 bool CudaTableHasOp(GgmlOp op) {
   // The ops of the table do not depend on its types: built once from any instance with a copy rule.
-  static const std::array<bool, static_cast<size_t>(GgmlOp::kCount)> kHas = [] {
-    std::array<bool, static_cast<size_t>(GgmlOp::kCount)> has{};
-    for (const OpRule& r : CudaOpRules({GgmlType::F32}, {{GgmlType::F32, GgmlType::F32}})) {
-      for (GgmlOp o : r.ops) has[static_cast<size_t>(o)] = true;
-    }
-    return has;
-  }();
-  const auto i = static_cast<size_t>(op);
-  return i < kHas.size() && kHas[i];
+  static const OpSet kOps = OpsNamedBy(CudaOpRules({GgmlType::F32}, {{GgmlType::F32, GgmlType::F32}}));
+  return Contains(kOps, op);
 }
 
 }  // namespace stowage::exec
