@@ -5,7 +5,9 @@
 #include <cmath>
 
 #include "backend.h"
+#include "ops.h"  // cpu::CheckRopeParams: the CPU kernels' ROPE modes
 #include "stowage/runtime/ggml_op_params.h"
+#include "stowage/runtime/ggml_op_shapes.h"
 
 namespace stowage::plan_graph {
 
@@ -270,7 +272,7 @@ Status BindTensor(const Graph& g, int id, const Bindings& s, const Memory& mem, 
     v.layout = sb.v.layout;
     switch (t.op) {
       case GgmlOp::RESHAPE:
-        cpu::SetContiguousStrides(v);
+        exec::SetContiguousStrides(v);
         break;
       case GgmlOp::VIEW: {
         int64_t off = 0;
@@ -308,7 +310,7 @@ Status BindTensor(const Graph& g, int id, const Bindings& s, const Memory& mem, 
         break;
     }
   } else {
-    cpu::SetContiguousStrides(v);
+    exec::SetContiguousStrides(v);
     b.buffer = t.buffer;
     b.offset = t.offset;
   }
@@ -384,7 +386,7 @@ Memory PlannedMemory(const fb::Plan& r) {
       TensorView v;
       v.type = static_cast<GgmlType>(t->type());
       for (int d = 0; d < 4; ++d) v.ne[d] = t->ne()->Get(d);
-      cpu::SetContiguousStrides(v);
+      exec::SetContiguousStrides(v);
       m.globals.push_back(v);
       m.global_buffer.push_back(t->buffer());
       m.global_offset.push_back(t->offset());
@@ -421,46 +423,27 @@ Status BindAll(const Graph& g, const Bindings& s, const Memory& mem, const std::
 }
 
 Status CheckNodeShapes(const Graph& g, const std::vector<Bound>& bound, const std::string& path) {
-  auto shape = [](const TensorView& v) {
-    return "[" + std::to_string(v.ne[0]) + ", " + std::to_string(v.ne[1]) + ", " + std::to_string(v.ne[2]) +
-           ", " + std::to_string(v.ne[3]) + "]";
-  };
+  SrcShapes srcs;
   for (int id : g.nodes) {
     const Tensor& t = g.tensors[id];
-    if (t.srcs.empty() || t.srcs[0] < 0) continue;
-    const TensorView& d = bound[id].v;
-    const TensorView& a = bound[t.srcs[0]].v;
-    auto fail = [&](const std::string& want) {
-      return DataLoss(path + ": graph " + g.name + " node '" + t.name + "' (" + GgmlOpName(t.op) + ") is " +
-                      shape(d) + "; its sources make it " + want);
-    };
-    switch (t.op) {
-      case GgmlOp::MUL_MAT: {
-        if (t.srcs.size() < 2 || t.srcs[1] < 0) break;
-        const TensorView& b = bound[t.srcs[1]].v;
-        const int64_t want[4] = {a.ne[1], b.ne[1], b.ne[2], b.ne[3]};
-        if (a.ne[0] != b.ne[0] || d.ne[0] != want[0] || d.ne[1] != want[1] || d.ne[2] != want[2] ||
-            d.ne[3] != want[3])
-          return fail("[" + std::to_string(want[0]) + ", " + std::to_string(want[1]) + ", " +
-                      std::to_string(want[2]) + ", " + std::to_string(want[3]) + "] (src0 ne0 " +
-                      std::to_string(a.ne[0]) + ", src1 ne0 " + std::to_string(b.ne[0]) + ")");
-        break;
+    // Sources and parameters are CheckNodes' (its messages name what is wrong with them): a node
+    // whose sources or parameters it will refuse is left to it.
+    const GgmlOpTraits& traits = GetOpTraits(t.op);
+    bool checkable = t.srcs.size() >= static_cast<size_t>(traits.min_srcs) &&
+                     t.srcs.size() <= static_cast<size_t>(traits.max_srcs);
+    for (int j = 0; checkable && j < traits.min_srcs; ++j) checkable = t.srcs[j] >= 0;
+    for (float f : t.fparams) checkable = checkable && std::isfinite(f);
+    const OpParamsRef params(t.iparams, t.fparams);
+    if (!checkable || !CheckParams(t.op, params).ok()) continue;
+    srcs.assign(t.srcs.size(), std::nullopt);
+    for (size_t j = 0; j < t.srcs.size(); ++j)
+      if (t.srcs[j] >= 0) {
+        const TensorView& v = bound[t.srcs[j]].v;
+        srcs[j] = Ne4{v.ne[0], v.ne[1], v.ne[2], v.ne[3]};
       }
-      case GgmlOp::ADD:
-      case GgmlOp::MUL:
-      case GgmlOp::SCALE:
-      case GgmlOp::RMS_NORM:
-      case GgmlOp::NORM:
-      case GgmlOp::SILU:
-      case GgmlOp::GELU:
-      case GgmlOp::SOFT_MAX:
-      case GgmlOp::ROPE:
-        for (int k = 0; k < 4; ++k)
-          if (d.ne[k] != a.ne[k]) return fail(shape(a) + " (the shape of its first source)");
-        break;
-      default:
-        break;
-    }
+    const TensorView& d = bound[id].v;
+    if (Status st = CheckShape(t.op, srcs, params, Ne4{d.ne[0], d.ne[1], d.ne[2], d.ne[3]}); !st.ok())
+      return DataLoss(path + ": graph " + g.name + " node '" + t.name + "': " + st.message());
   }
   return Status::Ok();
 }

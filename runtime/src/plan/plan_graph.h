@@ -10,14 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "ops.h"
 #include "stowage/plan/plan_generated.h"
 #include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/status.h"
+#include "tensor_view.h"
 
 namespace stowage::plan_graph {
 
-using cpu::TensorView;
+using exec::TensorView;
 
 /// Values of a graph's symbolic dimensions for one call.
 struct Bindings {
@@ -130,10 +130,10 @@ Memory PlannedMemory(const plan::Plan& r);
 Status BindAll(const Graph& g, const Bindings& s, const Memory& mem, const std::string& path,
                std::vector<Bound>* bound);
 
-/// The result shapes of the ops whose rule is simple, at the shapes in `bound`: MUL_MAT
-/// [ne01, ne11, ne12, ne13] with ne00 == ne10 (ggml_mul_mat), and the ops whose result has their
-/// first source's shape (ggml_add/mul/scale/rms_norm/norm/silu/gelu/soft_max_ext/rope). The kernels
-/// check the same when they run; this fails at load, before any text is streamed. Errors: kDataLoss.
+/// The result shape of every node, at the shapes in `bound`: ggml's rule of its op (CheckShape,
+/// ggml_op_shapes.h). Nodes whose sources or parameters CheckNodes refuses are left to it. The
+/// kernels check the same when they run; this fails at load, before any text is streamed. Errors:
+/// kDataLoss "<path>: graph <g> node '<name>': <the rule's message>".
 Status CheckNodeShapes(const Graph& g, const std::vector<Bound>& bound, const std::string& path);
 
 /// The checks of each node that need only the plan (ggml's asserts and the kernels' preconditions,
