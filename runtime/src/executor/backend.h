@@ -8,15 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "ops.h"
 #include "stowage/runtime/ggml_op_params.h"
 #include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/session.h"
 #include "stowage/runtime/status.h"
+#include "tensor_view.h"
 
 namespace stowage::exec {
-
-using cpu::TensorView;
 
 /// A block of memory owned (or wrapped) by a backend.
 class Buffer {
@@ -43,13 +41,13 @@ class Buffer {
   /// layout (type, ne, contiguous nb; view.data = base() + offset), `data` holds its
   /// RowSize(type, ne0) * nrows plain bytes. The buffer may store it in another layout of at most
   /// that many bytes at `offset`; it returns the layout it stored (TensorView::layout for the
-  /// kernels of its backend: cpu::kLayoutPlain, or a backend-specific value such as
+  /// kernels of its backend: kLayoutPlain, or a backend-specific value such as
   /// exec::kLayoutOneDnnBlocked). Default: Write(offset, data, nbytes), kLayoutPlain.
   /// Errors: kOutOfRange outside the buffer; the buffer's conversion errors.
   virtual Result<int> WriteTensor(const TensorView& view, uint64_t offset, const void* data) {
     const uint64_t n = RowSize(view.type, view.ne[0]) * static_cast<uint64_t>(view.nrows());
     STOWAGE_RETURN_IF_ERROR(Write(offset, data, n));
-    return static_cast<int>(cpu::kLayoutPlain);
+    return kLayoutPlain;
   }
 };
 

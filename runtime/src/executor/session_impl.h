@@ -14,6 +14,7 @@
 
 #include "../plan/plan_graph.h"
 #include "backend.h"
+#include "ops.h"
 #include "stowage/runtime/gguf.h"
 #include "stowage/runtime/plan.h"
 #include "stowage/runtime/session.h"

@@ -15,6 +15,7 @@
 
 #include "e2e_util.h"
 #include "onednn_backend.h"
+#include "ops.h"
 #include "stowage/runtime/gguf_writer.h"
 #include "test_paths.h"
 
