@@ -1,6 +1,7 @@
 #include "stowage/planner/graph_builder.h"
 
 #include "stowage/runtime/ggml_op_params.h"
+#include "stowage/runtime/ggml_op_shapes.h"
 
 namespace stowage::planner {
 
@@ -111,200 +112,166 @@ static std::string ShapeStr(const Shape& ne) {
   return "[" + DimStr(ne[0]) + ", " + DimStr(ne[1]) + ", " + DimStr(ne[2]) + ", " + DimStr(ne[3]) + "]";
 }
 
-int GraphBuilder::GetRows(int a, int rows) {
-  const Tensor& A = g_.tensors[a];
-  const Tensor& B = g_.tensors[rows];
-  if (A.ne[2] != B.ne[1])
-    Fail("get_rows: a.ne2 != rows.ne1 for " + A.name + " " + ShapeStr(A.ne) + " and " + B.name);
-  if (B.type != GgmlType::I32) Fail("get_rows: rows must be I32: " + B.name);
-  const GgmlType out = A.type == GgmlType::I32 ? GgmlType::I32 : GgmlType::F32;
-  return NewTensor(GgmlOp::GET_ROWS, out, {A.ne[0], B.ne[0], B.ne[1], B.ne[2]}, {a, rows});
+std::string GraphBuilder::Describe(const std::vector<int>& srcs) const {
+  std::string s;
+  for (int id : srcs)
+    if (id >= 0) s += (s.empty() ? "" : ", ") + g_.tensors[id].name + " " + ShapeStr(g_.tensors[id].ne);
+  return s;
 }
 
-int GraphBuilder::MulMat(int a, int b) {
-  const Tensor& A = g_.tensors[a];
-  const Tensor& B = g_.tensors[b];
-  if (A.ne[0] != B.ne[0])
-    Fail("mul_mat: ne0 mismatch for " + A.name + " " + ShapeStr(A.ne) + " x " + B.name + " " +
-         ShapeStr(B.ne));
-  return NewTensor(GgmlOp::MUL_MAT, GgmlType::F32, {A.ne[1], B.ne[1], B.ne[2], B.ne[3]}, {a, b});
+// The rule (InferShape) is a function of concrete shapes. The result as DimExprs: evaluated at the
+// graph's worst-case bindings w and at w with each symbol one larger, the differences are the
+// symbols' coefficients; a sixth binding, every symbol larger by another amount, checks that the
+// result is affine in them (a product of two symbolic dimensions is not).
+static std::array<Bindings, 6> SamplePoints(const Bindings& w) {
+  std::array<Bindings, 6> at{w, w, w, w, w, w};
+  at[1].n_tokens += 1;
+  at[2].n_kv += 1;
+  at[3].kv_head += 1;
+  at[4].n_outputs += 1;
+  at[5] = {w.n_tokens + 2, w.n_kv + 3, w.kv_head + 5, w.n_outputs + 7};
+  return at;
 }
+
+static Ne4 Eval(const Bindings& b, const Shape& ne) {
+  return Ne4{b.Eval(ne[0]), b.Eval(ne[1]), b.Eval(ne[2]), b.Eval(ne[3])};
+}
+
+Shape GraphBuilder::RuleShape(GgmlOp op, const std::vector<int>& srcs, const EncodedOpParams& p) {
+  const OpParamsRef params(p.iparams, p.fparams);
+  const Bindings w = g_.WorstCase();
+  const std::array<Bindings, 6> at = SamplePoints(w);
+  Ne4 r[6];
+  SrcShapes shapes(srcs.size());
+  for (int k = 0; k < 6; ++k) {
+    for (size_t j = 0; j < srcs.size(); ++j) {
+      shapes[j].reset();
+      if (srcs[j] < 0) continue;
+      shapes[j] = Eval(at[k], g_.tensors[srcs[j]].ne);
+    }
+    Result<Ne4> x = InferShape(op, shapes, params);
+    if (!x.ok()) {
+      Fail(x.status().message() + "; sources " + Describe(srcs));
+      return g_.tensors[srcs[0]].ne;
+    }
+    r[k] = *x;
+  }
+  Shape ne;
+  for (int d = 0; d < 4; ++d) {
+    DimExpr& e = ne[d];
+    e.tokens = r[1][d] - r[0][d];
+    e.kv = r[2][d] - r[0][d];
+    e.kv_head = r[3][d] - r[0][d];
+    e.outputs = r[4][d] - r[0][d];
+    e.c = r[0][d] - e.tokens * w.n_tokens - e.kv * w.n_kv - e.kv_head * w.kv_head - e.outputs * w.n_outputs;
+    if (at[5].Eval(e) != r[5][d])
+      Fail(std::string(GgmlOpName(op)) + ": result ne" + std::to_string(d) +
+           " is not affine in the graph symbols; sources " + Describe(srcs));
+  }
+  return ne;
+}
+
+void GraphBuilder::CheckGivenShape(GgmlOp op, int a, const Shape& ne) {
+  for (const Bindings& b : SamplePoints(g_.WorstCase()))
+    if (Status st = CheckShape(op, {Eval(b, g_.tensors[a].ne)}, OpParamsRef(), Eval(b, ne)); !st.ok()) {
+      Fail(st.message() + "; source " + Describe({a}) + ", result " + ShapeStr(ne));
+      return;
+    }
+}
+
+int GraphBuilder::NewNode(GgmlOp op, GgmlType type, std::vector<int> srcs, EncodedOpParams p) {
+  const Shape ne = RuleShape(op, srcs, p);
+  const int t = NewTensor(op, type, ne, std::move(srcs));
+  SetParams(g_.tensors[t], std::move(p));
+  return t;
+}
+
+int GraphBuilder::GetRows(int a, int rows) {
+  if (g_.tensors[rows].type != GgmlType::I32) Fail("get_rows: rows must be I32: " + g_.tensors[rows].name);
+  const GgmlType out = g_.tensors[a].type == GgmlType::I32 ? GgmlType::I32 : GgmlType::F32;
+  return NewNode(GgmlOp::GET_ROWS, out, {a, rows});
+}
+
+int GraphBuilder::MulMat(int a, int b) { return NewNode(GgmlOp::MUL_MAT, GgmlType::F32, {a, b}); }
 
 int GraphBuilder::MulMatId(int as, int b, int ids) {
-  const Tensor& A = g_.tensors[as];
-  const Tensor& B = g_.tensors[b];
-  const Tensor& I = g_.tensors[ids];
-  // ggml_mul_mat_id: as [K, N, n_expert], b [K, n_expert_used or 1, n_tokens], ids [n_used, n_tokens]
-  if (A.ne[0] != B.ne[0]) Fail("mul_mat_id: ne0 mismatch for " + A.name + " x " + B.name);
-  if (I.type != GgmlType::I32 || I.ne[1] != B.ne[2])
-    Fail("mul_mat_id: ids must be I32 [n_used, b.ne2]: " + I.name);
-  return NewTensor(GgmlOp::MUL_MAT_ID, GgmlType::F32, {A.ne[1], I.ne[0], B.ne[2], kOne}, {as, b, ids});
+  if (g_.tensors[ids].type != GgmlType::I32) Fail("mul_mat_id: ids must be I32: " + g_.tensors[ids].name);
+  return NewNode(GgmlOp::MUL_MAT_ID, GgmlType::F32, {as, b, ids});
 }
 
-int GraphBuilder::Binary(GgmlOp op, const char* what, int a, int b) {
-  const Tensor& A = g_.tensors[a];
-  const Tensor& B = g_.tensors[b];
-  for (int i = 0; i < 4; ++i)
-    if (B.ne[i] != A.ne[i] && B.ne[i] != kOne)
-      Fail(std::string(what) + ": cannot broadcast " + B.name + " " + ShapeStr(B.ne) + " to " + A.name + " " +
-           ShapeStr(A.ne));
-  return NewTensor(op, A.type, A.ne, {a, b});
-}
+int GraphBuilder::Add(int a, int b) { return NewNode(GgmlOp::ADD, g_.tensors[a].type, {a, b}); }
+int GraphBuilder::Mul(int a, int b) { return NewNode(GgmlOp::MUL, g_.tensors[a].type, {a, b}); }
+int GraphBuilder::Div(int a, int b) { return NewNode(GgmlOp::DIV, g_.tensors[a].type, {a, b}); }
 
-int GraphBuilder::Add(int a, int b) { return Binary(GgmlOp::ADD, "add", a, b); }
-int GraphBuilder::Mul(int a, int b) { return Binary(GgmlOp::MUL, "mul", a, b); }
-int GraphBuilder::Div(int a, int b) { return Binary(GgmlOp::DIV, "div", a, b); }
-
-int GraphBuilder::SumRows(int a) {
-  const Tensor& A = g_.tensors[a];
-  return NewTensor(GgmlOp::SUM_ROWS, A.type, {kOne, A.ne[1], A.ne[2], A.ne[3]}, {a});
-}
+int GraphBuilder::SumRows(int a) { return NewNode(GgmlOp::SUM_ROWS, g_.tensors[a].type, {a}); }
 
 int GraphBuilder::Scale(int a, float s) {
-  const int t = NewTensor(GgmlOp::SCALE, g_.tensors[a].type, g_.tensors[a].ne, {a});
-  SetParams(g_.tensors[t], Encode(ScaleParams{s, 0.f}));
-  return t;
+  return NewNode(GgmlOp::SCALE, g_.tensors[a].type, {a}, Encode(ScaleParams{s, 0.f}));
 }
 
 int GraphBuilder::RmsNorm(int a, float eps) {
-  const int t = NewTensor(GgmlOp::RMS_NORM, g_.tensors[a].type, g_.tensors[a].ne, {a});
-  SetParams(g_.tensors[t], Encode(NormParams{eps}));
-  return t;
+  return NewNode(GgmlOp::RMS_NORM, g_.tensors[a].type, {a}, Encode(NormParams{eps}));
 }
 
 int GraphBuilder::Norm(int a, float eps) {
-  const int t = NewTensor(GgmlOp::NORM, g_.tensors[a].type, g_.tensors[a].ne, {a});
-  SetParams(g_.tensors[t], Encode(NormParams{eps}));
-  return t;
+  return NewNode(GgmlOp::NORM, g_.tensors[a].type, {a}, Encode(NormParams{eps}));
 }
 
-int GraphBuilder::Silu(int a) { return NewTensor(GgmlOp::SILU, g_.tensors[a].type, g_.tensors[a].ne, {a}); }
-int GraphBuilder::Gelu(int a) { return NewTensor(GgmlOp::GELU, g_.tensors[a].type, g_.tensors[a].ne, {a}); }
-int GraphBuilder::Sigmoid(int a) {
-  return NewTensor(GgmlOp::SIGMOID, g_.tensors[a].type, g_.tensors[a].ne, {a});
-}
-int GraphBuilder::SwiGluSplit(int a, int b) {
-  return NewTensor(GgmlOp::SWIGLU, g_.tensors[a].type, g_.tensors[a].ne, {a, b});
-}
-int GraphBuilder::GeGluSplit(int a, int b) {
-  return NewTensor(GgmlOp::GEGLU, g_.tensors[a].type, g_.tensors[a].ne, {a, b});
-}
+int GraphBuilder::Silu(int a) { return NewNode(GgmlOp::SILU, g_.tensors[a].type, {a}); }
+int GraphBuilder::Gelu(int a) { return NewNode(GgmlOp::GELU, g_.tensors[a].type, {a}); }
+int GraphBuilder::Sigmoid(int a) { return NewNode(GgmlOp::SIGMOID, g_.tensors[a].type, {a}); }
+int GraphBuilder::SwiGluSplit(int a, int b) { return NewNode(GgmlOp::SWIGLU, g_.tensors[a].type, {a, b}); }
+int GraphBuilder::GeGluSplit(int a, int b) { return NewNode(GgmlOp::GEGLU, g_.tensors[a].type, {a, b}); }
 
 int GraphBuilder::RopeExt(int a, int pos, int freq_factors, const RopeConfig& rc) {
   std::vector<int> srcs{a, pos};
   if (freq_factors >= 0) srcs.push_back(freq_factors);
-  const int t = NewTensor(GgmlOp::ROPE, g_.tensors[a].type, g_.tensors[a].ne, std::move(srcs));
-  SetParams(g_.tensors[t], Encode(rc));
-  return t;
+  return NewNode(GgmlOp::ROPE, g_.tensors[a].type, std::move(srcs), Encode(rc));
 }
 
 int GraphBuilder::SoftMaxExt(int a, int mask, float scale, float max_bias) {
   std::vector<int> srcs{a};
   if (mask >= 0) srcs.push_back(mask);
-  const int t = NewTensor(GgmlOp::SOFT_MAX, g_.tensors[a].type, g_.tensors[a].ne, std::move(srcs));
-  SetParams(g_.tensors[t], Encode(SoftMaxParams{scale, max_bias}));
-  return t;
+  return NewNode(GgmlOp::SOFT_MAX, g_.tensors[a].type, std::move(srcs),
+                 Encode(SoftMaxParams{scale, max_bias}));
 }
 
 int GraphBuilder::FlashAttnExt(int q, int k, int v, int mask, float scale, float max_bias,
                                float logit_softcap, int prec) {
-  const Tensor& Q = g_.tensors[q];
-  const Tensor& Kt = g_.tensors[k];
-  const Tensor& V = g_.tensors[v];
-  // ggml_flash_attn_ext: ggml_can_mul_mat(k, q); V's rows are summed with the softmax weights.
-  if (Kt.ne[0] != Q.ne[0])
-    Fail("flash_attn_ext: ne0 mismatch for " + Kt.name + " " + ShapeStr(Kt.ne) + " x " + Q.name + " " +
-         ShapeStr(Q.ne));
-  if (V.ne[1] != Kt.ne[1] || V.ne[2] != Kt.ne[2])
-    Fail("flash_attn_ext: " + V.name + " " + ShapeStr(V.ne) + " does not match " + Kt.name + " " +
-         ShapeStr(Kt.ne));
-  if (Q.ne[2].is_const() && Kt.ne[2].is_const() && (Kt.ne[2].c <= 0 || Q.ne[2].c % Kt.ne[2].c != 0))
-    Fail("flash_attn_ext: " + Q.name + " has " + std::to_string(Q.ne[2].c) + " heads, not a multiple of " +
-         std::to_string(Kt.ne[2].c));
   std::vector<int> srcs{q, k, v};
   if (mask >= 0) srcs.push_back(mask);
-  const int t =
-      NewTensor(GgmlOp::FLASH_ATTN_EXT, GgmlType::F32, {V.ne[0], Q.ne[2], Q.ne[1], Q.ne[3]}, std::move(srcs));
-  SetParams(g_.tensors[t], Encode(FlashAttnExtParams{scale, max_bias, logit_softcap, prec}));
-  return t;
+  return NewNode(GgmlOp::FLASH_ATTN_EXT, GgmlType::F32, std::move(srcs),
+                 Encode(FlashAttnExtParams{scale, max_bias, logit_softcap, prec}));
 }
 
 int GraphBuilder::SoftMax(int a) { return SoftMaxExt(a, -1, 1.0f, 0.0f); }
 
 int GraphBuilder::Argsort(int a, int order) {
-  const int t = NewTensor(GgmlOp::ARGSORT, GgmlType::I32, g_.tensors[a].ne, {a});
-  SetParams(g_.tensors[t], Encode(ArgsortParams{order}));
-  return t;
+  return NewNode(GgmlOp::ARGSORT, GgmlType::I32, {a}, Encode(ArgsortParams{order}));
 }
 
 int GraphBuilder::TopK(int a, int k) {
-  const Tensor& A = g_.tensors[a];
-  if (!A.ne[0].is_const() || A.ne[0].c < k) Fail("top_k: k larger than ne0 of " + A.name);
+  // ggml_top_k's result shape (TOP_K's rule), as a view of the sorted indices.
+  const Shape ne = RuleShape(GgmlOp::TOP_K, {a}, Encode(TopKParams{k}));
   const int sorted = Argsort(a, /*GGML_SORT_ORDER_DESC=*/1);
   const auto nb = ContiguousStrides(GgmlType::I32, g_.tensors[sorted].ne);
-  const Shape src_ne = g_.tensors[sorted].ne;
-  return View(sorted, {DimExpr::Const(k), src_ne[1], src_ne[2], src_ne[3]}, {nb[1], nb[2], nb[3]}, DimExpr{});
+  return View(sorted, ne, {nb[1], nb[2], nb[3]}, DimExpr{});
 }
 
 int GraphBuilder::Concat(int a, int b, int dim) {
-  const Tensor& A = g_.tensors[a];
-  const Tensor& B = g_.tensors[b];
-  Shape ne = A.ne;
-  for (int d = 0; d < 4; ++d) {
-    if (d == dim)
-      ne[d] = A.ne[d] + B.ne[d];
-    else if (A.ne[d] != B.ne[d])
-      Fail("concat: dim " + std::to_string(d) + " differs for " + A.name + " and " + B.name);
-  }
-  const int t = NewTensor(GgmlOp::CONCAT, A.type, ne, {a, b});
-  SetParams(g_.tensors[t], Encode(ConcatParams{dim}));
-  return t;
+  return NewNode(GgmlOp::CONCAT, g_.tensors[a].type, {a, b}, Encode(ConcatParams{dim}));
 }
 
-int GraphBuilder::SsmConv(int sx, int c) {
-  const Tensor& SX = g_.tensors[sx];
-  const Tensor& Cw = g_.tensors[c];
-  const DimExpr d_conv = Cw.ne[0], d_inner = Cw.ne[1];
-  const DimExpr n_t = SX.ne[0] + (d_conv * -1) + kOne;
-  if (SX.ne[1] != d_inner || SX.ne[3] != kOne || Cw.ne[2] != kOne)
-    Fail("ssm_conv: expected sx [d_conv-1+n_t, d_inner, n_s] and c [d_conv, d_inner], got " + SX.name + " " +
-         ShapeStr(SX.ne) + " and " + Cw.name + " " + ShapeStr(Cw.ne));
-  return NewTensor(GgmlOp::SSM_CONV, GgmlType::F32, {d_inner, n_t, SX.ne[2], kOne}, {sx, c});
-}
+int GraphBuilder::SsmConv(int sx, int c) { return NewNode(GgmlOp::SSM_CONV, GgmlType::F32, {sx, c}); }
 
 int GraphBuilder::SsmScan(int s, int x, int dt, int A, int B, int C) {
-  const Tensor& S = g_.tensors[s];
-  const Tensor& X = g_.tensors[x];
-  const Tensor& DT = g_.tensors[dt];
-  const Tensor& AA = g_.tensors[A];
-  const Tensor& BB = g_.tensors[B];
-  const Tensor& CC = g_.tensors[C];
-  bool ok = X.ne == DT.ne && BB.ne == CC.ne && S.ne[2] == X.ne[2] && X.ne[0] == S.ne[1] &&
-            AA.ne[0] == S.ne[0] && AA.ne[1] == S.ne[1] && BB.ne[0] == S.ne[0] && BB.ne[1] == X.ne[1] &&
-            BB.ne[2] == X.ne[2];
-  if (!ok)
-    Fail("ssm_scan: inconsistent shapes (s " + ShapeStr(S.ne) + ", x " + ShapeStr(X.ne) + ", A " +
-         ShapeStr(AA.ne) + ", B " + ShapeStr(BB.ne) + ")");
-  // nelements(x) + nelements(s); both have at most one symbolic factor (n_t) here.
-  auto nel = [this](const Shape& ne) {
-    DimExpr n = ne[0];
-    for (int i = 1; i < 4; ++i) {
-      if (ne[i].is_const())
-        n = n * ne[i].c;
-      else if (n.is_const())
-        n = ne[i] * n.c;
-      else
-        Fail("ssm_scan: element count is not affine in the graph symbols");
-    }
-    return n;
-  };
-  const DimExpr n = nel(X.ne) + nel(S.ne);
-  return NewTensor(GgmlOp::SSM_SCAN, GgmlType::F32, {n, kOne, kOne, kOne}, {s, x, dt, A, B, C});
+  return NewNode(GgmlOp::SSM_SCAN, GgmlType::F32, {s, x, dt, A, B, C});
 }
 
 static int OwnerOf(const Graph& g, int a) { return g.tensors[a].view_src >= 0 ? g.tensors[a].view_src : a; }
 
 int GraphBuilder::Reshape(int a, Shape ne) {
+  CheckGivenShape(GgmlOp::RESHAPE, a, ne);
   const int t = NewTensor(GgmlOp::RESHAPE, g_.tensors[a].type, ne, {a});
   g_.tensors[t].view_src = OwnerOf(g_, a);
   g_.tensors[t].name = g_.tensors[a].name + " (reshaped)";
@@ -341,41 +308,37 @@ std::array<DimExpr, 4> GraphBuilder::Nb(int t) {
 }
 
 int GraphBuilder::Permute(int a, int ax0, int ax1, int ax2, int ax3) {
-  const Tensor& A = g_.tensors[a];
-  Shape ne;
-  const int ax[4] = {ax0, ax1, ax2, ax3};
-  for (int i = 0; i < 4; ++i) ne[ax[i]] = A.ne[i];
-  const int t = NewTensor(GgmlOp::PERMUTE, A.type, ne, {a});
   PermuteParams pp;
+  const int ax[4] = {ax0, ax1, ax2, ax3};
   for (int i = 0; i < 4; ++i) pp.axis[i] = ax[i];
-  SetParams(g_.tensors[t], Encode(pp));
+  const int t = NewNode(GgmlOp::PERMUTE, g_.tensors[a].type, {a}, Encode(pp));
   g_.tensors[t].view_src = OwnerOf(g_, a);
   g_.tensors[t].name = g_.tensors[a].name + " (permuted)";
   return t;
 }
 
 int GraphBuilder::Transpose(int a) {
-  const Tensor& A = g_.tensors[a];
-  const int t = NewTensor(GgmlOp::TRANSPOSE, A.type, {A.ne[1], A.ne[0], A.ne[2], A.ne[3]}, {a});
+  const int t = NewNode(GgmlOp::TRANSPOSE, g_.tensors[a].type, {a});
   g_.tensors[t].view_src = OwnerOf(g_, a);
   g_.tensors[t].name = g_.tensors[a].name + " (transposed)";
   return t;
 }
 
 int GraphBuilder::Cpy(int a, int b) {
-  const int t = NewTensor(GgmlOp::CPY, g_.tensors[b].type, g_.tensors[b].ne, {a, b});
+  const int t = NewNode(GgmlOp::CPY, g_.tensors[b].type, {a, b});
   g_.tensors[t].view_src = OwnerOf(g_, b);
   g_.tensors[t].name = g_.tensors[b].name + " (copy of " + g_.tensors[a].name + ")";
   return t;
 }
 
 int GraphBuilder::Cast(int a, GgmlType type) {
-  const int t = NewTensor(GgmlOp::CPY, type, g_.tensors[a].ne, {a});
+  const int t = NewNode(GgmlOp::CPY, type, {a});
   g_.tensors[t].name = g_.tensors[a].name + " (copy)";
   return t;
 }
 
 int GraphBuilder::Cont(int a, Shape ne) {
+  CheckGivenShape(GgmlOp::CONT, a, ne);
   const int t = NewTensor(GgmlOp::CONT, g_.tensors[a].type, ne, {a});
   g_.tensors[t].name = g_.tensors[a].name + " (cont)";
   return t;

@@ -1,9 +1,12 @@
 // GraphBuilder: ggml-style tensor constructors over the planner's Graph (see graph.h).
 //
 // Each method mirrors the ggml function of the same name (ggml.h): same sources in the same order,
-// same result shape and type, views alias their source's memory. Methods return the new tensor's
-// id. Invalid shapes are programming errors of an architecture builder and are reported through
-// `status()` (the first error wins) instead of asserting.
+// same result type, views alias their source's memory. Result shapes and the checks on the
+// sources' shapes are the op's shape rule (ggml_op_shapes.h, evaluated around the graph's
+// worst-case bindings); parameters are stored in the plan's layout (ggml_op_params.h). Methods
+// return the new tensor's id. Invalid shapes are programming errors of an architecture builder and
+// are reported through `status()` (the first error wins, "graph builder: <the rule's message>;
+// sources <name> <shape>, ...") instead of asserting.
 #pragma once
 
 #include <string>
@@ -28,24 +31,23 @@ class GraphBuilder {
   int Input(const std::string& name, GgmlType type, Shape ne);
 
   /// ggml_get_rows: a [ne0, n, ne2], rows I32 [m, ne2, ne3'] -> [ne0, m, ne2, ne3'] (F32, or I32 for an
-  /// I32 `a`). Checks a.ne2 == rows.ne1 as ggml does.
+  /// I32 `a`).
   int GetRows(int a, int rows);
   /// ggml_mul_mat: a [K, M, ...] (the weight), b [K, N, ne2, ne3] -> F32 [M, N, ne2, ne3].
-  /// Reports a K mismatch naming both tensors and shapes.
   int MulMat(int a, int b);
   /// ggml_mul_mat_id: as [K, M, n_expert] (one matrix per expert), b [K, n_b, n_tokens],
   /// ids I32 [n_used, n_tokens] -> F32 [M, n_used, n_tokens] (llama.cpp llm_build_moe_ffn).
   int MulMatId(int as, int b, int ids);
-  /// Element-wise ops (ggml_add, ggml_mul, ggml_div): b is broadcast over a (ggml_can_repeat:
-  /// every b.ne[i] is 1 or equal to a.ne[i]); the result has a's shape and type.
+  /// Element-wise ops (ggml_add, ggml_mul, ggml_div): b is broadcast over a (ggml_can_repeat); the
+  /// result has a's shape and type.
   int Add(int a, int b);
   int Mul(int a, int b);
   int Div(int a, int b);
   /// ggml_sum_rows: [ne0, ne1, ne2, ne3] -> [1, ne1, ne2, ne3].
   int SumRows(int a);
-  /// ggml_scale (fparams {s, 0}); shape and type of a.
+  /// ggml_scale (ScaleParams{s, 0}); shape and type of a.
   int Scale(int a, float s);
-  /// ggml_rms_norm / ggml_norm over ne0 (fparams {eps}); shape and type of a.
+  /// ggml_rms_norm / ggml_norm over ne0 (NormParams); shape and type of a.
   int RmsNorm(int a, float eps);
   int Norm(int a, float eps);
   /// Unary ops (ggml_silu, ggml_gelu, ggml_sigmoid); shape and type of a.
@@ -56,16 +58,15 @@ class GraphBuilder {
   int SwiGluSplit(int a, int b);
   int GeGluSplit(int a, int b);
   /// ggml_rope_ext: a [head_dim, n_head, n_tokens], pos I32 [n_tokens], optional freq factors
-  /// (-1: none) [n_dims / 2]; iparams {n_dims, mode, n_ctx_orig}, fparams in RopeConfig order.
+  /// (-1: none) [n_dims / 2]; parameters RopeParams.
   int RopeExt(int a, int pos, int freq_factors, const RopeConfig& rc);
   /// ggml_soft_max_ext: softmax over ne0 of a * scale + mask (optional, -1: none, [n_kv, n_tokens]
-  /// broadcast over heads) with ALiBi max_bias; fparams {scale, max_bias}.
+  /// broadcast over heads) with ALiBi max_bias (SoftMaxParams).
   int SoftMaxExt(int a, int mask, float scale, float max_bias);
   /// ggml_flash_attn_ext + ggml_flash_attn_ext_set_prec (ggml Feb 2025): q F32 [D, n_tokens, n_head],
   /// k [D, n_kv, n_head_kv], v [Dv, n_kv, n_head_kv] (n_head % n_head_kv == 0), mask (-1: none) F16
   /// [n_kv, >= n_tokens] -> F32 [Dv, n_head, n_tokens] (the result is already permuted as
-  /// kqv_merged). fparams {scale, max_bias, logit_softcap}; iparams {prec} (0 GGML_PREC_DEFAULT,
-  /// 1 GGML_PREC_F32). Reports ne0 mismatches and a head count that k does not divide.
+  /// kqv_merged). Parameters FlashAttnExtParams (prec 0 GGML_PREC_DEFAULT, 1 GGML_PREC_F32).
   int FlashAttnExt(int q, int k, int v, int mask, float scale, float max_bias, float logit_softcap, int prec);
   /// ggml_soft_max: SoftMaxExt without mask, scale 1, max_bias 0.
   int SoftMax(int a);
@@ -123,7 +124,16 @@ class GraphBuilder {
 
  private:
   int NewTensor(GgmlOp op, GgmlType type, Shape ne, std::vector<int> srcs);
-  int Binary(GgmlOp op, const char* what, int a, int b);
+  /// A node of `op` whose shape is its rule's (RuleShape) with parameters `p`.
+  int NewNode(GgmlOp op, GgmlType type, std::vector<int> srcs, EncodedOpParams p = {});
+  /// The result shape of `op` over `srcs` by its rule (InferShape, ggml_op_shapes.h), evaluated at
+  /// bindings around the graph's worst case and read back as DimExprs; reports the rule's error
+  /// (the result is then src 0's shape).
+  Shape RuleShape(GgmlOp op, const std::vector<int>& srcs, const EncodedOpParams& p = {});
+  /// Checks a shape given to RESHAPE or CONT against src `a` (CheckShape) at those bindings.
+  void CheckGivenShape(GgmlOp op, int a, const Shape& ne);
+  /// "name [ne0, ...], ..." of `srcs`, for messages.
+  std::string Describe(const std::vector<int>& srcs) const;
   void Fail(const std::string& msg);
   void Visit(int t, std::vector<char>& visited);
 
