@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "stowage/runtime/ggml_op_params.h"
+
 namespace stowage::planner {
 
 namespace {
@@ -32,8 +34,10 @@ std::array<int64_t, 4> TensorStrides(const Graph& g, int t, const Bindings& b) {
     }
     case stowage::GgmlOp::PERMUTE: {
       const auto src = TensorStrides(g, x.srcs[0], b);
+      // The builder wrote the axes with Encode; a graph that reaches placement has valid ones.
+      const Result<PermuteParams> p = DecodePermute(OpParamsRef(x.iparams, x.fparams));
       std::array<int64_t, 4> nb{};
-      for (int i = 0; i < 4; ++i) nb[x.iparams[i]] = src[i];
+      for (int i = 0; i < 4; ++i) nb[p.ok() ? p->axis[i] : i] = src[i];
       return nb;
     }
     case stowage::GgmlOp::TRANSPOSE: {
@@ -41,11 +45,13 @@ std::array<int64_t, 4> TensorStrides(const Graph& g, int t, const Bindings& b) {
       std::swap(nb[0], nb[1]);
       return nb;
     }
-    case stowage::GgmlOp::CPY:  // the result is a view of the destination; ggml_cast's is its own
-      if (x.srcs.size() > 1) return TensorStrides(g, x.srcs[1], b);
+    default: {
+      // A node written into one of its sources (ggml_cpy's destination) has that source's layout;
+      // ggml_cast's result is its own.
+      const int aliased = IsViewOp(x.op) ? -1 : AliasedSource(x.op, x.srcs.size());
+      if (aliased >= 0) return TensorStrides(g, x.srcs[aliased], b);
       return ContiguousNb(x.type, ne);
-    default:
-      return ContiguousNb(x.type, ne);
+    }
   }
 }
 
