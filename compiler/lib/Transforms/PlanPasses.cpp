@@ -103,6 +103,32 @@ void endStep(ModuleOp module, PlanStage step, const RecordedOptions &r) {
   setStage(module, step);
 }
 
+/// cpu-moe / n-cpu-moe (plan-model --cpu-moe / --n-cpu-moe): planner::AddCpuMoeOverrides on
+/// `r.placement` for the module's model and `r`'s devices; its warning (a model without experts)
+/// is emitted when `warn`. Errors (emitted, prefixed with `pass`): n-cpu-moe below 0, those of
+/// the model and the devices.
+LogicalResult addCpuMoe(ModuleOp module, StringRef pass, bool cpuMoe, int nCpuMoe, bool warn,
+                        RecordedOptions &r) {
+  if (nCpuMoe < 0) {
+    emitError(module.getLoc()) << pass << ": n-cpu-moe=" << nCpuMoe << " must be 0 or more";
+    return failure();
+  }
+  if (!cpuMoe && nCpuMoe == 0)
+    return success();
+  auto st = reconstructPlannerState(module, PlanStage::kImported, r, pass);
+  if (failed(st))
+    return failure();
+  FailureOr<std::vector<planner::DeviceManifest>> machine = makeMachine(module, r, pass);
+  if (failed(machine))
+    return failure();
+  planner::AddCpuMoeOverrides((*st)->graphs.hp, *machine, cpuMoe, nCpuMoe, &r.placement,
+                              [&](const planner::PlanMessage &m) {
+                                if (warn)
+                                  emitWarning(module.getLoc()) << pass << ": " << m.text;
+                              });
+  return success();
+}
+
 /// n-gpu-layers=-1 of stowage-assign-layers (plan-model --fit): planner::FitPlanLayers on the
 /// module's model and context with the options `r`, keeping `fitTargetMiB` free on each GPU;
 /// its line is a remark. Errors are emitted on the module's location prefixed with
@@ -182,7 +208,10 @@ struct AssignLayersPass : impl::StowageAssignLayersBase<AssignLayersPass> {
     if (failed(stepOptions(module, PlanStage::kImported, pass, r, setOptions)))
       return signalPassFailure();
     if (fit) {
-      FailureOr<int> n = fitLayers(module, pass, fitTarget, r);
+      RecordedOptions fitOptions = r;
+      if (failed(addCpuMoe(module, pass, cpuMoe, nCpuMoe, /*warn=*/false, fitOptions)))
+        return signalPassFailure();
+      FailureOr<int> n = fitLayers(module, pass, fitTarget, fitOptions);
       if (failed(n))
         return signalPassFailure();
       r.placement.n_gpu_layers = *n;
@@ -225,12 +254,16 @@ struct SelectWeightBuftPass : impl::StowageSelectWeightBuftBase<SelectWeightBuft
     if (failed(parseOverrides(module, pass, overrides, ots)))
       return signalPassFailure();
     RecordedOptions r;
-    auto st = beginStep(module, PlanStage::kWeights, pass, r, [&](RecordedOptions &o) {
-      o.placement.overrides = ots;
-      o.placement.no_host = noHost;
-      o.placement.no_repack = noRepack;
-      o.placement.use_mmap = !noMmap;
-    });
+    if (failed(stepOptions(module, PlanStage::kLayers, pass, r, [&](RecordedOptions &o) {
+          o.placement.overrides = ots;
+          o.placement.no_host = noHost;
+          o.placement.no_repack = noRepack;
+          o.placement.use_mmap = !noMmap;
+        })))
+      return signalPassFailure();
+    if (failed(addCpuMoe(module, pass, cpuMoe, nCpuMoe, /*warn=*/true, r)))
+      return signalPassFailure();
+    auto st = reconstructPlannerState(module, PlanStage::kWeights, r, pass);
     if (failed(st))
       return signalPassFailure();
     const PlannerState &s = **st;
@@ -509,6 +542,8 @@ struct PlanPipelineOptions : PassPipelineOptions<PlanPipelineOptions> {
   Option<bool> noHost{*this, "no-host", llvm::cl::desc("--no-host"), llvm::cl::init(false)};
   Option<bool> noRepack{*this, "no-repack", llvm::cl::desc("--no-repack"), llvm::cl::init(false)};
   Option<bool> noMmap{*this, "no-mmap", llvm::cl::desc("--no-mmap"), llvm::cl::init(false)};
+  Option<bool> cpuMoe{*this, "cpu-moe", llvm::cl::desc("--cpu-moe"), llvm::cl::init(false)};
+  Option<int> nCpuMoe{*this, "n-cpu-moe", llvm::cl::desc("--n-cpu-moe"), llvm::cl::init(0)};
   Option<bool> nkvo{*this, "nkvo", llvm::cl::desc("-nkvo"), llvm::cl::init(false)};
   Option<bool> noOpOffload{*this, "no-op-offload", llvm::cl::desc("--no-op-offload"),
                            llvm::cl::init(false)};
@@ -542,12 +577,16 @@ void registerStowagePlanPipeline() {
         a.noMmap = o.noMmap;
         a.nkvo = o.nkvo;
         a.noOpOffload = o.noOpOffload;
+        a.cpuMoe = o.cpuMoe;
+        a.nCpuMoe = o.nCpuMoe;
         pm.addPass(createStowageAssignLayers(a));
         StowageSelectWeightBuftOptions w;
         w.overrides = o.overrides;
         w.noHost = o.noHost;
         w.noRepack = o.noRepack;
         w.noMmap = o.noMmap;
+        w.cpuMoe = o.cpuMoe;
+        w.nCpuMoe = o.nCpuMoe;
         pm.addPass(createStowageSelectWeightBuft(w));
         StowagePlaceKvOptions k;
         k.nkvo = o.nkvo;

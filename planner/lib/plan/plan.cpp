@@ -25,6 +25,17 @@ Status NamingModel(const GgufFile& gguf, Status s) {
 
 }  // namespace
 
+void AddCpuMoeOverrides(const HParams& hp, const std::vector<DeviceManifest>& machine, bool cpu_moe,
+                        int n_cpu_moe, PlacementOptions* placement, const PlanMessageSink& sink) {
+  if (sink && (cpu_moe || n_cpu_moe > 0) && hp.n_expert == 0)
+    sink(PlanMessage{PlanMessageKind::kWarning, "--cpu-moe/--n-cpu-moe given but the model has no experts"});
+  std::string cpu_buft = "CPU";
+  for (const DeviceManifest& d : machine)
+    if (d.type == DeviceType::kCpu) cpu_buft = d.default_buft.name;
+  const std::vector<TensorOverride> moe = CpuMoeOverrides(cpu_moe, n_cpu_moe, cpu_buft);
+  placement->overrides.insert(placement->overrides.end(), moe.begin(), moe.end());
+}
+
 Result<ContextConfig> ResolvePlanContext(const HParams& hp, const std::string& path,
                                          const ContextConfig& asked, const PlanMessageSink& sink) {
   ContextConfig cfg = asked;
@@ -56,23 +67,16 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
   };
   STOWAGE_ASSIGN_OR_RETURN(HParams hp, ReadHParams(gguf));
   for (const std::string& w : hp.warnings) say(PlanMessageKind::kWarning, w);
-  if ((request.cpu_moe || request.n_cpu_moe > 0) && hp.n_expert == 0)
-    say(PlanMessageKind::kWarning, "--cpu-moe/--n-cpu-moe given but the model has no experts");
-
   PlanResult r;
   r.placement = request.placement;
-  std::string cpu_buft = "CPU";
-  for (const DeviceManifest& d : machine)
-    if (d.type == DeviceType::kCpu) cpu_buft = d.default_buft.name;
-  const std::vector<TensorOverride> moe = CpuMoeOverrides(request.cpu_moe, request.n_cpu_moe, cpu_buft);
-  r.placement.overrides.insert(r.placement.overrides.end(), moe.begin(), moe.end());
+  AddCpuMoeOverrides(hp, machine, request.cpu_moe, request.n_cpu_moe, &r.placement, sink);
 
   // The context as asked, then as llama_init_from_model resolves it (-fa auto: first with flash
   // attention).
   ContextConfig asked = request.context;
   asked.flash_attn = request.flash_attn != FlashAttnMode::kOff;
   STOWAGE_ASSIGN_OR_RETURN(ContextConfig cfg, ResolvePlanContext(hp, gguf.path(), asked, sink));
-  STOWAGE_ASSIGN_OR_RETURN(r.graphs, BuildModelGraphs(gguf, cfg));
+  STOWAGE_ASSIGN_OR_RETURN(r.graphs, BuildModelGraphs(gguf, hp, cfg));
   if (!r.graphs.hp.recurrent() && r.graphs.cfg.n_ctx > r.graphs.hp.n_ctx_train)
     say(PlanMessageKind::kContextOverflow, "n_ctx_per_seq (" + std::to_string(r.graphs.cfg.n_ctx) +
                                                ") > n_ctx_train (" + std::to_string(r.graphs.hp.n_ctx_train) +
@@ -101,7 +105,7 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
       cfg.flash_attn = false;
       STOWAGE_RETURN_IF_ERROR(ResolveContext(hp, gguf.path(), &cfg));
       STOWAGE_RETURN_IF_ERROR(fit_layers());
-      auto graphs = BuildModelGraphs(gguf, cfg);
+      auto graphs = BuildModelGraphs(gguf, hp, cfg);
       if (graphs.ok()) {
         r.graphs = std::move(*graphs);
         outcome = PlaceModel(r.graphs, machine, r.placement);

@@ -2,9 +2,9 @@
 // a placed, memory-planned, fit-checked and serialized plan out. plan-model, stowage-run's planning
 // on the fly and the tests' plans for this machine (test/unit/plan_probed.h) all plan through it,
 // so a flag means the same in every tool. The MLIR placement passes (compiler/lib/Transforms), which
-// run the placement one pass at a time, call its steps: ResolvePlanContext, FitPlanLayers,
-// PlaceModelStep (place_model.h) and CheckPlanFit. The steps are llama.cpp's (llama_model_load_from_file +
-// llama_init_from_model, FEB25; the -fa auto retry and --fit from DEC25):
+// run the placement one pass at a time, call its steps: AddCpuMoeOverrides, ResolvePlanContext,
+// FitPlanLayers, PlaceModelStep (place_model.h) and CheckPlanFit. The steps are llama.cpp's
+// (llama_model_load_from_file + llama_init_from_model, FEB25; the -fa auto retry and --fit from DEC25):
 //
 //   ReadHParams -> ResolveContext -> BuildModelGraphs -> [--fit: FitGpuLayersToDevices]
 //     -> PlaceModel -> [-fa auto: FlashAttnDeviceMismatch, planned again without flash attention]
@@ -120,6 +120,14 @@ struct PlanResult {
   std::vector<uint8_t> bytes;
 };
 
+/// Plan's --cpu-moe / --n-cpu-moe (step 1): CpuMoeOverrides to `machine`'s CPU buffer type (its CPU
+/// device's default buffer type; "CPU" without one) appended to `placement->overrides`, and kWarning
+/// "--cpu-moe/--n-cpu-moe given but the model has no experts" to `sink` (may be null) when either is
+/// given for a model whose `hp.n_expert` is 0. Also the MLIR path's (stowage-select-weight-buft
+/// cpu-moe / n-cpu-moe).
+void AddCpuMoeOverrides(const HParams& hp, const std::vector<DeviceManifest>& machine, bool cpu_moe,
+                        int n_cpu_moe, PlacementOptions* placement, const PlanMessageSink& sink = nullptr);
+
 /// Plan's step 2: `asked` (the context as asked, flash_attn included) resolved by ResolveContext,
 /// reporting kBatchRaised to `sink` (may be null) when min(resolved n_ctx, asked n_batch) <
 /// kKqMaskPad (llama_init_from_model, FEB25). Also stowage-opt's --import-gguf, whose module the
@@ -144,8 +152,8 @@ Status CheckPlanFit(const GgufFile& gguf, const PlacementOutcome& outcome);
 /// Plans `gguf` for the devices `machine` (registry manifests or probed ones; a CPU device must be
 /// among them, it is the scheduler's last backend) as `request` asks, reporting llama.cpp's load
 /// lines to `sink` (may be null) as they happen. The steps, in order:
-///   1. ReadHParams; each of its warnings (kWarning); kWarning when --cpu-moe/--n-cpu-moe are given
-///      for a model without experts.
+///   1. ReadHParams; each of its warnings (kWarning); AddCpuMoeOverrides (kWarning when
+///      --cpu-moe/--n-cpu-moe are given for a model without experts).
 ///   2. ResolvePlanContext on request.context with flash attention as request.flash_attn asks
 ///      (kAuto: on): ResolveContext, and kBatchRaised when min(resolved n_ctx, asked n_batch) < kKqMaskPad.
 ///   3. BuildModelGraphs on the resolved context; kContextOverflow; kGpuLayersIgnored.

@@ -57,7 +57,8 @@ def StowageAssignLayers : Pass<"stowage-assign-layers", "::mlir::ModuleOp"> {
     `n-gpu-layers=-1` is llama.cpp's -ngl auto, plan-model's --fit: the layer count is the largest
     that keeps `fit-target` MiB free on every GPU (planner::FitPlanLayers, the search plan-model
     makes), placed with this pass's options and the later passes' options given here (overrides,
-    no-host, no-repack, no-mmap, nkvo, no-op-offload; --stowage-plan-pipeline passes them), and is
+    no-host, no-repack, no-mmap, cpu-moe, n-cpu-moe, nkvo, no-op-offload; --stowage-plan-pipeline
+    passes them), and is
     reported as a remark ("--fit: -ngl N fits (of L layers + output)"); <= -2 is every layer.
     Errors: a module without `stowage.import` or already placed, a bad option value, an unknown
     device or unreadable manifest, no CPU device, -mg out of range, -ts longer than the model
@@ -88,6 +89,10 @@ def StowageAssignLayers : Pass<"stowage-assign-layers", "::mlir::ModuleOp"> {
     Option<"nkvo", "nkvo", "bool", "false", "n-gpu-layers=-1: stowage-place-kv's nkvo, for the fit">,
     Option<"noOpOffload", "no-op-offload", "bool", "false",
            "n-gpu-layers=-1: stowage-schedule's no-op-offload, for the fit">,
+    Option<"cpuMoe", "cpu-moe", "bool", "false",
+           "n-gpu-layers=-1: stowage-select-weight-buft's cpu-moe, for the fit">,
+    Option<"nCpuMoe", "n-cpu-moe", "int", "0",
+           "n-gpu-layers=-1: stowage-select-weight-buft's n-cpu-moe, for the fit">,
   ];
 }
 
@@ -106,7 +111,9 @@ def StowageSelectWeightBuft : Pass<"stowage-select-weight-buft", "::mlir::Module
     module when a weight moved, and its options in `stowage.plan`.
     Errors: run out of order, a bad override (not REGEX=BUFT, unknown buffer type, bad regex), a
     weight without a compatible buffer type, an IR whose layer map differs from the recorded
-    options'.
+    options', n-cpu-moe below 0. `cpu-moe` / `n-cpu-moe` append plan-model's --cpu-moe /
+    --n-cpu-moe overrides (planner::AddCpuMoeOverrides, with its warning for a model without
+    experts) to `overrides`, and are recorded as overrides.
   }];
   let options = [
     // A plain string, split by planner::ParseTensorOverrides as llama.cpp splits -ot: MLIR 19's
@@ -116,6 +123,10 @@ def StowageSelectWeightBuft : Pass<"stowage-select-weight-buft", "::mlir::Module
     Option<"noHost", "no-host", "bool", "false", "no GPU host buffer type in the CPU list">,
     Option<"noRepack", "no-repack", "bool", "false", "no CPU repack (extra) buffer types">,
     Option<"noMmap", "no-mmap", "bool", "false", "load weights instead of mapping the file">,
+    Option<"cpuMoe", "cpu-moe", "bool", "false",
+           "every MoE expert weight on the CPU (--cpu-moe: overrides after the given ones)">,
+    Option<"nCpuMoe", "n-cpu-moe", "int", "0",
+           "the MoE expert weights of the first N layers on the CPU (--n-cpu-moe)">,
   ];
 }
 
