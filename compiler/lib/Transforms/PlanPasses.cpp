@@ -103,6 +103,23 @@ void endStep(ModuleOp module, PlanStage step, const RecordedOptions &r) {
   setStage(module, step);
 }
 
+/// The module's model (the planner's state at import: the GGUF and its graphs) and the devices
+/// of `r`, for the choices made before placing (--fit, --cpu-moe).
+struct ModelAndMachine {
+  std::unique_ptr<PlannerState> model;
+  std::vector<planner::DeviceManifest> machine;
+};
+FailureOr<ModelAndMachine> modelAndMachine(ModuleOp module, const RecordedOptions &r,
+                                           StringRef pass) {
+  auto st = reconstructPlannerState(module, PlanStage::kImported, r, pass);
+  if (failed(st))
+    return failure();
+  FailureOr<std::vector<planner::DeviceManifest>> machine = makeMachine(module, r, pass);
+  if (failed(machine))
+    return failure();
+  return ModelAndMachine{std::move(*st), std::move(*machine)};
+}
+
 /// cpu-moe / n-cpu-moe (plan-model --cpu-moe / --n-cpu-moe): planner::AddCpuMoeOverrides on
 /// `r.placement` for the module's model and `r`'s devices; its warning (a model without experts)
 /// is emitted when `warn`. Errors (emitted, prefixed with `pass`): n-cpu-moe below 0, those of
@@ -115,13 +132,10 @@ LogicalResult addCpuMoe(ModuleOp module, StringRef pass, bool cpuMoe, int nCpuMo
   }
   if (!cpuMoe && nCpuMoe == 0)
     return success();
-  auto st = reconstructPlannerState(module, PlanStage::kImported, r, pass);
-  if (failed(st))
+  FailureOr<ModelAndMachine> mm = modelAndMachine(module, r, pass);
+  if (failed(mm))
     return failure();
-  FailureOr<std::vector<planner::DeviceManifest>> machine = makeMachine(module, r, pass);
-  if (failed(machine))
-    return failure();
-  planner::AddCpuMoeOverrides((*st)->graphs.hp, *machine, cpuMoe, nCpuMoe, &r.placement,
+  planner::AddCpuMoeOverrides(mm->model->graphs.hp, mm->machine, cpuMoe, nCpuMoe, &r.placement,
                               [&](const planner::PlanMessage &m) {
                                 if (warn)
                                   emitWarning(module.getLoc()) << pass << ": " << m.text;
@@ -142,19 +156,17 @@ FailureOr<int> fitLayers(ModuleOp module, StringRef pass, double fitTargetMiB,
                                << " must be in [0, 1048576] MiB";
     return failure();
   }
-  auto st = reconstructPlannerState(module, PlanStage::kImported, r, pass);
-  if (failed(st))
+  FailureOr<ModelAndMachine> mm = modelAndMachine(module, r, pass);
+  if (failed(mm))
     return failure();
-  FailureOr<std::vector<planner::DeviceManifest>> machine = makeMachine(module, r, pass);
-  if (failed(machine))
-    return failure();
-  const PlannerState &s = **st;
-  Result<int> n = planner::FitPlanLayers(
-      *s.gguf, s.graphs.cfg, *machine, r.placement, static_cast<uint64_t>(fitTargetMiB * 1048576.0),
-      s.graphs.hp.n_layer, [&](const planner::PlanMessage &m) {
-        if (m.kind == planner::PlanMessageKind::kFitSearched)
-          emitRemark(module.getLoc()) << pass << ": --fit: " << m.text;
-      });
+  const PlannerState &s = *mm->model;
+  Result<int> n = planner::FitPlanLayers(*s.gguf, s.graphs.cfg, mm->machine, r.placement,
+                                         static_cast<uint64_t>(fitTargetMiB * 1048576.0),
+                                         s.graphs.hp.n_layer, [&](const planner::PlanMessage &m) {
+                                           if (m.kind == planner::PlanMessageKind::kFitSearched)
+                                             emitRemark(module.getLoc())
+                                                 << pass << ": --fit: " << m.text;
+                                         });
   if (!n.ok()) {
     emitError(module.getLoc()) << pass << ": " << n.status().message();
     return failure();
