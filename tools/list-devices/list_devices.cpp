@@ -48,14 +48,14 @@ std::string BuftDesc(const char* kind, uint64_t alignment, bool is_host) {
 Shown FromProbe(const stowage::ProbedDevice& d) {
   Shown s{d.name,
           d.description,
-          stowage::ProbedDeviceTypeName(d.type),
+          stowage::DeviceTypeName(d.type),
           d.backend,
           d.memory_total,
           d.memory_free,
-          d.caps_async,
-          d.caps_host_buffer,
-          d.caps_buffer_from_host_ptr,
-          d.caps_events,
+          d.caps.async,
+          d.caps.host_buffer,
+          d.caps.buffer_from_host_ptr,
+          d.caps.events,
           {},
           d.properties};
   s.bufts.push_back(

@@ -59,7 +59,7 @@ Result<std::vector<DeviceManifest>> MachineDevices(const std::string& device_lis
     // A list, or "none": only the CPU of this machine; else every probed device (CUDA0, CUDA1, ...).
     STOWAGE_ASSIGN_OR_RETURN(std::vector<DeviceManifest> probed,
                              tools::ProbedManifests(ProbeDevices().devices, [&](const ProbedDevice& d) {
-                               return device_list.empty() || d.type == ProbedDeviceType::kCpu;
+                               return device_list.empty() || d.type == DeviceType::kCpu;
                              }));
     devices.insert(devices.end(), probed.begin(), probed.end());
   }

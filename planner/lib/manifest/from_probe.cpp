@@ -6,15 +6,6 @@
 namespace stowage::planner {
 namespace {
 
-BufferType ToBuft(const ProbedBufferType& b) {
-  BufferType out;
-  out.name = b.name;
-  out.alignment = b.alignment;
-  out.is_host = b.is_host;
-  out.supports_op = b.supports_op;  // the same rules
-  return out;
-}
-
 void Templatize(std::string& s, const std::string& concrete, const std::string& templ) {
   if (s == concrete) s = templ;
 }
@@ -32,22 +23,7 @@ std::string LocalManifestKey(const ProbedDevice& device) {
 
 Result<DeviceManifest> ManifestFromProbe(const ProbedDevice& d) {
   DeviceManifest m;
-  m.backend = d.backend;
-  m.name = d.name;
-  m.description = d.description;
-  m.type = d.type == ProbedDeviceType::kCpu   ? DeviceType::kCpu
-           : d.type == ProbedDeviceType::kGpu ? DeviceType::kGpu
-                                              : DeviceType::kAccel;
-  m.memory_total = d.memory_total;
-  m.memory_free = d.memory_free;
-  m.caps = {d.caps_async, d.caps_host_buffer, d.caps_buffer_from_host_ptr, d.caps_events};
-  m.default_buft = ToBuft(d.default_buft);
-  if (d.host_buft) m.host_buft = ToBuft(*d.host_buft);
-  if (d.split_buft) m.split_buft = ToBuft(*d.split_buft);
-  for (const auto& e : d.extra_bufts) m.extra_bufts.push_back(ToBuft(e));
-  m.supports_buft.any_host = d.supports_any_host_buft;
-  m.op_support = d.op_support;  // the same rules, in the order ProbedDevice::SupportsOp asks
-  if (d.offload_min_batch > 0) m.offload_op = OffloadRule{d.offload_min_batch};
+  static_cast<DeviceDesc&>(m) = d;  // the same description: buffer types, rules, caps, offload_op
 
   std::string notes = "Probed by list-devices.";
   for (const auto& [k, v] : d.properties) notes += " " + k + ": " + v + ";";

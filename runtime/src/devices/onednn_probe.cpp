@@ -44,20 +44,20 @@ ProbedDevice MakeOneDnnDevice(const CpuInfo& cpu) {
   d.backend = "ONEDNN";
   d.name = "ONEDNN";
   d.description = "oneDNN v" + version + " (" + isa + ")";
-  d.type = ProbedDeviceType::kAccel;
+  d.type = DeviceType::kAccel;
   d.memory_total = cpu.memory_total;
   d.memory_free = cpu.memory_free;
   // No buffer_from_host_ptr: its weight buffer cannot wrap the file mapping (weights are reordered
   // on upload), so with mmap its weights are still loaded into an ONEDNN buffer (llama.cpp maps a
   // device's default buft only when the device has this cap).
-  d.caps_buffer_from_host_ptr = false;
+  d.caps.buffer_from_host_ptr = false;
   // Its own weight buffer type (runtime/src/backends/onednn: weights reordered at load into the
   // layout oneDNN's matmul prefers), not host memory: only this device reads it, so the CPU list
   // puts it first for the weights this device's MUL_MAT takes (llama.cpp make_cpu_buft_list: ACCEL
   // default bufts lead) and the scheduler gives their MUL_MATs to this device (pass 1). It also
   // reads every host buffer (activations, and weights of other buffer types).
-  d.default_buft = {exec::kOneDnnBuft, 64, false, {}};
-  d.supports_any_host_buft = true;
+  d.default_buft = Buft(exec::kOneDnnBuft, 64, /*is_host=*/false);
+  d.supports_buft.any_host = true;
   // MUL_MAT: weights of the types oneDNN can multiply here (F32 always; BF16 / F16 when oneDNN has
   // that matmul on this CPU) with contiguous rows, F32 activations in host memory, F32 dst.
   std::vector<T> types;

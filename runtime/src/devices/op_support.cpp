@@ -25,6 +25,14 @@ std::vector<GgmlType> CpuWeightTypes() {
 
 namespace devices_internal {
 
+BufferType Buft(std::string name, uint64_t alignment, bool is_host) {
+  BufferType b;
+  b.name = std::move(name);
+  b.alignment = alignment;
+  b.is_host = is_host;
+  return b;
+}
+
 OpSupportTable DeviceTable(bool view_ops_any_buffer, bool srcs_must_be_host, std::vector<OpRule> backend) {
   OpSupportTable t;
   t.default_supported = false;
@@ -53,26 +61,6 @@ OpSupportTable DeviceTable(bool view_ops_any_buffer, bool srcs_must_be_host, std
 
 }  // namespace devices_internal
 
-const char* ProbedDeviceTypeName(ProbedDeviceType t) {
-  switch (t) {
-    case ProbedDeviceType::kCpu:
-      return "CPU";
-    case ProbedDeviceType::kGpu:
-      return "GPU";
-    case ProbedDeviceType::kAccel:
-      return "ACCEL";
-  }
-  return "?";
-}
-
-bool ProbedDevice::SupportsOp(const OpQuery& q) const {
-  if (split_buft && RefusedBySplitBuft(q, split_buft->name)) return false;
-  for (const auto& extra : extra_bufts) {
-    if (ExtraBuftAccepts(extra.supports_op, q)) return true;
-  }
-  return op_support.Evaluate(q);
-}
-
 ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
   using T = GgmlType;
   using O = GgmlOp;
@@ -80,12 +68,12 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
   d.backend = "CPU";
   d.name = "CPU";
   d.description = cpu.model_name.empty() ? "CPU" : cpu.model_name;
-  d.type = ProbedDeviceType::kCpu;
+  d.type = DeviceType::kCpu;
   d.memory_total = cpu.memory_total;
   d.memory_free = cpu.memory_free;
-  d.caps_buffer_from_host_ptr = true;  // mmap'ed weights become CPU_Mapped buffers
-  d.default_buft = {"CPU", 32, true, {}};
-  d.supports_any_host_buft = true;
+  d.caps.buffer_from_host_ptr = true;  // mmap'ed weights become CPU_Mapped buffers
+  d.default_buft = devices_internal::Buft("CPU", 32, /*is_host=*/true);
+  d.supports_buft.any_host = true;
 
   // The CPU backend's own table (runtime/src/backends/cpu/cpu_op_table.h) with its kernels' weight
   // types; ggml-cpu: view ops in any buffer, a source in a non-host buffer refused.
@@ -109,7 +97,7 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
   // every tensor of these types). The shipped registry manifests (cpu-avx2/avx512.json) model FEB25
   // llama.cpp, which repacked Q4_0 only.
   if (cpu.features.avx2) {
-    ProbedBufferType repack{"CPU_REPACK", 32, false, {}};
+    BufferType repack = devices_internal::Buft("CPU_REPACK", 32, /*is_host=*/false);
     TensorConstraint w = OfTypes({T::Q4_0, T::Q4_K, T::Q8_0});
     w.buft = "CPU_REPACK";
     w.max_dims = 2;
@@ -136,22 +124,22 @@ ProbedDevice MakeCudaDevice(const CudaDeviceInfo& info) {
   d.backend = "CUDA";
   d.name = "CUDA" + std::to_string(info.index);
   d.description = info.name;
-  d.type = ProbedDeviceType::kGpu;
+  d.type = DeviceType::kGpu;
   d.memory_total = info.memory_total;
   d.memory_free = info.memory_free;
-  d.caps_async = true;
-  d.caps_host_buffer = true;
-  d.caps_events = true;
-  d.default_buft = {d.name, 128, false, {}};
-  d.host_buft = ProbedBufferType{"CUDA_Host", 32, true, {}};
-  d.split_buft = ProbedBufferType{d.name + "_Split", 128, false, {}};
+  d.caps.async = true;
+  d.caps.host_buffer = true;
+  d.caps.events = true;
+  d.default_buft = devices_internal::Buft(d.name, 128, /*is_host=*/false);
+  d.host_buft = devices_internal::Buft("CUDA_Host", 32, /*is_host=*/true);
+  d.split_buft = devices_internal::Buft(d.name + "_Split", 128, /*is_host=*/false);
   // The CUDA backend's own table; a GPU reads its own buffers (the scheduler copies the rest), so
   // sources in non-host buffers are not refused.
   d.op_support = devices_internal::DeviceTable(
       /*view_ops_any_buffer=*/true, /*srcs_must_be_host=*/false,
       exec::CudaOpRules(info.weight_types.empty() ? CpuWeightTypes() : info.weight_types,
                         info.cpy_types.empty() ? exec::CudaCopyPairs() : info.cpy_types));
-  d.offload_min_batch = 32;
+  d.offload_op = OffloadRule{32};
   d.properties = {{"compute_capability", std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor)},
                   {"multiprocessors", std::to_string(info.multiprocessors)}};
   if (!info.pci_bus_id.empty()) d.properties.push_back({"pci_bus_id", info.pci_bus_id});

@@ -1,9 +1,17 @@
 // Backend-specific probes, compiled only when their backend is built (see CMakeLists.txt here).
 #pragma once
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "stowage/runtime/device_probe.h"
 
 namespace stowage::devices_internal {
+
+/// A buffer type of a probed device: `name`, `alignment` (bytes), `is_host`; ggml's default
+/// max_size, no rules.
+BufferType Buft(std::string name, uint64_t alignment, bool is_host);
 
 /// A probed device's op-support table (ProbedDevice::op_support; nothing else supported): view ops
 /// (NONE, RESHAPE, VIEW, PERMUTE, TRANSPOSE) accepted, with any sources when

@@ -620,8 +620,8 @@ TEST_P(CudaLogits, MatchCpu) {
   test::E2eRun cpu = test::RunPlanned(model, prompt, nullptr, {});
   planner::PlacementOptions opt;
   opt.n_gpu_layers = 99;
-  test::E2eRun gpu = test::RunPlanned(
-      model, prompt, [](const ProbedDevice& d) { return d.type == ProbedDeviceType::kGpu; }, opt);
+  test::E2eRun gpu =
+      test::RunPlanned(model, prompt, [](const ProbedDevice& d) { return d.type == DeviceType::kGpu; }, opt);
   ASSERT_FALSE(gpu.logits.empty());
   EXPECT_NE(std::find(gpu.devices.begin(), gpu.devices.end(), "CUDA0"), gpu.devices.end())
       << "nothing was planned on CUDA0";

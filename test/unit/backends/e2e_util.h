@@ -112,7 +112,7 @@ inline E2eRun RunPlanned(const std::string& model, const std::vector<int32_t>& p
     std::vector<planner::DeviceManifest> machine;
     int gpu = 0;
     for (const auto& d : ProbeDevices().devices) {
-      if (d.type != ProbedDeviceType::kCpu && !keep(d)) continue;
+      if (d.type != DeviceType::kCpu && !keep(d)) continue;
       auto m = planner::ManifestFromProbe(d);
       if (!m.ok()) {
         ADD_FAILURE() << m.status().ToString();

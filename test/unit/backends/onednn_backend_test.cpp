@@ -190,7 +190,7 @@ TEST(OneDnnBackend, AgreesWithTheProbedTable) {
   const ProbeReport report = ProbeDevices();
   const ProbedDevice* dev = nullptr;
   for (const auto& d : report.devices)
-    if (d.type == ProbedDeviceType::kAccel && d.name == "ONEDNN") dev = &d;
+    if (d.type == DeviceType::kAccel && d.name == "ONEDNN") dev = &d;
   ASSERT_NE(dev, nullptr) << "no ONEDNN device probed in a build with oneDNN";
   auto tensor = [](GgmlType t, int64_t ne0, int64_t ne1) {
     TensorDesc r;
@@ -257,8 +257,8 @@ TEST_P(OneDnnLogits, MatchCpu) {
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(1 + (i * 37) % 200);
   test::E2eRun cpu = test::RunPlanned(model, prompt, nullptr, {});
-  test::E2eRun acc = test::RunPlanned(
-      model, prompt, [](const ProbedDevice& d) { return d.type == ProbedDeviceType::kAccel; }, {});
+  test::E2eRun acc =
+      test::RunPlanned(model, prompt, [](const ProbedDevice& d) { return d.type == DeviceType::kAccel; }, {});
   ASSERT_FALSE(acc.logits.empty());
   const float diff = test::MaxAbsDiff(cpu.logits, acc.logits);
   EXPECT_LE(diff, 1e-3f) << "ACCEL+CPU logits differ from CPU-only";

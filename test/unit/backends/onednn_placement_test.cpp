@@ -29,8 +29,8 @@ using planner::PlacementOutcome;
 std::vector<planner::DeviceManifest> Machine(bool accel) {
   std::vector<planner::DeviceManifest> out;
   for (const auto& d : ProbeDevices().devices) {
-    if (d.type == ProbedDeviceType::kGpu) continue;
-    if (d.type == ProbedDeviceType::kAccel && (!accel || d.name != "ONEDNN")) continue;
+    if (d.type == DeviceType::kGpu) continue;
+    if (d.type == DeviceType::kAccel && (!accel || d.name != "ONEDNN")) continue;
     auto m = planner::ManifestFromProbe(d);
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     if (m.ok()) out.push_back(*m);
@@ -251,8 +251,8 @@ TEST(OneDnnPlacement, MixedQ4_0AndF32ModelSplits) {
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(1 + (i * 37) % 200);
   test::E2eRun cpu = test::RunPlanned(model, prompt, nullptr, {});
-  test::E2eRun acc = test::RunPlanned(
-      model, prompt, [](const ProbedDevice& d) { return d.type == ProbedDeviceType::kAccel; }, {});
+  test::E2eRun acc =
+      test::RunPlanned(model, prompt, [](const ProbedDevice& d) { return d.type == DeviceType::kAccel; }, {});
   ASSERT_FALSE(acc.logits.empty());
   EXPECT_LE(test::MaxAbsDiff(cpu.logits, acc.logits), 1e-3f);
   EXPECT_GT(acc.computes.count("ONEDNN") ? acc.computes.at("ONEDNN") : 0, 0);
@@ -311,8 +311,8 @@ TEST(OneDnnPlacement, Bf16ModelRunsOnTheAccelDevice) {
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(1 + (i * 37) % 200);
   test::E2eRun cpu = test::RunPlanned(model, prompt, nullptr, {});
-  test::E2eRun acc = test::RunPlanned(
-      model, prompt, [](const ProbedDevice& d) { return d.type == ProbedDeviceType::kAccel; }, {});
+  test::E2eRun acc =
+      test::RunPlanned(model, prompt, [](const ProbedDevice& d) { return d.type == DeviceType::kAccel; }, {});
   ASSERT_FALSE(acc.logits.empty());
   // Both sides round each layer's activations to BF16 (8-bit mantissa); a last-bit difference of the
   // F32 sums can flip such a rounding, so the bound is BF16's relative step on logits of magnitude

@@ -50,8 +50,7 @@ TEST(ProbedManifests, NumbersGpusInProbeOrder) {
 
 TEST(ProbedManifests, SkippedDevicesTakeNoIndex) {
   const std::vector<ProbedDevice> probed = Machine();
-  auto cpu_only =
-      ProbedManifests(probed, [](const ProbedDevice& d) { return d.type == ProbedDeviceType::kCpu; });
+  auto cpu_only = ProbedManifests(probed, [](const ProbedDevice& d) { return d.type == DeviceType::kCpu; });
   ASSERT_TRUE(cpu_only.ok());
   ASSERT_EQ(cpu_only->size(), 1u);
   EXPECT_EQ((*cpu_only)[0].name, "CPU");

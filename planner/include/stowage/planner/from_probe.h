@@ -11,11 +11,12 @@
 
 namespace stowage::planner {
 
-/// The manifest of a probed device: its buffer types, caps and properties (as notes), and its op
-/// table and extra buffer types' rules as they are (one rule language, stowage/runtime/op_rules.h),
-/// so that DeviceManifest::SupportsOp gives ProbedDevice::SupportsOp's answer for every query. CUDA device
-/// names become "CUDA{index}" (and their buffer types likewise) so that a list of emitted GPUs is numbered
-/// like ggml numbers them. Errors: none today (Result kept for manifest validation to come).
+/// The manifest of a probed device: its description as it is (DeviceDesc, the type both share:
+/// buffer types, caps, supports_buft, op table and extra buffer types' rules, offload_op), so that
+/// the manifest answers supports_op as the probed device for every query, and its
+/// properties as notes ("Probed by list-devices. cores: ...; isa: ..."). CUDA device names become
+/// "CUDA{index}" (and their buffer types likewise) so that a list of emitted GPUs is numbered like
+/// ggml numbers them. Errors: none today (Result kept for manifest validation to come).
 Result<DeviceManifest> ManifestFromProbe(const ProbedDevice& device);
 
 /// Registry key of an emitted manifest: "local-" + lower-case device name with characters other

@@ -33,6 +33,7 @@
 #include <string_view>
 #include <vector>
 
+#include "stowage/runtime/device_desc.h"
 #include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/ggml_types.h"
 #include "stowage/runtime/op_rules.h"
@@ -71,50 +72,17 @@ using ::stowage::VecDotType;
 
 // ---- the manifest -------------------------------------------------------------------------------
 
-/// ggml_backend_dev_type (the three kinds Stowage plans for).
-enum class DeviceType { kCpu, kGpu, kAccel };
-
-/// "CPU", "GPU", "ACCEL".
-const char* DeviceTypeName(DeviceType t);
-/// Parses "CPU" / "GPU" / "ACCEL" (exact). Errors: kInvalidArgument.
-Result<DeviceType> ParseDeviceType(std::string_view s);
-
-/// ggml_backend_dev_caps.
-struct DeviceCaps {
-  bool async = false;                 ///< asynchronous compute and copies
-  bool host_buffer = false;           ///< has a pinned host buffer type
-  bool buffer_from_host_ptr = false;  ///< can wrap host memory (mmap'ed weights: CPU_Mapped)
-  bool events = false;                ///< event synchronisation
-  bool operator==(const DeviceCaps& o) const;
-};
-
-/// A ggml buffer type (ggml_backend_buffer_type).
-struct BufferType {
-  std::string name;                ///< "CPU", "CUDA0", "CUDA_Host", "CPU_REPACK", ...
-  uint64_t alignment = 32;         ///< get_alignment, bytes (power of two)
-  uint64_t max_size = UINT64_MAX;  ///< get_max_size, bytes (ggml default SIZE_MAX)
-  bool is_host = false;            ///< is_host: CPU code can read it directly
-  /// Extra buffer types only: the ops this buft's own supports_op accepts (rules; no match ->
-  /// not accepted), e.g. CPU_REPACK: MUL_MAT with a 2-D Q4_0 src0 in CPU_REPACK, ne1 % 8 == 0.
-  std::vector<OpRule> supports_op;
-  std::string note;
-  bool operator==(const BufferType& o) const;
-};
-
-/// supports_buft: besides its own default, split and extra buffer types, which buffer types a
-/// device can read.
-struct SupportsBuftRule {
-  bool any_host = false;           ///< every is_host buft (ggml-cpu, ggml-blas)
-  std::vector<std::string> names;  ///< these named bufts as well
-  bool operator==(const SupportsBuftRule& o) const;
-};
-
-/// offload_op: present on devices that implement it (CUDA: min batch 32, llama.cpp FEB25;
-/// configurable with GGML_OP_OFFLOAD_MIN_BATCH since llama/18535).
-struct OffloadRule {
-  int64_t min_batch = 32;
-  bool operator==(const OffloadRule& o) const { return min_batch == o.min_batch; }
-};
+// What a manifest shares with a probed device is the runtime's description of a device
+// (stowage/runtime/device_desc.h): type, caps, buffer types, supports_buft, offload_op and the
+// supports_op / supports_buft / offload_op queries over them.
+using ::stowage::BufferType;
+using ::stowage::DeviceCaps;
+using ::stowage::DeviceDesc;
+using ::stowage::DeviceType;
+using ::stowage::DeviceTypeName;
+using ::stowage::OffloadRule;
+using ::stowage::ParseDeviceType;
+using ::stowage::SupportsBuftRule;
 
 /// A performance figure with its public source.
 struct PerfFigure {
@@ -142,47 +110,19 @@ inline constexpr size_t kMaxManifestNameBytes = 256;
 /// 4096 bytes.
 inline constexpr size_t kMaxManifestTextBytes = 4096;
 
-/// One device, as described by a manifest (names possibly still holding "{index}").
-struct DeviceManifest {
+/// One device, as described by a manifest (names possibly still holding "{index}"): the
+/// device's description (DeviceDesc: backend, name, description, type, memory_total, memory_free,
+/// caps, buffer types, supports_buft, op_support, offload_op and their queries SupportsOp,
+/// SupportsBuft, OffloadOp, FindBuft) and what only a manifest holds.
+struct DeviceManifest : DeviceDesc {
   int manifest_version = kManifestVersion;
-  std::string backend;      ///< ggml reg name: "CPU", "CUDA", "BLAS", "RPC", "ONEDNN"
-  std::string name;         ///< device name ("CUDA{index}", "CPU", "RPC[127.0.0.1:50052]")
-  std::string description;  ///< model name ("NVIDIA H200")
-  DeviceType type = DeviceType::kCpu;
-  uint64_t memory_total = 0;    ///< bytes; 0 = not reported (ggml-cpu FEB25 reports 0/0)
-  uint64_t memory_free = 0;     ///< bytes, <= memory_total
   uint64_t memory_reserve = 0;  ///< bytes the planner must leave free (context, workspaces)
-  DeviceCaps caps;
-  BufferType default_buft;
-  std::optional<BufferType> host_buft;
-  std::optional<BufferType> split_buft;
-  std::vector<BufferType> extra_bufts;
-  SupportsBuftRule supports_buft;
-  OpSupportTable op_support;
-  std::optional<OffloadRule> offload_op;
   Performance performance;
   std::string notes;        ///< free text
   std::string source_path;  ///< file it was read from (not serialized)
 
-  /// ggml_backend_dev_supports_op: false for an op other than MUL_MAT with a source in this
-  /// device's split buft (ggml-cuda FEB25 supports_op: "split buffers can only be used with
-  /// GGML_OP_MUL_MAT", so -sm row keeps norms and MUL_MAT_ID experts out of CUDA<i>_Split); true
-  /// when any extra buft's rules accept `q` (ggml-cpu asks its extra bufts first); else the device's
-  /// op-support table decides.
-  bool SupportsOp(const OpQuery& q) const;
-  /// ggml_backend_dev_supports_buft: own default / split / extra bufts (by name), any host buft
-  /// when supports_buft.any_host, and the names listed in supports_buft.names. Note: like CUDA in
-  /// llama.cpp, a device does not read its own host buft unless it says so.
-  bool SupportsBuft(std::string_view buft_name, bool buft_is_host) const;
-  bool SupportsBuft(const BufferType& buft) const { return SupportsBuft(buft.name, buft.is_host); }
-  /// ggml_backend_dev_offload_op: false without an offload rule, else batch >= min_batch.
-  bool OffloadOp(GgmlOp op, int64_t batch) const;
-  /// Same, with the batch computed by OpBatchSize(q).
-  bool OffloadOp(const OpQuery& q) const { return OffloadOp(q.op, OpBatchSize(q)); }
   /// memory_free - memory_reserve (0 when the reserve exceeds free memory).
   uint64_t UsableMemory() const;
-  /// The buffer type of this device with that name (default, host, split or extra), or nullptr.
-  const BufferType* FindBuft(std::string_view name) const;
 
   /// A copy with "{index}" replaced by `index` in the device name and every buffer-type name
   /// (including names referenced by rules and supports_buft).

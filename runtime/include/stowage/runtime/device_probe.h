@@ -13,7 +13,7 @@
 //
 // Each probed device carries what its backend in this build can run: an op-support table in the
 // rule language of stowage/runtime/op_rules.h (ProbedDevice::op_support, extra buffer types with
-// their own rules). SupportsOp answers from those tables; the planner's manifest writer
+// their own rules). DeviceDesc::SupportsOp answers from those tables; the planner's manifest writer
 // (list-devices --emit-manifest) writes the same rules, and a unit test checks both answers agree
 // for every op and type pair.
 //
@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "stowage/runtime/device_desc.h"
 #include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/ggml_types.h"
 #include "stowage/runtime/op_rules.h"
@@ -69,48 +70,16 @@ CpuFeatures ProbeCpuFeatures();
 
 // ---- what a probed device can run ---------------------------------------------------------------
 
-// Queries, rules and tables are the op-support rule language (stowage/runtime/op_rules.h).
+// Queries, rules and tables are the op-support rule language (stowage/runtime/op_rules.h); the
+// device itself is described as the planner's manifests describe one (stowage/runtime/device_desc.h).
 
-/// A buffer type of a probed device.
-struct ProbedBufferType {
-  std::string name;
-  uint64_t alignment = 32;
-  bool is_host = false;
-  /// Extra buffer types only: the ops this buft's supports_op accepts (ExtraBuftAccepts).
-  std::vector<OpRule> supports_op;
-};
-
-enum class ProbedDeviceType { kCpu, kGpu, kAccel };
-
-/// "CPU", "GPU", "ACCEL".
-const char* ProbedDeviceTypeName(ProbedDeviceType t);
-
-/// One device of this machine, as its backend in this build sees it.
-struct ProbedDevice {
-  std::string backend;      ///< "CPU", "ONEDNN", "CUDA"
-  std::string name;         ///< "CPU", "ONEDNN", "CUDA0"
-  std::string description;  ///< CPU model, "oneDNN v3.x (avx512_core)", GPU name
-  ProbedDeviceType type = ProbedDeviceType::kCpu;
-  uint64_t memory_total = 0;
-  uint64_t memory_free = 0;
-  bool caps_async = false, caps_host_buffer = false, caps_buffer_from_host_ptr = false, caps_events = false;
-  ProbedBufferType default_buft;
-  std::optional<ProbedBufferType> host_buft;
-  std::optional<ProbedBufferType> split_buft;  ///< row-split buffer type (-sm row), if the backend has one
-  std::vector<ProbedBufferType> extra_bufts;
-  bool supports_any_host_buft = false;  ///< supports_buft accepts every host buffer type
-  /// The device's own op-support table, after the extra buffer types (see SupportsOp). Tables
-  /// start with the device's framing (view ops; ggml-cpu's refusal of sources in non-host buffers)
-  /// and go on with the backend's own rules; nothing else is supported.
-  OpSupportTable op_support;
-  int64_t offload_min_batch = 0;  ///< offload_op threshold; 0 = no offload_op
+/// One device of this machine, as its backend in this build sees it: its description (DeviceDesc;
+/// op_support starts with the device's framing, view ops and ggml-cpu's refusal of sources in
+/// non-host buffers, and goes on with the backend's own rules; nothing else is supported) and facts
+/// for display.
+struct ProbedDevice : DeviceDesc {
   /// Facts for display and --json, in order (e.g. {"isa", "avx2 fma f16c"}, {"cores", "16"}).
   std::vector<std::pair<std::string, std::string>> properties;
-
-  /// ggml_backend_dev_supports_op, answered like DeviceManifest::SupportsOp (planner/manifest.h):
-  /// refused for a source other than MUL_MAT's in split_buft (RefusedBySplitBuft); accepted when an
-  /// extra buffer type's rules accept (ExtraBuftAccepts, ggml-cpu asks them first); else op_support.
-  bool SupportsOp(const OpQuery& q) const;
 };
 
 /// The result of probing: devices in ggml registry order (GPUs, then ACCEL, then the CPU last) and
