@@ -9,7 +9,7 @@
 // `--gguf-n-ctx`, `--gguf-n-ubatch`, `--gguf-n-batch`, `--gguf-flash-attn[=on|off|auto]` set the
 // context the graphs are built for;
 // `--place-devices LIST [--place-ngl N] [--place-ot REGEX=BUFT] [--place-no-kv-offload]
-// [--place-no-mmap] [--place-registry DIR]` also places the model
+// [--place-no-mmap] [--place-registry DIR] [--place-fit-target MIB]` also places the model
 // (planner::Plan) and records devices, buffer types, backends, causes, splits and split
 // input copies in the place dialect.
 //
@@ -28,6 +28,7 @@
 #include "stowage/runtime/atomic_file.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
@@ -60,8 +61,14 @@ static cl::opt<std::string>
                  cl::init(""));
 static cl::list<std::string> placeRegistry("place-registry",
                                            cl::desc("--place-devices: a registry folder"));
-static cl::opt<int> placeNgl("place-ngl", cl::desc("--place-devices: n_gpu_layers (-ngl)"),
+static cl::opt<int> placeNgl("place-ngl",
+                             cl::desc("--place-devices: n_gpu_layers (-ngl; <= -2: all, -1: auto, "
+                                      "plan-model's --fit)"),
                              cl::init(0));
+static cl::opt<double>
+    placeFitTarget("place-fit-target",
+                   cl::desc("--place-ngl -1: MiB kept free on each GPU (plan-model --fit-target)"),
+                   cl::init(1024));
 static cl::list<std::string>
     placeOverrides("place-ot", cl::desc("--place-devices: tensor buffer-type overrides "
                                         "REGEX=BUFT[,...] (-ot)"));
@@ -131,14 +138,15 @@ static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry 
   placement.devices = placeDevices;
   placement.registry_dirs.assign(placeRegistry.begin(), placeRegistry.end());
   placement.registry_dirs.push_back(STOWAGE_SHIPPED_REGISTRY_DIR);
-  // llama.cpp's -ngl values, as plan-model: <= -2 is all layers; -1 (auto: fit) is plan-model
-  // --fit.
-  if (placeNgl == -1) {
-    llvm::errs()
-        << "stowage-opt: error: --place-ngl -1 is llama.cpp's 'auto' (fit to free memory), which "
-           "only plan-model --fit searches; give a count (<= -2: all)\n";
+  // llama.cpp's -ngl values, as plan-model: <= -2 is all layers; -1 (auto) is plan-model's --fit.
+  if (!(placeFitTarget >= 0 && placeFitTarget <= 1048576)) {
+    llvm::errs() << "stowage-opt: error: --place-fit-target "
+                 << llvm::formatv("{0}", placeFitTarget.getValue())
+                 << ": expected MiB from 0 to 1048576\n";
     return nullptr;
   }
+  placement.fit = placeNgl == -1;
+  placement.fit_target = static_cast<uint64_t>(placeFitTarget * 1048576.0);
   placement.options.n_gpu_layers = placeNgl <= -2 ? stowage::planner::kAllGpuLayers : int(placeNgl);
   placement.options.offload_kqv = !placeNoKvOffload;
   placement.options.use_mmap = !placeNoMmap;

@@ -718,6 +718,8 @@ OwningOpRef<ModuleOp> importGgufFile(MLIRContext *context, StringRef path,
                        : config.flash_attn        ? planner::FlashAttnMode::kOn
                                                   : planner::FlashAttnMode::kOff;
   request.placement = placement->options;
+  request.fit = placement->fit;
+  request.fit_target = placement->fit_target;
   request.serialize = false;
   auto planned = planner::Plan(**file, *machine, request, [&](const planner::PlanMessage &m) {
     if (m.kind == planner::PlanMessageKind::kWarning ||
@@ -725,6 +727,8 @@ OwningOpRef<ModuleOp> importGgufFile(MLIRContext *context, StringRef path,
       emitWarning(loc) << m.text;
     else if (m.kind == planner::PlanMessageKind::kFlashAttnEnabled)
       emitRemark(loc) << m.text;
+    else if (m.kind == planner::PlanMessageKind::kFitChosen)
+      emitRemark(loc) << "--fit: " << m.text;
   });
   if (!planned.ok()) {
     emitError(loc) << planned.status().message();

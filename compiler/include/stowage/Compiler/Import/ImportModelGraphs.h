@@ -28,6 +28,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
+#include "stowage/planner/fit.h"
 #include "stowage/planner/graph.h"
 #include "stowage/planner/place_model.h"
 #include "stowage/planner/placement.h"
@@ -76,6 +77,10 @@ struct ImportPlacement {
   /// every layer's FLASH_ATTN_EXT runs on the layer's device, else planned again without; the
   /// config's flash_attn is then ignored and the module records the decision (stowage.import).
   bool flash_attn_auto = false;
+  /// llama.cpp's -ngl auto, plan-model's --fit: options.n_gpu_layers is the largest count that
+  /// keeps `fit_target` bytes free on every GPU (planner::FitPlanLayers), reported as a remark.
+  bool fit = false;
+  uint64_t fit_target = planner::kDefaultFitTargetBytes;
 };
 
 /// Opens the GGUF file `path`, builds its model graphs with `config` (planner::BuildModelGraphs:
