@@ -244,5 +244,48 @@ TEST_F(PlanTest, ItsStepsAreWhatItRuns) {
   EXPECT_EQ(fit.message().rfind(gguf_->path() + ": does not fit: device GPU0 needs", 0), 0u) << fit.message();
 }
 
+/// The --fit and --cpu-moe steps the MLIR passes call give what Plan chose and said.
+TEST_F(PlanTest, ItsFitAndCpuMoeStepsAreWhatItRuns) {
+  PlanRequest req;
+  req.context.n_ctx = 4096;
+  req.fit = true;
+  req.fit_target = 0;
+  req.serialize = false;
+  const std::vector<DeviceManifest> machine = {Gpu("GPU0", 1024), Cpu()};
+  std::vector<PlanMessage> plan_said;
+  auto r = Plan(*gguf_, machine, req, [&](const PlanMessage& m) {
+    if (m.kind == PlanMessageKind::kFitSearched) plan_said.push_back(m);
+  });
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  std::vector<PlanMessage> said;
+  auto n = FitPlanLayers(*gguf_, r->graphs.cfg, machine, req.placement, req.fit_target, r->graphs.hp.n_layer,
+                         [&](const PlanMessage& m) { said.push_back(m); });
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(*n, r->placement.n_gpu_layers);
+  ASSERT_EQ(said.size(), 1u);
+  ASSERT_EQ(plan_said.size(), 1u);
+  EXPECT_EQ(said[0].text, plan_said[0].text);
+
+  // A model without experts: no pattern matches, and the warning Plan gives.
+  auto hp = ReadHParams(*gguf_);
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  PlacementOptions placement;
+  placement.overrides.push_back({"ffn_down", "CPU"});
+  said.clear();
+  AddCpuMoeOverrides(*hp, machine, /*cpu_moe=*/false, /*n_cpu_moe=*/2, &placement,
+                     [&](const PlanMessage& m) { said.push_back(m); });
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_EQ(said[0].kind, PlanMessageKind::kWarning);
+  EXPECT_EQ(said[0].text, "--cpu-moe/--n-cpu-moe given but the model has no experts");
+  // The patterns follow the given overrides, to the machine's CPU buffer type.
+  std::vector<TensorOverride> want = {{"ffn_down", "CPU"}};
+  for (const TensorOverride& t : CpuMoeOverrides(false, 2, Cpu().default_buft.name)) want.push_back(t);
+  ASSERT_EQ(placement.overrides.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(placement.overrides[i].pattern, want[i].pattern);
+    EXPECT_EQ(placement.overrides[i].buft, want[i].buft);
+  }
+}
+
 }  // namespace
 }  // namespace stowage::planner
