@@ -143,13 +143,14 @@ Shape GraphBuilder::RuleShape(GgmlOp op, const std::vector<int>& srcs, const Enc
   const std::array<Bindings, 6> at = SamplePoints(w);
   Ne4 r[6];
   SrcShapes shapes(srcs.size());
+  const DimNamer namer = [&](size_t i, int d) { return DimStr(g_.tensors[srcs[i]].ne[d]); };
   for (int k = 0; k < 6; ++k) {
     for (size_t j = 0; j < srcs.size(); ++j) {
       shapes[j].reset();
       if (srcs[j] < 0) continue;
       shapes[j] = Eval(at[k], g_.tensors[srcs[j]].ne);
     }
-    Result<Ne4> x = InferShape(op, shapes, params);
+    Result<Ne4> x = InferShape(op, shapes, params, namer);
     if (!x.ok()) {
       Fail(x.status().message() + "; sources " + Describe(srcs));
       return g_.tensors[srcs[0]].ne;

@@ -22,7 +22,7 @@ int64_t Elements(const Ne4& ne) {
 // One rule evaluation: the op's name for messages and its sources.
 class Rule {
  public:
-  Rule(GgmlOp op, const SrcShapes& srcs) : op_(op), srcs_(srcs) {}
+  Rule(GgmlOp op, const SrcShapes& srcs, const DimNamer* namer) : op_(op), srcs_(srcs), namer_(namer) {}
 
   bool Has(size_t i) const { return i < srcs_.size() && srcs_[i].has_value(); }
   const Ne4& Src(size_t i) const { return *srcs_[i]; }
@@ -31,20 +31,26 @@ class Rule {
   Status Fail(const std::string& msg) const {
     return InvalidArgument(std::string(GgmlOpName(op_)) + ": " + msg);
   }
-  // "<what> (<got>) must equal <name> (<want>) (<fn>)"
-  Status Equal(const std::string& what, int64_t got, const std::string& name, int64_t want,
+  // Dimension d of source i as the caller names it (its value by default).
+  std::string D(size_t i, int d) const {
+    return namer_ && *namer_ ? (*namer_)(i, d) : std::to_string(Ne(i, d));
+  }
+  // "<what> (<src i dim d>) must equal <name> (<src j dim e>) (<fn>)"
+  Status Equal(const std::string& what, size_t i, int d, const std::string& name, size_t j, int e,
                const char* fn) const {
-    if (got == want) return Status::Ok();
-    return Fail(what + " (" + std::to_string(got) + ") must equal " + name + " (" + std::to_string(want) +
-                ") (" + fn + ")");
+    if (Ne(i, d) == Ne(j, e)) return Status::Ok();
+    return Fail(what + " (" + D(i, d) + ") must equal " + name + " (" + D(j, e) + ") (" + fn + ")");
   }
   // ggml's broadcast rule for one dimension: x is a whole number of copies of y.
   static bool Repeats(int64_t y, int64_t x) { return y > 0 ? x % y == 0 : x == 0; }
-  std::string Shape(size_t i) const { return ShapeString(Src(i)); }
+  std::string Shape(size_t i) const {
+    return "[" + D(i, 0) + ", " + D(i, 1) + ", " + D(i, 2) + ", " + D(i, 3) + "]";
+  }
 
  private:
   GgmlOp op_;
   const SrcShapes& srcs_;
+  const DimNamer* namer_;
 };
 
 #define RETURN_IF_ERR(expr)                         \
@@ -56,38 +62,36 @@ class Rule {
 Result<Ne4> Broadcast(const Rule& r, const char* fn) {
   for (int d = 0; d < 4; ++d)
     if (!Rule::Repeats(r.Ne(1, d), r.Ne(0, d)))
-      return r.Fail("src1 " + r.Shape(1) + " cannot be repeated to src0 " + r.Shape(0) + " (" + fn +
-                    ": ggml_can_repeat)");
+      return r.Fail("b " + r.Shape(1) + " cannot be repeated to a " + r.Shape(0) + " (" + fn +
+                    ": ggml_can_repeat(b, a))");
   return r.Src(0);
 }
 
 Result<Ne4> Glu(const Rule& r) {
   if (r.Has(1)) {  // ggml_glu_split
     if (r.Src(1) != r.Src(0))
-      return r.Fail("src0 " + r.Shape(0) + " and src1 " + r.Shape(1) +
+      return r.Fail("a " + r.Shape(0) + " and b " + r.Shape(1) +
                     " must have the same shape (ggml_glu_split)");
     return r.Src(0);
   }
   if (r.Ne(0, 0) % 2 != 0)
-    return r.Fail("src0.ne0 (" + std::to_string(r.Ne(0, 0)) +
-                  ") must be even: it holds both halves (ggml_glu)");
+    return r.Fail("a.ne0 (" + r.D(0, 0) + ") must be even: it holds both halves (ggml_glu)");
   return Ne4{r.Ne(0, 0) / 2, r.Ne(0, 1), r.Ne(0, 2), r.Ne(0, 3)};
 }
 
 // ggml_get_rows(a, b).
 Result<Ne4> GetRows(const Rule& r) {
-  if (r.Ne(1, 3) != 1)
-    return r.Fail("src1 (the row indices) must have ne3 == 1, got " + r.Shape(1) + " (ggml_get_rows)");
-  RETURN_IF_ERR(r.Equal("src0.ne2", r.Ne(0, 2), "src1.ne1", r.Ne(1, 1), "ggml_get_rows"));
+  if (r.Ne(1, 3) != 1) return r.Fail("b must have ne3 == 1 (ggml_get_rows), got " + r.Shape(1));
+  RETURN_IF_ERR(r.Equal("a.ne2", 0, 2, "b.ne1", 1, 1, "ggml_get_rows"));
   return Ne4{r.Ne(0, 0), r.Ne(1, 0), r.Ne(1, 1), r.Ne(1, 2)};
 }
 
 // ggml_mul_mat(a, b): ggml_can_mul_mat.
 Result<Ne4> MulMat(const Rule& r) {
-  RETURN_IF_ERR(r.Equal("src0.ne0", r.Ne(0, 0), "src1.ne0", r.Ne(1, 0), "ggml_can_mul_mat"));
+  RETURN_IF_ERR(r.Equal("a.ne0", 0, 0, "b.ne0", 1, 0, "ggml_can_mul_mat"));
   if (!Rule::Repeats(r.Ne(0, 2), r.Ne(1, 2)) || !Rule::Repeats(r.Ne(0, 3), r.Ne(1, 3)))
-    return r.Fail("src0 " + r.Shape(0) + " cannot be broadcast over the batch dimensions of src1 " +
-                  r.Shape(1) + " (ggml_can_mul_mat)");
+    return r.Fail("a " + r.Shape(0) + " cannot be broadcast over the batch dimensions of b " + r.Shape(1) +
+                  " (ggml_can_mul_mat)");
   return Ne4{r.Ne(0, 1), r.Ne(1, 1), r.Ne(1, 2), r.Ne(1, 3)};
 }
 
@@ -98,25 +102,24 @@ Result<Ne4> MulMatId(const Rule& r) {
   if (r.Ne(1, 3) != 1) return r.Fail("b must be 3-D, got " + r.Shape(1) + " (ggml_mul_mat_id)");
   if (r.Ne(2, 2) != 1 || r.Ne(2, 3) != 1)
     return r.Fail("ids must be 2-D [n_expert_used, n_tokens], got " + r.Shape(2) + " (ggml_mul_mat_id)");
-  RETURN_IF_ERR(r.Equal("ids.ne1", r.Ne(2, 1), "b.ne2", r.Ne(1, 2), "ggml_mul_mat_id"));
-  RETURN_IF_ERR(r.Equal("as.ne0", r.Ne(0, 0), "b.ne0", r.Ne(1, 0), "ggml_mul_mat_id"));
+  RETURN_IF_ERR(r.Equal("ids.ne1", 2, 1, "b.ne2", 1, 2, "ggml_mul_mat_id: one expert list per token"));
+  RETURN_IF_ERR(r.Equal("as.ne0", 0, 0, "b.ne0", 1, 0, "ggml_mul_mat_id"));
   if (!Rule::Repeats(r.Ne(1, 1), r.Ne(2, 0)))
-    return r.Fail("ids.ne0 (" + std::to_string(r.Ne(2, 0)) + ") must be a multiple of b.ne1 (" +
-                  std::to_string(r.Ne(1, 1)) + ") (ggml_mul_mat_id)");
+    return r.Fail("ids.ne0 (" + r.D(2, 0) + ") must be a multiple of b.ne1 (" + r.D(1, 1) +
+                  ") (ggml_mul_mat_id)");
   return Ne4{r.Ne(0, 1), r.Ne(2, 0), r.Ne(1, 2), 1};
 }
 
 // ggml_rope_ext(a, pos, freq_factors).
 Result<Ne4> Rope(const Rule& r, const OpParamsRef& params) {
   if (r.Ne(1, 1) != 1 || r.Ne(1, 2) != 1 || r.Ne(1, 3) != 1)
-    return r.Fail("src1 (positions) must be a vector, got " + r.Shape(1) + " (ggml_rope_ext)");
-  RETURN_IF_ERR(
-      r.Equal("src0.ne2", r.Ne(0, 2), "src1.ne0", r.Ne(1, 0), "ggml_rope_ext: one position per token"));
+    return r.Fail("pos must be a vector [n_tokens], got " + r.Shape(1) + " (ggml_rope_ext)");
+  RETURN_IF_ERR(r.Equal("a.ne2", 0, 2, "pos.ne0", 1, 0, "ggml_rope_ext: one position per token"));
   Result<RopeParams> p = DecodeRope(params);
   if (!p.ok()) return p.status();
   RETURN_IF_ERR(CheckRopeDims(*p, r.Ne(0, 0)));
   if (r.Has(2) && r.Ne(2, 0) < p->n_dims / 2)
-    return r.Fail("src2 (freq factors) ne0 (" + std::to_string(r.Ne(2, 0)) + ") must be >= n_dims / 2 (" +
+    return r.Fail("freq_factors.ne0 (" + r.D(2, 0) + ") must be >= n_dims / 2 (" +
                   std::to_string(p->n_dims / 2) + ") (ggml_rope_ext)");
   return r.Src(0);
 }
@@ -124,12 +127,11 @@ Result<Ne4> Rope(const Rule& r, const OpParamsRef& params) {
 // ggml_soft_max_ext(a, mask).
 Result<Ne4> SoftMax(const Rule& r) {
   if (r.Has(1)) {
-    RETURN_IF_ERR(r.Equal("mask.ne0", r.Ne(1, 0), "src0.ne0", r.Ne(0, 0), "ggml_soft_max_ext"));
+    RETURN_IF_ERR(r.Equal("mask.ne0", 1, 0, "a.ne0", 0, 0, "ggml_soft_max_ext"));
     if (r.Ne(1, 1) < r.Ne(0, 1))
-      return r.Fail("mask.ne1 (" + std::to_string(r.Ne(1, 1)) + ") must be >= src0.ne1 (" +
-                    std::to_string(r.Ne(0, 1)) + ") (ggml_soft_max_ext)");
+      return r.Fail("mask.ne1 (" + r.D(1, 1) + ") must be >= a.ne1 (" + r.D(0, 1) + ") (ggml_soft_max_ext)");
     if (!Rule::Repeats(r.Ne(1, 2), r.Ne(0, 2)) || !Rule::Repeats(r.Ne(1, 3), r.Ne(0, 3)))
-      return r.Fail("mask " + r.Shape(1) + " cannot be broadcast over src0 " + r.Shape(0) +
+      return r.Fail("mask " + r.Shape(1) + " cannot be broadcast over a " + r.Shape(0) +
                     " (ggml_soft_max_ext)");
   }
   return r.Src(0);
@@ -137,8 +139,7 @@ Result<Ne4> SoftMax(const Rule& r) {
 
 // ggml_flash_attn_ext(q, k, v, mask).
 Result<Ne4> FlashAttnExt(const Rule& r) {
-  RETURN_IF_ERR(
-      r.Equal("k.ne0", r.Ne(1, 0), "q.ne0", r.Ne(0, 0), "ggml_flash_attn_ext: ggml_can_mul_mat(k, q)"));
+  RETURN_IF_ERR(r.Equal("k.ne0", 1, 0, "q.ne0", 0, 0, "ggml_flash_attn_ext: ggml_can_mul_mat(k, q)"));
   if (r.Ne(2, 1) != r.Ne(1, 1) || r.Ne(2, 2) != r.Ne(1, 2) || r.Ne(2, 3) != r.Ne(1, 3))
     return r.Fail("v " + r.Shape(2) + " must have k's n_kv and heads " + r.Shape(1) +
                   " (ggml_flash_attn_ext)");
@@ -146,10 +147,10 @@ Result<Ne4> FlashAttnExt(const Rule& r) {
     return r.Fail("k " + r.Shape(1) + " cannot be broadcast over the heads of q " + r.Shape(0) +
                   " (ggml_flash_attn_ext: ggml_can_mul_mat(k, q))");
   if (r.Has(3)) {
-    RETURN_IF_ERR(r.Equal("mask.ne0", r.Ne(3, 0), "k.ne1", r.Ne(1, 1), "ggml_flash_attn_ext"));
+    RETURN_IF_ERR(r.Equal("mask.ne0", 3, 0, "k.ne1", 1, 1, "ggml_flash_attn_ext"));
     if (r.Ne(3, 1) < r.Ne(0, 1))
-      return r.Fail("mask.ne1 (" + std::to_string(r.Ne(3, 1)) + ") must be >= q.ne1 (" +
-                    std::to_string(r.Ne(0, 1)) + ") (ggml_flash_attn_ext)");
+      return r.Fail("mask.ne1 (" + r.D(3, 1) + ") must be >= q.ne1 (" + r.D(0, 1) +
+                    ") (ggml_flash_attn_ext)");
     if (r.Ne(3, 2) != 1 || r.Ne(3, 3) != 1)
       return r.Fail("mask must be 2-D, got " + r.Shape(3) + " (ggml_flash_attn_ext)");
   }
@@ -165,7 +166,7 @@ Result<Ne4> Concat(const Rule& r, const OpParamsRef& params) {
     if (d == p->dim)
       ne[d] += r.Ne(1, d);
     else if (r.Ne(0, d) != r.Ne(1, d))
-      return r.Fail("src0 " + r.Shape(0) + " and src1 " + r.Shape(1) + " must agree in every dimension but " +
+      return r.Fail("a " + r.Shape(0) + " and b " + r.Shape(1) + " must agree in every dimension but " +
                     std::to_string(p->dim) + " (ggml_concat)");
   }
   return ne;
@@ -175,10 +176,10 @@ Result<Ne4> Concat(const Rule& r, const OpParamsRef& params) {
 Result<Ne4> SetRows(const Rule& r) {
   const char* fn = "ggml_set_rows";
   if (!r.Has(2)) return r.Fail("source 2 (the destination a) is missing (ggml_set_rows)");
-  RETURN_IF_ERR(r.Equal("a.ne0", r.Ne(2, 0), "b.ne0", r.Ne(0, 0), fn));
-  RETURN_IF_ERR(r.Equal("a.ne2", r.Ne(2, 2), "b.ne2", r.Ne(0, 2), fn));
-  RETURN_IF_ERR(r.Equal("a.ne3", r.Ne(2, 3), "b.ne3", r.Ne(0, 3), fn));
-  RETURN_IF_ERR(r.Equal("b.ne1", r.Ne(0, 1), "c.ne0 (one index per row)", r.Ne(1, 0), fn));
+  RETURN_IF_ERR(r.Equal("a.ne0", 2, 0, "b.ne0", 0, 0, fn));
+  RETURN_IF_ERR(r.Equal("a.ne2", 2, 2, "b.ne2", 0, 2, fn));
+  RETURN_IF_ERR(r.Equal("a.ne3", 2, 3, "b.ne3", 0, 3, fn));
+  RETURN_IF_ERR(r.Equal("b.ne1", 0, 1, "c.ne0 (one index per row)", 1, 0, fn));
   if (!Rule::Repeats(r.Ne(1, 1), r.Ne(0, 2)) || !Rule::Repeats(r.Ne(1, 2), r.Ne(0, 3)))
     return r.Fail("c " + r.Shape(1) + " cannot be broadcast over b " + r.Shape(0) + " (ggml_set_rows)");
   if (r.Ne(1, 3) != 1) return r.Fail("c must have ne3 == 1, got " + r.Shape(1) + " (ggml_set_rows)");
@@ -190,13 +191,14 @@ Result<Ne4> SsmConv(const Rule& r) {
   if (r.Ne(0, 3) != 1) return r.Fail("sx must be 3-D, got " + r.Shape(0) + " (ggml_ssm_conv)");
   if (r.Ne(1, 2) != 1 || r.Ne(1, 3) != 1)
     return r.Fail("c must be a matrix [d_conv, d_inner], got " + r.Shape(1) + " (ggml_ssm_conv)");
-  const int64_t d_conv = r.Ne(1, 0), d_inner = r.Ne(1, 1);
-  RETURN_IF_ERR(r.Equal("sx.ne1", r.Ne(0, 1), "d_inner = c.ne1", d_inner, "ggml_ssm_conv"));
+  const int64_t d_conv = r.Ne(1, 0);
+  RETURN_IF_ERR(r.Equal("sx.ne1", 0, 1, "d_inner = c.ne1", 1, 1, "ggml_ssm_conv"));
   const int64_t n_t = r.Ne(0, 0) - d_conv + 1;
-  if (d_conv < 1 || n_t < 0)
-    return r.Fail("sx.ne0 (" + std::to_string(r.Ne(0, 0)) + ") must be >= d_conv - 1 (" +
-                  std::to_string(d_conv - 1) + "), d_conv >= 1 (ggml_ssm_conv)");
-  return Ne4{d_inner, n_t, r.Ne(0, 2), 1};
+  if (d_conv < 1) return r.Fail("d_conv = c.ne0 (" + r.D(1, 0) + ") must be >= 1 (ggml_ssm_conv)");
+  if (n_t < 0)
+    return r.Fail("sx.ne0 (" + r.D(0, 0) + ") must be >= d_conv - 1, d_conv = c.ne0 (" + r.D(1, 0) +
+                  ") (ggml_ssm_conv)");
+  return Ne4{r.Ne(1, 1), n_t, r.Ne(0, 2), 1};
 }
 
 // ggml_ssm_scan(s, x, dt, A, B, C[, ids]).
@@ -214,32 +216,32 @@ Result<Ne4> SsmScan(const Rule& r) {
       return r.Fail("s, x and B must be 3-D without ids (ggml_ssm_scan)");
     if (A[2] != 1 || A[3] != 1)
       return r.Fail("A must be a matrix [d_state, d_inner], got " + r.Shape(3) + " (ggml_ssm_scan)");
-    RETURN_IF_ERR(r.Equal("s.ne2", s[2], "n_seqs = x.ne2", x[2], fn));
-    RETURN_IF_ERR(r.Equal("x.ne0", x[0], "d_inner = s.ne1", s[1], fn));
-    RETURN_IF_ERR(r.Equal("A.ne0", A[0], "d_state = s.ne0", s[0], fn));
-    RETURN_IF_ERR(r.Equal("A.ne1", A[1], "d_inner = s.ne1", s[1], fn));
-    RETURN_IF_ERR(r.Equal("B.ne0", B[0], "d_state = s.ne0", s[0], fn));
-    RETURN_IF_ERR(r.Equal("B.ne1", B[1], "n_seq_tokens = x.ne1", x[1], fn));
-    RETURN_IF_ERR(r.Equal("B.ne2", B[2], "n_seqs = x.ne2", x[2], fn));
+    RETURN_IF_ERR(r.Equal("s.ne2", 0, 2, "n_seqs = x.ne2", 1, 2, fn));
+    RETURN_IF_ERR(r.Equal("x.ne0", 1, 0, "d_inner = s.ne1", 0, 1, fn));
+    RETURN_IF_ERR(r.Equal("A.ne0", 3, 0, "d_state = s.ne0", 0, 0, fn));
+    RETURN_IF_ERR(r.Equal("A.ne1", 3, 1, "d_inner = s.ne1", 0, 1, fn));
+    RETURN_IF_ERR(r.Equal("B.ne0", 4, 0, "d_state = s.ne0", 0, 0, fn));
+    RETURN_IF_ERR(r.Equal("B.ne1", 4, 1, "n_seq_tokens = x.ne1", 1, 1, fn));
+    RETURN_IF_ERR(r.Equal("B.ne2", 4, 2, "n_seqs = x.ne2", 1, 2, fn));
     states = Elements(s);
   } else {  // ggml Jun 2025: x [head_dim, n_head, n_seq_tokens, n_seqs]
     const Ne4& ids = r.Src(6);
-    RETURN_IF_ERR(r.Equal("dt.ne0", dt[0], "n_head = x.ne1", x[1], fn));
-    RETURN_IF_ERR(r.Equal("dt.ne1", dt[1], "n_seq_tokens = x.ne2", x[2], fn));
-    RETURN_IF_ERR(r.Equal("dt.ne2", dt[2], "n_seqs = x.ne3", x[3], fn));
+    RETURN_IF_ERR(r.Equal("dt.ne0", 2, 0, "n_head = x.ne1", 1, 1, fn));
+    RETURN_IF_ERR(r.Equal("dt.ne1", 2, 1, "n_seq_tokens = x.ne2", 1, 2, fn));
+    RETURN_IF_ERR(r.Equal("dt.ne2", 2, 2, "n_seqs = x.ne3", 1, 3, fn));
     if (dt[3] != 1) return r.Fail("dt must be 3-D, got " + r.Shape(2) + " (ggml_ssm_scan)");
-    RETURN_IF_ERR(r.Equal("s.ne1", s[1], "head_dim = x.ne0", x[0], fn));
-    RETURN_IF_ERR(r.Equal("s.ne2", s[2], "n_head = x.ne1", x[1], fn));
-    RETURN_IF_ERR(r.Equal("B.ne0", B[0], "d_state = s.ne0", s[0], fn));
-    RETURN_IF_ERR(r.Equal("B.ne2", B[2], "n_seq_tokens = x.ne2", x[2], fn));
-    RETURN_IF_ERR(r.Equal("B.ne3", B[3], "n_seqs = x.ne3", x[3], fn));
+    RETURN_IF_ERR(r.Equal("s.ne1", 0, 1, "head_dim = x.ne0", 1, 0, fn));
+    RETURN_IF_ERR(r.Equal("s.ne2", 0, 2, "n_head = x.ne1", 1, 1, fn));
+    RETURN_IF_ERR(r.Equal("B.ne0", 4, 0, "d_state = s.ne0", 0, 0, fn));
+    RETURN_IF_ERR(r.Equal("B.ne2", 4, 2, "n_seq_tokens = x.ne2", 1, 2, fn));
+    RETURN_IF_ERR(r.Equal("B.ne3", 4, 3, "n_seqs = x.ne3", 1, 3, fn));
     if (ids[1] != 1 || ids[2] != 1 || ids[3] != 1)
       return r.Fail("ids must be a vector [n_seqs], got " + r.Shape(6) + " (ggml_ssm_scan)");
-    RETURN_IF_ERR(r.Equal("ids.ne0", ids[0], "n_seqs = x.ne3", x[3], fn));
+    RETURN_IF_ERR(r.Equal("ids.ne0", 6, 0, "n_seqs = x.ne3", 1, 3, fn));
     if (A[2] != 1 || A[3] != 1)
       return r.Fail("A must be a matrix [d_state or 1, n_head], got " + r.Shape(3) + " (ggml_ssm_scan)");
-    RETURN_IF_ERR(r.Equal("A.ne1", A[1], "n_head = x.ne1", x[1], fn));
-    if (A[0] != 1) RETURN_IF_ERR(r.Equal("A.ne0", A[0], "1 or d_state = s.ne0", s[0], fn));
+    RETURN_IF_ERR(r.Equal("A.ne1", 3, 1, "n_head = x.ne1", 1, 1, fn));
+    if (A[0] != 1) RETURN_IF_ERR(r.Equal("A.ne0", 3, 0, "1 or d_state = s.ne0", 0, 0, fn));
     states = Elements({s[0], x[0], x[1], ids[0]});
   }
   const int64_t y = Elements(x);
@@ -304,8 +306,8 @@ ShapeRuleKind GetShapeRuleKind(GgmlOp op) {
   }
 }
 
-Result<Ne4> InferShape(GgmlOp op, const SrcShapes& srcs, const OpParamsRef& params) {
-  const Rule r(op, srcs);
+Result<Ne4> InferShape(GgmlOp op, const SrcShapes& srcs, const OpParamsRef& params, const DimNamer& namer) {
+  const Rule r(op, srcs, &namer);
   const GgmlOpTraits& traits = GetOpTraits(op);
   if (GetShapeRuleKind(op) != ShapeRuleKind::kInferred)
     return Unimplemented(
@@ -350,8 +352,8 @@ Result<Ne4> InferShape(GgmlOp op, const SrcShapes& srcs, const OpParamsRef& para
       Result<TopKParams> p = DecodeTopK(params);
       if (!p.ok()) return p.status();
       if (r.Ne(0, 0) < p->k)
-        return r.Fail("k (" + std::to_string(p->k) + ") must not exceed src0.ne0 (" +
-                      std::to_string(r.Ne(0, 0)) + ") (ggml_top_k)");
+        return r.Fail("k (" + std::to_string(p->k) + ") must not exceed a.ne0 (" + r.D(0, 0) +
+                      ") (ggml_top_k)");
       return Ne4{p->k, r.Ne(0, 1), r.Ne(0, 2), r.Ne(0, 3)};
     }
     case GgmlOp::CONCAT:
@@ -368,7 +370,7 @@ Result<Ne4> InferShape(GgmlOp op, const SrcShapes& srcs, const OpParamsRef& para
     case GgmlOp::CPY:  // ggml_cpy(a, b); without b ggml_cast(a, type)
       if (!r.Has(1)) return r.Src(0);
       if (Elements(r.Src(0)) != Elements(r.Src(1)))
-        return r.Fail("src0 " + r.Shape(0) + " and src1 " + r.Shape(1) +
+        return r.Fail("a " + r.Shape(0) + " and b " + r.Shape(1) +
                       " must have the same number of elements (ggml_cpy)");
       return r.Src(1);
     case GgmlOp::SET_ROWS:
@@ -395,7 +397,7 @@ Status CheckShape(GgmlOp op, const SrcShapes& srcs, const OpParamsRef& params, c
       const int64_t n = Elements(result), m = Elements(*srcs[0]);
       if (n != m)
         return InvalidArgument(name + ": result " + ShapeString(result) + " has " + std::to_string(n) +
-                               " elements, src0 " + ShapeString(*srcs[0]) + " " + std::to_string(m) + " (" +
+                               " elements, a " + ShapeString(*srcs[0]) + " " + std::to_string(m) + " (" +
                                (op == GgmlOp::RESHAPE ? "ggml_reshape_4d" : "ggml_cont_4d") + ")");
       return Status::Ok();
     }

@@ -749,13 +749,13 @@ TEST(GraphBuilderOps, InconsistentShapesReported) {
   b.MulMat(w, x);
   EXPECT_EQ(
       b.status().message(),
-      "graph builder: MUL_MAT: src0.ne0 (32) must equal src1.ne0 (16) (ggml_can_mul_mat); sources w [32, "
-      "8, 1, 1], x [16, n_tokens, 1, 1]");
+      "graph builder: MUL_MAT: a.ne0 (32) must equal b.ne0 (16) (ggml_can_mul_mat); sources w [32, 8, 1, 1], "
+      "x [16, n_tokens, 1, 1]");
   GraphBuilder b2(g, m);
   b2.Add(x, w);
   EXPECT_EQ(b2.status().message(),
-            "graph builder: ADD: src1 [32, 8, 1, 1] cannot be repeated to src0 [16, 1, 1, 1] (ggml_add: "
-            "ggml_can_repeat); sources x [16, n_tokens, 1, 1], w [32, 8, 1, 1]");
+            "graph builder: ADD: b [32, 8, 1, 1] cannot be repeated to a [16, n_tokens, 1, 1] (ggml_add: ggml_can_repeat(b, a)); "
+            "sources x [16, n_tokens, 1, 1], w [32, 8, 1, 1]");
   GraphBuilder b3(g, m);
   b3.Nb(b3.Transpose(x));
   EXPECT_EQ(b3.status().message(),

@@ -50,7 +50,7 @@ TEST(OpShapes, ElementwiseAndBroadcast) {
 TEST(OpShapes, MatMul) {
   EXPECT_EQ(Infer(GgmlOp::MUL_MAT, {Ne4{64, 32, 2, 1}, Ne4{64, 7, 8, 1}}), (Ne4{32, 7, 8, 1}));
   EXPECT_EQ(Refusal(GgmlOp::MUL_MAT, {Ne4{64, 32, 1, 1}, Ne4{32, 7, 1, 1}}),
-            "MUL_MAT: src0.ne0 (64) must equal src1.ne0 (32) (ggml_can_mul_mat)");
+            "MUL_MAT: a.ne0 (64) must equal b.ne0 (32) (ggml_can_mul_mat)");
   Refusal(GgmlOp::MUL_MAT, {Ne4{64, 32, 3, 1}, Ne4{64, 7, 8, 1}});
   // as [K, M, n_expert], b [K, 1, n_t], ids [n_used, n_t]
   EXPECT_EQ(Infer(GgmlOp::MUL_MAT_ID, {Ne4{16, 32, 8, 1}, Ne4{16, 1, 5, 1}, Ne4{2, 5, 1, 1}}),
@@ -117,7 +117,7 @@ TEST(OpShapes, GivenShapes) {
   EXPECT_EQ(GetShapeRuleKind(GgmlOp::IM2COL), ShapeRuleKind::kNone);
   EXPECT_TRUE(CheckShape(GgmlOp::RESHAPE, {Ne4{6, 4, 1, 1}}, kNoParams, Ne4{2, 3, 4, 1}).ok());
   EXPECT_EQ(CheckShape(GgmlOp::RESHAPE, {Ne4{6, 4, 1, 1}}, kNoParams, Ne4{2, 3, 1, 1}).message(),
-            "RESHAPE: result [2, 3, 1, 1] has 6 elements, src0 [6, 4, 1, 1] 24 (ggml_reshape_4d)");
+            "RESHAPE: result [2, 3, 1, 1] has 6 elements, a [6, 4, 1, 1] 24 (ggml_reshape_4d)");
   EXPECT_FALSE(CheckShape(GgmlOp::CONT, {Ne4{6, 4, 1, 1}}, kNoParams, Ne4{5, 4, 1, 1}).ok());
   EXPECT_TRUE(CheckShape(GgmlOp::VIEW, {Ne4{6, 4, 1, 1}}, kNoParams, Ne4{2, 1, 1, 1}).ok());
   EXPECT_EQ(InferShape(GgmlOp::VIEW, {Ne4{6, 4, 1, 1}}, kNoParams).status().code(),

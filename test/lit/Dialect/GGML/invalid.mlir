@@ -150,7 +150,7 @@ func.func @f(%a0: !ggml.tensor<[64, 256, 8], q4_0>, %a1: !ggml.tensor<[64, 1, n_
 // -----
 
 func.func @f(%a0: !ggml.tensor<[64, 256, 8], q4_0>, %a1: !ggml.tensor<[64, 1, n_tokens], f32>, %a2: !ggml.tensor<[2, n_outputs], i32>) {
-  // expected-error @+1 {{ids.ne1 (n_outputs) must equal b.ne2 (n_tokens): one expert list per token}}
+  // expected-error @+1 {{ids.ne1 (n_outputs) must equal b.ne2 (n_tokens) (ggml_mul_mat_id: one expert list per token)}}
   %r = ggml.mul_mat_id %a0, %a1, %a2 : (!ggml.tensor<[64, 256, 8], q4_0>, !ggml.tensor<[64, 1, n_tokens], f32>, !ggml.tensor<[2, n_outputs], i32>) -> !ggml.tensor<[256, 2, n_tokens], f32>
   return
 }
@@ -248,7 +248,7 @@ func.func @f(%a0: !ggml.tensor<[8], f32>) {
 // -----
 
 func.func @f(%a0: !ggml.tensor<[256, n_tokens], f32>, %a1: !ggml.tensor<[256, n_tokens], f16>) {
-  // expected-error @+1 {{must have the same shape and type (ggml_glu_split)}}
+  // expected-error @+1 {{must have the same element type (ggml_glu_split)}}
   %r = ggml.glu swiglu %a0, %a1 : (!ggml.tensor<[256, n_tokens], f32>, !ggml.tensor<[256, n_tokens], f16>) -> !ggml.tensor<[256, n_tokens], f32>
   return
 }
@@ -264,7 +264,7 @@ func.func @f(%a0: !ggml.tensor<[256, n_tokens], f32>, %a1: !ggml.tensor<[256, n_
 // -----
 
 func.func @f(%a0: !ggml.tensor<[255, n_tokens], f32>) {
-  // expected-error @+1 {{a.ne0 (255) must be a static even size: it holds both halves (ggml_glu)}}
+  // expected-error @+1 {{a.ne0 (255) must be even: it holds both halves (ggml_glu)}}
   %r = ggml.glu geglu %a0 : (!ggml.tensor<[255, n_tokens], f32>) -> !ggml.tensor<[127, n_tokens], f32>
   return
 }
@@ -272,7 +272,7 @@ func.func @f(%a0: !ggml.tensor<[255, n_tokens], f32>) {
 // -----
 
 func.func @f(%a0: !ggml.tensor<[n_tokens], f32>) {
-  // expected-error @+1 {{a.ne0 (n_tokens) must be a static even size: it holds both halves (ggml_glu)}}
+  // expected-error @+1 {{a.ne0 (n_tokens) must be even: it holds both halves (ggml_glu)}}
   %r = ggml.glu geglu %a0 : (!ggml.tensor<[n_tokens], f32>) -> !ggml.tensor<[n_tokens], f32>
   return
 }
@@ -352,7 +352,7 @@ func.func @f(%a0: !ggml.tensor<[128, 32, n_tokens], f32>, %a1: !ggml.tensor<[n_t
 // -----
 
 func.func @f(%a0: !ggml.tensor<[128, 32, n_tokens], f32>, %a1: !ggml.tensor<[n_outputs], i32>) {
-  // expected-error @+1 {{a.ne2 (n_tokens) must equal pos.ne0 (n_outputs): one position per token (ggml_rope_ext)}}
+  // expected-error @+1 {{a.ne2 (n_tokens) must equal pos.ne0 (n_outputs) (ggml_rope_ext: one position per token)}}
   %r = ggml.rope normal %a0, %a1 {n_dims = 128 : i32} : (!ggml.tensor<[128, 32, n_tokens], f32>, !ggml.tensor<[n_outputs], i32>) -> !ggml.tensor<[128, 32, n_tokens], f32>
   return
 }
@@ -368,7 +368,7 @@ func.func @f(%a0: !ggml.tensor<[128, 32, n_tokens], f32>, %a1: !ggml.tensor<[n_t
 // -----
 
 func.func @f(%a0: !ggml.tensor<[128, 32, n_tokens], f32>, %a1: !ggml.tensor<[n_tokens], i32>) {
-  // expected-error @+1 {{ROPE: n_dims 256 must not exceed ne0 = 128 (the head size a.ne0)}}
+  // expected-error @+1 {{ROPE: n_dims 256 must not exceed ne0 = 128}}
   %r = ggml.rope normal %a0, %a1 {n_dims = 256 : i32} : (!ggml.tensor<[128, 32, n_tokens], f32>, !ggml.tensor<[n_tokens], i32>) -> !ggml.tensor<[128, 32, n_tokens], f32>
   return
 }
@@ -512,7 +512,7 @@ func.func @f(%a0: !ggml.tensor<[8, n_tokens], f32>) {
 // -----
 
 func.func @f(%a0: !ggml.tensor<[128, 8, n_tokens], f32>, %a1: !ggml.tensor<[n_tokens*2048], f16>) {
-  // expected-error @+1 {{a and b have n_tokens*1024 and n_tokens*2048 elements; they must be equal (ggml_cpy)}}
+  // expected-error @+1 {{a [128, 8, n_tokens, 1] and b [n_tokens*2048, 1, 1, 1] must have the same number of elements (ggml_cpy)}}
   %r = ggml.cpy %a0, %a1 : (!ggml.tensor<[128, 8, n_tokens], f32>, !ggml.tensor<[n_tokens*2048], f16>) -> !ggml.tensor<[n_tokens*2048], f16>
   return
 }
@@ -732,7 +732,7 @@ func.func @f(%a0: !ggml.tensor<[n_tokens+3, 128], f32>, %a1: !ggml.tensor<[4, 12
 // -----
 
 func.func @f(%a0: !ggml.tensor<[n_tokens+3, 128], f32>, %a1: !ggml.tensor<[n_kv, 128], f32>) {
-  // expected-error @+1 {{d_conv = c.ne0 must be a static size >= 1}}
+  // expected-error @+1 {{sx.ne0 (n_tokens+3) must be >= d_conv - 1, d_conv = c.ne0 (n_kv) (ggml_ssm_conv)}}
   %r = ggml.ssm_conv %a0, %a1 : (!ggml.tensor<[n_tokens+3, 128], f32>, !ggml.tensor<[n_kv, 128], f32>) -> !ggml.tensor<[128, n_tokens], f32>
   return
 }
@@ -748,7 +748,7 @@ func.func @f(%a0: !ggml.tensor<[n_tokens+3, 128], f32>, %a1: !ggml.tensor<[4, 64
 // -----
 
 func.func @f(%a0: !ggml.tensor<[2, 128], f32>, %a1: !ggml.tensor<[4, 128], f32>) {
-  // expected-error @+1 {{sx.ne0 (2) must be >= d_conv - 1 (3)}}
+  // expected-error @+1 {{sx.ne0 (2) must be >= d_conv - 1, d_conv = c.ne0 (4) (ggml_ssm_conv)}}
   %r = ggml.ssm_conv %a0, %a1 : (!ggml.tensor<[2, 128], f32>, !ggml.tensor<[4, 128], f32>) -> !ggml.tensor<[128, 0], f32>
   return
 }
@@ -892,7 +892,7 @@ func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_
 // -----
 
 func.func @f(%a0: !ggml.tensor<[16, 1, 128], f32>, %a1: !ggml.tensor<[1, 128, n_tokens, n_kv], f32>, %a2: !ggml.tensor<[128, n_tokens, n_kv], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, 1, n_tokens, n_kv], f32>, %a5: !ggml.tensor<[16, 1, n_tokens, n_kv], f32>, %a6: !ggml.tensor<[n_kv], i32>) {
-  // expected-error @+1 {{cannot express the result size 128*n_kv*n_tokens + n_kv*2048 as one dimension}}
+  // expected-error @+1 {{SSM_SCAN: cannot express the result's ne0 as one dimension: it is not affine in the symbols}}
   %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5, ids %a6 : (!ggml.tensor<[16, 1, 128], f32>, !ggml.tensor<[1, 128, n_tokens, n_kv], f32>, !ggml.tensor<[128, n_tokens, n_kv], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, 1, n_tokens, n_kv], f32>, !ggml.tensor<[16, 1, n_tokens, n_kv], f32>, !ggml.tensor<[n_kv], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return
 }
@@ -1008,7 +1008,7 @@ func.func @f(%a0: !ggml.tensor<[16, 128], f32>, %a1: !ggml.tensor<[128, n_tokens
 
 // SSM_SCAN without ids: ggml's Feb 2025 form.
 func.func @f(%a0: !ggml.tensor<[16, 128, n_kv], f32>, %a1: !ggml.tensor<[128, n_tokens, n_kv], f32>, %a2: !ggml.tensor<[128, n_tokens, n_kv], f32>, %a3: !ggml.tensor<[16, 128], f32>, %a4: !ggml.tensor<[16, n_tokens, n_kv], f32>, %a5: !ggml.tensor<[16, n_tokens, n_kv], f32>) {
-  // expected-error @+1 {{cannot express the result size 128*n_kv*n_tokens + n_kv*2048 as one dimension}}
+  // expected-error @+1 {{SSM_SCAN: cannot express the result's ne0 as one dimension: it is not affine in the symbols}}
   %r = ggml.ssm_scan %a0, %a1, %a2, %a3, %a4, %a5 : (!ggml.tensor<[16, 128, n_kv], f32>, !ggml.tensor<[128, n_tokens, n_kv], f32>, !ggml.tensor<[128, n_tokens, n_kv], f32>, !ggml.tensor<[16, 128], f32>, !ggml.tensor<[16, n_tokens, n_kv], f32>, !ggml.tensor<[16, n_tokens, n_kv], f32>) -> !ggml.tensor<[n_tokens*128+2048], f32>
   return
 }
@@ -1142,7 +1142,7 @@ func.func @f(%a0: !ggml.tensor<[8, 64], f16>, %a1: !ggml.tensor<[64, 2], f32>, %
 // -----
 
 func.func @f(%q: !ggml.tensor<[8, n_tokens, 8], f32>, %k: !ggml.tensor<[16, n_kv, 4], f16>, %v: !ggml.tensor<[16, n_kv, 4], f16>) {
-  // expected-error @+1 {{k.ne0 (16) must equal q.ne0 (8) (ggml_flash_attn_ext)}}
+  // expected-error @+1 {{k.ne0 (16) must equal q.ne0 (8) (ggml_flash_attn_ext: ggml_can_mul_mat(k, q))}}
   %r = ggml.flash_attn_ext %q, %k, %v : (!ggml.tensor<[8, n_tokens, 8], f32>, !ggml.tensor<[16, n_kv, 4], f16>, !ggml.tensor<[16, n_kv, 4], f16>) -> !ggml.tensor<[16, 8, n_tokens], f32>
   return
 }
@@ -1150,7 +1150,7 @@ func.func @f(%q: !ggml.tensor<[8, n_tokens, 8], f32>, %k: !ggml.tensor<[16, n_kv
 // -----
 
 func.func @f(%q: !ggml.tensor<[8, n_tokens, 8], f32>, %k: !ggml.tensor<[8, n_kv, 3], f16>, %v: !ggml.tensor<[8, n_kv, 3], f16>) {
-  // expected-error @+1 {{k [8, n_kv, 3, 1] cannot be broadcast over the heads of q [8, n_tokens, 8, 1] (ggml_flash_attn_ext)}}
+  // expected-error @+1 {{k [8, n_kv, 3, 1] cannot be broadcast over the heads of q [8, n_tokens, 8, 1] (ggml_flash_attn_ext: ggml_can_mul_mat(k, q))}}
   %r = ggml.flash_attn_ext %q, %k, %v : (!ggml.tensor<[8, n_tokens, 8], f32>, !ggml.tensor<[8, n_kv, 3], f16>, !ggml.tensor<[8, n_kv, 3], f16>) -> !ggml.tensor<[8, 8, n_tokens], f32>
   return
 }
