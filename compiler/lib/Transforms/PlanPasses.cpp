@@ -162,7 +162,7 @@ FailureOr<int> fitLayers(ModuleOp module, StringRef pass, double fitTargetMiB,
   const PlannerState &s = *mm->model;
   Result<int> n = planner::FitPlanLayers(*s.gguf, s.graphs.cfg, mm->machine, r.placement,
                                          static_cast<uint64_t>(fitTargetMiB * 1048576.0),
-                                         s.graphs.hp.n_layer, [&](const planner::PlanMessage &m) {
+                                         s.graphs.hp, [&](const planner::PlanMessage &m) {
                                            if (m.kind == planner::PlanMessageKind::kFitSearched)
                                              emitRemark(module.getLoc())
                                                  << pass << ": --fit: " << m.text;

@@ -143,7 +143,7 @@ Result<int> FitGpuLayers(int max_ngl, const std::function<Result<bool>(int, std:
   return lo;
 }
 
-Result<int> FitGpuLayersToDevices(const GgufFile& gguf, const ContextConfig& cfg,
+Result<int> FitGpuLayersToDevices(const GgufFile& gguf, const HParams& hp, const ContextConfig& cfg,
                                   const std::vector<DeviceManifest>& machine, const PlacementOptions& opt,
                                   uint64_t margin) {
   if (std::none_of(machine.begin(), machine.end(),
@@ -157,10 +157,9 @@ Result<int> FitGpuLayersToDevices(const GgufFile& gguf, const ContextConfig& cfg
                              (d.source_path.empty() ? std::string("probed") : d.source_path) +
                              ": memory.total 0), so --fit cannot size it: give its free memory (--free " +
                              d.name + "=SIZE) or -ngl N");
-  // The graphs once (reading the model validates its metadata and tokenizer); each candidate places
-  // a copy, since PlaceModel writes its decisions into the graphs.
-  STOWAGE_ASSIGN_OR_RETURN(const ModelGraphs built, BuildModelGraphs(gguf, cfg));
-  const HParams& hp = built.hp;
+  // The graphs once; each candidate places a copy, since PlaceModel writes its decisions into the
+  // graphs.
+  STOWAGE_ASSIGN_OR_RETURN(const ModelGraphs built, BuildModelGraphs(gguf, hp, cfg));
   auto fits = [&](int n, uint64_t keep, std::string* why) -> Result<bool> {
     PlacementOptions o = opt;
     o.n_gpu_layers = n;

@@ -49,10 +49,10 @@ Result<ContextConfig> ResolvePlanContext(const HParams& hp, const std::string& p
 
 Result<int> FitPlanLayers(const GgufFile& gguf, const ContextConfig& cfg,
                           const std::vector<DeviceManifest>& machine, const PlacementOptions& placement,
-                          uint64_t fit_target, uint32_t n_layer, const PlanMessageSink& sink) {
-  Result<int> ngl = FitGpuLayersToDevices(gguf, cfg, machine, placement, fit_target);
+                          uint64_t fit_target, const HParams& hp, const PlanMessageSink& sink) {
+  Result<int> ngl = FitGpuLayersToDevices(gguf, hp, cfg, machine, placement, fit_target);
   if (!ngl.ok()) return NamingModel(gguf, ngl.status());
-  if (sink) sink(PlanMessage{PlanMessageKind::kFitSearched, FitLine(*ngl, n_layer), *ngl});
+  if (sink) sink(PlanMessage{PlanMessageKind::kFitSearched, FitLine(*ngl, hp.n_layer), *ngl});
   return ngl;
 }
 
@@ -88,8 +88,8 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
 
   auto fit_layers = [&]() -> Status {
     if (!request.fit) return Status::Ok();
-    STOWAGE_ASSIGN_OR_RETURN(r.placement.n_gpu_layers, FitPlanLayers(gguf, cfg, machine, r.placement,
-                                                                     request.fit_target, hp.n_layer, sink));
+    STOWAGE_ASSIGN_OR_RETURN(r.placement.n_gpu_layers,
+                             FitPlanLayers(gguf, cfg, machine, r.placement, request.fit_target, hp, sink));
     return Status::Ok();
   };
   STOWAGE_RETURN_IF_ERROR(fit_layers());

@@ -258,7 +258,7 @@ TEST_F(PlanTest, ItsFitAndCpuMoeStepsAreWhatItRuns) {
   });
   ASSERT_TRUE(r.ok()) << r.status().message();
   std::vector<PlanMessage> said;
-  auto n = FitPlanLayers(*gguf_, r->graphs.cfg, machine, req.placement, req.fit_target, r->graphs.hp.n_layer,
+  auto n = FitPlanLayers(*gguf_, r->graphs.cfg, machine, req.placement, req.fit_target, r->graphs.hp,
                          [&](const PlanMessage& m) { said.push_back(m); });
   ASSERT_TRUE(n.ok()) << n.status().message();
   EXPECT_EQ(*n, r->placement.n_gpu_layers);

@@ -76,14 +76,15 @@ inline constexpr uint64_t kDefaultFitTargetBytes = 1024ull << 20;
 Result<int> FitGpuLayers(int max_ngl, const std::function<Result<bool>(int ngl, std::string* why)>& fits);
 
 /// --fit and -ngl auto (plan-model, stowage-run's on-the-fly plan): FitGpuLayers over
-/// [0, n_layer + 1] where a try is BuildModelGraphs(gguf, cfg) + PlaceModel(machine, opt with that
+/// [0, n_layer + 1] where a try is BuildModelGraphs(gguf, hp, cfg) (`hp`: ReadHParams(gguf)'s, so
+/// that the model is not read and validated again) + PlaceModel(machine, opt with that
 /// n_gpu_layers) + CheckFit(devices_only, margin). 0 without trying when `machine` has no GPU
 /// device. Unlike llama_params_fit it moves whole layers only (no MoE expert overflow, no context
 /// reduction). Errors: kInvalidArgument naming a GPU device whose manifest reports no memory
 /// (memory.total 0: llama.cpp's --fit "will not use it"; here it cannot be left out of the layer
 /// split, so --fit stops and asks for --free or -ngl), those of FitGpuLayers, BuildModelGraphs and
 /// PlaceModel.
-Result<int> FitGpuLayersToDevices(const GgufFile& gguf, const ContextConfig& cfg,
+Result<int> FitGpuLayersToDevices(const GgufFile& gguf, const HParams& hp, const ContextConfig& cfg,
                                   const std::vector<DeviceManifest>& machine, const PlacementOptions& opt,
                                   uint64_t margin = kDefaultFitTargetBytes);
 

@@ -137,12 +137,13 @@ Result<ContextConfig> ResolvePlanContext(const HParams& hp, const std::string& p
 
 /// Plan's step 4 (--fit, -ngl auto): the n_gpu_layers FitGpuLayersToDevices chooses for the
 /// resolved context `cfg` and `placement`'s other options, keeping `fit_target` bytes free on each
-/// GPU; reports kFitSearched ("-ngl N fits (of L layers + output)", L = `n_layer`, the model's) to
+/// GPU, for the model's hyper-parameters `hp` (ReadHParams(gguf)'s: the model is not read again);
+/// reports kFitSearched ("-ngl N fits (of L layers + output)", L = hp.n_layer) to
 /// `sink` (may be null). Also the MLIR path's (stowage-assign-layers n-gpu-layers=-1). Errors:
 /// FitGpuLayersToDevices's, its kResourceExhausted prefixed with the model file.
 Result<int> FitPlanLayers(const GgufFile& gguf, const ContextConfig& cfg,
                           const std::vector<DeviceManifest>& machine, const PlacementOptions& placement,
-                          uint64_t fit_target, uint32_t n_layer, const PlanMessageSink& sink = nullptr);
+                          uint64_t fit_target, const HParams& hp, const PlanMessageSink& sink = nullptr);
 
 /// Plan's fit check (step 8) of a placed model: CheckFit of the whole plan (every device, no margin),
 /// a refusal naming the model file first. Also the MLIR path's (stowage-export-plan), so that
