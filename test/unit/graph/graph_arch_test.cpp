@@ -754,7 +754,8 @@ TEST(GraphBuilderOps, InconsistentShapesReported) {
   GraphBuilder b2(g, m);
   b2.Add(x, w);
   EXPECT_EQ(b2.status().message(),
-            "graph builder: ADD: b [32, 8, 1, 1] cannot be repeated to a [16, n_tokens, 1, 1] (ggml_add: ggml_can_repeat(b, a)); "
+            "graph builder: ADD: b [32, 8, 1, 1] cannot be repeated to a [16, n_tokens, 1, 1] (ggml_add: "
+            "ggml_can_repeat(b, a)); "
             "sources x [16, n_tokens, 1, 1], w [32, 8, 1, 1]");
   GraphBuilder b3(g, m);
   b3.Nb(b3.Transpose(x));
