@@ -142,7 +142,8 @@ class BackendFactory {
                                           int n_threads) = 0;
 };
 
-/// Host memory buffer (aligned allocation or a wrapped range of the file mapping).
+/// Host memory buffer (aligned allocation or a wrapped range of the file mapping); defined with the
+/// CPU backend (runtime/src/backends/cpu/host_buffer.cpp), whose buffer types it implements.
 class HostBuffer final : public Buffer {
  public:
   static Result<std::unique_ptr<HostBuffer>> Allocate(uint64_t size, uint64_t alignment);
