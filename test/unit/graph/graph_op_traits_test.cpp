@@ -1,11 +1,13 @@
 // Every node the graph builders emit fits its op's traits (ggml_ops.h): source counts in range,
-// parameters of exactly the op's layout that decode (ggml_op_params.h), views exactly the view ops.
+// parameters of exactly the op's layout that decode (ggml_op_params.h), views exactly the view ops,
+// and a shape rule (ggml_op_shapes.h) that its shape satisfies at the graph's worst case.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "stowage/planner/model_graphs.h"
 #include "stowage/runtime/ggml_op_params.h"
+#include "stowage/runtime/ggml_op_shapes.h"
 #include "stowage/runtime/gguf_writer.h"
 #include "synth.h"
 
@@ -28,6 +30,15 @@ void CheckNodes(const Graph& g, const std::string& what) {
     EXPECT_EQ(t.view_src >= 0, aliased >= 0) << where;
     const Status dec = CheckParams(t.op, p);
     EXPECT_TRUE(dec.ok()) << where << ": " << dec.message();
+    EXPECT_NE(GetShapeRuleKind(t.op), ShapeRuleKind::kNone) << where << ": no shape rule";
+    const Bindings w = g.WorstCase();
+    auto eval = [&w](const Shape& ne) {
+      return Ne4{w.Eval(ne[0]), w.Eval(ne[1]), w.Eval(ne[2]), w.Eval(ne[3])};
+    };
+    SrcShapes srcs;
+    for (int s : t.srcs) srcs.push_back(s >= 0 ? std::optional<Ne4>(eval(g.tensors[s].ne)) : std::nullopt);
+    const Status shape = CheckShape(t.op, srcs, p, eval(t.ne));
+    EXPECT_TRUE(shape.ok()) << where << ": " << shape.message();
   }
 }
 
