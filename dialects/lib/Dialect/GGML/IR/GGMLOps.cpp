@@ -1,7 +1,10 @@
 //===- GGMLOps.cpp - ggml op verifiers ------------------------------------===//
 //
 // Each verifier checks what the ggml constructor of that op asserts (ggml/src/ggml.c), so that a
-// graph that verifies here can be built by ggml. Symbolic dimensions are compared structurally.
+// graph that verifies here can be built by ggml. Shapes are checked by the op's shape rule, shared
+// with the planner's graph builder and the plan verifier (stowage/runtime/ggml_op_shapes.h),
+// evaluated over the symbols' range (ruleShape); element types, transposed operands and view
+// bounds are checked here. Element counts of reshape, cont and view are compared structurally.
 //
 //===----------------------------------------------------------------------===//
 
