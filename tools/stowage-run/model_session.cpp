@@ -32,7 +32,7 @@ Result<Tokenizer> LoadTokenizer(const GgufFile& gguf) {
 
 Result<std::unique_ptr<Session>> OpenSession(const CommonOptions& c,
                                              const std::shared_ptr<const GgufFile>& gguf, bool quiet,
-                                             bool profile_ops) {
+                                             bool profile_ops, bool tokenizer_loaded) {
   SessionOptions opts;
   opts.profile_ops = profile_ops;
   opts.n_threads = c.threads;
@@ -52,14 +52,15 @@ Result<std::unique_ptr<Session>> OpenSession(const CommonOptions& c,
       }
     };
   if (!c.plan.empty()) return Session::Create(c.plan, gguf, opts);
-  STOWAGE_ASSIGN_OR_RETURN(auto bytes, PlanOnTheFly(*gguf, c, quiet));
+  STOWAGE_ASSIGN_OR_RETURN(auto bytes, PlanOnTheFly(*gguf, c, quiet, tokenizer_loaded));
   return Session::CreateFromPlanBytes(std::move(bytes), gguf, opts);
 }
 
 Result<LoadedModel> LoadModel(const CommonOptions& c, bool quiet) {
   STOWAGE_ASSIGN_OR_RETURN(std::shared_ptr<const GgufFile> gguf, OpenModel(c));
   STOWAGE_ASSIGN_OR_RETURN(Tokenizer tokenizer, LoadTokenizer(*gguf));
-  STOWAGE_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, OpenSession(c, gguf, quiet));
+  STOWAGE_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
+                           OpenSession(c, gguf, quiet, /*profile_ops=*/false, /*tokenizer_loaded=*/true));
   return LoadedModel{std::move(gguf), std::move(tokenizer), std::move(session)};
 }
 

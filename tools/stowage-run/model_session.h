@@ -19,11 +19,13 @@ Result<std::shared_ptr<const GgufFile>> OpenModel(const CommonOptions& c);
 
 /// A session of the model `gguf` (OpenModel), for the plan given with --plan or one made on the
 /// fly (PlanOnTheFly, whose messages `quiet` limits), with `c`'s threads, huge pages, numerics and
-/// CPU level; `profile_ops` times every node (Session::OpProfile). Unless `quiet`, a loading
-/// percentage on stderr when it is a terminal. Errors: planning's, Session::Create's.
+/// CPU level; `profile_ops` times every node (Session::OpProfile); `tokenizer_loaded`: the caller
+/// loaded the model's tokenizer (LoadModel), so planning does not validate it again. Unless
+/// `quiet`, a loading percentage on stderr when it is a terminal. Errors: planning's,
+/// Session::Create's.
 Result<std::unique_ptr<Session>> OpenSession(const CommonOptions& c,
                                              const std::shared_ptr<const GgufFile>& gguf, bool quiet,
-                                             bool profile_ops = false);
+                                             bool profile_ops = false, bool tokenizer_loaded = false);
 
 /// A model with its tokenizer and a session: what text generation, perplexity and --kl-divergence
 /// run. The tokenizer is built once, here, and handed to the subcommand.

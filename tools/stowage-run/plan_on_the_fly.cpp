@@ -12,7 +12,8 @@
 
 namespace stowage::run {
 
-Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const CommonOptions& c, bool quiet) {
+Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const CommonOptions& c, bool quiet,
+                                          bool tokenizer_loaded) {
   planner::PlanRequest request;
   request.context.n_ctx = c.n_ctx;
   request.context.n_batch = c.n_batch;
@@ -31,6 +32,7 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const CommonOpti
   request.placement.offload_kqv = !c.no_kv_offload;
   request.fit_check = !c.no_fit_check;
   request.flags = "stowage-run (planned on the fly for this machine)";
+  request.tokenizer_loaded = tokenizer_loaded;
   // Probed GPUs numbered in probe order (CUDA0, CUDA1, ...), as plan-model does.
   STOWAGE_ASSIGN_OR_RETURN(
       std::vector<planner::DeviceManifest> machine,

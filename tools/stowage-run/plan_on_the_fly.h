@@ -17,7 +17,10 @@ namespace stowage::run {
 /// check. Returns the serialized plan. Prints the model's warnings on stderr always; llama.cpp's
 /// context and GPU warnings, the -ngl auto result and -fa auto turning flash attention off unless
 /// `quiet`. A plan that does not fit is the planner's error, or with --no-fit-check a warning.
+/// `tokenizer_loaded`: the caller loaded the model's tokenizer already (LoadModel), so planning
+/// does not validate it again (PlanRequest::tokenizer_loaded).
 /// Errors: an unknown -ctk/-ctv type (naming the flag), the device probe's, the planner's.
-Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const CommonOptions& c, bool quiet);
+Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const CommonOptions& c, bool quiet,
+                                          bool tokenizer_loaded = false);
 
 }  // namespace stowage::run

@@ -109,7 +109,7 @@ Status CheckTokenizer(const GgufFile& f) {
 
 }  // namespace
 
-Result<HParams> ReadHParams(const GgufFile& f) {
+Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
   HParams hp;
   STOWAGE_ASSIGN_OR_RETURN(hp.arch, f.GetString("general.architecture"));
   const ArchSpec* spec = FindArch(hp.arch);
@@ -250,7 +250,7 @@ Result<HParams> ReadHParams(const GgufFile& f) {
       if (value == 0) return f.KeyError(p + key, "a positive size", "0");
   }
   STOWAGE_ASSIGN_OR_RETURN(hp.n_vocab, GgufVocabularySize(f));
-  STOWAGE_RETURN_IF_ERROR(CheckTokenizer(f));
+  if (check_tokenizer) STOWAGE_RETURN_IF_ERROR(CheckTokenizer(f));
   return hp;
 }
 

@@ -65,7 +65,7 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
   auto say = [&](PlanMessageKind kind, std::string text, int ngl = 0) {
     if (sink) sink(PlanMessage{kind, std::move(text), ngl});
   };
-  STOWAGE_ASSIGN_OR_RETURN(HParams hp, ReadHParams(gguf));
+  STOWAGE_ASSIGN_OR_RETURN(HParams hp, ReadHParams(gguf, !request.tokenizer_loaded));
   for (const std::string& w : hp.warnings) say(PlanMessageKind::kWarning, w);
   PlanResult r;
   r.placement = request.placement;

@@ -42,8 +42,10 @@ std::vector<std::string> SupportedArchitectures();
 /// load_hparams, get_key_or_arr: "n > N_MAX"); expert_used_count 0 with experts or above
 /// expert_count; a mamba ssm.* size 0. Accepted with a line in HParams::warnings (llama.cpp runs
 /// them; no model has them): an epsilon above 1 or of 0 (a row of zeros normalizes to 0/0 = NaN),
-/// rope.freq_base below 1 (the frequencies grow with the dimension).
-Result<HParams> ReadHParams(const GgufFile& gguf);
+/// rope.freq_base below 1 (the frequencies grow with the dimension). With `check_tokenizer` false
+/// the tokenizer is not validated: for a caller that loaded it already (stowage-run's
+/// Tokenizer::FromGguf, which refuses what Tokenizer::Validate refuses).
+Result<HParams> ReadHParams(const GgufFile& gguf, bool check_tokenizer = true);
 
 /// llama.cpp's LLAMA_MAX_LAYERS (llama-hparams.h): the most layers a model may have.
 inline constexpr uint32_t kMaxLayers = 512;

@@ -62,6 +62,9 @@ struct PlanRequest {
   /// Serialize the plan (PlanResult::bytes); `flags` is recorded in it as the planner's command line.
   bool serialize = true;
   std::string flags;
+  /// The caller loaded the model's tokenizer already (stowage-run's Tokenizer::FromGguf): planning
+  /// does not validate it again (ReadHParams's check_tokenizer false).
+  bool tokenizer_loaded = false;
 };
 
 /// The kinds of line Plan reports while it plans, in the order it can report them.
