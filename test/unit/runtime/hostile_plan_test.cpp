@@ -209,6 +209,17 @@ TEST_F(HostilePlan, MulMatResultOfTheWrongShapeIsRejectedAtLoad) {
       << s.status().message();
 }
 
+// Every node's result shape is its op's rule (ggml_op_shapes.h), checked at load: an ADD whose
+// result was edited to fewer rows than its sources make.
+TEST_F(HostilePlan, ResultShapeOtherThanTheRuleIsRejectedAtLoad) {
+  auto bytes = EditBothGraphs("ffn_inp-0", [](bp::GraphT&, bp::GraphTensorT& t) { t.ne[1] = Const(1); });
+  auto s = Session::CreateFromPlanBytes(bytes, model_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("node 'ffn_inp-0': ADD: result [64, 1, 1, 1] must be"),
+            std::string::npos)
+      << s.status().message();
+}
+
 TEST_F(HostilePlan, HugeDimensionIsRejected) {
   Status st = Run(EditBothGraphs(
       "inp_embd", [](bp::GraphT&, bp::GraphTensorT& t) { t.ne[0] = Const(int64_t{1} << 62); }));
