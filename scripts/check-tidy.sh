@@ -8,8 +8,11 @@ cd "$(dirname "$0")/.."
 TIDY=${CLANG_TIDY:-clang-tidy-19}
 RUN=${RUN_CLANG_TIDY:-run-clang-tidy-19}
 for t in "$TIDY" "$RUN"; do
-  command -v "$t" >/dev/null || { echo "check-tidy: $t not found (apt-get install clang-tidy-19)" >&2; exit 1; }
+  command -v "$t" >/dev/null || { echo "check-tidy: $t not found (apt-get install clang-tidy-19 libomp-19-dev)" >&2; exit 1; }
 done
+# The build compiles with GCC; clang needs its own OpenMP header (omp.h) for the -fopenmp sources.
+[ -f /usr/lib/llvm-19/lib/clang/19/include/omp.h ] ||
+  { echo "check-tidy: clang-19's omp.h not found (apt-get install libomp-19-dev)" >&2; exit 1; }
 [ -f build/compile_commands.json ] || { echo "check-tidy: build/compile_commands.json missing (scripts/build.sh first)" >&2; exit 1; }
 root=$(pwd)
 if [ -n "${FILES:-}" ]; then

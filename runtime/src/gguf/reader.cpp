@@ -61,6 +61,27 @@ const char* GgufValueTypeName(GgufValueType type) {
   return "?";
 }
 
+bool IsGgufIntegerType(GgufValueType type) {
+  switch (type) {
+    case GgufValueType::UINT8:
+    case GgufValueType::INT8:
+    case GgufValueType::UINT16:
+    case GgufValueType::INT16:
+    case GgufValueType::UINT32:
+    case GgufValueType::INT32:
+    case GgufValueType::UINT64:
+    case GgufValueType::INT64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsGgufSignedType(GgufValueType type) {
+  return type == GgufValueType::INT8 || type == GgufValueType::INT16 || type == GgufValueType::INT32 ||
+         type == GgufValueType::INT64;
+}
+
 double GgufValue::ArrayF64(uint64_t idx) const {
   const uint8_t* p = raw + idx * ScalarSize(elem_type);
   switch (elem_type) {
@@ -560,28 +581,6 @@ const GgufTensorInfo* GgufFile::FindTensor(std::string_view name) const {
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
-namespace {
-bool IsInteger(GgufValueType t) {
-  switch (t) {
-    case GgufValueType::UINT8:
-    case GgufValueType::INT8:
-    case GgufValueType::UINT16:
-    case GgufValueType::INT16:
-    case GgufValueType::UINT32:
-    case GgufValueType::INT32:
-    case GgufValueType::UINT64:
-    case GgufValueType::INT64:
-      return true;
-    default:
-      return false;
-  }
-}
-bool IsSigned(GgufValueType t) {
-  return t == GgufValueType::INT8 || t == GgufValueType::INT16 || t == GgufValueType::INT32 ||
-         t == GgufValueType::INT64;
-}
-}  // namespace
-
 #define STOWAGE_GGUF_FIND(v, key) \
   const GgufValue* v = Find(key); \
   if (v == nullptr) return NotFound(path_ + ": missing key '" + std::string(key) + "'")
@@ -609,7 +608,7 @@ static Status WrongType(const GgufFile& f, std::string_view key, const char* exp
 
 Result<int64_t> GgufFile::GetI64(std::string_view key) const {
   STOWAGE_GGUF_FIND(v, key);
-  if (!IsInteger(v->type)) return WrongType(*this, key, "an integer", *v);
+  if (!IsGgufIntegerType(v->type)) return WrongType(*this, key, "an integer", *v);
   if (v->type == GgufValueType::UINT64 && v->u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
     return KeyError(key, "a value that fits in i64", std::to_string(v->u));
   return v->i;
@@ -617,8 +616,8 @@ Result<int64_t> GgufFile::GetI64(std::string_view key) const {
 
 Result<uint64_t> GgufFile::GetU64(std::string_view key) const {
   STOWAGE_GGUF_FIND(v, key);
-  if (!IsInteger(v->type)) return WrongType(*this, key, "an integer", *v);
-  if (IsSigned(v->type)) {
+  if (!IsGgufIntegerType(v->type)) return WrongType(*this, key, "an integer", *v);
+  if (IsGgufSignedType(v->type)) {
     if (v->i < 0) return KeyError(key, "a non-negative value", std::to_string(v->i));
     return static_cast<uint64_t>(v->i);
   }
@@ -677,7 +676,7 @@ Result<std::vector<float>> GgufFile::GetF32Array(std::string_view key) const {
 
 Result<std::vector<int32_t>> GgufFile::GetI32Array(std::string_view key) const {
   STOWAGE_GGUF_FIND(v, key);
-  if (!v->is_array() || !IsInteger(v->elem_type)) return WrongType(*this, key, "arr of i32", *v);
+  if (!v->is_array() || !IsGgufIntegerType(v->elem_type)) return WrongType(*this, key, "arr of i32", *v);
   std::vector<int32_t> out(v->count);
   for (uint64_t i = 0; i < v->count; ++i) {
     const int64_t x = v->ArrayI64(i);

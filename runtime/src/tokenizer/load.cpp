@@ -11,27 +11,6 @@ namespace {
 
 using tokenizer::PreTokenizer;
 
-bool IsIntegerType(GgufValueType t) {
-  switch (t) {
-    case GgufValueType::UINT8:
-    case GgufValueType::INT8:
-    case GgufValueType::UINT16:
-    case GgufValueType::INT16:
-    case GgufValueType::UINT32:
-    case GgufValueType::INT32:
-    case GgufValueType::UINT64:
-    case GgufValueType::INT64:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool IsSigned(GgufValueType t) {
-  return t == GgufValueType::INT8 || t == GgufValueType::INT16 || t == GgufValueType::INT32 ||
-         t == GgufValueType::INT64;
-}
-
 // A token id key. Absent -> nullopt; an id outside [0, n_vocab) -> nullopt too, with a warning in
 // `warnings` (llama.cpp keeps the default id then: "bad special token ... using default id"; the
 // default is `*slot`). Wrong type -> error.
@@ -39,12 +18,12 @@ Result<std::optional<int32_t>> ReadTokenId(const GgufFile& g, const std::string&
                                            int32_t def, std::vector<std::string>& warnings) {
   const GgufValue* v = g.Find(key);
   if (v == nullptr) return std::optional<int32_t>();
-  if (!IsIntegerType(v->type)) return g.KeyError(key, "an integer token id", GgufValueTypeName(v->type));
-  if (IsSigned(v->type) ? (v->i < 0 || static_cast<uint64_t>(v->i) >= n_vocab) : v->u >= n_vocab) {
+  if (!IsGgufIntegerType(v->type)) return g.KeyError(key, "an integer token id", GgufValueTypeName(v->type));
+  if (IsGgufSignedType(v->type) ? (v->i < 0 || static_cast<uint64_t>(v->i) >= n_vocab) : v->u >= n_vocab) {
     // -1 (u32 0xFFFFFFFF as converters write it) is LLAMA_TOKEN_NULL, "no such token": not worth a
     // warning (llama.cpp warns for it too, e.g. for stories260K's padding id).
-    if (IsSigned(v->type) ? v->i == -1 : v->u == UINT32_MAX) return std::optional<int32_t>();
-    const std::string found = IsSigned(v->type) ? std::to_string(v->i) : std::to_string(v->u);
+    if (IsGgufSignedType(v->type) ? v->i == -1 : v->u == UINT32_MAX) return std::optional<int32_t>();
+    const std::string found = IsGgufSignedType(v->type) ? std::to_string(v->i) : std::to_string(v->u);
     const std::string fallback =
         def == kTokenNull ? "no such token" : "the default id " + std::to_string(def);
     warnings.push_back(g.KeyError(key,
@@ -53,7 +32,8 @@ Result<std::optional<int32_t>> ReadTokenId(const GgufFile& g, const std::string&
                            .message());
     return std::optional<int32_t>();
   }
-  return std::optional<int32_t>(static_cast<int32_t>(IsSigned(v->type) ? v->i : static_cast<int64_t>(v->u)));
+  return std::optional<int32_t>(
+      static_cast<int32_t>(IsGgufSignedType(v->type) ? v->i : static_cast<int64_t>(v->u)));
 }
 
 struct PreInfo {

@@ -165,5 +165,23 @@ TEST(GgufReader, BadMagic) {
   EXPECT_EQ(f.status().message(), "mem.gguf: offset 0: magic: expected \"GGUF\", found \"GGUX\"");
 }
 
+// GGUF v3 value types: the eight integer types, four of them signed; floats, bool, string and array
+// are neither.
+TEST(GgufValueTypes, IntegerAndSignedClasses) {
+  using T = GgufValueType;
+  for (T t : {T::UINT8, T::UINT16, T::UINT32, T::UINT64}) {
+    EXPECT_TRUE(IsGgufIntegerType(t)) << GgufValueTypeName(t);
+    EXPECT_FALSE(IsGgufSignedType(t)) << GgufValueTypeName(t);
+  }
+  for (T t : {T::INT8, T::INT16, T::INT32, T::INT64}) {
+    EXPECT_TRUE(IsGgufIntegerType(t)) << GgufValueTypeName(t);
+    EXPECT_TRUE(IsGgufSignedType(t)) << GgufValueTypeName(t);
+  }
+  for (T t : {T::FLOAT32, T::FLOAT64, T::BOOL, T::STRING, T::ARRAY}) {
+    EXPECT_FALSE(IsGgufIntegerType(t)) << GgufValueTypeName(t);
+    EXPECT_FALSE(IsGgufSignedType(t)) << GgufValueTypeName(t);
+  }
+}
+
 }  // namespace
 }  // namespace stowage

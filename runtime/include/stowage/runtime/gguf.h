@@ -50,6 +50,13 @@ inline constexpr uint32_t kGgufValueTypeCount = 13;
 /// Spec name of a value type ("u32", "str", "arr", ...), as gguf-dump prints it.
 const char* GgufValueTypeName(GgufValueType type);
 
+/// True for the eight integer value types, UINT8 ... INT64 (GGUF v3 spec, gguf_metadata_value_type).
+bool IsGgufIntegerType(GgufValueType type);
+
+/// True for the signed integer value types INT8, INT16, INT32, INT64 (GgufValue::i holds them;
+/// the unsigned ones are in GgufValue::u).
+bool IsGgufSignedType(GgufValueType type);
+
 /// One metadata value. Scalars are widened into `u`/`i`/`f`; strings and string arrays are views
 /// into the file mapping (valid while the GgufFile lives); numeric arrays keep their raw
 /// little-endian bytes (`raw`, `count` elements of `elem_type`); nested arrays are in `nested`.
