@@ -20,7 +20,7 @@ namespace stowage::test {
 
 /// Plans `model` (n_ctx 256, the given n_ubatch) with -ngl `ngl`, split mode `sm`, main GPU
 /// `main_gpu`; `flags` is recorded in the plan. cpu_only: the CPU manifest alone. `pp_splits`, when
-/// given, receives the prefill graph's split count. Errors: opening the GGUF or a manifest,
+/// given, receives the pp graph's split count. Errors: opening the GGUF or a manifest,
 /// building the graphs, placement.
 inline Result<std::vector<uint8_t>> PlanGoldenPlacement(const std::string& manifest_dir,
                                                         const std::string& model, int ngl,
@@ -46,7 +46,7 @@ inline Result<std::vector<uint8_t>> PlanGoldenPlacement(const std::string& manif
   opt.split_mode = sm;
   opt.main_gpu = main_gpu;
   STOWAGE_ASSIGN_OR_RETURN(auto outcome, planner::PlaceModel(m, machine, opt));
-  if (pp_splits) *pp_splits = static_cast<int>(m.prefill.splits.size());
+  if (pp_splits) *pp_splits = static_cast<int>(m.pp.splits.size());
   return planner::SerializePlan(*gguf, m, outcome.placement, outcome.memory, flags);
 }
 

@@ -27,7 +27,7 @@ inline planner::Placement PlaceAllOnCpu(planner::ModelGraphs& m, bool use_mmap) 
   p.backends.push_back({"CPU", 0, 0});
   p.global_buft.assign(m.globals.size(), 0);
   p.use_mmap = use_mmap;
-  for (planner::Graph* g : {&m.prefill, &m.decode}) {
+  for (planner::Graph* g : {&m.pp, &m.tg}) {
     for (int n : g->nodes) {
       g->tensors[n].backend = 0;
       g->tensors[n].cause = "cpu-only";

@@ -277,11 +277,11 @@ int ReportAndWrite(const Options& o, const PlanResult& planned, FILE* log, doubl
   const PlacementOutcome& outcome = planned.outcome;
   if (o.timing)
     std::fprintf(log, "plan-model: planning took %.1f ms (%u layers, %zu + %zu graph nodes)\n", ms,
-                 m.hp.n_layer, m.prefill.nodes.size(), m.decode.nodes.size());
+                 m.hp.n_layer, m.pp.nodes.size(), m.tg.nodes.size());
   for (const auto& line : ReportLines(m, outcome, planned.placement, o.verbose))
     std::fprintf(log, "%s\n", line.c_str());
   if (o.debug_splits > 0) {
-    for (const Graph* g : {&m.prefill, &m.decode}) {
+    for (const Graph* g : {&m.pp, &m.tg}) {
       std::fprintf(log, "plan-model: scheduler splits of graph %s (n_tokens = %lld):", g->name.c_str(),
                    static_cast<long long>(g->max_tokens));
       std::fprintf(log, "%s", FormatSchedDebug(*g, outcome.placement, o.debug_splits).c_str());

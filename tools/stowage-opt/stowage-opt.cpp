@@ -1,11 +1,11 @@
 //===- stowage-opt.cpp - mlir-opt for Stowage's dialects ------------------===//
 //
 // Parses, verifies, transforms and prints IR in the ggml and place dialects (plus func, which
-// holds @prefill / @decode). Usage as mlir-opt: `stowage-opt in.mlir`, `--emit-bytecode`,
+// holds @pp / @tg). Usage as mlir-opt: `stowage-opt in.mlir`, `--emit-bytecode`,
 // `--verify-diagnostics`, `--split-input-file`, pass pipelines.
 //
 // `--import-gguf FILE` (when built with the compiler) imports a GGUF model instead of reading IR:
-// the module of func @prefill / func @decode then goes through the same pipeline and printer.
+// the module of func @pp / func @tg then goes through the same pipeline and printer.
 // `--gguf-n-ctx`, `--gguf-n-ubatch`, `--gguf-n-batch`, `--gguf-flash-attn[=on|off|auto]` set the
 // context the graphs are built for;
 // `--place-devices LIST [--place-ngl N] [--place-ot REGEX=BUFT] [--place-no-kv-offload]
@@ -45,13 +45,13 @@ namespace cl = llvm::cl;
 #ifdef STOWAGE_HAVE_COMPILER
 static cl::opt<std::string>
     importGguf("import-gguf",
-               cl::desc("Import this GGUF model (func @prefill, func @decode) instead of "
+               cl::desc("Import this GGUF model (func @pp, func @tg) instead of "
                         "reading IR from the input file"),
                cl::value_desc("file"), cl::init(""));
 static cl::opt<unsigned>
     ggufNCtx("gguf-n-ctx", cl::desc("--import-gguf: context size (0: n_ctx_train)"), cl::init(0));
 static cl::opt<unsigned> ggufNUbatch("gguf-n-ubatch",
-                                     cl::desc("--import-gguf: ubatch size (n_tokens of @prefill)"),
+                                     cl::desc("--import-gguf: ubatch size (n_tokens of @pp)"),
                                      cl::init(512));
 static cl::opt<std::string>
     placeDevices("place-devices",

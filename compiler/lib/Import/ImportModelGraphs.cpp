@@ -71,9 +71,9 @@ Type elementType(MLIRContext *ctx, GgmlType type) {
 /// Imports one graph (pp or tg) into one function.
 class GraphImporter {
 public:
-  GraphImporter(const planner::ModelGraphs &model, const planner::Graph &graph, bool decode,
+  GraphImporter(const planner::ModelGraphs &model, const planner::Graph &graph, bool tg,
                 const planner::Placement *placement, OpBuilder &builder, Location loc)
-      : m_(model), g_(graph), decode_(decode), place_(placement), b_(builder), loc_(loc),
+      : m_(model), g_(graph), tg_(tg), place_(placement), b_(builder), loc_(loc),
         values_(graph.tensors.size()) {}
 
   /// Builds `func.func @<name>` at the builder's insertion point.
@@ -81,13 +81,13 @@ public:
 
 private:
   MLIRContext *ctx() { return b_.getContext(); }
-  /// The dialect's form of a planner dimension; @decode binds n_tokens = n_outputs = 1.
+  /// The dialect's form of a planner dimension; @tg binds n_tokens = n_outputs = 1.
   Dim dim(const DimExpr &e) const {
     Dim d;
     d.c = e.c;
     d.k[static_cast<unsigned>(Sym::n_kv)] = e.kv;
     d.k[static_cast<unsigned>(Sym::kv_head)] = e.kv_head;
-    if (decode_) {
+    if (tg_) {
       d.c += e.tokens + e.outputs;
     } else {
       d.k[static_cast<unsigned>(Sym::n_tokens)] = e.tokens;
@@ -118,7 +118,7 @@ private:
 
   const planner::ModelGraphs &m_;
   const planner::Graph &g_;
-  bool decode_;
+  bool tg_; ///< the tg graph: n_tokens = n_outputs = 1
   const planner::Placement *place_;
   OpBuilder &b_;
   Location loc_;
@@ -633,10 +633,8 @@ OwningOpRef<ModuleOp> importModelGraphs(MLIRContext *context, const planner::Mod
     m->setAttr(place::kDevicesAttr, builder.getArrayAttr(devices));
   }
   builder.setInsertionPointToEnd(module->getBody());
-  if (failed(GraphImporter(graphs, graphs.prefill, /*decode=*/false, placement, builder, loc)
-                 .run("prefill")) ||
-      failed(GraphImporter(graphs, graphs.decode, /*decode=*/true, placement, builder, loc)
-                 .run("decode")))
+  if (failed(GraphImporter(graphs, graphs.pp, /*tg=*/false, placement, builder, loc).run("pp")) ||
+      failed(GraphImporter(graphs, graphs.tg, /*tg=*/true, placement, builder, loc).run("tg")))
     return nullptr;
   if (failed(verify(*module)))
     return nullptr;

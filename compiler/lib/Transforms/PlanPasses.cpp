@@ -370,7 +370,7 @@ struct SchedulePass : impl::StowageScheduleBase<SchedulePass> {
     };
     for (auto [op, gi] : globalOps(module, s.graphs))
       carried[key(op)] = op->getDiscardableAttrDictionary();
-    for (StringRef name : {"prefill", "decode"})
+    for (StringRef name : {"pp", "tg"})
       if (auto old = module.lookupSymbol<func::FuncOp>(name))
         old.erase();
     for (auto func : llvm::make_early_inc_range(fresh->getOps<func::FuncOp>())) {
@@ -440,9 +440,8 @@ struct PlanMemoryPass : impl::StowagePlanMemoryBase<PlanMemoryPass> {
       op->setAttr(kBufferAttr, b.getI64IntegerAttr(buffer));
       op->setAttr(kOffsetAttr, b.getI64IntegerAttr(static_cast<int64_t>(offset)));
     };
-    for (auto [fname, g] :
-         {std::pair<StringRef, const planner::Graph *>{"prefill", &s.graphs.prefill},
-          std::pair<StringRef, const planner::Graph *>{"decode", &s.graphs.decode}}) {
+    for (auto [fname, g] : {std::pair<StringRef, const planner::Graph *>{"pp", &s.graphs.pp},
+                            std::pair<StringRef, const planner::Graph *>{"tg", &s.graphs.tg}}) {
       auto func = module.lookupSymbol<func::FuncOp>(fname);
       if (!func)
         continue;

@@ -418,8 +418,8 @@ LogicalResult Reconstructor::schedule() {
   const planner::Placement &placement = st_->outcome.placement;
   if (irStage_ < PlanStage::kScheduled)
     return success();
-  for (auto [fname, g] : {std::pair<StringRef, planner::Graph *>{"prefill", &m.prefill},
-                          std::pair<StringRef, planner::Graph *>{"decode", &m.decode}}) {
+  for (auto [fname, g] : {std::pair<StringRef, planner::Graph *>{"pp", &m.pp},
+                          std::pair<StringRef, planner::Graph *>{"tg", &m.tg}}) {
     auto func = module_.lookupSymbol<func::FuncOp>(fname);
     if (!func)
       return differs(PlanStage::kScheduled, "there is no func @" + fname.str());
@@ -441,8 +441,8 @@ LogicalResult Reconstructor::schedule() {
   // The split input copies (and, with n_copies > 1, every instance of the graph inputs): one
   // place.copy per kSplitCopy tensor, same name, copy number and backend. (An edited, dropped or
   // extra copy op would otherwise be ignored: the plan is made from the reconstruction.)
-  for (auto [fname, g] : {std::pair<StringRef, planner::Graph *>{"prefill", &m.prefill},
-                          std::pair<StringRef, planner::Graph *>{"decode", &m.decode}}) {
+  for (auto [fname, g] : {std::pair<StringRef, planner::Graph *>{"pp", &m.pp},
+                          std::pair<StringRef, planner::Graph *>{"tg", &m.tg}}) {
     using Copy = std::tuple<std::string, int64_t, std::string>; // name, copy, backend
     std::vector<Copy> want, have;
     for (const planner::Tensor &t : g->tensors) {
@@ -481,8 +481,8 @@ LogicalResult Reconstructor::schedule() {
   }
   // Every tensor op's place.backend is the schedule's backend of that tensor (an edited one would
   // otherwise be ignored: the plan is exported from the reconstruction).
-  for (auto [fname, g] : {std::pair<StringRef, planner::Graph *>{"prefill", &m.prefill},
-                          std::pair<StringRef, planner::Graph *>{"decode", &m.decode}}) {
+  for (auto [fname, g] : {std::pair<StringRef, planner::Graph *>{"pp", &m.pp},
+                          std::pair<StringRef, planner::Graph *>{"tg", &m.tg}}) {
     auto func = module_.lookupSymbol<func::FuncOp>(fname);
     for (auto [op, id] : matchGraphTensors(func, *g)) {
       const planner::Tensor &t = g->tensors[id];
@@ -520,9 +520,8 @@ LogicalResult Reconstructor::memory() {
                                              std::to_string(b.size) + " bytes");
   }
   // Every tensor op's stowage.buffer / stowage.offset is the memory plan's.
-  for (auto [fname, g] :
-       {std::pair<StringRef, const planner::Graph *>{"prefill", &st_->graphs.prefill},
-        std::pair<StringRef, const planner::Graph *>{"decode", &st_->graphs.decode}}) {
+  for (auto [fname, g] : {std::pair<StringRef, const planner::Graph *>{"pp", &st_->graphs.pp},
+                          std::pair<StringRef, const planner::Graph *>{"tg", &st_->graphs.tg}}) {
     auto func = module_.lookupSymbol<func::FuncOp>(fname);
     if (!func)
       return differs(PlanStage::kMemory, "there is no func @" + fname.str());

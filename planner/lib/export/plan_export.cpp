@@ -99,8 +99,7 @@ std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, c
                                                    static_cast<uint32_t>(g.type), &ne, g.buffer, g.offset,
                                                    g.nbytes, g.gguf_offset, g.layer));
   }
-  std::vector<flatbuffers::Offset<fb::Graph>> graphs{SerializeGraph(b, m.prefill, p),
-                                                     SerializeGraph(b, m.decode, p)};
+  std::vector<flatbuffers::Offset<fb::Graph>> graphs{SerializeGraph(b, m.pp, p), SerializeGraph(b, m.tg, p)};
   std::vector<flatbuffers::Offset<fb::ExplainRecord>> explain;
   for (const auto& e : p.explain) {
     std::vector<flatbuffers::Offset<flatbuffers::String>> rej;

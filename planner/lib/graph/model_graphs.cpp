@@ -401,7 +401,7 @@ Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const HParams& hp, co
     const char* name;
     int64_t tokens;
   };
-  for (const Spec& s : {Spec{&m.prefill, "pp", pp_tokens}, Spec{&m.decode, "tg", 1}}) {
+  for (const Spec& s : {Spec{&m.pp, "pp", pp_tokens}, Spec{&m.tg, "tg", 1}}) {
     s.g->name = s.name;
     s.g->max_tokens = s.tokens;
     s.g->max_kv = max_kv;

@@ -305,8 +305,7 @@ Status PlanMemory(ModelGraphs& m, const Placement& p, MemoryPlan* out) {
     buft_buffer[be.compute_buft] = static_cast<int>(out->buffers.size());
     out->buffers.push_back(pb);
   }
-  for (Graph* g : {&m.prefill, &m.decode})
-    STOWAGE_RETURN_IF_ERROR(PlanGraphArenas(*g, p, buft_buffer, &arena_size));
+  for (Graph* g : {&m.pp, &m.tg}) STOWAGE_RETURN_IF_ERROR(PlanGraphArenas(*g, p, buft_buffer, &arena_size));
   for (size_t b = 0; b < p.bufts.size(); ++b)
     if (buft_buffer[b] >= 0) out->buffers[buft_buffer[b]].size = arena_size[b];
 

@@ -88,10 +88,10 @@ Status PlaceModelStep(PlaceStep step, ModelGraphs& m, const std::vector<DeviceMa
           PipelineParallelism(o->devices, m.hp.n_layer, opt.n_gpu_layers, opt.split_mode, opt.offload_kqv,
                               !opt.overrides.empty());
       so.n_copies = pipeline.n_copies;
-      o->pp_nodes = GraphNodeCount(m.prefill);
-      o->tg_nodes = GraphNodeCount(m.decode);
-      STOWAGE_RETURN_IF_ERROR(ScheduleGraph(m.prefill, m, o->devices, o->layers, &o->placement, so));
-      STOWAGE_RETURN_IF_ERROR(ScheduleGraph(m.decode, m, o->devices, o->layers, &o->placement, so));
+      o->pp_nodes = GraphNodeCount(m.pp);
+      o->tg_nodes = GraphNodeCount(m.tg);
+      STOWAGE_RETURN_IF_ERROR(ScheduleGraph(m.pp, m, o->devices, o->layers, &o->placement, so));
+      STOWAGE_RETURN_IF_ERROR(ScheduleGraph(m.tg, m, o->devices, o->layers, &o->placement, so));
       o->placement.explain.push_back(PipelineExplain(pipeline));
       return Status::Ok();
     }
@@ -238,13 +238,12 @@ std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcom
           Fmt("llama_init_from_model: %10s compute buffer size = %8.2f MiB", b.name.c_str(), MiB(b.size)));
   out.push_back(Fmt("llama_init_from_model: graph nodes  = %d", o.pp_nodes));
   out.push_back(Fmt("llama_init_from_model: graph splits = %zu (with bs=%lld), %zu (with bs=1)",
-                    m.prefill.splits.size(), static_cast<long long>(m.prefill.max_tokens),
-                    m.decode.splits.size()));
+                    m.pp.splits.size(), static_cast<long long>(m.pp.max_tokens), m.tg.splits.size()));
   return out;
 }
 
 std::string FlashAttnDeviceMismatch(const ModelGraphs& m, const PlacementOutcome& o) {
-  const Graph& g = m.decode;
+  const Graph& g = m.tg;
   const Placement& p = o.placement;
   for (int id : g.nodes) {
     const Tensor& t = g.tensors[id];

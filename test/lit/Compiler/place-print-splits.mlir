@@ -9,19 +9,19 @@
 // RUN: stowage-opt %s --place-print-splits -o %t.mlir > /dev/null
 // RUN: stowage-opt %t.mlir | FileCheck %s --check-prefix=IR
 
-// CHECK: # @prefill: 2 splits (n_tokens = 512, n_kv = 4096)
+// CHECK: # @pp: 2 splits (n_tokens = 512, n_kv = 4096)
 // CHECK-EMPTY:
 // CHECK-NEXT: ## SPLIT #0: CPU # 0 inputs
 // CHECK-EMPTY:
 // CHECK-NEXT: ## SPLIT #1: CUDA0 # 3 inputs: [inp_embd (   8M)] [inp_pos (   2K)] [KQ_mask (   8M)] {{$}}
 // CHECK-NOT: SPLIT
-// OPT: # @prefill: 2 splits (n_tokens = 1, n_kv = 4096)
+// OPT: # @pp: 2 splits (n_tokens = 1, n_kv = 4096)
 // OPT: ## SPLIT #1: CUDA0 # 3 inputs: [inp_embd (  16K)] [inp_pos (   0K)] [KQ_mask (  16K)] {{$}}
-// IR: func.func @prefill
+// IR: func.func @pp
 // IR: place.split 1 on #place.backend<"CUDA0", 0>
 
 module attributes {ggml.n_ctx = 4096 : i64} {
-  func.func @prefill() attributes {ggml.n_kv = 4096 : i64, ggml.n_outputs = 512 : i64, ggml.n_tokens = 512 : i64} {
+  func.func @pp() attributes {ggml.n_kv = 4096 : i64, ggml.n_outputs = 512 : i64, ggml.n_tokens = 512 : i64} {
     %emb = ggml.weight "token_embd.weight" : !ggml.tensor<[4096, 32000], f16>
     %tok = ggml.input "inp_tokens" : !ggml.tensor<[n_tokens], i32>
     %pos = ggml.input "inp_pos" : !ggml.tensor<[n_tokens], i32>

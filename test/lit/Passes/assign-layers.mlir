@@ -13,14 +13,14 @@
 // CHECK-SAME: stowage.layers = ["CPU", "CPU", "CPU", "CPU", "RPC[127.0.0.1:50052]", "RPC[127.0.0.1:50052]", "RPC[127.0.0.1:50052]", "RPC[127.0.0.1:50053]", "CPU"]
 // CHECK-SAME: n_gpu_layers = 4
 // CHECK-SAME: stowage.stage = "stowage-assign-layers"
-// CHECK-LABEL: func.func @prefill
+// CHECK-LABEL: func.func @pp
 // CHECK-DAG: ggml.weight "token_embd.weight" {{.*}}place.device = #place.device<"CPU", cpu>
 // CHECK-DAG: ggml.weight "blk.3.attn_q.weight" {{.*}}place.device = #place.device<"CPU", cpu>
 // CHECK-DAG: ggml.weight "blk.4.attn_q.weight" {{.*}}place.device = #place.device<"RPC[127.0.0.1:50052]", gpu>
 // CHECK-DAG: ggml.weight "blk.7.ffn_down.weight" {{.*}}place.device = #place.device<"RPC[127.0.0.1:50053]", gpu>
 // CHECK-DAG: ggml.weight "output.weight" {{.*}}place.device = #place.device<"CPU", cpu>
 // CHECK-DAG: ggml.kv_cache k "cache_k_l6" {{.*}}place.device = #place.device<"RPC[127.0.0.1:50052]", gpu>
-// CHECK-LABEL: func.func @decode
+// CHECK-LABEL: func.func @tg
 // CHECK: ggml.weight "blk.7.ffn_down.weight" {{.*}}place.device = #place.device<"RPC[127.0.0.1:50053]", gpu>
 
 // -ngl 99: 6/9 equals 512/768 exactly, so layer 6 goes to the next device (upper_bound).

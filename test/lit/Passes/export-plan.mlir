@@ -67,13 +67,13 @@ module attributes {stowage.import = {gguf = "@MODELS@/tiny8-untied-q4_0.gguf", n
 
 // expected-error @below {{stowage-export-plan: the IR differs from what stowage-plan-memory decides with the recorded options: stowage.buffers must list}}
 module attributes {stowage.import = {gguf = "@MODELS@/tiny8-untied-q4_0.gguf", n_ctx = 256, n_batch = 2048, n_ubatch = 512, n_seq_max = 1, type_k = 1, type_v = 1}, stowage.plan = {devices = "@INPUTS@/manifests/llamacpp-cpu.json"}, stowage.layers = ["CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU"], stowage.n_copies = 1 : i64, stowage.buffers = [], stowage.stage = "stowage-plan-memory"} {
-  func.func @prefill() {
+  func.func @pp() {
     place.split 0 on #place.backend<"CPU", 0> {
       place.yield
     }
     return
   }
-  func.func @decode() {
+  func.func @tg() {
     place.split 0 on #place.backend<"CPU", 0> {
       place.yield
     }

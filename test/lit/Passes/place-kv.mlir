@@ -8,13 +8,13 @@
 // RUN:   --stowage-select-weight-buft --stowage-place-kv | FileCheck %s
 // CHECK: offload_kqv = true
 // CHECK-SAME: stowage.stage = "stowage-place-kv"
-// CHECK-LABEL: func.func @prefill
+// CHECK-LABEL: func.func @pp
 // CHECK-DAG: ggml.kv_cache k "cache_k_l0" layer 0 {place.buft = #place.buft<"CPU", "CPU", default>, place.cause = #place.cause<"kv.layer">
 // CHECK-DAG: ggml.kv_cache v "cache_v_l3" layer 3 {place.buft = #place.buft<"CPU", "CPU", default>, place.cause = #place.cause<"kv.layer">
 // CHECK-DAG: ggml.kv_cache k "cache_k_l4" layer 4 {place.buft = #place.buft<"RPC[127.0.0.1:50052]", "RPC[127.0.0.1:50052]", default>, place.cause = #place.cause<"kv.layer">
 // CHECK-DAG: ggml.kv_cache v "cache_v_l6" layer 6 {place.buft = #place.buft<"RPC[127.0.0.1:50052]", "RPC[127.0.0.1:50052]", default>, place.cause = #place.cause<"kv.layer">
 // CHECK-DAG: ggml.kv_cache k "cache_k_l7" layer 7 {place.buft = #place.buft<"RPC[127.0.0.1:50053]", "RPC[127.0.0.1:50053]", default>, place.cause = #place.cause<"kv.layer">
-// CHECK-LABEL: func.func @decode
+// CHECK-LABEL: func.func @tg
 // CHECK: ggml.kv_cache {{.*}}place.buft
 
 // -nkvo: every cache on the CPU, whatever its layer's device.
@@ -22,7 +22,7 @@
 // RUN:   --stowage-assign-layers="devices=%inputs/manifests/rpc0.json,%inputs/manifests/rpc1.json,%inputs/manifests/llamacpp-cpu.json n-gpu-layers=4" \
 // RUN:   --stowage-select-weight-buft --stowage-place-kv=nkvo | FileCheck %s --check-prefix=NKVO
 // NKVO: offload_kqv = false
-// NKVO-LABEL: func.func @prefill
+// NKVO-LABEL: func.func @pp
 // NKVO-DAG: ggml.kv_cache k "cache_k_l4" layer 4 {place.buft = #place.buft<"CPU", "CPU", default>, place.cause = #place.cause<"kv.nkvo">, place.device = #place.device<"RPC[127.0.0.1:50052]", gpu>}
 // NKVO-DAG: ggml.kv_cache v "cache_v_l7" layer 7 {place.buft = #place.buft<"CPU", "CPU", default>, place.cause = #place.cause<"kv.nkvo">, place.device = #place.device<"RPC[127.0.0.1:50053]", gpu>}
 // NKVO-NOT: place.buft = #place.buft<"RPC{{.*}}kv.
@@ -44,7 +44,7 @@ module attributes {stowage.import = {gguf = "@MODELS@/tiny8-untied-q4_0.gguf", n
 // The weight's buffer type was edited after stowage-select-weight-buft.
 // expected-error @below {{stowage-place-kv: the IR differs from what stowage-select-weight-buft decides with the recorded options: 'blk.0.attn_norm.weight' is in buffer type CPU}}
 module attributes {stowage.import = {gguf = "@MODELS@/tiny8-untied-q4_0.gguf", n_ctx = 256, n_batch = 2048, n_ubatch = 512, n_seq_max = 1, type_k = 1, type_v = 1}, stowage.plan = {devices = "@INPUTS@/manifests/llamacpp-cpu.json"}, stowage.layers = ["CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU"], stowage.stage = "stowage-select-weight-buft"} {
-  func.func @prefill() {
+  func.func @pp() {
     %0 = ggml.weight "blk.0.attn_norm.weight" {layer = 0 : i32, place.buft = #place.buft<"CPU_REPACK", "CPU", extra>} : !ggml.tensor<[256], f32>
     return
   }
@@ -55,7 +55,7 @@ module attributes {stowage.import = {gguf = "@MODELS@/tiny8-untied-q4_0.gguf", n
 // A weight the model does not have.
 // expected-error @below {{stowage-place-kv: the IR differs from what stowage-select-weight-buft decides with the recorded options: 'blk.9.attn_norm.weight' is not a weight of the model}}
 module attributes {stowage.import = {gguf = "@MODELS@/tiny8-untied-q4_0.gguf", n_ctx = 256, n_batch = 2048, n_ubatch = 512, n_seq_max = 1, type_k = 1, type_v = 1}, stowage.plan = {devices = "@INPUTS@/manifests/llamacpp-cpu.json"}, stowage.layers = ["CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU"], stowage.stage = "stowage-select-weight-buft"} {
-  func.func @prefill() {
+  func.func @pp() {
     %0 = ggml.weight "blk.9.attn_norm.weight" {layer = 9 : i32, place.buft = #place.buft<"CPU", "CPU", default>} : !ggml.tensor<[256], f32>
     return
   }

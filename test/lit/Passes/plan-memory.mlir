@@ -18,13 +18,13 @@
 // CHECK-SAME: usage = "compute"
 // CHECK-SAME: usage = "output"}]
 // CHECK-SAME: stowage.stage = "stowage-plan-memory"
-// CHECK-LABEL: func.func @prefill
+// CHECK-LABEL: func.func @pp
 // Weights and caches: their buffer (index into stowage.buffers) and byte offset.
 // CHECK: ggml.weight "blk.4.attn_q.weight" {{.*}}stowage.buffer = 0 : i64, stowage.offset = {{[0-9]+}} : i64}
 // CHECK: ggml.kv_cache k "cache_k_l4" {{.*}}stowage.buffer = 4 : i64, stowage.offset = 0 : i64}
 // Intermediates: the compute arena of their backend (buffer 7 is RPC0's, as plan-dump --nodes shows).
 // CHECK: ggml.add {{.*}}name = "l_out-3"{{.*}}stowage.buffer = 7 : i64, stowage.offset = {{[0-9]+}} : i64}
-// CHECK-LABEL: func.func @decode
+// CHECK-LABEL: func.func @tg
 // CHECK: stowage.buffer
 
 // Pipeline parallelism (two H200, -ngl 99: n_copies = 4): the compute buffers hold every copy of
@@ -38,7 +38,7 @@
 // PP: name = "CUDA0", size = 4198400 : i64, usage = "compute"}
 // PP-SAME: name = "CUDA1", size = 4202496 : i64, usage = "compute"}
 // PP-SAME: name = "CUDA_Host", size = 1323008 : i64, usage = "compute"}
-// PP-LABEL: func.func @prefill
+// PP-LABEL: func.func @pp
 // PP: name = "CPU#KQ_mask#1", stowage.buffer = 7 : i64, stowage.offset = 270336 : i64}
 // PP-NEXT: name = "CPU#KQ_mask#2", stowage.buffer = 7 : i64, stowage.offset = 532480 : i64}
 // PP-NEXT: name = "CPU#KQ_mask#3", stowage.buffer = 7 : i64, stowage.offset = 794624 : i64}
@@ -65,23 +65,23 @@ module attributes {stowage.import = {gguf = "@MODELS@/tiny8-untied-q4_0.gguf", n
 
 // -----
 
-// expected-error @below {{stowage-plan-memory: the IR differs from what stowage-schedule decides with the recorded options: there is no func @prefill}}
+// expected-error @below {{stowage-plan-memory: the IR differs from what stowage-schedule decides with the recorded options: there is no func @pp}}
 module attributes {stowage.import = {gguf = "@MODELS@/tiny8-untied-q4_0.gguf", n_ctx = 256, n_batch = 2048, n_ubatch = 512, n_seq_max = 1, type_k = 1, type_v = 1}, stowage.plan = {devices = "@INPUTS@/manifests/llamacpp-cpu.json"}, stowage.layers = ["CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU"], stowage.stage = "stowage-schedule"} {}
 
 // -----
 
-// expected-error @below {{stowage-plan-memory: the IR differs from what stowage-schedule decides with the recorded options: @prefill has 1 splits}}
+// expected-error @below {{stowage-plan-memory: the IR differs from what stowage-schedule decides with the recorded options: @pp has 1 splits}}
 module attributes {stowage.import = {gguf = "@MODELS@/tiny8-untied-q4_0.gguf", n_ctx = 256, n_batch = 2048, n_ubatch = 512, n_seq_max = 1, type_k = 1, type_v = 1}, stowage.plan = {devices = "@INPUTS@/manifests/llamacpp-cpu.json"}, stowage.layers = ["CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU"], stowage.stage = "stowage-schedule"} {
-  func.func @prefill() {
+  func.func @pp() {
     return
   }
 }
 
 // -----
 
-// expected-error @below {{stowage-plan-memory: the IR differs from what stowage-schedule decides with the recorded options: split 0 of @prefill runs on CPU}}
+// expected-error @below {{stowage-plan-memory: the IR differs from what stowage-schedule decides with the recorded options: split 0 of @pp runs on CPU}}
 module attributes {stowage.import = {gguf = "@MODELS@/tiny8-untied-q4_0.gguf", n_ctx = 256, n_batch = 2048, n_ubatch = 512, n_seq_max = 1, type_k = 1, type_v = 1}, stowage.plan = {devices = "@INPUTS@/manifests/llamacpp-cpu.json"}, stowage.layers = ["CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU", "CPU"], stowage.stage = "stowage-schedule"} {
-  func.func @prefill() {
+  func.func @pp() {
     place.split 0 on #place.backend<"GPU", 0> {
       place.yield
     }

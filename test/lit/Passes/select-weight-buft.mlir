@@ -11,7 +11,7 @@
 // CHECK: module attributes
 // CHECK-SAME: stowage.moved = {count = 11 : i64, from = "CPU_REPACK", tensor = "token_embd.weight", to = "CPU", type = "q4_0"}
 // CHECK-SAME: stowage.stage = "stowage-select-weight-buft"
-// CHECK-LABEL: func.func @prefill
+// CHECK-LABEL: func.func @pp
 // q4_0 MUL_MAT on a CPU layer: the head of the CPU list (CPU_REPACK); GET_ROWS, f32 norms and the
 // q6_K output cannot use it and fall back to CPU; offloaded layers take their device's buffer type.
 // CHECK-DAG: ggml.weight "blk.0.attn_q.weight" {{.*}}place.buft = #place.buft<"CPU_REPACK", "CPU", extra>, place.cause = #place.cause<"load.head">
@@ -20,7 +20,7 @@
 // CHECK-DAG: ggml.weight "output.weight" {{.*}}place.buft = #place.buft<"CPU", "CPU", default>, place.cause = #place.cause<"load.fallback">
 // CHECK-DAG: ggml.weight "blk.4.attn_q.weight" {{.*}}place.buft = #place.buft<"RPC[127.0.0.1:50052]", "RPC[127.0.0.1:50052]", default>, place.cause = #place.cause<"load.head">
 // CHECK-DAG: ggml.weight "blk.7.ffn_down.weight" {{.*}}place.buft = #place.buft<"RPC[127.0.0.1:50053]", "RPC[127.0.0.1:50053]", default>, place.cause = #place.cause<"load.head">
-// CHECK-LABEL: func.func @decode
+// CHECK-LABEL: func.func @tg
 // CHECK: ggml.weight "blk.0.attn_q.weight" {{.*}}place.buft = #place.buft<"CPU_REPACK", "CPU", extra>
 
 // Overrides (-ot): to CPU selects from the CPU list (llama.cpp #14990: CPU_REPACK for q4_0), to
@@ -28,7 +28,7 @@
 // RUN: stowage-opt --import-gguf %models/tiny8-untied-q4_0.gguf --gguf-n-ctx 256 \
 // RUN:   --stowage-assign-layers="devices=%inputs/manifests/rpc0.json,%inputs/manifests/rpc1.json,%inputs/manifests/llamacpp-cpu.json n-gpu-layers=4" \
 // RUN:   --stowage-select-weight-buft='overrides=ffn_down=CPU,blk\.0\.attn_q=RPC[127.0.0.1:50053]' | FileCheck %s --check-prefix=OT
-// OT-LABEL: func.func @prefill
+// OT-LABEL: func.func @pp
 // OT-DAG: ggml.weight "blk.0.attn_q.weight" {{.*}}place.buft = #place.buft<"RPC[127.0.0.1:50053]", "RPC[127.0.0.1:50053]", default>, place.cause = #place.cause<"load.override">
 // OT-DAG: ggml.weight "blk.5.ffn_down.weight" {{.*}}place.buft = #place.buft<"CPU_REPACK", "CPU", extra>, place.cause = #place.cause<"load.override.cpu">, place.device = #place.device<"RPC[127.0.0.1:50052]", gpu>
 
@@ -46,7 +46,7 @@
 // RUN: stowage-opt --import-gguf %models/tiny-tied-q4_0.gguf --gguf-n-ctx 256 \
 // RUN:   --stowage-assign-layers="devices=%inputs/manifests/llamacpp-cpu.json" \
 // RUN:   --stowage-select-weight-buft | FileCheck %s --check-prefix=TIED
-// TIED-LABEL: func.func @prefill
+// TIED-LABEL: func.func @pp
 // TIED-DAG: ggml.weight "token_embd.weight" {duplicated, {{.*}}place.buft = #place.buft<"CPU", "CPU", default>, place.cause = #place.cause<"load.dup">
 // TIED-DAG: ggml.weight "token_embd.weight" {layer = -1 : i32, place.buft = #place.buft<"CPU", "CPU", default>, place.cause = #place.cause<"load.fallback">
 

@@ -84,7 +84,7 @@ std::string WeightBuft(const Planned& p, const planner::Graph& g, int t) {
 std::map<std::string, int> CheckOnednnNodes(const Planned& p) {
   std::map<std::string, int> count;
   const auto& backends = p.o.placement.backends;
-  for (const planner::Graph* g : {&p.graphs.prefill, &p.graphs.decode}) {
+  for (const planner::Graph* g : {&p.graphs.pp, &p.graphs.tg}) {
     int& n = count[g->name];
     for (int t : g->nodes) {
       const planner::Tensor& x = g->tensors[t];
@@ -163,8 +163,8 @@ TEST(OneDnnPlacement, WithoutTheAccelDeviceNothingChanges) {
   ASSERT_TRUE(p.ok);
   EXPECT_LT(p.o.placement.FindBuft(exec::kOneDnnBuft), 0);
   for (const auto& b : p.o.placement.backends) EXPECT_NE(b.name, "ONEDNN");
-  EXPECT_EQ(p.graphs.prefill.splits.size(), 1u);
-  EXPECT_EQ(p.graphs.decode.splits.size(), 1u);
+  EXPECT_EQ(p.graphs.pp.splits.size(), 1u);
+  EXPECT_EQ(p.graphs.tg.splits.size(), 1u);
 }
 
 /// Writes a copy of the F32 model `src_path` in which every F32 tensor gets the type `type_of`
@@ -235,7 +235,7 @@ TEST(OneDnnPlacement, MixedQ4_0AndF32ModelSplits) {
   EXPECT_EQ(by_buft[exec::kOneDnnBuft], 2 * 3 + 1);  // 2 layers x gate, up, down + the tied output copy
   CheckOnednnNodes(p);
   // Q4_0 matmuls run on the CPU, F32 ones on ONEDNN: the graphs alternate, in pp and in tg.
-  for (const planner::Graph* g : {&p.graphs.prefill, &p.graphs.decode}) {
+  for (const planner::Graph* g : {&p.graphs.pp, &p.graphs.tg}) {
     std::set<std::string> backends;
     for (const auto& sp : g->splits) backends.insert(p.o.placement.backends[sp.backend].name);
     EXPECT_EQ(backends, (std::set<std::string>{"CPU", "ONEDNN"})) << g->name;
@@ -245,8 +245,8 @@ TEST(OneDnnPlacement, MixedQ4_0AndF32ModelSplits) {
     for (const auto& sp : g->splits)
       EXPECT_TRUE(sp.inputs.empty()) << g->name << ": no copies needed (host activations)";
   }
-  std::printf("[ mixed ] graph splits = %zu (pp), %zu (tg)\n", p.graphs.prefill.splits.size(),
-              p.graphs.decode.splits.size());
+  std::printf("[ mixed ] graph splits = %zu (pp), %zu (tg)\n", p.graphs.pp.splits.size(),
+              p.graphs.tg.splits.size());
   // And it runs: logits equal the CPU-only plan's.
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(1 + (i * 37) % 200);

@@ -80,7 +80,7 @@ Result<ModelGraphs> Build(SynthGguf& s, ContextConfig cfg = {}) {
   auto f = s.Parse();
   auto m = BuildModelGraphs(*f, cfg);
   if (m.ok()) {
-    Dump(*m, m->prefill);
+    Dump(*m, m->pp);
   }
   return m;
 }
@@ -124,8 +124,8 @@ TEST(LlamaGraph, LayerNodesInLlamaCppOrder) {
                     KvBlock("Kcur-0", "Vcur-0", 0)),
              {"ADD ffn_inp-0", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_gate-0", "SILU ffn_silu-0",
               "MUL_MAT ffn_up-0", "MUL ffn_gate_par-0", "MUL_MAT ffn_out-0", "ADD l_out-0"});
-  EXPECT_EQ(NodeRange(m->prefill, "inp_embd", "l_out-0"), want);
-  EXPECT_EQ(NodeRange(m->decode, "inp_embd", "l_out-0"), want);
+  EXPECT_EQ(NodeRange(m->pp, "inp_embd", "l_out-0"), want);
+  EXPECT_EQ(NodeRange(m->tg, "inp_embd", "l_out-0"), want);
 }
 
 TEST(LlamaGraph, WeightsConsumersAndOutput) {
@@ -144,24 +144,24 @@ TEST(LlamaGraph, WeightsConsumersAndOutput) {
   const GlobalTensor* out = Global(*m, "output.weight");
   EXPECT_EQ(out->layer, 2);
   EXPECT_EQ(out->layer_class, LayerClass::kOutput);
-  EXPECT_EQ(Consumers(m->prefill, "blk.0.ffn_down.weight"), std::vector<std::string>{"MUL_MAT ffn_out-0"});
-  EXPECT_EQ(Consumers(m->prefill, "blk.1.attn_norm.weight"), std::vector<std::string>{"MUL attn_norm-1"});
-  EXPECT_EQ(Consumers(m->prefill, "output.weight"), std::vector<std::string>{"MUL_MAT result_output"});
+  EXPECT_EQ(Consumers(m->pp, "blk.0.ffn_down.weight"), std::vector<std::string>{"MUL_MAT ffn_out-0"});
+  EXPECT_EQ(Consumers(m->pp, "blk.1.attn_norm.weight"), std::vector<std::string>{"MUL attn_norm-1"});
+  EXPECT_EQ(Consumers(m->pp, "output.weight"), std::vector<std::string>{"MUL_MAT result_output"});
   // the last layer keeps only the output rows (inp_out_ids) before its FFN
-  const Tensor* res = Node(m->prefill, "result_output");
+  const Tensor* res = Node(m->pp, "result_output");
   ASSERT_NE(res, nullptr);
   EXPECT_TRUE(res->is_output);
   EXPECT_EQ(res->ne[1], DimExpr::Outputs());
-  EXPECT_EQ(Shape(m->prefill, *res), (std::vector<int64_t>{128, 256, 1, 1}));
-  EXPECT_EQ(Shape(m->decode, *Node(m->decode, "result_output")), (std::vector<int64_t>{128, 1, 1, 1}));
-  EXPECT_EQ(NodeRange(m->prefill, "kqv_out-1", "ffn_inp-1"),
+  EXPECT_EQ(Shape(m->pp, *res), (std::vector<int64_t>{128, 256, 1, 1}));
+  EXPECT_EQ(Shape(m->tg, *Node(m->tg, "result_output")), (std::vector<int64_t>{128, 1, 1, 1}));
+  EXPECT_EQ(NodeRange(m->pp, "kqv_out-1", "ffn_inp-1"),
             (std::vector<std::string>{"MUL_MAT kqv_out-1", "GET_ROWS ", "GET_ROWS ", "ADD ffn_inp-1"}));
   EXPECT_EQ(
-      NodeRange(m->prefill, "l_out-1", "result_output"),
+      NodeRange(m->pp, "l_out-1", "result_output"),
       (std::vector<std::string>{"ADD l_out-1", "RMS_NORM norm", "MUL result_norm", "MUL_MAT result_output"}));
   // nodes: inp_embd + 32 per layer + 2 GET_ROWS (inp_out_ids) + output norm, mul, lm_head
-  EXPECT_EQ(m->prefill.nodes.size(), 1u + 32u * p.n_layer + 2u + 3u);
-  EXPECT_EQ(m->decode.nodes.size(), m->prefill.nodes.size());
+  EXPECT_EQ(m->pp.nodes.size(), 1u + 32u * p.n_layer + 2u + 3u);
+  EXPECT_EQ(m->tg.nodes.size(), m->pp.nodes.size());
   // KV cache: f16 K/V of n_embd_k_gqa * n_ctx per layer
   const GlobalTensor* k1 = Global(*m, "cache_k_l1");
   ASSERT_NE(k1, nullptr);
@@ -169,7 +169,7 @@ TEST(LlamaGraph, WeightsConsumersAndOutput) {
   EXPECT_EQ(k1->ne[0], 32 * 256);
   EXPECT_EQ(k1->type, GgmlType::F16);
   // normal rope (LLAMA_ROPE_TYPE_NORM), no freq factors
-  const Tensor* rope = Node(m->prefill, "Kcur-0");
+  const Tensor* rope = Node(m->pp, "Kcur-0");
   ASSERT_EQ(rope->op, GgmlOp::ROPE);
   EXPECT_EQ(rope->srcs.size(), 2u);
   EXPECT_EQ(rope->iparams[1], 0);
@@ -184,8 +184,8 @@ TEST(LlamaGraph, ContextPaddedAsLlamaCpp) {
   auto m = BuildModelGraphs(*f, cfg);
   ASSERT_TRUE(m.ok()) << m.status().message();
   EXPECT_EQ(m->cfg.n_ctx, 128u);
-  EXPECT_EQ(m->prefill.max_kv, 128);
-  EXPECT_EQ(m->prefill.max_tokens, 128);  // min(n_ctx, n_ubatch)
+  EXPECT_EQ(m->pp.max_kv, 128);
+  EXPECT_EQ(m->pp.max_tokens, 128);  // min(n_ctx, n_ubatch)
   EXPECT_EQ(Global(*m, "cache_v_l0")->ne[0], 32 * 128);
 }
 
@@ -207,7 +207,7 @@ TEST(LlamaGraph, TiedOutputReusesTokenEmbd) {
     }
   }
   EXPECT_EQ(n, 2);
-  EXPECT_EQ(Consumers(m->prefill, "token_embd.weight"),
+  EXPECT_EQ(Consumers(m->pp, "token_embd.weight"),
             (std::vector<std::string>{"GET_ROWS inp_embd", "MUL_MAT result_output"}));
 }
 
@@ -227,10 +227,10 @@ TEST(LlamaGraph, RopeFreqsSharedByEveryLayer) {
   EXPECT_EQ(n, 2);    // requested by layer 0 and layer 1
   EXPECT_EQ(dup, 1);  // duplicated for il > 0 (llama.cpp TENSOR_DUPLICATED)
   for (const char* name : {"Qcur-0", "Kcur-0", "Qcur-1", "Kcur-1"}) {
-    const Tensor* r = Node(m->prefill, name);
+    const Tensor* r = Node(m->pp, name);
     ASSERT_EQ(r->op, GgmlOp::ROPE) << name;
     ASSERT_EQ(r->srcs.size(), 3u) << name;
-    EXPECT_EQ(m->prefill.tensors[r->srcs[2]].name, "rope_freqs.weight");
+    EXPECT_EQ(m->pp.tensors[r->srcs[2]].name, "rope_freqs.weight");
   }
 }
 
@@ -244,7 +244,7 @@ TEST(LlamaGraph, RopeScalingKeys) {
     s.F32("llama.rope.freq_base", 500000.f);
     auto m = Build(s);
     ASSERT_TRUE(m.ok()) << m.status().message();
-    const Tensor* r = Node(m->prefill, "Qcur-0");
+    const Tensor* r = Node(m->pp, "Qcur-0");
     ASSERT_EQ(r->op, GgmlOp::ROPE);
     EXPECT_EQ(r->iparams[2], 64);              // n_ctx_orig
     EXPECT_FLOAT_EQ(r->fparams[0], 500000.f);  // freq_base
@@ -257,7 +257,7 @@ TEST(LlamaGraph, RopeScalingKeys) {
     s.F32("llama.rope.scale_linear", 2.0f);  // old key; ignored with scaling type none
     auto m = Build(s);
     ASSERT_TRUE(m.ok()) << m.status().message();
-    const Tensor* r = Node(m->prefill, "Qcur-0");
+    const Tensor* r = Node(m->pp, "Qcur-0");
     EXPECT_FLOAT_EQ(r->fparams[1], 1.0f);
     EXPECT_FLOAT_EQ(r->fparams[2], 0.0f);
   }
@@ -266,7 +266,7 @@ TEST(LlamaGraph, RopeScalingKeys) {
     s.F32("llama.rope.scale_linear", 2.0f);  // linear by default
     auto m = Build(s);
     ASSERT_TRUE(m.ok()) << m.status().message();
-    EXPECT_FLOAT_EQ(Node(m->prefill, "Qcur-0")->fparams[1], 0.5f);
+    EXPECT_FLOAT_EQ(Node(m->pp, "Qcur-0")->fparams[1], 0.5f);
   }
   {
     SynthGguf s = test::LlamaModel(p);
@@ -291,9 +291,9 @@ TEST(LlamaGraph, LongropeFactorsChosenByContext) {
     cfg.n_ctx = n_ctx;
     auto m = BuildModelGraphs(*f, cfg);
     ASSERT_TRUE(m.ok()) << m.status().message();
-    const Tensor* r = Node(m->prefill, "Kcur-1");
+    const Tensor* r = Node(m->pp, "Kcur-1");
     ASSERT_EQ(r->srcs.size(), 3u);
-    EXPECT_EQ(m->prefill.tensors[r->srcs[2]].name,
+    EXPECT_EQ(m->pp.tensors[r->srcs[2]].name,
               n_ctx > 128 ? "rope_factors_long.weight" : "rope_factors_short.weight");
   }
 }
@@ -327,8 +327,8 @@ TEST(LlamaGraph, MixtralMoeFfn) {
                                          "VIEW  (view)",
                                          "ADD ffn_moe_out-0",
                                          "ADD l_out-0"};
-  EXPECT_EQ(NodeRange(m->prefill, "ffn_norm-0", "l_out-0"), want);
-  const Graph& g = m->prefill;
+  EXPECT_EQ(NodeRange(m->pp, "ffn_norm-0", "l_out-0"), want);
+  const Graph& g = m->pp;
   EXPECT_EQ(Shape(g, *Node(g, "ffn_moe_topk-0")), (std::vector<int64_t>{2, 256, 1, 1}));
   EXPECT_EQ(Node(g, "ffn_moe_topk-0")->type, GgmlType::I32);
   EXPECT_EQ(Shape(g, *Node(g, "ffn_moe_weights-0")), (std::vector<int64_t>{1, 2, 256, 1}));
@@ -462,13 +462,13 @@ TEST(Qwen2Graph, BiasesAndNeoxRope) {
                     KvBlock("Kcur-0", "Vcur-0", 0)),
              {"ADD ffn_inp-0", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_gate-0", "SILU ffn_silu-0",
               "MUL_MAT ffn_up-0", "MUL ffn_gate_par-0", "MUL_MAT ffn_out-0", "ADD l_out-0"});
-  EXPECT_EQ(NodeRange(m->prefill, "inp_embd", "l_out-0"), want);
-  EXPECT_EQ(Consumers(m->prefill, "blk.0.attn_q.bias"), std::vector<std::string>{"ADD Qcur-0"});
+  EXPECT_EQ(NodeRange(m->pp, "inp_embd", "l_out-0"), want);
+  EXPECT_EQ(Consumers(m->pp, "blk.0.attn_q.bias"), std::vector<std::string>{"ADD Qcur-0"});
   EXPECT_EQ(Global(*m, "blk.0.attn_v.bias")->consumer_op, GgmlOp::ADD);
-  const Tensor* r = Node(m->prefill, "Qcur-1");
+  const Tensor* r = Node(m->pp, "Qcur-1");
   ASSERT_EQ(r->op, GgmlOp::ROPE);
-  EXPECT_EQ(r->iparams[1], 2);                                                // GGML_ROPE_TYPE_NEOX
-  EXPECT_FLOAT_EQ(Node(m->prefill, "kq_soft_max_ext-0")->fparams[0], 0.25f);  // 1/sqrt(16)
+  EXPECT_EQ(r->iparams[1], 2);                                           // GGML_ROPE_TYPE_NEOX
+  EXPECT_FLOAT_EQ(Node(m->pp, "kq_soft_max_ext-0")->fparams[0], 0.25f);  // 1/sqrt(16)
 }
 
 TEST(Qwen2MoeGraph, RoutedAndSharedExperts) {
@@ -507,8 +507,8 @@ TEST(Qwen2MoeGraph, RoutedAndSharedExperts) {
                                          "MUL ffn_shexp_out-0",
                                          "ADD ffn_out-0",
                                          "ADD l_out-0"};
-  EXPECT_EQ(NodeRange(m->prefill, "ffn_moe_out-0", "l_out-0"), want);
-  const Graph& g = m->prefill;
+  EXPECT_EQ(NodeRange(m->pp, "ffn_moe_out-0", "l_out-0"), want);
+  const Graph& g = m->pp;
   EXPECT_EQ(Shape(g, *Node(g, "ffn_moe_up-0")), (std::vector<int64_t>{32, 2, 256, 1}));    // n_ff_exp
   EXPECT_EQ(Shape(g, *Node(g, "ffn_gate_par-0")), (std::vector<int64_t>{64, 256, 1, 1}));  // n_ff_shexp
   EXPECT_EQ(Shape(g, *Node(g, "ffn_shexp_gate-0")), (std::vector<int64_t>{1, 256, 1, 1}));
@@ -551,8 +551,8 @@ TEST(Phi3Graph, FusedQkvViewsAndSwiglu) {
              {"ADD ", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_silu-0", "VIEW ffn_up-0 (view)",
               "CONT ffn_up-0 (view) (cont)", "SILU ", "VIEW ffn_up-0 (view)", "CONT ffn_up-0 (view) (cont)",
               "MUL ffn_mul-0", "MUL_MAT ffn_out-0", "ADD l_out-0"});
-  EXPECT_EQ(NodeRange(m->prefill, "inp_embd", "l_out-0"), want);
-  const Graph& g = m->prefill;
+  EXPECT_EQ(NodeRange(m->pp, "inp_embd", "l_out-0"), want);
+  const Graph& g = m->pp;
   // q, k, v views of wqkv [n_embd + 2 * n_embd_gqa, n_tokens] at byte offsets 0, 4*64, 4*(64+32)
   std::vector<int64_t> offsets;
   for (int n : g.nodes)
@@ -561,7 +561,7 @@ TEST(Phi3Graph, FusedQkvViewsAndSwiglu) {
   EXPECT_EQ(Shape(g, *Node(g, "wqkv-0")), (std::vector<int64_t>{128, 256, 1, 1}));
   EXPECT_EQ(Shape(g, *Node(g, "ffn_silu-0")), (std::vector<int64_t>{192, 256, 1, 1}));  // fused 2 * n_ff
   // sliding window: the mask input is KQ_mask_swa
-  EXPECT_EQ(m->prefill.tensors[Node(g, "kq_soft_max_ext-0")->srcs[1]].name, "KQ_mask_swa");
+  EXPECT_EQ(m->pp.tensors[Node(g, "kq_soft_max_ext-0")->srcs[1]].name, "KQ_mask_swa");
   EXPECT_FLOAT_EQ(Node(g, "kq_soft_max_ext-0")->fparams[0], 1.0f);  // Q is scaled before attention
   // n_ctx 256 > original context 128: the long factors
   const Tensor* r = Node(g, "Kcur-1");
@@ -594,7 +594,7 @@ TEST(GemmaGraph, ScaledEmbeddingsGeluAndTiedOutput) {
   SynthGguf s = test::GemmaModel(SynthParams{}, /*head_dim=*/32);
   auto m = Build(s);
   ASSERT_TRUE(m.ok()) << m.status().message();
-  const Graph& g = m->prefill;
+  const Graph& g = m->pp;
   EXPECT_EQ(NodeRange(g, "inp_embd", "attn_norm-0"),
             (std::vector<std::string>{"GET_ROWS inp_embd", "SCALE inp_scaled", "RMS_NORM norm-0",
                                       "MUL attn_norm-0"}));
@@ -631,8 +631,8 @@ TEST(MambaGraph, RecurrentStatesAndSsmOps) {
   EXPECT_EQ(k->ne[0], 3 * 128);
   EXPECT_EQ(v->ne[0], 16 * 128);
   EXPECT_EQ(v->nbytes, 16u * 128u * 4u);
-  EXPECT_EQ(m->prefill.max_kv, 1);
-  const Graph& g = m->prefill;
+  EXPECT_EQ(m->pp.max_kv, 1);
+  const Graph& g = m->pp;
   EXPECT_EQ(Global(*m, "blk.0.ssm_conv1d.weight")->consumer_op, GgmlOp::SSM_CONV);
   EXPECT_EQ(Global(*m, "blk.0.ssm_conv1d.bias")->consumer_op, GgmlOp::ADD);
   EXPECT_EQ(Global(*m, "blk.0.ssm_a")->consumer_op, GgmlOp::SSM_SCAN);
@@ -660,7 +660,7 @@ TEST(MambaGraph, RecurrentStatesAndSsmOps) {
   EXPECT_EQ(g.tensors[scan].srcs.size(), 6u);
   EXPECT_EQ(NodeRange(g, "mamba_out-0", "l_out-0"),
             (std::vector<std::string>{"RESHAPE mamba_out-0", "ADD l_out-0"}));
-  EXPECT_EQ(Shape(m->decode, *Node(m->decode, "result_output")), (std::vector<int64_t>{128, 1, 1, 1}));
+  EXPECT_EQ(Shape(m->tg, *Node(m->tg, "result_output")), (std::vector<int64_t>{128, 1, 1, 1}));
   // inputs of the recurrent cache
   EXPECT_GE(g.Find("inp_s_copy"), 0);
   EXPECT_GE(g.Find("inp_s_mask"), 0);
@@ -677,10 +677,10 @@ TEST(MambaGraph, StateCellsFollowSeqMax) {
   ASSERT_TRUE(m.ok()) << m.status().message();
   EXPECT_EQ(Global(*m, "cache_k_l0")->ne[0], 4 * 3 * 128);
   EXPECT_EQ(Global(*m, "cache_k_l0")->type, GgmlType::F32);
-  EXPECT_EQ(m->decode.max_kv, 4);
+  EXPECT_EQ(m->tg.max_kv, 4);
   // the states of the other cells are written back (n_state * (n_kv - 1) elements, after the
   // first cell: offset (kv_head + 1) * n_state * 4), then the new conv state of the sequence
-  const Graph& g = m->prefill;
+  const Graph& g = m->pp;
   std::vector<std::vector<int64_t>> views;
   std::vector<int64_t> offsets;
   for (int n : g.nodes)

@@ -59,8 +59,8 @@ TEST(GraphOpTraits, EveryNodeOfEveryArchitectureFitsItsTraits) {
       auto m = BuildModelGraphs(**f, cfg);
       ASSERT_TRUE(m.ok()) << arch << ": " << m.status().message();
       const std::string what = arch + (fa ? " -fa" : "");
-      CheckNodes(m->prefill, what);
-      CheckNodes(m->decode, what);
+      CheckNodes(m->pp, what);
+      CheckNodes(m->tg, what);
     }
   }
 }

@@ -38,7 +38,7 @@ std::vector<std::string> ConsumerMismatches(const ModelGraphs& m, const Graph& g
 void CheckModel(const GgufFile& f, const std::string& what) {
   auto m = BuildModelGraphs(f, {});
   ASSERT_TRUE(m.ok()) << what << ": " << m.status().message();
-  for (const Graph* g : {&m->prefill, &m->decode}) {
+  for (const Graph* g : {&m->pp, &m->tg}) {
     std::map<int, int> reads;
     EXPECT_EQ(ConsumerMismatches(*m, *g, &reads), std::vector<std::string>{}) << what << " " << g->name;
     for (size_t i = 0; i < m->globals.size(); ++i) {

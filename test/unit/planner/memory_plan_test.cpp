@@ -56,7 +56,7 @@ TEST(MemoryPlan, HandWrittenGraphOnOneCpu) {
   //   6   d = ADD(b, v)                    64      64     e            (join)
   //   7   e = MUL_MAT(w, d), output        80      96     f
   //   8   f = SCALE(e), output             80      96     -
-  Graph& g = m.prefill;
+  Graph& g = m.pp;
   g.name = "pp";
   Tensor w = Vec("w", TensorKind::kWeight, 10, GgmlOp::NONE, {});
   w.global = 0;
@@ -77,7 +77,7 @@ TEST(MemoryPlan, HandWrittenGraphOnOneCpu) {
   g.tensors.push_back(f);
   g.leafs = {0, 1};
   g.nodes = {2, 3, 4, 5, 6, 7, 8};
-  m.decode.name = "tg";  // empty: adds nothing to the arena
+  m.tg.name = "tg";  // empty: adds nothing to the arena
 
   Placement p;
   PlacedDevice cpu;

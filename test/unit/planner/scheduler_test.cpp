@@ -38,7 +38,7 @@ struct TwoMatmuls {
       g.consumer_op = stowage::GgmlOp::MUL_MAT;
       m.globals.push_back(g);
     }
-    Graph& g = m.prefill;
+    Graph& g = m.pp;
     g.name = "pp";
     g.max_tokens = tokens;
     g.max_kv = 64;
@@ -57,7 +57,7 @@ struct TwoMatmuls {
     InitPlacement(ds, /*use_mmap=*/false, &p);
     p.global_buft = {p.FindBuft(w1_buft), p.FindBuft(w2_buft)};
   }
-  const Tensor& T(int id) const { return m.prefill.tensors[id]; }
+  const Tensor& T(int id) const { return m.pp.tensors[id]; }
   std::string Backend(int id) const { return p.backends[T(id).backend].name; }
 };
 
@@ -76,7 +76,7 @@ TEST(Scheduler, RefusesToCopyAWeightStoredInAConvertedLayout) {
       "xdnn");
   ASSERT_TRUE(accel.ok()) << accel.status().ToString();
   TwoMatmuls t({*accel, Cpu()}, "XDNN", "CPU", 64);
-  Status s = ScheduleGraph(t.m.prefill, t.m, t.ds, t.lm, &t.p, {});
+  Status s = ScheduleGraph(t.m.pp, t.m, t.ds, t.lm, &t.p, {});
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(s.message().find("reads weight 'w1' in buffer type XDNN, which stores it in a converted layout"),
@@ -86,13 +86,13 @@ TEST(Scheduler, RefusesToCopyAWeightStoredInAConvertedLayout) {
 
 TEST(Scheduler, NodesFollowWeightsAndInputsAreCopied) {
   TwoMatmuls t({Gpu("G", 100), Cpu()}, "G", "CPU", 64);
-  ASSERT_TRUE(ScheduleGraph(t.m.prefill, t.m, t.ds, t.lm, &t.p, {}).ok());
+  ASSERT_TRUE(ScheduleGraph(t.m.pp, t.m, t.ds, t.lm, &t.p, {}).ok());
   EXPECT_EQ(t.Backend(t.y), "G");
   EXPECT_EQ(t.T(t.y).cause, "1.wgt0");
   EXPECT_EQ(t.Backend(t.z), "CPU");
   EXPECT_EQ(t.Backend(t.x), "CPU");
   EXPECT_EQ(t.T(t.x).cause, "1.inp");
-  const Graph& g = t.m.prefill;
+  const Graph& g = t.m.pp;
   ASSERT_EQ(g.splits.size(), 2u);
   ASSERT_EQ(g.splits[0].inputs.size(), 1u);
   EXPECT_EQ(g.splits[0].inputs[0].first, t.x);
@@ -126,9 +126,9 @@ TEST(Scheduler, OpOffloadMovesLargeBatchesOfHostWeightsAndStartsANewSplit) {
     TwoMatmuls t({Gpu("G", 100, "CUDA", false, false, /*offload=*/true), Cpu()}, "G", "CPU", 64);
     SchedulerOptions o;
     o.op_offload = op_offload;
-    ASSERT_TRUE(ScheduleGraph(t.m.prefill, t.m, t.ds, t.lm, &t.p, o).ok());
+    ASSERT_TRUE(ScheduleGraph(t.m.pp, t.m, t.ds, t.lm, &t.p, o).ok());
     EXPECT_EQ(t.Backend(t.z), op_offload ? "G" : "CPU");
-    const Graph& g = t.m.prefill;
+    const Graph& g = t.m.pp;
     ASSERT_EQ(g.splits.size(), 2u);
     if (op_offload) {
       EXPECT_EQ(t.T(t.z).cause, "1.off");
@@ -140,19 +140,19 @@ TEST(Scheduler, OpOffloadMovesLargeBatchesOfHostWeightsAndStartsANewSplit) {
   }
   // Below the offload batch (32) the weight decides.
   TwoMatmuls small({Gpu("G", 100, "CUDA", false, false, true), Cpu()}, "G", "CPU", 16);
-  ASSERT_TRUE(ScheduleGraph(small.m.prefill, small.m, small.ds, small.lm, &small.p, {}).ok());
+  ASSERT_TRUE(ScheduleGraph(small.m.pp, small.m, small.ds, small.lm, &small.p, {}).ok());
   EXPECT_EQ(small.Backend(small.z), "CPU");
 }
 
 TEST(Scheduler, AccelSharingTheCpuBuftTakesLargeBatchesOnly) {
   for (int64_t tokens : {64, 16}) {
     TwoMatmuls t({Accel(), Cpu(false)}, "CPU", "CPU", tokens);
-    ASSERT_TRUE(ScheduleGraph(t.m.prefill, t.m, t.ds, t.lm, &t.p, {}).ok());
+    ASSERT_TRUE(ScheduleGraph(t.m.pp, t.m, t.ds, t.lm, &t.p, {}).ok());
     const std::string want = tokens >= 32 ? "BLAS" : "CPU";
     EXPECT_EQ(t.Backend(t.y), want) << tokens;
     EXPECT_EQ(t.Backend(t.z), want) << tokens;
     // Same buffer type: nothing is copied.
-    for (const Split& s : t.m.prefill.splits) EXPECT_TRUE(s.inputs.empty());
+    for (const Split& s : t.m.pp.splits) EXPECT_TRUE(s.inputs.empty());
   }
 }
 
@@ -162,7 +162,7 @@ TEST(Scheduler, PreallocatedTensorNoBackendCanRunIsAnError) {
   DeviceManifest g = Gpu("G", 100);
   g.op_support.default_supported = false;
   TwoMatmuls t({g, Cpu()}, "G", "CPU", 64);
-  Status s = ScheduleGraph(t.m.prefill, t.m, t.ds, t.lm, &t.p, {});
+  Status s = ScheduleGraph(t.m.pp, t.m, t.ds, t.lm, &t.p, {});
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.message(), "pre-allocated tensor (w1) in a buffer (G) that cannot run the operation (NONE)");
 }
@@ -175,8 +175,8 @@ namespace {
 
 TEST(Scheduler, RefusesAGraphThatIsAlreadyScheduled) {
   TwoMatmuls t({testing::Gpu("G", 100), testing::Cpu()}, "G", "CPU", 64);
-  ASSERT_TRUE(ScheduleGraph(t.m.prefill, t.m, t.ds, t.lm, &t.p, {}).ok());
-  Status again = ScheduleGraph(t.m.prefill, t.m, t.ds, t.lm, &t.p, {});
+  ASSERT_TRUE(ScheduleGraph(t.m.pp, t.m, t.ds, t.lm, &t.p, {}).ok());
+  Status again = ScheduleGraph(t.m.pp, t.m, t.ds, t.lm, &t.p, {});
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.code(), StatusCode::kFailedPrecondition);
 }
@@ -234,8 +234,8 @@ TEST(PipelineParallelism, CopiesAndComputeBuffers) {
   auto run = [](int n_copies, TwoMatmuls& t, MemoryPlan* mem) {
     SchedulerOptions so;
     so.n_copies = n_copies;
-    ASSERT_TRUE(ScheduleGraph(t.m.prefill, t.m, t.ds, t.lm, &t.p, so).ok());
-    t.m.decode.name = "tg";
+    ASSERT_TRUE(ScheduleGraph(t.m.pp, t.m, t.ds, t.lm, &t.p, so).ok());
+    t.m.tg.name = "tg";
     ASSERT_TRUE(PlanMemory(t.m, t.p, mem).ok());
   };
   auto compute = [](const TwoMatmuls& t, const MemoryPlan& mem, const std::string& name) -> uint64_t {
@@ -252,7 +252,7 @@ TEST(PipelineParallelism, CopiesAndComputeBuffers) {
   TwoMatmuls t({Gpu("G", 100), Cpu()}, "G", "CPU", 64);
   MemoryPlan mem4;
   run(4, t, &mem4);
-  const Graph& g = t.m.prefill;
+  const Graph& g = t.m.pp;
   EXPECT_EQ(t.p.n_copies, 4);
   const GraphCopies* gc = t.p.FindCopies("pp");
   ASSERT_NE(gc, nullptr);
@@ -283,7 +283,7 @@ TEST(PipelineParallelism, CopiesAndComputeBuffers) {
   // was its last reader: ggml's input_dep node), CPU#y-0#0 reuses its bytes, then z (32768).
   EXPECT_EQ(compute(one, mem1, "G"), 32768u);
   EXPECT_EQ(compute(one, mem1, "CPU"), 32768u);
-  EXPECT_EQ(one.m.prefill.tensors[one.m.prefill.splits[1].inputs[0].second].offset, one.T(one.x).offset);
+  EXPECT_EQ(one.m.pp.tensors[one.m.pp.splits[1].inputs[0].second].offset, one.T(one.x).offset);
   // n_copies 4: G holds G#x#0..3 and y (5 * 16384); the CPU x and CPU#x#1..3, CPU#y-0#0..3 and
   // z (9 * 16384).
   EXPECT_EQ(compute(t, mem4, "G"), 5u * 16384);
@@ -301,7 +301,7 @@ TEST(PipelineParallelism, RefusesMoreThanFourCopies) {
   TwoMatmuls t({Gpu("G", 100), Cpu()}, "G", "CPU", 64);
   SchedulerOptions so;
   so.n_copies = 5;
-  Status s = ScheduleGraph(t.m.prefill, t.m, t.ds, t.lm, &t.p, so);
+  Status s = ScheduleGraph(t.m.pp, t.m, t.ds, t.lm, &t.p, so);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("n_copies 5"), std::string::npos) << s.message();
 }

@@ -1,12 +1,13 @@
 // The model graph IR of the planner: plain C++ (no MLIR), mirroring a ggml compute graph.
 //
 // A ModelGraphs holds the global tensors (weights from the GGUF file, KV cache tensors) and two
-// graphs: `prefill` (n_tokens = n_ubatch, the "pp" graph) and `decode` (n_tokens = 1, the "tg"
-// graph), both built for the worst case n_kv = n_ctx, as llama.cpp reserves them
-// (llama_init_from_model). For recurrent models (mamba) n_kv counts state cells (worst case
-// max(1, n_seq_max)) and the ubatch is one sequence, as in llama.cpp's worst-case reserve. Shapes are
-// DimExpr: affine in the symbols n_tokens, n_kv, kv_head and n_outputs, so that the runtime can bind them per
-// call while the plan stays static.
+// graphs named as llama.cpp names them (llama_context's gf_pp / n_splits_pp / n_splits_tg,
+// llama-bench's pp / tg tests): `pp`, prompt processing (n_tokens = n_ubatch, a whole ubatch of the
+// prompt at once), and `tg`, token generation (n_tokens = 1, one generated token), both built for the worst
+// case n_kv = n_ctx, as llama.cpp reserves them (llama_init_from_model). For recurrent models (mamba) n_kv
+// counts state cells (worst case max(1, n_seq_max)) and the ubatch is one sequence, as in llama.cpp's
+// worst-case reserve. Shapes are DimExpr: affine in the symbols n_tokens, n_kv, kv_head and n_outputs, so
+// that the runtime can bind them per call while the plan stays static.
 //
 // GraphBuilder mirrors ggml's tensor constructors (ggml_mul_mat, ggml_view_3d, ggml_cpy, ...):
 // result shapes, view strides and the `src` order follow ggml.h, and Expand() orders nodes as
@@ -185,8 +186,8 @@ struct ModelGraphs {
   HParams hp;
   ContextConfig cfg;  ///< resolved (n_ctx filled in and padded, n_ubatch <= n_batch, F32 states for mamba)
   std::vector<GlobalTensor> globals;
-  Graph prefill;  ///< "pp": n_tokens = min(n_ctx, n_ubatch)
-  Graph decode;   ///< "tg": n_tokens = 1
+  Graph pp;  ///< prompt processing: n_tokens = min(n_ctx, n_ubatch)
+  Graph tg;  ///< token generation: n_tokens = 1
   /// flash attention was asked for but ResolveContext turned it off (K and V head sizes differ).
   bool flash_attn_forced_off = false;
 

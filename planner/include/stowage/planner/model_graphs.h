@@ -1,4 +1,4 @@
-// Building the prefill and decode graphs of a GGUF model (llama.cpp's llama_model::load_tensors
+// Building the pp and tg graphs (graph.h) of a GGUF model (llama.cpp's llama_model::load_tensors
 // + the architecture's graph builder, from the metadata alone: weight data is never read).
 #pragma once
 

@@ -94,8 +94,8 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
 std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcome& o,
                                      const PlacementOptions& opt, bool debug_lines = true);
 
-/// llama.cpp's `-fa auto` check (llama_context, DEC25; FEB25 has no auto): in the placed decode
-/// ("tg") graph of a model planned with flash attention, every FLASH_ATTN_EXT node must run on the
+/// llama.cpp's `-fa auto` check (llama_context, DEC25; FEB25 has no auto): in the placed tg
+/// graph of a model planned with flash attention, every FLASH_ATTN_EXT node must run on the
 /// device that holds its layer (the layer of its K view, model.dev_layer(il)). Returns llama.cpp's
 /// warning for the first node that does not ("layer %d is assigned to device %s but the Flash
 /// Attention tensor is assigned to device %s (usually due to missing support)"), after which the

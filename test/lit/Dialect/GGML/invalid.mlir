@@ -1046,17 +1046,17 @@ module attributes {ggml.arch = 1 : i32} {}
 // -----
 
 // expected-error @+1 {{attribute 'ggml.n_tokens' must be an integer >= 0, got -1 : i64}}
-func.func private @prefill() attributes {ggml.n_tokens = -1 : i64}
+func.func private @pp() attributes {ggml.n_tokens = -1 : i64}
 
 // -----
 
 // expected-error @+1 {{attribute 'ggml.n_kv' must be an integer >= 0, got "512"}}
-func.func private @prefill() attributes {ggml.n_kv = "512"}
+func.func private @pp() attributes {ggml.n_kv = "512"}
 
 // -----
 
 // expected-error @+1 {{unknown ggml attribute 'ggml.n_batch' (expected ggml.arch, ggml.n_layer, ggml.n_ctx, ggml.n_ubatch, ggml.n_tokens, ggml.n_kv or ggml.n_outputs)}}
-func.func private @prefill() attributes {ggml.n_batch = 2048 : i64}
+func.func private @pp() attributes {ggml.n_batch = 2048 : i64}
 
 // -----
 

@@ -5,16 +5,18 @@
 // dialect:
 //
 //   module attributes {ggml.arch = "llama", ggml.n_layer = 5, ggml.n_ctx = 512, ...} {
-//     func.func @prefill() -> ... attributes {ggml.n_tokens = 512, ggml.n_kv = 512}
-//     func.func @decode() -> ...  attributes {ggml.n_tokens = 1, ggml.n_kv = 512}
+//     func.func @pp() -> ... attributes {ggml.n_tokens = 512, ggml.n_kv = 512}
+//     func.func @tg() -> ...  attributes {ggml.n_tokens = 1, ggml.n_kv = 512}
 //   }
 //
-// @prefill keeps n_tokens and n_outputs symbolic (any ubatch up to n_ubatch; the bound is the
-// function's ggml.n_tokens attribute); @decode binds n_tokens = n_outputs = 1. n_kv and kv_head
-// stay symbolic in both. Each graph node becomes one op, in ggml's graph order, with llama.cpp's
-// node name in its `name` attribute; weights are ggml.weight leaves naming their GGUF tensor,
-// graph inputs ggml.input, KV cache tensors ggml.kv_cache. The functions return the graph outputs
-// (`result_output`); KV stores are ggml.cpy ops, which write memory and are never erased.
+// The functions carry the planner's graph names (planner/graph.h), llama.cpp's: @pp, prompt
+// processing, keeps n_tokens and n_outputs symbolic (any ubatch up to n_ubatch; the bound is the
+// function's ggml.n_tokens attribute); @tg, token generation, binds n_tokens = n_outputs = 1. n_kv
+// and kv_head stay symbolic in both. Each graph node becomes one op, in ggml's graph order, with
+// llama.cpp's node name in its `name` attribute; weights are ggml.weight leaves naming their GGUF
+// tensor, graph inputs ggml.input, KV cache tensors ggml.kv_cache. The functions return the graph
+// outputs (`result_output`); KV stores are ggml.cpy ops, which write memory and are never
+// erased.
 //
 // Differences from llama.cpp's ggml graph are those of the planner's graph builders (see
 // planner/graph_builder.h); the importer itself adds none.

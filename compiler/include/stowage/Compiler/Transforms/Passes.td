@@ -150,7 +150,7 @@ def StowagePlaceKv : Pass<"stowage-place-kv", "::mlir::ModuleOp"> {
 def StowageSchedule : Pass<"stowage-schedule", "::mlir::ModuleOp"> {
   let dependentDialects = ["::stowage::ggml::GGMLDialect", "::stowage::place::PlaceDialect",
                            "::mlir::func::FuncDialect"];
-  let summary = "Backends and splits of @prefill and @decode (planner::ScheduleGraph)";
+  let summary = "Backends and splits of @pp and @tg (planner::ScheduleGraph)";
   let description = [{
     Runs after stowage-place-kv. The five passes of ggml_backend_sched on each graph (with op
     offload, the ROPE exception, the norm and -nkvo pins; reference §3). Each function is

@@ -27,7 +27,7 @@
 namespace stowage::ggml {
 
 /// A symbolic size that the runtime binds per call. n_tokens: tokens of the ubatch (n_ubatch
-/// for @prefill, 1 for @decode); n_kv: KV cells the attention reads; n_outputs: tokens whose
+/// for @pp, 1 for @tg); n_kv: KV cells the attention reads; n_outputs: tokens whose
 /// logits are returned; n_ctx: the KV cache size; kv_head: the first KV cell the ubatch writes
 /// (it appears in view offsets). Same symbols as the planner's DimExpr (planner/graph.h).
 enum class Sym : uint8_t { n_tokens = 0, n_kv, n_outputs, n_ctx, kv_head };

@@ -3,7 +3,8 @@
 // The `ggml` dialect mirrors ggml's compute graph (ggml/include/ggml.h): one op per ggml op
 // (GGML_OP_*), tensors typed with ggml's element types and ggml's ne[0..3] shape order (ne0 is
 // the innermost, contiguous dimension). Stowage imports a GGUF model into this dialect (func
-// @prefill with n_tokens = n_ubatch and func @decode with n_tokens = 1) and plans placement on it.
+// @pp, prompt processing, with n_tokens = n_ubatch and func @tg, token generation, with
+// n_tokens = 1: llama.cpp's pp / tg graphs) and plans placement on it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,7 +37,7 @@ def GGML_Dialect : Dialect {
 
     Discardable attributes (set by the importer, checked by the dialect): on the module
     `ggml.arch` (string, general.architecture), `ggml.n_layer`, `ggml.n_ctx`, `ggml.n_ubatch`;
-    on @prefill / @decode `ggml.n_tokens`, `ggml.n_kv`, `ggml.n_outputs` (the bounds of the
+    on @pp / @tg `ggml.n_tokens`, `ggml.n_kv`, `ggml.n_outputs` (the bounds of the
     symbols); all integers >= 0.
   }];
   let useDefaultTypePrinterParser = 0;
