@@ -100,7 +100,21 @@ private:
     return NameLoc::get(StringAttr::get(ctx(), t.name), loc_);
   }
   LogicalResult importLeaf(int id);
+  /// Imports graph node `id` as one op (its sources, then the op of its kind).
   LogicalResult importNode(int id);
+  /// The values of node t's sources in src order (a null Value for an absent optional source);
+  /// an error if one is not computed yet or fewer than the op's min_srcs (ggml_ops.h) are present.
+  FailureOr<SmallVector<Value, 4>> nodeSources(const planner::Tensor &t, Location loc);
+  /// An error naming node t unless the first n of its sources are present.
+  LogicalResult needSources(const planner::Tensor &t, ArrayRef<Value> src, size_t n, Location loc);
+  /// The op of node t when its kind takes no op parameters (operands are its sources); nullptr
+  /// for the other kinds.
+  FailureOr<Operation *> createSourceOp(const planner::Tensor &t, ggml::TensorType type,
+                                        ArrayRef<Value> src, Location loc);
+  /// The op of node t when its kind takes op parameters (ggml_op_params.h) or view strides; an
+  /// error for a kind the dialect has no op for.
+  FailureOr<Operation *> createParamOp(const planner::Tensor &t, ggml::TensorType type,
+                                       ArrayRef<Value> src, Location loc);
   FailureOr<ggml::DimsAttr> viewStrides(const planner::Tensor &t, ggml::TensorType type,
                                         Location loc);
 
@@ -221,13 +235,8 @@ FailureOr<ggml::DimsAttr> GraphImporter::viewStrides(const planner::Tensor &t,
   return ggml::DimsAttr::get(ctx(), nb);
 }
 
-LogicalResult GraphImporter::importNode(int id) {
-  const planner::Tensor &t = g_.tensors[id];
-  Location loc = nodeLoc(t);
-  FailureOr<ggml::TensorType> typeOr = tensorType(t, loc);
-  if (failed(typeOr))
-    return failure();
-  ggml::TensorType type = *typeOr;
+FailureOr<SmallVector<Value, 4>> GraphImporter::nodeSources(const planner::Tensor &t,
+                                                            Location loc) {
   SmallVector<Value, 4> src;
   for (int s : t.srcs) {
     if (s < 0) {
@@ -239,72 +248,44 @@ LogicalResult GraphImporter::importNode(int id) {
                             << "' before it is computed (graph order)";
     src.push_back(values_[s]);
   }
-  auto need = [&](size_t n) -> LogicalResult {
-    if (src.size() < n ||
-        llvm::any_of(ArrayRef<Value>(src).take_front(n), [](Value v) { return !v; }))
-      return emitError(loc) << "node '" << t.name << "' (" << GgmlOpName(t.op) << ") needs " << n
-                            << " sources, has " << src.size();
-    return success();
-  };
-  // Sources and parameters as the op traits and decodes say (ggml_ops.h, ggml_op_params.h).
-  if (failed(need(GetOpTraits(t.op).min_srcs)))
+  // Sources as the op traits say (ggml_ops.h).
+  if (failed(needSources(t, src, GetOpTraits(t.op).min_srcs, loc)))
     return failure();
-  const OpParamsRef params(t.iparams, t.fparams);
-  auto paramError = [&](const Status &st) -> LogicalResult {
-    return emitError(loc) << "node '" << t.name << "': " << st.message();
-  };
-  Value opt2 = src.size() > 2 ? src[2] : Value();
-  Operation *op = nullptr;
+  return src;
+}
+
+LogicalResult GraphImporter::needSources(const planner::Tensor &t, ArrayRef<Value> src, size_t n,
+                                         Location loc) {
+  if (src.size() < n || llvm::any_of(src.take_front(n), [](Value v) { return !v; }))
+    return emitError(loc) << "node '" << t.name << "' (" << GgmlOpName(t.op) << ") needs " << n
+                          << " sources, has " << src.size();
+  return success();
+}
+
+FailureOr<Operation *> GraphImporter::createSourceOp(const planner::Tensor &t,
+                                                     ggml::TensorType type, ArrayRef<Value> src,
+                                                     Location loc) {
   switch (t.op) {
   case GgmlOp::GET_ROWS:
-    op = b_.create<ggml::GetRowsOp>(loc, type, src[0], src[1]);
-    break;
+    return b_.create<ggml::GetRowsOp>(loc, type, src[0], src[1]).getOperation();
   case GgmlOp::MUL_MAT:
-    op = b_.create<ggml::MulMatOp>(loc, type, src[0], src[1]);
-    break;
+    return b_.create<ggml::MulMatOp>(loc, type, src[0], src[1]).getOperation();
   case GgmlOp::MUL_MAT_ID:
-    op = b_.create<ggml::MulMatIdOp>(loc, type, src[0], src[1], src[2]);
-    break;
+    return b_.create<ggml::MulMatIdOp>(loc, type, src[0], src[1], src[2]).getOperation();
   case GgmlOp::ADD:
-    op = b_.create<ggml::AddOp>(loc, type, src[0], src[1]);
-    break;
+    return b_.create<ggml::AddOp>(loc, type, src[0], src[1]).getOperation();
   case GgmlOp::MUL:
-    op = b_.create<ggml::MulOp>(loc, type, src[0], src[1]);
-    break;
+    return b_.create<ggml::MulOp>(loc, type, src[0], src[1]).getOperation();
   case GgmlOp::DIV:
-    op = b_.create<ggml::DivOp>(loc, type, src[0], src[1]);
-    break;
+    return b_.create<ggml::DivOp>(loc, type, src[0], src[1]).getOperation();
   case GgmlOp::SUM_ROWS:
-    op = b_.create<ggml::SumRowsOp>(loc, type, src[0]);
-    break;
-  case GgmlOp::SCALE: {
-    Result<ScaleParams> p = DecodeScale(params);
-    if (!p.ok())
-      return paramError(p.status());
-    op = b_.create<ggml::ScaleOp>(loc, type, src[0], b_.getF32FloatAttr(p->s),
-                                  b_.getF32FloatAttr(p->b));
-    break;
-  }
-  case GgmlOp::RMS_NORM:
-  case GgmlOp::NORM: {
-    Result<NormParams> p = DecodeNorm(t.op, params);
-    if (!p.ok())
-      return paramError(p.status());
-    if (t.op == GgmlOp::RMS_NORM)
-      op = b_.create<ggml::RmsNormOp>(loc, type, src[0], b_.getF32FloatAttr(p->eps));
-    else
-      op = b_.create<ggml::NormOp>(loc, type, src[0], b_.getF32FloatAttr(p->eps));
-    break;
-  }
+    return b_.create<ggml::SumRowsOp>(loc, type, src[0]).getOperation();
   case GgmlOp::SILU:
-    op = b_.create<ggml::SiluOp>(loc, type, src[0]);
-    break;
+    return b_.create<ggml::SiluOp>(loc, type, src[0]).getOperation();
   case GgmlOp::GELU:
-    op = b_.create<ggml::GeluOp>(loc, type, src[0]);
-    break;
+    return b_.create<ggml::GeluOp>(loc, type, src[0]).getOperation();
   case GgmlOp::SIGMOID:
-    op = b_.create<ggml::SigmoidOp>(loc, type, src[0]);
-    break;
+    return b_.create<ggml::SigmoidOp>(loc, type, src[0]).getOperation();
   case GgmlOp::SWIGLU:
   case GgmlOp::GEGLU:
   case GgmlOp::REGLU: {
@@ -312,9 +293,62 @@ LogicalResult GraphImporter::importNode(int id) {
                          : t.op == GgmlOp::GEGLU ? ggml::GluKind::geglu
                                                  : ggml::GluKind::reglu;
     Value second = src.size() > 1 ? src[1] : Value();
-    op = b_.create<ggml::GluOp>(loc, type, ggml::GluKindAttr::get(ctx(), kind), src[0], second,
-                                b_.getBoolAttr(false));
-    break;
+    return b_
+        .create<ggml::GluOp>(loc, type, ggml::GluKindAttr::get(ctx(), kind), src[0], second,
+                             b_.getBoolAttr(false))
+        .getOperation();
+  }
+  case GgmlOp::SSM_CONV:
+    return b_.create<ggml::SsmConvOp>(loc, type, src[0], src[1]).getOperation();
+  case GgmlOp::SSM_SCAN: {
+    Value ids = src.size() > 6 ? src[6] : Value();
+    return b_
+        .create<ggml::SsmScanOp>(loc, type, src[0], src[1], src[2], src[3], src[4], src[5], ids)
+        .getOperation();
+  }
+  case GgmlOp::CPY:
+    if (src.size() == 1) // ggml_cast: no destination, a tensor of its own
+      return b_.create<ggml::CastOp>(loc, type, src[0]).getOperation();
+    return b_.create<ggml::CpyOp>(loc, type, src[0], src[1]).getOperation();
+  case GgmlOp::SET_ROWS:
+    // The planner's src order is (b, c, a): ggml_set_rows(a, b, c) stores into a (dst_src 2).
+    if (failed(needSources(t, src, 3, loc)))
+      return failure();
+    return b_.create<ggml::SetRowsOp>(loc, type, src[2], src[0], src[1]).getOperation();
+  case GgmlOp::CONT:
+    return b_.create<ggml::ContOp>(loc, type, src[0]).getOperation();
+  case GgmlOp::RESHAPE:
+    return b_.create<ggml::ReshapeOp>(loc, type, src[0]).getOperation();
+  case GgmlOp::TRANSPOSE:
+    return b_.create<ggml::TransposeOp>(loc, type, src[0]).getOperation();
+  default:
+    return static_cast<Operation *>(nullptr);
+  }
+}
+
+FailureOr<Operation *> GraphImporter::createParamOp(const planner::Tensor &t, ggml::TensorType type,
+                                                    ArrayRef<Value> src, Location loc) {
+  // Parameters as the decodes say (ggml_op_params.h).
+  const OpParamsRef params(t.iparams, t.fparams);
+  auto paramError = [&](const Status &st) -> LogicalResult {
+    return emitError(loc) << "node '" << t.name << "': " << st.message();
+  };
+  auto f32 = [&](float v) { return b_.getF32FloatAttr(v); };
+  switch (t.op) {
+  case GgmlOp::SCALE: {
+    Result<ScaleParams> p = DecodeScale(params);
+    if (!p.ok())
+      return paramError(p.status());
+    return b_.create<ggml::ScaleOp>(loc, type, src[0], f32(p->s), f32(p->b)).getOperation();
+  }
+  case GgmlOp::RMS_NORM:
+  case GgmlOp::NORM: {
+    Result<NormParams> p = DecodeNorm(t.op, params);
+    if (!p.ok())
+      return paramError(p.status());
+    if (t.op == GgmlOp::RMS_NORM)
+      return b_.create<ggml::RmsNormOp>(loc, type, src[0], f32(p->eps)).getOperation();
+    return b_.create<ggml::NormOp>(loc, type, src[0], f32(p->eps)).getOperation();
   }
   case GgmlOp::ROPE: {
     Result<RopeParams> p = DecodeRope(params);
@@ -324,94 +358,63 @@ LogicalResult GraphImporter::importNode(int id) {
     if (p->mode != 0 && p->mode != 2)
       return emitError(loc) << "node '" << t.name << "': rope mode " << p->mode
                             << " is not normal (0) or neox (2)";
-    auto f32 = [&](float v) { return b_.getF32FloatAttr(v); };
-    op = b_.create<ggml::RopeOp>(
-        loc, type,
-        ggml::RopeModeAttr::get(ctx(),
-                                p->mode == 2 ? ggml::RopeMode::neox : ggml::RopeMode::normal),
-        src[0], src[1], opt2, b_.getI32IntegerAttr(p->n_dims), b_.getI32IntegerAttr(p->n_ctx_orig),
-        f32(p->freq_base), f32(p->freq_scale), f32(p->ext_factor), f32(p->attn_factor),
-        f32(p->beta_fast), f32(p->beta_slow));
-    break;
+    Value opt2 = src.size() > 2 ? src[2] : Value();
+    return b_
+        .create<ggml::RopeOp>(loc, type,
+                              ggml::RopeModeAttr::get(ctx(), p->mode == 2 ? ggml::RopeMode::neox
+                                                                          : ggml::RopeMode::normal),
+                              src[0], src[1], opt2, b_.getI32IntegerAttr(p->n_dims),
+                              b_.getI32IntegerAttr(p->n_ctx_orig), f32(p->freq_base),
+                              f32(p->freq_scale), f32(p->ext_factor), f32(p->attn_factor),
+                              f32(p->beta_fast), f32(p->beta_slow))
+        .getOperation();
   }
   case GgmlOp::SOFT_MAX: {
     Result<SoftMaxParams> p = DecodeSoftMax(params);
     if (!p.ok())
       return paramError(p.status());
     Value mask = src.size() > 1 ? src[1] : Value();
-    op = b_.create<ggml::SoftMaxOp>(loc, type, src[0], mask, b_.getF32FloatAttr(p->scale),
-                                    b_.getF32FloatAttr(p->max_bias));
-    break;
+    return b_.create<ggml::SoftMaxOp>(loc, type, src[0], mask, f32(p->scale), f32(p->max_bias))
+        .getOperation();
   }
   case GgmlOp::ARGSORT: {
     Result<ArgsortParams> p = DecodeArgsort(params);
     if (!p.ok())
       return paramError(p.status());
-    op = b_.create<ggml::ArgsortOp>(
-        loc, type, p->order == 1 ? ggml::SortOrder::desc : ggml::SortOrder::asc, src[0]);
-    break;
+    return b_
+        .create<ggml::ArgsortOp>(
+            loc, type, p->order == 1 ? ggml::SortOrder::desc : ggml::SortOrder::asc, src[0])
+        .getOperation();
   }
   case GgmlOp::TOP_K: {
     Result<TopKParams> p = DecodeTopK(params);
     if (!p.ok())
       return paramError(p.status());
-    op = b_.create<ggml::TopKOp>(loc, type, src[0], p->k);
-    break;
+    return b_.create<ggml::TopKOp>(loc, type, src[0], p->k).getOperation();
   }
   case GgmlOp::CONCAT: {
     Result<ConcatParams> p = DecodeConcat(params);
     if (!p.ok())
       return paramError(p.status());
-    op = b_.create<ggml::ConcatOp>(loc, type, src[0], src[1], p->dim);
-    break;
+    return b_.create<ggml::ConcatOp>(loc, type, src[0], src[1], p->dim).getOperation();
   }
-  case GgmlOp::SSM_CONV:
-    op = b_.create<ggml::SsmConvOp>(loc, type, src[0], src[1]);
-    break;
-  case GgmlOp::SSM_SCAN: {
-    Value ids = src.size() > 6 ? src[6] : Value();
-    op = b_.create<ggml::SsmScanOp>(loc, type, src[0], src[1], src[2], src[3], src[4], src[5], ids);
-    break;
-  }
-  case GgmlOp::CPY:
-    if (src.size() == 1) // ggml_cast: no destination, a tensor of its own
-      op = b_.create<ggml::CastOp>(loc, type, src[0]);
-    else
-      op = b_.create<ggml::CpyOp>(loc, type, src[0], src[1]);
-    break;
   case GgmlOp::FLASH_ATTN_EXT: {
     Result<FlashAttnExtParams> p = DecodeFlashAttnExt(params);
     if (!p.ok())
       return paramError(p.status());
     Value mask = src.size() > 3 ? src[3] : Value();
-    op = b_.create<ggml::FlashAttnExtOp>(
-        loc, type, src[0], src[1], src[2], mask, b_.getF32FloatAttr(p->scale),
-        b_.getF32FloatAttr(p->max_bias), b_.getF32FloatAttr(p->logit_softcap),
-        b_.getI32IntegerAttr(p->prec));
-    break;
+    return b_
+        .create<ggml::FlashAttnExtOp>(loc, type, src[0], src[1], src[2], mask, f32(p->scale),
+                                      f32(p->max_bias), f32(p->logit_softcap),
+                                      b_.getI32IntegerAttr(p->prec))
+        .getOperation();
   }
-  case GgmlOp::SET_ROWS:
-    // The planner's src order is (b, c, a): ggml_set_rows(a, b, c) stores into a (dst_src 2).
-    if (failed(need(3)))
-      return failure();
-    op = b_.create<ggml::SetRowsOp>(loc, type, src[2], src[0], src[1]);
-    break;
-  case GgmlOp::CONT:
-    op = b_.create<ggml::ContOp>(loc, type, src[0]);
-    break;
-  case GgmlOp::RESHAPE:
-    op = b_.create<ggml::ReshapeOp>(loc, type, src[0]);
-    break;
-  case GgmlOp::TRANSPOSE:
-    op = b_.create<ggml::TransposeOp>(loc, type, src[0]);
-    break;
   case GgmlOp::PERMUTE: {
     Result<PermuteParams> p = DecodePermute(params);
     if (!p.ok())
       return paramError(p.status());
     SmallVector<int32_t, 4> axes(std::begin(p->axis), std::end(p->axis));
-    op = b_.create<ggml::PermuteOp>(loc, type, src[0], axes);
-    break;
+    return b_.create<ggml::PermuteOp>(loc, type, src[0], axes).getOperation();
   }
   case GgmlOp::VIEW: {
     FailureOr<ggml::DimsAttr> nb = viewStrides(t, type, loc);
@@ -419,17 +422,32 @@ LogicalResult GraphImporter::importNode(int id) {
       return failure();
     Dim offset = dim(t.view_offset);
     ggml::DimAttr offsetAttr = offset.is(0) ? ggml::DimAttr() : ggml::DimAttr::get(ctx(), offset);
-    op = b_.create<ggml::ViewOp>(loc, type, src[0], *nb, offsetAttr);
-    break;
+    return b_.create<ggml::ViewOp>(loc, type, src[0], *nb, offsetAttr).getOperation();
   }
   default:
     return emitError(loc) << "node '" << t.name << "': op " << GgmlOpName(t.op)
                           << " has no op in the ggml dialect";
   }
+}
+
+LogicalResult GraphImporter::importNode(int id) {
+  const planner::Tensor &t = g_.tensors[id];
+  Location loc = nodeLoc(t);
+  FailureOr<ggml::TensorType> type = tensorType(t, loc);
+  if (failed(type))
+    return failure();
+  FailureOr<SmallVector<Value, 4>> src = nodeSources(t, loc);
+  if (failed(src))
+    return failure();
+  FailureOr<Operation *> op = createSourceOp(t, *type, *src, loc);
+  if (succeeded(op) && !*op)
+    op = createParamOp(t, *type, *src, loc);
+  if (failed(op))
+    return failure();
   if (!t.name.empty())
-    op->setAttr(ggml::kNodeNameAttr, b_.getStringAttr(t.name));
-  annotate(op, t);
-  values_[id] = op->getResult(0);
+    (*op)->setAttr(ggml::kNodeNameAttr, b_.getStringAttr(t.name));
+  annotate(*op, t);
+  values_[id] = (*op)->getResult(0);
   return success();
 }
 
