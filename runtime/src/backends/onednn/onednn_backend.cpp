@@ -393,7 +393,35 @@ class OneDnnBackend final : public Backend {
   }
 
  private:
+  /// src1 as the matmul reads it: data and byte strides nb[0..3] (src1's own, or a scratch's).
+  struct Activations {
+    const uint8_t* data = nullptr;
+    size_t nb[4] = {0, 0, 0, 0};
+  };
+
+  /// d = a x b as ggml_mul_mat (a: src0 [K, N, ne02, ne03] F32/BF16/F16 weights, plain or
+  /// oneDNN-blocked; b: src1 [K, M, ne12, ne13] F32; d: [N, M, ne12, ne13] F32).
   Status MulMat(const TensorView& a, const TensorView& b, const TensorView& d);
+  /// InvalidArgument "MUL_MAT: <what> (src0 .., src1 .., dst ..)".
+  static Status MulMatError(const TensorView& a, const TensorView& b, const TensorView& d,
+                            const std::string& what);
+  /// The engine, types, layouts, shapes and strides MulMat accepts; the first violation as an error.
+  Status CheckMulMat(const TensorView& a, const TensorView& b, const TensorView& d) const;
+  /// src1 as read directly (F32 weights, nb10 = 4, rows far enough apart for the blocked path) or
+  /// gathered into the contiguous scratch conv_ / gather_ (converted to the weight type: ggml's
+  /// vec_dot_type), on `nt` threads. Internal when a conversion fails.
+  Result<Activations> PrepareActivations(const TensorView& a, const TensorView& b, int nt);
+  /// The matmul of `key` from the cache prims_ (created, and the cache emptied past 256 entries,
+  /// when missing): blocked over the weights descriptor `blocked_wei_md`, or plain when it is null.
+  /// Unimplemented naming a and b when oneDNN has no such matmul.
+  Result<MatmulPrim*> CachedMatmul(const MatmulKey& key, const dnnl_memory_desc_t* blocked_wei_md,
+                                   const TensorView& a, const TensorView& b);
+  /// Runs `p` on the given src / weights / dst data and waits. Internal on a oneDNN error.
+  Status Execute(MatmulPrim& p, const void* src, const void* wei, void* dst);
+  /// MulMat for oneDNN-blocked 2-D weights: one (M x K) x (K x N) matmul per src1 matrix.
+  Status MulMatBlocked(const TensorView& a, const TensorView& b, const TensorView& d, const Activations& act);
+  /// MulMat for plain weights: one matmul per src0 matrix over its broadcast src1 matrices.
+  Status MulMatPlain(const TensorView& a, const TensorView& b, const TensorView& d, const Activations& act);
   /// The blocked weights descriptor of src0 `a` (cached per type and shape).
   Result<const dnnl_memory_desc_t*> BlockedMd(const TensorView& a);
 
@@ -411,14 +439,42 @@ class OneDnnBackend final : public Backend {
 };
 
 Status OneDnnBackend::MulMat(const TensorView& a, const TensorView& b, const TensorView& d) {
-  auto fail = [&](const std::string& what) {
-    return InvalidArgument("MUL_MAT: " + what + " (src0 " + Shape(a) + ", src1 " + Shape(b) + ", dst " +
-                           Shape(d) + ")");
-  };
+  STOWAGE_RETURN_IF_ERROR(CheckMulMat(a, b, d));
+  if (d.nelements() == 0) return Status::Ok();
+  if (a.data == nullptr || b.data == nullptr || d.data == nullptr) return MulMatError(a, b, d, "null data");
+  const int64_t K = a.ne[0], N = a.ne[1], M = b.ne[1];
+  if (K == 0) {
+    for (int64_t i3 = 0; i3 < d.ne[3]; ++i3)
+      for (int64_t i2 = 0; i2 < d.ne[2]; ++i2)
+        for (int64_t i1 = 0; i1 < d.ne[1]; ++i1)
+          std::memset(static_cast<uint8_t*>(d.data) + i3 * d.nb[3] + i2 * d.nb[2] + i1 * d.nb[1], 0, N * 4);
+    return Status::Ok();
+  }
+
+  // Small products (a tiny model's, or tg of narrow layers) run on the calling thread: a oneDNN
+  // parallel region costs more than their arithmetic, and on a loaded machine every region waits
+  // for a descheduled team member (stories260K at 2 threads next to two other jobs: 198 t/s
+  // instead of 4235 with one thread). The CPU backend's ParallelFor has the same rule. Creation
+  // and execution of a primitive run under the same count (the shape decides it).
+  const int64_t macs = M * N * K * b.ne[2] * b.ne[3];
+  const int nt = macs < kMinParallelMacs ? 1 : n_threads_;
+  OmpThreads threads(nt);
+  STOWAGE_ASSIGN_OR_RETURN(const Activations act, PrepareActivations(a, b, nt));
+  if (a.layout == kLayoutOneDnnBlocked) return MulMatBlocked(a, b, d, act);
+  return MulMatPlain(a, b, d, act);
+}
+
+Status OneDnnBackend::MulMatError(const TensorView& a, const TensorView& b, const TensorView& d,
+                                  const std::string& what) {
+  return InvalidArgument("MUL_MAT: " + what + " (src0 " + Shape(a) + ", src1 " + Shape(b) + ", dst " +
+                         Shape(d) + ")");
+}
+
+Status OneDnnBackend::CheckMulMat(const TensorView& a, const TensorView& b, const TensorView& d) const {
+  auto fail = [&](const std::string& what) { return MulMatError(a, b, d, what); };
   if (engine_status_ != dnnl_success)
     return Unavailable(name_ + ": oneDNN CPU engine: " + DnnlError(engine_status_));
-  const dnnl_data_type_t wt = DnnlType(a.type);
-  if (wt == dnnl_data_type_undef)
+  if (DnnlType(a.type) == dnnl_data_type_undef)
     return Unimplemented(name_ + ": MUL_MAT with src0 of type " + GgmlTypeName(a.type) +
                          " (oneDNN runs F32, BF16, F16 weights)");
   const bool blocked = a.layout == kLayoutOneDnnBlocked;
@@ -440,130 +496,63 @@ Status OneDnnBackend::MulMat(const TensorView& a, const TensorView& b, const Ten
     return fail("dst must have nb0 = 4 and float-aligned strides");
   if (b.nb[1] % 4 || b.nb[2] % 4 || b.nb[3] % 4 || b.nb[0] % 4)
     return fail("src1 strides must be float-aligned");
-  if (d.nelements() == 0) return Status::Ok();
-  if (a.data == nullptr || b.data == nullptr || d.data == nullptr) return fail("null data");
-  if (K == 0) {
-    for (int64_t i3 = 0; i3 < d.ne[3]; ++i3)
-      for (int64_t i2 = 0; i2 < d.ne[2]; ++i2)
-        for (int64_t i1 = 0; i1 < d.ne[1]; ++i1)
-          std::memset(static_cast<uint8_t*>(d.data) + i3 * d.nb[3] + i2 * d.nb[2] + i1 * d.nb[1], 0, N * 4);
-    return Status::Ok();
-  }
+  return Status::Ok();
+}
 
-  // Small products (a tiny model's, or tg of narrow layers) run on the calling thread: a oneDNN
-  // parallel region costs more than their arithmetic, and on a loaded machine every region waits
-  // for a descheduled team member (stories260K at 2 threads next to two other jobs: 198 t/s
-  // instead of 4235 with one thread). The CPU backend's ParallelFor has the same rule. Creation
-  // and execution of a primitive run under the same count (the shape decides it).
-  const int64_t macs = M * N * K * b.ne[2] * b.ne[3];
-  const int nt = macs < kMinParallelMacs ? 1 : n_threads_;
-  OmpThreads threads(nt);
-
+Result<OneDnnBackend::Activations> OneDnnBackend::PrepareActivations(const TensorView& a, const TensorView& b,
+                                                                     int nt) {
   // Activations as the matmul reads them: F32 with their strides (rows made contiguous when nb10 != 4),
   // or converted to the weight type into a contiguous [K, M, ne12, ne13] scratch (ggml's vec_dot_type).
+  const int64_t K = a.ne[0], M = b.ne[1];
   const int64_t ne12 = b.ne[2], ne13 = b.ne[3];
-  const uint8_t* src = static_cast<const uint8_t*>(b.data);
-  size_t sb[4] = {b.nb[0], b.nb[1], b.nb[2], b.nb[3]};
+  const bool blocked = a.layout == kLayoutOneDnnBlocked;
+  Activations act;
+  act.data = static_cast<const uint8_t*>(b.data);
+  for (int i = 0; i < 4; ++i) act.nb[i] = b.nb[i];
   const int64_t rows = M * ne12 * ne13;
   // The blocked path reads each src1 matrix as M rows of K values, rows at least K apart.
   const bool gather =
       a.type != GgmlType::F32 || b.nb[0] != 4 || (blocked && b.nb[1] < static_cast<size_t>(K) * 4);
-  if (gather) {
-    const size_t esz = a.type == GgmlType::F32 ? 4 : 2;
-    std::vector<uint8_t>& buf = conv_;
-    if (a.type == GgmlType::F32) {
-      gather_.resize(static_cast<size_t>(rows * K));
-    } else {
-      buf.resize(static_cast<size_t>(rows * K) * esz);
-    }
-    uint8_t* out = a.type == GgmlType::F32 ? reinterpret_cast<uint8_t*>(gather_.data()) : buf.data();
-    int bad = 0;
+  if (!gather) return act;
+  const size_t esz = a.type == GgmlType::F32 ? 4 : 2;
+  std::vector<uint8_t>& buf = conv_;
+  if (a.type == GgmlType::F32) {
+    gather_.resize(static_cast<size_t>(rows * K));
+  } else {
+    buf.resize(static_cast<size_t>(rows * K) * esz);
+  }
+  uint8_t* out = a.type == GgmlType::F32 ? reinterpret_cast<uint8_t*>(gather_.data()) : buf.data();
+  int bad = 0;
 #pragma omp parallel for num_threads(nt) reduction(| : bad) schedule(static) if (nt > 1 && rows * K >= 8192)
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t i1 = r % M, i2 = (r / M) % ne12, i3 = r / (M * ne12);
-      const uint8_t* row = src + i3 * b.nb[3] + i2 * b.nb[2] + i1 * b.nb[1];
-      std::vector<float> tmp;
-      const float* f = reinterpret_cast<const float*>(row);
-      if (b.nb[0] != 4) {
-        tmp.resize(static_cast<size_t>(K));
-        for (int64_t k = 0; k < K; ++k) std::memcpy(&tmp[k], row + k * b.nb[0], 4);
-        f = tmp.data();
-      }
-      uint8_t* o = out + static_cast<size_t>(r * K) * esz;
-      if (a.type == GgmlType::F32) {
-        std::memcpy(o, f, static_cast<size_t>(K) * 4);
-      } else if (!cpu::QuantizeRow(a.type, f, o, K).ok()) {
-        bad = 1;
-      }
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i1 = r % M, i2 = (r / M) % ne12, i3 = r / (M * ne12);
+    const uint8_t* row = static_cast<const uint8_t*>(b.data) + i3 * b.nb[3] + i2 * b.nb[2] + i1 * b.nb[1];
+    std::vector<float> tmp;
+    const float* f = reinterpret_cast<const float*>(row);
+    if (b.nb[0] != 4) {
+      tmp.resize(static_cast<size_t>(K));
+      for (int64_t k = 0; k < K; ++k) std::memcpy(&tmp[k], row + k * b.nb[0], 4);
+      f = tmp.data();
     }
-    if (bad) return Internal(name_ + ": MUL_MAT: converting src1 to " + GgmlTypeName(a.type) + " failed");
-    src = out;
-    sb[0] = esz;
-    sb[1] = static_cast<size_t>(K) * esz;
-    sb[2] = sb[1] * M;
-    sb[3] = sb[2] * ne12;
+    uint8_t* o = out + static_cast<size_t>(r * K) * esz;
+    if (a.type == GgmlType::F32) {
+      std::memcpy(o, f, static_cast<size_t>(K) * 4);
+    } else if (!cpu::QuantizeRow(a.type, f, o, K).ok()) {
+      bad = 1;
+    }
   }
-  const size_t asz = a.type == GgmlType::F32 ? 4 : 2;
-  if (blocked) {
-    // oneDNN's blocked weights: one 2-D matmul (M x K) x (K x N) per src1 matrix (i12, i13).
-    STOWAGE_ASSIGN_OR_RETURN(const dnnl_memory_desc_t* wmd, BlockedMd(a));
-    MatmulKey key;
-    std::memset(&key, 0, sizeof(key));
-    key.layout = kLayoutOneDnnBlocked;
-    key.wt = wt;
-    key.b3 = key.b2 = 1;
-    key.M = M;
-    key.K = K;
-    key.N = N;
-    key.src_s[2] = static_cast<dnnl_dim_t>(sb[1] / asz);
-    key.dst_s[2] = static_cast<dnnl_dim_t>(d.nb[1] / 4);
-    auto it = prims_.find(key);
-    if (it == prims_.end()) {
-      if (prims_.size() >= 256) {
-        for (auto& [k, p] : prims_) p.Release();
-        prims_.clear();
-      }
-      MatmulPrim p;
-      dnnl_status_t s = CreateBlockedMatmul(engine_, key, *wmd, &p);
-      if (s != dnnl_success)
-        return Unimplemented(name_ + ": oneDNN matmul for blocked src0 " + Shape(a) + " x src1 " + Shape(b) +
-                             ": " + DnnlError(s));
-      it = prims_.emplace(key, p).first;
-    }
-    MatmulPrim& p = it->second;
-    dnnl_memory_set_data_handle(p.wei, a.data);
-    for (int64_t i3 = 0; i3 < ne13; ++i3) {
-      for (int64_t i2 = 0; i2 < ne12; ++i2) {
-        dnnl_memory_set_data_handle(p.src, const_cast<uint8_t*>(src + i3 * sb[3] + i2 * sb[2]));
-        dnnl_memory_set_data_handle(p.dst, static_cast<uint8_t*>(d.data) + i3 * d.nb[3] + i2 * d.nb[2]);
-        const dnnl_exec_arg_t args[3] = {
-            {DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.wei}, {DNNL_ARG_DST, p.dst}};
-        dnnl_status_t st = dnnl_primitive_execute(p.prim, stream_, 3, args);
-        if (st == dnnl_success) st = dnnl_stream_wait(stream_);
-        if (st != dnnl_success) return Internal(name_ + ": oneDNN matmul execution: " + DnnlError(st));
-      }
-    }
-    return Status::Ok();
-  }
-  const int64_t r2 = ne12 / a.ne[2], r3 = ne13 / a.ne[3];
-  MatmulKey key;
-  std::memset(&key, 0, sizeof(key));
-  key.wt = wt;
-  key.b3 = r3;
-  key.b2 = r2;
-  key.M = M;
-  key.K = K;
-  key.N = N;
-  key.src_s[0] = static_cast<dnnl_dim_t>(sb[3] / asz);
-  key.src_s[1] = static_cast<dnnl_dim_t>(sb[2] / asz);
-  key.src_s[2] = static_cast<dnnl_dim_t>(sb[1] / asz);
-  key.src_s[3] = static_cast<dnnl_dim_t>(sb[0] / asz);
-  key.wei_s[0] = 1;
-  key.wei_s[1] = static_cast<dnnl_dim_t>(a.nb[1] / wsz);
-  key.dst_s[0] = static_cast<dnnl_dim_t>(d.nb[3] / 4);
-  key.dst_s[1] = static_cast<dnnl_dim_t>(d.nb[2] / 4);
-  key.dst_s[2] = static_cast<dnnl_dim_t>(d.nb[1] / 4);
-  key.dst_s[3] = 1;
+  if (bad) return Internal(name_ + ": MUL_MAT: converting src1 to " + GgmlTypeName(a.type) + " failed");
+  act.data = out;
+  act.nb[0] = esz;
+  act.nb[1] = static_cast<size_t>(K) * esz;
+  act.nb[2] = act.nb[1] * M;
+  act.nb[3] = act.nb[2] * ne12;
+  return act;
+}
+
+Result<MatmulPrim*> OneDnnBackend::CachedMatmul(const MatmulKey& key,
+                                                const dnnl_memory_desc_t* blocked_wei_md, const TensorView& a,
+                                                const TensorView& b) {
   auto it = prims_.find(key);
   if (it == prims_.end()) {
     if (prims_.size() >= 256) {  // bounded: shapes change with n_tokens / n_kv
@@ -571,28 +560,81 @@ Status OneDnnBackend::MulMat(const TensorView& a, const TensorView& b, const Ten
       prims_.clear();
     }
     MatmulPrim p;
-    dnnl_status_t s = CreateMatmul(engine_, key, &p);
+    const dnnl_status_t s = blocked_wei_md ? CreateBlockedMatmul(engine_, key, *blocked_wei_md, &p)
+                                           : CreateMatmul(engine_, key, &p);
     if (s != dnnl_success)
-      return Unimplemented(name_ + ": oneDNN matmul for src0 " + Shape(a) + " x src1 " + Shape(b) + ": " +
-                           DnnlError(s));
+      return Unimplemented(name_ + ": oneDNN matmul for " + (blocked_wei_md ? "blocked " : "") + "src0 " +
+                           Shape(a) + " x src1 " + Shape(b) + ": " + DnnlError(s));
     it = prims_.emplace(key, p).first;
   }
-  MatmulPrim& p = it->second;
-  for (int64_t i03 = 0; i03 < a.ne[3]; ++i03) {
-    for (int64_t i02 = 0; i02 < a.ne[2]; ++i02) {
-      const uint8_t* w = static_cast<const uint8_t*>(a.data) + i03 * a.nb[3] + i02 * a.nb[2];
-      const uint8_t* s = src + i03 * r3 * sb[3] + i02 * r2 * sb[2];
-      uint8_t* o = static_cast<uint8_t*>(d.data) + i03 * r3 * d.nb[3] + i02 * r2 * d.nb[2];
-      dnnl_memory_set_data_handle(p.src, const_cast<uint8_t*>(s));
-      dnnl_memory_set_data_handle(p.wei, const_cast<uint8_t*>(w));
-      dnnl_memory_set_data_handle(p.dst, o);
-      const dnnl_exec_arg_t args[3] = {
-          {DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.wei}, {DNNL_ARG_DST, p.dst}};
-      dnnl_status_t st = dnnl_primitive_execute(p.prim, stream_, 3, args);
-      if (st == dnnl_success) st = dnnl_stream_wait(stream_);
-      if (st != dnnl_success) return Internal(name_ + ": oneDNN matmul execution: " + DnnlError(st));
-    }
-  }
+  return &it->second;
+}
+
+Status OneDnnBackend::Execute(MatmulPrim& p, const void* src, const void* wei, void* dst) {
+  dnnl_memory_set_data_handle(p.src, const_cast<void*>(src));
+  dnnl_memory_set_data_handle(p.wei, const_cast<void*>(wei));
+  dnnl_memory_set_data_handle(p.dst, dst);
+  const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.wei}, {DNNL_ARG_DST, p.dst}};
+  dnnl_status_t st = dnnl_primitive_execute(p.prim, stream_, 3, args);
+  if (st == dnnl_success) st = dnnl_stream_wait(stream_);
+  if (st != dnnl_success) return Internal(name_ + ": oneDNN matmul execution: " + DnnlError(st));
+  return Status::Ok();
+}
+
+Status OneDnnBackend::MulMatBlocked(const TensorView& a, const TensorView& b, const TensorView& d,
+                                    const Activations& act) {
+  // oneDNN's blocked weights: one 2-D matmul (M x K) x (K x N) per src1 matrix (i12, i13).
+  const size_t asz = a.type == GgmlType::F32 ? 4 : 2;
+  STOWAGE_ASSIGN_OR_RETURN(const dnnl_memory_desc_t* wmd, BlockedMd(a));
+  MatmulKey key;
+  std::memset(&key, 0, sizeof(key));
+  key.layout = kLayoutOneDnnBlocked;
+  key.wt = DnnlType(a.type);
+  key.b3 = key.b2 = 1;
+  key.M = b.ne[1];
+  key.K = a.ne[0];
+  key.N = a.ne[1];
+  key.src_s[2] = static_cast<dnnl_dim_t>(act.nb[1] / asz);
+  key.dst_s[2] = static_cast<dnnl_dim_t>(d.nb[1] / 4);
+  STOWAGE_ASSIGN_OR_RETURN(MatmulPrim * p, CachedMatmul(key, wmd, a, b));
+  for (int64_t i3 = 0; i3 < b.ne[3]; ++i3)
+    for (int64_t i2 = 0; i2 < b.ne[2]; ++i2)
+      STOWAGE_RETURN_IF_ERROR(Execute(*p, act.data + i3 * act.nb[3] + i2 * act.nb[2], a.data,
+                                      static_cast<uint8_t*>(d.data) + i3 * d.nb[3] + i2 * d.nb[2]));
+  return Status::Ok();
+}
+
+Status OneDnnBackend::MulMatPlain(const TensorView& a, const TensorView& b, const TensorView& d,
+                                  const Activations& act) {
+  // One 4-D matmul per src0 matrix (i02, i03), its src1 batch broadcast over r2 x r3 matrices.
+  const size_t asz = a.type == GgmlType::F32 ? 4 : 2;
+  const size_t wsz = GetTypeTraits(a.type).type_size;
+  const int64_t r2 = b.ne[2] / a.ne[2], r3 = b.ne[3] / a.ne[3];
+  MatmulKey key;
+  std::memset(&key, 0, sizeof(key));
+  key.wt = DnnlType(a.type);
+  key.b3 = r3;
+  key.b2 = r2;
+  key.M = b.ne[1];
+  key.K = a.ne[0];
+  key.N = a.ne[1];
+  key.src_s[0] = static_cast<dnnl_dim_t>(act.nb[3] / asz);
+  key.src_s[1] = static_cast<dnnl_dim_t>(act.nb[2] / asz);
+  key.src_s[2] = static_cast<dnnl_dim_t>(act.nb[1] / asz);
+  key.src_s[3] = static_cast<dnnl_dim_t>(act.nb[0] / asz);
+  key.wei_s[0] = 1;
+  key.wei_s[1] = static_cast<dnnl_dim_t>(a.nb[1] / wsz);
+  key.dst_s[0] = static_cast<dnnl_dim_t>(d.nb[3] / 4);
+  key.dst_s[1] = static_cast<dnnl_dim_t>(d.nb[2] / 4);
+  key.dst_s[2] = static_cast<dnnl_dim_t>(d.nb[1] / 4);
+  key.dst_s[3] = 1;
+  STOWAGE_ASSIGN_OR_RETURN(MatmulPrim * p, CachedMatmul(key, nullptr, a, b));
+  for (int64_t i03 = 0; i03 < a.ne[3]; ++i03)
+    for (int64_t i02 = 0; i02 < a.ne[2]; ++i02)
+      STOWAGE_RETURN_IF_ERROR(
+          Execute(*p, act.data + i03 * r3 * act.nb[3] + i02 * r2 * act.nb[2],
+                  static_cast<const uint8_t*>(a.data) + i03 * a.nb[3] + i02 * a.nb[2],
+                  static_cast<uint8_t*>(d.data) + i03 * r3 * d.nb[3] + i02 * r2 * d.nb[2]));
   return Status::Ok();
 }
 
