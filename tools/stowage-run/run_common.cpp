@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iostream>
 #include <new>
 #include <thread>
 
@@ -25,7 +26,10 @@ int MaxThreads() { return 4 * static_cast<int>(std::max(1u, std::thread::hardwar
 
 bool FlushStdout() {
   if (tools::FinishStdout("stowage-run", 0) == 0) return true;
+  // Reported once: clear both streams' error state (std::cout's flush goes through stdout and fails
+  // with it), so that the check at exit (RunTool's FinishStdout) does not report it again.
   std::clearerr(stdout);
+  std::cout.clear();
   return false;
 }
 
