@@ -369,12 +369,26 @@ class Reader {
     return true;
   }
 
+  /// Reads manifest `j` (the file's top-level object, path "$") into `m`: its keys in the file
+  /// format's order, the first error recorded (status()) and false returned.
   bool Manifest(const json& j, DeviceManifest* m) {
     const std::string p = "$";
     if (!Object(j, p,
                 {"manifest_version", "backend", "name", "description", "type", "memory", "caps",
                  "buffer_types", "supports_buft", "op_support", "offload_op", "performance", "notes"}))
       return false;
+    if (!Identity(j, p, m) || !Memory(j, p, m) || !Caps(j, p, m) || !BufferTypes(j, p, m) ||
+        !SupportsBuft(j, p, m) || !OpSupportOrTable(j, p, m) || !OffloadOp(j, p, m))
+      return false;
+    if (auto it = j.find("performance"); it != j.end() && !Perf(*it, Sub(p, "performance"), &m->performance))
+      return false;
+    if (!Str(j, p, "notes", false, &m->notes, "text", true, kMaxManifestTextBytes)) return false;
+    return RuleBuftsDefined(*m);
+  }
+
+  /// manifest_version, backend, name, description and type, the backend one of the ggml backends
+  /// this build plans for with ggml's device type for it.
+  bool Identity(const json& j, const std::string& p, DeviceManifest* m) {
     uint64_t version = 0;
     if (!U64(j, p, "manifest_version", true, &version, "format version")) return false;
     if (version != static_cast<uint64_t>(kManifestVersion))
@@ -411,7 +425,11 @@ class Reader {
     if (known->second != m->type)
       return Fail(Sub(p, "type"), "expected " + std::string(DeviceTypeName(known->second)) + " for backend " +
                                       m->backend + " (ggml's device type for it), got \"" + type + "\"");
+    return true;
+  }
 
+  /// memory: total, free (<= total), reserve (<= total when total is known).
+  bool Memory(const json& j, const std::string& p, DeviceManifest* m) {
     const json* mem = Field(j, p, "memory", true, "object with total, free, reserve in bytes");
     if (!mem) return false;
     std::string mp = Sub(p, "memory");
@@ -428,21 +446,29 @@ class Reader {
       return Fail(Sub(mp, "reserve"),
                   std::to_string(m->memory_reserve) +
                       " is out of range (must be <= memory.total = " + std::to_string(m->memory_total) + ")");
+    return true;
+  }
 
+  /// caps: async, host_buffer, buffer_from_host_ptr, events.
+  bool Caps(const json& j, const std::string& p, DeviceManifest* m) {
     const json* caps =
         Field(j, p, "caps", true, "object with async, host_buffer, buffer_from_host_ptr, events");
     if (!caps) return false;
     std::string cp = Sub(p, "caps");
     if (!Object(*caps, cp, {"async", "host_buffer", "buffer_from_host_ptr", "events"})) return false;
-    if (!Bool(*caps, cp, "async", true, &m->caps.async) ||
-        !Bool(*caps, cp, "host_buffer", true, &m->caps.host_buffer) ||
-        !Bool(*caps, cp, "buffer_from_host_ptr", true, &m->caps.buffer_from_host_ptr) ||
-        !Bool(*caps, cp, "events", true, &m->caps.events))
-      return false;
+    return Bool(*caps, cp, "async", true, &m->caps.async) &&
+           Bool(*caps, cp, "host_buffer", true, &m->caps.host_buffer) &&
+           Bool(*caps, cp, "buffer_from_host_ptr", true, &m->caps.buffer_from_host_ptr) &&
+           Bool(*caps, cp, "events", true, &m->caps.events);
+  }
 
+  /// buffer_types: default, host, split, extra; is_host as ggml's device kinds have it, caps.host_buffer
+  /// matching buffer_types.host, names unique within the device.
+  bool BufferTypes(const json& j, const std::string& p, DeviceManifest* m) {
     const json* bt = Field(j, p, "buffer_types", true, "object with default, host, split, extra");
     if (!bt) return false;
     std::string bp = Sub(p, "buffer_types");
+    const std::string cp = Sub(p, "caps");
     if (!Object(*bt, bp, {"default", "host", "split", "extra"})) return false;
     const json* def = Field(*bt, bp, "default", true, "the device's default buffer type");
     if (!def || !Buft(*def, Sub(bp, "default"), false, &m->default_buft)) return false;
@@ -483,7 +509,11 @@ class Reader {
         if (names[a].first == names[b].first)
           return Fail(Sub(names[a].second, "name"),
                       "duplicate buffer type name '" + names[a].first + "' (also " + names[b].second + ")");
+    return true;
+  }
 
+  /// supports_buft (optional): any_host and the names of the buffer types the device can use.
+  bool SupportsBuft(const json& j, const std::string& p, DeviceManifest* m) {
     if (auto it = j.find("supports_buft"); it != j.end()) {
       std::string sp = Sub(p, "supports_buft");
       if (!Object(*it, sp, {"any_host", "names"})) return false;
@@ -503,7 +533,11 @@ class Reader {
         }
       }
     }
+    return true;
+  }
 
+  /// op_support: default and rules, or the name of a shared op table file.
+  bool OpSupportOrTable(const json& j, const std::string& p, DeviceManifest* m) {
     const json* os = Field(j, p, "op_support", true,
                            "object with default and rules, or with the table of an op table file");
     if (!os) return false;
@@ -517,7 +551,11 @@ class Reader {
       if (!Object(*os, op, {"default", "rules"})) return false;
       if (!OpSupport(*os, op, &m->op_support)) return false;
     }
+    return true;
+  }
 
+  /// offload_op (optional): min_batch in 1..2^30 (32 when not given).
+  bool OffloadOp(const json& j, const std::string& p, DeviceManifest* m) {
     if (auto it = j.find("offload_op"); it != j.end()) {
       std::string fp = Sub(p, "offload_op");
       if (!Object(*it, fp, {"min_batch"})) return false;
@@ -527,10 +565,7 @@ class Reader {
         return Fail(Sub(fp, "min_batch"), std::to_string(mb) + " is out of range (must be 1..2^30)");
       m->offload_op = OffloadRule{static_cast<int64_t>(mb)};
     }
-    if (auto it = j.find("performance"); it != j.end() && !Perf(*it, Sub(p, "performance"), &m->performance))
-      return false;
-    if (!Str(j, p, "notes", false, &m->notes, "text", true, kMaxManifestTextBytes)) return false;
-    return RuleBuftsDefined(*m);
+    return true;
   }
 
   /// Every "buft" a supports_op rule names (op_support.rules and the extra buffer types' rules), and
