@@ -428,26 +428,20 @@ void MulMatLlamafile(ComputeContext& ctx, const TensorView& src0, const TensorVi
 }
 #endif
 
-Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst) {
-  return MulMatImpl(ctx, src0, src1, dst, /*expert=*/false);
+namespace {
+
+/// InvalidArgument "MUL_MAT: src0 .., src1 .., dst ..: <why>".
+Status MulMatError(const TensorView& src0, const TensorView& src1, const TensorView& dst,
+                   const std::string& why) {
+  return InvalidArgument("MUL_MAT: src0 " + ShapeString(src0) + ", src1 " + ShapeString(src1) + ", dst " +
+                         ShapeString(dst) + ": " + why);
 }
 
-Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst,
-                  bool expert) {
-  // llama.cpp's MUL_MAT_ID (ggml-cpu.c ggml_compute_forward_mul_mat_id_one_chunk; repack.cpp
-  // forward_mul_mat_id) multiplies every expert column by the vec_dot (repacked: the gemv), never
-  // through tinyBLAS or the repacked GEMM; only the IQ "iqp" panels (>= 8 columns per expert) have a
-  // batched path. With llamacpp_numerics an expert's product follows that: the GEMM only where its
-  // order is the vec_dot's (the q8 family's lanes kernels, repacked Q4_0/Q8_0), no tinyBLAS order,
-  // no repacked-Q4_K GEMM order.
-  const bool vec_dot_order = expert && ctx.llamacpp_numerics;
-  auto bad = [&](const std::string& why) {
-    return InvalidArgument("MUL_MAT: src0 " + ShapeString(src0) + ", src1 " + ShapeString(src1) + ", dst " +
-                           ShapeString(dst) + ": " + why);
-  };
-  const IsaLevel isa = EffectiveIsa(ctx);
-  const TypeKernels* kern = GetTypeKernels(src0.type, isa);
-  if (!kern) return VecDotType(src0.type).status();
+/// The shapes, types, strides, layouts and data MulMatImpl accepts for src0's kernels `kern`; the
+/// first violation as an error. Null data is accepted for an empty product.
+Status CheckMulMat(const TypeKernels& kern, const TensorView& src0, const TensorView& src1,
+                   const TensorView& dst) {
+  auto bad = [&](const std::string& why) { return MulMatError(src0, src1, dst, why); };
   for (int i = 0; i < 4; ++i)
     if (src0.ne[i] < 0 || src1.ne[i] < 0 || dst.ne[i] < 0) return bad("negative dimension");
   if (src1.type != GgmlType::F32) return bad("src1 must be F32");
@@ -460,8 +454,7 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
   if (src0.ne[2] <= 0 || src0.ne[3] <= 0 || ne12 % src0.ne[2] != 0 || ne13 % src0.ne[3] != 0)
     return bad("src0 cannot be broadcast over src1's dims 2, 3");
   const GgmlTypeTraits& t0 = GetTypeTraits(src0.type);
-  const GgmlType vdt = kern->vec_dot_type;
-  if (K % t0.block_size != 0 || K % GetTypeTraits(vdt).block_size != 0)
+  if (K % t0.block_size != 0 || K % GetTypeTraits(kern.vec_dot_type).block_size != 0)
     return bad("ne0 is not a multiple of the block size");
   if (src0.nb[0] != t0.type_size) return bad("src0 rows must be contiguous");
   if (dst.nb[0] != sizeof(float)) return bad("dst rows must be contiguous");
@@ -477,13 +470,17 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
       return bad(std::string("the ") + name + "x8 layout needs a " + name +
                  " src0 with ne1 % 8 == 0 and plain row strides");
   }
-  if (src0.data == nullptr || src1.data == nullptr || dst.data == nullptr) {
-    if (N * M * ne12 * ne13 == 0) return Status::Ok();
+  if ((src0.data == nullptr || src1.data == nullptr || dst.data == nullptr) && N * M * ne12 * ne13 != 0)
     return bad("null data pointer");
-  }
-  if (N * M * ne12 * ne13 == 0) return Status::Ok();
+  return Status::Ok();
+}
 
-  const int nt = std::max(1, ctx.n_threads);
+/// Runs the product on one of the paths other than the tiled vec_dot when one applies (llamafile's
+/// order with llamacpp_numerics, the GEMM family, the tg attention gemv); false when none does.
+bool MulMatSpecialized(ComputeContext& ctx, IsaLevel isa, bool vec_dot_order, const TensorView& src0,
+                       const TensorView& src1, TensorView& dst, int nt) {
+  const int64_t K = src0.ne[0], N = src0.ne[1], M = src1.ne[1];
+  const int64_t ne12 = src1.ne[2], ne13 = src1.ne[3];
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
   // F32/F16 weights with >= 2 columns, K % KN == 0 and N (ne01) % 4 == 0: llama.cpp's CPU backend
   // runs these through llamafile's tinyBLAS (its F16 weights after converting src1 to F16; its F32
@@ -499,7 +496,7 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
       dst.nb[2] % sizeof(float) == 0 && dst.nb[3] % sizeof(float) == 0 &&
       (src0.type == GgmlType::F16 || (src1.is_contiguous() && src1.nb[0] == sizeof(float)))) {
     MulMatLlamafile(ctx, src0, src1, dst, isa, nt);
-    return Status::Ok();
+    return true;
   }
 #endif
   const bool gemm_ok = !vec_dot_order || src0.type == GgmlType::Q8_0 || src0.type == GgmlType::Q4_0 ||
@@ -508,7 +505,7 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
   if (M >= kGemmMinCols && dst.nb[1] % sizeof(float) == 0 && gemm_ok) {
     if (const GemmKernels* gk = GetGemmKernels(src0.type, src0.layout, isa, ctx.llamacpp_numerics)) {
       MulMatGemm(ctx, *gk, src0, src1, dst, nt);
-      return Status::Ok();
+      return true;
     }
   }
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
@@ -520,22 +517,44 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
       ((K <= 256 && K % 16 == 0) || ne12 * ne13 > 1)) {
     MulMatF16Heads(ctx, isa >= IsaLevel::kAvx512 ? avx512::GemvF16Heads : avx2::GemvF16Heads, src0, src1, dst,
                    nt);
-    return Status::Ok();
+    return true;
   }
+#else
+  (void)K;
+  (void)N;
+  (void)ne12;
+  (void)ne13;
 #endif
-  // 1) src1 -> vec_dot_type, rows laid out contiguously in (i11, i12, i13) order.
-  const bool direct = vdt == GgmlType::F32 && src1.nb[0] == sizeof(float);
-  const size_t vrow = RowSize(vdt, K);
+  return false;
+}
+
+/// src1 as the vec_dot reads it: in place (`direct`: F32 vec_dot type and nb10 = 4), or its rows
+/// converted to the vec_dot type, `vrow` bytes each, contiguous in (i11, i12, i13) order at `conv`.
+struct VecDotRows {
+  bool direct = false;
+  size_t vrow = 0;
+  const uint8_t* conv = nullptr;
+};
+
+/// Converts src1 for the vec_dot of `kern` into ctx.work (64-byte aligned) unless it is read in place.
+VecDotRows ConvertSrc1(ComputeContext& ctx, const TypeKernels& kern, const TensorView& src1, int64_t K,
+                       int nt) {
+  const int64_t M = src1.ne[1], ne12 = src1.ne[2], ne13 = src1.ne[3];
+  VecDotRows rows;
+  rows.direct = kern.vec_dot_type == GgmlType::F32 && src1.nb[0] == sizeof(float);
+  rows.vrow = RowSize(kern.vec_dot_type, K);
+  const size_t vrow = rows.vrow;
   const int64_t nrows1 = M * ne12 * ne13;
-  const size_t conv_bytes = direct ? 0 : vrow * size_t(nrows1);
+  const size_t conv_bytes = rows.direct ? 0 : vrow * size_t(nrows1);
   const bool gather = src1.nb[0] != sizeof(float);
   const size_t scratch_bytes = gather ? size_t(nt) * size_t(K) * sizeof(float) : 0;
   if (ctx.work.size() < conv_bytes + scratch_bytes + 64) ctx.work.resize(conv_bytes + scratch_bytes + 64);
   uint8_t* wbase = ctx.work.data();
   uint8_t* conv = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(wbase) + 63) & ~uintptr_t(63));
   float* scratch = reinterpret_cast<float*>(conv + conv_bytes);
-  if (!direct) {
-    const FromFloatFn from_float = kern->from_float;
+  rows.conv = conv;
+  if (!rows.direct) {
+    const FromFloatFn from_float = kern.from_float;
     ParallelFor(nt, nrows1 * K >= 8192, nrows1, Schedule::kStatic, 1, [&](int64_t r, int tid) {
       const int64_t i11 = r % M, i12 = (r / M) % ne12, i13 = r / (M * ne12);
       const float* x = Src1Row(src1, i11, i12, i13, K, scratch + size_t(tid) * size_t(K));
@@ -545,33 +564,65 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
         std::memcpy(conv + size_t(r) * vrow, x, size_t(K) * 4);
     });
   }
+  return rows;
+}
 
-  // 2) tiles of (kBlockN src0 rows) x (kBlockM src1 rows) per (i12, i13).
-  constexpr int64_t kBlockN = 16, kBlockM = 16;
-  const int64_t tiles_n = (N + kBlockN - 1) / kBlockN, tiles_m = (M + kBlockM - 1) / kBlockM;
-  const int64_t ntiles = tiles_n * tiles_m * ne12 * ne13;
-  const int64_t r2 = ne12 / src0.ne[2], r3 = ne13 / src0.ne[3];
-  VecDotFn vec_dot = kern->vec_dot;
-  // llama.cpp 2026 runs IQ4_XS weights (2D) with >= 8 src1 columns through its "iqp" kernels, in
-  // another float order than its vec_dot; followed with llamacpp_numerics (not batch-invariant then,
-  // as llama.cpp).
+/// The row kernel of plain src0: the type's vec_dot, or with llamacpp_numerics llama.cpp 2026's
+/// "iqp" kernel for IQ4_XS weights (2D) with >= 8 src1 columns, in another float order than its
+/// vec_dot (not batch-invariant then, as llama.cpp).
+VecDotFn PlainRowKernel(const ComputeContext& ctx, const TypeKernels& kern, const TensorView& src0, int64_t M,
+                        IsaLevel isa) {
+  VecDotFn vec_dot = kern.vec_dot;
   if (ctx.llamacpp_numerics && src0.type == GgmlType::IQ4_XS && M >= 8 && src0.ne[2] == 1 &&
       src0.ne[3] == 1) {
     vec_dot = scalar::VecDotIQ4_XSQ8_KIqp;
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
     if (isa >= IsaLevel::kAvx2) vec_dot = avx2::VecDotIQ4_XSQ8_KIqp;
+#else
+    (void)isa;
 #endif
   }
-  // 8-row gemv of the repacked layouts (one call per group of 8 rows, writes 8 dst elements).
-  const bool q4k = src0.layout == kLayoutQ4_Kx8;
-  VecDotFn gemv8 = GetRepackedGemv(src0.layout, isa);
+  return vec_dot;
+}
+
+/// The Q4_Kx8 gemv in llama.cpp's GEMM float order (per sub-block pair) of the best level `isa` has.
+VecDotFn Q4Kx8SubBlockGemv(IsaLevel isa) {
   VecDotFn gemv8_sb = scalar::GemvQ4_Kx8Q8_KSb;
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
   if (isa >= IsaLevel::kAvx512Vnni)
     gemv8_sb = avx512::GemvQ4_Kx8Q8_KSb;
   else if (isa >= IsaLevel::kAvx2)
     gemv8_sb = avx2::GemvQ4_Kx8Q8_KSb;
+#else
+  (void)isa;
 #endif
+  return gemv8_sb;
+}
+
+/// The general path: src1 converted to the vec_dot type (ConvertSrc1), then tiles of (kBlockN
+/// src0 rows) x (kBlockM src1 rows) per (i12, i13), each row by the vec_dot or, for the repacked
+/// layouts, 8 rows at a time by their gemv.
+void MulMatVecDot(ComputeContext& ctx, const TypeKernels& kern, IsaLevel isa, bool vec_dot_order,
+                  const TensorView& src0, const TensorView& src1, TensorView& dst, int nt) {
+  const int64_t K = src0.ne[0], N = src0.ne[1], M = src1.ne[1];
+  const int64_t ne12 = src1.ne[2], ne13 = src1.ne[3];
+  // 1) src1 -> vec_dot_type, rows laid out contiguously in (i11, i12, i13) order.
+  const VecDotRows rows = ConvertSrc1(ctx, kern, src1, K, nt);
+  const bool direct = rows.direct;
+  const size_t vrow = rows.vrow;
+  const uint8_t* conv = rows.conv;
+
+  // 2) tiles of (kBlockN src0 rows) x (kBlockM src1 rows) per (i12, i13).
+  constexpr int64_t kBlockN = 16, kBlockM = 16;
+  const int64_t tiles_n = (N + kBlockN - 1) / kBlockN, tiles_m = (M + kBlockM - 1) / kBlockM;
+  const int64_t ntiles = tiles_n * tiles_m * ne12 * ne13;
+  const int64_t r2 = ne12 / src0.ne[2], r3 = ne13 / src0.ne[3];
+  const VecDotFn vec_dot = PlainRowKernel(ctx, kern, src0, M, isa);
+  // 8-row gemv of the repacked layouts (one call per group of 8 rows, writes 8 dst elements).
+  const bool repacked = IsRepackedLayout(src0.layout);
+  const bool q4k = src0.layout == kLayoutQ4_Kx8;
+  const VecDotFn gemv8 = GetRepackedGemv(src0.layout, isa);
+  const VecDotFn gemv8_sb = Q4Kx8SubBlockGemv(isa);
   // Q4_Kx8 with llamacpp_numerics: llama.cpp's repacked Q4_K runs its GEMM (float part per sub-block
   // pair) on the first M - M % 4 src1 rows of each matrix and its gemv on the rest; the same here,
   // so prompts give its bits (this product is then not batch-invariant, as in llama.cpp).
@@ -613,6 +664,31 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
   } else {
     ParallelFor(nt, team, ntiles, Schedule::kDynamic, 1, [&](int64_t t, int) { tile(t); });
   }
+}
+
+}  // namespace
+
+Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst) {
+  return MulMatImpl(ctx, src0, src1, dst, /*expert=*/false);
+}
+
+Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst,
+                  bool expert) {
+  // llama.cpp's MUL_MAT_ID (ggml-cpu.c ggml_compute_forward_mul_mat_id_one_chunk; repack.cpp
+  // forward_mul_mat_id) multiplies every expert column by the vec_dot (repacked: the gemv), never
+  // through tinyBLAS or the repacked GEMM; only the IQ "iqp" panels (>= 8 columns per expert) have a
+  // batched path. With llamacpp_numerics an expert's product follows that: the GEMM only where its
+  // order is the vec_dot's (the q8 family's lanes kernels, repacked Q4_0/Q8_0), no tinyBLAS order,
+  // no repacked-Q4_K GEMM order.
+  const bool vec_dot_order = expert && ctx.llamacpp_numerics;
+  const IsaLevel isa = EffectiveIsa(ctx);
+  const TypeKernels* kern = GetTypeKernels(src0.type, isa);
+  if (!kern) return VecDotType(src0.type).status();
+  STOWAGE_RETURN_IF_ERROR(CheckMulMat(*kern, src0, src1, dst));
+  if (src0.ne[1] * src1.ne[1] * src1.ne[2] * src1.ne[3] == 0) return Status::Ok();
+  const int nt = std::max(1, ctx.n_threads);
+  if (!MulMatSpecialized(ctx, isa, vec_dot_order, src0, src1, dst, nt))
+    MulMatVecDot(ctx, *kern, isa, vec_dot_order, src0, src1, dst, nt);
   return Status::Ok();
 }
 
