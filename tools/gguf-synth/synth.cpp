@@ -382,8 +382,8 @@ std::vector<float> Llama3RopeFactors(uint32_t n_rot, float freq_base, float fact
 // --- specs ----------------------------------------------------------------------------------------
 
 const std::vector<std::string>& SupportedArchs() {
-  static const std::vector<std::string> archs = {"llama", "qwen2",    "phi3",   "gemma",
-                                                 "mamba", "qwen2moe", "mixtral"};
+  static const std::vector<std::string> archs = {"llama", "qwen2",    "phi3",    "gemma",
+                                                 "mamba", "qwen2moe", "mixtral", "qwen3"};
   return archs;
 }
 

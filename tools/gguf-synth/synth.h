@@ -46,7 +46,7 @@ namespace stowage::synth {
 
 /// Everything that defines a synthetic model. Zero means "derive the default" where noted.
 struct ModelSpec {
-  /// llama, qwen2, phi3, gemma, mamba, qwen2moe, or mixtral (written as architecture "llama" with
+  /// llama, qwen2, phi3, gemma, mamba, qwen2moe, qwen3, or mixtral (written as architecture "llama" with
   /// merged expert tensors, as llama.cpp's Mixtral files are).
   std::string arch = "llama";
   std::string name;  ///< general.name; default "synthetic-<arch>"

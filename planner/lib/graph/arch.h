@@ -16,6 +16,8 @@ namespace stowage::planner {
 struct LayerWeights {
   int attn_norm = -1, attn_norm_b = -1;
   int wq = -1, wk = -1, wv = -1, wo = -1, wqkv = -1, bq = -1, bk = -1, bv = -1, bo = -1, bqkv = -1;
+  // per-head RMS norm weights of Q and K before the rope (qwen3)
+  int attn_q_norm = -1, attn_k_norm = -1;
   int ffn_norm = -1, ffn_norm_b = -1;
   int ffn_gate = -1, ffn_up = -1, ffn_down = -1, ffn_gate_b = -1, ffn_up_b = -1, ffn_down_b = -1;
   // mixture of experts (merged ffn_*_exps tensors) and the shared expert (qwen2moe)
@@ -86,6 +88,8 @@ Status LoadQwen2Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildQwen2Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 Status LoadQwen2MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildQwen2MoeGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
+/// qwen3's graph is BuildQwen2Graph (see arch_qwen3.cpp).
+Status LoadQwen3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status LoadPhi3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildPhi3Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 Status LoadGemmaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
@@ -166,13 +170,20 @@ void BuildQkv(GraphBuilder& b, const LayerWeights& l, int cur, int il, int* q, i
 /// factors `rope_factors` (-1: none), named `name`: the Qcur / Kcur rope of the llama-style builders.
 int BuildRopeHeads(GraphBuilder& b, int x, int64_t head_dim, int64_t n_heads, int inp_pos, int rope_factors,
                    const RopeConfig& rc, const char* name, int il);
+/// BuildRopeHeads with a per-head RMS norm before the rope when `head_norm` >= 0 (qwen3's
+/// attn_q_norm / attn_k_norm; llama.cpp build_qwen3): `x` reshaped to [head_dim, n_heads, n_tokens, 1],
+/// BuildNorm(RMS, weight head_norm [head_dim], `eps`) over each head named "<name>_normed", then
+/// ROPE_EXT named `name`. With head_norm -1 it is BuildRopeHeads, node for node.
+int BuildNormRopeHeads(GraphBuilder& b, int x, int64_t head_dim, int64_t n_heads, int head_norm, float eps,
+                       int inp_pos, int rope_factors, const RopeConfig& rc, const char* name, int il);
 /// The last layer's "skip computing output for unused tokens" of every build_<arch>: when il is the
 /// last layer, *cur and then *residual become GET_ROWS of themselves by the inp_out_ids input
 /// (BuildInpOutIds); other layers leave both unchanged.
 void SkipUnusedOutputs(GraphBuilder& b, const ModelGraphs& m, int il, int* cur, int* residual);
-/// The layer of build_llama and build_qwen2 up to the FFN norm, node for node: attn_norm (RMS),
-/// the rope factors (BuildRopeFactors, after attn_norm: -1 when the layer has none, as qwen2), BuildQkv,
-/// BuildRopeHeads of Q (n_head heads) and K (n_head_kv heads) of `head_dim`, BuildKv with l.wo, l.bo
+/// The layer of build_llama, build_qwen2 and build_qwen3 up to the FFN norm, node for node: attn_norm
+/// (RMS), the rope factors (BuildRopeFactors, after attn_norm: -1 when the layer has none, as qwen2),
+/// BuildQkv, BuildNormRopeHeads of Q (n_head heads, norm l.attn_q_norm) and K (n_head_kv heads, norm
+/// l.attn_k_norm) of `head_dim` (the norms -1 but for qwen3), BuildKv with l.wo, l.bo
 /// and `kq_scale`, SkipUnusedOutputs, ffn_inp = ADD(attention, layer input) named "ffn_inp", and
 /// ffn_norm (RMS). Returns ffn_norm; *ffn_inp gets the residual for the FFN.
 int BuildLlamaAttentionBlock(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& l, int il, int inpL,

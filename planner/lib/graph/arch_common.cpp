@@ -1,7 +1,7 @@
 // Shared pieces of llama.cpp's llm_build_context (Feb 2025 src/llama.cpp): graph inputs,
 // llm_build_norm, llm_build_ffn, llm_build_moe_ffn, llm_build_kv (+ kv_store, kqv), the output; and
 // the pieces several build_<arch> / load_tensors cases repeat (attention weights, q/k/v + rope, the
-// last layer's output rows, the llama/qwen2 attention block).
+// last layer's output rows, the llama/qwen2/qwen3 attention block).
 #include <algorithm>
 #include <cmath>
 
@@ -352,7 +352,17 @@ void BuildQkv(GraphBuilder& b, const LayerWeights& l, int cur, int il, int* q, i
 
 int BuildRopeHeads(GraphBuilder& b, int x, int64_t head_dim, int64_t n_heads, int inp_pos, int rope_factors,
                    const RopeConfig& rc, const char* name, int il) {
-  const int cur = b.RopeExt(b.Reshape(x, {K(head_dim), K(n_heads), kT, kC1}), inp_pos, rope_factors, rc);
+  return BuildNormRopeHeads(b, x, head_dim, n_heads, -1, 0.f, inp_pos, rope_factors, rc, name, il);
+}
+
+int BuildNormRopeHeads(GraphBuilder& b, int x, int64_t head_dim, int64_t n_heads, int head_norm, float eps,
+                       int inp_pos, int rope_factors, const RopeConfig& rc, const char* name, int il) {
+  int cur = b.Reshape(x, {K(head_dim), K(n_heads), kT, kC1});
+  if (head_norm >= 0) {
+    cur = BuildNorm(b, cur, head_norm, -1, NormKind::kRms, eps, il);
+    b.Name(cur, std::string(name) + "_normed", il);
+  }
+  cur = b.RopeExt(cur, inp_pos, rope_factors, rc);
   b.Name(cur, name, il);
   return cur;
 }
@@ -375,8 +385,10 @@ int BuildLlamaAttentionBlock(GraphBuilder& b, const ModelGraphs& m, const LayerW
   const int rope_factors = BuildRopeFactors(b, m, l);
   int Q = -1, Kc = -1, V = -1;
   BuildQkv(b, l, cur, il, &Q, &Kc, &V);
-  Q = BuildRopeHeads(b, Q, head_dim, hp.n_head, inp_pos, rope_factors, rc, "Qcur", il);
-  Kc = BuildRopeHeads(b, Kc, head_dim, hp.n_head_kv, inp_pos, rope_factors, rc, "Kcur", il);
+  Q = BuildNormRopeHeads(b, Q, head_dim, hp.n_head, l.attn_q_norm, hp.f_norm_rms_eps, inp_pos, rope_factors,
+                         rc, "Qcur", il);
+  Kc = BuildNormRopeHeads(b, Kc, head_dim, hp.n_head_kv, l.attn_k_norm, hp.f_norm_rms_eps, inp_pos,
+                          rope_factors, rc, "Kcur", il);
   cur = BuildKv(b, m, l.wo, l.bo, Kc, V, Q, kq_mask, kq_scale, il);
   SkipUnusedOutputs(b, m, il, &cur, &inpSA);
   *ffn_inp = b.Add(cur, inpSA);

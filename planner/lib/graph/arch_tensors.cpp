@@ -46,7 +46,7 @@ void AddQwen2Attention(std::vector<ArchTensor>& t) {
   t.push_back(Norm("ffn_norm.weight"));
 }
 
-// The dense gated FFN (llama, qwen2, gemma): gate, down, up.
+// The dense gated FFN (llama, qwen2, qwen3, gemma): gate, down, up.
 void AddDenseFfn(std::vector<ArchTensor>& t, W when) {
   t.push_back({"ffn_gate.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, when});
   t.push_back({"ffn_down.weight", S::kLayer, [](D d) { return V{d.n_ff, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, when});
@@ -91,6 +91,24 @@ std::vector<ArchTensor> Qwen2Tensors() {
   AddEmbeddings(t);
   t.push_back(Output(kOpt));  // tied embeddings (Qwen2-0.5B/1.5B)
   AddQwen2Attention(t);
+  AddDenseFfn(t, W::kAlways);
+  return t;
+}
+
+// LLM_ARCH_QWEN3: qwen2 without the q/k/v biases, heads of n_embd_head_k (attn_q n_embd_q wide) and
+// a per-head RMS norm weight of Q and K (attn_k_norm, attn_q_norm: n_embd_head_k each).
+std::vector<ArchTensor> Qwen3Tensors() {
+  std::vector<ArchTensor> t;
+  AddEmbeddings(t);
+  t.push_back(Output(kOpt));  // tied embeddings (Qwen3-0.6B..4B)
+  t.push_back(Norm("attn_norm.weight"));
+  t.push_back({"attn_q.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_q}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_k.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_k_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_v.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_v_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_output.weight", S::kLayer, [](D d) { return V{d.n_embd_q, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_k_norm.weight", S::kLayer, [](D d) { return V{d.n_embd_q / d.n_head}; }, kReq, GgmlOp::MUL, R::kNorm, W::kAlways});
+  t.push_back({"attn_q_norm.weight", S::kLayer, [](D d) { return V{d.n_embd_q / d.n_head}; }, kReq, GgmlOp::MUL, R::kNorm, W::kAlways});
+  t.push_back(Norm("ffn_norm.weight"));
   AddDenseFfn(t, W::kAlways);
   return t;
 }
@@ -189,7 +207,8 @@ const ArchTensor* ArchTensorTable::Find(std::string_view name) const {
 const std::vector<ArchTensorTable>& ArchTensorTables() {
   static const std::vector<ArchTensorTable> kTables = {
       {"llama", LlamaTensors()}, {"qwen2", Qwen2Tensors()}, {"qwen2moe", Qwen2MoeTensors()},
-      {"phi3", Phi3Tensors()},   {"gemma", GemmaTensors()}, {"mamba", MambaTensors()},
+      {"qwen3", Qwen3Tensors()}, {"phi3", Phi3Tensors()},   {"gemma", GemmaTensors()},
+      {"mamba", MambaTensors()},
   };
   return kTables;
 }

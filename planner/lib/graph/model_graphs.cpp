@@ -19,6 +19,7 @@ const std::vector<ArchSpec>& Architectures() {
       {"llama", 0, LoadLlamaWeights, BuildLlamaGraph},
       {"qwen2", 2, LoadQwen2Weights, BuildQwen2Graph},
       {"qwen2moe", 2, LoadQwen2MoeWeights, BuildQwen2MoeGraph},
+      {"qwen3", 2, LoadQwen3Weights, BuildQwen2Graph},  // build_qwen3: qwen2's graph + q/k norms
       {"phi3", 2, LoadPhi3Weights, BuildPhi3Graph},
       {"gemma", 2, LoadGemmaWeights, BuildGemmaGraph},
       {"mamba", -1, LoadMambaWeights, BuildMambaGraph},
@@ -193,10 +194,11 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
     if (hp.n_embd_head_k == 0) return f.KeyError(p + "attention.key_length", "a positive head size", "0");
     if (hp.n_embd_head_v == 0) return f.KeyError(p + "attention.value_length", "a positive head size", "0");
     STOWAGE_ASSIGN_OR_RETURN(hp.n_rot, f.GetU32Or(p + "rope.dimension_count", hp.n_embd_head_k));
-    // llama.cpp load_hparams ("invalid n_rot") for llama; build_qwen2/qwen2moe assert it. The
+    // llama.cpp load_hparams ("invalid n_rot") for llama; build_qwen2/qwen2moe/qwen3 assert it. The
     // message names where the head size comes from: a changed embedding_length or head_count
     // shows here as well.
-    if ((hp.arch == "llama" || hp.arch == "qwen2" || hp.arch == "qwen2moe") && hp.n_rot != hp.n_embd_head_k)
+    if ((hp.arch == "llama" || hp.arch == "qwen2" || hp.arch == "qwen2moe" || hp.arch == "qwen3") &&
+        hp.n_rot != hp.n_embd_head_k)
       return f.KeyError(p + "rope.dimension_count",
                         HeadSizeText(f, p, hp) + "; " +
                             (hp.arch == "llama" ? "llama.cpp: invalid n_rot)"

@@ -10,6 +10,8 @@ PROMPT="Once upon a time, there was a little girl named Lily. She loved to play 
 # name -> gguf-synth arguments (the e2e test builds the same models with gguf-synth's library).
 # phi3: general.name must not contain "phi3"/"phi-3": llama.cpp's vocab loader then sets attributes
 # of Phi-3's special tokens (<|endoftext|> ...), which the generated vocabulary lacks (load fails).
+# qwen3: heads of 32 (--head-dim) with n_embd 64, so attention.key_length is written and attn_q is
+# n_embd_head_k * n_head = 128 wide, as Qwen3-0.6B's heads are wider than n_embd / n_head.
 declare -A ARGS=(
   [mixtral-f32]="--arch mixtral --type f32"
   [mixtral-q4_0]="--arch mixtral --type q4_0"
@@ -21,10 +23,12 @@ declare -A ARGS=(
   [phi3-ropefactors-long-f32]="--arch phi3 --type f32 --name synthetic-phi --rope-freqs --n-ctx 128"
   [mamba-f32]="--arch mamba --type f32"
   [mamba-q8_0]="--arch mamba --type q8_0"
+  [qwen3-f32]="--arch qwen3 --type f32 --head-dim 32"
+  [qwen3-q8_0]="--arch qwen3 --type q8_0 --head-dim 32"
 )
 NAMES=("$@")
 [ ${#NAMES[@]} -eq 0 ] && NAMES=(mixtral-f32 mixtral-q4_0 qwen2moe-f32 qwen2moe-q8_0 phi3-f32 phi3-q4_0 phi3-ropefactors-short-f32
-                            phi3-ropefactors-long-f32 mamba-f32 mamba-q8_0)
+                            phi3-ropefactors-long-f32 mamba-f32 mamba-q8_0 qwen3-f32 qwen3-q8_0)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 for n in "${NAMES[@]}"; do

@@ -1,5 +1,5 @@
 // The architectures beyond llama/qwen2/gemma against llama.cpp: small gguf-synth models (mixtral,
-// qwen2moe, phi3, mamba; F32 and one quantized variant each) decoded by this runtime on the CPU and
+// qwen2moe, phi3, mamba, qwen3; F32 and one quantized variant each) decoded by this runtime on the CPU and
 // compared with test/data/golden-arch/*.json, made by the reference llama.cpp of
 // ../shared/tools/llamacpp-ref (node-llama-cpp@3.21.1, llama.cpp of Sep 2026, CPU, n_ctx = n_batch
 // = n_ubatch = 256, 1 thread) and reduced as golden-long (test/data/golden-arch/README.md has the
@@ -38,10 +38,24 @@ struct Case {
   const char* model_name = nullptr;  // gguf-synth --name (nullptr: the default)
   bool rope_freqs = false;           // gguf-synth --rope-freqs (phi3: LongRoPE long/short factors)
   uint32_t n_ctx_train = 0;          // gguf-synth --n-ctx (0: the default, 2048)
+  uint32_t head_dim = 0;             // gguf-synth --head-dim (0: n_embd / n_head)
 };
 
 bool Quantized(const Case& c) { return c.type != GgmlType::F32 && c.type != GgmlType::F16; }
 float Tol(const Case& c) { return Quantized(c) ? 0.30f : 0.02f; }
+
+// max |logit - golden| over the golden's stored (position, id) logits.
+float MaxDiffVsGolden(const nlohmann::json& golden, const std::vector<float>& logits, int n_vocab) {
+  const auto ids = golden["ids"].get<std::vector<int>>();
+  const auto positions = golden["positions"].get<std::vector<size_t>>();
+  float d = 0;
+  for (size_t j = 0; j < positions.size(); ++j) {
+    const auto want = golden["logits"][j].get<std::vector<float>>();
+    for (size_t v = 0; v < ids.size(); ++v)
+      d = std::max(d, std::fabs(logits[positions[j] * n_vocab + ids[v]] - want[v]));
+  }
+  return d;
+}
 
 class GoldenArch : public ::testing::TestWithParam<Case> {
  protected:
@@ -59,6 +73,7 @@ class GoldenArch : public ::testing::TestWithParam<Case> {
     if (c.model_name) spec.name = c.model_name;
     spec.rope_freqs = c.rope_freqs;
     if (c.n_ctx_train) spec.n_ctx = c.n_ctx_train;
+    spec.head_dim = c.head_dim;
     model_ = ::testing::TempDir() + "golden_arch_" + c.name + "_" + std::to_string(getpid()) + ".gguf";
     Status st = synth::WriteModel(spec, model_);
     ASSERT_TRUE(st.ok()) << st.ToString();
@@ -175,15 +190,9 @@ TEST(GoldenArchRepack, MixtralQ4_0ExpertsInCpuRepack) {
   ASSERT_TRUE(cpu.ok());
   ASSERT_TRUE((*cpu)->Decode(prompt, true, &plain).ok());
   ASSERT_EQ(logits.size(), plain.size());
-  float vs_plain = 0, vs_golden = 0;
+  float vs_plain = 0;
   for (size_t i = 0; i < logits.size(); ++i) vs_plain = std::max(vs_plain, std::fabs(logits[i] - plain[i]));
-  const auto ids = golden["ids"].get<std::vector<int>>();
-  const auto positions = golden["positions"].get<std::vector<size_t>>();
-  for (size_t j = 0; j < positions.size(); ++j) {
-    const auto want = golden["logits"][j].get<std::vector<float>>();
-    for (size_t v = 0; v < ids.size(); ++v)
-      vs_golden = std::max(vs_golden, std::fabs(logits[positions[j] * n_vocab + ids[v]] - want[v]));
-  }
+  const float vs_golden = MaxDiffVsGolden(golden, logits, n_vocab);
   EXPECT_LE(vs_plain, 0.05f) << "CPU_REPACK experts vs plain experts";
   EXPECT_LE(vs_golden, 0.30f) << "CPU_REPACK experts vs llama.cpp";
   std::printf(
@@ -240,6 +249,71 @@ TEST(GoldenArchSwa, Phi3WindowHidesOlderTokens) {
   std::remove(model.c_str());
 }
 
+// qwen3's per-head Q/K norm is what the golden depends on: the model of qwen3-f32 matches llama.cpp,
+// and the same file with every attn_q_norm / attn_k_norm weight doubled (each head's Q.K scaled by 4)
+// decodes to logits beyond the F32 tolerance, so a graph that dropped or misplaced the norm's MUL
+// could not pass MatchesLlamaCpp.
+TEST(GoldenArchQwen3, QkNormWeightsChangeTheLogits) {
+  std::ifstream in(std::string(STOWAGE_TEST_DATA_DIR) + "/golden-arch/qwen3-f32.json");
+  ASSERT_TRUE(in.good());
+  const auto golden = nlohmann::json::parse(in);
+  synth::ModelSpec spec;
+  spec.arch = "qwen3";
+  spec.weight_type = GgmlType::F32;
+  spec.head_dim = 32;
+  const std::string model =
+      ::testing::TempDir() + "golden_arch_qwen3_qk_" + std::to_string(getpid()) + ".gguf";
+  ASSERT_TRUE(synth::WriteModel(spec, model).ok());
+  ASSERT_EQ(test::FileFnv1a64(model), golden["model_fnv1a64"].get<std::string>());
+  const auto prompt = golden["prompt_tokens"].get<std::vector<int32_t>>();
+  const int n_vocab = golden["n_vocab"].get<int>();
+  auto decode = [&]() {
+    std::vector<float> logits;
+    auto s = test::NewGoldenSession(model, n_vocab);
+    EXPECT_TRUE(s);
+    if (s) EXPECT_TRUE(s->Decode(prompt, /*all_logits=*/true, &logits).ok());
+    return logits;
+  };
+  const std::vector<float> with_norm = decode();
+  ASSERT_FALSE(with_norm.empty());
+  // Double the norm weights in place (F32 tensors; offsets from the file's own header).
+  std::vector<std::pair<uint64_t, uint64_t>> spans;  // file offset, element count
+  {
+    auto gguf = GgufFile::Open(model);
+    ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
+    for (const GgufTensorInfo& t : (*gguf)->tensors())
+      if (t.name.find("attn_q_norm") != std::string::npos ||
+          t.name.find("attn_k_norm") != std::string::npos) {
+        ASSERT_EQ(t.type, GgmlType::F32) << t.name;
+        spans.emplace_back((*gguf)->data_offset() + t.offset, static_cast<uint64_t>(t.nelements()));
+      }
+  }
+  ASSERT_EQ(spans.size(), 2u * 2u);  // two layers
+  {
+    std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good());
+    for (const auto& [off, n] : spans) {
+      std::vector<float> w(n);
+      f.seekg(static_cast<std::streamoff>(off));
+      f.read(reinterpret_cast<char*>(w.data()), static_cast<std::streamsize>(n * sizeof(float)));
+      for (float& x : w) x *= 2.f;
+      f.seekp(static_cast<std::streamoff>(off));
+      f.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(n * sizeof(float)));
+    }
+    ASSERT_TRUE(f.good());
+  }
+  const std::vector<float> doubled = decode();
+  ASSERT_EQ(doubled.size(), with_norm.size());
+  const float tol = 0.02f;  // the F32 tolerance of MatchesLlamaCpp
+  const float d_with = MaxDiffVsGolden(golden, with_norm, n_vocab);
+  const float d_doubled = MaxDiffVsGolden(golden, doubled, n_vocab);
+  EXPECT_LE(d_with, tol);
+  EXPECT_GT(d_doubled, 10 * tol) << "doubling the q/k norm weights did not move the logits";
+  std::printf("[ qwen3-f32 ] max |logit diff| vs llama.cpp: %.5f; with the q/k norm weights doubled: %.5f\n",
+              d_with, d_doubled);
+  std::remove(model.c_str());
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Archs, GoldenArch,
     ::testing::Values(Case{"mixtral-f32", "mixtral", GgmlType::F32},
@@ -252,7 +326,10 @@ INSTANTIATE_TEST_SUITE_P(
                       // takes the short factors, beyond it (128) the long ones
                       Case{"phi3-ropefactors-short-f32", "phi3", GgmlType::F32, "synthetic-phi", true},
                       Case{"phi3-ropefactors-long-f32", "phi3", GgmlType::F32, "synthetic-phi", true, 128},
-                      Case{"mamba-f32", "mamba", GgmlType::F32}, Case{"mamba-q8_0", "mamba", GgmlType::Q8_0}),
+                      Case{"mamba-f32", "mamba", GgmlType::F32}, Case{"mamba-q8_0", "mamba", GgmlType::Q8_0},
+                      // heads of 32 with n_embd 64: attn_q 128 wide, attention.key_length written
+                      Case{"qwen3-f32", "qwen3", GgmlType::F32, nullptr, false, 0, 32},
+                      Case{"qwen3-q8_0", "qwen3", GgmlType::Q8_0, nullptr, false, 0, 32}),
     [](const ::testing::TestParamInfo<Case>& i) {
       std::string n = i.param.name;
       for (char& ch : n)

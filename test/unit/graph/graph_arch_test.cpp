@@ -356,8 +356,8 @@ TEST(ModelGraphsErrors, UnknownArchitectureListsSupported) {
   EXPECT_EQ(m.status().code(), StatusCode::kUnimplemented);
   EXPECT_EQ(m.status().message(),
             "falcon.gguf: unknown model architecture 'falcon' (supported: llama, qwen2, "
-            "qwen2moe, phi3, gemma, mamba)");
-  EXPECT_EQ(SupportedArchitectures().size(), 6u);
+            "qwen2moe, qwen3, phi3, gemma, mamba)");
+  EXPECT_EQ(SupportedArchitectures().size(), 7u);
 }
 
 TEST(ModelGraphsErrors, SplitTensorMoeRejected) {
@@ -469,6 +469,66 @@ TEST(Qwen2Graph, BiasesAndNeoxRope) {
   ASSERT_EQ(r->op, GgmlOp::ROPE);
   EXPECT_EQ(r->iparams[1], 2);                                           // GGML_ROPE_TYPE_NEOX
   EXPECT_FLOAT_EQ(Node(m->pp, "kq_soft_max_ext-0")->fparams[0], 0.25f);  // 1/sqrt(16)
+}
+
+// ---------------------------------------------------------------------------------------------
+// qwen3
+
+// build_qwen3: qwen2's layer without biases, Q and K normed per head (RMS_NORM over each head's
+// head_dim values, MUL by attn_{q,k}_norm) before the rope; heads of key_length 32 with n_embd 64.
+TEST(Qwen3Graph, PerHeadQkNormBeforeRope) {
+  SynthGguf s = test::Qwen3Model(SynthParams{}, 32);
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const std::vector<std::string> want =
+      Concat(Concat({"GET_ROWS inp_embd", "RMS_NORM norm-0", "MUL attn_norm-0", "MUL_MAT Qcur-0",
+                     "RESHAPE Qcur-0 (reshaped)", "RMS_NORM norm-0", "MUL Qcur_normed-0", "ROPE Qcur-0",
+                     "MUL_MAT Kcur-0", "RESHAPE Kcur-0 (reshaped)", "RMS_NORM norm-0", "MUL Kcur_normed-0",
+                     "ROPE Kcur-0", "MUL_MAT Vcur-0"},
+                    KvBlock("Kcur-0", "Vcur-0", 0)),
+             {"ADD ffn_inp-0", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_gate-0", "SILU ffn_silu-0",
+              "MUL_MAT ffn_up-0", "MUL ffn_gate_par-0", "MUL_MAT ffn_out-0", "ADD l_out-0"});
+  const Graph& g = m->pp;
+  EXPECT_EQ(NodeRange(g, "inp_embd", "l_out-0"), want);
+  EXPECT_EQ(Shape(g, *Node(g, "Qcur_normed-1")), (std::vector<int64_t>{32, 4, 256, 1}));
+  EXPECT_EQ(Shape(g, *Node(g, "Kcur_normed-1")), (std::vector<int64_t>{32, 2, 256, 1}));
+  EXPECT_EQ(Shape(g, *Node(g, "kqv_out-0")), (std::vector<int64_t>{64, 256, 1, 1}));
+  EXPECT_EQ(Consumers(g, "blk.0.attn_q_norm.weight"), std::vector<std::string>{"MUL Qcur_normed-0"});
+  EXPECT_EQ(Consumers(g, "blk.1.attn_k_norm.weight"), std::vector<std::string>{"MUL Kcur_normed-1"});
+  EXPECT_EQ(Global(*m, "blk.0.attn_k_norm.weight")->consumer_op, GgmlOp::MUL);
+  const Tensor* qn = Node(g, "Qcur_normed-0");
+  const Tensor* rms = &g.tensors[qn->srcs[0]];
+  ASSERT_EQ(rms->op, GgmlOp::RMS_NORM);
+  EXPECT_FLOAT_EQ(rms->fparams[0], 1e-5f);  // attention.layer_norm_rms_epsilon
+  const Tensor* r = Node(g, "Qcur-1");
+  ASSERT_EQ(r->op, GgmlOp::ROPE);
+  EXPECT_EQ(r->iparams[1], 2);                                             // GGML_ROPE_TYPE_NEOX
+  EXPECT_FLOAT_EQ(Node(g, "kq_soft_max_ext-0")->fparams[0], 0.17677669f);  // 1/sqrt(32)
+  EXPECT_EQ(Global(*m, "output.weight")->consumer_op, GgmlOp::MUL_MAT);
+}
+
+TEST(Qwen3Graph, TiedOutputIsTokenEmbd) {
+  SynthParams p;
+  p.tied = true;
+  SynthGguf s = test::Qwen3Model(p, 16);
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(Consumers(m->pp, "token_embd.weight").back(), "MUL_MAT result_output");
+}
+
+// A q/k norm of the wrong size: the loader's shape check names the file, tensor and expected size.
+TEST(Qwen3Graph, WrongQkNormSizeIsAOneLineError) {
+  SynthGguf s = test::Qwen3Model(SynthParams{}, 32);
+  s.Replace("blk.1.attn_q_norm.weight", {64});
+  auto m = Build(s);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(),
+            "qwen3.gguf: tensor 'blk.1.attn_q_norm.weight' has wrong shape; expected [32], got [64]");
+  SynthGguf missing = test::Qwen3Model(SynthParams{}, 32);
+  missing.Drop("blk.0.attn_k_norm.weight");
+  auto m2 = Build(missing);
+  ASSERT_FALSE(m2.ok());
+  EXPECT_EQ(m2.status().message(), "qwen3.gguf: missing tensor 'blk.0.attn_k_norm.weight'");
 }
 
 TEST(Qwen2MoeGraph, RoutedAndSharedExperts) {

@@ -155,6 +155,17 @@ SynthGguf Qwen2MoeModel(const SynthParams& p, uint32_t n_ff_exp, uint32_t n_ff_s
   return g;
 }
 
+SynthGguf Qwen3Model(const SynthParams& p, uint32_t head_dim) {
+  SynthGguf g("qwen3");
+  CommonKeys(g, "qwen3", p);
+  if (head_dim * p.n_head != p.n_embd) {
+    g.U32("qwen3.attention.key_length", head_dim);
+    g.U32("qwen3.attention.value_length", head_dim);
+  }
+  AddTableTensors(g, "qwen3", AttentionDims(p, head_dim), p.n_layer, Options(p), p.wtype);
+  return g;
+}
+
 SynthGguf Phi3Model(const SynthParams& p, bool rope_factors) {
   SynthGguf g("phi3");
   CommonKeys(g, "phi3", p);

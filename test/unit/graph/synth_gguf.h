@@ -71,6 +71,9 @@ SynthGguf Qwen2Model(const SynthParams& p);
 /// qwen2moe with expert FFN width n_ff_exp and shared-expert width n_ff_shexp; `width_keys` writes
 /// them as qwen2moe.expert_{,shared_}feed_forward_length.
 SynthGguf Qwen2MoeModel(const SynthParams& p, uint32_t n_ff_exp, uint32_t n_ff_shexp, bool width_keys = true);
+/// qwen3 with heads of `head_dim` (attention.key_length / value_length written when head_dim *
+/// n_head != n_embd, as Qwen3-0.6B's file has them).
+SynthGguf Qwen3Model(const SynthParams& p, uint32_t head_dim);
 SynthGguf Phi3Model(const SynthParams& p, bool rope_factors);
 SynthGguf GemmaModel(const SynthParams& p, uint32_t head_dim);
 /// mamba: d_inner = 2 * n_embd, d_conv 4, d_state 16, dt_rank 8.

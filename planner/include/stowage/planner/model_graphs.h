@@ -12,7 +12,7 @@
 namespace stowage::planner {
 
 /// Architectures with a graph builder, in the order error messages list them: llama (also
-/// mixtral: llama with merged ffn_*_exps), qwen2, qwen2moe, phi3, gemma, mamba.
+/// mixtral: llama with merged ffn_*_exps), qwen2, qwen2moe, qwen3, phi3, gemma, mamba.
 std::vector<std::string> SupportedArchitectures();
 
 /// Reads hyper-parameters (llama.cpp LLM_KV keys of `general.architecture`) and validates them, so
@@ -31,7 +31,7 @@ std::vector<std::string> SupportedArchitectures();
 /// attention.head_count; attention.head_count 0 (attention archs); attention.head_count_kv not a
 /// divisor of head_count (llama.cpp n_gqa); key_length / value_length 0, value_length != the K
 /// head size (build_llama/qwen2/phi3 assert it); rope.dimension_count != the head size on llama
-/// (llama.cpp "invalid n_rot") and qwen2/qwen2moe (build_qwen2 asserts it), 0, odd or above the
+/// (llama.cpp "invalid n_rot") and qwen2/qwen2moe/qwen3 (their builders assert it), 0, odd or above the
 /// head size on any rope arch (ggml's ROPE rotates pairs of a head's dimensions; the CPU op asserts
 /// it, the runtime refuses 0), the head size named with where it comes from ("the head size 8
 /// (llama.embedding_length 32 / llama.attention.head_count 4...)" or "(...attention.key_length"));
