@@ -306,7 +306,15 @@ struct MatmulKey {
   dnnl_data_type_t wt;
   dnnl_dim_t b3, b2, M, K, N;
   dnnl_dim_t src_s[4], wei_s[2], dst_s[4];
-  bool operator<(const MatmulKey& o) const { return std::memcmp(this, &o, sizeof(*this)) < 0; }
+  /// Member-wise (a memcmp of the struct would read the padding after `wt`, which is not
+  /// initialized: equal keys could compare unequal and the primitive cache would miss or misorder).
+  bool operator<(const MatmulKey& o) const {
+    auto tie = [](const MatmulKey& k) {
+      return std::tie(k.layout, k.wt, k.b3, k.b2, k.M, k.K, k.N, k.src_s[0], k.src_s[1], k.src_s[2],
+                      k.src_s[3], k.wei_s[0], k.wei_s[1], k.dst_s[0], k.dst_s[1], k.dst_s[2], k.dst_s[3]);
+    };
+    return tie(*this) < tie(o);
+  }
 };
 
 /// The matmul primitive of src_md x wei_md -> dst_md (no bias) and its three memory objects (no
