@@ -85,11 +85,12 @@ fuzz_plan() {
   fi
   # The plan verifier (plan_file, plan_check, plan_graph: the graph checks bind TensorViews, hence
   # executor/tensor_view.cpp, op_params.cpp and the CPU/executor headers; the op parameters' decodes,
-  # ggml_op_params.cpp; the bounded file reader, read_file.cpp) and plan-dump's -m model check
-  # (plan_model, the GGUF reader, identity, sliding window).
+  # ggml_op_params.cpp; the ops' shape rules, ggml_op_shapes.cpp; the bounded file reader,
+  # read_file.cpp) and plan-dump's -m model check (plan_model, the GGUF reader, identity, sliding
+  # window).
   local SRCS=(test/fuzz/plan_verify_fuzz.cpp runtime/src/plan/plan_file.cpp runtime/src/plan/plan_seal.cpp
         runtime/src/base/status.cpp runtime/src/base/ggml_types.cpp runtime/src/base/ggml_ops.cpp
-        runtime/src/base/ggml_op_params.cpp runtime/src/base/read_file.cpp
+        runtime/src/base/ggml_op_params.cpp runtime/src/base/ggml_op_shapes.cpp runtime/src/base/read_file.cpp
         runtime/src/base/atomic_file.cpp runtime/src/plan/plan_check.cpp runtime/src/plan/plan_graph.cpp
         runtime/src/plan/plan_model.cpp runtime/src/executor/tensor_view.cpp
         runtime/src/backends/cpu/op_params.cpp runtime/src/gguf/reader.cpp
