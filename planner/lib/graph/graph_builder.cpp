@@ -254,7 +254,7 @@ int GraphBuilder::Argsort(int a, int order) {
 int GraphBuilder::TopK(int a, int k) {
   // ggml_top_k's result shape (TOP_K's rule), as a view of the sorted indices.
   const Shape ne = RuleShape(GgmlOp::TOP_K, {a}, Encode(TopKParams{k}));
-  const int sorted = Argsort(a, /*GGML_SORT_ORDER_DESC=*/1);
+  const int sorted = Argsort(a, /*order=*/1);  // GGML_SORT_ORDER_DESC
   const auto nb = ContiguousStrides(GgmlType::I32, g_.tensors[sorted].ne);
   return View(sorted, ne, {nb[1], nb[2], nb[3]}, DimExpr{});
 }

@@ -196,7 +196,7 @@ TEST(Wpm, GreedyLongestMatchAndUnknown) {
                                      "[CLS]",
                                      "[SEP]",
                                      "[MASK]",
-                                     "\xE2\x96\x81"
+                                     "\xE2\x96\x81"  // NOLINT(bugprone-suspicious-missing-comma): one literal
                                      "hello",
                                      "\xE2\x96\x81"
                                      "he",

@@ -81,7 +81,7 @@ void RowSplit(int64_t nrows, const std::vector<float>& cum, int64_t rounding, in
   if (id == n - 1) {
     *hi = nrows;
   } else {
-    *hi = static_cast<int64_t>(static_cast<float>(nrows) * cum[static_cast<size_t>(id + 1)]);
+    *hi = static_cast<int64_t>(static_cast<float>(nrows) * cum[static_cast<size_t>(id) + 1]);
     *hi -= *hi % rounding;
   }
   if (*hi < *lo) *hi = *lo;

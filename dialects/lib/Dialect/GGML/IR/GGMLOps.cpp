@@ -431,7 +431,8 @@ LogicalResult TopKOp::verify() {
   if (!isF32(a))
     return emitOpError() << "a must be f32, got " << a.getElementTypeName();
   return checkRule(*this, GgmlOp::TOP_K, {getA()}, IntegerType::get(getContext(), 32),
-                   "ggml_top_k: [k, a.ne1, a.ne2, a.ne3], i32", EncodedOpParams{{getK()}, {}});
+                   "ggml_top_k: [k, a.ne1, a.ne2, a.ne3], i32",
+                   EncodedOpParams{{static_cast<int32_t>(getK())}, {}});
 }
 
 //===----------------------------------------------------------------------===//
