@@ -117,7 +117,7 @@ int Perplexity(const CommonOptions& c, const std::string& file, const std::strin
         EndStreamedLine();
         return Fail(st);
       }
-    std::printf("[%lld]%.4f,", static_cast<long long>(k + 1), std::exp(nll / count));
+    std::printf("[%lld]%.4f,", static_cast<long long>(k) + 1, std::exp(nll / count));
     std::fflush(stdout);
   }
   if (base)
