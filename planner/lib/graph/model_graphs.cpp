@@ -110,6 +110,58 @@ Status CheckTokenizer(const GgufFile& f) {
 
 }  // namespace
 
+// llama.cpp load_swa_pattern: attention.sliding_window_pattern as an array of bools (one per
+// layer), else as a period n (set_swa_pattern: il is SWA when n == 0 or il % n < n - 1), else
+// `default_period`.
+Status ReadSwaPattern(const GgufFile& f, uint32_t default_period, HParams* hp) {
+  const std::string key = hp->arch + ".attention.sliding_window_pattern";
+  hp->swa_layers.assign(hp->n_layer, 0);
+  const GgufValue* found = f.Find(key);
+  if (found != nullptr && found->is_array()) {
+    const GgufValue& v = *found;
+    if ((v.elem_type != GgufValueType::BOOL && !IsGgufIntegerType(v.elem_type)) || v.count != hp->n_layer)
+      return f.KeyError(key,
+                        "an array of " + std::to_string(hp->n_layer) + " bools (block_count) or a period",
+                        "an array of " + std::to_string(v.count) + " " + GgufValueTypeName(v.elem_type));
+    for (uint32_t il = 0; il < hp->n_layer; ++il) hp->swa_layers[il] = v.ArrayI64(il) != 0 ? 1 : 0;
+    return Status::Ok();
+  }
+  STOWAGE_ASSIGN_OR_RETURN(const uint32_t period, f.GetU32Or(key, default_period));
+  for (uint32_t il = 0; il < hp->n_layer; ++il)
+    hp->swa_layers[il] = (period == 0 || il % period < period - 1) ? 1 : 0;
+  return Status::Ok();
+}
+
+// llama.cpp (2026) llama_model_gemma2 / llama_model_gemma3::load_arch_hparams: the sliding window
+// (gemma2: attention.sliding_window, default 4096, pattern period 2; gemma3: SWA only when the key
+// is present and > 0, period 6), the SWA layers' rope base (rope.freq_base_swa; gemma2 defaults to
+// the global base and scale, gemma3 to 10000 and 1) and the soft-caps (gemma2: attention 50 and
+// final 30 by default; gemma3: final only, 0 = off).
+Status ReadGemmaSwaAndSoftcap(const GgufFile& f, HParams* hp) {
+  const std::string p = hp->arch + ".";
+  const bool gemma2 = hp->arch == "gemma2";
+  const std::string window_key = p + "attention.sliding_window";
+  STOWAGE_ASSIGN_OR_RETURN(hp->n_swa, f.GetU32Or(window_key, gemma2 ? 4096 : 0));
+  if (gemma2 && hp->n_swa == 0)
+    return f.KeyError(window_key, "a positive window (gemma2 alternates sliding-window and global layers)",
+                      "0");
+  if (hp->n_swa > 0) STOWAGE_RETURN_IF_ERROR(ReadSwaPattern(f, gemma2 ? 2 : 6, hp));
+  hp->rope_freq_base_swa = gemma2 ? hp->rope_freq_base : 10000.f;
+  hp->rope_freq_scale_swa = gemma2 ? hp->rope_freq_scale : 1.f;
+  STOWAGE_ASSIGN_OR_RETURN(
+      hp->rope_freq_base_swa,
+      ReadFloat(f, p + "rope.freq_base_swa", hp->rope_freq_base_swa, 0.f, false, "a finite base > 0"));
+  hp->attn_soft_cap = gemma2;
+  if (gemma2) {
+    STOWAGE_ASSIGN_OR_RETURN(hp->f_attn_logit_softcapping, ReadFloat(f, p + "attn_logit_softcapping", 50.f,
+                                                                     0.f, false, "a finite cap > 0"));
+  }
+  STOWAGE_ASSIGN_OR_RETURN(hp->f_final_logit_softcapping,
+                           ReadFloat(f, p + "final_logit_softcapping", gemma2 ? 30.f : 0.f, 0.f, !gemma2,
+                                     gemma2 ? "a finite cap > 0" : "a finite cap >= 0 (0: off)"));
+  return Status::Ok();
+}
+
 Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
   HParams hp;
   STOWAGE_ASSIGN_OR_RETURN(hp.arch, f.GetString("general.architecture"));
@@ -238,6 +290,7 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
                              "attention.sliding_window' (invalid value for sliding_window)");
     hp.n_swa = *n_swa;
   }
+  if (hp.arch == "gemma2" || hp.arch == "gemma3") STOWAGE_RETURN_IF_ERROR(ReadGemmaSwaAndSoftcap(f, &hp));
   if (hp.arch == "mamba") {
     STOWAGE_ASSIGN_OR_RETURN(hp.ssm_d_conv, f.GetU32(p + "ssm.conv_kernel"));
     STOWAGE_ASSIGN_OR_RETURN(hp.ssm_d_inner, f.GetU32(p + "ssm.inner_size"));

@@ -142,8 +142,25 @@ struct HParams {
   float f_max_alibi_bias = 0.f;
   // MoE (qwen2moe): expert and shared-expert FFN widths; 0 = derived as llama.cpp load_tensors does
   uint32_t n_ff_exp = 0, n_ff_shexp = 0;
-  // Sliding-window attention (phi3): 0 = none; else the graph uses the KQ_mask_swa input
+  // Sliding-window attention: 0 = none. phi3 (Feb 2025 semantics): every layer reads the
+  // KQ_mask_swa input over the one full-size cache. Interleaved SWA (llama.cpp 2026
+  // llama_hparams::swa_type STANDARD, load_swa_pattern; gemma2, gemma3): the layers with
+  // is_swa(il) read KQ_mask_swa and keep their K/V in llama_kv_cache_iswa's SWA cache, the others
+  // read KQ_mask over the base cache.
   uint32_t n_swa = 0;
+  /// Per layer (n_layer entries, 1 = sliding-window layer) for interleaved-SWA architectures; empty
+  /// for all others (phi3 included). Set from attention.sliding_window_pattern: an array of bools,
+  /// else a period n (llama_hparams::set_swa_pattern: layer il is SWA when n == 0 or
+  /// il % n < n - 1), else the architecture's default period (gemma2 2, gemma3 6).
+  std::vector<uint8_t> swa_layers;
+  /// Rope of the SWA layers (llama.cpp rope_freq_base_train_swa / rope_freq_scale_train_swa:
+  /// rope.freq_base_swa, else gemma2 the global values, gemma3 10000 and 1).
+  float rope_freq_base_swa = 10000.f, rope_freq_scale_swa = 1.f;
+  /// Logit soft-capping, cap * tanh(x / cap) (gemma2): over the attention scores when
+  /// attn_soft_cap (attn_logit_softcapping, default 50), over the output logits when
+  /// f_final_logit_softcapping != 0 (final_logit_softcapping: gemma2 default 30, gemma3 0 = off).
+  bool attn_soft_cap = false;
+  float f_attn_logit_softcapping = 50.f, f_final_logit_softcapping = 0.f;
   // RoPE scaling (llama.cpp llama_hparams *_train fields and llama_context's cparams rules)
   int rope_scaling_type = 1;     ///< llama_rope_scaling_type: 0 none, 1 linear, 2 yarn, 3 longrope
   uint32_t n_ctx_orig_yarn = 0;  ///< rope.scaling.original_context_length, else n_ctx_train
@@ -164,6 +181,14 @@ struct HParams {
   uint32_t n_embd_v_s() const { return ssm_d_state * ssm_d_inner; }
   /// True for architectures whose cache holds recurrent states instead of K/V (mamba).
   bool recurrent() const { return arch == "mamba"; }
+  /// llama_hparams::is_swa: layer il is an interleaved sliding-window layer (see swa_layers).
+  bool is_swa(uint32_t il) const { return il < swa_layers.size() && swa_layers[il] != 0; }
+  /// Any interleaved SWA layer: the cache is split as llama_kv_cache_iswa (base + SWA cache).
+  bool iswa() const {
+    for (uint8_t s : swa_layers)
+      if (s != 0) return true;
+    return false;
+  }
 };
 
 /// Context parameters that shape the graphs (llama_context_params subset).
@@ -180,6 +205,10 @@ struct ContextConfig {
   /// Sequences kept at once (llama_context_params n_seq_max). Recurrent models (mamba) get one
   /// state cell per sequence: their cache size is max(1, n_seq_max) instead of n_ctx.
   uint32_t n_seq_max = 1;
+  /// llama.cpp --swa-full (llama_context_params.swa_full): the SWA cache of an interleaved-SWA model
+  /// gets n_ctx cells like the base cache instead of llama_kv_cache_iswa's
+  /// GGML_PAD(min(n_ctx, n_swa * n_seq_max + n_ubatch), 256).
+  bool swa_full = false;
 };
 
 struct ModelGraphs {
