@@ -160,7 +160,8 @@ int BuildRopeFactors(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& 
 /// cache_k/v_l<il> at kv_head (k_cache_view, v_cache_view); then llm_build_kqv (q, k, kq,
 /// kq_soft_max_ext, v, kqv, kqv_merged, kqv_merged_cont; with flash attention q, k, v and one
 /// FLASH_ATTN_EXT reshaped to [n_embd_head_v * n_head, n_tokens]), wo, wo_b as kqv_wo, and names the
-/// result "kqv_out".
+/// result "kqv_out". With hp.attn_soft_cap (gemma2) the scores are soft-capped as build_attn_mha
+/// does: FLASH_ATTN_EXT's logit_softcap = f_attn_logit_softcapping.
 int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, int v_cur, int q_cur,
             int kq_mask, float kq_scale, int il);
 /// The q, k, v projections of build_llama / build_gemma / build_qwen2 in this order:

@@ -316,8 +316,11 @@ int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, 
                            K(static_cast<int64_t>(RowSize(m.cfg.type_v, hv))), DimExpr{});
     b.Name(v, "v", il);
     // ggml_flash_attn_ext(q, k, v, kq_mask, kq_scale, f_max_alibi_bias, softcap) with
-    // ggml_flash_attn_ext_set_prec(GGML_PREC_F32); the reshape is unnamed in llama.cpp.
-    cur = b.FlashAttnExt(q, k, v, kq_mask, kq_scale, hp.f_max_alibi_bias, 0.0f, /*prec=*/1);  // GGML_PREC_F32
+    // ggml_flash_attn_ext_set_prec(GGML_PREC_F32); the reshape is unnamed in llama.cpp. The
+    // attention soft-cap (gemma2) is the kernel's logit_softcap parameter (build_attn_mha).
+    const float softcap = hp.attn_soft_cap ? hp.f_attn_logit_softcapping : 0.0f;
+    cur = b.FlashAttnExt(q, k, v, kq_mask, kq_scale, hp.f_max_alibi_bias, softcap,
+                         /*prec=*/1);  // GGML_PREC_F32
     cur = b.Reshape(cur, {K(hv * n_head), b[q_cur].ne[2], kC1, kC1});
   } else {
     int kq = b.MulMat(k, q);
