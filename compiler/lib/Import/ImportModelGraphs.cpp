@@ -286,6 +286,8 @@ FailureOr<Operation *> GraphImporter::createSourceOp(const planner::Tensor &t,
     return b_.create<ggml::GeluOp>(loc, type, src[0]).getOperation();
   case GgmlOp::SIGMOID:
     return b_.create<ggml::SigmoidOp>(loc, type, src[0]).getOperation();
+  case GgmlOp::TANH:
+    return b_.create<ggml::TanhOp>(loc, type, src[0]).getOperation();
   case GgmlOp::SWIGLU:
   case GgmlOp::GEGLU:
   case GgmlOp::REGLU: {

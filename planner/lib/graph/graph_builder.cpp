@@ -221,6 +221,7 @@ int GraphBuilder::Norm(int a, float eps) {
 int GraphBuilder::Silu(int a) { return NewNode(GgmlOp::SILU, g_.tensors[a].type, {a}); }
 int GraphBuilder::Gelu(int a) { return NewNode(GgmlOp::GELU, g_.tensors[a].type, {a}); }
 int GraphBuilder::Sigmoid(int a) { return NewNode(GgmlOp::SIGMOID, g_.tensors[a].type, {a}); }
+int GraphBuilder::Tanh(int a) { return NewNode(GgmlOp::TANH, g_.tensors[a].type, {a}); }
 int GraphBuilder::SwiGluSplit(int a, int b) { return NewNode(GgmlOp::SWIGLU, g_.tensors[a].type, {a, b}); }
 int GraphBuilder::GeGluSplit(int a, int b) { return NewNode(GgmlOp::GEGLU, g_.tensors[a].type, {a, b}); }
 

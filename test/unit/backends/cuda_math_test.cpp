@@ -524,15 +524,20 @@ TEST(CudaMath, ElementwiseEmulation) {
       ExpectSameF32(g.v, c.v, add ? "ADD" : "MUL");
     }
   }
-  for (cuda::Unary op : {cuda::Unary::kScale, cuda::Unary::kSilu, cuda::Unary::kGelu}) {
+  for (cuda::Unary op : {cuda::Unary::kScale, cuda::Unary::kSilu, cuda::Unary::kGelu, cuda::Unary::kTanh}) {
     Host g = Make(GgmlType::F32, {67, 5, 3, 2}), c = Make(GgmlType::F32, {67, 5, 3, 2});
     ASSERT_TRUE((op == cuda::Unary::kScale  ? cpu::Scale(ctx, a.v, c.v, 0.37f, 0.25f)
                  : op == cuda::Unary::kSilu ? cpu::Silu(ctx, a.v, c.v)
-                                            : cpu::Gelu(ctx, a.v, c.v))
+                 : op == cuda::Unary::kGelu ? cpu::Gelu(ctx, a.v, c.v)
+                                            : cpu::Tanh(ctx, a.v, c.v))
                     .ok());
     const Tv ta = ToTv(a.v), td = ToTv(g.v);
     emulate(td, [&](int64_t l) { cuda::UnaryElement(op, ta, td, 0.37f, 0.25f, l); });
-    ExpectSameF32(g.v, c.v, op == cuda::Unary::kScale ? "SCALE" : op == cuda::Unary::kSilu ? "SILU" : "GELU");
+    ExpectSameF32(g.v, c.v,
+                  op == cuda::Unary::kScale  ? "SCALE"
+                  : op == cuda::Unary::kSilu ? "SILU"
+                  : op == cuda::Unary::kGelu ? "GELU"
+                                             : "TANH");
   }
   Host up = RandomF32({67, 5, 3, 2}, 73, 4.f);
   Host fused = RandomF32({134, 5, 3, 2}, 74, 4.f);

@@ -211,6 +211,7 @@ TEST(CpuElementwise, DenseAndStridedRowsBitIdentical) {
       {"add", [&](const TensorView& x, const TensorView& y, TensorView& d) { return Add(ctx, x, y, d); }},
       {"mul", [&](const TensorView& x, const TensorView& y, TensorView& d) { return Mul(ctx, x, y, d); }},
       {"silu", [&](const TensorView& x, const TensorView&, TensorView& d) { return Silu(ctx, x, d); }},
+      {"tanh", [&](const TensorView& x, const TensorView&, TensorView& d) { return Tanh(ctx, x, d); }},
       {"scale",
        [&](const TensorView& x, const TensorView&, TensorView& d) { return Scale(ctx, x, d, 0.3f, -1.f); }},
       {"swiglu",
@@ -354,6 +355,57 @@ TEST(CpuUnary, ScaleSiluGeluGlu) {
   ASSERT_TRUE(GeGlu(ctx, x.v, g.v, y.v).ok());
   for (int i = 0; i < 165; ++i)
     EXPECT_NEAR(y.f32()[i], gelu(x.f32()[i]) * g.f32()[i], 2e-3 * (1 + std::fabs(x.f32()[i])));
+}
+
+// TANH against tanh in double: within 2 float ulps (glibc's tanhf), the exact limits and
+// sign-preserving zeros, saturation to +-1 beyond |x| ~ 9, NaN through; a soft-capping pattern
+// (SCALE -> TANH -> SCALE, cap 30) stays within the cap; in place gives the same bits.
+TEST(CpuUnary, Tanh) {
+  Tensor x(GgmlType::F32, 37, 4, 2), y(GgmlType::F32, 37, 4, 2);
+  Fill(x, 13, -12, 12);
+  const float specials[] = {0.f,  -0.f,  1e-30f, -1e-7f,    0.5f,    -0.5493f,
+                            9.1f, -20.f, 1e30f,  -INFINITY, INFINITY};
+  std::memcpy(x.f32(), specials, sizeof(specials));
+  x.f32()[20] = NAN;
+  ComputeContext ctx = Ctx();
+  ASSERT_TRUE(Tanh(ctx, x.v, y.v).ok());
+  const int64_t n = x.v.nelements();
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x.f32()[i], r = y.f32()[i];
+    if (std::isnan(v)) {
+      EXPECT_TRUE(std::isnan(r)) << i;
+      continue;
+    }
+    const double want = std::tanh(double(v));
+    const float mag = float(std::fabs(want));
+    const double ulp = double(std::nextafter(mag, INFINITY)) - mag;
+    EXPECT_LE(std::fabs(r - want), 2 * ulp) << "x = " << v;
+    EXPECT_EQ(std::signbit(r), std::signbit(v)) << "x = " << v;
+    EXPECT_LE(std::fabs(r), 1.f) << "x = " << v;
+  }
+  EXPECT_EQ(y.f32()[9], -1.f);
+  EXPECT_EQ(y.f32()[10], 1.f);
+  EXPECT_EQ(y.f32()[8], 1.f);
+  // Soft-capping: 30 * tanh(x / 30) is close to x for small x and never beyond 30.
+  Tensor big(GgmlType::F32, 64), t(GgmlType::F32, 64);
+  Fill(big, 14, -400, 400);
+  big.f32()[0] = 0.25f;
+  ASSERT_TRUE(Scale(ctx, big.v, t.v, 1.f / 30, 0.f).ok());
+  ASSERT_TRUE(Tanh(ctx, t.v, t.v).ok());  // in place
+  ASSERT_TRUE(Scale(ctx, t.v, t.v, 30.f, 0.f).ok());
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_LE(std::fabs(t.f32()[i]), 30.f);
+    EXPECT_NEAR(t.f32()[i], 30 * std::tanh(double(big.f32()[i]) / 30), 1e-4 * 30);
+  }
+  EXPECT_NEAR(t.f32()[0], 0.25, 1e-5);
+  Tensor z(GgmlType::F32, 37, 4, 2);
+  std::memcpy(z.f32(), x.f32(), size_t(n) * 4);
+  ASSERT_TRUE(Tanh(ctx, z.v, z.v).ok());
+  EXPECT_EQ(std::memcmp(z.f32(), y.f32(), size_t(n) * 4), 0);
+  Tensor bad(GgmlType::F32, 36, 4, 2);
+  EXPECT_EQ(Tanh(ctx, x.v, bad.v).code(), StatusCode::kInvalidArgument);
+  Tensor half(GgmlType::F16, 37, 4, 2);
+  EXPECT_EQ(Tanh(ctx, half.v, y.v).code(), StatusCode::kInvalidArgument);
 }
 
 // ggml_rope_ext reference in double (same angle recurrence, YaRN ramp and mscale).

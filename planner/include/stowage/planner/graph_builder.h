@@ -50,10 +50,11 @@ class GraphBuilder {
   /// ggml_rms_norm / ggml_norm over ne0 (NormParams); shape and type of a.
   int RmsNorm(int a, float eps);
   int Norm(int a, float eps);
-  /// Unary ops (ggml_silu, ggml_gelu, ggml_sigmoid); shape and type of a.
+  /// Unary ops (ggml_silu, ggml_gelu, ggml_sigmoid, ggml_tanh); shape and type of a.
   int Silu(int a);
   int Gelu(int a);
   int Sigmoid(int a);
+  int Tanh(int a);
   /// ggml_swiglu_split / ggml_geglu_split: act(a) * b, shape of a (newer ggml's fused GLU).
   int SwiGluSplit(int a, int b);
   int GeGluSplit(int a, int b);

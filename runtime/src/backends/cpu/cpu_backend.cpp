@@ -70,6 +70,8 @@ class CpuBackend final : public Backend {
         return cpu::Silu(ctx_, c.src[0], dst);
       case GgmlOp::GELU:
         return cpu::Gelu(ctx_, c.src[0], dst);
+      case GgmlOp::TANH:
+        return cpu::Tanh(ctx_, c.src[0], dst);
       case GgmlOp::SWIGLU:
         return cpu::SwiGlu(ctx_, c.src[0], c.src[1], dst);
       case GgmlOp::GEGLU:

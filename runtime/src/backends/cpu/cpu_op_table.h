@@ -20,7 +20,7 @@ namespace stowage::exec {
 ///   SET_ROWS: F32 src, I64 or I32 ids, dst F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or IQ4_NL
 ///   (cpu::SetRows: cpu::SupportsCpyTypes(F32, dst));
 ///   MUL_MAT: src0 (weights) of `weight_types`, F32 src1 and dst;
-///   RMS_NORM, NORM, SCALE, SILU, GELU: F32 src and dst;
+///   RMS_NORM, NORM, SCALE, SILU, GELU, TANH: F32 src and dst;
 ///   ADD, MUL: F32 src0 and dst, F32 or F16 src1;
 ///   SWIGLU, GEGLU: F32 src0 and dst, optional F32 src1 (split form);
 ///   ROPE: F32 x and dst, I32 positions, optional F32 freq factors;

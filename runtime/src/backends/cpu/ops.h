@@ -144,6 +144,10 @@ Status Scale(ComputeContext& ctx, const TensorView& src, TensorView& dst, float 
 /// gives 0, x >= 10 gives x). F32 src and dst of equal shape.
 Status Silu(ComputeContext& ctx, const TensorView& src, TensorView& dst);
 Status Gelu(ComputeContext& ctx, const TensorView& src, TensorView& dst);
+/// TANH (ggml_tanh): libm's tanhf per element, as ggml-cpu unary-ops.cpp op_tanh (gemma2's logit
+/// soft-capping, cap * tanh(x / cap), is SCALE -> TANH -> SCALE). F32 src and dst of equal shape,
+/// rows contiguous or strided; in place allowed (dst may alias src).
+Status Tanh(ComputeContext& ctx, const TensorView& src, TensorView& dst);
 /// GLU (ggml_swiglu_split / ggml_geglu_split): dst = silu(a) * b, resp. gelu(a) * b; a, b, dst F32
 /// of equal shape. Fused form (ggml_swiglu / ggml_geglu of one tensor, swapped = 0): b.data ==
 /// nullptr and a is [2 * ne0, ne1, ne2, ne3]; the first half of each row of a is the gate, the

@@ -1,5 +1,6 @@
-// CPU backend: element-wise ops: ADD/MUL/DIV (src1 broadcast), SCALE, SIGMOID/SILU/GELU, SWIGLU/GEGLU.
-// Numerics follow ggml-cpu/ops.cpp and vec.h (GELU through fp16 like GGML_GELU_FP16).
+// CPU backend: element-wise ops: ADD/MUL/DIV (src1 broadcast), SCALE, SIGMOID/SILU/GELU/TANH,
+// SWIGLU/GEGLU. Numerics follow ggml-cpu/ops.cpp, unary-ops.cpp and vec.h (GELU through fp16 like
+// GGML_GELU_FP16; TANH is libm's tanhf per element as unary-ops.cpp op_tanh).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -188,6 +189,10 @@ Status Silu(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
 
 Status Gelu(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
   return UnaryF32(ctx, src, dst, "GELU", GeluF32);
+}
+
+Status Tanh(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
+  return UnaryF32(ctx, src, dst, "TANH", [](float x) { return tanhf(x); });
 }
 
 Status SwiGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst) {

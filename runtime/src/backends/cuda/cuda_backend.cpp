@@ -648,16 +648,18 @@ Status CudaBackend::Compute(const NodeCall& c) {
       break;
     case GgmlOp::SCALE:
     case GgmlOp::SILU:
-    case GgmlOp::GELU: {
+    case GgmlOp::GELU:
+    case GgmlOp::TANH: {
       if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d))
         return Fail(op, "needs F32 src and dst of equal shape", c);
-      ScaleParams sp;  // SILU and GELU have no parameters (the kernel ignores them)
+      ScaleParams sp;  // SILU, GELU and TANH have no parameters (the kernel ignores them)
       if (c.op == GgmlOp::SCALE) {
         STOWAGE_ASSIGN_OR_RETURN(sp, DecodeScale(c.params()));
       }
       e = cuda::UnaryOp(c.op == GgmlOp::SCALE  ? cuda::Unary::kScale
                         : c.op == GgmlOp::SILU ? cuda::Unary::kSilu
-                                               : cuda::Unary::kGelu,
+                        : c.op == GgmlOp::GELU ? cuda::Unary::kGelu
+                                               : cuda::Unary::kTanh,
                         ToTv(a), ToTv(d), sp.s, sp.b, ctx_->stream);
       break;
     }

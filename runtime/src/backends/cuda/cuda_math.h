@@ -36,7 +36,7 @@ struct Tv {
 };
 
 enum class Binary { kAdd, kMul };
-enum class Unary { kScale, kSilu, kGelu };
+enum class Unary { kScale, kSilu, kGelu, kTanh };
 enum class Glu { kSwiglu, kGeglu };
 
 /// ROPE parameters (ggml_rope_ext; see cpu::RopeParams) plus the YaRN correction dims
@@ -562,12 +562,16 @@ STOWAGE_HD void BinaryElement(Binary op, const Tv& a, const Tv& b, const Tv& d, 
   StoreF32(At(d, i[0], i[1], i[2], i[3]), op == Binary::kAdd ? x + y : x * y);
 }
 
-/// SCALE (x * p0 + p1, the product rounded first as on the CPU) / SILU / GELU element l of d.
+/// SCALE (x * p0 + p1, the product rounded first as on the CPU) / SILU / GELU / TANH (tanhf, as
+/// ggml-cuda unary.cu op_tanh; on the host libm's, as cpu::Tanh) element l of d.
 STOWAGE_HD void UnaryElement(Unary op, const Tv& a, const Tv& d, float p0, float p1, int64_t l) {
   int64_t i[4];
   Unravel(l, d.ne, i);
   const float x = LoadF32(At(a, i[0], i[1], i[2], i[3]));
-  const float y = op == Unary::kScale ? MulRn(x, p0) + p1 : op == Unary::kSilu ? Silu(x) : Gelu(x);
+  const float y = op == Unary::kScale  ? MulRn(x, p0) + p1
+                  : op == Unary::kSilu ? Silu(x)
+                  : op == Unary::kGelu ? Gelu(x)
+                                       : tanhf(x);
   StoreF32(At(d, i[0], i[1], i[2], i[3]), y);
 }
 

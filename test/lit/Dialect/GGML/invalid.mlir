@@ -247,6 +247,14 @@ func.func @f(%a0: !ggml.tensor<[8], f32>) {
 
 // -----
 
+func.func @f(%a0: !ggml.tensor<[8, 2], f32>) {
+  // expected-error @+1 {{result must be !ggml.tensor<[8, 2], f32> (ggml_tanh: like a), got '!ggml.tensor<[8], f32>'}}
+  %r = ggml.tanh %a0 : (!ggml.tensor<[8, 2], f32>) -> !ggml.tensor<[8], f32>
+  return
+}
+
+// -----
+
 func.func @f(%a0: !ggml.tensor<[256, n_tokens], f32>, %a1: !ggml.tensor<[256, n_tokens], f16>) {
   // expected-error @+1 {{must have the same element type (ggml_glu_split)}}
   %r = ggml.glu swiglu %a0, %a1 : (!ggml.tensor<[256, n_tokens], f32>, !ggml.tensor<[256, n_tokens], f16>) -> !ggml.tensor<[256, n_tokens], f32>

@@ -92,7 +92,9 @@ func.func @ffn(%x: !ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_tok
   %ge = ggml.gelu %si : (!ggml.tensor<[256, n_tokens], f32>) -> !ggml.tensor<[256, n_tokens], f32>
   // CHECK: ggml.sigmoid %{{.*}} : (!ggml.tensor<[256, n_tokens], f32>) -> !ggml.tensor<[256, n_tokens], f32>
   %sg = ggml.sigmoid %ge : (!ggml.tensor<[256, n_tokens], f32>) -> !ggml.tensor<[256, n_tokens], f32>
-  %d = ggml.mul_mat %wd, %sg {name = "ffn_out-0"} : (!ggml.tensor<[256, 64], q6_K>, !ggml.tensor<[256, n_tokens], f32>) -> !ggml.tensor<[64, n_tokens], f32>
+  // CHECK: ggml.tanh %{{.*}} : (!ggml.tensor<[256, n_tokens], f32>) -> !ggml.tensor<[256, n_tokens], f32>
+  %th = ggml.tanh %sg : (!ggml.tensor<[256, n_tokens], f32>) -> !ggml.tensor<[256, n_tokens], f32>
+  %d = ggml.mul_mat %wd, %th {name = "ffn_out-0"} : (!ggml.tensor<[256, 64], q6_K>, !ggml.tensor<[256, n_tokens], f32>) -> !ggml.tensor<[64, n_tokens], f32>
   // CHECK: ggml.add %{{.*}}, %{{.*}} {name = "l_out-0"}
   %o = ggml.add %d, %x {name = "l_out-0"} : (!ggml.tensor<[64, n_tokens], f32>, !ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_tokens], f32>
   return %o : !ggml.tensor<[64, n_tokens], f32>

@@ -318,6 +318,7 @@ LogicalResult ScaleOp::verify() { return verifyUnary(*this, GgmlOp::SCALE, "ggml
 LogicalResult SiluOp::verify() { return verifyUnary(*this, GgmlOp::SILU, "ggml_silu"); }
 LogicalResult GeluOp::verify() { return verifyUnary(*this, GgmlOp::GELU, "ggml_gelu"); }
 LogicalResult SigmoidOp::verify() { return verifyUnary(*this, GgmlOp::SIGMOID, "ggml_sigmoid"); }
+LogicalResult TanhOp::verify() { return verifyUnary(*this, GgmlOp::TANH, "ggml_tanh"); }
 
 LogicalResult GluOp::verify() {
   TensorType a = tensorOf(getA());

@@ -287,6 +287,16 @@ def GGML_SigmoidOp : GGML_UnaryOp<"sigmoid", "UNARY(SIGMOID)", "1 / (1 + exp(-x)
   }];
 }
 
+def GGML_TanhOp : GGML_UnaryOp<"tanh", "UNARY(TANH)", "hyperbolic tangent"> {
+  let description = [{
+    result = tanh(a) elementwise (ggml_tanh). Result: a's shape and type. Gemma 2 soft-caps its
+    attention scores and final logits as cap * tanh(x / cap): SCALE, TANH, SCALE.
+    Example:
+      %t = ggml.tanh %x : (!ggml.tensor<[256000, n_outputs], f32>)
+             -> !ggml.tensor<[256000, n_outputs], f32>
+  }];
+}
+
 def GGML_GluOp : GGML_Op<"glu"> {
   let summary = "GLU: gated linear unit (swiglu, geglu, ...)";
   let description = [{
