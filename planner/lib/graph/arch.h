@@ -106,8 +106,9 @@ void AddKvCache(ModelGraphs& m);
 
 /// Kinds of llm_build_norm.
 enum class NormKind { kLayer, kRms };
-/// llm_ffn_op_type / llm_ffn_gate_type.
-enum class FfnOp { kSilu, kGelu, kSwiglu };
+/// llm_ffn_op_type / llm_ffn_gate_type. kGeglu: LLM_FFN_GELU with a parallel gate as llama.cpp 2026
+/// builds it, one fused GEGLU (ggml_geglu_split) instead of GELU and MUL (BuildFfn only).
+enum class FfnOp { kSilu, kGelu, kSwiglu, kGeglu };
 enum class FfnGate { kSeq, kPar };
 
 /// The model-level weights every loader starts with, in this order: token_embd (input layer),
@@ -142,7 +143,10 @@ int BuildNorm(GraphBuilder& b, int x, int w, int bias, NormKind kind, float eps,
 /// Weights-only helper: MUL_MAT(w, x) named `name`, then ADD(bias) named `name` again.
 int BuildMatMulBias(GraphBuilder& b, int w, int bias, int x, const char* name, int il);
 /// llm_build_ffn (node names ffn_up, ffn_up_b, ffn_gate, ffn_gate_b, ffn_silu/ffn_gelu/ffn_mul,
-/// ffn_gate_par, ffn_down); `gate` may be -1 (no gate); returns the unnamed result.
+/// ffn_gate_par, ffn_down); `gate` may be -1 (no gate); returns the unnamed result. kGeglu (which
+/// needs a gate and kPar, else -1) ends the activation with GEGLU(gate, up) named "ffn_geglu".
+/// Differs from llama.cpp: a fused op is taken only when asked for (kGeglu); llama.cpp 2026 fuses
+/// every GELU/SILU parallel gate, Feb 2025 (which the other builders follow) none.
 int BuildFfn(GraphBuilder& b, int x, int up, int up_b, int gate, int gate_b, int down, int down_b, FfnOp op,
              FfnGate type_gate, int il);
 /// llm_build_moe_ffn with softmax gating: logits -> probs -> top-k (argsort + view) ->

@@ -166,6 +166,14 @@ int BuildFfn(GraphBuilder& b, int x, int up, int up_b, int gate, int gate_b, int
       cur = b.Gelu(cur);
       b.Name(cur, "ffn_gelu", il);
       break;
+    case FfnOp::kGeglu:
+      // llama.cpp 2026 build_ffn, LLM_FFN_GELU with a parallel gate: one fused GEGLU (gelu(gate) *
+      // up) instead of GELU and the gate's MUL.
+      if (gate < 0 || type_gate != FfnGate::kPar) return -1;
+      cur = b.GeGluSplit(cur, tmp);
+      b.Name(cur, "ffn_geglu", il);
+      type_gate = FfnGate::kSeq;
+      break;
     case FfnOp::kSwiglu: {
       // Project to 2*n_ff and split in halves: x0 = cont(view(cur, 0)), x1 = cont(view(cur, n_ff)).
       const Shape ne = b[cur].ne;
@@ -250,15 +258,29 @@ RopeConfig MakeRopeConfig(const ModelGraphs& m) {
   RopeConfig rc;
   rc.n_dims = static_cast<int>(hp.n_rot);
   rc.mode = hp.rope_type;
-  // llama_init_from_model: n_ctx_orig_yarn falls back to n_ctx_train; freq scale 1 when the
-  // scaling type is none; yarn_ext_factor 1 for yarn, else 0; attn factor times rope_attn_factor.
+  // llama.cpp 2026 llama_context's cparams: n_ctx_orig_yarn falls back to n_ctx_train; freq scale 1
+  // when the scaling type is none; yarn_ext_factor 1 for yarn, else 0 (the hparams' -1 = unset).
   rc.n_ctx_orig = static_cast<int>(hp.n_ctx_orig_yarn != 0 ? hp.n_ctx_orig_yarn : hp.n_ctx_train);
   rc.freq_base = hp.rope_freq_base;
   rc.freq_scale = hp.rope_scaling_type == 0 ? 1.f : hp.rope_freq_scale;
   rc.ext_factor = hp.rope_scaling_type == 2 ? 1.f : 0.f;
-  rc.attn_factor = 1.f * hp.rope_attn_factor;
-  rc.beta_fast = 32.f;
-  rc.beta_slow = 1.f;
+  rc.attn_factor = 1.f;  // hparams.yarn_attn_factor
+  if (rc.ext_factor != 0.f) {
+    // YaRN's attention factor get_mscale(factor, mscale) / get_mscale(factor, log_mul) (with
+    // rope.scaling.yarn_log_multiplier, mscale 1), else get_mscale(factor, 1); then cancelled by
+    // 1 / (1 + 0.1 ln factor), which ggml's rope_yarn multiplies in again when ext_factor != 0.
+    auto get_mscale = [](float scale, float mscale) {
+      return scale <= 1.0f ? 1.0f : (0.1f * mscale * std::log(scale) + 1.0f);
+    };
+    const float factor = 1.0f / rc.freq_scale;
+    rc.attn_factor = hp.rope_yarn_log_mul != 0.f
+                         ? get_mscale(factor, 1.0f) / get_mscale(factor, hp.rope_yarn_log_mul)
+                         : get_mscale(factor, 1.0f);
+    rc.attn_factor *= 1.0f / (1.0f + 0.1f * std::log(factor));
+  }
+  rc.attn_factor *= hp.rope_attn_factor;
+  rc.beta_fast = hp.yarn_beta_fast;
+  rc.beta_slow = hp.yarn_beta_slow;
   return rc;
 }
 
