@@ -90,6 +90,9 @@ Status LoadQwen2MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w)
 Status BuildQwen2MoeGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 /// qwen3's graph is BuildQwen2Graph (see arch_qwen3.cpp).
 Status LoadQwen3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
+/// mistral3 (llama.cpp 2026 llama_model_mistral3, dense): see arch_mistral3.cpp.
+Status LoadMistral3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
+Status BuildMistral3Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 Status LoadPhi3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildPhi3Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 Status LoadGemmaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
@@ -155,17 +158,26 @@ int BuildFfn(GraphBuilder& b, int x, int up, int up_b, int gate, int gate_b, int
 /// expert views. Returns the unnamed result.
 int BuildMoeFfn(GraphBuilder& b, int x, int gate_inp, int up_exps, int gate_exps, int down_exps,
                 int64_t n_expert, int64_t n_expert_used, FfnOp op, bool norm_w, int il);
-/// The rope configuration of llm_build_context (freq base/scale, yarn ext/attn factors, n_ctx_orig).
+/// The rope configuration of the graphs (llama.cpp 2026 llama_context cparams): freq base and scale
+/// (1 for scaling type none), n_ctx_orig (n_ctx_orig_yarn), YaRN's ext_factor (1 for yarn, else 0),
+/// beta_fast / beta_slow (hp.yarn_beta_*) and attn_factor: rope.scaling.attn_factor, times for
+/// yarn get_mscale(factor, 1) (over get_mscale(factor, yarn_log_multiplier) when that is set)
+/// / (1 + 0.1 ln factor), factor = 1 / freq_scale, cancelling ggml rope_yarn's own mscale.
 RopeConfig MakeRopeConfig(const ModelGraphs& m);
 /// build_rope_factors: rope_freqs if present, else rope_long when n_ctx / n_seq_max exceeds
 /// n_ctx_orig_yarn, else rope_short; -1 when none (leaf id otherwise).
 int BuildRopeFactors(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& l);
+/// Logit soft-capping cap * tanh(x / cap) as llama.cpp builds it: SCALE(1/cap) named `scaled`,
+/// TANH named `tanh`, SCALE(cap) named `capped` (an empty name leaves the node unnamed); shape of x.
+int BuildSoftCap(GraphBuilder& b, int x, float cap, const char* scaled, const char* tanh, const char* capped,
+                 int il);
 /// llm_build_kv: expands q, k, v; stores k and v (transposed without flash attention) into
 /// cache_k/v_l<il> at kv_head (k_cache_view, v_cache_view); then llm_build_kqv (q, k, kq,
 /// kq_soft_max_ext, v, kqv, kqv_merged, kqv_merged_cont; with flash attention q, k, v and one
 /// FLASH_ATTN_EXT reshaped to [n_embd_head_v * n_head, n_tokens]), wo, wo_b as kqv_wo, and names the
 /// result "kqv_out". With hp.attn_soft_cap (gemma2) the scores are soft-capped as build_attn_mha
-/// does: FLASH_ATTN_EXT's logit_softcap = f_attn_logit_softcapping.
+/// does: FLASH_ATTN_EXT's logit_softcap = f_attn_logit_softcapping, else BuildSoftCap of kq
+/// (kq_scaled_1, kq_tanh, kq_scaled_2) before the softmax.
 int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, int v_cur, int q_cur,
             int kq_mask, float kq_scale, int il);
 /// The q, k, v projections of build_llama / build_gemma / build_qwen2 in this order:
@@ -190,11 +202,17 @@ void SkipUnusedOutputs(GraphBuilder& b, const ModelGraphs& m, int il, int* cur, 
 /// BuildQkv, BuildNormRopeHeads of Q (n_head heads, norm l.attn_q_norm) and K (n_head_kv heads, norm
 /// l.attn_k_norm) of `head_dim` (the norms -1 but for qwen3), BuildKv with l.wo, l.bo
 /// and `kq_scale`, SkipUnusedOutputs, ffn_inp = ADD(attention, layer input) named "ffn_inp", and
-/// ffn_norm (RMS). Returns ffn_norm; *ffn_inp gets the residual for the FFN.
+/// ffn_norm (RMS). Returns ffn_norm; *ffn_inp gets the residual for the FFN. With `attn_scale` >= 0
+/// (the "inp_attn_scale" input, F32 [1, 1, n_tokens]: llama 4 temperature tuning, mistral3) the
+/// roped Q is multiplied by it before the attention, named "Qcur_attn_temp_scaled".
 int BuildLlamaAttentionBlock(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& l, int il, int inpL,
                              int inp_pos, int kq_mask, const RopeConfig& rc, int64_t head_dim, float kq_scale,
-                             int* ffn_inp);
-/// Final llm_build_norm (named "result_norm") and lm_head (named "result_output", graph output).
+                             int* ffn_inp, int attn_scale = -1);
+/// build_inp_attn_scale (llama.cpp 2026): the "inp_attn_scale" input, F32 [1, 1, n_tokens], one
+/// temperature factor per token (the runtime fills it from the model's hp.f_attn_temp_* keys).
+int BuildInpAttnScale(GraphBuilder& b);
+/// Final llm_build_norm (named "result_norm") and lm_head (named "result_output", graph output),
+/// soft-capped by BuildSoftCap when hp.f_final_logit_softcapping != 0 (gemma2, gemma3).
 int BuildOutput(GraphBuilder& b, const ModelGraphs& m, const ModelWeights& w, int x, NormKind kind);
 
 /// Global id of the cache tensor "cache_k_l<il>" (k = true) or "cache_v_l<il>".

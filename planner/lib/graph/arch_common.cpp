@@ -115,6 +115,10 @@ int BuildInpKqMask(GraphBuilder& b, const ModelGraphs& m, bool swa) {
   return m.cfg.flash_attn ? b.Cast(mask, GgmlType::F16) : mask;
 }
 
+int BuildInpAttnScale(GraphBuilder& b) {
+  return b.Input("inp_attn_scale", GgmlType::F32, {kC1, kC1, kT, kC1});
+}
+
 int BuildInpOutIds(GraphBuilder& b) {
   return b.Input("inp_out_ids", GgmlType::I32, {DimExpr::Outputs(), kC1, kC1, kC1});
 }
@@ -292,6 +296,20 @@ int BuildRopeFactors(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& 
   return chosen >= 0 ? b.Global(chosen) : -1;
 }
 
+int BuildSoftCap(GraphBuilder& b, int x, float cap, const char* scaled, const char* tanh, const char* capped,
+                 int il) {
+  auto name = [&](int t, const char* n) {
+    if (*n != '\0') b.Name(t, n, il);
+  };
+  int cur = b.Scale(x, 1.0f / cap);
+  name(cur, scaled);
+  cur = b.Tanh(cur);
+  name(cur, tanh);
+  cur = b.Scale(cur, cap);
+  name(cur, capped);
+  return cur;
+}
+
 int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, int v_cur, int q_cur,
             int kq_mask, float kq_scale, int il) {
   const HParams& hp = m.hp;
@@ -347,6 +365,8 @@ int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, 
   } else {
     int kq = b.MulMat(k, q);
     b.Name(kq, "kq", il);
+    if (hp.attn_soft_cap)
+      kq = BuildSoftCap(b, kq, hp.f_attn_logit_softcapping, "kq_scaled_1", "kq_tanh", "kq_scaled_2", il);
     kq = b.SoftMaxExt(kq, kq_mask, kq_scale, hp.f_max_alibi_bias);
     b.Name(kq, "kq_soft_max_ext", il);
     const int v =
@@ -401,7 +421,7 @@ void SkipUnusedOutputs(GraphBuilder& b, const ModelGraphs& m, int il, int* cur, 
 
 int BuildLlamaAttentionBlock(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& l, int il, int inpL,
                              int inp_pos, int kq_mask, const RopeConfig& rc, int64_t head_dim, float kq_scale,
-                             int* ffn_inp) {
+                             int* ffn_inp, int attn_scale) {
   const HParams& hp = m.hp;
   int inpSA = inpL;
   int cur = BuildNorm(b, inpL, l.attn_norm, -1, NormKind::kRms, hp.f_norm_rms_eps, il);
@@ -414,6 +434,10 @@ int BuildLlamaAttentionBlock(GraphBuilder& b, const ModelGraphs& m, const LayerW
                          rc, "Qcur", il);
   Kc = BuildNormRopeHeads(b, Kc, head_dim, hp.n_head_kv, l.attn_k_norm, hp.f_norm_rms_eps, inp_pos,
                           rope_factors, rc, "Kcur", il);
+  if (attn_scale >= 0) {
+    Q = b.Mul(Q, attn_scale);
+    b.Name(Q, "Qcur_attn_temp_scaled", il);
+  }
   cur = BuildKv(b, m, l.wo, l.bo, Kc, V, Q, kq_mask, kq_scale, il);
   SkipUnusedOutputs(b, m, il, &cur, &inpSA);
   *ffn_inp = b.Add(cur, inpSA);
@@ -432,6 +456,9 @@ int BuildOutput(GraphBuilder& b, const ModelGraphs& m, const ModelWeights& w, in
     b.Name(cur, "result_output_no_bias", -1);
     cur = b.Add(cur, b.Global(w.output_b));
   }
+  // llama.cpp 2026 gemma2/gemma3: final logit soft-capping (unnamed steps)
+  if (m.hp.f_final_logit_softcapping != 0.f)
+    cur = BuildSoftCap(b, cur, m.hp.f_final_logit_softcapping, "", "", "", -1);
   b.Name(cur, "result_output", -1);
   b[cur].is_output = true;
   b.Expand(cur);

@@ -85,6 +85,34 @@ std::vector<ArchTensor> LlamaTensors() {
   return t;
 }
 
+// LLM_ARCH_MISTRAL3 (llama.cpp 2026 llama_model_mistral3::load_arch_tensors, dense): llama's
+// layout with q/k/v biases of the projections' widths (create_tensor_qkv) and an optional
+// attn_output bias. The fused attn_qkv that create_tensor_qkv also accepts, and the MoE branch
+// (ReadHParams refuses expert_count > 0), are not in the table.
+std::vector<ArchTensor> Mistral3Tensors() {
+  std::vector<ArchTensor> t;
+  AddEmbeddings(t);
+  t.push_back(Output(kOpt));
+  t.push_back({"rope_freqs.weight", S::kEveryLayer, [](D d) { return V{d.n_rot / 2}; }, kOpt, GgmlOp::ROPE, R::kRopeFreqs, W::kNotLongRope});
+  t.push_back({"rope_factors_long.weight", S::kEveryLayer, [](D d) { return V{d.n_rot / 2}; }, kOpt, GgmlOp::ROPE, R::kRopeLong, W::kLongRope});
+  t.push_back({"rope_factors_short.weight", S::kEveryLayer, [](D d) { return V{d.n_rot / 2}; }, kOpt, GgmlOp::ROPE, R::kRopeShort, W::kLongRope});
+  t.push_back(Norm("attn_norm.weight"));
+  t.push_back({"attn_q.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_q}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_k.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_k_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_v.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_v_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_q.bias", S::kLayer, [](D d) { return V{d.n_embd_q}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"attn_k.bias", S::kLayer, [](D d) { return V{d.n_embd_k_gqa}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"attn_v.bias", S::kLayer, [](D d) { return V{d.n_embd_v_gqa}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"attn_output.weight", S::kLayer, [](D d) { return V{d.n_embd_q, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_output.bias", S::kLayer, [](D d) { return V{d.n_embd}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back(Norm("ffn_norm.weight"));
+  AddDenseFfn(t, W::kAlways);
+  t.push_back({"ffn_gate.bias", S::kLayer, [](D d) { return V{d.n_ff}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"ffn_down.bias", S::kLayer, [](D d) { return V{d.n_embd}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"ffn_up.bias", S::kLayer, [](D d) { return V{d.n_ff}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
+  return t;
+}
+
 // LLM_ARCH_QWEN2
 std::vector<ArchTensor> Qwen2Tensors() {
   std::vector<ArchTensor> t;
@@ -208,7 +236,7 @@ const std::vector<ArchTensorTable>& ArchTensorTables() {
   static const std::vector<ArchTensorTable> kTables = {
       {"llama", LlamaTensors()}, {"qwen2", Qwen2Tensors()}, {"qwen2moe", Qwen2MoeTensors()},
       {"qwen3", Qwen3Tensors()}, {"phi3", Phi3Tensors()},   {"gemma", GemmaTensors()},
-      {"mamba", MambaTensors()},
+      {"mamba", MambaTensors()}, {"mistral3", Mistral3Tensors()},
   };
   return kTables;
 }

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "arch.h"
+#include "stowage/runtime/gguf_attn_temperature.h"
 #include "stowage/runtime/gguf_sliding_window.h"
 #include "stowage/runtime/gguf_vocab.h"
 #include "stowage/runtime/tokenizer.h"
@@ -20,6 +21,7 @@ const std::vector<ArchSpec>& Architectures() {
       {"qwen2", 2, LoadQwen2Weights, BuildQwen2Graph},
       {"qwen2moe", 2, LoadQwen2MoeWeights, BuildQwen2MoeGraph},
       {"qwen3", 2, LoadQwen3Weights, BuildQwen2Graph},  // build_qwen3: qwen2's graph + q/k norms
+      {"mistral3", 0, LoadMistral3Weights, BuildMistral3Graph},
       {"phi3", 2, LoadPhi3Weights, BuildPhi3Graph},
       {"gemma", 2, LoadGemmaWeights, BuildGemmaGraph},
       {"mamba", -1, LoadMambaWeights, BuildMambaGraph},
@@ -229,6 +231,25 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
   hp.rope_freq_scale = scale_factor == 0.f ? 1.f : 1.f / scale_factor;
   STOWAGE_ASSIGN_OR_RETURN(hp.rope_attn_factor, ReadFloat(f, p + "rope.scaling.attn_factor", 1.f, 0.f, false,
                                                           "a finite factor > 0"));
+  if (hp.arch == "mistral3") {
+    // llama_model_mistral3::load_arch_hparams: the YaRN keys, and the temperature tuning (one reading
+    // with the runtime, which fills inp_attn_scale: gguf_attn_temperature.h)
+    STOWAGE_ASSIGN_OR_RETURN(hp.yarn_beta_fast, ReadFloat(f, p + "rope.scaling.yarn_beta_fast", 32.f, 0.f,
+                                                          true, "a finite correction >= 0"));
+    STOWAGE_ASSIGN_OR_RETURN(hp.yarn_beta_slow, ReadFloat(f, p + "rope.scaling.yarn_beta_slow", 1.f, 0.f,
+                                                          true, "a finite correction >= 0"));
+    STOWAGE_ASSIGN_OR_RETURN(hp.rope_yarn_log_mul,
+                             ReadFloat(f, p + "rope.scaling.yarn_log_multiplier", 0.f, 0.f, true,
+                                       "a finite multiplier >= 0 (0: none)"));
+    STOWAGE_ASSIGN_OR_RETURN(const AttnTemperature temp, GgufAttnTemperature(f));
+    hp.f_attn_temp_scale = temp.scale;
+    hp.n_attn_temp_floor_scale = temp.floor_scale;
+    hp.f_attn_temp_offset = temp.offset;
+    if (hp.n_expert > 0)
+      return Unimplemented(f.path() + ": key '" + p + "expert_count': mistral3 with experts (" +
+                           std::to_string(hp.n_expert) +
+                           ") is not supported yet (the dense model only: expected 0 or absent)");
+  }
 
   if (hp.n_head > 0) {
     if (hp.n_embd % hp.n_head != 0)
@@ -249,7 +270,8 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
     // llama.cpp load_hparams ("invalid n_rot") for llama; build_qwen2/qwen2moe/qwen3 assert it. The
     // message names where the head size comes from: a changed embedding_length or head_count
     // shows here as well.
-    if ((hp.arch == "llama" || hp.arch == "qwen2" || hp.arch == "qwen2moe" || hp.arch == "qwen3") &&
+    if ((hp.arch == "llama" || hp.arch == "qwen2" || hp.arch == "qwen2moe" || hp.arch == "qwen3" ||
+         hp.arch == "mistral3") &&
         hp.n_rot != hp.n_embd_head_k)
       return f.KeyError(p + "rope.dimension_count",
                         HeadSizeText(f, p, hp) + "; " +

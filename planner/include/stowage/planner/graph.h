@@ -166,6 +166,18 @@ struct HParams {
   uint32_t n_ctx_orig_yarn = 0;  ///< rope.scaling.original_context_length, else n_ctx_train
   float rope_attn_factor = 1.f;  ///< rope.scaling.attn_factor
   bool rope_finetuned = false;   ///< rope.scaling.finetuned
+  /// YaRN (llama.cpp 2026 llama_hparams rope_yarn_log_mul, yarn_beta_fast / yarn_beta_slow): the
+  /// ramp's corrections and the log multiplier of the attention factor (llama_context's
+  /// get_mscale); read for mistral3 (rope.scaling.yarn_log_multiplier / yarn_beta_fast /
+  /// yarn_beta_slow), the defaults elsewhere as llama.cpp.
+  float rope_yarn_log_mul = 0.f;
+  float yarn_beta_fast = 32.f, yarn_beta_slow = 1.f;
+  /// Attention temperature tuning (llama.cpp 2026 f_attn_temp_scale, n_attn_temp_floor_scale,
+  /// f_attn_temp_offset; build_inp_attn_scale): Q is multiplied per token by
+  /// log(floor((pos + offset) / floor_scale) + 1) * scale + 1 when the scale is not 0 (mistral3:
+  /// attention.temperature_scale, floor_scale n_ctx_orig_yarn, offset 0).
+  float f_attn_temp_scale = 0.f, f_attn_temp_offset = 0.f;
+  uint32_t n_attn_temp_floor_scale = 0;
   // SSM (mamba)
   uint32_t ssm_d_conv = 0, ssm_d_inner = 0, ssm_d_state = 0, ssm_dt_rank = 0;
   bool ssm_dt_b_c_rms = false;  ///< ssm.dt_b_c_rms (FalconMamba): RMS norm on dt, B and C
