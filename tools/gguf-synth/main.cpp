@@ -32,7 +32,8 @@ int Run(int argc, char** argv) {
   app.add_option(
       "--preset", preset,
       "real-size preset: llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3-like, mamba-2.8b");
-  auto* o_arch = app.add_option("--arch", arch, "llama, qwen2, phi3, gemma, mamba, qwen2moe, mixtral, qwen3");
+  auto* o_arch =
+      app.add_option("--arch", arch, "llama, qwen2, phi3, gemma, mamba, qwen2moe, mixtral, qwen3, mistral3");
   auto* o_layer = app.add_option("--n-layer", d.n_layer, "layers (blocks)")->check(tools::IntegerIn(1, 512));
   auto* o_embd = app.add_option("--n-embd", d.n_embd, "embedding width")->check(tools::IntegerIn(1, 1 << 20));
   auto* o_head = app.add_option("--n-head", d.n_head, "attention heads")->check(tools::IntegerIn(1, 1 << 16));
@@ -80,6 +81,25 @@ int Run(int argc, char** argv) {
   app.add_flag("--untied", untied, "write output.weight");
   app.add_flag("--rope-freqs", rope_freqs,
                "llama: add rope_freqs.weight (Llama-3.1 rope scaling); phi3: rope_factors_long/short.weight");
+  auto* o_scaling = app.add_option("--rope-scaling", d.rope_scaling,
+                                   "rope.scaling.type: none, linear, yarn or longrope (default: no key)");
+  auto* o_scale = app.add_option("--rope-scale", d.rope_scale, "rope.scaling.factor (default: no key)")
+                      ->check(tools::NumberIn(0, 1e30));
+  auto* o_orig = app.add_option("--rope-orig-ctx", d.rope_scaling_orig_ctx,
+                                "rope.scaling.original_context_length (default: no key)")
+                     ->check(tools::IntegerIn(0, UINT32_MAX));
+  auto* o_beta_fast =
+      app.add_option("--yarn-beta-fast", d.yarn_beta_fast, "mistral3: rope.scaling.yarn_beta_fast")
+          ->check(tools::NumberIn(0, 1e30));
+  auto* o_beta_slow =
+      app.add_option("--yarn-beta-slow", d.yarn_beta_slow, "mistral3: rope.scaling.yarn_beta_slow")
+          ->check(tools::NumberIn(0, 1e30));
+  auto* o_log_mul =
+      app.add_option("--yarn-log-mul", d.yarn_log_mul, "mistral3: rope.scaling.yarn_log_multiplier")
+          ->check(tools::NumberIn(0, 1e30));
+  auto* o_temp = app.add_option("--attn-temp-scale", d.attn_temp_scale,
+                                "mistral3: attention.temperature_scale (llama 4 temperature tuning)")
+                     ->check(tools::NumberIn(0, 1e30));
   app.add_flag("--header-only", header_only, "leave the data region a sparse hole (costs no disk)");
   double max_gib = 16;
   app.add_option("--max-gib", max_gib, "refuse to write more than this many GiB of weights (default 16)")
@@ -135,6 +155,13 @@ int Run(int argc, char** argv) {
   if (given(o_d_conv)) s.ssm_d_conv = d.ssm_d_conv;
   if (given(o_dt_rank)) s.ssm_dt_rank = d.ssm_dt_rank;
   if (given(o_seed)) s.seed = d.seed;
+  if (given(o_scaling)) s.rope_scaling = d.rope_scaling;
+  if (given(o_scale)) s.rope_scale = d.rope_scale;
+  if (given(o_orig)) s.rope_scaling_orig_ctx = d.rope_scaling_orig_ctx;
+  if (given(o_beta_fast)) s.yarn_beta_fast = d.yarn_beta_fast;
+  if (given(o_beta_slow)) s.yarn_beta_slow = d.yarn_beta_slow;
+  if (given(o_log_mul)) s.yarn_log_mul = d.yarn_log_mul;
+  if (given(o_temp)) s.attn_temp_scale = d.attn_temp_scale;
   if (given(o_type) || preset.empty()) {
     auto t = stowage::ParseGgmlType(type);
     if (!t.ok()) return fail(t.status().message());

@@ -382,8 +382,8 @@ std::vector<float> Llama3RopeFactors(uint32_t n_rot, float freq_base, float fact
 // --- specs ----------------------------------------------------------------------------------------
 
 const std::vector<std::string>& SupportedArchs() {
-  static const std::vector<std::string> archs = {"llama", "qwen2",    "phi3",    "gemma",
-                                                 "mamba", "qwen2moe", "mixtral", "qwen3"};
+  static const std::vector<std::string> archs = {"llama",    "qwen2",   "phi3",  "gemma",   "mamba",
+                                                 "qwen2moe", "mixtral", "qwen3", "mistral3"};
   return archs;
 }
 
@@ -515,11 +515,22 @@ Result<ModelSpec> Resolve(ModelSpec s) {
     if (s.n_head % s.n_head_kv != 0)
       return InvalidArgument("gguf-synth: n_head " + std::to_string(s.n_head) +
                              " is not a multiple of n_head_kv " + std::to_string(s.n_head_kv));
-    if (s.rope_freqs && s.arch != "llama" && s.arch != "mixtral" && s.arch != "phi3")
+    if (s.rope_freqs && s.arch != "llama" && s.arch != "mixtral" && s.arch != "phi3" && s.arch != "mistral3")
       return InvalidArgument(
-          "gguf-synth: rope_freqs (Llama-3 rope scaling; phi3: LongRoPE factors) applies to llama and phi3, "
-          "not " +
+          "gguf-synth: rope_freqs (Llama-3 rope scaling; phi3: LongRoPE factors) applies to llama, mistral3 "
+          "and "
+          "phi3, not " +
           s.arch);
+    if (!s.rope_scaling.empty() && s.rope_scaling != "none" && s.rope_scaling != "linear" &&
+        s.rope_scaling != "yarn" && s.rope_scaling != "longrope")
+      return InvalidArgument("gguf-synth: rope scaling type must be none, linear, yarn or longrope, found '" +
+                             s.rope_scaling + "'");
+    if (s.arch != "mistral3" && (s.attn_temp_scale != 0.0f || s.yarn_beta_fast >= 0.0f ||
+                                 s.yarn_beta_slow >= 0.0f || s.yarn_log_mul != 0.0f))
+      return InvalidArgument(
+          "gguf-synth: the yarn beta / log multiplier keys and the attention temperature scale are "
+          "mistral3's (llama.cpp reads them for it), not " +
+          s.arch + "'s");
     if (IsMoe(s.arch)) {
       if (s.n_expert == 0) s.n_expert = s.arch == "mixtral" ? 8 : 4;
       if (s.n_expert_used == 0) s.n_expert_used = std::min<uint32_t>(2, s.n_expert);
@@ -589,6 +600,25 @@ Status BuildModel(const ModelSpec& in, GgufWriter* w) {
     }
   }
   STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.layer_norm_rms_epsilon"), GgufMetaValue::F32(s.rms_eps)));
+  if (!s.rope_scaling.empty())
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("rope.scaling.type"), GgufMetaValue::Str(s.rope_scaling)));
+  if (s.rope_scale != 0.0f)
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("rope.scaling.factor"), GgufMetaValue::F32(s.rope_scale)));
+  if (s.rope_scaling_orig_ctx != 0)
+    STOWAGE_RETURN_IF_ERROR(
+        w->AddKV(key("rope.scaling.original_context_length"), GgufMetaValue::U32(s.rope_scaling_orig_ctx)));
+  if (s.yarn_beta_fast >= 0.0f)
+    STOWAGE_RETURN_IF_ERROR(
+        w->AddKV(key("rope.scaling.yarn_beta_fast"), GgufMetaValue::F32(s.yarn_beta_fast)));
+  if (s.yarn_beta_slow >= 0.0f)
+    STOWAGE_RETURN_IF_ERROR(
+        w->AddKV(key("rope.scaling.yarn_beta_slow"), GgufMetaValue::F32(s.yarn_beta_slow)));
+  if (s.yarn_log_mul != 0.0f)
+    STOWAGE_RETURN_IF_ERROR(
+        w->AddKV(key("rope.scaling.yarn_log_multiplier"), GgufMetaValue::F32(s.yarn_log_mul)));
+  if (s.attn_temp_scale != 0.0f)
+    STOWAGE_RETURN_IF_ERROR(
+        w->AddKV(key("attention.temperature_scale"), GgufMetaValue::F32(s.attn_temp_scale)));
   if (s.arch == "phi3" && s.swa_key)
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.sliding_window"), GgufMetaValue::U32(s.n_swa)));
   STOWAGE_RETURN_IF_ERROR(w->AddKV(key("vocab_size"), GgufMetaValue::U32(s.n_vocab)));

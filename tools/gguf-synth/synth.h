@@ -14,6 +14,8 @@
 //                      value_length, .attention.layer_norm_rms_epsilon, .attention.sliding_window (phi3),
 //                      .rope.dimension_count, .rope.freq_base, .vocab_size, .expert_count,
 //                      .expert_used_count, .expert_feed_forward_length, .expert_shared_feed_forward_length,
+//                      .rope.scaling.{type,factor,original_context_length,yarn_beta_fast,yarn_beta_slow,
+//                      yarn_log_multiplier} and .attention.temperature_scale (mistral3) when asked for,
 //                      .ssm.{conv_kernel,inner_size,state_size,time_step_rank}, tokenizer.ggml.*
 //
 // Tensor types (as llama.cpp's quantizer does, llama-quant.cpp): 1-D tensors (norms, biases,
@@ -46,8 +48,8 @@ namespace stowage::synth {
 
 /// Everything that defines a synthetic model. Zero means "derive the default" where noted.
 struct ModelSpec {
-  /// llama, qwen2, phi3, gemma, mamba, qwen2moe, qwen3, or mixtral (written as architecture "llama" with
-  /// merged expert tensors, as llama.cpp's Mixtral files are).
+  /// llama, qwen2, phi3, gemma, mamba, qwen2moe, qwen3, mistral3, or mixtral (written as architecture "llama"
+  /// with merged expert tensors, as llama.cpp's Mixtral files are).
   std::string arch = "llama";
   std::string name;  ///< general.name; default "synthetic-<arch>"
   uint32_t n_layer = 2;
@@ -74,6 +76,16 @@ struct ModelSpec {
   float rope_low_freq_factor = 1.0f;
   float rope_high_freq_factor = 4.0f;
   uint32_t rope_original_ctx = 8192;
+  /// RoPE scaling keys (llama.cpp load_hparams), each written only when set: rope.scaling.type
+  /// ("" = no key: llama.cpp's default "linear"), rope.scaling.factor (0 = no key),
+  /// rope.scaling.original_context_length (0 = no key), and mistral3's
+  /// rope.scaling.yarn_beta_fast / yarn_beta_slow (< 0 = no key) and yarn_log_multiplier (0 = no key).
+  std::string rope_scaling;
+  float rope_scale = 0.0f;
+  uint32_t rope_scaling_orig_ctx = 0;
+  float yarn_beta_fast = -1.0f, yarn_beta_slow = -1.0f, yarn_log_mul = 0.0f;
+  /// mistral3: attention.temperature_scale (0 = no key: no temperature tuning).
+  float attn_temp_scale = 0.0f;
   /// phi3: <arch>.attention.sliding_window. convert_hf_to_gguf always writes it (Phi-3-mini-4k:
   /// 2047, 0 for Phi-4) and llama.cpp (Feb 2025 load_hparams) refuses a phi3 file without it.
   uint32_t n_swa = 2047;
