@@ -12,6 +12,10 @@ PROMPT="Once upon a time, there was a little girl named Lily. She loved to play 
 # of Phi-3's special tokens (<|endoftext|> ...), which the generated vocabulary lacks (load fails).
 # qwen3: heads of 32 (--head-dim) with n_embd 64, so attention.key_length is written and attn_q is
 # n_embd_head_k * n_head = 128 wide, as Qwen3-0.6B's heads are wider than n_embd / n_head.
+# llama-yarn / mistral3: YaRN factor 4 over an original context of 16, so the prompt's positions
+# (0..81) run far past it; mistral3's temperature factor log(floor(pos / 16) + 1) * 0.5 + 1 then
+# takes six values; beta_slow 0.25 widens YaRN's ramp (corr dims 0..3 instead of 0..1) and the log
+# multiplier 0.1 makes the attention factor differ from 1. llama-ropefreqs: Llama-3.1 rope_freqs.
 declare -A ARGS=(
   [mixtral-f32]="--arch mixtral --type f32"
   [mixtral-q4_0]="--arch mixtral --type q4_0"
@@ -25,10 +29,15 @@ declare -A ARGS=(
   [mamba-q8_0]="--arch mamba --type q8_0"
   [qwen3-f32]="--arch qwen3 --type f32 --head-dim 32"
   [qwen3-q8_0]="--arch qwen3 --type q8_0 --head-dim 32"
+  [llama-yarn-f32]="--arch llama --type f32 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16"
+  [llama-ropefreqs-f32]="--arch llama --type f32 --rope-freqs"
+  [mistral3-f32]="--arch mistral3 --type f32 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-beta-slow 0.25 --yarn-log-mul 0.1 --attn-temp-scale 0.5"
+  [mistral3-q8_0]="--arch mistral3 --type q8_0 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-beta-slow 0.25 --yarn-log-mul 0.1 --attn-temp-scale 0.5"
 )
 NAMES=("$@")
 [ ${#NAMES[@]} -eq 0 ] && NAMES=(mixtral-f32 mixtral-q4_0 qwen2moe-f32 qwen2moe-q8_0 phi3-f32 phi3-q4_0 phi3-ropefactors-short-f32
-                            phi3-ropefactors-long-f32 mamba-f32 mamba-q8_0 qwen3-f32 qwen3-q8_0)
+                            phi3-ropefactors-long-f32 mamba-f32 mamba-q8_0 qwen3-f32 qwen3-q8_0
+                            llama-yarn-f32 llama-ropefreqs-f32 mistral3-f32 mistral3-q8_0)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 for n in "${NAMES[@]}"; do
