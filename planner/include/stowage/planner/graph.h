@@ -6,8 +6,9 @@
 // prompt at once), and `tg`, token generation (n_tokens = 1, one generated token), both built for the worst
 // case n_kv = n_ctx, as llama.cpp reserves them (llama_init_from_model). For recurrent models (mamba) n_kv
 // counts state cells (worst case max(1, n_seq_max)) and the ubatch is one sequence, as in llama.cpp's
-// worst-case reserve. Shapes are DimExpr: affine in the symbols n_tokens, n_kv, kv_head and n_outputs, so
-// that the runtime can bind them per call while the plan stays static.
+// worst-case reserve. Shapes are DimExpr: affine in the symbols n_tokens, n_kv, kv_head and n_outputs (and,
+// for interleaved sliding-window models, n_kv_swa and kv_head_swa of the SWA cache), so that the runtime can
+// bind them per call while the plan stays static.
 //
 // GraphBuilder mirrors ggml's tensor constructors (ggml_mul_mat, ggml_view_3d, ggml_cpy, ...):
 // result shapes, view strides and the `src` order follow ggml.h, and Expand() orders nodes as
@@ -33,32 +34,45 @@
 
 namespace stowage::planner {
 
-/// Value = c + tokens*n_tokens + kv*n_kv + kv_head*kv_head + outputs*n_outputs.
+/// Value = c + tokens*n_tokens + kv*n_kv + kv_head*kv_head + outputs*n_outputs
+///         + kv_swa*n_kv_swa + kv_head_swa*kv_head_swa.
+/// n_kv_swa and kv_head_swa are the SWA cache's own n_kv and kv_head (interleaved sliding-window
+/// models, llama_kv_cache_iswa: the SWA layers' K/V views and KQ_mask_swa); 0 elsewhere.
 struct DimExpr {
-  int64_t c = 0, tokens = 0, kv = 0, kv_head = 0, outputs = 0;
+  int64_t c = 0, tokens = 0, kv = 0, kv_head = 0, outputs = 0, kv_swa = 0, kv_head_swa = 0;
 
   static DimExpr Const(int64_t v) { return {v, 0, 0, 0, 0}; }
   static DimExpr Tokens(int64_t k = 1) { return {0, k, 0, 0, 0}; }
   static DimExpr Kv(int64_t k = 1) { return {0, 0, k, 0, 0}; }
   static DimExpr KvHead(int64_t k = 1) { return {0, 0, 0, k, 0}; }
   static DimExpr Outputs(int64_t k = 1) { return {0, 0, 0, 0, k}; }
-  bool is_const() const { return tokens == 0 && kv == 0 && kv_head == 0 && outputs == 0; }
+  static DimExpr KvSwa(int64_t k = 1) { return {0, 0, 0, 0, 0, k, 0}; }
+  static DimExpr KvHeadSwa(int64_t k = 1) { return {0, 0, 0, 0, 0, 0, k}; }
+  bool is_const() const {
+    return tokens == 0 && kv == 0 && kv_head == 0 && outputs == 0 && kv_swa == 0 && kv_head_swa == 0;
+  }
   DimExpr operator+(const DimExpr& o) const {
-    return {c + o.c, tokens + o.tokens, kv + o.kv, kv_head + o.kv_head, outputs + o.outputs};
+    return {
+        c + o.c,           tokens + o.tokens,          kv + o.kv, kv_head + o.kv_head, outputs + o.outputs,
+        kv_swa + o.kv_swa, kv_head_swa + o.kv_head_swa};
   }
   /// Scales by a constant.
-  DimExpr operator*(int64_t k) const { return {c * k, tokens * k, kv * k, kv_head * k, outputs * k}; }
+  DimExpr operator*(int64_t k) const {
+    return {c * k, tokens * k, kv * k, kv_head * k, outputs * k, kv_swa * k, kv_head_swa * k};
+  }
   bool operator==(const DimExpr& o) const {
-    return c == o.c && tokens == o.tokens && kv == o.kv && kv_head == o.kv_head && outputs == o.outputs;
+    return c == o.c && tokens == o.tokens && kv == o.kv && kv_head == o.kv_head && outputs == o.outputs &&
+           kv_swa == o.kv_swa && kv_head_swa == o.kv_head_swa;
   }
   bool operator!=(const DimExpr& o) const { return !(*this == o); }
 };
 
 /// Concrete values of the symbols.
 struct Bindings {
-  int64_t n_tokens = 1, n_kv = 1, kv_head = 0, n_outputs = 1;
+  int64_t n_tokens = 1, n_kv = 1, kv_head = 0, n_outputs = 1, n_kv_swa = 0, kv_head_swa = 0;
   int64_t Eval(const DimExpr& e) const {
-    return e.c + e.tokens * n_tokens + e.kv * n_kv + e.kv_head * kv_head + e.outputs * n_outputs;
+    return e.c + e.tokens * n_tokens + e.kv * n_kv + e.kv_head * kv_head + e.outputs * n_outputs +
+           e.kv_swa * n_kv_swa + e.kv_head_swa * kv_head_swa;
   }
 };
 
@@ -118,12 +132,13 @@ struct Split {
 struct Graph {
   std::string name;  ///< "pp" or "tg"
   int64_t max_tokens = 1, max_kv = 1, max_outputs = 1;
+  int64_t max_kv_swa = 0;  ///< worst-case n_kv_swa: ContextConfig::n_ctx_swa (0 without a SWA cache)
   std::vector<Tensor> tensors;
   std::vector<int> nodes;  ///< ggml graph order (op results, views included)
   std::vector<int> leafs;  ///< weights, KV caches, inputs
   std::vector<Split> splits;
 
-  Bindings WorstCase() const { return {max_tokens, max_kv, 0, max_outputs}; }
+  Bindings WorstCase() const { return {max_tokens, max_kv, 0, max_outputs, max_kv_swa, 0}; }
   /// Finds a tensor by name; -1 when absent.
   int Find(const std::string& name) const;
 };
@@ -221,6 +236,10 @@ struct ContextConfig {
   /// gets n_ctx cells like the base cache instead of llama_kv_cache_iswa's
   /// GGML_PAD(min(n_ctx, n_swa * n_seq_max + n_ubatch), 256).
   bool swa_full = false;
+  /// Resolved (ResolveContext): the cells of the SWA cache of an interleaved-SWA model
+  /// (HParams::iswa), llama_kv_cache_iswa's size_swa = GGML_PAD(min(n_ctx, n_swa + n_ubatch), 256)
+  /// (kv_unified off, llama.cpp's default), n_ctx with swa_full; 0 for every other model.
+  uint32_t n_ctx_swa = 0;
 };
 
 struct ModelGraphs {
