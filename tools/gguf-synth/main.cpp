@@ -81,6 +81,9 @@ int Run(int argc, char** argv) {
   app.add_flag("--untied", untied, "write output.weight");
   app.add_flag("--rope-freqs", rope_freqs,
                "llama: add rope_freqs.weight (Llama-3.1 rope scaling); phi3: rope_factors_long/short.weight");
+  auto* o_freqs_orig = app.add_option("--rope-freqs-orig-ctx", d.rope_original_ctx,
+                                      "original context of the --rope-freqs Llama-3.1 factors (default 8192)")
+                           ->check(tools::IntegerIn(1, UINT32_MAX));
   auto* o_scaling = app.add_option("--rope-scaling", d.rope_scaling,
                                    "rope.scaling.type: none, linear, yarn or longrope (default: no key)");
   auto* o_scale = app.add_option("--rope-scale", d.rope_scale, "rope.scaling.factor (default: no key)")
@@ -155,6 +158,7 @@ int Run(int argc, char** argv) {
   if (given(o_d_conv)) s.ssm_d_conv = d.ssm_d_conv;
   if (given(o_dt_rank)) s.ssm_dt_rank = d.ssm_dt_rank;
   if (given(o_seed)) s.seed = d.seed;
+  if (given(o_freqs_orig)) s.rope_original_ctx = d.rope_original_ctx;
   if (given(o_scaling)) s.rope_scaling = d.rope_scaling;
   if (given(o_scale)) s.rope_scale = d.rope_scale;
   if (given(o_orig)) s.rope_scaling_orig_ctx = d.rope_scaling_orig_ctx;

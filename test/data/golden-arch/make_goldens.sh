@@ -15,7 +15,8 @@ PROMPT="Once upon a time, there was a little girl named Lily. She loved to play 
 # llama-yarn / mistral3: YaRN factor 4 over an original context of 16, so the prompt's positions
 # (0..81) run far past it; mistral3's temperature factor log(floor(pos / 16) + 1) * 0.5 + 1 then
 # takes six values; beta_slow 0.25 widens YaRN's ramp (corr dims 0..3 instead of 0..1) and the log
-# multiplier 0.1 makes the attention factor differ from 1. llama-ropefreqs: Llama-3.1 rope_freqs.
+# multiplier 0.1 makes the attention factor differ from 1. llama-ropefreqs: Llama-3.1 rope_freqs of an
+# original context of 64, so that dims fast enough to turn within the prompt are scaled (factor 8).
 declare -A ARGS=(
   [mixtral-f32]="--arch mixtral --type f32"
   [mixtral-q4_0]="--arch mixtral --type q4_0"
@@ -30,7 +31,7 @@ declare -A ARGS=(
   [qwen3-f32]="--arch qwen3 --type f32 --head-dim 32"
   [qwen3-q8_0]="--arch qwen3 --type q8_0 --head-dim 32"
   [llama-yarn-f32]="--arch llama --type f32 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16"
-  [llama-ropefreqs-f32]="--arch llama --type f32 --rope-freqs"
+  [llama-ropefreqs-f32]="--arch llama --type f32 --rope-freqs --rope-freqs-orig-ctx 64"
   [mistral3-f32]="--arch mistral3 --type f32 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-beta-slow 0.25 --yarn-log-mul 0.1 --attn-temp-scale 0.5"
   [mistral3-q8_0]="--arch mistral3 --type q8_0 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-beta-slow 0.25 --yarn-log-mul 0.1 --attn-temp-scale 0.5"
 )
