@@ -16,8 +16,10 @@ namespace stowage::planner {
 struct LayerWeights {
   int attn_norm = -1, attn_norm_b = -1;
   int wq = -1, wk = -1, wv = -1, wo = -1, wqkv = -1, bq = -1, bk = -1, bv = -1, bo = -1, bqkv = -1;
-  // per-head RMS norm weights of Q and K before the rope (qwen3)
+  // per-head RMS norm weights of Q and K before the rope (qwen3, gemma3)
   int attn_q_norm = -1, attn_k_norm = -1;
+  // RMS norms of the attention and FFN outputs (gemma2, gemma3)
+  int attn_post_norm = -1, ffn_post_norm = -1;
   int ffn_norm = -1, ffn_norm_b = -1;
   int ffn_gate = -1, ffn_up = -1, ffn_down = -1, ffn_gate_b = -1, ffn_up_b = -1, ffn_down_b = -1;
   // mixture of experts (merged ffn_*_exps tensors) and the shared expert (qwen2moe)
@@ -97,6 +99,10 @@ Status LoadPhi3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildPhi3Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 Status LoadGemmaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildGemmaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
+/// gemma2 and gemma3 (llama.cpp 2026): two loaders, one graph (see arch_gemma2.cpp).
+Status LoadGemma2Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
+Status LoadGemma3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
+Status BuildGemma2Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 Status LoadMambaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildMambaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 

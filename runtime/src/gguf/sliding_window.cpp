@@ -13,6 +13,10 @@ Result<std::optional<uint32_t>> GgufSlidingWindow(const GgufFile& gguf) {
     STOWAGE_ASSIGN_OR_RETURN(const uint32_t n_swa, gguf.GetU32(key));
     return std::optional<uint32_t>(n_swa);
   }
+  // llama.cpp (2026) llama_model_gemma2::load_arch_hparams: "default value of gemma 2";
+  // llama_model_gemma3: no window without the key.
+  if (arch == "gemma2") return std::optional<uint32_t>(4096);
+  if (arch == "gemma3") return std::optional<uint32_t>();
   STOWAGE_ASSIGN_OR_RETURN(const uint32_t n_layer, gguf.GetU32Or(arch + ".block_count", 0));
   STOWAGE_ASSIGN_OR_RETURN(const uint32_t n_ctx_train, gguf.GetU32Or(arch + ".context_length", 0));
   STOWAGE_ASSIGN_OR_RETURN(const uint32_t n_head, gguf.GetU32Or(arch + ".attention.head_count", 0));
