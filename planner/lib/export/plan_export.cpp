@@ -1,5 +1,7 @@
 #include "stowage/planner/plan_export.h"
 
+#include <algorithm>
+
 #include "stowage/plan/plan_generated.h"
 #include "stowage/planner/explain.h"
 #include "stowage/runtime/model_identity.h"
@@ -11,6 +13,8 @@ namespace fb = ::stowage::plan;
 namespace {
 
 fb::DimExpr ToFb(const DimExpr& e) { return fb::DimExpr(e.c, e.tokens, e.kv, e.kv_head, e.outputs); }
+fb::DimExprSwa ToFbSwa(const DimExpr& e) { return fb::DimExprSwa(e.kv_swa, e.kv_head_swa); }
+bool HasSwa(const DimExpr& e) { return e.kv_swa != 0 || e.kv_head_swa != 0; }
 
 flatbuffers::Offset<fb::Graph> SerializeGraph(flatbuffers::FlatBufferBuilder& b, const Graph& g,
                                               const Placement& p) {
@@ -25,10 +29,19 @@ flatbuffers::Offset<fb::Graph> SerializeGraph(flatbuffers::FlatBufferBuilder& b,
     if (t.op == GgmlOp::VIEW)
       for (const auto& d : t.view_nb) vnb.push_back(ToFb(d));
     const auto voff = ToFb(t.view_offset);
+    // The SWA cache's symbols (schema version 3), written only where they appear.
+    std::vector<fb::DimExprSwa> ne_swa, vnb_swa;
+    if (std::any_of(t.ne.begin(), t.ne.end(), HasSwa))
+      for (const auto& d : t.ne) ne_swa.push_back(ToFbSwa(d));
+    if (t.op == GgmlOp::VIEW && std::any_of(t.view_nb.begin(), t.view_nb.end(), HasSwa))
+      for (const auto& d : t.view_nb) vnb_swa.push_back(ToFbSwa(d));
+    const auto voff_swa = ToFbSwa(t.view_offset);
     tensors.push_back(fb::CreateGraphTensorDirect(
         b, t.name.c_str(), static_cast<fb::TensorKind>(t.kind), t.global, static_cast<uint32_t>(t.type), &ne,
         static_cast<uint16_t>(t.op), &t.srcs, &t.iparams, &t.fparams, t.view_src, &voff,
-        vnb.empty() ? nullptr : &vnb, t.buffer, t.offset, t.backend, t.cause.c_str(), t.layer));
+        vnb.empty() ? nullptr : &vnb, t.buffer, t.offset, t.backend, t.cause.c_str(), t.layer,
+        ne_swa.empty() ? nullptr : &ne_swa, HasSwa(t.view_offset) ? &voff_swa : nullptr,
+        vnb_swa.empty() ? nullptr : &vnb_swa));
   }
   std::vector<flatbuffers::Offset<fb::Split>> splits;
   for (size_t si = 0; si < g.splits.size(); ++si) {
@@ -48,7 +61,7 @@ flatbuffers::Offset<fb::Graph> SerializeGraph(flatbuffers::FlatBufferBuilder& b,
     for (const TensorCopies& tc : gc->inputs)
       input_copies.push_back(fb::CreateInputCopiesDirect(b, tc.tensor, &tc.copies));
   return fb::CreateGraphDirect(b, g.name.c_str(), g.max_tokens, g.max_kv, g.max_outputs, &tensors, &g.nodes,
-                               &g.leafs, &splits, gc ? &input_copies : nullptr);
+                               &g.leafs, &splits, gc ? &input_copies : nullptr, g.max_kv_swa);
 }
 
 }  // namespace
@@ -65,10 +78,10 @@ std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, c
       n_params += uint64_t(g.ne[0]) * g.ne[1] * g.ne[2] * g.ne[3];
   auto model = fb::CreateModelIdentityDirect(b, gguf.path().c_str(), id.file_size, id.header_size,
                                              id.header_xxh64, m.hp.arch.c_str(), name.c_str(), n_params);
-  auto ctx =
-      fb::CreateContextParams(b, m.cfg.n_ctx, m.cfg.n_batch, m.cfg.n_ubatch,
-                              static_cast<uint32_t>(m.cfg.type_k), static_cast<uint32_t>(m.cfg.type_v),
-                              p.offload_kqv, m.hp.n_layer, m.hp.n_vocab, m.hp.n_embd, m.cfg.flash_attn);
+  auto ctx = fb::CreateContextParams(b, m.cfg.n_ctx, m.cfg.n_batch, m.cfg.n_ubatch,
+                                     static_cast<uint32_t>(m.cfg.type_k), static_cast<uint32_t>(m.cfg.type_v),
+                                     p.offload_kqv, m.hp.n_layer, m.hp.n_vocab, m.hp.n_embd, m.cfg.flash_attn,
+                                     m.cfg.n_ctx_swa, m.cfg.n_ctx_swa > 0 && m.cfg.swa_full);
   std::vector<flatbuffers::Offset<fb::Device>> devices;
   for (const auto& d : p.devices)
     devices.push_back(fb::CreateDeviceDirect(b, d.name.c_str(), d.description.c_str(),
@@ -109,8 +122,9 @@ std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, c
                                                     ExplainRuleCode(e.code)));
   }
   // content_xxh64: a non-zero placeholder so that the field is written; SealPlan replaces it.
-  auto plan = fb::CreatePlanDirect(b, kPlanSchemaVersion, "stowage plan-model 0.1", model, ctx, &devices,
-                                   &backends, &buffers, &tensors, &graphs, &explain, flags.c_str(),
+  const uint32_t version = m.cfg.n_ctx_swa > 0 ? kPlanSchemaVersionSwa : kPlanSchemaVersionBase;
+  auto plan = fb::CreatePlanDirect(b, version, "stowage plan-model 0.1", model, ctx, &devices, &backends,
+                                   &buffers, &tensors, &graphs, &explain, flags.c_str(),
                                    static_cast<uint32_t>(p.n_copies), /*content_xxh64=*/1);
   fb::FinishPlanBuffer(b, plan);
   std::vector<uint8_t> bytes(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());

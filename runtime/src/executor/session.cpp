@@ -27,6 +27,8 @@ Status Session::Impl::Init(const SessionOptions& opts) {
   n_ctx = decoded.n_ctx;
   n_ubatch = decoded.n_ubatch;
   n_vocab = decoded.n_vocab;
+  n_ctx_swa = decoded.n_ctx_swa;
+  swa_cell_pos.assign(static_cast<size_t>(n_ctx_swa), -1);
   kv_pad = r.context()->flash_attn() ? 256 : 32;
   pad_n_kv_to_256 = opts.llamacpp_numerics;
   mem = plan->planned_memory();  // a copy: the session sets the bases, data and layouts
@@ -106,7 +108,10 @@ Status Session::Decode(const std::vector<int32_t>& tokens, bool all_logits, std:
   if (s.ReadsMapping()) STOWAGE_RETURN_IF_ERROR(s.gguf->CheckUnchanged());
   const int64_t n = static_cast<int64_t>(tokens.size());
   // A failed decode leaves the sequence as it was: n_past returns to its value before the call (the
-  // KV cells written by the ubatches that succeeded lie beyond it and are overwritten next time).
+  // KV cells written by the ubatches that succeeded lie beyond it and are overwritten next time;
+  // in a SWA ring they record positions >= n_past, masked until the token of that position, stored
+  // in the same cell, overwrites them, and the older positions they replaced were already out of
+  // every later token's window, see RunUbatch).
   // A recurrent model's state (one cell, updated in place by every ubatch) cannot be rolled back:
   // the session refuses to decode until Reset().
   const int64_t n_past_before = s.n_past;
@@ -149,6 +154,7 @@ Status Session::Decode(const std::vector<int32_t>& tokens, bool all_logits, std:
 
 void Session::Reset() {
   impl_->n_past = 0;
+  std::fill(impl_->swa_cell_pos.begin(), impl_->swa_cell_pos.end(), -1);
   impl_->recurrent_state_lost = false;
 }
 int64_t Session::n_past() const { return impl_->n_past; }

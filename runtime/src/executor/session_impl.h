@@ -44,6 +44,11 @@ class Session::Impl {
   bool recurrent_state_lost = false;
   std::vector<float> unwanted_logits;  ///< Decode's logits when the caller passes nullptr
   int64_t n_swa = 0;                   // sliding window of KQ_mask_swa (<arch>.attention.sliding_window)
+  /// The SWA cache of an interleaved sliding-window model (ContextParams.n_ctx_swa cells; 0: none),
+  /// a ring: the token at position p is stored in cell p % n_ctx_swa (kv_head_swa), and
+  /// swa_cell_pos[c] is the position cell c holds (-1: empty).
+  int64_t n_ctx_swa = 0;
+  std::vector<int64_t> swa_cell_pos;
   double load_seconds = 0;
   std::vector<plan_graph::Bound> bound;  // scratch per call
 
@@ -74,6 +79,9 @@ class Session::Impl {
                      float* out);
   /// The symbol values of a ubatch of `n` tokens at n_past on graph `g`.
   plan_graph::Bindings UbatchBindings(const plan_graph::Graph& g, int64_t n, bool all_logits) const;
+  /// n_kv for `used` cells in use of a cache of `cells` cells: padded as llama.cpp pads it
+  /// (kv_pad, or llama.cpp 2026's at least 256 with pad_n_kv_to_256), at most `cells`.
+  int64_t PaddedKv(int64_t used, int64_t cells) const;
   /// Writes the graph inputs of a ubatch bound at `s` (tokens, positions, masks, recurrent state
   /// inputs, output ids).
   Status FillInputs(const plan_graph::Graph& g, const plan_graph::Bindings& s, const int32_t* tokens,

@@ -202,11 +202,14 @@ class MemoryChecker {
     const std::string gname = Str(g.name());
     const auto* ts = life.ts;
     // Each dimension at its largest over the symbol values a session binds (n_tokens, n_kv and
-    // n_outputs from 1 to the graph's maxima, kv_head from 0 to n_ctx - 1): each term of the affine
-    // DimExpr at the end of its symbol's range that makes it largest.
+    // n_outputs from 1 to the graph's maxima, kv_head from 0 to n_ctx - 1; n_kv_swa from 1 to
+    // max_kv_swa, kv_head_swa from 0 to n_ctx_swa - 1): each term of the affine DimExpr at the end
+    // of its symbol's range that makes it largest.
     const int64_t n_ctx = p_.context() ? p_.context()->n_ctx() : 1;
-    const int64_t lo[4] = {1, 1, 0, 1};
-    const int64_t hi[4] = {g.max_tokens(), g.max_kv(), std::max<int64_t>(0, n_ctx - 1), g.max_outputs()};
+    const int64_t n_ctx_swa = p_.context() ? p_.context()->n_ctx_swa() : 0;
+    const int64_t lo[6] = {1, 1, 0, 1, 1, 0};
+    const int64_t hi[6] = {g.max_tokens(),  g.max_kv(),     std::max<int64_t>(0, n_ctx - 1),
+                           g.max_outputs(), g.max_kv_swa(), std::max<int64_t>(0, n_ctx_swa - 1)};
     std::vector<Owned> owned;
     for (size_t t = 0; t < life.nt; ++t) {
       const auto* x = ts->Get(t);
@@ -220,9 +223,11 @@ class MemoryChecker {
       bool dims_ok = x->ne() && x->ne()->size() == 4;
       for (int d = 0; dims_ok && d < 4; ++d) {
         const auto* e = x->ne()->Get(d);
-        const int64_t coef[4] = {e->tokens(), e->kv(), e->kv_head(), e->outputs()};
+        const auto* w = x->ne_swa() && x->ne_swa()->size() == 4 ? x->ne_swa()->Get(d) : nullptr;
+        const int64_t coef[6] = {
+            e->tokens(), e->kv(), e->kv_head(), e->outputs(), w ? w->kv_swa() : 0, w ? w->kv_head_swa() : 0};
         __int128 v = e->c();
-        for (int k = 0; k < 4; ++k) v += std::max(__int128(coef[k]) * lo[k], __int128(coef[k]) * hi[k]);
+        for (int k = 0; k < 6; ++k) v += std::max(__int128(coef[k]) * lo[k], __int128(coef[k]) * hi[k]);
         if (v < 0 || v > std::numeric_limits<int32_t>::max() * __int128(1 << 20))
           dims_ok = false;
         else

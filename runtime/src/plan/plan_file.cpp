@@ -94,7 +94,8 @@ Status PlanFile::Verify(PlanChecks checks) {
   std::vector<plan_graph::Bound> bound;
   for (size_t gi = 0; gi < decoded.graphs.size(); ++gi) {
     const plan_graph::Graph& g = decoded.graphs[gi];
-    for (const plan_graph::Bindings& s : plan_graph::Corners(g, gi, decoded.n_ctx, decoded.n_ubatch)) {
+    for (const plan_graph::Bindings& s :
+         plan_graph::Corners(g, gi, decoded.n_ctx, decoded.n_ubatch, decoded.n_ctx_swa)) {
       STOWAGE_RETURN_IF_ERROR(plan_graph::BindAll(g, s, mem, path_, &bound));
       STOWAGE_RETURN_IF_ERROR(plan_graph::CheckNodeShapes(g, bound, path_));
       STOWAGE_RETURN_IF_ERROR(plan_graph::CheckNodes(r, g, bound, mem, path_));
@@ -218,6 +219,12 @@ Status VerifyCopies(const plan::Graph& g, uint32_t n_copies, const flatbuffers::
       same = a->c() == b->c() && a->tokens() == b->tokens() && a->kv() == b->kv() &&
              a->kv_head() == b->kv_head() && a->outputs() == b->outputs();
     }
+    same = same && Len(t->ne_swa()) == Len(t0->ne_swa());
+    for (flatbuffers::uoffset_t d = 0; same && d < Len(t->ne_swa()); ++d) {
+      const auto* a = t->ne_swa()->Get(d);
+      const auto* b = t0->ne_swa()->Get(d);
+      same = a->kv_swa() == b->kv_swa() && a->kv_head_swa() == b->kv_head_swa();
+    }
     if (!same)
       return Fail(path, f,
                   "copy " + std::to_string(c) + " (tensor " + std::to_string(id) +
@@ -236,19 +243,35 @@ Status VerifyGraphTensors(const plan::Plan& r, const plan::Graph& g, const std::
   // needs 8, or every read of it is a misaligned load (the fuzzer found such a file).
   for (size_t i = 0; i < nt; ++i) {
     const auto* t = g.tensors()->Get(i);
-    if ((t->ne() && !Aligned8(t->ne()->Data())) || (t->view_nb() && !Aligned8(t->view_nb()->Data())))
+    if ((t->ne() && !Aligned8(t->ne()->Data())) || (t->view_nb() && !Aligned8(t->view_nb()->Data())) ||
+        (t->ne_swa() && !Aligned8(t->ne_swa()->Data())) ||
+        (t->view_nb_swa() && !Aligned8(t->view_nb_swa()->Data())))
       return Fail(path, gf + ".tensors[" + std::to_string(i) + "]",
                   "ne or view_nb vector not aligned to 8 bytes");
   }
+  // The SWA cache's symbols (schema version 3) only in a plan that has a SWA cache.
+  const bool swa_cache = r.context()->n_ctx_swa() > 0;
   for (size_t i = 0; i < nt; ++i) {
     const auto* t = g.tensors()->Get(i);
     const std::string f = gf + ".tensors[" + std::to_string(i) + "]";
     if (!t->ne() || t->ne()->size() != 4) return Fail(path, f, "expected 4 dims");
+    if (t->ne_swa() && t->ne_swa()->size() != 4)
+      return Fail(path, f + ".ne_swa", "expected 4 dims, found " + std::to_string(t->ne_swa()->size()));
+    if (t->view_nb_swa() && t->view_nb_swa()->size() != Len(t->view_nb()))
+      return Fail(path, f + ".view_nb_swa",
+                  "expected as many strides as view_nb (" + std::to_string(Len(t->view_nb())) + "), found " +
+                      std::to_string(t->view_nb_swa()->size()));
+    if (!swa_cache && (t->ne_swa() || t->view_offset_swa() || t->view_nb_swa()))
+      return Fail(
+          path, f + ".ne_swa",
+          "SWA cache symbols (n_kv_swa, kv_head_swa) in a plan without a SWA cache (context.n_ctx_swa 0)");
     // A dimension that is 0 whatever the batch (all of its terms 0): llama.cpp's graphs have none,
     // and a node of no elements is skipped, leaving its readers with stale memory.
     for (flatbuffers::uoffset_t d = 0; d < 4; ++d) {
       const auto* e = t->ne()->Get(d);
-      if (e->c() == 0 && e->tokens() == 0 && e->kv() == 0 && e->kv_head() == 0 && e->outputs() == 0)
+      const auto* w = t->ne_swa() ? t->ne_swa()->Get(d) : nullptr;
+      if (e->c() == 0 && e->tokens() == 0 && e->kv() == 0 && e->kv_head() == 0 && e->outputs() == 0 &&
+          (w == nullptr || (w->kv_swa() == 0 && w->kv_head_swa() == 0)))
         return Fail(path, f + ".ne[" + std::to_string(d) + "]", "a dimension that is always 0");
     }
     if (!IsValidGgmlType(t->type())) return Fail(path, f + ".type", "invalid ggml type");
@@ -368,6 +391,32 @@ Status VerifyGraph(const plan::Plan& r, size_t gi, const std::string& path) {
   return Status::Ok();
 }
 
+// The SWA cache of an interleaved sliding-window model (schema version 3): context.n_ctx_swa cells,
+// at most n_ctx, and either n_ctx (--swa-full) or enough for a whole ubatch (the ring the session
+// writes a ubatch into holds it at once; the model's window is checked against it with the model,
+// CheckPlanAgainstModel); the graphs' worst case max_kv_swa covers it.
+Status VerifySwaCache(const plan::Plan& r, const std::string& path) {
+  const plan::ContextParams& c = *r.context();
+  const uint32_t n_swa_cells = c.n_ctx_swa();
+  if (n_swa_cells == 0) return Status::Ok();
+  if (r.schema_version() < kPlanSchemaVersionSwa)
+    return Fail(path, "context.n_ctx_swa",
+                "a SWA cache needs schema_version " + std::to_string(kPlanSchemaVersionSwa) + ", found " +
+                    std::to_string(r.schema_version()));
+  if (n_swa_cells > c.n_ctx() || (n_swa_cells < c.n_ctx() && n_swa_cells < c.n_ubatch()))
+    return Fail(path, "context.n_ctx_swa",
+                "n_ctx " + std::to_string(c.n_ctx()) + ", or from n_ubatch " + std::to_string(c.n_ubatch()) +
+                    " to n_ctx, found " + std::to_string(n_swa_cells));
+  for (size_t gi = 0; gi < Len(r.graphs()); ++gi) {
+    const plan::Graph& g = *r.graphs()->Get(gi);
+    if (g.max_kv_swa() < static_cast<int64_t>(n_swa_cells))
+      return Fail(path, "graphs[" + std::to_string(gi) + "].max_kv_swa",
+                  "at least context.n_ctx_swa " + std::to_string(n_swa_cells) + ", found " +
+                      std::to_string(g.max_kv_swa()));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 // The file's own consistency: header, flatbuffers verifier, schema version, checksum, cross
@@ -401,6 +450,7 @@ Status PlanFile::VerifyStructure() {
     return Fail(path, "content_xxh64", msg);
   }
   if (!r.model() || !r.context()) return Fail(path, "model/context", "required table missing");
+  STOWAGE_RETURN_IF_ERROR(VerifySwaCache(r, path));
   STOWAGE_RETURN_IF_ERROR(VerifyTables(r, path));
   if (Len(r.graphs()) == 0) return Fail(path, "graphs", "expected the pp and tg graphs");
   // Pipeline parallelism (schema additions within version 1, COMPATIBILITY.md).

@@ -13,11 +13,20 @@ namespace stowage::plan_graph {
 
 namespace fb = ::stowage::plan;
 
-bool Bindings::Eval(const fb::DimExpr& e, int64_t* out) const {
-  int64_t acc = e.c(), term;
-  const int64_t coef[4] = {e.tokens(), e.kv(), e.kv_head(), e.outputs()};
-  const int64_t val[4] = {n_tokens, n_kv, kv_head, n_outputs};
-  for (int i = 0; i < 4; ++i)
+Dim Dim::From(const fb::DimExpr& e, const fb::DimExprSwa* swa) {
+  Dim d{e.c(), e.tokens(), e.kv(), e.kv_head(), e.outputs(), 0, 0};
+  if (swa != nullptr) {
+    d.kv_swa = swa->kv_swa();
+    d.kv_head_swa = swa->kv_head_swa();
+  }
+  return d;
+}
+
+bool Bindings::Eval(const Dim& e, int64_t* out) const {
+  int64_t acc = e.c, term;
+  const int64_t coef[6] = {e.tokens, e.kv, e.kv_head, e.outputs, e.kv_swa, e.kv_head_swa};
+  const int64_t val[6] = {n_tokens, n_kv, kv_head, n_outputs, n_kv_swa, kv_head_swa};
+  for (int i = 0; i < 6; ++i)
     if (__builtin_mul_overflow(coef[i], val[i], &term) || __builtin_add_overflow(acc, term, &acc))
       return false;
   *out = acc;
@@ -141,6 +150,7 @@ Result<Graph> DecodeGraph(const fb::Graph& g, int64_t n_ctx, const std::string& 
   gg.name = g.name() ? g.name()->str() : "";
   gg.max_tokens = g.max_tokens();
   gg.max_kv = g.max_kv();
+  gg.max_kv_swa = g.max_kv_swa();
   gg.max_outputs = g.max_outputs();
   for (size_t i = 0; i < g.tensors()->size(); ++i) {
     const auto* t = g.tensors()->Get(i);
@@ -149,13 +159,18 @@ Result<Graph> DecodeGraph(const fb::Graph& g, int64_t n_ctx, const std::string& 
     x.op = static_cast<GgmlOp>(t->op());
     x.type = static_cast<GgmlType>(t->type());
     x.kind = t->kind();
-    for (size_t d = 0; d < 4; ++d) x.ne.push_back(*t->ne()->Get(d));
+    // ne_swa / view_nb_swa have as many entries as ne / view_nb when present (VerifyGraphTensors).
+    const auto* ne_swa = t->ne_swa();
+    for (flatbuffers::uoffset_t d = 0; d < 4; ++d)
+      x.ne.push_back(Dim::From(*t->ne()->Get(d), ne_swa ? ne_swa->Get(d) : nullptr));
     if (t->srcs()) x.srcs.assign(t->srcs()->begin(), t->srcs()->end());
     if (t->iparams()) x.iparams.assign(t->iparams()->begin(), t->iparams()->end());
     if (t->fparams()) x.fparams.assign(t->fparams()->begin(), t->fparams()->end());
-    if (t->view_offset()) x.view_offset = *t->view_offset();
+    if (t->view_offset()) x.view_offset = Dim::From(*t->view_offset(), t->view_offset_swa());
+    const auto* nb_swa = t->view_nb_swa();
     if (t->view_nb())
-      for (size_t d = 0; d < t->view_nb()->size(); ++d) x.view_nb.push_back(*t->view_nb()->Get(d));
+      for (flatbuffers::uoffset_t d = 0; d < t->view_nb()->size(); ++d)
+        x.view_nb.push_back(Dim::From(*t->view_nb()->Get(d), nb_swa ? nb_swa->Get(d) : nullptr));
     x.global = t->global();
     x.buffer = t->buffer();
     x.offset = t->offset();
@@ -359,6 +374,7 @@ Result<Graphs> Decode(const fb::Plan& r, const std::string& path) {
   out.n_ctx = r.context()->n_ctx();
   out.n_ubatch = r.context()->n_ubatch();
   out.n_vocab = r.context()->n_vocab();
+  out.n_ctx_swa = r.context()->n_ctx_swa();  // checked against n_ctx and n_ubatch (VerifySwaCache)
   if (out.n_ctx <= 0 || out.n_ubatch <= 0 || out.n_vocab <= 0)
     return DataLoss(path + ": context: n_ctx, n_ubatch and n_vocab must be positive");
   for (const auto* g : *r.graphs()) {
@@ -394,9 +410,12 @@ Memory PlannedMemory(const fb::Plan& r) {
   return m;
 }
 
-std::vector<Bindings> Corners(const Graph& g, size_t graph_index, int64_t n_ctx, int64_t n_ubatch) {
+std::vector<Bindings> Corners(const Graph& g, size_t graph_index, int64_t n_ctx, int64_t n_ubatch,
+                              int64_t n_ctx_swa) {
   const int64_t n_max =
       graph_index == 1 ? 1 : std::max<int64_t>(1, std::min({g.max_tokens, n_ubatch, n_ctx}));
+  // Without a SWA cache its symbols stay 0 (no tensor has terms in them: VerifyGraphTensors).
+  const bool swa = n_ctx_swa > 0;
   std::vector<Bindings> out;
   for (const int64_t n : {int64_t(1), n_max}) {
     if (n == n_max && n == 1 && !out.empty()) break;
@@ -405,9 +424,9 @@ std::vector<Bindings> Corners(const Graph& g, size_t graph_index, int64_t n_ctx,
         out.push_back(Bindings{n, 1, 0, o});
         continue;
       }
-      out.push_back(Bindings{n, n, 0, o});
-      out.push_back(Bindings{n, n_ctx, 0, o});
-      out.push_back(Bindings{n, n_ctx, n_ctx - n, o});
+      out.push_back(Bindings{n, n, 0, o, swa ? n : 0, 0});
+      out.push_back(Bindings{n, n_ctx, 0, o, n_ctx_swa, 0});
+      out.push_back(Bindings{n, n_ctx, n_ctx - n, o, n_ctx_swa, swa ? n_ctx_swa - n : 0});
     }
   }
   out.push_back(g.worst_case());  // what the plan sized the graph for

@@ -19,12 +19,22 @@ namespace stowage::plan_graph {
 
 using exec::TensorView;
 
-/// Values of a graph's symbolic dimensions for one call.
+/// A symbolic dimension as decoded from the plan: a DimExpr with the terms of the SWA cache's
+/// symbols (GraphTensor.ne_swa / view_offset_swa / view_nb_swa, zero when absent) beside it.
+struct Dim {
+  int64_t c = 0, tokens = 0, kv = 0, kv_head = 0, outputs = 0, kv_swa = 0, kv_head_swa = 0;
+  /// The dimension `e` with SWA terms `swa` (nullptr: none).
+  static Dim From(const plan::DimExpr& e, const plan::DimExprSwa* swa);
+};
+
+/// Values of a graph's symbolic dimensions for one call. n_kv_swa and kv_head_swa are the SWA
+/// cache's (interleaved sliding-window models; 0 without one).
 struct Bindings {
-  int64_t n_tokens = 0, n_kv = 0, kv_head = 0, n_outputs = 0;
-  /// c + tokens*n_tokens + kv*n_kv + kv_head*kv_head + outputs*n_outputs; false on int64 overflow
-  /// (coefficients come from the plan file, which may be hostile).
-  bool Eval(const plan::DimExpr& e, int64_t* out) const;
+  int64_t n_tokens = 0, n_kv = 0, kv_head = 0, n_outputs = 0, n_kv_swa = 0, kv_head_swa = 0;
+  /// c + tokens*n_tokens + kv*n_kv + kv_head*kv_head + outputs*n_outputs + kv_swa*n_kv_swa +
+  /// kv_head_swa*kv_head_swa; false on int64 overflow (coefficients come from the plan file, which
+  /// may be hostile).
+  bool Eval(const Dim& e, int64_t* out) const;
 };
 
 /// A graph tensor, decoded from the plan once.
@@ -33,12 +43,12 @@ struct Tensor {
   GgmlOp op = GgmlOp::NONE;
   GgmlType type = GgmlType::F32;
   plan::TensorKind kind = plan::TensorKind::Intermediate;
-  std::vector<plan::DimExpr> ne;
+  std::vector<Dim> ne;
   std::vector<int> srcs;
   std::vector<int32_t> iparams;
   std::vector<float> fparams;
-  plan::DimExpr view_offset{};
-  std::vector<plan::DimExpr> view_nb;
+  Dim view_offset{};
+  std::vector<Dim> view_nb;
   int global = -1;
   int buffer = -1;
   uint64_t offset = 0;
@@ -55,34 +65,42 @@ struct Split {
 struct Graph {
   std::string name;
   int64_t max_tokens = 0, max_kv = 0, max_outputs = 0;
+  int64_t max_kv_swa = 0;  ///< worst-case n_kv_swa (the SWA cache's cells); 0 without one
   std::vector<Tensor> tensors;
   std::vector<int> nodes;
   std::vector<Split> splits;
   int inp_tokens = -1, inp_pos = -1, kq_mask = -1, inp_out_ids = -1, result = -1;
-  int kq_mask_swa = -1;  ///< phi3 with a sliding window (llama.cpp's inp_KQ_mask_swa)
+  /// llama.cpp's inp_KQ_mask_swa: phi3 (over the one cache, [n_kv, n_tokens]) and interleaved
+  /// sliding-window models (over the SWA cache, [n_kv_swa, n_tokens])
+  int kq_mask_swa = -1;
   /// Recurrent models (mamba, llm_build_copy_mask_state): which cell each used cell's state comes
   /// from, and 0/1 to clear the states of new sequences. Their "KV" cells are sequences.
   int inp_s_copy = -1, inp_s_mask = -1;
   bool recurrent() const { return inp_s_copy >= 0 || inp_s_mask >= 0; }
-  /// The symbol values of the worst case the plan sized the graph for (kv_head 0).
-  Bindings worst_case() const { return Bindings{max_tokens, max_kv, 0, max_outputs}; }
+  /// The symbol values of the worst case the plan sized the graph for (kv_head and kv_head_swa 0).
+  Bindings worst_case() const { return Bindings{max_tokens, max_kv, 0, max_outputs, max_kv_swa, 0}; }
 };
 
 /// The symbol values at which the verifier binds graph `g` (index `graph_index`: 0 = pp, 1 = tg)
 /// of a context of `n_ctx` cells and `n_ubatch` tokens: the vertices of the range a session can
 /// bind (RunUbatchOn), n_tokens n in [1, N] (N = 1 for tg, else min(max_tokens, n_ubatch, n_ctx)),
 /// kv_head p in [0, n_ctx - n], n_kv in [p + n, n_ctx] (the cells in use, padded), n_outputs in
-/// [1, n]; a recurrent graph binds kv_head 0 and n_kv 1. Every dimension, view offset and stride is
+/// [1, n]; a recurrent graph binds kv_head 0 and n_kv 1. With a SWA cache of `n_ctx_swa` cells
+/// (0: none), kv_head_swa and n_kv_swa take the corresponding corners of [0, n_ctx_swa - n] and
+/// [n, n_ctx_swa] together with kv_head and n_kv (a tensor reads one cache: its terms are in one
+/// pair of symbols). Every dimension, view offset and stride is
 /// affine in the symbols, so its extremes over that range are attained at these vertices: a value
 /// that is negative, or a tensor outside its buffer or its viewed tensor, anywhere in the range is
 /// so at one of them (extents of strided views are products of affine terms in different symbols in
 /// every plan the planner writes, which are extreme at the vertices too). The graph's worst case
 /// (worst_case()) is the last entry.
-std::vector<Bindings> Corners(const Graph& g, size_t graph_index, int64_t n_ctx, int64_t n_ubatch);
+std::vector<Bindings> Corners(const Graph& g, size_t graph_index, int64_t n_ctx, int64_t n_ubatch,
+                              int64_t n_ctx_swa = 0);
 
 /// The context and graphs of a plan, decoded.
 struct Graphs {
   int64_t n_ctx = 0, n_ubatch = 0, n_vocab = 0;
+  int64_t n_ctx_swa = 0;      ///< ContextParams.n_ctx_swa: the SWA cache's cells (0: none)
   std::vector<Graph> graphs;  ///< [0] = pp, [1] = tg
 };
 

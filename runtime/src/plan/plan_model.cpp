@@ -83,6 +83,15 @@ Status CheckPlanAgainstModel(const PlanFile& plan, const GgufFile& gguf, uint32_
   if (reads_swa) {
     STOWAGE_ASSIGN_OR_RETURN(swa, ReadSlidingWindow(plan, gguf));
   }
+  // A SWA ring smaller than the context must hold the window and a whole ubatch (the session's
+  // ring cache overwrites only cells that no token of the ubatch can see: llama_kv_cache_iswa's
+  // size_swa rule).
+  const auto& c = *r.context();
+  if (c.n_ctx_swa() > 0 && c.n_ctx_swa() < c.n_ctx() &&
+      uint64_t{c.n_ctx_swa()} < uint64_t{swa} + c.n_ubatch())
+    return DataLoss(plan.path() + ": context.n_ctx_swa " + std::to_string(c.n_ctx_swa()) +
+                    " is below the sliding window " + std::to_string(swa) + " of " + gguf.path() +
+                    " + n_ubatch " + std::to_string(c.n_ubatch()));
   if (n_swa) *n_swa = swa;
   return Status::Ok();
 }

@@ -65,9 +65,22 @@ inline uint32_t KvPadding(const ContextConfig& cfg) { return cfg.flash_attn ? 25
 /// n_embd_head_v - forcing off"); n_ctx 0 takes the model's n_ctx_train, then n_ctx is padded up to
 /// a multiple of KvPadding (llama_kv_cache_get_padding); n_batch is min(n_batch, n_ctx), raised to kKqMaskPad
 /// when below it (llama.cpp warns "n_batch is less than GGML_KQ_MASK_PAD - increasing to 64"), and n_ubatch
-/// is clamped to n_batch. Errors (kInvalidArgument): n_ctx (given or the model's context_length) above
-/// kMaxContextTokens, naming `path`; n_batch or n_ubatch 0.
+/// is clamped to n_batch. Interleaved sliding-window models (hp.iswa(), architectures that follow
+/// llama.cpp 2026) have n_ctx padded to 256 as llama.cpp 2026's llama_context does, and their SWA
+/// cache size in cfg->n_ctx_swa: llama_kv_cache_iswa's GGML_PAD(min(n_ctx, n_swa + n_ubatch), 256),
+/// n_ctx with swa_full (0 for other models). Errors (kInvalidArgument): n_ctx (given or the model's
+/// context_length) above kMaxContextTokens, naming `path`; n_batch or n_ubatch 0.
 Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig* cfg);
+
+/// The cells of layer `il`'s KV cache in `m` (resolved): max(1, n_seq_max) state cells for a
+/// recurrent model, cfg.n_ctx_swa for a sliding-window layer of an interleaved-SWA model (its
+/// K/V live in the SWA cache), else cfg.n_ctx.
+int64_t KvCacheCells(const ModelGraphs& m, uint32_t il);
+
+/// True when layer `il` of `m` keeps its K/V in the SWA cache (llama_kv_cache_iswa's filter_swa:
+/// hparams.is_swa(il)) and its attention reads the SWA symbols n_kv_swa / kv_head_swa and
+/// KQ_mask_swa over that cache. Phi3's sliding window (one full cache) is not one.
+inline bool UsesSwaCache(const ModelGraphs& m, uint32_t il) { return m.cfg.n_ctx_swa > 0 && m.hp.is_swa(il); }
 
 /// Builds globals (weights with their role and consuming op, KV cache tensors), the "pp" graph
 /// (n_tokens = min(n_ctx, n_ubatch), n_outputs = n_tokens) and the "tg" graph (n_tokens = 1),

@@ -38,9 +38,14 @@ struct Memory;
 }  // namespace plan_graph
 class GgufFile;
 
-/// Highest plan schema version this runtime reads, and the one writers set: 2 (version 2 added the
-/// required Plan.content_xxh64 checksum, COMPATIBILITY.md).
-inline constexpr uint32_t kPlanSchemaVersion = 2;
+/// Highest plan schema version this runtime reads: 3 (version 2 added the required
+/// Plan.content_xxh64 checksum, version 3 the SWA cache of interleaved sliding-window models,
+/// COMPATIBILITY.md). Writers set kPlanSchemaVersionSwa on plans with a SWA cache
+/// (ContextParams.n_ctx_swa > 0) and kPlanSchemaVersionBase on all others, so that those stay
+/// readable by version-2 runtimes.
+inline constexpr uint32_t kPlanSchemaVersion = 3;
+inline constexpr uint32_t kPlanSchemaVersionBase = 2;
+inline constexpr uint32_t kPlanSchemaVersionSwa = 3;
 
 /// Seals a finished plan buffer (flatbuffers, file identifier "STWP") in place: stores in
 /// Plan.content_xxh64 the XXH64 (seed 0) of all `size` bytes with that field's 8 bytes taken as
