@@ -24,6 +24,8 @@ const std::vector<ArchSpec>& Architectures() {
       {"mistral3", 0, LoadMistral3Weights, BuildMistral3Graph},
       {"phi3", 2, LoadPhi3Weights, BuildPhi3Graph},
       {"gemma", 2, LoadGemmaWeights, BuildGemmaGraph},
+      {"gemma2", 2, LoadGemma2Weights, BuildGemma2Graph},
+      {"gemma3", 2, LoadGemma3Weights, BuildGemma2Graph},  // gemma2's graph + q/k norms, optional soft-caps
       {"mamba", -1, LoadMambaWeights, BuildMambaGraph},
   };
   return kArchs;
@@ -110,21 +112,23 @@ Status CheckTokenizer(const GgufFile& f) {
   return Tokenizer::Validate(f);
 }
 
-}  // namespace
-
-// llama.cpp load_swa_pattern: attention.sliding_window_pattern as an array of bools (one per
-// layer), else as a period n (set_swa_pattern: il is SWA when n == 0 or il % n < n - 1), else
-// `default_period`.
+// llama.cpp load_swa_pattern: attention.sliding_window_pattern as an array of bools (or int32 /
+// uint32, as get_arr takes them) of one entry per layer, else as a period n (set_swa_pattern: il is
+// SWA when n == 0 or il % n < n - 1), else `default_period`. Differs from llama.cpp: an array of
+// another length than block_count is refused (llama.cpp leaves the layers past it global).
 Status ReadSwaPattern(const GgufFile& f, uint32_t default_period, HParams* hp) {
   const std::string key = hp->arch + ".attention.sliding_window_pattern";
   hp->swa_layers.assign(hp->n_layer, 0);
   const GgufValue* found = f.Find(key);
   if (found != nullptr && found->is_array()) {
     const GgufValue& v = *found;
-    if ((v.elem_type != GgufValueType::BOOL && !IsGgufIntegerType(v.elem_type)) || v.count != hp->n_layer)
-      return f.KeyError(key,
-                        "an array of " + std::to_string(hp->n_layer) + " bools (block_count) or a period",
-                        "an array of " + std::to_string(v.count) + " " + GgufValueTypeName(v.elem_type));
+    const bool type_ok = v.elem_type == GgufValueType::BOOL || v.elem_type == GgufValueType::INT32 ||
+                         v.elem_type == GgufValueType::UINT32;
+    if (!type_ok || v.count != hp->n_layer)
+      return f.KeyError(
+          key,
+          "an array of " + std::to_string(hp->n_layer) + " bools (" + hp->arch + ".block_count) or a period",
+          "an array of " + std::to_string(v.count) + " " + GgufValueTypeName(v.elem_type));
     for (uint32_t il = 0; il < hp->n_layer; ++il) hp->swa_layers[il] = v.ArrayI64(il) != 0 ? 1 : 0;
     return Status::Ok();
   }
@@ -135,15 +139,18 @@ Status ReadSwaPattern(const GgufFile& f, uint32_t default_period, HParams* hp) {
 }
 
 // llama.cpp (2026) llama_model_gemma2 / llama_model_gemma3::load_arch_hparams: the sliding window
-// (gemma2: attention.sliding_window, default 4096, pattern period 2; gemma3: SWA only when the key
-// is present and > 0, period 6), the SWA layers' rope base (rope.freq_base_swa; gemma2 defaults to
-// the global base and scale, gemma3 to 10000 and 1) and the soft-caps (gemma2: attention 50 and
-// final 30 by default; gemma3: final only, 0 = off).
-Status ReadGemmaSwaAndSoftcap(const GgufFile& f, HParams* hp) {
+// (GgufSlidingWindow, the runtime's reading: gemma2 attention.sliding_window, default 4096, pattern
+// period 2; gemma3: SWA only when the key is present and > 0, period 6), the SWA layers' rope base
+// (rope.freq_base_swa; gemma2 defaults to the global base and scale, gemma3 to 10000 and 1), the
+// soft-caps (gemma2: attention 50 and final 30 by default; gemma3: final only, 0 = off) and the
+// query scale by model type (gemma_pytorch config: 1/sqrt(n_embd / n_head) for the 27B models,
+// gemma2 46 layers and gemma3 62, else 1/sqrt(n_embd_head_k); attention.scale is not read).
+Status ReadGemmaHParams(const GgufFile& f, HParams* hp) {
   const std::string p = hp->arch + ".";
   const bool gemma2 = hp->arch == "gemma2";
   const std::string window_key = p + "attention.sliding_window";
-  STOWAGE_ASSIGN_OR_RETURN(hp->n_swa, f.GetU32Or(window_key, gemma2 ? 4096 : 0));
+  STOWAGE_ASSIGN_OR_RETURN(const std::optional<uint32_t> n_swa, GgufSlidingWindow(f));
+  hp->n_swa = n_swa.value_or(0);
   if (gemma2 && hp->n_swa == 0)
     return f.KeyError(window_key, "a positive window (gemma2 alternates sliding-window and global layers)",
                       "0");
@@ -161,8 +168,13 @@ Status ReadGemmaSwaAndSoftcap(const GgufFile& f, HParams* hp) {
   STOWAGE_ASSIGN_OR_RETURN(hp->f_final_logit_softcapping,
                            ReadFloat(f, p + "final_logit_softcapping", gemma2 ? 30.f : 0.f, 0.f, !gemma2,
                                      gemma2 ? "a finite cap > 0" : "a finite cap >= 0 (0: off)"));
+  const bool is_27b = hp->n_layer == (gemma2 ? 46u : 62u);
+  hp->f_attention_scale =
+      is_27b ? 1.0f / std::sqrt(float(hp->n_embd / hp->n_head)) : 1.0f / std::sqrt(float(hp->n_embd_head_k));
   return Status::Ok();
 }
+
+}  // namespace
 
 Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
   HParams hp;
@@ -285,7 +297,8 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
       return f.KeyError(p + "rope.dimension_count", "an even count from 2 to " + HeadSizeText(f, p, hp) + ")",
                         std::to_string(hp.n_rot));
     // build_llama/qwen2/qwen2moe/phi3 assert equal K and V head sizes
-    if (hp.arch != "gemma" && hp.n_embd_head_k != hp.n_embd_head_v)
+    if (hp.arch != "gemma" && hp.arch != "gemma2" && hp.arch != "gemma3" &&
+        hp.n_embd_head_k != hp.n_embd_head_v)
       return f.KeyError(p + "attention.value_length",
                         HeadSizeText(f, p, hp) + "; build_" + hp.arch + " asserts equal K and V head sizes)",
                         std::to_string(hp.n_embd_head_v));
@@ -312,7 +325,7 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
                              "attention.sliding_window' (invalid value for sliding_window)");
     hp.n_swa = *n_swa;
   }
-  if (hp.arch == "gemma2" || hp.arch == "gemma3") STOWAGE_RETURN_IF_ERROR(ReadGemmaSwaAndSoftcap(f, &hp));
+  if (hp.arch == "gemma2" || hp.arch == "gemma3") STOWAGE_RETURN_IF_ERROR(ReadGemmaHParams(f, &hp));
   if (hp.arch == "mamba") {
     STOWAGE_ASSIGN_OR_RETURN(hp.ssm_d_conv, f.GetU32(p + "ssm.conv_kernel"));
     STOWAGE_ASSIGN_OR_RETURN(hp.ssm_d_inner, f.GetU32(p + "ssm.inner_size"));
