@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Regenerates the goldens of this folder (see README.md). Needs gguf-synth (a build's bin/) on PATH
-# and the reference llama.cpp of ../shared/tools/llamacpp-ref (fetch.sh) in $REF (default
-# ~/.cache/llamacpp-ref). Usage: make_goldens.sh [NAME...]   (default: every model below)
+# and the reference llama.cpp of node-llama-cpp $NLC (default 3.21.1) in $REF (default
+# ~/.cache/llamacpp-ref, ~/.cache/llamacpp-ref-$NLC for another version), which
+# scripts/llamacpp-ref/fetch.sh fetches when missing (and builds its refdump).
+# Usage: make_goldens.sh [NAME...]   (default: every model below)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-REF=${REF:-$HOME/.cache/llamacpp-ref}
-export REF_BACKEND_DIR=${REF_BACKEND_DIR:-$REF/bin/package/bins/linux-x64}
+NLC=${NLC:-3.21.1}
+if [ "$NLC" = 3.21.1 ]; then REF=${REF:-$HOME/.cache/llamacpp-ref}; else REF=${REF:-$HOME/.cache/llamacpp-ref-$NLC}; fi
+ENVLINE=$(bash "$HERE/../../../scripts/llamacpp-ref/fetch.sh" --version "$NLC" "$REF" | tail -1)
+REF_TOOLS=$(echo "$ENVLINE" | sed -n 's/^export .* REF_TOOLS=\([^ ]*\).*/\1/p')
+export REF_BACKEND_DIR=${REF_BACKEND_DIR:-$(echo "$ENVLINE" | sed -n 's/^export REF_BACKEND_DIR=\([^ ]*\).*/\1/p')}
 PROMPT="Once upon a time, there was a little girl named Lily. She loved to play outside in the park."
 # name -> gguf-synth arguments (the e2e test builds the same models with gguf-synth's library).
 # phi3: general.name must not contain "phi3"/"phi-3": llama.cpp's vocab loader then sets attributes
@@ -43,7 +48,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 for n in "${NAMES[@]}"; do
   gguf-synth ${ARGS[$n]} -o "$TMP/$n.gguf" >/dev/null
-  "$REF/refdump" "$TMP/$n.gguf" "$PROMPT" 24 1 > "$TMP/$n.ref.json"
+  "$REF_TOOLS/refdump" "$TMP/$n.gguf" "$PROMPT" 24 1 > "$TMP/$n.ref.json"
   python3 "$HERE/reduce.py" "$TMP/$n.ref.json" "$TMP/$n.gguf" "${ARGS[$n]}" > "$HERE/$n.json"
   echo "wrote $HERE/$n.json"
 done
