@@ -244,6 +244,11 @@ void CompareOps(sc::IsaLevel isa) {
     d = dst(r);
     (void)sc::Silu(sctx, View(x), d);
     CompareOut("SILU" + sz, r, out);
+    r = ggml_tanh(ctx, x);
+    Compute(ctx, r);
+    d = dst(r);
+    (void)sc::Tanh(sctx, View(x), d);
+    CompareOut("TANH" + sz, r, out);
     r = ggml_swiglu_split(ctx, x, y);
     Compute(ctx, r);
     d = dst(r);
