@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark (run on demand, not part of the tests): Stowage's CPU runtime against llama.cpp's
-# prebuilt CPU library (npm node-llama-cpp@3.21.1) on the same synthetic models and thread count,
+# prebuilt CPU library (npm node-llama-cpp, 3.21.1 unless NLC says otherwise, fetched with
+# scripts/llamacpp-ref/fetch.sh) on the same synthetic models and thread count,
 # in one run. Prints pp512 / tg128 tokens/s of both, the ratio stowage / llama.cpp, tg as a fraction
 # of the memory-bandwidth bound, and the peak resident memory of both. Before each model is
 # measured, its file is put into the page cache as huge folios (tools/bench/hugewarm.c), so both
@@ -36,7 +37,8 @@
 #      quick 4-layer model, BUILD (the build directory whose bin/ holds stowage-run, gguf-synth,
 #      gguf-dump; default build), STOWAGE_FLAGS (extra stowage-run flags, e.g. --huge-pages;
 #      printed with the table), RAW (a file: every run and probe as CSV), FA (flash attention on
-#      both sides: off, the default, or on).
+#      both sides: off, the default, or on), NLC (the node-llama-cpp version, default 3.21.1; others
+#      are fetched into BENCH_DIR/llamacpp-ref-NLC).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -48,17 +50,22 @@ BENCH_DIR=${BENCH_DIR:-$HOME/.cache/stowage-bench}
 REPS=${REPS:-3}
 N_PROMPT=${N_PROMPT:-512}
 N_GEN=${N_GEN:-128}
-REF=$BENCH_DIR/llamacpp-ref
+NLC=${NLC:-3.21.1}
+if [ "$NLC" = 3.21.1 ]; then REF=$BENCH_DIR/llamacpp-ref; else REF=$BENCH_DIR/llamacpp-ref-$NLC; fi
 BUILD=${BUILD:-build}
 [ -x "$BUILD/bin/stowage-run" ] || { echo "bench-vs-llamacpp: $BUILD/bin/stowage-run not found (set BUILD)" >&2; exit 1; }
 mkdir -p "$BENCH_DIR"
 
 # 1. llama.cpp reference (npm) and the two small harnesses.
-ENVLINE=$(bash ../shared/tools/llamacpp-ref/fetch.sh "$REF" | tail -1)
+ENVLINE=$(bash scripts/llamacpp-ref/fetch.sh --version "$NLC" "$REF" | tail -1)
 export REF_BACKEND_DIR=$(echo "$ENVLINE" | sed -n 's/^export REF_BACKEND_DIR=\([^ ]*\).*/\1/p')
+REF_TOOLS=$(echo "$ENVLINE" | sed -n 's/^export .* REF_TOOLS=\([^ ]*\).*/\1/p')
 B=$REF_BACKEND_DIR
+# the library names carry the llama.cpp release (libllama.v0.4.0.so in 3.21.1, v0.5.0 in 3.22.1)
+LLAMA_SO=$(cd "$B" && ls libllama.v*.so | head -1)
+GGML_SO=$(cd "$B" && ls libggml.v*.so | head -1)
 gcc -O2 -std=gnu11 tools/bench/llama_bench_ref.c -o "$BENCH_DIR/llama_bench_ref" -I"$REF/include" -I"$REF/ggml/include" \
-  -L"$B" -l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so -Wl,-rpath,"$B" -lm
+  -L"$B" -l:"$LLAMA_SO" -l:"$GGML_SO" -l:libggml-base.so -Wl,-rpath,"$B" -lm
 gcc -O2 -fopenmp -march=native tools/bench/membw.c -o "$BENCH_DIR/membw"
 gcc -O2 tools/bench/hugewarm.c -o "$BENCH_DIR/hugewarm"
 
@@ -72,7 +79,7 @@ model_for() {
     case $t in
       f16|q8_0|q4_0) $SYNTH --type "$t" -o "$f" >&2 ;;
       q4_k_m) [ -f "$BENCH_DIR/llama-0.85b-L$LAYERS-f16.gguf" ] || $SYNTH --type f16 -o "$BENCH_DIR/llama-0.85b-L$LAYERS-f16.gguf" >&2
-              "$REF/quantize" "$BENCH_DIR/llama-0.85b-L$LAYERS-f16.gguf" "$f" 15 >&2 ;;
+              "$REF_TOOLS/quantize" "$BENCH_DIR/llama-0.85b-L$LAYERS-f16.gguf" "$f" 15 >&2 ;;
       *) echo "unknown type $t" >&2; return 1 ;;
     esac
   fi

@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # Bit-for-bit comparison of the CPU backend's kernels and ops with llama.cpp's CPU library (run on
-# demand, not part of the tests: it fetches npm node-llama-cpp@3.21.1's prebuilt libggml like the
-# benchmark). Builds tools/bench/ggml_diff.cpp once per ISA level against the libggml-cpu variant
-# llama.cpp would load for it (AVX-512: zen4 when the CPU has AVX512-VNNI and -BF16, else skylakex;
-# AVX2: haswell) and prints, per vec_dot / activation quantizer / op, how many results differ.
-# Exit status 1 when any differ.
+# demand, not part of the tests: it fetches npm node-llama-cpp's prebuilt libggml like the
+# benchmark, with scripts/llamacpp-ref/fetch.sh). Builds tools/bench/ggml_diff.cpp once per ISA
+# level against the libggml-cpu variant llama.cpp would load for it (AVX-512: zen4 when the CPU has
+# AVX512-VNNI and -BF16, else skylakex; AVX2: haswell) and prints, per vec_dot / activation
+# quantizer / op, how many results differ. Exit status 1 when any differ.
 # Usage: scripts/diff-vs-llamacpp.sh   Env: BUILD (build directory with lib/*.a, default build),
-#        BENCH_DIR (where the reference is fetched, default ~/.cache/stowage-bench).
+#        BENCH_DIR (where the reference is fetched, default ~/.cache/stowage-bench), NLC (the
+#        node-llama-cpp version, default 3.21.1; others go to BENCH_DIR/llamacpp-ref-NLC).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 BENCH_DIR=${BENCH_DIR:-$HOME/.cache/stowage-bench}
-REF=$BENCH_DIR/llamacpp-ref
+NLC=${NLC:-3.21.1}
+if [ "$NLC" = 3.21.1 ]; then REF=$BENCH_DIR/llamacpp-ref; else REF=$BENCH_DIR/llamacpp-ref-$NLC; fi
 [ -f "$BUILD/lib/libstowage_cpu.a" ] || { echo "diff-vs-llamacpp: $BUILD/lib/libstowage_cpu.a not found (set BUILD)" >&2; exit 2; }
 mkdir -p "$BENCH_DIR"
-ENVLINE=$(bash ../shared/tools/llamacpp-ref/fetch.sh "$REF" | tail -1)
+ENVLINE=$(bash scripts/llamacpp-ref/fetch.sh --version "$NLC" "$REF" | tail -1)
 B=$(echo "$ENVLINE" | sed -n 's/^export REF_BACKEND_DIR=\([^ ]*\).*/\1/p')
 flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
 has() { [[ " $flags " == *" $1 "* ]]; }

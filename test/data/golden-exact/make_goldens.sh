@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the golden-exact data of this folder (README.md): the reference llama.cpp of
-# ../shared/tools/llamacpp-ref (fetched into $REF, default ~/.cache/stowage-bench/llamacpp-ref)
-# through refexact.cpp, on the shared models in $MODELS (default ../shared/models) and on synthetic
+# node-llama-cpp 3.21.1 (scripts/llamacpp-ref/fetch.sh fetches it into $REF when missing, default
+# ~/.cache/stowage-bench/llamacpp-ref, the benchmark's) through refexact.cpp, on the shared models in $MODELS (default ../shared/models) and on synthetic
 # mixture-of-experts models (moe-*.json: gguf-synth --arch A --type T, found on PATH or as $SYNTH;
 # the test builds the same files with gguf-synth's library and checks their FNV-1a hash).
 # Usage: make_goldens.sh [zen4|haswell|skylakex]   (default zen4)
@@ -20,7 +20,11 @@ REF=${REF:-$HOME/.cache/stowage-bench/llamacpp-ref}
 MODELS=${MODELS:-$ROOT/../shared/models}
 SYNTH=${SYNTH:-gguf-synth}
 VARIANT=${1:-zen4}
-B=$REF/bin/package/bins/linux-x64
+ENVLINE=$(bash "$ROOT/scripts/llamacpp-ref/fetch.sh" --version 3.21.1 "$REF" | tail -1)
+B=$(echo "$ENVLINE" | sed -n 's/^export REF_BACKEND_DIR=\([^ ]*\).*/\1/p')
+# the library names carry the llama.cpp release (libllama.v0.4.0.so in 3.21.1)
+LLAMA_SO=$(cd "$B" && ls libllama.v*.so | head -1)
+GGML_SO=$(cd "$B" && ls libggml.v*.so | head -1)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
@@ -43,7 +47,7 @@ case "$VARIANT" in
 esac
 if [ "$VARIANT" = zen4 ]; then export REF_BACKEND_DIR=$B; else export REF_BACKEND_DIR=$TMP/backends; fi
 g++ -O1 -std=c++17 "$HERE/refexact.cpp" -o "$TMP/refexact" -I"$REF/include" -I"$REF/ggml/include" \
-  -L"$B" -l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so -Wl,-rpath,"$B" -lxxhash
+  -L"$B" -l:"$LLAMA_SO" -l:"$GGML_SO" -l:libggml-base.so -Wl,-rpath,"$B" -lxxhash
 PROMPT=$(cat "$HERE/prompt.txt")
 for m in stories260K stories260K-F16 stories260K-Q8_0 stories260K-Q4_0 stories260K-Q4_K_M llama-2-tiny-random \
          tiny-tied-f32 tiny8-untied-q4_0 synth-Q4_K_M synth-Q6_K synth-IQ4_XS; do
