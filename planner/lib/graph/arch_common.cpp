@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "arch.h"
+#include "stowage/planner/model_graphs.h"
 
 namespace stowage::planner {
 namespace {
@@ -110,7 +111,10 @@ int BuildInpEmbd(GraphBuilder& b, int tok_embd) {
 int BuildInpPos(GraphBuilder& b) { return b.Input("inp_pos", GgmlType::I32, {kT, kC1, kC1, kC1}); }
 
 int BuildInpKqMask(GraphBuilder& b, const ModelGraphs& m, bool swa) {
-  const int mask = b.Input(swa ? "KQ_mask_swa" : "KQ_mask", GgmlType::F32, {kKV, kT, kC1, kC1});
+  // llama.cpp 2026 build_attn_inp_kv_iswa: KQ_mask_swa spans the SWA cache's cells (n_kv_swa) when
+  // the model has one, read by the layers for which UsesSwaCache holds; phi3's spans the one cache.
+  const DimExpr n_kv = swa && m.cfg.n_ctx_swa > 0 ? DimExpr::KvSwa() : kKV;
+  const int mask = b.Input(swa ? "KQ_mask_swa" : "KQ_mask", GgmlType::F32, {n_kv, kT, kC1, kC1});
   // build_inp_KQ_mask: flash_attn ? ggml_cast(mask, GGML_TYPE_F16) : mask
   return m.cfg.flash_attn ? b.Cast(mask, GgmlType::F16) : mask;
 }
@@ -313,7 +317,12 @@ int BuildSoftCap(GraphBuilder& b, int x, float cap, const char* scaled, const ch
 int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, int v_cur, int q_cur,
             int kq_mask, float kq_scale, int il) {
   const HParams& hp = m.hp;
-  const int64_t n_ctx = m.cfg.n_ctx;
+  // The layer's cache and its symbols: the SWA cache (n_ctx_swa cells, n_kv_swa, kv_head_swa) for
+  // a sliding-window layer of an interleaved-SWA model (UsesSwaCache), else n_ctx, n_kv, kv_head.
+  const bool swa_cache = UsesSwaCache(m, static_cast<uint32_t>(il));
+  const int64_t kv_cells = KvCacheCells(m, static_cast<uint32_t>(il));
+  const DimExpr n_kv = swa_cache ? DimExpr::KvSwa() : kKV;
+  auto kv_head = [swa_cache](int64_t k) { return swa_cache ? DimExpr::KvHeadSwa(k) : DimExpr::KvHead(k); };
   const int64_t hk = hp.n_embd_head_k, hv = hp.n_embd_head_v;
   const int64_t n_head = hp.n_head, n_head_kv = hp.n_head_kv;
   // these nodes are added to the graph together so that they are not reordered (fewer splits)
@@ -329,15 +338,15 @@ int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, 
   const int64_t k_row = static_cast<int64_t>(RowSize(m.cfg.type_k, hp.n_embd_k_gqa()));
   const int64_t v_row = static_cast<int64_t>(RowSize(m.cfg.type_v, hp.n_embd_v_gqa()));
   const int64_t v_el = static_cast<int64_t>(GetTypeTraits(m.cfg.type_v).type_size);
-  const int k_view = b.View1d(kcache, kT * hp.n_embd_k_gqa(), DimExpr::KvHead(k_row));
+  const int k_view = b.View1d(kcache, kT * hp.n_embd_k_gqa(), kv_head(k_row));
   b.Name(k_view, "k_cache_view", il);
   b.Expand(b.Cpy(k_cur, k_view));
   if (fa) {
-    const int v_view = b.View1d(vcache, kT * hp.n_embd_v_gqa(), DimExpr::KvHead(v_row));
+    const int v_view = b.View1d(vcache, kT * hp.n_embd_v_gqa(), kv_head(v_row));
     b.Name(v_view, "v_cache_view", il);
     b.Expand(b.Cpy(v_cur, v_view));
   } else {
-    const int v_view = b.View2d(vcache, kT, K(hp.n_embd_v_gqa()), K(n_ctx * v_el), DimExpr::KvHead(v_el));
+    const int v_view = b.View2d(vcache, kT, K(hp.n_embd_v_gqa()), K(kv_cells * v_el), kv_head(v_el));
     const int vt = b.Transpose(v_cur);
     b.Name(v_view, "v_cache_view", il);
     b.Expand(b.Cpy(vt, v_view));
@@ -346,13 +355,13 @@ int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, 
   // llm_build_kqv
   const int q = b.Permute(q_cur, 0, 2, 1, 3);
   b.Name(q, "q", il);
-  const int k = b.View3d(kcache, K(hk), kKV, K(n_head_kv), K(k_row),
+  const int k = b.View3d(kcache, K(hk), n_kv, K(n_head_kv), K(k_row),
                          K(static_cast<int64_t>(RowSize(m.cfg.type_k, hk))), DimExpr{});
   b.Name(k, "k", il);
   int cur = -1;
   if (fa) {
     // split cached v into n_head heads (not transposed)
-    const int v = b.View3d(vcache, K(hv), kKV, K(n_head_kv), K(v_row),
+    const int v = b.View3d(vcache, K(hv), n_kv, K(n_head_kv), K(v_row),
                            K(static_cast<int64_t>(RowSize(m.cfg.type_v, hv))), DimExpr{});
     b.Name(v, "v", il);
     // ggml_flash_attn_ext(q, k, v, kq_mask, kq_scale, f_max_alibi_bias, softcap) with
@@ -370,7 +379,7 @@ int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, 
     kq = b.SoftMaxExt(kq, kq_mask, kq_scale, hp.f_max_alibi_bias);
     b.Name(kq, "kq_soft_max_ext", il);
     const int v =
-        b.View3d(vcache, kKV, K(hv), K(n_head_kv), K(v_el * n_ctx), K(v_el * n_ctx * hv), DimExpr{});
+        b.View3d(vcache, n_kv, K(hv), K(n_head_kv), K(v_el * kv_cells), K(v_el * kv_cells * hv), DimExpr{});
     b.Name(v, "v", il);
     const int kqv = b.MulMat(v, kq);
     b.Name(kqv, "kqv", il);

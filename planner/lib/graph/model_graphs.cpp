@@ -344,12 +344,19 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
   return hp;
 }
 
+int64_t KvCacheCells(const ModelGraphs& m, uint32_t il) {
+  if (m.hp.recurrent()) return std::max<int64_t>(1, m.cfg.n_seq_max);
+  return UsesSwaCache(m, il) ? m.cfg.n_ctx_swa : m.cfg.n_ctx;
+}
+
 void AddKvCache(ModelGraphs& m) {
   // llama_init_from_model: recurrent models keep max(1, n_seq_max) F32 state cells (ggml_ssm_conv
-  // and ggml_ssm_scan need F32); attention models n_ctx cells of type_k / type_v.
+  // and ggml_ssm_scan need F32); attention models n_ctx cells of type_k / type_v, except the
+  // sliding-window layers of an interleaved-SWA model, whose K/V live in llama_kv_cache_iswa's
+  // SWA cache of n_ctx_swa cells (KvCacheCells).
   const bool rec = m.hp.recurrent();
-  const int64_t kv_size = rec ? std::max<int64_t>(1, m.cfg.n_seq_max) : m.cfg.n_ctx;
   for (uint32_t il = 0; il < m.hp.n_layer; ++il) {
+    const int64_t kv_size = KvCacheCells(m, il);
     for (int kv = 0; kv < 2; ++kv) {
       GlobalTensor g;
       g.name = (kv == 0 ? "cache_k_l" : "cache_v_l") + std::to_string(il);
@@ -412,10 +419,21 @@ Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig*
   // llama_init_from_model pads n_ctx to llama_kv_cache_get_padding (256 with flash attention,
   // else 32) because kv_self.n is padded during inference; n_batch <= n_ctx, then raised to at least
   // GGML_KQ_MASK_PAD (64 in FEB25 ggml.h; "n_batch is less than GGML_KQ_MASK_PAD - increasing").
-  const uint32_t pad = KvPadding(*cfg);  // kMaxContextTokens is a multiple of it
+  // Interleaved-SWA models follow llama.cpp 2026, whose llama_context pads n_ctx to 256 whatever
+  // the attention.
+  const uint32_t pad = hp.iswa() ? 256u : KvPadding(*cfg);  // kMaxContextTokens is a multiple of it
   cfg->n_ctx = (cfg->n_ctx + pad - 1) / pad * pad;
   cfg->n_batch = std::max<uint32_t>(std::min(cfg->n_ctx, cfg->n_batch), kKqMaskPad);
   cfg->n_ubatch = std::min(cfg->n_ubatch, cfg->n_batch);
+  // llama_kv_cache_iswa: size_swa = GGML_PAD(min(size_base, n_swa * (unified ? n_seq_max : 1) +
+  // n_ubatch), 256) with kv_unified off (llama.cpp's default), size_base with --swa-full. n_ctx is
+  // a multiple of 256 here, so size_swa <= n_ctx, and below n_ctx it is >= n_swa + n_ubatch (the
+  // session's ring relies on it).
+  cfg->n_ctx_swa = 0;
+  if (hp.iswa()) {
+    const uint64_t want = std::min<uint64_t>(cfg->n_ctx, uint64_t{hp.n_swa} + cfg->n_ubatch);
+    cfg->n_ctx_swa = cfg->swa_full ? cfg->n_ctx : static_cast<uint32_t>((want + 255) / 256 * 256);
+  }
   return Status::Ok();
 }
 
@@ -495,6 +513,7 @@ Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const HParams& hp, co
     s.g->name = s.name;
     s.g->max_tokens = s.tokens;
     s.g->max_kv = max_kv;
+    s.g->max_kv_swa = m.cfg.n_ctx_swa;
     s.g->max_outputs = s.tokens;
     GraphBuilder b(*s.g, m);
     STOWAGE_RETURN_IF_ERROR(spec->build(b, m, w));
