@@ -22,6 +22,15 @@ Status Session::Impl::Init(const SessionOptions& opts) {
   uint32_t swa = 0;
   STOWAGE_RETURN_IF_ERROR(CheckPlanAgainstModel(*plan, *gguf, &swa));
   n_swa = swa;
+  // Graphs that read inp_attn_scale: the model's temperature tuning fills it (the planner read it
+  // the same way; a plan asking for it from a model without it is refused).
+  for (const plan_graph::Graph& g : plan->graphs().graphs)
+    if (g.inp_attn_scale >= 0 && !attn_temp.on()) {
+      STOWAGE_ASSIGN_OR_RETURN(attn_temp, GgufAttnTemperature(*gguf));
+      if (!attn_temp.on())
+        return DataLoss(plan->path() + ": graph " + g.name + " reads inp_attn_scale but " + gguf->path() +
+                        " has no attention temperature tuning (attention.temperature_scale)");
+    }
   const auto& r = plan->root();
   const plan_graph::Graphs& decoded = plan->graphs();
   n_ctx = decoded.n_ctx;

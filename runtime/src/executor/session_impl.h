@@ -16,6 +16,7 @@
 #include "backend.h"
 #include "ops.h"
 #include "stowage/runtime/gguf.h"
+#include "stowage/runtime/gguf_attn_temperature.h"
 #include "stowage/runtime/plan.h"
 #include "stowage/runtime/session.h"
 
@@ -44,6 +45,7 @@ class Session::Impl {
   bool recurrent_state_lost = false;
   std::vector<float> unwanted_logits;  ///< Decode's logits when the caller passes nullptr
   int64_t n_swa = 0;                   // sliding window of KQ_mask_swa (<arch>.attention.sliding_window)
+  AttnTemperature attn_temp;           // the factors of inp_attn_scale (mistral3's temperature tuning)
   /// The SWA cache of an interleaved sliding-window model (ContextParams.n_ctx_swa cells; 0: none),
   /// a ring: the token at position p is stored in cell p % n_ctx_swa (kv_head_swa), and
   /// swa_cell_pos[c] is the position cell c holds (-1: empty).

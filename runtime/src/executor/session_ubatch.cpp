@@ -89,6 +89,11 @@ Status Session::Impl::FillInputs(const Graph& g, const Bindings& s, const int32_
   std::vector<int32_t> pos(n);
   for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(n_past + i);
   STOWAGE_RETURN_IF_ERROR(WriteInput(g.inp_pos, pos.data(), n * sizeof(int32_t)));
+  if (g.inp_attn_scale >= 0) {  // llm_graph_input_attn_temp::set_input
+    std::vector<float> scale(n);
+    for (int64_t i = 0; i < n; ++i) scale[i] = AttnTemperatureFactor(attn_temp, n_past + i);
+    STOWAGE_RETURN_IF_ERROR(WriteInput(g.inp_attn_scale, scale.data(), n * sizeof(float)));
+  }
   // The SWA ring's cells this ubatch writes (its K/V stores run before the attention reads them).
   if (n_ctx_swa > 0)
     for (int64_t i = 0; i < n; ++i) swa_cell_pos[static_cast<size_t>(s.kv_head_swa + i)] = n_past + i;

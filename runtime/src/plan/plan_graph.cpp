@@ -195,7 +195,8 @@ Result<Graph> DecodeGraph(const fb::Graph& g, int64_t n_ctx, const std::string& 
     }
     if (x.kind == fb::TensorKind::Input) {
       // The runtime fills these graph inputs (llama.cpp's set_inputs); any other is an error.
-      const GgmlType want = x.name == "KQ_mask" || x.name == "KQ_mask_swa" || x.name == "inp_s_mask"
+      const GgmlType want = x.name == "KQ_mask" || x.name == "KQ_mask_swa" || x.name == "inp_s_mask" ||
+                                    x.name == "inp_attn_scale"
                                 ? GgmlType::F32
                                 : GgmlType::I32;
       if (x.name == "inp_tokens")
@@ -212,10 +213,12 @@ Result<Graph> DecodeGraph(const fb::Graph& g, int64_t n_ctx, const std::string& 
         gg.inp_s_mask = static_cast<int>(i);
       else if (x.name == "inp_out_ids")
         gg.inp_out_ids = static_cast<int>(i);
+      else if (x.name == "inp_attn_scale")
+        gg.inp_attn_scale = static_cast<int>(i);
       else
         return DataLoss(path + ": graph " + gg.name + ": unknown graph input '" + x.name +
                         "' (this runtime fills inp_tokens, inp_pos, KQ_mask, KQ_mask_swa, inp_out_ids, "
-                        "inp_s_copy and inp_s_mask)");
+                        "inp_s_copy, inp_s_mask and inp_attn_scale)");
       if (x.type != want)
         return DataLoss(path + ": graph " + gg.name + " input '" + x.name + "': expected type " +
                         GgmlTypeName(want) + ", found " + GgmlTypeName(x.type));

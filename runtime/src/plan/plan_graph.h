@@ -76,6 +76,9 @@ struct Graph {
   /// Recurrent models (mamba, llm_build_copy_mask_state): which cell each used cell's state comes
   /// from, and 0/1 to clear the states of new sequences. Their "KV" cells are sequences.
   int inp_s_copy = -1, inp_s_mask = -1;
+  /// Attention temperature tuning (llama.cpp 2026 build_inp_attn_scale; mistral3): F32 [1, 1,
+  /// n_tokens], one factor per token (gguf_attn_temperature.h).
+  int inp_attn_scale = -1;
   bool recurrent() const { return inp_s_copy >= 0 || inp_s_mask >= 0; }
   /// The symbol values of the worst case the plan sized the graph for (kv_head and kv_head_swa 0).
   Bindings worst_case() const { return Bindings{max_tokens, max_kv, 0, max_outputs, max_kv_swa, 0}; }
