@@ -35,11 +35,33 @@ struct Case {
   const char* name;  // golden file without .json
   const char* arch;
   GgmlType type;
-  const char* model_name = nullptr;  // gguf-synth --name (nullptr: the default)
-  bool rope_freqs = false;           // gguf-synth --rope-freqs (phi3: LongRoPE long/short factors)
-  uint32_t n_ctx_train = 0;          // gguf-synth --n-ctx (0: the default, 2048)
-  uint32_t head_dim = 0;             // gguf-synth --head-dim (0: n_embd / n_head)
+  const char* model_name = nullptr;            // gguf-synth --name (nullptr: the default)
+  bool rope_freqs = false;                     // gguf-synth --rope-freqs (phi3: LongRoPE long/short factors)
+  uint32_t n_ctx_train = 0;                    // gguf-synth --n-ctx (0: the default, 2048)
+  uint32_t head_dim = 0;                       // gguf-synth --head-dim (0: n_embd / n_head)
+  void (*tweak)(synth::ModelSpec&) = nullptr;  // further gguf-synth options (rope scaling ...)
 };
+
+// gguf-synth --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 (the prompt's positions run far
+// past the original context).
+void Yarn(synth::ModelSpec& s) {
+  s.rope_scaling = "yarn";
+  s.rope_scale = 4.0f;
+  s.rope_scaling_orig_ctx = 16;
+}
+// gguf-synth --rope-freqs --rope-freqs-orig-ctx 64: Llama-3.1 factors that scale dims turning within
+// the prompt.
+void RopeFreqs64(synth::ModelSpec& s) {
+  s.rope_freqs = true;
+  s.rope_original_ctx = 64;
+}
+// mistral3's goldens: Yarn with --yarn-beta-slow 0.25 --yarn-log-mul 0.1 --attn-temp-scale 0.5.
+void Mistral3Yarn(synth::ModelSpec& s) {
+  Yarn(s);
+  s.yarn_beta_slow = 0.25f;
+  s.yarn_log_mul = 0.1f;
+  s.attn_temp_scale = 0.5f;
+}
 
 bool Quantized(const Case& c) { return c.type != GgmlType::F32 && c.type != GgmlType::F16; }
 float Tol(const Case& c) { return Quantized(c) ? 0.30f : 0.02f; }
@@ -74,6 +96,7 @@ class GoldenArch : public ::testing::TestWithParam<Case> {
     spec.rope_freqs = c.rope_freqs;
     if (c.n_ctx_train) spec.n_ctx = c.n_ctx_train;
     spec.head_dim = c.head_dim;
+    if (c.tweak) c.tweak(spec);
     model_ = ::testing::TempDir() + "golden_arch_" + c.name + "_" + std::to_string(getpid()) + ".gguf";
     Status st = synth::WriteModel(spec, model_);
     ASSERT_TRUE(st.ok()) << st.ToString();
@@ -314,6 +337,52 @@ TEST(GoldenArchQwen3, QkNormWeightsChangeTheLogits) {
   std::remove(model.c_str());
 }
 
+// The rope scaling and temperature goldens depend on the feature they test: each model rebuilt with
+// that feature turned off (YaRN keys dropped; rope_freqs dropped; mistral3's temperature scale
+// 0, its YaRN kept) decodes to logits beyond the F32 tolerance of its golden.
+TEST(GoldenArchRope, TurningTheScalingOffMovesTheLogits) {
+  struct Off {
+    const char* golden;
+    const char* arch;
+    void (*spec)(synth::ModelSpec&);
+  };
+  const Off cases[] = {
+      {"llama-yarn-f32", "llama", [](synth::ModelSpec&) {}},
+      {"llama-ropefreqs-f32", "llama", [](synth::ModelSpec&) {}},
+      {"mistral3-f32", "mistral3",
+       [](synth::ModelSpec& s) {
+         Mistral3Yarn(s);
+         s.attn_temp_scale = 0.0f;
+       }},
+      {"mistral3-f32", "mistral3", [](synth::ModelSpec& s) {  // YaRN off, the temperature kept
+         s.attn_temp_scale = 0.5f;
+         s.rope_scaling_orig_ctx = 16;
+       }}};
+  for (const Off& c : cases) {
+    std::ifstream in(std::string(STOWAGE_TEST_DATA_DIR) + "/golden-arch/" + c.golden + ".json");
+    ASSERT_TRUE(in.good()) << c.golden;
+    const auto golden = nlohmann::json::parse(in);
+    synth::ModelSpec spec;
+    spec.arch = c.arch;
+    spec.weight_type = GgmlType::F32;
+    c.spec(spec);
+    const std::string model =
+        ::testing::TempDir() + "golden_arch_rope_off_" + std::to_string(getpid()) + ".gguf";
+    ASSERT_TRUE(synth::WriteModel(spec, model).ok());
+    const auto prompt = golden["prompt_tokens"].get<std::vector<int32_t>>();
+    const int n_vocab = golden["n_vocab"].get<int>();
+    std::vector<float> logits;
+    auto s = test::NewGoldenSession(model, n_vocab);
+    ASSERT_TRUE(s);
+    Status st = s->Decode(prompt, /*all_logits=*/true, &logits);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    const float d = MaxDiffVsGolden(golden, logits, n_vocab);
+    EXPECT_GT(d, 5 * 0.02f) << c.golden << ": the model without the feature still matches the golden";
+    std::printf("[ %s ] max |logit diff| vs llama.cpp with the feature off: %.5f\n", c.golden, d);
+    std::remove(model.c_str());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Archs, GoldenArch,
     ::testing::Values(Case{"mixtral-f32", "mixtral", GgmlType::F32},
@@ -329,7 +398,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"mamba-f32", "mamba", GgmlType::F32}, Case{"mamba-q8_0", "mamba", GgmlType::Q8_0},
                       // heads of 32 with n_embd 64: attn_q 128 wide, attention.key_length written
                       Case{"qwen3-f32", "qwen3", GgmlType::F32, nullptr, false, 0, 32},
-                      Case{"qwen3-q8_0", "qwen3", GgmlType::Q8_0, nullptr, false, 0, 32}),
+                      Case{"qwen3-q8_0", "qwen3", GgmlType::Q8_0, nullptr, false, 0, 32},
+                      Case{"llama-yarn-f32", "llama", GgmlType::F32, nullptr, false, 0, 0, Yarn},
+                      Case{"llama-ropefreqs-f32", "llama", GgmlType::F32, nullptr, false, 0, 0, RopeFreqs64},
+                      Case{"mistral3-f32", "mistral3", GgmlType::F32, nullptr, false, 0, 0, Mistral3Yarn},
+                      Case{"mistral3-q8_0", "mistral3", GgmlType::Q8_0, nullptr, false, 0, 0, Mistral3Yarn}),
     [](const ::testing::TestParamInfo<Case>& i) {
       std::string n = i.param.name;
       for (char& ch : n)

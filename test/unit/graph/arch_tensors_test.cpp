@@ -81,7 +81,7 @@ TEST(ArchTensors, GgufSynthWritesTheTableAndTheLoaderReadsIt) {
     spec.arch = arch;
     spec.header_only = true;
     spec.tied_output = false;
-    spec.rope_freqs = arch == "llama" || arch == "mixtral" || arch == "phi3";
+    spec.rope_freqs = arch == "llama" || arch == "mixtral" || arch == "phi3" || arch == "mistral3";
     std::vector<uint8_t> bytes;
     auto f = Synth(spec, &bytes);
     ASSERT_NE(f, nullptr) << arch;
@@ -109,48 +109,52 @@ TEST(ArchTensors, GgufSynthWritesTheTableAndTheLoaderReadsIt) {
 // Files with every tensor of a table, the optional ones included: every entry is read by the loader.
 TEST(ArchTensors, LoaderReadsEveryOptionalTensor) {
   test::SynthParams p;
-  std::set<std::string> covered;
+  std::map<std::string, std::set<std::string>> covered;  // per architecture
   struct Case {
+    const char* arch;
     const char* what;
     uint32_t n_expert;
     bool longrope;
   };
-  for (const Case& c :
-       {Case{"llama dense", 0, false}, Case{"llama moe", 4, false}, Case{"llama longrope", 0, true}}) {
-    test::SynthGguf g("llama");
-    g.U32("llama.context_length", p.n_ctx);
-    g.U32("llama.embedding_length", p.n_embd);
-    g.U32("llama.block_count", p.n_layer);
-    g.U32("llama.vocab_size", p.n_vocab);
-    g.U32("llama.feed_forward_length", p.n_ff);
-    g.U32("llama.attention.head_count", p.n_head);
-    g.U32("llama.attention.head_count_kv", p.n_head_kv);
-    g.F32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  for (const Case& c : {Case{"llama", "llama dense", 0, false}, Case{"llama", "llama moe", 4, false},
+                        Case{"llama", "llama longrope", 0, true}, Case{"mistral3", "mistral3", 0, false},
+                        Case{"mistral3", "mistral3 longrope", 0, true}}) {
+    const std::string a = c.arch;
+    test::SynthGguf g(a);
+    g.U32(a + ".context_length", p.n_ctx);
+    g.U32(a + ".embedding_length", p.n_embd);
+    g.U32(a + ".block_count", p.n_layer);
+    g.U32(a + ".vocab_size", p.n_vocab);
+    g.U32(a + ".feed_forward_length", p.n_ff);
+    g.U32(a + ".attention.head_count", p.n_head);
+    g.U32(a + ".attention.head_count_kv", p.n_head_kv);
+    g.F32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
     if (c.n_expert) {
-      g.U32("llama.expert_count", c.n_expert);
-      g.U32("llama.expert_used_count", 2);
+      g.U32(a + ".expert_count", c.n_expert);
+      g.U32(a + ".expert_used_count", 2);
     }
-    if (c.longrope) g.Str("llama.rope.scaling.type", "longrope");
+    if (c.longrope) g.Str(a + ".rope.scaling.type", "longrope");
     TensorDims d = UniformHeadDims(p.n_embd, p.n_vocab, p.n_ff, p.n_head, p.n_head_kv, p.n_embd / p.n_head);
     d.n_expert = c.n_expert;
     d.longrope = c.longrope;
     TensorFileOptions all;
     all.rope_factors = all.other_optional = true;
-    test::AddTableTensors(g, "llama", d, static_cast<int>(p.n_layer), all, GgmlType::F32);
+    test::AddTableTensors(g, a, d, static_cast<int>(p.n_layer), all, GgmlType::F32);
     auto f = g.Parse();
     ExpectLoaderConsumesAll(*f, c.what);
     // every entry that applies is in the file
-    for (const ArchTensor& t : FindArchTensorTable("llama")->tensors) {
+    for (const ArchTensor& t : FindArchTensorTable(a)->tensors) {
       if (!Applies(t, d)) continue;
       EXPECT_NE(f->FindTensor(TensorName(t, 0)), nullptr) << c.what << ": " << t.name;
-      covered.insert(t.name);
+      covered[a].insert(t.name);
     }
   }
-  // the three cases cover every entry of the llama table (the other tables have no optional
+  // the cases cover every entry of the llama and mistral3 tables (the other tables have no optional
   // tensors but output.weight and the rope factors, which GgufSynthWritesTheTableAndTheLoaderReadsIt covers)
-  EXPECT_EQ(covered.size(), FindArchTensorTable("llama")->tensors.size());
+  for (const auto& [arch, names] : covered)
+    EXPECT_EQ(names.size(), FindArchTensorTable(arch)->tensors.size());
   for (const ArchTensorTable& table : ArchTensorTables()) {
-    if (std::string(table.arch) == "llama") continue;
+    if (covered.count(table.arch) != 0) continue;
     for (const ArchTensor& t : table.tensors)
       EXPECT_TRUE(t.required || t.scope == TensorScope::kOutput || t.role == TensorRole::kRopeLong ||
                   t.role == TensorRole::kRopeShort)

@@ -3,6 +3,7 @@
 // shapes, the output, the cache, and the error messages of bad files.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -356,8 +357,8 @@ TEST(ModelGraphsErrors, UnknownArchitectureListsSupported) {
   EXPECT_EQ(m.status().code(), StatusCode::kUnimplemented);
   EXPECT_EQ(m.status().message(),
             "falcon.gguf: unknown model architecture 'falcon' (supported: llama, qwen2, "
-            "qwen2moe, qwen3, phi3, gemma, mamba)");
-  EXPECT_EQ(SupportedArchitectures().size(), 7u);
+            "qwen2moe, qwen3, mistral3, phi3, gemma, gemma2, gemma3, mamba)");
+  EXPECT_EQ(SupportedArchitectures().size(), 10u);
 }
 
 TEST(ModelGraphsErrors, SplitTensorMoeRejected) {
@@ -529,6 +530,156 @@ TEST(Qwen3Graph, WrongQkNormSizeIsAOneLineError) {
   auto m2 = Build(missing);
   ASSERT_FALSE(m2.ok());
   EXPECT_EQ(m2.status().message(), "qwen3.gguf: missing tensor 'blk.0.attn_k_norm.weight'");
+}
+
+// ---------------------------------------------------------------------------------------------
+// mistral3 (llama.cpp 2026 llama_model_mistral3)
+
+// llama's layer; with attention.temperature_scale the roped Q is multiplied by the inp_attn_scale
+// input (F32 [1, 1, n_tokens], llama 4 temperature tuning) before the attention; without it there
+// is no such input or node.
+TEST(Mistral3Graph, TemperatureScalesQBeforeTheAttention) {
+  SynthGguf s = test::Mistral3Model(SynthParams{});
+  s.F32("mistral3.attention.temperature_scale", 0.1f);
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const Graph& g = m->pp;
+  const std::vector<std::string> want =
+      Concat(Concat({"GET_ROWS inp_embd", "RMS_NORM norm-0", "MUL attn_norm-0", "MUL_MAT Qcur-0",
+                     "RESHAPE Qcur-0 (reshaped)", "ROPE Qcur-0", "MUL Qcur_attn_temp_scaled-0",
+                     "MUL_MAT Kcur-0", "RESHAPE Kcur-0 (reshaped)", "ROPE Kcur-0", "MUL_MAT Vcur-0"},
+                    KvBlock("Kcur-0", "Vcur-0", 0)),
+             {"ADD ffn_inp-0", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_gate-0", "SILU ffn_silu-0",
+              "MUL_MAT ffn_up-0", "MUL ffn_gate_par-0", "MUL_MAT ffn_out-0", "ADD l_out-0"});
+  EXPECT_EQ(NodeRange(g, "inp_embd", "l_out-0"), want);
+  const int scale = g.Find("inp_attn_scale");
+  ASSERT_GE(scale, 0);
+  EXPECT_EQ(g.tensors[scale].type, GgmlType::F32);
+  EXPECT_EQ(Shape(g, g.tensors[scale]), (std::vector<int64_t>{1, 1, 256, 1}));
+  const Tensor* q = Node(g, "Qcur_attn_temp_scaled-1");
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(g.tensors[q->srcs[1]].name, "inp_attn_scale");
+  EXPECT_EQ(Shape(g, *q), (std::vector<int64_t>{16, 4, 256, 1}));
+  EXPECT_EQ(Node(g, "Qcur-1")->iparams[1], 0);  // LLAMA_ROPE_TYPE_NORM
+  EXPECT_GE(m->tg.Find("inp_attn_scale"), 0);
+
+  SynthGguf plain = test::Mistral3Model(SynthParams{});
+  auto m2 = Build(plain);
+  ASSERT_TRUE(m2.ok()) << m2.status().message();
+  EXPECT_EQ(m2->pp.Find("inp_attn_scale"), -1);
+  EXPECT_EQ(Node(m2->pp, "Qcur_attn_temp_scaled-0"), nullptr);
+}
+
+// YaRN as llama.cpp 2026 (llama_context): ext_factor 1; attn_factor get_mscale(4, 1) /
+// get_mscale(4, log_mul) / (1 + 0.1 ln 4) = 1 / (1 + 0.1 * 0.1 ln 4) with yarn_log_multiplier 0.1;
+// mistral3 reads yarn_beta_fast / slow, llama keeps 32 / 1 (llama.cpp reads them only for
+// mistral3 among these).
+TEST(Mistral3Graph, YarnKeys) {
+  for (const char* arch : {"mistral3", "llama"}) {
+    SynthGguf s =
+        std::string(arch) == "llama" ? test::LlamaModel(SynthParams{}) : test::Mistral3Model(SynthParams{});
+    const std::string p = std::string(arch) + ".";
+    s.Str(p + "rope.scaling.type", "yarn");
+    s.F32(p + "rope.scaling.factor", 4.0f);
+    s.U32(p + "rope.scaling.original_context_length", 16);
+    s.F32(p + "rope.scaling.yarn_beta_fast", 8.0f);
+    s.F32(p + "rope.scaling.yarn_beta_slow", 0.25f);
+    s.F32(p + "rope.scaling.yarn_log_multiplier", 0.1f);
+    auto m = Build(s);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    const Tensor* r = Node(m->pp, "Kcur-1");
+    ASSERT_EQ(r->op, GgmlOp::ROPE);
+    const bool mistral = std::string(arch) == "mistral3";
+    EXPECT_EQ(r->iparams[2], 16) << arch;           // n_ctx_orig
+    EXPECT_FLOAT_EQ(r->fparams[1], 0.25f) << arch;  // freq_scale
+    EXPECT_FLOAT_EQ(r->fparams[2], 1.0f) << arch;   // ext_factor
+    EXPECT_FLOAT_EQ(r->fparams[3], mistral ? 1.0f / (1.0f + 0.01f * std::log(4.0f)) : 1.0f) << arch;
+    EXPECT_FLOAT_EQ(r->fparams[4], mistral ? 8.0f : 32.0f) << arch;
+    EXPECT_FLOAT_EQ(r->fparams[5], mistral ? 0.25f : 1.0f) << arch;
+  }
+  // Without yarn the attention factor is rope.scaling.attn_factor alone.
+  SynthGguf s = test::Mistral3Model(SynthParams{});
+  s.F32("mistral3.rope.scaling.factor", 4.0f);
+  s.F32("mistral3.rope.scaling.attn_factor", 0.5f);
+  s.F32("mistral3.rope.scaling.yarn_log_multiplier", 0.1f);
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_FLOAT_EQ(Node(m->pp, "Qcur-0")->fparams[2], 0.0f);
+  EXPECT_FLOAT_EQ(Node(m->pp, "Qcur-0")->fparams[3], 0.5f);
+}
+
+// Bad mistral3 files: one line naming the file, key, expected and found.
+TEST(Mistral3Graph, BadInputIsAOneLineError) {
+  auto error = [](SynthGguf s) {
+    auto m = Build(s);
+    return m.ok() ? std::string("ok") : m.status().message();
+  };
+  {
+    SynthGguf s = test::Mistral3Model(SynthParams{});
+    s.F32("mistral3.attention.temperature_scale", 0.1f);
+    s.U32("mistral3.rope.scaling.original_context_length", 0);
+    EXPECT_NE(error(std::move(s))
+                  .find("key 'mistral3.rope.scaling.original_context_length': expected a positive "
+                        "context length (llama.cpp: invalid n_ctx_orig_yarn for attention "
+                        "temperature scaling"),
+              std::string::npos);
+  }
+  {
+    SynthGguf s = test::Mistral3Model(SynthParams{});
+    s.F32("mistral3.attention.temperature_scale", 0.1f);
+    s.Set("mistral3.context_length", GgufMetaValue::U32(0));
+    EXPECT_NE(error(std::move(s)).find("key 'mistral3.context_length': expected a positive context length"),
+              std::string::npos);
+  }
+  {
+    SynthGguf s = test::Mistral3Model(SynthParams{});
+    s.Str("mistral3.rope.scaling.type", "dynamic");
+    const std::string e = error(std::move(s));
+    EXPECT_EQ(e.substr(e.find(": key")),
+              ": key 'mistral3.rope.scaling.type': expected none, linear, yarn or longrope, found 'dynamic'");
+  }
+  {
+    SynthGguf s = test::Mistral3Model(SynthParams{});
+    s.F32("mistral3.rope.scaling.factor", -4.0f);
+    const std::string e = error(std::move(s));
+    EXPECT_EQ(
+        e.substr(e.find(": key")),
+        ": key 'mistral3.rope.scaling.factor': expected a finite factor >= 0 (0: no scaling), found -4");
+  }
+  {
+    SynthGguf s = test::Mistral3Model(SynthParams{});
+    s.Set("mistral3.attention.head_count_kv", GgufMetaValue::U32(3));
+    const std::string e = error(std::move(s));
+    EXPECT_EQ(
+        e.substr(e.find(": key")),
+        ": key 'mistral3.attention.head_count_kv': expected a divisor of mistral3.attention.head_count 4, "
+        "found 3");
+  }
+  {
+    SynthGguf s = test::Mistral3Model(SynthParams{});
+    s.Set("mistral3.attention.head_count", GgufMetaValue::U32(5));
+    const std::string e = error(std::move(s));
+    EXPECT_EQ(e.substr(e.find(": key")),
+              ": key 'mistral3.embedding_length': expected a multiple of mistral3.attention.head_count 5, "
+              "found 64");
+  }
+  {
+    SynthGguf s = test::Mistral3Model(SynthParams{});
+    s.Set("mistral3.rope.dimension_count", GgufMetaValue::U32(8));
+    const std::string e = error(std::move(s));
+    EXPECT_NE(e.find("key 'mistral3.rope.dimension_count'"), std::string::npos) << e;
+    EXPECT_NE(e.find("build_mistral3 asserts n_rot == head size"), std::string::npos) << e;
+  }
+  {
+    SynthParams p;
+    p.n_expert = 4;
+    p.n_expert_used = 2;
+    SynthGguf s = test::Mistral3Model(p);
+    EXPECT_EQ(
+        error(std::move(s)),
+        "mistral3.gguf: key 'mistral3.expert_count': mistral3 with experts (4) is not supported yet (the "
+        "dense model only: expected 0 or absent)");
+  }
 }
 
 TEST(Qwen2MoeGraph, RoutedAndSharedExperts) {

@@ -166,6 +166,13 @@ SynthGguf Qwen3Model(const SynthParams& p, uint32_t head_dim) {
   return g;
 }
 
+SynthGguf Mistral3Model(const SynthParams& p) {
+  SynthGguf g("mistral3");
+  CommonKeys(g, "mistral3", p);
+  AddTableTensors(g, "mistral3", AttentionDims(p, p.n_embd / p.n_head), p.n_layer, Options(p), p.wtype);
+  return g;
+}
+
 SynthGguf Phi3Model(const SynthParams& p, bool rope_factors) {
   SynthGguf g("phi3");
   CommonKeys(g, "phi3", p);

@@ -74,6 +74,8 @@ SynthGguf Qwen2MoeModel(const SynthParams& p, uint32_t n_ff_exp, uint32_t n_ff_s
 /// qwen3 with heads of `head_dim` (attention.key_length / value_length written when head_dim *
 /// n_head != n_embd, as Qwen3-0.6B's file has them).
 SynthGguf Qwen3Model(const SynthParams& p, uint32_t head_dim);
+/// mistral3 with llama's keys and no temperature tuning or YaRN keys (tests add them).
+SynthGguf Mistral3Model(const SynthParams& p);
 SynthGguf Phi3Model(const SynthParams& p, bool rope_factors);
 SynthGguf GemmaModel(const SynthParams& p, uint32_t head_dim);
 /// mamba: d_inner = 2 * n_embd, d_conv 4, d_state 16, dt_rank 8.
