@@ -32,8 +32,8 @@ int Run(int argc, char** argv) {
   app.add_option(
       "--preset", preset,
       "real-size preset: llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3-like, mamba-2.8b");
-  auto* o_arch =
-      app.add_option("--arch", arch, "llama, qwen2, phi3, gemma, mamba, qwen2moe, mixtral, qwen3, mistral3");
+  auto* o_arch = app.add_option(
+      "--arch", arch, "llama, qwen2, phi3, gemma, mamba, qwen2moe, mixtral, qwen3, mistral3, gemma2, gemma3");
   auto* o_layer = app.add_option("--n-layer", d.n_layer, "layers (blocks)")->check(tools::IntegerIn(1, 512));
   auto* o_embd = app.add_option("--n-embd", d.n_embd, "embedding width")->check(tools::IntegerIn(1, 1 << 20));
   auto* o_head = app.add_option("--n-head", d.n_head, "attention heads")->check(tools::IntegerIn(1, 1 << 16));
@@ -57,12 +57,28 @@ int Run(int argc, char** argv) {
           ->check(tools::IntegerIn(0, 1 << 24));
   auto* o_base =
       app.add_option("--rope-freq-base", d.rope_freq_base, "rope.freq_base")->check(tools::NumberIn(0, 1e30));
-  auto* o_swa =
-      app.add_option("--sliding-window", d.n_swa, "phi3: attention.sliding_window (default 2047; 0 = none)")
-          ->check(tools::IntegerIn(0, UINT32_MAX));
+  auto* o_swa = app.add_option("--sliding-window", d.n_swa,
+                               "phi3, gemma2, gemma3: attention.sliding_window (default 2047; 0 = none)")
+                    ->check(tools::IntegerIn(0, UINT32_MAX));
   bool no_swa_key = false;
-  app.add_flag("--no-sliding-window-key", no_swa_key,
-               "phi3: omit attention.sliding_window (as files converted before llama.cpp PR #8931)");
+  app.add_flag(
+      "--no-sliding-window-key", no_swa_key,
+      "phi3, gemma2, gemma3: omit attention.sliding_window (phi3: as files converted before llama.cpp "
+      "PR #8931)");
+  auto* o_swa_period =
+      app.add_option("--sliding-window-pattern", d.swa_period,
+                     "gemma2, gemma3: attention.sliding_window_pattern, a period (default: no key)")
+          ->check(tools::IntegerIn(0, 512));
+  auto* o_attn_cap =
+      app.add_option("--attn-softcap", d.attn_softcap, "gemma2: attn_logit_softcapping (default 50)")
+          ->check(tools::NumberIn(0, 1e30));
+  auto* o_final_cap =
+      app.add_option("--final-softcap", d.final_softcap,
+                     "gemma2: final_logit_softcapping (default 30); gemma3: written when not 0 (default 0)")
+          ->check(tools::NumberIn(0, 1e30));
+  auto* o_base_swa = app.add_option("--rope-freq-base-swa", d.rope_freq_base_swa,
+                                    "gemma3: rope.freq_base_swa (default 10000; 0 = no key)")
+                         ->check(tools::NumberIn(0, 1e30));
   auto* o_d_state = app.add_option("--ssm-d-state", d.ssm_d_state, "mamba: state size")
                         ->check(tools::IntegerIn(1, 1 << 16));
   auto* o_d_inner = app.add_option("--ssm-d-inner", d.ssm_d_inner, "mamba: inner size (default 2 n_embd)")
@@ -153,6 +169,10 @@ int Run(int argc, char** argv) {
   if (given(o_base)) s.rope_freq_base = d.rope_freq_base;
   if (given(o_swa)) s.n_swa = d.n_swa;
   if (no_swa_key) s.swa_key = false;
+  if (given(o_swa_period)) s.swa_period = d.swa_period;
+  if (given(o_attn_cap)) s.attn_softcap = d.attn_softcap;
+  if (given(o_final_cap)) s.final_softcap = d.final_softcap;
+  if (given(o_base_swa)) s.rope_freq_base_swa = d.rope_freq_base_swa;
   if (given(o_d_state)) s.ssm_d_state = d.ssm_d_state;
   if (given(o_d_inner)) s.ssm_d_inner = d.ssm_d_inner;
   if (given(o_d_conv)) s.ssm_d_conv = d.ssm_d_conv;
@@ -173,7 +193,8 @@ int Run(int argc, char** argv) {
   }
   if (!name.empty()) s.name = name;
   if (!vocab_from.empty()) s.vocab_from = vocab_from;
-  if (s.arch == "mamba" && preset.empty() && !untied) s.tied_output = true;  // mamba ties by default
+  // mamba and gemma3 tie by default (Gemma-3's files have no output.weight)
+  if ((s.arch == "mamba" || s.arch == "gemma3") && preset.empty() && !untied) s.tied_output = true;
   if (tied) s.tied_output = true;
   if (untied) s.tied_output = false;
   if (rope_freqs) s.rope_freqs = true;

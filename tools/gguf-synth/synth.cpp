@@ -382,8 +382,9 @@ std::vector<float> Llama3RopeFactors(uint32_t n_rot, float freq_base, float fact
 // --- specs ----------------------------------------------------------------------------------------
 
 const std::vector<std::string>& SupportedArchs() {
-  static const std::vector<std::string> archs = {"llama",    "qwen2",   "phi3",  "gemma",   "mamba",
-                                                 "qwen2moe", "mixtral", "qwen3", "mistral3"};
+  static const std::vector<std::string> archs = {"llama",    "qwen2",    "phi3",    "gemma",
+                                                 "mamba",    "qwen2moe", "mixtral", "qwen3",
+                                                 "mistral3", "gemma2",   "gemma3"};
   return archs;
 }
 
@@ -487,7 +488,18 @@ Result<ModelSpec> Resolve(ModelSpec s) {
     return InvalidArgument("gguf-synth: n_vocab must be 3.." + std::to_string(kMaxGeneratedVocab) +
                            " for a generated vocab (<unk>, <s>, </s>, bytes, pieces), found " +
                            std::to_string(s.n_vocab));
-  if (s.arch == "gemma") s.tied_output = true;  // llama.cpp: gemma's output is token_embd
+  // llama.cpp: gemma's and gemma2's output is token_embd
+  if (s.arch == "gemma" || s.arch == "gemma2") s.tied_output = true;
+  const bool gemma23 = s.arch == "gemma2" || s.arch == "gemma3";
+  if (s.final_softcap < 0.f) s.final_softcap = s.arch == "gemma2" ? 30.0f : 0.0f;
+  if (!gemma23 && s.swa_period != 0)
+    return InvalidArgument("gguf-synth: a sliding window pattern is gemma2's and gemma3's, not " + s.arch +
+                           "'s");
+  if (gemma23 && (!(s.attn_softcap > 0.f) || !std::isfinite(s.attn_softcap) || !(s.final_softcap >= 0.f) ||
+                  !std::isfinite(s.final_softcap) || (s.arch == "gemma2" && s.final_softcap == 0.f)))
+    return InvalidArgument(
+        "gguf-synth: soft-caps must be finite and positive (gemma3's final one may be 0), found " +
+        std::to_string(s.attn_softcap) + " and " + std::to_string(s.final_softcap));
   if (s.arch == "mamba") {
     if (s.ssm_d_inner == 0) s.ssm_d_inner = 2 * s.n_embd;
     if (s.ssm_dt_rank == 0) s.ssm_dt_rank = (s.n_embd + 15) / 16;
@@ -594,7 +606,7 @@ Status BuildModel(const ModelSpec& in, GgufWriter* w) {
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.head_count_kv"), GgufMetaValue::U32(s.n_head_kv)));
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("rope.dimension_count"), GgufMetaValue::U32(s.head_dim)));
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("rope.freq_base"), GgufMetaValue::F32(s.rope_freq_base)));
-    if (s.arch == "gemma" || s.head_dim * s.n_head != s.n_embd) {
+    if (s.arch == "gemma" || s.arch == "gemma2" || s.arch == "gemma3" || s.head_dim * s.n_head != s.n_embd) {
       STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.key_length"), GgufMetaValue::U32(s.head_dim)));
       STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.value_length"), GgufMetaValue::U32(s.head_dim)));
     }
@@ -619,8 +631,22 @@ Status BuildModel(const ModelSpec& in, GgufWriter* w) {
   if (s.attn_temp_scale != 0.0f)
     STOWAGE_RETURN_IF_ERROR(
         w->AddKV(key("attention.temperature_scale"), GgufMetaValue::F32(s.attn_temp_scale)));
-  if (s.arch == "phi3" && s.swa_key)
+  const bool gemma23 = s.arch == "gemma2" || s.arch == "gemma3";
+  if ((s.arch == "phi3" || gemma23) && s.swa_key)
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.sliding_window"), GgufMetaValue::U32(s.n_swa)));
+  if (s.swa_period != 0)
+    STOWAGE_RETURN_IF_ERROR(
+        w->AddKV(key("attention.sliding_window_pattern"), GgufMetaValue::U32(s.swa_period)));
+  if (s.arch == "gemma2") {
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attn_logit_softcapping"), GgufMetaValue::F32(s.attn_softcap)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("final_logit_softcapping"), GgufMetaValue::F32(s.final_softcap)));
+  }
+  if (s.arch == "gemma3") {
+    if (s.final_softcap != 0.0f)
+      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("final_logit_softcapping"), GgufMetaValue::F32(s.final_softcap)));
+    if (s.rope_freq_base_swa != 0.0f)
+      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("rope.freq_base_swa"), GgufMetaValue::F32(s.rope_freq_base_swa)));
+  }
   STOWAGE_RETURN_IF_ERROR(w->AddKV(key("vocab_size"), GgufMetaValue::U32(s.n_vocab)));
   if (IsMoe(s.arch)) {
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_count"), GgufMetaValue::U32(s.n_expert)));

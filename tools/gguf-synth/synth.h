@@ -48,8 +48,8 @@ namespace stowage::synth {
 
 /// Everything that defines a synthetic model. Zero means "derive the default" where noted.
 struct ModelSpec {
-  /// llama, qwen2, phi3, gemma, mamba, qwen2moe, qwen3, mistral3, or mixtral (written as architecture "llama"
-  /// with merged expert tensors, as llama.cpp's Mixtral files are).
+  /// llama, qwen2, phi3, gemma, mamba, qwen2moe, qwen3, mistral3, gemma2, gemma3, or mixtral (written as
+  /// architecture "llama" with merged expert tensors, as llama.cpp's Mixtral files are).
   std::string arch = "llama";
   std::string name;  ///< general.name; default "synthetic-<arch>"
   uint32_t n_layer = 2;
@@ -86,10 +86,20 @@ struct ModelSpec {
   float yarn_beta_fast = -1.0f, yarn_beta_slow = -1.0f, yarn_log_mul = 0.0f;
   /// mistral3: attention.temperature_scale (0 = no key: no temperature tuning).
   float attn_temp_scale = 0.0f;
-  /// phi3: <arch>.attention.sliding_window. convert_hf_to_gguf always writes it (Phi-3-mini-4k:
-  /// 2047, 0 for Phi-4) and llama.cpp (Feb 2025 load_hparams) refuses a phi3 file without it.
+  /// phi3, gemma2, gemma3: <arch>.attention.sliding_window. convert_hf_to_gguf always writes it
+  /// (Phi-3-mini-4k: 2047, 0 for Phi-4; Gemma-2: 4096; Gemma-3: 512 or 1024) and llama.cpp (Feb 2025
+  /// load_hparams) refuses a phi3 file without it.
   uint32_t n_swa = 2047;
-  bool swa_key = true;        ///< phi3: false omits the key (files converted before llama.cpp PR #8931)
+  bool swa_key = true;  ///< false omits the key (phi3 files converted before llama.cpp PR #8931)
+  /// gemma2, gemma3: attention.sliding_window_pattern as a period (llama.cpp set_swa_pattern: every
+  /// n-th layer global); 0 = no key (llama.cpp's defaults 2 and 6; the converters do not write it).
+  uint32_t swa_period = 0;
+  /// gemma2: attn_logit_softcapping and final_logit_softcapping (Gemma-2: 50 and 30, always
+  /// written); gemma3: final_logit_softcapping when not 0 (Gemma-3 has none). final_softcap < 0:
+  /// the architecture's default (gemma2 30, gemma3 0).
+  float attn_softcap = 50.0f, final_softcap = -1.0f;
+  /// gemma3: rope.freq_base_swa (the sliding-window layers' base; Gemma-3: 10000); 0 = no key.
+  float rope_freq_base_swa = 10000.0f;
   uint32_t ssm_d_conv = 4;    ///< mamba
   uint32_t ssm_d_inner = 0;   ///< mamba: default 2 * n_embd
   uint32_t ssm_d_state = 16;  ///< mamba

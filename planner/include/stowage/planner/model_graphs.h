@@ -12,7 +12,8 @@
 namespace stowage::planner {
 
 /// Architectures with a graph builder, in the order error messages list them: llama (also
-/// mixtral: llama with merged ffn_*_exps), qwen2, qwen2moe, qwen3, phi3, gemma, mamba.
+/// mixtral: llama with merged ffn_*_exps), qwen2, qwen2moe, qwen3, mistral3, phi3, gemma, gemma2,
+/// gemma3, mamba.
 std::vector<std::string> SupportedArchitectures();
 
 /// Reads hyper-parameters (llama.cpp LLM_KV keys of `general.architecture`) and validates them, so
@@ -40,7 +41,10 @@ std::vector<std::string> SupportedArchitectures();
 /// (ggml's norms assert eps >= 0); attention.scale not finite or < 0; block_count 0 or above
 /// llama.cpp's LLAMA_MAX_LAYERS (512; llama.cpp refuses it when it reads the per-layer keys,
 /// load_hparams, get_key_or_arr: "n > N_MAX"); expert_used_count 0 with experts or above
-/// expert_count; a mamba ssm.* size 0. Accepted with a line in HParams::warnings (llama.cpp runs
+/// expert_count; a mamba ssm.* size 0; gemma2's attention.sliding_window 0, a gemma2/gemma3
+/// attention.sliding_window_pattern array not of block_count bools (or int32 / uint32),
+/// attn_logit_softcapping / final_logit_softcapping / rope.freq_base_swa not finite or <= 0 (gemma3's
+/// final cap may be 0: off). Accepted with a line in HParams::warnings (llama.cpp runs
 /// them; no model has them): an epsilon above 1 or of 0 (a row of zeros normalizes to 0/0 = NaN),
 /// rope.freq_base below 1 (the frequencies grow with the dimension). With `check_tokenizer` false
 /// the tokenizer is not validated: for a caller that loaded it already (stowage-run's
