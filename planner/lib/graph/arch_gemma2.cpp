@@ -27,7 +27,7 @@ Status LoadGemma2Or3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w
   for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
     LayerWeights& l = w.layers[il];
     LoadAttentionWeights(t, l, il);
-    l.attn_post_norm = t("attn_post_norm.weight", il);
+    l.attn_post_norm = t("post_attention_norm.weight", il);
     if (gemma3) {
       l.attn_k_norm = t("attn_k_norm.weight", il);
       l.attn_q_norm = t("attn_q_norm.weight", il);
@@ -36,7 +36,7 @@ Status LoadGemma2Or3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w
     l.ffn_gate = t("ffn_gate.weight", il);
     l.ffn_up = t("ffn_up.weight", il);
     l.ffn_down = t("ffn_down.weight", il);
-    l.ffn_post_norm = t("ffn_post_norm.weight", il);
+    l.ffn_post_norm = t("post_ffw_norm.weight", il);
   }
   return wl.status();
 }

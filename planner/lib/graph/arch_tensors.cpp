@@ -192,8 +192,8 @@ std::vector<ArchTensor> GemmaTensors() {
 }
 
 // LLM_ARCH_GEMMA2 / LLM_ARCH_GEMMA3 (llama.cpp 2026 llama_model_gemma2 / gemma3::load_arch_tensors):
-// gemma's layout with RMS norms after the attention and after the FFN (attn_post_norm,
-// ffn_post_norm); gemma3 adds per-head q/k norms (n_embd_head_k each) and an optional output.weight
+// gemma's layout with RMS norms after the attention and after the FFN (post_attention_norm,
+// post_ffw_norm: LLM_TENSOR_ATTN_POST_NORM, LLM_TENSOR_FFN_POST_NORM); gemma3 adds per-head q/k norms (n_embd_head_k each) and an optional output.weight
 // (absent: token_embd, duplicated). gemma3's optional dense_2/dense_3 projections belong to the
 // embedding model and are not in the table.
 std::vector<ArchTensor> Gemma2Tensors(bool gemma3) {
@@ -205,14 +205,14 @@ std::vector<ArchTensor> Gemma2Tensors(bool gemma3) {
   t.push_back({"attn_k.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_k_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
   t.push_back({"attn_v.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_v_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
   t.push_back({"attn_output.weight", S::kLayer, [](D d) { return V{d.n_embd_q, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
-  t.push_back(Norm("attn_post_norm.weight"));
+  t.push_back(Norm("post_attention_norm.weight"));
   if (gemma3) {
     t.push_back({"attn_k_norm.weight", S::kLayer, [](D d) { return V{d.n_embd_q / d.n_head}; }, kReq, GgmlOp::MUL, R::kNorm, W::kAlways});
     t.push_back({"attn_q_norm.weight", S::kLayer, [](D d) { return V{d.n_embd_q / d.n_head}; }, kReq, GgmlOp::MUL, R::kNorm, W::kAlways});
   }
   t.push_back(Norm("ffn_norm.weight"));
   AddDenseFfn(t, W::kAlways);
-  t.push_back(Norm("ffn_post_norm.weight"));
+  t.push_back(Norm("post_ffw_norm.weight"));
   return t;
 }
 
