@@ -104,6 +104,8 @@ static std::string DimStr(const DimExpr& d) {
   term(d.kv, "n_kv");
   term(d.kv_head, "kv_head");
   term(d.outputs, "n_outputs");
+  term(d.kv_swa, "n_kv_swa");
+  term(d.kv_head_swa, "kv_head_swa");
   term(d.c, nullptr);
   return s;
 }
@@ -121,15 +123,18 @@ std::string GraphBuilder::Describe(const std::vector<int>& srcs) const {
 
 // The rule (InferShape) is a function of concrete shapes. The result as DimExprs: evaluated at the
 // graph's worst-case bindings w and at w with each symbol one larger, the differences are the
-// symbols' coefficients; a sixth binding, every symbol larger by another amount, checks that the
+// symbols' coefficients; an eighth binding, every symbol larger by another amount, checks that the
 // result is affine in them (a product of two symbolic dimensions is not).
-static std::array<Bindings, 6> SamplePoints(const Bindings& w) {
-  std::array<Bindings, 6> at{w, w, w, w, w, w};
+static constexpr int kSamples = 8;
+static std::array<Bindings, kSamples> SamplePoints(const Bindings& w) {
+  std::array<Bindings, kSamples> at{w, w, w, w, w, w, w, w};
   at[1].n_tokens += 1;
   at[2].n_kv += 1;
   at[3].kv_head += 1;
   at[4].n_outputs += 1;
-  at[5] = {w.n_tokens + 2, w.n_kv + 3, w.kv_head + 5, w.n_outputs + 7};
+  at[5].n_kv_swa += 1;
+  at[6].kv_head_swa += 1;
+  at[7] = {w.n_tokens + 2, w.n_kv + 3, w.kv_head + 5, w.n_outputs + 7, w.n_kv_swa + 11, w.kv_head_swa + 13};
   return at;
 }
 
@@ -140,11 +145,11 @@ static Ne4 Eval(const Bindings& b, const Shape& ne) {
 Shape GraphBuilder::RuleShape(GgmlOp op, const std::vector<int>& srcs, const EncodedOpParams& p) {
   const OpParamsRef params(p.iparams, p.fparams);
   const Bindings w = g_.WorstCase();
-  const std::array<Bindings, 6> at = SamplePoints(w);
-  Ne4 r[6];
+  const std::array<Bindings, kSamples> at = SamplePoints(w);
+  Ne4 r[kSamples];
   SrcShapes shapes(srcs.size());
   const DimNamer namer = [&](size_t i, int d) { return DimStr(g_.tensors[srcs[i]].ne[d]); };
-  for (int k = 0; k < 6; ++k) {
+  for (int k = 0; k < kSamples; ++k) {
     for (size_t j = 0; j < srcs.size(); ++j) {
       shapes[j].reset();
       if (srcs[j] < 0) continue;
@@ -164,8 +169,11 @@ Shape GraphBuilder::RuleShape(GgmlOp op, const std::vector<int>& srcs, const Enc
     e.kv = r[2][d] - r[0][d];
     e.kv_head = r[3][d] - r[0][d];
     e.outputs = r[4][d] - r[0][d];
-    e.c = r[0][d] - e.tokens * w.n_tokens - e.kv * w.n_kv - e.kv_head * w.kv_head - e.outputs * w.n_outputs;
-    if (at[5].Eval(e) != r[5][d])
+    e.kv_swa = r[5][d] - r[0][d];
+    e.kv_head_swa = r[6][d] - r[0][d];
+    e.c = r[0][d] - e.tokens * w.n_tokens - e.kv * w.n_kv - e.kv_head * w.kv_head - e.outputs * w.n_outputs -
+          e.kv_swa * w.n_kv_swa - e.kv_head_swa * w.kv_head_swa;
+    if (at[kSamples - 1].Eval(e) != r[kSamples - 1][d])
       Fail(std::string(GgmlOpName(op)) + ": result ne" + std::to_string(d) +
            " is not affine in the graph symbols; sources " + Describe(srcs));
   }
