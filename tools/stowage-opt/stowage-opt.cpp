@@ -6,8 +6,8 @@
 //
 // `--import-gguf FILE` (when built with the compiler) imports a GGUF model instead of reading IR:
 // the module of func @pp / func @tg then goes through the same pipeline and printer.
-// `--gguf-n-ctx`, `--gguf-n-ubatch`, `--gguf-n-batch`, `--gguf-flash-attn[=on|off|auto]` set the
-// context the graphs are built for;
+// `--gguf-n-ctx`, `--gguf-n-ubatch`, `--gguf-n-batch`, `--gguf-flash-attn[=on|off|auto]`,
+// `--gguf-swa-full` set the context the graphs are built for;
 // `--place-devices LIST [--place-ngl N] [--place-ot REGEX=BUFT] [--place-no-kv-offload]
 // [--place-no-mmap] [--place-registry DIR] [--place-fit-target MIB]` also places the model
 // (planner::Plan) and records devices, buffer types, backends, causes, splits and split
@@ -50,6 +50,11 @@ static cl::opt<std::string>
                cl::value_desc("file"), cl::init(""));
 static cl::opt<unsigned>
     ggufNCtx("gguf-n-ctx", cl::desc("--import-gguf: context size (0: n_ctx_train)"), cl::init(0));
+static cl::opt<bool>
+    ggufSwaFull("gguf-swa-full",
+                cl::desc("--import-gguf: full-size SWA cache of interleaved sliding-window models "
+                         "(plan-model --swa-full)"),
+                cl::init(false));
 static cl::opt<unsigned> ggufNUbatch("gguf-n-ubatch",
                                      cl::desc("--import-gguf: ubatch size (n_tokens of @pp)"),
                                      cl::init(512));
@@ -107,6 +112,7 @@ static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry 
   config.n_ctx = ggufNCtx;
   config.n_ubatch = ggufNUbatch;
   config.n_batch = ggufNBatch;
+  config.swa_full = ggufSwaFull;
   // -fa as plan-model reads it (true/false/1/0: the bool this option was).
   const std::string fa = ggufFlashAttn.getNumOccurrences() > 0 && ggufFlashAttn.empty()
                              ? std::string("on")

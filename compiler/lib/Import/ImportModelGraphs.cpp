@@ -87,6 +87,8 @@ private:
     d.c = e.c;
     d.k[static_cast<unsigned>(Sym::n_kv)] = e.kv;
     d.k[static_cast<unsigned>(Sym::kv_head)] = e.kv_head;
+    d.k[static_cast<unsigned>(Sym::n_kv_swa)] = e.kv_swa;
+    d.k[static_cast<unsigned>(Sym::kv_head_swa)] = e.kv_head_swa;
     if (tg_) {
       d.c += e.tokens + e.outputs;
     } else {
@@ -605,6 +607,8 @@ LogicalResult GraphImporter::run(StringRef name) {
   auto func = b_.create<func::FuncOp>(loc_, name, b_.getFunctionType({}, {}));
   func->setAttr("ggml.n_tokens", b_.getI64IntegerAttr(g_.max_tokens));
   func->setAttr("ggml.n_kv", b_.getI64IntegerAttr(g_.max_kv));
+  if (g_.max_kv_swa > 0) // interleaved sliding-window models: the SWA cache's worst case
+    func->setAttr("ggml.n_kv_swa", b_.getI64IntegerAttr(g_.max_kv_swa));
   func->setAttr("ggml.n_outputs", b_.getI64IntegerAttr(g_.max_outputs));
   OpBuilder::InsertionGuard guard(b_);
   b_.setInsertionPointToStart(func.addEntryBlock());
@@ -682,6 +686,8 @@ void recordImport(ModuleOp module, StringRef path, const planner::ContextConfig 
   d.append("type_v", count(static_cast<uint64_t>(cfg.type_v)));
   if (cfg.flash_attn)
     d.append("flash_attn", b.getBoolAttr(true));
+  if (cfg.swa_full)
+    d.append("swa_full", b.getBoolAttr(true));
   module->setAttr("stowage.import", d.getDictionary(module.getContext()));
 }
 

@@ -15,7 +15,8 @@ namespace stowage::compiler {
 #include "stowage/Compiler/Transforms/Passes.h.inc"
 
 std::optional<int64_t> evaluateDim(const ggml::Dim &dim, const SymbolBindings &b) {
-  const int64_t values[ggml::kNumSyms] = {b.n_tokens, b.n_kv, b.n_outputs, b.n_ctx, b.kv_head};
+  const int64_t values[ggml::kNumSyms] = {b.n_tokens, b.n_kv,     b.n_outputs,  b.n_ctx,
+                                          b.kv_head,  b.n_kv_swa, b.kv_head_swa};
   int64_t v = dim.c;
   for (unsigned i = 0; i < ggml::kNumSyms; ++i) {
     if (dim.k[i] == 0)
@@ -82,6 +83,8 @@ struct PlacePrintSplitsPass : impl::PlacePrintSplitsBase<PlacePrintSplitsPass> {
       b.n_kv = nKv >= 0 ? nKv : intAttr(func, "ggml.n_kv");
       b.n_outputs = nOutputs >= 0 ? nOutputs : intAttr(func, "ggml.n_outputs");
       b.n_ctx = intAttr(module, "ggml.n_ctx");
+      if (func->hasAttr("ggml.n_kv_swa"))
+        b.n_kv_swa = intAttr(func, "ggml.n_kv_swa");
       os << "# @" << func.getSymName() << ": " << splits.size()
          << " splits (n_tokens = " << b.n_tokens << ", n_kv = " << b.n_kv << ")\n";
       for (place::SplitOp split : splits) {

@@ -330,6 +330,12 @@ LogicalResult Reconstructor::importGraphs() {
       return error() << "stowage.import: flash_attn must be a bool, got " << fa;
     cfg.flash_attn = b.getValue();
   }
+  if (Attribute sf = imp.get("swa_full")) {
+    auto b = dyn_cast<BoolAttr>(sf);
+    if (!b)
+      return error() << "stowage.import: swa_full must be a bool, got " << sf;
+    cfg.swa_full = b.getValue();
+  }
   auto file = GgufFile::Open(path.str());
   if (!file.ok())
     return fail(file.status());

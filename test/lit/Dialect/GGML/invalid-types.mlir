@@ -38,7 +38,7 @@ func.func private @f(!ggml.tensor<[256], Q4_K>)
 
 // -----
 
-// expected-error @+1 {{unknown symbolic dimension 'n_batch' (expected n_tokens, n_kv, n_outputs, n_ctx or kv_head)}}
+// expected-error @+1 {{unknown symbolic dimension 'n_batch' (expected n_tokens, n_kv, n_outputs, n_ctx, kv_head, n_kv_swa or kv_head_swa)}}
 func.func private @f(!ggml.tensor<[n_batch], f32>)
 
 // -----
@@ -53,7 +53,7 @@ func.func private @f(!ggml.tensor<[4, -2], f32>)
 
 // -----
 
-// expected-error @+1 {{expected a dimension: an integer or one of n_tokens, n_kv, n_outputs, n_ctx, kv_head}}
+// expected-error @+1 {{expected a dimension: an integer or one of n_tokens, n_kv, n_outputs, n_ctx, kv_head, n_kv_swa, kv_head_swa}}
 func.func private @f(!ggml.tensor<[?], f32>)
 
 // -----

@@ -31,6 +31,7 @@ void registerStowagePlanPipeline();
 /// Values of the symbols for evaluating dimensions (negative: unknown).
 struct SymbolBindings {
   int64_t n_tokens = -1, n_kv = -1, n_outputs = -1, n_ctx = -1, kv_head = 0;
+  int64_t n_kv_swa = -1, kv_head_swa = 0; ///< the SWA cache's (interleaved sliding-window models)
 };
 
 /// The value of `dim` under `bindings`, or std::nullopt when a symbol it uses is unknown.

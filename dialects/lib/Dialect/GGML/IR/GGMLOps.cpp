@@ -146,7 +146,8 @@ LogicalResult checkCount(Operation *op, TensorType from, TensorType to, StringRe
 /// A value of each symbol (Sym order).
 using Binding = std::array<int64_t, kNumSyms>;
 
-/// Symbols range over [1, kBig] (kv_head over [0, kBig]) where the rules are evaluated.
+/// Symbols range over [1, kBig] (kv_head and kv_head_swa over [0, kBig]) where the rules are
+/// evaluated.
 constexpr int64_t kBig = int64_t(1) << 20;
 
 /// The value of `d` at `b`; std::nullopt on int64 overflow.
@@ -169,7 +170,7 @@ FailureOr<SmallVector<Dim, 4>> ruleShape(Operation *op, GgmlOp ggmlOp, ArrayRef<
                                          const EncodedOpParams &params = {}) {
   Binding lo{};
   for (unsigned s = 0; s < kNumSyms; ++s)
-    lo[s] = static_cast<Sym>(s) == Sym::kv_head ? 0 : 1;
+    lo[s] = static_cast<Sym>(s) == Sym::kv_head || static_cast<Sym>(s) == Sym::kv_head_swa ? 0 : 1;
   SmallVector<Binding> at;
   for (unsigned v = 0; v < (1u << kNumSyms); ++v) { // the vertices; v = 0 is lo
     Binding b = lo;

@@ -32,6 +32,10 @@ StringRef symName(Sym sym) {
     return "n_ctx";
   case Sym::kv_head:
     return "kv_head";
+  case Sym::n_kv_swa:
+    return "n_kv_swa";
+  case Sym::kv_head_swa:
+    return "kv_head_swa";
   }
   return "";
 }
@@ -327,11 +331,13 @@ static ParseResult parseTerm(AsmParser &parser, Dim &dim, bool allowNegative) {
   StringRef name;
   if (parser.parseOptionalKeyword(&name))
     return parser.emitError(loc, "expected a dimension: an integer or one of n_tokens, n_kv, "
-                                 "n_outputs, n_ctx, kv_head");
+                                 "n_outputs, n_ctx, kv_head, n_kv_swa, kv_head_swa");
   std::optional<Sym> sym = symByName(name);
   if (!sym)
     return parser.emitError(loc, "unknown symbolic dimension '")
-           << name << "' (expected n_tokens, n_kv, n_outputs, n_ctx or kv_head)";
+           << name
+           << "' (expected n_tokens, n_kv, n_outputs, n_ctx, kv_head, n_kv_swa or "
+              "kv_head_swa)";
   int64_t coeff = 1;
   if (succeeded(parser.parseOptionalStar()) && parser.parseInteger(coeff))
     return failure();

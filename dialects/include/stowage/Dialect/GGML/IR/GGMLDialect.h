@@ -29,9 +29,11 @@ namespace stowage::ggml {
 /// A symbolic size that the runtime binds per call. n_tokens: tokens of the ubatch (n_ubatch
 /// for @pp, 1 for @tg); n_kv: KV cells the attention reads; n_outputs: tokens whose
 /// logits are returned; n_ctx: the KV cache size; kv_head: the first KV cell the ubatch writes
-/// (it appears in view offsets). Same symbols as the planner's DimExpr (planner/graph.h).
-enum class Sym : uint8_t { n_tokens = 0, n_kv, n_outputs, n_ctx, kv_head };
-inline constexpr unsigned kNumSyms = 5;
+/// (it appears in view offsets); n_kv_swa and kv_head_swa: the same two for the SWA cache of an
+/// interleaved sliding-window model (its sliding-window layers' K/V views and KQ_mask_swa). Same
+/// symbols as the planner's DimExpr (planner/graph.h).
+enum class Sym : uint8_t { n_tokens = 0, n_kv, n_outputs, n_ctx, kv_head, n_kv_swa, kv_head_swa };
+inline constexpr unsigned kNumSyms = 7;
 
 /// The textual name of `sym` ("n_tokens").
 llvm::StringRef symName(Sym sym);
