@@ -60,7 +60,8 @@ std::string SplitText(const fb::Buffer* b) {
   return s + "]";
 }
 
-std::string Dim(const fb::DimExpr* d) {
+// `d` with the SWA cache's terms `swa` (GraphTensor.ne_swa, schema version 3; nullptr: none).
+std::string Dim(const fb::DimExpr* d, const fb::DimExprSwa* swa = nullptr) {
   if (!d) return "?";
   std::string s;
   auto term = [&](int64_t k, const char* sym) {
@@ -77,14 +78,20 @@ std::string Dim(const fb::DimExpr* d) {
   term(d->kv(), "n_kv");
   term(d->kv_head(), "kv_head");
   term(d->outputs(), "n_outputs");
+  if (swa) {
+    term(swa->kv_swa(), "n_kv_swa");
+    term(swa->kv_head_swa(), "kv_head_swa");
+  }
   if (d->c() != 0 || s.empty()) s += (s.empty() ? "" : (d->c() < 0 ? "" : "+")) + std::to_string(d->c());
   return s;
 }
 
-std::string Shape(const flatbuffers::Vector<const fb::DimExpr*>* ne) {
+std::string Shape(const flatbuffers::Vector<const fb::DimExpr*>* ne,
+                  const flatbuffers::Vector<const fb::DimExprSwa*>* ne_swa = nullptr) {
   std::string s = "[";
   if (ne)
-    for (flatbuffers::uoffset_t i = 0; i < ne->size(); ++i) s += (i ? ", " : "") + Dim(ne->Get(i));
+    for (flatbuffers::uoffset_t i = 0; i < ne->size(); ++i)
+      s += (i ? ", " : "") + Dim(ne->Get(i), ne_swa && i < ne_swa->size() ? ne_swa->Get(i) : nullptr);
   return s + "]";
 }
 
@@ -112,10 +119,13 @@ std::string Text(const fb::Plan& p, bool nodes) {
   if (const auto* c = p.context())
     line(
         "context: n_ctx %u, n_batch %u, n_ubatch %u, type_k %s, type_v %s, offload_kqv %d, n_layer %u, "
-        "n_vocab %u, n_embd %u%s",
+        "n_vocab %u, n_embd %u%s%s",
         c->n_ctx(), c->n_batch(), c->n_ubatch(), TypeName(c->type_k()).c_str(), TypeName(c->type_v()).c_str(),
         c->offload_kqv() ? 1 : 0, c->n_layer(), c->n_vocab(), c->n_embd(),
-        c->flash_attn() ? ", flash_attn 1" : "");
+        c->flash_attn() ? ", flash_attn 1" : "",
+        c->n_ctx_swa() > 0
+            ? (", n_ctx_swa " + std::to_string(c->n_ctx_swa()) + (c->swa_full() ? " (swa_full)" : "")).c_str()
+            : "");
   line("scheduler: n_copies %u%s", p.n_copies(), p.n_copies() > 1 ? " (pipeline parallelism)" : "");
   if (p.flags()) line("flags: %s", p.flags()->c_str());
   if (const auto* d = p.devices()) {
@@ -167,10 +177,12 @@ std::string Text(const fb::Plan& p, bool nodes) {
                                                                 : std::string("NULL");
       };
       line(
-          "graph %s: max n_tokens %lld, n_kv %lld, n_outputs %lld; %u tensors, %u nodes, %u leafs, %u splits",
+          "graph %s: max n_tokens %lld, n_kv %lld, n_outputs %lld%s; %u tensors, %u nodes, %u leafs, %u "
+          "splits",
           Str(g->name()).c_str(), static_cast<long long>(g->max_tokens()),
-          static_cast<long long>(g->max_kv()), static_cast<long long>(g->max_outputs()), ts ? ts->size() : 0u,
-          g->nodes() ? g->nodes()->size() : 0u, g->leafs() ? g->leafs()->size() : 0u,
+          static_cast<long long>(g->max_kv()), static_cast<long long>(g->max_outputs()),
+          g->max_kv_swa() > 0 ? (", n_kv_swa " + std::to_string(g->max_kv_swa())).c_str() : "",
+          ts ? ts->size() : 0u, g->nodes() ? g->nodes()->size() : 0u, g->leafs() ? g->leafs()->size() : 0u,
           g->splits() ? g->splits()->size() : 0u);
       if (g->input_copies())
         for (const auto* ic : *g->input_copies()) {
@@ -209,8 +221,8 @@ std::string Text(const fb::Plan& p, bool nodes) {
               srcs += " " + (sid >= 0 ? Str(ts->Get(sid)->name()) : std::string("-"));
           line("    node %u: %s = %s(%s) %s %s on %s buffer %d offset %llu [%s]", k, Str(t->name()).c_str(),
                OpName(t->op()).c_str(), srcs.empty() ? "" : srcs.substr(1).c_str(),
-               TypeName(t->type()).c_str(), Shape(t->ne()).c_str(), bname(t->backend()).c_str(), t->buffer(),
-               static_cast<unsigned long long>(t->offset()), Str(t->cause()).c_str());
+               TypeName(t->type()).c_str(), Shape(t->ne(), t->ne_swa()).c_str(), bname(t->backend()).c_str(),
+               t->buffer(), static_cast<unsigned long long>(t->offset()), Str(t->cause()).c_str());
         }
       }
     }
@@ -269,6 +281,7 @@ ordered_json JsonGraph(const fb::Graph& g, bool nodes) {
   jg["name"] = Str(g.name());
   jg["max_tokens"] = g.max_tokens();
   jg["max_kv"] = g.max_kv();
+  if (g.max_kv_swa() > 0) jg["max_kv_swa"] = g.max_kv_swa();
   jg["max_outputs"] = g.max_outputs();
   jg["n_tensors"] = g.tensors() ? g.tensors()->size() : 0;
   jg["n_nodes"] = g.nodes() ? g.nodes()->size() : 0;
@@ -313,7 +326,7 @@ ordered_json JsonGraph(const fb::Graph& g, bool nodes) {
                                {"kind", fb::EnumNameTensorKind(t->kind())},
                                {"op", OpName(t->op())},
                                {"type", TypeName(t->type())},
-                               {"ne", Shape(t->ne())},
+                               {"ne", Shape(t->ne(), t->ne_swa())},
                                {"srcs", srcs},
                                {"backend", t->backend()},
                                {"cause", Str(t->cause())},
@@ -375,6 +388,10 @@ ordered_json Json(const fb::Plan& p, bool nodes) {
                     {"n_vocab", c->n_vocab()},
                     {"n_embd", c->n_embd()},
                     {"flash_attn", c->flash_attn()}};
+  if (const auto* c = p.context(); c && c->n_ctx_swa() > 0) {
+    j["context"]["n_ctx_swa"] = c->n_ctx_swa();
+    j["context"]["swa_full"] = c->swa_full();
+  }
   j["flags"] = Str(p.flags());
   j["n_copies"] = p.n_copies();
   j["devices"] = ordered_json::array();

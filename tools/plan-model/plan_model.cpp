@@ -132,6 +132,9 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--n-cpu-moe", o.n_cpu_moe, "keep the MoE expert weights of the first N layers on the CPU")
       ->check(tools::IntegerIn(0, tools::kAllGpuLayers));
   app.add_flag("--no-kv-offload", o.no_kv_offload, "KV cache on the CPU (llama.cpp -nkvo)");
+  app.add_flag("--swa-full", o.cfg.swa_full,
+               "full-size SWA cache: the sliding-window layers of gemma2/gemma3 get n_ctx cells instead of "
+               "min(n_ctx, n_swa + n_ubatch) padded to 256 (llama.cpp --swa-full)");
   app.add_flag("--no-mmap", o.no_mmap, "load weights into allocated buffers instead of mapping the file");
   app.add_flag("--no-repack", o.opt.no_repack, "no CPU extra buffer types (CPU_REPACK)");
   app.add_flag("--no-host", o.opt.no_host, "no GPU host buffer type in the CPU list");

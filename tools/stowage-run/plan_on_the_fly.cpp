@@ -18,6 +18,7 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const CommonOpti
   request.context.n_ctx = c.n_ctx;
   request.context.n_batch = c.n_batch;
   request.context.n_ubatch = c.n_ubatch;
+  request.context.swa_full = c.swa_full;
   auto tk = ParseGgmlType(c.cache_type_k);
   if (!tk.ok()) return InvalidArgument("--cache-type-k: " + tk.status().message());
   auto tv = ParseGgmlType(c.cache_type_v);

@@ -31,6 +31,8 @@ struct CommonOptions {
   /// --cpu-isa: the highest CPU kernel level (avx512vnni, avx512, avx2, scalar; SessionOptions::cpu_max_isa)
   std::string cpu_isa = "avx512vnni";
   bool no_mmap = false, no_repack = false, no_kv_offload = false;
+  bool swa_full =
+      false;  ///< --swa-full: full-size SWA cache when planning on the fly (ContextConfig::swa_full)
   bool no_fit_check = false;  ///< --no-fit-check: run a plan made on the fly that does not fit (a warning)
 };
 

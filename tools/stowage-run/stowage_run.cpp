@@ -85,6 +85,9 @@ void AddCommonOptions(CLI::App* a, CommonOptions* c) {
               "when planning on the fly: load weights into allocated buffers instead of mapping the file");
   a->add_flag("--no-repack", c->no_repack, "when planning on the fly: no CPU_REPACK buffer type");
   a->add_flag("--no-kv-offload", c->no_kv_offload, "when planning on the fly: KV cache on the CPU");
+  a->add_flag("--swa-full", c->swa_full,
+              "when planning on the fly: full-size SWA cache for gemma2/gemma3 (n_ctx cells, llama.cpp "
+              "--swa-full) instead of the sliding-window ring");
   a->add_flag(
       "--no-fit-check", c->no_fit_check,
       "when planning on the fly: run even when the plan does not fit this machine's memory (a warning "
@@ -216,7 +219,7 @@ Status CheckFlagsApply(const CLI::App& app, const CommonOptions& c, const CLI::A
   if (!c.plan.empty())
     for (const char* name :
          {"--ctx-size", "--batch-size", "--ubatch-size", "--n-gpu-layers", "--cache-type-k", "--cache-type-v",
-          "--flash-attn", "--no-mmap", "--no-repack", "--no-kv-offload", "--no-fit-check"})
+          "--flash-attn", "--no-mmap", "--no-repack", "--no-kv-offload", "--no-fit-check", "--swa-full"})
       if (app.count(name) > 0)
         return InvalidArgument(std::string(name) +
                                " applies only when planning on the fly; the plan given with "
