@@ -1,6 +1,6 @@
 // The architectures beyond llama/qwen2/gemma against llama.cpp: small gguf-synth models (mixtral,
-// qwen2moe, phi3, mamba, qwen3; F32 and one quantized variant each) decoded by this runtime on the CPU and
-// compared with test/data/golden-arch/*.json, made by the reference llama.cpp of
+// qwen2moe, phi3, mamba, qwen3, mistral3, gemma2, gemma3; F32 and one quantized variant each) decoded by this
+// runtime on the CPU and compared with test/data/golden-arch/*.json, made by the reference llama.cpp of
 // ../shared/tools/llamacpp-ref (node-llama-cpp@3.21.1, llama.cpp of Sep 2026, CPU, n_ctx = n_batch
 // = n_ubatch = 256, 1 thread) and reduced as golden-long (test/data/golden-arch/README.md has the
 // exact commands). The models are rebuilt here with gguf-synth's library from the arguments the
@@ -63,6 +63,25 @@ void Mistral3Yarn(synth::ModelSpec& s) {
   s.attn_temp_scale = 0.5f;
 }
 
+// gemma2's goldens: a window of 8 (the prompt has 82 tokens) and soft-caps that bite at these logit
+// sizes (gguf-synth --sliding-window 8 --attn-softcap 0.5 --final-softcap 2).
+void Gemma2Small(synth::ModelSpec& s) {
+  s.n_swa = 8;
+  s.attn_softcap = 0.5f;
+  s.final_softcap = 2.0f;
+}
+// gemma3's goldens: 6 layers (5 sliding-window, 1 global), a window of 8, global rope base 1e6 with
+// linear scaling 8, the SWA layers' base 10000, a final soft-cap of 2; tied (the tool's default).
+void Gemma3Small(synth::ModelSpec& s) {
+  s.n_layer = 6;
+  s.n_swa = 8;
+  s.rope_freq_base = 1000000.0f;
+  s.rope_scaling = "linear";
+  s.rope_scale = 8.0f;
+  s.final_softcap = 2.0f;
+  s.tied_output = true;
+}
+
 bool Quantized(const Case& c) { return c.type != GgmlType::F32 && c.type != GgmlType::F16; }
 float Tol(const Case& c) { return Quantized(c) ? 0.30f : 0.02f; }
 
@@ -77,6 +96,35 @@ float MaxDiffVsGolden(const nlohmann::json& golden, const std::vector<float>& lo
       d = std::max(d, std::fabs(logits[positions[j] * n_vocab + ids[v]] - want[v]));
   }
   return d;
+}
+
+// Multiplies every F32 tensor of `model` whose name contains one of `names` by `factor`, in place
+// (offsets from the file's own header); returns how many tensors it changed.
+int ScaleF32Tensors(const std::string& model, const std::vector<std::string>& names, float factor) {
+  std::vector<std::pair<uint64_t, uint64_t>> spans;  // file offset, element count
+  {
+    auto gguf = GgufFile::Open(model);
+    EXPECT_TRUE(gguf.ok()) << gguf.status().ToString();
+    if (!gguf.ok()) return 0;
+    for (const GgufTensorInfo& t : (*gguf)->tensors())
+      for (const std::string& n : names)
+        if (t.name.find(n) != std::string::npos) {
+          EXPECT_EQ(t.type, GgmlType::F32) << t.name;
+          spans.emplace_back((*gguf)->data_offset() + t.offset, static_cast<uint64_t>(t.nelements()));
+        }
+  }
+  std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
+  EXPECT_TRUE(f.good());
+  for (const auto& [off, n] : spans) {
+    std::vector<float> w(n);
+    f.seekg(static_cast<std::streamoff>(off));
+    f.read(reinterpret_cast<char*>(w.data()), static_cast<std::streamsize>(n * sizeof(float)));
+    for (float& x : w) x *= factor;
+    f.seekp(static_cast<std::streamoff>(off));
+    f.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(n * sizeof(float)));
+  }
+  EXPECT_TRUE(f.good());
+  return static_cast<int>(spans.size());
 }
 
 class GoldenArch : public ::testing::TestWithParam<Case> {
@@ -299,32 +347,8 @@ TEST(GoldenArchQwen3, QkNormWeightsChangeTheLogits) {
   };
   const std::vector<float> with_norm = decode();
   ASSERT_FALSE(with_norm.empty());
-  // Double the norm weights in place (F32 tensors; offsets from the file's own header).
-  std::vector<std::pair<uint64_t, uint64_t>> spans;  // file offset, element count
-  {
-    auto gguf = GgufFile::Open(model);
-    ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
-    for (const GgufTensorInfo& t : (*gguf)->tensors())
-      if (t.name.find("attn_q_norm") != std::string::npos ||
-          t.name.find("attn_k_norm") != std::string::npos) {
-        ASSERT_EQ(t.type, GgmlType::F32) << t.name;
-        spans.emplace_back((*gguf)->data_offset() + t.offset, static_cast<uint64_t>(t.nelements()));
-      }
-  }
-  ASSERT_EQ(spans.size(), 2u * 2u);  // two layers
-  {
-    std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
-    ASSERT_TRUE(f.good());
-    for (const auto& [off, n] : spans) {
-      std::vector<float> w(n);
-      f.seekg(static_cast<std::streamoff>(off));
-      f.read(reinterpret_cast<char*>(w.data()), static_cast<std::streamsize>(n * sizeof(float)));
-      for (float& x : w) x *= 2.f;
-      f.seekp(static_cast<std::streamoff>(off));
-      f.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(n * sizeof(float)));
-    }
-    ASSERT_TRUE(f.good());
-  }
+  // Double the norm weights in place.
+  ASSERT_EQ(ScaleF32Tensors(model, {"attn_q_norm", "attn_k_norm"}, 2.f), 2 * 2);  // two layers
   const std::vector<float> doubled = decode();
   ASSERT_EQ(doubled.size(), with_norm.size());
   const float tol = 0.02f;  // the F32 tolerance of MatchesLlamaCpp
@@ -383,6 +407,136 @@ TEST(GoldenArchRope, TurningTheScalingOffMovesTheLogits) {
   }
 }
 
+// The gemma goldens depend on each gemma feature: the model of the golden rebuilt with the
+// attention soft-cap, the final soft-cap or the sliding window turned off (a cap or window of 1e5;
+// gemma3: final cap 0), gemma3's SWA layers roped with the global base, or gemma3's q/k norm weights
+// doubled (each head's Q.K scaled by 4) decodes to logits beyond the F32 tolerance of its golden.
+TEST(GoldenArchGemma, TurningAFeatureOffMovesTheLogits) {
+  struct Off {
+    const char* golden;
+    const char* arch;
+    void (*spec)(synth::ModelSpec&);
+    const char* what;
+    bool double_qk_norm = false;
+  };
+  const Off cases[] = {{"gemma2-f32", "gemma2",
+                        [](synth::ModelSpec& s) {
+                          Gemma2Small(s);
+                          s.attn_softcap = 1e5f;
+                        },
+                        "attention soft-cap off"},
+                       {"gemma2-f32", "gemma2",
+                        [](synth::ModelSpec& s) {
+                          Gemma2Small(s);
+                          s.final_softcap = 1e5f;
+                        },
+                        "final soft-cap off"},
+                       {"gemma2-f32", "gemma2",
+                        [](synth::ModelSpec& s) {
+                          Gemma2Small(s);
+                          s.n_swa = 100000;
+                        },
+                        "sliding window off"},
+                       {"gemma3-f32", "gemma3",
+                        [](synth::ModelSpec& s) {
+                          Gemma3Small(s);
+                          s.final_softcap = 0.0f;
+                        },
+                        "final soft-cap off"},
+                       {"gemma3-f32", "gemma3",
+                        [](synth::ModelSpec& s) {
+                          Gemma3Small(s);
+                          s.n_swa = 100000;
+                        },
+                        "sliding window off"},
+                       {"gemma3-f32", "gemma3",
+                        [](synth::ModelSpec& s) {
+                          Gemma3Small(s);
+                          s.rope_freq_base_swa = 1000000.0f;
+                        },
+                        "SWA layers' rope base = the global one"},
+                       {"gemma3-f32", "gemma3", Gemma3Small, "q/k norm weights doubled", true}};
+  for (const Off& c : cases) {
+    std::ifstream in(std::string(STOWAGE_TEST_DATA_DIR) + "/golden-arch/" + c.golden + ".json");
+    ASSERT_TRUE(in.good()) << c.golden;
+    const auto golden = nlohmann::json::parse(in);
+    synth::ModelSpec spec;
+    spec.arch = c.arch;
+    spec.weight_type = GgmlType::F32;
+    c.spec(spec);
+    const std::string model =
+        ::testing::TempDir() + "golden_arch_gemma_off_" + std::to_string(getpid()) + ".gguf";
+    ASSERT_TRUE(synth::WriteModel(spec, model).ok());
+    if (c.double_qk_norm) {
+      ASSERT_EQ(test::FileFnv1a64(model), golden["model_fnv1a64"].get<std::string>());
+      ASSERT_EQ(ScaleF32Tensors(model, {"attn_q_norm", "attn_k_norm"}, 2.f), 2 * 6);  // six layers
+    }
+    const auto prompt = golden["prompt_tokens"].get<std::vector<int32_t>>();
+    const int n_vocab = golden["n_vocab"].get<int>();
+    std::vector<float> logits;
+    auto s = test::NewGoldenSession(model, n_vocab);
+    ASSERT_TRUE(s);
+    Status st = s->Decode(prompt, /*all_logits=*/true, &logits);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    const float d = MaxDiffVsGolden(golden, logits, n_vocab);
+    EXPECT_GT(d, 5 * 0.02f) << c.golden << ", " << c.what << ": the model still matches the golden";
+    std::printf("[ %s ] max |logit diff| vs llama.cpp with %s: %.5f\n", c.golden, c.what, d);
+    std::remove(model.c_str());
+  }
+}
+
+// With flash attention gemma2's attention soft-cap is FLASH_ATTN_EXT's logit_softcap (llama.cpp
+// build_attn_mha): the gemma goldens (made without it) still match within the F32 tolerance, and the
+// gemma2 model with its attention cap off (1e5) does not.
+TEST(GoldenArchGemma, FlashAttentionMatchesLlamaCpp) {
+  struct Fa {
+    const char* golden;
+    const char* arch;
+    void (*spec)(synth::ModelSpec&);
+    bool matches;
+  };
+  const Fa cases[] = {{"gemma2-f32", "gemma2", Gemma2Small, true},
+                      {"gemma3-f32", "gemma3", Gemma3Small, true},
+                      {"gemma2-f32", "gemma2",
+                       [](synth::ModelSpec& s) {
+                         Gemma2Small(s);
+                         s.attn_softcap = 1e5f;
+                       },
+                       false}};
+  for (const Fa& c : cases) {
+    std::ifstream in(std::string(STOWAGE_TEST_DATA_DIR) + "/golden-arch/" + c.golden + ".json");
+    ASSERT_TRUE(in.good()) << c.golden;
+    const auto golden = nlohmann::json::parse(in);
+    synth::ModelSpec spec;
+    spec.arch = c.arch;
+    spec.weight_type = GgmlType::F32;
+    c.spec(spec);
+    const std::string model =
+        ::testing::TempDir() + "golden_arch_gemma_fa_" + std::to_string(getpid()) + ".gguf";
+    ASSERT_TRUE(synth::WriteModel(spec, model).ok());
+    if (c.matches) ASSERT_EQ(test::FileFnv1a64(model), golden["model_fnv1a64"].get<std::string>());
+    planner::ContextConfig cfg;
+    cfg.n_ctx = 256;
+    cfg.flash_attn = true;
+    auto plan = test::PlanForThisCpu(model, cfg);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    auto s = Session::CreateFromPlanBytes(*plan, model);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    std::vector<float> logits;
+    const auto prompt = golden["prompt_tokens"].get<std::vector<int32_t>>();
+    Status st = (*s)->Decode(prompt, /*all_logits=*/true, &logits);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    const float d = MaxDiffVsGolden(golden, logits, golden["n_vocab"].get<int>());
+    if (c.matches)
+      EXPECT_LE(d, 0.02f) << c.golden << " with flash attention";
+    else
+      EXPECT_GT(d, 5 * 0.02f) << c.golden << " with flash attention and the attention cap off still matches";
+    std::printf("[ %s ] flash attention%s: max |logit diff| vs llama.cpp %.5f\n", c.golden,
+                c.matches ? "" : ", attention cap off", d);
+    std::remove(model.c_str());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Archs, GoldenArch,
     ::testing::Values(Case{"mixtral-f32", "mixtral", GgmlType::F32},
@@ -402,7 +556,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"llama-yarn-f32", "llama", GgmlType::F32, nullptr, false, 0, 0, Yarn},
                       Case{"llama-ropefreqs-f32", "llama", GgmlType::F32, nullptr, false, 0, 0, RopeFreqs64},
                       Case{"mistral3-f32", "mistral3", GgmlType::F32, nullptr, false, 0, 0, Mistral3Yarn},
-                      Case{"mistral3-q8_0", "mistral3", GgmlType::Q8_0, nullptr, false, 0, 0, Mistral3Yarn}),
+                      Case{"mistral3-q8_0", "mistral3", GgmlType::Q8_0, nullptr, false, 0, 0, Mistral3Yarn},
+                      Case{"gemma2-f32", "gemma2", GgmlType::F32, nullptr, false, 0, 0, Gemma2Small},
+                      Case{"gemma2-q8_0", "gemma2", GgmlType::Q8_0, nullptr, false, 0, 0, Gemma2Small},
+                      Case{"gemma3-f32", "gemma3", GgmlType::F32, nullptr, false, 0, 0, Gemma3Small},
+                      Case{"gemma3-q8_0", "gemma3", GgmlType::Q8_0, nullptr, false, 0, 0, Gemma3Small}),
     [](const ::testing::TestParamInfo<Case>& i) {
       std::string n = i.param.name;
       for (char& ch : n)
