@@ -384,7 +384,7 @@ std::vector<float> Llama3RopeFactors(uint32_t n_rot, float freq_base, float fact
 const std::vector<std::string>& SupportedArchs() {
   static const std::vector<std::string> archs = {"llama",    "qwen2",    "phi3",    "gemma",
                                                  "mamba",    "qwen2moe", "mixtral", "qwen3",
-                                                 "mistral3", "gemma2",   "gemma3"};
+                                                 "mistral3", "smollm3",  "gemma2",  "gemma3"};
   return archs;
 }
 

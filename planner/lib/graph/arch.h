@@ -86,12 +86,27 @@ const std::vector<ArchSpec>& Architectures();
 // Loaders (llama.cpp load_tensors cases) and builders (llm_build_context::build_<arch>).
 Status LoadLlamaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildLlamaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
+/// What the llama-style graphs of llama.cpp 2026 (mistral3, smollm3) add to build_llama's.
+struct LlamaGraphOptions {
+  /// smollm3's n_no_rope_layer_step: layers with (il + 1) % step == 0 have no rope (0: all do).
+  int no_rope_layer_step = 0;
+  /// mistral3 / llama 4 temperature tuning: Q times the inp_attn_scale input (BuildInpAttnScale,
+  /// built after inp_pos as build_inp_attn_scale).
+  bool attn_temperature = false;
+};
+/// build_llama's graph (BuildLlamaAttentionBlock, the dense FFN or mixtral's MoE, the output) with
+/// the options above; LlamaGraphOptions{} is BuildLlamaGraph.
+Status BuildLlamaStyleGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w,
+                            const LlamaGraphOptions& o);
 Status LoadQwen2Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildQwen2Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 Status LoadQwen2MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildQwen2MoeGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 /// qwen3's graph is BuildQwen2Graph (see arch_qwen3.cpp).
 Status LoadQwen3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
+/// smollm3 (llama.cpp 2026 llama_model_smollm3): see arch_smollm3.cpp.
+Status LoadSmolLM3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
+Status BuildSmolLM3Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 /// mistral3 (llama.cpp 2026 llama_model_mistral3, dense): see arch_mistral3.cpp.
 Status LoadMistral3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildMistral3Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
@@ -196,14 +211,16 @@ int BuildRopeHeads(GraphBuilder& b, int x, int64_t head_dim, int64_t n_heads, in
 /// BuildRopeHeads with a per-head RMS norm before the rope when `head_norm` >= 0 (qwen3's
 /// attn_q_norm / attn_k_norm; llama.cpp build_qwen3): `x` reshaped to [head_dim, n_heads, n_tokens, 1],
 /// BuildNorm(RMS, weight head_norm [head_dim], `eps`) over each head named "<name>_normed", then
-/// ROPE_EXT named `name`. With head_norm -1 it is BuildRopeHeads, node for node.
+/// ROPE_EXT named `name`. With head_norm -1 it is BuildRopeHeads, node for node. With `inp_pos` -1
+/// there is no rope (smollm3's no-rope layers): the reshaped (or normed) heads are named `name`.
 int BuildNormRopeHeads(GraphBuilder& b, int x, int64_t head_dim, int64_t n_heads, int head_norm, float eps,
                        int inp_pos, int rope_factors, const RopeConfig& rc, const char* name, int il);
 /// The last layer's "skip computing output for unused tokens" of every build_<arch>: when il is the
 /// last layer, *cur and then *residual become GET_ROWS of themselves by the inp_out_ids input
 /// (BuildInpOutIds); other layers leave both unchanged.
 void SkipUnusedOutputs(GraphBuilder& b, const ModelGraphs& m, int il, int* cur, int* residual);
-/// The layer of build_llama, build_qwen2 and build_qwen3 up to the FFN norm, node for node: attn_norm
+/// The layer of build_llama, build_qwen2, build_qwen3 (and the 2026 mistral3, smollm3) up to the FFN
+/// norm, node for node (`inp_pos` -1: a layer without rope, as BuildNormRopeHeads): attn_norm
 /// (RMS), the rope factors (BuildRopeFactors, after attn_norm: -1 when the layer has none, as qwen2),
 /// BuildQkv, BuildNormRopeHeads of Q (n_head heads, norm l.attn_q_norm) and K (n_head_kv heads, norm
 /// l.attn_k_norm) of `head_dim` (the norms -1 but for qwen3), BuildKv with l.wo, l.bo

@@ -416,7 +416,7 @@ int BuildNormRopeHeads(GraphBuilder& b, int x, int64_t head_dim, int64_t n_heads
     cur = BuildNorm(b, cur, head_norm, -1, NormKind::kRms, eps, il);
     b.Name(cur, std::string(name) + "_normed", il);
   }
-  cur = b.RopeExt(cur, inp_pos, rope_factors, rc);
+  if (inp_pos >= 0) cur = b.RopeExt(cur, inp_pos, rope_factors, rc);
   b.Name(cur, name, il);
   return cur;
 }

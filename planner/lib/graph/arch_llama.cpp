@@ -42,7 +42,8 @@ Status LoadLlamaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
   return wl.status();
 }
 
-Status BuildLlamaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
+Status BuildLlamaStyleGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w,
+                            const LlamaGraphOptions& o) {
   const HParams& hp = m.hp;
   const int64_t hk = hp.n_embd_head_k;
   const float kq_scale = hp.f_attention_scale == 0.f ? 1.f / std::sqrt(float(hk)) : hp.f_attention_scale;
@@ -50,13 +51,16 @@ Status BuildLlamaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
 
   int inpL = BuildInpEmbd(b, w.tok_embd);
   const int inp_pos = BuildInpPos(b);
+  const int attn_scale = o.attn_temperature ? BuildInpAttnScale(b) : -1;
   const int kq_mask = BuildInpKqMask(b, m, false);
 
   const int L = static_cast<int>(hp.n_layer);
   for (int il = 0; il < L; ++il) {
     const LayerWeights& l = w.layers[il];
+    const bool use_rope = o.no_rope_layer_step == 0 || (il + 1) % o.no_rope_layer_step != 0;
     int ffn_inp = -1;
-    int cur = BuildLlamaAttentionBlock(b, m, l, il, inpL, inp_pos, kq_mask, rc, hk, kq_scale, &ffn_inp);
+    int cur = BuildLlamaAttentionBlock(b, m, l, il, inpL, use_rope ? inp_pos : -1, kq_mask, rc, hk, kq_scale,
+                                       &ffn_inp, attn_scale);
     if (l.ffn_gate_inp < 0) {
       cur = BuildFfn(b, cur, l.ffn_up, l.ffn_up_b, l.ffn_gate, l.ffn_gate_b, l.ffn_down, l.ffn_down_b,
                      FfnOp::kSilu, FfnGate::kPar, il);
@@ -73,6 +77,10 @@ Status BuildLlamaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
   }
   BuildOutput(b, m, w, inpL, NormKind::kRms);
   return b.status();
+}
+
+Status BuildLlamaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
+  return BuildLlamaStyleGraph(b, m, w, LlamaGraphOptions{});
 }
 
 }  // namespace stowage::planner

@@ -113,6 +113,26 @@ std::vector<ArchTensor> Mistral3Tensors() {
   return t;
 }
 
+// LLM_ARCH_SMOLLM3 (llama.cpp 2026 llama_model_smollm3::load_arch_tensors): llama's layer without
+// rope factors, attn_output or MLP biases; q/k/v biases of the projections' widths optional
+// (create_tensor_qkv; its fused attn_qkv is not in the table).
+std::vector<ArchTensor> SmolLM3Tensors() {
+  std::vector<ArchTensor> t;
+  AddEmbeddings(t);
+  t.push_back(Output(kOpt));
+  t.push_back(Norm("attn_norm.weight"));
+  t.push_back({"attn_q.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_q}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_k.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_k_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_v.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_v_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_q.bias", S::kLayer, [](D d) { return V{d.n_embd_q}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"attn_k.bias", S::kLayer, [](D d) { return V{d.n_embd_k_gqa}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"attn_v.bias", S::kLayer, [](D d) { return V{d.n_embd_v_gqa}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"attn_output.weight", S::kLayer, [](D d) { return V{d.n_embd_q, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back(Norm("ffn_norm.weight"));
+  AddDenseFfn(t, W::kAlways);
+  return t;
+}
+
 // LLM_ARCH_QWEN2
 std::vector<ArchTensor> Qwen2Tensors() {
   std::vector<ArchTensor> t;
@@ -259,10 +279,10 @@ const ArchTensor* ArchTensorTable::Find(std::string_view name) const {
 
 const std::vector<ArchTensorTable>& ArchTensorTables() {
   static const std::vector<ArchTensorTable> kTables = {
-      {"llama", LlamaTensors()},       {"qwen2", Qwen2Tensors()},       {"qwen2moe", Qwen2MoeTensors()},
-      {"qwen3", Qwen3Tensors()},       {"phi3", Phi3Tensors()},         {"gemma", GemmaTensors()},
-      {"mamba", MambaTensors()},       {"mistral3", Mistral3Tensors()}, {"gemma2", Gemma2Tensors(false)},
-      {"gemma3", Gemma2Tensors(true)},
+      {"llama", LlamaTensors()},        {"qwen2", Qwen2Tensors()},       {"qwen2moe", Qwen2MoeTensors()},
+      {"qwen3", Qwen3Tensors()},        {"phi3", Phi3Tensors()},         {"gemma", GemmaTensors()},
+      {"mamba", MambaTensors()},        {"mistral3", Mistral3Tensors()}, {"smollm3", SmolLM3Tensors()},
+      {"gemma2", Gemma2Tensors(false)}, {"gemma3", Gemma2Tensors(true)},
   };
   return kTables;
 }

@@ -22,6 +22,7 @@ const std::vector<ArchSpec>& Architectures() {
       {"qwen2moe", 2, LoadQwen2MoeWeights, BuildQwen2MoeGraph},
       {"qwen3", 2, LoadQwen3Weights, BuildQwen2Graph},  // build_qwen3: qwen2's graph + q/k norms
       {"mistral3", 0, LoadMistral3Weights, BuildMistral3Graph},
+      {"smollm3", 0, LoadSmolLM3Weights, BuildSmolLM3Graph},
       {"phi3", 2, LoadPhi3Weights, BuildPhi3Graph},
       {"gemma", 2, LoadGemmaWeights, BuildGemmaGraph},
       {"gemma2", 2, LoadGemma2Weights, BuildGemma2Graph},
@@ -283,7 +284,7 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
     // message names where the head size comes from: a changed embedding_length or head_count
     // shows here as well.
     if ((hp.arch == "llama" || hp.arch == "qwen2" || hp.arch == "qwen2moe" || hp.arch == "qwen3" ||
-         hp.arch == "mistral3") &&
+         hp.arch == "mistral3" || hp.arch == "smollm3") &&
         hp.n_rot != hp.n_embd_head_k)
       return f.KeyError(p + "rope.dimension_count",
                         HeadSizeText(f, p, hp) + "; " +
