@@ -892,5 +892,194 @@ TEST(CudaMath, RowSplitMulMatEmulation) {
   }
 }
 
+// FLASH_ATTN_EXT: the warp-per-row kernel emulated (32 lanes in lockstep, the warp sum as the xor
+// butterfly) against a double-precision reference over the same dequantized K and V and against
+// cpu::FlashAttnExt (which keeps an F16 V accumulator and converts Q to K's vec_dot type: ~1e-3
+// apart). Logit soft-capping, ALiBi, GQA, masked keys, a fully masked row and quantized caches.
+
+// The kernel's warp sum: for o = 16, 8, 4, 2, 1 every lane adds lane (l xor o)'s value. All lanes
+// end with the same bits (each step adds the same pair in either order).
+float WarpSumXor(std::array<float, 32> v) {
+  for (int o = 16; o > 0; o >>= 1) {
+    std::array<float, 32> w{};
+    for (int l = 0; l < 32; ++l) w[size_t(l)] = v[size_t(l)] + v[size_t(l ^ o)];
+    v = w;
+  }
+  for (int l = 1; l < 32; ++l) EXPECT_EQ(Bits(v[size_t(l)]), Bits(v[0]));
+  return v[0];
+}
+
+// FlashAttnK over its grid: every query row r, the 32 lanes in lockstep.
+void EmulateFlashAttn(const Tv& q, const Tv& k, const Tv& v, const Tv& mask, const Tv& dst,
+                      const cuda::FlashAttnArgs& a) {
+  const int64_t rows = q.ne[1] * q.ne[2] * q.ne[3];
+  for (int64_t r = 0; r < rows; ++r) {
+    const cuda::FaRow f = cuda::FlashAttnRow(q, k, v, r);
+    const float slope = cuda::AlibiSlope(a.alibi, uint32_t(f.i2));
+    std::vector<cuda::FaLane> st(32);
+    for (int64_t ic = 0; ic < k.ne[1]; ++ic) {
+      float m;
+      if (!cuda::FlashAttnMask(mask, f, ic, &m)) continue;
+      std::array<float, 32> part{};
+      for (int l = 0; l < 32; ++l) part[size_t(l)] = cuda::FlashAttnLaneDot(q, k, f, ic, l);
+      const float score = cuda::FlashAttnScore(WarpSumXor(part), a, slope, m);
+      for (int l = 0; l < 32; ++l) cuda::FlashAttnLaneAdd(st[size_t(l)], score, v, f, ic, l);
+    }
+    for (int l = 0; l < 32; ++l) cuda::FlashAttnLaneStore(st[size_t(l)], dst, f, l);
+  }
+}
+
+struct FaCase {
+  int64_t D, n_kv, n_tokens, n_head, n_head_kv;
+  GgmlType kt, vt;
+  float softcap = 0.f, max_bias = 0.f;
+  bool mask = true;
+};
+
+// K / V of `type` [D, n_kv, n_head_kv] from values in [-1, 1) (row quantizers of the CPU backend).
+Host RandomCache(GgmlType type, int64_t D, int64_t n_kv, int64_t n_head_kv, uint32_t seed) {
+  Host f = RandomF32({D, n_kv, n_head_kv, 1}, seed);
+  if (type == GgmlType::F32) return f;
+  Host h = Make(type, {D, n_kv, n_head_kv, 1});
+  const float* x = reinterpret_cast<const float*>(f.bytes.data());
+  for (int64_t r = 0; r < n_kv * n_head_kv; ++r) {
+    uint8_t* row = h.bytes.data() + size_t(r) * h.v.nb[1];
+    const float* xr = x + r * D;
+    if (type == GgmlType::F16 || type == GgmlType::BF16) {
+      for (int64_t i = 0; i < D; ++i) {
+        const uint16_t u = type == GgmlType::F16 ? cpu::Fp32ToFp16(xr[i]) : cpu::FloatToBf16(xr[i]);
+        std::memcpy(row + 2 * i, &u, 2);
+      }
+    } else if (type == GgmlType::Q8_0) {
+      cpu::QuantizeRowQ8_0(xr, reinterpret_cast<cpu::BlockQ8_0*>(row), D);
+    } else {
+      cpu::QuantizeRowQ4_0(xr, reinterpret_cast<cpu::BlockQ4_0*>(row), D);
+    }
+  }
+  return h;
+}
+
+// Runs one case: emulation vs double reference (max abs error returned in *ref_err) and vs the CPU
+// backend (*cpu_err); the emulated output in *out.
+void RunFlashAttnCase(const FaCase& c, uint32_t seed, double* ref_err, double* cpu_err,
+                      std::vector<float>* out) {
+  const int64_t D = c.D, N = c.n_tokens, H = c.n_head;
+  Host q = RandomF32({D, N, H, 1}, seed, 2.f);
+  Host k = RandomCache(c.kt, D, c.n_kv, c.n_head_kv, seed + 1);
+  Host v = RandomCache(c.vt, D, c.n_kv, c.n_head_kv, seed + 2);
+  Host mask = Make(GgmlType::F16, {c.n_kv, N, 1, 1});
+  std::mt19937 rng(seed + 3);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (int64_t t = 0; t < N; ++t)
+    for (int64_t ic = 0; ic < c.n_kv; ++ic) {
+      // causal-like: key ic visible to token t when ic <= t + n_kv - N; token 0 sees none when
+      // n_kv < N (a fully masked row: NaN, as ggml)
+      const bool visible = ic <= t + c.n_kv - N;
+      const uint16_t h = visible ? cpu::Fp32ToFp16(c.max_bias > 0.f ? -float(c.n_kv - 1 - ic) : u(rng) * 0.5f)
+                                 : uint16_t(0xFC00);
+      std::memcpy(mask.bytes.data() + size_t(t) * mask.v.nb[1] + size_t(ic) * 2, &h, 2);
+    }
+  cpu::TensorView no_mask;
+  const Tv tmask = c.mask ? ToTv(mask.v) : Tv{};
+  Host g = Make(GgmlType::F32, {D, H, N, 1}), cpu_out = Make(GgmlType::F32, {D, H, N, 1});
+  const float scale = 1.f / std::sqrt(float(D));
+  EmulateFlashAttn(ToTv(q.v), ToTv(k.v), ToTv(v.v), tmask, ToTv(g.v),
+                   cuda::MakeFlashAttnArgs(uint32_t(H), scale, c.max_bias, c.softcap));
+  cpu::ComputeContext ctx;
+  ASSERT_TRUE(cpu::FlashAttnExt(ctx, q.v, k.v, v.v, c.mask ? mask.v : no_mask, cpu_out.v, scale, c.max_bias,
+                                c.softcap)
+                  .ok());
+  // Reference in double over the dequantized caches.
+  std::vector<float> kd(size_t(D * c.n_kv * c.n_head_kv)), vd(kd.size());
+  ASSERT_TRUE(cpu::DequantizeRow(c.kt, k.bytes.data(), kd.data(), int64_t(kd.size())).ok());
+  ASSERT_TRUE(cpu::DequantizeRow(c.vt, v.bytes.data(), vd.data(), int64_t(vd.size())).ok());
+  const float* qf = reinterpret_cast<const float*>(q.bytes.data());
+  const float* gf = reinterpret_cast<const float*>(g.bytes.data());
+  const float* cf = reinterpret_cast<const float*>(cpu_out.bytes.data());
+  const cuda::SoftMaxAlibi alibi = cuda::MakeSoftMaxAlibi(uint32_t(H), c.max_bias);
+  *ref_err = 0;
+  *cpu_err = 0;
+  for (int64_t t = 0; t < N; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t hk = h / (H / c.n_head_kv);
+      std::vector<double> w(size_t(c.n_kv), 0.0);
+      double mx = -INFINITY;
+      bool any = false;
+      for (int64_t ic = 0; ic < c.n_kv; ++ic) {
+        uint16_t mh = 0;
+        if (c.mask) std::memcpy(&mh, mask.bytes.data() + size_t(t) * mask.v.nb[1] + size_t(ic) * 2, 2);
+        if (c.mask && mh == 0xFC00) {
+          w[size_t(ic)] = -INFINITY;
+          continue;
+        }
+        double dot = 0;
+        for (int64_t d = 0; d < D; ++d)
+          dot += double(qf[(h * N + t) * D + d]) * kd[size_t((hk * c.n_kv + ic) * D + d)];
+        double x = dot * scale;
+        if (c.softcap != 0.f) x = c.softcap * std::tanh(x / c.softcap);
+        x += double(cuda::AlibiSlope(alibi, uint32_t(h))) * (c.mask ? double(cpu::Fp16ToFp32(mh)) : 0.0);
+        w[size_t(ic)] = x;
+        mx = std::max(mx, x);
+        any = true;
+      }
+      for (int64_t d = 0; d < D; ++d) {
+        const size_t o = size_t((t * H + h) * D + d);
+        if (!any) {  // every key masked: NaN on both sides, as ggml
+          EXPECT_TRUE(std::isnan(gf[o]) && std::isnan(cf[o])) << "row " << t << "," << h;
+          continue;
+        }
+        double num = 0, den = 0;
+        for (int64_t ic = 0; ic < c.n_kv; ++ic) {
+          if (w[size_t(ic)] == -INFINITY) continue;
+          const double e = std::exp(w[size_t(ic)] - mx);
+          num += e * vd[size_t((hk * c.n_kv + ic) * D + d)];
+          den += e;
+        }
+        *ref_err = std::max(*ref_err, std::fabs(gf[o] - num / den));
+        *cpu_err = std::max(*cpu_err, double(std::fabs(gf[o] - cf[o])));
+      }
+    }
+  out->assign(gf, gf + D * H * N);
+}
+
+TEST(CudaMath, FlashAttnEmulation) {
+  const std::vector<FaCase> cases = {
+      {64, 37, 5, 4, 2, GgmlType::F16, GgmlType::F16},
+      {128, 20, 3, 2, 2, GgmlType::F32, GgmlType::F32, 0.f, 0.f, false},
+      {256, 33, 4, 4, 1, GgmlType::F16, GgmlType::F16, 50.f},      // gemma2: head 256, attention soft-cap 50
+      {96, 40, 2, 6, 3, GgmlType::BF16, GgmlType::F16, 0.f, 8.f},  // ALiBi, both slope branches
+      {64, 31, 3, 2, 1, GgmlType::Q8_0, GgmlType::Q8_0, 30.f},
+      {32, 19, 4, 2, 2, GgmlType::Q4_0, GgmlType::F16},
+      {512, 9, 2, 1, 1, GgmlType::F16, GgmlType::Q4_0},
+      {64, 3, 5, 2, 2, GgmlType::F16, GgmlType::F16},  // n_kv < n_tokens: token 0 sees no key (NaN)
+  };
+  uint32_t seed = 900;
+  for (const FaCase& c : cases) {
+    double ref_err = 0, cpu_err = 0;
+    std::vector<float> out;
+    RunFlashAttnCase(c, seed += 11, &ref_err, &cpu_err, &out);
+    EXPECT_LT(ref_err, 1e-6) << "D " << c.D << " " << GgmlTypeName(c.kt) << "/" << GgmlTypeName(c.vt);
+    // the CPU: F16 V accumulator (F16 V), Q rounded to F16 (F16 K) or quantized to Q8_0 (Q8_0, Q4_0 K)
+    EXPECT_LT(cpu_err, 5e-3) << "D " << c.D << " " << GgmlTypeName(c.kt) << "/" << GgmlTypeName(c.vt);
+  }
+}
+
+TEST(CudaMath, FlashAttnSoftcapMatters) {
+  // Scores up to ~|q||k| / sqrt(D) ~ 3 here: a cap of 2 changes them a lot, so the same problem
+  // without it lands far outside the tolerance the capped one meets.
+  FaCase capped{64, 24, 3, 2, 2, GgmlType::F16, GgmlType::F16, 2.f};
+  FaCase plain = capped;
+  plain.softcap = 0.f;
+  double e1 = 0, e2 = 0, c1 = 0, c2 = 0;
+  std::vector<float> a, b;
+  RunFlashAttnCase(capped, 77, &e1, &c1, &a);
+  RunFlashAttnCase(plain, 77, &e2, &c2, &b);
+  EXPECT_LT(e1, 1e-6);
+  EXPECT_LT(e2, 1e-6);
+  double diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, double(std::fabs(a[i] - b[i])));
+  EXPECT_GT(diff, 1e-2) << "soft-capping must move the result beyond the tolerances";
+}
+
 }  // namespace
 }  // namespace stowage

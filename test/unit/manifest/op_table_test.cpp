@@ -102,12 +102,15 @@ const char kGgmlCpuOnly[] =
     "SOFTPLUS SQR SQRT SSM_SCAN SUB TOP_K UPSCALE";
 // Stowage's CPU_REPACK also takes Q4_K and Q8_0 weights (llama.cpp FEB25 repacked Q4_0 only).
 const char kStowageRepack[] = "MUL_MAT MUL_MAT_ID";
+// Stowage's CUDA flash attention takes F32, BF16, Q8_0 and Q4_0 K and V at any head size up to 512
+// (ggml-cuda FEB25: F16 K and V, or a quantized cache at head size 64 / 128 only; never BF16).
+const char kStowageCudaFa[] = "FLASH_ATTN_EXT";
 
 const Expected kExpected[] = {
-    {"h100", "CUDA", false, kGgmlCudaOnly, ""},
-    {"h200", "CUDA", false, kGgmlCudaOnly, ""},
-    {"rtx3090", "CUDA", false, kGgmlCudaOnly, ""},
-    {"rtx4090", "CUDA", false, kGgmlCudaOnly, ""},
+    {"h100", "CUDA", false, kGgmlCudaOnly, kStowageCudaFa},
+    {"h200", "CUDA", false, kGgmlCudaOnly, kStowageCudaFa},
+    {"rtx3090", "CUDA", false, kGgmlCudaOnly, kStowageCudaFa},
+    {"rtx4090", "CUDA", false, kGgmlCudaOnly, kStowageCudaFa},
     {"cpu-avx2", "CPU", false, kGgmlCpuOnly, kStowageRepack},
     {"cpu-avx512", "CPU", true, kGgmlCpuOnly, kStowageRepack},
     {"onednn", "ONEDNN", true, "", ""},

@@ -725,6 +725,41 @@ Status CudaBackend::Compute(const NodeCall& c) {
       e = cuda::SoftMax(ToTv(a), mask, ToTv(d), sm.scale, sm.max_bias, ctx_->stream);
       break;
     }
+    case GgmlOp::FLASH_ATTN_EXT: {
+      const TensorView& v = c.src[2];
+      const bool has_mask = c.has_src[3] && c.src[3].data != nullptr;
+      const int64_t D = a.ne[0];
+      if (a.type != GgmlType::F32 || !f32_dst || !cuda::FaCacheType(int(b.type)) ||
+          !cuda::FaCacheType(int(v.type)) || (has_mask && c.src[3].type != GgmlType::F16))
+        return Fail(op, "needs F32 q and dst, K and V of F32, F16, BF16, Q8_0 or Q4_0 and an F16 mask", c);
+      if (D > cuda::kFaMaxHeadDim)
+        return Fail(op, "head size " + std::to_string(D) + " above " + std::to_string(cuda::kFaMaxHeadDim),
+                    c);
+      if (b.ne[0] != D || v.ne[0] != D || v.ne[1] != b.ne[1])
+        return Bad(op, "q, k and v need the same head size and k, v the same n_kv", c);
+      if (b.ne[2] <= 0 || v.ne[2] <= 0 || b.ne[3] <= 0 || v.ne[3] <= 0 || a.ne[2] % b.ne[2] != 0 ||
+          a.ne[2] % v.ne[2] != 0 || a.ne[3] % b.ne[3] != 0 || a.ne[3] % v.ne[3] != 0)
+        return Bad(op, "k's and v's heads (dims 2, 3) must divide q's", c);
+      if (a.nb[0] != sizeof(float)) return Bad(op, "q needs contiguous rows", c);
+      for (const TensorView* t : {&b, &v})
+        if (t->nb[0] != GetTypeTraits(t->type).type_size || D % GetTypeTraits(t->type).block_size != 0)
+          return Bad(op, "k and v need contiguous rows of whole blocks", c);
+      if (d.ne[0] != D || d.ne[1] != a.ne[2] || d.ne[2] != a.ne[1] || d.ne[3] != a.ne[3])
+        return Bad(op, "dst must be [D, n_head, n_tokens, ne3 of q]", c);
+      Tv mask;
+      if (has_mask) {
+        const TensorView& m = c.src[3];
+        if (m.nb[0] != 2 || m.ne[0] < b.ne[1] || m.ne[1] < a.ne[1] || m.ne[2] != 1 || m.ne[3] != 1)
+          return Bad(op, "the mask must be F16 rows [>= n_kv, >= n_tokens, 1, 1]", c);
+        mask = ToTv(m);
+      }
+      STOWAGE_ASSIGN_OR_RETURN(const FlashAttnExtParams p, DecodeFlashAttnExt(c.params()));
+      if (p.max_bias > 0.f && !has_mask) return Bad(op, "ALiBi (max_bias > 0) needs a mask", c);
+      e = cuda::FlashAttn(ToTv(a), ToTv(b), ToTv(v), mask, ToTv(d),
+                          cuda::MakeFlashAttnArgs(uint32_t(a.ne[2]), p.scale, p.max_bias, p.logit_softcap),
+                          ctx_->stream);
+      break;
+    }
     case GgmlOp::CPY:
     case GgmlOp::CONT:
     case GgmlOp::DUP:

@@ -15,7 +15,8 @@
 // combinations return kUnimplemented): GET_ROWS (rows of F32/F16/BF16/Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q2_K/
 // Q3_K/Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS, the CPU backend's weight set; I32 ids), RMS_NORM, NORM, ADD, MUL (F32 or
 // F16 src1, ggml broadcasting), SCALE, SILU, GELU, TANH, SWIGLU, GEGLU (split and fused), ROPE (modes 0 and
-// 2, freq factors, YaRN), SOFT_MAX (F16/F32 mask, ALiBi), CPY/CONT/DUP between F32, F16, BF16 (any strides)
+// 2, freq factors, YaRN), SOFT_MAX (F16/F32 mask, ALiBi), FLASH_ATTN_EXT (F32/F16/BF16/Q8_0/Q4_0 K and V, F16
+// mask, ALiBi, logit soft-capping; one warp per query row), CPY/CONT/DUP between F32, F16, BF16 (any strides)
 // and into Q8_0 / Q4_0 (quantized KV cache, ggml's reference rounding), MUL_MAT: F32 weights by cuBLAS
 // SGEMM-class GemmEx, F16/BF16 weights by GemmEx with src1 converted to the weight type, quantized weights
 // (the GET_ROWS types) by a warp-per-row mat-vec kernel for ne11 <= 8 and by dequantization to F16 + GemmEx

@@ -531,6 +531,134 @@ STOWAGE_HD void RowIndex(int64_t r, const int64_t ne[4], int64_t* i1, int64_t* i
   *i3 = r / ne[2];
 }
 
+// ---- flash attention ----------------------------------------------------------------------------
+
+/// FLASH_ATTN_EXT (ggml_flash_attn_ext; cpu::FlashAttnExt's semantics): one warp per query row
+/// (token i1, head i2, i3 of q), lane l holding output dims l, l + 32, ... (D <= 32 * kFaPerLane).
+/// Per key: the lanes' partial dots of the q row and the K row, summed over the warp; the score
+/// FlashAttnScore; an online softmax whose state every lane keeps alike, and the V row summed with
+/// weight exp(score - max) into F32 accumulators (the CPU keeps an F16 one for an F16 V: results
+/// agree to ~1e-3 relative). K and V are F32, F16, BF16, Q8_0 or Q4_0 (the KV cache types the
+/// backend writes); mask F16 rows (-inf keys skipped, as ggml), or none.
+constexpr int kFaPerLane = 16;
+constexpr int64_t kFaMaxHeadDim = 32 * kFaPerLane;
+
+/// True for a K / V type FlashAttn reads (FaDq).
+STOWAGE_HD bool FaCacheType(int type) {
+  return type == kF32 || type == kF16 || type == kBF16 || type == kQ8_0 || type == kQ4_0;
+}
+
+/// Element i of a K or V row of a FaCacheType type (Dq of that type).
+STOWAGE_HD float FaDq(int type, const uint8_t* row, int64_t i) {
+  switch (type) {
+    case kF32:
+      return Dq<kF32>(row, i);
+    case kF16:
+      return Dq<kF16>(row, i);
+    case kBF16:
+      return Dq<kBF16>(row, i);
+    case kQ8_0:
+      return Dq<kQ8_0>(row, i);
+    default:
+      return Dq<kQ4_0>(row, i);
+  }
+}
+
+/// The per-op constants: scale already divided by logit_softcap when that is not 0 (ggml: the
+/// score is softcap * tanh(s * scale / softcap)), ALiBi over q's heads.
+struct FlashAttnArgs {
+  float scale = 1.f;
+  float logit_softcap = 0.f;
+  SoftMaxAlibi alibi;
+};
+inline FlashAttnArgs MakeFlashAttnArgs(uint32_t n_head, float scale, float max_bias, float logit_softcap) {
+  FlashAttnArgs a;
+  a.scale = logit_softcap != 0.f ? scale / logit_softcap : scale;
+  a.logit_softcap = logit_softcap;
+  a.alibi = MakeSoftMaxAlibi(n_head, max_bias);
+  return a;
+}
+
+/// A key's score from its dot with the query: s = dot * scale, soft-capped (logit_softcap *
+/// tanh(s)) when logit_softcap != 0, plus slope * mask (each product rounded, as the CPU does).
+STOWAGE_HD float FlashAttnScore(float dot, const FlashAttnArgs& a, float slope, float mask) {
+  float x = MulRn(dot, a.scale);
+  if (a.logit_softcap != 0.f) x = MulRn(a.logit_softcap, tanhf(x));
+  return x + MulRn(slope, mask);
+}
+
+/// Query row r of q [D, n_tokens, n_head, ne3] with its K / V head and matrix (GQA broadcast).
+struct FaRow {
+  int64_t i1 = 0, i2 = 0, i3 = 0;          ///< token, head, ne3 index of q (and of dst's row)
+  int64_t k2 = 0, k3 = 0, v2 = 0, v3 = 0;  ///< K's and V's head and ne3 index
+};
+STOWAGE_HD FaRow FlashAttnRow(const Tv& q, const Tv& k, const Tv& v, int64_t r) {
+  FaRow f;
+  RowIndex(r, q.ne, &f.i1, &f.i2, &f.i3);
+  f.k2 = f.i2 / (q.ne[2] / k.ne[2]);
+  f.k3 = f.i3 / (q.ne[3] / k.ne[3]);
+  f.v2 = f.i2 / (q.ne[2] / v.ne[2]);
+  f.v3 = f.i3 / (q.ne[3] / v.ne[3]);
+  return f;
+}
+
+/// Key ic's mask value for row f in *m; false when the key is masked out (-inf: skipped).
+STOWAGE_HD bool FlashAttnMask(const Tv& mask, const FaRow& f, int64_t ic, float* m) {
+  if (mask.data == nullptr) {
+    *m = 0.f;
+    return true;
+  }
+  const uint16_t h = LoadU16(At(mask, ic, f.i1, 0, 0));
+  if (h == 0xFC00) return false;
+  *m = H2F(h);
+  return true;
+}
+
+/// Lane `lane`'s part of the dot of q row f and K row ic: q[d] * k[d] over d = lane, lane + 32, ...
+STOWAGE_HD float FlashAttnLaneDot(const Tv& q, const Tv& k, const FaRow& f, int64_t ic, int lane) {
+  const uint8_t* qr = At(q, 0, f.i1, f.i2, f.i3);
+  const uint8_t* kr = At(k, 0, ic, f.k2, f.k3);
+  float s = 0.f;
+  for (int64_t d = lane; d < q.ne[0]; d += 32) s += MulRn(LoadF32(qr + 4 * d), FaDq(k.type, kr, d));
+  return s;
+}
+
+/// One lane's online-softmax state: running maximum, sum of weights, and its output dims.
+struct FaLane {
+  float m = -INFINITY, s = 0.f;
+  float acc[kFaPerLane] = {};
+};
+
+/// Adds key ic (score `score`, V row ic) to lane `lane`'s state: a new maximum rescales what was
+/// accumulated and gives this value weight 1, else weight exp(score - max) (ggml's order).
+STOWAGE_HD void FlashAttnLaneAdd(FaLane& st, float score, const Tv& v, const FaRow& f, int64_t ic, int lane) {
+  float ms = 1.f, vs = 1.f;
+  if (score > st.m) {
+    ms = expf(st.m - score);
+    st.m = score;
+  } else {
+    vs = expf(score - st.m);
+  }
+  const uint8_t* vr = At(v, 0, ic, f.v2, f.v3);
+  for (int j = 0; j < kFaPerLane; ++j) {
+    const int64_t d = lane + 32 * int64_t(j);
+    if (d >= v.ne[0]) break;
+    st.acc[j] = fmaf(FaDq(v.type, vr, d), vs, MulRn(st.acc[j], ms));
+  }
+  st.s = fmaf(st.s, ms, vs);
+}
+
+/// Writes lane `lane`'s dims of row f: acc / sum into dst [Dv, n_head, n_tokens, ne3] (every key
+/// masked: 0 * (1 / 0) = NaN, as ggml).
+STOWAGE_HD void FlashAttnLaneStore(const FaLane& st, const Tv& dst, const FaRow& f, int lane) {
+  const float inv = 1.f / st.s;
+  for (int j = 0; j < kFaPerLane; ++j) {
+    const int64_t d = lane + 32 * int64_t(j);
+    if (d >= dst.ne[0]) break;
+    StoreF32(At(dst, d, f.i2, f.i1, f.i3), st.acc[j] * inv);
+  }
+}
+
 // ---- per-thread bodies of the element-wise kernels ----------------------------------------------
 
 /// GET_ROWS element l of dst (F32): dst[i0, i1, i2, i3] = Dq(src0 row idx[i1, i2, i3] of matrix

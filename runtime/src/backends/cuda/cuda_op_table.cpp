@@ -11,6 +11,7 @@ std::vector<OpRule> CudaOpRules(const std::vector<GgmlType>& weight_types,
   using O = GgmlOp;
   const TensorConstraint f32 = OfTypes({T::F32});
   const TensorConstraint f32_opt = OfTypes({T::F32}, true);
+  const TensorConstraint kv = OfTypes({T::F32, T::F16, T::BF16, T::Q8_0, T::Q4_0});
   const char* kOps = "runtime/src/backends/cuda/cuda_backend.cpp";
   std::vector<OpRule> rules = {
       AcceptRule({O::GET_ROWS}, {OfTypes(weight_types), OfTypes({T::I32})}, {T::F32}, 0, kOps),
@@ -20,6 +21,8 @@ std::vector<OpRule> CudaOpRules(const std::vector<GgmlType>& weight_types,
       AcceptRule({O::SWIGLU, O::GEGLU}, {f32, f32_opt}, {T::F32}, 0, kOps),
       AcceptRule({O::ROPE}, {f32, OfTypes({T::I32}), f32_opt}, {T::F32}, 0, kOps),
       AcceptRule({O::SOFT_MAX}, {f32, OfTypes({T::F16, T::F32}, true)}, {T::F32}, 0, kOps),
+      // cuda_math.h FaCacheType: the KV cache types the backend writes (CPY into them)
+      AcceptRule({O::FLASH_ATTN_EXT}, {f32, kv, kv, OfTypes({T::F16}, true)}, {T::F32}, 0, kOps),
   };
   // CPY/CONT/DUP: one rule per source type, into the listed destination types.
   std::vector<std::pair<T, std::vector<T>>> by_src;

@@ -186,6 +186,30 @@ __global__ void __launch_bounds__(kRowThreads)
     StoreF32(o + k * dst.nb[0], LoadF32(o + k * dst.nb[0]) * inv);
 }
 
+// ---- flash attention: one warp per query row (cuda_math.h FlashAttn*) ----------------------------
+
+constexpr int kFaWarps = 4;
+
+// Keys in order; a masked key is skipped by the whole warp (the mask row is the warp's). The warp
+// sum is the xor butterfly, which gives every lane the same bits.
+__global__ void __launch_bounds__(kFaWarps * 32)
+    FlashAttnK(Tv q, Tv k, Tv v, Tv mask, Tv dst, FlashAttnArgs a, int64_t rows) {
+  const int64_t r = int64_t(blockIdx.x) * kFaWarps + threadIdx.x / 32;
+  if (r >= rows) return;  // whole warps leave together: the shuffles below stay full-warp
+  const int lane = threadIdx.x % 32;
+  const FaRow f = FlashAttnRow(q, k, v, r);
+  const float slope = AlibiSlope(a.alibi, uint32_t(f.i2));
+  FaLane st;
+  for (int64_t ic = 0; ic < k.ne[1]; ++ic) {
+    float m;
+    if (!FlashAttnMask(mask, f, ic, &m)) continue;
+    float dot = FlashAttnLaneDot(q, k, f, ic, lane);
+    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffff, dot, o);
+    FlashAttnLaneAdd(st, FlashAttnScore(dot, a, slope, m), v, f, ic, lane);
+  }
+  FlashAttnLaneStore(st, dst, f, lane);
+}
+
 // ---- quantized mat-vec (MulMatVecLane, then a warp sum) -------------------------------------------
 
 template <int T>
@@ -308,6 +332,16 @@ cudaError_t SoftMax(const Tv& src, const Tv& mask, const Tv& dst, float scale, f
   const SoftMaxAlibi alibi = MakeSoftMaxAlibi(uint32_t(src.ne[2]), max_bias);
   SoftMaxK<<<unsigned(rows), src.ne[0] >= kRowThreads ? kRowThreads : 256, 0, stream>>>(src, mask, dst, scale,
                                                                                         alibi);
+  return cudaGetLastError();
+}
+
+cudaError_t FlashAttn(const Tv& q, const Tv& k, const Tv& v, const Tv& mask, const Tv& dst,
+                      const FlashAttnArgs& a, cudaStream_t stream) {
+  const int64_t rows = q.ne[1] * q.ne[2] * q.ne[3];
+  if (rows == 0 || dst.ne[0] == 0) return cudaSuccess;
+  const unsigned g = Blocks(rows, kFaWarps);
+  if (g == 0) return cudaErrorInvalidConfiguration;
+  FlashAttnK<<<g, kFaWarps * 32, 0, stream>>>(q, k, v, mask, dst, a, rows);
   return cudaGetLastError();
 }
 

@@ -47,6 +47,12 @@ cudaError_t Rope(const Tv& src, const int32_t* pos, const float* freq_factors, c
 /// SOFT_MAX_EXT: mask.data == nullptr for none; mask F16 or F32 broadcast over dims 2 and 3.
 cudaError_t SoftMax(const Tv& src, const Tv& mask, const Tv& dst, float scale, float max_bias,
                     cudaStream_t stream);
+/// FLASH_ATTN_EXT (cuda_math.h FlashAttn*): q F32 [D, n_tokens, n_head, ne3] with contiguous rows,
+/// k / v of a FaCacheType type [D, n_kv, n_head_kv, ne3k] (heads and ne3 divide q's), mask F16
+/// [>= n_kv, >= n_tokens] or mask.data == nullptr, dst F32 [D, n_head, n_tokens, ne3];
+/// D <= kFaMaxHeadDim. One warp per query row, 4 warps per block.
+cudaError_t FlashAttn(const Tv& q, const Tv& k, const Tv& v, const Tv& mask, const Tv& dst,
+                      const FlashAttnArgs& a, cudaStream_t stream);
 /// CPY / CONT / DUP: element l (ggml order) of src to element l of dst; F32, F16, BF16 on both sides,
 /// or F32/F16/BF16 src into Q8_0 / Q4_0 dst (rows of whole blocks; ggml's reference quantizers, as
 /// the CPU backend's QuantizeRow: quantized KV caches).
