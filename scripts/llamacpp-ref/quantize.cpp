@@ -78,36 +78,27 @@ int main(int argc, char** argv) {
   llama_model_quantize_params p = llama_model_quantize_default_params();
   p.nthread = 2;
   bool quiet = false;
-  std::vector<const char*> pos;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> const char* {
-      if (i + 1 >= argc) ref::Usage(kTool, a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (a == "--threads") {
-      p.nthread = int(ref::ParseInt(kTool, "--threads", value(), 1, 1024));
-    } else if (a == "--pure") {
-      p.pure = true;
-    } else if (a == "--allow-requantize") {
-      p.allow_requantize = true;
-    } else if (a == "--leave-output-tensor") {
-      p.quantize_output_tensor = false;
-    } else if (a == "--output-tensor-type") {
-      p.output_tensor_type = ref::ParseType(kTool, "--output-tensor-type", value());
-    } else if (a == "--token-embedding-type") {
-      p.token_embedding_type = ref::ParseType(kTool, "--token-embedding-type", value());
-    } else if (a == "--quiet") {
-      quiet = true;
-    } else if (a.size() > 1 && a[0] == '-') {
-      ref::Usage(kTool, "unknown option '" + a + "'");
-    } else {
-      pos.push_back(argv[i]);
-    }
-  }
+  const std::vector<const char*> pos =
+      ref::ParseArgs(kTool, kUsage, argc, argv, [&](const std::string& a, auto& value) {
+        if (a == "--threads") {
+          p.nthread = int(ref::ParseInt(kTool, "--threads", value(), 1, 1024));
+        } else if (a == "--pure") {
+          p.pure = true;
+        } else if (a == "--allow-requantize") {
+          p.allow_requantize = true;
+        } else if (a == "--leave-output-tensor") {
+          p.quantize_output_tensor = false;
+        } else if (a == "--output-tensor-type") {
+          p.output_tensor_type = ref::ParseType(kTool, "--output-tensor-type", value());
+        } else if (a == "--token-embedding-type") {
+          p.token_embedding_type = ref::ParseType(kTool, "--token-embedding-type", value());
+        } else if (a == "--quiet") {
+          quiet = true;
+        } else {
+          return false;
+        }
+        return true;
+      });
   if (pos.size() == 4) {
     if (std::strcmp(pos[3], "pure") != 0)
       ref::Usage(kTool, std::string("the 4th argument is 'pure' or nothing, got '") + pos[3] + "'");

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "ggml-backend.h"
 #include "ggml.h"
@@ -37,6 +38,34 @@ inline std::string LoadBackends() {
   else
     ggml_backend_load_all_from_path(dir.c_str());
   return dir;
+}
+
+/// Splits the command line into options and positional arguments: for an argument that starts
+/// with '-' (other than "-" alone) `on_option(name, value)` runs, where `value()` takes the next
+/// argument as the option's value (a usage error naming the option when there is none), and
+/// returns false for an option it does not know (a usage error). -h / --help print `usage` on
+/// stdout and exit 0. Returns the positional arguments in order.
+template <typename F>
+std::vector<const char*> ParseArgs(const char* tool, const char* usage, int argc, char** argv,
+                                   F&& on_option) {
+  std::vector<const char*> pos;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(usage, stdout);
+      std::exit(0);
+    }
+    if (a.size() < 2 || a[0] != '-') {
+      pos.push_back(argv[i]);
+      continue;
+    }
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) Usage(tool, a + " needs a value");
+      return argv[++i];
+    };
+    if (!on_option(a, value)) Usage(tool, "unknown option '" + a + "'");
+  }
+  return pos;
 }
 
 /// A whole decimal number in [lo, hi] for `what`; anything else is a usage error naming it.

@@ -58,58 +58,49 @@ struct Options {
 
 Options Parse(int argc, char** argv) {
   Options o;
-  std::vector<const char*> pos;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> const char* {
-      if (i + 1 >= argc) ref::Usage(kTool, a + " needs a value");
-      return argv[++i];
-    };
-    const long long kMax32 = 0x7fffffff;
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if (a == "--threads") {
-      o.threads = int(ref::ParseInt(kTool, "--threads", value(), 1, 1024));
-    } else if (a == "--n-ctx") {
-      o.n_ctx = uint32_t(ref::ParseInt(kTool, "--n-ctx", value(), 1, kMax32));
-    } else if (a == "--n-batch") {
-      o.n_batch = uint32_t(ref::ParseInt(kTool, "--n-batch", value(), 1, kMax32));
-    } else if (a == "--n-ubatch") {
-      o.n_ubatch = uint32_t(ref::ParseInt(kTool, "--n-ubatch", value(), 1, kMax32));
-    } else if (a == "--fa") {
-      const std::string v = value();
-      o.fa_set = true;
-      if (v == "on")
-        o.fa = LLAMA_FLASH_ATTN_TYPE_ENABLED;
-      else if (v == "off")
-        o.fa = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-      else if (v == "auto")
-        o.fa = LLAMA_FLASH_ATTN_TYPE_AUTO;
-      else
-        ref::Usage(kTool, "--fa: expected on, off or auto, got '" + v + "'");
-    } else if (a == "--ctk") {
-      o.ctk = ref::ParseType(kTool, "--ctk", value());
-      o.ctk_set = true;
-    } else if (a == "--ctv") {
-      o.ctv = ref::ParseType(kTool, "--ctv", value());
-      o.ctv_set = true;
-    } else if (a == "--no-mmap") {
-      o.no_mmap = true;
-    } else if (a == "--log") {
-      o.log = true;
-    } else if (a == "--load-only") {
-      o.load_only = true;
-    } else if (a == "--no-alloc") {
-      o.no_alloc = true;
-    } else if (a == "--verbose") {
-      o.verbose = true;
-    } else if (a.size() > 1 && a[0] == '-') {
-      ref::Usage(kTool, "unknown option '" + a + "'");
-    } else {
-      pos.push_back(argv[i]);
-    }
-  }
+  const long long kMax32 = 0x7fffffff;
+  const std::vector<const char*> pos =
+      ref::ParseArgs(kTool, kUsage, argc, argv, [&](const std::string& a, auto& value) {
+        if (a == "--threads") {
+          o.threads = int(ref::ParseInt(kTool, "--threads", value(), 1, 1024));
+        } else if (a == "--n-ctx") {
+          o.n_ctx = uint32_t(ref::ParseInt(kTool, "--n-ctx", value(), 1, kMax32));
+        } else if (a == "--n-batch") {
+          o.n_batch = uint32_t(ref::ParseInt(kTool, "--n-batch", value(), 1, kMax32));
+        } else if (a == "--n-ubatch") {
+          o.n_ubatch = uint32_t(ref::ParseInt(kTool, "--n-ubatch", value(), 1, kMax32));
+        } else if (a == "--fa") {
+          const std::string v = value();
+          o.fa_set = true;
+          if (v == "on")
+            o.fa = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+          else if (v == "off")
+            o.fa = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+          else if (v == "auto")
+            o.fa = LLAMA_FLASH_ATTN_TYPE_AUTO;
+          else
+            ref::Usage(kTool, "--fa: expected on, off or auto, got '" + v + "'");
+        } else if (a == "--ctk") {
+          o.ctk = ref::ParseType(kTool, "--ctk", value());
+          o.ctk_set = true;
+        } else if (a == "--ctv") {
+          o.ctv = ref::ParseType(kTool, "--ctv", value());
+          o.ctv_set = true;
+        } else if (a == "--no-mmap") {
+          o.no_mmap = true;
+        } else if (a == "--log") {
+          o.log = true;
+        } else if (a == "--load-only") {
+          o.load_only = true;
+        } else if (a == "--no-alloc") {
+          o.no_alloc = true;
+        } else if (a == "--verbose") {
+          o.verbose = true;
+        } else {
+          return false;
+        }
+        return true;
+      });
   if (o.no_alloc && !o.load_only) ref::Usage(kTool, "--no-alloc goes with --load-only");
   if (o.load_only) {
     if (pos.size() != 1)
@@ -171,18 +162,18 @@ int Argmax(const float* lg, int n_vocab) {
   return best;
 }
 
-// One sequence's token at position `pos`, with its logits.
-bool DecodeOne(llama_context* ctx, llama_token tok, int pos) {
-  llama_batch b = llama_batch_init(1, 0, 1);
-  b.token[0] = tok;
-  b.pos[0] = pos;
-  b.n_seq_id[0] = 1;
-  b.seq_id[0][0] = 0;
-  b.logits[0] = 1;
-  b.n_tokens = 1;
-  const bool ok = llama_decode(ctx, b) == 0;
-  llama_batch_free(b);
-  return ok;
+// A batch of n tokens of sequence 0 at positions pos0, pos0 + 1, ..., every one with its logits.
+llama_batch MakeBatch(const llama_token* toks, int n, int pos0) {
+  llama_batch b = llama_batch_init(n, 0, 1);
+  for (int i = 0; i < n; i++) {
+    b.token[i] = toks[i];
+    b.pos[i] = pos0 + i;
+    b.n_seq_id[i] = 1;
+    b.seq_id[i][0] = 0;
+    b.logits[i] = 1;
+  }
+  b.n_tokens = n;
+  return b;
 }
 
 void PrintBreakdown(const llama_context* ctx) {
@@ -256,15 +247,7 @@ int main(int argc, char** argv) {
   }
   toks.resize(size_t(n));
   const int n_vocab = llama_vocab_n_tokens(vocab);
-  llama_batch batch = llama_batch_init(n, 0, 1);
-  for (int i = 0; i < n; i++) {
-    batch.token[i] = toks[size_t(i)];
-    batch.pos[i] = i;
-    batch.n_seq_id[i] = 1;
-    batch.seq_id[i][0] = 0;
-    batch.logits[i] = 1;
-  }
-  batch.n_tokens = n;
+  llama_batch batch = MakeBatch(toks.data(), n, 0);
   if (llama_decode(ctx, batch) != 0) {
     std::fprintf(stderr, "refdump: decode of the %d prompt tokens failed (n_ctx %u, n_batch %u)\n", n,
                  o.n_ctx, o.n_batch);
@@ -288,7 +271,10 @@ int main(int argc, char** argv) {
     char buf[256];
     const int k = llama_token_to_piece(vocab, cur, buf, sizeof buf, 0, false);
     if (k > 0) text.append(buf, size_t(k));
-    if (!DecodeOne(ctx, cur, n + g)) {
+    llama_batch one = MakeBatch(&cur, 1, n + g);
+    const bool ok = llama_decode(ctx, one) == 0;
+    llama_batch_free(one);
+    if (!ok) {
       std::fprintf(stderr, "refdump: decode of greedy token %d failed (n_ctx %u)\n", g, o.n_ctx);
       return 1;
     }
