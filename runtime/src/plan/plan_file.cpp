@@ -262,9 +262,9 @@ Status VerifyGraphTensors(const plan::Plan& r, const plan::Graph& g, const std::
                   "expected as many strides as view_nb (" + std::to_string(Len(t->view_nb())) + "), found " +
                       std::to_string(t->view_nb_swa()->size()));
     if (!swa_cache && (t->ne_swa() || t->view_offset_swa() || t->view_nb_swa()))
-      return Fail(
-          path, f + ".ne_swa",
-          "SWA cache symbols (n_kv_swa, kv_head_swa) in a plan without a SWA cache (context.n_ctx_swa 0)");
+      return Fail(path, f + ".ne_swa",
+                  "expected no SWA cache symbols (n_kv_swa, kv_head_swa) in a plan without a SWA cache "
+                  "(context.n_ctx_swa 0)");
     // A dimension that is 0 whatever the batch (all of its terms 0): llama.cpp's graphs have none,
     // and a node of no elements is skipped, leaving its readers with stale memory.
     for (flatbuffers::uoffset_t d = 0; d < 4; ++d) {
@@ -400,18 +400,19 @@ Status VerifySwaCache(const plan::Plan& r, const std::string& path) {
   const uint32_t n_swa_cells = c.n_ctx_swa();
   if (n_swa_cells == 0) return Status::Ok();
   if (r.schema_version() < kPlanSchemaVersionSwa)
-    return Fail(path, "context.n_ctx_swa",
-                "a SWA cache needs schema_version " + std::to_string(kPlanSchemaVersionSwa) + ", found " +
+    return Fail(path, "schema_version",
+                "expected >= " + std::to_string(kPlanSchemaVersionSwa) +
+                    " for a SWA cache (context.n_ctx_swa " + std::to_string(n_swa_cells) + "), found " +
                     std::to_string(r.schema_version()));
   if (n_swa_cells > c.n_ctx() || (n_swa_cells < c.n_ctx() && n_swa_cells < c.n_ubatch()))
     return Fail(path, "context.n_ctx_swa",
-                "n_ctx " + std::to_string(c.n_ctx()) + ", or from n_ubatch " + std::to_string(c.n_ubatch()) +
-                    " to n_ctx, found " + std::to_string(n_swa_cells));
+                "expected n_ctx " + std::to_string(c.n_ctx()) + ", or from n_ubatch " +
+                    std::to_string(c.n_ubatch()) + " to n_ctx, found " + std::to_string(n_swa_cells));
   for (size_t gi = 0; gi < Len(r.graphs()); ++gi) {
     const plan::Graph& g = *r.graphs()->Get(gi);
     if (g.max_kv_swa() < static_cast<int64_t>(n_swa_cells))
       return Fail(path, "graphs[" + std::to_string(gi) + "].max_kv_swa",
-                  "at least context.n_ctx_swa " + std::to_string(n_swa_cells) + ", found " +
+                  "expected at least context.n_ctx_swa " + std::to_string(n_swa_cells) + ", found " +
                       std::to_string(g.max_kv_swa()));
   }
   return Status::Ok();
