@@ -65,10 +65,14 @@ Status BuildGemma2Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) 
   inpL = b.Scale(inpL, std::sqrt(float(hp.n_embd)));
   b.Name(inpL, "inp_scaled", -1);
   const int inp_pos = BuildInpPos(b);
-  const int kq_mask = BuildInpKqMask(b, m, false);
+  // The masks the layers read (llama.cpp's build_attn_inp_kv_iswa makes both; one that no layer
+  // reads is left out here, as ggml leaves it out of the graph).
+  const int L = static_cast<int>(hp.n_layer);
+  bool any_global = false;
+  for (int il = 0; il < L; ++il) any_global = any_global || !hp.is_swa(static_cast<uint32_t>(il));
+  const int kq_mask = any_global ? BuildInpKqMask(b, m, false) : -1;
   const int kq_mask_swa = hp.iswa() ? BuildInpKqMask(b, m, true) : -1;
 
-  const int L = static_cast<int>(hp.n_layer);
   for (int il = 0; il < L; ++il) {
     const LayerWeights& l = w.layers[il];
     const bool swa = hp.is_swa(static_cast<uint32_t>(il));

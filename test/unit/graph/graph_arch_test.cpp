@@ -827,6 +827,225 @@ TEST(GemmaGraph, ScaledEmbeddingsGeluAndTiedOutput) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// gemma2, gemma3 (llama.cpp 2026 llama_model_gemma2 / gemma3)
+
+// The soft_max / flash attention node of layer il and the mask it reads.
+std::string MaskOf(const Graph& g, int il) {
+  for (int n : g.nodes) {
+    const Tensor& t = g.tensors[n];
+    if ((t.op == GgmlOp::SOFT_MAX && t.name == "kq_soft_max_ext-" + std::to_string(il)) ||
+        (t.op == GgmlOp::FLASH_ATTN_EXT && t.srcs.size() > 3 &&
+         g.tensors[t.srcs[0]].name == "q-" + std::to_string(il))) {
+      const Tensor& mask = g.tensors[t.srcs.back()];
+      return mask.op == GgmlOp::NONE ? mask.name : g.tensors[mask.srcs[0]].name;  // FA: the F16 cast
+    }
+  }
+  return "";
+}
+
+// gemma2's layer as llama.cpp 2026 builds it: scaled embeddings, NEOX rope, Q scaled by
+// 1/sqrt(head size), K/V store, kq soft-capped (scale 1/50, tanh, scale 50) before the softmax
+// (scale 1), attn_post_norm, sa_out, ffn_norm, the fused GEGLU, ffn_post_norm, l_out. Layer 0 is a
+// sliding-window layer (pattern period 2) and reads KQ_mask_swa, layer 1 KQ_mask; the logits are
+// soft-capped at 30 (unnamed scale, tanh, then the scale named result_output).
+TEST(Gemma2Graph, LayerSoftCapsAndSlidingWindowMasks) {
+  SynthGguf s = test::Gemma2Model(SynthParams{}, /*head_dim=*/32, /*n_swa=*/8);
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const Graph& g = m->pp;
+  const std::vector<std::string> kv = {"VIEW k_cache_view-0",
+                                       "CPY k_cache_view-0 (copy of Kcur-0)",
+                                       "TRANSPOSE Vcur-0 (transposed)",
+                                       "VIEW v_cache_view-0",
+                                       "CPY v_cache_view-0 (copy of Vcur-0 (transposed))",
+                                       "VIEW v-0",
+                                       "VIEW k-0",
+                                       "PERMUTE q-0",
+                                       "MUL_MAT kq-0",
+                                       "SCALE kq_scaled_1-0",
+                                       "TANH kq_tanh-0",
+                                       "SCALE kq_scaled_2-0",
+                                       "SOFT_MAX kq_soft_max_ext-0",
+                                       "MUL_MAT kqv-0",
+                                       "PERMUTE kqv_merged-0",
+                                       "CONT kqv_merged_cont-0",
+                                       "MUL_MAT kqv_out-0"};
+  const std::vector<std::string> want =
+      Concat(Concat({"GET_ROWS inp_embd", "SCALE inp_scaled", "RMS_NORM norm-0", "MUL attn_norm-0",
+                     "MUL_MAT Qcur-0", "RESHAPE Qcur-0 (reshaped)", "ROPE Qcur-0", "SCALE Qcur_scaled-0",
+                     "MUL_MAT Kcur-0", "RESHAPE Kcur-0 (reshaped)", "ROPE Kcur-0", "MUL_MAT Vcur-0"},
+                    kv),
+             {"RMS_NORM norm-0", "MUL attn_post_norm-0", "ADD sa_out-0", "RMS_NORM norm-0", "MUL ffn_norm-0",
+              "MUL_MAT ffn_gate-0", "MUL_MAT ffn_up-0", "GEGLU ffn_geglu-0", "MUL_MAT ffn_out-0",
+              "RMS_NORM norm-0", "MUL ffn_post_norm-0", "ADD l_out-0"});
+  EXPECT_EQ(NodeRange(g, "inp_embd", "l_out-0"), want);
+  EXPECT_EQ(
+      NodeRange(g, "result_norm", "result_output"),
+      (std::vector<std::string>{"MUL result_norm", "MUL_MAT ", "SCALE ", "TANH ", "SCALE result_output"}));
+  EXPECT_FLOAT_EQ(Node(g, "inp_scaled")->fparams[0], 8.0f);                       // sqrt(n_embd)
+  EXPECT_FLOAT_EQ(Node(g, "Qcur_scaled-1")->fparams[0], 1.0f / std::sqrt(32.f));  // 1/sqrt(head size)
+  EXPECT_FLOAT_EQ(Node(g, "kq_scaled_1-1")->fparams[0], 1.0f / 50.f);
+  EXPECT_FLOAT_EQ(Node(g, "kq_scaled_2-1")->fparams[0], 50.f);
+  EXPECT_FLOAT_EQ(Node(g, "kq_soft_max_ext-0")->fparams[0], 1.0f);
+  EXPECT_FLOAT_EQ(Node(g, "result_output")->fparams[0], 30.f);
+  EXPECT_EQ(Node(g, "Qcur-0")->iparams[1], 2);  // NEOX
+  EXPECT_EQ(MaskOf(g, 0), "KQ_mask_swa");
+  EXPECT_EQ(MaskOf(g, 1), "KQ_mask");
+  EXPECT_EQ(MaskOf(m->tg, 0), "KQ_mask_swa");
+  EXPECT_EQ(MaskOf(m->tg, 1), "KQ_mask");
+  EXPECT_EQ(m->hp.n_swa, 8u);
+  // head_dim 32 with 4 heads: attn_q is 128 wide although n_embd is 64
+  EXPECT_EQ(Shape(g, *Node(g, "kqv_merged_cont-0")), (std::vector<int64_t>{128, 256, 1, 1}));
+  EXPECT_EQ(Shape(m->tg, *Node(m->tg, "ffn_post_norm-1")), (std::vector<int64_t>{64, 1, 1, 1}));
+  EXPECT_EQ(Consumers(g, "token_embd.weight"), (std::vector<std::string>{"GET_ROWS inp_embd", "MUL_MAT "}));
+  EXPECT_EQ(Consumers(g, "blk.1.post_attention_norm.weight"),
+            std::vector<std::string>{"MUL attn_post_norm-1"});
+  EXPECT_EQ(Consumers(g, "blk.0.post_ffw_norm.weight"), std::vector<std::string>{"MUL ffn_post_norm-0"});
+  EXPECT_EQ(Global(*m, "blk.0.post_ffw_norm.weight")->consumer_op, GgmlOp::MUL);
+
+  // With flash attention the cap is FLASH_ATTN_EXT's logit_softcap, over the same masks.
+  ContextConfig fa;
+  fa.flash_attn = true;
+  SynthGguf s2 = test::Gemma2Model(SynthParams{}, 32, 8);
+  auto m2 = Build(s2, fa);
+  ASSERT_TRUE(m2.ok()) << m2.status().message();
+  int n_fa = 0;
+  for (int n : m2->pp.nodes) {
+    const Tensor& t = m2->pp.tensors[n];
+    if (t.op != GgmlOp::FLASH_ATTN_EXT) continue;
+    ++n_fa;
+    EXPECT_FLOAT_EQ(t.fparams[0], 1.0f);   // kq_scale
+    EXPECT_FLOAT_EQ(t.fparams[2], 50.0f);  // logit_softcap
+  }
+  EXPECT_EQ(n_fa, 2);
+  EXPECT_EQ(MaskOf(m2->pp, 0), "KQ_mask_swa");
+  EXPECT_EQ(MaskOf(m2->pp, 1), "KQ_mask");
+}
+
+// The query scale by model type (gemma_pytorch's config, llama.cpp load_arch_hparams): the 27B
+// models (gemma2 46 layers, gemma3 62) scale by 1/sqrt(n_embd / n_head), the others by
+// 1/sqrt(head size); attention.sliding_window_pattern (a period) picks the sliding-window layers.
+TEST(Gemma2Graph, QueryScaleByModelTypeAndWindowPattern) {
+  for (const char* arch : {"gemma2", "gemma3"}) {
+    const bool g2 = std::string(arch) == "gemma2";
+    for (uint32_t n_layer : {g2 ? 46u : 62u, 4u}) {
+      SynthParams p;
+      p.n_layer = n_layer;
+      SynthGguf s = g2 ? test::Gemma2Model(p, 32, 8) : test::Gemma3Model(p, 32, 8);
+      s.U32(std::string(arch) + ".attention.sliding_window_pattern", 4);  // every 4th layer global
+      auto m = Build(s);
+      ASSERT_TRUE(m.ok()) << m.status().message();
+      const float want = n_layer == 4 ? 1.0f / std::sqrt(32.f) : 1.0f / std::sqrt(64.f / 4.f);
+      EXPECT_FLOAT_EQ(Node(m->pp, "Qcur_scaled-0")->fparams[0], want) << arch << " " << n_layer;
+      for (int il : {0, 2, 3, 7})
+        if (il < static_cast<int>(n_layer))
+          EXPECT_EQ(MaskOf(m->pp, il), il % 4 == 3 ? "KQ_mask" : "KQ_mask_swa") << arch << " layer " << il;
+    }
+  }
+}
+
+// gemma3: per-head q/k RMS norms before the rope (BuildNormRopeHeads), the SWA layers roped with
+// rope.freq_base_swa (10000, scale 1) and the global ones with rope.freq_base (1e6) and the
+// linear scaling; 6 layers: 0-4 read KQ_mask_swa, 5 KQ_mask; no final soft-cap without the key;
+// output.weight when present, else token_embd. Without attention.sliding_window every layer is
+// global (KQ_mask only).
+TEST(Gemma3Graph, QkNormsPerLayerRopeAndMasks) {
+  SynthParams p;
+  p.n_layer = 6;
+  SynthGguf s = test::Gemma3Model(p, 32, 8);
+  s.Str("gemma3.rope.scaling.type", "linear");
+  s.F32("gemma3.rope.scaling.factor", 8.f);
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const Graph& g = m->pp;
+  EXPECT_EQ(NodeRange(g, "Qcur-0", "Vcur-0"),
+            (std::vector<std::string>{"MUL_MAT Qcur-0", "RESHAPE Qcur-0 (reshaped)", "RMS_NORM norm-0",
+                                      "MUL Qcur_normed-0", "ROPE Qcur-0", "SCALE Qcur_scaled-0",
+                                      "MUL_MAT Kcur-0", "RESHAPE Kcur-0 (reshaped)", "RMS_NORM norm-0",
+                                      "MUL Kcur_normed-0", "ROPE Kcur-0", "MUL_MAT Vcur-0"}));
+  for (int il = 0; il < 6; ++il) {
+    const Tensor* r = Node(g, "Kcur-" + std::to_string(il));
+    ASSERT_EQ(r->op, GgmlOp::ROPE);
+    EXPECT_FLOAT_EQ(r->fparams[0], il == 5 ? 1e6f : 1e4f) << il;    // freq_base
+    EXPECT_FLOAT_EQ(r->fparams[1], il == 5 ? 0.125f : 1.0f) << il;  // freq_scale
+    EXPECT_EQ(MaskOf(g, il), il == 5 ? "KQ_mask" : "KQ_mask_swa") << il;
+  }
+  EXPECT_EQ(Node(g, "kq_tanh-0"), nullptr);  // no attention soft-cap
+  EXPECT_EQ(NodeRange(g, "result_norm", "result_output"),
+            (std::vector<std::string>{"MUL result_norm", "MUL_MAT result_output"}));
+  EXPECT_EQ(Consumers(g, "blk.3.attn_q_norm.weight"), std::vector<std::string>{"MUL Qcur_normed-3"});
+  EXPECT_EQ(Shape(g, *Node(g, "Kcur_normed-2")), (std::vector<int64_t>{32, 2, 256, 1}));
+  EXPECT_EQ(Consumers(g, "output.weight"), std::vector<std::string>{"MUL_MAT result_output"});
+
+  p.tied = true;
+  SynthGguf global = test::Gemma3Model(p, 32, 8);
+  global.DropKey("gemma3.attention.sliding_window");
+  global.F32("gemma3.final_logit_softcapping", 5.f);
+  auto m2 = Build(global);
+  ASSERT_TRUE(m2.ok()) << m2.status().message();
+  for (int il = 0; il < 6; ++il) {
+    EXPECT_EQ(MaskOf(m2->pp, il), "KQ_mask") << il;
+    EXPECT_FLOAT_EQ(Node(m2->pp, "Qcur-" + std::to_string(il))->fparams[0], 1e6f) << il;
+  }
+  EXPECT_FLOAT_EQ(Node(m2->pp, "result_output")->fparams[0], 5.f);
+  EXPECT_EQ(Consumers(m2->pp, "token_embd.weight").back(), "MUL_MAT ");
+}
+
+// Bad gemma files: one line naming the file, key or tensor, and what was expected, before anything
+// is planned.
+TEST(Gemma2Graph, BadInputIsAOneLineError) {
+  struct Bad {
+    const char* arch;
+    void (*edit)(SynthGguf&);
+    const char* message;
+  };
+  const Bad cases[] = {
+      {"gemma2", [](SynthGguf& s) { s.Set("gemma2.attention.sliding_window", GgufMetaValue::U32(0)); },
+       "gemma2.gguf: offset 487: key 'gemma2.attention.sliding_window': expected a positive window (gemma2 "
+       "alternates sliding-window and global layers), found 0"},
+      {"gemma2",
+       [](SynthGguf& s) {
+         s.Set("gemma2.attention.sliding_window_pattern", GgufMetaValue::ArrayBool({true, false, true}));
+       },
+       "gemma2.gguf: offset 625: key 'gemma2.attention.sliding_window_pattern': expected an array of 2 bools "
+       "(gemma2.block_count) or a period, found an array of 3 bool"},
+      {"gemma3",
+       [](SynthGguf& s) {
+         s.Set("gemma3.attention.sliding_window_pattern", GgufMetaValue::ArrayF32({1.f, 0.f}));
+       },
+       "gemma3.gguf: offset 612: key 'gemma3.attention.sliding_window_pattern': expected an array of 2 bools "
+       "(gemma3.block_count) or a period, found an array of 2 f32"},
+      {"gemma2", [](SynthGguf& s) { s.Set("gemma2.attn_logit_softcapping", GgufMetaValue::F32(0.f)); },
+       "gemma2.gguf: offset 534: key 'gemma2.attn_logit_softcapping': expected a finite cap > 0, found 0"},
+      {"gemma2", [](SynthGguf& s) { s.Set("gemma2.final_logit_softcapping", GgufMetaValue::F32(-1.f)); },
+       "gemma2.gguf: offset 579: key 'gemma2.final_logit_softcapping': expected a finite cap > 0, found -1"},
+      {"gemma3", [](SynthGguf& s) { s.Set("gemma3.rope.freq_base_swa", GgufMetaValue::F32(0.f)); },
+       "gemma3.gguf: offset 571: key 'gemma3.rope.freq_base_swa': expected a finite base > 0, found 0"},
+      {"gemma3", [](SynthGguf& s) { s.Replace("blk.1.attn_k_norm.weight", {16}); },
+       "gemma3.gguf: tensor 'blk.1.attn_k_norm.weight' has wrong shape; expected [32], got [16]"},
+      {"gemma3", [](SynthGguf& s) { s.Drop("blk.0.attn_q_norm.weight"); },
+       "gemma3.gguf: missing tensor 'blk.0.attn_q_norm.weight'"},
+      {"gemma2", [](SynthGguf& s) { s.Drop("blk.1.post_ffw_norm.weight"); },
+       "gemma2.gguf: missing tensor 'blk.1.post_ffw_norm.weight'"},
+      {"gemma2", [](SynthGguf& s) { s.Set("gemma2.attention.head_count_kv", GgufMetaValue::U32(3)); },
+       "gemma2.gguf: offset 298: key 'gemma2.attention.head_count_kv': expected a divisor of "
+       "gemma2.attention.head_count 4, found 3"},
+      {"gemma3", [](SynthGguf& s) { s.Set("gemma3.attention.head_count", GgufMetaValue::U32(5)); },
+       "gemma3.gguf: offset 107: key 'gemma3.embedding_length': expected a multiple of "
+       "gemma3.attention.head_count "
+       "5, found 64"},
+  };
+  for (const Bad& c : cases) {
+    SynthGguf s = std::string(c.arch) == "gemma2" ? test::Gemma2Model(SynthParams{}, 32, 8)
+                                                  : test::Gemma3Model(SynthParams{}, 32, 8);
+    c.edit(s);
+    auto m = Build(s);
+    ASSERT_FALSE(m.ok()) << c.message;
+    EXPECT_EQ(m.status().message(), c.message);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // mamba
 
 TEST(MambaGraph, RecurrentStatesAndSsmOps) {

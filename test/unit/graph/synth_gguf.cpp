@@ -192,6 +192,30 @@ SynthGguf GemmaModel(const SynthParams& p, uint32_t head_dim) {
   return g;
 }
 
+SynthGguf Gemma2Model(const SynthParams& p, uint32_t head_dim, uint32_t n_swa) {
+  SynthGguf g("gemma2");
+  CommonKeys(g, "gemma2", p);
+  g.U32("gemma2.attention.key_length", head_dim);
+  g.U32("gemma2.attention.value_length", head_dim);
+  g.U32("gemma2.attention.sliding_window", n_swa);
+  g.F32("gemma2.attn_logit_softcapping", 50.f);
+  g.F32("gemma2.final_logit_softcapping", 30.f);
+  AddTableTensors(g, "gemma2", AttentionDims(p, head_dim), p.n_layer, Options(p), p.wtype);
+  return g;
+}
+
+SynthGguf Gemma3Model(const SynthParams& p, uint32_t head_dim, uint32_t n_swa) {
+  SynthGguf g("gemma3");
+  CommonKeys(g, "gemma3", p);
+  g.U32("gemma3.attention.key_length", head_dim);
+  g.U32("gemma3.attention.value_length", head_dim);
+  g.F32("gemma3.rope.freq_base", 1000000.f);
+  g.U32("gemma3.attention.sliding_window", n_swa);
+  g.F32("gemma3.rope.freq_base_swa", 10000.f);
+  AddTableTensors(g, "gemma3", AttentionDims(p, head_dim), p.n_layer, Options(p), p.wtype);
+  return g;
+}
+
 SynthGguf MambaModel(const SynthParams& p) {
   SynthGguf g("mamba");
   CommonKeys(g, "mamba", p, /*attention=*/false);

@@ -78,6 +78,12 @@ SynthGguf Qwen3Model(const SynthParams& p, uint32_t head_dim);
 SynthGguf Mistral3Model(const SynthParams& p);
 SynthGguf Phi3Model(const SynthParams& p, bool rope_factors);
 SynthGguf GemmaModel(const SynthParams& p, uint32_t head_dim);
+/// gemma2 with heads of `head_dim` (key_length / value_length written, as Gemma-2's files),
+/// attention.sliding_window `n_swa` and the soft-caps 50 / 30; no output.weight (the table has none).
+SynthGguf Gemma2Model(const SynthParams& p, uint32_t head_dim, uint32_t n_swa);
+/// gemma3 with heads of `head_dim`, rope.freq_base 1e6, attention.sliding_window `n_swa` and
+/// rope.freq_base_swa 10000 (Gemma-3's keys), no final soft-cap; output.weight unless p.tied.
+SynthGguf Gemma3Model(const SynthParams& p, uint32_t head_dim, uint32_t n_swa);
 /// mamba: d_inner = 2 * n_embd, d_conv 4, d_state 16, dt_rank 8.
 SynthGguf MambaModel(const SynthParams& p);
 
