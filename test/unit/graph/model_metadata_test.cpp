@@ -408,5 +408,31 @@ TEST(SlidingWindow, KeyOrPhi3DefaultsOrNone) {
   EXPECT_EQ(window(s).rfind(at + ": expected ", 0), 0u) << window(s);
 }
 
+// gemma2 and gemma3 (llama.cpp 2026 load_arch_hparams): the key when present; without it gemma2's
+// default 4096 and no window for gemma3. The planner's n_swa is this reading.
+TEST(SlidingWindow, GemmaDefaults) {
+  auto window = [](SynthGguf& s) -> std::string {
+    auto f = s.Parse();
+    auto w = GgufSlidingWindow(*f);
+    if (!w.ok()) return w.status().message();
+    return *w ? std::to_string(**w) : "none";
+  };
+  SynthGguf g2 = test::Gemma2Model(SynthParams{}, 16, 8);
+  EXPECT_EQ(window(g2), "8");
+  g2.DropKey("gemma2.attention.sliding_window");
+  EXPECT_EQ(window(g2), "4096");
+  auto m2 = BuildModelGraphs(*g2.Parse(), ContextConfig{});
+  ASSERT_TRUE(m2.ok()) << m2.status().message();
+  EXPECT_EQ(m2->hp.n_swa, 4096u);
+  SynthGguf g3 = test::Gemma3Model(SynthParams{}, 16, 8);
+  EXPECT_EQ(window(g3), "8");
+  g3.DropKey("gemma3.attention.sliding_window");
+  EXPECT_EQ(window(g3), "none");
+  auto m3 = BuildModelGraphs(*g3.Parse(), ContextConfig{});
+  ASSERT_TRUE(m3.ok()) << m3.status().message();
+  EXPECT_EQ(m3->hp.n_swa, 0u);
+  EXPECT_FALSE(m3->hp.iswa());
+}
+
 }  // namespace
 }  // namespace stowage::planner
