@@ -116,9 +116,10 @@ TEST(ArchTensors, LoaderReadsEveryOptionalTensor) {
     uint32_t n_expert;
     bool longrope;
   };
-  for (const Case& c : {Case{"llama", "llama dense", 0, false}, Case{"llama", "llama moe", 4, false},
-                        Case{"llama", "llama longrope", 0, true}, Case{"mistral3", "mistral3", 0, false},
-                        Case{"mistral3", "mistral3 longrope", 0, true}}) {
+  for (const Case& c :
+       {Case{"llama", "llama dense", 0, false}, Case{"llama", "llama moe", 4, false},
+        Case{"llama", "llama longrope", 0, true}, Case{"mistral3", "mistral3", 0, false},
+        Case{"mistral3", "mistral3 longrope", 0, true}, Case{"smollm3", "smollm3", 0, false}}) {
     const std::string a = c.arch;
     test::SynthGguf g(a);
     g.U32(a + ".context_length", p.n_ctx);
@@ -149,7 +150,7 @@ TEST(ArchTensors, LoaderReadsEveryOptionalTensor) {
       covered[a].insert(t.name);
     }
   }
-  // the cases cover every entry of the llama and mistral3 tables (the other tables have no optional
+  // the cases cover every entry of the llama, mistral3 and smollm3 tables (the other tables have no optional
   // tensors but output.weight and the rope factors, which GgufSynthWritesTheTableAndTheLoaderReadsIt covers)
   for (const auto& [arch, names] : covered)
     EXPECT_EQ(names.size(), FindArchTensorTable(arch)->tensors.size());
