@@ -33,6 +33,7 @@ std::string Refusal(GgmlOp op, const SrcShapes& srcs, const OpParamsRef& p = kNo
 
 TEST(OpShapes, ElementwiseAndBroadcast) {
   EXPECT_EQ(Infer(GgmlOp::SILU, {Ne4{8, 3, 2, 1}}), (Ne4{8, 3, 2, 1}));
+  EXPECT_EQ(Infer(GgmlOp::TANH, {Ne4{256000, 5, 1, 1}}), (Ne4{256000, 5, 1, 1}));  // logit soft-capping
   EXPECT_EQ(Infer(GgmlOp::RMS_NORM, {Ne4{8, 3, 1, 1}}, Ref(Encode(NormParams{1e-5f}))), (Ne4{8, 3, 1, 1}));
   EXPECT_EQ(Infer(GgmlOp::ADD, {Ne4{8, 3, 2, 1}, Ne4{8, 1, 1, 1}}), (Ne4{8, 3, 2, 1}));
   // ggml_can_repeat: multiples, not only 1 or equal.
@@ -45,6 +46,7 @@ TEST(OpShapes, ElementwiseAndBroadcast) {
   Refusal(GgmlOp::SWIGLU, {Ne4{8, 3, 1, 1}, Ne4{8, 2, 1, 1}});
   Refusal(GgmlOp::SILU, {Ne4{8, -1, 1, 1}});
   EXPECT_EQ(Refusal(GgmlOp::SILU, {}), "SILU: source 0 is missing");
+  EXPECT_EQ(Refusal(GgmlOp::TANH, {}), "TANH: source 0 is missing");
 }
 
 TEST(OpShapes, MatMul) {
