@@ -1063,7 +1063,7 @@ func.func private @pp() attributes {ggml.n_kv = "512"}
 
 // -----
 
-// expected-error @+1 {{unknown ggml attribute 'ggml.n_batch' (expected ggml.arch, ggml.n_layer, ggml.n_ctx, ggml.n_ubatch, ggml.n_tokens, ggml.n_kv or ggml.n_outputs)}}
+// expected-error @+1 {{unknown ggml attribute 'ggml.n_batch' (expected ggml.arch, ggml.n_layer, ggml.n_ctx, ggml.n_ubatch, ggml.n_tokens, ggml.n_kv, ggml.n_outputs or ggml.n_kv_swa)}}
 func.func private @pp() attributes {ggml.n_batch = 2048 : i64}
 
 // -----

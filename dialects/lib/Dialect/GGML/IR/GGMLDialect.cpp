@@ -39,9 +39,9 @@ LogicalResult GGMLDialect::verifyOperationAttribute(Operation *op, NamedAttribut
       return op->emitOpError() << "attribute 'ggml.arch' must be a non-empty string, got " << value;
     return success();
   }
-  static constexpr llvm::StringLiteral kCounts[] = {"ggml.n_layer",  "ggml.n_ctx",
-                                                    "ggml.n_ubatch", "ggml.n_tokens",
-                                                    "ggml.n_kv",     "ggml.n_outputs"};
+  static constexpr llvm::StringLiteral kCounts[] = {"ggml.n_layer",  "ggml.n_ctx", "ggml.n_ubatch",
+                                                    "ggml.n_tokens", "ggml.n_kv",  "ggml.n_outputs",
+                                                    "ggml.n_kv_swa"};
   if (llvm::is_contained(kCounts, name)) {
     auto i = dyn_cast<IntegerAttr>(value);
     if (!i || i.getValue().isNegative())
@@ -51,7 +51,7 @@ LogicalResult GGMLDialect::verifyOperationAttribute(Operation *op, NamedAttribut
   }
   return op->emitOpError() << "unknown ggml attribute '" << name
                            << "' (expected ggml.arch, ggml.n_layer, ggml.n_ctx, ggml.n_ubatch, "
-                              "ggml.n_tokens, ggml.n_kv or ggml.n_outputs)";
+                              "ggml.n_tokens, ggml.n_kv, ggml.n_outputs or ggml.n_kv_swa)";
 }
 
 namespace stowage::ggml {

@@ -38,7 +38,7 @@ def GGML_Dialect : Dialect {
     Discardable attributes (set by the importer, checked by the dialect): on the module
     `ggml.arch` (string, general.architecture), `ggml.n_layer`, `ggml.n_ctx`, `ggml.n_ubatch`;
     on @pp / @tg `ggml.n_tokens`, `ggml.n_kv`, `ggml.n_outputs` (the bounds of the
-    symbols); all integers >= 0.
+    symbols) and, for models with a SWA cache, `ggml.n_kv_swa`; all integers >= 0.
   }];
   let useDefaultTypePrinterParser = 0;
   let useDefaultAttributePrinterParser = 1;
