@@ -357,8 +357,8 @@ TEST(ModelGraphsErrors, UnknownArchitectureListsSupported) {
   EXPECT_EQ(m.status().code(), StatusCode::kUnimplemented);
   EXPECT_EQ(m.status().message(),
             "falcon.gguf: unknown model architecture 'falcon' (supported: llama, qwen2, "
-            "qwen2moe, qwen3, mistral3, phi3, gemma, gemma2, gemma3, mamba)");
-  EXPECT_EQ(SupportedArchitectures().size(), 10u);
+            "qwen2moe, qwen3, mistral3, smollm3, phi3, gemma, gemma2, gemma3, mamba)");
+  EXPECT_EQ(SupportedArchitectures().size(), 11u);
 }
 
 TEST(ModelGraphsErrors, SplitTensorMoeRejected) {
@@ -606,6 +606,40 @@ TEST(Mistral3Graph, YarnKeys) {
   ASSERT_TRUE(m.ok()) << m.status().message();
   EXPECT_FLOAT_EQ(Node(m->pp, "Qcur-0")->fparams[2], 0.0f);
   EXPECT_FLOAT_EQ(Node(m->pp, "Qcur-0")->fparams[3], 0.5f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// smollm3 (llama.cpp 2026 llama_model_smollm3)
+
+// llama's layer; every 4th layer ((il + 1) % 4 == 0) has no rope: Q and K are the reshaped
+// projections, named Qcur / Kcur, and go to the attention as they are.
+TEST(SmolLM3Graph, EveryFourthLayerHasNoRope) {
+  SynthParams p;
+  p.n_layer = 8;
+  SynthGguf s = test::SmolLM3Model(p);
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const Graph& g = m->pp;
+  for (int il = 0; il < 8; ++il) {
+    const std::string n = "-" + std::to_string(il);
+    const bool rope = (il + 1) % 4 != 0;
+    for (const char* name : {"Qcur", "Kcur"}) {
+      const Tensor* t = Node(g, name + n);
+      ASSERT_NE(t, nullptr) << name << n;
+      EXPECT_EQ(t->op, rope ? GgmlOp::ROPE : GgmlOp::RESHAPE) << name << n;
+    }
+  }
+  EXPECT_EQ(NodeRange(g, "attn_norm-3", "Vcur-3"),
+            (std::vector<std::string>{"MUL attn_norm-3", "MUL_MAT Qcur-3", "RESHAPE Qcur-3", "MUL_MAT Kcur-3",
+                                      "RESHAPE Kcur-3", "MUL_MAT Vcur-3"}));
+  EXPECT_EQ(Node(g, "Qcur-0")->iparams[1], 0);    // LLAMA_ROPE_TYPE_NORM
+  EXPECT_EQ(Node(g, "Qcur-0")->srcs.size(), 2u);  // no rope factors
+  // the llama file with the same tensors ropes every layer: 2 ROPEs more per no-rope layer
+  SynthGguf l = test::LlamaModel(p);
+  auto ml = Build(l);
+  ASSERT_TRUE(ml.ok()) << ml.status().message();
+  EXPECT_EQ(ml->pp.nodes.size(), g.nodes.size() + 4);
+  EXPECT_EQ(Consumers(g, "token_embd.weight"), std::vector<std::string>{"GET_ROWS inp_embd"});
 }
 
 // Bad mistral3 files: one line naming the file, key, expected and found.

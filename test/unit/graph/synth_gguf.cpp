@@ -173,6 +173,13 @@ SynthGguf Mistral3Model(const SynthParams& p) {
   return g;
 }
 
+SynthGguf SmolLM3Model(const SynthParams& p) {
+  SynthGguf g("smollm3");
+  CommonKeys(g, "smollm3", p);
+  AddTableTensors(g, "smollm3", AttentionDims(p, p.n_embd / p.n_head), p.n_layer, Options(p), p.wtype);
+  return g;
+}
+
 SynthGguf Phi3Model(const SynthParams& p, bool rope_factors) {
   SynthGguf g("phi3");
   CommonKeys(g, "phi3", p);

@@ -76,6 +76,8 @@ SynthGguf Qwen2MoeModel(const SynthParams& p, uint32_t n_ff_exp, uint32_t n_ff_s
 SynthGguf Qwen3Model(const SynthParams& p, uint32_t head_dim);
 /// mistral3 with llama's keys and no temperature tuning or YaRN keys (tests add them).
 SynthGguf Mistral3Model(const SynthParams& p);
+/// smollm3 with llama's keys (no rope in every 4th layer).
+SynthGguf SmolLM3Model(const SynthParams& p);
 SynthGguf Phi3Model(const SynthParams& p, bool rope_factors);
 SynthGguf GemmaModel(const SynthParams& p, uint32_t head_dim);
 /// gemma2 with heads of `head_dim` (key_length / value_length written, as Gemma-2's files),
