@@ -33,7 +33,7 @@
 # tools/bench/bench_vs_llamacpp.py.
 # Usage: scripts/bench-vs-llamacpp.sh [THREADS] [TYPES...]   (default: 2 threads; f16 q8_0 q4_0 q4_k_m)
 # Env: BENCH_DIR (models and tools, default ~/.cache/stowage-bench), REPS (tg runs per runtime and
-#      pp repetitions, default 3), N_PROMPT (512; 0 = generation only), N_GEN (128), SMALL=1 for a
+#      pp repetitions, default 3), ARCH (llama, qwen3 or gemma3; below), N_PROMPT (512; 0 = generation only), N_GEN (128), SMALL=1 for a
 #      quick 4-layer model, BUILD (the build directory whose bin/ holds stowage-run, gguf-synth,
 #      gguf-dump; default build), STOWAGE_FLAGS (extra stowage-run flags, e.g. --huge-pages;
 #      printed with the table), RAW (a file: every run and probe as CSV), FA (flash attention on
@@ -69,17 +69,29 @@ gcc -O2 -std=gnu11 tools/bench/llama_bench_ref.c -o "$BENCH_DIR/llama_bench_ref"
 gcc -O2 -fopenmp -march=native tools/bench/membw.c -o "$BENCH_DIR/membw"
 gcc -O2 tools/bench/hugewarm.c -o "$BENCH_DIR/hugewarm"
 
-# 2. Models: a 0.85B llama (n_embd 2048, 16 layers, GQA 32:8, n_ff 5632, vocab 32000).
+# 2. Models (ARCH): llama, a 0.85B llama (n_embd 2048, 16 layers, GQA 32:8, n_ff 5632, vocab 32000);
+# qwen3, a 0.94B Qwen3 (n_embd 2048, 16 layers, GQA 16:8 of head size 128 with q/k norms, n_ff 6144,
+# vocab 32000, tied embeddings as the small Qwen3 models); gemma3, Gemma-3-1B's shapes (n_embd 1152,
+# 26 layers, 4 heads and 1 KV head of 256, n_ff 6912, vocab 262144, sliding window 512 in 5 of 6
+# layers).
+ARCH=${ARCH:-llama}
 LAYERS=16
+case $ARCH in
+  llama)  NAME=llama-0.85b; SHAPE="--n-embd 2048 --n-head 32 --n-head-kv 8 --n-ff 5632 --n-vocab 32000 --untied" ;;
+  qwen3)  NAME=qwen3-0.94b; SHAPE="--n-embd 2048 --n-head 16 --n-head-kv 8 --head-dim 128 --n-ff 6144 --n-vocab 32000 --tied" ;;
+  gemma3) NAME=gemma3-1b; LAYERS=26
+          SHAPE="--n-embd 1152 --n-head 4 --n-head-kv 1 --head-dim 256 --n-ff 6912 --n-vocab 262144 --sliding-window 512 --n-ctx 32768" ;;
+  *) echo "bench-vs-llamacpp: ARCH must be llama, qwen3 or gemma3" >&2; exit 1 ;;
+esac
 [ "${SMALL:-0}" = 1 ] && LAYERS=4
-SYNTH="./$BUILD/bin/gguf-synth --arch llama --n-layer $LAYERS --n-embd 2048 --n-head 32 --n-head-kv 8 --n-ff 5632 --n-vocab 32000 --seed 7 --untied"
+SYNTH="./$BUILD/bin/gguf-synth --arch $ARCH --n-layer $LAYERS $SHAPE --seed 7"
 model_for() {
-  local t=$1 f="$BENCH_DIR/llama-0.85b-L$LAYERS-$1.gguf"
+  local t=$1 f="$BENCH_DIR/$NAME-L$LAYERS-$1.gguf"
   if [ ! -f "$f" ]; then
     case $t in
       f16|q8_0|q4_0) $SYNTH --type "$t" -o "$f" >&2 ;;
-      q4_k_m) [ -f "$BENCH_DIR/llama-0.85b-L$LAYERS-f16.gguf" ] || $SYNTH --type f16 -o "$BENCH_DIR/llama-0.85b-L$LAYERS-f16.gguf" >&2
-              "$REF_TOOLS/quantize" "$BENCH_DIR/llama-0.85b-L$LAYERS-f16.gguf" "$f" 15 >&2 ;;
+      q4_k_m) [ -f "$BENCH_DIR/$NAME-L$LAYERS-f16.gguf" ] || $SYNTH --type f16 -o "$BENCH_DIR/$NAME-L$LAYERS-f16.gguf" >&2
+              "$REF_TOOLS/quantize" "$BENCH_DIR/$NAME-L$LAYERS-f16.gguf" "$f" 15 >&2 ;;
       *) echo "unknown type $t" >&2; return 1 ;;
     esac
   fi
