@@ -147,6 +147,12 @@ void LoadAttentionWeights(TableLoader& t, LayerWeights& l, int il);
 /// The q/k/v biases in this order: attn_q.bias, attn_k.bias, attn_v.bias (the table says whether
 /// they are required: optional for llama, required for qwen2).
 void LoadQkvBiases(TableLoader& t, LayerWeights& l, int il);
+/// llama.cpp 2026 create_tensor_qkv with the output projection (mistral3, smollm3), in this order:
+/// attn_norm, attn_q, attn_k, attn_v, their biases (LoadQkvBiases), attn_output.
+void LoadProjectionQkv(TableLoader& t, LayerWeights& l, int il);
+/// Layer il's rope factors (requested by every layer, kDuplicated for il > 0: llama.cpp PR #7447,
+/// #10026): rope_factors_long then _short for longrope scaling, else rope_freqs (llama 3.1+).
+void LoadRopeFactors(TableLoader& t, const HParams& hp, LayerWeights& l, int il);
 
 /// llm_build_inp_embd: inp_tokens (I32 [n_tokens]) -> GET_ROWS(tok_embd) named "inp_embd".
 int BuildInpEmbd(GraphBuilder& b, int tok_embd);

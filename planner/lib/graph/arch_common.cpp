@@ -101,6 +101,24 @@ void LoadQkvBiases(TableLoader& t, LayerWeights& l, int il) {
   l.bv = t("attn_v.bias", il);
 }
 
+void LoadProjectionQkv(TableLoader& t, LayerWeights& l, int il) {
+  l.attn_norm = t("attn_norm.weight", il);
+  l.wq = t("attn_q.weight", il);
+  l.wk = t("attn_k.weight", il);
+  l.wv = t("attn_v.weight", il);
+  LoadQkvBiases(t, l, il);
+  l.wo = t("attn_output.weight", il);
+}
+
+void LoadRopeFactors(TableLoader& t, const HParams& hp, LayerWeights& l, int il) {
+  if (hp.rope_scaling_type == 3) {
+    l.rope_long = t("rope_factors_long.weight", il);
+    l.rope_short = t("rope_factors_short.weight", il);
+  } else {
+    l.rope_freqs = t("rope_freqs.weight", il);
+  }
+}
+
 int BuildInpEmbd(GraphBuilder& b, int tok_embd) {
   const int inp_tokens = b.Input("inp_tokens", GgmlType::I32, {kT, kC1, kC1, kC1});
   const int cur = b.GetRows(b.Global(tok_embd), inp_tokens);

@@ -17,14 +17,7 @@ Status LoadLlamaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
     LoadQkvBiases(t, l, il);  // optional
     l.bo = t("attn_output.bias", il);
     l.ffn_norm = t("ffn_norm.weight", il);
-    // Rope factors are requested by every layer and duplicated for il > 0 (llama.cpp PR #7447,
-    // #10026): rope_factors_long/short for longrope scaling, else rope_freqs (llama 3.1+).
-    if (hp.rope_scaling_type == 3) {
-      l.rope_long = t("rope_factors_long.weight", il);
-      l.rope_short = t("rope_factors_short.weight", il);
-    } else {
-      l.rope_freqs = t("rope_freqs.weight", il);
-    }
+    LoadRopeFactors(t, hp, l, il);
     if (hp.n_expert == 0) {
       l.ffn_gate = t("ffn_gate.weight", il);
       l.ffn_down = t("ffn_down.weight", il);

@@ -15,13 +15,7 @@ Status LoadSmolLM3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w) 
   w.layers.resize(hp.n_layer);
   for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
     LayerWeights& l = w.layers[il];
-    // create_tensor_qkv: q, k, v, then their optional biases
-    l.attn_norm = t("attn_norm.weight", il);
-    l.wq = t("attn_q.weight", il);
-    l.wk = t("attn_k.weight", il);
-    l.wv = t("attn_v.weight", il);
-    LoadQkvBiases(t, l, il);
-    l.wo = t("attn_output.weight", il);
+    LoadProjectionQkv(t, l, il);
     l.ffn_norm = t("ffn_norm.weight", il);
     l.ffn_gate = t("ffn_gate.weight", il);
     l.ffn_down = t("ffn_down.weight", il);

@@ -53,15 +53,32 @@ void AddDenseFfn(std::vector<ArchTensor>& t, W when) {
   t.push_back({"ffn_up.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, when});
 }
 
+// rope_freqs (llama 3.1+), or rope_factors_long/short for longrope scaling: n_rot / 2 each, every
+// layer's (llama, mistral3).
+void AddRopeFactors(std::vector<ArchTensor>& t) {
+  t.push_back({"rope_freqs.weight", S::kEveryLayer, [](D d) { return V{d.n_rot / 2}; }, kOpt, GgmlOp::ROPE, R::kRopeFreqs, W::kNotLongRope});
+  t.push_back({"rope_factors_long.weight", S::kEveryLayer, [](D d) { return V{d.n_rot / 2}; }, kOpt, GgmlOp::ROPE, R::kRopeLong, W::kLongRope});
+  t.push_back({"rope_factors_short.weight", S::kEveryLayer, [](D d) { return V{d.n_rot / 2}; }, kOpt, GgmlOp::ROPE, R::kRopeShort, W::kLongRope});
+}
+
+// llama.cpp 2026 create_tensor_qkv (mistral3, smollm3): q, k, v, their optional biases of the
+// projections' widths, then the output projection.
+void AddProjectionQkv(std::vector<ArchTensor>& t) {
+  t.push_back({"attn_q.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_q}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_k.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_k_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_v.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_v_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_q.bias", S::kLayer, [](D d) { return V{d.n_embd_q}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"attn_k.bias", S::kLayer, [](D d) { return V{d.n_embd_k_gqa}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"attn_v.bias", S::kLayer, [](D d) { return V{d.n_embd_v_gqa}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"attn_output.weight", S::kLayer, [](D d) { return V{d.n_embd_q, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+}
+
 // LLM_ARCH_LLAMA (and mixtral: merged experts when n_expert > 0).
 std::vector<ArchTensor> LlamaTensors() {
   std::vector<ArchTensor> t;
   AddEmbeddings(t);
   t.push_back(Output(kOpt));
-  // rope_freqs (llama 3.1+), or rope_factors_long/short for longrope scaling: n_rot / 2 each.
-  t.push_back({"rope_freqs.weight", S::kEveryLayer, [](D d) { return V{d.n_rot / 2}; }, kOpt, GgmlOp::ROPE, R::kRopeFreqs, W::kNotLongRope});
-  t.push_back({"rope_factors_long.weight", S::kEveryLayer, [](D d) { return V{d.n_rot / 2}; }, kOpt, GgmlOp::ROPE, R::kRopeLong, W::kLongRope});
-  t.push_back({"rope_factors_short.weight", S::kEveryLayer, [](D d) { return V{d.n_rot / 2}; }, kOpt, GgmlOp::ROPE, R::kRopeShort, W::kLongRope});
+  AddRopeFactors(t);
   t.push_back(Norm("attn_norm.weight"));
   t.push_back({"attn_q.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_q}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
   t.push_back({"attn_k.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_k_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
@@ -93,17 +110,9 @@ std::vector<ArchTensor> Mistral3Tensors() {
   std::vector<ArchTensor> t;
   AddEmbeddings(t);
   t.push_back(Output(kOpt));
-  t.push_back({"rope_freqs.weight", S::kEveryLayer, [](D d) { return V{d.n_rot / 2}; }, kOpt, GgmlOp::ROPE, R::kRopeFreqs, W::kNotLongRope});
-  t.push_back({"rope_factors_long.weight", S::kEveryLayer, [](D d) { return V{d.n_rot / 2}; }, kOpt, GgmlOp::ROPE, R::kRopeLong, W::kLongRope});
-  t.push_back({"rope_factors_short.weight", S::kEveryLayer, [](D d) { return V{d.n_rot / 2}; }, kOpt, GgmlOp::ROPE, R::kRopeShort, W::kLongRope});
+  AddRopeFactors(t);
   t.push_back(Norm("attn_norm.weight"));
-  t.push_back({"attn_q.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_q}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
-  t.push_back({"attn_k.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_k_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
-  t.push_back({"attn_v.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_v_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
-  t.push_back({"attn_q.bias", S::kLayer, [](D d) { return V{d.n_embd_q}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
-  t.push_back({"attn_k.bias", S::kLayer, [](D d) { return V{d.n_embd_k_gqa}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
-  t.push_back({"attn_v.bias", S::kLayer, [](D d) { return V{d.n_embd_v_gqa}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
-  t.push_back({"attn_output.weight", S::kLayer, [](D d) { return V{d.n_embd_q, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  AddProjectionQkv(t);
   t.push_back({"attn_output.bias", S::kLayer, [](D d) { return V{d.n_embd}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
   t.push_back(Norm("ffn_norm.weight"));
   AddDenseFfn(t, W::kAlways);
@@ -121,13 +130,7 @@ std::vector<ArchTensor> SmolLM3Tensors() {
   AddEmbeddings(t);
   t.push_back(Output(kOpt));
   t.push_back(Norm("attn_norm.weight"));
-  t.push_back({"attn_q.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_q}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
-  t.push_back({"attn_k.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_k_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
-  t.push_back({"attn_v.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_embd_v_gqa}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
-  t.push_back({"attn_q.bias", S::kLayer, [](D d) { return V{d.n_embd_q}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
-  t.push_back({"attn_k.bias", S::kLayer, [](D d) { return V{d.n_embd_k_gqa}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
-  t.push_back({"attn_v.bias", S::kLayer, [](D d) { return V{d.n_embd_v_gqa}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAlways});
-  t.push_back({"attn_output.weight", S::kLayer, [](D d) { return V{d.n_embd_q, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  AddProjectionQkv(t);
   t.push_back(Norm("ffn_norm.weight"));
   AddDenseFfn(t, W::kAlways);
   return t;
