@@ -190,37 +190,39 @@ SynthGguf Phi3Model(const SynthParams& p, bool rope_factors) {
   return g;
 }
 
-SynthGguf GemmaModel(const SynthParams& p, uint32_t head_dim) {
-  SynthGguf g("gemma");
-  CommonKeys(g, "gemma", p);
-  g.U32("gemma.attention.key_length", head_dim);
-  g.U32("gemma.attention.value_length", head_dim);
-  AddTableTensors(g, "gemma", AttentionDims(p, head_dim), p.n_layer, Options(p), p.wtype);
+namespace {
+
+// gemma, gemma2, gemma3: the common keys, attention.key_length / value_length of `head_dim`, the
+// architecture's `extra` keys in this order, then the table's tensors.
+SynthGguf GemmaFamilyModel(const std::string& a, const SynthParams& p, uint32_t head_dim,
+                           const std::vector<std::pair<std::string, GgufMetaValue>>& extra) {
+  SynthGguf g(a);
+  CommonKeys(g, a, p);
+  g.U32(a + ".attention.key_length", head_dim);
+  g.U32(a + ".attention.value_length", head_dim);
+  for (const auto& [key, value] : extra) g.Set(a + "." + key, value);
+  AddTableTensors(g, a, AttentionDims(p, head_dim), p.n_layer, Options(p), p.wtype);
   return g;
+}
+
+}  // namespace
+
+SynthGguf GemmaModel(const SynthParams& p, uint32_t head_dim) {
+  return GemmaFamilyModel("gemma", p, head_dim, {});
 }
 
 SynthGguf Gemma2Model(const SynthParams& p, uint32_t head_dim, uint32_t n_swa) {
-  SynthGguf g("gemma2");
-  CommonKeys(g, "gemma2", p);
-  g.U32("gemma2.attention.key_length", head_dim);
-  g.U32("gemma2.attention.value_length", head_dim);
-  g.U32("gemma2.attention.sliding_window", n_swa);
-  g.F32("gemma2.attn_logit_softcapping", 50.f);
-  g.F32("gemma2.final_logit_softcapping", 30.f);
-  AddTableTensors(g, "gemma2", AttentionDims(p, head_dim), p.n_layer, Options(p), p.wtype);
-  return g;
+  return GemmaFamilyModel("gemma2", p, head_dim,
+                          {{"attention.sliding_window", GgufMetaValue::U32(n_swa)},
+                           {"attn_logit_softcapping", GgufMetaValue::F32(50.f)},
+                           {"final_logit_softcapping", GgufMetaValue::F32(30.f)}});
 }
 
 SynthGguf Gemma3Model(const SynthParams& p, uint32_t head_dim, uint32_t n_swa) {
-  SynthGguf g("gemma3");
-  CommonKeys(g, "gemma3", p);
-  g.U32("gemma3.attention.key_length", head_dim);
-  g.U32("gemma3.attention.value_length", head_dim);
-  g.F32("gemma3.rope.freq_base", 1000000.f);
-  g.U32("gemma3.attention.sliding_window", n_swa);
-  g.F32("gemma3.rope.freq_base_swa", 10000.f);
-  AddTableTensors(g, "gemma3", AttentionDims(p, head_dim), p.n_layer, Options(p), p.wtype);
-  return g;
+  return GemmaFamilyModel("gemma3", p, head_dim,
+                          {{"rope.freq_base", GgufMetaValue::F32(1000000.f)},
+                           {"attention.sliding_window", GgufMetaValue::U32(n_swa)},
+                           {"rope.freq_base_swa", GgufMetaValue::F32(10000.f)}});
 }
 
 SynthGguf MambaModel(const SynthParams& p) {
