@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "objapi_edit.h"
 #include "objapi_plan_generated.h"
 #include "plan_cpu.h"
 #include "stowage/planner/model_graphs.h"
@@ -163,12 +164,8 @@ class IswaVerify : public ::testing::Test {
   }
   /// The plan with `edit` applied (object API round trip), sealed again.
   std::vector<uint8_t> Edit(const std::function<void(bp::PlanT&)>& edit) const {
-    std::unique_ptr<bp::PlanT> p = bp::UnPackPlan(plan_.data());
-    edit(*p);
-    flatbuffers::FlatBufferBuilder fbb;
-    bp::FinishPlanBuffer(fbb, bp::Plan::Pack(fbb, p.get()));
-    std::vector<uint8_t> out(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
-    EXPECT_TRUE(SealPlan(out.data(), out.size()).ok());
+    std::vector<uint8_t> out = test::EditPlan(plan_, edit);
+    EXPECT_FALSE(out.empty());
     return out;
   }
   /// The verifier, then the checks against the model (as Session runs them).
