@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "stowage/planner/model_graphs.h"
+#include "stowage/runtime/gguf_attn_temperature.h"
 #include "stowage/runtime/gguf_sliding_window.h"
 #include "stowage/runtime/gguf_vocab.h"
 #include "stowage/runtime/tokenizer.h"
@@ -373,65 +374,100 @@ TEST(TensorValidation, TensorNothingReadsIsRefused) {
       << BuildError(two);
 }
 
+// GgufSlidingWindow of the file `s` writes: the window, "none", or the error message.
+std::string Window(SynthGguf& s) {
+  auto f = s.Parse();
+  auto w = GgufSlidingWindow(*f);
+  if (!w.ok()) return w.status().message();
+  return *w ? std::to_string(**w) : "none";
+}
+
 // n_swa: one reading (gguf_sliding_window.h) for the planner (phi3's KQ_mask_swa graphs) and the
 // runtime (the window the session masks with): the key when present (0 included), else the
 // defaults of Phi-3 files converted before it existed, else none (the planner refuses the file).
 TEST(SlidingWindow, KeyOrPhi3DefaultsOrNone) {
-  auto window = [](SynthGguf& s) -> std::string {
-    auto f = s.Parse();
-    auto w = GgufSlidingWindow(*f);
-    if (!w.ok()) return w.status().message();
-    return *w ? std::to_string(**w) : "none";
-  };
   SynthGguf s = test::Phi3Model(SynthParams{}, /*rope_factors=*/false);
-  EXPECT_EQ(window(s), "128");
+  EXPECT_EQ(Window(s), "128");
   s.Set("phi3.attention.sliding_window", GgufMetaValue::U32(0));  // Phi-4: no window
-  EXPECT_EQ(window(s), "0");
+  EXPECT_EQ(Window(s), "0");
   s.DropKey("phi3.attention.sliding_window");
-  EXPECT_EQ(window(s), "none");
+  EXPECT_EQ(Window(s), "none");
   EXPECT_EQ(BuildError(s),
             "phi3.gguf: missing key 'phi3.attention.sliding_window' (invalid value for sliding_window)");
   s.Set("phi3.block_count", GgufMetaValue::U32(32));
   s.Set("phi3.context_length", GgufMetaValue::U32(4096));
-  EXPECT_EQ(window(s), "2047");
+  EXPECT_EQ(Window(s), "2047");
   s.Set("phi3.block_count", GgufMetaValue::U32(40));
-  EXPECT_EQ(window(s), "2047");
+  EXPECT_EQ(Window(s), "2047");
   s.Set("phi3.context_length", GgufMetaValue::U32(131072));
-  EXPECT_EQ(window(s), "131072");
+  EXPECT_EQ(Window(s), "131072");
   s.Set("phi3.block_count", GgufMetaValue::U32(32));
-  EXPECT_EQ(window(s), "none");  // 32 layers at 131072 need 32 KV heads
+  EXPECT_EQ(Window(s), "none");  // 32 layers at 131072 need 32 KV heads
   s.Set("phi3.attention.head_count", GgufMetaValue::U32(32));
   s.Set("phi3.attention.head_count_kv", GgufMetaValue::U32(32));
-  EXPECT_EQ(window(s), "262144");
+  EXPECT_EQ(Window(s), "262144");
   s.Set("phi3.attention.sliding_window", GgufMetaValue::Str("2047"));
   const std::string at = KeyAt(s, "phi3.attention.sliding_window");
-  EXPECT_EQ(window(s).rfind(at + ": expected ", 0), 0u) << window(s);
+  EXPECT_EQ(Window(s).rfind(at + ": expected ", 0), 0u) << Window(s);
 }
 
 // gemma2 and gemma3 (llama.cpp 2026 load_arch_hparams): the key when present; without it gemma2's
 // default 4096 and no window for gemma3. The planner's n_swa is this reading.
 TEST(SlidingWindow, GemmaDefaults) {
-  auto window = [](SynthGguf& s) -> std::string {
-    auto f = s.Parse();
-    auto w = GgufSlidingWindow(*f);
-    if (!w.ok()) return w.status().message();
-    return *w ? std::to_string(**w) : "none";
-  };
   SynthGguf g2 = test::Gemma2Model(SynthParams{}, 16, 8);
-  EXPECT_EQ(window(g2), "8");
+  EXPECT_EQ(Window(g2), "8");
   g2.DropKey("gemma2.attention.sliding_window");
-  EXPECT_EQ(window(g2), "4096");
+  EXPECT_EQ(Window(g2), "4096");
   auto m2 = BuildModelGraphs(*g2.Parse(), ContextConfig{});
   ASSERT_TRUE(m2.ok()) << m2.status().message();
   EXPECT_EQ(m2->hp.n_swa, 4096u);
   SynthGguf g3 = test::Gemma3Model(SynthParams{}, 16, 8);
-  EXPECT_EQ(window(g3), "8");
+  EXPECT_EQ(Window(g3), "8");
   g3.DropKey("gemma3.attention.sliding_window");
-  EXPECT_EQ(window(g3), "none");
+  EXPECT_EQ(Window(g3), "none");
   auto m3 = BuildModelGraphs(*g3.Parse(), ContextConfig{});
   ASSERT_TRUE(m3.ok()) << m3.status().message();
   EXPECT_EQ(m3->hp.n_swa, 0u);
   EXPECT_FALSE(m3->hp.iswa());
+}
+
+// The attention temperature tuning (llama.cpp 2026 llama_model_mistral3::load_arch_hparams and
+// llm_graph_input_attn_temp::set_input), the one reading of the planner (the inp_attn_scale input)
+// and the session (its factors): mistral3 only; floor_scale n_ctx_orig_yarn (original context
+// length, else the training context); 0 there refused naming the key it came from.
+TEST(AttnTemperature, Mistral3KeysAndFactors) {
+  auto read = [](SynthGguf& s) -> std::string {
+    auto t = GgufAttnTemperature(*s.Parse());
+    if (!t.ok()) return t.status().message();
+    return t->on() ? std::to_string(t->scale) + " / " + std::to_string(t->floor_scale) : "off";
+  };
+  SynthGguf s = test::Mistral3Model(SynthParams{});  // n_ctx_train 256
+  EXPECT_EQ(read(s), "off");
+  s.F32("mistral3.attention.temperature_scale", 0.5f);
+  EXPECT_EQ(read(s), "0.500000 / 256");
+  s.U32("mistral3.rope.scaling.original_context_length", 16);
+  EXPECT_EQ(read(s), "0.500000 / 16");
+  s.Set("mistral3.rope.scaling.original_context_length", GgufMetaValue::U32(0));
+  EXPECT_NE(read(s).find("key 'mistral3.rope.scaling.original_context_length': expected a positive context "
+                         "length (llama.cpp: invalid n_ctx_orig_yarn for attention temperature scaling, "
+                         "mistral3.attention.temperature_scale is 0.500000), found 0"),
+            std::string::npos)
+      << read(s);
+  s.Set("mistral3.attention.temperature_scale", GgufMetaValue::F32(std::nanf("")));
+  EXPECT_NE(read(s).find("key 'mistral3.attention.temperature_scale': expected a finite scale (0: off)"),
+            std::string::npos)
+      << read(s);
+  SynthGguf llama = test::LlamaModel(SynthParams{});  // llama.cpp reads the key for mistral3 only
+  llama.F32("llama.attention.temperature_scale", 0.5f);
+  EXPECT_EQ(read(llama), "off");
+  // log(floor(pos / 16) + 1) * 0.5 + 1
+  AttnTemperature t;
+  t.scale = 0.5f;
+  t.floor_scale = 16;
+  EXPECT_FLOAT_EQ(AttnTemperatureFactor(t, 0), 1.0f);
+  EXPECT_FLOAT_EQ(AttnTemperatureFactor(t, 15), 1.0f);
+  EXPECT_FLOAT_EQ(AttnTemperatureFactor(t, 16), 1.0f + 0.5f * std::log(2.0f));
+  EXPECT_FLOAT_EQ(AttnTemperatureFactor(t, 81), 1.0f + 0.5f * std::log(6.0f));
 }
 
 }  // namespace

@@ -682,6 +682,20 @@ TEST_F(HostilePlan, UnknownGraphInputIsRejected) {
   EXPECT_NE(st.message().find("inp_mystery"), std::string::npos) << st.message();
 }
 
+// A graph that reads inp_attn_scale (mistral3's temperature tuning) with a model that has no
+// attention.temperature_scale: the session cannot fill it and refuses the plan at load, naming the
+// plan, the graph, the input and the key (stories260K is llama; its F32 KQ_mask is renamed).
+TEST_F(HostilePlan, TemperatureInputWithoutTheModelsScaleIsRefused) {
+  auto bytes = EditBothGraphs("KQ_mask", [](bp::GraphT&, bp::GraphTensorT& t) { t.name = "inp_attn_scale"; });
+  auto s = Session::CreateFromPlanBytes(bytes, model_);
+  ASSERT_FALSE(s.ok());
+  const std::string m = s.status().message();
+  EXPECT_NE(m.find("graph pp reads inp_attn_scale but"), std::string::npos) << m;
+  EXPECT_NE(m.find("stories260K.gguf has no attention temperature tuning (attention.temperature_scale)"),
+            std::string::npos)
+      << m;
+}
+
 // (fixed) PlanFile::Verify printed the 4 bytes found instead of "STWP" raw; for a
 // GGUF given as the plan they are "\x03\0\0\0" and the NUL cut the one-line error short.
 TEST(HostilePlanFile, WrongIdentifierIsPrintedEscaped) {
