@@ -5,10 +5,9 @@
 // Q scaled by f_attention_scale (kq_scale 1), RMS norms after the attention and after the FFN,
 // the fused GEGLU FFN (build_ffn LLM_FFN_GELU, LLM_FFN_PAR), attention soft-capping (gemma2:
 // BuildKv) and the final logit soft-cap (BuildOutput).
-// Interleaved sliding-window attention: the layers with hp.is_swa(il) read the KQ_mask_swa input,
-// the others KQ_mask. Differs from llama.cpp: every layer keeps its K/V in the full-size
-// cache_k_l<il> / cache_v_l<il> (llama_kv_cache_iswa gives the SWA layers a smaller cache); the
-// masks make the attention the same.
+// Interleaved sliding-window attention (llama_kv_cache_iswa): the layers with hp.is_swa(il) read the
+// KQ_mask_swa input, the others KQ_mask; BuildKv keeps a SWA layer's K/V in the SWA cache
+// (UsesSwaCache, model_graphs.h), the others' in the base cache.
 // As for gemma, llama.cpp's converter adds the 1 of Gemma's (1 + weight) RMS norm to every
 // "*norm.weight", so every norm is a plain MUL.
 #include <cmath>
