@@ -32,9 +32,9 @@ int Run(int argc, char** argv) {
   app.add_option(
       "--preset", preset,
       "real-size preset: llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3-like, mamba-2.8b");
-  auto* o_arch = app.add_option(
-      "--arch", arch,
-      "llama, qwen2, phi3, gemma, mamba, qwen2moe, mixtral, qwen3, mistral3, smollm3, gemma2, gemma3");
+  auto* o_arch = app.add_option("--arch", arch,
+                                "llama, qwen2, phi3, gemma, mamba, qwen2moe, mixtral, qwen3, mistral3, "
+                                "smollm3, granite, gemma2, gemma3");
   auto* o_layer = app.add_option("--n-layer", d.n_layer, "layers (blocks)")->check(tools::IntegerIn(1, 512));
   auto* o_embd = app.add_option("--n-embd", d.n_embd, "embedding width")->check(tools::IntegerIn(1, 1 << 20));
   auto* o_head = app.add_option("--n-head", d.n_head, "attention heads")->check(tools::IntegerIn(1, 1 << 16));
@@ -117,6 +117,16 @@ int Run(int argc, char** argv) {
   auto* o_log_mul =
       app.add_option("--yarn-log-mul", d.yarn_log_mul, "mistral3: rope.scaling.yarn_log_multiplier")
           ->check(tools::NumberIn(0, 1e30));
+  auto* o_logit = app.add_option("--logit-scale", d.logit_scale, "granite: logit_scale (default 16)")
+                      ->check(tools::NumberIn(1e-30, 1e30));
+  auto* o_resid = app.add_option("--residual-scale", d.residual_scale, "granite: residual_scale (0: no key)")
+                      ->check(tools::NumberIn(0, 1e30));
+  auto* o_embs =
+      app.add_option("--embedding-scale", d.embedding_scale, "granite: embedding_scale (0: no key)")
+          ->check(tools::NumberIn(0, 1e30));
+  auto* o_attn_scale = app.add_option("--attention-scale", d.attention_scale,
+                                      "granite: attention.scale (0: no key, 1/sqrt(head size))")
+                           ->check(tools::NumberIn(0, 1e30));
   auto* o_temp = app.add_option("--attn-temp-scale", d.attn_temp_scale,
                                 "mistral3: attention.temperature_scale (llama 4 temperature tuning)")
                      ->check(tools::NumberIn(0, 1e30));
@@ -187,6 +197,10 @@ int Run(int argc, char** argv) {
   if (given(o_beta_slow)) s.yarn_beta_slow = d.yarn_beta_slow;
   if (given(o_log_mul)) s.yarn_log_mul = d.yarn_log_mul;
   if (given(o_temp)) s.attn_temp_scale = d.attn_temp_scale;
+  if (given(o_logit)) s.logit_scale = d.logit_scale;
+  if (given(o_resid)) s.residual_scale = d.residual_scale;
+  if (given(o_embs)) s.embedding_scale = d.embedding_scale;
+  if (given(o_attn_scale)) s.attention_scale = d.attention_scale;
   if (given(o_type) || preset.empty()) {
     auto t = stowage::ParseGgmlType(type);
     if (!t.ok()) return fail(t.status().message());

@@ -382,9 +382,9 @@ std::vector<float> Llama3RopeFactors(uint32_t n_rot, float freq_base, float fact
 // --- specs ----------------------------------------------------------------------------------------
 
 const std::vector<std::string>& SupportedArchs() {
-  static const std::vector<std::string> archs = {"llama",    "qwen2",    "phi3",    "gemma",
-                                                 "mamba",    "qwen2moe", "mixtral", "qwen3",
-                                                 "mistral3", "smollm3",  "gemma2",  "gemma3"};
+  static const std::vector<std::string> archs = {"llama",    "qwen2",   "phi3",  "gemma",    "mamba",
+                                                 "qwen2moe", "mixtral", "qwen3", "mistral3", "smollm3",
+                                                 "granite",  "gemma2",  "gemma3"};
   return archs;
 }
 
@@ -527,11 +527,11 @@ Result<ModelSpec> Resolve(ModelSpec s) {
     if (s.n_head % s.n_head_kv != 0)
       return InvalidArgument("gguf-synth: n_head " + std::to_string(s.n_head) +
                              " is not a multiple of n_head_kv " + std::to_string(s.n_head_kv));
-    if (s.rope_freqs && s.arch != "llama" && s.arch != "mixtral" && s.arch != "phi3" && s.arch != "mistral3")
+    if (s.rope_freqs && s.arch != "llama" && s.arch != "mixtral" && s.arch != "phi3" &&
+        s.arch != "mistral3" && s.arch != "granite")
       return InvalidArgument(
-          "gguf-synth: rope_freqs (Llama-3 rope scaling; phi3: LongRoPE factors) applies to llama, mistral3 "
-          "and "
-          "phi3, not " +
+          "gguf-synth: rope_freqs (Llama-3 rope scaling; phi3: LongRoPE factors) applies to llama, mistral3, "
+          "granite and phi3, not " +
           s.arch);
     if (!s.rope_scaling.empty() && s.rope_scaling != "none" && s.rope_scaling != "linear" &&
         s.rope_scaling != "yarn" && s.rope_scaling != "longrope")
@@ -631,6 +631,15 @@ Status BuildModel(const ModelSpec& in, GgufWriter* w) {
   if (s.attn_temp_scale != 0.0f)
     STOWAGE_RETURN_IF_ERROR(
         w->AddKV(key("attention.temperature_scale"), GgufMetaValue::F32(s.attn_temp_scale)));
+  if (s.arch == "granite") {
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("logit_scale"), GgufMetaValue::F32(s.logit_scale)));
+    if (s.residual_scale != 0.0f)
+      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("residual_scale"), GgufMetaValue::F32(s.residual_scale)));
+    if (s.embedding_scale != 0.0f)
+      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("embedding_scale"), GgufMetaValue::F32(s.embedding_scale)));
+    if (s.attention_scale != 0.0f)
+      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.scale"), GgufMetaValue::F32(s.attention_scale)));
+  }
   const bool gemma23 = s.arch == "gemma2" || s.arch == "gemma3";
   if ((s.arch == "phi3" || gemma23) && s.swa_key)
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.sliding_window"), GgufMetaValue::U32(s.n_swa)));

@@ -86,6 +86,9 @@ struct ModelSpec {
   float yarn_beta_fast = -1.0f, yarn_beta_slow = -1.0f, yarn_log_mul = 0.0f;
   /// mistral3: attention.temperature_scale (0 = no key: no temperature tuning).
   float attn_temp_scale = 0.0f;
+  /// granite: logit_scale (always written for granite; llama.cpp requires it), residual_scale,
+  /// embedding_scale and attention.scale (0 = no key). Defaults: Granite-3.3-8B's.
+  float logit_scale = 16.0f, residual_scale = 0.22f, embedding_scale = 12.0f, attention_scale = 0.0078125f;
   /// phi3, gemma2, gemma3: <arch>.attention.sliding_window. convert_hf_to_gguf always writes it
   /// (Phi-3-mini-4k: 2047, 0 for Phi-4; Gemma-2: 4096; Gemma-3: 512 or 1024) and llama.cpp (Feb 2025
   /// load_hparams) refuses a phi3 file without it.

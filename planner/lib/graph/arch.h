@@ -93,6 +93,8 @@ struct LlamaGraphOptions {
   /// mistral3 / llama 4 temperature tuning: Q times the inp_attn_scale input (BuildInpAttnScale,
   /// built after inp_pos as build_inp_attn_scale).
   bool attn_temperature = false;
+  /// granite's rope switch (rope.scaling.finetuned false: no rope in any layer, no inp_pos).
+  bool rope = true;
 };
 /// build_llama's graph (BuildLlamaAttentionBlock, the dense FFN or mixtral's MoE, the output) with
 /// the options above; LlamaGraphOptions{} is BuildLlamaGraph.
@@ -107,9 +109,12 @@ Status LoadQwen3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 /// smollm3 (llama.cpp 2026 llama_model_smollm3): see arch_smollm3.cpp.
 Status LoadSmolLM3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildSmolLM3Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
-/// mistral3 (llama.cpp 2026 llama_model_mistral3, dense): see arch_mistral3.cpp.
+/// mistral3 (llama.cpp 2026 llama_model_mistral3, dense): see arch_mistral3.cpp. Granite's tensors
+/// are the same (LoadMistral3Weights reads the table of hp.arch).
 Status LoadMistral3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildMistral3Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
+/// granite (llama.cpp 2026 llama_model_granite, dense): BuildLlamaStyleGraph with its multipliers.
+Status BuildGraniteGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 Status LoadPhi3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildPhi3Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 Status LoadGemmaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
@@ -231,7 +236,8 @@ void SkipUnusedOutputs(GraphBuilder& b, const ModelGraphs& m, int il, int* cur, 
 /// BuildQkv, BuildNormRopeHeads of Q (n_head heads, norm l.attn_q_norm) and K (n_head_kv heads, norm
 /// l.attn_k_norm) of `head_dim` (the norms -1 but for qwen3), BuildKv with l.wo, l.bo
 /// and `kq_scale`, SkipUnusedOutputs, ffn_inp = ADD(attention, layer input) named "ffn_inp", and
-/// ffn_norm (RMS). Returns ffn_norm; *ffn_inp gets the residual for the FFN. With `attn_scale` >= 0
+/// ffn_norm (RMS), the attention output scaled by hp.f_residual_scale first when set (granite).
+/// Returns ffn_norm; *ffn_inp gets the residual for the FFN. With `attn_scale` >= 0
 /// (the "inp_attn_scale" input, F32 [1, 1, n_tokens]: llama 4 temperature tuning, mistral3) the
 /// roped Q is multiplied by it before the attention, named "Qcur_attn_temp_scaled".
 int BuildLlamaAttentionBlock(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& l, int il, int inpL,
@@ -241,7 +247,8 @@ int BuildLlamaAttentionBlock(GraphBuilder& b, const ModelGraphs& m, const LayerW
 /// temperature factor per token (the runtime fills it from the model's hp.f_attn_temp_* keys).
 int BuildInpAttnScale(GraphBuilder& b);
 /// Final llm_build_norm (named "result_norm") and lm_head (named "result_output", graph output),
-/// soft-capped by BuildSoftCap when hp.f_final_logit_softcapping != 0 (gemma2, gemma3).
+/// soft-capped by BuildSoftCap when hp.f_final_logit_softcapping != 0 (gemma2, gemma3), scaled by
+/// 1 / hp.f_logit_scale when that is set (granite).
 int BuildOutput(GraphBuilder& b, const ModelGraphs& m, const ModelWeights& w, int x, NormKind kind);
 
 /// Global id of the cache tensor "cache_k_l<il>" (k = true) or "cache_v_l<il>".

@@ -467,6 +467,7 @@ int BuildLlamaAttentionBlock(GraphBuilder& b, const ModelGraphs& m, const LayerW
   }
   cur = BuildKv(b, m, l.wo, l.bo, Kc, V, Q, kq_mask, kq_scale, il);
   SkipUnusedOutputs(b, m, il, &cur, &inpSA);
+  if (hp.f_residual_scale != 0.f) cur = b.Scale(cur, hp.f_residual_scale);  // granite
   *ffn_inp = b.Add(cur, inpSA);
   b.Name(*ffn_inp, "ffn_inp", il);
   cur = BuildNorm(b, *ffn_inp, l.ffn_norm, -1, NormKind::kRms, hp.f_norm_rms_eps, il);
@@ -486,6 +487,7 @@ int BuildOutput(GraphBuilder& b, const ModelGraphs& m, const ModelWeights& w, in
   // llama.cpp 2026 gemma2/gemma3: final logit soft-capping (unnamed steps)
   if (m.hp.f_final_logit_softcapping != 0.f)
     cur = BuildSoftCap(b, cur, m.hp.f_final_logit_softcapping, "", "", "", -1);
+  if (m.hp.f_logit_scale != 0.f) cur = b.Scale(cur, 1.0f / m.hp.f_logit_scale);  // granite
   b.Name(cur, "result_output", -1);
   b[cur].is_output = true;
   b.Expand(cur);

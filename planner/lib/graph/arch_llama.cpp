@@ -43,14 +43,15 @@ Status BuildLlamaStyleGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights&
   const RopeConfig rc = MakeRopeConfig(m);
 
   int inpL = BuildInpEmbd(b, w.tok_embd);
-  const int inp_pos = BuildInpPos(b);
+  if (hp.f_embedding_scale != 0.f) inpL = b.Scale(inpL, hp.f_embedding_scale);  // granite
+  const int inp_pos = o.rope ? BuildInpPos(b) : -1;
   const int attn_scale = o.attn_temperature ? BuildInpAttnScale(b) : -1;
   const int kq_mask = BuildInpKqMask(b, m, false);
 
   const int L = static_cast<int>(hp.n_layer);
   for (int il = 0; il < L; ++il) {
     const LayerWeights& l = w.layers[il];
-    const bool use_rope = o.no_rope_layer_step == 0 || (il + 1) % o.no_rope_layer_step != 0;
+    const bool use_rope = o.rope && (o.no_rope_layer_step == 0 || (il + 1) % o.no_rope_layer_step != 0);
     int ffn_inp = -1;
     int cur = BuildLlamaAttentionBlock(b, m, l, il, inpL, use_rope ? inp_pos : -1, kq_mask, rc, hk, kq_scale,
                                        &ffn_inp, attn_scale);
@@ -63,6 +64,7 @@ Status BuildLlamaStyleGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights&
                         hp.n_expert_used, FfnOp::kSilu, /*norm_w=*/true, il);
       b.Name(cur, "ffn_moe_out", il);
     }
+    if (hp.f_residual_scale != 0.f) cur = b.Scale(cur, hp.f_residual_scale);  // granite
     cur = b.Add(cur, ffn_inp);
     b.Name(cur, "ffn_out", il);
     b.Name(cur, "l_out", il);  // lctx.cvec.apply_to is the identity without a control vector

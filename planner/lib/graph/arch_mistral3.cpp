@@ -9,8 +9,8 @@
 namespace stowage::planner {
 
 Status LoadMistral3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
-  TableLoader t(wl, hp, "mistral3");
-  LoadEmbeddingsAndOutput(t, w);  // tied embeddings when output.weight is absent
+  TableLoader t(wl, hp, hp.arch.c_str());  // mistral3's table, or granite's (the same)
+  LoadEmbeddingsAndOutput(t, w);           // tied embeddings when output.weight is absent
   w.layers.resize(hp.n_layer);
   for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
     LayerWeights& l = w.layers[il];
@@ -31,6 +31,15 @@ Status LoadMistral3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w)
 Status BuildMistral3Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
   LlamaGraphOptions o;
   o.attn_temperature = m.hp.f_attn_temp_scale != 0.f;
+  return BuildLlamaStyleGraph(b, m, w, o);
+}
+
+// llama_model_granite::graph (dense): llama's with the embeddings times embedding_scale, the
+// attention and FFN outputs times residual_scale (BuildLlamaAttentionBlock, BuildLlamaStyleGraph),
+// the logits over logit_scale (BuildOutput), and no rope at all when rope.scaling.finetuned is false.
+Status BuildGraniteGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
+  LlamaGraphOptions o;
+  o.rope = m.hp.rope_finetuned;
   return BuildLlamaStyleGraph(b, m, w, o);
 }
 

@@ -102,10 +102,10 @@ std::vector<ArchTensor> LlamaTensors() {
   return t;
 }
 
-// LLM_ARCH_MISTRAL3 (llama.cpp 2026 llama_model_mistral3::load_arch_tensors, dense): llama's
+// LLM_ARCH_MISTRAL3 and LLM_ARCH_GRANITE (llama.cpp 2026 load_arch_tensors, dense; the same): llama's
 // layout with q/k/v biases of the projections' widths (create_tensor_qkv) and an optional
-// attn_output bias. The fused attn_qkv that create_tensor_qkv also accepts, and the MoE branch
-// (ReadHParams refuses expert_count > 0), are not in the table.
+// attn_output bias. The fused attn_qkv that create_tensor_qkv also accepts, and the MoE branches
+// (granite's with shared experts; ReadHParams refuses expert_count > 0), are not in the table.
 std::vector<ArchTensor> Mistral3Tensors() {
   std::vector<ArchTensor> t;
   AddEmbeddings(t);
@@ -282,10 +282,10 @@ const ArchTensor* ArchTensorTable::Find(std::string_view name) const {
 
 const std::vector<ArchTensorTable>& ArchTensorTables() {
   static const std::vector<ArchTensorTable> kTables = {
-      {"llama", LlamaTensors()},        {"qwen2", Qwen2Tensors()},       {"qwen2moe", Qwen2MoeTensors()},
-      {"qwen3", Qwen3Tensors()},        {"phi3", Phi3Tensors()},         {"gemma", GemmaTensors()},
-      {"mamba", MambaTensors()},        {"mistral3", Mistral3Tensors()}, {"smollm3", SmolLM3Tensors()},
-      {"gemma2", Gemma2Tensors(false)}, {"gemma3", Gemma2Tensors(true)},
+      {"llama", LlamaTensors()},      {"qwen2", Qwen2Tensors()},        {"qwen2moe", Qwen2MoeTensors()},
+      {"qwen3", Qwen3Tensors()},      {"phi3", Phi3Tensors()},          {"gemma", GemmaTensors()},
+      {"mamba", MambaTensors()},      {"mistral3", Mistral3Tensors()},  {"smollm3", SmolLM3Tensors()},
+      {"granite", Mistral3Tensors()}, {"gemma2", Gemma2Tensors(false)}, {"gemma3", Gemma2Tensors(true)},
   };
   return kTables;
 }

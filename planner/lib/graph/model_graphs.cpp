@@ -23,6 +23,7 @@ const std::vector<ArchSpec>& Architectures() {
       {"qwen3", 2, LoadQwen3Weights, BuildQwen2Graph},  // build_qwen3: qwen2's graph + q/k norms
       {"mistral3", 0, LoadMistral3Weights, BuildMistral3Graph},
       {"smollm3", 0, LoadSmolLM3Weights, BuildSmolLM3Graph},
+      {"granite", 0, LoadMistral3Weights, BuildGraniteGraph},  // granite's tensors are mistral3's
       {"phi3", 2, LoadPhi3Weights, BuildPhi3Graph},
       {"gemma", 2, LoadGemmaWeights, BuildGemmaGraph},
       {"gemma2", 2, LoadGemma2Weights, BuildGemma2Graph},
@@ -219,7 +220,9 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
   STOWAGE_ASSIGN_OR_RETURN(hp.n_head_kv, f.GetU32Or(p + "attention.head_count_kv", hp.n_head));
 
   // rope scaling (llama.cpp load_hparams; the llama 3.1 scaling itself is the rope_freqs tensor)
-  STOWAGE_ASSIGN_OR_RETURN(hp.rope_finetuned, f.GetBoolOr(p + "rope.scaling.finetuned", false));
+  // granite: "uses rope_finetuned as a switch for rope, so default to true" (load_arch_hparams)
+  STOWAGE_ASSIGN_OR_RETURN(hp.rope_finetuned,
+                           f.GetBoolOr(p + "rope.scaling.finetuned", hp.arch == "granite"));
   STOWAGE_ASSIGN_OR_RETURN(hp.n_ctx_orig_yarn,
                            f.GetU32Or(p + "rope.scaling.original_context_length", hp.n_ctx_train));
   // ROPE's theta is pos * freq_base^(-2i/n_rot) * freq_scale (ggml rope): a base of 0 or below, or
@@ -264,6 +267,20 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
                            ") is not supported yet (the dense model only: expected 0 or absent)");
   }
 
+  if (hp.arch == "granite") {
+    // llama_model_granite::load_arch_hparams: logit_scale required, the others optional (0: none)
+    STOWAGE_ASSIGN_OR_RETURN(hp.f_logit_scale,
+                             ReadFloat(f, p + "logit_scale", std::nullopt, 0.f, false, "a finite scale > 0"));
+    STOWAGE_ASSIGN_OR_RETURN(hp.f_residual_scale, ReadFloat(f, p + "residual_scale", 0.f, 0.f, true,
+                                                            "a finite scale >= 0 (0: none)"));
+    STOWAGE_ASSIGN_OR_RETURN(hp.f_embedding_scale, ReadFloat(f, p + "embedding_scale", 0.f, 0.f, true,
+                                                             "a finite scale >= 0 (0: none)"));
+    if (hp.n_expert > 0)
+      return Unimplemented(f.path() + ": key '" + p + "expert_count': granite with experts (" +
+                           std::to_string(hp.n_expert) +
+                           ") is not supported yet (the dense model only: expected 0 or absent)");
+  }
+
   if (hp.n_head > 0) {
     if (hp.n_embd % hp.n_head != 0)
       return f.KeyError(p + "embedding_length",
@@ -284,7 +301,7 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
     // message names where the head size comes from: a changed embedding_length or head_count
     // shows here as well.
     if ((hp.arch == "llama" || hp.arch == "qwen2" || hp.arch == "qwen2moe" || hp.arch == "qwen3" ||
-         hp.arch == "mistral3" || hp.arch == "smollm3") &&
+         hp.arch == "mistral3" || hp.arch == "smollm3" || hp.arch == "granite") &&
         hp.n_rot != hp.n_embd_head_k)
       return f.KeyError(p + "rope.dimension_count",
                         HeadSizeText(f, p, hp) + "; " +

@@ -23,6 +23,8 @@ PROMPT="Once upon a time, there was a little girl named Lily. She loved to play 
 # multiplier 0.1 makes the attention factor differ from 1. llama-ropefreqs: Llama-3.1 rope_freqs of an
 # original context of 64, so that dims fast enough to turn within the prompt are scaled (factor 8).
 # smollm3: 8 layers, so that layers 3 and 7 have no rope ((il + 1) % 4 == 0, n_no_rope_layer_step).
+# granite: Granite-3.3-8B's residual (0.22) and embedding (12) multipliers, a logit scale of 0.25
+# (logits times 4, so that they are not too small for the tolerance) and attention.scale 0.5.
 # gemma2 / gemma3: a sliding window of 8, far shorter than the prompt (82 tokens), and soft-caps small
 # enough to bite at these logit sizes (gemma2: attention 0.5, final 2; gemma3: final 2); gemma3 with 6
 # layers (the default pattern: layers 0-4 sliding-window, 5 global), global rope base 1e6 with
@@ -46,6 +48,8 @@ declare -A ARGS=(
   [mistral3-q8_0]="--arch mistral3 --type q8_0 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-beta-slow 0.25 --yarn-log-mul 0.1 --attn-temp-scale 0.5"
   [smollm3-f32]="--arch smollm3 --type f32 --n-layer 8"
   [smollm3-q8_0]="--arch smollm3 --type q8_0 --n-layer 8"
+  [granite-f32]="--arch granite --type f32 --logit-scale 0.25 --attention-scale 0.5"
+  [granite-q8_0]="--arch granite --type q8_0 --logit-scale 0.25 --attention-scale 0.5"
   [gemma2-f32]="--arch gemma2 --type f32 --sliding-window 8 --attn-softcap 0.5 --final-softcap 2"
   [gemma2-q8_0]="--arch gemma2 --type q8_0 --sliding-window 8 --attn-softcap 0.5 --final-softcap 2"
   [gemma3-f32]="--arch gemma3 --type f32 --n-layer 6 --sliding-window 8 --rope-freq-base 1000000 --rope-scaling linear --rope-scale 8 --final-softcap 2"
@@ -55,7 +59,8 @@ NAMES=("$@")
 [ ${#NAMES[@]} -eq 0 ] && NAMES=(mixtral-f32 mixtral-q4_0 qwen2moe-f32 qwen2moe-q8_0 phi3-f32 phi3-q4_0 phi3-ropefactors-short-f32
                             phi3-ropefactors-long-f32 mamba-f32 mamba-q8_0 qwen3-f32 qwen3-q8_0
                             llama-yarn-f32 llama-ropefreqs-f32 mistral3-f32 mistral3-q8_0
-                            gemma2-f32 gemma2-q8_0 gemma3-f32 gemma3-q8_0 smollm3-f32 smollm3-q8_0)
+                            gemma2-f32 gemma2-q8_0 gemma3-f32 gemma3-q8_0 smollm3-f32 smollm3-q8_0
+                            granite-f32 granite-q8_0)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 for n in "${NAMES[@]}"; do

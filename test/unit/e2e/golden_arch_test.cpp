@@ -57,6 +57,12 @@ void RopeFreqs64(synth::ModelSpec& s) {
 }
 // smollm3's goldens: 8 layers, layers 3 and 7 without rope.
 void SmolLM3Layers(synth::ModelSpec& s) { s.n_layer = 8; }
+// granite's goldens: Granite-3.3-8B's residual and embedding multipliers (gguf-synth's defaults),
+// --logit-scale 0.25 --attention-scale 0.5.
+void GraniteScales(synth::ModelSpec& s) {
+  s.logit_scale = 0.25f;
+  s.attention_scale = 0.5f;
+}
 // mistral3's goldens: Yarn with --yarn-beta-slow 0.25 --yarn-log-mul 0.1 --attn-temp-scale 0.5.
 void Mistral3Yarn(synth::ModelSpec& s) {
   Yarn(s);
@@ -366,8 +372,8 @@ TEST(GoldenArchQwen3, QkNormWeightsChangeTheLogits) {
 // The rope scaling, temperature and no-rope goldens depend on the feature they test: each model
 // rebuilt with that feature turned off (YaRN keys dropped; rope_freqs dropped; mistral3's
 // temperature scale 0, its YaRN kept, or the reverse; smollm3's file written as llama, which ropes
-// every layer) decodes to logits beyond twice the F32 tolerance of its golden (smollm3: 0.052, the
-// others 0.26 and more).
+// every layer; granite without each of its multipliers) decodes to logits beyond twice the F32 tolerance of
+// its golden (smollm3: 0.052, the others 0.26 and more).
 TEST(GoldenArchRope, TurningTheScalingOffMovesTheLogits) {
   struct Off {
     const char* golden;
@@ -387,7 +393,27 @@ TEST(GoldenArchRope, TurningTheScalingOffMovesTheLogits) {
                           s.rope_scaling_orig_ctx = 16;
                         }},
                        // the same tensors as llama: every layer roped, smollm3's fourth too
-                       {"smollm3-f32", "llama", SmolLM3Layers}};
+                       {"smollm3-f32", "llama", SmolLM3Layers},
+                       // granite without each multiplier: residual, embedding, logit (1), attention
+                       {"granite-f32", "granite",
+                        [](synth::ModelSpec& s) {
+                          GraniteScales(s);
+                          s.residual_scale = 0.0f;
+                        }},
+                       {"granite-f32", "granite",
+                        [](synth::ModelSpec& s) {
+                          GraniteScales(s);
+                          s.embedding_scale = 0.0f;
+                        }},
+                       {"granite-f32", "granite",
+                        [](synth::ModelSpec& s) {
+                          GraniteScales(s);
+                          s.logit_scale = 1.0f;
+                        }},
+                       {"granite-f32", "granite", [](synth::ModelSpec& s) {
+                          GraniteScales(s);
+                          s.attention_scale = 0.0f;
+                        }}};
   for (const Off& c : cases) {
     std::ifstream in(std::string(STOWAGE_TEST_DATA_DIR) + "/golden-arch/" + c.golden + ".json");
     ASSERT_TRUE(in.good()) << c.golden;
@@ -565,6 +591,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"mistral3-q8_0", "mistral3", GgmlType::Q8_0, nullptr, false, 0, 0, Mistral3Yarn},
                       Case{"smollm3-f32", "smollm3", GgmlType::F32, nullptr, false, 0, 0, SmolLM3Layers},
                       Case{"smollm3-q8_0", "smollm3", GgmlType::Q8_0, nullptr, false, 0, 0, SmolLM3Layers},
+                      Case{"granite-f32", "granite", GgmlType::F32, nullptr, false, 0, 0, GraniteScales},
+                      Case{"granite-q8_0", "granite", GgmlType::Q8_0, nullptr, false, 0, 0, GraniteScales},
                       Case{"gemma2-f32", "gemma2", GgmlType::F32, nullptr, false, 0, 0, Gemma2Small},
                       Case{"gemma2-q8_0", "gemma2", GgmlType::Q8_0, nullptr, false, 0, 0, Gemma2Small},
                       Case{"gemma3-f32", "gemma3", GgmlType::F32, nullptr, false, 0, 0, Gemma3Small},

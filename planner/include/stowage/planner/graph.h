@@ -180,7 +180,7 @@ struct HParams {
   int rope_scaling_type = 1;     ///< llama_rope_scaling_type: 0 none, 1 linear, 2 yarn, 3 longrope
   uint32_t n_ctx_orig_yarn = 0;  ///< rope.scaling.original_context_length, else n_ctx_train
   float rope_attn_factor = 1.f;  ///< rope.scaling.attn_factor
-  bool rope_finetuned = false;   ///< rope.scaling.finetuned
+  bool rope_finetuned = false;   ///< rope.scaling.finetuned (granite: true by default; false = no rope)
   /// YaRN (llama.cpp 2026 llama_hparams rope_yarn_log_mul, yarn_beta_fast / yarn_beta_slow): the
   /// ramp's corrections and the log multiplier of the attention factor (llama_context's
   /// get_mscale); read for mistral3 (rope.scaling.yarn_log_multiplier / yarn_beta_fast /
@@ -193,6 +193,10 @@ struct HParams {
   /// attention.temperature_scale, floor_scale n_ctx_orig_yarn, offset 0).
   float f_attn_temp_scale = 0.f, f_attn_temp_offset = 0.f;
   uint32_t n_attn_temp_floor_scale = 0;
+  /// Granite's multipliers (llama.cpp 2026 llama_model_granite): the token embeddings scaled by
+  /// f_embedding_scale, the attention and FFN outputs by f_residual_scale before their residual
+  /// adds, the logits by 1 / f_logit_scale; 0 = not applied (every other architecture).
+  float f_embedding_scale = 0.f, f_residual_scale = 0.f, f_logit_scale = 0.f;
   // SSM (mamba)
   uint32_t ssm_d_conv = 0, ssm_d_inner = 0, ssm_d_state = 0, ssm_dt_rank = 0;
   bool ssm_dt_b_c_rms = false;  ///< ssm.dt_b_c_rms (FalconMamba): RMS norm on dt, B and C
