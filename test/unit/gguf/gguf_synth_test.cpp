@@ -213,6 +213,53 @@ TEST(GgufSynth, EveryArchitecture) {
   EXPECT_EQ(*m.file->GetU32("qwen2moe.expert_feed_forward_length"), 64u);
 }
 
+// gemma2 / gemma3 files carry the keys their converters write: the window, gemma2's two soft-caps
+// (50 / 30 by default), gemma3's rope.freq_base_swa and a final cap only when given; the pattern
+// key only when asked for; gemma2's output is token_embd, gemma3's post/q/k norms are there.
+TEST(GgufSynth, GemmaKeys) {
+  synth::ModelSpec s;
+  s.arch = "gemma2";
+  s.n_swa = 8;
+  Built g2 = Build(s);
+  ASSERT_TRUE(g2.file);
+  const GgufFile& f2 = *g2.file;
+  EXPECT_EQ(*f2.GetU32("gemma2.attention.sliding_window"), 8u);
+  EXPECT_EQ(*f2.GetF32("gemma2.attn_logit_softcapping"), 50.f);
+  EXPECT_EQ(*f2.GetF32("gemma2.final_logit_softcapping"), 30.f);
+  EXPECT_EQ(*f2.GetU32("gemma2.attention.key_length"), 16u);
+  EXPECT_EQ(f2.Find("gemma2.attention.sliding_window_pattern"), nullptr);
+  EXPECT_EQ(f2.Find("gemma2.rope.freq_base_swa"), nullptr);
+  EXPECT_EQ(f2.FindTensor("output.weight"), nullptr);
+  EXPECT_EQ(Shape(f2, "blk.1.post_attention_norm.weight"), (V{64}));
+  EXPECT_EQ(Shape(f2, "blk.1.post_ffw_norm.weight"), (V{64}));
+
+  s.arch = "gemma3";
+  s.swa_period = 3;
+  Built g3 = Build(s);
+  ASSERT_TRUE(g3.file);
+  const GgufFile& f3 = *g3.file;
+  EXPECT_EQ(*f3.GetU32("gemma3.attention.sliding_window"), 8u);
+  EXPECT_EQ(*f3.GetU32("gemma3.attention.sliding_window_pattern"), 3u);
+  EXPECT_EQ(*f3.GetF32("gemma3.rope.freq_base_swa"), 10000.f);
+  EXPECT_EQ(f3.Find("gemma3.final_logit_softcapping"), nullptr);
+  EXPECT_EQ(f3.Find("gemma3.attn_logit_softcapping"), nullptr);
+  EXPECT_EQ(Shape(f3, "blk.0.attn_q_norm.weight"), (V{16}));
+  EXPECT_EQ(Shape(f3, "output.weight"), (V{64, 512}));  // the library writes it unless tied
+  s.final_softcap = 2.f;
+  EXPECT_EQ(*Build(s).file->GetF32("gemma3.final_logit_softcapping"), 2.f);
+
+  s.arch = "llama";
+  EXPECT_EQ(synth::Resolve(s).status().message(),
+            "gguf-synth: a sliding window pattern is gemma2's and gemma3's, not llama's");
+  s.arch = "gemma2";
+  s.swa_period = 0;
+  s.final_softcap = 0.f;
+  EXPECT_EQ(
+      synth::Resolve(s).status().message(),
+      "gguf-synth: soft-caps must be finite and positive (gemma3's final one may be 0), found 50.000000 and "
+      "0.000000");
+}
+
 TEST(GgufSynth, SeedsAndPerTensorStreams) {
   synth::ModelSpec s;
   s.weight_type = GgmlType::F16;
