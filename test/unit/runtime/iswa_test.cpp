@@ -8,17 +8,22 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "objapi_edit.h"
 #include "objapi_plan_generated.h"
+#include "ops.h"  // cpu::DetectIsa
 #include "plan_cpu.h"
+#include "plan_probed.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/runtime/gguf.h"
+#include "stowage/runtime/model_identity.h"
 #include "stowage/runtime/plan.h"
 #include "stowage/runtime/session.h"
 #include "synth.h"
@@ -294,6 +299,84 @@ TEST(IswaRing, SameLogitsAsTheFullSizeCacheBeyondTheRing) {
   // other logits.
   const std::string wide = Gemma2Model(4096, "ring_wide");
   EXPECT_GT(MaxAbsDiff(a, DecodeAll(wide, Plan(wide, true), tokens, chunks)), 1e-2f);
+}
+
+// ---- llama.cpp's bits beyond the ring ---------------------------------------------------------
+
+/// The token ids of the ring goldens (test/data/iswa-ring/ref_ring.cpp RingToken): in [3, 64).
+int32_t RingToken(int i) { return 3 + (i * 7 + i * i) % 61; }
+
+/// The golden XXH64 of `variant` and `type` (test/data/iswa-ring/ring.txt); "" when absent.
+std::string RingGolden(const std::string& variant, const std::string& type, int swa_full, int first) {
+  std::ifstream in(std::string(STOWAGE_TEST_DATA_DIR) + "/iswa-ring/ring.txt");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream f(line);
+    std::string v, t, hash;
+    int sf = -1, fi = -1;
+    f >> v >> t >> sf >> fi >> hash;
+    if (v == variant && t == type && sf == swa_full && fi == first) return hash;
+  }
+  return "";
+}
+
+// With --llamacpp-numerics the ring gives llama.cpp's bits on a sequence that wraps it: llama.cpp's
+// find_slot puts position p of one sequence in cell p % size_swa too (it reuses the SWA-masked cell
+// after the head), and a ubatch that crosses the ring's end (first = 8: the ubatch of positions
+// 248..263), which llama.cpp computes in one graph over two runs of cells and this runtime as two
+// sub-ubatches, has the same bits where the products are computed row by row. Goldens of llama.cpp
+// 2026-09-28's zen4 and haswell CPU libraries (make_golden.sh; llama.cpp's own logits are the same
+// for both cache sizes and both splits); each ISA level this CPU has is checked.
+TEST(IswaRing, LlamaCppBitsBeyondTheRing) {
+  struct Variant {
+    const char* name;
+    CpuIsa isa;
+  };
+  const cpu::IsaLevel have = cpu::DetectIsa();
+  for (const char* type : {"f32", "q8_0"}) {
+    synth::ModelSpec spec;  // gguf-synth --arch gemma2 --n-vocab 64 --sliding-window 8 --type TYPE
+    spec.arch = "gemma2";
+    spec.n_vocab = 64;
+    spec.n_swa = 8;
+    spec.weight_type = std::string(type) == "f32" ? GgmlType::F32 : GgmlType::Q8_0;
+    const std::string model = ::testing::TempDir() + "/iswa_golden_" + type + ".gguf";
+    ASSERT_TRUE(synth::WriteModel(spec, model).ok());
+    for (const Variant& v : {Variant{"zen4", CpuIsa::kAvx512Vnni}, Variant{"haswell", CpuIsa::kAvx2}}) {
+      if (int(have) < int(v.isa)) continue;  // this CPU cannot run the variant's kernels
+      for (int swa_full = 0; swa_full < 2; ++swa_full)
+        for (int first : {16, 8}) {
+          const std::string want = RingGolden(v.name, type, swa_full, first);
+          ASSERT_FALSE(want.empty()) << v.name << " " << type;
+          planner::ContextConfig cfg;
+          cfg.n_ctx = cfg.n_batch = 512;
+          cfg.n_ubatch = 16;
+          cfg.swa_full = swa_full == 1;
+          auto plan = test::PlanForThisCpu(model, cfg);
+          ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+          SessionOptions opts;
+          opts.n_threads = 1;
+          opts.llamacpp_numerics = true;
+          opts.cpu_max_isa = v.isa;
+          auto s = Session::CreateFromPlanBytes(*plan, model, opts);
+          ASSERT_TRUE(s.ok()) << s.status().ToString();
+          std::vector<float> all, logits;
+          for (int pos = 0; pos < 400;) {
+            const int n = pos == 0 ? first : 400 - first;
+            std::vector<int32_t> ids(n);
+            for (int i = 0; i < n; ++i) ids[i] = RingToken(pos + i);
+            ASSERT_TRUE((*s)->Decode(ids, true, &logits).ok());
+            all.insert(all.end(), logits.begin(), logits.end());
+            pos += n;
+          }
+          char hex[17];
+          std::snprintf(hex, sizeof hex, "%016llx",
+                        static_cast<unsigned long long>(Xxh64(all.data(), all.size() * sizeof(float))));
+          EXPECT_EQ(std::string(hex), want)
+              << v.name << " " << type << " swa_full " << swa_full << " first " << first;
+        }
+    }
+  }
 }
 
 }  // namespace
