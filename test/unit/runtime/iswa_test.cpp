@@ -110,11 +110,13 @@ std::string Gemma2Model(uint32_t n_swa, const std::string& name) {
   return path;
 }
 
-/// The CPU plan of `model` at n_ctx 512, n_ubatch 16 (n_ctx_swa 256 for window 8), F32 K and V
+/// The CPU plan of `model` at n_ctx 512, n_ubatch 16 (n_ctx_swa 256 for window 8), flash attention
+/// as given, F32 K and V
 /// cache: with F16 ones, a last-bit difference of a softmax probability (the ring sums its cells in
 /// another order) can round to another F16 value, 2^-11 apart, in the KQV product.
-std::vector<uint8_t> Plan(const std::string& model, bool swa_full) {
+std::vector<uint8_t> Plan(const std::string& model, bool swa_full, bool flash_attn = false) {
   planner::ContextConfig cfg;
+  cfg.flash_attn = flash_attn;
   cfg.type_k = cfg.type_v = GgmlType::F32;
   cfg.n_ctx = 512;
   cfg.n_batch = 512;
@@ -299,6 +301,10 @@ TEST(IswaRing, SameLogitsAsTheFullSizeCacheBeyondTheRing) {
   // other logits.
   const std::string wide = Gemma2Model(4096, "ring_wide");
   EXPECT_GT(MaxAbsDiff(a, DecodeAll(wide, Plan(wide, true), tokens, chunks)), 1e-2f);
+
+  // With flash attention (FLASH_ATTN_EXT over the untransposed SWA cache, n_kv_swa padded to 256).
+  const std::vector<float> fa = DecodeAll(model, Plan(model, false, true), tokens, chunks);
+  EXPECT_LE(MaxAbsDiff(fa, DecodeAll(model, Plan(model, true, true), tokens, chunks)), 1e-4f);
 }
 
 // ---- llama.cpp's bits beyond the ring ---------------------------------------------------------
