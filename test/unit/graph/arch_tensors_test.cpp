@@ -81,7 +81,8 @@ TEST(ArchTensors, GgufSynthWritesTheTableAndTheLoaderReadsIt) {
     spec.arch = arch;
     spec.header_only = true;
     spec.tied_output = false;
-    spec.rope_freqs = arch == "llama" || arch == "mixtral" || arch == "phi3" || arch == "mistral3";
+    spec.rope_freqs =
+        arch == "llama" || arch == "mixtral" || arch == "phi3" || arch == "mistral3" || arch == "granite";
     std::vector<uint8_t> bytes;
     auto f = Synth(spec, &bytes);
     ASSERT_NE(f, nullptr) << arch;
@@ -116,10 +117,10 @@ TEST(ArchTensors, LoaderReadsEveryOptionalTensor) {
     uint32_t n_expert;
     bool longrope;
   };
-  for (const Case& c :
-       {Case{"llama", "llama dense", 0, false}, Case{"llama", "llama moe", 4, false},
-        Case{"llama", "llama longrope", 0, true}, Case{"mistral3", "mistral3", 0, false},
-        Case{"mistral3", "mistral3 longrope", 0, true}, Case{"smollm3", "smollm3", 0, false}}) {
+  for (const Case& c : {Case{"llama", "llama dense", 0, false}, Case{"llama", "llama moe", 4, false},
+                        Case{"llama", "llama longrope", 0, true}, Case{"mistral3", "mistral3", 0, false},
+                        Case{"mistral3", "mistral3 longrope", 0, true}, Case{"smollm3", "smollm3", 0, false},
+                        Case{"granite", "granite", 0, false}, Case{"granite", "granite longrope", 0, true}}) {
     const std::string a = c.arch;
     test::SynthGguf g(a);
     g.U32(a + ".context_length", p.n_ctx);
@@ -135,6 +136,7 @@ TEST(ArchTensors, LoaderReadsEveryOptionalTensor) {
       g.U32(a + ".expert_used_count", 2);
     }
     if (c.longrope) g.Str(a + ".rope.scaling.type", "longrope");
+    if (a == "granite") g.F32(a + ".logit_scale", 16.0f);  // required by llama_model_granite
     TensorDims d = UniformHeadDims(p.n_embd, p.n_vocab, p.n_ff, p.n_head, p.n_head_kv, p.n_embd / p.n_head);
     d.n_expert = c.n_expert;
     d.longrope = c.longrope;
@@ -150,8 +152,9 @@ TEST(ArchTensors, LoaderReadsEveryOptionalTensor) {
       covered[a].insert(t.name);
     }
   }
-  // the cases cover every entry of the llama, mistral3 and smollm3 tables (the other tables have no optional
-  // tensors but output.weight and the rope factors, which GgufSynthWritesTheTableAndTheLoaderReadsIt covers)
+  // the cases cover every entry of the llama, mistral3, smollm3 and granite tables (the other tables have no
+  // optional tensors but output.weight and the rope factors, which GgufSynthWritesTheTableAndTheLoaderReadsIt
+  // covers)
   for (const auto& [arch, names] : covered)
     EXPECT_EQ(names.size(), FindArchTensorTable(arch)->tensors.size());
   for (const ArchTensorTable& table : ArchTensorTables()) {

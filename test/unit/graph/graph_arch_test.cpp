@@ -357,8 +357,8 @@ TEST(ModelGraphsErrors, UnknownArchitectureListsSupported) {
   EXPECT_EQ(m.status().code(), StatusCode::kUnimplemented);
   EXPECT_EQ(m.status().message(),
             "falcon.gguf: unknown model architecture 'falcon' (supported: llama, qwen2, "
-            "qwen2moe, qwen3, mistral3, smollm3, phi3, gemma, gemma2, gemma3, mamba)");
-  EXPECT_EQ(SupportedArchitectures().size(), 11u);
+            "qwen2moe, qwen3, mistral3, smollm3, granite, phi3, gemma, gemma2, gemma3, mamba)");
+  EXPECT_EQ(SupportedArchitectures().size(), 12u);
 }
 
 TEST(ModelGraphsErrors, SplitTensorMoeRejected) {
@@ -640,6 +640,66 @@ TEST(SmolLM3Graph, EveryFourthLayerHasNoRope) {
   ASSERT_TRUE(ml.ok()) << ml.status().message();
   EXPECT_EQ(ml->pp.nodes.size(), g.nodes.size() + 4);
   EXPECT_EQ(Consumers(g, "token_embd.weight"), std::vector<std::string>{"GET_ROWS inp_embd"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// granite (llama.cpp 2026 llama_model_granite, dense)
+
+// llama's layer with Granite's multipliers: the embeddings scaled after GET_ROWS, the attention and
+// FFN outputs scaled before their residual adds, the logits scaled by 1 / logit_scale; the
+// attention scale is attention.scale. rope.scaling.finetuned false: no ROPE and no inp_pos.
+TEST(GraniteGraph, MultipliersAndRopeSwitch) {
+  SynthGguf s = test::GraniteModel(SynthParams{});
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const Graph& g = m->pp;
+  auto scale_of = [&](const Tensor* t) {
+    return t != nullptr && t->op == GgmlOp::SCALE ? t->fparams[0] : -1.f;
+  };
+  const Tensor* attn_norm = Node(g, "attn_norm-0");
+  ASSERT_NE(attn_norm, nullptr);
+  const Tensor* rms = &g.tensors[attn_norm->srcs[0]];  // MUL(RMS_NORM(x), attn_norm.weight)
+  ASSERT_EQ(rms->op, GgmlOp::RMS_NORM);
+  EXPECT_FLOAT_EQ(scale_of(&g.tensors[rms->srcs[0]]), 12.0f);  // embedding_scale on inp_embd
+  const Tensor* ffn_inp = Node(g, "ffn_inp-0");
+  EXPECT_FLOAT_EQ(scale_of(&g.tensors[ffn_inp->srcs[0]]), 0.22f);  // residual_scale on the attention
+  const Tensor* l_out = Node(g, "l_out-0");
+  EXPECT_FLOAT_EQ(scale_of(&g.tensors[l_out->srcs[0]]), 0.22f);  // and on the FFN output
+  const Tensor* out = Node(g, "result_output");
+  EXPECT_FLOAT_EQ(scale_of(out), 1.0f / 16.0f);  // logits / logit_scale
+  EXPECT_EQ(g.tensors[out->srcs[0]].op, GgmlOp::MUL_MAT);
+  EXPECT_FLOAT_EQ(Node(g, "kq_soft_max_ext-0")->fparams[0], 0.0078125f);  // attention.scale
+  EXPECT_EQ(Node(g, "Qcur-0")->op, GgmlOp::ROPE);
+  EXPECT_GE(g.Find("inp_pos"), 0);
+
+  SynthGguf off = test::GraniteModel(SynthParams{});
+  off.Bool("granite.rope.scaling.finetuned", false);
+  auto m2 = Build(off);
+  ASSERT_TRUE(m2.ok()) << m2.status().message();
+  EXPECT_EQ(Node(m2->pp, "Qcur-1")->op, GgmlOp::RESHAPE);
+  EXPECT_EQ(m2->pp.Find("inp_pos"), -1);
+}
+
+// Bad granite files: logit_scale missing (llama.cpp requires it) or 0, experts.
+TEST(GraniteGraph, BadInputIsAOneLineError) {
+  auto error = [](SynthGguf s) {
+    auto m = Build(s);
+    return m.ok() ? std::string("ok") : m.status().message();
+  };
+  SynthGguf s = test::GraniteModel(SynthParams{});
+  s.DropKey("granite.logit_scale");
+  EXPECT_NE(error(std::move(s)).find("granite.logit_scale"), std::string::npos);
+  SynthGguf z = test::GraniteModel(SynthParams{});
+  z.Set("granite.logit_scale", GgufMetaValue::F32(0.f));
+  const std::string e = error(std::move(z));
+  EXPECT_EQ(e.substr(e.find(": key")), ": key 'granite.logit_scale': expected a finite scale > 0, found 0");
+  SynthParams p;
+  p.n_expert = 4;
+  p.n_expert_used = 2;
+  EXPECT_EQ(
+      error(test::GraniteModel(p)),
+      "granite.gguf: key 'granite.expert_count': granite with experts (4) is not supported yet (the dense "
+      "model only: expected 0 or absent)");
 }
 
 // Bad mistral3 files: one line naming the file, key, expected and found.

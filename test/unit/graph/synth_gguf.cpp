@@ -180,6 +180,17 @@ SynthGguf SmolLM3Model(const SynthParams& p) {
   return g;
 }
 
+SynthGguf GraniteModel(const SynthParams& p) {
+  SynthGguf g("granite");
+  CommonKeys(g, "granite", p);
+  g.F32("granite.logit_scale", 16.0f);
+  g.F32("granite.residual_scale", 0.22f);
+  g.F32("granite.embedding_scale", 12.0f);
+  g.F32("granite.attention.scale", 0.0078125f);
+  AddTableTensors(g, "granite", AttentionDims(p, p.n_embd / p.n_head), p.n_layer, Options(p), p.wtype);
+  return g;
+}
+
 SynthGguf Phi3Model(const SynthParams& p, bool rope_factors) {
   SynthGguf g("phi3");
   CommonKeys(g, "phi3", p);

@@ -78,6 +78,9 @@ SynthGguf Qwen3Model(const SynthParams& p, uint32_t head_dim);
 SynthGguf Mistral3Model(const SynthParams& p);
 /// smollm3 with llama's keys (no rope in every 4th layer).
 SynthGguf SmolLM3Model(const SynthParams& p);
+/// granite with Granite-3.3-8B's multipliers (logit 16, residual 0.22, embedding 12, attention
+/// scale 1/128).
+SynthGguf GraniteModel(const SynthParams& p);
 SynthGguf Phi3Model(const SynthParams& p, bool rope_factors);
 SynthGguf GemmaModel(const SynthParams& p, uint32_t head_dim);
 /// gemma2 with heads of `head_dim` (key_length / value_length written, as Gemma-2's files),
