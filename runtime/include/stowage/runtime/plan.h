@@ -147,8 +147,9 @@ struct MemoryCheckReport {
 /// The graph tensors checked are those that own memory in an allocated buffer of any usage: not
 /// views (view_src) and not weights / KV cache (global). Sizes are the contiguous bytes with each
 /// dimension at its largest over the values a session binds (n_tokens 1..max_tokens, n_kv
-/// 1..max_kv, kv_head 0..n_ctx-1, n_outputs 1..max_outputs): the graph's worst case, as the
-/// planner sizes them, for the dimensions it writes.
+/// 1..max_kv, kv_head 0..n_ctx-1, n_outputs 1..max_outputs; with a SWA cache n_kv_swa
+/// 1..max_kv_swa, kv_head_swa 0..n_ctx_swa-1): the graph's worst case, as the planner sizes them,
+/// for the dimensions it writes.
 /// At most `max_conflicts` lines are collected (the count of the rest is appended as a last line).
 /// Never fails otherwise: tensors whose size cannot be computed are reported as conflicts.
 /// With `overlaps_only`, tensors whose size cannot be computed or that leave their buffer are
@@ -163,9 +164,11 @@ MemoryCheckReport CheckComputeMemory(const PlanFile& plan, size_t max_conflicts 
 /// every weight present with the planned type, shape and data offset (and a mapped weight's buffer
 /// offset pointing at that data), and, when a graph reads KQ_mask_swa, the model's sliding window
 /// (GgufSlidingWindow, gguf_sliding_window.h: the planner's reading), stored in *n_swa (0 when
-/// no graph reads it; n_swa may be null). Errors: kFailedPrecondition naming the model (another model, a
-/// weight missing or different), kDataLoss naming the plan (a mapped range or offset that does not fit the
-/// file, no sliding window), the GGUF getters' errors.
+/// no graph reads it; n_swa may be null), and that a SWA ring smaller than the context
+/// (ContextParams.n_ctx_swa < n_ctx) holds that window plus a ubatch (the session overwrites its
+/// oldest cells). Errors: kFailedPrecondition naming the model (another model, a weight missing or
+/// different), kDataLoss naming the plan (a mapped range or offset that does not fit the file, no
+/// sliding window, a ring below the window + n_ubatch), the GGUF getters' errors.
 Status CheckPlanAgainstModel(const PlanFile& plan, const GgufFile& gguf, uint32_t* n_swa = nullptr);
 
 }  // namespace stowage
