@@ -48,8 +48,8 @@ namespace stowage::synth {
 
 /// Everything that defines a synthetic model. Zero means "derive the default" where noted.
 struct ModelSpec {
-  /// llama, qwen2, phi3, gemma, mamba, qwen2moe, qwen3, mistral3, gemma2, gemma3, or mixtral (written as
-  /// architecture "llama" with merged expert tensors, as llama.cpp's Mixtral files are).
+  /// llama, qwen2, phi3, gemma, mamba, qwen2moe, qwen3, mistral3, smollm3, granite, gemma2, gemma3, or
+  /// mixtral (written as architecture "llama" with merged expert tensors, as llama.cpp's Mixtral files are).
   std::string arch = "llama";
   std::string name;  ///< general.name; default "synthetic-<arch>"
   uint32_t n_layer = 2;
