@@ -127,19 +127,19 @@ void AddTableTensors(SynthGguf& g, const std::string& arch, const planner::Tenso
       });
 }
 
-SynthGguf LlamaModel(const SynthParams& p) {
-  SynthGguf g("llama");
-  CommonKeys(g, "llama", p);
-  AddTableTensors(g, "llama", AttentionDims(p, p.n_embd / p.n_head), p.n_layer, Options(p), p.wtype);
+namespace {
+// An attention model of `arch` with the common keys and the table's tensors (heads of n_embd / n_head).
+SynthGguf PlainModel(const std::string& arch, const SynthParams& p) {
+  SynthGguf g(arch);
+  CommonKeys(g, arch, p);
+  AddTableTensors(g, arch, AttentionDims(p, p.n_embd / p.n_head), p.n_layer, Options(p), p.wtype);
   return g;
 }
+}  // namespace
 
-SynthGguf Qwen2Model(const SynthParams& p) {
-  SynthGguf g("qwen2");
-  CommonKeys(g, "qwen2", p);
-  AddTableTensors(g, "qwen2", AttentionDims(p, p.n_embd / p.n_head), p.n_layer, Options(p), p.wtype);
-  return g;
-}
+SynthGguf LlamaModel(const SynthParams& p) { return PlainModel("llama", p); }
+
+SynthGguf Qwen2Model(const SynthParams& p) { return PlainModel("qwen2", p); }
 
 SynthGguf Qwen2MoeModel(const SynthParams& p, uint32_t n_ff_exp, uint32_t n_ff_shexp, bool width_keys) {
   SynthGguf g("qwen2moe");
@@ -166,28 +166,16 @@ SynthGguf Qwen3Model(const SynthParams& p, uint32_t head_dim) {
   return g;
 }
 
-SynthGguf Mistral3Model(const SynthParams& p) {
-  SynthGguf g("mistral3");
-  CommonKeys(g, "mistral3", p);
-  AddTableTensors(g, "mistral3", AttentionDims(p, p.n_embd / p.n_head), p.n_layer, Options(p), p.wtype);
-  return g;
-}
+SynthGguf Mistral3Model(const SynthParams& p) { return PlainModel("mistral3", p); }
 
-SynthGguf SmolLM3Model(const SynthParams& p) {
-  SynthGguf g("smollm3");
-  CommonKeys(g, "smollm3", p);
-  AddTableTensors(g, "smollm3", AttentionDims(p, p.n_embd / p.n_head), p.n_layer, Options(p), p.wtype);
-  return g;
-}
+SynthGguf SmolLM3Model(const SynthParams& p) { return PlainModel("smollm3", p); }
 
 SynthGguf GraniteModel(const SynthParams& p) {
-  SynthGguf g("granite");
-  CommonKeys(g, "granite", p);
+  SynthGguf g = PlainModel("granite", p);
   g.F32("granite.logit_scale", 16.0f);
   g.F32("granite.residual_scale", 0.22f);
   g.F32("granite.embedding_scale", 12.0f);
   g.F32("granite.attention.scale", 0.0078125f);
-  AddTableTensors(g, "granite", AttentionDims(p, p.n_embd / p.n_head), p.n_layer, Options(p), p.wtype);
   return g;
 }
 
