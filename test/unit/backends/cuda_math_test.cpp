@@ -582,6 +582,8 @@ TEST(CudaMath, RopeEmulation) {
           rp.freq_scale = yarn ? 0.25f : 1.f;
           rp.ext_factor = yarn ? 1.f : 0.f;
           rp.attn_factor = yarn ? 1.1f : 1.f;
+          rp.beta_fast = yarn ? 8.f : 32.f;  // mistral3's rope.scaling.yarn_beta_fast / _slow
+          rp.beta_slow = yarn ? 0.25f : 1.f;
           Host c = Make(GgmlType::F32, {ne0, nh, nt, 1});
           Host g = x;  // in place: the emulation writes over its own copy of src
           g.v.data = g.bytes.data();
