@@ -369,6 +369,38 @@ TEST(GoldenArchQwen3, QkNormWeightsChangeTheLogits) {
   std::remove(model.c_str());
 }
 
+// The max |logit diff| against golden-arch/<golden>.json of the golden's prompt decoded by the F32
+// synthetic `arch` model that `edit` describes, after scaling the tensors whose names contain one of
+// `doubled` by 2 (they must be `n_doubled` tensors of a file equal to the golden's); -1 after a
+// failed expectation. For the tests that turn a feature off and expect the golden to be missed.
+float FeatureOffDiff(const std::string& golden_name, const char* arch, void (*edit)(synth::ModelSpec&),
+                     const std::vector<std::string>& doubled = {}, int n_doubled = 0) {
+  std::ifstream in(std::string(STOWAGE_TEST_DATA_DIR) + "/golden-arch/" + golden_name + ".json");
+  EXPECT_TRUE(in.good()) << golden_name;
+  if (!in.good()) return -1;
+  const auto golden = nlohmann::json::parse(in);
+  synth::ModelSpec spec;
+  spec.arch = arch;
+  spec.weight_type = GgmlType::F32;
+  edit(spec);
+  const std::string model = ::testing::TempDir() + "golden_arch_off_" + std::to_string(getpid()) + ".gguf";
+  EXPECT_TRUE(synth::WriteModel(spec, model).ok());
+  if (!doubled.empty()) {
+    EXPECT_EQ(test::FileFnv1a64(model), golden["model_fnv1a64"].get<std::string>());
+    EXPECT_EQ(ScaleF32Tensors(model, doubled, 2.f), n_doubled);
+  }
+  const auto prompt = golden["prompt_tokens"].get<std::vector<int32_t>>();
+  const int n_vocab = golden["n_vocab"].get<int>();
+  std::vector<float> logits;
+  auto s = test::NewGoldenSession(model, n_vocab);
+  EXPECT_TRUE(s);
+  Status st = s ? s->Decode(prompt, /*all_logits=*/true, &logits) : Status::Ok();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  std::remove(model.c_str());
+  if (!s || !st.ok()) return -1;
+  return MaxDiffVsGolden(golden, logits, n_vocab);
+}
+
 // The rope scaling, temperature and no-rope goldens depend on the feature they test: each model
 // rebuilt with that feature turned off (YaRN keys dropped; rope_freqs dropped; mistral3's
 // temperature scale 0, its YaRN kept, or the reverse; smollm3's file written as llama, which ropes
@@ -415,27 +447,9 @@ TEST(GoldenArchRope, TurningTheScalingOffMovesTheLogits) {
                           s.attention_scale = 0.0f;
                         }}};
   for (const Off& c : cases) {
-    std::ifstream in(std::string(STOWAGE_TEST_DATA_DIR) + "/golden-arch/" + c.golden + ".json");
-    ASSERT_TRUE(in.good()) << c.golden;
-    const auto golden = nlohmann::json::parse(in);
-    synth::ModelSpec spec;
-    spec.arch = c.arch;
-    spec.weight_type = GgmlType::F32;
-    c.spec(spec);
-    const std::string model =
-        ::testing::TempDir() + "golden_arch_rope_off_" + std::to_string(getpid()) + ".gguf";
-    ASSERT_TRUE(synth::WriteModel(spec, model).ok());
-    const auto prompt = golden["prompt_tokens"].get<std::vector<int32_t>>();
-    const int n_vocab = golden["n_vocab"].get<int>();
-    std::vector<float> logits;
-    auto s = test::NewGoldenSession(model, n_vocab);
-    ASSERT_TRUE(s);
-    Status st = s->Decode(prompt, /*all_logits=*/true, &logits);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    const float d = MaxDiffVsGolden(golden, logits, n_vocab);
+    const float d = FeatureOffDiff(c.golden, c.arch, c.spec);
     EXPECT_GT(d, 2 * 0.02f) << c.golden << ": the model without the feature still matches the golden";
     std::printf("[ %s ] max |logit diff| vs llama.cpp with the feature off: %.5f\n", c.golden, d);
-    std::remove(model.c_str());
   }
 }
 
@@ -489,31 +503,12 @@ TEST(GoldenArchGemma, TurningAFeatureOffMovesTheLogits) {
                         "SWA layers' rope base = the global one"},
                        {"gemma3-f32", "gemma3", Gemma3Small, "q/k norm weights doubled", true}};
   for (const Off& c : cases) {
-    std::ifstream in(std::string(STOWAGE_TEST_DATA_DIR) + "/golden-arch/" + c.golden + ".json");
-    ASSERT_TRUE(in.good()) << c.golden;
-    const auto golden = nlohmann::json::parse(in);
-    synth::ModelSpec spec;
-    spec.arch = c.arch;
-    spec.weight_type = GgmlType::F32;
-    c.spec(spec);
-    const std::string model =
-        ::testing::TempDir() + "golden_arch_gemma_off_" + std::to_string(getpid()) + ".gguf";
-    ASSERT_TRUE(synth::WriteModel(spec, model).ok());
-    if (c.double_qk_norm) {
-      ASSERT_EQ(test::FileFnv1a64(model), golden["model_fnv1a64"].get<std::string>());
-      ASSERT_EQ(ScaleF32Tensors(model, {"attn_q_norm", "attn_k_norm"}, 2.f), 2 * 6);  // six layers
-    }
-    const auto prompt = golden["prompt_tokens"].get<std::vector<int32_t>>();
-    const int n_vocab = golden["n_vocab"].get<int>();
-    std::vector<float> logits;
-    auto s = test::NewGoldenSession(model, n_vocab);
-    ASSERT_TRUE(s);
-    Status st = s->Decode(prompt, /*all_logits=*/true, &logits);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    const float d = MaxDiffVsGolden(golden, logits, n_vocab);
+    const float d = c.double_qk_norm
+                        ? FeatureOffDiff(c.golden, c.arch, c.spec, {"attn_q_norm", "attn_k_norm"},
+                                         2 * 6)  // six layers
+                        : FeatureOffDiff(c.golden, c.arch, c.spec);
     EXPECT_GT(d, 5 * 0.02f) << c.golden << ", " << c.what << ": the model still matches the golden";
     std::printf("[ %s ] max |logit diff| vs llama.cpp with %s: %.5f\n", c.golden, c.what, d);
-    std::remove(model.c_str());
   }
 }
 
