@@ -38,6 +38,8 @@ const char* FparamNames(GgmlOp op) {
       return "{eps}";
     case GgmlOp::SCALE:
       return "{s, b}";
+    case GgmlOp::SWIGLU_OAI:
+      return "{alpha, limit}";
     default:
       return "";
   }
@@ -84,6 +86,8 @@ Status CheckParams(GgmlOp op, const OpParamsRef& p) {
       return DecodeConcat(p).status();
     case GgmlOp::PERMUTE:
       return DecodePermute(p).status();
+    case GgmlOp::SWIGLU_OAI:
+      return DecodeSwiGluOai(p).status();
     default:
       return CheckParamCounts(op, p);
   }
@@ -103,6 +107,7 @@ EncodedOpParams Encode(const ArgsortParams& p) { return {{p.order}, {}}; }
 EncodedOpParams Encode(const TopKParams& p) { return {{p.k}, {}}; }
 EncodedOpParams Encode(const ConcatParams& p) { return {{p.dim}, {}}; }
 EncodedOpParams Encode(const PermuteParams& p) { return {{p.axis[0], p.axis[1], p.axis[2], p.axis[3]}, {}}; }
+EncodedOpParams Encode(const SwiGluOaiParams& p) { return {{}, {p.alpha, p.limit}}; }
 
 Result<RopeParams> DecodeRope(const OpParamsRef& p) {
   STOWAGE_RETURN_IF_ERROR(CheckParamCounts(GgmlOp::ROPE, p));
@@ -184,6 +189,14 @@ Result<PermuteParams> DecodePermute(const OpParamsRef& p) {
     seen |= 1 << ax;
     r.axis[d] = ax;
   }
+  return r;
+}
+
+Result<SwiGluOaiParams> DecodeSwiGluOai(const OpParamsRef& p) {
+  STOWAGE_RETURN_IF_ERROR(CheckParamCounts(GgmlOp::SWIGLU_OAI, p));
+  const SwiGluOaiParams r{p.fparams[0], p.fparams[1]};
+  if (!(r.limit >= 0))
+    return InvalidArgument("SWIGLU_OAI: limit " + std::to_string(r.limit) + " must be >= 0");
   return r;
 }
 

@@ -79,6 +79,23 @@ Result<Ne4> Glu(const Rule& r) {
   return Ne4{r.Ne(0, 0) / 2, r.Ne(0, 1), r.Ne(0, 2), r.Ne(0, 3)};
 }
 
+// ggml_add_id(a, b, ids): row i1 of token i2 gets bias row ids[i1, i2] of b.
+Result<Ne4> AddId(const Rule& r) {
+  RETURN_IF_ERR(r.Equal("a.ne0", 0, 0, "b.ne0", 1, 0, "ggml_add_id"));
+  RETURN_IF_ERR(r.Equal("a.ne1", 0, 1, "ids.ne0", 2, 0, "ggml_add_id"));
+  RETURN_IF_ERR(r.Equal("a.ne2", 0, 2, "ids.ne1", 2, 1, "ggml_add_id"));
+  return r.Src(0);
+}
+
+// The sink logits of ggml_soft_max_add_sinks / ggml_flash_attn_ext_add_sinks: one per head of
+// source `heads` (a.ne2 of the soft_max, q.ne2 of the flash attention).
+Status Sinks(const Rule& r, size_t sinks, size_t heads, const char* fn) {
+  if (!r.Has(sinks)) return Status::Ok();
+  if (r.Ne(sinks, 1) != 1 || r.Ne(sinks, 2) != 1 || r.Ne(sinks, 3) != 1)
+    return r.Fail("sinks must be a vector [n_head], got " + r.Shape(sinks) + " (" + fn + ")");
+  return r.Equal("sinks.ne0", sinks, 0, "the head count", heads, 2, fn);
+}
+
 // ggml_get_rows(a, b).
 Result<Ne4> GetRows(const Rule& r) {
   if (r.Ne(1, 3) != 1) return r.Fail("b must have ne3 == 1 (ggml_get_rows), got " + r.Shape(1));
@@ -134,6 +151,7 @@ Result<Ne4> SoftMax(const Rule& r) {
       return r.Fail("mask " + r.Shape(1) + " cannot be broadcast over a " + r.Shape(0) +
                     " (ggml_soft_max_ext)");
   }
+  RETURN_IF_ERR(Sinks(r, 2, 0, "ggml_soft_max_add_sinks"));
   return r.Src(0);
 }
 
@@ -154,6 +172,7 @@ Result<Ne4> FlashAttnExt(const Rule& r) {
     if (r.Ne(3, 2) != 1 || r.Ne(3, 3) != 1)
       return r.Fail("mask must be 2-D, got " + r.Shape(3) + " (ggml_flash_attn_ext)");
   }
+  RETURN_IF_ERR(Sinks(r, 4, 0, "ggml_flash_attn_ext_add_sinks"));
   return Ne4{r.Ne(2, 0), r.Ne(0, 2), r.Ne(0, 1), r.Ne(0, 3)};
 }
 
@@ -300,6 +319,8 @@ ShapeRuleKind GetShapeRuleKind(GgmlOp op) {
     case GgmlOp::REGLU:
     case GgmlOp::GEGLU:
     case GgmlOp::SWIGLU:
+    case GgmlOp::SWIGLU_OAI:
+    case GgmlOp::ADD_ID:
       return ShapeRuleKind::kInferred;
     default:
       return ShapeRuleKind::kNone;
@@ -332,7 +353,10 @@ Result<Ne4> InferShape(GgmlOp op, const SrcShapes& srcs, const OpParamsRef& para
     case GgmlOp::REGLU:
     case GgmlOp::GEGLU:
     case GgmlOp::SWIGLU:
+    case GgmlOp::SWIGLU_OAI:
       return Glu(r);
+    case GgmlOp::ADD_ID:
+      return AddId(r);
     case GgmlOp::SUM_ROWS:
     case GgmlOp::MEAN:
       return Ne4{1, r.Ne(0, 1), r.Ne(0, 2), r.Ne(0, 3)};

@@ -48,7 +48,7 @@ constexpr Entry kEntries[] = {
     {GgmlOp::NONE, Srcs(0, 0)},
     {GgmlOp::DUP, Srcs(1, 1)},
     {GgmlOp::ADD, Inplace(Srcs(2, 2))},
-    {GgmlOp::ADD_ID, Inplace(Srcs(3, 3))},
+    {GgmlOp::ADD_ID, Inplace(Srcs(3, 3))},  // a, b (bias rows), ids (ggml_add_id)
     {GgmlOp::ADD1, Inplace(Srcs(2, 2))},
     {GgmlOp::SUB, Inplace(Srcs(2, 2))},
     {GgmlOp::MUL, Inplace(Srcs(2, 2))},
@@ -111,6 +111,8 @@ constexpr Entry kEntries[] = {
     {GgmlOp::REGLU, Srcs(1, 2)},
     {GgmlOp::GEGLU, Srcs(1, 2)},
     {GgmlOp::SWIGLU, Srcs(1, 2)},
+    // ggml_swiglu_oai(a, b, alpha, limit): split form only (llama.cpp builds it with both halves).
+    {GgmlOp::SWIGLU_OAI, Srcs(2, 2, 0, 2)},
 };
 
 constexpr bool InEnumOrder() {

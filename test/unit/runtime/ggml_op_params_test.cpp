@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 namespace stowage {
@@ -102,6 +103,7 @@ TEST(OpParams, EncodingsMatchTraits) {
   counts(GgmlOp::TOP_K, Encode(TopKParams{}));
   counts(GgmlOp::CONCAT, Encode(ConcatParams{}));
   counts(GgmlOp::PERMUTE, Encode(PermuteParams{}));
+  counts(GgmlOp::SWIGLU_OAI, Encode(SwiGluOaiParams{}));
 }
 
 TEST(OpParams, WrongCountsAreRefusedInOneLine) {
@@ -167,6 +169,27 @@ TEST(OpParams, ValuesAreChecked) {
   EXPECT_FALSE(CheckRopeDims(r, 64).ok());
   r.n_dims = 0;
   EXPECT_FALSE(CheckRopeDims(r, 64).ok());
+}
+
+// ggml_swiglu_oai's alpha and limit (op_params f32 slots 2 and 3 in ggml) in the plan's order.
+TEST(OpParams, SwiGluOai) {
+  const EncodedOpParams e = Encode(SwiGluOaiParams{1.702f, 7.f});
+  EXPECT_TRUE(e.iparams.empty());
+  EXPECT_EQ(e.fparams, (std::vector<float>{1.702f, 7.f}));
+  auto d = DecodeSwiGluOai(Ref(e));
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->alpha, 1.702f);
+  EXPECT_EQ(d->limit, 7.f);
+  EXPECT_EQ(DecodeSwiGluOai(OpParamsRef({}, {1.f})).status().message(),
+            "SWIGLU_OAI: expected 2 float parameters {alpha, limit}, found 0 integer and 1 float");
+  EXPECT_EQ(CheckParams(GgmlOp::SWIGLU_OAI, Ref(Encode(SwiGluOaiParams{1.702f, -1.f}))).message(),
+            "SWIGLU_OAI: limit -1.000000 must be >= 0");
+  EXPECT_FALSE(DecodeSwiGluOai(Ref(Encode(SwiGluOaiParams{1.702f, std::nanf("")}))).ok());
+  EXPECT_EQ(std::string(GgmlOpName(GgmlOp::SWIGLU_OAI)), "SWIGLU_OAI");
+  EXPECT_EQ(GetOpTraits(GgmlOp::SWIGLU_OAI).min_srcs, 2);
+  EXPECT_EQ(GetOpTraits(GgmlOp::ADD_ID).min_srcs, 3);
+  EXPECT_EQ(GetOpTraits(GgmlOp::SOFT_MAX).max_srcs, 3);        // mask, sinks
+  EXPECT_EQ(GetOpTraits(GgmlOp::FLASH_ATTN_EXT).max_srcs, 5);  // mask at 3, sinks at 4
 }
 
 TEST(OpTraits, ViewsAndInPlaceAsGgml) {

@@ -92,6 +92,39 @@ TEST(OpShapes, Attention) {
           {Ne4{64, 7, 8, 1}, Ne4{64, 256, 2, 1}, Ne4{32, 256, 2, 1}, Ne4{256, 6, 1, 1}}, Ref(fa));
 }
 
+// gpt-oss's ops: the biased experts (ggml_add_id), the clamped SwiGLU and the attention sinks.
+TEST(OpShapes, AddIdSwiGluOaiAndSinks) {
+  // a [n_ff, n_used, n_tokens], b [n_ff, n_expert] (one bias row per expert), ids [n_used, n_tokens]
+  EXPECT_EQ(Infer(GgmlOp::ADD_ID, {Ne4{24, 4, 7, 1}, Ne4{24, 32, 1, 1}, Ne4{4, 7, 1, 1}}),
+            (Ne4{24, 4, 7, 1}));
+  EXPECT_EQ(Refusal(GgmlOp::ADD_ID, {Ne4{24, 4, 7, 1}, Ne4{16, 32, 1, 1}, Ne4{4, 7, 1, 1}}),
+            "ADD_ID: a.ne0 (24) must equal b.ne0 (16) (ggml_add_id)");
+  EXPECT_EQ(Refusal(GgmlOp::ADD_ID, {Ne4{24, 4, 7, 1}, Ne4{24, 32, 1, 1}, Ne4{2, 7, 1, 1}}),
+            "ADD_ID: a.ne1 (4) must equal ids.ne0 (2) (ggml_add_id)");
+  Refusal(GgmlOp::ADD_ID, {Ne4{24, 4, 7, 1}, Ne4{24, 32, 1, 1}, Ne4{4, 6, 1, 1}});
+  EXPECT_EQ(Refusal(GgmlOp::ADD_ID, {Ne4{24, 4, 7, 1}, Ne4{24, 32, 1, 1}}), "ADD_ID: source 2 is missing");
+
+  const EncodedOpParams oai = Encode(SwiGluOaiParams{});
+  EXPECT_EQ(Infer(GgmlOp::SWIGLU_OAI, {Ne4{24, 4, 7, 1}, Ne4{24, 4, 7, 1}}, Ref(oai)), (Ne4{24, 4, 7, 1}));
+  Refusal(GgmlOp::SWIGLU_OAI, {Ne4{24, 4, 7, 1}, Ne4{24, 3, 7, 1}}, Ref(oai));
+  EXPECT_EQ(Refusal(GgmlOp::SWIGLU_OAI, {Ne4{48, 4, 7, 1}}, Ref(oai)), "SWIGLU_OAI: source 1 is missing");
+
+  // soft_max's src 2 and flash attention's src 4: one sink logit per head.
+  const EncodedOpParams sm = Encode(SoftMaxParams{0.125f, 0.f});
+  EXPECT_EQ(Infer(GgmlOp::SOFT_MAX, {Ne4{256, 7, 4, 1}, Ne4{256, 7, 1, 1}, Ne4{4, 1, 1, 1}}, Ref(sm)),
+            (Ne4{256, 7, 4, 1}));
+  EXPECT_EQ(Refusal(GgmlOp::SOFT_MAX, {Ne4{256, 7, 4, 1}, Ne4{256, 7, 1, 1}, Ne4{8, 1, 1, 1}}, Ref(sm)),
+            "SOFT_MAX: sinks.ne0 (8) must equal the head count (4) (ggml_soft_max_add_sinks)");
+  Refusal(GgmlOp::SOFT_MAX, {Ne4{256, 7, 4, 1}, std::nullopt, Ne4{4, 2, 1, 1}}, Ref(sm));
+  const EncodedOpParams fa = Encode(FlashAttnExtParams{0.125f, 0.f, 0.f, 1});
+  SrcShapes q_k_v_mask_sinks{Ne4{64, 7, 8, 1}, Ne4{64, 256, 2, 1}, Ne4{64, 256, 2, 1}, Ne4{256, 7, 1, 1},
+                             Ne4{8, 1, 1, 1}};
+  EXPECT_EQ(Infer(GgmlOp::FLASH_ATTN_EXT, q_k_v_mask_sinks, Ref(fa)), (Ne4{64, 8, 7, 1}));
+  q_k_v_mask_sinks[4] = Ne4{2, 1, 1, 1};  // the kv heads' count is not the query heads'
+  EXPECT_EQ(Refusal(GgmlOp::FLASH_ATTN_EXT, q_k_v_mask_sinks, Ref(fa)),
+            "FLASH_ATTN_EXT: sinks.ne0 (2) must equal the head count (8) (ggml_flash_attn_ext_add_sinks)");
+}
+
 TEST(OpShapes, LayoutOps) {
   EXPECT_EQ(Infer(GgmlOp::PERMUTE, {Ne4{2, 3, 4, 5}}, Ref(Encode(PermuteParams{{0, 2, 1, 3}}))),
             (Ne4{2, 4, 3, 5}));

@@ -55,7 +55,7 @@ inline constexpr size_t kGgmlOpCount = static_cast<size_t>(GgmlOp::kCount);
 
 /// True for ggml_unary_op members (the ops of a GGML_OP_UNARY node: ABS .. SOFTPLUS).
 bool IsUnaryOp(GgmlOp op);
-/// True for ggml_glu_op members (the ops of a GGML_OP_GLU node: REGLU, GEGLU, SWIGLU).
+/// True for ggml_glu_op members (the ops of a GGML_OP_GLU node: REGLU, GEGLU, SWIGLU, SWIGLU_OAI).
 bool IsGluOp(GgmlOp op);
 // ---- op queries and rules ----------------------------------------------------------------------
 

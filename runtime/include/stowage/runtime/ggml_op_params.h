@@ -18,6 +18,7 @@
 //   TOP_K           iparams {k}
 //   CONCAT          iparams {dim}
 //   PERMUTE         iparams {axis0, axis1, axis2, axis3}
+//   SWIGLU_OAI      fparams {alpha, limit}   (ggml's op_params f32 slots 2 and 3)
 // Every other op the planner builds has no parameters (VIEW's offset and strides are fields of
 // their own in the plan).
 //
@@ -112,6 +113,13 @@ struct PermuteParams {
   int axis[4] = {0, 1, 2, 3};
 };
 
+/// ggml_swiglu_oai's alpha and limit (gpt-oss: 1.702 and 7): with x = min(a, limit) and
+/// y = clamp(b, -limit, limit), result = x / (1 + exp(-alpha x)) * (y + 1).
+struct SwiGluOaiParams {
+  float alpha = 1.702f;
+  float limit = 7.f;
+};
+
 /// The stored form of each op's parameters (layouts above).
 EncodedOpParams Encode(const RopeParams& p);
 EncodedOpParams Encode(const SoftMaxParams& p);
@@ -122,6 +130,7 @@ EncodedOpParams Encode(const ArgsortParams& p);
 EncodedOpParams Encode(const TopKParams& p);
 EncodedOpParams Encode(const ConcatParams& p);
 EncodedOpParams Encode(const PermuteParams& p);
+EncodedOpParams Encode(const SwiGluOaiParams& p);
 
 /// Checks that `p` has exactly the parameter counts of `op` (GgmlOpTraits); ops whose parameters
 /// are not modeled (n_iparams < 0) pass. Errors: kInvalidArgument, one line, e.g. "ROPE: expected 3
@@ -152,6 +161,8 @@ Result<TopKParams> DecodeTopK(const OpParamsRef& p);
 Result<ConcatParams> DecodeConcat(const OpParamsRef& p);
 /// The axes are a permutation of 0..3 (ggml_permute asserts they differ).
 Result<PermuteParams> DecodePermute(const OpParamsRef& p);
+/// limit >= 0 (a negative limit would clamp b to an empty range; NaN refused too).
+Result<SwiGluOaiParams> DecodeSwiGluOai(const OpParamsRef& p);
 
 /// ggml's rule for the rotated dims of rows of `ne0` elements: n_dims even and in (0, ne0]
 /// (ggml-cpu ops.cpp rope: GGML_ASSERT(n_dims <= ne0), GGML_ASSERT(n_dims % 2 == 0)). Needs the

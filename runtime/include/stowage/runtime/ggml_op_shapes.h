@@ -56,6 +56,8 @@ ShapeRuleKind GetShapeRuleKind(GgmlOp op);
 ///   ADD, SUB, MUL, DIV: like a; ggml_can_repeat(b, a): a.ne[i] % b.ne[i] == 0
 ///   SWIGLU, GEGLU, REGLU: split (ggml_glu_impl with b): b like a, result like a; one
 ///                 source: a.ne0 even, result [ne0 / 2, ne1, ne2, ne3]
+///   SWIGLU_OAI    ggml_swiglu_oai(a, b): b like a, result like a
+///   ADD_ID        ggml_add_id(a, b, ids): a.ne0 == b.ne0, a.ne1 == ids.ne0, a.ne2 == ids.ne1; like a
 ///   SUM_ROWS, MEAN: [1, ne1, ne2, ne3]
 ///   GET_ROWS      b.ne3 == 1, a.ne2 == b.ne1 -> [a.ne0, b.ne0, b.ne1, b.ne2]
 ///   MUL_MAT       ggml_can_mul_mat: ne0 equal, b.ne2 % a.ne2 == 0, b.ne3 % a.ne3 == 0
@@ -65,9 +67,11 @@ ShapeRuleKind GetShapeRuleKind(GgmlOp op);
 ///   ROPE          ggml_rope_ext: pos a vector of a.ne2 positions; freq_factors.ne0 >=
 ///                 n_dims / 2; CheckRopeDims against a.ne0; like a
 ///   SOFT_MAX      ggml_soft_max_ext: mask.ne0 == a.ne0, mask.ne1 >= a.ne1, a.ne2 % mask.ne2 == 0,
-///                 a.ne3 % mask.ne3 == 0; like a
+///                 a.ne3 % mask.ne3 == 0; sinks (src 2, ggml_soft_max_add_sinks) a vector of
+///                 a.ne2 (one logit per head); like a
 ///   FLASH_ATTN_EXT q, k, v, mask: ggml_can_mul_mat(k, q); v has k's n_kv and heads; mask [k.ne1,
-///                 >= q.ne1] (2-D) -> [v.ne0, q.ne2, q.ne1, q.ne3]
+///                 >= q.ne1] (2-D); sinks (src 4, ggml_flash_attn_ext_add_sinks) a vector of q.ne2
+///                 -> [v.ne0, q.ne2, q.ne1, q.ne3]
 ///   TOP_K         k <= ne0 -> [k, ne1, ne2, ne3]
 ///   CONCAT        every dim but `dim` equal -> the sum along `dim`
 ///   PERMUTE       result.ne[axis[i]] = a.ne[i];  TRANSPOSE: ne0 and ne1 swapped

@@ -27,7 +27,9 @@ namespace stowage {
   X(ABS) X(NEG) X(TANH) X(ELU) X(RELU) X(SIGMOID) X(GELU) X(GELU_QUICK) X(SILU) X(HARDSWISH)      \
   X(EXP) X(SOFTPLUS)                                                                              \
   /* gated linear units (ggml GLU) */                                                             \
-  X(REGLU) X(GEGLU) X(SWIGLU)
+  X(REGLU) X(GEGLU) X(SWIGLU)                                                                     \
+  /* appended: gpt-oss's clamped SwiGLU (ggml GLU_OP_SWIGLU_OAI) */                                \
+  X(SWIGLU_OAI)
 
 enum class GgmlOp : uint16_t {
 #define STOWAGE_OP_ENUM(name) name,
