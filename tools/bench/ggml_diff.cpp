@@ -280,6 +280,150 @@ void CompareOps(sc::IsaLevel isa) {
       (void)sc::Rope(sctx, View(x), View(pos), sc::TensorView(), d, p);
       CompareOut("ROPE head_dim=" + std::to_string(hd) + (mode == 2 ? " neox" : " norm"), r, out);
     }
+  // The ops of the newer architectures (gemma2/gemma3, qwen3, mistral3, YaRN / rope_freqs llama),
+  // with llamacpp_numerics (GELU's table, SCALE with a bias and YaRN's angles follow llama.cpp's FMA
+  // contractions only then): RMS_NORM over heads on activations of a wide dynamic range, GELU /
+  // GEGLU (fused gate|up halves and split), SCALE with and without bias, gemma2's soft-cap chain
+  // (SCALE 1/cap -> TANH -> SCALE cap), the temperature MUL broadcast over [1, 1, n_tokens].
+  sctx.llamacpp_numerics = true;
+  const std::string num = " (llamacpp_numerics)";
+  for (int hd : {16, 32, 128}) {
+    const std::string sz = " head_dim=" + std::to_string(hd);
+    ggml_tensor* x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, hd, 8, 33);
+    std::uniform_real_distribution<float> ex(-5.f, 1.5f);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (int64_t i = 0; i < ggml_nelements(x); ++i)
+      static_cast<float*>(x->data)[i] = nd(rng) * std::pow(10.f, ex(rng));
+    ggml_tensor* r = ggml_rms_norm(ctx, x, 1e-6f);
+    Compute(ctx, r);
+    sc::TensorView d = dst(r);
+    (void)sc::RmsNorm(sctx, View(x), d, 1e-6f);
+    CompareOut("RMS_NORM wide range" + sz + num, r, out);
+    ggml_tensor* t = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 1, 1, 33);
+    Fill(t, rng, 1.f);
+    r = ggml_mul(ctx, x, t);
+    Compute(ctx, r);
+    d = dst(r);
+    (void)sc::Mul(sctx, View(x), View(t), d);
+    CompareOut("MUL by [1,1,n_tokens]" + sz + num, r, out);
+  }
+  for (int n : {64, 172}) {
+    const std::string sz = " n=" + std::to_string(n);
+    ggml_tensor* x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n, 33);
+    ggml_tensor* y = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n, 33);
+    ggml_tensor* gu = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 2 * n, 33);
+    Fill(x, rng, 4.f);
+    Fill(y, rng, 1.f);
+    Fill(gu, rng, 4.f);
+    ggml_tensor* r = ggml_gelu(ctx, x);
+    Compute(ctx, r);
+    sc::TensorView d = dst(r);
+    (void)sc::Gelu(sctx, View(x), d);
+    CompareOut("GELU" + sz + num, r, out);
+    r = ggml_geglu_split(ctx, x, y);
+    Compute(ctx, r);
+    d = dst(r);
+    (void)sc::GeGlu(sctx, View(x), View(y), d);
+    CompareOut("GEGLU split" + sz + num, r, out);
+    r = ggml_geglu(ctx, gu);
+    Compute(ctx, r);
+    d = dst(r);
+    (void)sc::GeGlu(sctx, View(gu), sc::TensorView(), d);
+    CompareOut("GEGLU fused" + sz + num, r, out);
+    for (float b : {0.f, 0.5f}) {
+      r = ggml_scale_bias(ctx, x, 0.0883883f, b);
+      Compute(ctx, r);
+      d = dst(r);
+      (void)sc::Scale(sctx, View(x), d, 0.0883883f, b);
+      CompareOut(std::string("SCALE") + (b != 0 ? " with bias" : "") + sz + num, r, out);
+    }
+    for (float cap : {0.5f, 30.f}) {
+      r = ggml_scale(ctx, ggml_tanh(ctx, ggml_scale(ctx, x, 1.0f / cap)), cap);
+      Compute(ctx, r);
+      d = dst(r);
+      std::vector<float> tmp(out.size());
+      sc::TensorView tv = View(x);
+      tv.data = tmp.data();
+      (void)sc::Scale(sctx, View(x), tv, 1.0f / cap, 0.f);
+      (void)sc::Tanh(sctx, tv, tv);
+      (void)sc::Scale(sctx, tv, d, cap, 0.f);
+      CompareOut("soft-cap " + std::to_string(int(cap * 10) / 10.f).substr(0, 4) + sz + num, r, out);
+    }
+  }
+  {  // GELU of every finite fp16 value (its table entries, the ones GCC's FMA contraction changes too)
+    ggml_tensor* x = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 65536);
+    float* xv = static_cast<float*>(x->data);
+    for (int i = 0; i < 65536; ++i) {
+      const float v = ggml_fp16_to_fp32(ggml_fp16_t(i));
+      xv[i] = std::isfinite(v) ? v : 0.f;
+    }
+    ggml_tensor* r = ggml_gelu(ctx, x);
+    Compute(ctx, r);
+    sc::TensorView d = dst(r);
+    (void)sc::Gelu(sctx, View(x), d);
+    CompareOut("GELU every fp16 value" + num, r, out);
+  }
+  // ROPE as the newer models call it: YaRN (ext_factor 1, freq_scale 1/4, beta_slow 1 or 0.25 so
+  // that the ramp takes values between 0 and 1, attn_factor 1 or mistral3's), linear scaling
+  // (freq_scale 1/8, gemma3's global layers), Llama-3.1 freq factors.
+  {
+    struct RopeCase {
+      const char* name;
+      float base, freq_scale, ext_factor, attn_factor, beta_slow;
+      bool factors;
+    };
+    const RopeCase cases[] = {{"yarn", 10000.f, 0.25f, 1.f, 1.f, 1.f, false},
+                              {"yarn beta_slow 0.25", 10000.f, 0.25f, 1.f, 1.f, 0.25f, false},
+                              {"yarn attn_factor 0.9", 10000.f, 0.25f, 1.f, 0.9f, 0.25f, false},
+                              {"linear 1/8 base 1e6", 1e6f, 0.125f, 0.f, 1.f, 1.f, false},
+                              {"freq_factors", 500000.f, 1.f, 0.f, 1.f, 1.f, true}};
+    for (const RopeCase& rc : cases)
+      for (int hd : {16, 64})
+        for (int mode : {0, 2}) {
+          ggml_tensor* x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, hd, 8, 33);
+          Fill(x, rng, 2.f);
+          ggml_tensor* pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 33);
+          for (int i = 0; i < 33; ++i) static_cast<int32_t*>(pos->data)[i] = i * 13 + 1;
+          ggml_tensor* ff = nullptr;
+          if (rc.factors) {
+            ff = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, hd / 2);
+            for (int i = 0; i < hd / 2; ++i) static_cast<float*>(ff->data)[i] = 1.f + 7.f * i / (hd / 2);
+          }
+          ggml_tensor* r = ggml_rope_ext(ctx, x, pos, ff, hd, mode, 16, rc.base, rc.freq_scale, rc.ext_factor,
+                                         rc.attn_factor, 32.f, rc.beta_slow);
+          Compute(ctx, r);
+          sc::TensorView d = dst(r);
+          sc::RopeParams p;
+          p.n_dims = hd;
+          p.mode = mode;
+          p.n_ctx_orig = 16;
+          p.freq_base = rc.base;
+          p.freq_scale = rc.freq_scale;
+          p.ext_factor = rc.ext_factor;
+          p.attn_factor = rc.attn_factor;
+          p.beta_slow = rc.beta_slow;
+          (void)sc::Rope(sctx, View(x), View(pos), ff ? View(ff) : sc::TensorView(), d, p);
+          CompareOut(std::string("ROPE ") + rc.name + " head_dim=" + std::to_string(hd) +
+                         (mode == 2 ? " neox" : " norm") + num,
+                     r, out);
+        }
+  }
+  // SOFT_MAX with a sliding-window mask (F32, as llama.cpp 2026 without flash attention: key k of
+  // token t visible for t - 8 < k <= t) at scale 1 (gemma: the query is scaled before KQ).
+  for (int nkv : {49, 256}) {
+    ggml_tensor* kq = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, nkv, 33, 4);
+    Fill(kq, rng, 4.f);
+    ggml_tensor* mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, nkv, 33);
+    for (int t = 0; t < 33; ++t)
+      for (int k = 0; k < nkv; ++k)
+        static_cast<float*>(mask->data)[t * nkv + k] = k <= t + 7 && k > t - 1 ? 0.f : -INFINITY;
+    ggml_tensor* r = ggml_soft_max_ext(ctx, kq, mask, 1.0f, 0.f);
+    Compute(ctx, r);
+    sc::TensorView d = dst(r);
+    (void)sc::SoftMax(sctx, View(kq), View(mask), d, 1.0f, 0.f);
+    CompareOut("SOFT_MAX SWA mask n_kv=" + std::to_string(nkv) + num, r, out);
+  }
+  sctx.llamacpp_numerics = false;
   for (int nkv : {49, 256}) {
     ggml_tensor* kq = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, nkv, 33, 4);
     Fill(kq, rng, 4.f);

@@ -54,6 +54,7 @@ Status UnaryF32(ComputeContext& ctx, const TensorView& src, TensorView& dst, con
   return Status::Ok();
 }
 
+// `f(x, g)`: one element of the result from the gate x and the value g.
 template <typename F>
 Status GluF32(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst, const char* op,
               F&& f, SwiGluRowFn row = nullptr) {
@@ -82,7 +83,7 @@ Status GluF32(ComputeContext& ctx, const TensorView& a, const TensorView& b, Ten
       const float* g = reinterpret_cast<const float*>(pb);
       float* y = reinterpret_cast<float*>(d);
       if (row) return row(ne0, x, g, y);
-      for (int64_t i0 = 0; i0 < ne0; ++i0) y[i0] = f(x[i0]) * g[i0];
+      for (int64_t i0 = 0; i0 < ne0; ++i0) y[i0] = f(x[i0], g[i0]);
       return;
     }
     if (row) {  // strided rows: gathered, so that they get the same bits as dense ones
@@ -99,7 +100,7 @@ Status GluF32(ComputeContext& ctx, const TensorView& a, const TensorView& b, Ten
       float x, g;
       std::memcpy(&x, pa + i0 * a.nb[0], 4);
       std::memcpy(&g, pb + i0 * nbb, 4);
-      const float y = f(x) * g;
+      const float y = f(x, g);
       std::memcpy(d + i0 * dst.nb[0], &y, 4);
     }
   });
@@ -109,16 +110,33 @@ Status GluF32(ComputeContext& ctx, const TensorView& a, const TensorView& b, Ten
 // SiLU of one element: the row kernels' scalar reference (kernels.h SiluRowF32), -inf -> -0.
 inline float SiluF32(float x) { return x == -INFINITY ? -0.0f : x / (1.0f + std::exp(-x)); }
 
-// ggml_gelu_f32 (tanh approximation) evaluated through fp16 like ggml's GGML_GELU_FP16 table:
-// the input is rounded to fp16, the table entry is stored as fp16.
-inline float GeluF32(float x) {
+// ggml's GGML_GELU_FP16 table (ggml-cpu.c ggml_cpu_init: ggml_table_gelu_f16): ggml_gelu_f32, the
+// tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))), of every fp16 value, stored
+// as fp16. `contracted`: as llama.cpp's x86 builds compile it (GCC contracts with FMA: 1 + 0.044715 x
+// x is fma(0.044715 x, x, 1), one rounding; a few fp16 entries differ from the plain expression's),
+// for ComputeContext::llamacpp_numerics; else the plain expression (the default path's bits).
+const fp16_t* GeluTable(bool contracted) {
+  auto make = [](bool fma) {
+    std::vector<fp16_t> t(size_t(1) << 16);
+    const float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+    const float kCoefA = 0.044715f;
+    for (size_t i = 0; i < t.size(); ++i) {
+      const float x = HalfToFloat(fp16_t(i));
+      const float inner = fma ? std::fma(kCoefA * x, x, 1.0f) : 1.0f + kCoefA * x * x;
+      t[i] = FloatToHalf(0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * inner)));
+    }
+    return t;
+  };
+  static const std::vector<fp16_t> plain = make(false), fused = make(true);  // immutable after first use
+  return contracted ? fused.data() : plain.data();
+}
+
+// GELU of one element as ggml_vec_gelu_f32 with GGML_GELU_FP16: x <= -10 gives 0, x >= 10 gives x,
+// else the table entry of x rounded to fp16.
+inline float GeluF32(const fp16_t* table, float x) {
   if (x <= -10.0f) return 0.0f;
   if (x >= 10.0f) return x;
-  const float xh = HalfToFloat(FloatToHalf(x));
-  const float kSqrt2OverPi = 0.79788456080286535587989211986876f;
-  const float kCoefA = 0.044715f;
-  const float g = 0.5f * xh * (1.0f + std::tanh(kSqrt2OverPi * xh * (1.0f + kCoefA * xh * xh)));
-  return HalfToFloat(FloatToHalf(g));
+  return HalfToFloat(table[FloatToHalf(x)]);
 }
 
 template <typename F>
@@ -180,7 +198,11 @@ Status Sigmoid(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
 }
 
 Status Scale(ComputeContext& ctx, const TensorView& src, TensorView& dst, float s, float b) {
-  return UnaryF32(ctx, src, dst, "SCALE", [s, b](float x) { return x * s + b; });
+  if (!ctx.llamacpp_numerics) return UnaryF32(ctx, src, dst, "SCALE", [s, b](float x) { return x * s + b; });
+  // ggml_compute_forward_scale_f32: b == 0 is ggml_vec_scale_f32 (x * s; -0 stays -0), else
+  // ggml_vec_mad1_f32, whose SIMD body and (FMA-contracted) tail both compute fma(x, s, b).
+  if (b == 0.0f) return UnaryF32(ctx, src, dst, "SCALE", [s](float x) { return x * s; });
+  return UnaryF32(ctx, src, dst, "SCALE", [s, b](float x) { return std::fma(x, s, b); });
 }
 
 Status Silu(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
@@ -188,7 +210,8 @@ Status Silu(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
 }
 
 Status Gelu(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
-  return UnaryF32(ctx, src, dst, "GELU", GeluF32);
+  const fp16_t* table = GeluTable(ctx.llamacpp_numerics);
+  return UnaryF32(ctx, src, dst, "GELU", [table](float x) { return GeluF32(table, x); });
 }
 
 Status Tanh(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
@@ -196,11 +219,18 @@ Status Tanh(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
 }
 
 Status SwiGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst) {
-  return GluF32(ctx, a, b, dst, "SWIGLU", SiluF32, GetRowKernels(EffectiveIsa(ctx)).swiglu_row);
+  return GluF32(
+      ctx, a, b, dst, "SWIGLU", [](float x, float g) { return SiluF32(x) * g; },
+      GetRowKernels(EffectiveIsa(ctx)).swiglu_row);
 }
 
 Status GeGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst) {
-  return GluF32(ctx, a, b, dst, "GEGLU", GeluF32);
+  const fp16_t* table = GeluTable(ctx.llamacpp_numerics);
+  if (!ctx.llamacpp_numerics)
+    return GluF32(ctx, a, b, dst, "GEGLU", [table](float x, float g) { return GeluF32(table, x) * g; });
+  // ggml_vec_geglu_f32: x <= -10 gives +0 whatever the sign of g (not 0 * g = -0 for g < 0).
+  return GluF32(ctx, a, b, dst, "GEGLU",
+                [table](float x, float g) { return x <= -10.0f ? 0.0f : GeluF32(table, x) * g; });
 }
 
 }  // namespace stowage::cpu

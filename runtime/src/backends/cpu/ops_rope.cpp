@@ -27,16 +27,24 @@ void RopeYarnCorrDims(int n_dims, int n_ctx_orig, float freq_base, float beta_fa
   dims[1] = std::min(float(n_dims - 1), end);
 }
 
-// rope_yarn (ggml-cpu/ops.cpp): YaRN-corrected angle -> cos/sin scaled by mscale.
+// rope_yarn (ggml-cpu/ops.cpp): YaRN-corrected angle -> cos/sin scaled by mscale. `contracted`
+// (ComputeContext::llamacpp_numerics): its two sums of products as llama.cpp's x86 builds (GCC,
+// FMA) contract them, theta = fma(theta_interp, 1 - ramp_mix, theta_extrap * ramp_mix) and
+// 1 + 0.1 log(1 / freq_scale) = fma(0.1, log(..), 1); else each product rounded on its own.
 void RopeYarn(float theta_extrap, float freq_scale, const float corr_dims[2], int64_t i0, float ext_factor,
-              float mscale, float* cos_theta, float* sin_theta) {
+              float mscale, bool contracted, float* cos_theta, float* sin_theta) {
   const float theta_interp = freq_scale * theta_extrap;
   float theta = theta_interp;
   if (ext_factor != 0.0f) {
     const float y = (i0 / 2 - corr_dims[0]) / std::max(0.001f, corr_dims[1] - corr_dims[0]);
     const float ramp_mix = (1 - std::min(1.0f, std::max(0.0f, y))) * ext_factor;
-    theta = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
-    mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
+    if (contracted) {
+      theta = std::fma(theta_interp, 1 - ramp_mix, theta_extrap * ramp_mix);
+      mscale *= std::fma(0.1f, std::log(1.0f / freq_scale), 1.0f);
+    } else {
+      theta = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
+      mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
+    }
   }
   *cos_theta = std::cos(theta) * mscale;
   *sin_theta = std::sin(theta) * mscale;
@@ -78,8 +86,8 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
     float theta = float(position);
     for (int64_t i0 = 0; i0 < n_dims; i0 += 2) {
       const float f = ff ? ff[i0 / 2] : 1.0f;
-      RopeYarn(theta / f, p.freq_scale, corr_dims, i0, p.ext_factor, p.attn_factor, &cache[i0],
-               &cache[i0 + 1]);
+      RopeYarn(theta / f, p.freq_scale, corr_dims, i0, p.ext_factor, p.attn_factor, ctx.llamacpp_numerics,
+               &cache[i0], &cache[i0 + 1]);
       theta *= theta_scale;
     }
   };
@@ -92,10 +100,17 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
       std::memcpy(&u, &v, 4);
       return u;
     };
-    std::vector<uint32_t> key = {
-        uint32_t(positions[0]), uint32_t(n_dims),   uint32_t(p.n_ctx_orig), bits(p.freq_base),
-        bits(p.freq_scale),     bits(p.ext_factor), bits(p.attn_factor),    bits(p.beta_fast),
-        bits(p.beta_slow),      ff ? 1u : 0u};
+    std::vector<uint32_t> key = {uint32_t(positions[0]),
+                                 uint32_t(n_dims),
+                                 uint32_t(p.n_ctx_orig),
+                                 bits(p.freq_base),
+                                 bits(p.freq_scale),
+                                 bits(p.ext_factor),
+                                 bits(p.attn_factor),
+                                 bits(p.beta_fast),
+                                 bits(p.beta_slow),
+                                 ff ? 1u : 0u,
+                                 ctx.llamacpp_numerics ? 1u : 0u};
     if (ff)
       for (int64_t i = 0; i < n_dims / 2; ++i) key.push_back(bits(ff[i]));
     if (key != ctx.rope_key || ctx.rope_cache.size() != size_t(n_dims)) {
