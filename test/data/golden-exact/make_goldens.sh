@@ -4,7 +4,9 @@
 # ~/.cache/stowage-bench/llamacpp-ref, the benchmark's) through refexact.cpp, on the shared models in $MODELS (default ../shared/models) and on synthetic
 # mixture-of-experts models (moe-*.json: gguf-synth --arch A --type T, found on PATH or as $SYNTH;
 # the test builds the same files with gguf-synth's library and checks their FNV-1a hash).
-# Usage: make_goldens.sh [zen4|haswell|skylakex]   (default zen4)
+# Usage: make_goldens.sh [zen4|haswell|skylakex] [shared|long|moe|arch ...]
+#   (default zen4 and every set: shared = the shared models on prompt.txt, long = long/, moe =
+#   moe-*.json, arch = arch-*.json, the synthetic models of the newer architectures and the SWA ring)
 #   zen4: llama.cpp's zen4 CPU library, into this folder; run it on an AVX-512 VNNI + BF16 CPU (where
 #         ggml loads that variant by itself; the script refuses elsewhere).
 #   haswell: llama.cpp's haswell library (AVX2 + FMA + F16C), into haswell/; any CPU with AVX2 runs
@@ -20,6 +22,9 @@ REF=${REF:-$HOME/.cache/stowage-bench/llamacpp-ref}
 MODELS=${MODELS:-$ROOT/../shared/models}
 SYNTH=${SYNTH:-gguf-synth}
 VARIANT=${1:-zen4}
+[ $# -gt 0 ] && shift
+SETS=" ${*:-shared long moe arch} "
+want() { [[ "$SETS" == *" $1 "* ]]; }
 ENVLINE=$(bash "$ROOT/scripts/llamacpp-ref/fetch.sh" --version 3.21.1 "$REF" | tail -1)
 B=$(echo "$ENVLINE" | sed -n 's/^export REF_BACKEND_DIR=\([^ ]*\).*/\1/p')
 # the library names carry the llama.cpp release (libllama.v0.4.0.so in 3.21.1)
@@ -49,7 +54,7 @@ if [ "$VARIANT" = zen4 ]; then export REF_BACKEND_DIR=$B; else export REF_BACKEN
 g++ -O1 -std=c++17 "$HERE/refexact.cpp" -o "$TMP/refexact" -I"$REF/include" -I"$REF/ggml/include" \
   -L"$B" -l:"$LLAMA_SO" -l:"$GGML_SO" -l:libggml-base.so -Wl,-rpath,"$B" -lxxhash
 PROMPT=$(cat "$HERE/prompt.txt")
-for m in stories260K stories260K-F16 stories260K-Q8_0 stories260K-Q4_0 stories260K-Q4_K_M llama-2-tiny-random \
+want shared && for m in stories260K stories260K-F16 stories260K-Q8_0 stories260K-Q4_0 stories260K-Q4_K_M llama-2-tiny-random \
          tiny-tied-f32 tiny8-untied-q4_0 synth-Q4_K_M synth-Q6_K synth-IQ4_XS; do
   "$TMP/refexact" "$MODELS/$m.gguf" "$PROMPT" 32 512 > "$OUT/$m.json"
   echo "wrote $OUT/$m.json"
@@ -58,9 +63,9 @@ done
 # long/: the prompt of test/data/golden-long (prompt-long.txt: 96 tokens, 70 with the 32000-word
 # vocabulary) at n_ctx = n_batch = n_ubatch = 256 and 24 greedy tokens, as golden-long's refdump ran
 # it, but with flash attention off as here (refdump ran llama.cpp 2026's default, -fa auto: on).
-mkdir -p "$OUT/long"
+want long && mkdir -p "$OUT/long"
 PROMPT_LONG=$(cat "$HERE/prompt-long.txt")
-for m in stories260K stories260K-F16 stories260K-Q8_0 stories260K-Q4_0 stories260K-Q4_K_M llama-2-tiny-random \
+want long && for m in stories260K stories260K-F16 stories260K-Q8_0 stories260K-Q4_0 stories260K-Q4_K_M llama-2-tiny-random \
          tiny-tied-f32 tiny-tied-q4_0 tiny-untied-q4_0 tiny8-untied-q4_0 synth-Q4_K_M synth-Q6_K synth-Q2_K \
          synth-IQ4_XS; do
   "$TMP/refexact" "$MODELS/$m.gguf" "$PROMPT_LONG" 24 256 off > "$OUT/long/$m.json"
@@ -72,21 +77,77 @@ declare -A MOE=(
   [mixtral-f32]="mixtral f32" [mixtral-f16]="mixtral f16" [mixtral-q8_0]="mixtral q8_0" [mixtral-q4_0]="mixtral q4_0"
   [qwen2moe-f16]="qwen2moe f16" [qwen2moe-q8_0]="qwen2moe q8_0"
 )
-for n in mixtral-f32 mixtral-f16 mixtral-q8_0 mixtral-q4_0 qwen2moe-f16 qwen2moe-q8_0; do
+# Adds the model file's FNV-1a 64 and the given key = value pairs to a refexact record (stdin).
+annotate() {
+  python3 -c '
+import json, sys
+g = json.load(sys.stdin)
+h = 0xcbf29ce484222325
+for b in open(sys.argv[1], "rb").read():
+    h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+for kv in sys.argv[2:]:
+    k, v = kv.split("=", 1)
+    g[k] = v
+g["model_fnv1a64"] = "%016x" % h
+json.dump(g, sys.stdout)
+print()' "$@"
+}
+want moe && for n in mixtral-f32 mixtral-f16 mixtral-q8_0 mixtral-q4_0 qwen2moe-f16 qwen2moe-q8_0; do
   read -r arch type <<< "${MOE[$n]}"
   "$SYNTH" --arch "$arch" --type "$type" -o "$TMP/$n.gguf" > /dev/null
-  "$TMP/refexact" "$TMP/$n.gguf" "$PROMPT" 32 512 > "$TMP/$n.json"
-  python3 - "$TMP/$n.json" "$TMP/$n.gguf" "$arch" "$type" > "$OUT/moe-$n.json" <<'PY'
-import json, sys
-g = json.load(open(sys.argv[1]))
-h = 0xcbf29ce484222325
-for b in open(sys.argv[2], "rb").read():
-    h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
-g["synth_arch"], g["synth_type"], g["model_fnv1a64"] = sys.argv[3], sys.argv[4], "%016x" % h
-json.dump(g, sys.stdout)
-print()
-PY
+  "$TMP/refexact" "$TMP/$n.gguf" "$PROMPT" 32 512 | annotate "$TMP/$n.gguf" synth_arch="$arch" synth_type="$type" \
+    > "$OUT/moe-$n.json"
   echo "wrote $OUT/moe-$n.json"
+done
+
+# Synthetic models of the newer architectures (arch-<name>.json): name -> gguf-synth arguments, the
+# same models as test/data/golden-arch's but for the 240-token prompt (golden_exact_test builds them
+# with gguf-synth's library from its own table and checks the file's hash). gemma2 / gemma3: a
+# sliding window of 8 under the prompt and soft-caps that bite; the SWA cache holds n_ctx = 512 cells
+# (llama.cpp: min(n_ctx, pad(n_swa + n_ubatch, 256))), more than prompt + greedy tokens, so no cell
+# is reused. yarn / mistral3: YaRN factor 4 over an original context of 16 (positions 0..271 run far
+# past it); ropefreqs: Llama-3.1 rope_freqs of an original context of 64; smollm3: 8 layers (3 and 7
+# without rope); qwen3: heads of 32 with n_embd 64 (attn_q wider than n_embd).
+declare -A ARCH=(
+  [qwen3-f32]="--arch qwen3 --type f32 --head-dim 32"
+  [qwen3-q8_0]="--arch qwen3 --type q8_0 --head-dim 32"
+  [gemma2-f32]="--arch gemma2 --type f32 --sliding-window 8 --attn-softcap 0.5 --final-softcap 2"
+  [gemma2-q8_0]="--arch gemma2 --type q8_0 --sliding-window 8 --attn-softcap 0.5 --final-softcap 2"
+  [gemma3-f32]="--arch gemma3 --type f32 --n-layer 6 --sliding-window 8 --rope-freq-base 1000000 --rope-scaling linear --rope-scale 8 --final-softcap 2"
+  [gemma3-q8_0]="--arch gemma3 --type q8_0 --n-layer 6 --sliding-window 8 --rope-freq-base 1000000 --rope-scaling linear --rope-scale 8 --final-softcap 2"
+  [mistral3-f32]="--arch mistral3 --type f32 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-beta-slow 0.25 --yarn-log-mul 0.1 --attn-temp-scale 0.5"
+  [mistral3-q8_0]="--arch mistral3 --type q8_0 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-beta-slow 0.25 --yarn-log-mul 0.1 --attn-temp-scale 0.5"
+  [smollm3-f32]="--arch smollm3 --type f32 --n-layer 8"
+  [smollm3-q8_0]="--arch smollm3 --type q8_0 --n-layer 8"
+  [llama-yarn-f32]="--arch llama --type f32 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16"
+  [llama-yarn-q8_0]="--arch llama --type q8_0 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16"
+  [llama-ropefreqs-f32]="--arch llama --type f32 --rope-freqs --rope-freqs-orig-ctx 64"
+  [llama-ropefreqs-q8_0]="--arch llama --type q8_0 --rope-freqs --rope-freqs-orig-ctx 64"
+)
+want arch && for n in qwen3-f32 qwen3-q8_0 gemma2-f32 gemma2-q8_0 gemma3-f32 gemma3-q8_0 mistral3-f32 mistral3-q8_0 \
+                       smollm3-f32 smollm3-q8_0 llama-yarn-f32 llama-yarn-q8_0 llama-ropefreqs-f32 llama-ropefreqs-q8_0; do
+  # shellcheck disable=SC2086
+  "$SYNTH" ${ARCH[$n]} -o "$TMP/$n.gguf" > /dev/null
+  "$TMP/refexact" "$TMP/$n.gguf" "$PROMPT" 32 512 | annotate "$TMP/$n.gguf" synth_args="${ARCH[$n]}" \
+    > "$OUT/arch-$n.json"
+  echo "wrote $OUT/arch-$n.json"
+done
+
+# The interleaved-SWA ring (arch-<name>-ring-f32.json): a window of 40 and n_ubatch 64 with swa_full
+# off (refexact's 6th argument), so the SWA cache has min(512, pad(40 + 64, 256)) = 256 cells and the
+# 443-token prompt wraps it: cells are reused as llama.cpp's find_slot reuses them, and the sums over
+# the cache's cells (KQ softmax, KQV) meet the window's 40 keys in the wrapped order (their hashes
+# differ from a full-size cache's). gemma2 with its soft-caps, gemma3 with its rope as above.
+declare -A RING=(
+  [gemma2-ring-f32]="--arch gemma2 --type f32 --sliding-window 40 --attn-softcap 0.5 --final-softcap 2"
+  [gemma3-ring-f32]="--arch gemma3 --type f32 --n-layer 6 --sliding-window 40 --rope-freq-base 1000000 --rope-scaling linear --rope-scale 8 --final-softcap 2"
+)
+want arch && for n in gemma2-ring-f32 gemma3-ring-f32; do
+  # shellcheck disable=SC2086
+  "$SYNTH" ${RING[$n]} -o "$TMP/$n.gguf" > /dev/null
+  "$TMP/refexact" "$TMP/$n.gguf" "$PROMPT" 32 512 off 64 | annotate "$TMP/$n.gguf" synth_args="${RING[$n]}" \
+    > "$OUT/arch-$n.json"
+  echo "wrote $OUT/arch-$n.json"
 done
 
 if [ "$VARIANT" = skylakex ]; then

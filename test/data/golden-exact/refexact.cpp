@@ -3,8 +3,12 @@
 // logits, then N greedy tokens one llama_decode each; prints JSON with the prompt tokens, the
 // greedy tokens and the XXH64 (seed 0) of every logit as little-endian float32 bytes, in that
 // order: the prompt rows, then one row after each greedy token. 1 thread; flash attention off
-// unless FA is "on" (llama.cpp 2026's default, -fa auto, turns it on for the CPU).
-// Usage: refexact MODEL PROMPT N N_CTX [off|on]   (REF_BACKEND_DIR: the directory of the ggml backends)
+// unless FA is "on" (llama.cpp 2026's default, -fa auto, turns it on for the CPU). n_batch = N_CTX,
+// n_ubatch = N_UBATCH (default N_CTX). Interleaved-SWA models get a full-size SWA cache
+// (llama_context_default_params' swa_full = true) unless N_UBATCH is given: then llama-cli's default
+// swa_full = false, a SWA cache of min(n_ctx, pad(n_swa + n_ubatch, 256)) cells, which a prompt
+// longer than it wraps (its cells are reused).
+// Usage: refexact MODEL PROMPT N N_CTX [off|on [N_UBATCH]]   (REF_BACKEND_DIR: the ggml backends' folder)
 #include <xxhash.h>
 
 #include <cstdio>
@@ -18,11 +22,11 @@
 static void Quiet(ggml_log_level, const char*, void*) {}
 
 int main(int argc, char** argv) {
-  if (argc != 5 && argc != 6) {
-    std::fprintf(stderr, "usage: refexact MODEL PROMPT N N_CTX [off|on]\n");
+  if (argc < 5 || argc > 7) {
+    std::fprintf(stderr, "usage: refexact MODEL PROMPT N N_CTX [off|on [N_UBATCH]]\n");
     return 2;
   }
-  const bool flash_attn = argc == 6 && std::string(argv[5]) == "on";
+  const bool flash_attn = argc >= 6 && std::string(argv[5]) == "on";
   llama_log_set(Quiet, nullptr);
   if (const char* dir = std::getenv("REF_BACKEND_DIR"))
     ggml_backend_load_all_from_path(dir);
@@ -39,6 +43,10 @@ int main(int argc, char** argv) {
   const int n_gen = std::atoi(argv[3]);
   llama_context_params cp = llama_context_default_params();
   cp.n_ctx = cp.n_batch = cp.n_ubatch = uint32_t(std::atoi(argv[4]));
+  if (argc == 7) {
+    cp.n_ubatch = uint32_t(std::atoi(argv[6]));
+    cp.swa_full = false;
+  }
   cp.n_threads = cp.n_threads_batch = 1;
   cp.flash_attn_type = flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   llama_context* ctx = llama_init_from_model(model, cp);
@@ -81,9 +89,10 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "{\"source\": \"refexact (test/data/golden-exact) on libllama of node-llama-cpp@3.21.1, CPU, "
-      "flash attention %s, 1 thread\",\n \"n_ctx\": %s, \"flash_attn\": %s, \"n_vocab\": %d,\n "
-      "\"prompt_tokens\": [",
+      "flash attention %s, 1 thread\",\n \"n_ctx\": %s, \"flash_attn\": %s, \"n_vocab\": %d,\n ",
       flash_attn ? "on" : "off", argv[4], flash_attn ? "true" : "false", nv);
+  if (argc == 7) std::printf("\"n_ubatch\": %u, \"swa_full\": false,\n ", cp.n_ubatch);
+  std::printf("\"prompt_tokens\": [");
   for (int i = 0; i < n; ++i) std::printf("%s%d", i ? "," : "", toks[size_t(i)]);
   std::printf("],\n \"greedy\": [");
   for (size_t i = 0; i < greedy.size(); ++i) std::printf("%s%d", i ? "," : "", greedy[i]);

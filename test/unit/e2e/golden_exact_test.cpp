@@ -4,13 +4,17 @@
 // of them equal to the stored one). Without the option the prompt's GEMM kernels sum in another
 // order, and the quantized stories260K models drift apart after a rounding flip (checked too, so
 // the option is shown to matter). The same for synthetic mixture-of-experts models (mixtral,
-// qwen2moe; built here as gguf-synth writes them): their MUL_MAT_ID products in llama.cpp's order.
+// qwen2moe; built here as gguf-synth writes them): their MUL_MAT_ID products in llama.cpp's order;
+// for synthetic models of the newer architectures (qwen3, gemma2/gemma3 with sliding windows,
+// soft-caps and a wrapped SWA ring, mistral3, smollm3, llama with YaRN / rope_freqs); and single ops
+// whose llama.cpp bits come from its builds' FMA contractions (GELU, YaRN ROPE, SCALE with bias).
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -34,14 +38,18 @@ struct Outcome {
 };
 
 // The golden's procedure on this runtime: one Decode of the prompt with all logits, then greedy, in
-// the golden's context (n_ctx = n_batch = n_ubatch, flash attention as the golden's "flash_attn"),
+// the golden's context (n_ctx = n_batch = n_ubatch unless n_ubatch is given, flash attention as the
+// golden's "flash_attn"; swa_full: an interleaved-SWA model's SWA cache of n_ctx cells),
 // planned for this machine's CPU device as plan-model does (CPU_REPACK for Q4_0 / Q4_K with
 // ne1 % 8 == 0, like llama.cpp's repack).
 Outcome Generate(const std::string& model, const std::vector<int32_t>& prompt, int n_gen, bool numerics,
-                 CpuIsa isa, uint32_t n_ctx = 512, bool flash_attn = false, int n_threads = 1) {
+                 CpuIsa isa, uint32_t n_ctx = 512, bool flash_attn = false, int n_threads = 1,
+                 uint32_t n_ubatch = 0, bool swa_full = false) {
   Outcome out;
   planner::ContextConfig cfg;
   cfg.n_ctx = cfg.n_batch = cfg.n_ubatch = n_ctx;
+  if (n_ubatch != 0) cfg.n_ubatch = n_ubatch;
+  cfg.swa_full = swa_full;
   cfg.flash_attn = flash_attn;
   auto plan = test::PlanForThisCpu(model, cfg, planner::PlacementOptions{}, "test golden-exact");
   EXPECT_TRUE(plan.ok()) << plan.status().ToString();
@@ -239,6 +247,176 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenExactMoe,
                          [](const ::testing::TestParamInfo<GoldenExactMoe::ParamType>& i) {
                            return CaseName(std::get<0>(i.param).name, std::get<1>(i.param));
                          });
+
+// arch-<name>.json: synthetic models of the newer architectures (make_goldens.sh's ARCH table, the
+// models of test/data/golden-arch on the 240-token prompt), each F32 and Q8_0. The spec below must
+// write the file the golden was made from (its FNV-1a 64 is checked). gemma2 / gemma3 run a window
+// of 8 under the prompt with soft-caps that bite; their SWA cache holds all 512 cells (llama.cpp's
+// min(n_ctx, pad(n_swa + n_ubatch, 256))), so no cell is reused. arch-<name>-ring-f32.json (RING):
+// a window of 40 and n_ubatch 64 (the golden's "n_ubatch", with swa_full off), so the SWA cache has
+// 256 cells that the 443-token prompt wraps: the cells are reused in llama.cpp's find_slot order.
+struct ArchCase {
+  const char* name;  // golden file without "arch-" and "-<type>.json"
+  void (*spec)(synth::ModelSpec&);
+};
+void PrintTo(const ArchCase& c, std::ostream* os) { *os << c.name; }
+void YarnFactor4(synth::ModelSpec& s) {  // --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16
+  s.rope_scaling = "yarn";
+  s.rope_scale = 4.0f;
+  s.rope_scaling_orig_ctx = 16;
+}
+void Gemma2Caps(synth::ModelSpec& s) {  // --sliding-window 8 --attn-softcap 0.5 --final-softcap 2
+  s.arch = "gemma2", s.n_swa = 8, s.attn_softcap = 0.5f, s.final_softcap = 2.0f;
+}
+// --n-layer 6 --sliding-window 8 --rope-freq-base 1000000 --rope-scaling linear --rope-scale 8
+// --final-softcap 2 (tied: the tool's default for gemma3)
+void Gemma3Rope(synth::ModelSpec& s) {
+  s.arch = "gemma3", s.n_layer = 6, s.n_swa = 8, s.rope_freq_base = 1e6f, s.final_softcap = 2.0f;
+  s.rope_scaling = "linear", s.rope_scale = 8.0f, s.tied_output = true;
+}
+const ArchCase kArchCases[] = {
+    {"qwen3", [](synth::ModelSpec& s) { s.arch = "qwen3", s.head_dim = 32; }},
+    {"gemma2", Gemma2Caps},
+    {"gemma3", Gemma3Rope},
+    {"mistral3",
+     [](synth::ModelSpec& s) {
+       YarnFactor4(s);
+       s.arch = "mistral3", s.yarn_beta_slow = 0.25f, s.yarn_log_mul = 0.1f, s.attn_temp_scale = 0.5f;
+     }},
+    {"smollm3", [](synth::ModelSpec& s) { s.arch = "smollm3", s.n_layer = 8; }},
+    {"llama-yarn", YarnFactor4},
+    {"llama-ropefreqs", [](synth::ModelSpec& s) { s.rope_freqs = true, s.rope_original_ctx = 64; }},
+};
+const ArchCase kRingCases[] = {
+    {"gemma2-ring", [](synth::ModelSpec& s) { Gemma2Caps(s), s.n_swa = 40; }},
+    {"gemma3-ring", [](synth::ModelSpec& s) { Gemma3Rope(s), s.n_swa = 40; }},
+};
+
+class GoldenExactArch : public ::testing::TestWithParam<std::tuple<Variant, ArchCase, GgmlType>> {};
+
+TEST_P(GoldenExactArch, LlamaCppNumericsGivesLlamaCppsBits) {
+  const Variant v = std::get<0>(GetParam());
+  const ArchCase c = std::get<1>(GetParam());
+  const GgmlType type = std::get<2>(GetParam());
+  if (const std::string why = CannotRun(v); !why.empty()) GTEST_SKIP() << why;
+  const std::string name = std::string(c.name) + (type == GgmlType::F32 ? "-f32" : "-q8_0");
+  const nlohmann::json g = ReadGolden(v, "arch-" + name + ".json");
+  ASSERT_FALSE(g.is_null());
+  synth::ModelSpec spec;
+  spec.weight_type = type;
+  c.spec(spec);
+  const std::string model = ::testing::TempDir() + "golden_exact_arch_" + v.name + "_" + name + "_" +
+                            std::to_string(getpid()) + ".gguf";
+  ASSERT_TRUE(synth::WriteModel(spec, model).ok());
+  const std::string fnv = test::FileFnv1a64(model);
+  if (fnv != g["model_fnv1a64"].get<std::string>()) {
+    std::remove(model.c_str());
+    FAIL() << "the synthetic model differs from the one the golden was made from (gguf-synth "
+           << g["synth_args"].get<std::string>() << "): regenerate (make_goldens.sh)";
+  }
+  const auto prompt = g["prompt_tokens"].get<std::vector<int32_t>>();
+  const auto greedy = g["greedy"].get<std::vector<int32_t>>();
+  const uint32_t n_ubatch = g.value("n_ubatch", 0u);
+  const Outcome r =
+      Generate(model, prompt, int(greedy.size()), /*numerics=*/true, v.isa, 512, false, 1, n_ubatch);
+  EXPECT_EQ(r.greedy, greedy);
+  EXPECT_EQ(r.hash, g["logits_xxh64"].get<std::string>())
+      << "some logit differs from llama.cpp's in some bit";
+  if (n_ubatch != 0) {
+    // The same ubatches with a SWA cache of n_ctx cells (nothing wraps): other bits, so the ring's
+    // cell order is what the golden checks.
+    const Outcome full = Generate(model, prompt, int(greedy.size()), /*numerics=*/true, v.isa, 512, false, 1,
+                                  n_ubatch, /*swa_full=*/true);
+    EXPECT_NE(full.hash, r.hash) << "a full-size SWA cache gave the ring's bits too";
+  }
+  std::remove(model.c_str());
+}
+
+std::string ArchCaseName(const ::testing::TestParamInfo<GoldenExactArch::ParamType>& i) {
+  return CaseName(std::get<0>(i.param).name, std::string(std::get<1>(i.param).name) +
+                                                 (std::get<2>(i.param) == GgmlType::F32 ? "_f32" : "_q8_0"));
+}
+INSTANTIATE_TEST_SUITE_P(Models, GoldenExactArch,
+                         ::testing::Combine(::testing::Values(kZen4, kSkylakeX, kHaswell),
+                                            ::testing::ValuesIn(kArchCases),
+                                            ::testing::Values(GgmlType::F32, GgmlType::Q8_0)),
+                         ArchCaseName);
+INSTANTIATE_TEST_SUITE_P(SwaRing, GoldenExactArch,
+                         ::testing::Combine(::testing::Values(kZen4, kSkylakeX, kHaswell),
+                                            ::testing::ValuesIn(kRingCases),
+                                            ::testing::Values(GgmlType::F32)),
+                         ArchCaseName);
+
+// Single ops whose llama.cpp bits come from GCC's FMA contractions in its x86 builds, which the
+// CPU kernels follow only with llamacpp_numerics: the values below are what libggml-cpu-zen4.so and
+// -haswell.so of node-llama-cpp 3.21.1 compute (ggml_gelu, ggml_geglu_split, ggml_rope_ext with
+// YaRN, ggml_scale_bias; scripts/diff-vs-llamacpp.sh compares them on random and exhaustive inputs).
+// The default mode differs in each, so the option is what makes them agree.
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+cpu::TensorView F32View(std::vector<float>& v, int64_t ne0, int64_t ne1 = 1) {
+  cpu::TensorView t;
+  t.data = v.data();
+  t.type = GgmlType::F32;
+  t.ne[0] = ne0, t.ne[1] = ne1, t.ne[2] = t.ne[3] = 1;
+  t.nb[0] = 4, t.nb[1] = 4 * ne0, t.nb[2] = t.nb[3] = 4 * ne0 * ne1;
+  return t;
+}
+
+TEST(GoldenExactOps, FmaContractionsOfLlamaCppsBuilds) {
+  for (bool numerics : {true, false}) {
+    SCOPED_TRACE(numerics ? "llamacpp_numerics" : "default");
+    cpu::ComputeContext ctx;
+    ctx.llamacpp_numerics = numerics;
+    // GELU's fp16 table: 1 + 0.044715 x^2 as fma(0.044715 x, x, 1) changes one entry, x = -1.99902.
+    std::vector<float> x = {-0x1.ffcp+0f}, y(1);
+    cpu::TensorView xv = F32View(x, 1), yv = F32View(y, 1);
+    ASSERT_TRUE(cpu::Gelu(ctx, xv, yv).ok());
+    EXPECT_EQ(y[0] == -0x1.74cp-5f, numerics) << "GELU(-1.99902) = " << y[0];
+    // GEGLU: a gate <= -10 gives +0 (ggml_vec_geglu_f32), not 0 * g = -0.
+    std::vector<float> gate = {-12.f}, up = {-1.f};
+    cpu::TensorView gv = F32View(gate, 1), uv = F32View(up, 1);
+    ASSERT_TRUE(cpu::GeGlu(ctx, gv, uv, yv).ok());
+    EXPECT_EQ(Bits(y[0]) == 0u, numerics) << "GEGLU(-12, -1) = " << y[0];
+    // SCALE with a bias: fma(x, s, b) (ggml_vec_mad1_f32); x = 1/10, s = 0.3, b = -1.
+    x = {1.0f / 10};
+    ASSERT_TRUE(cpu::Scale(ctx, xv, yv, 0.3f, -1.f).ok());
+    EXPECT_EQ(Bits(y[0]) == 0xbf7851ebu, numerics) << "SCALE = " << y[0];
+    // ROPE with YaRN (freq_scale 1/4, ext_factor 1, attn_factor 0.9, beta_slow 0.25: the ramp takes
+    // values between 0 and 1): the angle fma(theta_interp, 1 - mix, theta_extrap * mix) and the
+    // magnitude fma(0.1, log(1 / freq_scale), 1), one row of 16 at position 6 (two of its angles round
+    // apart without the contraction).
+    const uint32_t want[2][16] = {
+        {0xbdd2932a, 0x3f104568, 0x3f9039a2, 0x3f1bfc41, 0x3f44fd1e, 0x3fec6bf2, 0xbff1ba8d, 0x3ffb292b,
+         0x40160255, 0xc021bb14, 0x40336c6f, 0x40459bc3, 0xc0557ed9, 0x40653a4a, 0x40761180, 0xc0831c9c},
+        {0x3ecbe9bb, 0x40270100, 0xbdc9d9da, 0xbf95ae70, 0x3faa56a7, 0x3fc29345, 0xbfe64906, 0x40034b66,
+         0x4012452d, 0x3e04b518, 0x403ad6f8, 0x40416c8e, 0xc053e5d4, 0x40660301, 0x4075c581, 0xc0832394}};
+    int same = 0;  // of the 32 values
+    for (int mode : {0, 2}) {
+      std::vector<float> q(16), r(16);
+      for (int i = 0; i < 16; ++i) q[size_t(i)] = 0.25f * float(i + 1) * (i % 3 ? 1.f : -1.f);
+      int32_t pos = 6;
+      cpu::TensorView pv;
+      pv.data = &pos;
+      pv.type = GgmlType::I32;
+      pv.ne[0] = pv.ne[1] = pv.ne[2] = pv.ne[3] = 1;
+      pv.nb[0] = pv.nb[1] = pv.nb[2] = pv.nb[3] = 4;
+      cpu::TensorView qv = F32View(q, 16), rv = F32View(r, 16);
+      cpu::RopeParams p;
+      p.n_dims = 16, p.mode = mode, p.n_ctx_orig = 16, p.freq_scale = 0.25f, p.ext_factor = 1.f;
+      p.attn_factor = 0.9f, p.beta_slow = 0.25f;
+      ASSERT_TRUE(cpu::Rope(ctx, qv, pv, cpu::TensorView(), rv, p).ok());
+      for (int i = 0; i < 16; ++i) same += Bits(r[size_t(i)]) == want[mode / 2][i];
+    }
+    if (numerics)
+      EXPECT_EQ(same, 32) << "ROPE with YaRN";
+    else
+      EXPECT_LT(same, 32) << "ROPE with YaRN: the default mode gave llama.cpp's bits too";
+  }
+}
 
 }  // namespace
 }  // namespace stowage
