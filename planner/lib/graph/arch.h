@@ -184,12 +184,39 @@ int BuildMatMulBias(GraphBuilder& b, int w, int bias, int x, const char* name, i
 /// every GELU/SILU parallel gate, Feb 2025 (which the other builders follow) none.
 int BuildFfn(GraphBuilder& b, int x, int up, int up_b, int gate, int gate_b, int down, int down_b, FfnOp op,
              FfnGate type_gate, int il);
-/// llm_build_moe_ffn with softmax gating: logits -> probs -> top-k (argsort + view) ->
-/// GET_ROWS of the selected weights [1, n_used, n_tokens] (optionally normalized by their sum)
-/// -> MUL_MAT_ID up/gate -> act -> MUL -> MUL_MAT_ID down -> MUL(weights) -> sum of the n_used
-/// expert views. Returns the unnamed result.
-int BuildMoeFfn(GraphBuilder& b, int x, int gate_inp, int up_exps, int gate_exps, int down_exps,
-                int64_t n_expert, int64_t n_expert_used, FfnOp op, bool norm_w, int il);
+/// llama_expert_gating_func_type: how build_moe_ffn turns the router logits into probabilities.
+enum class MoeGating {
+  kSoftmax,  ///< SOFT_MAX over the experts (mixtral, qwen2moe, qwen3moe)
+  kSigmoid,  ///< SIGMOID of each logit (glm4moe, deepseek-v3)
+};
+/// The behaviour of BuildMoeFfn beyond its weights (llama.cpp build_moe_ffn's arguments).
+struct MoeFfnOptions {
+  /// type_op: the experts' activation (kSilu or kGelu).
+  FfnOp op = FfnOp::kSilu;
+  MoeGating gating = MoeGating::kSoftmax;
+  /// exp_probs_b: global id of the expert-selection bias [n_expert] (DeepSeek-V3, glm4moe; -1: none),
+  /// added to the probabilities for the top-k only.
+  int exp_probs_b = -1;
+  /// norm_w: the selected weights divided by their sum (ffn_moe_weights_sum / _norm).
+  bool norm_w = false;
+  /// w_scale (expert_weights_scale): the weights times it (SCALE "ffn_moe_weights_scaled") unless 0 or 1.
+  float w_scale = 0.f;
+  /// llama.cpp 2026: the gate activation and the up product as one fused GLU (SWIGLU / GEGLU of gate
+  /// and up, "ffn_moe_swiglu" / "ffn_moe_geglu") instead of SILU / GELU then MUL ("ffn_moe_gate_par",
+  /// Feb 2025).
+  bool fused_glu = false;
+};
+/// llm_build_moe_ffn over layer l's ffn_gate_inp and ffn_{up,gate,down}_exps: logits (MUL_MAT,
+/// [n_expert, n_tokens]) -> probs (o.gating) -> selection probs (probs + o.exp_probs_b
+/// "ffn_moe_probs_biased" when given; the weights still come from
+/// the unbiased probs) -> top-k (argsort + view, [n_expert_used, n_tokens]) -> GET_ROWS of the
+/// selected probs [1, n_used, n_tokens] (o.norm_w: over their sum; o.w_scale) -> MUL_MAT_ID up/gate
+/// -> activation -> MUL_MAT_ID down -> MUL(weights) -> sum of the n_used expert views. Returns the
+/// unnamed result [n_embd, n_tokens].
+/// Differs from llama.cpp 2026: no CLAMP of the weight sum to 2^-14 before the division (softmax and
+/// sigmoid probabilities sum to more than that).
+int BuildMoeFfn(GraphBuilder& b, int x, const LayerWeights& l, int64_t n_expert, int64_t n_expert_used,
+                const MoeFfnOptions& o, int il);
 /// The rope configuration of the graphs (llama.cpp 2026 llama_context cparams): freq base and scale
 /// (1 for scaling type none), n_ctx_orig (n_ctx_orig_yarn), YaRN's ext_factor (1 for yarn, else 0),
 /// beta_fast / beta_slow (hp.yarn_beta_*) and attn_factor: rope.scaling.attn_factor, times for

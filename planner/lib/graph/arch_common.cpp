@@ -230,20 +230,26 @@ int BuildFfn(GraphBuilder& b, int x, int up, int up_b, int gate, int gate_b, int
   return cur;
 }
 
-int BuildMoeFfn(GraphBuilder& b, int x, int gate_inp, int up_exps, int gate_exps, int down_exps,
-                int64_t n_expert, int64_t n_expert_used, FfnOp op, bool norm_w, int il) {
+int BuildMoeFfn(GraphBuilder& b, int x, const LayerWeights& l, int64_t n_expert, int64_t n_expert_used,
+                const MoeFfnOptions& o, int il) {
   const DimExpr n_embd = b[x].ne[0], n_tokens = b[x].ne[1];
-  const int logits = b.MulMat(b.Global(gate_inp), x);  // [n_expert, n_tokens]
+  const int logits = b.MulMat(b.Global(l.ffn_gate_inp), x);  // [n_expert, n_tokens]
   b.Name(logits, "ffn_moe_logits", il);
-  const int probs = b.SoftMax(logits);  // [n_expert, n_tokens]
+  const int probs =
+      o.gating == MoeGating::kSigmoid ? b.Sigmoid(logits) : b.SoftMax(logits);  // [n_expert, n_tokens]
   b.Name(probs, "ffn_moe_probs", il);
-  const int selected = b.TopK(probs, static_cast<int>(n_expert_used));  // [n_expert_used, n_tokens]
+  int selection_probs = probs;
+  if (o.exp_probs_b >= 0) {  // DeepSeek-V3's selection bias; the weights stay unbiased
+    selection_probs = b.Add(probs, b.Global(o.exp_probs_b));
+    b.Name(selection_probs, "ffn_moe_probs_biased", il);
+  }
+  const int selected = b.TopK(selection_probs, static_cast<int>(n_expert_used));  // [n_expert_used, n_tokens]
   b.Name(b[selected].srcs[0], "ffn_moe_argsort", il);
   b.Name(selected, "ffn_moe_topk", il);
   int weights =
       b.GetRows(b.Reshape(probs, {kC1, K(n_expert), n_tokens, kC1}), selected);  // [1, n_used, n_tokens]
   b.Name(weights, "ffn_moe_weights", il);
-  if (norm_w) {
+  if (o.norm_w) {
     weights = b.Reshape(weights, {K(n_expert_used), n_tokens, kC1, kC1});
     const int sum = b.SumRows(weights);  // [1, n_tokens]
     b.Name(sum, "ffn_moe_weights_sum", il);
@@ -251,21 +257,27 @@ int BuildMoeFfn(GraphBuilder& b, int x, int gate_inp, int up_exps, int gate_exps
     b.Name(weights, "ffn_moe_weights_norm", il);
     weights = b.Reshape(weights, {kC1, K(n_expert_used), n_tokens, kC1});
   }
-  const int cur = b.Reshape(x, {n_embd, kC1, n_tokens, kC1});
-  const int up = b.MulMatId(b.Global(up_exps), cur, selected);  // [n_ff, n_expert_used, n_tokens]
-  b.Name(up, "ffn_moe_up", il);
-  int gate = b.MulMatId(b.Global(gate_exps), cur, selected);  // [n_ff, n_expert_used, n_tokens]
-  b.Name(gate, "ffn_moe_gate", il);
-  if (op == FfnOp::kGelu) {
-    gate = b.Gelu(gate);
-    b.Name(gate, "ffn_moe_gelu", il);
-  } else {
-    gate = b.Silu(gate);
-    b.Name(gate, "ffn_moe_silu", il);
+  if (o.w_scale != 0.f && o.w_scale != 1.f) {
+    weights = b.Scale(weights, o.w_scale);
+    b.Name(weights, "ffn_moe_weights_scaled", il);
   }
-  const int par = b.Mul(up, gate);  // [n_ff, n_expert_used, n_tokens]
-  b.Name(par, "ffn_moe_gate_par", il);
-  int experts = b.MulMatId(b.Global(down_exps), par, selected);  // [n_embd, n_expert_used, n_tokens]
+  const int cur = b.Reshape(x, {n_embd, kC1, n_tokens, kC1});
+  const int up = b.MulMatId(b.Global(l.ffn_up_exps), cur, selected);  // [n_ff, n_expert_used, n_tokens]
+  b.Name(up, "ffn_moe_up", il);
+  int gate = b.MulMatId(b.Global(l.ffn_gate_exps), cur, selected);  // [n_ff, n_expert_used, n_tokens]
+  b.Name(gate, "ffn_moe_gate", il);
+  const bool gelu = o.op == FfnOp::kGelu;
+  int par = -1;  // [n_ff, n_expert_used, n_tokens]
+  if (o.fused_glu) {
+    par = gelu ? b.GeGluSplit(gate, up) : b.SwiGluSplit(gate, up);
+    b.Name(par, gelu ? "ffn_moe_geglu" : "ffn_moe_swiglu", il);
+  } else {
+    gate = gelu ? b.Gelu(gate) : b.Silu(gate);
+    b.Name(gate, gelu ? "ffn_moe_gelu" : "ffn_moe_silu", il);
+    par = b.Mul(up, gate);
+    b.Name(par, "ffn_moe_gate_par", il);
+  }
+  int experts = b.MulMatId(b.Global(l.ffn_down_exps), par, selected);  // [n_embd, n_expert_used, n_tokens]
   b.Name(experts, "ffn_moe_down", il);
   experts = b.Mul(experts, weights);
   // aggregate experts: views [n_embd, n_tokens] with stride nb[2], offset i*nb[1]

@@ -60,8 +60,9 @@ Status BuildLlamaStyleGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights&
                      FfnOp::kSilu, FfnGate::kPar, il);
       b.Name(cur, "ffn_out", il);
     } else {  // MoE branch (mixtral): softmax gating, normalized top-k weights
-      cur = BuildMoeFfn(b, cur, l.ffn_gate_inp, l.ffn_up_exps, l.ffn_gate_exps, l.ffn_down_exps, hp.n_expert,
-                        hp.n_expert_used, FfnOp::kSilu, /*norm_w=*/true, il);
+      MoeFfnOptions o;
+      o.norm_w = true;
+      cur = BuildMoeFfn(b, cur, l, hp.n_expert, hp.n_expert_used, o, il);
       b.Name(cur, "ffn_moe_out", il);
     }
     if (hp.f_residual_scale != 0.f) cur = b.Scale(cur, hp.f_residual_scale);  // granite

@@ -89,8 +89,7 @@ Status LoadQwen2MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w)
 Status BuildQwen2MoeGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
   const HParams& hp = m.hp;
   return BuildQwen2Layers(b, m, w, [&b, &hp](const LayerWeights& l, int cur, int ffn_inp, int il) {
-    int moe_out = BuildMoeFfn(b, cur, l.ffn_gate_inp, l.ffn_up_exps, l.ffn_gate_exps, l.ffn_down_exps,
-                              hp.n_expert, hp.n_expert_used, FfnOp::kSilu, /*norm_w=*/false, il);
+    int moe_out = BuildMoeFfn(b, cur, l, hp.n_expert, hp.n_expert_used, MoeFfnOptions{}, il);
     // llama.cpp names `cur` (the ffn_norm output) "ffn_moe_out" here, not moe_out; mirrored.
     b.Name(cur, "ffn_moe_out", il);
     // FFN shared expert
