@@ -239,6 +239,39 @@ std::vector<ArchTensor> Gemma2Tensors(bool gemma3) {
   return t;
 }
 
+// deepseek2 (llama.cpp 2026 llama_model_deepseek2::load_arch_tensors), in its creation order: MLA
+// attention (q LoRA or attn_q; the compressed KV attn_kv_a_mqa of kv_lora_rank + n_rot; the absorbed
+// attn_k_b / attn_v_b, or attn_kv_b in older files), the leading layers' dense FFN, the other
+// layers' router, optional expert-score bias, experts and shared experts (n_ff_shexp = n_ff_exp *
+// expert_shared_count). The fused ffn_gate_up_exps is not read.
+std::vector<ArchTensor> DeepSeek2Tensors() {
+  std::vector<ArchTensor> t;
+  AddEmbeddings(t);
+  t.push_back(Output(kOpt));
+  t.push_back(Norm("attn_norm.weight"));
+  t.push_back({"attn_q_a_norm.weight", S::kLayer, [](D d) { return V{d.n_lora_q}; }, kReq, GgmlOp::MUL, R::kNorm, W::kQLora});
+  t.push_back({"attn_kv_a_norm.weight", S::kLayer, [](D d) { return V{d.n_lora_kv}; }, kReq, GgmlOp::MUL, R::kNorm, W::kAlways});
+  t.push_back({"attn_q_a.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_lora_q}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kQLora});
+  t.push_back({"attn_q_b.weight", S::kLayer, [](D d) { return V{d.n_lora_q, d.n_head * d.n_embd_head_k_mla}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kQLora});
+  t.push_back({"attn_q.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_head * d.n_embd_head_k_mla}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kNoQLora});
+  t.push_back({"attn_kv_a_mqa.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_lora_kv + d.n_rot}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back({"attn_k_b.weight", S::kLayer, [](D d) { return V{d.n_embd_head_k_mla - d.n_rot, d.n_lora_kv, d.n_head}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kMla});
+  t.push_back({"attn_v_b.weight", S::kLayer, [](D d) { return V{d.n_lora_kv, d.n_embd_head_v_mla, d.n_head}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kMla});
+  t.push_back({"attn_kv_b.weight", S::kLayer, [](D d) { return V{d.n_lora_kv, d.n_head * (d.n_embd_head_k_mla - d.n_rot + d.n_embd_head_v_mla)}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kNotMla});
+  t.push_back({"attn_output.weight", S::kLayer, [](D d) { return V{d.n_head * d.n_embd_head_v_mla, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAlways});
+  t.push_back(Norm("ffn_norm.weight"));
+  AddDenseFfn(t, W::kLeadDense);
+  t.push_back({"ffn_gate_inp.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_expert}; }, kReq, GgmlOp::MUL_MAT, R::kRouter, W::kAfterLead});
+  t.push_back({"exp_probs_b.bias", S::kLayer, [](D d) { return V{d.n_expert}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAfterLead});
+  t.push_back({"ffn_down_exps.weight", S::kLayer, [](D d) { return V{d.n_ff_exp, d.n_embd, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kAfterLead});
+  t.push_back({"ffn_gate_exps.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff_exp, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kAfterLead});
+  t.push_back({"ffn_up_exps.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff_exp, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kAfterLead});
+  t.push_back({"ffn_gate_shexp.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff_shexp}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAfterLead});
+  t.push_back({"ffn_down_shexp.weight", S::kLayer, [](D d) { return V{d.n_ff_shexp, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAfterLead});
+  t.push_back({"ffn_up_shexp.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff_shexp}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAfterLead});
+  return t;
+}
+
 // LLM_ARCH_MAMBA: ssm_a and ssm_d have no ".weight" suffix.
 std::vector<ArchTensor> MambaTensors() {
   std::vector<ArchTensor> t;
@@ -282,10 +315,11 @@ const ArchTensor* ArchTensorTable::Find(std::string_view name) const {
 
 const std::vector<ArchTensorTable>& ArchTensorTables() {
   static const std::vector<ArchTensorTable> kTables = {
-      {"llama", LlamaTensors()},      {"qwen2", Qwen2Tensors()},        {"qwen2moe", Qwen2MoeTensors()},
-      {"qwen3", Qwen3Tensors()},      {"phi3", Phi3Tensors()},          {"gemma", GemmaTensors()},
-      {"mamba", MambaTensors()},      {"mistral3", Mistral3Tensors()},  {"smollm3", SmolLM3Tensors()},
-      {"granite", Mistral3Tensors()}, {"gemma2", Gemma2Tensors(false)}, {"gemma3", Gemma2Tensors(true)},
+      {"llama", LlamaTensors()},         {"qwen2", Qwen2Tensors()},        {"qwen2moe", Qwen2MoeTensors()},
+      {"qwen3", Qwen3Tensors()},         {"phi3", Phi3Tensors()},          {"gemma", GemmaTensors()},
+      {"mamba", MambaTensors()},         {"mistral3", Mistral3Tensors()},  {"smollm3", SmolLM3Tensors()},
+      {"granite", Mistral3Tensors()},    {"gemma2", Gemma2Tensors(false)}, {"gemma3", Gemma2Tensors(true)},
+      {"deepseek2", DeepSeek2Tensors()},
   };
   return kTables;
 }
@@ -296,7 +330,7 @@ const ArchTensorTable* FindArchTensorTable(std::string_view arch) {
   return nullptr;
 }
 
-bool Applies(const ArchTensor& t, const TensorDims& d) {
+bool Applies(const ArchTensor& t, const TensorDims& d, int il) {
   switch (t.when) {
     case TensorWhen::kAlways:
       return true;
@@ -308,6 +342,18 @@ bool Applies(const ArchTensor& t, const TensorDims& d) {
       return !d.longrope;
     case TensorWhen::kLongRope:
       return d.longrope;
+    case TensorWhen::kQLora:
+      return d.n_lora_q > 0;
+    case TensorWhen::kNoQLora:
+      return d.n_lora_q == 0;
+    case TensorWhen::kMla:
+      return d.mla;
+    case TensorWhen::kNotMla:
+      return !d.mla;
+    case TensorWhen::kLeadDense:
+      return il < 0 ? d.n_layer_dense_lead > 0 : il < d.n_layer_dense_lead;
+    case TensorWhen::kAfterLead:
+      return il < 0 || il >= d.n_layer_dense_lead;
   }
   return false;
 }
@@ -320,8 +366,8 @@ void ForEachFileTensor(const ArchTensorTable& table, const TensorDims& d, int n_
                        const TensorFileOptions& opts,
                        const std::function<void(const ArchTensor& t, int il, const std::string& name,
                                                 const std::vector<int64_t>& ne)>& fn) {
-  auto kept = [&](const ArchTensor& t) {
-    if (!Applies(t, d)) return false;
+  auto kept = [&](const ArchTensor& t, int il) {
+    if (!Applies(t, d, il)) return false;
     if (t.scope == TensorScope::kOutput && t.role == TensorRole::kMatrix) return opts.output;
     if (t.role == TensorRole::kRopeFreqs || t.role == TensorRole::kRopeLong ||
         t.role == TensorRole::kRopeShort)
@@ -329,10 +375,10 @@ void ForEachFileTensor(const ArchTensorTable& table, const TensorDims& d, int n_
     return t.required || opts.other_optional;
   };
   for (const ArchTensor& t : table.tensors)
-    if (t.scope != TensorScope::kLayer && kept(t)) fn(t, -1, TensorName(t, -1), t.shape(d));
+    if (t.scope != TensorScope::kLayer && kept(t, -1)) fn(t, -1, TensorName(t, -1), t.shape(d));
   for (int il = 0; il < n_layer; ++il)
     for (const ArchTensor& t : table.tensors)
-      if (t.scope == TensorScope::kLayer && kept(t)) fn(t, il, TensorName(t, il), t.shape(d));
+      if (t.scope == TensorScope::kLayer && kept(t, il)) fn(t, il, TensorName(t, il), t.shape(d));
 }
 
 }  // namespace stowage::planner

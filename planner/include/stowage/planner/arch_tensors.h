@@ -47,6 +47,11 @@ struct TensorDims {
   int64_t n_ff_exp = 0;    ///< qwen2moe expert width (llama.cpp: n_ff_exp, else n_ff / n_expert_used)
   int64_t n_ff_shexp = 0;  ///< qwen2moe shared expert width (llama.cpp: n_ff_shexp, else n_ff)
   int64_t ssm_d_conv = 0, ssm_d_inner = 0, ssm_d_state = 0, ssm_dt_rank = 0;
+  /// deepseek2's MLA: q_lora_rank (0: attn_q), kv_lora_rank, the heads' sizes as MHA
+  /// (n_embd_head_k_mla / _v_mla), whether the file has the absorbed attn_k_b / attn_v_b (mla)
+  /// instead of attn_kv_b, and the leading dense layers (leading_dense_block_count).
+  int64_t n_lora_q = 0, n_lora_kv = 0, n_embd_head_k_mla = 0, n_embd_head_v_mla = 0, n_layer_dense_lead = 0;
+  bool mla = false;
   bool longrope = false;  ///< rope.scaling.type is longrope (llama: rope_factors_long/short, not rope_freqs)
 };
 
@@ -71,6 +76,12 @@ enum class TensorWhen : uint8_t {
   kMoe,          ///< n_expert > 0: merged expert tensors (mixtral)
   kNotLongRope,  ///< rope scaling other than longrope (llama's rope_freqs)
   kLongRope,     ///< longrope scaling (llama's rope_factors_long/short)
+  kQLora,        ///< n_lora_q > 0 (deepseek2's attn_q_a, attn_q_a_norm, attn_q_b)
+  kNoQLora,      ///< n_lora_q == 0 (deepseek2's attn_q)
+  kMla,          ///< mla: the absorbed attn_k_b / attn_v_b (deepseek2)
+  kNotMla,       ///< !mla: attn_kv_b (deepseek2 files of before the absorbed form)
+  kLeadDense,    ///< the leading dense layers, il < n_layer_dense_lead (deepseek2's dense FFN)
+  kAfterLead,    ///< the layers il >= n_layer_dense_lead (deepseek2's experts)
 };
 
 /// What a tensor holds: its type rule (llama.cpp's converter and llama-quant: only kMatrix is
@@ -115,8 +126,9 @@ const std::vector<ArchTensorTable>& ArchTensorTables();
 /// The table of general.architecture `arch`, or nullptr when unknown.
 const ArchTensorTable* FindArchTensorTable(std::string_view arch);
 
-/// Whether an architecture with hyper-parameters `d` asks for `t` (its TensorWhen).
-bool Applies(const ArchTensor& t, const TensorDims& d);
+/// Whether an architecture with hyper-parameters `d` asks for `t` (its TensorWhen) in layer `il`;
+/// with il -1 (any layer) kLeadDense holds when n_layer_dense_lead > 0 and kAfterLead always.
+bool Applies(const ArchTensor& t, const TensorDims& d, int il = -1);
 /// The GGUF name of `t` in layer `il` ("blk.<il>.<name>" for kLayer, else the name).
 std::string TensorName(const ArchTensor& t, int il);
 

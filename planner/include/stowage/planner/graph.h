@@ -197,6 +197,24 @@ struct HParams {
   /// f_embedding_scale, the attention and FFN outputs by f_residual_scale before their residual
   /// adds, the logits by 1 / f_logit_scale; 0 = not applied (every other architecture).
   float f_embedding_scale = 0.f, f_residual_scale = 0.f, f_logit_scale = 0.f;
+  /// deepseek2 (llama.cpp 2026 llama_model_deepseek2): multi-head latent attention. n_lora_q is
+  /// attention.q_lora_rank (0: one attn_q instead of attn_q_a / attn_q_a_norm / attn_q_b), n_lora_kv
+  /// attention.kv_lora_rank (the compressed KV width); n_embd_head_k_mla_impl / _v_mla_impl are
+  /// attention.key_length_mla / value_length_mla, both set in files with the absorbed attn_k_b /
+  /// attn_v_b (is_mla), both 0 in older files with attn_kv_b (heads then n_embd_head_k / _v wide).
+  uint32_t n_lora_q = 0, n_lora_kv = 0, n_embd_head_k_mla_impl = 0, n_embd_head_v_mla_impl = 0;
+  /// Leading dense layers (leading_dense_block_count: layers il < n_layer_dense_lead have a dense FFN,
+  /// the others experts) and shared experts (expert_shared_count: one FFN n_ff_exp * count wide).
+  uint32_t n_layer_dense_lead = 0, n_expert_shared = 0;
+  /// Expert routing (llama.cpp 2026 build_moe_ffn): gating function (expert_gating_func: 1 softmax,
+  /// 2 sigmoid; llama_expert_gating_func_type), the selected weights normalized by their sum
+  /// (expert_weights_norm) and scaled by expert_weights_scale (0 or 1: not scaled); group-limited
+  /// top-k (expert_group_count > 1: the experts in n_expert_groups groups, the top n_group_used
+  /// groups by the sum of their two best scores kept, expert_group_used_count).
+  int expert_gating_func = 0;
+  bool expert_weights_norm = false;
+  float expert_weights_scale = 0.f;
+  uint32_t n_expert_groups = 0, n_group_used = 0;
   // SSM (mamba)
   uint32_t ssm_d_conv = 0, ssm_d_inner = 0, ssm_d_state = 0, ssm_dt_rank = 0;
   bool ssm_dt_b_c_rms = false;  ///< ssm.dt_b_c_rms (FalconMamba): RMS norm on dt, B and C
@@ -206,6 +224,13 @@ struct HParams {
   std::vector<std::string> warnings;
   uint32_t n_embd_k_gqa() const { return n_embd_head_k * n_head_kv; }
   uint32_t n_embd_v_gqa() const { return n_embd_head_v * n_head_kv; }
+  /// llama_hparams::is_mla: the absorbed MLA form (key_length_mla and value_length_mla set); its
+  /// cache holds one K row of n_embd_head_k = kv_lora_rank + n_rot per token (n_head_kv 1) and no V.
+  bool is_mla() const { return n_embd_head_k_mla_impl != 0 && n_embd_head_v_mla_impl != 0; }
+  /// llama_hparams::n_embd_head_k_mla / _v_mla: the heads' sizes as MHA (the MLA keys, else the
+  /// K / V head sizes).
+  uint32_t n_embd_head_k_mla() const { return is_mla() ? n_embd_head_k_mla_impl : n_embd_head_k; }
+  uint32_t n_embd_head_v_mla() const { return is_mla() ? n_embd_head_v_mla_impl : n_embd_head_v; }
   /// Recurrent conv-state width per cell (llama_hparams::n_embd_k_s): (d_conv - 1) * d_inner.
   uint32_t n_embd_k_s() const { return (ssm_d_conv > 0 ? ssm_d_conv - 1 : 0) * ssm_d_inner; }
   /// Recurrent ssm-state width per cell (llama_hparams::n_embd_v_s): d_state * d_inner.
