@@ -100,52 +100,30 @@ want moe && for n in mixtral-f32 mixtral-f16 mixtral-q8_0 mixtral-q4_0 qwen2moe-
   echo "wrote $OUT/moe-$n.json"
 done
 
-# Synthetic models of the newer architectures (arch-<name>.json): name -> gguf-synth arguments, the
-# same models as test/data/golden-arch's but for the 240-token prompt (golden_exact_test builds them
-# with gguf-synth's library from its own table and checks the file's hash). gemma2 / gemma3: a
-# sliding window of 8 under the prompt and soft-caps that bite; the SWA cache holds n_ctx = 512 cells
-# (llama.cpp: min(n_ctx, pad(n_swa + n_ubatch, 256))), more than prompt + greedy tokens, so no cell
-# is reused. yarn / mistral3: YaRN factor 4 over an original context of 16 (positions 0..271 run far
-# past it); ropefreqs: Llama-3.1 rope_freqs of an original context of 64; smollm3: 8 layers (3 and 7
-# without rope); qwen3: heads of 32 with n_embd 64 (attn_q wider than n_embd).
-declare -A ARCH=(
-  [qwen3-f32]="--arch qwen3 --type f32 --head-dim 32"
-  [qwen3-q8_0]="--arch qwen3 --type q8_0 --head-dim 32"
-  [gemma2-f32]="--arch gemma2 --type f32 --sliding-window 8 --attn-softcap 0.5 --final-softcap 2"
-  [gemma2-q8_0]="--arch gemma2 --type q8_0 --sliding-window 8 --attn-softcap 0.5 --final-softcap 2"
-  [gemma3-f32]="--arch gemma3 --type f32 --n-layer 6 --sliding-window 8 --rope-freq-base 1000000 --rope-scaling linear --rope-scale 8 --final-softcap 2"
-  [gemma3-q8_0]="--arch gemma3 --type q8_0 --n-layer 6 --sliding-window 8 --rope-freq-base 1000000 --rope-scaling linear --rope-scale 8 --final-softcap 2"
-  [mistral3-f32]="--arch mistral3 --type f32 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-beta-slow 0.25 --yarn-log-mul 0.1 --attn-temp-scale 0.5"
-  [mistral3-q8_0]="--arch mistral3 --type q8_0 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-beta-slow 0.25 --yarn-log-mul 0.1 --attn-temp-scale 0.5"
-  [smollm3-f32]="--arch smollm3 --type f32 --n-layer 8"
-  [smollm3-q8_0]="--arch smollm3 --type q8_0 --n-layer 8"
-  [llama-yarn-f32]="--arch llama --type f32 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16"
-  [llama-yarn-q8_0]="--arch llama --type q8_0 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16"
-  [llama-ropefreqs-f32]="--arch llama --type f32 --rope-freqs --rope-freqs-orig-ctx 64"
-  [llama-ropefreqs-q8_0]="--arch llama --type q8_0 --rope-freqs --rope-freqs-orig-ctx 64"
-)
+# Synthetic models of the newer architectures (arch-<name>.json): test/data/golden-arch's models
+# (its make_goldens.sh ARGS table, read from there: name -> gguf-synth arguments), here on the
+# 240-character prompt (443 tokens with the generated vocabulary; golden_exact_test builds them with
+# gguf-synth's library from its own table and checks the file's hash). llama-yarn / llama-ropefreqs
+# get a Q8_0 twin (the F32 arguments with --type q8_0). gemma2 / gemma3: a sliding window of 8 under
+# the prompt and soft-caps that bite; the SWA cache holds n_ctx = 512 cells (llama.cpp: min(n_ctx,
+# pad(n_swa + n_ubatch, 256))), more than prompt + greedy tokens, so no cell is reused. yarn /
+# mistral3: YaRN factor 4 over an original context of 16 (positions 0..474 run far past it).
+eval "$(sed -n '/^declare -A ARGS=(/,/^)/p' "$HERE/../golden-arch/make_goldens.sh")"
+for n in llama-yarn llama-ropefreqs; do ARGS[$n-q8_0]=${ARGS[$n-f32]/--type f32/--type q8_0}; done
+# The interleaved-SWA ring (arch-<name>-ring-f32.json): gemma2-f32 / gemma3-f32 with a window of 40
+# and n_ubatch 64 with swa_full off (refexact's 6th argument), so the SWA cache has min(512, pad(40 +
+# 64, 256)) = 256 cells and the prompt wraps it: cells are reused as llama.cpp's find_slot reuses
+# them, and the sums over the cache's cells (KQ softmax, KQV) meet the window's 40 keys in the
+# wrapped order (their hashes differ from a full-size cache's; with a window of 8 they do not).
+for n in gemma2 gemma3; do ARGS[$n-ring-f32]=${ARGS[$n-f32]/--sliding-window 8/--sliding-window 40}; done
 want arch && for n in qwen3-f32 qwen3-q8_0 gemma2-f32 gemma2-q8_0 gemma3-f32 gemma3-q8_0 mistral3-f32 mistral3-q8_0 \
-                       smollm3-f32 smollm3-q8_0 llama-yarn-f32 llama-yarn-q8_0 llama-ropefreqs-f32 llama-ropefreqs-q8_0; do
+                       smollm3-f32 smollm3-q8_0 llama-yarn-f32 llama-yarn-q8_0 llama-ropefreqs-f32 llama-ropefreqs-q8_0 \
+                       gemma2-ring-f32 gemma3-ring-f32; do
+  ubatch=()
+  [[ $n == *-ring-* ]] && ubatch=(off 64)
   # shellcheck disable=SC2086
-  "$SYNTH" ${ARCH[$n]} -o "$TMP/$n.gguf" > /dev/null
-  "$TMP/refexact" "$TMP/$n.gguf" "$PROMPT" 32 512 | annotate "$TMP/$n.gguf" synth_args="${ARCH[$n]}" \
-    > "$OUT/arch-$n.json"
-  echo "wrote $OUT/arch-$n.json"
-done
-
-# The interleaved-SWA ring (arch-<name>-ring-f32.json): a window of 40 and n_ubatch 64 with swa_full
-# off (refexact's 6th argument), so the SWA cache has min(512, pad(40 + 64, 256)) = 256 cells and the
-# 443-token prompt wraps it: cells are reused as llama.cpp's find_slot reuses them, and the sums over
-# the cache's cells (KQ softmax, KQV) meet the window's 40 keys in the wrapped order (their hashes
-# differ from a full-size cache's). gemma2 with its soft-caps, gemma3 with its rope as above.
-declare -A RING=(
-  [gemma2-ring-f32]="--arch gemma2 --type f32 --sliding-window 40 --attn-softcap 0.5 --final-softcap 2"
-  [gemma3-ring-f32]="--arch gemma3 --type f32 --n-layer 6 --sliding-window 40 --rope-freq-base 1000000 --rope-scaling linear --rope-scale 8 --final-softcap 2"
-)
-want arch && for n in gemma2-ring-f32 gemma3-ring-f32; do
-  # shellcheck disable=SC2086
-  "$SYNTH" ${RING[$n]} -o "$TMP/$n.gguf" > /dev/null
-  "$TMP/refexact" "$TMP/$n.gguf" "$PROMPT" 32 512 off 64 | annotate "$TMP/$n.gguf" synth_args="${RING[$n]}" \
+  "$SYNTH" ${ARGS[$n]} -o "$TMP/$n.gguf" > /dev/null
+  "$TMP/refexact" "$TMP/$n.gguf" "$PROMPT" 32 512 "${ubatch[@]}" | annotate "$TMP/$n.gguf" synth_args="${ARGS[$n]}" \
     > "$OUT/arch-$n.json"
   echo "wrote $OUT/arch-$n.json"
 done

@@ -248,13 +248,14 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenExactMoe,
                            return CaseName(std::get<0>(i.param).name, std::get<1>(i.param));
                          });
 
-// arch-<name>.json: synthetic models of the newer architectures (make_goldens.sh's ARCH table, the
-// models of test/data/golden-arch on the 240-token prompt), each F32 and Q8_0. The spec below must
-// write the file the golden was made from (its FNV-1a 64 is checked). gemma2 / gemma3 run a window
-// of 8 under the prompt with soft-caps that bite; their SWA cache holds all 512 cells (llama.cpp's
-// min(n_ctx, pad(n_swa + n_ubatch, 256))), so no cell is reused. arch-<name>-ring-f32.json (RING):
-// a window of 40 and n_ubatch 64 (the golden's "n_ubatch", with swa_full off), so the SWA cache has
-// 256 cells that the 443-token prompt wraps: the cells are reused in llama.cpp's find_slot order.
+// arch-<name>.json: synthetic models of the newer architectures (test/data/golden-arch's models,
+// whose gguf-synth arguments make_goldens.sh reads from there, on the 240-character prompt), each
+// F32 and Q8_0. The spec below must write the file the golden was made from (its FNV-1a 64 is
+// checked). gemma2 / gemma3 run a window of 8 under the prompt with soft-caps that bite; their SWA
+// cache holds all 512 cells (llama.cpp's min(n_ctx, pad(n_swa + n_ubatch, 256))), so no cell is
+// reused. arch-<name>-ring-f32.json: a window of 40 and n_ubatch 64 (the golden's "n_ubatch", with
+// swa_full off), so the SWA cache has 256 cells that the 443-token prompt wraps: the cells are reused
+// in llama.cpp's find_slot order.
 struct ArchCase {
   const char* name;  // golden file without "arch-" and "-<type>.json"
   void (*spec)(synth::ModelSpec&);
