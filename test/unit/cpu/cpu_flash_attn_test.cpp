@@ -30,19 +30,22 @@ struct Shape {
   GgmlType tk, tv;
   float max_bias = 0.f, softcap = 0.f;
   bool mask = true;
+  bool sinks = false;  // ggml_flash_attn_ext_add_sinks: one logit per query head in [-3, 6)
 };
 
 struct Problem {
   Shape s;
-  kt::Tensor q, mask, dst;
+  kt::Tensor q, mask, dst, sink;
   std::vector<uint8_t> k, v;  // [D, n_kv, Hkv] rows of the cache types
   TensorView kv_, vv_;
   Problem(const Shape& sh, uint32_t seed)
       : s(sh),
         q(GgmlType::F32, sh.D, sh.N, sh.Hkv * sh.r),
         mask(GgmlType::F16, sh.n_kv, sh.N),
-        dst(GgmlType::F32, sh.D, sh.Hkv * sh.r, sh.N) {
+        dst(GgmlType::F32, sh.D, sh.Hkv * sh.r, sh.N),
+        sink(GgmlType::F32, sh.Hkv * sh.r) {
     kt::Fill(q, seed, -2.f, 2.f);
+    kt::Fill(sink, seed + 3, -3.f, 6.f);  // above and below the rows' maxima: both branches
     k = Rows(sh.tk, seed + 1, 1.f);
     v = Rows(sh.tv, seed + 2, 1.f);
     // Causal: token t sees the first n_kv - N + t + 1 cells; a few cells stay fully masked.
@@ -79,7 +82,8 @@ struct Problem {
   float scale() const { return 1.0f / std::sqrt(float(s.D)); }
   Status Run(ComputeContext& ctx) {
     TensorView none;
-    return FlashAttnExt(ctx, q.v, kv_, vv_, s.mask ? mask.v : none, dst.v, scale(), s.max_bias, s.softcap);
+    return FlashAttnExt(ctx, q.v, kv_, vv_, s.mask ? mask.v : none, dst.v, scale(), s.max_bias, s.softcap,
+                        s.sinks ? sink.v : none);
   }
   // The double reference and the error bound of output element (d, h, t).
   void Reference(std::vector<double>* out, double* bound) const {
@@ -120,6 +124,7 @@ struct Problem {
         }
         double S = 0;
         for (double& x : w) S += (x = std::exp(x - mx));
+        if (s.sinks) S += std::exp(sink.at(h) - mx);  // a logit without a value
         for (int64_t c = 0; c < s.n_kv; ++c) {
           if (w[size_t(c)] == 0) continue;
           ASSERT_TRUE(DequantizeRow(s.tv, Row(vv_, c, h / s.r), vrow.data(), s.D).ok());
@@ -196,6 +201,38 @@ TEST(CpuFlashAttn, AlibiSoftcapAndNoMask) {
   CheckAgainstReference(nomask, 9);
 }
 
+// gpt-oss's attention sinks: F16 V in registers (D 64) and in memory (D 256 on AVX-512), F32 V,
+// GQA groups of 4 query heads with their own sinks, and without a mask.
+TEST(CpuFlashAttn, Sinks) {
+  std::vector<Shape> shapes = {{64, 40, 2, 4, 5, GgmlType::F16, GgmlType::F16},
+                               {256, 17, 1, 2, 2, GgmlType::F16, GgmlType::F16},
+                               {64, 23, 2, 2, 3, GgmlType::F16, GgmlType::F32},
+                               {32, 12, 2, 1, 2, GgmlType::Q8_0, GgmlType::Q8_0}};
+  shapes.back().mask = false;
+  uint32_t seed = 300;
+  for (Shape s : shapes) {
+    s.sinks = true;
+    CheckAgainstReference(s, seed += 11);
+  }
+  // A sink far below every score changes nothing; a sink of the wrong size is refused.
+  Problem p(Shape{64, 20, 2, 2, 3, GgmlType::F16, GgmlType::F16}, 5);
+  ComputeContext ctx = kt::Ctx(1);
+  ASSERT_TRUE(p.Run(ctx).ok());
+  const std::vector<float> plain(p.dst.f32(), p.dst.f32() + 64 * 4 * 3);
+  for (int h = 0; h < 4; ++h) p.sink.f32()[h] = -1e30f;
+  p.s.sinks = true;
+  ASSERT_TRUE(p.Run(ctx).ok());
+  EXPECT_EQ(std::vector<float>(p.dst.f32(), p.dst.f32() + 64 * 4 * 3), plain);
+  for (int h = 0; h < 4; ++h) p.sink.f32()[h] = 1.f;
+  ASSERT_TRUE(p.Run(ctx).ok());
+  EXPECT_NE(std::vector<float>(p.dst.f32(), p.dst.f32() + 64 * 4 * 3), plain);
+  p.sink.v.ne[0] = 2;  // the kv heads' count
+  const Status st = p.Run(ctx);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("FLASH_ATTN_EXT: sinks "), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("must be contiguous F32 [n_head = 4]"), std::string::npos) << st.message();
+}
+
 TEST(CpuFlashAttn, FullyMaskedRowIsNaNAsGgml) {
   Problem p(Shape{16, 8, 1, 1, 2, GgmlType::F16, GgmlType::F16}, 3);
   for (int64_t c = 0; c < 8; ++c) p.mask.u16()[c] = Fp32ToFp16(-std::numeric_limits<float>::infinity());
@@ -248,14 +285,20 @@ TEST(CpuFlashAttn, FlashRowKernelsMatchScalarBits) {
         std::vector<fp16_t> acc(static_cast<size_t>(D) * size_t(nh));
         std::vector<float> want(ldo * size_t(nh), -2.f), got(ldo * size_t(nh));
         const char* vb = reinterpret_cast<const char*>(v.data());
-        scalar::FlashF16Rows(D, n, nh, scores.data(), lds, vb, cells.data(), size_t(D) * 2, acc.data(),
-                             size_t(D), want.data(), ldo);
-        for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
-          std::fill(got.begin(), got.end(), -2.f);
-          GetRowKernels(isa).flash_f16_rows(D, n, nh, scores.data(), lds, vb, cells.data(), size_t(D) * 2,
-                                            acc.data(), size_t(D), got.data(), ldo);
-          ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
-              << "D " << D << " n " << n << " nh " << nh << " isa " << int(isa);
+        std::vector<float> sinks(static_cast<size_t>(nh));
+        for (auto& x : sinks) x = d(rng) * 2.f;  // some above the row's maximum
+        for (const float* sk :
+             {static_cast<const float*>(nullptr), static_cast<const float*>(sinks.data())}) {
+          scalar::FlashF16Rows(D, n, nh, scores.data(), lds, vb, cells.data(), size_t(D) * 2, acc.data(),
+                               size_t(D), want.data(), ldo, sk);
+          for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
+            std::fill(got.begin(), got.end(), -2.f);
+            GetRowKernels(isa).flash_f16_rows(D, n, nh, scores.data(), lds, vb, cells.data(), size_t(D) * 2,
+                                              acc.data(), size_t(D), got.data(), ldo, sk);
+            ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+                << "D " << D << " n " << n << " nh " << nh << " isa " << int(isa) << " sinks "
+                << (sk != nullptr);
+          }
         }
       }
     }

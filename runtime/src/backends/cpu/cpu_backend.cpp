@@ -76,22 +76,29 @@ class CpuBackend final : public Backend {
         return cpu::SwiGlu(ctx_, c.src[0], c.src[1], dst);
       case GgmlOp::GEGLU:
         return cpu::GeGlu(ctx_, c.src[0], c.src[1], dst);
+      case GgmlOp::SWIGLU_OAI: {  // ops_gpt_oss.cpp
+        STOWAGE_ASSIGN_OR_RETURN(const SwiGluOaiParams p, DecodeSwiGluOai(params));
+        return cpu::SwiGluOai(ctx_, c.src[0], c.src[1], dst, p.alpha, p.limit);
+      }
       case GgmlOp::ROPE: {
         STOWAGE_ASSIGN_OR_RETURN(const RopeParams p, DecodeRope(params));
         return cpu::Rope(ctx_, c.src[0], c.src[1], c.has_src[2] ? c.src[2] : none, dst, p);
       }
       case GgmlOp::SOFT_MAX: {
         STOWAGE_ASSIGN_OR_RETURN(const SoftMaxParams p, DecodeSoftMax(params));
-        return cpu::SoftMax(ctx_, c.src[0], c.has_src[1] ? c.src[1] : none, dst, p.scale, p.max_bias);
+        return cpu::SoftMax(ctx_, c.src[0], c.has_src[1] ? c.src[1] : none, dst, p.scale, p.max_bias,
+                            c.has_src[2] ? c.src[2] : none);
       }
       case GgmlOp::FLASH_ATTN_EXT: {  // ops_attn.cpp; both precisions accumulate as ggml-cpu
         STOWAGE_ASSIGN_OR_RETURN(const FlashAttnExtParams p, DecodeFlashAttnExt(params));
         return cpu::FlashAttnExt(ctx_, c.src[0], c.src[1], c.src[2], c.has_src[3] ? c.src[3] : none, dst,
-                                 p.scale, p.max_bias, p.logit_softcap);
+                                 p.scale, p.max_bias, p.logit_softcap, c.has_src[4] ? c.src[4] : none);
       }
       // Mixture of experts (ops_moe.cpp).
       case GgmlOp::MUL_MAT_ID:
         return cpu::MulMatId(ctx_, c.src[0], c.src[1], c.src[2], dst);
+      case GgmlOp::ADD_ID:  // ops_gpt_oss.cpp
+        return cpu::AddId(ctx_, c.src[0], c.src[1], c.src[2], dst);
       case GgmlOp::ARGSORT: {
         STOWAGE_ASSIGN_OR_RETURN(const ArgsortParams p, DecodeArgsort(params));
         return cpu::ArgSort(ctx_, c.src[0], dst, p.order);

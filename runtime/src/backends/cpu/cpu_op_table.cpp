@@ -19,7 +19,7 @@ std::vector<OpRule> CpuOpRules(const std::vector<GgmlType>& weight_types) {
       AcceptRule({O::ADD, O::MUL}, {f32, OfTypes({T::F32, T::F16})}, {T::F32}, 0, kOps),
       AcceptRule({O::SWIGLU, O::GEGLU}, {f32, f32_opt}, {T::F32}, 0, kOps),
       AcceptRule({O::ROPE}, {f32, OfTypes({T::I32}), f32_opt}, {T::F32}, 0, kOps),
-      AcceptRule({O::SOFT_MAX}, {f32, OfTypes({T::F16, T::F32}, true)}, {T::F32}, 0, kOps),
+      AcceptRule({O::SOFT_MAX}, {f32, OfTypes({T::F16, T::F32}, true), f32_opt}, {T::F32}, 0, kOps),
       AcceptRule({O::CPY, O::CONT, O::DUP}, {f32}, from_f32, 0, kOps),
       AcceptRule({O::CPY, O::CONT, O::DUP}, {OfTypes({T::F16})}, {T::F32}, 0, kOps),
   };
@@ -31,9 +31,13 @@ std::vector<OpRule> CpuOpRules(const std::vector<GgmlType>& weight_types) {
   rules.push_back(AcceptRule({O::SUM_ROWS, O::SIGMOID}, {f32}, {T::F32}, 0, kOps));
   rules.push_back(AcceptRule({O::DIV}, {f32, OfTypes({T::F32, T::F16})}, {T::F32}, 0, kOps));
   // Flash attention (ops_attn.cpp): K and V of any KV cache type.
-  rules.push_back(AcceptRule({O::FLASH_ATTN_EXT},
-                             {f32, OfTypes(weight_types), OfTypes(weight_types), OfTypes({T::F16}, true)},
-                             {T::F32}, 0, kOps));
+  rules.push_back(
+      AcceptRule({O::FLASH_ATTN_EXT},
+                 {f32, OfTypes(weight_types), OfTypes(weight_types), OfTypes({T::F16}, true), f32_opt},
+                 {T::F32}, 0, kOps));
+  // gpt-oss's experts (ops_gpt_oss.cpp): the expert biases and the clamped SwiGLU.
+  rules.push_back(AcceptRule({O::ADD_ID}, {f32, f32, OfTypes({T::I32})}, {T::F32}, 0, kOps));
+  rules.push_back(AcceptRule({O::SWIGLU_OAI}, {f32, f32}, {T::F32}, 0, kOps));
   // Mamba (ops_ssm.cpp).
   rules.push_back(AcceptRule({O::CONCAT, O::SSM_CONV}, {f32, f32}, {T::F32}, 0, kOps));
   rules.push_back(AcceptRule({O::SSM_SCAN}, {f32, f32, f32, f32, f32, f32}, {T::F32}, 0, kOps));

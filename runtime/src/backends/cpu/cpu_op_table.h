@@ -24,11 +24,12 @@ namespace stowage::exec {
 ///   ADD, MUL: F32 src0 and dst, F32 or F16 src1;
 ///   SWIGLU, GEGLU: F32 src0 and dst, optional F32 src1 (split form);
 ///   ROPE: F32 x and dst, I32 positions, optional F32 freq factors;
-///   SOFT_MAX: F32 src and dst, optional F16 or F32 mask;
+///   SOFT_MAX: F32 src and dst, optional F16 or F32 mask, optional F32 sinks;
 ///   CPY, CONT, DUP: F32 into the SET_ROWS destination types, F16 into F32;
 ///   MUL_MAT_ID: contiguous experts of `weight_types`, F32 activations, I32 ids, F32 dst
 ///   (ops_moe.cpp); ARGSORT: F32 into I32; SUM_ROWS, SIGMOID: F32; DIV: as ADD;
-///   FLASH_ATTN_EXT: F32 q, K and V of `weight_types`, optional F16 mask, F32 dst (ops_attn.cpp);
+///   FLASH_ATTN_EXT: F32 q, K and V of `weight_types`, optional F16 mask, optional F32 sinks, F32 dst
+///   (ops_attn.cpp); ADD_ID: F32 a and b, I32 ids; SWIGLU_OAI: F32 a and b (ops_gpt_oss.cpp);
 ///   CONCAT, SSM_CONV: two F32 sources; SSM_SCAN: six F32 sources (ops_ssm.cpp).
 /// Shapes are checked at Compute (kInvalidArgument), not here.
 std::vector<OpRule> CpuOpRules(const std::vector<GgmlType>& weight_types);

@@ -2,6 +2,7 @@
 // F32 -> vec_dot-type row conversion, for a given instruction-set level. Internal.
 #pragma once
 
+#include <cmath>
 #include <string>
 
 #include "ops.h"
@@ -116,9 +117,10 @@ void GemmQ8FromFloat(const float* x, void* act, int64_t K, int z);
 /// or F32 values, or nullptr), y = exp(w - max(w)) / sum, the sum in double over 16-lane float
 /// partial sums, operation for operation (ggml_v_expf's algorithm for 16 lanes, expf for the last n % 16
 /// elements, w = fma(slope, mask, x * scale)), so rows are bit-identical to llama.cpp's AVX-512 CPU
-/// backend. y may alias x. Returns the sum.
+/// backend. y may alias x. `sink` (ggml_soft_max_add_sinks; nullptr: none) joins the max and adds
+/// expf(*sink - max) to the sum, as ggml-cpu 2026. Returns the sum.
 double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scale, float slope, float* y,
-                     int64_t n);
+                     int64_t n, const float* sink = nullptr);
 }  // namespace avx512
 
 /// GemvQ4_Kx8Q8_KSb (each level): the same dots with the float part per 64-element sub-block pair
@@ -175,7 +177,7 @@ void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y);
 /// avx512::SoftMaxRowF32 with ggml's AVX2 structure (8-lane groups, horizontal float sums added
 /// to a double), bit-identical to llama.cpp's AVX2 CPU backend.
 double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scale, float slope, float* y,
-                     int64_t n);
+                     int64_t n, const float* sink = nullptr);
 }  // namespace avx2
 namespace avx512 {
 /// 16 lanes as ggml_v_silu (AVX-512), the last n % 16 elements as ggml_silu_f32: bit-identical to
@@ -251,23 +253,39 @@ using ScaleF16Fn = void (*)(int64_t n, fp16_t* y, float v);
 /// acc = 0 (D F16 values), M = -inf, S = 0; for c < n in order, s = scores[h * lds + c]; when
 /// s > M: ms = exp(M - s), M = s, acc = f16(acc * ms); else vs = exp(s - M); then acc = f16(v_c *
 /// vs + acc) (one FMA, one rounding per element) and S = fma(S, ms, vs). v_c is the row of D F16
-/// values at v + cells[c] * v_stride bytes. Writes out[h * ldo + d] = f32(acc[d]) * (1 / S) (n = 0:
-/// NaN, as ggml). `acc` is scratch: nh rows of D F16 values, ldacc apart.
+/// values at v + cells[c] * v_stride bytes. Writes out[h * ldo + d] = (f32(acc[d]) * ms) * (1 / S)
+/// with ms = FlashSinkStep(sinks[h], M, S) when `sinks` (nh values) is given, else ms = 1 (n = 0
+/// without sinks: NaN, as ggml). `acc` is scratch: nh rows of D F16 values, ldacc apart.
 using FlashF16RowsFn = void (*)(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds,
                                 const char* v, const int32_t* cells, size_t v_stride, fp16_t* acc,
-                                size_t ldacc, float* out, size_t ldo);
+                                size_t ldacc, float* out, size_t ldo, const float* sinks);
+
+/// The attention sink of a row after its last key (ggml-cpu 2026 ggml_compute_forward_flash_attn_ext_f16,
+/// ggml_flash_attn_ext_add_sinks): the sink logit joins the online softmax without a value. Returns
+/// the factor the F32 accumulator is multiplied by before the division (ms = expf(m - sink) when the
+/// sink is a new maximum, else 1) and updates sum (fma(sum, ms, 1), resp. sum + expf(sink - m)).
+inline float FlashSinkStep(float sink, float m, float& sum) {
+  if (sink > m) {
+    const float ms = std::exp(m - sink);
+    sum = std::fma(sum, ms, 1.0f);
+    return ms;
+  }
+  sum = std::fma(sum, 1.0f, std::exp(sink - m));
+  return 1.0f;
+}
 
 /// FlashF16Rows with the accumulator in memory, through `mad` and `scale` (the kernels of one level):
 /// the scalar and AVX2 levels, and AVX-512 above D = 128. Compiled at the baseline level.
 void FlashF16RowsWith(MadF16Fn mad, ScaleF16Fn scale, int64_t D, int64_t n, int64_t nh, const float* scores,
                       size_t lds, const char* v, const int32_t* cells, size_t v_stride, fp16_t* acc,
-                      size_t ldacc, float* out, size_t ldo);
+                      size_t ldacc, float* out, size_t ldo, const float* sinks);
 
 namespace scalar {
 void MadF16(int64_t n, fp16_t* y, const fp16_t* x, float v);
 void ScaleF16(int64_t n, fp16_t* y, float v);
 void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v,
-                  const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo);
+                  const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo,
+                  const float* sinks);
 void SumSquares8(int64_t n8, const float* x, double part[8]);
 void CvtF32F16Strided(int64_t n, const char* src, size_t src_stride, char* dst, size_t dst_stride);
 }  // namespace scalar
@@ -277,7 +295,8 @@ void MadF16(int64_t n, fp16_t* y, const fp16_t* x, float v);
 void ScaleF16(int64_t n, fp16_t* y, float v);
 /// One row at a time: MadF16 / ScaleF16 per cell, the accumulator in memory.
 void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v,
-                  const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo);
+                  const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo,
+                  const float* sinks);
 /// Two 4-lane double accumulators (lanes 0-3 and 4-7). Needs AVX2.
 void SumSquares8(int64_t n8, const float* x, double part[8]);
 /// One scalar vcvtps2ph per element. Needs F16C.
@@ -293,7 +312,8 @@ void ScaleF16(int64_t n, fp16_t* y, float v);
 /// after every step), 4 rows at a time up to D = 64, 2 up to 128, each V row loaded once for them;
 /// larger D: MadF16 / ScaleF16 per cell. The next V rows are prefetched.
 void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v,
-                  const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo);
+                  const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo,
+                  const float* sinks);
 }  // namespace avx512
 
 // ---- Level dispatch of the row kernels above ----------------------------------------------------

@@ -176,9 +176,11 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
 /// (m0 = 2^(-max_bias / n_head_log2), m1 = 2^(-max_bias / 2 / n_head_log2)). src F32
 /// [n_kv, n_tokens, n_head, ne3]; mask F16 or F32 [n_kv, >= n_tokens, ne12, ne13] broadcast over
 /// dims 2, 3 (n_head % ne12 == 0), or data == nullptr for none; dst like src. A row whose w are
-/// all -inf yields NaN, as in ggml.
+/// all -inf yields NaN, as in ggml. sinks (ggml_soft_max_add_sinks, llama.cpp 2026's attention
+/// sinks): F32 [n_head] or data == nullptr; with it, head h's row is normalized as if it held one
+/// more logit sinks[h] (max over w and sinks[h], sum += expf(sinks[h] - max)), which takes no output.
 Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mask, TensorView& dst,
-               float scale, float max_bias);
+               float scale, float max_bias, const TensorView& sinks = TensorView());
 
 /// FLASH_ATTN_EXT (ggml_flash_attn_ext, Feb 2025; ops_attn.cpp): for each query row (token i1, head
 /// i2) an online softmax over the n_kv keys: s = dot(k row, q row in K's vec_dot type) * scale
@@ -190,10 +192,13 @@ Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mas
 /// contiguous rows (n_head % n_head_kv == 0: GQA broadcast), mask F16 [>= n_kv, >= n_tokens, 1, 1]
 /// or data == nullptr for none, dst F32 contiguous [D, n_head, n_tokens, ne3] (the permuted
 /// kqv_merged layout). slope(h) as SoftMax's ALiBi slope; max_bias > 0 needs a mask. A row with
-/// every key masked gives NaN, as ggml. Errors: kInvalidArgument for types and shapes.
+/// every key masked gives NaN, as ggml. sinks (ggml_flash_attn_ext_add_sinks): F32 [n_head] or
+/// data == nullptr; with it, after the last key of head h's row (the accumulator in F32): when
+/// sinks[h] > M, ms = expf(M - sinks[h]), acc *= ms, S = fma(S, ms, 1), else S = S + expf(sinks[h] -
+/// M), as ggml-cpu 2026. Errors: kInvalidArgument for types and shapes.
 Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& k, const TensorView& v,
-                    const TensorView& mask, TensorView& dst, float scale, float max_bias,
-                    float logit_softcap);
+                    const TensorView& mask, TensorView& dst, float scale, float max_bias, float logit_softcap,
+                    const TensorView& sinks = TensorView());
 
 /// CPY / CONT (ggml_cpy, ggml_cont): element l of src in ggml order (i0 fastest) is written to
 /// element l of dst in ggml order; shapes may differ but element counts must be equal; any strides
@@ -247,6 +252,19 @@ Status Div(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, 
 
 /// SIGMOID (ggml_sigmoid): dst = 1 / (1 + exp(-x)). F32 src and dst of equal shape.
 Status Sigmoid(ComputeContext& ctx, const TensorView& src, TensorView& dst);
+
+/// ADD_ID (ggml_add_id, gpt-oss's expert biases; ops_gpt_oss.cpp): dst[:, i1, i2, i3] = a[:, i1, i2, i3] +
+/// b[:, ids[i1, i2]]. a and dst F32 [ne0, n_used, n_tokens, ne3] of equal shape, b F32 [ne0, n_expert]
+/// (one bias row per expert), ids I32 [n_used, n_tokens]; contiguous rows. Errors: kOutOfRange naming the
+/// first id outside [0, n_expert); kInvalidArgument for types and shapes.
+Status AddId(ComputeContext& ctx, const TensorView& a, const TensorView& b, const TensorView& ids,
+             TensorView& dst);
+
+/// SWIGLU_OAI (ggml_swiglu_oai, gpt-oss's expert activation; ops_gpt_oss.cpp): with x = min(a, limit) and
+/// y = clamp(b, -limit, limit), dst = x / (1 + expf(alpha * -x)) * (y + 1), per element as ggml-cpu. a, b,
+/// dst F32 of equal shape with contiguous rows (the split form; dst may alias a or b).
+Status SwiGluOai(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst, float alpha,
+                 float limit);
 
 // ---- Mamba (ops_ssm.cpp) ---------------------------------------------------------------------
 

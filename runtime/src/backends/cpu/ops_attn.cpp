@@ -46,7 +46,7 @@ void ScaleF16(int64_t n, fp16_t* y, float v) {
 
 void FlashF16RowsWith(MadF16Fn mad, ScaleF16Fn scale_f16, int64_t D, int64_t n, int64_t nh,
                       const float* scores, size_t lds, const char* v, const int32_t* cells, size_t v_stride,
-                      fp16_t* acc, size_t ldacc, float* out, size_t ldo) {
+                      fp16_t* acc, size_t ldacc, float* out, size_t ldo, const float* sinks) {
   for (int64_t h = 0; h < nh; ++h) {
     const float* sc = scores + size_t(h) * lds;
     fp16_t* a = acc + size_t(h) * ldacc;
@@ -66,22 +66,24 @@ void FlashF16RowsWith(MadF16Fn mad, ScaleF16Fn scale_f16, int64_t D, int64_t n, 
       mad(D, a, reinterpret_cast<const fp16_t*>(v + size_t(cells[c]) * v_stride), vs);
       sum = std::fma(sum, ms, vs);  // fused, as ggml's x86 builds contract S = S*ms + vs
     }
+    const float ms = sinks ? FlashSinkStep(sinks[h], m, sum) : 1.0f;
     const float inv = 1.0f / sum;
     float* o = out + size_t(h) * ldo;
-    for (int64_t d = 0; d < D; ++d) o[d] = HalfToFloat(a[d]) * inv;
+    for (int64_t d = 0; d < D; ++d) o[d] = (HalfToFloat(a[d]) * ms) * inv;
   }
 }
 
 namespace scalar {
 void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v,
-                  const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo) {
-  FlashF16RowsWith(MadF16, ScaleF16, D, n, nh, scores, lds, v, cells, v_stride, acc, ldacc, out, ldo);
+                  const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo,
+                  const float* sinks) {
+  FlashF16RowsWith(MadF16, ScaleF16, D, n, nh, scores, lds, v, cells, v_stride, acc, ldacc, out, ldo, sinks);
 }
 }  // namespace scalar
 
 Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& k, const TensorView& v,
-                    const TensorView& mask, TensorView& dst, float scale, float max_bias,
-                    float logit_softcap) {
+                    const TensorView& mask, TensorView& dst, float scale, float max_bias, float logit_softcap,
+                    const TensorView& sinks) {
   const int64_t D = q.ne[0], N = q.ne[1], H = q.ne[2], Q3 = q.ne[3];
   const int64_t n_kv = k.ne[1], Dv = v.ne[0];
   const TensorView* const all[] = {&q, &k, &v, &dst};
@@ -122,6 +124,12 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
                 ", " + std::to_string(N) + "]");
   }
   FA_NEED(max_bias <= 0.0f || has_mask, "ALiBi (max_bias > 0) needs a mask");
+  const float* sink_of_head = nullptr;  // ggml_flash_attn_ext_add_sinks: one logit per query head
+  if (sinks.data != nullptr) {
+    FA_NEED(sinks.type == GgmlType::F32 && sinks.ne[0] == H && sinks.nrows() == 1 && sinks.nb[0] == 4,
+            "sinks " + ShapeString(sinks) + " must be contiguous F32 [n_head = " + std::to_string(H) + "]");
+    sink_of_head = static_cast<const float*>(sinks.data);
+  }
   for (const TensorView* t : all)
     FA_NEED(t->data != nullptr || t->nelements() == 0, "tensor " + ShapeString(*t) + " has no data");
   const int64_t rows = N * H * Q3;
@@ -272,7 +280,8 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
       if (v_f16) {
         // The group's score rows, accumulators and outputs are each evenly strided.
         flash_rows(D, n_cells, ng, scores_of(0), head_bytes / sizeof(float), v_base, cells, v.nb[1],
-                   acc16_of(0), head_bytes / sizeof(fp16_t), out_of(0), dst.nb[1] / sizeof(float));
+                   acc16_of(0), head_bytes / sizeof(fp16_t), out_of(0), dst.nb[1] / sizeof(float),
+                   sink_of_head ? sink_of_head + ig * group + g0 : nullptr);
         continue;
       } else {
         for (int64_t c = 0; c < n_cells; ++c) {
@@ -297,7 +306,11 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
         }
       }
       for (int64_t j = 0; j < ng; ++j) {
-        const float* a = acc32_of(j);
+        float* a = acc32_of(j);
+        if (sink_of_head) {
+          const float ms = FlashSinkStep(sink_of_head[ig * group + g0 + j], M[j], S[j]);
+          for (int64_t d = 0; d < D; ++d) a[d] *= ms;
+        }
         const float inv = 1.0f / S[j];  // no unmasked key: 1/0, as ggml (inf or NaN results)
         float* out = out_of(j);
         for (int64_t d = 0; d < D; ++d) out[d] = a[d] * inv;

@@ -14,7 +14,7 @@ namespace stowage::cpu {
 using namespace op_detail;  // ops_common.h
 
 Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mask, TensorView& dst,
-               float scale, float max_bias) {
+               float scale, float max_bias, const TensorView& sinks) {
   const char* op = "SOFT_MAX";
   STOWAGE_RETURN_IF_ERROR(NeedType(src, GgmlType::F32, op, "src"));
   STOWAGE_RETURN_IF_ERROR(NeedType(dst, GgmlType::F32, op, "dst"));
@@ -28,6 +28,14 @@ Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mas
     STOWAGE_CPU_NEED(mask.ne[0] == src.ne[0] && mask.ne[1] >= src.ne[1] && mask.ne[2] > 0 &&
                          src.ne[2] % mask.ne[2] == 0 && mask.ne[3] > 0 && src.ne[3] % mask.ne[3] == 0,
                      op, "mask " + ShapeString(mask) + " does not fit src " + ShapeString(src));
+  }
+  const float* sink_of_head = nullptr;  // ggml_soft_max_add_sinks: one logit per head
+  if (sinks.data != nullptr) {
+    STOWAGE_CPU_NEED(
+        sinks.type == GgmlType::F32 && sinks.ne[0] == src.ne[2] && sinks.nrows() == 1 && sinks.nb[0] == 4, op,
+        "sinks " + ShapeString(sinks) + " must be contiguous F32 [n_head = " + std::to_string(src.ne[2]) +
+            "]");
+    sink_of_head = static_cast<const float*>(sinks.data);
   }
   const int64_t ne00 = src.ne[0];
   const uint32_t n_head = uint32_t(src.ne[2]);
@@ -51,11 +59,12 @@ Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mas
     const char* s = At(src, 0, i1, i2, i3);
     char* d = At(dst, 0, i1, i2, i3);
     const char* m = has_mask ? At(mask, 0, i1, i2 % mask.ne[2], i3 % mask.ne[3]) : nullptr;
+    const float* sink = sink_of_head ? sink_of_head + i2 : nullptr;
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
     if (simd_rows) {
       const auto row = isa >= IsaLevel::kAvx512 ? avx512::SoftMaxRowF32 : avx2::SoftMaxRowF32;
       row(reinterpret_cast<const float*>(s), m, has_mask && mask.type == GgmlType::F16, scale, slope,
-          reinterpret_cast<float*>(d), ne00);
+          reinterpret_cast<float*>(d), ne00, sink);
       return;
     }
 #endif
@@ -68,6 +77,7 @@ Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mas
       std::memcpy(d + i0 * dst.nb[0], &w, 4);
       max = std::max(max, w);
     }
+    if (sink) max = std::max(max, *sink);  // as if the sink were one more logit of the row
     double sum = 0.0;
     for (int64_t i0 = 0; i0 < ne00; ++i0) {
       float w;
@@ -76,6 +86,7 @@ Status SoftMax(ComputeContext& ctx, const TensorView& src, const TensorView& mas
       sum += double(e);
       std::memcpy(d + i0 * dst.nb[0], &e, 4);
     }
+    if (sink) sum += double(std::exp(*sink - max));
     const float inv = float(1.0 / sum);
     for (int64_t i0 = 0; i0 < ne00; ++i0) {
       float e;

@@ -784,8 +784,9 @@ void ScaleF16(int64_t n, fp16_t* y, float v) {
 }
 
 void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v,
-                  const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo) {
-  FlashF16RowsWith(MadF16, ScaleF16, D, n, nh, scores, lds, v, cells, v_stride, acc, ldacc, out, ldo);
+                  const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo,
+                  const float* sinks) {
+  FlashF16RowsWith(MadF16, ScaleF16, D, n, nh, scores, lds, v, cells, v_stride, acc, ldacc, out, ldo, sinks);
 }
 
 void CvtF32F16Strided(int64_t n, const char* src, size_t src_stride, char* dst, size_t dst_stride) {
@@ -865,7 +866,7 @@ void SwiGluRowF32(int64_t n, const float* a, const float* b, float* y) {
 
 // ggml_compute_forward_soft_max_f32 / ggml_vec_soft_max_f32 (AVX2), operation for operation.
 double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scale, float slope, float* y,
-                     int64_t n) {
+                     int64_t n, const float* sink) {
   float max = -INFINITY;
   for (int64_t i = 0; i < n; ++i) {
     float w = x[i] * scale;
@@ -877,6 +878,7 @@ double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scal
     y[i] = w;
     max = std::max(max, w);
   }
+  if (sink) max = std::max(max, *sink);
   double sum = 0.0;
   const __m256 vm = _mm256_set1_ps(max);
   int64_t i = 0;
@@ -890,6 +892,7 @@ double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scal
     sum += double(e);
     y[i] = e;
   }
+  if (sink) sum += double(std::exp(*sink - max));
   const float inv = float(1.0 / sum);
   for (i = 0; i < n; ++i) y[i] *= inv;
   return sum;

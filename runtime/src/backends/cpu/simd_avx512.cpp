@@ -445,7 +445,7 @@ inline __m512 GgmlExp16(__m512 x) {
 
 // ggml_compute_forward_soft_max_f32 / ggml_vec_soft_max_f32 (AVX-512), operation for operation.
 double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scale, float slope, float* y,
-                     int64_t n) {
+                     int64_t n, const float* sink) {
   // 1) w = x * scale, then w = fma(slope, mask, w) (ggml's `wp[i] += slope * mp[i]`, contracted),
   //    and the row max.
   __m512 vmax = _mm512_set1_ps(-INFINITY);
@@ -473,6 +473,7 @@ double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scal
     y[i] = w;
     max = std::max(max, w);
   }
+  if (sink) max = std::max(max, *sink);
   // 2) y = exp(w - max): 16 lanes at a time with GgmlExp16, each group's float sum added to a
   //    double; the last n % 16 elements with expf, one by one.
   double sum = 0.0;
@@ -487,6 +488,7 @@ double SoftMaxRowF32(const float* x, const void* mask, bool mask_f16, float scal
     sum += double(e);
     y[i] = e;
   }
+  if (sink) sum += double(std::exp(*sink - max));
   // 3) normalize by float(1 / sum).
   const float inv = float(1.0 / sum);
   const __m512 vinv = _mm512_set1_ps(inv);
@@ -696,7 +698,7 @@ namespace {
 // per-element operations as MadF16 / ScaleF16.
 template <int NV, int NH>
 void FlashF16RowRegs(int64_t D, int64_t n, const float* scores, size_t lds, const char* v,
-                     const int32_t* cells, size_t v_stride, float* out, size_t ldo) {
+                     const int32_t* cells, size_t v_stride, float* out, size_t ldo, const float* sinks) {
   const __mmask16 last =
       (D % 16) ? static_cast<__mmask16>((1u << (D % 16)) - 1u) : static_cast<__mmask16>(0xFFFF);
   auto mask_of = [&](int i) { return i == NV - 1 ? last : static_cast<__mmask16>(0xFFFF); };
@@ -749,51 +751,54 @@ void FlashF16RowRegs(int64_t D, int64_t n, const float* scores, size_t lds, cons
   }
   // a holds F16 values widened exactly: out = f32(acc) * (1 / S), as the memory versions.
   for (int h = 0; h < NH; ++h) {
+    const __m512 ms = _mm512_set1_ps(sinks ? FlashSinkStep(sinks[h], m[h], sum[h]) : 1.0f);
     const __m512 inv = _mm512_set1_ps(1.0f / sum[h]);
     for (int i = 0; i < NV; ++i)
-      _mm512_mask_storeu_ps(out + size_t(h) * ldo + 16 * i, mask_of(i), _mm512_mul_ps(a[h][i], inv));
+      _mm512_mask_storeu_ps(out + size_t(h) * ldo + 16 * i, mask_of(i),
+                            _mm512_mul_ps(_mm512_mul_ps(a[h][i], ms), inv));
   }
 }
 
 // Heads in groups of NH (then one at a time) with the accumulators in registers.
 template <int NV, int NH>
 void FlashF16RowsRegs(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v,
-                      const int32_t* cells, size_t v_stride, float* out, size_t ldo) {
+                      const int32_t* cells, size_t v_stride, float* out, size_t ldo, const float* sinks) {
   int64_t h = 0;
   for (; h + NH <= nh; h += NH)
     FlashF16RowRegs<NV, NH>(D, n, scores + size_t(h) * lds, lds, v, cells, v_stride, out + size_t(h) * ldo,
-                            ldo);
+                            ldo, sinks ? sinks + h : nullptr);
   for (; h < nh; ++h)
     FlashF16RowRegs<NV, 1>(D, n, scores + size_t(h) * lds, lds, v, cells, v_stride, out + size_t(h) * ldo,
-                           ldo);
+                           ldo, sinks ? sinks + h : nullptr);
 }
 
 }  // namespace
 
 void FlashF16Rows(int64_t D, int64_t n, int64_t nh, const float* scores, size_t lds, const char* v,
-                  const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo) {
+                  const int32_t* cells, size_t v_stride, fp16_t* acc, size_t ldacc, float* out, size_t ldo,
+                  const float* sinks) {
   switch ((D + 15) / 16) {
     case 1:
-      return FlashF16RowsRegs<1, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+      return FlashF16RowsRegs<1, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo, sinks);
     case 2:
-      return FlashF16RowsRegs<2, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+      return FlashF16RowsRegs<2, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo, sinks);
     case 3:
-      return FlashF16RowsRegs<3, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+      return FlashF16RowsRegs<3, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo, sinks);
     case 4:
-      return FlashF16RowsRegs<4, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+      return FlashF16RowsRegs<4, 4>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo, sinks);
     case 5:
-      return FlashF16RowsRegs<5, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+      return FlashF16RowsRegs<5, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo, sinks);
     case 6:
-      return FlashF16RowsRegs<6, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+      return FlashF16RowsRegs<6, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo, sinks);
     case 7:
-      return FlashF16RowsRegs<7, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+      return FlashF16RowsRegs<7, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo, sinks);
     case 8:
-      return FlashF16RowsRegs<8, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo);
+      return FlashF16RowsRegs<8, 2>(D, n, nh, scores, lds, v, cells, v_stride, out, ldo, sinks);
     default:
       break;
   }
   // larger heads: the accumulator in memory
-  FlashF16RowsWith(MadF16, ScaleF16, D, n, nh, scores, lds, v, cells, v_stride, acc, ldacc, out, ldo);
+  FlashF16RowsWith(MadF16, ScaleF16, D, n, nh, scores, lds, v, cells, v_stride, acc, ldacc, out, ldo, sinks);
 }
 
 }  // namespace stowage::cpu::avx512
