@@ -12,8 +12,10 @@ Result<AttnTemperature> GgufAttnTemperature(const GgufFile& gguf) {
   const std::string p = arch + ".";
   const std::string scale_key = p + "attention.temperature_scale";
   STOWAGE_ASSIGN_OR_RETURN(t.scale, gguf.GetF32Or(scale_key, 0.f));
-  if (!std::isfinite(t.scale))
-    return gguf.KeyError(scale_key, "a finite scale (0: off)", std::to_string(t.scale));
+  // Differs from llama.cpp, which runs a negative scale: the factor log(floor(pos / floor_scale) + 1) *
+  // scale + 1 then falls to 0 and below with the position, zeroing or negating Q.
+  if (!std::isfinite(t.scale) || t.scale < 0.f)
+    return gguf.KeyError(scale_key, "a finite scale >= 0 (0: off)", std::to_string(t.scale));
   if (!t.on()) return t;
   // n_ctx_orig_yarn: rope.scaling.original_context_length, else context_length (load_hparams)
   const std::string orig_key = p + "rope.scaling.original_context_length";

@@ -454,7 +454,14 @@ TEST(AttnTemperature, Mistral3KeysAndFactors) {
             std::string::npos)
       << read(s);
   s.Set("mistral3.attention.temperature_scale", GgufMetaValue::F32(std::nanf("")));
-  EXPECT_NE(read(s).find("key 'mistral3.attention.temperature_scale': expected a finite scale (0: off)"),
+  EXPECT_NE(read(s).find("key 'mistral3.attention.temperature_scale': expected a finite scale >= 0 (0: off), "
+                         "found nan"),
+            std::string::npos)
+      << read(s);
+  // a negative scale (llama.cpp runs it) drives the factor to 0 and below: refused
+  s.Set("mistral3.attention.temperature_scale", GgufMetaValue::F32(-0.5f));
+  EXPECT_NE(read(s).find("key 'mistral3.attention.temperature_scale': expected a finite scale >= 0 (0: off), "
+                         "found -0.500000"),
             std::string::npos)
       << read(s);
   SynthGguf llama = test::LlamaModel(SynthParams{});  // llama.cpp reads the key for mistral3 only

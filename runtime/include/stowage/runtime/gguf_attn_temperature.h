@@ -24,7 +24,8 @@ struct AttnTemperature {
 /// 0, off), floor_scale = n_ctx_orig_yarn (`<arch>.rope.scaling.original_context_length`, else
 /// `<arch>.context_length`), offset 0; off for every other architecture.
 /// Errors: GgufFile's typed-accessor errors for these keys of the wrong type or general.architecture
-/// missing; a scale that is not finite; a floor_scale of 0 with the scale on (llama.cpp: "invalid
+/// missing; a scale that is not finite or negative (llama.cpp runs a negative one, which drives the
+/// factor to 0 and below); a floor_scale of 0 with the scale on (llama.cpp: "invalid
 /// n_ctx_orig_yarn for attention temperature scaling"), naming the key it came from.
 Result<AttnTemperature> GgufAttnTemperature(const GgufFile& gguf);
 
