@@ -93,6 +93,20 @@ Result<float> ReadNormEps(const GgufFile& f, const std::string& key, std::option
   return eps;
 }
 
+// A rope base (ROPE's theta is pos * freq_base^(-2i/n_rot) * freq_scale, ggml rope): 0 or below, or
+// not finite, makes every rotated value NaN and is refused; below 1 the frequencies grow with the
+// dimension instead of falling, accepted with a warning (llama.cpp runs it).
+Result<float> ReadRopeBase(const GgufFile& f, const std::string& key, float def,
+                           std::vector<std::string>* warnings) {
+  STOWAGE_ASSIGN_OR_RETURN(const float base, ReadFloat(f, key, def, 0.f, false, "a finite base > 0"));
+  if (base < 1.f)
+    warnings->push_back(
+        f.KeyError(key, "a base >= 1 (models use 1e4 to 1e7)",
+                   FloatText(base) + ", which makes the rotation faster for higher dimensions")
+            .message());
+  return base;
+}
+
 // "the head size N (<where it comes from>" for messages, the caller closing the parenthesis:
 // attention.key_length, else llama.cpp's n_embd_head_k = n_embd / n_head (load_hparams), so that
 // a changed embedding_length or head_count is named with its value.
@@ -135,6 +149,13 @@ Status ReadSwaPattern(const GgufFile& f, uint32_t default_period, HParams* hp) {
     return Status::Ok();
   }
   STOWAGE_ASSIGN_OR_RETURN(const uint32_t period, f.GetU32Or(key, default_period));
+  // Differs from llama.cpp, which runs it: a period in the file past block_count leaves no global
+  // layer (the default period is not checked: a model of fewer layers has no global one).
+  if (found != nullptr && period > hp->n_layer)
+    return f.KeyError(key,
+                      "a period from 0 to " + hp->arch + ".block_count " + std::to_string(hp->n_layer) +
+                          " (0: every layer sliding-window)",
+                      std::to_string(period));
   for (uint32_t il = 0; il < hp->n_layer; ++il)
     hp->swa_layers[il] = (period == 0 || il % period < period - 1) ? 1 : 0;
   return Status::Ok();
@@ -156,12 +177,16 @@ Status ReadGemmaHParams(const GgufFile& f, HParams* hp) {
   if (gemma2 && hp->n_swa == 0)
     return f.KeyError(window_key, "a positive window (gemma2 alternates sliding-window and global layers)",
                       "0");
+  // Differs from llama.cpp, which runs it: a window wider than the training context never slides.
+  if (f.Find(window_key) != nullptr && hp->n_ctx_train > 0 && hp->n_swa > hp->n_ctx_train)
+    return f.KeyError(window_key,
+                      "a window of at most " + p + "context_length " + std::to_string(hp->n_ctx_train),
+                      std::to_string(hp->n_swa));
   if (hp->n_swa > 0) STOWAGE_RETURN_IF_ERROR(ReadSwaPattern(f, gemma2 ? 2 : 6, hp));
   hp->rope_freq_base_swa = gemma2 ? hp->rope_freq_base : 10000.f;
   hp->rope_freq_scale_swa = gemma2 ? hp->rope_freq_scale : 1.f;
-  STOWAGE_ASSIGN_OR_RETURN(
-      hp->rope_freq_base_swa,
-      ReadFloat(f, p + "rope.freq_base_swa", hp->rope_freq_base_swa, 0.f, false, "a finite base > 0"));
+  STOWAGE_ASSIGN_OR_RETURN(hp->rope_freq_base_swa,
+                           ReadRopeBase(f, p + "rope.freq_base_swa", hp->rope_freq_base_swa, &hp->warnings));
   hp->attn_soft_cap = gemma2;
   if (gemma2) {
     STOWAGE_ASSIGN_OR_RETURN(hp->f_attn_logit_softcapping, ReadFloat(f, p + "attn_logit_softcapping", 50.f,
@@ -225,16 +250,7 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
                            f.GetBoolOr(p + "rope.scaling.finetuned", hp.arch == "granite"));
   STOWAGE_ASSIGN_OR_RETURN(hp.n_ctx_orig_yarn,
                            f.GetU32Or(p + "rope.scaling.original_context_length", hp.n_ctx_train));
-  // ROPE's theta is pos * freq_base^(-2i/n_rot) * freq_scale (ggml rope): a base of 0 or below, or
-  // a scale that is not finite, makes every rotated value NaN.
-  STOWAGE_ASSIGN_OR_RETURN(hp.rope_freq_base,
-                           ReadFloat(f, p + "rope.freq_base", 10000.f, 0.f, false, "a finite base > 0"));
-  // Below 1 the frequencies grow with the dimension instead of falling (llama.cpp runs it).
-  if (hp.rope_freq_base < 1.f)
-    hp.warnings.push_back(
-        f.KeyError(p + "rope.freq_base", "a base >= 1 (models use 1e4 to 1e7)",
-                   FloatText(hp.rope_freq_base) + ", which makes the rotation faster for higher dimensions")
-            .message());
+  STOWAGE_ASSIGN_OR_RETURN(hp.rope_freq_base, ReadRopeBase(f, p + "rope.freq_base", 10000.f, &hp.warnings));
   STOWAGE_ASSIGN_OR_RETURN(std::string scaling, f.GetStringOr(p + "rope.scaling.type", "linear"));
   hp.rope_scaling_type = RopeScalingType(scaling);
   if (hp.rope_scaling_type < 0)
@@ -266,6 +282,13 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
                            std::to_string(hp.n_expert) +
                            ") is not supported yet (the dense model only: expected 0 or absent)");
   }
+
+  // llama.cpp's qwen3, smollm3, gemma2 and gemma3 are dense (it ignores the key; qwen3moe is an
+  // architecture of its own): an expert count there contradicts the file's architecture.
+  if (hp.n_expert > 0 &&
+      (hp.arch == "qwen3" || hp.arch == "smollm3" || hp.arch == "gemma2" || hp.arch == "gemma3"))
+    return f.KeyError(p + "expert_count", "0 or absent (" + hp.arch + " is a dense architecture)",
+                      std::to_string(hp.n_expert));
 
   if (hp.arch == "granite") {
     // llama_model_granite::load_arch_hparams: logit_scale required, the others optional (0: none)

@@ -1128,6 +1128,23 @@ TEST(Gemma2Graph, BadInputIsAOneLineError) {
        "gemma3.gguf: offset 107: key 'gemma3.embedding_length': expected a multiple of "
        "gemma3.attention.head_count "
        "5, found 64"},
+      // refused where llama.cpp runs them: a window wider than the training context (256 here)
+      // never slides; a period past block_count leaves no global layer
+      {"gemma2", [](SynthGguf& s) { s.Set("gemma2.attention.sliding_window", GgufMetaValue::U32(257)); },
+       "gemma2.gguf: offset 487: key 'gemma2.attention.sliding_window': expected a window of at most "
+       "gemma2.context_length 256, found 257"},
+      {"gemma3",
+       [](SynthGguf& s) { s.Set("gemma3.attention.sliding_window_pattern", GgufMetaValue::U32(3)); },
+       "gemma3.gguf: offset 612: key 'gemma3.attention.sliding_window_pattern': expected a period from 0 to "
+       "gemma3.block_count 2 (0: every layer sliding-window), found 3"},
+      // llama.cpp's gemma2 / gemma3 are dense and ignore the key
+      {"gemma2",
+       [](SynthGguf& s) {
+         s.U32("gemma2.expert_count", 4);
+         s.U32("gemma2.expert_used_count", 2);
+       },
+       "gemma2.gguf: offset 625: key 'gemma2.expert_count': expected 0 or absent (gemma2 is a dense "
+       "architecture), found 4"},
   };
   for (const Bad& c : cases) {
     SynthGguf s = std::string(c.arch) == "gemma2" ? test::Gemma2Model(SynthParams{}, 32, 8)
@@ -1136,6 +1153,40 @@ TEST(Gemma2Graph, BadInputIsAOneLineError) {
     auto m = Build(s);
     ASSERT_FALSE(m.ok()) << c.message;
     EXPECT_EQ(m.status().message(), c.message);
+  }
+}
+
+// The limits of the checks above: a window equal to the training context and a period equal to
+// block_count (its last layer global) are planned; a rope.freq_base_swa below 1 is planned with a
+// warning naming the key, as rope.freq_base is.
+TEST(Gemma2Graph, WindowAndPeriodLimitsAccepted) {
+  SynthGguf s = test::Gemma2Model(SynthParams{}, 32, 256);
+  s.U32("gemma2.attention.sliding_window_pattern", 2);
+  s.F32("gemma2.rope.freq_base_swa", 0.5f);
+  auto hp = ReadHParams(*s.Parse());
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  EXPECT_EQ(hp->n_swa, 256u);
+  EXPECT_EQ(hp->swa_layers, (std::vector<uint8_t>{1, 0}));
+  ASSERT_EQ(hp->warnings.size(), 1u);
+  EXPECT_NE(hp->warnings[0].find("key 'gemma2.rope.freq_base_swa': expected a base >= 1 (models use 1e4 to "
+                                 "1e7), found 0.5, which makes the rotation faster for higher dimensions"),
+            std::string::npos)
+      << hp->warnings[0];
+}
+
+// qwen3 and smollm3 are dense in llama.cpp, which ignores an expert count; here it is refused.
+TEST(Qwen3Graph, ExpertCountRefusedOnDenseArchitectures) {
+  for (SynthGguf s : {test::Qwen3Model(SynthParams{}, 32), test::SmolLM3Model(SynthParams{})}) {
+    auto f = s.Parse();
+    const std::string arch = *f->GetString("general.architecture");
+    s.U32(arch + ".expert_count", 8);
+    s.U32(arch + ".expert_used_count", 2);
+    auto m = Build(s);
+    ASSERT_FALSE(m.ok()) << arch;
+    EXPECT_NE(m.status().message().find("key '" + arch + ".expert_count': expected 0 or absent (" + arch +
+                                        " is a dense architecture), found 8"),
+              std::string::npos)
+        << m.status().message();
   }
 }
 

@@ -44,9 +44,12 @@ std::vector<std::string> SupportedArchitectures();
 /// expert_count; a mamba ssm.* size 0; gemma2's attention.sliding_window 0, a gemma2/gemma3
 /// attention.sliding_window_pattern array not of block_count bools (or int32 / uint32),
 /// attn_logit_softcapping / final_logit_softcapping / rope.freq_base_swa not finite or <= 0 (gemma3's
-/// final cap may be 0: off). Accepted with a line in HParams::warnings (llama.cpp runs
-/// them; no model has them): an epsilon above 1 or of 0 (a row of zeros normalizes to 0/0 = NaN),
-/// rope.freq_base below 1 (the frequencies grow with the dimension). With `check_tokenizer` false
+/// final cap may be 0: off); refused where llama.cpp runs them: a gemma2/gemma3
+/// attention.sliding_window above context_length, a sliding_window_pattern period above
+/// block_count, an expert_count on the dense qwen3, smollm3, gemma2 and gemma3. Accepted with a line
+/// in HParams::warnings (llama.cpp runs them; no model has them): an epsilon above 1 or of 0 (a row
+/// of zeros normalizes to 0/0 = NaN), rope.freq_base or rope.freq_base_swa below 1 (the frequencies
+/// grow with the dimension). With `check_tokenizer` false
 /// the tokenizer is not validated: for a caller that loaded it already (stowage-run's
 /// Tokenizer::FromGguf, which refuses what Tokenizer::Validate refuses).
 Result<HParams> ReadHParams(const GgufFile& gguf, bool check_tokenizer = true);
