@@ -352,7 +352,7 @@ INSTANTIATE_TEST_SUITE_P(SwaRing, GoldenExactArch,
 // CPU kernels follow only with llamacpp_numerics: the values below are what libggml-cpu-zen4.so and
 // -haswell.so of node-llama-cpp 3.21.1 compute (ggml_gelu, ggml_geglu_split, ggml_rope_ext with
 // YaRN, ggml_scale_bias; scripts/diff-vs-llamacpp.sh compares them on random and exhaustive inputs).
-// The default mode differs in each, so the option is what makes them agree.
+// The default mode differs in each, so the option is what makes them agree; at every kernel level.
 uint32_t Bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -368,55 +368,58 @@ cpu::TensorView F32View(std::vector<float>& v, int64_t ne0, int64_t ne1 = 1) {
 }
 
 TEST(GoldenExactOps, FmaContractionsOfLlamaCppsBuilds) {
-  for (bool numerics : {true, false}) {
-    SCOPED_TRACE(numerics ? "llamacpp_numerics" : "default");
-    cpu::ComputeContext ctx;
-    ctx.llamacpp_numerics = numerics;
-    // GELU's fp16 table: 1 + 0.044715 x^2 as fma(0.044715 x, x, 1) changes one entry, x = -1.99902.
-    std::vector<float> x = {-0x1.ffcp+0f}, y(1);
-    cpu::TensorView xv = F32View(x, 1), yv = F32View(y, 1);
-    ASSERT_TRUE(cpu::Gelu(ctx, xv, yv).ok());
-    EXPECT_EQ(y[0] == -0x1.74cp-5f, numerics) << "GELU(-1.99902) = " << y[0];
-    // GEGLU: a gate <= -10 gives +0 (ggml_vec_geglu_f32), not 0 * g = -0.
-    std::vector<float> gate = {-12.f}, up = {-1.f};
-    cpu::TensorView gv = F32View(gate, 1), uv = F32View(up, 1);
-    ASSERT_TRUE(cpu::GeGlu(ctx, gv, uv, yv).ok());
-    EXPECT_EQ(Bits(y[0]) == 0u, numerics) << "GEGLU(-12, -1) = " << y[0];
-    // SCALE with a bias: fma(x, s, b) (ggml_vec_mad1_f32); x = 1/10, s = 0.3, b = -1.
-    x = {1.0f / 10};
-    ASSERT_TRUE(cpu::Scale(ctx, xv, yv, 0.3f, -1.f).ok());
-    EXPECT_EQ(Bits(y[0]) == 0xbf7851ebu, numerics) << "SCALE = " << y[0];
-    // ROPE with YaRN (freq_scale 1/4, ext_factor 1, attn_factor 0.9, beta_slow 0.25: the ramp takes
-    // values between 0 and 1): the angle fma(theta_interp, 1 - mix, theta_extrap * mix) and the
-    // magnitude fma(0.1, log(1 / freq_scale), 1), one row of 16 at position 6 (two of its angles round
-    // apart without the contraction).
-    const uint32_t want[2][16] = {
-        {0xbdd2932a, 0x3f104568, 0x3f9039a2, 0x3f1bfc41, 0x3f44fd1e, 0x3fec6bf2, 0xbff1ba8d, 0x3ffb292b,
-         0x40160255, 0xc021bb14, 0x40336c6f, 0x40459bc3, 0xc0557ed9, 0x40653a4a, 0x40761180, 0xc0831c9c},
-        {0x3ecbe9bb, 0x40270100, 0xbdc9d9da, 0xbf95ae70, 0x3faa56a7, 0x3fc29345, 0xbfe64906, 0x40034b66,
-         0x4012452d, 0x3e04b518, 0x403ad6f8, 0x40416c8e, 0xc053e5d4, 0x40660301, 0x4075c581, 0xc0832394}};
-    int same = 0;  // of the 32 values
-    for (int mode : {0, 2}) {
-      std::vector<float> q(16), r(16);
-      for (int i = 0; i < 16; ++i) q[size_t(i)] = 0.25f * float(i + 1) * (i % 3 ? 1.f : -1.f);
-      int32_t pos = 6;
-      cpu::TensorView pv;
-      pv.data = &pos;
-      pv.type = GgmlType::I32;
-      pv.ne[0] = pv.ne[1] = pv.ne[2] = pv.ne[3] = 1;
-      pv.nb[0] = pv.nb[1] = pv.nb[2] = pv.nb[3] = 4;
-      cpu::TensorView qv = F32View(q, 16), rv = F32View(r, 16);
-      cpu::RopeParams p;
-      p.n_dims = 16, p.mode = mode, p.n_ctx_orig = 16, p.freq_scale = 0.25f, p.ext_factor = 1.f;
-      p.attn_factor = 0.9f, p.beta_slow = 0.25f;
-      ASSERT_TRUE(cpu::Rope(ctx, qv, pv, cpu::TensorView(), rv, p).ok());
-      for (int i = 0; i < 16; ++i) same += Bits(r[size_t(i)]) == want[mode / 2][i];
+  for (int level = 0; level <= int(cpu::DetectIsa()); ++level)  // every kernel level this CPU has
+    for (bool numerics : {true, false}) {
+      SCOPED_TRACE(std::string(numerics ? "llamacpp_numerics" : "default") + ", level " +
+                   std::to_string(level));
+      cpu::ComputeContext ctx;
+      ctx.llamacpp_numerics = numerics;
+      ctx.max_isa = cpu::IsaLevel(level);
+      // GELU's fp16 table: 1 + 0.044715 x^2 as fma(0.044715 x, x, 1) changes one entry, x = -1.99902.
+      std::vector<float> x = {-0x1.ffcp+0f}, y(1);
+      cpu::TensorView xv = F32View(x, 1), yv = F32View(y, 1);
+      ASSERT_TRUE(cpu::Gelu(ctx, xv, yv).ok());
+      EXPECT_EQ(y[0] == -0x1.74cp-5f, numerics) << "GELU(-1.99902) = " << y[0];
+      // GEGLU: a gate <= -10 gives +0 (ggml_vec_geglu_f32), not 0 * g = -0.
+      std::vector<float> gate = {-12.f}, up = {-1.f};
+      cpu::TensorView gv = F32View(gate, 1), uv = F32View(up, 1);
+      ASSERT_TRUE(cpu::GeGlu(ctx, gv, uv, yv).ok());
+      EXPECT_EQ(Bits(y[0]) == 0u, numerics) << "GEGLU(-12, -1) = " << y[0];
+      // SCALE with a bias: fma(x, s, b) (ggml_vec_mad1_f32); x = 1/10, s = 0.3, b = -1.
+      x = {1.0f / 10};
+      ASSERT_TRUE(cpu::Scale(ctx, xv, yv, 0.3f, -1.f).ok());
+      EXPECT_EQ(Bits(y[0]) == 0xbf7851ebu, numerics) << "SCALE = " << y[0];
+      // ROPE with YaRN (freq_scale 1/4, ext_factor 1, attn_factor 0.9, beta_slow 0.25: the ramp takes
+      // values between 0 and 1): the angle fma(theta_interp, 1 - mix, theta_extrap * mix) and the
+      // magnitude fma(0.1, log(1 / freq_scale), 1), one row of 16 at position 6 (two of its angles round
+      // apart without the contraction).
+      const uint32_t want[2][16] = {
+          {0xbdd2932a, 0x3f104568, 0x3f9039a2, 0x3f1bfc41, 0x3f44fd1e, 0x3fec6bf2, 0xbff1ba8d, 0x3ffb292b,
+           0x40160255, 0xc021bb14, 0x40336c6f, 0x40459bc3, 0xc0557ed9, 0x40653a4a, 0x40761180, 0xc0831c9c},
+          {0x3ecbe9bb, 0x40270100, 0xbdc9d9da, 0xbf95ae70, 0x3faa56a7, 0x3fc29345, 0xbfe64906, 0x40034b66,
+           0x4012452d, 0x3e04b518, 0x403ad6f8, 0x40416c8e, 0xc053e5d4, 0x40660301, 0x4075c581, 0xc0832394}};
+      int same = 0;  // of the 32 values
+      for (int mode : {0, 2}) {
+        std::vector<float> q(16), r(16);
+        for (int i = 0; i < 16; ++i) q[size_t(i)] = 0.25f * float(i + 1) * (i % 3 ? 1.f : -1.f);
+        int32_t pos = 6;
+        cpu::TensorView pv;
+        pv.data = &pos;
+        pv.type = GgmlType::I32;
+        pv.ne[0] = pv.ne[1] = pv.ne[2] = pv.ne[3] = 1;
+        pv.nb[0] = pv.nb[1] = pv.nb[2] = pv.nb[3] = 4;
+        cpu::TensorView qv = F32View(q, 16), rv = F32View(r, 16);
+        cpu::RopeParams p;
+        p.n_dims = 16, p.mode = mode, p.n_ctx_orig = 16, p.freq_scale = 0.25f, p.ext_factor = 1.f;
+        p.attn_factor = 0.9f, p.beta_slow = 0.25f;
+        ASSERT_TRUE(cpu::Rope(ctx, qv, pv, cpu::TensorView(), rv, p).ok());
+        for (int i = 0; i < 16; ++i) same += Bits(r[size_t(i)]) == want[mode / 2][i];
+      }
+      if (numerics)
+        EXPECT_EQ(same, 32) << "ROPE with YaRN";
+      else
+        EXPECT_LT(same, 32) << "ROPE with YaRN: the default mode gave llama.cpp's bits too";
     }
-    if (numerics)
-      EXPECT_EQ(same, 32) << "ROPE with YaRN";
-    else
-      EXPECT_LT(same, 32) << "ROPE with YaRN: the default mode gave llama.cpp's bits too";
-  }
 }
 
 }  // namespace
