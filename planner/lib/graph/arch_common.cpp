@@ -37,6 +37,12 @@ TensorDims DimsOf(const HParams& hp) {
   d.ssm_d_state = hp.ssm_d_state;
   d.ssm_dt_rank = hp.ssm_dt_rank;
   d.longrope = hp.rope_scaling_type == 3;
+  d.n_lora_q = hp.n_lora_q;
+  d.n_lora_kv = hp.n_lora_kv;
+  d.n_embd_head_k_mla = hp.n_embd_head_k_mla();
+  d.n_embd_head_v_mla = hp.n_embd_head_v_mla();
+  d.n_layer_dense_lead = hp.n_layer_dense_lead;
+  d.mla = hp.is_mla();
   return d;
 }
 
@@ -311,8 +317,10 @@ RopeConfig MakeRopeConfig(const ModelGraphs& m) {
       return scale <= 1.0f ? 1.0f : (0.1f * mscale * std::log(scale) + 1.0f);
     };
     const float factor = 1.0f / rc.freq_scale;
+    // deepseek2: mscale = mscale_all_dims when that is not 1 (DeepSeek-V2-Lite's config)
+    const float mscale = hp.arch == "deepseek2" && hp.rope_yarn_log_mul != 1.0f ? hp.rope_yarn_log_mul : 1.0f;
     rc.attn_factor = hp.rope_yarn_log_mul != 0.f
-                         ? get_mscale(factor, 1.0f) / get_mscale(factor, hp.rope_yarn_log_mul)
+                         ? get_mscale(factor, mscale) / get_mscale(factor, hp.rope_yarn_log_mul)
                          : get_mscale(factor, 1.0f);
     rc.attn_factor *= 1.0f / (1.0f + 0.1f * std::log(factor));
   }
