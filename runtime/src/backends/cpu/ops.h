@@ -79,8 +79,9 @@ struct ComputeContext {
   /// through the vec_dot instead of GemvF16Heads; F32/F16 products with K % KN == 0 and >= 2
   /// columns in llamafile's tinyBLAS order (see MulMat). Every column then gets
   /// the bits it gets alone except where llama.cpp's do not either (repacked Q4_K, IQ4_NL, those
-  /// F32/F16 products). Costs prompt-processing speed. SessionOptions::llamacpp_numerics,
-  /// stowage-run --llamacpp-numerics.
+  /// F32/F16 products). Costs prompt-processing speed. Also GELU / GEGLU / SCALE with a bias / ROPE
+  /// with YaRN as llama.cpp's x86 builds compile them (GCC's FMA contractions; see each op).
+  /// SessionOptions::llamacpp_numerics, stowage-run --llamacpp-numerics.
   bool llamacpp_numerics = false;
   /// ROPE's angle cache (n_dims cos/sin values) of its last one-position call and the bits of
   /// everything it depends on (position, n_dims, frequency parameters, freq_factors): token
@@ -136,12 +137,14 @@ Status Norm(ComputeContext& ctx, const TensorView& src, TensorView& dst, float e
 Status Add(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst);
 Status Mul(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst);
 
-/// SCALE (ggml_scale_bias): dst = x * s + b. F32 src and dst of equal shape.
+/// SCALE (ggml_scale_bias): dst = x * s + b. F32 src and dst of equal shape. With
+/// ctx.llamacpp_numerics as ggml-cpu: x * s for b == 0, else fma(x, s, b) (ggml_vec_mad1_f32).
 Status Scale(ComputeContext& ctx, const TensorView& src, TensorView& dst, float s, float b);
 
 /// SILU: x / (1 + exp(-x)). GELU: ggml's tanh approximation 0.5x(1 + tanh(sqrt(2/pi) x (1 +
 /// 0.044715 x^2))) evaluated like GGML_GELU_FP16 (input and result rounded through fp16; x <= -10
-/// gives 0, x >= 10 gives x). F32 src and dst of equal shape.
+/// gives 0, x >= 10 gives x); with ctx.llamacpp_numerics the table of llama.cpp's GCC builds, whose
+/// 1 + 0.044715 x^2 is fma(0.044715 x, x, 1). F32 src and dst of equal shape.
 Status Silu(ComputeContext& ctx, const TensorView& src, TensorView& dst);
 Status Gelu(ComputeContext& ctx, const TensorView& src, TensorView& dst);
 /// TANH (ggml_tanh): libm's tanhf per element, as ggml-cpu unary-ops.cpp op_tanh (gemma2's logit
@@ -151,7 +154,8 @@ Status Tanh(ComputeContext& ctx, const TensorView& src, TensorView& dst);
 /// GLU (ggml_swiglu_split / ggml_geglu_split): dst = silu(a) * b, resp. gelu(a) * b; a, b, dst F32
 /// of equal shape. Fused form (ggml_swiglu / ggml_geglu of one tensor, swapped = 0): b.data ==
 /// nullptr and a is [2 * ne0, ne1, ne2, ne3]; the first half of each row of a is the gate, the
-/// second half the value. In place only in the split form (dst may alias a or b).
+/// second half the value. In place only in the split form (dst may alias a or b). GEGLU with
+/// ctx.llamacpp_numerics: +0 for a <= -10 whatever b (ggml_vec_geglu_f32), GELU's numerics table.
 Status SwiGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst);
 Status GeGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst);
 
@@ -165,7 +169,9 @@ Status CheckRopeParams(const RopeParams& p, int64_t ne0);
 /// ROPE (ggml_rope_ext): rotates pairs of src F32 [head_dim, n_head, n_tokens, ne3] by
 /// theta = pos[i2] * freq_base^(-i0/n_dims) / freq_factors[i0/2], with YaRN mixing/mscale as
 /// ggml's rope_yarn; angles follow ggml_rope_cache_init (theta multiplied by theta_scale in float
-/// step by step). pos I32 [>= n_tokens]; freq_factors F32 [>= n_dims/2] or data == nullptr;
+/// step by step; with ctx.llamacpp_numerics YaRN's mix and magnitude fused as GCC contracts
+/// rope_yarn: fma(theta_interp, 1 - ramp_mix, theta_extrap * ramp_mix), fma(0.1, log(1 / freq_scale),
+/// 1)). pos I32 [>= n_tokens]; freq_factors F32 [>= n_dims/2] or data == nullptr;
 /// dst like src. Errors: mode other than 0/2 (M-RoPE/vision are not supported), odd or too large
 /// n_dims, short pos/freq_factors.
 Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, const TensorView& freq_factors,
