@@ -7,13 +7,18 @@
 # quantizer / op, how many results differ. Exit status 1 when any differ.
 # Usage: scripts/diff-vs-llamacpp.sh   Env: BUILD (build directory with lib/*.a, default build),
 #        BENCH_DIR (where the reference is fetched, default ~/.cache/stowage-bench), NLC (the
-#        node-llama-cpp version, default 3.21.1; others go to BENCH_DIR/llamacpp-ref-NLC).
+#        node-llama-cpp version, default 3.21.1; others go to BENCH_DIR/llamacpp-ref-NLC), REF (the
+#        reference's folder instead, e.g. ~/.cache/llamacpp-ref where fetch.sh put it by default).
+# The ops of the newer architectures (GELU/GEGLU, SCALE, YaRN ROPE, ...) are compared with
+# llamacpp_numerics on, where the CPU kernels follow llama.cpp's GCC FMA contractions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 BENCH_DIR=${BENCH_DIR:-$HOME/.cache/stowage-bench}
 NLC=${NLC:-3.21.1}
-if [ "$NLC" = 3.21.1 ]; then REF=$BENCH_DIR/llamacpp-ref; else REF=$BENCH_DIR/llamacpp-ref-$NLC; fi
+if [ -z "${REF:-}" ]; then
+  if [ "$NLC" = 3.21.1 ]; then REF=$BENCH_DIR/llamacpp-ref; else REF=$BENCH_DIR/llamacpp-ref-$NLC; fi
+fi
 [ -f "$BUILD/lib/libstowage_cpu.a" ] || { echo "diff-vs-llamacpp: $BUILD/lib/libstowage_cpu.a not found (set BUILD)" >&2; exit 2; }
 mkdir -p "$BENCH_DIR"
 ENVLINE=$(bash scripts/llamacpp-ref/fetch.sh --version "$NLC" "$REF" | tail -1)
