@@ -50,6 +50,8 @@ void ggml_vec_dot_q6_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t b
                             int nrc);
 void ggml_vec_dot_iq4_xs_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy,
                               size_t by, int nrc);
+void ggml_vec_dot_mxfp4_q8_0(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by,
+                             int nrc);
 }
 
 namespace {
@@ -95,6 +97,9 @@ std::vector<uint8_t> RandomRow(GgmlType type, int64_t K, std::mt19937& rng) {
     case GgmlType::Q6_K:
       scales = {208};
       break;
+    case GgmlType::MXFP4:  // E8M0 scale byte first: 2^-6 .. 2^1 (finite products)
+      for (size_t o = 0; o < out.size(); o += 17) out[o] = static_cast<uint8_t>(121 + rng() % 8);
+      return out;
     default:
       scales = {0};
       break;  // Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS: d first
@@ -129,6 +134,7 @@ void CompareVecDots(sc::IsaLevel isa) {
       {GgmlType::Q5_K, ggml_vec_dot_q5_K_q8_K, quantize_row_q8_K},
       {GgmlType::Q6_K, ggml_vec_dot_q6_K_q8_K, quantize_row_q8_K},
       {GgmlType::IQ4_XS, ggml_vec_dot_iq4_xs_q8_K, quantize_row_q8_K},
+      {GgmlType::MXFP4, ggml_vec_dot_mxfp4_q8_0, quantize_row_q8_0},
   };
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -160,6 +166,51 @@ void CompareVecDots(sc::IsaLevel isa) {
     Report(std::string("vec_dot ") + stowage::GgmlTypeName(c.type), bad_dot, max_n, max_abs);
     Report(std::string("  activations ") + stowage::GgmlTypeName(k->vec_dot_type), bad_act, max_n);
   }
+}
+
+// MXFP4's row conversions against ggml-base's type traits: to_float (dequantize_row_mxfp4) on every
+// scale byte and code, from_float_ref (quantize_row_mxfp4_ref: llama-quantize's MXFP4) and ggml-cpu's
+// from_float on random rows of several magnitudes (zeros and ties included).
+void CompareMXFP4Rows() {
+  const ggml_type_traits* tt = ggml_get_type_traits(GGML_TYPE_MXFP4);
+  const ggml_type_traits_cpu* ct = ggml_get_type_traits_cpu(GGML_TYPE_MXFP4);
+  std::mt19937 rng(3);
+  int64_t bad = 0, total = 0;
+  double max_abs = 0;
+  for (int e = 0; e < 256; ++e) {  // one block per scale byte, random codes
+    uint8_t blk[17];
+    blk[0] = static_cast<uint8_t>(e);
+    for (int j = 1; j < 17; ++j) blk[j] = static_cast<uint8_t>(rng());
+    float r[32], g[32];
+    tt->to_float(blk, r, 32);
+    (void)sc::DequantizeRow(GgmlType::MXFP4, blk, g, 32);
+    for (int j = 0; j < 32; ++j, ++total)
+      if (!SameBits(r[j], g[j])) {
+        ++bad;
+        max_abs = std::max(max_abs, double(std::fabs(r[j] - g[j])));
+      }
+  }
+  Report("dequantize mxfp4 (every scale)", bad, total, max_abs);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  int64_t bad_ref = 0, bad_cpu = 0, rows = 0;
+  for (int it = 0; it < 400; ++it, ++rows) {
+    const int64_t K = 32 * (1 + it % 9);
+    std::vector<float> x(static_cast<size_t>(K));
+    const float scale = it % 5 == 0 ? 1e-3f : it % 5 == 1 ? 100.f : 1.f;
+    for (float& v : x) v = nd(rng) * scale;
+    if (it % 7 == 0)  // exact levels and midpoints (ties)
+      for (size_t j = 0; j < x.size(); ++j)
+        x[j] = 0.25f * static_cast<float>(static_cast<int>(rng() % 49) - 24);
+    if (it % 11 == 0) std::fill(x.begin(), x.begin() + 32, 0.f);
+    std::vector<uint8_t> r(stowage::RowSize(GgmlType::MXFP4, K)), c(r.size()), g(r.size());
+    tt->from_float_ref(x.data(), r.data(), K);
+    ct->from_float(x.data(), c.data(), K);
+    (void)sc::QuantizeRow(GgmlType::MXFP4, x.data(), g.data(), K);
+    bad_ref += r != g;
+    bad_cpu += c != g;
+  }
+  Report("quantize mxfp4 (from_float_ref)", bad_ref, rows);
+  Report("quantize mxfp4 (ggml-cpu from_float)", bad_cpu, rows);
 }
 
 // ---- ops through ggml graphs ----
@@ -461,6 +512,42 @@ void CompareOps(sc::IsaLevel isa) {
                        " K=" + std::to_string(K) + " M=" + std::to_string(M) + " (llamacpp_numerics)",
                    r, out);
       }
+  // MXFP4 weights (a plain ggml context: no CPU_REPACK, the vec_dot for every column) and GET_ROWS.
+  for (int K : {32, 96, 2880})
+    for (int M : {1, 33}) {
+      ggml_tensor* w = ggml_new_tensor_2d(ctx, GGML_TYPE_MXFP4, K, 40);
+      std::vector<uint8_t> bytes;
+      for (int r = 0; r < 40; ++r) {
+        const std::vector<uint8_t> row = RandomRow(GgmlType::MXFP4, K, rng);
+        bytes.insert(bytes.end(), row.begin(), row.end());
+      }
+      std::memcpy(w->data, bytes.data(), bytes.size());
+      ggml_tensor* x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, M);
+      Fill(x, rng, 1.f);
+      for (bool numerics : {false, true}) {
+        // Without the option, >= kGemmMinCols columns take the GEMM's one-float order (llama.cpp's
+        // repacked mxfp4_8x8 order), not this plain context's vec_dot.
+        if (!numerics && M > 1) continue;
+        ggml_tensor* r = ggml_mul_mat(ctx, w, x);
+        Compute(ctx, r);
+        sctx.llamacpp_numerics = numerics;
+        sc::TensorView d = dst(r);
+        (void)sc::MulMat(sctx, View(w), View(x), d);
+        sctx.llamacpp_numerics = false;
+        CompareOut("MUL_MAT mxfp4 K=" + std::to_string(K) + " M=" + std::to_string(M) +
+                       (numerics ? " (llamacpp_numerics)" : ""),
+                   r, out);
+      }
+      if (M == 1) {
+        ggml_tensor* ids = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 5);
+        for (int i = 0; i < 5; ++i) static_cast<int32_t*>(ids->data)[i] = (i * 17) % 40;
+        ggml_tensor* r = ggml_get_rows(ctx, w, ids);
+        Compute(ctx, r);
+        sc::TensorView d = dst(r);
+        (void)sc::GetRows(sctx, View(w), View(ids), d);
+        CompareOut("GET_ROWS mxfp4 K=" + std::to_string(K), r, out);
+      }
+    }
   ggml_free(ctx);
 }
 
@@ -481,6 +568,7 @@ int main(int argc, char** argv) {
   ggml_cpu_init();
   std::printf("Stowage CPU level %s vs the linked libggml-cpu, 1 thread\n", argv[1]);
   CompareVecDots(isa);
+  CompareMXFP4Rows();
   CompareOps(isa);
   std::printf("%s\n", g_differing_lines == 0 ? "no differing bits" : "some results differ (see above)");
   return g_differing_lines == 0 ? 0 : 1;

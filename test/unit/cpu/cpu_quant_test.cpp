@@ -124,6 +124,53 @@ TEST(CpuQuant, HandComputedBlocks) {
   }
 }
 
+// MXFP4 (ggml-common.h block_mxfp4, ggml-quants.c dequantize_row_mxfp4 / quantize_row_mxfp4_ref): the
+// E8M0 byte e scales the doubled E2M1 levels by 2^(e - 128) (e = 0, 1: the subnormals 2^-128,
+// 2^-127); element j is the low nibble of qs[j], element j + 16 its high nibble. The quantizer picks
+// e = floor(log2(amax)) + 125 and the nearest level, the lower index on a tie (so +0 over -0).
+// (tools/bench/ggml_diff.cpp checks both against llama.cpp's library bit for bit.)
+TEST(CpuQuant, MXFP4Semantics) {
+  EXPECT_EQ(E8M0ToFloatHalf(128), 1.0f);
+  EXPECT_EQ(E8M0ToFloatHalf(127), 0.5f);
+  EXPECT_EQ(E8M0ToFloatHalf(255), std::ldexp(1.0f, 127));
+  EXPECT_EQ(E8M0ToFloatHalf(2), std::ldexp(1.0f, -126));
+  EXPECT_EQ(E8M0ToFloatHalf(1), std::ldexp(1.0f, -127));
+  EXPECT_EQ(E8M0ToFloatHalf(0), std::ldexp(1.0f, -128));
+  BlockMXFP4 b;
+  b.e = 129;  // half scale 2: the levels 0, 0.5, 1, 1.5, 2, 3, 4, 6 (x2 doubled, x2 scale = x4)
+  for (int j = 0; j < 16; ++j) b.qs[j] = uint8_t(j | ((15 - j) << 4));
+  float y[32];
+  ASSERT_TRUE(DequantizeRow(GgmlType::MXFP4, &b, y, 32).ok());
+  const float e2m1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+  for (int j = 0; j < 16; ++j) {
+    const float v = (j < 8 ? 1 : -1) * 4 * e2m1[j % 8];
+    EXPECT_EQ(y[j], v) << j;
+    EXPECT_EQ(y[31 - j], v) << j;  // high nibble of qs[15 - j]: element 16 + 15 - j
+  }
+  // Quantize: amax 6 -> e = floor(log2 6) + 125 = 127 (half scale 0.5: levels = E2M1 values).
+  float x[32];
+  for (int j = 0; j < 32; ++j) x[j] = 0;
+  x[0] = 6.f;     // level 7 (+6)
+  x[1] = -0.25f;  // between -0 (index 8, err .25) and -0.5 (index 9, err .25): tie -> +0, index 0
+  x[2] = 2.5f;    // between 2 (4) and 3 (5): tie -> index 4
+  x[16] = -5.0f;  // between -4 (14) and -6 (15): tie -> index 14
+  x[17] = 1.2f;   // nearest 1 (2)
+  BlockMXFP4 q;
+  ASSERT_TRUE(QuantizeRow(GgmlType::MXFP4, x, &q, 32).ok());
+  EXPECT_EQ(q.e, 127);
+  EXPECT_EQ(q.qs[0], 7 | (14 << 4));
+  EXPECT_EQ(q.qs[1], 0 | (2 << 4));
+  EXPECT_EQ(q.qs[2], 4);
+  EXPECT_EQ(q.qs[3], 0);
+  // An all-zero block: e = 0, codes 0.
+  for (float& v : x) v = 0;
+  ASSERT_TRUE(QuantizeRow(GgmlType::MXFP4, x, &q, 32).ok());
+  EXPECT_EQ(q.e, 0);
+  for (int j = 0; j < 16; ++j) EXPECT_EQ(q.qs[j], 0);
+  // n not a multiple of 32.
+  EXPECT_FALSE(DequantizeRow(GgmlType::MXFP4, &b, y, 16).ok());
+}
+
 // The activation quantizers' non-finite rule (cpu/README.md): a block with a NaN or +-inf gets
 // d = NaN and qs = 0 (Q8_1 s = NaN, Q8_K bsums = 0); the finite blocks around it keep the bytes
 // they get when quantized alone.
@@ -185,9 +232,9 @@ TEST(CpuQuant, ActivationQuantizersOfEveryLevelEqualScalar) {
   x[1024 + 255] = -50.f;                                    // largest magnitude last, negative
   x[1536 + 130] = std::numeric_limits<float>::quiet_NaN();  // non-finite blocks
   x[1792 + 31] = -std::numeric_limits<float>::infinity();
-  const GgmlType types[] = {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0,  GgmlType::IQ4_NL,
-                            GgmlType::Q4_1, GgmlType::Q2_K, GgmlType::Q3_K,  GgmlType::Q4_K,
-                            GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS};
+  const GgmlType types[] = {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0,   GgmlType::IQ4_NL,
+                            GgmlType::Q4_1, GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,
+                            GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::MXFP4};
   for (GgmlType t : types) {
     const GgmlType vdt = *VecDotType(t);
     for (int64_t len : {n, int64_t(GetTypeTraits(vdt).block_size)}) {
@@ -217,10 +264,10 @@ TEST(CpuQuant, ActivationQuantizersOfEveryLevelEqualScalar) {
 }
 
 TEST(CpuQuant, VecDotMatchesDequantizedDot) {
-  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,  GgmlType::Q4_0,
-                            GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1,  GgmlType::Q8_0,
-                            GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,  GgmlType::Q5_K,
-                            GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,   GgmlType::Q4_0,
+                            GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1,   GgmlType::Q8_0,
+                            GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,   GgmlType::Q5_K,
+                            GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4};
   const int64_t n = 768;
   for (GgmlType t : types) {
     for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {

@@ -52,6 +52,7 @@ TEST(CpuSimd, VecDotsMatchScalar) {
       {GgmlType::Q5_K, avx2::VecDotQ5_KQ8_K, nullptr, false},
       {GgmlType::IQ4_NL, avx2::VecDotIQ4_NLQ8_0, nullptr, false},
       {GgmlType::IQ4_XS, avx2::VecDotIQ4_XSQ8_K, nullptr, false},
+      {GgmlType::MXFP4, avx2::VecDotMXFP4Q8_0, nullptr, false},
   };
   for (const Case& c : cases) {
     const TypeKernels* ref = GetTypeKernels(c.w, IsaLevel::kScalar);

@@ -43,6 +43,7 @@ const TypeCase kCases[] = {
     {GgmlType::Q4_0, kLayoutQ4_0x8, scalar::VecDotQ4_0Q8_0},
     {GgmlType::Q5_0, kLayoutPlain, scalar::VecDotQ5_0Q8_0},
     {GgmlType::IQ4_NL, kLayoutPlain, scalar::VecDotIQ4_NLQ8_0},
+    {GgmlType::MXFP4, kLayoutPlain, scalar::VecDotMXFP4Q8_0},
     {GgmlType::Q4_1, kLayoutPlain, scalar::VecDotQ4_1Q8_1},
     {GgmlType::Q5_1, kLayoutPlain, scalar::VecDotQ5_1Q8_1},
 };
@@ -62,6 +63,10 @@ std::vector<uint8_t> RandomRows(GgmlType type, int64_t K, int64_t rows, uint32_t
   std::uniform_real_distribution<float> d(0.001f, 0.05f);
   std::uniform_real_distribution<float> m(-0.05f, 0.05f);
   for (size_t o = 0; o < out.size(); o += bs) {  // d is the first field of every block type here
+    if (type == GgmlType::MXFP4) {               // its E8M0 scale byte: 2^-7 .. 2^0 (with the doubled levels)
+      out[o] = uint8_t(121 + rng() % 8);
+      continue;
+    }
     const uint16_t h = Fp32ToFp16(d(rng));
     std::memcpy(&out[o], &h, 2);
     if (IsMinType(type)) {  // then the min m
@@ -80,7 +85,7 @@ struct Weights {
     plain = RandomRows(tc.type, K, N * ne2, seed);
     if (all_ones) {  // every quant bit set (Q8_0: 0x7F = +127, the largest unsigned u = 255)
       const size_t bs = GetTypeTraits(tc.type).type_size;
-      const size_t head = IsMinType(tc.type) ? 4 : 2;
+      const size_t head = IsMinType(tc.type) ? 4 : tc.type == GgmlType::MXFP4 ? 1 : 2;
       for (size_t o = 0; o < plain.size(); o += bs)
         std::memset(&plain[o + head], tc.type == GgmlType::Q8_0 ? 0x7F : 0xFF, bs - head);
     }

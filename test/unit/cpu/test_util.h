@@ -94,6 +94,9 @@ inline std::vector<uint8_t> RandomBlocks(GgmlType type, int64_t n, uint32_t seed
       case GgmlType::IQ4_XS:
         put(o, d(rng));
         break;
+      case GgmlType::MXFP4:  // E8M0 scale byte: 2^-7 .. 2^0 (with the doubled levels)
+        out[o] = uint8_t(121 + rng() % 8);
+        break;
       default:
         break;
     }

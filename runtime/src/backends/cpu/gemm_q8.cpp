@@ -1,6 +1,6 @@
 // GEMM family "q8" (see gemm.h): weights whose values are one byte per element after unpacking
-// — Q8_0, Q4_0 (plain and kLayoutQ4_0x8), Q5_0, IQ4_NL (vec_dot type Q8_0) and Q4_1, Q5_1 (Q8_1). Lookup,
-// activation conversion, packing and the scalar reference kernels (baseline flags).
+// — Q8_0, Q4_0 (plain and kLayoutQ4_0x8), Q5_0, IQ4_NL, MXFP4 (vec_dot type Q8_0) and Q4_1, Q5_1 (Q8_1).
+// Lookup, activation conversion, packing and the scalar reference kernels (baseline flags).
 //
 // Formats (shared with gemm_q8_avx512.cpp / gemm_q8_avx2.cpp, which include no header of ours: keep
 // in sync):
@@ -12,9 +12,10 @@
 //     as the bits of the float 1.5 * 2^23 + the k-step's integer sum: see gemm_q8_avx512.cpp.)
 //   packed panel (16 rows): nb records of kPanelBlockBytes = 576 bytes
 //     { uint8 w[8][16][4]; float dw[16] }: w[s][r][j] = u(row r, element 4s + j of the block),
-//     the weight value made unsigned: u = value + z, with z = 128 (Q8_0, IQ4_NL: int8 values),
+//     the weight value made unsigned: u = value + z, with z = 128 (Q8_0, IQ4_NL, MXFP4: int8 values),
 //     8 (Q4_0: nibbles as stored), 16 (Q5_0: 5-bit values as stored). dw[r] = the row's fp16
-//     block scale as float. Rows nr..15 have u = 0 and dw = 0 (finite, not stored).
+//     block scale as float (MXFP4: its halved E8M0 scale, E8M0ToFloatHalf). Rows nr..15 have u = 0 and dw = 0
+//     (finite, not stored).
 //   Q4_1 / Q5_1 ("min" types, vec_dot type Q8_1): activation records of kActBlockBytesMin = 40 bytes
 //     hold QuantizeRowQ8_1Act's { qs[32]; float d; float s } (s = its fp16 d * sum(qs), as float);
 //     panel records are kPanelBlockBytesMin = 640 bytes: the above + float m[16] (the rows' fp16
@@ -160,12 +161,12 @@ void FromFloatVnni(const float* x, void* act, int64_t K) {
 }
 #endif
 
-// Unpacks block b of row r (plain layout) into 32 unsigned values u[] and its scale.
-using UnpackFn = void (*)(const uint8_t* row, int64_t b, uint8_t* u, uint16_t* d);
+// Unpacks block b of row r (plain layout) into 32 unsigned values u[] and its scale (as float).
+using UnpackFn = void (*)(const uint8_t* row, int64_t b, uint8_t* u, float* d);
 
-void UnpackQ8_0(const uint8_t* row, int64_t b, uint8_t* u, uint16_t* d) {
+void UnpackQ8_0(const uint8_t* row, int64_t b, uint8_t* u, float* d) {
   const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
-  *d = blk->d;
+  *d = HalfToFloat(blk->d);
   for (int j = 0; j < 32; ++j) u[j] = uint8_t(int(blk->qs[j]) + 128);
 }
 void UnpackQ4_0Nibbles(const uint8_t* qs, uint8_t* u) {
@@ -174,14 +175,14 @@ void UnpackQ4_0Nibbles(const uint8_t* qs, uint8_t* u) {
     u[j + 16] = qs[j] >> 4;
   }
 }
-void UnpackQ4_0(const uint8_t* row, int64_t b, uint8_t* u, uint16_t* d) {
+void UnpackQ4_0(const uint8_t* row, int64_t b, uint8_t* u, float* d) {
   const BlockQ4_0* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
-  *d = blk->d;
+  *d = HalfToFloat(blk->d);
   UnpackQ4_0Nibbles(blk->qs, u);
 }
-void UnpackQ5_0(const uint8_t* row, int64_t b, uint8_t* u, uint16_t* d) {
+void UnpackQ5_0(const uint8_t* row, int64_t b, uint8_t* u, float* d) {
   const BlockQ5_0* blk = reinterpret_cast<const BlockQ5_0*>(row) + b;
-  *d = blk->d;
+  *d = HalfToFloat(blk->d);
   uint32_t qh;
   std::memcpy(&qh, blk->qh, 4);
   for (int j = 0; j < 16; ++j) {
@@ -189,13 +190,23 @@ void UnpackQ5_0(const uint8_t* row, int64_t b, uint8_t* u, uint16_t* d) {
     u[j + 16] = uint8_t((blk->qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4));
   }
 }
-void UnpackIQ4_NL(const uint8_t* row, int64_t b, uint8_t* u, uint16_t* d) {
-  const BlockIQ4_NL* blk = reinterpret_cast<const BlockIQ4_NL*>(row) + b;
-  *d = blk->d;
+// A 16-level codebook's nibbles (element j low, j + 16 high) as u = level + 128.
+void UnpackCodebook(const int8_t* levels, const uint8_t* qs, uint8_t* u) {
   for (int j = 0; j < 16; ++j) {
-    u[j] = uint8_t(int(kValuesIQ4NL[blk->qs[j] & 0x0F]) + 128);
-    u[j + 16] = uint8_t(int(kValuesIQ4NL[blk->qs[j] >> 4]) + 128);
+    u[j] = uint8_t(int(levels[qs[j] & 0x0F]) + 128);
+    u[j + 16] = uint8_t(int(levels[qs[j] >> 4]) + 128);
   }
+}
+void UnpackIQ4_NL(const uint8_t* row, int64_t b, uint8_t* u, float* d) {
+  const BlockIQ4_NL* blk = reinterpret_cast<const BlockIQ4_NL*>(row) + b;
+  *d = HalfToFloat(blk->d);
+  UnpackCodebook(kValuesIQ4NL, blk->qs, u);
+}
+// MXFP4: the doubled E2M1 levels (u = level + 128) and the halved E8M0 scale, exact in float.
+void UnpackMXFP4(const uint8_t* row, int64_t b, uint8_t* u, float* d) {
+  const BlockMXFP4* blk = reinterpret_cast<const BlockMXFP4*>(row) + b;
+  *d = E8M0ToFloatHalf(blk->e);
+  UnpackCodebook(kValuesMXFP4, blk->qs, u);
 }
 
 // Min types: block b of row r -> 32 unsigned values (the stored q), scale d and min m.
@@ -220,10 +231,9 @@ void UnpackQ5_1(const uint8_t* row, int64_t b, uint8_t* u, uint16_t* d, uint16_t
 }
 
 // Writes row r's block (u[32], scale d) into block record `rec` of a panel.
-inline void PutRow(uint8_t* rec, int r, const uint8_t* u, uint16_t d) {
+inline void PutRow(uint8_t* rec, int r, const uint8_t* u, float d) {
   for (int s = 0; s < 8; ++s) std::memcpy(rec + s * 64 + r * 4, u + 4 * s, 4);
-  const float df = HalfToFloat(d);
-  std::memcpy(rec + 512 + 4 * r, &df, 4);
+  std::memcpy(rec + 512 + 4 * r, &d, 4);
 }
 
 template <UnpackFn Unpack>
@@ -232,7 +242,7 @@ void PackPlain(int64_t K, const void* w, size_t row_stride, int nr, int /*layout
   uint8_t* p = static_cast<uint8_t*>(panel);
   const uint8_t* rows = static_cast<const uint8_t*>(w);
   uint8_t u[32];
-  uint16_t d;
+  float d;
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* rec = p + size_t(b) * kPanelBlockBytes;
     for (int r = 0; r < nr; ++r) {
@@ -257,7 +267,7 @@ void PackPlainMin(int64_t K, const void* w, size_t row_stride, int nr, int /*lay
     uint8_t* rec = p + size_t(b) * kPanelBlockBytesMin;
     for (int r = 0; r < nr; ++r) {
       Unpack(rows + size_t(r) * row_stride, b, u, &d, &m);
-      PutRow(rec, r, u, d);
+      PutRow(rec, r, u, HalfToFloat(d));
       const float mf = HalfToFloat(m);
       std::memcpy(rec + 576 + 4 * r, &mf, 4);
     }
@@ -281,7 +291,7 @@ void PackQ8_0x8(int64_t K, const void* w, size_t row_stride, int nr, void* panel
       const uint8_t* blk = base + size_t(r / 8) * 8 * row_stride + size_t(b) * q8_0x8::kBlockBytes;
       uint16_t d;
       std::memcpy(&d, blk + 2 * (r % 8), 2);
-      PutRow(rec, r, blk + q8_0x8::kQs + 32 * (r % 8), d);
+      PutRow(rec, r, blk + q8_0x8::kQs + 32 * (r % 8), HalfToFloat(d));
     }
     if (nr < kGemmPanelRows) {
       for (int s = 0; s < 8; ++s) std::memset(rec + s * 64 + nr * 4, 0, size_t(kGemmPanelRows - nr) * 4);
@@ -317,7 +327,7 @@ void PackQ4_0(int64_t K, const void* w, size_t row_stride, int nr, int layout, v
       uint16_t d;
       std::memcpy(&d, blk + 2 * (r % 8), 2);
       UnpackQ4_0Nibbles(blk + 16 + 16 * (r % 8), u);
-      PutRow(rec, r, u, d);
+      PutRow(rec, r, u, HalfToFloat(d));
     }
     if (nr < kGemmPanelRows) {
       for (int s = 0; s < 8; ++s) std::memset(rec + s * 64 + nr * 4, 0, size_t(kGemmPanelRows - nr) * 4);
@@ -391,6 +401,8 @@ constexpr GemmKernels kScalarQ5_0 = {FromFloat<16>, ActRowBytes, PanelBytes, Pac
                                      KernelScalar};
 constexpr GemmKernels kScalarIQ4_NL = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
                                        KernelScalar};
+constexpr GemmKernels kScalarMXFP4 = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackMXFP4>,
+                                      KernelScalar};
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
 // One float per output (the default; kLayoutQ4_0x8 always).
 constexpr GemmKernels kVnniQ8_0 = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackQ8_0Vnni,
@@ -401,6 +413,8 @@ constexpr GemmKernels kVnniQ5_0 = {FromFloatVnni<16>, ActRowBytes, PanelBytes, P
                                    avx512::GemmQ8Kernel};
 constexpr GemmKernels kVnniIQ4_NL = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
                                      avx512::GemmQ8Kernel};
+constexpr GemmKernels kVnniMXFP4 = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackPlain<UnpackMXFP4>,
+                                    avx512::GemmQ8Kernel};
 constexpr GemmKernels kVnniQ4_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ4_1>,
                                    avx512::GemmQ8KernelMin};
 constexpr GemmKernels kVnniQ5_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ5_1>,
@@ -411,6 +425,8 @@ constexpr GemmKernels kAvx2Q5_0 = {FromFloat<16>, ActRowBytes, PanelBytes, PackP
                                    avx2::GemmQ8KernelU5};
 constexpr GemmKernels kAvx2IQ4_NL = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
                                      avx2::GemmQ8KernelU8};
+constexpr GemmKernels kAvx2MXFP4 = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackMXFP4>,
+                                    avx2::GemmQ8KernelU8};
 constexpr GemmKernels kAvx2Q4_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ4_1>,
                                    avx2::GemmQ8KernelMinU4};
 constexpr GemmKernels kAvx2Q5_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ5_1>,
@@ -456,6 +472,10 @@ const GemmKernels* GetGemmKernelsQ8(GgmlType type, int layout, IsaLevel isa, boo
     case GgmlType::IQ4_NL:
       k = {&kScalarIQ4_NL, &kAvx2IQ4_NL, &kVnniIQ4_NL, &kLanesIQ4_NL};
       break;
+    case GgmlType::MXFP4:
+      // No lanes kernel: llama.cpp multiplies plain MXFP4 by its two-accumulator vec_dot only.
+      k = {&kScalarMXFP4, &kAvx2MXFP4, &kVnniMXFP4, nullptr};
+      break;
     case GgmlType::Q4_1:
       k = {&kScalarQ4_1, &kAvx2Q4_1, &kVnniQ4_1, &kLanesQ4_1};
       break;
@@ -474,6 +494,9 @@ const GemmKernels* GetGemmKernelsQ8(GgmlType type, int layout, IsaLevel isa, boo
       break;
     case GgmlType::IQ4_NL:
       k = {&kScalarIQ4_NL, nullptr, nullptr, nullptr};
+      break;
+    case GgmlType::MXFP4:
+      k = {&kScalarMXFP4, nullptr, nullptr, nullptr};
       break;
     case GgmlType::Q4_1:
       k = {&kScalarQ4_1, nullptr, nullptr, nullptr};

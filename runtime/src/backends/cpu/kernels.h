@@ -74,6 +74,8 @@ void VecDotQ3_KQ8_K(int64_t n, float* s, const void* x, const void* y);
 void VecDotQ5_KQ8_K(int64_t n, float* s, const void* x, const void* y);
 void VecDotIQ4_NLQ8_0(int64_t n, float* s, const void* x, const void* y);
 void VecDotIQ4_XSQ8_K(int64_t n, float* s, const void* x, const void* y);
+/// ggml_vec_dot_mxfp4_q8_0's AVX2 order (even / odd blocks in two 8-lane accumulators).
+void VecDotMXFP4Q8_0(int64_t n, float* s, const void* x, const void* y);
 void FromFloatF16(const float* x, void* y, int64_t n);
 /// QuantizeRowQ8_0Act / QuantizeRowQ8_1Act (quants.h) of n floats (n % 32 == 0) into n / 32
 /// BlockQ8_0 / BlockQ8_1, byte-identical to them (non-finite blocks included).

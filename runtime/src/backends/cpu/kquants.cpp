@@ -1,4 +1,4 @@
-// K-quants (Q2_K..Q6_K), Q8_K activations and the IQ4_NL / IQ4_XS non-linear quants: dequantizers
+// K-quants (Q2_K..Q6_K), Q8_K activations, the IQ4_NL / IQ4_XS non-linear quants and MXFP4: dequantizers
 // and scalar vec_dots. Numerics: ggml-quants.c (dequantize_row_*, quantize_row_q8_K_ref) and
 // ggml-cpu/quants.c (ggml_vec_dot_*_q8_K_generic). Integer parts are exact; only the float
 // accumulation order may differ from ggml's SIMD paths.
@@ -190,6 +190,16 @@ void DequantizeRowQ6_K(const BlockQ6_K* x, float* y, int64_t n) {
   }
 }
 
+void DequantizeRowMXFP4(const BlockMXFP4* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / kQK_MXFP4; ++i, y += kQK_MXFP4) {
+    const float d = E8M0ToFloatHalf(x[i].e);
+    for (int j = 0; j < kQK_MXFP4 / 2; ++j) {
+      y[j] = kValuesMXFP4[x[i].qs[j] & 0xF] * d;
+      y[j + kQK_MXFP4 / 2] = kValuesMXFP4[x[i].qs[j] >> 4] * d;
+    }
+  }
+}
+
 void DequantizeRowIQ4_NL(const BlockIQ4_NL* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK4_NL; ++i, y += kQK4_NL) {
     const float d = HalfToFloat(x[i].d);
@@ -366,6 +376,22 @@ void VecDotIQ4_NLQ8_0(int64_t n, float* s, const void* vx, const void* vy) {
     for (int j = 0; j < kQK4_NL / 2; ++j) {
       sumi1 += y[ib].qs[j] * kValuesIQ4NL[x[ib].qs[j] & 0xF];
       sumi2 += y[ib].qs[j + kQK4_NL / 2] * kValuesIQ4NL[x[ib].qs[j] >> 4];
+    }
+    sumf = std::fma(float(sumi1 + sumi2), d, sumf);
+  }
+  *s = sumf;
+}
+
+void VecDotMXFP4Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  const BlockMXFP4* x = static_cast<const BlockMXFP4*>(vx);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
+  float sumf = 0;
+  for (int64_t ib = 0; ib < n / kQK_MXFP4; ++ib) {
+    const float d = HalfToFloat(y[ib].d) * E8M0ToFloatHalf(x[ib].e);
+    int sumi1 = 0, sumi2 = 0;
+    for (int j = 0; j < kQK_MXFP4 / 2; ++j) {
+      sumi1 += y[ib].qs[j] * kValuesMXFP4[x[ib].qs[j] & 0xF];
+      sumi2 += y[ib].qs[j + kQK_MXFP4 / 2] * kValuesMXFP4[x[ib].qs[j] >> 4];
     }
     sumf = std::fma(float(sumi1 + sumi2), d, sumf);
   }

@@ -84,13 +84,14 @@ std::array<Table, kLevels> BuildTables() {
   set(GgmlType::Q6_K, GgmlType::Q8_K, scalar::VecDotQ6_KQ8_K, FromFloatQ8_K);
   set(GgmlType::IQ4_NL, GgmlType::Q8_0, scalar::VecDotIQ4_NLQ8_0, FromFloatQ8_0);
   set(GgmlType::IQ4_XS, GgmlType::Q8_K, scalar::VecDotIQ4_XSQ8_K, FromFloatQ8_K);
+  set(GgmlType::MXFP4, GgmlType::Q8_0, scalar::VecDotMXFP4Q8_0, FromFloatQ8_0);
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
   Table& a2 = t[1];
   a2 = s;
   for (GgmlType k :
        {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS})
     a2[size_t(k)].from_float = FromFloatQ8_KVia<avx2::FromFloatQ8_KAct>;
-  for (GgmlType k : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL})
+  for (GgmlType k : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::MXFP4})
     a2[size_t(k)].from_float = avx2::QuantizeRowQ8_0Act;
   for (GgmlType k : {GgmlType::Q4_1, GgmlType::Q5_1}) a2[size_t(k)].from_float = avx2::QuantizeRowQ8_1Act;
   a2[size_t(GgmlType::F32)].vec_dot = avx2::VecDotF32;
@@ -108,6 +109,7 @@ std::array<Table, kLevels> BuildTables() {
   a2[size_t(GgmlType::Q5_K)].vec_dot = avx2::VecDotQ5_KQ8_K;
   a2[size_t(GgmlType::IQ4_NL)].vec_dot = avx2::VecDotIQ4_NLQ8_0;
   a2[size_t(GgmlType::IQ4_XS)].vec_dot = avx2::VecDotIQ4_XSQ8_K;
+  a2[size_t(GgmlType::MXFP4)].vec_dot = avx2::VecDotMXFP4Q8_0;
   Table& a5 = t[2];
   a5 = a2;
   a5[size_t(GgmlType::F32)].vec_dot = avx512::VecDotF32;
@@ -119,7 +121,7 @@ std::array<Table, kLevels> BuildTables() {
   for (GgmlType k :
        {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS})
     a5v[size_t(k)].from_float = FromFloatQ8_KVia<avx512::FromFloatQ8_KAct>;
-  for (GgmlType k : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL})
+  for (GgmlType k : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::MXFP4})
     a5v[size_t(k)].from_float = FromFloatQ8_0Vnni;
   a5v[size_t(GgmlType::Q8_0)].vec_dot = avx512::VecDotQ8_0Q8_0;
   a5v[size_t(GgmlType::Q4_0)].vec_dot = avx512::VecDotQ4_0Q8_0;

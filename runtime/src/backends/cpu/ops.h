@@ -299,12 +299,12 @@ Status SsmScan(ComputeContext& ctx, const TensorView& s, const TensorView& x, co
 
 /// Dequantizes/converts `n` elements of one row of `type` into F32 (ggml's dequantize_row_* /
 /// to_float). Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K,
-/// Q6_K, Q8_K, IQ4_NL, IQ4_XS. Errors: kInvalidArgument when n % block_size != 0, kUnimplemented for
+/// Q6_K, Q8_K, IQ4_NL, IQ4_XS, MXFP4. Errors: kInvalidArgument when n % block_size != 0, kUnimplemented for
 /// other types. `dst` holds n floats.
 Status DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);
 /// Quantizes/converts `n` F32 values into `type` (reference quantizers, as ggml's
 /// quantize_row_*_ref; llama-quantize uses the same ones without an imatrix, so the bytes match).
-/// Supported targets: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q8_K. `dst` holds
+/// Supported targets: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q8_K, IQ4_NL, MXFP4. `dst` holds
 /// RowSize(type, n) bytes. Errors: kInvalidArgument when n % block_size != 0, kUnimplemented for
 /// other targets (the K-quant and IQ quantizers, which need importance search, are not here).
 Status QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n);
@@ -318,7 +318,7 @@ uint16_t Fp32ToFp16(float f);
 Result<GgmlType> VecDotType(GgmlType type);
 
 /// True when MulMat accepts src0 of `type` (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,
-/// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS), for the backend's supports_op.
+/// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4), for the backend's supports_op.
 bool SupportsMulMatType(GgmlType type);
 
 /// True when GetRows accepts src0 of `type` (the weight types of SupportsMulMatType).

@@ -83,6 +83,9 @@ Status DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::IQ4_XS:
       DequantizeRowIQ4_XS(static_cast<const BlockIQ4_XS*>(src), dst, n);
       break;
+    case GgmlType::MXFP4:
+      DequantizeRowMXFP4(static_cast<const BlockMXFP4*>(src), dst, n);
+      break;
     default:
       return Unimplemented(std::string("DequantizeRow: type ") + GgmlTypeName(type) +
                            " is not supported by the CPU backend");
@@ -126,6 +129,9 @@ Status QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n) {
       break;
     case GgmlType::IQ4_NL:
       QuantizeRowIQ4_NL(src, static_cast<BlockIQ4_NL*>(dst), n);
+      break;
+    case GgmlType::MXFP4:
+      QuantizeRowMXFP4(src, static_cast<BlockMXFP4*>(dst), n);
       break;
     case GgmlType::Q8_0:
       QuantizeRowQ8_0(src, static_cast<BlockQ8_0*>(dst), n);

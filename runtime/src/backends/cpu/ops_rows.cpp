@@ -76,6 +76,7 @@ bool SupportsGetRowsType(GgmlType type) {
     case GgmlType::Q6_K:
     case GgmlType::IQ4_NL:
     case GgmlType::IQ4_XS:
+    case GgmlType::MXFP4:
       return true;
     default:
       return false;

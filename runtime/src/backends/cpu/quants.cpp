@@ -27,6 +27,7 @@ inline float FromBits(uint32_t u) {
 }  // namespace
 
 const int8_t kValuesIQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+const int8_t kValuesMXFP4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 float HalfToFloat(fp16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
@@ -172,6 +173,33 @@ void QuantizeRowIQ4_NLImpl(const float* x, BlockIQ4_NL* y, int64_t n, bool searc
 void QuantizeRowIQ4_NL(const float* x, BlockIQ4_NL* y, int64_t n) { QuantizeRowIQ4_NLImpl(x, y, n, false); }
 void QuantizeRowIQ4_NLSearch(const float* x, BlockIQ4_NL* y, int64_t n) {
   QuantizeRowIQ4_NLImpl(x, y, n, true);
+}
+
+void QuantizeRowMXFP4(const float* x, BlockMXFP4* y, int64_t n) {
+  // The nearest level, the first (lowest index) of equally near ones (ggml best_index_mxfp4).
+  auto best = [](float v, float d) {
+    int bi = 0;
+    float be = std::fabs(kValuesMXFP4[0] * d - v);
+    for (int i = 1; i < 16; ++i) {
+      const float err = std::fabs(kValuesMXFP4[i] * d - v);
+      if (err < be) {
+        bi = i;
+        be = err;
+      }
+    }
+    return uint8_t(bi);
+  };
+  for (int64_t i = 0; i < n / kQK_MXFP4; ++i, x += kQK_MXFP4) {
+    float amax = 0.0f;
+    for (int j = 0; j < kQK_MXFP4; ++j) amax = std::max(amax, std::fabs(x[j]));
+    // ggml converts floor(log2(amax)) + 125 to uint8_t directly; clamped here so that a block below
+    // 2^-125 (ggml: out of range) gets e = 0 and one above 2^130 e = 255 instead of wrapping.
+    const float e = amax > 0.0f ? std::floor(std::log2(amax)) - 2 + 127 : 0.0f;
+    y[i].e = uint8_t(std::min(255.0f, std::max(0.0f, e)));
+    const float d = E8M0ToFloatHalf(y[i].e);
+    for (int j = 0; j < kQK_MXFP4 / 2; ++j)
+      y[i].qs[j] = uint8_t(best(x[j], d) | (best(x[j + kQK_MXFP4 / 2], d) << 4));
+  }
 }
 
 void QuantizeRowQ4_1(const float* x, BlockQ4_1* y, int64_t n) {

@@ -17,6 +17,7 @@ inline constexpr int kQK4_0 = 32, kQK4_1 = 32, kQK5_0 = 32, kQK5_1 = 32, kQK8_0 
 inline constexpr int kQK_K = 256;       ///< super-block size of the K-quants
 inline constexpr int kKScaleSize = 12;  ///< packed 6-bit scales/mins of Q4_K/Q5_K
 inline constexpr int kQK4_NL = 32;
+inline constexpr int kQK_MXFP4 = 32;  ///< MXFP4 block (ggml-common.h QK_MXFP4)
 
 using fp16_t = uint16_t;  ///< IEEE binary16 bits
 using bf16_t = uint16_t;  ///< bfloat16 bits (upper half of an IEEE binary32)
@@ -105,10 +106,30 @@ static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(Block
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
                   sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292,
               "k blocks");
+/// MXFP4 (OCP microscaling FP4, ggml-common.h block_mxfp4): one E8M0 scale byte, then 32 E2M1 codes,
+/// element j in the low nibble of qs[j] and element j + 16 in its high nibble (the IQ4_NL order).
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[kQK_MXFP4 / 2];
+};
 static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136, "iq4 blocks");
+static_assert(sizeof(BlockMXFP4) == 17, "mxfp4 block");
 
 /// The 16 non-linear levels of IQ4_NL / IQ4_XS (ggml-common.h kvalues_iq4nl).
 extern const int8_t kValuesIQ4NL[16];
+/// The 16 E2M1 values of MXFP4 doubled, so that they are integers (ggml-common.h kvalues_mxfp4:
+/// 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives, times 2); the scale is halved to match
+/// (E8M0ToFloatHalf).
+extern const int8_t kValuesMXFP4[16];
+
+/// Half of the E8M0 scale `e`: 2^(e - 128) as binary32, e = 0 and 1 as the subnormals 2^-128 and
+/// 2^-127 (ggml-impl.h ggml_e8m0_to_fp32_half, exact for every e; e = 255 gives 2^127, not NaN).
+inline float E8M0ToFloatHalf(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : uint32_t(e - 1) << 23;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
 
 // ---- Scalar conversions ------------------------------------------------------------------------
 
@@ -138,6 +159,10 @@ void QuantizeRowQ5_1(const float* x, BlockQ5_1* y, int64_t n);
 void QuantizeRowIQ4_NL(const float* x, BlockIQ4_NL* y, int64_t n);
 /// IQ4_NL as llama-quantize without an importance matrix (quantize_iq4_nl: 15 trial scales).
 void QuantizeRowIQ4_NLSearch(const float* x, BlockIQ4_NL* y, int64_t n);
+/// MXFP4 as ggml's quantize_row_mxfp4_ref (ggml-cpu's from_float and llama-quantize's MXFP4 without
+/// an importance matrix): e = floor(log2(amax)) - 2 + 127 (0 for an all-zero block), each value the
+/// nearest doubled E2M1 level times E8M0ToFloatHalf(e), a tie to the lower index.
+void QuantizeRowMXFP4(const float* x, BlockMXFP4* y, int64_t n);
 void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n);
 void QuantizeRowQ8_1(const float* x, BlockQ8_1* y, int64_t n);
 /// Q8_K (MUL_MAT's activations for K-quants, ggml's quantize_row_q8_K). A 256-block holding a NaN
@@ -162,6 +187,8 @@ void DequantizeRowQ5_K(const BlockQ5_K* x, float* y, int64_t n);
 void DequantizeRowQ6_K(const BlockQ6_K* x, float* y, int64_t n);
 void DequantizeRowIQ4_NL(const BlockIQ4_NL* x, float* y, int64_t n);
 void DequantizeRowIQ4_XS(const BlockIQ4_XS* x, float* y, int64_t n);
+/// ggml's dequantize_row_mxfp4: kValuesMXFP4[code] * E8M0ToFloatHalf(e).
+void DequantizeRowMXFP4(const BlockMXFP4* x, float* y, int64_t n);
 
 /// Q4_K/Q5_K packed 6-bit scale `j` (0..7) and min (ggml get_scale_min_k4).
 inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
@@ -206,6 +233,9 @@ void VecDotQ5_KQ8_K(int64_t n, float* s, const void* x, const void* y);
 void VecDotQ6_KQ8_K(int64_t n, float* s, const void* x, const void* y);
 void VecDotIQ4_NLQ8_0(int64_t n, float* s, const void* x, const void* y);
 void VecDotIQ4_XSQ8_K(int64_t n, float* s, const void* x, const void* y);
+/// MXFP4 x Q8_0 in the scalar vec_dots' order: sumf = fma(float(block int sum), d_y * e_half, sumf)
+/// (the order of ggml's repacked mxfp4_8x8 gemv/gemm, which CPU_REPACK runs on x86 with AVX2).
+void VecDotMXFP4Q8_0(int64_t n, float* s, const void* x, const void* y);
 }  // namespace scalar
 
 }  // namespace stowage::cpu

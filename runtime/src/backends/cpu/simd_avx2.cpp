@@ -566,39 +566,53 @@ void VecDotQ5_1Q8_1(int64_t n, float* s, const void* vx, const void* vy) {
 }
 
 namespace {
-// IQ4 levels of 32 nibbles (low nibbles = elements 0..15, high = 16..31) via a byte shuffle.
-inline __m256i IQ4Values(const uint8_t* qs) {
+// The levels of a 16-entry codebook for 32 nibbles (low nibbles = elements 0..15, high = 16..31)
+// via a byte shuffle.
+inline __m256i CodebookValues(const int8_t* levels, const uint8_t* qs) {
   const __m256i table =
-      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL)));
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(levels)));
   return _mm256_shuffle_epi8(table, Nibbles32(qs));
 }
-}  // namespace
+inline __m256i IQ4Values(const uint8_t* qs) { return CodebookValues(kValuesIQ4NL, qs); }
 
-// ggml_vec_dot_iq4_nl_q8_0's AVX2 order: even blocks in one 8-lane accumulator, odd blocks in
-// another, hsum of their sum; a last odd block added as sumf = fma(float(isum), d, sumf). (llama.cpp's
-// batched path, tinyBLAS_Q0_AVX, uses one accumulator instead, and so does this project's GEMM for
-// IQ4_NL: like llama.cpp's, an IQ4_NL product is not batch-invariant.)
-void VecDotIQ4_NLQ8_0(int64_t n, float* s, const void* vx, const void* vy) {
-  const BlockIQ4_NL* x = static_cast<const BlockIQ4_NL*>(vx);
+// ggml_vec_dot_iq4_nl_q8_0's / ggml_vec_dot_mxfp4_q8_0's AVX2 order (a 16-level codebook, one scale
+// per 32-block): even blocks in one 8-lane accumulator, odd blocks in another, hsum of their sum; a
+// last odd block added as sumf = fma(float(isum), d, sumf). Scale(x) is the weight block's scale.
+template <typename Block, const int8_t* kLevels, float (*Scale)(const Block&)>
+void VecDotCodebookQ8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  const Block* x = static_cast<const Block*>(vx);
   const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
-  const int64_t nb = n / kQK4_NL;
+  const int64_t nb = n / 32;
   __m256 acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps();
   int64_t ib = 0;
   for (; ib + 1 < nb; ib += 2) {
     const __m256i qy1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[ib].qs));
     const __m256i qy2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[ib + 1].qs));
-    const __m256 d1 = _mm256_set1_ps(H2F(y[ib].d) * H2F(x[ib].d));
-    const __m256 d2 = _mm256_set1_ps(H2F(y[ib + 1].d) * H2F(x[ib + 1].d));
-    acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(DotI8(IQ4Values(x[ib].qs), qy1)), acc1);
-    acc2 = _mm256_fmadd_ps(d2, _mm256_cvtepi32_ps(DotI8(IQ4Values(x[ib + 1].qs), qy2)), acc2);
+    const __m256 d1 = _mm256_set1_ps(H2F(y[ib].d) * Scale(x[ib]));
+    const __m256 d2 = _mm256_set1_ps(H2F(y[ib + 1].d) * Scale(x[ib + 1]));
+    acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(DotI8(CodebookValues(kLevels, x[ib].qs), qy1)), acc1);
+    acc2 = _mm256_fmadd_ps(d2, _mm256_cvtepi32_ps(DotI8(CodebookValues(kLevels, x[ib + 1].qs), qy2)), acc2);
   }
   float sumf = HsumPs(_mm256_add_ps(acc1, acc2));
   for (; ib < nb; ++ib) {
     const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[ib].qs));
-    const int isum = HsumEpi32(DotI8(IQ4Values(x[ib].qs), qy));
-    sumf = std::fma(float(isum), H2F(y[ib].d) * H2F(x[ib].d), sumf);
+    const int isum = HsumEpi32(DotI8(CodebookValues(kLevels, x[ib].qs), qy));
+    sumf = std::fma(float(isum), H2F(y[ib].d) * Scale(x[ib]), sumf);
   }
   *s = sumf;
+}
+float IQ4_NLScale(const BlockIQ4_NL& b) { return H2F(b.d); }
+float MXFP4Scale(const BlockMXFP4& b) { return E8M0ToFloatHalf(b.e); }
+}  // namespace
+
+// (llama.cpp's batched IQ4_NL path, tinyBLAS_Q0_AVX, uses one accumulator instead, and so does this
+// project's GEMM for IQ4_NL: like llama.cpp's, an IQ4_NL product is not batch-invariant.)
+void VecDotIQ4_NLQ8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  VecDotCodebookQ8_0<BlockIQ4_NL, kValuesIQ4NL, IQ4_NLScale>(n, s, vx, vy);
+}
+// (llama.cpp has no batched path for plain MXFP4: every column takes this vec_dot.)
+void VecDotMXFP4Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  VecDotCodebookQ8_0<BlockMXFP4, kValuesMXFP4, MXFP4Scale>(n, s, vx, vy);
 }
 
 namespace {
