@@ -293,18 +293,26 @@ const ArchCase kRingCases[] = {
     {"gemma3-ring", [](synth::ModelSpec& s) { Gemma3Rope(s), s.n_swa = 40; }},
 };
 
-class GoldenExactArch : public ::testing::TestWithParam<std::tuple<Variant, ArchCase, GgmlType>> {};
+// The weight type of an arch case and its golden file's suffix.
+struct WeightType {
+  GgmlType type;
+  const char* suffix;
+};
+void PrintTo(const WeightType& w, std::ostream* os) { *os << w.suffix; }
+constexpr WeightType kF32{GgmlType::F32, "f32"}, kQ8_0{GgmlType::Q8_0, "q8_0"};
+
+class GoldenExactArch : public ::testing::TestWithParam<std::tuple<Variant, ArchCase, WeightType>> {};
 
 TEST_P(GoldenExactArch, LlamaCppNumericsGivesLlamaCppsBits) {
   const Variant v = std::get<0>(GetParam());
   const ArchCase c = std::get<1>(GetParam());
-  const GgmlType type = std::get<2>(GetParam());
+  const WeightType w = std::get<2>(GetParam());
   if (const std::string why = CannotRun(v); !why.empty()) GTEST_SKIP() << why;
-  const std::string name = std::string(c.name) + (type == GgmlType::F32 ? "-f32" : "-q8_0");
+  const std::string name = std::string(c.name) + "-" + w.suffix;
   const nlohmann::json g = ReadGolden(v, "arch-" + name + ".json");
   ASSERT_FALSE(g.is_null());
   synth::ModelSpec spec;
-  spec.weight_type = type;
+  spec.weight_type = w.type;
   c.spec(spec);
   const std::string model = ::testing::TempDir() + "golden_exact_arch_" + v.name + "_" + name + "_" +
                             std::to_string(getpid()) + ".gguf";
@@ -334,18 +342,16 @@ TEST_P(GoldenExactArch, LlamaCppNumericsGivesLlamaCppsBits) {
 }
 
 std::string ArchCaseName(const ::testing::TestParamInfo<GoldenExactArch::ParamType>& i) {
-  return CaseName(std::get<0>(i.param).name, std::string(std::get<1>(i.param).name) +
-                                                 (std::get<2>(i.param) == GgmlType::F32 ? "_f32" : "_q8_0"));
+  return CaseName(std::get<0>(i.param).name,
+                  std::string(std::get<1>(i.param).name) + "_" + std::get<2>(i.param).suffix);
 }
 INSTANTIATE_TEST_SUITE_P(Models, GoldenExactArch,
                          ::testing::Combine(::testing::Values(kZen4, kSkylakeX, kHaswell),
-                                            ::testing::ValuesIn(kArchCases),
-                                            ::testing::Values(GgmlType::F32, GgmlType::Q8_0)),
+                                            ::testing::ValuesIn(kArchCases), ::testing::Values(kF32, kQ8_0)),
                          ArchCaseName);
 INSTANTIATE_TEST_SUITE_P(SwaRing, GoldenExactArch,
                          ::testing::Combine(::testing::Values(kZen4, kSkylakeX, kHaswell),
-                                            ::testing::ValuesIn(kRingCases),
-                                            ::testing::Values(GgmlType::F32)),
+                                            ::testing::ValuesIn(kRingCases), ::testing::Values(kF32)),
                          ArchCaseName);
 
 // Single ops whose llama.cpp bits come from GCC's FMA contractions in its x86 builds, which the
