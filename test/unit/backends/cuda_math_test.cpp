@@ -558,6 +558,34 @@ TEST(CudaMath, ElementwiseEmulation) {
   }
 }
 
+// gpt-oss's expert ops: SWIGLU_OAI (gates and values beyond the limit) and ADD_ID, element by element
+// against the CPU backend's kernels, bit for bit; an id outside the experts gives NaN.
+TEST(CudaMath, SwiGluOaiAndAddIdEmulation) {
+  cpu::ComputeContext ctx;
+  auto emulate = [](const Tv& d, auto&& f) {
+    for (int64_t l = 0; l < cuda::Nelements(d); ++l) f(l);
+  };
+  Host gate = RandomF32({45, 4, 3, 1}, 75, 12.f), up = RandomF32({45, 4, 3, 1}, 76, 12.f);
+  Host g = Make(GgmlType::F32, {45, 4, 3, 1}), c = Make(GgmlType::F32, {45, 4, 3, 1});
+  ASSERT_TRUE(cpu::SwiGluOai(ctx, gate.v, up.v, c.v, 1.702f, 7.f).ok());
+  const Tv ta = ToTv(gate.v), tb = ToTv(up.v), td = ToTv(g.v);
+  emulate(td, [&](int64_t l) { cuda::SwiGluOaiElement(ta, tb, td, 1.702f, 7.f, l); });
+  ExpectSameF32(g.v, c.v, "SWIGLU_OAI");
+
+  Host bias = RandomF32({45, 6, 1, 1}, 77), ids = Make(GgmlType::I32, {4, 3, 1, 1});
+  int32_t* id = reinterpret_cast<int32_t*>(ids.bytes.data());
+  for (int i = 0; i < 12; ++i) id[i] = (i * 5 + 1) % 6;
+  Host g2 = Make(GgmlType::F32, {45, 4, 3, 1}), c2 = Make(GgmlType::F32, {45, 4, 3, 1});
+  ASSERT_TRUE(cpu::AddId(ctx, gate.v, bias.v, ids.v, c2.v).ok());
+  const Tv tbias = ToTv(bias.v), tids = ToTv(ids.v), td2 = ToTv(g2.v);
+  emulate(td2, [&](int64_t l) { cuda::AddIdElement(ta, tbias, tids, td2, l); });
+  ExpectSameF32(g2.v, c2.v, "ADD_ID");
+  id[5] = 6;  // [1, 1] outside the 6 experts
+  emulate(td2, [&](int64_t l) { cuda::AddIdElement(ta, tbias, tids, td2, l); });
+  EXPECT_TRUE(std::isnan(reinterpret_cast<const float*>(g2.bytes.data())[45 * 5]));
+  EXPECT_FALSE(std::isnan(reinterpret_cast<const float*>(g2.bytes.data())[45 * 4]));
+}
+
 // ---- ROPE ------------------------------------------------------------------------------------------
 
 TEST(CudaMath, RopeEmulation) {
@@ -747,6 +775,48 @@ TEST(CudaMath, SoftMaxAlibiAndRows) {
   }
 }
 
+// SOFT_MAX with gpt-oss's attention sinks: the kernel's terms (the max over the row and the head's
+// sink, the sum plus expf(sink - max)) against the CPU backend's scalar level; without the sinks
+// the rows move far beyond that tolerance.
+TEST(CudaMath, SoftMaxSinks) {
+  const int64_t nkv = 29, nt = 4, nh = 6;
+  Host s = RandomF32({nkv, nt, nh, 1}, 93, 4.f);
+  Host mask = RandomBlocks(GgmlType::F16, {nkv, nt, 1, 1}, 94);
+  Host sinks = RandomF32({nh, 1, 1, 1}, 95, 6.f);
+  const float* sk = reinterpret_cast<const float*>(sinks.bytes.data());
+  Host c = Make(GgmlType::F32, {nkv, nt, nh, 1});
+  cpu::ComputeContext ctx;
+  ctx.max_isa = cpu::IsaLevel::kScalar;
+  ASSERT_TRUE(cpu::SoftMax(ctx, s.v, mask.v, c.v, 0.125f, 0.f, sinks.v).ok());
+  const Tv ts = ToTv(s.v), tm = ToTv(mask.v);
+  double worst = 0, moved = 0;
+  for (int64_t r = 0; r < nt * nh; ++r) {
+    int64_t i1, i2, i3;
+    cuda::RowIndex(r, ts.ne, &i1, &i2, &i3);
+    std::vector<float> w(nkv);
+    float mx = -INFINITY, sum = 0, plain_sum = 0;
+    for (int64_t k = 0; k < nkv; ++k) {
+      w[k] = cuda::SoftMaxLogit(cuda::LoadF32(cuda::At(ts, k, i1, i2, i3)), 0.125f, 1.f,
+                                cuda::At(tm, k, i1, 0, 0), tm.type);
+      mx = std::max(mx, w[k]);
+    }
+    const float plain_mx = mx;
+    mx = std::max(mx, sk[i2]);
+    for (int64_t k = 0; k < nkv; ++k) {
+      sum += std::exp(w[k] - mx);
+      plain_sum += std::exp(w[k] - plain_mx);
+    }
+    sum += std::exp(sk[i2] - mx);
+    for (int64_t k = 0; k < nkv; ++k) {
+      const float ref = reinterpret_cast<const float*>(c.bytes.data())[r * nkv + k];
+      worst = std::max(worst, double(std::fabs(std::exp(w[k] - mx) / sum - ref)) / (1e-7 + std::fabs(ref)));
+      moved = std::max(moved, double(std::fabs(std::exp(w[k] - plain_mx) / plain_sum - ref)));
+    }
+  }
+  EXPECT_LT(worst, 1e-5);
+  EXPECT_GT(moved, 1e-2);
+}
+
 // ---- quantized mat-vec --------------------------------------------------------------------------
 
 // The mat-vec kernel emulated launch by launch, block by block, warp by warp, lane by lane (the warp
@@ -927,6 +997,8 @@ void EmulateFlashAttn(const Tv& q, const Tv& k, const Tv& v, const Tv& mask, con
       const float score = cuda::FlashAttnScore(WarpSumXor(part), a, slope, m);
       for (int l = 0; l < 32; ++l) cuda::FlashAttnLaneAdd(st[size_t(l)], score, v, f, ic, l);
     }
+    if (a.sinks)
+      for (int l = 0; l < 32; ++l) cuda::FlashAttnLaneSink(st[size_t(l)], a.sinks[f.i2]);
     for (int l = 0; l < 32; ++l) cuda::FlashAttnLaneStore(st[size_t(l)], dst, f, l);
   }
 }
@@ -936,6 +1008,7 @@ struct FaCase {
   GgmlType kt, vt;
   float softcap = 0.f, max_bias = 0.f;
   bool mask = true;
+  bool sinks = false;  // ggml_flash_attn_ext_add_sinks: one logit per q head in [-3, 6)
 };
 
 // K / V of `type` [D, n_kv, n_head_kv] from values in [-1, 1) (row quantizers of the CPU backend).
@@ -985,11 +1058,15 @@ void RunFlashAttnCase(const FaCase& c, uint32_t seed, double* ref_err, double* c
   const Tv tmask = c.mask ? ToTv(mask.v) : Tv{};
   Host g = Make(GgmlType::F32, {D, H, N, 1}), cpu_out = Make(GgmlType::F32, {D, H, N, 1});
   const float scale = 1.f / std::sqrt(float(D));
-  EmulateFlashAttn(ToTv(q.v), ToTv(k.v), ToTv(v.v), tmask, ToTv(g.v),
-                   cuda::MakeFlashAttnArgs(uint32_t(H), scale, c.max_bias, c.softcap));
+  Host sinks = RandomF32({H, 1, 1, 1}, seed + 4, 1.f);
+  float* sk = reinterpret_cast<float*>(sinks.bytes.data());
+  for (int64_t h = 0; h < H; ++h) sk[h] = 1.5f + 4.5f * sk[h];  // [-3, 6): above and below the maxima
+  cuda::FlashAttnArgs args = cuda::MakeFlashAttnArgs(uint32_t(H), scale, c.max_bias, c.softcap);
+  if (c.sinks) args.sinks = sk;
+  EmulateFlashAttn(ToTv(q.v), ToTv(k.v), ToTv(v.v), tmask, ToTv(g.v), args);
   cpu::ComputeContext ctx;
   ASSERT_TRUE(cpu::FlashAttnExt(ctx, q.v, k.v, v.v, c.mask ? mask.v : no_mask, cpu_out.v, scale, c.max_bias,
-                                c.softcap)
+                                c.softcap, c.sinks ? sinks.v : no_mask)
                   .ok());
   // Reference in double over the dequantized caches.
   std::vector<float> kd(size_t(D * c.n_kv * c.n_head_kv)), vd(kd.size());
@@ -1037,6 +1114,7 @@ void RunFlashAttnCase(const FaCase& c, uint32_t seed, double* ref_err, double* c
           num += e * vd[size_t((hk * c.n_kv + ic) * D + d)];
           den += e;
         }
+        if (c.sinks) den += std::exp(double(sk[h]) - mx);
         *ref_err = std::max(*ref_err, std::fabs(gf[o] - num / den));
         *cpu_err = std::max(*cpu_err, double(std::fabs(gf[o] - cf[o])));
       }
@@ -1054,6 +1132,10 @@ TEST(CudaMath, FlashAttnEmulation) {
       {32, 19, 4, 2, 2, GgmlType::Q4_0, GgmlType::F16},
       {512, 9, 2, 1, 1, GgmlType::F16, GgmlType::Q4_0},
       {64, 3, 5, 2, 2, GgmlType::F16, GgmlType::F16},  // n_kv < n_tokens: token 0 sees no key (NaN)
+      // gpt-oss: attention sinks (head 64, 8 q heads per kv head), F32 and Q8_0 caches
+      {64, 37, 5, 8, 1, GgmlType::F16, GgmlType::F16, 0.f, 0.f, true, true},
+      {64, 21, 3, 4, 2, GgmlType::F32, GgmlType::F32, 0.f, 0.f, false, true},
+      {64, 29, 2, 4, 2, GgmlType::Q8_0, GgmlType::Q8_0, 0.f, 0.f, true, true},
   };
   uint32_t seed = 900;
   for (const FaCase& c : cases) {

@@ -592,6 +592,12 @@ bool SameShape(const TensorView& a, const TensorView& b) {
   return a.ne[0] == b.ne[0] && a.ne[1] == b.ne[1] && a.ne[2] == b.ne[2] && a.ne[3] == b.ne[3];
 }
 
+/// The attention sinks of SOFT_MAX / FLASH_ATTN_EXT: contiguous F32 [n_head].
+bool SinksFit(const TensorView& sinks, int64_t n_head) {
+  return sinks.type == GgmlType::F32 && sinks.ne[0] == n_head && sinks.ne[1] == 1 && sinks.ne[2] == 1 &&
+         sinks.ne[3] == 1 && sinks.nb[0] == 4;
+}
+
 Status CudaBackend::Compute(const NodeCall& c) {
   STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
   const TensorView& d = c.dst;
@@ -677,6 +683,24 @@ Status CudaBackend::Compute(const NodeCall& c) {
                       ctx_->stream);
       break;
     }
+    case GgmlOp::SWIGLU_OAI: {
+      if (a.type != GgmlType::F32 || b.type != GgmlType::F32 || !f32_dst || !SameShape(a, d) ||
+          !SameShape(b, d))
+        return Fail(op, "needs F32 a, b and dst of equal shape", c);
+      STOWAGE_ASSIGN_OR_RETURN(const SwiGluOaiParams p, DecodeSwiGluOai(c.params()));
+      e = cuda::SwiGluOai(ToTv(a), ToTv(b), ToTv(d), p.alpha, p.limit, ctx_->stream);
+      break;
+    }
+    case GgmlOp::ADD_ID: {
+      const TensorView& ids = c.src[2];
+      if (a.type != GgmlType::F32 || b.type != GgmlType::F32 || ids.type != GgmlType::I32 || !f32_dst ||
+          !SameShape(a, d))
+        return Fail(op, "needs F32 a, b and dst (dst like a) and I32 ids", c);
+      if (b.ne[0] != a.ne[0] || ids.ne[0] != a.ne[1] || ids.ne[1] != a.ne[2])
+        return Bad(op, "b must be [ne0 of a, n_expert] and ids [ne1, ne2 of a]", c);
+      e = cuda::AddId(ToTv(a), ToTv(b), ToTv(ids), ToTv(d), ctx_->stream);
+      break;
+    }
     case GgmlOp::RMS_NORM:
     case GgmlOp::NORM: {
       if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d))
@@ -721,8 +745,13 @@ Status CudaBackend::Compute(const NodeCall& c) {
           return Bad(op, "mask must be F16/F32 [ne0, >= ne1] broadcasting over dims 2 and 3", c);
         mask = ToTv(b);
       }
+      const float* sinks = nullptr;
+      if (c.has_src[2] && c.src[2].data != nullptr) {
+        if (!SinksFit(c.src[2], a.ne[2])) return Bad(op, "sinks must be contiguous F32 [ne2 of src]", c);
+        sinks = static_cast<const float*>(c.src[2].data);
+      }
       STOWAGE_ASSIGN_OR_RETURN(const SoftMaxParams sm, DecodeSoftMax(c.params()));
-      e = cuda::SoftMax(ToTv(a), mask, ToTv(d), sm.scale, sm.max_bias, ctx_->stream);
+      e = cuda::SoftMax(ToTv(a), mask, sinks, ToTv(d), sm.scale, sm.max_bias, ctx_->stream);
       break;
     }
     case GgmlOp::FLASH_ATTN_EXT: {
@@ -755,9 +784,13 @@ Status CudaBackend::Compute(const NodeCall& c) {
       }
       STOWAGE_ASSIGN_OR_RETURN(const FlashAttnExtParams p, DecodeFlashAttnExt(c.params()));
       if (p.max_bias > 0.f && !has_mask) return Bad(op, "ALiBi (max_bias > 0) needs a mask", c);
-      e = cuda::FlashAttn(ToTv(a), ToTv(b), ToTv(v), mask, ToTv(d),
-                          cuda::MakeFlashAttnArgs(uint32_t(a.ne[2]), p.scale, p.max_bias, p.logit_softcap),
-                          ctx_->stream);
+      cuda::FlashAttnArgs fa =
+          cuda::MakeFlashAttnArgs(uint32_t(a.ne[2]), p.scale, p.max_bias, p.logit_softcap);
+      if (c.has_src[4] && c.src[4].data != nullptr) {
+        if (!SinksFit(c.src[4], a.ne[2])) return Bad(op, "sinks must be contiguous F32 [n_head of q]", c);
+        fa.sinks = static_cast<const float*>(c.src[4].data);
+      }
+      e = cuda::FlashAttn(ToTv(a), ToTv(b), ToTv(v), mask, ToTv(d), fa, ctx_->stream);
       break;
     }
     case GgmlOp::CPY:

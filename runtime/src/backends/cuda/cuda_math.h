@@ -570,6 +570,8 @@ struct FlashAttnArgs {
   float scale = 1.f;
   float logit_softcap = 0.f;
   SoftMaxAlibi alibi;
+  /// ggml_flash_attn_ext_add_sinks: one logit per q head (device memory, F32), or nullptr.
+  const float* sinks = nullptr;
 };
 inline FlashAttnArgs MakeFlashAttnArgs(uint32_t n_head, float scale, float max_bias, float logit_softcap) {
   FlashAttnArgs a;
@@ -648,6 +650,19 @@ STOWAGE_HD void FlashAttnLaneAdd(FaLane& st, float score, const Tv& v, const FaR
   st.s = fmaf(st.s, ms, vs);
 }
 
+/// The attention sink of a row after its last key (ggml-cpu 2026's order, cpu::FlashSinkStep): the
+/// sink logit joins the softmax without a value; a new maximum rescales the accumulators.
+STOWAGE_HD void FlashAttnLaneSink(FaLane& st, float sink) {
+  if (sink > st.m) {
+    const float ms = expf(st.m - sink);
+    st.m = sink;
+    for (int j = 0; j < kFaPerLane; ++j) st.acc[j] = MulRn(st.acc[j], ms);
+    st.s = fmaf(st.s, ms, 1.f);
+  } else {
+    st.s = fmaf(st.s, 1.f, expf(sink - st.m));
+  }
+}
+
 /// Writes lane `lane`'s dims of row f: acc / sum into dst [Dv, n_head, n_tokens, ne3] (every key
 /// masked: 0 * (1 / 0) = NaN, as ggml).
 STOWAGE_HD void FlashAttnLaneStore(const FaLane& st, const Tv& dst, const FaRow& f, int lane) {
@@ -712,6 +727,29 @@ STOWAGE_HD void GluElement(Glu op, const Tv& a, const Tv& b, const Tv& d, int64_
   const float v =
       b.data ? LoadF32(At(b, i[0], i[1], i[2], i[3])) : LoadF32(At(a, i[0] + d.ne[0], i[1], i[2], i[3]));
   StoreF32(At(d, i[0], i[1], i[2], i[3]), (op == Glu::kSwiglu ? Silu(g) : Gelu(g)) * v);
+}
+
+/// SWIGLU_OAI element l of d (ggml_swiglu_oai, split form; cpu::SwiGluOai's formula): x = min(a,
+/// limit), y = clamp(b, -limit, limit), x / (1 + exp(alpha * -x)) * (y + 1).
+STOWAGE_HD void SwiGluOaiElement(const Tv& a, const Tv& b, const Tv& d, float alpha, float limit, int64_t l) {
+  int64_t i[4];
+  Unravel(l, d.ne, i);
+  const float x = fminf(LoadF32(At(a, i[0], i[1], i[2], i[3])), limit);
+  const float y = fminf(fmaxf(LoadF32(At(b, i[0], i[1], i[2], i[3])), -limit), limit);
+  const float out_glu = x / (1.f + expf(MulRn(alpha, -x)));
+  StoreF32(At(d, i[0], i[1], i[2], i[3]), MulRn(out_glu, y + 1.f));
+}
+
+/// ADD_ID element l of d (ggml_add_id): a[i0, i1, i2, i3] + b[i0, ids[i1, i2]]. An id outside
+/// [0, b.ne1) writes NaN instead of reading outside b (the host checks nothing on the device).
+STOWAGE_HD void AddIdElement(const Tv& a, const Tv& b, const Tv& ids, const Tv& d, int64_t l) {
+  int64_t i[4];
+  Unravel(l, d.ne, i);
+  int32_t r;
+  memcpy(&r, At(ids, i[1], i[2], 0, 0), 4);
+  const float x = LoadF32(At(a, i[0], i[1], i[2], i[3]));
+  StoreF32(At(d, i[0], i[1], i[2], i[3]),
+           r < 0 || r >= b.ne[1] ? F32FromBits(0x7FC00000u) : x + LoadF32(At(b, i[0], r, 0, 0)));
 }
 
 /// CPY element l: element l of src (ggml order) to element l of dst, both F32/F16/BF16, any strides.

@@ -20,9 +20,11 @@ std::vector<OpRule> CudaOpRules(const std::vector<GgmlType>& weight_types,
       AcceptRule({O::ADD, O::MUL}, {f32, OfTypes({T::F32, T::F16})}, {T::F32}, 0, kOps),
       AcceptRule({O::SWIGLU, O::GEGLU}, {f32, f32_opt}, {T::F32}, 0, kOps),
       AcceptRule({O::ROPE}, {f32, OfTypes({T::I32}), f32_opt}, {T::F32}, 0, kOps),
-      AcceptRule({O::SOFT_MAX}, {f32, OfTypes({T::F16, T::F32}, true)}, {T::F32}, 0, kOps),
+      AcceptRule({O::SOFT_MAX}, {f32, OfTypes({T::F16, T::F32}, true), f32_opt}, {T::F32}, 0, kOps),
+      AcceptRule({O::SWIGLU_OAI}, {f32, f32}, {T::F32}, 0, kOps),
+      AcceptRule({O::ADD_ID}, {f32, f32, OfTypes({T::I32})}, {T::F32}, 0, kOps),
       // cuda_math.h FaCacheType: the KV cache types the backend writes (CPY into them)
-      AcceptRule({O::FLASH_ATTN_EXT}, {f32, kv, kv, OfTypes({T::F16}, true)}, {T::F32}, 0, kOps),
+      AcceptRule({O::FLASH_ATTN_EXT}, {f32, kv, kv, OfTypes({T::F16}, true), f32_opt}, {T::F32}, 0, kOps),
   };
   // CPY/CONT/DUP: one rule per source type, into the listed destination types.
   std::vector<std::pair<T, std::vector<T>>> by_src;

@@ -22,8 +22,10 @@ namespace stowage::exec {
 ///   ADD, MUL: F32 src0 and dst, F32 or F16 src1;
 ///   SWIGLU, GEGLU: F32 src0 and dst, optional F32 src1 (split form);
 ///   ROPE: F32 x and dst, I32 positions, optional F32 freq factors;
-///   SOFT_MAX: F32 src and dst, optional F16 or F32 mask;
-///   FLASH_ATTN_EXT: F32 q and dst, K and V F32, F16, BF16, Q8_0 or Q4_0, optional F16 mask;
+///   SOFT_MAX: F32 src and dst, optional F16 or F32 mask, optional F32 sinks;
+///   SWIGLU_OAI: F32 a, b and dst; ADD_ID: F32 a, b and dst, I32 ids;
+///   FLASH_ATTN_EXT: F32 q and dst, K and V F32, F16, BF16, Q8_0 or Q4_0, optional F16 mask,
+///   optional F32 sinks;
 ///   CPY, CONT, DUP: one rule per source type of `cpy_types` ((src, dst) pairs) into its listed
 ///   destination types, in the order the pairs first name each source type.
 /// `weight_types` are the backend's CudaSupportsWeightType set where CUDA is built; `cpy_types` its

@@ -73,6 +73,16 @@ __global__ void GluK(Glu op, Tv a, Tv b, Tv d, int64_t n) {
   if (l < n) GluElement(op, a, b, d, l);
 }
 
+__global__ void SwiGluOaiK(Tv a, Tv b, Tv d, float alpha, float limit, int64_t n) {
+  const int64_t l = GlobalThread();
+  if (l < n) SwiGluOaiElement(a, b, d, alpha, limit, l);
+}
+
+__global__ void AddIdK(Tv a, Tv b, Tv ids, Tv d, int64_t n) {
+  const int64_t l = GlobalThread();
+  if (l < n) AddIdElement(a, b, ids, d, l);
+}
+
 __global__ void RopeK(Tv src, const int32_t* pos, const float* ff, Tv dst, RopeArgs p, int64_t n) {
   const int64_t l = GlobalThread();
   if (l < n) RopeThread(src, pos, ff, dst, p, l);
@@ -159,7 +169,7 @@ __global__ void __launch_bounds__(kRowThreads) NormK(bool rms, Tv a, Tv d, float
 
 // SOFT_MAX: w = x * scale + slope * mask, then exp(w - max) / sum. dst may alias src.
 __global__ void __launch_bounds__(kRowThreads)
-    SoftMaxK(Tv src, Tv mask, Tv dst, float scale, SoftMaxAlibi alibi) {
+    SoftMaxK(Tv src, Tv mask, const float* sinks, Tv dst, float scale, SoftMaxAlibi alibi) {
   int64_t i1, i2, i3;
   RowIndex(blockIdx.x, src.ne, &i1, &i2, &i3);
   const int64_t ne0 = src.ne[0];
@@ -175,13 +185,14 @@ __global__ void __launch_bounds__(kRowThreads)
     mx = fmaxf(mx, w);
   }
   mx = BlockMax(mx);
+  if (sinks) mx = fmaxf(mx, sinks[i2]);  // ggml_soft_max_add_sinks: one more logit, no value
   float sum = 0.f;
   for (int64_t k = threadIdx.x; k < ne0; k += blockDim.x) {
     const float e = expf(LoadF32(o + k * dst.nb[0]) - mx);
     StoreF32(o + k * dst.nb[0], e);
     sum += e;
   }
-  const float inv = 1.f / BlockSum(sum);
+  const float inv = 1.f / (BlockSum(sum) + (sinks ? expf(sinks[i2] - mx) : 0.f));
   for (int64_t k = threadIdx.x; k < ne0; k += blockDim.x)
     StoreF32(o + k * dst.nb[0], LoadF32(o + k * dst.nb[0]) * inv);
 }
@@ -207,6 +218,7 @@ __global__ void __launch_bounds__(kFaWarps * 32)
     for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffff, dot, o);
     FlashAttnLaneAdd(st, FlashAttnScore(dot, a, slope, m), v, f, ic, lane);
   }
+  if (a.sinks) FlashAttnLaneSink(st, a.sinks[f.i2]);
   FlashAttnLaneStore(st, dst, f, lane);
 }
 
@@ -306,6 +318,25 @@ cudaError_t GluOp(Glu op, const Tv& a, const Tv& b, const Tv& dst, cudaStream_t 
   return cudaGetLastError();
 }
 
+cudaError_t SwiGluOai(const Tv& a, const Tv& b, const Tv& dst, float alpha, float limit,
+                      cudaStream_t stream) {
+  const int64_t n = Nelements(dst);
+  if (n == 0) return cudaSuccess;
+  const unsigned g = Blocks(n, kThreads);
+  if (g == 0) return cudaErrorInvalidConfiguration;
+  SwiGluOaiK<<<g, kThreads, 0, stream>>>(a, b, dst, alpha, limit, n);
+  return cudaGetLastError();
+}
+
+cudaError_t AddId(const Tv& a, const Tv& b, const Tv& ids, const Tv& dst, cudaStream_t stream) {
+  const int64_t n = Nelements(dst);
+  if (n == 0) return cudaSuccess;
+  const unsigned g = Blocks(n, kThreads);
+  if (g == 0) return cudaErrorInvalidConfiguration;
+  AddIdK<<<g, kThreads, 0, stream>>>(a, b, ids, dst, n);
+  return cudaGetLastError();
+}
+
 cudaError_t NormOp(bool rms, const Tv& a, const Tv& dst, float eps, cudaStream_t stream) {
   if (Nelements(dst) == 0) return cudaSuccess;
   const int64_t rows = a.ne[1] * a.ne[2] * a.ne[3];
@@ -324,14 +355,14 @@ cudaError_t Rope(const Tv& src, const int32_t* pos, const float* freq_factors, c
   return cudaGetLastError();
 }
 
-cudaError_t SoftMax(const Tv& src, const Tv& mask, const Tv& dst, float scale, float max_bias,
-                    cudaStream_t stream) {
+cudaError_t SoftMax(const Tv& src, const Tv& mask, const float* sinks, const Tv& dst, float scale,
+                    float max_bias, cudaStream_t stream) {
   if (Nelements(dst) == 0) return cudaSuccess;
   const int64_t rows = src.ne[1] * src.ne[2] * src.ne[3];
   if (rows > kMaxGridX) return cudaErrorInvalidConfiguration;
   const SoftMaxAlibi alibi = MakeSoftMaxAlibi(uint32_t(src.ne[2]), max_bias);
-  SoftMaxK<<<unsigned(rows), src.ne[0] >= kRowThreads ? kRowThreads : 256, 0, stream>>>(src, mask, dst, scale,
-                                                                                        alibi);
+  SoftMaxK<<<unsigned(rows), src.ne[0] >= kRowThreads ? kRowThreads : 256, 0, stream>>>(src, mask, sinks, dst,
+                                                                                        scale, alibi);
   return cudaGetLastError();
 }
 

@@ -37,6 +37,11 @@ cudaError_t BinaryOp(Binary op, const Tv& a, const Tv& b, const Tv& dst, cudaStr
 cudaError_t UnaryOp(Unary op, const Tv& a, const Tv& dst, float p0, float p1, cudaStream_t stream);
 /// SWIGLU / GEGLU: split form (b.data != nullptr) or fused form (a holds [gate | value] per row).
 cudaError_t GluOp(Glu op, const Tv& a, const Tv& b, const Tv& dst, cudaStream_t stream);
+/// SWIGLU_OAI (cuda_math.h SwiGluOaiElement): a, b, dst F32 of equal shape.
+cudaError_t SwiGluOai(const Tv& a, const Tv& b, const Tv& dst, float alpha, float limit, cudaStream_t stream);
+/// ADD_ID (cuda_math.h AddIdElement): a, dst F32 [ne0, n_used, n_tokens], b F32 [ne0, n_expert],
+/// ids I32 [n_used, n_tokens] on the device.
+cudaError_t AddId(const Tv& a, const Tv& b, const Tv& ids, const Tv& dst, cudaStream_t stream);
 /// RMS_NORM (rms = true) or NORM (two passes: mean, then centered squares) over ne0. F32. One
 /// thread block per row, rows on grid.x.
 cudaError_t NormOp(bool rms, const Tv& a, const Tv& dst, float eps, cudaStream_t stream);
@@ -44,12 +49,14 @@ cudaError_t NormOp(bool rms, const Tv& a, const Tv& dst, float eps, cudaStream_t
 /// ROPE: pos I32 [>= ne2] on the device; freq_factors F32 [>= n_dims/2] or nullptr.
 cudaError_t Rope(const Tv& src, const int32_t* pos, const float* freq_factors, const Tv& dst,
                  const RopeArgs& a, cudaStream_t stream);
-/// SOFT_MAX_EXT: mask.data == nullptr for none; mask F16 or F32 broadcast over dims 2 and 3.
-cudaError_t SoftMax(const Tv& src, const Tv& mask, const Tv& dst, float scale, float max_bias,
-                    cudaStream_t stream);
+/// SOFT_MAX_EXT: mask.data == nullptr for none; mask F16 or F32 broadcast over dims 2 and 3;
+/// sinks (ggml_soft_max_add_sinks) F32 [ne2] on the device or nullptr.
+cudaError_t SoftMax(const Tv& src, const Tv& mask, const float* sinks, const Tv& dst, float scale,
+                    float max_bias, cudaStream_t stream);
 /// FLASH_ATTN_EXT (cuda_math.h FlashAttn*): q F32 [D, n_tokens, n_head, ne3] with contiguous rows,
 /// k / v of a FaCacheType type [D, n_kv, n_head_kv, ne3k] (heads and ne3 divide q's), mask F16
-/// [>= n_kv, >= n_tokens] or mask.data == nullptr, dst F32 [D, n_head, n_tokens, ne3];
+/// [>= n_kv, >= n_tokens] or mask.data == nullptr, dst F32 [D, n_head, n_tokens, ne3]; a.sinks F32
+/// [n_head] (ggml_flash_attn_ext_add_sinks) or nullptr;
 /// D <= kFaMaxHeadDim. One warp per query row, 4 warps per block.
 cudaError_t FlashAttn(const Tv& q, const Tv& k, const Tv& v, const Tv& mask, const Tv& dst,
                       const FlashAttnArgs& a, cudaStream_t stream);
