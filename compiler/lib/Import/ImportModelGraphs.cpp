@@ -299,9 +299,12 @@ FailureOr<Operation *> GraphImporter::createSourceOp(const planner::Tensor &t,
     Value second = src.size() > 1 ? src[1] : Value();
     return b_
         .create<ggml::GluOp>(loc, type, ggml::GluKindAttr::get(ctx(), kind), src[0], second,
-                             b_.getBoolAttr(false))
+                             b_.getBoolAttr(false), b_.getF32FloatAttr(1.702f),
+                             b_.getF32FloatAttr(7.0f))
         .getOperation();
   }
+  case GgmlOp::ADD_ID:
+    return b_.create<ggml::AddIdOp>(loc, type, src[0], src[1], src[2]).getOperation();
   case GgmlOp::SSM_CONV:
     return b_.create<ggml::SsmConvOp>(loc, type, src[0], src[1]).getOperation();
   case GgmlOp::SSM_SCAN: {
@@ -339,6 +342,15 @@ FailureOr<Operation *> GraphImporter::createParamOp(const planner::Tensor &t, gg
   };
   auto f32 = [&](float v) { return b_.getF32FloatAttr(v); };
   switch (t.op) {
+  case GgmlOp::SWIGLU_OAI: {
+    Result<SwiGluOaiParams> p = DecodeSwiGluOai(params);
+    if (!p.ok())
+      return paramError(p.status());
+    return b_
+        .create<ggml::GluOp>(loc, type, ggml::GluKindAttr::get(ctx(), ggml::GluKind::swiglu_oai),
+                             src[0], src[1], b_.getBoolAttr(false), f32(p->alpha), f32(p->limit))
+        .getOperation();
+  }
   case GgmlOp::SCALE: {
     Result<ScaleParams> p = DecodeScale(params);
     if (!p.ok())
@@ -378,7 +390,9 @@ FailureOr<Operation *> GraphImporter::createParamOp(const planner::Tensor &t, gg
     if (!p.ok())
       return paramError(p.status());
     Value mask = src.size() > 1 ? src[1] : Value();
-    return b_.create<ggml::SoftMaxOp>(loc, type, src[0], mask, f32(p->scale), f32(p->max_bias))
+    Value sinks = src.size() > 2 ? src[2] : Value();
+    return b_
+        .create<ggml::SoftMaxOp>(loc, type, src[0], mask, sinks, f32(p->scale), f32(p->max_bias))
         .getOperation();
   }
   case GgmlOp::ARGSORT: {
@@ -407,8 +421,9 @@ FailureOr<Operation *> GraphImporter::createParamOp(const planner::Tensor &t, gg
     if (!p.ok())
       return paramError(p.status());
     Value mask = src.size() > 3 ? src[3] : Value();
+    Value sinks = src.size() > 4 ? src[4] : Value();
     return b_
-        .create<ggml::FlashAttnExtOp>(loc, type, src[0], src[1], src[2], mask, f32(p->scale),
+        .create<ggml::FlashAttnExtOp>(loc, type, src[0], src[1], src[2], mask, sinks, f32(p->scale),
                                       f32(p->max_bias), f32(p->logit_softcap),
                                       b_.getI32IntegerAttr(p->prec))
         .getOperation();

@@ -232,6 +232,13 @@ int GraphBuilder::Sigmoid(int a) { return NewNode(GgmlOp::SIGMOID, g_.tensors[a]
 int GraphBuilder::Tanh(int a) { return NewNode(GgmlOp::TANH, g_.tensors[a].type, {a}); }
 int GraphBuilder::SwiGluSplit(int a, int b) { return NewNode(GgmlOp::SWIGLU, g_.tensors[a].type, {a, b}); }
 int GraphBuilder::GeGluSplit(int a, int b) { return NewNode(GgmlOp::GEGLU, g_.tensors[a].type, {a, b}); }
+int GraphBuilder::SwiGluOai(int a, int b, float alpha, float limit) {
+  return NewNode(GgmlOp::SWIGLU_OAI, g_.tensors[a].type, {a, b}, Encode(SwiGluOaiParams{alpha, limit}));
+}
+int GraphBuilder::AddId(int a, int b, int ids) {
+  if (g_.tensors[ids].type != GgmlType::I32) Fail("add_id: ids must be I32: " + g_.tensors[ids].name);
+  return NewNode(GgmlOp::ADD_ID, g_.tensors[a].type, {a, b, ids});
+}
 
 int GraphBuilder::RopeExt(int a, int pos, int freq_factors, const RopeConfig& rc) {
   std::vector<int> srcs{a, pos};
@@ -239,17 +246,25 @@ int GraphBuilder::RopeExt(int a, int pos, int freq_factors, const RopeConfig& rc
   return NewNode(GgmlOp::ROPE, g_.tensors[a].type, std::move(srcs), Encode(rc));
 }
 
-int GraphBuilder::SoftMaxExt(int a, int mask, float scale, float max_bias) {
+int GraphBuilder::SoftMaxExt(int a, int mask, float scale, float max_bias, int sinks) {
   std::vector<int> srcs{a};
   if (mask >= 0) srcs.push_back(mask);
+  if (sinks >= 0) {
+    if (mask < 0) Fail("soft_max: sinks without a mask: " + g_.tensors[sinks].name);
+    srcs.push_back(sinks);
+  }
   return NewNode(GgmlOp::SOFT_MAX, g_.tensors[a].type, std::move(srcs),
                  Encode(SoftMaxParams{scale, max_bias}));
 }
 
 int GraphBuilder::FlashAttnExt(int q, int k, int v, int mask, float scale, float max_bias,
-                               float logit_softcap, int prec) {
+                               float logit_softcap, int prec, int sinks) {
   std::vector<int> srcs{q, k, v};
   if (mask >= 0) srcs.push_back(mask);
+  if (sinks >= 0) {
+    if (mask < 0) Fail("flash_attn_ext: sinks without a mask: " + g_.tensors[sinks].name);
+    srcs.push_back(sinks);
+  }
   return NewNode(GgmlOp::FLASH_ATTN_EXT, GgmlType::F32, std::move(srcs),
                  Encode(FlashAttnExtParams{scale, max_bias, logit_softcap, prec}));
 }

@@ -58,17 +58,26 @@ class GraphBuilder {
   /// ggml_swiglu_split / ggml_geglu_split: act(a) * b, shape of a (newer ggml's fused GLU).
   int SwiGluSplit(int a, int b);
   int GeGluSplit(int a, int b);
+  /// ggml_swiglu_oai (gpt-oss's experts): min(a, limit) * sigmoid(alpha * min(a, limit)) *
+  /// (clamp(b, -limit, limit) + 1), shape of a (SwiGluOaiParams).
+  int SwiGluOai(int a, int b, float alpha, float limit);
+  /// ggml_add_id (gpt-oss's expert biases): a [ne0, n_used, n_tokens] + b's row ids[i1, i2] (b
+  /// [ne0, n_expert], ids I32 [n_used, n_tokens]); shape and type of a.
+  int AddId(int a, int b, int ids);
   /// ggml_rope_ext: a [head_dim, n_head, n_tokens], pos I32 [n_tokens], optional freq factors
   /// (-1: none) [n_dims / 2]; parameters RopeParams.
   int RopeExt(int a, int pos, int freq_factors, const RopeConfig& rc);
   /// ggml_soft_max_ext: softmax over ne0 of a * scale + mask (optional, -1: none, [n_kv, n_tokens]
-  /// broadcast over heads) with ALiBi max_bias (SoftMaxParams).
-  int SoftMaxExt(int a, int mask, float scale, float max_bias);
+  /// broadcast over heads) with ALiBi max_bias (SoftMaxParams); `sinks` (-1: none; needs the mask)
+  /// F32 [n_head] as src 2 (ggml_soft_max_add_sinks: one more logit per head, without a value).
+  int SoftMaxExt(int a, int mask, float scale, float max_bias, int sinks = -1);
   /// ggml_flash_attn_ext + ggml_flash_attn_ext_set_prec (ggml Feb 2025): q F32 [D, n_tokens, n_head],
   /// k [D, n_kv, n_head_kv], v [Dv, n_kv, n_head_kv] (n_head % n_head_kv == 0), mask (-1: none) F16
   /// [n_kv, >= n_tokens] -> F32 [Dv, n_head, n_tokens] (the result is already permuted as
-  /// kqv_merged). Parameters FlashAttnExtParams (prec 0 GGML_PREC_DEFAULT, 1 GGML_PREC_F32).
-  int FlashAttnExt(int q, int k, int v, int mask, float scale, float max_bias, float logit_softcap, int prec);
+  /// kqv_merged). Parameters FlashAttnExtParams (prec 0 GGML_PREC_DEFAULT, 1 GGML_PREC_F32). `sinks`
+  /// (-1: none; needs the mask) F32 [n_head] as src 4 (ggml_flash_attn_ext_add_sinks).
+  int FlashAttnExt(int q, int k, int v, int mask, float scale, float max_bias, float logit_softcap, int prec,
+                   int sinks = -1);
   /// ggml_soft_max: SoftMaxExt without mask, scale 1, max_bias 0.
   int SoftMax(int a);
   /// ggml_argsort: I32 indices of a's rows sorted; order 0 = GGML_SORT_ORDER_ASC, 1 = DESC.

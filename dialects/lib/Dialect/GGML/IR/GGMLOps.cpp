@@ -323,6 +323,15 @@ LogicalResult TanhOp::verify() { return verifyUnary(*this, GgmlOp::TANH, "ggml_t
 
 LogicalResult GluOp::verify() {
   TensorType a = tensorOf(getA());
+  if (getOp() == GluKind::swiglu_oai) {
+    if (!getB())
+      return emitOpError() << "swiglu_oai needs both halves (ggml_swiglu_oai(a, b, alpha, limit))";
+    const float fparams[2] = {getAlpha().convertToFloat(), getLimit().convertToFloat()};
+    if (Result<SwiGluOaiParams> p = DecodeSwiGluOai(OpParamsRef(nullptr, 0, fparams, 2)); !p.ok())
+      return emitOpError() << p.status().message();
+    return checkRule(*this, GgmlOp::SWIGLU_OAI, {getA(), getB()}, a.getElementType(),
+                     "ggml_swiglu_oai: like a");
+  }
   if (getB()) {
     TensorType b = tensorOf(getB());
     if (a.getElementType() != b.getElementType())
@@ -381,7 +390,29 @@ LogicalResult RopeOp::verify() {
                    "ggml_rope_ext: like a", Encode(rope));
 }
 
+// The sinks of ggml_soft_max_add_sinks / ggml_flash_attn_ext_add_sinks: f32 (ggml asserts it) and
+// only beside a mask (the graph builder's form; the shape is the rule's).
+static LogicalResult verifySinks(Operation *op, Value sinks, Value mask) {
+  if (!sinks)
+    return success();
+  if (!isF32(tensorOf(sinks)))
+    return op->emitOpError() << "sinks must be f32, got " << tensorOf(sinks).getElementTypeName();
+  if (!mask)
+    return op->emitOpError() << "sinks require a mask";
+  return success();
+}
+
+LogicalResult AddIdOp::verify() {
+  TensorType ids = tensorOf(getIds());
+  if (!isI32(ids))
+    return emitOpError() << "ids must be i32, got " << ids.getElementTypeName();
+  return checkRule(*this, GgmlOp::ADD_ID, {getA(), getB(), getIds()},
+                   tensorOf(getA()).getElementType(), "ggml_add_id: like a");
+}
+
 LogicalResult SoftMaxOp::verify() {
+  if (failed(verifySinks(*this, getSinks(), getMask())))
+    return failure();
   TensorType a = tensorOf(getA());
   if (getMask()) {
     TensorType m = tensorOf(getMask());
@@ -390,11 +421,13 @@ LogicalResult SoftMaxOp::verify() {
   } else if (getMaxBias().convertToFloat() > 0.0f) {
     return emitOpError() << "max_bias > 0 (ALiBi) requires a mask";
   }
-  return checkRule(*this, GgmlOp::SOFT_MAX, {getA(), getMask()}, a.getElementType(),
+  return checkRule(*this, GgmlOp::SOFT_MAX, {getA(), getMask(), getSinks()}, a.getElementType(),
                    "ggml_soft_max_ext: like a");
 }
 
 LogicalResult FlashAttnExtOp::verify() {
+  if (failed(verifySinks(*this, getSinks(), getMask())))
+    return failure();
   TensorType q = tensorOf(getQ());
   if (!isF32(q))
     return emitOpError() << "q must be f32, got " << q.getElementTypeName();
@@ -410,7 +443,7 @@ LogicalResult FlashAttnExtOp::verify() {
                             getLogitSoftcap().convertToFloat()};
   if (Result<FlashAttnExtParams> p = DecodeFlashAttnExt(OpParamsRef(&prec, 1, fparams, 3)); !p.ok())
     return emitOpError() << p.status().message();
-  return checkRule(*this, GgmlOp::FLASH_ATTN_EXT, {getQ(), getK(), getV(), getMask()},
+  return checkRule(*this, GgmlOp::FLASH_ATTN_EXT, {getQ(), getK(), getV(), getMask(), getSinks()},
                    Float32Type::get(getContext()),
                    "ggml_flash_attn_ext: [v.ne0, q.ne2, q.ne1, q.ne3], f32");
 }

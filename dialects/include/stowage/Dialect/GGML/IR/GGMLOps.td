@@ -208,6 +208,22 @@ def GGML_MulMatIdOp : GGML_Op<"mul_mat_id"> {
   let assemblyFormat = "$as `,` $b `,` $ids attr-dict `:` functional-type(operands, results)";
 }
 
+def GGML_AddIdOp : GGML_Op<"add_id"> {
+  let summary = "ADD_ID: per-expert bias rows selected by ids (gpt-oss's biased experts)";
+  let description = [{
+    result[:, e, t] = a[:, e, t] + b[:, ids[e, t]] (ggml_add_id). Shapes: a [n, n_expert_used,
+    n_tokens] (a MUL_MAT_ID result), b [n, n_expert] (one bias row per expert), ids i32
+    [n_expert_used, n_tokens] -> result like a.
+    Example:
+      %u = ggml.add_id %up, %up_b, %sel : (!ggml.tensor<[2880, 4, n_tokens], f32>,
+             !ggml.tensor<[2880, 32], f32>, !ggml.tensor<[4, n_tokens], i32>)
+             -> !ggml.tensor<[2880, 4, n_tokens], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$a, GGML_Tensor:$b, GGML_Tensor:$ids);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a `,` $b `,` $ids attr-dict `:` functional-type(operands, results)";
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//
@@ -304,14 +320,18 @@ def GGML_GluOp : GGML_Op<"glu"> {
     act(x) * g, result [a.ne0 / 2, a.ne1, a.ne2, a.ne3] (halves swapped with `swapped = true`);
     phi3's fused ffn_up uses this form. With two operands (ggml_glu_split, e.g.
     ggml_swiglu_split(gate, up)): result = act(a) * b, a and b of the same shape and type,
-    result like a. act is relu, gelu, silu, ... per `op`.
+    result like a. act is relu, gelu, silu, ... per `op`. swiglu_oai (ggml_swiglu_oai, gpt-oss's
+    experts; split form only): x = min(a, limit), y = clamp(b, -limit, limit), result =
+    x * sigmoid(alpha * x) * (y + 1); alpha and limit apply to it alone.
     Example:
       %f = ggml.glu swiglu %gate, %up : (!ggml.tensor<[11008, n_tokens], f32>,
              !ggml.tensor<[11008, n_tokens], f32>) -> !ggml.tensor<[11008, n_tokens], f32>
   }];
   let arguments = (ins GGML_GluOpEnum:$op, GGML_Tensor:$a,
                        Optional<GGML_Tensor>:$b,
-                       DefaultValuedAttr<BoolAttr, "false">:$swapped);
+                       DefaultValuedAttr<BoolAttr, "false">:$swapped,
+                       DefaultValuedAttr<F32Attr, "1.702f">:$alpha,
+                       DefaultValuedAttr<F32Attr, "7.0f">:$limit);
   let results = (outs GGML_Tensor:$result);
   let assemblyFormat = "$op $a (`,` $b^)? attr-dict `:` functional-type(operands, results)";
 }
@@ -380,29 +400,30 @@ def GGML_RopeOp : GGML_Op<"rope"> {
   }];
 }
 
-def GGML_SoftMaxOp : GGML_Op<"soft_max"> {
+def GGML_SoftMaxOp : GGML_Op<"soft_max", [AttrSizedOperandSegments]> {
   let summary = "SOFT_MAX: softmax(a * scale + mask) over each row";
   let description = [{
     result = softmax(a * scale + mask (+ ALiBi slope * mask when max_bias > 0)) along ne0
     (ggml_soft_max_ext). llama.cpp's attention: kq_soft_max = soft_max(kq, KQ_mask,
     1/sqrt(head_dim)).
     Shapes: a [n, m, ne2, ne3]; mask f16 or f32 [n, >= m, ne2 / r2, ne3 / r3] (broadcast over
-    heads); result like a. max_bias > 0 requires a mask.
+    heads); result like a. max_bias > 0 requires a mask. sinks (ggml_soft_max_add_sinks, gpt-oss)
+    f32 [ne2]: head h's rows are normalized as if they held one more logit sinks[h].
     Example:
       %p = ggml.soft_max %kq, mask %m {scale = 0.0883883461 : f32}
              : (!ggml.tensor<[n_kv, n_tokens, 32], f32>, !ggml.tensor<[n_kv, n_tokens], f16>)
              -> !ggml.tensor<[n_kv, n_tokens, 32], f32>
   }];
-  let arguments = (ins GGML_Tensor:$a, Optional<GGML_Tensor>:$mask,
+  let arguments = (ins GGML_Tensor:$a, Optional<GGML_Tensor>:$mask, Optional<GGML_Tensor>:$sinks,
                        DefaultValuedAttr<F32Attr, "1.0f">:$scale,
                        DefaultValuedAttr<F32Attr, "0.0f">:$max_bias);
   let results = (outs GGML_Tensor:$result);
   let assemblyFormat = [{
-    $a (`,` `mask` $mask^)? attr-dict `:` functional-type(operands, results)
+    $a (`,` `mask` $mask^)? (`,` `sinks` $sinks^)? attr-dict `:` functional-type(operands, results)
   }];
 }
 
-def GGML_FlashAttnExtOp : GGML_Op<"flash_attn_ext"> {
+def GGML_FlashAttnExtOp : GGML_Op<"flash_attn_ext", [AttrSizedOperandSegments]> {
   let summary = "FLASH_ATTN_EXT: softmax(k^T q * scale + mask) v in one op";
   let description = [{
     Attention of every query row against the cached keys and values without materializing the
@@ -415,7 +436,8 @@ def GGML_FlashAttnExtOp : GGML_Op<"flash_attn_ext"> {
     Shapes: q f32 [D, n_tokens, n_head, ne3], k [D, n_kv, n_head_kv, ne3 / r3] and
     v [Dv, n_kv, n_head_kv, ne3 / r3] (n_head a multiple of n_head_kv: grouped-query attention),
     mask f16 [n_kv, >= n_tokens] (2-D, contiguous); result f32 [Dv, n_head, n_tokens, ne3]
-    (already permuted like kqv_merged). max_bias > 0 requires a mask.
+    (already permuted like kqv_merged). max_bias > 0 requires a mask. sinks
+    (ggml_flash_attn_ext_add_sinks, gpt-oss) f32 [n_head]: one more logit per head, without a value.
     Example:
       %o = ggml.flash_attn_ext %q, %k, %v, mask %m {scale = 0.125 : f32, prec = 1 : i32}
              : (!ggml.tensor<[64, n_tokens, 32], f32>, !ggml.tensor<[64, n_kv, 8], f16>,
@@ -423,13 +445,15 @@ def GGML_FlashAttnExtOp : GGML_Op<"flash_attn_ext"> {
              -> !ggml.tensor<[64, 32, n_tokens], f32>
   }];
   let arguments = (ins GGML_Tensor:$q, GGML_Tensor:$k, GGML_Tensor:$v, Optional<GGML_Tensor>:$mask,
+                       Optional<GGML_Tensor>:$sinks,
                        DefaultValuedAttr<F32Attr, "1.0f">:$scale,
                        DefaultValuedAttr<F32Attr, "0.0f">:$max_bias,
                        DefaultValuedAttr<F32Attr, "0.0f">:$logit_softcap,
                        DefaultValuedAttr<I32Attr, "0">:$prec);
   let results = (outs GGML_Tensor:$result);
   let assemblyFormat = [{
-    $q `,` $k `,` $v (`,` `mask` $mask^)? attr-dict `:` functional-type(operands, results)
+    $q `,` $k `,` $v (`,` `mask` $mask^)? (`,` `sinks` $sinks^)? attr-dict `:`
+    functional-type(operands, results)
   }];
 }
 
