@@ -127,6 +127,40 @@ int Run(int argc, char** argv) {
   auto* o_attn_scale = app.add_option("--attention-scale", d.attention_scale,
                                       "granite: attention.scale (0: no key, 1/sqrt(head size))")
                            ->check(tools::NumberIn(0, 1e30));
+  auto* o_q_lora =
+      app.add_option("--q-lora-rank", d.q_lora_rank, "deepseek2: attention.q_lora_rank (0: attn_q)")
+          ->check(tools::IntegerIn(0, 1 << 20));
+  auto* o_kv_lora = app.add_option("--kv-lora-rank", d.kv_lora_rank, "deepseek2: attention.kv_lora_rank")
+                        ->check(tools::IntegerIn(1, 1 << 20));
+  auto* o_rope_dim = app.add_option("--rope-dim", d.mla_rope_dim,
+                                    "deepseek2: the rope part of a head (rope.dimension_count; --head-dim is "
+                                    "key_length_mla)")
+                         ->check(tools::IntegerIn(2, 1 << 16));
+  auto* o_v_head = app.add_option("--v-head-dim", d.mla_v_head_dim,
+                                  "deepseek2: attention.value_length_mla (default --head-dim)")
+                       ->check(tools::IntegerIn(0, 1 << 16));
+  auto* o_dense_lead =
+      app.add_option("--n-dense-lead", d.n_dense_lead, "deepseek2: leading_dense_block_count (default 1)")
+          ->check(tools::IntegerIn(0, 512));
+  auto* o_shared =
+      app.add_option("--n-expert-shared", d.n_expert_shared, "deepseek2: expert_shared_count (default 1)")
+          ->check(tools::IntegerIn(0, 1024));
+  auto* o_w_scale = app.add_option("--expert-weights-scale", d.expert_weights_scale,
+                                   "deepseek2: expert_weights_scale (default 2.5; 0: no key)")
+                        ->check(tools::NumberIn(0, 1e30));
+  auto* o_w_norm = app.add_option("--expert-weights-norm", d.expert_weights_norm,
+                                  "deepseek2: expert_weights_norm (default true)");
+  auto* o_gating = app.add_option("--expert-gating", d.expert_gating_func,
+                                  "deepseek2: expert_gating_func, 1 softmax or 2 sigmoid (default 2)")
+                       ->check(tools::IntegerIn(1, 2));
+  auto* o_groups = app.add_option("--n-expert-groups", d.n_expert_groups,
+                                  "deepseek2: expert_group_count (default: no key)")
+                       ->check(tools::IntegerIn(0, 1024));
+  auto* o_group_used = app.add_option("--n-group-used", d.n_group_used,
+                                      "deepseek2: expert_group_used_count (with --n-expert-groups)")
+                           ->check(tools::IntegerIn(0, 1024));
+  bool no_probs_b = false;
+  app.add_flag("--no-exp-probs-b", no_probs_b, "deepseek2: no expert-score bias (exp_probs_b.bias)");
   auto* o_temp = app.add_option("--attn-temp-scale", d.attn_temp_scale,
                                 "mistral3: attention.temperature_scale (llama 4 temperature tuning)")
                      ->check(tools::NumberIn(0, 1e30));
@@ -197,6 +231,18 @@ int Run(int argc, char** argv) {
   if (given(o_beta_slow)) s.yarn_beta_slow = d.yarn_beta_slow;
   if (given(o_log_mul)) s.yarn_log_mul = d.yarn_log_mul;
   if (given(o_temp)) s.attn_temp_scale = d.attn_temp_scale;
+  if (given(o_q_lora)) s.q_lora_rank = d.q_lora_rank;
+  if (given(o_kv_lora)) s.kv_lora_rank = d.kv_lora_rank;
+  if (given(o_rope_dim)) s.mla_rope_dim = d.mla_rope_dim;
+  if (given(o_v_head)) s.mla_v_head_dim = d.mla_v_head_dim;
+  if (given(o_dense_lead)) s.n_dense_lead = d.n_dense_lead;
+  if (given(o_shared)) s.n_expert_shared = d.n_expert_shared;
+  if (given(o_w_scale)) s.expert_weights_scale = d.expert_weights_scale;
+  if (given(o_w_norm)) s.expert_weights_norm = d.expert_weights_norm;
+  if (given(o_gating)) s.expert_gating_func = d.expert_gating_func;
+  if (given(o_groups)) s.n_expert_groups = d.n_expert_groups;
+  if (given(o_group_used)) s.n_group_used = d.n_group_used;
+  if (no_probs_b) s.exp_probs_b = false;
   if (given(o_logit)) s.logit_scale = d.logit_scale;
   if (given(o_resid)) s.residual_scale = d.residual_scale;
   if (given(o_embs)) s.embedding_scale = d.embedding_scale;

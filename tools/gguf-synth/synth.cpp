@@ -114,7 +114,7 @@ std::string Join(const std::vector<std::string>& v) {
   return s;
 }
 
-bool IsMoe(const std::string& arch) { return arch == "mixtral" || arch == "qwen2moe"; }
+bool IsMoe(const std::string& arch) { return arch == "mixtral" || arch == "qwen2moe" || arch == "deepseek2"; }
 
 void Fill(const TensorPlan& p, const ModelSpec& s, float* x, int64_t n) {
   uint64_t rng = StreamSeed(s.seed, p.name);
@@ -198,6 +198,16 @@ planner::TensorDims SpecDims(const ModelSpec& s) {
   d.ssm_d_inner = s.ssm_d_inner;
   d.ssm_d_state = s.ssm_d_state;
   d.ssm_dt_rank = s.ssm_dt_rank;
+  if (s.arch == "deepseek2") {
+    d.n_rot = s.mla_rope_dim;
+    d.n_lora_q = s.q_lora_rank;
+    d.n_lora_kv = s.kv_lora_rank;
+    d.n_embd_head_k_mla = s.head_dim;
+    d.n_embd_head_v_mla = s.mla_v_head_dim;
+    d.n_layer_dense_lead = s.n_dense_lead;
+    d.mla = true;
+    d.n_ff_shexp = int64_t{s.n_ff_exp} * s.n_expert_shared;
+  }
   return d;
 }
 
@@ -211,6 +221,7 @@ std::vector<TensorPlan> PlanTensors(const ModelSpec& s) {
   planner::TensorFileOptions opts;
   opts.output = !s.tied_output;
   opts.rope_factors = s.rope_freqs;
+  opts.other_optional = s.arch == "deepseek2" && s.exp_probs_b;  // its only other optional tensor
   planner::ForEachFileTensor(
       *table, SpecDims(s), static_cast<int>(s.n_layer), opts,
       [&](const planner::ArchTensor& at, int, const std::string& name, const std::vector<int64_t>& ne) {
@@ -382,9 +393,9 @@ std::vector<float> Llama3RopeFactors(uint32_t n_rot, float freq_base, float fact
 // --- specs ----------------------------------------------------------------------------------------
 
 const std::vector<std::string>& SupportedArchs() {
-  static const std::vector<std::string> archs = {"llama",    "qwen2",   "phi3",  "gemma",    "mamba",
-                                                 "qwen2moe", "mixtral", "qwen3", "mistral3", "smollm3",
-                                                 "granite",  "gemma2",  "gemma3"};
+  static const std::vector<std::string> archs = {"llama",    "qwen2",   "phi3",   "gemma",    "mamba",
+                                                 "qwen2moe", "mixtral", "qwen3",  "mistral3", "smollm3",
+                                                 "granite",  "gemma2",  "gemma3", "deepseek2"};
   return archs;
 }
 
@@ -464,6 +475,36 @@ Result<ModelSpec> Preset(std::string_view name) {
   return s;
 }
 
+// deepseek2's defaults and checks (the planner's ReadDeepSeek2HParams rules, so that a written file
+// plans): one KV head, experts (4 of which 2 used by default) of n_ff_exp, leading dense layers up to
+// n_layer, a rope part below the head, groups that divide the experts.
+Status ResolveDeepSeek2(ModelSpec& s) {
+  s.n_head_kv = 1;
+  if (s.mla_v_head_dim == 0) s.mla_v_head_dim = s.head_dim;
+  if (s.n_expert == 0) s.n_expert = 4;
+  if (s.n_expert_used == 0) s.n_expert_used = std::min<uint32_t>(2, s.n_expert);
+  if (s.n_ff_exp == 0) s.n_ff_exp = std::max<uint32_t>(1, s.n_ff / s.n_expert_used);
+  auto bad = [&](const std::string& what) { return InvalidArgument("gguf-synth: deepseek2: " + what); };
+  if (s.n_expert_used > s.n_expert)
+    return bad("n_expert_used " + std::to_string(s.n_expert_used) + " exceeds n_expert " +
+               std::to_string(s.n_expert));
+  if (s.kv_lora_rank == 0) return bad("kv_lora_rank must be positive");
+  if (s.mla_rope_dim == 0 || s.mla_rope_dim % 2 != 0 || s.mla_rope_dim >= s.head_dim)
+    return bad("the rope part (" + std::to_string(s.mla_rope_dim) +
+               ") must be even, positive and below head_dim " + std::to_string(s.head_dim));
+  if (s.n_dense_lead > s.n_layer)
+    return bad("n_dense_lead " + std::to_string(s.n_dense_lead) + " exceeds n_layer " +
+               std::to_string(s.n_layer));
+  if (s.expert_gating_func != 1 && s.expert_gating_func != 2)
+    return bad("expert_gating_func must be 1 (softmax) or 2 (sigmoid)");
+  if (s.n_expert_groups > 1 &&
+      (s.n_expert % s.n_expert_groups != 0 || s.n_group_used == 0 || s.n_group_used >= s.n_expert_groups))
+    return bad("expert groups " + std::to_string(s.n_expert_groups) + " (used " +
+               std::to_string(s.n_group_used) + ") must divide n_expert " + std::to_string(s.n_expert) +
+               " and use 1..groups-1");
+  return Status::Ok();
+}
+
 Result<ModelSpec> Resolve(ModelSpec s) {
   const auto& archs = SupportedArchs();
   if (std::find(archs.begin(), archs.end(), s.arch) == archs.end())
@@ -537,8 +578,9 @@ Result<ModelSpec> Resolve(ModelSpec s) {
         s.rope_scaling != "yarn" && s.rope_scaling != "longrope")
       return InvalidArgument("gguf-synth: rope scaling type must be none, linear, yarn or longrope, found '" +
                              s.rope_scaling + "'");
-    if (s.arch != "mistral3" && (s.attn_temp_scale != 0.0f || s.yarn_beta_fast >= 0.0f ||
-                                 s.yarn_beta_slow >= 0.0f || s.yarn_log_mul != 0.0f))
+    if (s.arch != "mistral3" &&
+        (s.attn_temp_scale != 0.0f || s.yarn_beta_fast >= 0.0f || s.yarn_beta_slow >= 0.0f ||
+         (s.yarn_log_mul != 0.0f && s.arch != "deepseek2")))
       return InvalidArgument(
           "gguf-synth: the yarn beta / log multiplier keys and the attention temperature scale are "
           "mistral3's (llama.cpp reads them for it), not " +
@@ -558,6 +600,7 @@ Result<ModelSpec> Resolve(ModelSpec s) {
           "gguf-synth: experts need a mixture-of-experts architecture (mixtral or qwen2moe), not " + s.arch);
     }
   }
+  if (s.arch == "deepseek2") STOWAGE_RETURN_IF_ERROR(ResolveDeepSeek2(s));
   if (!IsValidGgmlType(static_cast<uint32_t>(s.weight_type)))
     return InvalidArgument("gguf-synth: invalid weight type id " +
                            std::to_string(static_cast<uint32_t>(s.weight_type)));
@@ -566,6 +609,32 @@ Result<ModelSpec> Resolve(ModelSpec s) {
         std::string("gguf-synth: weight type ") + GgmlTypeName(s.weight_type) +
         " has no generator (f32, f16, bf16, q8_0, q4_0); use --header-only for other types");
   return s;
+}
+
+// deepseek2's keys beyond the common ones (convert_hf_to_gguf DeepseekV2Model): the MLA ranks and
+// head sizes, the experts and their routing. rope.dimension_count, key_length and value_length are
+// the MLA rope part and cache row (BuildModel writes head_dim there for the other architectures).
+Status AddDeepSeek2Keys(const ModelSpec& s, GgufWriter* w) {
+  auto key = [](const char* k) { return std::string("deepseek2.") + k; };
+  using V = GgufMetaValue;
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("leading_dense_block_count"), V::U32(s.n_dense_lead)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.q_lora_rank"), V::U32(s.q_lora_rank)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.kv_lora_rank"), V::U32(s.kv_lora_rank)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.key_length"), V::U32(s.kv_lora_rank + s.mla_rope_dim)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.value_length"), V::U32(s.kv_lora_rank)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.key_length_mla"), V::U32(s.head_dim)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.value_length_mla"), V::U32(s.mla_v_head_dim)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_feed_forward_length"), V::U32(s.n_ff_exp)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_shared_count"), V::U32(s.n_expert_shared)));
+  if (s.expert_weights_scale != 0.0f)
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_weights_scale"), V::F32(s.expert_weights_scale)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_weights_norm"), V::Bool(s.expert_weights_norm)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_gating_func"), V::U32(s.expert_gating_func)));
+  if (s.n_expert_groups != 0) {
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_group_count"), V::U32(s.n_expert_groups)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_group_used_count"), V::U32(s.n_group_used)));
+  }
+  return Status::Ok();
 }
 
 Status BuildModel(const ModelSpec& in, GgufWriter* w) {
@@ -604,9 +673,12 @@ Status BuildModel(const ModelSpec& in, GgufWriter* w) {
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("ssm.time_step_rank"), GgufMetaValue::U32(s.ssm_dt_rank)));
   } else {
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.head_count_kv"), GgufMetaValue::U32(s.n_head_kv)));
-    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("rope.dimension_count"), GgufMetaValue::U32(s.head_dim)));
+    STOWAGE_RETURN_IF_ERROR(
+        w->AddKV(key("rope.dimension_count"),
+                 GgufMetaValue::U32(s.arch == "deepseek2" ? s.mla_rope_dim : s.head_dim)));
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("rope.freq_base"), GgufMetaValue::F32(s.rope_freq_base)));
-    if (s.arch == "gemma" || s.arch == "gemma2" || s.arch == "gemma3" || s.head_dim * s.n_head != s.n_embd) {
+    if (s.arch != "deepseek2" && (s.arch == "gemma" || s.arch == "gemma2" || s.arch == "gemma3" ||
+                                  s.head_dim * s.n_head != s.n_embd)) {
       STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.key_length"), GgufMetaValue::U32(s.head_dim)));
       STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.value_length"), GgufMetaValue::U32(s.head_dim)));
     }
@@ -657,6 +729,7 @@ Status BuildModel(const ModelSpec& in, GgufWriter* w) {
       STOWAGE_RETURN_IF_ERROR(w->AddKV(key("rope.freq_base_swa"), GgufMetaValue::F32(s.rope_freq_base_swa)));
   }
   STOWAGE_RETURN_IF_ERROR(w->AddKV(key("vocab_size"), GgufMetaValue::U32(s.n_vocab)));
+  if (s.arch == "deepseek2") STOWAGE_RETURN_IF_ERROR(AddDeepSeek2Keys(s, w));
   if (IsMoe(s.arch)) {
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_count"), GgufMetaValue::U32(s.n_expert)));
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_used_count"), GgufMetaValue::U32(s.n_expert_used)));

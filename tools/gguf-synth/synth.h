@@ -84,6 +84,18 @@ struct ModelSpec {
   float rope_scale = 0.0f;
   uint32_t rope_scaling_orig_ctx = 0;
   float yarn_beta_fast = -1.0f, yarn_beta_slow = -1.0f, yarn_log_mul = 0.0f;
+  /// deepseek2 (MLA; written with n_head_kv 1, head_dim as key_length_mla): attention.q_lora_rank
+  /// (0: attn_q, no q LoRA), kv_lora_rank, the rope part of a head (rope.dimension_count) and
+  /// value_length_mla (0: head_dim); attention.key_length / value_length are kv_lora_rank + rope_dim /
+  /// kv_lora_rank (the cache row). leading_dense_block_count, expert_shared_count (experts
+  /// expert_feed_forward_length = n_ff_exp wide, default n_ff / n_expert_used), expert_weights_scale
+  /// (0: no key), expert_weights_norm, expert_gating_func (1 softmax, 2 sigmoid), expert_group_count /
+  /// expert_group_used_count (0: no key) and the expert-score bias exp_probs_b.bias.
+  uint32_t q_lora_rank = 32, kv_lora_rank = 32, mla_rope_dim = 8, mla_v_head_dim = 0;
+  uint32_t n_dense_lead = 1, n_expert_shared = 1, expert_gating_func = 2;
+  uint32_t n_expert_groups = 0, n_group_used = 0;
+  float expert_weights_scale = 2.5f;
+  bool expert_weights_norm = true, exp_probs_b = true;
   /// mistral3: attention.temperature_scale (0 = no key: no temperature tuning).
   float attn_temp_scale = 0.0f;
   /// granite: logit_scale (always written for granite; llama.cpp requires it), residual_scale,

@@ -25,6 +25,10 @@ struct LayerWeights {
   // mixture of experts (merged ffn_*_exps tensors) and the shared expert (qwen2moe)
   int ffn_gate_inp = -1, ffn_gate_exps = -1, ffn_up_exps = -1, ffn_down_exps = -1;
   int ffn_gate_inp_shexp = -1, ffn_gate_shexp = -1, ffn_up_shexp = -1, ffn_down_shexp = -1;
+  // deepseek2's MLA (llama.cpp llama_layer wq_a, wq_b, attn_q_a_norm, wkv_a_mqa, attn_kv_a_norm,
+  // wk_b, wv_b) and the experts' selection bias (exp_probs_b.bias)
+  int wq_a = -1, wq_b = -1, attn_q_a_norm = -1, wkv_a_mqa = -1, attn_kv_a_norm = -1, wk_b = -1, wv_b = -1;
+  int ffn_exp_probs_b = -1;
   // rope frequency factors: rope_freqs (llama 3.1), or rope_factors_long/short (longrope, phi3)
   int rope_freqs = -1, rope_long = -1, rope_short = -1;
   // mamba
@@ -123,6 +127,20 @@ Status BuildGemmaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 Status LoadGemma2Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status LoadGemma3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildGemma2Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
+/// deepseek2 (llama.cpp 2026 llama_model_deepseek2, absorbed MLA): see arch_deepseek2.cpp.
+Status LoadDeepSeek2Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
+Status BuildDeepSeek2Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
+/// llama_model_deepseek2::load_arch_hparams after the common keys (ReadHParams): leading dense
+/// layers (<= block_count), q_lora_rank (required but for the lite models: 26 or 27 layers, or 48
+/// with 128256 tokens), kv_lora_rank (> 0), key_length_mla / value_length_mla (both or neither;
+/// neither: the pre-absorption attn_kv_b form, refused as not supported), the cache row of the
+/// absorbed form (head_count_kv 1, key_length kv_lora_rank + n_rot, value_length kv_lora_rank,
+/// key_length_mla > n_rot), expert_feed_forward_length and expert_shared_count (required),
+/// expert_weights_scale / _norm, expert_gating_func (absent: softmax, GLM 4.7 Lite's sigmoid;
+/// 1 or 2 else refused), experts when a layer past the leading ones has them, yarn_log_multiplier
+/// divided by 0.1 (the converter's factor); attention.temperature_scale refused. One-line errors
+/// naming the key (GgufFile::KeyError).
+Status ReadDeepSeek2HParams(const GgufFile& f, HParams* hp);
 Status LoadMambaWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildMambaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 
@@ -220,7 +238,9 @@ int BuildMoeFfn(GraphBuilder& b, int x, const LayerWeights& l, int64_t n_expert,
 /// The rope configuration of the graphs (llama.cpp 2026 llama_context cparams): freq base and scale
 /// (1 for scaling type none), n_ctx_orig (n_ctx_orig_yarn), YaRN's ext_factor (1 for yarn, else 0),
 /// beta_fast / beta_slow (hp.yarn_beta_*) and attn_factor: rope.scaling.attn_factor, times for
-/// yarn get_mscale(factor, 1) (over get_mscale(factor, yarn_log_multiplier) when that is set)
+/// yarn get_mscale(factor, 1) (over get_mscale(factor, yarn_log_multiplier) when that is set;
+/// deepseek2: get_mscale(factor, m) / get_mscale(factor, yarn_log_multiplier), m the multiplier
+/// unless it is 1)
 /// / (1 + 0.1 ln factor), factor = 1 / freq_scale, cancelling ggml rope_yarn's own mscale.
 RopeConfig MakeRopeConfig(const ModelGraphs& m);
 /// build_rope_factors: rope_freqs if present, else rope_long when n_ctx / n_seq_max exceeds

@@ -262,7 +262,7 @@ std::vector<ArchTensor> DeepSeek2Tensors() {
   t.push_back(Norm("ffn_norm.weight"));
   AddDenseFfn(t, W::kLeadDense);
   t.push_back({"ffn_gate_inp.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_expert}; }, kReq, GgmlOp::MUL_MAT, R::kRouter, W::kAfterLead});
-  t.push_back({"exp_probs_b.bias", S::kLayer, [](D d) { return V{d.n_expert}; }, kOpt, GgmlOp::ADD, R::kBias, W::kAfterLead});
+  t.push_back({"exp_probs_b.bias", S::kLayer, [](D d) { return V{d.n_expert}; }, kOpt, GgmlOp::ADD, R::kRouter, W::kAfterLead});
   t.push_back({"ffn_down_exps.weight", S::kLayer, [](D d) { return V{d.n_ff_exp, d.n_embd, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kAfterLead});
   t.push_back({"ffn_gate_exps.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff_exp, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kAfterLead});
   t.push_back({"ffn_up_exps.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff_exp, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kAfterLead});

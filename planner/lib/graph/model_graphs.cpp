@@ -28,6 +28,7 @@ const std::vector<ArchSpec>& Architectures() {
       {"gemma", 2, LoadGemmaWeights, BuildGemmaGraph},
       {"gemma2", 2, LoadGemma2Weights, BuildGemma2Graph},
       {"gemma3", 2, LoadGemma3Weights, BuildGemma2Graph},  // gemma2's graph + q/k norms, optional soft-caps
+      {"deepseek2", 0, LoadDeepSeek2Weights, BuildDeepSeek2Graph},
       {"mamba", -1, LoadMambaWeights, BuildMambaGraph},
   };
   return kArchs;
@@ -235,6 +236,25 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
                                             std::to_string(hp.n_expert) + ")"
                                       : "0 (" + p + "expert_count is 0 or absent)",
                       std::to_string(hp.n_expert_used));
+  // llama.cpp 2026 load_hparams: group-limited routing (build_moe_ffn keeps the experts of the
+  // n_group_used best of n_expert_groups groups; its asserts as errors)
+  STOWAGE_ASSIGN_OR_RETURN(hp.n_expert_groups, f.GetU32Or(p + "expert_group_count", 0));
+  STOWAGE_ASSIGN_OR_RETURN(hp.n_group_used, f.GetU32Or(p + "expert_group_used_count", 0));
+  if (hp.n_expert_groups > 0 && hp.n_expert_groups >= std::max(hp.n_expert, 1u))
+    return f.KeyError(p + "expert_group_count",
+                      hp.n_expert > 0
+                          ? "fewer groups than " + p + "expert_count " + std::to_string(hp.n_expert)
+                          : "0 (" + p + "expert_count is 0 or absent)",
+                      std::to_string(hp.n_expert_groups));
+  if (hp.n_expert_groups > 1 && hp.n_expert % hp.n_expert_groups != 0)
+    return f.KeyError(p + "expert_group_count",
+                      "a divisor of " + p + "expert_count " + std::to_string(hp.n_expert),
+                      std::to_string(hp.n_expert_groups));
+  if (hp.n_expert_groups > 1 && (hp.n_group_used == 0 || hp.n_group_used >= hp.n_expert_groups))
+    return f.KeyError(p + "expert_group_used_count",
+                      "1.." + std::to_string(hp.n_expert_groups - 1) + " (fewer than " + p +
+                          "expert_group_count " + std::to_string(hp.n_expert_groups) + ")",
+                      std::to_string(hp.n_group_used));
   if (attention) {
     STOWAGE_ASSIGN_OR_RETURN(hp.n_ff, f.GetU32(p + "feed_forward_length"));
     STOWAGE_ASSIGN_OR_RETURN(hp.n_head, f.GetU32(p + "attention.head_count"));
@@ -338,7 +358,7 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
       return f.KeyError(p + "rope.dimension_count", "an even count from 2 to " + HeadSizeText(f, p, hp) + ")",
                         std::to_string(hp.n_rot));
     // build_llama/qwen2/qwen2moe/phi3 assert equal K and V head sizes
-    if (hp.arch != "gemma" && hp.arch != "gemma2" && hp.arch != "gemma3" &&
+    if (hp.arch != "gemma" && hp.arch != "gemma2" && hp.arch != "gemma3" && hp.arch != "deepseek2" &&
         hp.n_embd_head_k != hp.n_embd_head_v)
       return f.KeyError(p + "attention.value_length",
                         HeadSizeText(f, p, hp) + "; build_" + hp.arch + " asserts equal K and V head sizes)",
@@ -367,6 +387,7 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
     hp.n_swa = *n_swa;
   }
   if (hp.arch == "gemma2" || hp.arch == "gemma3") STOWAGE_RETURN_IF_ERROR(ReadGemmaHParams(f, &hp));
+  if (hp.arch == "deepseek2") STOWAGE_RETURN_IF_ERROR(ReadDeepSeek2HParams(f, &hp));
   if (hp.arch == "mamba") {
     STOWAGE_ASSIGN_OR_RETURN(hp.ssm_d_conv, f.GetU32(p + "ssm.conv_kernel"));
     STOWAGE_ASSIGN_OR_RETURN(hp.ssm_d_inner, f.GetU32(p + "ssm.inner_size"));
@@ -394,11 +415,13 @@ void AddKvCache(ModelGraphs& m) {
   // llama_init_from_model: recurrent models keep max(1, n_seq_max) F32 state cells (ggml_ssm_conv
   // and ggml_ssm_scan need F32); attention models n_ctx cells of type_k / type_v, except the
   // sliding-window layers of an interleaved-SWA model, whose K/V live in llama_kv_cache_iswa's
-  // SWA cache of n_ctx_swa cells (KvCacheCells).
+  // SWA cache of n_ctx_swa cells (KvCacheCells). MLA (llama.cpp 2026 llama_kv_cache, is_mla) keeps
+  // only K: one row of kv_lora_rank + n_rot per cell, V being a view of it.
   const bool rec = m.hp.recurrent();
+  const int n_caches = m.hp.is_mla() ? 1 : 2;
   for (uint32_t il = 0; il < m.hp.n_layer; ++il) {
     const int64_t kv_size = KvCacheCells(m, il);
-    for (int kv = 0; kv < 2; ++kv) {
+    for (int kv = 0; kv < n_caches; ++kv) {
       GlobalTensor g;
       g.name = (kv == 0 ? "cache_k_l" : "cache_v_l") + std::to_string(il);
       g.kind = TensorKind::kKvCache;
@@ -438,7 +461,8 @@ Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig*
   // llama_init_from_model (Feb 2025): flash attention needs equal K and V head sizes ("forcing
   // off", a warning; BuildModelGraphs records it in ModelGraphs::flash_attn_forced_off); a
   // quantized V cache needs flash attention.
-  if (cfg->flash_attn && hp.n_embd_head_k != hp.n_embd_head_v) cfg->flash_attn = false;
+  // MLA's K and V rows differ by the rope part; llama.cpp 2026 keeps flash attention for them.
+  if (cfg->flash_attn && hp.n_embd_head_k != hp.n_embd_head_v && !hp.is_mla()) cfg->flash_attn = false;
   if (!hp.recurrent() && !cfg->flash_attn && GetTypeTraits(cfg->type_v).block_size > 1)
     return InvalidArgument(std::string("V cache quantization requires flash_attn (llama.cpp); -ctv ") +
                            GgmlTypeName(cfg->type_v) + " needs -fa on (or use f16, bf16 or f32)");

@@ -329,7 +329,7 @@ TEST(GgufSynth, Errors) {
   s.arch = "gpt5";
   EXPECT_EQ(synth::Resolve(s).status().message(),
             "gguf-synth: unknown architecture 'gpt5' (supported: llama, qwen2, phi3, gemma, mamba, qwen2moe, "
-            "mixtral, qwen3, mistral3, smollm3, granite, gemma2, gemma3)");
+            "mixtral, qwen3, mistral3, smollm3, granite, gemma2, gemma3, deepseek2)");
   s = synth::ModelSpec();
   s.n_head = 5;
   EXPECT_EQ(synth::Resolve(s).status().message(), "gguf-synth: n_embd 64 is not a multiple of n_head 5");

@@ -91,11 +91,17 @@ TEST(ArchTensors, GgufSynthWritesTheTableAndTheLoaderReadsIt) {
     ASSERT_NE(table, nullptr) << arch;
     TensorDims d;
     d.n_expert = arch == "mixtral" || arch == "qwen2moe" ? 1 : 0;  // only the branch matters here
+    if (arch == "deepseek2") {  // gguf-synth's MLA file: q LoRA, attn_k_b/attn_v_b, leading dense layers
+      d.n_lora_q = spec.q_lora_rank;
+      d.mla = true;
+      d.n_layer_dense_lead = spec.n_dense_lead;
+    }
     std::set<std::string> want;
     for (const ArchTensor& t : table->tensors) {
       if (!Applies(t, d) || (t.role == TensorRole::kBias && !t.required)) continue;
       if (t.scope == TensorScope::kLayer) {
-        for (uint32_t il = 0; il < spec.n_layer; ++il) want.insert(TensorName(t, static_cast<int>(il)));
+        for (uint32_t il = 0; il < spec.n_layer; ++il)
+          if (Applies(t, d, static_cast<int>(il))) want.insert(TensorName(t, static_cast<int>(il)));
       } else {
         want.insert(t.name);
       }
@@ -153,15 +159,16 @@ TEST(ArchTensors, LoaderReadsEveryOptionalTensor) {
     }
   }
   // the cases cover every entry of the llama, mistral3, smollm3 and granite tables (the other tables have no
-  // optional tensors but output.weight and the rope factors, which GgufSynthWritesTheTableAndTheLoaderReadsIt
-  // covers)
+  // optional tensors but output.weight, the rope factors and deepseek2's exp_probs_b.bias, which gguf-synth
+  // writes and GgufSynthWritesTheTableAndTheLoaderReadsIt covers)
   for (const auto& [arch, names] : covered)
     EXPECT_EQ(names.size(), FindArchTensorTable(arch)->tensors.size());
   for (const ArchTensorTable& table : ArchTensorTables()) {
     if (covered.count(table.arch) != 0) continue;
     for (const ArchTensor& t : table.tensors)
       EXPECT_TRUE(t.required || t.scope == TensorScope::kOutput || t.role == TensorRole::kRopeLong ||
-                  t.role == TensorRole::kRopeShort)
+                  t.role == TensorRole::kRopeShort ||
+                  (std::string(table.arch) == "deepseek2" && std::string(t.name) == "exp_probs_b.bias"))
           << table.arch << ": " << t.name;
   }
   // phi3 with its LongRoPE factors

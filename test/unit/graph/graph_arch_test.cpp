@@ -357,8 +357,8 @@ TEST(ModelGraphsErrors, UnknownArchitectureListsSupported) {
   EXPECT_EQ(m.status().code(), StatusCode::kUnimplemented);
   EXPECT_EQ(m.status().message(),
             "falcon.gguf: unknown model architecture 'falcon' (supported: llama, qwen2, "
-            "qwen2moe, qwen3, mistral3, smollm3, granite, phi3, gemma, gemma2, gemma3, mamba)");
-  EXPECT_EQ(SupportedArchitectures().size(), 12u);
+            "qwen2moe, qwen3, mistral3, smollm3, granite, phi3, gemma, gemma2, gemma3, deepseek2, mamba)");
+  EXPECT_EQ(SupportedArchitectures().size(), 13u);
 }
 
 TEST(ModelGraphsErrors, SplitTensorMoeRejected) {

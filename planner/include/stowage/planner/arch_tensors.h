@@ -90,7 +90,7 @@ enum class TensorRole : uint8_t {
   kMatrix,     ///< weight matrix: any float or quantized type
   kNorm,       ///< norm weight, F32
   kBias,       ///< bias, F32
-  kRouter,     ///< MoE router (ffn_gate_inp, ffn_gate_inp_shexp), F32
+  kRouter,     ///< MoE router (ffn_gate_inp, ffn_gate_inp_shexp, deepseek2's exp_probs_b.bias), F32
   kConv,       ///< ssm_conv1d weight, F32
   kSsmA,       ///< mamba A (-exp(A_log)), F32
   kSsmD,       ///< mamba D, F32
