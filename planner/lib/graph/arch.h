@@ -146,7 +146,8 @@ Status BuildMambaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 
 /// Adds the cache globals cache_k_l<il> / cache_v_l<il> (llama.cpp llama_kv_cache_init): 1-D
 /// tensors of n_embd_{k,v}_gqa * n_ctx elements of type_k / type_v; for recurrent models the conv
-/// and ssm states, n_embd_{k,v}_s * max(1, n_seq_max) elements of F32.
+/// and ssm states, n_embd_{k,v}_s * max(1, n_seq_max) elements of F32; for MLA (HParams::is_mla,
+/// llama.cpp 2026 llama_kv_cache) cache_k_l<il> only.
 void AddKvCache(ModelGraphs& m);
 
 // ---- shared pieces of llm_build_context (arch_common.cpp) ----
