@@ -5,8 +5,9 @@
 #         (test/fuzz/gguf_reader_fuzz.cpp);
 #   plan  the plan verifier and plan-dump (text, JSON, --nodes, --check-memory) on every plan it
 #         accepts, seeds: scripts/fuzz-corpus/plan/ (an n_copies = 4 pipeline-parallel plan, an
-#         n_copies = 1 plan with split inputs, and regression-*.plan: inputs that once failed;
-#         test/fuzz/plan_verify_fuzz.cpp).
+#         n_copies = 1 plan with split inputs, a gemma2 plan with a SWA cache ring (schema 3:
+#         n_ctx_swa, max_kv_swa, ne_swa, view_offset_swa), and regression-*.plan: inputs that once
+#         failed; test/fuzz/plan_verify_fuzz.cpp).
 # Fails (non-zero exit) on a crash, a leak, undefined behaviour, a timeout or a violated property;
 # the reproducer is left in build-fuzz/.
 #

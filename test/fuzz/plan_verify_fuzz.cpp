@@ -1,8 +1,8 @@
 // libFuzzer target (scripts/fuzz.sh, not a CMake target): the plan verifier (PlanFile::FromBytes)
 // and everything that trusts what it accepts without a second check -- plan-dump's text, JSON and
 // --nodes output and its --check-memory liveness check (tools/plan-dump, compiled in with its main
-// renamed) -- on mutated plan files. Seeds: scripts/fuzz-corpus/plan/ (an n_copies = 4 plan and an
-// n_copies = 1 plan with split inputs).
+// renamed) -- on mutated plan files. Seeds: scripts/fuzz-corpus/plan/ (an n_copies = 4 plan, an
+// n_copies = 1 plan with split inputs, a gemma2 plan with a SWA cache ring).
 //
 // Properties: no crash, leak or undefined behaviour (ASan + UBSan), and every accepted plan dumps
 // with exit status 0 (a verified plan must never make plan-dump fail or index out of range; the
@@ -57,13 +57,14 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Re-sealed (Plan.content_xxh64) when the mutation left a verifiable buffer with the field, so
   // that mutations reach the cross-reference checks instead of all stopping at the checksum.
+  // plan-dump loads the re-sealed bytes, the plan the verifier accepted.
   std::vector<uint8_t> bytes(data, data + size);
   (void)stowage::SealPlan(bytes.data(), bytes.size());
-  auto plan = stowage::PlanFile::FromBytes(std::move(bytes), "fuzz.plan");
+  auto plan = stowage::PlanFile::FromBytes(bytes, "fuzz.plan");
   if (!plan.ok()) return 0;
   const std::string& path = TempPath();
   FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f || std::fwrite(data, 1, size, f) != size || std::fclose(f) != 0) std::abort();
+  if (!f || std::fwrite(bytes.data(), 1, size, f) != size || std::fclose(f) != 0) std::abort();
   for (const auto& args : std::vector<std::vector<std::string>>{{}, {"--nodes"}, {"--json", "--nodes"}})
     if (Dump(path, args) != 0) {
       std::fprintf(stderr, "plan-dump failed on a plan the verifier accepted\n");
