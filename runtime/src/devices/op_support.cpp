@@ -89,20 +89,21 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
   // llama.cpp's CPU_REPACK on x86 (ggml-cpu/repack.cpp, Aug 2026: ggml_repack_get_optimal_repack_type
   // and extra_buffer_type::supports_op) takes MUL_MAT weights of 2 dims with AVX2: Q4_0 (q4_0_8x8_q8_0)
   // and Q4_K (q4_K_8x8_q8_K), both with ne1 % 8 == 0 (also IQ4_NL, and Q2_K with AVX-512, which this
-  // backend does not repack). This backend also repacks Q8_0 under the same condition (llama.cpp
-  // repacks Q8_0 on ARM and RISC-V only): its Q8_0x8 gemv computes the plain vec_dot's bits with
-  // 2.6x its in-cache speed, so token generation on Q8_0 is no longer compute-bound. The kernels' own
-  // condition, which decides the layout at upload, is the same: cpu::RepackLayoutFor (CanRepackQ4_0 /
-  // CanRepackQ4_K / CanRepackQ8_0: contiguous, ne1 % 8 == 0; ne0 is a multiple of the block size for
-  // every tensor of these types). The shipped registry manifests (cpu-avx2/avx512.json) model FEB25
+  // backend does not repack), and (2026-09-28) MXFP4 (mxfp4_8x8_q8_0, ne1 % 8 == 0), repacked here
+  // too (kLayoutMXFP4x8, its gemv in llama.cpp's order). This backend also repacks Q8_0 under the same
+  // condition (llama.cpp repacks Q8_0 on ARM and RISC-V only): its Q8_0x8 gemv computes the plain vec_dot's
+  // bits with 2.6x its in-cache speed, so token generation on Q8_0 is no longer compute-bound. The kernels'
+  // own condition, which decides the layout at upload, is the same: cpu::RepackLayoutFor (CanRepackQ4_0 /
+  // CanRepackQ4_K / CanRepackQ8_0 / CanRepackMXFP4: contiguous, ne1 % 8 == 0; ne0 is a multiple of the block
+  // size for every tensor of these types). The shipped registry manifests (cpu-avx2/avx512.json) model FEB25
   // llama.cpp, which repacked Q4_0 only.
   if (cpu.features.avx2) {
     BufferType repack = devices_internal::Buft("CPU_REPACK", 32, /*is_host=*/false);
-    TensorConstraint w = OfTypes({T::Q4_0, T::Q4_K, T::Q8_0});
+    TensorConstraint w = OfTypes({T::Q4_0, T::Q4_K, T::Q8_0, T::MXFP4});
     w.buft = "CPU_REPACK";
     w.max_dims = 2;
     w.ne_multiple_of[1] = 8;
-    w.contiguous = true;  // cpu::CanRepackQ4_0 / CanRepackQ4_K / CanRepackQ8_0
+    w.contiguous = true;  // cpu::CanRepackQ4_0 / CanRepackQ4_K / CanRepackQ8_0 / CanRepackMXFP4
     TensorConstraint act = OfTypes({T::F32});
     act.host = true;
     // MUL_MAT_ID of 3-D experts likewise (llama.cpp's supports_op: ggml_n_dims(src0) == 3; here at
@@ -110,10 +111,10 @@ ProbedDevice MakeCpuDevice(const CpuInfo& cpu) {
     // repacked slice).
     TensorConstraint experts = w;
     experts.max_dims = 3;
-    repack.supports_op = {
-        AcceptRule({O::MUL_MAT}, {w, act}, {}, 0, "Q4_0 / Q4_K / Q8_0 8x8 repack (AVX2), ne1 % 8 == 0"),
-        AcceptRule({O::MUL_MAT_ID}, {experts, act}, {}, 0,
-                   "Q4_0 / Q4_K / Q8_0 8x8 repacked experts (AVX2), ne1 % 8 == 0")};
+    repack.supports_op = {AcceptRule({O::MUL_MAT}, {w, act}, {}, 0,
+                                     "Q4_0 / Q4_K / Q8_0 / MXFP4 8x8 repack (AVX2), ne1 % 8 == 0"),
+                          AcceptRule({O::MUL_MAT_ID}, {experts, act}, {}, 0,
+                                     "Q4_0 / Q4_K / Q8_0 / MXFP4 8x8 repacked experts (AVX2), ne1 % 8 == 0")};
     d.extra_bufts.push_back(std::move(repack));
   }
   return d;

@@ -1,5 +1,5 @@
-// CPU_REPACK Q4_0x8, Q4_Kx8 and Q8_0x8: layout, MUL_MAT on the repacked layout equals the plain layout
-// (scalar, AVX2 and AVX-512 VNNI gemv; the GEMM path's pack), on random and on the shared models'
+// CPU_REPACK Q4_0x8, Q4_Kx8, Q8_0x8 and MXFP4x8: layout, MUL_MAT on the repacked layout equals the plain
+// layout (scalar, AVX2 and AVX-512 VNNI gemv; the GEMM path's pack), on random and on the shared models'
 // weights; token generation covers every row whatever the thread count; refusal of bad shapes.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -865,6 +865,163 @@ TEST(CpuRepackQ8_0, Refusals) {
   kt::Tensor idx(GgmlType::I32, 1), rows(GgmlType::F32, 64, 1);
   TensorView r8 = w16.v;
   r8.layout = kLayoutQ8_0x8;
+  EXPECT_EQ(GetRows(ctx, r8, idx.v, rows.v).code(), StatusCode::kInvalidArgument);
+}
+
+// ---- MXFP4x8 ------------------------------------------------------------------------------------
+
+// MXFP4 weights [K, N, ne2] of random codes (every level, +-0 too) and scale bytes 118 .. 133
+// (half scales 2^-10 .. 2^5).
+kt::Tensor RandomMXFP4Bytes(int64_t K, int64_t N, int64_t ne2, uint32_t seed) {
+  kt::Tensor w(GgmlType::MXFP4, K, N, ne2);
+  std::mt19937 rng(seed);
+  BlockMXFP4* blk = reinterpret_cast<BlockMXFP4*>(w.buf.data());
+  for (int64_t i = 0; i < K / kQK_MXFP4 * N * ne2; ++i) {
+    blk[i].e = uint8_t(118 + rng() % 16);
+    for (uint8_t& q : blk[i].qs) q = uint8_t(rng());
+  }
+  return w;
+}
+
+TensorView RepackedMXFP4(const TensorView& plain, std::vector<uint8_t>* store) {
+  store->assign(plain.nb[3] * size_t(plain.ne[3]), 0);
+  EXPECT_EQ(RepackLayoutFor(plain), kLayoutMXFP4x8);
+  EXPECT_TRUE(RepackWeight(plain, kLayoutMXFP4x8, store->data()).ok());
+  TensorView rp = plain;
+  rp.data = store->data();
+  rp.layout = kLayoutMXFP4x8;
+  return rp;
+}
+
+// The layout as documented in ops.h (RepackMXFP4).
+TEST(CpuRepackMXFP4, LayoutOfOneGroup) {
+  kt::Tensor w = RandomMXFP4Bytes(96, 16, 1, 1);
+  std::vector<uint8_t> store;
+  const TensorView rp = RepackedMXFP4(w.v, &store);
+  for (int g = 0; g < 2; ++g)
+    for (int b = 0; b < 3; ++b)
+      for (int r = 0; r < 8; ++r) {
+        const BlockMXFP4* src =
+            reinterpret_cast<const BlockMXFP4*>(w.buf.data() + (8 * g + r) * w.v.nb[1]) + b;
+        const uint8_t* blk = static_cast<const uint8_t*>(rp.data) + 8 * g * w.v.nb[1] + b * 136;
+        EXPECT_EQ(blk[r], src->e);
+        EXPECT_EQ(std::memcmp(blk + 8 + 16 * r, src->qs, 16), 0) << r;
+      }
+}
+
+// Every level's gemv gives, for each of the 8 rows, the bits of scalar::VecDotMXFP4Q8_0 (llama.cpp's
+// repacked mxfp4_8x8 order), for 1, 3, 11 and 64 blocks, on random codes, on the extremes (every
+// code +-12 against activations of +-127) and on the subnormal / largest scale bytes 0, 1, 254.
+TEST(CpuRepackMXFP4, GemvIsTheScalarVecDot) {
+  std::vector<std::pair<IsaLevel, VecDotFn>> levels = {{IsaLevel::kScalar, scalar::GemvMXFP4x8Q8_0}};
+  if (DetectIsa() >= IsaLevel::kAvx2) levels.push_back({IsaLevel::kAvx2, avx2::GemvMXFP4x8Q8_0});
+  for (int64_t nb : {1, 3, 11, 64}) {
+    const int64_t K = nb * kQK_MXFP4;
+    for (int pattern = 0; pattern < 4; ++pattern) {
+      SCOPED_TRACE("blocks " + std::to_string(nb) + " pattern " + std::to_string(pattern));
+      kt::Tensor w = RandomMXFP4Bytes(K, 8, 1, uint32_t(40 + nb));
+      std::vector<float> x(static_cast<size_t>(K));
+      kt::FillUniform(x, uint32_t(50 + nb), -3.f, 3.f);
+      BlockMXFP4* blk = reinterpret_cast<BlockMXFP4*>(w.buf.data());
+      if (pattern == 1 || pattern == 2) {  // codes 7 (+12) or 0xF (-12) everywhere, activations +-1
+        for (int64_t i = 0; i < nb * 8; ++i)
+          for (uint8_t& q : blk[i].qs) q = pattern == 1 ? 0x77 : 0xFF;
+        for (int64_t k = 0; k < K; ++k) x[size_t(k)] = k % 3 ? 1.f : -1.f;
+      }
+      if (pattern == 3)  // the subnormal half scales and a huge one
+        for (int64_t i = 0; i < nb * 8; ++i) blk[i].e = uint8_t(i % 3 == 0 ? 0 : i % 3 == 1 ? 1 : 160);
+      std::vector<BlockQ8_0> y(static_cast<size_t>(nb));
+      QuantizeRowQ8_0Act(x.data(), y.data(), K);
+      std::vector<uint8_t> store;
+      const TensorView rp = RepackedMXFP4(w.v, &store);
+      for (const auto& lv : levels) {
+        float got[8];
+        lv.second(K, got, rp.data, y.data());
+        for (int r = 0; r < 8; ++r) {
+          float want;
+          scalar::VecDotMXFP4Q8_0(K, &want, w.buf.data() + r * w.v.nb[1], y.data());
+          ASSERT_EQ(std::memcmp(&got[r], &want, 4), 0)
+              << "isa " << int(lv.first) << " row " << r << ": " << got[r] << " vs " << want;
+        }
+      }
+    }
+  }
+}
+
+// MUL_MAT through the driver on the repacked layout, src0 [K, N, 2] broadcast to src1 [K, M, 4], gives
+// the bits of the plain layout at the scalar level at every level, thread count and M (gemv and GEMM:
+// one float per output, llama.cpp's repacked order, so the repacked product is batch-invariant), with
+// and without llamacpp_numerics; the plain layout at AVX2 (ggml's two-accumulator vec_dot) differs.
+TEST(CpuRepackMXFP4, MulMatEqualsScalarPlain) {
+  const int64_t N = 8 * 37, ne12 = 4;
+  for (int64_t K : {int64_t(96), int64_t(2880)}) {
+    kt::Tensor w = RandomMXFP4Bytes(K, N, 2, uint32_t(K));
+    std::vector<uint8_t> store;
+    const TensorView rp = RepackedMXFP4(w.v, &store);
+    for (int64_t M : {1, 3, 9, 20}) {
+      kt::Tensor b(GgmlType::F32, K, M, ne12);
+      kt::Fill(b, uint32_t(K + M), -2.f, 2.f);
+      ComputeContext sctx;
+      sctx.max_isa = IsaLevel::kScalar;
+      kt::Tensor d0(GgmlType::F32, N, M, ne12);
+      ASSERT_TRUE(MulMat(sctx, w.v, b.v, d0.v).ok());
+      for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
+        if (isa > DetectIsa()) continue;
+        for (int nt : {1, 3})
+          for (bool numerics : {false, true}) {
+            SCOPED_TRACE("K=" + std::to_string(K) + " M=" + std::to_string(M) +
+                         " isa=" + std::to_string(int(isa)) + " threads=" + std::to_string(nt) +
+                         (numerics ? " llamacpp_numerics" : ""));
+            ComputeContext ctx;
+            ctx.n_threads = nt;
+            ctx.max_isa = isa;
+            ctx.llamacpp_numerics = numerics;
+            kt::Tensor d1(GgmlType::F32, N, M, ne12);
+            for (int64_t i = 0; i < N * M * ne12; ++i) d1.f32()[i] = std::nanf("");
+            ASSERT_TRUE(MulMat(ctx, rp, b.v, d1.v).ok());
+            for (int64_t i = 0; i < N * M * ne12; ++i)
+              ASSERT_EQ(std::memcmp(&d1.f32()[i], &d0.f32()[i], 4), 0) << "element " << i;
+          }
+      }
+      if (DetectIsa() >= IsaLevel::kAvx2 && K > 96) {  // the plain AVX2 vec_dot: another order
+        ComputeContext ctx;
+        ctx.max_isa = IsaLevel::kAvx2;
+        ctx.llamacpp_numerics = true;
+        kt::Tensor d2(GgmlType::F32, N, M, ne12);
+        ASSERT_TRUE(MulMat(ctx, w.v, b.v, d2.v).ok());
+        int64_t differ = 0;
+        for (int64_t i = 0; i < N * M * ne12; ++i) differ += std::memcmp(&d2.f32()[i], &d0.f32()[i], 4) != 0;
+        EXPECT_GT(differ, N * M * ne12 / 4);
+      }
+    }
+  }
+}
+
+TEST(CpuRepackMXFP4, Refusals) {
+  std::vector<uint8_t> out(RowSize(GgmlType::MXFP4, 64) * 16);
+  kt::Tensor w12 = RandomMXFP4Bytes(64, 12, 1, 3);  // 12 rows: not a multiple of 8
+  EXPECT_FALSE(CanRepackMXFP4(w12.v));
+  EXPECT_EQ(RepackLayoutFor(w12.v), kLayoutPlain);
+  const Status s = RepackMXFP4(w12.v, out.data());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("MXFP4 tensor with ne1 % 8"), std::string::npos) << s.message();
+  kt::Tensor q4_0 = RandomQ4_0(64, 8, 1, 4);
+  EXPECT_FALSE(CanRepackMXFP4(q4_0.v));
+  EXPECT_EQ(RepackWeight(q4_0.v, kLayoutMXFP4x8, out.data()).code(), StatusCode::kInvalidArgument);
+  ComputeContext ctx;
+  kt::Tensor b(GgmlType::F32, 64, 1), d8(GgmlType::F32, 8, 1), d12(GgmlType::F32, 12, 1);
+  TensorView bad = q4_0.v;
+  bad.layout = kLayoutMXFP4x8;
+  const Status st = MulMat(ctx, bad, b.v, d8.v);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("MXFP4x8 layout needs a MXFP4 src0"), std::string::npos) << st.message();
+  TensorView bad12 = w12.v;
+  bad12.layout = kLayoutMXFP4x8;
+  EXPECT_EQ(MulMat(ctx, bad12, b.v, d12.v).code(), StatusCode::kInvalidArgument);
+  kt::Tensor idx(GgmlType::I32, 1), rows(GgmlType::F32, 64, 1);
+  kt::Tensor w8 = RandomMXFP4Bytes(64, 8, 1, 5);
+  TensorView r8 = w8.v;
+  r8.layout = kLayoutMXFP4x8;
   EXPECT_EQ(GetRows(ctx, r8, idx.v, rows.v).code(), StatusCode::kInvalidArgument);
 }
 

@@ -44,6 +44,7 @@ const TypeCase kCases[] = {
     {GgmlType::Q5_0, kLayoutPlain, scalar::VecDotQ5_0Q8_0},
     {GgmlType::IQ4_NL, kLayoutPlain, scalar::VecDotIQ4_NLQ8_0},
     {GgmlType::MXFP4, kLayoutPlain, scalar::VecDotMXFP4Q8_0},
+    {GgmlType::MXFP4, kLayoutMXFP4x8, scalar::VecDotMXFP4Q8_0},
     {GgmlType::Q4_1, kLayoutPlain, scalar::VecDotQ4_1Q8_1},
     {GgmlType::Q5_1, kLayoutPlain, scalar::VecDotQ5_1Q8_1},
 };
@@ -51,7 +52,7 @@ const TypeCase kCases[] = {
 bool IsMinType(GgmlType t) { return t == GgmlType::Q4_1 || t == GgmlType::Q5_1; }
 
 std::string Name(const TypeCase& tc) {
-  return std::string(GgmlTypeName(tc.type)) + (tc.layout == kLayoutQ4_0x8 ? "x8" : "");
+  return std::string(GgmlTypeName(tc.type)) + (tc.layout != kLayoutPlain ? "x8" : "");
 }
 
 // Random blocks: every quant bit pattern (Q8_0 includes -128), fp16 scales in [0.001, 0.05).
@@ -96,11 +97,11 @@ struct Weights {
     v.ne[3] = 1;
     SetContiguousStrides(v);
     v.data = plain.data();
-    if (tc.layout == kLayoutQ4_0x8) {
+    if (tc.layout != kLayoutPlain) {
       packed.resize(plain.size());
-      EXPECT_TRUE(RepackQ4_0(v, packed.data()).ok());
+      EXPECT_TRUE(RepackWeight(v, tc.layout, packed.data()).ok());
       v.data = packed.data();
-      v.layout = kLayoutQ4_0x8;
+      v.layout = tc.layout;
     }
   }
   const uint8_t* PlainRow(int64_t r) const { return plain.data() + size_t(r) * RowSize(v.type, v.ne[0]); }
@@ -248,7 +249,7 @@ TEST(GemmQ8, KernelsMatchVecDotAndScalar) {
     for (int64_t K : {32, 96, 256, 1056})
       for (int nr : {1, 7, 8, 15, 16})
         for (int nc : {1, 2, 5, 8, 9, 13, 16, 23, 40}) {
-          if (tc.layout == kLayoutQ4_0x8 && nr % 8 != 0) continue;  // repacked N is a multiple of 8
+          if (tc.layout != kLayoutPlain && nr % 8 != 0) continue;  // repacked N is a multiple of 8
           CheckKernels(tc, K, nr, nc, seed++);
           if (HasFatalFailure()) return;
         }
@@ -342,6 +343,10 @@ TEST(GemmQ8, LookupLevels) {
   EXPECT_EQ(GetGemmKernelsQ8(GgmlType::Q4_K, kLayoutPlain, IsaLevel::kScalar), nullptr);
   EXPECT_EQ(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutQ4_0x8, IsaLevel::kScalar), nullptr);
   EXPECT_NE(GetGemmKernelsQ8(GgmlType::Q4_0, kLayoutQ4_0x8, IsaLevel::kScalar), nullptr);
+  EXPECT_EQ(GetGemmKernelsQ8(GgmlType::Q4_0, kLayoutMXFP4x8, IsaLevel::kScalar), nullptr);
+  EXPECT_NE(GetGemmKernelsQ8(GgmlType::MXFP4, kLayoutMXFP4x8, IsaLevel::kScalar), nullptr);
+  // Plain MXFP4 has no batch-invariant GEMM (llama.cpp: the two-accumulator vec_dot for every column).
+  EXPECT_EQ(GetGemmKernelsQ8(GgmlType::MXFP4, kLayoutPlain, IsaLevel::kAvx512Vnni, true), nullptr);
   if (DetectIsa() >= IsaLevel::kAvx2) {
     EXPECT_NE(GetGemmKernelsQ8(GgmlType::Q8_0, kLayoutPlain, IsaLevel::kAvx2), nullptr);
     // Asked for AVX-512 (with VNNI or not): the VNNI kernels where the level and the CPU have VNNI,

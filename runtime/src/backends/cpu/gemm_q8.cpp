@@ -1,6 +1,7 @@
 // GEMM family "q8" (see gemm.h): weights whose values are one byte per element after unpacking
-// — Q8_0, Q4_0 (plain and kLayoutQ4_0x8), Q5_0, IQ4_NL, MXFP4 (vec_dot type Q8_0) and Q4_1, Q5_1 (Q8_1).
-// Lookup, activation conversion, packing and the scalar reference kernels (baseline flags).
+// — Q8_0, Q4_0 (plain and kLayoutQ4_0x8), Q5_0, IQ4_NL, MXFP4 (plain and kLayoutMXFP4x8; vec_dot type Q8_0)
+// and Q4_1, Q5_1 (Q8_1). Lookup, activation conversion, packing and the scalar reference kernels (baseline
+// flags).
 //
 // Formats (shared with gemm_q8_avx512.cpp / gemm_q8_avx2.cpp, which include no header of ours: keep
 // in sync):
@@ -336,6 +337,28 @@ void PackQ4_0(int64_t K, const void* w, size_t row_stride, int nr, int layout, v
   }
 }
 
+// MXFP4: plain rows, or the RepackMXFP4 layout (groups of 8 rows; block b of group G at G + b * 136:
+// uint8 e[8], then qs[8][16]).
+void PackMXFP4(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel) {
+  if (layout != kLayoutMXFP4x8) return PackPlain<UnpackMXFP4>(K, w, row_stride, nr, layout, panel);
+  const int64_t nb = K / 32;
+  uint8_t* p = static_cast<uint8_t*>(panel);
+  const uint8_t* base = static_cast<const uint8_t*>(w);
+  uint8_t u[32];
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* rec = p + size_t(b) * kPanelBlockBytes;
+    for (int r = 0; r < nr; ++r) {
+      const uint8_t* blk = base + size_t(r / 8) * 8 * row_stride + size_t(b) * 8 * sizeof(BlockMXFP4);
+      UnpackCodebook(kValuesMXFP4, blk + 8 + 16 * (r % 8), u);
+      PutRow(rec, r, u, E8M0ToFloatHalf(blk[r % 8]));
+    }
+    if (nr < kGemmPanelRows) {
+      for (int s = 0; s < 8; ++s) std::memset(rec + s * 64 + nr * 4, 0, size_t(kGemmPanelRows - nr) * 4);
+      std::memset(rec + 512 + 4 * nr, 0, size_t(kGemmPanelRows - nr) * 4);
+    }
+  }
+}
+
 // The reference: per (row, column), blocks in order, the integer sum exactly as the SIMD lanes
 // form it and one fma per block with (dw * d) rounded first — the AVX-512 kernel's operations.
 void KernelScalar(int64_t K, const void* panel, const void* act, size_t act_stride, int nc, float* dst,
@@ -401,8 +424,7 @@ constexpr GemmKernels kScalarQ5_0 = {FromFloat<16>, ActRowBytes, PanelBytes, Pac
                                      KernelScalar};
 constexpr GemmKernels kScalarIQ4_NL = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
                                        KernelScalar};
-constexpr GemmKernels kScalarMXFP4 = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackMXFP4>,
-                                      KernelScalar};
+constexpr GemmKernels kScalarMXFP4 = {FromFloat<128>, ActRowBytes, PanelBytes, PackMXFP4, KernelScalar};
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
 // One float per output (the default; kLayoutQ4_0x8 always).
 constexpr GemmKernels kVnniQ8_0 = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackQ8_0Vnni,
@@ -413,7 +435,7 @@ constexpr GemmKernels kVnniQ5_0 = {FromFloatVnni<16>, ActRowBytes, PanelBytes, P
                                    avx512::GemmQ8Kernel};
 constexpr GemmKernels kVnniIQ4_NL = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
                                      avx512::GemmQ8Kernel};
-constexpr GemmKernels kVnniMXFP4 = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackPlain<UnpackMXFP4>,
+constexpr GemmKernels kVnniMXFP4 = {FromFloatVnni<128>, ActRowBytes, PanelBytes, PackMXFP4,
                                     avx512::GemmQ8Kernel};
 constexpr GemmKernels kVnniQ4_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ4_1>,
                                    avx512::GemmQ8KernelMin};
@@ -425,8 +447,7 @@ constexpr GemmKernels kAvx2Q5_0 = {FromFloat<16>, ActRowBytes, PanelBytes, PackP
                                    avx2::GemmQ8KernelU5};
 constexpr GemmKernels kAvx2IQ4_NL = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackIQ4_NL>,
                                      avx2::GemmQ8KernelU8};
-constexpr GemmKernels kAvx2MXFP4 = {FromFloat<128>, ActRowBytes, PanelBytes, PackPlain<UnpackMXFP4>,
-                                    avx2::GemmQ8KernelU8};
+constexpr GemmKernels kAvx2MXFP4 = {FromFloat<128>, ActRowBytes, PanelBytes, PackMXFP4, avx2::GemmQ8KernelU8};
 constexpr GemmKernels kAvx2Q4_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ4_1>,
                                    avx2::GemmQ8KernelMinU4};
 constexpr GemmKernels kAvx2Q5_1 = {FromFloatQ8_1, ActRowBytesMin, PanelBytesMin, PackPlainMin<UnpackQ5_1>,
@@ -449,7 +470,8 @@ constexpr GemmKernels kLanesQ5_1 = WithKernel(kVnniQ5_1, avx512::GemmQ8KernelMin
 
 const GemmKernels* GetGemmKernelsQ8(GgmlType type, int layout, IsaLevel isa, bool batch_invariant) {
   if (layout != kLayoutPlain && !(layout == kLayoutQ4_0x8 && type == GgmlType::Q4_0) &&
-      !(layout == kLayoutQ8_0x8 && type == GgmlType::Q8_0))
+      !(layout == kLayoutQ8_0x8 && type == GgmlType::Q8_0) &&
+      !(layout == kLayoutMXFP4x8 && type == GgmlType::MXFP4))
     return nullptr;
   struct Levels {
     const GemmKernels* scalar;
@@ -512,8 +534,9 @@ const GemmKernels* GetGemmKernelsQ8(GgmlType type, int layout, IsaLevel isa, boo
   // Scalar level: the reference GEMM, in the scalar vec_dots' order (batch-invariant as it is).
   if (isa == IsaLevel::kScalar) return k.scalar;
   const bool vnni = isa >= IsaLevel::kAvx512Vnni;
-  // kLayoutQ4_0x8: one float per output is its gemv's order too, at every level.
-  if (layout == kLayoutQ4_0x8) return vnni ? k.vnni : k.avx2;
+  // kLayoutQ4_0x8, kLayoutMXFP4x8: one float per output is their gemvs' order too, at every level
+  // (llama.cpp's repacked q4_0 / mxfp4 8x8 gemv and gemm).
+  if (layout == kLayoutQ4_0x8 || layout == kLayoutMXFP4x8) return vnni ? k.vnni : k.avx2;
   // Plain layouts and kLayoutQ8_0x8 (whose gemv is the vec_dot's order, the lanes kernels'): the
   // batch-invariant kernels where this level has them, else the vec_dot path.
   if (batch_invariant) return vnni ? k.lanes : nullptr;

@@ -20,9 +20,9 @@ struct TypeKernels {
 /// not support `type`.
 const TypeKernels* GetTypeKernels(GgmlType type, IsaLevel isa);
 
-/// The 8-row gemv of a CPU_REPACK layout (kLayoutQ4_0x8: x Q8_0, kLayoutQ4_Kx8: x Q8_K, kLayoutQ8_0x8:
-/// x Q8_0; writes s[0..7]) at the best level <= `isa` (the AVX-512 ones need VNNI); nullptr for
-/// kLayoutPlain or an unknown layout (repack.cpp).
+/// The 8-row gemv of a CPU_REPACK layout (kLayoutQ4_0x8: x Q8_0, kLayoutQ4_Kx8: x Q8_K, kLayoutQ8_0x8,
+/// kLayoutMXFP4x8: x Q8_0; writes s[0..7]) at the best level <= `isa` (the AVX-512 ones need VNNI); nullptr
+/// for kLayoutPlain or an unknown layout (repack.cpp).
 VecDotFn GetRepackedGemv(int layout, IsaLevel isa);
 
 /// ops.h MulMat, for a MUL_MAT (`expert` false) or for one expert's columns of a MUL_MAT_ID
@@ -92,6 +92,9 @@ void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* x, const void* y);
 /// Q8_0x8 repacked group (8 rows, n/32 blocks) times one Q8_0 row: s[r] bit-identical to
 /// avx2::VecDotQ8_0Q8_0 of row r (ggml's AVX2 order: 8 lanes, one fma per block, Hsum at the end).
 void GemvQ8_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
+/// MXFP4x8 repacked group (8 rows, n/32 blocks) times one Q8_0 row: s[0..7], bit-identical to
+/// scalar::GemvMXFP4x8Q8_0 (and so to scalar::VecDotMXFP4Q8_0 of each row).
+void GemvMXFP4x8Q8_0(int64_t n, float* s, const void* x, const void* y);
 }  // namespace avx2
 namespace avx512 {
 void VecDotF32(int64_t n, float* s, const void* x, const void* y);
@@ -144,6 +147,8 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
 void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* x, const void* y);
 /// Reference for the Q8_0x8 layout: s[r] bit-identical to scalar::VecDotQ8_0Q8_0 of row r.
 void GemvQ8_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
+/// Reference for the MXFP4x8 layout: s[r] bit-identical to scalar::VecDotMXFP4Q8_0 of row r.
+void GemvMXFP4x8Q8_0(int64_t n, float* s, const void* x, const void* y);
 }  // namespace scalar
 
 // ---- SILU / SWIGLU rows ---------------------------------------------------------------------------

@@ -464,10 +464,14 @@ Status CheckMulMat(const TypeKernels& kern, const TensorView& src0, const Tensor
   if (src0.layout != kLayoutPlain && !repacked)
     return bad("unknown src0 layout " + std::to_string(src0.layout));
   if (repacked) {
-    const GgmlType want = src0.layout == kLayoutQ4_0x8   ? GgmlType::Q4_0
-                          : src0.layout == kLayoutQ4_Kx8 ? GgmlType::Q4_K
-                                                         : GgmlType::Q8_0;
-    const char* name = src0.layout == kLayoutQ4_0x8 ? "Q4_0" : src0.layout == kLayoutQ4_Kx8 ? "Q4_K" : "Q8_0";
+    const GgmlType want = src0.layout == kLayoutQ4_0x8    ? GgmlType::Q4_0
+                          : src0.layout == kLayoutQ4_Kx8  ? GgmlType::Q4_K
+                          : src0.layout == kLayoutMXFP4x8 ? GgmlType::MXFP4
+                                                          : GgmlType::Q8_0;
+    const char* name = want == GgmlType::Q4_0    ? "Q4_0"
+                       : want == GgmlType::Q4_K  ? "Q4_K"
+                       : want == GgmlType::MXFP4 ? "MXFP4"
+                                                 : "Q8_0";
     if (src0.type != want || N % 8 != 0 || src0.nb[1] != RowSize(want, K))
       return bad(std::string("the ") + name + "x8 layout needs a " + name +
                  " src0 with ne1 % 8 == 0 and plain row strides");
@@ -503,7 +507,7 @@ bool MulMatSpecialized(ComputeContext& ctx, IsaLevel isa, bool vec_dot_order, co
 #endif
   const bool gemm_ok = !vec_dot_order || src0.type == GgmlType::Q8_0 || src0.type == GgmlType::Q4_0 ||
                        src0.type == GgmlType::Q5_0 || src0.type == GgmlType::Q4_1 ||
-                       src0.type == GgmlType::Q5_1;
+                       src0.type == GgmlType::Q5_1 || src0.type == GgmlType::MXFP4;
   if (M >= kGemmMinCols && dst.nb[1] % sizeof(float) == 0 && gemm_ok) {
     if (const GemmKernels* gk = GetGemmKernels(src0.type, src0.layout, isa, ctx.llamacpp_numerics)) {
       MulMatGemm(ctx, *gk, src0, src1, dst, nt);

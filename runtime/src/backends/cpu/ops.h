@@ -43,11 +43,16 @@ enum : int {
   /// per 64 bytes, stored offset by 128; only MulMat / MulMatId (as src0) read it. Like
   /// kLayoutQ4_0x8: nb[] describe the plain strides, the size is the plain size.
   kLayoutQ8_0x8 = 3,
+  /// CPU_REPACK MXFP4 (see RepackMXFP4): groups of 8 rows interleaved block by block, the 8 scale
+  /// bytes first; only MulMat / MulMatId (as src0) read it. Like kLayoutQ4_0x8: nb[] describe the
+  /// plain strides, the size is the plain size.
+  kLayoutMXFP4x8 = 4,
 };
 
-/// True for the CPU_REPACK layouts (kLayoutQ4_0x8, kLayoutQ4_Kx8, kLayoutQ8_0x8).
+/// True for the CPU_REPACK layouts (kLayoutQ4_0x8, kLayoutQ4_Kx8, kLayoutQ8_0x8, kLayoutMXFP4x8).
 inline bool IsRepackedLayout(int layout) {
-  return layout == kLayoutQ4_0x8 || layout == kLayoutQ4_Kx8 || layout == kLayoutQ8_0x8;
+  return layout == kLayoutQ4_0x8 || layout == kLayoutQ4_Kx8 || layout == kLayoutQ8_0x8 ||
+         layout == kLayoutMXFP4x8;
 }
 
 /// Instruction-set levels of the kernels, chosen at run time from CPUID.
@@ -387,9 +392,26 @@ bool CanRepackQ8_0(const TensorView& src);
 /// !CanRepackQ8_0(src) (names the reason).
 Status RepackQ8_0(const TensorView& src, void* dst);
 
+/// True when `src` (an MXFP4 weight, plain layout, contiguous) can be repacked: ne1 % 8 == 0 (and
+/// ne0 % 32 == 0, which every MXFP4 tensor has). llama.cpp's CPU_REPACK rule for MXFP4 8x8 on AVX2
+/// (ggml-cpu/repack.cpp 2026-09-28, ggml_repack_get_optimal_repack_type: ne[1] % 8 == 0).
+bool CanRepackMXFP4(const TensorView& src);
+
+/// Repacks an MXFP4 weight [K, N, ne2, ne3] into the MXFP4x8 layout at `dst` (RowSize(MXFP4, K) * N
+/// * ne2 * ne3 bytes, must not alias src). Each group of 8 consecutive rows g (rows 8g .. 8g+7 of one
+/// (i2, i3) matrix) becomes K/32 consecutive 136-byte blocks, one per block column b:
+///   { uint8 e[8] (E8M0 scale of row 8g+r, block b); uint8 qs[8][16] (row 8g+r's qs of block b) }
+/// (the Q4_0x8 layout with the scale bytes in place of the fp16 scales: a 32-byte load holds two
+/// rows' codes). Group g of matrix (i2, i3) starts at i3*nb[3] + i2*nb[2] + 8g*nb[1]. The result
+/// views as a TensorView with the same type/ne/nb and layout = kLayoutMXFP4x8; its gemv sums as
+/// scalar::VecDotMXFP4Q8_0 (one float per row, llama.cpp's repacked mxfp4_8x8 order). Errors:
+/// kInvalidArgument when !CanRepackMXFP4(src) (names the reason).
+Status RepackMXFP4(const TensorView& src, void* dst);
+
 /// The layout a weight uploaded into a CPU_REPACK buffer gets (ggml-cpu repack's set_tensor picks
 /// the repacked layout per type): kLayoutQ4_0x8 for a tensor CanRepackQ4_0 accepts, kLayoutQ4_Kx8
-/// for one CanRepackQ4_K accepts, kLayoutQ8_0x8 for one CanRepackQ8_0 accepts; kLayoutPlain
+/// for one CanRepackQ4_K accepts, kLayoutQ8_0x8 for one CanRepackQ8_0 accepts, kLayoutMXFP4x8 for
+/// one CanRepackMXFP4 accepts; kLayoutPlain
 /// (uploaded as is) for every other tensor. `src`
 /// describes the plain tensor (layout kLayoutPlain). The probed CPU device's CPU_REPACK rule
 /// (devices/op_support.cpp, MakeCpuDevice) states the same conditions.

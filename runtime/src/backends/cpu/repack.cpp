@@ -1,4 +1,5 @@
-// CPU_REPACK layouts (ops.h: RepackQ4_0, RepackQ4_K, RepackLayoutFor, RepackWeight) and the scalar
+// CPU_REPACK layouts (ops.h: RepackQ4_0, RepackQ4_K, RepackQ8_0, RepackMXFP4, RepackLayoutFor,
+// RepackWeight) and the scalar
 // reference gemvs on them. Like ggml-cpu's repack buffer type (ggml-cpu/repack.cpp), a weight of a
 // CPU_REPACK buffer is rewritten once at upload into groups of 8 interleaved rows, so that token
 // generation's gemv decodes per-block metadata once for 8 rows and streams the quants of 8 rows with
@@ -16,8 +17,9 @@
 namespace stowage::cpu {
 
 namespace {
-constexpr size_t kQ4_0x8BlockBytes = 8 * sizeof(BlockQ4_0);  // 16 bytes of scales + 8 x 16 quants
-}
+constexpr size_t kQ4_0x8BlockBytes = 8 * sizeof(BlockQ4_0);    // 16 bytes of scales + 8 x 16 quants
+constexpr size_t kMXFP4x8BlockBytes = 8 * sizeof(BlockMXFP4);  // 8 scale bytes + 8 x 16 codes
+}  // namespace
 
 // ---- 8-row groups of a 32-element block type (Q4_0x8, Q8_0x8) -----------------------------------
 
@@ -165,12 +167,28 @@ Status RepackQ8_0(const TensorView& src, void* dst) {
                                 });
 }
 
+// ---- MXFP4x8 --------------------------------------------------------------------------------------
+
+bool CanRepackMXFP4(const TensorView& src) {
+  return src.type == GgmlType::MXFP4 && src.layout == kLayoutPlain && src.ne[1] % 8 == 0 &&
+         src.ne[0] % kQK_MXFP4 == 0 && src.ne[0] > 0 && src.is_contiguous();
+}
+
+Status RepackMXFP4(const TensorView& src, void* dst) {
+  return RepackRows8<BlockMXFP4>("RepackMXFP4", "MXFP4", CanRepackMXFP4(src), src, dst, kMXFP4x8BlockBytes,
+                                 [](uint8_t* out, int r, const BlockMXFP4& blk) {
+                                   out[r] = blk.e;
+                                   std::memcpy(out + 8 + 16 * r, blk.qs, 16);
+                                 });
+}
+
 // ---- layout choice --------------------------------------------------------------------------------
 
 int RepackLayoutFor(const TensorView& src) {
   if (CanRepackQ4_0(src)) return kLayoutQ4_0x8;
   if (CanRepackQ4_K(src)) return kLayoutQ4_Kx8;
   if (CanRepackQ8_0(src)) return kLayoutQ8_0x8;
+  if (CanRepackMXFP4(src)) return kLayoutMXFP4x8;
   return kLayoutPlain;
 }
 
@@ -179,6 +197,7 @@ Status RepackInto(const TensorView& src, int layout, void* dst) {
   if (layout == kLayoutQ4_0x8) return RepackQ4_0(src, dst);
   if (layout == kLayoutQ4_Kx8) return RepackQ4_K(src, dst);
   if (layout == kLayoutQ8_0x8) return RepackQ8_0(src, dst);
+  if (layout == kLayoutMXFP4x8) return RepackMXFP4(src, dst);
   if (layout != kLayoutPlain)
     return InvalidArgument("RepackWeight: unknown layout " + std::to_string(layout));
   if (src.layout != kLayoutPlain || !src.is_contiguous())
@@ -205,6 +224,9 @@ VecDotFn GetRepackedGemv(int layout, IsaLevel isa) {
     case kLayoutQ8_0x8:
       k = {scalar::GemvQ8_0x8Q8_0, avx2::GemvQ8_0x8Q8_0, avx512::GemvQ8_0x8Q8_0};
       break;
+    case kLayoutMXFP4x8:  // the AVX2 gemv at the AVX-512 levels too (same bits)
+      k = {scalar::GemvMXFP4x8Q8_0, avx2::GemvMXFP4x8Q8_0, avx2::GemvMXFP4x8Q8_0};
+      break;
 #else
     case kLayoutQ4_0x8:
       k = {scalar::GemvQ4_0x8Q8_0, nullptr, nullptr};
@@ -214,6 +236,9 @@ VecDotFn GetRepackedGemv(int layout, IsaLevel isa) {
       break;
     case kLayoutQ8_0x8:
       k = {scalar::GemvQ8_0x8Q8_0, nullptr, nullptr};
+      break;
+    case kLayoutMXFP4x8:
+      k = {scalar::GemvMXFP4x8Q8_0, nullptr, nullptr};
       break;
 #endif
     default:
@@ -278,6 +303,25 @@ void GemvQ8_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
       int sumi = 0;
       for (int j = 0; j < kQK8_0; ++j) sumi += (int(q[j]) - 128) * y[b].qs[j];
       sumf[r] = std::fma(float(sumi), HalfToFloat(dh) * dy, sumf[r]);
+    }
+  }
+  std::memcpy(s, sumf, sizeof sumf);
+}
+
+// Row r of the group is scalar::VecDotMXFP4Q8_0's computation: fma(float(isum), e_half * d_y, acc)
+// per block (ggml's gemv/gemm_mxfp4_8x8_q8_0 on AVX2: acc += float(isum) * (e_half * d_y), fused).
+void GemvMXFP4x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  const uint8_t* x = static_cast<const uint8_t*>(vx);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
+  float sumf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t b = 0; b < n / kQK_MXFP4; ++b, x += kMXFP4x8BlockBytes) {
+    const float dy = HalfToFloat(y[b].d);
+    for (int r = 0; r < 8; ++r) {
+      const uint8_t* qs = x + 8 + 16 * r;
+      int sumi = 0;
+      for (int j = 0; j < 16; ++j)
+        sumi += kValuesMXFP4[qs[j] & 0x0F] * y[b].qs[j] + kValuesMXFP4[qs[j] >> 4] * y[b].qs[j + 16];
+      sumf[r] = std::fma(float(sumi), dy * E8M0ToFloatHalf(x[r]), sumf[r]);
     }
   }
   std::memcpy(s, sumf, sizeof sumf);

@@ -376,6 +376,52 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
   _mm256_storeu_ps(s, _mm256_permutevar8x32_ps(acc, from_hadd_order));
 }
 
+// MXFP4x8 (CPU_REPACK, ops.h RepackMXFP4) gemv: as the Q4_0x8 one, each 32-byte load holds rows
+// 2k (low half) and 2k + 1 (high half); the codes become their signed levels by a byte shuffle, the
+// products with the activation go through vpmaddubsw with the sign moved onto the activation
+// (|level| <= 12: the int16 pair sums stay far from saturation), and one hadd tree gives the 8 rows'
+// exact block sums. acc = fma(float(isum), e_half * d_y, acc) per row: scalar::GemvMXFP4x8Q8_0's
+// operations, so the bits equal it.
+void GemvMXFP4x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  const uint8_t* x = static_cast<const uint8_t*>(vx);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesMXFP4)));
+  const __m256i to_hadd_order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  const __m256i from_hadd_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  // E8M0ToFloatHalf on 8 lanes: (e - 1) << 23, or 0x00200000 << e for e < 2.
+  const __m256i two = _mm256_set1_epi32(2), one = _mm256_set1_epi32(1), sub = _mm256_set1_epi32(0x00200000);
+  constexpr size_t kBlock = 8 * sizeof(BlockMXFP4);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / kQK_MXFP4; ++b, x += kBlock) {
+    PrefetchStream<kBlock>(x);
+    const __m256i ylo =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs)));
+    const __m256i yhi =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs + 16)));
+    __m256i p[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 8 + 32 * k));
+      const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
+      const __m256i hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+      const __m256i s16 =
+          _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(lo, lo), _mm256_sign_epi8(ylo, lo)),
+                           _mm256_maddubs_epi16(_mm256_sign_epi8(hi, hi), _mm256_sign_epi8(yhi, hi)));
+      p[k] = _mm256_madd_epi16(s16, ones);
+    }
+    const __m256i sumi = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    uint64_t e8;
+    std::memcpy(&e8, x, 8);
+    const __m256i e = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(e8)));
+    const __m256i bits = _mm256_blendv_epi8(_mm256_slli_epi32(_mm256_sub_epi32(e, one), 23),
+                                            _mm256_sllv_epi32(sub, e), _mm256_cmpgt_epi32(two, e));
+    const __m256 dx = _mm256_permutevar8x32_ps(_mm256_castsi256_ps(bits), to_hadd_order);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dx, _mm256_set1_ps(H2F(y[b].d))), acc);
+  }
+  _mm256_storeu_ps(s, _mm256_permutevar8x32_ps(acc, from_hadd_order));
+}
+
 // Q8_0x8 (CPU_REPACK, ops.h RepackQ8_0) gemv: row r's block is 32 stored bytes q + 128, turned back
 // into q with one xor, then VecDotQ8_0Q8_0's operations per row (DotI8, one fma per block on the
 // row's 8 lanes, HsumPs at the end), so each row is bit-identical to it. The 8 rows share the
