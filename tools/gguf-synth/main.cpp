@@ -34,7 +34,7 @@ int Run(int argc, char** argv) {
       "real-size preset: llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3-like, mamba-2.8b");
   auto* o_arch = app.add_option("--arch", arch,
                                 "llama, qwen2, phi3, gemma, mamba, qwen2moe, mixtral, qwen3, mistral3, "
-                                "smollm3, granite, gemma2, gemma3");
+                                "smollm3, granite, gemma2, gemma3, qwen3moe");
   auto* o_layer = app.add_option("--n-layer", d.n_layer, "layers (blocks)")->check(tools::IntegerIn(1, 512));
   auto* o_embd = app.add_option("--n-embd", d.n_embd, "embedding width")->check(tools::IntegerIn(1, 1 << 20));
   auto* o_head = app.add_option("--n-head", d.n_head, "attention heads")->check(tools::IntegerIn(1, 1 << 16));
@@ -47,11 +47,11 @@ int Run(int argc, char** argv) {
                       ->check(tools::IntegerIn(0, UINT32_MAX));
   auto* o_ctx =
       app.add_option("--n-ctx", d.n_ctx, "<arch>.context_length")->check(tools::IntegerIn(1, UINT32_MAX));
-  auto* o_exp = app.add_option("--n-expert", d.n_expert, "experts per layer (mixtral, qwen2moe)")
+  auto* o_exp = app.add_option("--n-expert", d.n_expert, "experts per layer (mixtral, qwen2moe, qwen3moe)")
                     ->check(tools::IntegerIn(0, 1024));
   auto* o_exp_used = app.add_option("--n-expert-used", d.n_expert_used, "experts used per token")
                          ->check(tools::IntegerIn(0, 1024));
-  auto* o_ff_exp = app.add_option("--n-ff-exp", d.n_ff_exp, "qwen2moe: expert feed-forward width")
+  auto* o_ff_exp = app.add_option("--n-ff-exp", d.n_ff_exp, "qwen2moe, qwen3moe: expert feed-forward width")
                        ->check(tools::IntegerIn(0, 1 << 24));
   auto* o_ff_shexp =
       app.add_option("--n-ff-shexp", d.n_ff_shexp, "qwen2moe: shared expert feed-forward width")

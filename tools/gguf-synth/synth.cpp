@@ -114,7 +114,9 @@ std::string Join(const std::vector<std::string>& v) {
   return s;
 }
 
-bool IsMoe(const std::string& arch) { return arch == "mixtral" || arch == "qwen2moe" || arch == "deepseek2"; }
+bool IsMoe(const std::string& arch) {
+  return arch == "mixtral" || arch == "qwen2moe" || arch == "qwen3moe" || arch == "deepseek2";
+}
 
 void Fill(const TensorPlan& p, const ModelSpec& s, float* x, int64_t n) {
   uint64_t rng = StreamSeed(s.seed, p.name);
@@ -395,7 +397,7 @@ std::vector<float> Llama3RopeFactors(uint32_t n_rot, float freq_base, float fact
 const std::vector<std::string>& SupportedArchs() {
   static const std::vector<std::string> archs = {"llama",    "qwen2",   "phi3",   "gemma",    "mamba",
                                                  "qwen2moe", "mixtral", "qwen3",  "mistral3", "smollm3",
-                                                 "granite",  "gemma2",  "gemma3", "deepseek2"};
+                                                 "granite",  "gemma2",  "gemma3", "qwen3moe", "deepseek2"};
   return archs;
 }
 
@@ -591,13 +593,14 @@ Result<ModelSpec> Resolve(ModelSpec s) {
       if (s.n_expert_used > s.n_expert)
         return InvalidArgument("gguf-synth: n_expert_used " + std::to_string(s.n_expert_used) +
                                " exceeds n_expert " + std::to_string(s.n_expert));
-      if (s.arch == "qwen2moe") {
+      if (s.arch == "qwen2moe" || s.arch == "qwen3moe") {
         if (s.n_ff_exp == 0) s.n_ff_exp = std::max<uint32_t>(1, s.n_ff / s.n_expert_used);
-        if (s.n_ff_shexp == 0) s.n_ff_shexp = s.n_ff;
       }
+      if (s.arch == "qwen2moe" && s.n_ff_shexp == 0) s.n_ff_shexp = s.n_ff;
     } else if (s.n_expert != 0 || s.n_expert_used != 0) {
       return InvalidArgument(
-          "gguf-synth: experts need a mixture-of-experts architecture (mixtral or qwen2moe), not " + s.arch);
+          "gguf-synth: experts need a mixture-of-experts architecture (mixtral, qwen2moe or qwen3moe), not " +
+          s.arch);
     }
   }
   if (s.arch == "deepseek2") STOWAGE_RETURN_IF_ERROR(ResolveDeepSeek2(s));
@@ -733,8 +736,9 @@ Status BuildModel(const ModelSpec& in, GgufWriter* w) {
   if (IsMoe(s.arch)) {
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_count"), GgufMetaValue::U32(s.n_expert)));
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_used_count"), GgufMetaValue::U32(s.n_expert_used)));
-    if (s.arch == "qwen2moe") {
+    if (s.arch == "qwen2moe" || s.arch == "qwen3moe")
       STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_feed_forward_length"), GgufMetaValue::U32(s.n_ff_exp)));
+    if (s.arch == "qwen2moe") {
       STOWAGE_RETURN_IF_ERROR(
           w->AddKV(key("expert_shared_feed_forward_length"), GgufMetaValue::U32(s.n_ff_shexp)));
     }

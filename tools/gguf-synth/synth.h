@@ -48,7 +48,8 @@ namespace stowage::synth {
 
 /// Everything that defines a synthetic model. Zero means "derive the default" where noted.
 struct ModelSpec {
-  /// llama, qwen2, phi3, gemma, mamba, qwen2moe, qwen3, mistral3, smollm3, granite, gemma2, gemma3, or
+  /// llama, qwen2, phi3, gemma, mamba, qwen2moe, qwen3, mistral3, smollm3, granite, gemma2, gemma3,
+  /// qwen3moe, or
   /// mixtral (written as architecture "llama" with merged expert tensors, as llama.cpp's Mixtral files are).
   std::string arch = "llama";
   std::string name;  ///< general.name; default "synthetic-<arch>"
@@ -60,9 +61,9 @@ struct ModelSpec {
   uint32_t n_ff = 128;
   uint32_t n_vocab = 512;      ///< 3..4194304 for the generated vocab; ignored with vocab_from
   uint32_t n_ctx = 2048;       ///< <arch>.context_length
-  uint32_t n_expert = 0;       ///< MoE archs: experts per layer (mixtral/qwen2moe default 8 / 4)
+  uint32_t n_expert = 0;       ///< MoE archs: experts per layer (mixtral 8, qwen2moe/qwen3moe 4 by default)
   uint32_t n_expert_used = 0;  ///< MoE archs: experts per token (default 2)
-  uint32_t n_ff_exp = 0;       ///< qwen2moe: expert FFN width (default n_ff / n_expert_used)
+  uint32_t n_ff_exp = 0;       ///< qwen2moe, qwen3moe: expert FFN width (default n_ff / n_expert_used)
   uint32_t n_ff_shexp = 0;     ///< qwen2moe: shared expert FFN width (default n_ff)
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;

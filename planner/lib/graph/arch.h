@@ -110,6 +110,9 @@ Status LoadQwen2MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w)
 Status BuildQwen2MoeGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 /// qwen3's graph is BuildQwen2Graph (see arch_qwen3.cpp).
 Status LoadQwen3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
+/// qwen3moe (llama.cpp 2026 llama_model_qwen3moe): see arch_qwen3moe.cpp.
+Status LoadQwen3MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
+Status BuildQwen3MoeGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 /// smollm3 (llama.cpp 2026 llama_model_smollm3): see arch_smollm3.cpp.
 Status LoadSmolLM3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildSmolLM3Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
@@ -220,9 +223,11 @@ struct MoeFfnOptions {
   bool norm_w = false;
   /// w_scale (expert_weights_scale): the weights times it (SCALE "ffn_moe_weights_scaled") unless 0 or 1.
   float w_scale = 0.f;
-  /// llama.cpp 2026: the gate activation and the up product as one fused GLU (SWIGLU / GEGLU of gate
-  /// and up, "ffn_moe_swiglu" / "ffn_moe_geglu") instead of SILU / GELU then MUL ("ffn_moe_gate_par",
-  /// Feb 2025).
+  /// llama.cpp 2026's form: the gate activation and the up product as one fused GLU (SWIGLU / GEGLU
+  /// of gate and up, "ffn_moe_swiglu" / "ffn_moe_geglu") instead of SILU / GELU then MUL
+  /// ("ffn_moe_gate_par", Feb 2025), and 2026's node order: the weights expanded before the experts
+  /// (ggml_build_forward_expand(gf, weights)), the weighted experts ("ffn_moe_weighted") and every
+  /// expert view before their sum.
   bool fused_glu = false;
 };
 /// llm_build_moe_ffn over layer l's ffn_gate_inp and ffn_{up,gate,down}_exps: logits (MUL_MAT,

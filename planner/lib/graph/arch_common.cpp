@@ -267,6 +267,7 @@ int BuildMoeFfn(GraphBuilder& b, int x, const LayerWeights& l, int64_t n_expert,
     weights = b.Scale(weights, o.w_scale);
     b.Name(weights, "ffn_moe_weights_scaled", il);
   }
+  if (o.fused_glu) b.Expand(weights);  // llama.cpp 2026: "call early so that topk-moe can be used"
   const int cur = b.Reshape(x, {n_embd, kC1, n_tokens, kC1});
   const int up = b.MulMatId(b.Global(l.ffn_up_exps), cur, selected);  // [n_ff, n_expert_used, n_tokens]
   b.Name(up, "ffn_moe_up", il);
@@ -286,13 +287,19 @@ int BuildMoeFfn(GraphBuilder& b, int x, const LayerWeights& l, int64_t n_expert,
   int experts = b.MulMatId(b.Global(l.ffn_down_exps), par, selected);  // [n_embd, n_expert_used, n_tokens]
   b.Name(experts, "ffn_moe_down", il);
   experts = b.Mul(experts, weights);
+  if (o.fused_glu) {
+    b.Name(experts, "ffn_moe_weighted", il);
+    b.Expand(experts);
+  }
   // aggregate experts: views [n_embd, n_tokens] with stride nb[2], offset i*nb[1]
   const auto nb = b.Nb(experts);
-  int moe_out = -1;
+  std::vector<int> views;
   for (int64_t i = 0; i < n_expert_used; ++i) {
-    const int cur_expert = b.View2d(experts, n_embd, n_tokens, nb[2], nb[1] * i);
-    moe_out = i == 0 ? cur_expert : b.Add(moe_out, cur_expert);
+    views.push_back(b.View2d(experts, n_embd, n_tokens, nb[2], nb[1] * i));
+    if (o.fused_glu) b.Expand(views.back());
   }
+  int moe_out = views[0];
+  for (int64_t i = 1; i < n_expert_used; ++i) moe_out = b.Add(moe_out, views[i]);
   if (n_expert_used == 1) moe_out = b.Cont(moe_out, b[moe_out].ne);  // avoid a non-contiguous result
   return moe_out;
 }

@@ -164,6 +164,25 @@ std::vector<ArchTensor> Qwen3Tensors() {
   return t;
 }
 
+// LLM_ARCH_QWEN3MOE (llama.cpp 2026 llama_model_qwen3moe::load_arch_tensors): create_tensor_qkv's
+// q/k/v (optional biases; its fused attn_qkv is not in the table) and attn_output, qwen3's q/k norms,
+// then the router and the routed experts of width n_ff_exp (no shared expert).
+std::vector<ArchTensor> Qwen3MoeTensors() {
+  std::vector<ArchTensor> t;
+  AddEmbeddings(t);
+  t.push_back(Output(kOpt));
+  t.push_back(Norm("attn_norm.weight"));
+  AddProjectionQkv(t);
+  t.push_back({"attn_k_norm.weight", S::kLayer, [](D d) { return V{d.n_embd_q / d.n_head}; }, kReq, GgmlOp::MUL, R::kNorm, W::kAlways});
+  t.push_back({"attn_q_norm.weight", S::kLayer, [](D d) { return V{d.n_embd_q / d.n_head}; }, kReq, GgmlOp::MUL, R::kNorm, W::kAlways});
+  t.push_back(Norm("ffn_norm.weight"));
+  t.push_back({"ffn_gate_inp.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_expert}; }, kReq, GgmlOp::MUL_MAT, R::kRouter, W::kAlways});
+  t.push_back({"ffn_gate_exps.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff_exp, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kAlways});
+  t.push_back({"ffn_down_exps.weight", S::kLayer, [](D d) { return V{d.n_ff_exp, d.n_embd, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kAlways});
+  t.push_back({"ffn_up_exps.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff_exp, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kAlways});
+  return t;
+}
+
 // LLM_ARCH_QWEN2MOE: routed experts of width n_ff_exp and a shared expert of width n_ff_shexp,
 // gated by ffn_gate_inp_shexp.
 std::vector<ArchTensor> Qwen2MoeTensors() {
@@ -319,7 +338,7 @@ const std::vector<ArchTensorTable>& ArchTensorTables() {
       {"qwen3", Qwen3Tensors()},         {"phi3", Phi3Tensors()},          {"gemma", GemmaTensors()},
       {"mamba", MambaTensors()},         {"mistral3", Mistral3Tensors()},  {"smollm3", SmolLM3Tensors()},
       {"granite", Mistral3Tensors()},    {"gemma2", Gemma2Tensors(false)}, {"gemma3", Gemma2Tensors(true)},
-      {"deepseek2", DeepSeek2Tensors()},
+      {"deepseek2", DeepSeek2Tensors()}, {"qwen3moe", Qwen3MoeTensors()},
   };
   return kTables;
 }

@@ -21,6 +21,7 @@ const std::vector<ArchSpec>& Architectures() {
       {"qwen2", 2, LoadQwen2Weights, BuildQwen2Graph},
       {"qwen2moe", 2, LoadQwen2MoeWeights, BuildQwen2MoeGraph},
       {"qwen3", 2, LoadQwen3Weights, BuildQwen2Graph},  // build_qwen3: qwen2's graph + q/k norms
+      {"qwen3moe", 2, LoadQwen3MoeWeights, BuildQwen3MoeGraph},
       {"mistral3", 0, LoadMistral3Weights, BuildMistral3Graph},
       {"smollm3", 0, LoadSmolLM3Weights, BuildSmolLM3Graph},
       {"granite", 0, LoadMistral3Weights, BuildGraniteGraph},  // granite's tensors are mistral3's
@@ -344,7 +345,7 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
     // message names where the head size comes from: a changed embedding_length or head_count
     // shows here as well.
     if ((hp.arch == "llama" || hp.arch == "qwen2" || hp.arch == "qwen2moe" || hp.arch == "qwen3" ||
-         hp.arch == "mistral3" || hp.arch == "smollm3" || hp.arch == "granite") &&
+         hp.arch == "qwen3moe" || hp.arch == "mistral3" || hp.arch == "smollm3" || hp.arch == "granite") &&
         hp.n_rot != hp.n_embd_head_k)
       return f.KeyError(p + "rope.dimension_count",
                         HeadSizeText(f, p, hp) + "; " +
@@ -374,7 +375,12 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
                            ReadNormEps(f, p + "attention.layer_norm_epsilon", 1e-5f, &hp.warnings));
   STOWAGE_ASSIGN_OR_RETURN(hp.f_attention_scale, ReadFloat(f, p + "attention.scale", 0.f, 0.f, true,
                                                            "a finite scale >= 0 (0: 1/sqrt(head size))"));
-  if (hp.arch == "qwen2moe") {
+  // llama_model_qwen3moe: "n_expert must be > 0" (load_arch_tensors); every layer has experts
+  if (hp.arch == "qwen3moe" && hp.n_expert == 0)
+    return f.KeyError(p + "expert_count",
+                      "a positive expert count (" + hp.arch + " routes every layer to experts)",
+                      "0 or absent");
+  if (hp.arch == "qwen2moe" || hp.arch == "qwen3moe") {
     STOWAGE_ASSIGN_OR_RETURN(hp.n_ff_exp, f.GetU32Or(p + "expert_feed_forward_length", 0));
     STOWAGE_ASSIGN_OR_RETURN(hp.n_ff_shexp, f.GetU32Or(p + "expert_shared_feed_forward_length", 0));
   }

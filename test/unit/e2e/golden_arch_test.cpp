@@ -80,6 +80,14 @@ void Gemma2Small(synth::ModelSpec& s) {
 }
 // gemma3's goldens: 6 layers (5 sliding-window, 1 global), a window of 8, global rope base 1e6 with
 // linear scaling 8, the SWA layers' base 10000, a final soft-cap of 2; tied (the tool's default).
+// qwen3moe's goldens: heads of 32 as qwen3's, 8 experts of which 2 are used, seed 5 (no routing
+// near-tie that flips between the whole prompt and token by token: make_goldens.sh).
+void Qwen3MoeExperts(synth::ModelSpec& s) {
+  s.seed = 5;
+  s.head_dim = 32;
+  s.n_expert = 8;
+  s.n_expert_used = 2;
+}
 void Gemma3Small(synth::ModelSpec& s) {
   s.n_layer = 6;
   s.n_swa = 8;
@@ -512,6 +520,23 @@ TEST(GoldenArchGemma, TurningAFeatureOffMovesTheLogits) {
   }
 }
 
+// qwen3moe's goldens depend on its attention's per-head Q/K norms and on its router: the model of
+// the golden with every attn_q_norm / attn_k_norm weight doubled, or with the router ffn_gate_inp
+// doubled (sharper softmax probabilities, other weights of the chosen experts), decodes to logits
+// beyond the F32 tolerance of its golden.
+TEST(GoldenArchQwen3Moe, QkNormAndRouterMoveTheLogits) {
+  const struct {
+    std::vector<std::string> doubled;
+    int n;
+  } cases[] = {{{"attn_q_norm", "attn_k_norm"}, 2 * 2}, {{"ffn_gate_inp"}, 2}};  // two layers
+  for (const auto& c : cases) {
+    const float d = FeatureOffDiff("qwen3moe-f32", "qwen3moe", Qwen3MoeExperts, c.doubled, c.n);
+    EXPECT_GT(d, 5 * 0.02f) << c.doubled[0] << " doubled: the model still matches the golden";
+    std::printf("[ qwen3moe-f32 ] max |logit diff| vs llama.cpp with %s doubled: %.5f\n",
+                c.doubled[0].c_str(), d);
+  }
+}
+
 // With flash attention gemma2's attention soft-cap is FLASH_ATTN_EXT's logit_softcap (llama.cpp
 // build_attn_mha): the gemma goldens (made without it) still match within the F32 tolerance, and the
 // gemma2 model with its attention cap off (1e5) does not.
@@ -566,32 +591,33 @@ TEST(GoldenArchGemma, FlashAttentionMatchesLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(
     Archs, GoldenArch,
-    ::testing::Values(Case{"mixtral-f32", "mixtral", GgmlType::F32},
-                      Case{"mixtral-q4_0", "mixtral", GgmlType::Q4_0},
-                      Case{"qwen2moe-f32", "qwen2moe", GgmlType::F32},
-                      Case{"qwen2moe-q8_0", "qwen2moe", GgmlType::Q8_0},
-                      Case{"phi3-f32", "phi3", GgmlType::F32, "synthetic-phi"},
-                      Case{"phi3-q4_0", "phi3", GgmlType::Q4_0, "synthetic-phi"},
-                      // LongRoPE: n_ctx 256 within the training context (2048)
-                      // takes the short factors, beyond it (128) the long ones
-                      Case{"phi3-ropefactors-short-f32", "phi3", GgmlType::F32, "synthetic-phi", true},
-                      Case{"phi3-ropefactors-long-f32", "phi3", GgmlType::F32, "synthetic-phi", true, 128},
-                      Case{"mamba-f32", "mamba", GgmlType::F32}, Case{"mamba-q8_0", "mamba", GgmlType::Q8_0},
-                      // heads of 32 with n_embd 64: attn_q 128 wide, attention.key_length written
-                      Case{"qwen3-f32", "qwen3", GgmlType::F32, nullptr, false, 0, 32},
-                      Case{"qwen3-q8_0", "qwen3", GgmlType::Q8_0, nullptr, false, 0, 32},
-                      Case{"llama-yarn-f32", "llama", GgmlType::F32, nullptr, false, 0, 0, Yarn},
-                      Case{"llama-ropefreqs-f32", "llama", GgmlType::F32, nullptr, false, 0, 0, RopeFreqs64},
-                      Case{"mistral3-f32", "mistral3", GgmlType::F32, nullptr, false, 0, 0, Mistral3Yarn},
-                      Case{"mistral3-q8_0", "mistral3", GgmlType::Q8_0, nullptr, false, 0, 0, Mistral3Yarn},
-                      Case{"smollm3-f32", "smollm3", GgmlType::F32, nullptr, false, 0, 0, SmolLM3Layers},
-                      Case{"smollm3-q8_0", "smollm3", GgmlType::Q8_0, nullptr, false, 0, 0, SmolLM3Layers},
-                      Case{"granite-f32", "granite", GgmlType::F32, nullptr, false, 0, 0, GraniteScales},
-                      Case{"granite-q8_0", "granite", GgmlType::Q8_0, nullptr, false, 0, 0, GraniteScales},
-                      Case{"gemma2-f32", "gemma2", GgmlType::F32, nullptr, false, 0, 0, Gemma2Small},
-                      Case{"gemma2-q8_0", "gemma2", GgmlType::Q8_0, nullptr, false, 0, 0, Gemma2Small},
-                      Case{"gemma3-f32", "gemma3", GgmlType::F32, nullptr, false, 0, 0, Gemma3Small},
-                      Case{"gemma3-q8_0", "gemma3", GgmlType::Q8_0, nullptr, false, 0, 0, Gemma3Small}),
+    ::testing::Values(
+        Case{"mixtral-f32", "mixtral", GgmlType::F32}, Case{"mixtral-q4_0", "mixtral", GgmlType::Q4_0},
+        Case{"qwen2moe-f32", "qwen2moe", GgmlType::F32}, Case{"qwen2moe-q8_0", "qwen2moe", GgmlType::Q8_0},
+        Case{"phi3-f32", "phi3", GgmlType::F32, "synthetic-phi"},
+        Case{"phi3-q4_0", "phi3", GgmlType::Q4_0, "synthetic-phi"},
+        // LongRoPE: n_ctx 256 within the training context (2048)
+        // takes the short factors, beyond it (128) the long ones
+        Case{"phi3-ropefactors-short-f32", "phi3", GgmlType::F32, "synthetic-phi", true},
+        Case{"phi3-ropefactors-long-f32", "phi3", GgmlType::F32, "synthetic-phi", true, 128},
+        Case{"mamba-f32", "mamba", GgmlType::F32}, Case{"mamba-q8_0", "mamba", GgmlType::Q8_0},
+        // heads of 32 with n_embd 64: attn_q 128 wide, attention.key_length written
+        Case{"qwen3-f32", "qwen3", GgmlType::F32, nullptr, false, 0, 32},
+        Case{"qwen3-q8_0", "qwen3", GgmlType::Q8_0, nullptr, false, 0, 32},
+        Case{"llama-yarn-f32", "llama", GgmlType::F32, nullptr, false, 0, 0, Yarn},
+        Case{"llama-ropefreqs-f32", "llama", GgmlType::F32, nullptr, false, 0, 0, RopeFreqs64},
+        Case{"mistral3-f32", "mistral3", GgmlType::F32, nullptr, false, 0, 0, Mistral3Yarn},
+        Case{"mistral3-q8_0", "mistral3", GgmlType::Q8_0, nullptr, false, 0, 0, Mistral3Yarn},
+        Case{"smollm3-f32", "smollm3", GgmlType::F32, nullptr, false, 0, 0, SmolLM3Layers},
+        Case{"smollm3-q8_0", "smollm3", GgmlType::Q8_0, nullptr, false, 0, 0, SmolLM3Layers},
+        Case{"granite-f32", "granite", GgmlType::F32, nullptr, false, 0, 0, GraniteScales},
+        Case{"granite-q8_0", "granite", GgmlType::Q8_0, nullptr, false, 0, 0, GraniteScales},
+        Case{"gemma2-f32", "gemma2", GgmlType::F32, nullptr, false, 0, 0, Gemma2Small},
+        Case{"gemma2-q8_0", "gemma2", GgmlType::Q8_0, nullptr, false, 0, 0, Gemma2Small},
+        Case{"gemma3-f32", "gemma3", GgmlType::F32, nullptr, false, 0, 0, Gemma3Small},
+        Case{"gemma3-q8_0", "gemma3", GgmlType::Q8_0, nullptr, false, 0, 0, Gemma3Small},
+        Case{"qwen3moe-f32", "qwen3moe", GgmlType::F32, nullptr, false, 0, 0, Qwen3MoeExperts},
+        Case{"qwen3moe-q8_0", "qwen3moe", GgmlType::Q8_0, nullptr, false, 0, 0, Qwen3MoeExperts}),
     [](const ::testing::TestParamInfo<Case>& i) {
       std::string n = i.param.name;
       for (char& ch : n)

@@ -179,6 +179,8 @@ TEST(GgufSynth, EveryArchitecture) {
       {"qwen2moe", "blk.0.ffn_gate_inp_shexp.weight", {64}, "qwen2moe"},
       {"qwen2moe", "blk.0.ffn_down_shexp.weight", {128, 64}, "qwen2moe"},
       {"mixtral", "blk.1.ffn_down_exps.weight", {128, 64, 8}, "llama"},
+      {"qwen3moe", "blk.1.ffn_down_exps.weight", {64, 64, 4}, "qwen3moe"},
+      {"qwen3moe", "blk.0.attn_q_norm.weight", {16}, "qwen3moe"},
       {"mixtral", "blk.1.ffn_gate_inp.weight", {64, 8}, "llama"},
   };
   for (const Want& w : wants) {
@@ -211,6 +213,13 @@ TEST(GgufSynth, EveryArchitecture) {
   EXPECT_EQ(*m.file->GetU32("qwen2moe.expert_count"), 4u);
   EXPECT_EQ(*m.file->GetU32("qwen2moe.expert_used_count"), 2u);
   EXPECT_EQ(*m.file->GetU32("qwen2moe.expert_feed_forward_length"), 64u);
+  moe.arch = "qwen3moe";  // no shared expert: no shared width key or tensor
+  Built q3 = Build(moe);
+  ASSERT_TRUE(q3.file);
+  EXPECT_EQ(*q3.file->GetU32("qwen3moe.expert_count"), 4u);
+  EXPECT_EQ(*q3.file->GetU32("qwen3moe.expert_feed_forward_length"), 64u);
+  EXPECT_EQ(q3.file->Find("qwen3moe.expert_shared_feed_forward_length"), nullptr);
+  EXPECT_EQ(q3.file->FindTensor("blk.0.ffn_up_shexp.weight"), nullptr);
 }
 
 // gemma2 / gemma3 files carry the keys their converters write: the window, gemma2's two soft-caps
@@ -329,7 +338,7 @@ TEST(GgufSynth, Errors) {
   s.arch = "gpt5";
   EXPECT_EQ(synth::Resolve(s).status().message(),
             "gguf-synth: unknown architecture 'gpt5' (supported: llama, qwen2, phi3, gemma, mamba, qwen2moe, "
-            "mixtral, qwen3, mistral3, smollm3, granite, gemma2, gemma3, deepseek2)");
+            "mixtral, qwen3, mistral3, smollm3, granite, gemma2, gemma3, qwen3moe, deepseek2)");
   s = synth::ModelSpec();
   s.n_head = 5;
   EXPECT_EQ(synth::Resolve(s).status().message(), "gguf-synth: n_embd 64 is not a multiple of n_head 5");
@@ -349,7 +358,8 @@ TEST(GgufSynth, Errors) {
   s = synth::ModelSpec();
   s.n_expert = 4;
   EXPECT_EQ(synth::Resolve(s).status().message(),
-            "gguf-synth: experts need a mixture-of-experts architecture (mixtral or qwen2moe), not llama");
+            "gguf-synth: experts need a mixture-of-experts architecture (mixtral, qwen2moe or qwen3moe), not "
+            "llama");
   EXPECT_EQ(synth::Preset("llama4").status().message(),
             "gguf-synth: unknown preset 'llama4' (known: llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, "
             "deepseek-v3-like, mamba-2.8b)");

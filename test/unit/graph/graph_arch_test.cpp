@@ -357,8 +357,9 @@ TEST(ModelGraphsErrors, UnknownArchitectureListsSupported) {
   EXPECT_EQ(m.status().code(), StatusCode::kUnimplemented);
   EXPECT_EQ(m.status().message(),
             "falcon.gguf: unknown model architecture 'falcon' (supported: llama, qwen2, "
-            "qwen2moe, qwen3, mistral3, smollm3, granite, phi3, gemma, gemma2, gemma3, deepseek2, mamba)");
-  EXPECT_EQ(SupportedArchitectures().size(), 13u);
+            "qwen2moe, qwen3, qwen3moe, mistral3, smollm3, granite, phi3, gemma, gemma2, gemma3, deepseek2, "
+            "mamba)");
+  EXPECT_EQ(SupportedArchitectures().size(), 14u);
 }
 
 TEST(ModelGraphsErrors, SplitTensorMoeRejected) {
@@ -821,6 +822,105 @@ TEST(Qwen2MoeGraph, RoutedAndSharedExperts) {
             std::vector<std::string>{"MUL_MAT ffn_shexp_gate_inp-0"});
   EXPECT_EQ(Consumers(g, "blk.0.ffn_down_shexp.weight"), std::vector<std::string>{"MUL_MAT ffn_shexp-0"});
   EXPECT_EQ(Global(*m, "blk.1.ffn_up_exps.weight")->consumer_op, GgmlOp::MUL_MAT_ID);
+}
+
+// qwen3moe (llama.cpp 2026 llama_model_qwen3moe): qwen3's attention, then in every layer the routed
+// experts with softmax gating, weights normalized by their sum, SWIGLU of gate and up; no shared
+// expert.
+TEST(Qwen3MoeGraph, QkNormsAndNormalizedSoftmaxExperts) {
+  SynthParams p;
+  p.n_expert = 8;
+  p.n_expert_used = 2;
+  SynthGguf s = test::Qwen3MoeModel(p, 32, 48);
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const Graph& g = m->pp;
+  const std::vector<std::string> attn = {"GET_ROWS inp_embd",
+                                         "RMS_NORM norm-0",
+                                         "MUL attn_norm-0",
+                                         "MUL_MAT Qcur-0",
+                                         "RESHAPE Qcur-0 (reshaped)",
+                                         "RMS_NORM norm-0",
+                                         "MUL Qcur_normed-0",
+                                         "ROPE Qcur-0",
+                                         "MUL_MAT Kcur-0",
+                                         "RESHAPE Kcur-0 (reshaped)",
+                                         "RMS_NORM norm-0",
+                                         "MUL Kcur_normed-0",
+                                         "ROPE Kcur-0",
+                                         "MUL_MAT Vcur-0"};
+  EXPECT_EQ(NodeRange(g, "inp_embd", "Vcur-0"), attn);
+  const std::vector<std::string> want = {"ADD ffn_inp-0",
+                                         "RMS_NORM norm-0",
+                                         "MUL ffn_norm-0",
+                                         "MUL_MAT ffn_moe_logits-0",
+                                         "SOFT_MAX ffn_moe_probs-0",
+                                         "RESHAPE ffn_moe_probs-0 (reshaped)",
+                                         "ARGSORT ffn_moe_argsort-0",
+                                         "VIEW ffn_moe_topk-0",
+                                         "GET_ROWS ffn_moe_weights-0",
+                                         "RESHAPE ffn_moe_weights-0 (reshaped)",
+                                         "SUM_ROWS ffn_moe_weights_sum-0",
+                                         "DIV ffn_moe_weights_norm-0",
+                                         "RESHAPE ffn_moe_weights_norm-0 (reshaped)",
+                                         "RESHAPE ffn_norm-0 (reshaped)",
+                                         "MUL_MAT_ID ffn_moe_gate-0",
+                                         "MUL_MAT_ID ffn_moe_up-0",
+                                         "SWIGLU ffn_moe_swiglu-0",
+                                         "MUL_MAT_ID ffn_moe_down-0",
+                                         "MUL ffn_moe_weighted-0",
+                                         "VIEW ffn_moe_weighted-0 (view)",
+                                         "VIEW ffn_moe_weighted-0 (view)",
+                                         "ADD ffn_moe_out-0",
+                                         "ADD l_out-0"};
+  EXPECT_EQ(NodeRange(g, "ffn_inp-0", "l_out-0"), want);
+  EXPECT_EQ(Shape(g, *Node(g, "Qcur_normed-1")), (std::vector<int64_t>{32, 4, 256, 1}));
+  EXPECT_EQ(Shape(g, *Node(g, "ffn_moe_probs-0")), (std::vector<int64_t>{8, 256, 1, 1}));
+  EXPECT_EQ(Shape(g, *Node(g, "ffn_moe_topk-0")), (std::vector<int64_t>{2, 256, 1, 1}));
+  EXPECT_EQ(Shape(g, *Node(g, "ffn_moe_swiglu-0")), (std::vector<int64_t>{48, 2, 256, 1}));  // n_ff_exp
+  EXPECT_EQ(Shape(g, *Node(g, "ffn_moe_out-1")), (std::vector<int64_t>{64, 256, 1, 1}));
+  EXPECT_EQ(Node(g, "ffn_shexp-0"), nullptr);
+  EXPECT_EQ(Consumers(g, "blk.1.ffn_gate_inp.weight"), std::vector<std::string>{"MUL_MAT ffn_moe_logits-1"});
+  EXPECT_EQ(Consumers(g, "blk.0.attn_q_norm.weight"), std::vector<std::string>{"MUL Qcur_normed-0"});
+  EXPECT_EQ(Global(*m, "blk.1.ffn_down_exps.weight")->consumer_op, GgmlOp::MUL_MAT_ID);
+  EXPECT_EQ(Global(*m, "blk.1.ffn_down_exps.weight")->ne[0], 48);
+  EXPECT_EQ(Node(g, "Qcur-0")->iparams[1], 2);                             // GGML_ROPE_TYPE_NEOX
+  EXPECT_FLOAT_EQ(Node(g, "kq_soft_max_ext-0")->fparams[0], 0.17677669f);  // 1/sqrt(32)
+}
+
+// Bad qwen3moe files: one line naming the file, the key or tensor and what was expected.
+TEST(Qwen3MoeGraph, BadInputIsAOneLineError) {
+  SynthParams p;
+  p.n_expert = 4;
+  p.n_expert_used = 2;
+  auto error = [](SynthGguf s) {
+    auto m = Build(s);
+    return m.ok() ? std::string("ok") : m.status().message();
+  };
+  SynthGguf no_experts = test::Qwen3MoeModel(p, 32, 48);
+  no_experts.DropKey("qwen3moe.expert_count");
+  no_experts.DropKey("qwen3moe.expert_used_count");
+  EXPECT_EQ(
+      error(no_experts),
+      "qwen3moe.gguf: key 'qwen3moe.expert_count': expected a positive expert count (qwen3moe routes every "
+      "layer to experts), found 0 or absent");
+  SynthGguf too_many = test::Qwen3MoeModel(p, 32, 48);
+  too_many.Set("qwen3moe.expert_used_count", GgufMetaValue::U32(5));
+  EXPECT_EQ(error(too_many),
+            "qwen3moe.gguf: offset 454: key 'qwen3moe.expert_used_count': expected 1..4 "
+            "(qwen3moe.expert_count 4), found 5");
+  SynthGguf qk = test::Qwen3MoeModel(p, 32, 48);
+  qk.Replace("blk.1.attn_k_norm.weight", {64});
+  EXPECT_EQ(error(qk),
+            "qwen3moe.gguf: tensor 'blk.1.attn_k_norm.weight' has wrong shape; expected [32], got [64]");
+  SynthGguf width = test::Qwen3MoeModel(p, 32, 48);
+  width.Set("qwen3moe.expert_feed_forward_length", GgufMetaValue::U32(32));
+  EXPECT_EQ(error(width),
+            "qwen3moe.gguf: tensor 'blk.0.ffn_gate_exps.weight' has wrong shape; expected [64, 32, 4], got "
+            "[64, 48, 4]");
+  SynthGguf router = test::Qwen3MoeModel(p, 32, 48);
+  router.Drop("blk.1.ffn_gate_inp.weight");
+  EXPECT_EQ(error(router), "qwen3moe.gguf: missing tensor 'blk.1.ffn_gate_inp.weight'");
 }
 
 TEST(Qwen2MoeGraph, ExpertWidthDefaultsAsLlamaCpp) {

@@ -166,6 +166,20 @@ SynthGguf Qwen3Model(const SynthParams& p, uint32_t head_dim) {
   return g;
 }
 
+SynthGguf Qwen3MoeModel(const SynthParams& p, uint32_t head_dim, uint32_t n_ff_exp) {
+  SynthGguf g("qwen3moe");
+  CommonKeys(g, "qwen3moe", p);
+  if (head_dim * p.n_head != p.n_embd) {
+    g.U32("qwen3moe.attention.key_length", head_dim);
+    g.U32("qwen3moe.attention.value_length", head_dim);
+  }
+  g.U32("qwen3moe.expert_feed_forward_length", n_ff_exp);
+  planner::TensorDims d = AttentionDims(p, head_dim);
+  d.n_ff_exp = n_ff_exp;
+  AddTableTensors(g, "qwen3moe", d, p.n_layer, Options(p), p.wtype);
+  return g;
+}
+
 SynthGguf Mistral3Model(const SynthParams& p) { return PlainModel("mistral3", p); }
 
 SynthGguf SmolLM3Model(const SynthParams& p) { return PlainModel("smollm3", p); }

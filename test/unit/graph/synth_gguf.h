@@ -74,6 +74,9 @@ SynthGguf Qwen2MoeModel(const SynthParams& p, uint32_t n_ff_exp, uint32_t n_ff_s
 /// qwen3 with heads of `head_dim` (attention.key_length / value_length written when head_dim *
 /// n_head != n_embd, as Qwen3-0.6B's file has them).
 SynthGguf Qwen3Model(const SynthParams& p, uint32_t head_dim);
+/// qwen3moe with heads of `head_dim` (key/value_length written when head_dim * n_head != n_embd)
+/// and experts of width n_ff_exp (qwen3moe.expert_feed_forward_length).
+SynthGguf Qwen3MoeModel(const SynthParams& p, uint32_t head_dim, uint32_t n_ff_exp);
 /// mistral3 with llama's keys and no temperature tuning or YaRN keys (tests add them).
 SynthGguf Mistral3Model(const SynthParams& p);
 /// smollm3 with llama's keys (no rope in every 4th layer).

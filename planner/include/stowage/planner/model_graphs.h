@@ -12,7 +12,7 @@
 namespace stowage::planner {
 
 /// Architectures with a graph builder, in the order error messages list them: llama (also
-/// mixtral: llama with merged ffn_*_exps), qwen2, qwen2moe, qwen3, mistral3, phi3, gemma, gemma2,
+/// mixtral: llama with merged ffn_*_exps), qwen2, qwen2moe, qwen3, qwen3moe, mistral3, phi3, gemma, gemma2,
 /// gemma3, mamba.
 std::vector<std::string> SupportedArchitectures();
 
