@@ -156,14 +156,42 @@ std::string Fmt(const char* f, A... a) {
   return buf;
 }
 
+// llama.cpp 2026 llama_kv_cache's lines for one cache, the layers with UsesSwaCache == swa and
+// `cells` cells: its KV buffers, one per buffer type in the order of their names (its ctx_map), of its
+// layers' K/V tensors aligned as ggml_backend_alloc_ctx_tensors_from_buft lays them out, then its
+// summary line (sizes as floats, as it prints them; 1/1 seqs: n_seq_max over n_stream, kv_unified
+// off). An MLA cache (HParams::is_mla) has no V tensors: V 0.00 MiB.
+void KvCacheLines(const ModelGraphs& m, const PlacementOutcome& o, bool swa, uint32_t cells,
+                  std::vector<std::string>* out) {
+  const uint32_t n_seq_max = std::max<uint32_t>(1, m.cfg.n_seq_max);
+  std::map<std::string, uint64_t> buffer_bytes;  // by buffer type name
+  uint64_t k_bytes = 0, v_bytes = 0;
+  int layers = 0;
+  for (const GlobalTensor& g : m.globals) {
+    if (g.kind != TensorKind::kKvCache || g.layer < 0 || UsesSwaCache(m, g.layer) != swa) continue;
+    const bool k = g.name.rfind("cache_k", 0) == 0;
+    (k ? k_bytes : v_bytes) += g.nbytes;
+    layers += k ? 1 : 0;
+    if (g.buffer >= 0 && g.buffer < static_cast<int>(o.memory.buffers.size())) {
+      const PlannedBuffer& b = o.memory.buffers[g.buffer];
+      buffer_bytes[b.name] += (g.nbytes + b.alignment - 1) / b.alignment * b.alignment;
+    }
+  }
+  for (const auto& [name, bytes] : buffer_bytes)
+    out->push_back(Fmt("llama_kv_cache: %10s KV buffer size = %8.2f MiB", name.c_str(), MiB(bytes)));
+  const float mib = 1024.0f * 1024.0f;
+  out->push_back(
+      Fmt("llama_kv_cache: size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs), K (%s): %7.2f "
+          "MiB, V (%s): %7.2f MiB",
+          static_cast<double>(static_cast<float>(k_bytes + v_bytes) / mib), cells, layers, n_seq_max,
+          n_seq_max, GgmlTypeName(m.cfg.type_k), static_cast<double>(static_cast<float>(k_bytes) / mib),
+          GgmlTypeName(m.cfg.type_v), static_cast<double>(static_cast<float>(v_bytes) / mib)));
+}
+
 // llama.cpp 2026 llama_kv_cache_iswa's constructor and its two llama_kv_cache constructors (the
 // base cache of the global layers, n_ctx cells, then the SWA cache of the sliding-window layers,
-// n_ctx_swa cells): each cache's KV buffers, one per buffer type in the order of their names (its
-// ctx_map), of its layers' K/V tensors aligned as ggml_backend_alloc_ctx_tensors_from_buft lays them
-// out, then its summary line (sizes as floats, as it prints them; 1/1 seqs: n_seq_max over n_stream,
-// kv_unified off).
+// n_ctx_swa cells): each cache's KvCacheLines after its "creating" line.
 void IswaKvLines(const ModelGraphs& m, const PlacementOutcome& o, std::vector<std::string>* out) {
-  const uint32_t n_seq_max = std::max<uint32_t>(1, m.cfg.n_seq_max);
   if (m.cfg.swa_full)
     out->push_back(
         "llama_kv_cache_iswa: using full-size SWA cache (ref: "
@@ -172,28 +200,7 @@ void IswaKvLines(const ModelGraphs& m, const PlacementOutcome& o, std::vector<st
     const uint32_t cells = swa ? m.cfg.n_ctx_swa : m.cfg.n_ctx;
     out->push_back(Fmt("llama_kv_cache_iswa: creating %s KV cache, size = %u cells",
                        swa ? "    SWA" : "non-SWA", cells));
-    std::map<std::string, uint64_t> buffer_bytes;  // by buffer type name
-    uint64_t k_bytes = 0, v_bytes = 0;
-    int layers = 0;
-    for (const GlobalTensor& g : m.globals) {
-      if (g.kind != TensorKind::kKvCache || g.layer < 0 || UsesSwaCache(m, g.layer) != swa) continue;
-      const bool k = g.name.rfind("cache_k", 0) == 0;
-      (k ? k_bytes : v_bytes) += g.nbytes;
-      layers += k ? 1 : 0;
-      if (g.buffer >= 0 && g.buffer < static_cast<int>(o.memory.buffers.size())) {
-        const PlannedBuffer& b = o.memory.buffers[g.buffer];
-        buffer_bytes[b.name] += (g.nbytes + b.alignment - 1) / b.alignment * b.alignment;
-      }
-    }
-    for (const auto& [name, bytes] : buffer_bytes)
-      out->push_back(Fmt("llama_kv_cache: %10s KV buffer size = %8.2f MiB", name.c_str(), MiB(bytes)));
-    const float mib = 1024.0f * 1024.0f;
-    out->push_back(
-        Fmt("llama_kv_cache: size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs), K (%s): %7.2f "
-            "MiB, V (%s): %7.2f MiB",
-            static_cast<double>(static_cast<float>(k_bytes + v_bytes) / mib), cells, layers, n_seq_max,
-            n_seq_max, GgmlTypeName(m.cfg.type_k), static_cast<double>(static_cast<float>(k_bytes) / mib),
-            GgmlTypeName(m.cfg.type_v), static_cast<double>(static_cast<float>(v_bytes) / mib)));
+    KvCacheLines(m, o, swa, cells, out);
   }
 }
 
@@ -256,19 +263,22 @@ std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcom
         "llama_init_from_model: n_ctx_per_seq (%u) > n_ctx_train (%u) -- possible training context overflow",
         n_ctx_per_seq, m.hp.n_ctx_train));
   // kv_size: n_ctx, or max(1, n_seq_max) state cells for a recurrent model; can_shift = !recurrent
-  // (FEB25 llama_init_from_model / llama_kv_cache_init; deepseek2's MLA exception has no builder here).
-  // Interleaved-SWA models (2026 architectures): llama_kv_cache_iswa's lines instead.
+  // (FEB25 llama_init_from_model / llama_kv_cache_init).
+  // Interleaved-SWA models (2026 architectures): llama_kv_cache_iswa's lines instead; MLA models
+  // (deepseek2, 2026) llama_kv_cache's.
+  const bool kv_2026 = m.cfg.n_ctx_swa > 0 || m.hp.is_mla();
   if (m.cfg.n_ctx_swa > 0) IswaKvLines(m, o, &out);
-  if (m.cfg.n_ctx_swa == 0)
+  if (m.cfg.n_ctx_swa == 0 && m.hp.is_mla()) KvCacheLines(m, o, false, m.cfg.n_ctx, &out);
+  if (!kv_2026)
     out.push_back(
         Fmt("llama_kv_cache_init: kv_size = %u, offload = %d, type_k = '%s', type_v = '%s', n_layer = %u, "
             "can_shift = %d",
             m.hp.recurrent() ? n_seq_max : m.cfg.n_ctx, opt.offload_kqv ? 1 : 0, GgmlTypeName(m.cfg.type_k),
             GgmlTypeName(m.cfg.type_v), m.hp.n_layer, m.hp.recurrent() ? 0 : 1));
   for (const auto& b : o.memory.buffers)
-    if (b.usage == BufferUsage::kKvCache && m.cfg.n_ctx_swa == 0)
+    if (b.usage == BufferUsage::kKvCache && !kv_2026)
       out.push_back(Fmt("llama_kv_cache_init: %10s KV buffer size = %8.2f MiB", b.name.c_str(), MiB(b.size)));
-  if (m.cfg.n_ctx_swa == 0)
+  if (!kv_2026)
     out.push_back(
         Fmt("llama_init_from_model: KV self size  = %7.2f MiB, K (%s): %7.2f MiB, V (%s): %7.2f MiB",
             MiB(k_bytes + v_bytes), GgmlTypeName(m.cfg.type_k), MiB(k_bytes), GgmlTypeName(m.cfg.type_v),
