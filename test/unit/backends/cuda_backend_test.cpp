@@ -354,6 +354,9 @@ HostTensor RandomBlocks(GgmlType type, std::array<int64_t, 4> ne, uint32_t seed)
       case GgmlType::IQ4_XS:
         put(0);
         break;
+      case GgmlType::MXFP4:  // the E8M0 scale byte: half scales 2^-10 .. 2^5
+        blk[0] = uint8_t(118 + rng() % 16);
+        break;
       default:
         break;
     }
@@ -362,10 +365,10 @@ HostTensor RandomBlocks(GgmlType type, std::array<int64_t, 4> ne, uint32_t seed)
 }
 
 // The CPU backend's MUL_MAT weight types (cpu::SupportsMulMatType), all of which the GPU runs.
-const GgmlType kAllWeightTypes[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,  GgmlType::Q4_0,
-                                    GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1,  GgmlType::Q8_0,
-                                    GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,  GgmlType::Q5_K,
-                                    GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+const GgmlType kAllWeightTypes[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,   GgmlType::Q4_0,
+                                    GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1,   GgmlType::Q8_0,
+                                    GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,   GgmlType::Q5_K,
+                                    GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4};
 
 HostTensor Weights(GgmlType t, std::array<int64_t, 4> ne, uint32_t seed) {
   const bool quantizable = t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 ||

@@ -102,6 +102,9 @@ Host RandomBlocks(GgmlType type, std::array<int64_t, 4> ne, uint32_t seed) {
       case GgmlType::IQ4_XS:
         put(blk, 0, true);
         break;
+      case GgmlType::MXFP4:  // the E8M0 scale byte: half scales 2^-10 .. 2^5
+        blk[0] = uint8_t(118 + rng() % 16);
+        break;
       case GgmlType::Q4_1:
       case GgmlType::Q5_1:
         put(blk, 0, false);
@@ -212,16 +215,19 @@ void Dispatch(int type, F&& f) {
     case cuda::kIQ4_XS:
       f(std::integral_constant<int, cuda::kIQ4_XS>());
       break;
+    case cuda::kMXFP4:
+      f(std::integral_constant<int, cuda::kMXFP4>());
+      break;
     default:
       FAIL() << "not a kernels' type: " << type;
   }
 }
 
 // The CPU backend's MUL_MAT / GET_ROWS weight types: the GPU kernels' dequantizable set.
-const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,  GgmlType::Q4_0,
-                           GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1,  GgmlType::Q8_0,
-                           GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,  GgmlType::Q5_K,
-                           GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,   GgmlType::Q4_0,
+                           GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1,   GgmlType::Q8_0,
+                           GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,   GgmlType::Q5_K,
+                           GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4};
 
 // ---- conversions, tables --------------------------------------------------------------------------
 
@@ -233,6 +239,11 @@ TEST(CudaMath, TypeIdsAndBlockSizesAreGgmls) {
   }
   EXPECT_EQ(cuda::kBF16, int(GgmlType::BF16));
   EXPECT_EQ(cuda::kIQ4_XS, int(GgmlType::IQ4_XS));
+  EXPECT_EQ(cuda::kMXFP4, int(GgmlType::MXFP4));
+  for (int q = 0; q < 16; ++q) EXPECT_EQ(cuda::Mxfp4(q), cpu::kValuesMXFP4[q]) << q;
+  for (int e = 0; e < 256; ++e)
+    EXPECT_EQ(cuda::F32Bits(cuda::E8M0Half(uint8_t(e))), cuda::F32Bits(cpu::E8M0ToFloatHalf(uint8_t(e))))
+        << e;
   EXPECT_EQ(cuda::BlockBytes(int(GgmlType::IQ2_XXS)), 0);
 }
 

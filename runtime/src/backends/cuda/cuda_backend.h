@@ -13,14 +13,14 @@
 //                  main device's rows, then the main stream waits for every peer's event.
 // Ops (everything that the llama-family graphs need; each checked like the CPU kernels, other
 // combinations return kUnimplemented): GET_ROWS (rows of F32/F16/BF16/Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q2_K/
-// Q3_K/Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS, the CPU backend's weight set; I32 ids), RMS_NORM, NORM, ADD, MUL (F32 or
-// F16 src1, ggml broadcasting), SCALE, SILU, GELU, TANH, SWIGLU, GEGLU (split and fused), ROPE (modes 0 and
-// 2, freq factors, YaRN), SOFT_MAX (F16/F32 mask, ALiBi, sinks), FLASH_ATTN_EXT (F32/F16/BF16/Q8_0/Q4_0 K and
-// V, F16 mask, ALiBi, logit soft-capping, sinks; one warp per query row), SWIGLU_OAI and ADD_ID (gpt-oss),
-// CPY/CONT/DUP between F32, F16, BF16 (any strides) and into Q8_0 / Q4_0 (quantized KV cache, ggml's
-// reference rounding), MUL_MAT: F32 weights by cuBLAS SGEMM-class GemmEx, F16/BF16 weights by GemmEx with
-// src1 converted to the weight type, quantized weights (the GET_ROWS types) by a warp-per-row mat-vec kernel
-// for ne11 <= 8 and by dequantization to F16 + GemmEx above (ggml-cuda's dequantize + cuBLAS path).
+// Q3_K/Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS/MXFP4, the CPU backend's weight set; I32 ids), RMS_NORM, NORM, ADD, MUL
+// (F32 or F16 src1, ggml broadcasting), SCALE, SILU, GELU, TANH, SWIGLU, GEGLU (split and fused), ROPE (modes
+// 0 and 2, freq factors, YaRN), SOFT_MAX (F16/F32 mask, ALiBi, sinks), FLASH_ATTN_EXT (F32/F16/BF16/Q8_0/Q4_0
+// K and V, F16 mask, ALiBi, logit soft-capping, sinks; one warp per query row), SWIGLU_OAI and ADD_ID
+// (gpt-oss), CPY/CONT/DUP between F32, F16, BF16 (any strides) and into Q8_0 / Q4_0 (quantized KV cache,
+// ggml's reference rounding), MUL_MAT: F32 weights by cuBLAS SGEMM-class GemmEx, F16/BF16 weights by GemmEx
+// with src1 converted to the weight type, quantized weights (the GET_ROWS types) by a warp-per-row mat-vec
+// kernel for ne11 <= 8 and by dequantization to F16 + GemmEx above (ggml-cuda's dequantize + cuBLAS path).
 // Accumulation is F32 throughout. Streams: one per backend (and one per peer device for split weights);
 // Compute enqueues, Synchronize waits. Split-input copies are asynchronous (Backend::WriteAsync / ReadAsync:
 // cudaMemcpyAsync on the stream, for CUDA<i> buffers of this device) and ordered with events (RecordEvent: a
@@ -48,7 +48,7 @@ std::unique_ptr<Backend> CreateCudaBackend(int device);
 
 /// True when the CUDA backend runs MUL_MAT with src0 (weights) of `type`, F32 src1 and dst, and
 /// GET_ROWS from rows of `type` (the same dequantizers): F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
-/// Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS. Needs no device.
+/// Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4. Needs no device.
 bool CudaSupportsWeightType(GgmlType type);
 /// True when the CUDA backend's CPY/CONT/DUP copies `src` into `dst`: F32/F16/BF16 into F32, F16,
 /// BF16, Q8_0 or Q4_0. Needs no device.

@@ -49,7 +49,8 @@ struct RopeArgs {
 
 /// GgmlType ids the kernels handle (ggml.h enum ggml_type).
 constexpr int kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ2_K = 10,
-              kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kIQ4_NL = 20, kIQ4_XS = 23, kBF16 = 30;
+              kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kIQ4_NL = 20, kIQ4_XS = 23, kBF16 = 30,
+              kMXFP4 = 39;
 
 /// CUDA's grid limits (CUDA C++ Programming Guide, "Compute capabilities" table): gridDim.x up to
 /// 2^31 - 1, gridDim.y and gridDim.z up to 65535.
@@ -203,6 +204,17 @@ STOWAGE_HD int Iq4nl(int q) {
   return int(int8_t(uint8_t(w >> (8 * (q & 7)))));
 }
 
+/// kvalues_mxfp4 (ggml-common.h), the doubled E2M1 levels of MXFP4 (0, 1, 2, 3, 4, 6, 8, 12 and their
+/// negatives), packed 8 per 64-bit word like Iq4nl.
+STOWAGE_HD int Mxfp4(int q) {
+  const uint64_t w = q < 8 ? 0x0C08060403020100ull : 0xF4F8FAFCFDFEFF00ull;
+  return int(int8_t(uint8_t(w >> (8 * (q & 7)))));
+}
+
+/// ggml_e8m0_to_fp32_half (ggml-impl.h): 2^(e - 128) as binary32, e = 0 and 1 the subnormals 2^-128
+/// and 2^-127 (cpu::E8M0ToFloatHalf).
+STOWAGE_HD float E8M0Half(uint8_t e) { return F32FromBits(e < 2 ? 0x00200000u << e : uint32_t(e - 1) << 23); }
+
 /// get_scale_min_k4 (ggml-quants.c): 6-bit scale and min of sub-block j (0..7) of Q4_K / Q5_K.
 STOWAGE_HD void ScaleMinK4(int j, const uint8_t* q, int* d, int* m) {
   if (j < 4) {
@@ -289,6 +301,10 @@ STOWAGE_HD float Dq(const uint8_t* row, int64_t i) {
     const uint8_t* b = row + (i / 32) * 18;
     const int j = int(i % 32);
     return H2F(LoadU16(b)) * float(Iq4nl(j < 16 ? b[2 + j] & 0xF : b[2 + j - 16] >> 4));
+  } else if constexpr (T == kMXFP4) {  // {u8 e; u8 qs[16]}: level * 2^(e - 128)
+    const uint8_t* b = row + (i / 32) * 17;
+    const int j = int(i % 32);
+    return float(Mxfp4(j < 16 ? b[1 + j] & 0xF : b[1 + j - 16] >> 4)) * E8M0Half(b[0]);
   } else if constexpr (T == kIQ4_XS) {  // {f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]}
     const uint8_t* b = row + (i / 256) * 136;
     const int r = int(i % 256), ib = r / 32, j = r % 32;
@@ -321,6 +337,8 @@ STOWAGE_HD int BlockBytes(int type) {
     case kQ4_0:
     case kIQ4_NL:
       return 18;
+    case kMXFP4:
+      return 17;
     case kQ4_1:
       return 20;
     case kQ5_0:

@@ -30,6 +30,7 @@ namespace {
     case kQ6_K: FN<kQ6_K><<<__VA_ARGS__; break;       \
     case kIQ4_NL: FN<kIQ4_NL><<<__VA_ARGS__; break;   \
     case kIQ4_XS: FN<kIQ4_XS><<<__VA_ARGS__; break;   \
+    case kMXFP4: FN<kMXFP4><<<__VA_ARGS__; break;     \
     default: return cudaErrorInvalidValue;            \
   }
 
@@ -269,6 +270,7 @@ bool KernelsCanDequantize(int type) {
     case kQ6_K:
     case kIQ4_NL:
     case kIQ4_XS:
+    case kMXFP4:
       return true;
     default:
       return false;

@@ -19,7 +19,7 @@
 namespace stowage::cuda {
 
 /// True when the kernels can dequantize `type` (GET_ROWS source, MUL_MAT weight): F32, F16, BF16,
-/// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS (ggml's block layouts,
+/// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 (ggml's block layouts,
 /// ggml-common.h; the CPU backend's MUL_MAT weight set).
 bool KernelsCanDequantize(int type);
 /// True for the block-quantized types of KernelsCanDequantize (32-element chunks, see MulMatVec).
