@@ -291,6 +291,30 @@ std::vector<ArchTensor> DeepSeek2Tensors() {
   return t;
 }
 
+// gpt-oss (llama.cpp 2026 llama_model_openai_moe::load_arch_tensors), in its creation order:
+// create_tensor_qkv (optional q/k/v biases), the attention sinks (one logit per head, read by the
+// soft_max: GGML_OP_SCALE in llama.cpp's tensor info), the biased router and experts (the expert
+// biases one row per expert, read by ADD_ID) of width expert_feed_forward_length.
+std::vector<ArchTensor> GptOssTensors() {
+  std::vector<ArchTensor> t;
+  AddEmbeddings(t);
+  t.push_back(Output(kReq));
+  t.push_back(Norm("attn_norm.weight"));
+  t.push_back(Norm("post_attention_norm.weight"));
+  AddProjectionQkv(t);
+  t.push_back({"attn_sinks.weight", S::kLayer, [](D d) { return V{d.n_head}; }, kReq, GgmlOp::SCALE, R::kBias, W::kAlways});
+  t.push_back({"ffn_gate_inp.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_expert}; }, kReq, GgmlOp::MUL_MAT, R::kRouter, W::kAlways});
+  t.push_back({"ffn_gate_exps.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff_exp, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kAlways});
+  t.push_back({"ffn_down_exps.weight", S::kLayer, [](D d) { return V{d.n_ff_exp, d.n_embd, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kAlways});
+  t.push_back({"ffn_up_exps.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff_exp, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kAlways});
+  t.push_back({"attn_output.bias", S::kLayer, [](D d) { return V{d.n_embd}; }, kReq, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"ffn_gate_inp.bias", S::kLayer, [](D d) { return V{d.n_expert}; }, kReq, GgmlOp::ADD, R::kBias, W::kAlways});
+  t.push_back({"ffn_gate_exps.bias", S::kLayer, [](D d) { return V{d.n_ff_exp, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kBias, W::kAlways});
+  t.push_back({"ffn_down_exps.bias", S::kLayer, [](D d) { return V{d.n_embd, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kBias, W::kAlways});
+  t.push_back({"ffn_up_exps.bias", S::kLayer, [](D d) { return V{d.n_ff_exp, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kBias, W::kAlways});
+  return t;
+}
+
 // LLM_ARCH_MAMBA: ssm_a and ssm_d have no ".weight" suffix.
 std::vector<ArchTensor> MambaTensors() {
   std::vector<ArchTensor> t;
@@ -338,7 +362,7 @@ const std::vector<ArchTensorTable>& ArchTensorTables() {
       {"qwen3", Qwen3Tensors()},         {"phi3", Phi3Tensors()},          {"gemma", GemmaTensors()},
       {"mamba", MambaTensors()},         {"mistral3", Mistral3Tensors()},  {"smollm3", SmolLM3Tensors()},
       {"granite", Mistral3Tensors()},    {"gemma2", Gemma2Tensors(false)}, {"gemma3", Gemma2Tensors(true)},
-      {"deepseek2", DeepSeek2Tensors()}, {"qwen3moe", Qwen3MoeTensors()},
+      {"deepseek2", DeepSeek2Tensors()}, {"gpt-oss", GptOssTensors()}, {"qwen3moe", Qwen3MoeTensors()},
   };
   return kTables;
 }
