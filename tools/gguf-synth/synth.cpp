@@ -1,5 +1,4 @@
-// Synthetic GGUF models: see synth.h for the sources of names, shapes, keys and
-// values.
+// Synthetic GGUF models: see synth.h for the sources of names, shapes, keys and values.
 #include "synth.h"
 
 #include <algorithm>
@@ -13,13 +12,11 @@
 namespace stowage::synth {
 namespace {
 
-constexpr uint32_t kMaxGeneratedVocab =
-    1u << 22; // real vocabularies stay below 300k tokens
+constexpr uint32_t kMaxGeneratedVocab = 1u << 22;  // real vocabularies stay below 300k tokens
 
-// --- random numbers: one splitmix64 stream per tensor
-// --------------------------------------------
+// --- random numbers: one splitmix64 stream per tensor --------------------------------------------
 
-uint64_t SplitMix(uint64_t &s) {
+uint64_t SplitMix(uint64_t& s) {
   uint64_t z = (s += 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -27,32 +24,20 @@ uint64_t SplitMix(uint64_t &s) {
 }
 
 uint64_t StreamSeed(uint64_t seed, std::string_view name) {
-  uint64_t h = 0xcbf29ce484222325ull; // FNV-1a
-  for (char c : name)
-    h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+  for (char c : name) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
   uint64_t s = seed ^ h;
   return SplitMix(s);
 }
 
 // Uniform in [-1, 1).
-float Uniform(uint64_t &s) {
-  return static_cast<float>(static_cast<double>(SplitMix(s) >> 11) * 0x1.0p-52 -
-                            1.0);
+float Uniform(uint64_t& s) {
+  return static_cast<float>(static_cast<double>(SplitMix(s) >> 11) * 0x1.0p-52 - 1.0);
 }
 
-// --- how each tensor's values are made
-// ----------------------------------------------------------
+// --- how each tensor's values are made ----------------------------------------------------------
 
-enum class Init {
-  kWeight,
-  kNorm,
-  kBias,
-  kSsmA,
-  kOnes,
-  kRopeFreqs,
-  kRopeLong,
-  kRopeShort
-};
+enum class Init { kWeight, kNorm, kBias, kSsmA, kOnes, kRopeFreqs, kRopeLong, kRopeShort };
 
 struct TensorPlan {
   std::string name;
@@ -62,168 +47,153 @@ struct TensorPlan {
 };
 
 bool CanGenerate(GgmlType t) {
-  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 ||
-         t == GgmlType::Q8_0 || t == GgmlType::Q4_0;
+  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || t == GgmlType::Q8_0 ||
+         t == GgmlType::Q4_0;
 }
 
-// llama.cpp llama_ftype for a model whose weights are mostly `t` (llama.h
-// LLAMA_FTYPE_*); -1 when there is no single matching value.
+// llama.cpp llama_ftype for a model whose weights are mostly `t` (llama.h LLAMA_FTYPE_*); -1 when
+// there is no single matching value.
 int FileType(GgmlType t) {
   switch (t) {
-  case GgmlType::F32:
-    return 0;
-  case GgmlType::F16:
-    return 1;
-  case GgmlType::Q4_0:
-    return 2;
-  case GgmlType::Q4_1:
-    return 3;
-  case GgmlType::Q8_0:
-    return 7;
-  case GgmlType::Q5_0:
-    return 8;
-  case GgmlType::Q5_1:
-    return 9;
-  case GgmlType::Q2_K:
-    return 10;
-  case GgmlType::Q3_K:
-    return 11; // Q3_K_S
-  case GgmlType::Q4_K:
-    return 14; // Q4_K_S
-  case GgmlType::Q5_K:
-    return 16; // Q5_K_S
-  case GgmlType::Q6_K:
-    return 18;
-  case GgmlType::IQ2_XXS:
-    return 19;
-  case GgmlType::IQ2_XS:
-    return 20;
-  case GgmlType::IQ3_XXS:
-    return 23;
-  case GgmlType::IQ1_S:
-    return 24;
-  case GgmlType::IQ4_NL:
-    return 25;
-  case GgmlType::IQ3_S:
-    return 26;
-  case GgmlType::IQ2_S:
-    return 28;
-  case GgmlType::IQ4_XS:
-    return 30;
-  case GgmlType::IQ1_M:
-    return 31;
-  case GgmlType::BF16:
-    return 32;
-  case GgmlType::TQ1_0:
-    return 36;
-  case GgmlType::TQ2_0:
-    return 37;
-  default:
-    return -1;
+    case GgmlType::F32:
+      return 0;
+    case GgmlType::F16:
+      return 1;
+    case GgmlType::Q4_0:
+      return 2;
+    case GgmlType::Q4_1:
+      return 3;
+    case GgmlType::Q8_0:
+      return 7;
+    case GgmlType::Q5_0:
+      return 8;
+    case GgmlType::Q5_1:
+      return 9;
+    case GgmlType::Q2_K:
+      return 10;
+    case GgmlType::Q3_K:
+      return 11;  // Q3_K_S
+    case GgmlType::Q4_K:
+      return 14;  // Q4_K_S
+    case GgmlType::Q5_K:
+      return 16;  // Q5_K_S
+    case GgmlType::Q6_K:
+      return 18;
+    case GgmlType::IQ2_XXS:
+      return 19;
+    case GgmlType::IQ2_XS:
+      return 20;
+    case GgmlType::IQ3_XXS:
+      return 23;
+    case GgmlType::IQ1_S:
+      return 24;
+    case GgmlType::IQ4_NL:
+      return 25;
+    case GgmlType::IQ3_S:
+      return 26;
+    case GgmlType::IQ2_S:
+      return 28;
+    case GgmlType::IQ4_XS:
+      return 30;
+    case GgmlType::IQ1_M:
+      return 31;
+    case GgmlType::BF16:
+      return 32;
+    case GgmlType::TQ1_0:
+      return 36;
+    case GgmlType::TQ2_0:
+      return 37;
+    default:
+      return -1;
   }
 }
 
-std::string Join(const std::vector<std::string> &v) {
+std::string Join(const std::vector<std::string>& v) {
   std::string s;
-  for (const auto &e : v)
-    s += (s.empty() ? "" : ", ") + e;
+  for (const auto& e : v) s += (s.empty() ? "" : ", ") + e;
   return s;
 }
 
-bool IsMoe(const std::string &arch) {
-  return arch == "mixtral" || arch == "qwen2moe" || arch == "qwen3moe" ||
-         arch == "deepseek2" || arch == "gpt-oss";
+bool IsMoe(const std::string& arch) {
+  return arch == "mixtral" || arch == "qwen2moe" || arch == "qwen3moe" || arch == "deepseek2" ||
+         arch == "gpt-oss";
 }
 
-void Fill(const TensorPlan &p, const ModelSpec &s, float *x, int64_t n) {
+void Fill(const TensorPlan& p, const ModelSpec& s, float* x, int64_t n) {
   uint64_t rng = StreamSeed(s.seed, p.name);
   const float scale = 1.0f / std::sqrt(static_cast<float>(p.ne[0]));
   switch (p.init) {
-  case Init::kWeight:
-    for (int64_t i = 0; i < n; ++i)
-      x[i] = scale * Uniform(rng);
-    break;
-  case Init::kNorm:
-    for (int64_t i = 0; i < n; ++i)
-      x[i] = 1.0f + 0.05f * Uniform(rng);
-    break;
-  case Init::kBias:
-    for (int64_t i = 0; i < n; ++i)
-      x[i] = 0.02f * Uniform(rng);
-    break;
-  case Init::kOnes:
-    for (int64_t i = 0; i < n; ++i)
-      x[i] = 1.0f;
-    break;
-  case Init::kSsmA:
-    for (int64_t i = 0; i < n; ++i)
-      x[i] = -static_cast<float>(i % p.ne[0] + 1);
-    break;
-  case Init::kRopeFreqs: {
-    const uint32_t hd = s.head_dim;
-    std::vector<float> f = Llama3RopeFactors(
-        hd, s.rope_freq_base, s.rope_scaling_factor, s.rope_low_freq_factor,
-        s.rope_high_freq_factor, s.rope_original_ctx);
-    for (int64_t i = 0; i < n; ++i)
-      x[i] = f[static_cast<size_t>(i)];
-    break;
-  }
-  // phi3 LongRoPE factors (Phi-3.5 style: 1 for the fastest dims, growing for
-  // the slow ones; long factors grow far more): long 1 .. 4, short 1 .. 1.5,
-  // linear over the n_rot/2 dims.
-  case Init::kRopeLong:
-  case Init::kRopeShort: {
-    const float top = p.init == Init::kRopeLong ? 3.0f : 0.5f;
-    for (int64_t i = 0; i < n; ++i)
-      x[i] = 1.0f + top * static_cast<float>(i) /
-                        static_cast<float>(std::max<int64_t>(1, n - 1));
-    break;
-  }
+    case Init::kWeight:
+      for (int64_t i = 0; i < n; ++i) x[i] = scale * Uniform(rng);
+      break;
+    case Init::kNorm:
+      for (int64_t i = 0; i < n; ++i) x[i] = 1.0f + 0.05f * Uniform(rng);
+      break;
+    case Init::kBias:
+      for (int64_t i = 0; i < n; ++i) x[i] = 0.02f * Uniform(rng);
+      break;
+    case Init::kOnes:
+      for (int64_t i = 0; i < n; ++i) x[i] = 1.0f;
+      break;
+    case Init::kSsmA:
+      for (int64_t i = 0; i < n; ++i) x[i] = -static_cast<float>(i % p.ne[0] + 1);
+      break;
+    case Init::kRopeFreqs: {
+      const uint32_t hd = s.head_dim;
+      std::vector<float> f =
+          Llama3RopeFactors(hd, s.rope_freq_base, s.rope_scaling_factor, s.rope_low_freq_factor,
+                            s.rope_high_freq_factor, s.rope_original_ctx);
+      for (int64_t i = 0; i < n; ++i) x[i] = f[static_cast<size_t>(i)];
+      break;
+    }
+    // phi3 LongRoPE factors (Phi-3.5 style: 1 for the fastest dims, growing for the slow ones;
+    // long factors grow far more): long 1 .. 4, short 1 .. 1.5, linear over the n_rot/2 dims.
+    case Init::kRopeLong:
+    case Init::kRopeShort: {
+      const float top = p.init == Init::kRopeLong ? 3.0f : 0.5f;
+      for (int64_t i = 0; i < n; ++i)
+        x[i] = 1.0f + top * static_cast<float>(i) / static_cast<float>(std::max<int64_t>(1, n - 1));
+      break;
+    }
   }
 }
 
-Status Encode(const TensorPlan &p, const ModelSpec &s, uint8_t *dst,
-              uint64_t nbytes) {
+Status Encode(const TensorPlan& p, const ModelSpec& s, uint8_t* dst, uint64_t nbytes) {
   int64_t n = 1;
-  for (int64_t d : p.ne)
-    n *= d;
+  for (int64_t d : p.ne) n *= d;
   std::unique_ptr<float[]> x(new (std::nothrow) float[static_cast<size_t>(n)]);
   if (!x)
-    return ResourceExhausted("gguf-synth: tensor '" + p.name +
-                             "': cannot allocate " + std::to_string(n) +
+    return ResourceExhausted("gguf-synth: tensor '" + p.name + "': cannot allocate " + std::to_string(n) +
                              " floats");
   Fill(p, s, x.get(), n);
   switch (p.type) {
-  case GgmlType::F32:
-    std::memcpy(dst, x.get(), static_cast<size_t>(n) * 4);
-    break;
-  case GgmlType::F16:
-  case GgmlType::BF16:
-    for (int64_t i = 0; i < n; ++i) {
-      const uint16_t h =
-          p.type == GgmlType::F16 ? Fp32ToFp16(x[i]) : Fp32ToBf16(x[i]);
-      std::memcpy(dst + 2 * i, &h, 2);
-    }
-    break;
-  case GgmlType::Q8_0:
-    QuantizeQ8_0(x.get(), dst, n);
-    break;
-  case GgmlType::Q4_0:
-    QuantizeQ4_0(x.get(), dst, n);
-    break;
-  default:
-    return Internal("gguf-synth: no generator for type " +
-                    std::string(GgmlTypeName(p.type)));
+    case GgmlType::F32:
+      std::memcpy(dst, x.get(), static_cast<size_t>(n) * 4);
+      break;
+    case GgmlType::F16:
+    case GgmlType::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = p.type == GgmlType::F16 ? Fp32ToFp16(x[i]) : Fp32ToBf16(x[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      break;
+    case GgmlType::Q8_0:
+      QuantizeQ8_0(x.get(), dst, n);
+      break;
+    case GgmlType::Q4_0:
+      QuantizeQ4_0(x.get(), dst, n);
+      break;
+    default:
+      return Internal("gguf-synth: no generator for type " + std::string(GgmlTypeName(p.type)));
   }
   (void)nbytes;
   return Status::Ok();
 }
 
-// The hyper-parameters of the planner's tensor tables for `s` (head sizes all
-// head_dim).
-planner::TensorDims SpecDims(const ModelSpec &s) {
-  planner::TensorDims d = planner::UniformHeadDims(
-      s.n_embd, s.n_vocab, s.n_ff, s.n_head, s.n_head_kv, s.head_dim);
+// The hyper-parameters of the planner's tensor tables for `s` (head sizes all head_dim).
+planner::TensorDims SpecDims(const ModelSpec& s) {
+  planner::TensorDims d =
+      planner::UniformHeadDims(s.n_embd, s.n_vocab, s.n_ff, s.n_head, s.n_head_kv, s.head_dim);
   d.n_expert = s.n_expert;
   d.n_ff_exp = s.n_ff_exp;
   d.n_ff_shexp = s.n_ff_shexp;
@@ -244,57 +214,52 @@ planner::TensorDims SpecDims(const ModelSpec &s) {
   return d;
 }
 
-// The tensor list of one model: the architecture's table (planner
-// arch_tensors.h) in file order, output.weight unless tied, the rope factors
-// when asked for, no optional biases.
-std::vector<TensorPlan> PlanTensors(const ModelSpec &s) {
+// The tensor list of one model: the architecture's table (planner arch_tensors.h) in file order,
+// output.weight unless tied, the rope factors when asked for, no optional biases.
+std::vector<TensorPlan> PlanTensors(const ModelSpec& s) {
   std::vector<TensorPlan> t;
-  const planner::ArchTensorTable *table =
+  const planner::ArchTensorTable* table =
       planner::FindArchTensorTable(s.arch == "mixtral" ? "llama" : s.arch);
-  if (table == nullptr)
-    return t; // Resolve accepts only SupportedArchs(), which all have a table
+  if (table == nullptr) return t;  // Resolve accepts only SupportedArchs(), which all have a table
   planner::TensorFileOptions opts;
   opts.output = !s.tied_output;
   opts.rope_factors = s.rope_freqs;
-  opts.other_optional =
-      s.arch == "deepseek2" && s.exp_probs_b; // its only other optional tensor
+  opts.other_optional = s.arch == "deepseek2" && s.exp_probs_b;  // its only other optional tensor
   planner::ForEachFileTensor(
       *table, SpecDims(s), static_cast<int>(s.n_layer), opts,
-      [&](const planner::ArchTensor &at, int, const std::string &name,
-          const std::vector<int64_t> &ne) {
+      [&](const planner::ArchTensor& at, int, const std::string& name, const std::vector<int64_t>& ne) {
         using R = planner::TensorRole;
         GgmlType ty = GgmlType::F32;
         Init init = Init::kWeight;
         switch (at.role) {
-        case R::kMatrix:
-          ty = s.weight_type;
-          if (ne[0] % GetTypeTraits(ty).block_size != 0)
-            ty = GgmlType::F16; // llama-quant's fallback
-          break;
-        case R::kNorm:
-          init = Init::kNorm;
-          break;
-        case R::kBias:
-          init = Init::kBias;
-          break;
-        case R::kRouter:
-        case R::kConv:
-          break;
-        case R::kSsmA:
-          init = Init::kSsmA;
-          break;
-        case R::kSsmD:
-          init = Init::kOnes;
-          break;
-        case R::kRopeFreqs:
-          init = Init::kRopeFreqs;
-          break;
-        case R::kRopeLong:
-          init = Init::kRopeLong;
-          break;
-        case R::kRopeShort:
-          init = Init::kRopeShort;
-          break;
+          case R::kMatrix:
+            ty = s.weight_type;
+            if (ne[0] % GetTypeTraits(ty).block_size != 0) ty = GgmlType::F16;  // llama-quant's fallback
+            break;
+          case R::kNorm:
+            init = Init::kNorm;
+            break;
+          case R::kBias:
+            init = Init::kBias;
+            break;
+          case R::kRouter:
+          case R::kConv:
+            break;
+          case R::kSsmA:
+            init = Init::kSsmA;
+            break;
+          case R::kSsmD:
+            init = Init::kOnes;
+            break;
+          case R::kRopeFreqs:
+            init = Init::kRopeFreqs;
+            break;
+          case R::kRopeLong:
+            init = Init::kRopeLong;
+            break;
+          case R::kRopeShort:
+            init = Init::kRopeShort;
+            break;
         }
         t.push_back({name, ne, ty, init});
       });
@@ -302,7 +267,7 @@ std::vector<TensorPlan> PlanTensors(const ModelSpec &s) {
 }
 
 // A generated SPM vocabulary (see synth.h).
-Status AddGeneratedVocab(const ModelSpec &s, GgufWriter *w) {
+Status AddGeneratedVocab(const ModelSpec& s, GgufWriter* w) {
   std::vector<std::string> tokens;
   std::vector<float> scores;
   std::vector<int32_t> types;
@@ -327,33 +292,23 @@ Status AddGeneratedVocab(const ModelSpec &s, GgufWriter *w) {
     std::string word;
     for (uint32_t k = i;; k = k / 26 - 1) {
       word.insert(word.begin(), static_cast<char>('a' + k % 26));
-      if (k < 26)
-        break;
+      if (k < 26) break;
     }
-    push("\xE2\x96\x81" + word, -static_cast<float>(i + 1),
-         1); // "▁" (U+2581) marks a word start
+    push("\xE2\x96\x81" + word, -static_cast<float>(i + 1), 1);  // "▁" (U+2581) marks a word start
   }
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV("tokenizer.ggml.model", GgufMetaValue::Str("llama")));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV("tokenizer.ggml.tokens", GgufMetaValue::ArrayStr(tokens)));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV("tokenizer.ggml.scores", GgufMetaValue::ArrayF32(scores)));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV("tokenizer.ggml.token_type", GgufMetaValue::ArrayI32(types)));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV("tokenizer.ggml.unknown_token_id", GgufMetaValue::U32(0)));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV("tokenizer.ggml.bos_token_id", GgufMetaValue::U32(1)));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV("tokenizer.ggml.eos_token_id", GgufMetaValue::U32(2)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV("tokenizer.ggml.model", GgufMetaValue::Str("llama")));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV("tokenizer.ggml.tokens", GgufMetaValue::ArrayStr(tokens)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV("tokenizer.ggml.scores", GgufMetaValue::ArrayF32(scores)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV("tokenizer.ggml.token_type", GgufMetaValue::ArrayI32(types)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV("tokenizer.ggml.unknown_token_id", GgufMetaValue::U32(0)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV("tokenizer.ggml.bos_token_id", GgufMetaValue::U32(1)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV("tokenizer.ggml.eos_token_id", GgufMetaValue::U32(2)));
   return Status::Ok();
 }
 
-} // namespace
+}  // namespace
 
-// --- numeric building blocks
-// --------------------------------------------------------------------
+// --- numeric building blocks --------------------------------------------------------------------
 
 uint16_t Fp32ToFp16(float f) {
   uint32_t x;
@@ -361,56 +316,46 @@ uint16_t Fp32ToFp16(float f) {
   const uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t mant = x & 0x7FFFFFu;
   const int32_t exp = static_cast<int32_t>((x >> 23) & 0xFFu);
-  if (exp == 0xFF)
-    return static_cast<uint16_t>(sign | 0x7C00u |
-                                 (mant ? 0x200u : 0u)); // inf / nan
+  if (exp == 0xFF) return static_cast<uint16_t>(sign | 0x7C00u | (mant ? 0x200u : 0u));  // inf / nan
   const int32_t e = exp - 127 + 15;
-  if (e >= 0x1F)
-    return static_cast<uint16_t>(sign | 0x7C00u); // overflow -> inf
-  if (e <= 0) {                                   // subnormal half (or zero)
-    if (e < -10)
-      return static_cast<uint16_t>(sign);
+  if (e >= 0x1F) return static_cast<uint16_t>(sign | 0x7C00u);  // overflow -> inf
+  if (e <= 0) {                                                 // subnormal half (or zero)
+    if (e < -10) return static_cast<uint16_t>(sign);
     mant |= 0x800000u;
     const uint32_t shift = static_cast<uint32_t>(14 - e);
     uint32_t h = mant >> shift;
     const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1u)))
-      ++h;
+    if (rem > half || (rem == half && (h & 1u))) ++h;
     return static_cast<uint16_t>(sign | h);
   }
   uint32_t h = (static_cast<uint32_t>(e) << 10) | (mant >> 13);
   const uint32_t rem = mant & 0x1FFFu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
-    ++h; // a carry into the exponent is correct
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry into the exponent is correct
   return static_cast<uint16_t>(sign | h);
 }
 
 uint16_t Fp32ToBf16(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
-  if ((x & 0x7FFFFFFFu) > 0x7F800000u)
-    return static_cast<uint16_t>((x >> 16) | 0x40u); // quiet nan
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet nan
   return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
 }
 
-void QuantizeQ8_0(const float *x, uint8_t *out, int64_t n) {
+void QuantizeQ8_0(const float* x, uint8_t* out, int64_t n) {
   for (int64_t b = 0; b < n / 32; ++b, x += 32, out += 34) {
     float amax = 0.0f;
-    for (int j = 0; j < 32; ++j)
-      amax = std::max(amax, std::fabs(x[j]));
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
     const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     const uint16_t dh = Fp32ToFp16(d);
     std::memcpy(out, &dh, 2);
     for (int j = 0; j < 32; ++j)
-      out[2 + j] =
-          static_cast<uint8_t>(static_cast<int8_t>(std::lround(x[j] * id)));
+      out[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(x[j] * id)));
   }
 }
 
-void QuantizeQ4_0(const float *x, uint8_t *out, int64_t n) {
+void QuantizeQ4_0(const float* x, uint8_t* out, int64_t n) {
   for (int64_t b = 0; b < n / 32; ++b, x += 32, out += 18) {
-    float amax = 0.0f,
-          max = 0.0f; // the value of largest magnitude, with its sign
+    float amax = 0.0f, max = 0.0f;  // the value of largest magnitude, with its sign
     for (int j = 0; j < 32; ++j)
       if (std::fabs(x[j]) > amax) {
         amax = std::fabs(x[j]);
@@ -427,48 +372,39 @@ void QuantizeQ4_0(const float *x, uint8_t *out, int64_t n) {
   }
 }
 
-std::vector<float> Llama3RopeFactors(uint32_t n_rot, float freq_base,
-                                     float factor, float low_freq_factor,
-                                     float high_freq_factor,
-                                     uint32_t original_ctx) {
+std::vector<float> Llama3RopeFactors(uint32_t n_rot, float freq_base, float factor, float low_freq_factor,
+                                     float high_freq_factor, uint32_t original_ctx) {
   const double pi = 3.14159265358979323846;
-  const double low_wavelen =
-      original_ctx / static_cast<double>(low_freq_factor);
-  const double high_wavelen =
-      original_ctx / static_cast<double>(high_freq_factor);
+  const double low_wavelen = original_ctx / static_cast<double>(low_freq_factor);
+  const double high_wavelen = original_ctx / static_cast<double>(high_freq_factor);
   std::vector<float> out;
   for (uint32_t i = 0; i < n_rot; i += 2) {
-    const double freq = 1.0 / std::pow(static_cast<double>(freq_base),
-                                       static_cast<double>(i) / n_rot);
+    const double freq = 1.0 / std::pow(static_cast<double>(freq_base), static_cast<double>(i) / n_rot);
     const double wavelen = 2 * pi / freq;
     if (wavelen < high_wavelen) {
       out.push_back(1.0f);
     } else if (wavelen > low_wavelen) {
       out.push_back(factor);
     } else {
-      const double smooth = (original_ctx / wavelen - low_freq_factor) /
-                            (high_freq_factor - low_freq_factor);
+      const double smooth = (original_ctx / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
       out.push_back(static_cast<float>(1.0 / ((1 - smooth) / factor + smooth)));
     }
   }
   return out;
 }
 
-// --- specs
-// ----------------------------------------------------------------------------------------
+// --- specs ----------------------------------------------------------------------------------------
 
-const std::vector<std::string> &SupportedArchs() {
+const std::vector<std::string>& SupportedArchs() {
   static const std::vector<std::string> archs = {
-      "llama",   "qwen2",    "phi3",      "gemma",   "mamba",   "qwen2moe",
-      "mixtral", "qwen3",    "mistral3",  "smollm3", "granite", "gemma2",
-      "gemma3",  "qwen3moe", "deepseek2", "gpt-oss"};
+      "llama",    "qwen2",   "phi3",    "gemma",  "mamba",  "qwen2moe", "mixtral",   "qwen3",
+      "mistral3", "smollm3", "granite", "gemma2", "gemma3", "qwen3moe", "deepseek2", "gpt-oss"};
   return archs;
 }
 
-const std::vector<std::string> &PresetNames() {
-  static const std::vector<std::string> names = {
-      "llama3-8b",    "llama3-70b",       "llama3-405b",
-      "mixtral-8x7b", "deepseek-v3-like", "mamba-2.8b"};
+const std::vector<std::string>& PresetNames() {
+  static const std::vector<std::string> names = {"llama3-8b",    "llama3-70b",       "llama3-405b",
+                                                 "mixtral-8x7b", "deepseek-v3-like", "mamba-2.8b"};
   return names;
 }
 
@@ -476,8 +412,7 @@ Result<ModelSpec> Preset(std::string_view name) {
   ModelSpec s;
   s.weight_type = GgmlType::F16;
   s.name = std::string(name);
-  auto llama3 = [&](uint32_t layers, uint32_t embd, uint32_t heads,
-                    uint32_t ff) {
+  auto llama3 = [&](uint32_t layers, uint32_t embd, uint32_t heads, uint32_t ff) {
     s.arch = "llama";
     s.n_layer = layers;
     s.n_embd = embd;
@@ -493,8 +428,7 @@ Result<ModelSpec> Preset(std::string_view name) {
   } else if (name == "llama3-70b") {
     llama3(80, 8192, 64, 28672);
   } else if (name == "llama3-405b") {
-    llama3(126, 16384, 128,
-           53248); // Llama 3.1 405B: 131072 context via rope_freqs scaling
+    llama3(126, 16384, 128, 53248);  // Llama 3.1 405B: 131072 context via rope_freqs scaling
     s.n_ctx = 131072;
     s.rope_freqs = true;
   } else if (name == "mixtral-8x7b") {
@@ -544,101 +478,75 @@ Result<ModelSpec> Preset(std::string_view name) {
   return s;
 }
 
-// deepseek2's defaults and checks (the planner's ReadDeepSeek2HParams rules, so
-// that a written file plans): one KV head, experts (4 of which 2 used by
-// default) of n_ff_exp, leading dense layers up to n_layer, a rope part below
-// the head, groups that divide the experts.
-Status ResolveDeepSeek2(ModelSpec &s) {
+// deepseek2's defaults and checks (the planner's ReadDeepSeek2HParams rules, so that a written file
+// plans): one KV head, experts (4 of which 2 used by default) of n_ff_exp, leading dense layers up to
+// n_layer, a rope part below the head, groups that divide the experts.
+Status ResolveDeepSeek2(ModelSpec& s) {
   s.n_head_kv = 1;
-  if (s.mla_v_head_dim == 0)
-    s.mla_v_head_dim = s.head_dim;
-  if (s.n_expert == 0)
-    s.n_expert = 4;
-  if (s.n_expert_used == 0)
-    s.n_expert_used = std::min<uint32_t>(2, s.n_expert);
-  if (s.n_ff_exp == 0)
-    s.n_ff_exp = std::max<uint32_t>(1, s.n_ff / s.n_expert_used);
-  auto bad = [&](const std::string &what) {
-    return InvalidArgument("gguf-synth: deepseek2: " + what);
-  };
+  if (s.mla_v_head_dim == 0) s.mla_v_head_dim = s.head_dim;
+  if (s.n_expert == 0) s.n_expert = 4;
+  if (s.n_expert_used == 0) s.n_expert_used = std::min<uint32_t>(2, s.n_expert);
+  if (s.n_ff_exp == 0) s.n_ff_exp = std::max<uint32_t>(1, s.n_ff / s.n_expert_used);
+  auto bad = [&](const std::string& what) { return InvalidArgument("gguf-synth: deepseek2: " + what); };
   if (s.n_expert_used > s.n_expert)
-    return bad("n_expert_used " + std::to_string(s.n_expert_used) +
-               " exceeds n_expert " + std::to_string(s.n_expert));
-  if (s.kv_lora_rank == 0)
-    return bad("kv_lora_rank must be positive");
-  if (s.mla_rope_dim == 0 || s.mla_rope_dim % 2 != 0 ||
-      s.mla_rope_dim >= s.head_dim)
+    return bad("n_expert_used " + std::to_string(s.n_expert_used) + " exceeds n_expert " +
+               std::to_string(s.n_expert));
+  if (s.kv_lora_rank == 0) return bad("kv_lora_rank must be positive");
+  if (s.mla_rope_dim == 0 || s.mla_rope_dim % 2 != 0 || s.mla_rope_dim >= s.head_dim)
     return bad("the rope part (" + std::to_string(s.mla_rope_dim) +
-               ") must be even, positive and below head_dim " +
-               std::to_string(s.head_dim));
+               ") must be even, positive and below head_dim " + std::to_string(s.head_dim));
   if (s.n_dense_lead > s.n_layer)
-    return bad("n_dense_lead " + std::to_string(s.n_dense_lead) +
-               " exceeds n_layer " + std::to_string(s.n_layer));
+    return bad("n_dense_lead " + std::to_string(s.n_dense_lead) + " exceeds n_layer " +
+               std::to_string(s.n_layer));
   if (s.expert_gating_func != 1 && s.expert_gating_func != 2)
     return bad("expert_gating_func must be 1 (softmax) or 2 (sigmoid)");
   if (s.n_expert_groups > 1 &&
-      (s.n_expert % s.n_expert_groups != 0 || s.n_group_used == 0 ||
-       s.n_group_used >= s.n_expert_groups))
-    return bad("expert groups " + std::to_string(s.n_expert_groups) +
-               " (used " + std::to_string(s.n_group_used) +
-               ") must divide n_expert " + std::to_string(s.n_expert) +
+      (s.n_expert % s.n_expert_groups != 0 || s.n_group_used == 0 || s.n_group_used >= s.n_expert_groups))
+    return bad("expert groups " + std::to_string(s.n_expert_groups) + " (used " +
+               std::to_string(s.n_group_used) + ") must divide n_expert " + std::to_string(s.n_expert) +
                " and use 1..groups-1");
   return Status::Ok();
 }
 
 Result<ModelSpec> Resolve(ModelSpec s) {
-  const auto &archs = SupportedArchs();
+  const auto& archs = SupportedArchs();
   if (std::find(archs.begin(), archs.end(), s.arch) == archs.end())
-    return InvalidArgument("gguf-synth: unknown architecture '" + s.arch +
-                           "' (supported: " + Join(archs) + ")");
-  if (s.name.empty())
-    s.name = "synthetic-" + s.arch;
-  auto positive = [&](const char *what, uint32_t v) -> Status {
+    return InvalidArgument("gguf-synth: unknown architecture '" + s.arch + "' (supported: " + Join(archs) +
+                           ")");
+  if (s.name.empty()) s.name = "synthetic-" + s.arch;
+  auto positive = [&](const char* what, uint32_t v) -> Status {
     if (v == 0)
-      return InvalidArgument(std::string("gguf-synth: ") + what +
-                             " must be positive for " + s.arch);
+      return InvalidArgument(std::string("gguf-synth: ") + what + " must be positive for " + s.arch);
     return Status::Ok();
   };
   STOWAGE_RETURN_IF_ERROR(positive("n_layer", s.n_layer));
-  if (s.n_layer >
-      512) // llama.cpp's LLAMA_MAX_LAYERS: a deeper model would not load
-    return InvalidArgument(
-        "gguf-synth: n_layer " + std::to_string(s.n_layer) +
-        " exceeds llama.cpp's maximum of 512 layers (LLAMA_MAX_LAYERS)");
+  if (s.n_layer > 512)  // llama.cpp's LLAMA_MAX_LAYERS: a deeper model would not load
+    return InvalidArgument("gguf-synth: n_layer " + std::to_string(s.n_layer) +
+                           " exceeds llama.cpp's maximum of 512 layers (LLAMA_MAX_LAYERS)");
   if (!(s.rope_freq_base > 0.f) || !std::isfinite(s.rope_freq_base))
-    return InvalidArgument(
-        "gguf-synth: rope_freq_base must be a positive finite number, found " +
-        std::to_string(s.rope_freq_base));
+    return InvalidArgument("gguf-synth: rope_freq_base must be a positive finite number, found " +
+                           std::to_string(s.rope_freq_base));
   STOWAGE_RETURN_IF_ERROR(positive("n_embd", s.n_embd));
   STOWAGE_RETURN_IF_ERROR(positive("n_ctx", s.n_ctx));
   if (s.vocab_from.empty() && (s.n_vocab < 3 || s.n_vocab > kMaxGeneratedVocab))
-    return InvalidArgument(
-        "gguf-synth: n_vocab must be 3.." + std::to_string(kMaxGeneratedVocab) +
-        " for a generated vocab (<unk>, <s>, </s>, bytes, pieces), found " +
-        std::to_string(s.n_vocab));
+    return InvalidArgument("gguf-synth: n_vocab must be 3.." + std::to_string(kMaxGeneratedVocab) +
+                           " for a generated vocab (<unk>, <s>, </s>, bytes, pieces), found " +
+                           std::to_string(s.n_vocab));
   // llama.cpp: gemma's and gemma2's output is token_embd
-  if (s.arch == "gemma" || s.arch == "gemma2")
-    s.tied_output = true;
+  if (s.arch == "gemma" || s.arch == "gemma2") s.tied_output = true;
   const bool gemma23 = s.arch == "gemma2" || s.arch == "gemma3";
-  if (s.final_softcap < 0.f)
-    s.final_softcap = s.arch == "gemma2" ? 30.0f : 0.0f;
+  if (s.final_softcap < 0.f) s.final_softcap = s.arch == "gemma2" ? 30.0f : 0.0f;
   if (!gemma23 && s.arch != "gpt-oss" && s.swa_period != 0)
-    return InvalidArgument("gguf-synth: a sliding window pattern is gemma2's, "
-                           "gemma3's and gpt-oss's, not " +
+    return InvalidArgument("gguf-synth: a sliding window pattern is gemma2's, gemma3's and gpt-oss's, not " +
                            s.arch + "'s");
-  if (gemma23 &&
-      (!(s.attn_softcap > 0.f) || !std::isfinite(s.attn_softcap) ||
-       !(s.final_softcap >= 0.f) || !std::isfinite(s.final_softcap) ||
-       (s.arch == "gemma2" && s.final_softcap == 0.f)))
-    return InvalidArgument("gguf-synth: soft-caps must be finite and positive "
-                           "(gemma3's final one may be 0), found " +
-                           std::to_string(s.attn_softcap) + " and " +
-                           std::to_string(s.final_softcap));
+  if (gemma23 && (!(s.attn_softcap > 0.f) || !std::isfinite(s.attn_softcap) || !(s.final_softcap >= 0.f) ||
+                  !std::isfinite(s.final_softcap) || (s.arch == "gemma2" && s.final_softcap == 0.f)))
+    return InvalidArgument(
+        "gguf-synth: soft-caps must be finite and positive (gemma3's final one may be 0), found " +
+        std::to_string(s.attn_softcap) + " and " + std::to_string(s.final_softcap));
   if (s.arch == "mamba") {
-    if (s.ssm_d_inner == 0)
-      s.ssm_d_inner = 2 * s.n_embd;
-    if (s.ssm_dt_rank == 0)
-      s.ssm_dt_rank = (s.n_embd + 15) / 16;
+    if (s.ssm_d_inner == 0) s.ssm_d_inner = 2 * s.n_embd;
+    if (s.ssm_dt_rank == 0) s.ssm_dt_rank = (s.n_embd + 15) / 16;
     STOWAGE_RETURN_IF_ERROR(positive("ssm_d_state", s.ssm_d_state));
     STOWAGE_RETURN_IF_ERROR(positive("ssm_d_conv", s.ssm_d_conv));
     s.n_head = s.n_head_kv = 0;
@@ -646,126 +554,94 @@ Result<ModelSpec> Resolve(ModelSpec s) {
     s.head_dim = 0;
     s.n_expert = s.n_expert_used = 0;
     if (s.rope_freqs)
-      return InvalidArgument(
-          "gguf-synth: rope_freqs needs an attention architecture, not mamba");
+      return InvalidArgument("gguf-synth: rope_freqs needs an attention architecture, not mamba");
   } else {
     STOWAGE_RETURN_IF_ERROR(positive("n_head", s.n_head));
     STOWAGE_RETURN_IF_ERROR(positive("n_head_kv", s.n_head_kv));
     STOWAGE_RETURN_IF_ERROR(positive("n_ff", s.n_ff));
     if (s.head_dim == 0) {
       if (s.n_embd % s.n_head != 0)
-        return InvalidArgument(
-            "gguf-synth: n_embd " + std::to_string(s.n_embd) +
-            " is not a multiple of n_head " + std::to_string(s.n_head));
+        return InvalidArgument("gguf-synth: n_embd " + std::to_string(s.n_embd) +
+                               " is not a multiple of n_head " + std::to_string(s.n_head));
       s.head_dim = s.n_embd / s.n_head;
     }
     if (s.head_dim % 2 != 0)
-      return InvalidArgument(
-          "gguf-synth: head_dim must be even for RoPE, found " +
-          std::to_string(s.head_dim));
+      return InvalidArgument("gguf-synth: head_dim must be even for RoPE, found " +
+                             std::to_string(s.head_dim));
     if (s.n_head % s.n_head_kv != 0)
       return InvalidArgument("gguf-synth: n_head " + std::to_string(s.n_head) +
-                             " is not a multiple of n_head_kv " +
-                             std::to_string(s.n_head_kv));
-    if (s.rope_freqs && s.arch != "llama" && s.arch != "mixtral" &&
-        s.arch != "phi3" && s.arch != "mistral3" && s.arch != "granite")
+                             " is not a multiple of n_head_kv " + std::to_string(s.n_head_kv));
+    if (s.rope_freqs && s.arch != "llama" && s.arch != "mixtral" && s.arch != "phi3" &&
+        s.arch != "mistral3" && s.arch != "granite")
       return InvalidArgument(
-          "gguf-synth: rope_freqs (Llama-3 rope scaling; phi3: LongRoPE "
-          "factors) applies to llama, mistral3, "
+          "gguf-synth: rope_freqs (Llama-3 rope scaling; phi3: LongRoPE factors) applies to llama, mistral3, "
           "granite and phi3, not " +
           s.arch);
-    if (!s.rope_scaling.empty() && s.rope_scaling != "none" &&
-        s.rope_scaling != "linear" && s.rope_scaling != "yarn" &&
-        s.rope_scaling != "longrope")
-      return InvalidArgument("gguf-synth: rope scaling type must be none, "
-                             "linear, yarn or longrope, found '" +
+    if (!s.rope_scaling.empty() && s.rope_scaling != "none" && s.rope_scaling != "linear" &&
+        s.rope_scaling != "yarn" && s.rope_scaling != "longrope")
+      return InvalidArgument("gguf-synth: rope scaling type must be none, linear, yarn or longrope, found '" +
                              s.rope_scaling + "'");
     if (s.arch != "mistral3" &&
-        (s.attn_temp_scale != 0.0f || s.yarn_beta_fast >= 0.0f ||
-         s.yarn_beta_slow >= 0.0f ||
+        (s.attn_temp_scale != 0.0f || s.yarn_beta_fast >= 0.0f || s.yarn_beta_slow >= 0.0f ||
          (s.yarn_log_mul != 0.0f && s.arch != "deepseek2")))
-      return InvalidArgument("gguf-synth: the yarn beta / log multiplier keys "
-                             "and the attention temperature scale are "
-                             "mistral3's (llama.cpp reads them for it), not " +
-                             s.arch + "'s");
+      return InvalidArgument(
+          "gguf-synth: the yarn beta / log multiplier keys and the attention temperature scale are "
+          "mistral3's (llama.cpp reads them for it), not " +
+          s.arch + "'s");
     if (IsMoe(s.arch)) {
-      if (s.n_expert == 0)
-        s.n_expert = s.arch == "mixtral" ? 8 : 4;
-      if (s.n_expert_used == 0)
-        s.n_expert_used = std::min<uint32_t>(2, s.n_expert);
+      if (s.n_expert == 0) s.n_expert = s.arch == "mixtral" ? 8 : 4;
+      if (s.n_expert_used == 0) s.n_expert_used = std::min<uint32_t>(2, s.n_expert);
       if (s.n_expert_used > s.n_expert)
-        return InvalidArgument(
-            "gguf-synth: n_expert_used " + std::to_string(s.n_expert_used) +
-            " exceeds n_expert " + std::to_string(s.n_expert));
+        return InvalidArgument("gguf-synth: n_expert_used " + std::to_string(s.n_expert_used) +
+                               " exceeds n_expert " + std::to_string(s.n_expert));
       if (s.arch == "qwen2moe" || s.arch == "qwen3moe" || s.arch == "gpt-oss") {
-        if (s.n_ff_exp == 0)
-          s.n_ff_exp = std::max<uint32_t>(1, s.n_ff / s.n_expert_used);
+        if (s.n_ff_exp == 0) s.n_ff_exp = std::max<uint32_t>(1, s.n_ff / s.n_expert_used);
       }
-      if (s.arch == "qwen2moe" && s.n_ff_shexp == 0)
-        s.n_ff_shexp = s.n_ff;
+      if (s.arch == "qwen2moe" && s.n_ff_shexp == 0) s.n_ff_shexp = s.n_ff;
     } else if (s.n_expert != 0 || s.n_expert_used != 0) {
       return InvalidArgument(
-          "gguf-synth: experts need a mixture-of-experts architecture "
-          "(mixtral, qwen2moe or qwen3moe), not " +
+          "gguf-synth: experts need a mixture-of-experts architecture (mixtral, qwen2moe or qwen3moe), not " +
           s.arch);
     }
   }
-  if (s.arch == "deepseek2")
-    STOWAGE_RETURN_IF_ERROR(ResolveDeepSeek2(s));
+  if (s.arch == "deepseek2") STOWAGE_RETURN_IF_ERROR(ResolveDeepSeek2(s));
   if (!IsValidGgmlType(static_cast<uint32_t>(s.weight_type)))
-    return InvalidArgument(
-        "gguf-synth: invalid weight type id " +
-        std::to_string(static_cast<uint32_t>(s.weight_type)));
+    return InvalidArgument("gguf-synth: invalid weight type id " +
+                           std::to_string(static_cast<uint32_t>(s.weight_type)));
   if (!s.header_only && !CanGenerate(s.weight_type))
-    return InvalidArgument(std::string("gguf-synth: weight type ") +
-                           GgmlTypeName(s.weight_type) +
-                           " has no generator (f32, f16, bf16, q8_0, q4_0); "
-                           "use --header-only for other types");
+    return InvalidArgument(
+        std::string("gguf-synth: weight type ") + GgmlTypeName(s.weight_type) +
+        " has no generator (f32, f16, bf16, q8_0, q4_0); use --header-only for other types");
   return s;
 }
 
-// deepseek2's keys beyond the common ones (convert_hf_to_gguf DeepseekV2Model):
-// the MLA ranks and head sizes, the experts and their routing.
-// rope.dimension_count, key_length and value_length are the MLA rope part and
-// cache row (BuildModel writes head_dim there for the other architectures).
-Status AddDeepSeek2Keys(const ModelSpec &s, GgufWriter *w) {
-  auto key = [](const char *k) { return std::string("deepseek2.") + k; };
+// deepseek2's keys beyond the common ones (convert_hf_to_gguf DeepseekV2Model): the MLA ranks and
+// head sizes, the experts and their routing. rope.dimension_count, key_length and value_length are
+// the MLA rope part and cache row (BuildModel writes head_dim there for the other architectures).
+Status AddDeepSeek2Keys(const ModelSpec& s, GgufWriter* w) {
+  auto key = [](const char* k) { return std::string("deepseek2.") + k; };
   using V = GgufMetaValue;
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV(key("leading_dense_block_count"), V::U32(s.n_dense_lead)));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV(key("attention.q_lora_rank"), V::U32(s.q_lora_rank)));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV(key("attention.kv_lora_rank"), V::U32(s.kv_lora_rank)));
-  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.key_length"),
-                                   V::U32(s.kv_lora_rank + s.mla_rope_dim)));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV(key("attention.value_length"), V::U32(s.kv_lora_rank)));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV(key("attention.key_length_mla"), V::U32(s.head_dim)));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV(key("attention.value_length_mla"), V::U32(s.mla_v_head_dim)));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV(key("expert_feed_forward_length"), V::U32(s.n_ff_exp)));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV(key("expert_shared_count"), V::U32(s.n_expert_shared)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("leading_dense_block_count"), V::U32(s.n_dense_lead)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.q_lora_rank"), V::U32(s.q_lora_rank)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.kv_lora_rank"), V::U32(s.kv_lora_rank)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.key_length"), V::U32(s.kv_lora_rank + s.mla_rope_dim)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.value_length"), V::U32(s.kv_lora_rank)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.key_length_mla"), V::U32(s.head_dim)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.value_length_mla"), V::U32(s.mla_v_head_dim)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_feed_forward_length"), V::U32(s.n_ff_exp)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_shared_count"), V::U32(s.n_expert_shared)));
   if (s.expert_weights_scale != 0.0f)
-    STOWAGE_RETURN_IF_ERROR(
-        w->AddKV(key("expert_weights_scale"), V::F32(s.expert_weights_scale)));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV(key("expert_weights_norm"), V::Bool(s.expert_weights_norm)));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV(key("expert_gating_func"), V::U32(s.expert_gating_func)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_weights_scale"), V::F32(s.expert_weights_scale)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_weights_norm"), V::Bool(s.expert_weights_norm)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_gating_func"), V::U32(s.expert_gating_func)));
   if (s.n_expert_groups != 0) {
-    STOWAGE_RETURN_IF_ERROR(
-        w->AddKV(key("expert_group_count"), V::U32(s.n_expert_groups)));
-    STOWAGE_RETURN_IF_ERROR(
-        w->AddKV(key("expert_group_used_count"), V::U32(s.n_group_used)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_group_count"), V::U32(s.n_expert_groups)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_group_used_count"), V::U32(s.n_group_used)));
   }
   return Status::Ok();
 }
 
-Status BuildModel(const ModelSpec &in, GgufWriter *w) {
+Status BuildModel(const ModelSpec& in, GgufWriter* w) {
   if (w->n_kv() != 0 || w->n_tensors() != 0)
     return InvalidArgument("gguf-synth: BuildModel needs an empty writer");
   STOWAGE_ASSIGN_OR_RETURN(ModelSpec s, Resolve(in));
@@ -777,161 +653,119 @@ Status BuildModel(const ModelSpec &in, GgufWriter *w) {
                              vocab->GetStringArray("tokenizer.ggml.tokens"));
     s.n_vocab = static_cast<uint32_t>(toks.size());
     if (s.n_vocab == 0)
-      return InvalidArgument("gguf-synth: " + s.vocab_from +
-                             ": tokenizer.ggml.tokens is empty");
+      return InvalidArgument("gguf-synth: " + s.vocab_from + ": tokenizer.ggml.tokens is empty");
   }
 
-  const std::string a =
-      s.arch == "mixtral" ? std::string("llama") : s.arch; // llama.cpp's name
-  auto key = [&](const char *k) { return a + "." + k; };
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV("general.architecture", GgufMetaValue::Str(a)));
+  const std::string a = s.arch == "mixtral" ? std::string("llama") : s.arch;  // llama.cpp's name
+  auto key = [&](const char* k) { return a + "." + k; };
+  STOWAGE_RETURN_IF_ERROR(w->AddKV("general.architecture", GgufMetaValue::Str(a)));
   STOWAGE_RETURN_IF_ERROR(w->AddKV("general.name", GgufMetaValue::Str(s.name)));
   const int ftype = FileType(s.weight_type);
   if (ftype >= 0)
-    STOWAGE_RETURN_IF_ERROR(w->AddKV(
-        "general.file_type", GgufMetaValue::U32(static_cast<uint32_t>(ftype))));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV("general.file_type", GgufMetaValue::U32(static_cast<uint32_t>(ftype))));
   if (GetTypeTraits(s.weight_type).is_quantized)
-    STOWAGE_RETURN_IF_ERROR(
-        w->AddKV("general.quantization_version", GgufMetaValue::U32(2)));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV(key("context_length"), GgufMetaValue::U32(s.n_ctx)));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV(key("embedding_length"), GgufMetaValue::U32(s.n_embd)));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV(key("block_count"), GgufMetaValue::U32(s.n_layer)));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV(key("feed_forward_length"), GgufMetaValue::U32(s.n_ff)));
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV(key("attention.head_count"), GgufMetaValue::U32(s.n_head)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV("general.quantization_version", GgufMetaValue::U32(2)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("context_length"), GgufMetaValue::U32(s.n_ctx)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("embedding_length"), GgufMetaValue::U32(s.n_embd)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("block_count"), GgufMetaValue::U32(s.n_layer)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("feed_forward_length"), GgufMetaValue::U32(s.n_ff)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.head_count"), GgufMetaValue::U32(s.n_head)));
   if (s.arch == "mamba") {
-    STOWAGE_RETURN_IF_ERROR(
-        w->AddKV(key("ssm.conv_kernel"), GgufMetaValue::U32(s.ssm_d_conv)));
-    STOWAGE_RETURN_IF_ERROR(
-        w->AddKV(key("ssm.inner_size"), GgufMetaValue::U32(s.ssm_d_inner)));
-    STOWAGE_RETURN_IF_ERROR(
-        w->AddKV(key("ssm.state_size"), GgufMetaValue::U32(s.ssm_d_state)));
-    STOWAGE_RETURN_IF_ERROR(
-        w->AddKV(key("ssm.time_step_rank"), GgufMetaValue::U32(s.ssm_dt_rank)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("ssm.conv_kernel"), GgufMetaValue::U32(s.ssm_d_conv)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("ssm.inner_size"), GgufMetaValue::U32(s.ssm_d_inner)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("ssm.state_size"), GgufMetaValue::U32(s.ssm_d_state)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("ssm.time_step_rank"), GgufMetaValue::U32(s.ssm_dt_rank)));
   } else {
-    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.head_count_kv"),
-                                     GgufMetaValue::U32(s.n_head_kv)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.head_count_kv"), GgufMetaValue::U32(s.n_head_kv)));
     STOWAGE_RETURN_IF_ERROR(
         w->AddKV(key("rope.dimension_count"),
-                 GgufMetaValue::U32(s.arch == "deepseek2" ? s.mla_rope_dim
-                                                          : s.head_dim)));
-    STOWAGE_RETURN_IF_ERROR(
-        w->AddKV(key("rope.freq_base"), GgufMetaValue::F32(s.rope_freq_base)));
-    if (s.arch != "deepseek2" &&
-        (s.arch == "gemma" || s.arch == "gemma2" || s.arch == "gemma3" ||
-         s.head_dim * s.n_head != s.n_embd)) {
-      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.key_length"),
-                                       GgufMetaValue::U32(s.head_dim)));
-      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.value_length"),
-                                       GgufMetaValue::U32(s.head_dim)));
+                 GgufMetaValue::U32(s.arch == "deepseek2" ? s.mla_rope_dim : s.head_dim)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("rope.freq_base"), GgufMetaValue::F32(s.rope_freq_base)));
+    if (s.arch != "deepseek2" && (s.arch == "gemma" || s.arch == "gemma2" || s.arch == "gemma3" ||
+                                  s.head_dim * s.n_head != s.n_embd)) {
+      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.key_length"), GgufMetaValue::U32(s.head_dim)));
+      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.value_length"), GgufMetaValue::U32(s.head_dim)));
     }
   }
-  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.layer_norm_rms_epsilon"),
-                                   GgufMetaValue::F32(s.rms_eps)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.layer_norm_rms_epsilon"), GgufMetaValue::F32(s.rms_eps)));
   if (!s.rope_scaling.empty())
-    STOWAGE_RETURN_IF_ERROR(
-        w->AddKV(key("rope.scaling.type"), GgufMetaValue::Str(s.rope_scaling)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("rope.scaling.type"), GgufMetaValue::Str(s.rope_scaling)));
   if (s.rope_scale != 0.0f)
-    STOWAGE_RETURN_IF_ERROR(
-        w->AddKV(key("rope.scaling.factor"), GgufMetaValue::F32(s.rope_scale)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("rope.scaling.factor"), GgufMetaValue::F32(s.rope_scale)));
   if (s.rope_scaling_orig_ctx != 0)
     STOWAGE_RETURN_IF_ERROR(
-        w->AddKV(key("rope.scaling.original_context_length"),
-                 GgufMetaValue::U32(s.rope_scaling_orig_ctx)));
+        w->AddKV(key("rope.scaling.original_context_length"), GgufMetaValue::U32(s.rope_scaling_orig_ctx)));
   if (s.yarn_beta_fast >= 0.0f)
-    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("rope.scaling.yarn_beta_fast"),
-                                     GgufMetaValue::F32(s.yarn_beta_fast)));
-  if (s.yarn_beta_slow >= 0.0f)
-    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("rope.scaling.yarn_beta_slow"),
-                                     GgufMetaValue::F32(s.yarn_beta_slow)));
-  if (s.yarn_log_mul != 0.0f)
-    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("rope.scaling.yarn_log_multiplier"),
-                                     GgufMetaValue::F32(s.yarn_log_mul)));
-  if (s.attn_temp_scale != 0.0f)
-    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.temperature_scale"),
-                                     GgufMetaValue::F32(s.attn_temp_scale)));
-  if (s.arch == "granite") {
     STOWAGE_RETURN_IF_ERROR(
-        w->AddKV(key("logit_scale"), GgufMetaValue::F32(s.logit_scale)));
+        w->AddKV(key("rope.scaling.yarn_beta_fast"), GgufMetaValue::F32(s.yarn_beta_fast)));
+  if (s.yarn_beta_slow >= 0.0f)
+    STOWAGE_RETURN_IF_ERROR(
+        w->AddKV(key("rope.scaling.yarn_beta_slow"), GgufMetaValue::F32(s.yarn_beta_slow)));
+  if (s.yarn_log_mul != 0.0f)
+    STOWAGE_RETURN_IF_ERROR(
+        w->AddKV(key("rope.scaling.yarn_log_multiplier"), GgufMetaValue::F32(s.yarn_log_mul)));
+  if (s.attn_temp_scale != 0.0f)
+    STOWAGE_RETURN_IF_ERROR(
+        w->AddKV(key("attention.temperature_scale"), GgufMetaValue::F32(s.attn_temp_scale)));
+  if (s.arch == "granite") {
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("logit_scale"), GgufMetaValue::F32(s.logit_scale)));
     if (s.residual_scale != 0.0f)
-      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("residual_scale"),
-                                       GgufMetaValue::F32(s.residual_scale)));
+      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("residual_scale"), GgufMetaValue::F32(s.residual_scale)));
     if (s.embedding_scale != 0.0f)
-      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("embedding_scale"),
-                                       GgufMetaValue::F32(s.embedding_scale)));
+      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("embedding_scale"), GgufMetaValue::F32(s.embedding_scale)));
     if (s.attention_scale != 0.0f)
-      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.scale"),
-                                       GgufMetaValue::F32(s.attention_scale)));
+      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.scale"), GgufMetaValue::F32(s.attention_scale)));
   }
   const bool gemma23 = s.arch == "gemma2" || s.arch == "gemma3";
   if ((s.arch == "phi3" || gemma23 || s.arch == "gpt-oss") && s.swa_key)
-    STOWAGE_RETURN_IF_ERROR(
-        w->AddKV(key("attention.sliding_window"), GgufMetaValue::U32(s.n_swa)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.sliding_window"), GgufMetaValue::U32(s.n_swa)));
   if (s.swa_period != 0)
-    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.sliding_window_pattern"),
-                                     GgufMetaValue::U32(s.swa_period)));
+    STOWAGE_RETURN_IF_ERROR(
+        w->AddKV(key("attention.sliding_window_pattern"), GgufMetaValue::U32(s.swa_period)));
   if (s.arch == "gemma2") {
-    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attn_logit_softcapping"),
-                                     GgufMetaValue::F32(s.attn_softcap)));
-    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("final_logit_softcapping"),
-                                     GgufMetaValue::F32(s.final_softcap)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attn_logit_softcapping"), GgufMetaValue::F32(s.attn_softcap)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("final_logit_softcapping"), GgufMetaValue::F32(s.final_softcap)));
   }
   if (s.arch == "gemma3") {
     if (s.final_softcap != 0.0f)
-      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("final_logit_softcapping"),
-                                       GgufMetaValue::F32(s.final_softcap)));
+      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("final_logit_softcapping"), GgufMetaValue::F32(s.final_softcap)));
     if (s.rope_freq_base_swa != 0.0f)
-      STOWAGE_RETURN_IF_ERROR(w->AddKV(
-          key("rope.freq_base_swa"), GgufMetaValue::F32(s.rope_freq_base_swa)));
+      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("rope.freq_base_swa"), GgufMetaValue::F32(s.rope_freq_base_swa)));
   }
-  STOWAGE_RETURN_IF_ERROR(
-      w->AddKV(key("vocab_size"), GgufMetaValue::U32(s.n_vocab)));
-  if (s.arch == "deepseek2")
-    STOWAGE_RETURN_IF_ERROR(AddDeepSeek2Keys(s, w));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("vocab_size"), GgufMetaValue::U32(s.n_vocab)));
+  if (s.arch == "deepseek2") STOWAGE_RETURN_IF_ERROR(AddDeepSeek2Keys(s, w));
   if (IsMoe(s.arch)) {
-    STOWAGE_RETURN_IF_ERROR(
-        w->AddKV(key("expert_count"), GgufMetaValue::U32(s.n_expert)));
-    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_used_count"),
-                                     GgufMetaValue::U32(s.n_expert_used)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_count"), GgufMetaValue::U32(s.n_expert)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_used_count"), GgufMetaValue::U32(s.n_expert_used)));
     if (s.arch == "qwen2moe" || s.arch == "qwen3moe" || s.arch == "gpt-oss")
-      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_feed_forward_length"),
-                                       GgufMetaValue::U32(s.n_ff_exp)));
+      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_feed_forward_length"), GgufMetaValue::U32(s.n_ff_exp)));
     if (s.arch == "qwen2moe") {
-      STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_shared_feed_forward_length"),
-                                       GgufMetaValue::U32(s.n_ff_shexp)));
+      STOWAGE_RETURN_IF_ERROR(
+          w->AddKV(key("expert_shared_feed_forward_length"), GgufMetaValue::U32(s.n_ff_shexp)));
     }
   }
   if (vocab) {
-    for (const auto &kv : vocab->kvs())
+    for (const auto& kv : vocab->kvs())
       if (kv.key.rfind("tokenizer.", 0) == 0)
-        STOWAGE_RETURN_IF_ERROR(
-            w->AddKV(kv.key, GgufMetaValue::FromValue(kv.value)));
+        STOWAGE_RETURN_IF_ERROR(w->AddKV(kv.key, GgufMetaValue::FromValue(kv.value)));
   } else {
     STOWAGE_RETURN_IF_ERROR(AddGeneratedVocab(s, w));
   }
 
-  for (TensorPlan &p : PlanTensors(s)) {
+  for (TensorPlan& p : PlanTensors(s)) {
     GgufTensorFill fill;
     if (!s.header_only) {
-      fill = [p, s](uint8_t *dst, uint64_t nbytes) {
-        return Encode(p, s, dst, nbytes);
-      };
+      fill = [p, s](uint8_t* dst, uint64_t nbytes) { return Encode(p, s, dst, nbytes); };
     }
-    STOWAGE_RETURN_IF_ERROR(
-        w->AddTensor(p.name, p.type, p.ne, std::move(fill)));
+    STOWAGE_RETURN_IF_ERROR(w->AddTensor(p.name, p.type, p.ne, std::move(fill)));
   }
   return Status::Ok();
 }
 
-Status WriteModel(const ModelSpec &spec, const std::string &path) {
+Status WriteModel(const ModelSpec& spec, const std::string& path) {
   GgufWriter w;
   STOWAGE_RETURN_IF_ERROR(BuildModel(spec, &w));
   return w.WriteFile(path);
 }
 
-} // namespace stowage::synth
+}  // namespace stowage::synth
