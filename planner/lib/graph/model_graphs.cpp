@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 
 #include "arch.h"
@@ -72,6 +73,20 @@ Result<float> ReadFloat(const GgufFile& f, const std::string& key, std::optional
                         bool min_ok, const std::string& rule) {
   STOWAGE_ASSIGN_OR_RETURN(const float v, def ? f.GetF32Or(key, *def) : f.GetF32(key));
   if (!std::isfinite(v) || v < min || (v == min && !min_ok)) return f.KeyError(key, rule, FloatText(v));
+  return v;
+}
+
+// A float the graphs divide by (a soft-cap, granite's logit_scale, the rope scaling factor):
+// ReadFloat's rule with min 0, and above 0 a finite reciprocal (a denormal such as 1e-45 gives
+// 1/x = inf in a node's parameters, which the plan verifier refuses once the plan is written).
+Result<float> ReadDivisor(const GgufFile& f, const std::string& key, std::optional<float> def, bool zero_ok,
+                          const std::string& rule) {
+  STOWAGE_ASSIGN_OR_RETURN(const float v, ReadFloat(f, key, def, 0.f, zero_ok, rule));
+  if (v > 0.f && !std::isfinite(1.f / v))
+    return f.KeyError(
+        key,
+        rule + " with a finite reciprocal (above " + FloatText(1.0 / std::numeric_limits<float>::max()) + ")",
+        FloatText(v));
   return v;
 }
 
@@ -215,12 +230,12 @@ Status ReadGemmaHParams(const GgufFile& f, HParams* hp) {
                            ReadRopeBase(f, p + "rope.freq_base_swa", hp->rope_freq_base_swa, &hp->warnings));
   hp->attn_soft_cap = gemma2;
   if (gemma2) {
-    STOWAGE_ASSIGN_OR_RETURN(hp->f_attn_logit_softcapping, ReadFloat(f, p + "attn_logit_softcapping", 50.f,
-                                                                     0.f, false, "a finite cap > 0"));
+    STOWAGE_ASSIGN_OR_RETURN(hp->f_attn_logit_softcapping,
+                             ReadDivisor(f, p + "attn_logit_softcapping", 50.f, false, "a finite cap > 0"));
   }
   STOWAGE_ASSIGN_OR_RETURN(hp->f_final_logit_softcapping,
-                           ReadFloat(f, p + "final_logit_softcapping", gemma2 ? 30.f : 0.f, 0.f, !gemma2,
-                                     gemma2 ? "a finite cap > 0" : "a finite cap >= 0 (0: off)"));
+                           ReadDivisor(f, p + "final_logit_softcapping", gemma2 ? 30.f : 0.f, !gemma2,
+                                       gemma2 ? "a finite cap > 0" : "a finite cap >= 0 (0: off)"));
   const bool is_27b = hp->n_layer == (gemma2 ? 46u : 62u);
   hp->f_attention_scale =
       is_27b ? 1.0f / std::sqrt(float(hp->n_embd / hp->n_head)) : 1.0f / std::sqrt(float(hp->n_embd_head_k));
@@ -304,7 +319,13 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
   const std::string scale_key =
       p + (f.Find(p + "rope.scaling.factor") ? "rope.scaling.factor" : "rope.scale_linear");
   STOWAGE_ASSIGN_OR_RETURN(const float scale_factor,
-                           ReadFloat(f, scale_key, 0.f, 0.f, true, "a finite factor >= 0 (0: no scaling)"));
+                           ReadDivisor(f, scale_key, 0.f, true, "a finite factor >= 0 (0: no scaling)"));
+  // Differs from llama.cpp, which runs it: YaRN's attention factor is cancelled by
+  // 1 / (1 + 0.1 ln factor) (llama_context), infinite at e^-10 and negative below; YaRN stretches
+  // the context (transformers' rope validation wants a factor >= 1).
+  if (hp.rope_scaling_type == 2 && scale_factor > 0.f && scale_factor < 1.f)
+    return f.KeyError(scale_key, "a factor >= 1 with " + p + "rope.scaling.type yarn (0: no scaling)",
+                      FloatText(scale_factor));
   hp.rope_freq_scale = scale_factor == 0.f ? 1.f : 1.f / scale_factor;
   STOWAGE_ASSIGN_OR_RETURN(hp.rope_attn_factor, ReadFloat(f, p + "rope.scaling.attn_factor", 1.f, 0.f, false,
                                                           "a finite factor > 0"));
@@ -338,7 +359,7 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
   if (hp.arch == "granite") {
     // llama_model_granite::load_arch_hparams: logit_scale required, the others optional (0: none)
     STOWAGE_ASSIGN_OR_RETURN(hp.f_logit_scale,
-                             ReadFloat(f, p + "logit_scale", std::nullopt, 0.f, false, "a finite scale > 0"));
+                             ReadDivisor(f, p + "logit_scale", std::nullopt, false, "a finite scale > 0"));
     STOWAGE_ASSIGN_OR_RETURN(hp.f_residual_scale, ReadFloat(f, p + "residual_scale", 0.f, 0.f, true,
                                                             "a finite scale >= 0 (0: none)"));
     STOWAGE_ASSIGN_OR_RETURN(hp.f_embedding_scale, ReadFloat(f, p + "embedding_scale", 0.f, 0.f, true,

@@ -1274,6 +1274,54 @@ TEST(Gemma2Graph, WindowAndPeriodLimitsAccepted) {
       << hp->warnings[0];
 }
 
+// Keys the graphs divide by (SCALE 1/cap, 1/logit_scale, ROPE's freq_scale 1/factor): a denormal
+// passes "> 0" but its reciprocal is inf, a node parameter the plan verifier refuses after the plan
+// is written; refused at the key instead. A YaRN factor below 1 makes llama_context's attention
+// factor 1 / (1 + 0.1 ln factor) infinite (e^-10) or negative: refused (llama.cpp runs both).
+TEST(ModelGraphsErrors, DivisorKeysNeedAFiniteReciprocal) {
+  auto error = [](SynthGguf s) {
+    auto m = Build(s);
+    if (m.ok()) return std::string("ok");
+    const std::string& e = m.status().message();
+    return e.substr(e.find(": key") + 2);
+  };
+  const float denormal = 1e-45f;
+  SynthGguf g2 = test::Gemma2Model(SynthParams{}, 32, 8);
+  g2.Set("gemma2.attn_logit_softcapping", GgufMetaValue::F32(denormal));
+  EXPECT_EQ(error(g2),
+            "key 'gemma2.attn_logit_softcapping': expected a finite cap > 0 with a finite "
+            "reciprocal (above 2.93874e-39), found 1.4013e-45");
+  SynthGguf g3 = test::Gemma3Model(SynthParams{}, 32, 8);
+  g3.F32("gemma3.final_logit_softcapping", denormal);
+  EXPECT_EQ(error(g3),
+            "key 'gemma3.final_logit_softcapping': expected a finite cap >= 0 (0: off) with a "
+            "finite reciprocal (above 2.93874e-39), found 1.4013e-45");
+  SynthGguf granite = test::GraniteModel(SynthParams{});
+  granite.Set("granite.logit_scale", GgufMetaValue::F32(denormal));
+  EXPECT_EQ(error(granite),
+            "key 'granite.logit_scale': expected a finite scale > 0 with a finite reciprocal "
+            "(above 2.93874e-39), found 1.4013e-45");
+  SynthGguf linear = test::LlamaModel(SynthParams{});
+  linear.F32("llama.rope.scaling.factor", denormal);
+  EXPECT_EQ(error(linear),
+            "key 'llama.rope.scaling.factor': expected a finite factor >= 0 (0: no scaling) "
+            "with a finite reciprocal (above 2.93874e-39), found 1.4013e-45");
+  SynthGguf yarn = test::Mistral3Model(SynthParams{});
+  yarn.Str("mistral3.rope.scaling.type", "yarn");
+  yarn.F32("mistral3.rope.scaling.factor", 0.5f);
+  EXPECT_EQ(error(yarn),
+            "key 'mistral3.rope.scaling.factor': expected a factor >= 1 with "
+            "mistral3.rope.scaling.type yarn (0: no scaling), found 0.5");
+  // the limits: a linear factor below 1 and a YaRN factor of 1 are planned
+  SynthGguf linear_half = test::LlamaModel(SynthParams{});
+  linear_half.F32("llama.rope.scaling.factor", 0.5f);
+  EXPECT_EQ(error(linear_half), "ok");
+  SynthGguf yarn_one = test::Mistral3Model(SynthParams{});
+  yarn_one.Str("mistral3.rope.scaling.type", "yarn");
+  yarn_one.F32("mistral3.rope.scaling.factor", 1.0f);
+  EXPECT_EQ(error(yarn_one), "ok");
+}
+
 // qwen3 and smollm3 are dense in llama.cpp, which ignores an expert count; here it is refused.
 TEST(Qwen3Graph, ExpertCountRefusedOnDenseArchitectures) {
   for (SynthGguf s : {test::Qwen3Model(SynthParams{}, 32), test::SmolLM3Model(SynthParams{})}) {
