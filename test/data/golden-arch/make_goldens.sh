@@ -29,6 +29,10 @@ PROMPT="Once upon a time, there was a little girl named Lily. She loved to play 
 # seed 5, as with the default seed two experts' scores are so close at three prompt positions that
 # llama.cpp itself picks others token by token (--n-ubatch 1) than for the whole prompt (logits 0.78
 # apart; seed 5: 0.003 F32, 0.22 Q8_0, within the batch-vs-single tolerances of golden_arch_test).
+# deepseek2: 3 layers (the first dense), heads of 24 (16 nope + 8 rope, v 24), q LoRA 32, kv LoRA
+# 32, 8 experts of which 2 used with sigmoid routing, the expert-score bias, weights normalized and
+# scaled by 2.5, one shared expert (gguf-synth's defaults), YaRN factor 4 over 16 with
+# yarn_log_multiplier 0.1 (deepseek2's kq_scale mscale).
 # gemma2 / gemma3: a sliding window of 8, far shorter than the prompt (82 tokens), and soft-caps small
 # enough to bite at these logit sizes (gemma2: attention 0.5, final 2; gemma3: final 2); gemma3 with 6
 # layers (the default pattern: layers 0-4 sliding-window, 5 global), global rope base 1e6 with
@@ -59,6 +63,8 @@ declare -A ARGS=(
   [gemma3-f32]="--arch gemma3 --type f32 --n-layer 6 --sliding-window 8 --rope-freq-base 1000000 --rope-scaling linear --rope-scale 8 --final-softcap 2"
   [qwen3moe-f32]="--arch qwen3moe --type f32 --head-dim 32 --n-expert 8 --n-expert-used 2 --seed 5"
   [qwen3moe-q8_0]="--arch qwen3moe --type q8_0 --head-dim 32 --n-expert 8 --n-expert-used 2 --seed 5"
+  [deepseek2-f32]="--arch deepseek2 --type f32 --n-layer 3 --n-expert 8 --n-expert-used 2 --head-dim 24 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-log-mul 0.1 --seed 3"
+  [deepseek2-q8_0]="--arch deepseek2 --type q8_0 --n-layer 3 --n-expert 8 --n-expert-used 2 --head-dim 24 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-log-mul 0.1 --seed 3"
   [gemma3-q8_0]="--arch gemma3 --type q8_0 --n-layer 6 --sliding-window 8 --rope-freq-base 1000000 --rope-scaling linear --rope-scale 8 --final-softcap 2"
 )
 NAMES=("$@")
@@ -66,7 +72,7 @@ NAMES=("$@")
                             phi3-ropefactors-long-f32 mamba-f32 mamba-q8_0 qwen3-f32 qwen3-q8_0
                             llama-yarn-f32 llama-ropefreqs-f32 mistral3-f32 mistral3-q8_0
                             gemma2-f32 gemma2-q8_0 gemma3-f32 gemma3-q8_0 smollm3-f32 smollm3-q8_0
-                            granite-f32 granite-q8_0 qwen3moe-f32 qwen3moe-q8_0)
+                            granite-f32 granite-q8_0 qwen3moe-f32 qwen3moe-q8_0 deepseek2-f32 deepseek2-q8_0)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 for n in "${NAMES[@]}"; do

@@ -88,6 +88,19 @@ void Qwen3MoeExperts(synth::ModelSpec& s) {
   s.n_expert = 8;
   s.n_expert_used = 2;
 }
+// deepseek2's goldens (gguf-synth's deepseek2 defaults: q LoRA 32, kv LoRA 32, rope part 8, the first
+// layer dense, sigmoid routing with the expert-score bias, weights normalized and scaled by 2.5, one
+// shared expert): 3 layers, heads of 24, 8 experts of which 2 used, YaRN factor 4 over 16 with
+// yarn_log_multiplier 0.1; seed 3 (seed 1's F32 greedy run and seed 2's Q8_0 prompt meet routing near-ties).
+void DeepSeek2Small(synth::ModelSpec& s) {
+  s.seed = 3;
+  s.n_layer = 3;
+  s.n_expert = 8;
+  s.n_expert_used = 2;
+  s.head_dim = 24;
+  Yarn(s);
+  s.yarn_log_mul = 0.1f;
+}
 void Gemma3Small(synth::ModelSpec& s) {
   s.n_layer = 6;
   s.n_swa = 8;
@@ -540,6 +553,33 @@ TEST(GoldenArchQwen3Moe, QkNormAndRouterMoveTheLogits) {
 // With flash attention gemma2's attention soft-cap is FLASH_ATTN_EXT's logit_softcap (llama.cpp
 // build_attn_mha): the gemma goldens (made without it) still match within the F32 tolerance, and the
 // gemma2 model with its attention cap off (1e5) does not.
+// deepseek2's golden depends on each routing feature and on its rope: the model of the golden rebuilt
+// without the expert-score bias, without the weight scale (2.5), without the weight norm, with
+// softmax instead of sigmoid gating, or without YaRN (the roped k_pe / q_pe and kq_scale's mscale)
+// decodes to logits beyond twice the F32 tolerance.
+TEST(GoldenArchDeepSeek2, TurningAFeatureOffMovesTheLogits) {
+  struct Off {
+    const char* what;
+    void (*spec)(synth::ModelSpec&);
+  };
+  const Off cases[] = {
+      {"expert-score bias", [](synth::ModelSpec& s) { DeepSeek2Small(s), s.exp_probs_b = false; }},
+      {"weight scale", [](synth::ModelSpec& s) { DeepSeek2Small(s), s.expert_weights_scale = 0.f; }},
+      {"weight norm", [](synth::ModelSpec& s) { DeepSeek2Small(s), s.expert_weights_norm = false; }},
+      {"sigmoid gating", [](synth::ModelSpec& s) { DeepSeek2Small(s), s.expert_gating_func = 1; }},
+      {"YaRN",
+       [](synth::ModelSpec& s) {
+         DeepSeek2Small(s);
+         s.rope_scaling.clear(), s.rope_scale = 0.f, s.rope_scaling_orig_ctx = 0, s.yarn_log_mul = 0.f;
+       }},
+  };
+  for (const Off& c : cases) {
+    const float d = FeatureOffDiff("deepseek2-f32", "deepseek2", c.spec);
+    EXPECT_GT(d, 2 * 0.02f) << c.what << ": the model without it still matches the golden";
+    std::printf("[ deepseek2-f32 ] max |logit diff| vs llama.cpp without the %s: %.5f\n", c.what, d);
+  }
+}
+
 TEST(GoldenArchGemma, FlashAttentionMatchesLlamaCpp) {
   struct Fa {
     const char* golden;
@@ -617,7 +657,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"gemma3-f32", "gemma3", GgmlType::F32, nullptr, false, 0, 0, Gemma3Small},
         Case{"gemma3-q8_0", "gemma3", GgmlType::Q8_0, nullptr, false, 0, 0, Gemma3Small},
         Case{"qwen3moe-f32", "qwen3moe", GgmlType::F32, nullptr, false, 0, 0, Qwen3MoeExperts},
-        Case{"qwen3moe-q8_0", "qwen3moe", GgmlType::Q8_0, nullptr, false, 0, 0, Qwen3MoeExperts}),
+        Case{"qwen3moe-q8_0", "qwen3moe", GgmlType::Q8_0, nullptr, false, 0, 0, Qwen3MoeExperts},
+        Case{"deepseek2-f32", "deepseek2", GgmlType::F32, nullptr, false, 0, 0, DeepSeek2Small},
+        Case{"deepseek2-q8_0", "deepseek2", GgmlType::Q8_0, nullptr, false, 0, 0, DeepSeek2Small}),
     [](const ::testing::TestParamInfo<Case>& i) {
       std::string n = i.param.name;
       for (char& ch : n)

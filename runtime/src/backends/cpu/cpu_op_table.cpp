@@ -21,7 +21,8 @@ std::vector<OpRule> CpuOpRules(const std::vector<GgmlType>& weight_types) {
       AcceptRule({O::ROPE}, {f32, OfTypes({T::I32}), f32_opt}, {T::F32}, 0, kOps),
       AcceptRule({O::SOFT_MAX}, {f32, OfTypes({T::F16, T::F32}, true), f32_opt}, {T::F32}, 0, kOps),
       AcceptRule({O::CPY, O::CONT, O::DUP}, {f32}, from_f32, 0, kOps),
-      AcceptRule({O::CPY, O::CONT, O::DUP}, {OfTypes({T::F16})}, {T::F32}, 0, kOps),
+      // F16 -> F16: the CONT of a transposed F16 K-cache view (deepseek2 MLA's V without flash attention)
+      AcceptRule({O::CPY, O::CONT, O::DUP}, {OfTypes({T::F16})}, {T::F32, T::F16}, 0, kOps),
   };
   // Mixture of experts (ops_moe.cpp; DIV / SIGMOID in ops_elementwise.cpp).
   TensorConstraint experts = OfTypes(weight_types);
