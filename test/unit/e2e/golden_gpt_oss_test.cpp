@@ -1,0 +1,175 @@
+// gpt-oss against llama.cpp 2026-09-28 (test/data/golden-arch/gpt-oss-*.json, make_goldens.sh): a
+// tiny synthetic model (2 layers: layer 0 sliding-window with a window of 8, far shorter than the
+// 82-token prompt, layer 1 global; 4 experts of which 2 are used; YaRN factor 4 over 16) decoded in
+// F32 and Q8_0, with and without flash attention, within golden_arch_test's tolerances; and the
+// features shown to matter: without the attention sinks (set to -1e30, which gives each head's
+// softmax no extra logit) or without the window (wider than the prompt) the logits miss the golden
+// by more than twice the F32 tolerance.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "reduced_golden.h"
+#include "stowage/runtime/gguf.h"
+#include "stowage/runtime/session.h"
+#include "synth.h"
+#include "test_paths.h"
+
+namespace stowage {
+namespace {
+
+// The goldens' model: gguf-synth --arch gpt-oss --type <type> --sliding-window 8 --rope-scaling yarn
+// --rope-scale 4 --rope-orig-ctx 16.
+synth::ModelSpec GoldenSpec(GgmlType type) {
+  synth::ModelSpec s;
+  s.arch = "gpt-oss";
+  s.weight_type = type;
+  s.n_swa = 8;
+  s.rope_scaling = "yarn";
+  s.rope_scale = 4.0f;
+  s.rope_scaling_orig_ctx = 16;
+  return s;
+}
+
+nlohmann::json LoadGolden(const std::string& name) {
+  std::ifstream in(std::string(STOWAGE_TEST_DATA_DIR) + "/golden-arch/" + name + ".json");
+  EXPECT_TRUE(in.good()) << name;
+  return in.good() ? nlohmann::json::parse(in) : nlohmann::json();
+}
+
+// Writes every F32 element of the tensors whose names contain `part` as `value` (offsets from the
+// file's own header); returns how many tensors it changed.
+int SetF32Tensors(const std::string& model, const std::string& part, float value) {
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  {
+    auto gguf = GgufFile::Open(model);
+    EXPECT_TRUE(gguf.ok()) << gguf.status().ToString();
+    if (!gguf.ok()) return 0;
+    for (const GgufTensorInfo& t : (*gguf)->tensors())
+      if (t.name.find(part) != std::string::npos) {
+        EXPECT_EQ(t.type, GgmlType::F32) << t.name;
+        spans.emplace_back((*gguf)->data_offset() + t.offset, static_cast<uint64_t>(t.nelements()));
+      }
+  }
+  std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
+  for (const auto& [off, n] : spans) {
+    const std::vector<float> w(n, value);
+    f.seekp(static_cast<std::streamoff>(off));
+    f.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(n * sizeof(float)));
+  }
+  EXPECT_TRUE(f.good());
+  return static_cast<int>(spans.size());
+}
+
+// The prompt's logits of `spec`'s model (its sinks set to `sinks` unless NaN), planned with or
+// without flash attention; the model file must be the golden's unless `edited`.
+std::vector<float> PromptLogits(const nlohmann::json& golden, const synth::ModelSpec& spec, bool flash_attn,
+                                float sinks, bool edited) {
+  const std::string model = ::testing::TempDir() + "golden_gpt_oss_" + std::to_string(getpid()) + ".gguf";
+  Status st = synth::WriteModel(spec, model);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  if (!edited) EXPECT_EQ(test::FileFnv1a64(model), golden["model_fnv1a64"].get<std::string>());
+  if (!std::isnan(sinks)) EXPECT_EQ(SetF32Tensors(model, "attn_sinks", sinks), 2);
+  planner::ContextConfig cfg;
+  cfg.n_ctx = 256;
+  cfg.flash_attn = flash_attn;
+  std::vector<float> logits;
+  auto plan = test::PlanForThisCpu(model, cfg);
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  if (plan.ok()) {
+    auto s = Session::CreateFromPlanBytes(*plan, model);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (s.ok()) {
+      st = (*s)->Decode(golden["prompt_tokens"].get<std::vector<int32_t>>(), /*all_logits=*/true, &logits);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+    }
+  }
+  std::remove(model.c_str());
+  return logits;
+}
+
+float MaxDiffVsGolden(const nlohmann::json& golden, const std::vector<float>& logits) {
+  const int n_vocab = golden["n_vocab"].get<int>();
+  const auto ids = golden["ids"].get<std::vector<int>>();
+  const auto positions = golden["positions"].get<std::vector<size_t>>();
+  float d = 0;
+  for (size_t j = 0; j < positions.size(); ++j) {
+    const auto want = golden["logits"][j].get<std::vector<float>>();
+    for (size_t v = 0; v < ids.size(); ++v)
+      d = std::max(d, std::fabs(logits[positions[j] * n_vocab + ids[v]] - want[v]));
+  }
+  return d;
+}
+
+constexpr float kF32Tol = 0.02f, kQuantTol = 0.30f;  // golden_arch_test's
+
+TEST(GoldenGptOss, MatchesLlamaCpp) {
+  const struct {
+    const char* golden;
+    GgmlType type;
+    bool fa;
+  } cases[] = {{"gpt-oss-f32", GgmlType::F32, false},
+               {"gpt-oss-f32", GgmlType::F32, true},
+               {"gpt-oss-q8_0", GgmlType::Q8_0, false},
+               {"gpt-oss-q8_0", GgmlType::Q8_0, true}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string(c.golden) + (c.fa ? " -fa on" : ""));
+    const nlohmann::json golden = LoadGolden(c.golden);
+    const auto prompt = golden["prompt_tokens"].get<std::vector<int32_t>>();
+    const std::vector<float> logits = PromptLogits(golden, GoldenSpec(c.type), c.fa, NAN, false);
+    test::ExpectMatchesReducedGolden(golden, logits, prompt.size(), golden["n_vocab"].get<int>(),
+                                     c.type == GgmlType::F32 ? kF32Tol : kQuantTol, c.golden);
+  }
+}
+
+TEST(GoldenGptOss, GreedyAndTokenByToken) {
+  const nlohmann::json golden = LoadGolden("gpt-oss-f32");
+  const std::string model = ::testing::TempDir() + "golden_gpt_oss_g_" + std::to_string(getpid()) + ".gguf";
+  ASSERT_TRUE(synth::WriteModel(GoldenSpec(GgmlType::F32), model).ok());
+  const int n_vocab = golden["n_vocab"].get<int>();
+  const auto prompt = golden["prompt_tokens"].get<std::vector<int32_t>>();
+  auto batch = test::NewGoldenSession(model, n_vocab);
+  auto single = test::NewGoldenSession(model, n_vocab);
+  ASSERT_TRUE(batch && single);
+  std::vector<float> a, b;
+  ASSERT_TRUE(batch->Decode(prompt, true, &a).ok());
+  test::ExpectGreedyMatchesGolden(golden, *batch, a.data() + (prompt.size() - 1) * n_vocab, n_vocab);
+  for (int32_t t : prompt) {
+    std::vector<float> l;
+    ASSERT_TRUE(single->Decode({t}, true, &l).ok());
+    b.insert(b.end(), l.begin(), l.end());
+  }
+  ASSERT_EQ(a.size(), b.size());
+  float d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
+  EXPECT_LE(d, 0.05f) << "prompt at once vs token by token";
+  std::remove(model.c_str());
+}
+
+TEST(GoldenGptOss, SinksAndWindowMatter) {
+  const nlohmann::json golden = LoadGolden("gpt-oss-f32");
+  // Sinks at -1e30: exp(sink - max) is 0, as if the model had none.
+  const float no_sinks =
+      MaxDiffVsGolden(golden, PromptLogits(golden, GoldenSpec(GgmlType::F32), false, -1e30f, true));
+  // The same through flash attention's sink step.
+  const float no_sinks_fa =
+      MaxDiffVsGolden(golden, PromptLogits(golden, GoldenSpec(GgmlType::F32), true, -1e30f, true));
+  // A window wider than the prompt: layer 0 sees every earlier token.
+  synth::ModelSpec wide = GoldenSpec(GgmlType::F32);
+  wide.n_swa = 128;
+  const float no_window = MaxDiffVsGolden(golden, PromptLogits(golden, wide, false, NAN, true));
+  std::printf(
+      "[ gpt-oss-f32 ] max |logit diff| vs llama.cpp without sinks %.5f (-fa on %.5f), without the window "
+      "%.5f\n",
+      no_sinks, no_sinks_fa, no_window);
+  EXPECT_GT(no_sinks, 2 * kF32Tol);
+  EXPECT_GT(no_sinks_fa, 2 * kF32Tol);
+  EXPECT_GT(no_window, 2 * kF32Tol);
+}
+
+}  // namespace
+}  // namespace stowage
