@@ -80,6 +80,16 @@ void Gemma2Small(synth::ModelSpec& s) {
 }
 // gemma3's goldens: 6 layers (5 sliding-window, 1 global), a window of 8, global rope base 1e6 with
 // linear scaling 8, the SWA layers' base 10000, a final soft-cap of 2; tied (the tool's default).
+// glm4moe's goldens: 3 trunk blocks (0 dense), heads of 32 with q/k norms, 8 experts of which 2 are
+// used, seed 2 (make_goldens.sh); gguf-synth's glm4moe defaults for the rest (one NextN block).
+void Glm4MoeSmall(synth::ModelSpec& s) {
+  s.seed = 2;
+  s.n_layer = 3;
+  s.head_dim = 32;
+  s.n_expert = 8;
+  s.n_expert_used = 2;
+  s.qk_norm = true;
+}
 // qwen3moe's goldens: heads of 32 as qwen3's, 8 experts of which 2 are used, seed 5 (no routing
 // near-tie that flips between the whole prompt and token by token: make_goldens.sh).
 void Qwen3MoeExperts(synth::ModelSpec& s) {
@@ -475,7 +485,8 @@ TEST(GoldenArchRope, TurningTheScalingOffMovesTheLogits) {
 }
 
 // The gemma goldens depend on each gemma feature: the model of the golden rebuilt with the
-// attention soft-cap, the final soft-cap or the sliding window turned off (a cap or window of 1e5;
+// attention soft-cap, the final soft-cap or the sliding window turned off (a cap of 1e5, a window of
+// the whole context;
 // gemma3: final cap 0), gemma3's SWA layers roped with the global base, or gemma3's q/k norm weights
 // doubled (each head's Q.K scaled by 4) decodes to logits beyond the F32 tolerance of its golden.
 TEST(GoldenArchGemma, TurningAFeatureOffMovesTheLogits) {
@@ -501,7 +512,7 @@ TEST(GoldenArchGemma, TurningAFeatureOffMovesTheLogits) {
                        {"gemma2-f32", "gemma2",
                         [](synth::ModelSpec& s) {
                           Gemma2Small(s);
-                          s.n_swa = 100000;
+                          s.n_swa = s.n_ctx;  // the whole training context: it never slides
                         },
                         "sliding window off"},
                        {"gemma3-f32", "gemma3",
@@ -513,7 +524,7 @@ TEST(GoldenArchGemma, TurningAFeatureOffMovesTheLogits) {
                        {"gemma3-f32", "gemma3",
                         [](synth::ModelSpec& s) {
                           Gemma3Small(s);
-                          s.n_swa = 100000;
+                          s.n_swa = s.n_ctx;  // the whole training context: it never slides
                         },
                         "sliding window off"},
                        {"gemma3-f32", "gemma3",
@@ -547,6 +558,62 @@ TEST(GoldenArchQwen3Moe, QkNormAndRouterMoveTheLogits) {
     EXPECT_GT(d, 5 * 0.02f) << c.doubled[0] << " doubled: the model still matches the golden";
     std::printf("[ qwen3moe-f32 ] max |logit diff| vs llama.cpp with %s doubled: %.5f\n",
                 c.doubled[0].c_str(), d);
+  }
+}
+
+// glm4moe's goldens depend on each of its features: the model of the golden with the routed scaling
+// off (no expert_weights_scale key), without the shared expert, with the selection bias doubled
+// (other experts chosen, the weights unchanged), or rotated over the whole head instead of its first
+// half decodes to logits beyond the F32 tolerance of its golden; without the NextN block (the file
+// differs, the trunk not) the logits stay within it.
+TEST(GoldenArchGlm4Moe, TurningAFeatureOffMovesTheLogits) {
+  struct Off {
+    void (*spec)(synth::ModelSpec&);
+    const char* what;
+    std::vector<std::string> doubled;
+    int n_doubled;
+    bool moves;
+  };
+  const Off cases[] = {{[](synth::ModelSpec& s) {
+                          Glm4MoeSmall(s);
+                          s.expert_weights_scale = 0.0f;
+                        },
+                        "routed scaling off",
+                        {},
+                        0,
+                        true},
+                       {[](synth::ModelSpec& s) {
+                          Glm4MoeSmall(s);
+                          s.n_expert_shared = 0;
+                        },
+                        "no shared expert",
+                        {},
+                        0,
+                        true},
+                       {Glm4MoeSmall, "selection bias doubled", {"exp_probs_b"}, 3, true},  // blocks 1-3
+                       {[](synth::ModelSpec& s) {
+                          Glm4MoeSmall(s);
+                          s.rope_dim = 32;
+                        },
+                        "the whole head roped",
+                        {},
+                        0,
+                        true},
+                       {[](synth::ModelSpec& s) {
+                          Glm4MoeSmall(s);
+                          s.n_nextn = 0;
+                        },
+                        "no NextN block",
+                        {},
+                        0,
+                        false}};
+  for (const Off& c : cases) {
+    const float d = FeatureOffDiff("glm4moe-f32", "glm4moe", c.spec, c.doubled, c.n_doubled);
+    if (c.moves)
+      EXPECT_GT(d, 5 * 0.02f) << c.what << ": the model still matches the golden";
+    else
+      EXPECT_LE(d, 0.02f) << c.what;
+    std::printf("[ glm4moe-f32 ] max |logit diff| vs llama.cpp with %s: %.5f\n", c.what, d);
   }
 }
 
@@ -656,6 +723,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"gemma2-q8_0", "gemma2", GgmlType::Q8_0, nullptr, false, 0, 0, Gemma2Small},
         Case{"gemma3-f32", "gemma3", GgmlType::F32, nullptr, false, 0, 0, Gemma3Small},
         Case{"gemma3-q8_0", "gemma3", GgmlType::Q8_0, nullptr, false, 0, 0, Gemma3Small},
+        Case{"glm4moe-f32", "glm4moe", GgmlType::F32, nullptr, false, 0, 0, Glm4MoeSmall},
+        Case{"glm4moe-q8_0", "glm4moe", GgmlType::Q8_0, nullptr, false, 0, 0, Glm4MoeSmall},
         Case{"qwen3moe-f32", "qwen3moe", GgmlType::F32, nullptr, false, 0, 0, Qwen3MoeExperts},
         Case{"qwen3moe-q8_0", "qwen3moe", GgmlType::Q8_0, nullptr, false, 0, 0, Qwen3MoeExperts},
         Case{"deepseek2-f32", "deepseek2", GgmlType::F32, nullptr, false, 0, 0, DeepSeek2Small},
