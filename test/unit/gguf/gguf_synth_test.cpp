@@ -259,7 +259,7 @@ TEST(GgufSynth, GemmaKeys) {
 
   s.arch = "llama";
   EXPECT_EQ(synth::Resolve(s).status().message(),
-            "gguf-synth: a sliding window pattern is gemma2's and gemma3's, not llama's");
+            "gguf-synth: a sliding window pattern is gemma2's, gemma3's and gpt-oss's, not llama's");
   s.arch = "gemma2";
   s.swa_period = 0;
   s.final_softcap = 0.f;
@@ -338,7 +338,7 @@ TEST(GgufSynth, Errors) {
   s.arch = "gpt5";
   EXPECT_EQ(synth::Resolve(s).status().message(),
             "gguf-synth: unknown architecture 'gpt5' (supported: llama, qwen2, phi3, gemma, mamba, qwen2moe, "
-            "mixtral, qwen3, mistral3, smollm3, granite, gemma2, gemma3, qwen3moe, deepseek2)");
+            "mixtral, qwen3, mistral3, smollm3, granite, gemma2, gemma3, qwen3moe, deepseek2, gpt-oss)");
   s = synth::ModelSpec();
   s.n_head = 5;
   EXPECT_EQ(synth::Resolve(s).status().message(), "gguf-synth: n_embd 64 is not a multiple of n_head 5");

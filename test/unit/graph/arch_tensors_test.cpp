@@ -127,7 +127,7 @@ TEST(ArchTensors, LoaderReadsEveryOptionalTensor) {
                         Case{"llama", "llama longrope", 0, true}, Case{"mistral3", "mistral3", 0, false},
                         Case{"mistral3", "mistral3 longrope", 0, true}, Case{"smollm3", "smollm3", 0, false},
                         Case{"granite", "granite", 0, false}, Case{"granite", "granite longrope", 0, true},
-                        Case{"qwen3moe", "qwen3moe", 4, false}}) {
+                        Case{"qwen3moe", "qwen3moe", 4, false}, Case{"gpt-oss", "gpt-oss", 4, false}}) {
     const std::string a = c.arch;
     test::SynthGguf g(a);
     g.U32(a + ".context_length", p.n_ctx);
@@ -144,6 +144,10 @@ TEST(ArchTensors, LoaderReadsEveryOptionalTensor) {
     }
     if (c.longrope) g.Str(a + ".rope.scaling.type", "longrope");
     if (a == "granite") g.F32(a + ".logit_scale", 16.0f);  // required by llama_model_granite
+    if (a == "gpt-oss") {                                  // required by llama_model_openai_moe
+      g.U32(a + ".expert_feed_forward_length", p.n_ff / 2);
+      g.U32(a + ".attention.sliding_window", 8);
+    }
     TensorDims d = UniformHeadDims(p.n_embd, p.n_vocab, p.n_ff, p.n_head, p.n_head_kv, p.n_embd / p.n_head);
     d.n_expert = c.n_expert;
     d.n_ff_exp = c.n_expert ? p.n_ff / 2 : 0;  // qwen3moe: n_ff / expert_used_count without the width key
@@ -160,9 +164,9 @@ TEST(ArchTensors, LoaderReadsEveryOptionalTensor) {
       covered[a].insert(t.name);
     }
   }
-  // the cases cover every entry of the llama, mistral3, smollm3, granite and qwen3moe tables (the other
-  // tables have no optional tensors but output.weight, the rope factors and deepseek2's exp_probs_b.bias,
-  // which gguf-synth writes and GgufSynthWritesTheTableAndTheLoaderReadsIt covers)
+  // the cases cover every entry of the llama, mistral3, smollm3, granite, qwen3moe and gpt-oss tables (the
+  // other tables have no optional tensors but output.weight, the rope factors and deepseek2's
+  // exp_probs_b.bias, which gguf-synth writes and GgufSynthWritesTheTableAndTheLoaderReadsIt covers)
   for (const auto& [arch, names] : covered)
     EXPECT_EQ(names.size(), FindArchTensorTable(arch)->tensors.size());
   for (const ArchTensorTable& table : ArchTensorTables()) {
