@@ -31,6 +31,9 @@ struct Shape {
   float max_bias = 0.f, softcap = 0.f;
   bool mask = true;
   bool sinks = false;  // ggml_flash_attn_ext_add_sinks: one logit per query head in [-3, 6)
+  /// V as the first Dv values of the K rows (a view of K, deepseek2's MLA cache); 0: V rows of D.
+  int64_t Dv = 0;
+  int64_t dv() const { return Dv != 0 ? Dv : D; }
 };
 
 struct Problem {
@@ -42,7 +45,7 @@ struct Problem {
       : s(sh),
         q(GgmlType::F32, sh.D, sh.N, sh.Hkv * sh.r),
         mask(GgmlType::F16, sh.n_kv, sh.N),
-        dst(GgmlType::F32, sh.D, sh.Hkv * sh.r, sh.N),
+        dst(GgmlType::F32, sh.dv(), sh.Hkv * sh.r, sh.N),
         sink(GgmlType::F32, sh.Hkv * sh.r) {
     kt::Fill(q, seed, -2.f, 2.f);
     kt::Fill(sink, seed + 3, -3.f, 6.f);  // above and below the rows' maxima: both branches
@@ -57,6 +60,10 @@ struct Problem {
       }
     kv_ = View(sh.tk, k);
     vv_ = View(sh.tv, v);
+    if (sh.Dv != 0) {  // MLA: V is a view of K's rows
+      vv_ = kv_;
+      vv_.ne[0] = sh.Dv;
+    }
   }
   std::vector<uint8_t> Rows(GgmlType t, uint32_t seed, float amp) const {
     std::vector<float> f(size_t(s.D * s.n_kv * s.Hkv));
@@ -89,7 +96,8 @@ struct Problem {
   void Reference(std::vector<double>* out, double* bound) const {
     const int64_t H = s.Hkv * s.r;
     const GgmlType vdt = GetTypeKernels(s.tk, IsaLevel::kScalar)->vec_dot_type;
-    out->assign(size_t(s.D * H * s.N), 0.0);
+    const int64_t Dv = s.dv();
+    out->assign(size_t(Dv * H * s.N), 0.0);
     std::vector<float> qrow(size_t(s.D)), qq(size_t(s.D)), krow(size_t(s.D)), vrow(size_t(s.D));
     std::vector<uint8_t> qbytes(RowSize(vdt, s.D));
     const uint32_t n_head_log2 = 1u << uint32_t(std::floor(std::log2(double(H))));
@@ -127,9 +135,9 @@ struct Problem {
         if (s.sinks) S += std::exp(sink.at(h) - mx);  // a logit without a value
         for (int64_t c = 0; c < s.n_kv; ++c) {
           if (w[size_t(c)] == 0) continue;
-          ASSERT_TRUE(DequantizeRow(s.tv, Row(vv_, c, h / s.r), vrow.data(), s.D).ok());
-          for (int64_t d = 0; d < s.D; ++d)
-            (*out)[size_t((t * H + h) * s.D + d)] += w[size_t(c)] / S * vrow[size_t(d)];
+          ASSERT_TRUE(DequantizeRow(vv_.type, Row(vv_, c, h / s.r), vrow.data(), Dv).ok());
+          for (int64_t d = 0; d < Dv; ++d)
+            (*out)[size_t((t * H + h) * Dv + d)] += w[size_t(c)] / S * vrow[size_t(d)];
         }
       }
     // Dots: K * 2^-22 * sum|k q| moves s (and so every weight by a factor e^err); the weights sum to 1
@@ -155,19 +163,20 @@ void CheckAgainstReference(const Shape& s, uint32_t seed) {
     for (int threads : {1, 2}) {
       ComputeContext ctx = kt::Ctx(threads);
       ctx.max_isa = isa;
-      std::fill(p.dst.f32(), p.dst.f32() + s.D * H * s.N, -7.f);
+      const int64_t Dv = s.dv();
+      std::fill(p.dst.f32(), p.dst.f32() + Dv * H * s.N, -7.f);
       ASSERT_TRUE(p.Run(ctx).ok());
       double worst = 0;
       for (int64_t t = 0; t < s.N; ++t)
         for (int64_t h = 0; h < H; ++h)
-          for (int64_t d = 0; d < s.D; ++d)
+          for (int64_t d = 0; d < Dv; ++d)
             worst =
-                std::max(worst, std::fabs(double(p.dst.at(d, h, t)) - want[size_t((t * H + h) * s.D + d)]));
+                std::max(worst, std::fabs(double(p.dst.at(d, h, t)) - want[size_t((t * H + h) * Dv + d)]));
       EXPECT_LE(worst, bound) << "D " << s.D << " n_kv " << s.n_kv << " Hkv " << s.Hkv << " r " << s.r
                               << " N " << s.N << " k " << GgmlTypeName(s.tk) << " v " << GgmlTypeName(s.tv)
                               << " isa " << int(isa) << " threads " << threads;
       // Rows are independent: the thread count never changes a bit.
-      std::vector<float> got(p.dst.f32(), p.dst.f32() + s.D * H * s.N);
+      std::vector<float> got(p.dst.f32(), p.dst.f32() + Dv * H * s.N);
       if (threads == 1)
         first = got;
       else
@@ -187,6 +196,18 @@ TEST(CpuFlashAttn, MatchesReferenceOnRandomShapes) {
   };
   uint32_t seed = 100;
   for (const Shape& s : shapes) CheckAgainstReference(s, seed += 7);
+}
+
+// deepseek2's MLA: one K head of kv_lora_rank + n_rot shared by every query head, V its first
+// kv_lora_rank values (a view of the same cells): V rows narrower than K's.
+TEST(CpuFlashAttn, MlaValueIsAViewOfTheKeys) {
+  for (const GgmlType t : {GgmlType::F16, GgmlType::F32, GgmlType::Q8_0}) {
+    Shape mla{96, 37, 1, 4, 3, t, t};
+    mla.Dv = 64;
+    CheckAgainstReference(mla, 11);
+    mla.N = 1;  // token generation
+    CheckAgainstReference(mla, 12);
+  }
 }
 
 TEST(CpuFlashAttn, AlibiSoftcapAndNoMask) {

@@ -656,6 +656,8 @@ TEST(GoldenArchGemma, FlashAttentionMatchesLlamaCpp) {
   };
   const Fa cases[] = {{"gemma2-f32", "gemma2", Gemma2Small, true},
                       {"gemma3-f32", "gemma3", Gemma3Small, true},
+                      // MLA: K rows of kv_lora_rank + n_rot, V the first kv_lora_rank of them
+                      {"deepseek2-f32", "deepseek2", DeepSeek2Small, true},
                       {"gemma2-f32", "gemma2",
                        [](synth::ModelSpec& s) {
                          Gemma2Small(s);

@@ -91,9 +91,10 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
     for (int i = 0; i < 4; ++i) FA_NEED(t->ne[i] >= 0, "negative dimension in " + ShapeString(*t));
   FA_NEED(q.type == GgmlType::F32, "q: expected F32, got " + ShapeString(q));
   FA_NEED(dst.type == GgmlType::F32, "dst: expected F32, got " + ShapeString(dst));
-  FA_NEED(k.ne[0] == D && v.ne[1] == n_kv && Dv == D,
+  // V rows may be narrower or wider than K's (deepseek2's MLA: K kv_lora_rank + n_rot, V kv_lora_rank)
+  FA_NEED(k.ne[0] == D && v.ne[1] == n_kv && Dv > 0,
           "q " + ShapeString(q) + ", k " + ShapeString(k) + " and v " + ShapeString(v) +
-              " do not fit (ne0 of q, k and v equal, k and v with the same n_kv)");
+              " do not fit (ne0 of q and k equal, k and v with the same n_kv)");
   FA_NEED(k.ne[2] > 0 && v.ne[2] > 0 && k.ne[3] > 0 && v.ne[3] > 0 && H % k.ne[2] == 0 && H % v.ne[2] == 0 &&
               Q3 % k.ne[3] == 0 && Q3 % v.ne[3] == 0,
           "q " + ShapeString(q) + " has heads that k " + ShapeString(k) + " / v " + ShapeString(v) +
@@ -110,7 +111,7 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
   const auto& vt = GetTypeTraits(v.type);
   FA_NEED(D % kt.block_size == 0 && k.nb[0] == kt.type_size,
           "k " + ShapeString(k) + " needs contiguous rows of whole blocks");
-  FA_NEED(D % vt.block_size == 0 && v.nb[0] == vt.type_size && v.layout == kLayoutPlain,
+  FA_NEED(Dv % vt.block_size == 0 && v.nb[0] == vt.type_size && v.layout == kLayoutPlain,
           "v " + ShapeString(v) + " needs contiguous rows of whole blocks");
   FA_NEED(GetTypeKernels(v.type, IsaLevel::kScalar) != nullptr,  // a MUL_MAT type: DequantizeRow knows it
           "unsupported V type " + ShapeString(v));
@@ -166,15 +167,15 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
 #endif
   const FlashF16RowsFn flash_rows = GetRowKernels(isa).flash_f16_rows;
   // Scratch per thread: the token's unmasked cells and their mask values (n_kv each), a V row in
-  // F32; then per head of the group a slot: the F32 accumulator (D), the F16 accumulator (D), Q in
+  // F32; then per head of the group a slot: the F32 accumulator (Dv), the F16 accumulator (Dv), Q in
   // K's vec_dot type (or F16-rounded F32 for the gemv), the head's scores (n_kv). Slots are
   // head_bytes apart, so the group's q rows and score rows are strided blocks for GemvF16Heads.
   auto pad64 = [](size_t b) { return (b + 63) / 64 * 64; };
-  const size_t acc16_off = D * sizeof(float);
-  const size_t q_off = acc16_off + pad64(D * sizeof(fp16_t));
+  const size_t acc16_off = Dv * sizeof(float);
+  const size_t q_off = acc16_off + pad64(Dv * sizeof(fp16_t));
   const size_t s_off = q_off + pad64(std::max(RowSize(kk->vec_dot_type, D), D * sizeof(float)));
   const size_t head_bytes = s_off + pad64(size_t(n_kv) * sizeof(float));
-  const size_t cells_bytes = pad64(size_t(n_kv) * (sizeof(int32_t) + sizeof(float)) + D * sizeof(float));
+  const size_t cells_bytes = pad64(size_t(n_kv) * (sizeof(int32_t) + sizeof(float)) + Dv * sizeof(float));
   const int64_t max_group = std::min<int64_t>(group, 64);  // larger groups in parts of 64 heads
   const size_t per_thread = cells_bytes + size_t(max_group) * head_bytes;
   const int nt = std::max(1, ctx.n_threads);
@@ -218,7 +219,7 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
         cell_mask[n_cells++] = 0.0f;
       }
     }
-    const size_t k_row_bytes = RowSize(k.type, D), v_row_bytes = RowSize(v.type, D);
+    const size_t k_row_bytes = RowSize(k.type, D), v_row_bytes = RowSize(v.type, Dv);
     const char* v_base = Row(v, 0, iv2, iv3);
     for (int64_t g0 = 0; g0 < group; g0 += max_group) {
       const int64_t ng = std::min(max_group, group - g0);
@@ -241,7 +242,7 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
           q_conv(pq, qq_of(j), D);
         else
           std::memcpy(qq_of(j), pq, size_t(D) * sizeof(float));
-        if (!v_f16) std::memset(acc32_of(j), 0, size_t(D) * sizeof(float));
+        if (!v_f16) std::memset(acc32_of(j), 0, size_t(Dv) * sizeof(float));
       }
       // 1. The scores s of every unmasked cell for every head, in cell order: K . Q (GemvF16Heads
       //    over the cells first .. last unmasked, then compacted; or one vec_dot per cell and head),
@@ -279,7 +280,7 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
       };
       if (v_f16) {
         // The group's score rows, accumulators and outputs are each evenly strided.
-        flash_rows(D, n_cells, ng, scores_of(0), head_bytes / sizeof(float), v_base, cells, v.nb[1],
+        flash_rows(Dv, n_cells, ng, scores_of(0), head_bytes / sizeof(float), v_base, cells, v.nb[1],
                    acc16_of(0), head_bytes / sizeof(fp16_t), out_of(0), dst.nb[1] / sizeof(float),
                    sink_of_head ? sink_of_head + ig * group + g0 : nullptr);
         continue;
@@ -288,7 +289,7 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
           const char* vrow = v_base + size_t(cells[c]) * v.nb[1];
           if (c + kPrefetchCells < n_cells)
             Prefetch(v_base + size_t(cells[c + kPrefetchCells]) * v.nb[1], v_row_bytes);
-          (void)DequantizeRow(v.type, vrow, v32, D);  // types checked above
+          (void)DequantizeRow(v.type, vrow, v32, Dv);  // types checked above
           for (int64_t j = 0; j < ng; ++j) {
             const float sc = scores_of(j)[c];
             float ms = 1.0f, vs = 1.0f;
@@ -296,11 +297,11 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
             if (sc > M[j]) {  // a new maximum: rescale what was accumulated, this value's weight is 1
               ms = std::exp(M[j] - sc);
               M[j] = sc;
-              for (int64_t d = 0; d < D; ++d) a[d] *= ms;
+              for (int64_t d = 0; d < Dv; ++d) a[d] *= ms;
             } else {
               vs = std::exp(sc - M[j]);
             }
-            for (int64_t d = 0; d < D; ++d) a[d] = std::fma(v32[d], vs, a[d]);  // ggml_vec_mad_f32: FMA
+            for (int64_t d = 0; d < Dv; ++d) a[d] = std::fma(v32[d], vs, a[d]);  // ggml_vec_mad_f32: FMA
             S[j] = std::fma(S[j], ms, vs);
           }
         }
@@ -309,11 +310,11 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
         float* a = acc32_of(j);
         if (sink_of_head) {
           const float ms = FlashSinkStep(sink_of_head[ig * group + g0 + j], M[j], S[j]);
-          for (int64_t d = 0; d < D; ++d) a[d] *= ms;
+          for (int64_t d = 0; d < Dv; ++d) a[d] *= ms;
         }
         const float inv = 1.0f / S[j];  // no unmasked key: 1/0, as ggml (inf or NaN results)
         float* out = out_of(j);
-        for (int64_t d = 0; d < D; ++d) out[d] = a[d] * inv;
+        for (int64_t d = 0; d < Dv; ++d) out[d] = a[d] * inv;
       }
     }
   });
