@@ -65,15 +65,8 @@ int SetF32Tensors(const std::string& model, const std::string& part, float value
   return static_cast<int>(spans.size());
 }
 
-// The prompt's logits of `spec`'s model (its sinks set to `sinks` unless NaN), planned with or
-// without flash attention; the model file must be the golden's unless `edited`.
-std::vector<float> PromptLogits(const nlohmann::json& golden, const synth::ModelSpec& spec, bool flash_attn,
-                                float sinks, bool edited) {
-  const std::string model = ::testing::TempDir() + "golden_gpt_oss_" + std::to_string(getpid()) + ".gguf";
-  Status st = synth::WriteModel(spec, model);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  if (!edited) EXPECT_EQ(test::FileFnv1a64(model), golden["model_fnv1a64"].get<std::string>());
-  if (!std::isnan(sinks)) EXPECT_EQ(SetF32Tensors(model, "attn_sinks", sinks), 2);
+// The golden's prompt decoded by `model` on the plan for this CPU, with or without flash attention.
+std::vector<float> DecodePrompt(const nlohmann::json& golden, const std::string& model, bool flash_attn) {
   planner::ContextConfig cfg;
   cfg.n_ctx = 256;
   cfg.flash_attn = flash_attn;
@@ -84,10 +77,24 @@ std::vector<float> PromptLogits(const nlohmann::json& golden, const synth::Model
     auto s = Session::CreateFromPlanBytes(*plan, model);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     if (s.ok()) {
-      st = (*s)->Decode(golden["prompt_tokens"].get<std::vector<int32_t>>(), /*all_logits=*/true, &logits);
+      Status st =
+          (*s)->Decode(golden["prompt_tokens"].get<std::vector<int32_t>>(), /*all_logits=*/true, &logits);
       EXPECT_TRUE(st.ok()) << st.ToString();
     }
   }
+  return logits;
+}
+
+// The prompt's logits of `spec`'s model (its sinks set to `sinks` unless NaN), planned with or
+// without flash attention; the model file must be the golden's unless `edited`.
+std::vector<float> PromptLogits(const nlohmann::json& golden, const synth::ModelSpec& spec, bool flash_attn,
+                                float sinks, bool edited) {
+  const std::string model = ::testing::TempDir() + "golden_gpt_oss_" + std::to_string(getpid()) + ".gguf";
+  Status st = synth::WriteModel(spec, model);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  if (!edited) EXPECT_EQ(test::FileFnv1a64(model), golden["model_fnv1a64"].get<std::string>());
+  if (!std::isnan(sinks)) EXPECT_EQ(SetF32Tensors(model, "attn_sinks", sinks), 2);
+  std::vector<float> logits = DecodePrompt(golden, model, flash_attn);
   std::remove(model.c_str());
   return logits;
 }
@@ -124,6 +131,27 @@ TEST(GoldenGptOss, MatchesLlamaCpp) {
     test::ExpectMatchesReducedGolden(golden, logits, prompt.size(), golden["n_vocab"].get<int>(),
                                      c.type == GgmlType::F32 ? kF32Tol : kQuantTol, c.golden);
   }
+}
+
+// gpt-oss as it is shipped: the F32 golden model quantized by llama-quantize's MXFP4_MOE (ftype 38:
+// the experts MXFP4, the other matrices Q8_0; test/data/golden-arch/gpt-oss-mxfp4.gguf, the file
+// llama.cpp decoded), with and without flash attention; greedy tokens equal.
+TEST(GoldenGptOss, Mxfp4ExpertsMatchLlamaCpp) {
+  const nlohmann::json golden = LoadGolden("gpt-oss-mxfp4");
+  const std::string model = std::string(STOWAGE_TEST_DATA_DIR) + "/golden-arch/gpt-oss-mxfp4.gguf";
+  ASSERT_EQ(test::FileFnv1a64(model), golden["model_fnv1a64"].get<std::string>());
+  const auto prompt = golden["prompt_tokens"].get<std::vector<int32_t>>();
+  const int n_vocab = golden["n_vocab"].get<int>();
+  for (bool fa : {false, true}) {
+    SCOPED_TRACE(fa ? "-fa on" : "-fa off");
+    test::ExpectMatchesReducedGolden(golden, DecodePrompt(golden, model, fa), prompt.size(), n_vocab,
+                                     kQuantTol, "gpt-oss-mxfp4");
+  }
+  auto s = test::NewGoldenSession(model, n_vocab);
+  ASSERT_TRUE(s);
+  std::vector<float> logits;
+  ASSERT_TRUE(s->Decode(prompt, true, &logits).ok());
+  test::ExpectGreedyMatchesGolden(golden, *s, logits.data() + (prompt.size() - 1) * n_vocab, n_vocab);
 }
 
 TEST(GoldenGptOss, GreedyAndTokenByToken) {
