@@ -188,7 +188,17 @@ TEST(DeepSeek2, BadInputIsOneLineNamingTheKey) {
     EXPECT_NE(e.find(c.want), std::string::npos) << e;
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   }
-  // expert groups: more used than there are, a count that does not divide the experts
+  // expert groups: planned with a warning (the group-limited selection is not built); more used than
+  // there are, or a count that does not divide the experts, refused
+  {
+    SynthGguf g = DeepSeek2File();
+    g.U32("deepseek2.expert_group_count", 2);
+    g.U32("deepseek2.expert_group_used_count", 1);
+    auto m = Build(g);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    ASSERT_EQ(m->hp.warnings.size(), 1u);
+    EXPECT_NE(m->hp.warnings[0].find("group-limited expert routing is not applied yet"), std::string::npos);
+  }
   {
     SynthGguf g = DeepSeek2File();
     g.U32("deepseek2.expert_group_count", 2);
