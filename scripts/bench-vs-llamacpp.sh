@@ -31,7 +31,8 @@
 # kept in the same mode. pp has no bound: it runs in separate processes (REPS repetitions each, no
 # probes; a note is printed when others used the CPUs meanwhile). The measuring loop is
 # tools/bench/bench_vs_llamacpp.py.
-# Usage: scripts/bench-vs-llamacpp.sh [THREADS] [TYPES...]   (default: 2 threads; f16 q8_0 q4_0 q4_k_m)
+# Usage: scripts/bench-vs-llamacpp.sh [THREADS] [TYPES...]   (default: 2 threads; f16 q8_0 q4_0 q4_k_m;
+#        also mxfp4: llama-quantize MXFP4_MOE pure, every matrix MXFP4)
 # Env: BENCH_DIR (models and tools, default ~/.cache/stowage-bench), REPS (tg runs per runtime and
 #      pp repetitions, default 3), ARCH (llama, qwen3 or gemma3; below), N_PROMPT (512; 0 = generation only), N_GEN (128), SMALL=1 for a
 #      quick 4-layer model, BUILD (the build directory whose bin/ holds stowage-run, gguf-synth,
@@ -92,6 +93,8 @@ model_for() {
       f16|q8_0|q4_0) $SYNTH --type "$t" -o "$f" >&2 ;;
       q4_k_m) [ -f "$BENCH_DIR/$NAME-L$LAYERS-f16.gguf" ] || $SYNTH --type f16 -o "$BENCH_DIR/$NAME-L$LAYERS-f16.gguf" >&2
               "$REF_TOOLS/quantize" "$BENCH_DIR/$NAME-L$LAYERS-f16.gguf" "$f" 15 >&2 ;;
+      mxfp4)  [ -f "$BENCH_DIR/$NAME-L$LAYERS-f16.gguf" ] || $SYNTH --type f16 -o "$BENCH_DIR/$NAME-L$LAYERS-f16.gguf" >&2
+              "$REF_TOOLS/quantize" "$BENCH_DIR/$NAME-L$LAYERS-f16.gguf" "$f" 38 pure >&2 ;;  # every matrix MXFP4
       *) echo "unknown type $t" >&2; return 1 ;;
     esac
   fi

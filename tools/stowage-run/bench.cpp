@@ -85,10 +85,10 @@ std::string ModelDescription(const GgufFile& gguf) {
         most = t;
       }
     static const std::pair<GgmlType, int> kGuess[] = {
-        {GgmlType::F32, 0},   {GgmlType::F16, 1},     {GgmlType::BF16, 32},  {GgmlType::Q4_0, 2},
-        {GgmlType::Q4_1, 3},  {GgmlType::Q5_0, 8},    {GgmlType::Q5_1, 9},   {GgmlType::Q8_0, 7},
-        {GgmlType::Q2_K, 10}, {GgmlType::Q3_K, 12},   {GgmlType::Q4_K, 15},  {GgmlType::Q5_K, 17},
-        {GgmlType::Q6_K, 18}, {GgmlType::IQ4_NL, 25}, {GgmlType::IQ4_XS, 30}};
+        {GgmlType::F32, 0},   {GgmlType::F16, 1},     {GgmlType::BF16, 32},   {GgmlType::Q4_0, 2},
+        {GgmlType::Q4_1, 3},  {GgmlType::Q5_0, 8},    {GgmlType::Q5_1, 9},    {GgmlType::Q8_0, 7},
+        {GgmlType::Q2_K, 10}, {GgmlType::Q3_K, 12},   {GgmlType::Q4_K, 15},   {GgmlType::Q5_K, 17},
+        {GgmlType::Q6_K, 18}, {GgmlType::IQ4_NL, 25}, {GgmlType::IQ4_XS, 30}, {GgmlType::MXFP4, 38}};
     int64_t guessed = -1;
     for (const auto& [t, f] : kGuess)
       if (t == most) guessed = f;

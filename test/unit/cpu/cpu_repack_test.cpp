@@ -676,14 +676,18 @@ kt::Tensor RandomQ8_0Bytes(int64_t K, int64_t N, int64_t ne2, uint32_t seed) {
   return w;
 }
 
-TensorView RepackedQ8_0(const TensorView& plain, std::vector<uint8_t>* store) {
+// `plain` repacked into `layout` (which RepackLayoutFor must choose) in `store`.
+TensorView Repacked(const TensorView& plain, int layout, std::vector<uint8_t>* store) {
   store->assign(plain.nb[3] * size_t(plain.ne[3]), 0);
-  EXPECT_EQ(RepackLayoutFor(plain), kLayoutQ8_0x8);
-  EXPECT_TRUE(RepackWeight(plain, kLayoutQ8_0x8, store->data()).ok());
+  EXPECT_EQ(RepackLayoutFor(plain), layout);
+  EXPECT_TRUE(RepackWeight(plain, layout, store->data()).ok());
   TensorView rp = plain;
   rp.data = store->data();
-  rp.layout = kLayoutQ8_0x8;
+  rp.layout = layout;
   return rp;
+}
+TensorView RepackedQ8_0(const TensorView& plain, std::vector<uint8_t>* store) {
+  return Repacked(plain, kLayoutQ8_0x8, store);
 }
 
 // The layout as documented in ops.h (RepackQ8_0).
@@ -884,13 +888,7 @@ kt::Tensor RandomMXFP4Bytes(int64_t K, int64_t N, int64_t ne2, uint32_t seed) {
 }
 
 TensorView RepackedMXFP4(const TensorView& plain, std::vector<uint8_t>* store) {
-  store->assign(plain.nb[3] * size_t(plain.ne[3]), 0);
-  EXPECT_EQ(RepackLayoutFor(plain), kLayoutMXFP4x8);
-  EXPECT_TRUE(RepackWeight(plain, kLayoutMXFP4x8, store->data()).ok());
-  TensorView rp = plain;
-  rp.data = store->data();
-  rp.layout = kLayoutMXFP4x8;
-  return rp;
+  return Repacked(plain, kLayoutMXFP4x8, store);
 }
 
 // The layout as documented in ops.h (RepackMXFP4).

@@ -69,20 +69,6 @@ std::vector<float> PromptLogits(const std::string& model, const nlohmann::json& 
   return logits;
 }
 
-// Max |logit - golden| over the golden's stored positions and ids.
-float MaxDiff(const nlohmann::json& golden, const std::vector<float>& logits) {
-  const int n_vocab = golden["n_vocab"].get<int>();
-  const auto ids = golden["ids"].get<std::vector<int>>();
-  const auto positions = golden["positions"].get<std::vector<size_t>>();
-  float d = 0;
-  for (size_t j = 0; j < positions.size(); ++j) {
-    const auto want = golden["logits"][j].get<std::vector<float>>();
-    for (size_t v = 0; v < ids.size(); ++v)
-      d = std::max(d, std::fabs(logits[positions[j] * size_t(n_vocab) + size_t(ids[v])] - want[v]));
-  }
-  return d;
-}
-
 class GoldenMXFP4 : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GoldenMXFP4, QuantizerEqualsLlamaCpp) {
@@ -166,7 +152,7 @@ TEST_P(GoldenMXFP4, SwappedHalvesMissTheGolden) {
     std::ofstream out(model, std::ios::binary);
     out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
   }
-  const float d = MaxDiff(golden, PromptLogits(model, golden, false));
+  const float d = test::MaxDiffToReducedGolden(golden, PromptLogits(model, golden, false));
   std::printf("[ %s ] swapped halves: max |logit diff| = %.5f\n", c.name, d);
   EXPECT_GT(d, 2 * kTol) << "the model with swapped MXFP4 halves still matches the golden";
   std::remove(model.c_str());

@@ -70,6 +70,21 @@ inline void ExpectMatchesReducedGolden(const nlohmann::json& golden, const std::
   std::printf("[ %s ] max |logit diff| vs llama.cpp = %.5f\n", name, max_diff);
 }
 
+/// Max |logit - golden| over the reduced golden's stored positions and ids (`logits`: n_prompt rows
+/// of golden["n_vocab"]).
+inline float MaxDiffToReducedGolden(const nlohmann::json& golden, const std::vector<float>& logits) {
+  const size_t n_vocab = golden["n_vocab"].get<size_t>();
+  const auto ids = golden["ids"].get<std::vector<size_t>>();
+  const auto positions = golden["positions"].get<std::vector<size_t>>();
+  float d = 0;
+  for (size_t j = 0; j < positions.size(); ++j) {
+    const auto want = golden["logits"][j].get<std::vector<float>>();
+    for (size_t v = 0; v < ids.size(); ++v)
+      d = std::max(d, std::fabs(logits[positions[j] * n_vocab + ids[v]] - want[v]));
+  }
+  return d;
+}
+
 /// Greedy continuation after the prompt whose last logits row is `last` (n_vocab values): decodes
 /// golden["greedy"].size() tokens one by one on `s` and expects them equal to the golden's.
 inline void ExpectGreedyMatchesGolden(const nlohmann::json& golden, Session& s, const float* last,

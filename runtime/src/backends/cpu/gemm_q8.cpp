@@ -237,6 +237,13 @@ inline void PutRow(uint8_t* rec, int r, const uint8_t* u, float d) {
   std::memcpy(rec + 512 + 4 * r, &d, 4);
 }
 
+// Rows nr..15 of a panel block record: u = 0 and dw = 0.
+inline void ZeroMissingRows(uint8_t* rec, int nr) {
+  if (nr >= kGemmPanelRows) return;
+  for (int s = 0; s < 8; ++s) std::memset(rec + s * 64 + nr * 4, 0, size_t(kGemmPanelRows - nr) * 4);
+  std::memset(rec + 512 + 4 * nr, 0, size_t(kGemmPanelRows - nr) * 4);
+}
+
 template <UnpackFn Unpack>
 void PackPlain(int64_t K, const void* w, size_t row_stride, int nr, int /*layout*/, void* panel) {
   const int64_t nb = K / 32;
@@ -250,10 +257,7 @@ void PackPlain(int64_t K, const void* w, size_t row_stride, int nr, int /*layout
       Unpack(rows + size_t(r) * row_stride, b, u, &d);
       PutRow(rec, r, u, d);
     }
-    if (nr < kGemmPanelRows) {
-      for (int s = 0; s < 8; ++s) std::memset(rec + s * 64 + nr * 4, 0, size_t(kGemmPanelRows - nr) * 4);
-      std::memset(rec + 512 + 4 * nr, 0, size_t(kGemmPanelRows - nr) * 4);
-    }
+    ZeroMissingRows(rec, nr);
   }
 }
 
@@ -272,11 +276,8 @@ void PackPlainMin(int64_t K, const void* w, size_t row_stride, int nr, int /*lay
       const float mf = HalfToFloat(m);
       std::memcpy(rec + 576 + 4 * r, &mf, 4);
     }
-    if (nr < kGemmPanelRows) {
-      for (int s = 0; s < 8; ++s) std::memset(rec + s * 64 + nr * 4, 0, size_t(kGemmPanelRows - nr) * 4);
-      std::memset(rec + 512 + 4 * nr, 0, size_t(kGemmPanelRows - nr) * 4);
-      std::memset(rec + 576 + 4 * nr, 0, size_t(kGemmPanelRows - nr) * 4);
-    }
+    ZeroMissingRows(rec, nr);
+    if (nr < kGemmPanelRows) std::memset(rec + 576 + 4 * nr, 0, size_t(kGemmPanelRows - nr) * 4);
   }
 }
 
@@ -294,10 +295,7 @@ void PackQ8_0x8(int64_t K, const void* w, size_t row_stride, int nr, void* panel
       std::memcpy(&d, blk + 2 * (r % 8), 2);
       PutRow(rec, r, blk + q8_0x8::kQs + 32 * (r % 8), HalfToFloat(d));
     }
-    if (nr < kGemmPanelRows) {
-      for (int s = 0; s < 8; ++s) std::memset(rec + s * 64 + nr * 4, 0, size_t(kGemmPanelRows - nr) * 4);
-      std::memset(rec + 512 + 4 * nr, 0, size_t(kGemmPanelRows - nr) * 4);
-    }
+    ZeroMissingRows(rec, nr);
   }
 }
 
@@ -330,10 +328,7 @@ void PackQ4_0(int64_t K, const void* w, size_t row_stride, int nr, int layout, v
       UnpackQ4_0Nibbles(blk + 16 + 16 * (r % 8), u);
       PutRow(rec, r, u, HalfToFloat(d));
     }
-    if (nr < kGemmPanelRows) {
-      for (int s = 0; s < 8; ++s) std::memset(rec + s * 64 + nr * 4, 0, size_t(kGemmPanelRows - nr) * 4);
-      std::memset(rec + 512 + 4 * nr, 0, size_t(kGemmPanelRows - nr) * 4);
-    }
+    ZeroMissingRows(rec, nr);
   }
 }
 
@@ -352,10 +347,7 @@ void PackMXFP4(int64_t K, const void* w, size_t row_stride, int nr, int layout, 
       UnpackCodebook(kValuesMXFP4, blk + 8 + 16 * (r % 8), u);
       PutRow(rec, r, u, E8M0ToFloatHalf(blk[r % 8]));
     }
-    if (nr < kGemmPanelRows) {
-      for (int s = 0; s < 8; ++s) std::memset(rec + s * 64 + nr * 4, 0, size_t(kGemmPanelRows - nr) * 4);
-      std::memset(rec + 512 + 4 * nr, 0, size_t(kGemmPanelRows - nr) * 4);
-    }
+    ZeroMissingRows(rec, nr);
   }
 }
 
