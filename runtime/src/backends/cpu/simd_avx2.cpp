@@ -377,17 +377,19 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
 }
 
 // MXFP4x8 (CPU_REPACK, ops.h RepackMXFP4) gemv: as the Q4_0x8 one, each 32-byte load holds rows
-// 2k (low half) and 2k + 1 (high half); the codes become their signed levels by a byte shuffle, the
-// products with the activation go through vpmaddubsw with the sign moved onto the activation
-// (|level| <= 12: the int16 pair sums stay far from saturation), and one hadd tree gives the 8 rows'
-// exact block sums. acc = fma(float(isum), e_half * d_y, acc) per row: scalar::GemvMXFP4x8Q8_0's
-// operations, so the bits equal it.
+// 2k (low half) and 2k + 1 (high half); a byte shuffle turns the codes into their levels plus 12
+// (0..24, unsigned: vpmaddubsw takes them as they are; the pair sums stay below 2 * 24 * 127 * 2),
+// and 12 * the activation's pair sums come off once per block, as Q4_0x8's 8 does. One hadd tree
+// gives the 8 rows' exact block sums; acc = fma(float(isum), e_half * d_y, acc) per row:
+// scalar::GemvMXFP4x8Q8_0's operations, so the bits equal it.
 void GemvMXFP4x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
   const uint8_t* x = static_cast<const uint8_t*>(vx);
   const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  alignas(16) static constexpr uint8_t kLevels12[16] = {12, 13, 14, 15, 16, 18, 20, 24,
+                                                        12, 11, 10, 9,  8,  6,  4,  0};
+  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), twelve = _mm256_set1_epi8(12);
   const __m256i table =
-      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesMXFP4)));
+      _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kLevels12)));
   const __m256i to_hadd_order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
   const __m256i from_hadd_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   // E8M0ToFloatHalf on 8 lanes: (e - 1) << 23, or 0x00200000 << e for e < 2.
@@ -400,15 +402,15 @@ void GemvMXFP4x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs)));
     const __m256i yhi =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs + 16)));
+    const __m256i c16 =
+        _mm256_add_epi16(_mm256_maddubs_epi16(twelve, ylo), _mm256_maddubs_epi16(twelve, yhi));
     __m256i p[4];
     for (int k = 0; k < 4; ++k) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 8 + 32 * k));
       const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
       const __m256i hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-      const __m256i s16 =
-          _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(lo, lo), _mm256_sign_epi8(ylo, lo)),
-                           _mm256_maddubs_epi16(_mm256_sign_epi8(hi, hi), _mm256_sign_epi8(yhi, hi)));
-      p[k] = _mm256_madd_epi16(s16, ones);
+      const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi));
+      p[k] = _mm256_madd_epi16(_mm256_sub_epi16(s16, c16), ones);
     }
     const __m256i sumi = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
     uint64_t e8;
