@@ -27,8 +27,8 @@ for n in mixtral-mxfp4 llama-mxfp4; do
   gguf-synth ${ARGS[$n]} -o "$TMP/$n.f32.gguf" >/dev/null
   # shellcheck disable=SC2086
   "$REF_TOOLS/quantize" "$TMP/$n.f32.gguf" "$HERE/$n.gguf" ${QUANT[$n]} >/dev/null 2>&1
-  "$REF_TOOLS/refdump" "$HERE/$n.gguf" "$PROMPT" 24 1 > "$TMP/$n.ref.json"
+  "$REF_TOOLS/refdump" --fa off "$HERE/$n.gguf" "$PROMPT" 24 1 > "$TMP/$n.ref.json"
   python3 "$HERE/../golden-arch/reduce.py" "$TMP/$n.ref.json" "$HERE/$n.gguf" "${ARGS[$n]}" |
-    python3 -c "import json,sys; d=json.load(sys.stdin); d['source']='refdump of node-llama-cpp@$NLC (llama.cpp 2026-09-28), CPU, n_ctx=n_batch=n_ubatch=256, 1 thread; the model: llama-quantize ftype ${QUANT[$n]} of gguf-synth synth_args'; json.dump(d, sys.stdout, separators=(',', ':'))" > "$HERE/$n.json"
+    python3 -c "import json,sys; d=json.load(sys.stdin); d['source']='refdump of node-llama-cpp@$NLC (llama.cpp 2026-09-28), CPU, n_ctx=n_batch=n_ubatch=256, flash attention off, 1 thread; the model: llama-quantize ftype ${QUANT[$n]} of gguf-synth synth_args'; json.dump(d, sys.stdout, separators=(',', ':'))" > "$HERE/$n.json"
   echo "wrote $HERE/$n.gguf, $HERE/$n.json"
 done
