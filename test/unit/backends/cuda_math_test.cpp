@@ -1020,6 +1020,7 @@ struct FaCase {
   float softcap = 0.f, max_bias = 0.f;
   bool mask = true;
   bool sinks = false;  // ggml_flash_attn_ext_add_sinks: one logit per q head in [-3, 6)
+  int64_t Dv = 0;      // V rows (and the output) of Dv values (deepseek2's MLA); 0: D
 };
 
 // K / V of `type` [D, n_kv, n_head_kv] from values in [-1, 1) (row quantizers of the CPU backend).
@@ -1049,10 +1050,10 @@ Host RandomCache(GgmlType type, int64_t D, int64_t n_kv, int64_t n_head_kv, uint
 // backend (*cpu_err); the emulated output in *out.
 void RunFlashAttnCase(const FaCase& c, uint32_t seed, double* ref_err, double* cpu_err,
                       std::vector<float>* out) {
-  const int64_t D = c.D, N = c.n_tokens, H = c.n_head;
+  const int64_t D = c.D, N = c.n_tokens, H = c.n_head, Dv = c.Dv != 0 ? c.Dv : c.D;
   Host q = RandomF32({D, N, H, 1}, seed, 2.f);
   Host k = RandomCache(c.kt, D, c.n_kv, c.n_head_kv, seed + 1);
-  Host v = RandomCache(c.vt, D, c.n_kv, c.n_head_kv, seed + 2);
+  Host v = RandomCache(c.vt, Dv, c.n_kv, c.n_head_kv, seed + 2);
   Host mask = Make(GgmlType::F16, {c.n_kv, N, 1, 1});
   std::mt19937 rng(seed + 3);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -1067,7 +1068,7 @@ void RunFlashAttnCase(const FaCase& c, uint32_t seed, double* ref_err, double* c
     }
   cpu::TensorView no_mask;
   const Tv tmask = c.mask ? ToTv(mask.v) : Tv{};
-  Host g = Make(GgmlType::F32, {D, H, N, 1}), cpu_out = Make(GgmlType::F32, {D, H, N, 1});
+  Host g = Make(GgmlType::F32, {Dv, H, N, 1}), cpu_out = Make(GgmlType::F32, {Dv, H, N, 1});
   const float scale = 1.f / std::sqrt(float(D));
   Host sinks = RandomF32({H, 1, 1, 1}, seed + 4, 1.f);
   float* sk = reinterpret_cast<float*>(sinks.bytes.data());
@@ -1080,7 +1081,7 @@ void RunFlashAttnCase(const FaCase& c, uint32_t seed, double* ref_err, double* c
                                 c.softcap, c.sinks ? sinks.v : no_mask)
                   .ok());
   // Reference in double over the dequantized caches.
-  std::vector<float> kd(size_t(D * c.n_kv * c.n_head_kv)), vd(kd.size());
+  std::vector<float> kd(size_t(D * c.n_kv * c.n_head_kv)), vd(size_t(Dv * c.n_kv * c.n_head_kv));
   ASSERT_TRUE(cpu::DequantizeRow(c.kt, k.bytes.data(), kd.data(), int64_t(kd.size())).ok());
   ASSERT_TRUE(cpu::DequantizeRow(c.vt, v.bytes.data(), vd.data(), int64_t(vd.size())).ok());
   const float* qf = reinterpret_cast<const float*>(q.bytes.data());
@@ -1112,8 +1113,8 @@ void RunFlashAttnCase(const FaCase& c, uint32_t seed, double* ref_err, double* c
         mx = std::max(mx, x);
         any = true;
       }
-      for (int64_t d = 0; d < D; ++d) {
-        const size_t o = size_t((t * H + h) * D + d);
+      for (int64_t d = 0; d < Dv; ++d) {
+        const size_t o = size_t((t * H + h) * Dv + d);
         if (!any) {  // every key masked: NaN on both sides, as ggml
           EXPECT_TRUE(std::isnan(gf[o]) && std::isnan(cf[o])) << "row " << t << "," << h;
           continue;
@@ -1122,7 +1123,7 @@ void RunFlashAttnCase(const FaCase& c, uint32_t seed, double* ref_err, double* c
         for (int64_t ic = 0; ic < c.n_kv; ++ic) {
           if (w[size_t(ic)] == -INFINITY) continue;
           const double e = std::exp(w[size_t(ic)] - mx);
-          num += e * vd[size_t((hk * c.n_kv + ic) * D + d)];
+          num += e * vd[size_t((hk * c.n_kv + ic) * Dv + d)];
           den += e;
         }
         if (c.sinks) den += std::exp(double(sk[h]) - mx);
@@ -1130,7 +1131,7 @@ void RunFlashAttnCase(const FaCase& c, uint32_t seed, double* ref_err, double* c
         *cpu_err = std::max(*cpu_err, double(std::fabs(gf[o] - cf[o])));
       }
     }
-  out->assign(gf, gf + D * H * N);
+  out->assign(gf, gf + Dv * H * N);
 }
 
 TEST(CudaMath, FlashAttnEmulation) {
@@ -1147,6 +1148,10 @@ TEST(CudaMath, FlashAttnEmulation) {
       {64, 37, 5, 8, 1, GgmlType::F16, GgmlType::F16, 0.f, 0.f, true, true},
       {64, 21, 3, 4, 2, GgmlType::F32, GgmlType::F32, 0.f, 0.f, false, true},
       {64, 29, 2, 4, 2, GgmlType::Q8_0, GgmlType::Q8_0, 0.f, 0.f, true, true},
+      // deepseek2's MLA: one K head of kv_lora_rank 512 + n_rot 64 (above the 512 output dims a lane
+      // set holds: only V's width is bounded), V rows of 512
+      {576, 23, 2, 8, 1, GgmlType::F16, GgmlType::F16, 0.f, 0.f, true, false, 512},
+      {96, 17, 3, 4, 1, GgmlType::Q8_0, GgmlType::Q8_0, 0.f, 0.f, true, false, 64},
   };
   uint32_t seed = 900;
   for (const FaCase& c : cases) {

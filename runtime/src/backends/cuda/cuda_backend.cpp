@@ -757,24 +757,24 @@ Status CudaBackend::Compute(const NodeCall& c) {
     case GgmlOp::FLASH_ATTN_EXT: {
       const TensorView& v = c.src[2];
       const bool has_mask = c.has_src[3] && c.src[3].data != nullptr;
-      const int64_t D = a.ne[0];
+      const int64_t D = a.ne[0], Dv = v.ne[0];  // V rows may differ from K's (deepseek2's MLA)
       if (a.type != GgmlType::F32 || !f32_dst || !cuda::FaCacheType(int(b.type)) ||
           !cuda::FaCacheType(int(v.type)) || (has_mask && c.src[3].type != GgmlType::F16))
         return Fail(op, "needs F32 q and dst, K and V of F32, F16, BF16, Q8_0 or Q4_0 and an F16 mask", c);
-      if (D > cuda::kFaMaxHeadDim)
-        return Fail(op, "head size " + std::to_string(D) + " above " + std::to_string(cuda::kFaMaxHeadDim),
+      if (Dv > cuda::kFaMaxHeadDim)
+        return Fail(op, "V head size " + std::to_string(Dv) + " above " + std::to_string(cuda::kFaMaxHeadDim),
                     c);
-      if (b.ne[0] != D || v.ne[0] != D || v.ne[1] != b.ne[1])
-        return Bad(op, "q, k and v need the same head size and k, v the same n_kv", c);
+      if (b.ne[0] != D || v.ne[1] != b.ne[1])
+        return Bad(op, "q and k need the same head size and k, v the same n_kv", c);
       if (b.ne[2] <= 0 || v.ne[2] <= 0 || b.ne[3] <= 0 || v.ne[3] <= 0 || a.ne[2] % b.ne[2] != 0 ||
           a.ne[2] % v.ne[2] != 0 || a.ne[3] % b.ne[3] != 0 || a.ne[3] % v.ne[3] != 0)
         return Bad(op, "k's and v's heads (dims 2, 3) must divide q's", c);
       if (a.nb[0] != sizeof(float)) return Bad(op, "q needs contiguous rows", c);
       for (const TensorView* t : {&b, &v})
-        if (t->nb[0] != GetTypeTraits(t->type).type_size || D % GetTypeTraits(t->type).block_size != 0)
+        if (t->nb[0] != GetTypeTraits(t->type).type_size || t->ne[0] % GetTypeTraits(t->type).block_size != 0)
           return Bad(op, "k and v need contiguous rows of whole blocks", c);
-      if (d.ne[0] != D || d.ne[1] != a.ne[2] || d.ne[2] != a.ne[1] || d.ne[3] != a.ne[3])
-        return Bad(op, "dst must be [D, n_head, n_tokens, ne3 of q]", c);
+      if (d.ne[0] != Dv || d.ne[1] != a.ne[2] || d.ne[2] != a.ne[1] || d.ne[3] != a.ne[3])
+        return Bad(op, "dst must be [Dv, n_head, n_tokens, ne3 of q]", c);
       Tv mask;
       if (has_mask) {
         const TensorView& m = c.src[3];

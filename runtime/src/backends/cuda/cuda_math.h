@@ -552,7 +552,8 @@ STOWAGE_HD void RowIndex(int64_t r, const int64_t ne[4], int64_t* i1, int64_t* i
 // ---- flash attention ----------------------------------------------------------------------------
 
 /// FLASH_ATTN_EXT (ggml_flash_attn_ext; cpu::FlashAttnExt's semantics): one warp per query row
-/// (token i1, head i2, i3 of q), lane l holding output dims l, l + 32, ... (D <= 32 * kFaPerLane).
+/// (token i1, head i2, i3 of q), lane l holding output dims l, l + 32, ... (V's and the output's
+/// width Dv <= 32 * kFaPerLane; K's may differ and is not bounded: deepseek2's MLA has 576 and 512).
 /// Per key: the lanes' partial dots of the q row and the K row, summed over the warp; the score
 /// FlashAttnScore; an online softmax whose state every lane keeps alike, and the V row summed with
 /// weight exp(score - max) into F32 accumulators (the CPU keeps an F16 one for an F16 V: results

@@ -54,10 +54,10 @@ cudaError_t Rope(const Tv& src, const int32_t* pos, const float* freq_factors, c
 cudaError_t SoftMax(const Tv& src, const Tv& mask, const float* sinks, const Tv& dst, float scale,
                     float max_bias, cudaStream_t stream);
 /// FLASH_ATTN_EXT (cuda_math.h FlashAttn*): q F32 [D, n_tokens, n_head, ne3] with contiguous rows,
-/// k / v of a FaCacheType type [D, n_kv, n_head_kv, ne3k] (heads and ne3 divide q's), mask F16
-/// [>= n_kv, >= n_tokens] or mask.data == nullptr, dst F32 [D, n_head, n_tokens, ne3]; a.sinks F32
-/// [n_head] (ggml_flash_attn_ext_add_sinks) or nullptr;
-/// D <= kFaMaxHeadDim. One warp per query row, 4 warps per block.
+/// k [D, n_kv, n_head_kv, ne3k] and v [Dv, n_kv, ...] of a FaCacheType type (heads and ne3 divide
+/// q's; Dv may differ from D: deepseek2's MLA), mask F16 [>= n_kv, >= n_tokens] or mask.data ==
+/// nullptr, dst F32 [Dv, n_head, n_tokens, ne3]; a.sinks F32 [n_head] (ggml_flash_attn_ext_add_sinks)
+/// or nullptr; Dv <= kFaMaxHeadDim. One warp per query row, 4 warps per block.
 cudaError_t FlashAttn(const Tv& q, const Tv& k, const Tv& v, const Tv& mask, const Tv& dst,
                       const FlashAttnArgs& a, cudaStream_t stream);
 /// CPY / CONT / DUP: element l (ggml order) of src to element l of dst; F32, F16, BF16 on both sides,
