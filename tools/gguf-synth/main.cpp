@@ -134,7 +134,7 @@ int Run(int argc, char** argv) {
                         ->check(tools::IntegerIn(1, 1 << 20));
   auto* o_rope_dim = app.add_option("--rope-dim", d.mla_rope_dim,
                                     "deepseek2: the rope part of a head (rope.dimension_count; --head-dim is "
-                                    "key_length_mla)")
+                                    "key_length_mla); glm4moe: rope.dimension_count (default head_dim / 2)")
                          ->check(tools::IntegerIn(2, 1 << 16));
   auto* o_v_head = app.add_option("--v-head-dim", d.mla_v_head_dim,
                                   "deepseek2: attention.value_length_mla (default --head-dim)")
@@ -159,6 +159,12 @@ int Run(int argc, char** argv) {
   auto* o_group_used = app.add_option("--n-group-used", d.n_group_used,
                                       "deepseek2: expert_group_used_count (with --n-expert-groups)")
                            ->check(tools::IntegerIn(0, 1024));
+  auto* o_nextn =
+      app.add_option("--nextn", d.n_nextn,
+                     "glm4moe: NextN / MTP blocks after the trunk (nextn_predict_layers; default 1)")
+          ->check(tools::IntegerIn(0, 16));
+  bool qk_norm = false;
+  app.add_flag("--qk-norm", qk_norm, "glm4moe: per-head q/k norms (GLM-4.5; GLM-4.5-Air has none)");
   bool no_probs_b = false;
   app.add_flag("--no-exp-probs-b", no_probs_b, "deepseek2: no expert-score bias (exp_probs_b.bias)");
   auto* o_temp = app.add_option("--attn-temp-scale", d.attn_temp_scale,
@@ -233,7 +239,9 @@ int Run(int argc, char** argv) {
   if (given(o_temp)) s.attn_temp_scale = d.attn_temp_scale;
   if (given(o_q_lora)) s.q_lora_rank = d.q_lora_rank;
   if (given(o_kv_lora)) s.kv_lora_rank = d.kv_lora_rank;
-  if (given(o_rope_dim)) s.mla_rope_dim = d.mla_rope_dim;
+  if (given(o_rope_dim)) s.mla_rope_dim = s.rope_dim = d.mla_rope_dim;  // deepseek2's / glm4moe's
+  if (given(o_nextn)) s.n_nextn = d.n_nextn;
+  if (qk_norm) s.qk_norm = true;
   if (given(o_v_head)) s.mla_v_head_dim = d.mla_v_head_dim;
   if (given(o_dense_lead)) s.n_dense_lead = d.n_dense_lead;
   if (given(o_shared)) s.n_expert_shared = d.n_expert_shared;

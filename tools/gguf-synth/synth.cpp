@@ -116,7 +116,7 @@ std::string Join(const std::vector<std::string>& v) {
 
 bool IsMoe(const std::string& arch) {
   return arch == "mixtral" || arch == "qwen2moe" || arch == "qwen3moe" || arch == "deepseek2" ||
-         arch == "gpt-oss";
+         arch == "glm4moe" || arch == "gpt-oss";
 }
 
 void Fill(const TensorPlan& p, const ModelSpec& s, float* x, int64_t n) {
@@ -211,6 +211,12 @@ planner::TensorDims SpecDims(const ModelSpec& s) {
     d.mla = true;
     d.n_ff_shexp = int64_t{s.n_ff_exp} * s.n_expert_shared;
   }
+  if (s.arch == "glm4moe") {
+    d.n_rot = s.rope_dim;
+    d.n_layer_dense_lead = s.n_dense_lead;
+    d.n_ff_shexp = int64_t{s.n_ff_exp} * s.n_expert_shared;
+    if (s.n_nextn > 0) d.n_layer_trunk = s.n_layer;
+  }
   return d;
 }
 
@@ -224,11 +230,21 @@ std::vector<TensorPlan> PlanTensors(const ModelSpec& s) {
   planner::TensorFileOptions opts;
   opts.output = !s.tied_output;
   opts.rope_factors = s.rope_freqs;
-  opts.other_optional = s.arch == "deepseek2" && s.exp_probs_b;  // its only other optional tensor
+  opts.other_optional = (s.arch == "deepseek2" && s.exp_probs_b) || s.arch == "glm4moe";  // filtered below
   planner::ForEachFileTensor(
-      *table, SpecDims(s), static_cast<int>(s.n_layer), opts,
+      *table, SpecDims(s), static_cast<int>(s.n_layer + (s.arch == "glm4moe" ? s.n_nextn : 0)), opts,
       [&](const planner::ArchTensor& at, int, const std::string& name, const std::vector<int64_t>& ne) {
         using R = planner::TensorRole;
+        if (s.arch == "glm4moe" && !at.required && at.scope == planner::TensorScope::kLayer) {
+          // the optional block tensors glm4moe's spec asks for
+          const std::string n = at.name;
+          const bool qk = n == "attn_q_norm.weight" || n == "attn_k_norm.weight";
+          const bool bias = n == "attn_q.bias" || n == "attn_k.bias" || n == "attn_v.bias";
+          if (!(qk && s.qk_norm) && !(bias && s.qkv_bias) && n != "nextn.shared_head_norm.weight") return;
+        }
+        if (s.arch == "glm4moe" && s.n_expert_shared == 0 &&
+            std::string(at.name).find("_shexp.") != std::string::npos)
+          return;  // expert_shared_count 0: no shared expert
         GgmlType ty = GgmlType::F32;
         Init init = Init::kWeight;
         switch (at.role) {
@@ -397,8 +413,8 @@ std::vector<float> Llama3RopeFactors(uint32_t n_rot, float freq_base, float fact
 
 const std::vector<std::string>& SupportedArchs() {
   static const std::vector<std::string> archs = {
-      "llama",    "qwen2",   "phi3",    "gemma",  "mamba",  "qwen2moe", "mixtral",   "qwen3",
-      "mistral3", "smollm3", "granite", "gemma2", "gemma3", "qwen3moe", "deepseek2", "gpt-oss"};
+      "llama",   "qwen2",   "phi3",   "gemma",  "mamba",    "qwen2moe",  "mixtral", "qwen3",  "mistral3",
+      "smollm3", "granite", "gemma2", "gemma3", "qwen3moe", "deepseek2", "gpt-oss", "glm4moe"};
   return archs;
 }
 
@@ -594,7 +610,7 @@ Result<ModelSpec> Resolve(ModelSpec s) {
       if (s.n_expert_used > s.n_expert)
         return InvalidArgument("gguf-synth: n_expert_used " + std::to_string(s.n_expert_used) +
                                " exceeds n_expert " + std::to_string(s.n_expert));
-      if (s.arch == "qwen2moe" || s.arch == "qwen3moe" || s.arch == "gpt-oss") {
+      if (s.arch == "qwen2moe" || s.arch == "qwen3moe" || s.arch == "gpt-oss" || s.arch == "glm4moe") {
         if (s.n_ff_exp == 0) s.n_ff_exp = std::max<uint32_t>(1, s.n_ff / s.n_expert_used);
       }
       if (s.arch == "qwen2moe" && s.n_ff_shexp == 0) s.n_ff_shexp = s.n_ff;
@@ -605,6 +621,17 @@ Result<ModelSpec> Resolve(ModelSpec s) {
     }
   }
   if (s.arch == "deepseek2") STOWAGE_RETURN_IF_ERROR(ResolveDeepSeek2(s));
+  if (s.arch == "glm4moe") {
+    if (s.rope_dim == 0) s.rope_dim = s.head_dim / 2;
+    if (s.rope_dim % 2 != 0 || s.rope_dim > s.head_dim)
+      return InvalidArgument("gguf-synth: glm4moe: the rope part (" + std::to_string(s.rope_dim) +
+                             ") must be even and at most head_dim " + std::to_string(s.head_dim));
+    if (s.n_dense_lead > s.n_layer)
+      return InvalidArgument("gguf-synth: glm4moe: n_dense_lead " + std::to_string(s.n_dense_lead) +
+                             " exceeds n_layer " + std::to_string(s.n_layer));
+    if (s.expert_gating_func != 1 && s.expert_gating_func != 2)
+      return InvalidArgument("gguf-synth: glm4moe: expert_gating_func must be 1 (softmax) or 2 (sigmoid)");
+  }
   if (!IsValidGgmlType(static_cast<uint32_t>(s.weight_type)))
     return InvalidArgument("gguf-synth: invalid weight type id " +
                            std::to_string(static_cast<uint32_t>(s.weight_type)));
@@ -641,6 +668,22 @@ Status AddDeepSeek2Keys(const ModelSpec& s, GgufWriter* w) {
   return Status::Ok();
 }
 
+// glm4moe's keys beyond the common ones (convert_hf_to_gguf Glm4MoeModel): the leading dense blocks,
+// the experts and their routing, the NextN blocks.
+Status AddGlm4MoeKeys(const ModelSpec& s, GgufWriter* w) {
+  auto key = [](const char* k) { return std::string("glm4moe.") + k; };
+  using V = GgufMetaValue;
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("leading_dense_block_count"), V::U32(s.n_dense_lead)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_feed_forward_length"), V::U32(s.n_ff_exp)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_shared_count"), V::U32(s.n_expert_shared)));
+  if (s.expert_weights_scale != 0.0f)
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_weights_scale"), V::F32(s.expert_weights_scale)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_weights_norm"), V::Bool(s.expert_weights_norm)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_gating_func"), V::U32(s.expert_gating_func)));
+  if (s.n_nextn != 0) STOWAGE_RETURN_IF_ERROR(w->AddKV(key("nextn_predict_layers"), V::U32(s.n_nextn)));
+  return Status::Ok();
+}
+
 Status BuildModel(const ModelSpec& in, GgufWriter* w) {
   if (w->n_kv() != 0 || w->n_tensors() != 0)
     return InvalidArgument("gguf-synth: BuildModel needs an empty writer");
@@ -667,7 +710,8 @@ Status BuildModel(const ModelSpec& in, GgufWriter* w) {
     STOWAGE_RETURN_IF_ERROR(w->AddKV("general.quantization_version", GgufMetaValue::U32(2)));
   STOWAGE_RETURN_IF_ERROR(w->AddKV(key("context_length"), GgufMetaValue::U32(s.n_ctx)));
   STOWAGE_RETURN_IF_ERROR(w->AddKV(key("embedding_length"), GgufMetaValue::U32(s.n_embd)));
-  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("block_count"), GgufMetaValue::U32(s.n_layer)));
+  STOWAGE_RETURN_IF_ERROR(
+      w->AddKV(key("block_count"), GgufMetaValue::U32(s.n_layer + (s.arch == "glm4moe" ? s.n_nextn : 0))));
   STOWAGE_RETURN_IF_ERROR(w->AddKV(key("feed_forward_length"), GgufMetaValue::U32(s.n_ff)));
   STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.head_count"), GgufMetaValue::U32(s.n_head)));
   if (s.arch == "mamba") {
@@ -678,8 +722,9 @@ Status BuildModel(const ModelSpec& in, GgufWriter* w) {
   } else {
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.head_count_kv"), GgufMetaValue::U32(s.n_head_kv)));
     STOWAGE_RETURN_IF_ERROR(
-        w->AddKV(key("rope.dimension_count"),
-                 GgufMetaValue::U32(s.arch == "deepseek2" ? s.mla_rope_dim : s.head_dim)));
+        w->AddKV(key("rope.dimension_count"), GgufMetaValue::U32(s.arch == "deepseek2" ? s.mla_rope_dim
+                                                                 : s.arch == "glm4moe" ? s.rope_dim
+                                                                                       : s.head_dim)));
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("rope.freq_base"), GgufMetaValue::F32(s.rope_freq_base)));
     if (s.arch != "deepseek2" && (s.arch == "gemma" || s.arch == "gemma2" || s.arch == "gemma3" ||
                                   s.head_dim * s.n_head != s.n_embd)) {
@@ -734,6 +779,7 @@ Status BuildModel(const ModelSpec& in, GgufWriter* w) {
   }
   STOWAGE_RETURN_IF_ERROR(w->AddKV(key("vocab_size"), GgufMetaValue::U32(s.n_vocab)));
   if (s.arch == "deepseek2") STOWAGE_RETURN_IF_ERROR(AddDeepSeek2Keys(s, w));
+  if (s.arch == "glm4moe") STOWAGE_RETURN_IF_ERROR(AddGlm4MoeKeys(s, w));
   if (IsMoe(s.arch)) {
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_count"), GgufMetaValue::U32(s.n_expert)));
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_used_count"), GgufMetaValue::U32(s.n_expert_used)));

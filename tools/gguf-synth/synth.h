@@ -97,6 +97,12 @@ struct ModelSpec {
   uint32_t n_expert_groups = 0, n_group_used = 0;
   float expert_weights_scale = 2.5f;
   bool expert_weights_norm = true, exp_probs_b = true;
+  /// glm4moe (which takes deepseek2's expert keys above, its bias always written): the rotated part of
+  /// a head (rope.dimension_count; 0: head_dim / 2, GLM-4.5's partial_rotary_factor), per-head q/k
+  /// norms (GLM-4.5 has them, GLM-4.5-Air not), q/k/v biases (both have them), and n_nextn NextN / MTP
+  /// blocks after the n_layer trunk ones (nextn_predict_layers; block_count n_layer + n_nextn).
+  uint32_t rope_dim = 0, n_nextn = 1;
+  bool qk_norm = false, qkv_bias = true;
   /// mistral3: attention.temperature_scale (0 = no key: no temperature tuning).
   float attn_temp_scale = 0.0f;
   /// granite: logit_scale (always written for granite; llama.cpp requires it), residual_scale,

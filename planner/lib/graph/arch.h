@@ -117,6 +117,12 @@ Status LoadQwen3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 /// qwen3moe (llama.cpp 2026 llama_model_qwen3moe): see arch_qwen3moe.cpp.
 Status LoadQwen3MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildQwen3MoeGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
+/// glm4moe (llama.cpp 2026 llama_model_glm4_moe): see arch_glm4moe.cpp. ReadGlm4MoeHParams reads its
+/// keys into hp (called by ReadHParams after the common keys): the trunk is block_count -
+/// nextn_predict_layers blocks (hp->n_layer), the NextN blocks hp->n_layer_nextn.
+Status ReadGlm4MoeHParams(const GgufFile& f, HParams* hp);
+Status LoadGlm4MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
+Status BuildGlm4MoeGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 /// smollm3 (llama.cpp 2026 llama_model_smollm3): see arch_smollm3.cpp.
 Status LoadSmolLM3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildSmolLM3Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);

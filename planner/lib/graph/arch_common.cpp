@@ -43,6 +43,7 @@ TensorDims DimsOf(const HParams& hp) {
   d.n_embd_head_v_mla = hp.n_embd_head_v_mla();
   d.n_layer_dense_lead = hp.n_layer_dense_lead;
   d.mla = hp.is_mla();
+  if (hp.n_layer_nextn > 0) d.n_layer_trunk = hp.n_layer;
   return d;
 }
 

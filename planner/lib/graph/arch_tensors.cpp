@@ -291,6 +291,39 @@ std::vector<ArchTensor> DeepSeek2Tensors() {
   return t;
 }
 
+// glm4moe (llama.cpp 2026 llama_model_glm4_moe::load_arch_tensors), in its creation order:
+// create_tensor_qkv (optional q/k/v biases) and attn_output, optional q/k norms, attn_post_norm (the
+// FFN's norm), the leading layers' dense FFN, the other layers' router, expert-score bias, experts
+// and shared expert (n_ff_shexp = n_ff_exp * expert_shared_count); in the NextN / MTP blocks after
+// the trunk also nextn.eh_proj / enorm / hnorm and the optional embed_tokens / shared_head_head /
+// shared_head_norm (read and skipped, as llama.cpp without load_mtp).
+std::vector<ArchTensor> Glm4MoeTensors() {
+  std::vector<ArchTensor> t;
+  AddEmbeddings(t);
+  t.push_back(Output(kOpt));
+  t.push_back(Norm("attn_norm.weight"));
+  AddProjectionQkv(t);
+  t.push_back({"attn_q_norm.weight", S::kLayer, [](D d) { return V{d.n_embd_q / d.n_head}; }, kOpt, GgmlOp::MUL, R::kNorm, W::kAlways});
+  t.push_back({"attn_k_norm.weight", S::kLayer, [](D d) { return V{d.n_embd_q / d.n_head}; }, kOpt, GgmlOp::MUL, R::kNorm, W::kAlways});
+  t.push_back(Norm("post_attention_norm.weight"));
+  t.push_back({"ffn_gate_inp.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_expert}; }, kReq, GgmlOp::MUL_MAT, R::kRouter, W::kAfterLead});
+  t.push_back({"exp_probs_b.bias", S::kLayer, [](D d) { return V{d.n_expert}; }, kReq, GgmlOp::ADD, R::kRouter, W::kAfterLead});
+  t.push_back({"ffn_gate_exps.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff_exp, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kAfterLead});
+  t.push_back({"ffn_down_exps.weight", S::kLayer, [](D d) { return V{d.n_ff_exp, d.n_embd, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kAfterLead});
+  t.push_back({"ffn_up_exps.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff_exp, d.n_expert}; }, kReq, GgmlOp::MUL_MAT_ID, R::kMatrix, W::kAfterLead});
+  t.push_back({"ffn_gate_shexp.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff_shexp}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAfterLead});
+  t.push_back({"ffn_down_shexp.weight", S::kLayer, [](D d) { return V{d.n_ff_shexp, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAfterLead});
+  t.push_back({"ffn_up_shexp.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_ff_shexp}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kAfterLead});
+  AddDenseFfn(t, W::kLeadDense);
+  t.push_back({"nextn.eh_proj.weight", S::kLayer, [](D d) { return V{2 * d.n_embd, d.n_embd}; }, kReq, GgmlOp::MUL_MAT, R::kMatrix, W::kNextN});
+  t.push_back({"nextn.enorm.weight", S::kLayer, [](D d) { return V{d.n_embd}; }, kReq, GgmlOp::MUL, R::kNorm, W::kNextN});
+  t.push_back({"nextn.hnorm.weight", S::kLayer, [](D d) { return V{d.n_embd}; }, kReq, GgmlOp::MUL, R::kNorm, W::kNextN});
+  t.push_back({"nextn.embed_tokens.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_vocab}; }, kOpt, GgmlOp::GET_ROWS, R::kMatrix, W::kNextN});
+  t.push_back({"nextn.shared_head_head.weight", S::kLayer, [](D d) { return V{d.n_embd, d.n_vocab}; }, kOpt, GgmlOp::MUL_MAT, R::kMatrix, W::kNextN});
+  t.push_back({"nextn.shared_head_norm.weight", S::kLayer, [](D d) { return V{d.n_embd}; }, kOpt, GgmlOp::MUL, R::kNorm, W::kNextN});
+  return t;
+}
+
 // gpt-oss (llama.cpp 2026 llama_model_openai_moe::load_arch_tensors), in its creation order:
 // create_tensor_qkv (optional q/k/v biases), the attention sinks (one logit per head, read by the
 // soft_max: GGML_OP_SCALE in llama.cpp's tensor info), the biased router and experts (the expert
@@ -362,7 +395,7 @@ const std::vector<ArchTensorTable>& ArchTensorTables() {
       {"qwen3", Qwen3Tensors()},         {"phi3", Phi3Tensors()},          {"gemma", GemmaTensors()},
       {"mamba", MambaTensors()},         {"mistral3", Mistral3Tensors()},  {"smollm3", SmolLM3Tensors()},
       {"granite", Mistral3Tensors()},    {"gemma2", Gemma2Tensors(false)}, {"gemma3", Gemma2Tensors(true)},
-      {"deepseek2", DeepSeek2Tensors()}, {"gpt-oss", GptOssTensors()}, {"qwen3moe", Qwen3MoeTensors()},
+      {"deepseek2", DeepSeek2Tensors()}, {"gpt-oss", GptOssTensors()}, {"qwen3moe", Qwen3MoeTensors()}, {"glm4moe", Glm4MoeTensors()},
   };
   return kTables;
 }
@@ -397,6 +430,8 @@ bool Applies(const ArchTensor& t, const TensorDims& d, int il) {
       return il < 0 ? d.n_layer_dense_lead > 0 : il < d.n_layer_dense_lead;
     case TensorWhen::kAfterLead:
       return il < 0 || il >= d.n_layer_dense_lead;
+    case TensorWhen::kNextN:
+      return d.n_layer_trunk > 0 && (il < 0 || il >= d.n_layer_trunk);
   }
   return false;
 }

@@ -23,6 +23,7 @@ const std::vector<ArchSpec>& Architectures() {
       {"qwen2moe", 2, LoadQwen2MoeWeights, BuildQwen2MoeGraph},
       {"qwen3", 2, LoadQwen3Weights, BuildQwen2Graph},  // build_qwen3: qwen2's graph + q/k norms
       {"qwen3moe", 2, LoadQwen3MoeWeights, BuildQwen3MoeGraph},
+      {"glm4moe", 2, LoadGlm4MoeWeights, BuildGlm4MoeGraph},
       {"mistral3", 0, LoadMistral3Weights, BuildMistral3Graph},
       {"smollm3", 0, LoadSmolLM3Weights, BuildSmolLM3Graph},
       {"granite", 0, LoadMistral3Weights, BuildGraniteGraph},  // granite's tensors are mistral3's
@@ -371,7 +372,10 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
   }
 
   if (hp.n_head > 0) {
-    if (hp.n_embd % hp.n_head != 0)
+    // the default head size n_embd / n_head needs a divisor; files with both head sizes (GLM-4.5-Air:
+    // 4096 wide, 96 heads of 128) need none
+    if (hp.n_embd % hp.n_head != 0 &&
+        (f.Find(p + "attention.key_length") == nullptr || f.Find(p + "attention.value_length") == nullptr))
       return f.KeyError(p + "embedding_length",
                         "a multiple of " + p + "attention.head_count " + std::to_string(hp.n_head),
                         std::to_string(hp.n_embd));
@@ -439,6 +443,7 @@ Result<HParams> ReadHParams(const GgufFile& f, bool check_tokenizer) {
   }
   if (hp.arch == "gemma2" || hp.arch == "gemma3") STOWAGE_RETURN_IF_ERROR(ReadGemmaHParams(f, &hp));
   if (hp.arch == "deepseek2") STOWAGE_RETURN_IF_ERROR(ReadDeepSeek2HParams(f, &hp));
+  if (hp.arch == "glm4moe") STOWAGE_RETURN_IF_ERROR(ReadGlm4MoeHParams(f, &hp));
   if (hp.arch == "gpt-oss") STOWAGE_RETURN_IF_ERROR(ReadGptOssHParams(f, &hp));
   if (hp.arch == "mamba") {
     STOWAGE_ASSIGN_OR_RETURN(hp.ssm_d_conv, f.GetU32(p + "ssm.conv_kernel"));
@@ -602,10 +607,11 @@ Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const HParams& hp, co
     char* end = nullptr;
     if (u.rfind("blk.", 0) != 0) continue;
     block = std::strtoul(u.c_str() + 4, &end, 10);
-    if (end == u.c_str() + 4 || *end != '.' || block < m.hp.n_layer) continue;
+    const uint32_t n_blocks = m.hp.n_layer + m.hp.n_layer_nextn;  // the file's block_count
+    if (end == u.c_str() + 4 || *end != '.' || block < n_blocks) continue;
     return InvalidArgument(gguf.path() + ": wrong number of tensors: tensor '" + u + "' belongs to block " +
                            std::to_string(block) + " but " + m.hp.arch + ".block_count is " +
-                           std::to_string(m.hp.n_layer));
+                           std::to_string(n_blocks));
   }
   if (!unused.empty()) {
     const size_t n_tensors = gguf.tensors().size();

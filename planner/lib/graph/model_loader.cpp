@@ -68,6 +68,12 @@ int WeightLoader::Create(const std::string& name, std::vector<int64_t> ne, int l
   return static_cast<int>(m_.globals.size() - 1);
 }
 
+void WeightLoader::SkipBlock(int il) {
+  const std::string prefix = "blk." + std::to_string(il) + ".";
+  for (const auto& t : gguf_.tensors())
+    if (t.name.rfind(prefix, 0) == 0) used_.push_back(t.name);
+}
+
 std::vector<std::string> WeightLoader::Unused() const {
   std::vector<std::string> out;
   for (const auto& t : gguf_.tensors())

@@ -23,7 +23,11 @@ class WeightLoader {
   /// non-".weight" tensors and ssm_conv1d must be f32, matrices any float or quantized type.
   int Create(const std::string& name, std::vector<int64_t> ne, int layer, LayerClass cls, GgmlOp op,
              unsigned flags = kRequired);
-  /// Tensors of the file that no Create() consumed.
+  /// llama.cpp's TENSOR_SKIP for every tensor of block il ("blk.<il>.*": glm4moe's NextN / MTP
+  /// blocks without load_mtp): counted as read, given no global (no buffer holds them, llama.cpp
+  /// subtracts them from the model size).
+  void SkipBlock(int il);
+  /// Tensors of the file that no Create() or SkipBlock() consumed.
   std::vector<std::string> Unused() const;
   const Status& status() const { return status_; }
   /// Keeps `s` as status() unless an error is kept already (later Create() calls then do nothing).

@@ -46,10 +46,14 @@ Status CheckPlanAgainstModel(const PlanFile& plan, const GgufFile& gguf, uint32_
       const std::string k = arch + "." + key;
       if (gguf.Find(k) == nullptr) continue;
       STOWAGE_ASSIGN_OR_RETURN(const uint32_t value, gguf.GetU32(k));
-      if (value != planned)
+      // the NextN / MTP blocks after the trunk (glm4moe nextn_predict_layers) are not planned
+      STOWAGE_ASSIGN_OR_RETURN(uint32_t nextn, gguf.GetU32Or(arch + ".nextn_predict_layers", 0));
+      if (key != figures[0].first || nextn >= value) nextn = 0;
+      if (value - nextn != planned)
         return DataLoss(plan.path() + ": context." + (key == figures[0].first ? "n_layer " : "n_embd ") +
                         std::to_string(planned) + " differs from " + k + " = " + std::to_string(value) +
-                        " of " + gguf.path());
+                        (nextn > 0 ? " - nextn_predict_layers " + std::to_string(nextn) : "") + " of " +
+                        gguf.path());
     }
   }
   for (const auto* b : *r.buffers())

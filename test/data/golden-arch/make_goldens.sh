@@ -33,6 +33,10 @@ PROMPT="Once upon a time, there was a little girl named Lily. She loved to play 
 # 32, 8 experts of which 2 used with sigmoid routing, the expert-score bias, weights normalized and
 # scaled by 2.5, one shared expert (gguf-synth's defaults), YaRN factor 4 over 16 with
 # yarn_log_multiplier 0.1 (deepseek2's kq_scale mscale).
+# glm4moe: 3 trunk blocks (block 0 dense, 1-2 with 8 sigmoid-routed experts, 2 used, the selection
+# bias, weights normalized and scaled by 2.5, one shared expert), heads of 32 with q/k norms and q/k/v
+# biases roped over their first 16 dimensions, plus one NextN block that both skip; seed 2 for the
+# routing near-ties as qwen3moe's (seed 1: 0.72 between the whole prompt and token by token there).
 # gemma2 / gemma3: a sliding window of 8, far shorter than the prompt (82 tokens), and soft-caps small
 # enough to bite at these logit sizes (gemma2: attention 0.5, final 2; gemma3: final 2); gemma3 with 6
 # layers (the default pattern: layers 0-4 sliding-window, 5 global), global rope base 1e6 with
@@ -65,6 +69,8 @@ declare -A ARGS=(
   [qwen3moe-q8_0]="--arch qwen3moe --type q8_0 --head-dim 32 --n-expert 8 --n-expert-used 2 --seed 5"
   [deepseek2-f32]="--arch deepseek2 --type f32 --n-layer 3 --n-expert 8 --n-expert-used 2 --head-dim 24 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-log-mul 0.1 --seed 3"
   [deepseek2-q8_0]="--arch deepseek2 --type q8_0 --n-layer 3 --n-expert 8 --n-expert-used 2 --head-dim 24 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-log-mul 0.1 --seed 3"
+  [glm4moe-f32]="--arch glm4moe --type f32 --n-layer 3 --head-dim 32 --n-expert 8 --n-expert-used 2 --qk-norm --seed 2"
+  [glm4moe-q8_0]="--arch glm4moe --type q8_0 --n-layer 3 --head-dim 32 --n-expert 8 --n-expert-used 2 --qk-norm --seed 2"
   [gemma3-q8_0]="--arch gemma3 --type q8_0 --n-layer 6 --sliding-window 8 --rope-freq-base 1000000 --rope-scaling linear --rope-scale 8 --final-softcap 2"
 )
 NAMES=("$@")
@@ -72,7 +78,7 @@ NAMES=("$@")
                             phi3-ropefactors-long-f32 mamba-f32 mamba-q8_0 qwen3-f32 qwen3-q8_0
                             llama-yarn-f32 llama-ropefreqs-f32 mistral3-f32 mistral3-q8_0
                             gemma2-f32 gemma2-q8_0 gemma3-f32 gemma3-q8_0 smollm3-f32 smollm3-q8_0
-                            granite-f32 granite-q8_0 qwen3moe-f32 qwen3moe-q8_0 deepseek2-f32 deepseek2-q8_0)
+                            granite-f32 granite-q8_0 qwen3moe-f32 qwen3moe-q8_0 glm4moe-f32 glm4moe-q8_0 deepseek2-f32 deepseek2-q8_0)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 for n in "${NAMES[@]}"; do

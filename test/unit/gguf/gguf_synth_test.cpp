@@ -336,9 +336,10 @@ TEST(GgufSynth, HeaderOnlyPresetsAtRealSize) {
 TEST(GgufSynth, Errors) {
   synth::ModelSpec s;
   s.arch = "gpt5";
-  EXPECT_EQ(synth::Resolve(s).status().message(),
-            "gguf-synth: unknown architecture 'gpt5' (supported: llama, qwen2, phi3, gemma, mamba, qwen2moe, "
-            "mixtral, qwen3, mistral3, smollm3, granite, gemma2, gemma3, qwen3moe, deepseek2, gpt-oss)");
+  EXPECT_EQ(
+      synth::Resolve(s).status().message(),
+      "gguf-synth: unknown architecture 'gpt5' (supported: llama, qwen2, phi3, gemma, mamba, qwen2moe, "
+      "mixtral, qwen3, mistral3, smollm3, granite, gemma2, gemma3, qwen3moe, deepseek2, gpt-oss, glm4moe)");
   s = synth::ModelSpec();
   s.n_head = 5;
   EXPECT_EQ(synth::Resolve(s).status().message(), "gguf-synth: n_embd 64 is not a multiple of n_head 5");

@@ -357,9 +357,9 @@ TEST(ModelGraphsErrors, UnknownArchitectureListsSupported) {
   EXPECT_EQ(m.status().code(), StatusCode::kUnimplemented);
   EXPECT_EQ(m.status().message(),
             "falcon.gguf: unknown model architecture 'falcon' (supported: llama, qwen2, "
-            "qwen2moe, qwen3, qwen3moe, mistral3, smollm3, granite, phi3, gemma, gemma2, gemma3, deepseek2, "
-            "mamba)");
-  EXPECT_EQ(SupportedArchitectures().size(), 14u);
+            "qwen2moe, qwen3, qwen3moe, glm4moe, mistral3, smollm3, granite, phi3, gemma, gemma2, gemma3, "
+            "deepseek2, gpt-oss, mamba)");
+  EXPECT_EQ(SupportedArchitectures().size(), 16u);
 }
 
 TEST(ModelGraphsErrors, SplitTensorMoeRejected) {
@@ -923,6 +923,123 @@ TEST(Qwen3MoeGraph, BadInputIsAOneLineError) {
   EXPECT_EQ(error(router), "qwen3moe.gguf: missing tensor 'blk.1.ffn_gate_inp.weight'");
 }
 
+// glm4moe (llama.cpp 2026 llama_model_glm4_moe): block 0 dense, block 1 routed (sigmoid, the
+// selection bias, normalized weights scaled by 2.5, SWIGLU) plus the shared expert; q/k/v biases, q/k
+// norms and a rope over the first 16 of 32 dimensions; the NextN block 2 is skipped: no weights, no
+// cache, no nodes.
+TEST(Glm4MoeGraph, SharedExpertSigmoidRoutingAndPartialRope) {
+  SynthParams p;
+  p.n_layer = 3;  // 2 trunk blocks + 1 NextN block
+  p.n_expert = 8;
+  p.n_expert_used = 2;
+  SynthGguf s = test::Glm4MoeModel(p, 1);
+  auto m = Build(s);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const Graph& g = m->pp;
+  EXPECT_EQ(m->hp.n_layer, 2u);
+  EXPECT_EQ(m->hp.n_layer_nextn, 1u);
+  EXPECT_EQ(Global(*m, "blk.2.nextn.eh_proj.weight"), nullptr);
+  EXPECT_EQ(Global(*m, "blk.2.attn_q.weight"), nullptr);
+  EXPECT_EQ(Global(*m, "cache_k_l2"), nullptr);
+  EXPECT_NE(Global(*m, "cache_v_l1"), nullptr);
+  EXPECT_EQ(Node(g, "l_out-2"), nullptr);
+  const std::vector<std::string> dense = {"ADD ffn_inp-0",      "RMS_NORM norm-0",   "MUL ffn_norm-0",
+                                          "MUL_MAT ffn_gate-0", "SILU ffn_silu-0",   "MUL_MAT ffn_up-0",
+                                          "MUL ffn_gate_par-0", "MUL_MAT ffn_out-0", "ADD l_out-0"};
+  EXPECT_EQ(NodeRange(g, "ffn_inp-0", "l_out-0"), dense);
+  const std::vector<std::string> moe = {"ADD ffn_inp-1",
+                                        "RMS_NORM norm-1",
+                                        "MUL ffn_norm-1",
+                                        "MUL_MAT ffn_moe_logits-1",
+                                        "SIGMOID ffn_moe_probs-1",
+                                        "RESHAPE ffn_moe_probs-1 (reshaped)",
+                                        "ADD ffn_moe_probs_biased-1",
+                                        "ARGSORT ffn_moe_argsort-1",
+                                        "VIEW ffn_moe_topk-1",
+                                        "GET_ROWS ffn_moe_weights-1",
+                                        "RESHAPE ffn_moe_weights-1 (reshaped)",
+                                        "SUM_ROWS ffn_moe_weights_sum-1",
+                                        "DIV ffn_moe_weights_norm-1",
+                                        "RESHAPE ffn_moe_weights_norm-1 (reshaped)",
+                                        "SCALE ffn_moe_weights_scaled-1",
+                                        "RESHAPE ffn_norm-1 (reshaped)",
+                                        "MUL_MAT_ID ffn_moe_gate-1",
+                                        "MUL_MAT_ID ffn_moe_up-1",
+                                        "SWIGLU ffn_moe_swiglu-1",
+                                        "MUL_MAT_ID ffn_moe_down-1",
+                                        "MUL ffn_moe_weighted-1",
+                                        "VIEW ffn_moe_weighted-1 (view)",
+                                        "VIEW ffn_moe_weighted-1 (view)",
+                                        "ADD ffn_moe_out-1",
+                                        "MUL_MAT ffn_gate-1",
+                                        "SILU ffn_silu-1",
+                                        "MUL_MAT ffn_up-1",
+                                        "MUL ffn_gate_par-1",
+                                        "MUL_MAT ffn_shexp_out-1",
+                                        "ADD ffn_out-1",
+                                        "ADD l_out-1"};
+  EXPECT_EQ(NodeRange(g, "ffn_inp-1", "l_out-1"), moe);
+  EXPECT_FLOAT_EQ(Node(g, "ffn_moe_weights_scaled-1")->fparams[0], 2.5f);
+  EXPECT_EQ(Consumers(g, "blk.1.exp_probs_b.bias"), std::vector<std::string>{"ADD ffn_moe_probs_biased-1"});
+  EXPECT_EQ(Consumers(g, "blk.1.post_attention_norm.weight"), std::vector<std::string>{"MUL ffn_norm-1"});
+  EXPECT_EQ(Consumers(g, "blk.0.attn_q.bias"), std::vector<std::string>{"ADD Qcur-0"});
+  EXPECT_EQ(Consumers(g, "blk.1.attn_k_norm.weight"), std::vector<std::string>{"MUL Kcur_normed-1"});
+  EXPECT_EQ(Shape(g, *Node(g, "ffn_moe_swiglu-1")), (std::vector<int64_t>{48, 2, 256, 1}));
+  EXPECT_EQ(Shape(g, *Node(g, "ffn_gate_par-1")), (std::vector<int64_t>{48, 256, 1, 1}));  // shared
+  const Tensor* r = Node(g, "Qcur-1");
+  ASSERT_EQ(r->op, GgmlOp::ROPE);
+  EXPECT_EQ(Shape(g, *r), (std::vector<int64_t>{32, 4, 256, 1}));
+  EXPECT_EQ(r->iparams[0], 16);                                            // n_dims: half the head
+  EXPECT_EQ(r->iparams[1], 2);                                             // GGML_ROPE_TYPE_NEOX
+  EXPECT_FLOAT_EQ(Node(g, "kq_soft_max_ext-0")->fparams[0], 0.17677669f);  // 1/sqrt(32)
+}
+
+// Bad glm4moe files: one line naming the file, the key or tensor and what was expected.
+TEST(Glm4MoeGraph, BadInputIsAOneLineError) {
+  SynthParams p;
+  p.n_layer = 3;
+  p.n_expert = 4;
+  p.n_expert_used = 2;
+  auto error = [](SynthGguf s) {
+    auto m = Build(s);
+    return m.ok() ? std::string("ok") : m.status().message();
+  };
+  EXPECT_EQ(error(test::Glm4MoeModel(p, 1)), "ok");
+  SynthGguf no_experts = test::Glm4MoeModel(p, 1);
+  no_experts.DropKey("glm4moe.expert_count");
+  no_experts.DropKey("glm4moe.expert_used_count");
+  EXPECT_EQ(
+      error(no_experts),
+      "glm4moe.gguf: key 'glm4moe.expert_count': expected a positive expert count (glm4moe's MoE layers), "
+      "found 0 or absent");
+  SynthGguf used = test::Glm4MoeModel(p, 1);
+  used.Set("glm4moe.expert_used_count", GgufMetaValue::U32(6));
+  EXPECT_NE(
+      error(used).find("key 'glm4moe.expert_used_count': expected 1..4 (glm4moe.expert_count 4), found 6"),
+      std::string::npos);
+  SynthGguf lead = test::Glm4MoeModel(p, 1);
+  lead.Set("glm4moe.leading_dense_block_count", GgufMetaValue::U32(3));
+  EXPECT_NE(error(lead).find("key 'glm4moe.leading_dense_block_count': expected at most the trunk's 2 blocks "
+                             "(glm4moe.block_count 3 - nextn_predict_layers 1), found 3"),
+            std::string::npos);
+  SynthGguf nextn = test::Glm4MoeModel(p, 1);
+  nextn.Set("glm4moe.nextn_predict_layers", GgufMetaValue::U32(3));
+  EXPECT_NE(error(nextn).find("key 'glm4moe.nextn_predict_layers': expected fewer than glm4moe.block_count 3 "
+                              "(the NextN / MTP blocks follow the trunk's), found 3"),
+            std::string::npos);
+  SynthGguf qk = test::Glm4MoeModel(p, 1);
+  qk.Replace("blk.1.attn_q_norm.weight", {64});
+  EXPECT_EQ(error(qk),
+            "glm4moe.gguf: tensor 'blk.1.attn_q_norm.weight' has wrong shape; expected [32], got [64]");
+  SynthGguf bias = test::Glm4MoeModel(p, 1);
+  bias.Drop("blk.1.exp_probs_b.bias");
+  EXPECT_EQ(error(bias), "glm4moe.gguf: missing tensor 'blk.1.exp_probs_b.bias'");
+  // without its NextN key the last block is a trunk block, and its nextn.* tensors nothing reads
+  SynthGguf no_key = test::Glm4MoeModel(p, 1);
+  no_key.DropKey("glm4moe.nextn_predict_layers");
+  EXPECT_NE(error(no_key).find("tensor 'blk.2.nextn.eh_proj.weight'"), std::string::npos) << error(no_key);
+}
+
 TEST(Qwen2MoeGraph, ExpertWidthDefaultsAsLlamaCpp) {
   SynthParams p;
   p.n_expert = 4;
@@ -1224,10 +1341,10 @@ TEST(Gemma2Graph, BadInputIsAOneLineError) {
       {"gemma2", [](SynthGguf& s) { s.Set("gemma2.attention.head_count_kv", GgufMetaValue::U32(3)); },
        "gemma2.gguf: offset 298: key 'gemma2.attention.head_count_kv': expected a divisor of "
        "gemma2.attention.head_count 4, found 3"},
+      // key_length / value_length given: n_embd need not be a multiple of the head count (GLM-4.5-Air)
       {"gemma3", [](SynthGguf& s) { s.Set("gemma3.attention.head_count", GgufMetaValue::U32(5)); },
-       "gemma3.gguf: offset 107: key 'gemma3.embedding_length': expected a multiple of "
-       "gemma3.attention.head_count "
-       "5, found 64"},
+       "gemma3.gguf: offset 298: key 'gemma3.attention.head_count_kv': expected a divisor of "
+       "gemma3.attention.head_count 5, found 2"},
       // refused where llama.cpp runs them: a window wider than the training context (256 here)
       // never slides; a period past block_count leaves no global layer
       {"gemma2", [](SynthGguf& s) { s.Set("gemma2.attention.sliding_window", GgufMetaValue::U32(257)); },

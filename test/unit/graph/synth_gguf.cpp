@@ -180,6 +180,30 @@ SynthGguf Qwen3MoeModel(const SynthParams& p, uint32_t head_dim, uint32_t n_ff_e
   return g;
 }
 
+SynthGguf Glm4MoeModel(const SynthParams& p, uint32_t n_nextn) {
+  SynthGguf g("glm4moe");
+  CommonKeys(g, "glm4moe", p);
+  g.U32("glm4moe.attention.key_length", 32);
+  g.U32("glm4moe.attention.value_length", 32);
+  g.U32("glm4moe.rope.dimension_count", 16);
+  g.U32("glm4moe.leading_dense_block_count", 1);
+  g.U32("glm4moe.expert_feed_forward_length", 48);
+  g.U32("glm4moe.expert_shared_count", 1);
+  g.F32("glm4moe.expert_weights_scale", 2.5f);
+  g.Bool("glm4moe.expert_weights_norm", true);
+  g.U32("glm4moe.expert_gating_func", 2);
+  if (n_nextn) g.U32("glm4moe.nextn_predict_layers", n_nextn);
+  planner::TensorDims d = AttentionDims(p, 32);
+  d.n_rot = 16;
+  d.n_ff_exp = d.n_ff_shexp = 48;
+  d.n_layer_dense_lead = 1;
+  if (n_nextn) d.n_layer_trunk = p.n_layer - n_nextn;
+  planner::TensorFileOptions o = Options(p);
+  o.other_optional = true;
+  AddTableTensors(g, "glm4moe", d, p.n_layer, o, p.wtype);
+  return g;
+}
+
 SynthGguf Mistral3Model(const SynthParams& p) { return PlainModel("mistral3", p); }
 
 SynthGguf SmolLM3Model(const SynthParams& p) { return PlainModel("smollm3", p); }

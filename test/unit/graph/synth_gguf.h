@@ -77,6 +77,11 @@ SynthGguf Qwen3Model(const SynthParams& p, uint32_t head_dim);
 /// qwen3moe with heads of `head_dim` (key/value_length written when head_dim * n_head != n_embd)
 /// and experts of width n_ff_exp (qwen3moe.expert_feed_forward_length).
 SynthGguf Qwen3MoeModel(const SynthParams& p, uint32_t head_dim, uint32_t n_ff_exp);
+/// glm4moe of p.n_layer blocks, the last `n_nextn` of them NextN blocks (nextn_predict_layers):
+/// heads of 32 roped over 16 with q/k/v biases and q/k norms, block 0 dense, the others with
+/// p.n_expert experts of 48 and one shared expert, weights normalized and scaled by 2.5, sigmoid
+/// gating (GLM-4.5's keys).
+SynthGguf Glm4MoeModel(const SynthParams& p, uint32_t n_nextn);
 /// mistral3 with llama's keys and no temperature tuning or YaRN keys (tests add them).
 SynthGguf Mistral3Model(const SynthParams& p);
 /// smollm3 with llama's keys (no rope in every 4th layer).

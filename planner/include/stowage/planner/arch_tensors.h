@@ -52,6 +52,8 @@ struct TensorDims {
   /// instead of attn_kv_b, and the leading dense layers (leading_dense_block_count).
   int64_t n_lora_q = 0, n_lora_kv = 0, n_embd_head_k_mla = 0, n_embd_head_v_mla = 0, n_layer_dense_lead = 0;
   bool mla = false;
+  /// glm4moe: the trunk's block count when the file has NextN / MTP blocks after it (0: none).
+  int64_t n_layer_trunk = 0;
   bool longrope = false;  ///< rope.scaling.type is longrope (llama: rope_factors_long/short, not rope_freqs)
 };
 
@@ -82,6 +84,7 @@ enum class TensorWhen : uint8_t {
   kNotMla,       ///< !mla: attn_kv_b (deepseek2 files of before the absorbed form)
   kLeadDense,    ///< the leading dense layers, il < n_layer_dense_lead (deepseek2's dense FFN)
   kAfterLead,    ///< the layers il >= n_layer_dense_lead (deepseek2's experts)
+  kNextN,        ///< the NextN / MTP blocks, il >= n_layer_trunk > 0 (glm4moe's nextn.* tensors)
 };
 
 /// What a tensor holds: its type rule (llama.cpp's converter and llama-quant: only kMatrix is
@@ -127,7 +130,8 @@ const std::vector<ArchTensorTable>& ArchTensorTables();
 const ArchTensorTable* FindArchTensorTable(std::string_view arch);
 
 /// Whether an architecture with hyper-parameters `d` asks for `t` (its TensorWhen) in layer `il`;
-/// with il -1 (any layer) kLeadDense holds when n_layer_dense_lead > 0 and kAfterLead always.
+/// with il -1 (any layer) kLeadDense holds when n_layer_dense_lead > 0, kAfterLead always and kNextN
+/// when n_layer_trunk > 0.
 bool Applies(const ArchTensor& t, const TensorDims& d, int il = -1);
 /// The GGUF name of `t` in layer `il` ("blk.<il>.<name>" for kLayer, else the name).
 std::string TensorName(const ArchTensor& t, int il);

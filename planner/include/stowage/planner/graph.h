@@ -206,6 +206,10 @@ struct HParams {
   /// Leading dense layers (leading_dense_block_count: layers il < n_layer_dense_lead have a dense FFN,
   /// the others experts) and shared experts (expert_shared_count: one FFN n_ff_exp * count wide).
   uint32_t n_layer_dense_lead = 0, n_expert_shared = 0;
+  /// NextN / MTP blocks after the n_layer trunk blocks (glm4moe nextn_predict_layers; llama.cpp 2026
+  /// hparams.n_layer_nextn): the file's block_count is n_layer + n_layer_nextn; their tensors are
+  /// skipped (TENSOR_SKIP without load_mtp) and they get no KV cache.
+  uint32_t n_layer_nextn = 0;
   /// Expert routing (llama.cpp 2026 build_moe_ffn): gating function (expert_gating_func: 1 softmax,
   /// 2 sigmoid; llama_expert_gating_func_type), the selected weights normalized by their sum
   /// (expert_weights_norm) and scaled by expert_weights_scale (0 or 1: not scaled); group-limited

@@ -1,0 +1,133 @@
+// glm4moe (llama.cpp 2026 llama_model_glm4_moe: GLM-4.5, GLM-4.5-Air, GLM-4.6): llama-style blocks
+// with q/k/v biases, optional per-head q/k norms and a partial NEOX rope (rope.dimension_count below
+// the head size: only the first n_rot dimensions of each head turn), the FFN after
+// post_attention_norm; the leading_dense_block_count first blocks have a dense SwiGLU FFN, the
+// others routed experts (sigmoid gating by default, the expert-score bias exp_probs_b for the
+// selection only, weights normalized by expert_weights_norm and scaled by expert_weights_scale)
+// plus a shared expert. The nextn_predict_layers NextN / MTP blocks after the trunk are loaded
+// and ignored as llama.cpp does without load_mtp (TENSOR_SKIP: no buffer, no KV cache, no graph).
+#include <cmath>
+
+#include "arch.h"
+
+namespace stowage::planner {
+
+Status ReadGlm4MoeHParams(const GgufFile& f, HParams* hp) {
+  const std::string p = hp->arch + ".";
+  // llama.cpp 2026 load_hparams: n_layer_nextn <= n_layer_all (asserted); the trunk is the rest. A
+  // file of NextN blocks only (llama.cpp's mtp_only, a draft model) has no trunk to plan.
+  STOWAGE_ASSIGN_OR_RETURN(hp->n_layer_nextn, f.GetU32Or(p + "nextn_predict_layers", 0));
+  if (hp->n_layer_nextn >= hp->n_layer)
+    return f.KeyError(p + "nextn_predict_layers",
+                      "fewer than " + p + "block_count " + std::to_string(hp->n_layer) +
+                          " (the NextN / MTP blocks follow the trunk's)",
+                      std::to_string(hp->n_layer_nextn));
+  hp->n_layer -= hp->n_layer_nextn;
+  if (hp->n_expert == 0)
+    return f.KeyError(p + "expert_count", "a positive expert count (glm4moe's MoE layers)", "0 or absent");
+  STOWAGE_ASSIGN_OR_RETURN(hp->n_ff_exp, f.GetU32(p + "expert_feed_forward_length"));
+  if (hp->n_ff_exp == 0) return f.KeyError(p + "expert_feed_forward_length", "a positive width", "0");
+  STOWAGE_ASSIGN_OR_RETURN(hp->n_expert_shared, f.GetU32(p + "expert_shared_count"));
+  hp->n_ff_shexp = hp->n_ff_exp * hp->n_expert_shared;
+  STOWAGE_ASSIGN_OR_RETURN(hp->n_layer_dense_lead, f.GetU32Or(p + "leading_dense_block_count", 0));
+  if (hp->n_layer_dense_lead > hp->n_layer)
+    return f.KeyError(p + "leading_dense_block_count",
+                      "at most the trunk's " + std::to_string(hp->n_layer) + " blocks (" + p +
+                          "block_count " + std::to_string(hp->n_layer + hp->n_layer_nextn) +
+                          " - nextn_predict_layers " + std::to_string(hp->n_layer_nextn) + ")",
+                      std::to_string(hp->n_layer_dense_lead));
+  STOWAGE_ASSIGN_OR_RETURN(hp->expert_weights_scale, f.GetF32Or(p + "expert_weights_scale", 0.f));
+  if (!std::isfinite(hp->expert_weights_scale))
+    return f.KeyError(p + "expert_weights_scale", "a finite scale", "a NaN or infinite one");
+  STOWAGE_ASSIGN_OR_RETURN(hp->expert_weights_norm, f.GetBoolOr(p + "expert_weights_norm", false));
+  // "GLM-4.5 uses sigmoid": none (0, or no key) means sigmoid
+  STOWAGE_ASSIGN_OR_RETURN(const uint32_t gating, f.GetU32Or(p + "expert_gating_func", 0));
+  hp->expert_gating_func = gating == 0 ? 2 : static_cast<int>(gating);
+  if (hp->expert_gating_func != 1 && hp->expert_gating_func != 2)
+    return f.KeyError(p + "expert_gating_func", "1 (softmax) or 2 (sigmoid)", std::to_string(gating));
+  // GLM-4.xV's multimodal rope (use_mrope): not this graph
+  if (f.Find(p + "rope.dimension_sections") != nullptr)
+    return Unimplemented(f.path() + ": key '" + p +
+                         "rope.dimension_sections': glm4moe's multimodal rope (M-RoPE) is not supported");
+  return Status::Ok();
+}
+
+Status LoadGlm4MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
+  TableLoader t(wl, hp, "glm4moe");
+  LoadEmbeddingsAndOutput(t, w);  // output.weight, else token_embd (tied)
+  w.layers.resize(hp.n_layer);
+  for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
+    LayerWeights& l = w.layers[il];
+    LoadProjectionQkv(t, l, il);
+    l.attn_q_norm = t("attn_q_norm.weight", il);
+    l.attn_k_norm = t("attn_k_norm.weight", il);
+    // the FFN's norm: BuildLlamaAttentionBlock's ffn_norm is glm4moe's post_attention_norm
+    l.ffn_norm = t("post_attention_norm.weight", il);
+    if (il < static_cast<int>(hp.n_layer_dense_lead)) {
+      l.ffn_gate = t("ffn_gate.weight", il);
+      l.ffn_down = t("ffn_down.weight", il);
+      l.ffn_up = t("ffn_up.weight", il);
+      continue;
+    }
+    l.ffn_gate_inp = t("ffn_gate_inp.weight", il);
+    l.ffn_exp_probs_b = t("exp_probs_b.bias", il);
+    l.ffn_gate_exps = t("ffn_gate_exps.weight", il);
+    l.ffn_down_exps = t("ffn_down_exps.weight", il);
+    l.ffn_up_exps = t("ffn_up_exps.weight", il);
+    if (hp.n_expert_shared > 0) {
+      l.ffn_gate_shexp = t("ffn_gate_shexp.weight", il);
+      l.ffn_down_shexp = t("ffn_down_shexp.weight", il);
+      l.ffn_up_shexp = t("ffn_up_shexp.weight", il);
+    }
+  }
+  for (uint32_t i = 0; i < hp.n_layer_nextn; ++i) wl.SkipBlock(static_cast<int>(hp.n_layer + i));
+  return wl.status();
+}
+
+// llama_model_glm4_moe::graph: inputs; per block BuildLlamaAttentionBlock (q/k/v biases, the q/k
+// norms where present, the partial rope of MakeRopeConfig's n_dims = n_rot, kq_scale 1/sqrt(head
+// size)) up to the FFN norm (post_attention_norm), then the dense FFN ("ffn_out"), or the routed
+// experts ("ffn_moe_out") plus the shared expert ("ffn_shexp_out") summed as "ffn_out"; the
+// residual ("l_out"); the output.
+Status BuildGlm4MoeGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
+  const HParams& hp = m.hp;
+  const int64_t hd = hp.n_embd_head_v;
+  const RopeConfig rc = MakeRopeConfig(m);
+  MoeFfnOptions moe;
+  moe.gating = hp.expert_gating_func == 1 ? MoeGating::kSoftmax : MoeGating::kSigmoid;
+  moe.norm_w = hp.expert_weights_norm;
+  moe.w_scale = hp.expert_weights_scale;
+  moe.fused_glu = true;
+  int inpL = BuildInpEmbd(b, w.tok_embd);
+  const int inp_pos = BuildInpPos(b);
+  const int kq_mask = BuildInpKqMask(b, m, false);
+  for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
+    const LayerWeights& l = w.layers[il];
+    int ffn_inp = -1;
+    int cur = BuildLlamaAttentionBlock(b, m, l, il, inpL, inp_pos, kq_mask, rc, hd,
+                                       1.0f / std::sqrt(float(hd)), &ffn_inp);
+    if (l.ffn_gate_inp < 0) {
+      cur = BuildFfn(b, cur, l.ffn_up, -1, l.ffn_gate, -1, l.ffn_down, -1, FfnOp::kSilu, FfnGate::kPar, il);
+    } else {
+      moe.exp_probs_b = l.ffn_exp_probs_b;
+      const int routed = BuildMoeFfn(b, cur, l, hp.n_expert, hp.n_expert_used, moe, il);
+      b.Name(routed, "ffn_moe_out", il);
+      if (l.ffn_up_shexp < 0) {  // expert_shared_count 0
+        cur = routed;
+      } else {
+        cur = BuildFfn(b, cur, l.ffn_up_shexp, -1, l.ffn_gate_shexp, -1, l.ffn_down_shexp, -1, FfnOp::kSilu,
+                       FfnGate::kPar, il);
+        b.Name(cur, "ffn_shexp_out", il);
+        cur = b.Add(routed, cur);
+      }
+    }
+    b.Name(cur, "ffn_out", il);
+    cur = b.Add(cur, ffn_inp);
+    b.Name(cur, "l_out", il);
+    inpL = cur;
+  }
+  BuildOutput(b, m, w, inpL, NormKind::kRms);
+  return b.status();
+}
+
+}  // namespace stowage::planner
