@@ -41,6 +41,10 @@ PROMPT="Once upon a time, there was a little girl named Lily. She loved to play 
 # enough to bite at these logit sizes (gemma2: attention 0.5, final 2; gemma3: final 2); gemma3 with 6
 # layers (the default pattern: layers 0-4 sliding-window, 5 global), global rope base 1e6 with
 # linear scaling 8 and the SWA layers' base 10000 (rope.freq_base_swa, scale 1), as Gemma-3-27B.
+# gpt-oss: layer 0 slides over a window of 8 (layer 1 global), 4 experts of which 2 are used, YaRN
+# factor 4 over 16. Its goldens come from llama.cpp 2026-09-28: NLC=3.22.1 make_goldens.sh gpt-oss-f32
+# gpt-oss-q8_0. gpt-oss-mxfp4.gguf is the F32 model quantized by that version's quantize (ftype 38,
+# MXFP4_MOE), gpt-oss-mxfp4.json refdump of it reduced as here (README.md).
 declare -A ARGS=(
   [mixtral-f32]="--arch mixtral --type f32"
   [mixtral-q4_0]="--arch mixtral --type q4_0"
@@ -70,6 +74,8 @@ declare -A ARGS=(
   [deepseek2-f32]="--arch deepseek2 --type f32 --n-layer 3 --n-expert 8 --n-expert-used 2 --head-dim 24 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-log-mul 0.1 --seed 3"
   [deepseek2-q8_0]="--arch deepseek2 --type q8_0 --n-layer 3 --n-expert 8 --n-expert-used 2 --head-dim 24 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-log-mul 0.1 --seed 3"
   [glm4moe-f32]="--arch glm4moe --type f32 --n-layer 3 --head-dim 32 --n-expert 8 --n-expert-used 2 --qk-norm --seed 2"
+  [gpt-oss-f32]="--arch gpt-oss --type f32 --sliding-window 8 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16"
+  [gpt-oss-q8_0]="--arch gpt-oss --type q8_0 --sliding-window 8 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16"
   [glm4moe-q8_0]="--arch glm4moe --type q8_0 --n-layer 3 --head-dim 32 --n-expert 8 --n-expert-used 2 --qk-norm --seed 2"
   [gemma3-q8_0]="--arch gemma3 --type q8_0 --n-layer 6 --sliding-window 8 --rope-freq-base 1000000 --rope-scaling linear --rope-scale 8 --final-softcap 2"
 )
@@ -78,7 +84,8 @@ NAMES=("$@")
                             phi3-ropefactors-long-f32 mamba-f32 mamba-q8_0 qwen3-f32 qwen3-q8_0
                             llama-yarn-f32 llama-ropefreqs-f32 mistral3-f32 mistral3-q8_0
                             gemma2-f32 gemma2-q8_0 gemma3-f32 gemma3-q8_0 smollm3-f32 smollm3-q8_0
-                            granite-f32 granite-q8_0 qwen3moe-f32 qwen3moe-q8_0 glm4moe-f32 glm4moe-q8_0 deepseek2-f32 deepseek2-q8_0)
+                            granite-f32 granite-q8_0 qwen3moe-f32 qwen3moe-q8_0 glm4moe-f32 glm4moe-q8_0 deepseek2-f32 deepseek2-q8_0
+                            gpt-oss-f32 gpt-oss-q8_0)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 for n in "${NAMES[@]}"; do
