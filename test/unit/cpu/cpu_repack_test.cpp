@@ -913,6 +913,8 @@ TEST(CpuRepackMXFP4, LayoutOfOneGroup) {
 TEST(CpuRepackMXFP4, GemvIsTheScalarVecDot) {
   std::vector<std::pair<IsaLevel, VecDotFn>> levels = {{IsaLevel::kScalar, scalar::GemvMXFP4x8Q8_0}};
   if (DetectIsa() >= IsaLevel::kAvx2) levels.push_back({IsaLevel::kAvx2, avx2::GemvMXFP4x8Q8_0});
+  if (DetectIsa() >= IsaLevel::kAvx512Vnni)
+    levels.push_back({IsaLevel::kAvx512Vnni, avx512::GemvMXFP4x8Q8_0});
   for (int64_t nb : {1, 3, 11, 64}) {
     const int64_t K = nb * kQK_MXFP4;
     for (int pattern = 0; pattern < 4; ++pattern) {

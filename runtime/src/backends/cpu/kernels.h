@@ -112,6 +112,9 @@ void GemvQ4_Kx8Q8_K(int64_t n, float* s, const void* x, const void* y);
 /// Q8_0x8 repacked group (8 rows, n/32 blocks) times one Q8_0 row: s[r] bit-identical to
 /// avx512::VecDotQ8_0Q8_0 of row r. Needs AVX512-VNNI (call only at IsaLevel::kAvx512Vnni).
 void GemvQ8_0x8Q8_0(int64_t n, float* s, const void* x, const void* y);
+/// MXFP4x8 repacked group (8 rows, n/32 blocks) times one Q8_0 row: s[0..7], bit-identical to
+/// scalar::/avx2::GemvMXFP4x8Q8_0. Needs AVX512-VNNI (call only at IsaLevel::kAvx512Vnni).
+void GemvMXFP4x8Q8_0(int64_t n, float* s, const void* x, const void* y);
 /// The same as avx2::FromFloatQ8_KAct with 512-bit registers (gemm_kquants_avx512.cpp).
 void FromFloatQ8_KAct(const float* x, void* act, int64_t K);
 /// QuantizeRowQ8_0Act of K floats as the q8 GEMM's 40-byte records { int8 qs[32]; float d (its

@@ -224,8 +224,8 @@ VecDotFn GetRepackedGemv(int layout, IsaLevel isa) {
     case kLayoutQ8_0x8:
       k = {scalar::GemvQ8_0x8Q8_0, avx2::GemvQ8_0x8Q8_0, avx512::GemvQ8_0x8Q8_0};
       break;
-    case kLayoutMXFP4x8:  // the AVX2 gemv at the AVX-512 levels too (same bits)
-      k = {scalar::GemvMXFP4x8Q8_0, avx2::GemvMXFP4x8Q8_0, avx2::GemvMXFP4x8Q8_0};
+    case kLayoutMXFP4x8:
+      k = {scalar::GemvMXFP4x8Q8_0, avx2::GemvMXFP4x8Q8_0, avx512::GemvMXFP4x8Q8_0};
       break;
 #else
     case kLayoutQ4_0x8:

@@ -261,6 +261,49 @@ void GemvQ4_0x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
   _mm256_storeu_ps(s, acc);
 }
 
+// MXFP4x8 (CPU_REPACK, ops.h RepackMXFP4) gemv with vpdpbusd: the Q4_0x8 one above with the codes
+// turned into their levels + 12 (0..24, unsigned) by a byte shuffle and -12 * sum(y) as the start
+// value; the float part is scalar::GemvMXFP4x8Q8_0's fma(sumi, e_half * d_y, acc) per block, so
+// results are bit-identical to it.
+void GemvMXFP4x8Q8_0(int64_t n, float* s, const void* vx, const void* vy) {
+  const uint8_t* x = static_cast<const uint8_t*>(vx);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
+  alignas(16) static constexpr uint8_t kLevels12[16] = {12, 13, 14, 15, 16, 18, 20, 24,
+                                                        12, 11, 10, 9,  8,  6,  4,  0};
+  const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kLevels12)));
+  const __m512i m4 = _mm512_set1_epi8(0x0F), twelve = _mm512_set1_epi8(12), zero = _mm512_setzero_si512();
+  const __m512i rows = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m256i k128 = _mm256_set1_epi32(128);
+  constexpr size_t kBlock = 8 * sizeof(BlockMXFP4);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / kQK_MXFP4; ++b, x += kBlock) {
+    const __m512i ylo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs)));
+    const __m512i yhi =
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs + 16)));
+    const __m512i off = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, twelve, ylo), twelve, yhi);
+    const __m512i start = _mm512_sub_epi32(zero, off);
+    const __m512i v0 = _mm512_loadu_si512(x + 8), v1 = _mm512_loadu_si512(x + 72);  // rows 0-3, 4-7
+    __m512i p0 = _mm512_dpbusd_epi32(start, _mm512_shuffle_epi8(table, _mm512_and_si512(v0, m4)), ylo);
+    p0 = _mm512_dpbusd_epi32(p0, _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4)),
+                             yhi);
+    __m512i p1 = _mm512_dpbusd_epi32(start, _mm512_shuffle_epi8(table, _mm512_and_si512(v1, m4)), ylo);
+    p1 = _mm512_dpbusd_epi32(p1, _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4)),
+                             yhi);
+    const __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
+    const __m512i u = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, static_cast<_MM_PERM_ENUM>(0x4E)));
+    const __m256i sumi = _mm512_castsi512_si256(_mm512_permutexvar_epi32(rows, u));
+    // d_y * 2^(e - 128), rounded once (vscalefps): the scalar d_y * E8M0ToFloatHalf(e), whose
+    // factor is exact, subnormal products included.
+    uint64_t e8;
+    std::memcpy(&e8, x, 8);
+    const __m256i e = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(e8)));
+    const __m256 d =
+        _mm256_scalef_ps(_mm256_set1_ps(H2F(y[b].d)), _mm256_cvtepi32_ps(_mm256_sub_epi32(e, k128)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), d, acc);
+  }
+  _mm256_storeu_ps(s, acc);
+}
+
 // Q8_0x8 (CPU_REPACK, ops.h RepackQ8_0) gemv with vpdpbusd. Chunk t holds rows 2t and 2t + 1 as
 // unsigned bytes q + 128, so one vpdpbusd against the activation block repeated in both halves gives
 // each row's eight 4-element sums (dword lane 8h + l: row 2t + h, elements 4l .. 4l + 3), started at
