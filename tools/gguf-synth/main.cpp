@@ -34,7 +34,7 @@ int Run(int argc, char** argv) {
       "real-size preset: llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3-like, mamba-2.8b");
   auto* o_arch = app.add_option("--arch", arch,
                                 "llama, qwen2, phi3, gemma, mamba, qwen2moe, mixtral, qwen3, mistral3, "
-                                "smollm3, granite, gemma2, gemma3, qwen3moe");
+                                "smollm3, granite, gemma2, gemma3, qwen3moe, deepseek2, gpt-oss, glm4moe");
   auto* o_layer = app.add_option("--n-layer", d.n_layer, "layers (blocks)")->check(tools::IntegerIn(1, 512));
   auto* o_embd = app.add_option("--n-embd", d.n_embd, "embedding width")->check(tools::IntegerIn(1, 1 << 20));
   auto* o_head = app.add_option("--n-head", d.n_head, "attention heads")->check(tools::IntegerIn(1, 1 << 16));

@@ -49,7 +49,7 @@ namespace stowage::synth {
 /// Everything that defines a synthetic model. Zero means "derive the default" where noted.
 struct ModelSpec {
   /// llama, qwen2, phi3, gemma, mamba, qwen2moe, qwen3, mistral3, smollm3, granite, gemma2, gemma3,
-  /// qwen3moe, or
+  /// qwen3moe, deepseek2, gpt-oss, glm4moe, or
   /// mixtral (written as architecture "llama" with merged expert tensors, as llama.cpp's Mixtral files are).
   std::string arch = "llama";
   std::string name;  ///< general.name; default "synthetic-<arch>"
