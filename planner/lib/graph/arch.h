@@ -260,6 +260,14 @@ struct MoeFfnOptions {
 /// sigmoid probabilities sum to more than that).
 int BuildMoeFfn(GraphBuilder& b, int x, const LayerWeights& l, int64_t n_expert, int64_t n_expert_used,
                 const MoeFfnOptions& o, int il);
+/// The FFN of the llama.cpp 2026 MoE graphs with leading dense layers and shared experts (deepseek2,
+/// glm4moe) for layer il of input `cur` (the FFN norm's output): below hp.n_layer_dense_lead the
+/// dense SwiGLU FFN (BuildFfn of ffn_up / ffn_gate / ffn_down), else BuildMoeFfn with `o` and the
+/// layer's selection bias l.ffn_exp_probs_b, named "ffn_moe_out", plus the shared experts (BuildFfn of
+/// ffn_{up,gate,down}_shexp, named `shexp_name`: deepseek2 "ffn_shexp", glm4moe "ffn_shexp_out"; none
+/// when the layer has no ffn_up_shexp) added to it. Returns the FFN output, named "ffn_out".
+int BuildLeadDenseMoeFfn(GraphBuilder& b, const HParams& hp, const LayerWeights& l, int cur, MoeFfnOptions o,
+                         const char* shexp_name, int il);
 /// The rope configuration of the graphs (llama.cpp 2026 llama_context cparams): freq base and scale
 /// (1 for scaling type none), n_ctx_orig (n_ctx_orig_yarn), YaRN's ext_factor (1 for yarn, else 0),
 /// beta_fast / beta_slow (hp.yarn_beta_*) and attn_factor: rope.scaling.attn_factor, times for

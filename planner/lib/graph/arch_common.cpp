@@ -330,6 +330,27 @@ int BuildMoeFfn(GraphBuilder& b, int x, const LayerWeights& l, int64_t n_expert,
   return moe_out;
 }
 
+int BuildLeadDenseMoeFfn(GraphBuilder& b, const HParams& hp, const LayerWeights& l, int cur, MoeFfnOptions o,
+                         const char* shexp_name, int il) {
+  if (il < static_cast<int>(hp.n_layer_dense_lead)) {
+    cur = BuildFfn(b, cur, l.ffn_up, -1, l.ffn_gate, -1, l.ffn_down, -1, FfnOp::kSilu, FfnGate::kPar, il);
+  } else {
+    o.exp_probs_b = l.ffn_exp_probs_b;
+    const int moe_out = BuildMoeFfn(b, cur, l, hp.n_expert, hp.n_expert_used, o, il);
+    b.Name(moe_out, "ffn_moe_out", il);
+    if (l.ffn_up_shexp < 0) {
+      cur = moe_out;
+    } else {
+      const int shexp = BuildFfn(b, cur, l.ffn_up_shexp, -1, l.ffn_gate_shexp, -1, l.ffn_down_shexp, -1,
+                                 FfnOp::kSilu, FfnGate::kPar, il);
+      b.Name(shexp, shexp_name, il);
+      cur = b.Add(moe_out, shexp);
+    }
+  }
+  b.Name(cur, "ffn_out", il);
+  return cur;
+}
+
 RopeConfig MakeRopeConfig(const ModelGraphs& m) {
   const HParams& hp = m.hp;
   RopeConfig rc;

@@ -289,19 +289,7 @@ Status BuildDeepSeek2Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& 
     b.Name(ffn_inp, "ffn_inp", il);
     cur = BuildNorm(b, ffn_inp, l.ffn_norm, -1, NormKind::kRms, hp.f_norm_rms_eps, il);
     b.Name(cur, "ffn_norm", il);
-    if (il < static_cast<int>(hp.n_layer_dense_lead)) {
-      cur = BuildFfn(b, cur, l.ffn_up, -1, l.ffn_gate, -1, l.ffn_down, -1, FfnOp::kSilu, FfnGate::kPar, il);
-      b.Name(cur, "ffn_out", il);
-    } else {
-      moe.exp_probs_b = l.ffn_exp_probs_b;
-      const int moe_out = BuildMoeFfn(b, cur, l, hp.n_expert, hp.n_expert_used, moe, il);
-      b.Name(moe_out, "ffn_moe_out", il);
-      const int shexp = BuildFfn(b, cur, l.ffn_up_shexp, -1, l.ffn_gate_shexp, -1, l.ffn_down_shexp, -1,
-                                 FfnOp::kSilu, FfnGate::kPar, il);
-      b.Name(shexp, "ffn_shexp", il);
-      cur = b.Add(moe_out, shexp);
-      b.Name(cur, "ffn_out", il);
-    }
+    cur = BuildLeadDenseMoeFfn(b, hp, l, cur, moe, "ffn_shexp", il);
     cur = b.Add(cur, ffn_inp);
     b.Name(cur, "l_out", il);
     inpL = cur;

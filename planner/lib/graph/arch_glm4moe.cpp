@@ -86,9 +86,9 @@ Status LoadGlm4MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) 
 
 // llama_model_glm4_moe::graph: inputs; per block BuildLlamaAttentionBlock (q/k/v biases, the q/k
 // norms where present, the partial rope of MakeRopeConfig's n_dims = n_rot, kq_scale 1/sqrt(head
-// size)) up to the FFN norm (post_attention_norm), then the dense FFN ("ffn_out"), or the routed
-// experts ("ffn_moe_out") plus the shared expert ("ffn_shexp_out") summed as "ffn_out"; the
-// residual ("l_out"); the output.
+// size)) up to the FFN norm (post_attention_norm), then BuildLeadDenseMoeFfn (the dense FFN, or the
+// routed experts "ffn_moe_out" plus the shared expert "ffn_shexp_out"; "ffn_out"); the residual
+// ("l_out"); the output.
 Status BuildGlm4MoeGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
   const HParams& hp = m.hp;
   const int64_t hd = hp.n_embd_head_v;
@@ -106,22 +106,7 @@ Status BuildGlm4MoeGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w)
     int ffn_inp = -1;
     int cur = BuildLlamaAttentionBlock(b, m, l, il, inpL, inp_pos, kq_mask, rc, hd,
                                        1.0f / std::sqrt(float(hd)), &ffn_inp);
-    if (l.ffn_gate_inp < 0) {
-      cur = BuildFfn(b, cur, l.ffn_up, -1, l.ffn_gate, -1, l.ffn_down, -1, FfnOp::kSilu, FfnGate::kPar, il);
-    } else {
-      moe.exp_probs_b = l.ffn_exp_probs_b;
-      const int routed = BuildMoeFfn(b, cur, l, hp.n_expert, hp.n_expert_used, moe, il);
-      b.Name(routed, "ffn_moe_out", il);
-      if (l.ffn_up_shexp < 0) {  // expert_shared_count 0
-        cur = routed;
-      } else {
-        cur = BuildFfn(b, cur, l.ffn_up_shexp, -1, l.ffn_gate_shexp, -1, l.ffn_down_shexp, -1, FfnOp::kSilu,
-                       FfnGate::kPar, il);
-        b.Name(cur, "ffn_shexp_out", il);
-        cur = b.Add(routed, cur);
-      }
-    }
-    b.Name(cur, "ffn_out", il);
+    cur = BuildLeadDenseMoeFfn(b, hp, l, cur, moe, "ffn_shexp_out", il);
     cur = b.Add(cur, ffn_inp);
     b.Name(cur, "l_out", il);
     inpL = cur;
