@@ -276,6 +276,14 @@ int BuildLeadDenseMoeFfn(GraphBuilder& b, const HParams& hp, const LayerWeights&
 /// unless it is 1)
 /// / (1 + 0.1 ln factor), factor = 1 / freq_scale, cancelling ggml rope_yarn's own mscale.
 RopeConfig MakeRopeConfig(const ModelGraphs& m);
+/// The rope of an interleaved-SWA model's sliding-window layers (llama.cpp 2026
+/// llama_model::get_rope_freq_base / _scale): MakeRopeConfig with hp.rope_freq_base_swa and
+/// hp.rope_freq_scale_swa (gemma2, gemma3, gpt-oss; the global layers take MakeRopeConfig's).
+RopeConfig MakeSwaRopeConfig(const ModelGraphs& m);
+/// The masks of llama.cpp 2026 build_attn_inp_kv_iswa: *kq_mask ("KQ_mask") when some layer is
+/// global, *kq_mask_swa ("KQ_mask_swa") when some layer slides (hp.is_swa); -1 for a mask no layer
+/// reads, as ggml leaves it out of the graph.
+void BuildIswaMasks(GraphBuilder& b, const ModelGraphs& m, int* kq_mask, int* kq_mask_swa);
 /// build_rope_factors: rope_freqs if present, else rope_long when n_ctx / n_seq_max exceeds
 /// n_ctx_orig_yarn, else rope_short; -1 when none (leaf id otherwise).
 int BuildRopeFactors(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& l);

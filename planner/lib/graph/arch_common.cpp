@@ -384,6 +384,20 @@ RopeConfig MakeRopeConfig(const ModelGraphs& m) {
   return rc;
 }
 
+RopeConfig MakeSwaRopeConfig(const ModelGraphs& m) {
+  RopeConfig rc = MakeRopeConfig(m);
+  rc.freq_base = m.hp.rope_freq_base_swa;
+  rc.freq_scale = m.hp.rope_freq_scale_swa;
+  return rc;
+}
+
+void BuildIswaMasks(GraphBuilder& b, const ModelGraphs& m, int* kq_mask, int* kq_mask_swa) {
+  bool any_global = false;
+  for (uint32_t il = 0; il < m.hp.n_layer; ++il) any_global = any_global || !m.hp.is_swa(il);
+  *kq_mask = any_global ? BuildInpKqMask(b, m, false) : -1;
+  *kq_mask_swa = m.hp.iswa() ? BuildInpKqMask(b, m, true) : -1;
+}
+
 int BuildRopeFactors(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& l) {
   if (l.rope_freqs >= 0) return b.Global(l.rope_freqs);
   const uint32_t n_ctx_per_seq = m.cfg.n_ctx / std::max<uint32_t>(1, m.cfg.n_seq_max);

@@ -55,22 +55,15 @@ Status BuildGemma2Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) 
   const int64_t hk = hp.n_embd_head_k;
   const float eps = hp.f_norm_rms_eps;
   // llama_model::get_rope_freq_base / _scale: the SWA layers' train values, the others cparams'
-  const RopeConfig rc = MakeRopeConfig(m);
-  RopeConfig rc_swa = rc;
-  rc_swa.freq_base = hp.rope_freq_base_swa;
-  rc_swa.freq_scale = hp.rope_freq_scale_swa;
+  const RopeConfig rc = MakeRopeConfig(m), rc_swa = MakeSwaRopeConfig(m);
 
   int inpL = BuildInpEmbd(b, w.tok_embd);
   inpL = b.Scale(inpL, std::sqrt(float(hp.n_embd)));
   b.Name(inpL, "inp_scaled", -1);
   const int inp_pos = BuildInpPos(b);
-  // The masks the layers read (llama.cpp's build_attn_inp_kv_iswa makes both; one that no layer
-  // reads is left out here, as ggml leaves it out of the graph).
+  int kq_mask = -1, kq_mask_swa = -1;
+  BuildIswaMasks(b, m, &kq_mask, &kq_mask_swa);
   const int L = static_cast<int>(hp.n_layer);
-  bool any_global = false;
-  for (int il = 0; il < L; ++il) any_global = any_global || !hp.is_swa(static_cast<uint32_t>(il));
-  const int kq_mask = any_global ? BuildInpKqMask(b, m, false) : -1;
-  const int kq_mask_swa = hp.iswa() ? BuildInpKqMask(b, m, true) : -1;
 
   for (int il = 0; il < L; ++il) {
     const LayerWeights& l = w.layers[il];

@@ -47,10 +47,7 @@ Status BuildGptOssGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) 
   const float eps = hp.f_norm_rms_eps;
   const int64_t n_rot = hp.n_rot;
   // llama_model::get_rope_freq_base / _scale: the SWA layers' train values, the others cparams'
-  const RopeConfig rc = MakeRopeConfig(m);
-  RopeConfig rc_swa = rc;
-  rc_swa.freq_base = hp.rope_freq_base_swa;
-  rc_swa.freq_scale = hp.rope_freq_scale_swa;
+  const RopeConfig rc = MakeRopeConfig(m), rc_swa = MakeSwaRopeConfig(m);
   MoeFfnOptions moe;
   moe.gating = MoeGating::kSoftmaxWeight;
   moe.swiglu_oai = true;
@@ -59,11 +56,9 @@ Status BuildGptOssGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) 
 
   int inpL = BuildInpEmbd(b, w.tok_embd);
   const int inp_pos = BuildInpPos(b);
+  int kq_mask = -1, kq_mask_swa = -1;
+  BuildIswaMasks(b, m, &kq_mask, &kq_mask_swa);
   const int L = static_cast<int>(hp.n_layer);
-  bool any_global = false;
-  for (int il = 0; il < L; ++il) any_global = any_global || !hp.is_swa(static_cast<uint32_t>(il));
-  const int kq_mask = any_global ? BuildInpKqMask(b, m, false) : -1;
-  const int kq_mask_swa = hp.iswa() ? BuildInpKqMask(b, m, true) : -1;
   const int inp_out_ids = BuildInpOutIds(b);
 
   for (int il = 0; il < L; ++il) {
