@@ -260,6 +260,12 @@ struct MoeFfnOptions {
 /// sigmoid probabilities sum to more than that).
 int BuildMoeFfn(GraphBuilder& b, int x, const LayerWeights& l, int64_t n_expert, int64_t n_expert_used,
                 const MoeFfnOptions& o, int il);
+/// The expert keys of the llama.cpp 2026 MoE architectures with shared experts (deepseek2, glm4moe),
+/// into hp: expert_feed_forward_length (required, > 0) and expert_shared_count (required; n_ff_shexp
+/// = their product), expert_weights_scale (finite; absent: 0, no scaling), expert_weights_norm
+/// (absent: false) and expert_gating_func (1 softmax, 2 sigmoid; 0 or absent: `default_gating`).
+/// Errors name the file and key (GgufFile::KeyError).
+Status ReadSharedExpertRouting(const GgufFile& f, int default_gating, HParams* hp);
 /// The FFN of the llama.cpp 2026 MoE graphs with leading dense layers and shared experts (deepseek2,
 /// glm4moe) for layer il of input `cur` (the FFN norm's output): below hp.n_layer_dense_lead the
 /// dense SwiGLU FFN (BuildFfn of ffn_up / ffn_gate / ffn_down), else BuildMoeFfn with `o` and the

@@ -330,6 +330,23 @@ int BuildMoeFfn(GraphBuilder& b, int x, const LayerWeights& l, int64_t n_expert,
   return moe_out;
 }
 
+Status ReadSharedExpertRouting(const GgufFile& f, int default_gating, HParams* hp) {
+  const std::string p = hp->arch + ".";
+  STOWAGE_ASSIGN_OR_RETURN(hp->n_ff_exp, f.GetU32(p + "expert_feed_forward_length"));
+  if (hp->n_ff_exp == 0) return f.KeyError(p + "expert_feed_forward_length", "a positive width", "0");
+  STOWAGE_ASSIGN_OR_RETURN(hp->n_expert_shared, f.GetU32(p + "expert_shared_count"));
+  hp->n_ff_shexp = hp->n_ff_exp * hp->n_expert_shared;
+  STOWAGE_ASSIGN_OR_RETURN(hp->expert_weights_scale, f.GetF32Or(p + "expert_weights_scale", 0.f));
+  if (!std::isfinite(hp->expert_weights_scale))
+    return f.KeyError(p + "expert_weights_scale", "a finite scale", "a NaN or infinite one");
+  STOWAGE_ASSIGN_OR_RETURN(hp->expert_weights_norm, f.GetBoolOr(p + "expert_weights_norm", false));
+  STOWAGE_ASSIGN_OR_RETURN(const uint32_t gating, f.GetU32Or(p + "expert_gating_func", 0));
+  hp->expert_gating_func = gating == 0 ? default_gating : static_cast<int>(gating);
+  if (hp->expert_gating_func != 1 && hp->expert_gating_func != 2)
+    return f.KeyError(p + "expert_gating_func", "1 (softmax) or 2 (sigmoid)", std::to_string(gating));
+  return Status::Ok();
+}
+
 int BuildLeadDenseMoeFfn(GraphBuilder& b, const HParams& hp, const LayerWeights& l, int cur, MoeFfnOptions o,
                          const char* shexp_name, int il) {
   if (il < static_cast<int>(hp.n_layer_dense_lead)) {

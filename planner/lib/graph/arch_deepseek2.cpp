@@ -179,20 +179,9 @@ Status ReadDeepSeek2HParams(const GgufFile& f, HParams* hp) {
         p + "attention.key_length_mla",
         "more than rope.dimension_count " + std::to_string(hp->n_rot) + " (a non-rotated part of at least 1)",
         std::to_string(hp->n_embd_head_k_mla_impl));
-  STOWAGE_ASSIGN_OR_RETURN(hp->n_ff_exp, f.GetU32(p + "expert_feed_forward_length"));
-  STOWAGE_ASSIGN_OR_RETURN(hp->n_expert_shared, f.GetU32(p + "expert_shared_count"));
-  hp->n_ff_shexp = hp->n_ff_exp * hp->n_expert_shared;
-  STOWAGE_ASSIGN_OR_RETURN(hp->expert_weights_scale, f.GetF32Or(p + "expert_weights_scale", 0.f));
-  if (!std::isfinite(hp->expert_weights_scale))
-    return f.KeyError(p + "expert_weights_scale", "a finite scale", "a NaN or infinite one");
-  STOWAGE_ASSIGN_OR_RETURN(hp->expert_weights_norm, f.GetBoolOr(p + "expert_weights_norm", false));
-  STOWAGE_ASSIGN_OR_RETURN(const uint32_t gating, f.GetU32Or(p + "expert_gating_func", 0));
-  // none: softmax for DeepSeek V2 / V2.5 files written before the key, sigmoid for GLM 4.7 Lite
-  hp->expert_gating_func = gating != 0 ? static_cast<int>(gating)
-                           : ((hp->n_layer == 47 || hp->n_layer == 48) && n_vocab == 154880) ? 2
-                                                                                             : 1;
-  if (hp->expert_gating_func != 1 && hp->expert_gating_func != 2)
-    return f.KeyError(p + "expert_gating_func", "1 (softmax) or 2 (sigmoid)", std::to_string(gating));
+  // no gating key: softmax for DeepSeek V2 / V2.5 files written before it, sigmoid for GLM 4.7 Lite
+  STOWAGE_RETURN_IF_ERROR(ReadSharedExpertRouting(
+      f, ((hp->n_layer == 47 || hp->n_layer == 48) && n_vocab == 154880) ? 2 : 1, hp));
   if (hp->n_layer_dense_lead < hp->n_layer && hp->n_expert == 0)
     return f.KeyError(p + "expert_count",
                       "a positive count (layers from leading_dense_block_count " +

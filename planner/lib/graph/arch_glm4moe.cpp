@@ -25,10 +25,6 @@ Status ReadGlm4MoeHParams(const GgufFile& f, HParams* hp) {
   hp->n_layer -= hp->n_layer_nextn;
   if (hp->n_expert == 0)
     return f.KeyError(p + "expert_count", "a positive expert count (glm4moe's MoE layers)", "0 or absent");
-  STOWAGE_ASSIGN_OR_RETURN(hp->n_ff_exp, f.GetU32(p + "expert_feed_forward_length"));
-  if (hp->n_ff_exp == 0) return f.KeyError(p + "expert_feed_forward_length", "a positive width", "0");
-  STOWAGE_ASSIGN_OR_RETURN(hp->n_expert_shared, f.GetU32(p + "expert_shared_count"));
-  hp->n_ff_shexp = hp->n_ff_exp * hp->n_expert_shared;
   STOWAGE_ASSIGN_OR_RETURN(hp->n_layer_dense_lead, f.GetU32Or(p + "leading_dense_block_count", 0));
   if (hp->n_layer_dense_lead > hp->n_layer)
     return f.KeyError(p + "leading_dense_block_count",
@@ -36,15 +32,8 @@ Status ReadGlm4MoeHParams(const GgufFile& f, HParams* hp) {
                           "block_count " + std::to_string(hp->n_layer + hp->n_layer_nextn) +
                           " - nextn_predict_layers " + std::to_string(hp->n_layer_nextn) + ")",
                       std::to_string(hp->n_layer_dense_lead));
-  STOWAGE_ASSIGN_OR_RETURN(hp->expert_weights_scale, f.GetF32Or(p + "expert_weights_scale", 0.f));
-  if (!std::isfinite(hp->expert_weights_scale))
-    return f.KeyError(p + "expert_weights_scale", "a finite scale", "a NaN or infinite one");
-  STOWAGE_ASSIGN_OR_RETURN(hp->expert_weights_norm, f.GetBoolOr(p + "expert_weights_norm", false));
   // "GLM-4.5 uses sigmoid": none (0, or no key) means sigmoid
-  STOWAGE_ASSIGN_OR_RETURN(const uint32_t gating, f.GetU32Or(p + "expert_gating_func", 0));
-  hp->expert_gating_func = gating == 0 ? 2 : static_cast<int>(gating);
-  if (hp->expert_gating_func != 1 && hp->expert_gating_func != 2)
-    return f.KeyError(p + "expert_gating_func", "1 (softmax) or 2 (sigmoid)", std::to_string(gating));
+  STOWAGE_RETURN_IF_ERROR(ReadSharedExpertRouting(f, /*default_gating=*/2, hp));
   // GLM-4.xV's multimodal rope (use_mrope): not this graph
   if (f.Find(p + "rope.dimension_sections") != nullptr)
     return Unimplemented(f.path() + ": key '" + p +
