@@ -99,19 +99,6 @@ std::vector<float> PromptLogits(const nlohmann::json& golden, const synth::Model
   return logits;
 }
 
-float MaxDiffVsGolden(const nlohmann::json& golden, const std::vector<float>& logits) {
-  const int n_vocab = golden["n_vocab"].get<int>();
-  const auto ids = golden["ids"].get<std::vector<int>>();
-  const auto positions = golden["positions"].get<std::vector<size_t>>();
-  float d = 0;
-  for (size_t j = 0; j < positions.size(); ++j) {
-    const auto want = golden["logits"][j].get<std::vector<float>>();
-    for (size_t v = 0; v < ids.size(); ++v)
-      d = std::max(d, std::fabs(logits[positions[j] * n_vocab + ids[v]] - want[v]));
-  }
-  return d;
-}
-
 constexpr float kF32Tol = 0.02f, kQuantTol = 0.30f;  // golden_arch_test's
 
 TEST(GoldenGptOss, MatchesLlamaCpp) {
@@ -181,15 +168,15 @@ TEST(GoldenGptOss, GreedyAndTokenByToken) {
 TEST(GoldenGptOss, SinksAndWindowMatter) {
   const nlohmann::json golden = LoadGolden("gpt-oss-f32");
   // Sinks at -1e30: exp(sink - max) is 0, as if the model had none.
-  const float no_sinks =
-      MaxDiffVsGolden(golden, PromptLogits(golden, GoldenSpec(GgmlType::F32), false, -1e30f, true));
+  const float no_sinks = test::MaxDiffToReducedGolden(
+      golden, PromptLogits(golden, GoldenSpec(GgmlType::F32), false, -1e30f, true));
   // The same through flash attention's sink step.
-  const float no_sinks_fa =
-      MaxDiffVsGolden(golden, PromptLogits(golden, GoldenSpec(GgmlType::F32), true, -1e30f, true));
+  const float no_sinks_fa = test::MaxDiffToReducedGolden(
+      golden, PromptLogits(golden, GoldenSpec(GgmlType::F32), true, -1e30f, true));
   // A window wider than the prompt: layer 0 sees every earlier token.
   synth::ModelSpec wide = GoldenSpec(GgmlType::F32);
   wide.n_swa = 128;
-  const float no_window = MaxDiffVsGolden(golden, PromptLogits(golden, wide, false, NAN, true));
+  const float no_window = test::MaxDiffToReducedGolden(golden, PromptLogits(golden, wide, false, NAN, true));
   std::printf(
       "[ gpt-oss-f32 ] max |logit diff| vs llama.cpp without sinks %.5f (-fa on %.5f), without the window "
       "%.5f\n",
