@@ -555,6 +555,15 @@ Result<ModelSpec> Resolve(ModelSpec s) {
   if (!gemma23 && s.arch != "gpt-oss" && s.swa_period != 0)
     return InvalidArgument("gguf-synth: a sliding window pattern is gemma2's, gemma3's and gpt-oss's, not " +
                            s.arch + "'s");
+  // plan-model refuses these (ReadHParams): a window above the training context, a period past
+  // the layers (no global layer left)
+  if (gemma23 && s.n_swa > s.n_ctx)
+    return InvalidArgument("gguf-synth: " + s.arch + "'s sliding window " + std::to_string(s.n_swa) +
+                           " exceeds n_ctx " + std::to_string(s.n_ctx) + " (give a window of at most n_ctx)");
+  if ((gemma23 || s.arch == "gpt-oss") && s.swa_period > s.n_layer)
+    return InvalidArgument("gguf-synth: the sliding window pattern's period " + std::to_string(s.swa_period) +
+                           " exceeds n_layer " + std::to_string(s.n_layer) +
+                           " (no global layer would be left)");
   if (gemma23 && (!(s.attn_softcap > 0.f) || !std::isfinite(s.attn_softcap) || !(s.final_softcap >= 0.f) ||
                   !std::isfinite(s.final_softcap) || (s.arch == "gemma2" && s.final_softcap == 0.f)))
     return InvalidArgument(

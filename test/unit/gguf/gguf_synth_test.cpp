@@ -243,12 +243,12 @@ TEST(GgufSynth, GemmaKeys) {
   EXPECT_EQ(Shape(f2, "blk.1.post_ffw_norm.weight"), (V{64}));
 
   s.arch = "gemma3";
-  s.swa_period = 3;
+  s.swa_period = 2;
   Built g3 = Build(s);
   ASSERT_TRUE(g3.file);
   const GgufFile& f3 = *g3.file;
   EXPECT_EQ(*f3.GetU32("gemma3.attention.sliding_window"), 8u);
-  EXPECT_EQ(*f3.GetU32("gemma3.attention.sliding_window_pattern"), 3u);
+  EXPECT_EQ(*f3.GetU32("gemma3.attention.sliding_window_pattern"), 2u);
   EXPECT_EQ(*f3.GetF32("gemma3.rope.freq_base_swa"), 10000.f);
   EXPECT_EQ(f3.Find("gemma3.final_logit_softcapping"), nullptr);
   EXPECT_EQ(f3.Find("gemma3.attn_logit_softcapping"), nullptr);
@@ -256,6 +256,17 @@ TEST(GgufSynth, GemmaKeys) {
   EXPECT_EQ(Shape(f3, "output.weight"), (V{64, 512}));  // the library writes it unless tied
   s.final_softcap = 2.f;
   EXPECT_EQ(*Build(s).file->GetF32("gemma3.final_logit_softcapping"), 2.f);
+
+  // what plan-model refuses: a period past the layers (2), a window above the context (2048)
+  s.swa_period = 3;
+  EXPECT_EQ(
+      synth::Resolve(s).status().message(),
+      "gguf-synth: the sliding window pattern's period 3 exceeds n_layer 2 (no global layer would be left)");
+  s.swa_period = 2;
+  s.n_swa = 2049;
+  EXPECT_EQ(synth::Resolve(s).status().message(),
+            "gguf-synth: gemma3's sliding window 2049 exceeds n_ctx 2048 (give a window of at most n_ctx)");
+  s.n_swa = 8;
 
   s.arch = "llama";
   EXPECT_EQ(synth::Resolve(s).status().message(),
