@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "objapi_edit.h"
 #include "objapi_plan_generated.h"
 #include "plan_cpu.h"
 #include "private_backend.h"
@@ -306,6 +307,37 @@ struct SynthMamba {
   }
   bool ok() const { return !path.empty(); }
 };
+
+// glm4moe's NextN / MTP blocks follow the trunk and are not planned: a plan of the 2 trunk blocks
+// of a file with block_count 3 and nextn_predict_layers 1 runs; one edited to claim 3 is refused,
+// the message naming both keys.
+TEST(HostilePlanNextN, PlannedLayersAreTheTrunk) {
+  char tmpl[] = "/tmp/hostile-nextn-XXXXXX";
+  const char* d = mkdtemp(tmpl);
+  ASSERT_NE(d, nullptr);
+  const std::string dir = d, model = dir + "/glm4moe.gguf";
+  synth::ModelSpec spec;
+  spec.arch = "glm4moe";
+  spec.n_layer = 2;  // + gguf-synth's one NextN block: block_count 3
+  spec.n_vocab = 300;
+  spec.head_dim = 32;
+  ASSERT_TRUE(synth::WriteModel(spec, model).ok());
+  const std::vector<uint8_t> plan = PlanCpu(model, 64);
+  ASSERT_FALSE(plan.empty());
+  auto run = [&](const std::vector<uint8_t>& bytes) -> Status {
+    auto s = Session::CreateFromPlanBytes(bytes, model, SessionOptions{});
+    if (!s.ok()) return s.status();
+    std::vector<float> logits;
+    return (*s)->Decode({1, 42}, false, &logits);
+  };
+  EXPECT_TRUE(run(plan).ok()) << run(plan).ToString();
+  const Status st = run(test::EditPlan(plan, [](bp::PlanT& p) { p.context->n_layer = 3; }));
+  EXPECT_NE(st.message().find(
+                "context.n_layer 3 differs from glm4moe.block_count = 3 - nextn_predict_layers 1 of "),
+            std::string::npos)
+      << st.ToString();
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
 
 // A decode that fails partway (here in the tg graph, whose output product became an op the CPU lacks)
 // leaves n_past as it was. A transformer's KV cache needs nothing more: the next decode works. A
