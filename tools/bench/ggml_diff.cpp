@@ -52,6 +52,11 @@ void ggml_vec_dot_iq4_xs_q8_K(int n, float* s, size_t bs, const void* vx, size_t
                               size_t by, int nrc);
 void ggml_vec_dot_mxfp4_q8_0(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by,
                              int nrc);
+// ggml-cpu/repack.h: CPU_REPACK's MXFP4 8x8 kernels (block_mxfp4x8: e[8], then the 8 rows' qs in
+// 8-byte chunks, chunk i from row i % 8) and the 4-row Q8_0 activations of its GEMM.
+void ggml_gemv_mxfp4_8x8_q8_0(int n, float* s, size_t bs, const void* vx, const void* vy, int nr, int nc);
+void ggml_gemm_mxfp4_8x8_q8_0(int n, float* s, size_t bs, const void* vx, const void* vy, int nr, int nc);
+void ggml_quantize_mat_q8_0_4x8(const float* x, void* vy, int64_t k);
 }
 
 namespace {
@@ -211,6 +216,91 @@ void CompareMXFP4Rows() {
   }
   Report("quantize mxfp4 (from_float_ref)", bad_ref, rows);
   Report("quantize mxfp4 (ggml-cpu from_float)", bad_cpu, rows);
+}
+
+// CPU_REPACK MXFP4: llama.cpp's mxfp4_8x8 gemv (one activation row) and gemm (4 rows) on its own
+// layout against this backend's MUL_MAT on kLayoutMXFP4x8 (M = 1: the gemv; M = 4: the GEMM path at
+// >= kGemmMinCols, else the gemv per column), default and llamacpp_numerics.
+void CompareMXFP4Repack(sc::IsaLevel isa) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  int64_t bad_v = 0, bad_m = 0, tot_v = 0, tot_m = 0;
+  double max_abs = 0;
+  for (int64_t K : {32, 96, 2880}) {
+    const int64_t N = 64, nb = K / 32;
+    std::vector<uint8_t> plain;
+    for (int r = 0; r < N; ++r) {
+      const std::vector<uint8_t> row = RandomRow(GgmlType::MXFP4, K, rng);
+      plain.insert(plain.end(), row.begin(), row.end());
+    }
+    std::vector<uint8_t> ref_layout(plain.size()), ours(plain.size());
+    for (int64_t g = 0; g < N / 8; ++g)
+      for (int64_t b = 0; b < nb; ++b) {
+        uint8_t* out = ref_layout.data() + size_t((g * nb + b) * 136);
+        for (int r = 0; r < 8; ++r) {
+          const uint8_t* blk = plain.data() + size_t(((g * 8 + r) * nb + b) * 17);
+          out[r] = blk[0];
+          for (int half = 0; half < 2; ++half)
+            std::memcpy(out + 8 + 8 * (8 * half + r), blk + 1 + 8 * half, 8);
+        }
+      }
+    sc::TensorView w;
+    w.type = GgmlType::MXFP4;
+    w.ne[0] = K;
+    w.ne[1] = N;
+    w.ne[2] = w.ne[3] = 1;
+    stowage::exec::SetContiguousStrides(w);
+    w.data = plain.data();
+    (void)sc::RepackWeight(w, sc::kLayoutMXFP4x8, ours.data());
+    w.data = ours.data();
+    w.layout = sc::kLayoutMXFP4x8;
+    for (int64_t M : {1, 4, 16}) {
+      std::vector<float> x(size_t(K * M));
+      for (float& v : x) v = nd(rng);
+      std::vector<float> ref(size_t(N * M));
+      if (M == 1) {
+        std::vector<uint8_t> q(stowage::RowSize(GgmlType::Q8_0, K));
+        quantize_row_q8_0(x.data(), q.data(), K);
+        ggml_gemv_mxfp4_8x8_q8_0(int(K), ref.data(), size_t(N), ref_layout.data(), q.data(), 1, int(N));
+      } else {
+        std::vector<uint8_t> q(size_t(4 * nb * 34));
+        for (int64_t m0 = 0; m0 < M; m0 += 4) {
+          ggml_quantize_mat_q8_0_4x8(x.data() + m0 * K, q.data(), K);
+          ggml_gemm_mxfp4_8x8_q8_0(int(K), ref.data() + m0 * N, size_t(N), ref_layout.data(), q.data(), 4,
+                                   int(N));
+        }
+      }
+      sc::TensorView xv;
+      xv.type = GgmlType::F32;
+      xv.ne[0] = K;
+      xv.ne[1] = M;
+      xv.ne[2] = xv.ne[3] = 1;
+      stowage::exec::SetContiguousStrides(xv);
+      xv.data = x.data();
+      for (bool numerics : {false, true}) {
+        sc::ComputeContext ctx;
+        ctx.max_isa = isa;
+        ctx.llamacpp_numerics = numerics;
+        std::vector<float> got(ref.size());
+        sc::TensorView d;
+        d.type = GgmlType::F32;
+        d.ne[0] = N;
+        d.ne[1] = M;
+        d.ne[2] = d.ne[3] = 1;
+        stowage::exec::SetContiguousStrides(d);
+        d.data = got.data();
+        (void)sc::MulMat(ctx, w, xv, d);
+        for (size_t i = 0; i < ref.size(); ++i)
+          if (!SameBits(ref[i], got[i])) {
+            ++(M == 1 ? bad_v : bad_m);
+            max_abs = std::max(max_abs, double(std::fabs(ref[i] - got[i])));
+          }
+        (M == 1 ? tot_v : tot_m) += int64_t(ref.size());
+      }
+    }
+  }
+  Report("MUL_MAT mxfp4x8 vs gemv_mxfp4_8x8", bad_v, tot_v, max_abs);
+  Report("MUL_MAT mxfp4x8 vs gemm_mxfp4_8x8", bad_m, tot_m, max_abs);
 }
 
 // ---- ops through ggml graphs ----
@@ -569,6 +659,7 @@ int main(int argc, char** argv) {
   std::printf("Stowage CPU level %s vs the linked libggml-cpu, 1 thread\n", argv[1]);
   CompareVecDots(isa);
   CompareMXFP4Rows();
+  CompareMXFP4Repack(isa);
   CompareOps(isa);
   std::printf("%s\n", g_differing_lines == 0 ? "no differing bits" : "some results differ (see above)");
   return g_differing_lines == 0 ? 0 : 1;
