@@ -126,11 +126,11 @@ TEST(CpuMulMatId, KQuantExperts) {
   }
 }
 
-// CPU_REPACK experts: a [K, N, n_expert] Q4_0 / Q4_K / Q8_0 tensor repacked as a whole (RepackWeight)
+// CPU_REPACK experts: a [K, N, n_expert] Q4_0 / Q4_K / Q8_0 / MXFP4 tensor repacked as a whole (RepackWeight)
 // gives the plain tensor's results (the repacked kernels sum the same integer products; only the
 // float accumulation order may differ — for Q8_0 not even that: its gemv is the vec_dot's order).
 TEST(CpuMulMatId, RepackedExpertsEqualPlain) {
-  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q8_0}) {
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::MXFP4}) {
     for (int64_t n_tokens : {1, 21}) {
       const int64_t K = type == GgmlType::Q4_K ? 512 : 96, N = 24, E = 5, used = 2;
       Tensor as(type, K, N, E);
@@ -144,9 +144,10 @@ TEST(CpuMulMatId, RepackedExpertsEqualPlain) {
         const auto blocks = kt::RandomBlocks(type, K * N * E, 32);
         std::memcpy(as.buf.data(), blocks.data(), blocks.size());
       }
-      ASSERT_EQ(RepackLayoutFor(as.v), type == GgmlType::Q4_0   ? kLayoutQ4_0x8
-                                       : type == GgmlType::Q4_K ? kLayoutQ4_Kx8
-                                                                : kLayoutQ8_0x8);
+      ASSERT_EQ(RepackLayoutFor(as.v), type == GgmlType::Q4_0    ? kLayoutQ4_0x8
+                                       : type == GgmlType::Q4_K  ? kLayoutQ4_Kx8
+                                       : type == GgmlType::MXFP4 ? kLayoutMXFP4x8
+                                                                 : kLayoutQ8_0x8);
       std::vector<uint8_t> packed(row * size_t(N * E) + 64);
       ASSERT_TRUE(RepackWeight(as.v, RepackLayoutFor(as.v), packed.data()).ok());
       TensorView rv = as.v;
@@ -187,7 +188,7 @@ TEST(CpuMulMatId, LlamacppNumericsGiveEachColumnItsOwnBits) {
   const C cases[] = {{GgmlType::F32, false},  {GgmlType::F16, false},    {GgmlType::Q8_0, false},
                      {GgmlType::Q4_0, false}, {GgmlType::IQ4_NL, false}, {GgmlType::Q4_K, false},
                      {GgmlType::Q6_K, false}, {GgmlType::Q8_0, true},    {GgmlType::Q4_0, true},
-                     {GgmlType::Q4_K, true}};
+                     {GgmlType::Q4_K, true},  {GgmlType::MXFP4, false},  {GgmlType::MXFP4, true}};
   const int64_t N = 24, E = 3, used = 2, T = 30;
   uint32_t seed = 700;
   for (const C& c : cases) {
@@ -195,7 +196,7 @@ TEST(CpuMulMatId, LlamacppNumericsGiveEachColumnItsOwnBits) {
     Tensor as(c.type, K, N, E);
     const size_t row = RowSize(c.type, K);
     if (c.type == GgmlType::F32 || c.type == GgmlType::F16 || c.type == GgmlType::Q8_0 ||
-        c.type == GgmlType::Q4_0 || c.type == GgmlType::IQ4_NL) {
+        c.type == GgmlType::Q4_0 || c.type == GgmlType::IQ4_NL || c.type == GgmlType::MXFP4) {
       std::vector<float> w(size_t(K * N * E));
       kt::FillUniform(w, seed++);
       for (int64_t r = 0; r < N * E; ++r)
