@@ -3,6 +3,7 @@
 // pieces of llm_build_context they are made of.
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -348,5 +349,29 @@ int BuildOutput(GraphBuilder& b, const ModelGraphs& m, const ModelWeights& w, in
 
 /// Global id of the cache tensor "cache_k_l<il>" (k = true) or "cache_v_l<il>".
 int CacheGlobal(const ModelGraphs& m, bool k, int il);
+
+/// The layers of the llama-style graphs whose blocks differ only in the FFN (build_qwen2 /
+/// build_qwen2moe / build_qwen3, llama.cpp 2026 qwen3moe and glm4moe): the inputs (embeddings,
+/// inp_pos, KQ_mask); per layer the attention block up to the FFN norm (BuildLlamaAttentionBlock
+/// without rope factors, head size n_embd_head_v, kq_scale 1/sqrt(head size)), then `ffn(l, cur =
+/// the FFN norm's output, ffn_inp = the residual, il)`, which returns the layer output l_out; then
+/// BuildOutput (RMS).
+template <typename Ffn>
+Status BuildAttentionFfnLayers(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w, Ffn ffn) {
+  const int64_t hd = m.hp.n_embd_head_v;
+  const RopeConfig rc = MakeRopeConfig(m);
+  int inpL = BuildInpEmbd(b, w.tok_embd);
+  const int inp_pos = BuildInpPos(b);
+  const int kq_mask = BuildInpKqMask(b, m, false);
+  for (int il = 0; il < static_cast<int>(m.hp.n_layer); ++il) {
+    const LayerWeights& l = w.layers[il];
+    int ffn_inp = -1;
+    const int cur = BuildLlamaAttentionBlock(b, m, l, il, inpL, inp_pos, kq_mask, rc, hd,
+                                             1.0f / std::sqrt(float(hd)), &ffn_inp);
+    inpL = ffn(l, cur, ffn_inp, il);
+  }
+  BuildOutput(b, m, w, inpL, NormKind::kRms);
+  return b.status();
+}
 
 }  // namespace stowage::planner

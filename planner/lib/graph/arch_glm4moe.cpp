@@ -73,35 +73,23 @@ Status LoadGlm4MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w) 
   return wl.status();
 }
 
-// llama_model_glm4_moe::graph: inputs; per block BuildLlamaAttentionBlock (q/k/v biases, the q/k
-// norms where present, the partial rope of MakeRopeConfig's n_dims = n_rot, kq_scale 1/sqrt(head
-// size)) up to the FFN norm (post_attention_norm), then BuildLeadDenseMoeFfn (the dense FFN, or the
-// routed experts "ffn_moe_out" plus the shared expert "ffn_shexp_out"; "ffn_out"); the residual
-// ("l_out"); the output.
+// llama_model_glm4_moe::graph: BuildAttentionFfnLayers (q/k/v biases, the q/k norms where present,
+// the partial rope of MakeRopeConfig's n_dims = n_rot; the FFN norm is post_attention_norm) with
+// BuildLeadDenseMoeFfn (the dense FFN, or the routed experts "ffn_moe_out" plus the shared expert
+// "ffn_shexp_out"; "ffn_out") added to the residual ("l_out").
 Status BuildGlm4MoeGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
   const HParams& hp = m.hp;
-  const int64_t hd = hp.n_embd_head_v;
-  const RopeConfig rc = MakeRopeConfig(m);
   MoeFfnOptions moe;
   moe.gating = hp.expert_gating_func == 1 ? MoeGating::kSoftmax : MoeGating::kSigmoid;
   moe.norm_w = hp.expert_weights_norm;
   moe.w_scale = hp.expert_weights_scale;
   moe.fused_glu = true;
-  int inpL = BuildInpEmbd(b, w.tok_embd);
-  const int inp_pos = BuildInpPos(b);
-  const int kq_mask = BuildInpKqMask(b, m, false);
-  for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
-    const LayerWeights& l = w.layers[il];
-    int ffn_inp = -1;
-    int cur = BuildLlamaAttentionBlock(b, m, l, il, inpL, inp_pos, kq_mask, rc, hd,
-                                       1.0f / std::sqrt(float(hd)), &ffn_inp);
+  return BuildAttentionFfnLayers(b, m, w, [&](const LayerWeights& l, int cur, int ffn_inp, int il) {
     cur = BuildLeadDenseMoeFfn(b, hp, l, cur, moe, "ffn_shexp_out", il);
     cur = b.Add(cur, ffn_inp);
     b.Name(cur, "l_out", il);
-    inpL = cur;
-  }
-  BuildOutput(b, m, w, inpL, NormKind::kRms);
-  return b.status();
+    return cur;
+  });
 }
 
 }  // namespace stowage::planner

@@ -16,28 +16,6 @@ void LoadQwen2Attention(TableLoader& t, LayerWeights& l, int il) {
   l.ffn_norm = t("ffn_norm.weight", il);
 }
 
-// build_qwen2 / build_qwen2moe, which differ only in the FFN: the inputs; per layer the attention
-// block up to the FFN norm (BuildLlamaAttentionBlock without rope factors, head size n_embd_head_v,
-// kq_scale 1/sqrt(head size)), then `ffn(l, cur = ffn_norm output, ffn_inp = residual, il)`, which
-// returns the layer output l_out; then the output.
-template <typename Ffn>
-Status BuildQwen2Layers(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w, Ffn ffn) {
-  const int64_t hd = m.hp.n_embd_head_v;
-  const RopeConfig rc = MakeRopeConfig(m);
-  int inpL = BuildInpEmbd(b, w.tok_embd);
-  const int inp_pos = BuildInpPos(b);
-  const int kq_mask = BuildInpKqMask(b, m, false);
-  for (int il = 0; il < static_cast<int>(m.hp.n_layer); ++il) {
-    const LayerWeights& l = w.layers[il];
-    int ffn_inp = -1;
-    const int cur = BuildLlamaAttentionBlock(b, m, l, il, inpL, inp_pos, kq_mask, rc, hd,
-                                             1.0f / std::sqrt(float(hd)), &ffn_inp);
-    inpL = ffn(l, cur, ffn_inp, il);
-  }
-  BuildOutput(b, m, w, inpL, NormKind::kRms);
-  return b.status();
-}
-
 }  // namespace
 
 Status LoadQwen2Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
@@ -55,7 +33,7 @@ Status LoadQwen2Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w) {
 }
 
 Status BuildQwen2Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
-  return BuildQwen2Layers(b, m, w, [&b](const LayerWeights& l, int cur, int ffn_inp, int il) {
+  return BuildAttentionFfnLayers(b, m, w, [&b](const LayerWeights& l, int cur, int ffn_inp, int il) {
     cur = BuildFfn(b, cur, l.ffn_up, -1, l.ffn_gate, -1, l.ffn_down, -1, FfnOp::kSilu, FfnGate::kPar, il);
     b.Name(cur, "ffn_out", il);
     cur = b.Add(cur, ffn_inp);
@@ -88,7 +66,7 @@ Status LoadQwen2MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w)
 
 Status BuildQwen2MoeGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
   const HParams& hp = m.hp;
-  return BuildQwen2Layers(b, m, w, [&b, &hp](const LayerWeights& l, int cur, int ffn_inp, int il) {
+  return BuildAttentionFfnLayers(b, m, w, [&b, &hp](const LayerWeights& l, int cur, int ffn_inp, int il) {
     int moe_out = BuildMoeFfn(b, cur, l, hp.n_expert, hp.n_expert_used, MoeFfnOptions{}, il);
     // llama.cpp names `cur` (the ffn_norm output) "ffn_moe_out" here, not moe_out; mirrored.
     b.Name(cur, "ffn_moe_out", il);

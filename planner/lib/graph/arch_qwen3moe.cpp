@@ -27,32 +27,20 @@ Status LoadQwen3MoeWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w)
   return wl.status();
 }
 
-// llama_model_qwen3moe::graph: inputs; per layer BuildLlamaAttentionBlock (q/k norms, no rope
-// factors, head size n_embd_head_v, kq_scale 1/sqrt(head size)) up to ffn_norm, then the experts
-// ("ffn_moe_out") added to the residual ("l_out"); the output.
+// llama_model_qwen3moe::graph: BuildAttentionFfnLayers (qwen3's attention block with q/k norms)
+// with the experts ("ffn_moe_out") added to the residual ("l_out").
 Status BuildQwen3MoeGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
   const HParams& hp = m.hp;
-  const int64_t hd = hp.n_embd_head_v;
-  const RopeConfig rc = MakeRopeConfig(m);
   MoeFfnOptions moe;
   moe.norm_w = true;
   moe.fused_glu = true;
-  int inpL = BuildInpEmbd(b, w.tok_embd);
-  const int inp_pos = BuildInpPos(b);
-  const int kq_mask = BuildInpKqMask(b, m, false);
-  for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
-    const LayerWeights& l = w.layers[il];
-    int ffn_inp = -1;
-    int cur = BuildLlamaAttentionBlock(b, m, l, il, inpL, inp_pos, kq_mask, rc, hd,
-                                       1.0f / std::sqrt(float(hd)), &ffn_inp);
+  return BuildAttentionFfnLayers(b, m, w, [&](const LayerWeights& l, int cur, int ffn_inp, int il) {
     cur = BuildMoeFfn(b, cur, l, hp.n_expert, hp.n_expert_used, moe, il);
     b.Name(cur, "ffn_moe_out", il);
     cur = b.Add(cur, ffn_inp);
     b.Name(cur, "l_out", il);
-    inpL = cur;
-  }
-  BuildOutput(b, m, w, inpL, NormKind::kRms);
-  return b.status();
+    return cur;
+  });
 }
 
 }  // namespace stowage::planner
