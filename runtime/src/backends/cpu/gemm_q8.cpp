@@ -281,74 +281,71 @@ void PackPlainMin(int64_t K, const void* w, size_t row_stride, int nr, int /*lay
   }
 }
 
-// Q8_0 in the RepackQ8_0 layout (groups of 8 rows; block b of group G at G + b * 272: uint16 d[8],
-// then the rows' 32 quants each, stored as q + 128: the panel's unsigned bytes already).
-void PackQ8_0x8(int64_t K, const void* w, size_t row_stride, int nr, void* panel) {
+// The 8-row CPU_REPACK layouts: block column b of row r's group starts at
+// (r / 8) * 8 * row_stride + b * kColBytes; Unpack(column, r % 8, u, d) reads row r's 32 values
+// (unsigned, as the panel holds them) and its scale.
+using UnpackX8Fn = void (*)(const uint8_t* col, int r, uint8_t* u, float* d);
+template <size_t kColBytes, UnpackX8Fn Unpack>
+void PackRows8(int64_t K, const void* w, size_t row_stride, int nr, void* panel) {
   const int64_t nb = K / 32;
   uint8_t* p = static_cast<uint8_t*>(panel);
   const uint8_t* base = static_cast<const uint8_t*>(w);
+  uint8_t u[32];
+  float d;
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* rec = p + size_t(b) * kPanelBlockBytes;
     for (int r = 0; r < nr; ++r) {
-      const uint8_t* blk = base + size_t(r / 8) * 8 * row_stride + size_t(b) * q8_0x8::kBlockBytes;
-      uint16_t d;
-      std::memcpy(&d, blk + 2 * (r % 8), 2);
-      PutRow(rec, r, blk + q8_0x8::kQs + 32 * (r % 8), HalfToFloat(d));
+      Unpack(base + size_t(r / 8) * 8 * row_stride + size_t(b) * kColBytes, r % 8, u, &d);
+      PutRow(rec, r, u, d);
     }
     ZeroMissingRows(rec, nr);
   }
+}
+inline float HalfAt(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return HalfToFloat(h);
+}
+// RepackQ8_0: uint16 d[8], then the rows' 32 quants each, stored as q + 128 (the panel's bytes).
+void UnpackQ8_0x8(const uint8_t* col, int r, uint8_t* u, float* d) {
+  *d = HalfAt(col + 2 * r);
+  std::memcpy(u, col + q8_0x8::kQs + 32 * r, 32);
+}
+// RepackQ4_0: uint16 d[8], then qs[8][16].
+void UnpackQ4_0x8(const uint8_t* col, int r, uint8_t* u, float* d) {
+  *d = HalfAt(col + 2 * r);
+  UnpackQ4_0Nibbles(col + 16 + 16 * r, u);
+}
+// RepackMXFP4: uint8 e[8], then qs[8][16].
+void UnpackMXFP4x8(const uint8_t* col, int r, uint8_t* u, float* d) {
+  *d = E8M0ToFloatHalf(col[r]);
+  UnpackCodebook(kValuesMXFP4, col + 8 + 16 * r, u);
 }
 
 // Q8_0: plain rows or kLayoutQ8_0x8.
 void PackQ8_0(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel) {
-  if (layout == kLayoutQ8_0x8) return PackQ8_0x8(K, w, row_stride, nr, panel);
+  if (layout == kLayoutQ8_0x8)
+    return PackRows8<q8_0x8::kBlockBytes, UnpackQ8_0x8>(K, w, row_stride, nr, panel);
   PackPlain<UnpackQ8_0>(K, w, row_stride, nr, layout, panel);
 }
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
 void PackQ8_0Vnni(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel) {
-  if (layout == kLayoutQ8_0x8) return PackQ8_0x8(K, w, row_stride, nr, panel);
+  if (layout == kLayoutQ8_0x8)
+    return PackRows8<q8_0x8::kBlockBytes, UnpackQ8_0x8>(K, w, row_stride, nr, panel);
   avx512::GemmQ8PackQ8_0(K, w, row_stride, nr, panel);
 }
 #endif
 
-// Q4_0: plain rows, or the RepackQ4_0 layout (groups of 8 rows; block b of group G at
-// G + b * 144: uint16 d[8], then qs[8][16]; group g + 1 starts 8 * row_stride bytes later).
+// Q4_0: plain rows or kLayoutQ4_0x8.
 void PackQ4_0(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel) {
   if (layout != kLayoutQ4_0x8) return PackPlain<UnpackQ4_0>(K, w, row_stride, nr, layout, panel);
-  const int64_t nb = K / 32;
-  uint8_t* p = static_cast<uint8_t*>(panel);
-  const uint8_t* base = static_cast<const uint8_t*>(w);
-  uint8_t u[32];
-  for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* rec = p + size_t(b) * kPanelBlockBytes;
-    for (int r = 0; r < nr; ++r) {
-      const uint8_t* blk = base + size_t(r / 8) * 8 * row_stride + size_t(b) * 144;
-      uint16_t d;
-      std::memcpy(&d, blk + 2 * (r % 8), 2);
-      UnpackQ4_0Nibbles(blk + 16 + 16 * (r % 8), u);
-      PutRow(rec, r, u, HalfToFloat(d));
-    }
-    ZeroMissingRows(rec, nr);
-  }
+  PackRows8<8 * sizeof(BlockQ4_0), UnpackQ4_0x8>(K, w, row_stride, nr, panel);
 }
 
-// MXFP4: plain rows, or the RepackMXFP4 layout (groups of 8 rows; block b of group G at G + b * 136:
-// uint8 e[8], then qs[8][16]).
+// MXFP4: plain rows or kLayoutMXFP4x8.
 void PackMXFP4(int64_t K, const void* w, size_t row_stride, int nr, int layout, void* panel) {
   if (layout != kLayoutMXFP4x8) return PackPlain<UnpackMXFP4>(K, w, row_stride, nr, layout, panel);
-  const int64_t nb = K / 32;
-  uint8_t* p = static_cast<uint8_t*>(panel);
-  const uint8_t* base = static_cast<const uint8_t*>(w);
-  uint8_t u[32];
-  for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* rec = p + size_t(b) * kPanelBlockBytes;
-    for (int r = 0; r < nr; ++r) {
-      const uint8_t* blk = base + size_t(r / 8) * 8 * row_stride + size_t(b) * 8 * sizeof(BlockMXFP4);
-      UnpackCodebook(kValuesMXFP4, blk + 8 + 16 * (r % 8), u);
-      PutRow(rec, r, u, E8M0ToFloatHalf(blk[r % 8]));
-    }
-    ZeroMissingRows(rec, nr);
-  }
+  PackRows8<8 * sizeof(BlockMXFP4), UnpackMXFP4x8>(K, w, row_stride, nr, panel);
 }
 
 // The reference: per (row, column), blocks in order, the integer sum exactly as the SIMD lanes
