@@ -651,6 +651,20 @@ Result<ModelSpec> Resolve(ModelSpec s) {
   return s;
 }
 
+// The expert keys of the architectures with shared experts (deepseek2, glm4moe; the planner's
+// ReadSharedExpertRouting): widths, the shared count and the routing (the scale only when not 0).
+Status AddSharedExpertKeys(const ModelSpec& s, const std::string& arch, GgufWriter* w) {
+  auto key = [&](const char* k) { return arch + "." + k; };
+  using V = GgufMetaValue;
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_feed_forward_length"), V::U32(s.n_ff_exp)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_shared_count"), V::U32(s.n_expert_shared)));
+  if (s.expert_weights_scale != 0.0f)
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_weights_scale"), V::F32(s.expert_weights_scale)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_weights_norm"), V::Bool(s.expert_weights_norm)));
+  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_gating_func"), V::U32(s.expert_gating_func)));
+  return Status::Ok();
+}
+
 // deepseek2's keys beyond the common ones (convert_hf_to_gguf DeepseekV2Model): the MLA ranks and
 // head sizes, the experts and their routing. rope.dimension_count, key_length and value_length are
 // the MLA rope part and cache row (BuildModel writes head_dim there for the other architectures).
@@ -664,12 +678,7 @@ Status AddDeepSeek2Keys(const ModelSpec& s, GgufWriter* w) {
   STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.value_length"), V::U32(s.kv_lora_rank)));
   STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.key_length_mla"), V::U32(s.head_dim)));
   STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.value_length_mla"), V::U32(s.mla_v_head_dim)));
-  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_feed_forward_length"), V::U32(s.n_ff_exp)));
-  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_shared_count"), V::U32(s.n_expert_shared)));
-  if (s.expert_weights_scale != 0.0f)
-    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_weights_scale"), V::F32(s.expert_weights_scale)));
-  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_weights_norm"), V::Bool(s.expert_weights_norm)));
-  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_gating_func"), V::U32(s.expert_gating_func)));
+  STOWAGE_RETURN_IF_ERROR(AddSharedExpertKeys(s, "deepseek2", w));
   if (s.n_expert_groups != 0) {
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_group_count"), V::U32(s.n_expert_groups)));
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_group_used_count"), V::U32(s.n_group_used)));
@@ -683,12 +692,7 @@ Status AddGlm4MoeKeys(const ModelSpec& s, GgufWriter* w) {
   auto key = [](const char* k) { return std::string("glm4moe.") + k; };
   using V = GgufMetaValue;
   STOWAGE_RETURN_IF_ERROR(w->AddKV(key("leading_dense_block_count"), V::U32(s.n_dense_lead)));
-  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_feed_forward_length"), V::U32(s.n_ff_exp)));
-  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_shared_count"), V::U32(s.n_expert_shared)));
-  if (s.expert_weights_scale != 0.0f)
-    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_weights_scale"), V::F32(s.expert_weights_scale)));
-  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_weights_norm"), V::Bool(s.expert_weights_norm)));
-  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_gating_func"), V::U32(s.expert_gating_func)));
+  STOWAGE_RETURN_IF_ERROR(AddSharedExpertKeys(s, "glm4moe", w));
   if (s.n_nextn != 0) STOWAGE_RETURN_IF_ERROR(w->AddKV(key("nextn_predict_layers"), V::U32(s.n_nextn)));
   return Status::Ok();
 }
