@@ -137,34 +137,7 @@ float MaxDiffVsGolden(const nlohmann::json& golden, const std::vector<float>& lo
   return d;
 }
 
-// Multiplies every F32 tensor of `model` whose name contains one of `names` by `factor`, in place
-// (offsets from the file's own header); returns how many tensors it changed.
-int ScaleF32Tensors(const std::string& model, const std::vector<std::string>& names, float factor) {
-  std::vector<std::pair<uint64_t, uint64_t>> spans;  // file offset, element count
-  {
-    auto gguf = GgufFile::Open(model);
-    EXPECT_TRUE(gguf.ok()) << gguf.status().ToString();
-    if (!gguf.ok()) return 0;
-    for (const GgufTensorInfo& t : (*gguf)->tensors())
-      for (const std::string& n : names)
-        if (t.name.find(n) != std::string::npos) {
-          EXPECT_EQ(t.type, GgmlType::F32) << t.name;
-          spans.emplace_back((*gguf)->data_offset() + t.offset, static_cast<uint64_t>(t.nelements()));
-        }
-  }
-  std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
-  EXPECT_TRUE(f.good());
-  for (const auto& [off, n] : spans) {
-    std::vector<float> w(n);
-    f.seekg(static_cast<std::streamoff>(off));
-    f.read(reinterpret_cast<char*>(w.data()), static_cast<std::streamsize>(n * sizeof(float)));
-    for (float& x : w) x *= factor;
-    f.seekp(static_cast<std::streamoff>(off));
-    f.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(n * sizeof(float)));
-  }
-  EXPECT_TRUE(f.good());
-  return static_cast<int>(spans.size());
-}
+using test::ScaleF32Tensors;
 
 class GoldenArch : public ::testing::TestWithParam<Case> {
  protected:

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "objapi_edit.h"
 #include "reduced_golden.h"
 #include "stowage/runtime/gguf.h"
 #include "stowage/runtime/session.h"
@@ -39,30 +40,6 @@ nlohmann::json LoadGolden(const std::string& name) {
   std::ifstream in(std::string(STOWAGE_TEST_DATA_DIR) + "/golden-arch/" + name + ".json");
   EXPECT_TRUE(in.good()) << name;
   return in.good() ? nlohmann::json::parse(in) : nlohmann::json();
-}
-
-// Writes every F32 element of the tensors whose names contain `part` as `value` (offsets from the
-// file's own header); returns how many tensors it changed.
-int SetF32Tensors(const std::string& model, const std::string& part, float value) {
-  std::vector<std::pair<uint64_t, uint64_t>> spans;
-  {
-    auto gguf = GgufFile::Open(model);
-    EXPECT_TRUE(gguf.ok()) << gguf.status().ToString();
-    if (!gguf.ok()) return 0;
-    for (const GgufTensorInfo& t : (*gguf)->tensors())
-      if (t.name.find(part) != std::string::npos) {
-        EXPECT_EQ(t.type, GgmlType::F32) << t.name;
-        spans.emplace_back((*gguf)->data_offset() + t.offset, static_cast<uint64_t>(t.nelements()));
-      }
-  }
-  std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
-  for (const auto& [off, n] : spans) {
-    const std::vector<float> w(n, value);
-    f.seekp(static_cast<std::streamoff>(off));
-    f.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(n * sizeof(float)));
-  }
-  EXPECT_TRUE(f.good());
-  return static_cast<int>(spans.size());
 }
 
 // The golden's prompt decoded by `model` on the plan for this CPU, with or without flash attention.
@@ -93,7 +70,8 @@ std::vector<float> PromptLogits(const nlohmann::json& golden, const synth::Model
   Status st = synth::WriteModel(spec, model);
   EXPECT_TRUE(st.ok()) << st.ToString();
   if (!edited) EXPECT_EQ(test::FileFnv1a64(model), golden["model_fnv1a64"].get<std::string>());
-  if (!std::isnan(sinks)) EXPECT_EQ(SetF32Tensors(model, "attn_sinks", sinks), 2);
+  if (!std::isnan(sinks))
+    EXPECT_EQ(test::EditF32Tensors(model, {"attn_sinks"}, [sinks](float) { return sinks; }), 2);
   std::vector<float> logits = DecodePrompt(golden, model, flash_attn);
   std::remove(model.c_str());
   return logits;
@@ -162,6 +140,46 @@ TEST(GoldenGptOss, GreedyAndTokenByToken) {
   float d = 0;
   for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
   EXPECT_LE(d, 0.05f) << "prompt at once vs token by token";
+  std::remove(model.c_str());
+}
+
+// The clamp of the SwiGLU (limit 7): gpt-oss-clamp-f32.json is llama.cpp's logits of the F32 golden
+// model with its experts' gate and up matrices times 32 (exact), so that the gate and up values pass
+// the limit. Stowage matches it; the same plan with every SWIGLU_OAI node's limit raised to 1e30 (a
+// plan edit: the graph builder writes build_moe_ffn's constant) misses it by more than twice the F32
+// tolerance.
+TEST(GoldenGptOss, ClampMatters) {
+  const nlohmann::json golden = LoadGolden("gpt-oss-clamp-f32");
+  const std::string model = ::testing::TempDir() + "golden_gpt_oss_c_" + std::to_string(getpid()) + ".gguf";
+  ASSERT_TRUE(synth::WriteModel(GoldenSpec(GgmlType::F32), model).ok());
+  EXPECT_EQ(test::ScaleF32Tensors(model, {"ffn_gate_exps.weight", "ffn_up_exps.weight"}, 32.f), 4);
+  ASSERT_EQ(test::FileFnv1a64(model), golden["model_fnv1a64"].get<std::string>());
+  const auto prompt = golden["prompt_tokens"].get<std::vector<int32_t>>();
+  const int n_vocab = golden["n_vocab"].get<int>();
+  test::ExpectMatchesReducedGolden(golden, DecodePrompt(golden, model, false), prompt.size(), n_vocab,
+                                   kF32Tol, "gpt-oss-clamp-f32");
+  planner::ContextConfig cfg;
+  cfg.n_ctx = 256;
+  auto plan = test::PlanForThisCpu(model, cfg);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  int n_edited = 0;
+  const std::vector<uint8_t> unclamped = test::EditPlan(*plan, [&n_edited](::objapi::plan::PlanT& p) {
+    for (auto& g : p.graphs)
+      for (auto& t : g->tensors)
+        if (t->op == static_cast<uint16_t>(GgmlOp::SWIGLU_OAI) && t->fparams.size() == 2) {
+          t->fparams[1] = 1e30f;  // {alpha, limit}
+          ++n_edited;
+        }
+  });
+  ASSERT_FALSE(unclamped.empty());
+  EXPECT_EQ(n_edited, 4);  // 2 layers x (pp, tg)
+  auto s = Session::CreateFromPlanBytes(unclamped, model);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::vector<float> logits;
+  ASSERT_TRUE((*s)->Decode(prompt, true, &logits).ok());
+  const float d = test::MaxDiffToReducedGolden(golden, logits);
+  std::printf("[ gpt-oss-clamp-f32 ] max |logit diff| vs llama.cpp without the SwiGLU clamp %.5f\n", d);
+  EXPECT_GT(d, 2 * kF32Tol);
   std::remove(model.c_str());
 }
 

@@ -10,12 +10,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "plan_probed.h"
+#include "stowage/runtime/gguf.h"
 #include "stowage/runtime/session.h"
 
 namespace stowage::test {
@@ -83,6 +86,42 @@ inline float MaxDiffToReducedGolden(const nlohmann::json& golden, const std::vec
       d = std::max(d, std::fabs(logits[positions[j] * n_vocab + ids[v]] - want[v]));
   }
   return d;
+}
+
+/// Replaces every element x of the F32 tensors of `model` whose names contain one of `names` by
+/// f(x), in place (offsets from the file's own header); returns how many tensors it changed. For
+/// the tests that turn a feature off in a golden's model (weights doubled, sinks removed).
+inline int EditF32Tensors(const std::string& model, const std::vector<std::string>& names,
+                          const std::function<float(float)>& f) {
+  std::vector<std::pair<uint64_t, uint64_t>> spans;  // file offset, element count
+  {
+    auto gguf = GgufFile::Open(model);
+    EXPECT_TRUE(gguf.ok()) << gguf.status().ToString();
+    if (!gguf.ok()) return 0;
+    for (const GgufTensorInfo& t : (*gguf)->tensors())
+      for (const std::string& n : names)
+        if (t.name.find(n) != std::string::npos) {
+          EXPECT_EQ(t.type, GgmlType::F32) << t.name;
+          spans.emplace_back((*gguf)->data_offset() + t.offset, static_cast<uint64_t>(t.nelements()));
+        }
+  }
+  std::fstream file(model, std::ios::in | std::ios::out | std::ios::binary);
+  EXPECT_TRUE(file.good());
+  for (const auto& [off, n] : spans) {
+    std::vector<float> w(n);
+    file.seekg(static_cast<std::streamoff>(off));
+    file.read(reinterpret_cast<char*>(w.data()), static_cast<std::streamsize>(n * sizeof(float)));
+    for (float& x : w) x = f(x);
+    file.seekp(static_cast<std::streamoff>(off));
+    file.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(n * sizeof(float)));
+  }
+  EXPECT_TRUE(file.good());
+  return static_cast<int>(spans.size());
+}
+
+/// EditF32Tensors multiplying by `factor`.
+inline int ScaleF32Tensors(const std::string& model, const std::vector<std::string>& names, float factor) {
+  return EditF32Tensors(model, names, [factor](float x) { return x * factor; });
 }
 
 /// Greedy continuation after the prompt whose last logits row is `last` (n_vocab values): decodes
