@@ -44,7 +44,8 @@ PROMPT="Once upon a time, there was a little girl named Lily. She loved to play 
 # gpt-oss: layer 0 slides over a window of 8 (layer 1 global), 4 experts of which 2 are used, YaRN
 # factor 4 over 16. Its goldens come from llama.cpp 2026-09-28: NLC=3.22.1 make_goldens.sh gpt-oss-f32
 # gpt-oss-q8_0. gpt-oss-mxfp4.gguf is the F32 model quantized by that version's quantize (ftype 38,
-# MXFP4_MOE), gpt-oss-mxfp4.json refdump of it reduced as here (README.md).
+# MXFP4_MOE), gpt-oss-mxfp4.json refdump of it reduced as here; gpt-oss-clamp-f32.json refdump of
+# the F32 model with its ffn_gate_exps / ffn_up_exps weights times 32 (README.md).
 declare -A ARGS=(
   [mixtral-f32]="--arch mixtral --type f32"
   [mixtral-q4_0]="--arch mixtral --type q4_0"
