@@ -395,6 +395,12 @@ void CompareOps(sc::IsaLevel isa) {
     d = dst(r);
     (void)sc::SwiGlu(sctx, View(x), View(y), d);
     CompareOut("SWIGLU" + sz, r, out);
+    // gpt-oss's clamped SwiGLU: gates and values beyond the limit (x of scale 3, limit 2)
+    r = ggml_swiglu_oai(ctx, x, y, 1.702f, 2.f);
+    Compute(ctx, r);
+    d = dst(r);
+    (void)sc::SwiGluOai(sctx, View(x), View(y), d, 1.702f, 2.f);
+    CompareOut("SWIGLU_OAI" + sz, r, out);
     ggml_tensor* h = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, n, 33);
     r = ggml_cpy(ctx, x, h);
     Compute(ctx, r);
@@ -563,6 +569,38 @@ void CompareOps(sc::IsaLevel isa) {
     sc::TensorView d = dst(r);
     (void)sc::SoftMax(sctx, View(kq), View(mask), d, 1.0f, 0.f);
     CompareOut("SOFT_MAX SWA mask n_kv=" + std::to_string(nkv) + num, r, out);
+  }
+  // gpt-oss: SOFT_MAX with one sink logit per head (ggml_soft_max_add_sinks), sinks below and above
+  // the rows' maxima; ADD_ID of expert bias rows.
+  for (int nkv : {49, 256}) {
+    ggml_tensor* kq = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, nkv, 33, 4);
+    Fill(kq, rng, 4.f);
+    ggml_tensor* mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, nkv, 33);
+    for (int t = 0; t < 33; ++t)
+      for (int k = 0; k < nkv; ++k)
+        static_cast<float*>(mask->data)[t * nkv + k] = k <= t + 7 ? 0.f : -INFINITY;
+    ggml_tensor* sinks = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4);
+    const float sv[4] = {-2.f, 0.5f, 3.f, 9.f};
+    std::memcpy(sinks->data, sv, sizeof sv);
+    ggml_tensor* r = ggml_soft_max_ext(ctx, kq, mask, 0.125f, 0.f);
+    ggml_soft_max_add_sinks(r, sinks);
+    Compute(ctx, r);
+    sc::TensorView d = dst(r);
+    (void)sc::SoftMax(sctx, View(kq), View(mask), d, 0.125f, 0.f, View(sinks));
+    CompareOut("SOFT_MAX sinks n_kv=" + std::to_string(nkv) + num, r, out);
+  }
+  {
+    ggml_tensor* a = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 2880, 4, 7);
+    ggml_tensor* b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 2880, 32);
+    ggml_tensor* ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 4, 7);
+    Fill(a, rng, 1.f);
+    Fill(b, rng, 1.f);
+    for (int i = 0; i < 28; ++i) static_cast<int32_t*>(ids->data)[i] = (i * 11 + 3) % 32;
+    ggml_tensor* r = ggml_add_id(ctx, a, b, ids);
+    Compute(ctx, r);
+    sc::TensorView d = dst(r);
+    (void)sc::AddId(sctx, View(a), View(b), View(ids), d);
+    CompareOut("ADD_ID" + num, r, out);
   }
   sctx.llamacpp_numerics = false;
   for (int nkv : {49, 256}) {
