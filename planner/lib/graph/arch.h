@@ -81,12 +81,15 @@ using LoadWeightsFn = Status (*)(WeightLoader& wl, const HParams& hp, ModelWeigh
 using BuildGraphFn = Status (*)(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 
 /// One supported architecture: its GGUF name (general.architecture), rope type
-/// (llama.cpp llama_model_rope_type: -1 none, 0 normal, 2 NEOX), loader and graph builder.
+/// (llama.cpp llama_model_rope_type: -1 none, 0 normal, 2 NEOX), loader and graph builder, and
+/// whether the builder follows llama.cpp 2026's graphs (sets Graph::unread_embd_ne0) rather than
+/// Feb 2025's.
 struct ArchSpec {
   const char* name;
   int rope_type;
   LoadWeightsFn load;
   BuildGraphFn build;
+  bool llama2026 = false;
 };
 
 /// The table of supported architectures, in the order they are listed to users.

@@ -21,18 +21,19 @@ const std::vector<ArchSpec>& Architectures() {
       {"llama", 0, LoadLlamaWeights, BuildLlamaGraph},
       {"qwen2", 2, LoadQwen2Weights, BuildQwen2Graph},
       {"qwen2moe", 2, LoadQwen2MoeWeights, BuildQwen2MoeGraph},
-      {"qwen3", 2, LoadQwen3Weights, BuildQwen2Graph},  // build_qwen3: qwen2's graph + q/k norms
-      {"qwen3moe", 2, LoadQwen3MoeWeights, BuildQwen3MoeGraph},
-      {"glm4moe", 2, LoadGlm4MoeWeights, BuildGlm4MoeGraph},
-      {"mistral3", 0, LoadMistral3Weights, BuildMistral3Graph},
-      {"smollm3", 0, LoadSmolLM3Weights, BuildSmolLM3Graph},
-      {"granite", 0, LoadMistral3Weights, BuildGraniteGraph},  // granite's tensors are mistral3's
+      {"qwen3", 2, LoadQwen3Weights, BuildQwen2Graph, true},  // build_qwen3: qwen2's graph + q/k norms
+      {"qwen3moe", 2, LoadQwen3MoeWeights, BuildQwen3MoeGraph, true},
+      {"glm4moe", 2, LoadGlm4MoeWeights, BuildGlm4MoeGraph, true},
+      {"mistral3", 0, LoadMistral3Weights, BuildMistral3Graph, true},
+      {"smollm3", 0, LoadSmolLM3Weights, BuildSmolLM3Graph, true},
+      {"granite", 0, LoadMistral3Weights, BuildGraniteGraph, true},  // granite's tensors are mistral3's
       {"phi3", 2, LoadPhi3Weights, BuildPhi3Graph},
       {"gemma", 2, LoadGemmaWeights, BuildGemmaGraph},
-      {"gemma2", 2, LoadGemma2Weights, BuildGemma2Graph},
-      {"gemma3", 2, LoadGemma3Weights, BuildGemma2Graph},  // gemma2's graph + q/k norms, optional soft-caps
-      {"deepseek2", 0, LoadDeepSeek2Weights, BuildDeepSeek2Graph},
-      {"gpt-oss", 2, LoadGptOssWeights, BuildGptOssGraph},
+      {"gemma2", 2, LoadGemma2Weights, BuildGemma2Graph, true},
+      // gemma3: gemma2's graph + q/k norms, optional soft-caps
+      {"gemma3", 2, LoadGemma3Weights, BuildGemma2Graph, true},
+      {"deepseek2", 0, LoadDeepSeek2Weights, BuildDeepSeek2Graph, true},
+      {"gpt-oss", 2, LoadGptOssWeights, BuildGptOssGraph, true},
       {"mamba", -1, LoadMambaWeights, BuildMambaGraph},
   };
   return kArchs;
@@ -638,6 +639,7 @@ Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const HParams& hp, co
     s.g->max_kv = max_kv;
     s.g->max_kv_swa = m.cfg.n_ctx_swa;
     s.g->max_outputs = s.tokens;
+    s.g->unread_embd_ne0 = spec->llama2026 ? m.hp.n_embd : 0;
     GraphBuilder b(*s.g, m);
     STOWAGE_RETURN_IF_ERROR(spec->build(b, m, w));
   }

@@ -157,8 +157,15 @@ Status PlanGraphArenas(Graph& g, const Placement& p, const std::vector<int>& buf
   // Inputs first (ggml allocates graph inputs before the nodes); with n_copies > 1 every copy
   // before them.
   for (int l : first_leafs) STOWAGE_RETURN_IF_ERROR(alloc(l));
-  for (int l : g.leafs)
+  for (int l : g.leafs) {
     if (OwnsArenaMemory(g.tensors[l])) STOWAGE_RETURN_IF_ERROR(alloc(l));
+    // llama.cpp 2026's unread "inp_embd" input leaf (Graph::unread_embd_ne0), created right after
+    // inp_tokens in the same arena, never freed.
+    if (g.unread_embd_ne0 > 0 && g.tensors[l].name == "inp_tokens" && allocated[l]) {
+      const int64_t ne[4] = {g.unread_embd_ne0, g.max_tokens, 1, 1};
+      arena_for(g.tensors[l])->Alloc(TensorBytes(GgmlType::F32, ne));
+    }
+  }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     // Split input copies live in the split backend's arena from the split's first node on
     // (ggml_backend_sched adds them to the graph before the split's nodes).

@@ -33,6 +33,29 @@ Tensor Vec(const std::string& name, TensorKind kind, int64_t n, GgmlOp op, std::
   return t;
 }
 
+/// One CPU device, its default host buft (alignment 32) and its backend.
+Placement OneCpu() {
+  Placement p;
+  PlacedDevice cpu;
+  cpu.name = "CPU";
+  cpu.type = DeviceKind::kCpu;
+  cpu.buffer_from_host_ptr = true;
+  p.devices.push_back(cpu);
+  PlacedBuft buft;
+  buft.name = "CPU";
+  buft.device = 0;
+  buft.is_host = true;
+  buft.is_default = true;
+  buft.alignment = 32;
+  p.bufts.push_back(buft);
+  PlacedBackend be;
+  be.name = "CPU";
+  be.device = 0;
+  be.compute_buft = 0;
+  p.backends.push_back(be);
+  return p;
+}
+
 TEST(MemoryPlan, HandWrittenGraphOnOneCpu) {
   ModelGraphs m;
   m.hp.n_vocab = 8;
@@ -79,24 +102,7 @@ TEST(MemoryPlan, HandWrittenGraphOnOneCpu) {
   g.nodes = {2, 3, 4, 5, 6, 7, 8};
   m.tg.name = "tg";  // empty: adds nothing to the arena
 
-  Placement p;
-  PlacedDevice cpu;
-  cpu.name = "CPU";
-  cpu.type = DeviceKind::kCpu;
-  cpu.buffer_from_host_ptr = true;
-  p.devices.push_back(cpu);
-  PlacedBuft buft;
-  buft.name = "CPU";
-  buft.device = 0;
-  buft.is_host = true;
-  buft.is_default = true;
-  buft.alignment = 32;
-  p.bufts.push_back(buft);
-  PlacedBackend be;
-  be.name = "CPU";
-  be.device = 0;
-  be.compute_buft = 0;
-  p.backends.push_back(be);
+  Placement p = OneCpu();
   p.global_buft = {0};
   p.use_mmap = false;  // weights are copied into a "CPU" buffer instead of mapped
 
@@ -154,6 +160,40 @@ TEST(MemoryPlan, HandWrittenGraphOnOneCpu) {
   // The view and the weight get no arena memory.
   EXPECT_EQ(g.tensors[5].buffer, -1);
   EXPECT_EQ(g.tensors[0].buffer, -1);
+}
+
+// llama.cpp 2026's unread inp_embd input (Graph::unread_embd_ne0): F32 [ne0, max_tokens] allocated
+// right after inp_tokens and never freed. Graph: inp_tokens (input, 8 floats = 32 bytes), a =
+// SILU(inp_tokens) (32 bytes), b = ADD(c, a) with c an input of 32 floats (128 bytes).
+//   without: inp_tokens 0, c 32..160; a grows at 160 (top 192), inp_tokens freed {0:32}; b 128
+//            bytes: no block fits, grows taking nothing: 192..320.                   peak 320
+//   with ne0 16, max_tokens 2 (128 bytes): inp_tokens 0, the block 32..160, c 160..288; a at 288
+//            (top 320); inp_tokens freed {0:32}; b grows at 320 (top 448).            peak 448
+TEST(MemoryPlan, UnreadEmbdInputHeldForTheWholeGraph) {
+  for (const int64_t ne0 : {int64_t{0}, int64_t{16}}) {
+    ModelGraphs m;
+    m.hp.n_vocab = 8;
+    Graph& g = m.pp;
+    g.name = "pp";
+    g.max_tokens = 2;
+    g.unread_embd_ne0 = ne0;
+    g.tensors.push_back(Vec("inp_tokens", TensorKind::kInput, 8, GgmlOp::NONE, {}));
+    g.tensors.push_back(Vec("c", TensorKind::kInput, 32, GgmlOp::NONE, {}));
+    g.tensors.push_back(Vec("a", TensorKind::kIntermediate, 8, GgmlOp::SILU, {0}));
+    Tensor b = Vec("b", TensorKind::kIntermediate, 32, GgmlOp::ADD, {1, 2});
+    b.is_output = true;
+    g.tensors.push_back(b);
+    g.leafs = {0, 1};
+    g.nodes = {2, 3};
+    m.tg.name = "tg";
+    MemoryPlan plan;
+    ASSERT_TRUE(PlanMemory(m, OneCpu(), &plan).ok());
+    ASSERT_EQ(plan.buffers.size(), 2u);  // compute, output
+    EXPECT_EQ(plan.buffers[0].usage, BufferUsage::kCompute);
+    EXPECT_EQ(plan.buffers[0].size, ne0 ? 448u : 320u) << ne0;
+    EXPECT_EQ(g.tensors[1].offset, ne0 ? 160u : 32u) << ne0;
+    EXPECT_EQ(g.tensors[3].offset, ne0 ? 320u : 192u) << ne0;
+  }
 }
 
 }  // namespace

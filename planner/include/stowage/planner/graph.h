@@ -133,6 +133,13 @@ struct Graph {
   std::string name;  ///< "pp" or "tg"
   int64_t max_tokens = 1, max_kv = 1, max_outputs = 1;
   int64_t max_kv_swa = 0;  ///< worst-case n_kv_swa: ContextConfig::n_ctx_swa (0 without a SWA cache)
+  /// llama.cpp 2026 build_inp_embd builds both input paths into the graph (ggml_build_forward_select):
+  /// besides inp_tokens, the vector-embeddings input "inp_embd", F32 [unread_embd_ne0, n_tokens], a
+  /// graph input leaf that no node reads. ggml-alloc allocates every leaf first (after inp_tokens)
+  /// and frees a tensor only after its last reader, so it holds its bytes for the whole graph. No
+  /// tensor stands for it here (the runtime neither fills nor reads it); the memory planner reserves
+  /// its bytes. 0: Feb 2025 graphs (one input path).
+  int64_t unread_embd_ne0 = 0;
   std::vector<Tensor> tensors;
   std::vector<int> nodes;  ///< ggml graph order (op results, views included)
   std::vector<int> leafs;  ///< weights, KV caches, inputs
