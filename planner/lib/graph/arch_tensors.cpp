@@ -395,7 +395,8 @@ const std::vector<ArchTensorTable>& ArchTensorTables() {
       {"qwen3", Qwen3Tensors()},         {"phi3", Phi3Tensors()},          {"gemma", GemmaTensors()},
       {"mamba", MambaTensors()},         {"mistral3", Mistral3Tensors()},  {"smollm3", SmolLM3Tensors()},
       {"granite", Mistral3Tensors()},    {"gemma2", Gemma2Tensors(false)}, {"gemma3", Gemma2Tensors(true)},
-      {"deepseek2", DeepSeek2Tensors()}, {"gpt-oss", GptOssTensors()}, {"qwen3moe", Qwen3MoeTensors()}, {"glm4moe", Glm4MoeTensors()},
+      {"deepseek2", DeepSeek2Tensors()}, {"gpt-oss", GptOssTensors()},     {"qwen3moe", Qwen3MoeTensors()},
+      {"glm4moe", Glm4MoeTensors()},
   };
   return kTables;
 }
