@@ -27,7 +27,13 @@ std::vector<std::string> ConsumerMismatches(const ModelGraphs& m, const Graph& g
       if (src.kind != TensorKind::kWeight) continue;
       (*reads)[src.global]++;
       const GlobalTensor& gt = m.globals[src.global];
-      if (gt.consumer_op != t.op)
+      // gpt-oss's attention sinks: llama.cpp's tensor info (LLM_TENSOR_INFOS, which decides their
+      // buffer type) names GGML_OP_SCALE, while the graph reads them as SOFT_MAX's / FLASH_ATTN_EXT's
+      // sinks source; placement follows the tensor info.
+      const bool sinks = gt.consumer_op == GgmlOp::SCALE &&
+                         gt.name.find(".attn_sinks.") != std::string::npos &&
+                         (t.op == GgmlOp::SOFT_MAX || t.op == GgmlOp::FLASH_ATTN_EXT);
+      if (gt.consumer_op != t.op && !sinks)
         out.push_back(gt.name + ": read by " + GgmlOpName(t.op) + " (" + t.name + "), expected " +
                       GgmlOpName(gt.consumer_op));
     }
@@ -70,11 +76,12 @@ TEST(GraphSynth, EveryArchitectureOfGgufSynth) {
       ASSERT_TRUE(bytes.ok()) << arch;
       auto f = GgufFile::Parse(bytes->data(), bytes->size(), arch + ".gguf");
       ASSERT_TRUE(f.ok()) << f.status().message();
-      // What llama.cpp (Feb 2025) refuses, refused the same way: phi3 and qwen2moe without
-      // output.weight (their load_tensors have no tied-output fallback). gguf-synth writes
+      // What llama.cpp refuses, refused the same way: phi3 and qwen2moe (Feb 2025) and gpt-oss
+      // (2026) without output.weight (their load_tensors have no tied-output fallback). gguf-synth writes
       // phi3.attention.sliding_window as convert_hf_to_gguf does (graph_arch_test covers a file
       // without it).
-      if ((arch == "qwen2moe" || arch == "phi3") && (*f)->FindTensor("output.weight") == nullptr) {
+      if ((arch == "qwen2moe" || arch == "phi3" || arch == "gpt-oss") &&
+          (*f)->FindTensor("output.weight") == nullptr) {
         auto m = BuildModelGraphs(**f, {});
         ASSERT_FALSE(m.ok());
         EXPECT_EQ(m.status().message(), arch + ".gguf: missing tensor 'output.weight'");
