@@ -72,8 +72,10 @@ std::vector<DeviceMemoryUse> DeviceMemory(const PlacementOutcome& o) {
         std::find_if(o.split_shares.begin(), o.split_shares.end(),
                      [&](const SplitBufferShare& s) { return s.buffer == static_cast<int>(bi); });
     if (share != o.split_shares.end()) {
-      for (size_t d = 0; d < out.size() && d < share->device_bytes.size(); ++d)
+      for (size_t d = 0; d < out.size() && d < share->device_bytes.size(); ++d) {
         out[d].needed += share->device_bytes[d];
+        out[d].by_usage[static_cast<int>(b.usage)] += share->device_bytes[d];
+      }
       continue;
     }
     const PlacedBuft& pb = o.placement.bufts[b.buft];
@@ -83,6 +85,7 @@ std::vector<DeviceMemoryUse> DeviceMemory(const PlacementOutcome& o) {
     const bool host = pb.is_host || (pb.device >= 0 && ds.devices[pb.device].type == DeviceType::kAccel);
     const int d = host ? ds.cpu : pb.device;
     out[d].needed += b.size;
+    out[d].by_usage[static_cast<int>(b.usage)] += b.size;
   }
   return out;
 }

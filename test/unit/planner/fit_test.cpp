@@ -59,9 +59,14 @@ TEST(CheckFit, CountsDeviceBuffersNotMappedOrHostOnes) {
   buf("G", 6, false);
   buf("G_Host", 50, false);  // pinned host memory: counts for the CPU
   buf("CPU", 100, true);     // the file mapping: counts for nobody
+  o.memory.buffers[1].usage = BufferUsage::kOutput;
   auto use = DeviceMemory(o);
   EXPECT_EQ(use[0].needed, 6ull << 20);
   EXPECT_EQ(use[1].needed, 50ull << 20);
+  // The breakdown by usage counts the same buffers (the deployment report's columns).
+  EXPECT_EQ(use[0].by_usage[static_cast<int>(BufferUsage::kWeights)], 6ull << 20);
+  EXPECT_EQ(use[1].by_usage[static_cast<int>(BufferUsage::kOutput)], 50ull << 20);
+  EXPECT_EQ(use[1].by_usage[static_cast<int>(BufferUsage::kWeights)], 0u);
   EXPECT_FALSE(use[1].reported);  // the CPU manifest reports no memory: never checked
   EXPECT_TRUE(CheckFit(o).ok());
   buf("G", 5, false);
@@ -161,6 +166,7 @@ TEST(CheckFit, CountsEachDevicesShareOfASplitBufferNotTheWholeBuffer) {
   const uint64_t g1 = 128 * 144 + 144 + 64 * 2048 + 512 * 2048;
   EXPECT_EQ(use[0].needed, g0);
   EXPECT_EQ(use[1].needed, g1);
+  EXPECT_EQ(use[1].by_usage[static_cast<int>(BufferUsage::kWeights)], g1);  // its rows are weights
   EXPECT_EQ(use[0].needed + use[1].needed, (9ull << 20) + 2 * (128 * 144 + 144) + 64 * 2048 + 1024 * 2048);
   Status s = CheckFit(f.o);
   ASSERT_FALSE(s.ok());  // G0: 9 MiB + 1.02 MiB > 10 MiB (the whole-buffer count said 9.16 MiB: fits)

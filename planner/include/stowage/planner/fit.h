@@ -18,7 +18,10 @@ namespace stowage::planner {
 struct DeviceMemoryUse {
   int device = 0;  ///< index into PlacementOutcome::devices.devices
   std::string name;
-  uint64_t needed = 0;     ///< bytes: weights (not mapped), KV, compute, output buffers held there
+  uint64_t needed = 0;  ///< bytes: weights (not mapped), KV, compute, output buffers held there
+  /// `needed` by BufferUsage (kWeights, kKvCache, kCompute, kOutput): the same buffers, so the four
+  /// add up to `needed` (the deployment report's columns).
+  uint64_t by_usage[4] = {0, 0, 0, 0};
   uint64_t available = 0;  ///< bytes: free - reserve (0 when the reserve exceeds free memory)
   bool reported = true;    ///< false when the manifest reports no memory (total 0): never checked
 };
