@@ -26,7 +26,7 @@ int Run(int argc, char** argv) {
   CLI::App app{"gguf-synth: write a random-weight GGUF model (llama.cpp names, shapes and keys)"};
   std::string out, preset, arch, type = "f32", name, vocab_from;
   ModelSpec d;  // option storage; applied over the preset only when given
-  bool list = false, header_only = false, tied = false, untied = false, rope_freqs = false;
+  bool list = false, header_only = false, pure = false, tied = false, untied = false, rope_freqs = false;
   CLI::Option* o_out = app.add_option("-o,--output", out, "output GGUF file (written atomically)");
   app.add_flag("--list-presets", list, "print the presets and exit");
   app.add_option(
@@ -89,8 +89,10 @@ int Run(int argc, char** argv) {
   auto* o_dt_rank =
       app.add_option("--ssm-dt-rank", d.ssm_dt_rank, "mamba: time step rank (default ceil(n_embd/16))")
           ->check(tools::IntegerIn(0, 1 << 20));
-  auto* o_type = app.add_option("--type", type,
-                                "weight type: f32, f16, bf16, q8_0, q4_0 (any ggml type with --header-only)");
+  auto* o_type =
+      app.add_option("--type", type,
+                     "weight type: f32, f16, bf16, q8_0, q4_0, mxfp4 (experts MXFP4, other matrices Q8_0, as "
+                     "llama-quantize MXFP4_MOE); any ggml type with --header-only");
   auto* o_seed = app.add_option("--seed", d.seed, "random seed")->check(tools::IntegerIn(0, UINT64_MAX));
   app.add_option("--name", name, "general.name");
   app.add_option("--vocab-from", vocab_from, "copy the tokenizer.* keys of this GGUF (n_vocab follows it)");
@@ -171,6 +173,7 @@ int Run(int argc, char** argv) {
                                 "mistral3: attention.temperature_scale (llama 4 temperature tuning)")
                      ->check(tools::NumberIn(0, 1e30));
   app.add_flag("--header-only", header_only, "leave the data region a sparse hole (costs no disk)");
+  app.add_flag("--pure", pure, "mxfp4: every matrix MXFP4 (llama-quantize --pure)");
   double max_gib = 16;
   app.add_option("--max-gib", max_gib, "refuse to write more than this many GiB of weights (default 16)")
       ->check(tools::NumberIn(0, 1 << 20));
@@ -268,6 +271,7 @@ int Run(int argc, char** argv) {
   if (untied) s.tied_output = false;
   if (rope_freqs) s.rope_freqs = true;
   if (header_only) s.header_only = true;
+  if (pure) s.pure = true;
 
   if (!(max_gib > 0) || !std::isfinite(max_gib))
     return fail("--max-gib: expected a positive number of GiB, found " + std::to_string(max_gib));

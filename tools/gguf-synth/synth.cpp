@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 
+#include "quants.h"
 #include "stowage/planner/arch_tensors.h"
 #include "stowage/runtime/gguf.h"
 
@@ -48,7 +49,7 @@ struct TensorPlan {
 
 bool CanGenerate(GgmlType t) {
   return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || t == GgmlType::Q8_0 ||
-         t == GgmlType::Q4_0;
+         t == GgmlType::Q4_0 || t == GgmlType::MXFP4;
 }
 
 // llama.cpp llama_ftype for a model whose weights are mostly `t` (llama.h LLAMA_FTYPE_*); -1 when
@@ -103,6 +104,8 @@ int FileType(GgmlType t) {
       return 36;
     case GgmlType::TQ2_0:
       return 37;
+    case GgmlType::MXFP4:
+      return 38;  // MXFP4_MOE
     default:
       return -1;
   }
@@ -183,6 +186,9 @@ Status Encode(const TensorPlan& p, const ModelSpec& s, uint8_t* dst, uint64_t nb
     case GgmlType::Q4_0:
       QuantizeQ4_0(x.get(), dst, n);
       break;
+    case GgmlType::MXFP4:  // the CPU backend's quantize_row_mxfp4_ref, which llama-quantize runs
+      cpu::QuantizeRowMXFP4(x.get(), reinterpret_cast<cpu::BlockMXFP4*>(dst), n);
+      break;
     default:
       return Internal("gguf-synth: no generator for type " + std::string(GgmlTypeName(p.type)));
   }
@@ -250,6 +256,9 @@ std::vector<TensorPlan> PlanTensors(const ModelSpec& s) {
         switch (at.role) {
           case R::kMatrix:
             ty = s.weight_type;
+            // llama-quant MXFP4_MOE: the expert stacks (ne2 > 1) MXFP4, every other matrix (token_embd
+            // and output included) Q8_0
+            if (ty == GgmlType::MXFP4 && !s.pure && !(ne.size() > 2 && ne[2] > 1)) ty = GgmlType::Q8_0;
             if (ne[0] % GetTypeTraits(ty).block_size != 0) ty = GgmlType::F16;  // llama-quant's fallback
             break;
           case R::kNorm:

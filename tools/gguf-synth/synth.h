@@ -21,9 +21,13 @@
 // Tensor types (as llama.cpp's quantizer does, llama-quant.cpp): 1-D tensors (norms, biases,
 // ssm_d), ssm_a, ssm_conv1d, ffn_gate_inp (the router) and rope_freqs stay F32; every other weight
 // gets `weight_type`, falling back to F16 where ne0 is not a multiple of the type's block size.
+// MXFP4 is llama-quantize's MXFP4_MOE (general.file_type 38): the expert stacks (ne2 > 1) MXFP4,
+// every other matrix Q8_0 (token_embd and output too), so a dense architecture gets no MXFP4;
+// with `pure` (llama-quantize --pure) every matrix gets MXFP4.
 // Data is produced for F32, F16, BF16, Q8_0 and Q4_0 (reference quantizers in ggml's scheme:
-// quantize_row_q8_0_ref / quantize_row_q4_0_ref); any other ggml type needs header_only (its
-// bytes are a hole, i.e. all-zero blocks).
+// quantize_row_q8_0_ref / quantize_row_q4_0_ref) and MXFP4 (the CPU backend's QuantizeRowMXFP4,
+// quantize_row_mxfp4_ref: the bytes llama-quantize writes); any other ggml type needs header_only
+// (its bytes are a hole, i.e. all-zero blocks).
 //
 // Values: weights uniform in +-1/sqrt(ne0) (fan-in), norms 1 +- 0.05, biases +-0.02, ssm_a =
 // -(1..d_state) per row (Mamba's A init, stored as -exp(A_log)), ssm_d = 1, rope_freqs = Llama-3.1
@@ -127,6 +131,7 @@ struct ModelSpec {
   uint32_t ssm_d_state = 16;  ///< mamba
   uint32_t ssm_dt_rank = 0;   ///< mamba: default ceil(n_embd / 16)
   GgmlType weight_type = GgmlType::F32;
+  bool pure = false;  ///< MXFP4: every matrix MXFP4 (llama-quantize --pure), not MXFP4_MOE's split
   uint64_t seed = 1;
   bool header_only = false;  ///< data region left a sparse hole (any ggml type allowed)
   std::string vocab_from;    ///< GGUF whose tokenizer.* keys are copied ("" = generated vocab)

@@ -119,6 +119,22 @@ TEST(GoldenGptOss, Mxfp4ExpertsMatchLlamaCpp) {
   test::ExpectGreedyMatchesGolden(golden, *s, logits.data() + (prompt.size() - 1) * n_vocab, n_vocab);
 }
 
+// gguf-synth --type mxfp4 (the CPU backend's MXFP4 quantizer) writes the tensors llama-quantize's
+// MXFP4_MOE wrote into gpt-oss-mxfp4.gguf from the F32 model, byte for byte (the six expert stacks
+// MXFP4, the other matrices Q8_0), and that file plans, runs and matches the MXFP4 golden.
+TEST(GoldenGptOss, SynthMxfp4IsLlamaQuantizes) {
+  const std::string model =
+      ::testing::TempDir() + "golden_gpt_oss_mxfp4_" + std::to_string(getpid()) + ".gguf";
+  ASSERT_TRUE(synth::WriteModel(GoldenSpec(GgmlType::MXFP4), model).ok());
+  EXPECT_EQ(test::ExpectSameTensors(std::string(STOWAGE_TEST_DATA_DIR) + "/golden-arch/gpt-oss-mxfp4.gguf",
+                                    model, GgmlType::MXFP4),
+            6);
+  const nlohmann::json golden = LoadGolden("gpt-oss-mxfp4");
+  test::ExpectMatchesReducedGolden(golden, DecodePrompt(golden, model, false), golden["prompt_tokens"].size(),
+                                   golden["n_vocab"].get<int>(), kQuantTol, "gpt-oss-mxfp4 (gguf-synth)");
+  std::remove(model.c_str());
+}
+
 TEST(GoldenGptOss, GreedyAndTokenByToken) {
   const nlohmann::json golden = LoadGolden("gpt-oss-f32");
   const std::string model = ::testing::TempDir() + "golden_gpt_oss_g_" + std::to_string(getpid()) + ".gguf";

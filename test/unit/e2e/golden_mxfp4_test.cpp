@@ -2,7 +2,8 @@
 // quantized by llama-quantize's MXFP4_MOE (experts MXFP4, other matrices Q8_0) and a dense llama with
 // every matrix MXFP4 (pure), each with llama.cpp's logits of an 82-token prompt.
 // - QuantizerEqualsLlamaCpp: cpu::QuantizeRow(MXFP4) of gguf-synth's F32 tensors gives the bytes
-//   llama-quantize wrote for every MXFP4 tensor (quantize_row_mxfp4_ref).
+//   llama-quantize wrote for every MXFP4 tensor (quantize_row_mxfp4_ref), and gguf-synth --type mxfp4
+//   (--pure for the dense llama) writes every tensor of llama-quantize's file, type and bytes.
 // - MatchesLlamaCpp: the plan for this CPU (CPU_REPACK takes the MXFP4 matrices with ne1 % 8 == 0, as
 //   llama.cpp's mxfp4_8x8 repack) decodes the prompt within the quantized tolerance of golden-arch
 //   (0.30), with and without llamacpp_numerics, and within 2e-5 (the golden's printed digits) with
@@ -104,6 +105,12 @@ TEST_P(GoldenMXFP4, QuantizerEqualsLlamaCpp) {
         << t.name << ": cpu::QuantizeRow(MXFP4) differs from llama-quantize's bytes";
   }
   EXPECT_EQ(n_mxfp4, std::string(c.arch) == "mixtral" ? 6 : 16);  // the experts; every matrix
+  std::remove(f32.c_str());
+  // gguf-synth --type mxfp4 (--pure for the dense model) writes llama-quantize's file
+  spec.weight_type = GgmlType::MXFP4;
+  spec.pure = std::string(c.arch) == "llama";
+  ASSERT_TRUE(synth::WriteModel(spec, f32).ok());
+  EXPECT_EQ(test::ExpectSameTensors(DataPath(c, ".gguf"), f32, GgmlType::MXFP4), n_mxfp4);
   std::remove(f32.c_str());
 }
 

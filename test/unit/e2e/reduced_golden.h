@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -117,6 +118,32 @@ inline int EditF32Tensors(const std::string& model, const std::vector<std::strin
   }
   EXPECT_TRUE(file.good());
   return static_cast<int>(spans.size());
+}
+
+/// Expects every tensor of the GGUF `want` in the GGUF `got` under its name with the same type, shape
+/// and bytes, and no other tensor in `got` (for gguf-synth files against llama-quantize's); returns
+/// how many of them have type `count` (0 after a failure to open either).
+inline int ExpectSameTensors(const std::string& want, const std::string& got, GgmlType count) {
+  auto w = GgufFile::Open(want);
+  auto g = GgufFile::Open(got);
+  EXPECT_TRUE(w.ok() && g.ok()) << want << ", " << got;
+  if (!w.ok() || !g.ok()) return 0;
+  EXPECT_EQ((*w)->tensors().size(), (*g)->tensors().size());
+  int n = 0;
+  for (const GgufTensorInfo& t : (*w)->tensors()) {
+    const GgufTensorInfo* u = (*g)->FindTensor(t.name);
+    if (u == nullptr) {
+      ADD_FAILURE() << got << ": no tensor " << t.name;
+      continue;
+    }
+    EXPECT_EQ(u->type, t.type) << t.name;
+    EXPECT_TRUE(std::equal(t.ne, t.ne + 4, u->ne)) << t.name;
+    if (u->type != t.type || u->nbytes != t.nbytes) continue;
+    EXPECT_EQ(std::memcmp((*w)->TensorData(t), (*g)->TensorData(*u), t.nbytes), 0)
+        << t.name << ": bytes differ";
+    n += t.type == count;
+  }
+  return n;
 }
 
 /// EditF32Tensors multiplying by `factor`.

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -220,6 +221,60 @@ TEST(GgufSynth, EveryArchitecture) {
   EXPECT_EQ(*q3.file->GetU32("qwen3moe.expert_feed_forward_length"), 64u);
   EXPECT_EQ(q3.file->Find("qwen3moe.expert_shared_feed_forward_length"), nullptr);
   EXPECT_EQ(q3.file->FindTensor("blk.0.ffn_up_shexp.weight"), nullptr);
+}
+
+// MXFP4 is llama-quantize's MXFP4_MOE (general.file_type 38): the expert stacks MXFP4, every other
+// matrix Q8_0 (token_embd and output too), so a dense model gets none; with pure every matrix is
+// MXFP4. Each MXFP4 element decodes (E2M1 level times 2^(e - 127), decoded here from the format's
+// definition) within the format's error of the F32 model's value: with the block's scale
+// s = 2^(floor(log2 amax) - 2), half a level step (at most s) where |x| <= 6 s, and 2 s above, where
+// 6 s is the top level. golden_gpt_oss_test and golden_mxfp4_test compare the bytes with llama-quantize's.
+TEST(GgufSynth, Mxfp4AsLlamaQuantize) {
+  static const float kE2M1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+  for (const char* arch : {"gpt-oss", "qwen3moe", "llama"})
+    for (bool pure : {false, true}) {
+      SCOPED_TRACE(std::string(arch) + (pure ? " pure" : ""));
+      synth::ModelSpec s;
+      s.arch = arch;
+      Built f32 = Build(s);
+      s.weight_type = GgmlType::MXFP4;
+      s.pure = pure;
+      Built mx = Build(s);
+      ASSERT_TRUE(f32.file && mx.file);
+      EXPECT_EQ(*mx.file->GetU32("general.file_type"), 38u);
+      int n_mxfp4 = 0, n_q8 = 0;
+      for (const auto& t : mx.file->tensors()) {
+        const GgufTensorInfo* src = f32.file->FindTensor(t.name);
+        ASSERT_NE(src, nullptr) << t.name;
+        if (src->type != GgmlType::F32 || t.type == GgmlType::F32) {  // a norm, bias or router stays F32
+          EXPECT_EQ(t.type, src->type) << t.name;
+          continue;
+        }
+        const bool expert = t.n_dims > 2 && t.ne[2] > 1;
+        ASSERT_EQ(t.type, pure || expert ? GgmlType::MXFP4 : GgmlType::Q8_0) << t.name;
+        if (t.type == GgmlType::Q8_0) {
+          ++n_q8;
+          continue;
+        }
+        ++n_mxfp4;
+        const auto* x = reinterpret_cast<const float*>(f32.file->TensorData(*src));
+        const uint8_t* q = mx.file->TensorData(t);
+        for (int64_t b = 0; b < t.nelements() / 32; ++b, x += 32, q += 17) {
+          float amax = 0.0f;
+          for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+          const float scale = std::ldexp(1.0f, int(std::floor(std::log2(amax))) - 2);
+          for (int j = 0; j < 32; ++j) {
+            const int code = j < 16 ? q[1 + j] & 0xF : q[1 + j - 16] >> 4;
+            const float v = kE2M1[code] * std::ldexp(1.0f, int(q[0]) - 127);
+            const float bound = std::fabs(x[j]) <= 6 * scale ? scale : 2 * scale;
+            ASSERT_LE(std::fabs(v - x[j]), bound) << t.name << " block " << b << " element " << j;
+          }
+        }
+      }
+      const bool moe = std::string(arch) != "llama";
+      EXPECT_EQ(n_mxfp4 > 0, moe || pure);
+      EXPECT_EQ(n_q8 > 0, !pure);
+    }
 }
 
 // gemma2 / gemma3 files carry the keys their converters write: the window, gemma2's two soft-caps
