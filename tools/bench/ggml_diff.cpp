@@ -555,6 +555,28 @@ void CompareOps(sc::IsaLevel isa) {
                      r, out);
         }
   }
+  // ROPE of the last dims only (ggml_rope_set_offset): deepseek2's MHA form ropes dims 16..23 of
+  // 24-wide query heads (qk_nope 16, n_rot 8) with YaRN, as llama_model_deepseek2::graph.
+  for (int mode : {0, 2}) {
+    ggml_tensor* x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 24, 8, 33);
+    Fill(x, rng, 2.f);
+    ggml_tensor* pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 33);
+    for (int i = 0; i < 33; ++i) static_cast<int32_t*>(pos->data)[i] = i * 13 + 1;
+    ggml_tensor* r = ggml_rope_ext(ctx, x, pos, nullptr, 8, mode, 16, 10000.f, 0.25f, 1.f, 1.1f, 32.f, 1.f);
+    r = ggml_rope_set_offset(r, 16);
+    Compute(ctx, r);
+    sc::TensorView d = dst(r);
+    sc::RopeParams p;
+    p.n_dims = 8;
+    p.n_offs = 16;
+    p.mode = mode;
+    p.n_ctx_orig = 16;
+    p.freq_scale = 0.25f;
+    p.ext_factor = 1.f;
+    p.attn_factor = 1.1f;
+    (void)sc::Rope(sctx, View(x), View(pos), sc::TensorView(), d, p);
+    CompareOut(std::string("ROPE n_offs 16 of 24") + (mode == 2 ? " neox" : " norm") + num, r, out);
+  }
   // SOFT_MAX with a sliding-window mask (F32, as llama.cpp 2026 without flash attention: key k of
   // token t visible for t - 8 < k <= t) at scale 1 (gemma: the query is scaled before KQ).
   for (int nkv : {49, 256}) {
@@ -601,6 +623,53 @@ void CompareOps(sc::IsaLevel isa) {
     sc::TensorView d = dst(r);
     (void)sc::AddId(sctx, View(a), View(b), View(ids), d);
     CompareOut("ADD_ID" + num, r, out);
+  }
+  // The MoE router's ops (llama.cpp 2026 build_moe_ffn): SIGMOID (deepseek2 / glm4moe gating) and
+  // SOFT_MAX (qwen3moe, gpt-oss over the chosen logits) over [n_expert, n_tokens] rows of a wide range,
+  // SUM_ROWS and DIV of the weight normalization.
+  for (int ne : {8, 32, 128, 256}) {
+    const std::string sz = " n_expert=" + std::to_string(ne) + num;
+    ggml_tensor* x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, ne, 33);
+    Fill(x, rng, 8.f);
+    ggml_tensor* r = ggml_sigmoid(ctx, x);
+    Compute(ctx, r);
+    sc::TensorView d = dst(r);
+    (void)sc::Sigmoid(sctx, View(x), d);
+    CompareOut("SIGMOID" + sz, r, out);
+    r = ggml_soft_max(ctx, x);
+    Compute(ctx, r);
+    d = dst(r);
+    (void)sc::SoftMax(sctx, View(x), sc::TensorView(), d, 1.0f, 0.f);
+    CompareOut("SOFT_MAX router" + sz, r, out);
+    ggml_tensor* w = ggml_sigmoid(ctx, x);
+    Compute(ctx, w);
+    ggml_tensor* sum = ggml_sum_rows(ctx, w);
+    Compute(ctx, sum);
+    d = dst(sum);
+    (void)sc::SumRows(sctx, View(w), d);
+    CompareOut("SUM_ROWS" + sz, sum, out);
+    r = ggml_div(ctx, w, sum);
+    Compute(ctx, r);
+    d = dst(r);
+    (void)sc::Div(sctx, View(w), View(sum), d);
+    CompareOut("DIV by the row sum" + sz, r, out);
+  }
+  // ARGSORT (descending, the top-k's) of rows full of ties: llama.cpp sorts with std::sort, whose
+  // introsort keeps ties in index order only up to 16 elements (its insertion sort); above, the
+  // partitions reorder them.
+  for (int ne : {8, 16, 17, 32, 64, 128, 256}) {
+    ggml_tensor* x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, ne, 64);
+    float* px = static_cast<float*>(x->data);
+    for (int64_t i = 0; i < ggml_nelements(x); ++i) px[i] = float(rng() % 5) * 0.25f;
+    ggml_tensor* r = ggml_argsort(ctx, x, GGML_SORT_ORDER_DESC);
+    Compute(ctx, r);
+    std::vector<int32_t> ids(size_t(ggml_nelements(r)));
+    sc::TensorView d = View(r);
+    d.data = ids.data();
+    (void)sc::ArgSort(sctx, View(x), d, 1);
+    int64_t bad = 0;
+    for (size_t i = 0; i < ids.size(); ++i) bad += ids[i] != static_cast<int32_t*>(r->data)[i];
+    Report("ARGSORT ties n=" + std::to_string(ne) + num, bad, ggml_nelements(r));
   }
   sctx.llamacpp_numerics = false;
   for (int nkv : {49, 256}) {

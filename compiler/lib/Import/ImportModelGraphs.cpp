@@ -382,7 +382,7 @@ FailureOr<Operation *> GraphImporter::createParamOp(const planner::Tensor &t, gg
                               src[0], src[1], opt2, b_.getI32IntegerAttr(p->n_dims),
                               b_.getI32IntegerAttr(p->n_ctx_orig), f32(p->freq_base),
                               f32(p->freq_scale), f32(p->ext_factor), f32(p->attn_factor),
-                              f32(p->beta_fast), f32(p->beta_slow))
+                              f32(p->beta_fast), f32(p->beta_slow), b_.getI32IntegerAttr(p->n_offs))
         .getOperation();
   }
   case GgmlOp::SOFT_MAX: {

@@ -9,7 +9,7 @@ namespace {
 const char* IparamNames(GgmlOp op) {
   switch (op) {
     case GgmlOp::ROPE:
-      return "{n_dims, mode, n_ctx_orig}";
+      return "{n_dims, mode, n_ctx_orig, n_offs}";
     case GgmlOp::FLASH_ATTN_EXT:
       return "{prec}";
     case GgmlOp::ARGSORT:
@@ -54,10 +54,14 @@ std::string Counted(int n, const char* kind, const char* names) {
 Status CheckParamCounts(GgmlOp op, const OpParamsRef& p) {
   const GgmlOpTraits& t = GetOpTraits(op);
   if (t.n_iparams < 0 || t.n_fparams < 0) return Status::Ok();
-  if (p.n_iparams == static_cast<size_t>(t.n_iparams) && p.n_fparams == static_cast<size_t>(t.n_fparams))
+  if (p.n_iparams >= static_cast<size_t>(t.n_iparams) &&
+      p.n_iparams <= static_cast<size_t>(t.n_iparams + t.n_iparams_opt) &&
+      p.n_fparams == static_cast<size_t>(t.n_fparams))
     return Status::Ok();
   std::string want;
-  if (t.n_iparams > 0) want = Counted(t.n_iparams, "integer", IparamNames(op));
+  if (t.n_iparams > 0)
+    want = (t.n_iparams_opt > 0 ? std::to_string(t.n_iparams) + " to " : std::string()) +
+           Counted(t.n_iparams + t.n_iparams_opt, "integer", IparamNames(op));
   if (t.n_fparams > 0) want += (want.empty() ? "" : " and ") + Counted(t.n_fparams, "float", FparamNames(op));
   if (want.empty()) want = "no parameters";
   return InvalidArgument(std::string(GgmlOpName(op)) + ": expected " + want + ", found " +
@@ -94,8 +98,10 @@ Status CheckParams(GgmlOp op, const OpParamsRef& p) {
 }
 
 EncodedOpParams Encode(const RopeParams& p) {
-  return {{p.n_dims, p.mode, p.n_ctx_orig},
-          {p.freq_base, p.freq_scale, p.ext_factor, p.attn_factor, p.beta_fast, p.beta_slow}};
+  EncodedOpParams e{{p.n_dims, p.mode, p.n_ctx_orig},
+                    {p.freq_base, p.freq_scale, p.ext_factor, p.attn_factor, p.beta_fast, p.beta_slow}};
+  if (p.n_offs != 0) e.iparams.push_back(p.n_offs);
+  return e;
 }
 EncodedOpParams Encode(const SoftMaxParams& p) { return {{}, {p.scale, p.max_bias}}; }
 EncodedOpParams Encode(const FlashAttnExtParams& p) {
@@ -121,8 +127,11 @@ Result<RopeParams> DecodeRope(const OpParamsRef& p) {
   r.attn_factor = p.fparams[3];
   r.beta_fast = p.fparams[4];
   r.beta_slow = p.fparams[5];
+  r.n_offs = p.n_iparams > 3 ? p.iparams[3] : 0;
   if (!(r.freq_base > 0))
     return InvalidArgument("ROPE: freq_base " + std::to_string(r.freq_base) + " must be positive");
+  if (r.n_offs < 0 || r.n_offs % 2 != 0)
+    return InvalidArgument("ROPE: n_offs " + std::to_string(r.n_offs) + " must be even and >= 0");
   return r;
 }
 
@@ -206,6 +215,9 @@ Status CheckRopeDims(const RopeParams& p, int64_t ne0) {
   if (p.n_dims > ne0)
     return InvalidArgument("ROPE: n_dims " + std::to_string(p.n_dims) +
                            " must not exceed ne0 = " + std::to_string(ne0));
+  if (p.n_offs > ne0 - p.n_dims)
+    return InvalidArgument("ROPE: n_offs " + std::to_string(p.n_offs) + " + n_dims " +
+                           std::to_string(p.n_dims) + " must not exceed ne0 = " + std::to_string(ne0));
   return Status::Ok();
 }
 

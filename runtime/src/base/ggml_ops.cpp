@@ -31,6 +31,10 @@ constexpr GgmlOpTraits Inplace(GgmlOpTraits t) {
   t.can_inplace = true;
   return t;
 }
+constexpr GgmlOpTraits OptionalIparams(GgmlOpTraits t, int n) {
+  t.n_iparams_opt = static_cast<int8_t>(n);
+  return t;
+}
 constexpr GgmlOpTraits Into(GgmlOpTraits t, int dst_src) {
   t.dst_src = static_cast<int8_t>(dst_src);
   return t;
@@ -78,8 +82,8 @@ constexpr Entry kEntries[] = {
     {GgmlOp::GET_ROWS, Srcs(2, 2)},
     {GgmlOp::SET_ROWS, Into(Srcs(2, 3), 2)},
     {GgmlOp::DIAG_MASK_INF, Inplace(Unmodeled(1, 1))},
-    {GgmlOp::SOFT_MAX, Inplace(Srcs(1, 3, 0, 2))},  // mask, sinks (ggml_soft_max_add_sinks)
-    {GgmlOp::ROPE, Inplace(Srcs(2, 3, 3, 6))},      // freq factors
+    {GgmlOp::SOFT_MAX, Inplace(Srcs(1, 3, 0, 2))},                  // mask, sinks (ggml_soft_max_add_sinks)
+    {GgmlOp::ROPE, OptionalIparams(Inplace(Srcs(2, 3, 3, 6)), 1)},  // freq factors; n_offs
     {GgmlOp::CLAMP, Unmodeled(1, 1)},
     {GgmlOp::IM2COL, Unmodeled(2, 2)},
     {GgmlOp::CONV_TRANSPOSE_1D, Unmodeled(2, 2)},

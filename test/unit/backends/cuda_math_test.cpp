@@ -612,9 +612,11 @@ TEST(CudaMath, RopeEmulation) {
   for (int mode : {0, 2}) {
     for (bool yarn : {false, true}) {
       for (bool freq_factors : {false, true}) {
-        for (bool in_place : {false, true}) {
+        for (int cfg = 0; cfg < 4; ++cfg) {
+          const bool in_place = cfg % 2 == 1;
           cpu::RopeParams rp;
           rp.n_dims = 64;
+          rp.n_offs = cfg / 2 == 1 ? 8 : 0;  // ggml_rope_set_offset (deepseek2's MHA form): dims 8..71
           rp.mode = mode;
           rp.n_ctx_orig = 4096;
           rp.freq_base = yarn ? 500000.f : 10000.f;
@@ -634,6 +636,7 @@ TEST(CudaMath, RopeEmulation) {
           cuda::RopeArgs a;  // as cuda_backend.cpp fills it
           a.n_dims = rp.n_dims;
           a.mode = rp.mode;
+          a.n_offs = rp.n_offs;
           a.freq_scale = rp.freq_scale;
           a.ext_factor = rp.ext_factor;
           a.attn_factor = rp.attn_factor;
@@ -651,7 +654,7 @@ TEST(CudaMath, RopeEmulation) {
           ExpectSameF32(in_place ? g.v : gd.v, c.v, "ROPE");
           if (HasFailure()) {
             ADD_FAILURE() << "mode " << mode << " yarn " << yarn << " freq_factors " << freq_factors
-                          << " in place " << in_place;
+                          << " in place " << in_place << " n_offs " << rp.n_offs;
             return;
           }
         }

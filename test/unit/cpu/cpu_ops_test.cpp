@@ -408,7 +408,8 @@ TEST(CpuUnary, Tanh) {
   EXPECT_EQ(Tanh(ctx, half.v, y.v).code(), StatusCode::kInvalidArgument);
 }
 
-// ggml_rope_ext reference in double (same angle recurrence, YaRN ramp and mscale).
+// ggml_rope_ext reference in double (same angle recurrence, YaRN ramp and mscale); the rotated
+// dims start at p.n_offs (ggml_rope_set_offset).
 void RefRope(const Tensor& x, const std::vector<int32_t>& pos, const float* ff, const RopeParams& p,
              std::vector<double>& out) {
   const int64_t ne0 = x.v.ne[0], ne1 = x.v.ne[1], ne2 = x.v.ne[2];
@@ -432,7 +433,8 @@ void RefRope(const Tensor& x, const std::vector<int32_t>& pos, const float* ff, 
           theta = interp * (1 - mix) + extrap * mix;
           mscale *= 1 + 0.1 * std::log(1 / double(p.freq_scale));
         }
-        const int64_t a = p.mode == 2 ? i0 / 2 : i0, b = p.mode == 2 ? i0 / 2 + p.n_dims / 2 : i0 + 1;
+        const int64_t a = p.n_offs + (p.mode == 2 ? i0 / 2 : i0);
+        const int64_t b = p.n_offs + (p.mode == 2 ? i0 / 2 + p.n_dims / 2 : i0 + 1);
         const double x0 = x.at(a, i1, i2), x1 = x.at(b, i1, i2);
         out[size_t((i2 * ne1 + i1) * ne0 + a)] = (x0 * std::cos(theta) - x1 * std::sin(theta)) * mscale;
         out[size_t((i2 * ne1 + i1) * ne0 + b)] = (x0 * std::sin(theta) + x1 * std::cos(theta)) * mscale;
@@ -451,9 +453,11 @@ TEST(CpuRope, NormalNeoxFreqFactorsYarn) {
   std::copy(ffv, ffv + 4, ff.f32());
   for (int mode : {0, 2}) {
     for (bool yarn : {false, true}) {
-      for (bool use_ff : {false, true}) {
+      for (int cfg = 0; cfg < 4; ++cfg) {
+        const bool use_ff = cfg % 2 == 1;
         RopeParams rp;
         rp.n_dims = 8;
+        rp.n_offs = cfg / 2 == 1 ? 4 : 0;  // rotated dims 4..11 of 12, the first 4 copied
         rp.mode = mode;
         rp.n_ctx_orig = 4096;
         rp.freq_base = 10000.f;
@@ -467,7 +471,7 @@ TEST(CpuRope, NormalNeoxFreqFactorsYarn) {
         RefRope(x, p, use_ff ? ffv : nullptr, rp, ref);
         // float angle recurrence vs exact pow: error grows with the position (4095 rad).
         for (size_t i = 0; i < ref.size(); ++i)
-          EXPECT_NEAR(y.f32()[i], ref[i], 3e-3) << mode << yarn << use_ff << i;
+          EXPECT_NEAR(y.f32()[i], ref[i], 3e-3) << mode << yarn << use_ff << rp.n_offs << i;
       }
     }
   }

@@ -37,6 +37,15 @@ TEST(OpParams, RoundTrip) {
   EXPECT_EQ(rd->attn_factor, 1.1f);
   EXPECT_EQ(rd->beta_fast, 16.f);
   EXPECT_EQ(rd->beta_slow, 2.f);
+  EXPECT_EQ(rd->n_offs, 0);
+  // ggml_rope_set_offset's n_offs is a fourth integer, written only when not 0 (older plans keep
+  // their bytes).
+  r.n_offs = 16;
+  const EncodedOpParams ro = Encode(r);
+  EXPECT_EQ(ro.iparams, (std::vector<int32_t>{64, 2, 4096, 16}));
+  auto rod = DecodeRope(Ref(ro));
+  ASSERT_TRUE(rod.ok()) << rod.status().message();
+  EXPECT_EQ(rod->n_offs, 16);
 
   auto sm = DecodeSoftMax(Ref(Encode(SoftMaxParams{0.125f, 8.f})));
   ASSERT_TRUE(sm.ok());
@@ -90,10 +99,15 @@ TEST(OpParams, RoundTrip) {
 // Every encoding has exactly the counts of its op's traits.
 TEST(OpParams, EncodingsMatchTraits) {
   auto counts = [](GgmlOp op, const EncodedOpParams& e) {
-    EXPECT_EQ(static_cast<int>(e.iparams.size()), GetOpTraits(op).n_iparams) << GgmlOpName(op);
+    const GgmlOpTraits& t = GetOpTraits(op);
+    EXPECT_GE(static_cast<int>(e.iparams.size()), t.n_iparams) << GgmlOpName(op);
+    EXPECT_LE(static_cast<int>(e.iparams.size()), t.n_iparams + t.n_iparams_opt) << GgmlOpName(op);
     EXPECT_EQ(static_cast<int>(e.fparams.size()), GetOpTraits(op).n_fparams) << GgmlOpName(op);
   };
   counts(GgmlOp::ROPE, Encode(RopeParams{}));
+  RopeParams offset;
+  offset.n_offs = 2;
+  counts(GgmlOp::ROPE, Encode(offset));
   counts(GgmlOp::SOFT_MAX, Encode(SoftMaxParams{}));
   counts(GgmlOp::FLASH_ATTN_EXT, Encode(FlashAttnExtParams{}));
   counts(GgmlOp::NORM, Encode(NormParams{}));
@@ -114,13 +128,14 @@ TEST(OpParams, WrongCountsAreRefusedInOneLine) {
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(
       r.status().message(),
-      "ROPE: expected 3 integer parameters {n_dims, mode, n_ctx_orig} and 6 float parameters "
+      "ROPE: expected 3 to 4 integer parameters {n_dims, mode, n_ctx_orig, n_offs} and 6 float parameters "
       "{freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow}, found 2 integer and 6 float");
   auto s = DecodeSoftMax(OpParamsRef());
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().message(),
             "SOFT_MAX: expected 2 float parameters {scale, max_bias}, found 0 integer and 0 float");
   // Too many is as wrong as too few: no plan stores more than its op's layout.
+  EXPECT_FALSE(DecodeRope(OpParamsRef({64, 0, 0, 0, 0}, f6)).ok());
   const std::vector<float> f2{1e-5f, 0.25f};
   EXPECT_FALSE(DecodeNorm(GgmlOp::RMS_NORM, OpParamsRef({}, f2)).ok());
   EXPECT_FALSE(DecodeScale(OpParamsRef({}, {1.f})).ok());
@@ -165,6 +180,12 @@ TEST(OpParams, ValuesAreChecked) {
   EXPECT_TRUE(CheckRopeDims(r, 128).ok());
   const Status big = CheckRopeDims(r, 32);
   EXPECT_EQ(big.message(), "ROPE: n_dims 64 must not exceed ne0 = 32");
+  r.n_offs = 64;  // ggml_rope_set_offset: [n_offs, n_offs + n_dims) must lie in the row
+  EXPECT_TRUE(CheckRopeDims(r, 128).ok());
+  EXPECT_EQ(CheckRopeDims(r, 96).message(), "ROPE: n_offs 64 + n_dims 64 must not exceed ne0 = 96");
+  r.n_offs = 3;
+  EXPECT_EQ(DecodeRope(Ref(Encode(r))).status().message(), "ROPE: n_offs 3 must be even and >= 0");
+  r.n_offs = 0;
   r.n_dims = 7;
   EXPECT_FALSE(CheckRopeDims(r, 64).ok());
   r.n_dims = 0;

@@ -8,7 +8,8 @@
 // The layouts are part of the plan format: append only (runtime/schema/COMPATIBILITY.md).
 //
 // Layouts:
-//   ROPE            iparams {n_dims, mode, n_ctx_orig}
+//   ROPE            iparams {n_dims, mode, n_ctx_orig} or {n_dims, mode, n_ctx_orig, n_offs}
+//                   (n_offs, ggml's op_params slot 15 from ggml_rope_set_offset, only when not 0)
 //                   fparams {freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow}
 //   SOFT_MAX        fparams {scale, max_bias}
 //   FLASH_ATTN_EXT  fparams {scale, max_bias, logit_softcap}, iparams {prec}
@@ -65,6 +66,10 @@ struct RopeParams {
   float attn_factor = 1.f;  ///< magnitude scale (mscale)
   float beta_fast = 32.f;
   float beta_slow = 1.f;
+  /// ggml_rope_set_offset: the rotated dims are [n_offs, n_offs + n_dims) of each row instead of
+  /// [0, n_dims) (even, n_offs + n_dims <= ne0); the others are copied. deepseek2's MHA form ropes
+  /// the last n_rot dims of its query heads this way (llama.cpp 2026 llama_model_deepseek2::graph).
+  int n_offs = 0;
 };
 
 /// ggml_soft_max_ext's scale and ALiBi max_bias.
@@ -132,8 +137,9 @@ EncodedOpParams Encode(const ConcatParams& p);
 EncodedOpParams Encode(const PermuteParams& p);
 EncodedOpParams Encode(const SwiGluOaiParams& p);
 
-/// Checks that `p` has exactly the parameter counts of `op` (GgmlOpTraits); ops whose parameters
-/// are not modeled (n_iparams < 0) pass. Errors: kInvalidArgument, one line, e.g. "ROPE: expected 3
+/// Checks that `p` has exactly the parameter counts of `op` (GgmlOpTraits; up to n_iparams_opt
+/// more integers where the op has optional trailing ones); ops whose parameters are not modeled
+/// (n_iparams < 0) pass. Errors: kInvalidArgument, one line, e.g. "ROPE: expected 3
 /// integer parameters {n_dims, mode, n_ctx_orig} and 6 float parameters {...}, found 2 integer and
 /// 6 float", "SILU: expected no parameters, found 0 integer and 1 float".
 Status CheckParamCounts(GgmlOp op, const OpParamsRef& p);
@@ -144,7 +150,8 @@ Status CheckParams(GgmlOp op, const OpParamsRef& p);
 
 /// The Decode of each op: CheckParamCounts, then the values, then the checks listed (ggml's own
 /// asserts or what makes the op meaningless). Errors: kInvalidArgument, one line naming the op.
-/// ROPE: freq_base > 0 (the angles are powers of it).
+/// ROPE: freq_base > 0 (the angles are powers of it); n_offs (absent: 0) even and >= 0 (ggml-cpu
+/// rope asserts it).
 Result<RopeParams> DecodeRope(const OpParamsRef& p);
 Result<SoftMaxParams> DecodeSoftMax(const OpParamsRef& p);
 /// prec 0 or 1 (this project's values of GGML_PREC_DEFAULT and GGML_PREC_F32).
@@ -164,10 +171,12 @@ Result<PermuteParams> DecodePermute(const OpParamsRef& p);
 /// limit >= 0 (a negative limit would clamp b to an empty range; NaN refused too).
 Result<SwiGluOaiParams> DecodeSwiGluOai(const OpParamsRef& p);
 
-/// ggml's rule for the rotated dims of rows of `ne0` elements: n_dims even and in (0, ne0]
-/// (ggml-cpu ops.cpp rope: GGML_ASSERT(n_dims <= ne0), GGML_ASSERT(n_dims % 2 == 0)). Needs the
-/// bound shape, so it is not part of DecodeRope (a caller that does not know ne0 passes INT64_MAX).
-/// Errors: kInvalidArgument ("ROPE: n_dims 7 must be even and positive", "... must not exceed ne0 = 64").
+/// ggml's rule for the rotated dims of rows of `ne0` elements: n_dims even and in (0, ne0], and
+/// n_offs + n_dims <= ne0 (ggml-cpu ops.cpp rope: GGML_ASSERT(n_dims <= ne0), GGML_ASSERT(n_dims % 2
+/// == 0), GGML_ASSERT(n_offs + n_dims <= ne0)). Needs the bound shape, so it is not part of
+/// DecodeRope (a caller that does not know ne0 passes INT64_MAX). Errors: kInvalidArgument ("ROPE:
+/// n_dims 7 must be even and positive", "... must not exceed ne0 = 64", "ROPE: n_offs 8 + n_dims 64
+/// must not exceed ne0 = 64").
 Status CheckRopeDims(const RopeParams& p, int64_t ne0);
 
 }  // namespace stowage

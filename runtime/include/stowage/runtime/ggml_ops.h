@@ -68,6 +68,9 @@ struct GgmlOpTraits {
   /// Integer and float parameters the op carries (exactly); -1 where this project does not model
   /// the op's ggml op_params (ops the planner never builds: SET, IM2COL, POOL_2D, ...).
   int8_t n_iparams = 0, n_fparams = 0;
+  /// Trailing integer parameters a node may leave out, after the n_iparams it must have (ROPE's
+  /// n_offs: written only when not 0, so plans without it keep their bytes).
+  int8_t n_iparams_opt = 0;
 };
 
 /// The traits of `op`; an op outside the enum gets a "no sources, no parameters" entry.

@@ -171,7 +171,8 @@ using RopeParams = ::stowage::RopeParams;
 /// checks them; so does the plan verifier (plan_graph CheckNodes), before anything runs. Errors:
 /// kInvalidArgument ("ROPE: ...").
 Status CheckRopeParams(const RopeParams& p, int64_t ne0);
-/// ROPE (ggml_rope_ext): rotates pairs of src F32 [head_dim, n_head, n_tokens, ne3] by
+/// ROPE (ggml_rope_ext): rotates pairs of dims [n_offs, n_offs + n_dims) (ggml_rope_set_offset;
+/// the other dims are copied) of src F32 [head_dim, n_head, n_tokens, ne3] by
 /// theta = pos[i2] * freq_base^(-i0/n_dims) / freq_factors[i0/2], with YaRN mixing/mscale as
 /// ggml's rope_yarn; angles follow ggml_rope_cache_init (theta multiplied by theta_scale in float
 /// step by step; with ctx.llamacpp_numerics YaRN's mix and magnitude fused as GCC contracts

@@ -80,6 +80,7 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
   const int64_t ne0 = src.ne[0], ne1 = src.ne[1], ne2 = src.ne[2], ne3 = src.ne[3];
   const bool neox = p.mode == 2;
   const int n_dims = p.n_dims;
+  const int64_t n_offs = p.n_offs;  // ggml_rope_set_offset: dims [n_offs, n_offs + n_dims) rotate
   const int64_t n_items = ne2 * ne3;
   // One angle cache per (i2, i3), n_dims floats.
   auto fill_cache = [&](int32_t position, float* cache) {
@@ -139,9 +140,11 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
       if (src.nb[0] == 4 && dst.nb[0] == 4) {  // contiguous rows: plain indexing (same arithmetic)
         const float* x = reinterpret_cast<const float*>(s);
         float* y = reinterpret_cast<float*>(d);
-        rotate(n_dims, neox, cache, x, y);
-        if (y != x)
-          for (int64_t i0 = n_dims; i0 < ne0; ++i0) y[i0] = x[i0];
+        rotate(n_dims, neox, cache, x + n_offs, y + n_offs);
+        if (y != x) {
+          for (int64_t i0 = 0; i0 < n_offs; ++i0) y[i0] = x[i0];
+          for (int64_t i0 = n_offs + n_dims; i0 < ne0; ++i0) y[i0] = x[i0];
+        }
         continue;
       }
       auto ld = [&](int64_t i) {
@@ -152,13 +155,14 @@ Status Rope(ComputeContext& ctx, const TensorView& src, const TensorView& pos, c
       auto st = [&](int64_t i, float v) { std::memcpy(d + i * dst.nb[0], &v, 4); };
       for (int64_t i0 = 0; i0 < n_dims; i0 += 2) {
         const float c = cache[i0], sn = cache[i0 + 1];
-        const int64_t a = neox ? i0 / 2 : i0;
-        const int64_t b = neox ? i0 / 2 + n_dims / 2 : i0 + 1;
+        const int64_t a = n_offs + (neox ? i0 / 2 : i0);
+        const int64_t b = n_offs + (neox ? i0 / 2 + n_dims / 2 : i0 + 1);
         const float x0 = ld(a), x1 = ld(b);
         st(a, std::fma(x0, c, -(x1 * sn)));
         st(b, std::fma(x0, sn, x1 * c));
       }
-      for (int64_t i0 = n_dims; i0 < ne0; ++i0) st(i0, ld(i0));
+      for (int64_t i0 = 0; i0 < n_offs; ++i0) st(i0, ld(i0));
+      for (int64_t i0 = n_offs + n_dims; i0 < ne0; ++i0) st(i0, ld(i0));
     }
   });
   return Status::Ok();

@@ -714,6 +714,7 @@ Status CudaBackend::Compute(const NodeCall& c) {
       cuda::RopeArgs r;
       r.n_dims = rp.n_dims;
       r.mode = rp.mode;
+      r.n_offs = rp.n_offs;
       r.freq_scale = rp.freq_scale;
       r.ext_factor = rp.ext_factor;
       r.attn_factor = rp.attn_factor;

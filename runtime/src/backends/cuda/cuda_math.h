@@ -43,6 +43,7 @@ enum class Glu { kSwiglu, kGeglu };
 /// (RopeCorrDims) and theta_scale = freq_base^(-2 / n_dims), both computed on the host.
 struct RopeArgs {
   int n_dims = 0, mode = 0;
+  int n_offs = 0;  ///< ggml_rope_set_offset: dims [n_offs, n_offs + n_dims) rotate (even)
   float freq_scale = 1.f, ext_factor = 0.f, attn_factor = 1.f, theta_scale = 1.f;
   float corr_dims[2] = {0.f, 0.f};
 };
@@ -470,8 +471,10 @@ STOWAGE_HD int64_t RopeItems(const Tv& src) {
   return (src.ne[0] / 2 + src.ne[0] % 2) * src.ne[1] * src.ne[2] * src.ne[3];
 }
 
-/// ROPE thread l (< RopeItems): rotates one pair of one row (normal: (i0, i0 + 1); NEOX: (i0/2,
-/// i0/2 + n_dims/2)) or copies the pair (i0, i0 + 1) past n_dims. dst may alias src.
+/// ROPE thread l (< RopeItems): rotates one pair of one row (pair ip = i0/2 - n_offs/2 of the
+/// rotated dims [n_offs, n_offs + n_dims): normal (n_offs + 2 ip, n_offs + 2 ip + 1), NEOX
+/// (n_offs + ip, n_offs + ip + n_dims/2)) or copies the pair (i0, i0 + 1) outside them. dst may
+/// alias src.
 STOWAGE_HD void RopeThread(const Tv& src, const int32_t* pos, const float* ff, const Tv& dst,
                            const RopeArgs& p, int64_t l) {
   const int64_t half = src.ne[0] / 2 + src.ne[0] % 2;
@@ -483,16 +486,17 @@ STOWAGE_HD void RopeThread(const Tv& src, const int32_t* pos, const float* ff, c
   const int64_t i0 = 2 * ip;
   const uint8_t* s = At(src, 0, i1, i2, i3);
   uint8_t* d = At(dst, 0, i1, i2, i3);
-  if (i0 >= p.n_dims) {
+  if (i0 < p.n_offs || i0 >= p.n_offs + p.n_dims) {
     for (int64_t k = i0; k < i0 + 2 && k < src.ne[0]; ++k)
       StoreF32(d + k * dst.nb[0], LoadF32(s + k * src.nb[0]));
     return;
   }
-  const float theta_extrap = RopeThetaBase(pos[i2], p.theta_scale, ip) / (ff ? ff[ip] : 1.f);
+  const int64_t ir = ip - p.n_offs / 2;  // the pair within the rotated dims
+  const float theta_extrap = RopeThetaBase(pos[i2], p.theta_scale, ir) / (ff ? ff[ir] : 1.f);
   float c, sn;
-  RopeYarn(theta_extrap, p, ip, &c, &sn);
+  RopeYarn(theta_extrap, p, ir, &c, &sn);
   const bool neox = p.mode == 2;
-  const int64_t a = neox ? ip : i0, b = neox ? ip + p.n_dims / 2 : i0 + 1;
+  const int64_t a = p.n_offs + (neox ? ir : 2 * ir), b = p.n_offs + (neox ? ir + p.n_dims / 2 : 2 * ir + 1);
   const float x0 = LoadF32(s + a * src.nb[0]), x1 = LoadF32(s + b * src.nb[0]);
   // The CPU backend's (and llama.cpp's CPU) contraction: y0 = fma(x0, cos, -(x1 sin)),
   // y1 = fma(x0, sin, x1 cos).

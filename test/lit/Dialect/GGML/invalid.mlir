@@ -383,6 +383,22 @@ func.func @f(%a0: !ggml.tensor<[128, 32, n_tokens], f32>, %a1: !ggml.tensor<[n_t
 
 // -----
 
+func.func @f(%a0: !ggml.tensor<[128, 32, n_tokens], f32>, %a1: !ggml.tensor<[n_tokens], i32>) {
+  // expected-error @+1 {{ROPE: n_offs 72 + n_dims 64 must not exceed ne0 = 128}}
+  %r = ggml.rope normal %a0, %a1 {n_dims = 64 : i32, n_offs = 72 : i32} : (!ggml.tensor<[128, 32, n_tokens], f32>, !ggml.tensor<[n_tokens], i32>) -> !ggml.tensor<[128, 32, n_tokens], f32>
+  return
+}
+
+// -----
+
+func.func @f(%a0: !ggml.tensor<[128, 32, n_tokens], f32>, %a1: !ggml.tensor<[n_tokens], i32>) {
+  // expected-error @+1 {{ROPE: n_offs 3 must be even and >= 0}}
+  %r = ggml.rope normal %a0, %a1 {n_dims = 64 : i32, n_offs = 3 : i32} : (!ggml.tensor<[128, 32, n_tokens], f32>, !ggml.tensor<[n_tokens], i32>) -> !ggml.tensor<[128, 32, n_tokens], f32>
+  return
+}
+
+// -----
+
 func.func @f(%a0: !ggml.tensor<[128, 32, n_tokens], f32>, %a1: !ggml.tensor<[n_tokens], i32>, %a2: !ggml.tensor<[64], f16>) {
   // expected-error @+1 {{freq_factors must be f32, got f16}}
   %r = ggml.rope neox %a0, %a1, freq_factors %a2 {n_dims = 128 : i32} : (!ggml.tensor<[128, 32, n_tokens], f32>, !ggml.tensor<[n_tokens], i32>, !ggml.tensor<[64], f16>) -> !ggml.tensor<[128, 32, n_tokens], f32>

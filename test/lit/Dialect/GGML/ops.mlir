@@ -49,6 +49,9 @@ func.func @attention(%x: !ggml.tensor<[64, n_tokens], f32>, %pos: !ggml.tensor<[
   %qr = ggml.rope neox %q3, %pos, freq_factors %rf {n_dims = 8 : i32, freq_base = 1.0e+06 : f32} : (!ggml.tensor<[8, 8, n_tokens], f32>, !ggml.tensor<[n_tokens], i32>, !ggml.tensor<[4], f32>) -> !ggml.tensor<[8, 8, n_tokens], f32>
   // CHECK: ggml.rope normal %{{.*}}, %{{.*}} {n_dims = 8 : i32} : (!ggml.tensor<[8, 8, n_tokens], f32>, !ggml.tensor<[n_tokens], i32>) -> !ggml.tensor<[8, 8, n_tokens], f32>
   %kr = ggml.rope normal %q3, %pos {n_dims = 8 : i32} : (!ggml.tensor<[8, 8, n_tokens], f32>, !ggml.tensor<[n_tokens], i32>) -> !ggml.tensor<[8, 8, n_tokens], f32>
+  // ggml_rope_set_offset: the last 4 dims of each 8-wide head rotate (deepseek2's MHA form).
+  // CHECK: ggml.rope normal %{{.*}}, %{{.*}} {n_dims = 4 : i32, n_offs = 4 : i32}
+  %or = ggml.rope normal %q3, %pos {n_dims = 4 : i32, n_offs = 4 : i32} : (!ggml.tensor<[8, 8, n_tokens], f32>, !ggml.tensor<[n_tokens], i32>) -> !ggml.tensor<[8, 8, n_tokens], f32>
   // CHECK: ggml.view %{{.*}} nb [16, 128, 1048576] offset 0 : (!ggml.tensor<[n_ctx*64], f16>) -> !ggml.tensor<[8, 8, n_kv], f16>
   %k = ggml.view %cache nb [16, 128, 1048576] offset 0 : (!ggml.tensor<[n_ctx*64], f16>) -> !ggml.tensor<[8, 8, n_kv], f16>
   // CHECK: ggml.view %{{.*}} nb [128, n_tokens*128, n_tokens*128] offset kv_head*128 : (!ggml.tensor<[n_ctx*64], f16>) -> !ggml.tensor<[n_tokens*64], f16>

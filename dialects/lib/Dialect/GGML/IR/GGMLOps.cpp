@@ -386,6 +386,7 @@ LogicalResult RopeOp::verify() {
   rope.attn_factor = getAttnFactor().convertToFloat();
   rope.beta_fast = getBetaFast().convertToFloat();
   rope.beta_slow = getBetaSlow().convertToFloat();
+  rope.n_offs = getNOffs();
   return checkRule(*this, GgmlOp::ROPE, {getA(), getPos(), getFreqFactors()}, a.getElementType(),
                    "ggml_rope_ext: like a", Encode(rope));
 }

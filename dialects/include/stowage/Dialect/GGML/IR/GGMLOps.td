@@ -374,7 +374,9 @@ def GGML_RopeOp : GGML_Op<"rope"> {
     Rotates pairs of the first n_dims elements of each head by position-dependent angles
     theta_i = pos * freq_base^(-2i/n_dims) / freq_factors[i] (ggml_rope_ext, with YaRN
     parameters ext_factor, attn_factor, beta_fast, beta_slow and n_ctx_orig). `normal` rotates
-    adjacent pairs (x0, x1); `neox` rotates (x_i, x_{i + n_dims/2}).
+    adjacent pairs (x0, x1); `neox` rotates (x_i, x_{i + n_dims/2}). n_offs (ggml_rope_set_offset,
+    even) moves the rotated dims to [n_offs, n_offs + n_dims), the others are copied (deepseek2's
+    MHA form ropes the last n_rot dims of its query heads).
     Shapes: a [head_dim, n_head, n_tokens, 1], pos i32 [n_tokens] (a.ne2 == pos.ne0),
     freq_factors f32 [>= n_dims / 2] (llama-3 rope_freqs, phi3 rope_factors_long/short);
     result like a. The scheduler does not let freq_factors (a weight) decide ROPE's backend.
@@ -392,7 +394,8 @@ def GGML_RopeOp : GGML_Op<"rope"> {
                        DefaultValuedAttr<F32Attr, "0.0f">:$ext_factor,
                        DefaultValuedAttr<F32Attr, "1.0f">:$attn_factor,
                        DefaultValuedAttr<F32Attr, "32.0f">:$beta_fast,
-                       DefaultValuedAttr<F32Attr, "1.0f">:$beta_slow);
+                       DefaultValuedAttr<F32Attr, "1.0f">:$beta_slow,
+                       DefaultValuedAttr<I32Attr, "0">:$n_offs);
   let results = (outs GGML_Tensor:$result);
   let assemblyFormat = [{
     $mode $a `,` $pos (`,` `freq_factors` $freq_factors^)? attr-dict `:`
