@@ -122,7 +122,10 @@ std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, c
                                                     ExplainRuleCode(e.code)));
   }
   // content_xxh64: a non-zero placeholder so that the field is written; SealPlan replaces it.
-  const uint32_t version = m.cfg.n_ctx_swa > 0 ? kPlanSchemaVersionSwa : kPlanSchemaVersionBase;
+  bool sinks = false;
+  for (const Graph* g : {&m.pp, &m.tg})
+    for (const Tensor& t : g->tensors) sinks = sinks || NeedsSinksSchema(t.op, t.srcs.data(), t.srcs.size());
+  const uint32_t version = PlanSchemaVersionFor(m.cfg.n_ctx_swa > 0, sinks);
   auto plan = fb::CreatePlanDirect(b, version, "stowage plan-model 0.1", model, ctx, &devices, &backends,
                                    &buffers, &tensors, &graphs, &explain, flags.c_str(),
                                    static_cast<uint32_t>(p.n_copies), /*content_xxh64=*/1);

@@ -418,6 +418,30 @@ Status VerifySwaCache(const plan::Plan& r, const std::string& path) {
   return Status::Ok();
 }
 
+// Attention sinks and SWIGLU_OAI (schema version 4): a node that needs them in a plan of an older
+// version was written by a planner that did not set it (or edited down), and a runtime of that
+// version would have run the node without its sinks.
+Status VerifySinksVersion(const plan::Plan& r, const std::string& path) {
+  if (r.schema_version() >= kPlanSchemaVersionSinks) return Status::Ok();
+  for (size_t gi = 0; gi < Len(r.graphs()); ++gi) {
+    const plan::Graph& g = *r.graphs()->Get(gi);
+    for (size_t i = 0; i < Len(g.tensors()); ++i) {
+      const auto* t = g.tensors()->Get(i);
+      const auto* s = t->srcs();
+      if (t->op() >= static_cast<uint16_t>(GgmlOp::kCount) ||
+          !NeedsSinksSchema(static_cast<GgmlOp>(t->op()), s ? s->data() : nullptr, Len(s)))
+        continue;
+      const std::string name = t->name() ? t->name()->str() : "";
+      return Fail(path, "schema_version",
+                  "expected >= " + std::to_string(kPlanSchemaVersionSinks) + " for attention sinks / " +
+                      "SWIGLU_OAI (graphs[" + std::to_string(gi) + "].tensors[" + std::to_string(i) + "] '" +
+                      name + "', " + GgmlOpName(static_cast<GgmlOp>(t->op())) + "), found " +
+                      std::to_string(r.schema_version()));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 // The file's own consistency: header, flatbuffers verifier, schema version, checksum, cross
@@ -460,7 +484,7 @@ Status PlanFile::VerifyStructure() {
     return Fail(path, "n_copies",
                 "expected 1 to 4 (GGML_SCHED_MAX_COPIES), found " + std::to_string(n_copies));
   for (size_t gi = 0; gi < Len(r.graphs()); ++gi) STOWAGE_RETURN_IF_ERROR(VerifyGraph(r, gi, path));
-  return Status::Ok();
+  return VerifySinksVersion(r, path);
 }
 
 }  // namespace stowage

@@ -55,4 +55,11 @@ Status SealPlan(uint8_t* data, size_t size) {
   return Status::Ok();
 }
 
+// The version rule of plan.h, beside SealPlan: both serve the writers (plan_export) and the reader.
+bool NeedsSinksSchema(GgmlOp op, const int32_t* srcs, size_t n_srcs) {
+  const auto has = [&](size_t i) { return i < n_srcs && srcs[i] >= 0; };
+  return op == GgmlOp::SWIGLU_OAI || (op == GgmlOp::SOFT_MAX && has(2)) ||
+         (op == GgmlOp::FLASH_ATTN_EXT && has(4));
+}
+
 }  // namespace stowage

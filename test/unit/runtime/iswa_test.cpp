@@ -388,5 +388,57 @@ TEST(IswaRing, LlamaCppBitsBeyondTheRing) {
   }
 }
 
+// ---- attention sinks and SWIGLU_OAI: schema version 4 -----------------------------------------
+
+// A tiny gpt-oss (interleaved SWA, attention sinks, SWIGLU_OAI) is written as version 4 whether its
+// sinks go to SOFT_MAX or to FLASH_ATTN_EXT; edited down to version 3 it is refused in one line
+// naming the node (a version-3 runtime would run it without the sinks), and a version this runtime
+// does not know is refused in one line. The gemma2 plans above (SWA, no sinks) stay version 3.
+TEST(SinksPlan, GptOssPlansAreVersion4AndOlderVersionsAreRefused) {
+  synth::ModelSpec spec;
+  spec.arch = "gpt-oss";
+  spec.n_vocab = 64;
+  spec.n_swa = 8;
+  spec.seed = 7;
+  const std::string model = ::testing::TempDir() + "/sinks_gpt_oss.gguf";
+  ASSERT_TRUE(synth::WriteModel(spec, model).ok());
+  auto load = [&](const std::vector<uint8_t>& bytes) {
+    auto plan = PlanFile::FromBytes(bytes, "p.plan");
+    if (!plan.ok()) return plan.status();
+    auto gguf = GgufFile::Open(model);
+    if (!gguf.ok()) return gguf.status();
+    return CheckPlanAgainstModel(**plan, **gguf);
+  };
+  for (bool fa : {false, true}) {
+    SCOPED_TRACE(fa ? "flash attention" : "soft_max");
+    const std::vector<uint8_t> bytes = Plan(model, false, fa);
+    ASSERT_FALSE(bytes.empty());
+    std::unique_ptr<bp::PlanT> p = bp::UnPackPlan(bytes.data());
+    EXPECT_EQ(p->schema_version, kPlanSchemaVersionSinks);
+    EXPECT_TRUE(load(bytes).ok()) << load(bytes).ToString();
+    const std::string op = fa ? "FLASH_ATTN_EXT" : "SOFT_MAX";
+    const Status v3 = load(test::EditPlan(bytes, [](bp::PlanT& q) { q.schema_version = 3; }));
+    ASSERT_FALSE(v3.ok());
+    EXPECT_NE(v3.message().find(
+                  "p.plan: schema_version: expected >= 4 for attention sinks / SWIGLU_OAI (graphs[0]"),
+              std::string::npos)
+        << v3.message();
+    EXPECT_NE(v3.message().find(op + "), found 3"), std::string::npos) << v3.message();
+    EXPECT_EQ(v3.message().find('\n'), std::string::npos) << v3.message();
+    const Status v5 = load(test::EditPlan(bytes, [](bp::PlanT& q) { q.schema_version = 5; }));
+    EXPECT_EQ(v5.message(), "p.plan: schema_version: this runtime reads plans up to version 4, found 5");
+  }
+  // Without sinks (the node's source dropped), SWIGLU_OAI alone still needs version 4.
+  const std::vector<uint8_t> bytes = Plan(model, false, false);
+  const Status no_sinks = load(test::EditPlan(bytes, [](bp::PlanT& q) {
+    q.schema_version = 3;
+    for (auto& g : q.graphs)
+      for (auto& t : g->tensors)
+        if (t->op == static_cast<uint16_t>(GgmlOp::SOFT_MAX) && t->srcs.size() > 2) t->srcs.resize(2);
+  }));
+  ASSERT_FALSE(no_sinks.ok());
+  EXPECT_NE(no_sinks.message().find("SWIGLU_OAI), found 3"), std::string::npos) << no_sinks.message();
+}
+
 }  // namespace
 }  // namespace stowage

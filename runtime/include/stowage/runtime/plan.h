@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "stowage/runtime/ggml_ops.h"
 #include "stowage/runtime/status.h"
 
 namespace stowage {
@@ -38,14 +39,29 @@ struct Memory;
 }  // namespace plan_graph
 class GgufFile;
 
-/// Highest plan schema version this runtime reads: 3 (version 2 added the required
+/// Highest plan schema version this runtime reads: 4 (version 2 added the required
 /// Plan.content_xxh64 checksum, version 3 the SWA cache of interleaved sliding-window models,
-/// COMPATIBILITY.md). Writers set kPlanSchemaVersionSwa on plans with a SWA cache
-/// (ContextParams.n_ctx_swa > 0) and kPlanSchemaVersionBase on all others, so that those stay
-/// readable by version-2 runtimes.
-inline constexpr uint32_t kPlanSchemaVersion = 3;
+/// version 4 the attention sinks and SWIGLU_OAI of gpt-oss, COMPATIBILITY.md). Writers set the
+/// lowest version a plan needs (PlanSchemaVersionFor), so that plans without these features stay
+/// readable by older runtimes.
+inline constexpr uint32_t kPlanSchemaVersion = 4;
 inline constexpr uint32_t kPlanSchemaVersionBase = 2;
 inline constexpr uint32_t kPlanSchemaVersionSwa = 3;
+inline constexpr uint32_t kPlanSchemaVersionSinks = 4;
+
+/// True when a graph node needs schema version kPlanSchemaVersionSinks: SWIGLU_OAI, SOFT_MAX with
+/// sinks (src 2 present, ggml_soft_max_add_sinks) or FLASH_ATTN_EXT with sinks (src 4 present,
+/// ggml_flash_attn_ext_add_sinks). `srcs` are the node's graph tensor ids, -1 for an absent optional
+/// source (plan.fbs GraphTensor.srcs). A runtime before version 4 would run such a SOFT_MAX or
+/// FLASH_ATTN_EXT without its sinks, silently.
+bool NeedsSinksSchema(GgmlOp op, const int32_t* srcs, size_t n_srcs);
+
+/// The schema version a writer sets on a plan: kPlanSchemaVersionSinks when a node needs it
+/// (NeedsSinksSchema), else kPlanSchemaVersionSwa with a SWA cache (ContextParams.n_ctx_swa > 0),
+/// else kPlanSchemaVersionBase.
+inline uint32_t PlanSchemaVersionFor(bool swa_cache, bool sinks) {
+  return sinks ? kPlanSchemaVersionSinks : swa_cache ? kPlanSchemaVersionSwa : kPlanSchemaVersionBase;
+}
 
 /// Seals a finished plan buffer (flatbuffers, file identifier "STWP") in place: stores in
 /// Plan.content_xxh64 the XXH64 (seed 0) of all `size` bytes with that field's 8 bytes taken as
