@@ -88,14 +88,15 @@ fuzz_plan() {
   # executor/tensor_view.cpp, op_params.cpp and the CPU/executor headers; the op parameters' decodes,
   # ggml_op_params.cpp; the ops' shape rules, ggml_op_shapes.cpp; the bounded file reader,
   # read_file.cpp) and plan-dump's -m model check (plan_model, the GGUF reader, identity, sliding
-  # window).
+  # window); version.cpp: the --version strings of the tools' parser (llama_args.h), "unknown" here.
   local SRCS=(test/fuzz/plan_verify_fuzz.cpp runtime/src/plan/plan_file.cpp runtime/src/plan/plan_seal.cpp
         runtime/src/base/status.cpp runtime/src/base/ggml_types.cpp runtime/src/base/ggml_ops.cpp
         runtime/src/base/ggml_op_params.cpp runtime/src/base/ggml_op_shapes.cpp runtime/src/base/read_file.cpp
         runtime/src/base/atomic_file.cpp runtime/src/plan/plan_check.cpp runtime/src/plan/plan_graph.cpp
         runtime/src/plan/plan_model.cpp runtime/src/executor/tensor_view.cpp
         runtime/src/backends/cpu/op_params.cpp runtime/src/gguf/reader.cpp
-        runtime/src/gguf/sliding_window.cpp runtime/src/base/model_identity.cpp tools/plan-dump/plan_dump.cpp)
+        runtime/src/gguf/sliding_window.cpp runtime/src/base/model_identity.cpp tools/plan-dump/plan_dump.cpp
+        runtime/src/version/version.cpp)
   local BIN=$OUT/plan_verify_fuzz
   if needs_build "$BIN" "${SRCS[@]}" runtime/schema/plan.fbs; then
     echo "fuzz.sh: building $BIN with $CXX"

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli_numbers.h"
+#include "stowage/runtime/version.h"
 
 namespace stowage::tools {
 
@@ -73,7 +74,8 @@ inline bool IsMultiLetterFlag(const std::string& a) {
 }
 
 /// Parses argv with `app` after replacing each alias (also in "-ngl=99" form); --help names the
-/// program (argv[0]'s file name) and lists each alias after its long option's description. A
+/// program (argv[0]'s file name) and lists each alias after its long option's description;
+/// --version prints "<program> <stowage_version_string()>" and exits 0. A
 /// repeated single-value option takes its last value (LastOccurrenceWins); a llama.cpp
 /// multi-letter flag the tool does not know ("-fa") is refused with one line naming it rather
 /// than split into one-letter options. Returns the exit code CLI11 asks for (help: 0, a
@@ -85,6 +87,8 @@ inline int ParseWithAliases(CLI::App& app, int argc, char** argv, const OptionAl
     const std::string self = argv[0];
     app.name(self.substr(self.find_last_of('/') == std::string::npos ? 0 : self.find_last_of('/') + 1));
   }
+  app.set_version_flag("--version", app.get_name() + " " + stowage_version_string(),
+                       "print the version (project version and git describe) and exit");
   for (const auto& [shortname, longname] : aliases) {
     CLI::Option* o = app.get_option_no_throw(longname);
     if (o != nullptr) o->description(o->get_description() + " (also " + shortname + ")");

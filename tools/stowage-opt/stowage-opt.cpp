@@ -26,6 +26,7 @@
 #include "stowage/Dialect/GGML/IR/GGMLOps.h"
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
 #include "stowage/runtime/atomic_file.h"
+#include "stowage/runtime/version.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -179,6 +180,9 @@ static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry 
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // --version: Stowage's version line, then LLVM's.
+  llvm::cl::AddExtraVersionPrinter(
+      [](llvm::raw_ostream &os) { os << "stowage-opt " << stowage_version_string() << "\n"; });
   mlir::registerTransformsPasses(); // canonicalize, cse, ... for pipelines in tests
 #ifdef STOWAGE_HAVE_COMPILER
   stowage::compiler::registerStowageCompilerPasses();
