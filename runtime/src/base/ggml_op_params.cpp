@@ -40,6 +40,8 @@ const char* FparamNames(GgmlOp op) {
       return "{s, b}";
     case GgmlOp::SWIGLU_OAI:
       return "{alpha, limit}";
+    case GgmlOp::FILL:
+      return "{c}";
     default:
       return "";
   }
@@ -92,6 +94,8 @@ Status CheckParams(GgmlOp op, const OpParamsRef& p) {
       return DecodePermute(p).status();
     case GgmlOp::SWIGLU_OAI:
       return DecodeSwiGluOai(p).status();
+    case GgmlOp::FILL:
+      return DecodeFill(p).status();
     default:
       return CheckParamCounts(op, p);
   }
@@ -114,6 +118,7 @@ EncodedOpParams Encode(const TopKParams& p) { return {{p.k}, {}}; }
 EncodedOpParams Encode(const ConcatParams& p) { return {{p.dim}, {}}; }
 EncodedOpParams Encode(const PermuteParams& p) { return {{p.axis[0], p.axis[1], p.axis[2], p.axis[3]}, {}}; }
 EncodedOpParams Encode(const SwiGluOaiParams& p) { return {{}, {p.alpha, p.limit}}; }
+EncodedOpParams Encode(const FillParams& p) { return {{}, {p.c}}; }
 
 Result<RopeParams> DecodeRope(const OpParamsRef& p) {
   STOWAGE_RETURN_IF_ERROR(CheckParamCounts(GgmlOp::ROPE, p));
@@ -219,6 +224,11 @@ Status CheckRopeDims(const RopeParams& p, int64_t ne0) {
     return InvalidArgument("ROPE: n_offs " + std::to_string(p.n_offs) + " + n_dims " +
                            std::to_string(p.n_dims) + " must not exceed ne0 = " + std::to_string(ne0));
   return Status::Ok();
+}
+
+Result<FillParams> DecodeFill(const OpParamsRef& p) {
+  STOWAGE_RETURN_IF_ERROR(CheckParamCounts(GgmlOp::FILL, p));
+  return FillParams{p.fparams[0]};
 }
 
 }  // namespace stowage

@@ -117,6 +117,8 @@ constexpr Entry kEntries[] = {
     {GgmlOp::SWIGLU, Srcs(1, 2)},
     // ggml_swiglu_oai(a, b, alpha, limit): split form only (llama.cpp builds it with both halves).
     {GgmlOp::SWIGLU_OAI, Srcs(2, 2, 0, 2)},
+    // ggml_fill(a, c): a's shape and type, every element c (the value a only gives the shape).
+    {GgmlOp::FILL, Inplace(Srcs(1, 1, 0, 1))},
 };
 
 constexpr bool InEnumOrder() {

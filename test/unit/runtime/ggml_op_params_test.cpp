@@ -118,6 +118,7 @@ TEST(OpParams, EncodingsMatchTraits) {
   counts(GgmlOp::CONCAT, Encode(ConcatParams{}));
   counts(GgmlOp::PERMUTE, Encode(PermuteParams{}));
   counts(GgmlOp::SWIGLU_OAI, Encode(SwiGluOaiParams{}));
+  counts(GgmlOp::FILL, Encode(FillParams{}));
 }
 
 TEST(OpParams, WrongCountsAreRefusedInOneLine) {
@@ -213,6 +214,20 @@ TEST(OpParams, SwiGluOai) {
   EXPECT_EQ(GetOpTraits(GgmlOp::FLASH_ATTN_EXT).max_srcs, 5);  // mask at 3, sinks at 4
 }
 
+// ggml_fill's constant (op_params f32 slot 0); -INFINITY is what build_moe_ffn fills with.
+TEST(OpParams, Fill) {
+  const EncodedOpParams e = Encode(FillParams{-INFINITY});
+  EXPECT_TRUE(e.iparams.empty());
+  auto d = DecodeFill(Ref(e));
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->c, -INFINITY);
+  EXPECT_EQ(CheckParams(GgmlOp::FILL, OpParamsRef({}, {})).message(),
+            "FILL: expected 1 float parameter {c}, found 0 integer and 0 float");
+  EXPECT_EQ(std::string(GgmlOpName(GgmlOp::FILL)), "FILL");
+  EXPECT_EQ(GetOpTraits(GgmlOp::FILL).min_srcs, 1);
+  EXPECT_EQ(GetOpTraits(GgmlOp::FILL).max_srcs, 1);
+}
+
 TEST(OpTraits, ViewsAndInPlaceAsGgml) {
   // ggml_is_view_op
   for (int i = 0; i < static_cast<int>(GgmlOp::kCount); ++i) {
@@ -231,7 +246,8 @@ TEST(OpTraits, ViewsAndInPlaceAsGgml) {
         GgmlOp::DIV,      GgmlOp::SQR,        GgmlOp::SQRT,      GgmlOp::SCALE, GgmlOp::DIAG_MASK_INF,
         GgmlOp::RMS_NORM, GgmlOp::SOFT_MAX,   GgmlOp::ROPE,      GgmlOp::SILU,  GgmlOp::GELU,
         GgmlOp::RELU,     GgmlOp::SIGMOID,    GgmlOp::TANH,      GgmlOp::ABS,   GgmlOp::NEG,
-        GgmlOp::ELU,      GgmlOp::GELU_QUICK, GgmlOp::HARDSWISH, GgmlOp::EXP,   GgmlOp::SOFTPLUS})
+        GgmlOp::ELU,      GgmlOp::GELU_QUICK, GgmlOp::HARDSWISH, GgmlOp::EXP,   GgmlOp::SOFTPLUS,
+        GgmlOp::FILL})
     EXPECT_TRUE(GetOpTraits(op).can_inplace) << GgmlOpName(op);
   for (GgmlOp op : {GgmlOp::NORM, GgmlOp::SWIGLU, GgmlOp::GEGLU, GgmlOp::CPY, GgmlOp::CONT, GgmlOp::MUL_MAT,
                     GgmlOp::GET_ROWS, GgmlOp::VIEW, GgmlOp::FLASH_ATTN_EXT})

@@ -125,6 +125,12 @@ struct SwiGluOaiParams {
   float limit = 7.f;
 };
 
+/// ggml_fill's constant: every element of the result is c (llama.cpp 2026 build_moe_ffn fills the
+/// masked expert groups with -INFINITY).
+struct FillParams {
+  float c = 0.f;
+};
+
 /// The stored form of each op's parameters (layouts above).
 EncodedOpParams Encode(const RopeParams& p);
 EncodedOpParams Encode(const SoftMaxParams& p);
@@ -136,6 +142,7 @@ EncodedOpParams Encode(const TopKParams& p);
 EncodedOpParams Encode(const ConcatParams& p);
 EncodedOpParams Encode(const PermuteParams& p);
 EncodedOpParams Encode(const SwiGluOaiParams& p);
+EncodedOpParams Encode(const FillParams& p);
 
 /// Checks that `p` has exactly the parameter counts of `op` (GgmlOpTraits; up to n_iparams_opt
 /// more integers where the op has optional trailing ones); ops whose parameters are not modeled
@@ -170,6 +177,8 @@ Result<ConcatParams> DecodeConcat(const OpParamsRef& p);
 Result<PermuteParams> DecodePermute(const OpParamsRef& p);
 /// limit >= 0 (a negative limit would clamp b to an empty range; NaN refused too).
 Result<SwiGluOaiParams> DecodeSwiGluOai(const OpParamsRef& p);
+/// Any c, infinities included (NaN too: ggml stores what it is given).
+Result<FillParams> DecodeFill(const OpParamsRef& p);
 
 /// ggml's rule for the rotated dims of rows of `ne0` elements: n_dims even and in (0, ne0], and
 /// n_offs + n_dims <= ne0 (ggml-cpu ops.cpp rope: GGML_ASSERT(n_dims <= ne0), GGML_ASSERT(n_dims % 2

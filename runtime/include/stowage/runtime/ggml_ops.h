@@ -29,7 +29,9 @@ namespace stowage {
   /* gated linear units (ggml GLU) */                                                             \
   X(REGLU) X(GEGLU) X(SWIGLU)                                                                     \
   /* appended: gpt-oss's clamped SwiGLU (ggml GLU_OP_SWIGLU_OAI) */                                \
-  X(SWIGLU_OAI)
+  X(SWIGLU_OAI)                                                                                   \
+  /* appended: ggml_fill (a tensor of a's shape, every element one constant) */                   \
+  X(FILL)
 
 enum class GgmlOp : uint16_t {
 #define STOWAGE_OP_ENUM(name) name,
