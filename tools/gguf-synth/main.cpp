@@ -167,6 +167,10 @@ int Run(int argc, char** argv) {
           ->check(tools::IntegerIn(0, 16));
   bool qk_norm = false;
   app.add_flag("--qk-norm", qk_norm, "glm4moe: per-head q/k norms (GLM-4.5; GLM-4.5-Air has none)");
+  bool mla_legacy = false;
+  app.add_flag("--mla-legacy", mla_legacy,
+               "deepseek2: the older form (one attn_kv_b per layer, no key_length_mla / value_length_mla; "
+               "llama.cpp runs it as MHA)");
   bool no_probs_b = false;
   app.add_flag("--no-exp-probs-b", no_probs_b, "deepseek2: no expert-score bias (exp_probs_b.bias)");
   auto* o_temp = app.add_option("--attn-temp-scale", d.attn_temp_scale,
@@ -254,6 +258,7 @@ int Run(int argc, char** argv) {
   if (given(o_groups)) s.n_expert_groups = d.n_expert_groups;
   if (given(o_group_used)) s.n_group_used = d.n_group_used;
   if (no_probs_b) s.exp_probs_b = false;
+  if (mla_legacy) s.mla_legacy = true;
   if (given(o_logit)) s.logit_scale = d.logit_scale;
   if (given(o_resid)) s.residual_scale = d.residual_scale;
   if (given(o_embs)) s.embedding_scale = d.embedding_scale;

@@ -214,7 +214,7 @@ planner::TensorDims SpecDims(const ModelSpec& s) {
     d.n_embd_head_k_mla = s.head_dim;
     d.n_embd_head_v_mla = s.mla_v_head_dim;
     d.n_layer_dense_lead = s.n_dense_lead;
-    d.mla = true;
+    d.mla = !s.mla_legacy;
     d.n_ff_shexp = int64_t{s.n_ff_exp} * s.n_expert_shared;
   }
   if (s.arch == "glm4moe") {
@@ -507,7 +507,7 @@ Result<ModelSpec> Preset(std::string_view name) {
 // plans): one KV head, experts (4 of which 2 used by default) of n_ff_exp, leading dense layers up to
 // n_layer, a rope part below the head, groups that divide the experts.
 Status ResolveDeepSeek2(ModelSpec& s) {
-  s.n_head_kv = 1;
+  s.n_head_kv = s.mla_legacy ? s.n_head : 1;  // the older form's cache has every head
   if (s.mla_v_head_dim == 0) s.mla_v_head_dim = s.head_dim;
   if (s.n_expert == 0) s.n_expert = 4;
   if (s.n_expert_used == 0) s.n_expert_used = std::min<uint32_t>(2, s.n_expert);
@@ -639,6 +639,8 @@ Result<ModelSpec> Resolve(ModelSpec s) {
     }
   }
   if (s.arch == "deepseek2") STOWAGE_RETURN_IF_ERROR(ResolveDeepSeek2(s));
+  if (s.mla_legacy && s.arch != "deepseek2")
+    return InvalidArgument("gguf-synth: the older MLA form (attn_kv_b) is deepseek2's, not " + s.arch + "'s");
   if (s.arch == "glm4moe") {
     if (s.rope_dim == 0) s.rope_dim = s.head_dim / 2;
     if (s.rope_dim % 2 != 0 || s.rope_dim > s.head_dim)
@@ -683,10 +685,15 @@ Status AddDeepSeek2Keys(const ModelSpec& s, GgufWriter* w) {
   STOWAGE_RETURN_IF_ERROR(w->AddKV(key("leading_dense_block_count"), V::U32(s.n_dense_lead)));
   STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.q_lora_rank"), V::U32(s.q_lora_rank)));
   STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.kv_lora_rank"), V::U32(s.kv_lora_rank)));
-  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.key_length"), V::U32(s.kv_lora_rank + s.mla_rope_dim)));
-  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.value_length"), V::U32(s.kv_lora_rank)));
-  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.key_length_mla"), V::U32(s.head_dim)));
-  STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.value_length_mla"), V::U32(s.mla_v_head_dim)));
+  if (s.mla_legacy) {  // the MHA heads themselves (convert_hf_to_gguf before the absorbed form)
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.key_length"), V::U32(s.head_dim)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.value_length"), V::U32(s.mla_v_head_dim)));
+  } else {
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.key_length"), V::U32(s.kv_lora_rank + s.mla_rope_dim)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.value_length"), V::U32(s.kv_lora_rank)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.key_length_mla"), V::U32(s.head_dim)));
+    STOWAGE_RETURN_IF_ERROR(w->AddKV(key("attention.value_length_mla"), V::U32(s.mla_v_head_dim)));
+  }
   STOWAGE_RETURN_IF_ERROR(AddSharedExpertKeys(s, "deepseek2", w));
   if (s.n_expert_groups != 0) {
     STOWAGE_RETURN_IF_ERROR(w->AddKV(key("expert_group_count"), V::U32(s.n_expert_groups)));

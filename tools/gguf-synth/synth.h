@@ -97,6 +97,10 @@ struct ModelSpec {
   /// (0: no key), expert_weights_norm, expert_gating_func (1 softmax, 2 sigmoid), expert_group_count /
   /// expert_group_used_count (0: no key) and the expert-score bias exp_probs_b.bias.
   uint32_t q_lora_rank = 32, kv_lora_rank = 32, mla_rope_dim = 8, mla_v_head_dim = 0;
+  /// deepseek2 in the older form (files converted before the absorbed MLA): one attn_kv_b per layer
+  /// instead of attn_k_b / attn_v_b, no key_length_mla / value_length_mla; head_count_kv n_head,
+  /// key_length head_dim and value_length the v head (llama.cpp 2026 runs it as MHA).
+  bool mla_legacy = false;
   uint32_t n_dense_lead = 1, n_expert_shared = 1, expert_gating_func = 2;
   uint32_t n_expert_groups = 0, n_group_used = 0;
   float expert_weights_scale = 2.5f;
