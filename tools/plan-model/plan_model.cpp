@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli_numbers.h"
+#include "deploy_report.h"
 #include "llama_args.h"
 #include "planner_args.h"
 #include "probed_machine.h"
@@ -75,7 +76,7 @@ namespace {
 
 /// The command line's values, as CLI11 fills them.
 struct Options {
-  std::string model_path, out_path, ctk = "f16", ctv = "f16", device_list, sm = "layer", ts, explain;
+  std::string model_path, out_path, ctk = "f16", ctv = "f16", device_list, sm = "layer", ts, explain, report;
   std::string flash_attn = "off";
   std::vector<std::string> registry_dirs, ot, free_ovr;
   ContextConfig cfg;
@@ -141,6 +142,11 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_flag("--no-op-offload", o.no_op_offload, "do not offload large-batch ops of host weights to GPUs");
   app.add_option("--explain", o.explain, "print why every weight and node is where it is: text or json")
       ->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--report", o.report,
+                 "print the deployment report: per device the bytes of weights, KV, compute and output "
+                 "against free memory and the --fit target, what would move next, every device over "
+                 "(text or json; also when the plan does not fit)")
+      ->check(CLI::IsMember({"text", "json"}));
   app.add_option("--debug-splits", o.debug_splits,
                  "print the scheduler's splits as GGML_SCHED_DEBUG=N does (0, 1, 2)")
       ->check(tools::IntegerIn(0, 2));
@@ -156,16 +162,16 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_flag("--fit", o.fit, "search the largest -ngl that fits the devices' free memory and print it");
 }
 
-/// argv with "--explain" given its optional value ("--explain", "--explain json" and
-/// "--explain=json" all become "--explain=<value>", "text" when none).
-std::vector<std::string> WithExplainValue(int argc, char** argv) {
+/// argv with "--explain" and "--report" given their optional value ("--explain", "--explain json"
+/// and "--explain=json" all become "--explain=<value>", "text" when none).
+std::vector<std::string> WithOptionalValues(int argc, char** argv) {
   std::vector<std::string> args;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--explain") {
+    if (a == "--explain" || a == "--report") {
       const bool valued =
           i + 1 < argc && (std::string(argv[i + 1]) == "text" || std::string(argv[i + 1]) == "json");
-      a = "--explain=" + std::string(valued ? argv[++i] : "text");
+      a += "=" + std::string(valued ? argv[++i] : "text");
     }
     args.push_back(a);
   }
@@ -175,7 +181,7 @@ std::vector<std::string> WithExplainValue(int argc, char** argv) {
 /// Parses the command line into the options bound to `app` (llama.cpp's short aliases too): a
 /// negative value to go on, else the exit code (help, a parse error).
 int ParseCommandLine(CLI::App& app, int argc, char** argv) {
-  std::vector<std::string> args = WithExplainValue(argc, argv);
+  std::vector<std::string> args = WithOptionalValues(argc, argv);
   std::vector<char*> av;
   for (auto& a : args) av.push_back(a.data());
   return tools::ParseWithAliases(app, static_cast<int>(av.size()), av.data(),
@@ -208,6 +214,8 @@ Result<PlanRequest> MakeRequest(Options& o, const CLI::App& app, int argc, char*
     // llama_params_fit leaves an -ngl the user set alone; here --fit exists only to choose it.
     return InvalidArgument("--fit chooses -ngl: give --fit or -ngl N, not both (-ngl auto is --fit)");
   }
+  if (o.explain == "json" && o.report == "json")
+    return InvalidArgument("--explain=json and --report json both print JSON on standard output: give one");
   if (o.out_opt->count() > 0 && o.out_path.empty())
     return InvalidArgument(
         "-o/--output: empty file name (give the plan file to write, or no -o for no plan)");
@@ -292,6 +300,14 @@ int ReportAndWrite(const Options& o, const PlanResult& planned, FILE* log, doubl
   }
   if (o.explain == "text") std::printf("%s", ExplainText(outcome.placement).c_str());
   if (o.explain == "json") std::printf("%s", ExplainJson(outcome.placement).c_str());
+  if (!o.report.empty()) {
+    const tools::DeploymentReport r = tools::MakeDeploymentReport(
+        planned, o.model_path, static_cast<uint64_t>(o.fit_target_mib * 1048576.0));
+    if (o.report == "json")
+      std::printf("%s", tools::DeploymentReportJson(r).c_str());
+    else
+      std::fprintf(log, "%s", tools::DeploymentReportText(r).c_str());
+  }
   for (const std::string& w : planned.memory_warnings) {
     std::fflush(stdout);
     std::fprintf(stderr, "plan-model: warning: %s\n", w.c_str());
@@ -327,8 +343,10 @@ int Run(int argc, char** argv) {
 
   // Log lines go to standard output as plan-model always printed them, except when standard output
   // carries the result: the plan itself (-o /dev/stdout) or --explain=json.
-  FILE* log =
-      (o.explain == "json" || (!o.out_path.empty() && tools::IsStandardOutput(o.out_path))) ? stderr : stdout;
+  FILE* log = (o.explain == "json" || o.report == "json" ||
+               (!o.out_path.empty() && tools::IsStandardOutput(o.out_path)))
+                  ? stderr
+                  : stdout;
   if (!o.out_path.empty() && SameFile(o.out_path, o.model_path))
     return Fail(InvalidArgument("-o " + o.out_path +
                                 ": is the model file given with -m (writing the plan would replace it)"));

@@ -55,6 +55,21 @@ Result<std::vector<SplitBufferShare>> RowSplitShares(const ModelGraphs& m, const
   return out;
 }
 
+int BufferDevice(const PlacementOutcome& o, int buffer) {
+  const PlannedBuffer& b = o.memory.buffers[buffer];
+  if (b.mapped) return kNoDevice;
+  if (std::any_of(o.split_shares.begin(), o.split_shares.end(),
+                  [&](const SplitBufferShare& s) { return s.buffer == buffer; }))
+    return kSplitShares;
+  const DeviceSet& ds = o.devices;
+  const PlacedBuft& pb = o.placement.bufts[b.buft];
+  // ACCEL devices (ggml's BLAS, AMX; here ONEDNN) keep their buffers in host memory, like the CPU
+  // (their manifests report the same host memory): counted once, for the CPU, so that weights on
+  // ONEDNN plus the CPU's KV cache and compute buffers are checked together.
+  const bool host = pb.is_host || (pb.device >= 0 && ds.devices[pb.device].type == DeviceType::kAccel);
+  return host ? ds.cpu : pb.device;
+}
+
 std::vector<DeviceMemoryUse> DeviceMemory(const PlacementOutcome& o) {
   const DeviceSet& ds = o.devices;
   std::vector<DeviceMemoryUse> out(ds.devices.size());
@@ -67,25 +82,21 @@ std::vector<DeviceMemoryUse> DeviceMemory(const PlacementOutcome& o) {
   }
   for (size_t bi = 0; bi < o.memory.buffers.size(); ++bi) {
     const PlannedBuffer& b = o.memory.buffers[bi];
-    if (b.mapped) continue;
-    const auto share =
-        std::find_if(o.split_shares.begin(), o.split_shares.end(),
-                     [&](const SplitBufferShare& s) { return s.buffer == static_cast<int>(bi); });
-    if (share != o.split_shares.end()) {
-      for (size_t d = 0; d < out.size() && d < share->device_bytes.size(); ++d) {
-        out[d].needed += share->device_bytes[d];
-        out[d].by_usage[static_cast<int>(b.usage)] += share->device_bytes[d];
+    const int usage = static_cast<int>(b.usage);
+    const int d = BufferDevice(o, static_cast<int>(bi));
+    if (d == kNoDevice) continue;
+    if (d == kSplitShares) {
+      const auto share =
+          std::find_if(o.split_shares.begin(), o.split_shares.end(),
+                       [&](const SplitBufferShare& s) { return s.buffer == static_cast<int>(bi); });
+      for (size_t k = 0; k < out.size() && k < share->device_bytes.size(); ++k) {
+        out[k].needed += share->device_bytes[k];
+        out[k].by_usage[usage] += share->device_bytes[k];
       }
       continue;
     }
-    const PlacedBuft& pb = o.placement.bufts[b.buft];
-    // ACCEL devices (ggml's BLAS, AMX; here ONEDNN) keep their buffers in host memory, like the CPU
-    // (their manifests report the same host memory): counted once, for the CPU, so that weights on
-    // ONEDNN plus the CPU's KV cache and compute buffers are checked together.
-    const bool host = pb.is_host || (pb.device >= 0 && ds.devices[pb.device].type == DeviceType::kAccel);
-    const int d = host ? ds.cpu : pb.device;
     out[d].needed += b.size;
-    out[d].by_usage[static_cast<int>(b.usage)] += b.size;
+    out[d].by_usage[usage] += b.size;
   }
   return out;
 }

@@ -45,6 +45,14 @@ inline constexpr int64_t kMatrixRowPadding = 512;
 /// Needs PlanMemory's buffers/offsets in `m`. Errors: kInternal when a split buffer has no device.
 Result<std::vector<SplitBufferShare>> RowSplitShares(const ModelGraphs& m, const PlacementOutcome& o);
 
+/// The device whose memory plan buffer `buffer` (index into o.memory.buffers) counts for, by
+/// DeviceMemory's rules below: its buft's device, or the CPU for host memory (host bufts and ACCEL
+/// devices' buffers); kNoDevice for a mapped buffer (file pages), kSplitShares for a -sm row split
+/// buffer (its bytes count for each device by PlacementOutcome::split_shares).
+inline constexpr int kNoDevice = -1;
+inline constexpr int kSplitShares = -2;
+int BufferDevice(const PlacementOutcome& o, int buffer);
+
 /// Per device: the buffers of buffer types that are not host memory count for their device; host
 /// buffer types (CPU, CPU_REPACK, CUDA_Host) and the buffers of ACCEL devices (ONEDNN: host memory
 /// in another layout) count for the CPU; mapped buffers count for nobody
