@@ -264,11 +264,11 @@ std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcom
         n_ctx_per_seq, m.hp.n_ctx_train));
   // kv_size: n_ctx, or max(1, n_seq_max) state cells for a recurrent model; can_shift = !recurrent
   // (FEB25 llama_init_from_model / llama_kv_cache_init).
-  // Interleaved-SWA models (2026 architectures): llama_kv_cache_iswa's lines instead; MLA models
-  // (deepseek2, 2026) llama_kv_cache's.
-  const bool kv_2026 = m.cfg.n_ctx_swa > 0 || m.hp.is_mla();
+  // Interleaved-SWA models (2026 architectures): llama_kv_cache_iswa's lines instead; deepseek2
+  // (2026; the absorbed MLA cache and the older form's K / V cache alike) llama_kv_cache's.
+  const bool kv_2026 = m.cfg.n_ctx_swa > 0 || m.hp.arch == "deepseek2";
   if (m.cfg.n_ctx_swa > 0) IswaKvLines(m, o, &out);
-  if (m.cfg.n_ctx_swa == 0 && m.hp.is_mla()) KvCacheLines(m, o, false, m.cfg.n_ctx, &out);
+  if (m.cfg.n_ctx_swa == 0 && m.hp.arch == "deepseek2") KvCacheLines(m, o, false, m.cfg.n_ctx, &out);
   if (!kv_2026)
     out.push_back(
         Fmt("llama_kv_cache_init: kv_size = %u, offload = %d, type_k = '%s', type_v = '%s', n_layer = %u, "
