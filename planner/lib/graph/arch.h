@@ -252,12 +252,21 @@ struct MoeFfnOptions {
   /// LLM_FFN_SWIGLU_OAI_MOE (gpt-oss): the experts' activation is ggml_swiglu_oai(gate, up, 1.702, 7)
   /// ("ffn_moe_swiglu_oai") instead of o.op's.
   bool swiglu_oai = false;
+  /// Group-limited routing (hparams n_expert_groups / n_group_used, DeepSeek-V3): with more than one
+  /// group, only the experts of the n_group_used groups whose two best selection probabilities sum
+  /// highest take part in the top-k; the others' selection probabilities become -INFINITY.
+  int64_t n_expert_groups = 0, n_group_used = 0;
 };
 /// llm_build_moe_ffn over layer l's ffn_gate_inp and ffn_{up,gate,down}_exps: logits (MUL_MAT,
 /// [n_expert, n_tokens]) -> probs (o.gating) -> selection probs (probs + o.exp_probs_b
 /// "ffn_moe_probs_biased" when given; the weights still come from
-/// the unbiased probs) -> top-k (argsort + view, [n_expert_used, n_tokens]) -> GET_ROWS of the
-/// selected probs [1, n_used, n_tokens] (o.norm_w: over their sum; o.w_scale) -> MUL_MAT_ID up/gate
+/// the unbiased probs) -> with o.n_expert_groups > 1 the group mask (llama.cpp 2026: the selection
+/// probs reshaped [n_expert / n_groups, n_groups, n_tokens], each group's top-2 (argsort + view)
+/// gathered (GET_ROWS of a [1, n_per_group, n_groups, n_tokens] view) and summed (SUM_ROWS), the
+/// top n_group_used groups "ffn_moe_group_topk", their rows (GET_ROWS) stored (SET_ROWS) into
+/// FILL(-INFINITY) of the grouped shape, reshaped [n_expert, n_tokens] "ffn_moe_probs_masked") -> top-k
+/// (argsort + view, [n_expert_used, n_tokens]) -> GET_ROWS of the selected probs [1, n_used, n_tokens]
+/// (o.norm_w: over their sum; o.w_scale) -> MUL_MAT_ID up/gate
 /// -> activation -> MUL_MAT_ID down -> MUL(weights) -> sum of the n_used expert views. Returns the
 /// unnamed result [n_embd, n_tokens].
 /// Differs from llama.cpp 2026: no CLAMP of the weight sum to 2^-14 before the division (softmax and
@@ -272,10 +281,11 @@ int BuildMoeFfn(GraphBuilder& b, int x, const LayerWeights& l, int64_t n_expert,
 Status ReadSharedExpertRouting(const GgufFile& f, int default_gating, HParams* hp);
 /// The FFN of the llama.cpp 2026 MoE graphs with leading dense layers and shared experts (deepseek2,
 /// glm4moe) for layer il of input `cur` (the FFN norm's output): below hp.n_layer_dense_lead the
-/// dense SwiGLU FFN (BuildFfn of ffn_up / ffn_gate / ffn_down), else BuildMoeFfn with `o` and the
-/// layer's selection bias l.ffn_exp_probs_b, named "ffn_moe_out", plus the shared experts (BuildFfn of
-/// ffn_{up,gate,down}_shexp, named `shexp_name`: deepseek2 "ffn_shexp", glm4moe "ffn_shexp_out"; none
-/// when the layer has no ffn_up_shexp) added to it. Returns the FFN output, named "ffn_out".
+/// dense SwiGLU FFN (BuildFfn of ffn_up / ffn_gate / ffn_down), else BuildMoeFfn with `o`, the
+/// layer's selection bias l.ffn_exp_probs_b and hp's expert groups (n_expert_groups, n_group_used), named
+/// "ffn_moe_out", plus the shared experts (BuildFfn of ffn_{up,gate,down}_shexp, named `shexp_name`:
+/// deepseek2 "ffn_shexp", glm4moe "ffn_shexp_out"; none when the layer has no ffn_up_shexp) added to it.
+/// Returns the FFN output, named "ffn_out".
 int BuildLeadDenseMoeFfn(GraphBuilder& b, const HParams& hp, const LayerWeights& l, int cur, MoeFfnOptions o,
                          const char* shexp_name, int il);
 /// The rope configuration of the graphs (llama.cpp 2026 llama_context cparams): freq base and scale

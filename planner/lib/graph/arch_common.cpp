@@ -255,6 +255,21 @@ int BuildMoeFfn(GraphBuilder& b, int x, const LayerWeights& l, int64_t n_expert,
     selection_probs = b.Add(probs, b.Global(o.exp_probs_b));
     b.Name(selection_probs, "ffn_moe_probs_biased", il);
   }
+  if (o.n_expert_groups > 1) {  // keep the experts of the n_group_used best groups
+    const DimExpr n_groups = K(o.n_expert_groups), per_group = K(n_expert / o.n_expert_groups);
+    const int groups = b.Reshape(selection_probs, {per_group, n_groups, n_tokens, kC1});
+    int scores = b.TopK(groups, 2);  // [2, n_groups, n_tokens]
+    scores = b.GetRows(b.Reshape(groups, {kC1, per_group, n_groups, n_tokens}),
+                       scores);                                              // [1, 2, n_groups, n_tokens]
+    scores = b.SumRows(b.Reshape(scores, {K(2), n_groups, n_tokens, kC1}));  // [1, n_groups, n_tokens]
+    scores = b.Reshape(scores, {n_groups, n_tokens, kC1, kC1});
+    const int kept_groups = b.TopK(scores, static_cast<int>(o.n_group_used));  // [n_group_used, n_tokens]
+    b.Name(kept_groups, "ffn_moe_group_topk", il);
+    const int kept = b.GetRows(groups, kept_groups);  // [per_group, n_group_used, n_tokens]
+    selection_probs = b.SetRows(b.Fill(groups, -INFINITY), kept, kept_groups);
+    selection_probs = b.Reshape(selection_probs, {K(n_expert), n_tokens, kC1, kC1});
+    b.Name(selection_probs, "ffn_moe_probs_masked", il);
+  }
   const int selected = b.TopK(selection_probs, static_cast<int>(n_expert_used));  // [n_expert_used, n_tokens]
   b.Name(b[selected].srcs[0], "ffn_moe_argsort", il);
   b.Name(selected, "ffn_moe_topk", il);
@@ -353,6 +368,8 @@ int BuildLeadDenseMoeFfn(GraphBuilder& b, const HParams& hp, const LayerWeights&
     cur = BuildFfn(b, cur, l.ffn_up, -1, l.ffn_gate, -1, l.ffn_down, -1, FfnOp::kSilu, FfnGate::kPar, il);
   } else {
     o.exp_probs_b = l.ffn_exp_probs_b;
+    o.n_expert_groups = hp.n_expert_groups;
+    o.n_group_used = hp.n_group_used;
     const int moe_out = BuildMoeFfn(b, cur, l, hp.n_expert, hp.n_expert_used, o, il);
     b.Name(moe_out, "ffn_moe_out", il);
     if (l.ffn_up_shexp < 0) {

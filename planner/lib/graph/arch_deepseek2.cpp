@@ -12,8 +12,8 @@
 //
 // FFN: the first leading_dense_block_count layers a dense SwiGLU, the others routed experts
 // (BuildMoeFfn: softmax or sigmoid gating, the expert-score bias exp_probs_b, weights normalized and
-// scaled by expert_weights_scale) plus the shared experts' FFN. Group-limited routing
-// (expert_group_count > 1) is not built yet: such files get a warning (ReadDeepSeek2HParams).
+// scaled by expert_weights_scale, group-limited with expert_group_count > 1: DeepSeek-V3 / R1's 8
+// groups of which 4 are used) plus the shared experts' FFN.
 #include <cmath>
 
 #include "arch.h"
@@ -193,13 +193,6 @@ Status ReadDeepSeek2HParams(const GgufFile& f, HParams* hp) {
     return f.KeyError(p + "rope.scaling.yarn_log_multiplier", "a finite multiplier >= 0",
                       std::to_string(log_mul));
   hp->rope_yarn_log_mul = log_mul / 0.1f;
-  // Differs from llama.cpp: the graph routes over every expert (build_moe_ffn's group-limited
-  // selection is not built yet), so a file with groups is planned but may route otherwise.
-  if (hp->n_expert_groups > 1)
-    hp->warnings.push_back(f.path() + ": key '" + p + "expert_group_count' (" +
-                           std::to_string(hp->n_expert_groups) + ", " + std::to_string(hp->n_group_used) +
-                           " used): group-limited expert routing is not applied yet; the experts chosen may "
-                           "differ from llama.cpp's (buffer sizes are not affected)");
   STOWAGE_ASSIGN_OR_RETURN(const float temp, f.GetF32Or(p + "attention.temperature_scale", 0.f));
   if (temp != 0.f)
     return Unimplemented(

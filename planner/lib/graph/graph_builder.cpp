@@ -283,6 +283,12 @@ int GraphBuilder::TopK(int a, int k) {
   return View(sorted, ne, {nb[1], nb[2], nb[3]}, DimExpr{});
 }
 
+int GraphBuilder::Fill(int a, float c) {
+  const int t = NewTensor(GgmlOp::FILL, g_.tensors[a].type, g_.tensors[a].ne, {a});
+  SetParams(g_.tensors[t], Encode(FillParams{c}));
+  return t;
+}
+
 int GraphBuilder::Concat(int a, int b, int dim) {
   return NewNode(GgmlOp::CONCAT, g_.tensors[a].type, {a, b}, Encode(ConcatParams{dim}));
 }
@@ -353,6 +359,13 @@ int GraphBuilder::Cpy(int a, int b) {
   const int t = NewNode(GgmlOp::CPY, g_.tensors[b].type, {a, b});
   g_.tensors[t].view_src = OwnerOf(g_, b);
   g_.tensors[t].name = g_.tensors[b].name + " (copy of " + g_.tensors[a].name + ")";
+  return t;
+}
+
+int GraphBuilder::SetRows(int a, int b, int c) {
+  const int t = NewNode(GgmlOp::SET_ROWS, g_.tensors[a].type, {b, c, a});
+  g_.tensors[t].view_src = OwnerOf(g_, a);
+  g_.tensors[t].name = g_.tensors[a].name + " (view)";
   return t;
 }
 

@@ -84,6 +84,48 @@ std::string Error(SynthGguf& g) {
   return m.ok() ? "(built)" : m.status().message();
 }
 
+// llama.cpp 2026 build_moe_ffn's group-limited top-k (expert_group_count > 1): per MoE layer the
+// selection probabilities [2 per group, 2 groups, n_tokens] masked to the best group (FILL -INFINITY,
+// SET_ROWS of the kept group's rows) before the experts' top-k; planned without a warning. Without
+// groups none of it.
+TEST(DeepSeek2, GroupLimitedTopK) {
+  SynthGguf g = DeepSeek2File();
+  g.U32("deepseek2.expert_group_count", 2);
+  g.U32("deepseek2.expert_group_used_count", 1);
+  auto m = Build(g);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_TRUE(m->hp.warnings.empty());
+  const Graph& pp = m->pp;
+  for (const char* l : {"-1", "-2"}) {
+    const std::string layer(l);
+    EXPECT_TRUE(HasNode(pp, GgmlOp::VIEW, "ffn_moe_group_topk" + layer)) << l;
+    EXPECT_TRUE(HasNode(pp, GgmlOp::RESHAPE, "ffn_moe_probs_masked" + layer)) << l;
+  }
+  const auto count = [&](const Graph& gr, GgmlOp op) {
+    return std::count_if(gr.nodes.begin(), gr.nodes.end(), [&](int n) { return gr.tensors[n].op == op; });
+  };
+  EXPECT_EQ(count(pp, GgmlOp::FILL), 2);      // one per MoE layer
+  EXPECT_EQ(count(pp, GgmlOp::SET_ROWS), 2);  // the kept rows into the -INFINITY fill
+  EXPECT_EQ(count(pp, GgmlOp::ARGSORT), 6);   // each group's top 2, the groups' top, the experts' top-k
+  for (int n : pp.nodes) {
+    const Tensor& t = pp.tensors[n];
+    if (t.op == GgmlOp::FILL) {
+      ASSERT_EQ(t.fparams.size(), 1u);
+      EXPECT_EQ(t.fparams[0], -INFINITY);
+      EXPECT_EQ(m->pp.WorstCase().Eval(t.ne[0]), 2);  // experts per group
+      EXPECT_EQ(m->pp.WorstCase().Eval(t.ne[1]), 2);  // groups
+    }
+    // the experts' top-k reads the masked probabilities
+    if (t.op == GgmlOp::ARGSORT && t.name.rfind("ffn_moe_argsort", 0) == 0)
+      EXPECT_EQ(pp.tensors[t.srcs[0]].name.rfind("ffn_moe_probs_masked", 0), 0u) << t.name;
+  }
+  SynthGguf plain = DeepSeek2File();
+  auto p = Build(plain);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(count(p->pp, GgmlOp::FILL), 0);
+  EXPECT_EQ(count(p->pp, GgmlOp::ARGSORT), 2);
+}
+
 TEST(DeepSeek2, CacheIsOneKRowPerTokenWithoutV) {
   SynthGguf g = DeepSeek2File();
   auto m = Build(g);
@@ -188,17 +230,7 @@ TEST(DeepSeek2, BadInputIsOneLineNamingTheKey) {
     EXPECT_NE(e.find(c.want), std::string::npos) << e;
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   }
-  // expert groups: planned with a warning (the group-limited selection is not built); more used than
-  // there are, or a count that does not divide the experts, refused
-  {
-    SynthGguf g = DeepSeek2File();
-    g.U32("deepseek2.expert_group_count", 2);
-    g.U32("deepseek2.expert_group_used_count", 1);
-    auto m = Build(g);
-    ASSERT_TRUE(m.ok()) << m.status().message();
-    ASSERT_EQ(m->hp.warnings.size(), 1u);
-    EXPECT_NE(m->hp.warnings[0].find("group-limited expert routing is not applied yet"), std::string::npos);
-  }
+  // expert groups: more used than there are, or a count that does not divide the experts, refused
   {
     SynthGguf g = DeepSeek2File();
     g.U32("deepseek2.expert_group_count", 2);

@@ -85,6 +85,13 @@ class GraphBuilder {
   /// ggml_top_k as of ggml Feb 2025: Argsort(a, DESC) and a view of its first k columns
   /// ([k, ne1, ne2, ne3]); returns the view (its src is the ARGSORT node).
   int TopK(int a, int k);
+  /// ggml_fill(a, c): a new tensor of a's shape and type (F32 or F16, contiguous) with every element
+  /// c (FillParams); a gives only the shape.
+  int Fill(int a, float c);
+  /// ggml_set_rows(a, b, c): the rows of b [ne0, n, ne2, ne3] (F32) stored into a [ne0, m, ne2, ne3]
+  /// at the row indices c I32 / I64 [n, ne2', ne3'] (broadcast over b's ne2 / ne3); the result is a
+  /// view of a (its memory), "<a> (view)", sources in ggml's order b, c, a.
+  int SetRows(int a, int b, int c);
   /// ggml_concat: a and b joined along `dim` (other dims equal); type of a.
   int Concat(int a, int b, int dim);
   /// ggml_ssm_conv(sx, c): sx [d_conv - 1 + n_t, d_inner, n_s], c [d_conv, d_inner]
