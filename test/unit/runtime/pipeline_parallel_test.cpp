@@ -117,10 +117,13 @@ class SynthModels : public ::testing::Environment {
     };
     // phi3: gguf-synth writes attention.sliding_window (2047); n_layer 32 / n_ctx_train 4096 would
     // also give llama.cpp's pre-key default.
-    for (const M& m : {M{"llama", "llama", false, 4, 2048}, M{"llama-tied", "llama", true, 3, 2048},
-                       M{"qwen2", "qwen2", false, 4, 2048}, M{"phi3", "phi3", false, 32, 4096},
-                       M{"gemma", "gemma", true, 4, 2048}, M{"mamba", "mamba", true, 4, 2048},
-                       M{"qwen2moe", "qwen2moe", false, 4, 2048}, M{"mixtral", "mixtral", false, 4, 2048}}) {
+    for (const M& m :
+         {M{"llama", "llama", false, 4, 2048}, M{"llama-tied", "llama", true, 3, 2048},
+          M{"qwen2", "qwen2", false, 4, 2048}, M{"phi3", "phi3", false, 32, 4096},
+          M{"gemma", "gemma", true, 4, 2048}, M{"mamba", "mamba", true, 4, 2048},
+          M{"qwen2moe", "qwen2moe", false, 4, 2048}, M{"mixtral", "mixtral", false, 4, 2048},
+          M{"qwen3moe", "qwen3moe", false, 3, 2048}, M{"glm4moe", "glm4moe", false, 3, 2048},
+          M{"gpt-oss", "gpt-oss", false, 3, 2048}, M{"deepseek2", "deepseek2", false, 3, 2048}}) {
       synth::ModelSpec s;
       s.arch = m.arch;
       s.tied_output = m.tied;
@@ -244,7 +247,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"synth_gemma", "synth:gemma", "h200,h200,llamacpp-cpu", 99},
         Case{"synth_mamba", "synth:mamba", "h200,h200,llamacpp-cpu", 99},
         Case{"synth_qwen2moe", "synth:qwen2moe", "h200,h200,llamacpp-cpu", 99},
-        Case{"synth_mixtral", "synth:mixtral", "h200,h100,rtx4090,llamacpp-cpu", 99}),
+        Case{"synth_mixtral", "synth:mixtral", "h200,h100,rtx4090,llamacpp-cpu", 99},
+        Case{"synth_qwen3moe", "synth:qwen3moe", "h200,h200,llamacpp-cpu", 99},
+        Case{"synth_glm4moe", "synth:glm4moe", "h200,h200,llamacpp-cpu", 99},
+        Case{"synth_gpt_oss", "synth:gpt-oss", "h200,h100,llamacpp-cpu", 99},
+        Case{"synth_deepseek2", "synth:deepseek2", "h200,h200,llamacpp-cpu", 99}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // ---- the liveness check can fail -------------------------------------------------------------
@@ -503,6 +510,59 @@ TEST(HostilePlanner, TensorOverridesTurnPipelineParallelismOff) {
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
   EXPECT_EQ(plain->n_copies, 4);
 }
+
+// --cpu-moe and --n-cpu-moe plans of every MoE architecture run: the experts of the first layers
+// (or all of them) stay in the CPU buffer type while the rest of each layer is on the GPU-type
+// device (the asynchronous test backend), and the logits are the CPU-only plan's. The plan is
+// checked to really split the layer: block 0's expert stacks on the CPU, block n_layer-1's on the
+// GPU with --n-cpu-moe 1 (leading dense layers: deepseek2 and glm4moe start their experts at block
+// 1, so --n-cpu-moe 2 there).
+struct MoeCase {
+  const char* arch;
+  int n_cpu_moe;  // 0: --cpu-moe
+  int first_moe_block;
+};
+
+class MoeCpuExperts : public ::testing::TestWithParam<MoeCase> {};
+
+/// The device name of the buffer holding weight `name` in plan `bytes` ("" when absent).
+std::string WeightDevice(const std::vector<uint8_t>& bytes, const std::string& name) {
+  std::unique_ptr<bp::PlanT> p = bp::UnPackPlan(bytes.data());
+  for (const auto& t : p->tensors)
+    if (t->name == name) return p->devices[p->buffers[t->buffer]->device]->name;
+  return "";
+}
+
+TEST_P(MoeCpuExperts, ExpertsOnTheCpuRunAsTheCpuOnlyPlan) {
+  const MoeCase c = GetParam();
+  const std::string model = SynthModels::Path(c.arch);
+  auto plan =
+      PlanOn(model, "h200,llamacpp-cpu", 99, /*no_host_buft=*/true, [&](planner::PlacementOptions& o) {
+        for (const auto& x : planner::CpuMoeOverrides(c.n_cpu_moe == 0, c.n_cpu_moe, "CPU"))
+          o.overrides.push_back(x);
+      });
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->n_copies, 1) << "tensor overrides turn pipeline parallelism off";
+  const std::string first = "blk." + std::to_string(c.first_moe_block) + ".ffn_gate_exps.weight";
+  const std::string last = "blk.2.ffn_gate_exps.weight";  // the synthetic models have 3 blocks
+  EXPECT_EQ(WeightDevice(plan->bytes, first), "CPU") << first;
+  EXPECT_EQ(WeightDevice(plan->bytes, last), c.n_cpu_moe == 0 ? "CPU" : "CUDA0") << last;
+  EXPECT_EQ(WeightDevice(plan->bytes, "blk.2.attn_norm.weight"), "CUDA0");
+  EXPECT_TRUE(Conflicts(plan->bytes).empty()) << Join(Conflicts(plan->bytes));
+  RunAgainstCpuOnly(model, plan->bytes);
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, MoeCpuExperts,
+                         ::testing::Values(MoeCase{"qwen3moe", 1, 0}, MoeCase{"qwen3moe", 0, 0},
+                                           MoeCase{"glm4moe", 2, 1}, MoeCase{"glm4moe", 0, 1},
+                                           MoeCase{"gpt-oss", 1, 0}, MoeCase{"gpt-oss", 0, 0},
+                                           MoeCase{"deepseek2", 2, 1}, MoeCase{"deepseek2", 0, 1}),
+                         [](const ::testing::TestParamInfo<MoeCase>& i) {
+                           std::string n = i.param.arch;
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n + (i.param.n_cpu_moe == 0 ? "_cpu_moe" : "_n_cpu_moe");
+                         });
 
 }  // namespace
 }  // namespace stowage
