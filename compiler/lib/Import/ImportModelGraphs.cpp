@@ -328,6 +328,8 @@ FailureOr<Operation *> GraphImporter::createSourceOp(const planner::Tensor &t,
     return b_.create<ggml::ReshapeOp>(loc, type, src[0]).getOperation();
   case GgmlOp::TRANSPOSE:
     return b_.create<ggml::TransposeOp>(loc, type, src[0]).getOperation();
+  case GgmlOp::REPEAT:
+    return b_.create<ggml::RepeatOp>(loc, type, src[0]).getOperation();
   default:
     return static_cast<Operation *>(nullptr);
   }

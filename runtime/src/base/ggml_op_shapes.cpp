@@ -275,6 +275,7 @@ ShapeRuleKind GetShapeRuleKind(GgmlOp op) {
     case GgmlOp::RESHAPE:
     case GgmlOp::VIEW:
     case GgmlOp::CONT:
+    case GgmlOp::REPEAT:
       return ShapeRuleKind::kGiven;
     case GgmlOp::DUP:
     case GgmlOp::ADD:
@@ -418,6 +419,18 @@ Status CheckShape(GgmlOp op, const SrcShapes& srcs, const OpParamsRef& params, c
         if (d < 0)
           return InvalidArgument(name + ": result " + ShapeString(result) + " has a negative dimension");
       if (op == GgmlOp::VIEW || srcs.empty() || !srcs[0]) return Status::Ok();
+      if (op == GgmlOp::REPEAT) {  // ggml_repeat_4d: ggml_can_repeat(a, result)
+        const Ne4& a = *srcs[0];
+        bool empty_a = false;
+        for (int64_t d : a) empty_a = empty_a || d == 0;
+        for (int d = 0; d < 4 && !empty_a; ++d)
+          if (result[d] % a[d] != 0)
+            return InvalidArgument(name + ": result " + ShapeString(result) + " is not a repetition of a " +
+                                   ShapeString(a) + ": ne" + std::to_string(d) + " " +
+                                   std::to_string(result[d]) + " is not a multiple of " +
+                                   std::to_string(a[d]) + " (ggml_repeat_4d)");
+        return Status::Ok();
+      }
       const int64_t n = Elements(result), m = Elements(*srcs[0]);
       if (n != m)
         return InvalidArgument(name + ": result " + ShapeString(result) + " has " + std::to_string(n) +

@@ -155,6 +155,14 @@ TEST(OpShapes, GivenShapes) {
             "RESHAPE: result [2, 3, 1, 1] has 6 elements, a [6, 4, 1, 1] 24 (ggml_reshape_4d)");
   EXPECT_FALSE(CheckShape(GgmlOp::CONT, {Ne4{6, 4, 1, 1}}, kNoParams, Ne4{5, 4, 1, 1}).ok());
   EXPECT_TRUE(CheckShape(GgmlOp::VIEW, {Ne4{6, 4, 1, 1}}, kNoParams, Ne4{2, 1, 1, 1}).ok());
+  // ggml_repeat_4d (deepseek2's k_pe over the heads): every dimension a multiple of a's.
+  EXPECT_EQ(GetShapeRuleKind(GgmlOp::REPEAT), ShapeRuleKind::kGiven);
+  EXPECT_TRUE(CheckShape(GgmlOp::REPEAT, {Ne4{8, 1, 5, 1}}, kNoParams, Ne4{8, 16, 5, 1}).ok());
+  EXPECT_TRUE(CheckShape(GgmlOp::REPEAT, {Ne4{8, 2, 5, 1}}, kNoParams, Ne4{16, 4, 10, 3}).ok());
+  EXPECT_EQ(
+      CheckShape(GgmlOp::REPEAT, {Ne4{8, 3, 5, 1}}, kNoParams, Ne4{8, 16, 5, 1}).message(),
+      "REPEAT: result [8, 16, 5, 1] is not a repetition of a [8, 3, 5, 1]: ne1 16 is not a multiple of 3 "
+      "(ggml_repeat_4d)");
   EXPECT_EQ(InferShape(GgmlOp::VIEW, {Ne4{6, 4, 1, 1}}, kNoParams).status().code(),
             StatusCode::kUnimplemented);
   EXPECT_TRUE(CheckShape(GgmlOp::ADD, {Ne4{4, 3, 1, 1}, Ne4{4, 1, 1, 1}}, kNoParams, Ne4{4, 3, 1, 1}).ok());

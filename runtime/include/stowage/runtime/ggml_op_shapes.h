@@ -42,7 +42,8 @@ using DimNamer = std::function<std::string(size_t src, int d)>;
 enum class ShapeRuleKind : uint8_t {
   kNone,      ///< no rule here (ops the builders never emit: SET, IM2COL, POOL_2D, ...)
   kInferred,  ///< InferShape computes it
-  kGiven,     ///< an argument of the constructor (ggml_reshape_4d, ggml_view_4d, ggml_cont_4d):
+  kGiven,     ///< an argument of the constructor (ggml_reshape_4d, ggml_view_4d, ggml_cont_4d,
+              ///< ggml_repeat_4d):
               ///< CheckShape checks it against the sources
 };
 
@@ -96,6 +97,8 @@ Result<Ne4> InferShape(GgmlOp op, const SrcShapes& srcs, const OpParamsRef& para
 
 /// Checks that `result` is the shape of a node of `op`: for kInferred ops InferShape's result, for
 /// kGiven ops RESHAPE and CONT the same element count as a (src 0) (ggml_reshape_4d, ggml_cont_4d),
+/// REPEAT each result dimension a multiple of a's (ggml_repeat_4d's ggml_can_repeat; any result
+/// when a has no elements),
 /// VIEW any shape (its bounds are checked with its strides and offset by the caller). Ops of kind
 /// kNone pass. Errors: InferShape's, or kInvalidArgument "ADD: result [4, 2, 1, 1] must be
 /// [4, 3, 1, 1] (the shape of its sources)", "RESHAPE: result [...] has 6 elements, a [...] 8

@@ -707,6 +707,22 @@ func.func @f(%a0: !ggml.tensor<[3, 8], f32>, %a1: !ggml.tensor<[n_tokens, 8], f3
 
 // -----
 
+func.func @f(%a0: !ggml.tensor<[64, 3, n_tokens], f32>) {
+  // expected-error @+1 {{REPEAT: result [64, 16, 1, 1] is not a repetition of a [64, 3, 1, 1]: ne1 16 is not a multiple of 3 (ggml_repeat_4d)}}
+  %r = ggml.repeat %a0 : (!ggml.tensor<[64, 3, n_tokens], f32>) -> !ggml.tensor<[64, 16, n_tokens], f32>
+  return
+}
+
+// -----
+
+func.func @f(%a0: !ggml.tensor<[64, 1, n_tokens], f32>) {
+  // expected-error @+1 {{result element type must be a's (f32), got f16 (ggml_repeat_4d)}}
+  %r = ggml.repeat %a0 : (!ggml.tensor<[64, 1, n_tokens], f32>) -> !ggml.tensor<[64, 16, n_tokens], f16>
+  return
+}
+
+// -----
+
 func.func @f(%a0: !ggml.tensor<[3, 8], f32>, %a1: !ggml.tensor<[n_tokens, 8], f16>) {
   // expected-error @+1 {{a and b must have the same element type (ggml_concat)}}
   %r = ggml.concat %a0, %a1 {dim = 0 : i32} : (!ggml.tensor<[3, 8], f32>, !ggml.tensor<[n_tokens, 8], f16>) -> !ggml.tensor<[n_tokens+3, 8], f32>

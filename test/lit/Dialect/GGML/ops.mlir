@@ -135,6 +135,10 @@ func.func @mamba(%conv: !ggml.tensor<[3, 128], f32>, %x: !ggml.tensor<[128, n_to
                  %B: !ggml.tensor<[16, 1, n_tokens], f32>, %C: !ggml.tensor<[16, 1, n_tokens], f32>,
                  %ids: !ggml.tensor<[1], i32>) -> !ggml.tensor<[n_tokens*128+2048], f32> {
   %xt = ggml.transpose %x : (!ggml.tensor<[128, n_tokens], f32>) -> !ggml.tensor<[n_tokens, 128], f32>
+  // ggml_repeat_4d: deepseek2's roped k_pe head over 16 heads.
+  // CHECK: ggml.repeat %{{.*}} : (!ggml.tensor<[128, 1, n_tokens], f32>) -> !ggml.tensor<[128, 16, n_tokens], f32>
+  %xr = ggml.reshape %x : (!ggml.tensor<[128, n_tokens], f32>) -> !ggml.tensor<[128, 1, n_tokens], f32>
+  %rep = ggml.repeat %xr : (!ggml.tensor<[128, 1, n_tokens], f32>) -> !ggml.tensor<[128, 16, n_tokens], f32>
   // CHECK: ggml.concat %{{.*}}, %{{.*}} {dim = 0 : i32} : (!ggml.tensor<[3, 128], f32>, !ggml.tensor<[n_tokens, 128], f32>) -> !ggml.tensor<[n_tokens+3, 128], f32>
   %cx = ggml.concat %conv, %xt {dim = 0 : i32} : (!ggml.tensor<[3, 128], f32>, !ggml.tensor<[n_tokens, 128], f32>) -> !ggml.tensor<[n_tokens+3, 128], f32>
   %w = ggml.weight "blk.0.ssm_conv1d.weight" : !ggml.tensor<[4, 128], f32>

@@ -166,8 +166,9 @@ std::optional<int64_t> evalDim(const Dim &d, const Binding &b) {
 /// values (each symbol at its least value or kBig; for an affine dimension the extremes are at the
 /// vertices), and the result is read back as an affine form from the least binding and one step in
 /// each symbol, then checked at the vertices. Emits the rule's message and fails.
-FailureOr<SmallVector<Dim, 4>> ruleShape(Operation *op, GgmlOp ggmlOp, ArrayRef<Value> srcs,
-                                         const EncodedOpParams &params = {}) {
+/// The bindings where the rules are evaluated: the vertices of the box of symbol values (the
+/// first is every symbol at its least value), then the least binding plus one step in each symbol.
+SmallVector<Binding> ruleBindings() {
   Binding lo{};
   for (unsigned s = 0; s < kNumSyms; ++s)
     lo[s] = static_cast<Sym>(s) == Sym::kv_head || static_cast<Sym>(s) == Sym::kv_head_swa ? 0 : 1;
@@ -184,6 +185,30 @@ FailureOr<SmallVector<Dim, 4>> ruleShape(Operation *op, GgmlOp ggmlOp, ArrayRef<
     ++b[s];
     at.push_back(b);
   }
+  return at;
+}
+
+/// The shape of `v` at binding `b`; std::nullopt on int64 overflow.
+std::optional<Ne4> shapeAt(Value v, const Binding &b) {
+  Ne4 ne{};
+  for (unsigned i = 0; i < 4; ++i) {
+    std::optional<int64_t> x = evalDim(tensorOf(v).getNe(i), b);
+    if (!x)
+      return std::nullopt;
+    ne[i] = *x;
+  }
+  return ne;
+}
+
+/// The result shape of `ggmlOp` over `srcs` (absent optional operands null) by its rule, as Dims.
+/// The rule is a function of concrete shapes: it must hold at every vertex of the box of symbol
+/// values (each symbol at its least value or kBig; for an affine dimension the extremes are at the
+/// vertices), and the result is read back as an affine form from the least binding and one step in
+/// each symbol, then checked at the vertices. Emits the rule's message and fails.
+FailureOr<SmallVector<Dim, 4>> ruleShape(Operation *op, GgmlOp ggmlOp, ArrayRef<Value> srcs,
+                                         const EncodedOpParams &params = {}) {
+  const SmallVector<Binding> at = ruleBindings();
+  const Binding &lo = at[0];
   // Messages name the operands' dimensions as they are written (n_tokens, n_kv+3).
   const DimNamer namer = [&](size_t i, int d) { return tensorOf(srcs[i]).getNe(d).str(); };
   const OpParamsRef p(params.iparams, params.fparams);
@@ -194,16 +219,11 @@ FailureOr<SmallVector<Dim, 4>> ruleShape(Operation *op, GgmlOp ggmlOp, ArrayRef<
       shapes.emplace_back();
       if (!v)
         continue;
-      Ne4 ne{};
-      for (unsigned i = 0; i < 4; ++i) {
-        std::optional<int64_t> x = evalDim(tensorOf(v).getNe(i), b);
-        if (!x) {
-          op->emitOpError() << "an operand dimension overflows int64";
-          return failure();
-        }
-        ne[i] = *x;
+      shapes.back() = shapeAt(v, b);
+      if (!shapes.back()) {
+        op->emitOpError() << "an operand dimension overflows int64";
+        return failure();
       }
-      shapes.back() = ne;
     }
     Result<Ne4> r = InferShape(ggmlOp, shapes, p, namer);
     if (!r.ok()) {
@@ -238,6 +258,22 @@ LogicalResult checkRule(Operation *op, GgmlOp ggmlOp, ArrayRef<Value> srcs, Type
   if (failed(shape))
     return failure();
   return checkResult(op, *shape, element, rule);
+}
+
+/// The result shape of a kGiven op (an argument of its constructor) must pass the op's CheckShape
+/// at every binding of ruleBindings.
+LogicalResult checkGiven(Operation *op, GgmlOp ggmlOp, ArrayRef<Value> srcs) {
+  for (const Binding &b : ruleBindings()) {
+    SrcShapes shapes;
+    for (Value v : srcs)
+      shapes.push_back(shapeAt(v, b));
+    std::optional<Ne4> result = shapeAt(op->getResult(0), b);
+    if (!result || llvm::any_of(shapes, [](const std::optional<Ne4> &s) { return !s; }))
+      return op->emitOpError() << "a dimension overflows int64";
+    if (Status st = CheckShape(ggmlOp, shapes, OpParamsRef(), *result); !st.ok())
+      return op->emitOpError() << st.message();
+  }
+  return success();
 }
 
 LogicalResult verifyBinary(Operation *op, GgmlOp ggmlOp, StringRef ggmlName) {
@@ -572,6 +608,14 @@ LogicalResult PermuteOp::verify() {
 LogicalResult TransposeOp::verify() {
   return checkRule(*this, GgmlOp::TRANSPOSE, {getA()}, tensorOf(getA()).getElementType(),
                    "ggml_transpose: [a.ne1, a.ne0, a.ne2, a.ne3]");
+}
+
+LogicalResult RepeatOp::verify() {
+  TensorType a = tensorOf(getA()), r = tensorOf(getResult());
+  if (r.getElementType() != a.getElementType())
+    return emitOpError() << "result element type must be a's (" << a.getElementTypeName()
+                         << "), got " << r.getElementTypeName() << " (ggml_repeat_4d)";
+  return checkGiven(*this, GgmlOp::REPEAT, {getA()});
 }
 
 LogicalResult ConcatOp::verify() {

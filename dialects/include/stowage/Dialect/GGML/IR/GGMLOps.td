@@ -667,6 +667,21 @@ def GGML_ConcatOp : GGML_Op<"concat"> {
   let assemblyFormat = "$a `,` $b attr-dict `:` functional-type(operands, results)";
 }
 
+def GGML_RepeatOp : GGML_Op<"repeat"> {
+  let summary = "REPEAT: a tiled to the result's shape";
+  let description = [{
+    ggml_repeat_4d: result[i0, i1, i2, i3] = a[i0 % a.ne0, i1 % a.ne1, i2 % a.ne2, i3 % a.ne3];
+    each result dimension a multiple of a's (ggml_can_repeat), same element type. deepseek2's MHA
+    form repeats the one roped k_pe head over every head before the CONCAT into K.
+    Example:
+      %r = ggml.repeat %kpe : (!ggml.tensor<[64, 1, n_tokens], f32>)
+             -> !ggml.tensor<[64, 16, n_tokens], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$a);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
+}
+
 //===----------------------------------------------------------------------===//
 // State-space models (mamba)
 //===----------------------------------------------------------------------===//
