@@ -31,8 +31,9 @@ struct LayerWeights {
   int attn_sinks = -1;
   int ffn_gate_inp_shexp = -1, ffn_gate_shexp = -1, ffn_up_shexp = -1, ffn_down_shexp = -1;
   // deepseek2's MLA (llama.cpp llama_layer wq_a, wq_b, attn_q_a_norm, wkv_a_mqa, attn_kv_a_norm,
-  // wk_b, wv_b) and the experts' selection bias (exp_probs_b.bias)
+  // wk_b, wv_b; wkv_b in files of the older form) and the experts' selection bias (exp_probs_b.bias)
   int wq_a = -1, wq_b = -1, attn_q_a_norm = -1, wkv_a_mqa = -1, attn_kv_a_norm = -1, wk_b = -1, wv_b = -1;
+  int wkv_b = -1;
   int ffn_exp_probs_b = -1;
   // rope frequency factors: rope_freqs (llama 3.1), or rope_factors_long/short (longrope, phi3)
   int rope_freqs = -1, rope_long = -1, rope_short = -1;
@@ -150,13 +151,14 @@ Status BuildDeepSeek2Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& 
 /// llama_model_deepseek2::load_arch_hparams after the common keys (ReadHParams): leading dense
 /// layers (<= block_count), q_lora_rank (required but for the lite models: 26 or 27 layers, or 48
 /// with 128256 tokens), kv_lora_rank (> 0), key_length_mla / value_length_mla (both or neither;
-/// neither: the pre-absorption attn_kv_b form, refused as not supported), the cache row of the
-/// absorbed form (head_count_kv 1, key_length kv_lora_rank + n_rot, value_length kv_lora_rank,
-/// key_length_mla > n_rot), expert_feed_forward_length and expert_shared_count (required),
-/// expert_weights_scale / _norm, expert_gating_func (absent: softmax, GLM 4.7 Lite's sigmoid;
-/// 1 or 2 else refused), experts when a layer past the leading ones has them, yarn_log_multiplier
-/// divided by 0.1 (the converter's factor); attention.temperature_scale refused. One-line errors
-/// naming the key (GgufFile::KeyError).
+/// neither: the older attn_kv_b form, its heads head_count_kv = head_count, key_length > n_rot by an
+/// even non-rotated part), each layer's tensors of that form only (attn_kv_b, or attn_k_b and
+/// attn_v_b), the cache row of the absorbed form (head_count_kv 1, key_length kv_lora_rank + n_rot,
+/// value_length kv_lora_rank, key_length_mla > n_rot), expert_feed_forward_length and expert_shared_count
+/// (required), expert_weights_scale / _norm, expert_gating_func (absent: softmax, GLM 4.7 Lite's sigmoid; 1
+/// or 2 else refused), experts when a layer past the leading ones has them, yarn_log_multiplier divided by
+/// 0.1 (the converter's factor); attention.temperature_scale refused. One-line errors naming the key
+/// (GgufFile::KeyError).
 Status ReadDeepSeek2HParams(const GgufFile& f, HParams* hp);
 /// gpt-oss (llama.cpp 2026 llama_model_openai_moe): see arch_gpt_oss.cpp.
 Status LoadGptOssWeights(WeightLoader& wl, const HParams& hp, ModelWeights& w);

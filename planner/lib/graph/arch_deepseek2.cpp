@@ -7,8 +7,12 @@
 // by attn_k_b, and a roped part; the compressed KV (attn_kv_a_mqa: kv_lora_rank values, RMS-normed,
 // and n_rot roped ones shared by every head) is the one cached K row per token (one KV head of
 // kv_lora_rank + n_rot); V is the first kv_lora_rank values of the same cells (a view, no V cache),
-// and attn_v_b decompresses the attention's result per head before attn_output. Files of before
-// the absorbed form (attn_kv_b only; the reference runs them as MHA with a rope offset) are refused.
+// and attn_v_b decompresses the attention's result per head before attn_output. Files of the older
+// form (one attn_kv_b per layer, no key_length_mla / value_length_mla; many DeepSeek-V2/V3/R1 files)
+// run as the reference runs them, as MHA: attn_kv_b decompresses kv_cmpr into every head's non-rotated
+// K part and V, the one roped k_pe head is repeated over the heads and joined to them, Q is roped over
+// its last n_rot dims (ggml_rope_set_offset), and the cache is a regular K / V cache of heads
+// qk_nope + n_rot and v wide.
 //
 // FFN: the first leading_dense_block_count layers a dense SwiGLU, the others routed experts
 // (BuildMoeFfn: softmax or sigmoid gating, the expert-score bias exp_probs_b, weights normalized and
@@ -25,8 +29,38 @@ namespace {
 const DimExpr kT = DimExpr::Tokens(), kKV = DimExpr::Kv(), kC1 = DimExpr::Const(1);
 DimExpr K(int64_t v) { return DimExpr::Const(v); }
 
-// The MLA attention of one layer (llama_model_deepseek2::graph's is_mla branch and build_attn over
-// llm_graph_input_attn_k with v_mla): `cur` is the normed input [n_embd, n_tokens]; returns the
+// The older form's attention (llama_model_deepseek2::graph without is_mla, build_attn over
+// llm_graph_input_attn_kv): `q` [hk, n_head, n_tokens], `kv_cmpr` the normed compressed KV
+// [kv_lora_rank, n_tokens], `k_pe` the roped rope part [n_rot, 1, n_tokens]; returns the attention
+// output after attn_output (BuildKv), [n_embd, n_tokens].
+int BuildMhaAttention(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& l, int q, int kv_cmpr,
+                      int k_pe, int inp_pos, int kq_mask, const RopeConfig& rc, float kq_scale, int il) {
+  const HParams& hp = m.hp;
+  const int64_t hk = hp.n_embd_head_k, hv = hp.n_embd_head_v, n_rot = hp.n_rot, nope = hk - n_rot;
+  const int64_t n_head = hp.n_head;
+  const int64_t f32 = static_cast<int64_t>(GetTypeTraits(GgmlType::F32).type_size);
+  const int kv = b.MulMat(b.Global(l.wkv_b), kv_cmpr);  // [n_head * (nope + hv), n_tokens]
+  b.Name(kv, "kv", il);
+  const int64_t kv_row = (nope + hv) * f32;
+  const int k_nope = b.View3d(kv, K(nope), K(n_head), kT, K(kv_row), K(kv_row * n_head), DimExpr{});
+  b.Name(k_nope, "k_nope_view", il);
+  int v_cur = b.View3d(kv, K(hv), K(n_head), kT, K(kv_row), K(kv_row * n_head), K(nope * f32));
+  b.Name(v_cur, "Vcur_view", il);
+  v_cur = b.Cont(v_cur, b[v_cur].ne);
+  b.Name(v_cur, "Vcur_cont", il);
+  RopeConfig tail = rc;  // only the last n_rot dims of each head rotate
+  tail.n_offs = static_cast<int>(nope);
+  const int q_cur = b.RopeExt(q, inp_pos, -1, tail);
+  b.Name(q_cur, "Qcur", il);
+  const int k_pe_heads = b.Repeat(k_pe, {K(n_rot), K(n_head), kT, kC1});
+  const int k_cur = b.Concat(k_nope, k_pe_heads, 0);  // [hk, n_head, n_tokens]
+  b.Name(k_cur, "Kcur", il);
+  return BuildKv(b, m, l.wo, -1, k_cur, v_cur, q_cur, kq_mask, kq_scale, il);
+}
+
+// The attention of one layer (llama_model_deepseek2::graph, build_attn): `cur` is the normed input
+// [n_embd, n_tokens]; the query and the compressed KV as both forms build them, then the absorbed
+// MLA (is_mla: build_attn over llm_graph_input_attn_k with v_mla) or BuildMhaAttention; returns the
 // attention output after attn_output, [n_embd, n_tokens].
 int BuildMlaAttention(GraphBuilder& b, const ModelGraphs& m, const LayerWeights& l, int cur, int inp_pos,
                       int kq_mask, const RopeConfig& rc, float kq_scale, int il) {
@@ -60,6 +94,7 @@ int BuildMlaAttention(GraphBuilder& b, const ModelGraphs& m, const LayerWeights&
   b.Name(k_pe, "k_pe", il);
   kv_cmpr = BuildNorm(b, kv_cmpr, l.attn_kv_a_norm, -1, NormKind::kRms, hp.f_norm_rms_eps, il);
   b.Name(kv_cmpr, "kv_cmpr", il);
+  if (!hp.is_mla()) return BuildMhaAttention(b, m, l, q, kv_cmpr, k_pe, inp_pos, kq_mask, rc, kq_scale, il);
 
   // Q: the nope part absorbed by attn_k_b into the compressed space, the rope part roped
   const int64_t q_row = hk * f32;
@@ -130,6 +165,38 @@ int BuildMlaAttention(GraphBuilder& b, const ModelGraphs& m, const LayerWeights&
   return b.MulMat(b.Global(l.wo), out);
 }
 
+// Each layer has the attention weights of the form the keys say: attn_kv_b without key_length_mla /
+// value_length_mla (the older form), attn_k_b and attn_v_b with them; a layer with both or neither is
+// refused naming its tensor (before the loader's missing / unused tensor errors, which would name
+// only one side).
+Status CheckDeepSeek2AttentionForm(const GgufFile& f, const HParams& hp) {
+  const std::string mla_keys = hp.arch + ".attention.key_length_mla / value_length_mla";
+  for (uint32_t il = 0; il < hp.n_layer; ++il) {
+    const std::string blk = "blk." + std::to_string(il) + ".";
+    const std::string kv_b = blk + "attn_kv_b.weight", k_b = blk + "attn_k_b.weight",
+                      v_b = blk + "attn_v_b.weight";
+    const bool has_kv_b = f.FindTensor(kv_b) != nullptr;
+    const char* absorbed = f.FindTensor(k_b) ? "attn_k_b" : f.FindTensor(v_b) ? "attn_v_b" : nullptr;
+    if (has_kv_b && absorbed)
+      return f.TensorError(kv_b,
+                           std::string("one attention form per layer: attn_kv_b (the older form) or ") +
+                               "attn_k_b / attn_v_b (the absorbed one)",
+                           std::string("both (") + blk + absorbed + ".weight too)");
+    if (hp.is_mla() && has_kv_b)
+      return f.TensorError(kv_b, "attn_k_b / attn_v_b (" + mla_keys + " are set: the absorbed form)",
+                           "the older form's attn_kv_b");
+    if (!hp.is_mla() && absorbed)
+      return f.TensorError(blk + absorbed + ".weight",
+                           "attn_kv_b (" + mla_keys + " are absent: the older form)",
+                           "the absorbed form's " + std::string(absorbed));
+    if (!has_kv_b && !absorbed)
+      return f.TensorError(hp.is_mla() ? k_b : kv_b,
+                           "attn_kv_b (the older form) or attn_k_b and attn_v_b (with " + mla_keys + ")",
+                           "neither");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ReadDeepSeek2HParams(const GgufFile& f, HParams* hp) {
@@ -156,29 +223,43 @@ Status ReadDeepSeek2HParams(const GgufFile& f, HParams* hp) {
         "a positive head size, set together with the other of key_length_mla / value_length_mla "
         "(llama_hparams::is_mla)",
         "0 or absent");
-  if (!hp->is_mla())
-    return Unimplemented(f.path() + ": key '" + p +
-                         "attention.key_length_mla' absent: a deepseek2 file of before the absorbed MLA "
-                         "form (attn_kv_b instead of attn_k_b / attn_v_b) is not supported: re-convert it "
-                         "with a current convert_hf_to_gguf.py");
-  // the cache row of the absorbed form: one KV head of kv_lora_rank + n_rot, V its first kv_lora_rank
-  const uint32_t want_k = hp->n_lora_kv + hp->n_rot;
-  if (hp->n_head_kv != 1)
-    return f.KeyError(p + "attention.head_count_kv", "1 (MLA caches one compressed KV head)",
-                      std::to_string(hp->n_head_kv));
-  if (hp->n_embd_head_k != want_k)
-    return f.KeyError(p + "attention.key_length",
-                      std::to_string(want_k) + " (kv_lora_rank " + std::to_string(hp->n_lora_kv) +
-                          " + rope.dimension_count " + std::to_string(hp->n_rot) + ")",
-                      std::to_string(hp->n_embd_head_k));
-  if (hp->n_embd_head_v != hp->n_lora_kv)
-    return f.KeyError(p + "attention.value_length", std::to_string(hp->n_lora_kv) + " (kv_lora_rank)",
-                      std::to_string(hp->n_embd_head_v));
-  if (hp->n_embd_head_k_mla_impl <= hp->n_rot)
-    return f.KeyError(
-        p + "attention.key_length_mla",
-        "more than rope.dimension_count " + std::to_string(hp->n_rot) + " (a non-rotated part of at least 1)",
-        std::to_string(hp->n_embd_head_k_mla_impl));
+  STOWAGE_RETURN_IF_ERROR(CheckDeepSeek2AttentionForm(f, *hp));
+  if (!hp->is_mla()) {  // the older form: MHA heads of qk_nope + n_rot and v, one per query head
+    if (hp->n_head_kv != hp->n_head)
+      return f.KeyError(
+          p + "attention.head_count_kv",
+          std::to_string(hp->n_head) + " (attention.head_count: the older form caches every head)",
+          std::to_string(hp->n_head_kv));
+    if (hp->n_embd_head_k <= hp->n_rot)
+      return f.KeyError(p + "attention.key_length",
+                        "more than rope.dimension_count " + std::to_string(hp->n_rot) +
+                            " (a non-rotated part of at least 1)",
+                        std::to_string(hp->n_embd_head_k));
+    if ((hp->n_embd_head_k - hp->n_rot) % 2 != 0)
+      return f.KeyError(p + "attention.key_length",
+                        "rope.dimension_count " + std::to_string(hp->n_rot) +
+                            " plus an even non-rotated part (ggml_rope_set_offset's offset is even)",
+                        std::to_string(hp->n_embd_head_k));
+  } else {
+    // the cache row of the absorbed form: one KV head of kv_lora_rank + n_rot, V its first kv_lora_rank
+    const uint32_t want_k = hp->n_lora_kv + hp->n_rot;
+    if (hp->n_head_kv != 1)
+      return f.KeyError(p + "attention.head_count_kv", "1 (MLA caches one compressed KV head)",
+                        std::to_string(hp->n_head_kv));
+    if (hp->n_embd_head_k != want_k)
+      return f.KeyError(p + "attention.key_length",
+                        std::to_string(want_k) + " (kv_lora_rank " + std::to_string(hp->n_lora_kv) +
+                            " + rope.dimension_count " + std::to_string(hp->n_rot) + ")",
+                        std::to_string(hp->n_embd_head_k));
+    if (hp->n_embd_head_v != hp->n_lora_kv)
+      return f.KeyError(p + "attention.value_length", std::to_string(hp->n_lora_kv) + " (kv_lora_rank)",
+                        std::to_string(hp->n_embd_head_v));
+    if (hp->n_embd_head_k_mla_impl <= hp->n_rot)
+      return f.KeyError(p + "attention.key_length_mla",
+                        "more than rope.dimension_count " + std::to_string(hp->n_rot) +
+                            " (a non-rotated part of at least 1)",
+                        std::to_string(hp->n_embd_head_k_mla_impl));
+  }
   // no gating key: softmax for DeepSeek V2 / V2.5 files written before it, sigmoid for GLM 4.7 Lite
   STOWAGE_RETURN_IF_ERROR(ReadSharedExpertRouting(
       f, ((hp->n_layer == 47 || hp->n_layer == 48) && n_vocab == 154880) ? 2 : 1, hp));
@@ -218,8 +299,12 @@ Status LoadDeepSeek2Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w
       l.wq = t("attn_q.weight", il);
     }
     l.wkv_a_mqa = t("attn_kv_a_mqa.weight", il);
-    l.wk_b = t("attn_k_b.weight", il);
-    l.wv_b = t("attn_v_b.weight", il);
+    if (hp.is_mla()) {
+      l.wk_b = t("attn_k_b.weight", il);
+      l.wv_b = t("attn_v_b.weight", il);
+    } else {
+      l.wkv_b = t("attn_kv_b.weight", il);
+    }
     l.wo = t("attn_output.weight", il);
     l.ffn_norm = t("ffn_norm.weight", il);
     if (il < static_cast<int>(hp.n_layer_dense_lead)) {

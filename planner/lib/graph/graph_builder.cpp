@@ -375,6 +375,11 @@ int GraphBuilder::Cast(int a, GgmlType type) {
   return t;
 }
 
+int GraphBuilder::Repeat(int a, Shape ne) {
+  CheckGivenShape(GgmlOp::REPEAT, a, ne);
+  return NewTensor(GgmlOp::REPEAT, g_.tensors[a].type, ne, {a});
+}
+
 int GraphBuilder::Cont(int a, Shape ne) {
   CheckGivenShape(GgmlOp::CONT, a, ne);
   const int t = NewTensor(GgmlOp::CONT, g_.tensors[a].type, ne, {a});

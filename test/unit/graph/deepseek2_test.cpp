@@ -68,6 +68,55 @@ SynthGguf DeepSeek2File(uint32_t q_lora = 32, uint32_t n_layer = 3) {
   return g;
 }
 
+// The same model in the older form (files converted before the absorbed MLA): no key_length_mla /
+// value_length_mla, every head cached (head_count_kv 4) with K heads of 16 + 8 and V heads of 16,
+// one attn_kv_b [32, 4 * (16 + 16)] per layer instead of attn_k_b / attn_v_b.
+SynthGguf DeepSeek2LegacyFile() {
+  SynthGguf g("deepseek2");
+  const std::string a = "deepseek2.";
+  g.U32(a + "context_length", 256);
+  g.U32(a + "embedding_length", 64);
+  g.U32(a + "block_count", 3);
+  g.U32(a + "feed_forward_length", 96);
+  g.U32(a + "attention.head_count", 4);
+  g.U32(a + "attention.head_count_kv", 4);
+  g.U32(a + "attention.key_length", 24);
+  g.U32(a + "attention.value_length", 16);
+  g.U32(a + "attention.q_lora_rank", 32);
+  g.U32(a + "attention.kv_lora_rank", 32);
+  g.U32(a + "rope.dimension_count", 8);
+  g.F32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+  g.U32(a + "vocab_size", 128);
+  g.U32(a + "leading_dense_block_count", 1);
+  g.U32(a + "expert_count", 4);
+  g.U32(a + "expert_used_count", 2);
+  g.U32(a + "expert_feed_forward_length", 32);
+  g.U32(a + "expert_shared_count", 1);
+  g.F32(a + "expert_weights_scale", 2.5f);
+  g.Bool(a + "expert_weights_norm", true);
+  g.U32(a + "expert_gating_func", 2);
+  TensorDims d;
+  d.n_embd = 64;
+  d.n_vocab = 128;
+  d.n_ff = 96;
+  d.n_head = 4;
+  d.n_head_kv = 4;
+  d.n_rot = 8;
+  d.n_expert = 4;
+  d.n_ff_exp = 32;
+  d.n_ff_shexp = 32;
+  d.n_lora_q = 32;
+  d.n_lora_kv = 32;
+  d.n_embd_head_k_mla = 24;
+  d.n_embd_head_v_mla = 16;
+  d.n_layer_dense_lead = 1;
+  d.mla = false;
+  TensorFileOptions opts;
+  opts.other_optional = true;  // exp_probs_b.bias
+  test::AddTableTensors(g, "deepseek2", d, 3, opts, GgmlType::F32);
+  return g;
+}
+
 Result<ModelGraphs> Build(SynthGguf& g, ContextConfig cfg = {}) {
   auto f = g.Parse();
   if (cfg.n_ctx == 0) cfg.n_ctx = 256;
@@ -255,14 +304,125 @@ TEST(DeepSeek2, BadInputIsOneLineNamingTheKey) {
     SynthGguf g = DeepSeek2File();
     g.DropKey("deepseek2.attention.value_length_mla");
     EXPECT_NE(Error(g).find("key 'deepseek2.attention.value_length_mla'"), std::string::npos) << Error(g);
-    g.DropKey("deepseek2.attention.key_length_mla");
-    EXPECT_NE(Error(g).find("before the absorbed MLA form"), std::string::npos) << Error(g);
+    g.DropKey("deepseek2.attention.key_length_mla");  // the keys of the older form, the absorbed tensors
+    EXPECT_NE(Error(g).find("tensor 'blk.0.attn_k_b.weight': expected attn_kv_b "
+                            "(deepseek2.attention.key_length_mla / value_length_mla are absent: the older "
+                            "form), found the absorbed form's attn_k_b"),
+              std::string::npos)
+        << Error(g);
   }
   // q_lora_rank is required but for the lite models (27 layers)
   {
     SynthGguf g = DeepSeek2File();
     g.DropKey("deepseek2.attention.q_lora_rank");
     EXPECT_NE(Error(g).find("deepseek2.attention.q_lora_rank"), std::string::npos) << Error(g);
+  }
+}
+
+// The older form (llama.cpp 2026 llama_model_deepseek2::graph without is_mla) runs as MHA: a K and
+// a V cache of every head (K heads of qk_nope 16 + n_rot 8, V heads of 16) as llama_kv_cache sizes
+// them, attn_kv_b decompressing kv_cmpr into K's non-rotated part and V, Q roped over its last 8
+// dims (ROPE n_offs 16), the k_pe head repeated over the 4 heads and joined to K; kq_scale
+// 1/sqrt(24).
+TEST(DeepSeek2Legacy, KAndVCachesOfEveryHead) {
+  SynthGguf g = DeepSeek2LegacyFile();
+  auto m = Build(g);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_FALSE(m->hp.is_mla());
+  for (int il = 0; il < 3; ++il) {
+    const int k = m->FindGlobal("cache_k_l" + std::to_string(il));
+    const int v = m->FindGlobal("cache_v_l" + std::to_string(il));
+    ASSERT_GE(k, 0);
+    ASSERT_GE(v, 0);
+    EXPECT_EQ(m->globals[k].nbytes, 24u * 4u * 256u * 2u);  // F16
+    EXPECT_EQ(m->globals[v].nbytes, 16u * 4u * 256u * 2u);
+  }
+  EXPECT_GE(m->FindGlobal("blk.0.attn_kv_b.weight"), 0);
+  EXPECT_LT(m->FindGlobal("blk.0.attn_k_b.weight"), 0);
+}
+
+TEST(DeepSeek2Legacy, GraphIsMhaWithARotatedTail) {
+  SynthGguf g = DeepSeek2LegacyFile();
+  auto m = Build(g);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const Graph& pp = m->pp;
+  EXPECT_TRUE(HasNode(pp, GgmlOp::MUL_MAT, "kv-1"));
+  EXPECT_TRUE(HasNode(pp, GgmlOp::CONT, "Vcur_cont-1"));
+  EXPECT_TRUE(HasNode(pp, GgmlOp::CONCAT, "Kcur-1"));
+  EXPECT_FALSE(HasNode(pp, GgmlOp::MUL_MAT, "q_nope_absorbed-1"));
+  int qcur = -1, kcur = -1;
+  for (int n : pp.nodes) {
+    if (pp.tensors[n].name == "Qcur-1") qcur = n;
+    if (pp.tensors[n].name == "Kcur-1") kcur = n;
+  }
+  ASSERT_GE(qcur, 0);
+  ASSERT_GE(kcur, 0);
+  // ROPE of the whole query heads [24, 4, n_tokens] with n_offs 16 (its fourth integer parameter)
+  const Tensor& q = pp.tensors[qcur];
+  EXPECT_EQ(q.op, GgmlOp::ROPE);
+  ASSERT_EQ(q.iparams.size(), 4u);
+  EXPECT_EQ(q.iparams[0], 8);
+  EXPECT_EQ(q.iparams[3], 16);
+  EXPECT_EQ(q.ne[0], DimExpr::Const(24));
+  // K = CONCAT(k_nope view, REPEAT(roped k_pe [8, 1, n_tokens]) [8, 4, n_tokens])
+  const Tensor& k = pp.tensors[kcur];
+  ASSERT_EQ(k.srcs.size(), 2u);
+  const Tensor& rep = pp.tensors[k.srcs[1]];
+  EXPECT_EQ(rep.op, GgmlOp::REPEAT);
+  EXPECT_EQ(rep.ne[1], DimExpr::Const(4));
+  EXPECT_EQ(pp.tensors[rep.srcs[0]].name, "k_pe-1");
+  EXPECT_EQ(pp.tensors[k.srcs[0]].name, "k_nope_view-1");
+  float scale = -1.f;
+  for (int n : pp.nodes)
+    if (pp.tensors[n].op == GgmlOp::SOFT_MAX && pp.tensors[n].name == "kq_soft_max_ext-0")
+      scale = pp.tensors[n].fparams[0];
+  EXPECT_NEAR(scale, 1.0f / std::sqrt(24.0f), 1e-6f);
+}
+
+// One attention form per file: keys and tensors of the older form or of the absorbed one; a layer
+// with both or neither, and heads the older form cannot cache, are refused in one line naming the
+// tensor or key.
+TEST(DeepSeek2Legacy, BadInputIsOneLineNamingTheTensorOrKey) {
+  auto expect = [](SynthGguf& g, const std::string& want) {
+    const std::string e = Error(g);
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  };
+  {  // both forms in one layer
+    SynthGguf g = DeepSeek2LegacyFile();
+    g.Tensor("blk.1.attn_k_b.weight", {16, 32, 4});
+    expect(g,
+           "tensor 'blk.1.attn_kv_b.weight': expected one attention form per layer: attn_kv_b (the older "
+           "form) or attn_k_b / attn_v_b (the absorbed one), found both (blk.1.attn_k_b.weight too)");
+  }
+  {  // neither
+    SynthGguf g = DeepSeek2LegacyFile();
+    g.Drop("blk.2.attn_kv_b.weight");
+    expect(g,
+           "tensor 'blk.2.attn_kv_b.weight': expected attn_kv_b (the older form) or attn_k_b and attn_v_b "
+           "(with deepseek2.attention.key_length_mla / value_length_mla), found neither");
+  }
+  {  // the older form's tensor in a file with the MLA keys
+    SynthGguf g = DeepSeek2File();
+    g.Drop("blk.0.attn_k_b.weight");
+    g.Drop("blk.0.attn_v_b.weight");
+    g.Tensor("blk.0.attn_kv_b.weight", {32, 4 * (16 + 16)});
+    expect(g,
+           "tensor 'blk.0.attn_kv_b.weight': expected attn_k_b / attn_v_b "
+           "(deepseek2.attention.key_length_mla / value_length_mla are set: the absorbed form), found the "
+           "older form's attn_kv_b");
+  }
+  {  // fewer cached heads than query heads
+    SynthGguf g = DeepSeek2LegacyFile();
+    g.Set("deepseek2.attention.head_count_kv", GgufMetaValue::U32(1));
+    expect(g,
+           "key 'deepseek2.attention.head_count_kv': expected 4 (attention.head_count: the older form "
+           "caches every head), found 1");
+  }
+  {  // no non-rotated part
+    SynthGguf g = DeepSeek2LegacyFile();
+    g.Set("deepseek2.attention.key_length", GgufMetaValue::U32(8));
+    expect(g, "key 'deepseek2.attention.key_length': expected more than rope.dimension_count 8");
   }
 }
 

@@ -94,6 +94,9 @@ class GraphBuilder {
   int SetRows(int a, int b, int c);
   /// ggml_concat: a and b joined along `dim` (other dims equal); type of a.
   int Concat(int a, int b, int dim);
+  /// ggml_repeat_4d: a tiled to shape ne (each dimension a multiple of a's: ggml_can_repeat), type
+  /// of a, unnamed as ggml leaves it (deepseek2's k_pe head over every head).
+  int Repeat(int a, Shape ne);
   /// ggml_ssm_conv(sx, c): sx [d_conv - 1 + n_t, d_inner, n_s], c [d_conv, d_inner]
   /// -> F32 [d_inner, n_t, n_s] (mamba's depthwise causal conv1d).
   int SsmConv(int sx, int c);
