@@ -8,8 +8,9 @@
 # runtimes map it with 2 MiB pages whatever the cache held before (tg speed follows that state: up
 # to ~20% on this machine).
 #
-# The bound. % of bound = tg t/s * weight bytes read per token (every weight but token_embd, from
-# gguf-dump) / read bandwidth (tools/bench/membw.c: best of 5 reads of 512 MiB, ~50-100 ms, from
+# The bound. % of bound = tg t/s * bytes read per token (every weight but token_embd, from gguf-dump,
+# of a MoE's expert stacks only the n_expert_used chosen experts' share, plus the F16 KV cache
+# attended, averaged over the tg run's positions) / read bandwidth (tools/bench/membw.c: best of 5 reads of 512 MiB, ~50-100 ms, from
 # one `membw THREADS 512 5 serve` process whose buffer is faulted in once). This VM's bandwidth is
 # bimodal: a probe reads ~35-37 GB/s or ~58-62 GB/s with 2 threads (probably the two vCPUs on the
 # same vs. different CCDs of the host EPYC), and a mode lasted from a few seconds to ~30 s in the
@@ -31,10 +32,12 @@
 # kept in the same mode. pp has no bound: it runs in separate processes (REPS repetitions each, no
 # probes; a note is printed when others used the CPUs meanwhile). The measuring loop is
 # tools/bench/bench_vs_llamacpp.py.
-# Usage: scripts/bench-vs-llamacpp.sh [THREADS] [TYPES...]   (default: 2 threads; f16 q8_0 q4_0 q4_k_m;
-#        also mxfp4: llama-quantize MXFP4_MOE pure, every matrix MXFP4)
+# Usage: scripts/bench-vs-llamacpp.sh [THREADS] [TYPES...]   (default: 2 threads; f16 q8_0 q4_0 q4_k_m,
+#        for ARCH=qwen3moe q4_0, for ARCH=gpt-oss q4_0 mxfp4; mxfp4: gguf-synth --type mxfp4, i.e.
+#        llama-quantize's MXFP4_MOE for the MoE architectures (experts MXFP4, other matrices Q8_0)
+#        and llama-quantize MXFP4_MOE pure (every matrix MXFP4) of the F16 model for the dense ones)
 # Env: BENCH_DIR (models and tools, default ~/.cache/stowage-bench), REPS (tg runs per runtime and
-#      pp repetitions, default 3), ARCH (llama, qwen3 or gemma3; below), N_PROMPT (512; 0 = generation only), N_GEN (128), SMALL=1 for a
+#      pp repetitions, default 3), ARCH (llama, qwen3, gemma3, qwen3moe or gpt-oss; below), N_PROMPT (512; 0 = generation only), N_GEN (128), SMALL=1 for a
 #      quick 4-layer model, BUILD (the build directory whose bin/ holds stowage-run, gguf-synth,
 #      gguf-dump; default build), STOWAGE_FLAGS (extra stowage-run flags, e.g. --huge-pages;
 #      printed with the table), RAW (a file: every run and probe as CSV), FA (flash attention on
@@ -46,7 +49,14 @@ ROOT=$(pwd)
 THREADS=${1:-2}
 shift || true
 TYPES=("$@")
-[ ${#TYPES[@]} -gt 0 ] || TYPES=(f16 q8_0 q4_0 q4_k_m)
+ARCH=${ARCH:-llama}
+if [ ${#TYPES[@]} -eq 0 ]; then
+  case $ARCH in
+    qwen3moe) TYPES=(q4_0) ;;
+    gpt-oss) TYPES=(q4_0 mxfp4) ;;
+    *) TYPES=(f16 q8_0 q4_0 q4_k_m) ;;
+  esac
+fi
 BENCH_DIR=${BENCH_DIR:-$HOME/.cache/stowage-bench}
 REPS=${REPS:-3}
 N_PROMPT=${N_PROMPT:-512}
@@ -74,15 +84,22 @@ gcc -O2 tools/bench/hugewarm.c -o "$BENCH_DIR/hugewarm"
 # qwen3, a 0.94B Qwen3 (n_embd 2048, 16 layers, GQA 16:8 of head size 128 with q/k norms, n_ff 6144,
 # vocab 32000, tied embeddings as the small Qwen3 models); gemma3, Gemma-3-1B's shapes (n_embd 1152,
 # 26 layers, 4 heads and 1 KV head of 256, n_ff 6912, vocab 262144, sliding window 512 in 5 of 6
-# layers).
-ARCH=${ARCH:-llama}
+# layers). The MoE models have ~1B active parameters (the weights one token reads, token_embd aside):
+# qwen3moe, 1.07B active of 6.4B (20 layers, n_embd 2048, GQA 16:8 of 128 with q/k norms, 64 experts
+# of width 768 as Qwen3-30B-A3B's, 8 used, vocab 32000, untied); gpt-oss, 0.97B active of 5.3B
+# (gpt-oss-20b's layout at n_embd 2048: 16 layers, 64 heads of 64, 8 KV heads, 32 experts of width
+# 1536, 4 used, window 128 in every other layer, YaRN 32 over 4096, vocab 32000).
 LAYERS=16
 case $ARCH in
   llama)  NAME=llama-0.85b; SHAPE="--n-embd 2048 --n-head 32 --n-head-kv 8 --n-ff 5632 --n-vocab 32000 --untied" ;;
   qwen3)  NAME=qwen3-0.94b; SHAPE="--n-embd 2048 --n-head 16 --n-head-kv 8 --head-dim 128 --n-ff 6144 --n-vocab 32000 --tied" ;;
   gemma3) NAME=gemma3-1b; LAYERS=26
           SHAPE="--n-embd 1152 --n-head 4 --n-head-kv 1 --head-dim 256 --n-ff 6912 --n-vocab 262144 --sliding-window 512 --n-ctx 32768" ;;
-  *) echo "bench-vs-llamacpp: ARCH must be llama, qwen3 or gemma3" >&2; exit 1 ;;
+  qwen3moe) NAME=qwen3moe-a1b; LAYERS=20
+          SHAPE="--n-embd 2048 --n-head 16 --n-head-kv 8 --head-dim 128 --n-ff 6144 --n-expert 64 --n-expert-used 8 --n-ff-exp 768 --n-vocab 32000 --untied" ;;
+  gpt-oss) NAME=gpt-oss-a1b
+          SHAPE="--n-embd 2048 --n-head 64 --n-head-kv 8 --head-dim 64 --n-ff 1536 --n-expert 32 --n-expert-used 4 --n-ff-exp 1536 --n-vocab 32000 --n-ctx 131072 --sliding-window 128 --rope-freq-base 150000 --rope-scaling yarn --rope-scale 32 --rope-orig-ctx 4096" ;;
+  *) echo "bench-vs-llamacpp: ARCH must be llama, qwen3, gemma3, qwen3moe or gpt-oss" >&2; exit 1 ;;
 esac
 [ "${SMALL:-0}" = 1 ] && LAYERS=4
 SYNTH="./$BUILD/bin/gguf-synth --arch $ARCH --n-layer $LAYERS $SHAPE --seed 7"
@@ -93,8 +110,10 @@ model_for() {
       f16|q8_0|q4_0) $SYNTH --type "$t" -o "$f" >&2 ;;
       q4_k_m) [ -f "$BENCH_DIR/$NAME-L$LAYERS-f16.gguf" ] || $SYNTH --type f16 -o "$BENCH_DIR/$NAME-L$LAYERS-f16.gguf" >&2
               "$REF_TOOLS/quantize" "$BENCH_DIR/$NAME-L$LAYERS-f16.gguf" "$f" 15 >&2 ;;
-      mxfp4)  [ -f "$BENCH_DIR/$NAME-L$LAYERS-f16.gguf" ] || $SYNTH --type f16 -o "$BENCH_DIR/$NAME-L$LAYERS-f16.gguf" >&2
-              "$REF_TOOLS/quantize" "$BENCH_DIR/$NAME-L$LAYERS-f16.gguf" "$f" 38 pure >&2 ;;  # every matrix MXFP4
+      mxfp4)  if [ "$ARCH" = qwen3moe ] || [ "$ARCH" = gpt-oss ]; then $SYNTH --type mxfp4 -o "$f" >&2
+              else [ -f "$BENCH_DIR/$NAME-L$LAYERS-f16.gguf" ] || $SYNTH --type f16 -o "$BENCH_DIR/$NAME-L$LAYERS-f16.gguf" >&2
+                "$REF_TOOLS/quantize" "$BENCH_DIR/$NAME-L$LAYERS-f16.gguf" "$f" 38 pure >&2  # every matrix MXFP4
+              fi ;;
       *) echo "unknown type $t" >&2; return 1 ;;
     esac
   fi

@@ -62,6 +62,44 @@ def run_measured(cmd):
     return out.decode(), wall, foreign, steal, start
 
 
+# llama.cpp set_swa_pattern defaults (layer il slides when il % P < P - 1) of the architectures whose
+# files may omit <arch>.attention.sliding_window_pattern.
+SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "gpt-oss": 2}
+
+
+def bytes_per_token(d, n_gen):
+    """Bytes one generated token reads (the bound's numerator), from gguf-dump --json `d`: every
+    weight but token_embd (one row via GET_ROWS); of an expert stack (a tensor named *_exps.*: the
+    experts' matrices and biases) only the n_expert_used experts chosen of n_expert (token
+    generation reads only those); and the F16 KV cache the attention reads: per layer
+    (n_embd_k_gqa + n_embd_v_gqa) * 2 bytes per cell, over min(pos + 1, window) cells (window only
+    on the sliding-window layers), averaged over the n_gen positions of a tg run from an empty
+    cache. Returns (total, weights, kv)."""
+    meta = {m["key"]: m["value"] for m in d["metadata"]}
+    arch = meta["general.architecture"]
+    k = lambda key, default=None: meta.get(f"{arch}.{key}", default)
+    n_expert, n_used = k("expert_count", 0), k("expert_used_count", 0)
+    weights = 0.0
+    for x in d["tensors"]:
+        if x["name"] == "token_embd.weight":
+            continue
+        expert = n_expert > 0 and "_exps." in x["name"]
+        weights += x["nbytes"] * (n_used / n_expert if expert else 1)
+    kv = 0.0
+    n_layer, n_head = k("block_count"), k("attention.head_count")
+    n_head_kv = k("attention.head_count_kv", n_head)
+    hd_k = k("attention.key_length", k("embedding_length") // n_head)
+    hd_v = k("attention.value_length", hd_k)
+    window = k("attention.sliding_window", 0)
+    period = k("attention.sliding_window_pattern", SWA_PATTERN.get(arch, 0))
+    for il in range(n_layer):
+        hkv = n_head_kv[il] if isinstance(n_head_kv, list) else n_head_kv
+        swa = window > 0 and period > 0 and il % period < period - 1
+        cells = sum(min(p + 1, window) if swa else p + 1 for p in range(n_gen)) / n_gen
+        kv += hkv * (hd_k + hd_v) * 2 * cells
+    return weights + kv, weights, kv
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
@@ -125,10 +163,9 @@ def main():
         t, m = spec.split("=", 1)
         d = json.loads(subprocess.run([a.build + "/bin/gguf-dump", "--json", m], capture_output=True,
                                       text=True, check=True).stdout)
-        # weight bytes read per generated token: every weight but the token embeddings (one row via
-        # GET_ROWS)
-        per_tok = sum(x["nbytes"] for x in d["tensors"] if x["name"] != "token_embd.weight")
-        models.append(dict(type=t, path=m, per_tok=per_tok, size=os.path.getsize(m) / 2**30,
+        per_tok, w_tok, kv_tok = bytes_per_token(d, a.n_gen)
+        models.append(dict(type=t, path=m, per_tok=per_tok, w_tok=w_tok, kv_tok=kv_tok,
+                           size=os.path.getsize(m) / 2**30,
                            rss={"stowage": 0, "llama.cpp": 0}, pp={}, tg=[]))
 
     for md in models:
@@ -197,7 +234,11 @@ def main():
           f"min {min(allp):.1f}, median {statistics.median(allp):.1f}, max {max(allp):.1f}; " +
           ("one mode (kept runs' probes within "
            f"{100 * a.mode_split:.0f}%)" if split is None else f"modes split at {split:.1f} GB/s"))
-    print("% of bound = tg t/s * weight bytes per token / mean of the two probes adjacent to the run; "
+    for md in models:
+        print(f"{md['type']}: bytes read per generated token {md['per_tok'] / 1e6:.1f} MB (weights, the chosen "
+              f"experts' only: {md['w_tok'] / 1e6:.1f}; F16 KV cache, mean over tg{a.n_gen}: "
+              f"{md['kv_tok'] / 1e6:.2f})")
+    print("% of bound = tg t/s * bytes read per token / mean of the two probes adjacent to the run; "
           "mode rows: mean ± sd over that mode's kept runs (count); 'all': median over all kept runs "
           "(ratio: over repetitions whose two runs were kept in the same mode)")
     P, N = (a.n_prompt if a.n_prompt > 0 else " (not run)"), a.n_gen
