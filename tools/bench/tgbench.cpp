@@ -22,6 +22,7 @@
 
 #include "ops.h"
 #include "quants.h"
+#include "stowage/runtime/version.h"
 
 using namespace stowage;
 using namespace stowage::cpu;
@@ -163,9 +164,12 @@ int main(int argc, char** argv) {
         chunk_kib = v;
       else
         K = v;
+    } else if (a == "--version") {
+      std::printf("stowage-tgbench %s\n", stowage_version_string());
+      return 0;
     } else if (a == "-h" || a == "--help") {
       std::printf(
-          "usage: stowage-tgbench [-t THREADS] [-s STREAM_MIB] [-k K] [-c CHUNK_KIB] "
+          "usage: stowage-tgbench [--version] [-t THREADS] [-s STREAM_MIB] [-k K] [-c CHUNK_KIB] "
           "[f16|q8_0|q4_0|q4_0x8|q4_k|q4_kx8|q8_0x8|q6_k ...]\n");
       return 0;
     } else {
