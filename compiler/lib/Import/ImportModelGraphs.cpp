@@ -353,6 +353,12 @@ FailureOr<Operation *> GraphImporter::createParamOp(const planner::Tensor &t, gg
                              src[0], src[1], b_.getBoolAttr(false), f32(p->alpha), f32(p->limit))
         .getOperation();
   }
+  case GgmlOp::FILL: {
+    Result<FillParams> p = DecodeFill(params);
+    if (!p.ok())
+      return paramError(p.status());
+    return b_.create<ggml::FillOp>(loc, type, src[0], f32(p->c)).getOperation();
+  }
   case GgmlOp::SCALE: {
     Result<ScaleParams> p = DecodeScale(params);
     if (!p.ok())

@@ -284,9 +284,7 @@ int GraphBuilder::TopK(int a, int k) {
 }
 
 int GraphBuilder::Fill(int a, float c) {
-  const int t = NewTensor(GgmlOp::FILL, g_.tensors[a].type, g_.tensors[a].ne, {a});
-  SetParams(g_.tensors[t], Encode(FillParams{c}));
-  return t;
+  return NewNode(GgmlOp::FILL, g_.tensors[a].type, {a}, Encode(FillParams{c}));
 }
 
 int GraphBuilder::Concat(int a, int b, int dim) {

@@ -322,6 +322,7 @@ ShapeRuleKind GetShapeRuleKind(GgmlOp op) {
     case GgmlOp::SWIGLU:
     case GgmlOp::SWIGLU_OAI:
     case GgmlOp::ADD_ID:
+    case GgmlOp::FILL:
       return ShapeRuleKind::kInferred;
     default:
       return ShapeRuleKind::kNone;
@@ -404,7 +405,8 @@ Result<Ne4> InferShape(GgmlOp op, const SrcShapes& srcs, const OpParamsRef& para
       return SsmConv(r);
     case GgmlOp::SSM_SCAN:
       return SsmScan(r);
-    default:  // element-wise: ggml_unary_impl, ggml_scale_impl, ggml_norm_impl, ggml_argsort, ggml_dup
+    default:  // element-wise: ggml_unary_impl, ggml_scale_impl, ggml_norm_impl, ggml_argsort, ggml_dup,
+              // ggml_fill
       return r.Src(0);
   }
 }

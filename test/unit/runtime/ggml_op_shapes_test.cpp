@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 namespace stowage {
@@ -90,6 +91,14 @@ TEST(OpShapes, Attention) {
   Refusal(GgmlOp::FLASH_ATTN_EXT, {Ne4{64, 7, 8, 1}, Ne4{64, 256, 2, 1}, Ne4{32, 128, 2, 1}}, Ref(fa));
   Refusal(GgmlOp::FLASH_ATTN_EXT,
           {Ne4{64, 7, 8, 1}, Ne4{64, 256, 2, 1}, Ne4{32, 256, 2, 1}, Ne4{256, 6, 1, 1}}, Ref(fa));
+}
+
+// ggml_fill: a's shape (DeepSeek-V3's grouped selection probabilities [per group, groups, n_tokens]).
+TEST(OpShapes, Fill) {
+  const EncodedOpParams f = Encode(FillParams{-INFINITY});
+  EXPECT_EQ(GetShapeRuleKind(GgmlOp::FILL), ShapeRuleKind::kInferred);
+  EXPECT_EQ(Infer(GgmlOp::FILL, {Ne4{32, 8, 7, 1}}, Ref(f)), (Ne4{32, 8, 7, 1}));
+  EXPECT_EQ(Refusal(GgmlOp::FILL, {}, Ref(f)), "FILL: source 0 is missing");
 }
 
 // gpt-oss's ops: the biased experts (ggml_add_id), the clamped SwiGLU and the attention sinks.

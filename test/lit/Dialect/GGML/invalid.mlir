@@ -223,6 +223,14 @@ func.func @f(%a0: !ggml.tensor<[64, n_tokens], f32>) {
 
 // -----
 
+func.func @f(%a0: !ggml.tensor<[2, 4, n_tokens], f32>) {
+  // expected-error @+1 {{result must be !ggml.tensor<[2, 4, n_tokens], f32> (ggml_fill: like a), got '!ggml.tensor<[8, n_tokens], f32>'}}
+  %r = ggml.fill %a0 {value = 0xFF800000 : f32} : (!ggml.tensor<[2, 4, n_tokens], f32>) -> !ggml.tensor<[8, n_tokens], f32>
+  return
+}
+
+// -----
+
 func.func @f(%a0: !ggml.tensor<[64, n_tokens], f32>) {
   // expected-error @+1 {{result must be !ggml.tensor<[64, n_tokens], f32> (ggml_silu: like a), got '!ggml.tensor<[64, n_outputs], f32>'}}
   %r = ggml.silu %a0 : (!ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_outputs], f32>

@@ -208,3 +208,15 @@ func.func @flash_attn(%q: !ggml.tensor<[8, n_tokens, 8], f32>, %k: !ggml.tensor<
   %o2 = ggml.flash_attn_ext %q32, %kq, %vf {logit_softcap = 50.0 : f32} : (!ggml.tensor<[32, n_tokens, 8], f32>, !ggml.tensor<[32, n_kv, 4], q8_0>, !ggml.tensor<[32, n_kv, 4], f32>) -> !ggml.tensor<[32, 8, n_tokens], f32>
   return
 }
+
+// llama.cpp 2026's group-limited expert routing: the grouped selection probabilities filled with
+// -inf (ggml_fill), the kept groups' rows written back (ggml_set_rows).
+// CHECK-LABEL: func.func @group_mask
+func.func @group_mask(%g: !ggml.tensor<[2, 4, n_tokens], f32>, %kept: !ggml.tensor<[2, 2, n_tokens], f32>,
+                      %idx: !ggml.tensor<[2, n_tokens], i32>) -> !ggml.tensor<[2, 4, n_tokens], f32> {
+  // CHECK: ggml.fill %{{.*}} {value = 0xFF800000 : f32} : (!ggml.tensor<[2, 4, n_tokens], f32>) -> !ggml.tensor<[2, 4, n_tokens], f32>
+  %m = ggml.fill %g {value = 0xFF800000 : f32} : (!ggml.tensor<[2, 4, n_tokens], f32>) -> !ggml.tensor<[2, 4, n_tokens], f32>
+  // CHECK: ggml.set_rows %{{.*}}, %{{.*}}, %{{.*}} : (!ggml.tensor<[2, 4, n_tokens], f32>, !ggml.tensor<[2, 2, n_tokens], f32>, !ggml.tensor<[2, n_tokens], i32>) -> !ggml.tensor<[2, 4, n_tokens], f32>
+  %r = ggml.set_rows %m, %kept, %idx : (!ggml.tensor<[2, 4, n_tokens], f32>, !ggml.tensor<[2, 2, n_tokens], f32>, !ggml.tensor<[2, n_tokens], i32>) -> !ggml.tensor<[2, 4, n_tokens], f32>
+  return %r : !ggml.tensor<[2, 4, n_tokens], f32>
+}

@@ -274,6 +274,21 @@ def GGML_ScaleOp : GGML_Op<"scale"> {
   let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
 }
 
+def GGML_FillOp : GGML_Op<"fill"> {
+  let summary = "FILL: a tensor of a's shape with every element the constant value";
+  let description = [{
+    result[i] = value for every element (ggml_fill; a gives only the shape and type, f32 or f16,
+    contiguous). llama.cpp 2026's group-limited expert routing (DeepSeek-V3) fills the grouped
+    selection probabilities with -inf and writes the kept groups' rows back with set_rows.
+    Example:
+      %m = ggml.fill %g {value = 0xFF800000 : f32} : (!ggml.tensor<[32, 8, n_tokens], f32>)
+             -> !ggml.tensor<[32, 8, n_tokens], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$a, F32Attr:$value);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
+}
+
 def GGML_SiluOp : GGML_UnaryOp<"silu", "UNARY(SILU)", "x * sigmoid(x)"> {
   let description = [{
     result = a / (1 + exp(-a)) elementwise (ggml_silu; rows must be contiguous). Result: a's
