@@ -116,17 +116,38 @@ for n in llama-yarn llama-ropefreqs; do ARGS[$n-q8_0]=${ARGS[$n-f32]/--type f32/
 # them, and the sums over the cache's cells (KQ softmax, KQV) meet the window's 40 keys in the
 # wrapped order (their hashes differ from a full-size cache's; with a window of 8 they do not).
 for n in gemma2 gemma3; do ARGS[$n-ring-f32]=${ARGS[$n-f32]/--sliding-window 8/--sliding-window 40}; done
+# The mixture-of-experts architectures (golden-arch's qwen3moe, glm4moe, deepseek2 and gpt-oss
+# models), and glm4moe-ties-f32: glm4moe-f32 with 32 experts whose routers are multiplied by 1000 and
+# selection bias by 0 (gguf_scale_f32.py), so that about half of each token's sigmoid scores are
+# exactly 1 and the top-k is the order ggml-cpu's ARGSORT gives ties.
+ARGS[glm4moe-ties-f32]=${ARGS[glm4moe-f32]/--n-expert 8/--n-expert 32}
+declare -A EDITS=([glm4moe-ties-f32]="ffn_gate_inp=1000 exp_probs_b=0")
 want arch && for n in qwen3-f32 qwen3-q8_0 gemma2-f32 gemma2-q8_0 gemma3-f32 gemma3-q8_0 mistral3-f32 mistral3-q8_0 \
                        smollm3-f32 smollm3-q8_0 llama-yarn-f32 llama-yarn-q8_0 llama-ropefreqs-f32 llama-ropefreqs-q8_0 \
-                       gemma2-ring-f32 gemma3-ring-f32; do
+                       gemma2-ring-f32 gemma3-ring-f32 qwen3moe-f32 qwen3moe-q8_0 glm4moe-f32 glm4moe-q8_0 \
+                       deepseek2-f32 deepseek2-q8_0 gpt-oss-f32 gpt-oss-q8_0 glm4moe-ties-f32; do
   ubatch=()
   [[ $n == *-ring-* ]] && ubatch=(off 64)
   # shellcheck disable=SC2086
   "$SYNTH" ${ARGS[$n]} -o "$TMP/$n.gguf" > /dev/null
-  "$TMP/refexact" "$TMP/$n.gguf" "$PROMPT" 32 512 "${ubatch[@]}" | annotate "$TMP/$n.gguf" synth_args="${ARGS[$n]}" \
-    > "$OUT/arch-$n.json"
+  edits=()
+  if [ -n "${EDITS[$n]:-}" ]; then
+    # shellcheck disable=SC2086
+    python3 "$HERE/gguf_scale_f32.py" "$TMP/$n.gguf" "$TMP/$n.edited.gguf" ${EDITS[$n]}
+    mv "$TMP/$n.edited.gguf" "$TMP/$n.gguf"
+    edits=(edits="${EDITS[$n]}")
+  fi
+  "$TMP/refexact" "$TMP/$n.gguf" "$PROMPT" 32 512 "${ubatch[@]}" |
+    annotate "$TMP/$n.gguf" synth_args="${ARGS[$n]}" "${edits[@]}" > "$OUT/arch-$n.json"
   echo "wrote $OUT/arch-$n.json"
 done
+# gpt-oss as shipped: test/data/golden-arch/gpt-oss-mxfp4.gguf (the F32 model quantized by llama.cpp's
+# quantize MXFP4_MOE; stored, gguf-synth writes MXFP4 only header-only).
+if want arch; then
+  "$TMP/refexact" "$HERE/../golden-arch/gpt-oss-mxfp4.gguf" "$PROMPT" 32 512 |
+    annotate "$HERE/../golden-arch/gpt-oss-mxfp4.gguf" > "$OUT/arch-gpt-oss-mxfp4.json"
+  echo "wrote $OUT/arch-gpt-oss-mxfp4.json"
+fi
 
 if [ "$VARIANT" = skylakex ]; then
   differ=0

@@ -6,7 +6,8 @@
 // the option is shown to matter). The same for synthetic mixture-of-experts models (mixtral,
 // qwen2moe; built here as gguf-synth writes them): their MUL_MAT_ID products in llama.cpp's order;
 // for synthetic models of the newer architectures (qwen3, gemma2/gemma3 with sliding windows,
-// soft-caps and a wrapped SWA ring, mistral3, smollm3, llama with YaRN / rope_freqs); and single ops
+// soft-caps and a wrapped SWA ring, mistral3, smollm3, llama with YaRN / rope_freqs) and of the
+// mixture-of-experts ones (qwen3moe, glm4moe, deepseek2, gpt-oss; gpt-oss's MXFP4 file); and single ops
 // whose llama.cpp bits come from its builds' FMA contractions (GELU, YaRN ROPE, SCALE with bias).
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -259,6 +260,11 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenExactMoe,
 struct ArchCase {
   const char* name;  // golden file without "arch-" and "-<type>.json"
   void (*spec)(synth::ModelSpec&);
+  int n_threads = 1;  // this runtime's; llama.cpp's goldens are made with 1
+  // When not 0, the prompt is also decoded in ubatches of this size (the SWA cache then as
+  // llama-cli's, swa_full off), expecting the same bits: llama.cpp computes the golden's bits there
+  // too (refexact's N_UBATCH, checked by hand for these models in both variants).
+  uint32_t split_ubatch = 0;
 };
 void PrintTo(const ArchCase& c, std::ostream* os) { *os << c.name; }
 void YarnFactor4(synth::ModelSpec& s) {  // --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16
@@ -287,6 +293,40 @@ const ArchCase kArchCases[] = {
     {"smollm3", [](synth::ModelSpec& s) { s.arch = "smollm3", s.n_layer = 8; }},
     {"llama-yarn", YarnFactor4},
     {"llama-ropefreqs", [](synth::ModelSpec& s) { s.rope_freqs = true, s.rope_original_ctx = 64; }},
+};
+// The mixture-of-experts architectures of test/data/golden-arch (its make_goldens.sh arguments):
+// qwen3moe (softmax top-k, normalized weights), glm4moe (sigmoid routing with the selection bias,
+// shared expert, partial rope, a NextN block skipped), deepseek2 (MLA, sigmoid routing with the
+// expert-score bias, weights normalized and scaled, YaRN) and gpt-oss (biased router, softmax over the
+// chosen experts, ADD_ID, the clamped SwiGLU, attention sinks, a window of 8, YaRN). They run with 2
+// threads, which split each expert's MUL_MAT_ID rows and the attention heads (llama.cpp's bits do not
+// depend on the thread count, nor may this runtime's), and once more in ubatches of 64, whose
+// MUL_MAT_IDs see other token groups per expert and whose attention a growing n_kv.
+// --sliding-window 8 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16
+void GptOssSpec(synth::ModelSpec& s) {
+  YarnFactor4(s);
+  s.arch = "gpt-oss", s.n_swa = 8;
+}
+// --n-layer 3 --head-dim 32 --n-expert 8 --n-expert-used 2 --qk-norm --seed 2
+void Glm4MoeSpec(synth::ModelSpec& s) {
+  s.arch = "glm4moe", s.n_layer = 3, s.head_dim = 32, s.n_expert = 8, s.n_expert_used = 2;
+  s.qk_norm = true, s.seed = 2;
+}
+const ArchCase kMoeArchCases[] = {
+    {"qwen3moe",
+     [](synth::ModelSpec& s) {
+       s.arch = "qwen3moe", s.head_dim = 32, s.n_expert = 8, s.n_expert_used = 2, s.seed = 5;
+     },
+     2, 64},
+    {"glm4moe", Glm4MoeSpec, 2, 64},
+    {"deepseek2",
+     [](synth::ModelSpec& s) {
+       YarnFactor4(s);
+       s.arch = "deepseek2", s.n_layer = 3, s.n_expert = 8, s.n_expert_used = 2, s.head_dim = 24;
+       s.yarn_log_mul = 0.1f, s.seed = 3;
+     },
+     2, 64},
+    {"gpt-oss", GptOssSpec, 2, 64},
 };
 const ArchCase kRingCases[] = {
     {"gemma2-ring", [](synth::ModelSpec& s) { Gemma2Caps(s), s.n_swa = 40; }},
@@ -326,11 +366,17 @@ TEST_P(GoldenExactArch, LlamaCppNumericsGivesLlamaCppsBits) {
   const auto prompt = g["prompt_tokens"].get<std::vector<int32_t>>();
   const auto greedy = g["greedy"].get<std::vector<int32_t>>();
   const uint32_t n_ubatch = g.value("n_ubatch", 0u);
-  const Outcome r =
-      Generate(model, prompt, int(greedy.size()), /*numerics=*/true, v.isa, 512, false, 1, n_ubatch);
+  const Outcome r = Generate(model, prompt, int(greedy.size()), /*numerics=*/true, v.isa, 512, false,
+                             c.n_threads, n_ubatch);
   EXPECT_EQ(r.greedy, greedy);
   EXPECT_EQ(r.hash, g["logits_xxh64"].get<std::string>())
       << "some logit differs from llama.cpp's in some bit";
+  if (c.split_ubatch != 0) {
+    const Outcome split = Generate(model, prompt, int(greedy.size()), /*numerics=*/true, v.isa, 512, false,
+                                   c.n_threads, c.split_ubatch);
+    EXPECT_EQ(split.hash, g["logits_xxh64"].get<std::string>())
+        << "ubatches of " << c.split_ubatch << " gave other bits than llama.cpp's (and the whole prompt's)";
+  }
   if (n_ubatch != 0) {
     // The same ubatches with a SWA cache of n_ctx cells (nothing wraps): other bits, so the ring's
     // cell order is what the golden checks.
@@ -349,6 +395,39 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenExactArch,
                          ::testing::Combine(::testing::Values(kZen4, kSkylakeX, kHaswell),
                                             ::testing::ValuesIn(kArchCases), ::testing::Values(kF32, kQ8_0)),
                          ArchCaseName);
+INSTANTIATE_TEST_SUITE_P(Moe, GoldenExactArch,
+                         ::testing::Combine(::testing::Values(kZen4, kSkylakeX, kHaswell),
+                                            ::testing::ValuesIn(kMoeArchCases),
+                                            ::testing::Values(kF32, kQ8_0)),
+                         ArchCaseName);
+// arch-gpt-oss-mxfp4.json: gpt-oss as it is shipped, the F32 model above quantized by llama.cpp's
+// quantize MXFP4_MOE (the experts MXFP4, the other matrices Q8_0; stored as
+// test/data/golden-arch/gpt-oss-mxfp4.gguf since gguf-synth writes MXFP4 only header-only). The plan
+// for this CPU repacks the experts (CPU_REPACK MXFP4x8, as llama.cpp's mxfp4_8x8_q8_0), so their
+// MUL_MAT_ID runs the repacked gemv / GEMM in llama.cpp's order.
+class GoldenExactMxfp4 : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(GoldenExactMxfp4, LlamaCppNumericsGivesLlamaCppsBits) {
+  const Variant v = GetParam();
+  if (const std::string why = CannotRun(v); !why.empty()) GTEST_SKIP() << why;
+  const nlohmann::json g = ReadGolden(v, "arch-gpt-oss-mxfp4.json");
+  ASSERT_FALSE(g.is_null());
+  const std::string model = std::string(STOWAGE_TEST_DATA_DIR) + "/golden-arch/gpt-oss-mxfp4.gguf";
+  ASSERT_EQ(test::FileFnv1a64(model), g["model_fnv1a64"].get<std::string>())
+      << model << " differs from the file the golden was made from: regenerate (make_goldens.sh)";
+  const auto prompt = g["prompt_tokens"].get<std::vector<int32_t>>();
+  const auto greedy = g["greedy"].get<std::vector<int32_t>>();
+  const Outcome r = Generate(model, prompt, int(greedy.size()), /*numerics=*/true, v.isa);
+  EXPECT_EQ(r.greedy, greedy);
+  EXPECT_EQ(r.hash, g["logits_xxh64"].get<std::string>())
+      << "some logit differs from llama.cpp's in some bit";
+}
+
+INSTANTIATE_TEST_SUITE_P(GptOss, GoldenExactMxfp4, ::testing::Values(kZen4, kSkylakeX, kHaswell),
+                         [](const ::testing::TestParamInfo<Variant>& i) {
+                           return std::string(i.param.name);
+                         });
+
 INSTANTIATE_TEST_SUITE_P(SwaRing, GoldenExactArch,
                          ::testing::Combine(::testing::Values(kZen4, kSkylakeX, kHaswell),
                                             ::testing::ValuesIn(kRingCases), ::testing::Values(kF32)),
