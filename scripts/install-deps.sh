@@ -4,7 +4,7 @@ set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 PKGS=(
-  cmake ninja-build g++ python3
+  cmake ninja-build g++ python3 pkg-config
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
   libdnnl-dev ocl-icd-opencl-dev
   libflatbuffers-dev flatbuffers-compiler

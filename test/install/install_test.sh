@@ -13,17 +13,20 @@
 #      installed plan-model plans it, and the greedy text of the installed stowage-run equals the
 #      C++ programs' text, whose token ids equal the C programs'; a plan made by the planner
 #      consumer gives the same text again.
-# Usage: install_test.sh BUILD_DIR TEST_DIR MODELS_DIR CC CXX VERSION
+# Usage: install_test.sh BUILD_DIR TEST_DIR MODELS_DIR CC CXX VERSION CMAKE
 set -euo pipefail
-BUILD=$1 HERE=$2 MODELS=${STOWAGE_MODELS_DIR:-$3} CC=$4 CXX=$5 VERSION=$6
+BUILD=$1 HERE=$2 MODELS=${STOWAGE_MODELS_DIR:-$3} CC=$4 CXX=$5 VERSION=$6 CMAKE=$7
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/stowage-install-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 P=$TMP/prefix
 fail() { echo "install_test: FAIL: $*" >&2; exit 1; }
 step() { echo "install_test: $*"; }
+for t in pkg-config objdump; do
+  command -v $t > /dev/null || fail "$t not found (scripts/install-deps.sh installs it)"
+done
 
 # --- 1. the install tree -------------------------------------------------------------------------
-cmake --install "$BUILD" --prefix "$P" > "$TMP/install.log" || { cat "$TMP/install.log"; fail "cmake --install"; }
+"$CMAKE" --install "$BUILD" --prefix "$P" > "$TMP/install.log" || { cat "$TMP/install.log"; fail "cmake --install"; }
 LIB=$(cd "$P" && dirname "$(find . -name 'libstowage-runtime.a' | head -1)")
 [ "$LIB" != . ] && [ -n "$LIB" ] || fail "no libstowage-runtime.a under $P"
 LIB=$P/${LIB#./}
@@ -87,9 +90,9 @@ static_libs=$(pkg-config --static --libs stowage | sed 's/-lstowage-runtime/-Wl,
   fail "the C consumer does not link libstowage-runtime.a with pkg-config --static --libs stowage"
 if objdump -p "$TMP/c_static" | grep -q 'NEEDED.*libstowage'; then fail "c_static needs a libstowage shared library"; fi
 objdump -p "$TMP/c_shared" | grep -q "NEEDED *libstowage-runtime.so.$so\$" || fail "c_shared does not need libstowage-runtime.so.$so"
-cmake -S "$HERE/consumer_cxx" -B "$TMP/cxx" -DCMAKE_PREFIX_PATH="$P" -DCMAKE_BUILD_TYPE=Release \
+"$CMAKE" -S "$HERE/consumer_cxx" -B "$TMP/cxx" -G Ninja -DCMAKE_PREFIX_PATH="$P" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_COMPILER="$CXX" > "$TMP/cxx-configure.log" 2>&1 || { cat "$TMP/cxx-configure.log"; fail "find_package(Stowage)"; }
-cmake --build "$TMP/cxx" -j 2 > "$TMP/cxx-build.log" 2>&1 || { cat "$TMP/cxx-build.log"; fail "the C++ consumers do not build"; }
+"$CMAKE" --build "$TMP/cxx" -j 2 > "$TMP/cxx-build.log" 2>&1 || { cat "$TMP/cxx-build.log"; fail "the C++ consumers do not build"; }
 if objdump -p "$TMP/cxx/consumer_cxx_static" | grep -q 'NEEDED.*libstowage'; then fail "consumer_cxx_static needs a libstowage shared library"; fi
 step "built out of tree: C with pkg-config (shared and static), C++ with find_package(Stowage) (runtime, runtime_static, planner)"
 
