@@ -126,7 +126,7 @@ int64_t GgufValue::ArrayI64(uint64_t idx) const {
 // Bounds-checked cursor over the file bytes; every read reports the offset on failure.
 class GgufParser {
  public:
-  GgufParser(GgufFile& f) : f_(f), p_(f.data_), n_(f.size_) {}
+  GgufParser(GgufFile& f) : f_(f), p_(f.data_), n_(f.size_), file_n_(f.file_size_) {}
 
   Status Run() {
     uint64_t n_tensors = 0, n_kv = 0;
@@ -163,10 +163,12 @@ class GgufParser {
     STOWAGE_RETURN_IF_ERROR(ReadU64(n_kv, "n_kv"));
     // Each KV needs >= 12 bytes (key length + type), each tensor info >= 8+4+8+4+8 bytes.
     if (*n_kv > (n_ - pos_) / 12)
-      return Err(16, "n_kv", "at most " + std::to_string((n_ - pos_) / 12) + " (bounded by file size)",
+      return Err(16, "n_kv",
+                 "at most " + std::to_string((n_ - pos_) / 12) + " " + Limit("bounded by file size"),
                  std::to_string(*n_kv));
     if (*n_tensors > (n_ - pos_) / 32)
-      return Err(8, "n_tensors", "at most " + std::to_string((n_ - pos_) / 32) + " (bounded by file size)",
+      return Err(8, "n_tensors",
+                 "at most " + std::to_string((n_ - pos_) / 32) + " " + Limit("bounded by file size"),
                  std::to_string(*n_tensors));
 
     return Status::Ok();
@@ -281,13 +283,19 @@ class GgufParser {
     uint64_t data_off = pos_;
     const uint64_t rem = data_off % f_.alignment_;
     if (rem != 0) data_off += f_.alignment_ - rem;
-    if (!f_.tensors_.empty() && data_off > n_)
+    if (!f_.tensors_.empty() && data_off > file_n_)
       return Err(pos_, "data section", "padding up to byte " + std::to_string(data_off),
-                 "end of file at " + std::to_string(n_));
-    f_.data_offset_ = std::min<uint64_t>(data_off, n_);
+                 "end of file at " + std::to_string(file_n_));
+    // A header alone must hold the padding too: the model identity hashes [0, data_offset).
+    if (f_.header_only() && std::min<uint64_t>(data_off, file_n_) > n_)
+      return Err(n_, "data section",
+                 "the header through byte " + std::to_string(data_off) +
+                     " (the padding before the data section, which the model identity hashes)",
+                 "the end of the header bytes at " + std::to_string(n_));
+    f_.data_offset_ = std::min<uint64_t>(data_off, file_n_);
 
     // Tensor data inside the file and not overlapping.
-    const uint64_t data_size = n_ - f_.data_offset_;
+    const uint64_t data_size = file_n_ - f_.data_offset_;
     std::vector<size_t> order(f_.tensors_.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     for (const auto& t : f_.tensors_) {
@@ -358,10 +366,20 @@ class GgufParser {
     return DataLoss(f_.path_ + ": offset " + std::to_string(off) + ": " + field + ": expected " + expected +
                     ", found " + found);
   }
+  // "(<why>)", or for a header alone "(<why>: the header bytes end at N of a F-byte file; give more
+  // of the file)": a count or length past the bytes present is most likely a header cut short.
+  std::string Limit(const char* why) const {
+    if (!f_.header_only()) return "(" + std::string(why) + ")";
+    return "(" + std::string(why) + ": the header bytes end at " + std::to_string(n_) + " of a " +
+           std::to_string(file_n_) + "-byte file; give more of the file)";
+  }
   Status Need(uint64_t k, const std::string& field) {
     if (k > n_ - pos_)
       return Err(pos_, field, std::to_string(k) + " more bytes",
-                 "end of file (file is " + std::to_string(n_) + " bytes)");
+                 f_.header_only() ? "the end of the header bytes (" + std::to_string(n_) + " of a " +
+                                        std::to_string(file_n_) +
+                                        "-byte file: the header continues past them; give more of the file)"
+                                  : "end of file (file is " + std::to_string(n_) + " bytes)");
     return Status::Ok();
   }
   Status ReadU32(uint32_t* v, const std::string& field) {
@@ -381,7 +399,8 @@ class GgufParser {
     const uint64_t off = pos_;
     STOWAGE_RETURN_IF_ERROR(ReadU64(&len, field + " length"));
     if (len > n_ - pos_)
-      return Err(off, field + " length", "at most " + std::to_string(n_ - pos_) + " (bytes left in file)",
+      return Err(off, field + " length",
+                 "at most " + std::to_string(n_ - pos_) + " " + Limit("bytes left in file"),
                  std::to_string(len));
     *s = std::string_view(reinterpret_cast<const char*>(p_ + pos_), len);
     pos_ += len;
@@ -414,7 +433,7 @@ class GgufParser {
       const uint64_t min_elem = es ? es : (v->elem_type == GgufValueType::STRING ? 8 : 12);
       if (v->count > (n_ - pos_) / min_elem)
         return Err(cnt_off, field + " element count",
-                   "at most " + std::to_string((n_ - pos_) / min_elem) + " (bounded by file size)",
+                   "at most " + std::to_string((n_ - pos_) / min_elem) + " " + Limit("bounded by file size"),
                    std::to_string(v->count));
       if (es) {
         v->raw = p_ + pos_;
@@ -483,7 +502,8 @@ class GgufParser {
 
   GgufFile& f_;
   const uint8_t* p_;
-  uint64_t n_;
+  uint64_t n_;       // bytes present: every read stays inside them
+  uint64_t file_n_;  // the file's size: the data section and tensor extents are checked against it
   uint64_t pos_ = 0;
 };
 
@@ -530,12 +550,22 @@ Result<std::unique_ptr<GgufFile>> GgufFile::Parse(const uint8_t* data, size_t si
   f->path_ = std::move(name);
   f->data_ = data;
   f->size_ = size;
+  f->file_size_ = size;
   GgufParser parser(*f);
   STOWAGE_RETURN_IF_ERROR(parser.Run());
   return f;
 }
 
 Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
+  return OpenMapped(path, 0, false);
+}
+
+Result<std::unique_ptr<GgufFile>> GgufFile::OpenHeader(const std::string& path, uint64_t file_size) {
+  return OpenMapped(path, file_size, true);
+}
+
+Result<std::unique_ptr<GgufFile>> GgufFile::OpenMapped(const std::string& path, uint64_t file_size,
+                                                       bool header_only) {
   if (path.empty()) return InvalidArgument("GGUF file path is empty; expected the path of a .gguf model");
   // O_NONBLOCK: opening a FIFO nobody writes to returns at once (it is refused below) instead of
   // blocking; it changes nothing for a regular file.
@@ -549,6 +579,11 @@ Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
         "; expected a GGUF file");
   }
   const size_t size = static_cast<size_t>(st.st_size);
+  if (header_only && file_size < size) {
+    ::close(fd);
+    return InvalidArgument(path + ": --file-size " + std::to_string(file_size) +
+                           " is smaller than the header file (" + std::to_string(size) + " bytes)");
+  }
   void* map = nullptr;
   if (size > 0) {
     map = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
@@ -565,6 +600,7 @@ Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
   f->mapping_ = map;
   f->data_ = static_cast<const uint8_t*>(map);
   f->size_ = size;
+  f->file_size_ = header_only ? file_size : size;
   if (size == 0) return DataLoss(path + ": offset 0: magic: expected \"GGUF\", found an empty file");
   GgufParser parser(*f);
   STOWAGE_RETURN_IF_ERROR(parser.Run());

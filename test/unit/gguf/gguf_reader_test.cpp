@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include "scratch_dir.h"
 #include "stowage/runtime/gguf.h"
 #include "stowage/runtime/gguf_writer.h"
+#include "stowage/runtime/model_identity.h"
 #include "test_paths.h"
 
 namespace stowage {
@@ -28,6 +30,81 @@ TEST(GgufReader, Stories260K) {
   EXPECT_EQ(tokens->size(), 512u);
   EXPECT_FALSE((*f)->GetString("llama.block_count").ok());
   EXPECT_EQ((*f)->GetU32("nope").status().code(), StatusCode::kNotFound);
+}
+
+// OpenHeader: the first bytes of a model and its size give the whole file's tensor infos and model
+// identity; the data checks use the given size; bytes that end inside the header, or in its
+// padding, are refused naming the offset.
+TEST(GgufReader, OpenHeaderReadsAModelFromItsHeader) {
+  const std::string path = test::ModelPath("stories260K.gguf");
+  STOWAGE_REQUIRE_FILE(path);
+  auto full = GgufFile::Open(path);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  const GgufFile& g = **full;
+  const std::string bytes(reinterpret_cast<const char*>(g.bytes()), g.file_size());
+  test::ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  // The header through its padding (what gguf-dump --save-header writes), and the first 20000 bytes.
+  for (uint64_t n : {g.data_offset(), uint64_t{20000}}) {
+    SCOPED_TRACE(n);
+    const std::string head = dir.Write("head.gguf", bytes.substr(0, n));
+    auto h = GgufFile::OpenHeader(head, g.file_size());
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    EXPECT_TRUE((*h)->header_only());
+    EXPECT_EQ((*h)->file_size(), g.file_size());
+    EXPECT_EQ((*h)->data_offset(), g.data_offset());
+    EXPECT_EQ((*h)->tensors().size(), g.tensors().size());
+    const ModelIdentity a = ComputeModelIdentity(g), b = ComputeModelIdentity(**h);
+    EXPECT_EQ(a.file_size, b.file_size);
+    EXPECT_EQ(a.header_size, b.header_size);
+    EXPECT_EQ(a.header_xxh64, b.header_xxh64);
+  }
+  const std::string head = dir.Write("head.gguf", bytes.substr(0, g.data_offset()));
+  // The file size given is the one checked: one byte short of the last tensor's data.
+  auto small = GgufFile::OpenHeader(head, g.file_size() - 1);
+  ASSERT_FALSE(small.ok());
+  EXPECT_NE(small.status().message().find("data: expected within the file"), std::string::npos)
+      << small.status().message();
+  auto below = GgufFile::OpenHeader(head, 100);
+  ASSERT_FALSE(below.ok());
+  EXPECT_EQ(below.status().message(), head + ": --file-size 100 is smaller than the header file (" +
+                                          std::to_string(g.data_offset()) + " bytes)");
+  // Bytes ending inside the tensor infos: the offset of the field cut short.
+  const GgufTensorInfo& last = g.tensors().back();
+  const std::string cut = dir.Write("cut.gguf", bytes.substr(0, 14000));
+  auto c = GgufFile::OpenHeader(cut, g.file_size());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(c.status().message().find(cut + ": offset "), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("the header bytes end at 14000 of a " + std::to_string(g.file_size()) +
+                                      "-byte file; give more of the file)"),
+            std::string::npos)
+      << c.status().message();
+  // Cut inside a fixed-size field: "expected K more bytes, found the end of the header bytes".
+  const std::string cut2 = dir.Write("cut2.gguf", bytes.substr(0, last.info_offset + 4));
+  auto c2 = GgufFile::OpenHeader(cut2, g.file_size());
+  ASSERT_FALSE(c2.ok());
+  EXPECT_NE(
+      c2.status().message().find(": offset " + std::to_string(last.info_offset) + ": name of tensor #47"),
+      std::string::npos)
+      << c2.status().message();
+  EXPECT_NE(c2.status().message().find("expected 8 more bytes, found the end of the header bytes (" +
+                                       std::to_string(last.info_offset + 4) + " of a "),
+            std::string::npos)
+      << c2.status().message();
+  // Bytes ending in the padding before the data section: the last tensor info (name length, name,
+  // n_dims, ne, type, offset) ends before it.
+  const uint64_t infos_end = last.info_offset + 8 + last.name.size() + 4 + 8 * last.n_dims + 4 + 8;
+  ASSERT_LT(infos_end, g.data_offset()) << "stories260K.gguf has padding before its data section";
+  const std::string pad = dir.Write("pad.gguf", bytes.substr(0, infos_end));
+  auto pd = GgufFile::OpenHeader(pad, g.file_size());
+  ASSERT_FALSE(pd.ok());
+  EXPECT_EQ(pd.status().message(), pad + ": offset " + std::to_string(infos_end) +
+                                       ": data section: expected the header through byte " +
+                                       std::to_string(g.data_offset()) +
+                                       " (the padding before the data section, which the model identity "
+                                       "hashes), found the end of the header bytes at " +
+                                       std::to_string(infos_end));
 }
 
 std::vector<std::string> GgufFilesIn(const std::string& dir) {

@@ -111,6 +111,22 @@ class GgufFile {
   /// or big-endian files).
   static Result<std::unique_ptr<GgufFile>> Open(const std::string& path);
 
+  /// A model that is not here, from its header alone: `path` holds the first bytes of a GGUF file
+  /// (e.g. `head -c 20M model.gguf`, or what `gguf-dump --save-header` writes: the header through
+  /// the padding before the data section) and `file_size` is the whole file's size in bytes. Every
+  /// check of Open runs on the header bytes present; the data section's start and every tensor's
+  /// extent are checked against `file_size` instead of the header file's size, and file_size()
+  /// returns it, so the model identity (ComputeModelIdentity: file size, header hash) is the whole
+  /// file's: a plan made from the header runs with the model. The tensor data is not there:
+  /// header_only() is true and TensorData / bytes() past header_size() must not be read.
+  /// Errors: those of Open; kInvalidArgument "<file>: --file-size N is smaller than the header file
+  /// (M bytes)"; kDataLoss "<file>: offset N: <field>: expected K more bytes, found the end of the
+  /// header bytes (N of a F-byte file: the header continues past them; give more of the file)" when
+  /// the bytes end inside the header, and "<file>: offset N: data section: expected the header
+  /// through byte D (the padding before the data section, which the model identity hashes), found
+  /// the end of the header bytes at N" when they end in its padding.
+  static Result<std::unique_ptr<GgufFile>> OpenHeader(const std::string& path, uint64_t file_size);
+
   /// Parses `size` bytes at `data` (not copied: must outlive the GgufFile). `name` is used in
   /// messages in place of a path. Used by the fuzzer and tests.
   static Result<std::unique_ptr<GgufFile>> Parse(const uint8_t* data, size_t size, std::string name);
@@ -121,7 +137,10 @@ class GgufFile {
 
   const std::string& path() const { return path_; }
   uint32_t version() const { return version_; }
-  uint64_t file_size() const { return size_; }
+  /// The file's size in bytes (OpenHeader: the size given for the whole file).
+  uint64_t file_size() const { return file_size_; }
+  /// Made by OpenHeader: only the header's bytes are present.
+  bool header_only() const { return file_size_ != size_; }
   /// Whether the file behind the mapping is still what Open mapped, for the users of bytes() long
   /// after Open (a Session's weights read in place): a file truncated while mapped makes every read
   /// of a page past its new end fault with SIGBUS (llama.cpp's mmap dies so), and one rewritten in
@@ -184,10 +203,14 @@ class GgufFile {
  private:
   GgufFile() = default;
   friend class GgufParser;
+  /// Open (header_only false: file_size is the mapped size) and OpenHeader.
+  static Result<std::unique_ptr<GgufFile>> OpenMapped(const std::string& path, uint64_t file_size,
+                                                      bool header_only);
 
   std::string path_;
   const uint8_t* data_ = nullptr;
-  uint64_t size_ = 0;
+  uint64_t size_ = 0;        // bytes present (mapped or given to Parse)
+  uint64_t file_size_ = 0;   // the file's size: size_, or OpenHeader's file_size
   void* mapping_ = nullptr;  // munmap on destruction when non-null
   int fd_ = -1;              // the mapped file (Open), closed on destruction; -1 after Parse
   int64_t mtime_ns_ = 0;     // its modification time when opened (CheckUnchanged)
