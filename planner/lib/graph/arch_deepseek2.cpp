@@ -55,7 +55,9 @@ int BuildMhaAttention(GraphBuilder& b, const ModelGraphs& m, const LayerWeights&
   const int k_pe_heads = b.Repeat(k_pe, {K(n_rot), K(n_head), kT, kC1});
   const int k_cur = b.Concat(k_nope, k_pe_heads, 0);  // [hk, n_head, n_tokens]
   b.Name(k_cur, "Kcur", il);
-  return BuildKv(b, m, l.wo, -1, k_cur, v_cur, q_cur, kq_mask, kq_scale, il);
+  // BuildKv stores V rows of n_embd_v_gqa (llama_kv_cache::cpy_v merges the heads: ggml_reshape_2d)
+  const int v_rows = b.Reshape(v_cur, {K(hv * n_head), kT, kC1, kC1});
+  return BuildKv(b, m, l.wo, -1, k_cur, v_rows, q_cur, kq_mask, kq_scale, il);
 }
 
 // The attention of one layer (llama_model_deepseek2::graph, build_attn): `cur` is the normed input
