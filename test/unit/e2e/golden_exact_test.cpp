@@ -7,7 +7,8 @@
 // qwen2moe; built here as gguf-synth writes them): their MUL_MAT_ID products in llama.cpp's order;
 // for synthetic models of the newer architectures (qwen3, gemma2/gemma3 with sliding windows,
 // soft-caps and a wrapped SWA ring, mistral3, smollm3, llama with YaRN / rope_freqs) and of the
-// mixture-of-experts ones (qwen3moe, glm4moe, deepseek2, gpt-oss; gpt-oss's MXFP4 file); and single ops
+// mixture-of-experts ones (qwen3moe, glm4moe, deepseek2, gpt-oss; gpt-oss's MXFP4 file; tied routing
+// scores, ordered by ARGSORT as llama.cpp orders them); and single ops
 // whose llama.cpp bits come from its builds' FMA contractions (GELU, YaRN ROPE, SCALE with bias).
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -25,6 +26,7 @@
 
 #include "ops.h"
 #include "plan_probed.h"
+#include "reduced_golden.h"
 #include "stowage/runtime/device_probe.h"
 #include "stowage/runtime/session.h"
 #include "synth.h"
@@ -428,6 +430,51 @@ INSTANTIATE_TEST_SUITE_P(GptOss, GoldenExactMxfp4, ::testing::Values(kZen4, kSky
                            return std::string(i.param.name);
                          });
 
+// arch-glm4moe-ties-f32.json: tied routing scores, which the top-k's ARGSORT orders. glm4moe-f32 with
+// 32 experts (2 used), its routers times 1000 and its selection bias times 0 (make_goldens.sh), so
+// that sigmoid(logit) is exactly 1 for about half of each token's experts: the 2 chosen are the
+// first two of ggml-cpu's argsort (std::sort, whose introsort reorders ties above 16 elements)
+// among them, and each counts fully (weight 0.5 after the norm). With llamacpp_numerics the
+// runtime's ARGSORT sorts the same way; its default stable sort picks other experts.
+class GoldenExactTies : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(GoldenExactTies, ArgsortOrdersTiesAsLlamaCpp) {
+  const Variant v = GetParam();
+  if (const std::string why = CannotRun(v); !why.empty()) GTEST_SKIP() << why;
+  const nlohmann::json g = ReadGolden(v, "arch-glm4moe-ties-f32.json");
+  ASSERT_FALSE(g.is_null());
+  synth::ModelSpec spec;
+  spec.weight_type = GgmlType::F32;
+  Glm4MoeSpec(spec);
+  spec.n_expert = 32;
+  const std::string model =
+      ::testing::TempDir() + "golden_exact_ties_" + v.name + "_" + std::to_string(getpid()) + ".gguf";
+  ASSERT_TRUE(synth::WriteModel(spec, model).ok());
+  // blocks 1-2 and the NextN block 3
+  EXPECT_EQ(test::ScaleF32Tensors(model, {"ffn_gate_inp"}, 1000.f), 3);
+  EXPECT_EQ(test::ScaleF32Tensors(model, {"exp_probs_b"}, 0.f), 3);
+  const std::string fnv = test::FileFnv1a64(model);
+  if (fnv != g["model_fnv1a64"].get<std::string>()) {
+    std::remove(model.c_str());
+    FAIL() << "the edited synthetic model differs from the one the golden was made from: regenerate "
+              "(make_goldens.sh)";
+  }
+  const auto prompt = g["prompt_tokens"].get<std::vector<int32_t>>();
+  const auto greedy = g["greedy"].get<std::vector<int32_t>>();
+  const Outcome r = Generate(model, prompt, int(greedy.size()), /*numerics=*/true, v.isa);
+  EXPECT_EQ(r.greedy, greedy);
+  EXPECT_EQ(r.hash, g["logits_xxh64"].get<std::string>())
+      << "some logit differs from llama.cpp's in some bit";
+  const Outcome d = Generate(model, prompt, int(greedy.size()), /*numerics=*/false, v.isa);
+  std::remove(model.c_str());
+  EXPECT_NE(d.greedy, greedy) << "the default (stable) order of ties chose llama.cpp's experts too";
+}
+
+INSTANTIATE_TEST_SUITE_P(Glm4Moe, GoldenExactTies, ::testing::Values(kZen4, kSkylakeX, kHaswell),
+                         [](const ::testing::TestParamInfo<Variant>& i) {
+                           return std::string(i.param.name);
+                         });
+
 INSTANTIATE_TEST_SUITE_P(SwaRing, GoldenExactArch,
                          ::testing::Combine(::testing::Values(kZen4, kSkylakeX, kHaswell),
                                             ::testing::ValuesIn(kRingCases), ::testing::Values(kF32)),
@@ -505,6 +552,39 @@ TEST(GoldenExactOps, FmaContractionsOfLlamaCppsBuilds) {
       else
         EXPECT_LT(same, 32) << "ROPE with YaRN: the default mode gave llama.cpp's bits too";
     }
+}
+
+// ARGSORT's order of ties (the top-k of the MoE router): what libggml-cpu-zen4.so / -haswell.so of
+// node-llama-cpp 3.21.1 give for rows of 32 (ggml_argsort, descending): all equal, and values 1 at
+// i % 3 == 0 else 0.5. Its std::sort reorders ties above 16 elements, so its top-2 of 32 equal scores
+// are experts 16 and 31; the default mode sorts stably (0 and 1).
+TEST(GoldenExactOps, ArgsortOrdersTiesAsGgmlCpu) {
+  const int32_t want[2][32] = {{16, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17,
+                                0,  15, 14, 13, 12, 11, 10, 9,  8,  7,  6,  5,  4,  3,  2,  1},
+                               {30, 3,  18, 21, 6,  27, 0,  9,  15, 24, 12, 25, 20, 22, 23, 16,
+                                26, 28, 29, 31, 19, 17, 14, 13, 11, 10, 8,  7,  5,  4,  2,  1}};
+  std::vector<float> x(64);
+  for (int i = 0; i < 32; ++i) x[size_t(i)] = 1.f, x[size_t(32 + i)] = i % 3 == 0 ? 1.f : 0.5f;
+  for (bool numerics : {true, false}) {
+    SCOPED_TRACE(numerics ? "llamacpp_numerics" : "default");
+    cpu::ComputeContext ctx;
+    ctx.llamacpp_numerics = numerics;
+    std::vector<int32_t> ids(64);
+    cpu::TensorView xv = F32View(x, 32, 2), iv = F32View(x, 32, 2);
+    iv.data = ids.data();
+    iv.type = GgmlType::I32;
+    ASSERT_TRUE(cpu::ArgSort(ctx, xv, iv, /*order=*/1).ok());
+    for (int r = 0; r < 2; ++r) {
+      const std::vector<int32_t> got(ids.begin() + 32 * r, ids.begin() + 32 * (r + 1));
+      const std::vector<int32_t> ggml(want[r], want[r] + 32);
+      if (numerics) {
+        EXPECT_EQ(got, ggml) << "row " << r;
+      } else {
+        EXPECT_NE(got, ggml) << "row " << r << ": the stable order gave ggml-cpu's too";
+        EXPECT_TRUE(std::is_sorted(got.begin(), got.begin() + (r == 0 ? 32 : 11))) << "row " << r;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -249,9 +249,12 @@ Status MulMatId(ComputeContext& ctx, const TensorView& as, const TensorView& b, 
 
 /// ARGSORT (ggml_argsort): per row of src F32 [ne0, ne1, ne2, ne3] (any strides), dst I32 of the
 /// same shape gets the indices 0..ne0-1 ordered by value, ascending (order 0, GGML_SORT_ORDER_ASC)
-/// or descending (order 1, GGML_SORT_ORDER_DESC). Ties keep index order (stable). TOP_K as the
-/// graph builds it (ggml_top_k of Feb 2025) is a view of the first k columns of the descending
-/// argsort. Errors: kInvalidArgument for types, shapes or another order.
+/// or descending (order 1, GGML_SORT_ORDER_DESC). Ties keep index order (stable); with
+/// ctx.llamacpp_numerics they are ordered as ggml-cpu's argsort orders them (std::sort, libstdc++'s
+/// introsort: index order up to 16 elements, reordered by its partitions above), so that a top-k over
+/// more than 16 tied experts picks llama.cpp's. TOP_K as the graph builds it (ggml_top_k of Feb 2025,
+/// ggml_argsort_top_k of 2026) is a view of the first k columns of the descending argsort.
+/// Errors: kInvalidArgument for types, shapes or another order.
 Status ArgSort(ComputeContext& ctx, const TensorView& src, TensorView& dst, int order);
 
 /// SUM_ROWS (ggml_sum_rows): dst[0, i1, i2, i3] = sum over i0 of src[i0, i1, i2, i3], accumulated

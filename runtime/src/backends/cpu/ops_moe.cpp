@@ -107,7 +107,6 @@ Status MulMatId(ComputeContext& ctx, const TensorView& as, const TensorView& b, 
 }
 
 Status ArgSort(ComputeContext& ctx, const TensorView& src, TensorView& dst, int order) {
-  (void)ctx;
   auto bad = [&](const std::string& why) {
     return InvalidArgument("ARGSORT: src " + ShapeString(src) + ", dst " + ShapeString(dst) + ": " + why);
   };
@@ -127,11 +126,22 @@ Status ArgSort(ComputeContext& ctx, const TensorView& src, TensorView& dst, int 
       for (int64_t i1 = 0; i1 < src.ne[1]; ++i1) {
         for (int64_t i0 = 0; i0 < ne0; ++i0) std::memcpy(&x[i0], AtC(src, i0, i1, i2, i3), sizeof(float));
         std::iota(idx.begin(), idx.end(), 0);
-        // Stable: equal values keep index order (ggml's result for ties is unspecified).
-        if (order == 0)
-          std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t c) { return x[a] < x[c]; });
-        else
-          std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t c) { return x[a] > x[c]; });
+        auto asc = [&](int32_t a, int32_t c) { return x[a] < x[c]; };
+        auto desc = [&](int32_t a, int32_t c) { return x[a] > x[c]; };
+        if (ctx.llamacpp_numerics) {
+          // ggml-cpu's argsort: std::sort of the indices 0..ne0-1 with the same comparison, whose
+          // libstdc++ introsort keeps ties in index order up to 16 elements (insertion sort) and
+          // reorders them in its partitions above (a top-k over more than 16 experts picks other
+          // tied experts, or the same ones in another order, than a stable sort).
+          if (order == 0)
+            std::sort(idx.begin(), idx.end(), asc);
+          else
+            std::sort(idx.begin(), idx.end(), desc);
+        } else if (order == 0) {
+          std::stable_sort(idx.begin(), idx.end(), asc);  // ties keep index order
+        } else {
+          std::stable_sort(idx.begin(), idx.end(), desc);
+        }
         char* d = static_cast<char*>(dst.data) + i1 * dst.nb[1] + i2 * dst.nb[2] + i3 * dst.nb[3];
         for (int64_t i0 = 0; i0 < ne0; ++i0) std::memcpy(d + i0 * dst.nb[0], &idx[i0], sizeof(int32_t));
       }
