@@ -82,9 +82,14 @@ TEST(ArchTensors, EveryArchitectureHasATable) {
 // applies, output.weight and the rope factors included, the optional biases gguf-synth never
 // writes left out), and the loader consumes each with the table's shape.
 TEST(ArchTensors, GgufSynthWritesTheTableAndTheLoaderReadsIt) {
-  for (const std::string& arch : synth::SupportedArchs()) {
+  std::vector<std::pair<std::string, bool>> cases;  // (arch, deepseek2's older attn_kv_b form)
+  for (const std::string& arch : synth::SupportedArchs()) cases.push_back({arch, false});
+  cases.push_back({"deepseek2", true});
+  for (const auto& [arch, mla_legacy] : cases) {
+    SCOPED_TRACE(arch + (mla_legacy ? " (--mla-legacy)" : ""));
     synth::ModelSpec spec;
     spec.arch = arch;
+    spec.mla_legacy = mla_legacy;
     spec.header_only = true;
     spec.tied_output = false;
     spec.rope_freqs =
@@ -98,9 +103,9 @@ TEST(ArchTensors, GgufSynthWritesTheTableAndTheLoaderReadsIt) {
     ASSERT_NE(table, nullptr) << arch;
     TensorDims d;
     d.n_expert = arch == "mixtral" || arch == "qwen2moe" ? 1 : 0;  // only the branch matters here
-    if (arch == "deepseek2") {  // gguf-synth's MLA file: q LoRA, attn_k_b/attn_v_b, leading dense layers
+    if (arch == "deepseek2") {  // q LoRA, attn_k_b/attn_v_b (older form: attn_kv_b), leading dense layers
       d.n_lora_q = spec.q_lora_rank;
-      d.mla = true;
+      d.mla = !mla_legacy;
       d.n_layer_dense_lead = spec.n_dense_lead;
     }
     const bool glm = arch == "glm4moe";  // gguf-synth's glm4moe: q/k/v biases and q/k norms, a NextN block
