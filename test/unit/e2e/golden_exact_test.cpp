@@ -132,6 +132,21 @@ std::string CaseName(const std::string& variant, const std::string& model) {
   return n;
 }
 
+// The golden `g`'s procedure (its prompt, as many greedy tokens, its n_ctx and flash attention) on
+// `model` with llamacpp_numerics at kernel level `isa`, expecting its greedy tokens and the XXH64 of
+// its logits; returns what it got.
+Outcome ExpectGoldenBits(const nlohmann::json& g, const std::string& model, CpuIsa isa, int n_threads = 1,
+                         uint32_t n_ubatch = 0) {
+  const auto greedy = g["greedy"].get<std::vector<int32_t>>();
+  const Outcome r = Generate(model, g["prompt_tokens"].get<std::vector<int32_t>>(), int(greedy.size()),
+                             /*numerics=*/true, isa, g.value("n_ctx", 512u), g.value("flash_attn", false),
+                             n_threads, n_ubatch);
+  EXPECT_EQ(r.greedy, greedy);
+  EXPECT_EQ(r.hash, g["logits_xxh64"].get<std::string>())
+      << "some logit differs from llama.cpp's in some bit";
+  return r;
+}
+
 // A golden of the folder: its prompt set ("" = prompt.txt, 240 tokens at n_ctx 512, 32 greedy
 // tokens; "long/" = prompt-long.txt, golden-long's prompt of 96 tokens (70 with the 32000-word
 // vocabulary) at n_ctx 256, 24 greedy tokens: golden_long_test's setting, whose GEMM chunks and n_kv
@@ -235,13 +250,8 @@ TEST_P(GoldenExactMoe, LlamaCppNumericsGivesLlamaCppsBits) {
     FAIL()
         << "the synthetic model differs from the one the golden was made from: regenerate (make_goldens.sh)";
   }
-  const auto prompt = g["prompt_tokens"].get<std::vector<int32_t>>();
-  const auto greedy = g["greedy"].get<std::vector<int32_t>>();
-  const Outcome r = Generate(model, prompt, int(greedy.size()), /*numerics=*/true, v.isa);
+  ExpectGoldenBits(g, model, v.isa);
   std::remove(model.c_str());
-  EXPECT_EQ(r.greedy, greedy);
-  EXPECT_EQ(r.hash, g["logits_xxh64"].get<std::string>())
-      << "some logit differs from llama.cpp's in some bit";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenExactMoe,
@@ -368,16 +378,10 @@ TEST_P(GoldenExactArch, LlamaCppNumericsGivesLlamaCppsBits) {
   const auto prompt = g["prompt_tokens"].get<std::vector<int32_t>>();
   const auto greedy = g["greedy"].get<std::vector<int32_t>>();
   const uint32_t n_ubatch = g.value("n_ubatch", 0u);
-  const Outcome r = Generate(model, prompt, int(greedy.size()), /*numerics=*/true, v.isa, 512, false,
-                             c.n_threads, n_ubatch);
-  EXPECT_EQ(r.greedy, greedy);
-  EXPECT_EQ(r.hash, g["logits_xxh64"].get<std::string>())
-      << "some logit differs from llama.cpp's in some bit";
+  const Outcome r = ExpectGoldenBits(g, model, v.isa, c.n_threads, n_ubatch);
   if (c.split_ubatch != 0) {
-    const Outcome split = Generate(model, prompt, int(greedy.size()), /*numerics=*/true, v.isa, 512, false,
-                                   c.n_threads, c.split_ubatch);
-    EXPECT_EQ(split.hash, g["logits_xxh64"].get<std::string>())
-        << "ubatches of " << c.split_ubatch << " gave other bits than llama.cpp's (and the whole prompt's)";
+    SCOPED_TRACE("in ubatches of " + std::to_string(c.split_ubatch));
+    ExpectGoldenBits(g, model, v.isa, c.n_threads, c.split_ubatch);
   }
   if (n_ubatch != 0) {
     // The same ubatches with a SWA cache of n_ctx cells (nothing wraps): other bits, so the ring's
@@ -417,12 +421,7 @@ TEST_P(GoldenExactMxfp4, LlamaCppNumericsGivesLlamaCppsBits) {
   const std::string model = std::string(STOWAGE_TEST_DATA_DIR) + "/golden-arch/gpt-oss-mxfp4.gguf";
   ASSERT_EQ(test::FileFnv1a64(model), g["model_fnv1a64"].get<std::string>())
       << model << " differs from the file the golden was made from: regenerate (make_goldens.sh)";
-  const auto prompt = g["prompt_tokens"].get<std::vector<int32_t>>();
-  const auto greedy = g["greedy"].get<std::vector<int32_t>>();
-  const Outcome r = Generate(model, prompt, int(greedy.size()), /*numerics=*/true, v.isa);
-  EXPECT_EQ(r.greedy, greedy);
-  EXPECT_EQ(r.hash, g["logits_xxh64"].get<std::string>())
-      << "some logit differs from llama.cpp's in some bit";
+  ExpectGoldenBits(g, model, v.isa);
 }
 
 INSTANTIATE_TEST_SUITE_P(GptOss, GoldenExactMxfp4, ::testing::Values(kZen4, kSkylakeX, kHaswell),
@@ -459,13 +458,10 @@ TEST_P(GoldenExactTies, ArgsortOrdersTiesAsLlamaCpp) {
     FAIL() << "the edited synthetic model differs from the one the golden was made from: regenerate "
               "(make_goldens.sh)";
   }
-  const auto prompt = g["prompt_tokens"].get<std::vector<int32_t>>();
+  ExpectGoldenBits(g, model, v.isa);
   const auto greedy = g["greedy"].get<std::vector<int32_t>>();
-  const Outcome r = Generate(model, prompt, int(greedy.size()), /*numerics=*/true, v.isa);
-  EXPECT_EQ(r.greedy, greedy);
-  EXPECT_EQ(r.hash, g["logits_xxh64"].get<std::string>())
-      << "some logit differs from llama.cpp's in some bit";
-  const Outcome d = Generate(model, prompt, int(greedy.size()), /*numerics=*/false, v.isa);
+  const Outcome d = Generate(model, g["prompt_tokens"].get<std::vector<int32_t>>(), int(greedy.size()),
+                             /*numerics=*/false, v.isa);
   std::remove(model.c_str());
   EXPECT_NE(d.greedy, greedy) << "the default (stable) order of ties chose llama.cpp's experts too";
 }
