@@ -1,6 +1,8 @@
 // gguf-dump FILE [--json]: prints a GGUF file's metadata (with types; arrays summarised) and its
 // tensor infos (type, shape in ggml order, data offset), then totals. Exit status 1 with a one-line
-// error on a bad file.
+// error on a bad file. --file-size BYTES reads FILE as the first bytes of a larger GGUF
+// (GgufFile::OpenHeader, as plan-model --header-only); --save-header OUT writes the header (through
+// the padding before the data section: what plan-model --header-only needs) to OUT.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -9,8 +11,10 @@
 #include <string>
 #include <string_view>
 
+#include "cli_numbers.h"
 #include "llama_args.h"
 #include "stdout_check.h"
+#include "stowage/runtime/atomic_file.h"
 #include "stowage/runtime/gguf.h"
 
 namespace {
@@ -122,14 +126,43 @@ int Run(int argc, char** argv) {
   bool json = false;
   app.add_option("file", path, "GGUF file")->required();
   app.add_flag("--json", json, "print JSON instead of text");
+  uint64_t file_size = 0;
+  app.add_option(
+         "--file-size", file_size,
+         "FILE is the first bytes of a GGUF file of this many bytes (its header, e.g. head -c 20M; as "
+         "plan-model --header-only)")
+      ->check(stowage::tools::IntegerIn(1, UINT64_MAX));
+  std::string save_header;
+  app.add_option("--save-header", save_header,
+                 "write the header (magic through the padding before the data section) to this file, for "
+                 "plan-model --header-only, instead of printing")
+      ->excludes("--json");
   if (int rc = stowage::tools::ParseWithAliases(app, argc, argv, {}); rc >= 0) return rc;
+  if (app.count("--save-header") > 0 && save_header.empty()) {
+    std::fprintf(stderr, "gguf-dump: error: --save-header needs an output file name (it was empty)\n");
+    return 1;
+  }
 
-  auto file = stowage::GgufFile::Open(path);
+  auto file = app.count("--file-size") > 0 ? stowage::GgufFile::OpenHeader(path, file_size)
+                                           : stowage::GgufFile::Open(path);
   if (!file.ok()) {
     std::fprintf(stderr, "gguf-dump: %s\n", file.status().message().c_str());
     return 1;
   }
   const auto& f = **file;
+  if (!save_header.empty()) {
+    if (stowage::Status st = stowage::WriteFileAtomic(save_header, f.bytes(), f.header_size()); !st.ok()) {
+      std::fprintf(stderr, "gguf-dump: error: %s\n", st.message().c_str());
+      return 1;
+    }
+    std::printf(
+        "gguf-dump: wrote %s: the header of %s, %llu of its %llu bytes (plan-model --header-only %s "
+        "--file-size %llu)\n",
+        save_header.c_str(), path.c_str(), static_cast<unsigned long long>(f.header_size()),
+        static_cast<unsigned long long>(f.file_size()), save_header.c_str(),
+        static_cast<unsigned long long>(f.file_size()));
+    return 0;
+  }
   uint64_t total_bytes = 0, total_elems = 0;
   for (const auto& t : f.tensors()) {
     total_bytes += t.nbytes;

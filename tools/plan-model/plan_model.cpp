@@ -38,30 +38,57 @@ int Fail(const Status& s) {
 }
 
 /// The machine: the --device list (registry keys or manifest files), else this machine's probed
-/// devices. A list without a CPU device gets this machine's CPU.
+/// devices. A list without a CPU device gets the CPU manifest `host_cpu` names (a registry key or
+/// manifest file), else this machine's CPU, which `*assumed_cpu` then describes (one line for the
+/// log: the planning machine is not necessarily the target).
 Result<std::vector<DeviceManifest>> MachineDevices(const std::string& device_list,
                                                    const std::vector<std::string>& registry_dirs,
-                                                   const std::string& free_overrides, const char* argv0) {
+                                                   const std::string& free_overrides,
+                                                   const std::string& host_cpu, const char* argv0,
+                                                   std::string* assumed_cpu) {
   std::vector<MemoryOverride> ovr;
   if (!free_overrides.empty()) {
     STOWAGE_ASSIGN_OR_RETURN(ovr, ParseMemoryOverrides(free_overrides));
   }
+  std::vector<std::string> dirs = registry_dirs;
+  dirs.push_back(ShippedRegistryDir(argv0));
   std::vector<DeviceManifest> devices;
   // "--device none" (llama.cpp -dev none): no GPU or ACCEL device, only this machine's CPU.
   if (!device_list.empty() && device_list != "none") {
-    std::vector<std::string> dirs = registry_dirs;
-    dirs.push_back(ShippedRegistryDir(argv0));
     STOWAGE_ASSIGN_OR_RETURN(Registry reg, Registry::Open(dirs));
     STOWAGE_ASSIGN_OR_RETURN(devices, reg.MakeDevices(device_list));
   }
-  const bool has_cpu = std::any_of(devices.begin(), devices.end(),
-                                   [](const DeviceManifest& d) { return d.type == DeviceType::kCpu; });
+  auto is_cpu = [](const DeviceManifest& d) { return d.type == DeviceType::kCpu; };
+  const auto listed_cpu = std::find_if(devices.begin(), devices.end(), is_cpu);
+  if (!host_cpu.empty()) {
+    if (listed_cpu != devices.end())
+      return InvalidArgument("--host-cpu " + host_cpu + ": --device already lists a CPU (" +
+                             listed_cpu->name + "): give the CPU in one of them");
+    STOWAGE_ASSIGN_OR_RETURN(Registry reg, Registry::Open(dirs));
+    auto cpu = reg.MakeDevices(host_cpu);
+    if (!cpu.ok()) return InvalidArgument("--host-cpu: " + cpu.status().message());
+    if (cpu->size() != 1 || !is_cpu(cpu->front()))
+      return InvalidArgument(
+          "--host-cpu " + host_cpu + ": expected one CPU manifest, found " + std::to_string(cpu->size()) +
+          " device(s)" + (cpu->empty() ? "" : std::string(" of type ") + DeviceTypeName(cpu->front().type)));
+    devices.push_back(cpu->front());
+  }
+  const bool has_cpu = std::any_of(devices.begin(), devices.end(), is_cpu);
   if (devices.empty() || !has_cpu) {
     // A list, or "none": only the CPU of this machine; else every probed device (CUDA0, CUDA1, ...).
     STOWAGE_ASSIGN_OR_RETURN(std::vector<DeviceManifest> probed,
                              tools::ProbedManifests(ProbeDevices().devices, [&](const ProbedDevice& d) {
                                return device_list.empty() || d.type == DeviceType::kCpu;
                              }));
+    for (const DeviceManifest& d : probed) {
+      if (d.type != DeviceType::kCpu || device_list.empty() || device_list == "none") continue;
+      char free[64];
+      std::snprintf(free, sizeof free, "%.2f MiB", d.memory_free / 1048576.0);
+      *assumed_cpu = "plan-model: --device lists no CPU: assumed this machine's CPU (" + d.name + ", " +
+                     d.description + ", " + free +
+                     " free host memory); --host-cpu NAME (a registry CPU manifest such as cpu-avx512, or a "
+                     "manifest file) plans for another host";
+    }
     devices.insert(devices.end(), probed.begin(), probed.end());
   }
   // A listed device named like a probed one (a CPU manifest typed GPU, then this machine's CPU).
@@ -77,7 +104,8 @@ namespace {
 /// The command line's values, as CLI11 fills them.
 struct Options {
   std::string model_path, out_path, ctk = "f16", ctv = "f16", device_list, sm = "layer", ts, explain, report;
-  std::string flash_attn = "off";
+  std::string flash_attn = "off", header_path, host_cpu;
+  uint64_t file_size = 0;
   std::vector<std::string> registry_dirs, ot, free_ovr;
   ContextConfig cfg;
   PlacementOptions opt;
@@ -92,7 +120,17 @@ struct Options {
 
 /// Declares every option of plan-model on `app`, bound to `o`.
 void AddOptions(CLI::App& app, Options& o) {
-  app.add_option("-m,--model", o.model_path, "GGUF model file")->required();
+  app.add_option("-m,--model", o.model_path, "GGUF model file (or --header-only)");
+  app.add_option(
+      "--header-only", o.header_path,
+      "plan a model that is not here from its header: the first bytes of its GGUF file (e.g. head -c "
+      "20M, or gguf-dump --save-header), with --file-size (instead of -m)");
+  app.add_option("--file-size", o.file_size, "--header-only: the whole GGUF file's size in bytes")
+      ->check(tools::IntegerIn(1, UINT64_MAX));
+  app.add_option(
+      "--host-cpu", o.host_cpu,
+      "the CPU manifest (registry key or file) when --device lists no CPU (default: this machine's CPU, "
+      "named on the log)");
   o.out_opt = app.add_option("-o,--output", o.out_path, "plan file to write (default: none)");
   app.add_option(
       "--device", o.device_list,
@@ -214,6 +252,15 @@ Result<PlanRequest> MakeRequest(Options& o, const CLI::App& app, int argc, char*
     // llama_params_fit leaves an -ngl the user set alone; here --fit exists only to choose it.
     return InvalidArgument("--fit chooses -ngl: give --fit or -ngl N, not both (-ngl auto is --fit)");
   }
+  if (o.model_path.empty() == o.header_path.empty())
+    return InvalidArgument(o.model_path.empty()
+                               ? "no model: give -m FILE, or --header-only FILE --file-size BYTES"
+                               : "-m and --header-only both given: give one model");
+  if (!o.header_path.empty() && app.count("--file-size") == 0)
+    return InvalidArgument("--header-only " + o.header_path +
+                           ": give the whole file's size with --file-size BYTES (the header holds no size)");
+  if (o.header_path.empty() && app.count("--file-size") > 0)
+    return InvalidArgument("--file-size is for --header-only (with -m the file's own size is used)");
   if (o.explain == "json" && o.report == "json")
     return InvalidArgument("--explain=json and --report json both print JSON on standard output: give one");
   if (o.out_opt->count() > 0 && o.out_path.empty())
@@ -338,8 +385,12 @@ int Run(int argc, char** argv) {
   auto request = MakeRequest(o, app, argc, argv);
   if (!request.ok()) return Fail(request.status());
 
-  auto machine = MachineDevices(o.device_list, o.registry_dirs, tools::JoinValues(o.free_ovr), argv[0]);
+  std::string assumed_cpu;
+  auto machine = MachineDevices(o.device_list, o.registry_dirs, tools::JoinValues(o.free_ovr), o.host_cpu,
+                                argv[0], &assumed_cpu);
   if (!machine.ok()) return Fail(machine.status());
+  const bool header_only = !o.header_path.empty();
+  if (header_only) o.model_path = o.header_path;
 
   // Log lines go to standard output as plan-model always printed them, except when standard output
   // carries the result: the plan itself (-o /dev/stdout) or --explain=json.
@@ -350,7 +401,8 @@ int Run(int argc, char** argv) {
   if (!o.out_path.empty() && SameFile(o.out_path, o.model_path))
     return Fail(InvalidArgument("-o " + o.out_path +
                                 ": is the model file given with -m (writing the plan would replace it)"));
-  auto gguf = GgufFile::Open(o.model_path);
+  if (!assumed_cpu.empty()) std::fprintf(log, "%s\n", assumed_cpu.c_str());
+  auto gguf = header_only ? GgufFile::OpenHeader(o.model_path, o.file_size) : GgufFile::Open(o.model_path);
   if (!gguf.ok()) return Fail(gguf.status());
 
   const auto t0 = std::chrono::steady_clock::now();
