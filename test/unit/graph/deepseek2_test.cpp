@@ -19,8 +19,11 @@ using test::SynthGguf;
 
 // A tiny deepseek2 file: 3 layers (the first dense), n_embd 64, 4 heads of 24 (16 nope + 8 rope),
 // v 16, q LoRA 32 (0: attn_q), kv LoRA 32, 4 experts of 32 with 2 used, 1 shared, sigmoid gating,
-// weights normalized and scaled by 2.5, the expert-score bias.
-SynthGguf DeepSeek2File(uint32_t q_lora = 32, uint32_t n_layer = 3) {
+// weights normalized and scaled by 2.5, the expert-score bias. `legacy`: the same model in the older
+// form (files converted before the absorbed MLA): no key_length_mla / value_length_mla, every head
+// cached (head_count_kv 4) with K heads of 16 + 8 and V heads of 16, one attn_kv_b [32, 4 * (16 +
+// 16)] per layer instead of attn_k_b / attn_v_b.
+SynthGguf DeepSeek2File(uint32_t q_lora = 32, uint32_t n_layer = 3, bool legacy = false) {
   SynthGguf g("deepseek2");
   const std::string a = "deepseek2.";
   g.U32(a + "context_length", 256);
@@ -28,11 +31,13 @@ SynthGguf DeepSeek2File(uint32_t q_lora = 32, uint32_t n_layer = 3) {
   g.U32(a + "block_count", n_layer);
   g.U32(a + "feed_forward_length", 96);
   g.U32(a + "attention.head_count", 4);
-  g.U32(a + "attention.head_count_kv", 1);
-  g.U32(a + "attention.key_length", 40);
-  g.U32(a + "attention.value_length", 32);
-  g.U32(a + "attention.key_length_mla", 24);
-  g.U32(a + "attention.value_length_mla", 16);
+  g.U32(a + "attention.head_count_kv", legacy ? 4 : 1);
+  g.U32(a + "attention.key_length", legacy ? 24 : 40);
+  g.U32(a + "attention.value_length", legacy ? 16 : 32);
+  if (!legacy) {
+    g.U32(a + "attention.key_length_mla", 24);
+    g.U32(a + "attention.value_length_mla", 16);
+  }
   g.U32(a + "attention.q_lora_rank", q_lora);
   g.U32(a + "attention.kv_lora_rank", 32);
   g.U32(a + "rope.dimension_count", 8);
@@ -51,7 +56,7 @@ SynthGguf DeepSeek2File(uint32_t q_lora = 32, uint32_t n_layer = 3) {
   d.n_vocab = 128;
   d.n_ff = 96;
   d.n_head = 4;
-  d.n_head_kv = 1;
+  d.n_head_kv = legacy ? 4 : 1;
   d.n_rot = 8;
   d.n_expert = 4;
   d.n_ff_exp = 32;
@@ -61,59 +66,10 @@ SynthGguf DeepSeek2File(uint32_t q_lora = 32, uint32_t n_layer = 3) {
   d.n_embd_head_k_mla = 24;
   d.n_embd_head_v_mla = 16;
   d.n_layer_dense_lead = 1;
-  d.mla = true;
+  d.mla = !legacy;
   TensorFileOptions opts;
   opts.other_optional = true;  // exp_probs_b.bias
   test::AddTableTensors(g, "deepseek2", d, static_cast<int>(n_layer), opts, GgmlType::F32);
-  return g;
-}
-
-// The same model in the older form (files converted before the absorbed MLA): no key_length_mla /
-// value_length_mla, every head cached (head_count_kv 4) with K heads of 16 + 8 and V heads of 16,
-// one attn_kv_b [32, 4 * (16 + 16)] per layer instead of attn_k_b / attn_v_b.
-SynthGguf DeepSeek2LegacyFile() {
-  SynthGguf g("deepseek2");
-  const std::string a = "deepseek2.";
-  g.U32(a + "context_length", 256);
-  g.U32(a + "embedding_length", 64);
-  g.U32(a + "block_count", 3);
-  g.U32(a + "feed_forward_length", 96);
-  g.U32(a + "attention.head_count", 4);
-  g.U32(a + "attention.head_count_kv", 4);
-  g.U32(a + "attention.key_length", 24);
-  g.U32(a + "attention.value_length", 16);
-  g.U32(a + "attention.q_lora_rank", 32);
-  g.U32(a + "attention.kv_lora_rank", 32);
-  g.U32(a + "rope.dimension_count", 8);
-  g.F32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
-  g.U32(a + "vocab_size", 128);
-  g.U32(a + "leading_dense_block_count", 1);
-  g.U32(a + "expert_count", 4);
-  g.U32(a + "expert_used_count", 2);
-  g.U32(a + "expert_feed_forward_length", 32);
-  g.U32(a + "expert_shared_count", 1);
-  g.F32(a + "expert_weights_scale", 2.5f);
-  g.Bool(a + "expert_weights_norm", true);
-  g.U32(a + "expert_gating_func", 2);
-  TensorDims d;
-  d.n_embd = 64;
-  d.n_vocab = 128;
-  d.n_ff = 96;
-  d.n_head = 4;
-  d.n_head_kv = 4;
-  d.n_rot = 8;
-  d.n_expert = 4;
-  d.n_ff_exp = 32;
-  d.n_ff_shexp = 32;
-  d.n_lora_q = 32;
-  d.n_lora_kv = 32;
-  d.n_embd_head_k_mla = 24;
-  d.n_embd_head_v_mla = 16;
-  d.n_layer_dense_lead = 1;
-  d.mla = false;
-  TensorFileOptions opts;
-  opts.other_optional = true;  // exp_probs_b.bias
-  test::AddTableTensors(g, "deepseek2", d, 3, opts, GgmlType::F32);
   return g;
 }
 
@@ -325,7 +281,7 @@ TEST(DeepSeek2, BadInputIsOneLineNamingTheKey) {
 // dims (ROPE n_offs 16), the k_pe head repeated over the 4 heads and joined to K; kq_scale
 // 1/sqrt(24).
 TEST(DeepSeek2Legacy, KAndVCachesOfEveryHead) {
-  SynthGguf g = DeepSeek2LegacyFile();
+  SynthGguf g = DeepSeek2File(32, 3, /*legacy=*/true);
   auto m = Build(g);
   ASSERT_TRUE(m.ok()) << m.status().message();
   EXPECT_FALSE(m->hp.is_mla());
@@ -342,7 +298,7 @@ TEST(DeepSeek2Legacy, KAndVCachesOfEveryHead) {
 }
 
 TEST(DeepSeek2Legacy, GraphIsMhaWithARotatedTail) {
-  SynthGguf g = DeepSeek2LegacyFile();
+  SynthGguf g = DeepSeek2File(32, 3, /*legacy=*/true);
   auto m = Build(g);
   ASSERT_TRUE(m.ok()) << m.status().message();
   const Graph& pp = m->pp;
@@ -389,14 +345,14 @@ TEST(DeepSeek2Legacy, BadInputIsOneLineNamingTheTensorOrKey) {
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   };
   {  // both forms in one layer
-    SynthGguf g = DeepSeek2LegacyFile();
+    SynthGguf g = DeepSeek2File(32, 3, /*legacy=*/true);
     g.Tensor("blk.1.attn_k_b.weight", {16, 32, 4});
     expect(g,
            "tensor 'blk.1.attn_kv_b.weight': expected one attention form per layer: attn_kv_b (the older "
            "form) or attn_k_b / attn_v_b (the absorbed one), found both (blk.1.attn_k_b.weight too)");
   }
   {  // neither
-    SynthGguf g = DeepSeek2LegacyFile();
+    SynthGguf g = DeepSeek2File(32, 3, /*legacy=*/true);
     g.Drop("blk.2.attn_kv_b.weight");
     expect(g,
            "tensor 'blk.2.attn_kv_b.weight': expected attn_kv_b (the older form) or attn_k_b and attn_v_b "
@@ -413,14 +369,14 @@ TEST(DeepSeek2Legacy, BadInputIsOneLineNamingTheTensorOrKey) {
            "older form's attn_kv_b");
   }
   {  // fewer cached heads than query heads
-    SynthGguf g = DeepSeek2LegacyFile();
+    SynthGguf g = DeepSeek2File(32, 3, /*legacy=*/true);
     g.Set("deepseek2.attention.head_count_kv", GgufMetaValue::U32(1));
     expect(g,
            "key 'deepseek2.attention.head_count_kv': expected 4 (attention.head_count: the older form "
            "caches every head), found 1");
   }
   {  // no non-rotated part
-    SynthGguf g = DeepSeek2LegacyFile();
+    SynthGguf g = DeepSeek2File(32, 3, /*legacy=*/true);
     g.Set("deepseek2.attention.key_length", GgufMetaValue::U32(8));
     expect(g, "key 'deepseek2.attention.key_length': expected more than rope.dimension_count 8");
   }
