@@ -139,23 +139,7 @@ TEST(GoldenGptOss, GreedyAndTokenByToken) {
   const nlohmann::json golden = LoadGolden("gpt-oss-f32");
   const std::string model = ::testing::TempDir() + "golden_gpt_oss_g_" + std::to_string(getpid()) + ".gguf";
   ASSERT_TRUE(synth::WriteModel(GoldenSpec(GgmlType::F32), model).ok());
-  const int n_vocab = golden["n_vocab"].get<int>();
-  const auto prompt = golden["prompt_tokens"].get<std::vector<int32_t>>();
-  auto batch = test::NewGoldenSession(model, n_vocab);
-  auto single = test::NewGoldenSession(model, n_vocab);
-  ASSERT_TRUE(batch && single);
-  std::vector<float> a, b;
-  ASSERT_TRUE(batch->Decode(prompt, true, &a).ok());
-  test::ExpectGreedyMatchesGolden(golden, *batch, a.data() + (prompt.size() - 1) * n_vocab, n_vocab);
-  for (int32_t t : prompt) {
-    std::vector<float> l;
-    ASSERT_TRUE(single->Decode({t}, true, &l).ok());
-    b.insert(b.end(), l.begin(), l.end());
-  }
-  ASSERT_EQ(a.size(), b.size());
-  float d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
-  EXPECT_LE(d, 0.05f) << "prompt at once vs token by token";
+  test::ExpectGreedyAndTokenByToken(golden, model, 0.05f, "gpt-oss-f32");
   std::remove(model.c_str());
 }
 

@@ -168,4 +168,30 @@ inline void ExpectGreedyMatchesGolden(const nlohmann::json& golden, Session& s, 
   EXPECT_EQ(got, greedy);
 }
 
+/// The golden's prompt decoded by `model` (NewGoldenSession) at once, its greedy continuation
+/// expected equal to the golden's (ExpectGreedyMatchesGolden), and token by token on a second
+/// session: the two runs' logits within `tol` of each other (no routing near-tie that the batch
+/// and the single tokens would settle differently). Prints the difference under `name`.
+inline void ExpectGreedyAndTokenByToken(const nlohmann::json& golden, const std::string& model, float tol,
+                                        const char* name) {
+  const int n_vocab = golden["n_vocab"].get<int>();
+  const auto prompt = golden["prompt_tokens"].get<std::vector<int32_t>>();
+  auto batch = NewGoldenSession(model, n_vocab);
+  auto single = NewGoldenSession(model, n_vocab);
+  ASSERT_TRUE(batch && single);
+  std::vector<float> a, b;
+  ASSERT_TRUE(batch->Decode(prompt, true, &a).ok());
+  ExpectGreedyMatchesGolden(golden, *batch, a.data() + (prompt.size() - 1) * n_vocab, n_vocab);
+  for (int32_t t : prompt) {
+    std::vector<float> l;
+    ASSERT_TRUE(single->Decode({t}, true, &l).ok());
+    b.insert(b.end(), l.begin(), l.end());
+  }
+  ASSERT_EQ(a.size(), b.size());
+  float d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
+  EXPECT_LE(d, tol) << "prompt at once vs token by token";
+  std::printf("[ %s ] max |logit diff| prompt at once vs token by token = %.5f\n", name, d);
+}
+
 }  // namespace stowage::test
