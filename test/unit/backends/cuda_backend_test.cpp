@@ -143,10 +143,10 @@ class CudaOps : public ::testing::Test {
     return d;
   }
 
-  // Runs `c` (host views, with the byte sizes of each source and of dst) on the GPU and on the CPU;
-  // returns the worst scaled error of the GPU's dst against the CPU's.
-  double Compare(exec::NodeCall c, const std::vector<size_t>& src_bytes, HostTensor& dst, double tol_abs,
-                 double tol_rel) {
+  // Runs `c` (host views, with the byte sizes of each source and of dst) on the GPU (dst's bytes
+  // uploaded as they are, the result read into *back) and then on the CPU (into dst); false when
+  // either fails.
+  bool RunBoth(exec::NodeCall c, const std::vector<size_t>& src_bytes, HostTensor& dst, HostTensor* back) {
     exec::NodeCall g = c;
     for (size_t i = 0; i < src_bytes.size(); ++i)
       if (c.has_src[i] && c.src[i].data) g.src[i] = Upload(c.src[i], src_bytes[i]);
@@ -154,12 +154,19 @@ class CudaOps : public ::testing::Test {
     Status s = gpu_->Compute(g);
     EXPECT_TRUE(s.ok()) << s.ToString();
     EXPECT_TRUE(gpu_->Synchronize().ok());
-    HostTensor back = dst;
-    back.v.data = back.bytes.data();
-    EXPECT_TRUE(bufs_.back()->Read(0, back.bytes.data(), back.bytes.size()).ok());
+    *back = dst;
+    back->v.data = back->bytes.data();
+    EXPECT_TRUE(bufs_.back()->Read(0, back->bytes.data(), back->bytes.size()).ok());
     Status sc = cpu_->Compute(c);
     EXPECT_TRUE(sc.ok()) << sc.ToString();
-    if (!s.ok() || !sc.ok()) return INFINITY;
+    return s.ok() && sc.ok();
+  }
+
+  // RunBoth; the worst scaled error of the GPU's dst against the CPU's.
+  double Compare(exec::NodeCall c, const std::vector<size_t>& src_bytes, HostTensor& dst, double tol_abs,
+                 double tol_rel) {
+    HostTensor back;
+    if (!RunBoth(c, src_bytes, dst, &back)) return INFINITY;
     return test::MaxScaledError(back.v, c.dst, tol_abs, tol_rel);
   }
 
@@ -588,6 +595,127 @@ TEST_F(CudaOps, TransposedF16CacheStore) {
   ASSERT_TRUE(bufs_.back()->Read(0, back.bytes.data(), back.bytes.size()).ok());
   ASSERT_TRUE(cpu_->Compute(c).ok());
   EXPECT_TRUE(back.bytes == cache.bytes) << "the GPU's F16 cache differs from the CPU's";
+}
+
+// The MoE graphs' routing ops (qwen3moe, glm4moe, gpt-oss, deepseek2 with -ngl 99) against the CPU
+// backend: SIGMOID, DIV (expert weights over their sum), SUM_ROWS, CONCAT (deepseek2's heads),
+// SET_ROWS and FILL (deepseek2's group-limited routing) and ARGSORT (the top-k; indices equal, ties
+// included).
+TEST_F(CudaOps, MoeRoutingOps) {
+  HostTensor a = test::RandomTensor(GgmlType::F32, {67, 5, 3, 2}, 60);
+  HostTensor b = test::RandomTensor(GgmlType::F32, {1, 5, 3, 1}, 61);
+  const size_t ab = a.bytes.size();
+  HostTensor d = test::ZeroF32({67, 5, 3, 2});
+  EXPECT_LT(Compare(Call(GgmlOp::SIGMOID, d.v, {a.v}), {ab}, d, 1e-6, 1e-5), 1.0) << "SIGMOID";
+  HostTensor d2 = test::ZeroF32({67, 5, 3, 2});
+  EXPECT_LT(Compare(Call(GgmlOp::DIV, d2.v, {a.v, b.v}), {ab, b.bytes.size()}, d2, 1e-6, 1e-6), 1.0) << "DIV";
+  HostTensor d3 = test::ZeroF32({1, 5, 3, 2});
+  EXPECT_LT(Compare(Call(GgmlOp::SUM_ROWS, d3.v, {a.v}), {ab}, d3, 1e-6, 1e-6), 1.0) << "SUM_ROWS";
+  HostTensor c = test::RandomTensor(GgmlType::F32, {13, 5, 3, 2}, 62);
+  HostTensor d4 = test::ZeroF32({80, 5, 3, 2});
+  exec::NodeCall cc = Call(GgmlOp::CONCAT, d4.v, {a.v, c.v});
+  const int32_t dim0[1] = {0};
+  cc.iparams = dim0;
+  cc.n_iparams = 1;
+  EXPECT_LT(Compare(cc, {ab, c.bytes.size()}, d4, 0, 0), 1.0) << "CONCAT";
+  // SET_ROWS of 2 F32 rows into an F16 [67, 9] at I32 indices (deepseek2's group routing writes F32).
+  HostTensor rows = test::RandomTensor(GgmlType::F32, {67, 2, 1, 1}, 64);
+  HostTensor at;
+  at.v.type = GgmlType::I32;
+  at.v.ne[0] = 2;
+  cpu::SetContiguousStrides(at.v);
+  const int32_t where[2] = {7, 2};
+  at.bytes.assign(reinterpret_cast<const uint8_t*>(where), reinterpret_cast<const uint8_t*>(where) + 8);
+  at.v.data = at.bytes.data();
+  for (GgmlType dt : {GgmlType::F32, GgmlType::F16}) {
+    HostTensor want = test::RandomTensor(dt, {67, 9, 1, 1}, 65), got;
+    ASSERT_TRUE(RunBoth(Call(GgmlOp::SET_ROWS, want.v, {rows.v, at.v}), {rows.bytes.size(), at.bytes.size()},
+                        want, &got));
+    EXPECT_EQ(got.bytes, want.bytes) << "SET_ROWS into " << GgmlTypeName(dt);
+  }
+  // FILL: every element -inf.
+  HostTensor filled = test::ZeroF32({67, 5, 3, 2});
+  exec::NodeCall fc = Call(GgmlOp::FILL, filled.v, {a.v});
+  const float minus_inf[1] = {-INFINITY};
+  fc.fparams = minus_inf;
+  fc.n_fparams = 1;
+  fc.src[0] = Upload(a.v, ab);
+  fc.dst = Upload(filled.v, filled.bytes.size());
+  ASSERT_TRUE(gpu_->Compute(fc).ok());
+  ASSERT_TRUE(bufs_.back()->Read(0, filled.bytes.data(), filled.bytes.size()).ok());
+  for (int64_t i = 0; i < filled.v.nelements(); ++i)
+    EXPECT_EQ(reinterpret_cast<const float*>(filled.bytes.data())[i], -INFINITY) << "FILL " << i;
+  for (int64_t ncols : {8, 128, 256, 1000}) {
+    HostTensor x = test::RandomTensor(GgmlType::F32, {ncols, 9, 1, 1}, 63);
+    float* xs = reinterpret_cast<float*>(x.bytes.data());
+    for (int64_t i = 0; i < ncols; i += 3) xs[i] = 0.5f;  // ties in row 0
+    HostTensor want, got;
+    want.v = x.v;
+    want.v.type = GgmlType::I32;
+    want.bytes.assign(x.bytes.size(), 0);
+    want.v.data = want.bytes.data();
+    const int32_t desc[1] = {1};
+    exec::NodeCall g = Call(GgmlOp::ARGSORT, want.v, {x.v});
+    g.iparams = desc;
+    g.n_iparams = 1;
+    ASSERT_TRUE(RunBoth(g, {x.bytes.size()}, want, &got));
+    EXPECT_EQ(got.bytes, want.bytes) << "ARGSORT of rows of " << ncols;
+  }
+}
+
+// MUL_MAT_ID of every weight type against a double dot of the dequantized expert rows: 3 tokens
+// (the mat-vec reading the ids on the device) and 40 (ids copied to the host, the experts' runs
+// gathered, multiplied by MUL_MAT's paths and scattered), src1 of one column per token (gate / up)
+// or one per slot (down).
+TEST_F(CudaOps, MulMatIdAllWeightTypes) {
+  const int64_t K = 256, N = 40, n_as = 6, n_used = 4;
+  for (GgmlType t : kAllWeightTypes) {
+    for (int64_t n_tokens : {3, 40}) {
+      for (int64_t ne11 : {1, 4}) {
+        HostTensor w = Weights(t, {K, N, n_as, 1}, 70);
+        HostTensor x = test::RandomTensor(GgmlType::F32, {K, ne11, n_tokens, 1}, 71);
+        HostTensor ids;
+        ids.v.type = GgmlType::I32;
+        ids.v.ne[0] = n_used;
+        ids.v.ne[1] = n_tokens;
+        cpu::SetContiguousStrides(ids.v);
+        ids.bytes.resize(size_t(n_used * n_tokens) * 4);
+        int32_t* id = reinterpret_cast<int32_t*>(ids.bytes.data());
+        for (int64_t i = 0; i < n_used * n_tokens; ++i) id[i] = int32_t((i * 5 + i / n_used) % n_as);
+        ids.v.data = ids.bytes.data();
+        HostTensor d = test::ZeroF32({N, n_used, n_tokens, 1});
+        exec::NodeCall g = Call(GgmlOp::MUL_MAT_ID, d.v, {w.v, x.v, ids.v});
+        g.src[0] = Upload(w.v, w.bytes.size());
+        g.src[1] = Upload(x.v, x.bytes.size());
+        g.src[2] = Upload(ids.v, ids.bytes.size());
+        g.dst = Upload(d.v, d.bytes.size());
+        const Status st = gpu_->Compute(g);
+        ASSERT_TRUE(st.ok()) << GgmlTypeName(t) << ": " << st.ToString();
+        ASSERT_TRUE(gpu_->Synchronize().ok());
+        ASSERT_TRUE(bufs_.back()->Read(0, d.bytes.data(), d.bytes.size()).ok());
+        const double rel = (t == GgmlType::F32) ? 1e-5 : (t == GgmlType::BF16 ? 1e-2 : 2e-3);
+        double worst = 0;
+        std::vector<float> row(K);
+        for (int64_t tok = 0; tok < n_tokens; ++tok)
+          for (int64_t s = 0; s < n_used; ++s) {
+            const int32_t e = id[tok * n_used + s];
+            const float* xr = reinterpret_cast<const float*>(x.bytes.data()) + (tok * ne11 + s % ne11) * K;
+            for (int64_t n = 0; n < N; ++n) {
+              ASSERT_TRUE(
+                  cpu::DequantizeRow(t, w.bytes.data() + e * w.v.nb[2] + n * w.v.nb[1], row.data(), K).ok());
+              double ref = 0, mag = 0;
+              for (int64_t k = 0; k < K; ++k) {
+                ref += double(row[k]) * xr[k];
+                mag += std::fabs(double(row[k]) * xr[k]);
+              }
+              const float got = reinterpret_cast<const float*>(d.bytes.data())[(tok * n_used + s) * N + n];
+              worst = std::max(worst, std::fabs(got - ref) / (1e-6 + rel * mag));
+            }
+          }
+        EXPECT_LT(worst, 1.0) << GgmlTypeName(t) << " n_tokens " << n_tokens << " ne11 " << ne11;
+      }
+    }
+  }
 }
 
 TEST_F(CudaOps, RefusesWhatItCannotRun) {

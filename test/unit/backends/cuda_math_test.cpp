@@ -10,12 +10,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "cuda_emulation.h"
 #include "ops.h"
 #include "quants.h"
 #include "split_views.h"
@@ -132,16 +134,7 @@ Host RandomBlocks(GgmlType type, std::array<int64_t, 4> ne, uint32_t seed) {
   return h;
 }
 
-Tv ToTv(const cpu::TensorView& t) {
-  Tv v;
-  v.data = t.data;
-  v.type = int(t.type);
-  for (int i = 0; i < 4; ++i) {
-    v.ne[i] = t.ne[i];
-    v.nb[i] = int64_t(t.nb[i]);
-  }
-  return v;
-}
+Tv ToTv(const cpu::TensorView& t) { return test::CudaTv(t); }
 
 // Byte-for-byte comparison of two F32 tensors' elements (NaNs equal when their bits are).
 void ExpectSameF32(const cpu::TensorView& a, const cpu::TensorView& b, const char* what) {
@@ -169,58 +162,7 @@ void ExpectSameF32(const cpu::TensorView& a, const cpu::TensorView& b, const cha
 // Calls f(std::integral_constant<int, T>) for the kernels' type `type` (kernels.cu's dispatch).
 template <typename F>
 void Dispatch(int type, F&& f) {
-  switch (type) {
-    case cuda::kF32:
-      f(std::integral_constant<int, cuda::kF32>());
-      break;
-    case cuda::kF16:
-      f(std::integral_constant<int, cuda::kF16>());
-      break;
-    case cuda::kBF16:
-      f(std::integral_constant<int, cuda::kBF16>());
-      break;
-    case cuda::kQ4_0:
-      f(std::integral_constant<int, cuda::kQ4_0>());
-      break;
-    case cuda::kQ4_1:
-      f(std::integral_constant<int, cuda::kQ4_1>());
-      break;
-    case cuda::kQ5_0:
-      f(std::integral_constant<int, cuda::kQ5_0>());
-      break;
-    case cuda::kQ5_1:
-      f(std::integral_constant<int, cuda::kQ5_1>());
-      break;
-    case cuda::kQ8_0:
-      f(std::integral_constant<int, cuda::kQ8_0>());
-      break;
-    case cuda::kQ2_K:
-      f(std::integral_constant<int, cuda::kQ2_K>());
-      break;
-    case cuda::kQ3_K:
-      f(std::integral_constant<int, cuda::kQ3_K>());
-      break;
-    case cuda::kQ4_K:
-      f(std::integral_constant<int, cuda::kQ4_K>());
-      break;
-    case cuda::kQ5_K:
-      f(std::integral_constant<int, cuda::kQ5_K>());
-      break;
-    case cuda::kQ6_K:
-      f(std::integral_constant<int, cuda::kQ6_K>());
-      break;
-    case cuda::kIQ4_NL:
-      f(std::integral_constant<int, cuda::kIQ4_NL>());
-      break;
-    case cuda::kIQ4_XS:
-      f(std::integral_constant<int, cuda::kIQ4_XS>());
-      break;
-    case cuda::kMXFP4:
-      f(std::integral_constant<int, cuda::kMXFP4>());
-      break;
-    default:
-      FAIL() << "not a kernels' type: " << type;
-  }
+  if (!test::DispatchCudaType(type, std::forward<F>(f))) FAIL() << "not a kernels' type: " << type;
 }
 
 // The CPU backend's MUL_MAT / GET_ROWS weight types: the GPU kernels' dequantizable set.
@@ -597,6 +539,187 @@ TEST(CudaMath, SwiGluOaiAndAddIdEmulation) {
   EXPECT_FALSE(std::isnan(reinterpret_cast<const float*>(g2.bytes.data())[45 * 4]));
 }
 
+// ---- the routing ops of the MoE graphs ------------------------------------------------------------
+
+// DIV (the expert weights over their sum; F32 and F16 divisors broadcast) and SIGMOID (deepseek2 and
+// glm4moe's gating), element by element against the CPU backend, bit for bit.
+TEST(CudaMath, DivAndSigmoidEmulation) {
+  cpu::ComputeContext ctx;
+  ctx.max_isa = cpu::IsaLevel::kScalar;
+  auto emulate = [](const Tv& d, auto&& f) {
+    for (int64_t l = 0; l < cuda::Nelements(d); ++l) f(l);
+  };
+  Host a = RandomF32({8, 5, 3, 2}, 80, 12.f);
+  Host b = RandomF32({1, 5, 3, 1}, 81, 3.f);
+  Host h = RandomBlocks(GgmlType::F16, {8, 1, 1, 1}, 82);
+  for (const Host* src1 : {&b, &h}) {
+    Host g = Make(GgmlType::F32, {8, 5, 3, 2}), c = Make(GgmlType::F32, {8, 5, 3, 2});
+    ASSERT_TRUE(cpu::Div(ctx, a.v, src1->v, c.v).ok());
+    const Tv ta = ToTv(a.v), tb = ToTv(src1->v), td = ToTv(g.v);
+    emulate(td, [&](int64_t l) { cuda::BinaryElement(cuda::Binary::kDiv, ta, tb, td, l); });
+    ExpectSameF32(g.v, c.v, src1 == &b ? "DIV" : "DIV by F16");
+  }
+  Host x = RandomF32({67, 5, 3, 2}, 83, 30.f);
+  Host g = Make(GgmlType::F32, {67, 5, 3, 2}), c = Make(GgmlType::F32, {67, 5, 3, 2});
+  ASSERT_TRUE(cpu::Sigmoid(ctx, x.v, c.v).ok());
+  const Tv tx = ToTv(x.v), td = ToTv(g.v);
+  emulate(td, [&](int64_t l) { cuda::UnaryElement(cuda::Unary::kSigmoid, tx, td, 0.f, 0.f, l); });
+  ExpectSameF32(g.v, c.v, "SIGMOID");
+}
+
+// deepseek2's group-limited routing (llama.cpp 2026 build_moe_ffn): FILL of the expert scores with
+// -inf, then SET_ROWS of the chosen groups' rows. SET_ROWS against cpu::SetRows bit for bit (F32 and
+// F16 dst, I32 and I64 indices broadcast over dims 2 and 3); an index outside dst writes nothing.
+TEST(CudaMath, FillAndSetRowsEmulation) {
+  cpu::ComputeContext ctx;
+  Host x = RandomF32({8, 4, 3, 1}, 89);
+  Host f = Make(GgmlType::F32, {8, 4, 3, 1});
+  const Tv tx = ToTv(x.v), tf = ToTv(f.v);
+  test::EmulateElements(
+      tf, [&](int64_t l) { cuda::UnaryElement(cuda::Unary::kFill, tx, tf, -INFINITY, 0.f, l); });
+  for (int64_t i = 0; i < f.v.nelements(); ++i)
+    EXPECT_EQ(reinterpret_cast<const float*>(f.bytes.data())[i], -INFINITY) << i;
+  Host rows = RandomF32({6, 2, 4, 2}, 90);
+  for (GgmlType dt : {GgmlType::F32, GgmlType::F16}) {
+    for (GgmlType it : {GgmlType::I32, GgmlType::I64}) {
+      Host idx = Make(it, {2, 2, 1, 1});
+      const int64_t want[4] = {3, 0, 7, 3};  // [i, i2 % 2]; row 3 twice (once per i2 parity)
+      for (int k = 0; k < 4; ++k) {
+        if (it == GgmlType::I32) {
+          const int32_t v = int32_t(want[k]);
+          std::memcpy(idx.bytes.data() + 4 * k, &v, 4);
+        } else {
+          std::memcpy(idx.bytes.data() + 8 * k, &want[k], 8);
+        }
+      }
+      Host base = RandomBlocks(dt, {6, 9, 4, 2}, 91);
+      if (dt == GgmlType::F32) base = RandomF32({6, 9, 4, 2}, 91);
+      Host g = base, c = base;
+      g.v.data = g.bytes.data();
+      c.v.data = c.bytes.data();
+      ASSERT_TRUE(cpu::SetRows(ctx, rows.v, idx.v, c.v).ok());
+      const Tv tr = ToTv(rows.v), ti = ToTv(idx.v), tg = ToTv(g.v);
+      test::EmulateElements(
+          tr, [&](int64_t l) { EXPECT_TRUE(cuda::SetRowsElement(tr, ti, it == GgmlType::I64, tg, l)); });
+      EXPECT_EQ(g.bytes, c.bytes) << GgmlTypeName(dt) << " dst, " << GgmlTypeName(it) << " indices";
+      if (it == GgmlType::I32) {
+        const int32_t bad = 9;  // one past dst's rows
+        std::memcpy(idx.bytes.data(), &bad, 4);
+        Host h = base;
+        h.v.data = h.bytes.data();
+        const Tv th = ToTv(h.v);
+        EXPECT_FALSE(cuda::SetRowsElement(tr, ti, false, th, 0));
+        EXPECT_EQ(h.bytes, base.bytes);
+      }
+    }
+  }
+}
+
+// CONCAT along dim 0 of two strided views (deepseek2's q / k heads: the no-rope part, a view with
+// rows longer than it, and the rope part) and along dim 2, against cpu::Concat bit for bit.
+TEST(CudaMath, ConcatEmulation) {
+  cpu::ComputeContext ctx;
+  auto emulate = [](const Tv& d, auto&& f) {
+    for (int64_t l = 0; l < cuda::Nelements(d); ++l) f(l);
+  };
+  const int64_t nope = 6, rope = 4, hv = 5, nh = 3, nt = 7;
+  Host kv = RandomF32({(nope + hv) * nh, nt, 1, 1}, 84);
+  cpu::TensorView k_nope = kv.v;  // [nope, nh, nt] inside rows of nope + hv
+  k_nope.ne[0] = nope;
+  k_nope.ne[1] = nh;
+  k_nope.ne[2] = nt;
+  k_nope.nb[1] = (nope + hv) * 4;
+  k_nope.nb[2] = (nope + hv) * nh * 4;
+  k_nope.nb[3] = k_nope.nb[2] * nt;
+  Host pe = RandomF32({rope, nh, nt, 1}, 85);
+  Host g = Make(GgmlType::F32, {nope + rope, nh, nt, 1}), c = Make(GgmlType::F32, {nope + rope, nh, nt, 1});
+  ASSERT_TRUE(cpu::Concat(ctx, k_nope, pe.v, c.v, 0).ok());
+  const Tv ta = ToTv(k_nope), tb = ToTv(pe.v), td = ToTv(g.v);
+  emulate(td, [&](int64_t l) { cuda::ConcatElement(ta, tb, td, 0, l); });
+  ExpectSameF32(g.v, c.v, "CONCAT dim 0");
+  Host more = RandomF32({rope, nh, 2, 1}, 86);
+  Host g2 = Make(GgmlType::F32, {rope, nh, nt + 2, 1}), c2 = Make(GgmlType::F32, {rope, nh, nt + 2, 1});
+  ASSERT_TRUE(cpu::Concat(ctx, pe.v, more.v, c2.v, 2).ok());
+  const Tv tm = ToTv(more.v), td2 = ToTv(g2.v);
+  emulate(td2, [&](int64_t l) { cuda::ConcatElement(tb, tm, td2, 2, l); });
+  ExpectSameF32(g2.v, c2.v, "CONCAT dim 2");
+}
+
+// SUM_ROWS: one thread per row summing in double, against cpu::SumRows bit for bit (rows of 1, the
+// 8 chosen experts' weights, and 4099 values of mixed magnitude, from a strided view).
+TEST(CudaMath, SumRowsEmulation) {
+  cpu::ComputeContext ctx;
+  for (int64_t ne0 : {1, 8, 4099}) {
+    Host x = RandomF32({ne0 + 3, 5, 3, 1}, 87 + uint32_t(ne0), 100.f);
+    float* xs = reinterpret_cast<float*>(x.bytes.data());
+    for (int64_t i = 0; i < x.v.nelements(); i += 7) xs[i] *= 1e-6f;
+    cpu::TensorView v = x.v;  // the first ne0 of rows of ne0 + 3
+    v.ne[0] = ne0;
+    Host g = Make(GgmlType::F32, {1, 5, 3, 1}), c = Make(GgmlType::F32, {1, 5, 3, 1});
+    ASSERT_TRUE(cpu::SumRows(ctx, v, c.v).ok());
+    const Tv tv = ToTv(v), td = ToTv(g.v);
+    test::EmulateSumRows(tv, td);
+    ExpectSameF32(g.v, c.v, "SUM_ROWS");
+  }
+}
+
+// ARGSORT: the bitonic network of ArgSortK run stage by stage (each stage's compare-exchanges in
+// thread order; they touch distinct pairs), against cpu::ArgSort's stable sort: ascending and
+// descending, rows of 1 to 1000 (padded to the network's width), ties (values of few levels) and a
+// strided source. Without the index order of ties the network's result differs (it is not stable).
+TEST(CudaMath, ArgsortEmulation) {
+  cpu::ComputeContext ctx;
+  std::mt19937 rng(88);
+  // The same network with ties left in whatever order the exchanges leave them.
+  auto untied = [](const Tv& src, const Tv& dst, bool desc) {
+    const int64_t ncols = src.ne[0];
+    const int width = cuda::ArgsortWidth(ncols);
+    for (int64_t r = 0; r < src.ne[1] * src.ne[2] * src.ne[3]; ++r) {
+      int64_t i1, i2, i3;
+      cuda::RowIndex(r, src.ne, &i1, &i2, &i3);
+      const uint8_t* row = cuda::At(src, 0, i1, i2, i3);
+      std::vector<int> idx(static_cast<size_t>(width));
+      for (int i = 0; i < width; ++i) idx[size_t(i)] = i;
+      auto before = [&](int x, int y) {
+        if (x >= ncols || y >= ncols) return x < y;
+        const float vx = cuda::LoadF32(row + x * src.nb[0]), vy = cuda::LoadF32(row + y * src.nb[0]);
+        return desc ? vx > vy : vx < vy;
+      };
+      for (int k = 2; k <= width; k *= 2)
+        for (int j = k / 2; j > 0; j /= 2)
+          for (int i = 0; i < width; ++i) {
+            const int p = i ^ j;
+            if (p > i && ((i & k) == 0) == before(idx[size_t(p)], idx[size_t(i)]))
+              std::swap(idx[size_t(i)], idx[size_t(p)]);
+          }
+      for (int64_t i = 0; i < ncols; ++i) std::memcpy(cuda::At(dst, i, i1, i2, i3), &idx[size_t(i)], 4);
+    }
+  };
+  bool untied_differs = false;
+  for (int64_t ncols : {1, 2, 3, 8, 60, 128, 256, 1000}) {
+    for (int levels : {0, 3}) {
+      Host x = Make(GgmlType::F32, {ncols + 1, 4, 2, 1});
+      float* xs = reinterpret_cast<float*>(x.bytes.data());
+      std::uniform_real_distribution<float> u(-4.f, 4.f);
+      for (int64_t i = 0; i < x.v.nelements(); ++i)
+        xs[i] = levels ? float(int(rng() % uint32_t(levels))) : u(rng);
+      cpu::TensorView v = x.v;
+      v.ne[0] = ncols;
+      for (bool desc : {false, true}) {
+        Host g = Make(GgmlType::I32, {ncols, 4, 2, 1}), c = Make(GgmlType::I32, {ncols, 4, 2, 1});
+        ASSERT_TRUE(cpu::ArgSort(ctx, v, c.v, desc ? 1 : 0).ok());
+        test::EmulateArgsort(ToTv(v), ToTv(g.v), desc);
+        EXPECT_EQ(g.bytes, c.bytes) << "ncols " << ncols << " levels " << levels << (desc ? " desc" : " asc");
+        if (levels && ncols >= 8) {
+          untied(ToTv(v), ToTv(g.v), desc);
+          untied_differs = untied_differs || g.bytes != c.bytes;
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(untied_differs) << "ties left unordered should have given another order than the CPU's";
+}
+
 // ---- ROPE ------------------------------------------------------------------------------------------
 
 TEST(CudaMath, RopeEmulation) {
@@ -918,6 +1041,106 @@ TEST(CudaMath, MulMatVecEmulation) {
 
 // More batch entries than gridDim.z allows: several launches, every dst element written once.
 TEST(CudaMath, MulMatVecBatchBeyondGridZ) { CheckMulMatVec(GgmlType::Q8_0, 32, 1, 1, 1, 70001, 1, false); }
+
+// ---- MUL_MAT_ID ------------------------------------------------------------------------------------
+
+// Experts as [K, N, n_expert] of type t, src1 [K, ne11, n_tokens], ids [n_used, n_tokens] (each
+// token's experts distinct, expert 0 unused so that the batched path meets an empty run).
+struct MoeCase {
+  Host as, b, ids;
+  int64_t n_used, n_tokens;
+};
+MoeCase MakeMoe(GgmlType t, int64_t K, int64_t N, int64_t n_as, int64_t n_used, int64_t ne11,
+                int64_t n_tokens, uint32_t seed) {
+  MoeCase m{RandomBlocks(t, {K, N, n_as, 1}, seed), RandomF32({K, ne11, n_tokens, 1}, seed + 1),
+            Make(GgmlType::I32, {n_used, n_tokens, 1, 1}), n_used, n_tokens};
+  std::mt19937 rng(seed + 2);
+  int32_t* id = reinterpret_cast<int32_t*>(m.ids.bytes.data());
+  for (int64_t tok = 0; tok < n_tokens; ++tok) {
+    std::vector<int32_t> e(size_t(n_as - 1));
+    for (size_t i = 0; i < e.size(); ++i) e[i] = int32_t(i + 1);
+    std::shuffle(e.begin(), e.end(), rng);
+    for (int64_t s = 0; s < n_used; ++s) id[tok * n_used + s] = e[size_t(s)];
+  }
+  return m;
+}
+
+// MulMatVecIdK emulated block by block, warp by warp, lane by lane (the warp sum as a plain sum):
+// against a double dot of the CPU's dequantized expert rows (1e-5 of the sum of |products|) and
+// cpu::MulMatId; an id outside the experts gives that column NaN, the others unchanged.
+void CheckMulMatVecId(GgmlType t, int64_t K, int64_t N, int64_t ne11) {
+  const int64_t n_as = 6, n_used = 4, n_tokens = 3;
+  MoeCase m = MakeMoe(t, K, N, n_as, n_used, ne11, n_tokens, 120 + uint32_t(t));
+  Host d = Make(GgmlType::F32, {N, n_used, n_tokens, 1}), c = Make(GgmlType::F32, {N, n_used, n_tokens, 1});
+  const Tv tas = ToTv(m.as.v), tb = ToTv(m.b.v), tids = ToTv(m.ids.v), td = ToTv(d.v);
+  auto run = [&] { ASSERT_TRUE(test::EmulateMulMatVecId(tas, tb, tids, td)); };
+  run();
+  cpu::ComputeContext ctx;
+  ASSERT_TRUE(cpu::MulMatId(ctx, m.as.v, m.b.v, m.ids.v, c.v).ok());
+  const float* dp = reinterpret_cast<const float*>(d.bytes.data());
+  const float* cp = reinterpret_cast<const float*>(c.bytes.data());
+  const int32_t* id = reinterpret_cast<const int32_t*>(m.ids.bytes.data());
+  std::vector<float> row(static_cast<size_t>(K));
+  double worst = 0, worst_cpu = 0;
+  for (int64_t tok = 0; tok < n_tokens; ++tok)
+    for (int64_t s = 0; s < n_used; ++s) {
+      const int32_t e = id[tok * n_used + s];
+      const float* x = reinterpret_cast<const float*>(m.b.bytes.data()) + (tok * ne11 + s % ne11) * K;
+      for (int64_t n = 0; n < N; ++n) {
+        ASSERT_TRUE(
+            cpu::DequantizeRow(t, m.as.bytes.data() + e * m.as.v.nb[2] + n * m.as.v.nb[1], row.data(), K)
+                .ok());
+        double ref = 0, mag = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          ref += double(row[size_t(k)]) * x[k];
+          mag += std::fabs(double(row[size_t(k)]) * x[k]);
+        }
+        const size_t at = size_t((tok * n_used + s) * N + n);
+        worst = std::max(worst, std::fabs(dp[at] - ref) / (1e-6 + 1e-5 * mag));
+        // The CPU quantizes src1 to the weight's vec_dot type (Q8_0 / Q8_K): within that rounding.
+        worst_cpu = std::max(worst_cpu, std::fabs(dp[at] - cp[at]) / (1e-6 + 1e-2 * mag));
+      }
+    }
+  EXPECT_LT(worst, 1.0) << GgmlTypeName(t) << " K=" << K << " ne11=" << ne11;
+  EXPECT_LT(worst_cpu, 1.0) << GgmlTypeName(t) << " against cpu::MulMatId";
+  reinterpret_cast<int32_t*>(m.ids.bytes.data())[5] = int32_t(n_as);  // slot 1 of token 1
+  run();
+  for (int64_t n = 0; n < N; ++n) {
+    EXPECT_TRUE(std::isnan(dp[(1 * n_used + 1) * N + n]));
+    EXPECT_FALSE(std::isnan(dp[(1 * n_used + 2) * N + n]));
+  }
+}
+
+TEST(CudaMath, MulMatVecIdEmulation) {
+  for (GgmlType t : kTypes) {
+    CheckMulMatVecId(t, 1280, 5, 1);  // gate / up: every slot reads the token's one column
+    CheckMulMatVecId(t, 256, 7, 4);   // down: slot s reads column s
+  }
+}
+
+// The batched path of CudaBackend::MulMatId with the CPU backend standing in for each expert's
+// MUL_MAT: the pairs grouped by cpu::GroupRowsByExpert, src1 gathered by MoeGatherElement, each
+// expert's run multiplied, the products scattered by MoeScatterElement; against cpu::MulMatId bit
+// for bit (the CPU multiplies each expert's gathered columns the same way).
+TEST(CudaMath, MulMatIdBatchedEmulation) {
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::MXFP4}) {
+    for (int64_t ne11 : {1, 4}) {
+      const int64_t K = 256, N = 48, n_as = 8, n_used = 4, n_tokens = 37;
+      MoeCase m = MakeMoe(t, K, N, n_as, n_used, ne11, n_tokens, 130 + uint32_t(t));
+      cpu::ComputeContext ctx;
+      Host ref = Make(GgmlType::F32, {N, n_used, n_tokens, 1});
+      ASSERT_TRUE(cpu::MulMatId(ctx, m.as.v, m.b.v, m.ids.v, ref.v).ok());
+      std::vector<std::vector<int64_t>> rows;
+      ASSERT_TRUE(cpu::GroupRowsByExpert(m.ids.v, n_as, &rows).ok());
+      ASSERT_TRUE(rows[0].empty());  // an expert without a run
+      Host d = Make(GgmlType::F32, {N, n_used, n_tokens, 1});
+      float* dp = reinterpret_cast<float*>(d.bytes.data());
+      for (int64_t i = 0; i < d.v.nelements(); ++i) dp[i] = NAN;  // every element must be written
+      ASSERT_TRUE(test::EmulateMulMatIdBatched(ctx, m.as.v, m.b.v, m.ids.v, d.v).ok());
+      ExpectSameF32(d.v, ref.v, GgmlTypeName(t));
+    }
+  }
+}
 
 // ---- row-split weights (CUDA<i>_Split) -------------------------------------------------------------
 

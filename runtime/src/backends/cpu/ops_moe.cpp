@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "moe_rows.h"
 #include "ops.h"
 
 namespace stowage::cpu {
@@ -18,6 +19,22 @@ inline const char* AtC(const TensorView& t, int64_t i0, int64_t i1, int64_t i2, 
 }
 
 }  // namespace
+
+Status GroupRowsByExpert(const TensorView& ids, int64_t n_as, std::vector<std::vector<int64_t>>* rows) {
+  const int64_t n_used = ids.ne[0], n_tokens = ids.ne[1];
+  rows->assign(static_cast<size_t>(n_as), {});
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t s = 0; s < n_used; ++s) {
+      int32_t e;
+      std::memcpy(&e, AtC(ids, s, t, 0, 0), sizeof e);
+      if (e < 0 || e >= n_as)
+        return OutOfRange("MUL_MAT_ID: ids[" + std::to_string(s) + ", " + std::to_string(t) +
+                          "] = " + std::to_string(e) + " is outside [0, " + std::to_string(n_as) + ")");
+      (*rows)[static_cast<size_t>(e)].push_back(t * n_used + s);
+    }
+  }
+  return Status::Ok();
+}
 
 Status MulMatId(ComputeContext& ctx, const TensorView& as, const TensorView& b, const TensorView& ids,
                 TensorView& dst) {
@@ -47,18 +64,8 @@ Status MulMatId(ComputeContext& ctx, const TensorView& as, const TensorView& b, 
   if (as.data == nullptr || b.data == nullptr || ids.data == nullptr || dst.data == nullptr)
     return bad("null data pointer");
 
-  // Which (slot, token) pairs each expert serves, in token order (ggml's matrix_rows).
-  std::vector<std::vector<int64_t>> rows(static_cast<size_t>(n_as));
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    for (int64_t s = 0; s < n_used; ++s) {
-      int32_t e;
-      std::memcpy(&e, AtC(ids, s, t, 0, 0), sizeof e);
-      if (e < 0 || e >= n_as)
-        return OutOfRange("MUL_MAT_ID: ids[" + std::to_string(s) + ", " + std::to_string(t) +
-                          "] = " + std::to_string(e) + " is outside [0, " + std::to_string(n_as) + ")");
-      rows[static_cast<size_t>(e)].push_back(t * n_used + s);
-    }
-  }
+  std::vector<std::vector<int64_t>> rows;
+  STOWAGE_RETURN_IF_ERROR(GroupRowsByExpert(ids, n_as, &rows));
 
   // Per expert: gather its src1 columns (b[:, s % ne11, t]) into a contiguous F32 matrix, multiply
   // with the expert's [K, N] slice through MulMat (the same vec_dot / GEMM kernels and activation

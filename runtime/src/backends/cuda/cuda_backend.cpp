@@ -16,6 +16,7 @@
 
 #include "cuda_op_table.h"
 #include "kernels.h"
+#include "moe_rows.h"
 #include "ops.h"
 #include "split_views.h"
 
@@ -121,7 +122,18 @@ Tv ToTv(const TensorView& t) {
 
 /// Per-device execution state: stream, cuBLAS handle, growable scratch (stream-ordered reuse).
 struct DeviceCtx {
-  enum { kConvX = 0, kDequantW = 1, kSplitX = 2, kSplitDst = 3, kSlots = 4 };
+  // kMoe*: MUL_MAT_ID's batched path (its gathered src1, the experts' products, the pair list),
+  // apart from the slots of the MUL_MATs it runs on them.
+  enum {
+    kConvX = 0,
+    kDequantW = 1,
+    kSplitX = 2,
+    kSplitDst = 3,
+    kMoeX = 4,
+    kMoeOut = 5,
+    kMoePairs = 6,
+    kSlots = 7
+  };
   int device = 0;
   std::string name;
   cudaStream_t stream = nullptr;
@@ -541,6 +553,7 @@ class CudaBackend final : public Backend {
  private:
   Status MulMat(DeviceCtx& ctx, const TensorView& a, const TensorView& b, const TensorView& d);
   Status MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const TensorView& b, const TensorView& d);
+  Status MulMatId(const NodeCall& c);
   Result<DeviceCtx*> Peer(int device);
   CudaSplitBuffer* SplitOf(const void* p) const;
   /// Reads (after the stream is idle) and clears the GET_ROWS error record of ctx_.
@@ -572,6 +585,8 @@ class CudaBackend final : public Backend {
   /// GET_ROWS launches since the last Synchronize (node name, src0 rows), indexed by launch id.
   static constexpr size_t kMaxUncheckedGetRows = 1 << 16;
   std::vector<std::pair<std::string, int64_t>> getrows_launches_;
+  /// MUL_MAT_ID's batched path: the expert order it uploads (MulMatId).
+  std::vector<int32_t> moe_pairs_;
 };
 
 Status Fail(const char* op, const std::string& what, const NodeCall& c) {
@@ -642,20 +657,73 @@ Status CudaBackend::Compute(const NodeCall& c) {
       if (CudaSplitBuffer* sb = SplitOf(a.data)) return MulMatSplit(*sb, a, b, d);
       return MulMat(*ctx_, a, b, d);
     }
+    case GgmlOp::MUL_MAT_ID:
+      return MulMatId(c);
     case GgmlOp::ADD:
     case GgmlOp::MUL:
+    case GgmlOp::DIV:
       if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d) ||
           (b.type != GgmlType::F32 && b.type != GgmlType::F16))
         return Fail(op, "needs F32 src0/dst of equal shape and F32 or F16 src1", c);
       for (int i = 0; i < 4; ++i)
         if (b.ne[i] <= 0 || a.ne[i] % b.ne[i] != 0) return Bad(op, "src1 does not broadcast to src0", c);
-      e = cuda::BinaryOp(c.op == GgmlOp::ADD ? cuda::Binary::kAdd : cuda::Binary::kMul, ToTv(a), ToTv(b),
-                         ToTv(d), ctx_->stream);
+      e = cuda::BinaryOp(c.op == GgmlOp::ADD   ? cuda::Binary::kAdd
+                         : c.op == GgmlOp::MUL ? cuda::Binary::kMul
+                                               : cuda::Binary::kDiv,
+                         ToTv(a), ToTv(b), ToTv(d), ctx_->stream);
       break;
+    case GgmlOp::CONCAT: {
+      if (a.type != GgmlType::F32 || b.type != GgmlType::F32 || !f32_dst)
+        return Fail(op, "needs F32 a, b and dst", c);
+      STOWAGE_ASSIGN_OR_RETURN(const ConcatParams p, DecodeConcat(c.params()));
+      for (int i = 0; i < 4; ++i)
+        if ((i != p.dim && (b.ne[i] != a.ne[i] || d.ne[i] != a.ne[i])) ||
+            (i == p.dim && d.ne[i] != a.ne[i] + b.ne[i]))
+          return Bad(op, "a and b must agree outside dim " + std::to_string(p.dim) + " and dst be their join",
+                     c);
+      e = cuda::Concat(ToTv(a), ToTv(b), ToTv(d), p.dim, ctx_->stream);
+      break;
+    }
+    case GgmlOp::FILL: {
+      if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d))
+        return Fail(op, "needs F32 src and dst of equal shape", c);
+      STOWAGE_ASSIGN_OR_RETURN(const FillParams p, DecodeFill(c.params()));
+      e = cuda::UnaryOp(cuda::Unary::kFill, ToTv(a), ToTv(d), p.c, 0.f, ctx_->stream);
+      break;
+    }
+    case GgmlOp::SET_ROWS: {
+      const bool i64 = b.type == GgmlType::I64;
+      if (a.type != GgmlType::F32 || (b.type != GgmlType::I32 && !i64) || !IsFloatType(d.type))
+        return Fail(op, "needs F32 rows, I32 or I64 indices and an F32, F16 or BF16 dst", c);
+      if (d.ne[0] != a.ne[0] || d.ne[2] != a.ne[2] || d.ne[3] != a.ne[3] || b.ne[0] != a.ne[1] ||
+          b.ne[3] != 1 || b.ne[1] <= 0 || b.ne[2] <= 0 || a.ne[2] % b.ne[1] != 0 || a.ne[3] % b.ne[2] != 0)
+        return Bad(op, "dst must be [ne0, rows, ne2, ne3] of src and the indices [ne1, divisors of ne2, ne3]",
+                   c);
+      e = cuda::SetRows(ToTv(a), ToTv(b), i64, ToTv(d), ctx_->stream);
+      break;
+    }
+    case GgmlOp::SUM_ROWS:
+      if (a.type != GgmlType::F32 || !f32_dst) return Fail(op, "needs F32 src and dst", c);
+      if (d.ne[0] != 1 || d.ne[1] != a.ne[1] || d.ne[2] != a.ne[2] || d.ne[3] != a.ne[3])
+        return Bad(op, "dst must be [1, ne1, ne2, ne3] of src", c);
+      e = cuda::SumRows(ToTv(a), ToTv(d), ctx_->stream);
+      break;
+    case GgmlOp::ARGSORT: {
+      if (a.type != GgmlType::F32 || d.type != GgmlType::I32) return Fail(op, "needs F32 src and I32 dst", c);
+      if (!SameShape(a, d)) return Bad(op, "src and dst differ in shape", c);
+      if (a.ne[0] > cuda::kArgsortMaxCols)
+        return Fail(
+            op, "rows of " + std::to_string(a.ne[0]) + " above " + std::to_string(cuda::kArgsortMaxCols), c);
+      STOWAGE_ASSIGN_OR_RETURN(const ArgsortParams p, DecodeArgsort(c.params()));
+      if (p.order != 0 && p.order != 1) return Bad(op, "order must be 0 (ascending) or 1 (descending)", c);
+      e = cuda::ArgSort(ToTv(a), ToTv(d), p.order == 1, ctx_->stream);
+      break;
+    }
     case GgmlOp::SCALE:
     case GgmlOp::SILU:
     case GgmlOp::GELU:
-    case GgmlOp::TANH: {
+    case GgmlOp::TANH:
+    case GgmlOp::SIGMOID: {
       if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d))
         return Fail(op, "needs F32 src and dst of equal shape", c);
       ScaleParams sp;  // SILU, GELU and TANH have no parameters (the kernel ignores them)
@@ -665,7 +733,8 @@ Status CudaBackend::Compute(const NodeCall& c) {
       e = cuda::UnaryOp(c.op == GgmlOp::SCALE  ? cuda::Unary::kScale
                         : c.op == GgmlOp::SILU ? cuda::Unary::kSilu
                         : c.op == GgmlOp::GELU ? cuda::Unary::kGelu
-                                               : cuda::Unary::kTanh,
+                        : c.op == GgmlOp::TANH ? cuda::Unary::kTanh
+                                               : cuda::Unary::kSigmoid,
                         ToTv(a), ToTv(d), sp.s, sp.b, ctx_->stream);
       break;
     }
@@ -914,6 +983,108 @@ Status CudaBackend::MulMat(DeviceCtx& ctx, const TensorView& a, const TensorView
     }
   }
   return Status::Ok();
+}
+
+// MUL_MAT_ID (ggml_mul_mat_id): as [K, N, n_expert], b [K, ne11, n_tokens] F32, ids I32 [n_used,
+// n_tokens], dst [N, n_used, n_tokens] F32 (the CPU backend's checks, cpu::MulMatId). Up to
+// cuda::kMmvIdMaxTokens tokens: the mat-vec reads the ids on the device (no synchronization; token
+// generation). More tokens (prompts): the ids are copied to the host (the stream is waited for, as
+// ggml-cuda's mul_mat_id does), grouped per expert (cpu::GroupRowsByExpert, so an id outside the
+// experts is the CPU's kOutOfRange), the src1 columns gathered in that order, each expert's run
+// multiplied by MulMat (cuBLAS, or the quantized mat-vec for runs of up to 8 columns), and the
+// products scattered to dst.
+Status CudaBackend::MulMatId(const NodeCall& c) {
+  const TensorView& as = c.src[0];
+  const TensorView& b = c.src[1];
+  const TensorView& ids = c.src[2];
+  const TensorView& d = c.dst;
+  const char* op = "MUL_MAT_ID";
+  const std::string where = name_ + ": MUL_MAT_ID (node '" + c.name + "')";
+  if (!CudaSupportsWeightType(as.type) || b.type != GgmlType::F32 || ids.type != GgmlType::I32 ||
+      d.type != GgmlType::F32)
+    return Fail(op, "needs experts of a dequantizable type, F32 src1 and dst and I32 ids", c);
+  if (as.layout != cpu::kLayoutPlain) return Bad(op, "experts must have the plain layout", c);
+  const int64_t K = as.ne[0], N = as.ne[1], n_as = as.ne[2], n_used = ids.ne[0], n_tokens = ids.ne[1];
+  const auto& tr = GetTypeTraits(as.type);
+  if (as.ne[3] != 1 || n_as <= 0 || as.nb[0] != tr.type_size || K % tr.block_size != 0)
+    return Bad(op, "experts must be [K, N, n_expert] with contiguous rows of whole blocks", c);
+  if (b.ne[0] != K || b.ne[3] != 1 || b.ne[2] != n_tokens || b.ne[1] <= 0 || n_used % b.ne[1] != 0)
+    return Bad(op, "src1 must be [K, ne11, n_tokens] with ne11 dividing ids.ne0", c);
+  if (ids.ne[2] != 1 || ids.ne[3] != 1 || ids.nb[0] != 4) return Bad(op, "ids must be 2-D with nb0 = 4", c);
+  if (d.ne[0] != N || d.ne[1] != n_used || d.ne[2] != n_tokens || d.ne[3] != 1 || d.nb[0] != 4)
+    return Bad(op, "dst must be [N, ids.ne0, n_tokens] with nb0 = 4", c);
+  if (d.nelements() == 0) return Status::Ok();
+  DeviceCtx& ctx = *ctx_;
+  // src1 with contiguous rows (the mat-vec and the gather read nb0 = 4), else gathered first (into
+  // MulMat's src1 slot: stream order puts the experts' MulMats, which reuse it, after its readers).
+  TensorView x = b;
+  if (b.nb[0] != 4 || b.nb[1] % 4 != 0 || b.nb[2] % 4 != 0) {
+    STOWAGE_ASSIGN_OR_RETURN(void* p, ctx.Scratch(DeviceCtx::kConvX, static_cast<size_t>(b.nelements()) * 4));
+    x.data = p;
+    cpu::SetContiguousStrides(x);
+    STOWAGE_RETURN_IF_ERROR(CudaStatus(cuda::Cpy(ToTv(b), ToTv(x), ctx.stream), where + ": gathering src1"));
+  }
+  if (n_tokens <= cuda::kMmvIdMaxTokens)
+    return CudaStatus(cuda::MulMatVecId(ToTv(as), ToTv(x), ToTv(ids), ToTv(d), ctx.stream),
+                      where + ": mat-vec kernel launch");
+  // The ids on the host, grouped per expert into the pair list.
+  std::vector<int32_t> host_ids(static_cast<size_t>(n_used * n_tokens));
+  STOWAGE_RETURN_IF_ERROR(
+      CudaStatus(cudaMemcpy2DAsync(host_ids.data(), static_cast<size_t>(n_used) * 4, ids.data, ids.nb[1],
+                                   static_cast<size_t>(n_used) * 4, static_cast<size_t>(n_tokens),
+                                   cudaMemcpyDeviceToHost, ctx.stream),
+                 where + ": copying the ids to the host"));
+  STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(ctx.stream), where + ": cudaStreamSynchronize"));
+  TensorView hv;
+  hv.data = host_ids.data();
+  hv.type = GgmlType::I32;
+  hv.ne[0] = n_used;
+  hv.ne[1] = n_tokens;
+  cpu::SetContiguousStrides(hv);
+  std::vector<std::vector<int64_t>> rows;
+  if (Status st = cpu::GroupRowsByExpert(hv, n_as, &rows); !st.ok())
+    return Status(st.code(), st.message() + " (node '" + c.name + "')");
+  // moe_pairs_ outlives the call: the upload below reads it after this function returns (a
+  // pageable-memory copy is staged before cudaMemcpyAsync returns, and the next MUL_MAT_ID of this
+  // path waits for the stream before refilling it).
+  moe_pairs_.clear();
+  for (const auto& r : rows)
+    for (int64_t p : r) moe_pairs_.push_back(static_cast<int32_t>(p));
+  const int64_t n_pairs = static_cast<int64_t>(moe_pairs_.size());
+  STOWAGE_ASSIGN_OR_RETURN(void* pairs_p, ctx.Scratch(DeviceCtx::kMoePairs, moe_pairs_.size() * 4));
+  STOWAGE_ASSIGN_OR_RETURN(void* xg_p, ctx.Scratch(DeviceCtx::kMoeX, static_cast<size_t>(K * n_pairs) * 4));
+  STOWAGE_ASSIGN_OR_RETURN(void* out_p,
+                           ctx.Scratch(DeviceCtx::kMoeOut, static_cast<size_t>(N * n_pairs) * 4));
+  STOWAGE_RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpyAsync(pairs_p, moe_pairs_.data(), moe_pairs_.size() * 4, cudaMemcpyHostToDevice, ctx.stream),
+      where + ": uploading the expert order"));
+  const int32_t* pairs = static_cast<const int32_t*>(pairs_p);
+  auto matrix = [](void* data, int64_t ne0, int64_t ne1) {
+    TensorView v;
+    v.data = data;
+    v.type = GgmlType::F32;
+    v.ne[0] = ne0;
+    v.ne[1] = ne1;
+    cpu::SetContiguousStrides(v);
+    return v;
+  };
+  const TensorView xg = matrix(xg_p, K, n_pairs), out = matrix(out_p, N, n_pairs);
+  STOWAGE_RETURN_IF_ERROR(CudaStatus(cuda::MoeGather(ToTv(x), pairs, n_used, ToTv(xg), ctx.stream),
+                                     where + ": gather kernel launch"));
+  int64_t j0 = 0;
+  for (int64_t e = 0; e < n_as; ++e) {
+    const int64_t m = static_cast<int64_t>(rows[static_cast<size_t>(e)].size());
+    if (m == 0) continue;
+    TensorView w = as;
+    w.data = static_cast<uint8_t*>(as.data) + e * as.nb[2];
+    w.ne[2] = 1;
+    const TensorView xe = matrix(static_cast<float*>(xg_p) + j0 * K, K, m);
+    const TensorView oe = matrix(static_cast<float*>(out_p) + j0 * N, N, m);
+    STOWAGE_RETURN_IF_ERROR(MulMat(ctx, w, xe, oe));
+    j0 += m;
+  }
+  return CudaStatus(cuda::MoeScatter(ToTv(out), pairs, n_used, ToTv(d), ctx.stream),
+                    where + ": scatter kernel launch");
 }
 
 CudaSplitBuffer* CudaBackend::SplitOf(const void* p) const {

@@ -35,8 +35,8 @@ struct Tv {
   int64_t nb[4] = {0, 0, 0, 0};
 };
 
-enum class Binary { kAdd, kMul };
-enum class Unary { kScale, kSilu, kGelu, kTanh };
+enum class Binary { kAdd, kMul, kDiv };
+enum class Unary { kScale, kSilu, kGelu, kTanh, kSigmoid, kFill };
 enum class Glu { kSwiglu, kGeglu };
 
 /// ROPE parameters (ggml_rope_ext; see cpu::RopeParams) plus the YaRN correction dims
@@ -719,25 +719,31 @@ STOWAGE_HD bool GetRowsElement(const Tv& src, const Tv& idx, const Tv& dst, int6
   return true;
 }
 
-/// ADD / MUL element l of dst with ggml broadcasting of b (F32 or F16).
+/// ADD / MUL / DIV element l of dst with ggml broadcasting of b (F32 or F16).
 STOWAGE_HD void BinaryElement(Binary op, const Tv& a, const Tv& b, const Tv& d, int64_t l) {
   int64_t i[4];
   Unravel(l, d.ne, i);
   const float x = LoadF32(At(a, i[0], i[1], i[2], i[3]));
   const float y = LoadF(b.type, At(b, i[0] % b.ne[0], i[1] % b.ne[1], i[2] % b.ne[2], i[3] % b.ne[3]));
-  StoreF32(At(d, i[0], i[1], i[2], i[3]), op == Binary::kAdd ? x + y : x * y);
+  StoreF32(At(d, i[0], i[1], i[2], i[3]), op == Binary::kAdd ? x + y : op == Binary::kMul ? x * y : x / y);
 }
 
+/// SIGMOID: 1 / (1 + exp(-x)), cpu::Sigmoid's formula (expf, IEEE add and division).
+STOWAGE_HD float Sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+
 /// SCALE (x * p0 + p1, the product rounded first as on the CPU) / SILU / GELU / TANH (tanhf, as
-/// ggml-cuda unary.cu op_tanh; on the host libm's, as cpu::Tanh) element l of d.
+/// ggml-cuda unary.cu op_tanh; on the host libm's, as cpu::Tanh) / SIGMOID / FILL (p0, ggml_fill)
+/// element l of d.
 STOWAGE_HD void UnaryElement(Unary op, const Tv& a, const Tv& d, float p0, float p1, int64_t l) {
   int64_t i[4];
   Unravel(l, d.ne, i);
   const float x = LoadF32(At(a, i[0], i[1], i[2], i[3]));
-  const float y = op == Unary::kScale  ? MulRn(x, p0) + p1
-                  : op == Unary::kSilu ? Silu(x)
-                  : op == Unary::kGelu ? Gelu(x)
-                                       : tanhf(x);
+  const float y = op == Unary::kScale     ? MulRn(x, p0) + p1
+                  : op == Unary::kSilu    ? Silu(x)
+                  : op == Unary::kGelu    ? Gelu(x)
+                  : op == Unary::kTanh    ? tanhf(x)
+                  : op == Unary::kSigmoid ? Sigmoid(x)
+                                          : p0;
   StoreF32(At(d, i[0], i[1], i[2], i[3]), y);
 }
 
@@ -773,6 +779,94 @@ STOWAGE_HD void AddIdElement(const Tv& a, const Tv& b, const Tv& ids, const Tv& 
   const float x = LoadF32(At(a, i[0], i[1], i[2], i[3]));
   StoreF32(At(d, i[0], i[1], i[2], i[3]),
            r < 0 || r >= b.ne[1] ? F32FromBits(0x7FC00000u) : x + LoadF32(At(b, i[0], r, 0, 0)));
+}
+
+/// CONCAT element l of d (ggml_concat; cpu::Concat): d[i] = a[i] where i[dim] < a.ne[dim], else
+/// b[i with i[dim] - a.ne[dim]]. F32, any strides.
+STOWAGE_HD void ConcatElement(const Tv& a, const Tv& b, const Tv& d, int dim, int64_t l) {
+  int64_t i[4];
+  Unravel(l, d.ne, i);
+  uint8_t* o = At(d, i[0], i[1], i[2], i[3]);
+  if (i[dim] < a.ne[dim]) {
+    StoreF32(o, LoadF32(At(a, i[0], i[1], i[2], i[3])));
+    return;
+  }
+  i[dim] -= a.ne[dim];
+  StoreF32(o, LoadF32(At(b, i[0], i[1], i[2], i[3])));
+}
+
+/// SET_ROWS element l of src F32 [ne0, n, ne2, ne3] (ggml_set_rows; cpu::SetRows): into row
+/// idx[i1, i2 % idx.ne1, i3 % idx.ne2] (I32 or I64, `idx_i64`) of dst [ne0, n_rows, ne2, ne3], F32,
+/// F16 or BF16 (rounded to nearest even). An index outside [0, n_rows) writes nothing (the CPU
+/// refuses it; the kernel cannot report it) and returns false.
+STOWAGE_HD bool SetRowsElement(const Tv& src, const Tv& idx, bool idx_i64, const Tv& dst, int64_t l) {
+  int64_t i[4];
+  Unravel(l, src.ne, i);
+  const uint8_t* ip = At(idx, i[1], i[2] % idx.ne[1], i[3] % idx.ne[2], 0);
+  int64_t r;
+  if (idx_i64) {
+    memcpy(&r, ip, 8);
+  } else {
+    int32_t r32;
+    memcpy(&r32, ip, 4);
+    r = r32;
+  }
+  if (r < 0 || r >= dst.ne[1]) return false;
+  StoreF(dst.type, At(dst, i[0], r, i[2], i[3]), LoadF32(At(src, i[0], i[1], i[2], i[3])));
+  return true;
+}
+
+/// SUM_ROWS row r (< ne1 * ne2 * ne3) of a into d [1, ne1, ne2, ne3]: the row's elements in order,
+/// summed in double and rounded once, as cpu::SumRows (ggml_vec_sum_f32's ggml_float), so that the
+/// result is the CPU's bit for bit. One thread per row: the rows MoE graphs sum (the n_used chosen
+/// experts' weights) are a handful of elements.
+STOWAGE_HD void SumRowsThread(const Tv& a, const Tv& d, int64_t r) {
+  int64_t i1, i2, i3;
+  RowIndex(r, a.ne, &i1, &i2, &i3);
+  const uint8_t* s = At(a, 0, i1, i2, i3);
+  double sum = 0.0;
+  for (int64_t k = 0; k < a.ne[0]; ++k) sum += double(LoadF32(s + k * a.nb[0]));
+  StoreF32(At(d, 0, i1, i2, i3), float(sum));
+}
+
+// ---- ARGSORT: a bitonic sort network over one row (ggml-cuda argsort.cu's scheme) --------------
+
+/// Longest row ArgSort takes: the network's width in int32 indices lives in shared memory (32 KiB
+/// at 8192, within the 48 KiB a block gets without opting in).
+constexpr int64_t kArgsortMaxCols = 8192;
+
+/// The row's length padded to the sort network's width (a power of 2 >= ncols).
+STOWAGE_HD int ArgsortWidth(int64_t ncols) {
+  int w = 1;
+  while (w < ncols) w *= 2;
+  return w;
+}
+
+/// True when index `x` comes before index `y` in the sorted row: by value (descending or ascending),
+/// equal values by index (so the order is total and the result is cpu::ArgSort's stable sort);
+/// padding indices (>= ncols) after every element of the row.
+STOWAGE_HD bool ArgsortBefore(const uint8_t* row, int64_t nb0, int64_t ncols, int x, int y, bool desc) {
+  if (x >= ncols || y >= ncols) return x < y;
+  const float vx = LoadF32(row + x * nb0), vy = LoadF32(row + y * nb0);
+  if (vx != vy) return desc ? vx > vy : vx < vy;
+  return x < y;
+}
+
+/// One compare-exchange of the bitonic network's stage (k, j) for element i of idx[0, width): the
+/// pair (i, i ^ j) is handled by its lower element; blocks of k elements with (i & k) == 0 sort
+/// forwards, the others backwards. Every i of a stage touches a distinct pair, so the threads of a
+/// stage run in any order (the kernel separates stages with __syncthreads()).
+STOWAGE_HD void ArgsortCompareExchange(int* idx, const uint8_t* row, int64_t nb0, int64_t ncols, int i, int j,
+                                       int k, bool desc) {
+  const int p = i ^ j;
+  if (p <= i) return;
+  const bool forward = (i & k) == 0;
+  const bool p_first = ArgsortBefore(row, nb0, ncols, idx[p], idx[i], desc);
+  if (forward == p_first) {
+    const int tmp = idx[i];
+    idx[i] = idx[p];
+    idx[p] = tmp;
+  }
 }
 
 /// CPY element l: element l of src (ggml order) to element l of dst, both F32/F16/BF16, any strides.
@@ -853,6 +947,49 @@ STOWAGE_HD void MulMatVecLane(const Tv& w, const Tv& x, const Tv& d, int64_t n, 
       acc[c] += s;
     }
   }
+}
+
+/// MUL_MAT_ID runs its mat-vec (MulMatVecId) up to this many tokens, the batched path above
+/// (CudaBackend::MulMatId).
+constexpr int64_t kMmvIdMaxTokens = 8;
+
+/// MUL_MAT_ID's mat-vec (few tokens): the views of weight rows, src1 column and dst column for slot s
+/// of token t. as [K, N, n_expert] (expert e at its nb[2]), b [K, ne11, n_tokens] (slot s reads
+/// column s % ne11), ids I32 [n_used, n_tokens] on the device, d [N, n_used, n_tokens]. *w is the
+/// expert's [K, N] matrix, *x the [K] column, *o the [N] column, each 1 in the other dims, so that
+/// MulMatVecLane(*w, *x, *o, n, 0, 0, ...) is row n's dot. False (views untouched) when ids[s, t] is
+/// outside [0, n_expert): the kernel writes NaN rather than read outside as.
+STOWAGE_HD bool MulMatIdVecViews(const Tv& as, const Tv& b, const Tv& ids, const Tv& d, int64_t s, int64_t t,
+                                 Tv* w, Tv* x, Tv* o) {
+  int32_t e;
+  memcpy(&e, At(ids, s, t, 0, 0), 4);
+  if (e < 0 || e >= as.ne[2]) return false;
+  *w = as;
+  w->data = At(as, 0, 0, e, 0);
+  w->ne[2] = w->ne[3] = 1;
+  *x = b;
+  x->data = At(b, 0, s % b.ne[1], t, 0);
+  x->ne[1] = x->ne[2] = x->ne[3] = 1;
+  *o = d;
+  o->data = At(d, 0, s, t, 0);
+  o->ne[1] = o->ne[2] = o->ne[3] = 1;
+  return true;
+}
+
+/// MUL_MAT_ID's batched path (CudaBackend::MulMatId): `pairs` (device memory) lists the (slot, token)
+/// pairs as t * n_used + s grouped by expert (cpu::GroupRowsByExpert's order), and every expert
+/// multiplies its run of columns as one MUL_MAT. Element l of the gathered src1 xg F32 [K, n_pairs]
+/// (contiguous): column j is b[:, s % ne11, t] of pair pairs[j].
+STOWAGE_HD void MoeGatherElement(const Tv& b, const int32_t* pairs, int64_t n_used, const Tv& xg, int64_t l) {
+  const int64_t K = xg.ne[0], j = l / K, k = l % K, p = pairs[j];
+  StoreF32(At(xg, k, j, 0, 0), LoadF32(At(b, k, (p % n_used) % b.ne[1], p / n_used, 0)));
+}
+/// Element l of the experts' products out F32 [N, n_pairs] (column j of pair pairs[j]) to its place
+/// in d [N, n_used, n_tokens]: d[n, s, t] = out[n, j].
+STOWAGE_HD void MoeScatterElement(const Tv& out, const int32_t* pairs, int64_t n_used, const Tv& d,
+                                  int64_t l) {
+  const int64_t N = out.ne[0], j = l / N, n = l % N, p = pairs[j];
+  StoreF32(At(d, n, p % n_used, p / n_used, 0), LoadF32(At(out, n, j, 0, 0)));
 }
 
 }  // namespace stowage::cuda

@@ -13,16 +13,27 @@ std::vector<OpRule> CudaOpRules(const std::vector<GgmlType>& weight_types,
   const TensorConstraint f32_opt = OfTypes({T::F32}, true);
   const TensorConstraint kv = OfTypes({T::F32, T::F16, T::BF16, T::Q8_0, T::Q4_0});
   const char* kOps = "runtime/src/backends/cuda/cuda_backend.cpp";
+  TensorConstraint experts = OfTypes(weight_types);
+  experts.contiguous = true;  // CudaBackend::MulMatId: each expert's matrix at its nb[2]
   std::vector<OpRule> rules = {
       AcceptRule({O::GET_ROWS}, {OfTypes(weight_types), OfTypes({T::I32})}, {T::F32}, 0, kOps),
       AcceptRule({O::MUL_MAT}, {OfTypes(weight_types), f32}, {T::F32}, 0, kOps),
-      AcceptRule({O::RMS_NORM, O::NORM, O::SCALE, O::SILU, O::GELU, O::TANH}, {f32}, {T::F32}, 0, kOps),
-      AcceptRule({O::ADD, O::MUL}, {f32, OfTypes({T::F32, T::F16})}, {T::F32}, 0, kOps),
+      AcceptRule({O::RMS_NORM, O::NORM, O::SCALE, O::SILU, O::GELU, O::TANH, O::SIGMOID, O::FILL}, {f32},
+                 {T::F32}, 0, kOps),
+      AcceptRule({O::ADD, O::MUL, O::DIV}, {f32, OfTypes({T::F32, T::F16})}, {T::F32}, 0, kOps),
       AcceptRule({O::SWIGLU, O::GEGLU}, {f32, f32_opt}, {T::F32}, 0, kOps),
       AcceptRule({O::ROPE}, {f32, OfTypes({T::I32}), f32_opt}, {T::F32}, 0, kOps),
       AcceptRule({O::SOFT_MAX}, {f32, OfTypes({T::F16, T::F32}, true), f32_opt}, {T::F32}, 0, kOps),
       AcceptRule({O::SWIGLU_OAI}, {f32, f32}, {T::F32}, 0, kOps),
       AcceptRule({O::ADD_ID}, {f32, f32, OfTypes({T::I32})}, {T::F32}, 0, kOps),
+      // Mixture of experts (CudaBackend::MulMatId; the routing's ARGSORT and SUM_ROWS).
+      AcceptRule({O::MUL_MAT_ID}, {experts, f32, OfTypes({T::I32})}, {T::F32}, 0, kOps),
+      AcceptRule({O::ARGSORT}, {f32}, {T::I32}, 0, kOps),
+      AcceptRule({O::SUM_ROWS}, {f32}, {T::F32}, 0, kOps),
+      // deepseek2's group-limited routing: the -inf FILL of the experts and SET_ROWS of the chosen groups.
+      AcceptRule({O::SET_ROWS}, {f32, OfTypes({T::I64, T::I32})}, {T::F32, T::F16, T::BF16}, 0, kOps),
+      // deepseek2 joins the rope and no-rope parts of its q and k heads.
+      AcceptRule({O::CONCAT}, {f32, f32}, {T::F32}, 0, kOps),
       // cuda_math.h FaCacheType: the KV cache types the backend writes (CPY into them)
       AcceptRule({O::FLASH_ATTN_EXT}, {f32, kv, kv, OfTypes({T::F16}, true), f32_opt}, {T::F32}, 0, kOps),
   };

@@ -18,12 +18,16 @@ namespace stowage::exec {
 /// The CUDA backend's supports_op rules (each accepts; a query no rule matches is refused):
 ///   GET_ROWS: src0 of `weight_types`, I32 ids, F32 dst;
 ///   MUL_MAT: src0 (weights) of `weight_types`, F32 src1 and dst;
-///   RMS_NORM, NORM, SCALE, SILU, GELU, TANH: F32 src and dst;
-///   ADD, MUL: F32 src0 and dst, F32 or F16 src1;
+///   RMS_NORM, NORM, SCALE, SILU, GELU, TANH, SIGMOID, FILL: F32 src and dst;
+///   ADD, MUL, DIV: F32 src0 and dst, F32 or F16 src1;
 ///   SWIGLU, GEGLU: F32 src0 and dst, optional F32 src1 (split form);
 ///   ROPE: F32 x and dst, I32 positions, optional F32 freq factors;
 ///   SOFT_MAX: F32 src and dst, optional F16 or F32 mask, optional F32 sinks;
 ///   SWIGLU_OAI: F32 a, b and dst; ADD_ID: F32 a, b and dst, I32 ids;
+///   MUL_MAT_ID: contiguous experts of `weight_types`, F32 src1 and dst, I32 ids;
+///   ARGSORT: F32 src, I32 dst (rows up to cuda_math.h kArgsortMaxCols, checked at Compute);
+///   SUM_ROWS: F32 src and dst; CONCAT: F32 a, b and dst;
+///   SET_ROWS: F32 rows, I64 or I32 indices, F32, F16 or BF16 dst;
 ///   FLASH_ATTN_EXT: F32 q and dst, K and V F32, F16, BF16, Q8_0 or Q4_0, optional F16 mask,
 ///   optional F32 sinks;
 ///   CPY, CONT, DUP: one rule per source type of `cpy_types` ((src, dst) pairs) into its listed

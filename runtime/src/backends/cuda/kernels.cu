@@ -84,6 +84,31 @@ __global__ void AddIdK(Tv a, Tv b, Tv ids, Tv d, int64_t n) {
   if (l < n) AddIdElement(a, b, ids, d, l);
 }
 
+__global__ void ConcatK(Tv a, Tv b, Tv d, int dim, int64_t n) {
+  const int64_t l = GlobalThread();
+  if (l < n) ConcatElement(a, b, d, dim, l);
+}
+
+__global__ void SetRowsK(Tv src, Tv idx, bool idx_i64, Tv d, int64_t n) {
+  const int64_t l = GlobalThread();
+  if (l < n) SetRowsElement(src, idx, idx_i64, d, l);
+}
+
+__global__ void SumRowsK(Tv a, Tv d, int64_t rows) {
+  const int64_t r = GlobalThread();
+  if (r < rows) SumRowsThread(a, d, r);
+}
+
+__global__ void MoeGatherK(Tv b, const int32_t* pairs, int64_t n_used, Tv xg, int64_t n) {
+  const int64_t l = GlobalThread();
+  if (l < n) MoeGatherElement(b, pairs, n_used, xg, l);
+}
+
+__global__ void MoeScatterK(Tv out, const int32_t* pairs, int64_t n_used, Tv d, int64_t n) {
+  const int64_t l = GlobalThread();
+  if (l < n) MoeScatterElement(out, pairs, n_used, d, l);
+}
+
 __global__ void RopeK(Tv src, const int32_t* pos, const float* ff, Tv dst, RopeArgs p, int64_t n) {
   const int64_t l = GlobalThread();
   if (l < n) RopeThread(src, pos, ff, dst, p, l);
@@ -198,6 +223,28 @@ __global__ void __launch_bounds__(kRowThreads)
     StoreF32(o + k * dst.nb[0], LoadF32(o + k * dst.nb[0]) * inv);
 }
 
+// ARGSORT: one block per row (RowIndex), the row's indices in shared memory (width ints), the
+// bitonic network's stages separated by __syncthreads(); each thread handles indices tid, tid +
+// blockDim.x, ... of a stage.
+__global__ void ArgSortK(Tv src, Tv dst, int width, bool desc) {
+  extern __shared__ int idx[];
+  int64_t i1, i2, i3;
+  RowIndex(blockIdx.x, src.ne, &i1, &i2, &i3);
+  const uint8_t* row = At(src, 0, i1, i2, i3);
+  const int64_t ncols = src.ne[0];
+  for (int i = threadIdx.x; i < width; i += blockDim.x) idx[i] = i;
+  __syncthreads();
+  for (int k = 2; k <= width; k *= 2)
+    for (int j = k / 2; j > 0; j /= 2) {
+      for (int i = threadIdx.x; i < width; i += blockDim.x)
+        ArgsortCompareExchange(idx, row, src.nb[0], ncols, i, j, k, desc);
+      __syncthreads();
+    }
+  uint8_t* o = At(dst, 0, i1, i2, i3);
+  for (int i = threadIdx.x; i < ncols; i += blockDim.x)
+    *reinterpret_cast<int32_t*>(o + i * dst.nb[0]) = idx[i];
+}
+
 // ---- flash attention: one warp per query row (cuda_math.h FlashAttn*) ----------------------------
 
 constexpr int kFaWarps = 4;
@@ -249,6 +296,25 @@ cudaError_t LaunchMulMatVec(const Tv& w, const Tv& x, const Tv& d, dim3 grid, in
   STOWAGE_DISPATCH_TYPE(w.type, MulMatVecK, grid, kMmvWarps * 32, 0, stream>>>(w, x, d, y0, z0))
   // clang-format on
   return cudaGetLastError();
+}
+
+// MUL_MAT_ID's mat-vec: warp = weight row n of expert ids[s, t], s = blockIdx.y, t = t0 + blockIdx.z.
+template <int T>
+__global__ void MulMatVecIdK(Tv as, Tv b, Tv ids, Tv d, int64_t t0) {
+  const int lane = threadIdx.x % 32;
+  const int64_t n = int64_t(blockIdx.x) * kMmvWarps + threadIdx.x / 32;
+  if (n >= as.ne[1]) return;  // whole warps leave together
+  const int64_t s = blockIdx.y, t = t0 + blockIdx.z;
+  Tv w, x, o;
+  if (!MulMatIdVecViews(as, b, ids, d, s, t, &w, &x, &o)) {
+    if (lane == 0) StoreF32(At(d, n, s, t, 0), F32FromBits(0x7FC00000u));
+    return;
+  }
+  float acc[kMmvCols];
+  MulMatVecLane<T>(w, x, o, n, 0, 0, lane, acc);
+  float sum = acc[0];
+  for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, off);
+  if (lane == 0) StoreF32(At(o, n, 0, 0, 0), sum);
 }
 
 }  // namespace
@@ -339,6 +405,63 @@ cudaError_t AddId(const Tv& a, const Tv& b, const Tv& ids, const Tv& dst, cudaSt
   return cudaGetLastError();
 }
 
+cudaError_t Concat(const Tv& a, const Tv& b, const Tv& dst, int dim, cudaStream_t stream) {
+  const int64_t n = Nelements(dst);
+  if (n == 0) return cudaSuccess;
+  const unsigned g = Blocks(n, kThreads);
+  if (g == 0) return cudaErrorInvalidConfiguration;
+  ConcatK<<<g, kThreads, 0, stream>>>(a, b, dst, dim, n);
+  return cudaGetLastError();
+}
+
+cudaError_t SetRows(const Tv& src, const Tv& idx, bool idx_i64, const Tv& dst, cudaStream_t stream) {
+  const int64_t n = Nelements(src);
+  if (n == 0) return cudaSuccess;
+  const unsigned g = Blocks(n, kThreads);
+  if (g == 0) return cudaErrorInvalidConfiguration;
+  SetRowsK<<<g, kThreads, 0, stream>>>(src, idx, idx_i64, dst, n);
+  return cudaGetLastError();
+}
+
+cudaError_t SumRows(const Tv& a, const Tv& dst, cudaStream_t stream) {
+  const int64_t rows = a.ne[1] * a.ne[2] * a.ne[3];
+  if (rows == 0) return cudaSuccess;
+  const unsigned g = Blocks(rows, kThreads);
+  if (g == 0) return cudaErrorInvalidConfiguration;
+  SumRowsK<<<g, kThreads, 0, stream>>>(a, dst, rows);
+  return cudaGetLastError();
+}
+
+cudaError_t ArgSort(const Tv& src, const Tv& dst, bool desc, cudaStream_t stream) {
+  const int64_t rows = src.ne[1] * src.ne[2] * src.ne[3];
+  if (rows == 0 || src.ne[0] == 0) return cudaSuccess;
+  if (src.ne[0] > kArgsortMaxCols) return cudaErrorInvalidValue;
+  if (rows > kMaxGridX) return cudaErrorInvalidConfiguration;
+  const int width = ArgsortWidth(src.ne[0]);
+  const int threads = width < 1024 ? (width < 32 ? 32 : width) : 1024;
+  ArgSortK<<<unsigned(rows), threads, size_t(width) * sizeof(int), stream>>>(src, dst, width, desc);
+  return cudaGetLastError();
+}
+
+cudaError_t MoeGather(const Tv& b, const int32_t* pairs, int64_t n_used, const Tv& xg, cudaStream_t stream) {
+  const int64_t n = Nelements(xg);
+  if (n == 0) return cudaSuccess;
+  const unsigned g = Blocks(n, kThreads);
+  if (g == 0) return cudaErrorInvalidConfiguration;
+  MoeGatherK<<<g, kThreads, 0, stream>>>(b, pairs, n_used, xg, n);
+  return cudaGetLastError();
+}
+
+cudaError_t MoeScatter(const Tv& out, const int32_t* pairs, int64_t n_used, const Tv& dst,
+                       cudaStream_t stream) {
+  const int64_t n = Nelements(out);
+  if (n == 0) return cudaSuccess;
+  const unsigned g = Blocks(n, kThreads);
+  if (g == 0) return cudaErrorInvalidConfiguration;
+  MoeScatterK<<<g, kThreads, 0, stream>>>(out, pairs, n_used, dst, n);
+  return cudaGetLastError();
+}
+
 cudaError_t NormOp(bool rms, const Tv& a, const Tv& dst, float eps, cudaStream_t stream) {
   if (Nelements(dst) == 0) return cudaSuccess;
   const int64_t rows = a.ne[1] * a.ne[2] * a.ne[3];
@@ -406,6 +529,22 @@ cudaError_t MulMatVec(const Tv& w, const Tv& x, const Tv& dst, cudaStream_t stre
                                                    y0, z0, stream);
                          });
   return err;
+}
+
+cudaError_t MulMatVecId(const Tv& as, const Tv& b, const Tv& ids, const Tv& dst, cudaStream_t stream) {
+  if (Nelements(dst) == 0) return cudaSuccess;
+  const int64_t gx = (as.ne[1] + kMmvWarps - 1) / kMmvWarps, n_used = ids.ne[0], n_tokens = ids.ne[1];
+  if (gx > kMaxGridX || n_used > kMaxGridYZ) return cudaErrorInvalidConfiguration;
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxGridYZ) {
+    const dim3 grid(unsigned(gx), unsigned(n_used),
+                    unsigned(n_tokens - t0 < kMaxGridYZ ? n_tokens - t0 : kMaxGridYZ));
+    // clang-format off
+    STOWAGE_DISPATCH_TYPE(as.type, MulMatVecIdK, grid, kMmvWarps * 32, 0, stream>>>(as, b, ids, dst, t0))
+    // clang-format on
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
 
 cudaError_t ToF16(int type, const void* src, int64_t ne0, int64_t nrows, int64_t nb1, void* dst,

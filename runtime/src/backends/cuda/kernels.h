@@ -31,9 +31,9 @@ bool IsQuantized(int type);
 /// recorded there: error[0] = 1, error[1] = the index, error[2] = launch_id.
 cudaError_t GetRows(const Tv& src0, const Tv& idx, const Tv& dst, int32_t* error, int32_t launch_id,
                     cudaStream_t stream);
-/// ADD / MUL with ggml broadcasting of src1 (F32 or F16); src0, dst F32 of equal shape.
+/// ADD / MUL / DIV with ggml broadcasting of src1 (F32 or F16); src0, dst F32 of equal shape.
 cudaError_t BinaryOp(Binary op, const Tv& a, const Tv& b, const Tv& dst, cudaStream_t stream);
-/// SCALE (x * p0 + p1), SILU, GELU (tanh approximation), TANH. F32.
+/// SCALE (x * p0 + p1), SILU, GELU (tanh approximation), TANH, SIGMOID, FILL (p0). F32.
 cudaError_t UnaryOp(Unary op, const Tv& a, const Tv& dst, float p0, float p1, cudaStream_t stream);
 /// SWIGLU / GEGLU: split form (b.data != nullptr) or fused form (a holds [gate | value] per row).
 cudaError_t GluOp(Glu op, const Tv& a, const Tv& b, const Tv& dst, cudaStream_t stream);
@@ -42,6 +42,17 @@ cudaError_t SwiGluOai(const Tv& a, const Tv& b, const Tv& dst, float alpha, floa
 /// ADD_ID (cuda_math.h AddIdElement): a, dst F32 [ne0, n_used, n_tokens], b F32 [ne0, n_expert],
 /// ids I32 [n_used, n_tokens] on the device.
 cudaError_t AddId(const Tv& a, const Tv& b, const Tv& ids, const Tv& dst, cudaStream_t stream);
+/// CONCAT along `dim` (0..3; cuda_math.h ConcatElement): a, b, dst F32, any strides.
+cudaError_t Concat(const Tv& a, const Tv& b, const Tv& dst, int dim, cudaStream_t stream);
+/// SET_ROWS (cuda_math.h SetRowsElement): src F32 rows into dst (F32, F16 or BF16) at I32 or I64
+/// (`idx_i64`) row indices on the device; an index outside dst's rows writes nothing.
+cudaError_t SetRows(const Tv& src, const Tv& idx, bool idx_i64, const Tv& dst, cudaStream_t stream);
+/// SUM_ROWS (cuda_math.h SumRowsThread): dst F32 [1, ne1, ne2, ne3] of a F32; one thread per row.
+cudaError_t SumRows(const Tv& a, const Tv& dst, cudaStream_t stream);
+/// ARGSORT (cuda_math.h Argsort*): dst I32 of src F32's shape gets each row's indices by value,
+/// descending when `desc`, ties by index (cpu::ArgSort's stable order). One thread block per row, a
+/// bitonic network in shared memory; rows of at most kArgsortMaxCols (else cudaErrorInvalidValue).
+cudaError_t ArgSort(const Tv& src, const Tv& dst, bool desc, cudaStream_t stream);
 /// RMS_NORM (rms = true) or NORM (two passes: mean, then centered squares) over ne0. F32. One
 /// thread block per row, rows on grid.x.
 cudaError_t NormOp(bool rms, const Tv& a, const Tv& dst, float eps, cudaStream_t stream);
@@ -70,6 +81,18 @@ cudaError_t Cpy(const Tv& src, const Tv& dst, cudaStream_t stream);
 /// weight row computes up to 8 columns m at once; grid.y covers the columns, grid.z the batch, in
 /// several launches when either exceeds 65535 (ForEachMulMatVecLaunch).
 cudaError_t MulMatVec(const Tv& w, const Tv& x, const Tv& dst, cudaStream_t stream);
+/// MUL_MAT_ID for few tokens (cuda_math.h MulMatIdVecViews): dst [N, n_used, n_tokens] = for each
+/// slot s and token t the mat-vec of expert ids[s, t] (ids I32 on the device) of as [K, N, n_expert]
+/// (any kernels' type, rows contiguous) with b[:, s % ne11, t] (b.nb[0] == 4). One warp per weight
+/// row as MulMatVec; grid.y the slots, grid.z the tokens (several launches beyond 65535). A column
+/// whose id is outside the experts is NaN.
+cudaError_t MulMatVecId(const Tv& as, const Tv& b, const Tv& ids, const Tv& dst, cudaStream_t stream);
+/// MUL_MAT_ID's batched path: gathers the src1 columns of `pairs` (device memory, n = xg.ne[1]
+/// entries t * n_used + s) into xg F32 [K, n] (MoeGatherElement), and scatters out F32 [N, n] into
+/// dst (MoeScatterElement).
+cudaError_t MoeGather(const Tv& b, const int32_t* pairs, int64_t n_used, const Tv& xg, cudaStream_t stream);
+cudaError_t MoeScatter(const Tv& out, const int32_t* pairs, int64_t n_used, const Tv& dst,
+                       cudaStream_t stream);
 /// Dequantizes/converts `nrows` rows of `ne0` elements (row stride `nb1` bytes) of `type` into a
 /// contiguous F16 matrix at `dst` (ne0 * nrows halves), for cuBLAS.
 cudaError_t ToF16(int type, const void* src, int64_t ne0, int64_t nrows, int64_t nb1, void* dst,
