@@ -37,3 +37,15 @@ try:
             config.available_features.add("avx2")
 except OSError:
     pass
+# `chromium`: a headless Chromium to render the SVG of plan-dump --svg and take a screenshot
+# (Debian: chromium-headless-shell, or chromium); %chromium runs it headless, without a sandbox (root
+# in containers) and without a GPU.
+import shutil
+_chromium = shutil.which("chromium-headless-shell") or shutil.which("chromium")
+if _chromium:
+    config.available_features.add("chromium")
+    config.substitutions.append(
+        ("%chromium", _chromium + " --headless --no-sandbox --disable-gpu --hide-scrollbars"))
+else:
+    lit_config.note("chromium-headless-shell / chromium not found: the plan-dump --svg screenshot test is "
+                    "skipped (apt-get install chromium-headless-shell)")

@@ -11,6 +11,7 @@
 // instance ("[src -> copy0, copy1, ...]", JSON "copies") and each graph prints
 // "  input copies: INPUT on BACKEND -> INPUT (buffer B offset O), BACKEND#INPUT#1 (...), ..."
 // (JSON "input_copies").
+// --svg: the plan as a picture (plan_svg.h).
 // --check-memory: instead of printing, checks that no two graph tensors live at the same time share
 // bytes of a compute buffer, and no two weights / KV cache tensors share bytes of an allocated
 // buffer (stowage::CheckComputeMemory, liveness re-derived from the plan; the verifier runs the same
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "llama_args.h"
+#include "plan_svg.h"
 #include "stdout_check.h"
 #include "stowage/plan/plan_generated.h"
 #include "stowage/runtime/atomic_file.h"
@@ -461,10 +463,16 @@ int Run(int argc, char** argv) {
       "plan-dump: print a Stowage plan file, verified first as stowage-run verifies it (against the model "
       "only with -m)"};
   std::string path;
-  bool json = false, nodes = false, check_memory = false;
+  bool json = false, nodes = false, check_memory = false, svg = false;
   app.add_option("plan", path, "plan file written by plan-model -o")->required();
   app.add_flag("--json", json, "print JSON instead of text");
   app.add_flag("--nodes", nodes, "also print every node of every split (text) or every graph tensor (JSON)");
+  app.add_flag(
+         "--svg", svg,
+         "print the plan as an SVG picture: memory bars per device, tensor roles x layers by buffer type "
+         "(repeated layers grouped), the splits of each graph with their copies")
+      ->excludes("--json")
+      ->excludes("--nodes");
   app.add_flag(
       "--check-memory", check_memory,
       "check that no two tensors live at the same time share buffer bytes (compute buffers; weights and "
@@ -511,6 +519,10 @@ int Run(int argc, char** argv) {
     for (const auto& c : rep.conflicts) std::printf("plan-dump: conflict: %s\n", c.c_str());
     if (!rep.conflicts.empty()) return 1;
     std::printf("plan-dump: compute memory OK (%d tensors checked)\n", rep.tensors_checked);
+    return 0;
+  }
+  if (svg) {
+    std::printf("%s", stowage::tools::PlanSvg(p).c_str());
     return 0;
   }
   // Strings in a plan are bytes from the GGUF (general.name, tensor names) and the command line:
