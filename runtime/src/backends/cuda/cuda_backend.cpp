@@ -702,6 +702,13 @@ Status CudaBackend::Compute(const NodeCall& c) {
       e = cuda::SetRows(ToTv(a), ToTv(b), i64, ToTv(d), ctx_->stream);
       break;
     }
+    case GgmlOp::REPEAT:
+      if (a.type != GgmlType::F32 || !f32_dst) return Fail(op, "needs F32 src and dst", c);
+      for (int i = 0; i < 4; ++i)
+        if (a.ne[i] <= 0 || d.ne[i] % a.ne[i] != 0)
+          return Bad(op, "dst dimensions must be multiples of src's", c);
+      e = cuda::Repeat(ToTv(a), ToTv(d), ctx_->stream);
+      break;
     case GgmlOp::SUM_ROWS:
       if (a.type != GgmlType::F32 || !f32_dst) return Fail(op, "needs F32 src and dst", c);
       if (d.ne[0] != 1 || d.ne[1] != a.ne[1] || d.ne[2] != a.ne[2] || d.ne[3] != a.ne[3])

@@ -816,6 +816,15 @@ STOWAGE_HD bool SetRowsElement(const Tv& src, const Tv& idx, bool idx_i64, const
   return true;
 }
 
+/// REPEAT element l of d (ggml_repeat; cpu::Repeat): a[i0 % a.ne0, i1 % a.ne1, i2 % a.ne2, i3 % a.ne3],
+/// F32, any strides (every dimension of d a multiple of a's).
+STOWAGE_HD void RepeatElement(const Tv& a, const Tv& d, int64_t l) {
+  int64_t i[4];
+  Unravel(l, d.ne, i);
+  StoreF32(At(d, i[0], i[1], i[2], i[3]),
+           LoadF32(At(a, i[0] % a.ne[0], i[1] % a.ne[1], i[2] % a.ne[2], i[3] % a.ne[3])));
+}
+
 /// SUM_ROWS row r (< ne1 * ne2 * ne3) of a into d [1, ne1, ne2, ne3]: the row's elements in order,
 /// summed in double and rounded once, as cpu::SumRows (ggml_vec_sum_f32's ggml_float), so that the
 /// result is the CPU's bit for bit. One thread per row: the rows MoE graphs sum (the n_used chosen

@@ -32,8 +32,10 @@ std::vector<OpRule> CudaOpRules(const std::vector<GgmlType>& weight_types,
       AcceptRule({O::SUM_ROWS}, {f32}, {T::F32}, 0, kOps),
       // deepseek2's group-limited routing: the -inf FILL of the experts and SET_ROWS of the chosen groups.
       AcceptRule({O::SET_ROWS}, {f32, OfTypes({T::I64, T::I32})}, {T::F32, T::F16, T::BF16}, 0, kOps),
-      // deepseek2 joins the rope and no-rope parts of its q and k heads.
+      // deepseek2 joins the rope and no-rope parts of its q and k heads (the older form repeats the
+      // rope part of k over the heads first).
       AcceptRule({O::CONCAT}, {f32, f32}, {T::F32}, 0, kOps),
+      AcceptRule({O::REPEAT}, {f32}, {T::F32}, 0, kOps),
       // cuda_math.h FaCacheType: the KV cache types the backend writes (CPY into them)
       AcceptRule({O::FLASH_ATTN_EXT}, {f32, kv, kv, OfTypes({T::F16}, true), f32_opt}, {T::F32}, 0, kOps),
   };

@@ -26,7 +26,7 @@ namespace stowage::exec {
 ///   SWIGLU_OAI: F32 a, b and dst; ADD_ID: F32 a, b and dst, I32 ids;
 ///   MUL_MAT_ID: contiguous experts of `weight_types`, F32 src1 and dst, I32 ids;
 ///   ARGSORT: F32 src, I32 dst (rows up to cuda_math.h kArgsortMaxCols, checked at Compute);
-///   SUM_ROWS: F32 src and dst; CONCAT: F32 a, b and dst;
+///   SUM_ROWS, REPEAT: F32 src and dst; CONCAT: F32 a, b and dst;
 ///   SET_ROWS: F32 rows, I64 or I32 indices, F32, F16 or BF16 dst;
 ///   FLASH_ATTN_EXT: F32 q and dst, K and V F32, F16, BF16, Q8_0 or Q4_0, optional F16 mask,
 ///   optional F32 sinks;

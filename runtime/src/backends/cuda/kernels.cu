@@ -94,6 +94,11 @@ __global__ void SetRowsK(Tv src, Tv idx, bool idx_i64, Tv d, int64_t n) {
   if (l < n) SetRowsElement(src, idx, idx_i64, d, l);
 }
 
+__global__ void RepeatK(Tv a, Tv d, int64_t n) {
+  const int64_t l = GlobalThread();
+  if (l < n) RepeatElement(a, d, l);
+}
+
 __global__ void SumRowsK(Tv a, Tv d, int64_t rows) {
   const int64_t r = GlobalThread();
   if (r < rows) SumRowsThread(a, d, r);
@@ -420,6 +425,15 @@ cudaError_t SetRows(const Tv& src, const Tv& idx, bool idx_i64, const Tv& dst, c
   const unsigned g = Blocks(n, kThreads);
   if (g == 0) return cudaErrorInvalidConfiguration;
   SetRowsK<<<g, kThreads, 0, stream>>>(src, idx, idx_i64, dst, n);
+  return cudaGetLastError();
+}
+
+cudaError_t Repeat(const Tv& a, const Tv& dst, cudaStream_t stream) {
+  const int64_t n = Nelements(dst);
+  if (n == 0) return cudaSuccess;
+  const unsigned g = Blocks(n, kThreads);
+  if (g == 0) return cudaErrorInvalidConfiguration;
+  RepeatK<<<g, kThreads, 0, stream>>>(a, dst, n);
   return cudaGetLastError();
 }
 

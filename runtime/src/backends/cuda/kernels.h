@@ -47,6 +47,8 @@ cudaError_t Concat(const Tv& a, const Tv& b, const Tv& dst, int dim, cudaStream_
 /// SET_ROWS (cuda_math.h SetRowsElement): src F32 rows into dst (F32, F16 or BF16) at I32 or I64
 /// (`idx_i64`) row indices on the device; an index outside dst's rows writes nothing.
 cudaError_t SetRows(const Tv& src, const Tv& idx, bool idx_i64, const Tv& dst, cudaStream_t stream);
+/// REPEAT (cuda_math.h RepeatElement): dst F32 tiled from a F32 (each dst dimension a multiple of a's).
+cudaError_t Repeat(const Tv& a, const Tv& dst, cudaStream_t stream);
 /// SUM_ROWS (cuda_math.h SumRowsThread): dst F32 [1, ne1, ne2, ne3] of a F32; one thread per row.
 cudaError_t SumRows(const Tv& a, const Tv& dst, cudaStream_t stream);
 /// ARGSORT (cuda_math.h Argsort*): dst I32 of src F32's shape gets each row's indices by value,
