@@ -3,7 +3,7 @@
 # FUZZ_TARGETS (default "gguf plan"), each on a seed corpus copied into a temporary folder:
 #   gguf  the GGUF reader (and the writer on what the reader accepts), seeds: the shared models
 #         (test/fuzz/gguf_reader_fuzz.cpp);
-#   plan  the plan verifier and plan-dump (text, JSON, --nodes, --check-memory) on every plan it
+#   plan  the plan verifier and plan-dump (text, JSON, --nodes, --svg, --check-memory) on every plan it
 #         accepts, seeds: scripts/fuzz-corpus/plan/ (an n_copies = 4 pipeline-parallel plan, an
 #         n_copies = 1 plan with split inputs, a gemma2 plan with a SWA cache ring (schema 3:
 #         n_ctx_swa, max_kv_swa, ne_swa, view_offset_swa), and regression-*.plan: inputs that once
@@ -96,7 +96,7 @@ fuzz_plan() {
         runtime/src/plan/plan_model.cpp runtime/src/executor/tensor_view.cpp
         runtime/src/backends/cpu/op_params.cpp runtime/src/gguf/reader.cpp
         runtime/src/gguf/sliding_window.cpp runtime/src/base/model_identity.cpp tools/plan-dump/plan_dump.cpp
-        runtime/src/version/version.cpp)
+        tools/plan-dump/plan_svg.cpp runtime/src/version/version.cpp)
   local BIN=$OUT/plan_verify_fuzz
   if needs_build "$BIN" "${SRCS[@]}" runtime/schema/plan.fbs; then
     echo "fuzz.sh: building $BIN with $CXX"

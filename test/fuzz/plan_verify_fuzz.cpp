@@ -1,6 +1,6 @@
 // libFuzzer target (scripts/fuzz.sh, not a CMake target): the plan verifier (PlanFile::FromBytes)
-// and everything that trusts what it accepts without a second check -- plan-dump's text, JSON and
-// --nodes output and its --check-memory liveness check (tools/plan-dump, compiled in with its main
+// and everything that trusts what it accepts without a second check -- plan-dump's text, JSON,
+// --nodes and --svg output and its --check-memory liveness check (tools/plan-dump, compiled in with its main
 // renamed) -- on mutated plan files. Seeds: scripts/fuzz-corpus/plan/ (an n_copies = 4 plan, an
 // n_copies = 1 plan with split inputs, a gemma2 plan with a SWA cache ring).
 //
@@ -65,7 +65,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string& path = TempPath();
   FILE* f = std::fopen(path.c_str(), "wb");
   if (!f || std::fwrite(bytes.data(), 1, size, f) != size || std::fclose(f) != 0) std::abort();
-  for (const auto& args : std::vector<std::vector<std::string>>{{}, {"--nodes"}, {"--json", "--nodes"}})
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{}, {"--nodes"}, {"--json", "--nodes"}, {"--svg"}})
     if (Dump(path, args) != 0) {
       std::fprintf(stderr, "plan-dump failed on a plan the verifier accepted\n");
       std::abort();

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "llama_args.h"
+#include "mib_text.h"
 #include "stdout_check.h"
 #include "stowage/plan/plan_generated.h"
 #include "stowage/runtime/plan.h"
@@ -30,9 +31,7 @@ namespace {
 std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
 std::string Mib(int64_t bytes, bool sign) {
-  char b[32];
-  std::snprintf(b, sizeof b, sign ? "%+.2f MiB" : "%.2f MiB", static_cast<double>(bytes) / 1048576.0);
-  return b;
+  return stowage::tools::MibText(static_cast<double>(bytes), sign) + " MiB";
 }
 
 /// Where a weight or KV cache tensor lives: its buffer's name (buffer type as llama.cpp prints it)

@@ -5,6 +5,8 @@
 #include <map>
 #include <vector>
 
+#include "mib_text.h"
+
 namespace stowage::tools {
 namespace {
 
@@ -33,11 +35,7 @@ std::string Xml(const std::string& s) {
   return o;
 }
 
-std::string Mib(uint64_t b) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%.2f MiB", b / 1048576.0);
-  return s;
-}
+std::string Mib(uint64_t b) { return MibText(static_cast<double>(b)) + " MiB"; }
 
 std::string Num(double v) {
   char s[32];
@@ -246,8 +244,11 @@ void Layers(const fb::Plan& p, Svg& s, const std::map<std::string, std::string>&
     const std::string name = Str(b->name());
     if (std::find(shown.begin(), shown.end(), name) != shown.end()) continue;
     shown.push_back(name);
-    const std::string text =
-        name + " (" + Str(p.devices()->Get(b->device())->name()) + (b->mapped() ? ", mapped" : "") + ")";
+    const int d = b->device();
+    const std::string dev = p.devices() && d >= 0 && d < static_cast<int>(p.devices()->size())
+                                ? Str(p.devices()->Get(d)->name())
+                                : "device#" + std::to_string(d);
+    const std::string text = name + " (" + dev + (b->mapped() ? ", mapped" : "") + ")";
     if (lx + 30 + 7.0 * text.size() > s.width) {
       lx = 10;
       s.y += 18;

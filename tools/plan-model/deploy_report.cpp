@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "mib_text.h"
 #include "stowage/planner/buft_select.h"
 
 namespace stowage::tools {
@@ -15,17 +16,7 @@ using planner::GlobalTensor;
 using planner::PlacementOutcome;
 using planner::TensorKind;
 
-std::string Mib(uint64_t bytes) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2f", bytes / 1048576.0);
-  return b;
-}
-
-std::string SignedMib(int64_t bytes) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%+.2f", static_cast<double>(bytes) / 1048576.0);
-  return b;
-}
+std::string Mib(uint64_t bytes) { return MibText(static_cast<double>(bytes)); }
 
 /// The device a global's bytes count for (BufferDevice of its buffer), kNoDevice when it has none.
 int GlobalDevice(const PlacementOutcome& o, const GlobalTensor& g) {
@@ -192,7 +183,8 @@ std::string DeploymentReportText(const DeploymentReport& r) {
                   Mib(by[static_cast<int>(BufferUsage::kOutput)]).c_str(), Mib(d.use.needed).c_str(),
                   Mib(d.mapped).c_str(), d.use.reported ? Mib(d.free).c_str() : "-",
                   d.use.reported ? Mib(d.reserve).c_str() : "-", Mib(d.fit_target).c_str(),
-                  d.use.reported ? SignedMib(d.headroom).c_str() : "-", d.status.c_str());
+                  d.use.reported ? MibText(static_cast<double>(d.headroom), true).c_str() : "-",
+                  d.status.c_str());
     out += line;
   }
   auto move_line = [](const std::string& head, const NextMove& mv) {
