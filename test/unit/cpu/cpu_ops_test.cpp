@@ -442,6 +442,32 @@ void RefRope(const Tensor& x, const std::vector<int32_t>& pos, const float* ff, 
     }
 }
 
+// REPEAT (ggml_repeat_4d) against the modulo rule, from a strided source (a transposed view) and
+// into a strided destination; a dst that is not a repetition is refused.
+TEST(CpuRepeat, TilesEveryDimension) {
+  Tensor x(GgmlType::F32, 3, 2, 1, 2);
+  Fill(x, 21);
+  TensorView xt = x.v;  // [2, 3, 1, 2] transposed view
+  std::swap(xt.ne[0], xt.ne[1]);
+  std::swap(xt.nb[0], xt.nb[1]);
+  Tensor y(GgmlType::F32, 4, 9, 5, 2);
+  ComputeContext ctx = Ctx();
+  ASSERT_TRUE(Repeat(ctx, xt, y.v).ok());
+  for (int64_t i3 = 0; i3 < 2; ++i3)
+    for (int64_t i2 = 0; i2 < 5; ++i2)
+      for (int64_t i1 = 0; i1 < 9; ++i1)
+        for (int64_t i0 = 0; i0 < 4; ++i0) ASSERT_EQ(y.at(i0, i1, i2, i3), x.at(i1 % 3, i0 % 2, 0, i3));
+  Tensor wide(GgmlType::F32, 8, 6, 5, 2);  // every other float of each row
+  TensorView strided = wide.v;
+  strided.ne[0] = 4;
+  strided.nb[0] = 8;
+  ASSERT_TRUE(Repeat(ctx, xt, strided).ok());
+  EXPECT_EQ(wide.at(2, 4, 3, 1), x.at(1, 1, 0, 1));
+  EXPECT_EQ(wide.at(1, 4, 3, 1), 0.0);
+  Tensor bad(GgmlType::F32, 4, 8, 5, 2);
+  EXPECT_EQ(Repeat(ctx, xt, bad.v).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(CpuRope, NormalNeoxFreqFactorsYarn) {
   const int64_t hd = 12, nh = 3, nt = 5;
   Tensor x(GgmlType::F32, hd, nh, nt), y(GgmlType::F32, hd, nh, nt), pos(GgmlType::I32, nt),

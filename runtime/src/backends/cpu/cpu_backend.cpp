@@ -122,6 +122,8 @@ class CpuBackend final : public Backend {
       case GgmlOp::CONT:
       case GgmlOp::DUP:
         return cpu::Cpy(ctx_, c.src[0], dst);
+      case GgmlOp::REPEAT:  // ops_cpy.cpp
+        return cpu::Repeat(ctx_, c.src[0], dst);
       default:
         break;
     }

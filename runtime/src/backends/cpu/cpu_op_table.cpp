@@ -39,8 +39,9 @@ std::vector<OpRule> CpuOpRules(const std::vector<GgmlType>& weight_types) {
   // gpt-oss's experts (ops_gpt_oss.cpp): the expert biases and the clamped SwiGLU.
   rules.push_back(AcceptRule({O::ADD_ID}, {f32, f32, OfTypes({T::I32})}, {T::F32}, 0, kOps));
   rules.push_back(AcceptRule({O::SWIGLU_OAI}, {f32, f32}, {T::F32}, 0, kOps));
-  // Mamba (ops_ssm.cpp).
+  // Mamba (ops_ssm.cpp); CONCAT and REPEAT (ops_cpy.cpp) also build deepseek2's K.
   rules.push_back(AcceptRule({O::CONCAT, O::SSM_CONV}, {f32, f32}, {T::F32}, 0, kOps));
+  rules.push_back(AcceptRule({O::REPEAT}, {f32}, {T::F32}, 0, kOps));
   rules.push_back(AcceptRule({O::SSM_SCAN}, {f32, f32, f32, f32, f32, f32}, {T::F32}, 0, kOps));
   // KV-cache row stores (ops_rows.cpp): F32 rows at I64 or I32 indices (ggml_set_rows).
   rules.push_back(AcceptRule({O::SET_ROWS}, {f32, OfTypes({T::I64, T::I32})}, from_f32, 0, kOps));

@@ -219,6 +219,10 @@ Status FlashAttnExt(ComputeContext& ctx, const TensorView& q, const TensorView& 
 /// src only, dst rows of whole blocks with nb0 = block bytes, quantized with QuantizeRow).
 /// Conversions round to nearest even. Uses ctx.work (n_threads * ne0 floats).
 Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst);
+/// REPEAT (ggml_repeat_4d): dst[i0, i1, i2, i3] = src[i0 % src.ne0, i1 % src.ne1, i2 % src.ne2,
+/// i3 % src.ne3]; F32, any strides on both sides. Errors: kInvalidArgument when a dst dimension is
+/// not a multiple of src's (ggml_can_repeat) or a type is not F32.
+Status Repeat(ComputeContext& ctx, const TensorView& src, TensorView& dst);
 
 /// SET_ROWS (ggml_set_rows, llama.cpp's KV-cache store): dst[:, idx[i, i2 % ne11, i3 % ne12], i2, i3]
 /// = src[:, i, i2, i3] converted to dst's type. dst [ne0, n_dst_rows, ne2, ne3] of a type

@@ -159,4 +159,26 @@ Status Cpy(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
   return Status::Ok();
 }
 
+Status Repeat(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
+  const char* op = "REPEAT";
+  STOWAGE_RETURN_IF_ERROR(NeedType(src, GgmlType::F32, op, "src"));
+  STOWAGE_RETURN_IF_ERROR(NeedType(dst, GgmlType::F32, op, "dst"));
+  for (int i = 0; i < 4; ++i)
+    STOWAGE_CPU_NEED(src.ne[i] > 0 && dst.ne[i] % src.ne[i] == 0, op,
+                     "dst " + ShapeString(dst) + " is not a repetition of src " + ShapeString(src));
+  if (dst.nelements() == 0) return Status::Ok();
+  STOWAGE_RETURN_IF_ERROR(NeedData(src, op, "src"));
+  STOWAGE_RETURN_IF_ERROR(NeedData(dst, op, "dst"));
+  const int64_t rows = dst.ne[1] * dst.ne[2] * dst.ne[3];
+  const int threads = Threads(ctx, dst.nelements());
+  ParallelFor(threads, threads > 1, rows, Schedule::kStatic, 1, [&](int64_t r, int) {
+    const int64_t i1 = r % dst.ne[1], i2 = r / dst.ne[1] % dst.ne[2], i3 = r / (dst.ne[1] * dst.ne[2]);
+    const char* s = At(src, 0, i1 % src.ne[1], i2 % src.ne[2], i3 % src.ne[3]);
+    char* d = At(dst, 0, i1, i2, i3);
+    for (int64_t i0 = 0; i0 < dst.ne[0]; ++i0)
+      std::memcpy(d + i0 * dst.nb[0], s + (i0 % src.ne[0]) * src.nb[0], sizeof(float));
+  });
+  return Status::Ok();
+}
+
 }  // namespace stowage::cpu
