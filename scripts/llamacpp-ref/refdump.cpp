@@ -32,6 +32,9 @@ const char kUsage[] =
     "  --fa on|off|auto  flash attention (default auto, llama.cpp's default: on for the CPU)\n"
     "  --ctk T, --ctv T  K / V cache type: ggml type name (f16, q8_0, q4_0, iq4_nl, ...) or id\n"
     "  --no-mmap         read the weights into allocated buffers (llama.cpp --no-mmap)\n"
+    "  --n-seq N         sequences kept at once (llama_context_params n_seq_max, llama.cpp -np;\n"
+    "                    default 1); the decode runs sequence 0\n"
+    "  --kv-unified      one KV cache shared by the sequences (llama.cpp -kvu; default off)\n"
     "  --log             llama.cpp's log lines on stderr (default: none)\n"
     "  --load-only       load MODEL and create the context (with the options above), print llama.cpp's\n"
     "                    log lines on stdout, decode nothing; PROMPT and N are not taken\n"
@@ -48,7 +51,8 @@ struct Options {
   std::string model, prompt;
   int n_gen = 0;
   int threads = 2;
-  uint32_t n_ctx = 256, n_batch = 0, n_ubatch = 0;
+  uint32_t n_ctx = 256, n_batch = 0, n_ubatch = 0, n_seq = 1;
+  bool kv_unified = false;
   bool fa_set = false;
   llama_flash_attn_type fa = LLAMA_FLASH_ATTN_TYPE_AUTO;
   bool ctk_set = false, ctv_set = false;
@@ -86,6 +90,10 @@ Options Parse(int argc, char** argv) {
         } else if (a == "--ctv") {
           o.ctv = ref::ParseType(kTool, "--ctv", value());
           o.ctv_set = true;
+        } else if (a == "--n-seq") {
+          o.n_seq = uint32_t(ref::ParseInt(kTool, "--n-seq", value(), 1, 256));
+        } else if (a == "--kv-unified") {
+          o.kv_unified = true;
         } else if (a == "--no-mmap") {
           o.no_mmap = true;
         } else if (a == "--log") {
@@ -220,6 +228,8 @@ int main(int argc, char** argv) {
   cp.n_batch = o.n_batch;
   cp.n_ubatch = o.n_ubatch;
   cp.n_threads = cp.n_threads_batch = o.threads;
+  cp.n_seq_max = o.n_seq;
+  cp.kv_unified = o.kv_unified;
   if (o.fa_set) cp.flash_attn_type = o.fa;
   if (o.ctk_set) cp.type_k = o.ctk;
   if (o.ctv_set) cp.type_v = o.ctv;

@@ -442,6 +442,22 @@ Status VerifySinksVersion(const plan::Plan& r, const std::string& path) {
   return Status::Ok();
 }
 
+// Several sequences (schema version 5): n_seq_max from 1 to LLAMA_MAX_SEQ (256, llama.cpp 2026
+// llama_context's check), above 1 only from version 5.
+Status VerifySeqs(const plan::Plan& r, const std::string& path) {
+  const uint32_t n_seq_max = r.context()->n_seq_max();
+  if (n_seq_max < 1 || n_seq_max > kMaxSequences)
+    return Fail(path, "context.n_seq_max",
+                "expected 1 to " + std::to_string(kMaxSequences) + " (LLAMA_MAX_SEQ), found " +
+                    std::to_string(n_seq_max));
+  if (n_seq_max > 1 && r.schema_version() < kPlanSchemaVersionSeqs)
+    return Fail(path, "schema_version",
+                "expected >= " + std::to_string(kPlanSchemaVersionSeqs) +
+                    " for several sequences (context.n_seq_max " + std::to_string(n_seq_max) + "), found " +
+                    std::to_string(r.schema_version()));
+  return Status::Ok();
+}
+
 }  // namespace
 
 // The file's own consistency: header, flatbuffers verifier, schema version, checksum, cross
@@ -476,6 +492,7 @@ Status PlanFile::VerifyStructure() {
   }
   if (!r.model() || !r.context()) return Fail(path, "model/context", "required table missing");
   STOWAGE_RETURN_IF_ERROR(VerifySwaCache(r, path));
+  STOWAGE_RETURN_IF_ERROR(VerifySeqs(r, path));
   STOWAGE_RETURN_IF_ERROR(VerifyTables(r, path));
   if (Len(r.graphs()) == 0) return Fail(path, "graphs", "expected the pp and tg graphs");
   // Pipeline parallelism (schema additions within version 1, COMPATIBILITY.md).

@@ -39,15 +39,19 @@ struct Memory;
 }  // namespace plan_graph
 class GgufFile;
 
-/// Highest plan schema version this runtime reads: 4 (version 2 added the required
+/// Highest plan schema version this runtime reads: 5 (version 2 added the required
 /// Plan.content_xxh64 checksum, version 3 the SWA cache of interleaved sliding-window models,
-/// version 4 the attention sinks and SWIGLU_OAI of gpt-oss, COMPATIBILITY.md). Writers set the
-/// lowest version a plan needs (PlanSchemaVersionFor), so that plans without these features stay
-/// readable by older runtimes.
-inline constexpr uint32_t kPlanSchemaVersion = 4;
+/// version 4 the attention sinks and SWIGLU_OAI of gpt-oss, version 5 several sequences,
+/// ContextParams.n_seq_max > 1; COMPATIBILITY.md). Writers set the lowest version a plan needs
+/// (PlanSchemaVersionFor), so that plans without these features stay readable by older runtimes.
+inline constexpr uint32_t kPlanSchemaVersion = 5;
 inline constexpr uint32_t kPlanSchemaVersionBase = 2;
 inline constexpr uint32_t kPlanSchemaVersionSwa = 3;
 inline constexpr uint32_t kPlanSchemaVersionSinks = 4;
+inline constexpr uint32_t kPlanSchemaVersionSeqs = 5;
+/// Most sequences a plan may keep (ContextParams.n_seq_max) and sequence ids a unified KV cache
+/// accepts: llama.cpp 2026's LLAMA_MAX_SEQ.
+inline constexpr uint32_t kMaxSequences = 256;
 
 /// True when a graph node needs schema version kPlanSchemaVersionSinks: SWIGLU_OAI, SOFT_MAX with
 /// sinks (src 2 present, ggml_soft_max_add_sinks) or FLASH_ATTN_EXT with sinks (src 4 present,
@@ -56,11 +60,15 @@ inline constexpr uint32_t kPlanSchemaVersionSinks = 4;
 /// FLASH_ATTN_EXT without its sinks, silently.
 bool NeedsSinksSchema(GgmlOp op, const int32_t* srcs, size_t n_srcs);
 
-/// The schema version a writer sets on a plan: kPlanSchemaVersionSinks when a node needs it
+/// The schema version a writer sets on a plan: kPlanSchemaVersionSeqs for several sequences
+/// (ContextParams.n_seq_max > 1), else kPlanSchemaVersionSinks when a node needs it
 /// (NeedsSinksSchema), else kPlanSchemaVersionSwa with a SWA cache (ContextParams.n_ctx_swa > 0),
 /// else kPlanSchemaVersionBase.
-inline uint32_t PlanSchemaVersionFor(bool swa_cache, bool sinks) {
-  return sinks ? kPlanSchemaVersionSinks : swa_cache ? kPlanSchemaVersionSwa : kPlanSchemaVersionBase;
+inline uint32_t PlanSchemaVersionFor(bool swa_cache, bool sinks, bool several_seqs = false) {
+  return several_seqs ? kPlanSchemaVersionSeqs
+         : sinks      ? kPlanSchemaVersionSinks
+         : swa_cache  ? kPlanSchemaVersionSwa
+                      : kPlanSchemaVersionBase;
 }
 
 /// Seals a finished plan buffer (flatbuffers, file identifier "STWP") in place: stores in
