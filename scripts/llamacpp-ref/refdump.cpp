@@ -35,6 +35,8 @@ const char kUsage[] =
     "  --n-seq N         sequences kept at once (llama_context_params n_seq_max, llama.cpp -np;\n"
     "                    default 1); the decode runs sequence 0\n"
     "  --kv-unified      one KV cache shared by the sequences (llama.cpp -kvu; default off)\n"
+    "  --no-swa-full     the SWA cache of min(n_ctx, n_swa * n_seq + n_ubatch) cells padded to 256\n"
+    "                    (llama_context_default_params' swa_full is true; llama.cpp's tools turn it off)\n"
     "  --log             llama.cpp's log lines on stderr (default: none)\n"
     "  --load-only       load MODEL and create the context (with the options above), print llama.cpp's\n"
     "                    log lines on stdout, decode nothing; PROMPT and N are not taken\n"
@@ -52,7 +54,7 @@ struct Options {
   int n_gen = 0;
   int threads = 2;
   uint32_t n_ctx = 256, n_batch = 0, n_ubatch = 0, n_seq = 1;
-  bool kv_unified = false;
+  bool kv_unified = false, no_swa_full = false;
   bool fa_set = false;
   llama_flash_attn_type fa = LLAMA_FLASH_ATTN_TYPE_AUTO;
   bool ctk_set = false, ctv_set = false;
@@ -94,6 +96,8 @@ Options Parse(int argc, char** argv) {
           o.n_seq = uint32_t(ref::ParseInt(kTool, "--n-seq", value(), 1, 256));
         } else if (a == "--kv-unified") {
           o.kv_unified = true;
+        } else if (a == "--no-swa-full") {
+          o.no_swa_full = true;
         } else if (a == "--no-mmap") {
           o.no_mmap = true;
         } else if (a == "--log") {
@@ -230,6 +234,7 @@ int main(int argc, char** argv) {
   cp.n_threads = cp.n_threads_batch = o.threads;
   cp.n_seq_max = o.n_seq;
   cp.kv_unified = o.kv_unified;
+  if (o.no_swa_full) cp.swa_full = false;
   if (o.fa_set) cp.flash_attn_type = o.fa;
   if (o.ctk_set) cp.type_k = o.ctk;
   if (o.ctv_set) cp.type_v = o.ctv;
