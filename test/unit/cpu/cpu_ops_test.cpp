@@ -360,6 +360,29 @@ TEST(CpuUnary, ScaleSiluGeluGlu) {
 // TANH against tanh in double: within 2 float ulps (glibc's tanhf), the exact limits and
 // sign-preserving zeros, saturation to +-1 beyond |x| ~ 9, NaN through; a soft-capping pattern
 // (SCALE -> TANH -> SCALE, cap 30) stays within the cap; in place gives the same bits.
+// FILL (ggml_fill): every element c whatever src holds (NaN and infinities included), on an odd 3-D
+// shape, in place (ggml_op_can_inplace) and into a strided destination; an F16 src is refused.
+TEST(CpuUnary, Fill) {
+  Tensor x(GgmlType::F32, 5, 3, 7), y(GgmlType::F32, 5, 3, 7);
+  Fill(x, 21, -3, 3);
+  x.f32()[4] = NAN;
+  x.f32()[9] = INFINITY;
+  ComputeContext ctx = Ctx();
+  ASSERT_TRUE(cpu::Fill(ctx, x.v, y.v, -INFINITY).ok());
+  for (int64_t i = 0; i < y.v.nelements(); ++i) EXPECT_EQ(y.f32()[i], -INFINITY) << i;
+  ASSERT_TRUE(cpu::Fill(ctx, x.v, x.v, 0.25f).ok());  // in place
+  for (int64_t i = 0; i < x.v.nelements(); ++i) EXPECT_EQ(x.f32()[i], 0.25f) << i;
+  // a destination whose rows are 8 floats apart: the gaps stay untouched
+  Tensor wide(GgmlType::F32, 8, 3, 7);
+  TensorView d = wide.v;
+  d.ne[0] = 5;
+  ASSERT_TRUE(cpu::Fill(ctx, y.v, d, 1.5f).ok());
+  for (int64_t r = 0; r < 21; ++r)
+    for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(wide.f32()[r * 8 + i], i < 5 ? 1.5f : 0.f) << r << "," << i;
+  Tensor h(GgmlType::F16, 5, 3, 7);
+  EXPECT_FALSE(cpu::Fill(ctx, h.v, h.v, 1.f).ok());
+}
+
 TEST(CpuUnary, Tanh) {
   Tensor x(GgmlType::F32, 37, 4, 2), y(GgmlType::F32, 37, 4, 2);
   Fill(x, 13, -12, 12);

@@ -145,6 +145,10 @@ Status Mul(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, 
 /// SCALE (ggml_scale_bias): dst = x * s + b. F32 src and dst of equal shape. With
 /// ctx.llamacpp_numerics as ggml-cpu: x * s for b == 0, else fma(x, s, b) (ggml_vec_mad1_f32).
 Status Scale(ComputeContext& ctx, const TensorView& src, TensorView& dst, float s, float b);
+/// FILL (ggml_fill): every element of dst is c (src gives only the shape; dst may alias it, ggml's
+/// in-place form). F32 src and dst of equal shape. Differs from ggml-cpu: F16 is not supported (the
+/// graphs fill F32 selection probabilities only).
+Status Fill(ComputeContext& ctx, const TensorView& src, TensorView& dst, float c);
 
 /// SILU: x / (1 + exp(-x)). GELU: ggml's tanh approximation 0.5x(1 + tanh(sqrt(2/pi) x (1 +
 /// 0.044715 x^2))) evaluated like GGML_GELU_FP16 (input and result rounded through fp16; x <= -10

@@ -205,6 +205,10 @@ Status Scale(ComputeContext& ctx, const TensorView& src, TensorView& dst, float 
   return UnaryF32(ctx, src, dst, "SCALE", [s, b](float x) { return std::fma(x, s, b); });
 }
 
+Status Fill(ComputeContext& ctx, const TensorView& src, TensorView& dst, float c) {
+  return UnaryF32(ctx, src, dst, "FILL", [c](float) { return c; });
+}
+
 Status Silu(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
   return UnaryF32(ctx, src, dst, "SILU", SiluF32, GetRowKernels(EffectiveIsa(ctx)).silu_row);
 }
