@@ -116,16 +116,22 @@ for n in llama-yarn llama-ropefreqs; do ARGS[$n-q8_0]=${ARGS[$n-f32]/--type f32/
 # them, and the sums over the cache's cells (KQ softmax, KQV) meet the window's 40 keys in the
 # wrapped order (their hashes differ from a full-size cache's; with a window of 8 they do not).
 for n in gemma2 gemma3; do ARGS[$n-ring-f32]=${ARGS[$n-f32]/--sliding-window 8/--sliding-window 40}; done
-# The mixture-of-experts architectures (golden-arch's qwen3moe, glm4moe, deepseek2 and gpt-oss
-# models), and glm4moe-ties-f32: glm4moe-f32 with 32 experts whose routers are multiplied by 1000 and
+# The mixture-of-experts architectures (golden-arch's qwen3moe, glm4moe, deepseek2 in both forms and
+# gpt-oss models), and glm4moe-ties-f32: glm4moe-f32 with 32 experts whose routers are multiplied by 1000 and
 # selection bias by 0 (gguf_scale_f32.py), so that about half of each token's sigmoid scores are
 # exactly 1 and the top-k is the order ggml-cpu's ARGSORT gives ties.
 ARGS[glm4moe-ties-f32]=${ARGS[glm4moe-f32]/--n-expert 8/--n-expert 32}
+# deepseek2-legacy: the older deepseek2 form (one attn_kv_b per layer, run as MHA), values of 16.
+for t in f32 q8_0; do
+  l=${ARGS[deepseek2-$t]/--arch deepseek2/--arch deepseek2 --mla-legacy}
+  : "${ARGS[deepseek2-legacy-$t]:=${l/--head-dim 24/--head-dim 24 --v-head-dim 16}}"
+done
 declare -A EDITS=([glm4moe-ties-f32]="ffn_gate_inp=1000 exp_probs_b=0")
 want arch && for n in qwen3-f32 qwen3-q8_0 gemma2-f32 gemma2-q8_0 gemma3-f32 gemma3-q8_0 mistral3-f32 mistral3-q8_0 \
                        smollm3-f32 smollm3-q8_0 llama-yarn-f32 llama-yarn-q8_0 llama-ropefreqs-f32 llama-ropefreqs-q8_0 \
                        gemma2-ring-f32 gemma3-ring-f32 qwen3moe-f32 qwen3moe-q8_0 glm4moe-f32 glm4moe-q8_0 \
-                       deepseek2-f32 deepseek2-q8_0 gpt-oss-f32 gpt-oss-q8_0 glm4moe-ties-f32; do
+                       deepseek2-f32 deepseek2-q8_0 deepseek2-legacy-f32 deepseek2-legacy-q8_0 gpt-oss-f32 gpt-oss-q8_0 \
+                       glm4moe-ties-f32; do
   ubatch=()
   [[ $n == *-ring-* ]] && ubatch=(off 64)
   # shellcheck disable=SC2086

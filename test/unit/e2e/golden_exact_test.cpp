@@ -324,6 +324,13 @@ void Glm4MoeSpec(synth::ModelSpec& s) {
   s.arch = "glm4moe", s.n_layer = 3, s.head_dim = 32, s.n_expert = 8, s.n_expert_used = 2;
   s.qk_norm = true, s.seed = 2;
 }
+// --n-layer 3 --n-expert 8 --n-expert-used 2 --head-dim 24 --rope-scaling yarn --rope-scale 4
+// --rope-orig-ctx 16 --yarn-log-mul 0.1 --seed 3
+void DeepSeek2Spec(synth::ModelSpec& s) {
+  YarnFactor4(s);
+  s.arch = "deepseek2", s.n_layer = 3, s.n_expert = 8, s.n_expert_used = 2, s.head_dim = 24;
+  s.yarn_log_mul = 0.1f, s.seed = 3;
+}
 const ArchCase kMoeArchCases[] = {
     {"qwen3moe",
      [](synth::ModelSpec& s) {
@@ -331,13 +338,9 @@ const ArchCase kMoeArchCases[] = {
      },
      2, 64},
     {"glm4moe", Glm4MoeSpec, 2, 64},
-    {"deepseek2",
-     [](synth::ModelSpec& s) {
-       YarnFactor4(s);
-       s.arch = "deepseek2", s.n_layer = 3, s.n_expert = 8, s.n_expert_used = 2, s.head_dim = 24;
-       s.yarn_log_mul = 0.1f, s.seed = 3;
-     },
-     2, 64},
+    {"deepseek2", DeepSeek2Spec, 2, 64},
+    {"deepseek2-legacy",  // --mla-legacy --v-head-dim 16: one attn_kv_b, run as MHA (ROPE n_offs, REPEAT)
+     [](synth::ModelSpec& s) { DeepSeek2Spec(s), s.mla_legacy = true, s.mla_v_head_dim = 16; }, 2, 64},
     {"gpt-oss", GptOssSpec, 2, 64},
 };
 const ArchCase kRingCases[] = {
