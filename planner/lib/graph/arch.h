@@ -208,8 +208,9 @@ int BuildInpPos(GraphBuilder& b);
 /// Differs from llama.cpp: ne1 is n_tokens, not GGML_PAD(n_tokens, GGML_KQ_MASK_PAD = 64 in FEB25)
 /// (DimExpr is affine). llama.cpp pads so GPU kernels do not read out of bounds (PR #5021); the
 /// mask of llama.cpp's tg graph is therefore [n_kv, 64], 63 rows more than planned here.
-/// With flash attention (m.cfg.flash_attn) the mask the attention reads is ggml_cast(mask, F16),
-/// "KQ_mask (copy)", and that cast is returned (the input stays F32, as llama.cpp fills it).
+/// With flash attention (m.cfg.flash_attn) the mask the attention reads is F16: for the llama.cpp
+/// 2026 graphs (m.llama2026, build_attn_inp_kq_mask) the input itself is F16; for the Feb 2025 ones
+/// it is ggml_cast(mask, F16), "KQ_mask (copy)", and that cast is returned (the input stays F32).
 int BuildInpKqMask(GraphBuilder& b, const ModelGraphs& m, bool swa);
 /// build_inp_out_ids: "inp_out_ids" I32 [n_outputs].
 int BuildInpOutIds(GraphBuilder& b);

@@ -139,8 +139,12 @@ int BuildInpKqMask(GraphBuilder& b, const ModelGraphs& m, bool swa) {
   // llama.cpp 2026 build_attn_inp_kv_iswa: KQ_mask_swa spans the SWA cache's cells (n_kv_swa) when
   // the model has one, read by the layers for which UsesSwaCache holds; phi3's spans the one cache.
   const DimExpr n_kv = swa && m.cfg.n_ctx_swa > 0 ? DimExpr::KvSwa() : kKV;
-  const int mask = b.Input(swa ? "KQ_mask_swa" : "KQ_mask", GgmlType::F32, {n_kv, kT, kC1, kC1});
-  // build_inp_KQ_mask: flash_attn ? ggml_cast(mask, GGML_TYPE_F16) : mask
+  const char* name = swa ? "KQ_mask_swa" : "KQ_mask";
+  // llama.cpp 2026 build_attn_inp_kq_mask: an F16 input with flash attention, else F32.
+  if (m.llama2026)
+    return b.Input(name, m.cfg.flash_attn ? GgmlType::F16 : GgmlType::F32, {n_kv, kT, kC1, kC1});
+  // Feb 2025 build_inp_KQ_mask: flash_attn ? ggml_cast(mask, GGML_TYPE_F16) : mask
+  const int mask = b.Input(name, GgmlType::F32, {n_kv, kT, kC1, kC1});
   return m.cfg.flash_attn ? b.Cast(mask, GgmlType::F16) : mask;
 }
 

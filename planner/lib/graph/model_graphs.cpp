@@ -624,6 +624,7 @@ Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const HParams& hp, co
             std::to_string(n_tensors - unused.size()));
   }
   AddKvCache(m);
+  m.llama2026 = spec->llama2026;
 
   const int64_t n_ctx = m.cfg.n_ctx;
   const int64_t pp_tokens = std::min<int64_t>(n_ctx, m.cfg.n_ubatch);

@@ -23,15 +23,27 @@ bool OwnsArenaMemory(const Tensor& t) {
   return true;
 }
 
-/// Best-fit allocator over one arena (ggml-alloc's dynamic tensor allocator, simplified).
+/// Best-fit allocator over one arena: ggml-alloc's dynamic tensor allocator (ggml_dyn_tallocr, one
+/// chunk). Free blocks are kept sorted by offset; the arena's unused end is one more block of
+/// unbounded size, the tail.
+///
+/// `ggml_exact` (the graphs of llama.cpp 2026's architectures, ModelGraphs::llama2026) follows
+/// ggml_dyn_tallocr_alloc / _free_bytes exactly: a freed range that touches the tail joins it, the
+/// best fit is sought among the other blocks only (ties to the block at the higher offset, `<=`),
+/// and the tail is the last resort. Otherwise (the Feb 2025 graphs, whose plans were made with it)
+/// the simplified rule: the best fit among all freed blocks (ties to the lower offset), those at the
+/// end included, growing the arena only when none fits.
 class Arena {
  public:
-  explicit Arena(uint64_t align) : align_(align) {}
+  Arena(uint64_t align, bool ggml_exact) : align_(align), exact_(ggml_exact) {}
   uint64_t Alloc(uint64_t size) {
     size = AlignUp(std::max<uint64_t>(size, 1), align_);
     auto best = free_.end();
-    for (auto it = free_.begin(); it != free_.end(); ++it)
-      if (it->second >= size && (best == free_.end() || it->second < best->second)) best = it;
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < size) continue;
+      if (best == free_.end() || it->second < best->second || (exact_ && it->second == best->second))
+        best = it;
+    }
     if (best != free_.end()) {
       const uint64_t off = best->first;
       const uint64_t rest = best->second - size;
@@ -39,7 +51,7 @@ class Arena {
       if (rest) free_[off + size] = rest;
       return off;
     }
-    // Grow at the end (merging a trailing free block).
+    // The tail: grow at the end (merging a trailing free block).
     uint64_t off = top_;
     if (!free_.empty()) {
       auto last = std::prev(free_.end());
@@ -65,14 +77,20 @@ class Arena {
       if (prev->first + prev->second == it->first) {
         prev->second += it->second;
         free_.erase(it);
+        it = prev;
       }
+    }
+    if (exact_ && it->first + it->second == top_) {  // joins the tail
+      top_ = it->first;
+      free_.erase(it);
     }
   }
   uint64_t peak() const { return peak_; }
 
  private:
   uint64_t align_;
-  uint64_t top_ = 0, peak_ = 0;
+  bool exact_;
+  uint64_t top_ = 0, peak_ = 0;  ///< the tail's offset; the highest end ever allocated
   std::map<uint64_t, uint64_t> free_;
 };
 
@@ -96,7 +114,7 @@ int InPlaceParent(const Graph& g, int id, int node_index, const std::vector<int>
   return parent;
 }
 
-Status PlanGraphArenas(Graph& g, const Placement& p, const std::vector<int>& buft_buffer,
+Status PlanGraphArenas(Graph& g, const Placement& p, const std::vector<int>& buft_buffer, bool ggml_exact,
                        std::vector<uint64_t>* arena_size) {
   const Bindings wc = g.WorstCase();
   const size_t n = g.tensors.size();
@@ -139,7 +157,7 @@ Status PlanGraphArenas(Graph& g, const Placement& p, const std::vector<int>& buf
     if (t.backend < 0) return nullptr;
     const int buft = p.backends[t.backend].compute_buft;
     auto it = arenas.find(buft);
-    if (it == arenas.end()) it = arenas.emplace(buft, Arena(p.bufts[buft].alignment)).first;
+    if (it == arenas.end()) it = arenas.emplace(buft, Arena(p.bufts[buft].alignment, ggml_exact)).first;
     return &it->second;
   };
   std::vector<char> allocated(n, 0);
@@ -312,7 +330,8 @@ Status PlanMemory(ModelGraphs& m, const Placement& p, MemoryPlan* out) {
     buft_buffer[be.compute_buft] = static_cast<int>(out->buffers.size());
     out->buffers.push_back(pb);
   }
-  for (Graph* g : {&m.pp, &m.tg}) STOWAGE_RETURN_IF_ERROR(PlanGraphArenas(*g, p, buft_buffer, &arena_size));
+  for (Graph* g : {&m.pp, &m.tg})
+    STOWAGE_RETURN_IF_ERROR(PlanGraphArenas(*g, p, buft_buffer, m.llama2026, &arena_size));
   for (size_t b = 0; b < p.bufts.size(); ++b)
     if (buft_buffer[b] >= 0) out->buffers[buft_buffer[b]].size = arena_size[b];
 

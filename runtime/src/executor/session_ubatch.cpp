@@ -117,7 +117,15 @@ Status Session::Impl::FillInputs(const Graph& g, const Bindings& s, const int32_
         const int64_t q = ring ? swa_cell_pos[static_cast<size_t>(j)] : j;
         if (q >= 0 && q <= p && (window == 0 || p - q < window)) mask[i * mv.ne[0] + j] = 0.f;
       }
-    STOWAGE_RETURN_IF_ERROR(WriteInput(id, mask.data(), mask.size() * sizeof(float)));
+    if (g.tensors[id].type == GgmlType::F16) {
+      // llama.cpp 2026's F16 mask of flash attention (build_attn_inp_kq_mask): 0 and -INFINITY are
+      // exact in F16 (0x0000, 0xFC00), the values ggml_cast of the F32 mask gives.
+      std::vector<uint16_t> half(mask.size());
+      for (size_t k = 0; k < mask.size(); ++k) half[k] = mask[k] == 0.f ? 0x0000 : 0xFC00;
+      STOWAGE_RETURN_IF_ERROR(WriteInput(id, half.data(), half.size() * sizeof(uint16_t)));
+    } else {
+      STOWAGE_RETURN_IF_ERROR(WriteInput(id, mask.data(), mask.size() * sizeof(float)));
+    }
   }
   for (const int id : {g.inp_s_copy, g.inp_s_mask})
     if (id >= 0 && bound[id].v.nelements() != s.n_kv)

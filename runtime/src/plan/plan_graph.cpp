@@ -195,10 +195,9 @@ Result<Graph> DecodeGraph(const fb::Graph& g, int64_t n_ctx, const std::string& 
     }
     if (x.kind == fb::TensorKind::Input) {
       // The runtime fills these graph inputs (llama.cpp's set_inputs); any other is an error.
-      const GgmlType want = x.name == "KQ_mask" || x.name == "KQ_mask_swa" || x.name == "inp_s_mask" ||
-                                    x.name == "inp_attn_scale"
-                                ? GgmlType::F32
-                                : GgmlType::I32;
+      const bool mask = x.name == "KQ_mask" || x.name == "KQ_mask_swa";
+      const GgmlType want =
+          mask || x.name == "inp_s_mask" || x.name == "inp_attn_scale" ? GgmlType::F32 : GgmlType::I32;
       if (x.name == "inp_tokens")
         gg.inp_tokens = static_cast<int>(i);
       else if (x.name == "inp_pos")
@@ -219,9 +218,13 @@ Result<Graph> DecodeGraph(const fb::Graph& g, int64_t n_ctx, const std::string& 
         return DataLoss(path + ": graph " + gg.name + ": unknown graph input '" + x.name +
                         "' (this runtime fills inp_tokens, inp_pos, KQ_mask, KQ_mask_swa, inp_out_ids, "
                         "inp_s_copy, inp_s_mask and inp_attn_scale)");
-      if (x.type != want)
+      // The KQ masks may also be F16 (llama.cpp 2026's with flash attention, build_attn_inp_kq_mask).
+      if (x.type != want && !(mask && x.type == GgmlType::F16))
         return DataLoss(path + ": graph " + gg.name + " input '" + x.name + "': expected type " +
-                        GgmlTypeName(want) + ", found " + GgmlTypeName(x.type));
+                        (mask
+                             ? std::string(GgmlTypeName(GgmlType::F32)) + " or " + GgmlTypeName(GgmlType::F16)
+                             : std::string(GgmlTypeName(want))) +
+                        ", found " + GgmlTypeName(x.type));
     }
     if (x.name == "result_output") gg.result = static_cast<int>(i);
     gg.tensors.push_back(std::move(x));

@@ -196,5 +196,73 @@ TEST(MemoryPlan, UnreadEmbdInputHeldForTheWholeGraph) {
   }
 }
 
+// ModelGraphs::llama2026: ggml-alloc's free-block rules exactly (ggml_dyn_tallocr_alloc /
+// _free_bytes) against the simplified best fit. Every tensor is an F32 vector of a multiple of 32
+// bytes; `in0` (32 bytes), `k`, `s1` and `s2` are read by the last nodes, so they stay.
+// pp (a freed range at the arena's end joins the unbounded tail):
+//   in0 0..32; h = MM(w, in0) 32..64; a = MM(w, in0) 64..160 (96 bytes); k 160..192;
+//   e = MM(w, in0) 192..224; h2 = MM(w, h) 224..256, h freed {32:32};
+//   f = MUL_MAT_ID(a, e, h2) best fit {32:32}; a, e, h2 freed: {64:96} and {192:64}, the latter
+//   ending at the top (256);
+//   g = MM(w, f) (32 bytes): simplified, the best fit {192:64} -> 192; exact, {192:64} has joined
+//   the tail, so the one other block {64:96} -> 64.
+// tg (ties): in0 0..32; p 32..64; s1 64..96; q 96..128; s2 128..160; r = MM(p, q) (64 bytes)
+//   160..224, p and q freed {32:32}, {96:32}; t = MM(w, r) (32 bytes): simplified, the
+//   lower of the equal blocks -> 32; exact (`<=`), the higher -> 96.
+TEST(MemoryPlan, GgmlExactFreeBlocksForLlama2026Graphs) {
+  for (const bool exact : {false, true}) {
+    ModelGraphs m;
+    m.hp.n_vocab = 8;
+    m.llama2026 = exact;
+    GlobalTensor wg;
+    wg.name = "w";
+    wg.nbytes = 32;
+    wg.consumer_op = GgmlOp::MUL_MAT;
+    m.globals.push_back(wg);
+    // Appends node `name` of `bytes` and op `op` reading `srcs` (names; "w" is the weight leaf).
+    auto add = [](Graph& g, const char* name, int64_t bytes, GgmlOp op, std::vector<const char*> srcs) {
+      std::vector<int> ids;
+      for (const char* s : srcs) ids.push_back(g.Find(s));
+      g.tensors.push_back(Vec(name, TensorKind::kIntermediate, bytes / 4, op, ids));
+      g.nodes.push_back(static_cast<int>(g.tensors.size()) - 1);
+    };
+    for (Graph* g : {&m.pp, &m.tg}) {
+      g->name = g == &m.pp ? "pp" : "tg";
+      Tensor w = Vec("w", TensorKind::kWeight, 8, GgmlOp::NONE, {});
+      w.global = 0;
+      g->tensors.push_back(w);
+      g->tensors.push_back(Vec("in0", TensorKind::kInput, 8, GgmlOp::NONE, {}));
+      g->leafs = {0, 1};
+    }
+    Graph& pp = m.pp;
+    add(pp, "h", 32, GgmlOp::MUL_MAT, {"w", "in0"});
+    add(pp, "a", 96, GgmlOp::MUL_MAT, {"w", "in0"});
+    add(pp, "k", 32, GgmlOp::MUL_MAT, {"w", "in0"});
+    add(pp, "e", 32, GgmlOp::MUL_MAT, {"w", "in0"});
+    add(pp, "h2", 32, GgmlOp::MUL_MAT, {"w", "h"});
+    add(pp, "f", 32, GgmlOp::MUL_MAT_ID, {"a", "e", "h2"});
+    add(pp, "g", 32, GgmlOp::MUL_MAT, {"w", "f"});
+    add(pp, "z", 32, GgmlOp::MUL_MAT_ID, {"in0", "k", "g"});
+    Graph& tg = m.tg;
+    add(tg, "p", 32, GgmlOp::MUL_MAT, {"w", "in0"});
+    add(tg, "s1", 32, GgmlOp::MUL_MAT, {"w", "in0"});
+    add(tg, "q", 32, GgmlOp::MUL_MAT, {"w", "in0"});
+    add(tg, "s2", 32, GgmlOp::MUL_MAT, {"w", "in0"});
+    add(tg, "r", 64, GgmlOp::MUL_MAT, {"p", "q"});
+    add(tg, "t", 32, GgmlOp::MUL_MAT, {"w", "r"});
+    add(tg, "u", 32, GgmlOp::MUL_MAT_ID, {"s1", "s2", "t"});
+    add(tg, "z", 32, GgmlOp::MUL_MAT, {"in0", "u"});
+    for (Graph* g : {&m.pp, &m.tg}) g->tensors.back().is_output = true;
+    Placement p = OneCpu();
+    p.global_buft = {0};
+    MemoryPlan plan;
+    ASSERT_TRUE(PlanMemory(m, p, &plan).ok());
+    EXPECT_EQ(pp.tensors[pp.Find("f")].offset, 32u) << exact;
+    EXPECT_EQ(pp.tensors[pp.Find("g")].offset, exact ? 64u : 192u) << exact;
+    EXPECT_EQ(tg.tensors[tg.Find("r")].offset, 160u) << exact;
+    EXPECT_EQ(tg.tensors[tg.Find("t")].offset, exact ? 96u : 32u) << exact;
+  }
+}
+
 }  // namespace
 }  // namespace stowage::planner

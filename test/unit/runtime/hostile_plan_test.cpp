@@ -608,12 +608,14 @@ TEST_F(HostilePlan, ViewWhoseExtentOverflowsIsRejected) {
 // the KQ_mask tensor whatever its planned type. A plan with an F16 mask got twice its bytes
 // written (over its neighbours in the compute buffer) and the run "succeeded" with garbage logits
 // (stowage-run then reported "decode: token id -1 out of range").
+// A KQ mask is F32, or F16 (llama.cpp 2026's with flash attention); any other type is refused.
 TEST_F(HostilePlan, MaskOfTheWrongTypeIsRejected) {
   Status st = Run(EditBothGraphs("KQ_mask", [](bp::GraphT&, bp::GraphTensorT& t) {
-    t.type = 1; /* F16 */
+    t.type = 26; /* I32 */
   }));
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("KQ_mask"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("input 'KQ_mask': expected type f32 or f16, found i32"), std::string::npos)
+      << st.message();
 }
 
 // (fixed) context.n_ctx larger than the graphs' max_kv (the KV cache the plan sized)

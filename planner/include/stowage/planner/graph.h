@@ -290,6 +290,10 @@ struct ModelGraphs {
   Graph tg;  ///< token generation: n_tokens = 1
   /// flash attention was asked for but ResolveContext turned it off (K and V head sizes differ).
   bool flash_attn_forced_off = false;
+  /// The architecture's builder follows llama.cpp 2026's graphs (ArchSpec::llama2026), not Feb
+  /// 2025's: with flash attention its KQ masks are F16 inputs (BuildInpKqMask), and the memory plan
+  /// follows ggml-alloc's free-block rules exactly (memory_plan.h).
+  bool llama2026 = false;
 
   int FindGlobal(const std::string& name) const;
 };

@@ -12,7 +12,11 @@
 //   offsets from a liveness scan of the worst-case graph (a tensor is live from its producer to its
 //   last consumer, a split input's source until the split that copies it starts, as ggml's
 //   input_dep node keeps it; views alias their owner); the arena is the max over the pp and tg
-//   graphs.
+//   graphs. Offsets are a best fit over the freed blocks: for the llama.cpp 2026 architectures
+//   (ModelGraphs::llama2026) exactly ggml_dyn_tallocr's (a freed range at the arena's end joins the
+//   unbounded tail, which is taken only when no other block fits; ties go to the higher offset),
+//   for the Feb 2025 ones the simplified rule their plans were made with (every freed block a
+//   candidate, ties to the lower offset).
 //   With pipeline parallelism (Placement::n_copies > 1, ggml_backend_sched_new(parallel = true)),
 //   every instance of every graph input and split input (Placement::copies) is allocated first,
 //   graph inputs before split inputs, copy 0..n-1 each, and never freed (ggml flags them INPUT and
