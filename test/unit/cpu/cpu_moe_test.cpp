@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "kernels.h"
 #include "test_util.h"
 
 namespace stowage::cpu {
@@ -245,6 +246,94 @@ TEST(CpuMulMatId, LlamacppNumericsGiveEachColumnItsOwnBits) {
           }
       }
     }
+  }
+}
+
+// The experts with fewer than kGemmMinCols columns (every chosen expert in token generation) run in
+// one pass (kernels.h MulMatIdFewCols: each b row converted once, one thread team for all their
+// tiles); each column still gets the bits of the per-expert product MUL_MAT_ID ran before
+// (MulMatImpl(..., expert = true) of the expert's gathered columns), by default and with
+// llamacpp_numerics, at every level and thread count, plain and repacked, with b shared by the slots
+// (gate / up) or one row per slot (down), strided, and next to experts with >= 8 columns (the GEMM).
+TEST(CpuMulMatId, FewColumnExpertsEqualPerExpertProducts) {
+  struct C {
+    GgmlType type;
+    bool repack;
+  };
+  const C cases[] = {{GgmlType::Q8_0, false}, {GgmlType::Q4_0, false},  {GgmlType::IQ4_NL, false},
+                     {GgmlType::Q4_K, false}, {GgmlType::MXFP4, false}, {GgmlType::Q8_0, true},
+                     {GgmlType::Q4_0, true},  {GgmlType::Q4_K, true},   {GgmlType::MXFP4, true}};
+  const int64_t N = 24, E = 6, used = 3;
+  uint32_t seed = 900;
+  for (const C& c : cases) {
+    const int64_t K = GetTypeTraits(c.type).block_size == 256 ? 512 : 160;
+    Tensor as(c.type, K, N, E);
+    const size_t row = RowSize(c.type, K);
+    if (c.type == GgmlType::Q4_K) {
+      const auto blocks = kt::RandomBlocks(c.type, K * N * E, seed++);
+      std::memcpy(as.buf.data(), blocks.data(), blocks.size());
+    } else {
+      std::vector<float> w(size_t(K * N * E));
+      kt::FillUniform(w, seed++);
+      for (int64_t r = 0; r < N * E; ++r)
+        ASSERT_TRUE(QuantizeRow(c.type, w.data() + r * K, as.buf.data() + r * row, K).ok());
+    }
+    std::vector<uint8_t> packed;
+    TensorView av = as.v;
+    if (c.repack) {
+      packed.resize(row * size_t(N * E));
+      ASSERT_TRUE(RepackWeight(as.v, RepackLayoutFor(as.v), packed.data()).ok());
+      av.data = packed.data();
+      av.layout = RepackLayoutFor(as.v);
+    }
+    for (int64_t T : {1, 4, 19})  // one token; every expert < 8 columns; some experts >= 8
+      for (bool bcast : {true, false}) {
+        const int64_t ne11 = bcast ? 1 : used;
+        Tensor bstore(GgmlType::F32, K + 2, ne11, T);  // rows of K values inside rows of K + 2
+        Fill(bstore, seed++);
+        TensorView b = bstore.v;
+        b.ne[0] = K;
+        Tensor ids(GgmlType::I32, used, T);
+        FillIds(ids, E, seed++);
+        for (bool numerics : {false, true})
+          for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512Vnni}) {
+            if (isa > DetectIsa()) continue;
+            for (int nt : {1, 2}) {
+              SCOPED_TRACE(std::string(GgmlTypeName(c.type)) + (c.repack ? "x8" : "") + " T " +
+                           std::to_string(T) + (bcast ? " shared b" : " b per slot") +
+                           (numerics ? " numerics" : "") + " isa " + std::to_string(int(isa)) + " threads " +
+                           std::to_string(nt));
+              auto ctx = Ctx(nt);
+              ctx.max_isa = isa;
+              ctx.llamacpp_numerics = numerics;
+              Tensor dst(GgmlType::F32, N, used, T);
+              ASSERT_TRUE(MulMatId(ctx, av, b, ids.v, dst.v).ok());
+              for (int64_t e = 0; e < E; ++e) {
+                std::vector<std::pair<int64_t, int64_t>> cols;  // (token, slot)
+                for (int64_t t = 0; t < T; ++t)
+                  for (int64_t s = 0; s < used; ++s)
+                    if (ids.i32()[t * used + s] == e) cols.emplace_back(t, s);
+                if (cols.empty()) continue;
+                const int64_t m = int64_t(cols.size());
+                Tensor in(GgmlType::F32, K, m), out(GgmlType::F32, N, m);
+                for (int64_t j = 0; j < m; ++j)
+                  for (int64_t k = 0; k < K; ++k)
+                    in.f32()[j * K + k] = bstore.at(k, cols[j].second % ne11, cols[j].first);
+                TensorView a_e = av;
+                a_e.data = static_cast<char*>(av.data) + e * av.nb[2];
+                a_e.ne[2] = 1;
+                ASSERT_TRUE(MulMatImpl(ctx, a_e, in.v, out.v, /*expert=*/true).ok());
+                for (int64_t j = 0; j < m; ++j)
+                  for (int64_t n = 0; n < N; ++n) {
+                    const float got = dst.at(n, cols[j].second, cols[j].first), want = out.f32()[j * N + n];
+                    ASSERT_EQ(std::memcmp(&got, &want, 4), 0)
+                        << "expert " << e << " (" << m << " columns) token " << cols[j].first << " slot "
+                        << cols[j].second << " row " << n << ": " << got << " vs " << want;
+                  }
+              }
+            }
+          }
+      }
   }
 }
 

@@ -31,6 +31,21 @@ VecDotFn GetRepackedGemv(int layout, IsaLevel isa);
 Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst,
                   bool expert);
 
+/// True when MulMatIdFewCols takes an expert of `as` ([K, N, n_expert]) with `m` columns: a
+/// quantized type and 0 < m < kGemmMinCols, where MulMatImpl(..., expert = true) runs the tiled
+/// vec_dot (token generation: every chosen expert has one column).
+bool MulMatIdFewColsExpert(const TensorView& as, int64_t m);
+
+/// MUL_MAT_ID's products of every expert e that MulMatIdFewColsExpert(as, rows[e].size()) takes:
+/// dst[:, s, t] = as[:, :, e] x b[:, s % b.ne1, t] for each r = t * n_used + s in rows[e]
+/// (GroupRowsByExpert's lists), with the kernels and bits of MulMatImpl(..., expert = true) on the
+/// gathered columns, but each b row converted once (gate / up's input is shared by all n_used
+/// experts of a token) and one thread team for all those experts' row tiles (a fork / join per
+/// MUL_MAT_ID instead of two per expert). Other experts are left alone. `as`, `b`, `dst` as
+/// MulMatId checks them. Uses ctx.work. Errors: MulMatImpl's for one expert's product.
+Status MulMatIdFewCols(ComputeContext& ctx, const TensorView& as, const TensorView& b,
+                       const std::vector<std::vector<int64_t>>& rows, int64_t n_used, TensorView& dst);
+
 /// "type[ne0,ne1,ne2,ne3]" for error messages (tensor_view.h).
 using exec::ShapeString;
 

@@ -698,4 +698,101 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
   return Status::Ok();
 }
 
+bool MulMatIdFewColsExpert(const TensorView& as, int64_t m) {
+  return m > 0 && m < kGemmMinCols && GetTypeTraits(as.type).is_quantized;
+}
+
+Status MulMatIdFewCols(ComputeContext& ctx, const TensorView& as, const TensorView& b,
+                       const std::vector<std::vector<int64_t>>& rows, int64_t n_used, TensorView& dst) {
+  const int64_t K = as.ne[0], N = as.ne[1], ne11 = b.ne[1], n_tokens = b.ne[2];
+  std::vector<int64_t> experts;
+  int64_t n_cols = 0;
+  for (size_t e = 0; e < rows.size(); ++e)
+    if (MulMatIdFewColsExpert(as, int64_t(rows[e].size()))) {
+      experts.push_back(int64_t(e));
+      n_cols += int64_t(rows[e].size());
+    }
+  if (experts.empty()) return Status::Ok();
+  const IsaLevel isa = EffectiveIsa(ctx);
+  const TypeKernels* kern = GetTypeKernels(as.type, isa);
+  if (!kern) return VecDotType(as.type).status();
+  {  // the checks MulMatImpl makes of one expert's product
+    TensorView a0 = as, b0, d0;
+    a0.ne[2] = 1;
+    b0.data = b.data;
+    b0.type = GgmlType::F32;
+    b0.ne[0] = K;
+    SetContiguousStrides(b0);
+    d0.data = dst.data;
+    d0.type = GgmlType::F32;
+    d0.ne[0] = N;
+    SetContiguousStrides(d0);
+    STOWAGE_RETURN_IF_ERROR(CheckMulMat(*kern, a0, b0, d0));
+  }
+  // The src1 rows these experts read, each converted once: slot[t * ne11 + i11] is its index in conv.
+  std::vector<int64_t> slot(size_t(ne11 * n_tokens), -1), need;
+  for (int64_t e : experts)
+    for (int64_t r : rows[size_t(e)]) {
+      const int64_t i = (r / n_used) * ne11 + (r % n_used) % ne11;
+      if (slot[size_t(i)] < 0) {
+        slot[size_t(i)] = int64_t(need.size());
+        need.push_back(i);
+      }
+    }
+  const int nt = std::max(1, ctx.n_threads);
+  const size_t vrow = RowSize(kern->vec_dot_type, K);
+  const size_t conv_bytes = RoundUp64(vrow * need.size());
+  const size_t scratch_bytes = b.nb[0] != sizeof(float) ? size_t(nt) * size_t(K) * sizeof(float) : 0;
+  if (ctx.work.size() < conv_bytes + scratch_bytes + 64) ctx.work.resize(conv_bytes + scratch_bytes + 64);
+  uint8_t* conv =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(ctx.work.data()) + 63) & ~uintptr_t(63));
+  float* scratch = reinterpret_cast<float*>(conv + conv_bytes);
+  auto convert = [&](int64_t j, int tid) {
+    const int64_t i = need[size_t(j)];
+    const float* x = Src1Row(b, i % ne11, i / ne11, 0, K, scratch + size_t(tid) * size_t(K));
+    kern->from_float(x, conv + size_t(j) * vrow, K);
+  };
+  // Tiles of kBlockN rows of one expert, each with all that expert's columns: the vec_dot (repacked:
+  // the 8-row gemv) of MulMatVecDot, the expert's product's bits in both numerics modes (an expert's
+  // columns never take the Q4_Kx8 sub-block order there).
+  constexpr int64_t kBlockN = 16;
+  const int64_t tiles_n = (N + kBlockN - 1) / kBlockN;
+  const bool repacked = IsRepackedLayout(as.layout);
+  const VecDotFn gemv8 = GetRepackedGemv(as.layout, isa);
+  const VecDotFn vec_dot = kern->vec_dot;
+  auto tile = [&](int64_t it) {
+    const int64_t e = experts[size_t(it / tiles_n)];
+    const int64_t n0 = (it % tiles_n) * kBlockN, n1 = std::min(N, n0 + kBlockN);
+    const char* w = static_cast<const char*>(as.data) + e * as.nb[2];
+    for (int64_t r : rows[size_t(e)]) {
+      const int64_t t = r / n_used, s = r % n_used;
+      const uint8_t* y = conv + size_t(slot[size_t(t * ne11 + s % ne11)]) * vrow;
+      float* out = reinterpret_cast<float*>(static_cast<char*>(dst.data) + s * dst.nb[1] + t * dst.nb[2]);
+      if (repacked) {
+        for (int64_t n = n0; n < n1; n += 8) gemv8(K, out + n, w + n * as.nb[1], y);
+      } else {
+        for (int64_t n = n0; n < n1; ++n) vec_dot(K, out + n, w + n * as.nb[1], y);
+      }
+    }
+  };
+  const int64_t ntiles = tiles_n * int64_t(experts.size()), nconv = int64_t(need.size());
+  if (nt <= 1 || N * n_cols * K < 65536) {  // no OpenMP construct (parallel.h ParallelFor)
+    for (int64_t j = 0; j < nconv; ++j) convert(j, 0);
+    for (int64_t it = 0; it < ntiles; ++it) tile(it);
+    return Status::Ok();
+  }
+  // One thread team for the conversion and every expert's tiles (the implicit barrier of the first
+  // loop orders them); guided chunks as MulMatVecDot's token generation: contiguous ranges, so each
+  // thread streams its experts' rows sequentially.
+#pragma omp parallel num_threads(nt)
+  {
+    const int tid = omp_get_thread_num();
+#pragma omp for schedule(static)
+    for (int64_t j = 0; j < nconv; ++j) convert(j, tid);
+#pragma omp for schedule(guided, 2)
+    for (int64_t it = 0; it < ntiles; ++it) tile(it);
+  }
+  return Status::Ok();
+}
+
 }  // namespace stowage::cpu

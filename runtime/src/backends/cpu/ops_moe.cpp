@@ -66,6 +66,9 @@ Status MulMatId(ComputeContext& ctx, const TensorView& as, const TensorView& b, 
 
   std::vector<std::vector<int64_t>> rows;
   STOWAGE_RETURN_IF_ERROR(GroupRowsByExpert(ids, n_as, &rows));
+  // The experts with few columns (token generation: one each) in one pass, each b row converted
+  // once and one thread team for all (kernels.h MulMatIdFewCols; same bits); the others below.
+  STOWAGE_RETURN_IF_ERROR(MulMatIdFewCols(ctx, as, b, rows, n_used, dst));
 
   // Per expert: gather its src1 columns (b[:, s % ne11, t]) into a contiguous F32 matrix, multiply
   // with the expert's [K, N] slice through MulMat (the same vec_dot / GEMM kernels and activation
@@ -74,7 +77,7 @@ Status MulMatId(ComputeContext& ctx, const TensorView& as, const TensorView& b, 
   std::vector<float> in, out;
   for (int64_t e = 0; e < n_as; ++e) {
     const auto& r = rows[static_cast<size_t>(e)];
-    if (r.empty()) continue;
+    if (r.empty() || MulMatIdFewColsExpert(as, static_cast<int64_t>(r.size()))) continue;
     const int64_t m = static_cast<int64_t>(r.size());
     in.resize(static_cast<size_t>(K * m));
     out.resize(static_cast<size_t>(N * m));
