@@ -1,10 +1,10 @@
-// Whole tiny MoE models (gguf-synth qwen3moe, glm4moe, gpt-oss, deepseek2) planned as plan-model
-// plans them on "h200,llamacpp-cpu" with -ngl 99 and run by a session whose CUDA0 is a host stand-in
-// for the CUDA backend: it refuses every node its op table (cuda_op_table.cpp, as the probed CUDA
+// Whole tiny MoE models (gguf-synth qwen3moe, glm4moe, gpt-oss, deepseek2 in both forms) planned as
+// plan-model plans them on "h200,llamacpp-cpu" with -ngl 99 and run by a session whose CUDA0 is a host
+// stand-in for the CUDA backend: it refuses every node its op table (cuda_op_table.cpp, as the probed CUDA
 // device answers it) refuses, as CudaBackend::Compute does, runs the ops of the MoE graphs through
 // the emulation of their kernels (cuda_emulation.h: MUL_MAT_ID's mat-vec for the decode steps and
 // its batched path for the prompt, ARGSORT's bitonic network, SUM_ROWS, DIV, SIGMOID, CONCAT,
-// SWIGLU_OAI, ADD_ID) and the other ops with the CPU kernels; logits against the CPU-only plan's.
+// REPEAT, SWIGLU_OAI, ADD_ID) and the other ops with the CPU kernels; logits against the CPU-only plan's.
 // No GPU needed: this checks that every node these graphs place on a GPU is one the CUDA backend
 // runs, and the MoE kernels' arithmetic inside a model.
 #include <gtest/gtest.h>
@@ -137,6 +137,9 @@ class EmulatedCuda final : public exec::Backend {
         test::EmulateElements(d, [&](int64_t l) { cuda::ConcatElement(a, b, d, p.dim, l); });
         return Status::Ok();
       }
+      case GgmlOp::REPEAT:
+        test::EmulateElements(d, [&](int64_t l) { cuda::RepeatElement(a, d, l); });
+        return Status::Ok();
       case GgmlOp::SWIGLU_OAI: {
         STOWAGE_ASSIGN_OR_RETURN(const SwiGluOaiParams p, DecodeSwiGluOai(c.params()));
         test::EmulateElements(d, [&](int64_t l) { cuda::SwiGluOaiElement(a, b, d, p.alpha, p.limit, l); });
@@ -222,6 +225,7 @@ std::vector<float> RunPlan(const std::vector<uint8_t>& plan, const std::string& 
 struct Arch {
   const char* arch;
   GgmlType type;
+  bool mla_legacy = false;  ///< deepseek2's older form (attn_kv_b: MHA over a K / V cache)
 };
 
 class CudaEmulationModel : public ::testing::TestWithParam<Arch> {};
@@ -232,9 +236,10 @@ TEST_P(CudaEmulationModel, EveryGpuNodeRunsAndLogitsMatchTheCpu) {
   spec.arch = p.arch;
   spec.n_vocab = 64;
   spec.weight_type = p.type;
+  spec.mla_legacy = p.mla_legacy;
   spec.seed = 11;
-  const std::string model =
-      ::testing::TempDir() + "/cuda_emulation_" + p.arch + "_" + GgmlTypeName(p.type) + ".gguf";
+  const std::string model = ::testing::TempDir() + "/cuda_emulation_" + p.arch + "_" + GgmlTypeName(p.type) +
+                            (p.mla_legacy ? "_legacy" : "") + ".gguf";
   ASSERT_TRUE(synth::WriteModel(spec, model).ok());
   for (bool fa : {false, true}) {
     SCOPED_TRACE(fa ? "flash attention" : "soft_max attention");
@@ -251,8 +256,9 @@ TEST_P(CudaEmulationModel, EveryGpuNodeRunsAndLogitsMatchTheCpu) {
     // F32 experts: the GPU mat-vec sums in another order (~1e-6); Q8_0: the CPU also quantizes the
     // activations to Q8_0, the GPU's mat-vec keeps them F32.
     EXPECT_LE(diff, p.type == GgmlType::F32 ? 1e-3f : 5e-2f);
-    std::printf("[ %s %s%s ] CUDA stand-in vs CPU max |logit diff| = %.2e over %zu logits\n", p.arch,
-                GgmlTypeName(p.type), fa ? " -fa" : "", double(diff), gpu.size());
+    std::printf("[ %s%s %s%s ] CUDA stand-in vs CPU max |logit diff| = %.2e over %zu logits\n", p.arch,
+                p.mla_legacy ? " (older form)" : "", GgmlTypeName(p.type), fa ? " -fa" : "", double(diff),
+                gpu.size());
     std::string seen;
     for (const auto& [op, n] : ran) seen += op + " " + std::to_string(n) + ", ";
     for (const char* op : {"MUL_MAT_ID", "MUL_MAT_ID mat-vec", "ARGSORT", "MUL_MAT", "RMS_NORM"})
@@ -264,6 +270,7 @@ TEST_P(CudaEmulationModel, EveryGpuNodeRunsAndLogitsMatchTheCpu) {
     }
     if (a == "glm4moe" || a == "deepseek2") EXPECT_GT(ran["SIGMOID"], 0) << seen;
     if (a == "deepseek2") EXPECT_GT(ran["CONCAT"], 0) << seen;
+    if (p.mla_legacy) EXPECT_GT(ran["REPEAT"], 0) << seen;
     if (a == "gpt-oss") {
       EXPECT_GT(ran["SWIGLU_OAI"], 0) << seen;
       EXPECT_GT(ran["ADD_ID"], 0) << seen;
@@ -274,10 +281,11 @@ TEST_P(CudaEmulationModel, EveryGpuNodeRunsAndLogitsMatchTheCpu) {
 INSTANTIATE_TEST_SUITE_P(Moe, CudaEmulationModel,
                          ::testing::Values(Arch{"qwen3moe", GgmlType::F32}, Arch{"qwen3moe", GgmlType::Q8_0},
                                            Arch{"glm4moe", GgmlType::F32}, Arch{"gpt-oss", GgmlType::F32},
-                                           Arch{"gpt-oss", GgmlType::MXFP4},
-                                           Arch{"deepseek2", GgmlType::F32}),
+                                           Arch{"gpt-oss", GgmlType::MXFP4}, Arch{"deepseek2", GgmlType::F32},
+                                           Arch{"deepseek2", GgmlType::F32, true}),
                          [](const ::testing::TestParamInfo<Arch>& i) {
-                           std::string n = std::string(i.param.arch) + "_" + GgmlTypeName(i.param.type);
+                           std::string n = std::string(i.param.arch) + "_" + GgmlTypeName(i.param.type) +
+                                           (i.param.mla_legacy ? "_legacy" : "");
                            for (char& ch : n)
                              if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;
