@@ -126,12 +126,18 @@ for t in f32 q8_0; do
   l=${ARGS[deepseek2-$t]/--arch deepseek2/--arch deepseek2 --mla-legacy}
   : "${ARGS[deepseek2-legacy-$t]:=${l/--head-dim 24/--head-dim 24 --v-head-dim 16}}"
 done
+# deepseek2-groups: DeepSeek-V3's group-limited top-k, 16 experts in 4 groups of which 2 are used, 3
+# experts used, seed 9 (golden-arch's deepseek2-groups models).
+for t in f32 q8_0; do
+  g=${ARGS[deepseek2-$t]/--n-expert 8 --n-expert-used 2/--n-expert 16 --n-expert-used 3 --n-expert-groups 4 --n-group-used 2}
+  : "${ARGS[deepseek2-groups-$t]:=${g/--seed 3/--seed 9}}"
+done
 declare -A EDITS=([glm4moe-ties-f32]="ffn_gate_inp=1000 exp_probs_b=0")
 want arch && for n in qwen3-f32 qwen3-q8_0 gemma2-f32 gemma2-q8_0 gemma3-f32 gemma3-q8_0 mistral3-f32 mistral3-q8_0 \
                        smollm3-f32 smollm3-q8_0 llama-yarn-f32 llama-yarn-q8_0 llama-ropefreqs-f32 llama-ropefreqs-q8_0 \
                        gemma2-ring-f32 gemma3-ring-f32 qwen3moe-f32 qwen3moe-q8_0 glm4moe-f32 glm4moe-q8_0 \
                        deepseek2-f32 deepseek2-q8_0 deepseek2-legacy-f32 deepseek2-legacy-q8_0 gpt-oss-f32 gpt-oss-q8_0 \
-                       glm4moe-ties-f32; do
+                       deepseek2-groups-f32 deepseek2-groups-q8_0 glm4moe-ties-f32; do
   ubatch=()
   [[ $n == *-ring-* ]] && ubatch=(off 64)
   # shellcheck disable=SC2086

@@ -309,7 +309,8 @@ const ArchCase kArchCases[] = {
 // The mixture-of-experts architectures of test/data/golden-arch (its make_goldens.sh arguments):
 // qwen3moe (softmax top-k, normalized weights), glm4moe (sigmoid routing with the selection bias,
 // shared expert, partial rope, a NextN block skipped), deepseek2 (MLA, sigmoid routing with the
-// expert-score bias, weights normalized and scaled, YaRN) and gpt-oss (biased router, softmax over the
+// expert-score bias, weights normalized and scaled, YaRN; its older MHA form; DeepSeek-V3's
+// group-limited top-k) and gpt-oss (biased router, softmax over the
 // chosen experts, ADD_ID, the clamped SwiGLU, attention sinks, a window of 8, YaRN). They run with 2
 // threads, which split each expert's MUL_MAT_ID rows and the attention heads (llama.cpp's bits do not
 // depend on the thread count, nor may this runtime's), and once more in ubatches of 64, whose
@@ -341,6 +342,12 @@ const ArchCase kMoeArchCases[] = {
     {"deepseek2", DeepSeek2Spec, 2, 64},
     {"deepseek2-legacy",  // --mla-legacy --v-head-dim 16: one attn_kv_b, run as MHA (ROPE n_offs, REPEAT)
      [](synth::ModelSpec& s) { DeepSeek2Spec(s), s.mla_legacy = true, s.mla_v_head_dim = 16; }, 2, 64},
+    {"deepseek2-groups",  // --n-expert 16 --n-expert-used 3 --n-expert-groups 4 --n-group-used 2 --seed 9
+     [](synth::ModelSpec& s) {
+       DeepSeek2Spec(s), s.n_expert = 16, s.n_expert_used = 3, s.n_expert_groups = 4, s.n_group_used = 2;
+       s.seed = 9;
+     },
+     2, 64},
     {"gpt-oss", GptOssSpec, 2, 64},
 };
 const ArchCase kRingCases[] = {
