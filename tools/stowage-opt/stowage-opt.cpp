@@ -13,6 +13,10 @@
 // (planner::Plan) and records devices, buffer types, backends, causes, splits and split
 // input copies in the place dialect.
 //
+// `--import-plan FILE` imports the placed graphs of a plan file (plan-model's output, read through
+// the runtime's plan verifier) into the same dialects: what the placed GGUF import records, taken
+// from the plan.
+//
 //===----------------------------------------------------------------------===//
 
 #include <string>
@@ -36,6 +40,7 @@
 
 #ifdef STOWAGE_HAVE_COMPILER
 #include "stowage/Compiler/Import/ImportModelGraphs.h"
+#include "stowage/Compiler/Import/ImportPlan.h"
 #include "stowage/Compiler/Transforms/Passes.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/plan.h"
@@ -48,6 +53,11 @@ static cl::opt<std::string>
     importGguf("import-gguf",
                cl::desc("Import this GGUF model (func @pp, func @tg) instead of "
                         "reading IR from the input file"),
+               cl::value_desc("file"), cl::init(""));
+static cl::opt<std::string>
+    importPlan("import-plan",
+               cl::desc("Import the placed graphs of this plan file (func @pp, func @tg, the "
+                        "place dialect) instead of reading IR from the input file"),
                cl::value_desc("file"), cl::init(""));
 static cl::opt<unsigned>
     ggufNCtx("gguf-n-ctx", cl::desc("--import-gguf: context size (0: n_ctx_train)"), cl::init(0));
@@ -94,11 +104,9 @@ static cl::opt<std::string> ggufFlashAttn(
 static cl::opt<unsigned> ggufNBatch("gguf-n-batch", cl::desc("--import-gguf: logical batch size"),
                                     cl::init(2048));
 
-/// Imports the GGUF file as textual IR for MlirOptMain; null after reporting an error.
-static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry &registry) {
-  mlir::MLIRContext context(registry);
-  // One line per diagnostic ("stowage-opt: error: <file>: ..."); a node's name is in the message
-  // or its NameLoc. Warnings (unused tensors) are printed too.
+/// Prints the import's diagnostics, one line each ("stowage-opt: error: <file>: ..."); a node's
+/// name is in the message or its NameLoc. Warnings (unused tensors) are printed too.
+static void printImportDiagnostics(mlir::MLIRContext &context) {
   context.getDiagEngine().registerHandler([](mlir::Diagnostic &diag) {
     const char *severity = diag.getSeverity() == mlir::DiagnosticSeverity::Error     ? "error"
                            : diag.getSeverity() == mlir::DiagnosticSeverity::Warning ? "warning"
@@ -109,6 +117,31 @@ static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry 
     llvm::errs() << diag.str() << "\n";
     return mlir::success();
   });
+}
+
+/// An imported module as textual IR for MlirOptMain (named `name`); null for a failed import.
+static std::unique_ptr<llvm::MemoryBuffer> moduleToBuffer(mlir::ModuleOp module,
+                                                          llvm::StringRef name) {
+  if (!module)
+    return nullptr;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os, mlir::OpPrintingFlags().enableDebugInfo(/*enable=*/true, /*pretty=*/false));
+  return llvm::MemoryBuffer::getMemBufferCopy(text, name);
+}
+
+/// Imports the plan file as textual IR for MlirOptMain; null after reporting an error.
+static std::unique_ptr<llvm::MemoryBuffer> importPlanToBuffer(mlir::DialectRegistry &registry) {
+  mlir::MLIRContext context(registry);
+  printImportDiagnostics(context);
+  auto module = stowage::compiler::importPlanFile(&context, importPlan);
+  return moduleToBuffer(module.get(), importPlan);
+}
+
+/// Imports the GGUF file as textual IR for MlirOptMain; null after reporting an error.
+static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry &registry) {
+  mlir::MLIRContext context(registry);
+  printImportDiagnostics(context);
   stowage::planner::ContextConfig config;
   config.n_ctx = ggufNCtx;
   config.n_ubatch = ggufNUbatch;
@@ -169,12 +202,7 @@ static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry 
   }
   auto module = stowage::compiler::importGgufFile(&context, importGguf, config,
                                                   placeDevices.empty() ? nullptr : &placement);
-  if (!module)
-    return nullptr;
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  module->print(os, mlir::OpPrintingFlags().enableDebugInfo(/*enable=*/true, /*pretty=*/false));
-  return llvm::MemoryBuffer::getMemBufferCopy(text, importGguf);
+  return moduleToBuffer(module.get(), importGguf);
 }
 #endif
 
@@ -197,8 +225,13 @@ int main(int argc, char **argv) {
 
   std::unique_ptr<llvm::MemoryBuffer> input;
 #ifdef STOWAGE_HAVE_COMPILER
-  if (!importGguf.empty()) {
-    input = importToBuffer(registry);
+  if (!importGguf.empty() && !importPlan.empty()) {
+    llvm::errs() << "stowage-opt: error: --import-gguf and --import-plan both given: expected one "
+                    "input\n";
+    return EXIT_FAILURE;
+  }
+  if (!importGguf.empty() || !importPlan.empty()) {
+    input = importGguf.empty() ? importPlanToBuffer(registry) : importToBuffer(registry);
     if (!input)
       return EXIT_FAILURE;
   }
@@ -222,6 +255,8 @@ int main(int argc, char **argv) {
 #ifdef STOWAGE_HAVE_COMPILER
   if (!importGguf.empty())
     inputPath = importGguf;
+  if (!importPlan.empty())
+    inputPath = importPlan;
 #endif
   if (sameFile(outputFilename, inputPath)) {
     llvm::errs() << "stowage-opt: error: -o " << outputFilename << " is the input file "
