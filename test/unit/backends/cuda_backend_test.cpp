@@ -388,14 +388,21 @@ TEST(CudaTypes, EveryCpuWeightType) {
   for (GgmlType t : kAllWeightTypes) EXPECT_TRUE(cpu::SupportsMulMatType(t)) << GgmlTypeName(t);
 }
 
+// A contiguous I32 tensor [ne0, ne1] holding `values` (row indices, expert ids).
+HostTensor I32Tensor(const std::vector<int32_t>& values, int64_t ne0, int64_t ne1 = 1) {
+  HostTensor t;
+  t.v.type = GgmlType::I32;
+  t.v.ne[0] = ne0;
+  t.v.ne[1] = ne1;
+  cpu::SetContiguousStrides(t.v);
+  t.bytes.assign(reinterpret_cast<const uint8_t*>(values.data()),
+                 reinterpret_cast<const uint8_t*>(values.data() + values.size()));
+  t.v.data = t.bytes.data();
+  return t;
+}
+
 TEST_F(CudaOps, GetRowsAllTypes) {
-  HostTensor ids;
-  ids.v.type = GgmlType::I32;
-  ids.v.ne[0] = 5;
-  cpu::SetContiguousStrides(ids.v);
-  const int32_t rows[5] = {3, 0, 6, 3, 1};
-  ids.bytes.assign(reinterpret_cast<const uint8_t*>(rows), reinterpret_cast<const uint8_t*>(rows) + 20);
-  ids.v.data = ids.bytes.data();
+  const HostTensor ids = I32Tensor({3, 0, 6, 3, 1}, 5);
   for (GgmlType t : kAllWeightTypes) {
     HostTensor w = Weights(t, {512, 7, 1, 1}, 20);
     HostTensor d = test::ZeroF32({512, 5, 1, 1});
@@ -525,13 +532,7 @@ TEST_F(CudaOps, MulMatVecBatchBeyondGridZ) {
 // row is NaN, and the device stays usable (no illegal address): the next run is clean.
 TEST_F(CudaOps, GetRowsOutOfRangeIndex) {
   HostTensor w = test::RandomTensor(GgmlType::Q8_0, {64, 2, 1, 1}, 64);
-  HostTensor ids;
-  ids.v.type = GgmlType::I32;
-  ids.v.ne[0] = 2;
-  cpu::SetContiguousStrides(ids.v);
-  const int32_t rows[2] = {1, 1000000};
-  ids.bytes.assign(reinterpret_cast<const uint8_t*>(rows), reinterpret_cast<const uint8_t*>(rows) + 8);
-  ids.v.data = ids.bytes.data();
+  const HostTensor ids = I32Tensor({1, 1000000}, 2);
   HostTensor d = test::ZeroF32({64, 2, 1, 1});
   exec::NodeCall g = Call(GgmlOp::GET_ROWS, d.v, {w.v, ids.v});
   g.src[0] = Upload(w.v, w.bytes.size());
@@ -620,13 +621,7 @@ TEST_F(CudaOps, MoeRoutingOps) {
   EXPECT_LT(Compare(cc, {ab, c.bytes.size()}, d4, 0, 0), 1.0) << "CONCAT";
   // SET_ROWS of 2 F32 rows into an F16 [67, 9] at I32 indices (deepseek2's group routing writes F32).
   HostTensor rows = test::RandomTensor(GgmlType::F32, {67, 2, 1, 1}, 64);
-  HostTensor at;
-  at.v.type = GgmlType::I32;
-  at.v.ne[0] = 2;
-  cpu::SetContiguousStrides(at.v);
-  const int32_t where[2] = {7, 2};
-  at.bytes.assign(reinterpret_cast<const uint8_t*>(where), reinterpret_cast<const uint8_t*>(where) + 8);
-  at.v.data = at.bytes.data();
+  const HostTensor at = I32Tensor({7, 2}, 2);
   for (GgmlType dt : {GgmlType::F32, GgmlType::F16}) {
     HostTensor want = test::RandomTensor(dt, {67, 9, 1, 1}, 65), got;
     ASSERT_TRUE(RunBoth(Call(GgmlOp::SET_ROWS, want.v, {rows.v, at.v}), {rows.bytes.size(), at.bytes.size()},
@@ -674,15 +669,9 @@ TEST_F(CudaOps, MulMatIdAllWeightTypes) {
       for (int64_t ne11 : {1, 4}) {
         HostTensor w = Weights(t, {K, N, n_as, 1}, 70);
         HostTensor x = test::RandomTensor(GgmlType::F32, {K, ne11, n_tokens, 1}, 71);
-        HostTensor ids;
-        ids.v.type = GgmlType::I32;
-        ids.v.ne[0] = n_used;
-        ids.v.ne[1] = n_tokens;
-        cpu::SetContiguousStrides(ids.v);
-        ids.bytes.resize(size_t(n_used * n_tokens) * 4);
-        int32_t* id = reinterpret_cast<int32_t*>(ids.bytes.data());
-        for (int64_t i = 0; i < n_used * n_tokens; ++i) id[i] = int32_t((i * 5 + i / n_used) % n_as);
-        ids.v.data = ids.bytes.data();
+        std::vector<int32_t> id(static_cast<size_t>(n_used * n_tokens));
+        for (int64_t i = 0; i < n_used * n_tokens; ++i) id[size_t(i)] = int32_t((i * 5 + i / n_used) % n_as);
+        const HostTensor ids = I32Tensor(id, n_used, n_tokens);
         HostTensor d = test::ZeroF32({N, n_used, n_tokens, 1});
         exec::NodeCall g = Call(GgmlOp::MUL_MAT_ID, d.v, {w.v, x.v, ids.v});
         g.src[0] = Upload(w.v, w.bytes.size());
