@@ -176,45 +176,61 @@ TEST(CpuMulMatId, RepackedExpertsEqualPlain) {
   }
 }
 
+struct ExpertCase {
+  GgmlType type;
+  bool repack;
+};
+
+// Expert weights [K, N, E] of `type` for the bit-exactness tests: random values through QuantizeRow
+// where this backend has a quantizer for the type (F32, F16, Q8_0, Q4_0, IQ4_NL, MXFP4), else random
+// blocks (the K-quants); with `repack` the whole tensor repacked (RepackWeight), which `view` reads.
+struct Experts {
+  Tensor plain;
+  std::vector<uint8_t> packed;
+  TensorView view;
+  Experts(GgmlType type, int64_t K, int64_t N, int64_t E) : plain(type, K, N, E) {}
+  void Fill(bool repack, uint32_t seed) {
+    const GgmlType type = plain.v.type;
+    const int64_t K = plain.v.ne[0], rows = plain.v.ne[1] * plain.v.ne[2];
+    const size_t row = RowSize(type, K);
+    if (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::Q8_0 || type == GgmlType::Q4_0 ||
+        type == GgmlType::IQ4_NL || type == GgmlType::MXFP4) {
+      std::vector<float> w(size_t(K * rows));
+      kt::FillUniform(w, seed);
+      for (int64_t r = 0; r < rows; ++r)
+        ASSERT_TRUE(QuantizeRow(type, w.data() + r * K, plain.buf.data() + r * row, K).ok());
+    } else {
+      const auto blocks = kt::RandomBlocks(type, K * rows, seed);
+      std::memcpy(plain.buf.data(), blocks.data(), blocks.size());
+    }
+    view = plain.v;
+    if (repack) {
+      packed.resize(row * size_t(rows));
+      ASSERT_NE(RepackLayoutFor(plain.v), kLayoutPlain);
+      ASSERT_TRUE(RepackWeight(plain.v, RepackLayoutFor(plain.v), packed.data()).ok());
+      view.data = packed.data();
+      view.layout = RepackLayoutFor(plain.v);
+    }
+  }
+};
+
 // With llamacpp_numerics every (slot, token) column of MUL_MAT_ID gets the bits of its expert's
 // product with that column alone (M = 1: the vec_dot, or the gemv of a repacked layout), as
 // llama.cpp's MUL_MAT_ID computes every column, at every level and thread count, with ~20 columns
 // per expert (the GEMM path's size: MUL_MAT would take tinyBLAS's order for F32/F16, the repacked
 // Q4_K GEMM order, IQ4_NL's one-accumulator order).
 TEST(CpuMulMatId, LlamacppNumericsGiveEachColumnItsOwnBits) {
-  struct C {
-    GgmlType type;
-    bool repack;
-  };
-  const C cases[] = {{GgmlType::F32, false},  {GgmlType::F16, false},    {GgmlType::Q8_0, false},
-                     {GgmlType::Q4_0, false}, {GgmlType::IQ4_NL, false}, {GgmlType::Q4_K, false},
-                     {GgmlType::Q6_K, false}, {GgmlType::Q8_0, true},    {GgmlType::Q4_0, true},
-                     {GgmlType::Q4_K, true},  {GgmlType::MXFP4, false},  {GgmlType::MXFP4, true}};
+  const ExpertCase cases[] = {{GgmlType::F32, false},  {GgmlType::F16, false},    {GgmlType::Q8_0, false},
+                              {GgmlType::Q4_0, false}, {GgmlType::IQ4_NL, false}, {GgmlType::Q4_K, false},
+                              {GgmlType::Q6_K, false}, {GgmlType::Q8_0, true},    {GgmlType::Q4_0, true},
+                              {GgmlType::Q4_K, true},  {GgmlType::MXFP4, false},  {GgmlType::MXFP4, true}};
   const int64_t N = 24, E = 3, used = 2, T = 30;
   uint32_t seed = 700;
-  for (const C& c : cases) {
+  for (const ExpertCase& c : cases) {
     const int64_t K = GetTypeTraits(c.type).block_size == 256 ? 512 : 128;
-    Tensor as(c.type, K, N, E);
-    const size_t row = RowSize(c.type, K);
-    if (c.type == GgmlType::F32 || c.type == GgmlType::F16 || c.type == GgmlType::Q8_0 ||
-        c.type == GgmlType::Q4_0 || c.type == GgmlType::IQ4_NL || c.type == GgmlType::MXFP4) {
-      std::vector<float> w(size_t(K * N * E));
-      kt::FillUniform(w, seed++);
-      for (int64_t r = 0; r < N * E; ++r)
-        ASSERT_TRUE(QuantizeRow(c.type, w.data() + r * K, as.buf.data() + r * row, K).ok());
-    } else {
-      const auto blocks = kt::RandomBlocks(c.type, K * N * E, seed++);
-      std::memcpy(as.buf.data(), blocks.data(), blocks.size());
-    }
-    std::vector<uint8_t> packed;
-    TensorView av = as.v;
-    if (c.repack) {
-      packed.resize(row * size_t(N * E));
-      ASSERT_NE(RepackLayoutFor(as.v), kLayoutPlain);
-      ASSERT_TRUE(RepackWeight(as.v, RepackLayoutFor(as.v), packed.data()).ok());
-      av.data = packed.data();
-      av.layout = RepackLayoutFor(as.v);
-    }
+    Experts experts(c.type, K, N, E);
+    ASSERT_NO_FATAL_FAILURE(experts.Fill(c.repack, seed++));
+    const TensorView av = experts.view;
     Tensor b(GgmlType::F32, K, used, T);
     Fill(b, seed++);
     Tensor ids(GgmlType::I32, used, T);
@@ -256,36 +272,16 @@ TEST(CpuMulMatId, LlamacppNumericsGiveEachColumnItsOwnBits) {
 // llamacpp_numerics, at every level and thread count, plain and repacked, with b shared by the slots
 // (gate / up) or one row per slot (down), strided, and next to experts with >= 8 columns (the GEMM).
 TEST(CpuMulMatId, FewColumnExpertsEqualPerExpertProducts) {
-  struct C {
-    GgmlType type;
-    bool repack;
-  };
-  const C cases[] = {{GgmlType::Q8_0, false}, {GgmlType::Q4_0, false},  {GgmlType::IQ4_NL, false},
-                     {GgmlType::Q4_K, false}, {GgmlType::MXFP4, false}, {GgmlType::Q8_0, true},
-                     {GgmlType::Q4_0, true},  {GgmlType::Q4_K, true},   {GgmlType::MXFP4, true}};
+  const ExpertCase cases[] = {{GgmlType::Q8_0, false}, {GgmlType::Q4_0, false},  {GgmlType::IQ4_NL, false},
+                              {GgmlType::Q4_K, false}, {GgmlType::MXFP4, false}, {GgmlType::Q8_0, true},
+                              {GgmlType::Q4_0, true},  {GgmlType::Q4_K, true},   {GgmlType::MXFP4, true}};
   const int64_t N = 24, E = 6, used = 3;
   uint32_t seed = 900;
-  for (const C& c : cases) {
+  for (const ExpertCase& c : cases) {
     const int64_t K = GetTypeTraits(c.type).block_size == 256 ? 512 : 160;
-    Tensor as(c.type, K, N, E);
-    const size_t row = RowSize(c.type, K);
-    if (c.type == GgmlType::Q4_K) {
-      const auto blocks = kt::RandomBlocks(c.type, K * N * E, seed++);
-      std::memcpy(as.buf.data(), blocks.data(), blocks.size());
-    } else {
-      std::vector<float> w(size_t(K * N * E));
-      kt::FillUniform(w, seed++);
-      for (int64_t r = 0; r < N * E; ++r)
-        ASSERT_TRUE(QuantizeRow(c.type, w.data() + r * K, as.buf.data() + r * row, K).ok());
-    }
-    std::vector<uint8_t> packed;
-    TensorView av = as.v;
-    if (c.repack) {
-      packed.resize(row * size_t(N * E));
-      ASSERT_TRUE(RepackWeight(as.v, RepackLayoutFor(as.v), packed.data()).ok());
-      av.data = packed.data();
-      av.layout = RepackLayoutFor(as.v);
-    }
+    Experts experts(c.type, K, N, E);
+    ASSERT_NO_FATAL_FAILURE(experts.Fill(c.repack, seed++));
+    const TensorView av = experts.view;
     for (int64_t T : {1, 4, 19})  // one token; every expert < 8 columns; some experts >= 8
       for (bool bcast : {true, false}) {
         const int64_t ne11 = bcast ? 1 : used;
