@@ -246,12 +246,13 @@ Status SetRows(ComputeContext& ctx, const TensorView& src, const TensorView& idx
 /// slices MulMat reads as repacked matrices), b F32 [K, ne11, n_tokens] with any strides and n_used % ne11 ==
 /// 0, ids I32 [n_used, n_tokens], dst F32 [N, n_used, n_tokens] with nb0 = 4. Each expert's columns are
 /// gathered and multiplied by MulMat (same vec_dot / GEMM kernels and src1 quantization as MUL_MAT; ggml-cpu
-/// ops.cpp likewise groups rows per expert). With ctx.llamacpp_numerics every column gets the bits
-/// llama.cpp's MUL_MAT_ID gives it: its vec_dot's (repacked: its gemv's) for every type, IQ4_XS from 8
-/// columns per expert in its "iqp" order — so each column equals that column multiplied alone (except
-/// IQ4_XS), unlike MUL_MAT's tinyBLAS / repacked-Q4_K GEMM orders. Uses temporary buffers beside ctx.work.
-/// Errors: kOutOfRange naming the first id outside [0, n_expert); kInvalidArgument for shape/type mismatches;
-/// MulMat's errors for the expert weights.
+/// ops.cpp likewise groups rows per expert); the experts with fewer than kGemmMinCols columns (token
+/// generation) in one pass with the same kernels and bits (kernels.h MulMatIdFewCols). With
+/// ctx.llamacpp_numerics every column gets the bits llama.cpp's MUL_MAT_ID gives it: its vec_dot's (repacked:
+/// its gemv's) for every type, IQ4_XS from 8 columns per expert in its "iqp" order — so each column equals
+/// that column multiplied alone (except IQ4_XS), unlike MUL_MAT's tinyBLAS / repacked-Q4_K GEMM orders. Uses
+/// temporary buffers beside ctx.work. Errors: kOutOfRange naming the first id outside [0, n_expert);
+/// kInvalidArgument for shape/type mismatches; MulMat's errors for the expert weights.
 Status MulMatId(ComputeContext& ctx, const TensorView& as, const TensorView& b, const TensorView& ids,
                 TensorView& dst);
 
