@@ -105,16 +105,23 @@ static cl::opt<unsigned> ggufNBatch("gguf-n-batch", cl::desc("--import-gguf: log
                                     cl::init(2048));
 
 /// Prints the import's diagnostics, one line each ("stowage-opt: error: <file>: ..."); a node's
-/// name is in the message or its NameLoc. Warnings (unused tensors) are printed too.
+/// name is in the message or its NameLoc, whose file (the GGUF or plan file) comes first
+/// ("<file>: node '<name>': ..."). Warnings (unused tensors) are printed too.
 static void printImportDiagnostics(mlir::MLIRContext &context) {
   context.getDiagEngine().registerHandler([](mlir::Diagnostic &diag) {
     const char *severity = diag.getSeverity() == mlir::DiagnosticSeverity::Error     ? "error"
                            : diag.getSeverity() == mlir::DiagnosticSeverity::Warning ? "warning"
                                                                                      : "note";
     llvm::errs() << "stowage-opt: " << severity << ": ";
-    if (auto name = llvm::dyn_cast<mlir::NameLoc>(diag.getLocation()))
-      llvm::errs() << "node '" << name.getName().getValue() << "': ";
-    llvm::errs() << diag.str() << "\n";
+    const std::string message = diag.str();
+    if (auto name = llvm::dyn_cast<mlir::NameLoc>(diag.getLocation())) {
+      if (auto file = llvm::dyn_cast<mlir::FileLineColLoc>(name.getChildLoc());
+          file && !file.getFilename().empty())
+        llvm::errs() << file.getFilename().getValue() << ": ";
+      if (!llvm::StringRef(message).starts_with("node '"))
+        llvm::errs() << "node '" << name.getName().getValue() << "': ";
+    }
+    llvm::errs() << message << "\n";
     return mlir::success();
   });
 }
