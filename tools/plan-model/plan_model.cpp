@@ -171,6 +171,14 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--n-cpu-moe", o.n_cpu_moe, "keep the MoE expert weights of the first N layers on the CPU")
       ->check(tools::IntegerIn(0, tools::kAllGpuLayers));
   app.add_flag("--no-kv-offload", o.no_kv_offload, "KV cache on the CPU (llama.cpp -nkvo)");
+  app.add_option(
+         "--parallel", o.cfg.n_seq_max,
+         "sequences kept at once (llama.cpp -np, n_seq_max; default 1): the output buffer holds a row "
+         "per sequence and the tg graph a token per sequence; several need --kv-unified")
+      ->check(tools::IntegerIn(1, 256));
+  app.add_flag("--kv-unified", o.cfg.kv_unified,
+               "one KV cache of n_ctx cells shared by the sequences (llama.cpp -kvu, llama-server's default "
+               "with its automatic slots)");
   app.add_flag("--swa-full", o.cfg.swa_full,
                "full-size SWA cache: the sliding-window layers of gemma2/gemma3 get n_ctx cells instead of "
                "min(n_ctx, n_swa + n_ubatch) padded to 256 (llama.cpp --swa-full)");
@@ -238,7 +246,9 @@ int ParseCommandLine(CLI::App& app, int argc, char** argv) {
                                   {"-dev", "--device"},
                                   {"-nopo", "--no-op-offload"},
                                   {"-fitt", "--fit-target"},
-                                  {"-fa", "--flash-attn"}});
+                                  {"-fa", "--flash-attn"},
+                                  {"-np", "--parallel"},
+                                  {"-kvu", "--kv-unified"}});
 }
 
 /// Checks the options (in the order plan-model always reported them) and turns them into the

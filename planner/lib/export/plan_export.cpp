@@ -81,7 +81,8 @@ std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, c
   auto ctx = fb::CreateContextParams(b, m.cfg.n_ctx, m.cfg.n_batch, m.cfg.n_ubatch,
                                      static_cast<uint32_t>(m.cfg.type_k), static_cast<uint32_t>(m.cfg.type_v),
                                      p.offload_kqv, m.hp.n_layer, m.hp.n_vocab, m.hp.n_embd, m.cfg.flash_attn,
-                                     m.cfg.n_ctx_swa, m.cfg.n_ctx_swa > 0 && m.cfg.swa_full);
+                                     m.cfg.n_ctx_swa, m.cfg.n_ctx_swa > 0 && m.cfg.swa_full, m.cfg.n_seq_max,
+                                     m.cfg.kv_unified);
   std::vector<flatbuffers::Offset<fb::Device>> devices;
   for (const auto& d : p.devices)
     devices.push_back(fb::CreateDeviceDirect(b, d.name.c_str(), d.description.c_str(),
@@ -125,7 +126,7 @@ std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, c
   bool sinks = false;
   for (const Graph* g : {&m.pp, &m.tg})
     for (const Tensor& t : g->tensors) sinks = sinks || NeedsSinksSchema(t.op, t.srcs.data(), t.srcs.size());
-  const uint32_t version = PlanSchemaVersionFor(m.cfg.n_ctx_swa > 0, sinks);
+  const uint32_t version = PlanSchemaVersionFor(m.cfg.n_ctx_swa > 0, sinks, m.cfg.n_seq_max > 1);
   auto plan = fb::CreatePlanDirect(b, version, "stowage plan-model 0.1", model, ctx, &devices, &backends,
                                    &buffers, &tensors, &graphs, &explain, flags.c_str(),
                                    static_cast<uint32_t>(p.n_copies), /*content_xxh64=*/1);

@@ -11,6 +11,7 @@
 #include "stowage/runtime/gguf_attn_temperature.h"
 #include "stowage/runtime/gguf_sliding_window.h"
 #include "stowage/runtime/gguf_vocab.h"
+#include "stowage/runtime/plan.h"
 #include "stowage/runtime/tokenizer.h"
 
 namespace stowage::planner {
@@ -548,13 +549,29 @@ Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig*
   cfg->n_ctx = (cfg->n_ctx + pad - 1) / pad * pad;
   cfg->n_batch = std::max<uint32_t>(std::min(cfg->n_ctx, cfg->n_batch), kKqMaskPad);
   cfg->n_ubatch = std::min(cfg->n_ubatch, cfg->n_batch);
+  // Sequences (llama.cpp 2026 llama_context): 1 to LLAMA_MAX_SEQ. Several without a unified
+  // cache get one KV stream each (n_ctx_seq = GGML_PAD(n_ctx / n_seq_max, 256) cells, n_ctx
+  // rounded to n_seq_max streams), whose attention graphs carry a stream dimension (K views and
+  // KQ_mask [n_kv, n_tokens / n_stream, 1, n_stream]) not built here. A recurrent model keeps a
+  // state cell per sequence instead (no KV streams).
+  cfg->n_seq_max = std::max<uint32_t>(1, cfg->n_seq_max);
+  if (cfg->n_seq_max > kMaxSequences)
+    return InvalidArgument(path + ": n_seq_max " + std::to_string(cfg->n_seq_max) + " exceeds " +
+                           std::to_string(kMaxSequences) + " (LLAMA_MAX_SEQ)");
+  if (cfg->n_seq_max > 1 && !cfg->kv_unified && !hp.recurrent())
+    return Unimplemented(
+        path + ": -np " + std::to_string(cfg->n_seq_max) +
+        " without -kvu: one KV stream per sequence (llama.cpp's n_ctx_seq = n_ctx / n_seq_max "
+        "cells each) is not planned; add -kvu (one cache of n_ctx cells shared by the "
+        "sequences, llama-server's)");
   // llama_kv_cache_iswa: size_swa = GGML_PAD(min(size_base, n_swa * (unified ? n_seq_max : 1) +
   // n_ubatch), 256) with kv_unified off (llama.cpp's default), size_base with --swa-full. n_ctx is
   // a multiple of 256 here, so size_swa <= n_ctx, and below n_ctx it is >= n_swa + n_ubatch (the
   // session's ring relies on it).
   cfg->n_ctx_swa = 0;
   if (hp.iswa()) {
-    const uint64_t want = std::min<uint64_t>(cfg->n_ctx, uint64_t{hp.n_swa} + cfg->n_ubatch);
+    const uint64_t seqs = cfg->kv_unified ? cfg->n_seq_max : 1;
+    const uint64_t want = std::min<uint64_t>(cfg->n_ctx, uint64_t{hp.n_swa} * seqs + cfg->n_ubatch);
     cfg->n_ctx_swa = cfg->swa_full ? cfg->n_ctx : static_cast<uint32_t>((want + 255) / 256 * 256);
   }
   return Status::Ok();
@@ -627,19 +644,25 @@ Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const HParams& hp, co
   m.llama2026 = spec->llama2026;
 
   const int64_t n_ctx = m.cfg.n_ctx;
-  const int64_t pp_tokens = std::min<int64_t>(n_ctx, m.cfg.n_ubatch);
+  // llama.cpp 2026 sched_reserve with several sequences (a transformer's): pp of min(n_ctx,
+  // n_ubatch) tokens rounded up to a multiple of n_seq_max (graph_reserve, for ubatch_reserve's
+  // equal sequences) of which min(n_ctx, n_ubatch) are outputs, tg of one token and output per
+  // sequence; with one, min(n_ctx, n_ubatch) and 1 as llama.cpp Feb 2025.
+  const int64_t n_seqs = m.hp.recurrent() ? 1 : m.cfg.n_seq_max;
+  const int64_t pp_outputs = std::min<int64_t>(n_ctx, m.cfg.n_ubatch);
+  const int64_t pp_tokens = (pp_outputs + n_seqs - 1) / n_seqs * n_seqs;
   const int64_t max_kv = m.hp.recurrent() ? m.cfg.n_seq_max : n_ctx;
   struct Spec {
     Graph* g;
     const char* name;
-    int64_t tokens;
+    int64_t tokens, outputs;
   };
-  for (const Spec& s : {Spec{&m.pp, "pp", pp_tokens}, Spec{&m.tg, "tg", 1}}) {
+  for (const Spec& s : {Spec{&m.pp, "pp", pp_tokens, pp_outputs}, Spec{&m.tg, "tg", n_seqs, n_seqs}}) {
     s.g->name = s.name;
     s.g->max_tokens = s.tokens;
     s.g->max_kv = max_kv;
     s.g->max_kv_swa = m.cfg.n_ctx_swa;
-    s.g->max_outputs = s.tokens;
+    s.g->max_outputs = s.outputs;
     s.g->unread_embd_ne0 = spec->llama2026 ? m.hp.n_embd : 0;
     GraphBuilder b(*s.g, m);
     STOWAGE_RETURN_IF_ERROR(spec->build(b, m, w));

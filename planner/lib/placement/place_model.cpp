@@ -159,8 +159,8 @@ std::string Fmt(const char* f, A... a) {
 // llama.cpp 2026 llama_kv_cache's lines for one cache, the layers with UsesSwaCache == swa and
 // `cells` cells: its KV buffers, one per buffer type in the order of their names (its ctx_map), of its
 // layers' K/V tensors aligned as ggml_backend_alloc_ctx_tensors_from_buft lays them out, then its
-// summary line (sizes as floats, as it prints them; 1/1 seqs: n_seq_max over n_stream, kv_unified
-// off). An MLA cache (HParams::is_mla) has no V tensors: V 0.00 MiB.
+// summary line (sizes as floats, as it prints them; "4/1 seqs": n_seq_max over n_stream, 1 with
+// kv_unified or one sequence). An MLA cache (HParams::is_mla) has no V tensors: V 0.00 MiB.
 void KvCacheLines(const ModelGraphs& m, const PlacementOutcome& o, bool swa, uint32_t cells,
                   std::vector<std::string>* out) {
   const uint32_t n_seq_max = std::max<uint32_t>(1, m.cfg.n_seq_max);
@@ -184,8 +184,9 @@ void KvCacheLines(const ModelGraphs& m, const PlacementOutcome& o, bool swa, uin
       Fmt("llama_kv_cache: size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs), K (%s): %7.2f "
           "MiB, V (%s): %7.2f MiB",
           static_cast<double>(static_cast<float>(k_bytes + v_bytes) / mib), cells, layers, n_seq_max,
-          n_seq_max, GgmlTypeName(m.cfg.type_k), static_cast<double>(static_cast<float>(k_bytes) / mib),
-          GgmlTypeName(m.cfg.type_v), static_cast<double>(static_cast<float>(v_bytes) / mib)));
+          m.cfg.kv_unified ? 1u : n_seq_max, GgmlTypeName(m.cfg.type_k),
+          static_cast<double>(static_cast<float>(k_bytes) / mib), GgmlTypeName(m.cfg.type_v),
+          static_cast<double>(static_cast<float>(v_bytes) / mib)));
 }
 
 // llama.cpp 2026 llama_kv_cache_iswa's constructor and its two llama_kv_cache constructors (the
@@ -244,7 +245,8 @@ std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcom
   if (m.flash_attn_forced_off)
     out.push_back("llama_init_from_model: flash_attn requires n_embd_head_k == n_embd_head_v - forcing off");
   const uint32_t n_seq_max = std::max<uint32_t>(1, m.cfg.n_seq_max);
-  const uint32_t n_ctx_per_seq = m.cfg.n_ctx / n_seq_max;
+  // llama.cpp 2026 llama_context's n_ctx_seq: n_ctx with a unified cache, else n_ctx / n_seq_max.
+  const uint32_t n_ctx_per_seq = m.cfg.kv_unified ? m.cfg.n_ctx : m.cfg.n_ctx / n_seq_max;
   out.push_back(Fmt("llama_init_from_model: n_seq_max     = %u", n_seq_max));
   out.push_back(Fmt("llama_init_from_model: n_ctx         = %u", m.cfg.n_ctx));
   out.push_back(Fmt("llama_init_from_model: n_ctx_per_seq = %u", n_ctx_per_seq));

@@ -269,9 +269,17 @@ struct ContextConfig {
   /// llama_context_params.flash_attn (-fa): attention as one FLASH_ATTN_EXT per layer over an
   /// untransposed V cache, and an F16 copy of KQ_mask (llama.cpp Feb 2025 llm_build_kqv).
   bool flash_attn = false;
-  /// Sequences kept at once (llama_context_params n_seq_max). Recurrent models (mamba) get one
-  /// state cell per sequence: their cache size is max(1, n_seq_max) instead of n_ctx.
+  /// Sequences kept at once (llama_context_params n_seq_max, -np; 1 to 256). Recurrent models (mamba)
+  /// get one state cell per sequence: their cache size is max(1, n_seq_max) instead of n_ctx. With
+  /// several, llama.cpp 2026's sched_reserve sizes the graphs: tg of n_seq_max tokens and outputs,
+  /// pp of min(n_ctx, n_ubatch) tokens rounded up to a multiple of n_seq_max (as many outputs as
+  /// before the rounding).
   uint32_t n_seq_max = 1;
+  /// llama.cpp -kvu (llama_context_params.kv_unified): one KV cache of n_ctx cells shared by the
+  /// sequences. Without it llama.cpp keeps one stream of GGML_PAD(n_ctx / n_seq_max, 256) cells per
+  /// sequence, which ResolveContext refuses for n_seq_max > 1 (graphs with a stream dimension are
+  /// not built).
+  bool kv_unified = false;
   /// llama.cpp --swa-full (llama_context_params.swa_full): the SWA cache of an interleaved-SWA model
   /// gets n_ctx cells like the base cache instead of llama_kv_cache_iswa's
   /// GGML_PAD(min(n_ctx, n_swa * n_seq_max + n_ubatch), 256).
