@@ -3,8 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <exception>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -38,6 +36,21 @@ Status Session::Impl::Init(const SessionOptions& opts) {
   n_vocab = decoded.n_vocab;
   n_ctx_swa = decoded.n_ctx_swa;
   swa_cell_pos.assign(static_cast<size_t>(n_ctx_swa), -1);
+  cell_pos.assign(static_cast<size_t>(n_ctx), -1);
+  cell_seq.assign(static_cast<size_t>(n_ctx), SeqSet());
+  // Sequences: a unified cache takes any of LLAMA_MAX_SEQ ids (llama.cpp 2026 llama_batch_allocr),
+  // one KV stream per sequence (kv_unified off) runs graphs with a stream dimension this runtime
+  // does not build; a SWA ring or a recurrent state keeps one sequence.
+  n_seq_max = r.context()->n_seq_max();
+  const bool unified = r.context()->kv_unified();
+  if (n_seq_max > 1 && !unified)
+    return Status(StatusCode::kUnimplemented,
+                  plan->path() + ": context.n_seq_max " + std::to_string(n_seq_max) +
+                      " without kv_unified: one KV stream per sequence is not supported by this runtime "
+                      "(plan with -kvu: one cache shared by the sequences)");
+  bool one_sequence = n_ctx_swa > 0;
+  for (const plan_graph::Graph& g : decoded.graphs) one_sequence = one_sequence || g.recurrent();
+  n_seq_ids = one_sequence ? 1 : unified ? kMaxSequences : n_seq_max;
   kv_pad = r.context()->flash_attn() ? 256 : 32;
   pad_n_kv_to_256 = opts.llamacpp_numerics;
   mem = plan->planned_memory();  // a copy: the session sets the bases, data and layouts
@@ -99,74 +112,6 @@ Result<std::unique_ptr<Session>> Session::CreateFromPlanBytes(std::vector<uint8_
   return Impl::Finish(std::move(impl), std::move(model), opts, t0);
 }
 
-Status Session::Decode(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* logits) {
-  Impl& s = *impl_;
-  if (s.recurrent_state_lost)
-    return FailedPrecondition("decode: a failed decode left the recurrent state of " + s.plan->path() +
-                              "'s model partly updated; Reset() the session first");
-  if (tokens.empty()) return InvalidArgument("decode: empty batch (at least one token is needed)");
-  for (int32_t t : tokens)
-    if (t < 0 || t >= s.n_vocab)
-      return InvalidArgument("decode: token id " + std::to_string(t) + " out of range [0, " +
-                             std::to_string(s.n_vocab) + ")");
-  if (s.n_past + static_cast<int64_t>(tokens.size()) > s.n_ctx)
-    return OutOfRange("context full: " + std::to_string(s.n_past) + " tokens in the cache + " +
-                      std::to_string(tokens.size()) + " new > n_ctx " + std::to_string(s.n_ctx));
-  // Weights read in place fault (SIGBUS) once the file is truncated: refused here, before the
-  // next read, with the file named (a truncation during a decode faults: see session.h).
-  if (s.ReadsMapping()) STOWAGE_RETURN_IF_ERROR(s.gguf->CheckUnchanged());
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  // A failed decode leaves the sequence as it was: n_past returns to its value before the call (the
-  // KV cells written by the ubatches that succeeded lie beyond it and are overwritten next time;
-  // in a SWA ring they record positions >= n_past, masked until the token of that position, stored
-  // in the same cell, overwrites them, and the older positions they replaced were already out of
-  // every later token's window, see RunUbatch).
-  // A recurrent model's state (one cell, updated in place by every ubatch) cannot be rolled back:
-  // the session refuses to decode until Reset().
-  const int64_t n_past_before = s.n_past;
-  // No logits wanted (nullptr): computed into the session's scratch and dropped.
-  if (logits == nullptr) logits = &s.unwanted_logits;
-  // Every element is written by the ubatches below (resize: no work when the caller reuses the
-  // vector, as a generation loop does).
-  logits->resize(static_cast<size_t>((all_logits ? n : 1) * s.n_vocab));
-  std::vector<float> discard;  // logits of the last token of a ubatch that is not the last one
-  // Any failure, a Status or an exception (std::bad_alloc in a later ubatch), leaves the sequence
-  // as described above: n_past rolled back, a recurrent state marked lost.
-  auto failed = [&](Status st) {
-    s.n_past = n_past_before;
-    for (const Graph& g : s.graphs()) s.recurrent_state_lost = s.recurrent_state_lost || g.recurrent();
-    return st;
-  };
-  try {
-    for (int64_t i = 0; i < n; i += s.n_ubatch) {
-      const int64_t m = std::min<int64_t>(s.n_ubatch, n - i);
-      const bool last = i + m == n;
-      float* out = nullptr;
-      if (all_logits) {
-        out = logits->data() + i * s.n_vocab;
-      } else if (last) {
-        out = logits->data();
-      } else {
-        discard.resize(static_cast<size_t>(s.n_vocab));
-        out = discard.data();
-      }
-      Status st = s.RunUbatch(tokens.data() + i, m, all_logits, out);
-      if (!st.ok()) return failed(std::move(st));
-    }
-  } catch (const std::bad_alloc&) {
-    return failed(ResourceExhausted("decode: out of memory"));
-  } catch (const std::exception& e) {
-    return failed(Internal(std::string("decode: ") + e.what()));
-  }
-  return Status::Ok();
-}
-
-void Session::Reset() {
-  impl_->n_past = 0;
-  std::fill(impl_->swa_cell_pos.begin(), impl_->swa_cell_pos.end(), -1);
-  impl_->recurrent_state_lost = false;
-}
-int64_t Session::n_past() const { return impl_->n_past; }
 int64_t Session::n_ctx() const { return impl_->n_ctx; }
 int64_t Session::n_vocab() const { return impl_->n_vocab; }
 std::vector<BufferReport> Session::Buffers() const { return impl_->reports; }

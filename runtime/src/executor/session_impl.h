@@ -1,11 +1,13 @@
 // The internal state of a Session (session.h) and the steps that build and run it, one concept per
 // file: session.cpp (creation and the public API), session_load.cpp (backends, buffers, weight
-// upload), session_ubatch.cpp (binding and input filling of one ubatch), session_splits.cpp (split
-// execution: input copies, node calls, queue synchronization), session_profile.cpp (the op
-// profile). Private to the executor.
+// upload), session_batch.cpp (a batch of tokens over several sequences: checks, ubatches, rollback),
+// session_kv.cpp (the KV cache's cells and the sequence operations), session_ubatch.cpp (binding
+// and input filling of one ubatch), session_splits.cpp (split execution: input copies, node calls,
+// queue synchronization), session_profile.cpp (the op profile). Private to the executor.
 #pragma once
 
 #include <algorithm>
+#include <bitset>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -37,7 +39,33 @@ class Session::Impl {
   /// What tensors bind against: planned buffer sizes, the buffers' bases, weights / KV cache as
   /// uploaded (data, layout).
   plan_graph::Memory mem;
-  int64_t n_ctx = 0, n_ubatch = 0, n_vocab = 0, n_past = 0;
+  int64_t n_ctx = 0, n_ubatch = 0, n_vocab = 0;
+  /// ContextParams.n_seq_max, and the sequence ids a batch may use: [0, n_seq_ids) = 256
+  /// (LLAMA_MAX_SEQ) with a unified KV cache, n_seq_max otherwise (llama.cpp 2026
+  /// llama_batch_allocr::init's bound), 1 for a SWA ring or a recurrent state (one sequence).
+  int64_t n_seq_max = 1, n_seq_ids = 1;
+
+  // The KV cache's cells (session_kv.cpp), llama.cpp's llama_kv_cells: the position each of the
+  // n_ctx cells holds (-1: empty) and the sequences that share it. Every layer's K/V cache (the
+  // base cache of an interleaved-SWA model) uses the same cells; a SWA ring has its own
+  // (swa_cell_pos, below) and, like a recurrent state, one sequence only (n_seq_ids 1).
+  using SeqSet = std::bitset<kMaxSequences>;
+  std::vector<int32_t> cell_pos;
+  std::vector<SeqSet> cell_seq;
+  int64_t cells_used = 0;
+  /// The first of `n` contiguous empty cells (llama.cpp Feb 2025 llama_kv_cache_find_slot: the
+  /// graphs store a ubatch's K/V in one view from kv_head on), searched from cell 0; -1 when none.
+  int64_t FindSlot(int64_t n) const;
+  /// One past the last cell in use (0 when empty): the cells a ubatch's n_kv must cover.
+  int64_t CellsEnd() const;
+  /// Largest / smallest position of `seq` in the cache, -1 when it has none
+  /// (llama_memory_seq_pos_max / _min).
+  int32_t SeqPosMax(int32_t seq) const;
+  int32_t SeqPosMin(int32_t seq) const;
+  /// Stores a ubatch's tokens in the cells from `slot` on.
+  void StoreCells(int64_t slot, const int32_t* pos, const int32_t* seq, int64_t n);
+  /// Empties every cell (and the SWA ring).
+  void ClearCells();
   int64_t kv_pad = 32;  ///< llama_kv_cache_get_padding: 256 with flash attention, else 32
   /// SessionOptions::llamacpp_numerics: n_kv as llama.cpp 2026 (at least 256 cells, padded to 256).
   bool pad_n_kv_to_256 = false;
@@ -74,20 +102,44 @@ class Session::Impl {
   Status AllocateBuffers(const SessionOptions& opts);
   Status LoadWeights(const SessionOptions& opts);
 
+  /// A batch as the session runs it (session_batch.cpp): one array per field of BatchToken.
+  struct BatchArrays {
+    std::vector<int32_t> tokens, pos, seq;
+    std::vector<uint8_t> logits;
+  };
+  /// Runs a checked batch (CheckBatch) in ubatches of n_ubatch tokens, the logits of the tokens
+  /// that ask for them into `out` (one row each, in batch order); restores the cells on failure.
+  Status DecodeChecked(const BatchArrays& b, std::vector<float>* out);
+  Status CheckBatch(const BatchArrays& b) const;
+
+  /// One ubatch: `n` tokens with their positions and sequences, and the indices (within the
+  /// ubatch, increasing) of the tokens whose logits the graph returns. Never empty: a ubatch whose
+  /// tokens ask for no logits computes its last token's (`discard`: into scratch).
+  struct Ubatch {
+    const int32_t* tokens = nullptr;
+    const int32_t* pos = nullptr;
+    const int32_t* seq = nullptr;
+    int64_t n = 0;
+    std::vector<int32_t> out_ids;
+    bool discard = false;
+  };
+  /// Tokens [begin, end) of `b`, whose `logits` flags say which rows are returned.
+  static Ubatch MakeUbatch(const BatchArrays& b, int64_t begin, int64_t end);
+  /// Tokens [begin, end) of `u`, with u's output rows among them.
+  static Ubatch SubUbatch(const Ubatch& u, int64_t begin, int64_t end);
+
   // One ubatch (session_ubatch.cpp): bind graph pp or tg for it, fill its inputs, run its splits,
-  // read its logits into `out`.
-  Status RunUbatch(const int32_t* tokens, int64_t n, bool all_logits, float* out);
-  Status RunUbatchOn(const plan_graph::Graph& g, const int32_t* tokens, int64_t n, bool all_logits,
-                     float* out);
-  /// The symbol values of a ubatch of `n` tokens at n_past on graph `g`.
-  plan_graph::Bindings UbatchBindings(const plan_graph::Graph& g, int64_t n, bool all_logits) const;
+  // read its logits into `out` (u.out_ids.size() rows; scratch when u.discard).
+  Status RunUbatch(const Ubatch& u, float* out);
+  Status RunUbatchOn(const plan_graph::Graph& g, const Ubatch& u, float* out);
+  /// The symbol values of ubatch `u` stored from cell `slot` on, on graph `g`.
+  plan_graph::Bindings UbatchBindings(const plan_graph::Graph& g, const Ubatch& u, int64_t slot) const;
   /// n_kv for `used` cells in use of a cache of `cells` cells: padded as llama.cpp pads it
   /// (kv_pad, or llama.cpp 2026's at least 256 with pad_n_kv_to_256), at most `cells`.
   int64_t PaddedKv(int64_t used, int64_t cells) const;
-  /// Writes the graph inputs of a ubatch bound at `s` (tokens, positions, masks, recurrent state
-  /// inputs, output ids).
-  Status FillInputs(const plan_graph::Graph& g, const plan_graph::Bindings& s, const int32_t* tokens,
-                    bool all_logits);
+  /// Writes the graph inputs of ubatch `u` bound at `s` (tokens, positions, masks, recurrent state
+  /// inputs, output ids); its cells are stored already.
+  Status FillInputs(const plan_graph::Graph& g, const plan_graph::Bindings& s, const Ubatch& u);
   Status WriteInput(int id, const void* data, uint64_t n);  ///< graph tensor `id` (bound), when >= 0
   Status BindAll(const plan_graph::Graph& g, const plan_graph::Bindings& s) {
     return plan_graph::BindAll(g, s, mem, plan->path(), &bound);

@@ -3,7 +3,12 @@
 // planned size (mapping the file where the plan says so), uploads weights, keeps the KV cache, and
 // evaluates token batches split by split (DESIGN.md "Runtime").
 //
-// Single sequence: tokens are appended at position n_past(); Reset() clears the cache.
+// Sequences: Decode appends tokens to sequence 0 at position n_past(); DecodeBatch takes tokens of
+// several sequences with their positions (llama_decode of a llama_batch), and SeqRm / SeqCp /
+// Reset edit the KV cache (llama_memory_seq_rm / seq_cp / clear). The plan says how many
+// sequences (plan-model -np, -kvu): with a unified KV cache (-kvu) the sequences share the plan's
+// n_ctx cells and a token attends only to the cells of its own sequence (llama.cpp 2026
+// llama_kv_cache::set_input_kq_mask).
 // Thread-safety: a Session is not thread-safe; use one per thread. Memory: all memory is owned by
 // the session and released by its destructor. Weights the plan keeps in CPU_Mapped are read from
 // a shared mapping of the model file for the session's whole life (as llama.cpp's mmap): the file
@@ -96,6 +101,15 @@ struct OpProfileEntry {
 };
 
 /// One buffer as planned and as allocated (bytes).
+/// One token of Session::DecodeBatch: llama_batch's per-token fields, with one sequence per token
+/// (llama_batch.seq_id[i][0]; SeqCp shares cells between sequences instead).
+struct BatchToken {
+  int32_t token = 0;
+  int32_t pos = 0;      ///< position in its sequence (RoPE, causal mask), >= 0
+  int32_t seq_id = 0;   ///< its sequence, in [0, Session::n_seq_ids())
+  bool logits = false;  ///< return its logits (llama_batch.logits[i])
+};
+
 struct BufferReport {
   std::string name;   ///< "CPU_Mapped", "CPU_REPACK", "CPU", "CUDA0"
   std::string usage;  ///< "model", "KV", "compute", "output"
@@ -130,7 +144,8 @@ class Session {
                                                               const SessionOptions& opts = {});
   ~Session();
 
-  /// Evaluates `tokens` at positions n_past() .. n_past()+n-1, in ubatches of the plan's n_ubatch.
+  /// Evaluates `tokens` of sequence 0 at positions n_past() .. n_past()+n-1, in ubatches of the
+  /// plan's n_ubatch (DecodeBatch of those tokens).
   /// When `all_logits`, `logits` receives n * n_vocab floats (row i = logits after token i);
   /// otherwise n_vocab floats for the last token; `logits` may be nullptr (the tokens are only
   /// added to the cache, like a llama_batch without outputs). Errors: kInvalidArgument (empty
@@ -143,8 +158,52 @@ class Session {
   /// kFailedPrecondition until Reset().
   Status Decode(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* logits);
 
-  /// Clears the KV cache (n_past() = 0) and a recurrent model's state.
+  /// Evaluates a batch of tokens of one or more sequences (llama.cpp's llama_decode): the tokens are
+  /// split in ubatches of the plan's n_ubatch in batch order, each stored in n contiguous empty
+  /// cells of the KV cache (the first such run from cell 0: the graphs write a ubatch's K/V into
+  /// one view from kv_head on). A token attends to the cells of its own sequence at positions up to
+  /// its own (llama.cpp 2026 llama_kv_cache::set_input_kq_mask), so interleaved sequences compute
+  /// what each would alone, up to the summation order over the cells (softmax sums and V products
+  /// run over the cells of all sequences, masked ones adding zeros in other SIMD lanes).
+  /// `logits` receives n_vocab floats per token with `logits` set, in batch order (resized; may be
+  /// nullptr). Rules, as llama.cpp 2026 llama_batch_allocr::init checks them: seq_id in
+  /// [0, n_seq_ids()), the tokens of one sequence at consecutive positions (any order within the
+  /// batch), the first at SeqPosMax(seq_id) + 1 when the sequence is in the cache; a plan with an
+  /// SWA ring or a recurrent state keeps one sequence (n_seq_ids() 1) whose tokens come in position
+  /// order. Errors: kInvalidArgument (empty batch, token id, seq_id or position out of range,
+  /// positions not consecutive), kOutOfRange ("context full": fewer empty cells than tokens;
+  /// "KV cache full": no run of a ubatch's length among them), kFailedPrecondition (a recurrent state lost,
+  /// see Decode), kDataLoss and kernel errors as Decode. On error the cache is as before the call.
+  /// Thread-safety: as every other call, one thread at a time.
+  Status DecodeBatch(const std::vector<BatchToken>& batch, std::vector<float>* logits);
+
+  /// Removes sequence `seq_id`'s tokens at positions [p0, p1) from the KV cache (p0 < 0: from 0;
+  /// p1 < 0: to the end); seq_id < 0 removes every sequence's (llama_memory_seq_rm). A cell shared
+  /// with another sequence (SeqCp) stays for that one. Errors: kInvalidArgument (seq_id >=
+  /// n_seq_ids()); kFailedPrecondition when the plan cannot drop part of a sequence: a recurrent
+  /// state (only the whole sequence; llama.cpp returns false there), or a SWA ring whose cells kept
+  /// for [p0, p1) were overwritten (only a tail p1 < 0 whose last position lies within
+  /// n_ctx_swa - n_swa of p0); the cache is unchanged then.
+  Status SeqRm(int32_t seq_id, int32_t p0, int32_t p1);
+  /// Makes sequence `dst` share sequence `src`'s cells at positions [p0, p1) (negative: open
+  /// bounds), as llama_memory_seq_cp does in a unified cache: no K/V is copied, later tokens of
+  /// either sequence attend to them. Errors: kInvalidArgument (an id outside [0, n_seq_ids()));
+  /// nothing to do when src == dst.
+  Status SeqCp(int32_t src, int32_t dst, int32_t p0, int32_t p1);
+  /// Largest / smallest position of `seq_id` in the KV cache, -1 when it has none or the id is
+  /// outside [0, n_seq_ids()) (llama_memory_seq_pos_max / _min).
+  int32_t SeqPosMax(int32_t seq_id) const;
+  int32_t SeqPosMin(int32_t seq_id) const;
+  /// The plan's n_seq_max (plan-model -np), and the sequence ids DecodeBatch accepts: 256
+  /// (LLAMA_MAX_SEQ) with a unified KV cache, else n_seq_max (1 with a SWA ring or a recurrent
+  /// state).
+  int64_t n_seq_max() const;
+  int64_t n_seq_ids() const;
+
+  /// Clears the KV cache of every sequence (n_past() = 0) and a recurrent model's state
+  /// (llama_memory_clear).
   void Reset();
+  /// SeqPosMax(0) + 1: where Decode appends.
   int64_t n_past() const;
   int64_t n_ctx() const;
   int64_t n_vocab() const;
