@@ -141,11 +141,17 @@ void decodePlacement(const fb::Plan &r, planner::Placement *p) {
     }
   // Plan.buffers index -> buffer type index.
   std::vector<int> bufferBuft;
-  std::set<std::string> computeBufts;
+  // (buffer type, device) of each backend's compute buffer on the backend's own device: the
+  // device's default buffer type. (The CPU backend's compute buffer is a GPU's CUDA_Host when
+  // there is one: a host buffer type, on the GPU.)
+  std::set<std::pair<std::string, int>> computeBufts;
   if (r.backends())
     for (const fb::Backend *be : *r.backends())
-      if (be->compute_buffer() >= 0)
-        computeBufts.insert(str(r.buffers()->Get(be->compute_buffer())->buft()));
+      if (be->compute_buffer() >= 0) {
+        const fb::Buffer *b = r.buffers()->Get(be->compute_buffer());
+        if (b->device() == be->device())
+          computeBufts.insert({str(b->buft()), b->device()});
+      }
   if (r.buffers())
     for (const fb::Buffer *b : *r.buffers()) {
       const std::string name = str(b->buft());
@@ -156,7 +162,7 @@ void decodePlacement(const fb::Plan &r, planner::Placement *p) {
         pb.device = b->device();
         const planner::PlacedDevice &dev = p->devices[pb.device];
         const bool split = StringRef(name).ends_with("_Split");
-        pb.is_default = !split && (computeBufts.count(name) || name == dev.name);
+        pb.is_default = !split && (computeBufts.count({name, pb.device}) || name == dev.name);
         pb.is_host = dev.type != planner::DeviceKind::kGpu || (!split && !pb.is_default);
         pb.alignment = b->alignment();
         pb.repack = str(b->repack());

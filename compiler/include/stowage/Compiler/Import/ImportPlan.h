@@ -31,11 +31,12 @@ namespace stowage::compiler {
 ///
 /// Buffer types are those of the plan's buffers (Buffer.buft, the device of the buffer): a weight
 /// or cache gets the buffer type of its buffer; a buffer type is `split` when named
-/// "<device>_Split", `default` when it holds a backend's compute buffer or is named as its device
-/// (the manifests' default buffer types, "CPU", "CUDA0"), `host` for another buffer type of a GPU
-/// (CUDA_Host), `extra` for another one of the CPU (CPU_REPACK), as getBufferTypeAttr names the
-/// planner's. A weight whose GGUF name an earlier weight of the plan already has is
-/// `duplicated` (the tied output reading token_embd.weight).
+/// "<device>_Split", `default` when it is named as its device (the manifests' default buffer
+/// types, "CPU", "CUDA0") or holds the compute buffer of a backend of its device (an accelerator
+/// whose default is "CPU"), `host` for another buffer type of a GPU (CUDA_Host, which also holds
+/// the CPU backend's compute buffer), `extra` for another one of the CPU (CPU_REPACK), as
+/// getBufferTypeAttr names the planner's. A weight whose GGUF name an earlier weight of the plan
+/// already has is `duplicated` (the tied output reading token_embd.weight).
 ///
 /// Errors (emitted at a location naming `path`, result null): the verifier's message (kDataLoss
 /// "<path>: <field>: <what>", or reading errors); a plan without the two graphs; and the
