@@ -16,20 +16,9 @@
 #include "cuda_math.h"
 #include "moe_rows.h"
 #include "ops.h"
+#include "tensor_tv.h"
 
 namespace stowage::test {
-
-/// The kernels' view of a CPU tensor view.
-inline cuda::Tv CudaTv(const cpu::TensorView& t) {
-  cuda::Tv v;
-  v.data = t.data;
-  v.type = static_cast<int>(t.type);
-  for (int i = 0; i < 4; ++i) {
-    v.ne[i] = t.ne[i];
-    v.nb[i] = static_cast<int64_t>(t.nb[i]);
-  }
-  return v;
-}
 
 /// Calls f(std::integral_constant<int, T>()) for the kernels' type `type` (kernels.cu's
 /// STOWAGE_DISPATCH_TYPE); false for a type the kernels do not take.
@@ -119,8 +108,8 @@ inline Status EmulateMulMatIdBatched(cpu::ComputeContext& ctx, const cpu::Tensor
     cpu::SetContiguousStrides(v);
     return v;
   };
-  const cuda::Tv tb = CudaTv(b), txg = CudaTv(matrix(xg_data.data(), K, n_pairs)),
-                 tout = CudaTv(matrix(out_data.data(), N, n_pairs)), td = CudaTv(d);
+  const cuda::Tv tb = cuda::ToTv(b), txg = cuda::ToTv(matrix(xg_data.data(), K, n_pairs)),
+                 tout = cuda::ToTv(matrix(out_data.data(), N, n_pairs)), td = cuda::ToTv(d);
   EmulateElements(txg, [&](int64_t l) { cuda::MoeGatherElement(tb, pairs.data(), n_used, txg, l); });
   int64_t j0 = 0;
   for (int64_t e = 0; e < n_as; ++e) {
@@ -141,7 +130,7 @@ inline Status EmulateMulMatIdBatched(cpu::ComputeContext& ctx, const cpu::Tensor
 inline Status EmulateMulMatId(cpu::ComputeContext& ctx, const cpu::TensorView& as, const cpu::TensorView& b,
                               const cpu::TensorView& ids, const cpu::TensorView& d) {
   if (ids.ne[1] > cuda::kMmvIdMaxTokens) return EmulateMulMatIdBatched(ctx, as, b, ids, d);
-  if (!EmulateMulMatVecId(CudaTv(as), CudaTv(b), CudaTv(ids), CudaTv(d)))
+  if (!EmulateMulMatVecId(cuda::ToTv(as), cuda::ToTv(b), cuda::ToTv(ids), cuda::ToTv(d)))
     return Unimplemented("MUL_MAT_ID: experts of a type the kernels do not take");
   return Status::Ok();
 }

@@ -4,9 +4,9 @@
 // device answers it) refuses, as CudaBackend::Compute does, runs the ops of the MoE graphs through
 // the emulation of their kernels (cuda_emulation.h: MUL_MAT_ID's mat-vec for the decode steps and
 // its batched path for the prompt, ARGSORT's bitonic network, SUM_ROWS, DIV, SIGMOID, CONCAT,
-// REPEAT, SWIGLU_OAI, ADD_ID) and the other ops with the CPU kernels; logits against the CPU-only plan's.
-// No GPU needed: this checks that every node these graphs place on a GPU is one the CUDA backend
-// runs, and the MoE kernels' arithmetic inside a model.
+// REPEAT, FILL, SET_ROWS, SWIGLU_OAI, ADD_ID) and the other ops with the CPU kernels; logits against the
+// CPU-only plan's. No GPU needed: this checks that every node these graphs place on a GPU is one the CUDA
+// backend runs, and the MoE kernels' arithmetic inside a model.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -112,7 +112,7 @@ class EmulatedCuda final : public exec::Backend {
     if (!device_.SupportsOp(q))
       return Unimplemented(name_ + ": the CUDA op table refuses " + op + " (node '" + c.name + "')");
     ++(*ran_)[op];
-    const cuda::Tv d = test::CudaTv(c.dst), a = test::CudaTv(c.src[0]), b = test::CudaTv(c.src[1]);
+    const cuda::Tv d = cuda::ToTv(c.dst), a = cuda::ToTv(c.src[0]), b = cuda::ToTv(c.src[1]);
     switch (c.op) {
       case GgmlOp::MUL_MAT_ID:
         if (c.src[2].ne[1] <= cuda::kMmvIdMaxTokens) ++(*ran_)["MUL_MAT_ID mat-vec"];
@@ -140,13 +140,24 @@ class EmulatedCuda final : public exec::Backend {
       case GgmlOp::REPEAT:
         test::EmulateElements(d, [&](int64_t l) { cuda::RepeatElement(a, d, l); });
         return Status::Ok();
+      case GgmlOp::FILL: {
+        STOWAGE_ASSIGN_OR_RETURN(const FillParams p, DecodeFill(c.params()));
+        test::EmulateElements(d,
+                              [&](int64_t l) { cuda::UnaryElement(cuda::Unary::kFill, a, d, p.c, 0.f, l); });
+        return Status::Ok();
+      }
+      case GgmlOp::SET_ROWS: {
+        const bool i64 = c.src[1].type == GgmlType::I64;
+        test::EmulateElements(a, [&](int64_t l) { (void)cuda::SetRowsElement(a, b, i64, d, l); });
+        return Status::Ok();
+      }
       case GgmlOp::SWIGLU_OAI: {
         STOWAGE_ASSIGN_OR_RETURN(const SwiGluOaiParams p, DecodeSwiGluOai(c.params()));
         test::EmulateElements(d, [&](int64_t l) { cuda::SwiGluOaiElement(a, b, d, p.alpha, p.limit, l); });
         return Status::Ok();
       }
       case GgmlOp::ADD_ID: {
-        const cuda::Tv ids = test::CudaTv(c.src[2]);
+        const cuda::Tv ids = cuda::ToTv(c.src[2]);
         test::EmulateElements(d, [&](int64_t l) { cuda::AddIdElement(a, b, ids, d, l); });
         return Status::Ok();
       }
@@ -226,6 +237,7 @@ struct Arch {
   const char* arch;
   GgmlType type;
   bool mla_legacy = false;  ///< deepseek2's older form (attn_kv_b: MHA over a K / V cache)
+  uint32_t n_expert_groups = 0, n_group_used = 0;  ///< deepseek2's group-limited routing
 };
 
 class CudaEmulationModel : public ::testing::TestWithParam<Arch> {};
@@ -237,9 +249,15 @@ TEST_P(CudaEmulationModel, EveryGpuNodeRunsAndLogitsMatchTheCpu) {
   spec.n_vocab = 64;
   spec.weight_type = p.type;
   spec.mla_legacy = p.mla_legacy;
+  if (p.n_expert_groups > 0) {
+    spec.n_expert = 8;
+    spec.n_expert_used = 2;
+    spec.n_expert_groups = p.n_expert_groups;
+    spec.n_group_used = p.n_group_used;
+  }
   spec.seed = 11;
   const std::string model = ::testing::TempDir() + "/cuda_emulation_" + p.arch + "_" + GgmlTypeName(p.type) +
-                            (p.mla_legacy ? "_legacy" : "") + ".gguf";
+                            (p.mla_legacy ? "_legacy" : "") + (p.n_expert_groups ? "_groups" : "") + ".gguf";
   ASSERT_TRUE(synth::WriteModel(spec, model).ok());
   for (bool fa : {false, true}) {
     SCOPED_TRACE(fa ? "flash attention" : "soft_max attention");
@@ -257,8 +275,10 @@ TEST_P(CudaEmulationModel, EveryGpuNodeRunsAndLogitsMatchTheCpu) {
     // activations to Q8_0, the GPU's mat-vec keeps them F32.
     EXPECT_LE(diff, p.type == GgmlType::F32 ? 1e-3f : 5e-2f);
     std::printf("[ %s%s %s%s ] CUDA stand-in vs CPU max |logit diff| = %.2e over %zu logits\n", p.arch,
-                p.mla_legacy ? " (older form)" : "", GgmlTypeName(p.type), fa ? " -fa" : "", double(diff),
-                gpu.size());
+                p.mla_legacy        ? " (older form)"
+                : p.n_expert_groups ? " (expert groups)"
+                                    : "",
+                GgmlTypeName(p.type), fa ? " -fa" : "", double(diff), gpu.size());
     std::string seen;
     for (const auto& [op, n] : ran) seen += op + " " + std::to_string(n) + ", ";
     for (const char* op : {"MUL_MAT_ID", "MUL_MAT_ID mat-vec", "ARGSORT", "MUL_MAT", "RMS_NORM"})
@@ -271,6 +291,10 @@ TEST_P(CudaEmulationModel, EveryGpuNodeRunsAndLogitsMatchTheCpu) {
     if (a == "glm4moe" || a == "deepseek2") EXPECT_GT(ran["SIGMOID"], 0) << seen;
     if (a == "deepseek2") EXPECT_GT(ran["CONCAT"], 0) << seen;
     if (p.mla_legacy) EXPECT_GT(ran["REPEAT"], 0) << seen;
+    if (p.n_expert_groups > 0) {
+      EXPECT_GT(ran["FILL"], 0) << seen;
+      EXPECT_GT(ran["SET_ROWS"], 0) << seen;
+    }
     if (a == "gpt-oss") {
       EXPECT_GT(ran["SWIGLU_OAI"], 0) << seen;
       EXPECT_GT(ran["ADD_ID"], 0) << seen;
@@ -285,7 +309,8 @@ INSTANTIATE_TEST_SUITE_P(Moe, CudaEmulationModel,
                                            Arch{"deepseek2", GgmlType::F32, true}),
                          [](const ::testing::TestParamInfo<Arch>& i) {
                            std::string n = std::string(i.param.arch) + "_" + GgmlTypeName(i.param.type) +
-                                           (i.param.mla_legacy ? "_legacy" : "");
+                                           (i.param.mla_legacy ? "_legacy" : "") +
+                                           (i.param.n_expert_groups ? "_groups" : "");
                            for (char& ch : n)
                              if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;

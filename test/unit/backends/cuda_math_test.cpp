@@ -134,7 +134,7 @@ Host RandomBlocks(GgmlType type, std::array<int64_t, 4> ne, uint32_t seed) {
   return h;
 }
 
-Tv ToTv(const cpu::TensorView& t) { return test::CudaTv(t); }
+using cuda::ToTv;
 
 // Byte-for-byte comparison of two F32 tensors' elements (NaNs equal when their bits are).
 void ExpectSameF32(const cpu::TensorView& a, const cpu::TensorView& b, const char* what) {

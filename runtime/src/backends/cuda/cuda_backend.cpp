@@ -19,10 +19,12 @@
 #include "moe_rows.h"
 #include "ops.h"
 #include "split_views.h"
+#include "tensor_tv.h"
 
 namespace stowage::exec {
 namespace {
 
+using cuda::ToTv;
 using cuda::Tv;
 
 std::string Shape(const TensorView& t) {
@@ -107,17 +109,6 @@ cudaError_t Memcpy2DPeerAsync(void* dst, int dst_dev, size_t dpitch, const void*
   p.srcPtr = make_cudaPitchedPtr(const_cast<void*>(src), spitch, width, height);
   p.extent = make_cudaExtent(width, height, 1);
   return cudaMemcpy3DPeerAsync(&p, stream);
-}
-
-Tv ToTv(const TensorView& t) {
-  Tv v;
-  v.data = t.data;
-  v.type = static_cast<int>(t.type);
-  for (int i = 0; i < 4; ++i) {
-    v.ne[i] = t.ne[i];
-    v.nb[i] = static_cast<int64_t>(t.nb[i]);
-  }
-  return v;
 }
 
 /// Per-device execution state: stream, cuBLAS handle, growable scratch (stream-ordered reuse).
