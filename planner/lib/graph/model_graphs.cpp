@@ -520,8 +520,11 @@ Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig*
   // llama_init_from_model (Feb 2025): flash attention needs equal K and V head sizes ("forcing
   // off", a warning; BuildModelGraphs records it in ModelGraphs::flash_attn_forced_off); a
   // quantized V cache needs flash attention.
-  // MLA's K and V rows differ by the rope part; llama.cpp 2026 keeps flash attention for them.
-  if (cfg->flash_attn && hp.n_embd_head_k != hp.n_embd_head_v && !hp.is_mla()) cfg->flash_attn = false;
+  // deepseek2's K and V heads differ (MLA: by the rope part; the older form: qk_nope + qk_rope
+  // against v_head_dim); llama.cpp 2026 keeps flash attention for them (its kernels take K and V
+  // heads of different widths).
+  if (cfg->flash_attn && hp.n_embd_head_k != hp.n_embd_head_v && hp.arch != "deepseek2")
+    cfg->flash_attn = false;
   if (!hp.recurrent() && !cfg->flash_attn && GetTypeTraits(cfg->type_v).block_size > 1)
     return InvalidArgument(std::string("V cache quantization requires flash_attn (llama.cpp); -ctv ") +
                            GgmlTypeName(cfg->type_v) + " needs -fa on (or use f16, bf16 or f32)");

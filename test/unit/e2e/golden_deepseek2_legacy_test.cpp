@@ -3,7 +3,8 @@
 // as MHA (llama_model_deepseek2::graph without is_mla): the tiny model of the absorbed-MLA goldens
 // (3 layers, the first dense, q LoRA 32, kv LoRA 32, heads of 16 + an 8-wide rope part, 8 sigmoid-routed
 // experts of which 2 are used, YaRN factor 4 over 16 with yarn_log_multiplier 0.1, seed 3) in the older
-// form with V heads of 16, decoded in F32 and Q8_0 within golden_arch_test's tolerances, greedy tokens
+// form with V heads of 16, decoded in F32 and Q8_0 (with and without flash attention, which llama.cpp
+// keeps for K heads of 24 and V heads of 16) within golden_arch_test's tolerances, greedy tokens
 // equal, prompt at once as token by token; and the rope offset shown to matter: the same plan with
 // its query ROPEs' n_offs dropped (the heads' first 8 dims roped instead of their last 8) misses the
 // golden by more than twice the F32 tolerance.
