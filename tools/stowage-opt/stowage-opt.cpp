@@ -105,8 +105,9 @@ static cl::opt<unsigned> ggufNBatch("gguf-n-batch", cl::desc("--import-gguf: log
                                     cl::init(2048));
 
 /// Prints the import's diagnostics, one line each ("stowage-opt: error: <file>: ..."); a node's
-/// name is in the message or its NameLoc, whose file (the GGUF or plan file) comes first
-/// ("<file>: node '<name>': ..."). Warnings (unused tensors) are printed too.
+/// name is in the message or its NameLoc (the importer's node NameLoc around its graph's), after
+/// the file (the GGUF or plan file) and the graph, as the runtime names a plan's nodes
+/// ("<file>: graph pp node '<name>': ..."). Warnings (unused tensors) are printed too.
 static void printImportDiagnostics(mlir::MLIRContext &context) {
   context.getDiagEngine().registerHandler([](mlir::Diagnostic &diag) {
     const char *severity = diag.getSeverity() == mlir::DiagnosticSeverity::Error     ? "error"
@@ -115,9 +116,17 @@ static void printImportDiagnostics(mlir::MLIRContext &context) {
     llvm::errs() << "stowage-opt: " << severity << ": ";
     const std::string message = diag.str();
     if (auto name = llvm::dyn_cast<mlir::NameLoc>(diag.getLocation())) {
-      if (auto file = llvm::dyn_cast<mlir::FileLineColLoc>(name.getChildLoc());
+      mlir::Location inner = name.getChildLoc();
+      llvm::StringRef graph;
+      if (auto g = llvm::dyn_cast<mlir::NameLoc>(inner)) {
+        graph = g.getName().getValue();
+        inner = g.getChildLoc();
+      }
+      if (auto file = llvm::dyn_cast<mlir::FileLineColLoc>(inner);
           file && !file.getFilename().empty())
         llvm::errs() << file.getFilename().getValue() << ": ";
+      if (!graph.empty())
+        llvm::errs() << "graph " << graph << " ";
       if (!llvm::StringRef(message).starts_with("node '"))
         llvm::errs() << "node '" << name.getName().getValue() << "': ";
     }

@@ -98,8 +98,10 @@ private:
     return d;
   }
   FailureOr<ggml::TensorType> tensorType(const planner::Tensor &t, Location loc);
+  /// A node's location: its name inside its graph's ("pp", "tg"), inside `loc_`.
   Location nodeLoc(const planner::Tensor &t) {
-    return NameLoc::get(StringAttr::get(ctx(), t.name), loc_);
+    return NameLoc::get(StringAttr::get(ctx(), t.name),
+                        NameLoc::get(StringAttr::get(ctx(), g_.name), loc_));
   }
   LogicalResult importLeaf(int id);
   /// Imports graph node `id` as one op (its sources, then the op of its kind).

@@ -42,7 +42,8 @@
 namespace stowage::compiler {
 
 /// Imports `graphs` into a new module (see the file comment). `loc` is used for diagnostics;
-/// each op gets a NameLoc with its node name inside it. Loads the ggml, place and func dialects
+/// each op gets a NameLoc with its node name around a NameLoc with its graph's name ("pp", "tg")
+/// around `loc`. Loads the ggml, place and func dialects
 /// into `context`.
 ///
 /// With `placement` (the result of planner::PlaceModel on `graphs`), the module also records the
