@@ -42,6 +42,8 @@ const char* FparamNames(GgmlOp op) {
       return "{alpha, limit}";
     case GgmlOp::FILL:
       return "{c}";
+    case GgmlOp::CLAMP:
+      return "{min, max}";
     default:
       return "";
   }
@@ -96,6 +98,8 @@ Status CheckParams(GgmlOp op, const OpParamsRef& p) {
       return DecodeSwiGluOai(p).status();
     case GgmlOp::FILL:
       return DecodeFill(p).status();
+    case GgmlOp::CLAMP:
+      return DecodeClamp(p).status();
     default:
       return CheckParamCounts(op, p);
   }
@@ -119,6 +123,7 @@ EncodedOpParams Encode(const ConcatParams& p) { return {{p.dim}, {}}; }
 EncodedOpParams Encode(const PermuteParams& p) { return {{p.axis[0], p.axis[1], p.axis[2], p.axis[3]}, {}}; }
 EncodedOpParams Encode(const SwiGluOaiParams& p) { return {{}, {p.alpha, p.limit}}; }
 EncodedOpParams Encode(const FillParams& p) { return {{}, {p.c}}; }
+EncodedOpParams Encode(const ClampParams& p) { return {{}, {p.min, p.max}}; }
 
 Result<RopeParams> DecodeRope(const OpParamsRef& p) {
   STOWAGE_RETURN_IF_ERROR(CheckParamCounts(GgmlOp::ROPE, p));
@@ -229,6 +234,11 @@ Status CheckRopeDims(const RopeParams& p, int64_t ne0) {
 Result<FillParams> DecodeFill(const OpParamsRef& p) {
   STOWAGE_RETURN_IF_ERROR(CheckParamCounts(GgmlOp::FILL, p));
   return FillParams{p.fparams[0]};
+}
+
+Result<ClampParams> DecodeClamp(const OpParamsRef& p) {
+  STOWAGE_RETURN_IF_ERROR(CheckParamCounts(GgmlOp::CLAMP, p));
+  return ClampParams{p.fparams[0], p.fparams[1]};
 }
 
 }  // namespace stowage

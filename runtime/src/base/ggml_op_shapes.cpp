@@ -323,6 +323,7 @@ ShapeRuleKind GetShapeRuleKind(GgmlOp op) {
     case GgmlOp::SWIGLU_OAI:
     case GgmlOp::ADD_ID:
     case GgmlOp::FILL:
+    case GgmlOp::CLAMP:
       return ShapeRuleKind::kInferred;
     default:
       return ShapeRuleKind::kNone;
@@ -406,7 +407,7 @@ Result<Ne4> InferShape(GgmlOp op, const SrcShapes& srcs, const OpParamsRef& para
     case GgmlOp::SSM_SCAN:
       return SsmScan(r);
     default:  // element-wise: ggml_unary_impl, ggml_scale_impl, ggml_norm_impl, ggml_argsort, ggml_dup,
-              // ggml_fill
+              // ggml_fill, ggml_clamp
       return r.Src(0);
   }
 }

@@ -84,7 +84,7 @@ constexpr Entry kEntries[] = {
     {GgmlOp::DIAG_MASK_INF, Inplace(Unmodeled(1, 1))},
     {GgmlOp::SOFT_MAX, Inplace(Srcs(1, 3, 0, 2))},                  // mask, sinks (ggml_soft_max_add_sinks)
     {GgmlOp::ROPE, OptionalIparams(Inplace(Srcs(2, 3, 3, 6)), 1)},  // freq factors; n_offs
-    {GgmlOp::CLAMP, Unmodeled(1, 1)},
+    {GgmlOp::CLAMP, Srcs(1, 1, 0, 2)},                              // {min, max}; not in ggml_op_can_inplace
     {GgmlOp::IM2COL, Unmodeled(2, 2)},
     {GgmlOp::CONV_TRANSPOSE_1D, Unmodeled(2, 2)},
     {GgmlOp::POOL_2D, Unmodeled(1, 1)},

@@ -119,6 +119,7 @@ TEST(OpParams, EncodingsMatchTraits) {
   counts(GgmlOp::PERMUTE, Encode(PermuteParams{}));
   counts(GgmlOp::SWIGLU_OAI, Encode(SwiGluOaiParams{}));
   counts(GgmlOp::FILL, Encode(FillParams{}));
+  counts(GgmlOp::CLAMP, Encode(ClampParams{}));
 }
 
 TEST(OpParams, WrongCountsAreRefusedInOneLine) {
@@ -228,6 +229,21 @@ TEST(OpParams, Fill) {
   EXPECT_EQ(GetOpTraits(GgmlOp::FILL).max_srcs, 1);
 }
 
+// ggml_clamp's bounds (op_params f32 slots 0 and 1); build_moe_ffn's [2^-14, INFINITY].
+TEST(OpParams, Clamp) {
+  const EncodedOpParams e = Encode(ClampParams{6.103515625e-5f, INFINITY});
+  EXPECT_TRUE(e.iparams.empty());
+  ASSERT_EQ(e.fparams.size(), 2u);
+  auto d = DecodeClamp(Ref(e));
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->min, 0x1p-14f);
+  EXPECT_EQ(d->max, INFINITY);
+  EXPECT_EQ(CheckParams(GgmlOp::CLAMP, OpParamsRef({}, {1.f})).message(),
+            "CLAMP: expected 2 float parameters {min, max}, found 0 integer and 1 float");
+  EXPECT_EQ(GetOpTraits(GgmlOp::CLAMP).min_srcs, 1);
+  EXPECT_EQ(GetOpTraits(GgmlOp::CLAMP).max_srcs, 1);
+}
+
 TEST(OpTraits, ViewsAndInPlaceAsGgml) {
   // ggml_is_view_op
   for (int i = 0; i < static_cast<int>(GgmlOp::kCount); ++i) {
@@ -250,7 +266,7 @@ TEST(OpTraits, ViewsAndInPlaceAsGgml) {
         GgmlOp::FILL})
     EXPECT_TRUE(GetOpTraits(op).can_inplace) << GgmlOpName(op);
   for (GgmlOp op : {GgmlOp::NORM, GgmlOp::SWIGLU, GgmlOp::GEGLU, GgmlOp::CPY, GgmlOp::CONT, GgmlOp::MUL_MAT,
-                    GgmlOp::GET_ROWS, GgmlOp::VIEW, GgmlOp::FLASH_ATTN_EXT})
+                    GgmlOp::GET_ROWS, GgmlOp::VIEW, GgmlOp::FLASH_ATTN_EXT, GgmlOp::CLAMP})
     EXPECT_FALSE(GetOpTraits(op).can_inplace) << GgmlOpName(op);
   // ggml_cpy(a, b) is a view of b; a one-source CPY (ggml_cast) owns its memory.
   EXPECT_EQ(AliasedSource(GgmlOp::CPY, 2), 1);

@@ -101,6 +101,14 @@ TEST(OpShapes, Fill) {
   EXPECT_EQ(Refusal(GgmlOp::FILL, {}, Ref(f)), "FILL: source 0 is missing");
 }
 
+// ggml_clamp: a's shape (build_moe_ffn's weight sum [1, n_tokens]).
+TEST(OpShapes, Clamp) {
+  const EncodedOpParams c = Encode(ClampParams{0x1p-14f, INFINITY});
+  EXPECT_EQ(GetShapeRuleKind(GgmlOp::CLAMP), ShapeRuleKind::kInferred);
+  EXPECT_EQ(Infer(GgmlOp::CLAMP, {Ne4{1, 7, 1, 1}}, Ref(c)), (Ne4{1, 7, 1, 1}));
+  EXPECT_EQ(Refusal(GgmlOp::CLAMP, {}, Ref(c)), "CLAMP: source 0 is missing");
+}
+
 // gpt-oss's ops: the biased experts (ggml_add_id), the clamped SwiGLU and the attention sinks.
 TEST(OpShapes, AddIdSwiGluOaiAndSinks) {
   // a [n_ff, n_used, n_tokens], b [n_ff, n_expert] (one bias row per expert), ids [n_used, n_tokens]

@@ -131,6 +131,14 @@ struct FillParams {
   float c = 0.f;
 };
 
+/// ggml_clamp's bounds: result = max(min(x, max), min) per element (ggml-cpu's MAX(MIN(x, max), min):
+/// NaN becomes max). llama.cpp 2026 build_moe_ffn clamps the chosen experts' weight sum to
+/// [6.103515625e-5 (2^-14), INFINITY] before dividing by it.
+struct ClampParams {
+  float min = 0.f;
+  float max = 0.f;
+};
+
 /// The stored form of each op's parameters (layouts above).
 EncodedOpParams Encode(const RopeParams& p);
 EncodedOpParams Encode(const SoftMaxParams& p);
@@ -143,6 +151,7 @@ EncodedOpParams Encode(const ConcatParams& p);
 EncodedOpParams Encode(const PermuteParams& p);
 EncodedOpParams Encode(const SwiGluOaiParams& p);
 EncodedOpParams Encode(const FillParams& p);
+EncodedOpParams Encode(const ClampParams& p);
 
 /// Checks that `p` has exactly the parameter counts of `op` (GgmlOpTraits; up to n_iparams_opt
 /// more integers where the op has optional trailing ones); ops whose parameters are not modeled
@@ -179,6 +188,8 @@ Result<PermuteParams> DecodePermute(const OpParamsRef& p);
 Result<SwiGluOaiParams> DecodeSwiGluOai(const OpParamsRef& p);
 /// Any c, infinities included (NaN too: ggml stores what it is given).
 Result<FillParams> DecodeFill(const OpParamsRef& p);
+/// Any bounds, infinities included (ggml_clamp stores what it is given; min > max gives min).
+Result<ClampParams> DecodeClamp(const OpParamsRef& p);
 
 /// ggml's rule for the rotated dims of rows of `ne0` elements: n_dims even and in (0, ne0], and
 /// n_offs + n_dims <= ne0 (ggml-cpu ops.cpp rope: GGML_ASSERT(n_dims <= ne0), GGML_ASSERT(n_dims % 2
