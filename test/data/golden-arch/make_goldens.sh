@@ -32,7 +32,10 @@ PROMPT="Once upon a time, there was a little girl named Lily. She loved to play 
 # deepseek2: 3 layers (the first dense), heads of 24 (16 nope + 8 rope, v 24), q LoRA 32, kv LoRA
 # 32, 8 experts of which 2 used with sigmoid routing, the expert-score bias, weights normalized and
 # scaled by 2.5, one shared expert (gguf-synth's defaults), YaRN factor 4 over 16 with
-# yarn_log_multiplier 0.1 (deepseek2's kq_scale mscale).
+# yarn_log_multiplier 0.1 (deepseek2's kq_scale mscale). deepseek2-groups: the same with 16 experts in
+# 4 groups of which 2 are used (DeepSeek-V3's group-limited top-k), 3 experts used; seed 7, as with
+# other seeds group sums so close that other groups are picked token by token than for the whole
+# prompt are common (llama.cpp --n-ubatch 1, F32: 0.3-0.8 apart with seeds 3-6, 0.004 with seed 7).
 # glm4moe: 3 trunk blocks (block 0 dense, 1-2 with 8 sigmoid-routed experts, 2 used, the selection
 # bias, weights normalized and scaled by 2.5, one shared expert), heads of 32 with q/k norms and q/k/v
 # biases roped over their first 16 dimensions, plus one NextN block that both skip; seed 2 for the
@@ -74,6 +77,8 @@ declare -A ARGS=(
   [qwen3moe-q8_0]="--arch qwen3moe --type q8_0 --head-dim 32 --n-expert 8 --n-expert-used 2 --seed 5"
   [deepseek2-f32]="--arch deepseek2 --type f32 --n-layer 3 --n-expert 8 --n-expert-used 2 --head-dim 24 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-log-mul 0.1 --seed 3"
   [deepseek2-q8_0]="--arch deepseek2 --type q8_0 --n-layer 3 --n-expert 8 --n-expert-used 2 --head-dim 24 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-log-mul 0.1 --seed 3"
+  [deepseek2-groups-f32]="--arch deepseek2 --type f32 --n-layer 3 --n-expert 16 --n-expert-used 3 --n-expert-groups 4 --n-group-used 2 --head-dim 24 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-log-mul 0.1 --seed 7"
+  [deepseek2-groups-q8_0]="--arch deepseek2 --type q8_0 --n-layer 3 --n-expert 16 --n-expert-used 3 --n-expert-groups 4 --n-group-used 2 --head-dim 24 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-log-mul 0.1 --seed 7"
   [glm4moe-f32]="--arch glm4moe --type f32 --n-layer 3 --head-dim 32 --n-expert 8 --n-expert-used 2 --qk-norm --seed 2"
   [gpt-oss-f32]="--arch gpt-oss --type f32 --sliding-window 8 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16"
   [gpt-oss-q8_0]="--arch gpt-oss --type q8_0 --sliding-window 8 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16"
@@ -86,6 +91,7 @@ NAMES=("$@")
                             llama-yarn-f32 llama-ropefreqs-f32 mistral3-f32 mistral3-q8_0
                             gemma2-f32 gemma2-q8_0 gemma3-f32 gemma3-q8_0 smollm3-f32 smollm3-q8_0
                             granite-f32 granite-q8_0 qwen3moe-f32 qwen3moe-q8_0 glm4moe-f32 glm4moe-q8_0 deepseek2-f32 deepseek2-q8_0
+                            deepseek2-groups-f32 deepseek2-groups-q8_0
                             gpt-oss-f32 gpt-oss-q8_0)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
