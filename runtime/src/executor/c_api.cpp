@@ -20,6 +20,13 @@ namespace {
 stowage_status ToC(const stowage::Status& s) {
   return static_cast<stowage_status>(static_cast<int>(s.code()));
 }
+// A failed decode: its message kept as the session's last error, no logits kept.
+stowage_status DecodeFailed(stowage_session* s, const stowage::Status& st) {
+  s->last_error = st.message();
+  s->n_rows = 0;
+  s->row_of.clear();
+  return ToC(st);
+}
 }  // namespace
 
 extern "C" {
@@ -56,12 +63,7 @@ stowage_status stowage_session_create(const char* plan_path, const char* model_p
 
 stowage_status stowage_decode(stowage_session* s, const int32_t* tokens, size_t n_tokens, int all_logits) {
   if (s == nullptr) return STOWAGE_INVALID_ARGUMENT;  // no session to hold a message
-  auto fail = [&](const stowage::Status& st) {
-    s->last_error = st.message();
-    s->n_rows = 0;
-    s->row_of.clear();
-    return ToC(st);
-  };
+  auto fail = [s](const stowage::Status& st) { return DecodeFailed(s, st); };
   if (tokens == nullptr && n_tokens > 0)
     return fail(stowage::InvalidArgument("stowage_decode: tokens is NULL"));
   // Checked before the tokens are copied: a huge n_tokens (an underflowed count) must neither
@@ -90,12 +92,7 @@ stowage_status stowage_decode(stowage_session* s, const int32_t* tokens, size_t 
 
 stowage_status stowage_decode_batch(stowage_session* s, const stowage_batch* batch) {
   if (s == nullptr) return STOWAGE_INVALID_ARGUMENT;  // no session to hold a message
-  auto fail = [&](const stowage::Status& st) {
-    s->last_error = st.message();
-    s->n_rows = 0;
-    s->row_of.clear();
-    return ToC(st);
-  };
+  auto fail = [s](const stowage::Status& st) { return DecodeFailed(s, st); };
   if (batch == nullptr || batch->token == nullptr)
     return fail(stowage::InvalidArgument("stowage_decode_batch: batch or batch->token is NULL"));
   if (batch->n_tokens <= 0)
