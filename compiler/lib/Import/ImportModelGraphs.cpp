@@ -81,7 +81,8 @@ public:
 
 private:
   MLIRContext *ctx() { return b_.getContext(); }
-  /// The dialect's form of a planner dimension; @tg binds n_tokens = n_outputs = 1.
+  /// The dialect's form of a planner dimension; @tg binds n_tokens = 1 and n_outputs = 1 where
+  /// its bound is 1 (several sequences, -np N: N tokens and outputs, kept symbolic).
   Dim dim(const DimExpr &e) const {
     Dim d;
     d.c = e.c;
@@ -89,12 +90,14 @@ private:
     d.k[static_cast<unsigned>(Sym::kv_head)] = e.kv_head;
     d.k[static_cast<unsigned>(Sym::n_kv_swa)] = e.kv_swa;
     d.k[static_cast<unsigned>(Sym::kv_head_swa)] = e.kv_head_swa;
-    if (tg_) {
-      d.c += e.tokens + e.outputs;
-    } else {
+    if (tg_ && g_.max_tokens == 1)
+      d.c += e.tokens;
+    else
       d.k[static_cast<unsigned>(Sym::n_tokens)] = e.tokens;
+    if (tg_ && g_.max_outputs == 1)
+      d.c += e.outputs;
+    else
       d.k[static_cast<unsigned>(Sym::n_outputs)] = e.outputs;
-    }
     return d;
   }
   FailureOr<ggml::TensorType> tensorType(const planner::Tensor &t, Location loc);
@@ -136,7 +139,7 @@ private:
 
   const planner::ModelGraphs &m_;
   const planner::Graph &g_;
-  bool tg_; ///< the tg graph: n_tokens = n_outputs = 1
+  bool tg_; ///< the tg graph: n_tokens = n_outputs = 1 where its bounds are 1
   const planner::Placement *place_;
   OpBuilder &b_;
   Location loc_;

@@ -11,7 +11,8 @@
 //
 // The functions carry the planner's graph names (planner/graph.h), llama.cpp's: @pp, prompt
 // processing, keeps n_tokens and n_outputs symbolic (any ubatch up to n_ubatch; the bound is the
-// function's ggml.n_tokens attribute); @tg, token generation, binds n_tokens = n_outputs = 1. n_kv
+// function's ggml.n_tokens attribute); @tg, token generation, binds n_tokens = n_outputs = 1 (with
+// several sequences, -np N, its N tokens and outputs stay symbolic, bounded as @pp's). n_kv
 // and kv_head stay symbolic in both. Each graph node becomes one op, in ggml's graph order, with
 // llama.cpp's node name in its `name` attribute; weights are ggml.weight leaves naming their GGUF
 // tensor, graph inputs ggml.input, KV cache tensors ggml.kv_cache. The functions return the graph

@@ -26,8 +26,8 @@ namespace stowage::compiler {
 /// every check: a plan the runtime refuses is refused here with the same one-line message) and
 /// imports its graphs (see the file comment). The module records `ggml.arch`
 /// (Plan.model.architecture), `ggml.n_layer`, `ggml.n_ctx` and `ggml.n_ubatch` (Plan.context) and
-/// `place.devices` (Plan.devices); graph 0 is @pp and graph 1 is @tg (n_tokens = n_outputs = 1),
-/// as the runtime runs them.
+/// `place.devices` (Plan.devices); graph 0 is @pp and graph 1 is @tg (n_tokens = n_outputs = 1, or
+/// up to n_seq_max with several sequences), as the runtime runs them.
 ///
 /// Buffer types are those of the plan's buffers (Buffer.buft, the device of the buffer): a weight
 /// or cache gets the buffer type of its buffer; a buffer type is `split` when named
