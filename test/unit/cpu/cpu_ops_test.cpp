@@ -383,6 +383,39 @@ TEST(CpuUnary, Fill) {
   EXPECT_FALSE(cpu::Fill(ctx, h.v, h.v, 1.f).ok());
 }
 
+// ggml-cpu's MAX(MIN(x, max), min) element by element: NaN becomes max (both comparisons false),
+// min > max gives min; build_moe_ffn's bounds [2^-14, INFINITY] lift a zero or tiny weight sum.
+TEST(CpuUnary, Clamp) {
+  const float lo = 0x1p-14f;
+  const float in[] = {0.f, -0.f, 1e-30f, lo, 0x1.fffffep-15f, 0.75f, -2.f, INFINITY, -INFINITY, NAN, 3e38f};
+  const float want_moe[] = {lo, lo, lo, lo, lo, 0.75f, lo, INFINITY, lo, INFINITY, 3e38f};
+  const float want_pm1[] = {0.f, -0.f, 1e-30f, lo, 0x1.fffffep-15f, 0.75f, -1.f, 1.f, -1.f, 1.f, 1.f};
+  constexpr int64_t n = sizeof(in) / sizeof(in[0]);
+  Tensor x(GgmlType::F32, n, 1, 1), y(GgmlType::F32, n, 1, 1);
+  std::memcpy(x.f32(), in, sizeof(in));
+  ComputeContext ctx = Ctx();
+  for (bool numerics : {false, true}) {
+    ctx.llamacpp_numerics = numerics;
+    ASSERT_TRUE(cpu::Clamp(ctx, x.v, y.v, lo, INFINITY).ok());
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(y.f32()[i], want_moe[i]) << "x = " << in[i];
+    ASSERT_TRUE(cpu::Clamp(ctx, x.v, y.v, -1.f, 1.f).ok());
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_EQ(y.f32()[i], want_pm1[i]) << "x = " << in[i];
+      EXPECT_EQ(std::signbit(y.f32()[i]), std::signbit(want_pm1[i])) << "x = " << in[i];
+    }
+    ASSERT_TRUE(cpu::Clamp(ctx, x.v, y.v, 1.f, -1.f).ok());  // min > max
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(y.f32()[i], 1.f) << "x = " << in[i];
+  }
+  // many rows, in parallel: each element as the scalar rule
+  Tensor a(GgmlType::F32, 37, 9, 3), b(GgmlType::F32, 37, 9, 3);
+  Fill(a, 5, -2, 2);
+  ASSERT_TRUE(cpu::Clamp(ctx, a.v, b.v, -0.5f, 0.25f).ok());
+  for (int64_t i = 0; i < a.v.nelements(); ++i)
+    EXPECT_EQ(b.f32()[i], std::min(std::max(a.f32()[i], -0.5f), 0.25f)) << i;
+  Tensor h(GgmlType::F16, 5, 3, 7);
+  EXPECT_FALSE(cpu::Clamp(ctx, h.v, h.v, 0.f, 1.f).ok());
+}
+
 TEST(CpuUnary, Tanh) {
   Tensor x(GgmlType::F32, 37, 4, 2), y(GgmlType::F32, 37, 4, 2);
   Fill(x, 13, -12, 12);

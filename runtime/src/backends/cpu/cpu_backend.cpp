@@ -58,6 +58,10 @@ class CpuBackend final : public Backend {
         STOWAGE_ASSIGN_OR_RETURN(const ScaleParams p, DecodeScale(params));
         return cpu::Scale(ctx_, c.src[0], dst, p.s, p.b);
       }
+      case GgmlOp::CLAMP: {
+        STOWAGE_ASSIGN_OR_RETURN(const ClampParams p, DecodeClamp(params));
+        return cpu::Clamp(ctx_, c.src[0], dst, p.min, p.max);
+      }
       case GgmlOp::FILL: {
         STOWAGE_ASSIGN_OR_RETURN(const FillParams p, DecodeFill(params));
         return cpu::Fill(ctx_, c.src[0], dst, p.c);

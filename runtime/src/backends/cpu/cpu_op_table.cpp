@@ -15,8 +15,8 @@ std::vector<OpRule> CpuOpRules(const std::vector<GgmlType>& weight_types) {
   std::vector<OpRule> rules = {
       AcceptRule({O::GET_ROWS}, {OfTypes(weight_types), OfTypes({T::I32})}, {T::F32}, 0, kOps),
       AcceptRule({O::MUL_MAT}, {OfTypes(weight_types), f32}, {T::F32}, 0, kOps),
-      AcceptRule({O::RMS_NORM, O::NORM, O::SCALE, O::SILU, O::GELU, O::TANH, O::FILL}, {f32}, {T::F32}, 0,
-                 kOps),
+      AcceptRule({O::RMS_NORM, O::NORM, O::SCALE, O::SILU, O::GELU, O::TANH, O::FILL, O::CLAMP}, {f32},
+                 {T::F32}, 0, kOps),
       AcceptRule({O::ADD, O::MUL}, {f32, OfTypes({T::F32, T::F16})}, {T::F32}, 0, kOps),
       AcceptRule({O::SWIGLU, O::GEGLU}, {f32, f32_opt}, {T::F32}, 0, kOps),
       AcceptRule({O::ROPE}, {f32, OfTypes({T::I32}), f32_opt}, {T::F32}, 0, kOps),

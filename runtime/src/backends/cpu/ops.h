@@ -149,6 +149,10 @@ Status Scale(ComputeContext& ctx, const TensorView& src, TensorView& dst, float 
 /// in-place form). F32 src and dst of equal shape. Differs from ggml-cpu: F16 is not supported (the
 /// graphs fill F32 selection probabilities only).
 Status Fill(ComputeContext& ctx, const TensorView& src, TensorView& dst, float c);
+/// CLAMP (ggml_clamp): dst = max(min(x, max), min) with ggml-cpu's comparisons (MAX(MIN(x, max), min):
+/// NaN becomes max; min > max gives min), bit for bit in both modes. F32 src and dst of equal shape.
+/// Differs from ggml-cpu: F16 is not supported (the graphs clamp F32 weight sums only).
+Status Clamp(ComputeContext& ctx, const TensorView& src, TensorView& dst, float min, float max);
 
 /// SILU: x / (1 + exp(-x)). GELU: ggml's tanh approximation 0.5x(1 + tanh(sqrt(2/pi) x (1 +
 /// 0.044715 x^2))) evaluated like GGML_GELU_FP16 (input and result rounded through fp16; x <= -10

@@ -209,6 +209,13 @@ Status Fill(ComputeContext& ctx, const TensorView& src, TensorView& dst, float c
   return UnaryF32(ctx, src, dst, "FILL", [c](float) { return c; });
 }
 
+Status Clamp(ComputeContext& ctx, const TensorView& src, TensorView& dst, float min, float max) {
+  return UnaryF32(ctx, src, dst, "CLAMP", [min, max](float x) {
+    const float below_max = x < max ? x : max;  // ggml's MIN: NaN compares false and gives max
+    return below_max > min ? below_max : min;
+  });
+}
+
 Status Silu(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
   return UnaryF32(ctx, src, dst, "SILU", SiluF32, GetRowKernels(EffectiveIsa(ctx)).silu_row);
 }
