@@ -36,6 +36,8 @@ PROMPT="Once upon a time, there was a little girl named Lily. She loved to play 
 # 4 groups of which 2 are used (DeepSeek-V3's group-limited top-k), 3 experts used; seed 7, as with
 # other seeds group sums so close that other groups are picked token by token than for the whole
 # prompt are common (llama.cpp --n-ubatch 1, F32: 0.3-0.8 apart with seeds 3-6, 0.004 with seed 7).
+# deepseek2-legacy: deepseek2-f32's model in the older form (--mla-legacy: one attn_kv_b per layer,
+# no key_length_mla / value_length_mla; llama.cpp runs it as MHA) with V heads of 16 (K 16 + 8).
 # glm4moe: 3 trunk blocks (block 0 dense, 1-2 with 8 sigmoid-routed experts, 2 used, the selection
 # bias, weights normalized and scaled by 2.5, one shared expert), heads of 32 with q/k norms and q/k/v
 # biases roped over their first 16 dimensions, plus one NextN block that both skip; seed 2 for the
@@ -77,6 +79,8 @@ declare -A ARGS=(
   [qwen3moe-q8_0]="--arch qwen3moe --type q8_0 --head-dim 32 --n-expert 8 --n-expert-used 2 --seed 5"
   [deepseek2-f32]="--arch deepseek2 --type f32 --n-layer 3 --n-expert 8 --n-expert-used 2 --head-dim 24 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-log-mul 0.1 --seed 3"
   [deepseek2-q8_0]="--arch deepseek2 --type q8_0 --n-layer 3 --n-expert 8 --n-expert-used 2 --head-dim 24 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-log-mul 0.1 --seed 3"
+  [deepseek2-legacy-f32]="--arch deepseek2 --mla-legacy --type f32 --n-layer 3 --n-expert 8 --n-expert-used 2 --head-dim 24 --v-head-dim 16 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-log-mul 0.1 --seed 3"
+  [deepseek2-legacy-q8_0]="--arch deepseek2 --mla-legacy --type q8_0 --n-layer 3 --n-expert 8 --n-expert-used 2 --head-dim 24 --v-head-dim 16 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-log-mul 0.1 --seed 3"
   [deepseek2-groups-f32]="--arch deepseek2 --type f32 --n-layer 3 --n-expert 16 --n-expert-used 3 --n-expert-groups 4 --n-group-used 2 --head-dim 24 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-log-mul 0.1 --seed 7"
   [deepseek2-groups-q8_0]="--arch deepseek2 --type q8_0 --n-layer 3 --n-expert 16 --n-expert-used 3 --n-expert-groups 4 --n-group-used 2 --head-dim 24 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 16 --yarn-log-mul 0.1 --seed 7"
   [glm4moe-f32]="--arch glm4moe --type f32 --n-layer 3 --head-dim 32 --n-expert 8 --n-expert-used 2 --qk-norm --seed 2"
@@ -91,7 +95,7 @@ NAMES=("$@")
                             llama-yarn-f32 llama-ropefreqs-f32 mistral3-f32 mistral3-q8_0
                             gemma2-f32 gemma2-q8_0 gemma3-f32 gemma3-q8_0 smollm3-f32 smollm3-q8_0
                             granite-f32 granite-q8_0 qwen3moe-f32 qwen3moe-q8_0 glm4moe-f32 glm4moe-q8_0 deepseek2-f32 deepseek2-q8_0
-                            deepseek2-groups-f32 deepseek2-groups-q8_0
+                            deepseek2-groups-f32 deepseek2-groups-q8_0 deepseek2-legacy-f32 deepseek2-legacy-q8_0
                             gpt-oss-f32 gpt-oss-q8_0)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
