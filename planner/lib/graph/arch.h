@@ -145,7 +145,8 @@ Status BuildGemmaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 Status LoadGemma2Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status LoadGemma3Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildGemma2Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
-/// deepseek2 (llama.cpp 2026 llama_model_deepseek2, absorbed MLA): see arch_deepseek2.cpp.
+/// deepseek2 (llama.cpp 2026 llama_model_deepseek2: absorbed MLA, or MHA for files of the older attn_kv_b
+/// form): see arch_deepseek2.cpp.
 Status LoadDeepSeek2Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
 Status BuildDeepSeek2Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w);
 /// llama_model_deepseek2::load_arch_hparams after the common keys (ReadHParams): leading dense
