@@ -364,6 +364,12 @@ FailureOr<Operation *> GraphImporter::createParamOp(const planner::Tensor &t, gg
       return paramError(p.status());
     return b_.create<ggml::FillOp>(loc, type, src[0], f32(p->c)).getOperation();
   }
+  case GgmlOp::CLAMP: {
+    Result<ClampParams> p = DecodeClamp(params);
+    if (!p.ok())
+      return paramError(p.status());
+    return b_.create<ggml::ClampOp>(loc, type, src[0], f32(p->min), f32(p->max)).getOperation();
+  }
   case GgmlOp::SCALE: {
     Result<ScaleParams> p = DecodeScale(params);
     if (!p.ok())

@@ -231,6 +231,14 @@ func.func @f(%a0: !ggml.tensor<[2, 4, n_tokens], f32>) {
 
 // -----
 
+func.func @f(%a0: !ggml.tensor<[1, n_tokens], f32>) {
+  // expected-error @+1 {{result must be !ggml.tensor<[1, n_tokens], f32> (ggml_clamp: like a), got '!ggml.tensor<[1, n_tokens], f16>'}}
+  %r = ggml.clamp %a0 {min = 0.0 : f32, max = 1.0 : f32} : (!ggml.tensor<[1, n_tokens], f32>) -> !ggml.tensor<[1, n_tokens], f16>
+  return
+}
+
+// -----
+
 func.func @f(%a0: !ggml.tensor<[64, n_tokens], f32>) {
   // expected-error @+1 {{result must be !ggml.tensor<[64, n_tokens], f32> (ggml_silu: like a), got '!ggml.tensor<[64, n_outputs], f32>'}}
   %r = ggml.silu %a0 : (!ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_outputs], f32>

@@ -220,3 +220,14 @@ func.func @group_mask(%g: !ggml.tensor<[2, 4, n_tokens], f32>, %kept: !ggml.tens
   %r = ggml.set_rows %m, %kept, %idx : (!ggml.tensor<[2, 4, n_tokens], f32>, !ggml.tensor<[2, 2, n_tokens], f32>, !ggml.tensor<[2, n_tokens], i32>) -> !ggml.tensor<[2, 4, n_tokens], f32>
   return %r : !ggml.tensor<[2, 4, n_tokens], f32>
 }
+
+// llama.cpp 2026's build_moe_ffn: the chosen experts' weight sum clamped to [2^-14, inf] (ggml_clamp)
+// before the weights are divided by it.
+// CHECK-LABEL: func.func @moe_weight_sum
+func.func @moe_weight_sum(%w: !ggml.tensor<[4, n_tokens], f32>) -> !ggml.tensor<[4, n_tokens], f32> {
+  %s = ggml.sum_rows %w : (!ggml.tensor<[4, n_tokens], f32>) -> !ggml.tensor<[1, n_tokens], f32>
+  // CHECK: ggml.clamp %{{.*}} {max = 0x7F800000 : f32, min = 6.10351563E-5 : f32} : (!ggml.tensor<[1, n_tokens], f32>) -> !ggml.tensor<[1, n_tokens], f32>
+  %c = ggml.clamp %s {min = 6.10351563E-5 : f32, max = 0x7F800000 : f32} : (!ggml.tensor<[1, n_tokens], f32>) -> !ggml.tensor<[1, n_tokens], f32>
+  %r = ggml.div %w, %c : (!ggml.tensor<[4, n_tokens], f32>, !ggml.tensor<[1, n_tokens], f32>) -> !ggml.tensor<[4, n_tokens], f32>
+  return %r : !ggml.tensor<[4, n_tokens], f32>
+}

@@ -353,6 +353,7 @@ LogicalResult MulOp::verify() { return verifyBinary(*this, GgmlOp::MUL, "ggml_mu
 LogicalResult DivOp::verify() { return verifyBinary(*this, GgmlOp::DIV, "ggml_div"); }
 LogicalResult ScaleOp::verify() { return verifyUnary(*this, GgmlOp::SCALE, "ggml_scale"); }
 LogicalResult FillOp::verify() { return verifyUnary(*this, GgmlOp::FILL, "ggml_fill"); }
+LogicalResult ClampOp::verify() { return verifyUnary(*this, GgmlOp::CLAMP, "ggml_clamp"); }
 LogicalResult SiluOp::verify() { return verifyUnary(*this, GgmlOp::SILU, "ggml_silu"); }
 LogicalResult GeluOp::verify() { return verifyUnary(*this, GgmlOp::GELU, "ggml_gelu"); }
 LogicalResult SigmoidOp::verify() { return verifyUnary(*this, GgmlOp::SIGMOID, "ggml_sigmoid"); }

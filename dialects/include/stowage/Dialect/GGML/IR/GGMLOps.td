@@ -289,6 +289,21 @@ def GGML_FillOp : GGML_Op<"fill"> {
   let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
 }
 
+def GGML_ClampOp : GGML_Op<"clamp"> {
+  let summary = "CLAMP: each element bounded to [min, max]";
+  let description = [{
+    result[i] = max(min(a[i], max), min) with ggml-cpu's comparisons (a NaN element becomes max;
+    min > max gives min); a's shape and type (ggml_clamp). llama.cpp 2026's build_moe_ffn clamps the
+    chosen experts' weight sum to [2^-14, inf] before dividing the weights by it.
+    Example:
+      %s = ggml.clamp %sum {min = 6.10351563E-5 : f32, max = 0x7F800000 : f32}
+             : (!ggml.tensor<[1, n_tokens], f32>) -> !ggml.tensor<[1, n_tokens], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$a, F32Attr:$min, F32Attr:$max);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
+}
+
 def GGML_SiluOp : GGML_UnaryOp<"silu", "UNARY(SILU)", "x * sigmoid(x)"> {
   let description = [{
     result = a / (1 + exp(-a)) elementwise (ggml_silu; rows must be contiguous). Result: a's
