@@ -567,6 +567,29 @@ TEST(CudaMath, DivAndSigmoidEmulation) {
   ExpectSameF32(g.v, c.v, "SIGMOID");
 }
 
+// build_moe_ffn's CLAMP of the weight sum ([2^-14, inf]) and a finite range, element by element
+// against cpu::Clamp bit for bit, specials included; fminf(fmaxf(x, lo), hi) (clamp in the other
+// order) differs from it at NaN.
+TEST(CudaMath, ClampEmulation) {
+  cpu::ComputeContext ctx;
+  Host x = RandomF32({37, 5, 3, 2}, 92, 4.f);
+  const float specials[] = {0.f, -0.f, 1e-30f, 0x1p-14f, INFINITY, -INFINITY, NAN, -NAN};
+  std::memcpy(x.bytes.data(), specials, sizeof(specials));
+  const Tv tx = ToTv(x.v);
+  const float ranges[2][2] = {{0x1p-14f, INFINITY}, {-1.f, 1.f}};
+  for (const auto& range : ranges) {
+    const float lo = range[0], hi = range[1];
+    Host g = Make(GgmlType::F32, {37, 5, 3, 2}), c = Make(GgmlType::F32, {37, 5, 3, 2});
+    ASSERT_TRUE(cpu::Clamp(ctx, x.v, c.v, lo, hi).ok());
+    const Tv td = ToTv(g.v);
+    test::EmulateElements(td, [&](int64_t l) { cuda::UnaryElement(cuda::Unary::kClamp, tx, td, lo, hi, l); });
+    ExpectSameF32(g.v, c.v, "CLAMP");
+    const float nan_out = reinterpret_cast<const float*>(g.bytes.data())[6];
+    EXPECT_EQ(nan_out, hi);
+    EXPECT_NE(std::fmin(std::fmax(specials[6], lo), hi), nan_out);  // the other order: lo
+  }
+}
+
 // deepseek2's group-limited routing (llama.cpp 2026 build_moe_ffn): FILL of the expert scores with
 // -inf, then SET_ROWS of the chosen groups' rows. SET_ROWS against cpu::SetRows bit for bit (F32 and
 // F16 dst, I32 and I64 indices broadcast over dims 2 and 3); an index outside dst writes nothing.

@@ -682,6 +682,13 @@ Status CudaBackend::Compute(const NodeCall& c) {
       e = cuda::UnaryOp(cuda::Unary::kFill, ToTv(a), ToTv(d), p.c, 0.f, ctx_->stream);
       break;
     }
+    case GgmlOp::CLAMP: {
+      if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d))
+        return Fail(op, "needs F32 src and dst of equal shape", c);
+      STOWAGE_ASSIGN_OR_RETURN(const ClampParams p, DecodeClamp(c.params()));
+      e = cuda::UnaryOp(cuda::Unary::kClamp, ToTv(a), ToTv(d), p.min, p.max, ctx_->stream);
+      break;
+    }
     case GgmlOp::SET_ROWS: {
       const bool i64 = b.type == GgmlType::I64;
       if (a.type != GgmlType::F32 || (b.type != GgmlType::I32 && !i64) || !IsFloatType(d.type))

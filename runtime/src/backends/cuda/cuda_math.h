@@ -36,7 +36,7 @@ struct Tv {
 };
 
 enum class Binary { kAdd, kMul, kDiv };
-enum class Unary { kScale, kSilu, kGelu, kTanh, kSigmoid, kFill };
+enum class Unary { kScale, kSilu, kGelu, kTanh, kSigmoid, kFill, kClamp };
 enum class Glu { kSwiglu, kGeglu };
 
 /// ROPE parameters (ggml_rope_ext; see cpu::RopeParams) plus the YaRN correction dims
@@ -731,9 +731,16 @@ STOWAGE_HD void BinaryElement(Binary op, const Tv& a, const Tv& b, const Tv& d, 
 /// SIGMOID: 1 / (1 + exp(-x)), cpu::Sigmoid's formula (expf, IEEE add and division).
 STOWAGE_HD float Sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 
+/// CLAMP of x to [lo, hi] with ggml-cpu's MAX(MIN(x, hi), lo) (cpu::Clamp): NaN becomes hi, lo > hi
+/// gives lo. fminf / fmaxf would keep the other operand for NaN too but differ in that order.
+STOWAGE_HD float ClampGgml(float x, float lo, float hi) {
+  const float below_hi = x < hi ? x : hi;
+  return below_hi > lo ? below_hi : lo;
+}
+
 /// SCALE (x * p0 + p1, the product rounded first as on the CPU) / SILU / GELU / TANH (tanhf, as
-/// ggml-cuda unary.cu op_tanh; on the host libm's, as cpu::Tanh) / SIGMOID / FILL (p0, ggml_fill)
-/// element l of d.
+/// ggml-cuda unary.cu op_tanh; on the host libm's, as cpu::Tanh) / SIGMOID / CLAMP (to [p0, p1],
+/// ClampGgml) / FILL (p0, ggml_fill) element l of d.
 STOWAGE_HD void UnaryElement(Unary op, const Tv& a, const Tv& d, float p0, float p1, int64_t l) {
   int64_t i[4];
   Unravel(l, d.ne, i);
@@ -743,6 +750,7 @@ STOWAGE_HD void UnaryElement(Unary op, const Tv& a, const Tv& d, float p0, float
                   : op == Unary::kGelu    ? Gelu(x)
                   : op == Unary::kTanh    ? tanhf(x)
                   : op == Unary::kSigmoid ? Sigmoid(x)
+                  : op == Unary::kClamp   ? ClampGgml(x, p0, p1)
                                           : p0;
   StoreF32(At(d, i[0], i[1], i[2], i[3]), y);
 }

@@ -18,7 +18,7 @@ namespace stowage::exec {
 /// The CUDA backend's supports_op rules (each accepts; a query no rule matches is refused):
 ///   GET_ROWS: src0 of `weight_types`, I32 ids, F32 dst;
 ///   MUL_MAT: src0 (weights) of `weight_types`, F32 src1 and dst;
-///   RMS_NORM, NORM, SCALE, SILU, GELU, TANH, SIGMOID, FILL: F32 src and dst;
+///   RMS_NORM, NORM, SCALE, SILU, GELU, TANH, SIGMOID, FILL, CLAMP: F32 src and dst;
 ///   ADD, MUL, DIV: F32 src0 and dst, F32 or F16 src1;
 ///   SWIGLU, GEGLU: F32 src0 and dst, optional F32 src1 (split form);
 ///   ROPE: F32 x and dst, I32 positions, optional F32 freq factors;

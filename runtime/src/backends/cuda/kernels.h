@@ -33,7 +33,8 @@ cudaError_t GetRows(const Tv& src0, const Tv& idx, const Tv& dst, int32_t* error
                     cudaStream_t stream);
 /// ADD / MUL / DIV with ggml broadcasting of src1 (F32 or F16); src0, dst F32 of equal shape.
 cudaError_t BinaryOp(Binary op, const Tv& a, const Tv& b, const Tv& dst, cudaStream_t stream);
-/// SCALE (x * p0 + p1), SILU, GELU (tanh approximation), TANH, SIGMOID, FILL (p0). F32.
+/// SCALE (x * p0 + p1), SILU, GELU (tanh approximation), TANH, SIGMOID, CLAMP (to [p0, p1]), FILL
+/// (p0). F32.
 cudaError_t UnaryOp(Unary op, const Tv& a, const Tv& dst, float p0, float p1, cudaStream_t stream);
 /// SWIGLU / GEGLU: split form (b.data != nullptr) or fused form (a holds [gate | value] per row).
 cudaError_t GluOp(Glu op, const Tv& a, const Tv& b, const Tv& dst, cudaStream_t stream);
