@@ -458,6 +458,64 @@ int BuildSoftCap(GraphBuilder& b, int x, float cap, const char* scaled, const ch
   return cur;
 }
 
+namespace {
+
+/// Feb 2025 llm_build_kv_store: K rows CPY'd into the cache at kv_head; V rows at kv_head with flash
+/// attention, else V transposed at column kv_head.
+template <typename KvHead>
+void BuildKvStoreCpy(GraphBuilder& b, const ModelGraphs& m, int kcache, int vcache, int k_cur, int v_cur,
+                     KvHead kv_head, int64_t k_row, int64_t v_row, int64_t v_el, int64_t kv_cells, int il) {
+  const HParams& hp = m.hp;
+  const int k_view = b.View1d(kcache, kT * hp.n_embd_k_gqa(), kv_head(k_row));
+  b.Name(k_view, "k_cache_view", il);
+  b.Expand(b.Cpy(k_cur, k_view));
+  if (m.cfg.flash_attn) {
+    const int v_view = b.View1d(vcache, kT * hp.n_embd_v_gqa(), kv_head(v_row));
+    b.Name(v_view, "v_cache_view", il);
+    b.Expand(b.Cpy(v_cur, v_view));
+  } else {
+    const int v_view = b.View2d(vcache, kT, K(hp.n_embd_v_gqa()), K(kv_cells * v_el), kv_head(v_el));
+    const int vt = b.Transpose(v_cur);
+    b.Name(v_view, "v_cache_view", il);
+    b.Expand(b.Cpy(vt, v_view));
+  }
+}
+
+/// The graph's input named `name` (I64 [ne0]), made on first use: llama.cpp 2026's KV index inputs
+/// are one per cache and graph, read by every layer of that cache.
+int KvIdxsInput(GraphBuilder& b, const std::string& name, DimExpr ne0) {
+  const int id = b.FindInput(name);
+  return id >= 0 ? id : b.Input(name, GgmlType::I64, {ne0, kC1, kC1, kC1});
+}
+
+/// llama.cpp 2026 llama_kv_cache::cpy_k / cpy_v: SET_ROWS of the ubatch's K / V rows into the cache
+/// at the cells of the index inputs (filled by the runtime with the ubatch's slot); without flash
+/// attention V is stored element by element into the transposed cache.
+void BuildKvStoreSetRows(GraphBuilder& b, const ModelGraphs& m, int kcache, int vcache, int k_cur, int v_cur,
+                         bool swa_cache, int64_t kv_cells, int il) {
+  const HParams& hp = m.hp;
+  const int64_t n_k = hp.n_embd_k_gqa(), n_v = hp.n_embd_v_gqa();
+  const bool fa = m.cfg.flash_attn;
+  const std::string sfx = swa_cache ? "_swa" : "";
+  // build_input_k_idxs / build_input_v_idxs: a cell index per token, per V element without flash
+  // attention (the V cache is transposed: element j of token i goes to j * kv_size + cell).
+  const int k_idxs = KvIdxsInput(b, "attn_inp_k_idxs" + sfx, kT);
+  const int v_idxs = KvIdxsInput(b, "attn_inp_v_idxs" + sfx, fa ? kT : DimExpr::Tokens(n_v));
+  const int k_rows = b.Reshape(kcache, {K(n_k), K(kv_cells), kC1, kC1});
+  b.Expand(b.SetRows(k_rows, b.Reshape(k_cur, {K(n_k), kT, kC1, kC1}), k_idxs));
+  if (fa) {
+    const int v_rows = b.Reshape(vcache, {K(n_v), K(kv_cells), kC1, kC1});
+    b.Expand(b.SetRows(v_rows, b.Reshape(v_cur, {K(n_v), kT, kC1, kC1}), v_idxs));
+  } else {
+    const int v_elems = b.Reshape(vcache, {kC1, K(n_v * kv_cells), kC1, kC1});
+    const int v_flat =
+        b.Reshape(b.Reshape(v_cur, {K(n_v), kT, kC1, kC1}), {kC1, DimExpr::Tokens(n_v), kC1, kC1});
+    b.Expand(b.SetRows(v_elems, v_flat, v_idxs));
+  }
+}
+
+}  // namespace
+
 int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, int v_cur, int q_cur,
             int kq_mask, float kq_scale, int il, int sinks) {
   const HParams& hp = m.hp;
@@ -482,18 +540,10 @@ int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, 
   const int64_t k_row = static_cast<int64_t>(RowSize(m.cfg.type_k, hp.n_embd_k_gqa()));
   const int64_t v_row = static_cast<int64_t>(RowSize(m.cfg.type_v, hp.n_embd_v_gqa()));
   const int64_t v_el = static_cast<int64_t>(GetTypeTraits(m.cfg.type_v).type_size);
-  const int k_view = b.View1d(kcache, kT * hp.n_embd_k_gqa(), kv_head(k_row));
-  b.Name(k_view, "k_cache_view", il);
-  b.Expand(b.Cpy(k_cur, k_view));
-  if (fa) {
-    const int v_view = b.View1d(vcache, kT * hp.n_embd_v_gqa(), kv_head(v_row));
-    b.Name(v_view, "v_cache_view", il);
-    b.Expand(b.Cpy(v_cur, v_view));
+  if (m.llama2026) {
+    BuildKvStoreSetRows(b, m, kcache, vcache, k_cur, v_cur, swa_cache, kv_cells, il);
   } else {
-    const int v_view = b.View2d(vcache, kT, K(hp.n_embd_v_gqa()), K(kv_cells * v_el), kv_head(v_el));
-    const int vt = b.Transpose(v_cur);
-    b.Name(v_view, "v_cache_view", il);
-    b.Expand(b.Cpy(vt, v_view));
+    BuildKvStoreCpy(b, m, kcache, vcache, k_cur, v_cur, kv_head, k_row, v_row, v_el, kv_cells, il);
   }
 
   // llm_build_kqv

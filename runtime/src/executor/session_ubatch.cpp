@@ -126,7 +126,35 @@ Status Session::Impl::FillInputs(const Graph& g, const Bindings& s, const Ubatch
           mask[i * mv.ne[0] + j] = 0.f;
       }
     }
-    STOWAGE_RETURN_IF_ERROR(WriteInput(id, mask.data(), mask.size() * sizeof(float)));
+    if (g.tensors[id].type == GgmlType::F16) {
+      // llama.cpp 2026's F16 mask of flash attention (build_attn_inp_kq_mask): 0 and -INFINITY are
+      // exact in F16 (0x0000, 0xFC00), the values ggml_cast of the F32 mask gives.
+      std::vector<uint16_t> half(mask.size());
+      for (size_t k = 0; k < mask.size(); ++k) half[k] = mask[k] == 0.f ? 0x0000 : 0xFC00;
+      STOWAGE_RETURN_IF_ERROR(WriteInput(id, half.data(), half.size() * sizeof(uint16_t)));
+    } else {
+      STOWAGE_RETURN_IF_ERROR(WriteInput(id, mask.data(), mask.size() * sizeof(float)));
+    }
+  }
+  // llama.cpp 2026's KV store (SET_ROWS): the cells this ubatch is stored in, from kv_head on (the
+  // SWA cache's from kv_head_swa on), as llama_kv_cache::set_input_k_idxs / set_input_v_idxs.
+  struct Idxs {
+    int id;
+    int64_t first_cell, kv_size;
+  };
+  const int64_t swa_cells = n_ctx_swa > 0 ? n_ctx_swa : n_ctx;
+  for (const Idxs& x :
+       {Idxs{g.inp_k_idxs, s.kv_head, n_ctx}, Idxs{g.inp_v_idxs, s.kv_head, n_ctx},
+        Idxs{g.inp_k_idxs_swa, s.kv_head_swa, swa_cells}, Idxs{g.inp_v_idxs_swa, s.kv_head_swa, swa_cells}}) {
+    if (x.id < 0) continue;
+    const std::vector<int64_t> idx =
+        plan_graph::KvStoreIndices(bound[x.id].v.nelements(), n, x.first_cell, x.kv_size);
+    if (idx.empty() || x.first_cell + n > x.kv_size)
+      return DataLoss(plan->path() + ": graph " + g.name + " input '" + g.tensors[x.id].name + "' has " +
+                      std::to_string(bound[x.id].v.nelements()) +
+                      " elements, expected a multiple of n_tokens = " + std::to_string(n) + " within " +
+                      std::to_string(x.kv_size) + " cells");
+    STOWAGE_RETURN_IF_ERROR(WriteInput(x.id, idx.data(), idx.size() * sizeof(int64_t)));
   }
   for (const int id : {g.inp_s_copy, g.inp_s_mask})
     if (id >= 0 && bound[id].v.nelements() != s.n_kv)

@@ -196,8 +196,11 @@ Result<Graph> DecodeGraph(const fb::Graph& g, int64_t n_ctx, const std::string& 
     if (x.kind == fb::TensorKind::Input) {
       // The runtime fills these graph inputs (llama.cpp's set_inputs); any other is an error.
       const bool mask = x.name == "KQ_mask" || x.name == "KQ_mask_swa";
-      const GgmlType want =
-          mask || x.name == "inp_s_mask" || x.name == "inp_attn_scale" ? GgmlType::F32 : GgmlType::I32;
+      const bool idxs = x.name == "attn_inp_k_idxs" || x.name == "attn_inp_v_idxs" ||
+                        x.name == "attn_inp_k_idxs_swa" || x.name == "attn_inp_v_idxs_swa";
+      const GgmlType want = mask || x.name == "inp_s_mask" || x.name == "inp_attn_scale"
+                                ? GgmlType::F32
+                                : (idxs ? GgmlType::I64 : GgmlType::I32);
       if (x.name == "inp_tokens")
         gg.inp_tokens = static_cast<int>(i);
       else if (x.name == "inp_pos")
@@ -214,10 +217,18 @@ Result<Graph> DecodeGraph(const fb::Graph& g, int64_t n_ctx, const std::string& 
         gg.inp_out_ids = static_cast<int>(i);
       else if (x.name == "inp_attn_scale")
         gg.inp_attn_scale = static_cast<int>(i);
+      else if (x.name == "attn_inp_k_idxs")
+        gg.inp_k_idxs = static_cast<int>(i);
+      else if (x.name == "attn_inp_v_idxs")
+        gg.inp_v_idxs = static_cast<int>(i);
+      else if (x.name == "attn_inp_k_idxs_swa")
+        gg.inp_k_idxs_swa = static_cast<int>(i);
+      else if (x.name == "attn_inp_v_idxs_swa")
+        gg.inp_v_idxs_swa = static_cast<int>(i);
       else
         return DataLoss(path + ": graph " + gg.name + ": unknown graph input '" + x.name +
                         "' (this runtime fills inp_tokens, inp_pos, KQ_mask, KQ_mask_swa, inp_out_ids, "
-                        "inp_s_copy, inp_s_mask and inp_attn_scale)");
+                        "inp_s_copy, inp_s_mask, inp_attn_scale and attn_inp_{k,v}_idxs{,_swa})");
       // The KQ masks may also be F16 (llama.cpp 2026's with flash attention, build_attn_inp_kq_mask).
       if (x.type != want && !(mask && x.type == GgmlType::F16))
         return DataLoss(path + ": graph " + gg.name + " input '" + x.name + "': expected type " +
@@ -525,6 +536,16 @@ Status CheckResultShape(const Graph& g, const std::vector<Bound>& bound, int64_t
                     std::to_string(v.ne[3]) + "] " + GgmlTypeName(v.type) + ", expected f32 [n_vocab " +
                     std::to_string(n_vocab) + ", n_outputs " + std::to_string(n_outputs) + ", 1, 1]");
   return Status::Ok();
+}
+
+std::vector<int64_t> KvStoreIndices(int64_t n, int64_t n_tokens, int64_t first_cell, int64_t kv_size) {
+  if (n_tokens <= 0 || n <= 0 || n % n_tokens != 0) return {};
+  const int64_t n_embd_v = n / n_tokens;
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n_tokens; ++i)
+    for (int64_t j = 0; j < n_embd_v; ++j)
+      idx[static_cast<size_t>(i * n_embd_v + j)] = j * kv_size + first_cell + i;
+  return idx;
 }
 
 }  // namespace stowage::plan_graph

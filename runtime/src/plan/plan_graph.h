@@ -37,6 +37,14 @@ struct Bindings {
   bool Eval(const Dim& e, int64_t* out) const;
 };
 
+/// The values of a KV index input of `n` I64 elements (llama.cpp 2026 llama_kv_cache::set_input_k_idxs
+/// / set_input_v_idxs) for a ubatch of `n_tokens` tokens stored at cells first_cell ..
+/// first_cell + n_tokens - 1 of a cache of `kv_size` cells: with n == n_tokens cell first_cell + i
+/// for token i (K rows, and V rows with flash attention); else (the transposed V cache, n a multiple
+/// n_tokens * n_embd_v of n_tokens) j * kv_size + first_cell + i at i * n_embd_v + j. Empty when n
+/// is not a positive multiple of n_tokens.
+std::vector<int64_t> KvStoreIndices(int64_t n, int64_t n_tokens, int64_t first_cell, int64_t kv_size);
+
 /// A graph tensor, decoded from the plan once.
 struct Tensor {
   std::string name;
@@ -79,6 +87,11 @@ struct Graph {
   /// Attention temperature tuning (llama.cpp 2026 build_inp_attn_scale; mistral3): F32 [1, 1,
   /// n_tokens], one factor per token (gguf_attn_temperature.h).
   int inp_attn_scale = -1;
+  /// llama.cpp 2026's KV store (llama_kv_cache::cpy_k / cpy_v, SET_ROWS): I64 cell indices of the
+  /// ubatch's K rows ([n_tokens]) and V rows ([n_tokens] with flash attention, else [n_tokens *
+  /// n_embd_v_gqa], one per element of the transposed cache); the _swa ones index the SWA cache.
+  /// KvStoreIndices fills them.
+  int inp_k_idxs = -1, inp_v_idxs = -1, inp_k_idxs_swa = -1, inp_v_idxs_swa = -1;
   bool recurrent() const { return inp_s_copy >= 0 || inp_s_mask >= 0; }
   /// The symbol values of the worst case the plan sized the graph for (kv_head and kv_head_swa 0).
   Bindings worst_case() const { return Bindings{max_tokens, max_kv, 0, max_outputs, max_kv_swa, 0}; }

@@ -86,24 +86,41 @@ Result<ModelGraphs> Build(SynthGguf& s, ContextConfig cfg = {}) {
   return m;
 }
 
+// The KV store of llama.cpp 2026 (llama_kv_cache::cpy_k / cpy_v without flash attention): K rows
+// and V elements SET_ROWS'd into the caches reshaped to rows at the index inputs' cells.
+std::vector<std::string> KvStore2026(const std::string& kname, const std::string& vname, int il) {
+  const std::string l = std::to_string(il);
+  return {"RESHAPE " + kname + " (reshaped)",
+          "RESHAPE cache_k_l" + l + " (reshaped)",
+          "SET_ROWS cache_k_l" + l + " (reshaped) (view)",
+          "RESHAPE " + vname + " (reshaped)",
+          "RESHAPE " + vname + " (reshaped) (reshaped)",
+          "RESHAPE cache_v_l" + l + " (reshaped)",
+          "SET_ROWS cache_v_l" + l + " (reshaped) (view)"};
+}
+
 // The attention block every llama-like builder shares (llm_build_kv: store K and V, then kqv),
-// as ggml_build_forward_expand orders it for layer `il`.
-std::vector<std::string> KvBlock(const std::string& kname, const std::string& vname, int il) {
+// as ggml_build_forward_expand orders it for layer `il`; `store_2026`: llama.cpp 2026's KV store
+// (KvStore2026) instead of Feb 2025's CPY into views.
+std::vector<std::string> KvBlock(const std::string& kname, const std::string& vname, int il,
+                                 bool store_2026 = false) {
   const std::string s = "-" + std::to_string(il);
-  return {"VIEW k_cache_view" + s,
-          "CPY k_cache_view" + s + " (copy of " + kname + ")",
-          "TRANSPOSE " + vname + " (transposed)",
-          "VIEW v_cache_view" + s,
-          "CPY v_cache_view" + s + " (copy of " + vname + " (transposed))",
-          "VIEW v" + s,
-          "VIEW k" + s,
-          "PERMUTE q" + s,
-          "MUL_MAT kq" + s,
-          "SOFT_MAX kq_soft_max_ext" + s,
-          "MUL_MAT kqv" + s,
-          "PERMUTE kqv_merged" + s,
-          "CONT kqv_merged_cont" + s,
-          "MUL_MAT kqv_out" + s};
+  std::vector<std::string> store = {"VIEW k_cache_view" + s,
+                                    "CPY k_cache_view" + s + " (copy of " + kname + ")",
+                                    "TRANSPOSE " + vname + " (transposed)", "VIEW v_cache_view" + s,
+                                    "CPY v_cache_view" + s + " (copy of " + vname + " (transposed))"};
+  if (store_2026) store = KvStore2026(kname, vname, il);
+  std::vector<std::string> kqv = {"VIEW v" + s,
+                                  "VIEW k" + s,
+                                  "PERMUTE q" + s,
+                                  "MUL_MAT kq" + s,
+                                  "SOFT_MAX kq_soft_max_ext" + s,
+                                  "MUL_MAT kqv" + s,
+                                  "PERMUTE kqv_merged" + s,
+                                  "CONT kqv_merged_cont" + s,
+                                  "MUL_MAT kqv_out" + s};
+  store.insert(store.end(), kqv.begin(), kqv.end());
+  return store;
 }
 
 std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
@@ -487,7 +504,7 @@ TEST(Qwen3Graph, PerHeadQkNormBeforeRope) {
                      "RESHAPE Qcur-0 (reshaped)", "RMS_NORM norm-0", "MUL Qcur_normed-0", "ROPE Qcur-0",
                      "MUL_MAT Kcur-0", "RESHAPE Kcur-0 (reshaped)", "RMS_NORM norm-0", "MUL Kcur_normed-0",
                      "ROPE Kcur-0", "MUL_MAT Vcur-0"},
-                    KvBlock("Kcur-0", "Vcur-0", 0)),
+                    KvBlock("Kcur-0", "Vcur-0", 0, /*store_2026=*/true)),
              {"ADD ffn_inp-0", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_gate-0", "SILU ffn_silu-0",
               "MUL_MAT ffn_up-0", "MUL ffn_gate_par-0", "MUL_MAT ffn_out-0", "ADD l_out-0"});
   const Graph& g = m->pp;
@@ -549,7 +566,7 @@ TEST(Mistral3Graph, TemperatureScalesQBeforeTheAttention) {
       Concat(Concat({"GET_ROWS inp_embd", "RMS_NORM norm-0", "MUL attn_norm-0", "MUL_MAT Qcur-0",
                      "RESHAPE Qcur-0 (reshaped)", "ROPE Qcur-0", "MUL Qcur_attn_temp_scaled-0",
                      "MUL_MAT Kcur-0", "RESHAPE Kcur-0 (reshaped)", "ROPE Kcur-0", "MUL_MAT Vcur-0"},
-                    KvBlock("Kcur-0", "Vcur-0", 0)),
+                    KvBlock("Kcur-0", "Vcur-0", 0, /*store_2026=*/true)),
              {"ADD ffn_inp-0", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_gate-0", "SILU ffn_silu-0",
               "MUL_MAT ffn_up-0", "MUL ffn_gate_par-0", "MUL_MAT ffn_out-0", "ADD l_out-0"});
   EXPECT_EQ(NodeRange(g, "inp_embd", "l_out-0"), want);
@@ -635,11 +652,12 @@ TEST(SmolLM3Graph, EveryFourthLayerHasNoRope) {
                                       "RESHAPE Kcur-3", "MUL_MAT Vcur-3"}));
   EXPECT_EQ(Node(g, "Qcur-0")->iparams[1], 0);    // LLAMA_ROPE_TYPE_NORM
   EXPECT_EQ(Node(g, "Qcur-0")->srcs.size(), 2u);  // no rope factors
-  // the llama file with the same tensors ropes every layer: 2 ROPEs more per no-rope layer
+  // the llama file with the same tensors ropes every layer: 2 ROPEs more per no-rope layer; its
+  // Feb 2025 KV store (CPY into views) has 2 nodes a layer fewer than smollm3's SET_ROWS one
   SynthGguf l = test::LlamaModel(p);
   auto ml = Build(l);
   ASSERT_TRUE(ml.ok()) << ml.status().message();
-  EXPECT_EQ(ml->pp.nodes.size(), g.nodes.size() + 4);
+  EXPECT_EQ(ml->pp.nodes.size() + 2 * 8, g.nodes.size() + 4);
   EXPECT_EQ(Consumers(g, "token_embd.weight"), std::vector<std::string>{"GET_ROWS inp_embd"});
 }
 
@@ -1164,23 +1182,11 @@ TEST(Gemma2Graph, LayerSoftCapsAndSlidingWindowMasks) {
   auto m = Build(s);
   ASSERT_TRUE(m.ok()) << m.status().message();
   const Graph& g = m->pp;
-  const std::vector<std::string> kv = {"VIEW k_cache_view-0",
-                                       "CPY k_cache_view-0 (copy of Kcur-0)",
-                                       "TRANSPOSE Vcur-0 (transposed)",
-                                       "VIEW v_cache_view-0",
-                                       "CPY v_cache_view-0 (copy of Vcur-0 (transposed))",
-                                       "VIEW v-0",
-                                       "VIEW k-0",
-                                       "PERMUTE q-0",
-                                       "MUL_MAT kq-0",
-                                       "SCALE kq_scaled_1-0",
-                                       "TANH kq_tanh-0",
-                                       "SCALE kq_scaled_2-0",
-                                       "SOFT_MAX kq_soft_max_ext-0",
-                                       "MUL_MAT kqv-0",
-                                       "PERMUTE kqv_merged-0",
-                                       "CONT kqv_merged_cont-0",
-                                       "MUL_MAT kqv_out-0"};
+  const std::vector<std::string> kv =
+      Concat(KvStore2026("Kcur-0", "Vcur-0", 0),
+             {"VIEW v-0", "VIEW k-0", "PERMUTE q-0", "MUL_MAT kq-0", "SCALE kq_scaled_1-0", "TANH kq_tanh-0",
+              "SCALE kq_scaled_2-0", "SOFT_MAX kq_soft_max_ext-0", "MUL_MAT kqv-0", "PERMUTE kqv_merged-0",
+              "CONT kqv_merged_cont-0", "MUL_MAT kqv_out-0"});
   const std::vector<std::string> want =
       Concat(Concat({"GET_ROWS inp_embd", "SCALE inp_scaled", "RMS_NORM norm-0", "MUL attn_norm-0",
                      "MUL_MAT Qcur-0", "RESHAPE Qcur-0 (reshaped)", "ROPE Qcur-0", "SCALE Qcur_scaled-0",

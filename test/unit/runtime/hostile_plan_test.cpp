@@ -618,6 +618,16 @@ TEST_F(HostilePlan, MaskOfTheWrongTypeIsRejected) {
       << st.message();
 }
 
+// llama.cpp 2026's KV store index inputs (attn_inp_k_idxs / attn_inp_v_idxs and the _swa ones,
+// build_input_k_idxs) are I64; one of another type is refused naming the plan, graph and input.
+TEST_F(HostilePlan, KvIndexInputOfTheWrongTypeIsRejected) {
+  Status st = Run(EditBothGraphs("inp_out_ids",
+                                 [](bp::GraphT&, bp::GraphTensorT& t) { t.name = "attn_inp_v_idxs_swa"; }));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("input 'attn_inp_v_idxs_swa': expected type i64, found i32"), std::string::npos)
+      << st.message();
+}
+
 // (fixed) context.n_ctx larger than the graphs' max_kv (the KV cache the plan sized)
 // was accepted at load; generation later stopped with "ubatch exceeds the planned worst case of
 // graph tg" (kInternal, no plan path, no field).

@@ -29,6 +29,13 @@ class GraphBuilder {
   int Global(int global_id);
   /// Graph input leaf (llama.cpp ggml_set_input): inp_tokens, inp_pos, KQ_mask, inp_out_ids.
   int Input(const std::string& name, GgmlType type, Shape ne);
+  /// The input leaf made by Input(name, ...) in this graph, or -1 when there is none.
+  int FindInput(const std::string& name) const {
+    for (size_t id = 0; id < g_.tensors.size(); ++id)
+      if (g_.tensors[id].kind == TensorKind::kInput && g_.tensors[id].name == name)
+        return static_cast<int>(id);
+    return -1;
+  }
 
   /// ggml_get_rows: a [ne0, n, ne2], rows I32 [m, ne2, ne3'] -> [ne0, m, ne2, ne3'] (F32, or I32 for an
   /// I32 `a`).
