@@ -57,6 +57,14 @@ uint64_t Extent(const TensorView& t) {
 
 namespace {
 
+// A float parameter of a plan node is finite (NaN or an infinity means a corrupt plan), except the
+// infinities that llama.cpp's graphs pass on purpose: ggml_fill(-INFINITY) (build_moe_ffn's masked
+// expert groups) and ggml_clamp(..., INFINITY) (its weight sum's lower bound only). NaN never.
+bool ParamValueOk(GgmlOp op, float v) {
+  if (std::isfinite(v)) return true;
+  return !std::isnan(v) && (op == GgmlOp::FILL || op == GgmlOp::CLAMP);
+}
+
 /// Element count of bound dims, or -1 when it exceeds 2^56 (no real tensor is that large).
 int64_t CheckedElements(const int64_t ne[4]) {
   int64_t n = 1;
@@ -468,7 +476,7 @@ Status CheckNodeShapes(const Graph& g, const std::vector<Bound>& bound, const st
     bool checkable = t.srcs.size() >= static_cast<size_t>(traits.min_srcs) &&
                      t.srcs.size() <= static_cast<size_t>(traits.max_srcs);
     for (int j = 0; checkable && j < traits.min_srcs; ++j) checkable = t.srcs[j] >= 0;
-    for (float f : t.fparams) checkable = checkable && std::isfinite(f);
+    for (float f : t.fparams) checkable = checkable && ParamValueOk(t.op, f);
     const OpParamsRef params(t.iparams, t.fparams);
     if (!checkable || !CheckParams(t.op, params).ok()) continue;
     srcs.assign(t.srcs.size(), std::nullopt);
@@ -507,7 +515,7 @@ Status CheckNodes(const fb::Plan& r, const Graph& g, const std::vector<Bound>& b
         return DataLoss(node() + ": " + std::to_string(t.srcs.size()) + " sources, " + GgmlOpName(t.op) +
                         " takes at most " + std::to_string(traits.max_srcs));
       for (size_t j = 0; j < t.fparams.size(); ++j)
-        if (!std::isfinite(t.fparams[j]))
+        if (!ParamValueOk(t.op, t.fparams[j]))
           return DataLoss(node() + ": float parameter " + std::to_string(j) + " is not finite");
       const OpParamsRef params(t.iparams, t.fparams);
       if (Status st = CheckParams(t.op, params); !st.ok()) return DataLoss(node() + ": " + st.message());

@@ -923,6 +923,9 @@ TEST_F(HostilePlan, VerifierRefusesWhatWouldFailOrRunWronglyLater) {
        "expected eps >= 0"},
       {"RMS_NORM eps NaN", [&](bp::PlanT& p) { tensor(*p.graphs[0], "norm-0").fparams = {std::nanf("")}; },
        "float parameter 0 is not finite"},
+      // infinities pass only where llama.cpp's graphs put them (FILL's -inf, CLAMP's bound)
+      {"RMS_NORM eps infinite", [&](bp::PlanT& p) { tensor(*p.graphs[0], "norm-0").fparams = {INFINITY}; },
+       "float parameter 0 is not finite"},
       {"SOFT_MAX without its scale",
        [&](bp::PlanT& p) { tensor(tg(p), "kq_soft_max_ext-0").fparams.clear(); },
        "expected 2 float parameters {scale, max_bias}"},
