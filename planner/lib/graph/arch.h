@@ -251,7 +251,8 @@ struct MoeFfnOptions {
   /// of gate and up, "ffn_moe_swiglu" / "ffn_moe_geglu") instead of SILU / GELU then MUL
   /// ("ffn_moe_gate_par", Feb 2025), and 2026's node order: the weights expanded before the experts
   /// (ggml_build_forward_expand(gf, weights)), the weighted experts ("ffn_moe_weighted") and every
-  /// expert view before their sum.
+  /// expert view before their sum; with norm_w the weight sum clamped to [2^-14, INFINITY]
+  /// ("ffn_moe_weights_sum_clamped") before the division.
   bool fused_glu = false;
   /// LLM_FFN_SWIGLU_OAI_MOE (gpt-oss): the experts' activation is ggml_swiglu_oai(gate, up, 1.702, 7)
   /// ("ffn_moe_swiglu_oai") instead of o.op's.
@@ -270,11 +271,9 @@ struct MoeFfnOptions {
 /// top n_group_used groups "ffn_moe_group_topk", their rows (GET_ROWS) stored (SET_ROWS) into
 /// FILL(-INFINITY) of the grouped shape, reshaped [n_expert, n_tokens] "ffn_moe_probs_masked") -> top-k
 /// (argsort + view, [n_expert_used, n_tokens]) -> GET_ROWS of the selected probs [1, n_used, n_tokens]
-/// (o.norm_w: over their sum; o.w_scale) -> MUL_MAT_ID up/gate
+/// (o.norm_w: over their sum, with o.fused_glu clamped to [2^-14, INFINITY]; o.w_scale) -> MUL_MAT_ID up/gate
 /// -> activation -> MUL_MAT_ID down -> MUL(weights) -> sum of the n_used expert views. Returns the
 /// unnamed result [n_embd, n_tokens].
-/// Differs from llama.cpp 2026: no CLAMP of the weight sum to 2^-14 before the division (softmax and
-/// sigmoid probabilities sum to more than that).
 int BuildMoeFfn(GraphBuilder& b, int x, const LayerWeights& l, int64_t n_expert, int64_t n_expert_used,
                 const MoeFfnOptions& o, int il);
 /// The expert keys of the llama.cpp 2026 MoE architectures with shared experts (deepseek2, glm4moe),

@@ -287,8 +287,12 @@ int BuildMoeFfn(GraphBuilder& b, int x, const LayerWeights& l, int64_t n_expert,
   }
   if (o.norm_w) {
     weights = b.Reshape(weights, {K(n_expert_used), n_tokens, kC1, kC1});
-    const int sum = b.SumRows(weights);  // [1, n_tokens]
+    int sum = b.SumRows(weights);  // [1, n_tokens]
     b.Name(sum, "ffn_moe_weights_sum", il);
+    if (o.fused_glu) {  // llama.cpp 2026: no division by zero, F16's smallest normal at least
+      sum = b.Clamp(sum, 0x1p-14f, INFINITY);
+      b.Name(sum, "ffn_moe_weights_sum_clamped", il);
+    }
     weights = b.Div(weights, sum);  // [n_expert_used, n_tokens]
     b.Name(weights, "ffn_moe_weights_norm", il);
     weights = b.Reshape(weights, {kC1, K(n_expert_used), n_tokens, kC1});

@@ -287,6 +287,10 @@ int GraphBuilder::Fill(int a, float c) {
   return NewNode(GgmlOp::FILL, g_.tensors[a].type, {a}, Encode(FillParams{c}));
 }
 
+int GraphBuilder::Clamp(int a, float min, float max) {
+  return NewNode(GgmlOp::CLAMP, g_.tensors[a].type, {a}, Encode(ClampParams{min, max}));
+}
+
 int GraphBuilder::Concat(int a, int b, int dim) {
   return NewNode(GgmlOp::CONCAT, g_.tensors[a].type, {a, b}, Encode(ConcatParams{dim}));
 }

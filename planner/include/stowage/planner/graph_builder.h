@@ -95,6 +95,9 @@ class GraphBuilder {
   /// ggml_fill(a, c): a new tensor of a's shape and type (F32 or F16, contiguous) with every element
   /// c (FillParams); a gives only the shape.
   int Fill(int a, float c);
+  /// ggml_clamp(a, min, max): a new tensor of a's shape and type, each element of a bounded to [min,
+  /// max] (ClampParams; not in place, as ggml_clamp).
+  int Clamp(int a, float min, float max);
   /// ggml_set_rows(a, b, c): the rows of b [ne0, n, ne2, ne3] (F32) stored into a [ne0, m, ne2, ne3]
   /// at the row indices c I32 / I64 [n, ne2', ne3'] (broadcast over b's ne2 / ne3); the result is a
   /// view of a (its memory), "<a> (view)", sources in ggml's order b, c, a.
