@@ -178,8 +178,9 @@ void AddKvCache(ModelGraphs& m);
 /// Kinds of llm_build_norm.
 enum class NormKind { kLayer, kRms };
 /// llm_ffn_op_type / llm_ffn_gate_type. kGeglu: LLM_FFN_GELU with a parallel gate as llama.cpp 2026
-/// builds it, one fused GEGLU (ggml_geglu_split) instead of GELU and MUL (BuildFfn only).
-enum class FfnOp { kSilu, kGelu, kSwiglu, kGeglu };
+/// builds it, one fused GEGLU (ggml_geglu_split) instead of GELU and MUL (BuildFfn only); kSiluGlu
+/// the same for LLM_FFN_SILU, one fused SWIGLU (ggml_swiglu_split) instead of SILU and MUL.
+enum class FfnOp { kSilu, kGelu, kSwiglu, kGeglu, kSiluGlu };
 enum class FfnGate { kSeq, kPar };
 
 /// The model-level weights every loader starts with, in this order: token_embd (input layer),
@@ -221,10 +222,11 @@ int BuildNorm(GraphBuilder& b, int x, int w, int bias, NormKind kind, float eps,
 /// Weights-only helper: MUL_MAT(w, x) named `name`, then ADD(bias) named `name` again.
 int BuildMatMulBias(GraphBuilder& b, int w, int bias, int x, const char* name, int il);
 /// llm_build_ffn (node names ffn_up, ffn_up_b, ffn_gate, ffn_gate_b, ffn_silu/ffn_gelu/ffn_mul,
-/// ffn_gate_par, ffn_down); `gate` may be -1 (no gate); returns the unnamed result. kGeglu (which
-/// needs a gate and kPar, else -1) ends the activation with GEGLU(gate, up) named "ffn_geglu".
-/// Differs from llama.cpp: a fused op is taken only when asked for (kGeglu); llama.cpp 2026 fuses
-/// every GELU/SILU parallel gate, Feb 2025 (which the other builders follow) none.
+/// ffn_gate_par, ffn_down); `gate` may be -1 (no gate); returns the unnamed result. kGeglu / kSiluGlu
+/// (which need a gate and kPar, else -1) end the activation with GEGLU / SWIGLU(gate, up) named
+/// "ffn_geglu" / "ffn_swiglu".
+/// Differs from llama.cpp: a fused op is taken only when asked for (kGeglu, kSiluGlu); llama.cpp 2026
+/// fuses every GELU/SILU parallel gate, Feb 2025 (which the other builders follow) none.
 int BuildFfn(GraphBuilder& b, int x, int up, int up_b, int gate, int gate_b, int down, int down_b, FfnOp op,
              FfnGate type_gate, int il);
 /// llama_expert_gating_func_type: how build_moe_ffn turns the router logits into probabilities.
@@ -289,8 +291,10 @@ Status ReadSharedExpertRouting(const GgufFile& f, int default_gating, HParams* h
 /// "ffn_moe_out", plus the shared experts (BuildFfn of ffn_{up,gate,down}_shexp, named `shexp_name`:
 /// deepseek2 "ffn_shexp", glm4moe "ffn_shexp_out"; none when the layer has no ffn_up_shexp) added to it.
 /// Returns the FFN output, named "ffn_out".
+/// `dense_op`: the activation of the dense and the shared experts' FFN, kSilu (SILU then MUL) or
+/// kSiluGlu (llama.cpp 2026 build_ffn's fused SWIGLU, deepseek2).
 int BuildLeadDenseMoeFfn(GraphBuilder& b, const HParams& hp, const LayerWeights& l, int cur, MoeFfnOptions o,
-                         const char* shexp_name, int il);
+                         const char* shexp_name, int il, FfnOp dense_op = FfnOp::kSilu);
 /// The rope configuration of the graphs (llama.cpp 2026 llama_context cparams): freq base and scale
 /// (1 for scaling type none), n_ctx_orig (n_ctx_orig_yarn), YaRN's ext_factor (1 for yarn, else 0),
 /// beta_fast / beta_slow (hp.yarn_beta_*) and attn_factor: rope.scaling.attn_factor, times for

@@ -204,11 +204,12 @@ int BuildFfn(GraphBuilder& b, int x, int up, int up_b, int gate, int gate_b, int
       b.Name(cur, "ffn_gelu", il);
       break;
     case FfnOp::kGeglu:
-      // llama.cpp 2026 build_ffn, LLM_FFN_GELU with a parallel gate: one fused GEGLU (gelu(gate) *
-      // up) instead of GELU and the gate's MUL.
+    case FfnOp::kSiluGlu:
+      // llama.cpp 2026 build_ffn, LLM_FFN_GELU / LLM_FFN_SILU with a parallel gate: one fused GEGLU /
+      // SWIGLU (act(gate) * up) instead of the activation and the gate's MUL.
       if (gate < 0 || type_gate != FfnGate::kPar) return -1;
-      cur = b.GeGluSplit(cur, tmp);
-      b.Name(cur, "ffn_geglu", il);
+      cur = op == FfnOp::kGeglu ? b.GeGluSplit(cur, tmp) : b.SwiGluSplit(cur, tmp);
+      b.Name(cur, op == FfnOp::kGeglu ? "ffn_geglu" : "ffn_swiglu", il);
       type_gate = FfnGate::kSeq;
       break;
     case FfnOp::kSwiglu: {
@@ -371,9 +372,9 @@ Status ReadSharedExpertRouting(const GgufFile& f, int default_gating, HParams* h
 }
 
 int BuildLeadDenseMoeFfn(GraphBuilder& b, const HParams& hp, const LayerWeights& l, int cur, MoeFfnOptions o,
-                         const char* shexp_name, int il) {
+                         const char* shexp_name, int il, FfnOp dense_op) {
   if (il < static_cast<int>(hp.n_layer_dense_lead)) {
-    cur = BuildFfn(b, cur, l.ffn_up, -1, l.ffn_gate, -1, l.ffn_down, -1, FfnOp::kSilu, FfnGate::kPar, il);
+    cur = BuildFfn(b, cur, l.ffn_up, -1, l.ffn_gate, -1, l.ffn_down, -1, dense_op, FfnGate::kPar, il);
   } else {
     o.exp_probs_b = l.ffn_exp_probs_b;
     o.n_expert_groups = hp.n_expert_groups;
@@ -384,7 +385,7 @@ int BuildLeadDenseMoeFfn(GraphBuilder& b, const HParams& hp, const LayerWeights&
       cur = moe_out;
     } else {
       const int shexp = BuildFfn(b, cur, l.ffn_up_shexp, -1, l.ffn_gate_shexp, -1, l.ffn_down_shexp, -1,
-                                 FfnOp::kSilu, FfnGate::kPar, il);
+                                 dense_op, FfnGate::kPar, il);
       b.Name(shexp, shexp_name, il);
       cur = b.Add(moe_out, shexp);
     }

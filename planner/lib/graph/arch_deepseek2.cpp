@@ -358,7 +358,7 @@ Status BuildDeepSeek2Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& 
     b.Name(ffn_inp, "ffn_inp", il);
     cur = BuildNorm(b, ffn_inp, l.ffn_norm, -1, NormKind::kRms, hp.f_norm_rms_eps, il);
     b.Name(cur, "ffn_norm", il);
-    cur = BuildLeadDenseMoeFfn(b, hp, l, cur, moe, "ffn_shexp", il);
+    cur = BuildLeadDenseMoeFfn(b, hp, l, cur, moe, "ffn_shexp", il, FfnOp::kSiluGlu);
     cur = b.Add(cur, ffn_inp);
     b.Name(cur, "l_out", il);
     inpL = cur;
