@@ -654,6 +654,19 @@ void CompareOps(sc::IsaLevel isa) {
     (void)sc::Div(sctx, View(w), View(sum), d);
     CompareOut("DIV by the row sum" + sz, r, out);
   }
+  // The weight sum's CLAMP to [2^-14, INFINITY] (llama.cpp 2026 build_moe_ffn) over sums from 2^-4
+  // down to 2^-23, zeros, infinities and NaN.
+  {
+    ggml_tensor* s = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 1, 64);
+    float* ps = static_cast<float*>(s->data);
+    for (int i = 0; i < 64; ++i) ps[i] = std::ldexp(1.f + float(rng() % 1000) / 1000.f, -4 - i % 20);
+    ps[0] = 0.f, ps[1] = -0.f, ps[2] = INFINITY, ps[3] = -INFINITY, ps[4] = NAN;
+    ggml_tensor* r = ggml_clamp(ctx, s, 6.103515625e-5f, INFINITY);
+    Compute(ctx, r);
+    sc::TensorView d = dst(r);
+    (void)sc::Clamp(sctx, View(s), d, 6.103515625e-5f, INFINITY);
+    CompareOut("CLAMP of the weight sum" + num, r, out);
+  }
   // ARGSORT (descending, the top-k's) of rows full of ties: llama.cpp sorts with std::sort, whose
   // introsort keeps ties in index order only up to 16 elements (its insertion sort); above, the
   // partitions reorder them.
