@@ -146,6 +146,12 @@ class EmulatedCuda final : public exec::Backend {
                               [&](int64_t l) { cuda::UnaryElement(cuda::Unary::kFill, a, d, p.c, 0.f, l); });
         return Status::Ok();
       }
+      case GgmlOp::CLAMP: {
+        STOWAGE_ASSIGN_OR_RETURN(const ClampParams p, DecodeClamp(c.params()));
+        test::EmulateElements(
+            d, [&](int64_t l) { cuda::UnaryElement(cuda::Unary::kClamp, a, d, p.min, p.max, l); });
+        return Status::Ok();
+      }
       case GgmlOp::SET_ROWS: {
         const bool i64 = c.src[1].type == GgmlType::I64;
         test::EmulateElements(a, [&](int64_t l) { (void)cuda::SetRowsElement(a, b, i64, d, l); });
@@ -287,6 +293,7 @@ TEST_P(CudaEmulationModel, EveryGpuNodeRunsAndLogitsMatchTheCpu) {
     if (a == "qwen3moe" || a == "glm4moe" || a == "deepseek2") {
       EXPECT_GT(ran["SUM_ROWS"], 0) << seen;
       EXPECT_GT(ran["DIV"], 0) << seen;
+      EXPECT_GT(ran["CLAMP"], 0) << seen;  // the weight sum's
     }
     if (a == "glm4moe" || a == "deepseek2") EXPECT_GT(ran["SIGMOID"], 0) << seen;
     if (a == "deepseek2") EXPECT_GT(ran["CONCAT"], 0) << seen;
