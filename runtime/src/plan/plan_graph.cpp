@@ -530,6 +530,22 @@ Status CheckNodes(const fb::Plan& r, const Graph& g, const std::vector<Bound>& b
           mem.buffer_mapped[bound[id].buffer])
         return DataLoss(path + ": graph " + g.name + " node '" + t.name +
                         "' writes into the read-only mapping of the model file");
+      // ggml_backend_sched allocates each node in its backend's compute buffer (ggml_gallocr, one
+      // buffer type per backend): a result elsewhere would be written by one device into another's
+      // memory.
+      const int compute_buffer = r.backends()->Get(sp.backend)->compute_buffer();
+      if (!t.is_view && t.global < 0 && t.buffer >= 0 && t.buffer != compute_buffer) {
+        auto buffer_name = [&](int b) {
+          return b >= 0 && static_cast<flatbuffers::uoffset_t>(b) < r.buffers()->size() &&
+                         r.buffers()->Get(b)->name()
+                     ? r.buffers()->Get(b)->name()->str()
+                     : std::string("none");
+        };
+        return DataLoss(node() + ": its result is in buffer " + std::to_string(t.buffer) + " (" +
+                        buffer_name(t.buffer) + "), expected its backend " + std::to_string(sp.backend) +
+                        "'s compute buffer " + std::to_string(compute_buffer) + " (" +
+                        buffer_name(compute_buffer) + ")");
+      }
     }
   }
   return Status::Ok();

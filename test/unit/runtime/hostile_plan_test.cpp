@@ -909,7 +909,7 @@ TEST_F(HostilePlan, VerifierRefusesWhatWouldFailOrRunWronglyLater) {
          t.buffer = global(p, "cache_k_l0").buffer;
          t.offset = global(p, "cache_k_l0").offset;
        },
-       "'norm-0' [0, 256) live node 1 .. node 2 overlaps 'cache_k_l0'"},
+       "node 'norm-0' (RMS_NORM): its result is in buffer 1 (CPU), expected its backend 0's compute buffer"},
       // 4. The runtime's per-node checks.
       {"ROPE n_dims odd", [&](bp::PlanT& p) { node(*p.graphs[0], "Qcur-0", GgmlOp::ROPE).iparams[0] = 7; },
        "ROPE: n_dims 7 must be even"},
