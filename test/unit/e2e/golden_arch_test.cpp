@@ -136,19 +136,6 @@ void Gemma3Small(synth::ModelSpec& s) {
 bool Quantized(const Case& c) { return c.type != GgmlType::F32 && c.type != GgmlType::F16; }
 float Tol(const Case& c) { return Quantized(c) ? 0.30f : 0.02f; }
 
-// max |logit - golden| over the golden's stored (position, id) logits.
-float MaxDiffVsGolden(const nlohmann::json& golden, const std::vector<float>& logits, int n_vocab) {
-  const auto ids = golden["ids"].get<std::vector<int>>();
-  const auto positions = golden["positions"].get<std::vector<size_t>>();
-  float d = 0;
-  for (size_t j = 0; j < positions.size(); ++j) {
-    const auto want = golden["logits"][j].get<std::vector<float>>();
-    for (size_t v = 0; v < ids.size(); ++v)
-      d = std::max(d, std::fabs(logits[positions[j] * n_vocab + ids[v]] - want[v]));
-  }
-  return d;
-}
-
 using test::ScaleF32Tensors;
 
 class GoldenArch : public ::testing::TestWithParam<Case> {
@@ -276,7 +263,6 @@ TEST(GoldenArchRepack, MixtralQ4_0ExpertsInCpuRepack) {
   const uint64_t experts = 3ull * 8 * 2 * RowSize(GgmlType::Q4_0, 64) * 128;
   EXPECT_GE(repack_bytes, experts) << "the Q4_0 experts are not in CPU_REPACK";
   const auto prompt = golden["prompt_tokens"].get<std::vector<int32_t>>();
-  const int n_vocab = golden["n_vocab"].get<int>();
   std::vector<float> logits, plain;
   ASSERT_TRUE((*session)->Decode(prompt, true, &logits).ok());
   auto cpu_plan = test::PlanCpu(model, 256);
@@ -287,7 +273,7 @@ TEST(GoldenArchRepack, MixtralQ4_0ExpertsInCpuRepack) {
   ASSERT_EQ(logits.size(), plain.size());
   float vs_plain = 0;
   for (size_t i = 0; i < logits.size(); ++i) vs_plain = std::max(vs_plain, std::fabs(logits[i] - plain[i]));
-  const float vs_golden = MaxDiffVsGolden(golden, logits, n_vocab);
+  const float vs_golden = test::MaxDiffToReducedGolden(golden, logits);
   EXPECT_LE(vs_plain, 0.05f) << "CPU_REPACK experts vs plain experts";
   EXPECT_LE(vs_golden, 0.30f) << "CPU_REPACK experts vs llama.cpp";
   std::printf(
@@ -376,8 +362,8 @@ TEST(GoldenArchQwen3, QkNormWeightsChangeTheLogits) {
   const std::vector<float> doubled = decode();
   ASSERT_EQ(doubled.size(), with_norm.size());
   const float tol = 0.02f;  // the F32 tolerance of MatchesLlamaCpp
-  const float d_with = MaxDiffVsGolden(golden, with_norm, n_vocab);
-  const float d_doubled = MaxDiffVsGolden(golden, doubled, n_vocab);
+  const float d_with = test::MaxDiffToReducedGolden(golden, with_norm);
+  const float d_doubled = test::MaxDiffToReducedGolden(golden, doubled);
   EXPECT_LE(d_with, tol);
   EXPECT_GT(d_doubled, 10 * tol) << "doubling the q/k norm weights did not move the logits";
   std::printf("[ qwen3-f32 ] max |logit diff| vs llama.cpp: %.5f; with the q/k norm weights doubled: %.5f\n",
@@ -414,7 +400,7 @@ float FeatureOffDiff(const std::string& golden_name, const char* arch, void (*ed
   EXPECT_TRUE(st.ok()) << st.ToString();
   std::remove(model.c_str());
   if (!s || !st.ok()) return -1;
-  return MaxDiffVsGolden(golden, logits, n_vocab);
+  return test::MaxDiffToReducedGolden(golden, logits);
 }
 
 // The rope scaling, temperature and no-rope goldens depend on the feature they test: each model
@@ -682,7 +668,7 @@ TEST(GoldenArchGemma, FlashAttentionMatchesLlamaCpp) {
     const auto prompt = golden["prompt_tokens"].get<std::vector<int32_t>>();
     Status st = (*s)->Decode(prompt, /*all_logits=*/true, &logits);
     ASSERT_TRUE(st.ok()) << st.ToString();
-    const float d = MaxDiffVsGolden(golden, logits, golden["n_vocab"].get<int>());
+    const float d = test::MaxDiffToReducedGolden(golden, logits);
     if (c.matches)
       EXPECT_LE(d, 0.02f) << c.golden << " with flash attention";
     else
