@@ -10,6 +10,8 @@ PKGS=(
   libflatbuffers-dev flatbuffers-compiler
   libgtest-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
   clang-19 libclang-rt-19-dev clang-format-19
+  libcpp-httplib-dev  # stowage-server's HTTP layer
+  libopenmpi-dev openmpi-bin  # multi-host runs (STOWAGE_ENABLE_MPI=AUTO)
   chromium-headless-shell  # renders plan-dump --svg in the screenshot test (~100 MB, ~30 s)
 )
 missing=()
