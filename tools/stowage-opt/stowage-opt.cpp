@@ -41,6 +41,7 @@
 #ifdef STOWAGE_HAVE_COMPILER
 #include "stowage/Compiler/Import/ImportModelGraphs.h"
 #include "stowage/Compiler/Import/ImportPlan.h"
+#include "stowage/Compiler/Pipeline.h"
 #include "stowage/Compiler/Transforms/Passes.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/plan.h"
@@ -115,7 +116,11 @@ static void printImportDiagnostics(mlir::MLIRContext &context) {
                                                                                      : "note";
     llvm::errs() << "stowage-opt: " << severity << ": ";
     const std::string message = diag.str();
-    if (auto name = llvm::dyn_cast<mlir::NameLoc>(diag.getLocation())) {
+    mlir::Location loc = diag.getLocation();
+    // An op's location: its node's NameLoc fused with its tensor id (getTensorLoc).
+    if (auto fused = llvm::dyn_cast<mlir::FusedLoc>(loc); fused && fused.getLocations().size() == 1)
+      loc = fused.getLocations().front();
+    if (auto name = llvm::dyn_cast<mlir::NameLoc>(loc)) {
       mlir::Location inner = name.getChildLoc();
       llvm::StringRef graph;
       if (auto g = llvm::dyn_cast<mlir::NameLoc>(inner)) {
@@ -230,7 +235,7 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses(); // canonicalize, cse, ... for pipelines in tests
 #ifdef STOWAGE_HAVE_COMPILER
   stowage::compiler::registerStowageCompilerPasses();
-  stowage::compiler::registerStowagePlanPipeline();
+  stowage::compiler::registerStowagePipeline();
 #endif
   mlir::DialectRegistry registry;
   registry

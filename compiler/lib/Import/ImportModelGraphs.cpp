@@ -38,6 +38,40 @@ place::BufferTypeAttr getBufferTypeAttr(MLIRContext *ctx, const planner::Placeme
   return place::BufferTypeAttr::get(ctx, b.name, p.devices[b.device].name, kind);
 }
 
+ggml::Dim toDialectDim(const planner::DimExpr &e, bool bindTokens, bool bindOutputs) {
+  using ggml::Sym;
+  ggml::Dim d;
+  d.c = e.c;
+  d.k[static_cast<unsigned>(Sym::n_kv)] = e.kv;
+  d.k[static_cast<unsigned>(Sym::kv_head)] = e.kv_head;
+  d.k[static_cast<unsigned>(Sym::n_kv_swa)] = e.kv_swa;
+  d.k[static_cast<unsigned>(Sym::kv_head_swa)] = e.kv_head_swa;
+  if (bindTokens)
+    d.c += e.tokens;
+  else
+    d.k[static_cast<unsigned>(Sym::n_tokens)] = e.tokens;
+  if (bindOutputs)
+    d.c += e.outputs;
+  else
+    d.k[static_cast<unsigned>(Sym::n_outputs)] = e.outputs;
+  return d;
+}
+
+Location getTensorLoc(Location loc, int id) {
+  MLIRContext *ctx = loc.getContext();
+  return FusedLoc::get(ctx, {loc}, IntegerAttr::get(IntegerType::get(ctx, 32), id));
+}
+
+std::optional<int> getImportedTensorId(Location loc) {
+  auto fused = dyn_cast<FusedLoc>(loc);
+  if (!fused)
+    return std::nullopt;
+  auto id = dyn_cast_or_null<IntegerAttr>(fused.getMetadata());
+  if (!id || !id.getType().isInteger(32))
+    return std::nullopt;
+  return static_cast<int>(id.getInt());
+}
+
 namespace {
 
 using ggml::Dim;
@@ -84,21 +118,7 @@ private:
   /// The dialect's form of a planner dimension; @tg binds n_tokens = 1 and n_outputs = 1 where
   /// its bound is 1 (several sequences, -np N: N tokens and outputs, kept symbolic).
   Dim dim(const DimExpr &e) const {
-    Dim d;
-    d.c = e.c;
-    d.k[static_cast<unsigned>(Sym::n_kv)] = e.kv;
-    d.k[static_cast<unsigned>(Sym::kv_head)] = e.kv_head;
-    d.k[static_cast<unsigned>(Sym::n_kv_swa)] = e.kv_swa;
-    d.k[static_cast<unsigned>(Sym::kv_head_swa)] = e.kv_head_swa;
-    if (tg_ && g_.max_tokens == 1)
-      d.c += e.tokens;
-    else
-      d.k[static_cast<unsigned>(Sym::n_tokens)] = e.tokens;
-    if (tg_ && g_.max_outputs == 1)
-      d.c += e.outputs;
-    else
-      d.k[static_cast<unsigned>(Sym::n_outputs)] = e.outputs;
-    return d;
+    return toDialectDim(e, tg_ && g_.max_tokens == 1, tg_ && g_.max_outputs == 1);
   }
   FailureOr<ggml::TensorType> tensorType(const planner::Tensor &t, Location loc);
   /// A node's location: its name inside its graph's ("pp", "tg"), inside `loc_`.
@@ -203,6 +223,7 @@ LogicalResult GraphImporter::importLeaf(int id) {
   }
   if (t.kind == planner::TensorKind::kInput)
     annotate(op, t);
+  op->setLoc(getTensorLoc(loc, id));
   values_[id] = op->getResult(0);
   return success();
 }
@@ -485,6 +506,7 @@ LogicalResult GraphImporter::importNode(int id) {
   if (!t.name.empty())
     (*op)->setAttr(ggml::kNodeNameAttr, b_.getStringAttr(t.name));
   annotate(*op, t);
+  (*op)->setLoc(getTensorLoc(loc, id));
   values_[id] = (*op)->getResult(0);
   return success();
 }
@@ -521,8 +543,8 @@ LogicalResult GraphImporter::importCopy(int source, int copy, place::BackendAttr
   if (!values_[source])
     return emitError(loc) << "split input '" << c.name << "' copies '" << g_.tensors[source].name
                           << "' before it is computed";
-  auto op = b_.create<place::CopyOp>(loc, values_[source].getType(), values_[source], backend,
-                                     b_.getI32IntegerAttr(index));
+  auto op = b_.create<place::CopyOp>(getTensorLoc(loc, copy), values_[source].getType(),
+                                     values_[source], backend, b_.getI32IntegerAttr(index));
   op->setAttr(ggml::kNodeNameAttr, b_.getStringAttr(c.name));
   values_[copy] = op.getResult();
   return success();
@@ -701,13 +723,13 @@ OwningOpRef<ModuleOp> importModelGraphs(MLIRContext *context, const planner::Mod
 
 namespace {
 
-/// stowage.import: what the placement passes rebuild the graphs from (PlannerState.h).
+/// stowage.import: the GGUF file and the context (as resolved) the module was imported with.
 void recordImport(ModuleOp module, StringRef path, const planner::ContextConfig &cfg) {
   Builder b(module.getContext());
   auto count = [&](uint64_t v) { return b.getI64IntegerAttr(static_cast<int64_t>(v)); };
   NamedAttrList d;
   // Absolute (not canonical: symlinks and `..` kept, as plan-model records an absolute path):
-  // later passes may run from another directory.
+  // the IR may be read from another directory.
   llvm::SmallString<256> abs(path);
   if (llvm::sys::fs::make_absolute(abs))
     abs = path;

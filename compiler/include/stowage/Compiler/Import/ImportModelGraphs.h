@@ -30,11 +30,13 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "stowage/Dialect/GGML/IR/GGMLDialect.h"
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
 #include "stowage/planner/fit.h"
 #include "stowage/planner/graph.h"
 #include "stowage/planner/place_model.h"
 #include "stowage/planner/placement.h"
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,22 @@ mlir::OwningOpRef<mlir::ModuleOp> importModelGraphs(mlir::MLIRContext *context,
                                                     const planner::ModelGraphs &graphs,
                                                     mlir::Location loc,
                                                     const planner::Placement *placement = nullptr);
+
+/// The dialect's form of a planner dimension: the same affine form over n_tokens, n_kv, kv_head,
+/// n_outputs, n_kv_swa and kv_head_swa, except that `bindTokens` / `bindOutputs` bind n_tokens /
+/// n_outputs to 1 (@tg of one token and one output: its n_tokens terms are folded into the
+/// constant).
+ggml::Dim toDialectDim(const planner::DimExpr &e, bool bindTokens, bool bindOutputs);
+
+/// The location importModelGraphs gives the op of graph tensor `id` (its index in
+/// planner::Graph::tensors): `loc` fused with `id` as an i32 metadata attribute. The exporter
+/// (ExportModelGraphs.h) numbers the tensors of the ops that keep it as the graph they came from
+/// did; a pass that replaces an op gives the new op a location of its own.
+mlir::Location getTensorLoc(mlir::Location loc, int id);
+
+/// The graph tensor id a location made by getTensorLoc records; std::nullopt for any other
+/// location (an op made by a pass, or IR parsed without its debug locations).
+std::optional<int> getImportedTensorId(mlir::Location loc);
 
 /// The place dialect's form of Placement::bufts[buft]: its kind is `split` for a "<dev>_Split"
 /// buffer type, `default` for a device's default, `host` for a GPU's pinned host buffer type

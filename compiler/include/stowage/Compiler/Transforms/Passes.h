@@ -23,11 +23,6 @@ namespace stowage::compiler {
 #define GEN_PASS_REGISTRATION
 #include "stowage/Compiler/Transforms/Passes.h.inc"
 
-/// Registers --stowage-plan-pipeline: the placement passes in order (stowage-assign-layers,
-/// stowage-select-weight-buft, stowage-place-kv, stowage-schedule, stowage-plan-memory, and
-/// stowage-export-plan when its `output` option is given), with every pass's options.
-void registerStowagePlanPipeline();
-
 /// Values of the symbols for evaluating dimensions (negative: unknown).
 struct SymbolBindings {
   int64_t n_tokens = -1, n_kv = -1, n_outputs = -1, n_ctx = -1, kv_head = 0;
