@@ -1,6 +1,6 @@
 // The values of plan-model's and stowage-run's planning flags that name the planner's own
-// constants: -ngl's "all" and "auto", and -fa's mode. Needs the planner's headers (link
-// stowage_plan).
+// constants: -ngl's "all" and "auto", -fa's mode, and --llamacpp-compat (with the defaults it
+// sets). Needs the planner's headers (link stowage_plan).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -51,6 +51,42 @@ inline planner::FlashAttnMode FlashAttnModeOf(const std::string& v) {
   return v == "on"     ? planner::FlashAttnMode::kOn
          : v == "auto" ? planner::FlashAttnMode::kAuto
                        : planner::FlashAttnMode::kOff;
+}
+
+/// CLI11 check for --llamacpp-compat: planner::ParseLlamacppCompat's values, "feb25" or "2026";
+/// anything else its error, "expected feb25 or 2026, found 'V'".
+inline CLI::Validator LlamacppCompatValue() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        auto compat = planner::ParseLlamacppCompat(v);
+        return compat.ok() ? "" : compat.status().message();
+      },
+      "feb25|2026");
+}
+
+/// Declares --llamacpp-compat on `app`, bound to `value` (a LlamacppCompatValue-checked name; the
+/// caller initializes it, e.g. to LlamacppCompatName(planner::kDefaultLlamacppCompat)), with one
+/// help text for every tool.
+inline CLI::Option* AddLlamacppCompatOption(CLI::App& app, std::string& value) {
+  return app
+      .add_option(
+          "--llamacpp-compat", value,
+          "the llama.cpp to follow: 2026 (llama.cpp of 2026-09-28: its buffer-type order and "
+          "CPU_REPACK types, its graph rules for every architecture, -fa auto and -c 0 by default) or "
+          "feb25 (llama.cpp of February 2025, the seed's: -fa off and -c 4096 by default)")
+      ->transform(LlamacppCompatValue());
+}
+
+/// The planner's compat for a LlamacppCompatValue-checked name.
+inline planner::LlamacppCompat LlamacppCompatOf(const std::string& v) {
+  auto compat = planner::ParseLlamacppCompat(v);
+  return compat.ok() ? *compat : planner::kDefaultLlamacppCompat;
+}
+
+/// -fa's name for a mode ("on", "off", "auto"; the inverse of FlashAttnModeOf), for the defaults a
+/// compat sets (planner::LlamacppDefaultsOf).
+inline std::string FlashAttnName(planner::FlashAttnMode mode) {
+  return mode == planner::FlashAttnMode::kOn ? "on" : mode == planner::FlashAttnMode::kAuto ? "auto" : "off";
 }
 
 }  // namespace stowage::tools

@@ -43,15 +43,14 @@ int Fail(const Status& s) {
 /// log: the planning machine is not necessarily the target).
 Result<std::vector<DeviceManifest>> MachineDevices(const std::string& device_list,
                                                    const std::vector<std::string>& registry_dirs,
-                                                   const std::string& free_overrides,
+                                                   LlamacppCompat compat, const std::string& free_overrides,
                                                    const std::string& host_cpu, const char* argv0,
                                                    std::string* assumed_cpu) {
   std::vector<MemoryOverride> ovr;
   if (!free_overrides.empty()) {
     STOWAGE_ASSIGN_OR_RETURN(ovr, ParseMemoryOverrides(free_overrides));
   }
-  std::vector<std::string> dirs = registry_dirs;
-  dirs.push_back(ShippedRegistryDir(argv0));
+  const std::vector<std::string> dirs = RegistrySearchDirs(registry_dirs, ShippedRegistryDir(argv0), compat);
   std::vector<DeviceManifest> devices;
   // "--device none" (llama.cpp -dev none): no GPU or ACCEL device, only this machine's CPU.
   if (!device_list.empty() && device_list != "none") {
@@ -104,7 +103,8 @@ namespace {
 /// The command line's values, as CLI11 fills them.
 struct Options {
   std::string model_path, out_path, ctk = "f16", ctv = "f16", device_list, sm = "layer", ts, explain, report;
-  std::string flash_attn = "off", header_path, host_cpu;
+  std::string flash_attn, header_path, host_cpu;
+  std::string llamacpp_compat = planner::LlamacppCompatName(planner::kDefaultLlamacppCompat);
   uint64_t file_size = 0;
   std::vector<std::string> registry_dirs, ot, free_ovr;
   ContextConfig cfg;
@@ -114,8 +114,6 @@ struct Options {
   int n_cpu_moe = 0, debug_splits = 0;
   double fit_target_mib = planner::kDefaultFitTargetBytes / 1048576.0;
   CLI::Option* out_opt = nullptr;  // -o, to tell "-o ''" from no -o
-
-  Options() { cfg.n_ctx = 4096; }  // llama.cpp common default
 };
 
 /// Declares every option of plan-model on `app`, bound to `o`.
@@ -144,7 +142,8 @@ void AddOptions(CLI::App& app, Options& o) {
       ->allow_extra_args(false);
   app.add_option(
          "-c,--ctx-size", o.cfg.n_ctx,
-         "context size in tokens (0 = the model's training context; default 4096, llama.cpp common's)")
+         "context size in tokens (0 = the model's training context; default: --llamacpp-compat's, 4096 for "
+         "feb25, 0 for 2026, llama.cpp common's)")
       ->check(tools::IntegerIn(0, kMaxTokens));
   app.add_option("-b,--batch-size", o.cfg.n_batch, "logical batch size")
       ->check(tools::IntegerIn(1, kMaxTokens));
@@ -155,8 +154,8 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_option(
          "--flash-attn", o.flash_attn,
          "flash attention: on (one FLASH_ATTN_EXT per layer, V cache untransposed, n_ctx padded to 256), "
-         "off (the default, llama.cpp FEB25's), or auto (on unless a layer's attention would run on "
-         "another device than the layer, as llama.cpp DEC25)")
+         "off (the default with --llamacpp-compat feb25), or auto (on unless a layer's attention would run "
+         "on another device than the layer, as llama.cpp DEC25; the default with 2026)")
       ->transform(tools::FlashAttnValue());
   app.add_option("--n-gpu-layers", o.opt.n_gpu_layers,
                  "layers to offload: N, 'all' or <= -2 (every layer and the output), 'auto' or -1 (= --fit) "
@@ -206,6 +205,7 @@ void AddOptions(CLI::App& app, Options& o) {
                  "MiB --fit keeps free on each GPU (llama.cpp -fitt; default 1024)")
       ->check(tools::NumberIn(0, 1048576));
   app.add_flag("--fit", o.fit, "search the largest -ngl that fits the devices' free memory and print it");
+  tools::AddLlamacppCompatOption(app, o.llamacpp_compat);
 }
 
 /// argv with "--explain" and "--report" given their optional value ("--explain", "--explain json"
@@ -287,6 +287,10 @@ Result<PlanRequest> MakeRequest(Options& o, const CLI::App& app, int argc, char*
   auto tv = ParseGgmlType(o.ctv);
   if (!tv.ok()) return InvalidArgument("--cache-type-v: " + tv.status().message());
   PlanRequest request;
+  request.llamacpp_compat = tools::LlamacppCompatOf(o.llamacpp_compat);
+  const LlamacppDefaults defaults = LlamacppDefaultsOf(request.llamacpp_compat);
+  if (app.count("--ctx-size") == 0) o.cfg.n_ctx = defaults.n_ctx;
+  if (app.count("--flash-attn") == 0) o.flash_attn = tools::FlashAttnName(defaults.flash_attn);
   request.context = o.cfg;
   request.context.type_k = *tk;
   request.context.type_v = *tv;
@@ -396,8 +400,8 @@ int Run(int argc, char** argv) {
   if (!request.ok()) return Fail(request.status());
 
   std::string assumed_cpu;
-  auto machine = MachineDevices(o.device_list, o.registry_dirs, tools::JoinValues(o.free_ovr), o.host_cpu,
-                                argv[0], &assumed_cpu);
+  auto machine = MachineDevices(o.device_list, o.registry_dirs, request->llamacpp_compat,
+                                tools::JoinValues(o.free_ovr), o.host_cpu, argv[0], &assumed_cpu);
   if (!machine.ok()) return Fail(machine.status());
   const bool header_only = !o.header_path.empty();
   if (header_only) o.model_path = o.header_path;

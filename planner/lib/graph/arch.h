@@ -108,6 +108,10 @@ struct LlamaGraphOptions {
   bool attn_temperature = false;
   /// granite's rope switch (rope.scaling.finetuned false: no rope in any layer, no inp_pos).
   bool rope = true;
+  /// The dense FFN as llama.cpp 2026 build_ffn builds LLM_FFN_SILU with a parallel gate: one fused
+  /// SWIGLU (FfnOp::kSiluGlu) instead of SILU and MUL (Feb 2025). Set for llama's graph in the
+  /// 2026 graphs (ModelGraphs::llama2026); mistral3, granite, qwen3 and smollm3 keep SILU and MUL.
+  bool fused_swiglu = false;
 };
 /// build_llama's graph (BuildLlamaAttentionBlock, the dense FFN or mixtral's MoE, the output) with
 /// the options above; LlamaGraphOptions{} is BuildLlamaGraph.

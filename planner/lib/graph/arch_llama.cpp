@@ -1,6 +1,7 @@
 // llama (and mixtral, which is llama with merged expert tensors): weights as llama.cpp's
-// load_tensors (LLM_ARCH_LLAMA) and the graph as build_llama (llama.cpp Feb 2025,
-// non-flash-attention path).
+// load_tensors (LLM_ARCH_LLAMA) and the graph as build_llama (llama.cpp Feb 2025), or with
+// --llamacpp-compat 2026 (ModelGraphs::llama2026) with llama.cpp 2026's inputs, KV store and fused
+// SWIGLU.
 #include <cmath>
 
 #include "arch.h"
@@ -57,7 +58,7 @@ Status BuildLlamaStyleGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights&
                                        &ffn_inp, attn_scale);
     if (l.ffn_gate_inp < 0) {
       cur = BuildFfn(b, cur, l.ffn_up, l.ffn_up_b, l.ffn_gate, l.ffn_gate_b, l.ffn_down, l.ffn_down_b,
-                     FfnOp::kSilu, FfnGate::kPar, il);
+                     o.fused_swiglu ? FfnOp::kSiluGlu : FfnOp::kSilu, FfnGate::kPar, il);
       b.Name(cur, "ffn_out", il);
     } else {  // MoE branch (mixtral): softmax gating, normalized top-k weights
       MoeFfnOptions o;
@@ -76,7 +77,9 @@ Status BuildLlamaStyleGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights&
 }
 
 Status BuildLlamaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
-  return BuildLlamaStyleGraph(b, m, w, LlamaGraphOptions{});
+  LlamaGraphOptions o;
+  o.fused_swiglu = m.llama2026;  // llama.cpp 2026 llama_model_llama::graph: build_ffn's SWIGLU
+  return BuildLlamaStyleGraph(b, m, w, o);
 }
 
 }  // namespace stowage::planner

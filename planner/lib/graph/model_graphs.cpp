@@ -644,7 +644,7 @@ Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const HParams& hp, co
             std::to_string(n_tensors - unused.size()));
   }
   AddKvCache(m);
-  m.llama2026 = spec->llama2026;
+  m.llama2026 = spec->llama2026 || m.cfg.llamacpp_compat == LlamacppCompat::k2026;
 
   const int64_t n_ctx = m.cfg.n_ctx;
   // llama.cpp 2026 sched_reserve with several sequences (a transformer's): pp of min(n_ctx,
@@ -666,7 +666,7 @@ Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const HParams& hp, co
     s.g->max_kv = max_kv;
     s.g->max_kv_swa = m.cfg.n_ctx_swa;
     s.g->max_outputs = s.outputs;
-    s.g->unread_embd_ne0 = spec->llama2026 ? m.hp.n_embd : 0;
+    s.g->unread_embd_ne0 = m.llama2026 ? m.hp.n_embd : 0;
     GraphBuilder b(*s.g, m);
     STOWAGE_RETURN_IF_ERROR(spec->build(b, m, w));
   }

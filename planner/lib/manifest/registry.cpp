@@ -175,6 +175,14 @@ std::string ShippedRegistryDir(const char* argv0) {
 #endif
 }
 
+std::vector<std::string> RegistrySearchDirs(const std::vector<std::string>& user_dirs,
+                                            const std::string& shipped, LlamacppCompat compat) {
+  std::vector<std::string> dirs = user_dirs;
+  if (compat == LlamacppCompat::k2026) dirs.push_back(shipped + "/llamacpp-2026");
+  dirs.push_back(shipped);
+  return dirs;
+}
+
 Result<Registry> Registry::Open(const std::vector<std::string>& dirs) {
   Registry r;
   r.dirs_ = dirs;

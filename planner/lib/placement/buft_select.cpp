@@ -124,7 +124,7 @@ Result<bool> WeightBuftSupported(const HParams& hp, const GlobalTensor& w, stowa
 
 Status SelectWeightBufts(const ModelGraphs& m, const DeviceSet& ds, const LayerMap& lm,
                          const WeightBuftOptions& opt, Placement* p, MovedSummary* moved) {
-  const BuftList cpu_list = MakeCpuBuftList(ds, opt.no_host, opt.no_repack);
+  const BuftList cpu_list = MakeCpuBuftList(ds, opt.no_host, opt.no_repack, m.cfg.llamacpp_compat);
   std::vector<BuftList> dev_lists(ds.devices.size());
   for (int d = 0; d < ds.n_model; ++d) dev_lists[d] = MakeGpuBuftList(ds, d, opt.split_mode, cpu_list);
   dev_lists[ds.cpu] = cpu_list;

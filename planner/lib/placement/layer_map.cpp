@@ -94,14 +94,19 @@ Result<DeviceSet> MakeDeviceSet(const std::vector<DeviceManifest>& machine, Spli
   return ds;
 }
 
-BuftList MakeCpuBuftList(const DeviceSet& ds, bool no_host, bool no_extra) {
+BuftList MakeCpuBuftList(const DeviceSet& ds, bool no_host, bool no_extra, LlamacppCompat compat) {
   BuftList list;
   const DeviceManifest& cpu = ds.devices[ds.cpu];
   for (int i = ds.n_model; i < ds.cpu; ++i)
     if (ds.devices[i].default_buft.name != cpu.default_buft.name)
       list.push_back({i, ds.devices[i].default_buft.name});
-  if (!no_extra)
-    for (const auto& e : cpu.extra_bufts) list.push_back({ds.cpu, e.name});
+  auto add_extra = [&] {
+    if (!no_extra)
+      for (const auto& e : cpu.extra_bufts) list.push_back({ds.cpu, e.name});
+  };
+  // Feb 2025 asks the CPU's extra buffer types before the GPU host buffer type, llama.cpp 2026
+  // after it (make_cpu_buft_list since March 2025).
+  if (compat == LlamacppCompat::kFeb25) add_extra();
   if (!no_host) {
     for (int i = 0; i < ds.n_model; ++i) {
       if (const auto& host = ds.devices[i].host_buft) {
@@ -110,6 +115,7 @@ BuftList MakeCpuBuftList(const DeviceSet& ds, bool no_host, bool no_extra) {
       }
     }
   }
+  if (compat == LlamacppCompat::k2026) add_extra();
   list.push_back({ds.cpu, cpu.default_buft.name});
   return list;
 }

@@ -315,11 +315,16 @@ std::string FlashAttnDeviceMismatch(const ModelGraphs& m, const PlacementOutcome
     const std::string& dev_kv = o.devices.devices[o.layers.device[il]].name;
     const int d = p.backends[t.backend].device;
     const std::string dev_fa = d >= 0 && d < static_cast<int>(p.devices.size()) ? p.devices[d].name : "?";
-    if (dev_fa != dev_kv)
+    if (dev_fa == dev_kv) continue;
+    if (m.cfg.llamacpp_compat == LlamacppCompat::k2026)  // llama_context::resolve_fused_ops
       return Fmt(
-          "llama_context: layer %d is assigned to device %s but the Flash Attention tensor is assigned to "
-          "device %s (usually due to missing support)",
+          "resolve_fused_ops: layer %d is assigned to device %s but Flash Attention is assigned to device %s "
+          "(usually due to missing support)",
           il, dev_kv.c_str(), dev_fa.c_str());
+    return Fmt(
+        "llama_context: layer %d is assigned to device %s but the Flash Attention tensor is assigned to "
+        "device %s (usually due to missing support)",
+        il, dev_kv.c_str(), dev_fa.c_str());
   }
   return "";
 }

@@ -25,6 +25,21 @@ Status NamingModel(const GgufFile& gguf, Status s) {
 
 }  // namespace
 
+Result<LlamacppCompat> ParseLlamacppCompat(std::string_view value) {
+  if (value == "feb25") return LlamacppCompat::kFeb25;
+  if (value == "2026") return LlamacppCompat::k2026;
+  return InvalidArgument("expected feb25 or 2026, found '" + std::string(value) + "'");
+}
+
+const char* LlamacppCompatName(LlamacppCompat compat) {
+  return compat == LlamacppCompat::k2026 ? "2026" : "feb25";
+}
+
+LlamacppDefaults LlamacppDefaultsOf(LlamacppCompat compat) {
+  if (compat == LlamacppCompat::k2026) return LlamacppDefaults{0, FlashAttnMode::kAuto};
+  return LlamacppDefaults{};
+}
+
 void AddCpuMoeOverrides(const HParams& hp, const std::vector<DeviceManifest>& machine, bool cpu_moe,
                         int n_cpu_moe, PlacementOptions* placement, const PlanMessageSink& sink) {
   if (sink && (cpu_moe || n_cpu_moe > 0) && hp.n_expert == 0)
@@ -75,6 +90,7 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
   // attention).
   ContextConfig asked = request.context;
   asked.flash_attn = request.flash_attn != FlashAttnMode::kOff;
+  asked.llamacpp_compat = request.llamacpp_compat;
   STOWAGE_ASSIGN_OR_RETURN(ContextConfig cfg, ResolvePlanContext(hp, gguf.path(), asked, sink));
   STOWAGE_ASSIGN_OR_RETURN(r.graphs, BuildModelGraphs(gguf, hp, cfg));
   if (!r.graphs.hp.recurrent() && r.graphs.cfg.n_ctx > r.graphs.hp.n_ctx_train)
@@ -96,11 +112,16 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
   Result<PlacementOutcome> outcome = PlaceModel(r.graphs, machine, r.placement);
   if (outcome.ok() && request.flash_attn == FlashAttnMode::kAuto && r.graphs.cfg.flash_attn) {
     const std::string mismatch = FlashAttnDeviceMismatch(r.graphs, *outcome);
+    // llama.cpp 2026 llama_context::resolve_fused_ops words the decision per fused op.
+    const bool today = request.llamacpp_compat == LlamacppCompat::k2026;
     if (mismatch.empty()) {
-      say(PlanMessageKind::kFlashAttnEnabled, "llama_context: Flash Attention was auto, set to enabled");
+      say(PlanMessageKind::kFlashAttnEnabled,
+          today ? "resolve_fused_ops: Flash Attention enabled"
+                : "llama_context: Flash Attention was auto, set to enabled");
     } else {
       say(PlanMessageKind::kFlashAttnDisabled,
-          mismatch + "\nllama_context: Flash Attention was auto, set to disabled");
+          mismatch + (today ? "\nresolve_fused_ops: Flash Attention not supported, set to disabled"
+                            : "\nllama_context: Flash Attention was auto, set to disabled"));
       cfg = asked;
       cfg.flash_attn = false;
       STOWAGE_RETURN_IF_ERROR(ResolveContext(hp, gguf.path(), &cfg));

@@ -86,18 +86,34 @@ TEST(BuftLists, CpuListIsAccelThenExtraThenFirstHostThenCpu) {
   auto ds = MakeDeviceSet({Gpu("G0", 1, "CUDA"), Gpu("G1", 1, "CUDA", /*host=*/true), Accel(), Cpu()},
                           SplitMode::kLayer, 0);
   ASSERT_TRUE(ds.ok());
-  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, false, false)),
+  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, false, false, LlamacppCompat::kFeb25)),
             (std::vector<std::string>{"CPU_REPACK", "G1_Host", "CPU"}));
-  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, true, false)), (std::vector<std::string>{"CPU_REPACK", "CPU"}));
-  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, true, true)), (std::vector<std::string>{"CPU"}));
-  const BuftList cpu = MakeCpuBuftList(*ds, false, false);
+  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, true, false, LlamacppCompat::kFeb25)),
+            (std::vector<std::string>{"CPU_REPACK", "CPU"}));
+  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, true, true, LlamacppCompat::kFeb25)),
+            (std::vector<std::string>{"CPU"}));
+  const BuftList cpu = MakeCpuBuftList(*ds, false, false, LlamacppCompat::kFeb25);
   EXPECT_EQ(cpu[1].device, 1);  // the host buft is asked through its GPU
+}
+
+TEST(BuftLists, CpuList2026IsAccelThenFirstHostThenExtraThenCpu) {
+  // llama.cpp 2026 make_cpu_buft_list: the GPU host buft before the CPU's extra bufts, so a
+  // weight of the CPU list is pinned host memory (not repacked) when a GPU offers it.
+  auto ds = MakeDeviceSet({Gpu("G0", 1, "CUDA"), Gpu("G1", 1, "CUDA", /*host=*/true), OneDnnLike(), Cpu()},
+                          SplitMode::kLayer, 0);
+  ASSERT_TRUE(ds.ok());
+  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, false, false, LlamacppCompat::k2026)),
+            (std::vector<std::string>{"ONEDNN", "G1_Host", "CPU_REPACK", "CPU"}));
+  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, true, false, LlamacppCompat::k2026)),
+            (std::vector<std::string>{"ONEDNN", "CPU_REPACK", "CPU"}));
+  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, false, true, LlamacppCompat::k2026)),
+            (std::vector<std::string>{"ONEDNN", "G1_Host", "CPU"}));
 }
 
 TEST(BuftLists, GpuListHasSplitBuftOnlyInRowMode) {
   auto ds = MakeDeviceSet({Gpu("G0", 1, "CUDA", false, /*split=*/true), Cpu(false)}, SplitMode::kRow, 0);
   ASSERT_TRUE(ds.ok());
-  const BuftList cpu = MakeCpuBuftList(*ds, false, false);
+  const BuftList cpu = MakeCpuBuftList(*ds, false, false, LlamacppCompat::kFeb25);
   EXPECT_EQ(BuftNames(MakeGpuBuftList(*ds, 0, SplitMode::kRow, cpu)),
             (std::vector<std::string>{"G0_Split", "G0", "CPU"}));
   EXPECT_EQ(BuftNames(MakeGpuBuftList(*ds, 0, SplitMode::kLayer, cpu)),
@@ -122,9 +138,10 @@ TEST(BuftLists, InitPlacementRegistersEachBuftOnceAndCpuComputeUsesHostBuft) {
 TEST(BuftLists, AccelWithItsOwnBuftLeadsTheCpuListAndComputesIntoTheCpuBuft) {
   auto ds = MakeDeviceSet({OneDnnLike(), Cpu()}, SplitMode::kLayer, 0);
   ASSERT_TRUE(ds.ok());
-  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, false, false)),
+  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, false, false, LlamacppCompat::kFeb25)),
             (std::vector<std::string>{"ONEDNN", "CPU_REPACK", "CPU"}));
-  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, false, true)), (std::vector<std::string>{"ONEDNN", "CPU"}));
+  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds, false, true, LlamacppCompat::kFeb25)),
+            (std::vector<std::string>{"ONEDNN", "CPU"}));
   Placement p;
   InitPlacement(*ds, true, &p);
   std::vector<std::string> names;
@@ -140,7 +157,7 @@ TEST(BuftLists, AccelWithItsOwnBuftLeadsTheCpuListAndComputesIntoTheCpuBuft) {
   // With a GPU in front, the CPU list still starts with the ACCEL buft (FEB25: ACCEL first).
   auto ds2 = MakeDeviceSet({Gpu("G0", 1, "CUDA", /*host=*/true), OneDnnLike(), Cpu()}, SplitMode::kLayer, 0);
   ASSERT_TRUE(ds2.ok());
-  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds2, false, false)),
+  EXPECT_EQ(BuftNames(MakeCpuBuftList(*ds2, false, false, LlamacppCompat::kFeb25)),
             (std::vector<std::string>{"ONEDNN", "CPU_REPACK", "G0_Host", "CPU"}));
 }
 

@@ -259,6 +259,20 @@ struct HParams {
 };
 
 /// Context parameters that shape the graphs (llama_context_params subset).
+/// Which llama.cpp a plan follows (plan-model --llamacpp-compat).
+enum class LlamacppCompat {
+  /// llama.cpp of February 2025 (build 4748, the seed's era; ../shared/golden/placement): its
+  /// make_cpu_buft_list order and CPU_REPACK types, and Feb 2025's graphs for the architectures
+  /// that predate 2026 (ArchSpec::llama2026 false).
+  kFeb25,
+  /// llama.cpp of 2026-09-28 (node-llama-cpp 3.22.1): the 2026 buffer-type list order (ACCEL, GPU
+  /// host, CPU extra, CPU; make_cpu_buft_list), the 2026 CPU_REPACK types of llama.cpp-named CPU
+  /// devices (ggml-cpu repack.cpp ggml_repack_get_optimal_repack_type), and llama.cpp 2026's graph
+  /// rules (the unread inp_embd input, the SET_ROWS KV store, the F16 KQ mask, ggml-alloc's
+  /// free-block rules) for every architecture.
+  k2026,
+};
+
 struct ContextConfig {
   uint32_t n_ctx =
       0;  ///< 0: the model's n_ctx_train; padded to a multiple of 32, 256 with flash attention (as llama.cpp)
@@ -288,6 +302,9 @@ struct ContextConfig {
   /// (HParams::iswa), llama_kv_cache_iswa's size_swa = GGML_PAD(min(n_ctx, n_swa + n_ubatch), 256)
   /// (kv_unified off, llama.cpp's default), n_ctx with swa_full; 0 for every other model.
   uint32_t n_ctx_swa = 0;
+  /// The llama.cpp whose graphs and buffer-type rules the plan follows (ModelGraphs::llama2026 is
+  /// set for every architecture with k2026).
+  LlamacppCompat llamacpp_compat = LlamacppCompat::kFeb25;
 };
 
 struct ModelGraphs {
@@ -298,8 +315,8 @@ struct ModelGraphs {
   Graph tg;  ///< token generation: n_tokens = 1
   /// flash attention was asked for but ResolveContext turned it off (K and V head sizes differ).
   bool flash_attn_forced_off = false;
-  /// The architecture's builder follows llama.cpp 2026's graphs (ArchSpec::llama2026), not Feb
-  /// 2025's: with flash attention its KQ masks are F16 inputs (BuildInpKqMask), and the memory plan
+  /// The graphs follow llama.cpp 2026's (ArchSpec::llama2026, or cfg.llamacpp_compat k2026), not
+  /// Feb 2025's: with flash attention its KQ masks are F16 inputs (BuildInpKqMask), and the memory plan
   /// follows ggml-alloc's free-block rules exactly (memory_plan.h).
   bool llama2026 = false;
 

@@ -61,10 +61,12 @@ struct BuftRef {
 };
 using BuftList = std::vector<BuftRef>;
 
-/// make_cpu_buft_list, FEB25 order: each ACCEL device's default buft unless it is the CPU's own
-/// default buft (BLAS is skipped this way) -> the CPU's extra bufts (CPU_REPACK) unless no_extra ->
-/// the host buft of the first model device that has one unless no_host -> the CPU buft.
-BuftList MakeCpuBuftList(const DeviceSet& ds, bool no_host, bool no_extra);
+/// make_cpu_buft_list. FEB25 order (`compat` kFeb25): each ACCEL device's default buft unless it
+/// is the CPU's own default buft (BLAS is skipped this way) -> the CPU's extra bufts (CPU_REPACK)
+/// unless no_extra -> the host buft of the first model device that has one unless no_host -> the
+/// CPU buft. llama.cpp 2026 (k2026, since March 2025): ACCEL bufts -> the GPU host buft -> the CPU's
+/// extra bufts -> the CPU buft.
+BuftList MakeCpuBuftList(const DeviceSet& ds, bool no_host, bool no_extra, LlamacppCompat compat);
 
 /// make_gpu_buft_list(d): [d's split buft when -sm row and d has one] -> d's default buft -> the
 /// CPU list.

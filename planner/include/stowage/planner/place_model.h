@@ -98,7 +98,9 @@ std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcom
 /// graph of a model planned with flash attention, every FLASH_ATTN_EXT node must run on the
 /// device that holds its layer (the layer of its K view, model.dev_layer(il)). Returns llama.cpp's
 /// warning for the first node that does not ("layer %d is assigned to device %s but the Flash
-/// Attention tensor is assigned to device %s (usually due to missing support)"), after which the
+/// Attention tensor is assigned to device %s (usually due to missing support)"; with
+/// m.cfg.llamacpp_compat k2026 resolve_fused_ops's "resolve_fused_ops: layer %d is assigned to
+/// device %s but Flash Attention is assigned to device %s (...)"), after which the
 /// caller plans again without flash attention; an empty string when every node does (or there is
 /// none: a recurrent model).
 std::string FlashAttnDeviceMismatch(const ModelGraphs& m, const PlacementOutcome& o);

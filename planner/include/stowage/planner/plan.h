@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stowage/planner/fit.h"
@@ -30,8 +31,8 @@
 
 namespace stowage::planner {
 
-/// llama.cpp's -fa / --flash-attn (2026: on, off, auto). The tools default to kOff (FEB25's
-/// default: FEB25 has no auto).
+/// llama.cpp's -fa / --flash-attn (2026: on, off, auto). The tools' default follows
+/// --llamacpp-compat (LlamacppDefaultsOf): kOff for feb25 (FEB25 has no auto), kAuto for 2026.
 enum class FlashAttnMode {
   kOff,
   kOn,
@@ -40,12 +41,38 @@ enum class FlashAttnMode {
   kAuto,
 };
 
+/// --llamacpp-compat's values: "feb25" (LlamacppCompat::kFeb25) or "2026" (k2026). The one parser
+/// of plan-model, stowage-run and stowage-opt (tools/common/planner_args.h wraps it for CLI11).
+/// Errors: kInvalidArgument "expected feb25 or 2026, found 'V'".
+Result<LlamacppCompat> ParseLlamacppCompat(std::string_view value);
+
+/// The name ParseLlamacppCompat reads: "feb25" or "2026".
+const char* LlamacppCompatName(LlamacppCompat compat);
+
+/// The defaults of llama.cpp's common parameters that a --llamacpp-compat changes.
+struct LlamacppDefaults {
+  /// -c: 4096 (Feb 2025 common_params.n_ctx) or 0, the model's training context (2026 common.h).
+  uint32_t n_ctx = 4096;
+  /// -fa: off (Feb 2025 has no auto) or auto (2026 common.h: LLAMA_FLASH_ATTN_TYPE_AUTO).
+  FlashAttnMode flash_attn = FlashAttnMode::kOff;
+};
+
+/// The defaults of `compat` (above).
+LlamacppDefaults LlamacppDefaultsOf(LlamacppCompat compat);
+
+/// The llama.cpp the tools follow when --llamacpp-compat is not given.
+inline constexpr LlamacppCompat kDefaultLlamacppCompat = LlamacppCompat::kFeb25;
+
 /// What the tools' flags ask for.
 struct PlanRequest {
   /// The context as asked (-c, -b, -ub, -ctk, -ctv; n_ctx 0: the model's context_length). Its
   /// flash_attn is ignored: `flash_attn` decides it.
   ContextConfig context;
   FlashAttnMode flash_attn = FlashAttnMode::kOff;
+  /// --llamacpp-compat: the llama.cpp the plan follows (ContextConfig::llamacpp_compat; the
+  /// context's own field is ignored). The tools' defaults for -fa and -c follow it too
+  /// (tools/common/planner_args.h).
+  LlamacppCompat llamacpp_compat = LlamacppCompat::kFeb25;
   /// Placement flags (-ngl, -sm, -ts, -mg, -ot, -nkvo, --no-mmap, ...). n_gpu_layers is ignored
   /// with `fit`.
   PlacementOptions placement;
@@ -84,10 +111,12 @@ enum class PlanMessageKind {
   /// After each --fit search (once, or twice when -fa auto plans again): "-ngl N fits (of L layers
   /// + output)"; PlanMessage::n_gpu_layers is N.
   kFitSearched,
-  /// -fa auto kept flash attention: "llama_context: Flash Attention was auto, set to enabled".
+  /// -fa auto kept flash attention: "llama_context: Flash Attention was auto, set to enabled"
+  /// (llama.cpp 2026, LlamacppCompat::k2026: "resolve_fused_ops: Flash Attention enabled").
   kFlashAttnEnabled,
   /// -fa auto dropped it: FlashAttnDeviceMismatch's line, a newline, then "llama_context: Flash
-  /// Attention was auto, set to disabled".
+  /// Attention was auto, set to disabled" (k2026: "resolve_fused_ops: Flash Attention not
+  /// supported, set to disabled").
   kFlashAttnDisabled,
   /// With --fit, once, after the last placement (whether it succeeded or not): the n_gpu_layers it
   /// used, "-ngl N fits (of L layers + output)"; PlanMessage::n_gpu_layers is N.

@@ -5,7 +5,8 @@
 // its key (the file name without ".json", matched ASCII case-insensitively like ggml's
 // ggml_backend_dev_by_name). Folders given with `--registry DIR` come first, so a user's manifest
 // (for example one written by `list-devices --emit-manifest`) hides a shipped one of the same key;
-// the shipped folder (planner/registry, installed to share/stowage/registry) comes last.
+// the shipped folder (planner/registry, installed to share/stowage/registry) comes last, after its
+// llamacpp-2026/ subfolder when planning as llama.cpp 2026 (RegistrySearchDirs).
 // Manifests are parsed when used, so a broken file only fails the lookups that need it.
 //
 // Device lists: comma-separated items, each a registry key or a path to a manifest file (an item
@@ -21,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "stowage/planner/graph.h"
 #include "stowage/planner/manifest.h"
 #include "stowage/runtime/status.h"
 
@@ -49,6 +51,13 @@ Result<std::vector<MemoryOverride>> ParseMemoryOverrides(std::string_view text);
 /// exists (installed tree), else the source tree's planner/registry baked in at build time.
 /// `argv0` is the running program's argv[0] (may be null; then /proc/self/exe is used).
 std::string ShippedRegistryDir(const char* argv0);
+
+/// The folders a tool's registry searches, in order: `user_dirs` (--registry), then with
+/// LlamacppCompat::k2026 the shipped folder's `llamacpp-2026/` (the CPU manifests cpu, cpu-avx2 and
+/// cpu-avx512 whose CPU_REPACK takes llama.cpp 2026's types; every other key falls through to the
+/// shipped folder), then `shipped` (ShippedRegistryDir).
+std::vector<std::string> RegistrySearchDirs(const std::vector<std::string>& user_dirs,
+                                            const std::string& shipped, LlamacppCompat compat);
 
 class Registry {
  public:
