@@ -53,6 +53,7 @@ Status Session::Impl::Init(const SessionOptions& opts) {
   n_seq_ids = one_sequence ? 1 : unified ? kMaxSequences : n_seq_max;
   kv_pad = r.context()->flash_attn() ? 256 : 32;
   pad_n_kv_to_256 = opts.llamacpp_numerics;
+  FindResultNorm();
   mem = plan->planned_memory();  // a copy: the session sets the bases, data and layouts
   STOWAGE_RETURN_IF_ERROR(CreateBackends(opts));
   STOWAGE_RETURN_IF_ERROR(AllocateBuffers(opts));
@@ -69,10 +70,14 @@ Result<std::unique_ptr<Session>> Session::Impl::Finish(std::unique_ptr<Impl> imp
   if (model == nullptr) return InvalidArgument("Session: no model (a null GgufFile)");
   impl->gguf = std::move(model);
   STOWAGE_RETURN_IF_ERROR(impl->Init(opts));
+  auto session = std::unique_ptr<Session>(new Session(std::move(impl)));
+  if (opts.embeddings || opts.pooling != PoolingType::kNone)
+    STOWAGE_RETURN_IF_ERROR(session->SetEmbeddings(opts.embeddings, opts.pooling));
+  Impl* s = session->impl_.get();
   // The weights were just read from the file: one rewritten meanwhile gave them bytes of both.
-  STOWAGE_RETURN_IF_ERROR(impl->gguf->CheckUnchanged());
-  impl->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return std::unique_ptr<Session>(new Session(std::move(impl)));
+  STOWAGE_RETURN_IF_ERROR(s->gguf->CheckUnchanged());
+  s->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return session;
 }
 
 Result<std::unique_ptr<Session>> Session::Create(const std::string& plan_path, const std::string& model_path,

@@ -156,7 +156,8 @@ Status Session::Decode(const std::vector<int32_t>& tokens, bool all_logits, std:
   if (!b.logits.empty()) b.logits.back() = 1;
   STOWAGE_RETURN_IF_ERROR(s.CheckBatch(b));
   // No logits wanted (nullptr): computed into the session's scratch and dropped.
-  return s.DecodeChecked(b, logits != nullptr ? logits : &s.unwanted_logits);
+  std::vector<float>* out = logits != nullptr ? logits : &s.unwanted_logits;
+  return s.embeddings ? s.DecodeWithEmbeddings(b, out) : s.DecodeChecked(b, out);
 }
 
 Status Session::DecodeBatch(const std::vector<BatchToken>& batch, std::vector<float>* logits) {
@@ -170,7 +171,8 @@ Status Session::DecodeBatch(const std::vector<BatchToken>& batch, std::vector<fl
     b.logits.push_back(t.logits ? 1 : 0);
   }
   STOWAGE_RETURN_IF_ERROR(s.CheckBatch(b));
-  return s.DecodeChecked(b, logits != nullptr ? logits : &s.unwanted_logits);
+  std::vector<float>* out = logits != nullptr ? logits : &s.unwanted_logits;
+  return s.embeddings ? s.DecodeWithEmbeddings(b, out) : s.DecodeChecked(b, out);
 }
 
 }  // namespace stowage

@@ -82,6 +82,23 @@ class Session::Impl {
   double load_seconds = 0;
   std::vector<plan_graph::Bound> bound;  // scratch per call
 
+  // Embeddings (session_embd.cpp; SessionOptions::embeddings): the tensor "result_norm" of each
+  // graph (-1: none), its width, and what the last decode produced.
+  bool embeddings = false;
+  PoolingType pooling = PoolingType::kNone;
+  std::vector<int> result_norm;
+  int64_t n_embd = 0;
+  std::vector<float> embd;                   ///< per token (kNone), batch order
+  std::vector<std::vector<float>> embd_seq;  ///< pooled, by sequence id (empty: none)
+  std::vector<float> embd_rows;              ///< scratch: result_norm rows of the running batch
+  /// Finds result_norm in every graph and its width (Init).
+  void FindResultNorm();
+  /// Appends the rows of result_norm of graph `g` (bound for `s`) to embd_rows: refused when a
+  /// later node of the graph reuses its memory (the plan's allocator freed it after the lm_head).
+  Status ReadEmbeddingRows(const plan_graph::Graph& g, int64_t n_outputs);
+  /// Drops the embeddings of the last decode.
+  void ClearEmbeddings();
+
   // Op profile (SessionOptions::profile_ops, session_profile.cpp): rows, and per graph the row of
   // each tensor (-1: not yet looked up).
   bool profile = false;
@@ -111,6 +128,9 @@ class Session::Impl {
   /// that ask for them into `out` (one row each, in batch order); restores the cells on failure.
   Status DecodeChecked(const BatchArrays& b, std::vector<float>* out);
   Status CheckBatch(const BatchArrays& b) const;
+  /// Runs a checked batch as DecodeChecked with every token an output, keeps the embeddings and
+  /// returns the logits rows `b` asks for.
+  Status DecodeWithEmbeddings(const BatchArrays& b, std::vector<float>* out);
 
   /// One ubatch: `n` tokens with their positions and sequences, and the indices (within the
   /// ubatch, increasing) of the tokens whose logits the graph returns. Never empty: a ubatch whose

@@ -132,6 +132,7 @@ int64_t Session::n_seq_ids() const { return impl_->n_seq_ids; }
 void Session::Reset() {
   impl_->ClearCells();
   impl_->recurrent_state_lost = false;
+  impl_->ClearEmbeddings();
 }
 int64_t Session::n_past() const { return int64_t{impl_->SeqPosMax(0)} + 1; }
 

@@ -197,6 +197,7 @@ Status Session::Impl::RunUbatchOn(const Graph& g, const Ubatch& u, float* out) {
   STOWAGE_RETURN_IF_ERROR(plan_graph::CheckResultShape(g, bound, n_vocab, s.n_outputs, plan->path()));
   STOWAGE_RETURN_IF_ERROR(
       buffers[rb.buffer]->Read(rb.offset, out, static_cast<uint64_t>(n_vocab * s.n_outputs) * sizeof(float)));
+  if (embeddings && !u.discard) return ReadEmbeddingRows(g, s.n_outputs);
   return Status::Ok();
 }
 

@@ -46,6 +46,13 @@ Status CheckThreadCount(int n_threads, const std::string& subject = "n_threads")
 /// for the others.
 enum class CpuIsa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Vnni = 3 };
 
+/// How Session embeddings are pooled per sequence (llama.cpp llama_pooling_type, same values; its
+/// RANK, a classifier head, is not supported). kNone: one embedding per token; kMean: the mean of a
+/// sequence's token embeddings; kCls: the embedding of its token of the smallest position; kLast:
+/// of its token of the largest position (llama.cpp 2026 llm_graph_input_mean / llm_graph_input_cls
+/// ::set_input).
+enum class PoolingType : int { kNone = 0, kMean = 1, kCls = 2, kLast = 3 };
+
 struct SessionOptions {
   int n_threads =
       0;  ///< CPU threads; 0 = all hardware threads; more than 4x the hardware threads is an error
@@ -84,6 +91,13 @@ struct SessionOptions {
   /// error). With llamacpp_numerics and kAvx2 an AVX-512 machine reproduces what llama.cpp's haswell
   /// variant computes (test/data/golden-exact/haswell). stowage-run: --cpu-isa.
   CpuIsa cpu_max_isa = CpuIsa::kAvx512Vnni;
+  /// Keep embeddings (llama_context_params.embeddings): the output of the model's final norm
+  /// ("result_norm", llama.cpp's t_embd) for every token of each decode, pooled per `pooling`
+  /// (Session::Embeddings, Session::SeqEmbeddings). Costs the logits of every token (llama.cpp
+  /// 2026 llama_context::decode's output_all: every token is an output while embeddings are on).
+  /// Session::SetEmbeddings changes both later.
+  bool embeddings = false;
+  PoolingType pooling = PoolingType::kNone;
 };
 
 /// One row of Session::OpProfile: host wall time of one kind of work in one graph ("pp" or "tg"),
@@ -199,6 +213,50 @@ class Session {
   /// state).
   int64_t n_seq_max() const;
   int64_t n_seq_ids() const;
+
+  /// Turns embeddings on or off for the following decodes and sets their pooling (llama_set_embeddings
+  /// with llama_context_params.pooling_type; see SessionOptions::embeddings). While on, every token
+  /// of a batch is computed as an output (its logits row too: llama.cpp 2026's output_all), but
+  /// Decode / DecodeBatch still return only the logits rows they were asked for. Errors:
+  /// kInvalidArgument (a pooling value outside PoolingType); kUnimplemented when the plan's graphs
+  /// have no tensor "result_norm" to read (an architecture without llama.cpp's final norm output).
+  /// Nothing changes on error. Embeddings of earlier decodes are dropped.
+  Status SetEmbeddings(bool enabled, PoolingType pooling);
+  bool embeddings() const;
+  PoolingType pooling() const;
+  /// The width of an embedding: the model's n_embd (ne0 of result_norm), floats.
+  int64_t n_embd() const;
+  /// Per-token embeddings of the last successful decode (pooling kNone; empty otherwise, and when
+  /// embeddings are off): n_embd floats per token of the batch, in batch order (every token: all
+  /// are outputs), as llama_get_embeddings. Valid until the next decode, Reset, SetEmbeddings.
+  const std::vector<float>& Embeddings() const;
+  /// The pooled embedding of sequence `seq_id` (n_embd floats) from the last successful decode
+  /// (pooling kMean / kCls / kLast), as llama_get_embeddings_seq; nullptr when that decode had no
+  /// token of the sequence, pooling is kNone or embeddings are off. Pooled over the sequence's
+  /// tokens in that decode's batch (llama.cpp pools per ubatch and keeps the last ubatch's: the
+  /// same when a sequence's tokens fit one ubatch, as llama.cpp requires of embedding models);
+  /// mean = sum in batch order times 1/count. Valid until the next decode, Reset, SetEmbeddings.
+  const float* SeqEmbeddings(int32_t seq_id) const;
+
+  /// Writes the session's state to `path`, atomically (AtomicFile: a complete file or none), as
+  /// llama_state_save_file keeps a context's memory: every sequence's KV cache cells (position and
+  /// sequences of each cell, the SWA ring's positions) and the bytes of every KV buffer of the plan
+  /// (a recurrent model's state included), whole: the file is as large as the plan's KV buffers
+  /// plus 36 bytes per cell. Layout (little-endian): "STWSTATE", u32 format version (1), the
+  /// model's identity (u64 file size, header size, header XXH64; model_identity.h), i64 n_ctx,
+  /// n_ctx_swa, n_seq_ids, u32 KV buffer count and u64 size of each, per cell i32 position and 32
+  /// bytes of sequence bits, per SWA cell i64 position, u8 recurrent state lost, the buffers' bytes,
+  /// and a u64 XXH64 of all that precedes it. Logits and embeddings are not saved. Errors: kIoError
+  /// (the write, naming `path`), a backend's read error.
+  Status SaveState(const std::string& path) const;
+  /// Restores a state SaveState wrote for the same model (identity) and a plan of the same context
+  /// and KV buffers: decoding afterwards gives what the saving session gave next, bit for bit.
+  /// Errors, one line "<path>: offset N: expected ..., found ..." (the session is unchanged):
+  /// kDataLoss (not a state file: magic; another format version; a truncated or longer file; a
+  /// checksum mismatch), kFailedPrecondition (another model's identity, another n_ctx / n_ctx_swa /
+  /// n_seq_ids / KV buffer layout), and ReadRegularFileBytes' errors (kIoError: missing, not a
+  /// regular file). The last decode's embeddings are dropped.
+  Status LoadState(const std::string& path);
 
   /// Clears the KV cache of every sequence (n_past() = 0) and a recurrent model's state
   /// (llama_memory_clear).

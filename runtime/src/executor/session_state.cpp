@@ -1,0 +1,191 @@
+// The session's state in a file (Session::SaveState / LoadState, session.h has the layout): the KV
+// cache's cells and the bytes of the plan's KV buffers, behind the model's identity.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "session_impl.h"
+#include "stowage/plan/plan_generated.h"
+#include "stowage/runtime/atomic_file.h"
+#include "stowage/runtime/model_identity.h"
+#include "stowage/runtime/read_file.h"
+
+namespace stowage {
+namespace {
+
+constexpr char kMagic[8] = {'S', 'T', 'W', 'S', 'T', 'A', 'T', 'E'};
+constexpr uint32_t kVersion = 1;
+constexpr size_t kSeqBytes = kMaxSequences / 8;
+
+// The plan's KV cache buffers (BufferUsage::KvCache), in plan order.
+std::vector<size_t> KvBuffers(const PlanFile& plan) {
+  std::vector<size_t> kv;
+  const auto* bufs = plan.root().buffers();
+  for (size_t i = 0; i < bufs->size(); ++i)
+    if (bufs->Get(static_cast<flatbuffers::uoffset_t>(i))->usage() == plan::BufferUsage::KvCache)
+      kv.push_back(i);
+  return kv;
+}
+
+template <typename T>
+void Put(std::vector<uint8_t>& out, T v) {
+  const size_t at = out.size();
+  out.resize(at + sizeof v);
+  std::memcpy(out.data() + at, &v, sizeof v);
+}
+
+// Reads fields from the state file, naming the offset of the first one that does not match.
+struct Reader {
+  const std::vector<uint8_t>& b;
+  const std::string& path;
+  size_t at = 0;
+  template <typename T>
+  T Get() {
+    T v{};
+    std::memcpy(&v, b.data() + at, sizeof v);
+    at += sizeof v;
+    return v;
+  }
+  Status Expect(StatusCode code, const std::string& what, int64_t want, int64_t found, size_t off) const {
+    return Status(code, path + ": offset " + std::to_string(off) + ": " + what + ": expected " +
+                            std::to_string(want) + ", found " + std::to_string(found));
+  }
+};
+
+}  // namespace
+
+Status Session::SaveState(const std::string& path) const {
+  const Impl& s = *impl_;
+  const ModelIdentity id = ComputeModelIdentity(*s.gguf);
+  const std::vector<size_t> kv = KvBuffers(*s.plan);
+  std::vector<uint8_t> out(kMagic, kMagic + sizeof kMagic);
+  Put(out, kVersion);
+  Put(out, id.file_size);
+  Put(out, id.header_size);
+  Put(out, id.header_xxh64);
+  Put(out, s.n_ctx);
+  Put(out, s.n_ctx_swa);
+  Put(out, s.n_seq_ids);
+  Put(out, static_cast<uint32_t>(kv.size()));
+  for (const size_t i : kv) Put(out, s.reports[i].planned);
+  for (size_t j = 0; j < s.cell_pos.size(); ++j) {
+    Put(out, s.cell_pos[j]);
+    for (size_t k = 0; k < kSeqBytes; ++k) {
+      uint8_t byte = 0;
+      for (size_t bit = 0; bit < 8; ++bit) byte |= static_cast<uint8_t>(s.cell_seq[j][k * 8 + bit]) << bit;
+      out.push_back(byte);
+    }
+  }
+  for (const int64_t p : s.swa_cell_pos) Put(out, p);
+  out.push_back(s.recurrent_state_lost ? 1 : 0);
+  for (const size_t i : kv) {
+    const size_t at = out.size();
+    out.resize(at + s.reports[i].planned);
+    STOWAGE_RETURN_IF_ERROR(s.buffers[i]->Read(0, out.data() + at, s.reports[i].planned));
+  }
+  Put(out, Xxh64(out.data(), out.size()));
+  return WriteFileAtomic(path, out);
+}
+
+Status Session::LoadState(const std::string& path) {
+  Impl& s = *impl_;
+  const std::vector<size_t> kv = KvBuffers(*s.plan);
+  uint64_t kv_bytes = 0;
+  for (const size_t i : kv) kv_bytes += s.reports[i].planned;
+  // The size this session's state has: the header, the cells, the buffers and the checksum.
+  const size_t head = sizeof kMagic + 4 + 3 * 8 + 3 * 8 + 4 + 8 * kv.size();
+  const uint64_t size =
+      head + s.cell_pos.size() * (4 + kSeqBytes) + s.swa_cell_pos.size() * 8 + 1 + kv_bytes + 8;
+  ReadRegularFileOptions opt;
+  opt.max_bytes = size;
+  opt.what = "a session state file (Session::SaveState, stowage_state_save_file)";
+  opt.head_bytes = sizeof kMagic + 4;
+  opt.check_head = [&](const uint8_t* h, size_t n, uint64_t) -> Status {
+    if (n < sizeof kMagic || std::memcmp(h, kMagic, sizeof kMagic) != 0)
+      return DataLoss(path + ": offset 0: expected the magic \"STWSTATE\" of a session state file, found " +
+                      (n < sizeof kMagic ? std::to_string(n) + " bytes" : "other bytes"));
+    uint32_t v = 0;
+    if (n >= sizeof kMagic + 4) std::memcpy(&v, h + sizeof kMagic, 4);
+    if (n < sizeof kMagic + 4 || v != kVersion)
+      return DataLoss(path + ": offset 8: format version: expected " + std::to_string(kVersion) + ", found " +
+                      (n < sizeof kMagic + 4 ? std::string("the end of the file") : std::to_string(v)));
+    return Status::Ok();
+  };
+  STOWAGE_ASSIGN_OR_RETURN(std::vector<uint8_t> b, ReadRegularFileBytes(path, opt));
+  Reader r{b, path, sizeof kMagic + 4};
+  // The identity first: a state of another model says so even when its size differs as well.
+  const ModelIdentity id = ComputeModelIdentity(*s.gguf);
+  if (b.size() >= sizeof kMagic + 4 + 24) {
+    const uint64_t fsize = r.Get<uint64_t>(), hsize = r.Get<uint64_t>(), hash = r.Get<uint64_t>();
+    if (fsize != id.file_size || hsize != id.header_size || hash != id.header_xxh64)
+      return FailedPrecondition(path + ": offset 12: model identity: expected " + s.gguf->path() + "'s (" +
+                                std::to_string(id.file_size) + " bytes, header hash " +
+                                HashHex(id.header_xxh64) + "), found a state of a model of " +
+                                std::to_string(fsize) + " bytes, header hash " + HashHex(hash));
+  }
+  if (b.size() != size)
+    return DataLoss(path + ": offset " + std::to_string(std::min<uint64_t>(b.size(), size)) +
+                    ": size: expected " + std::to_string(size) + " bytes for this plan's state, found " +
+                    std::to_string(b.size()) + (b.size() < size ? " (truncated)" : ""));
+  uint64_t sum = 0;
+  std::memcpy(&sum, b.data() + b.size() - 8, 8);
+  if (sum != Xxh64(b.data(), b.size() - 8))
+    return DataLoss(path + ": offset " + std::to_string(b.size() - 8) + ": checksum: expected " +
+                    HashHex(Xxh64(b.data(), b.size() - 8)) + ", found " + HashHex(sum));
+  struct Field {
+    const char* name;
+    int64_t want;
+  };
+  for (const Field f :
+       {Field{"n_ctx", s.n_ctx}, Field{"n_ctx_swa", s.n_ctx_swa}, Field{"n_seq_ids", s.n_seq_ids}}) {
+    const size_t off = r.at;
+    const auto v = r.Get<int64_t>();
+    if (v != f.want) return r.Expect(StatusCode::kFailedPrecondition, f.name, f.want, v, off);
+  }
+  {
+    const size_t off = r.at;
+    const auto n = r.Get<uint32_t>();
+    if (n != kv.size()) return r.Expect(StatusCode::kFailedPrecondition, "KV buffers", kv.size(), n, off);
+  }
+  for (size_t k = 0; k < kv.size(); ++k) {
+    const size_t off = r.at;
+    const auto v = r.Get<uint64_t>();
+    if (v != s.reports[kv[k]].planned)
+      return r.Expect(StatusCode::kFailedPrecondition, "bytes of KV buffer '" + s.reports[kv[k]].name + "'",
+                      static_cast<int64_t>(s.reports[kv[k]].planned), static_cast<int64_t>(v), off);
+  }
+  // Checked: decode into copies, then commit.
+  std::vector<int32_t> pos(s.cell_pos.size());
+  std::vector<Impl::SeqSet> seq(s.cell_seq.size());
+  int64_t used = 0;
+  for (size_t j = 0; j < pos.size(); ++j) {
+    const size_t off = r.at;
+    pos[j] = r.Get<int32_t>();
+    for (size_t k = 0; k < kSeqBytes; ++k) {
+      const uint8_t byte = b[r.at++];
+      for (size_t bit = 0; bit < 8; ++bit) seq[j][k * 8 + bit] = (byte >> bit) & 1;
+    }
+    if (pos[j] < -1 || (pos[j] >= 0) == seq[j].none() || (seq[j] >> static_cast<size_t>(s.n_seq_ids)).any())
+      return DataLoss(path + ": offset " + std::to_string(off) + ": cell " + std::to_string(j) +
+                      ": expected position -1 with no sequence or a position >= 0 of sequences below " +
+                      std::to_string(s.n_seq_ids) + ", found position " + std::to_string(pos[j]) + " with " +
+                      std::to_string(seq[j].count()) + " sequences");
+    used += pos[j] >= 0 ? 1 : 0;
+  }
+  std::vector<int64_t> swa(s.swa_cell_pos.size());
+  for (int64_t& p : swa) p = r.Get<int64_t>();
+  const bool lost = b[r.at++] != 0;
+  for (const size_t i : kv) {
+    STOWAGE_RETURN_IF_ERROR(s.buffers[i]->Write(0, b.data() + r.at, s.reports[i].planned));
+    r.at += s.reports[i].planned;
+  }
+  s.cell_pos = std::move(pos);
+  s.cell_seq = std::move(seq);
+  s.cells_used = used;
+  s.swa_cell_pos = std::move(swa);
+  s.recurrent_state_lost = lost;
+  s.ClearEmbeddings();
+  return Status::Ok();
+}
+
+}  // namespace stowage
