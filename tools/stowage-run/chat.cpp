@@ -1,0 +1,203 @@
+#include "chat.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model_session.h"
+#include "prompt_escapes.h"
+#include "stowage/runtime/chat_template.h"
+#include "stowage/runtime/session.h"
+#include "stowage/runtime/tokenizer.h"
+
+namespace stowage::run {
+namespace {
+
+// The template: --chat-template NAME, else the model's, else chatml (llama.cpp's default when a
+// model has none: common_chat_templates_init).
+Result<ChatTemplate> PickTemplate(const GgufFile& gguf, const ChatOptions& o) {
+  if (!o.chat_template.empty()) return ChatTemplate::FromName(o.chat_template);
+  Result<ChatTemplate> t = ChatTemplate::FromModel(gguf);
+  if (t.ok() || t.status().code() != StatusCode::kNotFound) {
+    if (!t.ok()) return t.status().WithPrefix("--chat-template NAME chooses a built-in template instead");
+    return t;
+  }
+  std::fprintf(stderr,
+               "stowage-run: %s has no tokenizer.chat_template: chatting with chatml (--chat-template NAME "
+               "chooses another)\n",
+               gguf.path().c_str());
+  return ChatTemplate::FromName("chatml");
+}
+
+// One user turn from `in`: a line without its newline, continued past a line that ends with '\'
+// (llama-cli's console::readline); false at the end of the input with nothing read.
+bool ReadTurn(std::FILE* in, std::string* turn) {
+  turn->clear();
+  char* line = nullptr;
+  size_t cap = 0;
+  bool got = false;
+  for (ssize_t n; (n = getline(&line, &cap, in)) >= 0;) {
+    got = true;
+    std::string s(line, static_cast<size_t>(n));
+    if (!s.empty() && s.back() == '\n') s.pop_back();
+    if (!s.empty() && s.back() == '\\') {
+      s.back() = '\n';
+      *turn += s;
+      continue;
+    }
+    *turn += s;
+    break;
+  }
+  std::free(line);
+  return got;
+}
+
+struct ChatState {
+  ChatState(const Tokenizer& t, Session& se, const ChatOptions& op)
+      : tok(t), session(se), o(op), sampler(op.sampler) {}
+  const Tokenizer& tok;
+  Session& session;
+  const ChatOptions& o;
+  Sampler sampler;
+  std::vector<ChatMessage> history;
+  std::vector<int32_t> pending;  // decoded before the next turn's tokens: the last reply's end token
+  std::vector<float> logits;
+  int64_t n_prompt = 0, n_generated = 0;
+  double prompt_seconds = 0, generation_seconds = 0;
+};
+
+// --verbose-prompt: a turn's templated text and its tokens (llama-cli's lines).
+void PrintTurn(const Tokenizer& tok, const std::string& text, const std::vector<int32_t>& tokens) {
+  std::fprintf(stderr, "chat: formatted: '%s'\n", text.c_str());
+  std::fprintf(stderr, "chat: number of tokens in turn = %zu\n", tokens.size());
+  for (int32_t t : tokens) std::fprintf(stderr, "%6d -> '%s'\n", t, tok.TokenToPiece(t, true).c_str());
+}
+
+// Decodes `text` (after the pending end token) and streams the reply. Returns false with `*st`
+// set on an error, false with OK when the context is full (said on stderr), true otherwise.
+bool Turn(ChatState& s, const std::string& text, bool first, Status* st) {
+  std::vector<int32_t> tokens = s.pending;
+  const std::vector<int32_t> turn = s.tok.Tokenize(text, /*add_special=*/first, /*parse_special=*/true);
+  tokens.insert(tokens.end(), turn.begin(), turn.end());
+  if (s.o.verbose_prompt) PrintTurn(s.tok, text, turn);
+  const int64_t n_ctx = s.session.n_ctx();
+  if (s.session.n_past() + static_cast<int64_t>(tokens.size()) > n_ctx) {
+    std::fprintf(
+        stderr,
+        "\nstowage-run: context full (%lld tokens): the turn of %zu tokens does not fit => stopping\n",
+        static_cast<long long>(n_ctx), tokens.size());
+    return false;
+  }
+  s.pending.clear();
+  s.sampler.ResetHistory();
+  for (int32_t t : tokens) s.sampler.Accept(t);
+  auto t0 = Clock::now();
+  if (*st = s.session.Decode(tokens, false, &s.logits); !st->ok()) return false;
+  s.prompt_seconds += Seconds(t0, Clock::now());
+  s.n_prompt += static_cast<int64_t>(tokens.size());
+  t0 = Clock::now();
+  std::string reply;
+  bool ended = false;
+  for (int n = 0; s.o.n_predict < 0 || n < s.o.n_predict; ++n) {
+    const int32_t next = s.sampler.Sample(s.logits.data(), static_cast<int>(s.session.n_vocab()));
+    if (next < 0) {
+      *st = DataLoss("the logits at position " + std::to_string(s.session.n_past() - 1) +
+                     " are all NaN or -inf, so no token can be sampled");
+      return false;
+    }
+    s.sampler.Accept(next);
+    ++s.n_generated;
+    if (s.tok.IsEog(next)) {  // llama-cli decodes it with the next turn
+      s.pending = {next};
+      ended = true;
+      break;
+    }
+    const std::string piece = s.tok.TokenToPiece(next, false);
+    reply += piece;
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    if (!FlushStdout()) {
+      *st = IoError("standard output");
+      return false;
+    }
+    if (s.session.n_past() + 1 > n_ctx) {
+      std::fprintf(stderr, "\nstowage-run: context full (%lld tokens) => stopping\n",
+                   static_cast<long long>(n_ctx));
+      return false;
+    }
+    if (*st = s.session.Decode({next}, false, &s.logits); !st->ok()) return false;
+  }
+  if (!ended) {  // cut by -n: closed with the end-of-turn token
+    const int32_t eot = s.tok.eot() != kTokenNull ? s.tok.eot() : s.tok.eos();
+    if (eot != kTokenNull) s.pending = {eot};
+  }
+  s.generation_seconds += Seconds(t0, Clock::now());
+  s.history.push_back({"assistant", reply});
+  return true;
+}
+
+}  // namespace
+
+int Chat(const CommonOptions& c, ChatOptions o, std::FILE* in) {
+  if (o.sampler.seed == kRandomSeed) o.sampler.seed = std::random_device{}();
+  auto loaded = LoadModel(c, o.quiet);
+  if (!loaded.ok()) return Fail(loaded.status());
+  Result<ChatTemplate> tmpl = PickTemplate(*loaded->gguf, o);
+  if (!tmpl.ok()) return Fail(tmpl.status());
+  Session& session = *loaded->session;
+  if (o.sampler.penalty_last_n < 0)
+    o.sampler.penalty_last_n = static_cast<int32_t>(std::min<int64_t>(session.n_ctx(), INT32_MAX));
+  ChatState s(loaded->tokenizer, session, o);
+  if (!o.quiet) {
+    std::fprintf(stderr, "chat: template '%.*s'%s\n", static_cast<int>(tmpl->name().size()),
+                 tmpl->name().data(), o.chat_template.empty() ? "" : " (--chat-template)");
+    if (o.sampler.temperature > 0) std::fprintf(stderr, "sampler seed: %u\n", o.sampler.seed);
+  }
+  // The first turn: the system message and the first user turn formatted as one conversation, BOS
+  // added (llama-cli with -p; without -p it decodes the system message alone and then the first
+  // turn read after a "\n", common_chat_format_single's newline, which no template has there).
+  if (!o.system_prompt.empty()) s.history.push_back({"system", o.system_prompt});
+  bool first = true;
+  Status st;
+  auto run_turn = [&](const std::string& user) {
+    std::vector<ChatMessage> msgs = s.history;
+    msgs.push_back({"user", user});
+    Result<std::string> text =
+        first ? tmpl->Apply(msgs, true) : tmpl->ApplyIncrement(s.history, msgs.back(), true);
+    if (!text.ok()) {
+      st = text.status();
+      return false;
+    }
+    s.history.push_back({"user", user});
+    const bool ok = Turn(s, *text, first, &st);
+    first = false;
+    return ok;
+  };
+  bool go_on = true;
+  if (!o.first_prompt.empty()) go_on = run_turn(o.first_prompt);
+  std::string user;
+  while (go_on && st.ok()) {
+    std::printf("\n> ");
+    if (!FlushStdout()) return 1;
+    if (!ReadTurn(in, &user)) break;
+    if (user.empty()) continue;
+    if (o.escape) user = tools::ProcessEscapes(user);
+    go_on = run_turn(user);
+  }
+  std::printf("\n");
+  if (!FlushStdout()) return 1;
+  if (!st.ok()) return Fail(st);
+  if (!o.quiet) {
+    std::fprintf(stderr, "\nload time   = %8.2f ms\n", session.load_seconds() * 1e3);
+    std::fprintf(stderr, "prompt eval = %8.2f ms / %lld tokens\n", s.prompt_seconds * 1e3,
+                 static_cast<long long>(s.n_prompt));
+    std::fprintf(stderr, "generation  = %8.2f ms / %lld tokens\n", s.generation_seconds * 1e3,
+                 static_cast<long long>(s.n_generated));
+    PrintBuffers(session);
+  }
+  return 0;
+}
+
+}  // namespace stowage::run
