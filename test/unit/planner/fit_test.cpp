@@ -179,3 +179,164 @@ TEST(CheckFit, CountsEachDevicesShareOfASplitBufferNotTheWholeBuffer) {
 
 }  // namespace
 }  // namespace stowage::planner
+
+#include "stowage/planner/model_graphs.h"
+#include "synth_gguf.h"
+
+namespace stowage::planner {
+namespace {
+
+TEST(FitChoice, PrintsLlamaFitParamsArguments) {
+  FitChoice c;
+  c.n_ctx = 4096;
+  EXPECT_EQ(c.Args(), "-c 4096 -ngl -1");
+  c.n_gpu_layers = 48;
+  c.tensor_split = {30, 18, 0};  // trailing zeros dropped, as llama-fit-params does
+  c.overrides = {{"blk\\.14\\.ffn_(up|down|gate_up|gate)_(ch|)exps", "CPU"},
+                 {"blk\\.15\\.ffn_down.*", "RPC1"}};
+  EXPECT_EQ(c.Args(),
+            "-c 4096 -ngl 48 -ts 30,18 -ot \"blk\\.14\\.ffn_(up|down|gate_up|gate)_(ch|)exps=CPU,"
+            "blk\\.15\\.ffn_down.*=RPC1\"");
+  c.tensor_split = {48, 0};  // one device in use: no -ts
+  c.overrides.clear();
+  EXPECT_EQ(c.Args(), "-c 4096 -ngl 48");
+}
+
+/// Device memory of a plan of `gguf` with `choice` applied: what the fit promises to keep under
+/// each device's free memory minus its margin.
+std::vector<uint64_t> UsedWith(const GgufFile& gguf, const HParams& hp, ContextConfig cfg,
+                               const std::vector<DeviceManifest>& machine, const FitChoice& choice) {
+  cfg.n_ctx = choice.n_ctx;
+  EXPECT_TRUE(ResolveContext(hp, gguf.path(), &cfg).ok());
+  auto g = BuildModelGraphs(gguf, hp, cfg);
+  EXPECT_TRUE(g.ok());
+  PlacementOptions o;
+  o.n_gpu_layers = choice.n_gpu_layers < 0 ? static_cast<int>(hp.n_layer) + 1 : choice.n_gpu_layers;
+  o.tensor_split = choice.tensor_split;
+  o.overrides = choice.overrides;
+  auto out = PlaceModel(*g, machine, o);
+  EXPECT_TRUE(out.ok()) << out.status().message();
+  std::vector<uint64_t> used;
+  for (const DeviceMemoryUse& u : DeviceMemory(*out))
+    if (u.device < out->devices.n_model) used.push_back(u.needed);
+  return used;
+}
+
+DeviceManifest GpuBytes(const std::string& name, uint64_t free) {
+  DeviceManifest d = testing::Gpu(name, 1);
+  d.memory_free = d.memory_total = free;
+  return d;
+}
+
+class FitParamsTest : public ::testing::Test {
+ protected:
+  void Load(test::SynthGguf synth) {
+    gguf_ = synth.Parse();
+    ASSERT_TRUE(gguf_);
+    auto hp = ReadHParams(*gguf_);
+    ASSERT_TRUE(hp.ok()) << hp.status().message();
+    hp_ = *hp;
+    cfg_.n_ctx = 256;
+    cfg_.n_batch = cfg_.n_ubatch = 64;
+  }
+  std::unique_ptr<GgufFile> gguf_;
+  HParams hp_;
+  ContextConfig cfg_;
+};
+
+TEST_F(FitParamsTest, DenseLayersFillTheDevicesBackToFront) {
+  test::SynthParams p;
+  p.n_layer = 8;
+  p.n_embd = 256;
+  p.n_ff = 512;
+  Load(test::LlamaModel(p));
+  const FitOptions margin0{{0}, 4096};
+  // Room for everything: nothing changes.
+  std::vector<DeviceManifest> machine = {GpuBytes("G0", 64 << 20), GpuBytes("G1", 64 << 20), testing::Cpu()};
+  auto roomy = FitParams(*gguf_, hp_, cfg_, machine, {}, margin0);
+  ASSERT_TRUE(roomy.ok()) << roomy.status().message();
+  EXPECT_EQ(roomy->Args(), "-c 256 -ngl -1");
+  // The memory of the whole model on one device, split over two that each hold about a third.
+  const std::vector<uint64_t> whole =
+      UsedWith(*gguf_, hp_, cfg_, {GpuBytes("G0", 64 << 20), testing::Cpu()}, *roomy);
+  machine = {GpuBytes("G0", whole[0] / 3), GpuBytes("G1", whole[0] / 3), testing::Cpu()};
+  auto c = FitParams(*gguf_, hp_, cfg_, machine, {}, margin0);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->failure.empty());
+  ASSERT_EQ(c->tensor_split.size(), 2u);
+  EXPECT_EQ(c->n_gpu_layers, static_cast<int>(c->tensor_split[0] + c->tensor_split[1]));
+  EXPECT_GT(c->n_gpu_layers, 0);
+  EXPECT_LT(c->n_gpu_layers, 9);
+  EXPECT_TRUE(c->overrides.empty());  // whole layers only for a dense model
+  const std::vector<uint64_t> used = UsedWith(*gguf_, hp_, cfg_, machine, *c);
+  for (size_t i = 0; i < used.size(); ++i) EXPECT_LE(used[i], machine[i].memory_free) << i;
+  // One more layer on the last device would not fit: the fit took the most it could.
+  FitChoice more = *c;
+  more.n_gpu_layers += 1;
+  more.tensor_split[1] += 1;
+  EXPECT_GT(UsedWith(*gguf_, hp_, cfg_, machine, more)[1], machine[1].memory_free);
+  // A margin of the whole device leaves nothing to offload.
+  auto none = FitParams(*gguf_, hp_, cfg_, machine, {}, FitOptions{{whole[0]}, 4096});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->Args(), "-c 256 -ngl 0");  // -ts 0,0: trailing zeros dropped
+}
+
+TEST_F(FitParamsTest, MoeExpertsSpillWithOverrides) {
+  test::SynthParams p;
+  p.n_layer = 6;
+  p.n_embd = 128;
+  p.n_expert = 16;
+  p.n_expert_used = 2;
+  Load(test::Qwen3MoeModel(p, 32, 256));
+  std::vector<DeviceManifest> machine = {GpuBytes("G0", 1ull << 30), testing::Cpu()};
+  auto roomy = FitParams(*gguf_, hp_, cfg_, machine, {}, FitOptions{{0}, 4096});
+  ASSERT_TRUE(roomy.ok());
+  const uint64_t whole = UsedWith(*gguf_, hp_, cfg_, machine, *roomy)[0];
+  machine[0].memory_free = machine[0].memory_total = whole / 2;
+  auto c = FitParams(*gguf_, hp_, cfg_, machine, {}, FitOptions{{0}, 4096});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->n_gpu_layers, 7);  // every layer: the dense weights fit, the experts of some spill
+  ASSERT_FALSE(c->overrides.empty());
+  for (const TensorOverride& o : c->overrides) EXPECT_NE(o.pattern.find("blk\\."), std::string::npos);
+  EXPECT_LE(UsedWith(*gguf_, hp_, cfg_, machine, *c)[0], machine[0].memory_free);
+  // A user's -ot: llama.cpp's fit gives up and keeps the parameters.
+  PlacementOptions ot;
+  ot.overrides = {{"ffn_down", "CPU"}};
+  auto failed = FitParams(*gguf_, hp_, cfg_, machine, ot, FitOptions{{0}, 4096});
+  ASSERT_TRUE(failed.ok());
+  EXPECT_EQ(failed->failure, "model_params::tensor_buft_overrides already set by user, abort");
+  EXPECT_EQ(failed->n_gpu_layers, -1);
+}
+
+TEST_F(FitParamsTest, AnAutomaticContextShrinksFirst) {
+  test::SynthParams p;
+  p.n_layer = 4;
+  p.n_ctx = 8192;
+  Load(test::LlamaModel(p));
+  cfg_.n_ctx = 0;  // the model's: 8192
+  std::vector<DeviceManifest> machine = {GpuBytes("G0", 1ull << 30), testing::Cpu()};
+  auto full = FitParams(*gguf_, hp_, cfg_, machine, {}, FitOptions{{0}, 1024});
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->Args(), "-c 8192 -ngl -1");
+  const uint64_t at_max = UsedWith(*gguf_, hp_, cfg_, machine, *full)[0];
+  FitChoice min_ctx = *full;
+  min_ctx.n_ctx = 1024;
+  const uint64_t at_min = UsedWith(*gguf_, hp_, cfg_, machine, min_ctx)[0];
+  machine[0].memory_free = machine[0].memory_total = (at_max + at_min) / 2;
+  auto c = FitParams(*gguf_, hp_, cfg_, machine, {}, FitOptions{{0}, 1024});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->n_gpu_layers, -1);  // the whole model still offloaded
+  EXPECT_LT(c->n_ctx, 8192u);
+  EXPECT_GE(c->n_ctx, 1024u);
+  EXPECT_EQ(c->n_ctx % 256, 0u);
+  EXPECT_LE(UsedWith(*gguf_, hp_, cfg_, machine, *c)[0], machine[0].memory_free);
+  // -c 0 given explicitly (n_ctx_min UINT32_MAX): the context stays, layers go instead.
+  auto kept = FitParams(*gguf_, hp_, cfg_, machine, {}, FitOptions{{0}, UINT32_MAX});
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->n_ctx, 8192u);
+  EXPECT_LT(kept->n_gpu_layers, 5);
+  EXPECT_GE(kept->n_gpu_layers, 0);
+}
+
+}  // namespace
+}  // namespace stowage::planner

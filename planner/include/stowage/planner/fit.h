@@ -99,4 +99,61 @@ Result<int> FitGpuLayersToDevices(const GgufFile& gguf, const HParams& hp, const
                                   const std::vector<DeviceManifest>& machine, const PlacementOptions& opt,
                                   uint64_t margin = kDefaultFitTargetBytes);
 
+/// --fit's settings (llama.cpp 2026 common: -fitt, -fitc).
+struct FitOptions {
+  /// Bytes to keep free on each model device, in DeviceSet's model-device order (-fitt
+  /// MiB0,MiB1,...). One value is broadcast to every device; with several, the devices past the
+  /// list keep kDefaultFitTargetBytes (common_params::fit_params_target). Empty: the default each.
+  std::vector<uint64_t> margins;
+  /// -fitc: the smallest context the fit sets when it shrinks an automatic context (asked n_ctx 0);
+  /// UINT32_MAX: never shrink it (llama.cpp sets that when -c 0 is given explicitly).
+  uint32_t n_ctx_min = 4096;
+};
+
+/// What --fit chose, as llama.cpp 2026 common_fit_params leaves llama_model_params and
+/// llama_context_params (llama-fit-params prints them as command-line arguments, Args()).
+struct FitChoice {
+  /// The context (tokens, every sequence together) to plan with: the asked one, the model's
+  /// n_ctx_train * n_seq_max when it was 0, or the smaller one the fit shrank it to.
+  uint32_t n_ctx = 0;
+  /// -1: not changed, every layer and the output (llama.cpp 2026's default n_gpu_layers).
+  int n_gpu_layers = -1;
+  /// -ts: layers per model device, set when there are several (empty otherwise).
+  std::vector<float> tensor_split;
+  /// -ot: the overflowing FFN tensors of partial layers, to the CPU or the next device.
+  std::vector<TensorOverride> overrides;
+  /// The fit's trace (common_params_fit_impl's lines, without the prefix).
+  std::vector<std::string> log;
+  /// Non-empty when the fit gave up (common_params_fit_exception, "failed to fit params to free
+  /// device memory: <why>"): the parameters are then those reached so far (llama.cpp loads them).
+  std::string failure;
+
+  /// llama-fit-params' line: "-c N -ngl N[ -ts A,B][ -ot "PAT=BUFT,..."]".
+  std::string Args() const;
+};
+
+/// --fit and -ngl auto as llama.cpp 2026 common_fit_params (common/fit.cpp) does it, each of its
+/// memory measurements (common_get_device_memory_data: a no_alloc load) being this planner's
+/// PlaceModel + DeviceMemory of the model devices (host buffers count for nobody):
+///   1. Measure with every layer offloaded (tensor split by free memory); when every model device
+///      keeps its margin free, change nothing.
+///   2. An automatic context (asked.n_ctx 0; n_ctx_max = n_ctx_train * n_seq_max) is shrunk,
+///      interpolating between n_ctx_max and n_ctx_min * n_streams, rounded down to 256 * n_streams;
+///      with several devices the target keeps (nd + 1) * weights per layer / (2, or 6 for MoE)
+///      back; one device that fits so is done.
+///   3. Fails (FitChoice::failure) when the user set -ts, -ot (--cpu-moe too) or -sm row with
+///      several devices. Else fills devices back to front with whole layers by false position (MoE:
+///      dense-only layers, experts on the CPU), output layer on the last device.
+///   4. MoE whose dense weights fit with room to spare: converts dense-only layers to full ones
+///      front to back, and tries one more layer with its FFN partly overflowing (up / gate / attn
+///      fractions) to the next device or the CPU.
+/// `asked` is the context as asked (before ResolveContext); `opt` the placement options with the
+/// user's -ts / -ot. No model device: nothing changes (n_ctx as asked, resolved).
+/// Errors: kInvalidArgument naming a GPU whose manifest reports no memory (llama.cpp's fit "will
+/// not use it"; here it cannot be left out), and those of ResolveContext, BuildModelGraphs,
+/// MakeDeviceSet and PlaceModel.
+Result<FitChoice> FitParams(const GgufFile& gguf, const HParams& hp, const ContextConfig& asked,
+                            const std::vector<DeviceManifest>& machine, const PlacementOptions& opt,
+                            const FitOptions& fit);
+
 }  // namespace stowage::planner
