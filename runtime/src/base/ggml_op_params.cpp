@@ -35,6 +35,7 @@ const char* FparamNames(GgmlOp op) {
       return "{scale, max_bias, logit_softcap}";
     case GgmlOp::NORM:
     case GgmlOp::RMS_NORM:
+    case GgmlOp::RMS_NORM_MUL:
       return "{eps}";
     case GgmlOp::SCALE:
       return "{s, b}";
@@ -83,6 +84,7 @@ Status CheckParams(GgmlOp op, const OpParamsRef& p) {
       return DecodeFlashAttnExt(p).status();
     case GgmlOp::NORM:
     case GgmlOp::RMS_NORM:
+    case GgmlOp::RMS_NORM_MUL:
       return DecodeNorm(op, p).status();
     case GgmlOp::SCALE:
       return DecodeScale(p).status();
@@ -160,8 +162,9 @@ Result<FlashAttnExtParams> DecodeFlashAttnExt(const OpParamsRef& p) {
 }
 
 Result<NormParams> DecodeNorm(GgmlOp op, const OpParamsRef& p) {
-  if (op != GgmlOp::NORM && op != GgmlOp::RMS_NORM)
-    return InvalidArgument(std::string("DecodeNorm: ") + GgmlOpName(op) + " is not NORM or RMS_NORM");
+  if (op != GgmlOp::NORM && op != GgmlOp::RMS_NORM && op != GgmlOp::RMS_NORM_MUL)
+    return InvalidArgument(std::string("DecodeNorm: ") + GgmlOpName(op) +
+                           " is not NORM, RMS_NORM or RMS_NORM_MUL");
   STOWAGE_RETURN_IF_ERROR(CheckParamCounts(op, p));
   const float eps = p.fparams[0];
   if (!(eps >= 0))

@@ -324,6 +324,7 @@ ShapeRuleKind GetShapeRuleKind(GgmlOp op) {
     case GgmlOp::ADD_ID:
     case GgmlOp::FILL:
     case GgmlOp::CLAMP:
+    case GgmlOp::RMS_NORM_MUL:
       return ShapeRuleKind::kInferred;
     default:
       return ShapeRuleKind::kNone;
@@ -353,6 +354,8 @@ Result<Ne4> InferShape(GgmlOp op, const SrcShapes& srcs, const OpParamsRef& para
                           : op == GgmlOp::SUB ? "ggml_sub"
                           : op == GgmlOp::MUL ? "ggml_mul"
                                               : "ggml_div");
+    case GgmlOp::RMS_NORM_MUL:  // ggml_mul(ggml_rms_norm(a), w)
+      return Broadcast(r, "ggml_mul");
     case GgmlOp::REGLU:
     case GgmlOp::GEGLU:
     case GgmlOp::SWIGLU:

@@ -119,6 +119,9 @@ constexpr Entry kEntries[] = {
     {GgmlOp::SWIGLU_OAI, Srcs(2, 2, 0, 2)},
     // ggml_fill(a, c): a's shape and type, every element c (the value a only gives the shape).
     {GgmlOp::FILL, Inplace(Srcs(1, 1, 0, 1))},
+    // Stowage's fused ops, made by the compiler's fusion passes from the sequence they replace.
+    // RMS_NORM_MUL(a, w) {eps} = MUL(RMS_NORM(a) {eps}, w): both are in ggml_op_can_inplace.
+    {GgmlOp::RMS_NORM_MUL, Inplace(Srcs(2, 2, 0, 1))},
 };
 
 constexpr bool InEnumOrder() {

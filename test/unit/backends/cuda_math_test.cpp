@@ -910,6 +910,50 @@ TEST(CudaMath, NormRowsEmulation) {
   }
 }
 
+// RMS_NORM_MUL (NormK with a weight): the fused kernel's elements equal NormK's RMS_NORM followed by
+// BinaryK's MUL bit for bit (the same two float products), and the CPU's RmsNormMul within the
+// norms' summation-order tolerance; F32 and F16 weights, a weight broadcast over rows, both block
+// sizes (256 threads below 1024 elements).
+TEST(CudaMath, RmsNormMulEmulation) {
+  for (int64_t ne0 : {200, 4096}) {
+    Host x = RandomF32({ne0, 3, 2, 1}, 95, 3.f);
+    const float* xs = reinterpret_cast<const float*>(x.bytes.data());
+    Host w32 = RandomF32({ne0, 1, 1, 1}, 96, 2.f);
+    Host w16 = RandomBlocks(GgmlType::F16, {ne0, 1, 2, 1}, 97);
+    for (const Host* w : {&w32, &w16}) {
+      const int threads = ne0 >= 1024 ? 1024 : 256;
+      Host fused = Make(GgmlType::F32, {ne0, 3, 2, 1}), normed = Make(GgmlType::F32, {ne0, 3, 2, 1}),
+           two_ops = Make(GgmlType::F32, {ne0, 3, 2, 1}), c = Make(GgmlType::F32, {ne0, 3, 2, 1});
+      float* fs = reinterpret_cast<float*>(fused.bytes.data());
+      float* ns = reinterpret_cast<float*>(normed.bytes.data());
+      const Tv tw = ToTv(w->v);
+      for (int64_t r = 0; r < 6; ++r) {
+        const float* row = xs + r * ne0;
+        std::vector<float> part(size_t(threads), 0.f);
+        for (int t = 0; t < threads; ++t)
+          for (int64_t k = t; k < ne0; k += threads) part[size_t(t)] += row[k] * row[k];
+        const float scale = cuda::RmsNormScale(BlockSumEmulated(part), ne0, 1e-6f);
+        const int64_t i1 = r % 3, i2 = r / 3;
+        const uint8_t* wr = cuda::At(tw, 0, i1 % tw.ne[1], i2 % tw.ne[2], 0);
+        for (int64_t k = 0; k < ne0; ++k) {
+          fs[r * ne0 + k] = cuda::RmsNormMulElement(row[k], scale, cuda::LoadF(tw.type, wr + k * tw.nb[0]));
+          ns[r * ne0 + k] = row[k] * scale;
+        }
+      }
+      const Tv tn = ToTv(normed.v), td = ToTv(two_ops.v);
+      for (int64_t l = 0; l < cuda::Nelements(td); ++l)
+        cuda::BinaryElement(cuda::Binary::kMul, tn, tw, td, l);
+      ExpectSameF32(fused.v, two_ops.v, "RMS_NORM_MUL vs RMS_NORM, MUL");
+      cpu::ComputeContext ctx;
+      ASSERT_TRUE(cpu::RmsNormMul(ctx, x.v, w->v, c.v, 1e-6f).ok());
+      const float* cs = reinterpret_cast<const float*>(c.bytes.data());
+      double worst = 0;
+      for (int64_t i = 0; i < 6 * ne0; ++i) worst = std::max(worst, double(std::fabs(fs[i] - cs[i])));
+      EXPECT_LT(worst, 2e-4) << "RMS_NORM_MUL ne0 " << ne0;  // outputs ~2
+    }
+  }
+}
+
 TEST(CudaMath, SoftMaxAlibiAndRows) {
   for (uint32_t n_head : {1u, 2u, 3u, 8u, 12u, 32u, 40u, 64u, 100u}) {
     const cuda::SoftMaxAlibi a = cuda::MakeSoftMaxAlibi(n_head, 8.f);

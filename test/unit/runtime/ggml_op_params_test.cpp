@@ -244,6 +244,24 @@ TEST(OpParams, Clamp) {
   EXPECT_EQ(GetOpTraits(GgmlOp::CLAMP).max_srcs, 1);
 }
 
+// Stowage's fused RMS_NORM + MUL carries its RMS_NORM's eps, decoded and checked by DecodeNorm.
+TEST(OpParams, RmsNormMul) {
+  const EncodedOpParams e = Encode(NormParams{1e-6f});
+  auto d = DecodeNorm(GgmlOp::RMS_NORM_MUL, Ref(e));
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->eps, 1e-6f);
+  EXPECT_EQ(CheckParams(GgmlOp::RMS_NORM_MUL, OpParamsRef({}, {})).message(),
+            "RMS_NORM_MUL: expected 1 float parameter {eps}, found 0 integer and 0 float");
+  EXPECT_EQ(DecodeNorm(GgmlOp::RMS_NORM_MUL, OpParamsRef({}, {-1.f})).status().message(),
+            "RMS_NORM_MUL: expected eps >= 0, found -1.000000");
+  EXPECT_EQ(DecodeNorm(GgmlOp::MUL, Ref(e)).status().message(),
+            "DecodeNorm: MUL is not NORM, RMS_NORM or RMS_NORM_MUL");
+  EXPECT_EQ(GetOpTraits(GgmlOp::RMS_NORM_MUL).min_srcs, 2);
+  EXPECT_EQ(GetOpTraits(GgmlOp::RMS_NORM_MUL).max_srcs, 2);
+  EXPECT_TRUE(GetOpTraits(GgmlOp::RMS_NORM_MUL).can_inplace);
+  EXPECT_EQ(ParseGgmlOp("RMS_NORM_MUL").value(), GgmlOp::RMS_NORM_MUL);
+}
+
 TEST(OpTraits, ViewsAndInPlaceAsGgml) {
   // ggml_is_view_op
   for (int i = 0; i < static_cast<int>(GgmlOp::kCount); ++i) {

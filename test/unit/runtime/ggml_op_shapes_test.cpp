@@ -109,6 +109,18 @@ TEST(OpShapes, Clamp) {
   EXPECT_EQ(Refusal(GgmlOp::CLAMP, {}, Ref(c)), "CLAMP: source 0 is missing");
 }
 
+// RMS_NORM_MUL(a, w): MUL's broadcast of the norm weight over a; the result is a's shape.
+TEST(OpShapes, RmsNormMul) {
+  const EncodedOpParams e = Encode(NormParams{1e-5f});
+  EXPECT_EQ(GetShapeRuleKind(GgmlOp::RMS_NORM_MUL), ShapeRuleKind::kInferred);
+  EXPECT_EQ(Infer(GgmlOp::RMS_NORM_MUL, {Ne4{64, 7, 1, 1}, Ne4{64, 1, 1, 1}}, Ref(e)), (Ne4{64, 7, 1, 1}));
+  EXPECT_EQ(Infer(GgmlOp::RMS_NORM_MUL, {Ne4{128, 8, 7, 1}, Ne4{128, 1, 1, 1}}, Ref(e)), (Ne4{128, 8, 7, 1}));
+  EXPECT_EQ(Refusal(GgmlOp::RMS_NORM_MUL, {Ne4{64, 7, 1, 1}, Ne4{48, 1, 1, 1}}, Ref(e)),
+            "RMS_NORM_MUL: b [48, 1, 1, 1] cannot be repeated to a [64, 7, 1, 1] (ggml_mul: "
+            "ggml_can_repeat(b, a))");
+  EXPECT_EQ(Refusal(GgmlOp::RMS_NORM_MUL, {Ne4{64, 7, 1, 1}}, Ref(e)), "RMS_NORM_MUL: source 1 is missing");
+}
+
 // gpt-oss's ops: the biased experts (ggml_add_id), the clamped SwiGLU and the attention sinks.
 TEST(OpShapes, AddIdSwiGluOaiAndSinks) {
   // a [n_ff, n_used, n_tokens], b [n_ff, n_expert] (one bias row per expert), ids [n_used, n_tokens]

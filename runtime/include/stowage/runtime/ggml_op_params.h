@@ -14,6 +14,7 @@
 //   SOFT_MAX        fparams {scale, max_bias}
 //   FLASH_ATTN_EXT  fparams {scale, max_bias, logit_softcap}, iparams {prec}
 //   NORM, RMS_NORM  fparams {eps}
+//   RMS_NORM_MUL    fparams {eps}   (Stowage's fused RMS_NORM + MUL: the RMS_NORM's eps)
 //   SCALE           fparams {s, b}
 //   ARGSORT         iparams {order}
 //   TOP_K           iparams {k}
@@ -172,8 +173,8 @@ Result<RopeParams> DecodeRope(const OpParamsRef& p);
 Result<SoftMaxParams> DecodeSoftMax(const OpParamsRef& p);
 /// prec 0 or 1 (this project's values of GGML_PREC_DEFAULT and GGML_PREC_F32).
 Result<FlashAttnExtParams> DecodeFlashAttnExt(const OpParamsRef& p);
-/// `op` is NORM or RMS_NORM (the error names it); eps >= 0 (ggml-cpu ggml_compute_forward_norm_f32
-/// asserts it).
+/// `op` is NORM, RMS_NORM or RMS_NORM_MUL (the error names it); eps >= 0 (ggml-cpu
+/// ggml_compute_forward_norm_f32 asserts it).
 Result<NormParams> DecodeNorm(GgmlOp op, const OpParamsRef& p);
 Result<ScaleParams> DecodeScale(const OpParamsRef& p);
 /// order 0 or 1.

@@ -55,6 +55,7 @@ ShapeRuleKind GetShapeRuleKind(GgmlOp op);
 /// Sources are named as ggml.c names the constructor's arguments (a, b, pos, mask, q, k, v, ...).
 ///   element-wise unary ops, SCALE, NORM, RMS_NORM, L2_NORM, ARGSORT: like a (ggml_unary_impl, ...)
 ///   ADD, SUB, MUL, DIV: like a; ggml_can_repeat(b, a): a.ne[i] % b.ne[i] == 0
+///   RMS_NORM_MUL  (a, w): MUL(RMS_NORM(a), w)'s rule: like a, ggml_can_repeat(w, a)
 ///   SWIGLU, GEGLU, REGLU: split (ggml_glu_impl with b): b like a, result like a; one
 ///                 source: a.ne0 even, result [ne0 / 2, ne1, ne2, ne3]
 ///   SWIGLU_OAI    ggml_swiglu_oai(a, b): b like a, result like a

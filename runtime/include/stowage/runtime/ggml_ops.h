@@ -31,7 +31,9 @@ namespace stowage {
   /* appended: gpt-oss's clamped SwiGLU (ggml GLU_OP_SWIGLU_OAI) */                                \
   X(SWIGLU_OAI)                                                                                   \
   /* appended: ggml_fill (a tensor of a's shape, every element one constant) */                   \
-  X(FILL)
+  X(FILL)                                                                                         \
+  /* appended, Stowage's fused ops (no ggml op; the compiler's passes make them, see traits) */   \
+  X(RMS_NORM_MUL)
 
 enum class GgmlOp : uint16_t {
 #define STOWAGE_OP_ENUM(name) name,

@@ -70,6 +70,10 @@ class CpuBackend final : public Backend {
         STOWAGE_ASSIGN_OR_RETURN(const NormParams p, DecodeNorm(c.op, params));
         return cpu::RmsNorm(ctx_, c.src[0], dst, p.eps);
       }
+      case GgmlOp::RMS_NORM_MUL: {
+        STOWAGE_ASSIGN_OR_RETURN(const NormParams p, DecodeNorm(c.op, params));
+        return cpu::RmsNormMul(ctx_, c.src[0], c.src[1], dst, p.eps);
+      }
       case GgmlOp::NORM: {
         STOWAGE_ASSIGN_OR_RETURN(const NormParams p, DecodeNorm(c.op, params));
         return cpu::Norm(ctx_, c.src[0], dst, p.eps);

@@ -134,6 +134,11 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
 /// RMS_NORM over ne0 (ggml_rms_norm): dst = x * 1/sqrt(sum(x^2)/ne0 + eps), the sum in double as
 /// ggml_float. F32 src and dst of equal shape.
 Status RmsNorm(ComputeContext& ctx, const TensorView& src, TensorView& dst, float eps);
+/// RMS_NORM_MUL (Stowage's fused op): MUL(RMS_NORM(src) {eps}, w) bit for bit, in one pass over
+/// each row (no intermediate tensor, one thread team). `w` F32 or F16, repeatable to src (as MUL's
+/// src1; the norm weight [ne0]); F32 src and dst of equal shape; dst may be src (in place).
+Status RmsNormMul(ComputeContext& ctx, const TensorView& src, const TensorView& w, TensorView& dst,
+                  float eps);
 /// NORM over ne0 (ggml_norm): dst = (x - mean) / sqrt(var + eps), sums in double. F32.
 Status Norm(ComputeContext& ctx, const TensorView& src, TensorView& dst, float eps);
 

@@ -783,6 +783,17 @@ Status CudaBackend::Compute(const NodeCall& c) {
       e = cuda::NormOp(c.op == GgmlOp::RMS_NORM, ToTv(a), ToTv(d), np.eps, ctx_->stream);
       break;
     }
+    case GgmlOp::RMS_NORM_MUL: {
+      if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d) ||
+          (b.type != GgmlType::F32 && b.type != GgmlType::F16))
+        return Fail(op, "needs F32 src0/dst of equal shape and an F32 or F16 weight", c);
+      for (int i = 0; i < 4; ++i)
+        if (b.ne[i] <= 0 || a.ne[i] % b.ne[i] != 0)
+          return Bad(op, "the weight does not broadcast to src0", c);
+      STOWAGE_ASSIGN_OR_RETURN(const NormParams np, DecodeNorm(c.op, c.params()));
+      e = cuda::RmsNormMul(ToTv(a), ToTv(b), ToTv(d), np.eps, ctx_->stream);
+      break;
+    }
     case GgmlOp::ROPE: {
       STOWAGE_ASSIGN_OR_RETURN(const RopeParams rp, DecodeRope(c.params()));
       cuda::RopeArgs r;

@@ -510,6 +510,12 @@ STOWAGE_HD void RopeThread(const Tv& src, const int32_t* pos, const float* ff, c
 STOWAGE_HD float RmsNormScale(float sum_sq, int64_t n, float eps) {
   return 1.f / sqrtf(sum_sq / float(n) + eps);
 }
+/// RMS_NORM_MUL's element (Stowage's fused RMS_NORM + MUL): RMS_NORM's float x * scale, then MUL's
+/// float product with the weight element w, the two roundings of the ops it replaces.
+STOWAGE_HD float RmsNormMulElement(float x, float scale, float w) {
+  const float normed = x * scale;
+  return normed * w;
+}
 /// NORM's factor 1 / sqrt(sum((x - mean)^2) / n + eps) (ggml_norm, two passes over the row).
 STOWAGE_HD float NormScale(float sum_sq_centered, int64_t n, float eps) {
   return 1.f / sqrtf(sum_sq_centered / float(n) + eps);

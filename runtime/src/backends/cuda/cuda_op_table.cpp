@@ -21,6 +21,8 @@ std::vector<OpRule> CudaOpRules(const std::vector<GgmlType>& weight_types,
       AcceptRule({O::RMS_NORM, O::NORM, O::SCALE, O::SILU, O::GELU, O::TANH, O::SIGMOID, O::FILL, O::CLAMP},
                  {f32}, {T::F32}, 0, kOps),
       AcceptRule({O::ADD, O::MUL, O::DIV}, {f32, OfTypes({T::F32, T::F16})}, {T::F32}, 0, kOps),
+      // Stowage's fused ops (the compiler's passes make them where this table has them).
+      AcceptRule({O::RMS_NORM_MUL}, {f32, OfTypes({T::F32, T::F16})}, {T::F32}, 0, kOps),
       AcceptRule({O::SWIGLU, O::GEGLU}, {f32, f32_opt}, {T::F32}, 0, kOps),
       AcceptRule({O::ROPE}, {f32, OfTypes({T::I32}), f32_opt}, {T::F32}, 0, kOps),
       AcceptRule({O::SOFT_MAX}, {f32, OfTypes({T::F16, T::F32}, true), f32_opt}, {T::F32}, 0, kOps),

@@ -166,9 +166,10 @@ __device__ float BlockMax(float v) {
   return v;
 }
 
-// RMS_NORM: x * RmsNormScale(sum x^2). NORM: two passes like the CPU (mean, then the centered sum of
+// RMS_NORM: x * RmsNormScale(sum x^2); with a weight w (w.data set: RMS_NORM_MUL) RmsNormMulElement
+// with w broadcast as MUL's src1. NORM: two passes like the CPU (mean, then the centered sum of
 // squares), not E[x^2] - mean^2, which cancels catastrophically for rows with a large mean.
-__global__ void __launch_bounds__(kRowThreads) NormK(bool rms, Tv a, Tv d, float eps) {
+__global__ void __launch_bounds__(kRowThreads) NormK(bool rms, Tv a, Tv w, Tv d, float eps) {
   int64_t i1, i2, i3;
   RowIndex(blockIdx.x, a.ne, &i1, &i2, &i3);
   const int64_t ne0 = a.ne[0];
@@ -181,6 +182,13 @@ __global__ void __launch_bounds__(kRowThreads) NormK(bool rms, Tv a, Tv d, float
       sum2 += x * x;
     }
     const float scale = RmsNormScale(BlockSum(sum2), ne0, eps);
+    if (w.data != nullptr) {
+      const uint8_t* wr = At(w, 0, i1 % w.ne[1], i2 % w.ne[2], i3 % w.ne[3]);
+      for (int64_t k = threadIdx.x; k < ne0; k += blockDim.x)
+        StoreF32(o + k * d.nb[0], RmsNormMulElement(LoadF32(s + k * a.nb[0]), scale,
+                                                    LoadF(w.type, wr + (k % w.ne[0]) * w.nb[0])));
+      return;
+    }
     for (int64_t k = threadIdx.x; k < ne0; k += blockDim.x)
       StoreF32(o + k * d.nb[0], LoadF32(s + k * a.nb[0]) * scale);
     return;
@@ -480,7 +488,15 @@ cudaError_t NormOp(bool rms, const Tv& a, const Tv& dst, float eps, cudaStream_t
   if (Nelements(dst) == 0) return cudaSuccess;
   const int64_t rows = a.ne[1] * a.ne[2] * a.ne[3];
   if (rows > kMaxGridX) return cudaErrorInvalidConfiguration;
-  NormK<<<unsigned(rows), a.ne[0] >= kRowThreads ? kRowThreads : 256, 0, stream>>>(rms, a, dst, eps);
+  NormK<<<unsigned(rows), a.ne[0] >= kRowThreads ? kRowThreads : 256, 0, stream>>>(rms, a, Tv{}, dst, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t RmsNormMul(const Tv& a, const Tv& w, const Tv& dst, float eps, cudaStream_t stream) {
+  if (Nelements(dst) == 0) return cudaSuccess;
+  const int64_t rows = a.ne[1] * a.ne[2] * a.ne[3];
+  if (rows > kMaxGridX) return cudaErrorInvalidConfiguration;
+  NormK<<<unsigned(rows), a.ne[0] >= kRowThreads ? kRowThreads : 256, 0, stream>>>(true, a, w, dst, eps);
   return cudaGetLastError();
 }
 

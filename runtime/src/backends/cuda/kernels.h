@@ -59,6 +59,10 @@ cudaError_t ArgSort(const Tv& src, const Tv& dst, bool desc, cudaStream_t stream
 /// RMS_NORM (rms = true) or NORM (two passes: mean, then centered squares) over ne0. F32. One
 /// thread block per row, rows on grid.x.
 cudaError_t NormOp(bool rms, const Tv& a, const Tv& dst, float eps, cudaStream_t stream);
+/// RMS_NORM_MUL (Stowage's fused RMS_NORM + MUL): NormOp's RMS_NORM of a, each element times w's
+/// (F32 or F16, broadcast as MUL's src1: cuda_math.h RmsNormMulElement). F32 a and dst of equal
+/// shape; dst may be a. One thread block per row.
+cudaError_t RmsNormMul(const Tv& a, const Tv& w, const Tv& dst, float eps, cudaStream_t stream);
 
 /// ROPE: pos I32 [>= ne2] on the device; freq_factors F32 [>= n_dims/2] or nullptr.
 cudaError_t Rope(const Tv& src, const int32_t* pos, const float* freq_factors, const Tv& dst,

@@ -1,0 +1,145 @@
+// Stowage's fused CPU ops against the sequence of ops each replaces, bit for bit: the compiler's
+// fusion passes rewrite a plan's graph with them, so --llamacpp-numerics and every golden must not
+// see the difference. Shapes (row tails after the SIMD multiple of 8, broadcast, strided views, in
+// place), weight types, thread counts, ISA levels (capped as ComputeContext::max_isa caps them) and
+// both numerics modes.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace stowage::cpu {
+namespace {
+using kt::Ctx;
+using kt::Fill;
+using kt::Tensor;
+
+const IsaLevel kIsaLevels[] = {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni};
+
+// The bytes of a tensor's elements in index order (through its strides), for comparisons.
+std::vector<uint8_t> Elements(const TensorView& t) {
+  std::vector<uint8_t> out;
+  const size_t es = t.type == GgmlType::F16 ? 2 : 4;
+  for (int64_t i3 = 0; i3 < t.ne[3]; ++i3)
+    for (int64_t i2 = 0; i2 < t.ne[2]; ++i2)
+      for (int64_t i1 = 0; i1 < t.ne[1]; ++i1)
+        for (int64_t i0 = 0; i0 < t.ne[0]; ++i0) {
+          const uint8_t* p =
+              static_cast<const uint8_t*>(t.data) + i0 * t.nb[0] + i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];
+          out.insert(out.end(), p, p + es);
+        }
+  return out;
+}
+
+struct RmsCase {
+  std::array<int64_t, 4> ne;
+  std::array<int64_t, 4> w_ne;
+  GgmlType w_type;
+};
+
+// RMS_NORM_MUL(x, w) == MUL(RMS_NORM(x), w): the norm weight of every model ([ne0]), rows whose
+// tails miss the SIMD lanes, a weight broadcast over rows and of F16, large and tiny rows.
+TEST(CpuFusedOps, RmsNormMulEqualsRmsNormThenMul) {
+  const RmsCase cases[] = {
+      {{64, 7, 1, 1}, {64, 1, 1, 1}, GgmlType::F32},     {{37, 3, 2, 1}, {37, 1, 1, 1}, GgmlType::F32},
+      {{2051, 5, 1, 1}, {2051, 1, 1, 1}, GgmlType::F32}, {{4096, 9, 1, 1}, {4096, 1, 1, 1}, GgmlType::F32},
+      {{1, 4, 1, 1}, {1, 1, 1, 1}, GgmlType::F32},       {{40, 6, 4, 1}, {40, 3, 1, 1}, GgmlType::F32},
+      {{48, 6, 2, 2}, {8, 1, 2, 1}, GgmlType::F32},      {{128, 5, 1, 1}, {128, 1, 1, 1}, GgmlType::F16},
+      {{128, 3, 8, 1}, {128, 1, 1, 1}, GgmlType::F32},  // per-head norms (qwen3's q_norm / k_norm)
+  };
+  uint32_t seed = 100;
+  for (const RmsCase& c : cases) {
+    Tensor x(GgmlType::F32, c.ne[0], c.ne[1], c.ne[2], c.ne[3]);
+    Tensor w(c.w_type, c.w_ne[0], c.w_ne[1], c.w_ne[2], c.w_ne[3]);
+    Fill(x, seed++, -4, 4);
+    Fill(w, seed++, -2, 2);
+    for (IsaLevel isa : kIsaLevels) {
+      for (int threads : {1, 2, 5}) {
+        for (bool numerics : {false, true}) {
+          const std::string where = "ne0 " + std::to_string(c.ne[0]) + " isa " + std::to_string(int(isa)) +
+                                    " threads " + std::to_string(threads) + (numerics ? " llamacpp" : "");
+          ComputeContext ctx = Ctx(threads);
+          ctx.max_isa = isa;
+          ctx.llamacpp_numerics = numerics;
+          Tensor normed(GgmlType::F32, c.ne[0], c.ne[1], c.ne[2], c.ne[3]);
+          Tensor want(GgmlType::F32, c.ne[0], c.ne[1], c.ne[2], c.ne[3]);
+          Tensor got(GgmlType::F32, c.ne[0], c.ne[1], c.ne[2], c.ne[3]);
+          ASSERT_TRUE(RmsNorm(ctx, x.v, normed.v, 1e-6f).ok()) << where;
+          ASSERT_TRUE(Mul(ctx, normed.v, w.v, want.v).ok()) << where;
+          ASSERT_TRUE(RmsNormMul(ctx, x.v, w.v, got.v, 1e-6f).ok()) << where;
+          EXPECT_EQ(Elements(got.v), Elements(want.v)) << where;
+          // In place (the memory plan may give the result the input's bytes).
+          Tensor inplace = x;
+          inplace.v.data = inplace.buf.data();
+          ASSERT_TRUE(RmsNormMul(ctx, inplace.v, w.v, inplace.v, 1e-6f).ok()) << where;
+          EXPECT_EQ(Elements(inplace.v), Elements(want.v)) << where << " in place";
+        }
+      }
+    }
+  }
+}
+
+// Strided rows (a permuted view, as a norm of heads read through a view): the same bits as the ops.
+TEST(CpuFusedOps, RmsNormMulStridedRows) {
+  Tensor x(GgmlType::F32, 24, 5, 3), w(GgmlType::F32, 12);
+  Fill(x, 7, -3, 3);
+  Fill(w, 8, -1, 1);
+  TensorView v = x.v;  // every other element of each row: ne0 12 at a stride of 8 bytes
+  v.ne[0] = 12;
+  v.nb[0] = 8;
+  for (IsaLevel isa : kIsaLevels) {
+    ComputeContext ctx = Ctx(2);
+    ctx.max_isa = isa;
+    Tensor normed(GgmlType::F32, 12, 5, 3), want(GgmlType::F32, 12, 5, 3), got(GgmlType::F32, 12, 5, 3);
+    ASSERT_TRUE(RmsNorm(ctx, v, normed.v, 1e-5f).ok());
+    ASSERT_TRUE(Mul(ctx, normed.v, w.v, want.v).ok());
+    ASSERT_TRUE(RmsNormMul(ctx, v, w.v, got.v, 1e-5f).ok());
+    EXPECT_EQ(Elements(got.v), Elements(want.v)) << int(isa);
+  }
+}
+
+// The fusion is not a no-op: leaving out the weight's product (RMS_NORM alone) or rounding the norm
+// differently (one product x * (scale * w)) changes the bits the comparison above checks.
+TEST(CpuFusedOps, RmsNormMulComparisonCanFail) {
+  Tensor x(GgmlType::F32, 256, 4), w(GgmlType::F32, 256), normed(GgmlType::F32, 256, 4),
+      want(GgmlType::F32, 256, 4);
+  Fill(x, 3, -4, 4);
+  Fill(w, 4, -2, 2);
+  ComputeContext ctx = Ctx(2);
+  ASSERT_TRUE(RmsNorm(ctx, x.v, normed.v, 1e-6f).ok());
+  ASSERT_TRUE(Mul(ctx, normed.v, w.v, want.v).ok());
+  EXPECT_NE(Elements(normed.v), Elements(want.v));
+  // One rounding fewer: x * (scale * w) with the row's scale recovered from the normed values.
+  Tensor other = want;
+  other.v.data = other.buf.data();
+  int differ = 0;
+  for (int64_t r = 0; r < 4; ++r) {
+    const float scale = float(normed.at(0, r) / x.at(0, r));
+    for (int64_t i = 0; i < 256; ++i) {
+      const float y = float(x.at(i, r)) * (scale * float(w.at(i)));
+      differ += y != float(want.at(i, r));
+    }
+  }
+  EXPECT_GT(differ, 0);
+}
+
+TEST(CpuFusedOps, RmsNormMulRefusesBadArguments) {
+  ComputeContext ctx = Ctx();
+  Tensor x(GgmlType::F32, 16, 3), y(GgmlType::F32, 16, 3), w(GgmlType::F32, 5), wq(GgmlType::Q8_0, 32);
+  Status s = RmsNormMul(ctx, x.v, w.v, y.v, 1e-6f);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("RMS_NORM_MUL: w f32[5,1,1,1]"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("cannot be repeated to src"), std::string::npos) << s.message();
+  s = RmsNormMul(ctx, x.v, wq.v, y.v, 1e-6f);
+  EXPECT_NE(s.message().find("w: expected F32 or F16"), std::string::npos) << s.message();
+  Tensor y2(GgmlType::F32, 16, 2);
+  Tensor w16(GgmlType::F32, 16);
+  s = RmsNormMul(ctx, x.v, w16.v, y2.v, 1e-6f);
+  EXPECT_NE(s.message().find("differ in shape"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace stowage::cpu
