@@ -215,15 +215,19 @@ std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcom
     out.push_back(Fmt("llama_model_load_from_file_impl: using device %s (%s) - %llu MiB free",
                       ds.devices[i].name.c_str(), ds.devices[i].description.c_str(),
                       static_cast<unsigned long long>(ds.devices[i].memory_free / 1024 / 1024)));
+  // llama.cpp 2026 adds each layer's is_swa and reports the moved weights from
+  // llama_model_loader::done_getting_tensors.
+  const bool today = m.cfg.llamacpp_compat == LlamacppCompat::k2026;
   for (size_t il = 0; debug_lines && il < o.layers.device.size(); ++il)
     out.push_back(Fmt("load_tensors: layer %3d assigned to device %s", static_cast<int>(il),
-                      ds.devices[o.layers.device[il]].name.c_str()));
+                      ds.devices[o.layers.device[il]].name.c_str()) +
+                  (today ? Fmt(", is_swa = %d", m.hp.is_swa(static_cast<uint32_t>(il)) ? 1 : 0) : ""));
   if (debug_lines && o.moved.count > 0)
     out.push_back(
-        Fmt("load_tensors: tensor '%s' (%s) (and %d others) cannot be used with preferred buffer type %s, "
-            "using %s instead",
-            o.moved.tensor.c_str(), o.moved.type.c_str(), o.moved.count - 1, o.moved.from.c_str(),
-            o.moved.to.c_str()));
+        Fmt("%s: tensor '%s' (%s) (and %d others) cannot be used with preferred buffer type %s, using %s "
+            "instead",
+            today ? "done_getting_tensors" : "load_tensors", o.moved.tensor.c_str(), o.moved.type.c_str(),
+            o.moved.count - 1, o.moved.from.c_str(), o.moved.to.c_str()));
   if (ds.n_model > 0) {  // llama_supports_gpu_offload()
     const int n_layer = static_cast<int>(m.hp.n_layer);
     const int ngl = std::max(opt.n_gpu_layers, 0);
@@ -232,9 +236,17 @@ std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcom
     out.push_back(
         Fmt("load_tensors: offloaded %d/%d layers to GPU", std::min(ngl, n_layer + 1), n_layer + 1));
   }
+  std::vector<const PlannedBuffer*> weights;
   for (const auto& b : o.memory.buffers)
-    if (b.usage == BufferUsage::kWeights)
-      out.push_back(Fmt("load_tensors: %12s model buffer size = %8.2f MiB", b.name.c_str(), MiB(b.size)));
+    if (b.usage == BufferUsage::kWeights) weights.push_back(&b);
+  // llama.cpp 2026 prints them in the order of llama_model_loader's ctx_map, sorted by buffer-type
+  // name (ctx_key_comparator; a mapped buffer's is the CPU's).
+  if (m.cfg.llamacpp_compat == LlamacppCompat::k2026)
+    std::stable_sort(weights.begin(), weights.end(), [&](const PlannedBuffer* a, const PlannedBuffer* b) {
+      return o.placement.bufts[a->buft].name < o.placement.bufts[b->buft].name;
+    });
+  for (const PlannedBuffer* b : weights)
+    out.push_back(Fmt("load_tensors: %12s model buffer size = %8.2f MiB", b->name.c_str(), MiB(b->size)));
   uint64_t k_bytes = 0, v_bytes = 0;
   for (const auto& g : m.globals) {
     if (g.kind != TensorKind::kKvCache) continue;

@@ -83,8 +83,11 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
                                     const PlacementOptions& opt);
 
 /// The load-time report in llama.cpp's formats (FEB25): "using device" lines (model devices),
-/// "layer %3d assigned to device %s", the "cannot be used with preferred buffer type" line,
-/// "offloading ..." lines (only when there are model devices), "%12s model buffer size = %8.2f MiB",
+/// "layer %3d assigned to device %s" (k2026: ", is_swa = %d" added), the "cannot be used with
+/// preferred buffer type" line (k2026: from "done_getting_tensors:"),
+/// "offloading ..." lines (only when there are model devices), "%12s model buffer size = %8.2f MiB"
+/// (in the memory plan's buffer order; with m.cfg.llamacpp_compat k2026 sorted by buffer-type name
+/// as llama.cpp 2026's llama_model_loader::ctx_map),
 /// "%10s KV buffer size", "KV self size", "%10s  output buffer size", "pipeline parallelism enabled
 /// (n_copies=%d)" (only when n_copies > 1), "%10s compute buffer size"
 /// (backends with more than one byte, each buffer once), "graph nodes" and
