@@ -37,13 +37,14 @@ int FailNonFiniteLogits(const CommonOptions& c, int64_t chunk, int64_t pos, bool
       ": the logits are not finite numbers (the model's weights or hyper-parameters produce NaN or inf)"));
 }
 
-// The negative log-likelihood (nats) of `token` under the softmax of `row`'s n_vocab logits, in
-// double (llama-perplexity's without a base file).
+// The negative log-likelihood (nats) of `token` under the softmax of `row`'s n_vocab logits, as
+// llama-perplexity's log_softmax without a base file: the exponentials in float (expf of the float
+// difference to the largest logit), summed in double, the result in double.
 double TokenNll(const float* row, int64_t nv, int32_t token) {
   const float mx = *std::max_element(row, row + nv);
   double sum = 0;
-  for (int64_t v = 0; v < nv; ++v) sum += std::exp(double(row[v]) - mx);
-  return -(double(row[token]) - mx - std::log(sum));
+  for (int64_t v = 0; v < nv; ++v) sum += std::exp(row[v] - mx);
+  return -(double(row[token] - mx) - std::log(sum));
 }
 
 }  // namespace

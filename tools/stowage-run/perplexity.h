@@ -3,11 +3,16 @@
 // model with such a file (the file format and statistics: kl_divergence.h).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "run_common.h"
 
 namespace stowage::run {
+
+/// perplexity's context (chunk size) when planning on the fly without -c: llama-perplexity's
+/// (llama.cpp 2026 tools/perplexity: params.n_ctx = 512 before the command line is read).
+inline constexpr uint32_t kPerplexityContext = 512;
 
 /// llama-perplexity's score of `text` (the -f file `file` as ReadTextFile reads it): chunks of n_ctx
 /// tokens, each starting with BOS, the second half of each scored; at most `max_chunks` chunks

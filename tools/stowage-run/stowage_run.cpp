@@ -27,7 +27,7 @@ namespace {
 struct GenerateFlags {
   GenerateOptions options;  ///< prompt (-p), -n, the sampler, --ignore-eos, --verbose-prompt, -q
   std::string prompt_file;  ///< -f
-  bool escape = true;       ///< -e / --no-escape (perplexity's -f text too)
+  bool escape = true;       ///< -e / --no-escape (perplexity's -f text: only with -e)
   bool no_display_prompt = false;
   int64_t seed = -1;  ///< -s: -1 or 4294967295 for a random seed
 };
@@ -40,15 +40,6 @@ struct PerplexityFlags {
   int max_chunks = -1;  ///< --chunks
 };
 
-// The bench subcommand's flags, as given (lists unparsed).
-struct BenchFlags {
-  std::string n_prompt_list = "512", n_gen_list = "128", threads_list;  // llama-bench's defaults
-  std::vector<std::string> pg_list;
-  int reps = 5;
-  std::string format = "md";
-  bool json = false, profile = false;
-};
-
 // The options every subcommand takes: the model, the plan or planning on the fly, the session.
 void AddCommonOptions(CLI::App* a, CommonOptions* c) {
   a->add_option("-m,--model", c->model, "GGUF model file")->required();
@@ -58,8 +49,8 @@ void AddCommonOptions(CLI::App* a, CommonOptions* c) {
       ->check(tools::IntegerIn(0, MaxThreads()));
   a->add_option("-c,--ctx-size", c->n_ctx,
                 "context size when planning on the fly (0 = the model's training context; default: 4096 "
-                "tokens to generate text, as llama-cli; the model's for perplexity; the largest -p or -n + "
-                "8 for bench)")
+                "tokens to generate text, as llama-cli; 512 for perplexity, as llama-perplexity; each test's "
+                "-p + -n + -d for bench, as llama-bench)")
       ->check(tools::IntegerIn(0, kMaxTokens))
       ->default_str("");  // "not given": the default depends on the subcommand (above), not 0
   a->add_option("-b,--batch-size", c->n_batch, "logical batch size when planning on the fly")
@@ -116,7 +107,7 @@ void AddGenerateOptions(CLI::App* app, GenerateFlags* g) {
       ->excludes(prompt_opt);
   app->add_flag("-e,--escape,!--no-escape", g->escape,
                 "expand \\n, \\r, \\t, \\', \\\", \\\\ and \\xHH in the prompt (llama.cpp's default; "
-                "--no-escape keeps them)");
+                "--no-escape keeps them); in perplexity's text only when given, as llama-perplexity");
   app->add_flag("--ignore-eos", g->options.ignore_eos,
                 "never sample an end-of-generation token (generate -n tokens)");
   app->add_flag("--no-display-prompt", g->no_display_prompt,
@@ -156,11 +147,11 @@ constexpr const char* kSubcommandFooter =
 
 CLI::App* AddPerplexity(CLI::App* app, PerplexityFlags* f) {
   auto* ppl = app->add_subcommand("perplexity", "perplexity of a text file (llama-perplexity style)");
-  ppl->footer(std::string(kSubcommandFooter) + ", --no-escape.");
+  ppl->footer(std::string(kSubcommandFooter) + ", -e/--escape.");
   ppl->add_option(
       "-f,--file", f->text_file,
-      "text file (one final newline dropped and escapes expanded, as llama-perplexity; a regular file of "
-      "at most 256 MiB); required, except with --kl-divergence");
+      "text file (one final newline dropped, escapes kept unless -e, as llama-perplexity; a regular file "
+      "of at most 256 MiB); required, except with --kl-divergence");
   ppl->add_option(
       "--kl-divergence-base,--save-all-logits", f->kl_base,
       "base file of log-probabilities (llama-perplexity's format): written while scoring -f, or read "
@@ -180,36 +171,6 @@ CLI::App* AddPerplexity(CLI::App* app, PerplexityFlags* f) {
                   },
                   ""));
   return ppl;
-}
-
-CLI::App* AddBench(CLI::App* app, BenchFlags* f) {
-  auto* bench = app->add_subcommand("bench", "llama-bench style table: pp and tg speed");
-  bench->footer(std::string(kSubcommandFooter) + ".");
-  bench->add_option(
-      "-p,--n-prompt", f->n_prompt_list,
-      "prompt tokens of the pp tests (0 = none); as llama-bench, a list: 128,512 or 64-512*2 or 1-4+1");
-  bench->add_option("-n,--n-gen", f->n_gen_list, "generated tokens of the tg tests (0 = none); a list as -p");
-  bench->add_option("-t,--threads", f->threads_list, "CPU threads (0 = all); a list as -p, one session each");
-  bench
-      ->add_option(
-          "--pg", f->pg_list,
-          "pp,tg: a prompt of pp tokens then tg generated ones in one test (llama-bench -pg; repeatable)")
-      ->allow_extra_args(false);
-  bench->add_option("-r,--repetitions", f->reps, "repetitions")->check(tools::IntegerIn(1, 1000000));
-  bench
-      ->add_option("-o,--output", f->format,
-                   "output format: md, csv, json, jsonl (llama-bench's field names)")
-      ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}));
-  bench->add_flag(
-      "--json", f->json,
-      "one JSON line for the benchmark harness: pp/tg tokens per second (mean, sd) and peak resident "
-      "KiB (one value of -p, -n and -t)");
-  bench
-      ->add_flag(
-          "--profile", f->profile,
-          "after the table, host time per op and per token of each test (every node timed; not with --json)")
-      ->excludes("--json");
-  return bench;
 }
 
 // Flags given where they would be ignored, refused: with --plan the planning flags (the context,
@@ -268,52 +229,6 @@ int RunPerplexity(const CLI::App& app, const CLI::App& ppl, const CommonOptions&
   return Perplexity(c, f.text_file, *text, f.max_chunks, f.kl_base);
 }
 
-// One -pg value, "pp,tg": two token counts >= 1.
-Result<std::pair<int, int>> ParsePromptGen(const std::string& v) {
-  const size_t comma = v.find(',');
-  auto pp = ParseIntList(v.substr(0, comma), "-pg", 1, kMaxTokens / 2);
-  auto tg = comma == std::string::npos
-                ? Result<std::vector<int>>(InvalidArgument("-pg: '" + v + "' is not pp,tg"))
-                : ParseIntList(v.substr(comma + 1), "-pg", 1, kMaxTokens / 2);
-  if (!pp.ok() || !tg.ok() || pp->size() != 1 || tg->size() != 1)
-    return InvalidArgument("-pg: '" + v + "' is not pp,tg (two token counts >= 1, e.g. -pg 512,128)");
-  return std::pair<int, int>{pp->front(), tg->front()};
-}
-
-// bench's lists parsed and checked against each other, before any model is read.
-Result<BenchOptions> ParseBenchFlags(const CLI::App& bench, const CommonOptions& c, const BenchFlags& f) {
-  BenchOptions b;
-  // At most kMaxTokens - 8: a context planned on the fly is the largest value + 8.
-  STOWAGE_ASSIGN_OR_RETURN(b.prompts, ParseIntList(f.n_prompt_list, "-p/--n-prompt", 0, kMaxTokens - 8));
-  STOWAGE_ASSIGN_OR_RETURN(b.gens, ParseIntList(f.n_gen_list, "-n/--n-gen", 0, kMaxTokens - 8));
-  b.threads = {c.threads};
-  if (bench.count("--threads") > 0) {
-    STOWAGE_ASSIGN_OR_RETURN(b.threads, ParseIntList(f.threads_list, "-t/--threads", 0, MaxThreads()));
-  }
-  for (const std::string& v : f.pg_list) {
-    STOWAGE_ASSIGN_OR_RETURN(auto pg, ParsePromptGen(v));
-    b.pgs.push_back(pg);
-  }
-  const auto none = [](const std::vector<int>& v) {
-    return std::all_of(v.begin(), v.end(), [](int x) { return x == 0; });
-  };
-  if (none(b.prompts) && none(b.gens) && b.pgs.empty())
-    return InvalidArgument("bench: nothing to measure (-p/--n-prompt and -n/--n-gen are both 0)");
-  if (f.json && (b.prompts.size() > 1 || b.gens.size() > 1 || b.threads.size() > 1 || !b.pgs.empty()))
-    return InvalidArgument("bench: --json takes one value of -p, -n and -t (use -o json for lists)");
-  if (f.json && bench.count("--output") > 0)
-    return InvalidArgument("bench: --json and -o/--output exclude each other");
-  if (f.profile && f.format != "md")
-    return InvalidArgument("bench: --profile prints markdown tables after the results: only with -o md");
-  // The session's limit, checked for every value before the first test runs.
-  for (int t : b.threads) STOWAGE_RETURN_IF_ERROR(CheckThreadCount(t, "-t/--threads:"));
-  b.reps = f.reps;
-  b.json_summary = f.json;
-  b.format = f.format;
-  b.profile = f.profile;
-  return b;
-}
-
 // Text generation: the prompt from -p or -f, the context planned on the fly llama-cli's default.
 int RunGenerate(const CLI::App& app, CommonOptions c, GenerateFlags g) {
   std::string& prompt = g.options.prompt;
@@ -366,11 +281,15 @@ int Main(int argc, char** argv) {
     return rc;
   const CLI::App* sub = *ppl ? ppl : *bench ? bench : nullptr;
   if (Status st = CheckFlagsApply(app, c, sub); !st.ok()) return Fail(st);
-  if (*ppl) return RunPerplexity(app, *ppl, c, ppl_flags, g.escape);
+  if (*ppl) {
+    // llama-perplexity's defaults: chunks of 512 tokens, the text's escapes kept unless -e.
+    if (c.plan.empty() && app.count("--ctx-size") == 0) c.n_ctx = kPerplexityContext;
+    return RunPerplexity(app, *ppl, c, ppl_flags, app.count("--escape") > 0 && g.escape);
+  }
   if (*bench) {
-    auto b = ParseBenchFlags(*bench, c, bench_flags);
+    auto b = ParseBenchOptions(app, *bench, c, bench_flags);
     if (!b.ok()) return Fail(b.status());
-    return Bench(c, app.count("--ctx-size") > 0, std::move(*b));
+    return Bench(c, app.count("--ctx-size") > 0, *b);
   }
   return RunGenerate(app, std::move(c), std::move(g));
 }
