@@ -69,33 +69,43 @@ struct ChatState {
   double prompt_seconds = 0, generation_seconds = 0;
 };
 
-// --verbose-prompt: a turn's templated text and its tokens (llama-cli's lines).
-void PrintTurn(const Tokenizer& tok, const std::string& text, const std::vector<int32_t>& tokens) {
+// --verbose-prompt: a turn's templated text, and the tokens decoded for it at position `pos` (the
+// previous reply's end token first), as llama-cli's lines.
+void PrintTurn(const Tokenizer& tok, const std::string& text, const std::vector<int32_t>& tokens,
+               int64_t pos) {
   std::fprintf(stderr, "chat: formatted: '%s'\n", text.c_str());
-  std::fprintf(stderr, "chat: number of tokens in turn = %zu\n", tokens.size());
+  std::fprintf(stderr, "chat: decoding %zu tokens at position %lld\n", tokens.size(),
+               static_cast<long long>(pos));
   for (int32_t t : tokens) std::fprintf(stderr, "%6d -> '%s'\n", t, tok.TokenToPiece(t, true).c_str());
 }
 
-// Decodes `text` (after the pending end token) and streams the reply. Returns false with `*st`
-// set on an error, false with OK when the context is full (said on stderr), true otherwise.
-bool Turn(ChatState& s, const std::string& text, bool first, Status* st) {
+// How a turn ended.
+enum class TurnEnd {
+  kReplied,      // the reply ended (end-of-generation token or -n): the chat goes on
+  kFullContext,  // said on stderr: the chat ends
+  kError,        // *st says why
+  kOutputLost,   // stdout could not be written (said by FlushStdout)
+};
+
+// Decodes `text` (after the pending end token) and streams the reply.
+TurnEnd Turn(ChatState& s, const std::string& text, bool first, Status* st) {
   std::vector<int32_t> tokens = s.pending;
   const std::vector<int32_t> turn = s.tok.Tokenize(text, /*add_special=*/first, /*parse_special=*/true);
   tokens.insert(tokens.end(), turn.begin(), turn.end());
-  if (s.o.verbose_prompt) PrintTurn(s.tok, text, turn);
+  if (s.o.verbose_prompt) PrintTurn(s.tok, text, tokens, s.session.n_past());
   const int64_t n_ctx = s.session.n_ctx();
   if (s.session.n_past() + static_cast<int64_t>(tokens.size()) > n_ctx) {
     std::fprintf(
         stderr,
         "\nstowage-run: context full (%lld tokens): the turn of %zu tokens does not fit => stopping\n",
         static_cast<long long>(n_ctx), tokens.size());
-    return false;
+    return TurnEnd::kFullContext;
   }
   s.pending.clear();
   s.sampler.ResetHistory();
   for (int32_t t : tokens) s.sampler.Accept(t);
   auto t0 = Clock::now();
-  if (*st = s.session.Decode(tokens, false, &s.logits); !st->ok()) return false;
+  if (*st = s.session.Decode(tokens, false, &s.logits); !st->ok()) return TurnEnd::kError;
   s.prompt_seconds += Seconds(t0, Clock::now());
   s.n_prompt += static_cast<int64_t>(tokens.size());
   t0 = Clock::now();
@@ -106,7 +116,7 @@ bool Turn(ChatState& s, const std::string& text, bool first, Status* st) {
     if (next < 0) {
       *st = DataLoss("the logits at position " + std::to_string(s.session.n_past() - 1) +
                      " are all NaN or -inf, so no token can be sampled");
-      return false;
+      return TurnEnd::kError;
     }
     s.sampler.Accept(next);
     ++s.n_generated;
@@ -118,16 +128,13 @@ bool Turn(ChatState& s, const std::string& text, bool first, Status* st) {
     const std::string piece = s.tok.TokenToPiece(next, false);
     reply += piece;
     std::fwrite(piece.data(), 1, piece.size(), stdout);
-    if (!FlushStdout()) {
-      *st = IoError("standard output");
-      return false;
-    }
+    if (!FlushStdout()) return TurnEnd::kOutputLost;
     if (s.session.n_past() + 1 > n_ctx) {
       std::fprintf(stderr, "\nstowage-run: context full (%lld tokens) => stopping\n",
                    static_cast<long long>(n_ctx));
-      return false;
+      return TurnEnd::kFullContext;
     }
-    if (*st = s.session.Decode({next}, false, &s.logits); !st->ok()) return false;
+    if (*st = s.session.Decode({next}, false, &s.logits); !st->ok()) return TurnEnd::kError;
   }
   if (!ended) {  // cut by -n: closed with the end-of-turn token
     const int32_t eot = s.tok.eot() != kTokenNull ? s.tok.eot() : s.tok.eos();
@@ -135,7 +142,7 @@ bool Turn(ChatState& s, const std::string& text, bool first, Status* st) {
   }
   s.generation_seconds += Seconds(t0, Clock::now());
   s.history.push_back({"assistant", reply});
-  return true;
+  return TurnEnd::kReplied;
 }
 
 }  // namespace
@@ -161,31 +168,33 @@ int Chat(const CommonOptions& c, ChatOptions o, std::FILE* in) {
   if (!o.system_prompt.empty()) s.history.push_back({"system", o.system_prompt});
   bool first = true;
   Status st;
-  auto run_turn = [&](const std::string& user) {
+  auto run_turn = [&](const std::string& user) -> TurnEnd {
     std::vector<ChatMessage> msgs = s.history;
     msgs.push_back({"user", user});
     Result<std::string> text =
         first ? tmpl->Apply(msgs, true) : tmpl->ApplyIncrement(s.history, msgs.back(), true);
     if (!text.ok()) {
       st = text.status();
-      return false;
+      return TurnEnd::kError;
     }
     s.history.push_back({"user", user});
-    const bool ok = Turn(s, *text, first, &st);
+    const TurnEnd end = Turn(s, *text, first, &st);
     first = false;
-    return ok;
+    return end;
   };
-  bool go_on = true;
-  if (!o.first_prompt.empty()) go_on = run_turn(o.first_prompt);
+  TurnEnd end = TurnEnd::kReplied;
+  if (!o.first_prompt.empty()) end = run_turn(o.first_prompt);
   std::string user;
-  while (go_on && st.ok()) {
-    std::printf("\n> ");
+  for (bool ask = true; end == TurnEnd::kReplied;) {
+    if (ask) std::printf("\n> ");  // llama-cli's prompt for the user's turn
     if (!FlushStdout()) return 1;
     if (!ReadTurn(in, &user)) break;
+    ask = !user.empty();
     if (user.empty()) continue;
     if (o.escape) user = tools::ProcessEscapes(user);
-    go_on = run_turn(user);
+    end = run_turn(user);
   }
+  if (end == TurnEnd::kOutputLost) return 1;
   std::printf("\n");
   if (!FlushStdout()) return 1;
   if (!st.ok()) return Fail(st);
