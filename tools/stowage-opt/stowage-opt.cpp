@@ -7,7 +7,7 @@
 // `--import-gguf FILE` (when built with the compiler) imports a GGUF model instead of reading IR:
 // the module of func @pp / func @tg then goes through the same pipeline and printer.
 // `--gguf-n-ctx`, `--gguf-n-ubatch`, `--gguf-n-batch`, `--gguf-flash-attn[=on|off|auto]`,
-// `--gguf-swa-full` set the context the graphs are built for;
+// `--gguf-swa-full`, `--gguf-llamacpp-compat feb25|2026` set the context the graphs are built for;
 // `--place-devices LIST [--place-ngl N] [--place-ot REGEX=BUFT] [--place-no-kv-offload]
 // [--place-no-mmap] [--place-registry DIR] [--place-fit-target MIB]` also places the model
 // (planner::Plan) and records devices, buffer types, backends, causes, splits and split
@@ -45,6 +45,7 @@
 #include "stowage/Compiler/Transforms/Passes.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/plan.h"
+#include "stowage/planner/registry.h"
 #endif
 
 namespace cl = llvm::cl;
@@ -104,6 +105,12 @@ static cl::opt<std::string> ggufFlashAttn(
     cl::value_desc("on|off|auto"), cl::init("off"));
 static cl::opt<unsigned> ggufNBatch("gguf-n-batch", cl::desc("--import-gguf: logical batch size"),
                                     cl::init(2048));
+static cl::opt<std::string> ggufLlamacppCompat(
+    "gguf-llamacpp-compat",
+    cl::desc("--import-gguf: the llama.cpp the graphs and the placement follow (plan-model "
+             "--llamacpp-compat): 2026 (llama.cpp of 2026-09-28) or feb25 (February 2025)"),
+    cl::value_desc("feb25|2026"),
+    cl::init(stowage::planner::LlamacppCompatName(stowage::planner::kDefaultLlamacppCompat)));
 
 /// Prints the import's diagnostics, one line each ("stowage-opt: error: <file>: ..."); a node's
 /// name is in the message or its NameLoc (the importer's node NameLoc around its graph's), after
@@ -168,6 +175,13 @@ static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry 
   config.n_ubatch = ggufNUbatch;
   config.n_batch = ggufNBatch;
   config.swa_full = ggufSwaFull;
+  auto compat = stowage::planner::ParseLlamacppCompat(ggufLlamacppCompat);
+  if (!compat.ok()) {
+    llvm::errs() << "stowage-opt: error: --gguf-llamacpp-compat: " << compat.status().message()
+                 << "\n";
+    return nullptr;
+  }
+  config.llamacpp_compat = *compat;
   // -fa as plan-model reads it (true/false/1/0: the bool this option was).
   const std::string fa = ggufFlashAttn.getNumOccurrences() > 0 && ggufFlashAttn.empty()
                              ? std::string("on")
@@ -197,8 +211,8 @@ static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry 
           });
   stowage::compiler::ImportPlacement placement;
   placement.devices = placeDevices;
-  placement.registry_dirs.assign(placeRegistry.begin(), placeRegistry.end());
-  placement.registry_dirs.push_back(STOWAGE_SHIPPED_REGISTRY_DIR);
+  placement.registry_dirs = stowage::planner::RegistrySearchDirs(
+      {placeRegistry.begin(), placeRegistry.end()}, STOWAGE_SHIPPED_REGISTRY_DIR, *compat);
   // llama.cpp's -ngl values, as plan-model: <= -2 is all layers; -1 (auto) is plan-model's --fit.
   if (!(placeFitTarget >= 0 && placeFitTarget <= 1048576)) {
     llvm::errs() << "stowage-opt: error: --place-fit-target "

@@ -794,6 +794,7 @@ OwningOpRef<ModuleOp> importGgufFile(MLIRContext *context, StringRef path,
   // planner::Plan, as plan-model plans (no fit check: the IR is for inspection and passes).
   planner::PlanRequest request;
   request.context = config;
+  request.llamacpp_compat = config.llamacpp_compat;
   request.flash_attn = placement->flash_attn_auto ? planner::FlashAttnMode::kAuto
                        : config.flash_attn        ? planner::FlashAttnMode::kOn
                                                   : planner::FlashAttnMode::kOff;
