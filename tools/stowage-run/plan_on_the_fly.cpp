@@ -19,6 +19,8 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const CommonOpti
   request.context.n_batch = c.n_batch;
   request.context.n_ubatch = c.n_ubatch;
   request.context.swa_full = c.swa_full;
+  request.context.n_seq_max = c.n_seq_max;
+  request.context.kv_unified = c.kv_unified;
   auto tk = ParseGgmlType(c.cache_type_k);
   if (!tk.ok()) return InvalidArgument("--cache-type-k: " + tk.status().message());
   auto tv = ParseGgmlType(c.cache_type_v);

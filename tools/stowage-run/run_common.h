@@ -34,6 +34,10 @@ struct CommonOptions {
   bool swa_full =
       false;  ///< --swa-full: full-size SWA cache when planning on the fly (ContextConfig::swa_full)
   bool no_fit_check = false;  ///< --no-fit-check: run a plan made on the fly that does not fit (a warning)
+  /// Sequences of a plan made on the fly (ContextConfig::n_seq_max, llama.cpp -np; stowage-server's
+  /// slots) and whether they share one KV cache (ContextConfig::kv_unified, -kvu).
+  uint32_t n_seq_max = 1;
+  bool kv_unified = false;
 };
 
 /// How a context that is too small is enlarged, for messages: "-c" when planning on the fly,

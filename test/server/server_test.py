@@ -1,0 +1,495 @@
+#!/usr/bin/env python3
+"""stowage-server driven by real clients: Python's standard library (http.client) and curl.
+
+Each test starts the server on 127.0.0.1 with a free port (--port 0, the port read from its first
+line), talks to it, and stops it with SIGTERM (it must exit 0). Usage:
+
+    server_test.py --server build/bin/stowage-server --models DIR [--run build/bin/stowage-run] TEST
+
+TEST: basic, concurrent, bad_requests, disconnect, queue, shutdown, chat, load (the load test is not
+in ctest: scripts/server-load-test.sh). Exit 0 on success, 77 when skipped (a model, curl or the
+server binary absent), 1 on failure.
+"""
+import argparse
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+SKIP = 77
+MODEL = "stories260K.gguf"
+PROMPTS = [
+    "Once upon a time",
+    "The little dog",
+    "Lily and Tom went to the park",
+    "One day, a bird",
+    "The sun was shining and",
+    "Ben had a red ball",
+    "In a small house there lived",
+    "The cat was very hungry",
+]
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+class Server:
+    """A stowage-server process; its port is read from its 'listening on' line."""
+
+    def __init__(self, binary, model, *args):
+        self.proc = subprocess.Popen([binary, "-m", model, "--port", "0", *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        line = ""
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            m = re.search(r"listening on http://([\d.]+):(\d+)", line)
+            if m:
+                self.host, self.port = m.group(1), int(m.group(2))
+                return
+        err = self.proc.stderr.read() if self.proc.poll() is not None else ""
+        self.proc.kill()
+        raise Failure("the server did not start: %r %s" % (line, err))
+
+    def url(self, path):
+        return "http://%s:%d%s" % (self.host, self.port, path)
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        """Sends `sig` and checks that the server exits 0 (graceful shutdown) in time."""
+        self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise Failure("the server did not stop within %d s of signal %d" % (timeout, sig))
+        err = self.proc.stderr.read()
+        check(rc == 0, "the server exited %d after signal %d: %s" % (rc, sig, err[-2000:]))
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def request(srv, method, path, body=None, headers=None, raw=None, timeout=60):
+    """(status, parsed JSON or text) of one request."""
+    conn = http.client.HTTPConnection(srv.host, srv.port, timeout=timeout)
+    data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    conn.request(method, path, body=data, headers=h)
+    resp = conn.getresponse()
+    text = resp.read().decode("utf-8")
+    conn.close()
+    ctype = resp.getheader("Content-Type", "")
+    return resp.status, (json.loads(text) if ctype.startswith("application/json") else text)
+
+
+def complete(srv, body, path="/v1/completions", headers=None):
+    status, j = request(srv, "POST", path, body, headers)
+    check(status == 200, "%s %s: HTTP %d %s" % (path, body, status, j))
+    return j
+
+
+def stream(srv, body, path="/v1/completions", headers=None, on_event=None):
+    """Streams a completion; returns (text, finish_reason, events). `on_event(i, event)` may return
+    False to hang up after event i (the connection is closed: a client that went away)."""
+    conn = http.client.HTTPConnection(srv.host, srv.port, timeout=60)
+    body = dict(body, stream=True)
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    conn.request("POST", path, body=json.dumps(body), headers=h)
+    sock = conn.sock  # kept: hanging up closes it
+    resp = conn.getresponse()
+    if resp.status != 200:
+        raise Failure("stream %s: HTTP %d %s" % (body, resp.status, resp.read()[:300]))
+    check(resp.getheader("Content-Type", "").startswith("text/event-stream"), "not an event stream")
+    text, finish, events, done = "", None, [], False
+    while True:
+        line = resp.readline()
+        if not line:
+            break
+        line = line.decode("utf-8").rstrip("\n")
+        if not line:
+            continue
+        check(line.startswith("data: "), "not an SSE data line: %r" % line)
+        payload = line[len("data: "):]
+        if payload == "[DONE]":
+            done = True
+            break
+        ev = json.loads(payload)
+        check("error" not in ev, "stream error: %s" % ev)
+        events.append(ev)
+        for c in ev["choices"]:
+            if "delta" in c:
+                text += c["delta"].get("content") or ""
+            else:
+                text += c["text"]
+            finish = c["finish_reason"] or finish
+        if on_event is not None and on_event(len(events) - 1, ev) is False:
+            sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+            resp.close()
+            return text, None, events
+    conn.close()
+    check(done, "the stream did not end with data: [DONE]")
+    return text, finish, events
+
+
+def metrics(srv):
+    status, text = request(srv, "GET", "/metrics")
+    check(status == 200, "/metrics: HTTP %d" % status)
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.split(" ")
+            out[name.split(":", 1)[1]] = float(value)
+    return out
+
+
+def busy_slots(srv):
+    status, slots = request(srv, "GET", "/slots")
+    check(status == 200, "/slots: HTTP %d" % status)
+    return sum(1 for s in slots if s["is_processing"])
+
+
+def wait_for(cond, what, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise Failure("timed out waiting for: " + what)
+
+
+def greedy(prompt, n):
+    return {"prompt": prompt, "max_tokens": n, "temperature": 0}
+
+
+# --- tests ---------------------------------------------------------------------------------------
+
+def test_basic(args, model):
+    """Every endpoint once, through Python and curl; the greedy text equals stowage-run's."""
+    srv = Server(args.server, model, "-c", "512")
+    try:
+        status, j = request(srv, "GET", "/health")
+        check(status == 200 and j == {"status": "ok"}, "/health: %s" % j)
+        status, j = request(srv, "GET", "/v1/models")
+        check(status == 200 and j["object"] == "list" and j["data"][0]["id"] == MODEL, "/v1/models: %s" % j)
+        j = complete(srv, dict(greedy(PROMPTS[0], 24), model=MODEL))
+        check(j["object"] == "text_completion" and j["id"].startswith("cmpl-"), "shape: %s" % j)
+        text = j["choices"][0]["text"]
+        check(j["choices"][0]["finish_reason"] == "length", "finish_reason: %s" % j)
+        check(j["usage"]["completion_tokens"] == 24 and j["usage"]["prompt_tokens"] == 5, "usage: %s" % j)
+        stext, finish, events = stream(srv, greedy(PROMPTS[0], 24))
+        check(stext == text and finish == "length", "streamed %r != %r (%s)" % (stext, text, finish))
+        check(all(e["object"] == "text_completion" for e in events), "chunk objects")
+        # A stop string: the text ends before it, finish_reason "stop".
+        cut = text.index(" girl") if " girl" in text else len(text) // 2
+        j = complete(srv, dict(greedy(PROMPTS[0], 24), stop=[text[cut:cut + 5]]))
+        check(j["choices"][0]["text"] == text[:cut] and j["choices"][0]["finish_reason"] == "stop",
+              "stop string: %s vs %r" % (j, text[:cut]))
+        stext, finish, _ = stream(srv, dict(greedy(PROMPTS[0], 24), stop=[text[cut:cut + 5]]))
+        check(stext == text[:cut] and finish == "stop", "streamed stop string: %r %s" % (stext, finish))
+        # The same text as stowage-run (one sequence, same greedy sampler).
+        if args.run and os.path.exists(args.run):
+            out = subprocess.run([args.run, "-m", model, "-c", "512", "-p", PROMPTS[0], "-n", "24", "--temp", "0",
+                                  "-q", "--no-display-prompt"], capture_output=True, text=True, timeout=60)
+            check(out.returncode == 0 and out.stdout.rstrip("\n") == text,
+                  "stowage-run printed %r, the server %r" % (out.stdout, text))
+        m = metrics(srv)
+        check(m["requests_total"] == 4 and m["tokens_predicted_total"] >= 24 * 2 and m["requests_processing"] == 0,
+              "/metrics: %s" % m)
+        check(m["prompt_tokens_total"] == 20 and m["n_decode_total"] > 0, "/metrics counts: %s" % m)
+        # curl: the same non-streamed text, and an SSE stream ending with [DONE].
+        if shutil.which("curl"):
+            out = subprocess.run(["curl", "-sS", srv.url("/v1/completions"), "-H", "Content-Type: application/json",
+                                  "-d", json.dumps(greedy(PROMPTS[0], 24))], capture_output=True, text=True,
+                                 timeout=30)
+            check(json.loads(out.stdout)["choices"][0]["text"] == text, "curl: %s" % out.stdout)
+            out = subprocess.run(["curl", "-sSN", srv.url("/v1/completions"), "-d",
+                                  json.dumps(dict(greedy(PROMPTS[0], 24), stream=True))], capture_output=True,
+                                 text=True, timeout=30)
+            lines = [l for l in out.stdout.split("\n\n") if l]
+            check(lines[-1] == "data: [DONE]" and len(lines) == 24 + 2, "curl stream: %r" % out.stdout[-300:])
+            out = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", srv.url("/health")],
+                                 capture_output=True, text=True, timeout=30)
+            check(out.stdout == "200", "curl /health: %s" % out.stdout)
+        else:
+            print("note: curl not found, its checks skipped")
+    finally:
+        srv.stop() if srv.proc.poll() is None else None
+        srv.kill()
+
+
+def test_concurrent(args, model):
+    """8 streaming clients at once (4 slots: 4 run, 4 queue) get the texts each request gets alone."""
+    srv = Server(args.server, model, "-c", "1024", "-np", "4")
+    try:
+        alone = [stream(srv, greedy(p, 40))[0] for p in PROMPTS]
+        check(len(set(alone)) == len(alone), "the prompts should give different texts")
+        results = [None] * len(PROMPTS)
+        errors = []
+
+        def client(i):
+            try:
+                results[i] = stream(srv, greedy(PROMPTS[i], 40))
+            except Exception as e:  # reported below
+                errors.append("client %d: %s" % (i, e))
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(len(PROMPTS))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        check(not errors, "; ".join(errors))
+        for i, (text, finish, _) in enumerate(results):
+            check(text == alone[i], "client %d: %r alone, %r concurrently" % (i, alone[i], text))
+            check(finish == "length", "client %d finish %s" % (i, finish))
+        m = metrics(srv)
+        check(m["n_busy_slots_per_decode"] > 1.5, "continuous batching: %s busy slots per decode" %
+              m["n_busy_slots_per_decode"])
+        check(m["requests_total"] == 16 and m["requests_processing"] == 0, "/metrics: %s" % m)
+    finally:
+        srv.stop() if srv.proc.poll() is None else None
+        srv.kill()
+
+
+def test_bad_requests(args, model):
+    """Each bad request gets a 4xx with an OpenAI-style JSON error, and the next good one works."""
+    srv = Server(args.server, model, "-c", "256", "--api-key", "sekrit,other")
+    auth = {"Authorization": "Bearer sekrit"}
+    good = greedy(PROMPTS[0], 8)
+    try:
+        expected = complete(srv, good, headers=auth)["choices"][0]["text"]
+        cases = [
+            ("no API key", "POST", "/v1/completions", json.dumps(good), {}, 401, "authentication_error"),
+            ("wrong API key", "POST", "/v1/completions", json.dumps(good), {"Authorization": "Bearer nope"}, 401,
+             "authentication_error"),
+            ("malformed JSON", "POST", "/v1/completions", '{"prompt": "Once', auth, 400, "invalid_request_error"),
+            ("not an object", "POST", "/v1/completions", "[1, 2]", auth, 400, "invalid_request_error"),
+            ("unknown model", "POST", "/v1/completions", json.dumps(dict(good, model="gpt-5")), auth, 404,
+             "not_found_error"),
+            ("over the context", "POST", "/v1/completions", json.dumps(dict(good, max_tokens=300)), auth, 400,
+             "exceed_context_size_error"),
+            ("prompt over the context", "POST", "/v1/completions",
+             json.dumps({"prompt": "Once upon a time " * 80}), auth, 400, "exceed_context_size_error"),
+            ("wrong type", "POST", "/v1/completions", json.dumps(dict(good, temperature="hot")), auth, 400,
+             "invalid_request_error"),
+            ("token id out of range", "POST", "/v1/completions", json.dumps({"prompt": [1, 99999]}), auth, 400,
+             "invalid_request_error"),
+            ("no prompt", "POST", "/v1/completions", json.dumps({"max_tokens": 3}), auth, 400,
+             "invalid_request_error"),
+            ("bad messages", "POST", "/v1/chat/completions", json.dumps({"messages": "hi"}), auth, 400,
+             "invalid_request_error"),
+            ("unknown path", "GET", "/v2/nothing", None, auth, 404, "not_found_error"),
+        ]
+        for what, method, path, raw, headers, code, etype in cases:
+            status, j = request(srv, method, path, raw=raw, headers=headers)
+            check(status == code, "%s: HTTP %d, expected %d: %s" % (what, status, code, j))
+            check(isinstance(j, dict) and j["error"]["type"] == etype and j["error"]["code"] == code and
+                  j["error"]["message"], "%s: error body %s" % (what, j))
+            again = complete(srv, good, headers=auth)["choices"][0]["text"]
+            check(again == expected, "after %s: %r != %r" % (what, again, expected))
+        # Public endpoints need no key.
+        check(request(srv, "GET", "/health")[0] == 200, "/health needs no key")
+        check(request(srv, "GET", "/v1/models")[0] == 200, "/v1/models needs no key")
+        check(request(srv, "GET", "/metrics")[0] == 401, "/metrics needs the key")
+        check(request(srv, "GET", "/metrics", headers={"Authorization": "Bearer other"})[0] == 200,
+              "the second key of the list")
+    finally:
+        srv.stop() if srv.proc.poll() is None else None
+        srv.kill()
+
+
+def test_disconnect(args, model):
+    """A client that hangs up mid-stream frees its slot: with every slot busy, a 5th request then
+    runs while the other streams go on."""
+    srv = Server(args.server, model, "-c", "4096", "-np", "4")
+    long_req = {"prompt": PROMPTS[1], "max_tokens": 900, "temperature": 0, "ignore_eos": True}
+    try:
+        started = threading.Barrier(5)
+        hung_up = threading.Event()
+        finished = []
+
+        def long_client(i):
+            def on_event(k, ev):
+                if k == 2:
+                    started.wait(10)
+                if i == 0 and k == 4:
+                    return False  # hang up
+                return True
+            text, finish, _ = stream(srv, long_req, on_event=on_event)
+            if i == 0:
+                hung_up.set()
+            else:
+                finished.append((time.time(), finish))
+
+        threads = [threading.Thread(target=long_client, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        started.wait(20)  # all four streams running: every slot busy
+        check(busy_slots(srv) == 4, "4 slots busy")
+        hung_up.wait(10)
+        wait_for(lambda: busy_slots(srv) == 3, "the hung-up client's slot to be free")
+        check(metrics(srv)["requests_cancelled_total"] == 1, "one cancelled request")
+        t0 = time.time()
+        j = complete(srv, greedy(PROMPTS[2], 8))
+        t1 = time.time()
+        check(j["choices"][0]["finish_reason"] == "length", "the 5th request: %s" % j)
+        check(not finished, "the 5th request should run while the 3 other streams go on (%s)" % finished)
+        for t in threads:
+            t.join(60)
+        check(len(finished) == 3 and all(f == "length" for _, f in finished), "the other streams: %s" % finished)
+        print("5th request: %.3f s while 3 streams ran; they ended %.2f s after it" %
+              (t1 - t0, min(f for f, _ in finished) - t1))
+        m = metrics(srv)
+        check(m["requests_processing"] == 0 and m["tokens_predicted_total"] == 3 * 900 + 8, "/metrics: %s" % m)
+    finally:
+        srv.stop() if srv.proc.poll() is None else None
+        srv.kill()
+
+
+def test_queue(args, model):
+    """With every slot busy, requests wait in a FIFO queue (/metrics requests_deferred) and all end."""
+    srv = Server(args.server, model, "-c", "2048", "-np", "2")
+    req = {"prompt": PROMPTS[3], "max_tokens": 600, "temperature": 0, "ignore_eos": True}
+    try:
+        results, errors = {}, []
+        seen = {"deferred": 0, "processing": 0}
+
+        def client(i):
+            try:
+                results[i] = stream(srv, req)
+            except Exception as e:
+                errors.append("client %d: %s" % (i, e))
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        deadline = time.time() + 30
+        while any(t.is_alive() for t in threads) and time.time() < deadline:
+            m = metrics(srv)
+            seen["deferred"] = max(seen["deferred"], m["requests_deferred"])
+            seen["processing"] = max(seen["processing"], m["requests_processing"])
+            time.sleep(0.02)
+        for t in threads:
+            t.join(30)
+        check(not errors, "; ".join(errors))
+        check(seen["deferred"] == 2 and seen["processing"] == 2, "queue seen in /metrics: %s" % seen)
+        texts = {r[0] for r in results.values()}
+        check(len(results) == 4 and len(texts) == 1, "4 equal texts: %d distinct" % len(texts))
+        m = metrics(srv)
+        check(m["requests_deferred"] == 0 and m["tokens_predicted_total"] == 4 * 600, "/metrics: %s" % m)
+    finally:
+        srv.stop() if srv.proc.poll() is None else None
+        srv.kill()
+
+
+def test_shutdown(args, model):
+    """SIGINT while a stream runs: the stream ends with an error event, the server exits 0."""
+    srv = Server(args.server, model, "-c", "4096", "-np", "2")
+    try:
+        got = threading.Event()
+        outcome = {}
+
+        def client():
+            conn = http.client.HTTPConnection(srv.host, srv.port, timeout=30)
+            conn.request("POST", "/v1/completions", body=json.dumps(
+                {"prompt": PROMPTS[0], "max_tokens": 4000, "ignore_eos": True, "stream": True}))
+            resp = conn.getresponse()
+            lines = []
+            try:
+                while True:
+                    line = resp.readline()
+                    if not line:
+                        break
+                    lines.append(line.decode())
+                    got.set()
+            except Exception as e:
+                outcome["exception"] = str(e)
+            outcome["last"] = [l for l in lines if l.strip()][-1:] if lines else []
+
+        t = threading.Thread(target=client)
+        t.start()
+        check(got.wait(20), "the stream started")
+        srv.stop(signal.SIGINT)
+        t.join(20)
+        last = outcome.get("last")
+        check(last and '"unavailable_error"' in last[0], "the stream's last event: %s" % outcome)
+    finally:
+        srv.kill()
+
+
+def test_chat(args, model):
+    """/v1/chat/completions with the template named by --chat-template: chatml text, streamed and not."""
+    srv = Server(args.server, model, "-c", "512", "--chat-template", "chatml")
+    try:
+        msgs = [{"role": "system", "content": "You tell stories."}, {"role": "user", "content": "A story please"}]
+        body = {"messages": msgs, "max_tokens": 16, "temperature": 0}
+        j = complete(srv, body, path="/v1/chat/completions")
+        check(j["object"] == "chat.completion" and j["id"].startswith("chatcmpl-"), "shape: %s" % j)
+        msg = j["choices"][0]["message"]
+        check(msg["role"] == "assistant" and isinstance(msg["content"], str), "message: %s" % msg)
+        # The chatml prompt as /v1/completions text: the same tokens, the same greedy text.
+        prompt = ("<|im_start|>system\nYou tell stories.<|im_end|>\n<|im_start|>user\nA story please<|im_end|>\n"
+                  "<|im_start|>assistant\n")
+        raw = complete(srv, greedy(prompt, 16))
+        check(raw["usage"]["prompt_tokens"] == j["usage"]["prompt_tokens"], "prompt tokens: %s vs %s" %
+              (raw["usage"], j["usage"]))
+        check(raw["choices"][0]["text"] == msg["content"], "%r vs %r" % (raw["choices"][0]["text"], msg["content"]))
+        text, finish, events = stream(srv, body, path="/v1/chat/completions")
+        check(text == msg["content"] and finish == "length", "streamed chat %r (%s)" % (text, finish))
+        check(events[0]["choices"][0]["delta"] == {"role": "assistant", "content": None}, "first delta")
+        check(all(e["object"] == "chat.completion.chunk" for e in events), "chunk objects")
+        status, e = request(srv, "POST", "/v1/chat/completions", {"messages": [{"content": "x"}]})
+        check(status == 400 and "role" in e["error"]["message"], "a message without role: %s" % e)
+    finally:
+        srv.stop() if srv.proc.poll() is None else None
+        srv.kill()
+
+
+TESTS = {name[len("test_"):]: f for name, f in globals().items() if name.startswith("test_")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--server", required=True)
+    ap.add_argument("--run", default="")
+    ap.add_argument("--models", required=True)
+    ap.add_argument("test", choices=sorted(TESTS))
+    args = ap.parse_args()
+    model = os.path.join(args.models, MODEL)
+    if not os.path.exists(args.server):
+        print("skipped: %s not built" % args.server)
+        return SKIP
+    if not os.path.exists(model):
+        print("skipped: %s not found (shared models absent)" % model)
+        return SKIP
+    t0 = time.time()
+    try:
+        TESTS[args.test](args, model)
+    except Failure as e:
+        print("FAILED %s: %s" % (args.test, e))
+        return 1
+    print("PASSED %s (%.1f s)" % (args.test, time.time() - t0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

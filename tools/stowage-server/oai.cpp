@@ -1,0 +1,284 @@
+#include "oai.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <utility>
+
+#include "stowage/runtime/version.h"
+
+namespace stowage::server {
+
+HttpError HttpErrorOf(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+      return {400, "invalid_request_error", s.message()};
+    case StatusCode::kOutOfRange:
+      return {400, "exceed_context_size_error", s.message()};
+    case StatusCode::kNotFound:
+      return {404, "not_found_error", s.message()};
+    case StatusCode::kUnimplemented:
+      return {501, "not_supported_error", s.message()};
+    case StatusCode::kUnavailable:
+      return {503, "unavailable_error", s.message()};
+    default:
+      return {500, "server_error", s.message()};
+  }
+}
+
+HttpError InvalidApiKey() { return {401, "authentication_error", "Invalid API Key"}; }
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string ErrorBody(const HttpError& e) {
+  return Dump({{"error", {{"code", e.status}, {"message", e.message}, {"type", e.type}}}});
+}
+
+Result<json> ParseBody(const std::string& body) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    return InvalidArgument(std::string("malformed JSON body: ") + e.what());
+  }
+  if (!j.is_object())
+    return InvalidArgument(std::string("the body must be a JSON object, found ") + j.type_name());
+  return j;
+}
+
+namespace {
+
+Status WrongType(const std::string& field, const char* expected, const json& v) {
+  return InvalidArgument("'" + field + "': expected " + expected + ", found " + v.type_name() +
+                         (v.is_primitive() && !v.is_null() ? " " + Dump(v).substr(0, 40) : std::string()));
+}
+
+// A number field in [lo, hi] into *out; absent or null leaves *out.
+template <typename T>
+Status Number(const json& body, const std::string& field, double lo, double hi, T* out) {
+  const auto it = body.find(field);
+  if (it == body.end() || it->is_null()) return {};
+  if (!it->is_number()) return WrongType(field, "a number", *it);
+  const double v = it->get<double>();
+  if (!(v >= lo && v <= hi))
+    return InvalidArgument("'" + field + "': " + Dump(*it) + " is outside [" + Dump(lo) + ", " + Dump(hi) +
+                           "]");
+  if (std::is_integral_v<T> && !it->is_number_integer()) return WrongType(field, "an integer", *it);
+  *out = static_cast<T>(v);
+  return {};
+}
+
+Status Bool(const json& body, const std::string& field, bool* out) {
+  const auto it = body.find(field);
+  if (it == body.end() || it->is_null()) return {};
+  if (!it->is_boolean()) return WrongType(field, "true or false", *it);
+  *out = it->get<bool>();
+  return {};
+}
+
+}  // namespace
+
+Status ParseCommon(const json& body, const ServerDefaults& d, ParsedCompletion* out) {
+  if (const auto it = body.find("model"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) return WrongType("model", "a string", *it);
+    if (it->get<std::string>() != d.model_id)
+      return NotFound("model '" + it->get<std::string>() + "' not found; this server serves '" + d.model_id +
+                      "'");
+  }
+  CompletionRequest& r = out->request;
+  r.n_predict = d.n_predict;
+  constexpr double kMaxInt = 2147483647.0;
+  for (const char* f : {"n_predict", "max_tokens", "max_completion_tokens"})
+    STOWAGE_RETURN_IF_ERROR(Number(body, f, -1, kMaxInt, &r.n_predict));
+  SamplerParams& sp = r.sampling;
+  STOWAGE_RETURN_IF_ERROR(Number(body, "temperature", -1e4, 1e4, &sp.temperature));
+  STOWAGE_RETURN_IF_ERROR(Number(body, "top_k", -kMaxInt, kMaxInt, &sp.top_k));
+  STOWAGE_RETURN_IF_ERROR(Number(body, "top_p", 0, 1, &sp.top_p));
+  STOWAGE_RETURN_IF_ERROR(Number(body, "min_p", 0, 1, &sp.min_p));
+  STOWAGE_RETURN_IF_ERROR(Number(body, "repeat_penalty", 0, 1e4, &sp.penalty_repeat));
+  STOWAGE_RETURN_IF_ERROR(Number(body, "repeat_last_n", -1, kMaxInt, &sp.penalty_last_n));
+  STOWAGE_RETURN_IF_ERROR(Number(body, "presence_penalty", -1e4, 1e4, &sp.penalty_present));
+  STOWAGE_RETURN_IF_ERROR(Number(body, "frequency_penalty", -1e4, 1e4, &sp.penalty_freq));
+  int64_t seed = -1;  // llama.cpp LLAMA_DEFAULT_SEED: a random seed
+  STOWAGE_RETURN_IF_ERROR(Number(body, "seed", -1, 4294967295.0, &seed));
+  sp.seed = seed < 0 || seed == 4294967295 ? std::random_device{}() : static_cast<uint32_t>(seed);
+  int64_t n = 1;
+  STOWAGE_RETURN_IF_ERROR(Number(body, "n", 1, kMaxInt, &n));
+  if (n != 1)
+    return Unimplemented("'n': only one choice per request is supported, found " + std::to_string(n));
+  if (const auto it = body.find("stop"); it != body.end() && !it->is_null()) {
+    if (it->is_string()) {
+      r.stop.push_back(it->get<std::string>());
+    } else if (it->is_array()) {
+      for (size_t i = 0; i < it->size(); ++i) {
+        if (!(*it)[i].is_string()) return WrongType("stop[" + std::to_string(i) + "]", "a string", (*it)[i]);
+        r.stop.push_back((*it)[i].get<std::string>());
+      }
+    } else {
+      return WrongType("stop", "a string or an array of strings", *it);
+    }
+  }
+  STOWAGE_RETURN_IF_ERROR(Bool(body, "ignore_eos", &r.ignore_eos));
+  STOWAGE_RETURN_IF_ERROR(Bool(body, "stream", &out->stream));
+  if (const auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) return WrongType("stream_options", "an object", *it);
+    STOWAGE_RETURN_IF_ERROR(Bool(*it, "include_usage", &out->include_usage));
+  }
+  return {};
+}
+
+Status ParseCompletionPrompt(const json& body, const Tokenizer& tok, ParsedCompletion* out) {
+  const auto it = body.find("prompt");
+  if (it == body.end()) return InvalidArgument("'prompt' is required");
+  const json* p = &*it;
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
+  std::vector<int32_t>& tokens = out->request.prompt;
+  if (p->is_string()) {
+    tokens = tok.Tokenize(p->get_ref<const std::string&>(), /*add_special=*/true, /*parse_special=*/true);
+  } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
+    for (size_t i = 0; i < p->size(); ++i) {
+      const json& t = (*p)[i];
+      if (!t.is_number_integer()) return WrongType("prompt[" + std::to_string(i) + "]", "a token id", t);
+      const int64_t id = t.get<int64_t>();
+      if (id < 0 || id >= tok.n_vocab())
+        return InvalidArgument("'prompt[" + std::to_string(i) + "]': token id " + std::to_string(id) +
+                               " is outside [0, " + std::to_string(tok.n_vocab()) + ")");
+      tokens.push_back(static_cast<int32_t>(id));
+    }
+  } else if (p->is_array() && p->size() > 1) {
+    return Unimplemented("'prompt': one prompt per request is supported, found " + std::to_string(p->size()));
+  } else {
+    return WrongType("prompt", "a string or an array of token ids", *p);
+  }
+  if (tokens.empty()) return InvalidArgument("'prompt': no tokens");
+  return {};
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> ParseChatMessages(const json& body) {
+  const auto it = body.find("messages");
+  if (it == body.end()) return InvalidArgument("'messages' is required");
+  if (!it->is_array() || it->empty()) return WrongType("messages", "a non-empty array", *it);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return WrongType(at, "an object", m);
+    const auto role = m.find("role");
+    if (role == m.end() || !role->is_string())
+      return role == m.end() ? InvalidArgument("'" + at + ".role' is required")
+                             : WrongType(at + ".role", "a string", *role);
+    std::string content;
+    const auto c = m.find("content");
+    if (c != m.end() && c->is_string()) {
+      content = c->get<std::string>();
+    } else if (c != m.end() && c->is_array()) {  // [{"type": "text", "text": ...}, ...]
+      for (size_t k = 0; k < c->size(); ++k) {
+        const json& part = (*c)[k];
+        const std::string pat = at + ".content[" + std::to_string(k) + "]";
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+            !part["text"].is_string())
+          return InvalidArgument("'" + pat + "': expected {\"type\": \"text\", \"text\": string}, found " +
+                                 Dump(part).substr(0, 60));
+        content += part["text"].get<std::string>();
+      }
+    } else if (c != m.end() && !c->is_null()) {
+      return WrongType(at + ".content", "a string or an array of text parts", *c);
+    }
+    out.emplace_back(role->get<std::string>(), std::move(content));
+  }
+  return out;
+}
+
+std::string CompletionId(const std::string& prefix) {
+  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::random_device rd;
+  std::string id = prefix;
+  for (int i = 0; i < 32; ++i) id += kChars[rd() % (sizeof(kChars) - 1)];
+  return id;
+}
+
+json Usage(const CompletionEvent& done) {
+  return {{"completion_tokens", done.n_predicted},
+          {"prompt_tokens", done.n_prompt},
+          {"total_tokens", done.n_prompt + done.n_predicted}};
+}
+
+json Timings(const CompletionEvent& done) {
+  const auto per = [](double ms, int32_t n) { return n > 0 ? ms / n : 0.0; };
+  const auto rate = [](double ms, int32_t n) { return ms > 0 ? 1e3 * n / ms : 0.0; };
+  return {{"prompt_n", done.n_prompt},
+          {"prompt_ms", done.prompt_ms},
+          {"prompt_per_token_ms", per(done.prompt_ms, done.n_prompt)},
+          {"prompt_per_second", rate(done.prompt_ms, done.n_prompt)},
+          {"predicted_n", done.n_predicted},
+          {"predicted_ms", done.predicted_ms},
+          {"predicted_per_token_ms", per(done.predicted_ms, done.n_predicted)},
+          {"predicted_per_second", rate(done.predicted_ms, done.n_predicted)}};
+}
+
+namespace {
+
+json Head(const ResponseHead& h, json choices, const char* object) {
+  return {{"choices", std::move(choices)},
+          {"created", h.created},
+          {"id", h.id},
+          {"model", h.model},
+          {"system_fingerprint", std::string("stowage-") + stowage_version()},
+          {"object", object}};
+}
+
+const char* ChunkObject(const ResponseHead& h) {
+  return h.chat ? "chat.completion.chunk" : "text_completion";
+}
+
+}  // namespace
+
+json TextChunk(const ResponseHead& h, const std::string& text, bool role_only) {
+  json choice = {{"finish_reason", nullptr}, {"index", 0}};
+  if (!h.chat) {
+    choice["text"] = text;
+    choice["logprobs"] = nullptr;
+  } else if (role_only) {
+    choice["delta"] = {{"role", "assistant"}, {"content", nullptr}};
+  } else {
+    choice["delta"] = {{"content", text}};
+  }
+  return Head(h, json::array({std::move(choice)}), ChunkObject(h));
+}
+
+json FinalChunk(const ResponseHead& h, const CompletionEvent& done) {
+  json choice = {{"finish_reason", done.finish_reason}, {"index", 0}};
+  if (h.chat) {
+    choice["delta"] = json::object();
+  } else {
+    choice["text"] = "";
+    choice["logprobs"] = nullptr;
+  }
+  json j = Head(h, json::array({std::move(choice)}), ChunkObject(h));
+  j["timings"] = Timings(done);
+  return j;
+}
+
+json UsageChunk(const ResponseHead& h, const CompletionEvent& done) {
+  json j = Head(h, json::array(), ChunkObject(h));
+  j["usage"] = Usage(done);
+  return j;
+}
+
+json FullResponse(const ResponseHead& h, const std::string& text, const CompletionEvent& done) {
+  json choice = {{"finish_reason", done.finish_reason}, {"index", 0}};
+  if (h.chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  } else {
+    choice["text"] = text;
+    choice["logprobs"] = nullptr;
+  }
+  json j = Head(h, json::array({std::move(choice)}), h.chat ? "chat.completion" : "text_completion");
+  j["usage"] = Usage(done);
+  j["timings"] = Timings(done);
+  return j;
+}
+
+std::string SseEvent(const json& j) { return "data: " + Dump(j) + "\n\n"; }
+
+}  // namespace stowage::server

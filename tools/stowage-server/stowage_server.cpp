@@ -1,0 +1,404 @@
+// stowage-server: an OpenAI-compatible HTTP server (llama-server's endpoints, flags and response
+// shapes) over one Session with several sequences, on cpp-httplib. This file is the command line,
+// the HTTP routes and the signal handling; engine.h runs the decode loop, oai.h the JSON shapes.
+#include <httplib.h>
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "cli_numbers.h"
+#include "engine.h"
+#include "llama_args.h"
+#include "model_session.h"
+#include "oai.h"
+#include "planner_args.h"
+#include "run_common.h"
+#include "stdout_check.h"
+
+namespace stowage::server {
+namespace {
+
+struct ServerOptions {
+  run::CommonOptions common;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int n_parallel = 4;   // llama-server's default with the unified KV cache (-np, n_seq_max)
+  std::string api_key;  // a comma-separated list
+  int32_t n_predict = -1;
+  std::string chat_template;
+  std::string alias;
+  int threads_http = 0;
+};
+
+void AddOptions(CLI::App& app, ServerOptions* o) {
+  run::CommonOptions& c = o->common;
+  app.add_option("-m,--model", c.model, "GGUF model file")->required();
+  app.add_option("--plan", c.plan,
+                 "plan file made by plan-model (with -np N -kvu for N slots; default: plan on the fly for "
+                 "this machine)");
+  app.add_option("-c,--ctx-size", c.n_ctx,
+                 "context size when planning on the fly, shared by the slots (unified KV cache; 0 = the "
+                 "model's training context)")
+      ->check(tools::IntegerIn(0, run::kMaxTokens));
+  app.add_option("--parallel", o->n_parallel,
+                 "slots (sequences decoded together) when planning on the fly, in one unified KV cache as "
+                 "llama-server's default; with --plan the plan's n_seq_max")
+      ->check(tools::IntegerIn(1, 256));
+  app.add_option("-b,--batch-size", c.n_batch, "logical batch size: most tokens decoded per step")
+      ->check(tools::IntegerIn(1, run::kMaxTokens));
+  app.add_option("--ubatch-size", c.n_ubatch, "physical batch size when planning on the fly")
+      ->check(tools::IntegerIn(1, run::kMaxTokens));
+  app.add_option("--n-gpu-layers", c.n_gpu_layers,
+                 "layers to offload when planning on the fly: N, 'all' or <= -2, 'auto' or -1")
+      ->transform(tools::GpuLayersValue());
+  app.add_option("-t,--threads", c.threads, "CPU threads (0 = all hardware threads)")
+      ->check(tools::IntegerIn(0, run::MaxThreads()));
+  app.add_option("--cache-type-k", c.cache_type_k, "KV cache type for K when planning on the fly");
+  app.add_option("--cache-type-v", c.cache_type_v, "KV cache type for V when planning on the fly");
+  app.add_option("--flash-attn", c.flash_attn, "flash attention when planning on the fly: on, off or auto")
+      ->transform(tools::FlashAttnValue());
+  app.add_flag("--no-mmap", c.no_mmap, "when planning on the fly: load weights instead of mapping the file");
+  app.add_flag("--no-fit-check", c.no_fit_check,
+               "when planning on the fly: run even when the plan does not fit this machine's memory");
+  app.add_flag("--llamacpp-numerics", c.llamacpp_numerics,
+               "CPU matrix products in llama.cpp's orders in prompt processing too (batch-invariant "
+               "logits: a request's text does not depend on what else is decoded with it)");
+  app.add_option("--host", o->host, "address to listen on")->capture_default_str();
+  app.add_option("--port", o->port, "port to listen on (0: any free port, printed)")
+      ->check(tools::IntegerIn(0, 65535))
+      ->capture_default_str();
+  app.add_option("--api-key", o->api_key,
+                 "API key(s), comma-separated: requests other than /health and /v1/models then need "
+                 "'Authorization: Bearer KEY'");
+  app.add_option("-n,--n-predict", o->n_predict,
+                 "max_tokens of a request that gives none (-1: until the end of text or a full context)")
+      ->check(tools::IntegerIn(-1, run::kMaxTokens));
+  app.add_option(
+      "--chat-template", o->chat_template,
+      "chat template by llama.cpp's built-in name (chatml, llama2, llama3, gemma, phi3, mistral-v7, "
+      "deepseek3, ...; default: detected from the model's tokenizer.chat_template)");
+  app.add_option("-a,--alias", o->alias,
+                 "the model's id in /v1/models and requests (default: the file name)");
+  app.add_option("--threads-http", o->threads_http,
+                 "HTTP handler threads (0: 4 per slot, at least 32; each streaming client holds one)")
+      ->check(tools::IntegerIn(0, 4096));
+  app.add_flag("--metrics", "accepted for llama-server compatibility: /metrics is always served");
+}
+
+// Blocks SIGINT and SIGTERM in every thread made from here on, so that only WaitForSignal sees them.
+sigset_t BlockShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that went away is a failed write, not the end of the server
+  return set;
+}
+
+void Reply(httplib::Response& res, const HttpError& e) {
+  res.status = e.status;
+  res.set_content(ErrorBody(e), "application/json; charset=utf-8");
+}
+
+void ReplyJson(httplib::Response& res, const json& j) {
+  res.set_content(Dump(j), "application/json; charset=utf-8");
+}
+
+// The API key check of llama-server's middleware: /health and /v1/models are public.
+bool Authorized(const httplib::Request& req, const std::vector<std::string>& keys) {
+  if (keys.empty()) return true;
+  static const char* const kPublic[] = {"/health", "/v1/health", "/models", "/v1/models"};
+  if (std::find(std::begin(kPublic), std::end(kPublic), req.path) != std::end(kPublic)) return true;
+  std::string key = req.get_header_value("Authorization");
+  if (key.empty()) key = req.get_header_value("X-Api-Key");
+  if (key.rfind("Bearer ", 0) == 0) key = key.substr(7);
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+std::string Metrics(const EngineMetrics& m) {
+  struct Item {
+    const char* name;
+    const char* help;
+    double value;
+  };
+  const Item counters[] = {
+      {"requests_total", "Number of completion requests accepted", static_cast<double>(m.requests_total)},
+      {"prompt_tokens_total", "Number of prompt tokens processed",
+       static_cast<double>(m.prompt_tokens_total)},
+      {"prompt_seconds_total", "Total time spent processing prompts", m.prompt_seconds_total},
+      {"tokens_predicted_total", "Number of generation tokens processed",
+       static_cast<double>(m.tokens_predicted_total)},
+      {"tokens_predicted_seconds_total", "Total time spent generating tokens",
+       m.tokens_predicted_seconds_total},
+      {"n_decode_total", "Total number of decode calls", static_cast<double>(m.n_decode_total)},
+      {"requests_cancelled_total", "Number of requests whose client went away before their end",
+       static_cast<double>(m.requests_cancelled_total)},
+  };
+  const Item gauges[] = {
+      {"prompt_tokens_seconds", "Average prompt throughput in tokens/s",
+       m.prompt_seconds_total > 0 ? m.prompt_tokens_total / m.prompt_seconds_total : 0.0},
+      {"predicted_tokens_seconds", "Average generation throughput in tokens/s",
+       m.tokens_predicted_seconds_total > 0 ? m.tokens_predicted_total / m.tokens_predicted_seconds_total
+                                            : 0.0},
+      {"requests_processing", "Number of requests processing (slots busy)",
+       static_cast<double>(m.requests_processing)},
+      {"requests_deferred", "Number of requests deferred (queued: every slot busy)",
+       static_cast<double>(m.requests_deferred)},
+      {"n_busy_slots_per_decode", "Average number of busy slots per decode call",
+       static_cast<double>(m.n_busy_slots_total) /
+           std::max<double>(1.0, static_cast<double>(m.n_decode_total))},
+  };
+  std::ostringstream out;
+  const auto add = [&out](const char* type, const Item& i) {
+    out << "# HELP stowage:" << i.name << " " << i.help << "\n# TYPE stowage:" << i.name << " " << type
+        << "\nstowage:" << i.name << " " << i.value << "\n";
+  };
+  for (const Item& i : counters) add("counter", i);
+  for (const Item& i : gauges) add("gauge", i);
+  return out.str();
+}
+
+class Server {
+ public:
+  Server(const ServerOptions& o, run::LoadedModel& model, Engine& engine)
+      : model_(model), engine_(engine), defaults_{o.alias, o.n_predict} {
+    if (defaults_.model_id.empty()) {
+      const std::string& m = o.common.model;
+      defaults_.model_id = m.substr(m.find_last_of('/') == std::string::npos ? 0 : m.find_last_of('/') + 1);
+    }
+    std::stringstream keys(o.api_key);
+    for (std::string k; std::getline(keys, k, ',');)
+      if (!k.empty()) api_keys_.push_back(k);
+  }
+
+  void Route(httplib::Server& http) {
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (Authorized(req, api_keys_)) return httplib::Server::HandlerResponse::Unhandled;
+      Reply(res, InvalidApiKey());
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+      if (res.body.empty() && res.status == 404) Reply(res, {404, "not_found_error", "File Not Found"});
+    });
+    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "unknown exception";
+      try {
+        std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      Reply(res, {500, "server_error", what});
+    });
+    for (const char* p : {"/health", "/v1/health"})
+      http.Get(p,
+               [](const httplib::Request&, httplib::Response& res) { ReplyJson(res, {{"status", "ok"}}); });
+    for (const char* p : {"/v1/models", "/models"})
+      http.Get(p, [this](const httplib::Request&, httplib::Response& res) { ReplyJson(res, Models()); });
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(Metrics(engine_.Metrics()), "text/plain; version=0.0.4");
+    });
+    http.Get("/slots", [this](const httplib::Request&, httplib::Response& res) {
+      json slots = json::array();
+      for (const SlotState& s : engine_.Slots())
+        slots.push_back({{"id", s.id},
+                         {"n_ctx", engine_.n_ctx()},
+                         {"is_processing", s.is_processing},
+                         {"n_prompt_tokens", s.n_prompt},
+                         {"n_decoded", s.n_decoded}});
+      ReplyJson(res, slots);
+    });
+    for (const char* p : {"/v1/completions", "/completions"})
+      http.Post(p,
+                [this](const httplib::Request& req, httplib::Response& res) { Complete(req, res, false); });
+    for (const char* p : {"/v1/chat/completions", "/chat/completions"})
+      http.Post(p, [this](const httplib::Request& req, httplib::Response& res) { Complete(req, res, true); });
+    for (const char* p : {"/v1/embeddings", "/embeddings"})
+      http.Post(p, [](const httplib::Request&, httplib::Response& res) {
+        Reply(res, HttpErrorOf(Unimplemented("embeddings are not supported by this server yet")));
+      });
+  }
+
+ private:
+  json Models() const {
+    return {{"object", "list"},
+            {"data", json::array({{{"id", defaults_.model_id},
+                                   {"object", "model"},
+                                   {"created", started_},
+                                   {"owned_by", "stowage"},
+                                   {"meta",
+                                    {{"n_ctx", engine_.n_ctx()},
+                                     {"n_vocab", model_.tokenizer.n_vocab()},
+                                     {"n_slots", engine_.n_slots()}}}}})}};
+  }
+
+  // The request's tokens and settings; chat bodies through the chat template.
+  Result<ParsedCompletion> Parse(const httplib::Request& req, bool chat) const {
+    STOWAGE_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
+    ParsedCompletion pc;
+    STOWAGE_RETURN_IF_ERROR(ParseCommon(body, defaults_, &pc));
+    if (!chat) {
+      STOWAGE_RETURN_IF_ERROR(ParseCompletionPrompt(body, model_.tokenizer, &pc));
+      return pc;
+    }
+    STOWAGE_ASSIGN_OR_RETURN(auto messages, ParseChatMessages(body));
+    (void)messages;
+    return Unimplemented("chat templates are not available in this build yet; use /v1/completions");
+  }
+
+  void Complete(const httplib::Request& req, httplib::Response& res, bool chat) {
+    auto pc = Parse(req, chat);
+    if (!pc.ok()) return Reply(res, HttpErrorOf(pc.status()));
+    auto submitted = engine_.Submit(std::move(pc->request));
+    if (!submitted.ok()) return Reply(res, HttpErrorOf(submitted.status()));
+    std::shared_ptr<CompletionStream> stream = std::move(*submitted);
+    const ResponseHead head{CompletionId(chat ? "chatcmpl-" : "cmpl-"), defaults_.model_id,
+                            std::time(nullptr), chat};
+    if (!pc->stream) return CompleteWhole(head, stream, res);
+    const bool include_usage = pc->include_usage;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [stream, head, include_usage, first = true](size_t, httplib::DataSink& sink) mutable {
+          std::string out;
+          if (first && head.chat) out = SseEvent(TextChunk(head, "", /*role_only=*/true));
+          first = false;
+          std::optional<CompletionEvent> e;
+          while (!(e = stream->Next(std::chrono::milliseconds(200)))) {
+            if (!sink.is_writable()) {  // the client went away while we waited
+              stream->Cancel();
+              return false;
+            }
+          }
+          bool end = false;
+          if (e->kind == CompletionEvent::Kind::kText) {
+            out += SseEvent(TextChunk(head, e->text));
+          } else if (e->kind == CompletionEvent::Kind::kDone) {
+            out += SseEvent(FinalChunk(head, *e));
+            if (include_usage) out += SseEvent(UsageChunk(head, *e));
+            out += "data: [DONE]\n\n";
+            end = true;
+          } else {
+            const HttpError err = HttpErrorOf(e->error);
+            out += "data: " + ErrorBody(err) + "\n\n";
+            end = true;
+          }
+          if (!sink.write(out.data(), out.size())) {
+            stream->Cancel();  // the engine frees the slot at its next step
+            return false;
+          }
+          if (end) sink.done();
+          return true;
+        },
+        [stream](bool success) {
+          if (!success) stream->Cancel();
+        });
+  }
+
+  void CompleteWhole(const ResponseHead& head, const std::shared_ptr<CompletionStream>& stream,
+                     httplib::Response& res) {
+    std::string text;
+    for (;;) {
+      std::optional<CompletionEvent> e = stream->Next(std::chrono::milliseconds(1000));
+      if (!e) continue;
+      if (e->kind == CompletionEvent::Kind::kText) {
+        text += e->text;
+      } else if (e->kind == CompletionEvent::Kind::kDone) {
+        return ReplyJson(res, FullResponse(head, text, *e));
+      } else {
+        return Reply(res, HttpErrorOf(e->error));
+      }
+    }
+  }
+
+  run::LoadedModel& model_;
+  Engine& engine_;
+  ServerDefaults defaults_;
+  std::vector<std::string> api_keys_;
+  std::time_t started_ = std::time(nullptr);
+};
+
+int Main(int argc, char** argv) {
+  ServerOptions o;
+  CLI::App app{"stowage-server: an OpenAI-compatible HTTP server (llama-server's endpoints and flags)"};
+  AddOptions(app, &o);
+  if (int rc = tools::ParseWithAliases(app, argc, argv,
+                                       {{"-np", "--parallel"},
+                                        {"-ngl", "--n-gpu-layers"},
+                                        {"-ub", "--ubatch-size"},
+                                        {"-ctk", "--cache-type-k"},
+                                        {"-ctv", "--cache-type-v"},
+                                        {"-fa", "--flash-attn"}});
+      rc >= 0)
+    return rc;
+  run::CommonOptions& c = o.common;
+  if (c.n_ctx == 0 && app.count("--ctx-size") == 0) c.n_ctx = run::kDefaultGenerationContext;
+  c.n_seq_max = static_cast<uint32_t>(o.n_parallel);
+  c.kv_unified = true;
+
+  const sigset_t signals = BlockShutdownSignals();
+  auto loaded = run::LoadModel(c, /*quiet=*/false);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "stowage-server: %s\n", loaded.status().message().c_str());
+    return 1;
+  }
+  Session& session = *loaded->session;
+  if (!c.plan.empty() && app.count("--parallel") > 0 && session.n_seq_max() != o.n_parallel)
+    std::fprintf(stderr, "stowage-server: warning: -np %d ignored: the plan has %lld sequences\n",
+                 o.n_parallel, static_cast<long long>(session.n_seq_max()));
+  Engine engine(session, loaded->tokenizer, static_cast<int32_t>(c.n_batch));
+  Server server(o, *loaded, engine);
+
+  httplib::Server http;
+  const int threads_http = o.threads_http > 0 ? o.threads_http : std::max(32, 4 * engine.n_slots());
+  http.new_task_queue = [threads_http] { return new httplib::ThreadPool(static_cast<size_t>(threads_http)); };
+  server.Route(http);
+  int port = o.port;
+  if (port == 0 ? (port = http.bind_to_any_port(o.host)) < 0 : !http.bind_to_port(o.host, port)) {
+    std::fprintf(stderr, "stowage-server: cannot listen on %s:%d\n", o.host.c_str(), o.port);
+    return 1;
+  }
+  engine.Start();
+  std::printf("stowage-server: listening on http://%s:%d (%d slots, context %lld)\n", o.host.c_str(), port,
+              engine.n_slots(), static_cast<long long>(engine.n_ctx()));
+  std::fflush(stdout);
+
+  // SIGINT / SIGTERM: finish the streams (each ends with an error event), stop listening, and let the
+  // handler threads return.
+  std::atomic<bool> listening{true};
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (!listening.load()) return;
+    std::fprintf(stderr, "stowage-server: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    engine.Stop();
+    http.stop();
+  });
+  const bool ok = http.listen_after_bind();
+  listening.store(false);
+  if (waiter.joinable()) {
+    pthread_kill(waiter.native_handle(), SIGTERM);  // wakes sigwait when the server stopped by itself
+    waiter.join();
+  }
+  engine.Stop();
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace stowage::server
+
+int main(int argc, char** argv) {
+  return stowage::tools::RunTool("stowage-server", stowage::server::Main, argc, argv);
+}
