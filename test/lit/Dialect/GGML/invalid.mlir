@@ -239,6 +239,22 @@ func.func @f(%a0: !ggml.tensor<[1, n_tokens], f32>) {
 
 // -----
 
+func.func @f(%x: !ggml.tensor<[64, n_tokens], f32>, %w: !ggml.tensor<[48], f32>) {
+  // expected-error @+1 {{RMS_NORM_MUL: b [48, 1, 1, 1] cannot be repeated to a [64, n_tokens, 1, 1] (ggml_mul: ggml_can_repeat(b, a))}}
+  %r = ggml.rms_norm_mul %x, %w {eps = 1.0e-05 : f32} : (!ggml.tensor<[64, n_tokens], f32>, !ggml.tensor<[48], f32>) -> !ggml.tensor<[64, n_tokens], f32>
+  return
+}
+
+// -----
+
+func.func @f(%x: !ggml.tensor<[64, n_tokens], f32>, %w: !ggml.tensor<[64], f32>) {
+  // expected-error @+1 {{RMS_NORM_MUL: expected eps >= 0, found -1.000000}}
+  %r = ggml.rms_norm_mul %x, %w {eps = -1.0 : f32} : (!ggml.tensor<[64, n_tokens], f32>, !ggml.tensor<[64], f32>) -> !ggml.tensor<[64, n_tokens], f32>
+  return
+}
+
+// -----
+
 func.func @f(%a0: !ggml.tensor<[64, n_tokens], f32>) {
   // expected-error @+1 {{result must be !ggml.tensor<[64, n_tokens], f32> (ggml_silu: like a), got '!ggml.tensor<[64, n_outputs], f32>'}}
   %r = ggml.silu %a0 : (!ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[64, n_outputs], f32>

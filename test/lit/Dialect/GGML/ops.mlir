@@ -231,3 +231,11 @@ func.func @moe_weight_sum(%w: !ggml.tensor<[4, n_tokens], f32>) -> !ggml.tensor<
   %r = ggml.div %w, %c : (!ggml.tensor<[4, n_tokens], f32>, !ggml.tensor<[1, n_tokens], f32>) -> !ggml.tensor<[4, n_tokens], f32>
   return %r : !ggml.tensor<[4, n_tokens], f32>
 }
+
+// Stowage's fused norm (stowage-fuse-rms-norm-mul): rms_norm(x) * w as one op, w broadcast.
+// CHECK-LABEL: func.func @fused_norm
+func.func @fused_norm(%x: !ggml.tensor<[64, n_tokens], f32>, %w: !ggml.tensor<[64], f32>) -> !ggml.tensor<[64, n_tokens], f32> {
+  // CHECK: ggml.rms_norm_mul %{{.*}}, %{{.*}} {eps = 9.99999974E-6 : f32, name = "attn_norm-0"} : (!ggml.tensor<[64, n_tokens], f32>, !ggml.tensor<[64], f32>) -> !ggml.tensor<[64, n_tokens], f32>
+  %n = ggml.rms_norm_mul %x, %w {eps = 1.0e-05 : f32, name = "attn_norm-0"} : (!ggml.tensor<[64, n_tokens], f32>, !ggml.tensor<[64], f32>) -> !ggml.tensor<[64, n_tokens], f32>
+  return %n : !ggml.tensor<[64, n_tokens], f32>
+}

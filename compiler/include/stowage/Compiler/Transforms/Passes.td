@@ -32,4 +32,29 @@ def PlacePrintSplits : Pass<"place-print-splits", "::mlir::ModuleOp"> {
   ];
 }
 
+//===----------------------------------------------------------------------===//
+// Fusion passes (Fuse*.cpp, one per file): each rewrites ops of one place.split only, where the
+// split's backend has the fused op (FuseCommon.h), bit for bit on the CPU backend.
+//===----------------------------------------------------------------------===//
+
+def StowageFuseRmsNormMul : Pass<"stowage-fuse-rms-norm-mul", "::mlir::ModuleOp"> {
+  let summary = "RMS_NORM followed by MUL (the norm weight) -> one ggml.rms_norm_mul";
+  let description = [{
+    Rewrites `%n = ggml.rms_norm %x {eps}` whose only user is `%y = ggml.mul %n, %w` into
+    `%y = ggml.rms_norm_mul %x, %w {eps}` (llama.cpp build_norm's pair; ggml-cuda fuses it at run
+    time, ggml_cuda_can_fuse). The fused op keeps the MUL's name, place.backend and place.cause.
+    Legal only when both ops are directly inside the same place.split and that split's backend
+    runs RMS_NORM_MUL with these tensors (its op table, FuseCommon.h); on the CPU backend the
+    result is the pair's bit for bit. A pair the rules leave alone is kept as it is; with
+    `remarks` each gets a remark saying why.
+  }];
+  let options = [
+    Option<"remarks", "remarks", "bool", "false",
+           "emit a remark at each RMS_NORM + MUL pair left unfused, with the reason">,
+  ];
+  let statistics = [
+    Statistic<"numFused", "fused", "RMS_NORM + MUL pairs fused">,
+  ];
+}
+
 #endif // STOWAGE_COMPILER_TRANSFORMS_PASSES_TD

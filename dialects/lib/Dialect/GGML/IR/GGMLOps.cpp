@@ -401,6 +401,14 @@ LogicalResult RmsNormOp::verify() {
   return verifyNorm(*this, GgmlOp::RMS_NORM, getEps().convertToFloat(), "ggml_rms_norm");
 }
 
+LogicalResult RmsNormMulOp::verify() {
+  const float fparams[1] = {getEps().convertToFloat()};
+  if (Result<NormParams> p = DecodeNorm(GgmlOp::RMS_NORM_MUL, OpParamsRef(nullptr, 0, fparams, 1));
+      !p.ok())
+    return emitOpError() << p.status().message();
+  return verifyBinary(*this, GgmlOp::RMS_NORM_MUL, "ggml_mul(ggml_rms_norm(a), w)");
+}
+
 LogicalResult NormOp::verify() {
   return verifyNorm(*this, GgmlOp::NORM, getEps().convertToFloat(), "ggml_norm");
 }

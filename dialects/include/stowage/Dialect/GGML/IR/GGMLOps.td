@@ -384,6 +384,23 @@ def GGML_RmsNormOp : GGML_Op<"rms_norm"> {
   let assemblyFormat = "$a attr-dict `:` functional-type(operands, results)";
 }
 
+def GGML_RmsNormMulOp : GGML_Op<"rms_norm_mul"> {
+  let summary = "RMS_NORM_MUL: rms_norm(a) * w in one op (Stowage's fused norm)";
+  let description = [{
+    ggml.mul(ggml.rms_norm(a) {eps}, w) as one op, bit for bit on the CPU backend (RMS_NORM's
+    float a * scale, then MUL's float product with w; ggml-cuda fuses the same pair at run time,
+    ggml_cuda_can_fuse). w is repeated over a as MUL's b (ggml_can_repeat(w, a)); result: a's shape
+    and type. Made by the `stowage-fuse-rms-norm-mul` pass, never by the graph builders; the plan
+    carries it as the op RMS_NORM_MUL with RMS_NORM's parameter {eps}.
+    Example:
+      %n = ggml.rms_norm_mul %x, %w {eps = 1.0e-05 : f32} : (!ggml.tensor<[4096, n_tokens], f32>,
+             !ggml.tensor<[4096], f32>) -> !ggml.tensor<[4096, n_tokens], f32>
+  }];
+  let arguments = (ins GGML_Tensor:$a, GGML_Tensor:$w, F32Attr:$eps);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$a `,` $w attr-dict `:` functional-type(operands, results)";
+}
+
 def GGML_NormOp : GGML_Op<"norm"> {
   let summary = "NORM: (a - mean(a)) / sqrt(var(a) + eps) over each row";
   let description = [{
