@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "chat.h"
 #include "cli_numbers.h"
 #include "generate.h"
 #include "llama_args.h"
@@ -29,7 +30,10 @@ struct GenerateFlags {
   std::string prompt_file;  ///< -f
   bool escape = true;       ///< -e / --no-escape (perplexity's -f text: only with -e)
   bool no_display_prompt = false;
-  int64_t seed = -1;  ///< -s: -1 or 4294967295 for a random seed
+  int64_t seed = -1;          ///< -s: -1 or 4294967295 for a random seed
+  bool conversation = false;  ///< -cnv: the chat mode (chat.h)
+  std::string system_prompt;  ///< -sys
+  std::string chat_template;  ///< --chat-template
 };
 
 // The perplexity subcommand's flags.
@@ -138,6 +142,15 @@ void AddGenerateOptions(CLI::App* app, GenerateFlags* g) {
   app->add_option("-s,--seed", g->seed, "random seed (-1 or 4294967295: a random seed, printed)")
       ->check(tools::IntegerIn(-1, UINT32_MAX));
   app->add_flag("-q,--quiet", g->options.quiet, "print only the text");
+  app->add_flag("--conversation", g->conversation,
+                "chat (llama-cli -cnv): user turns from stdin, one a line, formatted by the chat template; "
+                "-p is the first turn; each reply ends at the end-of-generation token or -n (default -1)");
+  app->add_option("--system-prompt", g->system_prompt,
+                  "the chat's system message (llama-cli -sys; with -cnv)");
+  app->add_option(
+      "--chat-template", g->chat_template,
+      "a built-in chat template by llama.cpp's name (chatml, llama3, gemma, phi3, mistral-v7, gpt-oss, "
+      "...; with -cnv; default: the model's tokenizer.chat_template, else chatml)");
 }
 
 // The text shared by the subcommands' --help footers.
@@ -189,7 +202,7 @@ Status CheckFlagsApply(const CLI::App& app, const CommonOptions& c, const CLI::A
     for (const char* name :
          {"--prompt", "--file", "--n-predict", "--temp", "--top-k", "--top-p", "--min-p", "--seed",
           "--repeat-last-n", "--repeat-penalty", "--presence-penalty", "--frequency-penalty", "--ignore-eos",
-          "--no-display-prompt", "--verbose-prompt"})
+          "--no-display-prompt", "--verbose-prompt", "--conversation", "--system-prompt", "--chat-template"})
       if (app.count(name) > 0)
         return InvalidArgument(std::string(name) + " applies to text generation, not to " + sub->get_name());
   return Status::Ok();
@@ -229,6 +242,25 @@ int RunPerplexity(const CLI::App& app, const CLI::App& ppl, const CommonOptions&
   return Perplexity(c, f.text_file, *text, f.max_chunks, f.kl_base);
 }
 
+// The chat mode: -p / -f is the first user turn (optional), -n counts per reply (llama-cli's -1
+// unless given).
+int RunChat(const CLI::App& app, const CommonOptions& c, GenerateFlags g) {
+  if (g.options.ignore_eos)
+    return Fail(InvalidArgument(
+        "--ignore-eos does not apply to the chat mode: a reply ends at the end-of-generation token"));
+  ChatOptions o;
+  o.system_prompt = g.escape ? tools::ProcessEscapes(g.system_prompt) : g.system_prompt;
+  o.first_prompt = std::move(g.options.prompt);
+  o.chat_template = g.chat_template;
+  o.n_predict = app.count("--n-predict") > 0 ? g.options.n_predict : -1;
+  o.sampler = g.options.sampler;
+  o.sampler.seed = g.seed < 0 ? kRandomSeed : static_cast<uint32_t>(g.seed);
+  o.escape = g.escape;
+  o.quiet = g.options.quiet;
+  o.verbose_prompt = g.options.verbose_prompt;
+  return Chat(c, std::move(o), stdin);
+}
+
 // Text generation: the prompt from -p or -f, the context planned on the fly llama-cli's default.
 int RunGenerate(const CLI::App& app, CommonOptions c, GenerateFlags g) {
   std::string& prompt = g.options.prompt;
@@ -240,11 +272,15 @@ int RunGenerate(const CLI::App& app, CommonOptions c, GenerateFlags g) {
   } else if (g.escape) {
     prompt = tools::ProcessEscapes(prompt);
   }
-  if (prompt.empty())
+  for (const char* name : {"--system-prompt", "--chat-template"})
+    if (!g.conversation && app.count(name) > 0)
+      return Fail(InvalidArgument(std::string(name) + " applies to the chat mode (-cnv / --conversation)"));
+  if (prompt.empty() && !g.conversation)
     return Fail(InvalidArgument(!from_file
                                     ? "-p/--prompt is required (an empty prompt has no tokens to evaluate)"
                                     : g.prompt_file + ": the prompt file is empty (no tokens to evaluate)"));
   if (c.plan.empty() && app.count("--ctx-size") == 0) c.n_ctx = kDefaultGenerationContext;
+  if (g.conversation) return RunChat(app, c, std::move(g));
   g.options.prompt_source = from_file ? g.prompt_file : std::string("the prompt (-p)");
   g.options.show_prompt = !g.no_display_prompt;
   g.options.sampler.seed = g.seed < 0 ? kRandomSeed : static_cast<uint32_t>(g.seed);
@@ -276,7 +312,9 @@ int Main(int argc, char** argv) {
                                         {"-nr", "--no-repack"},
                                         {"-nkvo", "--no-kv-offload"},
                                         {"-pg", "--pg"},
-                                        {"-fa", "--flash-attn"}});
+                                        {"-fa", "--flash-attn"},
+                                        {"-cnv", "--conversation"},
+                                        {"-sys", "--system-prompt"}});
       rc >= 0)
     return rc;
   const CLI::App* sub = *ppl ? ppl : *bench ? bench : nullptr;
