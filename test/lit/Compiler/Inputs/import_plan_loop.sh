@@ -11,7 +11,7 @@ shift
 for m in "$@"; do
   for ngl in 0 99; do
     name="$(basename "$m") -ngl $ngl"
-    plan-model -m "$m" --device h200,cpu --free CPU=16GiB -ngl $ngl -c 256 -o "$out.plan" >/dev/null ||
+    plan-model --llamacpp-compat feb25 -m "$m" --device h200,cpu --free CPU=16GiB -ngl $ngl -c 256 -o "$out.plan" >/dev/null ||
       { echo "FAIL plan-model: $name"; exit 1; }
     stowage-opt --import-plan "$out.plan" -o "$out.plan.mlir" ||
       { echo "FAIL --import-plan: $name"; exit 1; }
