@@ -1,12 +1,17 @@
 #include "stowage/runtime/c_api.h"
 
+#include <climits>
 #include <cstring>
 #include <exception>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "stowage/runtime/gguf.h"
+#include "stowage/runtime/sampler.h"
 #include "stowage/runtime/session.h"
+#include "stowage/runtime/tokenizer.h"
 
 struct stowage_session {
   std::unique_ptr<stowage::Session> session;
@@ -14,17 +19,73 @@ struct stowage_session {
   size_t n_rows = 0;
   std::vector<int32_t> row_of;  // the logits row of each token of the last batch, -1: none
   std::string last_error;
+  std::optional<stowage::Tokenizer> tokenizer;
+  stowage::Status tokenizer_status;  // why `tokenizer` is empty
+  size_t n_batch = 0;                // tokens of the last successful batch (embeddings' rows)
+};
+
+struct stowage_sampler {
+  stowage::SamplerChain chain;
+  bool is_chain = false;
 };
 
 namespace {
 stowage_status ToC(const stowage::Status& s) {
   return static_cast<stowage_status>(static_cast<int>(s.code()));
 }
+// Runs `f` with every exception turned into `error` and the session's last error (no exception
+// crosses the C API).
+template <typename R, typename F>
+R Guarded(stowage_session* s, const char* fn, R error, F&& f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    if (s != nullptr) s->last_error = std::string(fn) + ": out of memory";
+  } catch (const std::exception& e) {
+    if (s != nullptr) s->last_error = std::string(fn) + ": " + e.what();
+  }
+  return error;
+}
+// A failed call's status, its message kept as the session's last error.
+stowage_status Failed(stowage_session* s, const stowage::Status& st) {
+  s->last_error = st.message();
+  return ToC(st);
+}
+// The tokenizer, or INT32_MIN with its error as the session's last error.
+const stowage::Tokenizer* TokenizerOf(stowage_session* s, const char* fn) {
+  if (s->tokenizer) return &*s->tokenizer;
+  s->last_error = std::string(fn) + ": " + s->tokenizer_status.message();
+  return nullptr;
+}
+// Copies `bytes` into buf (capacity `length`): its size, or -(its size) when it does not fit, or
+// INT32_MIN when it is longer than INT32_MAX.
+int32_t CopyOut(stowage_session* s, const char* fn, const std::string& bytes, char* buf, int32_t length) {
+  if (bytes.size() > static_cast<size_t>(INT32_MAX)) {
+    s->last_error = std::string(fn) + ": " + std::to_string(bytes.size()) + " bytes, more than INT32_MAX";
+    return INT32_MIN;
+  }
+  const auto n = static_cast<int32_t>(bytes.size());
+  if (n > length) return -n;
+  if (n > 0) std::memcpy(buf, bytes.data(), bytes.size());
+  return n;
+}
+stowage_sampler* NewStep(const stowage::SamplerStep& step) {
+  auto* h = new (std::nothrow) stowage_sampler();
+  if (h == nullptr) return nullptr;
+  try {
+    h->chain.Add(step);
+  } catch (const std::bad_alloc&) {
+    delete h;
+    return nullptr;
+  }
+  return h;
+}
 // A failed decode: its message kept as the session's last error, no logits kept.
 stowage_status DecodeFailed(stowage_session* s, const stowage::Status& st) {
   s->last_error = st.message();
   s->n_rows = 0;
   s->row_of.clear();
+  s->n_batch = 0;
   return ToC(st);
 }
 }  // namespace
@@ -47,11 +108,19 @@ stowage_status stowage_session_create(const char* plan_path, const char* model_p
   try {  // no exception crosses the C API (std::bad_alloc included)
     stowage::SessionOptions opts;
     opts.n_threads = n_threads;
-    auto s = stowage::Session::Create(plan_path, model_path, opts);
+    auto gguf = stowage::GgufFile::Open(model_path);
+    if (!gguf.ok()) return fail(gguf.status());
+    std::shared_ptr<const stowage::GgufFile> model = std::move(gguf).value();
+    auto s = stowage::Session::Create(plan_path, model, opts);
     if (!s.ok()) return fail(s.status());
     auto* h = new (std::nothrow) stowage_session();
     if (h == nullptr) return fail(stowage::ResourceExhausted("out of memory"));
     h->session = std::move(s).value();
+    auto tok = stowage::Tokenizer::FromGguf(*model);
+    if (tok.ok())
+      h->tokenizer.emplace(std::move(tok).value());
+    else
+      h->tokenizer_status = tok.status();
     *out = h;
     return STOWAGE_OK;
   } catch (const std::bad_alloc&) {
@@ -83,6 +152,7 @@ stowage_status stowage_decode(stowage_session* s, const int32_t* tokens, size_t 
     return fail(stowage::Internal(std::string("stowage_decode: ") + e.what()));
   }
   s->n_rows = all_logits ? n_tokens : 1;
+  s->n_batch = n_tokens;
   s->row_of.assign(n_tokens, -1);
   for (size_t i = 0; i < n_tokens; ++i)
     if (all_logits || i + 1 == n_tokens) s->row_of[i] = all_logits ? static_cast<int32_t>(i) : 0;
@@ -126,6 +196,7 @@ stowage_status stowage_decode_batch(stowage_session* s, const stowage_batch* bat
     for (size_t i = 0; i < n; ++i)
       if (b[i].logits) s->row_of[i] = rows++;
     s->n_rows = static_cast<size_t>(rows);
+    s->n_batch = n;
   } catch (const std::bad_alloc&) {
     return fail(stowage::ResourceExhausted("stowage_decode_batch: out of memory"));
   } catch (const std::exception& e) {
@@ -193,5 +264,216 @@ void stowage_reset(stowage_session* s) {
 }
 const char* stowage_last_error(const stowage_session* s) { return s ? s->last_error.c_str() : ""; }
 void stowage_session_free(stowage_session* s) { delete s; }
+
+const char* stowage_status_name(stowage_status status) {
+  if (status < STOWAGE_OK || status > STOWAGE_IO_ERROR) return "unknown";
+  return stowage::StatusCodeName(static_cast<stowage::StatusCode>(status));
+}
+
+// ---- Embeddings ----
+
+stowage_status stowage_set_embeddings(stowage_session* s, int enabled, stowage_pooling_type pooling) {
+  if (s == nullptr) return STOWAGE_INVALID_ARGUMENT;
+  const stowage::Status st =
+      s->session->SetEmbeddings(enabled != 0, static_cast<stowage::PoolingType>(pooling));
+  return st.ok() ? STOWAGE_OK : Failed(s, st);
+}
+
+size_t stowage_n_embd(const stowage_session* s) { return s ? static_cast<size_t>(s->session->n_embd()) : 0; }
+
+const float* stowage_get_embeddings_ith(const stowage_session* s, int32_t i) {
+  if (s == nullptr) return nullptr;
+  const std::vector<float>& e = s->session->Embeddings();
+  const auto ne = static_cast<size_t>(s->session->n_embd());
+  if (e.empty() || ne == 0 || e.size() != s->n_batch * ne) return nullptr;
+  const int64_t r = i < 0 ? static_cast<int64_t>(s->n_batch) + i : i;
+  if (r < 0 || r >= static_cast<int64_t>(s->n_batch)) return nullptr;
+  return e.data() + static_cast<size_t>(r) * ne;
+}
+
+const float* stowage_get_embeddings_seq(const stowage_session* s, int32_t seq_id) {
+  return s ? s->session->SeqEmbeddings(seq_id) : nullptr;
+}
+
+// ---- Tokenizer ----
+
+int32_t stowage_tokenize(stowage_session* s, const char* text, int32_t text_len, int32_t* tokens,
+                         int32_t n_tokens_max, int add_special, int parse_special) {
+  if (s == nullptr) return INT32_MIN;
+  static const char* fn = "stowage_tokenize";
+  return Guarded<int32_t>(s, fn, INT32_MIN, [&]() -> int32_t {
+    if (text == nullptr || n_tokens_max < 0 || (tokens == nullptr && n_tokens_max > 0)) {
+      s->last_error = std::string(fn) + ": text NULL, n_tokens_max " + std::to_string(n_tokens_max) +
+                      " < 0, or tokens NULL with n_tokens_max > 0";
+      return INT32_MIN;
+    }
+    const stowage::Tokenizer* tok = TokenizerOf(s, fn);
+    if (tok == nullptr) return INT32_MIN;
+    const size_t len = text_len < 0 ? std::strlen(text) : static_cast<size_t>(text_len);
+    const std::vector<int32_t> ids =
+        tok->Tokenize(std::string_view(text, len), add_special != 0, parse_special != 0);
+    if (ids.size() > static_cast<size_t>(INT32_MAX)) {
+      s->last_error = std::string(fn) + ": " + std::to_string(ids.size()) + " tokens, more than INT32_MAX";
+      return INT32_MIN;
+    }
+    const auto n = static_cast<int32_t>(ids.size());
+    if (n > n_tokens_max) return -n;
+    std::copy(ids.begin(), ids.end(), tokens);
+    return n;
+  });
+}
+
+int32_t stowage_token_to_piece(stowage_session* s, int32_t token, char* buf, int32_t length, int32_t lstrip,
+                               int special) {
+  if (s == nullptr) return INT32_MIN;
+  static const char* fn = "stowage_token_to_piece";
+  return Guarded<int32_t>(s, fn, INT32_MIN, [&]() -> int32_t {
+    if (length < 0 || (buf == nullptr && length > 0)) {
+      s->last_error = std::string(fn) + ": length " + std::to_string(length) + " < 0 or buf NULL";
+      return INT32_MIN;
+    }
+    const stowage::Tokenizer* tok = TokenizerOf(s, fn);
+    if (tok == nullptr) return INT32_MIN;
+    std::string piece = tok->TokenToPiece(token, special != 0);
+    size_t skip = 0;  // llama_token_to_piece: up to lstrip leading spaces
+    while (lstrip > 0 && skip < piece.size() && piece[skip] == ' ') {
+      ++skip;
+      --lstrip;
+    }
+    return CopyOut(s, fn, piece.substr(skip), buf, length);
+  });
+}
+
+int32_t stowage_detokenize(stowage_session* s, const int32_t* tokens, int32_t n_tokens, char* text,
+                           int32_t text_len_max, int remove_special, int unparse_special) {
+  if (s == nullptr) return INT32_MIN;
+  static const char* fn = "stowage_detokenize";
+  return Guarded<int32_t>(s, fn, INT32_MIN, [&]() -> int32_t {
+    if (n_tokens < 0 || (tokens == nullptr && n_tokens > 0) || text_len_max < 0 ||
+        (text == nullptr && text_len_max > 0)) {
+      s->last_error = std::string(fn) + ": n_tokens " + std::to_string(n_tokens) + " or text_len_max " +
+                      std::to_string(text_len_max) + " < 0, or a NULL array with a positive size";
+      return INT32_MIN;
+    }
+    const stowage::Tokenizer* tok = TokenizerOf(s, fn);
+    if (tok == nullptr) return INT32_MIN;
+    const std::vector<int32_t> ids(tokens, tokens + n_tokens);
+    return CopyOut(s, fn, tok->Detokenize(ids, remove_special != 0, unparse_special != 0), text,
+                   text_len_max);
+  });
+}
+
+int32_t stowage_token_bos(const stowage_session* s) {
+  return s && s->tokenizer ? s->tokenizer->bos() : stowage::kTokenNull;
+}
+int32_t stowage_token_eos(const stowage_session* s) {
+  return s && s->tokenizer ? s->tokenizer->eos() : stowage::kTokenNull;
+}
+int32_t stowage_token_eot(const stowage_session* s) {
+  return s && s->tokenizer ? s->tokenizer->eot() : stowage::kTokenNull;
+}
+int stowage_token_is_eog(const stowage_session* s, int32_t token) {
+  return s && s->tokenizer && s->tokenizer->IsEog(token) ? 1 : 0;
+}
+
+// ---- Sampler chain ----
+
+stowage_sampler* stowage_sampler_chain_init(void) {
+  auto* h = new (std::nothrow) stowage_sampler();
+  if (h != nullptr) h->is_chain = true;
+  return h;
+}
+
+stowage_status stowage_sampler_chain_add(stowage_sampler* chain, stowage_sampler* step) {
+  const bool ok = chain != nullptr && step != nullptr && chain->is_chain && !step->is_chain;
+  stowage_status st = ok ? STOWAGE_OK : STOWAGE_INVALID_ARGUMENT;
+  if (ok) {
+    try {
+      chain->chain.Add(step->chain.step(0));
+    } catch (const std::bad_alloc&) {
+      st = STOWAGE_RESOURCE_EXHAUSTED;
+    }
+  }
+  if (step != chain) delete step;  // the chain owns it in every case
+  return st;
+}
+
+int32_t stowage_sampler_chain_n(const stowage_sampler* chain) {
+  return chain ? static_cast<int32_t>(chain->chain.size()) : 0;
+}
+
+stowage_sampler* stowage_sampler_init_greedy(void) { return NewStep(stowage::SamplerStep::Greedy()); }
+stowage_sampler* stowage_sampler_init_dist(uint32_t seed) {
+  return NewStep(stowage::SamplerStep::Dist(seed));
+}
+stowage_sampler* stowage_sampler_init_temp(float t) { return NewStep(stowage::SamplerStep::Temperature(t)); }
+stowage_sampler* stowage_sampler_init_top_k(int32_t k) { return NewStep(stowage::SamplerStep::TopK(k)); }
+stowage_sampler* stowage_sampler_init_top_p(float p, size_t min_keep) {
+  return NewStep(stowage::SamplerStep::TopP(p, min_keep));
+}
+stowage_sampler* stowage_sampler_init_min_p(float p, size_t min_keep) {
+  return NewStep(stowage::SamplerStep::MinP(p, min_keep));
+}
+stowage_sampler* stowage_sampler_init_penalties(int32_t last_n, float repeat, float freq, float present) {
+  return NewStep(stowage::SamplerStep::Penalties(last_n, repeat, freq, present));
+}
+
+int32_t stowage_sampler_sample(stowage_sampler* smpl, stowage_session* s, int32_t idx) {
+  if (s == nullptr) return -1;
+  static const char* fn = "stowage_sampler_sample";
+  return Guarded<int32_t>(s, fn, -1, [&]() -> int32_t {
+    if (smpl == nullptr) {
+      s->last_error = std::string(fn) + ": smpl is NULL";
+      return -1;
+    }
+    const float* row = stowage_get_logits_ith(s, idx);
+    if (row == nullptr) {
+      s->last_error = std::string(fn) + ": no logits for token " + std::to_string(idx) +
+                      " of the last decode (it asked for none, it is out of range, or the decode failed)";
+      return -1;
+    }
+    const int32_t t = smpl->chain.Sample(row, static_cast<int>(s->session->n_vocab()));
+    if (t < 0)
+      s->last_error = std::string(fn) +
+                      ": no token picked (every logit NaN or -inf, or the chain has no greedy or dist step)";
+    return t;
+  });
+}
+
+void stowage_sampler_accept(stowage_sampler* smpl, int32_t token) {
+  if (smpl == nullptr) return;
+  try {
+    smpl->chain.Accept(token);
+  } catch (const std::exception&) {  // out of memory: the token is not counted
+  }
+}
+void stowage_sampler_reset(stowage_sampler* smpl) {
+  if (smpl != nullptr) smpl->chain.Reset();
+}
+void stowage_sampler_free(stowage_sampler* smpl) { delete smpl; }
+
+// ---- State ----
+
+stowage_status stowage_state_save_file(stowage_session* s, const char* path) {
+  if (s == nullptr) return STOWAGE_INVALID_ARGUMENT;
+  if (path == nullptr) return Failed(s, stowage::InvalidArgument("stowage_state_save_file: path is NULL"));
+  return Guarded<stowage_status>(s, "stowage_state_save_file", STOWAGE_RESOURCE_EXHAUSTED, [&]() {
+    const stowage::Status st = s->session->SaveState(path);
+    return st.ok() ? STOWAGE_OK : Failed(s, st);
+  });
+}
+
+stowage_status stowage_state_load_file(stowage_session* s, const char* path) {
+  if (s == nullptr) return STOWAGE_INVALID_ARGUMENT;
+  if (path == nullptr) return Failed(s, stowage::InvalidArgument("stowage_state_load_file: path is NULL"));
+  return Guarded<stowage_status>(s, "stowage_state_load_file", STOWAGE_RESOURCE_EXHAUSTED, [&]() {
+    const stowage::Status st = s->session->LoadState(path);
+    if (!st.ok()) return Failed(s, st);
+    s->n_rows = 0;  // the logits of the last decode belong to the state before
+    s->row_of.clear();
+    s->n_batch = 0;
+    return STOWAGE_OK;
+  });
+}
 
 }  // extern "C"
