@@ -14,23 +14,22 @@
 #include "stowage/runtime/tokenizer.h"
 
 namespace stowage::run {
-namespace {
 
-// The template: --chat-template NAME, else the model's, else chatml (llama.cpp's default when a
-// model has none: common_chat_templates_init).
-Result<ChatTemplate> PickTemplate(const GgufFile& gguf, const ChatOptions& o) {
-  if (!o.chat_template.empty()) return ChatTemplate::FromName(o.chat_template);
+Result<ChatTemplate> PickChatTemplate(const GgufFile& gguf, const std::string& name, const char* tool) {
+  if (!name.empty()) return ChatTemplate::FromName(name);
   Result<ChatTemplate> t = ChatTemplate::FromModel(gguf);
   if (t.ok() || t.status().code() != StatusCode::kNotFound) {
     if (!t.ok()) return t.status().WithPrefix("--chat-template NAME chooses a built-in template instead");
     return t;
   }
   std::fprintf(stderr,
-               "stowage-run: %s has no tokenizer.chat_template: chatting with chatml (--chat-template NAME "
+               "%s: %s has no tokenizer.chat_template: chatting with chatml (--chat-template NAME "
                "chooses another)\n",
-               gguf.path().c_str());
+               tool, gguf.path().c_str());
   return ChatTemplate::FromName("chatml");
 }
+
+namespace {
 
 // One user turn from `in`: a line without its newline, continued past a line that ends with '\'
 // (llama-cli's console::readline); false at the end of the input with nothing read.
@@ -151,7 +150,7 @@ int Chat(const CommonOptions& c, ChatOptions o, std::FILE* in) {
   if (o.sampler.seed == kRandomSeed) o.sampler.seed = std::random_device{}();
   auto loaded = LoadModel(c, o.quiet);
   if (!loaded.ok()) return Fail(loaded.status());
-  Result<ChatTemplate> tmpl = PickTemplate(*loaded->gguf, o);
+  Result<ChatTemplate> tmpl = PickChatTemplate(*loaded->gguf, o.chat_template, "stowage-run");
   if (!tmpl.ok()) return Fail(tmpl.status());
   Session& session = *loaded->session;
   if (o.sampler.penalty_last_n < 0)

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "run_common.h"
+#include "stowage/runtime/chat_template.h"
+#include "stowage/runtime/gguf.h"
 #include "stowage/runtime/sampler.h"
 
 namespace stowage::run {
@@ -41,5 +43,12 @@ struct ChatOptions {
 /// status (errors: one line on stderr, status 1; a full context ends the chat with a message and
 /// status 0, as text generation).
 int Chat(const CommonOptions& c, ChatOptions o, std::FILE* in);
+
+/// The chat template of stowage-run -cnv and stowage-server: `name` (--chat-template;
+/// ChatTemplate::FromName) when not empty, else the model's (FromModel), else chatml with a line
+/// "<tool>: <file> has no tokenizer.chat_template: ..." on stderr (llama.cpp's default when a model
+/// has none: common_chat_templates_init). Errors: FromName's; FromModel's other than a missing key,
+/// prefixed with the --chat-template hint.
+Result<ChatTemplate> PickChatTemplate(const GgufFile& gguf, const std::string& name, const char* tool);
 
 }  // namespace stowage::run

@@ -154,11 +154,11 @@ Status ParseCompletionPrompt(const json& body, const Tokenizer& tok, ParsedCompl
   return {};
 }
 
-Result<std::vector<std::pair<std::string, std::string>>> ParseChatMessages(const json& body) {
+Result<std::vector<ChatMessage>> ParseChatMessages(const json& body) {
   const auto it = body.find("messages");
   if (it == body.end()) return InvalidArgument("'messages' is required");
   if (!it->is_array() || it->empty()) return WrongType("messages", "a non-empty array", *it);
-  std::vector<std::pair<std::string, std::string>> out;
+  std::vector<ChatMessage> out;
   for (size_t i = 0; i < it->size(); ++i) {
     const json& m = (*it)[i];
     const std::string at = "messages[" + std::to_string(i) + "]";
@@ -184,7 +184,7 @@ Result<std::vector<std::pair<std::string, std::string>>> ParseChatMessages(const
     } else if (c != m.end() && !c->is_null()) {
       return WrongType(at + ".content", "a string or an array of text parts", *c);
     }
-    out.emplace_back(role->get<std::string>(), std::move(content));
+    out.push_back({role->get<std::string>(), std::move(content)});
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine.h"
+#include "stowage/runtime/chat_template.h"
 #include "stowage/runtime/status.h"
 #include "stowage/runtime/tokenizer.h"
 
@@ -67,9 +68,9 @@ Status ParseCommon(const json& body, const ServerDefaults& d, ParsedCompletion* 
 Status ParseCompletionPrompt(const json& body, const Tokenizer& tok, ParsedCompletion* out);
 
 /// The messages of /v1/chat/completions: "messages", a non-empty array of {"role": string,
-/// "content": string | [{"type": "text", "text": string}...] | null}, as (role, content) pairs.
+/// "content": string | [{"type": "text", "text": string}...] | null}, the parts' texts joined.
 /// Errors (kInvalidArgument) naming the message index and field.
-Result<std::vector<std::pair<std::string, std::string>>> ParseChatMessages(const json& body);
+Result<std::vector<ChatMessage>> ParseChatMessages(const json& body);
 
 /// A completion id: `prefix` ("cmpl-", "chatcmpl-") and 32 random letters and digits.
 std::string CompletionId(const std::string& prefix);

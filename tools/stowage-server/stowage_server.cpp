@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "chat.h"
 #include "cli_numbers.h"
 #include "engine.h"
 #include "llama_args.h"
@@ -25,6 +26,7 @@
 #include "planner_args.h"
 #include "run_common.h"
 #include "stdout_check.h"
+#include "stowage/runtime/chat_template.h"
 
 namespace stowage::server {
 namespace {
@@ -172,8 +174,8 @@ std::string Metrics(const EngineMetrics& m) {
 
 class Server {
  public:
-  Server(const ServerOptions& o, run::LoadedModel& model, Engine& engine)
-      : model_(model), engine_(engine), defaults_{o.alias, o.n_predict} {
+  Server(const ServerOptions& o, run::LoadedModel& model, Engine& engine, ChatTemplate chat_template)
+      : model_(model), engine_(engine), template_(chat_template), defaults_{o.alias, o.n_predict} {
     if (defaults_.model_id.empty()) {
       const std::string& m = o.common.model;
       defaults_.model_id = m.substr(m.find_last_of('/') == std::string::npos ? 0 : m.find_last_of('/') + 1);
@@ -253,9 +255,12 @@ class Server {
       STOWAGE_RETURN_IF_ERROR(ParseCompletionPrompt(body, model_.tokenizer, &pc));
       return pc;
     }
-    STOWAGE_ASSIGN_OR_RETURN(auto messages, ParseChatMessages(body));
-    (void)messages;
-    return Unimplemented("chat templates are not available in this build yet; use /v1/completions");
+    STOWAGE_ASSIGN_OR_RETURN(std::vector<ChatMessage> messages, ParseChatMessages(body));
+    STOWAGE_ASSIGN_OR_RETURN(std::string prompt, template_.Apply(messages, /*add_assistant_prompt=*/true));
+    // As llama-server: the vocabulary's BOS added, the template's special tokens parsed.
+    pc.request.prompt = model_.tokenizer.Tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
+    if (pc.request.prompt.empty()) return InvalidArgument("'messages': the conversation makes no tokens");
+    return pc;
   }
 
   void Complete(const httplib::Request& req, httplib::Response& res, bool chat) {
@@ -325,6 +330,7 @@ class Server {
 
   run::LoadedModel& model_;
   Engine& engine_;
+  const ChatTemplate template_;
   ServerDefaults defaults_;
   std::vector<std::string> api_keys_;
   std::time_t started_ = std::time(nullptr);
@@ -358,8 +364,13 @@ int Main(int argc, char** argv) {
   if (!c.plan.empty() && app.count("--parallel") > 0 && session.n_seq_max() != o.n_parallel)
     std::fprintf(stderr, "stowage-server: warning: -np %d ignored: the plan has %lld sequences\n",
                  o.n_parallel, static_cast<long long>(session.n_seq_max()));
+  auto chat_template = run::PickChatTemplate(*loaded->gguf, o.chat_template, "stowage-server");
+  if (!chat_template.ok()) {
+    std::fprintf(stderr, "stowage-server: %s\n", chat_template.status().message().c_str());
+    return 1;
+  }
   Engine engine(session, loaded->tokenizer, static_cast<int32_t>(c.n_batch));
-  Server server(o, *loaded, engine);
+  Server server(o, *loaded, engine, *chat_template);
 
   httplib::Server http;
   const int threads_http = o.threads_http > 0 ? o.threads_http : std::max(32, 4 * engine.n_slots());
