@@ -6,6 +6,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "stowage/Compiler/CompilePlan.h"
 #include "stowage/Compiler/Export/ExportModelGraphs.h"
 #include "stowage/Compiler/Import/ImportModelGraphs.h"
 #include "stowage/Compiler/Pipeline.h"
@@ -35,7 +36,7 @@ std::string locationPrefix(Location loc) {
 } // namespace
 
 Result<CompiledPlan> CompilePlan(const GgufFile &gguf, const planner::PlanResult &planned,
-                                 const std::string &flags, const PipelineOptions &options) {
+                                 const std::string &flags) {
   MLIRContext context(MLIRContext::Threading::DISABLED);
   std::string error;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
@@ -54,7 +55,7 @@ Result<CompiledPlan> CompilePlan(const GgufFile &gguf, const planner::PlanResult
   if (!module)
     return fail("import");
   PassManager pm(&context);
-  buildStowagePipeline(pm, options);
+  buildStowagePipeline(pm, PipelineOptions());
   if (failed(pm.run(*module)))
     return fail("pipeline");
   if (failed(exportModelGraphs(*module, &graphs, &outcome.placement)))

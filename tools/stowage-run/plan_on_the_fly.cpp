@@ -6,6 +6,9 @@
 
 #include "planner_args.h"
 #include "probed_machine.h"
+#ifdef STOWAGE_HAVE_COMPILER
+#include "stowage/Compiler/CompilePlan.h"
+#endif
 #include "stowage/planner/plan.h"
 #include "stowage/runtime/device_probe.h"
 #include "stowage/runtime/ggml_types.h"
@@ -56,6 +59,15 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const CommonOpti
       std::fprintf(stderr, "%s\n", msg.text.c_str());
   };
   STOWAGE_ASSIGN_OR_RETURN(planner::PlanResult planned, planner::Plan(gguf, machine, request, print));
+#ifdef STOWAGE_HAVE_COMPILER
+  // The compiler stage, as plan-model runs it by default: the same plan as plan-model's.
+  if (!planned.bytes.empty()) {
+    STOWAGE_ASSIGN_OR_RETURN(compiler::CompiledPlan compiled,
+                             compiler::CompilePlan(gguf, planned, request.flags));
+    planned.bytes = std::move(compiled.bytes);
+    planned.fit = compiled.fit;
+  }
+#endif
   // A plan that does not fit this machine's memory would otherwise be allocated (and its weights
   // repacked) before anything fails.
   if (!planned.fit.ok()) {

@@ -13,6 +13,7 @@
 #include "stowage/Compiler/Import/ImportModelGraphs.h"
 #include "stowage/Dialect/GGML/IR/GGMLOps.h"
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
+#include "stowage/runtime/ggml_op_params.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -300,7 +301,13 @@ LogicalResult GraphExporter::exportTensor(const Entry &e, planner::Tensor *t) {
     return success();
   }
   t->kind = planner::TensorKind::kIntermediate;
-  if (!origin) {
+  if (auto fused = dyn_cast<ggml::RmsNormMulOp>(op); fused && !origin) {
+    // Stowage's fused ops (the fusion passes make them): their parameters' encodings.
+    const EncodedOpParams p = Encode(NormParams{fused.getEps().convertToFloat()});
+    t->op = GgmlOp::RMS_NORM_MUL;
+    t->iparams = p.iparams;
+    t->fparams = p.fparams;
+  } else if (!origin) {
     // Ops without op parameters (ggml_op_params.h) are the IR alone; an op with parameters needs
     // its encoding here.
     if (!isa<ggml::GetRowsOp, ggml::MulMatOp, ggml::MulMatIdOp, ggml::AddOp, ggml::MulOp,

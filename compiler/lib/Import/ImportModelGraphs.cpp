@@ -398,12 +398,15 @@ FailureOr<Operation *> GraphImporter::createParamOp(const planner::Tensor &t, gg
     return b_.create<ggml::ScaleOp>(loc, type, src[0], f32(p->s), f32(p->b)).getOperation();
   }
   case GgmlOp::RMS_NORM:
-  case GgmlOp::NORM: {
+  case GgmlOp::NORM:
+  case GgmlOp::RMS_NORM_MUL: {
     Result<NormParams> p = DecodeNorm(t.op, params);
     if (!p.ok())
       return paramError(p.status());
     if (t.op == GgmlOp::RMS_NORM)
       return b_.create<ggml::RmsNormOp>(loc, type, src[0], f32(p->eps)).getOperation();
+    if (t.op == GgmlOp::RMS_NORM_MUL) // a plan the compiler's fusion wrote
+      return b_.create<ggml::RmsNormMulOp>(loc, type, src[0], src[1], f32(p->eps)).getOperation();
     return b_.create<ggml::NormOp>(loc, type, src[0], f32(p->eps)).getOperation();
   }
   case GgmlOp::ROPE: {

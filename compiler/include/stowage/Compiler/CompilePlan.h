@@ -1,0 +1,46 @@
+//===- CompilePlan.h - the compiler stage of planning, for the tools ------===//
+//
+// The compiler stage on a planned model, behind a header without MLIR types, so that a tool
+// (plan-model, stowage-run) calls it without compiling MLIR headers: import -> the pipeline
+// (Pipeline.h) -> export -> memory plan -> plan file -> the runtime's verifier. The tools use it
+// only when built with MLIR (STOWAGE_HAVE_COMPILER); the runtime library never links it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STOWAGE_COMPILER_COMPILEPLAN_H
+#define STOWAGE_COMPILER_COMPILEPLAN_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stowage/planner/plan.h"
+#include "stowage/runtime/gguf.h"
+#include "stowage/runtime/status.h"
+
+namespace stowage::compiler {
+
+/// A plan the compiler made (CompilePlan).
+struct CompiledPlan {
+  /// The plan file's bytes (planner::SerializePlan of the exported graphs and their memory plan),
+  /// accepted by the runtime's plan verifier (PlanFile::FromBytes, every check).
+  std::vector<uint8_t> bytes;
+  /// planner::CheckPlanFit of the exported plan's memory (the compute buffers may differ from the
+  /// planner's): Ok, or kResourceExhausted "<model>: does not fit: device ...".
+  Status fit;
+};
+
+/// Runs the compiler stage on `planned` (planner::Plan's result for `gguf`, placed and
+/// memory-planned; not changed): imports its graphs with their placement, runs
+/// buildStowagePipeline's passes, exports the graphs, plans memory again for them
+/// (planner::PlanMemory, so planned == allocated stays exact), serializes the plan with `flags`
+/// (planner::SerializePlan) and verifies it as the runtime does.
+/// Errors (kInternal, one line "compiler: <what>", naming the node where there is one): the
+/// importer's (a planned graph the dialect's verifiers refuse), a pass's, the exporter's,
+/// PlanMemory's and the plan verifier's.
+Result<CompiledPlan> CompilePlan(const GgufFile &gguf, const planner::PlanResult &planned,
+                                 const std::string &flags);
+
+} // namespace stowage::compiler
+
+#endif // STOWAGE_COMPILER_COMPILEPLAN_H
