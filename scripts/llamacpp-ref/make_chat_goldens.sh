@@ -39,7 +39,8 @@ import glob, json, os, re, sys
 tmp, vocab = sys.argv[1], sys.argv[2]
 
 # The fixed conversations: the usual turns (whitespace around contents exercises the families that
-# trim, UTF-8 the byte copies), one without a system message, tool roles, one message, none.
+# trim, UTF-8 the byte copies), one without a system message, tool roles, one message, none, and
+# edge cases (the assistant first, empty and blank contents, repeated and unknown roles).
 conversations = [
     {"name": "system-user-assistant-user", "messages": [
         {"role": "system", "content": "You are a helpful assistant"},
@@ -58,6 +59,15 @@ conversations = [
         {"role": "assistant", "content": " 42. "},
         {"role": "user", "content": "thanks"}]},
     {"name": "user", "messages": [{"role": "user", "content": "Hi"}]},
+    {"name": "edge-cases", "messages": [
+        {"role": "assistant", "content": "I speak first."},
+        {"role": "system", "content": " \t\n"},
+        {"role": "user", "content": ""},
+        {"role": "user", "content": "\ttwo users in a row\r\n"},
+        {"role": "function", "content": "f()"},
+        {"role": "model", "content": "as gemma's role"},
+        {"role": "system", "content": "a late system message"},
+        {"role": "User", "content": "capital role"}]},
     {"name": "empty", "messages": []},
 ]
 
