@@ -351,8 +351,12 @@ const RoleFormat* FindRoleFormat(Family f) {
   return nullptr;
 }
 
+// What a family whose roles map to fixed prefixes and suffixes does with a role other than system,
+// user and assistant.
+enum class OtherRole { kSkip, kAsUser, kAsAssistant };
+
 // Families that map the three usual roles to fixed prefixes and suffixes (a null prefix: the role is
-// left out) and skip the others.
+// left out).
 struct TurnFormat {
   const char* system_prefix;
   const char* system_suffix;
@@ -360,6 +364,7 @@ struct TurnFormat {
   const char* user_suffix;
   const char* assistant_prefix;
   const char* assistant_suffix;
+  OtherRole other = OtherRole::kSkip;
 };
 
 void FormatTurns(const TurnFormat& t, const std::vector<ChatMessage>& msgs, bool trim, std::string& out) {
@@ -370,8 +375,10 @@ void FormatTurns(const TurnFormat& t, const std::vector<ChatMessage>& msgs, bool
       pre = t.system_prefix, suf = t.system_suffix;
     } else if (m.role == "user") {
       pre = t.user_prefix, suf = t.user_suffix;
-    } else if (m.role == "assistant") {
+    } else if (m.role == "assistant" || t.other == OtherRole::kAsAssistant) {
       pre = t.assistant_prefix, suf = t.assistant_suffix;
+    } else if (t.other == OtherRole::kAsUser) {
+      pre = t.user_prefix, suf = t.user_suffix;
     } else {
       continue;
     }
@@ -573,39 +580,21 @@ void FormatOther(Family f, const std::vector<ChatMessage>& msgs, bool add_ass, s
     }
     case Family::kSmolvlm:  // <|im_start|> as BOS, then not chatml
       out += "<|im_start|>";
-      for (const ChatMessage& m : msgs) {
-        if (m.role == "system") {
-          out += m.content + "\n\n";
-        } else if (m.role == "user") {
-          out += "User: " + m.content + "<end_of_utterance>\n";
-        } else {
-          out += "Assistant: " + m.content + "<end_of_utterance>\n";
-        }
-      }
+      FormatTurns({"", "\n\n", "User: ", "<end_of_utterance>\n", "Assistant: ", "<end_of_utterance>\n",
+                   OtherRole::kAsAssistant},
+                  msgs, false, out);
       if (add_ass) out += "Assistant:";
       return;
     case Family::kDots1:  // rednote-hilab dots.llm1.inst
-      for (const ChatMessage& m : msgs) {
-        if (m.role == "system") {
-          out += "<|system|>" + m.content + "<|endofsystem|>";
-        } else if (m.role == "user") {
-          out += "<|userprompt|>" + m.content + "<|endofuserprompt|>";
-        } else {
-          out += "<|response|>" + m.content + "<|endofresponse|>";
-        }
-      }
+      FormatTurns({"<|system|>", "<|endofsystem|>", "<|userprompt|>", "<|endofuserprompt|>", "<|response|>",
+                   "<|endofresponse|>", OtherRole::kAsAssistant},
+                  msgs, false, out);
       if (add_ass) out += "<|response|>";
       return;
     case Family::kHunyuanMoe:  // tencent/Hunyuan-A13B-Instruct
-      for (const ChatMessage& m : msgs) {
-        if (m.role == "system") {
-          out += "<|startoftext|>" + m.content + "<|extra_4|>";
-        } else if (m.role == "assistant") {
-          out += m.content + "<|eos|>";
-        } else {
-          out += "<|startoftext|>" + m.content + "<|extra_0|>";
-        }
-      }
+      FormatTurns({"<|startoftext|>", "<|extra_4|>", "<|startoftext|>", "<|extra_0|>", "", "<|eos|>",
+                   OtherRole::kAsUser},
+                  msgs, false, out);
       return;
     case Family::kGptOss:  // OpenAI's harmony format
       for (const ChatMessage& m : msgs)
