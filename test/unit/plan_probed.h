@@ -20,7 +20,8 @@
 namespace stowage::test {
 
 /// The serialized plan of the GGUF model at `model_path` for this machine's CPU with the context
-/// `cfg` (n_ctx, n_batch, n_ubatch, flash_attn on or off; planner::Plan resolves and clamps it) and
+/// `cfg` (n_ctx, n_batch, n_ubatch, flash_attn on or off, llamacpp_compat: feb25 unless set;
+/// planner::Plan resolves and clamps it) and
 /// placement flags `opt` (default: plan-model's defaults), generator flags `flags`. Serialized
 /// whether or not it fits this machine's memory (plan-model --no-fit-check).
 /// Errors: opening the GGUF, the probed manifest, planner::Plan's.
@@ -33,6 +34,7 @@ inline Result<std::vector<uint8_t>> PlanForThisCpu(const std::string& model_path
                            planner::ManifestFromProbe(MakeCpuDevice(ProbeCpu())));
   planner::PlanRequest request;
   request.context = cfg;
+  request.llamacpp_compat = cfg.llamacpp_compat;  // the context's (ContextConfig's default: feb25)
   request.flash_attn = cfg.flash_attn ? planner::FlashAttnMode::kOn : planner::FlashAttnMode::kOff;
   request.placement = opt;
   request.fit_check = false;

@@ -32,6 +32,56 @@ TEST(Registry, ShippedNames) {
   }
 }
 
+// MUL_MAT of a 2-D weight of `type` [256, 512] placed in CPU_REPACK, F32 activations.
+OpQuery RepackMulMat(GgmlType type) {
+  OpQuery q;
+  q.op = GgmlOp::MUL_MAT;
+  q.src.resize(2);
+  q.src[0].type = type;
+  q.src[0].ne = {256, 512, 1, 1};
+  q.src[0].buft = "CPU_REPACK";
+  q.src[1].type = GgmlType::F32;
+  q.src[1].ne = {256, 512, 1, 1};
+  q.dst.type = GgmlType::F32;
+  q.dst.ne = {512, 512, 1, 1};
+  return q;
+}
+
+TEST(Registry, Llamacpp2026SearchesItsCpuManifestsFirst) {
+  EXPECT_EQ(RegistrySearchDirs({"mine"}, kShipped, LlamacppCompat::kFeb25),
+            (std::vector<std::string>{"mine", kShipped}));
+  EXPECT_EQ(RegistrySearchDirs({"mine"}, kShipped, LlamacppCompat::k2026),
+            (std::vector<std::string>{"mine", kShipped + "/llamacpp-2026", kShipped}));
+  const Registry feb25 = Open(RegistrySearchDirs({}, kShipped, LlamacppCompat::kFeb25));
+  const Registry today = Open(RegistrySearchDirs({}, kShipped, LlamacppCompat::k2026));
+  // repack.cpp ggml_repack_get_optimal_repack_type (2026): Q4_0, Q4_K, IQ4_NL, MXFP4 with AVX2,
+  // Q2_K with AVX-512; Q8_0 and Q6_K on ARM only. Feb 2025: Q4_0 only.
+  struct Case {
+    const char* key;
+    GgmlType type;
+    bool in_feb25, in_2026;
+  };
+  for (const Case& c :
+       {Case{"cpu-avx2", GgmlType::Q4_0, true, true}, Case{"cpu", GgmlType::Q4_K, false, true},
+        Case{"cpu-avx2", GgmlType::IQ4_NL, false, true}, Case{"cpu-avx2", GgmlType::MXFP4, false, true},
+        Case{"cpu-avx2", GgmlType::Q2_K, false, false}, Case{"cpu-avx512", GgmlType::Q2_K, false, true},
+        Case{"cpu-avx512", GgmlType::Q8_0, false, false}, Case{"cpu-avx512", GgmlType::Q6_K, false, false}}) {
+    auto old_cpu = feb25.Load(c.key);
+    auto new_cpu = today.Load(c.key);
+    ASSERT_TRUE(old_cpu.ok() && new_cpu.ok()) << c.key;
+    const BufferType* old_repack = old_cpu->FindBuft("CPU_REPACK");
+    const BufferType* new_repack = new_cpu->FindBuft("CPU_REPACK");
+    ASSERT_TRUE(old_repack != nullptr && new_repack != nullptr) << c.key;
+    // The extra buffer type's own rules (the CPU's table takes every type in CPU).
+    EXPECT_EQ(ExtraBuftAccepts(old_repack->supports_op, RepackMulMat(c.type)), c.in_feb25)
+        << c.key << " " << GgmlTypeName(c.type);
+    EXPECT_EQ(ExtraBuftAccepts(new_repack->supports_op, RepackMulMat(c.type)), c.in_2026)
+        << c.key << " " << GgmlTypeName(c.type);
+  }
+  // Every other key is the shipped one.
+  EXPECT_EQ(*today.PathOf("h200"), kShipped + "/h200.json");
+}
+
 TEST(Registry, DeviceListNamesLikeGgml) {
   Registry r = Open({kShipped});
   auto devs = r.MakeDevices("h200,H200,cpu");

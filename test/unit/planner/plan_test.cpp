@@ -55,6 +55,8 @@ TEST_F(PlanTest, GivesThePipelinesBytes) {
     PlanRequest req;
     req.context.n_ctx = 256;
     req.flags = "test";
+    // Both llama.cpp's: the request's, not the context's, decides.
+    req.llamacpp_compat = variant == 1 ? LlamacppCompat::k2026 : LlamacppCompat::kFeb25;
     std::vector<DeviceManifest> machine = {Cpu()};
     if (variant == 1) {
       machine = {Gpu("GPU0", 1024), Cpu()};
@@ -71,6 +73,7 @@ TEST_F(PlanTest, GivesThePipelinesBytes) {
     EXPECT_TRUE(r->fit.ok()) << r->fit.message();
     ContextConfig cfg = req.context;
     cfg.flash_attn = req.flash_attn == FlashAttnMode::kOn;
+    cfg.llamacpp_compat = req.llamacpp_compat;
     auto m = BuildModelGraphs(*gguf_, cfg);
     ASSERT_TRUE(m.ok()) << m.status().message();
     auto o = PlaceModel(*m, machine, req.placement);
@@ -83,6 +86,7 @@ TEST_F(PlanTest, GivesThePipelinesBytes) {
 
 TEST_F(PlanTest, FlashAttnAutoKeepsItWhereTheLayersDeviceRunsIt) {
   PlanRequest req;
+  req.llamacpp_compat = LlamacppCompat::kFeb25;
   req.context.n_ctx = 64;
   req.flash_attn = FlashAttnMode::kAuto;
   req.placement.n_gpu_layers = kAllGpuLayers;
@@ -94,10 +98,18 @@ TEST_F(PlanTest, FlashAttnAutoKeepsItWhereTheLayersDeviceRunsIt) {
   ASSERT_FALSE(said.empty());
   EXPECT_EQ(said.back().kind, PlanMessageKind::kFlashAttnEnabled);
   EXPECT_EQ(said.back().text, "llama_context: Flash Attention was auto, set to enabled");
+  // llama.cpp 2026 words it in llama_context::resolve_fused_ops.
+  req.llamacpp_compat = LlamacppCompat::k2026;
+  said.clear();
+  r = Plan(*gguf_, {Gpu("GPU0", 1024), Cpu()}, req, [&](const PlanMessage& m) { said.push_back(m); });
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_FALSE(said.empty());
+  EXPECT_EQ(said.back().text, "resolve_fused_ops: Flash Attention enabled");
 }
 
 TEST_F(PlanTest, FlashAttnAutoPlansAgainWithoutWhenAttentionMovesOff) {
   PlanRequest req;
+  req.llamacpp_compat = LlamacppCompat::kFeb25;
   req.context.n_ctx = 64;
   req.flash_attn = FlashAttnMode::kAuto;
   req.placement.n_gpu_layers = kAllGpuLayers;
@@ -119,6 +131,34 @@ TEST_F(PlanTest, FlashAttnAutoPlansAgainWithoutWhenAttentionMovesOff) {
   auto off = Plan(*gguf_, machine, req);
   ASSERT_TRUE(off.ok()) << off.status().message();
   EXPECT_EQ(r->bytes, off->bytes);
+  // llama.cpp 2026: resolve_fused_ops's lines.
+  req.flash_attn = FlashAttnMode::kAuto;
+  req.llamacpp_compat = LlamacppCompat::k2026;
+  said.clear();
+  r = Plan(*gguf_, machine, req, [&](const PlanMessage& m) { said.push_back(m); });
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].text.find("resolve_fused_ops: layer 0 is assigned to device GPU0 but Flash Attention is "
+                              "assigned to device CPU (usually due to missing support)"),
+            std::string::npos)
+      << said[0].text;
+  EXPECT_NE(said[0].text.find("\nresolve_fused_ops: Flash Attention not supported, set to disabled"),
+            std::string::npos);
+}
+
+TEST(LlamacppCompat, ParsesItsTwoNamesAndRefusesOthers) {
+  for (LlamacppCompat c : {LlamacppCompat::kFeb25, LlamacppCompat::k2026}) {
+    auto parsed = ParseLlamacppCompat(LlamacppCompatName(c));
+    ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+    EXPECT_EQ(*parsed, c);
+  }
+  auto bad = ParseLlamacppCompat("Feb25");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "expected feb25 or 2026, found 'Feb25'");
+  EXPECT_EQ(LlamacppDefaultsOf(LlamacppCompat::kFeb25).n_ctx, 4096u);
+  EXPECT_EQ(LlamacppDefaultsOf(LlamacppCompat::kFeb25).flash_attn, FlashAttnMode::kOff);
+  EXPECT_EQ(LlamacppDefaultsOf(LlamacppCompat::k2026).n_ctx, 0u);
+  EXPECT_EQ(LlamacppDefaultsOf(LlamacppCompat::k2026).flash_attn, FlashAttnMode::kAuto);
 }
 
 TEST_F(PlanTest, APlanThatDoesNotFitIsReportedAndNotSerializedUnlessAsked) {
@@ -149,17 +189,19 @@ TEST_F(PlanTest, FitChoosesTheLayersAndSaysSo) {
   req.placement.n_gpu_layers = 99;  // ignored with fit
   std::vector<PlanMessage> said;
   auto r = Plan(*gguf_, {Gpu("GPU0", 1024), Cpu()}, req, [&](const PlanMessage& m) {
-    if (m.kind != PlanMessageKind::kContextOverflow) said.push_back(m);
+    if (m.kind != PlanMessageKind::kContextOverflow && m.kind != PlanMessageKind::kFitTrace)
+      said.push_back(m);
   });
   ASSERT_TRUE(r.ok()) << r.status().message();
   const int all = static_cast<int>(r->graphs.hp.n_layer) + 1;
   EXPECT_EQ(r->placement.n_gpu_layers, all);
   ASSERT_EQ(said.size(), 2u);
   EXPECT_EQ(said[0].kind, PlanMessageKind::kFitSearched);
+  EXPECT_EQ(said[0].text, "-c 4096 -ngl -1");  // everything fits: llama.cpp's fit changes nothing
   EXPECT_EQ(said[1].kind, PlanMessageKind::kFitChosen);
   EXPECT_EQ(said[1].n_gpu_layers, all);
-  EXPECT_EQ(said[1].text,
-            "-ngl " + std::to_string(all) + " fits (of " + std::to_string(all - 1) + " layers + output)");
+  EXPECT_EQ(said[1].text, "-ngl " + std::to_string(all) + " fits (of " + std::to_string(all - 1) +
+                              " layers + output)\n-c 4096 -ngl -1");
 }
 
 TEST_F(PlanTest, ReportsLlamaCppsContextAndGpuWarnings) {
@@ -244,7 +286,7 @@ TEST_F(PlanTest, ItsStepsAreWhatItRuns) {
   EXPECT_EQ(fit.message().rfind(gguf_->path() + ": does not fit: device GPU0 needs", 0), 0u) << fit.message();
 }
 
-/// The --fit and --cpu-moe steps the MLIR passes call give what Plan chose and said.
+/// The --fit and --cpu-moe steps, called alone, give what Plan chose and said.
 TEST_F(PlanTest, ItsFitAndCpuMoeStepsAreWhatItRuns) {
   PlanRequest req;
   req.context.n_ctx = 4096;
@@ -258,10 +300,12 @@ TEST_F(PlanTest, ItsFitAndCpuMoeStepsAreWhatItRuns) {
   });
   ASSERT_TRUE(r.ok()) << r.status().message();
   std::vector<PlanMessage> said;
-  auto n = FitPlanLayers(*gguf_, r->graphs.cfg, machine, req.placement, req.fit_target, r->graphs.hp,
-                         [&](const PlanMessage& m) { said.push_back(m); });
+  auto n = FitPlanParams(*gguf_, req.context, machine, req.placement, FitOptions{{0}, 4096}, r->graphs.hp,
+                         [&](const PlanMessage& m) {
+                           if (m.kind != PlanMessageKind::kFitTrace) said.push_back(m);
+                         });
   ASSERT_TRUE(n.ok()) << n.status().message();
-  EXPECT_EQ(*n, r->placement.n_gpu_layers);
+  EXPECT_EQ(FitGpuLayerCount(*n, r->graphs.hp), r->placement.n_gpu_layers);
   ASSERT_EQ(said.size(), 1u);
   ASSERT_EQ(plan_said.size(), 1u);
   EXPECT_EQ(said[0].text, plan_said[0].text);

@@ -3,10 +3,10 @@
 // on the fly and the tests' plans for this machine (test/unit/plan_probed.h) all plan through it,
 // so a flag means the same in every tool. The MLIR placement passes (compiler/lib/Transforms), which
 // run the placement one pass at a time, call its steps: AddCpuMoeOverrides, ResolvePlanContext,
-// FitPlanLayers, PlaceModelStep (place_model.h) and CheckPlanFit. The steps are llama.cpp's
+// FitPlanParams, PlaceModelStep (place_model.h) and CheckPlanFit. The steps are llama.cpp's
 // (llama_model_load_from_file + llama_init_from_model, FEB25; the -fa auto retry and --fit from DEC25):
 //
-//   ReadHParams -> ResolveContext -> BuildModelGraphs -> [--fit: FitGpuLayersToDevices]
+//   ReadHParams -> [--fit: FitParams] -> ResolveContext -> BuildModelGraphs
 //     -> PlaceModel -> [-fa auto: FlashAttnDeviceMismatch, planned again without flash attention]
 //     -> CheckFit -> SerializePlan
 //
@@ -71,8 +71,8 @@ struct PlanRequest {
   FlashAttnMode flash_attn = FlashAttnMode::kOff;
   /// --llamacpp-compat: the llama.cpp the plan follows (ContextConfig::llamacpp_compat; the
   /// context's own field is ignored). The tools' defaults for -fa and -c follow it too
-  /// (tools/common/planner_args.h).
-  LlamacppCompat llamacpp_compat = LlamacppCompat::kFeb25;
+  /// (LlamacppDefaultsOf; this struct's `context` and `flash_attn` do not).
+  LlamacppCompat llamacpp_compat = kDefaultLlamacppCompat;
   /// Placement flags (-ngl, -sm, -ts, -mg, -ot, -nkvo, --no-mmap, ...). n_gpu_layers is ignored
   /// with `fit`.
   PlacementOptions placement;
@@ -80,10 +80,14 @@ struct PlanRequest {
   /// machine's CPU buffer type (CpuMoeOverrides, appended after placement.overrides).
   bool cpu_moe = false;
   int n_cpu_moe = 0;
-  /// --fit / -ngl auto: n_gpu_layers is the largest that keeps `fit_target` bytes free on every
-  /// GPU (FitGpuLayersToDevices, llama_params_fit's --fit-target).
+  /// --fit / -ngl auto: the context (when n_ctx is 0), layers, tensor split and overrides are chosen
+  /// as llama.cpp 2026's common_fit_params chooses them (FitPlanParams), keeping `fit_target` bytes
+  /// free on every model device, or `fit_targets`' per device when given (-fitt MiB0,MiB1,...).
   bool fit = false;
   uint64_t fit_target = kDefaultFitTargetBytes;
+  std::vector<uint64_t> fit_targets;
+  /// -fitc: the smallest context --fit shrinks an automatic one to; UINT32_MAX: never (-c 0 given).
+  uint32_t fit_n_ctx_min = 4096;
   /// false (--no-fit-check): a plan that does not fit the machine's memory is still serialized.
   bool fit_check = true;
   /// Serialize the plan (PlanResult::bytes); `flags` is recorded in it as the planner's command line.
@@ -108,8 +112,13 @@ enum class PlanMessageKind {
   /// "no usable GPU found, --n-gpu-layers option will be ignored" (llama.cpp common's warning): a
   /// layer count was given (no --fit) and the machine has no GPU device.
   kGpuLayersIgnored,
-  /// After each --fit search (once, or twice when -fa auto plans again): "-ngl N fits (of L layers
-  /// + output)"; PlanMessage::n_gpu_layers is N.
+  /// Each line of --fit's trace (FitChoice::log: common_params_fit_impl's lines, without its name),
+  /// then, when the fit gave up, a kWarning "--fit: failed to fit params to free device memory:
+  /// <why> (parameters kept)".
+  kFitTrace,
+  /// After each --fit search (once, or twice when -fa auto plans again): llama-fit-params' line
+  /// (FitChoice::Args, "-c N -ngl N[ -ts A,B][ -ot \"...\"]"); PlanMessage::n_gpu_layers is the
+  /// layers offloaded (every layer and the output for -ngl -1).
   kFitSearched,
   /// -fa auto kept flash attention: "llama_context: Flash Attention was auto, set to enabled"
   /// (llama.cpp 2026, LlamacppCompat::k2026: "resolve_fused_ops: Flash Attention enabled").
@@ -118,8 +127,8 @@ enum class PlanMessageKind {
   /// Attention was auto, set to disabled" (k2026: "resolve_fused_ops: Flash Attention not
   /// supported, set to disabled").
   kFlashAttnDisabled,
-  /// With --fit, once, after the last placement (whether it succeeded or not): the n_gpu_layers it
-  /// used, "-ngl N fits (of L layers + output)"; PlanMessage::n_gpu_layers is N.
+  /// With --fit, once, after the last placement (whether it succeeded or not): two lines, "-ngl N
+  /// fits (of L layers + output)" (N the layers offloaded) and the choice it used, as kFitSearched's.
   kFitChosen,
 };
 
@@ -127,7 +136,7 @@ enum class PlanMessageKind {
 struct PlanMessage {
   PlanMessageKind kind = PlanMessageKind::kWarning;
   std::string text;
-  int n_gpu_layers = 0;  ///< kFitSearched, kFitChosen: the layers that fit
+  int n_gpu_layers = 0;  ///< kFitSearched, kFitChosen: the layers offloaded
 };
 
 /// Receives Plan's messages as they happen (before Plan returns, also when it then fails).
@@ -138,7 +147,7 @@ struct PlanResult {
   ModelGraphs graphs;        ///< placed and memory-planned; graphs.cfg is the context as resolved
   PlacementOutcome outcome;  ///< placement, memory plan, explain records (outcome.placement.explain)
   /// The placement options used: the request's, with --cpu-moe's overrides appended and
-  /// n_gpu_layers as --fit chose it (what ReportLines needs).
+  /// n_gpu_layers, tensor split and overrides as --fit chose them (what ReportLines needs).
   PlacementOptions placement;
   /// CheckFit of the whole plan (every device, no margin): Ok, or kResourceExhausted naming the
   /// model file and the first device that does not fit ("<model>: does not fit: device ..."). Plan does not
@@ -167,15 +176,19 @@ void AddCpuMoeOverrides(const HParams& hp, const std::vector<DeviceManifest>& ma
 Result<ContextConfig> ResolvePlanContext(const HParams& hp, const std::string& path,
                                          const ContextConfig& asked, const PlanMessageSink& sink = nullptr);
 
-/// Plan's step 4 (--fit, -ngl auto): the n_gpu_layers FitGpuLayersToDevices chooses for the
-/// resolved context `cfg` and `placement`'s other options, keeping `fit_target` bytes free on each
-/// GPU, for the model's hyper-parameters `hp` (ReadHParams(gguf)'s: the model is not read again);
-/// reports kFitSearched ("-ngl N fits (of L layers + output)", L = hp.n_layer) to
-/// `sink` (may be null). Also the MLIR path's (stowage-assign-layers n-gpu-layers=-1). Errors:
-/// FitGpuLayersToDevices's, its kResourceExhausted prefixed with the model file.
-Result<int> FitPlanLayers(const GgufFile& gguf, const ContextConfig& cfg,
-                          const std::vector<DeviceManifest>& machine, const PlacementOptions& placement,
-                          uint64_t fit_target, const HParams& hp, const PlanMessageSink& sink = nullptr);
+/// Plan's step 2 with --fit (-ngl auto): FitParams (fit.h, llama.cpp 2026 common_fit_params) for
+/// the context as asked `asked` (n_ctx 0: automatic, may shrink) and `placement` (the user's -ts,
+/// -ot and --cpu-moe overrides make it give up), with `fit`'s margins and -fitc, for the model's
+/// hyper-parameters `hp` (ReadHParams(gguf)'s: the model is not read again); reports its trace
+/// (kFitTrace), a kWarning when it gave up, and kFitSearched (FitChoice::Args) to `sink` (may be
+/// null). Errors: FitParams's, a kResourceExhausted prefixed with the model file.
+Result<FitChoice> FitPlanParams(const GgufFile& gguf, const ContextConfig& asked,
+                                const std::vector<DeviceManifest>& machine, const PlacementOptions& placement,
+                                const FitOptions& fit, const HParams& hp,
+                                const PlanMessageSink& sink = nullptr);
+
+/// The layers a FitChoice offloads: its n_gpu_layers, or every layer and the output for -1.
+int FitGpuLayerCount(const FitChoice& c, const HParams& hp);
 
 /// Plan's fit check (step 8) of a placed model: CheckFit of the whole plan (every device, no margin),
 /// a refusal naming the model file first. Also the MLIR path's (stowage-export-plan), so that
@@ -187,20 +200,20 @@ Status CheckPlanFit(const GgufFile& gguf, const PlacementOutcome& outcome);
 /// lines to `sink` (may be null) as they happen. The steps, in order:
 ///   1. ReadHParams; each of its warnings (kWarning); AddCpuMoeOverrides (kWarning when
 ///      --cpu-moe/--n-cpu-moe are given for a model without experts).
-///   2. ResolvePlanContext on request.context with flash attention as request.flash_attn asks
+///   2. With request.fit: FitPlanParams on request.context (flash attention as below), its choice
+///      of n_ctx, n_gpu_layers, tensor split and overrides applied; kFitTrace, kFitSearched.
+///   3. ResolvePlanContext on that context with flash attention as request.flash_attn asks
 ///      (kAuto: on): ResolveContext, and kBatchRaised when min(resolved n_ctx, asked n_batch) < kKqMaskPad.
-///   3. BuildModelGraphs on the resolved context; kContextOverflow; kGpuLayersIgnored.
-///   4. With request.fit: FitPlanLayers (FitGpuLayersToDevices, margin request.fit_target); kFitSearched.
+///   4. BuildModelGraphs on the resolved context; kContextOverflow; kGpuLayersIgnored.
 ///   5. PlaceModel (CheckMaxBufferSizes and RowSplitShares included).
 ///   6. kAuto with flash attention on: kFlashAttnEnabled when FlashAttnDeviceMismatch finds nothing,
-///      else kFlashAttnDisabled and steps 2 (without kBatchRaised), 4 and 5 again without flash
+///      else kFlashAttnDisabled and steps 2, 3 (without kBatchRaised), 4 and 5 again without flash
 ///      attention (a fit of its own: the compute buffers differ).
 ///   7. With request.fit: kFitChosen (also when step 5 failed).
 ///   8. PlanResult::fit = CheckPlanFit; memory_warnings; bytes = SerializePlan(request.flags).
 /// Errors: those of each step, one line each, unchanged (ReadHParams, ResolveContext,
-/// BuildModelGraphs, FitGpuLayersToDevices, PlaceModel), except that FitGpuLayersToDevices's
-/// kResourceExhausted ("--fit: even -ngl 0 does not fit ...") is prefixed with the model file. A plan that
-/// does not fit is not an error (PlanResult::fit).
+/// BuildModelGraphs, FitParams, PlaceModel), except that FitParams's kResourceExhausted is prefixed
+/// with the model file. A plan that does not fit is not an error (PlanResult::fit).
 Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>& machine,
                         const PlanRequest& request, const PlanMessageSink& sink = nullptr);
 
