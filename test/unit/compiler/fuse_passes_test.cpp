@@ -1,0 +1,184 @@
+// The fusion passes end to end: every shared model planned for the CPU, its placed graphs imported,
+// fused, exported and memory-planned again (the compiler stage's steps, CompilePlan's), both plans
+// run by the runtime. The fused plan must give the same logits bit for bit (prompt processing and
+// token generation, both numerics modes), allocate exactly what it plans, and hold the fused nodes
+// (counted by importing it back).
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "stowage/Compiler/Export/ExportModelGraphs.h"
+#include "stowage/Compiler/Import/ImportModelGraphs.h"
+#include "stowage/Compiler/Import/ImportPlan.h"
+#include "stowage/Compiler/Transforms/Passes.h"
+#include "stowage/Dialect/GGML/IR/GGMLOps.h"
+#include "stowage/Dialect/Place/IR/PlaceDialect.h"
+#include "stowage/planner/memory_plan.h"
+#include "stowage/planner/plan.h"
+#include "stowage/planner/plan_export.h"
+#include "stowage/planner/registry.h"
+#include "stowage/runtime/session.h"
+#include "test_paths.h"
+
+namespace stowage::compiler {
+namespace {
+
+std::vector<std::string> SharedModels() {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(test::ModelsDir().c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.size() > 5 && n.substr(n.size() - 5) == ".gguf") out.push_back(test::ModelPath(n));
+    }
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Result<planner::PlanResult> PlanForCpu(const GgufFile& gguf) {
+  auto reg = planner::Registry::Open({STOWAGE_SHIPPED_REGISTRY_DIR});
+  if (!reg.ok()) return reg.status();
+  auto devices = reg->MakeDevices("cpu");
+  if (!devices.ok()) return devices.status();
+  planner::PlanRequest req;
+  req.context.n_ctx = 256;
+  req.context.n_ubatch = 16;  // a prompt of several ubatches
+  req.fit_check = false;
+  req.flags = "fuse_passes_test";
+  return planner::Plan(gguf, *devices, req);
+}
+
+// The plan of `planned`'s graphs after stowage-fuse-rms-norm-mul, memory planned again.
+Result<std::vector<uint8_t>> FusedPlan(const GgufFile& gguf, const planner::PlanResult& planned) {
+  mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
+  context.loadDialect<ggml::GGMLDialect, place::PlaceDialect, mlir::func::FuncDialect>();
+  planner::ModelGraphs graphs = planned.graphs;
+  planner::PlacementOutcome outcome = planned.outcome;
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      importModelGraphs(&context, graphs, mlir::UnknownLoc::get(&context), &outcome.placement);
+  if (!module) return Internal("import failed");
+  mlir::PassManager pm(&context);
+  pm.addPass(createStowageFuseRmsNormMul());
+  if (mlir::failed(pm.run(*module))) return Internal("pass failed");
+  if (mlir::failed(exportModelGraphs(*module, &graphs, &outcome.placement))) return Internal("export failed");
+  STOWAGE_RETURN_IF_ERROR(planner::PlanMemory(graphs, outcome.placement, &outcome.memory));
+  return planner::SerializePlan(gguf, graphs, outcome.placement, outcome.memory, "fuse_passes_test");
+}
+
+struct OpCounts {
+  int ops = 0, rms_norm = 0, rms_norm_mul = 0;
+};
+
+// The ggml ops of function `name` of the plan `bytes` as the importer reads it back.
+OpCounts CountOps(const std::vector<uint8_t>& bytes, llvm::StringRef name) {
+  const std::string path = ::testing::TempDir() + "fuse_passes_test." + std::to_string(getpid()) + ".plan";
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
+  context.loadDialect<ggml::GGMLDialect, place::PlaceDialect, mlir::func::FuncDialect>();
+  OpCounts c;
+  mlir::OwningOpRef<mlir::ModuleOp> module = importPlanFile(&context, path);
+  std::remove(path.c_str());
+  if (!module) return c;
+  module->lookupSymbol<mlir::func::FuncOp>(name)->walk([&](mlir::Operation* op) {
+    if (op->getDialect() && op->getDialect()->getNamespace() == "ggml" &&
+        !mlir::isa<ggml::WeightOp, ggml::InputOp, ggml::KvCacheOp>(op))
+      ++c.ops;
+    c.rms_norm += mlir::isa<ggml::RmsNormOp>(op);
+    c.rms_norm_mul += mlir::isa<ggml::RmsNormMulOp>(op);
+  });
+  return c;
+}
+
+// Logits of a 40-token prompt (three ubatches, every row) and then of 4 tokens one at a time.
+std::vector<float> RunPlan(const std::vector<uint8_t>& plan, const std::string& model, bool numerics,
+                           std::vector<BufferReport>* buffers) {
+  SessionOptions opts;
+  opts.n_threads = 2;
+  opts.llamacpp_numerics = numerics;
+  auto s = Session::CreateFromPlanBytes(plan, model, opts);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  if (!s.ok()) return {};
+  const int32_t n_vocab = (*s)->n_vocab();
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back((7 * i + 3) % n_vocab);
+  std::vector<float> all, logits;
+  EXPECT_TRUE((*s)->Decode(prompt, true, &all).ok());
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE((*s)->Decode({(11 * i + 5) % n_vocab}, false, &logits).ok());
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  *buffers = (*s)->Buffers();
+  return all;
+}
+
+TEST(FusePasses, FusedPlansGiveTheSameLogitsBitForBit) {
+  const std::vector<std::string> models = SharedModels();
+  if (models.empty()) GTEST_SKIP() << "no shared models in " << test::ModelsDir();
+  for (const std::string& path : models) {
+    SCOPED_TRACE(path);
+    auto gguf = GgufFile::Open(path);
+    ASSERT_TRUE(gguf.ok()) << gguf.status().message();
+    auto planned = PlanForCpu(**gguf);
+    ASSERT_TRUE(planned.ok()) << planned.status().message();
+    auto fused = FusedPlan(**gguf, *planned);
+    ASSERT_TRUE(fused.ok()) << fused.status().message();
+    ASSERT_NE(*fused, planned->bytes);
+
+    // Every RMS_NORM of these llama-style graphs is followed by its weight's MUL: all fused.
+    for (llvm::StringRef graph : {"pp", "tg"}) {
+      const OpCounts before = CountOps(planned->bytes, graph), after = CountOps(*fused, graph);
+      EXPECT_GT(before.rms_norm, 0) << graph.str();
+      EXPECT_EQ(after.rms_norm, 0) << graph.str();
+      EXPECT_EQ(after.rms_norm_mul, before.rms_norm) << graph.str();
+      EXPECT_EQ(after.ops, before.ops - before.rms_norm) << graph.str();
+    }
+
+    for (bool numerics : {false, true}) {
+      std::vector<BufferReport> b0, b1;
+      const std::vector<float> want = RunPlan(planned->bytes, path, numerics, &b0);
+      const std::vector<float> got = RunPlan(*fused, path, numerics, &b1);
+      ASSERT_FALSE(want.empty());
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+          << (numerics ? "--llamacpp-numerics" : "default numerics");
+      // Planned == allocated, buffer by buffer, for the plan whose memory was planned again.
+      for (const BufferReport& r : b1) EXPECT_EQ(r.planned, r.allocated) << r.name << " " << r.usage;
+      ASSERT_EQ(b1.size(), b0.size());
+    }
+  }
+}
+
+// The comparison above can fail: a fused plan whose norm epsilon differs gives other logits.
+TEST(FusePasses, AChangedFusedNodeChangesTheLogits) {
+  const std::string path = test::ModelPath("stories260K.gguf");
+  if (!test::FileExists(path)) GTEST_SKIP() << path << " is absent";
+  auto gguf = GgufFile::Open(path);
+  ASSERT_TRUE(gguf.ok());
+  auto planned = PlanForCpu(**gguf);
+  ASSERT_TRUE(planned.ok()) << planned.status().message();
+  planner::PlanResult changed = *planned;
+  for (planner::Tensor& t : changed.graphs.pp.tensors)
+    if (t.op == GgmlOp::RMS_NORM) t.fparams = {1e-2f};
+  for (planner::Tensor& t : changed.graphs.tg.tensors)
+    if (t.op == GgmlOp::RMS_NORM) t.fparams = {1e-2f};
+  auto fused = FusedPlan(**gguf, changed);
+  ASSERT_TRUE(fused.ok()) << fused.status().message();
+  std::vector<BufferReport> b;
+  const std::vector<float> want = RunPlan(planned->bytes, path, false, &b);
+  const std::vector<float> got = RunPlan(*fused, path, false, &b);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_NE(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+}
+
+}  // namespace
+}  // namespace stowage::compiler
