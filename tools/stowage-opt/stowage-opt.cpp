@@ -319,8 +319,8 @@ int main(int argc, char **argv) {
     }
     return EXIT_SUCCESS;
   }
-  // A pass may have written a plan there (stowage-export-plan output=): IR text must not replace
-  // it. (Regular files only: opening a FIFO to read it would block.)
+  // A plan file there (e.g. the --import-plan input under another name) must not be replaced by IR
+  // text. (Regular files only: opening a FIFO to read it would block.)
   if (auto existing =
           llvm::sys::fs::is_regular_file(outputFilename)
               ? llvm::MemoryBuffer::getFileSlice(outputFilename, 8, 0)
@@ -329,7 +329,7 @@ int main(int argc, char **argv) {
       (*existing)->getBuffer().substr(4) == "STWP") {
     llvm::errs()
         << "stowage-opt: error: -o " << outputFilename
-        << " is a Stowage plan (the output= of an export pass?); writing the IR would replace it\n";
+        << " is a Stowage plan; writing the IR would replace it\n";
     return EXIT_FAILURE;
   }
   auto file = stowage::AtomicFile::Create(outputFilename);
