@@ -327,9 +327,8 @@ int main(int argc, char **argv) {
               : llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>>(std::errc::not_supported);
       existing && (*existing)->getBufferSize() == 8 &&
       (*existing)->getBuffer().substr(4) == "STWP") {
-    llvm::errs()
-        << "stowage-opt: error: -o " << outputFilename
-        << " is a Stowage plan; writing the IR would replace it\n";
+    llvm::errs() << "stowage-opt: error: -o " << outputFilename
+                 << " is a Stowage plan; writing the IR would replace it\n";
     return EXIT_FAILURE;
   }
   auto file = stowage::AtomicFile::Create(outputFilename);
