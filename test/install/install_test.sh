@@ -10,9 +10,12 @@
 #      --static's Libs.private) and C++ programs with find_package(Stowage) (Stowage::runtime,
 #      Stowage::runtime_static, Stowage::planner);
 #   4. with the shared model stories260K.gguf (else exit 77, which ctest reports as skipped): the
-#      installed plan-model plans it, and the greedy text of the installed stowage-run equals the
-#      C++ programs' text, whose token ids equal the C programs'; a plan made by the planner
-#      consumer gives the same text again.
+#      installed plan-model plans it for one sequence and for two (-np 2 -kvu); the C and C++
+#      programs (shared and static) tokenize each of two prompts, decode both in one batch as two
+#      sequences, sample each with a chain (penalties, greedy) and print each sequence's text; each
+#      text equals that program's run on its prompt alone, and the installed stowage-run's text
+#      (--temp 0 --repeat-penalty 1.1, the same chain); a plan made by the planner consumer gives the
+#      same text again.
 # Usage: install_test.sh BUILD_DIR TEST_DIR MODELS_DIR CC CXX VERSION CMAKE
 set -euo pipefail
 BUILD=$1 HERE=$2 MODELS=${STOWAGE_MODELS_DIR:-$3} CC=$4 CXX=$5 VERSION=$6 CMAKE=$7
@@ -103,32 +106,36 @@ if [ ! -f "$MODEL" ]; then
   exit 77
 fi
 export LD_LIBRARY_PATH=$LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-PROMPT="Once upon a time"
+PROMPTS=("Once upon a time" "The little dog")
 N=16
 "$P/bin/plan-model" -m "$MODEL" -c 256 -o "$TMP/m.plan" > "$TMP/plan-model.log" 2>&1 || { cat "$TMP/plan-model.log"; fail "plan-model"; }
-ref=$("$P/bin/stowage-run" -m "$MODEL" --plan "$TMP/m.plan" -p "$PROMPT" -n $N --temp 0 -q --no-display-prompt -t 2)
-[ -n "$ref" ] || fail "stowage-run generated no text"
-for v in consumer_cxx consumer_cxx_static; do
-  text=$("$TMP/cxx/$v" "$TMP/m.plan" "$MODEL" "$PROMPT" $N 2> "$TMP/$v.err") || { cat "$TMP/$v.err"; fail "$v"; }
-  [ "$text" = "$ref" ] || fail "$v's text differs from stowage-run's:
-  stowage-run: '$ref'
+"$P/bin/plan-model" -m "$MODEL" -c 256 -np 2 -kvu -o "$TMP/m2.plan" > "$TMP/plan-model2.log" 2>&1 ||
+  { cat "$TMP/plan-model2.log"; fail "plan-model -np 2 -kvu"; }
+ref=()
+for k in 0 1; do
+  ref[k]=$("$P/bin/stowage-run" -m "$MODEL" --plan "$TMP/m.plan" -p "${PROMPTS[k]}" -n $N --temp 0 --repeat-penalty 1.1 \
+    -q --no-display-prompt -t 2)
+  [ -n "${ref[k]}" ] || fail "stowage-run generated no text for '${PROMPTS[k]}'"
+done
+[ "${ref[0]}" != "${ref[1]}" ] || fail "both prompts give the same text: the comparison below could not tell them apart"
+for v in cxx/consumer_cxx cxx/consumer_cxx_static c_shared c_static; do
+  for k in 0 1; do
+    text=$("$TMP/$v" "$TMP/m2.plan" "$MODEL" $N "${PROMPTS[k]}" 2> "$TMP/run.err") || { cat "$TMP/run.err"; fail "$v '${PROMPTS[k]}'"; }
+    [ "$text" = "${ref[k]}" ] || fail "$v's text of '${PROMPTS[k]}' differs from stowage-run's:
+  stowage-run: '${ref[k]}'
   $v: '$text'"
+  done
+  both=$("$TMP/$v" "$TMP/m2.plan" "$MODEL" $N "${PROMPTS[0]}" "${PROMPTS[1]}" 2> "$TMP/run.err") ||
+    { cat "$TMP/run.err"; fail "$v with two sequences"; }
+  [ "$both" = "${ref[0]}"$'\n'"${ref[1]}" ] || fail "$v's two sequences in one batch differ from each alone:
+  alone: '${ref[0]}' / '${ref[1]}'
+  together: '$both'"
 done
-prompt_ids=$(sed -n 's/^prompt ids: //p' "$TMP/consumer_cxx.err")
-gen_ids=$(sed -n 's/^generated ids: //p' "$TMP/consumer_cxx.err")
-n_gen=$(wc -w <<< "$gen_ids")
-for v in c_shared c_static; do
-  # shellcheck disable=SC2086
-  ids=$("$TMP/$v" "$TMP/m.plan" "$MODEL" "$n_gen" $prompt_ids 2> "$TMP/$v.err") || { cat "$TMP/$v.err"; fail "$v"; }
-  [ "$ids" = "$gen_ids" ] || fail "$v's token ids differ from the C++ consumer's:
-  consumer_cxx: $gen_ids
-  $v: $ids"
-done
-step "'$PROMPT' -> '$ref': stowage-run, consumer_cxx (shared, static) and the C consumer (ids $gen_ids; shared, static) agree"
+step "'${PROMPTS[0]}' -> '${ref[0]}', '${PROMPTS[1]}' -> '${ref[1]}': stowage-run, and consumer_cxx and the C consumer (shared, static) alone and as two sequences in one batch, agree"
 "$TMP/cxx/consumer_planner" "$MODEL" 256 "$TMP/p.plan" 2> "$TMP/planner.err" || { cat "$TMP/planner.err"; fail "consumer_planner"; }
-text=$("$P/bin/stowage-run" -m "$MODEL" --plan "$TMP/p.plan" -p "$PROMPT" -n $N --temp 0 -q --no-display-prompt -t 2)
-[ "$text" = "$ref" ] || fail "the text of consumer_planner's plan differs: '$text' vs '$ref'"
-text=$("$TMP/cxx/consumer_cxx" "$TMP/p.plan" "$MODEL" "$PROMPT" $N 2> /dev/null)
-[ "$text" = "$ref" ] || fail "consumer_cxx on consumer_planner's plan: '$text' vs '$ref'"
+text=$("$P/bin/stowage-run" -m "$MODEL" --plan "$TMP/p.plan" -p "${PROMPTS[0]}" -n $N --temp 0 --repeat-penalty 1.1 -q --no-display-prompt -t 2)
+[ "$text" = "${ref[0]}" ] || fail "the text of consumer_planner's plan differs: '$text' vs '${ref[0]}'"
+text=$("$TMP/cxx/consumer_cxx" "$TMP/p.plan" "$MODEL" $N "${PROMPTS[0]}" 2> /dev/null)
+[ "$text" = "${ref[0]}" ] || fail "consumer_cxx on consumer_planner's plan: '$text' vs '${ref[0]}'"
 step "consumer_planner's plan (Stowage::planner) runs in stowage-run and consumer_cxx with the same text"
 echo "install_test: PASS"

@@ -1,8 +1,11 @@
-// An out-of-tree C++ program against the installed runtime (find_package(Stowage)): tokenizes the
-// prompt as stowage-run does (special tokens added and parsed), generates greedily with the sampler
-// (temperature 0) until an end-of-generation token or N_PREDICT tokens, and prints the text as
-// stowage-run -q --no-display-prompt does; the prompt's and the generated token ids go to stderr.
-//   consumer_cxx PLAN MODEL PROMPT N_PREDICT
+// An out-of-tree C++ program against the installed runtime (find_package(Stowage)), the C++ twin of
+// consumer_c: tokenizes each prompt as stowage-run does (special tokens added and parsed), decodes
+// all the prompts in one batch, one sequence each (Session::DecodeBatch; plan-model -np N -kvu),
+// then generates for every sequence at once with a SamplerChain each (penalties over the last 64
+// tokens at 1.1, then greedy: stowage-run --temp 0 --repeat-penalty 1.1) until an end-of-generation
+// token or N_PREDICT tokens, and prints each sequence's text on its own line (as stowage-run -q
+// --no-display-prompt); the prompt's and the generated token ids go to stderr.
+//   consumer_cxx PLAN MODEL N_PREDICT PROMPT [PROMPT...]
 #include <stowage/runtime/gguf.h>
 #include <stowage/runtime/sampler.h>
 #include <stowage/runtime/session.h>
@@ -22,17 +25,25 @@ int Fail(const stowage::Status& st) {
   return 1;
 }
 
-void PrintIds(const char* what, const std::vector<int32_t>& ids) {
-  std::fprintf(stderr, "%s:", what);
+void PrintIds(const char* what, size_t k, const std::vector<int32_t>& ids) {
+  std::fprintf(stderr, "sequence %zu %s:", k, what);
   for (int32_t id : ids) std::fprintf(stderr, " %d", id);
   std::fprintf(stderr, "\n");
 }
 
+struct Sequence {
+  std::vector<int32_t> prompt, generated;
+  stowage::SamplerChain chain;
+  std::string text;
+  size_t row = 0;  // its logits row in the last batch
+  bool done = false;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s PLAN MODEL PROMPT N_PREDICT\n", argv[0]);
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: %s PLAN MODEL N_PREDICT PROMPT [PROMPT...]\n", argv[0]);
     return 2;
   }
   std::fprintf(stderr, "consumer_cxx: stowage %s\n", stowage_version_string());
@@ -44,29 +55,49 @@ int main(int argc, char** argv) {
   auto session = stowage::Session::Create(argv[1], model);
   if (!session.ok()) return Fail(session.status());
   stowage::Session& s = **session;
+  const int n_predict = std::atoi(argv[3]);
 
-  const std::vector<int32_t> prompt = tok->Tokenize(argv[3], /*add_special=*/true, /*parse_special=*/true);
-  PrintIds("prompt ids", prompt);
-  stowage::SamplerParams params;
-  params.temperature = 0;  // greedy
-  stowage::Sampler sampler(params);
-  for (int32_t t : prompt) sampler.Accept(t);
-
-  std::vector<float> logits;
-  if (stowage::Status st = s.Decode(prompt, false, &logits); !st.ok()) return Fail(st);
-  std::vector<int32_t> generated;
-  const int n_predict = std::atoi(argv[4]);
-  std::string text;
-  for (int i = 0; i < n_predict; ++i) {
-    const int32_t next = sampler.Sample(logits.data(), static_cast<int>(s.n_vocab()));
-    sampler.Accept(next);
-    generated.push_back(next);
-    if (tok->IsEog(next)) break;
-    text += tok->TokenToPiece(next, false);
-    if (i + 1 < n_predict)
-      if (stowage::Status st = s.Decode({next}, false, &logits); !st.ok()) return Fail(st);
+  std::vector<Sequence> seqs(static_cast<size_t>(argc - 4));
+  std::vector<stowage::BatchToken> batch;
+  for (size_t k = 0; k < seqs.size(); ++k) {
+    Sequence& q = seqs[k];
+    q.prompt = tok->Tokenize(argv[4 + k], /*add_special=*/true, /*parse_special=*/true);
+    PrintIds("prompt ids", k, q.prompt);
+    q.chain.Add(stowage::SamplerStep::Penalties(64, 1.1f, 0.f, 0.f));
+    q.chain.Add(stowage::SamplerStep::Greedy());
+    for (size_t i = 0; i < q.prompt.size(); ++i) {
+      q.chain.Accept(q.prompt[i]);
+      const bool last = i + 1 == q.prompt.size();
+      batch.push_back({q.prompt[i], static_cast<int32_t>(i), static_cast<int32_t>(k), last});
+    }
   }
-  PrintIds("generated ids", generated);
-  std::printf("%s\n", text.c_str());
+  std::vector<float> logits;
+  for (int step = 0; step <= n_predict; ++step) {
+    if (batch.empty()) break;
+    if (stowage::Status st = s.DecodeBatch(batch, &logits); !st.ok()) return Fail(st);
+    // The rows of the tokens that asked for logits, in batch order.
+    size_t row = 0;
+    for (const stowage::BatchToken& t : batch)
+      if (t.logits) seqs[static_cast<size_t>(t.seq_id)].row = row++;
+    batch.clear();
+    for (size_t k = 0; k < seqs.size(); ++k) {
+      Sequence& q = seqs[k];
+      if (q.done) continue;
+      const int32_t next = q.chain.Sample(logits.data() + q.row * s.n_vocab(), static_cast<int>(s.n_vocab()));
+      if (next < 0) return Fail(stowage::DataLoss("no token can be sampled"));
+      q.chain.Accept(next);
+      q.generated.push_back(next);
+      const bool eog = tok->IsEog(next);
+      if (!eog) q.text += tok->TokenToPiece(next, false);
+      q.done = eog || static_cast<int>(q.generated.size()) == n_predict;
+      if (!q.done)
+        batch.push_back({next, static_cast<int32_t>(q.prompt.size() + q.generated.size() - 1),
+                         static_cast<int32_t>(k), true});
+    }
+  }
+  for (size_t k = 0; k < seqs.size(); ++k) {
+    PrintIds("generated ids", k, seqs[k].generated);
+    std::printf("%s\n", seqs[k].text.c_str());
+  }
   return 0;
 }
