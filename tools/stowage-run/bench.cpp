@@ -966,8 +966,8 @@ Result<BenchOptions> ParseBenchOptions(const CLI::App& app, const CLI::App& benc
   const int ngl_before = !given("--n-gpu-layers")                 ? -1
                          : c.n_gpu_layers == tools::kAllGpuLayers ? -1
                                                                   : c.n_gpu_layers;
-  STOWAGE_ASSIGN_OR_RETURN(
-      b.gpu_layers, ListOr(f.gpu_layers, "-ngl/--n-gpu-layers", -1, tools::kAllGpuLayers, {ngl_before}));
+  STOWAGE_ASSIGN_OR_RETURN(b.gpu_layers, ListOr(f.gpu_layers, "-ngl/--n-gpu-layers", -tools::kAllGpuLayers,
+                                                tools::kAllGpuLayers, {ngl_before}));
   if (!f.flash_attn.empty()) {
     STOWAGE_ASSIGN_OR_RETURN(b.flash_attn, ParseFlashAttnList(tools::JoinValues(f.flash_attn)));
   } else if (given("--flash-attn")) {

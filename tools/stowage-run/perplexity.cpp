@@ -50,7 +50,7 @@ double TokenNll(const float* row, int64_t nv, int32_t token) {
 }  // namespace
 
 int Perplexity(const CommonOptions& c, const std::string& file, const std::string& text, int max_chunks,
-               const std::string& kl_base) {
+               const std::string& kl_base, int output_type) {
   auto loaded = LoadModel(c, true);
   if (!loaded.ok()) return Fail(loaded.status());
   const Tokenizer& tok = loaded->tokenizer;
@@ -118,7 +118,17 @@ int Perplexity(const CommonOptions& c, const std::string& file, const std::strin
         EndStreamedLine();
         return Fail(st);
       }
-    std::printf("[%lld]%.4f,", static_cast<long long>(k) + 1, std::exp(nll / count));
+    if (output_type == 1) {
+      // llama-perplexity's batch of n_seq = n_batch / n_ctx chunks starts at chunk k - k % n_seq.
+      const int64_t n_seq = std::max<int64_t>(1, static_cast<int64_t>(c.n_batch) / n_ctx);
+      const double av = nll / count;
+      double av2 = nll2 / count - av * av;
+      if (av2 > 0) av2 = std::sqrt(av2 / (count - 1));
+      std::printf("%8lld  %.4f  %f  %f\n", static_cast<long long>((k - k % n_seq) * n_ctx), std::exp(av), av,
+                  av2);
+    } else {
+      std::printf("[%lld]%.4f,", static_cast<long long>(k) + 1, std::exp(nll / count));
+    }
     std::fflush(stdout);
   }
   if (base)

@@ -18,11 +18,15 @@ inline constexpr uint32_t kPerplexityContext = 512;
 /// tokens, each starting with BOS, the second half of each scored; at most `max_chunks` chunks
 /// (< 0: all). Prints "[1]ppl,[2]ppl,..." and "Final estimate: PPL = X +/- E" as llama-perplexity.
 /// With `kl_base` (not empty), also writes llama-perplexity's --kl-divergence-base file there: the
-/// tokens and every scored position's log-probabilities (kl_divergence.h), atomically. Returns the
+/// tokens and every scored position's log-probabilities (kl_divergence.h), atomically. With
+/// `output_type` 1 (llama-perplexity --ppl-output-type 1) each chunk prints a line instead: the
+/// position of the first token of its batch of n_batch / n_ctx chunks (llama-perplexity evaluates
+/// that many chunks in one batch), the perplexity so far, the mean negative log-likelihood and its
+/// standard error ("%8d  %.4f  %f  %f"). Returns the
 /// exit status (errors: one line on stderr, status 1): a context under 3 tokens, a text of fewer
 /// than 2 * n_ctx tokens, logits that are not finite, the base file's write errors.
 int Perplexity(const CommonOptions& c, const std::string& file, const std::string& text, int max_chunks,
-               const std::string& kl_base);
+               const std::string& kl_base, int output_type = 0);
 
 /// llama-perplexity --kl-divergence: evaluates the model on the chunks of the base file `base_path`
 /// (its tokens and n_ctx, not a text) and compares each scored position's distribution with the

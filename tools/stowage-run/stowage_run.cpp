@@ -42,6 +42,7 @@ struct PerplexityFlags {
   std::string kl_base;    ///< --kl-divergence-base
   bool kl_divergence = false;
   int max_chunks = -1;  ///< --chunks
+  int output_type = 0;  ///< --ppl-output-type
 };
 
 // The options every subcommand takes: the model, the plan or planning on the fly, the session.
@@ -173,6 +174,11 @@ CLI::App* AddPerplexity(CLI::App* app, PerplexityFlags* f) {
       "--kl-divergence", f->kl_divergence,
       "compare the model's distributions with the --kl-divergence-base file's (its tokens and n_ctx; -f is "
       "not read): KL divergence, PPL ratio, top token agreement, as llama-perplexity");
+  ppl->add_option(
+         "--ppl-output-type", f->output_type,
+         "0: llama-perplexity's '[1]ppl,[2]ppl,...' line; 1: a line per chunk of its first token, the "
+         "perplexity, the mean and the standard error of the negative log-likelihood (nats)")
+      ->check(CLI::IsMember({0, 1}));
   ppl->add_option("--chunks", f->max_chunks, "score at most this many chunks (-1 = all)")
       ->check(tools::IntegerIn(-1, 2147483647) &
               CLI::Validator(
@@ -239,7 +245,7 @@ int RunPerplexity(const CLI::App& app, const CLI::App& ppl, const CommonOptions&
                         " is standard output, where the perplexity is printed: write the base to a file"));
   auto text = ReadTextFile(f.text_file, "a text file to score (perplexity -f)", escape);
   if (!text.ok()) return Fail(text.status());
-  return Perplexity(c, f.text_file, *text, f.max_chunks, f.kl_base);
+  return Perplexity(c, f.text_file, *text, f.max_chunks, f.kl_base, f.output_type);
 }
 
 // The chat mode: -p / -f is the first user turn (optional), -n counts per reply (llama-cli's -1
