@@ -6,8 +6,8 @@ line), talks to it, and stops it with SIGTERM (it must exit 0). Usage:
 
     server_test.py --server build/bin/stowage-server --models DIR [--run build/bin/stowage-run] TEST
 
-TEST: basic, concurrent, bad_requests, disconnect, queue, shutdown, chat, load (the load test is not
-in ctest: scripts/server-load-test.sh). Exit 0 on success, 77 when skipped (a model, curl or the
+TEST: basic, concurrent, bad_requests, disconnect, queue, shutdown, chat, embeddings (the load test,
+not in ctest, is scripts/server-load-test.py). Exit 0 on success, 77 when skipped (a model, curl or the
 server binary absent), 1 on failure.
 """
 import argparse
@@ -298,6 +298,10 @@ def test_bad_requests(args, model):
             ("bad messages", "POST", "/v1/chat/completions", json.dumps({"messages": "hi"}), auth, 400,
              "invalid_request_error"),
             ("unknown path", "GET", "/v2/nothing", None, auth, 404, "not_found_error"),
+            ("embeddings without --embeddings", "POST", "/v1/embeddings", json.dumps({"input": "x"}), auth, 501,
+             "not_supported_error"),
+            ("several choices", "POST", "/v1/completions", json.dumps(dict(good, n=2)), auth, 501,
+             "not_supported_error"),
         ]
         for what, method, path, raw, headers, code, etype in cases:
             status, j = request(srv, method, path, raw=raw, headers=headers)
@@ -459,6 +463,51 @@ def test_chat(args, model):
         check(all(e["object"] == "chat.completion.chunk" for e in events), "chunk objects")
         status, e = request(srv, "POST", "/v1/chat/completions", {"messages": [{"content": "x"}]})
         check(status == 400 and "role" in e["error"]["message"], "a message without role: %s" % e)
+    finally:
+        srv.stop() if srv.proc.poll() is None else None
+        srv.kill()
+
+
+def cosine(a, b):
+    dot = sum(x * y for x, y in zip(a, b))
+    na = sum(x * x for x in a) ** 0.5
+    nb = sum(x * x for x in b) ** 0.5
+    return dot / (na * nb)
+
+
+def test_embeddings(args, model):
+    """/v1/embeddings (--embeddings --pooling mean): unit vectors of n_embd floats; an input batched
+    with others gets its embedding alone (per-sequence pooling); completions still run."""
+    srv = Server(args.server, model, "-c", "512", "--embeddings", "--pooling", "mean")
+    try:
+        j = complete(srv, {"input": PROMPTS[0], "model": MODEL}, path="/v1/embeddings")
+        check(j["object"] == "list" and len(j["data"]) == 1 and j["data"][0]["object"] == "embedding", "shape: %s" %
+              str(j)[:300])
+        alone = j["data"][0]["embedding"]
+        check(len(alone) == 64, "n_embd 64: %d" % len(alone))
+        check(abs(sum(x * x for x in alone) - 1) < 1e-5, "unit length")
+        check(j["usage"]["prompt_tokens"] == 5, "usage: %s" % j["usage"])
+        j = complete(srv, {"input": PROMPTS[:4]}, path="/v1/embeddings")
+        check([d["index"] for d in j["data"]] == [0, 1, 2, 3], "indices")
+        vecs = [d["embedding"] for d in j["data"]]
+        check(cosine(vecs[0], alone) > 0.9999, "batched vs alone: cosine %f" % cosine(vecs[0], alone))
+        others = [cosine(vecs[0], v) for v in vecs[1:]]
+        check(max(others) < 0.999, "other inputs give other embeddings: %s" % others)
+        j = complete(srv, {"input": [1, 400, 30]}, path="/v1/embeddings")
+        check(len(j["data"][0]["embedding"]) == 64, "token input")
+        for bad, code in [({"input": []}, 400), ({"input": "x", "encoding_format": "base64"}, 501),
+                          ({"input": "x", "model": "other"}, 404), ({"inputs": "x"}, 400)]:
+            status, e = request(srv, "POST", "/v1/embeddings", bad)
+            check(status == code and "error" in e, "%s: HTTP %d %s" % (bad, status, e))
+        j = complete(srv, greedy(PROMPTS[0], 8))
+        check(j["usage"]["completion_tokens"] == 8, "a completion with embeddings on")
+    finally:
+        srv.stop() if srv.proc.poll() is None else None
+        srv.kill()
+    srv = Server(args.server, model, "-c", "512", "--embeddings", "--pooling", "last")
+    try:
+        last = complete(srv, {"input": PROMPTS[0]}, path="/v1/embeddings")["data"][0]["embedding"]
+        check(cosine(last, alone) < 0.999, "last pooling differs from mean pooling: %f" % cosine(last, alone))
     finally:
         srv.stop() if srv.proc.poll() is None else None
         srv.kill()

@@ -78,6 +78,7 @@ struct Engine::Slot {
   size_t sent = 0;   // bytes of text pushed
   int64_t reserve = 0;
   Clock::time_point t_start, t_first;
+  std::vector<float> embedding;  // an embedding request's, read after its decode
 };
 
 Engine::Engine(Session& session, const Tokenizer& tokenizer, int32_t n_batch)
@@ -113,6 +114,18 @@ Result<std::shared_ptr<CompletionStream>> Engine::Submit(CompletionRequest r) {
         "request (" + std::to_string(n_prompt) + " prompt tokens" +
         (r.n_predict >= 0 ? " + " + std::to_string(r.n_predict) + " max_tokens" : std::string()) +
         ") exceeds the available context size (" + std::to_string(n_ctx_) + " tokens)");
+  if (r.embedding) {
+    if (!session_.embeddings() || session_.pooling() == PoolingType::kNone)
+      return Unimplemented(
+          "embeddings are off or not pooled on this server (start it with --embeddings and "
+          "--pooling mean, cls or last)");
+    // The input's tokens go in one decode, whose pooled embedding is read (Session::SeqEmbeddings).
+    if (n_prompt > n_batch_)
+      return InvalidArgument("input (" + std::to_string(n_prompt) +
+                             " tokens) is too large to process: increase the batch size -b (" +
+                             std::to_string(n_batch_) + ")");
+    r.n_predict = 0;
+  }
   auto stream = std::make_shared<CompletionStream>();
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -176,6 +189,7 @@ void Engine::Admit() {
     s.text.clear();
     s.sent = 0;
     s.reserve = need;
+    s.embedding.clear();
     s.t_start = Clock::now();
     *free = true;
     reserved_ += need;
@@ -292,6 +306,7 @@ void Engine::Decode(std::vector<BatchToken>& batch, size_t b, size_t e, const st
   if (sub.empty()) return;
   const Status st = session_.DecodeBatch(sub, &sub_logits_);
   if (st.ok()) {
+    KeepEmbeddings(sub);
     size_t k = 0;
     for (size_t j = 0; j < sub.size(); ++j)
       if (sub[j].logits) {
@@ -310,6 +325,18 @@ void Engine::Decode(std::vector<BatchToken>& batch, size_t b, size_t e, const st
   for (const BatchToken& t : sub) {
     (*failed)[static_cast<size_t>(t.seq_id)] = st.code() == StatusCode::kOutOfRange ? 1 : 2;
     errors_[static_cast<size_t>(t.seq_id)] = st;
+  }
+}
+
+// The pooled embedding of each embedding slot whose input was all in `sub` (one decode); an input
+// split over two decodes (a halved batch) is left without one and fails.
+void Engine::KeepEmbeddings(const std::vector<BatchToken>& sub) {
+  for (auto& s : slots_) {
+    if (!s->busy || !s->request.embedding || s->n_in_batch == 0) continue;
+    const auto n =
+        std::count_if(sub.begin(), sub.end(), [&](const BatchToken& t) { return t.seq_id == s->id; });
+    if (n != s->n_in_batch) continue;
+    if (const float* e = session_.SeqEmbeddings(s->id)) s->embedding.assign(e, e + session_.n_embd());
   }
 }
 
@@ -337,10 +364,11 @@ void Engine::Step() {
   for (auto& s : slots_) {
     if (!s->busy || s->pending >= 0 || budget <= 0) continue;
     const std::vector<int32_t>& p = s->request.prompt;
+    if (s->request.embedding && static_cast<int64_t>(p.size()) > budget) continue;  // whole, next step
     const size_t k =
         static_cast<size_t>(std::min<int64_t>(budget, static_cast<int64_t>(p.size() - s->n_prompt_done)));
     for (size_t j = 0; j < k; ++j) {
-      const bool last = s->n_prompt_done + j + 1 == p.size();
+      const bool last = s->n_prompt_done + j + 1 == p.size() && !s->request.embedding;
       batch.push_back({p[s->n_prompt_done + j], s->n_past + static_cast<int32_t>(j), s->id, last});
       row_of.push_back(last ? static_cast<int32_t>(row_slot.size()) : -1);
       if (last) row_slot.push_back(s.get());
@@ -371,6 +399,23 @@ void Engine::Step() {
       else
         Fail(*s, OutOfRange("the KV cache of " + std::to_string(n_ctx_) +
                             " cells has no room for the prompt while other requests run"));
+    } else if (s->request.embedding) {
+      if (s->embedding.empty()) {
+        Fail(*s, OutOfRange("the input was split over two decodes (the KV cache is short of room): no pooled "
+                            "embedding"));
+        continue;
+      }
+      CompletionEvent e;
+      e.kind = CompletionEvent::Kind::kEmbedding;
+      e.n_prompt = static_cast<int32_t>(s->request.prompt.size());
+      e.embedding = std::move(s->embedding);
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        metrics_.prompt_tokens_total += static_cast<uint64_t>(e.n_prompt);
+        metrics_.prompt_seconds_total += std::chrono::duration<double>(Clock::now() - s->t_start).count();
+      }
+      s->stream->Push(std::move(e));
+      Release(*s);
     } else {
       s->n_past += s->n_in_batch;
       if (s->pending >= 0)

@@ -39,19 +39,25 @@ struct CompletionRequest {
   /// then not returned), as llama-server's "stop".
   std::vector<std::string> stop;
   bool ignore_eos = false;  ///< end-of-generation tokens are never sampled (a -inf logit bias)
+  /// An embedding instead of a completion (the engine's session has embeddings on, pooled):
+  /// the prompt is decoded in one batch (so at most n_batch tokens) and its pooled embedding
+  /// returned (Session::SeqEmbeddings); the sampling fields are ignored.
+  bool embedding = false;
 };
 
-/// One event of a completion, in order: any number of kText, then one kDone or one kError.
+/// One event of a completion, in order: any number of kText, then one kDone or one kError; of an
+/// embedding: one kEmbedding or one kError.
 struct CompletionEvent {
-  enum class Kind { kText, kDone, kError };
+  enum class Kind { kText, kDone, kError, kEmbedding };
   Kind kind = Kind::kText;
-  std::string text;           ///< kText: the next piece of generated text (whole UTF-8 characters)
-  std::string finish_reason;  ///< kDone: "stop" (end of generation or a stop string) or "length"
-  int32_t n_prompt = 0;       ///< kDone: prompt tokens
-  int32_t n_predicted = 0;    ///< kDone: generated tokens
-  double prompt_ms = 0;       ///< kDone: from the slot's start to its first sampled token
-  double predicted_ms = 0;    ///< kDone: from the first sampled token to the end
-  Status error;               ///< kError: why the completion failed
+  std::string text;              ///< kText: the next piece of generated text (whole UTF-8 characters)
+  std::string finish_reason;     ///< kDone: "stop" (end of generation or a stop string) or "length"
+  int32_t n_prompt = 0;          ///< kDone: prompt tokens
+  int32_t n_predicted = 0;       ///< kDone: generated tokens
+  double prompt_ms = 0;          ///< kDone: from the slot's start to its first sampled token
+  double predicted_ms = 0;       ///< kDone: from the first sampled token to the end
+  Status error;                  ///< kError: why the completion failed
+  std::vector<float> embedding;  ///< kEmbedding: the pooled embedding, n_embd floats (n_prompt set)
 };
 
 /// The events of one request: the engine's thread pushes, one reader pops. Thread-safe.
@@ -108,7 +114,9 @@ class Engine {
   /// Starts the decode loop thread.
   void Start();
   /// Queues `r` and returns its stream. Errors: kUnavailable after Stop; kOutOfRange when the
-  /// prompt (plus n_predict when >= 0) does not fit the context, with llama-server's wording.
+  /// prompt (plus n_predict when >= 0) does not fit the context, with llama-server's wording, or an
+  /// embedding's input is longer than n_batch; kUnimplemented for an embedding when the session
+  /// has embeddings off or unpooled.
   Result<std::shared_ptr<CompletionStream>> Submit(CompletionRequest r);
   /// Ends every queued and running completion with a kUnavailable error ("the server is shutting
   /// down") and joins the loop thread. Idempotent.
@@ -136,6 +144,7 @@ class Engine {
   void EmitText(Slot& s, bool final);
   void Decode(std::vector<BatchToken>& batch, size_t b, size_t e, const std::vector<int32_t>& row_of,
               std::vector<char>* failed);
+  void KeepEmbeddings(const std::vector<BatchToken>& sub);
   void Publish();  // under mu_: the slots' states for Slots()
 
   Session& session_;

@@ -78,13 +78,18 @@ Status Bool(const json& body, const std::string& field, bool* out) {
 
 }  // namespace
 
-Status ParseCommon(const json& body, const ServerDefaults& d, ParsedCompletion* out) {
+Status CheckModel(const json& body, const ServerDefaults& d) {
   if (const auto it = body.find("model"); it != body.end() && !it->is_null()) {
     if (!it->is_string()) return WrongType("model", "a string", *it);
     if (it->get<std::string>() != d.model_id)
       return NotFound("model '" + it->get<std::string>() + "' not found; this server serves '" + d.model_id +
                       "'");
   }
+  return {};
+}
+
+Status ParseCommon(const json& body, const ServerDefaults& d, ParsedCompletion* out) {
+  STOWAGE_RETURN_IF_ERROR(CheckModel(body, d));
   CompletionRequest& r = out->request;
   r.n_predict = d.n_predict;
   constexpr double kMaxInt = 2147483647.0;
@@ -127,31 +132,88 @@ Status ParseCommon(const json& body, const ServerDefaults& d, ParsedCompletion* 
   return {};
 }
 
+namespace {
+
+// One prompt: a string (tokenized with BOS and special tokens, as llama-server) or token ids.
+Result<std::vector<int32_t>> PromptTokens(const json& p, const std::string& field, const Tokenizer& tok) {
+  std::vector<int32_t> tokens;
+  if (p.is_string()) {
+    tokens = tok.Tokenize(p.get_ref<const std::string&>(), /*add_special=*/true, /*parse_special=*/true);
+  } else if (p.is_array() && !p.empty() && p[0].is_number()) {
+    for (size_t i = 0; i < p.size(); ++i) {
+      const json& t = p[i];
+      const std::string at = field + "[" + std::to_string(i) + "]";
+      if (!t.is_number_integer()) return WrongType(at, "a token id", t);
+      const int64_t id = t.get<int64_t>();
+      if (id < 0 || id >= tok.n_vocab())
+        return InvalidArgument("'" + at + "': token id " + std::to_string(id) + " is outside [0, " +
+                               std::to_string(tok.n_vocab()) + ")");
+      tokens.push_back(static_cast<int32_t>(id));
+    }
+  } else {
+    return WrongType(field, "a string or an array of token ids", p);
+  }
+  if (tokens.empty()) return InvalidArgument("'" + field + "': no tokens");
+  return tokens;
+}
+
+// A field holding one prompt or an array of prompts (strings or token-id arrays).
+bool IsPromptList(const json& p) {
+  return p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array());
+}
+
+}  // namespace
+
 Status ParseCompletionPrompt(const json& body, const Tokenizer& tok, ParsedCompletion* out) {
   const auto it = body.find("prompt");
   if (it == body.end()) return InvalidArgument("'prompt' is required");
-  const json* p = &*it;
-  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
-  std::vector<int32_t>& tokens = out->request.prompt;
-  if (p->is_string()) {
-    tokens = tok.Tokenize(p->get_ref<const std::string&>(), /*add_special=*/true, /*parse_special=*/true);
-  } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
-    for (size_t i = 0; i < p->size(); ++i) {
-      const json& t = (*p)[i];
-      if (!t.is_number_integer()) return WrongType("prompt[" + std::to_string(i) + "]", "a token id", t);
-      const int64_t id = t.get<int64_t>();
-      if (id < 0 || id >= tok.n_vocab())
-        return InvalidArgument("'prompt[" + std::to_string(i) + "]': token id " + std::to_string(id) +
-                               " is outside [0, " + std::to_string(tok.n_vocab()) + ")");
-      tokens.push_back(static_cast<int32_t>(id));
-    }
-  } else if (p->is_array() && p->size() > 1) {
-    return Unimplemented("'prompt': one prompt per request is supported, found " + std::to_string(p->size()));
-  } else {
-    return WrongType("prompt", "a string or an array of token ids", *p);
-  }
-  if (tokens.empty()) return InvalidArgument("'prompt': no tokens");
+  if (IsPromptList(*it) && it->size() > 1)
+    return Unimplemented("'prompt': one prompt per request is supported, found " +
+                         std::to_string(it->size()));
+  const json& p = IsPromptList(*it) ? (*it)[0] : *it;
+  STOWAGE_ASSIGN_OR_RETURN(out->request.prompt, PromptTokens(p, "prompt", tok));
   return {};
+}
+
+Result<std::vector<std::vector<int32_t>>> ParseEmbeddingInputs(const json& body, const Tokenizer& tok) {
+  auto it = body.find("input");
+  if (it == body.end()) it = body.find("content");
+  if (it == body.end()) return InvalidArgument("'input' is required");
+  if (const auto f = body.find("encoding_format"); f != body.end() && !f->is_null()) {
+    if (!f->is_string()) return WrongType("encoding_format", "\"float\"", *f);
+    if (f->get<std::string>() != "float")
+      return Unimplemented("'encoding_format': only \"float\" is supported, found " + Dump(*f));
+  }
+  std::vector<std::vector<int32_t>> out;
+  if (!IsPromptList(*it)) {
+    STOWAGE_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, PromptTokens(*it, "input", tok));
+    out.push_back(std::move(tokens));
+    return out;
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    STOWAGE_ASSIGN_OR_RETURN(std::vector<int32_t> tokens,
+                             PromptTokens((*it)[i], "input[" + std::to_string(i) + "]", tok));
+    out.push_back(std::move(tokens));
+  }
+  return out;
+}
+
+json EmbeddingsResponse(const std::string& model, std::vector<std::vector<float>> embeddings,
+                        int64_t n_prompt_tokens) {
+  json data = json::array();
+  for (size_t i = 0; i < embeddings.size(); ++i) {
+    std::vector<float>& e = embeddings[i];
+    double sum = 0;
+    for (float v : e) sum += static_cast<double>(v) * v;
+    const double norm = std::sqrt(sum);
+    if (norm > 0)
+      for (float& v : e) v = static_cast<float>(v / norm);
+    data.push_back({{"embedding", std::move(e)}, {"index", i}, {"object", "embedding"}});
+  }
+  return {{"data", std::move(data)},
+          {"model", model},
+          {"object", "list"},
+          {"usage", {{"prompt_tokens", n_prompt_tokens}, {"total_tokens", n_prompt_tokens}}}};
 }
 
 Result<std::vector<ChatMessage>> ParseChatMessages(const json& body) {

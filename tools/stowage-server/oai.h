@@ -52,13 +52,15 @@ struct ParsedCompletion {
 /// or "the body must be a JSON object, found <type>".
 Result<json> ParseBody(const std::string& body);
 
-/// The fields both endpoints share: "model" (when given, must be d.model_id: kNotFound naming both),
-/// "max_tokens" / "max_completion_tokens" / "n_predict" (>= -1; else d.n_predict), "temperature",
-/// "top_k", "top_p", "min_p", "seed" (-1 or absent: random), "repeat_penalty", "repeat_last_n",
-/// "presence_penalty", "frequency_penalty", "stop" (a string or an array of strings), "ignore_eos",
-/// "stream", "stream_options.include_usage", "n" (1 only). Defaults are llama.cpp's
-/// (common_params_sampling). Errors (kInvalidArgument): "'<field>': expected <type>, found <type>"
-/// or "'<field>': <value> is outside [lo, hi]"; kUnimplemented for n > 1.
+/// "model" when given: d.model_id, else kNotFound naming both; kInvalidArgument when not a string.
+Status CheckModel(const json& body, const ServerDefaults& d);
+
+/// The fields both endpoints share: "model" (CheckModel), "max_tokens" / "max_completion_tokens" /
+/// "n_predict" (>= -1; else d.n_predict), "temperature", "top_k", "top_p", "min_p", "seed" (-1 or absent:
+/// random), "repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty", "stop" (a string or
+/// an array of strings), "ignore_eos", "stream", "stream_options.include_usage", "n" (1 only). Defaults are
+/// llama.cpp's (common_params_sampling). Errors (kInvalidArgument): "'<field>': expected <type>, found
+/// <type>" or "'<field>': <value> is outside [lo, hi]"; kUnimplemented for n > 1.
 Status ParseCommon(const json& body, const ServerDefaults& d, ParsedCompletion* out);
 
 /// The prompt of /v1/completions: "prompt" as a string (tokenized as llama-server does: the
@@ -71,6 +73,18 @@ Status ParseCompletionPrompt(const json& body, const Tokenizer& tok, ParsedCompl
 /// "content": string | [{"type": "text", "text": string}...] | null}, the parts' texts joined.
 /// Errors (kInvalidArgument) naming the message index and field.
 Result<std::vector<ChatMessage>> ParseChatMessages(const json& body);
+
+/// The inputs of /v1/embeddings: "input" (or llama-server's "content") as a string, an array of
+/// token ids, or an array of those; strings tokenized as llama-server does (BOS, special tokens
+/// parsed). "encoding_format" must be "float" when given. Errors (kInvalidArgument): missing, of
+/// another type, an empty input, a token id outside [0, n_vocab); kUnimplemented for "base64".
+Result<std::vector<std::vector<int32_t>>> ParseEmbeddingInputs(const json& body, const Tokenizer& tok);
+
+/// The /v1/embeddings response for `embeddings` (one per input, in order), each scaled to unit
+/// Euclidean length as llama-server does (common_embd_normalize with its default 2; a zero vector
+/// stays zero), with the usage of `n_prompt_tokens`.
+json EmbeddingsResponse(const std::string& model, std::vector<std::vector<float>> embeddings,
+                        int64_t n_prompt_tokens);
 
 /// A completion id: `prefix` ("cmpl-", "chatcmpl-") and 32 random letters and digits.
 std::string CompletionId(const std::string& prefix);

@@ -27,6 +27,7 @@
 #include "run_common.h"
 #include "stdout_check.h"
 #include "stowage/runtime/chat_template.h"
+#include "stowage/runtime/gguf.h"
 
 namespace stowage::server {
 namespace {
@@ -41,6 +42,8 @@ struct ServerOptions {
   std::string chat_template;
   std::string alias;
   int threads_http = 0;
+  bool embeddings = false;
+  std::string pooling;  // none, mean, cls, last; "" = the model's <arch>.pooling_type, else none
 };
 
 void AddOptions(CLI::App& app, ServerOptions* o) {
@@ -95,6 +98,14 @@ void AddOptions(CLI::App& app, ServerOptions* o) {
   app.add_option("--threads-http", o->threads_http,
                  "HTTP handler threads (0: 4 per slot, at least 32; each streaming client holds one)")
       ->check(tools::IntegerIn(0, 4096));
+  app.add_flag("--embeddings", o->embeddings,
+               "serve /v1/embeddings: the session keeps the final norm's output of every token, pooled per "
+               "--pooling (every token is then an output: generation is slower)");
+  app.add_option(
+         "--pooling", o->pooling,
+         "pooling of /v1/embeddings: mean, cls, last or none (default: the model's pooling_type, else "
+         "none, which /v1/embeddings refuses as llama-server)")
+      ->check(CLI::IsMember({"none", "mean", "cls", "last"}));
   app.add_flag("--metrics", "accepted for llama-server compatibility: /metrics is always served");
 }
 
@@ -107,6 +118,23 @@ sigset_t BlockShutdownSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that went away is a failed write, not the end of the server
   return set;
+}
+
+// --pooling, else the model's <arch>.pooling_type (llama.cpp llama_pooling_type's values), else none.
+Result<PoolingType> PoolingOf(const GgufFile& gguf, const std::string& flag) {
+  if (!flag.empty())
+    return flag == "mean"   ? PoolingType::kMean
+           : flag == "cls"  ? PoolingType::kCls
+           : flag == "last" ? PoolingType::kLast
+                            : PoolingType::kNone;
+  STOWAGE_ASSIGN_OR_RETURN(std::string arch, gguf.GetString("general.architecture"));
+  const std::string key = arch + ".pooling_type";
+  if (gguf.Find(key) == nullptr) return PoolingType::kNone;
+  STOWAGE_ASSIGN_OR_RETURN(uint32_t v, gguf.GetU32(key));
+  if (v > static_cast<uint32_t>(PoolingType::kLast))  // 4, rank: a classifier head
+    return gguf.KeyError(key, "a pooling type 0 to 3 (none, mean, cls, last; --pooling chooses one)",
+                         std::to_string(v));
+  return static_cast<PoolingType>(v);
 }
 
 void Reply(httplib::Response& res, const HttpError& e) {
@@ -228,9 +256,7 @@ class Server {
     for (const char* p : {"/v1/chat/completions", "/chat/completions"})
       http.Post(p, [this](const httplib::Request& req, httplib::Response& res) { Complete(req, res, true); });
     for (const char* p : {"/v1/embeddings", "/embeddings"})
-      http.Post(p, [](const httplib::Request&, httplib::Response& res) {
-        Reply(res, HttpErrorOf(Unimplemented("embeddings are not supported by this server yet")));
-      });
+      http.Post(p, [this](const httplib::Request& req, httplib::Response& res) { Embed(req, res); });
   }
 
  private:
@@ -312,6 +338,47 @@ class Server {
         });
   }
 
+  // /v1/embeddings: each input a request of its own (they share the step's batch), answered together.
+  void Embed(const httplib::Request& req, httplib::Response& res) {
+    if (!model_.session->embeddings())  // llama-server's wording
+      return Reply(res, {501, "not_supported_error",
+                         "This server does not support embeddings. Start it with `--embeddings`"});
+    if (model_.session->pooling() == PoolingType::kNone)
+      return Reply(res, {400, "invalid_request_error",
+                         "Pooling type 'none' is not OAI compatible. Please use a different pooling type"});
+    auto body = ParseBody(req.body);
+    if (!body.ok()) return Reply(res, HttpErrorOf(body.status()));
+    if (Status st = CheckModel(*body, defaults_); !st.ok()) return Reply(res, HttpErrorOf(st));
+    auto inputs = ParseEmbeddingInputs(*body, model_.tokenizer);
+    if (!inputs.ok()) return Reply(res, HttpErrorOf(inputs.status()));
+    std::vector<std::shared_ptr<CompletionStream>> streams;
+    for (std::vector<int32_t>& tokens : *inputs) {
+      CompletionRequest r;
+      r.prompt = std::move(tokens);
+      r.embedding = true;
+      auto submitted = engine_.Submit(std::move(r));
+      if (!submitted.ok()) {
+        for (auto& s : streams) s->Cancel();
+        return Reply(res, HttpErrorOf(submitted.status()));
+      }
+      streams.push_back(std::move(*submitted));
+    }
+    std::vector<std::vector<float>> embeddings;
+    int64_t n_tokens = 0;
+    for (auto& s : streams) {
+      std::optional<CompletionEvent> e;
+      while (!(e = s->Next(std::chrono::milliseconds(1000)))) {
+      }
+      if (e->kind != CompletionEvent::Kind::kEmbedding) {
+        for (auto& other : streams) other->Cancel();
+        return Reply(res, HttpErrorOf(e->error));
+      }
+      n_tokens += e->n_prompt;
+      embeddings.push_back(std::move(e->embedding));
+    }
+    ReplyJson(res, EmbeddingsResponse(defaults_.model_id, std::move(embeddings), n_tokens));
+  }
+
   void CompleteWhole(const ResponseHead& head, const std::shared_ptr<CompletionStream>& stream,
                      httplib::Response& res) {
     std::string text;
@@ -364,6 +431,14 @@ int Main(int argc, char** argv) {
   if (!c.plan.empty() && app.count("--parallel") > 0 && session.n_seq_max() != o.n_parallel)
     std::fprintf(stderr, "stowage-server: warning: -np %d ignored: the plan has %lld sequences\n",
                  o.n_parallel, static_cast<long long>(session.n_seq_max()));
+  if (o.embeddings) {
+    auto pooling = PoolingOf(*loaded->gguf, o.pooling);
+    Status st = pooling.ok() ? session.SetEmbeddings(true, *pooling) : pooling.status();
+    if (!st.ok()) {
+      std::fprintf(stderr, "stowage-server: --embeddings: %s\n", st.message().c_str());
+      return 1;
+    }
+  }
   auto chat_template = run::PickChatTemplate(*loaded->gguf, o.chat_template, "stowage-server");
   if (!chat_template.ok()) {
     std::fprintf(stderr, "stowage-server: %s\n", chat_template.status().message().c_str());
