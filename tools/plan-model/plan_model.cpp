@@ -112,7 +112,8 @@ struct Options {
   bool no_mmap = false, no_kv_offload = false, no_op_offload = false, fit = false, cpu_moe = false,
        timing = false, no_fit_check = false, verbose = false;
   int n_cpu_moe = 0, debug_splits = 0;
-  double fit_target_mib = planner::kDefaultFitTargetBytes / 1048576.0;
+  std::vector<double> fit_target_mib = {planner::kDefaultFitTargetBytes / 1048576.0};
+  uint32_t fit_ctx = 4096;
   CLI::Option* out_opt = nullptr;  // -o, to tell "-o ''" from no -o
 };
 
@@ -202,9 +203,17 @@ void AddOptions(CLI::App& app, Options& o) {
                "also llama.cpp's debug-level log lines (\"layer N assigned to device D\", \"cannot be used "
                "with preferred buffer type\")");
   app.add_option("--fit-target", o.fit_target_mib,
-                 "MiB --fit keeps free on each GPU (llama.cpp -fitt; default 1024)")
+                 "MiB --fit keeps free on each model device: one value for every device, or MiB0,MiB1,... "
+                 "(llama.cpp -fitt; default 1024)")
+      ->delimiter(',')
       ->check(tools::NumberIn(0, 1048576));
-  app.add_flag("--fit", o.fit, "search the largest -ngl that fits the devices' free memory and print it");
+  app.add_option("--fit-ctx", o.fit_ctx,
+                 "the smallest context --fit shrinks an automatic one (-c 0) to (llama.cpp -fitc; default "
+                 "4096; an explicit -c 0 alone keeps the whole context)")
+      ->check(tools::IntegerIn(0, UINT32_MAX));
+  app.add_flag("--fit", o.fit,
+               "choose the context (when automatic), -ngl, -ts and -ot that fit the devices' free memory as "
+               "llama.cpp 2026's --fit does, and print them as llama-fit-params does");
   tools::AddLlamacppCompatOption(app, o.llamacpp_compat);
 }
 
@@ -246,6 +255,7 @@ int ParseCommandLine(CLI::App& app, int argc, char** argv) {
                                   {"-dev", "--device"},
                                   {"-nopo", "--no-op-offload"},
                                   {"-fitt", "--fit-target"},
+                                  {"-fitc", "--fit-ctx"},
                                   {"-fa", "--flash-attn"},
                                   {"-np", "--parallel"},
                                   {"-kvu", "--kv-unified"}});
@@ -312,7 +322,11 @@ Result<PlanRequest> MakeRequest(Options& o, const CLI::App& app, int argc, char*
   request.cpu_moe = o.cpu_moe;
   request.n_cpu_moe = o.n_cpu_moe;
   request.fit = o.fit;
-  request.fit_target = static_cast<uint64_t>(o.fit_target_mib * 1048576.0);
+  for (double mib : o.fit_target_mib) request.fit_targets.push_back(static_cast<uint64_t>(mib * 1048576.0));
+  request.fit_target = request.fit_targets.front();
+  // llama.cpp: -c 0 given turns the context reduction off; a later -fitc turns it on again.
+  request.fit_n_ctx_min =
+      app.count("--fit-ctx") == 0 && app.count("--ctx-size") > 0 && o.cfg.n_ctx == 0 ? UINT32_MAX : o.fit_ctx;
   request.fit_check = !o.no_fit_check;
   request.serialize = !o.out_path.empty();
   for (int i = 1; i < argc; ++i) request.flags += (i > 1 ? " " : "") + std::string(argv[i]);
@@ -320,8 +334,9 @@ Result<PlanRequest> MakeRequest(Options& o, const CLI::App& app, int argc, char*
 }
 
 /// Prints planning's messages as they come: warnings on standard error, llama.cpp's load lines on
-/// `log` (ReportLines has the context overflow warning; the "no usable GPU" warning is stowage-run's).
-void PrintPlanMessage(const PlanMessage& msg, FILE* log) {
+/// `log` (ReportLines has the context overflow warning; the "no usable GPU" warning is stowage-run's);
+/// --fit's trace with -v.
+void PrintPlanMessage(const PlanMessage& msg, FILE* log, bool verbose) {
   switch (msg.kind) {
     case PlanMessageKind::kWarning:
       std::fprintf(stderr, "plan-model: warning: %s\n", msg.text.c_str());
@@ -331,8 +346,15 @@ void PrintPlanMessage(const PlanMessage& msg, FILE* log) {
     case PlanMessageKind::kFlashAttnDisabled:
       std::fprintf(log, "%s\n", msg.text.c_str());
       break;
-    case PlanMessageKind::kFitChosen:
-      std::fprintf(log, "plan-model: --fit: %s\n", msg.text.c_str());
+    case PlanMessageKind::kFitChosen:  // one line or several
+      for (size_t at = 0; at <= msg.text.size();) {
+        const size_t nl = std::min(msg.text.find('\n', at), msg.text.size());
+        std::fprintf(log, "plan-model: --fit: %.*s\n", static_cast<int>(nl - at), msg.text.c_str() + at);
+        at = nl + 1;
+      }
+      break;
+    case PlanMessageKind::kFitTrace:
+      if (verbose) std::fprintf(log, "common_params_fit_impl: %s\n", msg.text.c_str());
       break;
     case PlanMessageKind::kContextOverflow:
     case PlanMessageKind::kGpuLayersIgnored:
@@ -363,7 +385,7 @@ int ReportAndWrite(const Options& o, const PlanResult& planned, FILE* log, doubl
   if (o.explain == "json") std::printf("%s", ExplainJson(outcome.placement).c_str());
   if (!o.report.empty()) {
     const tools::DeploymentReport r = tools::MakeDeploymentReport(
-        planned, o.model_path, static_cast<uint64_t>(o.fit_target_mib * 1048576.0));
+        planned, o.model_path, static_cast<uint64_t>(o.fit_target_mib.front() * 1048576.0));
     if (o.report == "json")
       std::printf("%s", tools::DeploymentReportJson(r).c_str());
     else
@@ -420,8 +442,8 @@ int Run(int argc, char** argv) {
   if (!gguf.ok()) return Fail(gguf.status());
 
   const auto t0 = std::chrono::steady_clock::now();
-  auto planned =
-      Plan(**gguf, *machine, *request, [&](const PlanMessage& msg) { PrintPlanMessage(msg, log); });
+  auto planned = Plan(**gguf, *machine, *request,
+                      [&](const PlanMessage& msg) { PrintPlanMessage(msg, log, o.verbose); });
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!planned.ok()) return Fail(planned.status());
   return ReportAndWrite(o, *planned, log, ms);

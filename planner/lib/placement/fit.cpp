@@ -141,63 +141,6 @@ std::vector<std::string> UnreportedMemoryWarnings(const PlacementOutcome& o) {
   return out;
 }
 
-Result<int> FitGpuLayers(int max_ngl, const std::function<Result<bool>(int, std::string*)>& fits) {
-  std::string why;
-  STOWAGE_ASSIGN_OR_RETURN(bool ok0, fits(0, &why));
-  if (!ok0) return ResourceExhausted("--fit: even -ngl 0 " + why);
-  // Device memory use grows with ngl (host memory shrinks, and is not fitted: see fit.h).
-  int lo = 0, hi = max_ngl;  // lo fits; find the largest
-  while (lo < hi) {
-    const int mid = lo + (hi - lo + 1) / 2;
-    std::string w;
-    STOWAGE_ASSIGN_OR_RETURN(bool ok, fits(mid, &w));
-    if (ok)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
-}
-
-Result<int> FitGpuLayersToDevices(const GgufFile& gguf, const HParams& hp, const ContextConfig& cfg,
-                                  const std::vector<DeviceManifest>& machine, const PlacementOptions& opt,
-                                  uint64_t margin) {
-  if (std::none_of(machine.begin(), machine.end(),
-                   [](const DeviceManifest& d) { return d.type == DeviceType::kGpu; }))
-    return 0;
-  // llama.cpp common/fit.cpp (DEC25): "device %s did not report memory; --fit will not use it".
-  // Whole layers cannot be kept off one GPU of several here, so such a device is refused by name.
-  for (const DeviceManifest& d : machine)
-    if (d.type == DeviceType::kGpu && d.memory_total == 0)
-      return InvalidArgument("--fit: device " + d.name + " did not report memory (" +
-                             (d.source_path.empty() ? std::string("probed") : d.source_path) +
-                             ": memory.total 0), so --fit cannot size it: give its free memory (--free " +
-                             d.name + "=SIZE) or -ngl N");
-  // The graphs once; each candidate places a copy, since PlaceModel writes its decisions into the
-  // graphs.
-  STOWAGE_ASSIGN_OR_RETURN(const ModelGraphs built, BuildModelGraphs(gguf, hp, cfg));
-  auto fits = [&](int n, uint64_t keep, std::string* why) -> Result<bool> {
-    PlacementOptions o = opt;
-    o.n_gpu_layers = n;
-    ModelGraphs g = built;
-    STOWAGE_ASSIGN_OR_RETURN(PlacementOutcome out, PlaceModel(g, machine, o));
-    Status s = CheckFit(out, /*devices_only=*/true, keep);
-    if (s.ok()) return true;
-    if (s.code() != StatusCode::kResourceExhausted) return s;
-    *why = s.message();
-    return false;
-  };
-  auto r = FitGpuLayers(static_cast<int>(hp.n_layer) + 1,
-                        [&](int n, std::string* why) { return fits(n, margin, why); });
-  if (r.ok() || r.status().code() != StatusCode::kResourceExhausted || margin == 0) return r;
-  // Even -ngl 0 leaves less than the margin free (a small GPU): llama_params_fit then keeps the
-  // parameters it was given; here -ngl 0, when that fits without the margin.
-  std::string why;
-  STOWAGE_ASSIGN_OR_RETURN(bool ok0, fits(0, 0, &why));
-  if (ok0) return 0;
-  return r;
-}
-
 std::string FitChoice::Args() const {
   std::string s = "-c " + std::to_string(n_ctx) + " -ngl " + std::to_string(n_gpu_layers);
   size_t nd = tensor_split.size();
@@ -322,7 +265,10 @@ Result<FitChoice> FitParams(const GgufFile& gguf, const HParams& hp, const Conte
       static_cast<uint32_t>(std::min<uint64_t>(uint64_t{fit.n_ctx_min} * n_streams, UINT32_MAX));
   c.n_ctx = n_ctx_auto ? n_ctx_max : asked.n_ctx;
   const int all_layers = static_cast<int>(hp_ngl) + 1;
-  if (nd == 0) return c;  // host memory is not fitted (llama.cpp: only its context, when automatic)
+  if (nd == 0) {  // nothing to offload; host memory is not fitted (llama.cpp: only its context)
+    c.n_gpu_layers = 0;
+    return c;
+  }
 
   // step 1: every layer offloaded, as given.
   PlacementOptions full = opt;

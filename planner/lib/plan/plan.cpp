@@ -11,10 +11,6 @@ namespace stowage::planner {
 
 namespace {
 
-std::string FitLine(int ngl, uint32_t n_layer) {
-  return "-ngl " + std::to_string(ngl) + " fits (of " + std::to_string(n_layer) + " layers + output)";
-}
-
 // A fit refusal names the device and its memory; the model file it was planned for goes first, as
 // in the planner's other errors.
 Status NamingModel(const GgufFile& gguf, Status s) {
@@ -62,13 +58,23 @@ Result<ContextConfig> ResolvePlanContext(const HParams& hp, const std::string& p
   return cfg;
 }
 
-Result<int> FitPlanLayers(const GgufFile& gguf, const ContextConfig& cfg,
-                          const std::vector<DeviceManifest>& machine, const PlacementOptions& placement,
-                          uint64_t fit_target, const HParams& hp, const PlanMessageSink& sink) {
-  Result<int> ngl = FitGpuLayersToDevices(gguf, hp, cfg, machine, placement, fit_target);
-  if (!ngl.ok()) return NamingModel(gguf, ngl.status());
-  if (sink) sink(PlanMessage{PlanMessageKind::kFitSearched, FitLine(*ngl, hp.n_layer), *ngl});
-  return ngl;
+int FitGpuLayerCount(const FitChoice& c, const HParams& hp) {
+  return c.n_gpu_layers < 0 ? static_cast<int>(hp.n_layer) + 1 : c.n_gpu_layers;
+}
+
+Result<FitChoice> FitPlanParams(const GgufFile& gguf, const ContextConfig& asked,
+                                const std::vector<DeviceManifest>& machine, const PlacementOptions& placement,
+                                const FitOptions& fit, const HParams& hp, const PlanMessageSink& sink) {
+  Result<FitChoice> c = FitParams(gguf, hp, asked, machine, placement, fit);
+  if (!c.ok()) return NamingModel(gguf, c.status());
+  if (sink) {
+    for (const std::string& line : c->log) sink(PlanMessage{PlanMessageKind::kFitTrace, line});
+    if (!c->failure.empty())
+      sink(PlanMessage{PlanMessageKind::kWarning, "--fit: failed to fit params to free device memory: " +
+                                                      c->failure + " (parameters kept)"});
+    sink(PlanMessage{PlanMessageKind::kFitSearched, c->Args(), FitGpuLayerCount(*c, hp)});
+  }
+  return c;
 }
 
 Status CheckPlanFit(const GgufFile& gguf, const PlacementOutcome& outcome) {
@@ -91,7 +97,26 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
   ContextConfig asked = request.context;
   asked.flash_attn = request.flash_attn != FlashAttnMode::kOff;
   asked.llamacpp_compat = request.llamacpp_compat;
-  STOWAGE_ASSIGN_OR_RETURN(ContextConfig cfg, ResolvePlanContext(hp, gguf.path(), asked, sink));
+  // --fit chooses the context (when automatic), the layers, the split and the overrides before
+  // llama.cpp loads the model (common_init_result: common_fit_params, then the load).
+  const PlacementOptions user_placement = r.placement;
+  FitOptions fit_options{request.fit_targets, request.fit_n_ctx_min};
+  if (fit_options.margins.empty()) fit_options.margins = {request.fit_target};
+  FitChoice chosen;
+  auto fit_params = [&](ContextConfig* ctx) -> Status {
+    if (!request.fit) return Status::Ok();
+    r.placement = user_placement;
+    STOWAGE_ASSIGN_OR_RETURN(chosen, FitPlanParams(gguf, *ctx, machine, r.placement, fit_options, hp, sink));
+    ctx->n_ctx = chosen.n_ctx;
+    r.placement.n_gpu_layers = FitGpuLayerCount(chosen, hp);
+    if (!chosen.tensor_split.empty()) r.placement.tensor_split = chosen.tensor_split;
+    r.placement.overrides.insert(r.placement.overrides.end(), chosen.overrides.begin(),
+                                 chosen.overrides.end());
+    return Status::Ok();
+  };
+  ContextConfig fitted = asked;
+  STOWAGE_RETURN_IF_ERROR(fit_params(&fitted));
+  STOWAGE_ASSIGN_OR_RETURN(ContextConfig cfg, ResolvePlanContext(hp, gguf.path(), fitted, sink));
   STOWAGE_ASSIGN_OR_RETURN(r.graphs, BuildModelGraphs(gguf, hp, cfg));
   if (!r.graphs.hp.recurrent() && r.graphs.cfg.n_ctx > r.graphs.hp.n_ctx_train)
     say(PlanMessageKind::kContextOverflow, "n_ctx_per_seq (" + std::to_string(r.graphs.cfg.n_ctx) +
@@ -102,13 +127,6 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
                    [](const DeviceManifest& d) { return d.type == DeviceType::kGpu; }))
     say(PlanMessageKind::kGpuLayersIgnored, "no usable GPU found, --n-gpu-layers option will be ignored");
 
-  auto fit_layers = [&]() -> Status {
-    if (!request.fit) return Status::Ok();
-    STOWAGE_ASSIGN_OR_RETURN(r.placement.n_gpu_layers,
-                             FitPlanLayers(gguf, cfg, machine, r.placement, request.fit_target, hp, sink));
-    return Status::Ok();
-  };
-  STOWAGE_RETURN_IF_ERROR(fit_layers());
   Result<PlacementOutcome> outcome = PlaceModel(r.graphs, machine, r.placement);
   if (outcome.ok() && request.flash_attn == FlashAttnMode::kAuto && r.graphs.cfg.flash_attn) {
     const std::string mismatch = FlashAttnDeviceMismatch(r.graphs, *outcome);
@@ -124,8 +142,8 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
                             : "\nllama_context: Flash Attention was auto, set to disabled"));
       cfg = asked;
       cfg.flash_attn = false;
+      STOWAGE_RETURN_IF_ERROR(fit_params(&cfg));
       STOWAGE_RETURN_IF_ERROR(ResolveContext(hp, gguf.path(), &cfg));
-      STOWAGE_RETURN_IF_ERROR(fit_layers());
       auto graphs = BuildModelGraphs(gguf, hp, cfg);
       if (graphs.ok()) {
         r.graphs = std::move(*graphs);
@@ -136,7 +154,10 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
     }
   }
   if (request.fit)
-    say(PlanMessageKind::kFitChosen, FitLine(r.placement.n_gpu_layers, hp.n_layer), r.placement.n_gpu_layers);
+    say(PlanMessageKind::kFitChosen,
+        "-ngl " + std::to_string(r.placement.n_gpu_layers) + " fits (of " + std::to_string(hp.n_layer) +
+            " layers + output)\n" + chosen.Args(),
+        r.placement.n_gpu_layers);
   if (!outcome.ok()) return outcome.status();
   r.outcome = std::move(*outcome);
   r.memory_warnings = UnreportedMemoryWarnings(r.outcome);

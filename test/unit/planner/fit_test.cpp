@@ -1,43 +1,12 @@
-// fit: the -ngl search.
+// fit: the fit check and llama.cpp 2026's --fit (FitParams).
 #include "stowage/planner/fit.h"
 
 #include <gtest/gtest.h>
 
 #include "stowage/planner/graph.h"
-
-namespace stowage::planner {
-namespace {
-
-TEST(FitGpuLayers, FindsTheLargestFittingValue) {
-  for (int limit : {0, 1, 5, 9}) {
-    int calls = 0;
-    auto r = FitGpuLayers(9, [&](int ngl, std::string*) -> Result<bool> {
-      ++calls;
-      return ngl <= limit;
-    });
-    ASSERT_TRUE(r.ok());
-    EXPECT_EQ(*r, limit);
-    EXPECT_LE(calls, 6);  // binary search
-  }
-}
-
-TEST(FitGpuLayers, ReportsWhenNothingFitsAndPropagatesErrors) {
-  auto none = FitGpuLayers(9, [](int, std::string* why) -> Result<bool> {
-    *why = "does not fit: device X";
-    return false;
-  });
-  ASSERT_FALSE(none.ok());
-  EXPECT_EQ(none.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_EQ(none.status().message(), "--fit: even -ngl 0 does not fit: device X");
-  auto err = FitGpuLayers(9, [](int, std::string*) -> Result<bool> { return InvalidArgument("bad"); });
-  ASSERT_FALSE(err.ok());
-  EXPECT_EQ(err.status().message(), "bad");
-}
-
-}  // namespace
-}  // namespace stowage::planner
-
 #include "stowage/planner/layer_map.h"
+#include "stowage/planner/model_graphs.h"
+#include "synth_gguf.h"
 #include "test_manifests.h"
 
 namespace stowage::planner {
@@ -180,8 +149,6 @@ TEST(CheckFit, CountsEachDevicesShareOfASplitBufferNotTheWholeBuffer) {
 }  // namespace
 }  // namespace stowage::planner
 
-#include "stowage/planner/model_graphs.h"
-#include "synth_gguf.h"
 
 namespace stowage::planner {
 namespace {

@@ -1,9 +1,9 @@
-// Fit: does a plan fit the devices' memory, and the largest -ngl that does (--fit), computed from
-// the plan's exact figures instead of llama.cpp's trial loads (llama_params_fit, DEC25).
+// Fit: does a plan fit the devices' memory, and --fit: the context, layers, tensor split and
+// overrides that do, chosen as llama.cpp 2026's common_fit_params chooses them, from the plan's
+// exact figures instead of its no_alloc trial loads.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -77,28 +77,6 @@ std::vector<std::string> UnreportedMemoryWarnings(const PlacementOutcome& o);
 /// llama.cpp's default --fit-target (-fitt): 1024 MiB kept free on each device (common, DEC25).
 inline constexpr uint64_t kDefaultFitTargetBytes = 1024ull << 20;
 
-/// The largest n_gpu_layers in [0, max_ngl] for which `fits(ngl)` is true, by binary search.
-/// `fits` must be monotonic (true up to some ngl, false above): plan-model passes CheckFit with
-/// devices_only, because GPU memory grows with ngl while host memory shrinks (a host that is too
-/// small at the largest fitting ngl is too small at every smaller one, and the final plan's full
-/// CheckFit reports it). `fits` returns an error for planning failures other than "does not fit".
-/// Errors: kResourceExhausted when even 0 does not fit (carrying the message of that attempt),
-/// errors of `fits`.
-Result<int> FitGpuLayers(int max_ngl, const std::function<Result<bool>(int ngl, std::string* why)>& fits);
-
-/// --fit and -ngl auto (plan-model, stowage-run's on-the-fly plan): FitGpuLayers over
-/// [0, n_layer + 1] where a try is BuildModelGraphs(gguf, hp, cfg) (`hp`: ReadHParams(gguf)'s, so
-/// that the model is not read and validated again) + PlaceModel(machine, opt with that
-/// n_gpu_layers) + CheckFit(devices_only, margin). 0 without trying when `machine` has no GPU
-/// device. Unlike llama_params_fit it moves whole layers only (no MoE expert overflow, no context
-/// reduction). Errors: kInvalidArgument naming a GPU device whose manifest reports no memory
-/// (memory.total 0: llama.cpp's --fit "will not use it"; here it cannot be left out of the layer
-/// split, so --fit stops and asks for --free or -ngl), those of FitGpuLayers, BuildModelGraphs and
-/// PlaceModel.
-Result<int> FitGpuLayersToDevices(const GgufFile& gguf, const HParams& hp, const ContextConfig& cfg,
-                                  const std::vector<DeviceManifest>& machine, const PlacementOptions& opt,
-                                  uint64_t margin = kDefaultFitTargetBytes);
-
 /// --fit's settings (llama.cpp 2026 common: -fitt, -fitc).
 struct FitOptions {
   /// Bytes to keep free on each model device, in DeviceSet's model-device order (-fitt
@@ -148,7 +126,8 @@ struct FitChoice {
 ///      front to back, and tries one more layer with its FFN partly overflowing (up / gate / attn
 ///      fractions) to the next device or the CPU.
 /// `asked` is the context as asked (before ResolveContext); `opt` the placement options with the
-/// user's -ts / -ot. No model device: nothing changes (n_ctx as asked, resolved).
+/// user's -ts / -ot. No model device: -ngl 0 and the context as asked (llama.cpp leaves -ngl at -1
+/// there, which offloads nothing either, and fits an automatic context to host memory).
 /// Errors: kInvalidArgument naming a GPU whose manifest reports no memory (llama.cpp's fit "will
 /// not use it"; here it cannot be left out), and those of ResolveContext, BuildModelGraphs,
 /// MakeDeviceSet and PlaceModel.
