@@ -77,7 +77,8 @@ inline CLI::Option* AddLlamacppCompatOption(CLI::App& app, std::string& value) {
       ->transform(LlamacppCompatValue());
 }
 
-/// The planner's compat for a LlamacppCompatValue-checked name.
+/// The planner's compat for a LlamacppCompatValue-checked name (planner::kDefaultLlamacppCompat for
+/// an empty one: not given).
 inline planner::LlamacppCompat LlamacppCompatOf(const std::string& v) {
   auto compat = planner::ParseLlamacppCompat(v);
   return compat.ok() ? *compat : planner::kDefaultLlamacppCompat;

@@ -30,7 +30,9 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const CommonOpti
   if (!tv.ok()) return InvalidArgument("--cache-type-v: " + tv.status().message());
   request.context.type_k = *tk;
   request.context.type_v = *tv;
-  request.flash_attn = tools::FlashAttnModeOf(c.flash_attn);
+  request.llamacpp_compat = tools::LlamacppCompatOf(c.llamacpp_compat);  // empty: the default
+  request.flash_attn = c.flash_attn.empty() ? planner::LlamacppDefaultsOf(request.llamacpp_compat).flash_attn
+                                            : tools::FlashAttnModeOf(c.flash_attn);
   request.fit = c.n_gpu_layers == tools::kAutoGpuLayers;
   request.placement.n_gpu_layers = request.fit ? 0 : c.n_gpu_layers;
   request.placement.use_mmap = !c.no_mmap;

@@ -14,7 +14,8 @@ namespace stowage::run {
 inline constexpr int kMaxTokens = 16777216;
 /// --seed's default, as llama.cpp's LLAMA_DEFAULT_SEED: a random seed for each run (printed).
 inline constexpr uint32_t kRandomSeed = 0xFFFFFFFFu;
-/// Context of a generation planned on the fly without -c: llama-cli's default (common_params n_ctx).
+/// Context of a generation planned on the fly without -c with --llamacpp-compat feb25: llama-cli's
+/// default (common_params n_ctx; 2026's is 0, the model's, planner::LlamacppDefaultsOf).
 inline constexpr uint32_t kDefaultGenerationContext = 4096;
 
 /// The options every subcommand takes (given before the subcommand): the model, the plan or the
@@ -25,7 +26,12 @@ struct CommonOptions {
   uint32_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;
   int n_gpu_layers = 0;
   std::string cache_type_k = "f16", cache_type_v = "f16";
-  std::string flash_attn = "off";  ///< -fa: on, off or auto, normalized by tools::FlashAttnValue
+  /// -fa: on, off or auto, normalized by tools::FlashAttnValue; empty (not given): the default of
+  /// llamacpp_compat (planner::LlamacppDefaultsOf: off for feb25, auto for 2026).
+  std::string flash_attn;
+  /// --llamacpp-compat when planning on the fly: "feb25" or "2026" (tools::LlamacppCompatValue);
+  /// empty: planner::kDefaultLlamacppCompat.
+  std::string llamacpp_compat;
   bool huge_pages = false;
   bool llamacpp_numerics = false;
   /// --cpu-isa: the highest CPU kernel level (avx512vnni, avx512, avx2, scalar; SessionOptions::cpu_max_isa)

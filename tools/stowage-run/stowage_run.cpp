@@ -54,7 +54,8 @@ void AddCommonOptions(CLI::App* a, CommonOptions* c) {
       ->check(tools::IntegerIn(0, MaxThreads()));
   a->add_option("-c,--ctx-size", c->n_ctx,
                 "context size when planning on the fly (0 = the model's training context; default: 4096 "
-                "tokens to generate text, as llama-cli; 512 for perplexity, as llama-perplexity; each test's "
+                "tokens to generate text, as llama-cli (the model's with --llamacpp-compat 2026); 512 for "
+                "perplexity, as llama-perplexity; each test's "
                 "-p + -n + -d for bench, as llama-bench)")
       ->check(tools::IntegerIn(0, kMaxTokens))
       ->default_str("");  // "not given": the default depends on the subcommand (above), not 0
@@ -74,9 +75,15 @@ void AddCommonOptions(CLI::App* a, CommonOptions* c) {
       "KV cache type for V when planning on the fly (f16, f32, bf16; the quantized ones need -fa on)");
   a->add_option(
        "--flash-attn", c->flash_attn,
-       "flash attention when planning on the fly: on, off (the default), or auto (on unless a layer's "
-       "attention would run on another device than the layer, as plan-model)")
+       "flash attention when planning on the fly: on, off (the default with --llamacpp-compat feb25), or "
+       "auto (on unless a layer's attention would run on another device than the layer, as plan-model; "
+       "the default with 2026)")
       ->transform(tools::FlashAttnValue());
+  tools::AddLlamacppCompatOption(*a, c->llamacpp_compat)
+      ->description(
+          "when planning on the fly, the llama.cpp to follow, as plan-model: 2026 (its graph rules, -fa "
+          "auto, "
+          "-c 0 to generate text) or feb25 (February 2025's: -fa off, -c 4096 to generate text)");
   a->add_flag("--no-mmap", c->no_mmap,
               "when planning on the fly: load weights into allocated buffers instead of mapping the file");
   a->add_flag("--no-repack", c->no_repack, "when planning on the fly: no CPU_REPACK buffer type");
@@ -197,9 +204,9 @@ CLI::App* AddPerplexity(CLI::App* app, PerplexityFlags* f) {
 // and sampler flags.
 Status CheckFlagsApply(const CLI::App& app, const CommonOptions& c, const CLI::App* sub) {
   if (!c.plan.empty())
-    for (const char* name :
-         {"--ctx-size", "--batch-size", "--ubatch-size", "--n-gpu-layers", "--cache-type-k", "--cache-type-v",
-          "--flash-attn", "--no-mmap", "--no-repack", "--no-kv-offload", "--no-fit-check", "--swa-full"})
+    for (const char* name : {"--ctx-size", "--batch-size", "--ubatch-size", "--n-gpu-layers",
+                             "--cache-type-k", "--cache-type-v", "--flash-attn", "--no-mmap", "--no-repack",
+                             "--no-kv-offload", "--no-fit-check", "--swa-full", "--llamacpp-compat"})
       if (app.count(name) > 0)
         return InvalidArgument(std::string(name) +
                                " applies only when planning on the fly; the plan given with "
@@ -285,7 +292,8 @@ int RunGenerate(const CLI::App& app, CommonOptions c, GenerateFlags g) {
     return Fail(InvalidArgument(!from_file
                                     ? "-p/--prompt is required (an empty prompt has no tokens to evaluate)"
                                     : g.prompt_file + ": the prompt file is empty (no tokens to evaluate)"));
-  if (c.plan.empty() && app.count("--ctx-size") == 0) c.n_ctx = kDefaultGenerationContext;
+  if (c.plan.empty() && app.count("--ctx-size") == 0)  // llama-cli's default of that llama.cpp
+    c.n_ctx = planner::LlamacppDefaultsOf(tools::LlamacppCompatOf(c.llamacpp_compat)).n_ctx;
   if (g.conversation) return RunChat(app, c, std::move(g));
   g.options.prompt_source = from_file ? g.prompt_file : std::string("the prompt (-p)");
   g.options.show_prompt = !g.no_display_prompt;
