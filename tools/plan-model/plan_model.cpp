@@ -20,6 +20,9 @@
 #include "stowage/planner/plan.h"
 #include "stowage/planner/registry.h"
 #include "stowage/runtime/atomic_file.h"
+#ifdef STOWAGE_HAVE_COMPILER
+#include "stowage/Compiler/CompilePlan.h"
+#endif
 
 using namespace stowage;
 using namespace stowage::planner;
@@ -112,6 +115,7 @@ struct Options {
   bool no_mmap = false, no_kv_offload = false, no_op_offload = false, fit = false, cpu_moe = false,
        timing = false, no_fit_check = false, verbose = false;
   int n_cpu_moe = 0, debug_splits = 0;
+  int opt_level = 1;  ///< -O: 0 the planner's graphs, 1 the compiler's pipeline (with MLIR)
   std::vector<double> fit_target_mib = {planner::kDefaultFitTargetBytes / 1048576.0};
   uint32_t fit_ctx = 4096;
   CLI::Option* out_opt = nullptr;  // -o, to tell "-o ''" from no -o
@@ -215,6 +219,7 @@ void AddOptions(CLI::App& app, Options& o) {
                "choose the context (when automatic), -ngl, -ts and -ot that fit the devices' free memory as "
                "llama.cpp 2026's --fit does, and print them as llama-fit-params does");
   tools::AddLlamacppCompatOption(app, o.llamacpp_compat);
+  tools::AddOptLevelOption(app, o.opt_level);
 }
 
 /// argv with "--explain" and "--report" given their optional value ("--explain", "--explain json"
@@ -444,6 +449,16 @@ int Run(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   auto planned = Plan(**gguf, *machine, *request,
                       [&](const PlanMessage& msg) { PrintPlanMessage(msg, log, o.verbose); });
+#ifdef STOWAGE_HAVE_COMPILER
+  // The compiler stage (compiler/CompilePlan.h) on the plan to write: its graphs after the rewriting
+  // passes, memory planned again. The report, --explain and --debug-splits stay the planner's.
+  if (planned.ok() && o.opt_level > 0 && !planned->bytes.empty()) {
+    auto compiled = compiler::CompilePlan(**gguf, *planned, request->flags);
+    if (!compiled.ok()) return Fail(compiled.status());
+    planned->bytes = std::move(compiled->bytes);
+    planned->fit = compiled->fit;
+  }
+#endif
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!planned.ok()) return Fail(planned.status());
   return ReportAndWrite(o, *planned, log, ms);
