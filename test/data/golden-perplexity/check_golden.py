@@ -5,7 +5,8 @@ Usage: check_golden.py GOLDEN TYPE0_OUTPUT TYPE1_OUTPUT TOL [--expect-far]
   TYPE1_OUTPUT: stdout of the same with --ppl-output-type 1 (mean NLL per chunk, 6 decimals).
   TOL: the largest |mean NLL - golden| allowed per chunk (nats); the printed per-chunk and final
   perplexities may differ by what that allows (ppl * TOL * 1.5) plus one unit of their last digit,
-  the final error by 2.5e-5.
+  the final error by 2.5e-5. TOL 0: every printed number equal (4 decimals of the perplexities, 5 of
+  the error, 6 of the mean NLLs and their standard errors).
   --expect-far: instead, the largest mean NLL difference must exceed 100 * TOL (the check would
   catch a setting that moves the result).
 Prints one line: "ok" or "far" (or what differs) and exits 0 when it holds, 1 otherwise.
@@ -33,6 +34,12 @@ if expect_far:
     print("far" if ok else "not far: max |mean NLL diff| %.6f <= %g" % (worst, 100 * tol))
     sys.exit(0 if ok else 1)
 problems = []
+if tol == 0:
+    same = (chunks == golden["chunks_ppl"] and nll == golden["chunks_mean_nll"] and
+            [float(r[3]) for r in rows] == golden["chunks_nll_stderr"] and
+            float(final.group(1)) == golden["final_ppl"] and float(final.group(2)) == golden["final_err"])
+    print("ok" if same else "differs: %s %s %s vs %s" % (chunks, nll, final.group(0), golden))
+    sys.exit(0 if same else 1)
 if worst > tol:
     problems.append("max |mean NLL diff| %.6f > %g (%s vs %s)" % (worst, tol, nll, golden["chunks_mean_nll"]))
 # A perplexity follows its mean NLL: |d ppl| ~ ppl * |d nll|, plus the rounding of 4 decimals.
