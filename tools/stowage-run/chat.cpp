@@ -16,7 +16,17 @@
 namespace stowage::run {
 
 Result<ChatTemplate> PickChatTemplate(const GgufFile& gguf, const std::string& name, const char* tool) {
-  if (!name.empty()) return ChatTemplate::FromName(name);
+  if (!name.empty()) {
+    // A built-in name or a template text, as llama.cpp's --chat-template (common_chat_verify_template:
+    // llama_chat_apply_template detects the family of either).
+    Result<ChatTemplate> t = ChatTemplate::FromText(name);
+    if (t.ok()) return t;
+    const bool looks_like_a_name =
+        name.size() <= 40 && name.find_first_of(" \t\n{}<>[]") == std::string::npos;
+    if (!looks_like_a_name) return InvalidArgument("--chat-template: " + t.status().message());
+    return InvalidArgument("--chat-template: " + ChatTemplate::FromName(name).status().message() +
+                           ", or a template text of a family llama.cpp detects");
+  }
   Result<ChatTemplate> t = ChatTemplate::FromModel(gguf);
   if (t.ok() || t.status().code() != StatusCode::kNotFound) {
     if (!t.ok()) return t.status().WithPrefix("--chat-template NAME chooses a built-in template instead");

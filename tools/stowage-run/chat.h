@@ -38,17 +38,20 @@ struct ChatOptions {
 /// end-of-turn token (eot, else eos) and kept in the history, as llama-cli does for a reply
 /// interrupted with Ctrl+C (llama-cli leaves a reply cut by -n out of the history). The sampler's
 /// penalty history restarts at each turn with the turn's tokens (common_sampler_reset).
-/// Template: --chat-template NAME (ChatTemplate::FromName), else the model's (FromModel); a model
-/// without one is chatted with chatml, said on stderr, as llama.cpp's default. Returns the exit
+/// Template: PickChatTemplate (--chat-template NAME or TEXT, else the model's, else chatml). Returns the exit
 /// status (errors: one line on stderr, status 1; a full context ends the chat with a message and
 /// status 0, as text generation).
 int Chat(const CommonOptions& c, ChatOptions o, std::FILE* in);
 
-/// The chat template of stowage-run -cnv and stowage-server: `name` (--chat-template;
-/// ChatTemplate::FromName) when not empty, else the model's (FromModel), else chatml with a line
-/// "<tool>: <file> has no tokenizer.chat_template: ..." on stderr (llama.cpp's default when a model
-/// has none: common_chat_templates_init). Errors: FromName's; FromModel's other than a missing key,
-/// prefixed with the --chat-template hint.
+/// The chat template of stowage-run -cnv and stowage-server: `name` (--chat-template) when not
+/// empty: a built-in name or a template text whose family llama.cpp detects (ChatTemplate::FromText,
+/// as llama.cpp's --chat-template accepts either); else the model's (FromModel), else chatml with a
+/// line "<tool>: <file> has no tokenizer.chat_template: ..." on stderr (llama.cpp's default when a
+/// model has none: common_chat_templates_init). Errors: kInvalidArgument "--chat-template: unknown
+/// chat template name 'x' (expected one of llama.cpp's built-in names: ...), or a template text of a
+/// family llama.cpp detects" for a short value without spaces or brackets, else "--chat-template:
+/// chat template not recognised: ..." (FromText's); FromModel's other than a missing key, prefixed
+/// with the --chat-template hint.
 Result<ChatTemplate> PickChatTemplate(const GgufFile& gguf, const std::string& name, const char* tool);
 
 }  // namespace stowage::run
