@@ -199,6 +199,9 @@ def test_basic(args, model):
         stext, finish, events = stream(srv, greedy(PROMPTS[0], 24))
         check(stext == text and finish == "length", "streamed %r != %r (%s)" % (stext, text, finish))
         check(all(e["object"] == "text_completion" for e in events), "chunk objects")
+        _, _, events = stream(srv, dict(greedy(PROMPTS[0], 24), stream_options={"include_usage": True}))
+        check(events[-1]["choices"] == [] and events[-1]["usage"]["completion_tokens"] == 24, "usage chunk: %s" %
+              events[-1])
         # A stop string: the text ends before it, finish_reason "stop".
         cut = text.index(" girl") if " girl" in text else len(text) // 2
         j = complete(srv, dict(greedy(PROMPTS[0], 24), stop=[text[cut:cut + 5]]))
@@ -213,9 +216,9 @@ def test_basic(args, model):
             check(out.returncode == 0 and out.stdout.rstrip("\n") == text,
                   "stowage-run printed %r, the server %r" % (out.stdout, text))
         m = metrics(srv)
-        check(m["requests_total"] == 4 and m["tokens_predicted_total"] >= 24 * 2 and m["requests_processing"] == 0,
+        check(m["requests_total"] == 5 and m["tokens_predicted_total"] >= 24 * 2 and m["requests_processing"] == 0,
               "/metrics: %s" % m)
-        check(m["prompt_tokens_total"] == 20 and m["n_decode_total"] > 0, "/metrics counts: %s" % m)
+        check(m["prompt_tokens_total"] == 25 and m["n_decode_total"] > 0, "/metrics counts: %s" % m)
         # curl: the same non-streamed text, and an SSE stream ending with [DONE].
         if shutil.which("curl"):
             out = subprocess.run(["curl", "-sS", srv.url("/v1/completions"), "-H", "Content-Type: application/json",
@@ -300,6 +303,7 @@ def test_bad_requests(args, model):
             ("unknown path", "GET", "/v2/nothing", None, auth, 404, "not_found_error"),
             ("embeddings without --embeddings", "POST", "/v1/embeddings", json.dumps({"input": "x"}), auth, 501,
              "not_supported_error"),
+            ("a body over 64 MiB", "POST", "/v1/completions", "x" * (65 << 20), auth, 413, "invalid_request_error"),
             ("several choices", "POST", "/v1/completions", json.dumps(dict(good, n=2)), auth, 501,
              "not_supported_error"),
         ]
@@ -463,6 +467,14 @@ def test_chat(args, model):
         check(all(e["object"] == "chat.completion.chunk" for e in events), "chunk objects")
         status, e = request(srv, "POST", "/v1/chat/completions", {"messages": [{"content": "x"}]})
         check(status == 400 and "role" in e["error"]["message"], "a message without role: %s" % e)
+    finally:
+        srv.stop() if srv.proc.poll() is None else None
+        srv.kill()
+    # Without --chat-template: the model has none, so chatml (said on stderr), as llama-server.
+    srv = Server(args.server, model, "-c", "512")
+    try:
+        j = complete(srv, body, path="/v1/chat/completions")
+        check(j["choices"][0]["message"]["content"] == msg["content"], "chatml by default: %s" % j)
     finally:
         srv.stop() if srv.proc.poll() is None else None
         srv.kill()

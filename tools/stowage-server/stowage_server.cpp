@@ -32,6 +32,9 @@
 namespace stowage::server {
 namespace {
 
+/// The largest request body: 64 MiB (a prompt filling a 1M-token context is ~4 MiB of text).
+constexpr size_t kMaxBodyBytes = size_t{64} << 20;
+
 struct ServerOptions {
   run::CommonOptions common;
   std::string host = "127.0.0.1";
@@ -77,8 +80,8 @@ void AddOptions(CLI::App& app, ServerOptions* o) {
   app.add_flag("--no-fit-check", c.no_fit_check,
                "when planning on the fly: run even when the plan does not fit this machine's memory");
   app.add_flag("--llamacpp-numerics", c.llamacpp_numerics,
-               "CPU matrix products in llama.cpp's orders in prompt processing too (batch-invariant "
-               "logits: a request's text does not depend on what else is decoded with it)");
+               "CPU matrix products in llama.cpp's orders over several tokens too, so that they do not "
+               "depend on how many tokens of other requests share the batch (slower prompt processing)");
   app.add_option("--host", o->host, "address to listen on")->capture_default_str();
   app.add_option("--port", o->port, "port to listen on (0: any free port, printed)")
       ->check(tools::IntegerIn(0, 65535))
@@ -219,8 +222,14 @@ class Server {
       Reply(res, InvalidApiKey());
       return httplib::Server::HandlerResponse::Handled;
     });
+    // Errors httplib answers itself (no route: 404, a body over the limit: 413, ...) in the same JSON.
     http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-      if (res.body.empty() && res.status == 404) Reply(res, {404, "not_found_error", "File Not Found"});
+      if (!res.body.empty()) return;
+      if (res.status == 404) return Reply(res, {404, "not_found_error", "File Not Found"});
+      Reply(res, {res.status, res.status < 500 ? "invalid_request_error" : "server_error",
+                  res.status == 413
+                      ? "the request body is larger than " + std::to_string(kMaxBodyBytes >> 20) + " MiB"
+                      : "HTTP error " + std::to_string(res.status)});
     });
     http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "unknown exception";
@@ -450,6 +459,7 @@ int Main(int argc, char** argv) {
   httplib::Server http;
   const int threads_http = o.threads_http > 0 ? o.threads_http : std::max(32, 4 * engine.n_slots());
   http.new_task_queue = [threads_http] { return new httplib::ThreadPool(static_cast<size_t>(threads_http)); };
+  http.set_payload_max_length(kMaxBodyBytes);
   server.Route(http);
   int port = o.port;
   if (port == 0 ? (port = http.bind_to_any_port(o.host)) < 0 : !http.bind_to_port(o.host, port)) {
