@@ -65,12 +65,13 @@ bool ReadTurn(std::FILE* in, std::string* turn) {
 }
 
 struct ChatState {
-  ChatState(const Tokenizer& t, Session& se, const ChatOptions& op)
-      : tok(t), session(se), o(op), sampler(op.sampler) {}
+  ChatState(const Tokenizer& t, Session& se, const ChatOptions& op, bool random)
+      : tok(t), session(se), o(op), sampler(op.sampler), random_seed(random) {}
   const Tokenizer& tok;
   Session& session;
   const ChatOptions& o;
   Sampler sampler;
+  bool random_seed;  // no -s: each turn read restarts the sampler from a new random seed
   std::vector<ChatMessage> history;
   std::vector<int32_t> pending;  // decoded before the next turn's tokens: the last reply's end token
   std::vector<float> logits;
@@ -97,7 +98,11 @@ enum class TurnEnd {
 };
 
 // Decodes `text` (after the pending end token) and streams the reply.
-TurnEnd Turn(ChatState& s, const std::string& text, bool first, Status* st) {
+// `first`: the conversation's first text (BOS added); `typed`: a turn read from the input, before
+// which llama-cli resets its sampler (common_sampler_reset: the penalties' history cleared, the
+// random generator restarted from the seed, a new random one without -s) and accepts the turn's
+// tokens, not the previous reply's end token that it accepted when it was sampled.
+TurnEnd Turn(ChatState& s, const std::string& text, bool first, bool typed, Status* st) {
   std::vector<int32_t> tokens = s.pending;
   const std::vector<int32_t> turn = s.tok.Tokenize(text, /*add_special=*/first, /*parse_special=*/true);
   tokens.insert(tokens.end(), turn.begin(), turn.end());
@@ -111,8 +116,11 @@ TurnEnd Turn(ChatState& s, const std::string& text, bool first, Status* st) {
     return TurnEnd::kFullContext;
   }
   s.pending.clear();
-  s.sampler.ResetHistory();
-  for (int32_t t : tokens) s.sampler.Accept(t);
+  if (typed) {
+    s.sampler.ResetHistory();
+    s.sampler.Reseed(s.random_seed ? std::random_device{}() : s.o.sampler.seed);
+  }
+  for (int32_t t : turn) s.sampler.Accept(t);
   auto t0 = Clock::now();
   if (*st = s.session.Decode(tokens, false, &s.logits); !st->ok()) return TurnEnd::kError;
   s.prompt_seconds += Seconds(t0, Clock::now());
@@ -157,7 +165,8 @@ TurnEnd Turn(ChatState& s, const std::string& text, bool first, Status* st) {
 }  // namespace
 
 int Chat(const CommonOptions& c, ChatOptions o, std::FILE* in) {
-  if (o.sampler.seed == kRandomSeed) o.sampler.seed = std::random_device{}();
+  const bool random_seed = o.sampler.seed == kRandomSeed;
+  if (random_seed) o.sampler.seed = std::random_device{}();
   auto loaded = LoadModel(c, o.quiet);
   if (!loaded.ok()) return Fail(loaded.status());
   Result<ChatTemplate> tmpl = PickChatTemplate(*loaded->gguf, o.chat_template, "stowage-run");
@@ -165,7 +174,7 @@ int Chat(const CommonOptions& c, ChatOptions o, std::FILE* in) {
   Session& session = *loaded->session;
   if (o.sampler.penalty_last_n < 0)
     o.sampler.penalty_last_n = static_cast<int32_t>(std::min<int64_t>(session.n_ctx(), INT32_MAX));
-  ChatState s(loaded->tokenizer, session, o);
+  ChatState s(loaded->tokenizer, session, o, random_seed);
   if (!o.quiet) {
     std::fprintf(stderr, "chat: template '%.*s'%s\n", static_cast<int>(tmpl->name().size()),
                  tmpl->name().data(), o.chat_template.empty() ? "" : " (--chat-template)");
@@ -177,7 +186,7 @@ int Chat(const CommonOptions& c, ChatOptions o, std::FILE* in) {
   if (!o.system_prompt.empty()) s.history.push_back({"system", o.system_prompt});
   bool first = true;
   Status st;
-  auto run_turn = [&](const std::string& user) -> TurnEnd {
+  auto run_turn = [&](const std::string& user, bool typed) -> TurnEnd {
     std::vector<ChatMessage> msgs = s.history;
     msgs.push_back({"user", user});
     Result<std::string> text =
@@ -187,12 +196,12 @@ int Chat(const CommonOptions& c, ChatOptions o, std::FILE* in) {
       return TurnEnd::kError;
     }
     s.history.push_back({"user", user});
-    const TurnEnd end = Turn(s, *text, first, &st);
+    const TurnEnd end = Turn(s, *text, first, typed, &st);
     first = false;
     return end;
   };
   TurnEnd end = TurnEnd::kReplied;
-  if (!o.first_prompt.empty()) end = run_turn(o.first_prompt);
+  if (!o.first_prompt.empty()) end = run_turn(o.first_prompt, false);
   std::string user;
   for (bool ask = true; end == TurnEnd::kReplied;) {
     if (ask) std::printf("\n> ");  // llama-cli's prompt for the user's turn
@@ -201,7 +210,7 @@ int Chat(const CommonOptions& c, ChatOptions o, std::FILE* in) {
     ask = !user.empty();
     if (user.empty()) continue;
     if (o.escape) user = tools::ProcessEscapes(user);
-    end = run_turn(user);
+    end = run_turn(user, true);
   }
   if (end == TurnEnd::kOutputLost) return 1;
   std::printf("\n");

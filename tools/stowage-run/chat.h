@@ -37,7 +37,7 @@ struct ChatOptions {
 /// llama-cli keeps it in the KV cache. A reply cut by n_predict is closed with the vocabulary's
 /// end-of-turn token (eot, else eos) and kept in the history, as llama-cli does for a reply
 /// interrupted with Ctrl+C (llama-cli leaves a reply cut by -n out of the history). The sampler's
-/// penalty history restarts at each turn with the turn's tokens (common_sampler_reset).
+/// sampler restarts at each turn read (common_sampler_reset: penalty history, random generator).
 /// Template: PickChatTemplate (--chat-template NAME or TEXT, else the model's, else chatml). Returns the exit
 /// status (errors: one line on stderr, status 1; a full context ends the chat with a message and
 /// status 0, as text generation).
