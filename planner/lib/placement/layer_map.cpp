@@ -216,7 +216,7 @@ const BufferType* FindManifestBuft(const DeviceSet& ds, const Placement& p, int 
 }
 
 Result<LayerMap> AssignLayers(const DeviceSet& ds, uint32_t n_layer, int n_gpu_layers,
-                              const std::vector<float>& tensor_split) {
+                              const std::vector<float>& tensor_split, LlamacppCompat compat) {
   LayerMap lm;
   const int n = ds.n_model;
   if (static_cast<int>(tensor_split.size()) > std::max(n, 1) && n > 0)
@@ -241,7 +241,8 @@ Result<LayerMap> AssignLayers(const DeviceSet& ds, uint32_t n_layer, int n_gpu_l
   }
   for (float& s : lm.splits) s = sum > 0.f ? s / sum : 1.f;
   const int L = static_cast<int>(n_layer);
-  lm.i_gpu_start = std::max(L - lm.n_gpu_layers, 0);
+  // llama.cpp 2026 llama_model::load_tensors counts the output layer among the first -ngl.
+  lm.i_gpu_start = std::max(L + (compat == LlamacppCompat::k2026 ? 1 : 0) - lm.n_gpu_layers, 0);
   lm.act_gpu_layers = n == 0 ? 0 : std::min(lm.n_gpu_layers, L + 1);
   lm.device.assign(L + 1, ds.cpu);
   for (int il = 0; il <= L; ++il) {

@@ -61,8 +61,8 @@ Status PlaceModelStep(PlaceStep step, ModelGraphs& m, const std::vector<DeviceMa
   switch (step) {
     case PlaceStep::kLayers: {
       STOWAGE_ASSIGN_OR_RETURN(o->devices, MakeDeviceSet(machine, opt.split_mode, opt.main_gpu));
-      STOWAGE_ASSIGN_OR_RETURN(o->layers,
-                               AssignLayers(o->devices, m.hp.n_layer, opt.n_gpu_layers, opt.tensor_split));
+      STOWAGE_ASSIGN_OR_RETURN(o->layers, AssignLayers(o->devices, m.hp.n_layer, opt.n_gpu_layers,
+                                                       opt.tensor_split, m.cfg.llamacpp_compat));
       return Status::Ok();
     }
     case PlaceStep::kWeights: {

@@ -184,6 +184,29 @@ TEST(LayerMap, UpperBoundOnCumulativeFractions) {
   }
 }
 
+TEST(LayerMap, Llama2026CountsTheOutputLayerFirst) {
+  // llama.cpp 2026 load_tensors: i_gpu_start = n_layer + 1 - ngl, so -ngl 1 is the output layer
+  // alone and -ngl 4 the output and the last three layers; -ngl 0 and 99 as in Feb 2025.
+  auto ds = MakeDeviceSet({Gpu("R0", 512), Gpu("R1", 256), Cpu()}, SplitMode::kLayer, 0);
+  ASSERT_TRUE(ds.ok());
+  const std::string C = "CPU", A = "R0", B = "R1";
+  const std::vector<LayerCase> cases = {
+      {0, {}, {C, C, C, C, C, C, C, C, C}},
+      {1, {0, 1}, {C, C, C, C, C, C, C, C, B}},
+      {4, {}, {C, C, C, C, C, A, A, A, B}},
+      {99, {}, {A, A, A, A, A, A, B, B, B}},
+  };
+  for (const auto& c : cases) {
+    auto lm = AssignLayers(*ds, 8, c.ngl, c.ts, LlamacppCompat::k2026);
+    ASSERT_TRUE(lm.ok());
+    EXPECT_EQ(Names(*ds, lm->device), c.expect) << "ngl " << c.ngl;
+  }
+  // Feb 2025: -ngl 1 is the last repeating layer, the output stays on the CPU.
+  auto feb25 = AssignLayers(*ds, 8, 1, {0, 1});
+  ASSERT_TRUE(feb25.ok());
+  EXPECT_EQ(Names(*ds, feb25->device), (std::vector<std::string>{C, C, C, C, C, C, C, B, C}));
+}
+
 TEST(LayerMap, NoModelDevicesMeansEverythingOnCpu) {
   auto ds = MakeDeviceSet({Cpu()}, SplitMode::kLayer, 0);
   ASSERT_TRUE(ds.ok());

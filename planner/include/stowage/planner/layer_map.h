@@ -93,7 +93,7 @@ struct LayerMap {
   std::vector<int> device;
   std::vector<float> splits;  ///< cumulative split points per model device (last = 1)
   int n_gpu_layers = 0;       ///< as given (clamped below at 0)
-  int i_gpu_start = 0;        ///< max(n_layer - ngl, 0)
+  int i_gpu_start = 0;        ///< max(n_layer - ngl, 0); llama.cpp 2026: max(n_layer + 1 - ngl, 0)
   int act_gpu_layers = 0;     ///< min(ngl, n_layer + 1), 0 without model devices
 };
 
@@ -101,8 +101,12 @@ struct LayerMap {
 /// not all zero) else each device's free memory; cumulative sums / total as float; layer il goes to
 /// the CPU when il < i_gpu_start or il - i_gpu_start >= act_gpu_layers, else to model device
 /// upper_bound(splits, float(il - i_gpu_start) / act_gpu_layers) (exact equality moves to the next
-/// device). Errors: tensor_split longer than the model device list, negative entries.
+/// device). i_gpu_start: Feb 2025's max(n_layer - ngl, 0) (-ngl N offloads the last N repeating
+/// layers, the output only when N > n_layer), llama.cpp 2026's max(n_layer + 1 - ngl, 0) (the
+/// output layer first, then the last N - 1 repeating layers). Errors: tensor_split longer than the
+/// model device list, negative entries.
 Result<LayerMap> AssignLayers(const DeviceSet& ds, uint32_t n_layer, int n_gpu_layers,
-                              const std::vector<float>& tensor_split);
+                              const std::vector<float>& tensor_split,
+                              LlamacppCompat compat = LlamacppCompat::kFeb25);
 
 }  // namespace stowage::planner
