@@ -69,6 +69,16 @@ int32_t CopyOut(stowage_session* s, const char* fn, const std::string& bytes, ch
   if (n > 0) std::memcpy(buf, bytes.data(), bytes.size());
   return n;
 }
+// A state file call: `f` (the Session method) on a non-NULL session and path, its error kept.
+template <typename F>
+stowage_status StateCall(stowage_session* s, const char* fn, const char* path, F&& f) {
+  if (s == nullptr) return STOWAGE_INVALID_ARGUMENT;
+  if (path == nullptr) return Failed(s, stowage::InvalidArgument(std::string(fn) + ": path is NULL"));
+  return Guarded<stowage_status>(s, fn, STOWAGE_RESOURCE_EXHAUSTED, [&]() {
+    const stowage::Status st = f(std::string(path));
+    return st.ok() ? STOWAGE_OK : Failed(s, st);
+  });
+}
 stowage_sampler* NewStep(const stowage::SamplerStep& step) {
   auto* h = new (std::nothrow) stowage_sampler();
   if (h == nullptr) return nullptr;
@@ -455,25 +465,30 @@ void stowage_sampler_free(stowage_sampler* smpl) { delete smpl; }
 // ---- State ----
 
 stowage_status stowage_state_save_file(stowage_session* s, const char* path) {
-  if (s == nullptr) return STOWAGE_INVALID_ARGUMENT;
-  if (path == nullptr) return Failed(s, stowage::InvalidArgument("stowage_state_save_file: path is NULL"));
-  return Guarded<stowage_status>(s, "stowage_state_save_file", STOWAGE_RESOURCE_EXHAUSTED, [&]() {
-    const stowage::Status st = s->session->SaveState(path);
-    return st.ok() ? STOWAGE_OK : Failed(s, st);
-  });
+  return StateCall(s, "stowage_state_save_file", path,
+                   [&](const std::string& p) { return s->session->SaveState(p); });
 }
 
 stowage_status stowage_state_load_file(stowage_session* s, const char* path) {
-  if (s == nullptr) return STOWAGE_INVALID_ARGUMENT;
-  if (path == nullptr) return Failed(s, stowage::InvalidArgument("stowage_state_load_file: path is NULL"));
-  return Guarded<stowage_status>(s, "stowage_state_load_file", STOWAGE_RESOURCE_EXHAUSTED, [&]() {
-    const stowage::Status st = s->session->LoadState(path);
-    if (!st.ok()) return Failed(s, st);
-    s->n_rows = 0;  // the logits of the last decode belong to the state before
-    s->row_of.clear();
-    s->n_batch = 0;
-    return STOWAGE_OK;
+  return StateCall(s, "stowage_state_load_file", path, [&](const std::string& p) {
+    stowage::Status st = s->session->LoadState(p);
+    if (st.ok()) {  // the logits of the last decode belong to the state before
+      s->n_rows = 0;
+      s->row_of.clear();
+      s->n_batch = 0;
+    }
+    return st;
   });
+}
+
+stowage_status stowage_state_seq_save_file(stowage_session* s, const char* path, int32_t seq_id) {
+  return StateCall(s, "stowage_state_seq_save_file", path,
+                   [&](const std::string& p) { return s->session->SaveSeqState(seq_id, p); });
+}
+
+stowage_status stowage_state_seq_load_file(stowage_session* s, const char* path, int32_t dest_seq_id) {
+  return StateCall(s, "stowage_state_seq_load_file", path,
+                   [&](const std::string& p) { return s->session->LoadSeqState(dest_seq_id, p); });
 }
 
 }  // extern "C"

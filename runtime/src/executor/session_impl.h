@@ -98,6 +98,9 @@ class Session::Impl {
   Status ReadEmbeddingRows(const plan_graph::Graph& g, int64_t n_outputs);
   /// Drops the embeddings of the last decode.
   void ClearEmbeddings();
+  /// A per-sequence state (SaveSeqState / LoadSeqState) needs cells that hold one position of any
+  /// sequences: kUnimplemented naming `fn` for a recurrent state or a SWA cache.
+  Status CheckSeqStatePlan(const char* fn) const;
 
   // Op profile (SessionOptions::profile_ops, session_profile.cpp): rows, and per graph the row of
   // each tensor (-1: not yet looked up).

@@ -1,5 +1,6 @@
 // The session's state in a file (Session::SaveState / LoadState, session.h has the layout): the KV
 // cache's cells and the bytes of the plan's KV buffers, behind the model's identity.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -184,6 +185,221 @@ Status Session::LoadState(const std::string& path) {
   s.cells_used = used;
   s.swa_cell_pos = std::move(swa);
   s.recurrent_state_lost = lost;
+  s.ClearEmbeddings();
+  return Status::Ok();
+}
+
+namespace {
+
+constexpr char kSeqMagic[8] = {'S', 'T', 'W', 'S', 'E', 'Q', 'S', 'T'};
+
+// A KV cache tensor of the plan as the per-sequence state reads it: where its bytes are, the bytes
+// of one cell, and whether it is llama.cpp's transposed V cache (v_trans: without flash attention
+// element j of cell c is at (j * n_ctx + c), one element of `elem` bytes each).
+struct KvTensor {
+  size_t buffer = 0;
+  uint64_t offset = 0, nbytes = 0, cell_bytes = 0, elem = 0;
+  bool transposed = false;
+};
+
+Result<std::vector<KvTensor>> KvTensors(const PlanFile& plan, int64_t n_ctx) {
+  std::vector<KvTensor> out;
+  const auto* ts = plan.root().tensors();
+  const bool fa = plan.root().context()->flash_attn();
+  for (flatbuffers::uoffset_t i = 0; ts != nullptr && i < ts->size(); ++i) {
+    const auto* t = ts->Get(i);
+    if (t->kind() != plan::TensorKind::KvCache) continue;
+    KvTensor k;
+    k.buffer = static_cast<size_t>(t->buffer());
+    k.offset = t->offset();
+    k.nbytes = t->nbytes();
+    k.cell_bytes = k.nbytes / static_cast<uint64_t>(n_ctx);
+    const std::string name = t->name() ? t->name()->str() : "";
+    k.transposed = !fa && name.rfind("cache_v_l", 0) == 0;
+    const int64_t width = t->ne() && t->ne()->size() > 0 ? t->ne()->Get(0) / n_ctx : 0;
+    k.elem = width > 0 ? k.cell_bytes / static_cast<uint64_t>(width) : 0;
+    if (k.nbytes % static_cast<uint64_t>(n_ctx) != 0 || (k.transposed && k.elem * width != k.cell_bytes))
+      return Internal(plan.path() + ": KV tensor '" + name + "' of " + std::to_string(k.nbytes) +
+                      " bytes is not " + std::to_string(n_ctx) + " cells of whole elements");
+    out.push_back(k);
+  }
+  return out;
+}
+
+// Gathers (or scatters, `to_cells`) the bytes of cell `c` of `t` between the tensor's bytes `all`
+// and `cell` (t.cell_bytes bytes).
+void CellBytes(const KvTensor& t, int64_t n_ctx, std::vector<uint8_t>& all, size_t c, uint8_t* cell,
+               bool to_cells) {
+  if (!t.transposed) {
+    uint8_t* at = all.data() + c * t.cell_bytes;
+    to_cells ? std::memcpy(at, cell, t.cell_bytes) : std::memcpy(cell, at, t.cell_bytes);
+    return;
+  }
+  const uint64_t width = t.cell_bytes / t.elem;
+  for (uint64_t j = 0; j < width; ++j) {
+    uint8_t* at = all.data() + (j * static_cast<uint64_t>(n_ctx) + c) * t.elem;
+    to_cells ? std::memcpy(at, cell + j * t.elem, t.elem) : std::memcpy(cell + j * t.elem, at, t.elem);
+  }
+}
+
+}  // namespace
+
+Status Session::Impl::CheckSeqStatePlan(const char* fn) const {
+  bool recurrent = false;
+  for (const plan_graph::Graph& g : graphs()) recurrent = recurrent || g.recurrent();
+  if (recurrent || n_ctx_swa > 0)
+    return Unimplemented(std::string(fn) + ": " + plan->path() +
+                         " keeps a recurrent state or a SWA cache: save the whole state (SaveState) instead");
+  return Status::Ok();
+}
+
+Status Session::SaveSeqState(int32_t seq_id, const std::string& path) const {
+  const Impl& s = *impl_;
+  STOWAGE_RETURN_IF_ERROR(s.CheckSeqStatePlan("SaveSeqState"));
+  if (seq_id < 0 || seq_id >= s.n_seq_ids)
+    return InvalidArgument("SaveSeqState: seq_id " + std::to_string(seq_id) + " outside [0, " +
+                           std::to_string(s.n_seq_ids) + ")");
+  STOWAGE_ASSIGN_OR_RETURN(const std::vector<KvTensor> kv, KvTensors(*s.plan, s.n_ctx));
+  std::vector<size_t> cells;  // the sequence's cells, by position
+  for (size_t j = 0; j < s.cell_pos.size(); ++j)
+    if (s.cell_pos[j] >= 0 && s.cell_seq[j][static_cast<size_t>(seq_id)]) cells.push_back(j);
+  std::sort(cells.begin(), cells.end(), [&](size_t a, size_t b) { return s.cell_pos[a] < s.cell_pos[b]; });
+  const ModelIdentity id = ComputeModelIdentity(*s.gguf);
+  std::vector<uint8_t> out(kSeqMagic, kSeqMagic + sizeof kSeqMagic);
+  Put(out, kVersion);
+  Put(out, id.file_size);
+  Put(out, id.header_size);
+  Put(out, id.header_xxh64);
+  Put(out, static_cast<uint32_t>(kv.size()));
+  for (const KvTensor& t : kv) {
+    Put(out, t.cell_bytes);
+    out.push_back(t.transposed ? 1 : 0);
+  }
+  Put(out, static_cast<uint32_t>(cells.size()));
+  for (const size_t c : cells) Put(out, s.cell_pos[c]);
+  std::vector<uint8_t> all;
+  for (const KvTensor& t : kv) {
+    all.resize(t.nbytes);
+    STOWAGE_RETURN_IF_ERROR(s.buffers[t.buffer]->Read(t.offset, all.data(), t.nbytes));
+    for (const size_t c : cells) {
+      const size_t at = out.size();
+      out.resize(at + t.cell_bytes);
+      CellBytes(t, s.n_ctx, all, c, out.data() + at, /*to_cells=*/false);
+    }
+  }
+  Put(out, Xxh64(out.data(), out.size()));
+  return WriteFileAtomic(path, out);
+}
+
+Status Session::LoadSeqState(int32_t dest_seq_id, const std::string& path) {
+  Impl& s = *impl_;
+  STOWAGE_RETURN_IF_ERROR(s.CheckSeqStatePlan("LoadSeqState"));
+  if (dest_seq_id < 0 || dest_seq_id >= s.n_seq_ids)
+    return InvalidArgument("LoadSeqState: dest_seq_id " + std::to_string(dest_seq_id) + " outside [0, " +
+                           std::to_string(s.n_seq_ids) + ")");
+  STOWAGE_ASSIGN_OR_RETURN(const std::vector<KvTensor> kv, KvTensors(*s.plan, s.n_ctx));
+  uint64_t cell_bytes = 0;
+  for (const KvTensor& t : kv) cell_bytes += t.cell_bytes;
+  const size_t head = sizeof kSeqMagic + 4 + 3 * 8 + 4 + 9 * kv.size() + 4;
+  ReadRegularFileOptions opt;
+  opt.max_bytes = head + static_cast<uint64_t>(s.n_ctx) * (4 + cell_bytes) + 8;
+  opt.what = "a sequence state file (Session::SaveSeqState, stowage_state_seq_save_file)";
+  opt.head_bytes = sizeof kSeqMagic + 4;
+  opt.check_head = [&](const uint8_t* h, size_t n, uint64_t) -> Status {
+    if (n < sizeof kSeqMagic || std::memcmp(h, kSeqMagic, sizeof kSeqMagic) != 0)
+      return DataLoss(path + ": offset 0: expected the magic \"STWSEQST\" of a sequence state file, found " +
+                      (n < sizeof kSeqMagic ? std::to_string(n) + " bytes" : "other bytes"));
+    uint32_t v = 0;
+    if (n >= sizeof kSeqMagic + 4) std::memcpy(&v, h + sizeof kSeqMagic, 4);
+    if (n < sizeof kSeqMagic + 4 || v != kVersion)
+      return DataLoss(path + ": offset 8: format version: expected " + std::to_string(kVersion) + ", found " +
+                      (n < sizeof kSeqMagic + 4 ? std::string("the end of the file") : std::to_string(v)));
+    return Status::Ok();
+  };
+  STOWAGE_ASSIGN_OR_RETURN(std::vector<uint8_t> b, ReadRegularFileBytes(path, opt));
+  if (b.size() < head)
+    return DataLoss(path + ": offset " + std::to_string(b.size()) + ": header: expected " +
+                    std::to_string(head) + " bytes for this plan's KV tensors, found " +
+                    std::to_string(b.size()) + " (truncated)");
+  Reader r{b, path, sizeof kSeqMagic + 4};
+  const ModelIdentity id = ComputeModelIdentity(*s.gguf);
+  const uint64_t fsize = r.Get<uint64_t>(), hsize = r.Get<uint64_t>(), hash = r.Get<uint64_t>();
+  if (fsize != id.file_size || hsize != id.header_size || hash != id.header_xxh64)
+    return FailedPrecondition(path + ": offset 12: model identity: expected " + s.gguf->path() + "'s (" +
+                              std::to_string(id.file_size) + " bytes, header hash " +
+                              HashHex(id.header_xxh64) + "), found a state of a model of " +
+                              std::to_string(fsize) + " bytes, header hash " + HashHex(hash));
+  {
+    const size_t off = r.at;
+    const auto n = r.Get<uint32_t>();
+    if (n != kv.size()) return r.Expect(StatusCode::kFailedPrecondition, "KV tensors", kv.size(), n, off);
+  }
+  for (const KvTensor& t : kv) {
+    const size_t off = r.at;
+    const auto cb = r.Get<uint64_t>();
+    const bool tr = b[r.at++] != 0;
+    if (cb != t.cell_bytes || tr != t.transposed)
+      return r.Expect(StatusCode::kFailedPrecondition, "bytes per cell (times 2 when transposed)",
+                      static_cast<int64_t>(t.cell_bytes * (t.transposed ? 2 : 1)),
+                      static_cast<int64_t>(cb * (tr ? 2 : 1)), off);
+  }
+  const size_t n_off = r.at;
+  const auto n = r.Get<uint32_t>();
+  const uint64_t size = head + static_cast<uint64_t>(n) * (4 + cell_bytes) + 8;
+  if (b.size() != size)
+    return DataLoss(path + ": offset " + std::to_string(std::min<uint64_t>(b.size(), size)) +
+                    ": size: expected " + std::to_string(size) + " bytes for " + std::to_string(n) +
+                    " cells (offset " + std::to_string(n_off) + "), found " + std::to_string(b.size()) +
+                    (b.size() < size ? " (truncated)" : ""));
+  uint64_t sum = 0;
+  std::memcpy(&sum, b.data() + b.size() - 8, 8);
+  if (sum != Xxh64(b.data(), b.size() - 8))
+    return DataLoss(path + ": offset " + std::to_string(b.size() - 8) + ": checksum: expected " +
+                    HashHex(Xxh64(b.data(), b.size() - 8)) + ", found " + HashHex(sum));
+  std::vector<int32_t> pos(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const size_t off = r.at;
+    pos[i] = r.Get<int32_t>();
+    if (pos[i] < 0 || (i > 0 && pos[i] <= pos[i - 1]))
+      return DataLoss(path + ": offset " + std::to_string(off) + ": position of cell " + std::to_string(i) +
+                      ": expected an increasing position >= 0, found " + std::to_string(pos[i]));
+  }
+  // The destination sequence is replaced: its cells are free first (on copies, committed at the end).
+  std::vector<int32_t> cell_pos = s.cell_pos;
+  std::vector<Impl::SeqSet> cell_seq = s.cell_seq;
+  int64_t used = s.cells_used;
+  for (size_t j = 0; j < cell_pos.size(); ++j) {
+    if (cell_pos[j] < 0 || !cell_seq[j][static_cast<size_t>(dest_seq_id)]) continue;
+    cell_seq[j].reset(static_cast<size_t>(dest_seq_id));
+    if (cell_seq[j].none()) {
+      cell_pos[j] = -1;
+      --used;
+    }
+  }
+  std::vector<size_t> cells;
+  for (size_t j = 0; j < cell_pos.size() && cells.size() < n; ++j)
+    if (cell_pos[j] < 0) cells.push_back(j);
+  if (cells.size() < n)
+    return OutOfRange("LoadSeqState: " + path + " holds " + std::to_string(n) + " cells, the KV cache has " +
+                      std::to_string(cells.size()) + " empty (of " + std::to_string(s.n_ctx) + ")");
+  std::vector<uint8_t> all;
+  for (const KvTensor& t : kv) {
+    all.resize(t.nbytes);
+    STOWAGE_RETURN_IF_ERROR(s.buffers[t.buffer]->Read(t.offset, all.data(), t.nbytes));
+    for (uint32_t i = 0; i < n; ++i) {
+      CellBytes(t, s.n_ctx, all, cells[i], b.data() + r.at, /*to_cells=*/true);
+      r.at += t.cell_bytes;
+    }
+    STOWAGE_RETURN_IF_ERROR(s.buffers[t.buffer]->Write(t.offset, all.data(), t.nbytes));
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    cell_pos[cells[i]] = pos[i];
+    cell_seq[cells[i]].reset();
+    cell_seq[cells[i]].set(static_cast<size_t>(dest_seq_id));
+  }
+  s.cell_pos = std::move(cell_pos);
+  s.cell_seq = std::move(cell_seq);
+  s.cells_used = used + n;
   s.ClearEmbeddings();
   return Status::Ok();
 }

@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -278,6 +280,71 @@ TEST_F(CApiTest, StateOfAnotherModelTruncatedOrCorruptIsRefused) {
   EXPECT_EQ(msg.find('\n'), std::string::npos);
   EXPECT_EQ(stowage_n_past(s2), 0u);
   stowage_session_free(s2);
+}
+
+// One sequence's state: saved from a session where it is alone in cells 0.., loaded into a fresh
+// session's sequence 1, the next token gives the same logits bit for bit; loaded next to another
+// sequence (other cells), within the summation-order tolerance of sequences_test; without the load,
+// far from them.
+TEST_F(CApiTest, SequenceStateMovesBetweenSessions) {
+  const std::vector<int32_t> b = Tokenize("The little dog");
+  std::vector<int32_t> seq1(b.size(), 1);
+  stowage_batch batch{static_cast<int32_t>(b.size()), b.data(), nullptr, seq1.data(), nullptr};
+  ASSERT_EQ(stowage_decode_batch(s_, &batch), STOWAGE_OK);
+  const std::string state = dir_.File("seq.state");
+  ASSERT_EQ(stowage_state_seq_save_file(s_, state.c_str(), 1), STOWAGE_OK) << stowage_last_error(s_);
+  const int32_t next = 300, on1 = 1, on0 = 0;
+  const int8_t want = 1;
+  stowage_batch step1{1, &next, nullptr, &on1, &want};
+  ASSERT_EQ(stowage_decode_batch(s_, &step1), STOWAGE_OK);
+  const size_t nv = stowage_n_vocab(s_);
+  const std::vector<float> ref(stowage_get_logits_ith(s_, 0), stowage_get_logits_ith(s_, 0) + nv);
+  auto diff = [&](const float* got) {
+    float d = 0;
+    for (size_t v = 0; v < nv; ++v) d = std::max(d, std::fabs(got[v] - ref[v]));
+    return d;
+  };
+  stowage_session* fresh = Open(plan_path_, model_);
+  ASSERT_EQ(stowage_state_seq_load_file(fresh, state.c_str(), 1), STOWAGE_OK) << stowage_last_error(fresh);
+  EXPECT_EQ(stowage_kv_seq_pos_max(fresh, 1), static_cast<int32_t>(b.size()) - 1);
+  EXPECT_EQ(stowage_kv_seq_pos_max(fresh, 0), -1);
+  ASSERT_EQ(stowage_decode_batch(fresh, &step1), STOWAGE_OK);
+  EXPECT_EQ(std::vector<float>(stowage_get_logits_ith(fresh, 0), stowage_get_logits_ith(fresh, 0) + nv), ref);
+  // Into sequence 0 of a session holding another sequence 1 (its cells first): the saved cells land
+  // after them.
+  stowage_session* other = Open(plan_path_, model_);
+  const std::vector<int32_t> a = Tokenize("Once upon a time");
+  std::vector<int32_t> ones(a.size(), 1);
+  stowage_batch ba{static_cast<int32_t>(a.size()), a.data(), nullptr, ones.data(), nullptr};
+  ASSERT_EQ(stowage_decode_batch(other, &ba), STOWAGE_OK);
+  ASSERT_EQ(stowage_state_seq_load_file(other, state.c_str(), 0), STOWAGE_OK) << stowage_last_error(other);
+  stowage_batch step0{1, &next, nullptr, &on0, &want};
+  ASSERT_EQ(stowage_decode_batch(other, &step0), STOWAGE_OK);
+  EXPECT_LE(diff(stowage_get_logits_ith(other, 0)), 1e-2f);
+  EXPECT_EQ(stowage_kv_seq_pos_max(other, 1), static_cast<int32_t>(a.size()) - 1);  // untouched
+  // Without the load, the same token at the same position sees sequence 0 empty: far off.
+  stowage_kv_seq_rm(other, 0, -1, -1);
+  const int32_t pos = static_cast<int32_t>(b.size());
+  stowage_batch cold{1, &next, &pos, &on0, &want};
+  stowage_reset(fresh);
+  ASSERT_EQ(stowage_decode_batch(fresh, &cold), STOWAGE_OK);
+  EXPECT_GT(diff(stowage_get_logits_ith(fresh, 0)), 0.5f);
+  // Errors: a whole-state file, a truncated one, a destination out of range.
+  const std::string whole = dir_.File("whole.state");
+  ASSERT_EQ(stowage_state_save_file(s_, whole.c_str()), STOWAGE_OK);
+  EXPECT_EQ(stowage_state_seq_load_file(other, whole.c_str(), 0), STOWAGE_DATA_LOSS);
+  EXPECT_EQ(
+      std::string(stowage_last_error(other)),
+      whole + ": offset 0: expected the magic \"STWSEQST\" of a sequence state file, found other bytes");
+  std::ifstream in(state, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string cut = dir_.Write("cut.seq", bytes.substr(0, bytes.size() - 1));
+  EXPECT_EQ(stowage_state_seq_load_file(other, cut.c_str(), 0), STOWAGE_DATA_LOSS);
+  EXPECT_NE(std::string(stowage_last_error(other)).find(" (truncated)"), std::string::npos);
+  EXPECT_EQ(stowage_state_seq_load_file(other, state.c_str(), 999), STOWAGE_INVALID_ARGUMENT);
+  EXPECT_EQ(stowage_kv_seq_pos_max(other, 1), static_cast<int32_t>(a.size()) - 1);
+  stowage_session_free(fresh);
+  stowage_session_free(other);
 }
 
 }  // namespace

@@ -273,6 +273,15 @@ stowage_status stowage_state_save_file(stowage_session* s, const char* path);
  * a truncated file (STOWAGE_DATA_LOSS); an unreadable file (STOWAGE_IO_ERROR / STOWAGE_NOT_FOUND).
  * The last decode's logits and embeddings are dropped. */
 stowage_status stowage_state_load_file(stowage_session* s, const char* path);
+/* One sequence's state (llama_state_seq_save_file / _load_file; Session::SaveSeqState /
+ * LoadSeqState): its positions and its cells' K/V bytes, behind the model identity. Save errors: s
+ * or path NULL, seq_id out of range (STOWAGE_INVALID_ARGUMENT); a plan with a recurrent state or a
+ * SWA cache (STOWAGE_UNIMPLEMENTED: save the whole state); a failed write (STOWAGE_IO_ERROR). Load
+ * replaces sequence dest_seq_id, storing the saved cells in the first empty ones; errors (the cache
+ * unchanged, one line naming the file and offset): those of stowage_state_load_file, and
+ * STOWAGE_OUT_OF_RANGE when the cache has too few empty cells. */
+stowage_status stowage_state_seq_save_file(stowage_session* s, const char* path, int32_t seq_id);
+stowage_status stowage_state_seq_load_file(stowage_session* s, const char* path, int32_t dest_seq_id);
 
 /* Message of the session's last failed call (any function above that takes the session and reports
  * an error); "" after a decode that succeeded (or before any); stowage_reset leaves it as it is. A

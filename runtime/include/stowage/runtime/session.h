@@ -257,6 +257,23 @@ class Session {
   /// n_seq_ids / KV buffer layout), and ReadRegularFileBytes' errors (kIoError: missing, not a
   /// regular file). The last decode's embeddings are dropped.
   Status LoadState(const std::string& path);
+  /// Writes sequence `seq_id`'s part of the KV cache to `path` (llama_state_seq_save_file): its
+  /// positions and, for each KV cache tensor of the plan, the bytes of its cells (a transposed V
+  /// cache's elements gathered per cell). Layout (little-endian): "STWSEQST", u32 version (1), the
+  /// model identity (3 u64), u32 KV tensor count, per tensor u64 bytes per cell and u8 transposed,
+  /// u32 cell count, i32 position per cell (increasing), the cells' bytes tensor by tensor, u64
+  /// XXH64 of all that precedes. Errors: kInvalidArgument (seq_id outside [0, n_seq_ids())),
+  /// kUnimplemented (a recurrent state or a SWA cache: SaveState only), kIoError (the write).
+  Status SaveSeqState(int32_t seq_id, const std::string& path) const;
+  /// Replaces sequence `dest_seq_id` with the one SaveSeqState wrote (for the same model and a plan
+  /// of the same KV tensors; any n_ctx that has room): its cells are freed, and the saved ones stored
+  /// in the first empty cells (llama_state_seq_load_file). Decoding then gives that sequence what the
+  /// saving session gave it, up to the summation order over other cells (bit for bit when the cells
+  /// land where they were, as in a fresh session). Errors, one line naming the file and offset where
+  /// it has one: kInvalidArgument (dest_seq_id out of range), kUnimplemented (as SaveSeqState),
+  /// kDataLoss (magic, version, size, checksum, positions not increasing), kFailedPrecondition
+  /// (another model, other KV tensors), kOutOfRange (too few empty cells); the cache is unchanged then.
+  Status LoadSeqState(int32_t dest_seq_id, const std::string& path);
 
   /// Clears the KV cache of every sequence (n_past() = 0) and a recurrent model's state
   /// (llama_memory_clear).
