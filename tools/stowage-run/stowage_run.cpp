@@ -157,8 +157,9 @@ void AddGenerateOptions(CLI::App* app, GenerateFlags* g) {
                   "the chat's system message (llama-cli -sys; with -cnv)");
   app->add_option(
       "--chat-template", g->chat_template,
-      "a built-in chat template by llama.cpp's name (chatml, llama3, gemma, phi3, mistral-v7, gpt-oss, "
-      "...; with -cnv; default: the model's tokenizer.chat_template, else chatml)");
+      "the chat template (with -cnv): a built-in one by llama.cpp's name (chatml, llama3, gemma, phi3, "
+      "mistral-v7, gpt-oss, ...) or a template text whose family is detected; default: the model's "
+      "tokenizer.chat_template, else chatml");
 }
 
 // The text shared by the subcommands' --help footers.
