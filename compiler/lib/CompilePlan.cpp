@@ -36,7 +36,7 @@ std::string locationPrefix(Location loc) {
 } // namespace
 
 Result<CompiledPlan> CompilePlan(const GgufFile &gguf, const planner::PlanResult &planned,
-                                 const std::string &flags) {
+                                 const std::string &flags, const PipelineOptions &options) {
   MLIRContext context(MLIRContext::Threading::DISABLED);
   std::string error;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
@@ -55,7 +55,7 @@ Result<CompiledPlan> CompilePlan(const GgufFile &gguf, const planner::PlanResult
   if (!module)
     return fail("import");
   PassManager pm(&context);
-  buildStowagePipeline(pm, PipelineOptions());
+  buildStowagePipeline(pm, options);
   if (failed(pm.run(*module)))
     return fail("pipeline");
   if (failed(exportModelGraphs(*module, &graphs, &outcome.placement)))

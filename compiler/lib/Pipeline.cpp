@@ -3,6 +3,7 @@
 #include "stowage/Compiler/Pipeline.h"
 
 #include "mlir/Pass/PassRegistry.h"
+#include "stowage/Compiler/Transforms/Passes.h"
 
 namespace stowage::compiler {
 
@@ -10,8 +11,8 @@ void buildStowagePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
   // The rewriting passes, in the order they run. Each rewrites only inside one place.split (same
   // backend, same split inputs and results) and only where the backend has the op it makes;
   // each has its own lit test in test/lit/Passes. Add a pass here, one line each:
-  (void)pm;
-  (void)options;
+  if (options.fuse)
+    pm.addPass(createStowageFuseRmsNormMul());
 }
 
 void registerStowagePipeline() {

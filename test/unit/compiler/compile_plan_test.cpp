@@ -71,7 +71,10 @@ TEST(CompilePlan, WithoutRewritesGivesThePlannersPlanByteForByte) {
       auto planned = PlanModel(**gguf, ngl);
       ASSERT_TRUE(planned.ok()) << path << ": " << planned.status().message();
       ASSERT_FALSE(planned->bytes.empty());
-      auto compiled = CompilePlan(**gguf, *planned, "compile_plan_test -ngl " + std::to_string(ngl));
+      PipelineOptions no_rewrites;
+      no_rewrites.fuse = false;
+      auto compiled =
+          CompilePlan(**gguf, *planned, "compile_plan_test -ngl " + std::to_string(ngl), no_rewrites);
       ASSERT_TRUE(compiled.ok()) << path << " -ngl " << ngl << ": " << compiled.status().message();
       EXPECT_TRUE(compiled->bytes == planned->bytes) << path << " -ngl " << ngl;
       EXPECT_EQ(compiled->fit.ok(), planned->fit.ok()) << path << " -ngl " << ngl;

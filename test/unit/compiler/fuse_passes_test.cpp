@@ -1,6 +1,6 @@
-// The fusion passes end to end: every shared model planned for the CPU, its placed graphs imported,
-// fused, exported and memory-planned again (the compiler stage's steps, CompilePlan's), both plans
-// run by the runtime. The fused plan must give the same logits bit for bit (prompt processing and
+// The fusion passes end to end: every shared model planned for the CPU and compiled by CompilePlan
+// (imported, fused by the pipeline, exported and memory-planned again), both plans run by the
+// runtime. The fused plan must give the same logits bit for bit (prompt processing and
 // token generation, both numerics modes), allocate exactly what it plans, and hold the fused nodes
 // (counted by importing it back).
 #include <dirent.h>
@@ -15,16 +15,11 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
-#include "stowage/Compiler/Export/ExportModelGraphs.h"
-#include "stowage/Compiler/Import/ImportModelGraphs.h"
+#include "stowage/Compiler/CompilePlan.h"
 #include "stowage/Compiler/Import/ImportPlan.h"
-#include "stowage/Compiler/Transforms/Passes.h"
 #include "stowage/Dialect/GGML/IR/GGMLOps.h"
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
-#include "stowage/planner/memory_plan.h"
 #include "stowage/planner/plan.h"
-#include "stowage/planner/plan_export.h"
 #include "stowage/planner/registry.h"
 #include "stowage/runtime/session.h"
 #include "test_paths.h"
@@ -58,21 +53,11 @@ Result<planner::PlanResult> PlanForCpu(const GgufFile& gguf) {
   return planner::Plan(gguf, *devices, req);
 }
 
-// The plan of `planned`'s graphs after stowage-fuse-rms-norm-mul, memory planned again.
+// The plan of `planned` as the compiler stage makes it by default (CompilePlan: the pipeline's
+// fusions, the memory planned again).
 Result<std::vector<uint8_t>> FusedPlan(const GgufFile& gguf, const planner::PlanResult& planned) {
-  mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
-  context.loadDialect<ggml::GGMLDialect, place::PlaceDialect, mlir::func::FuncDialect>();
-  planner::ModelGraphs graphs = planned.graphs;
-  planner::PlacementOutcome outcome = planned.outcome;
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      importModelGraphs(&context, graphs, mlir::UnknownLoc::get(&context), &outcome.placement);
-  if (!module) return Internal("import failed");
-  mlir::PassManager pm(&context);
-  pm.addPass(createStowageFuseRmsNormMul());
-  if (mlir::failed(pm.run(*module))) return Internal("pass failed");
-  if (mlir::failed(exportModelGraphs(*module, &graphs, &outcome.placement))) return Internal("export failed");
-  STOWAGE_RETURN_IF_ERROR(planner::PlanMemory(graphs, outcome.placement, &outcome.memory));
-  return planner::SerializePlan(gguf, graphs, outcome.placement, outcome.memory, "fuse_passes_test");
+  STOWAGE_ASSIGN_OR_RETURN(CompiledPlan compiled, CompilePlan(gguf, planned, "fuse_passes_test"));
+  return compiled.bytes;
 }
 
 struct OpCounts {

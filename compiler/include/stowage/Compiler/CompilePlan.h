@@ -20,6 +20,14 @@
 
 namespace stowage::compiler {
 
+/// Options of the pipeline (buildStowagePipeline, Pipeline.h): every pass it runs rewrites only
+/// where its rules allow.
+struct PipelineOptions {
+  /// The fusion passes (Fuse*.cpp: RMS_NORM + MUL -> RMS_NORM_MUL). false: none of them runs, so
+  /// the exported plan is the planner's byte for byte.
+  bool fuse = true;
+};
+
 /// A plan the compiler made (CompilePlan).
 struct CompiledPlan {
   /// The plan file's bytes (planner::SerializePlan of the exported graphs and their memory plan),
@@ -32,14 +40,14 @@ struct CompiledPlan {
 
 /// Runs the compiler stage on `planned` (planner::Plan's result for `gguf`, placed and
 /// memory-planned; not changed): imports its graphs with their placement, runs
-/// buildStowagePipeline's passes, exports the graphs, plans memory again for them
+/// buildStowagePipeline's passes (with `options`), exports the graphs, plans memory again for them
 /// (planner::PlanMemory, so planned == allocated stays exact), serializes the plan with `flags`
 /// (planner::SerializePlan) and verifies it as the runtime does.
 /// Errors (kInternal, one line "compiler: <what>", naming the node where there is one): the
 /// importer's (a planned graph the dialect's verifiers refuse), a pass's, the exporter's,
 /// PlanMemory's and the plan verifier's.
 Result<CompiledPlan> CompilePlan(const GgufFile &gguf, const planner::PlanResult &planned,
-                                 const std::string &flags);
+                                 const std::string &flags, const PipelineOptions &options = {});
 
 } // namespace stowage::compiler
 

@@ -20,11 +20,9 @@
 #define STOWAGE_COMPILER_PIPELINE_H
 
 #include "mlir/Pass/PassManager.h"
+#include "stowage/Compiler/CompilePlan.h" // PipelineOptions
 
 namespace stowage::compiler {
-
-/// Options of the pipeline (none yet: every pass runs where its rules allow).
-struct PipelineOptions {};
 
 /// Adds the compiler's rewriting passes, in order, to `pm` (a pass manager on the module). With
 /// no rewriting pass the exported plan is byte-identical to the planner's.
