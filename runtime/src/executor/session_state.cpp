@@ -53,6 +53,60 @@ struct Reader {
   }
 };
 
+// The bytes of the state file `path` (magic "STWSTATE" or "STWSEQST", `what` for messages), at
+// most `max_bytes`: its magic and format version checked from its first bytes, then the model
+// identity at offset 12 against `gguf`'s (first: a state of another model says so even when its
+// size differs as well).
+Result<std::vector<uint8_t>> ReadStateFile(const std::string& path, const char* magic, const char* what,
+                                           uint64_t max_bytes, const GgufFile& gguf) {
+  constexpr size_t kHead = sizeof kMagic + 4;
+  ReadRegularFileOptions opt;
+  opt.max_bytes = max_bytes;
+  opt.what = what;
+  opt.head_bytes = kHead;
+  opt.check_head = [&](const uint8_t* h, size_t n, uint64_t) -> Status {
+    if (n < sizeof kMagic || std::memcmp(h, magic, sizeof kMagic) != 0)
+      return DataLoss(path + ": offset 0: expected the magic \"" + std::string(magic, sizeof kMagic) +
+                      "\" of " + what + ", found " +
+                      (n < sizeof kMagic ? std::to_string(n) + " bytes" : "other bytes"));
+    uint32_t v = 0;
+    if (n >= kHead) std::memcpy(&v, h + sizeof kMagic, 4);
+    if (n < kHead || v != kVersion)
+      return DataLoss(path + ": offset 8: format version: expected " + std::to_string(kVersion) + ", found " +
+                      (n < kHead ? std::string("the end of the file") : std::to_string(v)));
+    return Status::Ok();
+  };
+  STOWAGE_ASSIGN_OR_RETURN(std::vector<uint8_t> b, ReadRegularFileBytes(path, opt));
+  const ModelIdentity id = ComputeModelIdentity(gguf);
+  if (b.size() >= kHead + 24) {
+    Reader r{b, path, kHead};
+    const uint64_t fsize = r.Get<uint64_t>(), hsize = r.Get<uint64_t>(), hash = r.Get<uint64_t>();
+    if (fsize != id.file_size || hsize != id.header_size || hash != id.header_xxh64)
+      return FailedPrecondition(path + ": offset 12: model identity: expected " + gguf.path() + "'s (" +
+                                std::to_string(id.file_size) + " bytes, header hash " +
+                                HashHex(id.header_xxh64) + "), found a state of a model of " +
+                                std::to_string(fsize) + " bytes, header hash " + HashHex(hash));
+  }
+  return b;
+}
+
+// The file's size (`expected`; `what_for` in the message), then its last 8 bytes: the XXH64 of
+// the others.
+Status CheckSizeAndSum(const std::vector<uint8_t>& b, const std::string& path, uint64_t expected,
+                       const std::string& what_for) {
+  if (b.size() != expected)
+    return DataLoss(path + ": offset " + std::to_string(std::min<uint64_t>(b.size(), expected)) +
+                    ": size: expected " + std::to_string(expected) + " bytes " + what_for + ", found " +
+                    std::to_string(b.size()) + (b.size() < expected ? " (truncated)" : ""));
+  uint64_t sum = 0;
+  std::memcpy(&sum, b.data() + b.size() - 8, 8);
+  const uint64_t want = Xxh64(b.data(), b.size() - 8);
+  if (sum != want)
+    return DataLoss(path + ": offset " + std::to_string(b.size() - 8) + ": checksum: expected " +
+                    HashHex(want) + ", found " + HashHex(sum));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status Session::SaveState(const std::string& path) const {
@@ -97,42 +151,12 @@ Status Session::LoadState(const std::string& path) {
   const size_t head = sizeof kMagic + 4 + 3 * 8 + 3 * 8 + 4 + 8 * kv.size();
   const uint64_t size =
       head + s.cell_pos.size() * (4 + kSeqBytes) + s.swa_cell_pos.size() * 8 + 1 + kv_bytes + 8;
-  ReadRegularFileOptions opt;
-  opt.max_bytes = size;
-  opt.what = "a session state file (Session::SaveState, stowage_state_save_file)";
-  opt.head_bytes = sizeof kMagic + 4;
-  opt.check_head = [&](const uint8_t* h, size_t n, uint64_t) -> Status {
-    if (n < sizeof kMagic || std::memcmp(h, kMagic, sizeof kMagic) != 0)
-      return DataLoss(path + ": offset 0: expected the magic \"STWSTATE\" of a session state file, found " +
-                      (n < sizeof kMagic ? std::to_string(n) + " bytes" : "other bytes"));
-    uint32_t v = 0;
-    if (n >= sizeof kMagic + 4) std::memcpy(&v, h + sizeof kMagic, 4);
-    if (n < sizeof kMagic + 4 || v != kVersion)
-      return DataLoss(path + ": offset 8: format version: expected " + std::to_string(kVersion) + ", found " +
-                      (n < sizeof kMagic + 4 ? std::string("the end of the file") : std::to_string(v)));
-    return Status::Ok();
-  };
-  STOWAGE_ASSIGN_OR_RETURN(std::vector<uint8_t> b, ReadRegularFileBytes(path, opt));
-  Reader r{b, path, sizeof kMagic + 4};
-  // The identity first: a state of another model says so even when its size differs as well.
-  const ModelIdentity id = ComputeModelIdentity(*s.gguf);
-  if (b.size() >= sizeof kMagic + 4 + 24) {
-    const uint64_t fsize = r.Get<uint64_t>(), hsize = r.Get<uint64_t>(), hash = r.Get<uint64_t>();
-    if (fsize != id.file_size || hsize != id.header_size || hash != id.header_xxh64)
-      return FailedPrecondition(path + ": offset 12: model identity: expected " + s.gguf->path() + "'s (" +
-                                std::to_string(id.file_size) + " bytes, header hash " +
-                                HashHex(id.header_xxh64) + "), found a state of a model of " +
-                                std::to_string(fsize) + " bytes, header hash " + HashHex(hash));
-  }
-  if (b.size() != size)
-    return DataLoss(path + ": offset " + std::to_string(std::min<uint64_t>(b.size(), size)) +
-                    ": size: expected " + std::to_string(size) + " bytes for this plan's state, found " +
-                    std::to_string(b.size()) + (b.size() < size ? " (truncated)" : ""));
-  uint64_t sum = 0;
-  std::memcpy(&sum, b.data() + b.size() - 8, 8);
-  if (sum != Xxh64(b.data(), b.size() - 8))
-    return DataLoss(path + ": offset " + std::to_string(b.size() - 8) + ": checksum: expected " +
-                    HashHex(Xxh64(b.data(), b.size() - 8)) + ", found " + HashHex(sum));
+  STOWAGE_ASSIGN_OR_RETURN(
+      std::vector<uint8_t> b,
+      ReadStateFile(path, kMagic, "a session state file (Session::SaveState, stowage_state_save_file)", size,
+                    *s.gguf));
+  STOWAGE_RETURN_IF_ERROR(CheckSizeAndSum(b, path, size, "for this plan's state"));
+  Reader r{b, path, sizeof kMagic + 4 + 24};
   struct Field {
     const char* name;
     int64_t want;
@@ -301,34 +325,16 @@ Status Session::LoadSeqState(int32_t dest_seq_id, const std::string& path) {
   uint64_t cell_bytes = 0;
   for (const KvTensor& t : kv) cell_bytes += t.cell_bytes;
   const size_t head = sizeof kSeqMagic + 4 + 3 * 8 + 4 + 9 * kv.size() + 4;
-  ReadRegularFileOptions opt;
-  opt.max_bytes = head + static_cast<uint64_t>(s.n_ctx) * (4 + cell_bytes) + 8;
-  opt.what = "a sequence state file (Session::SaveSeqState, stowage_state_seq_save_file)";
-  opt.head_bytes = sizeof kSeqMagic + 4;
-  opt.check_head = [&](const uint8_t* h, size_t n, uint64_t) -> Status {
-    if (n < sizeof kSeqMagic || std::memcmp(h, kSeqMagic, sizeof kSeqMagic) != 0)
-      return DataLoss(path + ": offset 0: expected the magic \"STWSEQST\" of a sequence state file, found " +
-                      (n < sizeof kSeqMagic ? std::to_string(n) + " bytes" : "other bytes"));
-    uint32_t v = 0;
-    if (n >= sizeof kSeqMagic + 4) std::memcpy(&v, h + sizeof kSeqMagic, 4);
-    if (n < sizeof kSeqMagic + 4 || v != kVersion)
-      return DataLoss(path + ": offset 8: format version: expected " + std::to_string(kVersion) + ", found " +
-                      (n < sizeof kSeqMagic + 4 ? std::string("the end of the file") : std::to_string(v)));
-    return Status::Ok();
-  };
-  STOWAGE_ASSIGN_OR_RETURN(std::vector<uint8_t> b, ReadRegularFileBytes(path, opt));
+  STOWAGE_ASSIGN_OR_RETURN(
+      std::vector<uint8_t> b,
+      ReadStateFile(path, kSeqMagic,
+                    "a sequence state file (Session::SaveSeqState, stowage_state_seq_save_file)",
+                    head + static_cast<uint64_t>(s.n_ctx) * (4 + cell_bytes) + 8, *s.gguf));
   if (b.size() < head)
     return DataLoss(path + ": offset " + std::to_string(b.size()) + ": header: expected " +
                     std::to_string(head) + " bytes for this plan's KV tensors, found " +
                     std::to_string(b.size()) + " (truncated)");
-  Reader r{b, path, sizeof kSeqMagic + 4};
-  const ModelIdentity id = ComputeModelIdentity(*s.gguf);
-  const uint64_t fsize = r.Get<uint64_t>(), hsize = r.Get<uint64_t>(), hash = r.Get<uint64_t>();
-  if (fsize != id.file_size || hsize != id.header_size || hash != id.header_xxh64)
-    return FailedPrecondition(path + ": offset 12: model identity: expected " + s.gguf->path() + "'s (" +
-                              std::to_string(id.file_size) + " bytes, header hash " +
-                              HashHex(id.header_xxh64) + "), found a state of a model of " +
-                              std::to_string(fsize) + " bytes, header hash " + HashHex(hash));
+  Reader r{b, path, sizeof kSeqMagic + 4 + 24};
   {
     const size_t off = r.at;
     const auto n = r.Get<uint32_t>();
@@ -346,16 +352,9 @@ Status Session::LoadSeqState(int32_t dest_seq_id, const std::string& path) {
   const size_t n_off = r.at;
   const auto n = r.Get<uint32_t>();
   const uint64_t size = head + static_cast<uint64_t>(n) * (4 + cell_bytes) + 8;
-  if (b.size() != size)
-    return DataLoss(path + ": offset " + std::to_string(std::min<uint64_t>(b.size(), size)) +
-                    ": size: expected " + std::to_string(size) + " bytes for " + std::to_string(n) +
-                    " cells (offset " + std::to_string(n_off) + "), found " + std::to_string(b.size()) +
-                    (b.size() < size ? " (truncated)" : ""));
-  uint64_t sum = 0;
-  std::memcpy(&sum, b.data() + b.size() - 8, 8);
-  if (sum != Xxh64(b.data(), b.size() - 8))
-    return DataLoss(path + ": offset " + std::to_string(b.size() - 8) + ": checksum: expected " +
-                    HashHex(Xxh64(b.data(), b.size() - 8)) + ", found " + HashHex(sum));
+  STOWAGE_RETURN_IF_ERROR(CheckSizeAndSum(
+      b, path, size,
+      "for " + std::to_string(n) + " cells (the count at offset " + std::to_string(n_off) + ")"));
   std::vector<int32_t> pos(n);
   for (uint32_t i = 0; i < n; ++i) {
     const size_t off = r.at;

@@ -44,42 +44,32 @@ bool PenaltiesOn(const SamplerStep& s) {
 
 }  // namespace
 
-SamplerStep SamplerStep::Greedy() { return SamplerStep{}; }
-SamplerStep SamplerStep::Dist(uint32_t seed) {
+namespace {
+SamplerStep MakeStep(SamplerStep::Kind kind, float value = 0, size_t min_keep = 1) {
   SamplerStep s;
-  s.kind = Kind::kDist;
+  s.kind = kind;
+  s.value = value;
+  s.min_keep = min_keep;
+  return s;
+}
+}  // namespace
+
+SamplerStep SamplerStep::Greedy() { return MakeStep(Kind::kGreedy); }
+SamplerStep SamplerStep::Dist(uint32_t seed) {
+  SamplerStep s = MakeStep(Kind::kDist);
   s.seed = seed;
   return s;
 }
-SamplerStep SamplerStep::Temperature(float t) {
-  SamplerStep s;
-  s.kind = Kind::kTemperature;
-  s.value = t;
-  return s;
-}
+SamplerStep SamplerStep::Temperature(float t) { return MakeStep(Kind::kTemperature, t); }
 SamplerStep SamplerStep::TopK(int32_t k) {
-  SamplerStep s;
-  s.kind = Kind::kTopK;
+  SamplerStep s = MakeStep(Kind::kTopK);
   s.k = k;
   return s;
 }
-SamplerStep SamplerStep::TopP(float p, size_t min_keep) {
-  SamplerStep s;
-  s.kind = Kind::kTopP;
-  s.value = p;
-  s.min_keep = min_keep;
-  return s;
-}
-SamplerStep SamplerStep::MinP(float p, size_t min_keep) {
-  SamplerStep s;
-  s.kind = Kind::kMinP;
-  s.value = p;
-  s.min_keep = min_keep;
-  return s;
-}
+SamplerStep SamplerStep::TopP(float p, size_t min_keep) { return MakeStep(Kind::kTopP, p, min_keep); }
+SamplerStep SamplerStep::MinP(float p, size_t min_keep) { return MakeStep(Kind::kMinP, p, min_keep); }
 SamplerStep SamplerStep::Penalties(int32_t last_n, float repeat, float freq, float present) {
-  SamplerStep s;
-  s.kind = Kind::kPenalties;
+  SamplerStep s = MakeStep(Kind::kPenalties);
   s.last_n = last_n;
   s.repeat = repeat;
   s.freq = freq;

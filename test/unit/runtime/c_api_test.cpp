@@ -268,7 +268,10 @@ TEST_F(CApiTest, StateOfAnotherModelTruncatedOrCorruptIsRefused) {
   const std::string other = dir_.Write("other.state", "GGUF and more bytes");
   EXPECT_EQ(stowage_state_load_file(s_, other.c_str()), STOWAGE_DATA_LOSS);
   EXPECT_EQ(std::string(stowage_last_error(s_)),
-            other + ": offset 0: expected the magic \"STWSTATE\" of a session state file, found other bytes");
+            other +
+                ": offset 0: expected the magic \"STWSTATE\" of a session state file (Session::SaveState, "
+                "stowage_state_save_file), found "
+                "other bytes");
   // Another model (stories260K-Q8_0): its identity, before anything else.
   const std::string q8 = test::ModelPath("stories260K-Q8_0.gguf");
   if (!test::FileExists(q8)) GTEST_SKIP() << q8 << " not found";
@@ -335,7 +338,9 @@ TEST_F(CApiTest, SequenceStateMovesBetweenSessions) {
   EXPECT_EQ(stowage_state_seq_load_file(other, whole.c_str(), 0), STOWAGE_DATA_LOSS);
   EXPECT_EQ(
       std::string(stowage_last_error(other)),
-      whole + ": offset 0: expected the magic \"STWSEQST\" of a sequence state file, found other bytes");
+      whole +
+          ": offset 0: expected the magic \"STWSEQST\" of a sequence state file (Session::SaveSeqState, "
+          "stowage_state_seq_save_file), found other bytes");
   std::ifstream in(state, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::string cut = dir_.Write("cut.seq", bytes.substr(0, bytes.size() - 1));
