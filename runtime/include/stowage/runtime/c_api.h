@@ -131,6 +131,8 @@ void stowage_kv_clear(stowage_session* s);
 size_t stowage_n_seq_max(const stowage_session* s);
 size_t stowage_n_seq_ids(const stowage_session* s);
 
+/* The model's vocabulary size (floats per logits row) and the plan's context (KV cache cells); 0 for
+ * s NULL. */
 size_t stowage_n_vocab(const stowage_session* s);
 size_t stowage_n_ctx(const stowage_session* s);
 /* Tokens of sequence 0 in the KV cache (stowage_kv_seq_pos_max(s, 0) + 1): where stowage_decode

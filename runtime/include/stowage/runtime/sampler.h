@@ -81,6 +81,7 @@ class SamplerChain {
   SamplerChain() = default;
   /// Appends `step` (llama_sampler_chain_add).
   void Add(const SamplerStep& step);
+  /// The number of steps, and step `i` (< size()) as added (a dist step's seed as Reseed left it).
   size_t size() const { return steps_.size(); }
   const SamplerStep& step(size_t i) const { return steps_[i].step; }
 
@@ -139,6 +140,9 @@ struct SamplerParams {
   float penalty_present = 0.0f;
 };
 
+/// llama.cpp's default sampler (common_sampler) as a SamplerChain built from SamplerParams:
+/// penalties -> top_k -> top_p -> min_p -> temperature -> dist(seed), or penalties -> greedy when
+/// the temperature is not positive or top_k is 1.
 class Sampler {
  public:
   explicit Sampler(SamplerParams params);

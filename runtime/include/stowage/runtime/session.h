@@ -222,6 +222,7 @@ class Session {
   /// have no tensor "result_norm" to read (an architecture without llama.cpp's final norm output).
   /// Nothing changes on error. Embeddings of earlier decodes are dropped.
   Status SetEmbeddings(bool enabled, PoolingType pooling);
+  /// The settings of SessionOptions::embeddings / pooling or the last SetEmbeddings.
   bool embeddings() const;
   PoolingType pooling() const;
   /// The width of an embedding: the model's n_embd (ne0 of result_norm), floats.
