@@ -17,10 +17,9 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "gguf.h"
 #include "llama-chat.h"
@@ -69,7 +68,8 @@ json Apply(const std::string& tmpl, const json& conversations) {
     std::vector<llama_chat_message> msgs;
     for (size_t i = 0; i < roles.size(); ++i) msgs.push_back({roles[i].c_str(), contents[i].c_str()});
     for (bool add_ass : {false, true}) {
-      const int32_t n = llama_chat_apply_template(tmpl.c_str(), msgs.data(), msgs.size(), add_ass, nullptr, 0);
+      const int32_t n =
+          llama_chat_apply_template(tmpl.c_str(), msgs.data(), msgs.size(), add_ass, nullptr, 0);
       json text = nullptr;
       if (n >= 0) {
         std::vector<char> buf(n + 1);
