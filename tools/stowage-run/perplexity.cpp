@@ -62,7 +62,10 @@ int Perplexity(const CommonOptions& c, const std::string& file, const std::strin
     return Fail(ResourceExhausted(file + ": out of memory while tokenizing " + std::to_string(text.size()) +
                                   " bytes of text"));
   }
-  const int64_t n_ctx = s.n_ctx();
+  // The chunk size is the context asked for (llama-perplexity's params.n_ctx), not the context the
+  // session got: llama.cpp 2026 pads the latter to 256 cells with flash attention (so does a plan
+  // made on the fly for it). With --plan or -c 0 it is the session's.
+  const int64_t n_ctx = c.plan.empty() && c.n_ctx > 0 ? std::min<int64_t>(c.n_ctx, s.n_ctx()) : s.n_ctx();
   if (n_ctx < 3)
     return Fail(InvalidArgument(
         "perplexity: a context of " + std::to_string(n_ctx) +
@@ -187,8 +190,10 @@ int KlDivergence(CommonOptions c, bool ctx_given, const std::string& base_path, 
       kld_values.push_back(static_cast<float>(r.kld));
       p_diff_values.push_back(r.p_diff);
     }
-    // llama.cpp prints the table header before every chunk's line.
-    std::printf("\n%s\n%s\n", tools::KlChunkHeader(), tools::FormatKlChunkLine(k + 1, sums).c_str());
+    // llama.cpp prints the table header once, after the first batch of chunks (llama.cpp 2026
+    // tools/perplexity kl_divergence: i == 0), then a line per chunk.
+    if (k == 0) std::printf("\n%s\n", tools::KlChunkHeader());
+    std::printf("%s\n", tools::FormatKlChunkLine(k + 1, sums).c_str());
     if (!FlushStdout()) return 1;
   }
   std::printf("\n%s",
