@@ -15,7 +15,8 @@ namespace stowage::run {
 inline constexpr uint32_t kPerplexityContext = 512;
 
 /// llama-perplexity's score of `text` (the -f file `file` as ReadTextFile reads it): chunks of n_ctx
-/// tokens (-c when planning on the fly, even where the context is padded beyond it; else the plan's), each starting with BOS, the second half of each scored; at most `max_chunks` chunks
+/// tokens (-c when planning on the fly, even where the context is padded beyond it; else the plan's), each
+/// starting with BOS, the second half of each scored; at most `max_chunks` chunks
 /// (< 0: all). Prints "[1]ppl,[2]ppl,..." and "Final estimate: PPL = X +/- E" as llama-perplexity.
 /// With `kl_base` (not empty), also writes llama-perplexity's --kl-divergence-base file there: the
 /// tokens and every scored position's log-probabilities (kl_divergence.h), atomically. With
