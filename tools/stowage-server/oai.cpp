@@ -1,6 +1,7 @@
 #include "oai.h"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <random>
 #include <utility>
@@ -53,6 +54,13 @@ Status WrongType(const std::string& field, const char* expected, const json& v) 
                          (v.is_primitive() && !v.is_null() ? " " + Dump(v).substr(0, 40) : std::string()));
 }
 
+// A range bound as a person writes it: "0", "1", "2147483647", "0.5".
+std::string Bound(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.10g", v);
+  return buf;
+}
+
 // A number field in [lo, hi] into *out; absent or null leaves *out.
 template <typename T>
 Status Number(const json& body, const std::string& field, double lo, double hi, T* out) {
@@ -61,7 +69,7 @@ Status Number(const json& body, const std::string& field, double lo, double hi, 
   if (!it->is_number()) return WrongType(field, "a number", *it);
   const double v = it->get<double>();
   if (!(v >= lo && v <= hi))
-    return InvalidArgument("'" + field + "': " + Dump(*it) + " is outside [" + Dump(lo) + ", " + Dump(hi) +
+    return InvalidArgument("'" + field + "': " + Dump(*it) + " is outside [" + Bound(lo) + ", " + Bound(hi) +
                            "]");
   if (std::is_integral_v<T> && !it->is_number_integer()) return WrongType(field, "an integer", *it);
   *out = static_cast<T>(v);
