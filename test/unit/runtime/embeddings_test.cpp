@@ -1,11 +1,13 @@
-// Session embeddings (SessionOptions::embeddings, Session::SetEmbeddings): the final norm's output
-// per token is what the lm_head multiplies (logits = output.weight x embedding, checked against the
-// model's own weight), pooling mean / cls / last per sequence, two sequences in one batch against
-// each alone, and the refusals.
+// Session embeddings (SessionOptions::embeddings, Session::SetEmbeddings): against llama.cpp's
+// (test/data/golden-embd, every pooling type), the final norm's output per token is what the lm_head
+// multiplies (logits = output.weight x embedding, checked against the model's own weight), pooling
+// mean / cls / last per sequence, two sequences in one batch against each alone, and the refusals.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -143,6 +145,60 @@ TEST_F(EmbeddingsTest, PoolingPerSequenceInOneBatch) {
       const float* other = s->SeqEmbeddings(1 - q);
       EXPECT_GT(MaxDiff(other, want.data(), ne), 0.05f);
     }
+  }
+}
+
+// A golden of make_goldens.sh: the prompt's token ids, then rows of floats.
+struct Golden {
+  std::vector<int32_t> tokens;
+  std::vector<float> rows;
+};
+Golden ReadGolden(const std::string& path) {
+  Golden g;
+  std::ifstream in(path);
+  std::string line;
+  EXPECT_TRUE(std::getline(in, line)) << path;
+  std::istringstream ids(line);
+  for (int32_t t; ids >> t;) g.tokens.push_back(t);
+  for (float x; in >> x;) g.rows.push_back(x);
+  return g;
+}
+
+// Every pooling type against llama.cpp 2026 (refembd: llama_context_params.embeddings, the prompt
+// in one batch, n_ctx 256) on stories260K F32 and Q8_0, with golden_logits_test's tolerances (0.02
+// F32, 0.25 quantized: the summation orders of the default numerics, and Q8_0's activations).
+// Measured (embeddings up to ~7 in magnitude): at most 1.6e-3 (F32) and 0.11 (Q8_0). The wrong
+// pooling (mean compared with cls's golden and so on) is more than 0.5 away.
+TEST(EmbeddingsGolden, EqualsLlamaCpp) {
+  const char* names[] = {"none", "mean", "cls", "last"};
+  for (const char* model : {"stories260K", "stories260K-Q8_0"}) {
+    const float tol = std::string(model) == "stories260K" ? 0.02f : 0.25f;
+    const std::string path = test::ModelPath(std::string(model) + ".gguf");
+    if (!test::FileExists(path)) GTEST_SKIP() << "skipped: " << path << " not found (shared models absent)";
+    auto plan = test::PlanCpu(path, 256);  // refembd's n_ctx
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    std::vector<std::vector<float>> got(4);
+    std::vector<Golden> want(4);
+    for (int p = 0; p < 4; ++p) {
+      SCOPED_TRACE(std::string(model) + " " + names[p]);
+      want[p] =
+          ReadGolden(std::string(STOWAGE_TEST_DATA_DIR) + "/golden-embd/" + model + "-" + names[p] + ".txt");
+      SessionOptions o;
+      o.n_threads = 2;
+      o.embeddings = true;
+      o.pooling = static_cast<PoolingType>(p);
+      auto s = Session::CreateFromPlanBytes(*plan, path, o);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      ASSERT_TRUE((*s)->Decode(want[p].tokens, false, nullptr).ok());
+      const float* e = p == 0 ? (*s)->Embeddings().data() : (*s)->SeqEmbeddings(0);
+      ASSERT_NE(e, nullptr);
+      got[p].assign(e, e + want[p].rows.size());
+      ASSERT_EQ(want[p].rows.size(),
+                static_cast<size_t>((*s)->n_embd()) * (p == 0 ? want[p].tokens.size() : 1));
+      EXPECT_LT(MaxDiff(got[p].data(), want[p].rows.data(), got[p].size()), tol);
+    }
+    for (int p = 1; p < 4; ++p)  // the wrong pooling is far off: the comparison can fail
+      EXPECT_GT(MaxDiff(got[p].data(), want[p % 3 + 1].rows.data(), got[p].size()), 0.5f) << names[p];
   }
 }
 
