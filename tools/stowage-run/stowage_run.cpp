@@ -30,10 +30,11 @@ struct GenerateFlags {
   std::string prompt_file;  ///< -f
   bool escape = true;       ///< -e / --no-escape (perplexity's -f text: only with -e)
   bool no_display_prompt = false;
-  int64_t seed = -1;          ///< -s: -1 or 4294967295 for a random seed
-  bool conversation = false;  ///< -cnv: the chat mode (chat.h)
-  std::string system_prompt;  ///< -sys
-  std::string chat_template;  ///< --chat-template
+  int64_t seed = -1;               ///< -s: -1 or 4294967295 for a random seed
+  bool conversation = false;       ///< -cnv: the chat mode (chat.h)
+  std::string system_prompt;       ///< -sys
+  std::string chat_template;       ///< --chat-template
+  std::string chat_template_file;  ///< --chat-template-file
 };
 
 // The perplexity subcommand's flags.
@@ -155,11 +156,14 @@ void AddGenerateOptions(CLI::App* app, GenerateFlags* g) {
                 "-p is the first turn; each reply ends at the end-of-generation token or -n (default -1)");
   app->add_option("--system-prompt", g->system_prompt,
                   "the chat's system message (llama-cli -sys; with -cnv)");
-  app->add_option(
+  auto* tmpl = app->add_option(
       "--chat-template", g->chat_template,
       "the chat template (with -cnv): a built-in one by llama.cpp's name (chatml, llama3, gemma, phi3, "
       "mistral-v7, gpt-oss, ...) or a template text whose family is detected; default: the model's "
       "tokenizer.chat_template, else chatml");
+  app->add_option("--chat-template-file", g->chat_template_file,
+                  "a file whose text is the chat template (with -cnv), as --chat-template (llama.cpp's flag)")
+      ->excludes(tmpl);
 }
 
 // The text shared by the subcommands' --help footers.
@@ -213,10 +217,10 @@ Status CheckFlagsApply(const CLI::App& app, const CommonOptions& c, const CLI::A
                                " applies only when planning on the fly; the plan given with "
                                "--plan fixes it (re-plan with plan-model)");
   if (sub != nullptr)
-    for (const char* name :
-         {"--prompt", "--file", "--n-predict", "--temp", "--top-k", "--top-p", "--min-p", "--seed",
-          "--repeat-last-n", "--repeat-penalty", "--presence-penalty", "--frequency-penalty", "--ignore-eos",
-          "--no-display-prompt", "--verbose-prompt", "--conversation", "--system-prompt", "--chat-template"})
+    for (const char* name : {"--prompt", "--file", "--n-predict", "--temp", "--top-k", "--top-p", "--min-p",
+                             "--seed", "--repeat-last-n", "--repeat-penalty", "--presence-penalty",
+                             "--frequency-penalty", "--ignore-eos", "--no-display-prompt", "--verbose-prompt",
+                             "--conversation", "--system-prompt", "--chat-template", "--chat-template-file"})
       if (app.count(name) > 0)
         return InvalidArgument(std::string(name) + " applies to text generation, not to " + sub->get_name());
   return Status::Ok();
@@ -266,6 +270,13 @@ int RunChat(const CLI::App& app, const CommonOptions& c, GenerateFlags g) {
   o.system_prompt = g.escape ? tools::ProcessEscapes(g.system_prompt) : g.system_prompt;
   o.first_prompt = std::move(g.options.prompt);
   o.chat_template = g.chat_template;
+  if (app.count("--chat-template-file") > 0) {
+    auto text = ReadTextFile(g.chat_template_file, "a chat template file (--chat-template-file)", false);
+    if (!text.ok()) return Fail(text.status());
+    if (text->empty())
+      return Fail(InvalidArgument(g.chat_template_file + ": the chat template file is empty"));
+    o.chat_template = std::move(*text);
+  }
   o.n_predict = app.count("--n-predict") > 0 ? g.options.n_predict : -1;
   o.sampler = g.options.sampler;
   o.sampler.seed = g.seed < 0 ? kRandomSeed : static_cast<uint32_t>(g.seed);
@@ -286,7 +297,7 @@ int RunGenerate(const CLI::App& app, CommonOptions c, GenerateFlags g) {
   } else if (g.escape) {
     prompt = tools::ProcessEscapes(prompt);
   }
-  for (const char* name : {"--system-prompt", "--chat-template"})
+  for (const char* name : {"--system-prompt", "--chat-template", "--chat-template-file"})
     if (!g.conversation && app.count(name) > 0)
       return Fail(InvalidArgument(std::string(name) + " applies to the chat mode (-cnv / --conversation)"));
   if (prompt.empty() && !g.conversation)
