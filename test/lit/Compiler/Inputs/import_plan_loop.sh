@@ -1,18 +1,21 @@
 #!/bin/sh
 # import_plan_loop.sh OUTDIR GGUF...: for each model and -ngl 0 / 99 on the devices h200,cpu,
-# plans the model with plan-model (-c 256) and imports the plan with stowage-opt --import-plan (the
-# dialect verifiers check every node); the imported IR must equal the placed GGUF import of the same
-# configuration (stowage-opt --import-gguf --place-devices), apart from the GGUF import's
-# stowage.import record on the module. Prints one line per configuration; exits non-zero at the
-# first failure, naming it.
+# plans the model with plan-model -O0 (-c 256: the planner's graphs) and imports the plan with
+# stowage-opt --import-plan (the dialect verifiers check every node); the imported IR must equal the
+# placed GGUF import of the same configuration (stowage-opt --import-gguf --place-devices), apart
+# from the GGUF import's stowage.import record on the module. The default plan (the compiler's
+# rewrites) must import too. Prints one line per configuration; exits non-zero at the first
+# failure, naming it.
 set -u
 out=$1
 shift
 for m in "$@"; do
   for ngl in 0 99; do
     name="$(basename "$m") -ngl $ngl"
-    plan-model --llamacpp-compat feb25 -m "$m" --device h200,cpu --free CPU=16GiB -ngl $ngl -c 256 -o "$out.plan" >/dev/null ||
+    plan-model --llamacpp-compat feb25 -m "$m" --device h200,cpu --free CPU=16GiB -ngl $ngl -c 256 -O0 -o "$out.plan" >/dev/null ||
       { echo "FAIL plan-model: $name"; exit 1; }
+    plan-model --llamacpp-compat feb25 -m "$m" --device h200,cpu --free CPU=16GiB -ngl $ngl -c 256 -o "$out.O2.plan" >/dev/null &&
+      stowage-opt --import-plan "$out.O2.plan" -o /dev/null || { echo "FAIL --import-plan of the default plan: $name"; exit 1; }
     stowage-opt --import-plan "$out.plan" -o "$out.plan.mlir" ||
       { echo "FAIL --import-plan: $name"; exit 1; }
     stowage-opt --import-gguf "$m" --gguf-n-ctx 256 --place-devices h200,cpu --place-ngl $ngl \
