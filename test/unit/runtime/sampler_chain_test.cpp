@@ -1,9 +1,15 @@
-// SamplerChain against llama.cpp 2026's sampler semantics (src/llama-sampler.cpp), worked out by
-// hand on small rows: the chain's order matters, top-p keeps at least min_keep, min-p is relative to
-// the most probable token, temperature <= 0 keeps the maximum, the penalties' window.
+// SamplerChain against llama.cpp 2026's samplers: their output on one row (test/data/golden-sampler,
+// made by llama.cpp's own llama_sampler_* chains) candidate for candidate, and cases worked out by
+// hand on small rows: the chain's order matters, top-p keeps at least min_keep, min-p is relative
+// to the most probable token, temperature <= 0 keeps the maximum, the penalties' window.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "stowage/runtime/sampler.h"
@@ -98,6 +104,72 @@ TEST(SamplerChain, DistFollowsTheSoftmaxAndTheSeed) {
   EXPECT_NEAR(hist[3] / double(n), 0.5, 0.02);
   EXPECT_NEAR(hist[0] / double(n), 0.25, 0.02);
   EXPECT_NEAR(hist[1] / double(n), 0.1, 0.02);
+}
+
+// llama.cpp's chains on its row (refsampler.cpp): every case's candidates (ids in llama.cpp's order,
+// logits bit for bit, probabilities within float rounding) and the picked token.
+TEST(SamplerChain, EqualsLlamaCppOnItsRow) {
+  struct Case {
+    std::vector<TokenData> cur;
+    int32_t selected = -1;
+  };
+  std::map<std::string, Case> want;
+  std::ifstream in(std::string(STOWAGE_TEST_DATA_DIR) + "/golden-sampler/chains.txt");
+  ASSERT_TRUE(in.good());
+  std::string line, name;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string w;
+    f >> w;
+    if (w == "case") {
+      f >> name;
+    } else if (w == "selected") {
+      f >> want[name].selected;
+    } else {
+      TokenData t;
+      t.id = std::stoi(w);
+      std::string logit;
+      f >> logit >> t.p;
+      t.logit = std::stof(logit);  // "-inf" too
+      want[name].cur.push_back(t);
+    }
+  }
+  using S = SamplerStep;
+  const std::map<std::string, std::vector<S>> chains = {
+      {"top_k", {S::TopK(5)}},
+      {"top_p", {S::TopP(0.8f)}},
+      {"top_p_min_keep", {S::TopP(0.3f, 6)}},
+      {"min_p", {S::MinP(0.2f)}},
+      {"min_p_min_keep", {S::MinP(0.99f, 3)}},
+      {"temp", {S::Temperature(0.7f)}},
+      {"temp_zero", {S::Temperature(0.f)}},
+      {"greedy", {S::Greedy()}},
+      {"penalties", {S::Penalties(4, 1.3f, 0.1f, 0.2f)}},
+      {"default_chain",
+       {S::Penalties(64, 1.1f, 0.f, 0.f), S::TopK(10), S::TopP(0.9f), S::MinP(0.05f), S::Temperature(0.7f),
+        S::Greedy()}},
+      {"min_p_then_top_p", {S::MinP(0.1f), S::TopP(0.5f)}},
+  };
+  ASSERT_EQ(want.size(), chains.size());
+  std::vector<float> row(32);
+  for (int i = 0; i < 32; ++i) row[static_cast<size_t>(i)] = 3.0f * std::sin(1.3f * static_cast<float>(i));
+  for (const auto& [case_name, steps] : chains) {
+    SCOPED_TRACE(case_name);
+    SamplerChain c;
+    for (const S& st : steps) c.Add(st);
+    if (case_name == "penalties" || case_name == "default_chain")
+      for (int32_t t : {3, 5, 5, 7}) c.Accept(t);
+    std::vector<TokenData> cur;
+    const int32_t picked = c.Sample(row.data(), 32, &cur);
+    const Case& w = want.at(case_name);
+    EXPECT_EQ(picked, w.selected);
+    ASSERT_EQ(cur.size(), w.cur.size());
+    for (size_t i = 0; i < cur.size(); ++i) {
+      EXPECT_EQ(cur[i].id, w.cur[i].id) << i;
+      EXPECT_EQ(cur[i].logit, w.cur[i].logit) << i;
+      EXPECT_NEAR(cur[i].p, w.cur[i].p, 1e-6f) << i;
+    }
+  }
 }
 
 // Sampler is the default chain: top-k 1 is greedy, temperature 0 too.
