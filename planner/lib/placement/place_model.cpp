@@ -231,8 +231,14 @@ std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcom
   if (ds.n_model > 0) {  // llama_supports_gpu_offload()
     const int n_layer = static_cast<int>(m.hp.n_layer);
     const int ngl = std::max(opt.n_gpu_layers, 0);
-    out.push_back(Fmt("load_tensors: offloading %d repeating layers to GPU", std::min(ngl, n_layer)));
-    if (ngl > n_layer) out.push_back("load_tensors: offloading output layer to GPU");
+    if (today) {  // llama.cpp 2026 load_tensors: the output layer first, of at most n_layer
+      const int n_gpu = std::min(ngl, n_layer);
+      if (n_gpu > 0) out.push_back("load_tensors: offloading output layer to GPU");
+      out.push_back(Fmt("load_tensors: offloading %d repeating layers to GPU", std::max(n_gpu - 1, 0)));
+    } else {
+      out.push_back(Fmt("load_tensors: offloading %d repeating layers to GPU", std::min(ngl, n_layer)));
+      if (ngl > n_layer) out.push_back("load_tensors: offloading output layer to GPU");
+    }
     out.push_back(
         Fmt("load_tensors: offloaded %d/%d layers to GPU", std::min(ngl, n_layer + 1), n_layer + 1));
   }
