@@ -3,7 +3,6 @@
 // runtime. The fused plan must give the same logits bit for bit (prompt processing and
 // token generation, both numerics modes), allocate exactly what it plans, and hold the fused nodes
 // (counted by importing it back).
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -28,19 +27,6 @@
 
 namespace stowage::compiler {
 namespace {
-
-std::vector<std::string> SharedModels() {
-  std::vector<std::string> out;
-  if (DIR* d = opendir(test::ModelsDir().c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string n = e->d_name;
-      if (n.size() > 5 && n.substr(n.size() - 5) == ".gguf") out.push_back(test::ModelPath(n));
-    }
-    closedir(d);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 Result<planner::PlanResult> PlanForCpu(const GgufFile& gguf) {
   auto reg = planner::Registry::Open({STOWAGE_SHIPPED_REGISTRY_DIR});
@@ -152,7 +138,7 @@ int ExpectFusedPlanEqual(const std::string& path, bool all_fused) {
 }
 
 TEST(FusePasses, FusedPlansGiveTheSameLogitsBitForBit) {
-  const std::vector<std::string> models = SharedModels();
+  const std::vector<std::string> models = test::SharedModelPaths();
   if (models.empty()) GTEST_SKIP() << "no shared models in " << test::ModelsDir();
   for (const std::string& path : models) ExpectFusedPlanEqual(path, true);
 }

@@ -36,6 +36,21 @@ inline Status NeedSameShape(const TensorView& a, const TensorView& b, const char
   return Status::Ok();
 }
 
+// The second operand of a broadcast op (ADD/MUL/DIV's src1, RMS_NORM_MUL's weight), `name`, against
+// the tensor it is repeated over, `over_name`: F32 or F16, each dimension dividing over's
+// (ggml_can_repeat).
+inline Status NeedRepeatable(const TensorView& t, const TensorView& over, const char* op, const char* name,
+                             const char* over_name) {
+  STOWAGE_CPU_NEED(t.type == GgmlType::F32 || t.type == GgmlType::F16, op,
+                   std::string(name) + ": expected F32 or F16, got " + ShapeString(t));
+  for (int i = 0; i < 4; ++i) {
+    STOWAGE_CPU_NEED(t.ne[i] > 0 && over.ne[i] % t.ne[i] == 0, op,
+                     std::string(name) + " " + ShapeString(t) + " cannot be repeated to " + over_name + " " +
+                         ShapeString(over));
+  }
+  return Status::Ok();
+}
+
 inline Status NeedData(const TensorView& t, const char* op, const char* name) {
   STOWAGE_CPU_NEED(t.data != nullptr || t.nelements() == 0, op, std::string(name) + ": data is null");
   return Status::Ok();

@@ -144,13 +144,8 @@ Status BinaryBroadcast(ComputeContext& ctx, const TensorView& src0, const Tensor
                        const char* op, F&& f) {
   STOWAGE_RETURN_IF_ERROR(NeedType(src0, GgmlType::F32, op, "src0"));
   STOWAGE_RETURN_IF_ERROR(NeedType(dst, GgmlType::F32, op, "dst"));
-  STOWAGE_CPU_NEED(src1.type == GgmlType::F32 || src1.type == GgmlType::F16, op,
-                   "src1: expected F32 or F16, got " + ShapeString(src1));
+  STOWAGE_RETURN_IF_ERROR(NeedRepeatable(src1, src0, op, "src1", "src0"));
   STOWAGE_RETURN_IF_ERROR(NeedSameShape(src0, dst, op, "src0", "dst"));
-  for (int i = 0; i < 4; ++i) {
-    STOWAGE_CPU_NEED(src1.ne[i] > 0 && src0.ne[i] % src1.ne[i] == 0, op,
-                     "src1 " + ShapeString(src1) + " cannot be repeated to src0 " + ShapeString(src0));
-  }
   STOWAGE_RETURN_IF_ERROR(NeedData(src0, op, "src0"));
   STOWAGE_RETURN_IF_ERROR(NeedData(src1, op, "src1"));
   STOWAGE_RETURN_IF_ERROR(NeedData(dst, op, "dst"));

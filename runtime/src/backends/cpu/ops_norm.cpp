@@ -75,11 +75,7 @@ Status RmsNormMul(ComputeContext& ctx, const TensorView& src, const TensorView& 
                   float eps) {
   const char* op = "RMS_NORM_MUL";
   STOWAGE_RETURN_IF_ERROR(NeedRmsNormArgs(src, dst, op));
-  STOWAGE_CPU_NEED(w.type == GgmlType::F32 || w.type == GgmlType::F16, op,
-                   "w: expected F32 or F16, got " + ShapeString(w));
-  for (int i = 0; i < 4; ++i)
-    STOWAGE_CPU_NEED(w.ne[i] > 0 && src.ne[i] % w.ne[i] == 0, op,
-                     "w " + ShapeString(w) + " cannot be repeated to src " + ShapeString(src));
+  STOWAGE_RETURN_IF_ERROR(NeedRepeatable(w, src, op, "w", "src"));
   STOWAGE_RETURN_IF_ERROR(NeedData(w, op, "w"));
   const int64_t ne0 = src.ne[0], nw0 = w.ne[0];
   const SumSquares8Fn sum_squares = GetRowKernels(EffectiveIsa(ctx)).sum_squares8;
