@@ -3,6 +3,8 @@
 // REQUIRES: mlir
 // RUN: stowage-opt %s -split-input-file --stowage-fuse-rms-norm-mul | FileCheck %s
 // RUN: stowage-opt %s -split-input-file --stowage-fuse-rms-norm-mul=remarks=1 -verify-diagnostics -o /dev/null
+// The pipeline plan-model and stowage-run compile plans with (buildStowagePipeline) runs it:
+// RUN: stowage-opt %s -split-input-file --stowage-pipeline | FileCheck %s
 
 // The CPU and a CUDA GPU: both backends run it; the fused op keeps the MUL's name, backend and
 // cause, the norm's eps, and the later ops read it.
