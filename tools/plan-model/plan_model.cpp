@@ -164,7 +164,7 @@ void AddOptions(CLI::App& app, Options& o) {
       ->transform(tools::FlashAttnValue());
   app.add_option("--n-gpu-layers", o.opt.n_gpu_layers,
                  "layers to offload: N, 'all' or <= -2 (every layer and the output), 'auto' or -1 (= --fit) "
-                 "(llama.cpp -ngl; default 0, llama.cpp's before DEC25)")
+                 "(llama.cpp -ngl; default: --llamacpp-compat's, 0 for feb25, auto for 2026)")
       ->transform(tools::GpuLayersValue());
   app.add_option("--split-mode", o.sm, "none, layer or row (llama.cpp -sm)");
   app.add_option("--tensor-split", o.ts, "proportions per model device, e.g. 3,1 (llama.cpp -ts)");
@@ -305,6 +305,7 @@ Result<PlanRequest> MakeRequest(Options& o, const CLI::App& app, int argc, char*
   request.llamacpp_compat = tools::LlamacppCompatOf(o.llamacpp_compat);
   const LlamacppDefaults defaults = LlamacppDefaultsOf(request.llamacpp_compat);
   if (app.count("--ctx-size") == 0) o.cfg.n_ctx = defaults.n_ctx;
+  if (app.count("--n-gpu-layers") == 0 && defaults.fit) o.fit = true;  // 2026: -ngl auto, --fit on
   if (app.count("--flash-attn") == 0) o.flash_attn = tools::FlashAttnName(defaults.flash_attn);
   request.context = o.cfg;
   request.context.type_k = *tk;

@@ -32,7 +32,7 @@ const char* LlamacppCompatName(LlamacppCompat compat) {
 }
 
 LlamacppDefaults LlamacppDefaultsOf(LlamacppCompat compat) {
-  if (compat == LlamacppCompat::k2026) return LlamacppDefaults{0, FlashAttnMode::kAuto};
+  if (compat == LlamacppCompat::k2026) return LlamacppDefaults{0, FlashAttnMode::kAuto, true};
   return LlamacppDefaults{};
 }
 

@@ -55,6 +55,9 @@ struct LlamacppDefaults {
   uint32_t n_ctx = 4096;
   /// -fa: off (Feb 2025 has no auto) or auto (2026 common.h: LLAMA_FLASH_ATTN_TYPE_AUTO).
   FlashAttnMode flash_attn = FlashAttnMode::kOff;
+  /// -ngl: 0 (Feb 2025 common_params.n_gpu_layers) or auto, which is --fit (2026: n_gpu_layers -1
+  /// and fit_params on by default, common_init_result runs common_fit_params).
+  bool fit = false;
 };
 
 /// The defaults of `compat` (above).
