@@ -1,5 +1,6 @@
 #include "stowage/runtime/c_api.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <exception>
@@ -66,7 +67,7 @@ int32_t CopyOut(stowage_session* s, const char* fn, const std::string& bytes, ch
   }
   const auto n = static_cast<int32_t>(bytes.size());
   if (n > length) return -n;
-  if (n > 0) std::memcpy(buf, bytes.data(), bytes.size());
+  std::copy(bytes.begin(), bytes.end(), buf);
   return n;
 }
 // A state file call: `f` (the Session method) on a non-NULL session and path, its error kept.
@@ -454,7 +455,8 @@ void stowage_sampler_accept(stowage_sampler* smpl, int32_t token) {
   if (smpl == nullptr) return;
   try {
     smpl->chain.Accept(token);
-  } catch (const std::exception&) {  // out of memory: the token is not counted
+  } catch (const std::bad_alloc&) {
+    smpl->chain.ClearHistory();  // the windows restart empty rather than count wrongly
   }
 }
 void stowage_sampler_reset(stowage_sampler* smpl) {

@@ -251,7 +251,8 @@ stowage_sampler* stowage_sampler_init_penalties(int32_t last_n, float repeat, fl
  * NaN or -inf, a chain without greedy or dist. */
 int32_t stowage_sampler_sample(stowage_sampler* smpl, stowage_session* s, int32_t idx);
 /* Records `token` as the sequence's next token for the penalties (llama_sampler_accept: the
- * prompt's tokens and each sampled one). NULL is allowed. */
+ * prompt's tokens and each sampled one). NULL is allowed. Out of memory, the accepted tokens are
+ * forgotten (the windows restart empty). */
 void stowage_sampler_accept(stowage_sampler* smpl, int32_t token);
 /* Forgets the accepted tokens and restarts the dist generators from their seeds. NULL is allowed. */
 void stowage_sampler_reset(stowage_sampler* smpl);
