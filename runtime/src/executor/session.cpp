@@ -11,7 +11,6 @@
 
 namespace stowage {
 
-using plan_graph::Graph;
 
 Status Session::Impl::Init(const SessionOptions& opts) {
   profile = opts.profile_ops;
