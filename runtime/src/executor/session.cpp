@@ -11,7 +11,6 @@
 
 namespace stowage {
 
-
 Status Session::Impl::Init(const SessionOptions& opts) {
   profile = opts.profile_ops;
   // The plan passed PlanFile::Verify (every check that needs no model file), which decoded the
