@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -516,8 +517,7 @@ struct MarkdownColumn {
   int width;          ///< printf width: < 0 left-aligned
 };
 
-std::vector<MarkdownColumn> MarkdownColumns(const BenchOptions& b, const BenchContext& x,
-                                            const std::string& type_k, const std::string& type_v) {
+std::vector<MarkdownColumn> MarkdownColumns(const BenchOptions& b, const BenchContext& x) {
   std::vector<MarkdownColumn> cols = {
       {"model", "model", -30}, {"size", "size", 10}, {"params", "params", 10}, {"backend", "backend", -10}};
   // llama-bench: a column when its list has several values or differs from the default.
@@ -527,8 +527,9 @@ std::vector<MarkdownColumn> MarkdownColumns(const BenchOptions& b, const BenchCo
     cols.push_back({"n_threads", "threads", 7});
   if (differs(b.batches, 2048)) cols.push_back({"n_batch", "n_batch", 7});
   if (differs(b.ubatches, 512)) cols.push_back({"n_ubatch", "n_ubatch", 8});
-  if (type_k != "f16") cols.push_back({"type_k", "type_k", 6});
-  if (type_v != "f16") cols.push_back({"type_v", "type_v", 6});
+  const auto f16 = std::vector<std::string>{"f16"};
+  if (b.types_k != f16) cols.push_back({"type_k", "type_k", 6});
+  if (b.types_v != f16) cols.push_back({"type_v", "type_v", 6});
   if (x.no_kv_offload) cols.push_back({"no_kv_offload", "nkvo", 13});
   if (differs(b.flash_attn, -1)) cols.push_back({"flash_attn", "fa", 3});
   if (x.no_mmap) cols.push_back({"load_mode", "lm", 10});
@@ -682,36 +683,38 @@ void PrintJsonSummary(const std::vector<BenchTest>& tests) {
               r[0][0], r[0][1], r[1][0], r[1][1], ru.ru_maxrss);
 }
 
-/// The tests in llama-bench's order (get_cmd_params_instances: -ngl, -b, -ub, -fa, -t, -d outermost
-/// to innermost, then each -p, each -n, each -pg); zeros of -p / -n are no test.
-std::vector<BenchTest> Instances(const BenchOptions& b, const CommonOptions& c) {
+/// The tests in llama-bench's order (get_cmd_params_instances: -ngl, -b, -ub, -ctk, -ctv, -fa, -t,
+/// -d outermost to innermost, then each -p, each -n, each -pg); zeros of -p / -n are no test.
+std::vector<BenchTest> Instances(const BenchOptions& b) {
   std::vector<BenchTest> out;
   for (int ngl : b.gpu_layers)
     for (int nb : b.batches)
       for (int nub : b.ubatches)
-        for (int fa : b.flash_attn)
-          for (int nt : b.threads)
-            for (int nd : b.depths) {
-              BenchTest t;
-              t.n_depth = nd;
-              t.n_batch = nb;
-              t.n_ubatch = nub;
-              t.n_threads = nt;
-              t.n_gpu_layers = ngl;
-              t.flash_attn = fa;
-              t.type_k = c.cache_type_k;
-              t.type_v = c.cache_type_v;
-              const auto add = [&](int p, int n) {
-                t.n_prompt = p;
-                t.n_gen = n;
-                out.push_back(t);
-              };
-              for (int p : b.prompts)
-                if (p > 0) add(p, 0);
-              for (int n : b.gens)
-                if (n > 0) add(0, n);
-              for (const auto& [p, n] : b.pgs) add(p, n);
-            }
+        for (const std::string& tk : b.types_k)
+          for (const std::string& tv : b.types_v)
+            for (int fa : b.flash_attn)
+              for (int nt : b.threads)
+                for (int nd : b.depths) {
+                  BenchTest t;
+                  t.n_depth = nd;
+                  t.n_batch = nb;
+                  t.n_ubatch = nub;
+                  t.n_threads = nt;
+                  t.n_gpu_layers = ngl;
+                  t.flash_attn = fa;
+                  t.type_k = tk;
+                  t.type_v = tv;
+                  const auto add = [&](int p, int n) {
+                    t.n_prompt = p;
+                    t.n_gen = n;
+                    out.push_back(t);
+                  };
+                  for (int p : b.prompts)
+                    if (p > 0) add(p, 0);
+                  for (int n : b.gens)
+                    if (n > 0) add(0, n);
+                  for (const auto& [p, n] : b.pgs) add(p, n);
+                }
   return out;
 }
 
@@ -726,6 +729,8 @@ CommonOptions TestOptions(const CommonOptions& c, bool ctx_given, const BenchTes
   ct.n_batch = static_cast<uint32_t>(t.n_batch);
   ct.n_ubatch = static_cast<uint32_t>(t.n_ubatch);
   ct.flash_attn = t.flash_attn < 0 ? "auto" : t.flash_attn ? "on" : "off";
+  ct.cache_type_k = t.type_k;
+  ct.cache_type_v = t.type_v;
   ct.n_gpu_layers = t.n_gpu_layers < 0 ? tools::kAllGpuLayers : t.n_gpu_layers;
   return ct;
 }
@@ -876,6 +881,9 @@ CLI::App* AddBench(CLI::App* app, BenchFlags* f) {
   list("--flash-attn", &f->flash_attn, "flash attention: on|off|auto, 1|0|-1 (default auto)");
   list("-b,--batch-size", &f->batches, "logical batch size (default 2048)");
   list("--ubatch-size", &f->ubatches, "physical batch size (default 512)");
+  list("--cache-type-k", &f->types_k,
+       "KV cache type for K: f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (default f16)");
+  list("--cache-type-v", &f->types_v, "KV cache type for V (default f16; quantized ones need -fa on)");
   bench->add_option("-r,--repetitions", f->reps, "timed repetitions of each test")
       ->check(tools::IntegerIn(1, 1000000));
   bench->add_option("-o,--output", f->format, "output format: md, csv, json, jsonl, sql (llama-bench's)")
@@ -958,7 +966,9 @@ Result<BenchOptions> ParseBenchOptions(const CLI::App& app, const CLI::App& benc
        {std::pair<const std::vector<std::string>*, const char*>{&f.gpu_layers, "-ngl"},
         {&f.flash_attn, "-fa"},
         {&f.batches, "-b"},
-        {&f.ubatches, "-ub"}})
+        {&f.ubatches, "-ub"},
+        {&f.types_k, "-ctk"},
+        {&f.types_v, "-ctv"}})
     if (plan && !flag->empty())
       return InvalidArgument(std::string(name) +
                              " applies only when planning on the fly; the plan given with --plan fixes it "
@@ -977,6 +987,28 @@ Result<BenchOptions> ParseBenchOptions(const CLI::App& app, const CLI::App& benc
                                              {given("--batch-size") ? static_cast<int>(c.n_batch) : 2048}));
   STOWAGE_ASSIGN_OR_RETURN(b.ubatches, ListOr(f.ubatches, "-ub/--ubatch-size", 1, kMaxTokens,
                                               {given("--ubatch-size") ? static_cast<int>(c.n_ubatch) : 512}));
+  // Cache types: llama-bench's comma lists of type names; given before the subcommand, one value.
+  for (const auto& [given_list, before, name, out] :
+       {std::tuple<const std::vector<std::string>*, const std::string*, const char*,
+                   std::vector<std::string>*>{&f.types_k, &c.cache_type_k, "-ctk/--cache-type-k", &b.types_k},
+        {&f.types_v, &c.cache_type_v, "-ctv/--cache-type-v", &b.types_v}}) {
+    std::vector<std::string> types;
+    std::stringstream ss(given_list->empty() ? *before : tools::JoinValues(*given_list));
+    for (std::string v; std::getline(ss, v, ',');) {
+      // llama-bench's ggml_type_from_name knows these (no f32; a value before the subcommand is
+      // plan-model's -ctk, checked when planning).
+      static const char* const kTypes[] = {"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"};
+      if (!given_list->empty() && std::find(std::begin(kTypes), std::end(kTypes), v) == std::end(kTypes))
+        return InvalidArgument(
+            std::string(name) +
+            ": expected f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl (llama-bench's), "
+            "found '" +
+            tools::ShownValue(v) + "'");
+      types.push_back(v);
+    }
+    if (types.empty()) return InvalidArgument(std::string(name) + ": no value");
+    *out = types;
+  }
   const auto none = [](const std::vector<int>& v) {
     return std::all_of(v.begin(), v.end(), [](int x) { return x == 0; });
   };
@@ -984,7 +1016,8 @@ Result<BenchOptions> ParseBenchOptions(const CLI::App& app, const CLI::App& benc
     return InvalidArgument("bench: nothing to measure (-p/--n-prompt and -n/--n-gen are both 0)");
   const bool lists = b.prompts.size() > 1 || b.gens.size() > 1 || b.threads.size() > 1 || !b.pgs.empty() ||
                      b.depths.size() > 1 || b.gpu_layers.size() > 1 || b.flash_attn.size() > 1 ||
-                     b.batches.size() > 1 || b.ubatches.size() > 1;
+                     b.batches.size() > 1 || b.ubatches.size() > 1 || b.types_k.size() > 1 ||
+                     b.types_v.size() > 1;
   if (f.json && lists)
     return InvalidArgument("bench: --json takes one value of each list (use -o json for lists)");
   if (f.json && bench.count("--output") > 0)
@@ -1023,7 +1056,7 @@ int Bench(const CommonOptions& c, bool ctx_given, const BenchOptions& opts) {
   int32_t bos = -1;
   if (auto tok = Tokenizer::FromGguf(**gguf); tok.ok() && tok->add_bos()) bos = tok->bos();
 
-  std::vector<BenchTest> tests = Instances(b, c);
+  std::vector<BenchTest> tests = Instances(b);
   // The context every test needs, checked before any output where it is known up front.
   std::optional<PlanSettings> plan;
   if (!c.plan.empty()) {
@@ -1046,7 +1079,11 @@ int Bench(const CommonOptions& c, bool ctx_given, const BenchOptions& opts) {
       t.type_v = plan->type_v;
     }
   }
-  BenchPrinter printer(b, x, MarkdownColumns(b, x, tests.front().type_k, tests.front().type_v));
+  if (plan) {  // the plan's cache types, for the columns
+    b.types_k = {plan->type_k};
+    b.types_v = {plan->type_v};
+  }
+  BenchPrinter printer(b, x, MarkdownColumns(b, x));
   if (!b.json_summary) printer.Header();
   // A session per test (llama-bench's context per test), kept while the next test's settings match.
   std::unique_ptr<Session> session;
@@ -1055,7 +1092,8 @@ int Bench(const CommonOptions& c, bool ctx_given, const BenchOptions& opts) {
     const CommonOptions ct = TestOptions(c, ctx_given, t);
     const std::string key = std::to_string(ct.n_ctx) + "/" + std::to_string(ct.n_batch) + "/" +
                             std::to_string(ct.n_ubatch) + "/" + ct.flash_attn + "/" +
-                            std::to_string(ct.n_gpu_layers) + "/" + std::to_string(ct.threads);
+                            std::to_string(ct.n_gpu_layers) + "/" + std::to_string(ct.threads) + "/" +
+                            ct.cache_type_k + "/" + ct.cache_type_v;
     if (!session || key != session_key) {
       session.reset();
       auto s = OpenSession(ct, *gguf, true, b.profile);

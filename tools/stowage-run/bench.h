@@ -26,6 +26,8 @@ struct BenchFlags {
   std::vector<std::string> flash_attn;  ///< -fa
   std::vector<std::string> batches;     ///< -b
   std::vector<std::string> ubatches;    ///< -ub
+  std::vector<std::string> types_k;     ///< -ctk
+  std::vector<std::string> types_v;     ///< -ctv
   int reps = 5;                         ///< -r
   std::string format = "md";            ///< -o
   bool json = false, profile = false, no_warmup = false;
@@ -36,21 +38,23 @@ CLI::App* AddBench(CLI::App* app, BenchFlags* f);
 
 /// What bench measures, its lists parsed (validated). Each list is not empty.
 struct BenchOptions {
-  std::vector<int> prompts = {512};      ///< -p: prompt tokens of the pp tests (0: none)
-  std::vector<int> gens = {128};         ///< -n: generated tokens of the tg tests (0: none)
-  std::vector<std::pair<int, int>> pgs;  ///< -pg: a prompt then generated tokens in one test
-  std::vector<int> depths = {0};         ///< -d: tokens in the KV cache before each test
-  std::vector<int> threads;              ///< -t (default: the physical cores, as llama-bench)
-  std::vector<int> gpu_layers = {-1};    ///< -ngl as llama-bench: < 0 = every layer
-  std::vector<int> flash_attn = {-1};    ///< -fa: -1 auto, 0 off, 1 on (llama_flash_attn_type)
-  std::vector<int> batches = {2048};     ///< -b
-  std::vector<int> ubatches = {512};     ///< -ub
-  int reps = 5;                          ///< -r: timed repetitions after one warm-up run
-  bool warmup = true;                    ///< false with --no-warmup
-  bool threads_default = true;           ///< -t not given (llama-bench's column choice)
-  bool json_summary = false;             ///< --json: the harness's one line
-  std::string format = "md";             ///< -o: md, csv, json, jsonl or sql
-  bool profile = false;                  ///< --profile: op tables after the markdown table
+  std::vector<int> prompts = {512};            ///< -p: prompt tokens of the pp tests (0: none)
+  std::vector<int> gens = {128};               ///< -n: generated tokens of the tg tests (0: none)
+  std::vector<std::pair<int, int>> pgs;        ///< -pg: a prompt then generated tokens in one test
+  std::vector<int> depths = {0};               ///< -d: tokens in the KV cache before each test
+  std::vector<int> threads;                    ///< -t (default: the physical cores, as llama-bench)
+  std::vector<int> gpu_layers = {-1};          ///< -ngl as llama-bench: < 0 = every layer
+  std::vector<int> flash_attn = {-1};          ///< -fa: -1 auto, 0 off, 1 on (llama_flash_attn_type)
+  std::vector<int> batches = {2048};           ///< -b
+  std::vector<int> ubatches = {512};           ///< -ub
+  std::vector<std::string> types_k = {"f16"};  ///< -ctk: KV cache types (ggml names)
+  std::vector<std::string> types_v = {"f16"};  ///< -ctv
+  int reps = 5;                                ///< -r: timed repetitions after one warm-up run
+  bool warmup = true;                          ///< false with --no-warmup
+  bool threads_default = true;                 ///< -t not given (llama-bench's column choice)
+  bool json_summary = false;                   ///< --json: the harness's one line
+  std::string format = "md";                   ///< -o: md, csv, json, jsonl or sql
+  bool profile = false;                        ///< --profile: op tables after the markdown table
 };
 
 /// llama-bench's list values (parse_int_range): "512", "128,256,512", "1-4" (first to last),
@@ -63,12 +67,13 @@ Result<std::vector<int>> ParseIntList(const std::string& text, const std::string
 /// bench's flags parsed and checked against each other and the options given before the
 /// subcommand (`c`; `app` tells which were given), before any model is read. Errors: a malformed
 /// list item, nothing to measure, --json with lists or -o, --profile with another format than md,
-/// a thread count Session refuses, with --plan a list of what the plan fixes (-ngl, -fa, -b, -ub).
+/// a thread count Session refuses, an unknown cache type, with --plan a list of what the plan fixes
+/// (-ngl, -fa, -b, -ub, -ctk, -ctv).
 Result<BenchOptions> ParseBenchOptions(const CLI::App& app, const CLI::App& bench, const CommonOptions& c,
                                        const BenchFlags& f);
 
-/// Runs the tests in llama-bench's order (for each -ngl, -b, -ub, -fa, -t, -d: each -p, then each
-/// -n, then each -pg), each in a session planned on the fly with llama-bench's context of
+/// Runs the tests in llama-bench's order (for each -ngl, -b, -ub, -ctk, -ctv, -fa, -t, -d: each -p,
+/// then each -n, then each -pg), each in a session planned on the fly with llama-bench's context of
 /// n_prompt + n_gen + n_depth tokens (or -c `c.n_ctx` when `ctx_given`; or the --plan's, one session
 /// per thread count), printing each result as it finishes in `b.format` (or, at the end, the --json
 /// line). Before each timed repetition the KV cache is cleared and filled with n_depth tokens
