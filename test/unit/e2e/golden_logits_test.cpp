@@ -23,7 +23,16 @@ struct Case {
   /// With flash attention: the golden in test/data/golden-fa (llama.cpp -fa on; README.md there).
   const char* golden_fa = nullptr;
   std::optional<GgmlType> type_v;  // the V cache type when it differs from type_kv
+  /// The llama.cpp the plan follows (--llamacpp-compat; Today): 2026's graphs (inp_embd input,
+  /// SET_ROWS KV store, F16 KQ mask input, fused SWIGLU) compute the same logits.
+  planner::LlamacppCompat compat = planner::LlamacppCompat::kFeb25;
 };
+
+/// `c` planned as llama.cpp 2026 plans it.
+Case Today(Case c) {
+  c.compat = planner::LlamacppCompat::k2026;
+  return c;
+}
 
 std::string CaseName(const Case& c) {
   std::string n = c.model;
@@ -59,6 +68,7 @@ TEST_P(GoldenLogits, PromptLogitsAndGreedy) {
   cfg.type_k = cfg.type_v = c.type_kv;
   if (c.type_v) cfg.type_v = *c.type_v;
   cfg.n_ubatch = c.n_ubatch;
+  cfg.llamacpp_compat = c.compat;
   auto plan = test::PlanForThisCpu(model, cfg);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   auto session = Session::CreateFromPlanBytes(*plan, model);
@@ -139,6 +149,24 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"stories260K.gguf", 0.02f, true, GgmlType::F16, 4, "stories260K"},
                       Case{"stories260K.gguf", 0.02f, true, GgmlType::F32, 512, "stories260K"}),
     [](const ::testing::TestParamInfo<Case>& i) { return CaseName(i.param); });
+
+// The same goldens with plans of llama.cpp 2026's graphs (plan-model --llamacpp-compat 2026): one
+// model of each weight type, without and with flash attention, the same tolerances.
+INSTANTIATE_TEST_SUITE_P(
+    Models2026, GoldenLogits,
+    ::testing::Values(Today(Case{"stories260K.gguf", 0.02f}), Today(Case{"stories260K-Q8_0.gguf", 0.25f}),
+                      Today(Case{"stories260K-Q4_0.gguf", 0.25f}),
+                      Today(Case{"llama-2-tiny-random.gguf", 0.02f}),
+                      Today(Case{"tiny-tied-f32.gguf", 0.02f}), Today(Case{"tiny8-untied-q4_0.gguf", 0.25f}),
+                      Today(Case{"synth-Q4_K_M.gguf", 0.25f}), Today(Case{"synth-Q2_K.gguf", 0.25f}),
+                      Today(Case{"synth-IQ4_XS.gguf", 0.25f})),
+    [](const ::testing::TestParamInfo<Case>& i) { return CaseName(i.param); });
+INSTANTIATE_TEST_SUITE_P(FlashAttn2026, GoldenLogits,
+                         ::testing::Values(Today(Case{"stories260K.gguf", 0.02f, true, GgmlType::F16, 512,
+                                                      "stories260K"}),
+                                           Today(Case{"tiny8-untied-q4_0.gguf", 0.25f, true, GgmlType::F16,
+                                                      512, "tiny8-untied-q4_0"})),
+                         [](const ::testing::TestParamInfo<Case>& i) { return CaseName(i.param); });
 
 }  // namespace
 }  // namespace stowage
