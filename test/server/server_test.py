@@ -6,7 +6,7 @@ line), talks to it, and stops it with SIGTERM (it must exit 0). Usage:
 
     server_test.py --server build/bin/stowage-server --models DIR [--run build/bin/stowage-run] TEST
 
-TEST: basic, concurrent, bad_requests, disconnect, queue, shutdown, chat, embeddings (the load test,
+TEST: basic, concurrent, bad_requests, disconnect, queue, shutdown, chat, embeddings, cli (the load test,
 not in ctest, is scripts/server-load-test.py). Exit 0 on success, 77 when skipped (a model, curl or the
 server binary absent), 1 on failure.
 """
@@ -478,6 +478,22 @@ def test_chat(args, model):
     finally:
         srv.stop() if srv.proc.poll() is None else None
         srv.kill()
+
+
+def test_cli(args, model):
+    """Bad command lines and models: exit 1 with one line naming what is wrong, nothing served."""
+    cases = [
+        (["-m", "/nonexistent/m.gguf"], "/nonexistent/m.gguf: cannot open"),
+        (["-m", model, "--chat-template", "nosuch"], "unknown chat template name 'nosuch'"),
+        (["-m", model, "--pooling", "avg"], "--pooling: avg not in {none,mean,cls,last}"),
+        (["-m", model, "--port", "70000"], "--port: expected an integer from 0 to 65535, found 70000"),
+        (["-m", model, "-np", "0"], "--parallel: expected an integer from 1 to 256, found 0"),
+        (["-m", model, "-fa"], "--flash-attn: 1 required"),
+    ]
+    for argv, expected in cases:
+        out = subprocess.run([args.server, "--port", "0", *argv], capture_output=True, text=True, timeout=60)
+        check(out.returncode == 1 and expected in out.stderr and "listening" not in out.stdout,
+              "%s: rc %d, stderr %r" % (argv, out.returncode, out.stderr[-400:]))
 
 
 def cosine(a, b):

@@ -55,9 +55,10 @@ void AddOptions(CLI::App& app, ServerOptions* o) {
   app.add_option("--plan", c.plan,
                  "plan file made by plan-model (with -np N -kvu for N slots; default: plan on the fly for "
                  "this machine)");
-  app.add_option("-c,--ctx-size", c.n_ctx,
-                 "context size when planning on the fly, shared by the slots (unified KV cache; 0 = the "
-                 "model's training context)")
+  app.add_option(
+         "-c,--ctx-size", c.n_ctx,
+         "context size when planning on the fly, shared by the slots (unified KV cache; default 4096, "
+         "0 = the model's training context)")
       ->check(tools::IntegerIn(0, run::kMaxTokens));
   app.add_option("--parallel", o->n_parallel,
                  "slots (sequences decoded together) when planning on the fly, in one unified KV cache as "
