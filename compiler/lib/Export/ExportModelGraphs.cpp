@@ -108,6 +108,9 @@ private:
   LogicalResult exportSources(const Entry &e, planner::Tensor *t);
   /// The entry whose op defines `v`, seen through the splits' results.
   int entryOf(Value v) const;
+  /// An error unless `g`'s splits are the imported graph's: as many, on the same backends, with
+  /// the same split inputs (source and copy names, in order). Passes rewrite inside a split only.
+  LogicalResult checkSplits(const planner::Graph &g);
   bool placed() const { return !splits_.empty(); }
 
   func::FuncOp func_;
@@ -129,6 +132,31 @@ int GraphExporter::entryOf(Value v) const {
   Operation *def = v.getDefiningOp();
   auto it = def ? entryOfOp_.find(def) : entryOfOp_.end();
   return it == entryOfOp_.end() ? -1 : it->second;
+}
+
+LogicalResult GraphExporter::checkSplits(const planner::Graph &g) {
+  if (g.splits.size() != base_.splits.size())
+    return func_.emitError() << "export: @" << base_.name << " has " << g.splits.size()
+                             << " splits, the planner made " << base_.splits.size()
+                             << " (a pass may rewrite only inside a split)";
+  auto inputs = [](const std::vector<planner::Tensor> &tensors, const planner::Split &split) {
+    std::vector<std::pair<std::string, std::string>> names;
+    for (auto [source, copy] : split.inputs)
+      names.emplace_back(tensors[source].name, tensors[copy].name);
+    return names;
+  };
+  for (size_t j = 0; j < g.splits.size(); ++j) {
+    const planner::Split &a = g.splits[j], &b = base_.splits[j];
+    if (a.backend != b.backend)
+      return splits_[j].emitError()
+             << "export: split " << j << " of @" << base_.name << " runs on backend " << a.backend
+             << ", the planner's on " << b.backend << " (a pass may rewrite only inside a split)";
+    if (inputs(tensors_, a) != inputs(base_.tensors, b))
+      return splits_[j].emitError() << "export: split " << j << " of @" << base_.name
+                                    << " has other inputs than the planner's (a pass may rewrite "
+                                       "only inside a split)";
+  }
+  return success();
 }
 
 LogicalResult GraphExporter::collect() {
@@ -441,6 +469,8 @@ LogicalResult GraphExporter::run(planner::Graph *out, std::optional<planner::Gra
     }
     it->copies.push_back(e.id);
   }
+  if (failed(checkSplits(g)))
+    return failure();
   g.tensors = std::move(tensors_);
   *out = std::move(g);
   if (baseCopies)

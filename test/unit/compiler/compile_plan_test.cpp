@@ -200,5 +200,48 @@ TEST_F(ExportTest, AParamOpAPassMadeIsRefused) {
   EXPECT_EQ(graphs.pp.tensors.size(), planned_.graphs.pp.tensors.size());
 }
 
+// The splits are the planner's: a split moved to another backend, or a split input dropped, is an
+// export error naming the split (a pass rewrites only inside a split).
+TEST_F(ExportTest, SplitsArePlannersOnly) {
+  std::string error;
+  mlir::ScopedDiagnosticHandler handler(&context_, [&](mlir::Diagnostic& d) {
+    error = d.str();
+    return mlir::success();
+  });
+  auto splits = [&] {
+    std::vector<place::SplitOp> out;
+    module_->lookupSymbol<mlir::func::FuncOp>("pp")->walk([&](place::SplitOp s) { out.push_back(s); });
+    return out;
+  };
+  std::vector<place::SplitOp> pp = splits();
+  ASSERT_GE(pp.size(), 2u);
+  planner::ModelGraphs graphs = planned_.graphs;
+  planner::Placement placement = planned_.outcome.placement;
+  ASSERT_TRUE(mlir::succeeded(exportModelGraphs(*module_, &graphs, &placement)));
+
+  // Split 1 claimed by another backend.
+  const place::BackendAttr own = pp[1].getBackend(), other = pp[0].getBackend();
+  ASSERT_NE(own.getPriority(), other.getPriority());
+  pp[1].setBackendAttr(other);
+  graphs = planned_.graphs;
+  EXPECT_TRUE(mlir::failed(exportModelGraphs(*module_, &graphs, &placement)));
+  EXPECT_NE(error.find("export: split 1 of @pp runs on backend"), std::string::npos) << error;
+  pp[1].setBackendAttr(own);
+
+  // A split input's copy replaced by its source (the copy left unused, then erased).
+  place::CopyOp copy;
+  pp[1].walk([&](place::CopyOp c) {
+    if (!copy) copy = c;
+  });
+  ASSERT_TRUE(copy);
+  copy.getResult().replaceAllUsesWith(copy.getSource());
+  copy.erase();
+  error.clear();
+  graphs = planned_.graphs;
+  EXPECT_TRUE(mlir::failed(exportModelGraphs(*module_, &graphs, &placement)));
+  EXPECT_NE(error.find("export: split 1 of @pp has other inputs than the planner's"), std::string::npos)
+      << error;
+}
+
 }  // namespace
 }  // namespace stowage::compiler

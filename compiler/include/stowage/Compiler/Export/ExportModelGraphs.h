@@ -48,7 +48,9 @@ namespace stowage::compiler {
 /// dialects; a leaf a pass made (weights, caches and inputs are the model's); an op a pass made
 /// whose kind takes op parameters (the dialect op has no encoding here: the exporter needs one
 /// for each such op); a dimension over a symbol the plan has no term for (n_ctx); a node outside
-/// every split of a placed function.
+/// every split of a placed function; splits that are not the imported graph's (another count,
+/// another backend, other split inputs: the placement and the splits are the planner's, a pass
+/// rewrites only inside a split).
 mlir::LogicalResult exportModelGraphs(mlir::ModuleOp module, planner::ModelGraphs *graphs,
                                       planner::Placement *placement);
 
