@@ -85,6 +85,16 @@ class Server:
             self.proc.kill()
             self.proc.wait()
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        """Stops the server (it must exit 0) after a test that passed; kills it after one that failed."""
+        if exc_type is None and self.proc.poll() is None:
+            self.stop()
+        self.kill()
+        return False
+
 
 def request(srv, method, path, body=None, headers=None, raw=None, timeout=60):
     """(status, parsed JSON or text) of one request."""
@@ -185,8 +195,7 @@ def greedy(prompt, n):
 
 def test_basic(args, model):
     """Every endpoint once, through Python and curl; the greedy text equals stowage-run's."""
-    srv = Server(args.server, model, "-c", "512")
-    try:
+    with Server(args.server, model, "-c", "512") as srv:
         status, j = request(srv, "GET", "/health")
         check(status == 200 and j == {"status": "ok"}, "/health: %s" % j)
         status, j = request(srv, "GET", "/v1/models")
@@ -235,15 +244,11 @@ def test_basic(args, model):
             check(out.stdout == "200", "curl /health: %s" % out.stdout)
         else:
             print("note: curl not found, its checks skipped")
-    finally:
-        srv.stop() if srv.proc.poll() is None else None
-        srv.kill()
 
 
 def test_concurrent(args, model):
     """8 streaming clients at once (4 slots: 4 run, 4 queue) get the texts each request gets alone."""
-    srv = Server(args.server, model, "-c", "1024", "-np", "4")
-    try:
+    with Server(args.server, model, "-c", "1024", "-np", "4") as srv:
         alone = [stream(srv, greedy(p, 40))[0] for p in PROMPTS]
         check(len(set(alone)) == len(alone), "the prompts should give different texts")
         results = [None] * len(PROMPTS)
@@ -268,17 +273,13 @@ def test_concurrent(args, model):
         check(m["n_busy_slots_per_decode"] > 1.5, "continuous batching: %s busy slots per decode" %
               m["n_busy_slots_per_decode"])
         check(m["requests_total"] == 16 and m["requests_processing"] == 0, "/metrics: %s" % m)
-    finally:
-        srv.stop() if srv.proc.poll() is None else None
-        srv.kill()
 
 
 def test_bad_requests(args, model):
     """Each bad request gets a 4xx with an OpenAI-style JSON error, and the next good one works."""
-    srv = Server(args.server, model, "-c", "256", "--api-key", "sekrit,other")
-    auth = {"Authorization": "Bearer sekrit"}
-    good = greedy(PROMPTS[0], 8)
-    try:
+    with Server(args.server, model, "-c", "256", "--api-key", "sekrit,other") as srv:
+        auth = {"Authorization": "Bearer sekrit"}
+        good = greedy(PROMPTS[0], 8)
         expected = complete(srv, good, headers=auth)["choices"][0]["text"]
         cases = [
             ("no API key", "POST", "/v1/completions", json.dumps(good), {}, 401, "authentication_error"),
@@ -320,17 +321,13 @@ def test_bad_requests(args, model):
         check(request(srv, "GET", "/metrics")[0] == 401, "/metrics needs the key")
         check(request(srv, "GET", "/metrics", headers={"Authorization": "Bearer other"})[0] == 200,
               "the second key of the list")
-    finally:
-        srv.stop() if srv.proc.poll() is None else None
-        srv.kill()
 
 
 def test_disconnect(args, model):
     """A client that hangs up mid-stream frees its slot: with every slot busy, a 5th request then
     runs while the other streams go on."""
-    srv = Server(args.server, model, "-c", "4096", "-np", "4")
-    long_req = {"prompt": PROMPTS[1], "max_tokens": 900, "temperature": 0, "ignore_eos": True}
-    try:
+    with Server(args.server, model, "-c", "4096", "-np", "4") as srv:
+        long_req = {"prompt": PROMPTS[1], "max_tokens": 900, "temperature": 0, "ignore_eos": True}
         started = threading.Barrier(5)
         hung_up = threading.Event()
         finished = []
@@ -368,16 +365,12 @@ def test_disconnect(args, model):
               (t1 - t0, min(f for f, _ in finished) - t1))
         m = metrics(srv)
         check(m["requests_processing"] == 0 and m["tokens_predicted_total"] == 3 * 900 + 8, "/metrics: %s" % m)
-    finally:
-        srv.stop() if srv.proc.poll() is None else None
-        srv.kill()
 
 
 def test_queue(args, model):
     """With every slot busy, requests wait in a FIFO queue (/metrics requests_deferred) and all end."""
-    srv = Server(args.server, model, "-c", "2048", "-np", "2")
-    req = {"prompt": PROMPTS[3], "max_tokens": 600, "temperature": 0, "ignore_eos": True}
-    try:
+    with Server(args.server, model, "-c", "2048", "-np", "2") as srv:
+        req = {"prompt": PROMPTS[3], "max_tokens": 600, "temperature": 0, "ignore_eos": True}
         results, errors = {}, []
         seen = {"deferred": 0, "processing": 0}
 
@@ -404,15 +397,11 @@ def test_queue(args, model):
         check(len(results) == 4 and len(texts) == 1, "4 equal texts: %d distinct" % len(texts))
         m = metrics(srv)
         check(m["requests_deferred"] == 0 and m["tokens_predicted_total"] == 4 * 600, "/metrics: %s" % m)
-    finally:
-        srv.stop() if srv.proc.poll() is None else None
-        srv.kill()
 
 
 def test_shutdown(args, model):
     """SIGINT while a stream runs: the stream ends with an error event, the server exits 0."""
-    srv = Server(args.server, model, "-c", "4096", "-np", "2")
-    try:
+    with Server(args.server, model, "-c", "4096", "-np", "2") as srv:
         got = threading.Event()
         outcome = {}
 
@@ -440,14 +429,11 @@ def test_shutdown(args, model):
         t.join(20)
         last = outcome.get("last")
         check(last and '"unavailable_error"' in last[0], "the stream's last event: %s" % outcome)
-    finally:
-        srv.kill()
 
 
 def test_chat(args, model):
     """/v1/chat/completions with the template named by --chat-template: chatml text, streamed and not."""
-    srv = Server(args.server, model, "-c", "512", "--chat-template", "chatml")
-    try:
+    with Server(args.server, model, "-c", "512", "--chat-template", "chatml") as srv:
         msgs = [{"role": "system", "content": "You tell stories."}, {"role": "user", "content": "A story please"}]
         body = {"messages": msgs, "max_tokens": 16, "temperature": 0}
         j = complete(srv, body, path="/v1/chat/completions")
@@ -467,17 +453,10 @@ def test_chat(args, model):
         check(all(e["object"] == "chat.completion.chunk" for e in events), "chunk objects")
         status, e = request(srv, "POST", "/v1/chat/completions", {"messages": [{"content": "x"}]})
         check(status == 400 and "role" in e["error"]["message"], "a message without role: %s" % e)
-    finally:
-        srv.stop() if srv.proc.poll() is None else None
-        srv.kill()
     # Without --chat-template: the model has none, so chatml (said on stderr), as llama-server.
-    srv = Server(args.server, model, "-c", "512")
-    try:
+    with Server(args.server, model, "-c", "512") as srv:
         j = complete(srv, body, path="/v1/chat/completions")
         check(j["choices"][0]["message"]["content"] == msg["content"], "chatml by default: %s" % j)
-    finally:
-        srv.stop() if srv.proc.poll() is None else None
-        srv.kill()
 
 
 def test_cli(args, model):
@@ -506,8 +485,7 @@ def cosine(a, b):
 def test_embeddings(args, model):
     """/v1/embeddings (--embeddings --pooling mean): unit vectors of n_embd floats; an input batched
     with others gets its embedding alone (per-sequence pooling); completions still run."""
-    srv = Server(args.server, model, "-c", "512", "--embeddings", "--pooling", "mean")
-    try:
+    with Server(args.server, model, "-c", "512", "--embeddings", "--pooling", "mean") as srv:
         j = complete(srv, {"input": PROMPTS[0], "model": MODEL}, path="/v1/embeddings")
         check(j["object"] == "list" and len(j["data"]) == 1 and j["data"][0]["object"] == "embedding", "shape: %s" %
               str(j)[:300])
@@ -529,16 +507,9 @@ def test_embeddings(args, model):
             check(status == code and "error" in e, "%s: HTTP %d %s" % (bad, status, e))
         j = complete(srv, greedy(PROMPTS[0], 8))
         check(j["usage"]["completion_tokens"] == 8, "a completion with embeddings on")
-    finally:
-        srv.stop() if srv.proc.poll() is None else None
-        srv.kill()
-    srv = Server(args.server, model, "-c", "512", "--embeddings", "--pooling", "last")
-    try:
+    with Server(args.server, model, "-c", "512", "--embeddings", "--pooling", "last") as srv:
         last = complete(srv, {"input": PROMPTS[0]}, path="/v1/embeddings")["data"][0]["embedding"]
         check(cosine(last, alone) < 0.999, "last pooling differs from mean pooling: %f" % cosine(last, alone))
-    finally:
-        srv.stop() if srv.proc.poll() is None else None
-        srv.kill()
 
 
 TESTS = {name[len("test_"):]: f for name, f in globals().items() if name.startswith("test_")}
