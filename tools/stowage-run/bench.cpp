@@ -866,24 +866,27 @@ Result<std::vector<int>> ParseIntList(const std::string& text, const std::string
 CLI::App* AddBench(CLI::App* app, BenchFlags* f) {
   auto* bench = app->add_subcommand("bench", "llama-bench: pp and tg speed over lists of settings");
   bench->footer(
-      "Also takes the options before the subcommand: -m, --plan, -c, -ctk, -ctv, -nkvo, --no-mmap, "
-      "--no-repack, --huge-pages, --llamacpp-numerics, --cpu-isa (and -t, -ngl, -fa, -b, -ub as single "
-      "values). Lists as llama-bench: 128,512 or 64-512*2 or 1-4+1; a repeated option adds its values.");
+      "Also takes the options before the subcommand: -m, --plan, -c, -nkvo, --no-mmap, --no-repack, "
+      "--huge-pages, --llamacpp-numerics, --cpu-isa, --llamacpp-compat (and -t, -ngl, -fa, -b, -ub, -ctk, "
+      "-ctv as "
+      "single values). Lists as llama-bench: 128,512 or 64-512*2 or 1-4+1; a repeated option adds its "
+      "values.");
   const auto list = [&](const char* names, std::vector<std::string>* v, const std::string& what) {
     bench->add_option(names, *v, what)->allow_extra_args(false)->take_all();
   };
   list("-p,--n-prompt", &f->prompts, "prompt tokens of the pp tests (0 = none; default 512)");
   list("-n,--n-gen", &f->gens, "generated tokens of the tg tests (0 = none; default 128)");
   list("-d,--n-depth", &f->depths, "tokens in the KV cache before each test (default 0)");
-  list("--pg", &f->pgs, "pp,tg: a prompt of pp tokens then tg generated ones in one test (repeatable)");
+  list("--pg", &f->pgs, "-pg pp,tg: a prompt of pp tokens then tg generated ones in one test (repeatable)");
   list("-t,--threads", &f->threads, "CPU threads (default: the physical cores, as llama-bench)");
-  list("--n-gpu-layers", &f->gpu_layers, "layers on the GPUs (default -1: every layer, as llama-bench)");
-  list("--flash-attn", &f->flash_attn, "flash attention: on|off|auto, 1|0|-1 (default auto)");
+  list("--n-gpu-layers", &f->gpu_layers,
+       "-ngl: layers on the GPUs (default -1: every layer, as llama-bench)");
+  list("--flash-attn", &f->flash_attn, "-fa: flash attention, on|off|auto or 1|0|-1 (default auto)");
   list("-b,--batch-size", &f->batches, "logical batch size (default 2048)");
-  list("--ubatch-size", &f->ubatches, "physical batch size (default 512)");
+  list("--ubatch-size", &f->ubatches, "-ub: physical batch size (default 512)");
   list("--cache-type-k", &f->types_k,
-       "KV cache type for K: f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (default f16)");
-  list("--cache-type-v", &f->types_v, "KV cache type for V (default f16; quantized ones need -fa on)");
+       "-ctk: KV cache type for K: f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (default f16)");
+  list("--cache-type-v", &f->types_v, "-ctv: KV cache type for V (default f16; quantized ones need -fa on)");
   bench->add_option("-r,--repetitions", f->reps, "timed repetitions of each test")
       ->check(tools::IntegerIn(1, 1000000));
   bench->add_option("-o,--output", f->format, "output format: md, csv, json, jsonl, sql (llama-bench's)")
@@ -892,7 +895,7 @@ CLI::App* AddBench(CLI::App* app, BenchFlags* f) {
   bench->add_flag(
       "--json", f->json,
       "one JSON line for the benchmark harness: pp/tg tokens per second (mean, sd) and peak resident "
-      "KiB (one value of -p, -n and -t)");
+      "KiB (one value of each list)");
   bench
       ->add_flag(
           "--profile", f->profile,
