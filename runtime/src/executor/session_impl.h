@@ -24,6 +24,10 @@
 
 namespace stowage {
 
+namespace exec {
+class RemoteBackend;
+}
+
 class Session::Impl {
  public:
   std::unique_ptr<PlanFile> plan;
@@ -180,6 +184,20 @@ class Session::Impl {
   std::vector<std::shared_ptr<exec::Event>> host_writes;  // async reads whose target is host memory
   std::vector<std::vector<uint8_t>> stages;
   cpu::ComputeContext copy_ctx;  // host-side copies (split inputs)
+
+  // Plans across hosts (session_mpi.cpp, stowage/runtime/transport.h): another host's device has a
+  // placeholder backend; its splits are skipped here, the split inputs between hosts sent and
+  // received, tagged with the number of graph runs so far.
+  uint64_t graph_runs = 0;
+  /// The placeholder of backend `backend` when another host runs it, else nullptr.
+  const exec::RemoteBackend* RemoteOf(int backend) const;
+  /// The bytes of split input (src -> dst) when it crosses hosts: kUnimplemented unless both are
+  /// contiguous, of one type and size.
+  Result<uint64_t> CrossHostBytes(const plan_graph::Graph& g, int src, int dst) const;
+  /// Sends the inputs of split `split` (another host's) that this host produced.
+  Status SendSplitInputs(const plan_graph::Graph& g, size_t split);
+  /// Receives input `input` of split `split` (this host's) from the host that produced it.
+  Status RecvSplitInput(const plan_graph::Graph& g, size_t split, size_t input);
 
   /// True when some weights are read in place from the file mapping (the plan's mapped buffers).
   bool ReadsMapping() const {

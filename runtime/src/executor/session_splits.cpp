@@ -151,9 +151,19 @@ Status Session::Impl::RunSplits(const Graph& g) {
   if (profile && prof_slot[gi].size() != g.tensors.size()) prof_slot[gi].assign(g.tensors.size(), -1);
   for (const Split& sp : g.splits) {
     Backend& be = *backends[sp.backend];
-    // Split inputs: copy each source into the split backend's memory (ggml_backend_sched).
+    const size_t si = static_cast<size_t>(&sp - g.splits.data());
+    if (RemoteOf(sp.backend)) {  // another host runs it (session_mpi.cpp)
+      STOWAGE_RETURN_IF_ERROR(SendSplitInputs(g, si));
+      continue;
+    }
+    // Split inputs: copy each source into the split backend's memory (ggml_backend_sched), or
+    // receive it from the host that produced it.
     const auto tc = profile ? ProfClock::now() : ProfClock::time_point();
-    for (const auto& [src, copy] : sp.inputs) STOWAGE_RETURN_IF_ERROR(CopyTensor(g, src, copy));
+    for (size_t k = 0; k < sp.inputs.size(); ++k) {
+      const auto [src, copy] = sp.inputs[k];
+      STOWAGE_RETURN_IF_ERROR(RemoteOf(buffer_backend[bound[src].buffer]) ? RecvSplitInput(g, si, k)
+                                                                          : CopyTensor(g, src, copy));
+    }
     if (profile && !sp.inputs.empty()) ProfAdd(ProfRow(g.name, "", "(split input copies)"), tc);
     // Host kernels read and write host memory: queued copies into it must have landed, and queued
     // copies out of it must have read it before it may be overwritten. Asynchronous backends wait
@@ -206,6 +216,7 @@ Status Session::Impl::RunSplits(const Graph& g) {
       }
     }
   }
+  ++graph_runs;
   // The end of the ubatch: every queue drains before the host reads the logits and writes the next
   // ubatch's inputs (llama_decode synchronizes the scheduler before reading outputs).
   const auto ts = profile ? ProfClock::now() : ProfClock::time_point();
