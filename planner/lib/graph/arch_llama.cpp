@@ -63,6 +63,7 @@ Status BuildLlamaStyleGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights&
     } else {  // MoE branch (mixtral): softmax gating, normalized top-k weights
       MoeFfnOptions o;
       o.norm_w = true;
+      o.fused_glu = m.llama2026;  // llama.cpp 2026 build_moe_ffn's form
       cur = BuildMoeFfn(b, cur, l, hp.n_expert, hp.n_expert_used, o, il);
       b.Name(cur, "ffn_moe_out", il);
     }
