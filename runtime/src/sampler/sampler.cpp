@@ -20,14 +20,21 @@ void SortFirst(std::vector<TokenData>& cur, size_t n, bool* sorted) {
   if (n == cur.size()) *sorted = true;
 }
 
-// The softmax of the candidates' logits into p (llama_sampler_softmax_impl without sorting); a
-// +infinity logit takes all the mass.
+// The softmax of the candidates' logits into p (llama_sampler_softmax_impl without sorting); with
+// +infinity logits the first of them takes all the mass (llama.cpp's softmax gives NaN there).
 void Softmax(std::vector<TokenData>& cur) {
   float max_l = kNegInf;
   for (const TokenData& t : cur) max_l = std::max(max_l, t.logit);
+  if (std::isinf(max_l) && max_l > 0) {
+    bool first = true;
+    for (TokenData& t : cur) {
+      t.p = first && t.logit == max_l ? 1.f : 0.f;
+      first = first && t.p == 0.f;
+    }
+    return;
+  }
   float sum = 0.f;
-  for (TokenData& t : cur)
-    sum += t.p = std::isinf(max_l) ? (t.logit == max_l ? 1.f : 0.f) : std::exp(t.logit - max_l);
+  for (TokenData& t : cur) sum += t.p = std::exp(t.logit - max_l);
   for (TokenData& t : cur) t.p /= sum;
 }
 

@@ -13,8 +13,8 @@
 // -infinity are no candidates (a row without any finite or +infinity logit samples -1, where
 // llama.cpp picks token 0); the penalties leave a -infinity logit alone (llama.cpp turns it into
 // +infinity with a repeat penalty below 1); ties in sorting keep the lower id first (llama.cpp's
-// partial sort leaves their order unspecified); a +infinity logit is picked by dist over every finite
-// one (llama.cpp's softmax gives NaN). Determinism: dist draws from a std::mt19937 seeded explicitly,
+// partial sort leaves their order unspecified); the first +infinity logit is picked by dist over every
+// other (llama.cpp's softmax gives NaN). Determinism: dist draws from a std::mt19937 seeded explicitly,
 // turned into a uniform double in a fixed way (two 32-bit draws, 53 bits), so a seed and a sequence
 // of rows give the same tokens on every platform (llama.cpp's std::uniform_real_distribution is
 // implementation-defined). No global state.
