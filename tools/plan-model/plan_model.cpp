@@ -14,12 +14,14 @@
 #include "planner_args.h"
 #include "probed_machine.h"
 #include "stdout_check.h"
+#include "stowage/planner/cluster.h"
 #include "stowage/planner/explain.h"
 #include "stowage/planner/from_probe.h"
 #include "stowage/planner/graph.h"
 #include "stowage/planner/plan.h"
 #include "stowage/planner/registry.h"
 #include "stowage/runtime/atomic_file.h"
+#include "stowage/runtime/host_devices.h"
 #ifdef STOWAGE_HAVE_COMPILER
 #include "stowage/Compiler/CompilePlan.h"
 #endif
@@ -106,7 +108,7 @@ namespace {
 /// The command line's values, as CLI11 fills them.
 struct Options {
   std::string model_path, out_path, ctk = "f16", ctv = "f16", device_list, sm = "layer", ts, explain, report;
-  std::string flash_attn, header_path, host_cpu;
+  std::string flash_attn, header_path, host_cpu, cluster;
   std::string llamacpp_compat = planner::LlamacppCompatName(planner::kDefaultLlamacppCompat);
   uint64_t file_size = 0;
   std::vector<std::string> registry_dirs, ot, free_ovr;
@@ -130,6 +132,11 @@ void AddOptions(CLI::App& app, Options& o) {
       "20M, or gguf-dump --save-header), with --file-size (instead of -m)");
   app.add_option("--file-size", o.file_size, "--header-only: the whole GGUF file's size in bytes")
       ->check(tools::IntegerIn(1, UINT64_MAX));
+  app.add_option("--cluster", o.cluster,
+                 "plan across hosts: a cluster file (JSON: hosts, each a device list with free memory, and "
+                 "links; planner/registry/clusters); host h >= 1's devices become model devices MPI<h>:NAME "
+                 "and get pipeline stages (contiguous layer ranges, -ts rule by memory); run under mpirun, "
+                 "rank h = host h (instead of --device, --host-cpu and --free)");
   app.add_option(
       "--host-cpu", o.host_cpu,
       "the CPU manifest (registry key or file) when --device lists no CPU (default: this machine's CPU, "
@@ -418,6 +425,30 @@ int ReportAndWrite(const Options& o, const PlanResult& planned, FILE* log, doubl
   return 0;
 }
 
+/// The devices of every host of the --cluster file (cluster.h's ClusterDevices), the hosts printed
+/// one line each on standard error.
+Result<std::vector<DeviceManifest>> ClusterMachine(const Options& o, LlamacppCompat compat,
+                                                   const char* argv0) {
+  if (!o.device_list.empty() || !o.host_cpu.empty() || !o.free_ovr.empty())
+    return InvalidArgument(
+        "--cluster " + o.cluster +
+        ": the cluster file gives every host's devices and memory, not --device, --host-cpu "
+        "or --free");
+  STOWAGE_ASSIGN_OR_RETURN(
+      planner::Cluster cluster,
+      planner::LoadClusterFile(o.cluster,
+                               RegistrySearchDirs(o.registry_dirs, ShippedRegistryDir(argv0), compat)));
+  std::vector<DeviceManifest> devices = planner::ClusterDevices(cluster);
+  for (size_t h = 0; h < cluster.hosts.size(); ++h) {
+    std::string names;
+    for (const auto& d : devices)
+      if (HostOfDevice(d.name) == static_cast<int>(h)) names += (names.empty() ? "" : ", ") + d.name;
+    std::fprintf(stderr, "plan-model: host %zu '%s' (MPI rank %zu): %s\n", h, cluster.hosts[h].name.c_str(),
+                 h, names.c_str());
+  }
+  return devices;
+}
+
 int Run(int argc, char** argv) {
   CLI::App app{
       "plan-model: plan the placement and memory of a GGUF model ahead of time (llama.cpp semantics)"};
@@ -428,8 +459,10 @@ int Run(int argc, char** argv) {
   if (!request.ok()) return Fail(request.status());
 
   std::string assumed_cpu;
-  auto machine = MachineDevices(o.device_list, o.registry_dirs, request->llamacpp_compat,
-                                tools::JoinValues(o.free_ovr), o.host_cpu, argv[0], &assumed_cpu);
+  auto machine = o.cluster.empty()
+                     ? MachineDevices(o.device_list, o.registry_dirs, request->llamacpp_compat,
+                                      tools::JoinValues(o.free_ovr), o.host_cpu, argv[0], &assumed_cpu)
+                     : ClusterMachine(o, request->llamacpp_compat, argv[0]);
   if (!machine.ok()) return Fail(machine.status());
   const bool header_only = !o.header_path.empty();
   if (header_only) o.model_path = o.header_path;

@@ -171,6 +171,17 @@ std::vector<DeviceManifest> ClusterDevices(const Cluster& cluster) {
       m.supports_buft = SupportsBuftRule{};
       m.offload_op.reset();
       m.caps = DeviceCaps{};
+      // A host's CPU reads its own memory: ggml-cpu's "a source in a non-host buffer" rule would
+      // refuse every op here, where the device's buffer type is not host memory of host 0 (the
+      // scheduler copies any source from elsewhere into this device's buffer first).
+      if (d.type == DeviceType::kCpu) {
+        auto& rules = m.op_support.rules;
+        rules.erase(
+            std::remove_if(rules.begin(), rules.end(),
+                           [](const OpRule& r) { return r.all_srcs_host == std::optional<bool>(false); }),
+            rules.end());
+        for (auto& r : rules) r.all_srcs_host.reset();
+      }
       out.push_back(std::move(m));
     }
   }
