@@ -221,6 +221,26 @@ TEST_F(HostilePlan, ResultShapeOtherThanTheRuleIsRejectedAtLoad) {
       << s.status().message();
 }
 
+// Stowage's fused RMS_NORM_MUL (the compiler's fusion writes it) is checked as every op: the norm
+// weight's MUL edited into one without RMS_NORM's {eps} is refused at load, naming the node.
+TEST_F(HostilePlan, FusedNormWithoutItsEpsIsRejectedAtLoad) {
+  auto bytes = EditBothGraphs("attn_norm-0", [](bp::GraphT&, bp::GraphTensorT& t) {
+    t.op = static_cast<uint16_t>(GgmlOp::RMS_NORM_MUL);
+    t.fparams.clear();
+  });
+  auto s = Session::CreateFromPlanBytes(bytes, model_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("node 'attn_norm-0' (RMS_NORM_MUL): RMS_NORM_MUL: expected 1 float "
+                                      "parameter {eps}, found 0 integer and 0 float"),
+            std::string::npos)
+      << s.status().message();
+  // With its eps the same edit is a plan the runtime runs (the norm's result, then unused, stays).
+  EXPECT_TRUE(Run(EditBothGraphs("attn_norm-0", [](bp::GraphT&, bp::GraphTensorT& t) {
+                t.op = static_cast<uint16_t>(GgmlOp::RMS_NORM_MUL);
+                t.fparams = {1e-5f};
+              })).ok());
+}
+
 TEST_F(HostilePlan, HugeDimensionIsRejected) {
   Status st = Run(EditBothGraphs(
       "inp_embd", [](bp::GraphT&, bp::GraphTensorT& t) { t.ne[0] = Const(int64_t{1} << 62); }));
