@@ -2,6 +2,7 @@
 // cache's cells and the bytes of the plan's KV buffers, behind the model's identity.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,13 +38,13 @@ void Put(std::vector<uint8_t>& out, T v) {
 
 // Reads fields from the state file, naming the offset of the first one that does not match.
 struct Reader {
-  const std::vector<uint8_t>& b;
+  const uint8_t* b;
   const std::string& path;
   size_t at = 0;
   template <typename T>
   T Get() {
     T v{};
-    std::memcpy(&v, b.data() + at, sizeof v);
+    std::memcpy(&v, b + at, sizeof v);
     at += sizeof v;
     return v;
   }
@@ -54,16 +55,18 @@ struct Reader {
 };
 
 // The bytes of the state file `path` (magic "STWSTATE" or "STWSEQST", `what` for messages), at
-// most `max_bytes`: its magic and format version checked from its first bytes, then the model
-// identity at offset 12 against `gguf`'s (first: a state of another model says so even when its
-// size differs as well).
+// most `max_bytes`, checked from its first `head_bytes` before the rest is read: magic, format
+// version, the model identity at offset 12 against `gguf`'s, then `check_header` (when the file
+// has head_bytes; may be empty). A state of another model or plan says so whatever its size.
 Result<std::vector<uint8_t>> ReadStateFile(const std::string& path, const char* magic, const char* what,
-                                           uint64_t max_bytes, const GgufFile& gguf) {
+                                           uint64_t max_bytes, const GgufFile& gguf, size_t head_bytes,
+                                           const std::function<Status(Reader&)>& check_header) {
   constexpr size_t kHead = sizeof kMagic + 4;
+  const ModelIdentity id = ComputeModelIdentity(gguf);
   ReadRegularFileOptions opt;
   opt.max_bytes = max_bytes;
   opt.what = what;
-  opt.head_bytes = kHead;
+  opt.head_bytes = head_bytes;
   opt.check_head = [&](const uint8_t* h, size_t n, uint64_t) -> Status {
     if (n < sizeof kMagic || std::memcmp(h, magic, sizeof kMagic) != 0)
       return DataLoss(path + ": offset 0: expected the magic \"" + std::string(magic, sizeof kMagic) +
@@ -74,20 +77,17 @@ Result<std::vector<uint8_t>> ReadStateFile(const std::string& path, const char* 
     if (n < kHead || v != kVersion)
       return DataLoss(path + ": offset 8: format version: expected " + std::to_string(kVersion) + ", found " +
                       (n < kHead ? std::string("the end of the file") : std::to_string(v)));
-    return Status::Ok();
-  };
-  STOWAGE_ASSIGN_OR_RETURN(std::vector<uint8_t> b, ReadRegularFileBytes(path, opt));
-  const ModelIdentity id = ComputeModelIdentity(gguf);
-  if (b.size() >= kHead + 24) {
-    Reader r{b, path, kHead};
+    if (n < kHead + 24) return Status::Ok();  // the size check names the truncation
+    Reader r{h, path, kHead};
     const uint64_t fsize = r.Get<uint64_t>(), hsize = r.Get<uint64_t>(), hash = r.Get<uint64_t>();
     if (fsize != id.file_size || hsize != id.header_size || hash != id.header_xxh64)
       return FailedPrecondition(path + ": offset 12: model identity: expected " + gguf.path() + "'s (" +
                                 std::to_string(id.file_size) + " bytes, header hash " +
                                 HashHex(id.header_xxh64) + "), found a state of a model of " +
                                 std::to_string(fsize) + " bytes, header hash " + HashHex(hash));
-  }
-  return b;
+    return n >= head_bytes && check_header ? check_header(r) : Status::Ok();
+  };
+  return ReadRegularFileBytes(path, opt);
 }
 
 // The file's size (`expected`; `what_for` in the message), then its last 8 bytes: the XXH64 of
@@ -151,34 +151,36 @@ Status Session::LoadState(const std::string& path) {
   const size_t head = sizeof kMagic + 4 + 3 * 8 + 3 * 8 + 4 + 8 * kv.size();
   const uint64_t size =
       head + s.cell_pos.size() * (4 + kSeqBytes) + s.swa_cell_pos.size() * 8 + 1 + kv_bytes + 8;
-  STOWAGE_ASSIGN_OR_RETURN(
-      std::vector<uint8_t> b,
-      ReadStateFile(path, kMagic, "a session state file (Session::SaveState, stowage_state_save_file)", size,
-                    *s.gguf));
-  STOWAGE_RETURN_IF_ERROR(CheckSizeAndSum(b, path, size, "for this plan's state"));
-  Reader r{b, path, sizeof kMagic + 4 + 24};
-  struct Field {
-    const char* name;
-    int64_t want;
-  };
-  for (const Field f :
-       {Field{"n_ctx", s.n_ctx}, Field{"n_ctx_swa", s.n_ctx_swa}, Field{"n_seq_ids", s.n_seq_ids}}) {
-    const size_t off = r.at;
-    const auto v = r.Get<int64_t>();
-    if (v != f.want) return r.Expect(StatusCode::kFailedPrecondition, f.name, f.want, v, off);
-  }
-  {
+  // The context and KV buffers of the saving plan, checked before the file is read.
+  auto header = [&](Reader& r) -> Status {
+    struct Field {
+      const char* name;
+      int64_t want;
+    };
+    for (const Field f :
+         {Field{"n_ctx", s.n_ctx}, Field{"n_ctx_swa", s.n_ctx_swa}, Field{"n_seq_ids", s.n_seq_ids}}) {
+      const size_t off = r.at;
+      const auto v = r.Get<int64_t>();
+      if (v != f.want) return r.Expect(StatusCode::kFailedPrecondition, f.name, f.want, v, off);
+    }
     const size_t off = r.at;
     const auto n = r.Get<uint32_t>();
     if (n != kv.size()) return r.Expect(StatusCode::kFailedPrecondition, "KV buffers", kv.size(), n, off);
-  }
-  for (size_t k = 0; k < kv.size(); ++k) {
-    const size_t off = r.at;
-    const auto v = r.Get<uint64_t>();
-    if (v != s.reports[kv[k]].planned)
-      return r.Expect(StatusCode::kFailedPrecondition, "bytes of KV buffer '" + s.reports[kv[k]].name + "'",
-                      static_cast<int64_t>(s.reports[kv[k]].planned), static_cast<int64_t>(v), off);
-  }
+    for (const size_t i : kv) {
+      const size_t at = r.at;
+      const auto v = r.Get<uint64_t>();
+      if (v != s.reports[i].planned)
+        return r.Expect(StatusCode::kFailedPrecondition, "bytes of KV buffer '" + s.reports[i].name + "'",
+                        static_cast<int64_t>(s.reports[i].planned), static_cast<int64_t>(v), at);
+    }
+    return Status::Ok();
+  };
+  STOWAGE_ASSIGN_OR_RETURN(
+      std::vector<uint8_t> b,
+      ReadStateFile(path, kMagic, "a session state file (Session::SaveState, stowage_state_save_file)", size,
+                    *s.gguf, head, header));
+  STOWAGE_RETURN_IF_ERROR(CheckSizeAndSum(b, path, size, "for this plan's state"));
+  Reader r{b.data(), path, head};
   // Checked: decode into copies, then commit.
   std::vector<int32_t> pos(s.cell_pos.size());
   std::vector<Impl::SeqSet> seq(s.cell_seq.size());
@@ -329,12 +331,12 @@ Status Session::LoadSeqState(int32_t dest_seq_id, const std::string& path) {
       std::vector<uint8_t> b,
       ReadStateFile(path, kSeqMagic,
                     "a sequence state file (Session::SaveSeqState, stowage_state_seq_save_file)",
-                    head + static_cast<uint64_t>(s.n_ctx) * (4 + cell_bytes) + 8, *s.gguf));
+                    head + static_cast<uint64_t>(s.n_ctx) * (4 + cell_bytes) + 8, *s.gguf, head, nullptr));
   if (b.size() < head)
     return DataLoss(path + ": offset " + std::to_string(b.size()) + ": header: expected " +
                     std::to_string(head) + " bytes for this plan's KV tensors, found " +
                     std::to_string(b.size()) + " (truncated)");
-  Reader r{b, path, sizeof kSeqMagic + 4 + 24};
+  Reader r{b.data(), path, sizeof kSeqMagic + 4 + 24};
   {
     const size_t off = r.at;
     const auto n = r.Get<uint32_t>();

@@ -272,6 +272,32 @@ TEST_F(CApiTest, StateOfAnotherModelTruncatedOrCorruptIsRefused) {
                 ": offset 0: expected the magic \"STWSTATE\" of a session state file (Session::SaveState, "
                 "stowage_state_save_file), found "
                 "other bytes");
+  // Another format version.
+  std::string v2 = bytes;
+  v2[8] = 2;
+  const std::string ver = dir_.Write("v2.state", v2);
+  EXPECT_EQ(stowage_state_load_file(s_, ver.c_str()), STOWAGE_DATA_LOSS);
+  EXPECT_EQ(std::string(stowage_last_error(s_)), ver + ": offset 8: format version: expected 1, found 2");
+  // The same model planned with another context: named before the (larger) size is read.
+  {
+    planner::ContextConfig cfg;
+    cfg.n_ctx = 128;
+    cfg.n_seq_max = 2;
+    cfg.kv_unified = true;
+    auto plan = test::PlanCpu(model_, cfg, /*use_mmap=*/true);
+    ASSERT_TRUE(plan.ok());
+    const std::string p128 = dir_.File("c128.plan");
+    ASSERT_TRUE(WriteFileAtomic(p128, *plan).ok());
+    stowage_session* big = Open(p128, model_);
+    ASSERT_NE(big, nullptr);
+    EXPECT_EQ(stowage_state_load_file(big, state.c_str()), STOWAGE_FAILED_PRECONDITION);
+    EXPECT_EQ(std::string(stowage_last_error(big)), state + ": offset 36: n_ctx: expected 128, found 64");
+    const std::string big_state = dir_.File("c128.state");
+    ASSERT_EQ(stowage_state_save_file(big, big_state.c_str()), STOWAGE_OK);
+    EXPECT_EQ(stowage_state_load_file(s_, big_state.c_str()), STOWAGE_FAILED_PRECONDITION);
+    EXPECT_EQ(std::string(stowage_last_error(s_)), big_state + ": offset 36: n_ctx: expected 64, found 128");
+    stowage_session_free(big);
+  }
   // Another model (stories260K-Q8_0): its identity, before anything else.
   const std::string q8 = test::ModelPath("stories260K-Q8_0.gguf");
   if (!test::FileExists(q8)) GTEST_SKIP() << q8 << " not found";
