@@ -52,8 +52,14 @@ Result<CompiledPlan> CompilePlan(const GgufFile &gguf, const planner::PlanResult
   planner::PlacementOutcome outcome = planned.outcome;
   OwningOpRef<ModuleOp> module =
       importModelGraphs(&context, graphs, UnknownLoc::get(&context), &outcome.placement);
-  if (!module)
-    return fail("import");
+  if (!module) {
+    // A graph the dialects cannot represent yet: the planner's plan, as -O0 writes it.
+    CompiledPlan kept;
+    kept.bytes = planned.bytes;
+    kept.fit = planned.fit;
+    kept.not_compiled = fail("import").message();
+    return kept;
+  }
   PassManager pm(&context);
   buildStowagePipeline(pm, options);
   if (failed(pm.run(*module)))

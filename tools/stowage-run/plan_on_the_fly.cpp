@@ -66,6 +66,9 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const CommonOpti
   if (!planned.bytes.empty()) {
     STOWAGE_ASSIGN_OR_RETURN(compiler::CompiledPlan compiled,
                              compiler::CompilePlan(gguf, planned, request.flags));
+    if (!compiled.not_compiled.empty() && !quiet)
+      std::fprintf(stderr, "stowage-run: note: %s (the planner's graphs are run)\n",
+                   compiled.not_compiled.c_str());
     planned.bytes = std::move(compiled.bytes);
     planned.fit = compiled.fit;
   }

@@ -84,6 +84,34 @@ TEST(CompilePlan, WithoutRewritesGivesThePlannersPlanByteForByte) {
   EXPECT_EQ(compared, static_cast<int>(models.size()) * 3);
 }
 
+// A planned graph the dialects cannot represent (a quantized K cache: its views have a symbolic
+// ne0 of a block type) is not compiled: the planner's plan comes back, with the importer's line.
+TEST(CompilePlan, AGraphTheImporterRefusesKeepsThePlannersPlan) {
+  const std::string path = test::ModelPath("tiny8-untied-q4_0.gguf");
+  if (!test::FileExists(path)) GTEST_SKIP() << "shared model " << path << " is absent";
+  auto gguf = GgufFile::Open(path);
+  ASSERT_TRUE(gguf.ok()) << gguf.status().message();
+  planner::PlanRequest req;
+  req.context.n_ctx = 256;
+  req.context.type_k = GgmlType::Q8_0;
+  req.flags = "test";
+  auto planned = planner::Plan(**gguf, Machine(), req);
+  ASSERT_TRUE(planned.ok()) << planned.status().message();
+  auto compiled = CompilePlan(**gguf, *planned, "test");
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  EXPECT_NE(compiled->not_compiled.find("compiler: import: graph pp node 'k_cache_view-0'"),
+            std::string::npos)
+      << compiled->not_compiled;
+  EXPECT_TRUE(compiled->bytes == planned->bytes);
+  // An f16 cache is compiled.
+  req.context.type_k = GgmlType::F16;
+  planned = planner::Plan(**gguf, Machine(), req);
+  ASSERT_TRUE(planned.ok()) << planned.status().message();
+  compiled = CompilePlan(**gguf, *planned, "test");
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  EXPECT_EQ(compiled->not_compiled, "");
+}
+
 class ExportTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -36,6 +36,11 @@ struct CompiledPlan {
   /// planner::CheckPlanFit of the exported plan's memory (the compute buffers may differ from the
   /// planner's): Ok, or kResourceExhausted "<model>: does not fit: device ...".
   Status fit;
+  /// Empty when the plan went through the compiler. Else why it did not: the importer's one line
+  /// for a planned graph the dialects cannot represent (e.g. a view of a quantized KV cache whose
+  /// ne0 is symbolic, -ctk q8_0); `bytes` and `fit` are then the planner's plan (planned.bytes,
+  /// planned.fit), as -O0 writes it.
+  std::string not_compiled;
 };
 
 /// Runs the compiler stage on `planned` (planner::Plan's result for `gguf`, placed and
@@ -43,9 +48,10 @@ struct CompiledPlan {
 /// buildStowagePipeline's passes (with `options`), exports the graphs, plans memory again for them
 /// (planner::PlanMemory, so planned == allocated stays exact), serializes the plan with `flags`
 /// (planner::SerializePlan) and verifies it as the runtime does.
-/// Errors (kInternal, one line "compiler: <what>", naming the node where there is one): the
-/// importer's (a planned graph the dialect's verifiers refuse), a pass's, the exporter's,
-/// PlanMemory's and the plan verifier's.
+/// A planned graph the importer refuses is not an error: the result is the planner's plan with
+/// CompiledPlan::not_compiled set ("compiler: import: graph pp node '...': ...").
+/// Errors (kInternal, one line "compiler: <what>", naming the node where there is one): a pass's,
+/// the exporter's, PlanMemory's and the plan verifier's.
 Result<CompiledPlan> CompilePlan(const GgufFile &gguf, const planner::PlanResult &planned,
                                  const std::string &flags, const PipelineOptions &options = {});
 
