@@ -32,7 +32,7 @@ class Transport {
   /// The number of ranks.
   virtual int size() const = 0;
   /// Sends `n` bytes to rank `to` with `tag` (>= 0, < 32768), returning once the bytes may be
-  /// reused. Errors: kDeadlineExceeded when the peer takes none of it within the transport's
+  /// reused. Errors: kUnavailable when the peer takes none of it within the transport's
   /// deadline, kUnavailable for a transport error; each message names both ranks.
   virtual Status Send(int to, int tag, const void* data, uint64_t n) = 0;
   /// Receives exactly `n` bytes from rank `from` with `tag` into `data`. Errors as Send's, and
