@@ -58,16 +58,20 @@ const stowage::Tokenizer* TokenizerOf(stowage_session* s, const char* fn) {
   s->last_error = std::string(fn) + ": " + s->tokenizer_status.message();
   return nullptr;
 }
-// Copies `bytes` into buf (capacity `length`): its size, or -(its size) when it does not fit, or
-// INT32_MIN when it is longer than INT32_MAX.
-int32_t CopyOut(stowage_session* s, const char* fn, const std::string& bytes, char* buf, int32_t length) {
-  if (bytes.size() > static_cast<size_t>(INT32_MAX)) {
-    s->last_error = std::string(fn) + ": " + std::to_string(bytes.size()) + " bytes, more than INT32_MAX";
+// Copies `items` (bytes or tokens: `unit`) into buf (capacity `length`), as llama_tokenize and
+// llama_token_to_piece answer: their count, or -(their count) when it does not fit, or INT32_MIN
+// when there are more than INT32_MAX.
+template <typename C, typename T>
+int32_t CopyOut(stowage_session* s, const char* fn, const C& items, T* buf, int32_t length,
+                const char* unit) {
+  if (items.size() > static_cast<size_t>(INT32_MAX)) {
+    s->last_error =
+        std::string(fn) + ": " + std::to_string(items.size()) + " " + unit + ", more than INT32_MAX";
     return INT32_MIN;
   }
-  const auto n = static_cast<int32_t>(bytes.size());
+  const auto n = static_cast<int32_t>(items.size());
   if (n > length) return -n;
-  std::copy(bytes.begin(), bytes.end(), buf);
+  std::copy(items.begin(), items.end(), buf);
   return n;
 }
 // A state file call: `f` (the Session method) on a non-NULL session and path, its error kept.
@@ -323,14 +327,7 @@ int32_t stowage_tokenize(stowage_session* s, const char* text, int32_t text_len,
     const size_t len = text_len < 0 ? std::strlen(text) : static_cast<size_t>(text_len);
     const std::vector<int32_t> ids =
         tok->Tokenize(std::string_view(text, len), add_special != 0, parse_special != 0);
-    if (ids.size() > static_cast<size_t>(INT32_MAX)) {
-      s->last_error = std::string(fn) + ": " + std::to_string(ids.size()) + " tokens, more than INT32_MAX";
-      return INT32_MIN;
-    }
-    const auto n = static_cast<int32_t>(ids.size());
-    if (n > n_tokens_max) return -n;
-    std::copy(ids.begin(), ids.end(), tokens);
-    return n;
+    return CopyOut(s, fn, ids, tokens, n_tokens_max, "tokens");
   });
 }
 
@@ -351,7 +348,7 @@ int32_t stowage_token_to_piece(stowage_session* s, int32_t token, char* buf, int
       ++skip;
       --lstrip;
     }
-    return CopyOut(s, fn, piece.substr(skip), buf, length);
+    return CopyOut(s, fn, piece.substr(skip), buf, length, "bytes");
   });
 }
 
@@ -369,8 +366,8 @@ int32_t stowage_detokenize(stowage_session* s, const int32_t* tokens, int32_t n_
     const stowage::Tokenizer* tok = TokenizerOf(s, fn);
     if (tok == nullptr) return INT32_MIN;
     const std::vector<int32_t> ids(tokens, tokens + n_tokens);
-    return CopyOut(s, fn, tok->Detokenize(ids, remove_special != 0, unparse_special != 0), text,
-                   text_len_max);
+    return CopyOut(s, fn, tok->Detokenize(ids, remove_special != 0, unparse_special != 0), text, text_len_max,
+                   "bytes");
   });
 }
 
