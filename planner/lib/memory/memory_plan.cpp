@@ -97,15 +97,19 @@ class Arena {
 /// ggml-alloc's in-place reuse (ggml_gallocr_allocate_node): an op that ggml_op_can_inplace
 /// (GgmlOpTraits::can_inplace: elementwise ops, SCALE, RMS_NORM, SOFT_MAX, ROPE) takes over the
 /// memory of its first source when that source is a plain tensor of the same size in the same arena,
-/// not a graph output, and this node is its last use. Returns that source, or -1.
+/// not a graph output, and this node is its last use. With `ggml_exact` a split input copy counts as
+/// such a tensor too (ggml_backend_sched adds it to the graph copy as a node that ggml-alloc
+/// allocates, owns and may hand over; flagged OUTPUT only with n_copies > 1, which never frees it).
+/// Returns that source, or -1.
 int InPlaceParent(const Graph& g, int id, int node_index, const std::vector<int>& last_use,
-                  const Placement& p, const Bindings& wc) {
+                  const Placement& p, const Bindings& wc, bool ggml_exact) {
   const Tensor& t = g.tensors[id];
   if (!GetOpTraits(t.op).can_inplace) return -1;
   if (t.srcs.empty() || t.srcs[0] < 0) return -1;
   const int parent = t.srcs[0];
   const Tensor& s = g.tensors[parent];
-  if (!OwnsArenaMemory(s) || s.is_output || s.kind != TensorKind::kIntermediate) return -1;
+  const bool plain = s.kind == TensorKind::kIntermediate || (ggml_exact && s.kind == TensorKind::kSplitCopy);
+  if (!OwnsArenaMemory(s) || s.is_output || !plain) return -1;
   if (last_use[parent] != node_index || s.backend < 0 || t.backend < 0) return -1;
   if (p.backends[s.backend].compute_buft != p.backends[t.backend].compute_buft) return -1;
   if (s.type != t.type || TensorBytesAt(s, wc) != TensorBytesAt(t, wc)) return -1;
@@ -207,7 +211,7 @@ Status PlanGraphArenas(Graph& g, const Placement& p, const std::vector<int>& buf
     }
     int inplace_parent = -1;
     if (OwnsArenaMemory(g.tensors[id])) {
-      inplace_parent = InPlaceParent(g, id, static_cast<int>(i), last_use, p, wc);
+      inplace_parent = InPlaceParent(g, id, static_cast<int>(i), last_use, p, wc, ggml_exact);
       if (inplace_parent >= 0) {
         g.tensors[id].buffer = g.tensors[inplace_parent].buffer;
         g.tensors[id].offset = g.tensors[inplace_parent].offset;
