@@ -149,7 +149,6 @@ TEST(CheckFit, CountsEachDevicesShareOfASplitBufferNotTheWholeBuffer) {
 }  // namespace
 }  // namespace stowage::planner
 
-
 namespace stowage::planner {
 namespace {
 
