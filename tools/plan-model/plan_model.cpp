@@ -491,6 +491,9 @@ int Run(int argc, char** argv) {
     options.fuse = o.opt_level >= 2;  // -O1: no rewriting pass, the planner's plan through the exporter
     auto compiled = compiler::CompilePlan(**gguf, *planned, request->flags, options);
     if (!compiled.ok()) return Fail(compiled.status());
+    if (!compiled->not_compiled.empty())
+      std::fprintf(stderr, "plan-model: note: %s (the planner's graphs are written, as -O0)\n",
+                   compiled->not_compiled.c_str());
     planned->bytes = std::move(compiled->bytes);
     planned->fit = compiled->fit;
   }
