@@ -1,0 +1,159 @@
+// -sm tensor split states (llama.cpp 2026 llama_meta_device_get_split_state) on gguf-synth models:
+// axes, the GQA / block / 128-column granularity, the per-layer rotation, -ts, per-device bytes and
+// the refusals.
+#include "stowage/planner/sm_tensor.h"
+
+#include <gtest/gtest.h>
+
+#include "stowage/planner/model_graphs.h"
+#include "synth_gguf.h"
+
+namespace stowage::planner {
+namespace {
+
+ModelGraphs Build(test::SynthGguf synth) {
+  auto gguf = synth.Parse();
+  EXPECT_TRUE(gguf);
+  auto hp = ReadHParams(*gguf);
+  EXPECT_TRUE(hp.ok()) << hp.status().message();
+  ContextConfig cfg;
+  cfg.n_ctx = 256;
+  cfg.n_batch = cfg.n_ubatch = 64;
+  EXPECT_TRUE(ResolveContext(*hp, gguf->path(), &cfg).ok());
+  auto m = BuildModelGraphs(*gguf, *hp, cfg);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return std::move(*m);
+}
+
+SmSplitState StateOf(const ModelGraphs& m, const std::string& name, int n,
+                     const std::vector<float>& ts = {}) {
+  const int g = m.FindGlobal(name);
+  EXPECT_GE(g, 0) << name;
+  auto s = SmTensorSplitState(m, m.globals[g], n, ts);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  return s.ok() ? *s : SmSplitState{};
+}
+
+std::vector<int64_t> Elements(const SmSplitState& s, int n) {
+  std::vector<int64_t> e;
+  for (int j = 0; j < n; ++j) e.push_back(s.DeviceElements(n, j));
+  return e;
+}
+
+TEST(SmTensor, LlamaSplitsHeadsKvAndFfnWithRotation) {
+  // n_embd 64, 4 heads of 16 over 2 KV heads, n_ff 96, F32
+  const ModelGraphs m = Build(test::LlamaModel({}));
+  using V = std::vector<int64_t>;
+  // Q by whole GQA groups (granularity 32), K/V by KV heads (16)
+  EXPECT_EQ(StateOf(m, "blk.0.attn_q.weight", 2).axis, SmAxis::k1);
+  EXPECT_EQ(Elements(StateOf(m, "blk.0.attn_q.weight", 2), 2), (V{32, 32}));
+  EXPECT_EQ(Elements(StateOf(m, "blk.0.attn_k.weight", 2), 2), (V{16, 16}));
+  EXPECT_EQ(StateOf(m, "blk.0.attn_output.weight", 2).axis, SmAxis::k0);
+  EXPECT_EQ(Elements(StateOf(m, "blk.0.attn_output.weight", 2), 2), (V{32, 32}));
+  EXPECT_EQ(StateOf(m, "cache_k_l0", 2).axis, SmAxis::k0);
+  EXPECT_EQ(Elements(StateOf(m, "cache_v_l1", 2), 2), (V{16, 16}));
+  // FFN columns in multiples of 128: 96 columns cannot be cut, the whole FFN goes to the device
+  // that takes the remainder, which rotates from layer to layer
+  EXPECT_EQ(Elements(StateOf(m, "blk.0.ffn_up.weight", 2), 2), (V{0, 96}));
+  EXPECT_EQ(Elements(StateOf(m, "blk.1.ffn_up.weight", 2), 2), (V{96, 0}));
+  EXPECT_EQ(StateOf(m, "blk.1.ffn_down.weight", 2).axis, SmAxis::k0);
+  EXPECT_EQ(Elements(StateOf(m, "blk.1.ffn_down.weight", 2), 2), (V{96, 0}));
+  // output by vocabulary rows; norms and embeddings on every device
+  EXPECT_EQ(StateOf(m, "output.weight", 2).axis, SmAxis::k1);
+  EXPECT_EQ(Elements(StateOf(m, "output.weight", 2), 2), (V{64, 64}));
+  EXPECT_EQ(StateOf(m, "token_embd.weight", 2).axis, SmAxis::kMirrored);
+  EXPECT_EQ(StateOf(m, "blk.0.attn_norm.weight", 2).axis, SmAxis::kMirrored);
+}
+
+TEST(SmTensor, TensorSplitProportionsRotateWithTheLayer) {
+  test::SynthParams p;
+  p.n_ff = 512;
+  const ModelGraphs m = Build(test::LlamaModel(p));
+  using V = std::vector<int64_t>;
+  EXPECT_EQ(Elements(StateOf(m, "blk.0.ffn_gate.weight", 2, {3, 1}), 2), (V{384, 128}));
+  // layer 1 starts the scan at device 1: its quarter is 128 columns, the rest device 0's
+  EXPECT_EQ(Elements(StateOf(m, "blk.1.ffn_gate.weight", 2, {3, 1}), 2), (V{384, 128}));
+  // the heads: 64 * 3/4 = 48, rounded down to a GQA group of 32
+  EXPECT_EQ(Elements(StateOf(m, "blk.0.attn_q.weight", 2, {3, 1}), 2), (V{32, 32}));
+  // even proportions over three devices: 512 / 3 rounds down to 128, 2 * 512 / 3 to 256
+  EXPECT_EQ(Elements(StateOf(m, "blk.0.ffn_gate.weight", 3), 3), (V{128, 128, 256}));
+}
+
+TEST(SmTensor, DeviceBytesAddUpAndKvIsSplitByHeads) {
+  const ModelGraphs m = Build(test::LlamaModel({}));
+  auto plan = PlanSmTensor(m, 2, {});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  uint64_t total_w = 0, total_kv = 0;
+  for (const GlobalTensor& g : m.globals) {
+    if (g.duplicated) continue;
+    (g.kind == TensorKind::kKvCache ? total_kv : total_w) += g.nbytes;
+  }
+  // the split tensors' bytes once, the mirrored ones on each device
+  EXPECT_EQ(plan->weight_bytes[0] + plan->weight_bytes[1] - plan->mirrored_bytes[0], total_w);
+  EXPECT_EQ(plan->mirrored_bytes[0], plan->mirrored_bytes[1]);
+  // 2 KV heads over 2 devices: half each
+  EXPECT_EQ(plan->kv_bytes[0], total_kv / 2);
+  EXPECT_EQ(plan->kv_bytes[1], total_kv / 2);
+  // one device holds everything
+  auto one = PlanSmTensor(m, 1, {});
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->weight_bytes[0], total_w);
+  EXPECT_EQ(one->kv_bytes[0], total_kv);
+  // two all-reduces per layer (attention, FFN) and the output's
+  EXPECT_EQ(plan->n_allreduce, 2 * 2 + 1);
+}
+
+TEST(SmTensor, QuantizedWeightsKeepWholeBlocks) {
+  test::SynthParams p;
+  p.wtype = GgmlType::Q4_0;
+  p.n_ff = 256;
+  const ModelGraphs m = Build(test::LlamaModel(p));
+  using V = std::vector<int64_t>;
+  EXPECT_EQ(Elements(StateOf(m, "blk.0.attn_output.weight", 2), 2), (V{32, 32}));
+  EXPECT_EQ(Elements(StateOf(m, "blk.0.ffn_down.weight", 2), 2), (V{128, 128}));
+  const GlobalTensor& down = m.globals[m.FindGlobal("blk.0.ffn_down.weight")];
+  const SmSplitState s = StateOf(m, "blk.0.ffn_down.weight", 2);
+  EXPECT_EQ(SmDeviceBytes(m, down, s, 2, 0) + SmDeviceBytes(m, down, s, 2, 1), down.nbytes);
+}
+
+TEST(SmTensor, MoeExpertsSplitByColumns) {
+  test::SynthParams p;
+  p.n_expert = 4;
+  p.n_expert_used = 2;
+  const ModelGraphs m = Build(test::Qwen3MoeModel(p, 16, 256));
+  using V = std::vector<int64_t>;
+  EXPECT_EQ(StateOf(m, "blk.0.ffn_up_exps.weight", 2).axis, SmAxis::k1);
+  EXPECT_EQ(Elements(StateOf(m, "blk.0.ffn_up_exps.weight", 2), 2), (V{128, 128}));
+  EXPECT_EQ(StateOf(m, "blk.0.ffn_down_exps.weight", 2).axis, SmAxis::k0);
+  EXPECT_EQ(StateOf(m, "blk.0.ffn_gate_inp.weight", 2).axis, SmAxis::kMirrored);
+  // q/k norms of one head width: mirrored
+  EXPECT_EQ(StateOf(m, "blk.0.attn_q_norm.weight", 2).axis, SmAxis::kMirrored);
+}
+
+TEST(SmTensor, ArchitecturesTheReferenceRefusesAreRefused) {
+  const ModelGraphs m = Build(test::MambaModel({}));
+  auto plan = PlanSmTensor(m, 2, {});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(plan.status().message(), "LLAMA_SPLIT_MODE_TENSOR not implemented for architecture 'mamba'");
+  EXPECT_FALSE(ArchSupportsSmTensor("deepseek2"));
+  EXPECT_TRUE(ArchSupportsSmTensor("qwen3moe"));
+  EXPECT_TRUE(ArchSupportsSmTensor("llama"));
+}
+
+TEST(SmTensor, BadInputIsNamed) {
+  ModelGraphs m = Build(test::LlamaModel({}));
+  auto none = PlanSmTensor(m, 0, {});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(), "LLAMA_SPLIT_MODE_TENSOR needs >= 1 devices");
+  // a layer without attn_output.weight: its Q cannot be sized
+  m.globals[m.FindGlobal("blk.1.attn_output.weight")].name = "blk.1.attn_out.weight";
+  auto s = SmTensorSplitState(m, m.globals[m.FindGlobal("blk.1.attn_q.weight")], 2, {});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(),
+            "sm tensor: blk.1.attn_q.weight: expected blk.1.attn_output.weight or blk.1.ssm_out.weight, "
+            "found none");
+}
+
+}  // namespace
+}  // namespace stowage::planner
