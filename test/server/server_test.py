@@ -248,14 +248,20 @@ def test_basic(args, model):
 
 def test_concurrent(args, model):
     """8 streaming clients at once (4 slots: 4 run, 4 queue) get the texts each request gets alone."""
-    with Server(args.server, model, "-c", "1024", "-np", "4") as srv:
+    # Products over several tokens in the orders over one (--llamacpp-numerics): the texts then stay
+    # equal where a near tie of two tokens would otherwise flip (the default mode differs ~1e-2).
+    with Server(args.server, model, "-c", "1024", "-np", "4", "--llamacpp-numerics") as srv:
         alone = [stream(srv, greedy(p, 40))[0] for p in PROMPTS]
+        before = metrics(srv)
         check(len(set(alone)) == len(alone), "the prompts should give different texts")
         results = [None] * len(PROMPTS)
         errors = []
 
+        go = threading.Barrier(len(PROMPTS))
+
         def client(i):
             try:
+                go.wait(10)  # all at once
                 results[i] = stream(srv, greedy(PROMPTS[i], 40))
             except Exception as e:  # reported below
                 errors.append("client %d: %s" % (i, e))
@@ -270,8 +276,9 @@ def test_concurrent(args, model):
             check(text == alone[i], "client %d: %r alone, %r concurrently" % (i, alone[i], text))
             check(finish == "length", "client %d finish %s" % (i, finish))
         m = metrics(srv)
-        check(m["n_busy_slots_per_decode"] > 1.5, "continuous batching: %s busy slots per decode" %
-              m["n_busy_slots_per_decode"])
+        busy_per_decode = (m["n_busy_slots_per_decode"] * m["n_decode_total"] - before["n_busy_slots_per_decode"] *
+                           before["n_decode_total"]) / (m["n_decode_total"] - before["n_decode_total"])
+        check(busy_per_decode > 1.2, "continuous batching: %.2f busy slots per decode" % busy_per_decode)
         check(m["requests_total"] == 16 and m["requests_processing"] == 0, "/metrics: %s" % m)
 
 
@@ -330,6 +337,7 @@ def test_disconnect(args, model):
         long_req = {"prompt": PROMPTS[1], "max_tokens": 900, "temperature": 0, "ignore_eos": True}
         started = threading.Barrier(5)
         hung_up = threading.Event()
+        hang_up = threading.Event()
         finished = []
 
         def long_client(i):
@@ -337,6 +345,7 @@ def test_disconnect(args, model):
                 if k == 2:
                     started.wait(10)
                 if i == 0 and k == 4:
+                    hang_up.wait(10)  # once the test saw every slot busy
                     return False  # hang up
                 return True
             text, finish, _ = stream(srv, long_req, on_event=on_event)
@@ -350,6 +359,7 @@ def test_disconnect(args, model):
             t.start()
         started.wait(20)  # all four streams running: every slot busy
         check(busy_slots(srv) == 4, "4 slots busy")
+        hang_up.set()
         hung_up.wait(10)
         wait_for(lambda: busy_slots(srv) == 3, "the hung-up client's slot to be free")
         check(metrics(srv)["requests_cancelled_total"] == 1, "one cancelled request")
@@ -372,7 +382,7 @@ def test_queue(args, model):
     with Server(args.server, model, "-c", "2048", "-np", "2") as srv:
         req = {"prompt": PROMPTS[3], "max_tokens": 600, "temperature": 0, "ignore_eos": True}
         results, errors = {}, []
-        seen = {"deferred": 0, "processing": 0}
+        seen = {"queued while full": 0, "processing": 0}
 
         def client(i):
             try:
@@ -386,13 +396,14 @@ def test_queue(args, model):
         deadline = time.time() + 30
         while any(t.is_alive() for t in threads) and time.time() < deadline:
             m = metrics(srv)
-            seen["deferred"] = max(seen["deferred"], m["requests_deferred"])
             seen["processing"] = max(seen["processing"], m["requests_processing"])
+            if m["requests_processing"] == 2:  # every slot busy: the others wait
+                seen["queued while full"] = max(seen["queued while full"], m["requests_deferred"])
             time.sleep(0.02)
         for t in threads:
             t.join(30)
         check(not errors, "; ".join(errors))
-        check(seen["deferred"] == 2 and seen["processing"] == 2, "queue seen in /metrics: %s" % seen)
+        check(seen["queued while full"] >= 1 and seen["processing"] == 2, "queue seen in /metrics: %s" % seen)
         texts = {r[0] for r in results.values()}
         check(len(results) == 4 and len(texts) == 1, "4 equal texts: %d distinct" % len(texts))
         m = metrics(srv)

@@ -236,14 +236,15 @@ void Engine::Loop() {
   Publish();
 }
 
-void Engine::Release(Slot& s) {
+std::shared_ptr<CompletionStream> Engine::Release(Slot& s) {
   (void)session_.SeqRm(s.id, -1, -1);  // removing a whole sequence does not fail for a valid id
   s.busy = false;
-  s.stream.reset();
   s.sampler.reset();
   std::lock_guard<std::mutex> lk(mu_);
   busy_[static_cast<size_t>(s.id)] = false;
   reserved_ -= s.reserve;
+  Publish();  // a client that got its last event sees the slot free in /slots and /metrics
+  return std::move(s.stream);
 }
 
 void Engine::EmitText(Slot& s, bool final) {
@@ -278,16 +279,14 @@ void Engine::Finish(Slot& s, const std::string& reason) {
     metrics_.tokens_predicted_total += static_cast<uint64_t>(e.n_predicted);
     metrics_.tokens_predicted_seconds_total += e.predicted_ms / 1e3;
   }
-  s.stream->Push(std::move(e));
-  Release(s);
+  Release(s)->Push(std::move(e));
 }
 
 void Engine::Fail(Slot& s, const Status& error) {
   CompletionEvent e;
   e.kind = CompletionEvent::Kind::kError;
   e.error = error;
-  s.stream->Push(std::move(e));
-  Release(s);
+  Release(s)->Push(std::move(e));
 }
 
 // Decodes the tokens [b, e) of `batch` whose slots have not failed and copies their logits rows to
@@ -414,8 +413,7 @@ void Engine::Step() {
         metrics_.prompt_tokens_total += static_cast<uint64_t>(e.n_prompt);
         metrics_.prompt_seconds_total += std::chrono::duration<double>(Clock::now() - s->t_start).count();
       }
-      s->stream->Push(std::move(e));
-      Release(*s);
+      Release(*s)->Push(std::move(e));
     } else {
       s->n_past += s->n_in_batch;
       if (s->pending >= 0)

@@ -138,7 +138,7 @@ class Engine {
   bool AnyBusy() const;  // under mu_
   void Admit();          // under mu_: queued requests into free slots
   void Step();
-  void Release(Slot& s);
+  std::shared_ptr<CompletionStream> Release(Slot& s);  // frees the slot, returns its stream
   void Finish(Slot& s, const std::string& reason);
   void Fail(Slot& s, const Status& error);
   void EmitText(Slot& s, bool final);

@@ -269,6 +269,14 @@ class Server {
       http.Post(p, [this](const httplib::Request& req, httplib::Response& res) { Embed(req, res); });
   }
 
+  /// Waits up to `timeout` for the event streams to be written out (after Engine::Stop each ends
+  /// with its error event): httplib's stop() ends a chunked response at once, unwritten events lost.
+  void WaitForStreams(std::chrono::milliseconds timeout) const {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (open_streams_.load() > 0 && std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+
  private:
   json Models() const {
     return {{"object", "list"},
@@ -310,6 +318,7 @@ class Server {
     if (!pc->stream) return CompleteWhole(head, stream, res);
     const bool include_usage = pc->include_usage;
     res.set_header("Cache-Control", "no-cache");
+    ++open_streams_;
     res.set_chunked_content_provider(
         "text/event-stream",
         [stream, head, include_usage, first = true](size_t, httplib::DataSink& sink) mutable {
@@ -343,7 +352,8 @@ class Server {
           if (end) sink.done();
           return true;
         },
-        [stream](bool success) {
+        [this, stream](bool success) {
+          --open_streams_;
           if (!success) stream->Cancel();
         });
   }
@@ -411,6 +421,7 @@ class Server {
   ServerDefaults defaults_;
   std::vector<std::string> api_keys_;
   std::time_t started_ = std::time(nullptr);
+  std::atomic<int> open_streams_{0};  // event streams httplib is still writing
 };
 
 int Main(int argc, char** argv) {
@@ -481,6 +492,7 @@ int Main(int argc, char** argv) {
     if (!listening.load()) return;
     std::fprintf(stderr, "stowage-server: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     engine.Stop();
+    server.WaitForStreams(std::chrono::seconds(5));
     http.stop();
   });
   const bool ok = http.listen_after_bind();
