@@ -329,8 +329,7 @@ Result<SmSplitState> SmTensorSplitState(const ModelGraphs& m, const GlobalTensor
   return s;
 }
 
-uint64_t SmDeviceBytes(const ModelGraphs& m, const GlobalTensor& t, const SmSplitState& s, int n_devices,
-                       int j) {
+uint64_t SmDeviceBytes(const GlobalTensor& t, const SmSplitState& s, int n_devices, int j) {
   if (s.axis == SmAxis::kMirrored || s.axis == SmAxis::kPartial) return t.nbytes;
   const int64_t share = s.DeviceElements(n_devices, j);
   if (t.kind == TensorKind::kKvCache) {
@@ -340,7 +339,6 @@ uint64_t SmDeviceBytes(const ModelGraphs& m, const GlobalTensor& t, const SmSpli
   }
   int64_t ne[4] = {t.ne[0], t.ne[1], t.ne[2], t.ne[3]};
   ne[static_cast<int>(s.axis)] = share;
-  (void)m;
   return TensorBytes(t.type, ne);
 }
 
@@ -361,7 +359,7 @@ Result<SmTensorPlan> PlanSmTensor(const ModelGraphs& m, int n_devices,
       continue;
     }
     for (int j = 0; j < n_devices; ++j) {
-      const uint64_t b = SmDeviceBytes(m, g, s, n_devices, j);
+      const uint64_t b = SmDeviceBytes(g, s, n_devices, j);
       (g.kind == TensorKind::kKvCache ? plan.kv_bytes : plan.weight_bytes)[j] += b;
       if (g.kind != TensorKind::kKvCache && (s.axis == SmAxis::kMirrored || s.axis == SmAxis::kPartial)) {
         plan.mirrored_bytes[j] += b;

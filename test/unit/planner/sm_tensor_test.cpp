@@ -113,7 +113,7 @@ TEST(SmTensor, QuantizedWeightsKeepWholeBlocks) {
   EXPECT_EQ(Elements(StateOf(m, "blk.0.ffn_down.weight", 2), 2), (V{128, 128}));
   const GlobalTensor& down = m.globals[m.FindGlobal("blk.0.ffn_down.weight")];
   const SmSplitState s = StateOf(m, "blk.0.ffn_down.weight", 2);
-  EXPECT_EQ(SmDeviceBytes(m, down, s, 2, 0) + SmDeviceBytes(m, down, s, 2, 1), down.nbytes);
+  EXPECT_EQ(SmDeviceBytes(down, s, 2, 0) + SmDeviceBytes(down, s, 2, 1), down.nbytes);
 }
 
 TEST(SmTensor, MoeExpertsSplitByColumns) {

@@ -64,8 +64,7 @@ Result<SmSplitState> SmTensorSplitState(const ModelGraphs& m, const GlobalTensor
 
 /// Bytes of `t` on device j under `s`: split axes hold their slice (a KV cache its slice of every row
 /// of n_embd_gqa), mirrored and partial tensors their whole size on every device.
-uint64_t SmDeviceBytes(const ModelGraphs& m, const GlobalTensor& t, const SmSplitState& s, int n_devices,
-                       int j);
+uint64_t SmDeviceBytes(const GlobalTensor& t, const SmSplitState& s, int n_devices, int j);
 
 /// Per-device totals of a -sm tensor plan.
 struct SmTensorPlan {
