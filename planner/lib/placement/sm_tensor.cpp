@@ -354,7 +354,8 @@ Result<SmTensorPlan> PlanSmTensor(const ModelGraphs& m, int n_devices,
   plan.states.reserve(m.globals.size());
   for (const GlobalTensor& g : m.globals) {
     STOWAGE_ASSIGN_OR_RETURN(SmSplitState s, SmTensorSplitState(m, g, n_devices, tensor_split));
-    if (g.kind != TensorKind::kKvCache && g.duplicated) {
+    // the input layer (token embeddings) stays on the CPU, as with every split mode
+    if ((g.kind != TensorKind::kKvCache && g.duplicated) || (g.kind == TensorKind::kWeight && g.layer < 0)) {
       plan.states.push_back(std::move(s));  // the same bytes requested again (tied output)
       continue;
     }

@@ -85,7 +85,7 @@ TEST(SmTensor, DeviceBytesAddUpAndKvIsSplitByHeads) {
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   uint64_t total_w = 0, total_kv = 0;
   for (const GlobalTensor& g : m.globals) {
-    if (g.duplicated) continue;
+    if (g.duplicated || (g.kind == TensorKind::kWeight && g.layer < 0)) continue;
     (g.kind == TensorKind::kKvCache ? total_kv : total_w) += g.nbytes;
   }
   // the split tensors' bytes once, the mirrored ones on each device
@@ -101,6 +101,23 @@ TEST(SmTensor, DeviceBytesAddUpAndKvIsSplitByHeads) {
   EXPECT_EQ(one->kv_bytes[0], total_kv);
   // two all-reduces per layer (attention, FFN) and the output's
   EXPECT_EQ(plan->n_allreduce, 2 * 2 + 1);
+}
+
+// llama.cpp 3.22.1 on two RPC devices (test/data/sm-tensor/llama-2dev.log, made by
+// scripts/llamacpp-ref/make-sm-tensor.sh from gguf-synth --arch llama: n_ff 128, 512 tokens):
+// "Meta() model buffer size = 0.20 MiB", "Meta() KV buffer size = 0.03 MiB" per device. 214272
+// bytes: each layer's attention halves and norms (2 x 25088), one layer's whole FFN (98304: 128
+// columns cannot be cut in 128s, the rotation gives each device one layer's), half the output
+// (65536) and output_norm (256). Without the rotation one device would hold both FFNs (312576).
+TEST(SmTensor, MetaBuffersEqualTheReferences) {
+  test::SynthParams p;
+  p.n_ff = 128;
+  p.n_vocab = 512;
+  const ModelGraphs m = Build(test::LlamaModel(p));
+  auto plan = PlanSmTensor(m, 2, {});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->weight_bytes, (std::vector<uint64_t>{214272, 214272}));
+  EXPECT_EQ(plan->kv_bytes, (std::vector<uint64_t>{32768, 32768}));
 }
 
 TEST(SmTensor, QuantizedWeightsKeepWholeBlocks) {

@@ -69,8 +69,10 @@ uint64_t SmDeviceBytes(const GlobalTensor& t, const SmSplitState& s, int n_devic
 /// Per-device totals of a -sm tensor plan.
 struct SmTensorPlan {
   int n_devices = 0;
-  std::vector<SmSplitState> states;      ///< per ModelGraphs::globals index
-  std::vector<uint64_t> weight_bytes;    ///< per device
+  std::vector<SmSplitState> states;  ///< per ModelGraphs::globals index
+  /// per device: the Meta device's model buffer on each (llama.cpp 2026 prints one device's share as
+  /// "Meta() model buffer size"); the input layer's token embeddings are the CPU's, not counted
+  std::vector<uint64_t> weight_bytes;
   std::vector<uint64_t> kv_bytes;        ///< per device
   std::vector<uint64_t> mirrored_bytes;  ///< per device: the part of weight_bytes every device holds
   /// All-reduces per token step: one after each layer's attention output and one after its FFN (the
