@@ -9,9 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "hosts.h"
 #include "model_session.h"
 #include "stowage/runtime/session.h"
 #include "stowage/runtime/tokenizer.h"
+#include "stowage/runtime/transport.h"
 
 namespace stowage::run {
 namespace {
@@ -79,15 +81,16 @@ void PrintVerbosePrompt(const Tokenizer& tok, const std::string& prompt, const s
   std::fprintf(stderr, "\n");
 }
 
-// The times of loading, prompt evaluation (t0 to t1) and generation (t1 to t2), then the buffers.
+// The times of loading, prompt evaluation (t0 to t1) and generation (t1 to t2), then the buffers
+// (those of `host` alone under mpirun, -1: all).
 void PrintTimings(const Session& s, Clock::time_point t0, Clock::time_point t1, Clock::time_point t2,
-                  size_t n_prompt, int generated) {
+                  size_t n_prompt, int generated, int host) {
   std::fprintf(stderr, "\nload time   = %8.2f ms\n", s.load_seconds() * 1e3);
   std::fprintf(stderr, "prompt eval = %8.2f ms / %zu tokens (%8.2f tokens per second)\n",
                Seconds(t0, t1) * 1e3, n_prompt, n_prompt / std::max(Seconds(t0, t1), 1e-9));
   std::fprintf(stderr, "generation  = %8.2f ms / %d tokens (%8.2f tokens per second)\n",
                Seconds(t1, t2) * 1e3, generated, generated / std::max(Seconds(t1, t2), 1e-9));
-  PrintBuffers(s);
+  PrintBuffers(s, host);
 }
 
 }  // namespace
@@ -130,12 +133,18 @@ int Generate(const CommonOptions& c, GenerateOptions g) {
     EndStreamedLine();
     return Fail(st);
   }
+  if (Status st = DumpLogits(c, loaded->output_host, g.dump_logits, logits, true); !st.ok()) return Fail(st);
   const auto t1 = Clock::now();
   int generated = 0;
   bool eog_reached = false;
   for (; generated < n_predict; ++generated) {
     for (int32_t id : eog) logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
-    const int32_t next = sampler.Sample(logits.data(), static_cast<int>(s.n_vocab()));
+    // Across hosts, the host holding the logits samples and the others take its token (hosts.h).
+    auto shared =
+        ShareToken(c, loaded->output_host, sampler.Sample(logits.data(), static_cast<int>(s.n_vocab())),
+                   static_cast<uint64_t>(generated));
+    if (!shared.ok()) return Fail(shared.status());
+    const int32_t next = *shared;
     if (next < 0) {  // Sampler: no logit is a number above -inf
       EndStreamedLine();
       return Fail(DataLoss(c.model + ": the logits at position " +
@@ -158,6 +167,8 @@ int Generate(const CommonOptions& c, GenerateOptions g) {
       EndStreamedLine();
       return Fail(st);
     }
+    if (Status st = DumpLogits(c, loaded->output_host, g.dump_logits, logits, false); !st.ok())
+      return Fail(st);
   }
   const auto t2 = Clock::now();
   std::printf("\n");
@@ -168,7 +179,7 @@ int Generate(const CommonOptions& c, GenerateOptions g) {
         "stowage-run: context full (%lld tokens) and context shift is not supported => stopping (%s)\n",
         static_cast<long long>(s.n_ctx()),
         c.plan.empty() ? "-c for a larger context" : "re-plan with plan-model -c");
-  if (!g.quiet) PrintTimings(s, t0, t1, t2, tokens.size(), generated);
+  if (!g.quiet) PrintTimings(s, t0, t1, t2, tokens.size(), generated, c.transport ? c.transport->rank() : -1);
   return 0;
 }
 

@@ -19,6 +19,7 @@ struct GenerateOptions {
   bool quiet = false;           ///< -q: only the text
   bool show_prompt = true;      ///< --no-display-prompt clears it
   bool verbose_prompt = false;  ///< --verbose-prompt: the prompt's tokens on stderr
+  std::string dump_logits;      ///< --dump-logits FILE: every decode's logits (hosts.h DumpLogits)
 };
 
 /// Loads the model and a session (LoadModel), then generates as llama-cli: the prompt echoed

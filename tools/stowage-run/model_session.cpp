@@ -6,8 +6,10 @@
 #include <string>
 #include <utility>
 
+#include "hosts.h"
 #include "mapped_file_guard.h"
 #include "plan_on_the_fly.h"
+#include "stowage/runtime/host_devices.h"
 
 namespace stowage::run {
 
@@ -32,7 +34,7 @@ Result<Tokenizer> LoadTokenizer(const GgufFile& gguf) {
 
 Result<std::unique_ptr<Session>> OpenSession(const CommonOptions& c,
                                              const std::shared_ptr<const GgufFile>& gguf, bool quiet,
-                                             bool profile_ops, bool tokenizer_loaded) {
+                                             bool profile_ops, bool tokenizer_loaded, int* output_host) {
   SessionOptions opts;
   opts.profile_ops = profile_ops;
   opts.n_threads = c.threads;
@@ -51,6 +53,9 @@ Result<std::unique_ptr<Session>> OpenSession(const CommonOptions& c,
         last_pct = pct;
       }
     };
+  int out_host = 0;
+  STOWAGE_RETURN_IF_ERROR(SetUpHosts(c, &opts, &out_host));
+  if (output_host != nullptr) *output_host = out_host;
   if (!c.plan.empty()) return Session::Create(c.plan, gguf, opts);
   STOWAGE_ASSIGN_OR_RETURN(auto bytes, PlanOnTheFly(*gguf, c, quiet, tokenizer_loaded));
   return Session::CreateFromPlanBytes(std::move(bytes), gguf, opts);
@@ -59,18 +64,26 @@ Result<std::unique_ptr<Session>> OpenSession(const CommonOptions& c,
 Result<LoadedModel> LoadModel(const CommonOptions& c, bool quiet) {
   STOWAGE_ASSIGN_OR_RETURN(std::shared_ptr<const GgufFile> gguf, OpenModel(c));
   STOWAGE_ASSIGN_OR_RETURN(Tokenizer tokenizer, LoadTokenizer(*gguf));
-  STOWAGE_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
-                           OpenSession(c, gguf, quiet, /*profile_ops=*/false, /*tokenizer_loaded=*/true));
-  return LoadedModel{std::move(gguf), std::move(tokenizer), std::move(session)};
+  int output_host = 0;
+  STOWAGE_ASSIGN_OR_RETURN(
+      std::unique_ptr<Session> session,
+      OpenSession(c, gguf, quiet, /*profile_ops=*/false, /*tokenizer_loaded=*/true, &output_host));
+  return LoadedModel{std::move(gguf), std::move(tokenizer), std::move(session), output_host};
 }
 
-void PrintBuffers(const Session& s) {
-  std::fprintf(stderr, "memory allocated per buffer (planned == allocated):\n");
+void PrintBuffers(const Session& s, int host) {
+  if (host >= 0)
+    std::fprintf(stderr, "memory allocated per buffer of host %d (MPI rank %d; planned == allocated):\n",
+                 host, host);
+  else
+    std::fprintf(stderr, "memory allocated per buffer (planned == allocated):\n");
   std::fprintf(stderr, "  %-12s %-7s %-6s %14s\n", "buffer", "usage", "device", "size");
-  for (const auto& b : s.Buffers())
+  for (const auto& b : s.Buffers()) {
+    if (host >= 0 && HostOfDevice(b.device) != host) continue;  // another rank's (it allocates them)
     std::fprintf(stderr, "  %-12s %-7s %-6s %10.2f MiB%s%s\n", b.name.c_str(), b.usage.c_str(),
                  b.device.c_str(), b.allocated / 1048576.0, b.mapped ? " (mapped)" : "",
                  b.planned == b.allocated ? "" : "  MISMATCH with the plan");
+  }
 }
 
 }  // namespace stowage::run

@@ -22,10 +22,12 @@ Result<std::shared_ptr<const GgufFile>> OpenModel(const CommonOptions& c);
 /// CPU level; `profile_ops` times every node (Session::OpProfile); `tokenizer_loaded`: the caller
 /// loaded the model's tokenizer (LoadModel), so planning does not validate it again. Unless
 /// `quiet`, a loading percentage on stderr when it is a terminal. Errors: planning's,
-/// Session::Create's.
+/// Session::Create's, and SetUpHosts' (hosts.h) for a plan across hosts, whose output host goes to
+/// `output_host` when given.
 Result<std::unique_ptr<Session>> OpenSession(const CommonOptions& c,
                                              const std::shared_ptr<const GgufFile>& gguf, bool quiet,
-                                             bool profile_ops = false, bool tokenizer_loaded = false);
+                                             bool profile_ops = false, bool tokenizer_loaded = false,
+                                             int* output_host = nullptr);
 
 /// A model with its tokenizer and a session: what text generation, perplexity and --kl-divergence
 /// run. The tokenizer is built once, here, and handed to the subcommand.
@@ -33,6 +35,7 @@ struct LoadedModel {
   std::shared_ptr<const GgufFile> gguf;
   Tokenizer tokenizer;
   std::unique_ptr<Session> session;
+  int output_host = 0;  ///< the host (MPI rank) that holds the logits (hosts.h SetUpHosts)
 };
 
 /// OpenModel, the model's tokenizer (Tokenizer::FromGguf; what it accepted with llama.cpp's
@@ -41,7 +44,8 @@ struct LoadedModel {
 Result<LoadedModel> LoadModel(const CommonOptions& c, bool quiet);
 
 /// Prints the session's buffers on stderr (name, usage, device, size), flagging one whose
-/// allocated size differs from the plan's.
-void PrintBuffers(const Session& s);
+/// allocated size differs from the plan's; with `host` >= 0 only that host's (a plan across hosts
+/// under mpirun: another rank allocates the others).
+void PrintBuffers(const Session& s, int host = -1);
 
 }  // namespace stowage::run

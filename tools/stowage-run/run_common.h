@@ -4,9 +4,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "stowage/runtime/status.h"
+
+namespace stowage {
+class Transport;
+}
 
 namespace stowage::run {
 
@@ -44,6 +49,10 @@ struct CommonOptions {
   /// slots) and whether they share one KV cache (ContextConfig::kv_unified, -kvu).
   uint32_t n_seq_max = 1;
   bool kv_unified = false;
+  /// Under mpirun (hosts.h): the MPI transport, rank h running host h of a plan made across hosts;
+  /// null otherwise. --mpi-timeout: the seconds any wait for another rank may last.
+  std::shared_ptr<Transport> transport;
+  double mpi_timeout = 60;
 };
 
 /// How a context that is too small is enlarged, for messages: "-c" when planning on the fly,

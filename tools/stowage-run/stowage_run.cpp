@@ -12,6 +12,7 @@
 #include "chat.h"
 #include "cli_numbers.h"
 #include "generate.h"
+#include "hosts.h"
 #include "llama_args.h"
 #include "perplexity.h"
 #include "planner_args.h"
@@ -108,6 +109,11 @@ void AddCommonOptions(CLI::App* a, CommonOptions* c) {
        "avx512 (AVX-512 without VNNI, as a Skylake-X), avx2 (llama.cpp's haswell variant, as a Zen 3) or "
        "scalar; never above what the CPU supports")
       ->check(CLI::IsMember({"avx512vnni", "avx512", "avx2", "scalar"}));
+  a->add_option(
+       "--mpi-timeout", c->mpi_timeout,
+       "under mpirun (a plan made with plan-model --cluster, rank h = host h): the seconds a rank waits "
+       "for another before every rank ends with an error")
+      ->check(tools::NumberIn(0.001, 86400));
 }
 
 // Text generation's options (stowage-run without a subcommand).
@@ -127,6 +133,9 @@ void AddGenerateOptions(CLI::App* app, GenerateFlags* g) {
                 "do not echo the prompt before the generated text");
   app->add_flag("--verbose-prompt", g->options.verbose_prompt,
                 "print the prompt's tokens (id -> piece) on stderr before generating");
+  app->add_option("--dump-logits", g->options.dump_logits,
+                  "write every decode's logits (float32 rows, native byte order) to this file; across hosts, "
+                  "the rank holding the output writes it");
   app->add_option("-n,--n-predict", g->options.n_predict,
                   "tokens to generate (-1 = until the end of text or a full context)")
       ->check(tools::IntegerIn(-1, kMaxTokens));
@@ -217,10 +226,26 @@ Status CheckFlagsApply(const CLI::App& app, const CommonOptions& c, const CLI::A
                                " applies only when planning on the fly; the plan given with "
                                "--plan fixes it (re-plan with plan-model)");
   if (sub != nullptr)
-    for (const char* name : {"--prompt", "--file", "--n-predict", "--temp", "--top-k", "--top-p", "--min-p",
-                             "--seed", "--repeat-last-n", "--repeat-penalty", "--presence-penalty",
-                             "--frequency-penalty", "--ignore-eos", "--no-display-prompt", "--verbose-prompt",
-                             "--conversation", "--system-prompt", "--chat-template", "--chat-template-file"})
+    for (const char* name : {"--prompt",
+                             "--file",
+                             "--n-predict",
+                             "--temp",
+                             "--top-k",
+                             "--top-p",
+                             "--min-p",
+                             "--seed",
+                             "--repeat-last-n",
+                             "--repeat-penalty",
+                             "--presence-penalty",
+                             "--frequency-penalty",
+                             "--ignore-eos",
+                             "--no-display-prompt",
+                             "--verbose-prompt",
+                             "--conversation",
+                             "--system-prompt",
+                             "--chat-template",
+                             "--chat-template-file",
+                             "--dump-logits"})
       if (app.count(name) > 0)
         return InvalidArgument(std::string(name) + " applies to text generation, not to " + sub->get_name());
   return Status::Ok();
@@ -313,6 +338,9 @@ int RunGenerate(const CLI::App& app, CommonOptions c, GenerateFlags g) {
   return Generate(c, std::move(g.options));
 }
 
+int RunMode(const CLI::App& app, CommonOptions& c, GenerateFlags& g, CLI::App* ppl,
+            PerplexityFlags& ppl_flags, CLI::App* bench, BenchFlags& bench_flags);
+
 }  // namespace
 
 int Main(int argc, char** argv) {
@@ -345,6 +373,24 @@ int Main(int argc, char** argv) {
     return rc;
   const CLI::App* sub = *ppl ? ppl : *bench ? bench : nullptr;
   if (Status st = CheckFlagsApply(app, c, sub); !st.ok()) return Fail(st);
+  auto transport = StartHosts(c.mpi_timeout);  // under mpirun: MPI up, the plan's host check follows at load
+  if (!transport.ok()) return Fail(transport.status());
+  c.transport = *transport;
+  return EndHostsOnFailure(*transport, RunMode(app, c, g, ppl, ppl_flags, bench, bench_flags));
+}
+
+namespace {
+
+// The mode the command line asks for: perplexity, bench, or text generation (and chat).
+int RunMode(const CLI::App& app, CommonOptions& c, GenerateFlags& g, CLI::App* ppl,
+            PerplexityFlags& ppl_flags, CLI::App* bench, BenchFlags& bench_flags) {
+  // Across hosts only the generation loop passes the sampled token between ranks (hosts.h).
+  if (c.transport && (*ppl || *bench || g.conversation))
+    return Fail(Unimplemented(std::string("under mpirun, stowage-run generates text (-p / -f); ") +
+                              (*ppl     ? "perplexity"
+                               : *bench ? "bench"
+                                        : "the chat mode (-cnv)") +
+                              " runs in one process (without mpirun the plan's hosts all run here)"));
   if (*ppl) {
     // llama-perplexity's defaults: chunks of 512 tokens, the text's escapes kept unless -e.
     if (c.plan.empty() && app.count("--ctx-size") == 0) c.n_ctx = kPerplexityContext;
@@ -357,6 +403,8 @@ int Main(int argc, char** argv) {
   }
   return RunGenerate(app, std::move(c), std::move(g));
 }
+
+}  // namespace
 
 }  // namespace stowage::run
 
