@@ -90,17 +90,19 @@ inline std::string FlashAttnName(planner::FlashAttnMode mode) {
   return mode == planner::FlashAttnMode::kOn ? "on" : mode == planner::FlashAttnMode::kAuto ? "auto" : "off";
 }
 
-/// Declares -O LEVEL on `app` (plan-model), bound to `level` (the caller initializes it to 2): 0
+/// Declares -O LEVEL on `app` (plan-model), bound to `level` (the caller initializes it to 1): 0
 /// keeps the planner's graphs as they are; 1 runs the compiler stage without rewriting passes
-/// (compiler/CompilePlan.h: import, export, memory planned again: the plan equals -O0's but for the
-/// recorded command line, the exporter's round trip); 2 runs every rewriting pass (fusions inside
-/// each split). Without MLIR every level gives the planner's graphs.
+/// (compiler/CompilePlan.h: import, export, memory planned again, the runtime's verifier: the plan
+/// equals -O0's but for the recorded command line, so plans stay byte-identical to the planner's);
+/// 2 also runs the rewriting passes (fusions inside each split). Without MLIR every level gives the
+/// planner's graphs.
 inline CLI::Option* AddOptLevelOption(CLI::App& app, int& level) {
   return app
       .add_option("-O", level,
-                  "0: the planner's graphs as they are; 1: through the compiler without rewriting passes "
-                  "(the same plan); 2 (default): the compiler's rewriting passes inside each split "
-                  "(placement, splits and split inputs unchanged). Without MLIR: the planner's graphs")
+                  "0: the planner's graphs as they are; 1 (default): through the compiler (MLIR import, "
+                  "export, verifier) without rewriting passes, the same plan; 2: with the compiler's "
+                  "rewriting passes inside each split (fused ops; placement, splits and split inputs "
+                  "unchanged). Without MLIR: the planner's graphs")
       ->check(IntegerIn(0, 2));
 }
 

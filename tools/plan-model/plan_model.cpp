@@ -117,7 +117,7 @@ struct Options {
   bool no_mmap = false, no_kv_offload = false, no_op_offload = false, fit = false, cpu_moe = false,
        timing = false, no_fit_check = false, verbose = false;
   int n_cpu_moe = 0, debug_splits = 0;
-  int opt_level = 2;  ///< -O: 0 the planner's graphs, 1 the compiler without rewrites, 2 every pass
+  int opt_level = 1;  ///< -O: 0 the planner's graphs, 1 the compiler without rewrites, 2 every pass
   std::vector<double> fit_target_mib = {planner::kDefaultFitTargetBytes / 1048576.0};
   uint32_t fit_ctx = 4096;
   CLI::Option* out_opt = nullptr;  // -o, to tell "-o ''" from no -o
