@@ -28,6 +28,9 @@ done
 sleep 2
 mkdir -p "$OUT"
 $SYNTH --arch llama --vocab-from "$MODELS/stories260K.gguf" --n-layer 2 -o "$TMP/llama.gguf" >/dev/null
+$SYNTH --arch qwen3 --vocab-from "$MODELS/stories260K.gguf" --n-layer 2 --head-dim 32 -o "$TMP/qwen3.gguf" >/dev/null
+$SYNTH --arch qwen3moe --vocab-from "$MODELS/stories260K.gguf" --n-layer 2 --head-dim 32 --n-expert 8 \
+  --n-expert-used 2 --n-ff-exp 128 -o "$TMP/qwen3moe.gguf" >/dev/null
 # case NAME MODEL ARGS...: the filtered loader lines (a refusal's lines too; the exit code is kept)
 case_() {
   local name=$1 model=$2
@@ -43,3 +46,5 @@ case_() {
 }
 case_ llama-2dev "$TMP/llama.gguf" -sm tensor -fa on
 case_ llama-2dev-fa-off "$TMP/llama.gguf" -sm tensor -fa off
+case_ qwen3-2dev "$TMP/qwen3.gguf" -sm tensor -fa on
+case_ qwen3moe-2dev "$TMP/qwen3moe.gguf" -sm tensor -fa on

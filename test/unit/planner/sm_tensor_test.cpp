@@ -120,6 +120,26 @@ TEST(SmTensor, MetaBuffersEqualTheReferences) {
   EXPECT_EQ(plan->kv_bytes, (std::vector<uint64_t>{32768, 32768}));
 }
 
+// qwen3-2dev.log / qwen3moe-2dev.log (heads of 32, n_ff and n_ff_exp 128, 8 experts): "Meta()
+// model buffer size = 0.25 MiB" (263936) and "= 0.91 MiB" (956160: each layer's attention halves,
+// norms and router, one layer's 8 experts (128 columns are not cut in 128s: the rotation gives
+// each device one layer's), half the output), KV 0.06 MiB (65536) per device.
+TEST(SmTensor, Qwen3AndQwen3MoeMetaBuffersEqualTheReferences) {
+  test::SynthParams p;
+  p.n_ff = 128;
+  p.n_vocab = 512;
+  auto dense = PlanSmTensor(Build(test::Qwen3Model(p, 32)), 2, {});
+  ASSERT_TRUE(dense.ok()) << dense.status().message();
+  EXPECT_EQ(dense->weight_bytes, (std::vector<uint64_t>{263936, 263936}));
+  EXPECT_EQ(dense->kv_bytes, (std::vector<uint64_t>{65536, 65536}));
+  p.n_expert = 8;
+  p.n_expert_used = 2;
+  auto moe = PlanSmTensor(Build(test::Qwen3MoeModel(p, 32, 128)), 2, {});
+  ASSERT_TRUE(moe.ok()) << moe.status().message();
+  EXPECT_EQ(moe->weight_bytes, (std::vector<uint64_t>{956160, 956160}));
+  EXPECT_EQ(moe->kv_bytes, (std::vector<uint64_t>{65536, 65536}));
+}
+
 TEST(SmTensor, QuantizedWeightsKeepWholeBlocks) {
   test::SynthParams p;
   p.wtype = GgmlType::Q4_0;
