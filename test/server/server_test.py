@@ -314,6 +314,15 @@ def test_bad_requests(args, model):
             ("a body over 64 MiB", "POST", "/v1/completions", "x" * (65 << 20), auth, 413, "invalid_request_error"),
             ("several choices", "POST", "/v1/completions", json.dumps(dict(good, n=2)), auth, 501,
              "not_supported_error"),
+            ("a number out of double's range", "POST", "/v1/completions", '{"prompt": "x", "max_tokens": 1e400}',
+             auth, 400, "invalid_request_error"),
+            ("a content part's type a number", "POST", "/v1/chat/completions",
+             json.dumps({"messages": [{"role": "user", "content": [{"type": 5, "text": "x"}]}]}), auth, 400,
+             "invalid_request_error"),
+            # Named in the error, never dumped (the dump recursed once per level: a stack overflow).
+            ("a content part nested a million deep", "POST", "/v1/chat/completions",
+             '{"messages": [{"role": "user", "content": [' + "[" * 1000000 + "]" * 1000000 + "]}]}", auth, 400,
+             "invalid_request_error"),
         ]
         for what, method, path, raw, headers, code, etype in cases:
             status, j = request(srv, method, path, raw=raw, headers=headers)

@@ -39,7 +39,7 @@ Result<json> ParseBody(const std::string& body) {
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number such as 1e400
     return InvalidArgument(std::string("malformed JSON body: ") + e.what());
   }
   if (!j.is_object())
@@ -245,11 +245,16 @@ Result<std::vector<ChatMessage>> ParseChatMessages(const json& body) {
       for (size_t k = 0; k < c->size(); ++k) {
         const json& part = (*c)[k];
         const std::string pat = at + ".content[" + std::to_string(k) + "]";
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-            !part["text"].is_string())
-          return InvalidArgument("'" + pat + "': expected {\"type\": \"text\", \"text\": string}, found " +
-                                 Dump(part).substr(0, 60));
-        content += part["text"].get<std::string>();
+        // Named by type, never dumped: a deeply nested part would exhaust the stack in Dump.
+        if (!part.is_object()) return WrongType(pat, "{\"type\": \"text\", \"text\": string}", part);
+        const auto type = part.find("type");
+        if (type == part.end()) return InvalidArgument("'" + pat + ".type' is required");
+        if (!type->is_string() || type->get_ref<const std::string&>() != "text")
+          return WrongType(pat + ".type", "\"text\"", *type);
+        const auto text = part.find("text");
+        if (text == part.end()) return InvalidArgument("'" + pat + ".text' is required");
+        if (!text->is_string()) return WrongType(pat + ".text", "a string", *text);
+        content += text->get_ref<const std::string&>();
       }
     } else if (c != m.end() && !c->is_null()) {
       return WrongType(at + ".content", "a string or an array of text parts", *c);
