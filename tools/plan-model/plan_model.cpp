@@ -20,6 +20,7 @@
 #include "stowage/planner/graph.h"
 #include "stowage/planner/plan.h"
 #include "stowage/planner/registry.h"
+#include "stowage/planner/sm_tensor.h"
 #include "stowage/runtime/atomic_file.h"
 #include "stowage/runtime/host_devices.h"
 #ifdef STOWAGE_HAVE_COMPILER
@@ -173,7 +174,9 @@ void AddOptions(CLI::App& app, Options& o) {
                  "layers to offload: N, 'all' or <= -2 (every layer and the output), 'auto' or -1 (= --fit) "
                  "(llama.cpp -ngl; default: --llamacpp-compat's, 0 for feb25, auto for 2026)")
       ->transform(tools::GpuLayersValue());
-  app.add_option("--split-mode", o.sm, "none, layer or row (llama.cpp -sm)");
+  app.add_option(
+      "--split-mode", o.sm,
+      "none, layer, row or tensor (llama.cpp -sm; tensor: per-device shares printed, no plan file)");
   app.add_option("--tensor-split", o.ts, "proportions per model device, e.g. 3,1 (llama.cpp -ts)");
   app.add_option("--main-gpu", o.opt.main_gpu, "the model device used with -sm none (llama.cpp -mg)")
       ->check(tools::IntegerIn(0, kMaxDevices - 1));
@@ -449,12 +452,66 @@ Result<std::vector<DeviceManifest>> ClusterMachine(const Options& o, LlamacppCom
   return devices;
 }
 
+/// -sm tensor (llama.cpp 2026 LLAMA_SPLIT_MODE_TENSOR): the Meta device over the GPU-type devices
+/// and each device's share of the weights and KV (PlanSmTensor), in the reference's load-line
+/// formats; its rules: flash attention required (auto turns it on), --fit not applied
+/// (common_fit_params gives up), the architectures it refuses refused. No plan file: the graphs are
+/// not planned per device yet. Returns the exit code.
+int RunSmTensor(const Options& o, const GgufFile& gguf, const std::vector<DeviceManifest>& machine,
+                const PlanRequest& request, FILE* log) {
+  if (request.flash_attn == FlashAttnMode::kOff)
+    return Fail(
+        InvalidArgument("llama_init_from_model: SPLIT_MODE_TENSOR requires flash_attn to be enabled"));
+  if (request.fit)
+    std::fprintf(log,
+                 "common_fit_params: failed to fit params to free device memory: "
+                 "llama_params_fit is not implemented for SPLIT_MODE_TENSOR, abort\n");
+  std::vector<const DeviceManifest*> gpus;
+  for (const DeviceManifest& d : machine)
+    if (d.type != DeviceType::kCpu) gpus.push_back(&d);
+  if (gpus.empty()) return Fail(InvalidArgument("LLAMA_SPLIT_MODE_TENSOR needs >= 1 devices"));
+  auto hp = ReadHParams(gguf);
+  if (!hp.ok()) return Fail(hp.status());
+  ContextConfig cfg = request.context;
+  cfg.flash_attn = true;
+  if (Status st = ResolveContext(*hp, o.model_path, &cfg); !st.ok()) return Fail(st);
+  auto m = BuildModelGraphs(gguf, *hp, cfg);
+  if (!m.ok()) return Fail(m.status());
+  const int n = static_cast<int>(gpus.size());
+  auto plan = PlanSmTensor(*m, n, request.placement.tensor_split);
+  if (!plan.ok()) return Fail(plan.status());
+  std::fprintf(
+      log, "llama_prepare_model_devices: creating a Meta device for tensor parallelism from %d devices:\n",
+      n);
+  for (int j = 0; j < n; ++j)
+    std::fprintf(log, "llama_prepare_model_devices: - device %d: %s\n", j, gpus[j]->name.c_str());
+  if (request.flash_attn == FlashAttnMode::kAuto)
+    std::fprintf(log,
+                 "llama_init_from_model: enabling flash_attn since it is required for SPLIT_MODE_TENSOR\n");
+  const double mib = 1048576.0;
+  std::fprintf(log, "load_tensors: %12s model buffer size = %8.2f MiB\n", "Meta()",
+               *std::max_element(plan->weight_bytes.begin(), plan->weight_bytes.end()) / mib);
+  std::fprintf(log, "llama_kv_cache: %10s KV buffer size = %8.2f MiB\n", "Meta()",
+               *std::max_element(plan->kv_bytes.begin(), plan->kv_bytes.end()) / mib);
+  for (int j = 0; j < n; ++j)
+    std::fprintf(log, "plan-model: -sm tensor: %s: weights %.2f MiB (mirrored %.2f MiB), KV %.2f MiB\n",
+                 gpus[j]->name.c_str(), plan->weight_bytes[j] / mib, plan->mirrored_bytes[j] / mib,
+                 plan->kv_bytes[j] / mib);
+  std::fprintf(log, "plan-model: -sm tensor: %d all-reduces per graph\n", plan->n_allreduce);
+  if (!o.out_path.empty())
+    return Fail(
+        Unimplemented("-o " + o.out_path + ": -sm tensor plans are not written yet (shares printed above)"));
+  return 0;
+}
+
 int Run(int argc, char** argv) {
   CLI::App app{
       "plan-model: plan the placement and memory of a GGUF model ahead of time (llama.cpp semantics)"};
   Options o;
   AddOptions(app, o);
   if (int rc = ParseCommandLine(app, argc, argv); rc >= 0) return rc;
+  const bool sm_tensor = o.sm == "tensor";
+  if (sm_tensor) o.sm = "layer";  // the rest of the request as -sm layer's; RunSmTensor decides
   auto request = MakeRequest(o, app, argc, argv);
   if (!request.ok()) return Fail(request.status());
 
@@ -479,6 +536,7 @@ int Run(int argc, char** argv) {
   if (!assumed_cpu.empty()) std::fprintf(log, "%s\n", assumed_cpu.c_str());
   auto gguf = header_only ? GgufFile::OpenHeader(o.model_path, o.file_size) : GgufFile::Open(o.model_path);
   if (!gguf.ok()) return Fail(gguf.status());
+  if (sm_tensor) return RunSmTensor(o, **gguf, *machine, *request, log);
 
   const auto t0 = std::chrono::steady_clock::now();
   auto planned = Plan(**gguf, *machine, *request,
