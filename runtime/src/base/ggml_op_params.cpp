@@ -14,6 +14,8 @@ const char* IparamNames(GgmlOp op) {
       return "{prec}";
     case GgmlOp::ARGSORT:
       return "{order}";
+    case GgmlOp::MUL_MAT_GLU:
+      return "{glu}";
     case GgmlOp::TOP_K:
       return "{k}";
     case GgmlOp::CONCAT:
@@ -90,6 +92,8 @@ Status CheckParams(GgmlOp op, const OpParamsRef& p) {
       return DecodeScale(p).status();
     case GgmlOp::ARGSORT:
       return DecodeArgsort(p).status();
+    case GgmlOp::MUL_MAT_GLU:
+      return DecodeMulMatGlu(p).status();
     case GgmlOp::TOP_K:
       return DecodeTopK(p).status();
     case GgmlOp::CONCAT:
@@ -120,6 +124,7 @@ EncodedOpParams Encode(const FlashAttnExtParams& p) {
 EncodedOpParams Encode(const NormParams& p) { return {{}, {p.eps}}; }
 EncodedOpParams Encode(const ScaleParams& p) { return {{}, {p.s, p.b}}; }
 EncodedOpParams Encode(const ArgsortParams& p) { return {{p.order}, {}}; }
+EncodedOpParams Encode(const MulMatGluParams& p) { return {{static_cast<int32_t>(p.glu)}, {}}; }
 EncodedOpParams Encode(const TopKParams& p) { return {{p.k}, {}}; }
 EncodedOpParams Encode(const ConcatParams& p) { return {{p.dim}, {}}; }
 EncodedOpParams Encode(const PermuteParams& p) { return {{p.axis[0], p.axis[1], p.axis[2], p.axis[3]}, {}}; }
@@ -184,6 +189,15 @@ Result<ArgsortParams> DecodeArgsort(const OpParamsRef& p) {
     return InvalidArgument("ARGSORT: order " + std::to_string(order) +
                            " is not 0 (ascending) or 1 (descending)");
   return ArgsortParams{order};
+}
+
+Result<MulMatGluParams> DecodeMulMatGlu(const OpParamsRef& p) {
+  STOWAGE_RETURN_IF_ERROR(CheckParamCounts(GgmlOp::MUL_MAT_GLU, p));
+  const int glu = p.iparams[0];
+  if (glu < 0 || glu > 3)
+    return InvalidArgument("MUL_MAT_GLU: glu " + std::to_string(glu) +
+                           " is not 0 (SWIGLU), 1 (GEGLU), 2 (SILU, MUL) or 3 (GELU, MUL)");
+  return MulMatGluParams{static_cast<MulMatGluKind>(glu)};
 }
 
 Result<TopKParams> DecodeTopK(const OpParamsRef& p) {

@@ -112,6 +112,14 @@ Result<Ne4> MulMat(const Rule& r) {
   return Ne4{r.Ne(0, 1), r.Ne(1, 1), r.Ne(1, 2), r.Ne(1, 3)};
 }
 
+// MUL_MAT_GLU(gate, x, up): MUL_MAT(gate, x)'s rule, up of gate's shape.
+Result<Ne4> MulMatGlu(const Rule& r) {
+  for (int d = 0; d < 4; ++d)
+    RETURN_IF_ERR(
+        r.Equal("up.ne" + std::to_string(d), 2, d, "gate.ne" + std::to_string(d), 0, d, "ggml_mul_mat"));
+  return MulMat(r);
+}
+
 // ggml_mul_mat_id(as, b, ids).
 Result<Ne4> MulMatId(const Rule& r) {
   if (r.Ne(0, 3) != 1)
@@ -325,6 +333,7 @@ ShapeRuleKind GetShapeRuleKind(GgmlOp op) {
     case GgmlOp::FILL:
     case GgmlOp::CLAMP:
     case GgmlOp::RMS_NORM_MUL:
+    case GgmlOp::MUL_MAT_GLU:
       return ShapeRuleKind::kInferred;
     default:
       return ShapeRuleKind::kNone;
@@ -370,6 +379,8 @@ Result<Ne4> InferShape(GgmlOp op, const SrcShapes& srcs, const OpParamsRef& para
       return GetRows(r);
     case GgmlOp::MUL_MAT:
       return MulMat(r);
+    case GgmlOp::MUL_MAT_GLU:
+      return MulMatGlu(r);
     case GgmlOp::MUL_MAT_ID:
       return MulMatId(r);
     case GgmlOp::ROPE:

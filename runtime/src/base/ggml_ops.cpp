@@ -122,6 +122,8 @@ constexpr Entry kEntries[] = {
     // Stowage's fused ops, made by the compiler's fusion passes from the sequence they replace.
     // RMS_NORM_MUL(a, w) {eps} = MUL(RMS_NORM(a) {eps}, w): both are in ggml_op_can_inplace.
     {GgmlOp::RMS_NORM_MUL, Inplace(Srcs(2, 2, 0, 1))},
+    // MUL_MAT_GLU(gate, x, up) {glu} = the GLU of MUL_MAT(gate, x) and MUL_MAT(up, x) (the FFN-in).
+    {GgmlOp::MUL_MAT_GLU, Srcs(3, 3, 1, 0)},
 };
 
 constexpr bool InEnumOrder() {

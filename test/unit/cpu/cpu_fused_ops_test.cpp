@@ -141,5 +141,127 @@ TEST(CpuFusedOps, RmsNormMulRefusesBadArguments) {
   EXPECT_NE(s.message().find("differ in shape"), std::string::npos) << s.message();
 }
 
+// A weight [K, N] of `type` with values in [-1, 1) (QuantizeRow where it quantizes the type, else
+// random blocks), in the CPU_REPACK layout when `repack` (RepackLayoutFor; plain when it has none).
+struct Weight {
+  Tensor plain;
+  std::vector<uint8_t> packed;
+  TensorView v;
+  Weight(GgmlType type, int64_t K, int64_t N, uint32_t seed, bool repack) : plain(type, K, N) {
+    if (type == GgmlType::F32 || type == GgmlType::F16) {
+      Fill(plain, seed);
+    } else {
+      std::vector<float> row(static_cast<size_t>(K));
+      for (int64_t n = 0; n < N; ++n) {
+        kt::FillUniform(row, seed + uint32_t(n));
+        uint8_t* dst = plain.buf.data() + size_t(n) * plain.v.nb[1];
+        if (!QuantizeRow(type, row.data(), dst, K).ok()) {
+          const std::vector<uint8_t> b = kt::RandomBlocks(type, K, seed + uint32_t(n));
+          std::memcpy(dst, b.data(), b.size());
+        }
+      }
+    }
+    v = plain.v;
+    const int layout = repack ? RepackLayoutFor(plain.v) : kLayoutPlain;
+    if (layout != kLayoutPlain) {
+      packed.assign(plain.buf.size(), 0);
+      EXPECT_TRUE(RepackWeight(plain.v, layout, packed.data()).ok());
+      v.data = packed.data();
+      v.layout = layout;
+    }
+  }
+};
+
+// The sequence MUL_MAT_GLU replaces: both MUL_MATs, then the GLU op(s) `glu` names.
+void UnfusedFfnIn(ComputeContext& ctx, const TensorView& gate, const TensorView& x, const TensorView& up,
+                  MulMatGluKind glu, Tensor& want) {
+  const int64_t N = gate.ne[1], M = x.ne[1];
+  Tensor g(GgmlType::F32, N, M), u(GgmlType::F32, N, M), act(GgmlType::F32, N, M);
+  ASSERT_TRUE(MulMat(ctx, up, x, u.v).ok());
+  ASSERT_TRUE(MulMat(ctx, gate, x, g.v).ok());
+  switch (glu) {
+    case MulMatGluKind::kSwiGlu:
+      ASSERT_TRUE(SwiGlu(ctx, g.v, u.v, want.v).ok());
+      break;
+    case MulMatGluKind::kGeGlu:
+      ASSERT_TRUE(GeGlu(ctx, g.v, u.v, want.v).ok());
+      break;
+    case MulMatGluKind::kSiluMul:
+      ASSERT_TRUE(Silu(ctx, g.v, act.v).ok());
+      ASSERT_TRUE(Mul(ctx, act.v, u.v, want.v).ok());
+      break;
+    case MulMatGluKind::kGeluMul:
+      ASSERT_TRUE(Gelu(ctx, g.v, act.v).ok());
+      ASSERT_TRUE(Mul(ctx, act.v, u.v, want.v).ok());
+      break;
+  }
+}
+
+// MUL_MAT_GLU(gate, x, up) == GLU(MUL_MAT(gate, x), MUL_MAT(up, x)) bit for bit: the models' weight
+// types, plain and CPU_REPACK layouts, token generation (M = 1), a few columns (the general path),
+// GEMM-sized prompts, row counts with a tail tile of 8, every GLU form, ISA caps, threads, numerics.
+TEST(CpuFusedOps, MulMatGluEqualsMulMatsThenGlu) {
+  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::Q8_0,
+                            GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::MXFP4};
+  const MulMatGluKind glus[] = {MulMatGluKind::kSwiGlu, MulMatGluKind::kGeGlu, MulMatGluKind::kSiluMul,
+                                MulMatGluKind::kGeluMul};
+  const int64_t K = 256;
+  uint32_t seed = 500;
+  for (GgmlType type : types) {
+    for (bool repack : {false, true}) {
+      for (int64_t N : {40}) {  // two full tiles of 16 and a tail of 8
+        const Weight gate(type, K, N, seed++, repack), up(type, K, N, seed++, repack);
+        for (int64_t M : {1, 3, 9, 20}) {
+          Tensor x(GgmlType::F32, K, M);
+          Fill(x, seed++, -3, 3);
+          for (IsaLevel isa : kIsaLevels)
+            for (int threads : {1, 2, 5})
+              for (bool numerics : {false, true})
+                for (MulMatGluKind glu : glus) {
+                  const std::string where = std::string(GgmlTypeName(type)) + (repack ? " repacked" : "") +
+                                            " N " + std::to_string(N) + " M " + std::to_string(M) + " isa " +
+                                            std::to_string(int(isa)) + " threads " + std::to_string(threads) +
+                                            (numerics ? " llamacpp" : "") + " glu " +
+                                            std::to_string(int(glu));
+                  ComputeContext ctx = Ctx(threads);
+                  ctx.max_isa = isa;
+                  ctx.llamacpp_numerics = numerics;
+                  Tensor want(GgmlType::F32, N, M), got(GgmlType::F32, N, M);
+                  UnfusedFfnIn(ctx, gate.v, x.v, up.v, glu, want);
+                  ASSERT_TRUE(MulMatGlu(ctx, gate.v, x.v, up.v, got.v, glu).ok()) << where;
+                  ASSERT_EQ(Elements(got.v), Elements(want.v)) << where;
+                }
+        }
+      }
+    }
+  }
+}
+
+// The comparison can fail: another GLU form (GEGLU for SWIGLU), or the two weights swapped, moves
+// the bits.
+TEST(CpuFusedOps, MulMatGluComparisonCanFail) {
+  const Weight gate(GgmlType::Q8_0, 256, 32, 1, false), up(GgmlType::Q8_0, 256, 32, 2, false);
+  Tensor x(GgmlType::F32, 256, 2), want(GgmlType::F32, 32, 2), got(GgmlType::F32, 32, 2);
+  Fill(x, 3, -3, 3);
+  ComputeContext ctx = Ctx(2);
+  UnfusedFfnIn(ctx, gate.v, x.v, up.v, MulMatGluKind::kSwiGlu, want);
+  ASSERT_TRUE(MulMatGlu(ctx, gate.v, x.v, up.v, got.v, MulMatGluKind::kGeGlu).ok());
+  EXPECT_NE(Elements(got.v), Elements(want.v));
+  ASSERT_TRUE(MulMatGlu(ctx, up.v, x.v, gate.v, got.v, MulMatGluKind::kSwiGlu).ok());
+  EXPECT_NE(Elements(got.v), Elements(want.v));
+}
+
+TEST(CpuFusedOps, MulMatGluRefusesBadArguments) {
+  ComputeContext ctx = Ctx();
+  const Weight gate(GgmlType::Q8_0, 64, 16, 1, false), up(GgmlType::Q4_0, 64, 16, 2, false);
+  Tensor x(GgmlType::F32, 64, 2), y(GgmlType::F32, 16, 2);
+  Status s = MulMatGlu(ctx, gate.v, x.v, up.v, y.v, MulMatGluKind::kSwiGlu);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("MUL_MAT_GLU: up"), std::string::npos) << s.message();
+  Tensor y2(GgmlType::F32, 8, 2);
+  s = MulMatGlu(ctx, gate.v, x.v, gate.v, y2.v, MulMatGluKind::kSwiGlu);
+  EXPECT_NE(s.message().find("MUL_MAT"), std::string::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace stowage::cpu

@@ -262,6 +262,22 @@ TEST(OpParams, RmsNormMul) {
   EXPECT_EQ(ParseGgmlOp("RMS_NORM_MUL").value(), GgmlOp::RMS_NORM_MUL);
 }
 
+// Stowage's fused FFN-in carries the GLU it replaces (MulMatGluKind), 0..3.
+TEST(OpParams, MulMatGlu) {
+  const EncodedOpParams e = Encode(MulMatGluParams{MulMatGluKind::kGeluMul});
+  auto d = DecodeMulMatGlu(Ref(e));
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->glu, MulMatGluKind::kGeluMul);
+  EXPECT_EQ(CheckParams(GgmlOp::MUL_MAT_GLU, OpParamsRef({}, {})).message(),
+            "MUL_MAT_GLU: expected 1 integer parameter {glu}, found 0 integer and 0 float");
+  EXPECT_EQ(DecodeMulMatGlu(OpParamsRef({4}, {})).status().message(),
+            "MUL_MAT_GLU: glu 4 is not 0 (SWIGLU), 1 (GEGLU), 2 (SILU, MUL) or 3 (GELU, MUL)");
+  EXPECT_EQ(GetOpTraits(GgmlOp::MUL_MAT_GLU).min_srcs, 3);
+  EXPECT_EQ(GetOpTraits(GgmlOp::MUL_MAT_GLU).max_srcs, 3);
+  EXPECT_FALSE(GetOpTraits(GgmlOp::MUL_MAT_GLU).can_inplace);
+  EXPECT_EQ(ParseGgmlOp("MUL_MAT_GLU").value(), GgmlOp::MUL_MAT_GLU);
+}
+
 TEST(OpTraits, ViewsAndInPlaceAsGgml) {
   // ggml_is_view_op
   for (int i = 0; i < static_cast<int>(GgmlOp::kCount); ++i) {

@@ -121,6 +121,17 @@ TEST(OpShapes, RmsNormMul) {
   EXPECT_EQ(Refusal(GgmlOp::RMS_NORM_MUL, {Ne4{64, 7, 1, 1}}, Ref(e)), "RMS_NORM_MUL: source 1 is missing");
 }
 
+TEST(OpShapes, MulMatGlu) {
+  const EncodedOpParams e = Encode(MulMatGluParams{});
+  EXPECT_EQ(GetShapeRuleKind(GgmlOp::MUL_MAT_GLU), ShapeRuleKind::kInferred);
+  EXPECT_EQ(Infer(GgmlOp::MUL_MAT_GLU, {Ne4{64, 128, 1, 1}, Ne4{64, 7, 1, 1}, Ne4{64, 128, 1, 1}}, Ref(e)),
+            (Ne4{128, 7, 1, 1}));
+  EXPECT_EQ(Refusal(GgmlOp::MUL_MAT_GLU, {Ne4{64, 128, 1, 1}, Ne4{64, 7, 1, 1}, Ne4{64, 96, 1, 1}}, Ref(e)),
+            "MUL_MAT_GLU: up.ne1 (96) must equal gate.ne1 (128) (ggml_mul_mat)");
+  EXPECT_EQ(Refusal(GgmlOp::MUL_MAT_GLU, {Ne4{64, 128, 1, 1}, Ne4{32, 7, 1, 1}, Ne4{64, 128, 1, 1}}, Ref(e)),
+            "MUL_MAT_GLU: a.ne0 (64) must equal b.ne0 (32) (ggml_can_mul_mat)");
+}
+
 // gpt-oss's ops: the biased experts (ggml_add_id), the clamped SwiGLU and the attention sinks.
 TEST(OpShapes, AddIdSwiGluOaiAndSinks) {
   // a [n_ff, n_used, n_tokens], b [n_ff, n_expert] (one bias row per expert), ids [n_used, n_tokens]

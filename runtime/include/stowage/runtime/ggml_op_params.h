@@ -15,6 +15,7 @@
 //   FLASH_ATTN_EXT  fparams {scale, max_bias, logit_softcap}, iparams {prec}
 //   NORM, RMS_NORM  fparams {eps}
 //   RMS_NORM_MUL    fparams {eps}   (Stowage's fused RMS_NORM + MUL: the RMS_NORM's eps)
+//   MUL_MAT_GLU     iparams {glu}   (Stowage's fused FFN-in: MulMatGluKind, the GLU it replaces)
 //   SCALE           fparams {s, b}
 //   ARGSORT         iparams {order}
 //   TOP_K           iparams {k}
@@ -104,6 +105,20 @@ struct ArgsortParams {
   int order = 0;
 };
 
+/// The GLU that MUL_MAT_GLU (Stowage's fused FFN-in) applies to gate = MUL_MAT(gate_w, x) and
+/// up = MUL_MAT(up_w, x): the op or ops of the graph it replaces, whose bits it keeps.
+enum class MulMatGluKind : int {
+  kSwiGlu = 0,   ///< SWIGLU(gate, up), split form (llama.cpp 2026 build_ffn LLM_FFN_SILU + PAR)
+  kGeGlu = 1,    ///< GEGLU(gate, up), split form (llama.cpp 2026 LLM_FFN_GELU + PAR)
+  kSiluMul = 2,  ///< MUL(SILU(gate), up) (llama.cpp Feb 2025 build_ffn LLM_FFN_SILU + PAR)
+  kGeluMul = 3,  ///< MUL(GELU(gate), up) (llama.cpp Feb 2025 LLM_FFN_GELU + PAR)
+};
+
+/// MUL_MAT_GLU's parameters.
+struct MulMatGluParams {
+  MulMatGluKind glu = MulMatGluKind::kSwiGlu;
+};
+
 /// ggml_top_k's k.
 struct TopKParams {
   int k = 0;
@@ -153,6 +168,7 @@ EncodedOpParams Encode(const PermuteParams& p);
 EncodedOpParams Encode(const SwiGluOaiParams& p);
 EncodedOpParams Encode(const FillParams& p);
 EncodedOpParams Encode(const ClampParams& p);
+EncodedOpParams Encode(const MulMatGluParams& p);
 
 /// Checks that `p` has exactly the parameter counts of `op` (GgmlOpTraits; up to n_iparams_opt
 /// more integers where the op has optional trailing ones); ops whose parameters are not modeled
@@ -191,6 +207,8 @@ Result<SwiGluOaiParams> DecodeSwiGluOai(const OpParamsRef& p);
 Result<FillParams> DecodeFill(const OpParamsRef& p);
 /// Any bounds, infinities included (ggml_clamp stores what it is given; min > max gives min).
 Result<ClampParams> DecodeClamp(const OpParamsRef& p);
+/// glu in 0..3 (MulMatGluKind).
+Result<MulMatGluParams> DecodeMulMatGlu(const OpParamsRef& p);
 
 /// ggml's rule for the rotated dims of rows of `ne0` elements: n_dims even and in (0, ne0], and
 /// n_offs + n_dims <= ne0 (ggml-cpu ops.cpp rope: GGML_ASSERT(n_dims <= ne0), GGML_ASSERT(n_dims % 2

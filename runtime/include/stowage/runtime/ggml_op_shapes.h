@@ -63,6 +63,7 @@ ShapeRuleKind GetShapeRuleKind(GgmlOp op);
 ///   SUM_ROWS, MEAN: [1, ne1, ne2, ne3]
 ///   GET_ROWS      b.ne3 == 1, a.ne2 == b.ne1 -> [a.ne0, b.ne0, b.ne1, b.ne2]
 ///   MUL_MAT       ggml_can_mul_mat: ne0 equal, b.ne2 % a.ne2 == 0, b.ne3 % a.ne3 == 0
+///   MUL_MAT_GLU   (gate, x, up): MUL_MAT(gate, x)'s rule, up of gate's shape
 ///                 -> [a.ne1, b.ne1, b.ne2, b.ne3]
 ///   MUL_MAT_ID    as [K, M, n_expert], b [K, n_b, n_t], ids [n_used, n_t]; ids.ne0 % b.ne1 == 0
 ///                 -> [M, n_used, n_t, 1]

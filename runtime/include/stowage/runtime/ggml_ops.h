@@ -33,7 +33,8 @@ namespace stowage {
   /* appended: ggml_fill (a tensor of a's shape, every element one constant) */                   \
   X(FILL)                                                                                         \
   /* appended, Stowage's fused ops (no ggml op; the compiler's passes make them, see traits) */   \
-  X(RMS_NORM_MUL)
+  X(RMS_NORM_MUL)                                                                                  \
+  X(MUL_MAT_GLU)
 
 enum class GgmlOp : uint16_t {
 #define STOWAGE_OP_ENUM(name) name,

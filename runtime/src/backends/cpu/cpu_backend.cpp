@@ -74,6 +74,10 @@ class CpuBackend final : public Backend {
         STOWAGE_ASSIGN_OR_RETURN(const NormParams p, DecodeNorm(c.op, params));
         return cpu::RmsNormMul(ctx_, c.src[0], c.src[1], dst, p.eps);
       }
+      case GgmlOp::MUL_MAT_GLU: {
+        STOWAGE_ASSIGN_OR_RETURN(const MulMatGluParams p, DecodeMulMatGlu(params));
+        return cpu::MulMatGlu(ctx_, c.src[0], c.src[1], c.src[2], dst, p.glu);
+      }
       case GgmlOp::NORM: {
         STOWAGE_ASSIGN_OR_RETURN(const NormParams p, DecodeNorm(c.op, params));
         return cpu::Norm(ctx_, c.src[0], dst, p.eps);

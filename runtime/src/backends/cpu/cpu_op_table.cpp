@@ -46,6 +46,8 @@ std::vector<OpRule> CpuOpRules(const std::vector<GgmlType>& weight_types) {
   rules.push_back(AcceptRule({O::SSM_SCAN}, {f32, f32, f32, f32, f32, f32}, {T::F32}, 0, kOps));
   // Stowage's fused ops (the compiler's passes make them where this table has them).
   rules.push_back(AcceptRule({O::RMS_NORM_MUL}, {f32, OfTypes({T::F32, T::F16})}, {T::F32}, 0, kOps));
+  rules.push_back(
+      AcceptRule({O::MUL_MAT_GLU}, {OfTypes(weight_types), f32, OfTypes(weight_types)}, {T::F32}, 0, kOps));
   // KV-cache row stores (ops_rows.cpp): F32 rows at I64 or I32 indices (ggml_set_rows).
   rules.push_back(AcceptRule({O::SET_ROWS}, {f32, OfTypes({T::I64, T::I32})}, from_f32, 0, kOps));
   return rules;

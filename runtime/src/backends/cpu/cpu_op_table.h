@@ -23,6 +23,7 @@ namespace stowage::exec {
 ///   RMS_NORM, NORM, SCALE, SILU, GELU, TANH: F32 src and dst;
 ///   ADD, MUL: F32 src0 and dst, F32 or F16 src1;
 ///   RMS_NORM_MUL (Stowage's fused RMS_NORM + MUL): F32 src0 and dst, F32 or F16 weight;
+///   MUL_MAT_GLU (Stowage's fused FFN-in): gate and up weights of `weight_types`, F32 x and dst;
 ///   SWIGLU, GEGLU: F32 src0 and dst, optional F32 src1 (split form);
 ///   ROPE: F32 x and dst, I32 positions, optional F32 freq factors;
 ///   SOFT_MAX: F32 src and dst, optional F16 or F32 mask, optional F32 sinks;

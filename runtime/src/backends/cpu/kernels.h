@@ -364,6 +364,14 @@ struct RowKernels {
 /// lacks). Thread-safe: an immutable table.
 const RowKernels& GetRowKernels(IsaLevel isa);
 
+/// MUL_MAT_GLU's GLU over `n` adjacent elements of one row: y[i] from gate[i] and up[i] with the
+/// bits of the op(s) `glu` names over a dense row (SwiGlu, GeGlu, Silu then Mul, Gelu then Mul;
+/// ctx's isa cap and llamacpp_numerics as they use them). Bit-identical to them on a piece of a row
+/// that starts at a multiple of 16 (the row kernels' SIMD chunks: 16 at AVX-512, 8 at AVX2). y may
+/// be gate.
+void GluRow(const ComputeContext& ctx, MulMatGluKind glu, int64_t n, const float* gate, const float* up,
+            float* y);
+
 // ---- Attention-shaped F16 gemv (token generation: KQ and KQV of an F16 KV cache) ----------------
 // s[h * lds + i] = sum_k x_i[k] * y_h[k] for rows i < nrows and heads h < nh: x_i = the K F16 values
 // at (const char*)x + i * ldx (one K-cache row for KQ, one V-cache row of a head for KQV), y_h = the

@@ -207,8 +207,19 @@ const float* Src1Row(const TensorView& src1, int64_t i11, int64_t i12, int64_t i
   return buf;
 }
 
-void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const TensorView& src0, const TensorView& src1,
-                TensorView& dst, int nt) {
+/// One product of a GEMM call: src0 times the call's src1 into dst.
+struct GemmProduct {
+  const TensorView* src0;
+  TensorView* dst;
+};
+
+/// The GEMM family's products of `n_products` weights of one type, layout and shape with one src1
+/// (src1 converted once) in one thread team, then after(r, tid) for every r in [0, n_after) in the
+/// same team once every product is complete (MUL_MAT_GLU's GLU; plain MUL_MAT has none).
+template <typename After = void (*)(int64_t, int)>
+void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const GemmProduct* products, int n_products,
+                const TensorView& src1, int nt, int64_t n_after = 0, After after = nullptr) {
+  const TensorView& src0 = *products[0].src0;
   const int64_t K = src0.ne[0], N = src0.ne[1], M = src1.ne[1];
   const int64_t ne12 = src1.ne[2], ne13 = src1.ne[3];
   const int64_t nrows1 = M * ne12 * ne13;
@@ -236,45 +247,48 @@ void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const TensorView& sr
   const int64_t nsplit =
       base_items >= 4 * nt ? 1 : std::min(col_blocks, (4 * nt + base_items - 1) / base_items);
   const int64_t split_cols = (col_blocks + nsplit - 1) / nsplit * kGemmColBlock;
-  const int64_t nitems = base_items * nsplit;
+  const int64_t nitems = base_items * nsplit, nitems_all = nitems * n_products;
   const int64_t r2 = ne12 / src0.ne[2], r3 = ne13 / src0.ne[3];
-  const size_t dst_stride = dst.nb[1] / sizeof(float);
-  const bool team = nt > 1 && N * M * ne12 * ne13 * K >= 65536;
+  const bool team = nt > 1 && N * M * ne12 * ne13 * K * n_products >= 65536;
   // 1) src1 -> the family's activation rows.
   auto convert = [&](int64_t r, int tid) {
     const int64_t i11 = r % M, i12 = (r / M) % ne12, i13 = r / (M * ne12);
     const float* x = Src1Row(src1, i11, i12, i13, K, gather_buf + size_t(tid) * size_t(K));
     gk.from_float(x, conv + size_t(r) * act_row, K);
   };
-  // 2) (matrix, panel group) items.
-  auto item = [&](int64_t it, int tid) {
+  // 2) (product, matrix, panel group) items.
+  auto item = [&](int64_t it_all, int tid) {
+    const TensorView& w0 = *products[it_all / nitems].src0;
+    const TensorView& out0 = *products[it_all / nitems].dst;
+    const int64_t it = it_all % nitems;
     uint8_t* mine = panels + thread_scratch * size_t(tid);
     const int64_t split = it % nsplit, gi = it / nsplit;
     const int64_t g = gi % ngroups;
     const int64_t i12 = (gi / ngroups) % ne12, i13 = gi / (ngroups * ne12);
     const int64_t m_begin = split * split_cols, m_end = std::min(M, m_begin + split_cols);
-    const char* w = static_cast<const char*>(src0.data) + (i12 / r2) * src0.nb[2] + (i13 / r3) * src0.nb[3];
+    const char* w = static_cast<const char*>(w0.data) + (i12 / r2) * w0.nb[2] + (i13 / r3) * w0.nb[3];
     const int64_t p0 = g * kGemmGroupPanels, p1 = std::min(npanels, p0 + kGemmGroupPanels);
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t n0 = p * kGemmPanelRows;
       const int nr = int(std::min<int64_t>(kGemmPanelRows, N - n0));
-      gk.pack(K, w + n0 * src0.nb[1], src0.nb[1], nr, src0.layout, mine + size_t(p - p0) * panel_b);
+      gk.pack(K, w + n0 * w0.nb[1], w0.nb[1], nr, w0.layout, mine + size_t(p - p0) * panel_b);
     }
     const uint8_t* act = conv + size_t(M * (i12 + ne12 * i13)) * act_row;
-    char* out = static_cast<char*>(dst.data) + i12 * dst.nb[2] + i13 * dst.nb[3];
+    char* out = static_cast<char*>(out0.data) + i12 * out0.nb[2] + i13 * out0.nb[3];
     for (int64_t m0 = m_begin; m0 < m_end; m0 += kGemmColBlock) {
       const int nc = int(std::min(kGemmColBlock, m_end - m0));
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t n0 = p * kGemmPanelRows;
         const int nr = int(std::min<int64_t>(kGemmPanelRows, N - n0));
         gk.kernel(K, mine + size_t(p - p0) * panel_b, act + size_t(m0) * act_row, act_row, nc,
-                  reinterpret_cast<float*>(out + m0 * dst.nb[1]) + n0, dst_stride, nr);
+                  reinterpret_cast<float*>(out + m0 * out0.nb[1]) + n0, out0.nb[1] / sizeof(float), nr);
       }
     }
   };
   if (!team) {  // no OpenMP construct at all (parallel.h: ParallelFor)
     for (int64_t r = 0; r < nrows1; ++r) convert(r, 0);
-    for (int64_t it = 0; it < nitems; ++it) item(it, 0);
+    for (int64_t it = 0; it < nitems_all; ++it) item(it, 0);
+    for (int64_t r = 0; r < n_after; ++r) after(r, 0);
     return;
   }
   // One thread team for both phases (the implicit barrier of the first loop orders conversion
@@ -286,7 +300,11 @@ void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const TensorView& sr
 #pragma omp for schedule(dynamic, 16)
     for (int64_t r = 0; r < nrows1; ++r) convert(r, tid);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t it = 0; it < nitems; ++it) item(it, tid);
+    for (int64_t it = 0; it < nitems_all; ++it) item(it, tid);
+    if (n_after > 0) {
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < n_after; ++r) after(r, tid);
+    }
   }
 }
 
@@ -481,12 +499,20 @@ Status CheckMulMat(const TypeKernels& kern, const TensorView& src0, const Tensor
   return Status::Ok();
 }
 
-/// Runs the product on one of the paths other than the tiled vec_dot when one applies (llamafile's
-/// order with llamacpp_numerics, the GEMM family, the tg attention gemv); false when none does.
-bool MulMatSpecialized(ComputeContext& ctx, IsaLevel isa, bool vec_dot_order, const TensorView& src0,
-                       const TensorView& src1, TensorView& dst, int nt) {
+/// The paths of a product other than the tiled vec_dot (MulMatVecDot).
+enum class SpecialPath { kNone, kLlamafile, kGemm, kF16Heads };
+struct PathChoice {
+  SpecialPath path = SpecialPath::kNone;
+  const GemmKernels* gemm = nullptr;  ///< kGemm's kernels
+};
+
+/// Which of the other paths takes the product, if one does: llamafile's order with
+/// llamacpp_numerics, the GEMM family, the tg attention gemv (kNone: the tiled vec_dot).
+PathChoice ChooseSpecialPath(const ComputeContext& ctx, IsaLevel isa, bool vec_dot_order,
+                             const TensorView& src0, const TensorView& src1, const TensorView& dst) {
   const int64_t K = src0.ne[0], N = src0.ne[1], M = src1.ne[1];
   const int64_t ne12 = src1.ne[2], ne13 = src1.ne[3];
+  PathChoice c;
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
   // F32/F16 weights with >= 2 columns, K % KN == 0 and N (ne01) % 4 == 0: llama.cpp's CPU backend
   // runs these through llamafile's tinyBLAS (its F16 weights after converting src1 to F16; its F32
@@ -501,8 +527,8 @@ bool MulMatSpecialized(ComputeContext& ctx, IsaLevel isa, bool vec_dot_order, co
       K % (isa >= IsaLevel::kAvx512 ? 16 : 8) == 0 && dst.nb[1] % sizeof(float) == 0 &&
       dst.nb[2] % sizeof(float) == 0 && dst.nb[3] % sizeof(float) == 0 &&
       (src0.type == GgmlType::F16 || (src1.is_contiguous() && src1.nb[0] == sizeof(float)))) {
-    MulMatLlamafile(ctx, src0, src1, dst, isa, nt);
-    return true;
+    c.path = SpecialPath::kLlamafile;
+    return c;
   }
 #endif
   const bool gemm_ok = !vec_dot_order || src0.type == GgmlType::Q8_0 || src0.type == GgmlType::Q4_0 ||
@@ -510,8 +536,9 @@ bool MulMatSpecialized(ComputeContext& ctx, IsaLevel isa, bool vec_dot_order, co
                        src0.type == GgmlType::Q5_1 || src0.type == GgmlType::MXFP4;
   if (M >= kGemmMinCols && dst.nb[1] % sizeof(float) == 0 && gemm_ok) {
     if (const GemmKernels* gk = GetGemmKernels(src0.type, src0.layout, isa, ctx.llamacpp_numerics)) {
-      MulMatGemm(ctx, *gk, src0, src1, dst, nt);
-      return true;
+      c.path = SpecialPath::kGemm;
+      c.gemm = gk;
+      return c;
     }
   }
 #if defined(STOWAGE_CPU_HAVE_X86_SIMD)
@@ -521,9 +548,8 @@ bool MulMatSpecialized(ComputeContext& ctx, IsaLevel isa, bool vec_dot_order, co
   if (src0.type == GgmlType::F16 && src0.layout == kLayoutPlain && M == 1 && isa >= IsaLevel::kAvx2 &&
       !ctx.llamacpp_numerics && dst.nb[2] % sizeof(float) == 0 &&
       ((K <= 256 && K % 16 == 0) || ne12 * ne13 > 1)) {
-    MulMatF16Heads(ctx, isa >= IsaLevel::kAvx512 ? avx512::GemvF16Heads : avx2::GemvF16Heads, src0, src1, dst,
-                   nt);
-    return true;
+    c.path = SpecialPath::kF16Heads;
+    return c;
   }
 #else
   (void)K;
@@ -531,6 +557,35 @@ bool MulMatSpecialized(ComputeContext& ctx, IsaLevel isa, bool vec_dot_order, co
   (void)ne12;
   (void)ne13;
 #endif
+  return c;
+}
+
+/// Runs the product on one of the paths other than the tiled vec_dot when one applies
+/// (ChooseSpecialPath); false when none does.
+bool MulMatSpecialized(ComputeContext& ctx, IsaLevel isa, bool vec_dot_order, const TensorView& src0,
+                       const TensorView& src1, TensorView& dst, int nt) {
+  const PathChoice c = ChooseSpecialPath(ctx, isa, vec_dot_order, src0, src1, dst);
+  switch (c.path) {
+    case SpecialPath::kNone:
+      return false;
+    case SpecialPath::kGemm: {
+      const GemmProduct product{&src0, &dst};
+      MulMatGemm(ctx, *c.gemm, &product, 1, src1, nt);
+      return true;
+    }
+#if defined(STOWAGE_CPU_HAVE_X86_SIMD)
+    case SpecialPath::kLlamafile:
+      MulMatLlamafile(ctx, src0, src1, dst, isa, nt);
+      return true;
+    case SpecialPath::kF16Heads:
+      MulMatF16Heads(ctx, isa >= IsaLevel::kAvx512 ? avx512::GemvF16Heads : avx2::GemvF16Heads, src0, src1,
+                     dst, nt);
+      return true;
+#else
+    default:
+      return false;
+#endif
+  }
   return false;
 }
 
@@ -605,60 +660,83 @@ VecDotFn Q4Kx8SubBlockGemv(IsaLevel isa) {
   return gemv8_sb;
 }
 
-/// The general path: src1 converted to the vec_dot type (ConvertSrc1), then tiles of (kBlockN
-/// src0 rows) x (kBlockM src1 rows) per (i12, i13), each row by the vec_dot or, for the repacked
-/// layouts, 8 rows at a time by their gemv.
-void MulMatVecDot(ComputeContext& ctx, const TypeKernels& kern, IsaLevel isa, bool vec_dot_order,
-                  const TensorView& src0, const TensorView& src1, TensorView& dst, int nt) {
-  const int64_t K = src0.ne[0], N = src0.ne[1], M = src1.ne[1];
-  const int64_t ne12 = src1.ne[2], ne13 = src1.ne[3];
-  // 1) src1 -> vec_dot_type, rows laid out contiguously in (i11, i12, i13) order.
-  const VecDotRows rows = ConvertSrc1(ctx, kern, src1, K, nt);
-  const bool direct = rows.direct;
-  const size_t vrow = rows.vrow;
-  const uint8_t* conv = rows.conv;
+/// One src0's rows for the general path: Rows writes the products of src0 rows [n0, n1) with one
+/// converted src1 row `y` to out[n0 .. n1), each by the vec_dot or, for the repacked layouts, 8
+/// rows at a time by their gemv.
+class VecDotRowProducts {
+ public:
+  VecDotRowProducts(const ComputeContext& ctx, const TypeKernels& kern, IsaLevel isa, bool vec_dot_order,
+                    const TensorView& src0, const TensorView& src1)
+      : src0_(src0),
+        K_(src0.ne[0]),
+        r2_(src1.ne[2] / src0.ne[2]),
+        r3_(src1.ne[3] / src0.ne[3]),
+        vec_dot_(PlainRowKernel(ctx, kern, src0, src1.ne[1], isa)),
+        repacked_(IsRepackedLayout(src0.layout)),
+        // 8-row gemv of the repacked layouts (one call per group of 8 rows, writes 8 dst elements).
+        gemv8_(GetRepackedGemv(src0.layout, isa)),
+        gemv8_sb_(Q4Kx8SubBlockGemv(isa)) {
+    // Q4_Kx8 with llamacpp_numerics: llama.cpp's repacked Q4_K runs its GEMM (float part per
+    // sub-block pair) on the first M - M % 4 src1 rows of each matrix and its gemv on the rest; the
+    // same here, so prompts give its bits (this product is then not batch-invariant, as in llama.cpp).
+    const int64_t M = src1.ne[1];
+    const bool q4k = src0.layout == kLayoutQ4_Kx8;
+    m_sb_ = q4k && ctx.llamacpp_numerics && !vec_dot_order && M > 3 ? M - M % 4 : 0;
+  }
 
-  // 2) tiles of (kBlockN src0 rows) x (kBlockM src1 rows) per (i12, i13).
-  constexpr int64_t kBlockN = 16, kBlockM = 16;
-  const int64_t tiles_n = (N + kBlockN - 1) / kBlockN, tiles_m = (M + kBlockM - 1) / kBlockM;
+  void Rows(int64_t n0, int64_t n1, int64_t m, int64_t i12, int64_t i13, const void* y, float* out) const {
+    const char* w =
+        static_cast<const char*>(src0_.data) + (i12 / r2_) * src0_.nb[2] + (i13 / r3_) * src0_.nb[3];
+    if (repacked_) {
+      const VecDotFn g = m < m_sb_ ? gemv8_sb_ : gemv8_;
+      for (int64_t n = n0; n < n1; n += 8) g(K_, out + n, w + n * src0_.nb[1], y);
+    } else {
+      for (int64_t n = n0; n < n1; ++n) vec_dot_(K_, out + n, w + n * src0_.nb[1], y);
+    }
+  }
+
+ private:
+  const TensorView& src0_;
+  int64_t K_, r2_, r3_;
+  VecDotFn vec_dot_;
+  bool repacked_;
+  VecDotFn gemv8_, gemv8_sb_;
+  int64_t m_sb_ = 0;
+};
+
+/// The tiles of the general path over dst [N, M, ne12, ne13] (M = src1.ne1): (kVecDotBlockN src0
+/// rows) x (kVecDotBlockM src1 rows) per (i12, i13). Calls tile(n0, n1, m, i12, i13, y, out) for every
+/// src1 row m of each tile, y the row as the vec_dot reads it, out dst's row (m, i12, i13), on a
+/// thread team when `macs` (multiply-adds) is worth one.
+constexpr int64_t kVecDotBlockN = 16, kVecDotBlockM = 16;
+template <typename F>
+void ForVecDotTiles(const VecDotRows& rows, const TensorView& src1, TensorView& dst, int64_t N, int nt,
+                    int64_t macs, F&& tile_row) {
+  const int64_t M = src1.ne[1], ne12 = src1.ne[2], ne13 = src1.ne[3];
+  const int64_t tiles_n = (N + kVecDotBlockN - 1) / kVecDotBlockN,
+                tiles_m = (M + kVecDotBlockM - 1) / kVecDotBlockM;
   const int64_t ntiles = tiles_n * tiles_m * ne12 * ne13;
-  const int64_t r2 = ne12 / src0.ne[2], r3 = ne13 / src0.ne[3];
-  const VecDotFn vec_dot = PlainRowKernel(ctx, kern, src0, M, isa);
-  // 8-row gemv of the repacked layouts (one call per group of 8 rows, writes 8 dst elements).
-  const bool repacked = IsRepackedLayout(src0.layout);
-  const bool q4k = src0.layout == kLayoutQ4_Kx8;
-  const VecDotFn gemv8 = GetRepackedGemv(src0.layout, isa);
-  const VecDotFn gemv8_sb = Q4Kx8SubBlockGemv(isa);
-  // Q4_Kx8 with llamacpp_numerics: llama.cpp's repacked Q4_K runs its GEMM (float part per sub-block
-  // pair) on the first M - M % 4 src1 rows of each matrix and its gemv on the rest; the same here,
-  // so prompts give its bits (this product is then not batch-invariant, as in llama.cpp).
-  const int64_t m_sb = q4k && ctx.llamacpp_numerics && !vec_dot_order && M > 3 ? M - M % 4 : 0;
   auto tile = [&](int64_t t) {
     const int64_t tn = t % tiles_n;
     const int64_t tm = (t / tiles_n) % tiles_m;
     const int64_t i12 = (t / (tiles_n * tiles_m)) % ne12;
     const int64_t i13 = t / (tiles_n * tiles_m * ne12);
-    const char* w = static_cast<const char*>(src0.data) + (i12 / r2) * src0.nb[2] + (i13 / r3) * src0.nb[3];
-    const int64_t n0 = tn * kBlockN, n1 = std::min(N, n0 + kBlockN);
-    const int64_t m0 = tm * kBlockM, m1 = std::min(M, m0 + kBlockM);
+    const int64_t n0 = tn * kVecDotBlockN, n1 = std::min(N, n0 + kVecDotBlockN);
+    const int64_t m0 = tm * kVecDotBlockM, m1 = std::min(M, m0 + kVecDotBlockM);
     for (int64_t m = m0; m < m1; ++m) {
-      const void* y = direct ? static_cast<const void*>(static_cast<const char*>(src1.data) + m * src1.nb[1] +
-                                                        i12 * src1.nb[2] + i13 * src1.nb[3])
-                             : static_cast<const void*>(conv + size_t(m + M * (i12 + ne12 * i13)) * vrow);
+      const void* y =
+          rows.direct ? static_cast<const void*>(static_cast<const char*>(src1.data) + m * src1.nb[1] +
+                                                 i12 * src1.nb[2] + i13 * src1.nb[3])
+                      : static_cast<const void*>(rows.conv + size_t(m + M * (i12 + ne12 * i13)) * rows.vrow);
       float* out = reinterpret_cast<float*>(static_cast<char*>(dst.data) + m * dst.nb[1] + i12 * dst.nb[2] +
                                             i13 * dst.nb[3]);
-      if (repacked) {
-        const VecDotFn g = m < m_sb ? gemv8_sb : gemv8;
-        for (int64_t n = n0; n < n1; n += 8) g(K, out + n, w + n * src0.nb[1], y);
-      } else {
-        for (int64_t n = n0; n < n1; ++n) vec_dot(K, out + n, w + n * src0.nb[1], y);
-      }
+      tile_row(n0, n1, m, i12, i13, y, out);
     }
   };
   // A thread team only pays off with enough multiply-adds (tiny attention products run inline).
-  const bool team = nt > 1 && N * M * ne12 * ne13 * K >= 65536;
+  const bool team = nt > 1 && macs >= 65536;
   if (tiles_m == 1) {
-    // Token generation (M <= kBlockM): every tile costs the same, and the weights stream from
+    // Token generation (M <= kVecDotBlockM): every tile costs the same, and the weights stream from
     // memory once. Contiguous tile ranges per thread keep each thread's reads sequential, which the
     // hardware prefetchers follow; interleaved tiles (dynamic, 1) halved the bandwidth we reached
     // (measured: Q4_0x8 gemv, 2 threads, 288 MiB of weights: 14.6 GB/s dynamic vs 35.1 GB/s static).
@@ -670,6 +748,19 @@ void MulMatVecDot(ComputeContext& ctx, const TypeKernels& kern, IsaLevel isa, bo
   } else {
     ParallelFor(nt, team, ntiles, Schedule::kDynamic, 1, [&](int64_t t, int) { tile(t); });
   }
+}
+
+/// The general path: src1 converted to the vec_dot type (ConvertSrc1), then ForVecDotTiles, each
+/// row by VecDotRowProducts.
+void MulMatVecDot(ComputeContext& ctx, const TypeKernels& kern, IsaLevel isa, bool vec_dot_order,
+                  const TensorView& src0, const TensorView& src1, TensorView& dst, int nt) {
+  const int64_t K = src0.ne[0], N = src0.ne[1];
+  const VecDotRows rows = ConvertSrc1(ctx, kern, src1, K, nt);
+  const VecDotRowProducts products(ctx, kern, isa, vec_dot_order, src0, src1);
+  ForVecDotTiles(rows, src1, dst, N, nt, N * src1.ne[1] * src1.ne[2] * src1.ne[3] * K,
+                 [&](int64_t n0, int64_t n1, int64_t m, int64_t i12, int64_t i13, const void* y, float* out) {
+                   products.Rows(n0, n1, m, i12, i13, y, out);
+                 });
 }
 
 }  // namespace
@@ -695,6 +786,67 @@ Status MulMatImpl(ComputeContext& ctx, const TensorView& src0, const TensorView&
   const int nt = std::max(1, ctx.n_threads);
   if (!MulMatSpecialized(ctx, isa, vec_dot_order, src0, src1, dst, nt))
     MulMatVecDot(ctx, *kern, isa, vec_dot_order, src0, src1, dst, nt);
+  return Status::Ok();
+}
+
+Status MulMatGlu(ComputeContext& ctx, const TensorView& gate, const TensorView& x, const TensorView& up,
+                 TensorView& dst, MulMatGluKind glu) {
+  const IsaLevel isa = EffectiveIsa(ctx);
+  const TypeKernels* kern = GetTypeKernels(gate.type, isa);
+  if (!kern) return VecDotType(gate.type).status();
+  STOWAGE_RETURN_IF_ERROR(CheckMulMat(*kern, gate, x, dst));
+  if (up.type != gate.type || up.layout != gate.layout || !std::equal(up.ne, up.ne + 4, gate.ne) ||
+      !std::equal(up.nb, up.nb + 4, gate.nb))
+    return InvalidArgument("MUL_MAT_GLU: up " + ShapeString(up) + " must have gate " + ShapeString(gate) +
+                           "'s type, layout, shape and strides");
+  STOWAGE_RETURN_IF_ERROR(CheckMulMat(*kern, up, x, dst));
+  const int64_t K = gate.ne[0], N = gate.ne[1], M = x.ne[1], ne12 = x.ne[2], ne13 = x.ne[3];
+  if (N * M * ne12 * ne13 == 0) return Status::Ok();
+  const int nt = std::max(1, ctx.n_threads);
+  const PathChoice path = ChooseSpecialPath(ctx, isa, /*vec_dot_order=*/false, gate, x, dst);
+  // The GLU of dst row r (the gate's products) with `up` row r (N floats each), in place.
+  auto glu_row = [&](int64_t r, const float* up_row) {
+    const int64_t m = r % M, i12 = (r / M) % ne12, i13 = r / (M * ne12);
+    float* g = reinterpret_cast<float*>(static_cast<char*>(dst.data) + m * dst.nb[1] + i12 * dst.nb[2] +
+                                        i13 * dst.nb[3]);
+    GluRow(ctx, glu, N, g, up_row, g);
+  };
+  if (path.path != SpecialPath::kNone) {
+    // The gate's products into dst, up's into ctx.fused_work (contiguous rows), then the GLU.
+    const int64_t nrows = M * ne12 * ne13;
+    if (ctx.fused_work.size() < size_t(N * nrows)) ctx.fused_work.resize(size_t(N * nrows));
+    float* up_rows = ctx.fused_work.data();
+    TensorView up_out = dst;
+    up_out.data = up_rows;
+    up_out.nb[0] = sizeof(float);
+    for (int d = 1; d < 4; ++d) up_out.nb[d] = up_out.nb[d - 1] * size_t(up_out.ne[d - 1]);
+    if (path.path == SpecialPath::kGemm) {
+      // The GEMM family: x converted once, both products and the GLU in one thread team.
+      const GemmProduct products[2] = {{&gate, &dst}, {&up, &up_out}};
+      MulMatGemm(ctx, *path.gemm, products, 2, x, nt, nrows,
+                 [&](int64_t r, int) { glu_row(r, up_rows + size_t(r) * size_t(N)); });
+      return Status::Ok();
+    }
+    // llamafile's order, the F16 heads gemv: each product on its own path.
+    MulMatSpecialized(ctx, isa, false, gate, x, dst, nt);
+    MulMatSpecialized(ctx, isa, false, up, x, up_out, nt);
+    ParallelFor(nt, nt > 1 && N * nrows >= 8192, nrows, Schedule::kStatic, 1,
+                [&](int64_t r, int) { glu_row(r, up_rows + size_t(r) * size_t(N)); });
+    return Status::Ok();
+  }
+  // The general path for both: x converted once, gate and up rows of each tile in one thread team,
+  // the GLU applied to the tile's piece of each row as it is produced (tiles start at multiples of
+  // 16, so the GLU's SIMD chunks are the whole row's).
+  const VecDotRows rows = ConvertSrc1(ctx, *kern, x, K, nt);
+  const VecDotRowProducts gate_products(ctx, *kern, isa, false, gate, x);
+  const VecDotRowProducts up_products(ctx, *kern, isa, false, up, x);
+  ForVecDotTiles(rows, x, dst, N, nt, 2 * N * M * ne12 * ne13 * K,
+                 [&](int64_t n0, int64_t n1, int64_t m, int64_t i12, int64_t i13, const void* y, float* out) {
+                   float up_tile[kVecDotBlockN];
+                   gate_products.Rows(n0, n1, m, i12, i13, y, out);
+                   up_products.Rows(n0, n1, m, i12, i13, y, up_tile - n0);
+                   GluRow(ctx, glu, n1 - n0, out + n0, up_tile, out + n0);
+                 });
   return Status::Ok();
 }
 

@@ -72,8 +72,9 @@ IsaLevel DetectIsa();
 /// Per-call execution context: thread count and a reusable scratch buffer. One context per
 /// concurrently running op (ops resize `work`); ops never keep pointers into it across calls.
 struct ComputeContext {
-  int n_threads = 1;          ///< OpenMP threads per op (values < 1 are treated as 1)
-  std::vector<uint8_t> work;  ///< scratch: MUL_MAT's converted src1, CPY's row buffers
+  int n_threads = 1;              ///< OpenMP threads per op (values < 1 are treated as 1)
+  std::vector<uint8_t> work;      ///< scratch: MUL_MAT's converted src1, CPY's row buffers
+  std::vector<float> fused_work;  ///< scratch of fused ops: MUL_MAT_GLU's up products (GEMM paths)
   /// Highest kernel level to use: the detected level is capped by this (tests force kScalar to
   /// compare SIMD paths against the reference).
   IsaLevel max_isa = IsaLevel::kAvx512Vnni;
@@ -130,6 +131,21 @@ Status GetRows(ComputeContext& ctx, const TensorView& src0, const TensorView& id
 /// Errors: kUnimplemented for unsupported src0 types; kInvalidArgument for shape/type/stride
 /// mismatches (K % block size, dst shape, broadcast, layout).
 Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src1, TensorView& dst);
+
+/// MUL_MAT_GLU (Stowage's fused FFN-in): dst = GLU(MUL_MAT(gate, x), MUL_MAT(up, x)) with the GLU
+/// `glu` names (MulMatGluKind: SWIGLU / GEGLU split, or SILU / GELU then MUL), bit for bit as those
+/// ops in sequence. gate and up: MulMat's src0 of one type, layout, shape and strides (two weight
+/// tensors where the model has them: no weights laid out together, so the plan's weight buffers and
+/// the CPU_REPACK conversions stay those of the unfused graph); x: MulMat's src1; dst F32 [N, M,
+/// ne12, ne13] with nb0 = 4. Where MulMat takes the general path (token generation), x is
+/// converted to the vec_dot type once and both products run in one thread team, the GLU applied to
+/// each tile as it is produced; on the GEMM path (prompt processing) x is converted to the family's
+/// activation rows once, both products and then the GLU (up's products in ctx.fused_work) run in
+/// one thread team; on llamafile's path (llamacpp_numerics, F32/F16) and the F16-heads gemv each
+/// product runs on its own, then the GLU row by row. Errors: MulMat's; kInvalidArgument when up differs from
+/// gate.
+Status MulMatGlu(ComputeContext& ctx, const TensorView& gate, const TensorView& x, const TensorView& up,
+                 TensorView& dst, MulMatGluKind glu);
 
 /// RMS_NORM over ne0 (ggml_rms_norm): dst = x * 1/sqrt(sum(x^2)/ne0 + eps), the sum in double as
 /// ggml_float. F32 src and dst of equal shape.

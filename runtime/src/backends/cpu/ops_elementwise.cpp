@@ -224,19 +224,51 @@ Status Tanh(ComputeContext& ctx, const TensorView& src, TensorView& dst) {
   return UnaryF32(ctx, src, dst, "TANH", [](float x) { return tanhf(x); });
 }
 
+namespace {
+
+// One element of each GLU: the gate x, the value g. GELU then MUL is GeluTimes (GELU's table, then
+// the product); GEGLU with llamacpp_numerics is GeGluLlama.
+float SwiGluElement(float x, float g) { return SiluF32(x) * g; }
+float GeluTimes(const fp16_t* table, float x, float g) { return GeluF32(table, x) * g; }
+// ggml_vec_geglu_f32: x <= -10 gives +0 whatever the sign of g (not 0 * g = -0 for g < 0).
+float GeGluLlama(const fp16_t* table, float x, float g) { return x <= -10.0f ? 0.0f : GeluF32(table, x) * g; }
+
+}  // namespace
+
 Status SwiGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst) {
-  return GluF32(
-      ctx, a, b, dst, "SWIGLU", [](float x, float g) { return SiluF32(x) * g; },
-      GetRowKernels(EffectiveIsa(ctx)).swiglu_row);
+  return GluF32(ctx, a, b, dst, "SWIGLU", SwiGluElement, GetRowKernels(EffectiveIsa(ctx)).swiglu_row);
 }
 
 Status GeGlu(ComputeContext& ctx, const TensorView& a, const TensorView& b, TensorView& dst) {
   const fp16_t* table = GeluTable(ctx.llamacpp_numerics);
   if (!ctx.llamacpp_numerics)
-    return GluF32(ctx, a, b, dst, "GEGLU", [table](float x, float g) { return GeluF32(table, x) * g; });
-  // ggml_vec_geglu_f32: x <= -10 gives +0 whatever the sign of g (not 0 * g = -0 for g < 0).
-  return GluF32(ctx, a, b, dst, "GEGLU",
-                [table](float x, float g) { return x <= -10.0f ? 0.0f : GeluF32(table, x) * g; });
+    return GluF32(ctx, a, b, dst, "GEGLU", [table](float x, float g) { return GeluTimes(table, x, g); });
+  return GluF32(ctx, a, b, dst, "GEGLU", [table](float x, float g) { return GeGluLlama(table, x, g); });
+}
+
+void GluRow(const ComputeContext& ctx, MulMatGluKind glu, int64_t n, const float* gate, const float* up,
+            float* y) {
+  const RowKernels& rk = GetRowKernels(EffectiveIsa(ctx));
+  switch (glu) {
+    case MulMatGluKind::kSwiGlu:
+      return rk.swiglu_row(n, gate, up, y);
+    case MulMatGluKind::kSiluMul:  // SILU's row kernel, then MUL's product (BinaryBroadcast's a * b)
+      rk.silu_row(n, gate, y);
+      for (int64_t i = 0; i < n; ++i) y[i] = y[i] * up[i];
+      return;
+    case MulMatGluKind::kGeGlu:
+      if (ctx.llamacpp_numerics) {
+        const fp16_t* table = GeluTable(true);
+        for (int64_t i = 0; i < n; ++i) y[i] = GeGluLlama(table, gate[i], up[i]);
+        return;
+      }
+      [[fallthrough]];
+    case MulMatGluKind::kGeluMul: {
+      const fp16_t* table = GeluTable(ctx.llamacpp_numerics);
+      for (int64_t i = 0; i < n; ++i) y[i] = GeluTimes(table, gate[i], up[i]);
+      return;
+    }
+  }
 }
 
 }  // namespace stowage::cpu
