@@ -7,6 +7,7 @@
 
 #include "mib_text.h"
 #include "stowage/planner/buft_select.h"
+#include "stowage/runtime/host_devices.h"
 
 namespace stowage::tools {
 namespace {
@@ -186,6 +187,20 @@ std::string DeploymentReportText(const DeploymentReport& r) {
                   d.use.reported ? MibText(static_cast<double>(d.headroom), true).c_str() : "-",
                   d.status.c_str());
     out += line;
+  }
+  // A plan across hosts (plan-model --cluster): what each host (MPI rank) holds in all.
+  int n_hosts = 1;
+  for (const DeviceReport& d : r.devices) n_hosts = std::max(n_hosts, HostOfDevice(d.use.name) + 1);
+  for (int h = 0; n_hosts > 1 && h < n_hosts; ++h) {
+    uint64_t by[4] = {0, 0, 0, 0}, total = 0;
+    for (const DeviceReport& d : r.devices) {
+      if (HostOfDevice(d.use.name) != h) continue;
+      for (int u = 0; u < 4; ++u) by[u] += d.use.by_usage[u];  // BufferUsage order
+      total += d.use.needed;
+    }
+    out += "host " + std::to_string(h) + " (MPI rank " + std::to_string(h) + "): weights " + Mib(by[0]) +
+           ", KV " + Mib(by[1]) + ", compute " + Mib(by[2]) + ", output " + Mib(by[3]) + ", total " +
+           Mib(total) + " MiB\n";
   }
   auto move_line = [](const std::string& head, const NextMove& mv) {
     std::string s =
