@@ -2,7 +2,6 @@
 #include "hosts.h"
 
 #include <cstdio>
-#include <cstdlib>
 
 #include "stowage/runtime/plan.h"
 #include "stowage/runtime/transport.h"
@@ -12,23 +11,8 @@
 
 namespace stowage::run {
 
-namespace {
-
-// MPI runs launched with the same command line on every rank: set by OMPI / PMI launchers.
-bool Launched() {
-#if STOWAGE_HAVE_MPI
-  return LaunchedByMpi();
-#else
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
-    if (std::getenv(v) != nullptr) return true;
-  return false;
-#endif
-}
-
-}  // namespace
-
 Result<std::shared_ptr<Transport>> StartHosts(double deadline_seconds) {
-  if (!Launched()) return std::shared_ptr<Transport>();
+  if (!LaunchedByMpi()) return std::shared_ptr<Transport>();
 #if STOWAGE_HAVE_MPI
   STOWAGE_ASSIGN_OR_RETURN(std::shared_ptr<Transport> t, CreateMpiTransport(deadline_seconds));
   if (t->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)

@@ -3,6 +3,7 @@
 #include "host_backends.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "../plan/plan_graph.h"
@@ -69,6 +70,12 @@ Status RemoteBackend::Compute(const NodeCall& call) {
 }
 
 }  // namespace exec
+
+bool LaunchedByMpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(v) != nullptr) return true;
+  return false;
+}
 
 int SplitInputTag(uint64_t step, int split, int input) {
   return static_cast<int>((step * 4099u + static_cast<uint64_t>(split) * 67u + static_cast<uint64_t>(input)) %

@@ -109,12 +109,6 @@ class MpiTransport final : public Transport {
 
 }  // namespace
 
-bool LaunchedByMpi() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
-    if (std::getenv(v) != nullptr) return true;
-  return false;
-}
-
 Result<std::shared_ptr<Transport>> CreateMpiTransport(double deadline_seconds) {
   if (!(deadline_seconds > 0))
     return InvalidArgument("MPI deadline " + std::to_string(deadline_seconds) + " s: expected > 0");

@@ -9,10 +9,6 @@
 
 namespace stowage {
 
-/// True when this process was started by an MPI launcher (mpirun / mpiexec of Open MPI, MPICH or a
-/// PMI-based launcher: OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK is set).
-bool LaunchedByMpi();
-
 /// Initializes MPI (MPI_Init_thread, MPI_THREAD_FUNNELED: only the calling thread makes MPI calls)
 /// and returns the transport of MPI_COMM_WORLD; MPI_Finalize runs when it is destroyed. Send and
 /// Recv give up after `deadline_seconds` (> 0) without progress: kUnavailable "MPI rank 1:

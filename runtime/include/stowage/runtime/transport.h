@@ -43,6 +43,11 @@ class Transport {
   [[noreturn]] virtual void Abort(const std::string& message) = 0;
 };
 
+/// True when this process was started by an MPI launcher (mpirun / mpiexec of Open MPI, MPICH or a
+/// PMI-based launcher: OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK is set), whether or not this
+/// build has MPI.
+bool LaunchedByMpi();
+
 /// The tag of split input `input` of split `split` in the `step`-th graph run of a session (the
 /// receiver posts its receives in the same order as the sender sends, so a tag only checks that
 /// they agree): in [0, 32768), MPI's smallest guaranteed MPI_TAG_UB.
