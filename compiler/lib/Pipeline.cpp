@@ -11,8 +11,10 @@ void buildStowagePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
   // The rewriting passes, in the order they run. Each rewrites only inside one place.split (same
   // backend, same split inputs and results) and only where the backend has the op it makes;
   // each has its own lit test in test/lit/Passes. Add a pass here, one line each:
-  if (options.fuse)
+  if (options.fuse) {
     pm.addPass(createStowageFuseRmsNormMul());
+    pm.addPass(createStowageFuseMulMatGlu());
+  }
 }
 
 void registerStowagePipeline() {

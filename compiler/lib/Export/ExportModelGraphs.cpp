@@ -335,6 +335,11 @@ LogicalResult GraphExporter::exportTensor(const Entry &e, planner::Tensor *t) {
     t->op = GgmlOp::RMS_NORM_MUL;
     t->iparams = p.iparams;
     t->fparams = p.fparams;
+  } else if (auto ffn = dyn_cast<ggml::MulMatGluOp>(op); ffn && !origin) {
+    const EncodedOpParams p = Encode(MulMatGluParams{static_cast<MulMatGluKind>(ffn.getGlu())});
+    t->op = GgmlOp::MUL_MAT_GLU;
+    t->iparams = p.iparams;
+    t->fparams = p.fparams;
   } else if (!origin) {
     // Ops without op parameters (ggml_op_params.h) are the IR alone; an op with parameters needs
     // its encoding here.

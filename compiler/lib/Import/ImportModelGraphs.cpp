@@ -409,6 +409,15 @@ FailureOr<Operation *> GraphImporter::createParamOp(const planner::Tensor &t, gg
       return b_.create<ggml::RmsNormMulOp>(loc, type, src[0], src[1], f32(p->eps)).getOperation();
     return b_.create<ggml::NormOp>(loc, type, src[0], f32(p->eps)).getOperation();
   }
+  case GgmlOp::MUL_MAT_GLU: { // a plan the compiler's fusion wrote
+    Result<MulMatGluParams> p = DecodeMulMatGlu(params);
+    if (!p.ok())
+      return paramError(p.status());
+    return b_
+        .create<ggml::MulMatGluOp>(loc, type, static_cast<ggml::MulMatGluKind>(p->glu), src[0],
+                                   src[1], src[2])
+        .getOperation();
+  }
   case GgmlOp::ROPE: {
     Result<RopeParams> p = DecodeRope(params);
     if (!p.ok())

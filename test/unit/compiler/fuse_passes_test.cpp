@@ -50,6 +50,7 @@ Result<std::vector<uint8_t>> FusedPlan(const GgufFile& gguf, const planner::Plan
 
 struct OpCounts {
   int ops = 0, rms_norm = 0, rms_norm_mul = 0;
+  int mul_mat = 0, mul_mat_glu = 0, act = 0;  // act: SILU and GELU (Feb 2025's GLU halves)
 };
 
 // The ggml ops of function `name` of the plan `bytes` as the importer reads it back.
@@ -68,6 +69,9 @@ OpCounts CountOps(const std::vector<uint8_t>& bytes, llvm::StringRef name) {
       ++c.ops;
     c.rms_norm += mlir::isa<ggml::RmsNormOp>(op);
     c.rms_norm_mul += mlir::isa<ggml::RmsNormMulOp>(op);
+    c.mul_mat += mlir::isa<ggml::MulMatOp>(op);
+    c.mul_mat_glu += mlir::isa<ggml::MulMatGluOp>(op);
+    c.act += mlir::isa<ggml::SiluOp, ggml::GeluOp>(op);
   });
   return c;
 }
@@ -96,9 +100,10 @@ std::vector<float> RunPlan(const std::vector<uint8_t>& plan, const std::string& 
 
 // Plans `path` for the CPU with and without the fusions, checks the fused nodes (`all_fused`: every
 // RMS_NORM of the graphs is followed by its weight's MUL) and runs both: the same logits bit for bit
-// in both numerics modes, planned == allocated.
-// Returns the fused nodes of both graphs.
-int ExpectFusedPlanEqual(const std::string& path, bool all_fused) {
+// in both numerics modes, planned == allocated. MUL_MAT_GLU replaces two MUL_MATs and the GLU (2026)
+// or the SILU / GELU and the MUL (Feb 2025). Returns the fused nodes of both graphs; `ffn_fused`
+// (optional) gets the MUL_MAT_GLU nodes.
+int ExpectFusedPlanEqual(const std::string& path, bool all_fused, int* ffn_fused = nullptr) {
   SCOPED_TRACE(path);
   auto gguf = GgufFile::Open(path);
   EXPECT_TRUE(gguf.ok()) << gguf.status().message();
@@ -112,9 +117,12 @@ int ExpectFusedPlanEqual(const std::string& path, bool all_fused) {
   int n_fused = 0;
   for (llvm::StringRef graph : {"pp", "tg"}) {
     const OpCounts before = CountOps(planned->bytes, graph), after = CountOps(*fused, graph);
-    n_fused += after.rms_norm_mul;
+    n_fused += after.rms_norm_mul + after.mul_mat_glu;
+    if (ffn_fused) *ffn_fused += after.mul_mat_glu;
     EXPECT_EQ(after.rms_norm + after.rms_norm_mul, before.rms_norm) << graph.str();
-    EXPECT_EQ(after.ops, before.ops - after.rms_norm_mul) << graph.str();
+    EXPECT_EQ(after.mul_mat + 2 * after.mul_mat_glu, before.mul_mat) << graph.str();
+    EXPECT_EQ(after.ops, before.ops - after.rms_norm_mul - 2 * after.mul_mat_glu - (before.act - after.act))
+        << graph.str();
     if (all_fused) {
       EXPECT_GT(before.rms_norm, 0) << graph.str();
       EXPECT_EQ(after.rms_norm, 0) << graph.str();
@@ -140,14 +148,18 @@ int ExpectFusedPlanEqual(const std::string& path, bool all_fused) {
 TEST(FusePasses, FusedPlansGiveTheSameLogitsBitForBit) {
   const std::vector<std::string> models = test::SharedModelPaths();
   if (models.empty()) GTEST_SKIP() << "no shared models in " << test::ModelsDir();
-  for (const std::string& path : models) ExpectFusedPlanEqual(path, true);
+  for (const std::string& path : models) {
+    int ffn = 0;
+    ExpectFusedPlanEqual(path, true, &ffn);
+    std::cout << path << ": " << ffn << " MUL_MAT_GLU in pp and tg\n";
+  }
 }
 
 // Every architecture gguf-synth writes (the golden-arch models' generator), F32 and Q8_0: its norms
 // (per-head q/k norms, post-norms, MoE, Mamba, ...) fused where the rules allow, the logits the
 // unfused plan's.
 TEST(FusePasses, EverySynthArchitectureGivesTheSameLogits) {
-  std::string unfused;
+  std::string unfused, no_ffn;
   for (const std::string& arch : synth::SupportedArchs()) {
     for (GgmlType type : {GgmlType::F32, GgmlType::Q8_0}) {
       synth::ModelSpec spec;
@@ -157,7 +169,9 @@ TEST(FusePasses, EverySynthArchitectureGivesTheSameLogits) {
                                std::to_string(getpid()) + ".gguf";
       Status st = synth::WriteModel(spec, path);
       ASSERT_TRUE(st.ok()) << arch << ": " << st.ToString();
-      if (ExpectFusedPlanEqual(path, false) == 0 && type == GgmlType::F32) unfused += " " + arch;
+      int ffn = 0;
+      if (ExpectFusedPlanEqual(path, false, &ffn) == 0 && type == GgmlType::F32) unfused += " " + arch;
+      if (ffn == 0 && type == GgmlType::F32) no_ffn += " " + arch;
       std::remove(path.c_str());
     }
   }
@@ -165,6 +179,10 @@ TEST(FusePasses, EverySynthArchitectureGivesTheSameLogits) {
   std::cout << "no RMS_NORM + MUL fused:" << unfused << "\n";
   EXPECT_EQ((unfused + " ").find(" llama "), std::string::npos);
   EXPECT_EQ((unfused + " ").find(" qwen3 "), std::string::npos);
+  // Gated FFNs of dense models get MUL_MAT_GLU (MoE experts are MUL_MAT_ID, not fused).
+  std::cout << "no MUL_MAT_GLU:" << no_ffn << "\n";
+  EXPECT_EQ((no_ffn + " ").find(" llama "), std::string::npos);
+  EXPECT_EQ((no_ffn + " ").find(" qwen3 "), std::string::npos);
 }
 
 // The comparison above can fail: a fused plan whose norm epsilon differs gives other logits.
@@ -182,6 +200,34 @@ TEST(FusePasses, AChangedFusedNodeChangesTheLogits) {
     if (t.op == GgmlOp::RMS_NORM) t.fparams = {1e-2f};
   auto fused = FusedPlan(**gguf, changed);
   ASSERT_TRUE(fused.ok()) << fused.status().message();
+  std::vector<BufferReport> b;
+  const std::vector<float> want = RunPlan(planned->bytes, path, false, &b);
+  const std::vector<float> got = RunPlan(*fused, path, false, &b);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_NE(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+}
+
+// The MUL_MAT_GLU comparison can fail: a plan whose FFN activation is GELU (GEGLU) instead of SILU
+// (SWIGLU) fuses into another MUL_MAT_GLU kind and gives other logits than the planner's plan.
+TEST(FusePasses, AChangedFfnInChangesTheLogits) {
+  const std::string path = test::ModelPath("stories260K.gguf");
+  if (!test::FileExists(path)) GTEST_SKIP() << path << " is absent";
+  auto gguf = GgufFile::Open(path);
+  ASSERT_TRUE(gguf.ok());
+  auto planned = PlanForCpu(**gguf);
+  ASSERT_TRUE(planned.ok()) << planned.status().message();
+  planner::PlanResult changed = *planned;
+  int swapped = 0;
+  for (auto* g : {&changed.graphs.pp, &changed.graphs.tg})
+    for (planner::Tensor& t : g->tensors)
+      if (t.op == GgmlOp::SILU || t.op == GgmlOp::SWIGLU) {  // Feb 2025's and 2026's forms
+        t.op = t.op == GgmlOp::SILU ? GgmlOp::GELU : GgmlOp::GEGLU;
+        ++swapped;
+      }
+  ASSERT_GT(swapped, 0);
+  auto fused = FusedPlan(**gguf, changed);
+  ASSERT_TRUE(fused.ok()) << fused.status().message();
+  EXPECT_GT(CountOps(*fused, "tg").mul_mat_glu, 0);
   std::vector<BufferReport> b;
   const std::vector<float> want = RunPlan(planned->bytes, path, false, &b);
   const std::vector<float> got = RunPlan(*fused, path, false, &b);

@@ -57,4 +57,26 @@ def StowageFuseRmsNormMul : Pass<"stowage-fuse-rms-norm-mul", "::mlir::ModuleOp"
   ];
 }
 
+def StowageFuseMulMatGlu : Pass<"stowage-fuse-mul-mat-glu", "::mlir::ModuleOp"> {
+  let summary = "gate and up MUL_MATs of one activation with their GLU -> one ggml.mul_mat_glu";
+  let description = [{
+    Rewrites `%g = ggml.mul_mat %gate, %x`, `%u = ggml.mul_mat %up, %x` and the GLU that joins
+    them (`ggml.glu swiglu|geglu %g, %u`, llama.cpp 2026's build_ffn, or `ggml.silu|gelu %g` then
+    `ggml.mul %act, %u`, Feb 2025's) into `ggml.mul_mat_glu <kind> %gate, %x, %up`, which keeps
+    the GLU's (or MUL's) name, place.backend and place.cause. Legal only when every op is
+    directly inside the same place.split, the intermediate results have no other users, both
+    weights have one type, shape and buffer type, and the split's backend runs MUL_MAT_GLU with
+    these tensors (its op table, FuseCommon.h: the CPU backend has it, CUDA does not); on the CPU
+    backend the result is the sequence's bit for bit. With `remarks` each FFN-in left alone gets
+    a remark saying why.
+  }];
+  let options = [
+    Option<"remarks", "remarks", "bool", "false",
+           "emit a remark at each gate / up / GLU group left unfused, with the reason">,
+  ];
+  let statistics = [
+    Statistic<"numFused", "fused", "gate / up / GLU groups fused">,
+  ];
+}
+
 #endif // STOWAGE_COMPILER_TRANSFORMS_PASSES_TD

@@ -333,6 +333,22 @@ LogicalResult MulMatOp::verify() {
                    "ggml_mul_mat: [a.ne1, b.ne1, b.ne2, b.ne3], f32");
 }
 
+LogicalResult MulMatGluOp::verify() {
+  if (isTransposed(getGate()) || isTransposed(getUp()))
+    return emitOpError() << "gate and up must not be transposed (ggml_mul_mat)";
+  TensorType gate = tensorOf(getGate()), up = tensorOf(getUp());
+  if (gate.getElementType() != up.getElementType())
+    return emitOpError() << "gate " << gate << " and up " << up
+                         << " must have the same element type";
+  const int32_t iparams[1] = {static_cast<int32_t>(getGlu())};
+  Result<MulMatGluParams> p = DecodeMulMatGlu(OpParamsRef(iparams, 1, nullptr, 0));
+  if (!p.ok())
+    return emitOpError() << p.status().message();
+  return checkRule(*this, GgmlOp::MUL_MAT_GLU, {getGate(), getX(), getUp()},
+                   Float32Type::get(getContext()),
+                   "ggml_mul_mat(gate, x): [gate.ne1, x.ne1, x.ne2, x.ne3], f32", Encode(*p));
+}
+
 LogicalResult MulMatIdOp::verify() {
   TensorType ids = tensorOf(getIds());
   if (isTransposed(getAs()))

@@ -35,6 +35,15 @@ def GGML_GluOpEnum : I32EnumAttr<"GluKind", "ggml's gated linear unit (enum ggml
   let cppNamespace = "::stowage::ggml";
 }
 
+def GGML_MulMatGluKindEnum : I32EnumAttr<"MulMatGluKind",
+    "the GLU of ggml.mul_mat_glu: the op or ops it replaces (runtime MulMatGluKind)", [
+    I32EnumAttrCase<"swiglu", 0>,
+    I32EnumAttrCase<"geglu", 1>,
+    I32EnumAttrCase<"silu_mul", 2>,
+    I32EnumAttrCase<"gelu_mul", 3>]> {
+  let cppNamespace = "::stowage::ggml";
+}
+
 def GGML_SortOrderEnum : I32EnumAttr<"SortOrder", "ggml's sort order (enum ggml_sort_order)", [
     I32EnumAttrCase<"asc", 0>,
     I32EnumAttrCase<"desc", 1>]> {
@@ -189,6 +198,27 @@ def GGML_MulMatOp : GGML_Op<"mul_mat"> {
   let arguments = (ins GGML_Tensor:$a, GGML_Tensor:$b);
   let results = (outs GGML_Tensor:$result);
   let assemblyFormat = "$a `,` $b attr-dict `:` functional-type(operands, results)";
+}
+
+def GGML_MulMatGluOp : GGML_Op<"mul_mat_glu"> {
+  let summary = "MUL_MAT_GLU: the FFN-in, GLU(gate^T x, up^T x) in one op (Stowage's fusion)";
+  let description = [{
+    The GLU of ggml.mul_mat(gate, x) and ggml.mul_mat(up, x) as one op, bit for bit on the CPU
+    backend: `glu` names what it replaces, swiglu / geglu (ggml.glu of the split form, llama.cpp
+    2026 build_ffn) or silu_mul / gelu_mul (ggml.silu / ggml.gelu then ggml.mul, Feb 2025).
+    gate and up are two weight tensors of one type and shape (they stay where the planner put
+    them), x the activations: MUL_MAT(gate, x)'s shape rule, result f32 [gate.ne1, x.ne1, x.ne2,
+    x.ne3]. Made by the `stowage-fuse-mul-mat-glu` pass, never by the graph builders; the plan
+    carries it as the op MUL_MAT_GLU (sources gate, x, up; iparams {glu}).
+    Example:
+      %f = ggml.mul_mat_glu swiglu %gate, %x, %up : (!ggml.tensor<[4096, 11008], q4_K>,
+             !ggml.tensor<[4096, n_tokens], f32>, !ggml.tensor<[4096, 11008], q4_K>)
+             -> !ggml.tensor<[11008, n_tokens], f32>
+  }];
+  let arguments = (ins GGML_MulMatGluKindEnum:$glu, GGML_Tensor:$gate, GGML_Tensor:$x,
+                       GGML_Tensor:$up);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$glu $gate `,` $x `,` $up attr-dict `:` functional-type(operands, results)";
 }
 
 def GGML_MulMatIdOp : GGML_Op<"mul_mat_id"> {
