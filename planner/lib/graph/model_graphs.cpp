@@ -644,7 +644,9 @@ Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const HParams& hp, co
             std::to_string(n_tensors - unused.size()));
   }
   AddKvCache(m);
-  m.llama2026 = spec->llama2026 || m.cfg.llamacpp_compat == LlamacppCompat::k2026;
+  // The recurrent models (mamba) keep Feb 2025's graphs: ggml-alloc's exact rules over their state
+  // copies give overlapping offsets (plan-dump --check-memory) that the plan verifier refuses.
+  m.llama2026 = spec->llama2026 || (m.cfg.llamacpp_compat == LlamacppCompat::k2026 && !m.hp.recurrent());
 
   const int64_t n_ctx = m.cfg.n_ctx;
   // llama.cpp 2026 sched_reserve with several sequences (a transformer's): pp of min(n_ctx,

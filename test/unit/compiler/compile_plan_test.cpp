@@ -92,6 +92,7 @@ TEST(CompilePlan, AGraphTheImporterRefusesKeepsThePlannersPlan) {
   auto gguf = GgufFile::Open(path);
   ASSERT_TRUE(gguf.ok()) << gguf.status().message();
   planner::PlanRequest req;
+  req.llamacpp_compat = planner::LlamacppCompat::kFeb25;  // Feb 2025's K store: a CPY into a K view
   req.context.n_ctx = 256;
   req.context.type_k = GgmlType::Q8_0;
   req.flags = "test";

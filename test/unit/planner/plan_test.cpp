@@ -270,7 +270,9 @@ TEST_F(PlanTest, ItsStepsAreWhatItRuns) {
   const std::vector<DeviceManifest> machine = {Gpu("GPU0", 1), Gpu("GPU1", 1024), Cpu()};
   auto r = Plan(*gguf_, machine, req);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  auto m = BuildModelGraphs(*gguf_, req.context);
+  ContextConfig cfg = req.context;
+  cfg.llamacpp_compat = req.llamacpp_compat;  // the request's, as Plan's
+  auto m = BuildModelGraphs(*gguf_, cfg);
   ASSERT_TRUE(m.ok()) << m.status().message();
   PlacementOutcome o;
   for (PlaceStep step : {PlaceStep::kLayers, PlaceStep::kWeights, PlaceStep::kKvCache, PlaceStep::kSchedule,
