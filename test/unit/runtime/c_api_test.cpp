@@ -378,5 +378,158 @@ TEST_F(CApiTest, SequenceStateMovesBetweenSessions) {
   stowage_session_free(other);
 }
 
+// A careless embedder: NULL sessions, pointers and out-of-range sizes everywhere are refused with
+// an error code (or the documented empty answer), never a crash.
+TEST_F(CApiTest, NullAndOutOfRangeArgumentsAreRefused) {
+  EXPECT_NE(stowage_decode(nullptr, nullptr, 1, 0), STOWAGE_OK);
+  EXPECT_NE(stowage_decode(s_, nullptr, 1, 0), STOWAGE_OK);
+  EXPECT_NE(stowage_decode(s_, nullptr, 0, 0), STOWAGE_OK);
+  EXPECT_NE(stowage_decode_batch(s_, nullptr), STOWAGE_OK);
+  EXPECT_NE(stowage_decode_batch(nullptr, nullptr), STOWAGE_OK);
+  const int32_t tok[2] = {1, 2};
+  const int32_t bad_seq[2] = {0, 256};  // [0, stowage_n_seq_ids): 256 with -kvu
+  stowage_batch b{2, tok, nullptr, bad_seq, nullptr};
+  EXPECT_NE(stowage_decode_batch(s_, &b), STOWAGE_OK);
+  stowage_batch neg{-3, tok, nullptr, nullptr, nullptr};
+  EXPECT_NE(stowage_decode_batch(s_, &neg), STOWAGE_OK);
+  stowage_batch nulltok{2, nullptr, nullptr, nullptr, nullptr};
+  EXPECT_NE(stowage_decode_batch(s_, &nulltok), STOWAGE_OK);
+  const int32_t big[1] = {1 << 30};
+  EXPECT_NE(stowage_decode(s_, big, 1, 0), STOWAGE_OK);
+  const int32_t negtok[1] = {-5};
+  EXPECT_NE(stowage_decode(s_, negtok, 1, 0), STOWAGE_OK);
+  std::vector<int32_t> too_many(1000, 1);  // more than n_ctx 64
+  EXPECT_NE(stowage_decode(s_, too_many.data(), too_many.size(), 0), STOWAGE_OK);
+  EXPECT_EQ(stowage_get_logits(nullptr, nullptr), nullptr);
+  EXPECT_EQ(stowage_get_logits_ith(nullptr, 0), nullptr);
+  EXPECT_EQ(stowage_get_logits_ith(s_, 1 << 20), nullptr);
+  EXPECT_EQ(stowage_get_logits_ith(s_, -(1 << 20)), nullptr);
+  EXPECT_NE(stowage_kv_seq_rm(nullptr, 0, 0, -1), STOWAGE_OK);
+  EXPECT_NE(stowage_kv_seq_rm(s_, 256, 0, -1), STOWAGE_OK);
+  EXPECT_NE(stowage_kv_seq_cp(s_, 0, 256, 0, -1), STOWAGE_OK);
+  EXPECT_NE(stowage_kv_seq_cp(s_, -2, 0, 0, -1), STOWAGE_OK);
+  EXPECT_NE(stowage_kv_seq_cp(nullptr, 0, 1, 0, -1), STOWAGE_OK);
+  stowage_kv_seq_pos_max(nullptr, 0);
+  stowage_kv_seq_pos_max(s_, 99);
+  stowage_kv_seq_pos_min(s_, -99);
+  stowage_kv_clear(nullptr);
+  stowage_reset(nullptr);
+  EXPECT_EQ(stowage_n_vocab(nullptr), 0u);
+  EXPECT_EQ(stowage_n_ctx(nullptr), 0u);
+  EXPECT_EQ(stowage_n_past(nullptr), 0u);
+  EXPECT_NE(stowage_set_embeddings(nullptr, 1, static_cast<stowage_pooling_type>(0)), STOWAGE_OK);
+  EXPECT_NE(stowage_set_embeddings(s_, 1, static_cast<stowage_pooling_type>(99)), STOWAGE_OK);
+  EXPECT_EQ(stowage_get_embeddings_ith(nullptr, 0), nullptr);
+  EXPECT_EQ(stowage_get_embeddings_ith(s_, 0), nullptr);
+  EXPECT_EQ(stowage_get_embeddings_seq(s_, 99), nullptr);
+  // Tokenizer: negative sizes, a NULL text with length 0, tiny buffers.
+  EXPECT_EQ(stowage_tokenize(s_, "abc", -1, nullptr, 0, 1, 0), -4);  // up to the NUL: BOS a b c
+  EXPECT_EQ(stowage_tokenize(s_, "abc", 3, nullptr, -4, 1, 0), INT32_MIN);
+  int32_t one[1];
+  EXPECT_LT(stowage_tokenize(s_, "Once upon a time", 16, one, 1, 1, 0), 0);
+  const std::string junk = "\xff\xfe\xc3(\xe2\x82 \xf0\x9f";  // invalid UTF-8
+  EXPECT_GE(stowage_tokenize(s_, junk.c_str(), static_cast<int32_t>(junk.size()), nullptr, 0, 1, 0),
+            INT32_MIN + 1);
+  char text[2];
+  const int32_t ids[3] = {300, 301, 302};
+  EXPECT_LT(stowage_detokenize(s_, ids, 3, text, 2, 0, 0), 0);
+  EXPECT_EQ(stowage_detokenize(s_, ids, -3, text, 2, 0, 0), INT32_MIN);
+  EXPECT_EQ(stowage_detokenize(s_, ids, 3, text, -2, 0, 0), INT32_MIN);
+  const int32_t bad_ids[2] = {-1, 1 << 30};
+  stowage_detokenize(s_, bad_ids, 2, text, 2, 0, 0);
+  EXPECT_EQ(stowage_token_to_piece(s_, -1, text, 2, 0, 0), 0);
+  EXPECT_EQ(stowage_token_to_piece(s_, 300, text, -1, 0, 0), INT32_MIN);
+  EXPECT_EQ(stowage_token_to_piece(s_, 300, text, 2, 1000, 0) >= INT32_MIN, true);
+  EXPECT_EQ(stowage_token_is_eog(nullptr, 0), 0);
+  // Samplers.
+  EXPECT_NE(stowage_sampler_chain_add(nullptr, stowage_sampler_init_greedy()), STOWAGE_OK);
+  stowage_sampler* c = stowage_sampler_chain_init();
+  EXPECT_NE(stowage_sampler_chain_add(c, nullptr), STOWAGE_OK);
+  EXPECT_EQ(stowage_sampler_chain_n(nullptr), 0);
+  EXPECT_EQ(stowage_sampler_sample(nullptr, s_, -1), -1);
+  EXPECT_EQ(stowage_sampler_sample(c, nullptr, -1), -1);
+  ASSERT_EQ(stowage_sampler_chain_add(c, stowage_sampler_init_top_k(-5)), STOWAGE_OK);
+  ASSERT_EQ(stowage_sampler_chain_add(c, stowage_sampler_init_top_p(NAN, 0)), STOWAGE_OK);
+  ASSERT_EQ(stowage_sampler_chain_add(c, stowage_sampler_init_min_p(-1.f, 1u << 30)), STOWAGE_OK);
+  ASSERT_EQ(stowage_sampler_chain_add(c, stowage_sampler_init_temp(NAN)), STOWAGE_OK);
+  ASSERT_EQ(stowage_sampler_chain_add(c, stowage_sampler_init_penalties(-7, NAN, INFINITY, -INFINITY)),
+            STOWAGE_OK);
+  ASSERT_EQ(stowage_sampler_chain_add(c, stowage_sampler_init_dist(0)), STOWAGE_OK);
+  EXPECT_EQ(stowage_sampler_sample(c, s_, -1), -1);  // no logits yet
+  const std::vector<int32_t> p = Tokenize("Once upon a time");
+  ASSERT_EQ(stowage_decode(s_, p.data(), p.size(), 0), STOWAGE_OK);
+  const int32_t t = stowage_sampler_sample(c, s_, -1);
+  EXPECT_TRUE(t == -1 || (t >= 0 && t < static_cast<int32_t>(stowage_n_vocab(s_)))) << t;
+  stowage_sampler_accept(c, -1);
+  stowage_sampler_accept(c, 1 << 30);
+  stowage_sampler_accept(nullptr, 1);
+  stowage_sampler_reset(nullptr);
+  stowage_sampler_free(c);
+  // State files: NULL and missing paths, a directory, an out-of-range sequence.
+  EXPECT_EQ(stowage_state_save_file(s_, nullptr), STOWAGE_INVALID_ARGUMENT);
+  EXPECT_EQ(stowage_state_load_file(s_, nullptr), STOWAGE_INVALID_ARGUMENT);
+  EXPECT_NE(stowage_state_save_file(nullptr, "x"), STOWAGE_OK);
+  EXPECT_NE(stowage_state_load_file(nullptr, "x"), STOWAGE_OK);
+  EXPECT_NE(stowage_state_load_file(s_, dir_.File("missing.state").c_str()), STOWAGE_OK);
+  EXPECT_NE(stowage_state_load_file(s_, dir_.File("").c_str()), STOWAGE_OK);
+  EXPECT_NE(stowage_state_save_file(s_, "/nonexistent-dir/x.state"), STOWAGE_OK);
+  EXPECT_EQ(stowage_state_seq_save_file(s_, dir_.File("q.state").c_str(), 256), STOWAGE_INVALID_ARGUMENT);
+  EXPECT_EQ(stowage_state_seq_save_file(s_, dir_.File("q.state").c_str(), -1), STOWAGE_INVALID_ARGUMENT);
+  ASSERT_EQ(stowage_state_seq_save_file(s_, dir_.File("q.state").c_str(), 0), STOWAGE_OK);
+  EXPECT_NE(stowage_state_seq_load_file(s_, dir_.File("q.state").c_str(), 256), STOWAGE_OK);
+  EXPECT_NE(stowage_state_seq_load_file(s_, dir_.File("q.state").c_str(), -1), STOWAGE_OK);
+  EXPECT_EQ(std::string(stowage_last_error(nullptr)).find('\n'), std::string::npos);
+  EXPECT_EQ(stowage_n_past(s_), p.size());
+}
+
+// State and sequence-state files truncated at every header offset (and at a stride through the
+// data) or with any header byte changed: an error with one line, never a crash, and the session
+// unchanged (the next step's logits those of the saved state).
+TEST_F(CApiTest, StateFilesFuzzedAreRefusedAndLeaveTheSessionUnchanged) {
+  const std::vector<int32_t> a = Tokenize("Once upon a time");
+  ASSERT_EQ(stowage_decode(s_, a.data(), a.size(), 0), STOWAGE_OK);
+  const std::string whole = dir_.File("w.state"), seq = dir_.File("q.state");
+  ASSERT_EQ(stowage_state_save_file(s_, whole.c_str()), STOWAGE_OK);
+  ASSERT_EQ(stowage_state_seq_save_file(s_, seq.c_str(), 0), STOWAGE_OK);
+  const int32_t next = 300;
+  stowage_session* ref = Open(plan_path_, model_);
+  ASSERT_EQ(stowage_state_load_file(ref, whole.c_str()), STOWAGE_OK);
+  ASSERT_EQ(stowage_decode(ref, &next, 1, 0), STOWAGE_OK);
+  const size_t nv = stowage_n_vocab(ref);
+  const std::vector<float> want(stowage_get_logits_ith(ref, -1), stowage_get_logits_ith(ref, -1) + nv);
+  stowage_session_free(ref);
+  for (const std::string& path : {whole, seq}) {
+    const bool is_seq = path == seq;
+    std::ifstream in(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto load = [&](const std::string& p) {
+      return is_seq ? stowage_state_seq_load_file(s_, p.c_str(), 1) : stowage_state_load_file(s_, p.c_str());
+    };
+    const auto refused = [&](const std::string& content, const std::string& what) {
+      const std::string p = dir_.Write("fuzz.state", content);
+      const stowage_status st = load(p);
+      EXPECT_NE(st, STOWAGE_OK) << what;  // every byte is checked (header fields, checksum, size)
+      const std::string msg = stowage_last_error(s_);
+      EXPECT_FALSE(msg.empty()) << what;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << what << ": " << msg;
+      EXPECT_EQ(msg.rfind(p, 0), 0u) << what << ": " << msg;
+    };
+    const size_t header = std::min<size_t>(bytes.size(), 512);
+    for (size_t n = 0; n < bytes.size(); n += n < header ? 1 : 997)
+      refused(bytes.substr(0, n), "truncated at " + std::to_string(n));
+    for (size_t i = 0; i < header; ++i)
+      for (const char x : {'\x01', '\x80', '\xff'}) {
+        std::string changed = bytes;
+        changed[i] = static_cast<char>(changed[i] ^ x);
+        refused(changed, "byte " + std::to_string(i) + " ^ " + std::to_string(static_cast<uint8_t>(x)));
+      }
+    refused(bytes + std::string(4096, '\0'), "4 KiB appended");
+  }
+  // The cache is the saved one: a refused load changed nothing.
+  ASSERT_EQ(stowage_state_load_file(s_, whole.c_str()), STOWAGE_OK);
+  ASSERT_EQ(stowage_decode(s_, &next, 1, 0), STOWAGE_OK);
+  EXPECT_EQ(std::vector<float>(stowage_get_logits_ith(s_, -1), stowage_get_logits_ith(s_, -1) + nv), want);
+}
+
 }  // namespace
 }  // namespace stowage
