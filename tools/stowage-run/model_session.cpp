@@ -15,18 +15,18 @@ namespace stowage::run {
 
 Result<std::shared_ptr<const GgufFile>> OpenModel(const CommonOptions& c) {
   STOWAGE_ASSIGN_OR_RETURN(std::shared_ptr<const GgufFile> gguf, GgufFile::Open(c.model));
-  tools::GuardMappedFile("stowage-run", gguf->path(), gguf->bytes(), gguf->file_size());
+  tools::GuardMappedFile(c.program.c_str(), gguf->path(), gguf->bytes(), gguf->file_size());
   return gguf;
 }
 
 namespace {
 
 // The model's tokenizer; what it accepted with llama.cpp's fallbacks is printed as warnings.
-Result<Tokenizer> LoadTokenizer(const GgufFile& gguf) {
+Result<Tokenizer> LoadTokenizer(const GgufFile& gguf, const std::string& program) {
   auto tok = Tokenizer::FromGguf(gguf);
   if (tok.ok())
     for (const std::string& w : tok->warnings())
-      std::fprintf(stderr, "stowage-run: warning: %s\n", w.c_str());
+      std::fprintf(stderr, "%s: warning: %s\n", program.c_str(), w.c_str());
   return tok;
 }
 
@@ -63,7 +63,7 @@ Result<std::unique_ptr<Session>> OpenSession(const CommonOptions& c,
 
 Result<LoadedModel> LoadModel(const CommonOptions& c, bool quiet) {
   STOWAGE_ASSIGN_OR_RETURN(std::shared_ptr<const GgufFile> gguf, OpenModel(c));
-  STOWAGE_ASSIGN_OR_RETURN(Tokenizer tokenizer, LoadTokenizer(*gguf));
+  STOWAGE_ASSIGN_OR_RETURN(Tokenizer tokenizer, LoadTokenizer(*gguf, c.program));
   int output_host = 0;
   STOWAGE_ASSIGN_OR_RETURN(
       std::unique_ptr<Session> session,

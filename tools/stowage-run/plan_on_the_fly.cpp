@@ -47,16 +47,16 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const CommonOpti
       tools::ProbedManifests(ProbeDevices().devices, [](const ProbedDevice&) { return true; }));
   // The model's warnings always; llama.cpp's context and GPU warnings, the -ngl auto result and
   // -fa auto turning flash attention off unless quiet.
-  auto print = [quiet](const planner::PlanMessage& msg) {
+  auto print = [quiet, &c](const planner::PlanMessage& msg) {
     using Kind = planner::PlanMessageKind;
     if (msg.kind == Kind::kWarning)
-      std::fprintf(stderr, "stowage-run: warning: %s\n", msg.text.c_str());
+      std::fprintf(stderr, "%s: warning: %s\n", c.program.c_str(), msg.text.c_str());
     else if (quiet)
       return;
     else if (msg.kind == Kind::kContextOverflow || msg.kind == Kind::kGpuLayersIgnored)
-      std::fprintf(stderr, "stowage-run: warning: %s\n", msg.text.c_str());
+      std::fprintf(stderr, "%s: warning: %s\n", c.program.c_str(), msg.text.c_str());
     else if (msg.kind == Kind::kFitSearched)
-      std::fprintf(stderr, "stowage-run: -ngl auto: %d layers fit the GPUs\n", msg.n_gpu_layers);
+      std::fprintf(stderr, "%s: -ngl auto: %d layers fit the GPUs\n", c.program.c_str(), msg.n_gpu_layers);
     else if (msg.kind == Kind::kFlashAttnDisabled)
       std::fprintf(stderr, "%s\n", msg.text.c_str());
   };
@@ -67,7 +67,7 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const CommonOpti
     STOWAGE_ASSIGN_OR_RETURN(compiler::CompiledPlan compiled,
                              compiler::CompilePlan(gguf, planned, request.flags));
     if (!compiled.not_compiled.empty() && !quiet)
-      std::fprintf(stderr, "stowage-run: note: %s (the planner's graphs are run)\n",
+      std::fprintf(stderr, "%s: note: %s (the planner's graphs are run)\n", c.program.c_str(),
                    compiled.not_compiled.c_str());
     planned.bytes = std::move(compiled.bytes);
     planned.fit = compiled.fit;
@@ -78,7 +78,7 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const CommonOpti
   if (!planned.fit.ok()) {
     if (!c.no_fit_check) return planned.fit;
     std::fflush(stdout);
-    std::fprintf(stderr, "stowage-run: warning: %s (running anyway: --no-fit-check)\n",
+    std::fprintf(stderr, "%s: warning: %s (running anyway: --no-fit-check)\n", c.program.c_str(),
                  planned.fit.message().c_str());
   }
   return std::move(planned.bytes);

@@ -26,6 +26,8 @@ inline constexpr uint32_t kDefaultGenerationContext = 4096;
 /// The options every subcommand takes (given before the subcommand): the model, the plan or the
 /// flags of planning on the fly, and the session's settings.
 struct CommonOptions {
+  /// The tool's name that begins its warnings and notes ("stowage-run", "stowage-server").
+  std::string program = "stowage-run";
   std::string model, plan;
   int threads = 0;
   uint32_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;

@@ -438,6 +438,7 @@ int Main(int argc, char** argv) {
       rc >= 0)
     return rc;
   run::CommonOptions& c = o.common;
+  c.program = "stowage-server";
   if (c.n_ctx == 0 && app.count("--ctx-size") == 0) c.n_ctx = run::kDefaultGenerationContext;
   c.n_seq_max = static_cast<uint32_t>(o.n_parallel);
   c.kv_unified = true;
