@@ -488,6 +488,7 @@ def test_cli(args, model):
         (["-m", model, "--port", "70000"], "--port: expected an integer from 0 to 65535, found 70000"),
         (["-m", model, "-np", "0"], "--parallel: expected an integer from 1 to 256, found 0"),
         (["-m", model, "-fa"], "--flash-attn: 1 required"),
+        (["-m", model, "--api-key", ","], "--api-key: no key in ',', expected KEY[,KEY...]"),
     ]
     for argv, expected in cases:
         out = subprocess.run([args.server, "--port", "0", *argv], capture_output=True, text=True, timeout=60)

@@ -89,7 +89,15 @@ void AddOptions(CLI::App& app, ServerOptions* o) {
       ->capture_default_str();
   app.add_option("--api-key", o->api_key,
                  "API key(s), comma-separated: requests other than /health and /v1/models then need "
-                 "'Authorization: Bearer KEY'");
+                 "'Authorization: Bearer KEY'")
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            // A list of only separators would leave the server open: refuse it rather than serve.
+            return v.find_first_not_of(',') == std::string::npos
+                       ? "no key in '" + v + "', expected KEY[,KEY...]"
+                       : std::string();
+          },
+          "KEY[,KEY...]"));
   app.add_option("-n,--n-predict", o->n_predict,
                  "max_tokens of a request that gives none (-1: until the end of text or a full context)")
       ->check(tools::IntegerIn(-1, run::kMaxTokens));
