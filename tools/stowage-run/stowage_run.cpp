@@ -20,6 +20,7 @@
 #include "run_common.h"
 #include "stdout_check.h"
 #include "stowage/runtime/atomic_file.h"
+#include "stowage/runtime/chat_template.h"
 #include "stowage/runtime/session.h"
 
 namespace stowage::run {
@@ -300,6 +301,9 @@ int RunChat(const CLI::App& app, const CommonOptions& c, GenerateFlags g) {
     if (!text.ok()) return Fail(text.status());
     if (text->empty())
       return Fail(InvalidArgument(g.chat_template_file + ": the chat template file is empty"));
+    // Checked here so that an unknown template names its file, not --chat-template.
+    auto tmpl = ChatTemplate::FromText(*text);
+    if (!tmpl.ok()) return Fail(tmpl.status().WithPrefix(g.chat_template_file + " (--chat-template-file)"));
     o.chat_template = std::move(*text);
   }
   o.n_predict = app.count("--n-predict") > 0 ? g.options.n_predict : -1;
