@@ -77,6 +77,13 @@ void AddOptions(CLI::App& app, ServerOptions* o) {
   app.add_option("--cache-type-v", c.cache_type_v, "KV cache type for V when planning on the fly");
   app.add_option("--flash-attn", c.flash_attn, "flash attention when planning on the fly: on, off or auto")
       ->transform(tools::FlashAttnValue());
+  tools::AddLlamacppCompatOption(app, c.llamacpp_compat)
+      ->description(
+          std::string(
+              "when planning on the fly, the llama.cpp to follow, as stowage-run and plan-model: 2026 "
+              "(its graph rules, -fa auto) or feb25 (-fa off); default ") +
+          planner::LlamacppCompatName(planner::kDefaultLlamacppCompat) +
+          "; the context stays -c's (4096 by default)");
   app.add_flag("--no-mmap", c.no_mmap, "when planning on the fly: load weights instead of mapping the file");
   app.add_flag("--no-fit-check", c.no_fit_check,
                "when planning on the fly: run even when the plan does not fit this machine's memory");
