@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -36,6 +37,20 @@ bool FlushStdout() {
 void EndStreamedLine() {
   std::printf("\n");
   FlushStdout();
+}
+
+Status CheckPlanningFlagsUnused(const CLI::App& app, const CommonOptions& c) {
+  if (c.plan.empty()) return Status();
+  for (const char* name : {"--ctx-size", "--batch-size", "--ubatch-size", "--n-gpu-layers", "--cache-type-k",
+                           "--cache-type-v", "--flash-attn", "--no-mmap", "--no-repack", "--no-kv-offload",
+                           "--no-fit-check", "--swa-full", "--llamacpp-compat"}) {
+    const CLI::Option* opt = app.get_option_no_throw(name);
+    if (opt != nullptr && opt->count() > 0)
+      return InvalidArgument(std::string(name) +
+                             " applies only when planning on the fly; the plan given with --plan fixes it "
+                             "(re-plan with plan-model)");
+  }
+  return Status();
 }
 
 int Fail(const Status& s) {

@@ -9,6 +9,10 @@
 
 #include "stowage/runtime/status.h"
 
+namespace CLI {
+class App;
+}
+
 namespace stowage {
 class Transport;
 }
@@ -56,6 +60,12 @@ struct CommonOptions {
   std::shared_ptr<Transport> transport;
   double mpi_timeout = 60;
 };
+
+/// With --plan, a planning flag given on `app` (those of --ctx-size, --batch-size, --ubatch-size,
+/// --n-gpu-layers, --cache-type-k/-v, --flash-attn, --no-mmap, --no-repack, --no-kv-offload,
+/// --no-fit-check, --swa-full and --llamacpp-compat that `app` declares) is refused with
+/// kInvalidArgument naming it: the plan fixes what it would set. OK without --plan.
+Status CheckPlanningFlagsUnused(const CLI::App& app, const CommonOptions& c);
 
 /// How a context that is too small is enlarged, for messages: "-c" when planning on the fly,
 /// else "the plan's; re-plan with plan-model -c".

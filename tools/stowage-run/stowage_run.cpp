@@ -218,14 +218,7 @@ CLI::App* AddPerplexity(CLI::App* app, PerplexityFlags* f) {
 // batch sizes and offload are the plan's); with a subcommand (`sub`, or null) generation's prompt
 // and sampler flags.
 Status CheckFlagsApply(const CLI::App& app, const CommonOptions& c, const CLI::App* sub) {
-  if (!c.plan.empty())
-    for (const char* name : {"--ctx-size", "--batch-size", "--ubatch-size", "--n-gpu-layers",
-                             "--cache-type-k", "--cache-type-v", "--flash-attn", "--no-mmap", "--no-repack",
-                             "--no-kv-offload", "--no-fit-check", "--swa-full", "--llamacpp-compat"})
-      if (app.count(name) > 0)
-        return InvalidArgument(std::string(name) +
-                               " applies only when planning on the fly; the plan given with "
-                               "--plan fixes it (re-plan with plan-model)");
+  STOWAGE_RETURN_IF_ERROR(CheckPlanningFlagsUnused(app, c));
   if (sub != nullptr)
     for (const char* name : {"--prompt",
                              "--file",

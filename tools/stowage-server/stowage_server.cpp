@@ -454,6 +454,10 @@ int Main(int argc, char** argv) {
     return rc;
   run::CommonOptions& c = o.common;
   c.program = "stowage-server";
+  if (Status st = run::CheckPlanningFlagsUnused(app, c); !st.ok()) {
+    std::fprintf(stderr, "stowage-server: %s\n", st.message().c_str());
+    return 1;
+  }
   if (c.n_ctx == 0 && app.count("--ctx-size") == 0) c.n_ctx = run::kDefaultGenerationContext;
   c.n_seq_max = static_cast<uint32_t>(o.n_parallel);
   c.kv_unified = true;
