@@ -213,6 +213,10 @@ Status PlanGraphArenas(Graph& g, const Placement& p, const std::vector<int>& buf
     if (OwnsArenaMemory(g.tensors[id])) {
       inplace_parent = InPlaceParent(g, id, static_cast<int>(i), last_use, p, wc, ggml_exact);
       if (inplace_parent >= 0) {
+        // With ggml_exact the node owns that memory from now on, as ggml-alloc marks it allocated:
+        // when a later split copies it (e.g. ffn_norm, in place over its RMS_NORM, copied to the CPU
+        // split of a layer's experts), it is freed after that copy, its last reader.
+        if (ggml_exact) allocated[id] = 1;
         g.tensors[id].buffer = g.tensors[inplace_parent].buffer;
         g.tensors[id].offset = g.tensors[inplace_parent].offset;
       } else {

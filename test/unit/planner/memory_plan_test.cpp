@@ -264,5 +264,68 @@ TEST(MemoryPlan, GgmlExactFreeBlocksForLlama2026Graphs) {
   }
 }
 
+// ModelGraphs::llama2026: a node computed in place over its source owns that memory from then on,
+// so when it is the source of a split input copy it is freed after the copy, as ggml-alloc frees it
+// (the MoE experts' split on the CPU: ffn_norm, in place over its RMS_NORM, copied to the CPU split
+// of the experts). Two backends share one arena (compute buft 0); every tensor is 32 bytes.
+//   split 0 (backend 0): in0 0..32; a = MM(w, in0) 32..64, in0 freed {0:32}; b = SCALE(a) in place
+//     at 32.
+//   split 1 (backend 1), input b -> bc: bc best fit {0:32} -> 0; b's last reader is the copy:
+//     exact, b is freed (32..64 joins the tail); c = MM(w, bc): exact at 32 (the tail), else (b
+//     still held) it grows at 64; bc freed {0:32}.
+//   split 2 (backend 0), input c -> cc: cc at 0, c freed; d = MM(w, cc), output: exact at 32 (the
+//     tail again), else the best fit {64:32}.
+// The arena's peak: exact 64, else 96, since b's 32 bytes are never given back.
+TEST(MemoryPlan, InPlaceResultCopiedToAnotherSplitIsFreedForLlama2026Graphs) {
+  for (const bool exact : {false, true}) {
+    ModelGraphs m;
+    m.hp.n_vocab = 8;
+    m.llama2026 = exact;
+    GlobalTensor wg;
+    wg.name = "w";
+    wg.nbytes = 32;
+    wg.consumer_op = GgmlOp::MUL_MAT;
+    m.globals.push_back(wg);
+    Graph& g = m.pp;
+    g.name = "pp";
+    Tensor w = Vec("w", TensorKind::kWeight, 8, GgmlOp::NONE, {});
+    w.global = 0;
+    g.tensors.push_back(w);                                                                // 0
+    g.tensors.push_back(Vec("in0", TensorKind::kInput, 8, GgmlOp::NONE, {}));              // 1
+    g.tensors.push_back(Vec("a", TensorKind::kIntermediate, 8, GgmlOp::MUL_MAT, {0, 1}));  // 2
+    g.tensors.push_back(Vec("b", TensorKind::kIntermediate, 8, GgmlOp::SCALE, {2}));       // 3
+    Tensor bc = Vec("bc", TensorKind::kSplitCopy, 8, GgmlOp::NONE, {});
+    bc.backend = 1;
+    g.tensors.push_back(bc);  // 4
+    Tensor c = Vec("c", TensorKind::kIntermediate, 8, GgmlOp::MUL_MAT, {0, 4});
+    c.backend = 1;
+    g.tensors.push_back(c);                                                       // 5
+    g.tensors.push_back(Vec("cc", TensorKind::kSplitCopy, 8, GgmlOp::NONE, {}));  // 6
+    Tensor d = Vec("d", TensorKind::kIntermediate, 8, GgmlOp::MUL_MAT, {0, 6});
+    d.is_output = true;
+    g.tensors.push_back(d);  // 7
+    g.leafs = {0, 1};
+    g.nodes = {2, 3, 5, 7};
+    Split s0, s1, s2;
+    s0.backend = 0, s0.node_begin = 0, s0.node_end = 2;
+    s1.backend = 1, s1.node_begin = 2, s1.node_end = 3, s1.inputs = {{3, 4}};
+    s2.backend = 0, s2.node_begin = 3, s2.node_end = 4, s2.inputs = {{5, 6}};
+    g.splits = {s0, s1, s2};
+    m.tg.name = "tg";
+    Placement p = OneCpu();
+    p.backends.push_back(p.backends[0]);
+    p.backends[1].name = "CPU1";
+    p.global_buft = {0};
+    MemoryPlan plan;
+    ASSERT_TRUE(PlanMemory(m, p, &plan).ok());
+    EXPECT_EQ(g.tensors[g.Find("b")].offset, 32u) << exact;
+    EXPECT_EQ(g.tensors[g.Find("c")].offset, exact ? 32u : 64u) << exact;
+    uint64_t compute = 0;
+    for (const PlannedBuffer& b : plan.buffers)
+      if (b.usage == BufferUsage::kCompute) compute = b.size;
+    EXPECT_EQ(compute, exact ? 64u : 96u) << exact;
+  }
+}
+
 }  // namespace
 }  // namespace stowage::planner
