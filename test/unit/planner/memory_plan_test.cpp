@@ -56,6 +56,20 @@ Placement OneCpu() {
   return p;
 }
 
+/// A model of one 32-byte MUL_MAT weight "w" (global 0), n_vocab 8; llama.cpp 2026's graphs (ggml-alloc's
+/// exact rules) when `llama2026`.
+ModelGraphs OneWeightModel(bool llama2026) {
+  ModelGraphs m;
+  m.hp.n_vocab = 8;
+  m.llama2026 = llama2026;
+  GlobalTensor wg;
+  wg.name = "w";
+  wg.nbytes = 32;
+  wg.consumer_op = GgmlOp::MUL_MAT;
+  m.globals.push_back(wg);
+  return m;
+}
+
 TEST(MemoryPlan, HandWrittenGraphOnOneCpu) {
   ModelGraphs m;
   m.hp.n_vocab = 8;
@@ -211,14 +225,7 @@ TEST(MemoryPlan, UnreadEmbdInputHeldForTheWholeGraph) {
 //   lower of the equal blocks -> 32; exact (`<=`), the higher -> 96.
 TEST(MemoryPlan, GgmlExactFreeBlocksForLlama2026Graphs) {
   for (const bool exact : {false, true}) {
-    ModelGraphs m;
-    m.hp.n_vocab = 8;
-    m.llama2026 = exact;
-    GlobalTensor wg;
-    wg.name = "w";
-    wg.nbytes = 32;
-    wg.consumer_op = GgmlOp::MUL_MAT;
-    m.globals.push_back(wg);
+    ModelGraphs m = OneWeightModel(exact);
     // Appends node `name` of `bytes` and op `op` reading `srcs` (names; "w" is the weight leaf).
     auto add = [](Graph& g, const char* name, int64_t bytes, GgmlOp op, std::vector<const char*> srcs) {
       std::vector<int> ids;
@@ -278,14 +285,7 @@ TEST(MemoryPlan, GgmlExactFreeBlocksForLlama2026Graphs) {
 // The arena's peak: exact 64, else 96, since b's 32 bytes are never given back.
 TEST(MemoryPlan, InPlaceResultCopiedToAnotherSplitIsFreedForLlama2026Graphs) {
   for (const bool exact : {false, true}) {
-    ModelGraphs m;
-    m.hp.n_vocab = 8;
-    m.llama2026 = exact;
-    GlobalTensor wg;
-    wg.name = "w";
-    wg.nbytes = 32;
-    wg.consumer_op = GgmlOp::MUL_MAT;
-    m.globals.push_back(wg);
+    ModelGraphs m = OneWeightModel(exact);
     Graph& g = m.pp;
     g.name = "pp";
     Tensor w = Vec("w", TensorKind::kWeight, 8, GgmlOp::NONE, {});
