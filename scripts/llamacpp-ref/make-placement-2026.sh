@@ -36,18 +36,8 @@ COMPLETION=$BT/build/bin/llama-completion
 if [ ! -x "$FITP" ] || [ ! -x "$COMPLETION" ]; then
   nice -n 10 cmake --build "$BT/build" -j2 --target llama-fit-params llama-completion
 fi
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-for port in 50052 50053; do
-  "$BIN/rpc-server" -H 127.0.0.1 -p $port -t 1 >"$TMP/rpc-$port.log" 2>&1 &
-  PIDS+=($!)
-done
-sleep 2
+source "$(dirname "$0")/rpc_servers.sh"
+start_rpc_servers "$BIN/rpc-server" 50052 50053
 mkdir -p "$OUT/fit" "$OUT/load"
 MIB=1048576
 TOTAL=$(($(getconf _PHYS_PAGES) * $(getconf PAGE_SIZE)))  # what each rpc-server reports, free and total

@@ -14,18 +14,8 @@ SYNTH=build/bin/gguf-synth
 OUT=test/data/sm-tensor
 [ -x "$BT/bin/rpc-server" ] && [ -x "$COMPLETION" ] ||
   { echo "make-sm-tensor.sh: run scripts/llamacpp-ref/build-tools.sh and make-placement-2026.sh's build first" >&2; exit 1; }
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-for port in 50152 50153; do
-  "$BT/bin/rpc-server" -H 127.0.0.1 -p $port -t 1 >"$TMP/rpc-$port.log" 2>&1 &
-  PIDS+=($!)
-done
-sleep 2
+source "$(dirname "$0")/rpc_servers.sh"
+start_rpc_servers "$BT/bin/rpc-server" 50152 50153
 mkdir -p "$OUT"
 $SYNTH --arch llama --vocab-from "$MODELS/stories260K.gguf" --n-layer 2 -o "$TMP/llama.gguf" >/dev/null
 $SYNTH --arch qwen3 --vocab-from "$MODELS/stories260K.gguf" --n-layer 2 --head-dim 32 -o "$TMP/qwen3.gguf" >/dev/null
