@@ -334,6 +334,7 @@ ShapeRuleKind GetShapeRuleKind(GgmlOp op) {
     case GgmlOp::CLAMP:
     case GgmlOp::RMS_NORM_MUL:
     case GgmlOp::MUL_MAT_GLU:
+    case GgmlOp::ALL_REDUCE:
       return ShapeRuleKind::kInferred;
     default:
       return ShapeRuleKind::kNone;
@@ -421,7 +422,7 @@ Result<Ne4> InferShape(GgmlOp op, const SrcShapes& srcs, const OpParamsRef& para
     case GgmlOp::SSM_SCAN:
       return SsmScan(r);
     default:  // element-wise: ggml_unary_impl, ggml_scale_impl, ggml_norm_impl, ggml_argsort, ggml_dup,
-              // ggml_fill, ggml_clamp
+              // ggml_fill, ggml_clamp, ALL_REDUCE
       return r.Src(0);
   }
 }

@@ -124,6 +124,12 @@ constexpr Entry kEntries[] = {
     {GgmlOp::RMS_NORM_MUL, Inplace(Srcs(2, 2, 0, 1))},
     // MUL_MAT_GLU(gate, x, up) {glu} = the GLU of MUL_MAT(gate, x) and MUL_MAT(up, x) (the FFN-in).
     {GgmlOp::MUL_MAT_GLU, Srcs(3, 3, 1, 0)},
+    // ALL_REDUCE(a): the element-wise sum of a over every rank of a tensor split across MPI ranks
+    // (plan-model --cluster -sm tensor), written into a itself: each rank's partial sum of an axis-0
+    // split matmul (attn_output, ffn_down) becomes the whole sum on every rank, as llama.cpp 2026's
+    // meta device reduces a partial split (ggml_backend_meta; NCCL there, the Transport here). No
+    // backend computes it: the session sums it (session_tensor_split.cpp); no op table lists it.
+    {GgmlOp::ALL_REDUCE, Into(Srcs(1, 1), 0)},
 };
 
 constexpr bool InEnumOrder() {

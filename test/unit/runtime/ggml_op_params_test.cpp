@@ -278,6 +278,18 @@ TEST(OpParams, MulMatGlu) {
   EXPECT_EQ(ParseGgmlOp("MUL_MAT_GLU").value(), GgmlOp::MUL_MAT_GLU);
 }
 
+// The all-reduce of a tensor split across ranks: one source, no parameters, summed into the source.
+TEST(OpParams, AllReduce) {
+  EXPECT_TRUE(CheckParams(GgmlOp::ALL_REDUCE, OpParamsRef({}, {})).ok());
+  EXPECT_EQ(CheckParams(GgmlOp::ALL_REDUCE, OpParamsRef({1}, {})).message(),
+            "ALL_REDUCE: expected no parameters, found 1 integer and 0 float");
+  EXPECT_EQ(GetOpTraits(GgmlOp::ALL_REDUCE).min_srcs, 1);
+  EXPECT_EQ(GetOpTraits(GgmlOp::ALL_REDUCE).max_srcs, 1);
+  EXPECT_EQ(AliasedSource(GgmlOp::ALL_REDUCE, 1), 0);
+  EXPECT_FALSE(IsViewOp(GgmlOp::ALL_REDUCE));
+  EXPECT_EQ(ParseGgmlOp("ALL_REDUCE").value(), GgmlOp::ALL_REDUCE);
+}
+
 TEST(OpTraits, ViewsAndInPlaceAsGgml) {
   // ggml_is_view_op
   for (int i = 0; i < static_cast<int>(GgmlOp::kCount); ++i) {

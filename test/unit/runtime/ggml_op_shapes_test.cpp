@@ -121,6 +121,13 @@ TEST(OpShapes, RmsNormMul) {
   EXPECT_EQ(Refusal(GgmlOp::RMS_NORM_MUL, {Ne4{64, 7, 1, 1}}, Ref(e)), "RMS_NORM_MUL: source 1 is missing");
 }
 
+// ALL_REDUCE(a): the sum over the ranks has a's shape.
+TEST(OpShapes, AllReduce) {
+  EXPECT_EQ(GetShapeRuleKind(GgmlOp::ALL_REDUCE), ShapeRuleKind::kInferred);
+  EXPECT_EQ(Infer(GgmlOp::ALL_REDUCE, {Ne4{64, 7, 1, 1}}, OpParamsRef({}, {})), (Ne4{64, 7, 1, 1}));
+  EXPECT_EQ(Refusal(GgmlOp::ALL_REDUCE, {}, OpParamsRef({}, {})), "ALL_REDUCE: source 0 is missing");
+}
+
 TEST(OpShapes, MulMatGlu) {
   const EncodedOpParams e = Encode(MulMatGluParams{});
   EXPECT_EQ(GetShapeRuleKind(GgmlOp::MUL_MAT_GLU), ShapeRuleKind::kInferred);

@@ -61,6 +61,7 @@ ShapeRuleKind GetShapeRuleKind(GgmlOp op);
 ///   SWIGLU_OAI    ggml_swiglu_oai(a, b): b like a, result like a
 ///   ADD_ID        ggml_add_id(a, b, ids): a.ne0 == b.ne0, a.ne1 == ids.ne0, a.ne2 == ids.ne1; like a
 ///   SUM_ROWS, MEAN: [1, ne1, ne2, ne3]
+///   ALL_REDUCE    (a): like a (the sum over the ranks, written into a)
 ///   GET_ROWS      b.ne3 == 1, a.ne2 == b.ne1 -> [a.ne0, b.ne0, b.ne1, b.ne2]
 ///   MUL_MAT       ggml_can_mul_mat: ne0 equal, b.ne2 % a.ne2 == 0, b.ne3 % a.ne3 == 0
 ///   MUL_MAT_GLU   (gate, x, up): MUL_MAT(gate, x)'s rule, up of gate's shape

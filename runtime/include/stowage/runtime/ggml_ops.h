@@ -34,7 +34,9 @@ namespace stowage {
   X(FILL)                                                                                         \
   /* appended, Stowage's fused ops (no ggml op; the compiler's passes make them, see traits) */   \
   X(RMS_NORM_MUL)                                                                                  \
-  X(MUL_MAT_GLU)
+  X(MUL_MAT_GLU)                                                                                   \
+  /* appended: tensor split across MPI ranks (no ggml op; see the traits) */                       \
+  X(ALL_REDUCE)
 
 enum class GgmlOp : uint16_t {
 #define STOWAGE_OP_ENUM(name) name,
