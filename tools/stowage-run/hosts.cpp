@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "stowage/plan/plan_generated.h"
 #include "stowage/runtime/plan.h"
 #include "stowage/runtime/transport.h"
 #if STOWAGE_HAVE_MPI
@@ -30,10 +31,12 @@ Status SetUpHosts(const CommonOptions& c, SessionOptions* opts, int* output_host
   *output_host = 0;
   const int ranks = c.transport ? c.transport->size() : 1;
   int hosts = 1;
+  bool tensor_split = false;
   if (!c.plan.empty()) {
     STOWAGE_ASSIGN_OR_RETURN(std::unique_ptr<PlanFile> plan, PlanFile::Load(c.plan));
     hosts = PlanHostCount(*plan);
-    *output_host = PlanOutputHost(*plan);
+    tensor_split = plan->root().tp_n_ranks() > 1;
+    *output_host = tensor_split ? 0 : PlanOutputHost(*plan);
   }
   if (c.transport && hosts != ranks)
     return FailedPrecondition((c.plan.empty() ? std::string("the plan made on the fly") : c.plan) +
@@ -41,6 +44,10 @@ Status SetUpHosts(const CommonOptions& c, SessionOptions* opts, int* output_host
                               (hosts > 1 ? " (plan-model --cluster)" : "") + ", but mpirun started " +
                               std::to_string(ranks) + " rank(s): run mpirun -np " + std::to_string(hosts));
   if (hosts == 1 && !c.transport) return Status::Ok();
+  if (tensor_split) {  // every rank computes the logits; rank 0 samples (the session checks the rest)
+    opts->tensor_split_transport = c.transport;
+    return Status::Ok();
+  }
   if (!c.transport)
     std::fprintf(stderr,
                  "stowage-run: %s: planned for %d hosts; not under mpirun, every host's devices run here\n",

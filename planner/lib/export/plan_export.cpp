@@ -67,7 +67,8 @@ flatbuffers::Offset<fb::Graph> SerializeGraph(flatbuffers::FlatBufferBuilder& b,
 }  // namespace
 
 std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, const Placement& p,
-                                   const MemoryPlan& mem, const std::string& flags) {
+                                   const MemoryPlan& mem, const std::string& flags,
+                                   const TensorSplitRank* tp) {
   flatbuffers::FlatBufferBuilder b(1 << 16);
   const ModelIdentity id = ComputeModelIdentity(gguf);
   std::string name = "";
@@ -107,11 +108,18 @@ std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, c
                                              ts.empty() ? nullptr : &ts));
   }
   std::vector<flatbuffers::Offset<fb::GlobalTensor>> tensors;
-  for (const auto& g : m.globals) {
+  for (size_t i = 0; i < m.globals.size(); ++i) {
+    const GlobalTensor& g = m.globals[i];
     std::vector<int64_t> ne(g.ne, g.ne + 4);
+    flatbuffers::Offset<fb::TensorSlice> slice = 0;
+    if (tp && i < tp->slices.size() && tp->slices[i].axis >= 0) {
+      const TensorSliceRecord& r = tp->slices[i];
+      std::vector<int64_t> full(r.full_ne, r.full_ne + 4);
+      slice = fb::CreateTensorSliceDirect(b, r.axis, r.begin, &full);
+    }
     tensors.push_back(fb::CreateGlobalTensorDirect(b, g.name.c_str(), static_cast<fb::TensorKind>(g.kind),
                                                    static_cast<uint32_t>(g.type), &ne, g.buffer, g.offset,
-                                                   g.nbytes, g.gguf_offset, g.layer));
+                                                   g.nbytes, g.gguf_offset, g.layer, slice));
   }
   std::vector<flatbuffers::Offset<fb::Graph>> graphs{SerializeGraph(b, m.pp, p), SerializeGraph(b, m.tg, p)};
   std::vector<flatbuffers::Offset<fb::ExplainRecord>> explain;
@@ -126,10 +134,18 @@ std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, c
   bool sinks = false;
   for (const Graph* g : {&m.pp, &m.tg})
     for (const Tensor& t : g->tensors) sinks = sinks || NeedsSinksSchema(t.op, t.srcs.data(), t.srcs.size());
-  const uint32_t version = PlanSchemaVersionFor(m.cfg.n_ctx_swa > 0, sinks, m.cfg.n_seq_max > 1);
-  auto plan = fb::CreatePlanDirect(b, version, "stowage plan-model 0.1", model, ctx, &devices, &backends,
-                                   &buffers, &tensors, &graphs, &explain, flags.c_str(),
-                                   static_cast<uint32_t>(p.n_copies), /*content_xxh64=*/1);
+  const uint32_t version = tp && tp->n_ranks > 1
+                               ? kPlanSchemaVersionTensorSplit
+                               : PlanSchemaVersionFor(m.cfg.n_ctx_swa > 0, sinks, m.cfg.n_seq_max > 1);
+  std::vector<flatbuffers::Offset<fb::RankPlan>> rank_plans;
+  if (tp)
+    for (const std::vector<uint8_t>& rp : tp->other_rank_plans)
+      rank_plans.push_back(fb::CreateRankPlanDirect(b, &rp));
+  auto plan =
+      fb::CreatePlanDirect(b, version, "stowage plan-model 0.1", model, ctx, &devices, &backends, &buffers,
+                           &tensors, &graphs, &explain, flags.c_str(), static_cast<uint32_t>(p.n_copies),
+                           /*content_xxh64=*/1, tp ? static_cast<uint32_t>(tp->n_ranks) : 1u,
+                           tp ? static_cast<uint32_t>(tp->rank) : 0u, tp ? &rank_plans : nullptr);
   fb::FinishPlanBuffer(b, plan);
   std::vector<uint8_t> bytes(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
   const Status sealed = SealPlan(bytes.data(), bytes.size());

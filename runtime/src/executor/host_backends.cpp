@@ -83,6 +83,7 @@ int SplitInputTag(uint64_t step, int split, int input) {
 }
 
 int PlanHostCount(const PlanFile& plan) {
+  if (plan.root().tp_n_ranks() > 1) return static_cast<int>(plan.root().tp_n_ranks());
   int n = 1;
   for (const auto* d : *plan.root().devices())
     if (d->name()) n = std::max(n, HostOfDevice(d->name()->string_view()) + 1);

@@ -66,6 +66,7 @@ Result<std::unique_ptr<Session>> Session::Impl::Finish(std::unique_ptr<Impl> imp
                                                        const SessionOptions& opts,
                                                        std::chrono::steady_clock::time_point t0) {
   if (model == nullptr) return InvalidArgument("Session: no model (a null GgufFile)");
+  STOWAGE_RETURN_IF_ERROR(impl->SelectTensorSplitRank(opts));
   impl->gguf = std::move(model);
   STOWAGE_RETURN_IF_ERROR(impl->Init(opts));
   auto session = std::unique_ptr<Session>(new Session(std::move(impl)));

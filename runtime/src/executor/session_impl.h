@@ -199,6 +199,20 @@ class Session::Impl {
   /// Receives input `input` of split `split` (this host's) from the host that produced it.
   Status RecvSplitInput(const plan_graph::Graph& g, size_t split, size_t input);
 
+  // A tensor split across MPI ranks (session_tensor_split.cpp): this rank's plan and the transport
+  // its ALL_REDUCE nodes sum through.
+  std::shared_ptr<Transport> tp_transport;
+  /// For a plan of several tensor-split ranks: checks opts.tensor_split_transport (present, of the
+  /// plan's rank count) and makes `plan` this rank's (nested in the file for ranks >= 1). Errors:
+  /// kFailedPrecondition naming the plan and what to run; those of PlanFile::FromBytes.
+  Status SelectTensorSplitRank(const SessionOptions& opts);
+  /// Sums node `id` (an ALL_REDUCE, F32, contiguous, in place over its source) over the ranks:
+  /// rank 0 receives every other rank's values, adds them in rank order and sends the sum back, so
+  /// every rank holds the same bits. `node` tags the messages.
+  Status AllReduce(const plan_graph::Graph& g, int id, uint32_t node);
+  /// Reads weight `i`'s slice (Plan GlobalTensor.slice) from the file into `out`.
+  Status ReadWeightSlice(size_t i, std::vector<uint8_t>* out) const;
+
   /// True when some weights are read in place from the file mapping (the plan's mapped buffers).
   bool ReadsMapping() const {
     return std::find(buffer_mapped.begin(), buffer_mapped.end(), true) != buffer_mapped.end();

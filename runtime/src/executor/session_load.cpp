@@ -109,6 +109,11 @@ Status Session::Impl::LoadWeights(const SessionOptions& opts) {
     const auto* pb = r.buffers()->Get(t->buffer());
     if (pb->mapped()) continue;
     const uint8_t* src = gguf->bytes() + t->gguf_offset();
+    std::vector<uint8_t> slice;  // a rank's slice of a tensor split across MPI ranks, gathered
+    if (t->slice()) {
+      STOWAGE_RETURN_IF_ERROR(ReadWeightSlice(i, &slice));
+      src = slice.data();
+    }
     const std::string repack = pb->repack() ? pb->repack()->str() : "";
     // A repack buffer type (llama.cpp's CPU_REPACK) converts the weights it can into the kernels'
     // interleaved layout on upload (ggml-cpu repack set_tensor); every other buffer stores the

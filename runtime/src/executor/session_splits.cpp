@@ -200,7 +200,7 @@ Status Session::Impl::RunSplits(const Graph& g) {
                           be.name() + " reads '" + g.tensors[t.srcs[j]].name +
                           "' from a buffer it cannot access (no split input copy)");
       const auto t0 = profile ? ProfClock::now() : ProfClock::time_point();
-      Status st = be.Compute(c);
+      Status st = t.op == GgmlOp::ALL_REDUCE ? AllReduce(g, id, k) : be.Compute(c);
       if (!st.ok())
         return st.WithPrefix(plan->path() + ": graph " + g.name + " node " +
                              (t.name.empty() ? "#" + std::to_string(id) + " (unnamed)" : "'" + t.name + "'"));

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "stowage/plan/plan_generated.h"
+#include "stowage/runtime/ggml_types.h"
 #include "stowage/runtime/gguf.h"
 #include "stowage/runtime/gguf_sliding_window.h"
 #include "stowage/runtime/model_identity.h"
@@ -21,6 +22,36 @@ Result<uint32_t> ReadSlidingWindow(const PlanFile& plan, const GgufFile& gguf) {
                     " has no sliding window (" + arch + ".attention.sliding_window)");
   }
   return swa;
+}
+
+// A weight's slice (plan.fbs TensorSlice): axis 0 or 1 of a 4-dim full_ne, inside it, the other
+// axes whole, an axis-0 slice of whole blocks of its type, in an allocated buffer (a slice is read
+// from the file, not mapped).
+Status CheckWeightSlice(const PlanFile& plan, const std::string& name, const plan::GlobalTensor& t) {
+  const plan::TensorSlice& s = *t.slice();
+  const std::string at = plan.path() + ": tensor '" + name + "': slice: ";
+  const auto* full = s.full_ne();
+  if (full == nullptr || full->size() != 4) return DataLoss(at + "full_ne: expected 4 dims");
+  if (s.axis() != 0 && s.axis() != 1)
+    return DataLoss(at + "axis: expected 0 or 1, found " + std::to_string(s.axis()));
+  for (int d = 0; d < 4; ++d) {
+    const int64_t ne = t.ne()->Get(d), f = full->Get(d);
+    const bool ok = d == s.axis() ? s.begin() >= 0 && ne >= 0 && s.begin() <= f - ne : ne == f;
+    if (!ok)
+      return DataLoss(at + "ne[" + std::to_string(d) + "] " + std::to_string(ne) + " from " +
+                      std::to_string(d == s.axis() ? s.begin() : 0) + ": expected inside the tensor's " +
+                      std::to_string(f));
+  }
+  const auto type = static_cast<GgmlType>(t.type());
+  const int64_t blck = GetTypeTraits(type).block_size;
+  if (s.axis() == 0 && (s.begin() % blck != 0 || t.ne()->Get(0) % blck != 0))
+    return DataLoss(at + "axis 0 from element " + std::to_string(s.begin()) + ", " +
+                    std::to_string(t.ne()->Get(0)) + " elements: expected multiples of " +
+                    GgmlTypeName(type) + "'s block of " + std::to_string(blck) +
+                    " (a split that cuts a quantized block)");
+  if (plan.root().buffers()->Get(t.buffer())->mapped())
+    return DataLoss(at + "in a mapped buffer: expected an allocated one (a slice is read, not mapped)");
+  return Status::Ok();
 }
 
 }  // namespace
@@ -70,7 +101,11 @@ Status CheckPlanAgainstModel(const PlanFile& plan, const GgufFile& gguf, uint32_
       return FailedPrecondition(gguf.path() + ": tensor '" + name + "' of the plan is missing");
     bool same =
         ti->type == static_cast<GgmlType>(t->type()) && gguf.data_offset() + ti->offset == t->gguf_offset();
-    for (int d = 0; d < 4; ++d) same = same && ti->ne[d] == t->ne()->Get(d);
+    // A rank's slice of a tensor split across MPI ranks: the file holds the whole tensor.
+    const auto* slice = t->slice();
+    if (slice) STOWAGE_RETURN_IF_ERROR(CheckWeightSlice(plan, name, *t));
+    for (int d = 0; d < 4; ++d)
+      same = same && ti->ne[d] == (slice ? slice->full_ne()->Get(d) : t->ne()->Get(d));
     if (!same)
       return FailedPrecondition(gguf.path() + ": tensor '" + name +
                                 "' differs from the plan (type, shape or offset)");

@@ -39,16 +39,20 @@ struct Memory;
 }  // namespace plan_graph
 class GgufFile;
 
-/// Highest plan schema version this runtime reads: 5 (version 2 added the required
+/// Highest plan schema version this runtime reads: 6 (version 2 added the required
 /// Plan.content_xxh64 checksum, version 3 the SWA cache of interleaved sliding-window models,
 /// version 4 the attention sinks and SWIGLU_OAI of gpt-oss, version 5 several sequences,
-/// ContextParams.n_seq_max > 1; COMPATIBILITY.md). Writers set the lowest version a plan needs
-/// (PlanSchemaVersionFor), so that plans without these features stay readable by older runtimes.
-inline constexpr uint32_t kPlanSchemaVersion = 5;
+/// ContextParams.n_seq_max > 1, version 6 the tensor split across MPI ranks; COMPATIBILITY.md). Writers set
+/// the lowest version a plan needs (PlanSchemaVersionFor), so that plans without these features stay readable
+/// by older runtimes.
+inline constexpr uint32_t kPlanSchemaVersion = 6;
 inline constexpr uint32_t kPlanSchemaVersionBase = 2;
 inline constexpr uint32_t kPlanSchemaVersionSwa = 3;
 inline constexpr uint32_t kPlanSchemaVersionSinks = 4;
 inline constexpr uint32_t kPlanSchemaVersionSeqs = 5;
+/// A tensor split across MPI ranks (Plan.tp_n_ranks > 1: ALL_REDUCE nodes, weights' slices, the
+/// other ranks' plans nested in rank 0's; plan-model --cluster -sm tensor).
+inline constexpr uint32_t kPlanSchemaVersionTensorSplit = 6;
 /// Most sequences a plan may keep (ContextParams.n_seq_max) and sequence ids a unified KV cache
 /// accepts: llama.cpp 2026's LLAMA_MAX_SEQ.
 inline constexpr uint32_t kMaxSequences = 256;

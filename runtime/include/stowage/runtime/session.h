@@ -28,6 +28,7 @@
 
 namespace stowage {
 class GgufFile;
+class Transport;
 namespace exec {
 class BackendFactory;
 }
@@ -60,6 +61,11 @@ struct SessionOptions {
   std::function<void(float)> progress;
   /// Backends for planned devices this runtime does not build in (tests); may be empty.
   std::shared_ptr<exec::BackendFactory> backend_factory;
+  /// A plan split by tensors across MPI ranks (Plan.tp_n_ranks > 1, plan-model --cluster -sm
+  /// tensor) runs rank transport->rank()'s part (its plan nested in the file for ranks >= 1) and
+  /// sums its ALL_REDUCE nodes through it (stowage/runtime/transport.h); required for such a plan,
+  /// with size() the plan's rank count.
+  std::shared_ptr<Transport> tensor_split_transport;
   /// Mapped weight buffers (the plan's CPU_Mapped: weights used in place from the file mapping, as
   /// llama.cpp's mmap) are never copied unless this is set. When set, their 2 MiB-aligned interior
   /// is copied at load into anonymous transparent huge pages at the same addresses (skipped when

@@ -53,7 +53,8 @@ bool LaunchedByMpi();
 /// they agree): in [0, 32768), MPI's smallest guaranteed MPI_TAG_UB.
 int SplitInputTag(uint64_t step, int split, int input);
 
-/// The number of hosts a plan was made for: 1 + the largest HostOfDevice of its devices.
+/// The number of hosts a plan was made for: 1 + the largest HostOfDevice of its devices; a tensor
+/// split across MPI ranks (Plan.tp_n_ranks > 1), its rank count.
 int PlanHostCount(const PlanFile& plan);
 
 /// The host whose device computes the logits: that of the last split of the token-generation graph.
