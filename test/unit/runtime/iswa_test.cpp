@@ -425,8 +425,8 @@ TEST(SinksPlan, GptOssPlansAreVersion4AndOlderVersionsAreRefused) {
         << v3.message();
     EXPECT_NE(v3.message().find(op + "), found 3"), std::string::npos) << v3.message();
     EXPECT_EQ(v3.message().find('\n'), std::string::npos) << v3.message();
-    const Status v6 = load(test::EditPlan(bytes, [](bp::PlanT& q) { q.schema_version = 6; }));
-    EXPECT_EQ(v6.message(), "p.plan: schema_version: this runtime reads plans up to version 5, found 6");
+    const Status v7 = load(test::EditPlan(bytes, [](bp::PlanT& q) { q.schema_version = 7; }));
+    EXPECT_EQ(v7.message(), "p.plan: schema_version: this runtime reads plans up to version 6, found 7");
   }
   // Without sinks (the node's source dropped), SWIGLU_OAI alone still needs version 4.
   const std::vector<uint8_t> bytes = Plan(model, false, false);
