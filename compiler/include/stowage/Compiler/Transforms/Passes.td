@@ -79,4 +79,31 @@ def StowageFuseMulMatGlu : Pass<"stowage-fuse-mul-mat-glu", "::mlir::ModuleOp"> 
   ];
 }
 
+//===----------------------------------------------------------------------===//
+// Copy removal: a copy whose consumers can read its source in place.
+//===----------------------------------------------------------------------===//
+
+def StowageElideCont : Pass<"stowage-elide-cont", "::mlir::ModuleOp"> {
+  let summary = "CONT whose source is already in ggml order -> a ggml.view of that memory";
+  let description = [{
+    Rewrites `%c = ggml.cont %v` where %v is a chain of ggml.view / permute / transpose / reshape
+    over a tensor %r whose bytes are in ggml order for every binding of the symbols (each
+    dimension not statically 1 at its packed stride: ggml_is_contiguous) into
+    `%c = ggml.view %r nb [packed strides of %c] offset <the chain's offset>`, which keeps the
+    CONT's name, place.backend and place.cause; view ops left without users are erased. Token
+    generation's attention output (`kqv_merged_cont`, n_tokens = 1) is the common case. No node
+    computes the view, and every consumer reads the bytes the copy held, so the result is the
+    same bit for bit. Legal only directly inside a place.split whose backend has a Stowage op
+    table, for plain element types, and not over the KV cache. With `remarks` each CONT left
+    alone gets a remark saying why.
+  }];
+  let options = [
+    Option<"remarks", "remarks", "bool", "false",
+           "emit a remark at each CONT kept, with the reason">,
+  ];
+  let statistics = [
+    Statistic<"numElided", "elided", "CONT copies replaced by views">,
+  ];
+}
+
 #endif // STOWAGE_COMPILER_TRANSFORMS_PASSES_TD
