@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "gemm.h"
 #include "gemm_kquants_layout.h"
@@ -214,11 +215,17 @@ struct GemmProduct {
 };
 
 /// The GEMM family's products of `n_products` weights of one type, layout and shape with one src1
-/// (src1 converted once) in one thread team, then after(r, tid) for every r in [0, n_after) in the
-/// same team once every product is complete (MUL_MAT_GLU's GLU; plain MUL_MAT has none).
-template <typename After = void (*)(int64_t, int)>
+/// (src1 converted once) in one thread team. With a `glu` (MUL_MAT_GLU: n_products == 2, the gate
+/// then up) an item multiplies the same panel group of both weights with its columns, up's products
+/// into a tile of the thread's scratch, and calls glu(d, u, n) for each column: d the column's n
+/// gate products in dst (GLU'd in place), u its n up products. The group's rows start at a multiple
+/// of kGemmGroupRows (32), so a row's GLU pieces keep the whole row's SIMD chunks (GluRow); the up
+/// products never leave the cache and the GLU needs no pass of its own over the result.
+template <typename Glu = std::nullptr_t>
 void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const GemmProduct* products, int n_products,
-                const TensorView& src1, int nt, int64_t n_after = 0, After after = nullptr) {
+                const TensorView& src1, int nt, Glu glu = nullptr) {
+  constexpr bool kPaired = !std::is_same_v<Glu, std::nullptr_t>;
+  constexpr int64_t kGroupRows = kGemmGroupPanels * kGemmPanelRows;
   const TensorView& src0 = *products[0].src0;
   const int64_t K = src0.ne[0], N = src0.ne[1], M = src1.ne[1];
   const int64_t ne12 = src1.ne[2], ne13 = src1.ne[3];
@@ -226,7 +233,10 @@ void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const GemmProduct* p
   const size_t act_row = gk.act_row_bytes(K);
   const size_t conv_bytes = RoundUp64(act_row * size_t(nrows1));
   const size_t panel_b = RoundUp64(gk.panel_bytes(K));
-  const size_t thread_scratch = panel_b * kGemmGroupPanels;
+  const size_t group_b = panel_b * kGemmGroupPanels;
+  // Per thread: the packed group (both products' when paired), then the up tile.
+  const size_t thread_scratch =
+      kPaired ? 2 * group_b + RoundUp64(size_t(kGemmColBlock * kGroupRows) * sizeof(float)) : group_b;
   const bool gather = src1.nb[0] != sizeof(float);
   const size_t gather_bytes = gather ? size_t(nt) * size_t(K) * sizeof(float) : 0;
   const size_t total = conv_bytes + thread_scratch * size_t(nt) + gather_bytes + 64;
@@ -236,8 +246,6 @@ void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const GemmProduct* p
   uint8_t* panels = conv + conv_bytes;
   float* gather_buf = reinterpret_cast<float*>(panels + thread_scratch * size_t(nt));
 
-  // One thread team for both phases (one fork/join per MUL_MAT; the implicit barrier of the
-  // first loop orders conversion before use).
   const int64_t npanels = (N + kGemmPanelRows - 1) / kGemmPanelRows;
   const int64_t ngroups = (npanels + kGemmGroupPanels - 1) / kGemmGroupPanels;
   // Few panel groups (small N, one matrix): also split the columns so every thread has work (each
@@ -247,7 +255,7 @@ void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const GemmProduct* p
   const int64_t nsplit =
       base_items >= 4 * nt ? 1 : std::min(col_blocks, (4 * nt + base_items - 1) / base_items);
   const int64_t split_cols = (col_blocks + nsplit - 1) / nsplit * kGemmColBlock;
-  const int64_t nitems = base_items * nsplit, nitems_all = nitems * n_products;
+  const int64_t nitems = base_items * nsplit, nitems_all = kPaired ? nitems : nitems * n_products;
   const int64_t r2 = ne12 / src0.ne[2], r3 = ne13 / src0.ne[3];
   const bool team = nt > 1 && N * M * ne12 * ne13 * K * n_products >= 65536;
   // 1) src1 -> the family's activation rows.
@@ -256,55 +264,69 @@ void MulMatGemm(ComputeContext& ctx, const GemmKernels& gk, const GemmProduct* p
     const float* x = Src1Row(src1, i11, i12, i13, K, gather_buf + size_t(tid) * size_t(K));
     gk.from_float(x, conv + size_t(r) * act_row, K);
   };
-  // 2) (product, matrix, panel group) items.
+  // 2) (product unless paired, matrix, panel group, columns) items.
   auto item = [&](int64_t it_all, int tid) {
-    const TensorView& w0 = *products[it_all / nitems].src0;
-    const TensorView& out0 = *products[it_all / nitems].dst;
-    const int64_t it = it_all % nitems;
+    const int prod = kPaired ? 0 : int(it_all / nitems);
+    const int64_t it = kPaired ? it_all : it_all % nitems;
     uint8_t* mine = panels + thread_scratch * size_t(tid);
     const int64_t split = it % nsplit, gi = it / nsplit;
     const int64_t g = gi % ngroups;
     const int64_t i12 = (gi / ngroups) % ne12, i13 = gi / (ngroups * ne12);
     const int64_t m_begin = split * split_cols, m_end = std::min(M, m_begin + split_cols);
-    const char* w = static_cast<const char*>(w0.data) + (i12 / r2) * w0.nb[2] + (i13 / r3) * w0.nb[3];
     const int64_t p0 = g * kGemmGroupPanels, p1 = std::min(npanels, p0 + kGemmGroupPanels);
-    for (int64_t p = p0; p < p1; ++p) {
-      const int64_t n0 = p * kGemmPanelRows;
-      const int nr = int(std::min<int64_t>(kGemmPanelRows, N - n0));
-      gk.pack(K, w + n0 * w0.nb[1], w0.nb[1], nr, w0.layout, mine + size_t(p - p0) * panel_b);
-    }
-    const uint8_t* act = conv + size_t(M * (i12 + ne12 * i13)) * act_row;
-    char* out = static_cast<char*>(out0.data) + i12 * out0.nb[2] + i13 * out0.nb[3];
-    for (int64_t m0 = m_begin; m0 < m_end; m0 += kGemmColBlock) {
-      const int nc = int(std::min(kGemmColBlock, m_end - m0));
+    const int64_t n_first = p0 * kGemmPanelRows, n_rows = std::min(N, p1 * kGemmPanelRows) - n_first;
+    // The group's panels of product q, packed at `at`.
+    auto pack = [&](int q, uint8_t* at) {
+      const TensorView& w0 = *products[q].src0;
+      const char* w = static_cast<const char*>(w0.data) + (i12 / r2) * w0.nb[2] + (i13 / r3) * w0.nb[3];
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t n0 = p * kGemmPanelRows;
         const int nr = int(std::min<int64_t>(kGemmPanelRows, N - n0));
-        gk.kernel(K, mine + size_t(p - p0) * panel_b, act + size_t(m0) * act_row, act_row, nc,
-                  reinterpret_cast<float*>(out + m0 * out0.nb[1]) + n0, out0.nb[1] / sizeof(float), nr);
+        gk.pack(K, w + n0 * w0.nb[1], w0.nb[1], nr, w0.layout, at + size_t(p - p0) * panel_b);
+      }
+    };
+    const uint8_t* act = conv + size_t(M * (i12 + ne12 * i13)) * act_row;
+    // The panels packed at `at` times columns [m0, m0 + nc): (column m, row n) to out[(m - m0) * ld + n -
+    // n_first].
+    auto multiply = [&](const uint8_t* at, int64_t m0, int nc, float* out, size_t ld) {
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t n0 = p * kGemmPanelRows;
+        const int nr = int(std::min<int64_t>(kGemmPanelRows, N - n0));
+        gk.kernel(K, at + size_t(p - p0) * panel_b, act + size_t(m0) * act_row, act_row, nc,
+                  out + (n0 - n_first), ld, nr);
+      }
+    };
+    const TensorView& out0 = *products[prod].dst;
+    char* out = static_cast<char*>(out0.data) + i12 * out0.nb[2] + i13 * out0.nb[3];
+    const size_t ld = out0.nb[1] / sizeof(float);
+    pack(prod, mine);
+    if constexpr (kPaired) pack(1, mine + group_b);
+    for (int64_t m0 = m_begin; m0 < m_end; m0 += kGemmColBlock) {
+      const int nc = int(std::min(kGemmColBlock, m_end - m0));
+      float* d = reinterpret_cast<float*>(out + m0 * out0.nb[1]) + n_first;
+      multiply(mine, m0, nc, d, ld);
+      if constexpr (kPaired) {
+        float* up_tile = reinterpret_cast<float*>(mine + 2 * group_b);
+        multiply(mine + group_b, m0, nc, up_tile, size_t(kGroupRows));
+        for (int c = 0; c < nc; ++c) glu(d + size_t(c) * ld, up_tile + c * kGroupRows, n_rows);
       }
     }
   };
   if (!team) {  // no OpenMP construct at all (parallel.h: ParallelFor)
     for (int64_t r = 0; r < nrows1; ++r) convert(r, 0);
     for (int64_t it = 0; it < nitems_all; ++it) item(it, 0);
-    for (int64_t r = 0; r < n_after; ++r) after(r, 0);
     return;
   }
-  // One thread team for both phases (the implicit barrier of the first loop orders conversion
-  // before use). Dynamic chunks: a descheduled thread on a shared machine does not hold the other
-  // at the barrier with its static share.
+  // One thread team for both phases (one fork/join per MUL_MAT; the implicit barrier of the first
+  // loop orders conversion before use). Dynamic chunks: a descheduled thread on a shared machine
+  // does not hold the other at the barrier with its static share.
 #pragma omp parallel num_threads(nt)
   {
     const int tid = omp_get_thread_num();
 #pragma omp for schedule(dynamic, 16)
     for (int64_t r = 0; r < nrows1; ++r) convert(r, tid);
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait
     for (int64_t it = 0; it < nitems_all; ++it) item(it, tid);
-    if (n_after > 0) {
-#pragma omp for schedule(static)
-      for (int64_t r = 0; r < n_after; ++r) after(r, tid);
-    }
   }
 }
 
@@ -804,15 +826,17 @@ Status MulMatGlu(ComputeContext& ctx, const TensorView& gate, const TensorView& 
   if (N * M * ne12 * ne13 == 0) return Status::Ok();
   const int nt = std::max(1, ctx.n_threads);
   const PathChoice path = ChooseSpecialPath(ctx, isa, /*vec_dot_order=*/false, gate, x, dst);
-  // The GLU of dst row r (the gate's products) with `up` row r (N floats each), in place.
-  auto glu_row = [&](int64_t r, const float* up_row) {
-    const int64_t m = r % M, i12 = (r / M) % ne12, i13 = r / (M * ne12);
-    float* g = reinterpret_cast<float*>(static_cast<char*>(dst.data) + m * dst.nb[1] + i12 * dst.nb[2] +
-                                        i13 * dst.nb[3]);
-    GluRow(ctx, glu, N, g, up_row, g);
-  };
+  if (path.path == SpecialPath::kGemm) {
+    // The GEMM family: x converted once, each panel group of both products and its GLU in one item
+    // of one thread team.
+    const GemmProduct products[2] = {{&gate, &dst}, {&up, nullptr}};
+    MulMatGemm(ctx, *path.gemm, products, 2, x, nt,
+               [&](float* d, const float* u, int64_t n) { GluRow(ctx, glu, n, d, u, d); });
+    return Status::Ok();
+  }
   if (path.path != SpecialPath::kNone) {
-    // The gate's products into dst, up's into ctx.fused_work (contiguous rows), then the GLU.
+    // The gate's products into dst, up's into ctx.fused_work (contiguous rows), then the GLU of
+    // each row, in place.
     const int64_t nrows = M * ne12 * ne13;
     if (ctx.fused_work.size() < size_t(N * nrows)) ctx.fused_work.resize(size_t(N * nrows));
     float* up_rows = ctx.fused_work.data();
@@ -820,13 +844,12 @@ Status MulMatGlu(ComputeContext& ctx, const TensorView& gate, const TensorView& 
     up_out.data = up_rows;
     up_out.nb[0] = sizeof(float);
     for (int d = 1; d < 4; ++d) up_out.nb[d] = up_out.nb[d - 1] * size_t(up_out.ne[d - 1]);
-    if (path.path == SpecialPath::kGemm) {
-      // The GEMM family: x converted once, both products and the GLU in one thread team.
-      const GemmProduct products[2] = {{&gate, &dst}, {&up, &up_out}};
-      MulMatGemm(ctx, *path.gemm, products, 2, x, nt, nrows,
-                 [&](int64_t r, int) { glu_row(r, up_rows + size_t(r) * size_t(N)); });
-      return Status::Ok();
-    }
+    auto glu_row = [&](int64_t r, const float* up_row) {
+      const int64_t m = r % M, i12 = (r / M) % ne12, i13 = r / (M * ne12);
+      float* g = reinterpret_cast<float*>(static_cast<char*>(dst.data) + m * dst.nb[1] + i12 * dst.nb[2] +
+                                          i13 * dst.nb[3]);
+      GluRow(ctx, glu, N, g, up_row, g);
+    };
     // llamafile's order, the F16 heads gemv: each product on its own path.
     MulMatSpecialized(ctx, isa, false, gate, x, dst, nt);
     MulMatSpecialized(ctx, isa, false, up, x, up_out, nt);

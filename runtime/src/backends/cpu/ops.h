@@ -74,7 +74,7 @@ IsaLevel DetectIsa();
 struct ComputeContext {
   int n_threads = 1;              ///< OpenMP threads per op (values < 1 are treated as 1)
   std::vector<uint8_t> work;      ///< scratch: MUL_MAT's converted src1, CPY's row buffers
-  std::vector<float> fused_work;  ///< scratch of fused ops: MUL_MAT_GLU's up products (GEMM paths)
+  std::vector<float> fused_work;  ///< scratch of fused ops: MUL_MAT_GLU's up products (llamafile, F16 heads)
   /// Highest kernel level to use: the detected level is capped by this (tests force kScalar to
   /// compare SIMD paths against the reference).
   IsaLevel max_isa = IsaLevel::kAvx512Vnni;
@@ -140,8 +140,9 @@ Status MulMat(ComputeContext& ctx, const TensorView& src0, const TensorView& src
 /// ne12, ne13] with nb0 = 4. Where MulMat takes the general path (token generation), x is
 /// converted to the vec_dot type once and both products run in one thread team, the GLU applied to
 /// each tile as it is produced; on the GEMM path (prompt processing) x is converted to the family's
-/// activation rows once, both products and then the GLU (up's products in ctx.fused_work) run in
-/// one thread team; on llamafile's path (llamacpp_numerics, F32/F16) and the F16-heads gemv each
+/// activation rows once and one thread team runs items of a panel group of both weights times a
+/// block of columns, each followed by its piece of the GLU (up's products in the thread's scratch of
+/// ctx.work, never written out); on llamafile's path (llamacpp_numerics, F32/F16) and the F16-heads gemv each
 /// product runs on its own, then the GLU row by row. Errors: MulMat's; kInvalidArgument when up differs from
 /// gate.
 Status MulMatGlu(ComputeContext& ctx, const TensorView& gate, const TensorView& x, const TensorView& up,
