@@ -80,6 +80,22 @@ SmallVector<int> operandSrcPositions(GgmlOp op, size_t nSrcs, ArrayRef<char> pre
   return pos;
 }
 
+/// The plan's form of a dialect dimension; std::nullopt for n_ctx, which a plan's dimensions do
+/// not have.
+std::optional<DimExpr> planDim(const Dim &d) {
+  if (d.coeff(Sym::n_ctx) != 0)
+    return std::nullopt;
+  DimExpr e;
+  e.c = d.c;
+  e.tokens = d.coeff(Sym::n_tokens);
+  e.kv = d.coeff(Sym::n_kv);
+  e.kv_head = d.coeff(Sym::kv_head);
+  e.outputs = d.coeff(Sym::n_outputs);
+  e.kv_swa = d.coeff(Sym::n_kv_swa);
+  e.kv_head_swa = d.coeff(Sym::kv_head_swa);
+  return e;
+}
+
 /// One op of a function that stands for a graph tensor.
 struct Entry {
   enum Kind { kLeaf, kNode, kCopy } kind;
@@ -163,7 +179,7 @@ LogicalResult GraphExporter::collect() {
   std::vector<char> originTaken(base_.tensors.size(), 0);
   auto add = [&](Operation *op, int split) -> LogicalResult {
     Entry e{Entry::kNode, op, split};
-    if (isa<ggml::WeightOp, ggml::InputOp, ggml::KvCacheOp>(op))
+    if (isa<ggml::WeightOp, ggml::WeightGroupOp, ggml::InputOp, ggml::KvCacheOp>(op))
       e.kind = Entry::kLeaf;
     else if (isa<place::CopyOp>(op))
       e.kind = Entry::kCopy;
@@ -188,7 +204,7 @@ LogicalResult GraphExporter::collect() {
         originTaken[*id] = 1;
       }
     }
-    if (e.kind == Entry::kLeaf && e.origin < 0)
+    if (e.kind == Entry::kLeaf && e.origin < 0 && !isa<ggml::WeightGroupOp>(op))
       return op->emitError() << "export: a leaf a pass made (weights, caches and inputs are the "
                                 "model's, imported)";
     entryOfOp_[op] = static_cast<int>(entries_.size());
@@ -255,19 +271,11 @@ LogicalResult GraphExporter::exportShape(Operation *op, Type type, const planner
       t->ne[i] = DimExpr::Const(1);
       continue;
     }
-    const Dim d = tensor.getNe(i);
-    if (d.coeff(Sym::n_ctx) != 0)
+    std::optional<DimExpr> e = planDim(tensor.getNe(i));
+    if (!e)
       return op->emitError() << "export: dimension " << i
                              << " uses n_ctx, which a plan's dimensions do not have";
-    DimExpr e;
-    e.c = d.c;
-    e.tokens = d.coeff(Sym::n_tokens);
-    e.kv = d.coeff(Sym::n_kv);
-    e.kv_head = d.coeff(Sym::kv_head);
-    e.outputs = d.coeff(Sym::n_outputs);
-    e.kv_swa = d.coeff(Sym::n_kv_swa);
-    e.kv_head_swa = d.coeff(Sym::kv_head_swa);
-    t->ne[i] = e;
+    t->ne[i] = *e;
   }
   return success();
 }
@@ -304,6 +312,19 @@ LogicalResult GraphExporter::exportTensor(const Entry &e, planner::Tensor *t) {
     *t = *origin;
   t->buffer = -1;
   t->offset = 0;
+  if (auto group = dyn_cast<ggml::WeightGroupOp>(e.op); group && !origin) {
+    // A weight group: the global exportWeightGroups made under its name.
+    t->name = ggml::getNodeName(group).str();
+    t->kind = planner::TensorKind::kWeight;
+    auto it = llvm::find_if(m_.globals, [&](const planner::GlobalTensor &g) {
+      return g.name == t->name && !g.parts.empty();
+    });
+    if (it == m_.globals.end())
+      return group.emitError() << "export: no weight group '" << t->name << "'";
+    t->global = static_cast<int>(it - m_.globals.begin());
+    t->layer = it->layer;
+    return exportShape(e.op, e.op->getResult(0).getType(), nullptr, t);
+  }
   if (e.kind == Entry::kLeaf)
     return exportShape(e.op, e.op->getResult(0).getType(), origin, t);
   Operation *op = e.op;
@@ -340,6 +361,21 @@ LogicalResult GraphExporter::exportTensor(const Entry &e, planner::Tensor *t) {
     t->op = GgmlOp::MUL_MAT_GLU;
     t->iparams = p.iparams;
     t->fparams = p.fparams;
+  } else if (auto view = dyn_cast<ggml::ViewOp>(op); view && !origin) {
+    // A view's strides and offset are its attributes.
+    t->op = GgmlOp::VIEW;
+    ArrayRef<Dim> nb = view.getNb().getValues();
+    std::optional<DimExpr> offset =
+        planDim(view.getOffset() ? view.getOffset()->getValue() : Dim::of(0));
+    if (nb.size() != 3 || !offset)
+      return op->emitError() << "export: a view needs 3 strides and an offset without n_ctx";
+    t->view_offset = *offset;
+    for (unsigned i = 0; i < 3; ++i) {
+      std::optional<DimExpr> d = planDim(nb[i]);
+      if (!d)
+        return op->emitError() << "export: a view stride uses n_ctx";
+      t->view_nb[i] = *d;
+    }
   } else if (!origin) {
     // Ops without op parameters (ggml_op_params.h) are the IR alone; an op with parameters needs
     // its encoding here.
@@ -483,10 +519,64 @@ LogicalResult GraphExporter::run(planner::Graph *out, std::optional<planner::Gra
   return success();
 }
 
+/// A global (GlobalTensor::parts) for each ggml.weight_group name, placed in its parts' buffer
+/// type; the same name in @pp and @tg is one global.
+LogicalResult exportWeightGroups(ModuleOp module, planner::ModelGraphs *graphs,
+                                 planner::Placement *placement) {
+  auto globalOf = [&](StringRef name, bool group) -> int {
+    for (auto [i, g] : llvm::enumerate(graphs->globals))
+      if (g.name == name && g.kind == planner::TensorKind::kWeight && !g.parts.empty() == group &&
+          !g.duplicated)
+        return static_cast<int>(i);
+    return -1;
+  };
+  WalkResult walk = module.walk([&](ggml::WeightGroupOp op) -> WalkResult {
+    StringRef name = ggml::getNodeName(op);
+    if (globalOf(name, true) >= 0)
+      return WalkResult::advance();
+    planner::GlobalTensor g;
+    for (Value v : op.getParts()) {
+      auto w = v.getDefiningOp<ggml::WeightOp>();
+      const int part = w ? globalOf(w.getGgufName(), false) : -1;
+      if (part < 0) {
+        op.emitError() << "export: a part of weight group '" << name
+                       << "' is not a weight of the model";
+        return WalkResult::interrupt();
+      }
+      g.parts.push_back(part);
+    }
+    const planner::GlobalTensor &first = graphs->globals[g.parts.front()];
+    g.name = name.str();
+    g.kind = planner::TensorKind::kWeight;
+    g.type = first.type;
+    g.ne[0] = first.ne[0];
+    g.ne[1] = 0;
+    for (int part : g.parts)
+      g.ne[1] += graphs->globals[part].ne[1];
+    g.nbytes = TensorBytes(g.type, g.ne);
+    g.layer = first.layer;
+    g.layer_class = first.layer_class;
+    g.consumer_op = first.consumer_op;
+    const int buft = placement->global_buft[g.parts.front()];
+    for (int part : g.parts)
+      if (placement->global_buft[part] != buft) {
+        op.emitError() << "export: the parts of weight group '" << name
+                       << "' are in different buffer types";
+        return WalkResult::interrupt();
+      }
+    graphs->globals.push_back(std::move(g));
+    placement->global_buft.push_back(buft);
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 } // namespace
 
 LogicalResult exportModelGraphs(ModuleOp module, planner::ModelGraphs *graphs,
                                 planner::Placement *placement) {
+  if (failed(exportWeightGroups(module, graphs, placement)))
+    return failure();
   planner::Graph pp, tg;
   std::optional<planner::GraphCopies> ppCopies, tgCopies;
   for (auto [name, out, copies, isTg] : {std::make_tuple("pp", &pp, &ppCopies, false),

@@ -187,6 +187,23 @@ LogicalResult GraphImporter::importLeaf(int id) {
   switch (t.kind) {
   case planner::TensorKind::kWeight: {
     const planner::GlobalTensor &w = m_.globals[t.global];
+    if (!w.parts.empty()) {
+      // A weight group (the QKV fusion's): its parts are leaves of the graph before it.
+      SmallVector<Value> parts;
+      for (int part : w.parts) {
+        Value v;
+        for (size_t j = 0; j < g_.tensors.size() && j < values_.size(); ++j)
+          if (g_.tensors[j].kind == planner::TensorKind::kWeight && g_.tensors[j].global == part)
+            v = v ? v : values_[j];
+        if (!v)
+          return emitError(loc) << "weight group '" << w.name << "': its part '"
+                                << m_.globals[part].name << "' is not a leaf before it";
+        parts.push_back(v);
+      }
+      op = b_.create<ggml::WeightGroupOp>(loc, *type, parts);
+      op->setAttr(ggml::kNodeNameAttr, b_.getStringAttr(w.name));
+      break;
+    }
     op = b_.create<ggml::WeightOp>(loc, *type, b_.getStringAttr(w.name),
                                    b_.getI32IntegerAttr(w.layer),
                                    w.duplicated ? b_.getUnitAttr() : UnitAttr());

@@ -205,6 +205,8 @@ void decodeGlobals(const fb::Plan &r, planner::ModelGraphs *m) {
     g.buffer = t->buffer();
     g.offset = t->offset();
     g.duplicated = g.kind == planner::TensorKind::kWeight && !weights.insert(g.name).second;
+    if (t->parts())
+      g.parts.assign(t->parts()->begin(), t->parts()->end());
     m->globals.push_back(std::move(g));
   }
 }

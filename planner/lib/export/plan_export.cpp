@@ -117,9 +117,9 @@ std::vector<uint8_t> SerializePlan(const GgufFile& gguf, const ModelGraphs& m, c
       std::vector<int64_t> full(r.full_ne, r.full_ne + 4);
       slice = fb::CreateTensorSliceDirect(b, r.axis, r.begin, &full);
     }
-    tensors.push_back(fb::CreateGlobalTensorDirect(b, g.name.c_str(), static_cast<fb::TensorKind>(g.kind),
-                                                   static_cast<uint32_t>(g.type), &ne, g.buffer, g.offset,
-                                                   g.nbytes, g.gguf_offset, g.layer, slice));
+    tensors.push_back(fb::CreateGlobalTensorDirect(
+        b, g.name.c_str(), static_cast<fb::TensorKind>(g.kind), static_cast<uint32_t>(g.type), &ne, g.buffer,
+        g.offset, g.nbytes, g.gguf_offset, g.layer, slice, g.parts.empty() ? nullptr : &g.parts));
   }
   std::vector<flatbuffers::Offset<fb::Graph>> graphs{SerializeGraph(b, m.pp, p), SerializeGraph(b, m.tg, p)};
   std::vector<flatbuffers::Offset<fb::ExplainRecord>> explain;

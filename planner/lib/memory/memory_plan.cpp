@@ -23,6 +23,49 @@ bool OwnsArenaMemory(const Tensor& t) {
   return true;
 }
 
+/// Places the weight groups `groups` of one buft whose parts are in `parts_buffer` (`pb`, index
+/// `parts_id`): a group whose parts lie back to back is their union (same buffer, the first
+/// part's offset); one whose parts are apart in the mapped file is a copy in one more, allocated
+/// buffer of the buft that the loader fills from the parts' file data.
+Status PlaceWeightGroups(ModelGraphs& m, const std::vector<size_t>& groups, const PlannedBuffer& pb,
+                         int parts_id, MemoryPlan* out) {
+  PlannedBuffer copies = pb;
+  copies.mapped = false;
+  copies.file_offset = 0;
+  copies.size = 0;
+  if (pb.mapped) copies.name = pb.name.substr(0, pb.name.size() - std::string("_Mapped").size());
+  const int copies_id = static_cast<int>(out->buffers.size());
+  for (size_t gi : groups) {
+    GlobalTensor& g = m.globals[gi];
+    const GlobalTensor& first = m.globals[g.parts.front()];
+    uint64_t end = first.offset;
+    bool adjacent = true;
+    for (int part : g.parts) {
+      const GlobalTensor& t = m.globals[part];
+      if (t.buffer != parts_id)
+        return Internal("memory plan: weight group '" + g.name + "': part '" + t.name +
+                        "' is in another buffer");
+      adjacent = adjacent && t.offset == end;
+      end = t.offset + t.nbytes;
+    }
+    if (end - first.offset != g.nbytes)
+      return Internal("memory plan: weight group '" + g.name + "': its parts hold " +
+                      std::to_string(end - first.offset) + " bytes, the group " + std::to_string(g.nbytes));
+    if (adjacent) {
+      g.buffer = parts_id;
+      g.offset = first.offset;
+      continue;
+    }
+    if (!pb.mapped)
+      return Internal("memory plan: weight group '" + g.name + "': parts not laid out back to back");
+    g.buffer = copies_id;
+    g.offset = copies.size;
+    copies.size += AlignUp(g.nbytes, copies.alignment);
+  }
+  if (copies.size > 0) out->buffers.push_back(copies);
+  return Status::Ok();
+}
+
 /// Best-fit allocator over one arena: ggml-alloc's dynamic tensor allocator (ggml_dyn_tallocr, one
 /// chunk). Free blocks are kept sorted by offset; the arena's unused end is one more block of
 /// unbounded size, the tail.
@@ -257,10 +300,10 @@ Status PlanMemory(ModelGraphs& m, const Placement& p, MemoryPlan* out) {
   for (size_t b = 0; b < p.bufts.size(); ++b) {
     const PlacedBuft& buft = p.bufts[b];
     const PlacedDevice& dev = p.devices[buft.device];
-    std::vector<size_t> members;
+    std::vector<size_t> members, groups;
     for (size_t i = 0; i < m.globals.size(); ++i)
       if (m.globals[i].kind == TensorKind::kWeight && p.global_buft[i] == static_cast<int>(b))
-        members.push_back(i);
+        (m.globals[i].parts.empty() ? members : groups).push_back(i);
     if (members.empty()) continue;
     PlannedBuffer pb;
     pb.buft = static_cast<int>(b);
@@ -287,8 +330,27 @@ Status PlanMemory(ModelGraphs& m, const Placement& p, MemoryPlan* out) {
     } else {
       pb.name = buft.name;
       uint64_t off = 0;
+      // A weight group's parts go back to back where its first part comes in load order.
+      std::map<size_t, size_t> group_of_first;
+      std::vector<char> in_group(m.globals.size(), 0);
+      for (size_t gi : groups) {
+        group_of_first[static_cast<size_t>(m.globals[gi].parts.front())] = gi;
+        for (int part : m.globals[gi].parts) in_group[part] = 1;
+      }
       for (size_t i : members) {
         GlobalTensor& g = m.globals[i];
+        if (in_group[i]) {
+          auto first = group_of_first.find(i);
+          if (first == group_of_first.end()) continue;  // placed with its group's first part
+          uint64_t part_off = off;
+          for (int part : m.globals[first->second].parts) {
+            m.globals[part].buffer = buffer_id;
+            m.globals[part].offset = part_off;
+            part_off += m.globals[part].nbytes;
+          }
+          off += AlignUp(part_off - off, buft.alignment);
+          continue;
+        }
         auto it = first_copy.find(g.name);
         if (it != first_copy.end()) {
           g.buffer = buffer_id;
@@ -303,6 +365,7 @@ Status PlanMemory(ModelGraphs& m, const Placement& p, MemoryPlan* out) {
       pb.size = off;
     }
     if (pb.size > 0) out->buffers.push_back(pb);
+    STOWAGE_RETURN_IF_ERROR(PlaceWeightGroups(m, groups, pb, buffer_id, out));
   }
 
   // KV cache, one buffer per buft.

@@ -125,6 +125,8 @@ class Session::Impl {
   Status CreateBackends(const SessionOptions& opts);
   Status AllocateBuffers(const SessionOptions& opts);
   Status LoadWeights(const SessionOptions& opts);
+  /// The weight groups (GlobalTensor.parts) after LoadWeights placed their parts.
+  Status LoadWeightGroups();
 
   /// A batch as the session runs it (session_batch.cpp): one array per field of BatchToken.
   struct BatchArrays {

@@ -105,7 +105,7 @@ Status Session::Impl::LoadWeights(const SessionOptions& opts) {
     done += t->nbytes();
     if (opts.progress && total > 0) opts.progress(static_cast<float>(done) / static_cast<float>(total));
     // A weight is in the model with the planned type, shape and data offset (CheckPlanAgainstModel).
-    if (t->kind() != fb::TensorKind::Weight) continue;
+    if (t->kind() != fb::TensorKind::Weight || t->parts()) continue;  // groups: below
     const auto* pb = r.buffers()->Get(t->buffer());
     if (pb->mapped()) continue;
     const uint8_t* src = gguf->bytes() + t->gguf_offset();
@@ -140,6 +140,38 @@ Status Session::Impl::LoadWeights(const SessionOptions& opts) {
       mem.globals[i].layout = layout;
     } else {
       STOWAGE_RETURN_IF_ERROR(buf.Write(t->offset(), src, t->nbytes()));
+    }
+  }
+  return LoadWeightGroups();
+}
+
+Status Session::Impl::LoadWeightGroups() {
+  // Weight groups (GlobalTensor.parts; PlanFile verified their layout), once their parts are in
+  // place. The union of the parts in their buffer has the parts' layout: a repacked part is whole
+  // groups of interleaved rows, so the parts' repacks back to back are the repack of the group.
+  // A copy elsewhere gets the parts' file bytes one after another.
+  const auto& r = plan->root();
+  for (size_t i = 0; i < r.tensors()->size(); ++i) {
+    const auto* t = r.tensors()->Get(i);
+    if (!t->parts()) continue;
+    const int32_t first = t->parts()->Get(0);
+    if (r.tensors()->Get(first)->buffer() == t->buffer()) {
+      for (const int32_t p : *t->parts())
+        if (mem.globals[p].layout != mem.globals[first].layout)
+          return FailedPrecondition(plan->path() + ": weight group '" + t->name()->str() + "': part '" +
+                                    r.tensors()->Get(p)->name()->str() + "' is stored in layout " +
+                                    std::to_string(mem.globals[p].layout) + ", part '" +
+                                    r.tensors()->Get(first)->name()->str() + "' in layout " +
+                                    std::to_string(mem.globals[first].layout));
+      mem.globals[i].layout = mem.globals[first].layout;
+      continue;
+    }
+    uint64_t offset = t->offset();
+    for (const int32_t p : *t->parts()) {
+      const auto* part = r.tensors()->Get(p);
+      STOWAGE_RETURN_IF_ERROR(
+          buffers[t->buffer()]->Write(offset, gguf->bytes() + part->gguf_offset(), part->nbytes()));
+      offset += part->nbytes();
     }
   }
   return Status::Ok();

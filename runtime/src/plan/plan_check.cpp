@@ -94,6 +94,11 @@ class MemoryChecker {
         continue;
       if (t->nbytes() == 0 || t->offset() + t->nbytes() < t->offset())
         continue;  // the verifier bounds the rest
+      // A weight group in its parts' buffer is their union (the verifier checked the layout).
+      if (t->parts() && t->parts()->size() > 0 && t->parts()->Get(0) >= 0 &&
+          static_cast<flatbuffers::uoffset_t>(t->parts()->Get(0)) < gt->size() &&
+          gt->Get(t->parts()->Get(0))->buffer() == t->buffer())
+        continue;
       per_buffer[t->buffer()].push_back(
           {t->offset(), t->offset() + t->nbytes(), t->gguf_offset(), static_cast<int>(i)});
     }

@@ -122,6 +122,45 @@ size_t Len(const flatbuffers::Vector<T>* v) {
   return v ? v->size() : 0;
 }
 
+// A weight group (GlobalTensor.parts): two or more other weights without parts or slices, of its
+// type and ne0, ne2 = ne3 = 1, ne1 the sum of theirs; in the parts' buffer their union (the parts
+// back to back from its offset), elsewhere a copy in a plain allocated buffer.
+Status VerifyWeightGroup(const plan::Plan& r, size_t i, const std::string& path) {
+  const auto* t = r.tensors()->Get(i);
+  const std::string f = "tensors[" + std::to_string(i) + "] '" + t->name()->str() + "'.parts";
+  const auto* parts = t->parts();
+  if (t->kind() != plan::TensorKind::Weight || t->slice() || parts->size() < 2)
+    return Fail(path, f, "expected a weight (not sliced) of two or more parts");
+  if (t->ne()->Get(2) != 1 || t->ne()->Get(3) != 1) return Fail(path, f, "expected ne2 = ne3 = 1");
+  int64_t rows = 0;
+  uint64_t end = t->offset();
+  bool union_of_parts = true;
+  for (flatbuffers::uoffset_t k = 0; k < parts->size(); ++k) {
+    const int32_t id = parts->Get(k);
+    if (id < 0 || size_t(id) >= r.tensors()->size() || size_t(id) == i)
+      return Fail(path, f, "index " + std::to_string(id) + " out of range");
+    const auto* p = r.tensors()->Get(id);
+    if (p->kind() != plan::TensorKind::Weight || p->parts() || p->slice() || p->type() != t->type() ||
+        p->ne()->Get(0) != t->ne()->Get(0) || p->ne()->Get(2) != 1 || p->ne()->Get(3) != 1)
+      return Fail(path, f,
+                  "part '" + p->name()->str() + "' is not a whole weight of the group's type and ne0");
+    rows += p->ne()->Get(1);
+    union_of_parts = union_of_parts && p->buffer() == t->buffer() && p->offset() == end;
+    end = p->offset() + p->nbytes();
+  }
+  if (rows != t->ne()->Get(1))
+    return Fail(path, f,
+                "expected ne1 = " + std::to_string(rows) + " (the parts' rows), found " +
+                    std::to_string(t->ne()->Get(1)));
+  const auto* b = r.buffers()->Get(t->buffer());
+  if (union_of_parts) return Status::Ok();
+  if (r.tensors()->Get(parts->Get(0))->buffer() == t->buffer())
+    return Fail(path, f, "in its parts' buffer the parts must lie back to back from the group's offset");
+  if (b->mapped() || (b->repack() && b->repack()->size() > 0))
+    return Fail(path, f, "a copy of the parts must live in a plain allocated buffer");
+  return Status::Ok();
+}
+
 // Devices, backends, buffers and Plan.tensors: indices in range, alignments, mapped ranges inside
 // the model file, tensors inside their buffers.
 Status VerifyTables(const plan::Plan& r, const std::string& path) {
@@ -174,6 +213,8 @@ Status VerifyTables(const plan::Plan& r, const std::string& path) {
       return Fail(path, f + " '" + t->name()->str() + "'",
                   "extends past the end of buffer '" + (b->name() ? b->name()->str() : "") + "'");
   }
+  for (size_t i = 0; i < n_ten; ++i)
+    if (r.tensors()->Get(i)->parts()) STOWAGE_RETURN_IF_ERROR(VerifyWeightGroup(r, i, path));
   return Status::Ok();
 }
 

@@ -93,7 +93,8 @@ Status CheckPlanAgainstModel(const PlanFile& plan, const GgufFile& gguf, uint32_
       return DataLoss(plan.path() + ": buffer '" + (b->name() ? b->name()->str() : "") +
                       "' maps bytes outside " + gguf.path());
   for (const auto* t : *r.tensors()) {
-    if (t->kind() != plan::TensorKind::Weight) continue;
+    // A weight group is no file tensor: its parts are checked as themselves.
+    if (t->kind() != plan::TensorKind::Weight || t->parts()) continue;
     // The model must hold this tensor with the planned type, shape and data offset.
     const std::string name = t->name()->str();
     const GgufTensorInfo* ti = gguf.FindTensor(name);

@@ -263,5 +263,89 @@ TEST(CpuFusedOps, MulMatGluRefusesBadArguments) {
   EXPECT_NE(s.message().find("MUL_MAT"), std::string::npos) << s.message();
 }
 
+// A weight group (the QKV fusion's GlobalTensor.parts): the parts' stored bytes back to back as
+// the session lays them out (a repacked part is whole groups of 8 interleaved rows, so the
+// concatenation is the group's repack), viewed as one weight of the parts' rows.
+struct WeightGroup {
+  std::vector<uint8_t> bytes;
+  TensorView v;
+  explicit WeightGroup(const std::vector<const Weight*>& parts) {
+    v = parts.front()->v;
+    v.ne[1] = 0;
+    for (const Weight* w : parts) {
+      const uint8_t* data = static_cast<const uint8_t*>(w->v.data);
+      bytes.insert(bytes.end(), data, data + w->v.nb[1] * w->v.ne[1]);
+      v.ne[1] += w->v.ne[1];
+    }
+    v.nb[2] = v.nb[1] * v.ne[1];
+    v.nb[3] = v.nb[2];
+    v.data = bytes.data();
+  }
+};
+
+// Rows [first, first + rows) of a MUL_MAT result [total, M]: the view the fused graph reads a
+// part's product through.
+TensorView RowsOf(const Tensor& t, int64_t first, int64_t rows) {
+  TensorView r = t.v;
+  r.data = static_cast<uint8_t*>(t.v.data) + first * t.v.nb[0];
+  r.ne[0] = rows;
+  return r;
+}
+
+// MUL_MAT(group of Q, K, V, x) holds MUL_MAT(Q, x), MUL_MAT(K, x) and MUL_MAT(V, x) bit for bit:
+// each output element is the same dot product, the activations converted once. The models' weight
+// types, plain and CPU_REPACK layouts, token generation (M = 1), the general path and GEMM-sized
+// prompts, ISA caps, threads, numerics.
+TEST(CpuFusedOps, MulMatOverWeightGroupEqualsThreeMulMats) {
+  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::Q8_0,
+                            GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::MXFP4};
+  const int64_t K = 256, rows[3] = {64, 32, 24};
+  uint32_t seed = 900;
+  for (GgmlType type : types) {
+    for (bool repack : {false, true}) {
+      const Weight q(type, K, rows[0], seed++, repack), k(type, K, rows[1], seed++, repack),
+          v(type, K, rows[2], seed++, repack);
+      const WeightGroup group({&q, &k, &v});
+      for (int64_t M : {1, 3, 9, 20, 64}) {
+        Tensor x(GgmlType::F32, K, M);
+        Fill(x, seed++, -3, 3);
+        for (IsaLevel isa : kIsaLevels)
+          for (int threads : {1, 2, 5})
+            for (bool numerics : {false, true}) {
+              const std::string where = std::string(GgmlTypeName(type)) + (repack ? " repacked" : "") +
+                                        " M " + std::to_string(M) + " isa " + std::to_string(int(isa)) +
+                                        " threads " + std::to_string(threads) + (numerics ? " llamacpp" : "");
+              ComputeContext ctx = Ctx(threads);
+              ctx.max_isa = isa;
+              ctx.llamacpp_numerics = numerics;
+              Tensor got(GgmlType::F32, rows[0] + rows[1] + rows[2], M);
+              ASSERT_TRUE(MulMat(ctx, group.v, x.v, got.v).ok()) << where;
+              int64_t first = 0;
+              for (int p = 0; p < 3; ++p) {
+                const Weight& w = p == 0 ? q : p == 1 ? k : v;
+                Tensor want(GgmlType::F32, rows[p], M);
+                ASSERT_TRUE(MulMat(ctx, w.v, x.v, want.v).ok()) << where;
+                ASSERT_EQ(Elements(RowsOf(got, first, rows[p])), Elements(want.v)) << where << " part " << p;
+                first += rows[p];
+              }
+            }
+      }
+    }
+  }
+}
+
+// The comparison can fail: the parts laid out in another order (K before Q) give other rows.
+TEST(CpuFusedOps, MulMatOverWeightGroupComparisonCanFail) {
+  const Weight q(GgmlType::Q4_0, 256, 32, 1, true), k(GgmlType::Q4_0, 256, 32, 2, true);
+  const WeightGroup swapped({&k, &q});
+  Tensor x(GgmlType::F32, 256, 5), want(GgmlType::F32, 32, 5), got(GgmlType::F32, 64, 5);
+  Fill(x, 3, -3, 3);
+  ComputeContext ctx = Ctx(2);
+  ASSERT_TRUE(MulMat(ctx, q.v, x.v, want.v).ok());
+  ASSERT_TRUE(MulMat(ctx, swapped.v, x.v, got.v).ok());
+  EXPECT_NE(Elements(RowsOf(got, 0, 32)), Elements(want.v));
+  EXPECT_EQ(Elements(RowsOf(got, 32, 32)), Elements(want.v));
+}
+
 }  // namespace
 }  // namespace stowage::cpu

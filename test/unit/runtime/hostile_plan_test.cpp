@@ -257,6 +257,62 @@ TEST_F(HostilePlan, WeightOffsetThatDiffersFromTheGgufIsRejected) {
   EXPECT_NE(st.message().find("token_embd.weight"), std::string::npos) << st.message();
 }
 
+// A weight group (GlobalTensor.parts, the QKV fusion's) of blk.0's attn_q, attn_k and attn_v,
+// which lie back to back in stories260K's mapped file: their union, `order` giving the parts.
+void AddQkvGroup(bp::PlanT& p, const std::vector<std::string>& order) {
+  auto g = std::make_unique<bp::GlobalTensorT>();
+  const bp::GlobalTensorT& q = *p.tensors[FindGlobal(p, "blk.0.attn_q.weight")];
+  g->name = "blk.0.attn_q+k+v.weight";
+  g->kind = q.kind;
+  g->type = q.type;
+  g->ne = q.ne;
+  g->ne[1] = 0;
+  g->buffer = q.buffer;
+  g->offset = q.offset;
+  g->layer = q.layer;
+  for (const std::string& role : order) {
+    const int i = FindGlobal(p, "blk.0." + role + ".weight");
+    ASSERT_GE(i, 0);
+    g->parts.push_back(i);
+    g->ne[1] += p.tensors[i]->ne[1];
+    g->nbytes += p.tensors[i]->nbytes;
+  }
+  p.tensors.push_back(std::move(g));
+}
+
+TEST_F(HostilePlan, WeightGroupOfAdjacentPartsRuns) {
+  EXPECT_TRUE(Run(Edit([](bp::PlanT& p) { AddQkvGroup(p, {"attn_q", "attn_k", "attn_v"}); })).ok());
+}
+
+TEST_F(HostilePlan, WeightGroupOfTheWrongRowsIsRejected) {
+  Status st = Run(Edit([](bp::PlanT& p) {
+    AddQkvGroup(p, {"attn_q", "attn_k", "attn_v"});
+    p.tensors.back()->ne[1] -= 32;
+    p.tensors.back()->nbytes -= 32 * 64 * 4;
+  }));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(
+      st.message().find("'blk.0.attn_q+k+v.weight'.parts: expected ne1 = 128 (the parts' rows), found 96"),
+      std::string::npos)
+      << st.message();
+}
+
+TEST_F(HostilePlan, WeightGroupWhosePartsAreNotBackToBackIsRejected) {
+  Status st = Run(Edit([](bp::PlanT& p) { AddQkvGroup(p, {"attn_k", "attn_q", "attn_v"}); }));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("in its parts' buffer the parts must lie back to back"), std::string::npos)
+      << st.message();
+}
+
+TEST_F(HostilePlan, WeightGroupOfAPartOutOfRangeIsRejected) {
+  Status st = Run(Edit([](bp::PlanT& p) {
+    AddQkvGroup(p, {"attn_q", "attn_k", "attn_v"});
+    p.tensors.back()->parts[2] = 100000;
+  }));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find(".parts: index 100000 out of range"), std::string::npos) << st.message();
+}
+
 TEST_F(HostilePlan, MappedBufferPastTheFileIsRejected) {
   Status st = Run(Edit([](bp::PlanT& p) {
     for (auto& b : p.buffers)

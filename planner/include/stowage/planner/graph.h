@@ -95,6 +95,12 @@ struct GlobalTensor {
   LayerClass layer_class = LayerClass::kRepeating;
   GgmlOp consumer_op = GgmlOp::NONE;  ///< the op that reads it (llm_tensor_info op; bias -> ADD)
   bool duplicated = false;            ///< requested again under another role (tied output, rope_freqs)
+  /// A weight group (made by the compiler's stowage-fuse-mul-mat-qkv, never by the graph
+  /// builders): the globals whose rows this weight holds, in order (weights of one type and ne0,
+  /// ne2 = ne3 = 1; ne1 is the sum of theirs). It has no file data of its own (gguf_offset 0):
+  /// PlanMemory lays its parts out back to back and the group is their union, or, for parts in
+  /// the mapped file that are not adjacent there, a copy in an allocated buffer the loader fills.
+  std::vector<int> parts;
   // Placement (filled by passes):
   int buffer = -1;
   uint64_t offset = 0;

@@ -301,6 +301,27 @@ LogicalResult WeightOp::verify() {
   return checkNonEmptyName(*this, getGgufName(), "the GGUF tensor name");
 }
 
+LogicalResult WeightGroupOp::verify() {
+  if (getParts().size() < 2)
+    return emitOpError() << "needs at least two parts, got " << getParts().size();
+  TensorType first = tensorOf(getParts().front());
+  Dim rows = Dim::of(0);
+  for (Value part : getParts()) {
+    if (!part.getDefiningOp<WeightOp>())
+      return emitOpError() << "every part must be a ggml.weight";
+    TensorType t = tensorOf(part);
+    if (t.getElementType() != first.getElementType() || t.getNe(0) != first.getNe(0) ||
+        !t.getNe(2).is(1) || !t.getNe(3).is(1))
+      return emitOpError() << "parts must share element type and ne0, with ne2 = ne3 = 1; got "
+                           << first << " and " << t;
+    rows = rows + t.getNe(1);
+  }
+  SmallVector<Dim, 4> shape = {first.getNe(0), rows, Dim::of(1), Dim::of(1)};
+  if (failed(checkResult(*this, shape, first.getElementType(), "[ne0, sum of the parts' ne1]")))
+    return failure();
+  return checkNonEmptyName(*this, getNodeName(*this), "the group's name");
+}
+
 LogicalResult InputOp::verify() {
   return checkNonEmptyName(*this, getInputName(), "the input name");
 }

@@ -131,6 +131,26 @@ def GGML_WeightOp : GGML_Op<"weight"> {
   let assemblyFormat = "$gguf_name attr-dict `:` qualified(type($result))";
 }
 
+def GGML_WeightGroupOp : GGML_Op<"weight_group"> {
+  let summary = "a weight group: the rows of several weights laid out together at load";
+  let description = [{
+    One weight whose rows are those of `parts` in order (weights of one element type and ne0,
+    ne2 = ne3 = 1): result [ne0, sum of the parts' ne1], their element type. No data moves at run
+    time: the memory plan lays the parts out back to back in their buffer and the group is their
+    union (a copy in an allocated buffer only where the parts are apart in the mapped file), so a
+    ggml.mul_mat over it computes every part's rows with the activations converted once. Made by
+    the `stowage-fuse-mul-mat-qkv` pass, never by the graph builders; the plan carries it as a
+    weight (GlobalTensor.parts) named `name`.
+    Example (a layer's Q, K and V weights):
+      %qkv = ggml.weight_group %wq, %wk, %wv {name = "blk.0.attn_q+k+v.weight"}
+               : (!ggml.tensor<[2048, 2048], q4_0>, !ggml.tensor<[2048, 512], q4_0>,
+                  !ggml.tensor<[2048, 512], q4_0>) -> !ggml.tensor<[2048, 3072], q4_0>
+  }];
+  let arguments = (ins Variadic<GGML_Tensor>:$parts);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = "$parts attr-dict `:` functional-type(operands, results)";
+}
+
 def GGML_InputOp : GGML_Op<"input"> {
   let summary = "a graph input set by the caller before each call (ggml_set_input)";
   let description = [{
