@@ -22,6 +22,7 @@
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
 #include "stowage/planner/plan.h"
 #include "stowage/planner/registry.h"
+#include "stowage/runtime/ggml_op_params.h"
 #include "stowage/runtime/session.h"
 #include "synth.h"
 #include "test_paths.h"
@@ -29,7 +30,8 @@
 namespace stowage::compiler {
 namespace {
 
-Result<planner::PlanResult> PlanForCpu(const GgufFile& gguf) {
+Result<planner::PlanResult> PlanForCpu(const GgufFile& gguf,
+                                       planner::LlamacppCompat compat = planner::kDefaultLlamacppCompat) {
   auto reg = planner::Registry::Open({STOWAGE_SHIPPED_REGISTRY_DIR});
   if (!reg.ok()) return reg.status();
   auto devices = reg->MakeDevices("cpu");
@@ -38,6 +40,7 @@ Result<planner::PlanResult> PlanForCpu(const GgufFile& gguf) {
   req.context.n_ctx = 256;
   req.context.n_ubatch = 16;  // a prompt of several ubatches
   req.fit_check = false;
+  req.llamacpp_compat = compat;
   req.flags = "fuse_passes_test";
   return planner::Plan(gguf, *devices, req);
 }
@@ -52,6 +55,7 @@ Result<std::vector<uint8_t>> FusedPlan(const GgufFile& gguf, const planner::Plan
 struct OpCounts {
   int ops = 0, rms_norm = 0, rms_norm_mul = 0;
   int mul_mat = 0, mul_mat_glu = 0, act = 0;  // act: SILU and GELU (Feb 2025's GLU halves)
+  int cont = 0, views = 0;                    // views: VIEW, PERMUTE, TRANSPOSE, RESHAPE
 };
 
 // The ggml ops of function `name` of the plan `bytes` as the importer reads it back.
@@ -73,6 +77,8 @@ OpCounts CountOps(const std::vector<uint8_t>& bytes, llvm::StringRef name) {
     c.mul_mat += mlir::isa<ggml::MulMatOp>(op);
     c.mul_mat_glu += mlir::isa<ggml::MulMatGluOp>(op);
     c.act += mlir::isa<ggml::SiluOp, ggml::GeluOp>(op);
+    c.cont += mlir::isa<ggml::ContOp>(op);
+    c.views += mlir::isa<ggml::ViewOp, ggml::PermuteOp, ggml::TransposeOp, ggml::ReshapeOp>(op);
   });
   return c;
 }
@@ -102,14 +108,17 @@ std::vector<float> RunPlan(const std::vector<uint8_t>& plan, const std::string& 
 // Plans `path` for the CPU with and without the fusions, checks the fused nodes (`all_fused`: every
 // RMS_NORM of the graphs is followed by its weight's MUL) and runs both: the same logits bit for bit
 // in both numerics modes, planned == allocated. MUL_MAT_GLU replaces two MUL_MATs and the GLU (2026)
-// or the SILU / GELU and the MUL (Feb 2025). Returns the fused nodes of both graphs; `ffn_fused`
-// (optional) gets the MUL_MAT_GLU nodes.
-int ExpectFusedPlanEqual(const std::string& path, bool all_fused, int* ffn_fused = nullptr) {
+// or the SILU / GELU and the MUL (Feb 2025); a CONT elided becomes a VIEW, and the view ops that
+// only fed it go. Returns the fused nodes of both graphs; `ffn_fused` (optional) gets the
+// MUL_MAT_GLU nodes, `tg_conts` (optional) the tg graph's CONTs before and after.
+int ExpectFusedPlanEqual(const std::string& path, bool all_fused, int* ffn_fused = nullptr,
+                         planner::LlamacppCompat compat = planner::kDefaultLlamacppCompat,
+                         std::pair<int, int>* tg_conts = nullptr) {
   SCOPED_TRACE(path);
   auto gguf = GgufFile::Open(path);
   EXPECT_TRUE(gguf.ok()) << gguf.status().message();
   if (!gguf.ok()) return 0;
-  auto planned = PlanForCpu(**gguf);
+  auto planned = PlanForCpu(**gguf, compat);
   EXPECT_TRUE(planned.ok()) << planned.status().message();
   if (!planned.ok()) return 0;
   auto fused = FusedPlan(**gguf, *planned);
@@ -118,11 +127,17 @@ int ExpectFusedPlanEqual(const std::string& path, bool all_fused, int* ffn_fused
   int n_fused = 0;
   for (llvm::StringRef graph : {"pp", "tg"}) {
     const OpCounts before = CountOps(planned->bytes, graph), after = CountOps(*fused, graph);
-    n_fused += after.rms_norm_mul + after.mul_mat_glu;
+    const int elided = before.cont - after.cont;
+    n_fused += after.rms_norm_mul + after.mul_mat_glu + elided;
     if (ffn_fused) *ffn_fused += after.mul_mat_glu;
+    if (tg_conts && graph == "tg") *tg_conts = {before.cont, after.cont};
+    EXPECT_GE(elided, 0) << graph.str();
     EXPECT_EQ(after.rms_norm + after.rms_norm_mul, before.rms_norm) << graph.str();
     EXPECT_EQ(after.mul_mat + 2 * after.mul_mat_glu, before.mul_mat) << graph.str();
-    EXPECT_EQ(after.ops, before.ops - after.rms_norm_mul - 2 * after.mul_mat_glu - (before.act - after.act))
+    const int views_erased = before.views + elided - after.views;
+    EXPECT_GE(views_erased, 0) << graph.str();
+    EXPECT_EQ(after.ops, before.ops - after.rms_norm_mul - 2 * after.mul_mat_glu - (before.act - after.act) -
+                             views_erased)
         << graph.str();
     if (all_fused) {
       EXPECT_GT(before.rms_norm, 0) << graph.str();
@@ -153,6 +168,21 @@ TEST(FusePasses, FusedPlansGiveTheSameLogitsBitForBit) {
     int ffn = 0;
     ExpectFusedPlanEqual(path, true, &ffn);
     std::cout << path << ": " << ffn << " MUL_MAT_GLU in pp and tg\n";
+  }
+}
+
+// Feb 2025's attention without flash attention merges the heads with a CONT of a permute
+// (kqv_merged_cont); with one token its bytes are in order, and stowage-elide-cont makes every such
+// CONT of the tg graph a view of kqv. The logits stay the same bit for bit (ExpectFusedPlanEqual).
+TEST(FusePasses, TokenGenerationReadsTheMergedHeadsInPlace) {
+  const std::vector<std::string> models = test::SharedModelPaths();
+  if (models.empty()) GTEST_SKIP() << "no shared models in " << test::ModelsDir();
+  for (const std::string& path : models) {
+    SCOPED_TRACE(path);
+    std::pair<int, int> tg_conts{-1, -1};
+    ExpectFusedPlanEqual(path, true, nullptr, planner::LlamacppCompat::kFeb25, &tg_conts);
+    EXPECT_GT(tg_conts.first, 0);
+    EXPECT_EQ(tg_conts.second, 0);
   }
 }
 
@@ -226,6 +256,20 @@ TEST(FusePasses, AChangedFusedNodeChangesTheLogits) {
                                          })
                 .rms_norm_mul,
             0);
+}
+
+// The CONT comparison can fail: a plan that merges the heads without permuting them (its CONTs in
+// order at every n_tokens, so all of them become views) gives other logits than the planner's plan.
+TEST(FusePasses, AChangedHeadMergeChangesTheLogits) {
+  const std::string path = test::ModelPath("stories260K.gguf");
+  if (!test::FileExists(path)) GTEST_SKIP() << path << " is absent";
+  const OpCounts tg = ExpectEditedFusedPlanDiffers(path, [](planner::Tensor& t) {
+    if (t.op != GgmlOp::PERMUTE || t.name.rfind("kqv_merged", 0) != 0) return false;
+    t.iparams = Encode(PermuteParams{}).iparams;  // (0, 2, 1, 3) -> the identity
+    std::swap(t.ne[1], t.ne[2]);
+    return true;
+  });
+  EXPECT_EQ(tg.cont, 0);
 }
 
 // The MUL_MAT_GLU comparison can fail: a plan whose FFN activation is GELU (GEGLU) instead of SILU
