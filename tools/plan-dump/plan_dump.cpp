@@ -11,6 +11,10 @@
 // instance ("[src -> copy0, copy1, ...]", JSON "copies") and each graph prints
 // "  input copies: INPUT on BACKEND -> INPUT (buffer B offset O), BACKEND#INPUT#1 (...), ..."
 // (JSON "input_copies").
+// A tensor split across MPI ranks (plan-model --cluster -sm tensor; Plan.tp_n_ranks > 1) prints one
+// line per rank, "tensor split: rank R of N: weights B bytes (M MiB), KV ..., compute ..., output ..."
+// (JSON "tensor_split_ranks"), from the rank's own plan (rank 0: the file's root, the others nested in
+// it), and a sliced weight's line ends with "slice axis A from B of [full_ne]" (JSON "slice").
 // --svg: the plan as a picture (plan_svg.h).
 // --check-memory: instead of printing, checks that no two graph tensors live at the same time share
 // bytes of a compute buffer, and no two weights / KV cache tensors share bytes of an allocated
@@ -99,6 +103,24 @@ std::string Shape(const flatbuffers::Vector<const fb::DimExpr*>* ne,
 
 double MiB(uint64_t b) { return static_cast<double>(b) / 1048576.0; }
 
+/// Bytes of `p`'s buffers of `usage`.
+uint64_t UsageBytes(const fb::Plan& p, fb::BufferUsage usage) {
+  uint64_t n = 0;
+  if (p.buffers())
+    for (const auto* b : *p.buffers()) n += b->usage() == usage ? b->size() : 0;
+  return n;
+}
+
+/// The plans of a tensor split across MPI ranks, rank by rank: `p` itself, then its nested plans
+/// (verified with the root by the flatbuffers verifier); just `p` for any other plan.
+std::vector<const fb::Plan*> RankPlans(const fb::Plan& p) {
+  std::vector<const fb::Plan*> ranks{&p};
+  if (p.tp_rank_plans())
+    for (const auto* r : *p.tp_rank_plans())
+      if (r->plan()) ranks.push_back(fb::GetPlan(r->plan()->data()));
+  return ranks;
+}
+
 std::string Text(const fb::Plan& p, bool nodes) {
   std::string o;
   char buf[1024];
@@ -129,6 +151,21 @@ std::string Text(const fb::Plan& p, bool nodes) {
             ? (", n_ctx_swa " + std::to_string(c->n_ctx_swa()) + (c->swa_full() ? " (swa_full)" : "")).c_str()
             : "");
   line("scheduler: n_copies %u%s", p.n_copies(), p.n_copies() > 1 ? " (pipeline parallelism)" : "");
+  if (p.tp_n_ranks() > 1)
+    for (const fb::Plan* r : RankPlans(p)) {
+      const double mib = 1048576.0;
+      const uint64_t w = UsageBytes(*r, fb::BufferUsage::Weights),
+                     kv = UsageBytes(*r, fb::BufferUsage::KvCache),
+                     c = UsageBytes(*r, fb::BufferUsage::Compute),
+                     out = UsageBytes(*r, fb::BufferUsage::Output);
+      line(
+          "tensor split: rank %u of %u: weights %llu bytes (%.2f MiB), KV %llu bytes (%.2f MiB), compute "
+          "%llu "
+          "bytes (%.2f MiB), output %llu bytes (%.2f MiB)",
+          r->tp_rank(), p.tp_n_ranks(), static_cast<unsigned long long>(w), w / mib,
+          static_cast<unsigned long long>(kv), kv / mib, static_cast<unsigned long long>(c), c / mib,
+          static_cast<unsigned long long>(out), out / mib);
+    }
   if (p.flags()) line("flags: %s", p.flags()->c_str());
   if (const auto* d = p.devices()) {
     for (flatbuffers::uoffset_t i = 0; i < d->size(); ++i) {
@@ -165,10 +202,18 @@ std::string Text(const fb::Plan& p, bool nodes) {
       if (x->ne())
         for (flatbuffers::uoffset_t k = 0; k < x->ne()->size(); ++k)
           ne += (k ? ", " : "") + std::to_string(x->ne()->Get(k));
-      line("tensor %u: %s %s %s %s buffer %d offset %llu (%llu bytes) layer %d", i, Str(x->name()).c_str(),
+      std::string slice;
+      if (const auto* s = x->slice()) {
+        slice = " slice axis " + std::to_string(s->axis()) + " from " + std::to_string(s->begin()) + " of [";
+        if (s->full_ne())
+          for (flatbuffers::uoffset_t k = 0; k < s->full_ne()->size(); ++k)
+            slice += (k ? ", " : "") + std::to_string(s->full_ne()->Get(k));
+        slice += "]";
+      }
+      line("tensor %u: %s %s %s %s buffer %d offset %llu (%llu bytes) layer %d%s", i, Str(x->name()).c_str(),
            fb::EnumNameTensorKind(x->kind()), TypeName(x->type()).c_str(), (ne + "]").c_str(), x->buffer(),
            static_cast<unsigned long long>(x->offset()), static_cast<unsigned long long>(x->nbytes()),
-           x->layer());
+           x->layer(), slice.c_str());
     }
   if (const auto* gs = p.graphs())
     for (const auto* g : *gs) {
@@ -272,6 +317,12 @@ ordered_json JsonTensors(const fb::Plan& p) {
                          {"nbytes", t->nbytes()},
                          {"gguf_offset", t->gguf_offset()},
                          {"layer", t->layer()}});
+      if (const auto* s = t->slice()) {
+        ordered_json full = ordered_json::array();
+        if (s->full_ne())
+          for (int64_t v : *s->full_ne()) full.push_back(v);
+        tensors.back()["slice"] = {{"axis", s->axis()}, {"begin", s->begin()}, {"full_ne", full}};
+      }
     }
   return tensors;
 }
@@ -410,6 +461,15 @@ ordered_json Json(const fb::Plan& p, bool nodes) {
       j["backends"].push_back(
           {{"name", Str(b->name())}, {"device", b->device()}, {"compute_buffer", b->compute_buffer()}});
   j["buffers"] = JsonBuffers(p);
+  if (p.tp_n_ranks() > 1) {
+    j["tensor_split_ranks"] = ordered_json::array();
+    for (const fb::Plan* r : RankPlans(p))
+      j["tensor_split_ranks"].push_back({{"rank", r->tp_rank()},
+                                         {"weights", UsageBytes(*r, fb::BufferUsage::Weights)},
+                                         {"kv", UsageBytes(*r, fb::BufferUsage::KvCache)},
+                                         {"compute", UsageBytes(*r, fb::BufferUsage::Compute)},
+                                         {"output", UsageBytes(*r, fb::BufferUsage::Output)}});
+  }
   j["tensors"] = JsonTensors(p);
   j["graphs"] = ordered_json::array();
   if (p.graphs())

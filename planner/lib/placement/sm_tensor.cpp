@@ -377,4 +377,51 @@ Result<SmTensorPlan> PlanSmTensor(const ModelGraphs& m, int n_devices,
   return plan;
 }
 
+Result<SmRankShares> SmTensorRankShares(const ModelGraphs& m, const SmTensorPlan& plan, int rank) {
+  const int n = plan.n_devices;
+  SmRankShares out;
+  out.slices.resize(m.globals.size());
+  // per layer: heads (attn_q rows / head size), KV heads (attn_k rows), FFN columns (ffn_up rows)
+  auto agree = [&](uint32_t* have, int64_t found, const GlobalTensor& g, const char* what) -> Status {
+    if (found <= 0)
+      return InvalidArgument("tensor split across ranks: " + g.name + ": rank " + std::to_string(rank) +
+                             " gets no " + what + " (expected at least one over " + std::to_string(n) +
+                             " ranks)");
+    if (*have != 0 && *have != found)
+      return InvalidArgument("tensor split across ranks: " + g.name + ": rank " + std::to_string(rank) +
+                             " gets " + std::to_string(found) + " " + what + ", expected " +
+                             std::to_string(*have) + " as in layer 0 (split evenly over the ranks)");
+    *have = static_cast<uint32_t>(found);
+    return Status::Ok();
+  };
+  for (size_t i = 0; i < m.globals.size(); ++i) {
+    const GlobalTensor& g = m.globals[i];
+    const SmSplitState& s = plan.states[i];
+    const NameParts p = SplitName(g.name);
+    const Kind kind = KindOf(p);
+    if (s.axis == SmAxis::kMirrored || kind == Kind::kOutput || kind == Kind::kOutputBias) continue;
+    if (s.axis == SmAxis::kPartial || s.segments.size() != 1 || s.segments[0].second != 1 ||
+        kind == Kind::kSinks || kind == Kind::kAttnGate || p.rest.find("_exps") != std::string::npos) {
+      return InvalidArgument("tensor split across ranks: " + g.name +
+                             ": expected Q/K/V/O and dense FFN weights split by heads and columns, found a " +
+                             (s.axis == SmAxis::kPartial
+                                  ? std::string("partial sum")
+                                  : "split of axis " + std::string(SmAxisName(s.axis))) +
+                             " the ranks cannot run as separate models");
+    }
+    // the slices in the state's order: device (k + rotation) % n holds the k-th
+    int64_t begin = 0;
+    for (int k = 0; (k + s.rotation) % n != rank; ++k) begin += s.ne[(k + s.rotation) % n];
+    const int64_t count = s.ne[rank];
+    out.slices[i] = {s.axis, begin, count};
+    if (g.kind == TensorKind::kKvCache) continue;
+    if (kind == Kind::kQWeight)
+      STOWAGE_RETURN_IF_ERROR(agree(&out.n_head, count / m.hp.n_embd_head_k, g, "attention heads"));
+    if (p.rest == "attn_k.weight")
+      STOWAGE_RETURN_IF_ERROR(agree(&out.n_head_kv, count / m.hp.n_embd_head_k, g, "KV heads"));
+    if (p.rest == "ffn_up.weight") STOWAGE_RETURN_IF_ERROR(agree(&out.n_ff, count, g, "FFN columns"));
+  }
+  return out;
+}
+
 }  // namespace stowage::planner

@@ -87,4 +87,30 @@ struct SmTensorPlan {
 Result<SmTensorPlan> PlanSmTensor(const ModelGraphs& m, int n_devices,
                                   const std::vector<float>& tensor_split);
 
+/// One global's part on one rank of a tensor split across MPI ranks: elements [begin, begin +
+/// count) along `axis` (k0 or k1), or the whole tensor (kMirrored; begin 0, count 0).
+struct SmRankSlice {
+  SmAxis axis = SmAxis::kMirrored;
+  int64_t begin = 0;
+  int64_t count = 0;
+};
+
+/// What one rank of a tensor split across MPI ranks holds (plan-model --cluster -sm tensor), from
+/// PlanSmTensor's split states: every layer's heads and FFN columns as one model of its own, its
+/// hyper-parameters and each global's slice.
+struct SmRankShares {
+  uint32_t n_head = 0, n_head_kv = 0, n_ff = 0;  ///< this rank's, the same in every layer
+  std::vector<SmRankSlice> slices;               ///< per ModelGraphs::globals index
+};
+
+/// Rank `rank`'s shares of `plan` (PlanSmTensor of `m` over the ranks). The split states are the
+/// reference's, with two rules of their own across ranks: output.weight and output.bias are
+/// mirrored (every rank computes the whole logits, no gather), and a slice starts where the slices
+/// of the ranks before it in the state's rotated order end. Errors (kInvalidArgument, one line
+/// naming the tensor and expected vs found, "tensor split across ranks: ..."): a tensor the ranks
+/// cannot split as separate models (a fused QKV or gate_up, experts, attention sinks or gate, a
+/// partial bias), a layer whose heads or FFN columns on this rank differ from layer 0's (heads not
+/// divisible over the ranks), a rank without a KV head or FFN column.
+Result<SmRankShares> SmTensorRankShares(const ModelGraphs& m, const SmTensorPlan& plan, int rank);
+
 }  // namespace stowage::planner
