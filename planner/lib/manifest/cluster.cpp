@@ -1,6 +1,8 @@
 // Cluster files: hosts, their device lists and links (see cluster.h).
 #include "stowage/planner/cluster.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -39,6 +41,25 @@ Result<std::string> String(const json& j, const std::string& file, const std::st
   return j[key].get<std::string>();
 }
 
+// The device list with each item that names a file next to the cluster file `file` (a manifest
+// such as "cpu-half.json") given as that file's path; registry keys and other items unchanged.
+std::string ResolveNextToFile(const std::string& list, const std::string& file) {
+  const size_t slash = file.rfind('/');
+  if (slash == std::string::npos) return list;
+  std::string out;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    std::string item = list.substr(at, comma - at);
+    struct stat st;
+    const std::string beside = file.substr(0, slash + 1) + item;
+    if (!item.empty() && item[0] != '/' && stat(beside.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+      item = beside;
+    out += (at ? "," : "") + item;
+    at = comma + 1;
+  }
+  return out;
+}
+
 Result<ClusterHost> ParseHost(const json& h, const std::string& file, const std::string& at,
                               const std::vector<std::string>& registry_dirs) {
   if (!h.is_object()) return Bad(file, at, std::string("expected an object, found ") + JsonKind(h));
@@ -58,7 +79,7 @@ Result<ClusterHost> ParseHost(const json& h, const std::string& file, const std:
     if (!parsed.ok()) return Bad(file, sub("free"), parsed.status().message());
     ovr = std::move(*parsed);
   }
-  auto devices = reg.MakeDevices(h["devices"].get<std::string>(), ovr);
+  auto devices = reg.MakeDevices(ResolveNextToFile(h["devices"].get<std::string>(), file), ovr);
   if (!devices.ok()) return Bad(file, sub("devices"), devices.status().message());
   host.devices = std::move(*devices);
   if (std::none_of(host.devices.begin(), host.devices.end(),

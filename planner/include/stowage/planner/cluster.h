@@ -15,7 +15,8 @@
 //     "hosts": [ { "name": "node0", "devices": "cpu", "free": "CPU=16GiB" },
 //                { "name": "node1", "devices": "h200,cpu", "free": "CUDA0=100GiB,CPU=64GiB" } ],
 //     "links": [ { "hosts": [0, 1], "bandwidth_bytes_per_second": 1.25e9, "latency_seconds": 5e-5 } ] }
-// "devices" is a --device list (registry keys or manifest files; a list needs a CPU), "free" a
+// "devices" is a --device list (registry keys or manifest files, a relative file name read next to
+// the cluster file when one of that name is there; a list needs a CPU), "free" a
 // --free list in the host's own device names; "links" is optional (figures for a cost model).
 #pragma once
 
