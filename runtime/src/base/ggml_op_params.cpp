@@ -9,6 +9,7 @@ namespace {
 const char* IparamNames(GgmlOp op) {
   switch (op) {
     case GgmlOp::ROPE:
+    case GgmlOp::ROPE_SET_ROWS:
       return "{n_dims, mode, n_ctx_orig, n_offs}";
     case GgmlOp::FLASH_ATTN_EXT:
       return "{prec}";
@@ -30,6 +31,7 @@ const char* IparamNames(GgmlOp op) {
 const char* FparamNames(GgmlOp op) {
   switch (op) {
     case GgmlOp::ROPE:
+    case GgmlOp::ROPE_SET_ROWS:
       return "{freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow}";
     case GgmlOp::SOFT_MAX:
       return "{scale, max_bias}";
@@ -79,6 +81,7 @@ Status CheckParamCounts(GgmlOp op, const OpParamsRef& p) {
 Status CheckParams(GgmlOp op, const OpParamsRef& p) {
   switch (op) {
     case GgmlOp::ROPE:
+    case GgmlOp::ROPE_SET_ROWS:
       return DecodeRope(p).status();
     case GgmlOp::SOFT_MAX:
       return DecodeSoftMax(p).status();

@@ -213,6 +213,17 @@ Result<Ne4> SetRows(const Rule& r) {
   return r.Src(2);
 }
 
+// ROPE_SET_ROWS(x, pos, dst, idx[, freq_factors]): ggml_set_rows(dst, ggml_reshape_2d(
+// ggml_rope_ext(x, pos, freq_factors), x.ne0 * x.ne1, x.ne2), idx), each step's rule.
+Result<Ne4> RopeSetRows(const Rule& r, const SrcShapes& srcs, const OpParamsRef& params) {
+  if (r.Ne(0, 3) != 1) return r.Fail("x must be 3-D [head_dim, n_head, n_tokens], got " + r.Shape(0));
+  const SrcShapes rope = {srcs[0], srcs[1], r.Has(4) ? srcs[4] : std::nullopt};
+  const Result<Ne4> rotated = Rope(Rule(GgmlOp::ROPE_SET_ROWS, rope, nullptr), params);
+  if (!rotated.ok()) return rotated.status();
+  const SrcShapes store = {Ne4{r.Ne(0, 0) * r.Ne(0, 1), r.Ne(0, 2), 1, 1}, srcs[3], srcs[2]};
+  return SetRows(Rule(GgmlOp::ROPE_SET_ROWS, store, nullptr));
+}
+
 // ggml_ssm_conv(sx, c).
 Result<Ne4> SsmConv(const Rule& r) {
   if (r.Ne(0, 3) != 1) return r.Fail("sx must be 3-D, got " + r.Shape(0) + " (ggml_ssm_conv)");
@@ -335,6 +346,7 @@ ShapeRuleKind GetShapeRuleKind(GgmlOp op) {
     case GgmlOp::RMS_NORM_MUL:
     case GgmlOp::MUL_MAT_GLU:
     case GgmlOp::ALL_REDUCE:
+    case GgmlOp::ROPE_SET_ROWS:
       return ShapeRuleKind::kInferred;
     default:
       return ShapeRuleKind::kNone;
@@ -386,6 +398,8 @@ Result<Ne4> InferShape(GgmlOp op, const SrcShapes& srcs, const OpParamsRef& para
       return MulMatId(r);
     case GgmlOp::ROPE:
       return Rope(r, params);
+    case GgmlOp::ROPE_SET_ROWS:
+      return RopeSetRows(r, srcs, params);
     case GgmlOp::SOFT_MAX:
       return SoftMax(r);
     case GgmlOp::FLASH_ATTN_EXT:

@@ -130,6 +130,10 @@ constexpr Entry kEntries[] = {
     // meta device reduces a partial split (ggml_backend_meta; NCCL there, the Transport here). No
     // backend computes it: the session sums it (session_tensor_split.cpp); no op table lists it.
     {GgmlOp::ALL_REDUCE, Into(Srcs(1, 1), 0)},
+    // ROPE_SET_ROWS(x, pos, dst, idx[, freq_factors]) {ROPE's parameters} = SET_ROWS(dst,
+    // RESHAPE_2D(ROPE(x, pos, freq_factors), x.ne0 * x.ne1, x.ne2), idx): llama.cpp 2026's K store
+    // (llama_kv_cache::cpy_k) of the rotated K, written into dst (src 2) as SET_ROWS writes it.
+    {GgmlOp::ROPE_SET_ROWS, OptionalIparams(Into(Srcs(4, 5, 3, 6), 2), 1)},
 };
 
 constexpr bool InEnumOrder() {

@@ -278,6 +278,24 @@ TEST(OpParams, MulMatGlu) {
   EXPECT_EQ(ParseGgmlOp("MUL_MAT_GLU").value(), GgmlOp::MUL_MAT_GLU);
 }
 
+// The fused K store carries ROPE's parameters and writes into its destination (src 2).
+TEST(OpParams, RopeSetRows) {
+  EXPECT_EQ(GetOpTraits(GgmlOp::ROPE_SET_ROWS).min_srcs, 4);
+  EXPECT_EQ(GetOpTraits(GgmlOp::ROPE_SET_ROWS).max_srcs, 5);
+  EXPECT_EQ(GetOpTraits(GgmlOp::ROPE_SET_ROWS).dst_src, 2);
+  EXPECT_EQ(AliasedSource(GgmlOp::ROPE_SET_ROWS, 4), 2);
+  EXPECT_EQ(ParseGgmlOp("ROPE_SET_ROWS").value(), GgmlOp::ROPE_SET_ROWS);
+  RopeParams rp;
+  rp.n_dims = 64;
+  rp.mode = 2;
+  EXPECT_TRUE(CheckParams(GgmlOp::ROPE_SET_ROWS, Ref(Encode(rp))).ok());
+  EXPECT_EQ(
+      CheckParamCounts(GgmlOp::ROPE_SET_ROWS, OpParamsRef({64}, {})).message(),
+      "ROPE_SET_ROWS: expected 3 to 4 integer parameters {n_dims, mode, n_ctx_orig, n_offs} and 6 float "
+      "parameters {freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow}, found 1 integer "
+      "and 0 float");
+}
+
 // The all-reduce of a tensor split across ranks: one source, no parameters, summed into the source.
 TEST(OpParams, AllReduce) {
   EXPECT_TRUE(CheckParams(GgmlOp::ALL_REDUCE, OpParamsRef({}, {})).ok());

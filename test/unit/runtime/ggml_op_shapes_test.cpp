@@ -139,6 +139,31 @@ TEST(OpShapes, MulMatGlu) {
             "MUL_MAT_GLU: a.ne0 (64) must equal b.ne0 (32) (ggml_can_mul_mat)");
 }
 
+// The fused K store: ROPE's rule on x, pos, freq_factors, then SET_ROWS's on the rotated rows.
+TEST(OpShapes, RopeSetRows) {
+  RopeParams rp;
+  rp.n_dims = 64;
+  const EncodedOpParams e = Encode(rp);
+  EXPECT_EQ(GetShapeRuleKind(GgmlOp::ROPE_SET_ROWS), ShapeRuleKind::kInferred);
+  // x [64, 4, 7], pos [7], dst [256, 32], idx [7] (-> dst), freq factors [32]
+  EXPECT_EQ(Infer(GgmlOp::ROPE_SET_ROWS,
+                  {Ne4{64, 4, 7, 1}, Ne4{7, 1, 1, 1}, Ne4{256, 32, 1, 1}, Ne4{7, 1, 1, 1}}, Ref(e)),
+            (Ne4{256, 32, 1, 1}));
+  EXPECT_EQ(Infer(GgmlOp::ROPE_SET_ROWS,
+                  {Ne4{64, 4, 7, 1}, Ne4{7, 1, 1, 1}, Ne4{256, 32, 1, 1}, Ne4{7, 1, 1, 1}, Ne4{32, 1, 1, 1}},
+                  Ref(e)),
+            (Ne4{256, 32, 1, 1}));
+  EXPECT_EQ(Refusal(GgmlOp::ROPE_SET_ROWS,
+                    {Ne4{64, 4, 7, 1}, Ne4{7, 1, 1, 1}, Ne4{128, 32, 1, 1}, Ne4{7, 1, 1, 1}}, Ref(e)),
+            "ROPE_SET_ROWS: a.ne0 (128) must equal b.ne0 (256) (ggml_set_rows)");
+  EXPECT_EQ(Refusal(GgmlOp::ROPE_SET_ROWS,
+                    {Ne4{64, 4, 7, 1}, Ne4{6, 1, 1, 1}, Ne4{256, 32, 1, 1}, Ne4{7, 1, 1, 1}}, Ref(e)),
+            "ROPE_SET_ROWS: a.ne2 (7) must equal pos.ne0 (6) (ggml_rope_ext: one position per token)");
+  EXPECT_EQ(Refusal(GgmlOp::ROPE_SET_ROWS,
+                    {Ne4{64, 4, 7, 2}, Ne4{7, 1, 1, 1}, Ne4{256, 32, 1, 1}, Ne4{7, 1, 1, 1}}, Ref(e)),
+            "ROPE_SET_ROWS: x must be 3-D [head_dim, n_head, n_tokens], got [64, 4, 7, 2]");
+}
+
 // gpt-oss's ops: the biased experts (ggml_add_id), the clamped SwiGLU and the attention sinks.
 TEST(OpShapes, AddIdSwiGluOaiAndSinks) {
   // a [n_ff, n_used, n_tokens], b [n_ff, n_expert] (one bias row per expert), ids [n_used, n_tokens]

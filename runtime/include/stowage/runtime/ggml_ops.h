@@ -36,7 +36,9 @@ namespace stowage {
   X(RMS_NORM_MUL)                                                                                  \
   X(MUL_MAT_GLU)                                                                                   \
   /* appended: tensor split across MPI ranks (no ggml op; see the traits) */                       \
-  X(ALL_REDUCE)
+  X(ALL_REDUCE)                                                                                    \
+  /* appended, Stowage's fused op: ROPE of K and its store into the KV cache (see the traits) */ \
+  X(ROPE_SET_ROWS)
 
 enum class GgmlOp : uint16_t {
 #define STOWAGE_OP_ENUM(name) name,

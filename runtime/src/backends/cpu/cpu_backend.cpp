@@ -6,6 +6,7 @@
 #include "backend.h"
 #include "cpu_op_table.h"
 #include "ops.h"
+#include "ops_rope_store.h"
 #include "stowage/runtime/ggml_op_params.h"
 
 namespace stowage::exec {
@@ -99,6 +100,10 @@ class CpuBackend final : public Backend {
       case GgmlOp::ROPE: {
         STOWAGE_ASSIGN_OR_RETURN(const RopeParams p, DecodeRope(params));
         return cpu::Rope(ctx_, c.src[0], c.src[1], c.has_src[2] ? c.src[2] : none, dst, p);
+      }
+      case GgmlOp::ROPE_SET_ROWS: {  // ops_rope_store.cpp
+        STOWAGE_ASSIGN_OR_RETURN(const RopeParams p, DecodeRope(params));
+        return cpu::RopeSetRows(ctx_, c.src[0], c.src[1], c.has_src[4] ? c.src[4] : none, c.src[3], dst, p);
       }
       case GgmlOp::SOFT_MAX: {
         STOWAGE_ASSIGN_OR_RETURN(const SoftMaxParams p, DecodeSoftMax(params));
