@@ -71,9 +71,9 @@ inline CLI::Option* AddLlamacppCompatOption(CLI::App& app, std::string& value) {
   return app
       .add_option(
           "--llamacpp-compat", value,
-          "the llama.cpp to follow: 2026 (llama.cpp of 2026-09-28: its buffer-type order and "
-          "CPU_REPACK types, its graph rules for every architecture, -fa auto and -c 0 by default) or "
-          "feb25 (llama.cpp of February 2025, the seed's: -fa off and -c 4096 by default)")
+          "the llama.cpp to follow: 2026 (the default; llama.cpp of 2026-09-28: its buffer-type order "
+          "and CPU_REPACK types, its graph rules for every architecture, -fa auto and -c 0 by default) "
+          "or feb25 (llama.cpp of February 2025, the seed's behaviour: -fa off and -c 4096 by default)")
       ->transform(LlamacppCompatValue());
 }
 

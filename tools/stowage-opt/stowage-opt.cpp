@@ -108,7 +108,8 @@ static cl::opt<unsigned> ggufNBatch("gguf-n-batch", cl::desc("--import-gguf: log
 static cl::opt<std::string> ggufLlamacppCompat(
     "gguf-llamacpp-compat",
     cl::desc("--import-gguf: the llama.cpp the graphs and the placement follow (plan-model "
-             "--llamacpp-compat): 2026 (llama.cpp of 2026-09-28) or feb25 (February 2025)"),
+             "--llamacpp-compat): 2026 (llama.cpp of 2026-09-28, the default) or feb25 (February "
+             "2025, the seed's)"),
     cl::value_desc("feb25|2026"),
     cl::init(stowage::planner::LlamacppCompatName(stowage::planner::kDefaultLlamacppCompat)));
 

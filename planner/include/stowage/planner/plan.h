@@ -63,8 +63,10 @@ struct LlamacppDefaults {
 /// The defaults of `compat` (above).
 LlamacppDefaults LlamacppDefaultsOf(LlamacppCompat compat);
 
-/// The llama.cpp the tools follow when --llamacpp-compat is not given.
-inline constexpr LlamacppCompat kDefaultLlamacppCompat = LlamacppCompat::kFeb25;
+/// The llama.cpp the tools (plan-model, stowage-run and stowage-server planning on the fly,
+/// stowage-opt --import-gguf) and PlanRequest follow when --llamacpp-compat is not given: llama.cpp
+/// 2026 (node-llama-cpp 3.22.1, llama.cpp of 2026-09-28). kFeb25 keeps the seed's behaviour.
+inline constexpr LlamacppCompat kDefaultLlamacppCompat = LlamacppCompat::k2026;
 
 /// What the tools' flags ask for.
 struct PlanRequest {
