@@ -361,6 +361,11 @@ LogicalResult GraphExporter::exportTensor(const Entry &e, planner::Tensor *t) {
     t->op = GgmlOp::MUL_MAT_GLU;
     t->iparams = p.iparams;
     t->fparams = p.fparams;
+  } else if (auto store = dyn_cast<ggml::RopeSetRowsOp>(op); store && !origin) {
+    const EncodedOpParams p = Encode(ggml::getRopeParams(store));
+    t->op = GgmlOp::ROPE_SET_ROWS;
+    t->iparams = p.iparams;
+    t->fparams = p.fparams;
   } else if (auto view = dyn_cast<ggml::ViewOp>(op); view && !origin) {
     // A view's strides and offset are its attributes.
     t->op = GgmlOp::VIEW;

@@ -435,7 +435,8 @@ FailureOr<Operation *> GraphImporter::createParamOp(const planner::Tensor &t, gg
                                    src[1], src[2])
         .getOperation();
   }
-  case GgmlOp::ROPE: {
+  case GgmlOp::ROPE:
+  case GgmlOp::ROPE_SET_ROWS: {
     Result<RopeParams> p = DecodeRope(params);
     if (!p.ok())
       return paramError(p.status());
@@ -443,15 +444,28 @@ FailureOr<Operation *> GraphImporter::createParamOp(const planner::Tensor &t, gg
     if (p->mode != 0 && p->mode != 2)
       return emitError(loc) << "node '" << t.name << "': rope mode " << p->mode
                             << " is not normal (0) or neox (2)";
+    auto mode = ggml::RopeModeAttr::get(ctx(), p->mode == 2 ? ggml::RopeMode::neox
+                                                            : ggml::RopeMode::normal);
+    if (t.op ==
+        GgmlOp::ROPE_SET_ROWS) { // a plan the compiler's fusion wrote: x, pos, dst, idx[, ff]
+      if (failed(needSources(t, src, 4, loc)))
+        return failure();
+      Value ff = src.size() > 4 ? src[4] : Value();
+      return b_
+          .create<ggml::RopeSetRowsOp>(
+              loc, type, mode, src[0], src[1], src[2], src[3], ff, b_.getI32IntegerAttr(p->n_dims),
+              b_.getI32IntegerAttr(p->n_ctx_orig), f32(p->freq_base), f32(p->freq_scale),
+              f32(p->ext_factor), f32(p->attn_factor), f32(p->beta_fast), f32(p->beta_slow),
+              b_.getI32IntegerAttr(p->n_offs))
+          .getOperation();
+    }
     Value opt2 = src.size() > 2 ? src[2] : Value();
     return b_
-        .create<ggml::RopeOp>(loc, type,
-                              ggml::RopeModeAttr::get(ctx(), p->mode == 2 ? ggml::RopeMode::neox
-                                                                          : ggml::RopeMode::normal),
-                              src[0], src[1], opt2, b_.getI32IntegerAttr(p->n_dims),
-                              b_.getI32IntegerAttr(p->n_ctx_orig), f32(p->freq_base),
-                              f32(p->freq_scale), f32(p->ext_factor), f32(p->attn_factor),
-                              f32(p->beta_fast), f32(p->beta_slow), b_.getI32IntegerAttr(p->n_offs))
+        .create<ggml::RopeOp>(loc, type, mode, src[0], src[1], opt2,
+                              b_.getI32IntegerAttr(p->n_dims), b_.getI32IntegerAttr(p->n_ctx_orig),
+                              f32(p->freq_base), f32(p->freq_scale), f32(p->ext_factor),
+                              f32(p->attn_factor), f32(p->beta_fast), f32(p->beta_slow),
+                              b_.getI32IntegerAttr(p->n_offs))
         .getOperation();
   }
   case GgmlOp::SOFT_MAX: {

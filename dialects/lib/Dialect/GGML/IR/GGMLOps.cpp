@@ -450,6 +450,46 @@ LogicalResult NormOp::verify() {
   return verifyNorm(*this, GgmlOp::NORM, getEps().convertToFloat(), "ggml_norm");
 }
 
+/// ROPE's parameters from the attributes of a ggml.rope or ggml.rope_set_rows.
+template <typename OpT> static RopeParams ropeParamsOf(OpT op) {
+  RopeParams rope;
+  rope.n_dims = op.getNDims();
+  rope.mode = static_cast<int>(op.getMode());
+  rope.n_ctx_orig = op.getNCtxOrig();
+  rope.freq_base = op.getFreqBase().convertToFloat();
+  rope.freq_scale = op.getFreqScale().convertToFloat();
+  rope.ext_factor = op.getExtFactor().convertToFloat();
+  rope.attn_factor = op.getAttnFactor().convertToFloat();
+  rope.beta_fast = op.getBetaFast().convertToFloat();
+  rope.beta_slow = op.getBetaSlow().convertToFloat();
+  rope.n_offs = op.getNOffs();
+  return rope;
+}
+
+RopeParams getRopeParams(RopeOp op) { return ropeParamsOf(op); }
+RopeParams getRopeParams(RopeSetRowsOp op) { return ropeParamsOf(op); }
+
+LogicalResult RopeSetRowsOp::verify() {
+  TensorType x = tensorOf(getX()), pos = tensorOf(getPos()), dst = tensorOf(getDst());
+  if (!isF32(x))
+    return emitOpError() << "x must be f32, got " << x.getElementTypeName();
+  if (!isI32(pos))
+    return emitOpError() << "pos must be i32, got " << pos.getElementTypeName();
+  Type it = tensorOf(getIdx()).getElementType();
+  if (!it.isSignlessInteger(64) && !it.isSignlessInteger(32))
+    return emitOpError() << "idx (the row indices) must be i64 or i32, got "
+                         << tensorOf(getIdx()).getElementTypeName();
+  if (getFreqFactors() && !isF32(tensorOf(getFreqFactors())))
+    return emitOpError() << "freq_factors must be f32, got "
+                         << tensorOf(getFreqFactors()).getElementTypeName();
+  if (isTransposed(getDst()))
+    return emitOpError() << "the rows of dst must be contiguous (ggml_set_rows)";
+  return checkRule(*this, GgmlOp::ROPE_SET_ROWS,
+                   {getX(), getPos(), getDst(), getIdx(), getFreqFactors()}, dst.getElementType(),
+                   "ggml_set_rows(dst, ggml_rope_ext(x, pos)): like dst",
+                   Encode(ropeParamsOf(*this)));
+}
+
 LogicalResult RopeOp::verify() {
   TensorType a = tensorOf(getA()), pos = tensorOf(getPos());
   if (!isF32(a) && !a.getElementType().isF16())
@@ -459,19 +499,8 @@ LogicalResult RopeOp::verify() {
   if (getFreqFactors() && !isF32(tensorOf(getFreqFactors())))
     return emitOpError() << "freq_factors must be f32, got "
                          << tensorOf(getFreqFactors()).getElementTypeName();
-  RopeParams rope;
-  rope.n_dims = getNDims();
-  rope.mode = static_cast<int>(getMode());
-  rope.n_ctx_orig = getNCtxOrig();
-  rope.freq_base = getFreqBase().convertToFloat();
-  rope.freq_scale = getFreqScale().convertToFloat();
-  rope.ext_factor = getExtFactor().convertToFloat();
-  rope.attn_factor = getAttnFactor().convertToFloat();
-  rope.beta_fast = getBetaFast().convertToFloat();
-  rope.beta_slow = getBetaSlow().convertToFloat();
-  rope.n_offs = getNOffs();
   return checkRule(*this, GgmlOp::ROPE, {getA(), getPos(), getFreqFactors()}, a.getElementType(),
-                   "ggml_rope_ext: like a", Encode(rope));
+                   "ggml_rope_ext: like a", Encode(ropeParamsOf(*this)));
 }
 
 // The sinks of ggml_soft_max_add_sinks / ggml_flash_attn_ext_add_sinks: f32 (ggml asserts it) and

@@ -36,6 +36,10 @@ public:
 
 } // namespace stowage::ggml
 
+namespace stowage {
+struct RopeParams;
+} // namespace stowage
+
 #define GET_OP_CLASSES
 #include "stowage/Dialect/GGML/IR/GGMLOps.h.inc"
 
@@ -48,6 +52,11 @@ llvm::StringRef getNodeName(mlir::Operation *op);
 /// ggml.permute with non-identity axes, or of ggml.view with strides other than the packed ones
 /// (ggml_is_contiguous would be false for it).
 bool isKnownNonContiguous(mlir::Value value);
+
+/// ROPE's parameters (stowage/runtime/ggml_op_params.h RopeParams, as the plan encodes them) from
+/// the attributes of a ggml.rope or of the fused ggml.rope_set_rows.
+::stowage::RopeParams getRopeParams(RopeOp op);
+::stowage::RopeParams getRopeParams(RopeSetRowsOp op);
 
 } // namespace stowage::ggml
 

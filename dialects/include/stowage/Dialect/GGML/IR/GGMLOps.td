@@ -641,6 +641,42 @@ def GGML_SetRowsOp : GGML_WriteOp<"set_rows"> {
   let assemblyFormat = "$a `,` $b `,` $c attr-dict `:` functional-type(operands, results)";
 }
 
+def GGML_RopeSetRowsOp : GGML_WriteOp<"rope_set_rows"> {
+  let summary = "ROPE_SET_ROWS: the rotated K rows stored into the KV cache (Stowage's fusion)";
+  let description = [{
+    ggml.set_rows(dst, ggml.reshape(ggml.rope(x, pos, freq_factors), [x.ne0 * x.ne1, x.ne2]),
+    idx) as one op, bit for bit on the CPU backend (llama.cpp 2026's llama_kv_cache::cpy_k of
+    the rotated K): ROPE's parameters, SET_ROWS's store. The result is (a view of) dst; the op
+    writes dst's memory, so it is never erased. Made by the `stowage-fuse-rope-set-rows` pass,
+    never by the graph builders; the plan carries it as the op ROPE_SET_ROWS (sources x, pos,
+    dst, idx[, freq_factors]; ROPE's parameters).
+    Shapes: x f32 [head_dim, n_head, n_tokens], pos i32 [n_tokens], dst [head_dim * n_head,
+    rows] (f32, f16 or bf16), idx i64 or i32 [n_tokens]; result like dst.
+    Example:
+      %k = ggml.rope_set_rows neox %x, %pos, %cache, %idx {n_dims = 128 : i32}
+             : (!ggml.tensor<[128, 8, n_tokens], f32>, !ggml.tensor<[n_tokens], i32>,
+                !ggml.tensor<[1024, 4096], f16>, !ggml.tensor<[n_tokens], i64>)
+             -> !ggml.tensor<[1024, 4096], f16>
+  }];
+  let arguments = (ins GGML_RopeModeEnum:$mode, GGML_Tensor:$x, GGML_Tensor:$pos,
+                       GGML_Tensor:$dst, GGML_Tensor:$idx,
+                       Optional<GGML_Tensor>:$freq_factors,
+                       I32Attr:$n_dims,
+                       DefaultValuedAttr<I32Attr, "0">:$n_ctx_orig,
+                       DefaultValuedAttr<F32Attr, "10000.0f">:$freq_base,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$freq_scale,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$ext_factor,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$attn_factor,
+                       DefaultValuedAttr<F32Attr, "32.0f">:$beta_fast,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$beta_slow,
+                       DefaultValuedAttr<I32Attr, "0">:$n_offs);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = [{
+    $mode $x `,` $pos `,` $dst `,` $idx (`,` `freq_factors` $freq_factors^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
 def GGML_CastOp : GGML_Op<"cast"> {
   let summary = "CPY into a new tensor of another type (ggml_cast)";
   let description = [{
