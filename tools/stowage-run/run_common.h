@@ -23,9 +23,6 @@ namespace stowage::run {
 inline constexpr int kMaxTokens = 16777216;
 /// --seed's default, as llama.cpp's LLAMA_DEFAULT_SEED: a random seed for each run (printed).
 inline constexpr uint32_t kRandomSeed = 0xFFFFFFFFu;
-/// Context of a generation planned on the fly without -c with --llamacpp-compat feb25: llama-cli's
-/// default (common_params n_ctx; 2026's is 0, the model's, planner::LlamacppDefaultsOf).
-inline constexpr uint32_t kDefaultGenerationContext = 4096;
 
 /// The options every subcommand takes (given before the subcommand): the model, the plan or the
 /// flags of planning on the fly, and the session's settings.
@@ -35,6 +32,8 @@ struct CommonOptions {
   std::string model, plan;
   int threads = 0;
   uint32_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;
+  /// -ngl when planning on the fly (tools::kAutoGpuLayers: --fit); stowage-run (but bench) and
+  /// stowage-server set --llamacpp-compat's default when it is not given (auto for 2026, 0 for feb25).
   int n_gpu_layers = 0;
   std::string cache_type_k = "f16", cache_type_v = "f16";
   /// -fa: on, off or auto, normalized by tools::FlashAttnValue; empty (not given): the default of

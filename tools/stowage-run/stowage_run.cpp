@@ -56,8 +56,8 @@ void AddCommonOptions(CLI::App* a, CommonOptions* c) {
   a->add_option("-t,--threads", c->threads, "CPU threads (0 = all hardware threads; at most 4x them)")
       ->check(tools::IntegerIn(0, MaxThreads()));
   a->add_option("-c,--ctx-size", c->n_ctx,
-                "context size when planning on the fly (0 = the model's training context; default: 4096 "
-                "tokens to generate text, as llama-cli (the model's with --llamacpp-compat 2026); 512 for "
+                "context size when planning on the fly (0 = the model's training context; default: the "
+                "model's to generate text, as llama-cli 2026 (4096 with --llamacpp-compat feb25); 512 for "
                 "perplexity, as llama-perplexity; each test's "
                 "-p + -n + -d for bench, as llama-bench)")
       ->check(tools::IntegerIn(0, kMaxTokens))
@@ -68,8 +68,10 @@ void AddCommonOptions(CLI::App* a, CommonOptions* c) {
       ->check(tools::IntegerIn(1, kMaxTokens));
   a->add_option("--n-gpu-layers", c->n_gpu_layers,
                 "layers to offload when planning on the fly: N, 'all' or <= -2, 'auto' or -1 (fit to the "
-                "GPUs' free memory, as plan-model --fit)")
-      ->transform(tools::GpuLayersValue());
+                "GPUs' free memory, as plan-model --fit; the default with --llamacpp-compat 2026, as "
+                "llama-cli 2026; 0 with feb25; bench: every layer, as llama-bench)")
+      ->transform(tools::GpuLayersValue())
+      ->default_str("");  // "not given": the default depends on --llamacpp-compat (above)
   a->add_option("--cache-type-k", c->cache_type_k,
                 "KV cache type for K when planning on the fly (f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, "
                 "q5_0, q5_1)");
@@ -84,9 +86,9 @@ void AddCommonOptions(CLI::App* a, CommonOptions* c) {
       ->transform(tools::FlashAttnValue());
   tools::AddLlamacppCompatOption(*a, c->llamacpp_compat)
       ->description(
-          "when planning on the fly, the llama.cpp to follow, as plan-model: 2026 (its graph rules, -fa "
-          "auto, "
-          "-c 0 to generate text) or feb25 (February 2025's: -fa off, -c 4096 to generate text)");
+          "when planning on the fly, the llama.cpp to follow, as plan-model: 2026 (the default: its "
+          "graph rules, -fa auto, -ngl auto, -c 0 to generate text) or feb25 (February 2025's, the "
+          "seed's behaviour: -fa off, -ngl 0, -c 4096 to generate text)");
   a->add_flag("--no-mmap", c->no_mmap,
               "when planning on the fly: load weights into allocated buffers instead of mapping the file");
   a->add_flag("--no-repack", c->no_repack, "when planning on the fly: no CPU_REPACK buffer type");
@@ -388,6 +390,11 @@ int RunMode(const CLI::App& app, CommonOptions& c, GenerateFlags& g, CLI::App* p
                                : *bench ? "bench"
                                         : "the chat mode (-cnv)") +
                               " runs in one process (without mpirun the plan's hosts all run here)"));
+  // llama-cli's and llama-perplexity's -ngl of that llama.cpp when planning on the fly: 2026's is
+  // auto, --fit (common.h n_gpu_layers -1, fit_params true); llama-bench keeps its own.
+  if (c.plan.empty() && app.count("--n-gpu-layers") == 0 && !*bench &&
+      planner::LlamacppDefaultsOf(tools::LlamacppCompatOf(c.llamacpp_compat)).fit)
+    c.n_gpu_layers = tools::kAutoGpuLayers;
   if (*ppl) {
     // llama-perplexity's defaults: chunks of 512 tokens, the text's escapes kept unless -e.
     if (c.plan.empty() && app.count("--ctx-size") == 0) c.n_ctx = kPerplexityContext;

@@ -57,8 +57,8 @@ void AddOptions(CLI::App& app, ServerOptions* o) {
                  "this machine)");
   app.add_option(
          "-c,--ctx-size", c.n_ctx,
-         "context size when planning on the fly, shared by the slots (unified KV cache; default 4096, "
-         "0 = the model's training context)")
+         "context size when planning on the fly, shared by the slots (unified KV cache; 0 = the model's "
+         "training context, the default as llama-server 2026; 4096 with --llamacpp-compat feb25)")
       ->check(tools::IntegerIn(0, run::kMaxTokens));
   app.add_option("--parallel", o->n_parallel,
                  "slots (sequences decoded together) when planning on the fly, in one unified KV cache as "
@@ -69,7 +69,9 @@ void AddOptions(CLI::App& app, ServerOptions* o) {
   app.add_option("--ubatch-size", c.n_ubatch, "physical batch size when planning on the fly")
       ->check(tools::IntegerIn(1, run::kMaxTokens));
   app.add_option("--n-gpu-layers", c.n_gpu_layers,
-                 "layers to offload when planning on the fly: N, 'all' or <= -2, 'auto' or -1")
+                 "layers to offload when planning on the fly: N, 'all' or <= -2, 'auto' or -1 (fit to the "
+                 "GPUs' free memory, as plan-model --fit; the default as llama-server 2026; 0 with "
+                 "--llamacpp-compat feb25)")
       ->transform(tools::GpuLayersValue());
   app.add_option("-t,--threads", c.threads, "CPU threads (0 = all hardware threads)")
       ->check(tools::IntegerIn(0, run::MaxThreads()));
@@ -81,9 +83,9 @@ void AddOptions(CLI::App& app, ServerOptions* o) {
       ->description(
           std::string(
               "when planning on the fly, the llama.cpp to follow, as stowage-run and plan-model: 2026 "
-              "(its graph rules, -fa auto) or feb25 (-fa off); default ") +
-          planner::LlamacppCompatName(planner::kDefaultLlamacppCompat) +
-          "; the context stays -c's (4096 by default)");
+              "(its graph rules, -fa auto, -ngl auto, -c 0) or feb25 (the seed's behaviour: -fa off, -ngl 0, "
+              "-c 4096); default ") +
+          planner::LlamacppCompatName(planner::kDefaultLlamacppCompat));
   app.add_flag("--no-mmap", c.no_mmap, "when planning on the fly: load weights instead of mapping the file");
   app.add_flag("--no-fit-check", c.no_fit_check,
                "when planning on the fly: run even when the plan does not fit this machine's memory");
@@ -458,7 +460,12 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "stowage-server: %s\n", st.message().c_str());
     return 1;
   }
-  if (c.n_ctx == 0 && app.count("--ctx-size") == 0) c.n_ctx = run::kDefaultGenerationContext;
+  // llama-server's -c and -ngl of that llama.cpp (2026: the model's context, -ngl auto with --fit).
+  const planner::LlamacppDefaults defaults =
+      planner::LlamacppDefaultsOf(tools::LlamacppCompatOf(c.llamacpp_compat));
+  if (app.count("--ctx-size") == 0) c.n_ctx = defaults.n_ctx;
+  if (c.plan.empty() && app.count("--n-gpu-layers") == 0 && defaults.fit)
+    c.n_gpu_layers = tools::kAutoGpuLayers;
   c.n_seq_max = static_cast<uint32_t>(o.n_parallel);
   c.kv_unified = true;
 
