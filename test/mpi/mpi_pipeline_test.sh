@@ -5,14 +5,7 @@
 #   usage: mpi_pipeline_test.sh BIN_DIR REGISTRY_DIR MODELS_DIR
 set -u
 BIN=$1 REG=$2 MODELS=$3
-if ! command -v mpirun > /dev/null; then echo "SKIP: mpirun not found (apt-get install openmpi-bin)"; exit 0; fi
-if ! nm -C "$BIN/stowage-run" 2> /dev/null | grep -q CreateMpiTransport; then
-  echo "SKIP: stowage-run built without MPI (STOWAGE_ENABLE_MPI)"; exit 0
-fi
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-MPI=(timeout 120 mpirun --allow-run-as-root --oversubscribe)
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/mpi_common.sh"
 
 # check NAME MODEL CLUSTER NP "PLAN FLAGS" [MPI FLAGS...]
 check() {
@@ -75,17 +68,6 @@ if [ -f "$T/llama-out1.plan" ]; then
     echo "ok: a stopped rank ends every rank in ${el}s (exit $rc): $(grep -m1 'within' "$T/stop.err")"
   else fail "stopped rank: exit $rc after ${el}s"; cat "$T/stop.err"; fi
   # A rank killed mid-generation: every rank ends non-zero within seconds, mpirun naming the rank.
-  start=$(date +%s)
-  "${MPI[@]}" -np 2 "$BIN/stowage-run" -m "$LLAMA" --plan "$T/llama-out1.plan" -p y -n -1 --ignore-eos -t 1 \
-    > /dev/null 2> "$T/kill.err" &
-  pid=$!
-  sleep 1.5
-  victim=$(pgrep -f "stowage-run -m $LLAMA --plan $T/llama-out1.plan -p y -n -1" | tail -1)
-  [ -n "$victim" ] && kill -KILL "$victim"
-  wait $pid; rc=$?
-  el=$(($(date +%s) - start))
-  if [ "$rc" -ne 0 ] && [ "$el" -lt 30 ] && grep -q "rank [01]" "$T/kill.err"; then
-    echo "ok: a killed rank ends every rank in ${el}s (exit $rc): $(grep -m1 'rank [01]' "$T/kill.err")"
-  else fail "killed rank: exit $rc after ${el}s"; cat "$T/kill.err"; fi
+  killed_rank_check "$LLAMA" "$T/llama-out1.plan"
 fi
 [ "$fails" -eq 0 ] && echo "PASS" || { echo "$fails failure(s)"; exit 1; }
