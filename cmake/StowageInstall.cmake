@@ -76,10 +76,11 @@ function(stowage_link_closure libs_var deps_var)
 endfunction()
 
 # The runtime: the session and C API, the tokenizer and sampler, device probing, the row-split
-# rules, the version; the planner: its one entry point and the probed-device manifests.
+# rules, the version; the planner: its one entry point, the probed-device manifests and its C API.
 stowage_link_closure(stowage_runtime_parts stowage_runtime_deps
   stowage_runtime stowage_tokenizer stowage_devices stowage_row_split stowage_version)
-stowage_link_closure(stowage_planner_parts stowage_planner_deps stowage_plan stowage_manifest_probe)
+stowage_link_closure(stowage_planner_parts stowage_planner_deps stowage_plan stowage_manifest_probe
+  stowage_planner_c_api)
 list(REMOVE_ITEM stowage_planner_parts ${stowage_runtime_parts})
 list(REMOVE_ITEM stowage_planner_deps ${stowage_runtime_deps})
 

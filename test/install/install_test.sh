@@ -15,7 +15,8 @@
 #      sequences, sample each with a chain (penalties, greedy) and print each sequence's text; each
 #      text equals that program's run on its prompt alone, and the installed stowage-run's text
 #      (--temp 0 --repeat-penalty 1.1, the same chain); a plan made by the planner consumer gives the
-#      same text again.
+#      same text again, and so does the C program planning on the fly with the planner's C API
+#      (pkg-config stowage-planner).
 # Usage: install_test.sh BUILD_DIR TEST_DIR MODELS_DIR CC CXX VERSION CMAKE
 set -euo pipefail
 BUILD=$1 HERE=$2 MODELS=${STOWAGE_MODELS_DIR:-$3} CC=$4 CXX=$5 VERSION=$6 CMAKE=$7
@@ -92,12 +93,15 @@ static_libs=$(pkg-config --static --libs stowage | sed 's/-lstowage-runtime/-Wl,
 "$CC" -std=c99 -Wall -Werror "$HERE/consumer_c/main.c" $(pkg-config --cflags stowage) $static_libs -o "$TMP/c_static" ||
   fail "the C consumer does not link libstowage-runtime.a with pkg-config --static --libs stowage"
 if objdump -p "$TMP/c_static" | grep -q 'NEEDED.*libstowage'; then fail "c_static needs a libstowage shared library"; fi
+# shellcheck disable=SC2046
+"$CC" -std=c99 -Wall -Werror -DCONSUMER_PLAN_ON_THE_FLY "$HERE/consumer_c/main.c" $(pkg-config --cflags --libs stowage-planner) \
+  -o "$TMP/c_planned" || fail "the C consumer that plans on the fly does not build with pkg-config --cflags --libs stowage-planner"
 objdump -p "$TMP/c_shared" | grep -q "NEEDED *libstowage-runtime.so.$so\$" || fail "c_shared does not need libstowage-runtime.so.$so"
 "$CMAKE" -S "$HERE/consumer_cxx" -B "$TMP/cxx" -G Ninja -DCMAKE_PREFIX_PATH="$P" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_COMPILER="$CXX" > "$TMP/cxx-configure.log" 2>&1 || { cat "$TMP/cxx-configure.log"; fail "find_package(Stowage)"; }
 "$CMAKE" --build "$TMP/cxx" -j 2 > "$TMP/cxx-build.log" 2>&1 || { cat "$TMP/cxx-build.log"; fail "the C++ consumers do not build"; }
 if objdump -p "$TMP/cxx/consumer_cxx_static" | grep -q 'NEEDED.*libstowage'; then fail "consumer_cxx_static needs a libstowage shared library"; fi
-step "built out of tree: C with pkg-config (shared and static), C++ with find_package(Stowage) (runtime, runtime_static, planner)"
+step "built out of tree: C with pkg-config (shared and static; planning on the fly with stowage-planner), C++ with find_package(Stowage) (runtime, runtime_static, planner)"
 
 # --- 4. generation -------------------------------------------------------------------------------
 MODEL=$MODELS/stories260K.gguf
@@ -138,4 +142,15 @@ text=$("$P/bin/stowage-run" -m "$MODEL" --plan "$TMP/p.plan" -p "${PROMPTS[0]}" 
 text=$("$TMP/cxx/consumer_cxx" "$TMP/p.plan" "$MODEL" $N "${PROMPTS[0]}" 2> /dev/null)
 [ "$text" = "${ref[0]}" ] || fail "consumer_cxx on consumer_planner's plan: '$text' vs '${ref[0]}'"
 step "consumer_planner's plan (Stowage::planner) runs in stowage-run and consumer_cxx with the same text"
+# The C API's plan on the fly (stowage_session_create_planned, plan-model's defaults with -c 256 -np 2
+# -kvu): the same texts, alone and as two sequences in one batch.
+for k in 0 1; do
+  text=$("$TMP/c_planned" 256 "$MODEL" $N "${PROMPTS[k]}" 2> "$TMP/run.err") || { cat "$TMP/run.err"; fail "c_planned '${PROMPTS[k]}'"; }
+  [ "$text" = "${ref[k]}" ] || fail "c_planned's text of '${PROMPTS[k]}' differs from stowage-run's: '$text' vs '${ref[k]}'"
+done
+both=$("$TMP/c_planned" 256 "$MODEL" $N "${PROMPTS[0]}" "${PROMPTS[1]}" 2> "$TMP/run.err") || { cat "$TMP/run.err"; fail "c_planned with two sequences"; }
+[ "$both" = "${ref[0]}"$'\n'"${ref[1]}" ] || fail "c_planned's two sequences differ from each alone: '$both'"
+"$TMP/c_planned" 256 "$TMP/absent.gguf" 4 "x" 2> "$TMP/run.err" && fail "c_planned accepted a missing model"
+grep -q "absent.gguf" "$TMP/run.err" || fail "c_planned's error does not name the missing model: $(cat "$TMP/run.err")"
+step "the C API's plan on the fly (stowage-planner) gives the same texts, alone and as two sequences"
 echo "install_test: PASS"

@@ -12,7 +12,6 @@
 #include "deploy_report.h"
 #include "llama_args.h"
 #include "planner_args.h"
-#include "probed_machine.h"
 #include "stdout_check.h"
 #include "stowage/planner/cluster.h"
 #include "stowage/planner/explain.h"
@@ -82,7 +81,7 @@ Result<std::vector<DeviceManifest>> MachineDevices(const std::string& device_lis
   if (devices.empty() || !has_cpu) {
     // A list, or "none": only the CPU of this machine; else every probed device (CUDA0, CUDA1, ...).
     STOWAGE_ASSIGN_OR_RETURN(std::vector<DeviceManifest> probed,
-                             tools::ProbedManifests(ProbeDevices().devices, [&](const ProbedDevice& d) {
+                             planner::ManifestsFromProbe(ProbeDevices().devices, [&](const ProbedDevice& d) {
                                return device_list.empty() || d.type == DeviceType::kCpu;
                              }));
     for (const DeviceManifest& d : probed) {

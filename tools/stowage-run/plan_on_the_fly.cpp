@@ -5,10 +5,10 @@
 #include <utility>
 
 #include "planner_args.h"
-#include "probed_machine.h"
 #ifdef STOWAGE_HAVE_COMPILER
 #include "stowage/Compiler/CompilePlan.h"
 #endif
+#include "stowage/planner/from_probe.h"
 #include "stowage/planner/plan.h"
 #include "stowage/runtime/device_probe.h"
 #include "stowage/runtime/ggml_types.h"
@@ -42,9 +42,8 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const CommonOpti
   request.flags = "stowage-run (planned on the fly for this machine)";
   request.tokenizer_loaded = tokenizer_loaded;
   // Probed GPUs numbered in probe order (CUDA0, CUDA1, ...), as plan-model does.
-  STOWAGE_ASSIGN_OR_RETURN(
-      std::vector<planner::DeviceManifest> machine,
-      tools::ProbedManifests(ProbeDevices().devices, [](const ProbedDevice&) { return true; }));
+  STOWAGE_ASSIGN_OR_RETURN(std::vector<planner::DeviceManifest> machine,
+                           planner::ManifestsFromProbe(ProbeDevices().devices));
   // The model's warnings always; llama.cpp's context and GPU warnings, the -ngl auto result and
   // -fa auto turning flash attention off unless quiet.
   auto print = [quiet, &c](const planner::PlanMessage& msg) {

@@ -2,6 +2,8 @@
 #include "stowage/planner/from_probe.h"
 
 #include <cctype>
+#include <map>
+#include <utility>
 
 namespace stowage::planner {
 namespace {
@@ -37,6 +39,18 @@ Result<DeviceManifest> ManifestFromProbe(const ProbedDevice& d) {
     if (m.split_buft) Templatize(m.split_buft->name, concrete + "_Split", "CUDA{index}_Split");
   }
   return m;
+}
+
+Result<std::vector<DeviceManifest>> ManifestsFromProbe(const std::vector<ProbedDevice>& probed,
+                                                       const std::function<bool(const ProbedDevice&)>& keep) {
+  std::vector<DeviceManifest> out;
+  std::map<std::string, int> next_index;  // per backend
+  for (const ProbedDevice& d : probed) {
+    if (keep && !keep(d)) continue;
+    STOWAGE_ASSIGN_OR_RETURN(DeviceManifest m, ManifestFromProbe(d));
+    out.push_back(m.IsIndexed() ? m.WithIndex(next_index[m.backend]++) : std::move(m));
+  }
+  return out;
 }
 
 }  // namespace stowage::planner

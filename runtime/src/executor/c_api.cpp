@@ -103,33 +103,35 @@ stowage_status DecodeFailed(stowage_session* s, const stowage::Status& st) {
   s->n_batch = 0;
   return ToC(st);
 }
-}  // namespace
-
-extern "C" {
-
-stowage_status stowage_session_create(const char* plan_path, const char* model_path, int n_threads,
-                                      stowage_session** out, char* err, size_t err_size) {
+// Copies `st`'s message into err (err_size bytes, NUL-terminated, truncated) and returns its code.
+stowage_status CopyError(const stowage::Status& st, char* err, size_t err_size) {
+  if (err != nullptr && err_size > 0) {
+    std::strncpy(err, st.message().c_str(), err_size - 1);
+    err[err_size - 1] = '\0';
+  }
+  return ToC(st);
+}
+// The session constructors' common part: checks the arguments (`plan_given`: the plan pointer or
+// path is usable), opens the model, creates the Session with `create(model, options)`, loads the
+// tokenizer; errors as stowage_session_create documents, prefixed with `fn` for the arguments.
+template <typename Create>
+stowage_status CreateSession(const char* fn, bool plan_given, const char* model_path, int n_threads,
+                             stowage_session** out, char* err, size_t err_size, Create&& create) {
   if (out != nullptr) *out = nullptr;
-  auto fail = [&](const stowage::Status& st) {
-    if (err != nullptr && err_size > 0) {
-      std::strncpy(err, st.message().c_str(), err_size - 1);
-      err[err_size - 1] = '\0';
-    }
-    return ToC(st);
-  };
-  if (plan_path == nullptr || model_path == nullptr || out == nullptr)
-    return fail(
-        stowage::InvalidArgument("stowage_session_create: plan_path, model_path and out must not be NULL"));
+  if (!plan_given || model_path == nullptr || out == nullptr)
+    return CopyError(
+        stowage::InvalidArgument(std::string(fn) + ": the plan, model_path and out must not be NULL"), err,
+        err_size);
   try {  // no exception crosses the C API (std::bad_alloc included)
     stowage::SessionOptions opts;
     opts.n_threads = n_threads;
     auto gguf = stowage::GgufFile::Open(model_path);
-    if (!gguf.ok()) return fail(gguf.status());
+    if (!gguf.ok()) return CopyError(gguf.status(), err, err_size);
     std::shared_ptr<const stowage::GgufFile> model = std::move(gguf).value();
-    auto s = stowage::Session::Create(plan_path, model, opts);
-    if (!s.ok()) return fail(s.status());
+    auto s = create(model, opts);
+    if (!s.ok()) return CopyError(s.status(), err, err_size);
     auto* h = new (std::nothrow) stowage_session();
-    if (h == nullptr) return fail(stowage::ResourceExhausted("out of memory"));
+    if (h == nullptr) return CopyError(stowage::ResourceExhausted("out of memory"), err, err_size);
     h->session = std::move(s).value();
     auto tok = stowage::Tokenizer::FromGguf(*model);
     if (tok.ok())
@@ -139,10 +141,35 @@ stowage_status stowage_session_create(const char* plan_path, const char* model_p
     *out = h;
     return STOWAGE_OK;
   } catch (const std::bad_alloc&) {
-    return fail(stowage::ResourceExhausted("stowage_session_create: out of memory"));
+    return CopyError(stowage::ResourceExhausted(std::string(fn) + ": out of memory"), err, err_size);
   } catch (const std::exception& e) {
-    return fail(stowage::Internal(std::string("stowage_session_create: ") + e.what()));
+    return CopyError(stowage::Internal(std::string(fn) + ": " + e.what()), err, err_size);
   }
+}
+}  // namespace
+
+extern "C" {
+
+stowage_status stowage_session_create(const char* plan_path, const char* model_path, int n_threads,
+                                      stowage_session** out, char* err, size_t err_size) {
+  return CreateSession(
+      "stowage_session_create", plan_path != nullptr, model_path, n_threads, out, err, err_size,
+      [&](std::shared_ptr<const stowage::GgufFile> model, const stowage::SessionOptions& opts) {
+        return stowage::Session::Create(plan_path, std::move(model), opts);
+      });
+}
+
+stowage_status stowage_session_create_from_plan_buffer(const void* plan, size_t plan_size,
+                                                       const char* model_path, int n_threads,
+                                                       stowage_session** out, char* err, size_t err_size) {
+  return CreateSession(
+      "stowage_session_create_from_plan_buffer", plan != nullptr || plan_size == 0, model_path, n_threads,
+      out, err, err_size,
+      [&](std::shared_ptr<const stowage::GgufFile> model, const stowage::SessionOptions& opts) {
+        const auto* bytes = static_cast<const uint8_t*>(plan);
+        return stowage::Session::CreateFromPlanBytes(std::vector<uint8_t>(bytes, bytes + plan_size),
+                                                     std::move(model), opts);
+      });
 }
 
 stowage_status stowage_decode(stowage_session* s, const int32_t* tokens, size_t n_tokens, int all_logits) {

@@ -6,10 +6,17 @@
  * --repeat-penalty 1.1 samples), until an end-of-generation token or N_PREDICT tokens, and prints
  * each sequence's text on its own line (the pieces of its tokens, as stowage-run -q
  * --no-display-prompt prints them). The token ids go to stderr.
- *   consumer_c PLAN MODEL N_PREDICT PROMPT [PROMPT...] */
+ *   consumer_c PLAN MODEL N_PREDICT PROMPT [PROMPT...]
+ * Built with -DCONSUMER_PLAN_ON_THE_FLY against the planner (pkg-config stowage-planner), it plans
+ * the model on the fly instead (stowage/planner/c_api.h: plan-model's defaults with a context of
+ * N_CTX tokens and two sequences sharing one KV cache, as plan-model -c N_CTX -np 2 -kvu):
+ *   consumer_c_planned N_CTX MODEL N_PREDICT PROMPT [PROMPT...] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <stowage/runtime/c_api.h>
+#ifdef CONSUMER_PLAN_ON_THE_FLY
+#include <stowage/planner/c_api.h>
+#endif
 #include <stowage/runtime/version.h>
 #include <string.h>
 
@@ -53,8 +60,13 @@ static stowage_sampler* make_chain(void) {
 
 int main(int argc, char** argv) {
   if (argc < 5 || argc - 4 > MAX_SEQ) {
+#ifdef CONSUMER_PLAN_ON_THE_FLY
+    fprintf(stderr, "usage: %s N_CTX MODEL N_PREDICT PROMPT [PROMPT...] (at most %d prompts)\n", argv[0],
+            MAX_SEQ);
+#else
     fprintf(stderr, "usage: %s PLAN MODEL N_PREDICT PROMPT [PROMPT...] (at most %d prompts)\n", argv[0],
             MAX_SEQ);
+#endif
     return 2;
   }
   fprintf(stderr, "consumer_c: stowage %s\n", stowage_version_string());
@@ -62,7 +74,16 @@ int main(int argc, char** argv) {
   const int n_seq = argc - 4;
   char err[512];
   stowage_session* s = NULL;
-  if (stowage_session_create(argv[1], argv[2], 0, &s, err, sizeof err) != STOWAGE_OK) {
+#ifdef CONSUMER_PLAN_ON_THE_FLY
+  stowage_plan_params params = stowage_plan_default_params();
+  params.n_ctx = (uint32_t)atoi(argv[1]);
+  params.n_seq_max = 2;
+  params.kv_unified = 1;
+  const stowage_status created = stowage_session_create_planned(argv[2], &params, 0, &s, err, sizeof err);
+#else
+  const stowage_status created = stowage_session_create(argv[1], argv[2], 0, &s, err, sizeof err);
+#endif
+  if (created != STOWAGE_OK) {
     fprintf(stderr, "consumer_c: %s\n", err);
     return 1;
   }

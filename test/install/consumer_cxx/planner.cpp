@@ -9,7 +9,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -30,17 +29,12 @@ int main(int argc, char** argv) {
   auto gguf = stowage::GgufFile::Open(argv[1]);
   if (!gguf.ok()) return Fail(gguf.status());
   // The probed devices, GPUs numbered per backend in probe order (CUDA0, CUDA1, ...).
-  std::vector<stowage::planner::DeviceManifest> machine;
-  std::map<std::string, int> next_index;
-  for (const stowage::ProbedDevice& d : stowage::ProbeDevices().devices) {
-    auto m = stowage::planner::ManifestFromProbe(d);
-    if (!m.ok()) return Fail(m.status());
-    machine.push_back(m->IsIndexed() ? m->WithIndex(next_index[m->backend]++) : std::move(*m));
-  }
+  auto machine = stowage::planner::ManifestsFromProbe(stowage::ProbeDevices().devices);
+  if (!machine.ok()) return Fail(machine.status());
   stowage::planner::PlanRequest request;
   request.context.n_ctx = static_cast<uint32_t>(std::atoi(argv[2]));
   request.flags = "consumer_planner";
-  auto planned = stowage::planner::Plan(**gguf, machine, request);
+  auto planned = stowage::planner::Plan(**gguf, *machine, request);
   if (!planned.ok()) return Fail(planned.status());
   if (!planned->fit.ok()) return Fail(planned->fit);
   std::FILE* f = std::fopen(argv[3], "wb");
@@ -48,7 +42,7 @@ int main(int argc, char** argv) {
   const size_t n = std::fwrite(planned->bytes.data(), 1, planned->bytes.size(), f);
   if (std::fclose(f) != 0 || n != planned->bytes.size())
     return Fail(stowage::IoError(std::string("cannot write ") + argv[3]));
-  std::fprintf(stderr, "consumer_planner: %zu devices, plan of %zu bytes\n", machine.size(),
+  std::fprintf(stderr, "consumer_planner: %zu devices, plan of %zu bytes\n", machine->size(),
                planned->bytes.size());
   return 0;
 }

@@ -1,11 +1,10 @@
-// tools/common/probed_machine.h: probed GPUs are numbered in probe order (CUDA0, CUDA1, ...).
-#include "probed_machine.h"
-
+// planner::ManifestsFromProbe (from_probe.h): probed GPUs are numbered in probe order (CUDA0, CUDA1, ...).
 #include <gtest/gtest.h>
 
+#include "stowage/planner/from_probe.h"
 #include "stowage/planner/graph.h"
 
-namespace stowage::tools {
+namespace stowage::planner {
 namespace {
 
 CudaDeviceInfo Gpu(int index, const std::string& name, uint64_t gib) {
@@ -26,8 +25,8 @@ std::vector<ProbedDevice> Machine() {
           MakeCudaDevice(Gpu(2, "NVIDIA RTX 4090", 24)), MakeCpuDevice(cpu)};
 }
 
-TEST(ProbedManifests, NumbersGpusInProbeOrder) {
-  auto all = ProbedManifests(Machine(), [](const ProbedDevice&) { return true; });
+TEST(ManifestsFromProbe, NumbersGpusInProbeOrder) {
+  auto all = ManifestsFromProbe(Machine());
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   ASSERT_EQ(all->size(), 4u);
   for (int i = 0; i < 3; ++i) {
@@ -48,13 +47,14 @@ TEST(ProbedManifests, NumbersGpusInProbeOrder) {
   EXPECT_EQ((*all)[3].name, "CPU");
 }
 
-TEST(ProbedManifests, SkippedDevicesTakeNoIndex) {
+TEST(ManifestsFromProbe, SkippedDevicesTakeNoIndex) {
   const std::vector<ProbedDevice> probed = Machine();
-  auto cpu_only = ProbedManifests(probed, [](const ProbedDevice& d) { return d.type == DeviceType::kCpu; });
+  auto cpu_only =
+      ManifestsFromProbe(probed, [](const ProbedDevice& d) { return d.type == DeviceType::kCpu; });
   ASSERT_TRUE(cpu_only.ok());
   ASSERT_EQ(cpu_only->size(), 1u);
   EXPECT_EQ((*cpu_only)[0].name, "CPU");
-  auto not_first = ProbedManifests(probed, [&](const ProbedDevice& d) { return &d != &probed[0]; });
+  auto not_first = ManifestsFromProbe(probed, [&](const ProbedDevice& d) { return &d != &probed[0]; });
   ASSERT_TRUE(not_first.ok());
   ASSERT_EQ(not_first->size(), 3u);
   EXPECT_EQ((*not_first)[0].name, "CUDA0");
@@ -63,4 +63,4 @@ TEST(ProbedManifests, SkippedDevicesTakeNoIndex) {
 }
 
 }  // namespace
-}  // namespace stowage::tools
+}  // namespace stowage::planner

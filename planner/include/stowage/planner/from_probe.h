@@ -4,7 +4,9 @@
 // library target (stowage_manifest_probe) so stowage_manifest itself needs no runtime backends.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "stowage/planner/manifest.h"
 #include "stowage/runtime/device_probe.h"
@@ -22,5 +24,15 @@ Result<DeviceManifest> ManifestFromProbe(const ProbedDevice& device);
 /// Registry key of an emitted manifest: "local-" + lower-case device name with characters other
 /// than [a-z0-9._-] replaced by '-' ("local-cpu", "local-cuda0", "local-onednn").
 std::string LocalManifestKey(const ProbedDevice& device);
+
+/// The manifests of `probed` (ProbeReport::devices, ggml registry order) for which `keep` is true
+/// (every device when `keep` is empty), in that order: the machine plan-model plans for without
+/// --device, and stowage-run and the C API (stowage_plan_model) when they plan on the fly.
+/// ManifestFromProbe names CUDA devices "CUDA{index}"; here each indexed manifest gets the next
+/// index of its backend in probe order, so two probed GPUs become CUDA0 and CUDA1 (with buffer
+/// types CUDA0, CUDA0_Split, CUDA1, ...) like the devices of a ggml backend reg. Devices that `keep`
+/// drops do not consume an index. Errors: those of ManifestFromProbe.
+Result<std::vector<DeviceManifest>> ManifestsFromProbe(
+    const std::vector<ProbedDevice>& probed, const std::function<bool(const ProbedDevice&)>& keep = nullptr);
 
 }  // namespace stowage::planner

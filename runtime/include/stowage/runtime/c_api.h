@@ -66,6 +66,15 @@ typedef struct stowage_session stowage_session;
 stowage_status stowage_session_create(const char* plan_path, const char* model_path, int n_threads,
                                       stowage_session** out, char* err, size_t err_size);
 
+/* As stowage_session_create, with the plan's bytes in memory (plan_size bytes at `plan`, e.g. made by
+ * stowage_plan_model_buffer of the planner's C API, stowage/planner/c_api.h, or read by the caller);
+ * the bytes are copied, so the caller may free them when the call returns. Errors: as
+ * stowage_session_create; a NULL `plan` with plan_size > 0 is STOWAGE_INVALID_ARGUMENT, an empty or
+ * malformed plan the plan loader's error. */
+stowage_status stowage_session_create_from_plan_buffer(const void* plan, size_t plan_size,
+                                                       const char* model_path, int n_threads,
+                                                       stowage_session** out, char* err, size_t err_size);
+
 /* Evaluates n_tokens tokens at the end of the session's sequence. all_logits != 0 keeps the logits
  * of every token (n_tokens rows), else of the last token only (one row). Errors: s NULL
  * (STOWAGE_INVALID_ARGUMENT, no message: there is no session to hold it); tokens NULL with
