@@ -7,8 +7,9 @@
 #      what it uses and nothing that is not installed: no internal header, no third-party one);
 #      c_api.h and version.h also as C;
 #   3. out of tree: a C program against the C API with pkg-config (shared, and static with
-#      --static's Libs.private) and C++ programs with find_package(Stowage) (Stowage::runtime,
-#      Stowage::runtime_static, Stowage::planner);
+#      --static's Libs.private) and with find_package(Stowage), C++ programs with find_package(Stowage)
+#      (Stowage::runtime, Stowage::runtime_static, Stowage::planner) and with pkg-config; the C program
+#      planning on the fly with both (stowage-planner, Stowage::planner);
 #   4. with the shared model stories260K.gguf (else exit 77, which ctest reports as skipped): the
 #      installed plan-model plans it for one sequence and for two (-np 2 -kvu); the C and C++
 #      programs (shared and static) tokenize each of two prompts, decode both in one batch as two
@@ -97,11 +98,14 @@ if objdump -p "$TMP/c_static" | grep -q 'NEEDED.*libstowage'; then fail "c_stati
 "$CC" -std=c99 -Wall -Werror -DCONSUMER_PLAN_ON_THE_FLY "$HERE/consumer_c/main.c" $(pkg-config --cflags --libs stowage-planner) \
   -o "$TMP/c_planned" || fail "the C consumer that plans on the fly does not build with pkg-config --cflags --libs stowage-planner"
 objdump -p "$TMP/c_shared" | grep -q "NEEDED *libstowage-runtime.so.$so\$" || fail "c_shared does not need libstowage-runtime.so.$so"
+# shellcheck disable=SC2046
+"$CXX" -std=c++17 -Wall -Werror "$HERE/consumer_cxx/main.cpp" $(pkg-config --cflags --libs stowage) -o "$TMP/cxx_pkgconfig" ||
+  fail "the C++ consumer does not build with pkg-config --cflags --libs stowage"
 "$CMAKE" -S "$HERE/consumer_cxx" -B "$TMP/cxx" -G Ninja -DCMAKE_PREFIX_PATH="$P" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CXX_COMPILER="$CXX" > "$TMP/cxx-configure.log" 2>&1 || { cat "$TMP/cxx-configure.log"; fail "find_package(Stowage)"; }
+  -DCMAKE_C_COMPILER="$CC" -DCMAKE_CXX_COMPILER="$CXX" > "$TMP/cxx-configure.log" 2>&1 || { cat "$TMP/cxx-configure.log"; fail "find_package(Stowage)"; }
 "$CMAKE" --build "$TMP/cxx" -j 2 > "$TMP/cxx-build.log" 2>&1 || { cat "$TMP/cxx-build.log"; fail "the C++ consumers do not build"; }
 if objdump -p "$TMP/cxx/consumer_cxx_static" | grep -q 'NEEDED.*libstowage'; then fail "consumer_cxx_static needs a libstowage shared library"; fi
-step "built out of tree: C with pkg-config (shared and static; planning on the fly with stowage-planner), C++ with find_package(Stowage) (runtime, runtime_static, planner)"
+step "built out of tree: C with pkg-config (shared and static; planning on the fly with stowage-planner) and with find_package(Stowage), C++ with find_package(Stowage) (runtime, runtime_static, planner) and with pkg-config"
 
 # --- 4. generation -------------------------------------------------------------------------------
 MODEL=$MODELS/stories260K.gguf
@@ -122,7 +126,7 @@ for k in 0 1; do
   [ -n "${ref[k]}" ] || fail "stowage-run generated no text for '${PROMPTS[k]}'"
 done
 [ "${ref[0]}" != "${ref[1]}" ] || fail "both prompts give the same text: the comparison below could not tell them apart"
-for v in cxx/consumer_cxx cxx/consumer_cxx_static c_shared c_static; do
+for v in cxx/consumer_cxx cxx/consumer_cxx_static cxx_pkgconfig c_shared c_static cxx/consumer_c_cmake; do
   for k in 0 1; do
     text=$("$TMP/$v" "$TMP/m2.plan" "$MODEL" $N "${PROMPTS[k]}" 2> "$TMP/run.err") || { cat "$TMP/run.err"; fail "$v '${PROMPTS[k]}'"; }
     [ "$text" = "${ref[k]}" ] || fail "$v's text of '${PROMPTS[k]}' differs from stowage-run's:
@@ -144,13 +148,15 @@ text=$("$TMP/cxx/consumer_cxx" "$TMP/p.plan" "$MODEL" $N "${PROMPTS[0]}" 2> /dev
 step "consumer_planner's plan (Stowage::planner) runs in stowage-run and consumer_cxx with the same text"
 # The C API's plan on the fly (stowage_session_create_planned, plan-model's defaults with -c 256 -np 2
 # -kvu): the same texts, alone and as two sequences in one batch.
+for v in c_planned cxx/consumer_c_planned_cmake; do
 for k in 0 1; do
-  text=$("$TMP/c_planned" 256 "$MODEL" $N "${PROMPTS[k]}" 2> "$TMP/run.err") || { cat "$TMP/run.err"; fail "c_planned '${PROMPTS[k]}'"; }
-  [ "$text" = "${ref[k]}" ] || fail "c_planned's text of '${PROMPTS[k]}' differs from stowage-run's: '$text' vs '${ref[k]}'"
+  text=$("$TMP/$v" 256 "$MODEL" $N "${PROMPTS[k]}" 2> "$TMP/run.err") || { cat "$TMP/run.err"; fail "$v '${PROMPTS[k]}'"; }
+  [ "$text" = "${ref[k]}" ] || fail "$v's text of '${PROMPTS[k]}' differs from stowage-run's: '$text' vs '${ref[k]}'"
 done
-both=$("$TMP/c_planned" 256 "$MODEL" $N "${PROMPTS[0]}" "${PROMPTS[1]}" 2> "$TMP/run.err") || { cat "$TMP/run.err"; fail "c_planned with two sequences"; }
-[ "$both" = "${ref[0]}"$'\n'"${ref[1]}" ] || fail "c_planned's two sequences differ from each alone: '$both'"
+both=$("$TMP/$v" 256 "$MODEL" $N "${PROMPTS[0]}" "${PROMPTS[1]}" 2> "$TMP/run.err") || { cat "$TMP/run.err"; fail "$v with two sequences"; }
+[ "$both" = "${ref[0]}"$'\n'"${ref[1]}" ] || fail "$v's two sequences differ from each alone: '$both'"
+done
 "$TMP/c_planned" 256 "$TMP/absent.gguf" 4 "x" 2> "$TMP/run.err" && fail "c_planned accepted a missing model"
 grep -q "absent.gguf" "$TMP/run.err" || fail "c_planned's error does not name the missing model: $(cat "$TMP/run.err")"
-step "the C API's plan on the fly (stowage-planner) gives the same texts, alone and as two sequences"
+step "the C API's plan on the fly (pkg-config stowage-planner, Stowage::planner) gives the same texts, alone and as two sequences"
 echo "install_test: PASS"
