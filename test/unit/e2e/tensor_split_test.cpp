@@ -15,6 +15,7 @@
 #include <thread>
 #include <tuple>
 
+#include "objapi_edit.h"
 #include "plan_probed.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/sm_tensor.h"
@@ -225,6 +226,34 @@ TEST(TensorSplit, Refusals) {
   ASSERT_FALSE(three.ok());
   EXPECT_NE(three.status().message().find("mpirun started 3 rank(s): run mpirun -np 2"), std::string::npos)
       << three.status().message();
+}
+
+// A slice the runtime cannot read as planned is refused before anything loads, in one line naming
+// the plan, the tensor and expected vs found: one that cuts a quantized block, one outside its file
+// tensor.
+TEST(TensorSplit, BadSlicesRefused) {
+  const std::string model = test::ModelPath("tiny8-untied-q4_0.gguf");
+  STOWAGE_REQUIRE_FILE(model);
+  auto tp = SplitPlan(model, 2, false);
+  ASSERT_TRUE(tp.ok()) << tp.status().ToString();
+  const auto load = [&](int64_t begin) {
+    std::vector<uint8_t> edited = test::EditPlan(tp->bytes, [&](::objapi::plan::PlanT& p) {
+      for (auto& t : p.tensors)
+        if (t->name == "blk.0.attn_output.weight") t->slice->begin = begin;
+    });
+    SessionOptions opts;
+    opts.tensor_split_transport = std::make_shared<LoopbackTransport>(std::make_shared<Hub>(), 0, 2);
+    return Session::CreateFromPlanBytes(edited, model, opts).status();
+  };
+  EXPECT_EQ(
+      load(16).message(),
+      "<plan in memory>: tensor 'blk.0.attn_output.weight': slice: axis 0 from element 16, 128 elements: "
+      "expected multiples of q4_0's block of 32 (a split that cuts a quantized block)");
+  EXPECT_EQ(
+      load(160).message(),
+      "<plan in memory>: tensor 'blk.0.attn_output.weight': slice: ne[0] 128 from 160: expected inside the "
+      "tensor's 256");
+  EXPECT_TRUE(load(128).ok());  // the other rank's slice: whole blocks inside the tensor
 }
 
 }  // namespace
