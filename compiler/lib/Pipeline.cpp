@@ -14,6 +14,7 @@ void buildStowagePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
   if (options.fuse) {
     pm.addPass(createStowageFuseRmsNormMul());
     pm.addPass(createStowageFuseMulMatGlu());
+    pm.addPass(createStowageFuseMulMatQkv());
     pm.addPass(createStowageElideCont());
   }
 }

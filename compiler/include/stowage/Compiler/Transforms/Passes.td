@@ -79,6 +79,32 @@ def StowageFuseMulMatGlu : Pass<"stowage-fuse-mul-mat-glu", "::mlir::ModuleOp"> 
   ];
 }
 
+def StowageFuseMulMatQkv : Pass<"stowage-fuse-mul-mat-qkv", "::mlir::ModuleOp"> {
+  let summary = "Q, K and V MUL_MATs of one activation -> one ggml.mul_mat over a weight group";
+  let description = [{
+    Rewrites the products `ggml.mul_mat %wq, %x`, `ggml.mul_mat %wk, %x` and `ggml.mul_mat %wv,
+    %x` of one attention (weights "<p>attn_q.weight", "<p>attn_k.weight", "<p>attn_v.weight")
+    into `ggml.mul_mat %g, %x` over `%g = ggml.weight_group %wq, %wk, %wv` (the three weights'
+    rows laid out together at load: the plan's GlobalTensor.parts), whose result [q | k | v rows]
+    per token the products are read through: each product becomes a ggml.view of it (nb1 the
+    fused row), and a ggml.reshape of a product a ggml.view of the reshape's shape (ggml_reshape
+    needs contiguous input). Biases stay separate ADDs reading the views. Legal only when the
+    three products are directly inside one CPU place.split and read only there, the weights have
+    one type, ne0 and host buffer type (a CPU_REPACK part must be whole groups of 8 rows, so that
+    the parts' repacks back to back are the group's), and the backend runs MUL_MAT with the
+    group (its op table, FuseCommon.h). Every output element is the same dot product, so on the
+    CPU backend the result is the three products' bit for bit; the activations are converted
+    once. With `remarks` each attention left alone gets a remark saying why.
+  }];
+  let options = [
+    Option<"remarks", "remarks", "bool", "false",
+           "emit a remark at each Q / K / V group left unfused, with the reason">,
+  ];
+  let statistics = [
+    Statistic<"numFused", "fused", "Q / K / V groups fused">,
+  ];
+}
+
 //===----------------------------------------------------------------------===//
 // Copy removal: a copy whose consumers can read its source in place.
 //===----------------------------------------------------------------------===//
