@@ -153,15 +153,21 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
       }
     }
   }
-  if (request.fit)
+  if (outcome.ok()) r.fit = CheckPlanFit(gguf, *outcome);
+  // --fit's choice is the most the GPUs take within their targets (free - reserve - margin): when
+  // it still fails the check, fewer layers cannot help the GPU over (it was over at its lower bound)
+  // and more cannot help the host, so the line says that nothing fits instead of "fits".
+  if (request.fit) {
+    const bool fits = outcome.ok() && r.fit.ok();
     say(PlanMessageKind::kFitChosen,
-        "-ngl " + std::to_string(r.placement.n_gpu_layers) + " fits (of " + std::to_string(hp.n_layer) +
-            " layers + output)\n" + chosen.Args(),
+        "-ngl " + std::to_string(r.placement.n_gpu_layers) + (fits ? " fits" : " does not fit") + " (of " +
+            std::to_string(hp.n_layer) + " layers + output)" +
+            (fits ? "" : ": no setting --fit can choose fits this machine") + "\n" + chosen.Args(),
         r.placement.n_gpu_layers);
+  }
   if (!outcome.ok()) return outcome.status();
   r.outcome = std::move(*outcome);
   r.memory_warnings = UnreportedMemoryWarnings(r.outcome);
-  r.fit = CheckPlanFit(gguf, r.outcome);
   if (request.serialize && (r.fit.ok() || !request.fit_check))
     r.bytes = SerializePlan(gguf, r.graphs, r.outcome.placement, r.outcome.memory, request.flags);
   return r;

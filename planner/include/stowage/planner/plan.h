@@ -134,6 +134,8 @@ enum class PlanMessageKind {
   kFlashAttnDisabled,
   /// With --fit, once, after the last placement (whether it succeeded or not): two lines, "-ngl N
   /// fits (of L layers + output)" (N the layers offloaded) and the choice it used, as kFitSearched's.
+  /// When the placement failed or the plan fails its fit check (PlanResult::fit), the first line is
+  /// "-ngl N does not fit (of L layers + output): no setting --fit can choose fits this machine".
   kFitChosen,
 };
 
@@ -214,8 +216,9 @@ Status CheckPlanFit(const GgufFile& gguf, const PlacementOutcome& outcome);
 ///   6. kAuto with flash attention on: kFlashAttnEnabled when FlashAttnDeviceMismatch finds nothing,
 ///      else kFlashAttnDisabled and steps 2, 3 (without kBatchRaised), 4 and 5 again without flash
 ///      attention (a fit of its own: the compute buffers differ).
-///   7. With request.fit: kFitChosen (also when step 5 failed).
-///   8. PlanResult::fit = CheckPlanFit; memory_warnings; bytes = SerializePlan(request.flags).
+///   7. PlanResult::fit = CheckPlanFit; with request.fit: kFitChosen (also when step 5 failed;
+///      "does not fit" then, or when the fit check failed).
+///   8. memory_warnings; bytes = SerializePlan(request.flags).
 /// Errors: those of each step, one line each, unchanged (ReadHParams, ResolveContext,
 /// BuildModelGraphs, FitParams, PlaceModel), except that FitParams's kResourceExhausted is prefixed
 /// with the model file. A plan that does not fit is not an error (PlanResult::fit).
