@@ -23,8 +23,9 @@ namespace stowage::compiler {
 /// Options of the pipeline (buildStowagePipeline, Pipeline.h): every pass it runs rewrites only
 /// where its rules allow.
 struct PipelineOptions {
-  /// The fusion passes (Fuse*.cpp: RMS_NORM + MUL -> RMS_NORM_MUL). false: none of them runs, so
-  /// the exported plan is the planner's byte for byte.
+  /// The rewriting passes (buildStowagePipeline's: the fusions of Fuse*.cpp, e.g. RMS_NORM + MUL ->
+  /// RMS_NORM_MUL, and ElideCont.cpp). false: none of them runs, so the exported plan is the
+  /// planner's byte for byte.
   bool fuse = true;
 };
 

@@ -1,9 +1,9 @@
-// select-weight-buft: the buffer type of every weight, as llama.cpp's load_tensors chooses it
-// (reference/llamacpp-placement.md §2.4–2.5): overrides first (-ot, --cpu-moe, --n-cpu-moe), else
-// the first entry of the layer's buffer-type list whose device supports the consuming op with the
-// weight in that buffer type (weight_buft_supported, a 512-token dummy op), then the mmap rule
-// (a host buft becomes the CPU buft), "moved" accounting, and sharing of duplicated tensors (tied
-// output, rope_freqs) within one buffer type.
+// Weight buffer type selection (PlaceModel's kWeights step): the buffer type of every weight, as llama.cpp's
+// load_tensors chooses it (reference/llamacpp-placement.md §2.4–2.5): overrides first (-ot, --cpu-moe,
+// --n-cpu-moe), else the first entry of the layer's buffer-type list whose device supports the consuming op
+// with the weight in that buffer type (weight_buft_supported, a 512-token dummy op), then the mmap rule (a
+// host buft becomes the CPU buft), "moved" accounting, and sharing of duplicated tensors (tied output,
+// rope_freqs) within one buffer type.
 #pragma once
 
 #include <string>

@@ -16,8 +16,8 @@
 // ("attn_norm-0", "kq-0", "l_out-3") and node order match llama.cpp's graph and split counts can be
 // compared with llama.cpp's.
 //
-// The placement passes fill the `placement` fields (buffer, offset, backend, cause); the plan
-// exporter serializes everything.
+// The placement (PlaceModel, place_model.h) fills the `placement` fields (buffer, offset, backend,
+// cause); the plan exporter serializes everything.
 //
 // Ops and tensor types are the project's shared enums stowage::GgmlOp and stowage::GgmlType
 // (runtime/include/stowage/runtime/ggml_ops.h, ggml_types.h), included here; manifest.h's
@@ -101,7 +101,7 @@ struct GlobalTensor {
   /// PlanMemory lays its parts out back to back and the group is their union, or, for parts in
   /// the mapped file that are not adjacent there, a copy in an allocated buffer the loader fills.
   std::vector<int> parts;
-  // Placement (filled by passes):
+  // Placement (filled by PlaceModel):
   int buffer = -1;
   uint64_t offset = 0;
 };
@@ -122,7 +122,7 @@ struct Tensor {
   std::array<DimExpr, 3> view_nb{};  ///< VIEW only: nb1..nb3 in bytes
   int layer = -1;                    ///< il of the callback that named it (-1: none)
   bool is_output = false;            ///< graph output (result_output)
-  // Placement (filled by passes):
+  // Placement (filled by PlaceModel):
   int backend = -1;
   std::string cause;
   int buffer = -1;

@@ -1,5 +1,5 @@
-// The placement pipeline of plan-model: assign-layers -> select-weight-buft -> place-kv ->
-// schedule (pp and tg graphs) -> plan-memory, and the llama.cpp-style report lines.
+// The placement pipeline of the planner (planner::Plan): layer map -> weight buffer types -> KV
+// cache -> schedule (pp and tg graphs) -> memory plan, and the llama.cpp-style report lines.
 #pragma once
 
 #include <string>
@@ -53,8 +53,8 @@ struct PlacementOutcome {
   std::vector<SplitBufferShare> split_shares;  ///< one per split weight buffer (-sm row), for the fit check
 };
 
-/// The steps of PlaceModel, in order. The MLIR placement passes (compiler/lib/Transforms) run
-/// them one pass each through PlaceModelStep, so that both paths place with the same code.
+/// The steps of PlaceModel, in order. PlaceModelStep runs one of them, for a caller that changes the
+/// graphs between two steps (the MPI tensor-split plan inserts its all-reduces before kMemory).
 enum class PlaceStep {
   kLayers,    ///< MakeDeviceSet, AssignLayers (llama_model::load_tensors' layer map)
   kWeights,   ///< InitPlacement, RecordTensorSplit, RecordHostBufts, the layer log, SelectWeightBufts
@@ -76,7 +76,7 @@ Status PlaceModelStep(PlaceStep step, ModelGraphs& m, const std::vector<DeviceMa
 /// Pipeline parallelism follows llama.cpp's rule (PipelineParallelism, scheduler.h); its decision
 /// is the last --explain record (PipelineExplain) and Placement::n_copies.
 /// `machine` is every device of the (real or described) machine; see MakeDeviceSet.
-/// Errors: those of each pass, one line each; kResourceExhausted when a planned buffer is larger
+/// Errors: those of each step, one line each; kResourceExhausted when a planned buffer is larger
 /// than its buffer type's max_size (ggml_backend_buft_get_max_size: llama.cpp would split it into
 /// several buffers, a plan holds one per buffer type and usage).
 Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceManifest>& machine,

@@ -2,9 +2,9 @@
 // llama.cpp's model loader and ggml_backend_sched decide them (reference:
 // ../shared/reference/llamacpp-placement.md §2, §3, §8).
 //
-// The placement passes (layer map, buft lists, weight buft selection, KV placement, scheduler)
-// fill a Placement and the `backend`/`cause` fields and `splits` of both graphs in ModelGraphs.
-// PlanMemory (memory_plan.h) then turns the decisions into buffers with exact sizes and offsets.
+// The placement steps of PlaceModel (place_model.h: layer map, buft lists, weight buft selection,
+// KV placement, scheduler) fill a Placement and the `backend`/`cause` fields and `splits` of both graphs in
+// ModelGraphs. PlanMemory (memory_plan.h) then turns the decisions into buffers with exact sizes and offsets.
 #pragma once
 
 #include <cstdint>
@@ -58,7 +58,7 @@ struct PlacedBackend {
 /// override > mmap > shared > head/fallback is recorded. ExplainRuleCode (explain.h) names them as
 /// the place dialect's cause codes.
 enum class ExplainRule : uint8_t {
-  kUnset = 0,          ///< not set by the pass that made the record
+  kUnset = 0,          ///< not set by the step that made the record
   kWeightHead,         ///< load.head: the first buffer type of the layer's list
   kWeightFallback,     ///< load.fallback: a later entry of the list (earlier ones rejected)
   kWeightOverride,     ///< load.override: a -ot pattern to a non-CPU buffer type (no support check)

@@ -1,9 +1,10 @@
 // The planner's one entry point: a GGUF model, a machine's devices and the flags of a request in,
 // a placed, memory-planned, fit-checked and serialized plan out. plan-model, stowage-run's planning
 // on the fly and the tests' plans for this machine (test/unit/plan_probed.h) all plan through it,
-// so a flag means the same in every tool. The MLIR placement passes (compiler/lib/Transforms), which
-// run the placement one pass at a time, call its steps: AddCpuMoeOverrides, ResolvePlanContext,
-// FitPlanParams, PlaceModelStep (place_model.h) and CheckPlanFit. The steps are llama.cpp's
+// so a flag means the same in every tool. The compiler stage runs after it, on its result
+// (compiler/include/stowage/Compiler/CompilePlan.h: import, fusions, export, then CheckPlanFit of
+// the exported memory plan); stowage-opt --import-gguf reports ResolvePlanContext's lines. The
+// steps are llama.cpp's
 // (llama_model_load_from_file + llama_init_from_model, FEB25; the -fa auto retry and --fit from DEC25):
 //
 //   ReadHParams -> [--fit: FitParams] -> ResolveContext -> BuildModelGraphs
@@ -171,15 +172,14 @@ struct PlanResult {
 /// Plan's --cpu-moe / --n-cpu-moe (step 1): CpuMoeOverrides to `machine`'s CPU buffer type (its CPU
 /// device's default buffer type; "CPU" without one) appended to `placement->overrides`, and kWarning
 /// "--cpu-moe/--n-cpu-moe given but the model has no experts" to `sink` (may be null) when either is
-/// given for a model whose `hp.n_expert` is 0. Also the MLIR path's (stowage-select-weight-buft
-/// cpu-moe / n-cpu-moe).
+/// given for a model whose `hp.n_expert` is 0.
 void AddCpuMoeOverrides(const HParams& hp, const std::vector<DeviceManifest>& machine, bool cpu_moe,
                         int n_cpu_moe, PlacementOptions* placement, const PlanMessageSink& sink = nullptr);
 
 /// Plan's step 2: `asked` (the context as asked, flash_attn included) resolved by ResolveContext,
 /// reporting kBatchRaised to `sink` (may be null) when min(resolved n_ctx, asked n_batch) <
-/// kKqMaskPad (llama_init_from_model, FEB25). Also stowage-opt's --import-gguf, whose module the
-/// MLIR placement passes plan. Errors: ResolveContext's.
+/// kKqMaskPad (llama_init_from_model, FEB25). Also stowage-opt's --import-gguf, for the n_batch
+/// warning plan-model prints. Errors: ResolveContext's.
 Result<ContextConfig> ResolvePlanContext(const HParams& hp, const std::string& path,
                                          const ContextConfig& asked, const PlanMessageSink& sink = nullptr);
 
@@ -197,9 +197,10 @@ Result<FitChoice> FitPlanParams(const GgufFile& gguf, const ContextConfig& asked
 /// The layers a FitChoice offloads: its n_gpu_layers, or every layer and the output for -1.
 int FitGpuLayerCount(const FitChoice& c, const HParams& hp);
 
-/// Plan's fit check (step 8) of a placed model: CheckFit of the whole plan (every device, no margin),
-/// a refusal naming the model file first. Also the MLIR path's (stowage-export-plan), so that
-/// both refuse the same plans. Ok, or kResourceExhausted "<model>: does not fit: device ...".
+/// Plan's fit check (step 7) of a placed model: CheckFit of the whole plan (every device, no margin),
+/// a refusal naming the model file first. Also the compiler stage's (CompilePlan, on the exported
+/// graphs' memory plan), so that both refuse the same way. Ok, or kResourceExhausted "<model>: does not fit:
+/// device ...".
 Status CheckPlanFit(const GgufFile& gguf, const PlacementOutcome& outcome);
 
 /// Plans `gguf` for the devices `machine` (registry manifests or probed ones; a CPU device must be

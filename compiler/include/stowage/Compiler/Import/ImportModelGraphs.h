@@ -99,8 +99,9 @@ struct ImportPlacement {
   /// every layer's FLASH_ATTN_EXT runs on the layer's device, else planned again without; the
   /// config's flash_attn is then ignored and the module records the decision (stowage.import).
   bool flash_attn_auto = false;
-  /// llama.cpp's -ngl auto, plan-model's --fit: options.n_gpu_layers is the largest count that
-  /// keeps `fit_target` bytes free on every GPU (planner::FitPlanLayers), reported as a remark.
+  /// llama.cpp's -ngl auto, plan-model's --fit: the layers, split and overrides are chosen as
+  /// llama.cpp 2026's common_fit_params chooses them, keeping `fit_target` bytes free on every GPU
+  /// (planner::Plan with PlanRequest::fit, planner::FitPlanParams), reported as a remark.
   bool fit = false;
   uint64_t fit_target = planner::kDefaultFitTargetBytes;
 };
