@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli_numbers.h"
+#include "cost_split.h"
 #include "deploy_report.h"
 #include "llama_args.h"
 #include "planner_args.h"
@@ -108,7 +110,7 @@ namespace {
 /// The command line's values, as CLI11 fills them.
 struct Options {
   std::string model_path, out_path, ctk = "f16", ctv = "f16", device_list, sm = "layer", ts, explain, report;
-  std::string flash_attn, header_path, host_cpu, cluster;
+  std::string flash_attn, header_path, host_cpu, cluster, split = "memory";
   std::string llamacpp_compat = planner::LlamacppCompatName(planner::kDefaultLlamacppCompat);
   uint64_t file_size = 0;
   std::vector<std::string> registry_dirs, ot, free_ovr;
@@ -137,6 +139,11 @@ void AddOptions(CLI::App& app, Options& o) {
                  "links; planner/registry/clusters); host h >= 1's devices become model devices MPI<h>:NAME "
                  "and get pipeline stages (contiguous layer ranges, -ts rule by memory); run under mpirun, "
                  "rank h = host h (instead of --device, --host-cpu and --free)");
+  app.add_option("--split", o.split,
+                 "--cluster: how the offloaded layers become pipeline stages: memory (the -ts rule by free "
+                 "memory, the default) or cost (the least time per generated token by the manifests' "
+                 "bandwidth and FLOP figures and the links', within each device's memory; sets -ts)")
+      ->check(CLI::IsMember({"memory", "cost"}));
   app.add_option(
       "--host-cpu", o.host_cpu,
       "the CPU manifest (registry key or file) when --device lists no CPU (default: this machine's CPU, "
@@ -381,7 +388,8 @@ void PrintPlanMessage(const PlanMessage& msg, FILE* log, bool verbose) {
 /// Prints what was planned: the timing line, llama.cpp's report lines, the scheduler's splits,
 /// --explain and the memory warnings; then the fit result, and writes the plan file. Returns the
 /// exit code.
-int ReportAndWrite(const Options& o, const PlanResult& planned, FILE* log, double ms) {
+int ReportAndWrite(const Options& o, const PlanResult& planned, FILE* log, double ms,
+                   const std::vector<std::string>& cluster_explain) {
   const ModelGraphs& m = planned.graphs;
   const PlacementOutcome& outcome = planned.outcome;
   if (o.timing)
@@ -396,7 +404,10 @@ int ReportAndWrite(const Options& o, const PlanResult& planned, FILE* log, doubl
       std::fprintf(log, "%s", FormatSchedDebug(*g, outcome.placement, o.debug_splits).c_str());
     }
   }
-  if (o.explain == "text") std::printf("%s", ExplainText(outcome.placement).c_str());
+  if (o.explain == "text") {
+    std::printf("%s", ExplainText(outcome.placement).c_str());
+    for (const std::string& line : cluster_explain) std::printf("%s\n", line.c_str());
+  }
   if (o.explain == "json") std::printf("%s", ExplainJson(outcome.placement).c_str());
   if (!o.report.empty()) {
     const tools::DeploymentReport r = tools::MakeDeploymentReport(
@@ -429,17 +440,17 @@ int ReportAndWrite(const Options& o, const PlanResult& planned, FILE* log, doubl
 
 /// The devices of every host of the --cluster file (cluster.h's ClusterDevices), the hosts printed
 /// one line each on standard error.
-Result<std::vector<DeviceManifest>> ClusterMachine(const Options& o, LlamacppCompat compat,
-                                                   const char* argv0) {
+Result<std::vector<DeviceManifest>> ClusterMachine(const Options& o, LlamacppCompat compat, const char* argv0,
+                                                   planner::Cluster* out) {
   if (!o.device_list.empty() || !o.host_cpu.empty() || !o.free_ovr.empty())
     return InvalidArgument(
         "--cluster " + o.cluster +
         ": the cluster file gives every host's devices and memory, not --device, --host-cpu "
         "or --free");
   STOWAGE_ASSIGN_OR_RETURN(
-      planner::Cluster cluster,
-      planner::LoadClusterFile(o.cluster,
-                               RegistrySearchDirs(o.registry_dirs, ShippedRegistryDir(argv0), compat)));
+      *out, planner::LoadClusterFile(o.cluster,
+                                     RegistrySearchDirs(o.registry_dirs, ShippedRegistryDir(argv0), compat)));
+  const planner::Cluster& cluster = *out;
   std::vector<DeviceManifest> devices = planner::ClusterDevices(cluster);
   for (size_t h = 0; h < cluster.hosts.size(); ++h) {
     std::string names;
@@ -514,11 +525,21 @@ int Run(int argc, char** argv) {
   auto request = MakeRequest(o, app, argc, argv);
   if (!request.ok()) return Fail(request.status());
 
+  if (o.split == "cost") {
+    if (o.cluster.empty())
+      return Fail(InvalidArgument("--split cost: plans across hosts: give --cluster FILE"));
+    if (!o.ts.empty())
+      return Fail(InvalidArgument("--split cost chooses -ts: give --split cost or -ts, not both"));
+    if (request->fit)
+      return Fail(InvalidArgument(
+          "--split cost: give -ngl N (--fit, and -ngl auto, choose -ngl and -ts by memory instead)"));
+  }
   std::string assumed_cpu;
+  planner::Cluster cluster;
   auto machine = o.cluster.empty()
                      ? MachineDevices(o.device_list, o.registry_dirs, request->llamacpp_compat,
                                       tools::JoinValues(o.free_ovr), o.host_cpu, argv[0], &assumed_cpu)
-                     : ClusterMachine(o, request->llamacpp_compat, argv[0]);
+                     : ClusterMachine(o, request->llamacpp_compat, argv[0], &cluster);
   if (!machine.ok()) return Fail(machine.status());
   const bool header_only = !o.header_path.empty();
   if (header_only) o.model_path = o.header_path;
@@ -538,8 +559,23 @@ int Run(int argc, char** argv) {
   if (sm_tensor) return RunSmTensor(o, **gguf, *machine, *request, log);
 
   const auto t0 = std::chrono::steady_clock::now();
+  std::optional<tools::CostSplitChoice> cost;
+  if (o.split == "cost") {
+    auto chosen = tools::ChooseCostSplit(**gguf, *machine, cluster, request.value(), log);
+    if (!chosen.ok()) return Fail(chosen.status());
+    cost = std::move(*chosen);
+    request->placement.tensor_split = planner::TensorSplitOf(cost->split.layers_per_device);
+  }
   auto planned = Plan(**gguf, *machine, *request,
                       [&](const PlanMessage& msg) { PrintPlanMessage(msg, log, o.verbose); });
+  if (planned.ok() && cost) {
+    // The layer map of the plan made with the chosen -ts must be the split chosen.
+    std::vector<int> counts(cost->split.layers_per_device.size(), 0);
+    for (int d : planned->outcome.layers.device)
+      if (d < static_cast<int>(counts.size())) ++counts[static_cast<size_t>(d)];
+    if (counts != cost->split.layers_per_device)
+      return Fail(Internal("--split cost: the layer map of the chosen -ts differs from the split chosen"));
+  }
 #ifdef STOWAGE_HAVE_COMPILER
   // The compiler stage (compiler/CompilePlan.h) on the plan to write: its graphs after the rewriting
   // passes, memory planned again. The report, --explain and --debug-splits stay the planner's.
@@ -557,7 +593,12 @@ int Run(int argc, char** argv) {
 #endif
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!planned.ok()) return Fail(planned.status());
-  return ReportAndWrite(o, *planned, log, ms);
+  std::vector<std::string> cluster_explain;
+  if (!o.cluster.empty())
+    cluster_explain = planner::ExplainClusterLayers(cluster, planned->outcome, cost ? &cost->input : nullptr,
+                                                    cost ? &cost->split : nullptr,
+                                                    cost && cost->memory ? &*cost->memory : nullptr);
+  return ReportAndWrite(o, *planned, log, ms, cluster_explain);
 }
 
 }  // namespace

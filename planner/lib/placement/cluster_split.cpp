@@ -14,11 +14,20 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// The seconds one hop from host a to host b takes for `bytes`; infinity without a link.
+// The seconds `bytes` take from host a to host b: over their link, else through the hosts between
+// them link by link (a chain, as the shipped cluster files describe); infinity when a link is missing.
 double HopSeconds(const CostSplitInput& in, int a, int b, double bytes) {
   if (a == b) return 0;
-  const auto& l = in.links[static_cast<size_t>(a)][static_cast<size_t>(b)];
-  return l ? l->latency + bytes / l->bandwidth : kInf;
+  if (const auto& l = in.links[static_cast<size_t>(a)][static_cast<size_t>(b)])
+    return l->latency + bytes / l->bandwidth;
+  if (std::abs(a - b) == 1) return kInf;
+  double t = 0;
+  for (int h = a; h != b; h += a < b ? 1 : -1) {
+    const auto& l = in.links[static_cast<size_t>(h)][static_cast<size_t>(h + (a < b ? 1 : -1))];
+    if (!l) return kInf;
+    t += l->latency + bytes / l->bandwidth;
+  }
+  return t;
 }
 
 std::string Mib(double bytes) {
@@ -39,7 +48,8 @@ std::string Ms(double seconds) {
 struct PathCost {
   double seconds = kInf, balance = 0;
   bool Better(const PathCost& o) const {
-    const double tol = 1e-9 * std::max(std::abs(seconds), std::abs(o.seconds));
+    if (std::isinf(seconds) || std::isinf(o.seconds)) return !std::isinf(seconds);
+    const double tol = 1e-9 * std::max(seconds, o.seconds);
     if (seconds < o.seconds - tol) return true;
     return seconds <= o.seconds + tol && balance < o.balance;
   }
@@ -84,7 +94,8 @@ Result<CostSplit> EstimateCostSplit(const CostSplitInput& in, const std::vector<
     const double hop = HopSeconds(in, last_host, dev.host, in.activation_bytes);
     if (std::isinf(hop))
       return InvalidArgument("no link between hosts " + std::to_string(last_host) + " and " +
-                             std::to_string(dev.host) + " in the cluster file");
+                             std::to_string(dev.host) +
+                             " (nor through the hosts between them) in the cluster file");
     s.link_seconds += hop;
     last_host = dev.host;
     at += static_cast<size_t>(n);

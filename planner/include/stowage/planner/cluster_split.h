@@ -13,7 +13,8 @@
 //     and the small ops are left out (the estimate is at an empty cache);
 //   * an activation row (n_embd F32) that crosses from host a to host b takes latency_seconds +
 //     bytes / bandwidth_bytes_per_second of the cluster file's link between a and b (either
-//     direction); devices of one host exchange for free; the sampled token goes back to host 0
+//     direction), or without one, of each link through the hosts between them (a chain); devices
+//     of one host exchange for free; the sampled token goes back to host 0
 //     (4 bytes over the last host's link to host 0).
 // Memory: a device's layers (their weights and KV cache) must fit its free memory less its reserve
 // and less the largest compute and output buffers any model device holds in the memory split's
