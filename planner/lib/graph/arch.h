@@ -108,13 +108,12 @@ struct LlamaGraphOptions {
   bool attn_temperature = false;
   /// granite's rope switch (rope.scaling.finetuned false: no rope in any layer, no inp_pos).
   bool rope = true;
-  /// The dense FFN as llama.cpp 2026 build_ffn builds LLM_FFN_SILU with a parallel gate: one fused
-  /// SWIGLU (FfnOp::kSiluGlu) instead of SILU and MUL (Feb 2025). Set for llama's graph in the
-  /// 2026 graphs (ModelGraphs::llama2026); mistral3, granite, qwen3 and smollm3 keep SILU and MUL.
-  bool fused_swiglu = false;
 };
 /// build_llama's graph (BuildLlamaAttentionBlock, the dense FFN or mixtral's MoE, the output) with
-/// the options above; LlamaGraphOptions{} is BuildLlamaGraph.
+/// the options above; LlamaGraphOptions{} is BuildLlamaGraph. In the 2026 graphs
+/// (ModelGraphs::llama2026: llama with --llamacpp-compat 2026, always mistral3, granite, smollm3) the
+/// dense FFN is llama.cpp 2026 build_ffn's LLM_FFN_SILU with a parallel gate, one fused SWIGLU
+/// (FfnOp::kSiluGlu) instead of Feb 2025's SILU and MUL.
 Status BuildLlamaStyleGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w,
                             const LlamaGraphOptions& o);
 Status LoadQwen2Weights(WeightLoader& wl, const HParams& hp, ModelWeights& w);
@@ -294,11 +293,10 @@ Status ReadSharedExpertRouting(const GgufFile& f, int default_gating, HParams* h
 /// layer's selection bias l.ffn_exp_probs_b and hp's expert groups (n_expert_groups, n_group_used), named
 /// "ffn_moe_out", plus the shared experts (BuildFfn of ffn_{up,gate,down}_shexp, named `shexp_name`:
 /// deepseek2 "ffn_shexp", glm4moe "ffn_shexp_out"; none when the layer has no ffn_up_shexp) added to it.
-/// Returns the FFN output, named "ffn_out".
-/// `dense_op`: the activation of the dense and the shared experts' FFN, kSilu (SILU then MUL) or
-/// kSiluGlu (llama.cpp 2026 build_ffn's fused SWIGLU, deepseek2).
+/// Returns the FFN output, named "ffn_out". The dense and the shared experts' FFN end in llama.cpp
+/// 2026 build_ffn's fused SWIGLU (FfnOp::kSiluGlu).
 int BuildLeadDenseMoeFfn(GraphBuilder& b, const HParams& hp, const LayerWeights& l, int cur, MoeFfnOptions o,
-                         const char* shexp_name, int il, FfnOp dense_op = FfnOp::kSilu);
+                         const char* shexp_name, int il);
 /// The rope configuration of the graphs (llama.cpp 2026 llama_context cparams): freq base and scale
 /// (1 for scaling type none), n_ctx_orig (n_ctx_orig_yarn), YaRN's ext_factor (1 for yarn, else 0),
 /// beta_fast / beta_slow (hp.yarn_beta_*) and attn_factor: rope.scaling.attn_factor, times for
@@ -330,6 +328,9 @@ int BuildSoftCap(GraphBuilder& b, int x, float cap, const char* scaled, const ch
 /// does: FLASH_ATTN_EXT's logit_softcap = f_attn_logit_softcapping, else BuildSoftCap of kq
 /// (kq_scaled_1, kq_tanh, kq_scaled_2) before the softmax. `sinks` (gpt-oss's attn_sinks, -1: none)
 /// joins the softmax as one more logit per head (SOFT_MAX's src 2, FLASH_ATTN_EXT's src 4).
+/// With m.llama2026 it is llama.cpp 2026 build_attn's graph: V given as rows [n_embd_v_gqa,
+/// n_tokens] reshaped to heads first, q, v, k expanded in that order, the SET_ROWS store, and Q and
+/// the caches viewed per stream (view_4d) and permuted (build_attn_mha).
 int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, int v_cur, int q_cur,
             int kq_mask, float kq_scale, int il, int sinks = -1);
 /// The q, k, v projections of build_llama / build_gemma / build_qwen2 in this order:

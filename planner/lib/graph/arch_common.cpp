@@ -372,9 +372,9 @@ Status ReadSharedExpertRouting(const GgufFile& f, int default_gating, HParams* h
 }
 
 int BuildLeadDenseMoeFfn(GraphBuilder& b, const HParams& hp, const LayerWeights& l, int cur, MoeFfnOptions o,
-                         const char* shexp_name, int il, FfnOp dense_op) {
+                         const char* shexp_name, int il) {
   if (il < static_cast<int>(hp.n_layer_dense_lead)) {
-    cur = BuildFfn(b, cur, l.ffn_up, -1, l.ffn_gate, -1, l.ffn_down, -1, dense_op, FfnGate::kPar, il);
+    cur = BuildFfn(b, cur, l.ffn_up, -1, l.ffn_gate, -1, l.ffn_down, -1, FfnOp::kSiluGlu, FfnGate::kPar, il);
   } else {
     o.exp_probs_b = l.ffn_exp_probs_b;
     o.n_expert_groups = hp.n_expert_groups;
@@ -385,7 +385,7 @@ int BuildLeadDenseMoeFfn(GraphBuilder& b, const HParams& hp, const LayerWeights&
       cur = moe_out;
     } else {
       const int shexp = BuildFfn(b, cur, l.ffn_up_shexp, -1, l.ffn_gate_shexp, -1, l.ffn_down_shexp, -1,
-                                 dense_op, FfnGate::kPar, il);
+                                 FfnOp::kSiluGlu, FfnGate::kPar, il);
       b.Name(shexp, shexp_name, il);
       cur = b.Add(moe_out, shexp);
     }
@@ -532,10 +532,16 @@ int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, 
   auto kv_head = [swa_cache](int64_t k) { return swa_cache ? DimExpr::KvHeadSwa(k) : DimExpr::KvHead(k); };
   const int64_t hk = hp.n_embd_head_k, hv = hp.n_embd_head_v;
   const int64_t n_head = hp.n_head, n_head_kv = hp.n_head_kv;
-  // these nodes are added to the graph together so that they are not reordered (fewer splits)
+  if (m.llama2026 && !b[v_cur].ne[1].is_const()) {
+    // llama.cpp 2026 build_qkv hands build_attn V as heads: reshape_3d [hv, n_head_kv, n_tokens]
+    v_cur = b.Reshape(v_cur, {K(hv), K(n_head_kv), b[v_cur].ne[1], kC1});
+  }
+  // these nodes are added to the graph together so that they are not reordered (fewer splits);
+  // llama.cpp 2026 build_attn expands K last ("to enable rope fusion which directly writes into k-v
+  // cache")
   b.Expand(q_cur);
-  b.Expand(k_cur);
-  b.Expand(v_cur);
+  b.Expand(m.llama2026 ? v_cur : k_cur);
+  b.Expand(m.llama2026 ? k_cur : v_cur);
 
   // llm_build_kv_store: K rows at kv_head; V rows at kv_head with flash attention, else V
   // transposed at column kv_head.
@@ -551,17 +557,30 @@ int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, 
     BuildKvStoreCpy(b, m, kcache, vcache, k_cur, v_cur, kv_head, k_row, v_row, v_el, kv_cells, il);
   }
 
-  // llm_build_kqv
-  const int q = b.Permute(q_cur, 0, 2, 1, 3);
+  // llm_build_kqv. A 3-D view [e0, e1, e2] of a cache with strides s1, s2; llama.cpp 2026
+  // (build_attn_mha over llama_kv_cache::get_k / get_v) views the cache per stream as [e0, e2, e1,
+  // n_stream] (view_4d, one stream here, of stride s_stream) and permutes it (0, 2, 1, 3): the same
+  // strides in two nodes. It views Q per stream too before permuting it.
+  auto cache_view = [&](int cache, DimExpr e0, DimExpr e1, DimExpr e2, int64_t s1, int64_t s2,
+                        int64_t s_stream) {
+    if (!m.llama2026) return b.View3d(cache, e0, e1, e2, K(s1), K(s2), DimExpr{});
+    return b.Permute(b.View(cache, {e0, e2, e1, kC1}, {K(s2), K(s1), K(s_stream)}, DimExpr{}), 0, 2, 1, 3);
+  };
+  const int64_t hk_row = static_cast<int64_t>(RowSize(m.cfg.type_k, hk));
+  const int64_t hv_row = static_cast<int64_t>(RowSize(m.cfg.type_v, hv));
+  int q = q_cur;
+  if (m.llama2026) {
+    const auto nb = b.Nb(q_cur);
+    q = b.View(q_cur, b[q_cur].ne, {nb[1], nb[2], nb[3]}, DimExpr{});
+  }
+  q = b.Permute(q, 0, 2, 1, 3);
   b.Name(q, "q", il);
-  const int k = b.View3d(kcache, K(hk), n_kv, K(n_head_kv), K(k_row),
-                         K(static_cast<int64_t>(RowSize(m.cfg.type_k, hk))), DimExpr{});
+  const int k = cache_view(kcache, K(hk), n_kv, K(n_head_kv), k_row, hk_row, k_row * kv_cells);
   b.Name(k, "k", il);
   int cur = -1;
   if (fa) {
     // split cached v into n_head heads (not transposed)
-    const int v = b.View3d(vcache, K(hv), n_kv, K(n_head_kv), K(v_row),
-                           K(static_cast<int64_t>(RowSize(m.cfg.type_v, hv))), DimExpr{});
+    const int v = cache_view(vcache, K(hv), n_kv, K(n_head_kv), v_row, hv_row, v_row * kv_cells);
     b.Name(v, "v", il);
     // ggml_flash_attn_ext(q, k, v, kq_mask, kq_scale, f_max_alibi_bias, softcap) with
     // ggml_flash_attn_ext_set_prec(GGML_PREC_F32); the reshape is unnamed in llama.cpp. The
@@ -577,8 +596,9 @@ int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, 
       kq = BuildSoftCap(b, kq, hp.f_attn_logit_softcapping, "kq_scaled_1", "kq_tanh", "kq_scaled_2", il);
     kq = b.SoftMaxExt(kq, kq_mask, kq_scale, hp.f_max_alibi_bias, sinks >= 0 ? b.Global(sinks) : -1);
     b.Name(kq, "kq_soft_max_ext", il);
-    const int v =
-        b.View3d(vcache, n_kv, K(hv), K(n_head_kv), K(v_el * kv_cells), K(v_el * kv_cells * hv), DimExpr{});
+    // the transposed cache: element j of cell c at j * kv_cells + c
+    const int64_t v_col = v_el * kv_cells;
+    const int v = cache_view(vcache, n_kv, K(hv), K(n_head_kv), v_col, v_col * hv, v_col * hp.n_embd_v_gqa());
     b.Name(v, "v", il);
     const int kqv = b.MulMat(v, kq);
     b.Name(kqv, "kqv", il);

@@ -55,9 +55,8 @@ int BuildMhaAttention(GraphBuilder& b, const ModelGraphs& m, const LayerWeights&
   const int k_pe_heads = b.Repeat(k_pe, {K(n_rot), K(n_head), kT, kC1});
   const int k_cur = b.Concat(k_nope, k_pe_heads, 0);  // [hk, n_head, n_tokens]
   b.Name(k_cur, "Kcur", il);
-  // BuildKv stores V rows of n_embd_v_gqa (llama_kv_cache::cpy_v merges the heads: ggml_reshape_2d)
-  const int v_rows = b.Reshape(v_cur, {K(hv * n_head), kT, kC1, kC1});
-  return BuildKv(b, m, l.wo, -1, k_cur, v_rows, q_cur, kq_mask, kq_scale, il);
+  // V as heads [hv, n_head, n_tokens], as build_attn takes it (BuildKv's store merges the heads)
+  return BuildKv(b, m, l.wo, -1, k_cur, v_cur, q_cur, kq_mask, kq_scale, il);
 }
 
 // The attention of one layer (llama_model_deepseek2::graph, build_attn): `cur` is the normed input
@@ -358,7 +357,7 @@ Status BuildDeepSeek2Graph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& 
     b.Name(ffn_inp, "ffn_inp", il);
     cur = BuildNorm(b, ffn_inp, l.ffn_norm, -1, NormKind::kRms, hp.f_norm_rms_eps, il);
     b.Name(cur, "ffn_norm", il);
-    cur = BuildLeadDenseMoeFfn(b, hp, l, cur, moe, "ffn_shexp", il, FfnOp::kSiluGlu);
+    cur = BuildLeadDenseMoeFfn(b, hp, l, cur, moe, "ffn_shexp", il);
     cur = b.Add(cur, ffn_inp);
     b.Name(cur, "l_out", il);
     inpL = cur;

@@ -58,7 +58,7 @@ Status BuildLlamaStyleGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights&
                                        &ffn_inp, attn_scale);
     if (l.ffn_gate_inp < 0) {
       cur = BuildFfn(b, cur, l.ffn_up, l.ffn_up_b, l.ffn_gate, l.ffn_gate_b, l.ffn_down, l.ffn_down_b,
-                     o.fused_swiglu ? FfnOp::kSiluGlu : FfnOp::kSilu, FfnGate::kPar, il);
+                     m.llama2026 ? FfnOp::kSiluGlu : FfnOp::kSilu, FfnGate::kPar, il);
       b.Name(cur, "ffn_out", il);
     } else {  // MoE branch (mixtral): softmax gating, normalized top-k weights
       MoeFfnOptions o;
@@ -78,9 +78,7 @@ Status BuildLlamaStyleGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights&
 }
 
 Status BuildLlamaGraph(GraphBuilder& b, ModelGraphs& m, const ModelWeights& w) {
-  LlamaGraphOptions o;
-  o.fused_swiglu = m.llama2026;  // llama.cpp 2026 llama_model_llama::graph: build_ffn's SWIGLU
-  return BuildLlamaStyleGraph(b, m, w, o);
+  return BuildLlamaStyleGraph(b, m, w, LlamaGraphOptions{});
 }
 
 }  // namespace stowage::planner
