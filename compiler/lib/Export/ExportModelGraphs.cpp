@@ -366,6 +366,11 @@ LogicalResult GraphExporter::exportTensor(const Entry &e, planner::Tensor *t) {
     t->op = GgmlOp::ROPE_SET_ROWS;
     t->iparams = p.iparams;
     t->fparams = p.fparams;
+  } else if (auto copy = dyn_cast<ggml::RopeCpyOp>(op); copy && !origin) {
+    const EncodedOpParams p = Encode(ggml::getRopeParams(copy));
+    t->op = GgmlOp::ROPE_CPY;
+    t->iparams = p.iparams;
+    t->fparams = p.fparams;
   } else if (auto view = dyn_cast<ggml::ViewOp>(op); view && !origin) {
     // A view's strides and offset are its attributes.
     t->op = GgmlOp::VIEW;

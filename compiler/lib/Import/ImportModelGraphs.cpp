@@ -436,7 +436,8 @@ FailureOr<Operation *> GraphImporter::createParamOp(const planner::Tensor &t, gg
         .getOperation();
   }
   case GgmlOp::ROPE:
-  case GgmlOp::ROPE_SET_ROWS: {
+  case GgmlOp::ROPE_SET_ROWS:
+  case GgmlOp::ROPE_CPY: {
     Result<RopeParams> p = DecodeRope(params);
     if (!p.ok())
       return paramError(p.status());
@@ -454,6 +455,18 @@ FailureOr<Operation *> GraphImporter::createParamOp(const planner::Tensor &t, gg
       return b_
           .create<ggml::RopeSetRowsOp>(
               loc, type, mode, src[0], src[1], src[2], src[3], ff, b_.getI32IntegerAttr(p->n_dims),
+              b_.getI32IntegerAttr(p->n_ctx_orig), f32(p->freq_base), f32(p->freq_scale),
+              f32(p->ext_factor), f32(p->attn_factor), f32(p->beta_fast), f32(p->beta_slow),
+              b_.getI32IntegerAttr(p->n_offs))
+          .getOperation();
+    }
+    if (t.op == GgmlOp::ROPE_CPY) { // a plan the compiler's fusion wrote: x, pos, dst[, ff]
+      if (failed(needSources(t, src, 3, loc)))
+        return failure();
+      Value ff = src.size() > 3 ? src[3] : Value();
+      return b_
+          .create<ggml::RopeCpyOp>(
+              loc, type, mode, src[0], src[1], src[2], ff, b_.getI32IntegerAttr(p->n_dims),
               b_.getI32IntegerAttr(p->n_ctx_orig), f32(p->freq_base), f32(p->freq_scale),
               f32(p->ext_factor), f32(p->attn_factor), f32(p->beta_fast), f32(p->beta_slow),
               b_.getI32IntegerAttr(p->n_offs))

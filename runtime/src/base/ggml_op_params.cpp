@@ -10,6 +10,7 @@ const char* IparamNames(GgmlOp op) {
   switch (op) {
     case GgmlOp::ROPE:
     case GgmlOp::ROPE_SET_ROWS:
+    case GgmlOp::ROPE_CPY:
       return "{n_dims, mode, n_ctx_orig, n_offs}";
     case GgmlOp::FLASH_ATTN_EXT:
       return "{prec}";
@@ -32,6 +33,7 @@ const char* FparamNames(GgmlOp op) {
   switch (op) {
     case GgmlOp::ROPE:
     case GgmlOp::ROPE_SET_ROWS:
+    case GgmlOp::ROPE_CPY:
       return "{freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow}";
     case GgmlOp::SOFT_MAX:
       return "{scale, max_bias}";
@@ -82,6 +84,7 @@ Status CheckParams(GgmlOp op, const OpParamsRef& p) {
   switch (op) {
     case GgmlOp::ROPE:
     case GgmlOp::ROPE_SET_ROWS:
+    case GgmlOp::ROPE_CPY:
       return DecodeRope(p).status();
     case GgmlOp::SOFT_MAX:
       return DecodeSoftMax(p).status();

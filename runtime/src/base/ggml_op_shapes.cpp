@@ -224,6 +224,17 @@ Result<Ne4> RopeSetRows(const Rule& r, const SrcShapes& srcs, const OpParamsRef&
   return SetRows(Rule(GgmlOp::ROPE_SET_ROWS, store, nullptr));
 }
 
+// ROPE_CPY(x, pos, dst[, freq_factors]): ggml_cpy(ggml_rope_ext(x, pos, freq_factors), dst).
+Result<Ne4> RopeCpy(const Rule& r, const SrcShapes& srcs, const OpParamsRef& params) {
+  const SrcShapes rope = {srcs[0], srcs[1], r.Has(3) ? srcs[3] : std::nullopt};
+  const Result<Ne4> rotated = Rope(Rule(GgmlOp::ROPE_CPY, rope, nullptr), params);
+  if (!rotated.ok()) return rotated.status();
+  if (Elements(r.Src(0)) != Elements(r.Src(2)))
+    return r.Fail("x " + r.Shape(0) + " and dst " + r.Shape(2) +
+                  " must have the same number of elements (ggml_cpy)");
+  return r.Src(2);
+}
+
 // ggml_ssm_conv(sx, c).
 Result<Ne4> SsmConv(const Rule& r) {
   if (r.Ne(0, 3) != 1) return r.Fail("sx must be 3-D, got " + r.Shape(0) + " (ggml_ssm_conv)");
@@ -347,6 +358,7 @@ ShapeRuleKind GetShapeRuleKind(GgmlOp op) {
     case GgmlOp::MUL_MAT_GLU:
     case GgmlOp::ALL_REDUCE:
     case GgmlOp::ROPE_SET_ROWS:
+    case GgmlOp::ROPE_CPY:
       return ShapeRuleKind::kInferred;
     default:
       return ShapeRuleKind::kNone;
@@ -400,6 +412,8 @@ Result<Ne4> InferShape(GgmlOp op, const SrcShapes& srcs, const OpParamsRef& para
       return Rope(r, params);
     case GgmlOp::ROPE_SET_ROWS:
       return RopeSetRows(r, srcs, params);
+    case GgmlOp::ROPE_CPY:
+      return RopeCpy(r, srcs, params);
     case GgmlOp::SOFT_MAX:
       return SoftMax(r);
     case GgmlOp::FLASH_ATTN_EXT:

@@ -134,6 +134,9 @@ constexpr Entry kEntries[] = {
     // RESHAPE_2D(ROPE(x, pos, freq_factors), x.ne0 * x.ne1, x.ne2), idx): llama.cpp 2026's K store
     // (llama_kv_cache::cpy_k) of the rotated K, written into dst (src 2) as SET_ROWS writes it.
     {GgmlOp::ROPE_SET_ROWS, OptionalIparams(Into(Srcs(4, 5, 3, 6), 2), 1)},
+    // ROPE_CPY(x, pos, dst[, freq_factors]) {ROPE's parameters} = CPY(ROPE(x, pos, freq_factors),
+    // dst): Feb 2025's K store (llama_kv_cache_unified cpy_k: ggml_cpy into a view of the cache).
+    {GgmlOp::ROPE_CPY, OptionalIparams(Into(Srcs(3, 4, 3, 6), 2), 1)},
 };
 
 constexpr bool InEnumOrder() {

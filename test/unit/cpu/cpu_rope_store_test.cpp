@@ -1,7 +1,7 @@
-// ROPE_SET_ROWS (ops_rope_store.cpp) against ROPE then SET_ROWS, bit for bit: the KV cache it
-// writes (F16, F32, BF16 rows at I64 / I32 indices), with and without freq factors, normal and
-// neox, YaRN, one token (the cached angles) and several, thread counts, ISA caps and both numerics
-// modes; rows the indices do not name stay untouched.
+// ROPE_SET_ROWS and ROPE_CPY (ops_rope_store.cpp) against ROPE then SET_ROWS / CPY, bit for bit:
+// the KV cache they write (F16, F32, BF16 rows; I64 / I32 indices), with and without freq factors,
+// normal and neox, YaRN, one token (the cached angles) and several, thread counts, ISA caps and
+// both numerics modes; cells outside the store stay untouched.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -90,6 +90,60 @@ TEST(CpuRopeStore, RopeSetRowsEqualsRopeThenSetRows) {
           ASSERT_EQ(got.buf, want.buf)
               << "isa " << int(isa) << " threads " << threads << " numerics " << numerics;
         }
+  }
+}
+
+// ROPE_CPY against ROPE then CPY: Feb 2025's K store, the rotated K copied into the cache's view of
+// the ubatch's cells ([n_tokens * head_dim * n_head] at kv_head rows), F16 / F32 / BF16 caches.
+TEST(CpuRopeStore, RopeCpyEqualsRopeThenCpy) {
+  const StoreCase cases[] = {
+      {64, 4, 1, 16, 0, 64, 0.f, false, GgmlType::F16, GgmlType::I64},  // token generation
+      {64, 4, 7, 16, 0, 64, 0.f, true, GgmlType::F16, GgmlType::I64},
+      {32, 3, 5, 8, 2, 16, 1.f, false, GgmlType::F32, GgmlType::I64},
+      {40, 2, 3, 5, 0, 40, 0.f, false, GgmlType::BF16, GgmlType::I64},
+  };
+  uint32_t seed = 70;
+  for (const StoreCase& c : cases) {
+    SCOPED_TRACE(c.head_dim * 1000 + c.n_tokens);
+    Tensor x(GgmlType::F32, c.head_dim, c.n_head, c.n_tokens);
+    Fill(x, seed++, -3, 3);
+    Tensor pos(GgmlType::I32, c.n_tokens);
+    for (int64_t t = 0; t < c.n_tokens; ++t) pos.i32()[t] = int32_t(40 + t);
+    Tensor ff(GgmlType::F32, c.n_dims / 2);
+    Fill(ff, seed++, 0.5f, 4.f);
+    const TensorView none;
+    RopeParams p;
+    p.n_dims = c.n_dims;
+    p.mode = c.mode;
+    p.n_ctx_orig = 4096;
+    p.freq_scale = c.ext_factor != 0.f ? 0.25f : 1.f;
+    p.ext_factor = c.ext_factor;
+    const int64_t row = c.head_dim * c.n_head, kv_head = 2;
+    for (int threads : {1, 2, 5})
+      for (bool numerics : {false, true}) {
+        Tensor want(c.cache, row * (c.n_tokens + 4)), got(c.cache, row * (c.n_tokens + 4));
+        Fill(want, 98, -1, 1);
+        got.buf = want.buf;
+        got.v.data = got.buf.data();
+        // The k_cache_view: n_tokens rows from cell kv_head, as one vector.
+        auto view = [&](Tensor& cache) {
+          TensorView v = cache.v;
+          v.ne[0] = row * c.n_tokens;
+          SetContiguousStrides(v);
+          v.data = static_cast<char*>(cache.v.data) + kv_head * row * GetTypeTraits(c.cache).type_size;
+          return v;
+        };
+        ComputeContext ctx = Ctx(threads);
+        ctx.llamacpp_numerics = numerics;
+        Tensor rotated(GgmlType::F32, c.head_dim, c.n_head, c.n_tokens);
+        ASSERT_TRUE(Rope(ctx, x.v, pos.v, c.freq_factors ? ff.v : none, rotated.v, p).ok());
+        TensorView want_view = view(want), got_view = view(got);
+        ASSERT_TRUE(Cpy(ctx, rotated.v, want_view).ok());
+        ComputeContext fused_ctx = Ctx(threads);
+        fused_ctx.llamacpp_numerics = numerics;
+        ASSERT_TRUE(RopeCpy(fused_ctx, x.v, pos.v, c.freq_factors ? ff.v : none, got_view, p).ok());
+        ASSERT_EQ(got.buf, want.buf) << "threads " << threads << " numerics " << numerics;
+      }
   }
 }
 

@@ -296,6 +296,17 @@ TEST(OpParams, RopeSetRows) {
       "and 0 float");
 }
 
+// Feb 2025's fused K store: ROPE's parameters, written into its destination (src 2).
+TEST(OpParams, RopeCpy) {
+  EXPECT_EQ(GetOpTraits(GgmlOp::ROPE_CPY).min_srcs, 3);
+  EXPECT_EQ(GetOpTraits(GgmlOp::ROPE_CPY).max_srcs, 4);
+  EXPECT_EQ(AliasedSource(GgmlOp::ROPE_CPY, 3), 2);
+  EXPECT_EQ(ParseGgmlOp("ROPE_CPY").value(), GgmlOp::ROPE_CPY);
+  RopeParams rp;
+  rp.n_dims = 64;
+  EXPECT_TRUE(CheckParams(GgmlOp::ROPE_CPY, Ref(Encode(rp))).ok());
+}
+
 // The all-reduce of a tensor split across ranks: one source, no parameters, summed into the source.
 TEST(OpParams, AllReduce) {
   EXPECT_TRUE(CheckParams(GgmlOp::ALL_REDUCE, OpParamsRef({}, {})).ok());

@@ -164,6 +164,20 @@ TEST(OpShapes, RopeSetRows) {
             "ROPE_SET_ROWS: x must be 3-D [head_dim, n_head, n_tokens], got [64, 4, 7, 2]");
 }
 
+// Feb 2025's fused K store: ROPE's rule, then CPY's (as many elements as dst).
+TEST(OpShapes, RopeCpy) {
+  RopeParams rp;
+  rp.n_dims = 64;
+  const EncodedOpParams e = Encode(rp);
+  EXPECT_EQ(Infer(GgmlOp::ROPE_CPY, {Ne4{64, 4, 7, 1}, Ne4{7, 1, 1, 1}, Ne4{1792, 1, 1, 1}}, Ref(e)),
+            (Ne4{1792, 1, 1, 1}));
+  EXPECT_EQ(
+      Refusal(GgmlOp::ROPE_CPY, {Ne4{64, 4, 7, 1}, Ne4{7, 1, 1, 1}, Ne4{1024, 1, 1, 1}}, Ref(e)),
+      "ROPE_CPY: x [64, 4, 7, 1] and dst [1024, 1, 1, 1] must have the same number of elements (ggml_cpy)");
+  EXPECT_EQ(Refusal(GgmlOp::ROPE_CPY, {Ne4{64, 4, 7, 1}, Ne4{5, 1, 1, 1}, Ne4{1792, 1, 1, 1}}, Ref(e)),
+            "ROPE_CPY: a.ne2 (7) must equal pos.ne0 (5) (ggml_rope_ext: one position per token)");
+}
+
 // gpt-oss's ops: the biased experts (ggml_add_id), the clamped SwiGLU and the attention sinks.
 TEST(OpShapes, AddIdSwiGluOaiAndSinks) {
   // a [n_ff, n_used, n_tokens], b [n_ff, n_expert] (one bias row per expert), ids [n_used, n_tokens]

@@ -72,6 +72,8 @@ ShapeRuleKind GetShapeRuleKind(GgmlOp op);
 ///                 n_dims / 2; CheckRopeDims against a.ne0; like a
 ///   ROPE_SET_ROWS (x, pos, dst, idx[, freq_factors]): x.ne3 == 1, ROPE(x, pos, freq_factors)'s
 ///                 rule, then SET_ROWS's with b = [x.ne0 * x.ne1, x.ne2], c = idx, a = dst; like dst
+///   ROPE_CPY      (x, pos, dst[, freq_factors]): ROPE(x, pos, freq_factors)'s rule, then CPY's
+///                 (as many elements as dst); like dst
 ///   SOFT_MAX      ggml_soft_max_ext: mask.ne0 == a.ne0, mask.ne1 >= a.ne1, a.ne2 % mask.ne2 == 0,
 ///                 a.ne3 % mask.ne3 == 0; sinks (src 2, ggml_soft_max_add_sinks) a vector of
 ///                 a.ne2 (one logit per head); like a

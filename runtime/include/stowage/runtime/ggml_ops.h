@@ -38,7 +38,8 @@ namespace stowage {
   /* appended: tensor split across MPI ranks (no ggml op; see the traits) */                       \
   X(ALL_REDUCE)                                                                                    \
   /* appended, Stowage's fused op: ROPE of K and its store into the KV cache (see the traits) */ \
-  X(ROPE_SET_ROWS)
+  X(ROPE_SET_ROWS)                                                                                 \
+  X(ROPE_CPY)
 
 enum class GgmlOp : uint16_t {
 #define STOWAGE_OP_ENUM(name) name,

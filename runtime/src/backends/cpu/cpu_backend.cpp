@@ -105,6 +105,10 @@ class CpuBackend final : public Backend {
         STOWAGE_ASSIGN_OR_RETURN(const RopeParams p, DecodeRope(params));
         return cpu::RopeSetRows(ctx_, c.src[0], c.src[1], c.has_src[4] ? c.src[4] : none, c.src[3], dst, p);
       }
+      case GgmlOp::ROPE_CPY: {  // ops_rope_store.cpp
+        STOWAGE_ASSIGN_OR_RETURN(const RopeParams p, DecodeRope(params));
+        return cpu::RopeCpy(ctx_, c.src[0], c.src[1], c.has_src[3] ? c.src[3] : none, dst, p);
+      }
       case GgmlOp::SOFT_MAX: {
         STOWAGE_ASSIGN_OR_RETURN(const SoftMaxParams p, DecodeSoftMax(params));
         return cpu::SoftMax(ctx_, c.src[0], c.has_src[1] ? c.src[1] : none, dst, p.scale, p.max_bias,

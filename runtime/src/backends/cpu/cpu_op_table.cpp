@@ -48,10 +48,13 @@ std::vector<OpRule> CpuOpRules(const std::vector<GgmlType>& weight_types) {
   rules.push_back(AcceptRule({O::RMS_NORM_MUL}, {f32, OfTypes({T::F32, T::F16})}, {T::F32}, 0, kOps));
   rules.push_back(
       AcceptRule({O::MUL_MAT_GLU}, {OfTypes(weight_types), f32, OfTypes(weight_types)}, {T::F32}, 0, kOps));
-  // ROPE then SET_ROWS (ops_rope_store.cpp): ROPE's sources, the destination of a plain float type.
+  // ROPE then SET_ROWS or CPY (ops_rope_store.cpp): ROPE's sources, a destination of a plain float
+  // type.
   const TensorConstraint plain_float = OfTypes({T::F32, T::F16, T::BF16});
   rules.push_back(AcceptRule({O::ROPE_SET_ROWS},
                              {f32, OfTypes({T::I32}), plain_float, OfTypes({T::I64, T::I32}), f32_opt},
+                             {T::F32, T::F16, T::BF16}, 0, kOps));
+  rules.push_back(AcceptRule({O::ROPE_CPY}, {f32, OfTypes({T::I32}), plain_float, f32_opt},
                              {T::F32, T::F16, T::BF16}, 0, kOps));
   // KV-cache row stores (ops_rows.cpp): F32 rows at I64 or I32 indices (ggml_set_rows).
   rules.push_back(AcceptRule({O::SET_ROWS}, {f32, OfTypes({T::I64, T::I32})}, from_f32, 0, kOps));

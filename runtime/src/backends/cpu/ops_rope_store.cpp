@@ -1,5 +1,6 @@
-// CPU backend: ROPE_SET_ROWS, Stowage's fused K store (the ROPE of K and the SET_ROWS that writes
-// it into the KV cache, llama.cpp 2026's llama_kv_cache::cpy_k, in one node).
+// CPU backend: Stowage's fused K stores, the ROPE of K and the op that writes it into the KV cache
+// in one node: ROPE_SET_ROWS (llama.cpp 2026's llama_kv_cache::cpy_k, SET_ROWS) and ROPE_CPY (Feb
+// 2025's, a CPY into a view of the cache).
 #include "ops_rope_store.h"
 
 #include <string>
@@ -37,6 +38,25 @@ Status RopeSetRows(ComputeContext& ctx, const TensorView& src, const TensorView&
   rows.ne[2] = 1;
   SetContiguousStrides(rows);
   return SetRows(ctx, rows, idx, dst);
+}
+
+Status RopeCpy(ComputeContext& ctx, const TensorView& src, const TensorView& pos,
+               const TensorView& freq_factors, TensorView& dst, const RopeParams& p) {
+  const char* op = "ROPE_CPY";
+  STOWAGE_RETURN_IF_ERROR(NeedType(src, GgmlType::F32, op, "src"));
+  for (int i = 0; i < 4; ++i)
+    STOWAGE_CPU_NEED(src.ne[i] >= 0, op, "negative dimension in src " + ShapeString(src));
+  // The rotated tensor ROPE would have made (ROPE's kernel, into the fused-op scratch; CPY uses
+  // ctx.work), then CPY's conversion into dst.
+  const size_t n = static_cast<size_t>(src.nelements());
+  if (ctx.fused_work.size() < n) ctx.fused_work.resize(n);
+  TensorView rotated;
+  rotated.data = ctx.fused_work.data();
+  rotated.type = GgmlType::F32;
+  for (int i = 0; i < 4; ++i) rotated.ne[i] = src.ne[i];
+  SetContiguousStrides(rotated);
+  STOWAGE_RETURN_IF_ERROR(Rope(ctx, src, pos, freq_factors, rotated, p));
+  return Cpy(ctx, rotated, dst);
 }
 
 }  // namespace stowage::cpu

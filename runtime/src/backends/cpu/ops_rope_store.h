@@ -1,5 +1,5 @@
-// CPU backend: Stowage's fused K store (ops_rope_store.cpp). The compiler's
-// stowage-fuse-rope-set-rows pass makes the op from the two it replaces.
+// CPU backend: Stowage's fused K stores (ops_rope_store.cpp). The compiler's
+// stowage-fuse-rope-kv-store pass makes them from the ops they replace.
 #ifndef STOWAGE_RUNTIME_BACKENDS_CPU_OPS_ROPE_STORE_H_
 #define STOWAGE_RUNTIME_BACKENDS_CPU_OPS_ROPE_STORE_H_
 
@@ -17,6 +17,14 @@ namespace stowage::cpu {
 Status RopeSetRows(ComputeContext& ctx, const TensorView& src, const TensorView& pos,
                    const TensorView& freq_factors, const TensorView& idx, TensorView& dst,
                    const RopeParams& p);
+
+/// ROPE_CPY: CPY(ROPE(src, pos, freq_factors), dst) in one node, bit for bit as the two (llama.cpp
+/// Feb 2025's K store: ggml_cpy of the rotated K into a view of the cache): Rope computes the
+/// rotated F32 tensor (into ctx.fused_work), Cpy converts it into dst in ggml element order. src
+/// F32 [head_dim, n_head, n_tokens, ne3], dst of a type and shape Cpy takes (as many elements).
+/// Errors: Rope's and Cpy's (naming ROPE / CPY).
+Status RopeCpy(ComputeContext& ctx, const TensorView& src, const TensorView& pos,
+               const TensorView& freq_factors, TensorView& dst, const RopeParams& p);
 
 }  // namespace stowage::cpu
 

@@ -468,6 +468,21 @@ template <typename OpT> static RopeParams ropeParamsOf(OpT op) {
 
 RopeParams getRopeParams(RopeOp op) { return ropeParamsOf(op); }
 RopeParams getRopeParams(RopeSetRowsOp op) { return ropeParamsOf(op); }
+RopeParams getRopeParams(RopeCpyOp op) { return ropeParamsOf(op); }
+
+LogicalResult RopeCpyOp::verify() {
+  TensorType x = tensorOf(getX()), pos = tensorOf(getPos()), dst = tensorOf(getDst());
+  if (!isF32(x))
+    return emitOpError() << "x must be f32, got " << x.getElementTypeName();
+  if (!isI32(pos))
+    return emitOpError() << "pos must be i32, got " << pos.getElementTypeName();
+  if (getFreqFactors() && !isF32(tensorOf(getFreqFactors())))
+    return emitOpError() << "freq_factors must be f32, got "
+                         << tensorOf(getFreqFactors()).getElementTypeName();
+  return checkRule(*this, GgmlOp::ROPE_CPY, {getX(), getPos(), getDst(), getFreqFactors()},
+                   dst.getElementType(), "ggml_cpy(ggml_rope_ext(x, pos), dst): like dst",
+                   Encode(ropeParamsOf(*this)));
+}
 
 LogicalResult RopeSetRowsOp::verify() {
   TensorType x = tensorOf(getX()), pos = tensorOf(getPos()), dst = tensorOf(getDst());

@@ -54,9 +54,10 @@ llvm::StringRef getNodeName(mlir::Operation *op);
 bool isKnownNonContiguous(mlir::Value value);
 
 /// ROPE's parameters (stowage/runtime/ggml_op_params.h RopeParams, as the plan encodes them) from
-/// the attributes of a ggml.rope or of the fused ggml.rope_set_rows.
+/// the attributes of a ggml.rope or of the fused ggml.rope_set_rows / ggml.rope_cpy.
 ::stowage::RopeParams getRopeParams(RopeOp op);
 ::stowage::RopeParams getRopeParams(RopeSetRowsOp op);
+::stowage::RopeParams getRopeParams(RopeCpyOp op);
 
 } // namespace stowage::ggml
 

@@ -647,7 +647,7 @@ def GGML_RopeSetRowsOp : GGML_WriteOp<"rope_set_rows"> {
     ggml.set_rows(dst, ggml.reshape(ggml.rope(x, pos, freq_factors), [x.ne0 * x.ne1, x.ne2]),
     idx) as one op, bit for bit on the CPU backend (llama.cpp 2026's llama_kv_cache::cpy_k of
     the rotated K): ROPE's parameters, SET_ROWS's store. The result is (a view of) dst; the op
-    writes dst's memory, so it is never erased. Made by the `stowage-fuse-rope-set-rows` pass,
+    writes dst's memory, so it is never erased. Made by the `stowage-fuse-rope-kv-store` pass,
     never by the graph builders; the plan carries it as the op ROPE_SET_ROWS (sources x, pos,
     dst, idx[, freq_factors]; ROPE's parameters).
     Shapes: x f32 [head_dim, n_head, n_tokens], pos i32 [n_tokens], dst [head_dim * n_head,
@@ -673,6 +673,41 @@ def GGML_RopeSetRowsOp : GGML_WriteOp<"rope_set_rows"> {
   let results = (outs GGML_Tensor:$result);
   let assemblyFormat = [{
     $mode $x `,` $pos `,` $dst `,` $idx (`,` `freq_factors` $freq_factors^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def GGML_RopeCpyOp : GGML_WriteOp<"rope_cpy"> {
+  let summary = "ROPE_CPY: the rotated K copied into a view of the KV cache (Stowage's fusion)";
+  let description = [{
+    ggml.cpy(ggml.rope(x, pos, freq_factors), dst) as one op, bit for bit on the CPU backend
+    (llama.cpp Feb 2025's K store: ggml_cpy of the rotated K into the cache's view of the
+    ubatch's cells): ROPE's parameters, CPY's conversion into dst in ggml element order. The
+    result is (a view of) dst; the op writes dst's memory, so it is never erased. Made by the
+    `stowage-fuse-rope-kv-store` pass; the plan carries it as the op ROPE_CPY (sources x, pos,
+    dst[, freq_factors]; ROPE's parameters).
+    Shapes: x f32 [head_dim, n_head, n_tokens], pos i32 [n_tokens], dst f32, f16 or bf16 of as
+    many elements as x; result like dst.
+    Example:
+      %k = ggml.rope_cpy normal %x, %pos, %view {n_dims = 128 : i32}
+             : (!ggml.tensor<[128, 8, n_tokens], f32>, !ggml.tensor<[n_tokens], i32>,
+                !ggml.tensor<[n_tokens*1024], f16>) -> !ggml.tensor<[n_tokens*1024], f16>
+  }];
+  let arguments = (ins GGML_RopeModeEnum:$mode, GGML_Tensor:$x, GGML_Tensor:$pos,
+                       GGML_Tensor:$dst,
+                       Optional<GGML_Tensor>:$freq_factors,
+                       I32Attr:$n_dims,
+                       DefaultValuedAttr<I32Attr, "0">:$n_ctx_orig,
+                       DefaultValuedAttr<F32Attr, "10000.0f">:$freq_base,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$freq_scale,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$ext_factor,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$attn_factor,
+                       DefaultValuedAttr<F32Attr, "32.0f">:$beta_fast,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$beta_slow,
+                       DefaultValuedAttr<I32Attr, "0">:$n_offs);
+  let results = (outs GGML_Tensor:$result);
+  let assemblyFormat = [{
+    $mode $x `,` $pos `,` $dst (`,` `freq_factors` $freq_factors^)? attr-dict `:`
     functional-type(operands, results)
   }];
 }
