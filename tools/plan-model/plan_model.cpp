@@ -22,6 +22,7 @@
 #include "stowage/planner/plan.h"
 #include "stowage/planner/registry.h"
 #include "stowage/planner/sm_tensor.h"
+#include "stowage/planner/tensor_split_plan.h"
 #include "stowage/runtime/atomic_file.h"
 #include "stowage/runtime/host_devices.h"
 #ifdef STOWAGE_HAVE_COMPILER
@@ -182,7 +183,8 @@ void AddOptions(CLI::App& app, Options& o) {
       ->transform(tools::GpuLayersValue());
   app.add_option(
       "--split-mode", o.sm,
-      "none, layer, row or tensor (llama.cpp -sm; tensor: per-device shares printed, no plan file)");
+      "none, layer, row or tensor (llama.cpp -sm; tensor: per-device shares printed, no plan file; with "
+      "--cluster: a tensor split across the hosts' MPI ranks, one plan file)");
   app.add_option("--tensor-split", o.ts, "proportions per model device, e.g. 3,1 (llama.cpp -ts)");
   app.add_option("--main-gpu", o.opt.main_gpu, "the model device used with -sm none (llama.cpp -mg)")
       ->check(tools::IntegerIn(0, kMaxDevices - 1));
@@ -514,6 +516,50 @@ int RunSmTensor(const Options& o, const GgufFile& gguf, const std::vector<Device
   return 0;
 }
 
+/// -sm tensor with --cluster: a tensor split across the hosts as MPI ranks (tensor_split_plan.h):
+/// each rank's heads, FFN columns and KV on its host's CPU, one plan file; flash attention as asked
+/// (auto: on, as -sm tensor's). Prints a line per rank (its shares and memory against its free
+/// memory) and refuses a rank over its free memory (unless --no-fit-check). Returns the exit code.
+int RunTensorSplitRanks(const Options& o, const GgufFile& gguf, const PlanRequest& request, const char* argv0,
+                        FILE* log) {
+  auto cluster = planner::LoadClusterFile(
+      o.cluster, RegistrySearchDirs(o.registry_dirs, ShippedRegistryDir(argv0), request.llamacpp_compat));
+  if (!cluster.ok()) return Fail(cluster.status());
+  auto hp = ReadHParams(gguf);
+  if (!hp.ok()) return Fail(hp.status());
+  ContextConfig cfg = request.context;
+  cfg.flash_attn = request.flash_attn != FlashAttnMode::kOff;
+  if (Status st = ResolveContext(*hp, o.model_path, &cfg); !st.ok()) return Fail(st);
+  std::vector<std::vector<DeviceManifest>> hosts;
+  for (const planner::ClusterHost& h : cluster->hosts) hosts.push_back(h.devices);
+  auto tp = planner::PlanTensorSplitRanks(gguf, *hp, cfg, hosts, request.placement.tensor_split,
+                                          request.placement, request.flags);
+  if (!tp.ok()) return Fail(tp.status());
+  const double mib = 1048576.0;
+  std::string over;
+  for (size_t r = 0; r < tp->ranks.size(); ++r) {
+    const planner::TensorSplitRankMemory& m = tp->ranks[r];
+    const uint64_t total = m.weights + m.kv + m.compute + m.output;
+    std::fprintf(
+        log,
+        "plan-model: -sm tensor: rank %zu '%s': %u heads, %u KV heads, %u FFN columns per layer; "
+        "weights %.2f MiB, KV %.2f MiB, compute %.2f MiB, output %.2f MiB = %.2f MiB of %.2f MiB free; "
+        "%d all-reduces per token\n",
+        r, cluster->hosts[r].name.c_str(), m.n_head, m.n_head_kv, m.n_ff, m.weights / mib, m.kv / mib,
+        m.compute / mib, m.output / mib, total / mib, m.free / mib, m.n_allreduce);
+    if (total > m.free)
+      over += (over.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " needs " +
+              std::to_string(total) + " bytes, " + std::to_string(m.free) + " free";
+  }
+  if (!over.empty() && !o.no_fit_check)
+    return Fail(ResourceExhausted(o.model_path + ": does not fit: " + over));
+  if (!o.out_path.empty()) {
+    if (Status s = WriteFileAtomic(o.out_path, tp->bytes); !s.ok()) return Fail(s);
+    std::fprintf(log, "plan-model: wrote %s (%zu bytes)\n", o.out_path.c_str(), tp->bytes.size());
+  }
+  return 0;
+}
+
 int Run(int argc, char** argv) {
   CLI::App app{
       "plan-model: plan the placement and memory of a GGUF model ahead of time (llama.cpp semantics)"};
@@ -556,6 +602,7 @@ int Run(int argc, char** argv) {
   if (!assumed_cpu.empty()) std::fprintf(log, "%s\n", assumed_cpu.c_str());
   auto gguf = header_only ? GgufFile::OpenHeader(o.model_path, o.file_size) : GgufFile::Open(o.model_path);
   if (!gguf.ok()) return Fail(gguf.status());
+  if (sm_tensor && !o.cluster.empty()) return RunTensorSplitRanks(o, **gguf, *request, argv[0], log);
   if (sm_tensor) return RunSmTensor(o, **gguf, *machine, *request, log);
 
   const auto t0 = std::chrono::steady_clock::now();
