@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import threading
+import tempfile
 import time
 
 SKIP = 77
@@ -314,6 +315,22 @@ def test_bad_requests(args, model):
             ("a body over 64 MiB", "POST", "/v1/completions", "x" * (65 << 20), auth, 413, "invalid_request_error"),
             ("several choices", "POST", "/v1/completions", json.dumps(dict(good, n=2)), auth, 501,
              "not_supported_error"),
+            # What this server does not do is refused, not silently left out of the reply.
+            ("log probabilities", "POST", "/v1/completions", json.dumps(dict(good, logprobs=True)), auth, 501,
+             "not_supported_error"),
+            ("top log probabilities", "POST", "/v1/chat/completions",
+             json.dumps({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 3}), auth, 501,
+             "not_supported_error"),
+            ("echo", "POST", "/v1/completions", json.dumps(dict(good, echo=True)), auth, 501, "not_supported_error"),
+            ("tools", "POST", "/v1/chat/completions",
+             json.dumps({"messages": [{"role": "user", "content": "x"}],
+                         "tools": [{"type": "function", "function": {"name": "f"}}]}), auth, 501,
+             "not_supported_error"),
+            ("a JSON response format", "POST", "/v1/chat/completions",
+             json.dumps({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}}),
+             auth, 501, "not_supported_error"),
+            ("a response format that is not an object", "POST", "/v1/completions",
+             json.dumps(dict(good, response_format="json")), auth, 400, "invalid_request_error"),
             ("a number out of double's range", "POST", "/v1/completions", '{"prompt": "x", "max_tokens": 1e400}',
              auth, 400, "invalid_request_error"),
             ("a content part's type a number", "POST", "/v1/chat/completions",
@@ -331,6 +348,10 @@ def test_bad_requests(args, model):
                   j["error"]["message"], "%s: error body %s" % (what, j))
             again = complete(srv, good, headers=auth)["choices"][0]["text"]
             check(again == expected, "after %s: %r != %r" % (what, again, expected))
+        # The same fields asking for nothing are accepted.
+        off = dict(good, logprobs=False, top_logprobs=0, echo=False, tools=[], logit_bias={}, suffix="",
+                   response_format={"type": "text"})
+        check(complete(srv, off, headers=auth)["choices"][0]["text"] == expected, "fields asking for nothing")
         # Public endpoints need no key.
         check(request(srv, "GET", "/health")[0] == 200, "/health needs no key")
         check(request(srv, "GET", "/v1/models")[0] == 200, "/v1/models needs no key")
@@ -489,11 +510,33 @@ def test_cli(args, model):
         (["-m", model, "-np", "0"], "--parallel: expected an integer from 1 to 256, found 0"),
         (["-m", model, "-fa"], "--flash-attn: 1 required"),
         (["-m", model, "--api-key", ","], "--api-key: no key in ',', expected KEY[,KEY...]"),
+        (["-m", model, "--pooling", "mean"], "--pooling mean: give --embeddings too"),
     ]
     for argv, expected in cases:
         out = subprocess.run([args.server, "--port", "0", *argv], capture_output=True, text=True, timeout=60)
         check(out.returncode == 1 and expected in out.stderr and "listening" not in out.stdout,
               "%s: rc %d, stderr %r" % (argv, out.returncode, out.stderr[-400:]))
+    # A port another server listens on: refused (httplib's SO_REUSEPORT would let both bind and share
+    # the connections).
+    with Server(args.server, model, "-c", "256") as srv:
+        out = subprocess.run([args.server, "-m", model, "-c", "256", "--port", str(srv.port)], capture_output=True,
+                             text=True, timeout=60)
+        check(out.returncode == 1 and "cannot listen on 127.0.0.1:%d" % srv.port in out.stderr and
+              "listening" not in out.stdout, "a second server on port %d: rc %d, stderr %r, stdout %r" %
+              (srv.port, out.returncode, out.stderr[-400:], out.stdout[-400:]))
+        check(request(srv, "GET", "/health")[0] == 200, "the first server serves on")
+    # -np against a plan of another sequence count: refused as -c is (the plan fixes both).
+    if args.plan_model and os.path.exists(args.plan_model):
+        with tempfile.TemporaryDirectory() as tmp:
+            plan = os.path.join(tmp, "m.plan")
+            subprocess.run([args.plan_model, "-m", model, "-c", "256", "-np", "2", "-kvu", "-o", plan], check=True,
+                           capture_output=True, timeout=60)
+            out = subprocess.run([args.server, "--port", "0", "-m", model, "--plan", plan, "-np", "4"],
+                                 capture_output=True, text=True, timeout=60)
+            check(out.returncode == 1 and "--parallel 4: the plan " + plan + " has 2 sequences" in out.stderr,
+                  "-np 4 with a plan of 2: rc %d, stderr %r" % (out.returncode, out.stderr[-400:]))
+            with Server(args.server, model, "--plan", plan, "-np", "2") as srv:
+                check(request(srv, "GET", "/health")[0] == 200, "-np equal to the plan's")
 
 
 def cosine(a, b):
@@ -540,6 +583,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--server", required=True)
     ap.add_argument("--run", default="")
+    ap.add_argument("--plan-model", default="")
     ap.add_argument("--models", required=True)
     ap.add_argument("test", choices=sorted(TESTS))
     args = ap.parse_args()

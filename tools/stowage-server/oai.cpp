@@ -84,6 +84,45 @@ Status Bool(const json& body, const std::string& field, bool* out) {
   return {};
 }
 
+// Refuses (kUnimplemented: HTTP 501) the OpenAI and llama-server request fields this server does not
+// implement when they ask for something, so that a client never gets a reply silently without what
+// it asked for: logprobs / top_logprobs, echo, tools / functions, a response_format other than text,
+// grammar / json_schema, logit_bias, suffix (infill). Absent, null, false, 0, empty or "text" is fine.
+Status RefuseUnsupported(const json& body) {
+  auto asks = [](const json& v) {
+    if (v.is_null()) return false;
+    if (v.is_boolean()) return v.get<bool>();
+    if (v.is_number()) return v.get<double>() != 0;
+    if (v.is_string()) return !v.get_ref<const std::string&>().empty();
+    return !v.empty();  // an array or object
+  };
+  static const struct {
+    const char* field;
+    const char* what;
+  } kFields[] = {
+      {"logprobs", "log probabilities"}, {"top_logprobs", "log probabilities"},
+      {"n_probs", "log probabilities"},  {"echo", "echoing the prompt"},
+      {"tools", "tool calls"},           {"functions", "function calls"},
+      {"grammar", "grammars"},           {"json_schema", "JSON schemas"},
+      {"logit_bias", "logit biases"},    {"suffix", "infill (a suffix)"},
+  };
+  for (const auto& f : kFields) {
+    const auto it = body.find(f.field);
+    if (it != body.end() && asks(*it))
+      return Unimplemented(std::string("'") + f.field + "': " + f.what +
+                           " are not supported by stowage-server");
+  }
+  if (const auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
+    const auto type = it->is_object() ? it->find("type") : it->end();
+    if (!it->is_object() || type == it->end() || !type->is_string())
+      return WrongType("response_format", "an object with a string 'type'", *it);
+    if (type->get<std::string>() != "text")
+      return Unimplemented("'response_format': type " + Dump(*type) +
+                           " is not supported by stowage-server (only \"text\")");
+  }
+  return {};
+}
+
 }  // namespace
 
 Status CheckModel(const json& body, const ServerDefaults& d) {
@@ -98,6 +137,7 @@ Status CheckModel(const json& body, const ServerDefaults& d) {
 
 Status ParseCommon(const json& body, const ServerDefaults& d, ParsedCompletion* out) {
   STOWAGE_RETURN_IF_ERROR(CheckModel(body, d));
+  STOWAGE_RETURN_IF_ERROR(RefuseUnsupported(body));
   CompletionRequest& r = out->request;
   r.n_predict = d.n_predict;
   constexpr double kMaxInt = 2147483647.0;

@@ -60,7 +60,10 @@ Status CheckModel(const json& body, const ServerDefaults& d);
 /// random), "repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty", "stop" (a string or
 /// an array of strings), "ignore_eos", "stream", "stream_options.include_usage", "n" (1 only). Defaults are
 /// llama.cpp's (common_params_sampling). Errors (kInvalidArgument): "'<field>': expected <type>, found
-/// <type>" or "'<field>': <value> is outside [lo, hi]"; kUnimplemented for n > 1.
+/// <type>" or "'<field>': <value> is outside [lo, hi]"; kUnimplemented for n > 1, and for the fields
+/// asking for what this server does not do (logprobs, top_logprobs, n_probs, echo, tools, functions,
+/// grammar, json_schema, logit_bias, suffix when true / non-zero / non-empty; a response_format whose
+/// type is not "text"): the client learns it instead of getting a reply without it.
 Status ParseCommon(const json& body, const ServerDefaults& d, ParsedCompletion* out);
 
 /// The prompt of /v1/completions: "prompt" as a string (tokenized as llama-server does: the

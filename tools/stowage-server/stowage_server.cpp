@@ -469,6 +469,12 @@ int Main(int argc, char** argv) {
   c.n_seq_max = static_cast<uint32_t>(o.n_parallel);
   c.kv_unified = true;
 
+  if (!o.embeddings && app.count("--pooling") > 0) {
+    std::fprintf(stderr,
+                 "stowage-server: --pooling %s: give --embeddings too (pooling is for /v1/embeddings)\n",
+                 o.pooling.c_str());
+    return 1;
+  }
   const sigset_t signals = BlockShutdownSignals();
   auto loaded = run::LoadModel(c, /*quiet=*/false);
   if (!loaded.ok()) {
@@ -476,9 +482,14 @@ int Main(int argc, char** argv) {
     return 1;
   }
   Session& session = *loaded->session;
-  if (!c.plan.empty() && app.count("--parallel") > 0 && session.n_seq_max() != o.n_parallel)
-    std::fprintf(stderr, "stowage-server: warning: -np %d ignored: the plan has %lld sequences\n",
-                 o.n_parallel, static_cast<long long>(session.n_seq_max()));
+  // The plan fixes the sequences, as it fixes -c (CheckPlanningFlagsUnused): -np must agree with it.
+  if (!c.plan.empty() && app.count("--parallel") > 0 && session.n_seq_max() != o.n_parallel) {
+    std::fprintf(stderr,
+                 "stowage-server: --parallel %d: the plan %s has %lld sequences (re-plan with plan-model -np "
+                 "%d -kvu)\n",
+                 o.n_parallel, c.plan.c_str(), static_cast<long long>(session.n_seq_max()), o.n_parallel);
+    return 1;
+  }
   if (o.embeddings) {
     auto pooling = PoolingOf(*loaded->gguf, o.pooling);
     Status st = pooling.ok() ? session.SetEmbeddings(true, *pooling) : pooling.status();
@@ -500,14 +511,22 @@ int Main(int argc, char** argv) {
   http.new_task_queue = [threads_http] { return new httplib::ThreadPool(static_cast<size_t>(threads_http)); };
   http.set_payload_max_length(kMaxBodyBytes);
   server.Route(http);
+  // httplib's default socket options add SO_REUSEPORT, with which a second server on the same port
+  // binds too and the kernel shares the connections between them; SO_REUSEADDR alone lets a
+  // restarted server bind at once but refuses a port another server listens on (llama-server's).
+  http.set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   int port = o.port;
   if (port == 0 ? (port = http.bind_to_any_port(o.host)) < 0 : !http.bind_to_port(o.host, port)) {
-    std::fprintf(stderr, "stowage-server: cannot listen on %s:%d\n", o.host.c_str(), o.port);
+    std::fprintf(stderr, "stowage-server: cannot listen on %s:%d (in use, or not an address of this host)\n",
+                 o.host.c_str(), o.port);
     return 1;
   }
   engine.Start();
-  std::printf("stowage-server: listening on http://%s:%d (%d slots, context %lld)\n", o.host.c_str(), port,
-              engine.n_slots(), static_cast<long long>(engine.n_ctx()));
+  std::printf("stowage-server: listening on http://%s:%d (%d slot%s, context %lld)\n", o.host.c_str(), port,
+              engine.n_slots(), engine.n_slots() == 1 ? "" : "s", static_cast<long long>(engine.n_ctx()));
   std::fflush(stdout);
 
   // SIGINT / SIGTERM: finish the streams (each ends with an error event), stop listening, and let the
