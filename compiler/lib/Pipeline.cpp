@@ -15,6 +15,7 @@ void buildStowagePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
     pm.addPass(createStowageFuseRmsNormMul());
     pm.addPass(createStowageFuseMulMatGlu());
     pm.addPass(createStowageFuseMulMatQkv());
+    pm.addPass(createStowageFuseRopeKvStore());
     pm.addPass(createStowageElideCont());
   }
 }

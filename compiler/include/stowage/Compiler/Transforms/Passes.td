@@ -105,6 +105,30 @@ def StowageFuseMulMatQkv : Pass<"stowage-fuse-mul-mat-qkv", "::mlir::ModuleOp"> 
   ];
 }
 
+def StowageFuseRopeKvStore : Pass<"stowage-fuse-rope-kv-store", "::mlir::ModuleOp"> {
+  let summary = "ROPE of K and its store into the KV cache -> ggml.rope_set_rows / ggml.rope_cpy";
+  let description = [{
+    Rewrites the K store of a RoPE attention into one op with ROPE's parameters and the store's
+    name, place.backend and place.cause, so that the rotated rows go straight into the cache and
+    no Kcur tensor is allocated: llama.cpp 2026's `%k = ggml.rope %x, %pos[, freq_factors %ff]`,
+    `%r = ggml.reshape %k` to [head_dim * n_head, n_tokens] and `ggml.set_rows %cache, %r, %idx`
+    (llama_kv_cache::cpy_k) -> `ggml.rope_set_rows %x, %pos, %cache, %idx`; Feb 2025's
+    `ggml.cpy %k, %view` -> `ggml.rope_cpy %x, %pos, %view`. Legal only when the ops are directly
+    inside the same place.split, the rotated K (and its reshape) have no other users, and the
+    split's backend runs the fused op with these tensors (its op table, FuseCommon.h: the CPU
+    backend for F32, F16 and BF16 caches; CUDA has no kernel); on the CPU backend the cache is
+    written bit for bit as the sequence writes it. With `remarks` each store left alone gets a
+    remark saying why.
+  }];
+  let options = [
+    Option<"remarks", "remarks", "bool", "false",
+           "emit a remark at each ROPE + KV store left unfused, with the reason">,
+  ];
+  let statistics = [
+    Statistic<"numFused", "fused", "ROPE + KV stores fused">,
+  ];
+}
+
 //===----------------------------------------------------------------------===//
 // Copy removal: a copy whose consumers can read its source in place.
 //===----------------------------------------------------------------------===//
