@@ -53,8 +53,8 @@ done
 n_tools=0
 for tool in "$P"/bin/*; do
   out=$("$tool" --version 2>&1) || fail "$(basename "$tool") --version exits $?: $out"
-  grep -q "^$(basename "$tool") $VERSION\( (.*)\)\?\$" <<< "$out" ||
-    fail "$(basename "$tool") --version printed '$out', expected a line '$(basename "$tool") $VERSION[ (git describe)]'"
+  grep -qx "$(basename "$tool") $VERSION\( (.*)\)\?" <<< "$out" && [ "$(wc -l <<< "$out")" -eq 1 ] ||
+    fail "$(basename "$tool") --version printed '$out', expected one line '$(basename "$tool") $VERSION[ (git describe)]'"
   n_tools=$((n_tools + 1))
 done
 [ "$n_tools" -ge 6 ] || fail "only $n_tools tools installed"

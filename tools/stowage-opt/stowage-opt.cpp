@@ -244,8 +244,8 @@ static std::unique_ptr<llvm::MemoryBuffer> importToBuffer(mlir::DialectRegistry 
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  // --version: Stowage's version line, then LLVM's.
-  llvm::cl::AddExtraVersionPrinter(
+  // --version: Stowage's one line, as every other tool prints it (tools/common/llama_args.h).
+  llvm::cl::SetVersionPrinter(
       [](llvm::raw_ostream &os) { os << "stowage-opt " << stowage_version_string() << "\n"; });
   mlir::registerTransformsPasses(); // canonicalize, cse, ... for pipelines in tests
 #ifdef STOWAGE_HAVE_COMPILER
