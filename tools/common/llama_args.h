@@ -54,7 +54,7 @@ inline CLI::Validator FlashAttnValue() {
                  "on), got " +
                  v.substr(0, 24);
         else if (v != "auto")
-          return "Value " + v.substr(0, 24) + " is not on, off or auto";
+          return "expected on, off or auto, found " + v.substr(0, 24);
         return "";
       },
       "on|off|auto");
@@ -78,8 +78,9 @@ inline bool IsMultiLetterFlag(const std::string& a) {
 /// --version prints "<program> <stowage_version_string()>" and exits 0. A
 /// repeated single-value option takes its last value (LastOccurrenceWins); a llama.cpp
 /// multi-letter flag the tool does not know ("-fa") is refused with one line naming it rather
-/// than split into one-letter options. Returns the exit code CLI11 asks for (help: 0, a
-/// command-line error: 1), or -1 when parsing succeeded.
+/// than split into one-letter options. A command-line error CLI11 finds is one line "<program>:
+/// error: <CLI11's message> (see --help)" on stderr. Returns 0 after --help / --version, 1 after a
+/// command-line error, or -1 when parsing succeeded.
 inline int ParseWithAliases(CLI::App& app, int argc, char** argv, const OptionAliases& aliases) {
   LastOccurrenceWins(app);
   // --help shows the program's name and each llama.cpp spelling next to its long option.
@@ -157,8 +158,11 @@ inline int ParseWithAliases(CLI::App& app, int argc, char** argv, const OptionAl
     app.parse(args);
   } catch (const CLI::ParseError& e) {
     // --help / --version exit 0; a command-line error exits 1 as every other error (CLI11's own
-    // codes, 105 and up, mean nothing to a shell script).
-    return app.exit(e) == 0 ? 0 : 1;
+    // codes, 105 and up, mean nothing to a shell script), on one line naming the tool as the
+    // tools' other errors ("plan-model: error: --flash-attn: expected on, off or auto, found x").
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e) == 0 ? 0 : 1;
+    std::fprintf(stderr, "%s: error: %s (see --help)\n", app.get_name().c_str(), e.what());
+    return 1;
   }
   return -1;
 }

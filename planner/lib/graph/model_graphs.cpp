@@ -599,8 +599,9 @@ Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const HParams& hp, co
     for (GgmlType t : {m.cfg.type_k, m.cfg.type_v}) {
       const int64_t bs = GetTypeTraits(t).block_size;
       if ((m.hp.n_embd_head_k % bs) != 0)
-        return InvalidArgument(std::string("KV cache type ") + GgmlTypeName(t) +
-                               " needs head size divisible by " + std::to_string(bs));
+        return InvalidArgument(gguf.path() + ": KV cache type " + GgmlTypeName(t) +
+                               " needs a head size divisible by " + std::to_string(bs) +
+                               ", found n_embd_head_k " + std::to_string(m.hp.n_embd_head_k));
     }
   }
   // Split-tensor MoE files (one tensor per expert, pre-2024 llama.cpp) are not supported.
