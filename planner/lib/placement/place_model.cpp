@@ -205,6 +205,55 @@ void IswaKvLines(const ModelGraphs& m, const PlacementOutcome& o, std::vector<st
   }
 }
 
+// llama.cpp 2026's lines after the model buffers (llama_context's constructor, its KV cache and
+// sched_reserve): the context summary (the lines Stowage knows: not n_rs_seq, n_outputs_max; the
+// flash-attention type resolved, "enabled" or "disabled", where llama.cpp prints the one asked),
+// the n_ctx_seq warnings, the output buffer, the KV cache (KvCacheLines, or IswaKvLines), pipeline
+// parallelism, the compute buffers and the graph line (nodes and splits of the pp and tg graphs,
+// without the input counts).
+void ContextLines2026(const ModelGraphs& m, const PlacementOutcome& o, std::vector<std::string>* out) {
+  const uint32_t n_seq_max = std::max<uint32_t>(1, m.cfg.n_seq_max);
+  const uint32_t n_ctx_seq = m.cfg.kv_unified ? m.cfg.n_ctx : m.cfg.n_ctx / n_seq_max;
+  out->push_back(Fmt("llama_context: n_seq_max             = %u", n_seq_max));
+  out->push_back(Fmt("llama_context: n_ctx                 = %u", m.cfg.n_ctx));
+  out->push_back(Fmt("llama_context: n_ctx_seq             = %u", n_ctx_seq));
+  out->push_back(Fmt("llama_context: n_batch               = %u", m.cfg.n_batch));
+  out->push_back(Fmt("llama_context: n_ubatch              = %u", m.cfg.n_ubatch));
+  out->push_back("llama_context: causal_attn           = 1");
+  out->push_back(Fmt("llama_context: flash_attn            = %s", m.cfg.flash_attn ? "enabled" : "disabled"));
+  out->push_back(Fmt("llama_context: kv_unified            = %s", m.cfg.kv_unified ? "true" : "false"));
+  out->push_back(Fmt("llama_context: freq_base             = %.1f", m.hp.rope_freq_base));
+  out->push_back(Fmt("llama_context: freq_scale            = %g", m.hp.rope_freq_scale));
+  if (n_ctx_seq < m.hp.n_ctx_train)
+    out->push_back(
+        Fmt("llama_context: n_ctx_seq (%u) < n_ctx_train (%u) -- the full capacity of the model will "
+            "not be utilized",
+            n_ctx_seq, m.hp.n_ctx_train));
+  if (n_ctx_seq > m.hp.n_ctx_train)
+    out->push_back(
+        Fmt("llama_context: n_ctx_seq (%u) > n_ctx_train (%u) -- possible training context overflow",
+            n_ctx_seq, m.hp.n_ctx_train));
+  for (const auto& b : o.memory.buffers)
+    if (b.usage == BufferUsage::kOutput)
+      out->push_back(Fmt("llama_context: %10s  output buffer size = %8.2f MiB", b.name.c_str(), MiB(b.size)));
+  if (m.cfg.n_ctx_swa > 0)
+    IswaKvLines(m, o, out);
+  else
+    KvCacheLines(m, o, false, m.cfg.n_ctx, out);
+  if (o.placement.n_copies > 1) out->push_back("llama_context: pipeline parallelism enabled");
+  for (const auto& b : o.memory.buffers)
+    if (b.usage == BufferUsage::kCompute && b.size > 1)
+      out->push_back(Fmt("sched_reserve: %10s compute buffer size = %8.2f MiB", b.name.c_str(), MiB(b.size)));
+  const int tg_nodes = o.tg_nodes;
+  const bool diff = o.pp_nodes != tg_nodes || m.pp.splits.size() != m.tg.splits.size();
+  if (diff)
+    out->push_back(Fmt("sched_reserve: graph (pp bs=%lld, tg bs=%u): nodes = %d / %d, splits = %zu / %zu",
+                       static_cast<long long>(m.pp.max_tokens), n_seq_max, o.pp_nodes, tg_nodes,
+                       m.pp.splits.size(), m.tg.splits.size()));
+  else
+    out->push_back(Fmt("sched_reserve: graph: nodes = %d, splits = %zu", o.pp_nodes, m.pp.splits.size()));
+}
+
 }  // namespace
 
 std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcome& o,
@@ -257,6 +306,10 @@ std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcom
   for (const auto& g : m.globals) {
     if (g.kind != TensorKind::kKvCache) continue;
     (g.name.rfind("cache_k", 0) == 0 ? k_bytes : v_bytes) += g.nbytes;
+  }
+  if (today && !m.hp.recurrent()) {
+    ContextLines2026(m, o, &out);
+    return out;
   }
   // llama_init_from_model's context summary (FEB25 src/llama.cpp), then its warnings for a context
   // below or beyond the one the model was trained with.

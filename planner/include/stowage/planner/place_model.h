@@ -93,7 +93,13 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
 /// (backends with more than one byte, each buffer once), "graph nodes" and
 /// "graph splits = P (with bs=B), T (with bs=1)". One line per string, without newline. The
 /// "assigned to device" and "cannot be used with preferred buffer type" lines are llama.cpp's
-/// debug level (LLAMA_LOG_DEBUG, FEB25 llama-model.cpp): only with `debug_lines`.
+/// debug level (LLAMA_LOG_DEBUG, FEB25 llama-model.cpp): only with `debug_lines`. With
+/// m.cfg.llamacpp_compat k2026 (but for recurrent models) the lines after the model buffers are
+/// llama.cpp 2026's: "llama_context:" summary (n_seq_max, n_ctx, n_ctx_seq, n_batch, n_ubatch,
+/// causal_attn, flash_attn as resolved, kv_unified, freq_base, freq_scale) and n_ctx_seq warnings,
+/// its output buffer, "llama_kv_cache:" (or "llama_kv_cache_iswa:") buffers and size line,
+/// "llama_context: pipeline parallelism enabled", "sched_reserve:" compute buffers and its graph line
+/// (nodes and splits, pp / tg when they differ; no input counts).
 std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcome& o,
                                      const PlacementOptions& opt, bool debug_lines = true);
 
