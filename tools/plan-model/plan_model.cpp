@@ -315,9 +315,9 @@ Result<PlanRequest> MakeRequest(Options& o, const CLI::App& app, int argc, char*
     auto reg = Registry::Open(o.registry_dirs);
     if (!reg.ok()) return InvalidArgument("--registry: " + reg.status().message());
   }
-  auto tk = ParseGgmlType(o.ctk);
+  auto tk = planner::ParseKvCacheType(o.ctk);
   if (!tk.ok()) return InvalidArgument("--cache-type-k: " + tk.status().message());
-  auto tv = ParseGgmlType(o.ctv);
+  auto tv = planner::ParseKvCacheType(o.ctv);
   if (!tv.ok()) return InvalidArgument("--cache-type-v: " + tv.status().message());
   PlanRequest request;
   request.llamacpp_compat = tools::LlamacppCompatOf(o.llamacpp_compat);

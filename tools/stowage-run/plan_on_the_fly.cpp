@@ -24,9 +24,9 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const CommonOpti
   request.context.swa_full = c.swa_full;
   request.context.n_seq_max = c.n_seq_max;
   request.context.kv_unified = c.kv_unified;
-  auto tk = ParseGgmlType(c.cache_type_k);
+  auto tk = planner::ParseKvCacheType(c.cache_type_k);
   if (!tk.ok()) return InvalidArgument("--cache-type-k: " + tk.status().message());
-  auto tv = ParseGgmlType(c.cache_type_v);
+  auto tv = planner::ParseKvCacheType(c.cache_type_v);
   if (!tv.ok()) return InvalidArgument("--cache-type-v: " + tv.status().message());
   request.context.type_k = *tk;
   request.context.type_v = *tv;

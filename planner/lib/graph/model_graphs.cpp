@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <optional>
 
@@ -496,27 +497,40 @@ void AddKvCache(ModelGraphs& m) {
   }
 }
 
+namespace {
+
+// llama.cpp common/arg.cpp kv_cache_types: the types -ctk / -ctv accept.
+constexpr GgmlType kKvCacheTypes[] = {GgmlType::F32,    GgmlType::F16,  GgmlType::BF16,
+                                      GgmlType::Q8_0,   GgmlType::Q4_0, GgmlType::Q4_1,
+                                      GgmlType::IQ4_NL, GgmlType::Q5_0, GgmlType::Q5_1};
+
+std::string KvCacheTypeNames() {
+  std::string names;
+  for (GgmlType t : kKvCacheTypes) names += (names.empty() ? "" : ", ") + std::string(GgmlTypeName(t));
+  return names;
+}
+
+bool IsKvCacheType(GgmlType t) {
+  return std::find(std::begin(kKvCacheTypes), std::end(kKvCacheTypes), t) != std::end(kKvCacheTypes);
+}
+
+}  // namespace
+
+Result<GgmlType> ParseKvCacheType(std::string_view name) {
+  Result<GgmlType> t = ParseGgmlType(name);
+  if (!t.ok() || !IsKvCacheType(*t))
+    return InvalidArgument("expected a KV cache type (" + KvCacheTypeNames() + "), found '" +
+                           std::string(name) + "'");
+  return t;
+}
+
 Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig* cfg) {
   if (cfg->n_ubatch == 0 || cfg->n_batch == 0)
     return InvalidArgument("n_batch and n_ubatch must be positive");
-  // llama.cpp common/arg.cpp kv_cache_types: the types -ctk / -ctv accept.
-  for (GgmlType t : {cfg->type_k, cfg->type_v}) {
-    switch (t) {
-      case GgmlType::F32:
-      case GgmlType::F16:
-      case GgmlType::BF16:
-      case GgmlType::Q8_0:
-      case GgmlType::Q4_0:
-      case GgmlType::Q4_1:
-      case GgmlType::IQ4_NL:
-      case GgmlType::Q5_0:
-      case GgmlType::Q5_1:
-        break;
-      default:
-        return InvalidArgument(std::string("unsupported KV cache type ") + GgmlTypeName(t) +
-                               " (llama.cpp accepts f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)");
-    }
-  }
+  for (GgmlType t : {cfg->type_k, cfg->type_v})
+    if (!IsKvCacheType(t))
+      return InvalidArgument(std::string("unsupported KV cache type ") + GgmlTypeName(t) +
+                             " (llama.cpp accepts " + KvCacheTypeNames() + ")");
   // llama_init_from_model (Feb 2025): flash attention needs equal K and V head sizes ("forcing
   // off", a warning; BuildModelGraphs records it in ModelGraphs::flash_attn_forced_off); a
   // quantized V cache needs flash attention.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stowage/planner/graph.h"
@@ -78,6 +79,12 @@ inline uint32_t KvPadding(const ContextConfig& cfg) { return cfg.flash_attn ? 25
 /// n_ctx with swa_full (0 for other models). Errors (kInvalidArgument): n_ctx (given or the model's
 /// context_length) above kMaxContextTokens, naming `path`; n_batch or n_ubatch 0.
 Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig* cfg);
+
+/// A -ctk / -ctv value: the ggml type named `name` when it is one of the KV cache types llama.cpp
+/// accepts (common/arg.cpp kv_cache_types: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1; the
+/// list ResolveContext checks). Errors: kInvalidArgument "expected a KV cache type (f32, f16, ...),
+/// found 'NAME'".
+Result<GgmlType> ParseKvCacheType(std::string_view name);
 
 /// The cells of layer `il`'s KV cache in `m` (resolved): max(1, n_seq_max) state cells for a
 /// recurrent model, cfg.n_ctx_swa for a sliding-window layer of an interleaved-SWA model (its
