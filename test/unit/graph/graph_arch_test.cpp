@@ -100,10 +100,11 @@ std::vector<std::string> KvStore2026(const std::string& kname, const std::string
 }
 
 // The attention block every llama-like builder shares (llm_build_kv: store K and V, then kqv),
-// as ggml_build_forward_expand orders it for layer `il`; `store_2026`: llama.cpp 2026's KV store
-// (KvStore2026) instead of Feb 2025's CPY into views.
+// as ggml_build_forward_expand orders it for layer `il`; `store_2026`: llama.cpp 2026's build_attn
+// (the KvStore2026 store, then the caches and Q `qname` viewed per stream and permuted) instead of
+// Feb 2025's CPY into views and single views.
 std::vector<std::string> KvBlock(const std::string& kname, const std::string& vname, int il,
-                                 bool store_2026 = false) {
+                                 bool store_2026 = false, const std::string& qname = "") {
   const std::string s = "-" + std::to_string(il);
   std::vector<std::string> store = {"VIEW k_cache_view" + s,
                                     "CPY k_cache_view" + s + " (copy of " + kname + ")",
@@ -119,6 +120,13 @@ std::vector<std::string> KvBlock(const std::string& kname, const std::string& vn
                                   "PERMUTE kqv_merged" + s,
                                   "CONT kqv_merged_cont" + s,
                                   "MUL_MAT kqv_out" + s};
+  if (store_2026) {
+    const std::string l = std::to_string(il);
+    kqv.erase(kqv.begin(), kqv.begin() + 3);
+    kqv.insert(kqv.begin(), {"VIEW cache_v_l" + l + " (view)", "PERMUTE v" + s,
+                             "VIEW cache_k_l" + l + " (view)", "PERMUTE k" + s,
+                             "VIEW " + (qname.empty() ? "Qcur" + s : qname) + " (view)", "PERMUTE q" + s});
+  }
   store.insert(store.end(), kqv.begin(), kqv.end());
   return store;
 }
@@ -502,11 +510,11 @@ TEST(Qwen3Graph, PerHeadQkNormBeforeRope) {
   const std::vector<std::string> want =
       Concat(Concat({"GET_ROWS inp_embd", "RMS_NORM norm-0", "MUL attn_norm-0", "MUL_MAT Qcur-0",
                      "RESHAPE Qcur-0 (reshaped)", "RMS_NORM norm-0", "MUL Qcur_normed-0", "ROPE Qcur-0",
-                     "MUL_MAT Kcur-0", "RESHAPE Kcur-0 (reshaped)", "RMS_NORM norm-0", "MUL Kcur_normed-0",
-                     "ROPE Kcur-0", "MUL_MAT Vcur-0"},
-                    KvBlock("Kcur-0", "Vcur-0", 0, /*store_2026=*/true)),
-             {"ADD ffn_inp-0", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_gate-0", "SILU ffn_silu-0",
-              "MUL_MAT ffn_up-0", "MUL ffn_gate_par-0", "MUL_MAT ffn_out-0", "ADD l_out-0"});
+                     "MUL_MAT Vcur-0", "RESHAPE Vcur-0 (reshaped)", "MUL_MAT Kcur-0",
+                     "RESHAPE Kcur-0 (reshaped)", "RMS_NORM norm-0", "MUL Kcur_normed-0", "ROPE Kcur-0"},
+                    KvBlock("Kcur-0", "Vcur-0 (reshaped)", 0, /*store_2026=*/true)),
+             {"ADD ffn_inp-0", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_gate-0", "MUL_MAT ffn_up-0",
+              "SWIGLU ffn_swiglu-0", "MUL_MAT ffn_out-0", "ADD l_out-0"});
   const Graph& g = m->pp;
   EXPECT_EQ(NodeRange(g, "inp_embd", "l_out-0"), want);
   EXPECT_EQ(Shape(g, *Node(g, "Qcur_normed-1")), (std::vector<int64_t>{32, 4, 256, 1}));
@@ -562,13 +570,13 @@ TEST(Mistral3Graph, TemperatureScalesQBeforeTheAttention) {
   auto m = Build(s);
   ASSERT_TRUE(m.ok()) << m.status().message();
   const Graph& g = m->pp;
-  const std::vector<std::string> want =
-      Concat(Concat({"GET_ROWS inp_embd", "RMS_NORM norm-0", "MUL attn_norm-0", "MUL_MAT Qcur-0",
-                     "RESHAPE Qcur-0 (reshaped)", "ROPE Qcur-0", "MUL Qcur_attn_temp_scaled-0",
-                     "MUL_MAT Kcur-0", "RESHAPE Kcur-0 (reshaped)", "ROPE Kcur-0", "MUL_MAT Vcur-0"},
-                    KvBlock("Kcur-0", "Vcur-0", 0, /*store_2026=*/true)),
-             {"ADD ffn_inp-0", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_gate-0", "SILU ffn_silu-0",
-              "MUL_MAT ffn_up-0", "MUL ffn_gate_par-0", "MUL_MAT ffn_out-0", "ADD l_out-0"});
+  const std::vector<std::string> want = Concat(
+      Concat({"GET_ROWS inp_embd", "RMS_NORM norm-0", "MUL attn_norm-0", "MUL_MAT Qcur-0",
+              "RESHAPE Qcur-0 (reshaped)", "ROPE Qcur-0", "MUL Qcur_attn_temp_scaled-0", "MUL_MAT Vcur-0",
+              "RESHAPE Vcur-0 (reshaped)", "MUL_MAT Kcur-0", "RESHAPE Kcur-0 (reshaped)", "ROPE Kcur-0"},
+             KvBlock("Kcur-0", "Vcur-0 (reshaped)", 0, /*store_2026=*/true, "Qcur_attn_temp_scaled-0")),
+      {"ADD ffn_inp-0", "RMS_NORM norm-0", "MUL ffn_norm-0", "MUL_MAT ffn_gate-0", "MUL_MAT ffn_up-0",
+       "SWIGLU ffn_swiglu-0", "MUL_MAT ffn_out-0", "ADD l_out-0"});
   EXPECT_EQ(NodeRange(g, "inp_embd", "l_out-0"), want);
   const int scale = g.Find("inp_attn_scale");
   ASSERT_GE(scale, 0);
@@ -647,17 +655,19 @@ TEST(SmolLM3Graph, EveryFourthLayerHasNoRope) {
       EXPECT_EQ(t->op, rope ? GgmlOp::ROPE : GgmlOp::RESHAPE) << name << n;
     }
   }
-  EXPECT_EQ(NodeRange(g, "attn_norm-3", "Vcur-3"),
-            (std::vector<std::string>{"MUL attn_norm-3", "MUL_MAT Qcur-3", "RESHAPE Qcur-3", "MUL_MAT Kcur-3",
-                                      "RESHAPE Kcur-3", "MUL_MAT Vcur-3"}));
+  EXPECT_EQ(
+      NodeRange(g, "attn_norm-3", "Vcur-3"),
+      (std::vector<std::string>{"MUL attn_norm-3", "MUL_MAT Qcur-3", "RESHAPE Qcur-3", "MUL_MAT Vcur-3"}));
   EXPECT_EQ(Node(g, "Qcur-0")->iparams[1], 0);    // LLAMA_ROPE_TYPE_NORM
   EXPECT_EQ(Node(g, "Qcur-0")->srcs.size(), 2u);  // no rope factors
   // the llama file with the same tensors ropes every layer: 2 ROPEs more per no-rope layer; its
-  // Feb 2025 KV store (CPY into views) has 2 nodes a layer fewer than smollm3's SET_ROWS one
+  // Feb 2025 KV store (CPY into views) has 2 nodes a layer fewer than smollm3's SET_ROWS one, and
+  // its attention 3 fewer than llama.cpp 2026's build_attn (V reshaped to heads, Q and the caches
+  // viewed then permuted) less build_ffn's SWIGLU
   SynthGguf l = test::LlamaModel(p);
   auto ml = Build(l);
   ASSERT_TRUE(ml.ok()) << ml.status().message();
-  EXPECT_EQ(ml->pp.nodes.size() + 2 * 8, g.nodes.size() + 4);
+  EXPECT_EQ(ml->pp.nodes.size() + 2 * 8 + 3 * 8, g.nodes.size() + 4);
   EXPECT_EQ(Consumers(g, "token_embd.weight"), std::vector<std::string>{"GET_ROWS inp_embd"});
 }
 
@@ -861,11 +871,6 @@ TEST(Qwen3MoeGraph, QkNormsAndNormalizedSoftmaxExperts) {
                                          "RMS_NORM norm-0",
                                          "MUL Qcur_normed-0",
                                          "ROPE Qcur-0",
-                                         "MUL_MAT Kcur-0",
-                                         "RESHAPE Kcur-0 (reshaped)",
-                                         "RMS_NORM norm-0",
-                                         "MUL Kcur_normed-0",
-                                         "ROPE Kcur-0",
                                          "MUL_MAT Vcur-0"};
   EXPECT_EQ(NodeRange(g, "inp_embd", "Vcur-0"), attn);
   const std::vector<std::string> want = {"ADD ffn_inp-0",
@@ -943,7 +948,8 @@ TEST(Qwen3MoeGraph, BadInputIsAOneLineError) {
 }
 
 // glm4moe (llama.cpp 2026 llama_model_glm4_moe): block 0 dense, block 1 routed (sigmoid, the
-// selection bias, normalized weights scaled by 2.5, SWIGLU) plus the shared expert; q/k/v biases, q/k
+// selection bias, normalized weights scaled by 2.5, SWIGLU) plus the shared expert (SWIGLU as the
+// dense block's, build_ffn's); q/k/v biases, q/k
 // norms and a rope over the first 16 of 32 dimensions; the NextN block 2 is skipped: no weights, no
 // cache, no nodes.
 TEST(Glm4MoeGraph, SharedExpertSigmoidRoutingAndPartialRope) {
@@ -962,9 +968,9 @@ TEST(Glm4MoeGraph, SharedExpertSigmoidRoutingAndPartialRope) {
   EXPECT_EQ(Global(*m, "cache_k_l2"), nullptr);
   EXPECT_NE(Global(*m, "cache_v_l1"), nullptr);
   EXPECT_EQ(Node(g, "l_out-2"), nullptr);
-  const std::vector<std::string> dense = {"ADD ffn_inp-0",      "RMS_NORM norm-0",   "MUL ffn_norm-0",
-                                          "MUL_MAT ffn_gate-0", "SILU ffn_silu-0",   "MUL_MAT ffn_up-0",
-                                          "MUL ffn_gate_par-0", "MUL_MAT ffn_out-0", "ADD l_out-0"};
+  const std::vector<std::string> dense = {"ADD ffn_inp-0",      "RMS_NORM norm-0",  "MUL ffn_norm-0",
+                                          "MUL_MAT ffn_gate-0", "MUL_MAT ffn_up-0", "SWIGLU ffn_swiglu-0",
+                                          "MUL_MAT ffn_out-0",  "ADD l_out-0"};
   EXPECT_EQ(NodeRange(g, "ffn_inp-0", "l_out-0"), dense);
   const std::vector<std::string> moe = {"ADD ffn_inp-1",
                                         "RMS_NORM norm-1",
@@ -992,9 +998,8 @@ TEST(Glm4MoeGraph, SharedExpertSigmoidRoutingAndPartialRope) {
                                         "VIEW ffn_moe_weighted-1 (view)",
                                         "ADD ffn_moe_out-1",
                                         "MUL_MAT ffn_gate-1",
-                                        "SILU ffn_silu-1",
                                         "MUL_MAT ffn_up-1",
-                                        "MUL ffn_gate_par-1",
+                                        "SWIGLU ffn_swiglu-1",
                                         "MUL_MAT ffn_shexp_out-1",
                                         "ADD ffn_out-1",
                                         "ADD l_out-1"};
@@ -1005,7 +1010,7 @@ TEST(Glm4MoeGraph, SharedExpertSigmoidRoutingAndPartialRope) {
   EXPECT_EQ(Consumers(g, "blk.0.attn_q.bias"), std::vector<std::string>{"ADD Qcur-0"});
   EXPECT_EQ(Consumers(g, "blk.1.attn_k_norm.weight"), std::vector<std::string>{"MUL Kcur_normed-1"});
   EXPECT_EQ(Shape(g, *Node(g, "ffn_moe_swiglu-1")), (std::vector<int64_t>{48, 2, 256, 1}));
-  EXPECT_EQ(Shape(g, *Node(g, "ffn_gate_par-1")), (std::vector<int64_t>{48, 256, 1, 1}));  // shared
+  EXPECT_EQ(Shape(g, *Node(g, "ffn_swiglu-1")), (std::vector<int64_t>{48, 256, 1, 1}));  // shared
   const Tensor* r = Node(g, "Qcur-1");
   ASSERT_EQ(r->op, GgmlOp::ROPE);
   EXPECT_EQ(Shape(g, *r), (std::vector<int64_t>{32, 4, 256, 1}));
@@ -1185,18 +1190,19 @@ TEST(Gemma2Graph, LayerSoftCapsAndSlidingWindowMasks) {
   ASSERT_TRUE(m.ok()) << m.status().message();
   const Graph& g = m->pp;
   const std::vector<std::string> kv =
-      Concat(KvStore2026("Kcur-0", "Vcur-0", 0),
-             {"VIEW v-0", "VIEW k-0", "PERMUTE q-0", "MUL_MAT kq-0", "SCALE kq_scaled_1-0", "TANH kq_tanh-0",
-              "SCALE kq_scaled_2-0", "SOFT_MAX kq_soft_max_ext-0", "MUL_MAT kqv-0", "PERMUTE kqv_merged-0",
-              "CONT kqv_merged_cont-0", "MUL_MAT kqv_out-0"});
-  const std::vector<std::string> want =
-      Concat(Concat({"GET_ROWS inp_embd", "SCALE inp_scaled", "RMS_NORM norm-0", "MUL attn_norm-0",
-                     "MUL_MAT Qcur-0", "RESHAPE Qcur-0 (reshaped)", "ROPE Qcur-0", "SCALE Qcur_scaled-0",
-                     "MUL_MAT Kcur-0", "RESHAPE Kcur-0 (reshaped)", "ROPE Kcur-0", "MUL_MAT Vcur-0"},
-                    kv),
-             {"RMS_NORM norm-0", "MUL attn_post_norm-0", "ADD sa_out-0", "RMS_NORM norm-0", "MUL ffn_norm-0",
-              "MUL_MAT ffn_gate-0", "MUL_MAT ffn_up-0", "GEGLU ffn_geglu-0", "MUL_MAT ffn_out-0",
-              "RMS_NORM norm-0", "MUL ffn_post_norm-0", "ADD l_out-0"});
+      Concat(KvStore2026("Kcur-0", "Vcur-0 (reshaped)", 0),
+             {"VIEW cache_v_l0 (view)", "PERMUTE v-0", "VIEW cache_k_l0 (view)", "PERMUTE k-0",
+              "VIEW Qcur_scaled-0 (view)", "PERMUTE q-0", "MUL_MAT kq-0", "SCALE kq_scaled_1-0",
+              "TANH kq_tanh-0", "SCALE kq_scaled_2-0", "SOFT_MAX kq_soft_max_ext-0", "MUL_MAT kqv-0",
+              "PERMUTE kqv_merged-0", "CONT kqv_merged_cont-0", "MUL_MAT kqv_out-0"});
+  const std::vector<std::string> want = Concat(
+      Concat({"GET_ROWS inp_embd", "SCALE inp_scaled", "RMS_NORM norm-0", "MUL attn_norm-0", "MUL_MAT Qcur-0",
+              "RESHAPE Qcur-0 (reshaped)", "ROPE Qcur-0", "SCALE Qcur_scaled-0", "MUL_MAT Vcur-0",
+              "RESHAPE Vcur-0 (reshaped)", "MUL_MAT Kcur-0", "RESHAPE Kcur-0 (reshaped)", "ROPE Kcur-0"},
+             kv),
+      {"RMS_NORM norm-0", "MUL attn_post_norm-0", "ADD sa_out-0", "RMS_NORM norm-0", "MUL ffn_norm-0",
+       "MUL_MAT ffn_gate-0", "MUL_MAT ffn_up-0", "GEGLU ffn_geglu-0", "MUL_MAT ffn_out-0", "RMS_NORM norm-0",
+       "MUL ffn_post_norm-0", "ADD l_out-0"});
   EXPECT_EQ(NodeRange(g, "inp_embd", "l_out-0"), want);
   EXPECT_EQ(
       NodeRange(g, "result_norm", "result_output"),
@@ -1280,8 +1286,10 @@ TEST(Gemma3Graph, QkNormsPerLayerRopeAndMasks) {
   EXPECT_EQ(NodeRange(g, "Qcur-0", "Vcur-0"),
             (std::vector<std::string>{"MUL_MAT Qcur-0", "RESHAPE Qcur-0 (reshaped)", "RMS_NORM norm-0",
                                       "MUL Qcur_normed-0", "ROPE Qcur-0", "SCALE Qcur_scaled-0",
-                                      "MUL_MAT Kcur-0", "RESHAPE Kcur-0 (reshaped)", "RMS_NORM norm-0",
-                                      "MUL Kcur_normed-0", "ROPE Kcur-0", "MUL_MAT Vcur-0"}));
+                                      "MUL_MAT Vcur-0"}));
+  EXPECT_EQ(NodeRange(g, "Kcur-0", "Kcur_normed-0"),
+            (std::vector<std::string>{"MUL_MAT Kcur-0", "RESHAPE Kcur-0 (reshaped)", "RMS_NORM norm-0",
+                                      "MUL Kcur_normed-0"}));
   for (int il = 0; il < 6; ++il) {
     const Tensor* r = Node(g, "Kcur-" + std::to_string(il));
     ASSERT_EQ(r->op, GgmlOp::ROPE);
