@@ -208,7 +208,7 @@ std::string FormatKlChunkLine(int64_t chunk, const KlDivergenceSums& s) {
 }
 
 std::string FormatKlStatistics(const KlDivergenceSums& s, std::vector<float> kld_values,
-                               std::vector<float> p_diff_values) {
+                               std::vector<float> p_diff_values, bool feb25) {
   std::string out;
   if (s.count < 100 || kld_values.empty() || p_diff_values.empty()) return out;
   std::sort(kld_values.begin(), kld_values.end());
@@ -245,13 +245,19 @@ std::string FormatKlStatistics(const KlDivergenceSums& s, std::vector<float> kld
   Appendf(&out, "Maximum KLD: %10.6f\n", double(kld_values.back()));
   Appendf(&out, "99.9%%   KLD: %10.6f\n", double(Percentile(kld_values, 0.999f)));
   Appendf(&out, "99.0%%   KLD: %10.6f\n", double(Percentile(kld_values, 0.990f)));
-  // llama.cpp (Feb 2025) prints the 99.0% line twice (where 95.0% was meant); kept, so that
-  // scripts written against its output read the same lines.
-  Appendf(&out, "99.0%%   KLD: %10.6f\n", double(Percentile(kld_values, 0.990f)));
+  if (feb25) {
+    // llama.cpp (Feb 2025) prints the 99.0% line twice (where 95.0% was meant); kept under feb25,
+    // so that scripts written against its output read the same lines.
+    Appendf(&out, "99.0%%   KLD: %10.6f\n", double(Percentile(kld_values, 0.990f)));
+  } else {  // llama-perplexity 2026 (3.22.1)
+    Appendf(&out, "95.0%%   KLD: %10.6f\n", double(Percentile(kld_values, 0.950f)));
+    Appendf(&out, "90.0%%   KLD: %10.6f\n", double(Percentile(kld_values, 0.900f)));
+  }
   Appendf(&out, "Median  KLD: %10.6f\n", double(Median(kld_values)));
   Appendf(&out, "10.0%%   KLD: %10.6f\n", double(Percentile(kld_values, 0.100f)));
   Appendf(&out, " 5.0%%   KLD: %10.6f\n", double(Percentile(kld_values, 0.050f)));
   Appendf(&out, " 1.0%%   KLD: %10.6f\n", double(Percentile(kld_values, 0.010f)));
+  if (!feb25) Appendf(&out, " 0.1%%   KLD: %10.6f\n", double(Percentile(kld_values, 0.001f)));
   Appendf(&out, "Minimum KLD: %10.6f\n", double(kld_values.front()));
   out += "\n";
 

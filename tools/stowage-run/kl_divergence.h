@@ -103,9 +103,12 @@ std::string FormatKlChunkLine(int64_t chunk, const KlDivergenceSums& sums);
 /// kl_divergence's final "====== Perplexity statistics ======", "KL divergence statistics" and
 /// "Token probability statistics" sections, lines ending in '\n'. `kld_values` and `p_diff_values`
 /// hold every scored token's KlTokenResult (sorted here). Empty when fewer than 100 tokens were
-/// scored, as llama.cpp ("we do not wish to do statistics on so few values").
+/// scored, as llama.cpp ("we do not wish to do statistics on so few values"). The KLD quantiles
+/// are llama-perplexity's of the compat: `feb25` (Feb 2025) prints the 99.0% line twice where 95.0%
+/// was meant and no 90.0% or 0.1%; otherwise (2026, llama-perplexity 3.22.1) 99.9, 99.0, 95.0,
+/// 90.0, median, 10.0, 5.0, 1.0 and 0.1%.
 std::string FormatKlStatistics(const KlDivergenceSums& sums, std::vector<float> kld_values,
-                               std::vector<float> p_diff_values);
+                               std::vector<float> p_diff_values, bool feb25);
 
 /// The three int32 fields after the magic.
 struct KlBaseHeader {

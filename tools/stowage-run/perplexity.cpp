@@ -12,6 +12,7 @@
 
 #include "kl_divergence.h"
 #include "model_session.h"
+#include "planner_args.h"
 #include "stowage/runtime/session.h"
 #include "stowage/runtime/tokenizer.h"
 
@@ -196,8 +197,11 @@ int KlDivergence(CommonOptions c, bool ctx_given, const std::string& base_path, 
     std::printf("%s\n", tools::FormatKlChunkLine(k + 1, sums).c_str());
     if (!FlushStdout()) return 1;
   }
-  std::printf("\n%s",
-              tools::FormatKlStatistics(sums, std::move(kld_values), std::move(p_diff_values)).c_str());
+  // The KLD quantiles follow the compat (a plan given with --plan: the default's).
+  const bool feb25 = tools::LlamacppCompatOf(c.llamacpp_compat) == planner::LlamacppCompat::kFeb25;
+  std::printf(
+      "\n%s",
+      tools::FormatKlStatistics(sums, std::move(kld_values), std::move(p_diff_values), feb25).c_str());
   return 0;
 }
 

@@ -94,7 +94,7 @@ TEST(KlDivergenceTest, IdenticalDistributions) {
   const std::string line = FormatKlChunkLine(1, sums);
   EXPECT_EQ(line.substr(0, 4), "   1");
   EXPECT_NE(line.find("100.000 \u00b1  0.000 %"), std::string::npos) << line;
-  const std::string stats = FormatKlStatistics(sums, klds, p_diffs);
+  const std::string stats = FormatKlStatistics(sums, klds, p_diffs, /*feb25=*/false);
   EXPECT_NE(stats.find("Same top p: 100.000 \u00b1 0.000 %\n"), std::string::npos) << stats;
   // The printed numbers (rounding of the sums may print -0.000000).
   EXPECT_NEAR(ValueAfter(stats, "Mean    KLD:"), 0, 1e-6) << stats;
@@ -104,7 +104,7 @@ TEST(KlDivergenceTest, IdenticalDistributions) {
   // Fewer than 100 tokens: no statistics, as llama.cpp.
   KlDivergenceSums few = sums;
   few.count = 99;
-  EXPECT_EQ(FormatKlStatistics(few, klds, p_diffs), "");
+  EXPECT_EQ(FormatKlStatistics(few, klds, p_diffs, /*feb25=*/false), "");
 }
 
 TEST(KlDivergenceTest, KnownPair) {
@@ -141,13 +141,23 @@ TEST(KlDivergenceTest, StatisticsPercentiles) {
     ++sums.count;
     ++sums.n_same_top;
   }
-  const std::string stats = FormatKlStatistics(sums, klds, p_diffs);
+  const std::string stats = FormatKlStatistics(sums, klds, p_diffs, /*feb25=*/false);
   for (const char* want :
        {"Maximum KLD: 100.000000\n", "99.0%   KLD:  99.000000\n", "Median  KLD:  50.000000\n",
         "10.0%   KLD:  10.000000\n", "Minimum KLD:   0.000000\n",
         "Mean    KLD:  50.000000 \u00b1   2.915476\n", "Maximum \u0394p: 50.000%\n",
         "Median  \u0394p:  0.000%\n", "Minimum \u0394p: -50.000%\n", "75.0%   \u0394p: 25.000%\n"})
     EXPECT_NE(stats.find(want), std::string::npos) << want << "\n" << stats;
+  // llama-perplexity 2026: 95.0%, 90.0% and 0.1%, 99.0% once.
+  for (const char* want : {"99.0%   KLD:  99.000000\n95.0%   KLD:  95.000000\n90.0%   KLD:  90.000000\n",
+                           " 0.1%   KLD:   0.100000\n"})
+    EXPECT_NE(stats.find(want), std::string::npos) << want << "\n" << stats;
+  // Feb 2025: the 99.0% line twice, no 95.0%, 90.0% or 0.1%.
+  const std::string feb25 = FormatKlStatistics(sums, klds, p_diffs, /*feb25=*/true);
+  EXPECT_NE(feb25.find("99.0%   KLD:  99.000000\n99.0%   KLD:  99.000000\nMedian"), std::string::npos)
+      << feb25;
+  for (const char* absent : {"95.0%   KLD", "90.0%   KLD", " 0.1%   KLD"})
+    EXPECT_EQ(feb25.find(absent), std::string::npos) << absent << "\n" << feb25;
 }
 
 class KlBaseFileTest : public ::testing::Test {
