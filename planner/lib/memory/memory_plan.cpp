@@ -38,7 +38,7 @@ Status PlaceWeightGroups(ModelGraphs& m, const std::vector<size_t>& groups, cons
   for (size_t gi : groups) {
     GlobalTensor& g = m.globals[gi];
     const GlobalTensor& first = m.globals[g.parts.front()];
-    uint64_t end = first.offset;
+    uint64_t end = first.offset, bytes = 0;
     bool adjacent = true;
     for (int part : g.parts) {
       const GlobalTensor& t = m.globals[part];
@@ -47,10 +47,11 @@ Status PlaceWeightGroups(ModelGraphs& m, const std::vector<size_t>& groups, cons
                         "' is in another buffer");
       adjacent = adjacent && t.offset == end;
       end = t.offset + t.nbytes;
+      bytes += t.nbytes;
     }
-    if (end - first.offset != g.nbytes)
-      return Internal("memory plan: weight group '" + g.name + "': its parts hold " +
-                      std::to_string(end - first.offset) + " bytes, the group " + std::to_string(g.nbytes));
+    if (bytes != g.nbytes)
+      return Internal("memory plan: weight group '" + g.name + "': its parts hold " + std::to_string(bytes) +
+                      " bytes, the group " + std::to_string(g.nbytes));
     if (adjacent) {
       g.buffer = parts_id;
       g.offset = first.offset;
