@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "stowage/planner/from_probe.h"
+#include "stowage/planner/model_graphs.h"
 #include "stowage/planner/plan.h"
 #include "stowage/runtime/atomic_file.h"
 #include "stowage/runtime/device_probe.h"
@@ -29,10 +30,11 @@ stowage_status Report(const Status& st, char* err, size_t err_size) {
   return static_cast<stowage_status>(static_cast<int>(st.code()));
 }
 
-// A cache type field: NULL is f16; anything else a ggml type name.
+// A cache type field: NULL is f16; anything else one of llama.cpp's KV cache type names (the message
+// of another lists them).
 Result<stowage::GgmlType> CacheType(const char* field, const char* name) {
   if (name == nullptr) return stowage::GgmlType::F16;
-  auto t = stowage::ParseGgmlType(name);
+  auto t = stowage::planner::ParseKvCacheType(name);
   if (!t.ok())
     return stowage::InvalidArgument(std::string("stowage_plan_params.") + field + ": " +
                                     t.status().message());

@@ -217,6 +217,7 @@ TEST_F(PlannerCApiTest, BadArgumentsAreOneLineErrors) {
   p.cache_type_k = "q9_9";
   check(stowage_plan_model_buffer(model_.c_str(), &p, &plan, &size, err, sizeof err),
         STOWAGE_INVALID_ARGUMENT, "stowage_plan_params.cache_type_k");
+  EXPECT_NE(std::string(err).find("q8_0"), std::string::npos) << "the accepted types are listed: " << err;
   p = params_;
   p.flash_attn = static_cast<stowage_flash_attn>(7);
   check(stowage_plan_model_buffer(model_.c_str(), &p, &plan, &size, err, sizeof err),
