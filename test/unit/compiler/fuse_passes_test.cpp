@@ -56,6 +56,7 @@ struct OpCounts {
   int ops = 0, rms_norm = 0, rms_norm_mul = 0;
   int mul_mat = 0, mul_mat_glu = 0, act = 0;  // act: SILU and GELU (Feb 2025's GLU halves)
   int cont = 0, views = 0;                    // views: VIEW, PERMUTE, TRANSPOSE, RESHAPE
+  int rope = 0, rope_store = 0;               // rope_store: ROPE_SET_ROWS and ROPE_CPY (K stores)
   int qkv = 0, qkv_views = 0;  // MUL_MATs over a weight group (Q, K and V fused), views of them
   int qkv_reshapes = 0;        // RESHAPEs of a product of attn_q / attn_k / attn_v (or of one)
 };
@@ -89,6 +90,8 @@ OpCounts CountOps(const std::vector<uint8_t>& bytes, llvm::StringRef name) {
     c.mul_mat_glu += mlir::isa<ggml::MulMatGluOp>(op);
     c.act += mlir::isa<ggml::SiluOp, ggml::GeluOp>(op);
     c.cont += mlir::isa<ggml::ContOp>(op);
+    c.rope += mlir::isa<ggml::RopeOp>(op);
+    c.rope_store += mlir::isa<ggml::RopeSetRowsOp, ggml::RopeCpyOp>(op);
     c.views += mlir::isa<ggml::ViewOp, ggml::PermuteOp, ggml::TransposeOp, ggml::ReshapeOp>(op);
     if (auto mm = mlir::dyn_cast<ggml::MulMatOp>(op))
       c.qkv += bool(mm.getA().getDefiningOp<ggml::WeightGroupOp>());
@@ -159,8 +162,10 @@ int ExpectFusedPlanEqual(const std::string& path, bool all_fused, int* ffn_fused
     const int views_erased = before.views + elided - after.views + after.qkv_views - qkv_reshapes;
     EXPECT_GE(views_erased, 0) << graph.str();
     EXPECT_EQ(after.ops, before.ops - after.rms_norm_mul - 2 * after.mul_mat_glu - (before.act - after.act) -
-                             views_erased - 2 * after.qkv + after.qkv_views - qkv_reshapes)
+                             views_erased - 2 * after.qkv + after.qkv_views - qkv_reshapes - after.rope_store)
         << graph.str();
+    // A fused K store replaces its ROPE and its SET_ROWS / CPY (the reshape counts among the views).
+    EXPECT_EQ(after.rope + after.rope_store, before.rope) << graph.str();
     if (all_fused) {
       EXPECT_GT(before.rms_norm, 0) << graph.str();
       EXPECT_EQ(after.rms_norm, 0) << graph.str();
