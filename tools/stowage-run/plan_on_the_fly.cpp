@@ -1,5 +1,6 @@
 #include "plan_on_the_fly.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -46,7 +47,11 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const CommonOpti
                            planner::ManifestsFromProbe(ProbeDevices().devices));
   // The model's warnings always; llama.cpp's context and GPU warnings, the -ngl auto result and
   // -fa auto turning flash attention off unless quiet.
-  auto print = [quiet, &c](const planner::PlanMessage& msg) {
+  // -ngl auto on a machine without a GPU has nothing to say ("0 layers fit the GPUs").
+  const bool has_gpu = std::any_of(machine.begin(), machine.end(), [](const planner::DeviceManifest& d) {
+    return d.type == planner::DeviceType::kGpu;
+  });
+  auto print = [quiet, has_gpu, &c](const planner::PlanMessage& msg) {
     using Kind = planner::PlanMessageKind;
     if (msg.kind == Kind::kWarning)
       std::fprintf(stderr, "%s: warning: %s\n", c.program.c_str(), msg.text.c_str());
@@ -54,7 +59,7 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const CommonOpti
       return;
     else if (msg.kind == Kind::kContextOverflow || msg.kind == Kind::kGpuLayersIgnored)
       std::fprintf(stderr, "%s: warning: %s\n", c.program.c_str(), msg.text.c_str());
-    else if (msg.kind == Kind::kFitSearched)
+    else if (msg.kind == Kind::kFitSearched && has_gpu)
       std::fprintf(stderr, "%s: -ngl auto: %d layers fit the GPUs\n", c.program.c_str(), msg.n_gpu_layers);
     else if (msg.kind == Kind::kFlashAttnDisabled)
       std::fprintf(stderr, "%s\n", msg.text.c_str());
