@@ -12,6 +12,23 @@ namespace stowage::cpu {
 
 using namespace op_detail;  // ops_common.h
 
+namespace {
+
+// The tensor ROPE would have made of src, contiguous F32 in the fused-op scratch (SET_ROWS and CPY
+// use ctx.work), computed by ROPE's kernel.
+Status RotateIntoScratch(ComputeContext& ctx, const TensorView& src, const TensorView& pos,
+                         const TensorView& freq_factors, const RopeParams& p, TensorView* rotated) {
+  const size_t n = static_cast<size_t>(src.nelements());
+  if (ctx.fused_work.size() < n) ctx.fused_work.resize(n);
+  rotated->data = ctx.fused_work.data();
+  rotated->type = GgmlType::F32;
+  for (int i = 0; i < 4; ++i) rotated->ne[i] = src.ne[i];
+  SetContiguousStrides(*rotated);
+  return Rope(ctx, src, pos, freq_factors, *rotated, p);
+}
+
+}  // namespace
+
 Status RopeSetRows(ComputeContext& ctx, const TensorView& src, const TensorView& pos,
                    const TensorView& freq_factors, const TensorView& idx, TensorView& dst,
                    const RopeParams& p) {
@@ -21,16 +38,8 @@ Status RopeSetRows(ComputeContext& ctx, const TensorView& src, const TensorView&
     STOWAGE_CPU_NEED(src.ne[i] >= 0, op, "negative dimension in src " + ShapeString(src));
   STOWAGE_CPU_NEED(src.ne[3] == 1, op,
                    "src " + ShapeString(src) + " must be 3-D [head_dim, n_head, n_tokens]");
-  // The rotated rows, contiguous F32 in the fused-op scratch (SET_ROWS uses ctx.work): exactly the
-  // tensor ROPE would have made, computed by ROPE's kernel.
-  const size_t n = static_cast<size_t>(src.nelements());
-  if (ctx.fused_work.size() < n) ctx.fused_work.resize(n);
   TensorView rotated;
-  rotated.data = ctx.fused_work.data();
-  rotated.type = GgmlType::F32;
-  for (int i = 0; i < 4; ++i) rotated.ne[i] = src.ne[i];
-  SetContiguousStrides(rotated);
-  STOWAGE_RETURN_IF_ERROR(Rope(ctx, src, pos, freq_factors, rotated, p));
+  STOWAGE_RETURN_IF_ERROR(RotateIntoScratch(ctx, src, pos, freq_factors, p, &rotated));
   // Its 2-D reshape [head_dim * n_head, n_tokens] stored as SET_ROWS stores it.
   TensorView rows = rotated;
   rows.ne[0] = src.ne[0] * src.ne[1];
@@ -46,16 +55,8 @@ Status RopeCpy(ComputeContext& ctx, const TensorView& src, const TensorView& pos
   STOWAGE_RETURN_IF_ERROR(NeedType(src, GgmlType::F32, op, "src"));
   for (int i = 0; i < 4; ++i)
     STOWAGE_CPU_NEED(src.ne[i] >= 0, op, "negative dimension in src " + ShapeString(src));
-  // The rotated tensor ROPE would have made (ROPE's kernel, into the fused-op scratch; CPY uses
-  // ctx.work), then CPY's conversion into dst.
-  const size_t n = static_cast<size_t>(src.nelements());
-  if (ctx.fused_work.size() < n) ctx.fused_work.resize(n);
   TensorView rotated;
-  rotated.data = ctx.fused_work.data();
-  rotated.type = GgmlType::F32;
-  for (int i = 0; i < 4; ++i) rotated.ne[i] = src.ne[i];
-  SetContiguousStrides(rotated);
-  STOWAGE_RETURN_IF_ERROR(Rope(ctx, src, pos, freq_factors, rotated, p));
+  STOWAGE_RETURN_IF_ERROR(RotateIntoScratch(ctx, src, pos, freq_factors, p, &rotated));
   return Cpy(ctx, rotated, dst);
 }
 
