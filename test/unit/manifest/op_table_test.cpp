@@ -91,10 +91,11 @@ struct Expected {
 // source is F32, so they are not judged here), and the ops where the backend accepts more. Ops
 // named in neither list are run by both, the table accepting the same queries or more.
 // Adding an op to a backend: remove it from its table_only list here. MUL_MAT_GLU, Stowage's fused
-// FFN-in, and ROPE_SET_ROWS / ROPE_CPY, its fused K stores, have no CUDA kernel (the ggml-cuda table's
-// default "supported" accepts them; the fusion passes ask Stowage's CUDA table, which leaves them out).
+// FFN-in, ROPE_SET_ROWS / ROPE_CPY, its fused K stores, and ALL_REDUCE, the sum over the MPI ranks
+// of a tensor split (CPU ranks only), have no CUDA kernel (the ggml-cuda table's default "supported"
+// accepts them; the fusion passes and the tensor split ask Stowage's CUDA table, which leaves them out).
 const char kGgmlCudaOnly[] =
-    "ABS ADD1 ADD_ID ARANGE ARGMAX CONV_TRANSPOSE_1D DIAG_MASK_INF ELU EXP GELU_QUICK GROUP_NORM "
+    "ABS ADD1 ADD_ID ALL_REDUCE ARANGE ARGMAX CONV_TRANSPOSE_1D DIAG_MASK_INF ELU EXP GELU_QUICK GROUP_NORM "
     "HARDSWISH IM2COL L2_NORM MEAN MUL_MAT_GLU MUL_MAT_ID NEG OUT_PROD PAD POOL_2D REGLU RELU "
     "ROPE_CPY ROPE_SET_ROWS RWKV_WKV6 RWKV_WKV7 SET SOFTPLUS SQR SQRT SSM_CONV SSM_SCAN SUB TOP_K UPSCALE";
 const char kGgmlCpuOnly[] =
