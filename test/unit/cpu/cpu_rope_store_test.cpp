@@ -36,6 +36,27 @@ Tensor Indices(GgmlType type, int64_t n_tokens, int64_t n_rows) {
   return idx;
 }
 
+// A case's ROPE inputs: x [head_dim, n_head, n_tokens] and freq factors [n_dims / 2] filled from
+// *seed (advanced), positions pos0 + pos_step * t, and ROPE's parameters (YaRN with freq_scale 0.25
+// when the case has an ext_factor).
+struct RopeInputs {
+  Tensor x, pos, ff;
+  RopeParams p;
+};
+RopeInputs InputsOf(const StoreCase& c, uint32_t* seed, int32_t pos0, int32_t pos_step) {
+  RopeInputs in{Tensor(GgmlType::F32, c.head_dim, c.n_head, c.n_tokens), Tensor(GgmlType::I32, c.n_tokens),
+                Tensor(GgmlType::F32, c.n_dims / 2), RopeParams{}};
+  Fill(in.x, (*seed)++, -3, 3);
+  for (int64_t t = 0; t < c.n_tokens; ++t) in.pos.i32()[t] = int32_t(pos0 + pos_step * t);
+  Fill(in.ff, (*seed)++, 0.5f, 4.f);
+  in.p.n_dims = c.n_dims;
+  in.p.mode = c.mode;
+  in.p.n_ctx_orig = 4096;
+  in.p.freq_scale = c.ext_factor != 0.f ? 0.25f : 1.f;
+  in.p.ext_factor = c.ext_factor;
+  return in;
+}
+
 TEST(CpuRopeStore, RopeSetRowsEqualsRopeThenSetRows) {
   const StoreCase cases[] = {
       {64, 4, 1, 16, 0, 64, 0.f, false, GgmlType::F16, GgmlType::I64},  // token generation, llama
@@ -48,21 +69,11 @@ TEST(CpuRopeStore, RopeSetRowsEqualsRopeThenSetRows) {
   uint32_t seed = 7;
   for (const StoreCase& c : cases) {
     SCOPED_TRACE(c.head_dim * 1000 + c.n_tokens);
-    Tensor x(GgmlType::F32, c.head_dim, c.n_head, c.n_tokens);
-    Fill(x, seed++, -3, 3);
-    Tensor pos(GgmlType::I32, c.n_tokens);
-    for (int64_t t = 0; t < c.n_tokens; ++t) pos.i32()[t] = int32_t(17 + 5 * t);
-    Tensor ff(GgmlType::F32, c.n_dims / 2);
-    Fill(ff, seed++, 0.5f, 4.f);
+    const RopeInputs in = InputsOf(c, &seed, 17, 5);
+    const Tensor &x = in.x, &pos = in.pos, &ff = in.ff;
+    const RopeParams& p = in.p;
     const TensorView none;
     const Tensor idx = Indices(c.idx, c.n_tokens, c.n_rows);
-    RopeParams p;
-    p.n_dims = c.n_dims;
-    p.mode = c.mode;
-    p.n_ctx_orig = 4096;
-    p.freq_base = 10000.f;
-    p.freq_scale = c.ext_factor != 0.f ? 0.25f : 1.f;
-    p.ext_factor = c.ext_factor;
     for (IsaLevel isa : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512})
       for (int threads : {1, 2, 5})
         for (bool numerics : {false, true}) {
@@ -105,19 +116,10 @@ TEST(CpuRopeStore, RopeCpyEqualsRopeThenCpy) {
   uint32_t seed = 70;
   for (const StoreCase& c : cases) {
     SCOPED_TRACE(c.head_dim * 1000 + c.n_tokens);
-    Tensor x(GgmlType::F32, c.head_dim, c.n_head, c.n_tokens);
-    Fill(x, seed++, -3, 3);
-    Tensor pos(GgmlType::I32, c.n_tokens);
-    for (int64_t t = 0; t < c.n_tokens; ++t) pos.i32()[t] = int32_t(40 + t);
-    Tensor ff(GgmlType::F32, c.n_dims / 2);
-    Fill(ff, seed++, 0.5f, 4.f);
+    const RopeInputs in = InputsOf(c, &seed, 40, 1);
+    const Tensor &x = in.x, &pos = in.pos, &ff = in.ff;
+    const RopeParams& p = in.p;
     const TensorView none;
-    RopeParams p;
-    p.n_dims = c.n_dims;
-    p.mode = c.mode;
-    p.n_ctx_orig = 4096;
-    p.freq_scale = c.ext_factor != 0.f ? 0.25f : 1.f;
-    p.ext_factor = c.ext_factor;
     const int64_t row = c.head_dim * c.n_head, kv_head = 2;
     for (int threads : {1, 2, 5})
       for (bool numerics : {false, true}) {
