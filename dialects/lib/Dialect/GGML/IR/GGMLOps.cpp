@@ -470,33 +470,37 @@ RopeParams getRopeParams(RopeOp op) { return ropeParamsOf(op); }
 RopeParams getRopeParams(RopeSetRowsOp op) { return ropeParamsOf(op); }
 RopeParams getRopeParams(RopeCpyOp op) { return ropeParamsOf(op); }
 
+// The sources every ROPE form shares (ggml_rope_ext): i32 positions and optional f32 freq factors.
+static LogicalResult verifyRopePosAndFactors(Operation *op, Value pos, Value freqFactors) {
+  if (!isI32(tensorOf(pos)))
+    return op->emitOpError() << "pos must be i32, got " << tensorOf(pos).getElementTypeName();
+  if (freqFactors && !isF32(tensorOf(freqFactors)))
+    return op->emitOpError() << "freq_factors must be f32, got "
+                             << tensorOf(freqFactors).getElementTypeName();
+  return success();
+}
+
 LogicalResult RopeCpyOp::verify() {
-  TensorType x = tensorOf(getX()), pos = tensorOf(getPos()), dst = tensorOf(getDst());
+  TensorType x = tensorOf(getX()), dst = tensorOf(getDst());
   if (!isF32(x))
     return emitOpError() << "x must be f32, got " << x.getElementTypeName();
-  if (!isI32(pos))
-    return emitOpError() << "pos must be i32, got " << pos.getElementTypeName();
-  if (getFreqFactors() && !isF32(tensorOf(getFreqFactors())))
-    return emitOpError() << "freq_factors must be f32, got "
-                         << tensorOf(getFreqFactors()).getElementTypeName();
+  if (failed(verifyRopePosAndFactors(*this, getPos(), getFreqFactors())))
+    return failure();
   return checkRule(*this, GgmlOp::ROPE_CPY, {getX(), getPos(), getDst(), getFreqFactors()},
                    dst.getElementType(), "ggml_cpy(ggml_rope_ext(x, pos), dst): like dst",
                    Encode(ropeParamsOf(*this)));
 }
 
 LogicalResult RopeSetRowsOp::verify() {
-  TensorType x = tensorOf(getX()), pos = tensorOf(getPos()), dst = tensorOf(getDst());
+  TensorType x = tensorOf(getX()), dst = tensorOf(getDst());
   if (!isF32(x))
     return emitOpError() << "x must be f32, got " << x.getElementTypeName();
-  if (!isI32(pos))
-    return emitOpError() << "pos must be i32, got " << pos.getElementTypeName();
+  if (failed(verifyRopePosAndFactors(*this, getPos(), getFreqFactors())))
+    return failure();
   Type it = tensorOf(getIdx()).getElementType();
   if (!it.isSignlessInteger(64) && !it.isSignlessInteger(32))
     return emitOpError() << "idx (the row indices) must be i64 or i32, got "
                          << tensorOf(getIdx()).getElementTypeName();
-  if (getFreqFactors() && !isF32(tensorOf(getFreqFactors())))
-    return emitOpError() << "freq_factors must be f32, got "
-                         << tensorOf(getFreqFactors()).getElementTypeName();
   if (isTransposed(getDst()))
     return emitOpError() << "the rows of dst must be contiguous (ggml_set_rows)";
   return checkRule(*this, GgmlOp::ROPE_SET_ROWS,
@@ -506,14 +510,11 @@ LogicalResult RopeSetRowsOp::verify() {
 }
 
 LogicalResult RopeOp::verify() {
-  TensorType a = tensorOf(getA()), pos = tensorOf(getPos());
+  TensorType a = tensorOf(getA());
   if (!isF32(a) && !a.getElementType().isF16())
     return emitOpError() << "a must be f32 or f16, got " << a.getElementTypeName();
-  if (!isI32(pos))
-    return emitOpError() << "pos must be i32, got " << pos.getElementTypeName();
-  if (getFreqFactors() && !isF32(tensorOf(getFreqFactors())))
-    return emitOpError() << "freq_factors must be f32, got "
-                         << tensorOf(getFreqFactors()).getElementTypeName();
+  if (failed(verifyRopePosAndFactors(*this, getPos(), getFreqFactors())))
+    return failure();
   return checkRule(*this, GgmlOp::ROPE, {getA(), getPos(), getFreqFactors()}, a.getElementType(),
                    "ggml_rope_ext: like a", Encode(ropeParamsOf(*this)));
 }
