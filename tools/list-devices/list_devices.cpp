@@ -5,6 +5,10 @@
 //   list-devices --emit-manifest DIR     also write DIR/local-<device>.json manifests
 //   list-devices --device h200,h200,cpu [--registry DIR]... [--free CUDA1=10GiB]
 //                                        show devices made from registry manifests (what-ifs)
+//
+// A device whose manifest gives no memory (memory.total 0, as the registry's CPUs: the planner then
+// never checks it, fit.h) shows "(memory not given)" instead of llama.cpp's "(N MiB, M MiB free)",
+// and null memory_total / memory_free in the JSON.
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
@@ -35,7 +39,7 @@ uint64_t MiB(uint64_t bytes) { return bytes / 1024 / 1024; }
 // One device as list-devices shows it, whichever way it was obtained.
 struct Shown {
   std::string name, description, type, backend;
-  uint64_t total = 0, free = 0;
+  uint64_t total = 0, free = 0;  ///< bytes; total 0: the manifest gives no memory
   bool async = false, host_buffer = false, from_host_ptr = false, events = false;
   std::vector<std::pair<std::string, std::string>> bufts;  // (name, "default, host, alignment 32")
   std::vector<std::pair<std::string, std::string>> properties;
@@ -97,8 +101,12 @@ void PrintText(const std::vector<Shown>& devices, const std::vector<std::string>
   // llama.cpp common/arg.cpp --list-devices: "Available devices:" then "  %s: %s (%zu MiB, %zu MiB free)".
   std::printf("Available devices:\n");
   for (const auto& d : devices) {
-    std::printf("  %s: %s (%llu MiB, %llu MiB free)\n", d.name.c_str(), d.description.c_str(),
-                static_cast<unsigned long long>(MiB(d.total)), static_cast<unsigned long long>(MiB(d.free)));
+    if (d.total == 0)
+      std::printf("  %s: %s (memory not given)\n", d.name.c_str(), d.description.c_str());
+    else
+      std::printf("  %s: %s (%llu MiB, %llu MiB free)\n", d.name.c_str(), d.description.c_str(),
+                  static_cast<unsigned long long>(MiB(d.total)),
+                  static_cast<unsigned long long>(MiB(d.free)));
     if (!verbose) continue;
     std::printf("    type: %s, backend: %s\n", d.type.c_str(), d.backend.c_str());
     std::printf("    caps: async=%d host_buffer=%d buffer_from_host_ptr=%d events=%d\n", d.async,
@@ -119,8 +127,8 @@ void PrintJson(const std::vector<Shown>& devices, const std::vector<std::string>
               {"description", d.description},
               {"type", d.type},
               {"backend", d.backend},
-              {"memory_total", d.total},
-              {"memory_free", d.free},
+              {"memory_total", d.total == 0 ? json(nullptr) : json(d.total)},
+              {"memory_free", d.total == 0 ? json(nullptr) : json(d.free)},
               {"caps",
                {{"async", d.async},
                 {"host_buffer", d.host_buffer},
