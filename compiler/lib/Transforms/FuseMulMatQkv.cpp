@@ -8,7 +8,8 @@
 // its result ([q rows | k rows | v rows] per token); a RESHAPE of a product becomes a view with
 // the same shape (a strided view is not contiguous, and ggml_reshape needs contiguous input).
 // Every output element is the same dot product as before, so on the CPU backend the result is
-// the three products' bit for bit.
+// the three products' bit for bit; on CUDA the group is one product of more rows (the same
+// mat-vec dots; cuBLAS for batches), its parts in the GPU's weight buffer back to back.
 //
 //===----------------------------------------------------------------------===//
 
@@ -137,10 +138,16 @@ struct FuseMulMatQkvPass : impl::StowageFuseMulMatQkvBase<FuseMulMatQkvPass> {
     for (unsigned r = 1; r < 3; ++r)
       if (w[r]->type != w[0]->type || w[r]->ne[0] != w[0]->ne[0] || w[r]->buft != w[0]->buft)
         return "the Q, K and V weights differ in type, ne0 or buffer type";
+    // The group is its parts' rows back to back where the planner put them: in host memory for
+    // the CPU, in the split's own device buffer type for a GPU (CUDA<i>; the session uploads each
+    // part there). A row-split buffer (CUDA<i>_Split) slices each weight on its own.
     auto buft = f.w[0]->getAttrOfType<place::BufferTypeAttr>(place::kBuftAttr);
-    if (!buft || !w[0]->buft_is_host)
-      return "the weights are not in a host buffer type (the runtime lays out weight groups in "
-             "host memory only)";
+    const std::string backend = split.getBackend().getName().str();
+    if (backend == "CPU" ? !buft || !w[0]->buft_is_host : !buft || w[0]->buft != backend)
+      return backend == "CPU" ? "the weights are not in a host buffer type (the CPU reads weight "
+                                "groups in host memory)"
+                              : "the weights are not in buffer type '" + backend +
+                                    "' (a GPU reads weight groups in its own device buffer)";
     if (buft.getKind() == place::BuftKind::extra)
       for (unsigned r = 0; r < 3; ++r)
         if (w[r]->ne[1] % kRepackRows != 0)
@@ -163,12 +170,7 @@ struct FuseMulMatQkvPass : impl::StowageFuseMulMatQkvBase<FuseMulMatQkvPass> {
       q.dst.ne[0] += w[r]->ne[1];
       q.src[0].ne[1] += w[r]->ne[1];
     }
-    if (std::string why = backends.refusal(split, q); !why.empty())
-      return why;
-    if (split.getBackend().getName() != "CPU")
-      return "backend '" + split.getBackend().getName().str() +
-             "' is not the CPU (only the CPU backend was checked with weight groups)";
-    return "";
+    return backends.refusal(split, q);
   }
 
   /// The ggml.weight_group of `f`'s weights in their function (one per function and name).

@@ -80,16 +80,17 @@ module attributes {place.devices = [#place.device<"CPU", cpu>]} {
 
 // -----
 
-// Left alone: a CUDA split (the weights are not in host memory), weights of different types, a
-// repacked weight whose rows are not whole groups of 8, and products read outside their split.
+// Left alone: a CUDA split of row-split weights (CUDA0_Split slices each weight on its own; a CUDA
+// split of weights in CUDA0 fuses: fuse-cuda.mlir), weights of different types, a repacked weight
+// whose rows are not whole groups of 8, and products read outside their split.
 // CHECK-LABEL: func.func @refused
 // CHECK-NOT: ggml.weight_group
 // CHECK: return
 module attributes {place.devices = [#place.device<"CUDA0", gpu>, #place.device<"CPU", cpu>]} {
   func.func @refused(%x: !ggml.tensor<[64, 8], f32>) -> (!ggml.tensor<[64, 8], f32>, !ggml.tensor<[64, 8], f32>, !ggml.tensor<[64, 8], f32>, !ggml.tensor<[64, 8], f32>) {
-    %wq0 = ggml.weight "blk.0.attn_q.weight" {place.buft = #place.buft<"CUDA0", "CUDA0", default>} : !ggml.tensor<[64, 64], q4_0>
-    %wk0 = ggml.weight "blk.0.attn_k.weight" {place.buft = #place.buft<"CUDA0", "CUDA0", default>} : !ggml.tensor<[64, 32], q4_0>
-    %wv0 = ggml.weight "blk.0.attn_v.weight" {place.buft = #place.buft<"CUDA0", "CUDA0", default>} : !ggml.tensor<[64, 32], q4_0>
+    %wq0 = ggml.weight "blk.0.attn_q.weight" {place.buft = #place.buft<"CUDA0_Split", "CUDA0", split>} : !ggml.tensor<[64, 64], q4_0>
+    %wk0 = ggml.weight "blk.0.attn_k.weight" {place.buft = #place.buft<"CUDA0_Split", "CUDA0", split>} : !ggml.tensor<[64, 32], q4_0>
+    %wv0 = ggml.weight "blk.0.attn_v.weight" {place.buft = #place.buft<"CUDA0_Split", "CUDA0", split>} : !ggml.tensor<[64, 32], q4_0>
     %wq1 = ggml.weight "blk.1.attn_q.weight" {place.buft = #place.buft<"CPU", "CPU", default>} : !ggml.tensor<[64, 64], q4_0>
     %wk1 = ggml.weight "blk.1.attn_k.weight" {place.buft = #place.buft<"CPU", "CPU", default>} : !ggml.tensor<[64, 32], q8_0>
     %wv1 = ggml.weight "blk.1.attn_v.weight" {place.buft = #place.buft<"CPU", "CPU", default>} : !ggml.tensor<[64, 32], q4_0>
@@ -101,7 +102,7 @@ module attributes {place.devices = [#place.device<"CUDA0", gpu>, #place.device<"
     %wv3 = ggml.weight "blk.3.attn_v.weight" {place.buft = #place.buft<"CPU", "CPU", default>} : !ggml.tensor<[64, 32], q4_0>
     %a:2 = place.split 0 on #place.backend<"CUDA0", 0> -> !ggml.tensor<[64, 8], f32>, !ggml.tensor<[64, 8], f32> {
       %c = place.copy %x : !ggml.tensor<[64, 8], f32> to #place.backend<"CUDA0", 0>
-      // expected-remark @+1 {{Q, K and V not fused: the weights are not in a host buffer type (the runtime lays out weight groups in host memory only)}}
+      // expected-remark @+1 {{Q, K and V not fused: the weights are not in buffer type 'CUDA0' (a GPU reads weight groups in its own device buffer)}}
       %q = ggml.mul_mat %wq0, %c {name = "Qcur-0"} : (!ggml.tensor<[64, 64], q4_0>, !ggml.tensor<[64, 8], f32>) -> !ggml.tensor<[64, 8], f32>
       %k = ggml.mul_mat %wk0, %c {name = "Kcur-0"} : (!ggml.tensor<[64, 32], q4_0>, !ggml.tensor<[64, 8], f32>) -> !ggml.tensor<[32, 8], f32>
       %v = ggml.mul_mat %wv0, %c {name = "Vcur-0"} : (!ggml.tensor<[64, 32], q4_0>, !ggml.tensor<[64, 8], f32>) -> !ggml.tensor<[32, 8], f32>
