@@ -104,6 +104,15 @@ $SYNTH --arch gemma2 --vocab-from "$MODELS/stories260K.gguf" --n-layer 4 --slidi
   -o "$TMP/gemma2-tiny.gguf" >/dev/null
 $SYNTH --arch qwen3moe --vocab-from "$MODELS/stories260K.gguf" --head-dim 32 --n-expert 8 --n-expert-used 2 \
   --n-ff-exp 32 -o "$TMP/qwen3moe-tiny.gguf" >/dev/null
+# loader_lines: the loader's lines of a -v log on standard input, without the time and level:
+# every info line and warning of load_tensors, done_getting_tensors, llama_context,
+# llama_kv_cache(_iswa), sched_reserve and resolve_fused_ops and the loader's warnings (the lit
+# tests' load-log comparison), the debug lines of the layer map, the weights moved and overridden
+# and the compute buffers checked at exit, and the tool's own context lines (n_ctx, kv_unified).
+loader_lines() {
+  grep -E '^[0-9.]+ [IW] (load_tensors|done_getting_tensors|llama_context|llama_kv_cache|llama_kv_cache_iswa|sched_reserve|resolve_fused_ops): |^[0-9.]+ W llama_model_loader: |assigned to device|cannot be used with preferred|overridden|~llama_context|n_ctx +=|kv_unified' |
+    sed -E 's/^[0-9.]+ [A-Z] //' || true
+}
 # load CASE MODEL ARGS...: the loader's lines of one configuration on the two RPC devices
 # (llama-completion, one token, mmap on, -fit off unless the case fits): layers, buffers, splits.
 load() {
@@ -113,10 +122,8 @@ load() {
     </dev/null >/dev/null 2>"$TMP/$name.err" ||
     { tail -5 "$TMP/$name.err" >&2; echo "make-placement-2026.sh: load $name failed" >&2; exit 1; }
   # With --fit, the load after the fit's trial loads only.
-  sed 's/^[0-9.]* [A-Z] //' "$TMP/$name.err" |
-    awk '/^common_fit_params: / {n = NR} {l[NR] = $0} END {for (i = n + 1; i <= NR; i++) print l[i]}' |
-    grep -E 'assigned to device|buffer size|offload|graph splits|sched_reserve: graph:|pipeline parallelism|llama_kv_cache: size|n_ctx +=|n_seq_max|kv_unified|flash_attn|overridden' \
-      >"$OUT/load/$name.log" || true
+  awk '/ common_fit_params: / {n = NR} {l[NR] = $0} END {for (i = n + 1; i <= NR; i++) print l[i]}' \
+    "$TMP/$name.err" | loader_lines >"$OUT/load/$name.log"
   echo "load $name: $(grep -c 'buffer size' "$OUT/load/$name.log") buffer lines"
 }
 rm -f "$OUT"/load/*.log
@@ -137,9 +144,7 @@ load_server() {
   done
   kill "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
-  sed 's/^[0-9.]* [A-Z] //' "$TMP/$name.err" |
-    grep -E 'assigned to device|buffer size|offload|graph splits|sched_reserve: graph:|pipeline parallelism|llama_kv_cache: size|n_ctx +=|n_seq_max|kv_unified|flash_attn' \
-      >"$OUT/load/$name.log" || true
+  loader_lines <"$TMP/$name.err" >"$OUT/load/$name.log"
   echo "load $name: $(grep -c 'buffer size' "$OUT/load/$name.log") buffer lines"
 }
 load_server tiny8-np4 tiny8 -c 1024 -ngl 99 -ts 512,256 -np 4 -kvu -fit off
