@@ -90,19 +90,35 @@ inline std::string FlashAttnName(planner::FlashAttnMode mode) {
   return mode == planner::FlashAttnMode::kOn ? "on" : mode == planner::FlashAttnMode::kAuto ? "auto" : "off";
 }
 
-/// Declares -O LEVEL on `app` (plan-model), bound to `level` (the caller initializes it to 1): 0
-/// keeps the planner's graphs as they are; 1 runs the compiler stage without rewriting passes
+/// -O's default in every tool that plans (plan-model; stowage-run and stowage-server when they plan
+/// on the fly): 2, the compiler stage with its rewriting passes (compiler/Pipeline.h's
+/// buildStowagePipeline: fused ops inside each split, each bit-identical on the CPU backend to the
+/// ops it replaces, compiler/README.md). In pp512 / tg128 of the 0.85B llama (f16, q8_0, q4_0,
+/// q4_k_m; 2 threads, -O0 and -O2 alternated) its plans were never slower than -O0's.
+inline constexpr int kDefaultOptLevel = 2;
+
+/// Whether -O `level` runs the compiler's rewriting passes (compiler::PipelineOptions::fuse): 2.
+/// Level 1 runs the compiler stage without them, level 0 skips the stage.
+inline bool RewritesAtOptLevel(int level) { return level >= 2; }
+
+/// Declares -O LEVEL on `app`, bound to `level` (the caller initializes it to kDefaultOptLevel):
+/// 0 keeps the planner's graphs as they are; 1 runs the compiler stage without rewriting passes
 /// (compiler/CompilePlan.h: import, export, memory planned again, the runtime's verifier: the plan
-/// equals -O0's but for the recorded command line, so plans stay byte-identical to the planner's);
-/// 2 also runs the rewriting passes (fusions inside each split). Without MLIR every level gives the
-/// planner's graphs.
-inline CLI::Option* AddOptLevelOption(CLI::App& app, int& level) {
-  return app
-      .add_option("-O", level,
-                  "0: the planner's graphs as they are; 1 (default): through the compiler (MLIR import, "
-                  "export, verifier) without rewriting passes, the same plan; 2: with the compiler's "
-                  "rewriting passes inside each split (fused ops; placement, splits and split inputs "
-                  "unchanged). Without MLIR: the planner's graphs")
+/// equals -O0's but for the recorded command line); 2 (the default) also runs the rewriting
+/// passes (fusions inside each split; placement, splits and split inputs stay the planner's). Without
+/// MLIR every level gives the planner's graphs. `when` begins the help text (stowage-run's and
+/// stowage-server's say that -O applies when they plan on the fly), else empty. Values other than 0..2:
+/// IntegerIn's error.
+inline CLI::Option* AddOptLevelOption(CLI::App& app, int& level, const std::string& when = "") {
+  const char* const what[] = {
+      "the planner's graphs as they are",
+      "through the compiler (MLIR import, export, verifier) without rewriting passes, the same plan",
+      "with the compiler's rewriting passes inside each split (fused ops; placement, splits and split "
+      "inputs unchanged)"};
+  std::string help = when;
+  for (int l = 0; l <= 2; ++l)
+    help += std::to_string(l) + (l == kDefaultOptLevel ? " (default): " : ": ") + what[l] + "; ";
+  return app.add_option("-O", level, help + "without MLIR every level gives the planner's graphs")
       ->check(IntegerIn(0, 2));
 }
 

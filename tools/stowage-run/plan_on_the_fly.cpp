@@ -66,13 +66,10 @@ Result<std::vector<uint8_t>> PlanOnTheFly(const GgufFile& gguf, const CommonOpti
   };
   STOWAGE_ASSIGN_OR_RETURN(planner::PlanResult planned, planner::Plan(gguf, machine, request, print));
 #ifdef STOWAGE_HAVE_COMPILER
-  // The compiler stage, as plan-model runs it by default (-O1: no rewriting pass): the same plan
-  // as plan-model's. The fusions (-O2) are not the default: on the 0.85B q4_0 llama at 2 threads
-  // their plans ran token generation no faster than -O1's (tg128 mean of five alternated runs 86
-  // vs 96 t/s on a noisy machine).
-  if (!planned.bytes.empty()) {
+  // The compiler stage at -O (plan-model's default unless given): the same plan as plan-model's.
+  if (c.opt_level > 0 && !planned.bytes.empty()) {
     compiler::PipelineOptions options;
-    options.fuse = false;
+    options.fuse = tools::RewritesAtOptLevel(c.opt_level);
     STOWAGE_ASSIGN_OR_RETURN(compiler::CompiledPlan compiled,
                              compiler::CompilePlan(gguf, planned, request.flags, options));
     if (!compiled.not_compiled.empty() && !quiet)

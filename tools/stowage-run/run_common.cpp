@@ -43,7 +43,7 @@ Status CheckPlanningFlagsUnused(const CLI::App& app, const CommonOptions& c) {
   if (c.plan.empty()) return Status();
   for (const char* name : {"--ctx-size", "--batch-size", "--ubatch-size", "--n-gpu-layers", "--cache-type-k",
                            "--cache-type-v", "--flash-attn", "--no-mmap", "--no-repack", "--no-kv-offload",
-                           "--no-fit-check", "--swa-full", "--llamacpp-compat"}) {
+                           "--no-fit-check", "--swa-full", "--llamacpp-compat", "-O"}) {
     const CLI::Option* opt = app.get_option_no_throw(name);
     if (opt != nullptr && opt->count() > 0)
       return InvalidArgument(std::string(name) +

@@ -7,11 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "planner_args.h"
 #include "stowage/runtime/status.h"
-
-namespace CLI {
-class App;
-}
 
 namespace stowage {
 class Transport;
@@ -42,6 +39,9 @@ struct CommonOptions {
   /// --llamacpp-compat when planning on the fly: "feb25" or "2026" (tools::LlamacppCompatValue);
   /// empty: planner::kDefaultLlamacppCompat.
   std::string llamacpp_compat;
+  /// -O when planning on the fly: the compiler stage's level, as plan-model's (tools::AddOptLevelOption;
+  /// 0 the planner's graphs, 1 the compiler without rewriting passes, 2 with them).
+  int opt_level = tools::kDefaultOptLevel;
   bool huge_pages = false;
   bool llamacpp_numerics = false;
   /// --cpu-isa: the highest CPU kernel level (avx512vnni, avx512, avx2, scalar; SessionOptions::cpu_max_isa)
@@ -62,7 +62,7 @@ struct CommonOptions {
 
 /// With --plan, a planning flag given on `app` (those of --ctx-size, --batch-size, --ubatch-size,
 /// --n-gpu-layers, --cache-type-k/-v, --flash-attn, --no-mmap, --no-repack, --no-kv-offload,
-/// --no-fit-check, --swa-full and --llamacpp-compat that `app` declares) is refused with
+/// --no-fit-check, --swa-full, --llamacpp-compat and -O that `app` declares) is refused with
 /// kInvalidArgument naming it: the plan fixes what it would set. OK without --plan.
 Status CheckPlanningFlagsUnused(const CLI::App& app, const CommonOptions& c);
 

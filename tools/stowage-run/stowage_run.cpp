@@ -89,6 +89,8 @@ void AddCommonOptions(CLI::App* a, CommonOptions* c) {
           "when planning on the fly, the llama.cpp to follow, as plan-model: 2026 (the default: its "
           "graph rules, -fa auto, -ngl auto, -c 0 to generate text) or feb25 (February 2025's, the "
           "seed's behaviour: -fa off, -ngl 0, -c 4096 to generate text)");
+  tools::AddOptLevelOption(*a, c->opt_level,
+                           "when planning on the fly, the compiler stage as plan-model -O: ");
   a->add_flag("--no-mmap", c->no_mmap,
               "when planning on the fly: load weights into allocated buffers instead of mapping the file");
   a->add_flag("--no-repack", c->no_repack, "when planning on the fly: no CPU_REPACK buffer type");
@@ -180,7 +182,7 @@ void AddGenerateOptions(CLI::App* app, GenerateFlags* g) {
 
 // The text shared by the subcommands' --help footers.
 constexpr const char* kSubcommandFooter =
-    "Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, "
+    "Also takes the options before the subcommand: -m, --plan, -t, -c, -b, -ub, -ngl, -ctk, -ctv, -O, "
     "--huge-pages, --llamacpp-numerics, --cpu-isa";
 
 CLI::App* AddPerplexity(CLI::App* app, PerplexityFlags* f) {

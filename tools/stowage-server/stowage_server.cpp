@@ -86,6 +86,8 @@ void AddOptions(CLI::App& app, ServerOptions* o) {
               "(its graph rules, -fa auto, -ngl auto, -c 0) or feb25 (the seed's behaviour: -fa off, -ngl 0, "
               "-c 4096); default ") +
           planner::LlamacppCompatName(planner::kDefaultLlamacppCompat));
+  tools::AddOptLevelOption(app, c.opt_level,
+                           "when planning on the fly, the compiler stage as plan-model -O: ");
   app.add_flag("--no-mmap", c.no_mmap, "when planning on the fly: load weights instead of mapping the file");
   app.add_flag("--no-fit-check", c.no_fit_check,
                "when planning on the fly: run even when the plan does not fit this machine's memory");
