@@ -304,7 +304,7 @@ void Memory(const fb::Plan& p, Svg& s, const Colors& colors) {
     use[d].usage[u] += b->size();
     use[d].parts[u].emplace_back(Str(b->name()), b->size());
   }
-  const double x0 = 230, note_w = 330, bar_w = s.width - x0 - note_w - 18;
+  const double x0 = 230, note_w = 360, bar_w = s.width - x0 - note_w - 18;
   int last_host = 0;
   for (flatbuffers::uoffset_t d = 0; d < devs->size(); ++d) {
     const auto* dev = devs->Get(d);
@@ -371,49 +371,67 @@ std::string Role(const std::string& name) {
 /// The fill of text drawn on `fill`: black on light colours, white on dark.
 const char* TextOn(const std::string& fill) { return Rgb::Of(fill).Luma() < 128 ? "#fff" : "#000"; }
 
-void Layers(const fb::Plan& p, Svg& s, const Colors& colors) {
-  s.Heading("Weights and KV cache: tensor roles x layers, filled with the buffer type holding them");
-  if (!p.tensors() || !p.buffers()) return;
-  const int n_layer = p.context() ? static_cast<int>(p.context()->n_layer()) : 0;
-  // Per layer (-1 input .. n_layer output): role -> buffer name, and bytes; the experts (a 3-D
-  // weight "*_exps": ne2 experts in one tensor) per layer.
-  std::vector<std::string> roles;
-  std::map<std::string, int64_t> experts;  // role -> ne2
-  std::map<int, std::map<std::string, std::string>> at;
-  std::map<int, std::map<std::string, uint64_t>> bytes;
-  for (const auto* t : *p.tensors()) {
-    const std::string role = Role(Str(t->name()));
-    if (std::find(roles.begin(), roles.end(), role) == roles.end()) roles.push_back(role);
-    const int b = t->buffer();
-    const std::string buf =
-        b >= 0 && b < static_cast<int>(p.buffers()->size()) ? Str(p.buffers()->Get(b)->name()) : "?";
-    const int l = std::clamp(t->layer(), -1, n_layer);
-    at[l][role] = buf;
-    bytes[l][role] += t->nbytes();
-    if (role.find("_exps") != std::string::npos && t->ne() && t->ne()->size() > 2 && t->ne()->Get(2) > 1)
-      experts[role] = std::max(experts[role], t->ne()->Get(2));
-  }
-  // Columns: the input layer, runs of consecutive blocks placed alike, the output layer.
+/// The weights and KV cache by tensor role and layer, with the layers grouped into columns.
+struct LayerTable {
   struct Column {
-    int first, last;
+    int first, last;  // layers, -1 the input layer, n_layer the output layer
+    int Count() const { return last - first + 1; }
   };
-  std::vector<Column> cols;
-  for (const auto& [l, m] : at) {
-    if (!cols.empty() && l >= 0 && l < n_layer && cols.back().last == l - 1 && cols.back().first >= 0 &&
-        at[cols.back().first] == m)
-      cols.back().last = l;
-    else
-      cols.push_back({l, l});
-  }
-  auto label = [&](const Column& c) {
-    if (c.first < 0) return std::string("input");
-    if (c.first >= n_layer) return std::string("output");
+  int n_layer = 0;
+  std::vector<std::string> roles;                        // in the plan's tensor order
+  std::map<std::string, int64_t> experts;                // role of a 3-D expert weight "*_exps" -> its ne2
+  std::map<int, std::map<std::string, std::string>> at;  // layer -> role -> buffer name
+  std::map<int, std::map<std::string, uint64_t>> bytes;  // layer -> role -> bytes
+  std::vector<Column> cols;  // the input layer, runs of consecutive blocks placed alike, the output
+  std::string Label(const Column& c) const {
+    if (c.first < 0) return "input";
+    if (c.first >= n_layer) return "output";
     return c.first == c.last ? "blk." + std::to_string(c.first)
                              : "blk." + std::to_string(c.first) + "-" + std::to_string(c.last);
-  };
-  auto n_of = [](const Column& c) { return c.last - c.first + 1; };
-  const double x0 = 190, cell_h = 14;
-  const double cell_w = std::clamp((s.width - x0 - 20) / std::max<size_t>(cols.size(), 1), 14.0, 110.0);
+  }
+};
+
+constexpr double kLayersX0 = 190, kMinCellW = 14, kMaxCellW = 110;
+
+LayerTable TableOf(const fb::Plan& p) {
+  LayerTable t;
+  if (!p.tensors() || !p.buffers()) return t;
+  t.n_layer = p.context() ? static_cast<int>(p.context()->n_layer()) : 0;
+  for (const auto* w : *p.tensors()) {
+    const std::string role = Role(Str(w->name()));
+    if (std::find(t.roles.begin(), t.roles.end(), role) == t.roles.end()) t.roles.push_back(role);
+    const int b = w->buffer();
+    const std::string buf =
+        b >= 0 && b < static_cast<int>(p.buffers()->size()) ? Str(p.buffers()->Get(b)->name()) : "?";
+    const int l = std::clamp(w->layer(), -1, t.n_layer);
+    t.at[l][role] = buf;
+    t.bytes[l][role] += w->nbytes();
+    if (role.find("_exps") != std::string::npos && w->ne() && w->ne()->size() > 2 && w->ne()->Get(2) > 1)
+      t.experts[role] = std::max(t.experts[role], w->ne()->Get(2));
+  }
+  for (const auto& [l, m] : t.at) {
+    if (!t.cols.empty() && l >= 0 && l < t.n_layer && t.cols.back().last == l - 1 &&
+        t.cols.back().first >= 0 && t.at[t.cols.back().first] == m)
+      t.cols.back().last = l;
+    else
+      t.cols.push_back({l, l});
+  }
+  return t;
+}
+
+void Layers(const fb::Plan& p, Svg& s, const Colors& colors, LayerTable& t) {
+  s.Heading("Weights and KV cache: tensor roles x layers, filled with the buffer type holding them");
+  if (!p.tensors() || !p.buffers()) return;
+  const std::vector<std::string>& roles = t.roles;
+  const std::vector<LayerTable::Column>& cols = t.cols;
+  const std::map<std::string, int64_t>& experts = t.experts;
+  auto& at = t.at;
+  auto& bytes = t.bytes;
+  auto label = [&](const LayerTable::Column& c) { return t.Label(c); };
+  auto n_of = [](const LayerTable::Column& c) { return c.Count(); };
+  const double x0 = kLayersX0, cell_h = 14;
+  const double cell_w =
+      std::clamp((s.width - x0 - 20) / std::max<size_t>(cols.size(), 1), kMinCellW, kMaxCellW);
   // Column headers: across when every one fits its column, else upwards.
   double widest = 0;
   for (const auto& c : cols) widest = std::max(widest, TextWidth(label(c), 10));
@@ -590,6 +608,9 @@ void Splits(const fb::Plan& p, Svg& s, const Colors& colors) {
 std::string PlanSvg(const fb::Plan& p) {
   Svg s;
   const Colors colors = PickColors(p);
+  LayerTable layers = TableOf(p);
+  // Wider than 1200 px when the layer columns need it (layers placed alternately: one column each).
+  s.width = std::max(s.width, kLayersX0 + kMinCellW * static_cast<double>(layers.cols.size()) + 20);
   s.y = 10;
   std::string title = "Stowage plan";
   if (const auto* m = p.model()) title += ": " + Str(m->path()) + " (" + Str(m->architecture()) + ")";
@@ -605,7 +626,7 @@ std::string PlanSvg(const fb::Plan& p) {
            11, s.width - 20);
   s.y += 26;
   Memory(p, s, colors);
-  Layers(p, s, colors);
+  Layers(p, s, colors, layers);
   Splits(p, s, colors);
   return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
          Num(s.width) + "\" height=\"" + Num(s.y + 10) + "\" viewBox=\"0 0 " + Num(s.width) + " " +
