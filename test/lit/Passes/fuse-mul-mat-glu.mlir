@@ -1,6 +1,6 @@
 // stowage-fuse-mul-mat-glu: the gate and up MUL_MATs of one activation and the GLU that joins them
 // (2026's ggml.glu swiglu / geglu, Feb 2025's ggml.silu / ggml.gelu then ggml.mul) become one
-// ggml.mul_mat_glu inside a split whose backend has the op (the CPU; CUDA's table does not offer
+// ggml.mul_mat_glu inside a split whose backend has the op (the CPU and CUDA: both tables offer
 // it); every group it leaves alone says why with remarks=1.
 // REQUIRES: mlir
 // RUN: stowage-opt %s -split-input-file --stowage-fuse-mul-mat-glu | FileCheck %s
@@ -8,13 +8,12 @@
 // The pipeline plan-model and stowage-run compile plans with (buildStowagePipeline) runs it:
 // RUN: stowage-opt %s -split-input-file --stowage-pipeline | FileCheck %s
 
-// 2026's SWIGLU on the CPU: one op with the GLU's name, backend and cause; the down product reads
-// it. The CUDA split keeps its three ops (the CUDA backend's table has no MUL_MAT_GLU).
+// 2026's SWIGLU on CUDA and on the CPU: one op with the GLU's name, backend and cause; the down
+// product reads it.
 // CHECK-LABEL: func.func @swiglu
 // CHECK: place.split 0 on #place.backend<"CUDA0", 0>
-// CHECK: ggml.mul_mat %
-// CHECK-NEXT: ggml.mul_mat %
-// CHECK-NEXT: ggml.glu swiglu
+// CHECK-NEXT: place.copy
+// CHECK-NEXT: ggml.mul_mat_glu swiglu %{{.*}} {name = "ffn_swiglu-0"}
 // CHECK: place.split 1 on #place.backend<"CPU", 1>
 // CHECK-NEXT: %[[X:.*]] = place.copy
 // CHECK-NEXT: %[[F:.*]] = ggml.mul_mat_glu swiglu %{{.*}}, %[[X]], %{{.*}} {name = "ffn_swiglu-1", place.backend = #place.backend<"CPU", 1>, place.cause = #place.cause<"1.wgt0">} : (!ggml.tensor<[64, 128], q4_0>, !ggml.tensor<[64, n_tokens], f32>, !ggml.tensor<[64, 128], q4_0>) -> !ggml.tensor<[128, n_tokens], f32>
@@ -32,7 +31,6 @@ module attributes {ggml.n_ctx = 256 : i64, place.devices = [#place.device<"CUDA0
       %x = place.copy %e : !ggml.tensor<[64, n_tokens], f32> to #place.backend<"CUDA0", 0>
       %g = ggml.mul_mat %g0, %x {name = "ffn_gate-0"} : (!ggml.tensor<[64, 128], q4_0>, !ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[128, n_tokens], f32>
       %u = ggml.mul_mat %u0, %x {name = "ffn_up-0"} : (!ggml.tensor<[64, 128], q4_0>, !ggml.tensor<[64, n_tokens], f32>) -> !ggml.tensor<[128, n_tokens], f32>
-      // expected-remark @+1 {{gate, up and GLU not fused: backend 'CUDA0' does not run MUL_MAT_GLU with these tensors}}
       %f = ggml.glu swiglu %g, %u {name = "ffn_swiglu-0"} : (!ggml.tensor<[128, n_tokens], f32>, !ggml.tensor<[128, n_tokens], f32>) -> !ggml.tensor<[128, n_tokens], f32>
       %y = ggml.mul_mat %d0, %f {name = "ffn_out-0"} : (!ggml.tensor<[128, 64], q4_0>, !ggml.tensor<[128, n_tokens], f32>) -> !ggml.tensor<[64, n_tokens], f32>
       place.yield %y : !ggml.tensor<[64, n_tokens], f32>

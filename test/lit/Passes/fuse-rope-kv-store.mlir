@@ -124,14 +124,14 @@ module attributes {place.devices = [#place.device<"CPU", cpu>]} {
 // -----
 
 // A quantized K cache (-ctk q8_0): the CPU kernel stores plain float rows only, kept; on a CUDA
-// split (no CUDA kernel) too.
+// split too (the CUDA kernel likewise; an F16 cache there fuses: fuse-cuda.mlir).
 // CHECK-LABEL: func.func @q8_cache
 // CHECK: ggml.rope
 // CHECK: ggml.set_rows
 // CHECK: ggml.rope
 // CHECK: ggml.set_rows
 module attributes {place.devices = [#place.device<"CUDA0", gpu>, #place.device<"CPU", cpu>]} {
-  func.func @q8_cache(%x: !ggml.tensor<[64, 2, 4], f32>, %pos: !ggml.tensor<[4], i32>, %idx: !ggml.tensor<[4], i64>, %c: !ggml.tensor<[128, 16], q8_0>, %c16: !ggml.tensor<[128, 16], f16>) -> (!ggml.tensor<[128, 16], q8_0>, !ggml.tensor<[128, 16], f16>) {
+  func.func @q8_cache(%x: !ggml.tensor<[64, 2, 4], f32>, %pos: !ggml.tensor<[4], i32>, %idx: !ggml.tensor<[4], i64>, %c: !ggml.tensor<[128, 16], q8_0>) -> (!ggml.tensor<[128, 16], q8_0>, !ggml.tensor<[128, 16], q8_0>) {
     %s = place.split 0 on #place.backend<"CPU", 1> -> !ggml.tensor<[128, 16], q8_0> {
       %k = ggml.rope normal %x, %pos {n_dims = 64 : i32} : (!ggml.tensor<[64, 2, 4], f32>, !ggml.tensor<[4], i32>) -> !ggml.tensor<[64, 2, 4], f32>
       %r = ggml.reshape %k : (!ggml.tensor<[64, 2, 4], f32>) -> !ggml.tensor<[128, 4], f32>
@@ -139,14 +139,14 @@ module attributes {place.devices = [#place.device<"CUDA0", gpu>, #place.device<"
       %s = ggml.set_rows %c, %r, %idx : (!ggml.tensor<[128, 16], q8_0>, !ggml.tensor<[128, 4], f32>, !ggml.tensor<[4], i64>) -> !ggml.tensor<[128, 16], q8_0>
       place.yield %s : !ggml.tensor<[128, 16], q8_0>
     }
-    %g = place.split 1 on #place.backend<"CUDA0", 0> -> !ggml.tensor<[128, 16], f16> {
+    %g = place.split 1 on #place.backend<"CUDA0", 0> -> !ggml.tensor<[128, 16], q8_0> {
       %k = ggml.rope normal %x, %pos {n_dims = 64 : i32} : (!ggml.tensor<[64, 2, 4], f32>, !ggml.tensor<[4], i32>) -> !ggml.tensor<[64, 2, 4], f32>
       %r = ggml.reshape %k : (!ggml.tensor<[64, 2, 4], f32>) -> !ggml.tensor<[128, 4], f32>
       // expected-remark @+1 {{ROPE + SET_ROWS not fused: backend 'CUDA0' does not run ROPE_SET_ROWS with these tensors}}
-      %t = ggml.set_rows %c16, %r, %idx : (!ggml.tensor<[128, 16], f16>, !ggml.tensor<[128, 4], f32>, !ggml.tensor<[4], i64>) -> !ggml.tensor<[128, 16], f16>
-      place.yield %t : !ggml.tensor<[128, 16], f16>
+      %t = ggml.set_rows %c, %r, %idx : (!ggml.tensor<[128, 16], q8_0>, !ggml.tensor<[128, 4], f32>, !ggml.tensor<[4], i64>) -> !ggml.tensor<[128, 16], q8_0>
+      place.yield %t : !ggml.tensor<[128, 16], q8_0>
     }
-    return %s, %g : !ggml.tensor<[128, 16], q8_0>, !ggml.tensor<[128, 16], f16>
+    return %s, %g : !ggml.tensor<[128, 16], q8_0>, !ggml.tensor<[128, 16], q8_0>
   }
 }
 

@@ -4,6 +4,7 @@
 // "skipped: no CUDA device"; the row split rule and the absence checks run everywhere.
 #include "cuda_backend.h"
 
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <link.h>
 
@@ -721,6 +722,90 @@ TEST_F(CudaOps, RefusesWhatItCannotRun) {
   ssm.op = GgmlOp::SSM_CONV;
   ssm.name = "ssm";
   EXPECT_EQ(gpu_->Compute(ssm).code(), StatusCode::kUnimplemented);
+}
+
+// Stowage's fused ops on the device against the ops they replace, also run on the device: the same
+// bytes. MUL_MAT_GLU of Q4_0 weights at 1 column (MulMatVecGluK) and 33 (cuBLAS), of F16 weights
+// (cuBLAS), SWIGLU and the Feb 2025 form SILU then MUL; ROPE_SET_ROWS and ROPE_CPY into F16 caches.
+TEST_F(CudaOps, FusedOpsEqualTheOpsTheyReplace) {
+  auto run = [&](const exec::NodeCall& g) {
+    Status s = gpu_->Compute(g);
+    EXPECT_TRUE(s.ok()) << g.name << ": " << s.ToString();
+  };
+  // Reads the device tensor `v` (contiguous, of `host`'s size) back.
+  auto read = [&](const cpu::TensorView& v, size_t bytes) {
+    std::vector<uint8_t> out(bytes);
+    EXPECT_TRUE(gpu_->Synchronize().ok());
+    EXPECT_EQ(cudaMemcpy(out.data(), v.data, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    return out;
+  };
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::F16}) {
+    for (int64_t M : {1, 33}) {
+      for (int glu : {0, 2}) {  // MulMatGluKind: SWIGLU, SILU then MUL
+        const int64_t K = 256, N = 40;
+        HostTensor gate = Weights(t, {K, N, 1, 1}, 60), up = Weights(t, {K, N, 1, 1}, 61);
+        HostTensor x = test::RandomTensor(GgmlType::F32, {K, M, 1, 1}, 62), d = test::ZeroF32({N, M, 1, 1});
+        const size_t db = d.bytes.size();
+        const cpu::TensorView gd = Upload(gate.v, gate.bytes.size()), ud = Upload(up.v, up.bytes.size()),
+                              xd = Upload(x.v, x.bytes.size()), fd = Upload(d.v, db), gp = Upload(d.v, db),
+                              upd = Upload(d.v, db), act = Upload(d.v, db), sd = Upload(d.v, db);
+        exec::NodeCall f = Call(GgmlOp::MUL_MAT_GLU, fd, {gd, xd, ud});
+        f.iparams = &glu;
+        f.n_iparams = 1;
+        run(f);
+        run(Call(GgmlOp::MUL_MAT, gp, {gd, xd}));
+        run(Call(GgmlOp::MUL_MAT, upd, {ud, xd}));
+        if (glu == 0) {
+          run(Call(GgmlOp::SWIGLU, sd, {gp, upd}));
+        } else {
+          run(Call(GgmlOp::SILU, act, {gp}));
+          run(Call(GgmlOp::MUL, sd, {act, upd}));
+        }
+        EXPECT_EQ(read(fd, db), read(sd, db))
+            << "MUL_MAT_GLU " << GgmlTypeName(t) << " M " << M << " glu " << glu;
+      }
+    }
+  }
+  const int64_t hd = 64, nh = 4, nt = 7, n_rows = 16;
+  HostTensor x = test::RandomTensor(GgmlType::F32, {hd, nh, nt, 1}, 63);
+  std::vector<int32_t> p(nt);
+  for (int64_t i = 0; i < nt; ++i) p[size_t(i)] = int32_t(100 * i + 3);
+  const HostTensor pos = I32Tensor(p, nt);
+  HostTensor idx = I32Tensor({5, 0, 15, 2, 9, 1, 3}, nt);
+  HostTensor cache = test::RandomTensor(GgmlType::F16, {hd * nh, n_rows, 1, 1}, 64);
+  HostTensor rot = test::ZeroF32({hd, nh, nt, 1});
+  const int32_t ip[3] = {48, 2, 4096};
+  const float fp[6] = {10000.f, 0.25f, 1.f, 1.f, 32.f, 1.f};
+  const cpu::TensorView xd = Upload(x.v, x.bytes.size()), pd = Upload(pos.v, pos.bytes.size()),
+                        id = Upload(idx.v, idx.bytes.size()), fused = Upload(cache.v, cache.bytes.size()),
+                        plain = Upload(cache.v, cache.bytes.size()), rd = Upload(rot.v, rot.bytes.size());
+  auto with_rope = [&](exec::NodeCall c) {
+    c.iparams = ip;
+    c.n_iparams = 3;
+    c.fparams = fp;
+    c.n_fparams = 6;
+    return c;
+  };
+  run(with_rope(Call(GgmlOp::ROPE_SET_ROWS, fused, {xd, pd, fused, id})));
+  run(with_rope(Call(GgmlOp::ROPE, rd, {xd, pd})));
+  cpu::TensorView rows = rd;
+  rows.ne[0] = hd * nh;
+  rows.ne[1] = nt;
+  rows.ne[2] = 1;
+  cpu::SetContiguousStrides(rows);
+  run(Call(GgmlOp::SET_ROWS, plain, {rows, id}));
+  EXPECT_EQ(read(fused, cache.bytes.size()), read(plain, cache.bytes.size())) << "ROPE_SET_ROWS";
+  // ROPE_CPY into the cache's view of rows 3 .. 3 + nt (Feb 2025's k_cache_view).
+  cpu::TensorView fv = fused, pv = plain;
+  for (cpu::TensorView* v : {&fv, &pv}) {
+    v->data = static_cast<uint8_t*>(v->data) + 3 * v->nb[1];
+    v->ne[0] = hd * nh * nt;
+    v->ne[1] = 1;
+    cpu::SetContiguousStrides(*v);
+  }
+  run(with_rope(Call(GgmlOp::ROPE_CPY, fv, {xd, pd, fv})));
+  run(Call(GgmlOp::CPY, pv, {rd}));
+  EXPECT_EQ(read(fused, cache.bytes.size()), read(plain, cache.bytes.size())) << "ROPE_CPY";
 }
 
 // ---- whole models: GPU plans (-ngl 99) against CPU-only plans ------------------------------------

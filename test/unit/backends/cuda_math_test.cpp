@@ -13,8 +13,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda_emulation.h"
@@ -794,15 +796,7 @@ TEST(CudaMath, RopeEmulation) {
           if (!freq_factors) ffv.data = nullptr;
           cpu::ComputeContext ctx;
           ASSERT_TRUE(cpu::Rope(ctx, x.v, pos.v, ffv, c.v, rp).ok());
-          cuda::RopeArgs a;  // as cuda_backend.cpp fills it
-          a.n_dims = rp.n_dims;
-          a.mode = rp.mode;
-          a.n_offs = rp.n_offs;
-          a.freq_scale = rp.freq_scale;
-          a.ext_factor = rp.ext_factor;
-          a.attn_factor = rp.attn_factor;
-          cuda::RopeCorrDims(rp.n_dims, rp.n_ctx_orig, rp.freq_base, rp.beta_fast, rp.beta_slow, a.corr_dims);
-          a.theta_scale = cuda::RopeThetaScale(rp.freq_base, rp.n_dims);
+          const cuda::RopeArgs a = cuda::ToRopeArgs(rp);  // as cuda_backend.cpp makes them
           const Tv s = ToTv(g.v), d = in_place ? ToTv(g.v) : ToTv(gd.v);
           const int64_t n = cuda::RopeItems(s);
           EXPECT_EQ(n, ne0 / 2 * nh * nt);
@@ -1487,6 +1481,261 @@ TEST(CudaMath, FlashAttnSoftcapMatters) {
   double diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, double(std::fabs(a[i] - b[i])));
   EXPECT_GT(diff, 1e-2) << "soft-capping must move the result beyond the tolerances";
+}
+
+// ---- Stowage's fused ops on CUDA: MUL_MAT_GLU, ROPE_SET_ROWS, ROPE_CPY ----------------------------
+
+// MulMatVecK's (and MulMatVecGluK's) sums for weight row n, columns m0 .. m0 + 7 of batch entry z:
+// the 32 lanes' MulMatVecLane partials, each column summed by the xor butterfly (WarpSumXor).
+template <int T>
+std::array<float, cuda::kMmvCols> WarpDots(const Tv& w, const Tv& x, const Tv& d, int64_t n, int64_t m0,
+                                           int64_t z) {
+  std::array<std::array<float, 32>, cuda::kMmvCols> lanes{};
+  for (int lane = 0; lane < 32; ++lane) {
+    float acc[cuda::kMmvCols];
+    cuda::MulMatVecLane<T>(w, x, d, n, m0, z, lane, acc);
+    for (int c = 0; c < cuda::kMmvCols; ++c) lanes[size_t(c)][size_t(lane)] = acc[c];
+  }
+  std::array<float, cuda::kMmvCols> out{};
+  for (int c = 0; c < cuda::kMmvCols; ++c) out[size_t(c)] = WarpSumXor(lanes[size_t(c)]);
+  return out;
+}
+
+// Every warp of a mat-vec over weights [K, N] and x [K, M, ne12, ne13] into d [N, M, ne12, ne13]:
+// f(weight row n, first column m0 of its block, batch entry z).
+template <typename F>
+void ForEachMatVecWarp(const Tv& gate, const Tv& x, const Tv& d, F&& f) {
+  for (int64_t z = 0; z < d.ne[2] * d.ne[3]; ++z)
+    for (int64_t m0 = 0; m0 < x.ne[1]; m0 += cuda::kMmvCols)
+      for (int64_t n = 0; n < gate.ne[1]; ++n) f(n, m0, z);
+}
+
+// MUL_MAT_GLU's mat-vec (MulMatVecGluK: both dots per warp, lane 0 stores their GluValue) against
+// the unfused CUDA sequence it replaces (MulMatVecK into the gate and up products, then GluK), both
+// emulated: bit for bit, every quantized weight type, SWIGLU and GEGLU, one to eight columns, a
+// batch of two broadcast over 2-D weights. The sequence path of larger batches (gate's product in
+// dst, up's in scratch, the GLU in place over dst) against the CPU's SWIGLU / GEGLU of the same
+// products: bit for bit at the CPU's scalar level. Against the CPU backend's unfused MUL_MAT,
+// MUL_MAT, GLU (Q8 activations on the CPU) within the activation quantization's bound; swapping gate
+// and up moves the result far beyond it.
+TEST(CudaMath, MulMatGluEmulation) {
+  const int64_t K = 512, N = 9;
+  struct Shape {
+    int64_t M, ne12;
+  };
+  double worst = 0;
+  for (GgmlType t : kTypes) {
+    if (GetTypeTraits(t).block_size == 1) continue;  // F32/F16/BF16 weights go to cuBLAS
+    for (cuda::Glu op : {cuda::Glu::kSwiglu, cuda::Glu::kGeglu}) {
+      double swapped_worst = 0;  // over the shapes of this type and GLU
+      for (Shape sh : {Shape{1, 1}, Shape{8, 1}, Shape{5, 2}}) {
+        SCOPED_TRACE(std::string(GgmlTypeName(t)) + (op == cuda::Glu::kSwiglu ? " SWIGLU" : " GEGLU") +
+                     " M=" + std::to_string(sh.M) + " ne12=" + std::to_string(sh.ne12));
+        Host gate = RandomBlocks(t, {K, N, 1, 1}, 300 + uint32_t(t)), up = RandomBlocks(t, {K, N, 1, 1}, 400);
+        Host x = RandomF32({K, sh.M, sh.ne12, 1}, 500);
+        const std::array<int64_t, 4> out = {N, sh.M, sh.ne12, 1};
+        Host fused = Make(GgmlType::F32, out), swapped = Make(GgmlType::F32, out),
+             g = Make(GgmlType::F32, out), u = Make(GgmlType::F32, out), seq = Make(GgmlType::F32, out);
+        const Tv tg = ToTv(gate.v), tu = ToTv(up.v), tx = ToTv(x.v), tf = ToTv(fused.v), ts = ToTv(swapped.v),
+                 tgp = ToTv(g.v), tup = ToTv(u.v), tseq = ToTv(seq.v);
+        Dispatch(int(t), [&](auto tag) {
+          constexpr int T = decltype(tag)::value;
+          ForEachMatVecWarp(tg, tx, tf, [&](int64_t n, int64_t m0, int64_t z) {
+            const auto gs = WarpDots<T>(tg, tx, tf, n, m0, z), us = WarpDots<T>(tu, tx, tf, n, m0, z);
+            for (int64_t c = 0; c < std::min<int64_t>(cuda::kMmvCols, sh.M - m0); ++c) {
+              uint8_t* at = cuda::At(tf, n, m0 + c, z % sh.ne12, z / sh.ne12);
+              cuda::StoreF32(at, cuda::GluValue(op, gs[size_t(c)], us[size_t(c)]));
+              cuda::StoreF32(cuda::At(ts, n, m0 + c, z % sh.ne12, z / sh.ne12),
+                             cuda::GluValue(op, us[size_t(c)], gs[size_t(c)]));
+              cuda::StoreF32(cuda::At(tgp, n, m0 + c, z % sh.ne12, z / sh.ne12), gs[size_t(c)]);
+              cuda::StoreF32(cuda::At(tup, n, m0 + c, z % sh.ne12, z / sh.ne12), us[size_t(c)]);
+            }
+          });
+        });
+        test::EmulateElements(tseq, [&](int64_t l) { cuda::GluElement(op, tgp, tup, tseq, l); });
+        ExpectSameF32(fused.v, seq.v, "MUL_MAT_GLU mat-vec vs MUL_MAT, MUL_MAT, GLU");
+        // The sequence path's GLU in place over dst (gate's product) against the CPU's GLU.
+        Host in_place = g, cpu_glu = Make(GgmlType::F32, out);
+        in_place.v.data = in_place.bytes.data();
+        const Tv tip = ToTv(in_place.v);
+        test::EmulateElements(tip, [&](int64_t l) { cuda::GluElement(op, tip, tup, tip, l); });
+        cpu::ComputeContext scalar;
+        scalar.max_isa = cpu::IsaLevel::kScalar;
+        ASSERT_TRUE((op == cuda::Glu::kSwiglu ? cpu::SwiGlu(scalar, g.v, u.v, cpu_glu.v)
+                                              : cpu::GeGlu(scalar, g.v, u.v, cpu_glu.v))
+                        .ok());
+        ExpectSameF32(in_place.v, cpu_glu.v, "the GLU in place over dst vs the CPU's GLU");
+        // The CPU backend's unfused sequence.
+        cpu::ComputeContext ctx;
+        Host cg = Make(GgmlType::F32, out), cu = Make(GgmlType::F32, out), cd = Make(GgmlType::F32, out);
+        ASSERT_TRUE(cpu::MulMat(ctx, gate.v, x.v, cg.v).ok());
+        ASSERT_TRUE(cpu::MulMat(ctx, up.v, x.v, cu.v).ok());
+        ASSERT_TRUE((op == cuda::Glu::kSwiglu ? cpu::SwiGlu(ctx, cg.v, cu.v, cd.v)
+                                              : cpu::GeGlu(ctx, cg.v, cu.v, cd.v))
+                        .ok());
+        // Bound: the CPU's Q8 activations (x in [-1, 1): each element off by at most 1/254 of its
+        // block's largest, <= 1/254) move a dot by at most sum|w| / 254, float sums by ~1e-5 sum|w|;
+        // the GLU's slope in g is at most 1.1 |u| (SILU and GELU), in u |act(g)|; GELU rounds its
+        // input and output through fp16 (2^-11 relative each).
+        std::vector<float> gr(static_cast<size_t>(K)), ur(static_cast<size_t>(K));
+        const float* fs = reinterpret_cast<const float*>(fused.bytes.data());
+        const float* ss = reinterpret_cast<const float*>(swapped.bytes.data());
+        const float* cs = reinterpret_cast<const float*>(cd.bytes.data());
+        const float* gp = reinterpret_cast<const float*>(g.bytes.data());
+        const float* up_p = reinterpret_cast<const float*>(u.bytes.data());
+        double case_worst = 0;
+        for (int64_t n = 0; n < N; ++n) {
+          ASSERT_TRUE(cpu::DequantizeRow(t, gate.bytes.data() + n * gate.v.nb[1], gr.data(), K).ok());
+          ASSERT_TRUE(cpu::DequantizeRow(t, up.bytes.data() + n * up.v.nb[1], ur.data(), K).ok());
+          double sg = 0, su = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            sg += std::fabs(gr[size_t(k)]);
+            su += std::fabs(ur[size_t(k)]);
+          }
+          const double eg = sg / 254 + 1e-5 * sg, eu = su / 254 + 1e-5 * su;
+          for (int64_t m = 0; m < sh.M * sh.ne12; ++m) {
+            const size_t i = size_t(m * N + n);
+            const double gv = std::fabs(gp[i]), uv = std::fabs(up_p[i]);
+            const double act = op == cuda::Glu::kSwiglu ? std::fabs(cuda::Silu(gp[i])) : gv;
+            double bound = 1.1 * (uv + eu) * eg + (act + 1.1 * eg) * eu + 1e-5 * std::fabs(cs[i]) + 1e-6;
+            if (op == cuda::Glu::kGeglu) bound += (uv + eu) * (gv + eg) * 2.2 / 1024;
+            case_worst = std::max(case_worst, std::fabs(double(fs[i]) - cs[i]) / bound);
+            swapped_worst = std::max(swapped_worst, std::fabs(double(ss[i]) - cs[i]) / bound);
+          }
+        }
+        EXPECT_LT(case_worst, 1.0) << "MUL_MAT_GLU mat-vec vs the CPU's MUL_MAT, MUL_MAT, GLU";
+        worst = std::max(worst, case_worst);
+      }
+      EXPECT_GT(swapped_worst, 1.0) << GgmlTypeName(t) << (op == cuda::Glu::kSwiglu ? " SWIGLU" : " GEGLU")
+                                    << ": gate and up swapped must move the result beyond the bound";
+    }
+  }
+  std::printf("MUL_MAT_GLU mat-vec vs the CPU: worst error %.3f of the bound\n", worst);
+}
+
+// ROPE_SET_ROWS and ROPE_CPY (RopeThreadTo with RopePutRows / RopePutCopy, one thread per pair as
+// RopeK) against the CPU backend's unfused sequences, cpu::Rope into an F32 tensor then
+// cpu::SetRows of its [head_dim * n_head, n_tokens] reshape / cpu::Cpy into the cache view: bit for
+// bit over the whole cache (the rows it must not touch included), F32, F16 and BF16 caches, I32 and
+// I64 indices, normal and NEOX, with and without freq factors and YaRN, n_dims < head_dim. An index
+// outside the cache writes nothing (the CPU refuses it).
+TEST(CudaMath, RopeKvStoreEmulation) {
+  const int64_t ne0 = 80, nh = 3, nt = 5, n_rows = 9;
+  Host x = RandomF32({ne0, nh, nt, 1}, 600, 3.f);
+  Host pos = Make(GgmlType::I32, {nt, 1, 1, 1});
+  const int32_t p[nt] = {0, 7, 511, 4096, 131071};
+  std::memcpy(pos.bytes.data(), p, sizeof p);
+  Host ff = RandomF32({32, 1, 1, 1}, 601);
+  for (int i = 0; i < 32; ++i)
+    reinterpret_cast<float*>(ff.bytes.data())[i] =
+        1.f + 8.f * std::fabs(reinterpret_cast<float*>(ff.bytes.data())[i]);
+  const int64_t rows_at[nt] = {3, 0, 7, 8, 1};
+  for (int mode : {0, 2}) {
+    for (bool yarn : {false, true}) {
+      for (bool freq_factors : {false, true}) {
+        cpu::RopeParams rp;
+        rp.n_dims = 64;
+        rp.mode = mode;
+        rp.n_ctx_orig = 4096;
+        rp.freq_base = yarn ? 500000.f : 10000.f;
+        rp.freq_scale = yarn ? 0.25f : 1.f;
+        rp.ext_factor = yarn ? 1.f : 0.f;
+        rp.attn_factor = yarn ? 1.1f : 1.f;
+        rp.beta_fast = yarn ? 8.f : 32.f;
+        rp.beta_slow = yarn ? 0.25f : 1.f;
+        cpu::TensorView ffv = ff.v;
+        if (!freq_factors) ffv.data = nullptr;
+        const float* ffp = freq_factors ? reinterpret_cast<const float*>(ff.bytes.data()) : nullptr;
+        const int32_t* posp = reinterpret_cast<const int32_t*>(pos.bytes.data());
+        const cuda::RopeArgs args = cuda::ToRopeArgs(rp);
+        const Tv tx = ToTv(x.v);
+        cpu::ComputeContext ctx;
+        Host rotated = Make(GgmlType::F32, {ne0, nh, nt, 1});
+        ASSERT_TRUE(cpu::Rope(ctx, x.v, pos.v, ffv, rotated.v, rp).ok());
+        const std::string what =
+            "mode " + std::to_string(mode) + (yarn ? " yarn" : "") + (freq_factors ? " ff" : "");
+        for (GgmlType ct : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+          // ROPE_SET_ROWS: the cache [ne0 * nh, n_rows], row rows_at[token].
+          for (GgmlType it : {GgmlType::I32, GgmlType::I64}) {
+            Host idx = Make(it, {nt, 1, 1, 1});
+            for (int64_t k = 0; k < nt; ++k) {
+              if (it == GgmlType::I32) {
+                const int32_t v = int32_t(rows_at[k]);
+                std::memcpy(idx.bytes.data() + 4 * k, &v, 4);
+              } else {
+                std::memcpy(idx.bytes.data() + 8 * k, &rows_at[k], 8);
+              }
+            }
+            Host base = RandomBlocks(ct, {ne0 * nh, n_rows, 1, 1}, 602);
+            Host gpu = base, cpu_cache = base;
+            gpu.v.data = gpu.bytes.data();
+            cpu_cache.v.data = cpu_cache.bytes.data();
+            cpu::TensorView rows = rotated.v;
+            rows.ne[0] = ne0 * nh;
+            rows.ne[1] = nt;
+            rows.ne[2] = 1;
+            cpu::SetContiguousStrides(rows);
+            ASSERT_TRUE(cpu::SetRows(ctx, rows, idx.v, cpu_cache.v).ok());
+            cuda::RopePutRows put;
+            put.idx = ToTv(idx.v);
+            put.dst = ToTv(gpu.v);
+            put.idx_i64 = it == GgmlType::I64;
+            put.head_dim = ne0;
+            for (int64_t l = 0; l < cuda::RopeItems(tx); ++l) cuda::RopeThreadTo(tx, posp, ffp, args, l, put);
+            EXPECT_EQ(gpu.bytes, cpu_cache.bytes)
+                << "ROPE_SET_ROWS " << what << " into " << GgmlTypeName(ct) << " at " << GgmlTypeName(it);
+            if (it == GgmlType::I32 && ct == GgmlType::F16) {  // token 2's row outside the cache
+              const int32_t bad = int32_t(n_rows);
+              std::memcpy(idx.bytes.data() + 8, &bad, 4);
+              Host skip = base;
+              skip.v.data = skip.bytes.data();
+              put.dst = ToTv(skip.v);
+              for (int64_t l = 0; l < cuda::RopeItems(tx); ++l)
+                cuda::RopeThreadTo(tx, posp, ffp, args, l, put);
+              const size_t row_bytes = size_t(skip.v.nb[1]);
+              for (int64_t r = 0; r < n_rows; ++r) {
+                const bool kept = r == 7 || (r != 3 && r != 0 && r != 8 && r != 1);
+                const bool same = std::memcmp(skip.bytes.data() + r * row_bytes,
+                                              base.bytes.data() + r * row_bytes, row_bytes) == 0;
+                EXPECT_EQ(same, kept) << "row " << r;
+              }
+            }
+          }
+          // ROPE_CPY: Feb 2025's K store, a 1-D view of the cache at token offset 2, and a strided
+          // view of the same element count ([nt, ne0 * nh] with rows n_ctx apart, the transposed
+          // layout) to check the destination's unravelling.
+          for (bool strided : {false, true}) {
+            const int64_t n_ctx = 12;
+            Host cache = RandomBlocks(ct, {ne0 * nh * n_ctx, 1, 1, 1}, 603);
+            const size_t ts = GetTypeTraits(ct).type_size;
+            cpu::TensorView view = cache.v;
+            if (strided) {
+              view.ne[0] = nt;
+              view.ne[1] = ne0 * nh;
+              view.nb[0] = ts * size_t(n_ctx);
+              view.nb[1] = ts;
+              view.nb[2] = view.nb[3] = ts * size_t(n_ctx * ne0 * nh);
+            } else {
+              view.ne[0] = ne0 * nh * nt;
+              view.data = cache.bytes.data() + 2 * ne0 * nh * ts;
+            }
+            Host gpu = cache, cpu_cache = cache;
+            cpu::TensorView gv = view, cv = view;
+            gv.data = gpu.bytes.data() + (static_cast<uint8_t*>(view.data) - cache.bytes.data());
+            cv.data = cpu_cache.bytes.data() + (static_cast<uint8_t*>(view.data) - cache.bytes.data());
+            ASSERT_TRUE(cpu::Cpy(ctx, rotated.v, cv).ok());
+            cuda::RopePutCopy put;
+            put.dst = ToTv(gv);
+            for (int i = 0; i < 4; ++i) put.ne[i] = x.v.ne[i];
+            for (int64_t l = 0; l < cuda::RopeItems(tx); ++l) cuda::RopeThreadTo(tx, posp, ffp, args, l, put);
+            EXPECT_EQ(gpu.bytes, cpu_cache.bytes)
+                << "ROPE_CPY " << what << " into " << GgmlTypeName(ct) << (strided ? " (strided view)" : "");
+          }
+        }
+        if (HasFailure()) return;
+      }
+    }
+  }
 }
 
 }  // namespace

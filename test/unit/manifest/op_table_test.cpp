@@ -90,14 +90,15 @@ struct Expected {
 // comparison does not build, and ADD_ID and MUL_MAT_ID an I32 third source where its optional third
 // source is F32, so they are not judged here), and the ops where the backend accepts more. Ops
 // named in neither list are run by both, the table accepting the same queries or more.
-// Adding an op to a backend: remove it from its table_only list here. MUL_MAT_GLU, Stowage's fused
-// FFN-in, ROPE_SET_ROWS / ROPE_CPY, its fused K stores, and ALL_REDUCE, the sum over the MPI ranks
-// of a tensor split (CPU ranks only), have no CUDA kernel (the ggml-cuda table's default "supported"
-// accepts them; the fusion passes and the tensor split ask Stowage's CUDA table, which leaves them out).
+// Adding an op to a backend: remove it from its table_only list here. ALL_REDUCE, the sum over the
+// MPI ranks of a tensor split (CPU ranks only), has no CUDA kernel (the ggml-cuda table's default
+// "supported" accepts it; the tensor split asks Stowage's CUDA table, which leaves it out);
+// ROPE_SET_ROWS, a fused K store, needs its row-index source, which the compared queries do not
+// build (its CUDA kernel is checked by cuda_math_test).
 const char kGgmlCudaOnly[] =
     "ABS ADD1 ADD_ID ALL_REDUCE ARANGE ARGMAX CONV_TRANSPOSE_1D DIAG_MASK_INF ELU EXP GELU_QUICK GROUP_NORM "
-    "HARDSWISH IM2COL L2_NORM MEAN MUL_MAT_GLU MUL_MAT_ID NEG OUT_PROD PAD POOL_2D REGLU RELU "
-    "ROPE_CPY ROPE_SET_ROWS RWKV_WKV6 RWKV_WKV7 SET SOFTPLUS SQR SQRT SSM_CONV SSM_SCAN SUB TOP_K UPSCALE";
+    "HARDSWISH IM2COL L2_NORM MEAN MUL_MAT_ID NEG OUT_PROD PAD POOL_2D REGLU RELU "
+    "ROPE_SET_ROWS RWKV_WKV6 RWKV_WKV7 SET SOFTPLUS SQR SQRT SSM_CONV SSM_SCAN SUB TOP_K UPSCALE";
 // On the CPU, ALL_REDUCE is summed by the session over the transport (no backend kernel), and
 // ROPE_SET_ROWS needs its row-index source, which the compared queries do not build (its CPU
 // kernel is checked by cpu_rope_store_test).

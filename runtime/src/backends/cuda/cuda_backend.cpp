@@ -114,7 +114,8 @@ cudaError_t Memcpy2DPeerAsync(void* dst, int dst_dev, size_t dpitch, const void*
 /// Per-device execution state: stream, cuBLAS handle, growable scratch (stream-ordered reuse).
 struct DeviceCtx {
   // kMoe*: MUL_MAT_ID's batched path (its gathered src1, the experts' products, the pair list),
-  // apart from the slots of the MUL_MATs it runs on them.
+  // apart from the slots of the MUL_MATs it runs on them. kGluUp: MUL_MAT_GLU's up product (apart
+  // from the slots of its two MUL_MATs).
   enum {
     kConvX = 0,
     kDequantW = 1,
@@ -123,7 +124,8 @@ struct DeviceCtx {
     kMoeX = 4,
     kMoeOut = 5,
     kMoePairs = 6,
-    kSlots = 7
+    kGluUp = 7,
+    kSlots = 8
   };
   int device = 0;
   std::string name;
@@ -543,6 +545,7 @@ class CudaBackend final : public Backend {
 
  private:
   Status MulMat(DeviceCtx& ctx, const TensorView& a, const TensorView& b, const TensorView& d);
+  Status MulMatGlu(const NodeCall& c);
   Status MulMatSplit(CudaSplitBuffer& sb, const TensorView& a, const TensorView& b, const TensorView& d);
   Status MulMatId(const NodeCall& c);
   Result<DeviceCtx*> Peer(int device);
@@ -604,6 +607,97 @@ bool SinksFit(const TensorView& sinks, int64_t n_head) {
          sinks.ne[3] == 1 && sinks.nb[0] == 4;
 }
 
+/// SET_ROWS's shapes (ggml_set_rows): dst [ne0, rows, ne2, ne3] of the rows src, indices [ne1 of
+/// src, divisors of ne2, ne3, 1].
+bool SetRowsShapesFit(const TensorView& src, const TensorView& idx, const TensorView& d) {
+  return d.ne[0] == src.ne[0] && d.ne[2] == src.ne[2] && d.ne[3] == src.ne[3] && idx.ne[0] == src.ne[1] &&
+         idx.ne[3] == 1 && idx.ne[1] > 0 && idx.ne[2] > 0 && src.ne[2] % idx.ne[1] == 0 &&
+         src.ne[3] % idx.ne[2] == 0;
+}
+
+/// What a ROPE kernel launch takes besides its tensors.
+struct RopeLaunch {
+  cuda::RopeArgs args;
+  const int32_t* pos = nullptr;
+  const float* freq_factors = nullptr;  ///< nullptr for none
+};
+
+/// The ROPE of node c (ROPE, ROPE_SET_ROWS, ROPE_CPY): x = src0 F32, I32 positions src1 [>= ne2 of
+/// x], optional F32 freq factors at source `ff_src` [>= n_dims / 2], ROPE's parameters (normal or
+/// NEOX mode; CheckRopeDims against x.ne0), as the kernels take them (theta_scale and the YaRN
+/// correction dims computed here). Errors: kUnimplemented for other types or modes, kInvalidArgument
+/// for the dims and freq factors.
+Status RopeOf(const NodeCall& c, int ff_src, RopeLaunch* r) {
+  const TensorView& x = c.src[0];
+  const TensorView& pos = c.src[1];
+  const char* op = GgmlOpName(c.op);
+  STOWAGE_ASSIGN_OR_RETURN(const RopeParams rp, DecodeRope(c.params()));
+  if (x.type != GgmlType::F32 || pos.type != GgmlType::I32 || pos.ne[0] < x.ne[2] || pos.nb[0] != 4)
+    return Fail(op, "needs F32 src and I32 positions [>= ne2]", c);
+  if (rp.mode != 0 && rp.mode != 2)
+    return Fail(op, "mode " + std::to_string(rp.mode) + " is not supported (0 = normal, 2 = NEOX)", c);
+  if (Status dims = CheckRopeDims(rp, x.ne[0]); !dims.ok())
+    return InvalidArgument(dims.message() + " (node '" + c.name + "')");
+  r->pos = static_cast<const int32_t*>(pos.data);
+  r->freq_factors = nullptr;
+  if (c.has_src[ff_src] && c.src[ff_src].data != nullptr) {
+    const TensorView& ff = c.src[ff_src];
+    if (ff.type != GgmlType::F32 || ff.ne[0] < rp.n_dims / 2 || ff.nb[0] != 4)
+      return Bad(op, "freq_factors must be F32 [>= n_dims/2]", c);
+    r->freq_factors = static_cast<const float*>(ff.data);
+  }
+  r->args = cuda::ToRopeArgs(rp);
+  return Status::Ok();
+}
+
+/// CudaBackend::MulMat's checks of a product of weights a (a kernels' type, plain layout, rows
+/// contiguous whole blocks) and b (F32) into d (F32 [ne01, ne11, ne12, ne13], nb0 = 4) with
+/// ggml_mul_mat's broadcast; sizes within cuBLAS's int. `where` names the device (kUnimplemented for
+/// the weight type); kInvalidArgument naming the shapes otherwise.
+Status CheckMulMat(const std::string& where, const TensorView& a, const TensorView& b, const TensorView& d) {
+  auto fail = [&](const std::string& what) {
+    return InvalidArgument("MUL_MAT: " + what + " (src0 " + Shape(a) + ", src1 " + Shape(b) + ", dst " +
+                           Shape(d) + ")");
+  };
+  if (!cuda::KernelsCanDequantize(static_cast<int>(a.type)))
+    return Unimplemented(where + ": weights of type " + GgmlTypeName(a.type) +
+                         " are not supported by the CUDA backend");
+  if (b.type != GgmlType::F32 || d.type != GgmlType::F32) return fail("src1 and dst must be F32");
+  if (a.layout != cpu::kLayoutPlain) return fail("src0 must have the plain layout");
+  const int64_t K = a.ne[0], N = a.ne[1], M = b.ne[1];
+  if (b.ne[0] != K) return fail("src0 ne0 != src1 ne0");
+  if (d.ne[0] != N || d.ne[1] != M || d.ne[2] != b.ne[2] || d.ne[3] != b.ne[3])
+    return fail("dst shape is not [ne01, ne11, ne12, ne13]");
+  if (a.ne[2] <= 0 || a.ne[3] <= 0 || b.ne[2] % a.ne[2] != 0 || b.ne[3] % a.ne[3] != 0)
+    return fail("src1 ne2/ne3 must be multiples of src0's");
+  const auto& tr = GetTypeTraits(a.type);
+  if (K % tr.block_size != 0) return fail("ne00 must be a multiple of the block size");
+  // The kernels and cuBLAS read each src0 row as consecutive elements / blocks (the permuted K and V
+  // views of the KV cache keep nb0 = element size; only their nb1, nb2 differ).
+  if (a.nb[0] != tr.type_size) return fail("src0 rows must be contiguous (nb00 = type size)");
+  constexpr uint64_t kIntMax = 2147483647;
+  if (uint64_t(K) > kIntMax || uint64_t(N) > kIntMax || uint64_t(M) > kIntMax ||
+      uint64_t(a.nb[1] / tr.type_size) > kIntMax || uint64_t(b.nb[1] / 4) > kIntMax ||
+      uint64_t(d.nb[1] / 4) > kIntMax)
+    return fail("dimensions or row strides beyond cuBLAS's int range");
+  if (d.nb[0] != 4 || d.nb[1] % 4 != 0) return fail("dst must have nb0 = 4");
+  if (d.nelements() > 0 && (a.data == nullptr || b.data == nullptr || d.data == nullptr))
+    return fail("null data");
+  return Status::Ok();
+}
+
+/// b (F32) with contiguous rows (nb0 = 4, float-aligned strides) as a product reads it: b itself, or
+/// b gathered into ctx's kConvX slot (queued on ctx's stream).
+Result<TensorView> ContiguousRows(DeviceCtx& ctx, const TensorView& b, const std::string& where) {
+  if (b.nb[0] == 4 && b.nb[1] % 4 == 0 && b.nb[2] % 4 == 0 && b.nb[3] % 4 == 0) return b;
+  TensorView x = b;
+  STOWAGE_ASSIGN_OR_RETURN(void* p, ctx.Scratch(DeviceCtx::kConvX, static_cast<size_t>(b.nelements()) * 4));
+  x.data = p;
+  cpu::SetContiguousStrides(x);
+  STOWAGE_RETURN_IF_ERROR(CudaStatus(cuda::Cpy(ToTv(b), ToTv(x), ctx.stream), where + ": gathering src1"));
+  return x;
+}
+
 Status CudaBackend::Compute(const NodeCall& c) {
   STOWAGE_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ctx_->device), name_ + ": cudaSetDevice"));
   const TensorView& d = c.dst;
@@ -612,8 +706,11 @@ Status CudaBackend::Compute(const NodeCall& c) {
   const char* op = GgmlOpName(c.op);
   const bool f32_dst = d.type == GgmlType::F32;
   for (int i = 0; i < 4; ++i) {
-    if (c.has_src[i] && SplitOf(c.src[i].data) && !(c.op == GgmlOp::MUL_MAT && i == 0))
-      return Fail(op, "a row-split tensor can only be MUL_MAT's src0", c);
+    const bool weight =
+        (c.op == GgmlOp::MUL_MAT && i == 0) || (c.op == GgmlOp::MUL_MAT_GLU && (i == 0 || i == 2));
+    if (c.has_src[i] && SplitOf(c.src[i].data) && !weight)
+      return Fail(
+          op, "a row-split tensor can only be the weight of MUL_MAT (src0) or MUL_MAT_GLU (src0, src2)", c);
   }
   if (!CudaTableHasOp(c.op))  // the backend's op table (cuda_op_table.cpp): other ops are unimplemented
     return Unimplemented(name_ + ": op " + op + " (node '" + c.name +
@@ -648,6 +745,8 @@ Status CudaBackend::Compute(const NodeCall& c) {
       if (CudaSplitBuffer* sb = SplitOf(a.data)) return MulMatSplit(*sb, a, b, d);
       return MulMat(*ctx_, a, b, d);
     }
+    case GgmlOp::MUL_MAT_GLU:
+      return MulMatGlu(c);
     case GgmlOp::MUL_MAT_ID:
       return MulMatId(c);
     case GgmlOp::ADD:
@@ -693,8 +792,7 @@ Status CudaBackend::Compute(const NodeCall& c) {
       const bool i64 = b.type == GgmlType::I64;
       if (a.type != GgmlType::F32 || (b.type != GgmlType::I32 && !i64) || !IsFloatType(d.type))
         return Fail(op, "needs F32 rows, I32 or I64 indices and an F32, F16 or BF16 dst", c);
-      if (d.ne[0] != a.ne[0] || d.ne[2] != a.ne[2] || d.ne[3] != a.ne[3] || b.ne[0] != a.ne[1] ||
-          b.ne[3] != 1 || b.ne[1] <= 0 || b.ne[2] <= 0 || a.ne[2] % b.ne[1] != 0 || a.ne[3] % b.ne[2] != 0)
+      if (!SetRowsShapesFit(a, b, d))
         return Bad(op, "dst must be [ne0, rows, ne2, ne3] of src and the indices [ne1, divisors of ne2, ne3]",
                    c);
       e = cuda::SetRows(ToTv(a), ToTv(b), i64, ToTv(d), ctx_->stream);
@@ -795,30 +893,34 @@ Status CudaBackend::Compute(const NodeCall& c) {
       break;
     }
     case GgmlOp::ROPE: {
-      STOWAGE_ASSIGN_OR_RETURN(const RopeParams rp, DecodeRope(c.params()));
-      cuda::RopeArgs r;
-      r.n_dims = rp.n_dims;
-      r.mode = rp.mode;
-      r.n_offs = rp.n_offs;
-      r.freq_scale = rp.freq_scale;
-      r.ext_factor = rp.ext_factor;
-      r.attn_factor = rp.attn_factor;
-      if (a.type != GgmlType::F32 || !f32_dst || !SameShape(a, d) || b.type != GgmlType::I32 ||
-          b.ne[0] < a.ne[2] || b.nb[0] != 4)
-        return Fail(op, "needs F32 src/dst of equal shape and I32 positions [>= ne2]", c);
-      if (r.mode != 0 && r.mode != 2)
-        return Fail(op, "mode " + std::to_string(r.mode) + " is not supported (0 = normal, 2 = NEOX)", c);
-      if (Status dims = CheckRopeDims(rp, a.ne[0]); !dims.ok())
-        return InvalidArgument(dims.message() + " (node '" + c.name + "')");
-      const float* ff = nullptr;
-      if (c.has_src[2] && c.src[2].data != nullptr) {
-        if (c.src[2].type != GgmlType::F32 || c.src[2].ne[0] < r.n_dims / 2 || c.src[2].nb[0] != 4)
-          return Bad(op, "freq_factors must be F32 [>= n_dims/2]", c);
-        ff = static_cast<const float*>(c.src[2].data);
-      }
-      cuda::RopeCorrDims(r.n_dims, rp.n_ctx_orig, rp.freq_base, rp.beta_fast, rp.beta_slow, r.corr_dims);
-      r.theta_scale = cuda::RopeThetaScale(rp.freq_base, r.n_dims);
-      e = cuda::Rope(ToTv(a), static_cast<const int32_t*>(b.data), ff, ToTv(d), r, ctx_->stream);
+      if (!f32_dst || !SameShape(a, d)) return Fail(op, "needs F32 src/dst of equal shape", c);
+      RopeLaunch r;
+      STOWAGE_RETURN_IF_ERROR(RopeOf(c, 2, &r));
+      e = cuda::Rope(ToTv(a), r.pos, r.freq_factors, ToTv(d), r.args, ctx_->stream);
+      break;
+    }
+    case GgmlOp::ROPE_SET_ROWS: {  // the rotated rows [ne0 * ne1, ne2] of x stored as SET_ROWS stores them
+      const TensorView& idx = c.src[3];
+      RopeLaunch r;
+      STOWAGE_RETURN_IF_ERROR(RopeOf(c, 4, &r));
+      const bool i64 = idx.type == GgmlType::I64;
+      if ((idx.type != GgmlType::I32 && !i64) || !IsFloatType(d.type))
+        return Fail(op, "needs I32 or I64 indices and an F32, F16 or BF16 cache", c);
+      TensorView rows = a;
+      rows.ne[0] = a.ne[0] * a.ne[1];
+      rows.ne[1] = a.ne[2];
+      rows.ne[2] = 1;
+      if (a.ne[3] != 1 || !SetRowsShapesFit(rows, idx, d))
+        return Bad(op, "x must be [head_dim, n_head, n_tokens] and the cache [head_dim * n_head, rows]", c);
+      e = cuda::RopeSetRows(ToTv(a), r.pos, r.freq_factors, ToTv(idx), i64, ToTv(d), r.args, ctx_->stream);
+      break;
+    }
+    case GgmlOp::ROPE_CPY: {  // the rotated x copied element by element into the cache view
+      RopeLaunch r;
+      STOWAGE_RETURN_IF_ERROR(RopeOf(c, 3, &r));
+      if (!IsFloatType(d.type)) return Fail(op, "needs an F32, F16 or BF16 dst", c);
+      if (a.nelements() != d.nelements()) return Bad(op, "element counts differ", c);
+      e = cuda::RopeCpy(ToTv(a), r.pos, r.freq_factors, ToTv(d), r.args, ctx_->stream);
       break;
     }
     case GgmlOp::SOFT_MAX: {
@@ -898,45 +1000,13 @@ Status CudaBackend::Compute(const NodeCall& c) {
 
 Status CudaBackend::MulMat(DeviceCtx& ctx, const TensorView& a, const TensorView& b, const TensorView& d) {
   const std::string where = ctx.name + ": MUL_MAT";
-  auto fail = [&](const std::string& what) {
-    return InvalidArgument("MUL_MAT: " + what + " (src0 " + Shape(a) + ", src1 " + Shape(b) + ", dst " +
-                           Shape(d) + ")");
-  };
-  const int wt = static_cast<int>(a.type);
-  if (!cuda::KernelsCanDequantize(wt))
-    return Unimplemented(where + ": weights of type " + GgmlTypeName(a.type) +
-                         " are not supported by the CUDA backend");
-  if (b.type != GgmlType::F32 || d.type != GgmlType::F32) return fail("src1 and dst must be F32");
-  if (a.layout != cpu::kLayoutPlain) return fail("src0 must have the plain layout");
-  const int64_t K = a.ne[0], N = a.ne[1], M = b.ne[1];
-  if (b.ne[0] != K) return fail("src0 ne0 != src1 ne0");
-  if (d.ne[0] != N || d.ne[1] != M || d.ne[2] != b.ne[2] || d.ne[3] != b.ne[3])
-    return fail("dst shape is not [ne01, ne11, ne12, ne13]");
-  if (a.ne[2] <= 0 || a.ne[3] <= 0 || b.ne[2] % a.ne[2] != 0 || b.ne[3] % a.ne[3] != 0)
-    return fail("src1 ne2/ne3 must be multiples of src0's");
-  const auto& tr = GetTypeTraits(a.type);
-  if (K % tr.block_size != 0) return fail("ne00 must be a multiple of the block size");
-  // The kernels and cuBLAS read each src0 row as consecutive elements / blocks (the permuted K and V
-  // views of the KV cache keep nb0 = element size; only their nb1, nb2 differ).
-  if (a.nb[0] != tr.type_size) return fail("src0 rows must be contiguous (nb00 = type size)");
-  constexpr uint64_t kIntMax = 2147483647;
-  if (uint64_t(K) > kIntMax || uint64_t(N) > kIntMax || uint64_t(M) > kIntMax ||
-      uint64_t(a.nb[1] / tr.type_size) > kIntMax || uint64_t(b.nb[1] / 4) > kIntMax ||
-      uint64_t(d.nb[1] / 4) > kIntMax)
-    return fail("dimensions or row strides beyond cuBLAS's int range");
-  if (d.nb[0] != 4 || d.nb[1] % 4 != 0) return fail("dst must have nb0 = 4");
+  STOWAGE_RETURN_IF_ERROR(CheckMulMat(where, a, b, d));
   if (d.nelements() == 0) return Status::Ok();
-  if (a.data == nullptr || b.data == nullptr || d.data == nullptr) return fail("null data");
+  const int wt = static_cast<int>(a.type);
+  const int64_t K = a.ne[0], N = a.ne[1], M = b.ne[1];
   const int64_t ne12 = b.ne[2], ne13 = b.ne[3], r2 = ne12 / a.ne[2], r3 = ne13 / a.ne[3];
-
   // src1 with contiguous rows (nb10 == 4, float-aligned strides), else gathered.
-  TensorView x = b;
-  if (b.nb[0] != 4 || b.nb[1] % 4 != 0 || b.nb[2] % 4 != 0 || b.nb[3] % 4 != 0) {
-    STOWAGE_ASSIGN_OR_RETURN(void* p, ctx.Scratch(DeviceCtx::kConvX, static_cast<size_t>(b.nelements()) * 4));
-    x.data = p;
-    cpu::SetContiguousStrides(x);
-    STOWAGE_RETURN_IF_ERROR(CudaStatus(cuda::Cpy(ToTv(b), ToTv(x), ctx.stream), where + ": gathering src1"));
-  }
+  STOWAGE_ASSIGN_OR_RETURN(const TensorView x, ContiguousRows(ctx, b, where));
   if (cuda::IsQuantized(wt) && M <= 8) {
     return CudaStatus(cuda::MulMatVec(ToTv(a), ToTv(x), ToTv(d), ctx.stream),
                       where + ": mat-vec kernel launch");
@@ -999,6 +1069,54 @@ Status CudaBackend::MulMat(DeviceCtx& ctx, const TensorView& a, const TensorView
     }
   }
   return Status::Ok();
+}
+
+// MUL_MAT_GLU (Stowage's fused FFN-in): dst = GLU(MUL_MAT(gate, x), MUL_MAT(up, x)) with the GLU
+// its parameter names (SWIGLU or SILU then MUL: SILU(g) * u; GEGLU or GELU then MUL: GELU(g) * u,
+// cuda_math.h GluValue). Where MUL_MAT takes the quantized mat-vec (quantized weights, up to 8
+// columns, not row-split: token generation) one kernel computes both dots as MulMatVecK does and
+// stores their GLU (cuda::MulMatVecGlu). Otherwise the node runs the unfused sequence itself:
+// gate's MUL_MAT into dst, up's into the kGluUp scratch, the GLU over dst in place (GluOp), the same
+// kernels and cuBLAS calls as MUL_MAT, MUL_MAT, SWIGLU with the same shapes, so the same floats.
+// gate and up are of one type, shape and strides, both row-split (CUDA<i>_Split, MulMatSplit each)
+// or neither.
+Status CudaBackend::MulMatGlu(const NodeCall& c) {
+  const TensorView& gate = c.src[0];
+  const TensorView& x = c.src[1];
+  const TensorView& up = c.src[2];
+  const TensorView& d = c.dst;
+  const char* op = "MUL_MAT_GLU";
+  const std::string where = name_ + ": MUL_MAT_GLU (node '" + c.name + "')";
+  STOWAGE_ASSIGN_OR_RETURN(const MulMatGluParams p, DecodeMulMatGlu(c.params()));
+  const cuda::Glu glu = p.glu == MulMatGluKind::kSwiGlu || p.glu == MulMatGluKind::kSiluMul
+                            ? cuda::Glu::kSwiglu
+                            : cuda::Glu::kGeglu;
+  bool same_layout = up.type == gate.type && up.layout == gate.layout && SameShape(up, gate);
+  for (int i = 0; i < 4; ++i) same_layout = same_layout && up.nb[i] == gate.nb[i];
+  if (!same_layout) return Bad(op, "up must have gate's type, layout, shape and strides", c);
+  CudaSplitBuffer* gate_split = SplitOf(gate.data);
+  CudaSplitBuffer* up_split = SplitOf(up.data);
+  if ((gate_split == nullptr) != (up_split == nullptr))
+    return Fail(op, "gate and up must both be row-split or neither", c);
+  if (gate_split == nullptr) {
+    STOWAGE_RETURN_IF_ERROR(CheckMulMat(where, gate, x, d));
+    if (d.nelements() == 0) return Status::Ok();
+    if (cuda::IsQuantized(static_cast<int>(gate.type)) && x.ne[1] <= 8) {
+      STOWAGE_ASSIGN_OR_RETURN(const TensorView xc, ContiguousRows(*ctx_, x, where));
+      return CudaStatus(cuda::MulMatVecGlu(glu, ToTv(gate), ToTv(up), ToTv(xc), ToTv(d), ctx_->stream),
+                        where + ": mat-vec kernel launch");
+    }
+  }
+  if (d.nelements() == 0) return Status::Ok();
+  TensorView u = d;  // up's product: contiguous F32 of dst's shape
+  STOWAGE_ASSIGN_OR_RETURN(void* up_data,
+                           ctx_->Scratch(DeviceCtx::kGluUp, static_cast<size_t>(d.nelements()) * 4));
+  u.type = GgmlType::F32;
+  u.data = up_data;
+  cpu::SetContiguousStrides(u);
+  STOWAGE_RETURN_IF_ERROR(gate_split ? MulMatSplit(*gate_split, gate, x, d) : MulMat(*ctx_, gate, x, d));
+  STOWAGE_RETURN_IF_ERROR(up_split ? MulMatSplit(*up_split, up, x, u) : MulMat(*ctx_, up, x, u));
+  return CudaStatus(cuda::GluOp(glu, ToTv(d), ToTv(u), ToTv(d), ctx_->stream), where + ": GLU kernel launch");
 }
 
 // MUL_MAT_ID (ggml_mul_mat_id): as [K, N, n_expert], b [K, ne11, n_tokens] F32, ids I32 [n_used,

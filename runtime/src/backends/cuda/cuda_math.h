@@ -425,6 +425,25 @@ STOWAGE_HD float Gelu(float x) {
   return H2F(F2H(y));
 }
 
+// ---- SET_ROWS's destination (SET_ROWS and the fused ROPE_SET_ROWS) ----------------------------
+
+/// Where SET_ROWS stores element i (ggml order) of its rows src [ne0, n, ne2, ne3]: dst[i0, r, i2,
+/// i3] with r = idx[i1, i2 % idx.ne1, i3 % idx.ne2] (I32 or I64, `idx_i64`); nullptr for r outside
+/// [0, dst.ne1) (nothing is written).
+STOWAGE_HD uint8_t* SetRowsTarget(const Tv& idx, bool idx_i64, const Tv& dst, const int64_t i[4]) {
+  const uint8_t* ip = At(idx, i[1], i[2] % idx.ne[1], i[3] % idx.ne[2], 0);
+  int64_t r;
+  if (idx_i64) {
+    memcpy(&r, ip, 8);
+  } else {
+    int32_t r32;
+    memcpy(&r32, ip, 4);
+    r = r32;
+  }
+  if (r < 0 || r >= dst.ne[1]) return nullptr;
+  return At(dst, i[0], r, i[2], i[3]);
+}
+
 // ---- ROPE ---------------------------------------------------------------------------------------
 
 /// ggml_rope_yarn_corr_dims (ggml.c): the YaRN ramp's first and last rotated pair (host only).
@@ -473,10 +492,13 @@ STOWAGE_HD int64_t RopeItems(const Tv& src) {
 
 /// ROPE thread l (< RopeItems): rotates one pair of one row (pair ip = i0/2 - n_offs/2 of the
 /// rotated dims [n_offs, n_offs + n_dims): normal (n_offs + 2 ip, n_offs + 2 ip + 1), NEOX
-/// (n_offs + ip, n_offs + ip + n_dims/2)) or copies the pair (i0, i0 + 1) outside them. dst may
-/// alias src.
-STOWAGE_HD void RopeThread(const Tv& src, const int32_t* pos, const float* ff, const Tv& dst,
-                           const RopeArgs& p, int64_t l) {
+/// (n_offs + ip, n_offs + ip + n_dims/2)) or copies the pair (i0, i0 + 1) outside them, handing each
+/// value with its position in src to put(i0, i1, i2, i3, value) after both are computed (so the
+/// destination may alias src). ROPE puts them into its dst (RopeThread); the fused K stores put them
+/// where SET_ROWS or CPY would put ROPE's result (RopePutRows, RopePutCopy), the same floats.
+template <typename Put>
+STOWAGE_HD void RopeThreadTo(const Tv& src, const int32_t* pos, const float* ff, const RopeArgs& p, int64_t l,
+                             const Put& put) {
   const int64_t half = src.ne[0] / 2 + src.ne[0] % 2;
   const int64_t ip = l % half;
   int64_t r = l / half;
@@ -485,10 +507,8 @@ STOWAGE_HD void RopeThread(const Tv& src, const int32_t* pos, const float* ff, c
   const int64_t i2 = r % src.ne[2], i3 = r / src.ne[2];
   const int64_t i0 = 2 * ip;
   const uint8_t* s = At(src, 0, i1, i2, i3);
-  uint8_t* d = At(dst, 0, i1, i2, i3);
   if (i0 < p.n_offs || i0 >= p.n_offs + p.n_dims) {
-    for (int64_t k = i0; k < i0 + 2 && k < src.ne[0]; ++k)
-      StoreF32(d + k * dst.nb[0], LoadF32(s + k * src.nb[0]));
+    for (int64_t k = i0; k < i0 + 2 && k < src.ne[0]; ++k) put(k, i1, i2, i3, LoadF32(s + k * src.nb[0]));
     return;
   }
   const int64_t ir = ip - p.n_offs / 2;  // the pair within the rotated dims
@@ -500,9 +520,52 @@ STOWAGE_HD void RopeThread(const Tv& src, const int32_t* pos, const float* ff, c
   const float x0 = LoadF32(s + a * src.nb[0]), x1 = LoadF32(s + b * src.nb[0]);
   // The CPU backend's (and llama.cpp's CPU) contraction: y0 = fma(x0, cos, -(x1 sin)),
   // y1 = fma(x0, sin, x1 cos).
-  StoreF32(d + a * dst.nb[0], fmaf(x0, c, -MulRn(x1, sn)));
-  StoreF32(d + b * dst.nb[0], fmaf(x0, sn, MulRn(x1, c)));
+  const float y0 = fmaf(x0, c, -MulRn(x1, sn)), y1 = fmaf(x0, sn, MulRn(x1, c));
+  put(a, i1, i2, i3, y0);
+  put(b, i1, i2, i3, y1);
 }
+
+/// RopeThreadTo's put for ROPE: the F32 element of dst at the value's position.
+struct RopePutTensor {
+  Tv dst;
+  STOWAGE_HD void operator()(int64_t i0, int64_t i1, int64_t i2, int64_t i3, float v) const {
+    StoreF32(At(dst, i0, i1, i2, i3), v);
+  }
+};
+
+/// ROPE thread l (RopeThreadTo) into dst (F32, src's shape; may alias src).
+STOWAGE_HD void RopeThread(const Tv& src, const int32_t* pos, const float* ff, const Tv& dst,
+                           const RopeArgs& p, int64_t l) {
+  RopeThreadTo(src, pos, ff, p, l, RopePutTensor{dst});
+}
+
+/// RopeThreadTo's put for ROPE_SET_ROWS (Stowage's fused K store of llama.cpp 2026,
+/// llama_kv_cache::cpy_k): ROPE's element (i0, i1, i2) of x [head_dim, n_head, n_tokens] is element
+/// (i1 * head_dim + i0, i2) of the rows [head_dim * n_head, n_tokens] that SET_ROWS stores into
+/// dst (SetRowsTarget: row idx[i2]; an index outside dst writes nothing), converted to dst's type
+/// (F32, F16 or BF16) as SET_ROWS converts it.
+struct RopePutRows {
+  Tv idx, dst;
+  bool idx_i64 = false;
+  int64_t head_dim = 0;
+  STOWAGE_HD void operator()(int64_t i0, int64_t i1, int64_t i2, int64_t, float v) const {
+    const int64_t i[4] = {i1 * head_dim + i0, i2, 0, 0};
+    if (uint8_t* o = SetRowsTarget(idx, idx_i64, dst, i)) StoreF(dst.type, o, v);
+  }
+};
+
+/// RopeThreadTo's put for ROPE_CPY (Stowage's fused K store of Feb 2025, a CPY into a view of the
+/// cache): ROPE's element at flat index l of x's shape `ne` (ggml order) goes to flat element l of
+/// dst (any strides; F32, F16 or BF16), as CpyElement copies ROPE's result.
+struct RopePutCopy {
+  Tv dst;
+  int64_t ne[4] = {1, 1, 1, 1};  ///< x's (ROPE's result's) shape
+  STOWAGE_HD void operator()(int64_t i0, int64_t i1, int64_t i2, int64_t i3, float v) const {
+    int64_t j[4];
+    Unravel(i0 + ne[0] * (i1 + ne[1] * (i2 + ne[2] * i3)), dst.ne, j);
+    StoreF(dst.type, At(dst, j[0], j[1], j[2], j[3]), v);
+  }
+};
 
 // ---- norms, softmax -----------------------------------------------------------------------------
 
@@ -761,15 +824,19 @@ STOWAGE_HD void UnaryElement(Unary op, const Tv& a, const Tv& d, float p0, float
   StoreF32(At(d, i[0], i[1], i[2], i[3]), y);
 }
 
+/// The GLU of gate g and value v: SILU(g) * v (SWIGLU, and Feb 2025's MUL(SILU(g), v), the same
+/// two float roundings) or GELU(g) * v (GEGLU, MUL(GELU(g), v)).
+STOWAGE_HD float GluValue(Glu op, float g, float v) { return (op == Glu::kSwiglu ? Silu(g) : Gelu(g)) * v; }
+
 /// SWIGLU / GEGLU element l of d: split form (b.data != nullptr) or fused (gate = first half of a's
-/// row, value = second half).
+/// row, value = second half). d may be a (MUL_MAT_GLU's GLU over the gate product in dst).
 STOWAGE_HD void GluElement(Glu op, const Tv& a, const Tv& b, const Tv& d, int64_t l) {
   int64_t i[4];
   Unravel(l, d.ne, i);
   const float g = LoadF32(At(a, i[0], i[1], i[2], i[3]));
   const float v =
       b.data ? LoadF32(At(b, i[0], i[1], i[2], i[3])) : LoadF32(At(a, i[0] + d.ne[0], i[1], i[2], i[3]));
-  StoreF32(At(d, i[0], i[1], i[2], i[3]), (op == Glu::kSwiglu ? Silu(g) : Gelu(g)) * v);
+  StoreF32(At(d, i[0], i[1], i[2], i[3]), GluValue(op, g, v));
 }
 
 /// SWIGLU_OAI element l of d (ggml_swiglu_oai, split form; cpu::SwiGluOai's formula): x = min(a,
@@ -816,17 +883,9 @@ STOWAGE_HD void ConcatElement(const Tv& a, const Tv& b, const Tv& d, int dim, in
 STOWAGE_HD bool SetRowsElement(const Tv& src, const Tv& idx, bool idx_i64, const Tv& dst, int64_t l) {
   int64_t i[4];
   Unravel(l, src.ne, i);
-  const uint8_t* ip = At(idx, i[1], i[2] % idx.ne[1], i[3] % idx.ne[2], 0);
-  int64_t r;
-  if (idx_i64) {
-    memcpy(&r, ip, 8);
-  } else {
-    int32_t r32;
-    memcpy(&r32, ip, 4);
-    r = r32;
-  }
-  if (r < 0 || r >= dst.ne[1]) return false;
-  StoreF(dst.type, At(dst, i[0], r, i[2], i[3]), LoadF32(At(src, i[0], i[1], i[2], i[3])));
+  uint8_t* o = SetRowsTarget(idx, idx_i64, dst, i);
+  if (o == nullptr) return false;
+  StoreF(dst.type, o, LoadF32(At(src, i[0], i[1], i[2], i[3])));
   return true;
 }
 

@@ -12,6 +12,7 @@ std::vector<OpRule> CudaOpRules(const std::vector<GgmlType>& weight_types,
   const TensorConstraint f32 = OfTypes({T::F32});
   const TensorConstraint f32_opt = OfTypes({T::F32}, true);
   const TensorConstraint kv = OfTypes({T::F32, T::F16, T::BF16, T::Q8_0, T::Q4_0});
+  const TensorConstraint plain_float = OfTypes({T::F32, T::F16, T::BF16});
   const char* kOps = "runtime/src/backends/cuda/cuda_backend.cpp";
   TensorConstraint experts = OfTypes(weight_types);
   experts.contiguous = true;  // CudaBackend::MulMatId: each expert's matrix at its nb[2]
@@ -21,8 +22,16 @@ std::vector<OpRule> CudaOpRules(const std::vector<GgmlType>& weight_types,
       AcceptRule({O::RMS_NORM, O::NORM, O::SCALE, O::SILU, O::GELU, O::TANH, O::SIGMOID, O::FILL, O::CLAMP},
                  {f32}, {T::F32}, 0, kOps),
       AcceptRule({O::ADD, O::MUL, O::DIV}, {f32, OfTypes({T::F32, T::F16})}, {T::F32}, 0, kOps),
-      // Stowage's fused ops (the compiler's passes make them where this table has them).
+      // Stowage's fused ops (the compiler's passes make them where this table has them): the norm
+      // with its weight, the FFN-in (CudaBackend::MulMatGlu), ROPE with the K store into a plain
+      // float cache (cuda::RopeSetRows / RopeCpy; quantized caches keep ROPE and the CPY).
       AcceptRule({O::RMS_NORM_MUL}, {f32, OfTypes({T::F32, T::F16})}, {T::F32}, 0, kOps),
+      AcceptRule({O::MUL_MAT_GLU}, {OfTypes(weight_types), f32, OfTypes(weight_types)}, {T::F32}, 0, kOps),
+      AcceptRule({O::ROPE_SET_ROWS},
+                 {f32, OfTypes({T::I32}), plain_float, OfTypes({T::I64, T::I32}), f32_opt},
+                 {T::F32, T::F16, T::BF16}, 0, kOps),
+      AcceptRule({O::ROPE_CPY}, {f32, OfTypes({T::I32}), plain_float, f32_opt}, {T::F32, T::F16, T::BF16}, 0,
+                 kOps),
       AcceptRule({O::SWIGLU, O::GEGLU}, {f32, f32_opt}, {T::F32}, 0, kOps),
       AcceptRule({O::ROPE}, {f32, OfTypes({T::I32}), f32_opt}, {T::F32}, 0, kOps),
       AcceptRule({O::SOFT_MAX}, {f32, OfTypes({T::F16, T::F32}, true), f32_opt}, {T::F32}, 0, kOps),

@@ -21,6 +21,10 @@ namespace stowage::exec {
 ///   RMS_NORM, NORM, SCALE, SILU, GELU, TANH, SIGMOID, FILL, CLAMP: F32 src and dst;
 ///   ADD, MUL, DIV: F32 src0 and dst, F32 or F16 src1;
 ///   RMS_NORM_MUL (Stowage's fused RMS_NORM + MUL): F32 src0 and dst, F32 or F16 weight;
+///   MUL_MAT_GLU (Stowage's fused FFN-in): gate and up of `weight_types`, F32 x and dst;
+///   ROPE_SET_ROWS (fused ROPE + SET_ROWS): F32 x, I32 positions, an F32, F16 or BF16 cache and dst,
+///   I64 or I32 indices, optional F32 freq factors; ROPE_CPY (fused ROPE + CPY): the same without
+///   the indices;
 ///   SWIGLU, GEGLU: F32 src0 and dst, optional F32 src1 (split form);
 ///   ROPE: F32 x and dst, I32 positions, optional F32 freq factors;
 ///   SOFT_MAX: F32 src and dst, optional F16 or F32 mask, optional F32 sinks;

@@ -114,9 +114,12 @@ __global__ void MoeScatterK(Tv out, const int32_t* pairs, int64_t n_used, Tv d, 
   if (l < n) MoeScatterElement(out, pairs, n_used, d, l);
 }
 
-__global__ void RopeK(Tv src, const int32_t* pos, const float* ff, Tv dst, RopeArgs p, int64_t n) {
+// ROPE (put = RopePutTensor) and the fused K stores ROPE_SET_ROWS (RopePutRows) and ROPE_CPY
+// (RopePutCopy): one thread per pair (RopeThreadTo), the same rotation wherever its values go.
+template <typename Put>
+__global__ void RopeK(Tv src, const int32_t* pos, const float* ff, RopeArgs p, Put put, int64_t n) {
   const int64_t l = GlobalThread();
-  if (l < n) RopeThread(src, pos, ff, dst, p, l);
+  if (l < n) RopeThreadTo(src, pos, ff, p, l, put);
 }
 
 __global__ void CpyK(Tv src, Tv dst, int64_t n) {
@@ -285,6 +288,12 @@ __global__ void __launch_bounds__(kFaWarps * 32)
 
 // ---- quantized mat-vec (MulMatVecLane, then a warp sum) -------------------------------------------
 
+// The xor-butterfly sum of a full warp's values (every lane gets the same bits).
+__device__ __forceinline__ float WarpSum(float s) {
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+  return s;
+}
+
 template <int T>
 __global__ void MulMatVecK(Tv w, Tv x, Tv d, int64_t y0, int64_t z0) {
   const int lane = threadIdx.x % 32;
@@ -297,9 +306,29 @@ __global__ void MulMatVecK(Tv w, Tv x, Tv d, int64_t y0, int64_t z0) {
   const int ncols = int(rest < kMmvCols ? rest : kMmvCols);
   const int64_t i12 = z % d.ne[2], i13 = z / d.ne[2];
   for (int c = 0; c < ncols; ++c) {
-    float s = acc[c];
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+    const float s = WarpSum(acc[c]);
     if (lane == 0) StoreF32(At(d, n, m0 + c, i12, i13), s);
+  }
+}
+
+// MUL_MAT_GLU's mat-vec: warp n sums gate row n's and up row n's dots exactly as MulMatVecK sums a
+// MUL_MAT's (MulMatVecLane, WarpSum), and lane 0 stores their GluValue: the floats the unfused
+// MulMatVecK, MulMatVecK, GluK sequence stores, without writing the two products out.
+template <int T>
+__global__ void MulMatVecGluK(Tv gate, Tv up, Tv x, Tv d, Glu op, int64_t y0, int64_t z0) {
+  const int lane = threadIdx.x % 32;
+  const int64_t n = int64_t(blockIdx.x) * kMmvWarps + threadIdx.x / 32;
+  if (n >= gate.ne[1]) return;  // whole warps leave together
+  const int64_t m0 = (y0 + blockIdx.y) * kMmvCols, z = z0 + blockIdx.z;
+  float g[kMmvCols], u[kMmvCols];
+  MulMatVecLane<T>(gate, x, d, n, m0, z, lane, g);
+  MulMatVecLane<T>(up, x, d, n, m0, z, lane, u);
+  const int64_t rest = x.ne[1] - m0;
+  const int ncols = int(rest < kMmvCols ? rest : kMmvCols);
+  const int64_t i12 = z % d.ne[2], i13 = z / d.ne[2];
+  for (int c = 0; c < ncols; ++c) {
+    const float gs = WarpSum(g[c]), us = WarpSum(u[c]);
+    if (lane == 0) StoreF32(At(d, n, m0 + c, i12, i13), GluValue(op, gs, us));
   }
 }
 
@@ -307,6 +336,14 @@ cudaError_t LaunchMulMatVec(const Tv& w, const Tv& x, const Tv& d, dim3 grid, in
                             cudaStream_t stream) {
   // clang-format off
   STOWAGE_DISPATCH_TYPE(w.type, MulMatVecK, grid, kMmvWarps * 32, 0, stream>>>(w, x, d, y0, z0))
+  // clang-format on
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchMulMatVecGlu(Glu op, const Tv& gate, const Tv& up, const Tv& x, const Tv& d, dim3 grid,
+                               int64_t y0, int64_t z0, cudaStream_t stream) {
+  // clang-format off
+  STOWAGE_DISPATCH_TYPE(gate.type, MulMatVecGluK, grid, kMmvWarps * 32, 0, stream>>>(gate, up, x, d, op, y0, z0))
   // clang-format on
   return cudaGetLastError();
 }
@@ -325,8 +362,7 @@ __global__ void MulMatVecIdK(Tv as, Tv b, Tv ids, Tv d, int64_t t0) {
   }
   float acc[kMmvCols];
   MulMatVecLane<T>(w, x, o, n, 0, 0, lane, acc);
-  float sum = acc[0];
-  for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, off);
+  const float sum = WarpSum(acc[0]);
   if (lane == 0) StoreF32(At(o, n, 0, 0, 0), sum);
 }
 
@@ -500,14 +536,40 @@ cudaError_t RmsNormMul(const Tv& a, const Tv& w, const Tv& dst, float eps, cudaS
   return cudaGetLastError();
 }
 
-cudaError_t Rope(const Tv& src, const int32_t* pos, const float* freq_factors, const Tv& dst,
-                 const RopeArgs& a, cudaStream_t stream) {
+namespace {
+template <typename Put>
+cudaError_t LaunchRope(const Tv& src, const int32_t* pos, const float* freq_factors, const RopeArgs& a,
+                       const Put& put, cudaStream_t stream) {
   const int64_t n = RopeItems(src);
   if (n == 0) return cudaSuccess;
   const unsigned g = Blocks(n, kThreads);
   if (g == 0) return cudaErrorInvalidConfiguration;
-  RopeK<<<g, kThreads, 0, stream>>>(src, pos, freq_factors, dst, a, n);
+  RopeK<Put><<<g, kThreads, 0, stream>>>(src, pos, freq_factors, a, put, n);
   return cudaGetLastError();
+}
+}  // namespace
+
+cudaError_t Rope(const Tv& src, const int32_t* pos, const float* freq_factors, const Tv& dst,
+                 const RopeArgs& a, cudaStream_t stream) {
+  return LaunchRope(src, pos, freq_factors, a, RopePutTensor{dst}, stream);
+}
+
+cudaError_t RopeSetRows(const Tv& src, const int32_t* pos, const float* freq_factors, const Tv& idx,
+                        bool idx_i64, const Tv& dst, const RopeArgs& a, cudaStream_t stream) {
+  RopePutRows put;
+  put.idx = idx;
+  put.dst = dst;
+  put.idx_i64 = idx_i64;
+  put.head_dim = src.ne[0];
+  return LaunchRope(src, pos, freq_factors, a, put, stream);
+}
+
+cudaError_t RopeCpy(const Tv& src, const int32_t* pos, const float* freq_factors, const Tv& dst,
+                    const RopeArgs& a, cudaStream_t stream) {
+  RopePutCopy put;
+  put.dst = dst;
+  for (int i = 0; i < 4; ++i) put.ne[i] = src.ne[i];
+  return LaunchRope(src, pos, freq_factors, a, put, stream);
 }
 
 cudaError_t SoftMax(const Tv& src, const Tv& mask, const float* sinks, const Tv& dst, float scale,
@@ -557,6 +619,22 @@ cudaError_t MulMatVec(const Tv& w, const Tv& x, const Tv& dst, cudaStream_t stre
                            if (err == cudaSuccess)
                              err = LaunchMulMatVec(w, x, dst, dim3(unsigned(gx), unsigned(gy), unsigned(gz)),
                                                    y0, z0, stream);
+                         });
+  return err;
+}
+
+cudaError_t MulMatVecGlu(Glu op, const Tv& gate, const Tv& up, const Tv& x, const Tv& dst,
+                         cudaStream_t stream) {
+  if (Nelements(dst) == 0) return cudaSuccess;
+  const int64_t gx_needed = (gate.ne[1] + kMmvWarps - 1) / kMmvWarps;
+  if (gx_needed > kMaxGridX) return cudaErrorInvalidConfiguration;
+  cudaError_t err = cudaSuccess;
+  ForEachMulMatVecLaunch(gate.ne[1], x.ne[1], dst.ne[2] * dst.ne[3],
+                         [&](int64_t gx, int64_t gy, int64_t gz, int64_t y0, int64_t z0) {
+                           if (err == cudaSuccess)
+                             err = LaunchMulMatVecGlu(op, gate, up, x, dst,
+                                                      dim3(unsigned(gx), unsigned(gy), unsigned(gz)), y0, z0,
+                                                      stream);
                          });
   return err;
 }

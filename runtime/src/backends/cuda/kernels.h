@@ -67,6 +67,18 @@ cudaError_t RmsNormMul(const Tv& a, const Tv& w, const Tv& dst, float eps, cudaS
 /// ROPE: pos I32 [>= ne2] on the device; freq_factors F32 [>= n_dims/2] or nullptr.
 cudaError_t Rope(const Tv& src, const int32_t* pos, const float* freq_factors, const Tv& dst,
                  const RopeArgs& a, cudaStream_t stream);
+/// ROPE_SET_ROWS (Stowage's fused ROPE + SET_ROWS, llama.cpp 2026's K store): ROPE of src F32
+/// [head_dim, n_head, n_tokens] (pos, freq_factors and `a` as Rope), each rotated element written
+/// where SET_ROWS of the rotated rows [head_dim * n_head, n_tokens] at idx (I32 or I64, `idx_i64`,
+/// on the device) writes it into dst (F32, F16 or BF16: cuda_math.h RopePutRows); nothing of src
+/// is written out. An index outside dst's rows writes nothing (as SetRows).
+cudaError_t RopeSetRows(const Tv& src, const int32_t* pos, const float* freq_factors, const Tv& idx,
+                        bool idx_i64, const Tv& dst, const RopeArgs& a, cudaStream_t stream);
+/// ROPE_CPY (Stowage's fused ROPE + CPY, Feb 2025's K store): ROPE of src F32 (as Rope), element l
+/// of the result (ggml order) written to element l of dst (F32, F16 or BF16, any strides, as many
+/// elements: cuda_math.h RopePutCopy).
+cudaError_t RopeCpy(const Tv& src, const int32_t* pos, const float* freq_factors, const Tv& dst,
+                    const RopeArgs& a, cudaStream_t stream);
 /// SOFT_MAX_EXT: mask.data == nullptr for none; mask F16 or F32 broadcast over dims 2 and 3;
 /// sinks (ggml_soft_max_add_sinks) F32 [ne2] on the device or nullptr.
 cudaError_t SoftMax(const Tv& src, const Tv& mask, const float* sinks, const Tv& dst, float scale,
@@ -88,6 +100,13 @@ cudaError_t Cpy(const Tv& src, const Tv& dst, cudaStream_t stream);
 /// weight row computes up to 8 columns m at once; grid.y covers the columns, grid.z the batch, in
 /// several launches when either exceeds 65535 (ForEachMulMatVecLaunch).
 cudaError_t MulMatVec(const Tv& w, const Tv& x, const Tv& dst, cudaStream_t stream);
+/// MUL_MAT_GLU's mat-vec (Stowage's fused FFN-in, token generation): dst[n, m, i12, i13] =
+/// GluValue(op, MulMatVec's dot of gate row n, MulMatVec's dot of up row n) with x row (m, i12,
+/// i13); gate and up of one quantized type, shape and strides (MulMatVec's w), x and dst as
+/// MulMatVec's. The same floats as MulMatVec into two products, then GluOp, in one launch per grid
+/// piece (ForEachMulMatVecLaunch).
+cudaError_t MulMatVecGlu(Glu op, const Tv& gate, const Tv& up, const Tv& x, const Tv& dst,
+                         cudaStream_t stream);
 /// MUL_MAT_ID for few tokens (cuda_math.h MulMatIdVecViews): dst [N, n_used, n_tokens] = for each
 /// slot s and token t the mat-vec of expert ids[s, t] (ids I32 on the device) of as [K, N, n_expert]
 /// (any kernels' type, rows contiguous) with b[:, s % ne11, t] (b.nb[0] == 4). One warp per weight
