@@ -333,6 +333,15 @@ int BuildSoftCap(GraphBuilder& b, int x, float cap, const char* scaled, const ch
 /// the caches viewed per stream (view_4d) and permuted (build_attn_mha).
 int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, int v_cur, int q_cur,
             int kq_mask, float kq_scale, int il, int sinks = -1);
+/// llama.cpp 2026 llama_kv_cache::cpy_k / cpy_v: SET_ROWS of the ubatch's K rows (k_cur
+/// [n_embd_head_k, n_head_kv, n_tokens], contiguous) into cache `kcache` (a leaf of the
+/// cache_k_l<il> global, kv_cells rows of n_embd_k_gqa) at the cells of the "attn_inp_k_idxs" input
+/// (I64 [n_tokens], "_swa" for the SWA cache; filled by the runtime with the ubatch's cells), then V
+/// (v_cur heads [n_embd_head_v, n_head_kv, n_tokens], contiguous or a view of wider rows) into
+/// `vcache` at "attn_inp_v_idxs": rows with flash attention, else element by element into the
+/// transposed cache (one index per element). `vcache` -1: K only (MLA's one cache).
+void BuildKvStoreSetRows(GraphBuilder& b, const ModelGraphs& m, int kcache, int vcache, int k_cur, int v_cur,
+                         bool swa_cache, int64_t kv_cells);
 /// The q, k, v projections of build_llama / build_gemma / build_qwen2 in this order:
 /// BuildMatMulBias(wq, bq) "Qcur", (wk, bk) "Kcur", (wv, bv) "Vcur" of `cur` (a bias of -1: none).
 void BuildQkv(GraphBuilder& b, const LayerWeights& l, int cur, int il, int* q, int* k, int* v);

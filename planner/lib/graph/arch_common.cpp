@@ -493,11 +493,10 @@ int KvIdxsInput(GraphBuilder& b, const std::string& name, DimExpr ne0) {
   return id >= 0 ? id : b.Input(name, GgmlType::I64, {ne0, kC1, kC1, kC1});
 }
 
-/// llama.cpp 2026 llama_kv_cache::cpy_k / cpy_v: SET_ROWS of the ubatch's K / V rows into the cache
-/// at the cells of the index inputs (filled by the runtime with the ubatch's slot); without flash
-/// attention V is stored element by element into the transposed cache.
+}  // namespace
+
 void BuildKvStoreSetRows(GraphBuilder& b, const ModelGraphs& m, int kcache, int vcache, int k_cur, int v_cur,
-                         bool swa_cache, int64_t kv_cells, int il) {
+                         bool swa_cache, int64_t kv_cells) {
   const HParams& hp = m.hp;
   const int64_t n_k = hp.n_embd_k_gqa(), n_v = hp.n_embd_v_gqa();
   const bool fa = m.cfg.flash_attn;
@@ -505,21 +504,27 @@ void BuildKvStoreSetRows(GraphBuilder& b, const ModelGraphs& m, int kcache, int 
   // build_input_k_idxs / build_input_v_idxs: a cell index per token, per V element without flash
   // attention (the V cache is transposed: element j of token i goes to j * kv_size + cell).
   const int k_idxs = KvIdxsInput(b, "attn_inp_k_idxs" + sfx, kT);
-  const int v_idxs = KvIdxsInput(b, "attn_inp_v_idxs" + sfx, fa ? kT : DimExpr::Tokens(n_v));
+  const int v_idxs =
+      vcache >= 0 ? KvIdxsInput(b, "attn_inp_v_idxs" + sfx, fa ? kT : DimExpr::Tokens(n_v)) : -1;
   const int k_rows = b.Reshape(kcache, {K(n_k), K(kv_cells), kC1, kC1});
   b.Expand(b.SetRows(k_rows, b.Reshape(k_cur, {K(n_k), kT, kC1, kC1}), k_idxs));
+  if (vcache < 0) return;
+  // V heads that are a view of wider rows (phi3's fused attn_qkv): cpy_v's 2-D view of them (the
+  // rows at the view's stride) with flash attention, else ggml_cont_2d.
+  const bool v_view = b[v_cur].op == GgmlOp::VIEW;
   if (fa) {
     const int v_rows = b.Reshape(vcache, {K(n_v), K(kv_cells), kC1, kC1});
-    b.Expand(b.SetRows(v_rows, b.Reshape(v_cur, {K(n_v), kT, kC1, kC1}), v_idxs));
+    const int v_src = v_view ? b.View2d(v_cur, K(n_v), kT, b[v_cur].view_nb[1], DimExpr{})
+                             : b.Reshape(v_cur, {K(n_v), kT, kC1, kC1});
+    b.Expand(b.SetRows(v_rows, v_src, v_idxs));
   } else {
     const int v_elems = b.Reshape(vcache, {kC1, K(n_v * kv_cells), kC1, kC1});
-    const int v_flat =
-        b.Reshape(b.Reshape(v_cur, {K(n_v), kT, kC1, kC1}), {kC1, DimExpr::Tokens(n_v), kC1, kC1});
+    const Shape rows = {K(n_v), kT, kC1, kC1};
+    const int v_flat = b.Reshape(v_view ? b.Cont(v_cur, rows) : b.Reshape(v_cur, rows),
+                                 {kC1, DimExpr::Tokens(n_v), kC1, kC1});
     b.Expand(b.SetRows(v_elems, v_flat, v_idxs));
   }
 }
-
-}  // namespace
 
 int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, int v_cur, int q_cur,
             int kq_mask, float kq_scale, int il, int sinks) {
@@ -552,7 +557,7 @@ int BuildKv(GraphBuilder& b, const ModelGraphs& m, int wo, int wo_b, int k_cur, 
   const int64_t v_row = static_cast<int64_t>(RowSize(m.cfg.type_v, hp.n_embd_v_gqa()));
   const int64_t v_el = static_cast<int64_t>(GetTypeTraits(m.cfg.type_v).type_size);
   if (m.llama2026) {
-    BuildKvStoreSetRows(b, m, kcache, vcache, k_cur, v_cur, swa_cache, kv_cells, il);
+    BuildKvStoreSetRows(b, m, kcache, vcache, k_cur, v_cur, swa_cache, kv_cells);
   } else {
     BuildKvStoreCpy(b, m, kcache, vcache, k_cur, v_cur, kv_head, k_row, v_row, v_el, kv_cells, il);
   }

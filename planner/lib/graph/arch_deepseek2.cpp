@@ -21,6 +21,7 @@
 #include <cmath>
 
 #include "arch.h"
+#include "stowage/planner/model_graphs.h"
 #include "stowage/runtime/gguf_vocab.h"
 
 namespace stowage::planner {
@@ -120,22 +121,26 @@ int BuildMlaAttention(GraphBuilder& b, const ModelGraphs& m, const LayerWeights&
   const int v_cur = kv_cmpr;
   b.Name(v_cur, "Vcur", il);
 
-  // build_attn (llm_graph_input_attn_k): K rows stored at kv_head; V a view of the K cache
+  // build_attn (llm_graph_input_attn_k): K rows SET_ROWS'd into the cache (cpy_k); V a view of it
   b.Expand(q_cur);
   b.Expand(v_cur);
   b.Expand(k_cur);
   const int64_t hkv = hp.n_embd_head_k;  // kv_lora + n_rot: the cached row
   const int kcache = b.Global(CacheGlobal(m, true, il));
   const int64_t k_row = static_cast<int64_t>(RowSize(m.cfg.type_k, hkv));
-  const int k_view = b.View1d(kcache, kT * hkv, DimExpr::KvHead(k_row));
-  b.Name(k_view, "k_cache_view", il);
-  b.Expand(b.Cpy(k_cur, k_view));
-  const int qp = b.Permute(q_cur, 0, 2, 1, 3);  // [hkv, n_tokens, n_head]
-  b.Name(qp, "q", il);
-  const int k = b.View3d(kcache, K(hkv), kKV, kC1, K(k_row), K(k_row), DimExpr{});  // [hkv, n_kv, 1]
+  const int64_t kv_cells = KvCacheCells(m, static_cast<uint32_t>(il));
+  BuildKvStoreSetRows(b, m, kcache, -1, k_cur, -1, false, kv_cells);
+  // build_attn_mha: Q viewed per stream and permuted; get_k's per-stream view [hkv, 1, n_kv] of the
+  // cache and V's [kv_lora, 1, n_kv] view of that view, each permuted to [.., n_kv, 1] (one stream)
+  const auto qnb = b.Nb(q_cur);
+  const int qp = b.Permute(b.View(q_cur, b[q_cur].ne, {qnb[1], qnb[2], qnb[3]}, DimExpr{}), 0, 2, 1, 3);
+  b.Name(qp, "q", il);  // [hkv, n_tokens, n_head]
+  const std::array<DimExpr, 3> cell_nb = {K(k_row), K(k_row), K(k_row * kv_cells)};
+  const int k_cells = b.View(kcache, {K(hkv), kC1, kKV, kC1}, cell_nb, DimExpr{});
+  const int k = b.Permute(k_cells, 0, 2, 1, 3);  // [hkv, n_kv, 1]
   b.Name(k, "k", il);
-  const int v = b.View3d(kcache, K(kv_lora), kKV, kC1, K(k_row), K(k_row), DimExpr{});  // [kv_lora, n_kv, 1]
-  b.Name(v, "v", il);
+  const int v = b.Permute(b.View(k_cells, {K(kv_lora), kC1, kKV, kC1}, cell_nb, DimExpr{}), 0, 2, 1, 3);
+  b.Name(v, "v", il);  // [kv_lora, n_kv, 1]
   const int64_t hv = hp.n_embd_head_v_mla();
   int out = -1;
   if (m.cfg.flash_attn) {

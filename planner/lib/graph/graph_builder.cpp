@@ -231,6 +231,7 @@ int GraphBuilder::Gelu(int a) { return NewNode(GgmlOp::GELU, g_.tensors[a].type,
 int GraphBuilder::Sigmoid(int a) { return NewNode(GgmlOp::SIGMOID, g_.tensors[a].type, {a}); }
 int GraphBuilder::Tanh(int a) { return NewNode(GgmlOp::TANH, g_.tensors[a].type, {a}); }
 int GraphBuilder::SwiGluSplit(int a, int b) { return NewNode(GgmlOp::SWIGLU, g_.tensors[a].type, {a, b}); }
+int GraphBuilder::SwiGlu(int a) { return NewNode(GgmlOp::SWIGLU, g_.tensors[a].type, {a}); }
 int GraphBuilder::GeGluSplit(int a, int b) { return NewNode(GgmlOp::GEGLU, g_.tensors[a].type, {a, b}); }
 int GraphBuilder::SwiGluOai(int a, int b, float alpha, float limit) {
   return NewNode(GgmlOp::SWIGLU_OAI, g_.tensors[a].type, {a, b}, Encode(SwiGluOaiParams{alpha, limit}));

@@ -679,6 +679,64 @@ TEST(GoldenArchGemma, FlashAttentionMatchesLlamaCpp) {
   }
 }
 
+// phi3 as llama.cpp 2026 builds it (--llamacpp-compat 2026: build_qkv's head views of attn_qkv roped
+// in place of the copies, the plain mask, one ggml_swiglu of the up projection): the phi3 goldens
+// (made by llama.cpp of Sep 2026, which builds that graph) match within the F32 tolerance, with and
+// without flash attention (V stored from the view of the fused rows: a 2-D view, else a copy).
+TEST(GoldenArchPhi3, Graph2026MatchesLlamaCpp) {
+  const Case cases[] = {Case{"phi3-f32", "phi3", GgmlType::F32, "synthetic-phi"},
+                        Case{"phi3-ropefactors-short-f32", "phi3", GgmlType::F32, "synthetic-phi", true},
+                        Case{"phi3-ropefactors-long-f32", "phi3", GgmlType::F32, "synthetic-phi", true, 128}};
+  for (const Case& c : cases) {
+    std::ifstream in(std::string(STOWAGE_TEST_DATA_DIR) + "/golden-arch/" + c.name + ".json");
+    ASSERT_TRUE(in.good()) << c.name;
+    const auto golden = nlohmann::json::parse(in);
+    synth::ModelSpec spec;
+    spec.arch = c.arch;
+    spec.weight_type = c.type;
+    spec.name = c.model_name;
+    spec.rope_freqs = c.rope_freqs;
+    if (c.n_ctx_train) spec.n_ctx = c.n_ctx_train;
+    const std::string model =
+        ::testing::TempDir() + "golden_arch_phi3_2026_" + std::to_string(getpid()) + ".gguf";
+    ASSERT_TRUE(synth::WriteModel(spec, model).ok());
+    ASSERT_EQ(test::FileFnv1a64(model), golden["model_fnv1a64"].get<std::string>()) << c.name;
+    for (bool fa : {true, false}) {
+      planner::ContextConfig cfg;
+      cfg.n_ctx = 256;
+      cfg.flash_attn = fa;
+      cfg.llamacpp_compat = planner::LlamacppCompat::k2026;
+      // the 2026 graph: ggml_swiglu of one source, no copies of views of the fused rows (Feb 2025:
+      // Q, K and V of each layer) but V's for the transposed store
+      auto gguf = GgufFile::Open(model);
+      ASSERT_TRUE(gguf.ok());
+      auto graphs = planner::BuildModelGraphs(**gguf, cfg);
+      ASSERT_TRUE(graphs.ok()) << graphs.status().ToString();
+      int one_src_swiglu = 0, conts = 0;
+      for (int id : graphs->pp.nodes) {
+        const planner::Tensor& t = graphs->pp.tensors[id];
+        one_src_swiglu += t.op == GgmlOp::SWIGLU && t.srcs.size() == 1;
+        conts += t.op == GgmlOp::CONT && graphs->pp.tensors[t.srcs[0]].op == GgmlOp::VIEW;
+      }
+      EXPECT_EQ(one_src_swiglu, 2) << c.name;
+      EXPECT_EQ(conts, fa ? 0 : 2) << c.name << (fa ? "" : ": V made contiguous for the transposed store");
+      auto plan = test::PlanForThisCpu(model, cfg);
+      ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+      auto s = Session::CreateFromPlanBytes(*plan, model);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      std::vector<float> logits;
+      const auto prompt = golden["prompt_tokens"].get<std::vector<int32_t>>();
+      Status st = (*s)->Decode(prompt, /*all_logits=*/true, &logits);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      const float d = test::MaxDiffToReducedGolden(golden, logits);
+      EXPECT_LE(d, 0.02f) << c.name << (fa ? " with" : " without") << " flash attention";
+      std::printf("[ %s ] llama.cpp 2026 graph, flash attention %s: max |logit diff| vs llama.cpp %.5f\n",
+                  c.name, fa ? "on" : "off", d);
+    }
+    std::remove(model.c_str());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Archs, GoldenArch,
     ::testing::Values(

@@ -109,9 +109,10 @@ TEST(DeepSeek2, GroupLimitedTopK) {
   const auto count = [&](const Graph& gr, GgmlOp op) {
     return std::count_if(gr.nodes.begin(), gr.nodes.end(), [&](int n) { return gr.tensors[n].op == op; });
   };
-  EXPECT_EQ(count(pp, GgmlOp::FILL), 2);      // one per MoE layer
-  EXPECT_EQ(count(pp, GgmlOp::SET_ROWS), 2);  // the kept rows into the -INFINITY fill
-  EXPECT_EQ(count(pp, GgmlOp::ARGSORT), 6);   // each group's top 2, the groups' top, the experts' top-k
+  EXPECT_EQ(count(pp, GgmlOp::FILL), 2);  // one per MoE layer
+  // the kept rows into the -INFINITY fill, and each of the 3 layers' K rows into its cache (cpy_k)
+  EXPECT_EQ(count(pp, GgmlOp::SET_ROWS), 2 + 3);
+  EXPECT_EQ(count(pp, GgmlOp::ARGSORT), 6);  // each group's top 2, the groups' top, the experts' top-k
   for (int n : pp.nodes) {
     const Tensor& t = pp.tensors[n];
     if (t.op == GgmlOp::FILL) {
@@ -141,6 +142,41 @@ TEST(DeepSeek2, CacheIsOneKRowPerTokenWithoutV) {
     EXPECT_EQ(m->globals[k].ne[0], 40 * 256);  // (kv_lora_rank 32 + n_rot 8) x 256 cells
     EXPECT_EQ(m->globals[k].nbytes, 40u * 256u * 2u);
     EXPECT_LT(m->FindGlobal("cache_v_l" + std::to_string(il)), 0);
+  }
+}
+
+// llama.cpp 2026 llama_kv_cache::cpy_k: each layer's K rows (Kcur, kv_lora_rank + n_rot wide) are
+// SET_ROWS'd into the rows of its cache at the "attn_inp_k_idxs" cells, with and without flash
+// attention; no CPY into a view of the cache (Feb 2025's store) and no V index input (no V cache).
+TEST(DeepSeek2, KRowsSetIntoTheCacheAtTheIndexInput) {
+  for (bool fa : {false, true}) {
+    SynthGguf g = DeepSeek2File();
+    ContextConfig cfg;
+    cfg.flash_attn = fa;
+    auto m = Build(g, cfg);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    const Graph& pp = m->pp;
+    const auto input = [&](const std::string& name) {
+      for (int l : pp.leafs)
+        if (pp.tensors[l].kind == TensorKind::kInput && pp.tensors[l].name == name) return l;
+      return -1;
+    };
+    const int idxs = input("attn_inp_k_idxs");
+    ASSERT_GE(idxs, 0);
+    EXPECT_EQ(input("attn_inp_v_idxs"), -1);
+    int stores = 0;
+    for (int n : pp.nodes) {
+      const Tensor& t = pp.tensors[n];
+      EXPECT_NE(t.op, GgmlOp::CPY) << t.name;
+      if (t.op != GgmlOp::SET_ROWS || t.srcs[1] != idxs) continue;
+      const Tensor& rows = pp.tensors[t.srcs[2]];  // the cache as rows (ggml_set_rows' a)
+      ASSERT_EQ(rows.view_src >= 0 ? pp.tensors[rows.view_src].global : -1,
+                m->FindGlobal("cache_k_l" + std::to_string(stores)));
+      EXPECT_EQ(pp.WorstCase().Eval(rows.ne[0]), 40);  // kv_lora_rank 32 + n_rot 8
+      EXPECT_EQ(pp.WorstCase().Eval(rows.ne[1]), 256);
+      ++stores;
+    }
+    EXPECT_EQ(stores, 3) << (fa ? "with" : "without") << " flash attention";
   }
 }
 

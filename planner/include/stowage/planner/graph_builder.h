@@ -64,6 +64,9 @@ class GraphBuilder {
   int Tanh(int a);
   /// ggml_swiglu_split / ggml_geglu_split: act(a) * b, shape of a (newer ggml's fused GLU).
   int SwiGluSplit(int a, int b);
+  /// ggml_swiglu (one source, swapped = 0): a [2 * n, ne1, ne2, ne3] holds the gate in the first
+  /// half of each row and the value in the second; silu(gate) * value, [n, ne1, ne2, ne3], type of a.
+  int SwiGlu(int a);
   int GeGluSplit(int a, int b);
   /// ggml_swiglu_oai (gpt-oss's experts): min(a, limit) * sigmoid(alpha * min(a, limit)) *
   /// (clamp(b, -limit, limit) + 1), shape of a (SwiGluOaiParams).
