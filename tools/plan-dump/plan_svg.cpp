@@ -93,18 +93,21 @@ struct Rgb {
 /// Colours for the picture's legends, all distinct: a device or buffer type takes the first
 /// colour of its list not yet used, and when its list is spent the colour of a hue/lightness grid
 /// farthest from every colour used so far (so 12 GPUs, 3 host CPUs and their buffer types still
-/// differ).
+/// differ); a neutral grid (greys and faint tints) for CPUs, so that CPUs stay grey on many hosts.
 class Palette {
  public:
   /// The next colour from `preferred` (or the grid), now used.
-  std::string Take(const std::vector<const char*>& preferred) {
+  std::string Take(const std::vector<const char*>& preferred, bool neutral = false) {
     for (const char* c : preferred)
       if (!used_.count(c)) return Use(c);
     Rgb best{0, 0, 0};
     double best_d = -1;
-    for (int h = 0; h < 360; h += 10)
-      for (const double l : {0.35, 0.5, 0.65, 0.8})
-        for (const double sat : {0.35, 0.7}) {
+    const std::vector<double> sats = neutral ? std::vector<double>{0.0, 0.1} : std::vector<double>{0.35, 0.7};
+    const std::vector<double> lights = neutral ? std::vector<double>{0.15, 0.25, 0.4, 0.55, 0.6, 0.75, 0.95}
+                                               : std::vector<double>{0.35, 0.5, 0.65, 0.8};
+    for (int h = 0; h < 360; h += neutral ? 30 : 10)
+      for (const double l : lights)
+        for (const double sat : sats) {
           const Rgb c = Hsl(h, sat, l);
           double d = 1e9;
           for (const auto& u : used_) d = std::min(d, c.Distance(Rgb::Of(u)));
@@ -254,7 +257,8 @@ Colors PickColors(const fb::Plan& p) {
   for (const char* u : kUsageColor) pal.Use(u);
   pal.Use("#f4f4f4");  // the memory bars' background
   if (p.devices())
-    for (const auto* d : *p.devices()) c.device.push_back(pal.Take(IsCpu(*d) ? kCpuColors : kDeviceColors));
+    for (const auto* d : *p.devices())
+      c.device.push_back(IsCpu(*d) ? pal.Take(kCpuColors, true) : pal.Take(kDeviceColors));
   if (p.buffers())
     for (const auto* b : *p.buffers()) {
       const std::string name = Str(b->name());
