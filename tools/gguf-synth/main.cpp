@@ -92,7 +92,8 @@ int Run(int argc, char** argv) {
   auto* o_type =
       app.add_option("--type", type,
                      "weight type: f32, f16, bf16, q8_0, q4_0, mxfp4 (experts MXFP4, other matrices Q8_0, as "
-                     "llama-quantize MXFP4_MOE); any ggml type with --header-only");
+                     "llama-quantize MXFP4_MOE); any ggml type, or q4_K_M (llama-quantize's per-tensor "
+                     "types), with --header-only (deepseek-v3-like: q4_K_M by default)");
   auto* o_seed = app.add_option("--seed", d.seed, "random seed")->check(tools::IntegerIn(0, UINT64_MAX));
   app.add_option("--name", name, "general.name");
   app.add_option("--vocab-from", vocab_from, "copy the tokenizer.* keys of this GGUF (n_vocab follows it)");
@@ -189,9 +190,12 @@ int Run(int argc, char** argv) {
   };
   if (list) {
     for (const auto& p : stowage::synth::PresetNames()) {
-      auto s = stowage::synth::Resolve(*stowage::synth::Preset(p));
+      ModelSpec spec = *stowage::synth::Preset(p);
+      spec.header_only = true;  // resolves a preset whose types have no generator (deepseek-v3-like) too
+      auto s = stowage::synth::Resolve(spec);
+      if (!s.ok()) return fail(s.status().message());
       std::printf(
-          "%-18s arch %-8s %3u layers, n_embd %5u, n_head %3u/%3u, n_ff %5u, n_expert %3u/%u, n_vocab %u\n",
+          "%-18s arch %-9s %3u layers, n_embd %5u, n_head %3u/%3u, n_ff %5u, n_expert %3u/%u, n_vocab %u\n",
           p.c_str(), s->arch.c_str(), s->n_layer, s->n_embd, s->n_head, s->n_head_kv, s->n_ff, s->n_expert,
           s->n_expert_used, s->n_vocab);
     }
@@ -264,9 +268,7 @@ int Run(int argc, char** argv) {
   if (given(o_embs)) s.embedding_scale = d.embedding_scale;
   if (given(o_attn_scale)) s.attention_scale = d.attention_scale;
   if (given(o_type) || preset.empty()) {
-    auto t = stowage::ParseGgmlType(type);
-    if (!t.ok()) return fail(t.status().message());
-    s.weight_type = *t;
+    if (auto st = stowage::synth::SetWeightType(type, &s); !st.ok()) return fail(st.message());
   }
   if (!name.empty()) s.name = name;
   if (!vocab_from.empty()) s.vocab_from = vocab_from;

@@ -2,6 +2,7 @@
 #include "synth.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -226,10 +227,112 @@ planner::TensorDims SpecDims(const ModelSpec& s) {
   return d;
 }
 
+// llama-quantize's tensor categories (llama.cpp 2026 llama-quant.cpp tensor_get_category): by name.
+enum class QuantCategory {
+  kTokenEmbd,
+  kAttnQ,
+  kAttnV,
+  kAttnK,
+  kAttnQkv,
+  kAttnKvB,
+  kAttnOutput,
+  kFfnUp,
+  kFfnGate,
+  kFfnDown,
+  kOutput,
+  kOther
+};
+
+QuantCategory QuantCategoryOf(std::string_view name) {
+  using C = QuantCategory;
+  auto has = [&](std::string_view part) { return name.find(part) != std::string_view::npos; };
+  if (name == "output.weight") return C::kOutput;
+  if (name == "token_embd.weight" || name == "per_layer_token_embd.weight") return C::kTokenEmbd;
+  if (has("attn_qkv.weight")) return C::kAttnQkv;
+  if (has("attn_kv_b.weight")) return C::kAttnKvB;
+  if (has("attn_v.weight")) return C::kAttnV;
+  if (has("attn_k.weight")) return C::kAttnK;
+  if (has("attn_q.weight")) return C::kAttnQ;
+  if (has("attn_output.weight")) return C::kAttnOutput;
+  if (has("ffn_up")) return C::kFfnUp;
+  if (has("ffn_gate")) return C::kFfnGate;
+  if (has("ffn_down")) return C::kFfnDown;
+  return C::kOther;
+}
+
+// llama-quant.cpp's use_more_bits: the first and last eighth of the layers and every third between.
+bool UseMoreBits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+// llama-quant.cpp tensor_type_fallback: a type whose block does not divide ne0 becomes its 32-block
+// sibling, and F16 where that does not divide ne0 either.
+GgmlType QuantFallback(GgmlType t, int64_t ne0) {
+  if (ne0 % GetTypeTraits(t).block_size == 0) return t;
+  switch (t) {
+    case GgmlType::Q4_K:
+      t = GgmlType::Q5_0;
+      break;
+    case GgmlType::Q5_K:
+      t = GgmlType::Q5_1;
+      break;
+    case GgmlType::Q6_K:
+      t = GgmlType::Q8_0;
+      break;
+    default:
+      break;
+  }
+  return ne0 % GetTypeTraits(t).block_size == 0 ? t : GgmlType::F16;
+}
+
+// Whether llama.cpp's load_hparams types the model 70B (llama with GQA, qwen2: 80 layers), which
+// llama-quantize gives more bits in attn_v.
+bool IsLlamaCpp70B(const ModelSpec& s) {
+  return s.n_layer == 80 && ((s.arch == "llama" && s.n_head != s.n_head_kv) || s.arch == "qwen2");
+}
+
+// llama-quantize Q4_K_M's types for the matrices of `t` (marked by `matrix`), in the order it visits
+// them (layer by layer: the file order of the planner's tables), as synth.h lists the rules.
+void AssignQ4KMTypes(const ModelSpec& s, int n_layer_all, const std::vector<bool>& matrix,
+                     const std::vector<int>& layer, std::vector<TensorPlan>& t) {
+  using C = QuantCategory;
+  const bool tied =
+      std::none_of(t.begin(), t.end(), [](const TensorPlan& p) { return p.name == "output.weight"; });
+  int n_attn_v = 0, i_attn_v = 0, i_ffn_down = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const C c = QuantCategoryOf(t[i].name);
+    if (matrix[i] && (c == C::kAttnV || c == C::kAttnQkv || c == C::kAttnKvB)) ++n_attn_v;
+  }
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (!matrix[i]) continue;
+    const C c = QuantCategoryOf(t[i].name);
+    const int64_t ne0 = t[i].ne[0];
+    GgmlType ty = GgmlType::Q4_K;
+    if (c == C::kOutput || (tied && c == C::kTokenEmbd)) {
+      ty = ne0 % GetTypeTraits(GgmlType::Q4_K).block_size != 0 ? GgmlType::Q8_0 : GgmlType::Q6_K;
+    } else if (c == C::kAttnV || c == C::kAttnQkv || c == C::kAttnKvB) {
+      if (UseMoreBits(i_attn_v, n_attn_v)) ty = GgmlType::Q6_K;
+      if (IsLlamaCpp70B(s) && ty == GgmlType::Q4_K) ty = GgmlType::Q5_K;
+      if (s.n_expert == 8) ty = GgmlType::Q8_0;
+      ++i_attn_v;
+    } else if (c == C::kAttnK) {
+      if (s.n_expert == 8) ty = GgmlType::Q8_0;
+    } else if (c == C::kFfnDown) {
+      // with experts the layer comes from the name (layer_info), otherwise from the count
+      if (UseMoreBits(s.n_expert > 1 ? layer[i] : i_ffn_down, n_layer_all)) ty = GgmlType::Q6_K;
+      ++i_ffn_down;
+    } else if (c == C::kAttnOutput) {
+      if (s.n_expert == 8) ty = GgmlType::Q5_K;
+    }
+    t[i].type = QuantFallback(ty, ne0);
+  }
+}
+
 // The tensor list of one model: the architecture's table (planner arch_tensors.h) in file order,
 // output.weight unless tied, the rope factors when asked for, no optional biases.
 std::vector<TensorPlan> PlanTensors(const ModelSpec& s) {
   std::vector<TensorPlan> t;
+  std::vector<bool> matrix;  // QuantMix::kQ4_K_M: the matrices, whose types come after the list
+  std::vector<int> layer;
+  const int n_layer_all = static_cast<int>(s.n_layer + (s.arch == "glm4moe" ? s.n_nextn : 0));
   const planner::ArchTensorTable* table =
       planner::FindArchTensorTable(s.arch == "mixtral" ? "llama" : s.arch);
   if (table == nullptr) return t;  // Resolve accepts only SupportedArchs(), which all have a table
@@ -238,8 +341,8 @@ std::vector<TensorPlan> PlanTensors(const ModelSpec& s) {
   opts.rope_factors = s.rope_freqs;
   opts.other_optional = (s.arch == "deepseek2" && s.exp_probs_b) || s.arch == "glm4moe";  // filtered below
   planner::ForEachFileTensor(
-      *table, SpecDims(s), static_cast<int>(s.n_layer + (s.arch == "glm4moe" ? s.n_nextn : 0)), opts,
-      [&](const planner::ArchTensor& at, int, const std::string& name, const std::vector<int64_t>& ne) {
+      *table, SpecDims(s), n_layer_all, opts,
+      [&](const planner::ArchTensor& at, int il, const std::string& name, const std::vector<int64_t>& ne) {
         using R = planner::TensorRole;
         if (s.arch == "glm4moe" && !at.required && at.scope == planner::TensorScope::kLayer) {
           // the optional block tensors glm4moe's spec asks for
@@ -287,7 +390,10 @@ std::vector<TensorPlan> PlanTensors(const ModelSpec& s) {
             break;
         }
         t.push_back({name, ne, ty, init});
+        matrix.push_back(at.role == R::kMatrix);
+        layer.push_back(il);
       });
+  if (s.mix == QuantMix::kQ4_K_M) AssignQ4KMTypes(s, n_layer_all, matrix, layer, t);
   return t;
 }
 
@@ -468,20 +574,40 @@ Result<ModelSpec> Preset(std::string_view name) {
     s.rope_freq_base = 1e6f;
     s.n_expert = 8;
     s.n_expert_used = 2;
-  } else if (name == "deepseek-v3-like") {
-    s.arch = "qwen2moe";
+  } else if (name == "deepseek-v3-like") {  // DeepSeek-V3's config.json, converted and quantized (synth.h)
+    s.arch = "deepseek2";
     s.n_layer = 61;
+    s.n_dense_lead = 3;
     s.n_embd = 7168;
     s.n_head = 128;
-    s.n_head_kv = 128;
+    s.head_dim = 192;  // qk_nope_head_dim 128 + qk_rope_head_dim 64
+    s.mla_rope_dim = 64;
+    s.mla_v_head_dim = 128;
+    s.q_lora_rank = 1536;
+    s.kv_lora_rank = 512;
     s.n_ff = 18432;
-    s.n_vocab = 129280;
-    s.n_ctx = 163840;
+    s.n_ff_exp = 2048;
     s.n_expert = 256;
     s.n_expert_used = 8;
-    s.n_ff_exp = 2048;
-    s.n_ff_shexp = 2048;
+    s.n_expert_shared = 1;
+    s.n_expert_groups = 8;
+    s.n_group_used = 4;
+    s.expert_gating_func = 2;  // sigmoid
+    s.expert_weights_scale = 2.5f;
+    s.expert_weights_norm = true;
+    s.exp_probs_b = true;
+    s.n_vocab = 129280;
+    s.n_ctx = 163840;
+    s.rope_freq_base = 10000.0f;
     s.rms_eps = 1e-6f;
+    s.rope_scaling = "yarn";
+    s.rope_scale = 40.0f;
+    s.rope_scaling_orig_ctx = 4096;
+    s.yarn_beta_fast = 32.0f;
+    s.yarn_beta_slow = 1.0f;
+    s.yarn_log_mul = 0.1f;  // 0.1 * mscale_all_dim, as convert_hf_to_gguf writes it
+    s.weight_type = GgmlType::Q4_K;
+    s.mix = QuantMix::kQ4_K_M;
   } else if (name == "mamba-2.8b") {
     s.arch = "mamba";
     s.n_layer = 64;
@@ -615,9 +741,11 @@ Result<ModelSpec> Resolve(ModelSpec s) {
         s.rope_scaling != "yarn" && s.rope_scaling != "longrope")
       return InvalidArgument("gguf-synth: rope scaling type must be none, linear, yarn or longrope, found '" +
                              s.rope_scaling + "'");
+    // deepseek2 files carry the yarn keys too (convert_hf_to_gguf writes them from the rope config)
     if (s.arch != "mistral3" &&
-        (s.attn_temp_scale != 0.0f || s.yarn_beta_fast >= 0.0f || s.yarn_beta_slow >= 0.0f ||
-         (s.yarn_log_mul != 0.0f && s.arch != "deepseek2")))
+        (s.attn_temp_scale != 0.0f ||
+         (s.arch != "deepseek2" &&
+          (s.yarn_beta_fast >= 0.0f || s.yarn_beta_slow >= 0.0f || s.yarn_log_mul != 0.0f))))
       return InvalidArgument(
           "gguf-synth: the yarn beta / log multiplier keys and the attention temperature scale are "
           "mistral3's (llama.cpp reads them for it), not " +
@@ -655,11 +783,28 @@ Result<ModelSpec> Resolve(ModelSpec s) {
   if (!IsValidGgmlType(static_cast<uint32_t>(s.weight_type)))
     return InvalidArgument("gguf-synth: invalid weight type id " +
                            std::to_string(static_cast<uint32_t>(s.weight_type)));
-  if (!s.header_only && !CanGenerate(s.weight_type))
+  if (s.mix == QuantMix::kQ4_K_M && s.weight_type != GgmlType::Q4_K)
+    return InvalidArgument(std::string("gguf-synth: the q4_K_M mixture needs weight type q4_K, found ") +
+                           GgmlTypeName(s.weight_type));
+  if (!s.header_only && (!CanGenerate(s.weight_type) || s.mix != QuantMix::kNone))
     return InvalidArgument(
-        std::string("gguf-synth: weight type ") + GgmlTypeName(s.weight_type) +
+        std::string("gguf-synth: weight type ") +
+        (s.mix == QuantMix::kQ4_K_M ? "q4_K_M" : GgmlTypeName(s.weight_type)) +
         " has no generator (f32, f16, bf16, q8_0, q4_0); use --header-only for other types");
   return s;
+}
+
+Status SetWeightType(std::string_view name, ModelSpec* spec) {
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (lower == "q4_k_m") {
+    spec->weight_type = GgmlType::Q4_K;
+    spec->mix = QuantMix::kQ4_K_M;
+    return Status::Ok();
+  }
+  STOWAGE_ASSIGN_OR_RETURN(spec->weight_type, ParseGgmlType(name));
+  spec->mix = QuantMix::kNone;
+  return Status::Ok();
 }
 
 // The expert keys of the architectures with shared experts (deepseek2, glm4moe; the planner's
@@ -732,7 +877,7 @@ Status BuildModel(const ModelSpec& in, GgufWriter* w) {
   auto key = [&](const char* k) { return a + "." + k; };
   STOWAGE_RETURN_IF_ERROR(w->AddKV("general.architecture", GgufMetaValue::Str(a)));
   STOWAGE_RETURN_IF_ERROR(w->AddKV("general.name", GgufMetaValue::Str(s.name)));
-  const int ftype = FileType(s.weight_type);
+  const int ftype = s.mix == QuantMix::kQ4_K_M ? 15 : FileType(s.weight_type);  // LLAMA_FTYPE_MOSTLY_Q4_K_M
   if (ftype >= 0)
     STOWAGE_RETURN_IF_ERROR(w->AddKV("general.file_type", GgufMetaValue::U32(static_cast<uint32_t>(ftype))));
   if (GetTypeTraits(s.weight_type).is_quantized)

@@ -23,7 +23,17 @@
 // gets `weight_type`, falling back to F16 where ne0 is not a multiple of the type's block size.
 // MXFP4 is llama-quantize's MXFP4_MOE (general.file_type 38): the expert stacks (ne2 > 1) MXFP4,
 // every other matrix Q8_0 (token_embd and output too), so a dense architecture gets no MXFP4;
-// with `pure` (llama-quantize --pure) every matrix gets MXFP4.
+// with `pure` (llama-quantize --pure) every matrix gets MXFP4. QuantMix::kQ4_K_M (weight_type Q4_K,
+// general.file_type 15) picks each matrix's type as llama-quantize Q4_K_M does (llama.cpp 2026
+// llama-quant.cpp llama_tensor_get_type_impl and tensor_type_fallback, categories by name as
+// tensor_get_category): output.weight (token_embd.weight when tied) Q6_K (Q8_0 where ne0 % 256);
+// the attention-V-like matrices (attn_v, attn_qkv, attn_kv_b; the i-th of n) Q6_K where
+// use_more_bits(i, n), Q5_K instead of Q4_K in a model llama.cpp types 70B (llama or qwen2 with 80
+// layers and GQA), Q8_0 with 8 experts; attn_k Q8_0 and attn_output Q5_K with 8 experts; ffn_down*
+// (dense, shared and expert stacks) Q6_K in the layers where use_more_bits(layer, block_count);
+// every other matrix (token_embd, attn_q_a/q_b, attn_kv_a_mqa, attn_k_b, attn_v_b, ffn_gate/up*)
+// Q4_K; then a type whose block does not divide ne0 falls back (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K ->
+// Q8_0, then F16). use_more_bits(i, n) = i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2.
 // Data is produced for F32, F16, BF16, Q8_0 and Q4_0 (reference quantizers in ggml's scheme:
 // quantize_row_q8_0_ref / quantize_row_q4_0_ref) and MXFP4 (the CPU backend's QuantizeRowMXFP4,
 // quantize_row_mxfp4_ref: the bytes llama-quantize writes); any other ggml type needs header_only
@@ -49,6 +59,10 @@
 #include "stowage/runtime/status.h"
 
 namespace stowage::synth {
+
+/// How the matrices' types are chosen: kNone gives every matrix `weight_type` (MXFP4: MXFP4_MOE's
+/// split); kQ4_K_M is llama-quantize's Q4_K_M (weight_type must be Q4_K; the rules above).
+enum class QuantMix { kNone, kQ4_K_M };
 
 /// Everything that defines a synthetic model. Zero means "derive the default" where noted.
 struct ModelSpec {
@@ -135,6 +149,7 @@ struct ModelSpec {
   uint32_t ssm_d_state = 16;  ///< mamba
   uint32_t ssm_dt_rank = 0;   ///< mamba: default ceil(n_embd / 16)
   GgmlType weight_type = GgmlType::F32;
+  QuantMix mix = QuantMix::kNone;  ///< kQ4_K_M: llama-quantize Q4_K_M's per-tensor types (header_only)
   bool pure = false;  ///< MXFP4: every matrix MXFP4 (llama-quantize --pure), not MXFP4_MOE's split
   uint64_t seed = 1;
   bool header_only = false;  ///< data region left a sparse hole (any ggml type allowed)
@@ -145,22 +160,33 @@ struct ModelSpec {
 const std::vector<std::string>& SupportedArchs();
 
 /// Presets at real sizes: llama3-8b, llama3-70b, llama3-405b (126 layers, rope_freqs),
-/// mixtral-8x7b, deepseek-v3-like (qwen2moe layout at DeepSeek-V3's sizes: 61 layers, n_embd 7168,
-/// 128 heads, 256 experts of width 2048, 8 used, one shared expert; about 700B parameters; plain
-/// GQA attention instead of MLA), mamba-2.8b. Weight type F16 unless the caller changes it.
+/// mixtral-8x7b, deepseek-v3-like, mamba-2.8b; weight type F16 unless the caller changes it, but for
+/// deepseek-v3-like: DeepSeek-V3 671B (its config.json) as llama.cpp 2026's convert_hf_to_gguf writes
+/// it (deepseek2, absorbed MLA with attn_k_b / attn_v_b, MTP layer dropped) and llama-quantize Q4_K_M
+/// quantizes it (QuantMix::kQ4_K_M, so header_only): 61 layers of which the first 3 dense, n_embd
+/// 7168, n_ff 18432, 128 heads, q_lora_rank 1536, kv_lora_rank 512, qk_nope 128 + qk_rope 64, v 128,
+/// 256 experts of 2048 (8 used, in 8 groups of which 4 used) and 1 shared, sigmoid gating with the
+/// expert-score bias, weights normalized and scaled by 2.5, YaRN 40 over 4096 (beta 32 / 1, log
+/// multiplier 0.1 as the converter writes it), rope base 10000, rms eps 1e-6, 129280 tokens,
+/// n_ctx 163840; 1086 tensors, 671B parameters, 404.4 GB.
 /// Errors: kInvalidArgument naming the preset and listing the known ones.
 Result<ModelSpec> Preset(std::string_view name);
 const std::vector<std::string>& PresetNames();
 
 /// Fills the derived defaults (head_dim, MoE counts, mamba sizes, name) and checks the spec:
 /// known arch, positive sizes, n_embd % n_head, n_head % n_head_kv, n_expert_used <= n_expert,
-/// a data type that can be generated unless header_only. Errors: kInvalidArgument, one line.
+/// a data type that can be generated unless header_only, QuantMix::kQ4_K_M only with weight_type
+/// Q4_K. Errors: kInvalidArgument, one line.
 Result<ModelSpec> Resolve(ModelSpec spec);
 
 /// Adds the model's metadata and tensors (with generators, or holes when header_only) to `w`,
 /// which must be empty. `spec` is resolved first. Errors: as Resolve; kIoError / kDataLoss when
 /// vocab_from cannot be read.
 Status BuildModel(const ModelSpec& spec, GgufWriter* w);
+
+/// Sets spec->weight_type and spec->mix from a weight type name: "q4_K_M" (any case: Q4_K with
+/// QuantMix::kQ4_K_M) or a ggml type name (ParseGgmlType, QuantMix::kNone). Errors: ParseGgmlType's.
+Status SetWeightType(std::string_view name, ModelSpec* spec);
 
 /// BuildModel + GgufWriter::WriteFile (atomic).
 Status WriteModel(const ModelSpec& spec, const std::string& path);

@@ -374,7 +374,7 @@ TEST(GgufSynth, HeaderOnlyPresetsAtRealSize) {
     uint64_t min_bytes;
   };
   for (const P& p : {P{"llama3-405b", 4 + 126 * 9, uint64_t{750} << 30},
-                     P{"deepseek-v3-like", 3 + 61 * 17, uint64_t{1250} << 30},
+                     P{"deepseek-v3-like", 3 + 3 * 13 + 58 * 18, uint64_t{400} * 1000 * 1000 * 1000},
                      P{"mamba-2.8b", 2 + 64 * 10, uint64_t{5} << 30}}) {
     SCOPED_TRACE(p.name);
     auto s = synth::Preset(p.name);
@@ -417,6 +417,21 @@ TEST(GgufSynth, Errors) {
   EXPECT_EQ(synth::Resolve(s).status().message(),
             "gguf-synth: weight type q4_K has no generator (f32, f16, bf16, q8_0, q4_0); use --header-only "
             "for other types");
+  s = synth::ModelSpec();
+  s.header_only = true;
+  s.mix = synth::QuantMix::kQ4_K_M;
+  s.weight_type = GgmlType::F16;
+  EXPECT_EQ(synth::Resolve(s).status().message(),
+            "gguf-synth: the q4_K_M mixture needs weight type q4_K, found f16");
+  ASSERT_TRUE(synth::SetWeightType("Q4_K_M", &s).ok());
+  EXPECT_EQ(s.weight_type, GgmlType::Q4_K);
+  s.header_only = false;
+  EXPECT_EQ(synth::Resolve(s).status().message(),
+            "gguf-synth: weight type q4_K_M has no generator (f32, f16, bf16, q8_0, q4_0); use --header-only "
+            "for other types");
+  ASSERT_TRUE(synth::SetWeightType("q4_K", &s).ok());
+  EXPECT_EQ(s.mix, synth::QuantMix::kNone);
+  EXPECT_EQ(synth::SetWeightType("q4_K_L", &s).message(), "unknown ggml type 'q4_K_L'");
   s = synth::ModelSpec();
   s.arch = "qwen2moe";
   s.n_expert = 2;
