@@ -359,15 +359,21 @@ Result<PlanRequest> MakeRequest(Options& o, const CLI::App& app, int argc, char*
 
 /// Prints planning's messages as they come: warnings on standard error, llama.cpp's load lines on
 /// `log` (ReportLines has the context overflow warning; the "no usable GPU" warning is stowage-run's);
-/// --fit's trace with -v.
-void PrintPlanMessage(const PlanMessage& msg, FILE* log, bool verbose) {
+/// --fit's trace with -v. With `fused_op_lines` (llama.cpp 2026), -fa auto's resolution is kept there
+/// instead, for ReportLines to print where sched_reserve prints it.
+void PrintPlanMessage(const PlanMessage& msg, FILE* log, bool verbose, std::string* fused_op_lines) {
   switch (msg.kind) {
     case PlanMessageKind::kWarning:
       std::fprintf(stderr, "plan-model: warning: %s\n", msg.text.c_str());
       break;
-    case PlanMessageKind::kBatchRaised:
     case PlanMessageKind::kFlashAttnEnabled:
     case PlanMessageKind::kFlashAttnDisabled:
+      if (fused_op_lines) {
+        *fused_op_lines = msg.text;
+        break;
+      }
+      [[fallthrough]];
+    case PlanMessageKind::kBatchRaised:
       std::fprintf(log, "%s\n", msg.text.c_str());
       break;
     case PlanMessageKind::kFitChosen:  // one line or several
@@ -390,14 +396,14 @@ void PrintPlanMessage(const PlanMessage& msg, FILE* log, bool verbose) {
 /// Prints what was planned: the timing line, llama.cpp's report lines, the scheduler's splits,
 /// --explain and the memory warnings; then the fit result, and writes the plan file. Returns the
 /// exit code.
-int ReportAndWrite(const Options& o, const PlanResult& planned, FILE* log, double ms,
-                   const std::vector<std::string>& cluster_explain) {
+int ReportAndWrite(const Options& o, const PlanResult& planned, const planner::AskedContext& asked, FILE* log,
+                   double ms, const std::vector<std::string>& cluster_explain) {
   const ModelGraphs& m = planned.graphs;
   const PlacementOutcome& outcome = planned.outcome;
   if (o.timing)
     std::fprintf(log, "plan-model: planning took %.1f ms (%u layers, %zu + %zu graph nodes)\n", ms,
                  m.hp.n_layer, m.pp.nodes.size(), m.tg.nodes.size());
-  for (const auto& line : ReportLines(m, outcome, planned.placement, o.verbose))
+  for (const auto& line : ReportLines(m, outcome, planned.placement, o.verbose, asked))
     std::fprintf(log, "%s\n", line.c_str());
   if (o.debug_splits > 0) {
     for (const Graph* g : {&m.pp, &m.tg}) {
@@ -613,8 +619,17 @@ int Run(int argc, char** argv) {
     cost = std::move(*chosen);
     request->placement.tensor_split = planner::TensorSplitOf(cost->split.layers_per_device);
   }
-  auto planned = Plan(**gguf, *machine, *request,
-                      [&](const PlanMessage& msg) { PrintPlanMessage(msg, log, o.verbose); });
+  // llama.cpp 2026's load log: -fa as asked, its auto resolution where sched_reserve prints it.
+  planner::AskedContext asked;
+  const bool today = request->llamacpp_compat == LlamacppCompat::k2026;
+  if (today)
+    asked.flash_attn_type = request->flash_attn == FlashAttnMode::kAuto ? "auto"
+                            : request->flash_attn == FlashAttnMode::kOn ? "enabled"
+                                                                        : "disabled";
+  auto planned = Plan(**gguf, *machine, *request, [&](const PlanMessage& msg) {
+    PrintPlanMessage(msg, log, o.verbose, today ? &asked.fused_op_lines : nullptr);
+  });
+  if (!planned.ok() && !asked.fused_op_lines.empty()) std::fprintf(log, "%s\n", asked.fused_op_lines.c_str());
   if (planned.ok() && cost) {
     // The layer map of the plan made with the chosen -ts must be the split chosen.
     std::vector<int> counts(cost->split.layers_per_device.size(), 0);
@@ -645,7 +660,7 @@ int Run(int argc, char** argv) {
     cluster_explain = planner::ExplainClusterLayers(cluster, planned->outcome, cost ? &cost->input : nullptr,
                                                     cost ? &cost->split : nullptr,
                                                     cost && cost->memory ? &*cost->memory : nullptr);
-  return ReportAndWrite(o, *planned, log, ms, cluster_explain);
+  return ReportAndWrite(o, *planned, asked, log, ms, cluster_explain);
 }
 
 }  // namespace

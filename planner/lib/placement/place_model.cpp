@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "stowage/planner/fit.h"
 #include "stowage/planner/kv_place.h"
@@ -187,6 +188,18 @@ void KvCacheLines(const ModelGraphs& m, const PlacementOutcome& o, bool swa, uin
           m.cfg.kv_unified ? 1u : n_seq_max, GgmlTypeName(m.cfg.type_k),
           static_cast<double>(static_cast<float>(k_bytes) / mib), GgmlTypeName(m.cfg.type_v),
           static_cast<double>(static_cast<float>(v_bytes) / mib)));
+  // llama.cpp 2026's attention rotation (a Hadamard rotation of K / V for a quantized cache whose
+  // heads are multiples of 64): n_embd_head_*_all is the layers' common head size (an MLA cache has
+  // no V heads: 0); the V line says n_embd_head_k_all as llama.cpp words it. Feb 2025 mode keeps
+  // the lines it printed.
+  if (m.cfg.llamacpp_compat != LlamacppCompat::k2026) return;
+  const int head_k = static_cast<int>(m.hp.n_embd_head_k);
+  const int head_v = m.hp.is_mla() ? 0 : static_cast<int>(m.hp.n_embd_head_v);
+  auto rot = [](GgmlType t, int head) { return head > 0 && GetTypeTraits(t).is_quantized && head % 64 == 0; };
+  out->push_back(Fmt("llama_kv_cache: attn_rot_k = %d, n_embd_head_k_all = %d",
+                     rot(m.cfg.type_k, head_k) ? 1 : 0, head_k));
+  out->push_back(Fmt("llama_kv_cache: attn_rot_v = %d, n_embd_head_k_all = %d",
+                     rot(m.cfg.type_v, head_v) ? 1 : 0, head_v));
 }
 
 // llama.cpp 2026 llama_kv_cache_iswa's constructor and its two llama_kv_cache constructors (the
@@ -205,25 +218,81 @@ void IswaKvLines(const ModelGraphs& m, const PlacementOutcome& o, std::vector<st
   }
 }
 
+// Appends each '\n'-separated line of `text` (none for an empty one).
+void AppendLines(const std::string& text, std::vector<std::string>* out) {
+  for (size_t at = 0; at < text.size();) {
+    const size_t nl = std::min(text.find('\n', at), text.size());
+    out->push_back(text.substr(at, nl - at));
+    at = nl + 1;
+  }
+}
+
+// llama.cpp 2026 llama_model_loader's lines for the weights that -ot (and --cpu-moe) placed, in the
+// order it creates them: its warning at the first one overridden to the CPU with mmap on, and with
+// `debug_lines` "tensor <name> (<MiB> MiB <type>) buffer type overridden to <buft>", the buffer type
+// chosen before the host-buffer rule of mmap (its explain record's rejected host buffer type).
+void OverrideLines(const ModelGraphs& m, const PlacementOutcome& o, bool use_mmap, bool debug_lines,
+                   std::vector<std::string>* out) {
+  const std::string host_with_mmap = ": host buffer type with mmap";
+  bool warned = false;
+  for (const ExplainEntry& e : o.placement.explain) {
+    if (e.code != ExplainRule::kWeightOverride && e.code != ExplainRule::kWeightOverrideCpu) continue;
+    const std::string name = e.subject.substr(0, e.subject.find(" ("));
+    const int gi = m.FindGlobal(name);
+    if (gi < 0) continue;
+    if (e.code == ExplainRule::kWeightOverrideCpu && use_mmap && !warned) {
+      out->push_back(
+          "llama_model_loader: tensor overrides to CPU are used with mmap enabled - consider using "
+          "--load-mode none for better performance");
+      warned = true;
+    }
+    if (!debug_lines) continue;
+    const int b = o.placement.global_buft.at(gi);
+    std::string buft = b >= 0 ? o.placement.bufts[b].name : e.buft;
+    for (const std::string& r : e.rejected)
+      if (r.find(host_with_mmap) != std::string::npos) buft = r.substr(0, r.find(": "));
+    const GlobalTensor& g = m.globals[gi];
+    out->push_back(Fmt("tensor %s (%llu MiB %s) buffer type overridden to %s", name.c_str(),
+                       static_cast<unsigned long long>(g.nbytes / 1024 / 1024), GgmlTypeName(g.type),
+                       buft.c_str()));
+  }
+}
+
+// The llm_graph_input_i object of llama.cpp 2026 an input of Stowage's graphs belongs to (its
+// llm_graph_input_* class): the attention's masks and KV indices are one object (inp_attn, or
+// inp_attn_iswa's), the token input the embeddings' (inp_embd); any other input is its own.
+std::string InputObjectOf(const std::string& name) {
+  if (name == "inp_tokens" || name == "inp_embd") return "embd";
+  if (name.rfind("KQ_mask", 0) == 0 || name.rfind("attn_inp_", 0) == 0) return "attn";
+  if (name.rfind("inp_s_", 0) == 0) return "rs";
+  return name;
+}
+
 // llama.cpp 2026's lines after the model buffers (llama_context's constructor, its KV cache and
-// sched_reserve): the context summary (the lines Stowage knows: not n_rs_seq, n_outputs_max; the
-// flash-attention type resolved, "enabled" or "disabled", where llama.cpp prints the one asked),
-// the n_ctx_seq warnings, the output buffer, the KV cache (KvCacheLines, or IswaKvLines), pipeline
-// parallelism, the compute buffers and the graph line (nodes and splits of the pp and tg graphs,
-// without the input counts).
-void ContextLines2026(const ModelGraphs& m, const PlacementOutcome& o, std::vector<std::string>* out) {
+// sched_reserve; ReportLines says which).
+void ContextLines2026(const ModelGraphs& m, const PlacementOutcome& o, const AskedContext& asked,
+                      std::vector<std::string>* out) {
   const uint32_t n_seq_max = std::max<uint32_t>(1, m.cfg.n_seq_max);
   const uint32_t n_ctx_seq = m.cfg.kv_unified ? m.cfg.n_ctx : m.cfg.n_ctx / n_seq_max;
+  const std::string fa_type =
+      asked.flash_attn_type.empty() ? (m.cfg.flash_attn ? "enabled" : "disabled") : asked.flash_attn_type;
+  out->push_back("llama_context: constructing llama_context");
   out->push_back(Fmt("llama_context: n_seq_max             = %u", n_seq_max));
   out->push_back(Fmt("llama_context: n_ctx                 = %u", m.cfg.n_ctx));
   out->push_back(Fmt("llama_context: n_ctx_seq             = %u", n_ctx_seq));
   out->push_back(Fmt("llama_context: n_batch               = %u", m.cfg.n_batch));
   out->push_back(Fmt("llama_context: n_ubatch              = %u", m.cfg.n_ubatch));
   out->push_back("llama_context: causal_attn           = 1");
-  out->push_back(Fmt("llama_context: flash_attn            = %s", m.cfg.flash_attn ? "enabled" : "disabled"));
+  out->push_back(Fmt("llama_context: flash_attn            = %s", fa_type.c_str()));
   out->push_back(Fmt("llama_context: kv_unified            = %s", m.cfg.kv_unified ? "true" : "false"));
   out->push_back(Fmt("llama_context: freq_base             = %.1f", m.hp.rope_freq_base));
   out->push_back(Fmt("llama_context: freq_scale            = %g", m.hp.rope_freq_scale));
+  // n_rs_seq: the recurrent states kept for partial rollback, 0 for an attention model
+  // (llm_arch_supports_rs_rollback); n_outputs_max: n_batch (common_params' 0); per sequence:
+  // common_params' 1.
+  out->push_back("llama_context: n_rs_seq              = 0");
+  out->push_back(Fmt("llama_context: n_outputs_max         = %u", m.cfg.n_batch));
+  out->push_back("llama_context: n_outputs_max_per_seq = 1");
   if (n_ctx_seq < m.hp.n_ctx_train)
     out->push_back(
         Fmt("llama_context: n_ctx_seq (%u) < n_ctx_train (%u) -- the full capacity of the model will "
@@ -241,36 +310,75 @@ void ContextLines2026(const ModelGraphs& m, const PlacementOutcome& o, std::vect
   else
     KvCacheLines(m, o, false, m.cfg.n_ctx, out);
   if (o.placement.n_copies > 1) out->push_back("llama_context: pipeline parallelism enabled");
+  out->push_back("sched_reserve: reserving ...");
+  AppendLines(asked.fused_op_lines, out);
+  // resolve_fused_ops checks DeepSeek V4's fused HC ops for every model; none of Stowage's
+  // architectures has them, so none runs away from its layer's device.
+  out->push_back("resolve_fused_ops: resolving fused DeepSeek V4 HC support:");
+  for (const char* part : {"pre", "comb", "post"})
+    out->push_back(Fmt("resolve_fused_ops: fused DeepSeek V4 HC %s enabled", part));
   for (const auto& b : o.memory.buffers)
     if (b.usage == BufferUsage::kCompute && b.size > 1)
       out->push_back(Fmt("sched_reserve: %10s compute buffer size = %8.2f MiB", b.name.c_str(), MiB(b.size)));
-  const int tg_nodes = o.tg_nodes;
-  const bool diff = o.pp_nodes != tg_nodes || m.pp.splits.size() != m.tg.splits.size();
-  if (diff)
-    out->push_back(Fmt("sched_reserve: graph (pp bs=%lld, tg bs=%u): nodes = %d / %d, splits = %zu / %zu",
-                       static_cast<long long>(m.pp.max_tokens), n_seq_max, o.pp_nodes, tg_nodes,
-                       m.pp.splits.size(), m.tg.splits.size()));
-  else
-    out->push_back(Fmt("sched_reserve: graph: nodes = %d, splits = %zu", o.pp_nodes, m.pp.splits.size()));
+  const GraphInputCounts in_pp = CountGraphInputs(m.pp), in_tg = CountGraphInputs(m.tg);
+  const int counts[4][2] = {{o.pp_nodes, o.tg_nodes},
+                            {static_cast<int>(m.pp.splits.size()), static_cast<int>(m.tg.splits.size())},
+                            {in_pp.objects, in_tg.objects},
+                            {in_pp.tensors, in_tg.tensors}};
+  bool diff = false;
+  for (const auto& c : counts) diff = diff || c[0] != c[1];
+  auto val = [diff](const int* c) { return diff ? Fmt("%d / %d", c[0], c[1]) : Fmt("%d", c[0]); };
+  // sched_reserve's pp graph is of min(n_ctx, n_ubatch) tokens, its tg graph of n_seq_max.
+  const std::string sizes =
+      diff ? Fmt(" (pp bs=%u, tg bs=%u)", std::min(m.cfg.n_ctx, m.cfg.n_ubatch), n_seq_max) : "";
+  out->push_back(
+      Fmt("sched_reserve: graph%s: nodes = %s, splits = %s, input objects = %s, input tensors = %s",
+          sizes.c_str(), val(counts[0]).c_str(), val(counts[1]).c_str(), val(counts[2]).c_str(),
+          val(counts[3]).c_str()));
 }
 
 }  // namespace
 
+GraphInputCounts CountGraphInputs(const Graph& g) {
+  // A node scheduled away from an input reads the input's split copy: counted as the input read.
+  std::map<int, int> copied_from;
+  for (const Split& s : g.splits)
+    for (const auto& [source, copy] : s.inputs) copied_from[copy] = source;
+  std::set<int> tensors;
+  std::set<std::string> objects;
+  for (int id : g.nodes)
+    for (int src : g.tensors[id].srcs) {
+      if (auto it = copied_from.find(src); it != copied_from.end()) src = it->second;
+      if (src >= 0 && g.tensors[src].kind == TensorKind::kInput && tensors.insert(src).second)
+        objects.insert(InputObjectOf(g.tensors[src].name));
+    }
+  return {static_cast<int>(objects.size()), static_cast<int>(tensors.size())};
+}
+
 std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcome& o,
-                                     const PlacementOptions& opt, bool debug_lines) {
+                                     const PlacementOptions& opt, bool debug_lines,
+                                     const AskedContext& asked) {
   std::vector<std::string> out;
+  const bool today = m.cfg.llamacpp_compat == LlamacppCompat::k2026;
+  // Only llama.cpp 2026's context lines place resolve_fused_ops's among them; else they come first,
+  // where Plan reported them.
+  if (!today || m.hp.recurrent()) AppendLines(asked.fused_op_lines, &out);
   const DeviceSet& ds = o.devices;
   for (int i = 0; i < ds.n_model; ++i)
     out.push_back(Fmt("llama_model_load_from_file_impl: using device %s (%s) - %llu MiB free",
                       ds.devices[i].name.c_str(), ds.devices[i].description.c_str(),
                       static_cast<unsigned long long>(ds.devices[i].memory_free / 1024 / 1024)));
-  // llama.cpp 2026 adds each layer's is_swa and reports the moved weights from
+  // llama.cpp 2026 says how it loads the weights (llama_model::load_tensors: mmap or read, "none"),
+  // adds each layer's is_swa and reports the moved weights from
   // llama_model_loader::done_getting_tensors.
-  const bool today = m.cfg.llamacpp_compat == LlamacppCompat::k2026;
+  if (today)
+    out.push_back(Fmt("load_tensors: loading model tensors, this can take a while... (load_mode = %s)",
+                      opt.use_mmap ? "mmap" : "none"));
   for (size_t il = 0; debug_lines && il < o.layers.device.size(); ++il)
     out.push_back(Fmt("load_tensors: layer %3d assigned to device %s", static_cast<int>(il),
                       ds.devices[o.layers.device[il]].name.c_str()) +
                   (today ? Fmt(", is_swa = %d", m.hp.is_swa(static_cast<uint32_t>(il)) ? 1 : 0) : ""));
+  if (today) OverrideLines(m, o, opt.use_mmap, debug_lines, &out);
   if (debug_lines && o.moved.count > 0)
     out.push_back(
         Fmt("%s: tensor '%s' (%s) (and %d others) cannot be used with preferred buffer type %s, using %s "
@@ -308,7 +416,7 @@ std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcom
     (g.name.rfind("cache_k", 0) == 0 ? k_bytes : v_bytes) += g.nbytes;
   }
   if (today && !m.hp.recurrent()) {
-    ContextLines2026(m, o, &out);
+    ContextLines2026(m, o, asked, &out);
     return out;
   }
   // llama_init_from_model's context summary (FEB25 src/llama.cpp), then its warnings for a context

@@ -82,6 +82,19 @@ Status PlaceModelStep(PlaceStep step, ModelGraphs& m, const std::vector<DeviceMa
 Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceManifest>& machine,
                                     const PlacementOptions& opt);
 
+/// What llama.cpp 2026's load log says of the context as asked that the plan alone does not: the
+/// flash-attention type asked (llama_context_params.flash_attn_type, -fa), which llama_context's
+/// summary prints before resolving it, and what resolving -fa auto printed (Plan's
+/// kFlashAttnEnabled / kFlashAttnDisabled text, resolve_fused_ops's lines), which sched_reserve
+/// prints after "reserving ...".
+struct AskedContext {
+  /// llama_flash_attn_type_name of -fa: "auto", "enabled" or "disabled"; empty: the resolved
+  /// ModelGraphs::cfg.flash_attn's ("enabled" or "disabled").
+  std::string flash_attn_type;
+  /// resolve_fused_ops's lines, separated by '\n' (no trailing newline); empty: none (-fa on / off).
+  std::string fused_op_lines;
+};
+
 /// The load-time report in llama.cpp's formats (FEB25): "using device" lines (model devices),
 /// "layer %3d assigned to device %s" (k2026: ", is_swa = %d" added), the "cannot be used with
 /// preferred buffer type" line (k2026: from "done_getting_tensors:"),
@@ -93,15 +106,33 @@ Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceMani
 /// (backends with more than one byte, each buffer once), "graph nodes" and
 /// "graph splits = P (with bs=B), T (with bs=1)". One line per string, without newline. The
 /// "assigned to device" and "cannot be used with preferred buffer type" lines are llama.cpp's
-/// debug level (LLAMA_LOG_DEBUG, FEB25 llama-model.cpp): only with `debug_lines`. With
-/// m.cfg.llamacpp_compat k2026 (but for recurrent models) the lines after the model buffers are
-/// llama.cpp 2026's: "llama_context:" summary (n_seq_max, n_ctx, n_ctx_seq, n_batch, n_ubatch,
-/// causal_attn, flash_attn as resolved, kv_unified, freq_base, freq_scale) and n_ctx_seq warnings,
-/// its output buffer, "llama_kv_cache:" (or "llama_kv_cache_iswa:") buffers and size line,
-/// "llama_context: pipeline parallelism enabled", "sched_reserve:" compute buffers and its graph line
-/// (nodes and splits, pp / tg when they differ; no input counts).
+/// debug level (LLAMA_LOG_DEBUG, FEB25 llama-model.cpp): only with `debug_lines`.
+/// With m.cfg.llamacpp_compat k2026 (but for recurrent models) the lines after the model buffers are
+/// llama.cpp 2026's info lines in its order (llama_context's constructor, llama_kv_cache's,
+/// sched_reserve): "llama_context: constructing llama_context", the summary (n_seq_max, n_ctx,
+/// n_ctx_seq, n_batch, n_ubatch, causal_attn, flash_attn as `asked` says, kv_unified, freq_base,
+/// freq_scale, n_rs_seq, n_outputs_max, n_outputs_max_per_seq) and the n_ctx_seq warnings, the
+/// output buffer, each cache's "llama_kv_cache:" buffers, size and attn_rot lines (after
+/// "llama_kv_cache_iswa: creating ..." for an interleaved-SWA model), "llama_context: pipeline
+/// parallelism enabled", "sched_reserve: reserving ...", `asked.fused_op_lines`, the compute
+/// buffers and "sched_reserve: graph: nodes = N, splits = S, input objects = I, input tensors = T"
+/// ("graph (pp bs=B, tg bs=n_seq_max): nodes = N / n, ..." when the pp and tg graphs differ in
+/// one of them; GraphInputCounts). Not the lines of timing ("reserve took ..."), debug level or
+/// llama.cpp's own hardware.
 std::vector<std::string> ReportLines(const ModelGraphs& m, const PlacementOutcome& o,
-                                     const PlacementOptions& opt, bool debug_lines = true);
+                                     const PlacementOptions& opt, bool debug_lines = true,
+                                     const AskedContext& asked = {});
+
+/// llama.cpp 2026 sched_reserve's input counts of a graph: `objects`, its llm_graph_input_i objects
+/// (res->inputs: inp_embd for the tokens, inp_pos, one inp_attn for every mask and KV index input
+/// of the attention, inp_attn_temp, inp_out_ids, the recurrent state inputs) and `tensors`, the
+/// input tensors some node reads (llama_graph_n_input_tensors), as they are in `g`'s inputs
+/// (TensorKind::kInput) read by its nodes.
+struct GraphInputCounts {
+  int objects = 0;
+  int tensors = 0;
+};
+GraphInputCounts CountGraphInputs(const Graph& g);
 
 /// llama.cpp's `-fa auto` check (llama_context, DEC25; FEB25 has no auto): in the placed tg
 /// graph of a model planned with flash attention, every FLASH_ATTN_EXT node must run on the
