@@ -762,32 +762,49 @@ TEST(CudaMath, ArgsortEmulation) {
 
 // ---- ROPE ------------------------------------------------------------------------------------------
 
+// ROPE's inputs of the emulation tests: x [80, 3, 5] of values in [-scale, scale) (n_dims 64 < ne0:
+// a copied tail), the 5 tokens' positions up to 131071, 32 freq factors in [1, 9).
+struct RopeInputs {
+  static constexpr int64_t ne0 = 80, nh = 3, nt = 5;
+  Host x, pos, ff;
+};
+RopeInputs MakeRopeInputs(uint32_t seed, float scale) {
+  RopeInputs r{RandomF32({RopeInputs::ne0, RopeInputs::nh, RopeInputs::nt, 1}, seed, scale),
+               Make(GgmlType::I32, {RopeInputs::nt, 1, 1, 1}), RandomF32({32, 1, 1, 1}, seed + 1)};
+  const int32_t p[RopeInputs::nt] = {0, 7, 511, 4096, 131071};
+  std::memcpy(r.pos.bytes.data(), p, sizeof p);
+  float* f = reinterpret_cast<float*>(r.ff.bytes.data());
+  for (int i = 0; i < 32; ++i) f[i] = 1.f + 8.f * std::fabs(f[i]);
+  return r;
+}
+
+// ROPE parameters of the emulation tests: n_dims 64, mode 0 (normal) or 2 (NEOX), without YaRN
+// (freq_base 10000) or with it (mistral3's rope.scaling.yarn_beta_fast / _slow, freq_scale 1/4).
+cpu::RopeParams TestRopeParams(int mode, bool yarn) {
+  cpu::RopeParams rp;
+  rp.n_dims = 64;
+  rp.mode = mode;
+  rp.n_ctx_orig = 4096;
+  rp.freq_base = yarn ? 500000.f : 10000.f;
+  rp.freq_scale = yarn ? 0.25f : 1.f;
+  rp.ext_factor = yarn ? 1.f : 0.f;
+  rp.attn_factor = yarn ? 1.1f : 1.f;
+  rp.beta_fast = yarn ? 8.f : 32.f;
+  rp.beta_slow = yarn ? 0.25f : 1.f;
+  return rp;
+}
+
 TEST(CudaMath, RopeEmulation) {
-  const int64_t ne0 = 80, nh = 3, nt = 5;  // n_dims 64 < ne0: the tail is copied
-  Host x = RandomF32({ne0, nh, nt, 1}, 80);
-  Host pos = Make(GgmlType::I32, {nt, 1, 1, 1});
-  const int32_t p[nt] = {0, 7, 511, 4096, 131071};
-  std::memcpy(pos.bytes.data(), p, sizeof p);
-  Host ff = RandomF32({32, 1, 1, 1}, 81);
-  for (int i = 0; i < 32; ++i)
-    reinterpret_cast<float*>(ff.bytes.data())[i] =
-        1.f + 8.f * std::fabs(reinterpret_cast<float*>(ff.bytes.data())[i]);
+  const int64_t ne0 = RopeInputs::ne0, nh = RopeInputs::nh, nt = RopeInputs::nt;
+  const RopeInputs in = MakeRopeInputs(80, 1.f);
+  const Host &x = in.x, &pos = in.pos, &ff = in.ff;
   for (int mode : {0, 2}) {
     for (bool yarn : {false, true}) {
       for (bool freq_factors : {false, true}) {
         for (int cfg = 0; cfg < 4; ++cfg) {
           const bool in_place = cfg % 2 == 1;
-          cpu::RopeParams rp;
-          rp.n_dims = 64;
+          cpu::RopeParams rp = TestRopeParams(mode, yarn);
           rp.n_offs = cfg / 2 == 1 ? 8 : 0;  // ggml_rope_set_offset (deepseek2's MHA form): dims 8..71
-          rp.mode = mode;
-          rp.n_ctx_orig = 4096;
-          rp.freq_base = yarn ? 500000.f : 10000.f;
-          rp.freq_scale = yarn ? 0.25f : 1.f;
-          rp.ext_factor = yarn ? 1.f : 0.f;
-          rp.attn_factor = yarn ? 1.1f : 1.f;
-          rp.beta_fast = yarn ? 8.f : 32.f;  // mistral3's rope.scaling.yarn_beta_fast / _slow
-          rp.beta_slow = yarn ? 0.25f : 1.f;
           Host c = Make(GgmlType::F32, {ne0, nh, nt, 1});
           Host g = x;  // in place: the emulation writes over its own copy of src
           g.v.data = g.bytes.data();
@@ -1620,29 +1637,14 @@ TEST(CudaMath, MulMatGluEmulation) {
 // I64 indices, normal and NEOX, with and without freq factors and YaRN, n_dims < head_dim. An index
 // outside the cache writes nothing (the CPU refuses it).
 TEST(CudaMath, RopeKvStoreEmulation) {
-  const int64_t ne0 = 80, nh = 3, nt = 5, n_rows = 9;
-  Host x = RandomF32({ne0, nh, nt, 1}, 600, 3.f);
-  Host pos = Make(GgmlType::I32, {nt, 1, 1, 1});
-  const int32_t p[nt] = {0, 7, 511, 4096, 131071};
-  std::memcpy(pos.bytes.data(), p, sizeof p);
-  Host ff = RandomF32({32, 1, 1, 1}, 601);
-  for (int i = 0; i < 32; ++i)
-    reinterpret_cast<float*>(ff.bytes.data())[i] =
-        1.f + 8.f * std::fabs(reinterpret_cast<float*>(ff.bytes.data())[i]);
+  const int64_t ne0 = RopeInputs::ne0, nh = RopeInputs::nh, nt = RopeInputs::nt, n_rows = 9;
+  const RopeInputs in = MakeRopeInputs(600, 3.f);
+  const Host &x = in.x, &pos = in.pos, &ff = in.ff;
   const int64_t rows_at[nt] = {3, 0, 7, 8, 1};
   for (int mode : {0, 2}) {
     for (bool yarn : {false, true}) {
       for (bool freq_factors : {false, true}) {
-        cpu::RopeParams rp;
-        rp.n_dims = 64;
-        rp.mode = mode;
-        rp.n_ctx_orig = 4096;
-        rp.freq_base = yarn ? 500000.f : 10000.f;
-        rp.freq_scale = yarn ? 0.25f : 1.f;
-        rp.ext_factor = yarn ? 1.f : 0.f;
-        rp.attn_factor = yarn ? 1.1f : 1.f;
-        rp.beta_fast = yarn ? 8.f : 32.f;
-        rp.beta_slow = yarn ? 0.25f : 1.f;
+        const cpu::RopeParams rp = TestRopeParams(mode, yarn);
         cpu::TensorView ffv = ff.v;
         if (!freq_factors) ffv.data = nullptr;
         const float* ffp = freq_factors ? reinterpret_cast<const float*>(ff.bytes.data()) : nullptr;

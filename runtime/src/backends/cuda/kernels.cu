@@ -609,34 +609,34 @@ cudaError_t Cpy(const Tv& src, const Tv& dst, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-cudaError_t MulMatVec(const Tv& w, const Tv& x, const Tv& dst, cudaStream_t stream) {
+namespace {
+// The launches of a mat-vec over N weight rows, x's columns and dst's batch (ForEachMulMatVecLaunch),
+// each made by launch(grid, y0, z0); the first error stops them.
+template <typename F>
+cudaError_t MulMatVecLaunches(int64_t N, const Tv& x, const Tv& dst, F&& launch) {
   if (Nelements(dst) == 0) return cudaSuccess;
-  const int64_t gx_needed = (w.ne[1] + kMmvWarps - 1) / kMmvWarps;
-  if (gx_needed > kMaxGridX) return cudaErrorInvalidConfiguration;
+  if ((N + kMmvWarps - 1) / kMmvWarps > kMaxGridX) return cudaErrorInvalidConfiguration;
   cudaError_t err = cudaSuccess;
-  ForEachMulMatVecLaunch(w.ne[1], x.ne[1], dst.ne[2] * dst.ne[3],
+  ForEachMulMatVecLaunch(N, x.ne[1], dst.ne[2] * dst.ne[3],
                          [&](int64_t gx, int64_t gy, int64_t gz, int64_t y0, int64_t z0) {
                            if (err == cudaSuccess)
-                             err = LaunchMulMatVec(w, x, dst, dim3(unsigned(gx), unsigned(gy), unsigned(gz)),
-                                                   y0, z0, stream);
+                             err = launch(dim3(unsigned(gx), unsigned(gy), unsigned(gz)), y0, z0);
                          });
   return err;
+}
+}  // namespace
+
+cudaError_t MulMatVec(const Tv& w, const Tv& x, const Tv& dst, cudaStream_t stream) {
+  return MulMatVecLaunches(w.ne[1], x, dst, [&](dim3 grid, int64_t y0, int64_t z0) {
+    return LaunchMulMatVec(w, x, dst, grid, y0, z0, stream);
+  });
 }
 
 cudaError_t MulMatVecGlu(Glu op, const Tv& gate, const Tv& up, const Tv& x, const Tv& dst,
                          cudaStream_t stream) {
-  if (Nelements(dst) == 0) return cudaSuccess;
-  const int64_t gx_needed = (gate.ne[1] + kMmvWarps - 1) / kMmvWarps;
-  if (gx_needed > kMaxGridX) return cudaErrorInvalidConfiguration;
-  cudaError_t err = cudaSuccess;
-  ForEachMulMatVecLaunch(gate.ne[1], x.ne[1], dst.ne[2] * dst.ne[3],
-                         [&](int64_t gx, int64_t gy, int64_t gz, int64_t y0, int64_t z0) {
-                           if (err == cudaSuccess)
-                             err = LaunchMulMatVecGlu(op, gate, up, x, dst,
-                                                      dim3(unsigned(gx), unsigned(gy), unsigned(gz)), y0, z0,
-                                                      stream);
-                         });
-  return err;
+  return MulMatVecLaunches(gate.ne[1], x, dst, [&](dim3 grid, int64_t y0, int64_t z0) {
+    return LaunchMulMatVecGlu(op, gate, up, x, dst, grid, y0, z0, stream);
+  });
 }
 
 cudaError_t MulMatVecId(const Tv& as, const Tv& b, const Tv& ids, const Tv& dst, cudaStream_t stream) {
