@@ -168,7 +168,7 @@ const std::vector<std::string>& SupportedArchs();
 /// 256 experts of 2048 (8 used, in 8 groups of which 4 used) and 1 shared, sigmoid gating with the
 /// expert-score bias, weights normalized and scaled by 2.5, YaRN 40 over 4096 (beta 32 / 1, log
 /// multiplier 0.1 as the converter writes it), rope base 10000, rms eps 1e-6, 129280 tokens,
-/// n_ctx 163840; 1086 tensors, 671B parameters, 404.4 GB.
+/// n_ctx 163840; 1086 tensors, 671B parameters, 404.49 GB of tensor data.
 /// Errors: kInvalidArgument naming the preset and listing the known ones.
 Result<ModelSpec> Preset(std::string_view name);
 const std::vector<std::string>& PresetNames();
