@@ -201,6 +201,11 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_flag("--kv-unified", o.cfg.kv_unified,
                "one KV cache of n_ctx cells shared by the sequences (llama.cpp -kvu, llama-server's default "
                "with its automatic slots)");
+  app.add_option("--n-outputs-max", o.cfg.n_outputs_max,
+                 "the most outputs one batch may ask for (llama_context_params n_outputs_max; default 0: "
+                 "n_batch, llama.cpp's; llama-server sets its slots, -np): with --llamacpp-compat 2026 the "
+                 "outputs of the pp graph")
+      ->check(tools::IntegerIn(0, 1 << 20));
   app.add_flag("--swa-full", o.cfg.swa_full,
                "full-size SWA cache: the sliding-window layers of gemma2/gemma3 get n_ctx cells instead of "
                "min(n_ctx, n_swa + n_ubatch) padded to 256 (llama.cpp --swa-full)");

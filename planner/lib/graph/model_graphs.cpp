@@ -667,10 +667,13 @@ Result<ModelGraphs> BuildModelGraphs(const GgufFile& gguf, const HParams& hp, co
   // llama.cpp 2026 sched_reserve with several sequences (a transformer's): pp of min(n_ctx,
   // n_ubatch) tokens rounded up to a multiple of n_seq_max (graph_reserve, for ubatch_reserve's
   // equal sequences) of which min(n_ctx, n_ubatch) are outputs, tg of one token and output per
-  // sequence; with one, min(n_ctx, n_ubatch) and 1 as llama.cpp Feb 2025.
+  // sequence; with one, min(n_ctx, n_ubatch) and 1 as llama.cpp Feb 2025. llama.cpp 2026 reserves
+  // the pp graph with at most n_outputs_max outputs (min(n_tokens, cparams.n_outputs_max)).
   const int64_t n_seqs = m.hp.recurrent() ? 1 : m.cfg.n_seq_max;
-  const int64_t pp_outputs = std::min<int64_t>(n_ctx, m.cfg.n_ubatch);
-  const int64_t pp_tokens = (pp_outputs + n_seqs - 1) / n_seqs * n_seqs;
+  const int64_t pp_ubatch = std::min<int64_t>(n_ctx, m.cfg.n_ubatch);
+  const int64_t pp_tokens = (pp_ubatch + n_seqs - 1) / n_seqs * n_seqs;
+  const int64_t pp_outputs =
+      m.cfg.n_outputs_max > 0 && m.llama2026 ? std::min<int64_t>(pp_ubatch, m.cfg.n_outputs_max) : pp_ubatch;
   const int64_t max_kv = m.hp.recurrent() ? m.cfg.n_seq_max : n_ctx;
   struct Spec {
     Graph* g;

@@ -295,6 +295,12 @@ struct ContextConfig {
   /// pp of min(n_ctx, n_ubatch) tokens rounded up to a multiple of n_seq_max (as many outputs as
   /// before the rounding).
   uint32_t n_seq_max = 1;
+  /// llama_context_params.n_outputs_max: the most outputs (logit rows) one ubatch may ask for, and
+  /// so the outputs of the pp graph llama.cpp 2026's sched_reserve sizes (min(n_tokens,
+  /// n_outputs_max)); 0: n_batch, llama.cpp's default (llama-cli, llama-completion, llama-perplexity).
+  /// llama-server sets it to its slots, n_parallel (server_output_limits, without speculative
+  /// decoding). Feb 2025 has no such limit (the pp graph's outputs are its tokens).
+  uint32_t n_outputs_max = 0;
   /// llama.cpp -kvu (llama_context_params.kv_unified): one KV cache of n_ctx cells shared by the
   /// sequences. Without it llama.cpp keeps one stream of GGML_PAD(n_ctx / n_seq_max, 256) cells per
   /// sequence, which ResolveContext refuses for n_seq_max > 1 (graphs with a stream dimension are
