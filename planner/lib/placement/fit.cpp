@@ -193,8 +193,13 @@ class FitSearch {
 
   /// Per model device: the bytes of its buffers (weights, KV, compute, output held there) and of
   /// its weights, and its free memory, for a plan of context `n_ctx` with placement `o`.
+  /// With no model device, llama.cpp fits host memory: host_used is the bytes of the host
+  /// buffer types' buffers (KV, compute, output, unmapped weights; not CPU_REPACK, an extra buffer
+  /// type of the CPU device: common_get_device_memory_data_impl), host_free the CPU's memory.
   struct Measured {
     std::vector<int64_t> used, model, free;
+    int64_t host_used = 0, host_free = 0;
+    bool host_reported = true;  ///< false: the CPU manifest reports no memory (never fitted)
   };
   Result<Measured> Measure(uint32_t n_ctx, const PlacementOptions& o) {
     auto it = graphs_.find(n_ctx);
@@ -214,6 +219,10 @@ class FitSearch {
       m.model.push_back(static_cast<int64_t>(use[d].by_usage[static_cast<int>(BufferUsage::kWeights)]));
       m.free.push_back(static_cast<int64_t>(use[d].available));
     }
+    for (const PlannedBuffer& b : out.memory.buffers)
+      if (!b.mapped && out.placement.bufts[b.buft].is_host) m.host_used += static_cast<int64_t>(b.size);
+    m.host_free = static_cast<int64_t>(use[out.devices.cpu].available);
+    m.host_reported = use[out.devices.cpu].reported;
     return m;
   }
 
@@ -265,36 +274,48 @@ Result<FitChoice> FitParams(const GgufFile& gguf, const HParams& hp, const Conte
       static_cast<uint32_t>(std::min<uint64_t>(uint64_t{fit.n_ctx_min} * n_streams, UINT32_MAX));
   c.n_ctx = n_ctx_auto ? n_ctx_max : asked.n_ctx;
   const int all_layers = static_cast<int>(hp_ngl) + 1;
-  if (nd == 0) {  // nothing to offload; host memory is not fitted (llama.cpp: only its context)
-    c.n_gpu_layers = 0;
-    return c;
-  }
+  // No model device: nothing to offload (-ngl 0); only an automatic context is fitted, to the host
+  // memory with the first margin (common_params_fit_impl's nd == 0 branch).
+  const bool host_only = nd == 0;
+  if (host_only) c.n_gpu_layers = 0;
+  auto used_of = [&](const FitSearch::Measured& m) { return host_only ? m.host_used : Sum(m.used); };
 
   // step 1: every layer offloaded, as given.
   PlacementOptions full = opt;
   full.n_gpu_layers = all_layers;
   STOWAGE_ASSIGN_OR_RETURN(const FitSearch::Measured dmds_full, search.Measure(c.n_ctx, full));
-  std::vector<int64_t> margins(nd, static_cast<int64_t>(kDefaultFitTargetBytes));
-  for (size_t id = 0; id < nd; ++id)
+  std::vector<int64_t> margins(std::max<size_t>(nd, 1), static_cast<int64_t>(kDefaultFitTargetBytes));
+  for (size_t id = 0; id < margins.size(); ++id)
     if (fit.margins.size() == 1)
       margins[id] = static_cast<int64_t>(fit.margins[0]);
     else if (id < fit.margins.size())
       margins[id] = static_cast<int64_t>(fit.margins[id]);
-  const int64_t sum_free = Sum(dmds_full.free);
-  const int64_t sum_projected_used = Sum(dmds_full.used);
+  const int64_t sum_free = host_only ? dmds_full.host_free : Sum(dmds_full.free);
+  const int64_t sum_projected_used = used_of(dmds_full);
   const int64_t sum_projected_model = Sum(dmds_full.model);
   const int64_t sum_projected_free = sum_free - sum_projected_used;
   const int64_t sum_margins = Sum(margins);
-  say("projected to use " + Mib(sum_projected_used) + " MiB of device memory vs. " + Mib(sum_free) +
-      " MiB of free device memory");
-  bool changes_needed = false;
-  for (size_t id = 0; id < nd; ++id)
-    if (dmds_full.free[id] - dmds_full.used[id] < margins[id]) changes_needed = true;
-  if (!changes_needed) {
-    say(nd == 1 ? "will leave " + Mib(dmds_full.free[0] - dmds_full.used[0]) + " >= " + Mib(margins[0]) +
-                      " MiB of free device memory, no changes needed"
-                : std::string("targets for free memory can be met on all devices, no changes needed"));
-    return c;
+  if (host_only) {
+    if (!dmds_full.host_reported) return c;
+    say("projected to use " + Mib(sum_projected_used) + " MiB of host memory vs. " + Mib(sum_free) +
+        " MiB of total host memory");
+    if (sum_projected_free >= margins[0]) {
+      say("will leave " + Mib(sum_projected_free) + " >= " + Mib(margins[0]) +
+          " MiB of system memory, no changes needed");
+      return c;
+    }
+  } else {
+    say("projected to use " + Mib(sum_projected_used) + " MiB of device memory vs. " + Mib(sum_free) +
+        " MiB of free device memory");
+    bool changes_needed = false;
+    for (size_t id = 0; id < nd; ++id)
+      if (dmds_full.free[id] - dmds_full.used[id] < margins[id]) changes_needed = true;
+    if (!changes_needed) {
+      say(nd == 1 ? "will leave " + Mib(dmds_full.free[0] - dmds_full.used[0]) + " >= " + Mib(margins[0]) +
+                        " MiB of free device memory, no changes needed"
+                  : std::string("targets for free memory can be met on all devices, no changes needed"));
+      return c;
+    }
   }
 
   // step 2: a smaller context, when it is automatic.
@@ -317,7 +338,7 @@ Result<FitChoice> FitParams(const GgufFile& gguf, const HParams& hp, const Conte
       }
       c.n_ctx = n_ctx_min_total;
       STOWAGE_ASSIGN_OR_RETURN(const FitSearch::Measured min_ctx, search.Measure(c.n_ctx, full));
-      const int64_t sum_used_min_ctx = Sum(min_ctx.used);
+      const int64_t sum_used_min_ctx = used_of(min_ctx);
       if (sum_used_target > sum_used_min_ctx) {
         c.n_ctx += static_cast<uint32_t>(int64_t{n_ctx_max - n_ctx_min_total} *
                                          (sum_used_target - sum_used_min_ctx) /
@@ -336,6 +357,11 @@ Result<FitChoice> FitParams(const GgufFile& gguf, const HParams& hp, const Conte
             " -> need " + Mib(sum_projected_used - sum_used_min_ctx) + " MiB less memory in total");
       }
     }
+  }
+
+  if (host_only) {
+    c.failure = "was unable to fit model into system memory by reducing context, abort";
+    return c;
   }
 
   // The parameters the fit may change must be unset (common_params_fit_exception: kept as they are).

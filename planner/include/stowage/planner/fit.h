@@ -126,8 +126,13 @@ struct FitChoice {
 ///      front to back, and tries one more layer with its FFN partly overflowing (up / gate / attn
 ///      fractions) to the next device or the CPU.
 /// `asked` is the context as asked (before ResolveContext); `opt` the placement options with the
-/// user's -ts / -ot. No model device: -ngl 0 and the context as asked (llama.cpp leaves -ngl at -1
-/// there, which offloads nothing either, and fits an automatic context to host memory).
+/// user's -ts / -ot. No model device: -ngl 0 (llama.cpp leaves -ngl at -1 there, which offloads
+/// nothing either) and, as common_params_fit_impl's nd == 0 branch, the host is fitted instead: its
+/// host-buffer-type bytes (KV, compute, output, unmapped weights; not CPU_REPACK) against the CPU's
+/// memory less the first margin; short of it, an automatic context shrinks as in step 2 (one
+/// device), and when that cannot fit, FitChoice::failure "was unable to fit model into system
+/// memory by reducing context, abort" with the smallest context. A CPU manifest without memory is
+/// not fitted.
 /// Errors: kInvalidArgument naming a GPU whose manifest reports no memory (llama.cpp's fit "will
 /// not use it"; here it cannot be left out), and those of ResolveContext, BuildModelGraphs,
 /// MakeDeviceSet and PlaceModel.
