@@ -258,6 +258,10 @@ Result<FitChoice> FitParams(const GgufFile& gguf, const HParams& hp, const Conte
                              (d.source_path.empty() ? std::string("probed") : d.source_path) +
                              ": memory.total 0), so --fit cannot size it: give its free memory (--free " +
                              d.name + "=SIZE) or -ngl N");
+  if (asked.n_ctx == 0) {  // the model's context_length, refused as ResolveContext refuses it
+    ContextConfig train = asked;
+    STOWAGE_RETURN_IF_ERROR(ResolveContext(hp, gguf.path(), &train));
+  }
   FitChoice c;
   FitSearch search(gguf, hp, asked, machine, opt);
   auto say = [&](std::string line) { c.log.push_back(std::move(line)); };
