@@ -13,6 +13,7 @@
 
 #include "cli_numbers.h"
 #include "llama_args.h"
+#include "output_path.h"
 #include "stdout_check.h"
 #include "stowage/runtime/atomic_file.h"
 #include "stowage/runtime/gguf.h"
@@ -143,6 +144,12 @@ int Run(int argc, char** argv) {
     return 1;
   }
 
+  if (stowage::Status st =
+          stowage::tools::CheckOutputIsNotInput("--save-header", save_header, {&path}, "the header");
+      !st.ok()) {
+    std::fprintf(stderr, "gguf-dump: error: %s\n", st.message().c_str());
+    return 1;
+  }
   auto file = app.count("--file-size") > 0 ? stowage::GgufFile::OpenHeader(path, file_size)
                                            : stowage::GgufFile::Open(path);
   if (!file.ok()) {

@@ -127,13 +127,15 @@ int Generate(const CommonOptions& c, GenerateOptions g) {
     std::fwrite(g.prompt.data(), 1, g.prompt.size(), stdout);  // all of it: a NUL (\x00) does not end it
     if (!FlushStdout()) return 1;
   }
+  auto dump = LogitsDump::Open(c, loaded->output_host, g.dump_logits);
+  if (!dump.ok()) return Fail(dump.status());
   std::vector<float> logits;
   const auto t0 = Clock::now();
   if (Status st = s.Decode(tokens, false, &logits); !st.ok()) {
     EndStreamedLine();
     return Fail(st);
   }
-  if (Status st = DumpLogits(c, loaded->output_host, g.dump_logits, logits, true); !st.ok()) return Fail(st);
+  if (Status st = dump->Append(logits); !st.ok()) return Fail(st);
   const auto t1 = Clock::now();
   int generated = 0;
   bool eog_reached = false;
@@ -167,10 +169,13 @@ int Generate(const CommonOptions& c, GenerateOptions g) {
       EndStreamedLine();
       return Fail(st);
     }
-    if (Status st = DumpLogits(c, loaded->output_host, g.dump_logits, logits, false); !st.ok())
-      return Fail(st);
+    if (Status st = dump->Append(logits); !st.ok()) return Fail(st);
   }
   const auto t2 = Clock::now();
+  if (Status st = dump->Commit(); !st.ok()) {
+    EndStreamedLine();
+    return Fail(st);
+  }
   std::printf("\n");
   if (!FlushStdout()) return 1;
   if (!g.quiet && to_context_end && !eog_reached)

@@ -70,13 +70,25 @@ Result<int32_t> ShareToken(const CommonOptions& c, int output_host, int32_t toke
   return got;
 }
 
-Status DumpLogits(const CommonOptions& c, int output_host, const std::string& path,
-                  const std::vector<float>& logits, bool truncate) {
-  if (path.empty() || (c.transport && c.transport->rank() != output_host)) return Status::Ok();
-  FILE* f = std::fopen(path.c_str(), truncate ? "wb" : "ab");
-  if (f == nullptr) return IoError(path + ": cannot open for writing (--dump-logits)");
-  const size_t n = std::fwrite(logits.data(), sizeof(float), logits.size(), f);
-  if (std::fclose(f) != 0 || n != logits.size()) return IoError(path + ": write error (--dump-logits)");
+Result<LogitsDump> LogitsDump::Open(const CommonOptions& c, int output_host, const std::string& path) {
+  LogitsDump d;
+  if (path.empty() || (c.transport && c.transport->rank() != output_host)) return d;
+  auto file = AtomicFile::Create(path);
+  if (!file.ok()) return file.status().WithPrefix("--dump-logits");
+  d.file_.emplace(std::move(*file));
+  return d;
+}
+
+Status LogitsDump::Append(const std::vector<float>& logits) {
+  if (!file_) return Status::Ok();
+  if (Status st = file_->Write(logits.data(), logits.size() * sizeof(float)); !st.ok())
+    return st.WithPrefix("--dump-logits");
+  return Status::Ok();
+}
+
+Status LogitsDump::Commit() {
+  if (!file_) return Status::Ok();
+  if (Status st = file_->Commit(); !st.ok()) return st.WithPrefix("--dump-logits");
   return Status::Ok();
 }
 

@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "run_common.h"
+#include "stowage/runtime/atomic_file.h"
 #include "stowage/runtime/session.h"
 #include "stowage/runtime/status.h"
 
@@ -31,10 +33,27 @@ Status SetUpHosts(const CommonOptions& c, SessionOptions* opts, int* output_host
 /// which returns the one it receives (tag: `step`). Without a transport, `token` itself.
 Result<int32_t> ShareToken(const CommonOptions& c, int output_host, int32_t token, uint64_t step);
 
-/// --dump-logits: appends the rows of `logits` (float32, native byte order) to `path` on the host
-/// that holds them (nothing on another rank); `truncate` starts the file anew.
-Status DumpLogits(const CommonOptions& c, int output_host, const std::string& path,
-                  const std::vector<float>& logits, bool truncate);
+/// --dump-logits FILE: every decode's logits rows (float32, native byte order), written on the host
+/// that holds them (nothing on another rank). The file is opened before the prompt runs (so that an
+/// unwritable path fails at once) through an AtomicFile: it appears at `path` whole, at Commit(), and
+/// a run that fails or is interrupted leaves whatever was at `path` as it was.
+class LogitsDump {
+ public:
+  /// Opens the temporary file for `path`; an empty `path`, or a rank other than `output_host`, dumps
+  /// nothing. Errors: AtomicFile::Create's, prefixed "--dump-logits: " ("--dump-logits: <path>:
+  /// cannot create a file in the folder ...: <reason>").
+  static Result<LogitsDump> Open(const CommonOptions& c, int output_host, const std::string& path);
+
+  /// Appends the rows of `logits`. Errors: kIoError "--dump-logits: <path>: write failed: <OS error>" (e.g.
+  /// "No space left on device").
+  Status Append(const std::vector<float>& logits);
+
+  /// Gives the file its name (AtomicFile::Commit). Errors: AtomicFile::Commit's, prefixed as Append's.
+  Status Commit();
+
+ private:
+  std::optional<AtomicFile> file_;
+};
 
 /// Ends every rank (Transport::Abort) after this rank failed with exit status `rc`, naming the
 /// rank; returns `rc` when there is no transport or rc is 0.

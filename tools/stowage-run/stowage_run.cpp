@@ -14,12 +14,12 @@
 #include "generate.h"
 #include "hosts.h"
 #include "llama_args.h"
+#include "output_path.h"
 #include "perplexity.h"
 #include "planner_args.h"
 #include "prompt_escapes.h"
 #include "run_common.h"
 #include "stdout_check.h"
-#include "stowage/runtime/atomic_file.h"
 #include "stowage/runtime/chat_template.h"
 #include "stowage/runtime/session.h"
 
@@ -139,8 +139,9 @@ void AddGenerateOptions(CLI::App* app, GenerateFlags* g) {
   app->add_flag("--verbose-prompt", g->options.verbose_prompt,
                 "print the prompt's tokens (id -> piece) on stderr before generating");
   app->add_option("--dump-logits", g->options.dump_logits,
-                  "write every decode's logits (float32 rows, native byte order) to this file; across hosts, "
-                  "the rank holding the output writes it");
+                  "write every decode's logits (float32 rows, native byte order) to this file, which appears "
+                  "whole when generation ends (never an input file); across hosts, the rank holding the "
+                  "output writes it");
   app->add_option("-n,--n-predict", g->options.n_predict,
                   "tokens to generate (-1 = until the end of text or a full context)")
       ->check(tools::IntegerIn(-1, kMaxTokens));
@@ -270,10 +271,10 @@ int RunPerplexity(const CLI::App& app, const CLI::App& ppl, const CommonOptions&
         "perplexity: -f/--file is required (the text to score; only --kl-divergence reads its "
         "tokens from --kl-divergence-base)"));
   // The base file replaces what is at its path: never one of the inputs.
-  for (const std::string* input : {&c.model, &c.plan, &f.text_file})
-    if (has_base && !input->empty() && SameFile(f.kl_base, *input))
-      return Fail(InvalidArgument("--kl-divergence-base " + f.kl_base + " is the input " + *input +
-                                  ": it would be replaced (write the base to another file)"));
+  if (Status st = tools::CheckOutputIsNotInput("--kl-divergence-base", f.kl_base,
+                                               {&c.model, &c.plan, &f.text_file}, "the base");
+      has_base && !st.ok())
+    return Fail(st);
   if (has_base && tools::IsStandardOutput(f.kl_base))
     return Fail(
         InvalidArgument("--kl-divergence-base " + f.kl_base +
@@ -333,6 +334,12 @@ int RunGenerate(const CLI::App& app, CommonOptions c, GenerateFlags g) {
   if (c.plan.empty() && app.count("--ctx-size") == 0)  // llama-cli's default of that llama.cpp
     c.n_ctx = planner::LlamacppDefaultsOf(tools::LlamacppCompatOf(c.llamacpp_compat)).n_ctx;
   if (g.conversation) return RunChat(app, c, std::move(g));
+  if (app.count("--dump-logits") > 0 && g.options.dump_logits.empty())
+    return Fail(InvalidArgument("--dump-logits '': no file name"));
+  if (Status st = tools::CheckOutputIsNotInput("--dump-logits", g.options.dump_logits,
+                                               {&c.model, &c.plan, &g.prompt_file}, "the logits");
+      !st.ok())
+    return Fail(st);
   g.options.prompt_source = from_file ? g.prompt_file : std::string("the prompt (-p)");
   g.options.show_prompt = !g.no_display_prompt;
   g.options.sampler.seed = g.seed < 0 ? kRandomSeed : static_cast<uint32_t>(g.seed);
