@@ -288,10 +288,11 @@ void ContextLines2026(const ModelGraphs& m, const PlacementOutcome& o, const Ask
   out->push_back(Fmt("llama_context: freq_base             = %.1f", m.hp.rope_freq_base));
   out->push_back(Fmt("llama_context: freq_scale            = %g", m.hp.rope_freq_scale));
   // n_rs_seq: the recurrent states kept for partial rollback, 0 for an attention model
-  // (llm_arch_supports_rs_rollback); n_outputs_max: n_batch (common_params' 0); per sequence:
+  // (llm_arch_supports_rs_rollback); n_outputs_max as asked, 0: n_batch; per sequence:
   // common_params' 1.
   out->push_back("llama_context: n_rs_seq              = 0");
-  out->push_back(Fmt("llama_context: n_outputs_max         = %u", m.cfg.n_batch));
+  out->push_back(Fmt("llama_context: n_outputs_max         = %u",
+                     m.cfg.n_outputs_max > 0 ? m.cfg.n_outputs_max : m.cfg.n_batch));
   out->push_back("llama_context: n_outputs_max_per_seq = 1");
   if (n_ctx_seq < m.hp.n_ctx_train)
     out->push_back(
