@@ -69,8 +69,8 @@ bool isContiguous(const Layout &l, uint64_t bytes) {
 }
 
 /// The layout of `value` through the view ops that make it (ggml.view, permute, transpose,
-/// reshape), or std::nullopt for a block element type (strides of blocks are not modelled) or a
-/// reshape of a source not in order.
+/// reshape) and through the results of other splits, or std::nullopt for a block element type
+/// (strides of blocks are not modelled) or a reshape of a source not in order.
 std::optional<Layout> layoutOf(Value value) {
   auto type = dyn_cast<ggml::TensorType>(value.getType());
   if (!type || type.getBlockSize() != 1)
@@ -122,6 +122,21 @@ std::optional<Layout> layoutOf(Value value) {
     l.nb = packedStrides(l.ne, bytes);
     return l;
   }
+  if (auto split = dyn_cast_or_null<place::SplitOp>(def)) {
+    // A result of an earlier split read in place (no split input copy: backends sharing memory,
+    // such as ONEDNN's and the CPU's): the tensor the other split yields, with that tensor's
+    // strides, e.g. a PERMUTE or a VIEW placed with its source. Its bytes start at the result.
+    auto yield = cast<place::YieldOp>(split.getBody().front().getTerminator());
+    std::optional<Layout> src =
+        layoutOf(yield.getValues()[cast<OpResult>(value).getResultNumber()]);
+    if (!src)
+      return std::nullopt;
+    l.root = value;
+    l.nb = src->nb;
+    return l;
+  }
+  // Anything else owns a contiguous tensor: an op's result, a leaf, and a place.copy too (the
+  // runtime's split input copy writes a strided source into a contiguous tensor).
   l.root = value;
   l.nb = packedStrides(l.ne, bytes);
   return l;

@@ -147,3 +147,71 @@ module attributes {place.devices = [#place.device<"RPC[host0:50052]", gpu>, #pla
     return %r : !ggml.tensor<[64], f32>
   }
 }
+
+// -----
+
+// A CONT on the CPU of a PERMUTE that another split (ONEDNN, whose memory the CPU reads in place:
+// no place.copy) yields: the strides are the permute's, over a ubatch out of order, so the copy
+// stays (deepseek2's "fattn_mla-0 (permuted) (cont)" with F32 weights on ONEDNN).
+// CHECK-LABEL: func.func @split_result_pp
+// CHECK: place.split 1
+// CHECK-NEXT: ggml.cont
+module attributes {place.devices = [#place.device<"ONEDNN", accel>, #place.device<"CPU", cpu>]} {
+  func.func @split_result_pp(%x: !ggml.tensor<[16, n_tokens, 4], f32>) -> !ggml.tensor<[16, 4, n_tokens], f32> attributes {ggml.n_kv = 4 : i64, ggml.n_outputs = 4 : i64, ggml.n_tokens = 4 : i64} {
+    %p = place.split 0 on #place.backend<"ONEDNN", 0> -> !ggml.tensor<[16, 4, n_tokens], f32> {
+      %m = ggml.permute %x {axes = array<i32: 0, 2, 1, 3>, name = "fattn_mla-0 (permuted)"} : (!ggml.tensor<[16, n_tokens, 4], f32>) -> !ggml.tensor<[16, 4, n_tokens], f32>
+      place.yield %m : !ggml.tensor<[16, 4, n_tokens], f32>
+    }
+    %r = place.split 1 on #place.backend<"CPU", 1> -> !ggml.tensor<[16, 4, n_tokens], f32> {
+      // expected-remark @+1 {{CONT kept: the source is a strided view (not in ggml order)}}
+      %c = ggml.cont %p : (!ggml.tensor<[16, 4, n_tokens], f32>) -> !ggml.tensor<[16, 4, n_tokens], f32>
+      place.yield %c : !ggml.tensor<[16, 4, n_tokens], f32>
+    }
+    return %r : !ggml.tensor<[16, 4, n_tokens], f32>
+  }
+}
+
+// -----
+
+// The same at one token: the permute's strides are in order, and the CONT becomes a view of the
+// other split's result at its own start.
+// CHECK-LABEL: func.func @split_result_tg
+// CHECK: %[[P:.*]] = place.split 0
+// CHECK: place.split 1
+// CHECK-NEXT: ggml.view %[[P]] nb [256, 256, 256] : (!ggml.tensor<[16, 4], f32>) -> !ggml.tensor<[64], f32>
+// CHECK-NOT: ggml.cont
+module attributes {place.devices = [#place.device<"ONEDNN", accel>, #place.device<"CPU", cpu>]} {
+  func.func @split_result_tg(%x: !ggml.tensor<[16, 1, 4], f32>) -> !ggml.tensor<[64], f32> attributes {ggml.n_kv = 4 : i64, ggml.n_outputs = 1 : i64, ggml.n_tokens = 1 : i64} {
+    %p = place.split 0 on #place.backend<"ONEDNN", 0> -> !ggml.tensor<[16, 4], f32> {
+      %m = ggml.permute %x {axes = array<i32: 0, 2, 1, 3>} : (!ggml.tensor<[16, 1, 4], f32>) -> !ggml.tensor<[16, 4], f32>
+      place.yield %m : !ggml.tensor<[16, 4], f32>
+    }
+    %r = place.split 1 on #place.backend<"CPU", 1> -> !ggml.tensor<[64], f32> {
+      %c = ggml.cont %p : (!ggml.tensor<[16, 4], f32>) -> !ggml.tensor<[64], f32>
+      place.yield %c : !ggml.tensor<[64], f32>
+    }
+    return %r : !ggml.tensor<[64], f32>
+  }
+}
+
+// -----
+
+// A split input copy (place.copy) is contiguous whatever its source's strides: the runtime's copy
+// writes a strided source into a contiguous tensor, so a CONT of it becomes a view of the copy.
+// CHECK-LABEL: func.func @copied
+// CHECK: %[[C:.*]] = place.copy
+// CHECK-NEXT: ggml.view %[[C]] nb [64, 256, 1024]
+module attributes {place.devices = [#place.device<"CUDA0", gpu>, #place.device<"CPU", cpu>]} {
+  func.func @copied(%x: !ggml.tensor<[16, 4, 4], f32>) -> !ggml.tensor<[16, 4, 4], f32> attributes {ggml.n_kv = 4 : i64, ggml.n_outputs = 4 : i64, ggml.n_tokens = 4 : i64} {
+    %p = place.split 0 on #place.backend<"CUDA0", 0> -> !ggml.tensor<[16, 4, 4], f32> {
+      %m = ggml.permute %x {axes = array<i32: 0, 2, 1, 3>} : (!ggml.tensor<[16, 4, 4], f32>) -> !ggml.tensor<[16, 4, 4], f32>
+      place.yield %m : !ggml.tensor<[16, 4, 4], f32>
+    }
+    %r = place.split 1 on #place.backend<"CPU", 1> -> !ggml.tensor<[16, 4, 4], f32> {
+      %in = place.copy %p : !ggml.tensor<[16, 4, 4], f32> to #place.backend<"CPU", 1>
+      %c = ggml.cont %in : (!ggml.tensor<[16, 4, 4], f32>) -> !ggml.tensor<[16, 4, 4], f32>
+      place.yield %c : !ggml.tensor<[16, 4, 4], f32>
+    }
+    return %r : !ggml.tensor<[16, 4, 4], f32>
+  }
+}

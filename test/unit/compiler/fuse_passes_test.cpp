@@ -30,15 +30,23 @@
 namespace stowage::compiler {
 namespace {
 
+// The machine and ubatch a plan is made for: by default the CPU alone and ubatches of 16 tokens (a
+// prompt of several ubatches).
+struct Machine {
+  const char* devices = "cpu";  // registry keys
+  uint32_t n_ubatch = 16;
+};
+
 Result<planner::PlanResult> PlanForCpu(const GgufFile& gguf,
-                                       planner::LlamacppCompat compat = planner::kDefaultLlamacppCompat) {
+                                       planner::LlamacppCompat compat = planner::kDefaultLlamacppCompat,
+                                       const Machine& machine = {}) {
   auto reg = planner::Registry::Open({STOWAGE_SHIPPED_REGISTRY_DIR});
   if (!reg.ok()) return reg.status();
-  auto devices = reg->MakeDevices("cpu");
+  auto devices = reg->MakeDevices(machine.devices);
   if (!devices.ok()) return devices.status();
   planner::PlanRequest req;
   req.context.n_ctx = 256;
-  req.context.n_ubatch = 16;  // a prompt of several ubatches
+  req.context.n_ubatch = machine.n_ubatch;
   req.fit_check = false;
   req.llamacpp_compat = compat;
   req.flags = "fuse_passes_test";
@@ -59,7 +67,16 @@ struct OpCounts {
   int rope = 0, rope_store = 0;               // rope_store: ROPE_SET_ROWS and ROPE_CPY (K stores)
   int qkv = 0, qkv_views = 0;  // MUL_MATs over a weight group (Q, K and V fused), views of them
   int qkv_reshapes = 0;        // RESHAPEs of a product of attn_q / attn_k / attn_v (or of one)
+  int split_result_conts = 0;  // CONTs reading (through views) a result of another split in place
 };
+
+// True when `v` is a result of a place.split, or a view of one.
+bool IsSplitResult(mlir::Value v) {
+  mlir::Operation* def = v.getDefiningOp();
+  if (mlir::isa_and_nonnull<ggml::ViewOp, ggml::PermuteOp, ggml::TransposeOp, ggml::ReshapeOp>(def))
+    return IsSplitResult(def->getOperand(0));
+  return mlir::isa_and_nonnull<place::SplitOp>(def);
+}
 
 // True when `v` is a product of a layer's attn_q, attn_k or attn_v weight, or a RESHAPE of one.
 bool IsQkvProduct(mlir::Value v) {
@@ -90,6 +107,7 @@ OpCounts CountOps(const std::vector<uint8_t>& bytes, llvm::StringRef name) {
     c.mul_mat_glu += mlir::isa<ggml::MulMatGluOp>(op);
     c.act += mlir::isa<ggml::SiluOp, ggml::GeluOp>(op);
     c.cont += mlir::isa<ggml::ContOp>(op);
+    if (auto cont = mlir::dyn_cast<ggml::ContOp>(op)) c.split_result_conts += IsSplitResult(cont.getA());
     c.rope += mlir::isa<ggml::RopeOp>(op);
     c.rope_store += mlir::isa<ggml::RopeSetRowsOp, ggml::RopeCpyOp>(op);
     c.views += mlir::isa<ggml::ViewOp, ggml::PermuteOp, ggml::TransposeOp, ggml::ReshapeOp>(op);
@@ -132,15 +150,18 @@ std::vector<float> RunPlan(const std::vector<uint8_t>& plan, const std::string& 
 // only fed it go; a QKV fusion replaces three MUL_MATs by one over a weight group, read through
 // views (the products' RESHAPEs become views). Returns the fused nodes of both graphs; `ffn_fused`
 // (optional) gets the MUL_MAT_GLU nodes, `tg_conts` (optional) the tg graph's CONTs before and after,
-// `qkv_fused` (optional) the MUL_MATs over a weight group.
+// `qkv_fused` (optional) the MUL_MATs over a weight group. `machine` is what it is planned
+// for; `split_result_conts` (optional) gets the unfused plan's CONTs that read another
+// split's result in place.
 int ExpectFusedPlanEqual(const std::string& path, bool all_fused, int* ffn_fused = nullptr,
                          planner::LlamacppCompat compat = planner::kDefaultLlamacppCompat,
-                         std::pair<int, int>* tg_conts = nullptr, int* qkv_fused = nullptr) {
+                         std::pair<int, int>* tg_conts = nullptr, int* qkv_fused = nullptr,
+                         const Machine& machine = {}, int* split_result_conts = nullptr) {
   SCOPED_TRACE(path);
   auto gguf = GgufFile::Open(path);
   EXPECT_TRUE(gguf.ok()) << gguf.status().message();
   if (!gguf.ok()) return 0;
-  auto planned = PlanForCpu(**gguf, compat);
+  auto planned = PlanForCpu(**gguf, compat, machine);
   EXPECT_TRUE(planned.ok()) << planned.status().message();
   if (!planned.ok()) return 0;
   auto fused = FusedPlan(**gguf, *planned);
@@ -156,6 +177,7 @@ int ExpectFusedPlanEqual(const std::string& path, bool all_fused, int* ffn_fused
     if (ffn_fused) *ffn_fused += after.mul_mat_glu;
     if (qkv_fused) *qkv_fused += after.qkv;
     if (tg_conts && graph == "tg") *tg_conts = {before.cont, after.cont};
+    if (split_result_conts) *split_result_conts += before.split_result_conts;
     EXPECT_GE(elided, 0) << graph.str();
     EXPECT_EQ(after.rms_norm + after.rms_norm_mul, before.rms_norm) << graph.str();
     EXPECT_EQ(after.mul_mat + 2 * after.mul_mat_glu + 2 * after.qkv, before.mul_mat) << graph.str();
@@ -250,6 +272,29 @@ TEST(FusePasses, EverySynthArchitectureGivesTheSameLogits) {
   std::cout << "no QKV fused:" << no_qkv << "\n";
   for (const char* fused : {" llama/f32 ", " llama/q8_0 ", " qwen2/f32 ", " qwen3/q8_0 "})
     EXPECT_EQ((no_qkv + " ").find(fused), std::string::npos) << fused;
+}
+
+// With the ONEDNN device (this machine's default list: ONEDNN, CPU) and ubatches of 64 tokens (op
+// offload from 32) F32 weights put matmuls and the views of their products (deepseek2's permuted MLA output,
+// phi3's Q/K/V rows of wqkv) on ONEDNN, and the CPU split after it reads them in place, without a split input
+// copy: a CONT of such a strided result must stay a copy (pp), and becomes a view only where the result's own
+// strides are in order (tg). The logits stay the unfused plan's bit for bit.
+TEST(FusePasses, ContsOfAnotherSplitsStridedResultsGiveTheSameLogits) {
+  for (const char* arch : {"deepseek2", "phi3"}) {
+    SCOPED_TRACE(arch);
+    synth::ModelSpec spec;
+    spec.arch = arch;
+    spec.weight_type = GgmlType::F32;
+    const std::string path =
+        ::testing::TempDir() + "fuse_passes_accel_" + arch + "_" + std::to_string(getpid()) + ".gguf";
+    Status st = synth::WriteModel(spec, path);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    int split_result_conts = 0;
+    ExpectFusedPlanEqual(path, false, nullptr, planner::kDefaultLlamacppCompat, nullptr, nullptr,
+                         Machine{"onednn,cpu", 64}, &split_result_conts);
+    EXPECT_GT(split_result_conts, 0);
+    std::remove(path.c_str());
+  }
 }
 
 // Plans `path` (stories260K) for the CPU, applies `edit` to every tensor of both graphs (it returns
