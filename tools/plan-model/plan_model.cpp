@@ -329,6 +329,24 @@ Result<PlanRequest> MakeRequest(Options& o, const CLI::App& app, int argc, char*
   const LlamacppDefaults defaults = LlamacppDefaultsOf(request.llamacpp_compat);
   if (app.count("--ctx-size") == 0) o.cfg.n_ctx = defaults.n_ctx;
   if (app.count("--n-gpu-layers") == 0 && defaults.fit) o.fit = true;  // 2026: -ngl auto, --fit on
+  if (!o.fit) {
+    // llama.cpp 2026 takes -fitt / -fitc whenever its fit runs (common_init_result: --fit is on by
+    // default, and runs with a user's -ngl too, up to the layers); here --fit only chooses -ngl and
+    // does not run with -ngl N or feb25's default -ngl 0: say so rather than ignore them.
+    const int ngl = opt.n_gpu_layers;
+    const std::string why =
+        app.count("--n-gpu-layers") > 0
+            ? "-ngl " + (ngl == tools::kAllGpuLayers ? std::string("all") : std::to_string(ngl)) + " given"
+            : "--llamacpp-compat feb25 plans -ngl 0 unless -ngl auto or --fit";
+    if (app.count("--fit-target") > 0 && o.report.empty())
+      std::fprintf(stderr,
+                   "plan-model: warning: --fit-target (-fitt) is not used: --fit does not run (%s); --report "
+                   "would show it as each GPU's fit target\n",
+                   why.c_str());
+    if (app.count("--fit-ctx") > 0)
+      std::fprintf(stderr, "plan-model: warning: --fit-ctx (-fitc) is not used: --fit does not run (%s)\n",
+                   why.c_str());
+  }
   if (app.count("--flash-attn") == 0) o.flash_attn = tools::FlashAttnName(defaults.flash_attn);
   request.context = o.cfg;
   request.context.type_k = *tk;
