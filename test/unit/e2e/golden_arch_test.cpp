@@ -403,6 +403,23 @@ float FeatureOffDiff(const std::string& golden_name, const char* arch, void (*ed
   return test::MaxDiffToReducedGolden(golden, logits);
 }
 
+/// The max |logit diff| to `golden` of its prompt decoded (all logits) by `model` planned for this
+/// CPU with `cfg`; -1 after a failed expectation (planning, the session, the decode).
+float DecodedDiffToGolden(const std::string& model, const nlohmann::json& golden,
+                          const planner::ContextConfig& cfg) {
+  auto plan = test::PlanForThisCpu(model, cfg);
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  if (!plan.ok()) return -1;
+  auto s = Session::CreateFromPlanBytes(*plan, model);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  if (!s.ok()) return -1;
+  std::vector<float> logits;
+  const Status st =
+      (*s)->Decode(golden["prompt_tokens"].get<std::vector<int32_t>>(), /*all_logits=*/true, &logits);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return st.ok() ? test::MaxDiffToReducedGolden(golden, logits) : -1;
+}
+
 // The rope scaling, temperature and no-rope goldens depend on the feature they test: each model
 // rebuilt with that feature turned off (YaRN keys dropped; rope_freqs dropped; mistral3's
 // temperature scale 0, its YaRN kept, or the reverse; smollm3's file written as llama, which ropes
@@ -660,15 +677,7 @@ TEST(GoldenArchGemma, FlashAttentionMatchesLlamaCpp) {
     planner::ContextConfig cfg;
     cfg.n_ctx = 256;
     cfg.flash_attn = true;
-    auto plan = test::PlanForThisCpu(model, cfg);
-    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-    auto s = Session::CreateFromPlanBytes(*plan, model);
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    std::vector<float> logits;
-    const auto prompt = golden["prompt_tokens"].get<std::vector<int32_t>>();
-    Status st = (*s)->Decode(prompt, /*all_logits=*/true, &logits);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    const float d = test::MaxDiffToReducedGolden(golden, logits);
+    const float d = DecodedDiffToGolden(model, golden, cfg);
     if (c.matches)
       EXPECT_LE(d, 0.02f) << c.golden << " with flash attention";
     else
@@ -720,15 +729,7 @@ TEST(GoldenArchPhi3, Graph2026MatchesLlamaCpp) {
       }
       EXPECT_EQ(one_src_swiglu, 2) << c.name;
       EXPECT_EQ(conts, fa ? 0 : 2) << c.name << (fa ? "" : ": V made contiguous for the transposed store");
-      auto plan = test::PlanForThisCpu(model, cfg);
-      ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-      auto s = Session::CreateFromPlanBytes(*plan, model);
-      ASSERT_TRUE(s.ok()) << s.status().ToString();
-      std::vector<float> logits;
-      const auto prompt = golden["prompt_tokens"].get<std::vector<int32_t>>();
-      Status st = (*s)->Decode(prompt, /*all_logits=*/true, &logits);
-      ASSERT_TRUE(st.ok()) << st.ToString();
-      const float d = test::MaxDiffToReducedGolden(golden, logits);
+      const float d = DecodedDiffToGolden(model, golden, cfg);
       EXPECT_LE(d, 0.02f) << c.name << (fa ? " with" : " without") << " flash attention";
       std::printf("[ %s ] llama.cpp 2026 graph, flash attention %s: max |logit diff| vs llama.cpp %.5f\n",
                   c.name, fa ? "on" : "off", d);
