@@ -562,10 +562,19 @@ Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig*
   // GGML_KQ_MASK_PAD (64 in FEB25 ggml.h; "n_batch is less than GGML_KQ_MASK_PAD - increasing").
   // Interleaved-SWA models follow llama.cpp 2026, whose llama_context pads n_ctx to 256 whatever
   // the attention.
-  const uint32_t pad = hp.iswa() ? 256u : KvPadding(*cfg);  // kMaxContextTokens is a multiple of it
-  cfg->n_ctx = (cfg->n_ctx + pad - 1) / pad * pad;
-  cfg->n_batch = std::max<uint32_t>(std::min(cfg->n_ctx, cfg->n_batch), kKqMaskPad);
-  cfg->n_ubatch = std::min(cfg->n_ubatch, cfg->n_batch);
+  // llama.cpp 2026 llama_context: n_batch = min(n_ctx, n_batch) (causal attention) and n_ubatch =
+  // min(n_batch, n_ubatch) on the asked n_ctx, then n_ctx = GGML_PAD(n_ctx, 256) whatever the
+  // attention; no GGML_KQ_MASK_PAD floor.
+  if (cfg->llamacpp_compat == LlamacppCompat::k2026) {
+    cfg->n_batch = std::min(cfg->n_ctx, cfg->n_batch);
+    cfg->n_ubatch = std::min(cfg->n_ubatch, cfg->n_batch);
+    cfg->n_ctx = (cfg->n_ctx + 255) / 256 * 256;
+  } else {
+    const uint32_t pad = hp.iswa() ? 256u : KvPadding(*cfg);  // kMaxContextTokens is a multiple of it
+    cfg->n_ctx = (cfg->n_ctx + pad - 1) / pad * pad;
+    cfg->n_batch = std::max<uint32_t>(std::min(cfg->n_ctx, cfg->n_batch), kKqMaskPad);
+    cfg->n_ubatch = std::min(cfg->n_ubatch, cfg->n_batch);
+  }
   // Sequences (llama.cpp 2026 llama_context): 1 to LLAMA_MAX_SEQ. Several without a unified
   // cache get one KV stream each (n_ctx_seq = GGML_PAD(n_ctx / n_seq_max, 256) cells, n_ctx
   // rounded to n_seq_max streams), whose attention graphs carry a stream dimension (K views and

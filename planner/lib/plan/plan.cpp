@@ -51,7 +51,8 @@ Result<ContextConfig> ResolvePlanContext(const HParams& hp, const std::string& p
                                          const ContextConfig& asked, const PlanMessageSink& sink) {
   ContextConfig cfg = asked;
   STOWAGE_RETURN_IF_ERROR(ResolveContext(hp, path, &cfg));
-  if (sink && std::min(cfg.n_ctx, asked.n_batch) < kKqMaskPad)
+  if (sink && asked.llamacpp_compat == LlamacppCompat::kFeb25 &&
+      std::min(cfg.n_ctx, asked.n_batch) < kKqMaskPad)
     sink(PlanMessage{PlanMessageKind::kBatchRaised,
                      "llama_init_from_model: n_batch is less than GGML_KQ_MASK_PAD - increasing to " +
                          std::to_string(kKqMaskPad)});

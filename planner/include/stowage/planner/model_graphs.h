@@ -76,8 +76,11 @@ inline uint32_t KvPadding(const ContextConfig& cfg) { return cfg.flash_attn ? 25
 /// is clamped to n_batch. Interleaved sliding-window models (hp.iswa(), architectures that follow
 /// llama.cpp 2026) have n_ctx padded to 256 as llama.cpp 2026's llama_context does, and their SWA
 /// cache size in cfg->n_ctx_swa: llama_kv_cache_iswa's GGML_PAD(min(n_ctx, n_swa + n_ubatch), 256),
-/// n_ctx with swa_full (0 for other models). Errors (kInvalidArgument): n_ctx (given or the model's
-/// context_length) above kMaxContextTokens, naming `path`; n_batch or n_ubatch 0.
+/// n_ctx with swa_full (0 for other models). With cfg->llamacpp_compat k2026, as llama.cpp 2026's
+/// llama_context: n_batch = min(n_ctx, n_batch) and n_ubatch = min(n_batch, n_ubatch) on the asked
+/// n_ctx, then n_ctx padded to 256 whatever the attention, and no kKqMaskPad floor. Errors
+/// (kInvalidArgument): n_ctx (given or the model's context_length) above kMaxContextTokens, naming `path`;
+/// n_batch or n_ubatch 0.
 Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig* cfg);
 
 /// A -ctk / -ctv value: the ggml type named `name` when it is one of the KV cache types llama.cpp

@@ -110,7 +110,7 @@ enum class PlanMessageKind {
   /// "--cpu-moe/--n-cpu-moe given but the model has no experts".
   kWarning,
   /// llama_init_from_model: "n_batch is less than GGML_KQ_MASK_PAD - increasing to 64" (the asked
-  /// n_batch, or the resolved n_ctx, is below kKqMaskPad).
+  /// n_batch, or the resolved n_ctx, is below kKqMaskPad; --llamacpp-compat feb25 only).
   kBatchRaised,
   /// "n_ctx_per_seq (N) > n_ctx_train (T) -- possible training context overflow", for the context of
   /// the first graphs built (llama_init_from_model's warning; ReportLines has it too).
@@ -211,7 +211,8 @@ Status CheckPlanFit(const GgufFile& gguf, const PlacementOutcome& outcome);
 ///   2. With request.fit: FitPlanParams on request.context (flash attention as below), its choice
 ///      of n_ctx, n_gpu_layers, tensor split and overrides applied; kFitTrace, kFitSearched.
 ///   3. ResolvePlanContext on that context with flash attention as request.flash_attn asks
-///      (kAuto: on): ResolveContext, and kBatchRaised when min(resolved n_ctx, asked n_batch) < kKqMaskPad.
+///      (kAuto: on): ResolveContext, and (feb25) kBatchRaised when min(resolved n_ctx, asked n_batch) <
+///      kKqMaskPad.
 ///   4. BuildModelGraphs on the resolved context; kContextOverflow; kGpuLayersIgnored.
 ///   5. PlaceModel (CheckMaxBufferSizes and RowSplitShares included).
 ///   6. kAuto with flash attention on: kFlashAttnEnabled when FlashAttnDeviceMismatch finds nothing,
