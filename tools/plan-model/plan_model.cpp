@@ -120,7 +120,8 @@ struct Options {
   bool no_mmap = false, no_kv_offload = false, no_op_offload = false, fit = false, cpu_moe = false,
        timing = false, no_fit_check = false, verbose = false;
   int n_cpu_moe = 0, debug_splits = 0;
-  int opt_level = 1;  ///< -O: 0 the planner's graphs, 1 the compiler without rewrites, 2 every pass
+  int opt_level =
+      tools::kDefaultOptLevel;  ///< -O: 0 the planner's graphs, 1 the compiler without rewrites, 2 every pass
   std::vector<double> fit_target_mib = {planner::kDefaultFitTargetBytes / 1048576.0};
   uint32_t fit_ctx = 4096;
   CLI::Option* out_opt = nullptr;  // -o, to tell "-o ''" from no -o
@@ -666,7 +667,7 @@ int Run(int argc, char** argv) {
   // passes, memory planned again. The report, --explain and --debug-splits stay the planner's.
   if (planned.ok() && o.opt_level > 0 && !planned->bytes.empty()) {
     compiler::PipelineOptions options;
-    options.fuse = o.opt_level >= 2;  // -O1: no rewriting pass, the planner's plan through the exporter
+    options.fuse = tools::RewritesAtOptLevel(o.opt_level);  // -O1: the planner's plan through the exporter
     auto compiled = compiler::CompilePlan(**gguf, *planned, request->flags, options);
     if (!compiled.ok()) return Fail(compiled.status());
     if (!compiled->not_compiled.empty())
