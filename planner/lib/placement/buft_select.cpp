@@ -122,6 +122,44 @@ Result<bool> WeightBuftSupported(const HParams& hp, const GlobalTensor& w, stowa
   return ok;
 }
 
+namespace {
+
+// The buffer type of `o` must be the default buft of one of `devices`; its pattern is compiled as
+// TensorOverride says.
+Result<std::regex> CompileOverride(const TensorOverride& o, const std::vector<DeviceManifest>& devices) {
+  bool found = false;
+  std::string known;
+  for (const DeviceManifest& d : devices) {
+    const std::string& n = d.default_buft.name;
+    if (known.find(n) == std::string::npos) known += (known.empty() ? "" : ", ") + n;
+    if (n == o.buft) found = true;
+  }
+  if (!found)
+    return InvalidArgument("unknown buffer type '" + o.buft + "' in -ot '" + o.pattern + "=" + o.buft +
+                           "' (available: " + known + ")");
+  try {
+    // Only whether a name matches counts, so the polynomial (breadth-first) matcher gives the
+    // same answers as llama.cpp's std::regex_search; the default backtracking one takes
+    // exponential time on a pattern such as '(.*)*(.*)*(.*)*Z' (plan-model ran for minutes).
+    // That matcher has no back-references: one is refused as an invalid expression.
+    std::regex::flag_type flags = std::regex::ECMAScript;
+#if defined(__GLIBCXX__)
+    flags |= std::regex_constants::__polynomial;
+#endif
+    return std::regex(o.pattern, flags);
+  } catch (const std::regex_error& e) {
+    return InvalidArgument("invalid regular expression '" + o.pattern + "' in -ot: " + e.what());
+  }
+}
+
+}  // namespace
+
+Status CheckTensorOverrides(const std::vector<TensorOverride>& overrides,
+                            const std::vector<DeviceManifest>& devices) {
+  for (const TensorOverride& o : overrides) STOWAGE_RETURN_IF_ERROR(CompileOverride(o, devices).status());
+  return Status::Ok();
+}
+
 Status SelectWeightBufts(const ModelGraphs& m, const DeviceSet& ds, const LayerMap& lm,
                          const WeightBuftOptions& opt, Placement* p, MovedSummary* moved) {
   const BuftList cpu_list = MakeCpuBuftList(ds, opt.no_host, opt.no_repack, m.cfg.llamacpp_compat);
@@ -137,29 +175,8 @@ Status SelectWeightBufts(const ModelGraphs& m, const DeviceSet& ds, const LayerM
   };
   std::vector<CompiledOverride> ovr;
   for (const auto& o : opt.overrides) {
-    int b = -1;
-    std::string known;
-    for (size_t d = 0; d < ds.devices.size(); ++d) {
-      const std::string& n = ds.devices[d].default_buft.name;
-      if (known.find(n) == std::string::npos) known += (known.empty() ? "" : ", ") + n;
-      if (n == o.buft) b = p->FindBuft(n);
-    }
-    if (b < 0)
-      return InvalidArgument("unknown buffer type '" + o.buft + "' in -ot '" + o.pattern + "=" + o.buft +
-                             "' (available: " + known + ")");
-    try {
-      // Only whether a name matches counts, so the polynomial (breadth-first) matcher gives the
-      // same answers as llama.cpp's std::regex_search; the default backtracking one takes
-      // exponential time on a pattern such as '(.*)*(.*)*(.*)*Z' (plan-model ran for minutes).
-      // That matcher has no back-references: one is refused as an invalid expression.
-      std::regex::flag_type flags = std::regex::ECMAScript;
-#if defined(__GLIBCXX__)
-      flags |= std::regex_constants::__polynomial;
-#endif
-      ovr.push_back({std::regex(o.pattern, flags), b});
-    } catch (const std::regex_error& e) {
-      return InvalidArgument("invalid regular expression '" + o.pattern + "' in -ot: " + e.what());
-    }
+    STOWAGE_ASSIGN_OR_RETURN(std::regex re, CompileOverride(o, ds.devices));
+    ovr.push_back({std::move(re), p->FindBuft(o.buft)});
   }
 
   p->global_buft.assign(m.globals.size(), -1);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "stowage/planner/buft_select.h"
+#include "stowage/planner/layer_map.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/plan_export.h"
 
@@ -92,6 +93,12 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
   PlanResult r;
   r.placement = request.placement;
   AddCpuMoeOverrides(hp, machine, request.cpu_moe, request.n_cpu_moe, &r.placement, sink);
+
+  // -ot (and --cpu-moe's) overrides are checked before --fit measures anything, so that a bad one
+  // is the first and only error (the devices in DeviceSet order, as the placement lists them; a
+  // bad device set is reported by the placement itself).
+  if (Result<DeviceSet> ds = MakeDeviceSet(machine, r.placement.split_mode, r.placement.main_gpu); ds.ok())
+    STOWAGE_RETURN_IF_ERROR(CheckTensorOverrides(r.placement.overrides, ds->devices));
 
   // The context as asked, then as llama_init_from_model resolves it (-fa auto: first with flash
   // attention).

@@ -63,6 +63,13 @@ struct WeightBuftOptions {
   std::vector<TensorOverride> overrides;
 };
 
+/// Checks each override of `overrides` as SelectWeightBufts does, before any placement: its buffer
+/// type is the default buffer type of one of `devices` (DeviceSet::devices order, which the
+/// message lists) and its pattern compiles. Errors (kInvalidArgument): "unknown buffer type 'x' in
+/// -ot 'p=x' (available: CPU, RPC[...])", "invalid regular expression 'p' in -ot: <why>".
+Status CheckTensorOverrides(const std::vector<TensorOverride>& overrides,
+                            const std::vector<DeviceManifest>& devices);
+
 /// Sets Placement::global_buft for every weight of `m` (KV entries are left at -1 for PlaceKv)
 /// and appends one ExplainEntry per weight (rule, rejected candidates). Requires InitPlacement.
 /// Errors: an override naming an unknown buffer type ("unknown buffer type 'x' in -ot 'p=x'
