@@ -188,18 +188,16 @@ void KvCacheLines(const ModelGraphs& m, const PlacementOutcome& o, bool swa, uin
           m.cfg.kv_unified ? 1u : n_seq_max, GgmlTypeName(m.cfg.type_k),
           static_cast<double>(static_cast<float>(k_bytes) / mib), GgmlTypeName(m.cfg.type_v),
           static_cast<double>(static_cast<float>(v_bytes) / mib)));
-  // llama.cpp 2026's attention rotation (a Hadamard rotation of K / V for a quantized cache whose
-  // heads are multiples of 64): n_embd_head_*_all is the layers' common head size (an MLA cache has
-  // no V heads: 0); the V line says n_embd_head_k_all as llama.cpp words it. Feb 2025 mode keeps
-  // the lines it printed.
+  // llama.cpp 2026's attention rotation: n_embd_head_*_all is the layers' common head size (an
+  // MLA cache has no V heads: 0; the V line says n_embd_head_k_all as llama.cpp words it).
+  // llama.cpp rotates a quantized cache whose heads are multiples of 64 (a Hadamard rotation of K /
+  // V, attn_rot 1); Stowage's graphs do not, so its plans say 0 and differ there. Feb 2025 mode
+  // keeps the lines it printed.
   if (m.cfg.llamacpp_compat != LlamacppCompat::k2026) return;
   const int head_k = static_cast<int>(m.hp.n_embd_head_k);
   const int head_v = m.hp.is_mla() ? 0 : static_cast<int>(m.hp.n_embd_head_v);
-  auto rot = [](GgmlType t, int head) { return head > 0 && GetTypeTraits(t).is_quantized && head % 64 == 0; };
-  out->push_back(Fmt("llama_kv_cache: attn_rot_k = %d, n_embd_head_k_all = %d",
-                     rot(m.cfg.type_k, head_k) ? 1 : 0, head_k));
-  out->push_back(Fmt("llama_kv_cache: attn_rot_v = %d, n_embd_head_k_all = %d",
-                     rot(m.cfg.type_v, head_v) ? 1 : 0, head_v));
+  out->push_back(Fmt("llama_kv_cache: attn_rot_k = 0, n_embd_head_k_all = %d", head_k));
+  out->push_back(Fmt("llama_kv_cache: attn_rot_v = 0, n_embd_head_k_all = %d", head_v));
 }
 
 // llama.cpp 2026 llama_kv_cache_iswa's constructor and its two llama_kv_cache constructors (the
