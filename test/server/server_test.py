@@ -162,6 +162,13 @@ def stream(srv, body, path="/v1/completions", headers=None, on_event=None):
     return text, finish, events
 
 
+# llama-server's /metrics (server_context, llamacpp:*) and the counters only Stowage has.
+LLAMACPP_METRICS = {"prompt_tokens_total", "prompt_seconds_total", "tokens_predicted_total",
+                    "tokens_predicted_seconds_total", "n_decode_total", "n_busy_slots_per_decode",
+                    "prompt_tokens_seconds", "predicted_tokens_seconds", "requests_processing", "requests_deferred"}
+STOWAGE_METRICS = {"requests_total", "requests_cancelled_total"}
+
+
 def metrics(srv):
     status, text = request(srv, "GET", "/metrics")
     check(status == 200, "/metrics: HTTP %d" % status)
@@ -169,7 +176,12 @@ def metrics(srv):
     for line in text.splitlines():
         if line and not line.startswith("#"):
             name, value = line.split(" ")
-            out[name.split(":", 1)[1]] = float(value)
+            prefix, name = name.split(":", 1)
+            # llama-server's metrics under its names (a dashboard for llama-server works), ours as stowage:*.
+            expected = "stowage" if name in STOWAGE_METRICS else "llamacpp"
+            check(prefix == expected, "/metrics: %s:%s, expected %s:%s" % (prefix, name, expected, name))
+            out[name] = float(value)
+    check(LLAMACPP_METRICS <= set(out), "/metrics lacks llama-server's %s" % (LLAMACPP_METRICS - set(out)))
     return out
 
 
@@ -240,6 +252,15 @@ def test_basic(args, model):
                                  text=True, timeout=30)
             lines = [l for l in out.stdout.split("\n\n") if l]
             check(lines[-1] == "data: [DONE]" and len(lines) == 24 + 2, "curl stream: %r" % out.stdout[-300:])
+            # A body over httplib's 8 KiB form limit sent without a Content-Type (curl's form default), read
+            # as JSON as llama-server reads it: the same text.
+            with tempfile.NamedTemporaryFile("w", suffix=".json") as big:
+                json.dump(dict(greedy(PROMPTS[0], 24), user="x" * 9000), big)
+                big.flush()
+                out = subprocess.run(["curl", "-sS", srv.url("/v1/completions"), "--data-binary", "@" + big.name],
+                                     capture_output=True, text=True, timeout=30)
+            check(json.loads(out.stdout).get("choices", [{}])[0].get("text") == text,
+                  "curl --data-binary of 9 KiB: %s" % out.stdout[:300])
             out = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", srv.url("/health")],
                                  capture_output=True, text=True, timeout=30)
             check(out.stdout == "200", "curl /health: %s" % out.stdout)
@@ -313,6 +334,11 @@ def test_bad_requests(args, model):
             ("embeddings without --embeddings", "POST", "/v1/embeddings", json.dumps({"input": "x"}), auth, 501,
              "not_supported_error"),
             ("a body over 64 MiB", "POST", "/v1/completions", "x" * (65 << 20), auth, 413, "invalid_request_error"),
+            ("a body over 64 MiB as a form", "POST", "/v1/completions", "x" * (65 << 20),
+             dict(auth, **{"Content-Type": "application/x-www-form-urlencoded"}), 413, "invalid_request_error"),
+            ("a multipart form", "POST", "/v1/completions",
+             '--b\r\nContent-Disposition: form-data; name="prompt"\r\n\r\nOnce\r\n--b--\r\n',
+             dict(auth, **{"Content-Type": "multipart/form-data; boundary=b"}), 415, "invalid_request_error"),
             ("several choices", "POST", "/v1/completions", json.dumps(dict(good, n=2)), auth, 501,
              "not_supported_error"),
             # What this server does not do is refused, not silently left out of the reply.

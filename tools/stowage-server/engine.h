@@ -79,7 +79,7 @@ class CompletionStream {
   std::atomic<bool> cancelled_{false};
 };
 
-/// Counters since the engine started (llama-server's /metrics, llamacpp: names).
+/// Counters since the engine started (/metrics: llama-server's as llamacpp:*, the others stowage:*).
 struct EngineMetrics {
   uint64_t requests_total = 0;       ///< completions submitted
   uint64_t prompt_tokens_total = 0;  ///< prompt tokens of finished completions

@@ -267,7 +267,8 @@ json EmbeddingsResponse(const std::string& model, std::vector<std::vector<float>
 Result<std::vector<ChatMessage>> ParseChatMessages(const json& body) {
   const auto it = body.find("messages");
   if (it == body.end()) return InvalidArgument("'messages' is required");
-  if (!it->is_array() || it->empty()) return WrongType("messages", "a non-empty array", *it);
+  if (!it->is_array()) return WrongType("messages", "a non-empty array", *it);
+  if (it->empty()) return InvalidArgument("'messages': expected a non-empty array, found an empty array");
   std::vector<ChatMessage> out;
   for (size_t i = 0; i < it->size(); ++i) {
     const json& m = (*it)[i];
@@ -298,6 +299,9 @@ Result<std::vector<ChatMessage>> ParseChatMessages(const json& body) {
       }
     } else if (c != m.end() && !c->is_null()) {
       return WrongType(at + ".content", "a string or an array of text parts", *c);
+    } else if (c == m.end() && !m.contains("tool_calls")) {
+      // llama.cpp common_chat_msgs_parse_oaicompat: "Expected 'content' or 'tool_calls'" (null is content).
+      return InvalidArgument("'" + at + ".content' is required (a string, an array of text parts, or null)");
     }
     out.push_back({role->get<std::string>(), std::move(content)});
   }

@@ -74,7 +74,9 @@ Status ParseCompletionPrompt(const json& body, const Tokenizer& tok, ParsedCompl
 
 /// The messages of /v1/chat/completions: "messages", a non-empty array of {"role": string,
 /// "content": string | [{"type": "text", "text": string}...] | null}, the parts' texts joined.
-/// Errors (kInvalidArgument) naming the message index and field.
+/// "content" may be left out only beside "tool_calls" (llama.cpp common_chat_msgs_parse_oaicompat).
+/// Errors (kInvalidArgument) naming the message index and field; an empty array: "'messages':
+/// expected a non-empty array, found an empty array".
 Result<std::vector<ChatMessage>> ParseChatMessages(const json& body);
 
 /// The inputs of /v1/embeddings: "input" (or llama-server's "content") as a string, an array of

@@ -180,47 +180,79 @@ bool Authorized(const httplib::Request& req, const std::vector<std::string>& key
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
+// /metrics in Prometheus' text format. The metrics llama-server has keep its names (llamacpp:*, its
+// server_context /metrics: prompt_tokens_total ... requests_deferred), so a dashboard made for
+// llama-server works; Stowage's own counters are stowage:*.
 std::string Metrics(const EngineMetrics& m) {
   struct Item {
+    const char* prefix;  // "llamacpp" (llama-server's metric) or "stowage"
+    const char* type;    // "counter" or "gauge"
     const char* name;
     const char* help;
     double value;
   };
-  const Item counters[] = {
-      {"requests_total", "Number of completion requests accepted", static_cast<double>(m.requests_total)},
-      {"prompt_tokens_total", "Number of prompt tokens processed",
+  const Item items[] = {
+      {"llamacpp", "counter", "prompt_tokens_total", "Number of prompt tokens processed",
        static_cast<double>(m.prompt_tokens_total)},
-      {"prompt_seconds_total", "Total time spent processing prompts", m.prompt_seconds_total},
-      {"tokens_predicted_total", "Number of generation tokens processed",
+      {"llamacpp", "counter", "prompt_seconds_total", "Total time spent processing prompts",
+       m.prompt_seconds_total},
+      {"llamacpp", "counter", "tokens_predicted_total", "Number of generation tokens processed",
        static_cast<double>(m.tokens_predicted_total)},
-      {"tokens_predicted_seconds_total", "Total time spent generating tokens",
+      {"llamacpp", "counter", "tokens_predicted_seconds_total", "Total time spent generating tokens",
        m.tokens_predicted_seconds_total},
-      {"n_decode_total", "Total number of decode calls", static_cast<double>(m.n_decode_total)},
-      {"requests_cancelled_total", "Number of requests whose client went away before their end",
-       static_cast<double>(m.requests_cancelled_total)},
-  };
-  const Item gauges[] = {
-      {"prompt_tokens_seconds", "Average prompt throughput in tokens/s",
-       m.prompt_seconds_total > 0 ? m.prompt_tokens_total / m.prompt_seconds_total : 0.0},
-      {"predicted_tokens_seconds", "Average generation throughput in tokens/s",
-       m.tokens_predicted_seconds_total > 0 ? m.tokens_predicted_total / m.tokens_predicted_seconds_total
-                                            : 0.0},
-      {"requests_processing", "Number of requests processing (slots busy)",
-       static_cast<double>(m.requests_processing)},
-      {"requests_deferred", "Number of requests deferred (queued: every slot busy)",
-       static_cast<double>(m.requests_deferred)},
-      {"n_busy_slots_per_decode", "Average number of busy slots per decode call",
+      {"llamacpp", "counter", "n_decode_total", "Total number of decode calls",
+       static_cast<double>(m.n_decode_total)},
+      {"llamacpp", "gauge", "n_busy_slots_per_decode", "Average number of busy slots per decode call",
        static_cast<double>(m.n_busy_slots_total) /
            std::max<double>(1.0, static_cast<double>(m.n_decode_total))},
+      {"llamacpp", "gauge", "prompt_tokens_seconds", "Average prompt throughput in tokens/s",
+       m.prompt_seconds_total > 0 ? m.prompt_tokens_total / m.prompt_seconds_total : 0.0},
+      {"llamacpp", "gauge", "predicted_tokens_seconds", "Average generation throughput in tokens/s",
+       m.tokens_predicted_seconds_total > 0 ? m.tokens_predicted_total / m.tokens_predicted_seconds_total
+                                            : 0.0},
+      {"llamacpp", "gauge", "requests_processing", "Number of requests processing (slots busy)",
+       static_cast<double>(m.requests_processing)},
+      {"llamacpp", "gauge", "requests_deferred", "Number of requests deferred (queued: every slot busy)",
+       static_cast<double>(m.requests_deferred)},
+      {"stowage", "counter", "requests_total", "Number of completion requests accepted",
+       static_cast<double>(m.requests_total)},
+      {"stowage", "counter", "requests_cancelled_total",
+       "Number of requests whose client went away before their end",
+       static_cast<double>(m.requests_cancelled_total)},
   };
   std::ostringstream out;
-  const auto add = [&out](const char* type, const Item& i) {
-    out << "# HELP stowage:" << i.name << " " << i.help << "\n# TYPE stowage:" << i.name << " " << type
-        << "\nstowage:" << i.name << " " << i.value << "\n";
-  };
-  for (const Item& i : counters) add("counter", i);
-  for (const Item& i : gauges) add("gauge", i);
+  for (const Item& i : items) {
+    const std::string name = std::string(i.prefix) + ":" + i.name;
+    out << "# HELP " << name << " " << i.help << "\n# TYPE " << name << " " << i.type << "\n"
+        << name << " " << i.value << "\n";
+  }
   return out.str();
+}
+
+// A POST handler `handle(body, res)` that reads the body itself, whatever its Content-Type, as
+// llama-server parses every body as JSON. httplib, left to read it, parses a body sent as
+// application/x-www-form-urlencoded (curl -d and --data-binary's default) as a form and refuses one
+// over 8 KiB with 413 (CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH, compiled into the library).
+// A multipart/form-data body (curl -F) holds no JSON body: it is read and answered with 415.
+template <typename Handle>
+httplib::Server::HandlerWithContentReader WithBody(Handle handle) {
+  return [handle](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+    if (req.is_multipart_form_data()) {
+      read([](const httplib::MultipartFormData&) { return true; }, [](const char*, size_t) { return true; });
+      if (res.status >= 400)
+        return;  // httplib's own error (413 over the limit), answered by the error handler
+      return Reply(res, {415, "invalid_request_error",
+                         "a multipart/form-data body is not accepted: send the request's JSON as the body "
+                         "(Content-Type: application/json)"});
+    }
+    std::string body;
+    if (!read([&body](const char* data, size_t n) {
+          body.append(data, n);
+          return true;
+        }))
+      return;  // httplib set the status (413 over kMaxBodyBytes, 400), answered by the error handler
+    handle(body, res);
+  };
 }
 
 class Server {
@@ -280,12 +312,15 @@ class Server {
       ReplyJson(res, slots);
     });
     for (const char* p : {"/v1/completions", "/completions"})
-      http.Post(p,
-                [this](const httplib::Request& req, httplib::Response& res) { Complete(req, res, false); });
+      http.Post(p, WithBody([this](const std::string& body, httplib::Response& res) {
+                  Complete(body, res, false);
+                }));
     for (const char* p : {"/v1/chat/completions", "/chat/completions"})
-      http.Post(p, [this](const httplib::Request& req, httplib::Response& res) { Complete(req, res, true); });
+      http.Post(p, WithBody([this](const std::string& body, httplib::Response& res) {
+                  Complete(body, res, true);
+                }));
     for (const char* p : {"/v1/embeddings", "/embeddings"})
-      http.Post(p, [this](const httplib::Request& req, httplib::Response& res) { Embed(req, res); });
+      http.Post(p, WithBody([this](const std::string& body, httplib::Response& res) { Embed(body, res); }));
   }
 
   /// Waits up to `timeout` for the event streams to be written out (after Engine::Stop each ends
@@ -310,8 +345,8 @@ class Server {
   }
 
   // The request's tokens and settings; chat bodies through the chat template.
-  Result<ParsedCompletion> Parse(const httplib::Request& req, bool chat) const {
-    STOWAGE_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
+  Result<ParsedCompletion> Parse(const std::string& text, bool chat) const {
+    STOWAGE_ASSIGN_OR_RETURN(json body, ParseBody(text));
     ParsedCompletion pc;
     STOWAGE_RETURN_IF_ERROR(ParseCommon(body, defaults_, &pc));
     if (!chat) {
@@ -326,8 +361,8 @@ class Server {
     return pc;
   }
 
-  void Complete(const httplib::Request& req, httplib::Response& res, bool chat) {
-    auto pc = Parse(req, chat);
+  void Complete(const std::string& body, httplib::Response& res, bool chat) {
+    auto pc = Parse(body, chat);
     if (!pc.ok()) return Reply(res, HttpErrorOf(pc.status()));
     auto submitted = engine_.Submit(std::move(pc->request));
     if (!submitted.ok()) return Reply(res, HttpErrorOf(submitted.status()));
@@ -378,14 +413,14 @@ class Server {
   }
 
   // /v1/embeddings: each input a request of its own (they share the step's batch), answered together.
-  void Embed(const httplib::Request& req, httplib::Response& res) {
+  void Embed(const std::string& text, httplib::Response& res) {
     if (!model_.session->embeddings())  // llama-server's wording
       return Reply(res, {501, "not_supported_error",
                          "This server does not support embeddings. Start it with `--embeddings`"});
     if (model_.session->pooling() == PoolingType::kNone)
       return Reply(res, {400, "invalid_request_error",
                          "Pooling type 'none' is not OAI compatible. Please use a different pooling type"});
-    auto body = ParseBody(req.body);
+    auto body = ParseBody(text);
     if (!body.ok()) return Reply(res, HttpErrorOf(body.status()));
     if (Status st = CheckModel(*body, defaults_); !st.ok()) return Reply(res, HttpErrorOf(st));
     auto inputs = ParseEmbeddingInputs(*body, model_.tokenizer);

@@ -77,6 +77,16 @@ TEST(ServerRequest, ParseErrorsNameTheField) {
   EXPECT_EQ((*msgs)[0].content, "ab");
   EXPECT_EQ(ParseChatMessages(json::parse(R"({"messages": [{"role": 1}]})")).status().message(),
             "'messages[0].role': expected a string, found number 1");
+  EXPECT_EQ(ParseChatMessages(json::parse(R"({"messages": []})")).status().message(),
+            "'messages': expected a non-empty array, found an empty array");
+  EXPECT_EQ(
+      ParseChatMessages(json::parse(R"({"messages": [{"role": "user", "content": "a"}, {"role": "user"}]})"))
+          .status()
+          .message(),
+      "'messages[1].content' is required (a string, an array of text parts, or null)");
+  auto null_content = ParseChatMessages(json::parse(R"({"messages": [{"role": "user", "content": null}]})"));
+  ASSERT_TRUE(null_content.ok()) << null_content.status().ToString();
+  EXPECT_EQ((*null_content)[0].content, "");
 }
 
 TEST(ServerResponse, ErrorBodiesAndEmbeddings) {
