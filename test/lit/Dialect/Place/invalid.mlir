@@ -192,3 +192,36 @@ func.func @f(%x: !ggml.tensor<[4, 2], f32>) {
   }
   return
 }
+
+// -----
+
+// A backend runs on a device of the machine the module is placed for: on a node, a split and a copy.
+module attributes {place.devices = [#place.device<"ONEDNN", accel>, #place.device<"CPU", cpu>]} {
+  func.func @f(%x: !ggml.tensor<[4], f32>) -> !ggml.tensor<[4], f32> {
+    // expected-error @+1 {{'ggml.silu' op backend 'CUDA9' is not a device of the module (place.devices: ONEDNN, CPU)}}
+    %s = ggml.silu %x {place.backend = #place.backend<"CUDA9", 7>} : (!ggml.tensor<[4], f32>) -> !ggml.tensor<[4], f32>
+    return %s : !ggml.tensor<[4], f32>
+  }
+}
+
+// -----
+
+module attributes {place.devices = [#place.device<"ONEDNN", accel>, #place.device<"CPU", cpu>]} {
+  func.func @f() {
+    // expected-error @+1 {{'place.split' op backend 'CUDA0' is not a device of the module (place.devices: ONEDNN, CPU)}}
+    place.split 0 on #place.backend<"CUDA0", 0> {
+      place.yield
+    }
+    return
+  }
+}
+
+// -----
+
+module attributes {place.devices = [#place.device<"ONEDNN", accel>, #place.device<"CPU", cpu>]} {
+  func.func @f(%x: !ggml.tensor<[4], f32>) {
+    // expected-error @+1 {{'place.copy' op backend 'CUDA0' is not a device of the module (place.devices: ONEDNN, CPU)}}
+    %c = place.copy %x : !ggml.tensor<[4], f32> to #place.backend<"CUDA0", 0>
+    return
+  }
+}

@@ -2,6 +2,7 @@
 
 #include "stowage/Dialect/Place/IR/PlaceDialect.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -85,6 +86,26 @@ LogicalResult CauseAttr::verify(function_ref<InFlightDiagnostic()> emitError, St
   return success();
 }
 
+LogicalResult stowage::place::verifyBackendIsDevice(Operation *op, BackendAttr backend) {
+  for (Operation *scope = op; scope; scope = scope->getParentOp()) {
+    auto module = dyn_cast<ModuleOp>(scope);
+    auto devices = module ? module->getAttrOfType<ArrayAttr>(kDevicesAttr) : ArrayAttr();
+    if (!devices)
+      continue;
+    std::string names;
+    for (auto device : devices.getAsRange<DeviceAttr>()) {
+      if (!device)
+        continue;
+      if (device.getName() == backend.getName())
+        return success();
+      names += (names.empty() ? "" : ", ") + device.getName().str();
+    }
+    return op->emitOpError() << "backend '" << backend.getName()
+                             << "' is not a device of the module (place.devices: " << names << ")";
+  }
+  return success();
+}
+
 LogicalResult PlaceDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
   Attribute value = attr.getValue();
@@ -95,8 +116,11 @@ LogicalResult PlaceDialect::verifyOperationAttribute(Operation *op, NamedAttribu
   };
   if (name == kBuftAttr)
     return expect(isa<BufferTypeAttr>(value), "a #place.buft");
-  if (name == kBackendAttr)
-    return expect(isa<BackendAttr>(value), "a #place.backend");
+  if (name == kBackendAttr) {
+    if (failed(expect(isa<BackendAttr>(value), "a #place.backend")))
+      return failure();
+    return verifyBackendIsDevice(op, cast<BackendAttr>(value));
+  }
   if (name == kCauseAttr)
     return expect(isa<CauseAttr>(value), "a #place.cause");
   if (name == kDeviceAttr)

@@ -28,6 +28,8 @@ LogicalResult SplitOp::verify() {
       break;
     }
   }
+  if (failed(verifyBackendIsDevice(*this, getBackend())))
+    return failure();
   auto yield = cast<YieldOp>(getBody().front().getTerminator());
   if (yield.getValues().getTypes() != getResultTypes())
     return emitOpError() << "yields " << yield.getValues().size()
@@ -37,6 +39,8 @@ LogicalResult SplitOp::verify() {
 }
 
 LogicalResult CopyOp::verify() {
+  if (failed(verifyBackendIsDevice(*this, getBackend())))
+    return failure();
   auto split = (*this)->getParentOfType<SplitOp>();
   if (!split)
     return success();

@@ -42,6 +42,14 @@ inline constexpr llvm::StringLiteral kDevicesAttr = "place.devices"; ///< array 
 /// with a source index 0..9, ggml's GGML_MAX_SRC).
 bool isKnownCauseCode(llvm::StringRef code);
 
+/// Checks that `backend`, used by `op` (a place.backend attribute, a split's or a copy's backend),
+/// names a device of the machine: of the `place.devices` of the nearest module around `op` (or `op`
+/// itself) that has them; a scheduler backend runs on its device and has its name
+/// (ggml_backend_sched's backends are the model's devices and the CPU). Success when no module
+/// lists devices. Error on `op`: "backend 'CUDA9' is not a device of the module (place.devices:
+/// ONEDNN, CPU)".
+mlir::LogicalResult verifyBackendIsDevice(mlir::Operation *op, BackendAttr backend);
+
 } // namespace stowage::place
 
 #endif // STOWAGE_DIALECT_PLACE_IR_PLACEDIALECT_H
