@@ -6,7 +6,9 @@
 // its batched path for the prompt, ARGSORT's bitonic network, SUM_ROWS, DIV, SIGMOID, CONCAT,
 // REPEAT, FILL, SET_ROWS, SWIGLU_OAI, ADD_ID) and the other ops with the CPU kernels; logits against the
 // CPU-only plan's. No GPU needed: this checks that every node these graphs place on a GPU is one the CUDA
-// backend runs, and the MoE kernels' arithmetic inside a model.
+// backend runs, and the MoE kernels' arithmetic inside a model. Built with MLIR, a dense model's -O2
+// plan (the compiler's fused ops on CUDA0, ROPE_SET_ROWS / ROPE_CPY through their kernels'
+// emulation, a weight group in CUDA0's weight buffer) runs too, with the -O0 plan's logits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +23,10 @@
 #include "backend.h"
 #include "cuda_emulation.h"
 #include "cuda_op_table.h"
+#ifdef STOWAGE_HAVE_COMPILER
+#include "stowage/Compiler/CompilePlan.h"
+#include "stowage/planner/plan.h"
+#endif
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/place_model.h"
 #include "stowage/planner/plan_export.h"
@@ -165,6 +171,30 @@ class EmulatedCuda final : public exec::Backend {
       case GgmlOp::ADD_ID: {
         const cuda::Tv ids = cuda::ToTv(c.src[2]);
         test::EmulateElements(d, [&](int64_t l) { cuda::AddIdElement(a, b, ids, d, l); });
+        return Status::Ok();
+      }
+      case GgmlOp::ROPE_SET_ROWS:
+      case GgmlOp::ROPE_CPY: {  // RopeK with RopePutRows / RopePutCopy, one thread per pair
+        STOWAGE_ASSIGN_OR_RETURN(const RopeParams rp, DecodeRope(c.params()));
+        const bool set_rows = c.op == GgmlOp::ROPE_SET_ROWS;
+        const int ff_src = set_rows ? 4 : 3;
+        const float* ff = c.has_src[ff_src] ? static_cast<const float*>(c.src[ff_src].data) : nullptr;
+        const int32_t* pos = static_cast<const int32_t*>(c.src[1].data);
+        const cuda::RopeArgs args = cuda::ToRopeArgs(rp);
+        cuda::RopePutRows rows;
+        rows.idx = cuda::ToTv(c.src[3]);
+        rows.dst = d;
+        rows.idx_i64 = c.src[3].type == GgmlType::I64;
+        rows.head_dim = a.ne[0];
+        cuda::RopePutCopy copy;
+        copy.dst = d;
+        for (int i = 0; i < 4; ++i) copy.ne[i] = a.ne[i];
+        for (int64_t l = 0; l < cuda::RopeItems(a); ++l) {
+          if (set_rows)
+            cuda::RopeThreadTo(a, pos, ff, args, l, rows);
+          else
+            cuda::RopeThreadTo(a, pos, ff, args, l, copy);
+        }
         return Status::Ok();
       }
       default:
@@ -322,6 +352,61 @@ INSTANTIATE_TEST_SUITE_P(Moe, CudaEmulationModel,
                              if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;
                          });
+
+#ifdef STOWAGE_HAVE_COMPILER
+// A dense model (gguf-synth llama, Q8_0) planned on h200,llamacpp-cpu with -ngl 99 and compiled with
+// every rewriting pass (plan-model -O2), llama.cpp 2026's graphs and Feb 2025's: the CUDA0 split
+// runs the fused ops (RMS_NORM_MUL, MUL_MAT_GLU, ROPE_SET_ROWS or ROPE_CPY through their kernels'
+// emulation, the Q, K and V MUL_MAT over a weight group the session uploaded part by part into
+// CUDA0's weight buffer, planned == allocated), and its logits are the -O0 plan's on the same
+// stand-in, bit for bit (each fused op computes what it replaces; MUL_MAT and MUL_MAT_GLU run on
+// the CPU backend here).
+TEST(CudaEmulationModel, CompiledPlanFusesOnCudaWithTheSameLogits) {
+  synth::ModelSpec spec;
+  spec.arch = "llama";
+  spec.n_vocab = 64;
+  spec.weight_type = GgmlType::Q8_0;
+  spec.seed = 12;
+  const std::string model = ::testing::TempDir() + "/cuda_emulation_llama_compiled.gguf";
+  ASSERT_TRUE(synth::WriteModel(spec, model).ok());
+  auto gguf = GgufFile::Open(model);
+  ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
+  auto reg = planner::Registry::Open({STOWAGE_TEST_MANIFESTS, STOWAGE_TEST_REGISTRY});
+  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+  auto machine = reg->MakeDevices("h200,llamacpp-cpu");
+  ASSERT_TRUE(machine.ok()) << machine.status().ToString();
+  for (planner::LlamacppCompat compat : {planner::LlamacppCompat::k2026, planner::LlamacppCompat::kFeb25}) {
+    const bool feb25 = compat == planner::LlamacppCompat::kFeb25;
+    SCOPED_TRACE(feb25 ? "feb25" : "2026");
+    planner::PlanRequest req;
+    req.context.n_ctx = 256;
+    req.llamacpp_compat = compat;
+    req.placement.n_gpu_layers = 99;
+    req.fit_check = false;
+    req.flags = "cuda emulation test -O2";
+    auto planned = planner::Plan(**gguf, *machine, req);
+    ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+    auto compiled = compiler::CompilePlan(**gguf, *planned, req.flags);
+    ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+    ASSERT_TRUE(compiled->not_compiled.empty()) << compiled->not_compiled;
+    std::map<std::string, int> ran_fused, ran_plain;
+    const std::vector<float> fused = RunPlan(compiled->bytes, model, std::make_shared<Factory>(&ran_fused));
+    const std::vector<float> plain = RunPlan(planned->bytes, model, std::make_shared<Factory>(&ran_plain));
+    ASSERT_FALSE(fused.empty());
+    ASSERT_EQ(fused.size(), plain.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < fused.size(); ++i) differ += std::memcmp(&fused[i], &plain[i], 4) != 0;
+    EXPECT_EQ(differ, 0u) << "logits of the -O2 plan differ from the -O0 plan's";
+    std::string seen;
+    for (const auto& [op, n] : ran_fused) seen += op + " " + std::to_string(n) + ", ";
+    for (const char* op : {"RMS_NORM_MUL", "MUL_MAT_GLU", feb25 ? "ROPE_CPY" : "ROPE_SET_ROWS"})
+      EXPECT_GT(ran_fused[op], 0) << op << " never ran on the CUDA0 stand-in; ran: " << seen;
+    EXPECT_EQ(ran_plain["MUL_MAT_GLU"], 0);
+    // The Q, K and V products became one (a weight group per layer): fewer MUL_MATs.
+    EXPECT_LT(ran_fused["MUL_MAT"], ran_plain["MUL_MAT"]) << seen;
+  }
+}
+#endif
 
 // The stand-in refuses what the CUDA backend refuses: an op outside its table (SSM_CONV), and an
 // op of the table with tensors its rules refuse (MUL_MAT with IQ2_XXS weights).
