@@ -79,9 +79,11 @@ Result<ClusterHost> ParseHost(const json& h, const std::string& file, const std:
     if (!parsed.ok()) return Bad(file, sub("free"), parsed.status().message());
     ovr = std::move(*parsed);
   }
-  auto devices = reg.MakeDevices(ResolveNextToFile(h["devices"].get<std::string>(), file), ovr);
+  auto devices = reg.MakeDevices(ResolveNextToFile(h["devices"].get<std::string>(), file));
   if (!devices.ok()) return Bad(file, sub("devices"), devices.status().message());
   host.devices = std::move(*devices);
+  if (Status st = ApplyMemoryOverrides(host.devices, ovr); !st.ok())
+    return Bad(file, sub("free"), st.message());
   if (std::none_of(host.devices.begin(), host.devices.end(),
                    [](const DeviceManifest& d) { return d.type == DeviceType::kCpu; }))
     return Bad(file, sub("devices"), "no CPU device, expected one (each host runs its own CPU backend)");
@@ -129,7 +131,11 @@ Result<Cluster> ParseCluster(const std::string& json_text, const std::string& fi
   STOWAGE_RETURN_IF_ERROR(CheckKeys(j, file, "", {"cluster_version", "description", "hosts", "links"}));
   if (!j.contains("cluster_version") || !j["cluster_version"].is_number_integer() ||
       j["cluster_version"].get<int64_t>() < 1 || j["cluster_version"].get<int64_t>() > kClusterVersion)
-    return Bad(file, "cluster_version", "expected 1 to " + std::to_string(kClusterVersion));
+    return Bad(file, "cluster_version",
+               (kClusterVersion == 1 ? std::string("expected 1")
+                                     : "expected 1 to " + std::to_string(kClusterVersion)) +
+                   ", found " +
+                   (j.contains("cluster_version") ? j["cluster_version"].dump() : std::string("none")));
   Cluster c;
   c.path = file;
   STOWAGE_ASSIGN_OR_RETURN(c.description, String(j, file, "description", false));

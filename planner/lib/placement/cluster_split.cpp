@@ -126,42 +126,70 @@ Result<CostSplit> SolveCostSplit(const CostSplitInput& in) {
   // cost[j][h]: least seconds with layers [0, j) placed on the devices so far, the last non-empty
   // stage on host h (host 0 before any: the layers -ngl keeps and the input are there).
   // from[d][j][h]: the j before device d's stage that reached (j, h), or -1 when d took nothing.
-  std::vector<std::vector<PathCost>> cost(nl + 1, std::vector<PathCost>(nh));
-  cost[0][0] = PathCost{0, 0};
-  std::vector<std::vector<std::vector<int>>> from(
-      nd, std::vector<std::vector<int>>(nl + 1, std::vector<int>(nh, -1)));
-  std::vector<std::vector<std::vector<int>>> from_host = from;
-  for (size_t d = 0; d < nd; ++d) {
-    const CostDevice& dev = in.devices[d];
-    const size_t hd = static_cast<size_t>(dev.host);
-    std::vector<std::vector<PathCost>> next = cost;  // device d takes nothing
-    for (size_t j = 0; j < nl; ++j)
-      for (size_t h = 0; h < nh; ++h) {
-        if (std::isinf(cost[j][h].seconds)) continue;
-        const double hop = HopSeconds(in, static_cast<int>(h), dev.host, in.activation_bytes);
-        if (std::isinf(hop)) continue;
-        for (size_t k = j + 1; k <= nl && bytes[k] - bytes[j] <= dev.capacity; ++k) {
-          const double stage = secs[d][k] - secs[d][j];
-          const PathCost c{cost[j][h].seconds + hop + stage, cost[j][h].balance + stage * stage};
-          if (c.Better(next[k][hd])) {
-            next[k][hd] = c;
-            from[d][k][hd] = static_cast<int>(j);
-            from_host[d][k][hd] = static_cast<int>(h);
-          }
-        }
-      }
-    cost = std::move(next);
-  }
+  std::vector<std::vector<std::vector<int>>> from, from_host;
   PathCost best;
   size_t best_h = 0;
-  for (size_t h = 0; h < nh; ++h) {
-    const PathCost c{cost[nl][h].seconds + HopSeconds(in, static_cast<int>(h), 0, sizeof(int32_t)),
-                     cost[nl][h].balance};
-    if (c.Better(best)) best = c, best_h = h;
-  }
-  if (std::isinf(best.seconds))
+  // The dynamic programme; without `capacity` any device takes any number of layers (what the
+  // links alone allow).
+  auto solve = [&](bool capacity) {
+    std::vector<std::vector<PathCost>> cost(nl + 1, std::vector<PathCost>(nh));
+    cost[0][0] = PathCost{0, 0};
+    from.assign(nd, std::vector<std::vector<int>>(nl + 1, std::vector<int>(nh, -1)));
+    from_host = from;
+    for (size_t d = 0; d < nd; ++d) {
+      const CostDevice& dev = in.devices[d];
+      const size_t hd = static_cast<size_t>(dev.host);
+      std::vector<std::vector<PathCost>> next = cost;  // device d takes nothing
+      for (size_t j = 0; j < nl; ++j)
+        for (size_t h = 0; h < nh; ++h) {
+          if (std::isinf(cost[j][h].seconds)) continue;
+          const double hop = HopSeconds(in, static_cast<int>(h), dev.host, in.activation_bytes);
+          if (std::isinf(hop)) continue;
+          for (size_t k = j + 1; k <= nl && (!capacity || bytes[k] - bytes[j] <= dev.capacity); ++k) {
+            const double stage = secs[d][k] - secs[d][j];
+            const PathCost c{cost[j][h].seconds + hop + stage, cost[j][h].balance + stage * stage};
+            if (c.Better(next[k][hd])) {
+              next[k][hd] = c;
+              from[d][k][hd] = static_cast<int>(j);
+              from_host[d][k][hd] = static_cast<int>(h);
+            }
+          }
+        }
+      cost = std::move(next);
+    }
+    best = PathCost{};
+    best_h = 0;
+    for (size_t h = 0; h < nh; ++h) {
+      const PathCost c{cost[nl][h].seconds + HopSeconds(in, static_cast<int>(h), 0, sizeof(int32_t)),
+                       cost[nl][h].balance};
+      if (c.Better(best)) best = c, best_h = h;
+    }
+  };
+  solve(true);
+  if (std::isinf(best.seconds)) {
+    // Memory, or the links? Without the capacities a split that still fails lacks a link: name the
+    // host pairs of model devices (and host 0, where the input and output are) with no path.
+    solve(false);
+    std::string missing;
+    if (std::isinf(best.seconds)) {
+      std::vector<int> hosts{0};
+      for (const CostDevice& dev : in.devices)
+        if (std::find(hosts.begin(), hosts.end(), dev.host) == hosts.end()) hosts.push_back(dev.host);
+      for (size_t a = 0; a < hosts.size(); ++a)
+        for (size_t b = a + 1; b < hosts.size(); ++b)
+          if (std::isinf(HopSeconds(in, hosts[a], hosts[b], 0)))
+            missing += std::string(missing.empty() ? "" : ", ") +
+                       std::to_string(std::min(hosts[a], hosts[b])) + "-" +
+                       std::to_string(std::max(hosts[a], hosts[b]));
+    }
+    if (!missing.empty())
+      return InvalidArgument("no contiguous split of the " + std::to_string(nl) +
+                             " offloaded layers: no link between hosts " + missing +
+                             " in the cluster file, expected one per pair of hosts a split crosses (or a "
+                             "chain of links)");
     return ResourceExhausted("no contiguous split of the " + std::to_string(nl) +
                              " offloaded layers fits the model devices' memory over the cluster's links");
+  }
   std::vector<int> counts(nd, 0);
   size_t j = nl, h = best_h;
   for (size_t d = nd; d-- > 0;) {

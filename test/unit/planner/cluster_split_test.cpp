@@ -117,6 +117,24 @@ TEST(ClusterSplit, MissingLinkIsNoPath) {
       << e.status().message();
 }
 
+TEST(ClusterSplit, NoLinkAtAllNamesTheMissingLinks) {
+  // Memory enough everywhere, but no host reaches host 0: the error names the links, not memory.
+  auto in = Chain({Dev("MPI1:CPU", 1, 1e9), Dev("MPI2:CPU", 2, 1e9)}, 3, 3);
+  for (auto& row : in.links)
+    for (auto& l : row) l.reset();
+  auto s = SolveCostSplit(in);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.status().message(),
+            "no contiguous split of the 3 offloaded layers: no link between hosts 0-1, 0-2, 1-2 in the "
+            "cluster file, expected one per pair of hosts a split crosses (or a chain of links)");
+  // With the 0-1 link host 1 takes all three layers; the missing others do not matter.
+  in.links[0][1] = in.links[1][0] = CostLink{1e10, 1e-6};
+  s = SolveCostSplit(in);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->layers_per_device, (std::vector<int>{3, 0}));
+}
+
 TEST(ClusterSplit, WithoutItsOwnLinkAHopGoesThroughTheHostsBetween) {
   // Links 0-1 and 1-2 only (a chain): host 2 alone is reached through host 1, both ways.
   auto in = Chain({Dev("MPI1:CPU", 1, 1e9), Dev("MPI2:CPU", 2, 4e9)}, 4, 3);

@@ -94,7 +94,10 @@ Result<CostSplit> EstimateCostSplit(const CostSplitInput& in, const std::vector<
 /// The split of least seconds_per_token whose stages fit their devices' capacity (the dynamic
 /// program above; among splits of equal seconds to within rounding, the one of the least sum of
 /// squared stage seconds: equal devices share the layers evenly). Errors: kResourceExhausted "no contiguous
-/// split of the N offloaded layers fits the model devices' memory over the cluster's links" when none does.
+/// split of the N offloaded layers fits the model devices' memory over the cluster's links" when none does;
+/// kInvalidArgument "no contiguous split of the N offloaded layers: no link between hosts 0-1[, ...] in the
+/// cluster file, expected one per pair of hosts a split crosses (or a chain of links)" when none would
+/// even with unlimited memory (the pairs among host 0 and the devices' hosts that no link joins).
 Result<CostSplit> SolveCostSplit(const CostSplitInput& in);
 
 /// The input for `cluster`'s plan: its model devices (`memory_split.devices`, capacity from
