@@ -53,8 +53,12 @@ void AddCommonOptions(CLI::App* a, CommonOptions* c) {
   a->add_option("-m,--model", c->model, "GGUF model file")->required();
   a->add_option("--plan", c->plan,
                 "plan file made by plan-model (default: plan on the fly for this machine)");
-  a->add_option("-t,--threads", c->threads, "CPU threads (0 = all hardware threads; at most 4x them)")
-      ->check(tools::IntegerIn(0, MaxThreads()));
+  // llama.cpp's -t -1 is its default; any larger count than the session's 4x the hardware threads
+  // is refused (CheckThreadCount: more only oversubscribes, and huge counts crashed in OpenMP).
+  a->add_option(
+       "-t,--threads", c->threads,
+       "CPU threads (0 or -1 = the default, as llama.cpp's -1: all hardware threads; at most 4x them)")
+      ->check(tools::IntegerIn(-1, MaxThreads()));
   a->add_option("-c,--ctx-size", c->n_ctx,
                 "context size when planning on the fly (0 = the model's training context; default: the "
                 "model's to generate text, as llama-cli 2026 (4096 with --llamacpp-compat feb25); 512 for "
@@ -165,7 +169,9 @@ void AddGenerateOptions(CLI::App* app, GenerateFlags* g) {
       ->check(tools::NumberIn(-1e4, 1e4));
   app->add_option("-s,--seed", g->seed, "random seed (-1 or 4294967295: a random seed, printed)")
       ->check(tools::IntegerIn(-1, UINT32_MAX));
-  app->add_flag("-q,--quiet", g->options.quiet, "print only the text");
+  app->add_flag("-q,--quiet", g->options.quiet,
+                "no log lines, seed or timings on stderr: only the text (the prompt, unless "
+                "--no-display-prompt, then the generated text)");
   app->add_flag("--conversation", g->conversation,
                 "chat (llama-cli -cnv): user turns from stdin, one a line, formatted by the chat template; "
                 "-p is the first turn; each reply ends at the end-of-generation token or -n (default -1)");
@@ -379,6 +385,7 @@ int Main(int argc, char** argv) {
                                         {"-sys", "--system-prompt"}});
       rc >= 0)
     return rc;
+  if (c.threads < 0) c.threads = 0;  // -t -1: the default
   const CLI::App* sub = *ppl ? ppl : *bench ? bench : nullptr;
   if (Status st = CheckFlagsApply(app, c, sub); !st.ok()) return Fail(st);
   auto transport = StartHosts(c.mpi_timeout);  // under mpirun: MPI up, the plan's host check follows at load
