@@ -1068,7 +1068,21 @@ int Bench(const CommonOptions& c, bool ctx_given, const BenchOptions& opts) {
     plan = *p;
   }
   const int known_ctx = plan ? plan->n_ctx : ctx_given ? static_cast<int>(c.n_ctx) : 0;
+  // Planned on the fly without -c, a test's context is its own n_prompt + n_gen + n_depth (as
+  // llama-bench's); one beyond the model's training context (a typo such as -d 1000000) would plan
+  // and fill a cache of that size for minutes before its first line, so it is refused up front.
+  uint32_t n_ctx_train = 0;
+  if (known_ctx == 0) {
+    auto arch = (*gguf)->GetString("general.architecture");
+    auto train = arch.ok() ? (*gguf)->GetU32Or(*arch + ".context_length", 0) : Result<uint32_t>(0u);
+    if (train.ok()) n_ctx_train = *train;
+  }
   for (BenchTest& t : tests) {
+    if (n_ctx_train > 0 && static_cast<int64_t>(t.n_prompt) + t.n_gen + t.n_depth > n_ctx_train)
+      return Fail(OutOfRange("test " + TestName(t) + " needs " +
+                             std::to_string(t.n_prompt + t.n_gen + t.n_depth) +
+                             " tokens of context, more than the model's training context of " +
+                             std::to_string(n_ctx_train) + " (give -c to run it in a context that large)"));
     if (known_ctx > 0 && t.n_prompt + t.n_gen + t.n_depth > known_ctx)
       return Fail(
           OutOfRange("test " + TestName(t) + " needs " + std::to_string(t.n_prompt + t.n_gen + t.n_depth) +
@@ -1088,6 +1102,7 @@ int Bench(const CommonOptions& c, bool ctx_given, const BenchOptions& opts) {
   }
   BenchPrinter printer(b, x, MarkdownColumns(b, x));
   if (!b.json_summary) printer.Header();
+  if (!FlushStdout()) return 1;  // the header before the first test's session loads, as llama-bench
   // A session per test (llama-bench's context per test), kept while the next test's settings match.
   std::unique_ptr<Session> session;
   std::string session_key;
