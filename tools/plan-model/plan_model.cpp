@@ -27,6 +27,7 @@
 #include "stowage/runtime/host_devices.h"
 #ifdef STOWAGE_HAVE_COMPILER
 #include "stowage/Compiler/CompilePlan.h"
+#include "stowage/plan/plan_generated.h"
 #endif
 
 using namespace stowage;
@@ -673,6 +674,14 @@ int Run(int argc, char** argv) {
     if (!compiled->not_compiled.empty())
       std::fprintf(stderr, "plan-model: note: %s (the planner's graphs are written, as -O0)\n",
                    compiled->not_compiled.c_str());
+    if (options.fuse && compiled->not_compiled.empty()) {
+      // llama.cpp's "graph nodes" line stays the planner's count (llama.cpp's); the plan written
+      // holds the graphs after the rewriting passes (its bytes are verified by CompilePlan).
+      const auto* graphs = plan::GetPlan(compiled->bytes.data())->graphs();
+      auto nodes = [&](unsigned i) { return graphs->Get(i)->nodes() ? graphs->Get(i)->nodes()->size() : 0u; };
+      std::fprintf(log, "plan-model: compiler: -O%d: pp graph %d -> %u nodes, tg graph %d -> %u nodes\n",
+                   o.opt_level, planned->outcome.pp_nodes, nodes(0), planned->outcome.tg_nodes, nodes(1));
+    }
     planned->bytes = std::move(compiled->bytes);
     planned->fit = compiled->fit;
   }
