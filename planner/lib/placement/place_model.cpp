@@ -272,8 +272,12 @@ void ContextLines2026(const ModelGraphs& m, const PlacementOutcome& o, const Ask
                       std::vector<std::string>* out) {
   const uint32_t n_seq_max = std::max<uint32_t>(1, m.cfg.n_seq_max);
   const uint32_t n_ctx_seq = m.cfg.kv_unified ? m.cfg.n_ctx : m.cfg.n_ctx / n_seq_max;
-  const std::string fa_type =
+  std::string fa_type =
       asked.flash_attn_type.empty() ? (m.cfg.flash_attn ? "enabled" : "disabled") : asked.flash_attn_type;
+  if (fa_type == "auto" && QuantizedVCacheEnablesFlashAttn(m.cfg, m.hp)) {
+    out->push_back("llama_init_from_model: enabling flash_attn since it is required for quantized V cache");
+    fa_type = "enabled";
+  }
   out->push_back("llama_context: constructing llama_context");
   out->push_back(Fmt("llama_context: n_seq_max             = %u", n_seq_max));
   out->push_back(Fmt("llama_context: n_ctx                 = %u", m.cfg.n_ctx));
@@ -337,6 +341,11 @@ void ContextLines2026(const ModelGraphs& m, const PlacementOutcome& o, const Ask
 }
 
 }  // namespace
+
+bool QuantizedVCacheEnablesFlashAttn(const ContextConfig& cfg, const HParams& hp) {
+  return cfg.llamacpp_compat == LlamacppCompat::k2026 && !hp.recurrent() &&
+         GetTypeTraits(cfg.type_v).is_quantized;
+}
 
 GraphInputCounts CountGraphInputs(const Graph& g) {
   // A node scheduled away from an input reads the input's split copy: counted as the input read.

@@ -136,7 +136,9 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
     say(PlanMessageKind::kGpuLayersIgnored, "no usable GPU found, --n-gpu-layers option will be ignored");
 
   Result<PlacementOutcome> outcome = PlaceModel(r.graphs, machine, r.placement);
-  if (outcome.ok() && request.flash_attn == FlashAttnMode::kAuto && r.graphs.cfg.flash_attn) {
+  const bool fa_auto =
+      request.flash_attn == FlashAttnMode::kAuto && !QuantizedVCacheEnablesFlashAttn(asked, hp);
+  if (outcome.ok() && fa_auto && r.graphs.cfg.flash_attn) {
     const std::string mismatch = FlashAttnDeviceMismatch(r.graphs, *outcome);
     // llama.cpp 2026 llama_context::resolve_fused_ops words the decision per fused op.
     const bool today = request.llamacpp_compat == LlamacppCompat::k2026;

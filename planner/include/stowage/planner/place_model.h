@@ -82,6 +82,13 @@ Status PlaceModelStep(PlaceStep step, ModelGraphs& m, const std::vector<DeviceMa
 Result<PlacementOutcome> PlaceModel(ModelGraphs& m, const std::vector<DeviceManifest>& machine,
                                     const PlacementOptions& opt);
 
+/// llama.cpp 2026 llama_init_from_model: -fa auto with a quantized V cache is -fa on ("enabling
+/// flash_attn since it is required for quantized V cache"; resolve_fused_ops then checks nothing):
+/// true for a context `cfg` planned as 2026 (cfg.llamacpp_compat) whose V cache type is quantized,
+/// of an attention model (not hp.recurrent()). Plan skips -fa auto's check then, ReportLines prints
+/// that line and "flash_attn = enabled".
+bool QuantizedVCacheEnablesFlashAttn(const ContextConfig& cfg, const HParams& hp);
+
 /// What llama.cpp 2026's load log says of the context as asked that the plan alone does not: the
 /// flash-attention type asked (llama_context_params.flash_attn_type, -fa), which llama_context's
 /// summary prints before resolving it, and what resolving -fa auto printed (Plan's

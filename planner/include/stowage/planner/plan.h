@@ -215,7 +215,9 @@ Status CheckPlanFit(const GgufFile& gguf, const PlacementOutcome& outcome);
 ///      kKqMaskPad.
 ///   4. BuildModelGraphs on the resolved context; kContextOverflow; kGpuLayersIgnored.
 ///   5. PlaceModel (CheckMaxBufferSizes and RowSplitShares included).
-///   6. kAuto with flash attention on: kFlashAttnEnabled when FlashAttnDeviceMismatch finds nothing,
+///   6. kAuto with flash attention on (not with a quantized V cache in 2026 mode, which llama.cpp
+///      2026 plans as -fa on: QuantizedVCacheEnablesFlashAttn): kFlashAttnEnabled when
+///      FlashAttnDeviceMismatch finds nothing,
 ///      else kFlashAttnDisabled and steps 2, 3 (without kBatchRaised), 4 and 5 again without flash
 ///      attention (a fit of its own: the compute buffers differ).
 ///   7. PlanResult::fit = CheckPlanFit; with request.fit: kFitChosen (also when step 5 failed;
