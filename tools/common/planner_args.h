@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli_numbers.h"
+#include "stowage/planner/gpu_layers.h"
 #include "stowage/planner/plan.h"
 
 namespace stowage::tools {
@@ -16,7 +17,7 @@ namespace stowage::tools {
 using planner::kAllGpuLayers;
 /// -ngl's value standing for "auto" after GpuLayersValue: fit the layers to the GPUs' free memory
 /// (planner::PlanRequest::fit, as --fit).
-inline constexpr int kAutoGpuLayers = -1;
+using planner::kAutoGpuLayers;
 
 /// CLI11 transform for -ngl / --n-gpu-layers with llama.cpp's values (common/arg.cpp and common.h,
 /// 2026: "-1 is auto, <= -2 is all"): a layer count 0..2^20, "all" or a number <= -2 (every layer:
@@ -29,18 +30,19 @@ inline CLI::Validator GpuLayersValue() {
         const std::string digits = negative ? v.substr(1) : v;
         const bool number = !digits.empty() && digits.size() <= 8 &&
                             digits.find_first_not_of("0123456789") == std::string::npos;
-        if (v == "all" || (negative && number && digits != "1")) {
-          v = std::to_string(kAllGpuLayers);
+        if (v == "all" || v == "auto") {
+          v = std::to_string(v == "all" ? kAllGpuLayers : kAutoGpuLayers);
           return "";
         }
-        if (v == "auto" || v == "-1") {
-          v = std::to_string(kAutoGpuLayers);
-          return "";
+        if (number) {  // planner::GpuLayersOf: -1 auto, <= -2 all
+          const int64_t n = planner::GpuLayersOf(negative ? -std::stol(digits) : std::stol(digits));
+          if (n <= kAllGpuLayers) {
+            v = std::to_string(n);
+            return "";
+          }
         }
-        if (!number || negative || std::stol(digits) > kAllGpuLayers)
-          return "expected a layer count from 0 to " + std::to_string(kAllGpuLayers) +
-                 ", 'all' (or <= -2) or 'auto' (or -1), found " + ShownValue(v);
-        return "";
+        return "expected a layer count from 0 to " + std::to_string(kAllGpuLayers) +
+               ", 'all' (or <= -2) or 'auto' (or -1), found " + ShownValue(v);
       },
       "N|all|auto");
 }

@@ -10,12 +10,14 @@
 #include <vector>
 
 #include "stowage/planner/from_probe.h"
+#include "stowage/planner/gpu_layers.h"
 #include "stowage/planner/model_graphs.h"
 #include "stowage/planner/plan.h"
 #include "stowage/runtime/atomic_file.h"
 #include "stowage/runtime/device_probe.h"
 #include "stowage/runtime/ggml_types.h"
 #include "stowage/runtime/gguf.h"
+#include "stowage/runtime/plan.h"
 
 namespace {
 
@@ -68,12 +70,20 @@ Result<stowage::planner::PlanRequest> RequestOf(const stowage_plan_params& p) {
           "stowage_plan_params.flash_attn: expected -1 (auto), 0 (off) or 1 (on), found " +
           std::to_string(static_cast<int>(p.flash_attn)));
   }
-  if (p.n_gpu_layers < -1)
-    return stowage::InvalidArgument(
-        "stowage_plan_params.n_gpu_layers: expected -1 (auto) or a layer count, found " +
-        std::to_string(p.n_gpu_layers));
-  if (p.n_seq_max == 0)
-    return stowage::InvalidArgument("stowage_plan_params.n_seq_max: expected 1 to 256 sequences, found 0");
+  // -ngl's rule (GpuLayersOf, plan-model's too): -1 auto, <= -2 every layer and the output.
+  const int64_t n_gpu_layers = stowage::planner::GpuLayersOf(p.n_gpu_layers);
+  if (n_gpu_layers > stowage::planner::kAllGpuLayers)
+    return stowage::InvalidArgument("stowage_plan_params.n_gpu_layers: expected a layer count from 0 to " +
+                                    std::to_string(stowage::planner::kAllGpuLayers) +
+                                    ", <= -2 (all) or -1 (auto), found " + std::to_string(p.n_gpu_layers));
+  if (p.n_seq_max == 0 || p.n_seq_max > stowage::kMaxSequences)
+    return stowage::InvalidArgument("stowage_plan_params.n_seq_max: expected 1 to " +
+                                    std::to_string(stowage::kMaxSequences) + " sequences, found " +
+                                    std::to_string(p.n_seq_max));
+  for (auto [field, value] : {std::pair{"n_batch", p.n_batch}, std::pair{"n_ubatch", p.n_ubatch}})
+    if (value == 0)
+      return stowage::InvalidArgument(std::string("stowage_plan_params.") + field +
+                                      ": expected 1 or more tokens, found 0");
   request.context.n_ctx = p.n_ctx;
   request.context.n_batch = p.n_batch;
   request.context.n_ubatch = p.n_ubatch;
@@ -82,8 +92,8 @@ Result<stowage::planner::PlanRequest> RequestOf(const stowage_plan_params& p) {
   request.context.swa_full = p.swa_full != 0;
   STOWAGE_ASSIGN_OR_RETURN(request.context.type_k, CacheType("cache_type_k", p.cache_type_k));
   STOWAGE_ASSIGN_OR_RETURN(request.context.type_v, CacheType("cache_type_v", p.cache_type_v));
-  request.fit = p.n_gpu_layers == -1;
-  request.placement.n_gpu_layers = request.fit ? 0 : p.n_gpu_layers;
+  request.fit = n_gpu_layers == stowage::planner::kAutoGpuLayers;
+  request.placement.n_gpu_layers = request.fit ? 0 : static_cast<int>(n_gpu_layers);
   request.placement.use_mmap = p.use_mmap != 0;
   request.placement.offload_kqv = p.offload_kqv != 0;
   request.fit_check = p.fit_check != 0;

@@ -230,10 +230,40 @@ TEST_F(PlannerCApiTest, BadArgumentsAreOneLineErrors) {
   p.n_seq_max = 0;
   check(stowage_plan_model_buffer(model_.c_str(), &p, &plan, &size, err, sizeof err),
         STOWAGE_INVALID_ARGUMENT, "stowage_plan_params.n_seq_max");
-  p = params_;
-  p.n_gpu_layers = -2;
+  // Above LLAMA_MAX_SEQ: the range, not a context-size error.
+  p.n_seq_max = 100000;
   check(stowage_plan_model_buffer(model_.c_str(), &p, &plan, &size, err, sizeof err),
-        STOWAGE_INVALID_ARGUMENT, "stowage_plan_params.n_gpu_layers");
+        STOWAGE_INVALID_ARGUMENT, "stowage_plan_params.n_seq_max: expected 1 to 256 sequences, found 100000");
+  for (uint32_t stowage_plan_params::* field :
+       {&stowage_plan_params::n_batch, &stowage_plan_params::n_ubatch}) {
+    p = params_;
+    p.*field = 0;
+    check(stowage_plan_model_buffer(model_.c_str(), &p, &plan, &size, err, sizeof err),
+          STOWAGE_INVALID_ARGUMENT,
+          field == &stowage_plan_params::n_batch
+              ? "stowage_plan_params.n_batch: expected 1 or more tokens, found 0"
+              : "stowage_plan_params.n_ubatch: expected 1 or more tokens, found 0");
+  }
+  p = params_;
+  p.n_gpu_layers = (1 << 20) + 1;
+  check(stowage_plan_model_buffer(model_.c_str(), &p, &plan, &size, err, sizeof err),
+        STOWAGE_INVALID_ARGUMENT,
+        "stowage_plan_params.n_gpu_layers: expected a layer count from 0 to 1048576");
+  // -ngl's rule (plan-model's too): any value <= -2 is every layer and the output, as 'all'.
+  p = params_;
+  p.n_gpu_layers = -12345;
+  void* neg = nullptr;
+  size_t neg_size = 0;
+  ASSERT_EQ(stowage_plan_model_buffer(model_.c_str(), &p, &neg, &neg_size, err, sizeof err), STOWAGE_OK)
+      << err;
+  p.n_gpu_layers = 1 << 20;
+  void* all = nullptr;
+  size_t all_size = 0;
+  ASSERT_EQ(stowage_plan_model_buffer(model_.c_str(), &p, &all, &all_size, err, sizeof err), STOWAGE_OK)
+      << err;
+  EXPECT_EQ(std::string(static_cast<char*>(neg), neg_size), std::string(static_cast<char*>(all), all_size));
+  stowage_plan_buffer_free(neg);
+  stowage_plan_buffer_free(all);
   // A folder that does not exist: the write's error, and nothing left behind.
   const std::string bad = dir_.File("no/such/dir/m.plan");
   check(stowage_plan_model(model_.c_str(), &params_, bad.c_str(), err, sizeof err), STOWAGE_IO_ERROR,

@@ -56,8 +56,9 @@ typedef struct {
    * (required for n_seq_max > 1, as plan-model). */
   uint32_t n_seq_max;
   int kv_unified;
-  /* -ngl: layers on the GPUs (0 = none, a count above the model's layers = all); -1 = auto (--fit:
-   * context, layers and overrides chosen as llama.cpp 2026's common_fit_params chooses them). */
+  /* -ngl: layers on the GPUs (0 = none, a count above the model's layers, up to 1048576, or any
+   * value <= -2 = all, as plan-model's -ngl); -1 = auto (--fit: context, layers and overrides chosen
+   * as llama.cpp 2026's common_fit_params chooses them). */
   int32_t n_gpu_layers;
   /* -ctk, -ctv: KV cache types by ggml name ("f16", "q8_0", ...); NULL = "f16". */
   const char* cache_type_k;
@@ -83,10 +84,11 @@ stowage_plan_params stowage_plan_default_params(void);
 /* Plans the GGUF at model_path for this machine with `params` (NULL: the defaults) and writes the
  * plan to plan_path (a temporary file renamed into place: never a partly written plan). The plan
  * records "stowage_plan_model" as the planner's command line. Errors: a NULL path
- * (STOWAGE_INVALID_ARGUMENT); a bad parameter (an unknown cache type, n_seq_max 0,
- * STOWAGE_INVALID_ARGUMENT naming the field); the model's (a missing or malformed GGUF, an
- * unsupported architecture); the planner's; a plan that does not fit this machine's memory when
- * params->fit_check (STOWAGE_RESOURCE_EXHAUSTED naming the device); the write's (STOWAGE_IO_ERROR). */
+ * (STOWAGE_INVALID_ARGUMENT); a bad parameter (an unknown cache type, n_seq_max outside 1..256,
+ * n_batch or n_ubatch 0, n_gpu_layers above 1048576: STOWAGE_INVALID_ARGUMENT naming the field,
+ * "stowage_plan_params.n_seq_max: expected 1 to 256 sequences, found 100000"); the model's (a missing or
+ * malformed GGUF, an unsupported architecture); the planner's; a plan that does not fit this machine's memory
+ * when params->fit_check (STOWAGE_RESOURCE_EXHAUSTED naming the device); the write's (STOWAGE_IO_ERROR). */
 stowage_status stowage_plan_model(const char* model_path, const stowage_plan_params* params,
                                   const char* plan_path, char* err, size_t err_size);
 
