@@ -1,10 +1,14 @@
 #include "generate.h"
 
+#include <signal.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,6 +21,37 @@
 
 namespace stowage::run {
 namespace {
+
+// Ctrl+C while generating: llama-cli 2026 prints its timing summary, then exits 130. The handler can
+// only set a flag (async-signal-safe), which the generation loop reads once per token; the flag is
+// process-wide because a signal is. SA_RESETHAND: a second Ctrl+C (in a long prompt, between token
+// checks) ends the process at once, as before.
+volatile std::sig_atomic_t interrupt_requested = 0;
+extern "C" void RequestInterrupt(int) { interrupt_requested = 1; }
+
+/// SIGINT caught while it lives, also when it was ignored at start (as llama-cli's sigaction: a
+/// background job of a script gets it ignored), then the old disposition back.
+class InterruptCatcher {
+ public:
+  InterruptCatcher() {
+    struct sigaction sa = {};
+    sa.sa_handler = RequestInterrupt;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    interrupt_requested = 0;
+    installed_ = ::sigaction(SIGINT, &sa, &old_) == 0;
+  }
+  ~InterruptCatcher() {
+    if (installed_) ::sigaction(SIGINT, &old_, nullptr);
+  }
+  InterruptCatcher(const InterruptCatcher&) = delete;
+  InterruptCatcher& operator=(const InterruptCatcher&) = delete;
+  bool interrupted() const { return interrupt_requested != 0; }
+
+ private:
+  struct sigaction old_ = {};
+  bool installed_ = false;
+};
 
 /// The most bytes of text one token of `tok` can stand for, when tokenizing drops no byte of the
 /// text: then a text of N bytes makes at least N / result tokens, and one longer than n_ctx times
@@ -139,7 +174,11 @@ int Generate(const CommonOptions& c, GenerateOptions g) {
   const auto t1 = Clock::now();
   int generated = 0;
   bool eog_reached = false;
+  // Across hosts every rank must take the same steps: only a single process stops on Ctrl+C.
+  std::optional<InterruptCatcher> interrupt;
+  if (!c.transport) interrupt.emplace();
   for (; generated < n_predict; ++generated) {
+    if (interrupt && interrupt->interrupted()) break;
     for (int32_t id : eog) logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
     // Across hosts, the host holding the logits samples and the others take its token (hosts.h).
     auto shared =
@@ -172,6 +211,13 @@ int Generate(const CommonOptions& c, GenerateOptions g) {
     if (Status st = dump->Append(logits); !st.ok()) return Fail(st);
   }
   const auto t2 = Clock::now();
+  if (interrupt && interrupt->interrupted()) {  // the summary, no --dump-logits file, exit status 130
+    std::printf("\n");
+    if (!FlushStdout()) return 1;
+    if (!g.quiet) PrintTimings(s, t0, t1, t2, tokens.size(), generated, -1);
+    std::fprintf(stderr, "stowage-run: interrupted\n");
+    return 128 + SIGINT;
+  }
   if (Status st = dump->Commit(); !st.ok()) {
     EndStreamedLine();
     return Fail(st);
