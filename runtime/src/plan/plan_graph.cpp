@@ -312,6 +312,14 @@ Status BindTensor(const Graph& g, int id, const Bindings& s, const Memory& mem, 
     v.layout = sb.v.layout;
     switch (t.op) {
       case GgmlOp::RESHAPE:
+        // ggml_reshape asserts ggml_is_contiguous(a): a reshape of a strided view (a permute, a
+        // transpose, rows of a wider tensor) would read its bytes in another order than ggml.
+        if (!sb.v.is_contiguous()) {
+          std::string nb;
+          for (int d = 0; d < 4; ++d) nb += (d ? ", " : "") + std::to_string(sb.v.nb[d]);
+          return DataLoss(where() + ": RESHAPE of '" + g.tensors[src].name + "' " + exec::ShapeString(sb.v) +
+                          " with strides nb [" + nb + "]: expected a contiguous source (ggml_reshape)");
+        }
         exec::SetContiguousStrides(v);
         break;
       case GgmlOp::VIEW: {
