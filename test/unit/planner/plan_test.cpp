@@ -208,6 +208,7 @@ TEST_F(PlanTest, ReportsLlamaCppsContextAndGpuWarnings) {
   PlanRequest req;
   req.context.n_ctx = 1 << 16;  // beyond the model's training context
   req.context.n_batch = 16;
+  req.llamacpp_compat = LlamacppCompat::kFeb25;  // its GGML_KQ_MASK_PAD raise
   req.placement.n_gpu_layers = 4;
   req.cpu_moe = true;
   req.serialize = false;
@@ -221,6 +222,14 @@ TEST_F(PlanTest, ReportsLlamaCppsContextAndGpuWarnings) {
                                                  PlanMessageKind::kContextOverflow,
                                                  PlanMessageKind::kGpuLayersIgnored}));
   EXPECT_EQ(said[0].text, "--cpu-moe/--n-cpu-moe given but the model has no experts");
+  // llama.cpp 2026 has no GGML_KQ_MASK_PAD raise: n_batch stays 16, without the line.
+  req.llamacpp_compat = LlamacppCompat::k2026;
+  said.clear();
+  r = Plan(*gguf_, {Cpu()}, req, [&](const PlanMessage& m) { said.push_back(m); });
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->graphs.cfg.n_batch, 16u);
+  EXPECT_TRUE(std::none_of(said.begin(), said.end(),
+                           [](const PlanMessage& m) { return m.kind == PlanMessageKind::kBatchRaised; }));
 }
 
 TEST_F(PlanTest, ErrorsAreTheSteps) {
