@@ -554,9 +554,10 @@ Status ResolveContext(const HParams& hp, const std::string& path, ContextConfig*
     cfg->n_ctx = hp.n_ctx_train;
   }
   if (cfg->n_ctx > kMaxContextTokens)
-    return InvalidArgument("context size " + std::to_string(cfg->n_ctx) +
-                           " exceeds the largest Stowage plans (" + std::to_string(kMaxContextTokens) +
-                           " tokens)");
+    return InvalidArgument(path + ": context size " + std::to_string(cfg->n_ctx) +
+                           " exceeds the largest context Stowage plans (" +
+                           std::to_string(kMaxContextTokens) + " tokens); expected at most that (-c, or " +
+                           hp.arch + ".context_length times the sequences)");
   // llama_init_from_model pads n_ctx to llama_kv_cache_get_padding (256 with flash attention,
   // else 32) because kv_self.n is padded during inference; n_batch <= n_ctx, then raised to at least
   // GGML_KQ_MASK_PAD (64 in FEB25 ggml.h; "n_batch is less than GGML_KQ_MASK_PAD - increasing").

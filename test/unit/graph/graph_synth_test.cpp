@@ -199,7 +199,11 @@ TEST(HParams, ResolveContextAsLlamaInitFromModel) {
   EXPECT_TRUE(ResolveContext(hp, "m.gguf", &cfg).ok());
   cfg = ContextConfig{};
   cfg.n_ctx = kMaxContextTokens + 1;
-  EXPECT_EQ(ResolveContext(hp, "m.gguf", &cfg).code(), StatusCode::kInvalidArgument);
+  s = ResolveContext(hp, "m.gguf", &cfg);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "m.gguf: context size 16777217 exceeds the largest context Stowage plans (16777216 tokens); "
+            "expected at most that (-c, or llama.context_length times the sequences)");
 }
 
 TEST(HParams, KvCacheTypesAsLlamaCpp) {
