@@ -25,6 +25,7 @@
 #include "stowage/planner/tensor_split_plan.h"
 #include "stowage/runtime/atomic_file.h"
 #include "stowage/runtime/host_devices.h"
+#include "stowage/runtime/plan.h"
 #ifdef STOWAGE_HAVE_COMPILER
 #include "stowage/Compiler/CompilePlan.h"
 #include "stowage/plan/plan_generated.h"
@@ -418,6 +419,17 @@ void PrintPlanMessage(const PlanMessage& msg, FILE* log, bool verbose, std::stri
   }
 }
 
+/// Writes `bytes` to `path` atomically once the runtime's plan verifier (PlanFile::FromBytes, the one
+/// every tool uses) accepts them, so that plan-model never writes a plan stowage-run refuses, at
+/// every -O level and without MLIR. Errors: the verifier's (as kInternal: a planner bug) or the write's.
+Status WriteVerifiedPlan(const std::string& path, const std::vector<uint8_t>& bytes, FILE* log) {
+  if (auto verified = PlanFile::FromBytes(bytes, path); !verified.ok())
+    return Internal("plan verifier refused the plan to write: " + verified.status().message());
+  STOWAGE_RETURN_IF_ERROR(WriteFileAtomic(path, bytes));
+  std::fprintf(log, "plan-model: wrote %s (%zu bytes)\n", path.c_str(), bytes.size());
+  return Status();
+}
+
 /// Prints what was planned: the timing line, llama.cpp's report lines, the scheduler's splits,
 /// --explain and the memory warnings; then the fit result, and writes the plan file. Returns the
 /// exit code.
@@ -464,9 +476,7 @@ int ReportAndWrite(const Options& o, const PlanResult& planned, const planner::A
   }
 
   if (!o.out_path.empty()) {
-    const std::vector<uint8_t>& bytes = planned.bytes;
-    if (Status s = WriteFileAtomic(o.out_path, bytes); !s.ok()) return Fail(s);
-    std::fprintf(log, "plan-model: wrote %s (%zu bytes)\n", o.out_path.c_str(), bytes.size());
+    if (Status s = WriteVerifiedPlan(o.out_path, planned.bytes, log); !s.ok()) return Fail(s);
   }
   return 0;
 }
@@ -585,8 +595,7 @@ int RunTensorSplitRanks(const Options& o, const GgufFile& gguf, const PlanReques
   if (!over.empty() && !o.no_fit_check)
     return Fail(ResourceExhausted(o.model_path + ": does not fit: " + over));
   if (!o.out_path.empty()) {
-    if (Status s = WriteFileAtomic(o.out_path, tp->bytes); !s.ok()) return Fail(s);
-    std::fprintf(log, "plan-model: wrote %s (%zu bytes)\n", o.out_path.c_str(), tp->bytes.size());
+    if (Status s = WriteVerifiedPlan(o.out_path, tp->bytes, log); !s.ok()) return Fail(s);
   }
   return 0;
 }

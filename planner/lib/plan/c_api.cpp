@@ -122,6 +122,11 @@ Result<std::vector<uint8_t>> PlanBytes(const char* fn, const char* model_path,
   if (!planned.fit.ok() && p.log != nullptr)
     p.log(("warning: " + planned.fit.message() + " (planned anyway: fit_check is 0)").c_str(),
           p.log_user_data);
+  // The runtime's one verifier (as plan-model before it writes): a plan the runtime would refuse is
+  // a planner bug, reported here rather than by the session that loads it.
+  if (auto verified = stowage::PlanFile::FromBytes(planned.bytes, std::string(fn) + " (" + model_path + ")");
+      !verified.ok())
+    return stowage::Internal("plan verifier refused the plan: " + verified.status().message());
   return std::move(planned.bytes);
 }
 

@@ -386,7 +386,11 @@ Status BindTensor(const Graph& g, int id, const Bindings& s, const Memory& mem, 
                     std::to_string(b.own_begin) + ", " + std::to_string(b.own_end) + ") of its buffer)");
   }
   const auto& tr = GetTypeTraits(v.type);
-  const uint64_t align = tr.is_quantized ? 2 : std::min<uint64_t>(tr.type_size, 4);
+  // A quantized block's widest field is a ggml_half scale (2 bytes) for every block type but those
+  // of an odd size: MXFP4's {u8 e; u8 qs[16]} (17 bytes) is read byte by byte, and a row of one
+  // block (deepseek2's attn_v_b with 32 columns) has a 17-byte stride in ggml too.
+  const uint64_t align =
+      tr.is_quantized ? (tr.type_size % 2 == 0 ? 2 : 1) : std::min<uint64_t>(tr.type_size, 4);
   bool aligned = b.offset % align == 0;
   for (int d = 1; d < 4; ++d) aligned = aligned && v.nb[d] % align == 0;
   if (!aligned)
