@@ -167,12 +167,28 @@ Result<PlanResult> Plan(const GgufFile& gguf, const std::vector<DeviceManifest>&
   // --fit's choice is the most the GPUs take within their targets (free - reserve - margin): when
   // it still fails the check, fewer layers cannot help the GPU over (it was over at its lower bound)
   // and more cannot help the host, so the line says that nothing fits instead of "fits".
+  // With no model device, llama.cpp 2026 fits an automatic context to the host's buffer types only
+  // (common_get_device_memory_data_impl): the CPU's extra buffer types (CPU_REPACK) are left out, so
+  // the context it chooses can leave no room for them. The line then names the -fitt that does.
   if (request.fit) {
     const bool fits = outcome.ok() && r.fit.ok();
+    std::string why = ": no setting --fit can choose fits this machine";
+    if (!fits && outcome.ok() && outcome->devices.n_model == 0) {
+      uint64_t extra = 0;
+      for (const PlannedBuffer& b : outcome->memory.buffers)
+        if (!b.mapped && !outcome->placement.bufts[b.buft].is_host && b.device == outcome->devices.cpu)
+          extra += b.size;
+      const uint64_t margin = request.fit_targets.empty() ? request.fit_target : request.fit_targets.front();
+      constexpr uint64_t kMiB = 1024 * 1024;
+      if (extra > 0)
+        why = ": llama.cpp 2026's --fit leaves the CPU's extra buffer types (" +
+              std::to_string((extra + kMiB - 1) / kMiB) +
+              " MiB of CPU_REPACK weights) out of the host memory it fits; -fitt " +
+              std::to_string((margin + extra + kMiB - 1) / kMiB) + " keeps room for them (or --no-repack)";
+    }
     say(PlanMessageKind::kFitChosen,
         "-ngl " + std::to_string(r.placement.n_gpu_layers) + (fits ? " fits" : " does not fit") + " (of " +
-            std::to_string(hp.n_layer) + " layers + output)" +
-            (fits ? "" : ": no setting --fit can choose fits this machine") + "\n" + chosen.Args(),
+            std::to_string(hp.n_layer) + " layers + output)" + (fits ? "" : why) + "\n" + chosen.Args(),
         r.placement.n_gpu_layers);
   }
   if (!outcome.ok()) return outcome.status();
